@@ -1,0 +1,396 @@
+package e2a
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MaxNesting is the deepest JSON nesting [FromJSON] and [ResponseFromJSON]
+// accept; deeper input is refused with ErrInvalidJSON before decoding.
+const MaxNesting = 128
+
+// FromJSON reads an envelope, applying every compatibility rule of spec §9
+// and the AgentRequest mapping of §10:
+//
+//   - channel_id → channel, req_method → method (the new names win);
+//   - metadata → channel_context, only when channel_context is empty;
+//   - binding → provenance.details.migrated_from_binding;
+//   - a top-level legacy payload object is merged into params without
+//     overwriting existing keys;
+//   - a float or integer epoch timestamp becomes an RFC 3339 UTC string;
+//   - jsonrpc_id null is treated as absent.
+//
+// Numbers inside params and other free-form objects are kept as json.Number.
+// It returns an error wrapping ErrInvalidJSON when data is not a JSON object
+// (or nests deeper than MaxNesting), and ErrInvalidEnvelope when a known field
+// has the wrong type.
+func FromJSON(data []byte) (*Envelope, error) {
+	if err := checkDepth(data, MaxNesting); err != nil {
+		return nil, err
+	}
+	var raw map[string]json.RawMessage
+	if err := decodeNumbers(data, &raw); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidJSON, err)
+	}
+	if raw == nil {
+		return nil, fmt.Errorf("%w: expected an object", ErrInvalidJSON)
+	}
+	var env Envelope
+	for key, v := range raw {
+		if err := readEnvelopeField(&env, key, v); err != nil {
+			return nil, fmt.Errorf("%w: field %q: %v", ErrInvalidEnvelope, key, err)
+		}
+	}
+	// Compatibility keys: the new name wins when both are present.
+	if env.Channel == "" {
+		if err := readString(raw["channel_id"], &env.Channel); err != nil {
+			return nil, fmt.Errorf("%w: field \"channel_id\": %v", ErrInvalidEnvelope, err)
+		}
+	}
+	if env.Method == "" {
+		if err := readString(raw["req_method"], &env.Method); err != nil {
+			return nil, fmt.Errorf("%w: field \"req_method\": %v", ErrInvalidEnvelope, err)
+		}
+	}
+	if len(env.ChannelContext) == 0 {
+		if v, ok := raw["metadata"]; ok && !isNull(v) {
+			var m map[string]any
+			if err := decodeNumbers(v, &m); err != nil {
+				return nil, fmt.Errorf("%w: field \"metadata\": %v", ErrInvalidEnvelope, err)
+			}
+			if len(m) > 0 {
+				env.ChannelContext = m
+			}
+		}
+	}
+	if v, ok := raw["binding"]; ok && !isNull(v) {
+		var b any
+		if err := decodeNumbers(v, &b); err != nil {
+			return nil, fmt.Errorf("%w: field \"binding\": %v", ErrInvalidEnvelope, err)
+		}
+		if env.Provenance == nil {
+			env.Provenance = &Provenance{SourceProtocol: SourceE2A}
+		}
+		if env.Provenance.Details == nil {
+			env.Provenance.Details = map[string]any{}
+		}
+		env.Provenance.Details["migrated_from_binding"] = b
+	}
+	if v, ok := raw["payload"]; ok && !isNull(v) {
+		var p map[string]any
+		if err := decodeNumbers(v, &p); err != nil {
+			return nil, fmt.Errorf("%w: field \"payload\" must be an object: %v", ErrInvalidEnvelope, err)
+		}
+		if len(p) > 0 && env.Params == nil {
+			env.Params = make(map[string]any, len(p))
+		}
+		for k, val := range p {
+			if _, exists := env.Params[k]; !exists {
+				env.Params[k] = val
+			}
+		}
+	}
+	return &env, nil
+}
+
+func readEnvelopeField(env *Envelope, key string, v json.RawMessage) error {
+	switch key {
+	case "protocol_version":
+		return readString(v, &env.ProtocolVersion)
+	case "request_id":
+		return readStringOrNumber(v, &env.RequestID)
+	case "jsonrpc_id":
+		return readJSONRPCID(v, &env.JSONRPCID)
+	case "correlation_id":
+		return readString(v, &env.CorrelationID)
+	case "task_id":
+		return readString(v, &env.TaskID)
+	case "context_id":
+		return readString(v, &env.ContextID)
+	case "session_id":
+		return readString(v, &env.SessionID)
+	case "channel":
+		return readString(v, &env.Channel)
+	case "method":
+		return readString(v, &env.Method)
+	case "message_id":
+		return readString(v, &env.MessageID)
+	case "is_stream":
+		return readBool(v, &env.IsStream)
+	case "timestamp":
+		return readTimestamp(v, &env.Timestamp)
+	case "identity_origin":
+		return readString(v, &env.IdentityOrigin)
+	case "user_id":
+		return readString(v, &env.UserID)
+	case "source_agent_id":
+		return readString(v, &env.SourceAgentID)
+	case "params":
+		return readObject(v, &env.Params)
+	case "provenance":
+		if isNull(v) {
+			return nil
+		}
+		var p Provenance
+		if err := decodeNumbers(v, &p); err != nil {
+			return err
+		}
+		env.Provenance = &p
+	case "ext_method":
+		return readString(v, &env.ExtMethod)
+	case "session_update_kind":
+		return readString(v, &env.SessionUpdateKind)
+	case "expected_output_modes":
+		if isNull(v) {
+			return nil
+		}
+		return json.Unmarshal(v, &env.ExpectedOutputModes)
+	case "auth":
+		if isNull(v) {
+			return nil
+		}
+		var a Auth
+		if err := decodeNumbers(v, &a); err != nil {
+			return err
+		}
+		env.Auth = &a
+	case "channel_context":
+		return readObject(v, &env.ChannelContext)
+	case "a2a_metadata":
+		return readObject(v, &env.A2AMetadata)
+	case "acp_meta":
+		return readObject(v, &env.ACPMeta)
+	case "deadline":
+		return readTimestamp(v, &env.Deadline)
+	case "trace":
+		if isNull(v) {
+			return nil
+		}
+		var t TraceContext
+		if err := json.Unmarshal(v, &t); err != nil {
+			return err
+		}
+		if t != (TraceContext{}) {
+			env.Trace = &t
+		}
+	}
+	return nil
+}
+
+func isNull(v json.RawMessage) bool {
+	return len(v) == 0 || string(bytes.TrimSpace(v)) == "null"
+}
+
+func decodeNumbers(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("trailing data after JSON value")
+	}
+	if _, err := dec.Token(); err == nil {
+		return fmt.Errorf("trailing data after JSON value")
+	}
+	return nil
+}
+
+func readString(v json.RawMessage, dst *string) error {
+	if isNull(v) {
+		return nil
+	}
+	return json.Unmarshal(v, dst)
+}
+
+// readStringOrNumber accepts a string, or a number written as its decimal text.
+func readStringOrNumber(v json.RawMessage, dst *string) error {
+	if isNull(v) {
+		return nil
+	}
+	t := bytes.TrimSpace(v)
+	if len(t) > 0 && (t[0] == '-' || (t[0] >= '0' && t[0] <= '9')) {
+		var n json.Number
+		if err := json.Unmarshal(t, &n); err != nil {
+			return err
+		}
+		*dst = n.String()
+		return nil
+	}
+	return json.Unmarshal(v, dst)
+}
+
+func readBool(v json.RawMessage, dst *bool) error {
+	if isNull(v) {
+		return nil
+	}
+	return json.Unmarshal(v, dst)
+}
+
+func readObject(v json.RawMessage, dst *map[string]any) error {
+	if isNull(v) {
+		return nil
+	}
+	var m map[string]any
+	if err := decodeNumbers(v, &m); err != nil {
+		return fmt.Errorf("must be an object: %v", err)
+	}
+	*dst = m
+	return nil
+}
+
+// readJSONRPCID accepts a JSON-RPC id: string or number; null means absent.
+func readJSONRPCID(v json.RawMessage, dst *json.RawMessage) error {
+	if isNull(v) {
+		*dst = nil
+		return nil
+	}
+	t := bytes.TrimSpace(v)
+	switch {
+	case t[0] == '"':
+		var s string
+		if err := json.Unmarshal(t, &s); err != nil {
+			return err
+		}
+	case t[0] == '-' || (t[0] >= '0' && t[0] <= '9'):
+		var n json.Number
+		if err := json.Unmarshal(t, &n); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("must be a string, a number or null")
+	}
+	*dst = append(json.RawMessage(nil), t...)
+	return nil
+}
+
+// readTimestamp accepts an RFC 3339 string (kept as written) or epoch
+// seconds as a number or numeric string, normalized to RFC 3339 UTC.
+func readTimestamp(v json.RawMessage, dst *string) error {
+	if isNull(v) {
+		return nil
+	}
+	t := bytes.TrimSpace(v)
+	if t[0] == '"' {
+		var s string
+		if err := json.Unmarshal(t, &s); err != nil {
+			return err
+		}
+		if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil && s != "" {
+			ts, err := EpochToRFC3339(f)
+			if err != nil {
+				return err
+			}
+			*dst = ts
+			return nil
+		}
+		*dst = s
+		return nil
+	}
+	var f float64
+	if err := json.Unmarshal(t, &f); err != nil {
+		return fmt.Errorf("must be an RFC 3339 string or epoch seconds")
+	}
+	ts, err := EpochToRFC3339(f)
+	if err != nil {
+		return err
+	}
+	*dst = ts
+	return nil
+}
+
+// EpochToRFC3339 converts epoch seconds (fractions kept to the microsecond)
+// to an RFC 3339 UTC string in the form the specification uses,
+// e.g. 2026-03-26T11:33:01.150000+00:00.
+func EpochToRFC3339(sec float64) (string, error) {
+	if math.IsNaN(sec) || math.IsInf(sec, 0) || sec < -62135596800 || sec > 253402300799 {
+		return "", fmt.Errorf("epoch timestamp %v out of range", sec)
+	}
+	whole := math.Floor(sec)
+	micros := int64(math.Round((sec - whole) * 1e6))
+	t := time.Unix(int64(whole), micros*1000).UTC()
+	return FormatTime(t), nil
+}
+
+// FormatTime writes t as RFC 3339 UTC with a +00:00 offset, microseconds
+// when t has a fractional second (the form of Python's isoformat()).
+func FormatTime(t time.Time) string {
+	t = t.UTC()
+	if t.Nanosecond()/1000 == 0 {
+		return t.Format("2006-01-02T15:04:05") + "+00:00"
+	}
+	return t.Format("2006-01-02T15:04:05.000000") + "+00:00"
+}
+
+// Now returns the current time formatted by [FormatTime].
+func Now() string { return FormatTime(time.Now()) }
+
+// ParseTime reads an RFC 3339 timestamp as written by [FormatTime] or any
+// RFC 3339 form.
+func ParseTime(s string) (time.Time, error) {
+	return time.Parse(time.RFC3339Nano, s)
+}
+
+// checkDepth refuses JSON nested deeper than max without decoding it.
+func checkDepth(data []byte, max int) error {
+	depth := 0
+	inStr := false
+	esc := false
+	for _, c := range data {
+		if inStr {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+		case '{', '[':
+			depth++
+			if depth > max {
+				return fmt.Errorf("%w: nesting deeper than %d", ErrInvalidJSON, max)
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return nil
+}
+
+// CheckDepth reports an error wrapping ErrInvalidJSON when data nests
+// deeper than max. It does not validate the JSON otherwise.
+func CheckDepth(data []byte, max int) error { return checkDepth(data, max) }
+
+func toInt(v any) (int64, bool) {
+	switch n := v.(type) {
+	case json.Number:
+		if i, err := n.Int64(); err == nil {
+			return i, true
+		}
+		if f, err := n.Float64(); err == nil {
+			return int64(f), true
+		}
+	case float64:
+		return int64(n), true
+	case int:
+		return int64(n), true
+	case int64:
+		return n, true
+	case string:
+		if i, err := strconv.ParseInt(n, 10, 64); err == nil {
+			return i, true
+		}
+	}
+	return 0, false
+}
