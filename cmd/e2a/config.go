@@ -1,0 +1,71 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+)
+
+// Config is the process configuration, read from environment variables with
+// the prefix E2A_ (see the README's Configuration table).
+type Config struct {
+	// HTTPAddr is where ingress, egress, /metrics, /healthz and /readyz listen.
+	HTTPAddr string `envconfig:"HTTP_ADDR" default:"127.0.0.1:8080"`
+	// PublicURL is the externally visible base URL (agent card, links);
+	// empty = derived from the request (X-Forwarded-* honoured).
+	PublicURL string `envconfig:"PUBLIC_URL"`
+
+	// NATSURL selects an external NATS cluster; empty starts an embedded
+	// JetStream server in the process.
+	NATSURL      string `envconfig:"NATS_URL"`
+	NATSCreds    string `envconfig:"NATS_CREDS"`
+	NATSUser     string `envconfig:"NATS_USER"`
+	NATSPassword string `envconfig:"NATS_PASSWORD"`
+	NATSNKey     string `envconfig:"NATS_NKEY"`
+	NATSTLSCA    string `envconfig:"NATS_TLS_CA"`
+	NATSTLSCert  string `envconfig:"NATS_TLS_CERT"`
+	NATSTLSKey   string `envconfig:"NATS_TLS_KEY"`
+
+	// StoreDir is the embedded server's JetStream directory; empty = a
+	// temporary directory removed at exit.
+	StoreDir string `envconfig:"STORE_DIR"`
+	// NATSPort is the embedded server's loopback client port (0 = random).
+	NATSPort int `envconfig:"NATS_PORT" default:"4222"`
+	// SyncAlways fsyncs every JetStream write on the embedded server.
+	SyncAlways bool `envconfig:"SYNC_ALWAYS" default:"false"`
+
+	// Replicas of every stream (1 embedded, 3 on a production cluster).
+	Replicas int `envconfig:"REPLICAS" default:"1"`
+	// RequestsMaxAge and ResponsesMaxAge bound the hot streams.
+	RequestsMaxAge  time.Duration `envconfig:"REQUESTS_MAX_AGE" default:"24h"`
+	ResponsesMaxAge time.Duration `envconfig:"RESPONSES_MAX_AGE" default:"24h"`
+	// RequestsMaxBytes bounds E2A_REQUESTS; when full, ingress answers 503.
+	RequestsMaxBytes int64 `envconfig:"REQUESTS_MAX_BYTES" default:"1073741824"`
+	// DedupeWindow is how long the same request_id is recognized as one.
+	DedupeWindow time.Duration `envconfig:"DEDUPE_WINDOW" default:"10m"`
+
+	// DefaultPool receives requests that name no agent and match no route.
+	DefaultPool string `envconfig:"DEFAULT_POOL" default:"demo"`
+	// MaxBodyBytes bounds request bodies (413 beyond).
+	MaxBodyBytes int64 `envconfig:"MAX_BODY_BYTES" default:"4194304"`
+
+	// LogFormat is json or text; LogLevel debug, info, warn or error.
+	LogFormat string `envconfig:"LOG_FORMAT" default:"json"`
+	LogLevel  string `envconfig:"LOG_LEVEL" default:"info"`
+}
+
+// LoadConfig reads the configuration from the environment.
+func LoadConfig() (Config, error) {
+	var c Config
+	if err := envconfig.Process("E2A", &c); err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
+	if c.Replicas < 1 {
+		return c, fmt.Errorf("config: E2A_REPLICAS must be ≥ 1")
+	}
+	if c.DedupeWindow > c.RequestsMaxAge {
+		return c, fmt.Errorf("config: E2A_DEDUPE_WINDOW (%s) must not exceed E2A_REQUESTS_MAX_AGE (%s)", c.DedupeWindow, c.RequestsMaxAge)
+	}
+	return c, nil
+}

@@ -1,0 +1,14 @@
+package ingress
+
+import "errors"
+
+// Sentinel errors of the front door.
+var (
+	// ErrBackpressure means JetStream refused or did not acknowledge the
+	// publish in time (stream full, no quorum); the client should retry.
+	ErrBackpressure = errors.New("ingress: pipeline unavailable, retry later")
+	// ErrInvalidRequestID reports a request_id that cannot be accepted.
+	ErrInvalidRequestID = errors.New("ingress: invalid request_id")
+	// ErrInvalidPool reports an agent pool name that is not a valid token.
+	ErrInvalidPool = errors.New("ingress: invalid agent pool")
+)

@@ -1,0 +1,80 @@
+package ingress
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// Accepted describes a request JetStream has acknowledged.
+type Accepted struct {
+	RequestID string
+	Pool      string
+	// StreamSeq is the request's sequence in E2A_REQUESTS.
+	StreamSeq uint64
+	// Duplicate is true when the same request_id was already accepted within
+	// the dedupe window: nothing new was published.
+	Duplicate bool
+}
+
+// Publisher publishes normalized envelopes durably. It is safe for
+// concurrent use.
+type Publisher struct {
+	js      jetstream.JetStream
+	timeout time.Duration
+}
+
+// NewPublisher returns a Publisher that waits at most timeout for each
+// PubAck.
+func NewPublisher(js jetstream.JetStream, timeout time.Duration) *Publisher {
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	return &Publisher{js: js, timeout: timeout}
+}
+
+// Publish writes env on e2a.req.<pool>.<request_id> with Nats-Msg-Id set to
+// the request_id, and returns once JetStream acknowledged it. The same
+// request_id published twice within the dedupe window is one request
+// (Accepted.Duplicate). It returns ErrInvalidPool for a bad pool name and an
+// error wrapping ErrBackpressure when JetStream did not take the message
+// (stream full, timeout, no responders); nothing is half-accepted.
+func (p *Publisher) Publish(ctx context.Context, pool string, env *e2a.Envelope) (Accepted, error) {
+	subj, err := subjects.Request(pool, env.RequestID)
+	if err != nil {
+		return Accepted{}, fmt.Errorf("%w: %v", ErrInvalidPool, err)
+	}
+	data, err := json.Marshal(env)
+	if err != nil {
+		return Accepted{}, fmt.Errorf("ingress: encode envelope: %w", err)
+	}
+	msg := &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}
+	msg.Header.Set(subjects.HeaderMsgID, env.RequestID)
+	msg.Header.Set(subjects.HeaderRequestID, env.RequestID)
+	if env.Trace != nil {
+		if env.Trace.Traceparent != "" {
+			msg.Header.Set(subjects.HeaderTraceparent, env.Trace.Traceparent)
+		}
+		if env.Trace.Tracestate != "" {
+			msg.Header.Set(subjects.HeaderTracestate, env.Trace.Tracestate)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	ack, err := p.js.PublishMsg(ctx, msg)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return Accepted{}, err
+		}
+		return Accepted{}, fmt.Errorf("%w: %v", ErrBackpressure, err)
+	}
+	return Accepted{RequestID: env.RequestID, Pool: pool, StreamSeq: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
