@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+
+	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 // Config is the process configuration, read from environment variables with
@@ -16,16 +18,11 @@ type Config struct {
 	// empty = derived from the request (X-Forwarded-* honoured).
 	PublicURL string `envconfig:"PUBLIC_URL"`
 
-	// NATSURL selects an external NATS cluster; empty starts an embedded
-	// JetStream server in the process.
-	NATSURL      string `envconfig:"NATS_URL"`
-	NATSCreds    string `envconfig:"NATS_CREDS"`
-	NATSUser     string `envconfig:"NATS_USER"`
-	NATSPassword string `envconfig:"NATS_PASSWORD"`
-	NATSNKey     string `envconfig:"NATS_NKEY"`
-	NATSTLSCA    string `envconfig:"NATS_TLS_CA"`
-	NATSTLSCert  string `envconfig:"NATS_TLS_CERT"`
-	NATSTLSKey   string `envconfig:"NATS_TLS_KEY"`
+	// ConnConfig holds E2A_NATS_URL (empty starts an embedded JetStream
+	// server in the process) and the credentials for an external cluster:
+	// E2A_NATS_CREDS, E2A_NATS_USER, E2A_NATS_PASSWORD, E2A_NATS_NKEY,
+	// E2A_NATS_TLS_CA, E2A_NATS_TLS_CERT, E2A_NATS_TLS_KEY.
+	streams.ConnConfig
 
 	// StoreDir is the embedded server's JetStream directory; empty = a
 	// temporary directory removed at exit.
@@ -68,4 +65,15 @@ func LoadConfig() (Config, error) {
 		return c, fmt.Errorf("config: E2A_DEDUPE_WINDOW (%s) must not exceed E2A_REQUESTS_MAX_AGE (%s)", c.DedupeWindow, c.RequestsMaxAge)
 	}
 	return c, nil
+}
+
+// StreamsConfig maps the configuration onto the stream definitions.
+func (c Config) StreamsConfig() streams.Config {
+	s := streams.DefaultConfig()
+	s.Replicas = c.Replicas
+	s.RequestsMaxAge = c.RequestsMaxAge
+	s.ResponsesMaxAge = c.ResponsesMaxAge
+	s.RequestsMaxBytes = c.RequestsMaxBytes
+	s.Duplicates = c.DedupeWindow
+	return s
 }

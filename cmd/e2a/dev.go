@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/obs"
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// runDev runs the embedded server (unless E2A_NATS_URL is set), provisions
+// the streams, and serves ingress, egress and the demo agent in one process.
+func runDev(ctx context.Context, cfg Config, args []string) error {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	log, err := obs.NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	nc, stopNATS, natsURL, err := connectOrEmbed(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer stopNATS()
+	reg := obs.NewRegistry()
+	srv, err := newHTTP(ctx, cfg, nc, reg, log)
+	if err != nil {
+		return err
+	}
+	agentDone := make(chan error, 1)
+	go func() {
+		agentDone <- agent.Run(ctx, nc, cfg.DefaultPool, demo.New(), agent.WithMetrics(reg), agent.WithLogger(log))
+	}()
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
+	}
+	base := "http://" + ln.Addr().String()
+	fmt.Fprintf(os.Stdout, `E2A Pipeline (dev) is running.
+  HTTP       %s   (POST /v1/requests, GET /v1/requests/{id}/stream)
+  metrics    %s/metrics   health %s/healthz   ready %s/readyz
+  NATS       %s   (JetStream; subjects e2a.req.>, e2a.resp.>, e2a.live.>)
+  demo agent pool %q
+Try:
+  curl -N %s/v1/requests -H 'Accept: text/event-stream' -d '{"params":{"text":"hello"}}'
+Ctrl-C stops.
+`, base, base, base, base, natsURL, cfg.DefaultPool, base)
+	return serveUntil(ctx, srv, ln, log, agentDone)
+}
+
+// connectOrEmbed connects to E2A_NATS_URL, or starts the embedded server, and
+// provisions streams in both cases.
+func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn, func(), string, error) {
+	var nc *nats.Conn
+	var url string
+	stop := func() {}
+	if cfg.NatsURL != "" {
+		c, err := streams.Connect(ctx, cfg.ConnConfig)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		nc, url = c, cfg.NatsURL
+		stop = func() { _ = nc.Drain() }
+	} else {
+		emb, err := streams.StartEmbedded(streams.EmbeddedOptions{StoreDir: cfg.StoreDir, Port: cfg.NATSPort, SyncAlways: cfg.SyncAlways})
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("embedded NATS (E2A_NATS_PORT=%d; set 0 for a random port): %w", cfg.NATSPort, err)
+		}
+		c, err := emb.Connect()
+		if err != nil {
+			emb.Shutdown()
+			return nil, nil, "", err
+		}
+		nc, url = c, emb.ClientURL()
+		stop = func() { _ = nc.Drain(); emb.Shutdown() }
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		stop()
+		return nil, nil, "", err
+	}
+	rep, err := streams.Apply(ctx, js, cfg.StreamsConfig())
+	if err != nil {
+		stop()
+		return nil, nil, "", fmt.Errorf("provision streams: %w", err)
+	}
+	log.Info("streams provisioned", "report", rep.String())
+	return nc, stop, url, nil
+}
+
+// newHTTP builds the HTTP server of ingress + egress + operations endpoints.
+func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Registry, log *slog.Logger) (*http.Server, error) {
+	eg, err := egress.New(nc, egress.WithRegisterer(reg), egress.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	in, err := ingress.New(nc, eg,
+		ingress.WithDefaultPool(cfg.DefaultPool),
+		ingress.WithMaxBodyBytes(cfg.MaxBodyBytes),
+		ingress.WithRegisterer(reg),
+		ingress.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	in.Register(mux)
+	eg.Register(mux)
+	obs.Register(mux, reg, obs.NATSConnected(nc), obs.StreamsPresent(js, streams.RequestsStream, streams.ResponsesStream))
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}, nil
+}
+
+// serveUntil serves until ctx is done, then shuts the server down.
+func serveUntil(ctx context.Context, srv *http.Server, ln net.Listener, log *slog.Logger, agentDone <-chan error) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	case err := <-agentDone:
+		if err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	if agentDone != nil {
+		select {
+		case <-agentDone:
+		case <-sctx.Done():
+		}
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/internal/obs"
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// runServe runs ingress and egress (stateless, any number of replicas).
+func runServe(ctx context.Context, cfg Config, args []string) error {
+	if err := flag.NewFlagSet("serve", flag.ContinueOnError).Parse(args); err != nil {
+		return errUsage
+	}
+	if cfg.NatsURL == "" {
+		return errors.New("serve needs E2A_NATS_URL (use `e2a dev` for an embedded server)")
+	}
+	log, err := obs.NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	nc, stop, _, err := connectOrEmbed(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	reg := obs.NewRegistry()
+	srv, err := newHTTP(ctx, cfg, nc, reg, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	log.Info("serving", "addr", ln.Addr().String())
+	return serveUntil(ctx, srv, ln, log, nil)
+}
+
+// runAgent runs one built-in agent pool against E2A_NATS_URL, with
+// /metrics, /healthz and /readyz on E2A_HTTP_ADDR.
+func runAgent(ctx context.Context, cfg Config, args []string) error {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	pool := fs.String("pool", "demo", "built-in agent pool to run: demo")
+	concurrency := fs.Int("concurrency", 64, "requests handled at once")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	h, err := builtinAgent(*pool)
+	if err != nil {
+		return err
+	}
+	log, err := obs.NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	nc, stop, _, err := connectOrEmbed(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	reg := obs.NewRegistry()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	mux := newOpsMux(reg, nc, js)
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	srv := newOpsServer(ctx, mux)
+	done := make(chan error, 1)
+	go func() {
+		done <- agent.Run(ctx, nc, *pool, h, agent.WithConcurrency(*concurrency), agent.WithMetrics(reg), agent.WithLogger(log))
+	}()
+	log.Info("agent pool running", "pool", *pool, "ops", ln.Addr().String())
+	return serveUntil(ctx, srv, ln, log, done)
+}
+
+func builtinAgent(pool string) (agent.Handler, error) {
+	switch pool {
+	case "demo":
+		return demo.New(), nil
+	}
+	return nil, fmt.Errorf("no built-in agent for pool %q (built-in: demo)", pool)
+}
+
+// runStreams provisions (or checks) the streams on E2A_NATS_URL.
+func runStreams(ctx context.Context, cfg Config, args []string) error {
+	if len(args) == 0 || args[0] != "apply" {
+		return errUsage
+	}
+	if cfg.NatsURL == "" {
+		return errors.New("streams apply needs E2A_NATS_URL")
+	}
+	nc, err := streams.Connect(ctx, cfg.ConnConfig)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	rep, err := streams.Apply(ctx, js, cfg.StreamsConfig())
+	fmt.Println(rep.String())
+	return err
+}

@@ -1,0 +1,342 @@
+package ingress_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// pipeline runs ingress + egress over HTTP and the demo agent on an
+// embedded JetStream server.
+type pipeline struct {
+	url string
+	nc  *nats.Conn
+	js  jetstream.JetStream
+}
+
+func startPipeline(t *testing.T) *pipeline {
+	t.Helper()
+	_, nc := natstest.RunServer(t)
+	reg := prometheus.NewRegistry()
+	eg, err := egress.New(nc, egress.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := ingress.New(nc, eg, ingress.WithRegisterer(reg), ingress.WithMaxBodyBytes(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	in.Register(mux)
+	eg.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = agent.Run(ctx, nc, "demo", demo.New(), agent.WithMetrics(reg))
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pipeline{url: srv.URL, nc: nc, js: js}
+}
+
+func (p *pipeline) post(t *testing.T, path, accept, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest("POST", p.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func (p *pipeline) get(t *testing.T, path string, hdr ...string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest("GET", p.url+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// sseEvent is one parsed server-sent event.
+type sseEvent struct {
+	id, event string
+	data      []byte
+}
+
+func readSSE(t *testing.T, r io.Reader) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	var cur sseEvent
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.data != nil {
+				out = append(out, cur)
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, ":"):
+		case strings.HasPrefix(line, "id:"):
+			cur.id = strings.TrimSpace(line[3:])
+		case strings.HasPrefix(line, "event:"):
+			cur.event = strings.TrimSpace(line[6:])
+		case strings.HasPrefix(line, "data:"):
+			cur.data = append(cur.data, strings.TrimPrefix(line[5:], " ")...)
+		}
+	}
+	return out
+}
+
+func framesOf(t *testing.T, events []sseEvent) []*e2a.Response {
+	t.Helper()
+	var frames []*e2a.Response
+	for _, ev := range events {
+		f, err := e2a.ResponseFromJSON(ev.data)
+		if err != nil {
+			t.Fatalf("event %q: %v", ev.data, err)
+		}
+		if ev.id != strconv.FormatInt(f.Sequence, 10) || ev.event != f.ResponseKind {
+			t.Fatalf("event id/event %q/%q do not match frame %d %s", ev.id, ev.event, f.Sequence, f.ResponseKind)
+		}
+		frames = append(frames, f)
+	}
+	return frames
+}
+
+func TestE2ESSE(t *testing.T) {
+	p := startPipeline(t)
+	resp := p.post(t, "/v1/requests", "text/event-stream", `{"request_id":"sse-1","method":"chat.send","params":{"text":"hi","frames":3}}`)
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("status %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if resp.Header.Get("X-Accel-Buffering") != "no" {
+		t.Fatal("missing X-Accel-Buffering: no")
+	}
+	frames := framesOf(t, readSSE(t, resp.Body))
+	if err := e2a.CheckFrames(frames); err != nil {
+		t.Fatal(err)
+	}
+	// reasoning, tool call, tool response, 3 text chunks (possibly coalesced), complete
+	last := frames[len(frames)-1]
+	if last.ResponseKind != e2a.KindComplete || last.RequestID != "sse-1" || last.Method != "chat.send" {
+		t.Fatalf("last frame %+v", last)
+	}
+	kinds := map[string]bool{}
+	for _, f := range frames[:len(frames)-1] {
+		c, err := f.Chunk()
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds[c.DeltaKind] = true
+	}
+	for _, k := range []string{e2a.DeltaReasoning, e2a.DeltaTool, e2a.DeltaText} {
+		if !kinds[k] {
+			t.Fatalf("no %s chunk in %d frames", k, len(frames))
+		}
+	}
+}
+
+func TestE2ENDJSONAndResume(t *testing.T) {
+	p := startPipeline(t)
+	resp := p.post(t, "/v1/requests", "application/x-ndjson", `{"request_id":"nd-1","params":{"text":"hi","frames":4}}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	var frames []*e2a.Response
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		f, err := e2a.ResponseFromJSON(sc.Bytes())
+		if err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		frames = append(frames, f)
+	}
+	if err := e2a.CheckFrames(frames); err != nil {
+		t.Fatal(err)
+	}
+	mid := frames[len(frames)/2].Sequence
+	// Resume with Last-Event-ID: frames after mid, no gap, no duplicate.
+	for _, tc := range []struct {
+		name string
+		resp *http.Response
+	}{
+		{"last-event-id", p.get(t, "/v1/requests/nd-1/stream", "Accept", "text/event-stream", "Last-Event-ID", strconv.FormatInt(mid, 10))},
+		{"from", p.get(t, "/v1/requests/nd-1/stream?from="+strconv.FormatInt(mid+1, 10), "Accept", "text/event-stream")},
+	} {
+		got := framesOf(t, readSSE(t, tc.resp.Body))
+		if len(got) != len(frames)-int(mid)-1 {
+			t.Fatalf("%s: resumed %d frames, want %d", tc.name, len(got), len(frames)-int(mid)-1)
+		}
+		for i, f := range got {
+			if f.Sequence != mid+1+int64(i) || f.ResponseID != frames[mid+1+int64(i)].ResponseID {
+				t.Fatalf("%s: frame %d is seq %d", tc.name, i, f.Sequence)
+			}
+		}
+	}
+}
+
+func TestE2EAcceptThenJSON(t *testing.T) {
+	p := startPipeline(t)
+	resp := p.post(t, "/v1/requests", "", `{"params":{"text":"hi","frames":2}}`)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	var acc ingress.AcceptedBody
+	if err := json.NewDecoder(resp.Body).Decode(&acc); err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.RequestID) != 36 || acc.Links["stream"] != "/v1/requests/"+acc.RequestID+"/stream" {
+		t.Fatalf("accepted %+v", acc)
+	}
+	// ?wait=true on GET returns the aggregated JSON once final.
+	res := p.get(t, "/v1/requests/"+acc.RequestID+"?wait=true")
+	if res.StatusCode != 200 {
+		t.Fatalf("GET status %d", res.StatusCode)
+	}
+	var agg struct {
+		Envelope *e2a.Envelope    `json:"envelope"`
+		Frames   []*e2a.Response `json:"frames"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&agg); err != nil {
+		t.Fatal(err)
+	}
+	if agg.Envelope == nil || agg.Envelope.RequestID != acc.RequestID {
+		t.Fatalf("envelope %+v", agg.Envelope)
+	}
+	if err := e2a.CheckFrames(agg.Frames); err != nil {
+		t.Fatal(err)
+	}
+	// POST ?wait=true answers the aggregated JSON directly.
+	res2 := p.post(t, "/v1/requests?wait=true", "", `{"request_id":"w-1","params":{"text":"x","frames":1}}`)
+	if res2.StatusCode != 200 {
+		t.Fatalf("POST wait status %d", res2.StatusCode)
+	}
+}
+
+func TestE2EDuplicateRequestIsOneRequest(t *testing.T) {
+	p := startPipeline(t)
+	body := `{"request_id":"dup-1","params":{"text":"hi","frames":1}}`
+	var accs []ingress.AcceptedBody
+	for i := 0; i < 2; i++ {
+		resp := p.post(t, "/v1/requests", "", body)
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		var acc ingress.AcceptedBody
+		if err := json.NewDecoder(resp.Body).Decode(&acc); err != nil {
+			t.Fatal(err)
+		}
+		accs = append(accs, acc)
+	}
+	if accs[0].Duplicate || !accs[1].Duplicate {
+		t.Fatalf("duplicate flags %+v", accs)
+	}
+	info, err := p.js.Stream(context.Background(), streams.RequestsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := info.Info(context.Background(), jetstream.WithSubjectFilter("e2a.req.>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State.Msgs != 1 {
+		t.Fatalf("E2A_REQUESTS holds %d messages, want 1", st.State.Msgs)
+	}
+	// And one set of frames: exactly one final frame.
+	res := p.get(t, "/v1/requests/dup-1?wait=true")
+	var agg struct {
+		Frames []*e2a.Response `json:"frames"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&agg); err != nil {
+		t.Fatal(err)
+	}
+	if err := e2a.CheckFrames(agg.Frames); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestE2EBadInputPublishesNothing(t *testing.T) {
+	p := startPipeline(t)
+	cases := []struct {
+		name, path, body string
+		code             int
+	}{
+		{"malformed", "/v1/requests", `{"params":`, 400},
+		{"not an object", "/v1/requests", `[1,2]`, 400},
+		{"params not object", "/v1/requests", `{"params":"x"}`, 400},
+		{"bad agent", "/v1/requests?agent=a.b", `{"params":{}}`, 400},
+		{"too large", "/v1/requests", `{"params":{"text":"` + strings.Repeat("x", 70<<10) + `"}}`, 413},
+	}
+	for _, tc := range cases {
+		resp := p.post(t, tc.path, "", tc.body)
+		if resp.StatusCode != tc.code {
+			t.Fatalf("%s: status %d, want %d", tc.name, resp.StatusCode, tc.code)
+		}
+		var eb ingress.ErrorBody
+		if err := json.NewDecoder(resp.Body).Decode(&eb); err != nil || eb.Error.Code == "" || eb.Error.Message == "" {
+			t.Fatalf("%s: error body %+v (%v)", tc.name, eb, err)
+		}
+	}
+	s, err := p.js.Stream(context.Background(), streams.RequestsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State.Msgs != 0 {
+		t.Fatalf("bad input published %d messages", st.State.Msgs)
+	}
+	if r := p.get(t, "/v1/requests/nope"); r.StatusCode != 404 {
+		t.Fatalf("unknown request: %d", r.StatusCode)
+	}
+	_ = time.Second
+}
