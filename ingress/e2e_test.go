@@ -241,7 +241,7 @@ func TestE2EAcceptThenJSON(t *testing.T) {
 		t.Fatalf("GET status %d", res.StatusCode)
 	}
 	var agg struct {
-		Envelope *e2a.Envelope    `json:"envelope"`
+		Envelope *e2a.Envelope   `json:"envelope"`
 		Frames   []*e2a.Response `json:"frames"`
 	}
 	if err := json.NewDecoder(res.Body).Decode(&agg); err != nil {

@@ -1,0 +1,93 @@
+package ingress
+
+import (
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+func TestStreamLimitPerPrincipal(t *testing.T) {
+	s := NewStreamLimiter(2)
+	r1, ok1 := s.AcquireStream("alice")
+	r2, ok2 := s.AcquireStream("alice")
+	_, ok3 := s.AcquireStream("alice")
+	if !ok1 || !ok2 || ok3 {
+		t.Fatalf("acquire: %v %v %v", ok1, ok2, ok3)
+	}
+	if rb, ok := s.AcquireStream("bob"); !ok {
+		t.Fatal("bob refused")
+	} else {
+		rb()
+	}
+	if s.Active("alice") != 2 || s.Total() != 2 {
+		t.Fatalf("active %d total %d", s.Active("alice"), s.Total())
+	}
+	r1()
+	r1() // idempotent
+	if s.Active("alice") != 1 {
+		t.Fatalf("double release counted: %d", s.Active("alice"))
+	}
+	r4, ok := s.AcquireStream("alice")
+	if !ok {
+		t.Fatal("slot not freed")
+	}
+	r2()
+	r4()
+	if s.Total() != 0 || len(s.active) != 0 {
+		t.Fatalf("leak: %v", s.active)
+	}
+
+	var unlimited *StreamLimiter
+	if rel, ok := unlimited.AcquireStream("x"); !ok {
+		t.Fatal("nil limiter refused")
+	} else {
+		rel()
+	}
+	if rel, ok := NewStreamLimiter(0).AcquireStream("x"); !ok {
+		t.Fatal("unlimited refused")
+	} else {
+		rel()
+	}
+
+	rec := httptest.NewRecorder()
+	s.WriteTooManyStreams(rec)
+	if rec.Code != 429 || rec.Header().Get("Retry-After") != "1" || !strings.Contains(rec.Body.String(), "at most 2 per principal") {
+		t.Fatalf("429: %d %s", rec.Code, rec.Body)
+	}
+	if e := s.StreamLimitRPCError(); e.Code != CodeRateLimited {
+		t.Fatal(e)
+	}
+}
+
+func TestStreamLimitConcurrent(t *testing.T) {
+	s := NewStreamLimiter(5)
+	var held, peak atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				rel, ok := s.AcquireStream("p")
+				if !ok {
+					continue
+				}
+				n := held.Add(1)
+				for {
+					p := peak.Load()
+					if n <= p || peak.CompareAndSwap(p, n) {
+						break
+					}
+				}
+				held.Add(-1)
+				rel()
+			}
+		}()
+	}
+	wg.Wait()
+	if peak.Load() > 5 || s.Total() != 0 {
+		t.Fatalf("peak %d total %d", peak.Load(), s.Total())
+	}
+}
