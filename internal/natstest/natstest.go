@@ -1,0 +1,322 @@
+package natstest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// Config returns streams.DefaultConfig adjusted for tests: E2A_REQUESTS
+// bounded to 64 MiB so that any machine can reserve it. Ages and windows
+// are the production ones; shorten them (keeping Duplicates within the max
+// ages) to test expiry.
+func Config() streams.Config {
+	c := streams.DefaultConfig()
+	c.RequestsMaxBytes = 64 << 20
+	return c
+}
+
+type options struct {
+	cfg      streams.Config
+	noApply  bool
+	embedded streams.EmbeddedOptions
+}
+
+// Option configures RunServer and RunCluster.
+type Option func(*options)
+
+// WithConfig applies cfg instead of Config(). RunCluster still sets
+// Replicas to min(n, 3).
+func WithConfig(cfg streams.Config) Option { return func(o *options) { o.cfg = cfg } }
+
+// WithoutStreams starts the servers without applying any stream.
+func WithoutStreams() Option { return func(o *options) { o.noApply = true } }
+
+// WithSyncAlways makes the servers fsync every write, as production does.
+func WithSyncAlways() Option { return func(o *options) { o.embedded.SyncAlways = true } }
+
+func buildOptions(opts []Option) options {
+	o := options{cfg: Config()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// RunServer starts an embedded JetStream server on a random loopback port
+// with its store in t.TempDir(), applies the E2A streams and buckets
+// (Config(), unless WithConfig or WithoutStreams), and returns it with an
+// in-process connection. Both are closed by t.Cleanup. Tools and other
+// connections can use srv.ClientURL().
+func RunServer(t testing.TB, opts ...Option) (*streams.Embedded, *nats.Conn) {
+	t.Helper()
+	o := buildOptions(opts)
+	eo := o.embedded
+	eo.StoreDir = t.TempDir()
+	srv, err := streams.StartEmbedded(eo)
+	if err != nil {
+		t.Fatalf("natstest: start server: %v", err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := srv.Connect(nats.Name(t.Name()))
+	if err != nil {
+		t.Fatalf("natstest: connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	if !o.noApply {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatalf("natstest: %v", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if rep, err := streams.Apply(ctx, js, o.cfg); err != nil {
+			t.Fatalf("natstest: apply streams: %v\n%s", err, rep)
+		}
+	}
+	return srv, nc
+}
+
+// JetStream returns a jetstream.JetStream on nc, failing t on error.
+func JetStream(t testing.TB, nc *nats.Conn, opts ...jetstream.JetStreamOpt) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(nc, opts...)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	return js
+}
+
+// Cluster is an in-process cluster of JetStream servers.
+type Cluster struct {
+	t     testing.TB
+	mu    sync.Mutex
+	nodes []*streams.Embedded // nil while killed
+	opts  []streams.EmbeddedOptions
+}
+
+// ClusterName is the name of the clusters RunCluster starts.
+const ClusterName = "e2a-test"
+
+// RunCluster starts n JetStream servers (n >= 1) clustered through routes
+// on random loopback ports, each with its store in a t.TempDir(), waits
+// until the meta group has a leader and every node is current, and applies
+// the E2A streams and buckets with Replicas min(n, 3) (unless
+// WithoutStreams). t.Cleanup shuts every node down.
+func RunCluster(t testing.TB, n int, opts ...Option) *Cluster {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("natstest: cluster of %d nodes", n)
+	}
+	o := buildOptions(opts)
+	c := &Cluster{t: t, nodes: make([]*streams.Embedded, n), opts: make([]streams.EmbeddedOptions, n)}
+	// Directories first: cleanups run last registered first, and the nodes
+	// must stop before their directories go.
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
+	t.Cleanup(c.shutdown)
+	// Every node routes to every node, so the route ports are chosen first.
+	ports := freePorts(t, n)
+	routes := make([]string, n)
+	for i, p := range ports {
+		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", p)
+	}
+	for i := range n {
+		eo := o.embedded
+		eo.StoreDir = dirs[i]
+		eo.ServerName = fmt.Sprintf("n%d", i)
+		eo.Cluster = &streams.ClusterOptions{Name: ClusterName, Port: ports[i], Routes: routes}
+		e, err := streams.StartEmbedded(eo)
+		if err != nil {
+			t.Fatalf("natstest: start node %d: %v", i, err)
+		}
+		c.nodes[i] = e
+		c.opts[i] = e.Options()
+	}
+	c.WaitReady()
+	if !o.noApply {
+		cfg := o.cfg
+		cfg.Replicas = min(n, 3)
+		nc := c.Connect()
+		defer nc.Close()
+		js := JetStream(t, nc)
+		// Right after the election the meta leader may not know every peer
+		// yet: retry while the cluster settles.
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			rep, err := streams.Apply(ctx, js, cfg)
+			cancel()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("natstest: apply streams on the cluster: %v\n%s", err, rep)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return c
+}
+
+// WaitReady waits until every running node is current with a meta leader.
+func (c *Cluster) WaitReady() {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if c.MetaLeader() >= 0 && c.allCurrent() {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("natstest: cluster not ready: meta leader %d", c.MetaLeader())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (c *Cluster) allCurrent() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.nodes {
+		if e != nil && (!e.Server().JetStreamEnabled() || !e.Server().JetStreamIsCurrent()) {
+			return false
+		}
+	}
+	return true
+}
+
+// MetaLeader returns the index of the node leading the meta group, or -1.
+func (c *Cluster) MetaLeader() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, e := range c.nodes {
+		if e != nil && e.Server().JetStreamIsLeader() {
+			return i
+		}
+	}
+	return -1
+}
+
+// StreamLeader returns the index of the node leading stream, or -1.
+func (c *Cluster) StreamLeader(stream string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, e := range c.nodes {
+		if e != nil && e.Server().JetStreamIsStreamLeader(globalAccount, stream) {
+			return i
+		}
+	}
+	return -1
+}
+
+// globalAccount is the account of clients of servers without accounts.
+const globalAccount = "$G"
+
+// Node returns node i, or nil while it is killed.
+func (c *Cluster) Node(i int) *streams.Embedded {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[i]
+}
+
+// Size returns the number of nodes, killed ones included.
+func (c *Cluster) Size() int { return len(c.nodes) }
+
+// ClientURLs returns the client URLs of every node, killed ones included
+// (they come back at the same address).
+func (c *Cluster) ClientURLs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	urls := make([]string, len(c.opts))
+	for i, o := range c.opts {
+		urls[i] = fmt.Sprintf("nats://%s:%d", o.Host, o.Port)
+	}
+	return urls
+}
+
+// URL returns ClientURLs joined with commas, for nats.Connect.
+func (c *Cluster) URL() string { return strings.Join(c.ClientURLs(), ",") }
+
+// Connect connects over TCP to all nodes, reconnecting forever, with opts
+// appended; t.Cleanup closes the connection.
+func (c *Cluster) Connect(opts ...nats.Option) *nats.Conn {
+	c.t.Helper()
+	all := append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond), nats.Name(c.t.Name())}, opts...)
+	nc, err := nats.Connect(c.URL(), all...)
+	if err != nil {
+		c.t.Fatalf("natstest: connect to cluster: %v", err)
+	}
+	c.t.Cleanup(nc.Close)
+	return nc
+}
+
+// Kill shuts node i down, keeping its store for Restart. The shutdown is
+// the server's clean one: it hands its Raft leaderships over before
+// stopping, so the other nodes elect new leaders at once rather than after
+// an election timeout (no in-process way to crash a node exists).
+func (c *Cluster) Kill(i int) {
+	c.mu.Lock()
+	e := c.nodes[i]
+	c.nodes[i] = nil
+	c.mu.Unlock()
+	if e != nil {
+		e.Shutdown()
+	}
+}
+
+// Restart starts killed node i again with its store, name, addresses and
+// routes, and waits until the cluster is ready.
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	c.mu.Lock()
+	if c.nodes[i] != nil {
+		c.mu.Unlock()
+		c.t.Fatalf("natstest: node %d is running", i)
+	}
+	o := c.opts[i]
+	c.mu.Unlock()
+	e, err := streams.StartEmbedded(o)
+	if err != nil {
+		c.t.Fatalf("natstest: restart node %d: %v", i, err)
+	}
+	c.mu.Lock()
+	c.nodes[i] = e
+	c.mu.Unlock()
+	c.WaitReady()
+}
+
+func (c *Cluster) shutdown() {
+	for i := range c.nodes {
+		c.Kill(i)
+	}
+}
+
+// freePorts returns n distinct loopback ports that were free a moment ago.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ls := make([]net.Listener, n)
+	ports := make([]int, n)
+	for i := range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("natstest: %v", err)
+		}
+		ls[i] = l
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	for _, l := range ls {
+		_ = l.Close()
+	}
+	return ports
+}

@@ -1,0 +1,139 @@
+package natstest_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+func TestRunServer(t *testing.T) {
+	srv, nc := natstest.RunServer(t)
+	js := natstest.JetStream(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, name := range []string{streams.RequestsStream, streams.ResponsesStream, streams.ControlStream, streams.AuditStream} {
+		if _, err := js.Stream(ctx, name); err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+	}
+	if _, err := js.KeyValue(ctx, streams.TasksBucket); err != nil {
+		t.Fatal(err)
+	}
+	// Tools connect over TCP.
+	tcp, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	subj, _ := subjects.Request("pool", "r1")
+	if _, err := natstest.JetStream(t, tcp).Publish(ctx, subj, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRunServerWithoutStreams(t *testing.T) {
+	_, nc := natstest.RunServer(t, natstest.WithoutStreams(), natstest.WithSyncAlways())
+	js := natstest.JetStream(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.Stream(ctx, streams.RequestsStream); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("stream exists: %v", err)
+	}
+}
+
+// TestClusterSurvivesNodeLoss kills the leader of an R3 stream: publishing
+// goes on once a new leader is elected, and the node catches up when it
+// comes back.
+func TestClusterSurvivesNodeLoss(t *testing.T) {
+	c := natstest.RunCluster(t, 3)
+	if len(c.ClientURLs()) != 3 || c.MetaLeader() < 0 {
+		t.Fatalf("cluster: %v, meta leader %d", c.ClientURLs(), c.MetaLeader())
+	}
+	nc := c.Connect()
+	js := natstest.JetStream(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+
+	s, err := js.Stream(ctx, streams.ResponsesStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := s.CachedInfo().Config.Replicas; r != 3 {
+		t.Fatalf("replicas %d", r)
+	}
+	subj, _ := subjects.Response("req-1")
+	publish := func(seq int) {
+		t.Helper()
+		m := nats.NewMsg(subj)
+		m.Header.Set(subjects.HeaderMsgID, subjects.FrameMsgID("req-1", int64(seq)))
+		for {
+			pctx, pcancel := context.WithTimeout(ctx, time.Second)
+			_, err := js.PublishMsg(pctx, m)
+			pcancel()
+			if err == nil {
+				return
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("publish %d: %v", seq, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for i := range 10 {
+		publish(i)
+	}
+
+	leader := -1
+	for leader < 0 && ctx.Err() == nil {
+		leader = c.StreamLeader(streams.ResponsesStream)
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.Kill(leader)
+	start := time.Now()
+	for i := 10; i < 20; i++ {
+		publish(i) // retried until a new leader takes it
+	}
+	t.Logf("10 publishes after killing the stream leader n%d took %v", leader, time.Since(start))
+	if nl := c.StreamLeader(streams.ResponsesStream); nl < 0 || nl == leader {
+		t.Fatalf("stream leader after kill: %d", nl)
+	}
+	info, err := s.Info(ctx)
+	if err != nil || info.State.Msgs != 20 {
+		t.Fatalf("after failover: %+v, %v", info, err)
+	}
+
+	// The killed node comes back and catches up.
+	c.Restart(leader)
+	back := c.Node(leader)
+	for !back.Server().JetStreamIsStreamCurrent("$G", streams.ResponsesStream) {
+		if ctx.Err() != nil {
+			t.Fatal("restarted node did not catch up")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	direct, err := nats.Connect(back.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	// Direct gets may be answered by any replica; ask until the restarted
+	// one has everything.
+	for {
+		all, err := streams.DirectGetAll(ctx, direct, streams.ResponsesStream, subj, 0, 8)
+		if err == nil && len(all) == 20 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("after restart: %d messages, %v", len(all), err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

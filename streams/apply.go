@@ -1,0 +1,391 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Action is what Apply did to a stream or bucket.
+type Action string
+
+// Actions reported by Apply.
+const (
+	ActionCreated   Action = "created"
+	ActionUpdated   Action = "updated"
+	ActionUnchanged Action = "unchanged"
+	// ActionFailed: the resource could not be created or updated; see
+	// Change.Err.
+	ActionFailed Action = "failed"
+)
+
+// Resource kinds in a Report.
+const (
+	KindStream   = "stream"
+	KindKeyValue = "kv"
+)
+
+// Change is what Apply found and did for one stream or bucket.
+type Change struct {
+	// Kind is KindStream or KindKeyValue.
+	Kind string
+	// Name is the stream name or the bucket name.
+	Name   string
+	Action Action
+	// Drift lists the fields that differed from the definition before the
+	// update, as "Field: have -> want".
+	Drift []string
+	// Err is set when Action is ActionFailed.
+	Err error
+}
+
+// Report lists one Change per stream and bucket, in the order applied.
+type Report struct {
+	Changes []Change
+}
+
+// Changed reports whether anything was created or updated.
+func (r Report) Changed() bool {
+	for _, c := range r.Changes {
+		if c.Action == ActionCreated || c.Action == ActionUpdated {
+			return true
+		}
+	}
+	return false
+}
+
+// Get returns the change of the stream or bucket called name.
+func (r Report) Get(name string) (Change, bool) {
+	for _, c := range r.Changes {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Change{}, false
+}
+
+// String renders the report, one resource a line.
+func (r Report) String() string {
+	var b strings.Builder
+	for _, c := range r.Changes {
+		fmt.Fprintf(&b, "%s %s: %s", c.Kind, c.Name, c.Action)
+		if len(c.Drift) > 0 {
+			fmt.Fprintf(&b, " (%s)", strings.Join(c.Drift, "; "))
+		}
+		if c.Err != nil {
+			fmt.Fprintf(&b, ": %v", c.Err)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+type applyOptions struct {
+	extraKV []jetstream.KeyValueConfig
+}
+
+// ApplyOption configures Apply.
+type ApplyOption func(*applyOptions) error
+
+// WithKeyValue makes Apply also provision bucket cfg (see
+// Config.KeyValueConfig).
+func WithKeyValue(cfg jetstream.KeyValueConfig) ApplyOption {
+	return func(o *applyOptions) error {
+		if !validBucket.MatchString(cfg.Bucket) {
+			return fmt.Errorf("%w: bucket name %q", ErrInvalidOptions, cfg.Bucket)
+		}
+		o.extraKV = append(o.extraKV, cfg)
+		return nil
+	}
+}
+
+// Apply creates every stream and bucket of cfg that does not exist and
+// updates those that differ from their definition; it leaves equal ones
+// alone, so it can run at every start-up.
+//
+// It goes on after a failure and returns the joined errors with the full
+// Report. It returns ErrInvalidConfig when cfg is invalid (before touching
+// the server), ErrInvalidOptions for an invalid option, and, for a resource
+// that differs in a field the server cannot update, an error wrapping
+// ErrDriftNotUpdatable (that resource is left unchanged and reported as
+// ActionFailed with its drift). Other errors come from the server.
+func Apply(ctx context.Context, js jetstream.JetStream, cfg Config, opts ...ApplyOption) (Report, error) {
+	var o applyOptions
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return Report{}, err
+		}
+	}
+	streams, err := cfg.StreamConfigs()
+	if err != nil {
+		return Report{}, err
+	}
+	kvs, err := cfg.KeyValueConfigs()
+	if err != nil {
+		return Report{}, err
+	}
+	kvs = append(kvs, o.extraKV...)
+
+	var (
+		rep  Report
+		errs []error
+	)
+	for _, want := range streams {
+		c := applyStream(ctx, js, want)
+		rep.Changes = append(rep.Changes, c)
+		if c.Err != nil {
+			errs = append(errs, fmt.Errorf("stream %s: %w", c.Name, c.Err))
+		}
+	}
+	for _, want := range kvs {
+		c := applyKeyValue(ctx, js, want)
+		rep.Changes = append(rep.Changes, c)
+		if c.Err != nil {
+			errs = append(errs, fmt.Errorf("kv %s: %w", c.Name, c.Err))
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+func applyStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) Change {
+	c := Change{Kind: KindStream, Name: want.Name}
+	s, err := js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if _, err := js.CreateStream(ctx, want); err != nil {
+			c.Action, c.Err = ActionFailed, err
+			return c
+		}
+		c.Action = ActionCreated
+		return c
+	}
+	if err != nil {
+		c.Action, c.Err = ActionFailed, err
+		return c
+	}
+	have := s.CachedInfo().Config
+	var fixed []string
+	c.Drift, fixed = streamDrift(have, want, nil)
+	switch {
+	case len(fixed) > 0:
+		c.Action = ActionFailed
+		c.Err = fmt.Errorf("%w: %s", ErrDriftNotUpdatable, strings.Join(fixed, "; "))
+	case len(c.Drift) == 0:
+		c.Action = ActionUnchanged
+	default:
+		if _, err := js.UpdateStream(ctx, want); err != nil {
+			c.Action, c.Err = ActionFailed, err
+			return c
+		}
+		c.Action = ActionUpdated
+	}
+	return c
+}
+
+func applyKeyValue(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) Change {
+	c := Change{Kind: KindKeyValue, Name: want.Bucket}
+	s, err := js.Stream(ctx, kvStreamName(want.Bucket))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if _, err := js.CreateKeyValue(ctx, want); err != nil {
+			c.Action, c.Err = ActionFailed, err
+			return c
+		}
+		c.Action = ActionCreated
+		return c
+	}
+	if err != nil {
+		c.Action, c.Err = ActionFailed, err
+		return c
+	}
+	var fixed []string
+	c.Drift, fixed = streamDrift(s.CachedInfo().Config, kvStreamView(want), kvFields)
+	switch {
+	case len(fixed) > 0:
+		c.Action = ActionFailed
+		c.Err = fmt.Errorf("%w: %s", ErrDriftNotUpdatable, strings.Join(fixed, "; "))
+	case len(c.Drift) == 0:
+		c.Action = ActionUnchanged
+	default:
+		if _, err := js.UpdateKeyValue(ctx, want); err != nil {
+			c.Action, c.Err = ActionFailed, err
+			return c
+		}
+		c.Action = ActionUpdated
+	}
+	return c
+}
+
+// kvStreamName is the name of the stream backing a bucket.
+func kvStreamName(bucket string) string { return "KV_" + bucket }
+
+// kvStreamView returns the fields of the stream backing bucket kv that a
+// KeyValueConfig controls, with the client library's defaults applied.
+// Only these fields are compared (kvFields).
+func kvStreamView(kv jetstream.KeyValueConfig) jetstream.StreamConfig {
+	history := int64(kv.History)
+	if history == 0 {
+		history = 1
+	}
+	replicas := kv.Replicas
+	if replicas == 0 {
+		replicas = 1
+	}
+	maxBytes := kv.MaxBytes
+	if maxBytes == 0 {
+		maxBytes = -1
+	}
+	maxMsgSize := kv.MaxValueSize
+	if maxMsgSize == 0 {
+		maxMsgSize = -1
+	}
+	comp := jetstream.NoCompression
+	if kv.Compression {
+		comp = jetstream.S2Compression
+	}
+	return jetstream.StreamConfig{
+		Name:                   kvStreamName(kv.Bucket),
+		Description:            kv.Description,
+		MaxMsgsPerSubject:      history,
+		MaxAge:                 kv.TTL,
+		MaxBytes:               maxBytes,
+		MaxMsgSize:             maxMsgSize,
+		Storage:                kv.Storage,
+		Replicas:               replicas,
+		Compression:            comp,
+		AllowMsgTTL:            kv.LimitMarkerTTL != 0,
+		SubjectDeleteMarkerTTL: kv.LimitMarkerTTL,
+		RePublish:              kv.RePublish,
+		Metadata:               kv.Metadata,
+	}
+}
+
+// kvFields are the stream fields a KeyValueConfig controls; the client
+// library sets the others itself.
+var kvFields = map[string]bool{
+	"Description": true, "MaxMsgsPerSubject": true, "MaxAge": true, "MaxBytes": true,
+	"MaxMsgSize": true, "Storage": true, "Replicas": true, "Compression": true,
+	"AllowMsgTTL": true, "SubjectDeleteMarkerTTL": true, "RePublish": true, "Metadata": true,
+}
+
+// field compares one StreamConfig field.
+type field struct {
+	name string
+	get  func(jetstream.StreamConfig) string
+	// fixed reports whether the change have -> want is refused by the
+	// server on update.
+	fixed func(have, want jetstream.StreamConfig) bool
+}
+
+func str[T any](f func(jetstream.StreamConfig) T) func(jetstream.StreamConfig) string {
+	return func(c jetstream.StreamConfig) string { return fmt.Sprint(f(c)) }
+}
+
+func dur(f func(jetstream.StreamConfig) time.Duration) func(jetstream.StreamConfig) string {
+	return func(c jetstream.StreamConfig) string { return f(c).String() }
+}
+
+// removed reports a true -> false change of a flag the server only lets go
+// one way.
+func removed(f func(jetstream.StreamConfig) bool) func(have, want jetstream.StreamConfig) bool {
+	return func(have, want jetstream.StreamConfig) bool { return f(have) && !f(want) }
+}
+
+var streamFields = []field{
+	{name: "Description", get: str(func(c jetstream.StreamConfig) string { return fmt.Sprintf("%q", c.Description) })},
+	{name: "Subjects", get: func(c jetstream.StreamConfig) string { return fmt.Sprint(slices.Sorted(slices.Values(c.Subjects))) }},
+	{name: "Retention", get: str(func(c jetstream.StreamConfig) jetstream.RetentionPolicy { return c.Retention }),
+		fixed: func(have, want jetstream.StreamConfig) bool {
+			return have.Retention == jetstream.WorkQueuePolicy || want.Retention == jetstream.WorkQueuePolicy
+		}},
+	{name: "Storage", get: str(func(c jetstream.StreamConfig) jetstream.StorageType { return c.Storage }),
+		fixed: func(have, want jetstream.StreamConfig) bool { return true }},
+	{name: "Replicas", get: str(func(c jetstream.StreamConfig) int { return c.Replicas })},
+	{name: "MaxConsumers", get: str(func(c jetstream.StreamConfig) int { return c.MaxConsumers })},
+	{name: "MaxMsgs", get: str(func(c jetstream.StreamConfig) int64 { return c.MaxMsgs })},
+	{name: "MaxBytes", get: str(func(c jetstream.StreamConfig) int64 { return c.MaxBytes })},
+	{name: "MaxAge", get: dur(func(c jetstream.StreamConfig) time.Duration { return c.MaxAge })},
+	{name: "MaxMsgsPerSubject", get: str(func(c jetstream.StreamConfig) int64 { return c.MaxMsgsPerSubject })},
+	{name: "MaxMsgSize", get: str(func(c jetstream.StreamConfig) int32 { return c.MaxMsgSize })},
+	{name: "Discard", get: str(func(c jetstream.StreamConfig) jetstream.DiscardPolicy { return c.Discard })},
+	{name: "DiscardNewPerSubject", get: str(func(c jetstream.StreamConfig) bool { return c.DiscardNewPerSubject })},
+	{name: "Duplicates", get: dur(func(c jetstream.StreamConfig) time.Duration { return c.Duplicates })},
+	{name: "NoAck", get: str(func(c jetstream.StreamConfig) bool { return c.NoAck })},
+	{name: "Sealed", get: str(func(c jetstream.StreamConfig) bool { return c.Sealed }),
+		fixed: removed(func(c jetstream.StreamConfig) bool { return c.Sealed })},
+	{name: "DenyDelete", get: str(func(c jetstream.StreamConfig) bool { return c.DenyDelete }),
+		fixed: removed(func(c jetstream.StreamConfig) bool { return c.DenyDelete })},
+	{name: "DenyPurge", get: str(func(c jetstream.StreamConfig) bool { return c.DenyPurge }),
+		fixed: removed(func(c jetstream.StreamConfig) bool { return c.DenyPurge })},
+	{name: "AllowRollup", get: str(func(c jetstream.StreamConfig) bool { return c.AllowRollup })},
+	{name: "AllowDirect", get: str(func(c jetstream.StreamConfig) bool { return c.AllowDirect })},
+	{name: "MirrorDirect", get: str(func(c jetstream.StreamConfig) bool { return c.MirrorDirect })},
+	{name: "Compression", get: str(func(c jetstream.StreamConfig) jetstream.StoreCompression { return c.Compression })},
+	{name: "AllowMsgTTL", get: str(func(c jetstream.StreamConfig) bool { return c.AllowMsgTTL }),
+		fixed: removed(func(c jetstream.StreamConfig) bool { return c.AllowMsgTTL })},
+	{name: "SubjectDeleteMarkerTTL", get: dur(func(c jetstream.StreamConfig) time.Duration { return c.SubjectDeleteMarkerTTL })},
+	{name: "AllowMsgCounter", get: str(func(c jetstream.StreamConfig) bool { return c.AllowMsgCounter }),
+		fixed: func(have, want jetstream.StreamConfig) bool { return true }},
+	{name: "PersistMode", get: str(func(c jetstream.StreamConfig) jetstream.PersistModeType { return c.PersistMode }),
+		fixed: func(have, want jetstream.StreamConfig) bool { return true }},
+	{name: "RePublish", get: func(c jetstream.StreamConfig) string {
+		if c.RePublish == nil {
+			return "none"
+		}
+		return fmt.Sprintf("%s -> %s headers_only=%v", c.RePublish.Source, c.RePublish.Destination, c.RePublish.HeadersOnly)
+	}},
+	{name: "Sources", get: func(c jetstream.StreamConfig) string {
+		var out []string
+		for _, s := range c.Sources {
+			if s == nil {
+				continue
+			}
+			d := s.Name
+			if s.FilterSubject != "" {
+				d += " filter=" + s.FilterSubject
+			}
+			for _, t := range s.SubjectTransforms {
+				d += " " + t.Source + "=>" + t.Destination
+			}
+			out = append(out, d)
+		}
+		slices.Sort(out)
+		return "[" + strings.Join(out, ", ") + "]"
+	}},
+	{name: "Metadata", get: func(c jetstream.StreamConfig) string {
+		// The server adds its own _nats.* keys.
+		var out []string
+		for _, k := range slices.Sorted(maps.Keys(c.Metadata)) {
+			if !strings.HasPrefix(k, "_nats.") {
+				out = append(out, k+"="+c.Metadata[k])
+			}
+		}
+		return "{" + strings.Join(out, ",") + "}"
+	}},
+}
+
+// streamDrift compares the fields a definition controls (all of
+// streamFields, or those in only when it is not nil). It returns every
+// difference as "Field: have -> want", and separately those the server
+// refuses to update.
+func streamDrift(have, want jetstream.StreamConfig, only map[string]bool) (drift, fixed []string) {
+	for _, f := range streamFields {
+		if only != nil && !only[f.name] {
+			continue
+		}
+		h, w := f.get(have), f.get(want)
+		if h == w {
+			continue
+		}
+		d := f.name + ": " + h + " -> " + w
+		drift = append(drift, d)
+		if f.fixed != nil && f.fixed(have, want) {
+			fixed = append(fixed, d)
+		}
+	}
+	return drift, fixed
+}

@@ -1,0 +1,179 @@
+package streams
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream and bucket names.
+const (
+	// RequestsStream holds every request, under e2a.req.<agent>.<id>.
+	RequestsStream = "E2A_REQUESTS"
+	// ResponsesStream holds the response frames, under e2a.resp.<id>, and
+	// republishes them to e2a.live.<id>.
+	ResponsesStream = "E2A_RESPONSES"
+	// ControlStream holds the last control message of each request, under
+	// e2a.ctl.<id>.
+	ControlStream = "E2A_CONTROL"
+	// AuditStream sources RequestsStream and ResponsesStream into a bounded
+	// set of partitions, for long retention.
+	AuditStream = "E2A_AUDIT"
+
+	// TasksBucket maps tasks and contexts to request ids and state.
+	TasksBucket = "E2A_TASKS"
+	// IdempotencyBucket remembers idempotency keys beyond the deduplication
+	// window of RequestsStream.
+	IdempotencyBucket = "E2A_IDEMPOTENCY"
+	// RateLimitBucket holds rate limiter state; keys expire after
+	// Config.RateLimitTTL.
+	RateLimitBucket = "E2A_RATELIMIT"
+)
+
+const (
+	// GiB is 1 << 30 bytes.
+	GiB = int64(1) << 30
+	// Unlimited is the value of a size limit without limit.
+	Unlimited = int64(-1)
+)
+
+// Config sizes every stream and bucket. The zero value is not valid: start
+// from DefaultConfig.
+type Config struct {
+	// Replicas of every stream and bucket: 1 with the embedded server, 3 in
+	// production. 1..5.
+	Replicas int
+	// Storage of every stream and bucket, jetstream.FileStorage or
+	// jetstream.MemoryStorage. It cannot be changed on existing streams.
+	Storage jetstream.StorageType
+
+	// RequestsMaxAge is how long requests are kept. Default 24h.
+	RequestsMaxAge time.Duration
+	// RequestsMaxBytes bounds E2A_REQUESTS; when it is full, publishes are
+	// refused (DiscardNew), which is the pipeline's backpressure. Unlimited
+	// (-1) or > 0. Default 1 GiB.
+	RequestsMaxBytes int64
+	// Duplicates is the deduplication window of requests, responses and
+	// control messages (Nats-Msg-Id). At most each of their max ages.
+	// Default 10m.
+	Duplicates time.Duration
+
+	// ResponsesMaxAge is how long frames are kept, hence how long a finished
+	// request can be replayed. Production: 1h..72h; keep it short enough that
+	// the stream stays well under ~1M live subjects. Default 24h.
+	ResponsesMaxAge time.Duration
+	// ResponsesMaxBytes bounds E2A_RESPONSES; when it is full, the oldest
+	// frames are dropped (DiscardOld). Unlimited (-1) or > 0. Default
+	// Unlimited.
+	ResponsesMaxBytes int64
+
+	// ControlMaxAge is how long a control message (cancel) is kept.
+	// Default 24h.
+	ControlMaxAge time.Duration
+
+	// AuditMaxAge is how long E2A_AUDIT keeps messages; 0 keeps them
+	// forever. Default 90 days.
+	AuditMaxAge time.Duration
+	// AuditMaxBytes bounds E2A_AUDIT (DiscardOld). Unlimited (-1) or > 0.
+	// Default Unlimited.
+	AuditMaxBytes int64
+	// AuditPartitions is the number of partitions of each of the request and
+	// response halves of E2A_AUDIT. 1..1024. Default 16. Changing it only
+	// affects messages sourced afterwards.
+	AuditPartitions int
+
+	// TasksHistory is the number of revisions kept per key of E2A_TASKS.
+	// 1..64. Default 5.
+	TasksHistory uint8
+	// TasksTTL is how long a task entry lives after its last update; 0 keeps
+	// entries forever. Keep it at least ResponsesMaxAge. Default 72h.
+	TasksTTL time.Duration
+	// IdempotencyTTL is how long an idempotency key lives. Default 24h.
+	IdempotencyTTL time.Duration
+	// RateLimitTTL is how long an idle rate limiter key lives; it must cover
+	// the longest window (a day). Default 25h.
+	RateLimitTTL time.Duration
+}
+
+// DefaultConfig returns the production defaults with one replica on file
+// storage. Set Replicas to 3 for a production cluster.
+func DefaultConfig() Config {
+	return Config{
+		Replicas:          1,
+		Storage:           jetstream.FileStorage,
+		RequestsMaxAge:    24 * time.Hour,
+		RequestsMaxBytes:  1 * GiB,
+		Duplicates:        10 * time.Minute,
+		ResponsesMaxAge:   24 * time.Hour,
+		ResponsesMaxBytes: Unlimited,
+		ControlMaxAge:     24 * time.Hour,
+		AuditMaxAge:       90 * 24 * time.Hour,
+		AuditMaxBytes:     Unlimited,
+		AuditPartitions:   16,
+		TasksHistory:      5,
+		TasksTTL:          72 * time.Hour,
+		IdempotencyTTL:    24 * time.Hour,
+		RateLimitTTL:      25 * time.Hour,
+	}
+}
+
+// minAge is the smallest max age or window the server accepts.
+const minAge = 100 * time.Millisecond
+
+// Validate returns an error wrapping ErrInvalidConfig, listing every field
+// out of range, or nil.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf(format, args...))
+	}
+	if c.Replicas < 1 || c.Replicas > 5 {
+		bad("Replicas %d not in 1..5", c.Replicas)
+	}
+	if c.Storage != jetstream.FileStorage && c.Storage != jetstream.MemoryStorage {
+		bad("Storage %d is neither file nor memory", c.Storage)
+	}
+	age := func(name string, d time.Duration, zeroOK bool) {
+		switch {
+		case d == 0 && zeroOK:
+		case d < minAge:
+			bad("%s %v below %v", name, d, minAge)
+		}
+	}
+	age("RequestsMaxAge", c.RequestsMaxAge, false)
+	age("ResponsesMaxAge", c.ResponsesMaxAge, false)
+	age("ControlMaxAge", c.ControlMaxAge, false)
+	age("AuditMaxAge", c.AuditMaxAge, true)
+	age("Duplicates", c.Duplicates, false)
+	for _, a := range []struct {
+		name string
+		d    time.Duration
+	}{{"RequestsMaxAge", c.RequestsMaxAge}, {"ResponsesMaxAge", c.ResponsesMaxAge}, {"ControlMaxAge", c.ControlMaxAge}} {
+		if c.Duplicates > a.d && a.d > 0 {
+			bad("Duplicates %v longer than %s %v", c.Duplicates, a.name, a.d)
+		}
+	}
+	size := func(name string, n int64) {
+		if n != Unlimited && n <= 0 {
+			bad("%s %d: use a positive size or Unlimited (-1)", name, n)
+		}
+	}
+	size("RequestsMaxBytes", c.RequestsMaxBytes)
+	size("ResponsesMaxBytes", c.ResponsesMaxBytes)
+	size("AuditMaxBytes", c.AuditMaxBytes)
+	if c.AuditPartitions < 1 || c.AuditPartitions > 1024 {
+		bad("AuditPartitions %d not in 1..1024", c.AuditPartitions)
+	}
+	if c.TasksHistory < 1 || c.TasksHistory > jetstream.KeyValueMaxHistory {
+		bad("TasksHistory %d not in 1..%d", c.TasksHistory, jetstream.KeyValueMaxHistory)
+	}
+	age("TasksTTL", c.TasksTTL, true)
+	age("IdempotencyTTL", c.IdempotencyTTL, false)
+	age("RateLimitTTL", c.RateLimitTTL, false)
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
+}

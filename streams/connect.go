@@ -1,0 +1,206 @@
+package streams
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// ConnConfig describes a connection to an external NATS cluster. Its fields
+// are read from the environment with envconfig and prefix E2A
+// (envconfig.Process("E2A", &cfg)): E2A_NATS_URL, E2A_NATS_CREDS, …
+//
+// Secrets (Password) never appear in String or in slog output.
+type ConnConfig struct {
+	// NatsURL is one or more server URLs, comma separated.
+	NatsURL string `envconfig:"NATS_URL"`
+	// CredsFile is a user JWT + NKey seed credentials file.
+	CredsFile string `envconfig:"NATS_CREDS"`
+	// User and Password authenticate with a user name and password.
+	User     string `envconfig:"NATS_USER"`
+	Password string `envconfig:"NATS_PASSWORD"`
+	// NKeySeedFile is a file holding an NKey user seed.
+	NKeySeedFile string `envconfig:"NATS_NKEY"`
+	// TLSCA is a PEM file of root CAs to verify the servers with.
+	TLSCA string `envconfig:"NATS_TLS_CA"`
+	// TLSCert and TLSKey are the PEM client certificate and key, both or
+	// neither.
+	TLSCert string `envconfig:"NATS_TLS_CERT"`
+	TLSKey  string `envconfig:"NATS_TLS_KEY"`
+	// Name is the connection name shown by the servers; default "e2a".
+	Name string `envconfig:"NATS_NAME"`
+	// ReconnectWait is the pause between reconnect attempts; default 2s.
+	// The connection reconnects forever.
+	ReconnectWait time.Duration `envconfig:"NATS_RECONNECT_WAIT"`
+	// ReconnectBufSize is how many bytes of publishes are buffered while
+	// reconnecting; default 8 MiB.
+	ReconnectBufSize int `envconfig:"NATS_RECONNECT_BUFFER"`
+}
+
+// String describes c without its secrets.
+func (c ConnConfig) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "url=%s", c.NatsURL)
+	if c.CredsFile != "" {
+		fmt.Fprintf(&b, " creds=%s", c.CredsFile)
+	}
+	if c.User != "" {
+		fmt.Fprintf(&b, " user=%s password=%s", c.User, redact(c.Password))
+	}
+	if c.NKeySeedFile != "" {
+		fmt.Fprintf(&b, " nkey=%s", c.NKeySeedFile)
+	}
+	if c.TLSCA != "" || c.TLSCert != "" {
+		fmt.Fprintf(&b, " tls_ca=%s tls_cert=%s", c.TLSCA, c.TLSCert)
+	}
+	if c.Name != "" {
+		fmt.Fprintf(&b, " name=%s", c.Name)
+	}
+	return b.String()
+}
+
+// LogValue describes c without its secrets for log/slog.
+func (c ConnConfig) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("url", c.NatsURL),
+		slog.String("creds", c.CredsFile),
+		slog.String("user", c.User),
+		slog.String("password", redact(c.Password)),
+		slog.String("nkey", c.NKeySeedFile),
+		slog.String("tls_ca", c.TLSCA),
+		slog.String("tls_cert", c.TLSCert),
+		slog.String("name", c.Name),
+	)
+}
+
+func redact(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+
+// Validate returns ErrInvalidConnConfig when c has no URL, mixes
+// authentication methods, or has a TLS certificate without its key (or the
+// reverse).
+func (c ConnConfig) Validate() error {
+	if strings.TrimSpace(c.NatsURL) == "" {
+		return fmt.Errorf("%w: no NATS URL", ErrInvalidConnConfig)
+	}
+	methods := 0
+	for _, set := range []bool{c.CredsFile != "", c.User != "" || c.Password != "", c.NKeySeedFile != ""} {
+		if set {
+			methods++
+		}
+	}
+	if methods > 1 {
+		return fmt.Errorf("%w: use one of credentials file, user/password, nkey", ErrInvalidConnConfig)
+	}
+	if c.Password != "" && c.User == "" {
+		return fmt.Errorf("%w: password without user", ErrInvalidConnConfig)
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return fmt.Errorf("%w: TLS certificate and key go together", ErrInvalidConnConfig)
+	}
+	if c.ReconnectWait < 0 || c.ReconnectBufSize < 0 {
+		return fmt.Errorf("%w: negative reconnect setting", ErrInvalidConnConfig)
+	}
+	return nil
+}
+
+// Options returns the nats.Options for c: servers, authentication, TLS,
+// name, and reconnecting forever with buffered publishes.
+//
+// It returns ErrInvalidConnConfig when c is invalid.
+func (c ConnConfig) Options() ([]nats.Option, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	name := c.Name
+	if name == "" {
+		name = "e2a"
+	}
+	wait := c.ReconnectWait
+	if wait == 0 {
+		wait = 2 * time.Second
+	}
+	buf := c.ReconnectBufSize
+	if buf == 0 {
+		buf = 8 << 20
+	}
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(wait),
+		nats.ReconnectBufSize(buf),
+	}
+	switch {
+	case c.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(c.CredsFile))
+	case c.User != "":
+		opts = append(opts, nats.UserInfo(c.User, c.Password))
+	case c.NKeySeedFile != "":
+		o, err := nats.NkeyOptionFromSeed(c.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: nkey seed file: %w", ErrInvalidConnConfig, err)
+		}
+		opts = append(opts, o)
+	}
+	if c.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(c.TLSCA))
+	}
+	if c.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
+	}
+	return opts, nil
+}
+
+// Connect connects to the servers of cfg, with extra options appended to
+// cfg.Options. The first connection attempt is bounded by ctx's deadline
+// (default 5s); once connected, the connection reconnects forever.
+//
+// It returns ErrInvalidConnConfig when cfg is invalid, ctx.Err() when ctx
+// ends first, and the client's error when no server can be reached.
+func Connect(ctx context.Context, cfg ConnConfig, extra ...nats.Option) (*nats.Conn, error) {
+	opts, err := cfg.Options()
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	timeout := 5 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+		if timeout <= 0 {
+			return nil, context.DeadlineExceeded
+		}
+	}
+	opts = append(opts, nats.Timeout(timeout))
+	opts = append(opts, extra...)
+
+	type result struct {
+		nc  *nats.Conn
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		nc, err := nats.Connect(cfg.NatsURL, opts...)
+		done <- result{nc, err}
+	}()
+	select {
+	case r := <-done:
+		return r.nc, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.nc != nil {
+				r.nc.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}

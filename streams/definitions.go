@@ -1,0 +1,173 @@
+package streams
+
+import (
+	"fmt"
+	"regexp"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// base returns the fields every stream shares; unset limits are explicit so
+// that a definition compares equal to what the server reports.
+func (c Config) base(name, description string) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:              name,
+		Description:       description,
+		Retention:         jetstream.LimitsPolicy,
+		MaxConsumers:      -1,
+		MaxMsgs:           -1,
+		MaxBytes:          Unlimited,
+		MaxMsgsPerSubject: -1,
+		MaxMsgSize:        -1,
+		Storage:           c.Storage,
+		Replicas:          c.Replicas,
+		Discard:           jetstream.DiscardOld,
+		Compression:       jetstream.NoCompression,
+	}
+}
+
+// RequestsStreamConfig returns the definition of E2A_REQUESTS: subjects
+// e2a.req.>, limits retention, RequestsMaxAge, the Duplicates window, and
+// DiscardNew with RequestsMaxBytes so that a full stream refuses new
+// requests instead of dropping accepted ones. Direct gets are allowed (cheap
+// existence checks).
+func (c Config) RequestsStreamConfig() jetstream.StreamConfig {
+	s := c.base(RequestsStream, "E2A requests, e2a.req.<agent>.<request_id>")
+	s.Subjects = []string{subjects.AllRequests}
+	s.MaxAge = c.RequestsMaxAge
+	s.MaxBytes = c.RequestsMaxBytes
+	s.Discard = jetstream.DiscardNew
+	s.Duplicates = c.Duplicates
+	s.AllowDirect = true
+	return s
+}
+
+// ResponsesStreamConfig returns the definition of E2A_RESPONSES: subjects
+// e2a.resp.>, limits retention, ResponsesMaxAge, the Duplicates window,
+// direct gets allowed, and every stored frame republished by the server to
+// e2a.live.<id> with the headers Nats-Stream, Nats-Subject, Nats-Sequence,
+// Nats-Time-Stamp and Nats-Last-Sequence (stream sequence of the previous
+// message on the same subject, 0 for the first).
+func (c Config) ResponsesStreamConfig() jetstream.StreamConfig {
+	s := c.base(ResponsesStream, "E2A response frames, e2a.resp.<request_id>, republished to e2a.live.<request_id>")
+	s.Subjects = []string{subjects.AllResponses}
+	s.MaxAge = c.ResponsesMaxAge
+	s.MaxBytes = c.ResponsesMaxBytes
+	s.Duplicates = c.Duplicates
+	s.AllowDirect = true
+	s.RePublish = &jetstream.RePublish{Source: subjects.AllResponses, Destination: subjects.AllLive}
+	return s
+}
+
+// ControlStreamConfig returns the definition of E2A_CONTROL: subjects
+// e2a.ctl.>, one message per subject (the latest control message of a
+// request survives until its worker reads it), ControlMaxAge, direct gets
+// allowed.
+func (c Config) ControlStreamConfig() jetstream.StreamConfig {
+	s := c.base(ControlStream, "E2A control messages (cancel), e2a.ctl.<request_id>")
+	s.Subjects = []string{subjects.AllControl}
+	s.MaxAge = c.ControlMaxAge
+	s.MaxMsgsPerSubject = 1
+	s.Duplicates = c.Duplicates
+	s.AllowDirect = true
+	return s
+}
+
+// AuditStreamConfig returns the definition of E2A_AUDIT. It has no subjects
+// of its own: it sources E2A_REQUESTS and E2A_RESPONSES with subject
+// transforms e2a.req.*.* → e2a.audit.req.{{partition(N,2)}} and
+// e2a.resp.* → e2a.audit.resp.{{partition(N,1)}}, N = AuditPartitions, so
+// it holds at most 2N subjects whatever its age. Sourced messages keep their
+// headers (E2A-Request-Id, E2A-Sequence, Nats-Msg-Id) and gain
+// Nats-Stream-Source with the original subject. DenyDelete and DenyPurge
+// make it append-only; it does not deduplicate (sourcing is exactly once).
+func (c Config) AuditStreamConfig() jetstream.StreamConfig {
+	s := c.base(AuditStream, "E2A audit: requests and frames in bounded partitions")
+	rs, rd := subjects.AuditRequestMapping(c.AuditPartitions)
+	ps, pd := subjects.AuditResponseMapping(c.AuditPartitions)
+	s.Sources = []*jetstream.StreamSource{
+		{Name: RequestsStream, SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: rs, Destination: rd}}},
+		{Name: ResponsesStream, SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: ps, Destination: pd}}},
+	}
+	s.MaxAge = c.AuditMaxAge
+	s.MaxBytes = c.AuditMaxBytes
+	s.DenyDelete = true
+	s.DenyPurge = true
+	s.AllowDirect = true
+	return s
+}
+
+// StreamConfigs returns every stream definition, sources last.
+//
+// It returns ErrInvalidConfig when c is invalid.
+func (c Config) StreamConfigs() ([]jetstream.StreamConfig, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return []jetstream.StreamConfig{
+		c.RequestsStreamConfig(),
+		c.ResponsesStreamConfig(),
+		c.ControlStreamConfig(),
+		c.AuditStreamConfig(),
+	}, nil
+}
+
+var validBucket = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+// KeyValueConfig returns the definition of bucket with the Replicas and
+// Storage of c. The well-known buckets get their settings:
+//
+//   - E2A_TASKS: TasksHistory revisions per key, TasksTTL.
+//   - E2A_IDEMPOTENCY: one revision, IdempotencyTTL.
+//   - E2A_RATELIMIT: one revision, RateLimitTTL.
+//
+// Any other valid bucket name gets one revision and no TTL; adjust the
+// returned value as needed and pass it to Apply with WithKeyValue.
+//
+// It returns ErrInvalidConfig when bucket is not a valid bucket name
+// ([a-zA-Z0-9_-]+).
+func (c Config) KeyValueConfig(bucket string) (jetstream.KeyValueConfig, error) {
+	if !validBucket.MatchString(bucket) {
+		return jetstream.KeyValueConfig{}, fmt.Errorf("%w: bucket name %q", ErrInvalidConfig, bucket)
+	}
+	kv := jetstream.KeyValueConfig{
+		Bucket:   bucket,
+		History:  1,
+		Storage:  c.Storage,
+		Replicas: c.Replicas,
+	}
+	switch bucket {
+	case TasksBucket:
+		kv.Description = "E2A tasks and contexts: request ids and state"
+		kv.History = c.TasksHistory
+		kv.TTL = c.TasksTTL
+	case IdempotencyBucket:
+		kv.Description = "E2A idempotency keys"
+		kv.TTL = c.IdempotencyTTL
+	case RateLimitBucket:
+		kv.Description = "E2A rate limiter state"
+		kv.TTL = c.RateLimitTTL
+	}
+	return kv, nil
+}
+
+// KeyValueConfigs returns the definitions of E2A_TASKS, E2A_IDEMPOTENCY and
+// E2A_RATELIMIT.
+//
+// It returns ErrInvalidConfig when c is invalid.
+func (c Config) KeyValueConfigs() ([]jetstream.KeyValueConfig, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	var out []jetstream.KeyValueConfig
+	for _, b := range []string{TasksBucket, IdempotencyBucket, RateLimitBucket} {
+		kv, err := c.KeyValueConfig(b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, kv)
+	}
+	return out, nil
+}

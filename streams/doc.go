@@ -1,0 +1,21 @@
+// Package streams owns the JetStream layout of the E2A pipeline as Go
+// values, and the few operations on it that the client library lacks.
+//
+//   - Config, DefaultConfig and Config.Validate: replicas, storage, max ages and
+//     sizes of every stream and key-value bucket.
+//   - The stream definitions (E2A_REQUESTS, E2A_RESPONSES, E2A_CONTROL,
+//     E2A_AUDIT), the key-value buckets (E2A_TASKS, E2A_IDEMPOTENCY,
+//     E2A_RATELIMIT) and the agent pool consumer, as jetstream.StreamConfig,
+//     jetstream.KeyValueConfig and jetstream.ConsumerConfig values.
+//   - Apply: idempotent create-or-update of all streams and buckets, with a
+//     Report of what was created, updated or left unchanged and of the drift
+//     found.
+//   - StartEmbedded: an in-process JetStream server (single node or a node of
+//     an in-process cluster) that always listens on a loopback TCP port.
+//   - Connect: a connection to an external NATS cluster from ConnConfig.
+//   - DirectGetBatch, DirectGetAll, DirectGetSeq and LastBySubject: batched
+//     direct gets, which read a stream without creating a consumer.
+//
+// The package knows no E2A protocol: it never looks at a payload. Every
+// subject string comes from package subjects.
+package streams

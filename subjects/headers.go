@@ -1,0 +1,75 @@
+package subjects
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Headers set by the pipeline on every message it publishes.
+const (
+	// HeaderMsgID is the JetStream deduplication id: the request id on
+	// requests, FrameMsgID(requestID, sequence) on frames.
+	HeaderMsgID = "Nats-Msg-Id"
+	// HeaderRequestID carries the raw request id. Header values cannot carry
+	// every string exactly (leading blanks are dropped, line breaks are not
+	// allowed); the subject token is authoritative.
+	HeaderRequestID = "E2A-Request-Id"
+	// HeaderSequence carries the frame sequence (0, 1, 2, …) on frames.
+	HeaderSequence = "E2A-Sequence"
+	// HeaderTraceparent is the W3C trace context header, when present.
+	HeaderTraceparent = "traceparent"
+	// HeaderTracestate is the W3C trace state header, when present.
+	HeaderTracestate = "tracestate"
+)
+
+// Headers set by the server on republished messages, direct get replies
+// and sourced messages.
+const (
+	// HeaderStream names the stream a message was stored in.
+	HeaderStream = "Nats-Stream"
+	// HeaderSubject is the subject a message was stored under.
+	HeaderSubject = "Nats-Subject"
+	// HeaderStreamSequence is the stream sequence of a message.
+	HeaderStreamSequence = "Nats-Sequence"
+	// HeaderLastSequence is, on a republished message, the stream sequence of
+	// the previous message on the same subject (0 for the first one); on a
+	// batched direct get reply, the sequence of the previous reply.
+	HeaderLastSequence = "Nats-Last-Sequence"
+	// HeaderTimeStamp is the time a message was stored (RFC 3339, UTC).
+	HeaderTimeStamp = "Nats-Time-Stamp"
+	// HeaderNumPending is the number of messages left after a batched direct
+	// get reply.
+	HeaderNumPending = "Nats-Num-Pending"
+	// HeaderStreamSource describes the origin of a sourced message:
+	// "<stream> <seq> <filter> <transform> <original subject>".
+	HeaderStreamSource = "Nats-Stream-Source"
+)
+
+// FrameMsgID returns the deduplication id of frame seq of a request:
+// "<request_id>:<seq>".
+func FrameMsgID(requestID string, seq int64) string {
+	return requestID + ":" + strconv.FormatInt(seq, 10)
+}
+
+// ParseFrameMsgID splits a frame deduplication id made by FrameMsgID.
+//
+// It returns ErrInvalidMsgID when msgID has no ':' or what follows the last
+// ':' is not a decimal integer in the int64 range.
+func ParseFrameMsgID(msgID string) (requestID string, seq int64, err error) {
+	i := strings.LastIndexByte(msgID, ':')
+	if i < 0 {
+		return "", 0, fmt.Errorf("%w: %.120q", ErrInvalidMsgID, msgID)
+	}
+	digits := msgID[i+1:]
+	for j := 0; j < len(digits); j++ {
+		if digits[j] < '0' || digits[j] > '9' {
+			return "", 0, fmt.Errorf("%w: %.120q", ErrInvalidMsgID, msgID)
+		}
+	}
+	seq, err = strconv.ParseInt(digits, 10, 64)
+	if err != nil {
+		return "", 0, fmt.Errorf("%w: %.120q", ErrInvalidMsgID, msgID)
+	}
+	return msgID[:i], seq, nil
+}
