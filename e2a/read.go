@@ -69,6 +69,12 @@ func FromJSON(data []byte) (*Envelope, error) {
 		}
 	}
 	if v, ok := raw["binding"]; ok && !isNull(v) {
+		// The binding moves two levels deeper (provenance.details); refuse
+		// one that would then nest deeper than MaxNesting, so that every
+		// envelope FromJSON accepts also reads back once written.
+		if err := checkDepth(v, MaxNesting-3); err != nil {
+			return nil, fmt.Errorf("%w: field \"binding\": %v", ErrInvalidEnvelope, err)
+		}
 		var b any
 		if err := decodeNumbers(v, &b); err != nil {
 			return nil, fmt.Errorf("%w: field \"binding\": %v", ErrInvalidEnvelope, err)
@@ -192,10 +198,9 @@ func decodeNumbers(data []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if dec.More() {
-		return fmt.Errorf("trailing data after JSON value")
-	}
-	if _, err := dec.Token(); err == nil {
+	// Only white space may follow the value (dec.More and dec.Token both
+	// let a stray "]" or "}" through).
+	if len(bytes.TrimSpace(data[dec.InputOffset():])) != 0 {
 		return fmt.Errorf("trailing data after JSON value")
 	}
 	return nil
@@ -250,23 +255,40 @@ func readJSONRPCID(v json.RawMessage, dst *json.RawMessage) error {
 		*dst = nil
 		return nil
 	}
-	t := bytes.TrimSpace(v)
+	id, err := CanonicalJSONRPCID(v)
+	if err != nil {
+		return err
+	}
+	*dst = id
+	return nil
+}
+
+// CanonicalJSONRPCID checks that raw is a JSON-RPC id (a string or a number)
+// and returns it in canonical form: a number keeps its exact text (so large
+// integers survive), a string is re-encoded (escapes resolved, invalid UTF-8
+// replaced by U+FFFD) so that the same id always has the same bytes. null
+// and empty input give nil.
+func CanonicalJSONRPCID(raw json.RawMessage) (json.RawMessage, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	t := bytes.TrimSpace(raw)
 	switch {
 	case t[0] == '"':
 		var s string
 		if err := json.Unmarshal(t, &s); err != nil {
-			return err
+			return nil, err
 		}
+		return json.Marshal(s)
 	case t[0] == '-' || (t[0] >= '0' && t[0] <= '9'):
 		var n json.Number
 		if err := json.Unmarshal(t, &n); err != nil {
-			return err
+			return nil, err
 		}
+		return json.RawMessage(n.String()), nil
 	default:
-		return fmt.Errorf("must be a string, a number or null")
+		return nil, fmt.Errorf("must be a string, a number or null")
 	}
-	*dst = append(json.RawMessage(nil), t...)
-	return nil
 }
 
 // readTimestamp accepts an RFC 3339 string (kept as written) or epoch

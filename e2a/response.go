@@ -3,6 +3,7 @@ package e2a
 import (
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Response is one E2A response frame (E2AResponse, spec §12). Every record an
@@ -174,8 +175,19 @@ func ResponseFromJSON(data []byte) (*Response, error) {
 	if err := decodeNumbers(data, &r); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidResponse, err)
 	}
-	if isNull(r.JSONRPCID) {
-		r.JSONRPCID = nil
+	id, err := CanonicalJSONRPCID(r.JSONRPCID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: jsonrpc_id: %v", ErrInvalidResponse, err)
+	}
+	r.JSONRPCID = id
+	if !utf8.Valid(r.Body) {
+		// Strings elsewhere are decoded with U+FFFD for invalid bytes; do
+		// the same for the raw body so that frames are always valid UTF-8.
+		var b any
+		if err := decodeNumbers(r.Body, &b); err != nil {
+			return nil, fmt.Errorf("%w: body: %v", ErrInvalidResponse, err)
+		}
+		r.Body = MarshalBody(b)
 	}
 	if err := r.Validate(); err != nil {
 		return nil, err
@@ -214,6 +226,11 @@ func (r *Response) Validate() error {
 	}
 	if len(r.Body) == 0 || r.Body[0] != '{' {
 		return bad("body must be a JSON object")
+	}
+	if len(r.JSONRPCID) > 0 {
+		if _, err := CanonicalJSONRPCID(r.JSONRPCID); err != nil {
+			return bad("jsonrpc_id %s: %v", r.JSONRPCID, err)
+		}
 	}
 	if r.Status == StatusFailed && r.ResponseKind != KindError && r.ResponseKind != KindACPJSONRPCErr {
 		return bad("status failed requires response_kind e2a.error, got %q", r.ResponseKind)

@@ -126,7 +126,7 @@ func ExampleConfig_KeyValueConfig() {
 	cfg.Replicas = 3
 	kv, _ := cfg.KeyValueConfig(streams.RateLimitBucket)
 	fmt.Println(kv.Bucket, kv.History, kv.TTL, kv.Replicas)
-	// Output: E2A_RATELIMIT 1 1h0m0s 3
+	// Output: E2A_RATELIMIT 1 25h0m0s 3
 }
 
 func ExampleConnConfig() {
