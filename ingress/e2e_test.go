@@ -340,3 +340,5 @@ func TestE2EBadInputPublishesNothing(t *testing.T) {
 	}
 	_ = time.Second
 }
+
+func jsonDecode(r *http.Response, v any) error { return json.NewDecoder(r.Body).Decode(v) }

@@ -7,33 +7,26 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
-
-// E2AStreamer serves the frames of an accepted request in the format the
-// client negotiated (SSE, NDJSON or aggregated JSON). egress.Service
-// implements it. ServeE2A writes the whole HTTP answer and returns when the
-// request's final frame was written or the client went away; it must be
-// safe for concurrent use.
-type E2AStreamer interface {
-	ServeE2A(w http.ResponseWriter, r *http.Request, requestID string)
-}
 
 // Server is the HTTP front door. Create it with [New]; it is safe for
 // concurrent use and holds no per-request state between calls.
 type Server struct {
 	pub     *Publisher
-	egress  E2AStreamer
+	egress  *egress.Service
 	opts    options
 	metrics *metrics
+	js      jetstream.JetStream
 }
 
 type options struct {
@@ -43,6 +36,56 @@ type options struct {
 	log            *slog.Logger
 	reg            prometheus.Registerer
 	now            func() time.Time
+	auth           *Auth
+	limiter        *Limiter
+	streams        *StreamLimiter
+	norm           *normalizer.Normalizer
+	routes         *normalizer.Routes
+	publicURL      string
+	cardName       string
+	tasks          *TaskStore
+}
+
+// WithAuth enforces auth on every endpoint (default: none, anonymous).
+func WithAuth(a *Auth) Option {
+	return func(o *options) error {
+		if a == nil {
+			return fmt.Errorf("ingress: nil auth")
+		}
+		o.auth = a
+		return nil
+	}
+}
+
+// WithLimiter applies per-principal rate limits shared across replicas.
+func WithLimiter(l *Limiter) Option {
+	return func(o *options) error { o.limiter = l; return nil }
+}
+
+// WithStreamLimiter bounds concurrent streams per principal.
+func WithStreamLimiter(l *StreamLimiter) Option {
+	return func(o *options) error { o.streams = l; return nil }
+}
+
+// WithRoutes sets the routing rule (method or channel → pool). The
+// default pool of the rule is the one of WithDefaultPool when the rule has
+// none.
+func WithRoutes(r normalizer.Routes) Option {
+	return func(o *options) error { o.routes = &r; return nil }
+}
+
+// WithPublicURL sets the externally visible base URL (agent card); by
+// default it is derived from the request and X-Forwarded-* headers.
+func WithPublicURL(u string) Option {
+	return func(o *options) error {
+		if u != "" {
+			if _, err := url.Parse(u); err != nil {
+				return fmt.Errorf("ingress: public url: %w", err)
+			}
+		}
+		o.publicURL = strings.TrimRight(u, "/")
+		return nil
+	}
 }
 
 // Option configures a Server.
@@ -93,7 +136,7 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 
 // New returns a Server publishing through nc's JetStream and handing
 // streamed answers to eg.
-func New(nc *nats.Conn, eg E2AStreamer, opts ...Option) (*Server, error) {
+func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 	o := options{defaultPool: "demo", maxBody: 4 << 20, publishTimeout: 5 * time.Second, log: slog.Default(), now: time.Now}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
@@ -108,14 +151,38 @@ func New(nc *nats.Conn, eg E2AStreamer, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{pub: NewPublisher(js, o.publishTimeout), egress: eg, opts: o, metrics: m}, nil
+	routes := normalizer.Routes{Default: o.defaultPool}
+	if o.routes != nil {
+		routes = *o.routes
+		if routes.Default == "" {
+			routes.Default = o.defaultPool
+		}
+	}
+	o.norm = normalizer.New(normalizer.Config{Routes: routes})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ts, err := NewTaskStore(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	o.tasks = ts
+	return &Server{pub: NewPublisher(js, o.publishTimeout), egress: eg, opts: o, metrics: m, js: js}, nil
 }
 
 // Register mounts the E2A endpoints on mux:
 //
-//	POST /v1/requests[?agent=POOL][&wait=true]
+//	POST /v1/requests[?agent=POOL][&wait=true]   E2A envelope or legacy AgentRequest
+//	POST /a2a                                    A2A v0.3 and AgentVault JSON-RPC
+//	GET  /.well-known/agent-card.json            A2A agent card (also /.well-known/agent.json)
+//	POST /oauth/token                            OAuth2 client credentials (when enabled)
 func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/requests", s.handleE2A)
+	mux.HandleFunc("POST /a2a", s.handleA2A)
+	mux.HandleFunc("GET /.well-known/agent-card.json", s.handleCard)
+	mux.HandleFunc("GET /.well-known/agent.json", s.handleCard)
+	if s.opts.auth != nil && s.opts.auth.Enabled(SchemeOAuth2) {
+		mux.Handle("POST /oauth/token", s.opts.auth.TokenHandler())
+	}
 }
 
 // Accepted is the body of a 202 answer to POST /v1/requests.
@@ -135,19 +202,20 @@ func (s *Server) handleE2A(w http.ResponseWriter, r *http.Request) {
 		logRequest(s.opts.log, r, rec.code, start, reqID)
 	}()
 	w = rec
+	p, ok := s.gate(w, r, "e2a", e2aShape)
+	if !ok {
+		return
+	}
 	body, ok := readBody(w, r, s.opts.maxBody)
 	if !ok {
 		return
 	}
-	env, err := normalizeE2A(body, r, s.opts.now())
+	res, err := s.opts.norm.FromE2A(s.input(r, body, p, r.URL.Query().Get("agent")))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error(), false)
+		writeError(w, normalizer.HTTPStatus(err), "invalid_request", err.Error(), false)
 		return
 	}
-	pool := r.URL.Query().Get("agent")
-	if pool == "" {
-		pool = s.opts.defaultPool
-	}
+	env, pool := res.Envelope, res.Pool
 	if !validPool(pool) {
 		writeError(w, http.StatusBadRequest, "invalid_agent", fmt.Sprintf("agent %q must match [A-Za-z0-9_-]{1,64}", pool), false)
 		return
@@ -189,18 +257,14 @@ func links(id string) map[string]string {
 	return map[string]string{"self": p, "stream": p + "/stream"}
 }
 
-// normalizeE2A reads a raw E2A envelope or a legacy AgentRequest and fills
-// what the pipeline needs: request_id (UUID v7 unless given), timestamp,
-// provenance, trace context; secrets are stripped.
-func normalizeE2A(body []byte, r *http.Request, now time.Time) (*e2a.Envelope, error) {
-	env, err := e2a.FromJSON(body)
-	if err != nil {
-		return nil, err
+// input builds the normalizer's view of an HTTP request.
+func (s *Server) input(r *http.Request, body []byte, p Principal, agent string) normalizer.Input {
+	in := normalizer.Input{Body: body, Header: r.Header, Channel: "http", Agent: agent, Now: s.opts.now,
+		RequestID: r.Header.Get("Idempotency-Key")}
+	if p.UserID != "" {
+		in.Principal = &normalizer.Principal{UserID: p.UserID, IdentityOrigin: p.IdentityOrigin}
 	}
-	if env.RequestID == "" {
-		env.RequestID = uuid.Must(uuid.NewV7()).String()
-	}
-	return env, nil
+	return in
 }
 
 func validPool(p string) bool { return subjects.ValidatePool(p) == nil }

@@ -1,0 +1,297 @@
+package ingress
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/normalizer"
+)
+
+// rpcShape writes a refusal as a JSON-RPC error object (id null) with the
+// failure's HTTP status: A2A clients see the status, AgentVault clients the
+// code.
+func rpcShape(w http.ResponseWriter, f failure) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(f.Status)
+	_ = json.NewEncoder(w).Encode(ErrorResponse(nil, &Error{Code: f.RPCCode, Message: f.Message, Data: f.Data}))
+}
+
+// a2aStreaming reports the methods answered as an SSE stream; they cannot
+// be part of a batch.
+func a2aStreaming(method string) bool {
+	switch method {
+	case normalizer.A2AMessageStream, normalizer.A2ATasksResubscribe, normalizer.AVTasksSendSubscribe:
+		return true
+	}
+	return false
+}
+
+// handleA2A serves POST /a2a: A2A v0.3 (message/send, message/stream,
+// tasks/get, tasks/cancel, tasks/resubscribe) and the AgentVault profile
+// (tasks/send, tasks/sendSubscribe, tasks/get, tasks/cancel) on one
+// JSON-RPC endpoint. tasks/get and tasks/cancel are answered in the shape of
+// the protocol that created the task.
+func (s *Server) handleA2A(w http.ResponseWriter, r *http.Request) {
+	rec := &statusRecorder{ResponseWriter: w}
+	method := "?"
+	defer func() { s.metrics.requests.WithLabelValues("a2a", method, strconv.Itoa(rec.code)).Inc() }()
+	w = rec
+	p, ok := s.gate(w, r, "a2a", rpcShape)
+	if !ok {
+		return
+	}
+	body, ok := s.readRPCBody(w, r)
+	if !ok {
+		return
+	}
+	calls, batch, derr := DecodeJSONRPC(body, DecodeOptions{})
+	if derr != nil {
+		_ = WriteError(w, nil, derr)
+		return
+	}
+	if batch {
+		method = "batch"
+		_ = ServeBatch(w, r, calls, a2aStreaming, func(ctx context.Context, req *Request) (any, *Error) {
+			return s.a2aCallRecorded(r.WithContext(ctx), p, req)
+		})
+		return
+	}
+	c := calls[0]
+	if c.Err != nil {
+		_ = WriteError(w, c.Request.ID, c.Err)
+		return
+	}
+	method = c.Request.Method
+	if c.Request.IsNotification() {
+		rw := httptest.NewRecorder()
+		s.a2aCall(rw, r, p, &c.Request)
+		WriteNoReply(w)
+		return
+	}
+	s.a2aCall(w, r, p, &c.Request)
+}
+
+// readRPCBody reads the body with the size limit, answering 413 with a
+// JSON-RPC error when it is too large.
+func (s *Server) readRPCBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	r.Body = http.MaxBytesReader(w, r.Body, s.opts.maxBody)
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(r.Body); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			rpcShape(w, failure{Status: http.StatusRequestEntityTooLarge, RPCCode: CodeInvalidRequest,
+				Message: "Invalid Request: body exceeds " + strconv.FormatInt(s.opts.maxBody, 10) + " bytes"})
+			return nil, false
+		}
+		rpcShape(w, failure{Status: http.StatusBadRequest, RPCCode: CodeParseError, Message: "Parse error: could not read the body"})
+		return nil, false
+	}
+	return buf.Bytes(), true
+}
+
+// a2aCallRecorded answers one batch element through a recorder and returns
+// its JSON-RPC result or error.
+func (s *Server) a2aCallRecorded(r *http.Request, p Principal, req *Request) (any, *Error) {
+	rw := httptest.NewRecorder()
+	s.a2aCall(rw, r, p, req)
+	var resp struct {
+		Result json.RawMessage `json:"result"`
+		Error  *Error          `json:"error"`
+	}
+	if err := json.Unmarshal(rw.Body.Bytes(), &resp); err != nil {
+		return nil, InternalError("the answer could not be read")
+	}
+	if resp.Error != nil {
+		return nil, resp.Error
+	}
+	return resp.Result, nil
+}
+
+// a2aCall answers one A2A or AgentVault JSON-RPC request.
+func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, req *Request) {
+	raw, _ := json.Marshal(req)
+	in := s.input(r, raw, p, r.URL.Query().Get("agent"))
+	var (
+		res      *normalizer.Result
+		err      error
+		protocol = normalizer.ProtocolA2A
+	)
+	switch req.Method {
+	case normalizer.AVTasksSend, normalizer.AVTasksSendSubscribe:
+		protocol = normalizer.ProtocolAgentVault
+	case normalizer.A2ATasksGet, normalizer.A2ATasksCancel:
+		// Shared names: the task's record says which protocol made it.
+		var id struct {
+			Params struct {
+				ID string `json:"id"`
+			} `json:"params"`
+		}
+		_ = json.Unmarshal(raw, &id)
+		if rec, gerr := s.opts.tasks.Get(r.Context(), KindTask, id.Params.ID); gerr == nil && rec.Protocol == normalizer.ProtocolAgentVault {
+			protocol = normalizer.ProtocolAgentVault
+		}
+	}
+	if protocol == normalizer.ProtocolAgentVault {
+		res, err = s.opts.norm.FromAgentVault(in)
+	} else {
+		res, err = s.opts.norm.FromA2A(in)
+	}
+	if err != nil {
+		_ = WriteError(w, req.ID, &Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()})
+		return
+	}
+	env := res.Envelope
+	switch res.Op {
+	case normalizer.OpSubmit:
+		s.a2aSubmit(w, r, p, protocol, res, req)
+	case normalizer.OpQuery:
+		rec, gerr := s.opts.tasks.Get(r.Context(), KindTask, env.TaskID)
+		if gerr != nil {
+			s.taskNotFound(w, protocol, req.ID, env.TaskID)
+			return
+		}
+		if protocol == normalizer.ProtocolAgentVault {
+			s.egress.ServeAgentVaultTaskGet(w, r, req.ID, rec.ID, rec.RequestIDs)
+			return
+		}
+		s.egress.ServeA2ATaskGet(w, r, req.ID, rec.ID, rec.ContextID, rec.RequestIDs, historyLength(env))
+	case normalizer.OpCancel:
+		rec, gerr := s.opts.tasks.Get(r.Context(), KindTask, env.TaskID)
+		if gerr != nil {
+			s.taskNotFound(w, protocol, req.ID, env.TaskID)
+			return
+		}
+		if protocol == normalizer.ProtocolAgentVault {
+			s.egress.ServeAgentVaultCancel(w, r, req.ID, rec.RequestIDs, s.cancel)
+			return
+		}
+		s.egress.ServeA2ACancel(w, r, req.ID, rec.ID, rec.ContextID, rec.RequestIDs, s.cancel)
+	case normalizer.OpSubscribe:
+		rec, gerr := s.opts.tasks.Get(r.Context(), KindTask, env.TaskID)
+		if gerr != nil {
+			s.taskNotFound(w, protocol, req.ID, env.TaskID)
+			return
+		}
+		release, ok := s.acquireStream(w, p, rpcShape)
+		if !ok {
+			return
+		}
+		defer release()
+		if protocol == normalizer.ProtocolAgentVault {
+			s.egress.ServeAgentVaultStream(w, r, rec.LastRequest(), egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: rec.ID})
+			return
+		}
+		s.egress.ServeA2AResubscribe(w, r, rec.LastRequest(), egress.A2AParams{JSONRPCID: req.ID, TaskID: rec.ID, ContextID: rec.ContextID})
+	default:
+		_ = WriteError(w, req.ID, MethodNotFound(req.Method))
+	}
+}
+
+func (s *Server) taskNotFound(w http.ResponseWriter, protocol string, id json.RawMessage, taskID string) {
+	if protocol == normalizer.ProtocolAgentVault {
+		_ = WriteError(w, id, &Error{Code: -32001, Message: "Task not found: " + taskID})
+		return
+	}
+	_ = WriteError(w, id, &Error{Code: -32001, Message: "Task not found"})
+}
+
+// a2aSubmit publishes a message/send, message/stream, tasks/send or
+// tasks/sendSubscribe request, records it on its task, and hands the answer
+// to egress.
+func (s *Server) a2aSubmit(w http.ResponseWriter, r *http.Request, p Principal, protocol string, res *normalizer.Result, req *Request) {
+	env := res.Envelope
+	if env.TaskID != "" && continued(env) {
+		rec, err := s.opts.tasks.Get(r.Context(), KindTask, env.TaskID)
+		if err != nil {
+			s.taskNotFound(w, protocol, req.ID, env.TaskID)
+			return
+		}
+		if env.ContextID == "" {
+			env.ContextID = rec.ContextID
+		}
+	}
+	streaming := a2aStreaming(req.Method)
+	var release func()
+	if streaming {
+		var ok bool
+		if release, ok = s.acquireStream(w, p, rpcShape); !ok {
+			return
+		}
+		defer release()
+	}
+	submitted := time.Now()
+	acc, ok := s.publishRPC(w, r, res.Pool, env, req.ID)
+	if !ok {
+		return
+	}
+	if env.TaskID != "" {
+		if _, err := s.opts.tasks.Append(r.Context(), KindTask, TaskRecord{ID: env.TaskID, ContextID: env.ContextID,
+			Protocol: protocol, Pool: res.Pool, Principal: p.UserID}, acc.RequestID); err != nil {
+			s.opts.log.Warn("task index update failed", "task_id", env.TaskID, "request_id", acc.RequestID, "err", err)
+		}
+	}
+	switch req.Method {
+	case normalizer.A2AMessageStream:
+		s.egress.ServeA2AStream(w, r, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted})
+	case normalizer.A2AMessageSend:
+		s.egress.ServeA2ASend(w, r, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, HistoryLength: historyLength(env)})
+	case normalizer.AVTasksSendSubscribe:
+		s.egress.ServeAgentVaultStream(w, r, acc.RequestID, egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: env.TaskID})
+	default: // tasks/send
+		_ = WriteResult(w, req.ID, map[string]string{"id": env.TaskID})
+	}
+}
+
+// continued reports whether the adapter marked the request as continuing
+// an existing task.
+func continued(env *e2a.Envelope) bool {
+	if env.Provenance == nil {
+		return false
+	}
+	v, _ := env.Provenance.Details[normalizer.DetailTaskContinued].(bool)
+	return v
+}
+
+func historyLength(env *e2a.Envelope) *int {
+	if env.Params == nil {
+		return nil
+	}
+	if _, ok := env.Params["history_length"]; !ok {
+		return nil
+	}
+	n := int(env.ParamInt("history_length", 0))
+	return &n
+}
+
+// publishRPC publishes env and answers JSON-RPC errors itself on failure.
+func (s *Server) publishRPC(w http.ResponseWriter, r *http.Request, pool string, env *e2a.Envelope, id json.RawMessage) (Accepted, bool) {
+	start := time.Now()
+	acc, err := s.pub.Publish(r.Context(), pool, env)
+	s.metrics.publish.Observe(time.Since(start).Seconds())
+	if err != nil {
+		if errors.Is(err, ErrInvalidPool) {
+			_ = WriteError(w, id, InvalidParams(err.Error()))
+			return acc, false
+		}
+		w.Header().Set("Retry-After", "1")
+		rpcShape(w, failure{Status: http.StatusServiceUnavailable, RPCCode: CodeInternalError,
+			Message: "the pipeline could not accept the request; retry later", Data: map[string]any{"retryable": true}})
+		return acc, false
+	}
+	return acc, true
+}
+
+// cancel publishes a cancel on the request's control subject.
+func (s *Server) cancel(ctx context.Context, requestID string) error {
+	_, err := agent.Cancel(ctx, s.js, requestID)
+	return err
+}

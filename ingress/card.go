@@ -1,0 +1,91 @@
+package ingress
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/a2aproject/a2a-go/a2a"
+)
+
+// Version is the pipeline version announced in the agent card.
+const Version = "0.1.0"
+
+// TRPCInteractionVersion is the version of the trpc-a2a-version extension
+// (a2a-interaction-spec-trpc.md) the A2A renderers implement.
+const TRPCInteractionVersion = "0.1"
+
+// baseURL is the externally visible base URL: the configured public URL,
+// else X-Forwarded-Proto/X-Forwarded-Host, else the request's own host.
+func (s *Server) baseURL(r *http.Request) string {
+	if s.opts.publicURL != "" {
+		return s.opts.publicURL
+	}
+	proto := "http"
+	if r.TLS != nil {
+		proto = "https"
+	}
+	if p := firstToken(r.Header.Get("X-Forwarded-Proto")); p == "http" || p == "https" {
+		proto = p
+	}
+	host := r.Host
+	if h := firstToken(r.Header.Get("X-Forwarded-Host")); h != "" && !strings.ContainsAny(h, "/\\ @") {
+		host = h
+	}
+	prefix := ""
+	if p := firstToken(r.Header.Get("X-Forwarded-Prefix")); strings.HasPrefix(p, "/") && !strings.ContainsAny(p, " \\") {
+		prefix = strings.TrimRight(p, "/")
+	}
+	return proto + "://" + host + prefix
+}
+
+func firstToken(v string) string {
+	if i := strings.IndexByte(v, ','); i >= 0 {
+		v = v[:i]
+	}
+	return strings.TrimSpace(v)
+}
+
+// AgentCard returns the A2A v0.3 agent card of the pipeline's /a2a
+// endpoint for base URL base.
+func (s *Server) AgentCard(base string) map[string]any {
+	card := a2a.AgentCard{
+		Name:               "E2A Pipeline",
+		Description:        "Durable, horizontally scaled agent traffic on NATS JetStream: A2A v0.3 and the AgentVault profile on one JSON-RPC endpoint.",
+		URL:                base + "/a2a",
+		PreferredTransport: a2a.TransportProtocolJSONRPC,
+		ProtocolVersion:    "0.3.0",
+		Version:            Version,
+		Capabilities: a2a.AgentCapabilities{
+			Streaming:              true,
+			StateTransitionHistory: true,
+			Extensions: []a2a.AgentExtension{{
+				URI:    "trpc-a2a-version",
+				Params: map[string]any{"version": TRPCInteractionVersion},
+			}},
+		},
+		DefaultInputModes:  []string{"text/plain", "application/json"},
+		DefaultOutputModes: []string{"text/plain", "application/json"},
+		Skills: []a2a.AgentSkill{{
+			ID: "pipeline", Name: "Agent pools",
+			Description: "Routes each request to an agent pool (" + s.opts.defaultPool + " by default) and streams its answer.",
+			Tags:        []string{"agents", "streaming"},
+		}},
+	}
+	b, _ := json.Marshal(card)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	if s.opts.auth != nil {
+		sec := s.opts.auth.SecuritySchemesFor(base)
+		if len(sec.SecuritySchemes) > 0 {
+			m["securitySchemes"] = sec.SecuritySchemes
+			m["security"] = sec.Security
+		}
+	}
+	return m
+}
+
+func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "public, max-age=60")
+	writeJSON(w, http.StatusOK, s.AgentCard(s.baseURL(r)))
+}

@@ -1,0 +1,151 @@
+package ingress
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// ErrTaskNotFound reports a task, context or session the store does not know.
+var ErrTaskNotFound = errors.New("ingress: task not found")
+
+// MaxRequestsPerTask bounds the request ids kept per task record; the
+// oldest are dropped first (their frames stay in the streams for audit).
+const MaxRequestsPerTask = 256
+
+// TaskRecord maps an A2A/AgentVault task or an ACP session onto the requests
+// that served it, in order. It is what tasks/get, tasks/cancel,
+// tasks/resubscribe and continued tasks read; every replica shares it
+// through the E2A_TASKS bucket.
+type TaskRecord struct {
+	ID         string   `json:"id"`
+	ContextID  string   `json:"context_id,omitempty"`
+	Protocol   string   `json:"protocol"`
+	Pool       string   `json:"pool"`
+	Principal  string   `json:"principal,omitempty"`
+	RequestIDs []string `json:"request_ids"`
+	Created    string   `json:"created"`
+	Updated    string   `json:"updated"`
+}
+
+// LastRequest is the newest request of the task ("" when none).
+func (t *TaskRecord) LastRequest() string {
+	if len(t.RequestIDs) == 0 {
+		return ""
+	}
+	return t.RequestIDs[len(t.RequestIDs)-1]
+}
+
+// TaskStore keeps TaskRecords in the E2A_TASKS KV bucket. Keys are
+// "<kind>.<token>" where token is the id escaped by the subjects rule, so any
+// id is a valid key. It is safe for concurrent use; concurrent appends from
+// several replicas are serialized by compare-and-set on the key's revision.
+type TaskStore struct {
+	kv  jetstream.KeyValue
+	now func() time.Time
+}
+
+// Task record kinds.
+const (
+	KindTask    = "task"
+	KindSession = "session"
+)
+
+// NewTaskStore opens the E2A_TASKS bucket (provisioned by streams.Apply).
+func NewTaskStore(ctx context.Context, js jetstream.JetStream) (*TaskStore, error) {
+	kv, err := js.KeyValue(ctx, streams.TasksBucket)
+	if err != nil {
+		return nil, fmt.Errorf("ingress: task store: %w", err)
+	}
+	return &TaskStore{kv: kv, now: time.Now}, nil
+}
+
+func taskKey(kind, id string) (string, error) {
+	tok, err := subjects.EncodeID(id)
+	if err != nil {
+		return "", err
+	}
+	return kind + "." + tok, nil
+}
+
+// Get returns the record of kind/id, or ErrTaskNotFound.
+func (s *TaskStore) Get(ctx context.Context, kind, id string) (*TaskRecord, error) {
+	key, err := taskKey(kind, id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrTaskNotFound, err)
+	}
+	e, err := s.kv.Get(ctx, key)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, ErrTaskNotFound
+		}
+		return nil, err
+	}
+	var rec TaskRecord
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return nil, fmt.Errorf("ingress: task record %s: %w", key, err)
+	}
+	return &rec, nil
+}
+
+// Append adds requestID to the record kind/id, creating it with the other
+// fields when it does not exist. Retries on a concurrent update.
+func (s *TaskStore) Append(ctx context.Context, kind string, base TaskRecord, requestID string) (*TaskRecord, error) {
+	key, err := taskKey(kind, base.ID)
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 0; attempt < 16; attempt++ {
+		now := e2a.FormatTime(s.now())
+		e, err := s.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			rec := base
+			rec.RequestIDs = []string{requestID}
+			rec.Created, rec.Updated = now, now
+			data, _ := json.Marshal(rec)
+			if _, err := s.kv.Create(ctx, key, data); err != nil {
+				if errors.Is(err, jetstream.ErrKeyExists) {
+					continue
+				}
+				return nil, err
+			}
+			return &rec, nil
+		case err != nil:
+			return nil, err
+		}
+		var rec TaskRecord
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			return nil, err
+		}
+		if rec.LastRequest() == requestID {
+			return &rec, nil // idempotent retry
+		}
+		rec.RequestIDs = append(rec.RequestIDs, requestID)
+		if len(rec.RequestIDs) > MaxRequestsPerTask {
+			rec.RequestIDs = rec.RequestIDs[len(rec.RequestIDs)-MaxRequestsPerTask:]
+		}
+		if rec.ContextID == "" {
+			rec.ContextID = base.ContextID
+		}
+		rec.Updated = now
+		data, _ := json.Marshal(rec)
+		if _, err := s.kv.Update(ctx, key, data, e.Revision()); err != nil {
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+				continue
+			}
+			return nil, err
+		}
+		return &rec, nil
+	}
+	return nil, fmt.Errorf("ingress: task %s: too many concurrent updates", key)
+}

@@ -1,0 +1,579 @@
+package workflow
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// Submitter publishes a workflow envelope durably (the ingress publishes
+// on e2a.req.workflow.<request_id> and returns after the PubAck).
+type Submitter interface {
+	Submit(ctx context.Context, env *e2a.Envelope) error
+}
+
+// FrameSource returns the frames a request has so far, in sequence order
+// (replayed from the response stream, so any replica can answer, after
+// restarts). It returns no frames and no error for an unknown request.
+type FrameSource interface {
+	Frames(ctx context.Context, requestID string) ([]*e2a.Response, error)
+}
+
+// FinalWaiter is optionally implemented by a FrameSource that can wait for
+// a request's final frame without polling.
+type FinalWaiter interface {
+	WaitFinal(ctx context.Context, requestID string) (*e2a.Response, error)
+}
+
+// RateLimitStatus is the answer of /api/v1/rate-limit/status.
+type RateLimitStatus struct {
+	AgentID   string           `json:"agent_id"`
+	Limits    map[string]int64 `json:"limits"`
+	Usage     map[string]int64 `json:"usage"`
+	Remaining map[string]int64 `json:"remaining"`
+}
+
+// RateLimits reports a principal's rate-limit state (the ingress's
+// limiter, shared across replicas).
+type RateLimits interface {
+	Status(ctx context.Context, principal string) (*RateLimitStatus, error)
+}
+
+// TaskLookup maps a task id to the request ids that carry it, oldest
+// first. The normalizer puts a workflow's executionId in task_id, so
+// /api/v1/executions/{id} also answers for an executionId (the newest
+// execution of the caller carrying it).
+type TaskLookup interface {
+	RequestIDs(ctx context.Context, taskID string) ([]string, error)
+}
+
+// Principal is the authenticated caller of a REST request.
+type Principal struct {
+	ID     string
+	Origin string // e2a.Identity*; "agent" when empty
+}
+
+// ErrUnauthenticated is returned by an API.Authenticate that finds no
+// valid credential; the API answers 401.
+var ErrUnauthenticated = errors.New("workflow: unauthenticated")
+
+// API serves the A2E workflow REST API (spec §12) for the ingress to
+// mount: GET /health, GET /api/v1/capabilities, POST
+// /api/v1/workflows/validate, POST /api/v1/workflows/execute, GET
+// /api/v1/executions/{id} and GET /api/v1/rate-limit/status.
+type API struct {
+	// Executor validates and describes capabilities (required).
+	Executor *Executor
+	// Submitter publishes executions (required for execute).
+	Submitter Submitter
+	// Frames answers executions and the wait of execute (required for
+	// those two).
+	Frames FrameSource
+	// Tasks resolves an executionId to request ids (optional).
+	Tasks TaskLookup
+	// RateLimits answers rate-limit/status; nil answers 501.
+	RateLimits RateLimits
+	// Authenticate returns the caller; nil treats every caller as
+	// [Anonymous]. An error wrapping ErrUnauthenticated answers 401, any
+	// other 500. /health needs no authentication.
+	Authenticate func(r *http.Request) (Principal, error)
+	// NewEnvelope builds the envelope of an execution (e.g. with the
+	// normalizer); nil uses [NewEnvelope].
+	NewEnvelope func(r *http.Request, p Principal, workflow string) (*e2a.Envelope, error)
+	// Wait bounds how long execute waits for the result before answering
+	// 202 with the execution id (default: maxExecutionTime + 5 s).
+	Wait time.Duration
+	// PollInterval is the first poll period when Frames is not a
+	// FinalWaiter (default 20 ms, doubling up to 500 ms).
+	PollInterval time.Duration
+	// MaxBodyBytes bounds request bodies (default MaxWorkflowBytes + 64 KiB).
+	MaxBodyBytes int64
+	// Service is the service name of /health ("a2e-server").
+	Service string
+}
+
+// Register mounts the handlers on mux.
+func (a *API) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /health", a.health)
+	mux.HandleFunc("GET /api/v1/capabilities", a.auth(a.capabilities))
+	mux.HandleFunc("POST /api/v1/workflows/validate", a.auth(a.validate))
+	mux.HandleFunc("POST /api/v1/workflows/execute", a.auth(a.execute))
+	mux.HandleFunc("GET /api/v1/executions/{id}", a.auth(a.execution))
+	mux.HandleFunc("GET /api/v1/rate-limit/status", a.auth(a.rateLimit))
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, e *Error) {
+	writeJSON(w, code, e.Body())
+}
+
+type principalKey struct{}
+
+func (a *API) auth(h func(http.ResponseWriter, *http.Request, Principal)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p := Principal{ID: Anonymous, Origin: e2a.IdentityAgent}
+		if a.Authenticate != nil {
+			var err error
+			p, err = a.Authenticate(r)
+			if errors.Is(err, ErrUnauthenticated) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="a2e"`)
+				writeError(w, http.StatusUnauthorized, &Error{Type: PermissionError, Message: "authentication required"})
+				return
+			}
+			if err != nil {
+				writeError(w, http.StatusInternalServerError, &Error{Type: ExecutionError, Message: "authentication failed"})
+				return
+			}
+			if p.ID == "" {
+				p.ID = Anonymous
+			}
+			if p.Origin == "" {
+				p.Origin = e2a.IdentityAgent
+			}
+		}
+		h(w, r, p)
+	}
+}
+
+func (a *API) health(w http.ResponseWriter, _ *http.Request) {
+	s := a.Service
+	if s == "" {
+		s = "a2e-server"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "healthy", "service": s})
+}
+
+// Capabilities is the capabilities object of /api/v1/capabilities.
+type Capabilities struct {
+	AvailableAPIs        []APIInfo        `json:"availableApis"`
+	AvailableCredentials []CredentialInfo `json:"availableCredentials"`
+	SupportedOperations  []string         `json:"supportedOperations"`
+	KnowledgeBases       []KnowledgeBase  `json:"knowledgeBases"`
+	SecurityConstraints  map[string]any   `json:"securityConstraints"`
+}
+
+// APIInfo describes an API a principal may call.
+type APIInfo struct {
+	ID          string           `json:"id"`
+	Description string           `json:"description,omitempty"`
+	BaseURL     string           `json:"baseUrl,omitempty"`
+	Hosts       []string         `json:"hosts"`
+	Methods     []string         `json:"methods"`
+	Paths       []string         `json:"paths,omitempty"`
+	Endpoints   []map[string]any `json:"endpoints,omitempty"`
+}
+
+// Capabilities returns what principal may use.
+func (e *Executor) Capabilities(principal string) Capabilities {
+	c := Capabilities{AvailableAPIs: []APIInfo{}, KnowledgeBases: []KnowledgeBase{}}
+	pol := e.policy()
+	for _, r := range pol.apisFor(principal) {
+		m := r.Methods
+		if len(m) == 0 {
+			m = Methods
+		}
+		c.AvailableAPIs = append(c.AvailableAPIs, APIInfo{ID: r.ID, Description: r.Description, BaseURL: r.BaseURL, Hosts: r.Hosts, Methods: m, Paths: r.Paths, Endpoints: r.Endpoints})
+	}
+	c.AvailableCredentials = e.opts.Vault.List(principal)
+	for _, op := range Catalog {
+		if pol.allowedOperation(principal, op) && (op != OpStoreData || len(e.storageKinds()) > 0) {
+			c.SupportedOperations = append(c.SupportedOperations, op)
+		}
+	}
+	if pol.KnowledgeBases != nil {
+		c.KnowledgeBases = pol.KnowledgeBases
+	}
+	maxOps, maxT := e.limits.MaxOperations, e.limits.MaxExecutionTime
+	if pp, ok := pol.principal(principal); ok {
+		if pp.MaxOperations > 0 {
+			maxOps = pp.MaxOperations
+		}
+		if pp.MaxExecutionTimeMs > 0 {
+			maxT = time.Duration(pp.MaxExecutionTimeMs) * time.Millisecond
+		}
+	}
+	c.SecurityConstraints = map[string]any{
+		"maxExecutionTime": maxT.Milliseconds(), "maxOperations": maxOps,
+		"maxResponseBytes": e.limits.MaxResponseBytes, "maxLoopIterations": e.limits.MaxLoopIterations,
+		"storage": e.storageKinds(), "operators": Operators, "transforms": Transforms, "mergeStrategies": MergeStrategies,
+	}
+	return c
+}
+
+func (a *API) capabilities(w http.ResponseWriter, _ *http.Request, p Principal) {
+	writeJSON(w, http.StatusOK, map[string]any{"agent_id": p.ID, "capabilities": a.Executor.Capabilities(p.ID)})
+}
+
+// readWorkflow reads {"workflow": "..."} (or a raw JSONL body sent as
+// application/jsonl, application/x-ndjson or text/plain).
+func (a *API) readWorkflow(w http.ResponseWriter, r *http.Request) (string, bool) {
+	max := a.MaxBodyBytes
+	if max == 0 {
+		max = MaxWorkflowBytes + 64<<10
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, &Error{Type: ValidationError, Message: fmt.Sprintf("the body is larger than %d bytes", max)})
+			return "", false
+		}
+		writeError(w, http.StatusBadRequest, &Error{Type: ValidationError, Message: "the body could not be read"})
+		return "", false
+	}
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch mt {
+	case "application/jsonl", "application/x-ndjson", "application/x-jsonlines", "text/plain":
+		return string(body), true
+	}
+	if err := e2a.CheckDepth(body, e2a.MaxNesting); err != nil {
+		writeError(w, http.StatusBadRequest, &Error{Type: ValidationError, Message: "the body nests too deeply"})
+		return "", false
+	}
+	var req struct {
+		Workflow json.RawMessage `json:"workflow"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil || len(req.Workflow) == 0 || string(req.Workflow) == "null" {
+		writeError(w, http.StatusBadRequest, &Error{Type: ValidationError, Message: `the body must be {"workflow": "<JSONL text>"}`,
+			Suggestions: []string{"Put the JSONL workflow, one message a line, in the workflow string"}})
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(req.Workflow, &s) == nil {
+		return s, true
+	}
+	var msgs []json.RawMessage
+	if json.Unmarshal(req.Workflow, &msgs) == nil {
+		var b strings.Builder
+		for _, m := range msgs {
+			b.Write(m)
+			b.WriteByte('\n')
+		}
+		return b.String(), true
+	}
+	writeError(w, http.StatusBadRequest, &Error{Type: ValidationError, Message: "workflow must be a string of JSONL or an array of messages"})
+	return "", false
+}
+
+func (a *API) validate(w http.ResponseWriter, r *http.Request, p Principal) {
+	text, ok := a.readWorkflow(w, r)
+	if !ok {
+		return
+	}
+	_, res := a.Executor.Validate(p.ID, text)
+	writeJSON(w, http.StatusOK, res)
+}
+
+// NewEnvelope builds the envelope of a REST execution: a fresh UUIDv7
+// request id (or one derived from the principal and an Idempotency-Key
+// header, so a retried POST is one execution), method a2e.workflow.execute,
+// params {"workflow": text}, the principal as user_id. No credential of the
+// HTTP request is copied.
+func NewEnvelope(r *http.Request, p Principal, workflow string) (*e2a.Envelope, error) {
+	id := ""
+	if k := r.Header.Get("Idempotency-Key"); k != "" {
+		h := sha256.Sum256([]byte(p.ID + "\x00" + k))
+		id = "wf-" + hex.EncodeToString(h[:16])
+	} else {
+		u, err := uuid.NewV7()
+		if err != nil {
+			return nil, err
+		}
+		id = u.String()
+	}
+	now := e2a.Now()
+	env := &e2a.Envelope{
+		ProtocolVersion: e2a.ProtocolVersion, RequestID: id, Method: Method, Channel: "http", Timestamp: now,
+		IdentityOrigin: p.Origin, UserID: p.ID, Params: map[string]any{ParamWorkflow: workflow},
+		Provenance: &e2a.Provenance{SourceProtocol: e2a.SourceA2E, Converter: "workflow.api", ConvertedAt: now},
+	}
+	if tp := r.Header.Get("traceparent"); tp != "" {
+		env.Trace = &e2a.TraceContext{Traceparent: tp, Tracestate: r.Header.Get("tracestate")}
+	}
+	return env, nil
+}
+
+func statusFor(e *Error) int {
+	switch e.Type {
+	case PermissionError:
+		return http.StatusForbidden
+	case ValidationError:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
+func (a *API) execute(w http.ResponseWriter, r *http.Request, p Principal) {
+	if a.Submitter == nil || a.Frames == nil {
+		writeError(w, http.StatusNotImplemented, &Error{Type: ExecutionError, Message: "execution is not configured on this server"})
+		return
+	}
+	text, ok := a.readWorkflow(w, r)
+	if !ok {
+		return
+	}
+	wf, res := a.Executor.Validate(p.ID, text)
+	if !res.Valid {
+		we := validationError(res)
+		writeError(w, statusFor(we), we)
+		return
+	}
+	build := a.NewEnvelope
+	if build == nil {
+		build = NewEnvelope
+	}
+	env, err := build(r, p, text)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, &Error{Type: ExecutionError, Message: "the execution could not be prepared"})
+		return
+	}
+	if env.TaskID == "" {
+		env.TaskID = wf.ExecutionID
+	}
+	if err := a.Submitter.Submit(r.Context(), env); err != nil {
+		w.Header().Set("Retry-After", "1")
+		we := &Error{Type: ExecutionError, Message: "the execution could not be queued; retry later"}
+		writeError(w, http.StatusServiceUnavailable, we)
+		return
+	}
+	wait := a.Wait
+	if wait == 0 {
+		wait = a.Executor.limits.MaxExecutionTime + 5*time.Second
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	final, err := a.waitFinal(ctx, env.RequestID)
+	if final == nil {
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			writeError(w, http.StatusServiceUnavailable, &Error{Type: ExecutionError, Message: "the execution's frames could not be read"})
+			return
+		}
+		w.Header().Set("Location", "/api/v1/executions/"+env.RequestID)
+		writeJSON(w, http.StatusAccepted, map[string]any{"execution_id": env.RequestID, "status": StatusRunning})
+		return
+	}
+	st := statusFromFrames([]*e2a.Response{final})
+	st.ExecutionID = env.RequestID
+	body := map[string]any{"execution_id": st.ExecutionID, "status": st.Status, "results": st.Results, "duration_ms": st.DurationMs}
+	if st.WorkflowExecutionID != "" {
+		body["workflow_execution_id"] = st.WorkflowExecutionID
+	}
+	if st.Error != nil {
+		body["error"] = st.Error
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+func (a *API) waitFinal(ctx context.Context, id string) (*e2a.Response, error) {
+	if fw, ok := a.Frames.(FinalWaiter); ok {
+		return fw.WaitFinal(ctx, id)
+	}
+	d := a.PollInterval
+	if d == 0 {
+		d = 20 * time.Millisecond
+	}
+	for {
+		frames, err := a.Frames.Frames(ctx, id)
+		if err != nil && ctx.Err() == nil {
+			return nil, err
+		}
+		if n := len(frames); n > 0 && frames[n-1].IsFinal {
+			return frames[n-1], nil
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		if d *= 2; d > 500*time.Millisecond {
+			d = 500 * time.Millisecond
+		}
+	}
+}
+
+// ExecutionStatus is the answer of /api/v1/executions/{id}, rebuilt from
+// the request's frames.
+type ExecutionStatus struct {
+	ExecutionID         string            `json:"execution_id"`
+	WorkflowExecutionID string            `json:"workflow_execution_id,omitempty"`
+	Status              string            `json:"status"`
+	Results             map[string]any    `json:"results"`
+	Error               json.RawMessage   `json:"error,omitempty"`
+	StartedAt           string            `json:"started_at,omitempty"`
+	CompletedAt         string            `json:"completed_at,omitempty"`
+	DurationMs          int64             `json:"duration_ms"`
+	Operations          []OperationStatus `json:"operations"`
+}
+
+// OperationStatus is one finished operation run of an execution.
+type OperationStatus struct {
+	OperationID string          `json:"operationId"`
+	Type        string          `json:"type"`
+	Status      string          `json:"status"`
+	DurationMs  int64           `json:"duration_ms"`
+	Cached      bool            `json:"cached,omitempty"`
+	Error       json.RawMessage `json:"error,omitempty"`
+}
+
+// StatusFromFrames rebuilds an execution's status from its frames.
+func StatusFromFrames(frames []*e2a.Response) *ExecutionStatus { return statusFromFrames(frames) }
+
+func statusFromFrames(frames []*e2a.Response) *ExecutionStatus {
+	st := &ExecutionStatus{Status: StatusRunning, Results: map[string]any{}, Operations: []OperationStatus{}}
+	if len(frames) == 0 {
+		return st
+	}
+	st.ExecutionID = frames[0].RequestID
+	st.StartedAt = frames[0].Timestamp
+	for _, f := range frames {
+		switch f.ResponseKind {
+		case e2a.KindChunk:
+			var c struct {
+				DeltaKind string `json:"delta_kind"`
+				Delta     struct {
+					Type     string `json:"type"`
+					Name     string `json:"name"`
+					Response struct {
+						OperationID string          `json:"operationId"`
+						Status      string          `json:"status"`
+						DurationMs  int64           `json:"duration_ms"`
+						Cached      bool            `json:"cached"`
+						Result      json.RawMessage `json:"result"`
+						Error       json.RawMessage `json:"error"`
+					} `json:"response"`
+				} `json:"delta"`
+			}
+			if json.Unmarshal(f.Body, &c) != nil || c.DeltaKind != e2a.DeltaTool || c.Delta.Type != e2a.ToolFunctionResponse {
+				continue
+			}
+			rs := c.Delta.Response
+			st.Operations = append(st.Operations, OperationStatus{OperationID: rs.OperationID, Type: c.Delta.Name, Status: rs.Status, DurationMs: rs.DurationMs, Cached: rs.Cached, Error: rs.Error})
+			if len(rs.Result) > 0 && rs.Status == StatusSuccess {
+				if v, err := decodeJSON(rs.Result); err == nil {
+					st.Results[rs.OperationID] = v
+				}
+			}
+		case e2a.KindComplete:
+			var c struct {
+				Result *Outcome `json:"result"`
+			}
+			st.Status, st.CompletedAt = StatusSuccess, f.Timestamp
+			if json.Unmarshal(f.Body, &c) == nil && c.Result != nil {
+				if c.Result.Results != nil {
+					st.Results = normalize(c.Result.Results).(map[string]any)
+				}
+				st.DurationMs = c.Result.DurationMs
+				st.WorkflowExecutionID = c.Result.WorkflowExecutionID
+				if c.Result.Status != "" {
+					st.Status = c.Result.Status
+				}
+			}
+		case e2a.KindError:
+			st.Status, st.CompletedAt = StatusFailed, f.Timestamp
+			var b struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+				Details struct {
+					Error               json.RawMessage `json:"error"`
+					Results             map[string]any  `json:"results"`
+					DurationMs          int64           `json:"duration_ms"`
+					WorkflowExecutionID string          `json:"workflow_execution_id"`
+				} `json:"details"`
+			}
+			_ = json.Unmarshal(f.Body, &b)
+			if len(b.Details.Error) > 0 {
+				st.Error = b.Details.Error
+			} else {
+				// written by the runtime: cancelled, agent_interrupted, deadline…
+				typ := ExecutionError
+				if b.Code == e2a.ErrCodeDeadlineExceeded {
+					typ = TimeoutError
+				}
+				st.Error = marshal(&Error{Type: typ, Message: b.Message, Details: map[string]any{"code": b.Code}})
+			}
+			if b.Details.Results != nil {
+				st.Results = normalize(b.Details.Results).(map[string]any)
+			}
+			st.DurationMs = b.Details.DurationMs
+			st.WorkflowExecutionID = b.Details.WorkflowExecutionID
+		}
+	}
+	if st.DurationMs == 0 && st.CompletedAt != "" {
+		t0, e1 := e2a.ParseTime(st.StartedAt)
+		t1, e2 := e2a.ParseTime(st.CompletedAt)
+		if e1 == nil && e2 == nil {
+			st.DurationMs = t1.Sub(t0).Milliseconds()
+		}
+	}
+	return st
+}
+
+func (a *API) execution(w http.ResponseWriter, r *http.Request, p Principal) {
+	if a.Frames == nil {
+		writeError(w, http.StatusNotImplemented, &Error{Type: ExecutionError, Message: "execution lookup is not configured on this server"})
+		return
+	}
+	id := r.PathValue("id")
+	frames, err := a.Frames.Frames(r.Context(), id)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, &Error{Type: ExecutionError, Message: "the execution's frames could not be read"})
+		return
+	}
+	// another principal's execution is reported as unknown
+	owned := func(frames []*e2a.Response) bool {
+		return len(frames) > 0 && (a.Authenticate == nil || frames[0].UserID == p.ID) && (frames[0].Method == "" || frames[0].Method == Method)
+	}
+	if !owned(frames) && a.Tasks != nil {
+		if ids, err := a.Tasks.RequestIDs(r.Context(), id); err == nil {
+			for i := len(ids) - 1; i >= 0; i-- {
+				if fr, err := a.Frames.Frames(r.Context(), ids[i]); err == nil && owned(fr) {
+					frames, id = fr, ids[i]
+					break
+				}
+			}
+		}
+	}
+	if !owned(frames) {
+		writeError(w, http.StatusNotFound, &Error{Type: DataError, Message: fmt.Sprintf("execution %q not found", id)})
+		return
+	}
+	st := statusFromFrames(frames)
+	st.ExecutionID = id
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (a *API) rateLimit(w http.ResponseWriter, r *http.Request, p Principal) {
+	if a.RateLimits == nil {
+		writeError(w, http.StatusNotImplemented, &Error{Type: ExecutionError, Message: "rate limiting is not configured on this server"})
+		return
+	}
+	st, err := a.RateLimits.Status(r.Context(), p.ID)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, &Error{Type: ExecutionError, Message: "the rate-limit state could not be read"})
+		return
+	}
+	if st.AgentID == "" {
+		st.AgentID = p.ID
+	}
+	writeJSON(w, http.StatusOK, st)
+}

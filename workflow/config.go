@@ -1,0 +1,108 @@
+package workflow
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+)
+
+// Config is the executor's configuration from the environment (prefix
+// E2A_, read with envconfig).
+type Config struct {
+	// AllowedHosts: E2A_WORKFLOW_ALLOWED_HOSTS, comma-separated host[:port]
+	// patterns every principal may call (any method, any path).
+	AllowedHosts []string `envconfig:"WORKFLOW_ALLOWED_HOSTS"`
+	// AllowedNets: E2A_WORKFLOW_ALLOWED_NETS, CIDRs that private, loopback
+	// or link-local destinations may be in (none by default).
+	AllowedNets []string `envconfig:"WORKFLOW_ALLOWED_NETS"`
+	// PolicyFile: E2A_WORKFLOW_POLICY_FILE, the API knowledge base and
+	// per-principal permissions as JSON (see [Policy]).
+	PolicyFile string `envconfig:"WORKFLOW_POLICY_FILE"`
+	// CredentialsFile: E2A_WORKFLOW_CREDENTIALS_FILE, the vault as JSON
+	// (see [Vault.LoadVaultFile]); E2A_WORKFLOW_CREDENTIAL_<NAME> variables
+	// add credentials too (see [Vault.LoadEnv]).
+	CredentialsFile string `envconfig:"WORKFLOW_CREDENTIALS_FILE"`
+
+	MaxOperations     int           `envconfig:"WORKFLOW_MAX_OPERATIONS" default:"20"`
+	MaxExecutionTime  time.Duration `envconfig:"WORKFLOW_MAX_EXECUTION_TIME" default:"30s"`
+	MaxResponseBytes  int64         `envconfig:"WORKFLOW_MAX_RESPONSE_BYTES" default:"1048576"`
+	MaxLoopIterations int           `envconfig:"WORKFLOW_MAX_LOOP_ITERATIONS" default:"1000"`
+	MaxSteps          int           `envconfig:"WORKFLOW_MAX_STEPS" default:"1000"`
+	MaxRetries        int           `envconfig:"WORKFLOW_MAX_RETRIES" default:"3"`
+	APICallsPerMinute int           `envconfig:"WORKFLOW_API_CALLS_PER_MINUTE" default:"30"`
+	APICallsPerHour   int           `envconfig:"WORKFLOW_API_CALLS_PER_HOUR" default:"500"`
+	// FileDir: E2A_WORKFLOW_FILE_DIR, the sandbox of StoreData "file"
+	// (disabled when empty).
+	FileDir string `envconfig:"WORKFLOW_FILE_DIR"`
+	// Cache: E2A_WORKFLOW_CACHE, "memory" (per process, default), "kv"
+	// (shared; the caller passes the bucket as Options.Cache) or "off".
+	Cache string `envconfig:"WORKFLOW_CACHE" default:"memory"`
+}
+
+// ConfigFromEnv reads the configuration from the process environment.
+func ConfigFromEnv() (Config, error) {
+	var c Config
+	if err := envconfig.Process("e2a", &c); err != nil {
+		return c, fmt.Errorf("workflow: config: %w", err)
+	}
+	return c, nil
+}
+
+// Options builds executor options: the policy (file, then allowed hosts
+// and nets), the vault (file, then the E2A_WORKFLOW_CREDENTIAL_* entries
+// of environ), limits, retries, the API-call limiter and the cache. The
+// caller adds Storage (KV buckets, FileDir) and, for Cache "kv", the
+// KVCache.
+func (c Config) Options(environ []string, log *slog.Logger) (Options, error) {
+	pol := &Policy{}
+	if c.PolicyFile != "" {
+		p, err := LoadPolicy(c.PolicyFile)
+		if err != nil {
+			return Options{}, err
+		}
+		pol = p
+	}
+	if err := pol.AllowHosts(c.AllowedHosts...); err != nil {
+		return Options{}, err
+	}
+	if err := pol.AllowNets(c.AllowedNets...); err != nil {
+		return Options{}, err
+	}
+	v := NewVault()
+	if c.CredentialsFile != "" {
+		if err := v.LoadVaultFile(c.CredentialsFile); err != nil {
+			return Options{}, err
+		}
+	}
+	if environ == nil {
+		environ = os.Environ()
+	}
+	if err := v.LoadEnv(environ); err != nil {
+		return Options{}, err
+	}
+	retry := DefaultRetryPolicy()
+	retry.MaxRetries = c.MaxRetries
+	if c.MaxRetries == 0 {
+		retry.MaxRetries = -1
+	}
+	o := Options{
+		Policy: pol, Vault: v, Retry: retry, Logger: log,
+		Limits: Limits{MaxOperations: c.MaxOperations, MaxExecutionTime: c.MaxExecutionTime, MaxResponseBytes: c.MaxResponseBytes,
+			MaxLoopIterations: c.MaxLoopIterations, MaxSteps: c.MaxSteps},
+		Limiter: NewWindowLimiter(c.APICallsPerMinute, c.APICallsPerHour, nil),
+	}
+	switch c.Cache {
+	case "off", "none":
+		o.Cache = NoCache{}
+	case "memory", "", "kv":
+	default:
+		return Options{}, fmt.Errorf("workflow: config: E2A_WORKFLOW_CACHE %q is not memory, kv or off", c.Cache)
+	}
+	if c.FileDir != "" {
+		o.Storage = &Stores{Dir: c.FileDir}
+	}
+	return o, nil
+}

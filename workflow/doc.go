@@ -1,0 +1,148 @@
+// Package workflow is the A2E workflow executor (a2e-workflow-protocol.md):
+// it parses, validates and runs declarative JSONL workflows, as the agent
+// pool "workflow" on the agent/ SDK, and serves the A2E REST API for the
+// ingress to mount.
+//
+// # Entry points
+//
+//   - [Parse] reads the JSONL (operationUpdate lines, then one
+//     beginExecution) and checks structure; [Validate] adds the data-flow
+//     checks without a policy; [Executor.Validate] does everything,
+//     including permissions. Every [Issue] has its line, operationId (when
+//     one is concerned), the property in dotted form and a code; the answer
+//     is a [ValidationResult] {valid, errors, warnings}.
+//   - [New] builds an [Executor] from [Options]; [Executor.Execute] runs a
+//     validated [Workflow] and reports [Event]s to an [Observer];
+//     [Executor.Serve] is the agent.Handler of pool [Pool] for envelopes
+//     with method [Method] and params.workflow (JSONL text, or an array of
+//     message objects). Run it with agent.Run(ctx, nc, workflow.Pool, exec).
+//   - [API] serves GET /health, GET /api/v1/capabilities, POST
+//     /api/v1/workflows/validate, POST /api/v1/workflows/execute, GET
+//     /api/v1/executions/{id} and GET /api/v1/rate-limit/status through
+//     [API.Register]; publishing, frame reading, task lookup, rate limits
+//     and authentication are plugged in through [Submitter], [FrameSource]
+//     (e.g. [StreamFrames]), [TaskLookup], [RateLimits] and
+//     API.Authenticate.
+//   - [ConfigFromEnv] and [Config.Options] read the E2A_WORKFLOW_*
+//     environment.
+//
+// # Data model and paths
+//
+// Each execution has one JSON object, /workflow. Paths are
+// /workflow/key, /workflow/a[0], /workflow/a.b, /workflow/a[0].b; "/" and
+// "." both separate properties. A missing path read by an operation is a
+// DataError (a Conditional reads it as null). Fields inside elements
+// (FilterData field, sort field, …) use the same syntax without the
+// prefix ("address.city", "tags[0]"; "" is the element itself). Strings may
+// reference the data model with {/workflow/...}: a string that is exactly
+// one reference takes the referenced value with its type (bodies,
+// condition values); references inside text are rendered as text. In an
+// ApiCall url, references may only follow the host and are escaped (path
+// segment or query value), so the destination is known at validation.
+//
+// # Operations
+//
+//   - ApiCall {method, url, headers, body, outputPath, timeout}: headers are
+//     strings or {"credentialRef":{"id":…}, "prefix":"Bearer "} (prefix is
+//     an extension). The parsed response (JSON, else text) is stored at
+//     outputPath. Host, Content-Length, Transfer-Encoding and other framing
+//     headers cannot be set.
+//   - FilterData {inputPath, conditions[{field, operator, value}],
+//     outputPath}: conditions are ANDed; operators == != > < >= <= in
+//     contains startsWith endsWith (see evalOperator in ops.go): equality is
+//     deep, numbers by value; ordering compares numbers (a numeric string
+//     against a number too) or strings; a comparison that makes no sense is
+//     false.
+//   - TransformData {inputPath, transform, config, outputPath}:
+//     map: config {field} plucks; {fields: {out: "src.path"}} reshapes;
+//     {fn, field?, target?} applies toUpperCase, toLowerCase, trim, length,
+//     toString, toNumber, round, floor, ceil, abs or not; {set: {k: v}}
+//     adds constants. sort: {field, order asc|desc}, stable, nulls last.
+//     group: {field} → {key: [elements]}. aggregate: {operation
+//     count|sum|avg|min|max, field} → a value, or {aggregations: [{operation,
+//     field, as}]} → an object, either with {groupBy} → {key: …}.
+//     select: {fields: [...]} keeps those (nested) fields of each element
+//     (or of one object).
+//   - Conditional {condition {path, operator, value}, ifTrue, ifFalse}: runs
+//     the listed operations; result {condition, branch, executed}.
+//   - Loop {inputPath, operations, outputPath?}: runs the operations once
+//     per element with /workflow/_loop/item and /workflow/_loop/index set
+//     (the key _loop is reserved); outputPath receives, per iteration, the
+//     result of the last listed operation.
+//   - StoreData {inputPath, storage, key}: localStorage → KV bucket
+//     Stores.Local, key "<principal>.<key>"; sessionStorage → KV bucket
+//     Stores.Session, key "<principal>.<request id>.<key>" (give it a short
+//     MaxAge); file → "<principal>/<key>" under Stores.Dir, opened with
+//     os.Root so nothing escapes. Keys: letters, digits, _ = - . /, no "..".
+//     Values are JSON, at most Limits.MaxStoreBytes. Unconfigured storage
+//     types are refused at validation.
+//   - Wait {duration ms}: sleeps on the executor's [Clock].
+//   - MergeData {sources, strategy, outputPath}: concat, union (deep-equal
+//     duplicates removed), intersect (elements of the first source in all
+//     others), deepMerge (objects key by key, arrays index by index, later
+//     scalars win).
+//
+// Execution is sequential in operationOrder and stops at the first failed
+// operation (not configurable); results holds each operation's output by
+// operationId.
+//
+// # Security
+//
+//   - API knowledge base ([Policy]): rules of host[:port] patterns, methods,
+//     paths and principals, from E2A_WORKFLOW_POLICY_FILE, plus
+//     E2A_WORKFLOW_ALLOWED_HOSTS for everyone. Checked at validation (host,
+//     method, static path) and again before each request and each redirect.
+//   - SSRF: the dialer resolves the host itself, refuses loopback, private,
+//     link-local, CGNAT, multicast, unspecified and documentation addresses
+//     (IPv4-mapped IPv6 unwrapped) and connects to the address it checked.
+//     Such addresses are allowed only in E2A_WORKFLOW_ALLOWED_NETS, or when
+//     the URL names an IP literal that a rule names exactly (e.g. allowing
+//     "127.0.0.1" for a local test API). No proxy from the environment.
+//     Redirects (at most 5) are re-checked; credential headers are dropped
+//     when a redirect changes host.
+//   - Response bodies are capped (Limits.MaxResponseBytes, default 1 MiB).
+//   - Credentials ([Vault]: E2A_WORKFLOW_CREDENTIALS_FILE and
+//     E2A_WORKFLOW_CREDENTIAL_<NAME>) are resolved only inside the worker,
+//     per principal and optionally bound to hosts. Envelopes carry only the
+//     reference; values used in an execution are redacted from responses,
+//     results, errors and frames (an API echoing a header cannot leak it);
+//     [Secret] prints as "[redacted]".
+//   - Limits ([Limits]): maxOperations (20) and maxExecutionTime (30 s) per
+//     workflow (overridable per principal), loop iterations, operations
+//     run, nesting depth, ApiCall attempts per principal ([CallLimiter];
+//     the default [WindowLimiter] is per process).
+//
+// # Retries and cache
+//
+// ApiCall retries connection errors, timeouts, 5xx, 408 and 429 at most 3
+// times, waiting 1 s × 2^n (at most 60 s) with equal jitter, or the
+// server's Retry-After when longer (a Retry-After beyond 60 s, or beyond
+// the execution budget, ends the call instead). Other 4xx, validation,
+// permission and size errors are not retried. A final error's retryable
+// tells whether running the workflow again may succeed.
+//
+// Results are cached per type (ApiCall GET 5 min, FilterData and
+// TransformData 1 min, others never), keyed by the SHA-256 of the type and
+// the resolved configuration (for ApiCall: principal, method, resolved url,
+// literal headers, credential ids — never values — and body; for the data
+// operations: configuration and input). A non-GET ApiCall invalidates the
+// principal's cached GETs of that host. The default [MemoryCache] is per
+// process; [KVCache] on a JetStream KV bucket is shared by all workers.
+//
+// # Frames
+//
+// See [Executor.Serve]: a tool function_call chunk when each operation
+// starts and a function_response chunk when it ends, a custom chunk per
+// retry, then e2a.complete {result: {execution_id, workflow_execution_id,
+// status, results, duration_ms}} or e2a.error {code, message, retryable,
+// details: {error: {type, message, operationId, details, suggestions}, …}}.
+// execution_id is the request id (unique); workflow_execution_id is the
+// client's executionId (also the envelope's task_id).
+// GET /api/v1/executions/{id} rebuilds the status from these frames
+// ([StatusFromFrames]). A redelivered execution that already wrote frames
+// is not resumed (its calls may have had effects): the agent runtime
+// closes it with agent_interrupted, retryable.
+//
+// The KV buckets (local and session storage, cache) are provisioned by
+// the caller (streams/); this package only uses the handles it is given.
+package workflow

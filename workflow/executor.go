@@ -1,0 +1,656 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Limits bound what one workflow may do.
+type Limits struct {
+	// MaxOperations bounds the operations a workflow defines (20).
+	MaxOperations int
+	// MaxExecutionTime bounds one execution (30 s).
+	MaxExecutionTime time.Duration
+	// MaxResponseBytes bounds an ApiCall response body (1 MiB).
+	MaxResponseBytes int64
+	// MaxLoopIterations bounds the elements one Loop runs over (1,000).
+	MaxLoopIterations int
+	// MaxSteps bounds operations run in one execution, counting each run
+	// inside Loops and Conditionals (1,000).
+	MaxSteps int
+	// MaxNesting bounds how deep Conditionals and Loops nest (8).
+	MaxNesting int
+	// DefaultTimeout is an ApiCall's timeout when it names none (30 s).
+	DefaultTimeout time.Duration
+	// MaxResultBytes bounds the results of the final frame (256 KiB);
+	// larger results are replaced by a summary {truncated, bytes}.
+	MaxResultBytes int
+	// MaxFrameResultBytes bounds the result shown in an operation's end
+	// frame (4 KiB); larger ones are left out (their size is given).
+	MaxFrameResultBytes int
+	// MaxStoreBytes bounds a StoreData value (512 KiB).
+	MaxStoreBytes int
+}
+
+// DefaultLimits returns the spec's security constraints and the
+// executor's other defaults.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxOperations: 20, MaxExecutionTime: 30 * time.Second, MaxResponseBytes: 1 << 20,
+		MaxLoopIterations: 1000, MaxSteps: 1000, MaxNesting: 8, DefaultTimeout: 30 * time.Second,
+		MaxResultBytes: 256 << 10, MaxFrameResultBytes: 4 << 10, MaxStoreBytes: 512 << 10,
+	}
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxOperations == 0 {
+		l.MaxOperations = d.MaxOperations
+	}
+	if l.MaxExecutionTime == 0 {
+		l.MaxExecutionTime = d.MaxExecutionTime
+	}
+	if l.MaxResponseBytes == 0 {
+		l.MaxResponseBytes = d.MaxResponseBytes
+	}
+	if l.MaxLoopIterations == 0 {
+		l.MaxLoopIterations = d.MaxLoopIterations
+	}
+	if l.MaxSteps == 0 {
+		l.MaxSteps = d.MaxSteps
+	}
+	if l.MaxNesting == 0 {
+		l.MaxNesting = d.MaxNesting
+	}
+	if l.DefaultTimeout == 0 {
+		l.DefaultTimeout = d.DefaultTimeout
+	}
+	if l.MaxResultBytes == 0 {
+		l.MaxResultBytes = d.MaxResultBytes
+	}
+	if l.MaxFrameResultBytes == 0 {
+		l.MaxFrameResultBytes = d.MaxFrameResultBytes
+	}
+	if l.MaxStoreBytes == 0 {
+		l.MaxStoreBytes = d.MaxStoreBytes
+	}
+	return l
+}
+
+// Resolver resolves host names; *net.Resolver implements it. Tests plug a
+// resolver that answers what they need (e.g. a name resolving to 127.0.0.1).
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Options configure an [Executor]. Every field is optional.
+type Options struct {
+	// Policy is the API knowledge base and per-principal permissions; nil
+	// allows every operation type and no API call.
+	Policy *Policy
+	// Vault resolves credentialRef headers; nil has no credentials.
+	Vault *Vault
+	// Limits; zero fields take [DefaultLimits].
+	Limits Limits
+	// Retry; the zero value takes [DefaultRetryPolicy]. Set MaxRetries to
+	// -1 to disable retries.
+	Retry RetryPolicy
+	// Clock; nil is the wall clock.
+	Clock Clock
+	// Resolver for ApiCall host names; nil is net.DefaultResolver.
+	Resolver Resolver
+	// Cache; nil is a per-process [MemoryCache]. Use [NoCache] to disable.
+	Cache Cache
+	// Storage for StoreData; nil disables StoreData.
+	Storage Storage
+	// Limiter for ApiCall attempts; nil is a per-process
+	// [WindowLimiter] with the spec's defaults (30/min, 500/h).
+	Limiter CallLimiter
+	// Logger; nil discards. Nothing logged holds a credential value.
+	Logger *slog.Logger
+	// DialTimeout for ApiCall connections (10 s).
+	DialTimeout time.Duration
+}
+
+// NoCache is a Cache that never stores anything.
+type NoCache struct{}
+
+// Get implements Cache.
+func (NoCache) Get(context.Context, string) (any, bool, error) { return nil, false, nil }
+
+// Set implements Cache.
+func (NoCache) Set(context.Context, string, string, any, time.Duration) error { return nil }
+
+// Invalidate implements Cache.
+func (NoCache) Invalidate(context.Context, string) error { return nil }
+
+// Executor validates and runs workflows. It is safe for concurrent use;
+// each execution has its own data model.
+type Executor struct {
+	opts      Options
+	limits    Limits
+	retry     RetryPolicy
+	clock     Clock
+	cache     Cache
+	limiter   CallLimiter
+	log       *slog.Logger
+	transport *http.Transport
+}
+
+// New returns an executor.
+func New(opts Options) *Executor {
+	e := &Executor{opts: opts, limits: opts.Limits.withDefaults(), retry: opts.Retry, clock: opts.Clock,
+		cache: opts.Cache, limiter: opts.Limiter, log: opts.Logger}
+	if e.retry.MaxRetries == 0 && e.retry.InitialDelay == 0 && e.retry.MaxDelay == 0 && e.retry.Multiplier == 0 && !e.retry.Jitter {
+		e.retry = DefaultRetryPolicy()
+	} else {
+		if e.retry.InitialDelay == 0 {
+			e.retry.InitialDelay = time.Second
+		}
+		if e.retry.MaxDelay == 0 {
+			e.retry.MaxDelay = time.Minute
+		}
+		if e.retry.Multiplier == 0 {
+			e.retry.Multiplier = 2
+		}
+	}
+	if e.clock == nil {
+		e.clock = RealClock{}
+	}
+	if e.cache == nil {
+		e.cache = NewMemoryCache(e.clock)
+	}
+	if e.limiter == nil {
+		e.limiter = NewWindowLimiter(0, 0, e.clock)
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	e.transport = e.newTransport()
+	return e
+}
+
+// Limits returns the executor's limits.
+func (e *Executor) Limits() Limits { return e.limits }
+
+// Policy returns the executor's policy (may be nil).
+func (e *Executor) Policy() *Policy { return e.opts.Policy }
+
+// Vault returns the executor's vault (may be nil).
+func (e *Executor) Vault() *Vault { return e.opts.Vault }
+
+// Validate parses and fully checks a workflow for principal: structure,
+// references, data-model dependencies, types, limits, operation
+// permissions, the API knowledge base (hosts, methods and paths known
+// before execution) and credential access. It never executes anything.
+func (e *Executor) Validate(principal, text string) (*Workflow, ValidationResult) {
+	var rep report
+	wf := parse(text, &rep)
+	v := validator{wf: wf, rep: &rep, limits: e.limits, principal: principal, policy: e.policy(), vault: e.opts.Vault, storages: e.storageKinds()}
+	v.run()
+	return wf, rep.result()
+}
+
+func (e *Executor) policy() *Policy {
+	if e.opts.Policy == nil {
+		return &Policy{}
+	}
+	return e.opts.Policy
+}
+
+func (e *Executor) storageKinds() []string {
+	if e.opts.Storage == nil {
+		return []string{}
+	}
+	return e.opts.Storage.Kinds()
+}
+
+// Execution statuses.
+const (
+	StatusSuccess = "success"
+	StatusFailed  = "failed"
+	StatusRunning = "running"
+)
+
+// Outcome is the result of one execution: the body of the final
+// e2a.complete frame and of /api/v1/workflows/execute.
+type Outcome struct {
+	// ExecutionID is the request id of the execution (the key of
+	// /api/v1/executions/{id}); WorkflowExecutionID is the executionId of
+	// beginExecution, which clients choose and need not be unique.
+	ExecutionID         string         `json:"execution_id"`
+	WorkflowExecutionID string         `json:"workflow_execution_id,omitempty"`
+	Status              string         `json:"status"`
+	Results             map[string]any `json:"results"`
+	DurationMs          int64          `json:"duration_ms"`
+	Error               *Error         `json:"error,omitempty"`
+}
+
+// Event phases.
+const (
+	PhaseStart = "start"
+	PhaseEnd   = "end"
+	PhaseRetry = "retry"
+)
+
+// Event reports an operation starting, ending, or an ApiCall attempt
+// being retried. Events never hold credential values.
+type Event struct {
+	Phase       string `json:"phase"`
+	OperationID string `json:"operationId"`
+	Type        string `json:"type"`
+	// Step counts operation runs in this execution (1-based); a start and
+	// its end share it.
+	Step int `json:"step"`
+	// Parent is the Conditional or Loop running the operation; Iteration
+	// its Loop index.
+	Parent    string `json:"parent,omitempty"`
+	Iteration *int   `json:"iteration,omitempty"`
+	// End only.
+	Status      string `json:"status,omitempty"`
+	DurationMs  int64  `json:"duration_ms,omitempty"`
+	Cached      bool   `json:"cached,omitempty"`
+	OutputPath  string `json:"outputPath,omitempty"`
+	Result      any    `json:"result,omitempty"`
+	ResultBytes int    `json:"result_bytes,omitempty"`
+	Error       *Error `json:"error,omitempty"`
+	// Retry only.
+	Attempt int   `json:"attempt,omitempty"`
+	DelayMs int64 `json:"delay_ms,omitempty"`
+}
+
+// Observer receives events; an error stops the execution (e.g. the
+// frame writer was fenced out).
+type Observer interface {
+	Event(ctx context.Context, ev Event) error
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(ctx context.Context, ev Event) error
+
+// Event implements Observer.
+func (f ObserverFunc) Event(ctx context.Context, ev Event) error { return f(ctx, ev) }
+
+// execution is the state of one run.
+type execution struct {
+	e         *Executor
+	wf        *Workflow
+	principal string
+	requestID string
+	obs       Observer
+	data      *Data
+	results   map[string]any
+	started   time.Time
+	deadline  time.Time
+	steps     int
+	red       *redactor
+	obsErr    error
+	mu        sync.Mutex
+}
+
+// errObserver wraps an observer failure so it is not reported as an
+// operation failure.
+type errObserver struct{ err error }
+
+func (e errObserver) Error() string { return "observer: " + e.err.Error() }
+func (e errObserver) Unwrap() error { return e.err }
+
+// Execute runs a validated workflow for principal. requestID identifies
+// the execution (sessionStorage scope, Outcome.ExecutionID). It returns
+// the outcome; a non-nil error means the observer failed (the frames can
+// no longer be written) and the outcome is partial.
+func (e *Executor) Execute(ctx context.Context, principal, requestID string, wf *Workflow, obs Observer) (*Outcome, error) {
+	maxT := e.limits.MaxExecutionTime
+	if pp, ok := e.opts.Policy.principal(principal); ok && pp.MaxExecutionTimeMs > 0 {
+		maxT = time.Duration(pp.MaxExecutionTimeMs) * time.Millisecond
+	}
+	x := &execution{e: e, wf: wf, principal: principal, requestID: requestID, obs: obs, data: NewData(),
+		results: map[string]any{}, started: e.clock.Now(), red: &redactor{}}
+	x.deadline = x.started.Add(maxT)
+	ctx, cancel := context.WithTimeout(ctx, maxT)
+	defer cancel()
+	err := x.runList(ctx, wf.Order, "", nil)
+	out := &Outcome{ExecutionID: requestID, WorkflowExecutionID: wf.ExecutionID, Status: StatusSuccess,
+		Results: x.results, DurationMs: e.clock.Now().Sub(x.started).Milliseconds()}
+	if err != nil {
+		var oe errObserver
+		if errors.As(err, &oe) {
+			out.Status = StatusFailed
+			return out, oe.err
+		}
+		out.Status = StatusFailed
+		out.Error = x.toError(ctx, err, maxT)
+	}
+	out.Results = x.red.value(capResults(out.Results, e.limits.MaxResultBytes)).(map[string]any)
+	return out, nil
+}
+
+// toError turns any failure into the spec's error, redacted.
+func (x *execution) toError(ctx context.Context, err error, maxT time.Duration) *Error {
+	var we *Error
+	if !errors.As(err, &we) {
+		we = newError(ExecutionError, "%v", err)
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && we.Type != TimeoutError && we.Type != PermissionError && we.Type != DataError {
+		we = &Error{Type: TimeoutError, OperationID: we.OperationID,
+			Message:     fmt.Sprintf("the execution exceeded maxExecutionTime (%v)", maxT),
+			Suggestions: []string{"Split the workflow or reduce Wait durations and API timeouts"}}
+	}
+	we.Message = x.red.text(we.Message)
+	if we.Details != nil {
+		we.Details = x.red.value(we.Details).(map[string]any)
+	}
+	return we
+}
+
+func (x *execution) emit(ctx context.Context, ev Event) error {
+	if x.obs == nil {
+		return nil
+	}
+	if err := x.obs.Event(ctx, ev); err != nil {
+		return errObserver{err}
+	}
+	return nil
+}
+
+func (x *execution) runList(ctx context.Context, ids []string, parent string, iter *int) error {
+	for _, id := range ids {
+		if err := x.runOne(ctx, id, parent, iter); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// remaining is the execution budget left on the executor's clock.
+func (x *execution) remaining() time.Duration { return x.deadline.Sub(x.e.clock.Now()) }
+
+func (x *execution) runOne(ctx context.Context, id, parent string, iter *int) error {
+	op := x.wf.Operations[id]
+	if op == nil || op.Type == "" {
+		return &Error{Type: ValidationError, OperationID: id, Message: "operation is not defined"}
+	}
+	if err := ctx.Err(); err != nil {
+		return x.ctxError(ctx, id)
+	}
+	if x.remaining() <= 0 {
+		return &Error{Type: TimeoutError, OperationID: id, Message: fmt.Sprintf("the execution exceeded maxExecutionTime (%v)", x.deadline.Sub(x.started))}
+	}
+	x.steps++
+	if x.steps > x.e.limits.MaxSteps {
+		return &Error{Type: ExecutionError, OperationID: id, Message: fmt.Sprintf("the execution ran more than %d operations (Loops included)", x.e.limits.MaxSteps)}
+	}
+	step := x.steps
+	if err := x.emit(ctx, Event{Phase: PhaseStart, OperationID: id, Type: op.Type, Step: step, Parent: parent, Iteration: iter}); err != nil {
+		return err
+	}
+	t0 := x.e.clock.Now()
+	res, cached, err := x.run(ctx, op, step, iter)
+	end := Event{Phase: PhaseEnd, OperationID: id, Type: op.Type, Step: step, Parent: parent, Iteration: iter,
+		DurationMs: x.e.clock.Now().Sub(t0).Milliseconds(), Cached: cached}
+	if err != nil {
+		var oe errObserver
+		if errors.As(err, &oe) {
+			return err
+		}
+		we := x.toError(ctx, err, x.deadline.Sub(x.started))
+		if we.OperationID == "" {
+			we.OperationID = id
+		}
+		end.Status, end.Error = StatusFailed, we
+		if eerr := x.emit(ctx, end); eerr != nil {
+			return eerr
+		}
+		return we
+	}
+	res = x.red.value(res)
+	if p := op.writes(); !p.IsZero() && op.Type != OpLoop {
+		if err := x.data.Set(p, res); err != nil {
+			we := &Error{Type: DataError, OperationID: id, Message: err.Error()}
+			end.Status, end.Error = StatusFailed, we
+			if eerr := x.emit(ctx, end); eerr != nil {
+				return eerr
+			}
+			return we
+		}
+		end.OutputPath = p.String()
+	}
+	x.results[id] = res
+	end.Status = StatusSuccess
+	if n := jsonSize(res); n <= x.e.limits.MaxFrameResultBytes {
+		end.Result = res
+	} else {
+		end.ResultBytes = n
+	}
+	return x.emit(ctx, end)
+}
+
+func (x *execution) ctxError(ctx context.Context, id string) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &Error{Type: TimeoutError, OperationID: id, Message: fmt.Sprintf("the execution exceeded maxExecutionTime (%v)", x.deadline.Sub(x.started))}
+	}
+	return ctx.Err()
+}
+
+// get reads a path for an operation: a missing path is a DataError.
+func (x *execution) get(p Path) (any, error) {
+	v, ok := x.data.Get(p)
+	if !ok {
+		return nil, dataError("%s does not exist", p)
+	}
+	return v, nil
+}
+
+func (x *execution) run(ctx context.Context, op *Operation, step int, iter *int) (any, bool, error) {
+	switch op.Type {
+	case OpApiCall:
+		return x.apiCall(ctx, op, step, iter)
+	case OpFilterData:
+		in, err := x.get(op.FilterData.InputPath)
+		if err != nil {
+			return nil, false, err
+		}
+		conds := make([]Condition, len(op.FilterData.Conditions))
+		for i, c := range op.FilterData.Conditions {
+			v, err := resolveValue(c.Value, x.get)
+			if err != nil {
+				return nil, false, err
+			}
+			c.Value = v
+			conds[i] = c
+		}
+		return x.cached(ctx, op, in, conds, func() (any, error) { return filterArray(in, conds) })
+	case OpTransformData:
+		in, err := x.get(op.TransformData.InputPath)
+		if err != nil {
+			return nil, false, err
+		}
+		td := op.TransformData
+		return x.cached(ctx, op, in, nil, func() (any, error) { return transform(in, td.Transform, td.Config) })
+	case OpMergeData:
+		srcs := make([]any, len(op.MergeData.Sources))
+		for i, p := range op.MergeData.Sources {
+			v, err := x.get(p)
+			if err != nil {
+				return nil, false, err
+			}
+			srcs[i] = v
+		}
+		r, err := merge(op.MergeData.Strategy, srcs)
+		return r, false, err
+	case OpConditional:
+		return x.conditional(ctx, op, iter)
+	case OpLoop:
+		return x.loop(ctx, op)
+	case OpWait:
+		d := op.Wait.Duration
+		if d > x.remaining() {
+			return nil, false, &Error{Type: TimeoutError, Message: fmt.Sprintf("waiting %v would pass maxExecutionTime (%v left)", d, x.remaining().Round(time.Millisecond))}
+		}
+		if err := x.e.clock.Sleep(ctx, d); err != nil {
+			return nil, false, x.ctxError(ctx, op.ID)
+		}
+		return map[string]any{"waited_ms": numberValue(float64(d.Milliseconds()))}, false, nil
+	case OpStoreData:
+		return x.storeData(ctx, op)
+	}
+	return nil, false, newError(ValidationError, "unknown operation type %q", op.Type)
+}
+
+// cached runs compute through the cache for FilterData and TransformData:
+// the key is the hash of the type, the configuration and the input.
+func (x *execution) cached(ctx context.Context, op *Operation, input any, conds []Condition, compute func() (any, error)) (any, bool, error) {
+	ttl := CacheTTL[op.Type]
+	if ttl <= 0 {
+		r, err := compute()
+		return r, false, err
+	}
+	var resolved []any
+	for _, c := range conds {
+		resolved = append(resolved, c.Value)
+	}
+	key := hashKey(op.Type, op.Config, resolved, input)
+	if v, ok, err := x.e.cache.Get(ctx, key); err == nil && ok {
+		return v, true, nil
+	}
+	r, err := compute()
+	if err != nil {
+		return nil, false, err
+	}
+	if err := x.e.cache.Set(ctx, key, "op:"+op.Type, r, ttl); err != nil {
+		x.e.log.Warn("workflow: cache set failed", "type", op.Type, "err", err)
+	}
+	return r, false, nil
+}
+
+func (x *execution) conditional(ctx context.Context, op *Operation, iter *int) (any, bool, error) {
+	c := op.Conditional.Condition
+	v, _ := x.data.Get(c.Path) // a missing path reads as null
+	operand, err := resolveValue(c.Value, x.get)
+	if err != nil {
+		return nil, false, err
+	}
+	ok := evalOperator(v, c.Operator, operand)
+	branch, ids := "ifTrue", op.Conditional.IfTrue
+	if !ok {
+		branch, ids = "ifFalse", op.Conditional.IfFalse
+	}
+	if err := x.runList(ctx, ids, op.ID, iter); err != nil {
+		return nil, false, err
+	}
+	exec := make([]any, len(ids))
+	for i, id := range ids {
+		exec[i] = id
+	}
+	return map[string]any{"condition": ok, "branch": branch, "executed": exec}, false, nil
+}
+
+func (x *execution) loop(ctx context.Context, op *Operation) (any, bool, error) {
+	in, err := x.get(op.Loop.InputPath)
+	if err != nil {
+		return nil, false, err
+	}
+	arr, ok := in.([]any)
+	if !ok {
+		return nil, false, dataError("Loop needs an array at %s, got %s", op.Loop.InputPath, typeName(in))
+	}
+	if len(arr) > x.e.limits.MaxLoopIterations {
+		return nil, false, &Error{Type: ExecutionError, Message: fmt.Sprintf("Loop over %d elements; at most %d are allowed", len(arr), x.e.limits.MaxLoopIterations)}
+	}
+	saved, hadSaved := x.data.root[LoopVar]
+	defer func() {
+		if hadSaved {
+			x.data.root[LoopVar] = saved
+		} else {
+			delete(x.data.root, LoopVar)
+		}
+	}()
+	out := make([]any, 0, len(arr))
+	last := op.Loop.Operations[len(op.Loop.Operations)-1]
+	for i, el := range arr {
+		x.data.root[LoopVar] = map[string]any{"item": el, "index": numberValue(float64(i))}
+		idx := i
+		if err := x.runList(ctx, op.Loop.Operations, op.ID, &idx); err != nil {
+			return nil, false, err
+		}
+		out = append(out, x.results[last])
+	}
+	if !op.Loop.OutputPath.IsZero() {
+		if err := x.data.Set(op.Loop.OutputPath, out); err != nil {
+			return nil, false, dataError("%v", err)
+		}
+	}
+	return out, false, nil
+}
+
+func (x *execution) storeData(ctx context.Context, op *Operation) (any, bool, error) {
+	st := op.StoreData
+	v, err := x.get(st.InputPath)
+	if err != nil {
+		return nil, false, err
+	}
+	if x.e.opts.Storage == nil || !in(x.e.opts.Storage.Kinds(), st.Storage) {
+		return nil, false, permissionError("storage %s is not enabled on this server", st.Storage)
+	}
+	b, err := encodeStored(x.red.value(v))
+	if err != nil {
+		return nil, false, dataError("value at %s does not encode: %v", st.InputPath, err)
+	}
+	if len(b) > x.e.limits.MaxStoreBytes {
+		return nil, false, dataError("value at %s is %d bytes; StoreData takes at most %d", st.InputPath, len(b), x.e.limits.MaxStoreBytes)
+	}
+	loc, err := x.e.opts.Storage.Store(ctx, StoreScope{Principal: x.principal, RequestID: x.requestID}, st.Storage, st.Key, b)
+	if err != nil {
+		return nil, false, err
+	}
+	return map[string]any{"storage": st.Storage, "key": st.Key, "location": loc, "bytes": numberValue(float64(len(b)))}, false, nil
+}
+
+// capResults replaces the largest results by a summary until the whole
+// fits in max bytes.
+func capResults(res map[string]any, max int) map[string]any {
+	if max <= 0 {
+		return res
+	}
+	sizes := map[string]int{}
+	total := 2
+	for k, v := range res {
+		sizes[k] = jsonSize(v) + len(k) + 4
+		total += sizes[k]
+	}
+	if total <= max {
+		return res
+	}
+	keys := make([]string, 0, len(res))
+	for k := range res {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return sizes[keys[i]] > sizes[keys[j]] })
+	out := make(map[string]any, len(res))
+	for k, v := range res {
+		out[k] = v
+	}
+	for _, k := range keys {
+		if total <= max {
+			break
+		}
+		total -= sizes[k]
+		out[k] = map[string]any{"truncated": true, "bytes": numberValue(float64(sizes[k]))}
+		total += 40
+	}
+	return out
+}
+
+// marshal is json.Marshal for values of the data model.
+func marshal(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}

@@ -1,0 +1,205 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// Pool is the agent pool the executor serves; Method the envelope method
+// of a workflow execution.
+const (
+	Pool   = "workflow"
+	Method = "a2e.workflow.execute"
+)
+
+// Params keys of a workflow envelope.
+const (
+	// ParamWorkflow holds the JSONL text (or an array of message objects).
+	ParamWorkflow = "workflow"
+)
+
+// Anonymous is the principal of a request that names none.
+const Anonymous = "anonymous"
+
+// PrincipalOf returns the principal an envelope runs as: user_id, else
+// source_agent_id, else [Anonymous]. The ingress sets user_id from the
+// authenticated caller.
+func PrincipalOf(env *e2a.Envelope) string {
+	switch {
+	case env.UserID != "":
+		return env.UserID
+	case env.SourceAgentID != "":
+		return env.SourceAgentID
+	}
+	return Anonymous
+}
+
+// WorkflowText returns the workflow of an envelope: params.workflow as
+// JSONL text, or as an array of message objects (re-encoded one a line).
+func WorkflowText(env *e2a.Envelope) (string, error) {
+	v, ok := env.Params[ParamWorkflow]
+	if !ok {
+		return "", fmt.Errorf("params.%s is missing", ParamWorkflow)
+	}
+	switch t := v.(type) {
+	case string:
+		return t, nil
+	case []any:
+		var b strings.Builder
+		for _, m := range t {
+			line, err := json.Marshal(m)
+			if err != nil {
+				return "", fmt.Errorf("params.%s: %v", ParamWorkflow, err)
+			}
+			b.Write(line)
+			b.WriteByte('\n')
+		}
+		return b.String(), nil
+	}
+	return "", fmt.Errorf("params.%s must be JSONL text or an array of messages", ParamWorkflow)
+}
+
+var _ agent.Handler = (*Executor)(nil)
+
+// Resumable reports false: a redelivered execution that already wrote
+// frames is closed by the runtime with agent_interrupted (retryable),
+// because its ApiCalls may have had effects that must not be repeated
+// blindly.
+func (e *Executor) Resumable() bool { return false }
+
+// Serve runs the workflow of env as an agent.Handler of pool "workflow".
+//
+// Frames: for each operation run, an e2a.chunk with delta_kind "tool" and
+// a function_call delta when it starts (id "<operationId>#<step>", name the
+// operation type, args {operationId, parent, iteration, config}) and a
+// function_response delta when it ends (response {operationId, status,
+// duration_ms, cached, outputPath, result | result_bytes, error}); a
+// retried ApiCall attempt adds a "custom" chunk {event: "a2e.retry", …}.
+// The final frame is e2a.complete with result {execution_id,
+// workflow_execution_id, status, results, duration_ms}, or e2a.error with
+// code validation_error, permission_error, execution_error, timeout_error
+// or data_error, retryable set for transient failures, and details
+// {error: {type, message, operationId, details, suggestions}, execution_id,
+// status, results, duration_ms} (and validation {valid, errors, warnings}
+// for an invalid workflow).
+func (e *Executor) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+	principal := PrincipalOf(env)
+	text, err := WorkflowText(env)
+	if err != nil {
+		we := &Error{Type: ValidationError, Message: err.Error(), Suggestions: []string{`Send {"workflow": "<JSONL>"}`}}
+		return failure(we, env.RequestID, "", nil, 0, nil)
+	}
+	wf, res := e.Validate(principal, text)
+	if !res.Valid {
+		we := validationError(res)
+		return failure(we, env.RequestID, wf.ExecutionID, nil, 0, &res)
+	}
+	obs := &frameObserver{w: w, wf: wf, max: e.limits.MaxFrameResultBytes}
+	out, err := e.Execute(ctx, principal, env.RequestID, wf, obs)
+	if err != nil {
+		return err // the writer failed (fenced, closed): the runtime settles
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if out.Error != nil {
+		return failure(out.Error, out.ExecutionID, out.WorkflowExecutionID, out.Results, out.DurationMs, nil)
+	}
+	return w.Complete(out)
+}
+
+// validationError summarizes a validation result as the spec's error.
+func validationError(res ValidationResult) *Error {
+	typ := ValidationError
+	for _, is := range res.Errors {
+		if is.Code == CodePermission {
+			typ = PermissionError
+			break
+		}
+	}
+	msg := "the workflow is invalid"
+	if len(res.Errors) > 0 {
+		msg = res.Errors[0].Message
+		if len(res.Errors) > 1 {
+			msg += fmt.Sprintf(" (and %d more errors)", len(res.Errors)-1)
+		}
+	}
+	we := &Error{Type: typ, Message: msg, Details: map[string]any{"errors": res.Errors, "warnings": res.Warnings}}
+	if len(res.Errors) > 0 {
+		we.OperationID = res.Errors[0].OperationID
+	}
+	we.Suggestions = []string{"Validate with POST /api/v1/workflows/validate and fix every error listed"}
+	if typ == PermissionError {
+		we.Suggestions = append(we.Suggestions, "Query /api/v1/capabilities for the operations, APIs and credentials this agent may use")
+	}
+	return we
+}
+
+func failure(we *Error, execID, wfExecID string, results map[string]any, ms int64, val *ValidationResult) error {
+	if results == nil {
+		results = map[string]any{}
+	}
+	d := map[string]any{"error": we, "execution_id": execID, "status": StatusFailed, "results": results, "duration_ms": ms}
+	if wfExecID != "" {
+		d["workflow_execution_id"] = wfExecID
+	}
+	if val != nil {
+		d["validation"] = val
+	}
+	// encode through JSON so the frame holds plain values
+	var details map[string]any
+	_ = json.Unmarshal(marshal(d), &details)
+	return &agent.Error{Code: we.Code(), Message: we.Message, Retryable: we.Retryable, Details: details}
+}
+
+// frameObserver writes an execution's events as frames.
+type frameObserver struct {
+	w   agent.Writer
+	wf  *Workflow
+	max int
+}
+
+func (o *frameObserver) Event(_ context.Context, ev Event) error {
+	id := fmt.Sprintf("%s#%d", ev.OperationID, ev.Step)
+	switch ev.Phase {
+	case PhaseStart:
+		args := map[string]any{"operationId": ev.OperationID}
+		if ev.Parent != "" {
+			args["parent"] = ev.Parent
+		}
+		if ev.Iteration != nil {
+			args["iteration"] = *ev.Iteration
+		}
+		if op := o.wf.Operations[ev.OperationID]; op != nil && jsonSize(op.Config) <= o.max {
+			args["config"] = op.Config
+		}
+		return o.w.Chunk(e2a.DeltaTool, e2a.ToolDelta{Type: e2a.ToolFunctionCall, ID: id, Name: ev.Type, Args: args})
+	case PhaseEnd:
+		resp := map[string]any{"operationId": ev.OperationID, "status": ev.Status, "duration_ms": ev.DurationMs}
+		if ev.Cached {
+			resp["cached"] = true
+		}
+		if ev.OutputPath != "" {
+			resp["outputPath"] = ev.OutputPath
+		}
+		if ev.Result != nil {
+			resp["result"] = ev.Result
+		}
+		if ev.ResultBytes > 0 {
+			resp["result_bytes"] = ev.ResultBytes
+		}
+		if ev.Error != nil {
+			resp["error"] = ev.Error
+		}
+		return o.w.Chunk(e2a.DeltaTool, e2a.ToolDelta{Type: e2a.ToolFunctionResponse, ID: id, Name: ev.Type, Response: resp})
+	case PhaseRetry:
+		return o.w.Chunk(e2a.DeltaCustom, map[string]any{"event": "a2e.retry", "operationId": ev.OperationID, "step": ev.Step,
+			"attempt": ev.Attempt, "delay_ms": ev.DelayMs, "error": ev.Error})
+	}
+	return nil
+}

@@ -1,0 +1,335 @@
+package workflow
+
+import (
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Validate parses and checks a workflow without a policy: structure,
+// references between operations, cycles, data-model dependencies, types
+// and the default limits. Permissions are checked by [Executor.Validate].
+func Validate(text string) ValidationResult {
+	var rep report
+	wf := parse(text, &rep)
+	v := validator{wf: wf, rep: &rep, limits: DefaultLimits()}
+	v.run()
+	return rep.result()
+}
+
+// validator holds the semantic checks of one workflow.
+type validator struct {
+	wf        *Workflow
+	rep       *report
+	limits    Limits
+	principal string
+	policy    *Policy // nil: permissions are not checked
+	vault     *Vault
+	storages  []string // storage types available; nil: not checked
+	reached   map[string]bool
+	checked   map[string]bool
+}
+
+// known data-model types for light type checking.
+const (
+	tArray  = "array"
+	tObject = "object"
+)
+
+type written struct {
+	path  Path
+	sure  bool
+	typ   string // "" unknown
+	owner string
+}
+
+type scope struct {
+	w      []written
+	inLoop bool
+}
+
+func (s *scope) clone() *scope {
+	return &scope{w: append([]written(nil), s.w...), inLoop: s.inLoop}
+}
+
+// find returns how p is known: sure, only maybe, or not at all, and the
+// known type when p was written exactly.
+func (s *scope) find(p Path) (sure, maybe bool, typ string) {
+	canon := p.canonical()
+	for i := len(s.w) - 1; i >= 0; i-- {
+		w := s.w[i]
+		if !w.path.overlaps(p) {
+			continue
+		}
+		if w.sure {
+			if typ == "" && w.path.canonical() == canon {
+				typ = w.typ
+			}
+			return true, true, typ
+		}
+		maybe = true
+	}
+	return false, maybe, ""
+}
+
+func (v *validator) run() {
+	if v.reached == nil {
+		v.reached = map[string]bool{}
+		v.checked = map[string]bool{}
+	}
+	wf := v.wf
+	// limits
+	maxOps := v.limits.MaxOperations
+	if pp, ok := v.policy.principal(v.principal); ok && pp.MaxOperations > 0 {
+		maxOps = pp.MaxOperations
+	}
+	if maxOps > 0 && len(wf.Defined) > maxOps {
+		id := wf.Defined[maxOps]
+		v.rep.errorf(wf.Operations[id].Line, id, "", CodeLimit, "the workflow defines %d operations; at most %d are allowed", len(wf.Defined), maxOps)
+	}
+	for _, id := range wf.Defined {
+		v.checkOperation(wf.Operations[id])
+	}
+	if len(wf.Order) > 0 {
+		v.walk(wf.Order, &scope{}, nil, wf.BeginLine, "")
+	}
+	// static wait budget
+	var waited time.Duration
+	for _, id := range wf.Order {
+		if op := wf.Operations[id]; op != nil && op.Type == OpWait {
+			waited += op.Wait.Duration
+		}
+	}
+	if maxT := v.maxExecutionTime(); maxT > 0 && waited > maxT {
+		v.rep.errorf(wf.BeginLine, "", "operationOrder", CodeLimit, "the Wait operations add up to %v, more than maxExecutionTime %v", waited, maxT)
+	}
+	for _, id := range wf.Defined {
+		if !v.reached[id] && wf.BeginLine != 0 {
+			op := wf.Operations[id]
+			v.rep.warnf(op.Line, id, "", CodeUnused, "operation is defined but never runs (not in operationOrder, ifTrue, ifFalse or a Loop)")
+		}
+	}
+}
+
+func (v *validator) maxExecutionTime() time.Duration {
+	if pp, ok := v.policy.principal(v.principal); ok && pp.MaxExecutionTimeMs > 0 {
+		return time.Duration(pp.MaxExecutionTimeMs) * time.Millisecond
+	}
+	return v.limits.MaxExecutionTime
+}
+
+// checkOperation runs the checks that do not depend on the data flow:
+// permissions, credentials, storage types, timeouts.
+func (v *validator) checkOperation(op *Operation) {
+	if op.Type == "" {
+		return
+	}
+	if v.policy != nil && !v.policy.allowedOperation(v.principal, op.Type) {
+		v.rep.errorf(op.Line, op.ID, "operation", CodePermission, "operation type %s is not permitted for this agent", op.Type)
+	}
+	switch op.Type {
+	case OpApiCall:
+		a := op.ApiCall
+		if maxT := v.maxExecutionTime(); maxT > 0 && a.Timeout > maxT {
+			v.rep.warnf(op.Line, op.ID, "operation.ApiCall.timeout", CodeLimit, "timeout %v is longer than maxExecutionTime %v", a.Timeout, maxT)
+		}
+		if a.HasBody && (a.Method == "GET" || a.Method == "DELETE") {
+			v.rep.warnf(op.Line, op.ID, "operation.ApiCall.body", CodeInvalidField, "a body with %s is unusual; many servers ignore it", a.Method)
+		}
+		for name, h := range a.Headers {
+			if h.CredentialID == "" && isSecretHeader(name) {
+				v.rep.warnf(op.Line, op.ID, "operation.ApiCall.headers."+name, CodeLiteralSecret,
+					"a literal credential is stripped before the workflow is published (and never reaches the API); use {\"credentialRef\":{\"id\":…}}")
+			}
+		}
+		if v.policy == nil || a.URL.raw == "" {
+			break
+		}
+		static, hasRefs := a.URL.staticURL()
+		u, err := url.Parse(static)
+		if err != nil {
+			break
+		}
+		if err := v.policy.checkRequest(v.principal, a.Method, u, !hasRefs); err != nil {
+			v.rep.errorf(op.Line, op.ID, "operation.ApiCall.url", CodePermission, "%s", err.Message)
+		}
+		for name, h := range a.Headers {
+			if h.CredentialID == "" {
+				continue
+			}
+			if err := v.vault.check(v.principal, h.CredentialID, u); err != nil {
+				v.rep.errorf(op.Line, op.ID, "operation.ApiCall.headers."+name, CodePermission, "%s", err.Message)
+			}
+		}
+	case OpStoreData:
+		if v.storages != nil && op.StoreData.Storage != "" && !in(v.storages, op.StoreData.Storage) {
+			v.rep.errorf(op.Line, op.ID, "operation.StoreData.storage", CodePermission, "storage %q is not enabled on this server", op.StoreData.Storage)
+		}
+	}
+}
+
+// staticURL returns the url with references replaced by a placeholder and
+// whether it had any.
+func (t template) staticURL() (string, bool) {
+	var b strings.Builder
+	refs := false
+	for _, p := range t.parts {
+		if p.isRef {
+			b.WriteString("ref")
+			refs = true
+		} else {
+			b.WriteString(p.text)
+		}
+	}
+	return b.String(), refs
+}
+
+// walk follows the execution order, checking that every path read was
+// written before, detecting cycles and recording reached operations.
+func (v *validator) walk(ids []string, sc *scope, stack []string, parentLine int, parentID string) {
+	for _, id := range ids {
+		op := v.wf.Operations[id]
+		if op == nil {
+			if parentID != "" {
+				v.rep.errorf(parentLine, parentID, "", CodeUndefinedReference, "operation %q is not defined", id)
+			}
+			continue
+		}
+		v.reached[id] = true
+		if in(stack, id) {
+			v.rep.errorf(op.Line, id, "", CodeCycle, "operation %q runs itself again through %s", id, strings.Join(append(stack, id), " → "))
+			continue
+		}
+		if len(stack) >= v.limits.MaxNesting && v.limits.MaxNesting > 0 {
+			v.rep.errorf(op.Line, id, "", CodeLimit, "Conditional and Loop nest deeper than %d", v.limits.MaxNesting)
+			continue
+		}
+		if op.Type == "" {
+			continue
+		}
+		v.checkReads(op, sc)
+		switch op.Type {
+		case OpConditional:
+			c := op.Conditional
+			a, b := sc.clone(), sc.clone()
+			next := append(append([]string(nil), stack...), id)
+			v.walk(c.IfTrue, a, next, op.Line, id)
+			v.walk(c.IfFalse, b, next, op.Line, id)
+			base := len(sc.w)
+			for _, w := range a.w[base:] {
+				w.sure = w.sure && containsPath(b.w[base:], w.path)
+				sc.w = append(sc.w, w)
+			}
+			for _, w := range b.w[base:] {
+				w.sure = w.sure && containsPath(a.w[base:], w.path)
+				sc.w = append(sc.w, w)
+			}
+		case OpLoop:
+			inner := sc.clone()
+			inner.inLoop = true
+			base := len(inner.w)
+			v.walk(op.Loop.Operations, inner, append(append([]string(nil), stack...), id), op.Line, id)
+			for _, w := range inner.w[base:] {
+				w.sure = false // the array may be empty
+				sc.w = append(sc.w, w)
+			}
+			if !op.Loop.OutputPath.IsZero() {
+				sc.w = append(sc.w, written{path: op.Loop.OutputPath, sure: true, typ: tArray, owner: id})
+			}
+		default:
+			if p := op.writes(); !p.IsZero() {
+				sc.w = append(sc.w, written{path: p, sure: true, typ: outputType(op), owner: id})
+			}
+		}
+	}
+}
+
+func containsPath(ws []written, p Path) bool {
+	c := p.canonical()
+	for _, w := range ws {
+		if w.sure && w.path.canonical() == c {
+			return true
+		}
+	}
+	return false
+}
+
+// outputType is the type an operation is known to write ("" unknown).
+func outputType(op *Operation) string {
+	switch op.Type {
+	case OpFilterData:
+		return tArray
+	case OpTransformData:
+		switch op.TransformData.Transform {
+		case "map", "sort":
+			return tArray
+		case "group":
+			return tObject
+		case "aggregate":
+			if cfgString(op.TransformData.Config, "groupBy") != "" {
+				return tObject
+			}
+			if _, ok := op.TransformData.Config["aggregations"]; ok {
+				return tObject
+			}
+		}
+	case OpMergeData:
+		if op.MergeData.Strategy != "deepMerge" {
+			return tArray
+		}
+	}
+	return ""
+}
+
+// needsArray reports which read of op must be an array.
+func needsArray(op *Operation) (Path, string) {
+	switch op.Type {
+	case OpFilterData:
+		return op.FilterData.InputPath, "operation.FilterData.inputPath"
+	case OpLoop:
+		return op.Loop.InputPath, "operation.Loop.inputPath"
+	case OpTransformData:
+		if op.TransformData.Transform != "select" {
+			return op.TransformData.InputPath, "operation.TransformData.inputPath"
+		}
+	}
+	return Path{}, ""
+}
+
+func (v *validator) checkReads(op *Operation, sc *scope) {
+	for _, p := range op.reads() {
+		if p.IsZero() {
+			continue
+		}
+		if len(p.segs) > 0 && p.segs[0].key == LoopVar && !p.segs[0].isIdx {
+			if !sc.inLoop {
+				v.rep.errorf(op.Line, op.ID, "", CodeUnresolvedPath, "%s is only set inside a Loop", p)
+			}
+			continue
+		}
+		if len(p.segs) == 0 {
+			continue // the whole data model
+		}
+		sure, maybe, typ := sc.find(p)
+		switch {
+		case sure:
+			if ap, field := needsArray(op); !ap.IsZero() && ap.canonical() == p.canonical() && typ != "" && typ != tArray {
+				v.rep.errorf(op.Line, op.ID, field, CodeTypeMismatch, "%s holds an %s here, an array is needed", p, typ)
+			}
+		case maybe:
+			v.rep.warnf(op.Line, op.ID, "", CodeMaybeUnresolved, "%s is written only on some paths (a Conditional branch or a Loop) before this operation", p)
+		default:
+			v.rep.errorf(op.Line, op.ID, "", CodeUnresolvedPath, "%s is read but no earlier operation writes it", p)
+		}
+	}
+}
+
+// isSecretHeader reports header names that carry credentials.
+func isSecretHeader(name string) bool {
+	n := strings.ReplaceAll(strings.ToLower(name), "-", "_")
+	switch n {
+	case "authorization", "proxy_authorization", "x_api_key", "api_key", "apikey", "cookie", "x_auth_token":
+		return true
+	}
+	return strings.Contains(n, "token") || strings.Contains(n, "secret") || strings.Contains(n, "password")
+}
