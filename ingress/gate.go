@@ -68,7 +68,7 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, protocol string, s
 			s.metrics.rateLimited.WithLabelValues(protocol).Inc()
 			body := d.ExceededBody()
 			shape(w, failure{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded",
-				Message: "rate limit exceeded: " + strconv.Itoa(d.Limit) + " requests per " + d.Window,
+				Message:   "rate limit exceeded: " + strconv.Itoa(d.Limit) + " requests per " + d.Window,
 				Retryable: true, RPCCode: CodeRateLimited, Data: body})
 			return p, false
 		}
