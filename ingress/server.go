@@ -16,6 +16,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/workflow"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
@@ -27,6 +28,7 @@ type Server struct {
 	opts    options
 	metrics *metrics
 	js      jetstream.JetStream
+	nc      *nats.Conn
 }
 
 type options struct {
@@ -44,6 +46,7 @@ type options struct {
 	publicURL      string
 	cardName       string
 	tasks          *TaskStore
+	workflow       *workflow.Executor
 }
 
 // WithAuth enforces auth on every endpoint (default: none, anonymous).
@@ -166,7 +169,7 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	o.tasks = ts
-	return &Server{pub: NewPublisher(js, o.publishTimeout), egress: eg, opts: o, metrics: m, js: js}, nil
+	return &Server{pub: NewPublisher(js, o.publishTimeout), egress: eg, opts: o, metrics: m, js: js, nc: nc}, nil
 }
 
 // Register mounts the E2A endpoints on mux:
@@ -180,6 +183,9 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /a2a", s.handleA2A)
 	mux.HandleFunc("GET /.well-known/agent-card.json", s.handleCard)
 	mux.HandleFunc("GET /.well-known/agent.json", s.handleCard)
+	if s.opts.workflow != nil {
+		s.workflowAPI().Register(mux)
+	}
 	if s.opts.auth != nil && s.opts.auth.Enabled(SchemeOAuth2) {
 		mux.Handle("POST /oauth/token", s.opts.auth.TokenHandler())
 	}

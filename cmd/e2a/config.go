@@ -47,6 +47,16 @@ type Config struct {
 	// MaxBodyBytes bounds request bodies (413 beyond).
 	MaxBodyBytes int64 `envconfig:"MAX_BODY_BYTES" default:"4194304"`
 
+	// RateLimitPerMinute, RateLimitPerHour and RateLimitPerDay limit each
+	// principal across all replicas (0 = that window off; all 0 = no
+	// limiter).
+	RateLimitPerMinute int `envconfig:"RATE_LIMIT_PER_MINUTE" default:"0"`
+	RateLimitPerHour   int `envconfig:"RATE_LIMIT_PER_HOUR" default:"0"`
+	RateLimitPerDay    int `envconfig:"RATE_LIMIT_PER_DAY" default:"0"`
+	// MaxStreamsPerPrincipal bounds concurrent streams per principal per
+	// replica (0 = unbounded).
+	MaxStreamsPerPrincipal int `envconfig:"MAX_STREAMS_PER_PRINCIPAL" default:"0"`
+
 	// LogFormat is json or text; LogLevel debug, info, warn or error.
 	LogFormat string `envconfig:"LOG_FORMAT" default:"json"`
 	LogLevel  string `envconfig:"LOG_LEVEL" default:"info"`

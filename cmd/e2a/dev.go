@@ -21,6 +21,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/workflow"
 )
 
 // runDev runs the embedded server (unless E2A_NATS_URL is set), provisions
@@ -40,13 +41,24 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	}
 	defer stopNATS()
 	reg := obs.NewRegistry()
-	srv, err := newHTTP(ctx, cfg, nc, reg, log)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
 	}
-	agentDone := make(chan error, 1)
+	wf, err := newWorkflowExecutor(ctx, js, cfg, log)
+	if err != nil {
+		return err
+	}
+	srv, err := newHTTP(ctx, cfg, nc, reg, log, ingress.WithWorkflow(wf))
+	if err != nil {
+		return err
+	}
+	agentDone := make(chan error, 2)
 	go func() {
 		agentDone <- agent.Run(ctx, nc, cfg.DefaultPool, demo.New(), agent.WithMetrics(reg), agent.WithLogger(log))
+	}()
+	go func() {
+		agentDone <- agent.Run(ctx, nc, workflow.Pool, wf, agent.WithMetrics(reg), agent.WithLogger(log), agent.WithWorkerID("dev-workflow"))
 	}()
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -54,14 +66,15 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	}
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(os.Stdout, `E2A Pipeline (dev) is running.
-  HTTP       %s   (POST /v1/requests, GET /v1/requests/{id}/stream)
+  HTTP       %s   (POST /v1/requests, /a2a, /acp, /a2e, /api/v1/workflows/*)
+  agent card %s/.well-known/agent-card.json
   metrics    %s/metrics   health %s/healthz   ready %s/readyz
   NATS       %s   (JetStream; subjects e2a.req.>, e2a.resp.>, e2a.live.>)
-  demo agent pool %q
+  agent pools %q (demo) and "workflow" (A2E workflows)
 Try:
   curl -N %s/v1/requests -H 'Accept: text/event-stream' -d '{"params":{"text":"hello"}}'
 Ctrl-C stops.
-`, base, base, base, base, natsURL, cfg.DefaultPool, base)
+`, base, base, base, base, base, natsURL, cfg.DefaultPool, base)
 	return serveUntil(ctx, srv, ln, log, agentDone)
 }
 
@@ -106,20 +119,26 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Co
 }
 
 // newHTTP builds the HTTP server of ingress + egress + operations endpoints.
-func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Registry, log *slog.Logger) (*http.Server, error) {
+func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Registry, log *slog.Logger, extra ...ingress.Option) (*http.Server, error) {
 	eg, err := egress.New(nc, egress.WithRegisterer(reg), egress.WithLogger(log))
 	if err != nil {
 		return nil, err
 	}
-	in, err := ingress.New(nc, eg,
-		ingress.WithDefaultPool(cfg.DefaultPool),
-		ingress.WithMaxBodyBytes(cfg.MaxBodyBytes),
-		ingress.WithRegisterer(reg),
-		ingress.WithLogger(log))
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
+	opts, err := ingressOptions(ctx, js, cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts,
+		ingress.WithDefaultPool(cfg.DefaultPool),
+		ingress.WithMaxBodyBytes(cfg.MaxBodyBytes),
+		ingress.WithPublicURL(cfg.PublicURL),
+		ingress.WithRegisterer(reg),
+		ingress.WithLogger(log))
+	in, err := ingress.New(nc, eg, append(opts, extra...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/workflow"
 )
 
 // runServe runs ingress and egress (stateless, any number of replicas).
@@ -50,14 +51,10 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 // /metrics, /healthz and /readyz on E2A_HTTP_ADDR.
 func runAgent(ctx context.Context, cfg Config, args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	pool := fs.String("pool", "demo", "built-in agent pool to run: demo")
+	pool := fs.String("pool", "demo", "built-in agent pool to run: demo or workflow")
 	concurrency := fs.Int("concurrency", 64, "requests handled at once")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
-	}
-	h, err := builtinAgent(*pool)
-	if err != nil {
-		return err
 	}
 	log, err := obs.NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
@@ -73,6 +70,17 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
+	var h agent.Handler
+	switch *pool {
+	case "demo":
+		h = demo.New()
+	case workflow.Pool:
+		if h, err = newWorkflowExecutor(ctx, js, cfg, log); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("no built-in agent for pool %q (built-in: demo, workflow)", *pool)
+	}
 	mux := newOpsMux(reg, nc, js)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -85,14 +93,6 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 	}()
 	log.Info("agent pool running", "pool", *pool, "ops", ln.Addr().String())
 	return serveUntil(ctx, srv, ln, log, done)
-}
-
-func builtinAgent(pool string) (agent.Handler, error) {
-	switch pool {
-	case "demo":
-		return demo.New(), nil
-	}
-	return nil, fmt.Errorf("no built-in agent for pool %q (built-in: demo)", pool)
 }
 
 // runStreams provisions (or checks) the streams on E2A_NATS_URL.

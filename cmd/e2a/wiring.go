@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/workflow"
+)
+
+// Workflow KV buckets: StoreData localStorage and sessionStorage, and the
+// operation cache shared by every workflow worker.
+const (
+	workflowLocalBucket   = "A2E_LOCAL"
+	workflowSessionBucket = "A2E_SESSION"
+	workflowCacheBucket   = "A2E_CACHE"
+)
+
+// newWorkflowExecutor builds the A2E workflow executor from E2A_WORKFLOW_*
+// settings, with StoreData on JetStream KV and a KV-shared cache.
+func newWorkflowExecutor(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.Logger) (*workflow.Executor, error) {
+	wc, err := workflow.ConfigFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	opts, err := wc.Options(os.Environ(), log)
+	if err != nil {
+		return nil, err
+	}
+	kv := func(name string, ttl time.Duration) (jetstream.KeyValue, error) {
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, TTL: ttl, Replicas: cfg.Replicas, Storage: jetstream.FileStorage, History: 1})
+	}
+	local, err := kv(workflowLocalBucket, 0)
+	if err != nil {
+		return nil, fmt.Errorf("workflow storage: %w", err)
+	}
+	session, err := kv(workflowSessionBucket, 24*time.Hour)
+	if err != nil {
+		return nil, fmt.Errorf("workflow storage: %w", err)
+	}
+	stores := &workflow.Stores{Local: local, Session: session}
+	if wc.FileDir != "" {
+		stores.Dir = wc.FileDir
+	}
+	opts.Storage = stores
+	if wc.Cache == "kv" {
+		cache, err := kv(workflowCacheBucket, 10*time.Minute)
+		if err != nil {
+			return nil, fmt.Errorf("workflow cache: %w", err)
+		}
+		opts.Cache = &workflow.KVCache{KV: cache}
+	}
+	return workflow.New(opts), nil
+}
+
+// ingressOptions builds auth, rate limits and stream limits from the
+// environment (E2A_AUTH_*, E2A_API_KEYS, E2A_RATE_LIMIT_*, E2A_MAX_STREAMS).
+func ingressOptions(ctx context.Context, js jetstream.JetStream, cfg Config) ([]ingress.Option, error) {
+	var opts []ingress.Option
+	auth, err := ingress.LoadAuth(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, ingress.WithAuth(auth))
+	limits := ingress.RateLimits{PerMinute: cfg.RateLimitPerMinute, PerHour: cfg.RateLimitPerHour, PerDay: cfg.RateLimitPerDay}
+	if limits.PerMinute > 0 || limits.PerHour > 0 || limits.PerDay > 0 {
+		kv, err := js.KeyValue(ctx, "E2A_RATELIMIT")
+		if err != nil {
+			return nil, fmt.Errorf("rate limit bucket: %w", err)
+		}
+		opts = append(opts, ingress.WithLimiter(ingress.NewLimiter(kv, ingress.LimiterConfig{Limits: limits})))
+	}
+	if cfg.MaxStreamsPerPrincipal > 0 {
+		opts = append(opts, ingress.WithStreamLimiter(ingress.NewStreamLimiter(cfg.MaxStreamsPerPrincipal)))
+	}
+	return opts, nil
+}

@@ -1,0 +1,107 @@
+package ingress
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/workflow"
+)
+
+// WithWorkflow mounts the A2E workflow REST API (/health,
+// /api/v1/capabilities, /api/v1/workflows/validate, /api/v1/workflows/execute,
+// /api/v1/executions/{id}, /api/v1/rate-limit/status) with exec validating
+// and describing capabilities. Executions run on the workflow pool.
+func WithWorkflow(exec *workflow.Executor) Option {
+	return func(o *options) error { o.workflow = exec; return nil }
+}
+
+// workflowAPI builds the REST API over this server's publish path, task
+// index, auth and limiter.
+func (s *Server) workflowAPI() *workflow.API {
+	api := &workflow.API{
+		Executor:  s.opts.workflow,
+		Submitter: wfSubmitter{s},
+		Frames:    &workflow.StreamFrames{Conn: s.nc},
+		Tasks:     wfTasks{s},
+		Authenticate: func(r *http.Request) (workflow.Principal, error) {
+			if s.opts.auth == nil {
+				StripCredentialHeaders(r.Header)
+				return workflow.Principal{ID: "anonymous", Origin: e2a.IdentityUser}, nil
+			}
+			p, err := s.opts.auth.Authenticate(r)
+			StripCredentialHeaders(r.Header)
+			if err != nil {
+				s.metrics.authFailures.WithLabelValues("a2e.workflow").Inc()
+				return workflow.Principal{}, errors.Join(workflow.ErrUnauthenticated, err)
+			}
+			return workflow.Principal{ID: p.UserID, Origin: p.IdentityOrigin}, nil
+		},
+		NewEnvelope: func(r *http.Request, p workflow.Principal, wf string) (*e2a.Envelope, error) {
+			body, _ := json.Marshal(map[string]string{"workflow": wf})
+			in := s.input(r, body, Principal{UserID: p.ID, IdentityOrigin: p.Origin}, "")
+			res, err := s.opts.norm.FromWorkflow(in)
+			if err != nil {
+				return nil, err
+			}
+			return res.Envelope, nil
+		},
+		MaxBodyBytes: s.opts.maxBody,
+	}
+	if s.opts.limiter != nil {
+		api.RateLimits = wfLimits{s.opts.limiter}
+	}
+	return api
+}
+
+type wfSubmitter struct{ s *Server }
+
+// Submit publishes the execution on the workflow pool (the routing rule's
+// choice for a2e.workflow.execute) and indexes its executionId.
+func (w wfSubmitter) Submit(ctx context.Context, env *e2a.Envelope) error {
+	pool := workflow.Pool
+	if w.s.opts.routes != nil {
+		pool = w.s.opts.routes.Pool(env)
+	}
+	acc, err := w.s.pub.Publish(ctx, pool, env)
+	if err != nil {
+		return err
+	}
+	if env.TaskID != "" {
+		_, err = w.s.opts.tasks.Append(ctx, KindTask, TaskRecord{ID: env.TaskID, Protocol: normalizer.ProtocolWorkflow, Pool: pool, Principal: env.UserID}, acc.RequestID)
+	}
+	return err
+}
+
+type wfTasks struct{ s *Server }
+
+func (t wfTasks) RequestIDs(ctx context.Context, taskID string) ([]string, error) {
+	rec, err := t.s.opts.tasks.Get(ctx, KindTask, taskID)
+	if errors.Is(err, ErrTaskNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rec.RequestIDs, nil
+}
+
+type wfLimits struct{ l *Limiter }
+
+func (w wfLimits) Status(ctx context.Context, principal string) (*workflow.RateLimitStatus, error) {
+	st, err := w.l.Status(ctx, principal)
+	if err != nil {
+		return nil, err
+	}
+	conv := func(m map[string]int) map[string]int64 {
+		out := make(map[string]int64, len(m))
+		for k, v := range m {
+			out[k] = int64(v)
+		}
+		return out
+	}
+	return &workflow.RateLimitStatus{AgentID: st.AgentID, Limits: conv(st.Limits), Usage: conv(st.Usage), Remaining: conv(st.Remaining)}, nil
+}
