@@ -16,8 +16,8 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
-	"github.com/e2a-pipeline/pipeline/workflow"
 	"github.com/e2a-pipeline/pipeline/subjects"
+	"github.com/e2a-pipeline/pipeline/workflow"
 )
 
 // Server is the HTTP front door. Create it with [New]; it is safe for
