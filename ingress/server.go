@@ -47,6 +47,13 @@ type options struct {
 	cardName       string
 	tasks          *TaskStore
 	workflow       *workflow.Executor
+	a2eTypes       *normalizer.Registry
+}
+
+// WithA2ETypes sets the A2E type registry (the base map plus the types
+// plugins registered at start-up).
+func WithA2ETypes(r *normalizer.Registry) Option {
+	return func(o *options) error { o.a2eTypes = r; return nil }
 }
 
 // WithAuth enforces auth on every endpoint (default: none, anonymous).
@@ -161,7 +168,10 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 			routes.Default = o.defaultPool
 		}
 	}
-	o.norm = normalizer.New(normalizer.Config{Routes: routes})
+	if o.a2eTypes == nil {
+		o.a2eTypes = normalizer.NewRegistry()
+	}
+	o.norm = normalizer.New(normalizer.Config{Routes: routes, A2ETypes: o.a2eTypes})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ts, err := NewTaskStore(ctx, js)
@@ -176,11 +186,13 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 //
 //	POST /v1/requests[?agent=POOL][&wait=true]   E2A envelope or legacy AgentRequest
 //	POST /a2a                                    A2A v0.3 and AgentVault JSON-RPC
+//	POST /a2e                                    A2E NDJSON messages
 //	GET  /.well-known/agent-card.json            A2A agent card (also /.well-known/agent.json)
 //	POST /oauth/token                            OAuth2 client credentials (when enabled)
 func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/requests", s.handleE2A)
 	mux.HandleFunc("POST /a2a", s.handleA2A)
+	mux.HandleFunc("POST /a2e", s.handleA2E)
 	mux.HandleFunc("GET /.well-known/agent-card.json", s.handleCard)
 	mux.HandleFunc("GET /.well-known/agent.json", s.handleCard)
 	if s.opts.workflow != nil {
