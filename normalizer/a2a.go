@@ -1,0 +1,434 @@
+package normalizer
+
+import (
+	"encoding/json"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// A2A v0.3 JSON-RPC methods.
+const (
+	A2AMessageSend                  = "message/send"
+	A2AMessageStream                = "message/stream"
+	A2ATasksGet                     = "tasks/get"
+	A2ATasksCancel                  = "tasks/cancel"
+	A2ATasksResubscribe             = "tasks/resubscribe"
+	A2APushConfigSet                = "tasks/pushNotificationConfig/set"
+	A2APushConfigGet                = "tasks/pushNotificationConfig/get"
+	A2APushConfigList               = "tasks/pushNotificationConfig/list"
+	A2APushConfigDelete             = "tasks/pushNotificationConfig/delete"
+	A2AGetAuthenticatedExtendedCard = "agent/getAuthenticatedExtendedCard"
+)
+
+// Message metadata keys of the trpc-agent-go interaction specification.
+const (
+	A2AMetaInteractionSpecVersion = "interaction_spec_version"
+	A2AMetaInvocationID           = "invocation_id"
+	A2AMetaUserID                 = "user_id"
+)
+
+// a2aMessageWire is an A2A Message as sent; parts are decoded one by one
+// into a2a types so that numbers in data parts stay exact (a2a-go's own
+// decoder reads them as float64).
+type a2aMessageWire struct {
+	Kind           string          `json:"kind"`
+	ID             string          `json:"messageId"`
+	ContextID      string          `json:"contextId"`
+	TaskID         a2a.TaskID      `json:"taskId"`
+	Role           a2a.MessageRole `json:"role"`
+	Parts          []any           `json:"parts"`
+	Metadata       map[string]any  `json:"metadata"`
+	Extensions     []string        `json:"extensions"`
+	ReferenceTasks []a2a.TaskID    `json:"referenceTaskIds"`
+}
+
+type a2aSendParamsWire struct {
+	Message  *a2aMessageWire        `json:"message"`
+	Config   *a2a.MessageSendConfig `json:"configuration"`
+	Metadata map[string]any         `json:"metadata"`
+}
+
+// FromA2A normalizes an A2A v0.3 JSON-RPC request (a2a-interaction-spec-trpc
+// and the official v0.3 binding).
+//
+// message/send and message/stream (OpSubmit; is_stream for stream):
+//
+//   - message_id ← messageId; context_id ← contextId (a new one when
+//     absent: details context_created); task_id ← taskId (details
+//     task_continued), or a new one (details task_created);
+//   - params.text: the text parts that are not thoughts, joined by "\n";
+//     params.content_blocks (ACP-shaped text and resource_link blocks, part
+//     metadata in _meta) when the message is more than one plain text part;
+//     params.files: file parts as E2AFileRef (uri, name, mime_type; inline
+//     bytes as a data: URI); params.data_parts: data parts kept as
+//     {"data", "metadata"}; params.reference_task_ids, params.extensions,
+//     params.role when "agent";
+//   - configuration: acceptedOutputModes → expected_output_modes,
+//     blocking → params.blocking, historyLength → params.history_length,
+//     pushNotificationConfig → params.push_notification_config with token
+//     and credentials stripped;
+//   - message metadata → a2a_metadata (interop only), and also:
+//     invocation_id → correlation_id, user_id → user_id (after X-User-ID),
+//     interaction_spec_version → provenance.details; request-level
+//     params.metadata → channel_context.a2a_request_metadata.
+//
+// tasks/get (OpQuery; historyLength → params.history_length), tasks/cancel
+// (OpCancel) and tasks/resubscribe (OpSubscribe, is_stream): task_id ← id,
+// metadata → a2a_metadata.
+//
+// Errors: ErrParse, ErrInvalidRequest, ErrMethodNotFound,
+// ErrUnsupportedOperation (push notification config, extended card),
+// ErrInvalidParams (no message, messageId, role or parts; a part without
+// its content; a task method without id).
+func (n *Normalizer) FromA2A(in Input) (*Result, error) {
+	r := n.begin(in, e2a.SourceA2A, ProtocolA2A)
+	rq, err := requestOf(in, ProtocolA2A)
+	if err != nil {
+		return nil, err
+	}
+	switch rq.Method {
+	case A2AMessageSend, A2AMessageStream:
+		return r.a2aSend(rq)
+	case A2ATasksGet, A2ATasksCancel, A2ATasksResubscribe:
+		return r.a2aTask(rq)
+	case A2APushConfigSet, A2APushConfigGet, A2APushConfigList, A2APushConfigDelete, A2AGetAuthenticatedExtendedCard:
+		return nil, rq.errf(ErrUnsupportedOperation, ProtocolA2A, "not offered by this server")
+	}
+	return nil, rq.errf(ErrMethodNotFound, ProtocolA2A, "not an A2A v0.3 method")
+}
+
+func (r *req) a2aSend(rq *rpcRequest) (*Result, error) {
+	var p a2aSendParamsWire
+	if err := rq.decodeParams(ProtocolA2A, &p); err != nil {
+		return nil, err
+	}
+	bad := func(format string, a ...any) (*Result, error) {
+		return nil, rq.errf(ErrInvalidParams, ProtocolA2A, format, a...)
+	}
+	w := p.Message
+	switch {
+	case w == nil:
+		return bad("message is required")
+	case w.Kind != "" && w.Kind != "message":
+		return bad("message.kind must be \"message\"")
+	case w.ID == "":
+		return bad("message.messageId is required")
+	case w.Role != a2a.MessageRoleUser && w.Role != a2a.MessageRoleAgent:
+		return bad("message.role must be \"user\" or \"agent\"")
+	case len(w.Parts) == 0:
+		return bad("message.parts must not be empty")
+	}
+	msg := a2a.Message{
+		ID: w.ID, ContextID: w.ContextID, TaskID: w.TaskID, Role: w.Role,
+		Metadata: w.Metadata, Extensions: w.Extensions, ReferenceTasks: w.ReferenceTasks,
+		Parts: make(a2a.ContentParts, 0, len(w.Parts)),
+	}
+	for i, raw := range w.Parts {
+		part, msgErr := decodeA2APart(raw)
+		if msgErr != "" {
+			return bad("message.parts[%d]: %s", i, msgErr)
+		}
+		msg.Parts = append(msg.Parts, part)
+	}
+
+	env := r.newEnvelope(rq.Method)
+	rq.setJSONRPC(env)
+	d := env.Provenance.Details
+	env.IsStream = rq.Method == A2AMessageStream
+	env.MessageID = msg.ID
+	env.ContextID = msg.ContextID
+	if env.ContextID == "" {
+		env.ContextID = r.NewID()
+		d[DetailContextCreated] = true
+	}
+	env.TaskID = string(msg.TaskID)
+	if env.TaskID == "" {
+		env.TaskID = r.NewID()
+		d[DetailTaskCreated] = true
+	} else {
+		d[DetailTaskContinued] = true
+	}
+	env.Params = a2aPartsToParams(msg.Parts)
+	if msg.Role == a2a.MessageRoleAgent {
+		env.Params["role"] = string(msg.Role)
+	}
+	if len(msg.ReferenceTasks) > 0 {
+		ids := make([]any, len(msg.ReferenceTasks))
+		for i, t := range msg.ReferenceTasks {
+			ids[i] = string(t)
+		}
+		env.Params["reference_task_ids"] = ids
+	}
+	if len(msg.Extensions) > 0 {
+		ext := make([]any, len(msg.Extensions))
+		for i, x := range msg.Extensions {
+			ext[i] = x
+		}
+		env.Params["extensions"] = ext
+	}
+	if c := p.Config; c != nil {
+		if len(c.AcceptedOutputModes) > 0 {
+			env.ExpectedOutputModes = c.AcceptedOutputModes
+		}
+		if c.Blocking != nil {
+			env.Params["blocking"] = *c.Blocking
+		}
+		if c.HistoryLength != nil {
+			env.Params["history_length"] = json.Number(itoa(*c.HistoryLength))
+		}
+		if c.PushConfig != nil {
+			pc, stripped := r.pushConfig(c.PushConfig)
+			env.Params["push_notification_config"] = pc
+			if stripped > 0 {
+				d[DetailStrippedSecrets] = stripped
+			}
+		}
+	}
+	var claimed []string
+	if len(msg.Metadata) > 0 {
+		env.A2AMetadata = msg.Metadata
+		if v := str(msg.Metadata, A2AMetaInteractionSpecVersion); v != "" {
+			d[DetailInteractionSpecVersion] = v
+		}
+		env.CorrelationID = str(msg.Metadata, A2AMetaInvocationID)
+		if u := str(msg.Metadata, A2AMetaUserID); u != "" {
+			claimed = append(claimed, u)
+		}
+	}
+	if len(p.Metadata) > 0 {
+		env.ChannelContext = map[string]any{"a2a_request_metadata": p.Metadata}
+	}
+	if msg.Role == a2a.MessageRoleAgent && env.IdentityOrigin == "" && (r.Principal == nil || r.Principal.AssertsUser) {
+		env.IdentityOrigin = e2a.IdentityAgent
+	}
+	return r.finish(env, OpSubmit, !rq.HasID, claimed...), nil
+}
+
+func (r *req) a2aTask(rq *rpcRequest) (*Result, error) {
+	var id a2a.TaskID
+	var meta map[string]any
+	var history *int
+	if rq.Method == A2ATasksGet {
+		var p a2a.TaskQueryParams
+		if err := rq.decodeParams(ProtocolA2A, &p); err != nil {
+			return nil, err
+		}
+		id, meta, history = p.ID, p.Metadata, p.HistoryLength
+	} else {
+		var p a2a.TaskIDParams
+		if err := rq.decodeParams(ProtocolA2A, &p); err != nil {
+			return nil, err
+		}
+		id, meta = p.ID, p.Metadata
+	}
+	if id == "" {
+		return nil, rq.errf(ErrInvalidParams, ProtocolA2A, "id is required")
+	}
+	env := r.newEnvelope(rq.Method)
+	rq.setJSONRPC(env)
+	env.TaskID = string(id)
+	if history != nil {
+		env.Params = map[string]any{"history_length": json.Number(itoa(*history))}
+	}
+	if len(meta) > 0 {
+		env.A2AMetadata = meta
+	}
+	op := OpQuery
+	switch rq.Method {
+	case A2ATasksCancel:
+		op = OpCancel
+	case A2ATasksResubscribe:
+		op = OpSubscribe
+		env.IsStream = true
+	}
+	return r.finish(env, op, !rq.HasID), nil
+}
+
+// pushConfig keeps an A2A push notification config without its secrets
+// (token and credentials become references or are dropped, credentials in
+// the URL are removed) and counts the secrets it removed.
+func (r *req) pushConfig(pc *a2a.PushConfig) (map[string]any, int) {
+	stripped := 0
+	u := cleanURL(pc.URL)
+	if u != pc.URL {
+		stripped++
+	}
+	out := map[string]any{"url": u}
+	if pc.ID != "" {
+		out["id"] = pc.ID
+	}
+	if pc.Token != "" {
+		stripped++
+		if ref := r.ref("a2a_push_token", pc.Token); ref != "" {
+			out["token_ref"] = ref
+		}
+	}
+	if pc.Auth != nil {
+		auth := map[string]any{}
+		schemes := make([]any, len(pc.Auth.Schemes))
+		for i, s := range pc.Auth.Schemes {
+			schemes[i] = s
+		}
+		auth["schemes"] = schemes
+		if pc.Auth.Credentials != "" {
+			stripped++
+			if ref := r.ref("a2a_push_credentials", pc.Auth.Credentials); ref != "" {
+				auth["credentials_ref"] = ref
+			}
+		}
+		out["authentication"] = auth
+	}
+	return out, stripped
+}
+
+// ref returns the SecretRef reference of a secret, or "".
+func (r *req) ref(kind, value string) string {
+	if r.n.secretRef == nil {
+		return ""
+	}
+	return r.n.secretRef(kind, value)
+}
+
+// decodeA2APart reads one decoded A2A part into an a2a type; the message
+// is empty on success.
+func decodeA2APart(raw any) (a2a.Part, string) {
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return nil, "must be an object"
+	}
+	kind := str(m, "kind")
+	if kind == "" {
+		kind = str(m, "type") // A2A before v0.3
+	}
+	var meta map[string]any
+	if v, ok := m["metadata"]; ok && v != nil {
+		if meta, ok = v.(map[string]any); !ok {
+			return nil, "metadata must be an object"
+		}
+	}
+	switch kind {
+	case "text":
+		t, ok := m["text"].(string)
+		if !ok {
+			return nil, "a text part needs a string text"
+		}
+		return a2a.TextPart{Text: t, Metadata: meta}, ""
+	case "data":
+		d, ok := m["data"].(map[string]any)
+		if !ok {
+			return nil, "a data part needs an object data"
+		}
+		return a2a.DataPart{Data: d, Metadata: meta}, ""
+	case "file":
+		f, ok := m["file"].(map[string]any)
+		if !ok {
+			return nil, "a file part needs an object file"
+		}
+		fm := a2a.FileMeta{MimeType: str(f, "mimeType"), Name: str(f, "name")}
+		b, u := str(f, "bytes"), str(f, "uri")
+		switch {
+		case b != "" && u != "":
+			return nil, "a file has bytes or uri, not both"
+		case b != "":
+			return a2a.FilePart{File: a2a.FileBytes{FileMeta: fm, Bytes: b}, Metadata: meta}, ""
+		case u != "":
+			return a2a.FilePart{File: a2a.FileURI{FileMeta: fm, URI: u}, Metadata: meta}, ""
+		}
+		return nil, "a file needs bytes or uri"
+	case "":
+		return nil, "kind is required"
+	}
+	return nil, "unknown part kind " + kind
+}
+
+// a2aPartsToParams maps A2A parts to E2A params (see FromA2A).
+func a2aPartsToParams(parts a2a.ContentParts) map[string]any {
+	params := map[string]any{}
+	var texts []string
+	var blocks, files, data []any
+	plain := true // the message is one text part without metadata
+	for _, part := range parts {
+		switch p := part.(type) {
+		case a2a.TextPart:
+			b := map[string]any{"type": "text", "text": p.Text}
+			if len(p.Metadata) > 0 {
+				b["_meta"] = p.Metadata
+				plain = false
+			}
+			if th, _ := p.Metadata["thought"].(bool); !th {
+				texts = append(texts, p.Text)
+			}
+			blocks = append(blocks, b)
+		case a2a.FilePart:
+			plain = false
+			fr := map[string]any{}
+			var fm a2a.FileMeta
+			switch f := p.File.(type) {
+			case a2a.FileURI:
+				fm = f.FileMeta
+				fr["uri"] = f.URI
+				name := fm.Name
+				if name == "" {
+					name = path.Base(strings.TrimRight(f.URI, "/"))
+				}
+				if name == "" || name == "." || name == "/" {
+					name = "file"
+				}
+				b := map[string]any{"type": "resource_link", "uri": f.URI, "name": name}
+				if fm.MimeType != "" {
+					b["mimeType"] = fm.MimeType
+				}
+				if len(p.Metadata) > 0 {
+					b["_meta"] = p.Metadata
+				}
+				blocks = append(blocks, b)
+			case a2a.FileBytes:
+				fm = f.FileMeta
+				mt := fm.MimeType
+				if mt == "" {
+					mt = "application/octet-stream"
+				}
+				fr["uri"] = "data:" + mt + ";base64," + f.Bytes
+			}
+			if fm.Name != "" {
+				fr["name"] = fm.Name
+			}
+			if fm.MimeType != "" {
+				fr["mime_type"] = fm.MimeType
+			}
+			if len(p.Metadata) > 0 {
+				fr["_meta"] = p.Metadata
+			}
+			files = append(files, fr)
+		case a2a.DataPart:
+			plain = false
+			dp := map[string]any{"data": p.Data}
+			if len(p.Metadata) > 0 {
+				dp["metadata"] = p.Metadata
+			}
+			data = append(data, dp)
+		}
+	}
+	if len(texts) > 0 {
+		params["text"] = strings.Join(texts, "\n")
+	}
+	if !plain || len(blocks) > 1 {
+		if len(blocks) > 0 {
+			params["content_blocks"] = blocks
+		}
+	}
+	if len(files) > 0 {
+		params["files"] = files
+	}
+	if len(data) > 0 {
+		params["data_parts"] = data
+	}
+	return params
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,271 @@
+package normalizer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// A2E base message types (A2E_BASE_TYPE_MAP).
+const (
+	A2EHandshakeReq  = "handshake/req"
+	A2EHandshakeResp = "handshake/resp"
+	A2EInvokeEvent   = "invoke/event"
+	A2EPing          = "ping"
+	A2EPong          = "pong"
+	A2EShutdown      = "shutdown"
+	A2EError         = "error"
+)
+
+// A2EGenericModel is the model of a message whose type is not registered.
+const A2EGenericModel = "A2EMessage"
+
+// A2EType is one entry of the A2E type registry: a type string and what
+// the normalizer needs to know about it.
+type A2EType struct {
+	// Type is the message type string, e.g. "tool/call/req".
+	Type string
+	// Model names the message class (e.g. "ToolCallRequest"); recorded in
+	// provenance.details a2e_model.
+	Model string
+	// Op is what the front door does with it: OpSubmit for requests an
+	// agent pool serves (the default when empty), OpLocal for transport
+	// messages the front door answers, OpCancel for a cancellation.
+	Op Op
+	// Required lists the fields (besides type) a message of this type must
+	// carry; a message missing one is refused with ErrInvalidParams.
+	Required []string
+}
+
+// Registry is the A2E type registry: the base map, extended at start-up by
+// plugins with [Registry.Register]. An unregistered type is never an error:
+// it is normalized as a generic message (model "A2EMessage", OpSubmit). It
+// is safe for concurrent use.
+type Registry struct {
+	mu    sync.RWMutex
+	types map[string]A2EType
+}
+
+// ErrDuplicateType is returned by Register for a type already registered.
+var ErrDuplicateType = errors.New("normalizer: A2E type already registered")
+
+// baseTypes is A2E_BASE_TYPE_MAP: the SCP-compatible transport messages,
+// answered by the front door itself.
+var baseTypes = []A2EType{
+	{Type: A2EHandshakeReq, Model: "HandshakeRequest", Op: OpLocal},
+	{Type: A2EHandshakeResp, Model: "HandshakeResponse", Op: OpLocal},
+	{Type: A2EInvokeEvent, Model: "A2EEvent", Op: OpLocal, Required: []string{"req_id", "kind", "seq"}},
+	{Type: A2EPing, Model: "Ping", Op: OpLocal},
+	{Type: A2EPong, Model: "Pong", Op: OpLocal},
+	{Type: A2EShutdown, Model: "Shutdown", Op: OpLocal},
+	{Type: A2EError, Model: "A2EError", Op: OpLocal, Required: []string{"req_id", "code", "message"}},
+}
+
+// NewRegistry returns a registry holding the base map.
+func NewRegistry() *Registry {
+	r := &Registry{types: make(map[string]A2EType, len(baseTypes))}
+	for _, t := range baseTypes {
+		r.types[t.Type] = t
+	}
+	return r
+}
+
+// Register adds plugin types (e.g. {Type: "tool/call/req", Model:
+// "ToolCallRequest", Required: []string{"req_id", "name"}}). A type
+// already registered (base types included) is refused with
+// ErrDuplicateType and nothing is added.
+func (r *Registry) Register(types ...A2EType) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := map[string]bool{}
+	for _, t := range types {
+		if t.Type == "" {
+			return fmt.Errorf("normalizer: A2E type with an empty type string")
+		}
+		if _, ok := r.types[t.Type]; ok || seen[t.Type] {
+			return fmt.Errorf("%w: %q", ErrDuplicateType, t.Type)
+		}
+		seen[t.Type] = true
+	}
+	for _, t := range types {
+		if t.Op == "" {
+			t.Op = OpSubmit
+		}
+		if t.Model == "" {
+			t.Model = A2EGenericModel
+		}
+		t.Required = append([]string(nil), t.Required...)
+		r.types[t.Type] = t
+	}
+	return nil
+}
+
+// Lookup returns the registered entry of a type.
+func (r *Registry) Lookup(typ string) (A2EType, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.types[typ]
+	return t, ok
+}
+
+// Types lists the registered type strings, sorted.
+func (r *Registry) Types() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.types))
+	for t := range r.types {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// a2eBaseFields are the A2EMessage base fields; every other field goes to
+// params.
+var a2eBaseFields = map[string]bool{"a2e": true, "version": true, "type": true, "id": true, "ts": true}
+
+// FromA2E normalizes one A2E message (one NDJSON line; a trailing newline
+// is fine, a second message is not).
+//
+//   - method ← type; message_id ← id (generated when absent);
+//     correlation_id ← req_id, which also stays in params (the response and
+//     every invoke/event copy it);
+//   - timestamp ← ts (epoch seconds → RFC 3339 UTC), now when absent;
+//   - params ← every field but the base ones (a2e, version, type, id, ts);
+//   - provenance source_protocol "a2e", details a2e_type, a2e_version (the
+//     "a2e" or "version" field, "1.0" when absent), a2e_model and a2e_known;
+//   - Op from the registry: base types are OpLocal; a plugin type's own Op
+//     (OpSubmit by default); an unknown type is a generic message, OpSubmit,
+//     never an error. is_stream for OpSubmit (results stream as
+//     invoke/event before the response).
+//
+// Errors (Error.ReqID set to req_id, else id): ErrParse; ErrInvalidRequest
+// (not an object, more than one message, type missing or not a string, a
+// base field of the wrong type); ErrInvalidParams (a registered type
+// without one of its required fields).
+func (n *Normalizer) FromA2E(in Input) (*Result, error) {
+	r := n.begin(in, e2a.SourceA2E, ProtocolA2E)
+	m, e := decodeObjectBody(in.Body, ProtocolA2E, "one A2E message per call (split NDJSON lines)")
+	if e != nil {
+		return nil, e
+	}
+	id, idOK := m["id"].(string)
+	reqID, _ := m["req_id"].(string)
+	fail := func(kind error, format string, a ...any) (*Result, error) {
+		err := newErr(kind, ProtocolA2E, format, a...)
+		err.ReqID = reqID
+		if err.ReqID == "" {
+			err.ReqID = id
+		}
+		err.Method, _ = m["type"].(string)
+		return nil, err
+	}
+	typ, ok := m["type"].(string)
+	if !ok || typ == "" {
+		return fail(ErrInvalidRequest, "type is required and must be a string")
+	}
+	if v, has := m["id"]; has && v != nil && !idOK {
+		return fail(ErrInvalidRequest, "id must be a string")
+	}
+	if v, has := m["req_id"]; has && v != nil && reqID == "" {
+		if _, isStr := v.(string); !isStr {
+			return fail(ErrInvalidRequest, "req_id must be a string")
+		}
+	}
+	version := e2a.ProtocolVersion
+	for _, k := range []string{"a2e", "version"} {
+		if v, has := m[k]; has && v != nil {
+			s, isStr := v.(string)
+			if !isStr {
+				return fail(ErrInvalidRequest, "%s must be a string", k)
+			}
+			version = s
+			break
+		}
+	}
+	ts := ""
+	if v, has := m["ts"]; has && v != nil {
+		var f float64
+		var err error
+		switch t := v.(type) {
+		case json.Number:
+			f, err = t.Float64()
+		case string:
+			f, err = strconv.ParseFloat(strings.TrimSpace(t), 64)
+		default:
+			err = errors.New("not a number")
+		}
+		if err == nil {
+			ts, err = e2a.EpochToRFC3339(f)
+		}
+		if err != nil {
+			return fail(ErrInvalidRequest, "ts must be epoch seconds")
+		}
+	}
+	t, known := n.registry.Lookup(typ)
+	if !known {
+		t = A2EType{Type: typ, Model: A2EGenericModel, Op: OpSubmit}
+	}
+	for _, f := range t.Required {
+		if v, has := m[f]; !has || v == nil {
+			return fail(ErrInvalidParams, "%s requires field %s", typ, f)
+		}
+	}
+	env := r.newEnvelope(typ)
+	env.MessageID = id
+	if env.MessageID == "" {
+		env.MessageID = strings.ReplaceAll(r.NewID(), "-", "")
+	}
+	env.CorrelationID = reqID
+	env.Timestamp = ts
+	env.IsStream = t.Op == OpSubmit
+	params := make(map[string]any, len(m))
+	for k, v := range m {
+		if !a2eBaseFields[k] {
+			params[k] = v
+		}
+	}
+	if len(params) > 0 {
+		env.Params = params
+	}
+	d := env.Provenance.Details
+	d[DetailA2EType] = typ
+	d[DetailA2EVersion] = version
+	d[DetailA2EModel] = t.Model
+	d[DetailA2EKnown] = known
+	return r.finish(env, t.Op, false), nil
+}
+
+// decodeObjectBody decodes a body that must be exactly one JSON object.
+func decodeObjectBody(body []byte, protocol, trailingMsg string) (map[string]any, *Error) {
+	if err := e2a.CheckDepth(body, e2a.MaxNesting); err != nil {
+		return nil, newErr(ErrParse, protocol, "JSON nests deeper than %d", e2a.MaxNesting)
+	}
+	t := bytes.TrimSpace(body)
+	if len(t) == 0 || t[0] != '{' {
+		if len(t) > 0 && json.Valid(t) {
+			return nil, newErr(ErrInvalidRequest, protocol, "a message must be a JSON object")
+		}
+		return nil, newErr(ErrParse, protocol, "body is not valid JSON")
+	}
+	dec := json.NewDecoder(bytes.NewReader(t))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, newErr(ErrParse, protocol, "body is not valid JSON: %v", err)
+	}
+	if rest := bytes.TrimSpace(t[dec.InputOffset():]); len(rest) != 0 {
+		if json.Valid(rest) || rest[0] == '{' {
+			return nil, newErr(ErrInvalidRequest, protocol, "%s", trailingMsg)
+		}
+		return nil, newErr(ErrParse, protocol, "trailing data after the JSON object")
+	}
+	return m, nil
+}

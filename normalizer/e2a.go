@@ -1,0 +1,77 @@
+package normalizer
+
+import (
+	"bytes"
+	"errors"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// legacyKeys are the top-level keys of a legacy AgentRequest (spec §9–§10).
+var legacyKeys = [][]byte{[]byte(`"channel_id"`), []byte(`"req_method"`), []byte(`"metadata"`), []byte(`"payload"`), []byte(`"binding"`)}
+
+// FromE2A normalizes a raw E2A envelope or a legacy AgentRequest (spec
+// §9–§11) with every compatibility rule of e2a.FromJSON. The envelope is
+// kept as sent, with these completions: protocol_version "1.0",
+// request_id (Input.RequestID or a new one), timestamp (now), channel
+// (Input.Channel, else "e2a"), provenance (source_protocol "e2a", or
+// "agent_request" for a legacy body without provenance; converter and
+// converted_at set when the sender set none), trace context from the
+// headers, identity per [Principal], secrets stripped, and the pool by the
+// routing rule.
+//
+// Errors: ErrParse for a body that is not JSON (or nests too deep),
+// ErrInvalidRequest for JSON that is not an envelope (not an object, a
+// known field with the wrong type, a timestamp or deadline that is neither
+// RFC 3339 nor epoch seconds).
+func (n *Normalizer) FromE2A(in Input) (*Result, error) {
+	r := n.begin(in, e2a.SourceE2A, ProtocolE2A)
+	env, err := e2a.FromJSON(in.Body)
+	if err != nil {
+		kind := ErrInvalidRequest
+		if errors.Is(err, e2a.ErrInvalidJSON) {
+			kind = ErrParse
+			if t := bytes.TrimSpace(in.Body); len(t) > 0 && t[0] != '{' && e2a.CheckDepth(t, e2a.MaxNesting) == nil && jsonValid(t) {
+				kind = ErrInvalidRequest // valid JSON, but not an object
+			}
+		}
+		e := newErr(kind, ProtocolE2A, "%v", err)
+		return nil, e
+	}
+	for name, ts := range map[string]string{"timestamp": env.Timestamp, "deadline": env.Deadline} {
+		if ts != "" {
+			if _, err := e2a.ParseTime(ts); err != nil {
+				return nil, newErr(ErrInvalidRequest, ProtocolE2A, "%s must be RFC 3339 or epoch seconds", name)
+			}
+		}
+	}
+	if env.Provenance == nil && isLegacy(in.Body) {
+		env.Provenance = &e2a.Provenance{SourceProtocol: e2a.SourceLegacy}
+	}
+	return r.finish(env, OpSubmit, false), nil
+}
+
+// isLegacy reports whether body has a legacy AgentRequest key at its top
+// level. A cheap byte search rules most bodies out before any decoding.
+func isLegacy(body []byte) bool {
+	found := false
+	for _, k := range legacyKeys {
+		if bytes.Contains(body, k) {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return false
+	}
+	keys, err := topLevelKeys(body)
+	if err != nil {
+		return false
+	}
+	for _, k := range []string{"channel_id", "req_method", "metadata", "payload", "binding"} {
+		if keys[k] {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,188 @@
+package normalizer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// Sentinel errors. Every error an adapter returns is an [*Error] wrapping
+// exactly one of them; test with errors.Is and map with [JSONRPCCode],
+// [HTTPStatus] and [A2ECode] to the caller's own error shape.
+var (
+	// ErrParse: the body is not well-formed JSON (or JSONL), or nests deeper
+	// than e2a.MaxNesting. JSON-RPC -32700, HTTP 400.
+	ErrParse = errors.New("parse error")
+	// ErrInvalidRequest: well-formed JSON that is not a valid request of the
+	// protocol (not an object, a batch, jsonrpc not "2.0", no method, an id
+	// that is neither string, number nor null, a malformed A2E message or
+	// E2A envelope). JSON-RPC -32600, HTTP 400.
+	ErrInvalidRequest = errors.New("invalid request")
+	// ErrMethodNotFound: the method (or ACP export target) is unknown to the
+	// protocol. JSON-RPC -32601, HTTP 404.
+	ErrMethodNotFound = errors.New("method not found")
+	// ErrInvalidParams: the method is known but its params are wrong
+	// (missing task id, part without content, workflow structure errors …).
+	// JSON-RPC -32602, HTTP 400 (422 for workflow structure errors).
+	ErrInvalidParams = errors.New("invalid params")
+	// ErrUnsupportedOperation: a method the protocol defines but the
+	// pipeline does not offer through the normalizer (A2A push notification
+	// config, authenticated extended card). JSON-RPC -32004 (A2A
+	// UnsupportedOperation), HTTP 501.
+	ErrUnsupportedOperation = errors.New("unsupported operation")
+)
+
+// Error is the error every adapter returns. It wraps one sentinel (Kind) and
+// carries what the front door needs to answer in the protocol's own shape:
+// the JSON-RPC id when one could be read (so that the error response echoes
+// it), the A2E req_id, and the per-line errors of a workflow.
+type Error struct {
+	Kind     error  // one of the sentinels above
+	Protocol string // source protocol (e2a.Source*)
+	Method   string // the method or A2E type, when known
+	// JSONRPCID is the request's id in canonical form; nil when the request
+	// had none, its id was null, or it could not be read (answer with null).
+	JSONRPCID json.RawMessage
+	// ReqID is the A2E message id (the req_id a response must carry).
+	ReqID string
+	// Msg is a human-readable description (never a secret).
+	Msg string
+	// Lines lists the structural errors of an A2E workflow, one per problem.
+	Lines []LineError
+}
+
+// LineError is one structural error of an A2E workflow (JSONL): Line is
+// 1-based and counts every line of the input, blank ones included.
+type LineError struct {
+	Line    int    `json:"line"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+func (e *LineError) String() string {
+	if e.Field != "" {
+		return fmt.Sprintf("line %d: %s: %s", e.Line, e.Field, e.Message)
+	}
+	return fmt.Sprintf("line %d: %s", e.Line, e.Message)
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("normalizer")
+	if e.Protocol != "" {
+		b.WriteString(" ")
+		b.WriteString(e.Protocol)
+	}
+	if e.Method != "" {
+		m := e.Method
+		if len(m) > 64 {
+			m = strings.ToValidUTF8(m[:64], "") + "…"
+		}
+		fmt.Fprintf(&b, " %q", m)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Kind.Error())
+	if e.Msg != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Msg)
+	}
+	for i, l := range e.Lines {
+		if i == 3 {
+			fmt.Fprintf(&b, "; … %d more", len(e.Lines)-3)
+			break
+		}
+		b.WriteString("; ")
+		b.WriteString(l.String())
+	}
+	return b.String()
+}
+
+// Unwrap returns the sentinel.
+func (e *Error) Unwrap() error { return e.Kind }
+
+// JSONRPCCode maps an error to its JSON-RPC 2.0 error code (A2A codes for
+// A2A-specific sentinels); -32603 (internal error) for anything else.
+func JSONRPCCode(err error) int {
+	switch {
+	case errors.Is(err, ErrParse):
+		return -32700
+	case errors.Is(err, ErrInvalidRequest):
+		return -32600
+	case errors.Is(err, ErrMethodNotFound):
+		return -32601
+	case errors.Is(err, ErrInvalidParams):
+		return -32602
+	case errors.Is(err, ErrUnsupportedOperation):
+		return -32004
+	}
+	return -32603
+}
+
+// HTTPStatus maps an error to the HTTP status of a REST answer (E2A
+// /v1/requests, A2E workflow REST); 500 for anything else. JSON-RPC
+// transports answer 200 with a JSON-RPC error object instead.
+func HTTPStatus(err error) int {
+	var ne *Error
+	switch {
+	case errors.Is(err, ErrParse), errors.Is(err, ErrInvalidRequest):
+		return http.StatusBadRequest
+	case errors.Is(err, ErrMethodNotFound):
+		return http.StatusNotFound
+	case errors.As(err, &ne) && len(ne.Lines) > 0:
+		return http.StatusUnprocessableEntity
+	case errors.Is(err, ErrInvalidParams):
+		return http.StatusBadRequest
+	case errors.Is(err, ErrUnsupportedOperation):
+		return http.StatusNotImplemented
+	}
+	return http.StatusInternalServerError
+}
+
+// A2E error codes used by [A2ECode] (A2EErrorCode values).
+const (
+	A2ECodeParseError      = "parse_error"
+	A2ECodeInvalidRequest  = "invalid_request"
+	A2ECodeUnknownMethod   = "unknown_method"
+	A2ECodeInvalidParams   = "invalid_params"
+	A2ECodeValidationError = "validation_error"
+	A2ECodeUnsupported     = "unsupported"
+	A2ECodeInternal        = "internal_error"
+)
+
+// A2ECode maps an error to the code of an A2E `error` message (never
+// retryable: the same input fails the same way). Workflow structure errors
+// are "validation_error" (the A2E workflow ValidationError).
+func A2ECode(err error) string {
+	var ne *Error
+	switch {
+	case errors.Is(err, ErrParse):
+		return A2ECodeParseError
+	case errors.Is(err, ErrInvalidRequest):
+		return A2ECodeInvalidRequest
+	case errors.Is(err, ErrMethodNotFound):
+		return A2ECodeUnknownMethod
+	case errors.As(err, &ne) && len(ne.Lines) > 0:
+		return A2ECodeValidationError
+	case errors.Is(err, ErrInvalidParams):
+		return A2ECodeInvalidParams
+	case errors.Is(err, ErrUnsupportedOperation):
+		return A2ECodeUnsupported
+	}
+	return A2ECodeInternal
+}
+
+// ErrorJSONRPCID returns the JSON-RPC id an error response must carry: the
+// request's id when it could be read, JSON null otherwise.
+func ErrorJSONRPCID(err error) json.RawMessage {
+	var ne *Error
+	if errors.As(err, &ne) && len(ne.JSONRPCID) > 0 {
+		return ne.JSONRPCID
+	}
+	return json.RawMessage("null")
+}
+
+func newErr(kind error, protocol, format string, a ...any) *Error {
+	return &Error{Kind: kind, Protocol: protocol, Msg: fmt.Sprintf(format, a...)}
+}

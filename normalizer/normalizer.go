@@ -1,0 +1,439 @@
+package normalizer
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// Input is one request as the front door received it: the body and the
+// transport-level facts the body cannot vouch for. Only the fields below are
+// read; in particular no header other than X-User-ID, traceparent and
+// tracestate is ever copied (Authorization and X-Api-Key never are).
+type Input struct {
+	// Body is the raw request body (one JSON object; JSONL for workflows).
+	// It is never modified.
+	Body []byte
+	// Header holds the HTTP headers (nil on stdio). Read: X-User-ID,
+	// traceparent, tracestate.
+	Header http.Header
+	// Principal is the authenticated caller, if the front door
+	// authenticated one.
+	Principal *Principal
+	// Channel is the ingress name (e.g. "http", "stdio"); when empty the
+	// protocol name is used. A raw E2A envelope's own channel wins.
+	Channel string
+	// RequestID is used when the request carries none (e.g. from an
+	// Idempotency-Key); when empty a UUIDv7 is generated.
+	RequestID string
+	// Agent is an explicit target pool (e.g. ?agent=NAME); it wins over the
+	// routing rules. It is not validated here: the front door checks it
+	// with ValidPool.
+	Agent string
+	// Now returns the current time (converted_at, default timestamps);
+	// time.Now when nil. Tests set it for deterministic output.
+	Now func() time.Time
+	// NewID returns a fresh id (request ids, new A2A/AgentVault task and
+	// context ids); UUIDv7 when nil.
+	NewID func() string
+	// RPC, when set, is a JSON-RPC request the front door already decoded
+	// (e.g. one element of a batch); the JSON-RPC adapters (ACP, A2A,
+	// AgentVault) then read it instead of Body.
+	RPC *RPCRequest
+}
+
+// RPCRequest is a JSON-RPC 2.0 request decoded by the front door, with the
+// envelope checks (jsonrpc "2.0", method a non-empty string) already done.
+type RPCRequest struct {
+	// ID is the raw id: nil when the member was absent (a notification),
+	// "null" for an explicit null, else a JSON string or number.
+	ID json.RawMessage
+	// Method is the method name.
+	Method string
+	// Params is the raw params, nil when absent or null.
+	Params json.RawMessage
+}
+
+// Principal is the caller the front door authenticated.
+type Principal struct {
+	// UserID is the authenticated identity.
+	UserID string
+	// IdentityOrigin is user, service, agent or system (e2a.Identity*);
+	// "user" when empty.
+	IdentityOrigin string
+	// AssertsUser marks a trusted gateway allowed to speak for end users:
+	// the user id the request claims (X-User-ID, message metadata, envelope
+	// user_id) is kept and the principal only fills a missing one. For any
+	// other principal the authenticated UserID always wins.
+	AssertsUser bool
+}
+
+// Op tells the front door what to do with a normalized request.
+type Op string
+
+const (
+	// OpSubmit: new work; publish the envelope on e2a.req.<pool>.<request_id>.
+	OpSubmit Op = "submit"
+	// OpQuery: read state (A2A/AgentVault tasks/get); answer from the task
+	// store, publish nothing. Envelope.TaskID names the task.
+	OpQuery Op = "query"
+	// OpCancel: cancel running work (tasks/cancel, ACP session/cancel);
+	// publish on e2a.ctl.<request_id> of the request(s) of TaskID or
+	// SessionID.
+	OpCancel Op = "cancel"
+	// OpSubscribe: stream an existing request again (tasks/resubscribe,
+	// AgentVault tasks/sendSubscribe with a task id).
+	OpSubscribe Op = "subscribe"
+	// OpLocal: a transport-level message the front door answers itself
+	// (ACP initialize/authenticate; A2E handshake, ping, pong, shutdown and
+	// the response-side types).
+	OpLocal Op = "local"
+)
+
+// Result is a normalized request.
+type Result struct {
+	// Envelope is the E2A request; secrets are already stripped.
+	Envelope *e2a.Envelope
+	// Pool is the agent pool chosen by the routing rule ([Routes.Pool]).
+	Pool string
+	// Op is what the front door does with it.
+	Op Op
+	// Notification is true for a JSON-RPC request without an id: the
+	// front door must not answer it (it still acts on it).
+	Notification bool
+}
+
+// Adapter normalizes one request of one protocol.
+type Adapter func(Input) (*Result, error)
+
+// SecretRefFunc turns a secret into a reference that may be published (a
+// vault key, a ticket id). kind is "bearer_token", "extra_header:<name>",
+// "a2a_push_token", "a2a_push_credentials" or "field:<key>". It returns ""
+// to drop the secret, and must return value itself when value already is
+// one of its references (so that normalizing an envelope twice is stable).
+// It is the only way a secret leaves an adapter; it may do I/O (a vault),
+// the adapters themselves never do.
+type SecretRefFunc func(kind, value string) string
+
+// Config configures a [Normalizer]. The zero value is usable: default
+// routes, the base A2E type registry, secrets dropped.
+type Config struct {
+	// Routes chooses the pool of every envelope.
+	Routes Routes
+	// A2ETypes is the A2E type registry; NewRegistry() when nil.
+	A2ETypes *Registry
+	// SecretRef, when set, replaces stripped secrets by references;
+	// otherwise they are dropped.
+	SecretRef SecretRefFunc
+}
+
+// Normalizer holds the configuration shared by all adapters. It is safe for
+// concurrent use; every method is a pure function of its Input.
+type Normalizer struct {
+	routes    Routes
+	registry  *Registry
+	secretRef SecretRefFunc
+}
+
+// New returns a Normalizer for cfg.
+func New(cfg Config) *Normalizer {
+	n := &Normalizer{routes: cfg.Routes, registry: cfg.A2ETypes, secretRef: cfg.SecretRef}
+	if n.registry == nil {
+		n.registry = NewRegistry()
+	}
+	return n
+}
+
+// Protocol names accepted by [Normalizer.Adapter]; they are also the
+// provenance.source_protocol values the adapters write (plus
+// e2a.SourceLegacy for a legacy AgentRequest read by the E2A adapter).
+const (
+	ProtocolE2A        = e2a.SourceE2A
+	ProtocolACP        = e2a.SourceACP
+	ProtocolA2A        = e2a.SourceA2A
+	ProtocolAgentVault = e2a.SourceAgentVault
+	ProtocolA2E        = e2a.SourceA2E
+	// ProtocolWorkflow names the A2E workflow adapter; its envelopes carry
+	// source_protocol "a2e" and method MethodWorkflowExecute.
+	ProtocolWorkflow = "a2e.workflow"
+)
+
+// Protocols lists every adapter name in a stable order.
+var Protocols = []string{ProtocolE2A, ProtocolACP, ProtocolA2A, ProtocolAgentVault, ProtocolA2E, ProtocolWorkflow}
+
+// Adapter returns the adapter of a protocol (see [Protocols]).
+func (n *Normalizer) Adapter(protocol string) (Adapter, bool) {
+	switch protocol {
+	case ProtocolE2A:
+		return n.FromE2A, true
+	case ProtocolACP:
+		return n.FromACP, true
+	case ProtocolA2A:
+		return n.FromA2A, true
+	case ProtocolAgentVault:
+		return n.FromAgentVault, true
+	case ProtocolA2E:
+		return n.FromA2E, true
+	case ProtocolWorkflow:
+		return n.FromWorkflow, true
+	}
+	return nil, false
+}
+
+// Converter ids written to provenance.converter.
+const converterPrefix = "e2a-pipeline/normalizer/"
+
+// Converter returns the provenance.converter id of an adapter.
+func Converter(protocol string) string { return converterPrefix + protocol }
+
+// Detail keys written to provenance.details. Egress renders the answer from
+// source_protocol, method, is_stream, jsonrpc_id and these.
+const (
+	// DetailJSONRPCMethod: the JSON-RPC method as received (spec §11.3).
+	DetailJSONRPCMethod = "jsonrpc_method"
+	// DetailOp: the Op, so that a stored envelope says what it was.
+	DetailOp = "op"
+	// DetailNotification: true when a JSON-RPC request had no id (no answer).
+	DetailNotification = "jsonrpc_notification"
+	// DetailTaskCreated: the adapter assigned a new task_id (A2A message
+	// without taskId, AgentVault tasks/send without id).
+	DetailTaskCreated = "task_created"
+	// DetailTaskContinued: the request continues an existing task.
+	DetailTaskContinued = "task_continued"
+	// DetailContextCreated: the adapter assigned a new context_id (A2A).
+	DetailContextCreated = "context_created"
+	// DetailInteractionSpecVersion: trpc-agent-go interaction_spec_version
+	// of the A2A client; when present egress may use the extended encoding
+	// (tool calls as DataParts, thought parts).
+	DetailInteractionSpecVersion = "interaction_spec_version"
+	// DetailWebhookURL: AgentVault tasks/send webhookUrl (credentials in
+	// the URL's userinfo removed).
+	DetailWebhookURL = "webhook_url"
+	// DetailA2EType, DetailA2EVersion, DetailA2EModel, DetailA2EKnown: the
+	// A2E message type, protocol version, registered model name
+	// ("A2EMessage" for a generic message) and whether the type was
+	// registered.
+	DetailA2EType    = "a2e_type"
+	DetailA2EVersion = "a2e_version"
+	DetailA2EModel   = "a2e_model"
+	DetailA2EKnown   = "a2e_known"
+	// DetailWorkflowFormat: "jsonl" or "rest".
+	DetailWorkflowFormat = "workflow_format"
+	// DetailStrippedSecrets: how many secret values were removed or replaced
+	// by references (never the values).
+	DetailStrippedSecrets = "stripped_secrets"
+)
+
+// req carries one adapter run's Input with the defaults applied.
+type req struct {
+	Input
+	n        *Normalizer
+	protocol string // source protocol written to provenance
+	adapter  string // adapter name for Converter
+	now      time.Time
+}
+
+func (n *Normalizer) begin(in Input, protocol, adapter string) *req {
+	r := &req{Input: in, n: n, protocol: protocol, adapter: adapter}
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	if r.NewID == nil {
+		r.NewID = newUUID
+	}
+	r.now = r.Now()
+	return r
+}
+
+func newUUID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
+}
+
+// newEnvelope returns an envelope with the fields every adapter sets the
+// same way; finish completes it.
+func (r *req) newEnvelope(method string) *e2a.Envelope {
+	return &e2a.Envelope{
+		ProtocolVersion: e2a.ProtocolVersion,
+		Method:          method,
+		Provenance: &e2a.Provenance{
+			SourceProtocol: r.protocol,
+			Details:        map[string]any{},
+		},
+	}
+}
+
+// finish applies what is common to every adapter: defaults (protocol
+// version, request id, timestamp, channel), provenance converter and time,
+// trace context and identity from the transport, secret stripping, routing.
+// claimedUsers are user ids the request itself claims, best first.
+func (r *req) finish(env *e2a.Envelope, op Op, notification bool, claimedUsers ...string) *Result {
+	if env.ProtocolVersion == "" {
+		env.ProtocolVersion = e2a.ProtocolVersion
+	}
+	if env.RequestID == "" {
+		env.RequestID = r.RequestID
+	}
+	if env.RequestID == "" {
+		env.RequestID = r.NewID()
+	}
+	if env.Timestamp == "" {
+		env.Timestamp = e2a.FormatTime(r.now)
+	}
+	if env.Channel == "" {
+		env.Channel = r.Channel
+	}
+	if env.Channel == "" {
+		env.Channel = r.protocol
+	}
+	if env.Provenance == nil {
+		env.Provenance = &e2a.Provenance{SourceProtocol: r.protocol}
+	}
+	p := env.Provenance
+	if p.SourceProtocol == "" {
+		p.SourceProtocol = r.protocol
+	}
+	if p.Converter == "" {
+		p.Converter = Converter(r.adapter)
+		p.ConvertedAt = e2a.FormatTime(r.now)
+	} else if p.ConvertedAt == "" {
+		p.ConvertedAt = e2a.FormatTime(r.now)
+	}
+	if p.Details == nil {
+		p.Details = map[string]any{}
+	}
+	p.Details[DetailOp] = string(op)
+	if notification {
+		p.Details[DetailNotification] = true
+	}
+	r.applyTrace(env)
+	r.applyIdentity(env, claimedUsers)
+	if n := stripSecrets(env, r.n.secretRef); n > 0 {
+		switch prev := p.Details[DetailStrippedSecrets].(type) {
+		case int:
+			n += prev
+		case json.Number:
+			if v, err := prev.Int64(); err == nil && v > 0 && v < 1<<30 {
+				n += int(v)
+			}
+		}
+		p.Details[DetailStrippedSecrets] = n
+	}
+	pool := r.Agent
+	if pool == "" {
+		pool = r.n.routes.Pool(env)
+	}
+	return &Result{Envelope: env, Pool: pool, Op: op, Notification: notification}
+}
+
+// applyIdentity sets user_id and identity_origin: an authenticated principal
+// wins unless it AssertsUser; otherwise the X-User-ID header, then the ids
+// the request claims, then the principal.
+func (r *req) applyIdentity(env *e2a.Envelope, claimed []string) {
+	p := r.Principal
+	if p != nil && p.UserID != "" && !p.AssertsUser {
+		env.UserID = p.UserID
+		env.IdentityOrigin = p.IdentityOrigin
+		if env.IdentityOrigin == "" {
+			env.IdentityOrigin = e2a.IdentityUser
+		}
+		return
+	}
+	if env.UserID == "" && r.Header != nil {
+		env.UserID = r.Header.Get("X-User-ID")
+	}
+	for _, u := range claimed {
+		if env.UserID != "" {
+			break
+		}
+		env.UserID = u
+	}
+	if env.UserID == "" && p != nil && p.UserID != "" {
+		env.UserID = p.UserID
+		if env.IdentityOrigin == "" {
+			env.IdentityOrigin = p.IdentityOrigin
+		}
+	}
+	if env.UserID != "" && env.IdentityOrigin == "" {
+		env.IdentityOrigin = e2a.IdentityUser
+	}
+}
+
+// applyTrace takes W3C trace context from the headers when traceparent is
+// valid; otherwise keeps the body's (E2A) if valid, and drops anything
+// invalid. tracestate is kept only with a valid traceparent.
+func (r *req) applyTrace(env *e2a.Envelope) {
+	if r.Header != nil {
+		if tp := r.Header.Get("traceparent"); validTraceparent(tp) {
+			env.Trace = &e2a.TraceContext{Traceparent: tp, Tracestate: cleanTracestate(r.Header.Values("tracestate"))}
+			return
+		}
+	}
+	if env.Trace != nil {
+		if !validTraceparent(env.Trace.Traceparent) {
+			env.Trace = nil
+			return
+		}
+		env.Trace.Tracestate = cleanTracestate([]string{env.Trace.Tracestate})
+	}
+}
+
+// validTraceparent checks the W3C traceparent format: version-traceid-
+// parentid-flags in lower-case hex, version not ff, ids not all zero;
+// versions above 00 may carry more fields after a dash.
+func validTraceparent(s string) bool {
+	if len(s) < 55 {
+		return false
+	}
+	for i := 0; i < 55; i++ {
+		c := s[i]
+		switch i {
+		case 2, 35, 52:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+				return false
+			}
+		}
+	}
+	if s[:2] == "ff" || s[3:35] == "00000000000000000000000000000000" || s[36:52] == "0000000000000000" {
+		return false
+	}
+	if len(s) > 55 {
+		return s[:2] != "00" && s[55] == '-'
+	}
+	return true
+}
+
+// cleanTracestate joins tracestate header values and drops the result when
+// it is longer than 512 characters or not printable ASCII (W3C limits).
+func cleanTracestate(vals []string) string {
+	s := ""
+	for _, v := range vals {
+		if v == "" {
+			continue
+		}
+		if s != "" {
+			s += ","
+		}
+		s += v
+	}
+	if len(s) > 512 {
+		return ""
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return ""
+		}
+	}
+	return s
+}

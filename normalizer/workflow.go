@@ -1,0 +1,289 @@
+package normalizer
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// MethodWorkflowExecute is the method of an A2E workflow envelope; the
+// routing rule sends it to WorkflowPool.
+const MethodWorkflowExecute = "a2e.workflow.execute"
+
+// Workflow line types.
+const (
+	WorkflowOperationUpdate = "operationUpdate"
+	WorkflowBeginExecution  = "beginExecution"
+)
+
+// MaxWorkflowErrors bounds the line errors reported for one workflow.
+const MaxWorkflowErrors = 100
+
+var workflowID = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+// Workflow is the structure of an A2E workflow: its operations (in order
+// of first definition; a later operationUpdate of the same id replaces the
+// operation) and its beginExecution. Only structure is checked here (the
+// JSONL schema of a2e-workflow-protocol.md); the catalog, permissions and
+// path references are validated by the workflow executor.
+type Workflow struct {
+	Operations     []WorkflowOperation
+	ExecutionID    string
+	OperationOrder []string
+	// Lines are the workflow's lines as objects, in order (blank lines
+	// dropped).
+	Lines []map[string]any
+}
+
+// WorkflowOperation is one defined operation.
+type WorkflowOperation struct {
+	ID   string // operationId
+	Type string // the operation's single key, e.g. "ApiCall"
+	// Operation is the line's operation object ({"ApiCall": {...}}).
+	Operation map[string]any
+}
+
+// ParseWorkflow checks the structure of a JSONL workflow and returns it,
+// or the structural errors, one per problem and line (at most
+// MaxWorkflowErrors):
+//
+//   - every non-blank line is a JSON object with a string type,
+//     operationUpdate or beginExecution;
+//   - operationUpdate: operationId matches ^[a-zA-Z0-9_-]+$, operation is
+//     an object with exactly one property whose value is an object;
+//   - beginExecution: executionId matches ^[a-zA-Z0-9_-]+$,
+//     operationOrder is a non-empty array of strings, each defined by an
+//     earlier operationUpdate; exactly one beginExecution, on the last
+//     non-blank line.
+func ParseWorkflow(jsonl string) (*Workflow, []LineError) {
+	w := &Workflow{}
+	var errs []LineError
+	add := func(line int, field, format string, a ...any) {
+		if len(errs) < MaxWorkflowErrors {
+			errs = append(errs, LineError{Line: line, Field: field, Message: sprintf(format, a...)})
+		}
+	}
+	defined := map[string]int{} // id → index in w.Operations
+	beginLine := 0
+	lastLine := 0
+	lines := strings.Split(jsonl, "\n")
+	for i, raw := range lines {
+		ln := i + 1
+		line := strings.TrimSpace(raw)
+		if line == "" {
+			continue
+		}
+		lastLine = ln
+		if err := e2a.CheckDepth([]byte(line), e2a.MaxNesting); err != nil {
+			add(ln, "", "JSON nests deeper than %d", e2a.MaxNesting)
+			continue
+		}
+		var m map[string]any
+		if err := decodeStrict([]byte(line), &m); err != nil || m == nil {
+			add(ln, "", "not a JSON object")
+			continue
+		}
+		w.Lines = append(w.Lines, m)
+		typ, _ := m["type"].(string)
+		switch typ {
+		case WorkflowOperationUpdate:
+			id, ok := m["operationId"].(string)
+			if !ok || !workflowID.MatchString(id) {
+				add(ln, "operationId", "required, must match ^[a-zA-Z0-9_-]+$")
+			}
+			op, isObj := m["operation"].(map[string]any)
+			opType := ""
+			switch {
+			case !isObj:
+				add(ln, "operation", "required, must be an object")
+			case len(op) != 1:
+				add(ln, "operation", "must have exactly one property (the operation type), has %d", len(op))
+			default:
+				for k, v := range op {
+					opType = k
+					if _, ok := v.(map[string]any); !ok {
+						add(ln, "operation."+k, "must be an object")
+					}
+				}
+			}
+			if ok && workflowID.MatchString(id) && isObj && len(op) == 1 {
+				wo := WorkflowOperation{ID: id, Type: opType, Operation: op}
+				if j, seen := defined[id]; seen {
+					w.Operations[j] = wo
+				} else {
+					defined[id] = len(w.Operations)
+					w.Operations = append(w.Operations, wo)
+				}
+			}
+		case WorkflowBeginExecution:
+			if beginLine != 0 {
+				add(ln, "type", "a second beginExecution (first on line %d)", beginLine)
+				continue
+			}
+			beginLine = ln
+			id, ok := m["executionId"].(string)
+			if !ok || !workflowID.MatchString(id) {
+				add(ln, "executionId", "required, must match ^[a-zA-Z0-9_-]+$")
+			}
+			w.ExecutionID = id
+			order, isArr := m["operationOrder"].([]any)
+			if !isArr || len(order) == 0 {
+				add(ln, "operationOrder", "required, must be a non-empty array of operation ids")
+				continue
+			}
+			for k, o := range order {
+				s, isStr := o.(string)
+				if !isStr {
+					add(ln, sprintf("operationOrder[%d]", k), "must be a string")
+					continue
+				}
+				if _, seen := defined[s]; !seen {
+					add(ln, sprintf("operationOrder[%d]", k), "operation %q is not defined by an earlier operationUpdate", s)
+				}
+				w.OperationOrder = append(w.OperationOrder, s)
+			}
+		case "":
+			add(ln, "type", "required, must be operationUpdate or beginExecution")
+		default:
+			add(ln, "type", "unknown type %q (want operationUpdate or beginExecution)", typ)
+		}
+	}
+	switch {
+	case lastLine == 0:
+		add(1, "", "empty workflow")
+	case beginLine == 0:
+		add(lastLine, "", "no beginExecution line")
+	case beginLine != lastLine:
+		add(beginLine, "type", "beginExecution must be the last line (line %d follows)", lastLine)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return w, nil
+}
+
+// FromWorkflow normalizes an A2E workflow, sent either as JSONL (one
+// operationUpdate/beginExecution per line) or as the REST body
+// {"workflow": "<jsonl>"} of POST /api/v1/workflows/execute, into one
+// envelope for the workflow pool:
+//
+//   - method "a2e.workflow.execute" (routed to WorkflowPool unless a
+//     method rule says otherwise), source_protocol "a2e", details
+//     workflow_format "jsonl" or "rest";
+//   - task_id ← executionId (the id clients poll with
+//     GET /api/v1/executions/{id}); request_id is never taken from it;
+//   - params.workflow: the workflow as canonical JSONL (one compact object
+//     per line, secrets stripped), params.execution_id,
+//     params.operation_order, params.operations ([{"operationId",
+//     "operation"}] in definition order);
+//   - is_stream for JSONL (progress frames), not for the REST form.
+//
+// Literal secrets in operations (e.g. an ApiCall header "Authorization":
+// "Bearer …") are replaced like any secret field; {"credentialRef": …}
+// objects are references and are kept.
+//
+// Errors: ErrParse (REST body not JSON); ErrInvalidRequest (a REST body
+// whose workflow is not a string); ErrInvalidParams with Error.Lines for
+// structural errors (HTTP 422, A2E validation_error).
+func (n *Normalizer) FromWorkflow(in Input) (*Result, error) {
+	r := n.begin(in, e2a.SourceA2E, ProtocolWorkflow)
+	text, format, e := workflowText(in.Body)
+	if e != nil {
+		return nil, e
+	}
+	w, lines := ParseWorkflow(text)
+	if lines != nil {
+		return nil, &Error{Kind: ErrInvalidParams, Protocol: ProtocolWorkflow, Method: MethodWorkflowExecute,
+			Msg: sprintf("workflow has %d structural error(s)", len(lines)), Lines: lines}
+	}
+	env := r.newEnvelope(MethodWorkflowExecute)
+	env.Provenance.Details[DetailWorkflowFormat] = format
+	env.TaskID = w.ExecutionID
+	env.IsStream = format == "jsonl"
+	// Strip secrets from the operations first, then write the canonical
+	// JSONL from the stripped lines, so that no copy keeps a secret.
+	stripped := 0
+	for _, l := range w.Lines {
+		stripped += scrubMap(l, r.n.secretRef, 0)
+	}
+	if stripped > 0 {
+		env.Provenance.Details[DetailStrippedSecrets] = stripped
+	}
+	var buf bytes.Buffer
+	for _, l := range w.Lines {
+		b, err := marshalNoEscape(l)
+		if err != nil {
+			return nil, newErr(ErrInvalidParams, ProtocolWorkflow, "workflow line does not encode: %v", err)
+		}
+		buf.Write(b)
+		buf.WriteByte('\n')
+	}
+	ops := make([]any, len(w.Operations))
+	for i, o := range w.Operations {
+		ops[i] = map[string]any{"operationId": o.ID, "operation": o.Operation}
+	}
+	order := make([]any, len(w.OperationOrder))
+	for i, o := range w.OperationOrder {
+		order[i] = o
+	}
+	env.Params = map[string]any{
+		"workflow":        buf.String(),
+		"execution_id":    w.ExecutionID,
+		"operation_order": order,
+		"operations":      ops,
+	}
+	res := r.finish(env, OpSubmit, false)
+	return res, nil
+}
+
+// workflowText returns the JSONL of a workflow body and its format: the
+// REST form is one JSON object with a "workflow" member and no "type".
+func workflowText(body []byte) (string, string, *Error) {
+	t := bytes.TrimSpace(body)
+	if len(t) > 0 && t[0] == '{' {
+		var m map[string]json.RawMessage
+		err := json.Unmarshal(t, &m)
+		switch {
+		case err == nil:
+			if raw, ok := m["workflow"]; ok {
+				if _, hasType := m["type"]; !hasType {
+					var s string
+					if err := json.Unmarshal(raw, &s); err != nil {
+						return "", "", newErr(ErrInvalidRequest, ProtocolWorkflow, `"workflow" must be a string of JSONL`)
+					}
+					return s, "rest", nil
+				}
+			}
+		case looksLikeREST(t):
+			return "", "", newErr(ErrParse, ProtocolWorkflow, "body is not valid JSON: %v", err)
+		}
+	}
+	return string(body), "jsonl", nil
+}
+
+// looksLikeREST reports whether a body starts as the REST form
+// {"workflow": …} (possibly pretty-printed over several lines).
+func looksLikeREST(t []byte) bool {
+	if len(t) == 0 || t[0] != '{' {
+		return false
+	}
+	rest := bytes.TrimSpace(t[1:])
+	return bytes.HasPrefix(rest, []byte(`"workflow"`))
+}
+
+// marshalNoEscape writes compact JSON without HTML escaping.
+func marshalNoEscape(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+func sprintf(format string, a ...any) string { return fmt.Sprintf(format, a...) }
