@@ -44,6 +44,10 @@ type Config struct {
 
 	// DefaultPool receives requests that name no agent and match no route.
 	DefaultPool string `envconfig:"DEFAULT_POOL" default:"demo"`
+	// Routes is the routing rule (method or channel → pool), e.g.
+	// "default=demo; method:tool/*=tools; channel:feishu=feishu"; empty
+	// sends everything to DefaultPool (workflows to "workflow").
+	Routes string `envconfig:"ROUTES"`
 	// MaxBodyBytes bounds request bodies (413 beyond).
 	MaxBodyBytes int64 `envconfig:"MAX_BODY_BYTES" default:"4194304"`
 

@@ -21,6 +21,7 @@ Usage:
   e2a serve                 run ingress and egress against E2A_NATS_URL
   e2a agent --pool NAME     run a built-in agent pool (demo) against E2A_NATS_URL
   e2a streams apply         create or update streams and KV buckets on E2A_NATS_URL
+  e2a bench [flags]         load benchmark: the whole pipeline in process, or --target URL (-h for flags)
   e2a help                  this text
 
 Configuration comes from E2A_* environment variables (see README).
@@ -58,6 +59,8 @@ func run(ctx context.Context, args []string) error {
 		return runAgent(ctx, cfg, args[1:])
 	case "streams":
 		return runStreams(ctx, cfg, args[1:])
+	case "bench":
+		return runBench(ctx, cfg, args[1:])
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return nil

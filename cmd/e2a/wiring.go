@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/workflow"
 )
 
@@ -62,6 +63,13 @@ func newWorkflowExecutor(ctx context.Context, js jetstream.JetStream, cfg Config
 // environment (E2A_AUTH_*, E2A_API_KEYS, E2A_RATE_LIMIT_*, E2A_MAX_STREAMS).
 func ingressOptions(ctx context.Context, js jetstream.JetStream, cfg Config) ([]ingress.Option, error) {
 	var opts []ingress.Option
+	if cfg.Routes != "" {
+		routes, err := normalizer.ParseRoutes(cfg.Routes)
+		if err != nil {
+			return nil, fmt.Errorf("E2A_ROUTES: %w", err)
+		}
+		opts = append(opts, ingress.WithRoutes(routes))
+	}
 	auth, err := ingress.LoadAuth(os.Getenv)
 	if err != nil {
 		return nil, err

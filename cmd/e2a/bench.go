@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/e2a-pipeline/pipeline/internal/bench"
+)
+
+// runBench runs the load harness (internal/bench): the whole pipeline in
+// this process, or running endpoints with --target.
+func runBench(ctx context.Context, _ Config, args []string) error {
+	d := bench.DefaultConfig()
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	c := d
+	fs.StringVar(&c.Target, "target", "", "base URL of running endpoints (default: the pipeline in this process)")
+	fs.StringVar(&c.NATSURL, "nats", "", "with --target: NATS URL whose raw publish rate is the baseline")
+	fs.StringVar(&c.Protocol, "protocol", d.Protocol, "one of "+strings.Join(bench.Protocols, ", "))
+	fs.IntVar(&c.Requests, "requests", d.Requests, "requests at full load")
+	fs.IntVar(&c.Concurrency, "concurrency", d.Concurrency, "clients at full load (closed loop)")
+	fs.IntVar(&c.Frames, "frames", d.Frames, "frames per request, the final one included")
+	fs.IntVar(&c.FrameBytes, "frame-bytes", d.FrameBytes, "bytes of text per chunk frame")
+	fs.DurationVar(&c.Delay, "delay", 0, "agent delay between frames")
+	fs.IntVar(&c.Warmup, "warmup", d.Warmup, "warm-up requests")
+	sweep := fs.String("sweep", joinFloats(d.Sweep), "open-loop loads as fractions of the full-load rate (0.5 always runs)")
+	fs.Float64Var(&c.SweepSeconds, "sweep-seconds", d.SweepSeconds, "seconds per open-loop load")
+	fs.IntVar(&c.ReplayOpens, "replay-opens", d.ReplayOpens, "stream opens of finished requests (0: none)")
+	fs.IntVar(&c.BaselineMsgs, "baseline-msgs", d.BaselineMsgs, "raw async publishes of the baseline (0: none)")
+	fs.IntVar(&c.BaselineBytes, "baseline-bytes", d.BaselineBytes, "bytes per baseline message")
+	fs.IntVar(&c.AgentConcurrency, "agent-concurrency", 0, "in-process agent pool concurrency (default max(256, 2×concurrency))")
+	fs.BoolVar(&c.SplitConns, "split-conns", false, "in process: give the agent pool its own NATS connection")
+	fs.BoolVar(&c.SyncAlways, "sync-always", false, "in process: fsync every JetStream write")
+	fs.StringVar(&c.StoreDir, "store-dir", "", "in process: JetStream store directory (default: temporary)")
+	fs.StringVar(&c.RemoteAgent, "remote-agent", d.RemoteAgent, "with --target: the agent the pool runs, demo or bench")
+	fs.StringVar(&c.Pool, "pool", "", "E2A requests: agent pool (?agent=)")
+	fs.DurationVar(&c.Timeout, "timeout", d.Timeout, "per-request timeout")
+	var headers headerFlag
+	fs.Var(&headers, "header", "header added to every request, 'Name: value' (repeatable)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	chart := fs.String("chart", "", "write a PNG chart of latency percentiles against offered load")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the full-load phase")
+	fs.StringVar(&c.MemProfile, "memprofile", "", "write an allocation profile after the full-load phase")
+	fs.StringVar(&c.MutexProfile, "mutexprofile", "", "write a mutex profile of the full-load phase")
+	fs.StringVar(&c.BlockProfile, "blockprofile", "", "write a block profile of the full-load phase")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	var err error
+	if c.Sweep, err = parseFloats(*sweep); err != nil {
+		return err
+	}
+	c.Header = http.Header(headers)
+	if !*asJSON {
+		c.Progress = func(s string) { fmt.Fprintln(os.Stderr, "bench:", s) }
+	}
+	rep, err := bench.Run(ctx, c)
+	if err != nil {
+		return err
+	}
+	if *chart != "" {
+		f, err := os.Create(*chart)
+		if err != nil {
+			return err
+		}
+		if err := rep.WriteChart(f); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		return rep.WriteJSON(os.Stdout)
+	}
+	return rep.WriteText(os.Stdout)
+}
+
+func joinFloats(fs []float64) string {
+	s := make([]string, len(fs))
+	for i, f := range fs {
+		s[i] = strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	return strings.Join(s, ",")
+}
+
+func parseFloats(s string) ([]float64, error) {
+	var out []float64
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		f, err := strconv.ParseFloat(p, 64)
+		if err != nil {
+			return nil, fmt.Errorf("bench: --sweep %q: %w", s, err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// headerFlag collects repeated --header 'Name: value' flags.
+type headerFlag http.Header
+
+func (h *headerFlag) String() string { return "" }
+
+func (h *headerFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, ":")
+	if !ok || strings.TrimSpace(k) == "" {
+		return fmt.Errorf("header %q: want 'Name: value'", v)
+	}
+	if *h == nil {
+		*h = headerFlag{}
+	}
+	http.Header(*h).Add(strings.TrimSpace(k), strings.TrimSpace(val))
+	return nil
+}
