@@ -192,6 +192,7 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/requests", s.handleE2A)
 	mux.HandleFunc("POST /a2a", s.handleA2A)
+	mux.HandleFunc("POST /acp", s.handleACP)
 	mux.HandleFunc("POST /a2e", s.handleA2E)
 	mux.HandleFunc("GET /.well-known/agent-card.json", s.handleCard)
 	mux.HandleFunc("GET /.well-known/agent.json", s.handleCard)

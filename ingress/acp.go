@@ -1,0 +1,715 @@
+package ingress
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+
+	acp "github.com/coder/acp-go-sdk"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// POST /acp serves the Agent Client Protocol (ACP) as JSON-RPC 2.0 over
+// HTTP; `e2a acp` serves the same methods over stdio (see ServeACPStdio).
+//
+//   - initialize, authenticate, logout are answered locally: protocol
+//     version 1, loadSession, the prompt capabilities, and one auth method
+//     per configured scheme (over HTTP the credential travels in the
+//     headers, so authenticate only checks the method id).
+//   - session/new creates a session (a UUIDv7) in the task store
+//     (KindSession) with its cwd and MCP servers (secret values removed) and
+//     answers {sessionId}.
+//   - session/prompt publishes the envelope, appends the request to the
+//     session, and streams session/update notifications then the result
+//     {stopReason}: NDJSON (default, Accept: application/x-ndjson) or SSE
+//     (Accept: text/event-stream), one JSON-RPC message per line or event.
+//     The session's cwd and mcpServers are added to the envelope's params
+//     (when the prompt has no such keys), and the keys of
+//     params._meta.e2a_params are lifted into params (never overwriting):
+//     ACP's PromptRequest has no room for pipeline parameters, and
+//     normalizer.EnvelopeToACPPeerCall moves them to the same place.
+//   - session/load replays the session's history (user_message_chunk for
+//     each prompt, then the agent's updates) as session/update
+//     notifications, framed like session/prompt, then the result null.
+//   - session/cancel (a notification) cancels the session's last request;
+//     the pending session/prompt then ends with stopReason "cancelled".
+//   - session/list, session/fork, session/resume and session/close: the
+//     pipeline owns sessions and does not implement these: -32601.
+//   - any other method the normalizer accepts (session/set_mode,
+//     session/set_model, extension methods "_…", …) is passed through to
+//     the agent pool: published, then answered with the request's final
+//     frame (e2a.complete → result, e2a.error → error). As a notification it
+//     is only published.
+//
+// Unknown sessions are answered with ACP's -32002 (resource not found); a
+// session of another principal is unknown. Auth failures use ACP's -32000
+// (authentication required) with HTTP 401.
+
+// ACP error codes beyond JSON-RPC's.
+const (
+	ACPCodeAuthRequired     = -32000
+	ACPCodeResourceNotFound = -32002
+	ACPCodeRequestCancelled = -32800
+)
+
+// ACPProtocolVersion is the ACP protocol version this front door speaks.
+const ACPProtocolVersion = 1
+
+// kindACPSessionConfig keys the cwd and MCP servers of an ACP session in
+// the task bucket, beside the session's TaskRecord.
+const kindACPSessionConfig = "acp_session"
+
+// acpSessionConfig is what session/new (or session/load) said about the
+// client's environment; secret values of MCP servers are removed.
+type acpSessionConfig struct {
+	Cwd                   string   `json:"cwd"`
+	McpServers            []any    `json:"mcpServers"`
+	AdditionalDirectories []string `json:"additionalDirectories,omitempty"`
+}
+
+// acpShape writes a refusal as a JSON-RPC error (id null) with the HTTP
+// status, using ACP's "authentication required" code for 401.
+func acpShape(w http.ResponseWriter, f failure) {
+	if f.RPCCode == CodeAuthenticationError {
+		f.RPCCode = ACPCodeAuthRequired
+	}
+	rpcShape(w, f)
+}
+
+// acpStreaming reports the methods answered as a stream of messages; they
+// cannot be part of a batch.
+func acpStreaming(method string) bool {
+	return method == e2a.ACPSessionPrompt || method == e2a.ACPSessionLoad
+}
+
+// acpMetricMethods are the method labels of the metrics: the ACP client →
+// agent methods; extension methods are "_ext", anything else "other".
+var acpMetricMethods = map[string]bool{}
+
+func init() {
+	for _, m := range []string{
+		acp.AgentMethodAuthenticate, acp.AgentMethodInitialize, acp.AgentMethodLogout,
+		acp.AgentMethodSessionCancel, acp.AgentMethodSessionClose, acp.AgentMethodSessionFork,
+		acp.AgentMethodSessionList, acp.AgentMethodSessionLoad, acp.AgentMethodSessionNew,
+		acp.AgentMethodSessionPrompt, acp.AgentMethodSessionResume, acp.AgentMethodSessionSetConfigOption,
+		acp.AgentMethodSessionSetMode, acp.AgentMethodSessionSetModel,
+		acp.AgentMethodDocumentDidChange, acp.AgentMethodDocumentDidClose, acp.AgentMethodDocumentDidFocus,
+		acp.AgentMethodDocumentDidOpen, acp.AgentMethodDocumentDidSave, acp.AgentMethodMcpMessage,
+		acp.AgentMethodNesAccept, acp.AgentMethodNesClose, acp.AgentMethodNesReject, acp.AgentMethodNesStart,
+		acp.AgentMethodNesSuggest, acp.AgentMethodProvidersDisable, acp.AgentMethodProvidersList,
+		acp.AgentMethodProvidersSet,
+	} {
+		acpMetricMethods[m] = true
+	}
+}
+
+// acpMetricMethod bounds the method label of the metrics.
+func acpMetricMethod(m string) string {
+	switch {
+	case acpMetricMethods[m]:
+		return m
+	case strings.HasPrefix(m, "_"):
+		return "_ext"
+	}
+	return "other"
+}
+
+// handleACP serves POST /acp.
+func (s *Server) handleACP(w http.ResponseWriter, r *http.Request) {
+	rec := &statusRecorder{ResponseWriter: w}
+	method := "?"
+	defer func() { s.metrics.requests.WithLabelValues("acp", method, strconv.Itoa(rec.code)).Inc() }()
+	w = rec
+	p, ok := s.gate(w, r, "acp", acpShape)
+	if !ok {
+		return
+	}
+	body, ok := s.readRPCBody(w, r)
+	if !ok {
+		return
+	}
+	calls, batch, derr := DecodeJSONRPC(body, DecodeOptions{})
+	if derr != nil {
+		_ = WriteError(w, nil, derr)
+		return
+	}
+	if batch {
+		method = "batch"
+		_ = ServeBatch(w, r, calls, acpStreaming, func(ctx context.Context, req *Request) (any, *Error) {
+			return s.acpCallRecorded(r.WithContext(ctx), p, req)
+		})
+		return
+	}
+	c := calls[0]
+	if c.Err != nil {
+		_ = WriteError(w, c.Request.ID, c.Err)
+		return
+	}
+	method = acpMetricMethod(c.Request.Method)
+	if c.Request.IsNotification() {
+		s.acpCall(httptest.NewRecorder(), r, p, &c.Request)
+		WriteNoReply(w)
+		return
+	}
+	s.acpCall(w, r, p, &c.Request)
+}
+
+// acpCallRecorded answers one batch element through a recorder.
+func (s *Server) acpCallRecorded(r *http.Request, p Principal, req *Request) (any, *Error) {
+	rw := httptest.NewRecorder()
+	s.acpCall(rw, r, p, req)
+	if req.IsNotification() {
+		return nil, nil
+	}
+	var resp struct {
+		Result json.RawMessage `json:"result"`
+		Error  *Error          `json:"error"`
+	}
+	if err := json.Unmarshal(rw.Body.Bytes(), &resp); err != nil {
+		return nil, InternalError("the answer could not be read")
+	}
+	if resp.Error != nil {
+		return nil, resp.Error
+	}
+	return resp.Result, nil
+}
+
+// stdioKey marks requests made by ServeACPStdio (channel "stdio").
+type stdioKey struct{}
+
+// acpCall answers one ACP request; for a notification (no id) it acts but
+// writes nothing worth reading and never waits for an agent.
+func (s *Server) acpCall(w http.ResponseWriter, r *http.Request, p Principal, req *Request) {
+	raw, _ := json.Marshal(req)
+	in := s.input(r, raw, p, r.URL.Query().Get("agent"))
+	in.RPC = &normalizer.RPCRequest{ID: req.ID, Method: req.Method, Params: req.Params}
+	if r.Context().Value(stdioKey{}) != nil {
+		in.Channel = "stdio"
+	}
+	res, err := s.opts.norm.FromACP(in)
+	if err != nil {
+		_ = WriteError(w, req.ID, &Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()})
+		return
+	}
+	switch req.Method {
+	case e2a.ACPInitialize:
+		s.acpInitialize(w, req)
+	case e2a.ACPAuthenticate:
+		s.acpAuthenticate(w, req)
+	case acp.AgentMethodLogout:
+		_ = WriteResult(w, req.ID, map[string]any{})
+	case e2a.ACPSessionNew:
+		s.acpSessionNew(w, r, p, res, req)
+	case e2a.ACPSessionLoad:
+		s.acpSessionLoad(w, r, p, res, req)
+	case e2a.ACPSessionPrompt:
+		s.acpPrompt(w, r, p, res, req)
+	case e2a.ACPSessionCancel:
+		s.acpCancel(w, r, p, res, req)
+	case acp.AgentMethodSessionList, acp.AgentMethodSessionFork, acp.AgentMethodSessionResume, acp.AgentMethodSessionClose:
+		_ = WriteError(w, req.ID, MethodNotFound(req.Method))
+	default:
+		if res.Op != normalizer.OpSubmit {
+			_ = WriteError(w, req.ID, MethodNotFound(req.Method))
+			return
+		}
+		s.acpPassThrough(w, r, p, res, req)
+	}
+}
+
+// acpAuthMethods lists one ACP auth method per configured scheme.
+func (s *Server) acpAuthMethods() []map[string]any {
+	out := []map[string]any{}
+	if s.opts.auth == nil {
+		return out
+	}
+	for _, sc := range s.opts.auth.Schemes() {
+		var name, desc string
+		switch sc {
+		case SchemeAPIKey:
+			name, desc = "API key", "send the key in the "+HeaderAPIKey+" header"
+		case SchemeBearer:
+			name, desc = "Bearer token", "send Authorization: Bearer <token>"
+		case SchemeOAuth2:
+			name, desc = "OAuth2 client credentials", "get a token from POST /oauth/token, send Authorization: Bearer <token>"
+		default:
+			continue
+		}
+		out = append(out, map[string]any{"id": sc, "name": name, "description": desc})
+	}
+	return out
+}
+
+func (s *Server) acpInitialize(w http.ResponseWriter, req *Request) {
+	var params struct {
+		ProtocolVersion json.RawMessage `json:"protocolVersion"`
+	}
+	_ = json.Unmarshal(req.Params, &params)
+	if _, err := strconv.ParseUint(string(params.ProtocolVersion), 10, 16); err != nil {
+		_ = WriteError(w, req.ID, InvalidParams("protocolVersion must be an integer"))
+		return
+	}
+	_ = WriteResult(w, req.ID, map[string]any{
+		"protocolVersion": ACPProtocolVersion,
+		"agentCapabilities": map[string]any{
+			"loadSession":        true,
+			"promptCapabilities": map[string]any{"image": true, "audio": true, "embeddedContext": true},
+		},
+		"authMethods": s.acpAuthMethods(),
+		"agentInfo":   map[string]any{"name": "e2a-pipeline", "title": "E2A Pipeline", "version": "1"},
+	})
+}
+
+// acpAuthenticate accepts a configured method: the request carrying it has
+// already passed auth.
+func (s *Server) acpAuthenticate(w http.ResponseWriter, req *Request) {
+	var params struct {
+		MethodID string `json:"methodId"`
+	}
+	_ = json.Unmarshal(req.Params, &params)
+	if params.MethodID == "" {
+		_ = WriteError(w, req.ID, InvalidParams("methodId is required"))
+		return
+	}
+	for _, m := range s.acpAuthMethods() {
+		if m["id"] == params.MethodID {
+			_ = WriteResult(w, req.ID, map[string]any{})
+			return
+		}
+	}
+	_ = WriteError(w, req.ID, InvalidParams("unknown auth method "+truncateForMessage(params.MethodID)))
+}
+
+// readSessionConfig reads cwd, mcpServers and additionalDirectories of
+// session/new or session/load params. cwd is required when need is true.
+func readSessionConfig(raw json.RawMessage, need bool) (*acpSessionConfig, *Error) {
+	var params struct {
+		Cwd                   *string         `json:"cwd"`
+		McpServers            json.RawMessage `json:"mcpServers"`
+		AdditionalDirectories []string        `json:"additionalDirectories"`
+	}
+	if err := json.Unmarshal(raw, &params); err != nil && len(raw) > 0 {
+		return nil, InvalidParams("cwd must be a string, mcpServers an array")
+	}
+	if params.Cwd == nil || *params.Cwd == "" {
+		if need {
+			return nil, InvalidParams("cwd is required")
+		}
+		return nil, nil
+	}
+	cfg := &acpSessionConfig{Cwd: *params.Cwd, McpServers: []any{}, AdditionalDirectories: params.AdditionalDirectories}
+	if len(params.McpServers) > 0 && string(params.McpServers) != "null" {
+		if err := json.Unmarshal(params.McpServers, &cfg.McpServers); err != nil {
+			return nil, InvalidParams("mcpServers must be an array")
+		}
+	}
+	for _, m := range cfg.McpServers {
+		stripMCPSecrets(m)
+	}
+	return cfg, nil
+}
+
+// stripMCPSecrets removes the values of an MCP server's environment
+// variables and HTTP headers (credentials, as a rule); their names stay.
+func stripMCPSecrets(v any) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return
+	}
+	for _, k := range []string{"env", "headers"} {
+		list, ok := m[k].([]any)
+		if !ok {
+			continue
+		}
+		for _, e := range list {
+			if em, ok := e.(map[string]any); ok {
+				if _, has := em["value"]; has {
+					em["value"] = ""
+				}
+			}
+		}
+	}
+}
+
+func newSessionID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
+}
+
+func (s *Server) acpSessionNew(w http.ResponseWriter, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
+	cfg, rerr := readSessionConfig(req.Params, true)
+	if rerr != nil {
+		_ = WriteError(w, req.ID, rerr)
+		return
+	}
+	if req.IsNotification() {
+		return // nobody would learn the session id
+	}
+	id := newSessionID()
+	if err := s.putSessionConfig(r.Context(), id, cfg); err != nil {
+		s.acpStoreFailed(w, req, "session store", err)
+		return
+	}
+	now := e2a.FormatTime(s.opts.now())
+	rec := TaskRecord{ID: id, Protocol: normalizer.ProtocolACP, Pool: res.Pool, Principal: p.UserID,
+		RequestIDs: []string{}, Created: now, Updated: now}
+	if err := s.createSession(r.Context(), rec); err != nil {
+		s.acpStoreFailed(w, req, "session store", err)
+		return
+	}
+	_ = WriteResult(w, req.ID, map[string]any{"sessionId": id})
+}
+
+func (s *Server) acpStoreFailed(w http.ResponseWriter, req *Request, what string, err error) {
+	s.opts.log.Warn("acp: "+what+" failed", "method", req.Method, "err", err)
+	w.Header().Set("Retry-After", "1")
+	rpcShape(w, failure{Status: http.StatusServiceUnavailable, RPCCode: CodeInternalError,
+		Message: "the pipeline could not store the session; retry later", Data: map[string]any{"retryable": true}})
+}
+
+// createSession writes a new session record with no request yet.
+func (s *Server) createSession(ctx context.Context, rec TaskRecord) error {
+	key, err := taskKey(KindSession, rec.ID)
+	if err != nil {
+		return err
+	}
+	data, _ := json.Marshal(rec)
+	_, err = s.opts.tasks.kv.Create(ctx, key, data)
+	return err
+}
+
+func (s *Server) putSessionConfig(ctx context.Context, id string, cfg *acpSessionConfig) error {
+	key, err := taskKey(kindACPSessionConfig, id)
+	if err != nil {
+		return err
+	}
+	data, _ := json.Marshal(cfg)
+	_, err = s.opts.tasks.kv.Put(ctx, key, data)
+	return err
+}
+
+func (s *Server) sessionConfig(ctx context.Context, id string) *acpSessionConfig {
+	key, err := taskKey(kindACPSessionConfig, id)
+	if err != nil {
+		return nil
+	}
+	e, err := s.opts.tasks.kv.Get(ctx, key)
+	if err != nil {
+		return nil
+	}
+	var cfg acpSessionConfig
+	if json.Unmarshal(e.Value(), &cfg) != nil {
+		return nil
+	}
+	return &cfg
+}
+
+// session returns the session record of the principal, answering the
+// error itself (when the request has an id) and returning nil otherwise.
+func (s *Server) session(w http.ResponseWriter, r *http.Request, p Principal, req *Request, id string) *TaskRecord {
+	rec, err := s.opts.tasks.Get(r.Context(), KindSession, id)
+	if err == nil && (rec.Protocol != normalizer.ProtocolACP || rec.Principal != p.UserID) {
+		err = ErrTaskNotFound
+	}
+	if err != nil {
+		if errors.Is(err, ErrTaskNotFound) {
+			_ = WriteError(w, req.ID, &Error{Code: ACPCodeResourceNotFound, Message: "Resource not found: session " + truncateForMessage(id),
+				Data: map[string]any{"sessionId": id}})
+			return nil
+		}
+		s.acpStoreFailed(w, req, "session lookup", err)
+		return nil
+	}
+	return rec
+}
+
+// acpPrompt publishes a session/prompt and streams its answer.
+func (s *Server) acpPrompt(w http.ResponseWriter, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
+	env := res.Envelope
+	rec := s.session(w, r, p, req, env.SessionID)
+	if rec == nil {
+		return
+	}
+	liftE2AParams(env)
+	if cfg := s.sessionConfig(r.Context(), env.SessionID); cfg != nil {
+		if _, ok := env.Params["cwd"]; !ok {
+			env.Params["cwd"] = cfg.Cwd
+		}
+		if _, ok := env.Params["mcpServers"]; !ok {
+			env.Params["mcpServers"] = cfg.McpServers
+		}
+	}
+	var release func()
+	if !req.IsNotification() {
+		var ok bool
+		if release, ok = s.acquireStream(w, p, acpShape); !ok {
+			return
+		}
+		defer release()
+	}
+	acc, ok := s.publishRPC(w, r, res.Pool, env, req.ID)
+	if !ok {
+		return
+	}
+	if _, err := s.opts.tasks.Append(r.Context(), KindSession, TaskRecord{ID: env.SessionID, Protocol: normalizer.ProtocolACP,
+		Pool: res.Pool, Principal: p.UserID}, acc.RequestID); err != nil {
+		s.opts.log.Warn("session index update failed", "session_id", env.SessionID, "request_id", acc.RequestID, "err", err)
+	}
+	if req.IsNotification() {
+		return
+	}
+	s.egress.ServeACP(w, r, acc.RequestID, egress.ACPParams{JSONRPCID: req.ID, SessionID: env.SessionID})
+}
+
+// liftE2AParams copies the keys of params._meta.e2a_params into params,
+// never overwriting one.
+func liftE2AParams(env *e2a.Envelope) {
+	if env.Params == nil {
+		env.Params = map[string]any{}
+	}
+	meta, _ := env.Params["_meta"].(map[string]any)
+	extra, _ := meta["e2a_params"].(map[string]any)
+	for k, v := range extra {
+		if _, ok := env.Params[k]; !ok {
+			env.Params[k] = v
+		}
+	}
+}
+
+// acpCancel cancels the session's last request. The worker then writes the
+// final cancelled frame, which ends the pending session/prompt with
+// stopReason "cancelled".
+func (s *Server) acpCancel(w http.ResponseWriter, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
+	rec := s.session(w, r, p, req, res.Envelope.SessionID)
+	if rec == nil {
+		return
+	}
+	if last := rec.LastRequest(); last != "" {
+		if err := s.cancel(r.Context(), last); err != nil {
+			s.opts.log.Warn("acp: cancel failed", "session_id", rec.ID, "request_id", last, "err", err)
+			_ = WriteError(w, req.ID, InternalError("the cancel could not be delivered; retry"))
+			return
+		}
+	}
+	_ = WriteResult(w, req.ID, nil)
+}
+
+// acpStream writes the JSON-RPC messages of one streamed answer: NDJSON
+// lines, or SSE events when the client accepts only text/event-stream.
+type acpStream struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	sse     bool
+	started bool
+}
+
+func newACPStream(w http.ResponseWriter, r *http.Request) *acpStream {
+	a := r.Header.Get("Accept")
+	sse := strings.Contains(a, "text/event-stream") && !strings.Contains(a, "application/x-ndjson")
+	return &acpStream{w: w, rc: http.NewResponseController(w), sse: sse}
+}
+
+func (st *acpStream) emit(v any) error {
+	if !st.started {
+		st.started = true
+		h := st.w.Header()
+		if st.sse {
+			h.Set("Content-Type", "text/event-stream")
+		} else {
+			h.Set("Content-Type", "application/x-ndjson")
+		}
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		st.w.WriteHeader(http.StatusOK)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if st.sse {
+		b = append(append([]byte("data: "), b...), '\n', '\n')
+	} else {
+		b = append(b, '\n')
+	}
+	if _, err := st.w.Write(b); err != nil {
+		return err
+	}
+	_ = st.rc.Flush()
+	return nil
+}
+
+// acpSessionLoad replays a session's history, then answers null.
+func (s *Server) acpSessionLoad(w http.ResponseWriter, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
+	id := res.Envelope.SessionID
+	cfg, rerr := readSessionConfig(req.Params, false)
+	if rerr != nil {
+		_ = WriteError(w, req.ID, rerr)
+		return
+	}
+	rec := s.session(w, r, p, req, id)
+	if rec == nil || req.IsNotification() {
+		return
+	}
+	if cfg != nil {
+		if err := s.putSessionConfig(r.Context(), id, cfg); err != nil {
+			s.opts.log.Warn("acp: session config update failed", "session_id", id, "err", err)
+		}
+	}
+	release, ok := s.acquireStream(w, p, acpShape)
+	if !ok {
+		return
+	}
+	defer release()
+	st := newACPStream(w, r)
+	update := func(u acp.SessionUpdate) error {
+		return st.emit(egress.JSONRPCNotification{JSONRPC: "2.0", Method: e2a.ACPSessionUpdate,
+			Params: acp.SessionNotification{SessionId: acp.SessionId(id), Update: u}})
+	}
+	if err := s.replaySession(r.Context(), rec, update); err != nil {
+		if r.Context().Err() != nil {
+			return
+		}
+		s.opts.log.Warn("acp: session replay failed", "session_id", id, "err", err)
+		_ = st.emit(ErrorResponse(req.ID, InternalError("the session history could not be read")))
+		return
+	}
+	_ = st.emit(ResultResponse(req.ID, nil))
+}
+
+// replaySession calls update with the session/update notifications of the
+// session's history: each prompt's content blocks as user_message_chunk,
+// then the updates of the frames the agent has written so far.
+func (s *Server) replaySession(ctx context.Context, rec *TaskRecord, update func(acp.SessionUpdate) error) error {
+	reqStream, err := s.js.Stream(ctx, streams.RequestsStream)
+	if err != nil {
+		return err
+	}
+	for _, id := range rec.RequestIDs {
+		if env := loadEnvelope(ctx, reqStream, id); env != nil {
+			blocks, _ := normalizer.MergeParamsToACPPrompt(env)["prompt"].([]any)
+			for _, b := range blocks {
+				data, _ := json.Marshal(b)
+				var cb acp.ContentBlock
+				if json.Unmarshal(data, &cb) != nil {
+					continue
+				}
+				if err := update(acp.UpdateUserMessage(cb)); err != nil {
+					return err
+				}
+			}
+		}
+		rd, err := egress.Open(ctx, s.nc, id, 0, egress.WithoutRequestCheck())
+		if err != nil {
+			if errors.Is(err, egress.ErrNotFound) {
+				continue
+			}
+			return err
+		}
+		for {
+			f, ok, err := rd.NextStored(ctx)
+			if err != nil && !errors.Is(err, io.EOF) {
+				rd.Close()
+				return err
+			}
+			if !ok || err != nil {
+				break
+			}
+			ups, _ := egress.ACPUpdates(f.Response)
+			for _, u := range ups {
+				if err := update(u); err != nil {
+					rd.Close()
+					return err
+				}
+			}
+		}
+		rd.Close()
+	}
+	return nil
+}
+
+// loadEnvelope reads the envelope of requestID from E2A_REQUESTS, whatever
+// its pool; nil when the stream no longer holds it.
+func loadEnvelope(ctx context.Context, st jetstream.Stream, requestID string) *e2a.Envelope {
+	subj, err := subjects.Request("x", requestID)
+	if err != nil {
+		return nil
+	}
+	pool, _, err := subjects.ParseRequest(subj)
+	if err != nil {
+		return nil
+	}
+	i := strings.Index(subj, "."+pool+".")
+	filter := subj[:i] + ".*." + subj[i+len(pool)+2:]
+	m, err := st.GetLastMsgForSubject(ctx, filter)
+	if err != nil {
+		return nil
+	}
+	env, err := e2a.FromJSON(m.Data)
+	if err != nil {
+		return nil
+	}
+	return env
+}
+
+// acpPassThrough publishes a method the pipeline does not answer itself
+// and answers with the request's final frame.
+func (s *Server) acpPassThrough(w http.ResponseWriter, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
+	env := res.Envelope
+	if env.SessionID != "" && req.Method == e2a.ACPSessionSetMode {
+		if s.session(w, r, p, req, env.SessionID) == nil {
+			return
+		}
+	}
+	acc, ok := s.publishRPC(w, r, res.Pool, env, req.ID)
+	if !ok || req.IsNotification() {
+		return
+	}
+	var final *e2a.Response
+	err := egress.Replay(r.Context(), s.nc, acc.RequestID, 0, func(f egress.Frame) error {
+		if f.Response.IsFinal {
+			final = f.Response
+		}
+		return nil
+	}, egress.WithoutRequestCheck())
+	if err != nil || final == nil {
+		if r.Context().Err() != nil {
+			return
+		}
+		_ = WriteError(w, req.ID, &Error{Code: CodeInternalError, Message: "Internal error: no answer from the agent",
+			Data: map[string]any{"retryable": true, "request_id": acc.RequestID}})
+		return
+	}
+	if final.ResponseKind == e2a.KindComplete {
+		c, _ := final.Complete()
+		result := c.Result
+		if result == nil {
+			result = map[string]any{}
+		}
+		_ = WriteResult(w, req.ID, result)
+		return
+	}
+	if resp, ok := egress.E2AResponseToACPJSONRPCResponse(final); ok {
+		if resp.Error != nil {
+			_ = WriteError(w, req.ID, &Error{Code: resp.Error.Code, Message: resp.Error.Message, Data: resp.Error.Data})
+			return
+		}
+		_ = WriteResult(w, req.ID, resp.Result)
+		return
+	}
+	_ = WriteResult(w, req.ID, map[string]any{})
+}

@@ -1,0 +1,420 @@
+package ingress
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// ServeACPStdio serves ACP over stdio, as an editor expects of an agent it
+// spawns: newline-delimited JSON-RPC 2.0 messages read from in, answers and
+// session/update notifications written to out, one message per line. It
+// forwards everything to the pipeline through the POST /acp handler of s,
+// in process, so both transports behave the same (the envelopes' channel
+// is "stdio"); s should have no HTTP auth (the local process is the trust
+// boundary). Nothing but protocol messages is written to out.
+//
+// Requests run concurrently: several prompts may stream at once, and a
+// session/cancel read while a prompt streams cancels it (also before its
+// request was published: the cancel is stored on the control subject the
+// worker reads at pick-up), ending the prompt with stopReason "cancelled".
+// "$/cancel_request" cancels one request by id: a session/prompt as above,
+// anything else by stopping its handler and answering -32800 (a request it
+// passed to an agent pool is cancelled in the pipeline too). Each line is
+// written with one Write, under a lock, so lines never interleave.
+//
+// It returns nil at the end of in, once every request in flight has been
+// answered, or when ctx is done (in-flight handlers are stopped; a read
+// blocked on in is abandoned). It returns the error of a failed write to out
+// or of reading in.
+func ServeACPStdio(ctx context.Context, in io.Reader, out io.Writer, s *Server) error {
+	base, stop := context.WithCancel(context.WithValue(ctx, stdioKey{}, true))
+	defer stop()
+	c := &stdioConn{s: s, out: &lineOut{w: out}, base: base, calls: map[string]*stdioCall{}, prompts: map[string]map[*stdioCall]bool{}}
+	lines := make(chan stdioLine)
+	go readLines(bufio.NewReaderSize(in, 64<<10), s.opts.maxBody, lines, base.Done())
+	for {
+		select {
+		case <-ctx.Done():
+			stop()
+			c.wg.Wait()
+			return nil
+		case ln, ok := <-lines:
+			if !ok {
+				c.wg.Wait()
+				return c.out.error()
+			}
+			if ln.err != nil {
+				stop()
+				c.wg.Wait()
+				return ln.err
+			}
+			c.dispatch(ln)
+			if err := c.out.error(); err != nil {
+				stop()
+				c.wg.Wait()
+				return err
+			}
+		}
+	}
+}
+
+type stdioLine struct {
+	data    []byte
+	tooLong bool
+	err     error
+}
+
+// readLines sends the lines of r (without their newline) until EOF; lines
+// longer than limit are reported as such, and their bytes dropped.
+func readLines(r *bufio.Reader, limit int64, lines chan<- stdioLine, done <-chan struct{}) {
+	defer close(lines)
+	send := func(l stdioLine) bool {
+		select {
+		case lines <- l:
+			return true
+		case <-done:
+			return false
+		}
+	}
+	for {
+		var line []byte
+		tooLong := false
+		var err error
+		for {
+			var chunk []byte
+			chunk, err = r.ReadSlice('\n')
+			if !tooLong && int64(len(line)+len(chunk)) <= limit+2 {
+				line = append(line, chunk...)
+			} else {
+				tooLong, line = true, nil
+			}
+			if err != bufio.ErrBufferFull {
+				break
+			}
+		}
+		if len(bytes.TrimSpace(line)) > 0 || tooLong {
+			if !send(stdioLine{data: bytes.TrimSpace(line), tooLong: tooLong}) {
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				send(stdioLine{err: err})
+			}
+			return
+		}
+	}
+}
+
+// lineOut writes whole lines, one Write each, under a lock; after the first
+// failed write it writes nothing more.
+type lineOut struct {
+	mu  sync.Mutex
+	w   io.Writer
+	err error
+}
+
+func (o *lineOut) line(b []byte) error {
+	buf := make([]byte, 0, len(b)+1)
+	buf = append(append(buf, b...), '\n')
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		return o.err
+	}
+	if _, err := o.w.Write(buf); err != nil {
+		o.err = err
+	}
+	return o.err
+}
+
+func (o *lineOut) error() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.err
+}
+
+type stdioConn struct {
+	s    *Server
+	out  *lineOut
+	base context.Context
+	wg   sync.WaitGroup
+
+	mu      sync.Mutex
+	calls   map[string]*stdioCall          // in flight, by canonical JSON-RPC id
+	prompts map[string]map[*stdioCall]bool // session id → prompts in flight
+}
+
+// stdioCall is one request in flight.
+type stdioCall struct {
+	idKey     string
+	id        json.RawMessage
+	sessionID string // of a session/prompt
+	prompt    bool
+	requestID string // the pipeline request id the call publishes, if any
+	ctx       context.Context
+	cancel    context.CancelFunc
+	canceled  atomic.Bool // by $/cancel_request
+}
+
+// peek is what the dispatcher reads of a message before handing it over.
+type peek struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		SessionID string          `json:"sessionId"`
+		RequestID json.RawMessage `json:"requestId"`
+	} `json:"params"`
+}
+
+func (c *stdioConn) dispatch(ln stdioLine) {
+	if ln.tooLong {
+		b, _ := json.Marshal(ErrorResponse(nil, InvalidRequest("message exceeds "+strconv.FormatInt(c.s.opts.maxBody, 10)+" bytes")))
+		_ = c.out.line(b)
+		return
+	}
+	var pk peek
+	if len(ln.data) > 0 && ln.data[0] == '{' {
+		_ = json.Unmarshal(ln.data, &pk) // the handler answers any error
+	}
+	if pk.ID == nil && pk.Method == "$/cancel_request" {
+		c.cancelRequest(pk.Params.RequestID)
+		return
+	}
+	call := &stdioCall{id: pk.ID}
+	call.ctx, call.cancel = context.WithCancel(c.base)
+	hdr := http.Header{}
+	if pk.ID != nil && acpPublishes(pk.Method) {
+		// The pipeline request id is fixed before the handler runs, so a
+		// cancel can name the request before it is even published.
+		call.requestID = newSessionID()
+		hdr.Set("Idempotency-Key", call.requestID)
+	}
+	switch pk.Method {
+	case e2a.ACPSessionPrompt:
+		call.prompt = true
+		call.sessionID = pk.Params.SessionID
+	case e2a.ACPSessionCancel:
+		c.cancelSession(pk.Params.SessionID)
+	}
+	c.register(call)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer c.unregister(call)
+		c.run(call, ln.data, hdr)
+	}()
+}
+
+func (c *stdioConn) register(call *stdioCall) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if call.id != nil {
+		if k, err := canonicalID(call.id); err == nil {
+			if _, dup := c.calls[k]; !dup {
+				call.idKey = k
+				c.calls[k] = call
+			}
+		}
+	}
+	if call.prompt && call.requestID != "" {
+		m := c.prompts[call.sessionID]
+		if m == nil {
+			m = map[*stdioCall]bool{}
+			c.prompts[call.sessionID] = m
+		}
+		m[call] = true
+	}
+}
+
+func (c *stdioConn) unregister(call *stdioCall) {
+	call.cancel()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if call.idKey != "" && c.calls[call.idKey] == call {
+		delete(c.calls, call.idKey)
+	}
+	if m := c.prompts[call.sessionID]; m != nil {
+		delete(m, call)
+		if len(m) == 0 {
+			delete(c.prompts, call.sessionID)
+		}
+	}
+}
+
+// cancelSession cancels the prompts of the session this connection has in
+// flight (the handler then cancels the session's last recorded request too).
+func (c *stdioConn) cancelSession(sessionID string) {
+	c.mu.Lock()
+	var ids []string
+	for call := range c.prompts[sessionID] {
+		ids = append(ids, call.requestID)
+	}
+	c.mu.Unlock()
+	for _, id := range ids {
+		c.cancelPipeline(id)
+	}
+}
+
+func (c *stdioConn) cancelPipeline(requestID string) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		if err := c.s.cancel(c.base, requestID); err != nil && c.base.Err() == nil {
+			c.s.opts.log.Warn("acp stdio: cancel failed", "request_id", requestID, "err", err)
+		}
+	}()
+}
+
+// cancelRequest handles $/cancel_request.
+func (c *stdioConn) cancelRequest(id json.RawMessage) {
+	k, err := canonicalID(id)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	call := c.calls[k]
+	c.mu.Unlock()
+	if call == nil {
+		return
+	}
+	if call.requestID != "" {
+		c.cancelPipeline(call.requestID)
+	}
+	if call.prompt {
+		return // it ends with stopReason "cancelled"
+	}
+	call.canceled.Store(true)
+	call.cancel()
+}
+
+// run answers one message through the POST /acp handler.
+func (c *stdioConn) run(call *stdioCall, line []byte, hdr http.Header) {
+	r, err := http.NewRequestWithContext(call.ctx, http.MethodPost, "/acp", bytes.NewReader(line))
+	if err != nil {
+		return
+	}
+	for k, v := range hdr {
+		r.Header[k] = v
+	}
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Accept", "application/x-ndjson")
+	r.RemoteAddr = "stdio"
+	w := &stdioResponse{hdr: http.Header{}, out: c.out}
+	c.s.handleACP(w, r)
+	w.finish()
+	if call.canceled.Load() && !w.responded && call.id != nil {
+		b, _ := json.Marshal(ErrorResponse(call.id, &Error{Code: ACPCodeRequestCancelled, Message: "Request cancelled"}))
+		_ = c.out.line(b)
+	}
+}
+
+// stdioResponse is the http.ResponseWriter of one stdio message: its body
+// is cut into lines, each written to stdout as one message; empty lines
+// (NDJSON keep-alives) are dropped. Status and headers are ignored: every
+// answer of POST /acp, errors included, is a JSON-RPC body.
+type stdioResponse struct {
+	hdr       http.Header
+	out       *lineOut
+	buf       []byte
+	responded bool // a response (not a notification) was written
+}
+
+func (w *stdioResponse) Header() http.Header { return w.hdr }
+func (w *stdioResponse) WriteHeader(int)     {}
+func (w *stdioResponse) Flush()              {}
+
+func (w *stdioResponse) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		if err := w.emit(w.buf[:i]); err != nil {
+			return 0, err
+		}
+		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) == 0 {
+		w.buf = nil
+	}
+	return len(p), nil
+}
+
+func (w *stdioResponse) emit(line []byte) error {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return nil
+	}
+	var m struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(line, &m) != nil || m.Method == "" {
+		w.responded = true
+	}
+	return w.out.line(line)
+}
+
+func (w *stdioResponse) finish() {
+	if len(w.buf) > 0 {
+		_ = w.emit(w.buf)
+		w.buf = nil
+	}
+}
+
+// acpPublishes reports whether the POST /acp handler publishes a request
+// for method (rather than answering it from the task store).
+func acpPublishes(method string) bool {
+	switch method {
+	case "", e2a.ACPInitialize, e2a.ACPAuthenticate, acp.AgentMethodLogout, e2a.ACPSessionNew, e2a.ACPSessionLoad,
+		e2a.ACPSessionCancel, acp.AgentMethodSessionList, acp.AgentMethodSessionFork, acp.AgentMethodSessionResume,
+		acp.AgentMethodSessionClose, "$/cancel_request":
+		return false
+	}
+	return true
+}
+
+// canonicalID returns a map key for a JSON-RPC id: strings as their JSON
+// encoding, numbers in a canonical decimal form (1, 1.0 and 1e0 are one
+// id), null as "null".
+func canonicalID(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "", errors.New("empty id")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "", err
+	}
+	switch x := v.(type) {
+	case nil:
+		return "null", nil
+	case string:
+		b, _ := json.Marshal(x)
+		return string(b), nil
+	case json.Number:
+		if n, err := x.Int64(); err == nil {
+			return strconv.FormatInt(n, 10), nil
+		}
+		if f, err := x.Float64(); err == nil {
+			return strconv.FormatFloat(f, 'g', -1, 64), nil
+		}
+		return x.String(), nil
+	}
+	return "", errors.New("id must be a string, a number or null")
+}

@@ -1,0 +1,394 @@
+package ingress_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+)
+
+// startStdio runs ServeACPStdio over pipes against an embedded pipeline
+// with the demo agent. Closing in ends it; done reports its return.
+func startStdio(t *testing.T, opts ...ingress.Option) (in io.WriteCloser, out io.Reader, done <-chan error) {
+	t.Helper()
+	_, nc := natstest.RunServer(t)
+	reg := prometheus.NewRegistry()
+	eg, err := egress.New(nc, egress.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := ingress.New(nc, eg, append([]ingress.Option{ingress.WithRegisterer(reg)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	agentDone := make(chan struct{})
+	go func() {
+		defer close(agentDone)
+		_ = agent.Run(ctx, nc, "demo", demo.New(), agent.WithMetrics(reg))
+	}()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	errc := make(chan error, 1)
+	go func() {
+		err := ingress.ServeACPStdio(ctx, inR, outW, srv)
+		_ = outW.Close()
+		errc <- err
+	}()
+	t.Cleanup(func() {
+		_ = inW.Close()
+		cancel()
+		<-agentDone
+	})
+	return inW, outR, errc
+}
+
+// recClient is an ACP client that records the session updates it gets.
+type recClient struct {
+	mu      sync.Mutex
+	updates map[acp.SessionId][]acp.SessionUpdate
+	seen    chan acp.SessionId
+}
+
+func newRecClient() *recClient {
+	return &recClient{updates: map[acp.SessionId][]acp.SessionUpdate{}, seen: make(chan acp.SessionId, 1024)}
+}
+
+func (c *recClient) SessionUpdate(_ context.Context, n acp.SessionNotification) error {
+	c.mu.Lock()
+	c.updates[n.SessionId] = append(c.updates[n.SessionId], n.Update)
+	c.mu.Unlock()
+	select {
+	case c.seen <- n.SessionId:
+	default:
+	}
+	return nil
+}
+
+func (c *recClient) take(id acp.SessionId) []acp.SessionUpdate {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	u := c.updates[id]
+	delete(c.updates, id)
+	return u
+}
+
+// forget drops the record of updates seen so far (call it before the
+// prompt whose first update waitUpdate should wait for).
+func (c *recClient) forget() {
+	for {
+		select {
+		case <-c.seen:
+		default:
+			return
+		}
+	}
+}
+
+// waitUpdate waits for an update of session id.
+func (c *recClient) waitUpdate(t *testing.T, id acp.SessionId) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case s := <-c.seen:
+			if s == id {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no update for session %s", id)
+		}
+	}
+}
+
+var errNotSupported = errors.New("not supported by this test client")
+
+func (c *recClient) ReadTextFile(context.Context, acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
+	return acp.ReadTextFileResponse{}, errNotSupported
+}
+func (c *recClient) WriteTextFile(context.Context, acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
+	return acp.WriteTextFileResponse{}, errNotSupported
+}
+func (c *recClient) RequestPermission(context.Context, acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+	return acp.RequestPermissionResponse{}, errNotSupported
+}
+func (c *recClient) CreateTerminal(context.Context, acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
+	return acp.CreateTerminalResponse{}, errNotSupported
+}
+func (c *recClient) KillTerminal(context.Context, acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
+	return acp.KillTerminalResponse{}, errNotSupported
+}
+func (c *recClient) TerminalOutput(context.Context, acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
+	return acp.TerminalOutputResponse{}, errNotSupported
+}
+func (c *recClient) ReleaseTerminal(context.Context, acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
+	return acp.ReleaseTerminalResponse{}, errNotSupported
+}
+func (c *recClient) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
+	return acp.WaitForTerminalExitResponse{}, errNotSupported
+}
+
+// updateKinds returns the kinds of updates, consecutive repeats folded, and
+// the joined agent message text.
+func updateKinds(ups []acp.SessionUpdate) (string, string) {
+	var kinds []string
+	var text strings.Builder
+	for _, u := range ups {
+		k := "?"
+		switch {
+		case u.UserMessageChunk != nil:
+			k = "user_message_chunk"
+		case u.AgentMessageChunk != nil:
+			k = "agent_message_chunk"
+			if u.AgentMessageChunk.Content.Text != nil {
+				text.WriteString(u.AgentMessageChunk.Content.Text.Text)
+			}
+		case u.AgentThoughtChunk != nil:
+			k = "agent_thought_chunk"
+		case u.ToolCall != nil:
+			k = "tool_call"
+		case u.ToolCallUpdate != nil:
+			k = "tool_call_update"
+		}
+		if len(kinds) == 0 || kinds[len(kinds)-1] != k {
+			kinds = append(kinds, k)
+		}
+	}
+	return strings.Join(kinds, " "), text.String()
+}
+
+const demoTurn = "agent_thought_chunk tool_call tool_call_update agent_message_chunk"
+
+func TestStdioSDKClient(t *testing.T) {
+	in, out, done := startStdio(t)
+	client := newRecClient()
+	conn := acp.NewClientSideConnection(client, in, out)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	ini, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber})
+	if err != nil || ini.ProtocolVersion != acp.ProtocolVersionNumber || !ini.AgentCapabilities.LoadSession {
+		t.Fatalf("initialize: %+v %v", ini, err)
+	}
+	newSession := func() acp.SessionId {
+		s, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: "/work", McpServers: []acp.McpServer{}})
+		if err != nil || s.SessionId == "" {
+			t.Fatalf("session/new: %+v %v", s, err)
+		}
+		return s.SessionId
+	}
+	prompt := func(ctx context.Context, sid acp.SessionId, text string, params map[string]any) (acp.PromptResponse, error) {
+		req := acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock(text)}}
+		if params != nil {
+			req.Meta = map[string]any{"e2a_params": params}
+		}
+		return conn.Prompt(ctx, req)
+	}
+
+	// One turn.
+	sid := newSession()
+	res, err := prompt(ctx, sid, "hello", nil)
+	if err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt: %+v %v", res, err)
+	}
+	if kinds, text := updateKinds(client.take(sid)); kinds != demoTurn || text != "You said: hello" {
+		t.Fatalf("updates %q %q", kinds, text)
+	}
+
+	// Several prompts in flight at once, on several sessions.
+	sessions := []acp.SessionId{newSession(), newSession(), newSession()}
+	var wg sync.WaitGroup
+	for i, s := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := prompt(ctx, s, "parallel "+string(rune('a'+i)), map[string]any{"delay_ms": 20})
+			if err != nil || res.StopReason != acp.StopReasonEndTurn {
+				t.Errorf("parallel prompt %d: %+v %v", i, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, s := range sessions {
+		if kinds, text := updateKinds(client.take(s)); kinds != demoTurn || text != "You said: parallel "+string(rune('a'+i)) {
+			t.Fatalf("session %d: %q %q", i, kinds, text)
+		}
+	}
+
+	// session/cancel while the prompt streams.
+	type result struct {
+		res acp.PromptResponse
+		err error
+	}
+	rc := make(chan result, 1)
+	client.forget()
+	go func() {
+		res, err := prompt(ctx, sid, "slow", map[string]any{"delay_ms": 200})
+		rc <- result{res, err}
+	}()
+	client.waitUpdate(t, sid)
+	if err := conn.Cancel(ctx, acp.CancelNotification{SessionId: sid}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-rc
+	if r.err != nil || r.res.StopReason != acp.StopReasonCancelled {
+		t.Fatalf("cancelled prompt: %+v %v", r.res, r.err)
+	}
+	if n := len(client.take(sid)); n > 3 {
+		t.Fatalf("%d updates after a cancel at the first", n)
+	}
+
+	// The client gives up on a prompt ($/cancel_request, then
+	// session/cancel): the pipeline request is cancelled too, and the
+	// session keeps working.
+	pctx, pcancel := context.WithCancel(ctx)
+	client.forget()
+	go func() {
+		_, err := prompt(pctx, sid, "abandoned", map[string]any{"delay_ms": 200})
+		rc <- result{err: err}
+	}()
+	client.waitUpdate(t, sid)
+	pcancel()
+	if r := <-rc; r.err == nil {
+		t.Fatal("abandoned prompt returned no error")
+	}
+	res, err = prompt(ctx, sid, "again", nil)
+	if err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt after cancels: %+v %v", res, err)
+	}
+	client.take(sid)
+
+	// session/load replays the history: 4 prompts, each with its user
+	// message first.
+	if _, err := conn.LoadSession(ctx, acp.LoadSessionRequest{SessionId: sid, Cwd: "/work", McpServers: []acp.McpServer{}}); err != nil {
+		t.Fatal(err)
+	}
+	users := 0
+	for _, u := range client.take(sid) {
+		if u.UserMessageChunk != nil {
+			users++
+		}
+	}
+	if users != 4 {
+		t.Fatalf("replayed %d user messages, want 4", users)
+	}
+	if _, err := conn.LoadSession(ctx, acp.LoadSessionRequest{SessionId: "unknown", Cwd: "/work", McpServers: []acp.McpServer{}}); err == nil {
+		t.Fatal("loaded an unknown session")
+	} else if re, ok := err.(*acp.RequestError); !ok || re.Code != ingress.ACPCodeResourceNotFound {
+		t.Fatalf("unknown session: %v", err)
+	}
+
+	_ = in.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("ServeACPStdio: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ServeACPStdio did not return after the end of its input")
+	}
+}
+
+// TestStdioLines drives the stdio server with raw lines: malformed input,
+// limits, notifications, a cancel that overtakes its prompt, and
+// $/cancel_request of a call waiting for an agent.
+func TestStdioLines(t *testing.T) {
+	in, out, done := startStdio(t, ingress.WithMaxBodyBytes(4096))
+	lines := make(chan map[string]any, 256)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				t.Errorf("stdout line is not JSON: %q", sc.Text())
+				continue
+			}
+			lines <- m
+		}
+	}()
+	send := func(s string) {
+		t.Helper()
+		if _, err := io.WriteString(in, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// next returns the next response (skipping notifications).
+	next := func() map[string]any {
+		t.Helper()
+		for {
+			select {
+			case m, ok := <-lines:
+				if !ok {
+					t.Fatal("stdout closed")
+				}
+				if _, isResp := m["id"]; isResp {
+					return m
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("no answer")
+			}
+		}
+	}
+	code := func(m map[string]any) int {
+		e, _ := m["error"].(map[string]any)
+		c, _ := e["code"].(float64)
+		return int(c)
+	}
+
+	send("\n   \n" + `not json` + "\n")
+	if m := next(); code(m) != -32700 || m["id"] != nil {
+		t.Fatalf("garbage: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"x":"` + strings.Repeat("a", 8000) + `"}}` + "\n")
+	if m := next(); code(m) != -32600 || m["id"] != nil {
+		t.Fatalf("too long: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","method":"no/such"}` + "\n" + `{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":1}}` + "\r\n")
+	if m := next(); m["id"] != "i" || m["result"] == nil {
+		t.Fatalf("initialize after a notification: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}` + "\n")
+	sid, _ := next()["result"].(map[string]any)["sessionId"].(string)
+	if sid == "" {
+		t.Fatal("no session")
+	}
+
+	// A cancel right behind its prompt, before the prompt was published.
+	send(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"x"}],"delay_ms":100}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}` + "\n")
+	if m := next(); m["id"] != float64(3) || m["result"].(map[string]any)["stopReason"] != "cancelled" {
+		t.Fatalf("overtaken prompt: %v", m)
+	}
+
+	// $/cancel_request of a pass-through call waiting for its agent.
+	send(`{"jsonrpc":"2.0","id":"slow","method":"session/set_mode","params":{"sessionId":"` + sid + `","modeId":"m","delay_ms":5000}}` + "\n")
+	time.Sleep(200 * time.Millisecond)
+	send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"slow"}}` + "\n")
+	if m := next(); m["id"] != "slow" || code(m) != ingress.ACPCodeRequestCancelled {
+		t.Fatalf("cancelled request: %v", m)
+	}
+
+	_ = in.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for m := range lines {
+		t.Fatalf("unexpected output after the end: %v", m)
+	}
+}
