@@ -106,6 +106,13 @@ func withID(prefix, requestID string) (string, error) {
 	return prefix + tok, nil
 }
 
+// RequestAnyPool returns e2a.req.*.<token>: the filter matching the
+// request subject of requestID whatever its agent pool (to find a request's
+// envelope without knowing its pool).
+//
+// It returns ErrIDTooLong when requestID is too long.
+func RequestAnyPool(requestID string) (string, error) { return withID(prefixReq+"*.", requestID) }
+
 // RequestFilter returns e2a.req.<agent>.>, the filter subject of the
 // consumer of agent pool agent.
 //

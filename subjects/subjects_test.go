@@ -370,3 +370,17 @@ func roundTrip(t *testing.T, id string) {
 		t.Fatalf("%q invalid", s)
 	}
 }
+
+func TestRequestAnyPool(t *testing.T) {
+	for _, id := range []string{"req-1", "a.b", "日本", ""} {
+		f, err := subjects.RequestAnyPool(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := subjects.Request("pool-x", id)
+		tok, _ := subjects.EncodeID(id)
+		if f != "e2a.req.*."+tok || s != "e2a.req.pool-x."+tok {
+			t.Fatalf("%q: filter %q, subject %q", id, f, s)
+		}
+	}
+}

@@ -1,0 +1,542 @@
+package egress
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// Metadata keys of the trpc A2A interaction spec.
+const (
+	MetaObjectType    = "object_type"
+	MetaTag           = "tag"
+	MetaLLMResponseID = "llm_response_id"
+	MetaThought       = "thought"
+	MetaPartType      = "type"
+)
+
+// Object types and tags of the trpc A2A interaction spec.
+const (
+	ObjectChatCompletion      = "chat.completion"
+	ObjectChatCompletionChunk = "chat.completion.chunk"
+	ObjectToolResponse        = "tool.response"
+	TagCodeExecutionCode      = "code_execution_code"
+	TagCodeExecutionResult    = "code_execution_result"
+	PartExecutableCode        = "executable_code"
+	PartCodeExecutionResult   = "code_execution_result"
+)
+
+// piece is the A2A rendering of one content delta: the parts, the metadata
+// of the event or message that carries them, and how they group.
+type piece struct {
+	parts      []a2a.Part
+	objectType string
+	tag        string
+	group      string // content, call, response, code, other
+	thought    bool
+}
+
+func (p piece) meta(llmID string) map[string]any {
+	m := map[string]any{MetaObjectType: p.objectType, MetaTag: p.tag}
+	if llmID != "" {
+		m[MetaLLMResponseID] = llmID
+	}
+	return m
+}
+
+// deltaText returns a text delta as a string.
+func deltaText(v any) string {
+	switch t := v.(type) {
+	case string:
+		return t
+	case nil:
+		return ""
+	case json.Number:
+		return t.String()
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func asMap(v any) (map[string]any, bool) {
+	m, ok := v.(map[string]any)
+	return m, ok
+}
+
+// chunkPiece renders an e2a.chunk body (trpc "Event Types and A2A Mapping").
+func chunkPiece(c e2a.ChunkBody) (piece, bool) {
+	switch c.DeltaKind {
+	case e2a.DeltaText:
+		return piece{parts: []a2a.Part{a2a.TextPart{Text: deltaText(c.Delta)}}, objectType: ObjectChatCompletionChunk, group: "content"}, true
+	case e2a.DeltaReasoning:
+		return piece{parts: []a2a.Part{a2a.TextPart{Text: deltaText(c.Delta), Metadata: map[string]any{MetaThought: true}}},
+			objectType: ObjectChatCompletionChunk, group: "content", thought: true}, true
+	case e2a.DeltaTool, e2a.DeltaCustom:
+		obj, ok := asMap(c.Delta)
+		if !ok {
+			data := map[string]any{"value": c.Delta}
+			return piece{parts: []a2a.Part{a2a.DataPart{Data: data, Metadata: partMeta(c.DeltaKind, c.MimeType)}}, objectType: ObjectChatCompletion, group: "other"}, true
+		}
+		typ, _ := obj["type"].(string)
+		switch typ {
+		case e2a.ToolFunctionCall:
+			data := dropNil(map[string]any{"id": obj["id"], "type": "function", "name": obj["name"], "args": obj["args"]})
+			return piece{parts: []a2a.Part{a2a.DataPart{Data: data, Metadata: map[string]any{MetaPartType: e2a.ToolFunctionCall}}},
+				objectType: ObjectChatCompletion, group: "call"}, true
+		case e2a.ToolFunctionResponse:
+			data := dropNil(map[string]any{"id": obj["id"], "name": obj["name"], "response": obj["response"]})
+			return piece{parts: []a2a.Part{a2a.DataPart{Data: data, Metadata: map[string]any{MetaPartType: e2a.ToolFunctionResponse}}},
+				objectType: ObjectToolResponse, group: "response"}, true
+		case PartExecutableCode:
+			data := dropNil(map[string]any{"code": obj["code"], "language": obj["language"]})
+			return piece{parts: []a2a.Part{a2a.DataPart{Data: data, Metadata: map[string]any{MetaPartType: PartExecutableCode}}},
+				objectType: ObjectChatCompletion, tag: TagCodeExecutionCode, group: "code"}, true
+		case PartCodeExecutionResult:
+			data := dropNil(map[string]any{"output": obj["output"], "outcome": obj["outcome"]})
+			return piece{parts: []a2a.Part{a2a.DataPart{Data: data, Metadata: map[string]any{MetaPartType: PartCodeExecutionResult}}},
+				objectType: ObjectChatCompletion, tag: TagCodeExecutionResult, group: "code"}, true
+		}
+		t := typ
+		if t == "" {
+			t = c.DeltaKind
+		}
+		return piece{parts: []a2a.Part{a2a.DataPart{Data: obj, Metadata: partMeta(t, c.MimeType)}}, objectType: ObjectChatCompletion, group: "other"}, true
+	}
+	return piece{}, false
+}
+
+func partMeta(typ, mime string) map[string]any {
+	m := map[string]any{MetaPartType: typ}
+	if mime != "" {
+		m["mime_type"] = mime
+	}
+	return m
+}
+
+// resultParts renders the result of an e2a.complete frame: a string or an
+// object's content/text string as a TextPart, any other object as a
+// DataPart.
+func resultParts(v any) []a2a.Part {
+	switch t := v.(type) {
+	case nil:
+		return nil
+	case string:
+		if t == "" {
+			return nil
+		}
+		return []a2a.Part{a2a.TextPart{Text: t}}
+	case map[string]any:
+		for _, k := range []string{"content", "text"} {
+			if s, ok := t[k].(string); ok {
+				return []a2a.Part{a2a.TextPart{Text: s}}
+			}
+		}
+		if len(t) == 0 {
+			return nil
+		}
+		return []a2a.Part{a2a.DataPart{Data: t}}
+	}
+	return []a2a.Part{a2a.DataPart{Data: map[string]any{"result": v}}}
+}
+
+// acpUpdate extracts the session/update object from an acp.session_update
+// body: either the notification params {sessionId, update} or the update
+// itself {sessionUpdate, …}.
+func acpUpdate(body map[string]any) map[string]any {
+	if u, ok := body["update"].(map[string]any); ok {
+		return u
+	}
+	return body
+}
+
+// acpToChunk turns an ACP session update into the equivalent e2a.chunk
+// body, so that every renderer maps ACP-shaped frames like native ones.
+// ok is false for updates with no content (mode changes, commands).
+func acpToChunk(u map[string]any) (e2a.ChunkBody, bool) {
+	kind, _ := u["sessionUpdate"].(string)
+	switch kind {
+	case e2a.UpdateAgentMessageChunk, e2a.UpdateAgentThoughtChunk:
+		dk := e2a.DeltaText
+		if kind == e2a.UpdateAgentThoughtChunk {
+			dk = e2a.DeltaReasoning
+		}
+		content, _ := u["content"].(map[string]any)
+		if t, _ := content["type"].(string); t == "text" || t == "" {
+			return e2a.ChunkBody{DeltaKind: dk, Delta: deltaText(content["text"])}, true
+		}
+		return e2a.ChunkBody{DeltaKind: e2a.DeltaCustom, Delta: content}, true
+	case e2a.UpdateToolCall:
+		return e2a.ChunkBody{DeltaKind: e2a.DeltaTool, Delta: map[string]any{
+			"type": e2a.ToolFunctionCall, "id": u["toolCallId"], "name": u["title"], "args": u["rawInput"]}}, true
+	case e2a.UpdateToolCallUpdate:
+		st, _ := u["status"].(string)
+		out := u["rawOutput"]
+		if out == nil {
+			out = u["content"]
+		}
+		if st != "completed" && st != "failed" && out == nil {
+			return e2a.ChunkBody{}, false
+		}
+		return e2a.ChunkBody{DeltaKind: e2a.DeltaTool, Delta: map[string]any{
+			"type": e2a.ToolFunctionResponse, "id": u["toolCallId"], "name": u["title"], "response": out}}, true
+	case e2a.UpdatePlan:
+		return e2a.ChunkBody{DeltaKind: e2a.DeltaCustom, Delta: map[string]any{"type": "plan", "entries": u["entries"]}}, true
+	}
+	return e2a.ChunkBody{}, false
+}
+
+// contentChunk returns the chunk a content-bearing frame (e2a.chunk or
+// acp.session_update) stands for.
+func contentChunk(r *e2a.Response) (e2a.ChunkBody, bool) {
+	switch r.ResponseKind {
+	case e2a.KindChunk:
+		c, err := r.Chunk()
+		return c, err == nil
+	case e2a.KindACPSessionUpd:
+		body, err := r.BodyMap()
+		if err != nil {
+			return e2a.ChunkBody{}, false
+		}
+		return acpToChunk(acpUpdate(body))
+	}
+	return e2a.ChunkBody{}, false
+}
+
+// outcome is how a final frame ends a task.
+type outcome struct {
+	state   a2a.TaskState
+	message string // failure message
+	code    string
+	retry   bool
+	details map[string]any
+	result  any  // e2a.complete result
+	hasRes  bool // result given (complete)
+}
+
+// finalOutcome reads the outcome of a final frame.
+func finalOutcome(r *e2a.Response) outcome {
+	switch r.ResponseKind {
+	case e2a.KindComplete:
+		c, _ := r.Complete()
+		return outcome{state: a2a.TaskStateCompleted, result: c.Result, hasRes: true}
+	case e2a.KindError:
+		b, _ := r.Error()
+		st := a2a.TaskStateFailed
+		if b.Code == e2a.ErrCodeCancelled {
+			st = a2a.TaskStateCanceled
+		}
+		return outcome{state: st, message: b.Message, code: b.Code, retry: b.Retryable, details: b.Details}
+	case e2a.KindACPPromptRes:
+		body, _ := r.BodyMap()
+		switch stopReason(body) {
+		case e2a.StopCancelled:
+			return outcome{state: a2a.TaskStateCanceled, message: "cancelled", code: e2a.ErrCodeCancelled}
+		case e2a.StopRefusal:
+			return outcome{state: a2a.TaskStateRejected, message: "refusal", code: e2a.StopRefusal}
+		}
+		return outcome{state: a2a.TaskStateCompleted}
+	case e2a.KindACPJSONRPCErr:
+		body, _ := r.BodyMap()
+		msg, _ := body["message"].(string)
+		return outcome{state: a2a.TaskStateFailed, message: msg, code: fmt.Sprint(body["code"])}
+	}
+	if r.Status == e2a.StatusFailed {
+		return outcome{state: a2a.TaskStateFailed, message: "failed"}
+	}
+	return outcome{state: a2a.TaskStateCompleted}
+}
+
+func stopReason(body map[string]any) string {
+	for _, k := range []string{"stopReason", "stop_reason"} {
+		if s, ok := body[k].(string); ok {
+			return s
+		}
+	}
+	return e2a.StopEndTurn
+}
+
+func frameTime(r *e2a.Response) *time.Time {
+	t, err := e2a.ParseTime(r.Timestamp)
+	if err != nil {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+func llmID(r *e2a.Response) string {
+	if r.Metadata == nil {
+		return ""
+	}
+	s, _ := r.Metadata[MetaLLMResponseID].(string)
+	return s
+}
+
+// a2aStructural maps the snake_case keys of proto-aligned A2A JSON (spec
+// §12.5: a2a.task / a2a.message bodies "aligned with spec/a2a.proto") to
+// the camelCase of the JSON-RPC binding.
+var a2aStructural = map[string]string{
+	"context_id": "contextId", "task_id": "taskId", "message_id": "messageId",
+	"artifact_id": "artifactId", "last_chunk": "lastChunk", "reference_task_ids": "referenceTaskIds",
+	"mime_type": "mimeType", "media_type": "mimeType", "file_with_uri": "uri", "file_with_bytes": "bytes",
+}
+
+// normalizeA2A rewrites proto-style A2A JSON (snake_case keys, ROLE_AGENT,
+// TASK_STATE_COMPLETED, parts without kind) into the JSON-RPC binding's
+// shape. The contents of data and metadata members are left alone.
+func normalizeA2A(v any) any {
+	switch t := v.(type) {
+	case []any:
+		for i := range t {
+			t[i] = normalizeA2A(t[i])
+		}
+		return t
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, val := range t {
+			if nk, ok := a2aStructural[k]; ok {
+				k = nk
+			}
+			switch k {
+			case "metadata":
+				out[k] = val
+				continue
+			case "data":
+				// A part's data is user content, left alone; a proto
+				// DataPart (no kind) wraps it once more as {"data": {...}}.
+				if _, hasKind := t["kind"]; !hasKind {
+					if inner, ok := val.(map[string]any); ok && len(inner) == 1 {
+						if d, ok := inner["data"].(map[string]any); ok {
+							val = d
+						}
+					}
+				}
+				out[k] = val
+				continue
+			case "role":
+				if s, ok := val.(string); ok {
+					val = strings.ToLower(strings.TrimPrefix(s, "ROLE_"))
+				}
+			case "state":
+				if s, ok := val.(string); ok && strings.HasPrefix(s, "TASK_STATE_") {
+					val = strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(s, "TASK_STATE_")), "_", "-")
+				}
+			}
+			out[k] = normalizeA2A(val)
+		}
+		if _, ok := out["parts"]; ok {
+			if parts, ok := out["parts"].([]any); ok {
+				for _, p := range parts {
+					if pm, ok := p.(map[string]any); ok {
+						if _, has := pm["kind"]; !has {
+							switch {
+							case pm["text"] != nil:
+								pm["kind"] = "text"
+							case pm["file"] != nil:
+								pm["kind"] = "file"
+							case pm["data"] != nil:
+								pm["kind"] = "data"
+							}
+						}
+					}
+				}
+			}
+		}
+		return out
+	}
+	return v
+}
+
+var branchKinds = map[string]string{
+	e2a.BranchTask: "task", e2a.BranchMessage: "message",
+	e2a.BranchStatusUpdate: "status-update", e2a.BranchArtifactUpdate: "artifact-update",
+	"status-update": "status-update", "artifact-update": "artifact-update",
+}
+
+// decodeA2AEvent decodes an A2A object of the given kind (task, message,
+// status-update, artifact-update) from a frame body.
+func decodeA2AEvent(kind string, v any) (a2a.Event, error) {
+	n := normalizeA2A(roundTrip(v))
+	m, ok := n.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: A2A %s is not an object", ErrInvalidFrame, kind)
+	}
+	if _, has := m["kind"]; !has {
+		m["kind"] = kind
+	}
+	b, _ := json.Marshal(m)
+	ev, err := a2a.UnmarshalEventJSON(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: A2A %s: %v", ErrInvalidFrame, kind, err)
+	}
+	return ev, nil
+}
+
+// roundTrip turns any JSON-able value into plain maps and slices.
+func roundTrip(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var out any
+	if json.Unmarshal(b, &out) != nil {
+		return v
+	}
+	return out
+}
+
+// nativeEvents returns the A2A event carried by an a2a.* frame.
+func nativeEvents(r *e2a.Response) (a2a.Event, error) {
+	switch r.ResponseKind {
+	case e2a.KindA2AStreamEvent:
+		b, err := r.StreamEvent()
+		if err != nil {
+			return nil, err
+		}
+		return decodeA2AEvent(branchKinds[b.Branch], b.Payload)
+	case e2a.KindA2ATask, e2a.KindA2AMessage:
+		body, err := r.BodyMap()
+		if err != nil {
+			return nil, err
+		}
+		kind := "task"
+		if r.ResponseKind == e2a.KindA2AMessage {
+			kind = "message"
+		}
+		return decodeA2AEvent(kind, body)
+	}
+	return nil, nil
+}
+
+// isClosing reports whether ev ends an A2A stream by itself.
+func isClosing(ev a2a.Event) bool {
+	switch e := ev.(type) {
+	case *a2a.TaskStatusUpdateEvent:
+		return e.Final
+	case *a2a.Task:
+		return e.Status.State.Terminal()
+	case *a2a.Message:
+		return true
+	}
+	return false
+}
+
+// a2aMapper turns frames into A2A stream events for one task.
+type a2aMapper struct {
+	taskID    a2a.TaskID
+	contextID string
+	requestID string
+	resumed   bool
+	seen      map[a2a.ArtifactID]bool
+	last      a2a.ArtifactID
+	content   bool
+}
+
+func newA2AMapper(p A2AParams, from int64) *a2aMapper {
+	return &a2aMapper{taskID: a2a.TaskID(p.TaskID), contextID: p.ContextID, resumed: from > 0, seen: map[a2a.ArtifactID]bool{}}
+}
+
+func (m *a2aMapper) bind(r *e2a.Response) {
+	if m.requestID == "" {
+		m.requestID = r.RequestID
+	}
+	if m.taskID == "" {
+		m.taskID = a2a.TaskID(r.TaskID)
+		if m.taskID == "" {
+			m.taskID = a2a.TaskID(r.RequestID)
+		}
+	}
+	if m.contextID == "" {
+		m.contextID = r.ContextID
+		if m.contextID == "" {
+			m.contextID = string(m.taskID)
+		}
+	}
+}
+
+func (m *a2aMapper) artifactID(r *e2a.Response) a2a.ArtifactID {
+	if id := llmID(r); id != "" {
+		return a2a.ArtifactID(id)
+	}
+	return a2a.ArtifactID(r.RequestID)
+}
+
+func (m *a2aMapper) statusUpdate(state a2a.TaskState, ts *time.Time, msg *a2a.Message, final bool) *a2a.TaskStatusUpdateEvent {
+	return &a2a.TaskStatusUpdateEvent{TaskID: m.taskID, ContextID: m.contextID, Final: final,
+		Status: a2a.TaskStatus{State: state, Timestamp: ts, Message: msg}}
+}
+
+// failureMessage is the agent message of a failed or canceled status.
+func (m *a2aMapper) failureMessage(r *e2a.Response, o outcome) *a2a.Message {
+	errMeta := map[string]any{"code": o.code, "message": o.message, "retryable": o.retry}
+	if len(o.details) > 0 {
+		errMeta["details"] = o.details
+	}
+	return &a2a.Message{ID: r.ResponseID, Role: a2a.MessageRoleAgent, TaskID: m.taskID, ContextID: m.contextID,
+		Parts: a2a.ContentParts{a2a.TextPart{Text: o.message}}, Metadata: map[string]any{"error": errMeta}}
+}
+
+// events maps one frame to the A2A events a stream carries for it.
+func (m *a2aMapper) events(r *e2a.Response) ([]a2a.Event, error) {
+	m.bind(r)
+	var evs []a2a.Event
+	if c, ok := contentChunk(r); ok {
+		p, ok := chunkPiece(c)
+		if ok {
+			id := m.artifactID(r)
+			evs = append(evs, &a2a.TaskArtifactUpdateEvent{TaskID: m.taskID, ContextID: m.contextID,
+				Artifact: &a2a.Artifact{ID: id, Parts: p.parts},
+				Append:   m.seen[id] || m.resumed,
+				Metadata: p.meta(llmID(r))})
+			m.seen[id], m.last, m.content = true, id, true
+		}
+	} else {
+		ev, err := nativeEvents(r)
+		if err != nil {
+			return nil, err
+		}
+		if ev != nil {
+			evs = append(evs, ev)
+		}
+	}
+	if !r.IsFinal {
+		return evs, nil
+	}
+	if len(evs) > 0 && isClosing(evs[len(evs)-1]) {
+		return evs, nil
+	}
+	o := finalOutcome(r)
+	ts := frameTime(r)
+	switch o.state {
+	case a2a.TaskStateCompleted:
+		last := &a2a.TaskArtifactUpdateEvent{TaskID: m.taskID, ContextID: m.contextID, LastChunk: true,
+			Artifact: &a2a.Artifact{ID: m.last, Parts: a2a.ContentParts{}}}
+		if !m.content && o.hasRes {
+			if parts := resultParts(o.result); len(parts) > 0 {
+				id := m.artifactID(r)
+				last.Artifact = &a2a.Artifact{ID: id, Parts: parts}
+				last.Append = m.seen[id] || m.resumed
+				last.Metadata = piece{objectType: ObjectChatCompletion}.meta(llmID(r))
+			}
+		}
+		evs = append(evs, last, m.statusUpdate(a2a.TaskStateCompleted, ts, nil, true))
+	default:
+		evs = append(evs, m.statusUpdate(o.state, ts, m.failureMessage(r, o), true))
+	}
+	return evs, nil
+}
+
+// dropNil removes the members whose value is absent.
+func dropNil(m map[string]any) map[string]any {
+	for k, v := range m {
+		if v == nil {
+			delete(m, k)
+		}
+	}
+	return m
+}

@@ -1,0 +1,375 @@
+package egress
+
+import (
+	"encoding/json"
+
+	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// ACPParams describes the ACP session/prompt call a response answers.
+type ACPParams struct {
+	// JSONRPCID is the id of the session/prompt request.
+	JSONRPCID json.RawMessage
+	// SessionID names the session in session/update notifications; by
+	// default the frames' session_id.
+	SessionID string
+	// SSE frames every JSON-RPC message as an SSE event (data: the
+	// message); otherwise one message per line (NDJSON, the framing of ACP
+	// over stdio).
+	SSE bool
+}
+
+var _ Renderer = (*acpRenderer)(nil)
+
+// acpRenderer renders a session/prompt turn: session/update notifications
+// (agent_message_chunk, agent_thought_chunk, tool_call, tool_call_update,
+// plan), then the JSON-RPC response: result {stopReason} or error.
+type acpRenderer struct {
+	o *Output
+	p ACPParams
+}
+
+// NewACP returns the ACP renderer.
+func NewACP(o *Output, p ACPParams) Renderer { return &acpRenderer{o: o, p: p} }
+
+func (r *acpRenderer) Start() error {
+	if r.p.SSE {
+		s := sse{r.o}
+		s.head(0)
+		return s.comment("ok")
+	}
+	ndjsonHead(r.o)
+	return nil
+}
+
+func (r *acpRenderer) emit(id string, v any) error {
+	if r.p.SSE {
+		return sse{r.o}.eventJSON(id, "", v)
+	}
+	return writeLineJSON(r.o, v)
+}
+
+func (r *acpRenderer) Frame(f *Frame) error {
+	resp := f.Response
+	if r.p.SessionID == "" {
+		r.p.SessionID = resp.SessionID
+	}
+	ups, err := ACPUpdates(resp)
+	if err != nil {
+		return err
+	}
+	for i, u := range ups {
+		id := ""
+		if i == len(ups)-1 && !resp.IsFinal {
+			id = seqID(f)
+		}
+		n := JSONRPCNotification{JSONRPC: "2.0", Method: e2a.ACPSessionUpdate,
+			Params: acp.SessionNotification{SessionId: acp.SessionId(r.p.SessionID), Update: u}}
+		if err := r.emit(id, n); err != nil {
+			return err
+		}
+	}
+	if !resp.IsFinal {
+		return nil
+	}
+	return r.emit(seqID(f), acpFinal(resp, r.p.JSONRPCID))
+}
+
+func (r *acpRenderer) Heartbeat() error {
+	if r.p.SSE {
+		return sse{r.o}.comment("keep-alive")
+	}
+	_, err := r.o.WriteString("\n")
+	return err
+}
+
+func (r *acpRenderer) End(err error) error {
+	if err == nil {
+		return nil
+	}
+	if !r.o.Started() {
+		if err := r.Start(); err != nil {
+			return err
+		}
+	}
+	return r.emit("", rpcError(r.p.JSONRPCID, ACPError(err)))
+}
+
+// ACPUpdates returns the ACP session updates a frame stands for: e2a.chunk
+// text → agent_message_chunk, reasoning → agent_thought_chunk, tool
+// function_call → tool_call, function_response → tool_call_update, custom
+// {type: plan, entries} → plan; acp.session_update frames as they are;
+// a2a.* frames through their parts. Frames without content give none.
+func ACPUpdates(r *e2a.Response) ([]acp.SessionUpdate, error) {
+	switch r.ResponseKind {
+	case e2a.KindChunk:
+		c, err := r.Chunk()
+		if err != nil {
+			return nil, err
+		}
+		if u, ok := chunkToACP(c); ok {
+			return []acp.SessionUpdate{u}, nil
+		}
+		return nil, nil
+	case e2a.KindACPSessionUpd:
+		body, err := r.BodyMap()
+		if err != nil {
+			return nil, err
+		}
+		b, _ := json.Marshal(acpUpdate(body))
+		var u acp.SessionUpdate
+		if err := json.Unmarshal(b, &u); err != nil {
+			return nil, err
+		}
+		return []acp.SessionUpdate{u}, nil
+	case e2a.KindA2AStreamEvent, e2a.KindA2ATask, e2a.KindA2AMessage:
+		ev, err := nativeEvents(r)
+		if err != nil || ev == nil {
+			return nil, err
+		}
+		var out []acp.SessionUpdate
+		for _, p := range eventParts(ev) {
+			if u, ok := partToACP(p); ok {
+				out = append(out, u)
+			}
+		}
+		return out, nil
+	}
+	return nil, nil
+}
+
+// chunkToACP maps one e2a.chunk body to an ACP session update.
+func chunkToACP(c e2a.ChunkBody) (acp.SessionUpdate, bool) {
+	switch c.DeltaKind {
+	case e2a.DeltaText:
+		return acp.UpdateAgentMessageText(deltaText(c.Delta)), true
+	case e2a.DeltaReasoning:
+		return acp.UpdateAgentThoughtText(deltaText(c.Delta)), true
+	}
+	obj, ok := asMap(c.Delta)
+	if !ok {
+		return acp.SessionUpdate{}, false
+	}
+	typ, _ := obj["type"].(string)
+	id, _ := obj["id"].(string)
+	name, _ := obj["name"].(string)
+	switch typ {
+	case e2a.ToolFunctionCall:
+		return acp.StartToolCall(acp.ToolCallId(id), name, acp.WithStartKind(acp.ToolKindOther),
+			acp.WithStartStatus(acp.ToolCallStatusInProgress), acp.WithStartRawInput(obj["args"])), true
+	case e2a.ToolFunctionResponse:
+		return acp.UpdateToolCall(acp.ToolCallId(id), acp.WithUpdateStatus(acp.ToolCallStatusCompleted),
+			acp.WithUpdateRawOutput(obj["response"])), true
+	case "plan":
+		b, _ := json.Marshal(map[string]any{"sessionUpdate": e2a.UpdatePlan, "entries": obj["entries"]})
+		var u acp.SessionUpdate
+		if json.Unmarshal(b, &u) == nil {
+			return u, true
+		}
+	}
+	return acp.SessionUpdate{}, false
+}
+
+// eventParts returns the content parts an A2A event carries.
+func eventParts(ev any) []any {
+	var out []any
+	add := func(ps []any) { out = append(out, ps...) }
+	b, _ := json.Marshal(ev)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	if a, ok := m["artifact"].(map[string]any); ok {
+		if ps, ok := a["parts"].([]any); ok {
+			add(ps)
+		}
+	}
+	if ps, ok := m["parts"].([]any); ok {
+		add(ps)
+	}
+	if st, ok := m["status"].(map[string]any); ok {
+		if msg, ok := st["message"].(map[string]any); ok {
+			if ps, ok := msg["parts"].([]any); ok {
+				add(ps)
+			}
+		}
+	}
+	return out
+}
+
+// partToACP maps an A2A part (as JSON) to an ACP session update.
+func partToACP(p any) (acp.SessionUpdate, bool) {
+	m, ok := p.(map[string]any)
+	if !ok {
+		return acp.SessionUpdate{}, false
+	}
+	meta, _ := m["metadata"].(map[string]any)
+	switch m["kind"] {
+	case "text":
+		text, _ := m["text"].(string)
+		if meta[MetaThought] == true {
+			return acp.UpdateAgentThoughtText(text), true
+		}
+		return acp.UpdateAgentMessageText(text), true
+	case "data":
+		data, _ := m["data"].(map[string]any)
+		typ, _ := meta[MetaPartType].(string)
+		d := map[string]any{"type": typ}
+		for k, v := range data {
+			if k != "type" {
+				d[k] = v
+			}
+		}
+		return chunkToACP(e2a.ChunkBody{DeltaKind: e2a.DeltaTool, Delta: d})
+	}
+	return acp.SessionUpdate{}, false
+}
+
+// acpFinal returns the JSON-RPC response ending a turn: the spec mapping
+// of E2AResponseToACPJSONRPCResponse, extended for the pipeline's own
+// final frames: e2a.complete → {stopReason: end_turn} (or the result's
+// stopReason), e2a.error cancelled / refusal / max_tokens /
+// max_turn_requests → that stopReason.
+func acpFinal(r *e2a.Response, id json.RawMessage) JSONRPCResponse {
+	if len(id) == 0 {
+		id = r.JSONRPCID
+	}
+	switch r.ResponseKind {
+	case e2a.KindComplete:
+		c, _ := r.Complete()
+		res := acp.PromptResponse{StopReason: acp.StopReasonEndTurn}
+		if m, ok := c.Result.(map[string]any); ok {
+			if sr := stopReason(m); sr != "" {
+				res.StopReason = acp.StopReason(sr)
+			}
+		}
+		return rpcResult(id, res)
+	case e2a.KindError:
+		b, _ := r.Error()
+		switch b.Code {
+		case e2a.ErrCodeCancelled:
+			return rpcResult(id, acp.PromptResponse{StopReason: acp.StopReasonCancelled})
+		case e2a.StopRefusal, e2a.StopMaxTokens, e2a.StopMaxTurnRequests:
+			return rpcResult(id, acp.PromptResponse{StopReason: acp.StopReason(b.Code)})
+		}
+	}
+	if resp, ok := E2AResponseToACPJSONRPCResponse(r); ok {
+		resp.ID = rpcID(id)
+		return *resp
+	}
+	return rpcResult(id, acp.PromptResponse{StopReason: acp.StopReasonEndTurn})
+}
+
+// E2AResponseToACPJSONRPCResponse is e2a_response_to_acp_jsonrpc_response
+// (spec §8, §12.6): one JSON-RPC response object from a frame's
+// jsonrpc_id and an acp.prompt_result (result, stop_reason written as
+// stopReason) or an e2a.error / acp.jsonrpc_error (error). ok is false for
+// any other kind. An e2a.error becomes the error its external member
+// describes when that is an ACP error, else -32603 with the E2A code,
+// details and retryable in data.
+func E2AResponseToACPJSONRPCResponse(r *e2a.Response) (*JSONRPCResponse, bool) {
+	switch r.ResponseKind {
+	case e2a.KindACPPromptRes:
+		body, err := r.BodyMap()
+		if err != nil {
+			return nil, false
+		}
+		res := make(map[string]any, len(body))
+		for k, v := range body {
+			if k == "stop_reason" {
+				if _, has := body["stopReason"]; has {
+					continue
+				}
+				k = "stopReason"
+			}
+			res[k] = v
+		}
+		out := rpcResult(r.JSONRPCID, res)
+		return &out, true
+	case e2a.KindACPJSONRPCErr:
+		body, err := r.BodyMap()
+		if err != nil {
+			return nil, false
+		}
+		e := &JSONRPCError{Code: JSONRPCInternalError, Data: body["data"]}
+		if n, ok := body["code"].(json.Number); ok {
+			if c, err := n.Int64(); err == nil {
+				e.Code = int(c)
+			}
+		}
+		e.Message, _ = body["message"].(string)
+		out := rpcError(r.JSONRPCID, e)
+		return &out, true
+	case e2a.KindError:
+		b, err := r.Error()
+		if err != nil {
+			return nil, false
+		}
+		if b.External != nil && b.External["protocol"] == "acp" {
+			e := &JSONRPCError{Code: JSONRPCInternalError, Message: b.Message, Data: b.External["data"]}
+			if n, ok := b.External["code"].(json.Number); ok {
+				if c, err := n.Int64(); err == nil {
+					e.Code = int(c)
+				}
+			}
+			if m, ok := b.External["message"].(string); ok && m != "" {
+				e.Message = m
+			}
+			out := rpcError(r.JSONRPCID, e)
+			return &out, true
+		}
+		retry := b.Retryable
+		data := map[string]any{"code": b.Code, "retryable": retry}
+		if len(b.Details) > 0 {
+			data["details"] = b.Details
+		}
+		out := rpcError(r.JSONRPCID, &JSONRPCError{Code: JSONRPCInternalError, Message: b.Message, Data: data})
+		return &out, true
+	}
+	return nil, false
+}
+
+// E2AResponseToA2AStreamPayload is e2a_response_to_a2a_stream_payload
+// (spec §8, §12.6): for an a2a.stream_event frame, the A2A StreamResponse
+// with exactly one branch, {"<branch>": payload}, branch one of task,
+// message, status_update, artifact_update. ok is false for any other kind.
+func E2AResponseToA2AStreamPayload(r *e2a.Response) (map[string]any, bool) {
+	if r.ResponseKind != e2a.KindA2AStreamEvent {
+		return nil, false
+	}
+	b, err := r.StreamEvent()
+	if err != nil {
+		return nil, false
+	}
+	if _, known := branchKinds[b.Branch]; !known {
+		return nil, false
+	}
+	return map[string]any{b.Branch: b.Payload}, true
+}
+
+// FillProjections returns a copy of r with the L3 projections (spec
+// §12.1) filled: projections.acp with the JSON-RPC response or the
+// session/update notification the frame maps to, projections.a2a with the
+// stream payload. Projections are auxiliary: renderers never read them.
+func FillProjections(r *e2a.Response) *e2a.Response {
+	c := *r
+	p := e2a.CloneMap(r.Projections)
+	if p == nil {
+		p = map[string]any{}
+	}
+	if r.IsFinal {
+		p["acp"] = roundTrip(acpFinal(r, r.JSONRPCID))
+	} else if resp, ok := E2AResponseToACPJSONRPCResponse(r); ok {
+		p["acp"] = roundTrip(resp)
+	} else if ups, err := ACPUpdates(r); err == nil && len(ups) > 0 {
+		p["acp"] = roundTrip(JSONRPCNotification{JSONRPC: "2.0", Method: e2a.ACPSessionUpdate,
+			Params: acp.SessionNotification{SessionId: acp.SessionId(r.SessionID), Update: ups[0]}})
+	}
+	if sp, ok := E2AResponseToA2AStreamPayload(r); ok {
+		p["a2a"] = roundTrip(sp)
+	}
+	if len(p) > 0 {
+		c.Projections = p
+	}
+	return &c
+}

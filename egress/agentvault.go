@@ -1,0 +1,322 @@
+package egress
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// AgentVaultParams describes the AgentVault call (tasks/sendSubscribe,
+// tasks/get) a response answers.
+type AgentVaultParams struct {
+	// JSONRPCID is the id of the JSON-RPC request (used by errors before
+	// the stream starts and by tasks/get).
+	JSONRPCID json.RawMessage
+	// TaskID names the task; default the frames' task_id, else the request id.
+	TaskID string
+}
+
+// AgentVault task states (upper case).
+const (
+	AVSubmitted     = "SUBMITTED"
+	AVWorking       = "WORKING"
+	AVInputRequired = "INPUT_REQUIRED"
+	AVCompleted     = "COMPLETED"
+	AVFailed        = "FAILED"
+	AVCanceled      = "CANCELED"
+)
+
+// AVPart is an AgentVault message part.
+type AVPart struct {
+	Type     string `json:"type"`
+	Content  any    `json:"content"`
+	MimeType string `json:"mediaType,omitempty"`
+}
+
+// AVMessage is an AgentVault message.
+type AVMessage struct {
+	Role     string         `json:"role"`
+	Parts    []AVPart       `json:"parts"`
+	Metadata map[string]any `json:"metadata"`
+}
+
+// AVArtifact is an AgentVault artifact.
+type AVArtifact struct {
+	ID        string         `json:"id"`
+	Type      string         `json:"type"`
+	Content   any            `json:"content"`
+	URL       *string        `json:"url"`
+	MediaType string         `json:"mediaType"`
+	Metadata  map[string]any `json:"metadata"`
+}
+
+// AVStatusEvent is the data of an SSE task_status event.
+type AVStatusEvent struct {
+	TaskID    string  `json:"taskId"`
+	State     string  `json:"state"`
+	Timestamp string  `json:"timestamp"`
+	Message   *string `json:"message"`
+}
+
+// AVMessageEvent is the data of an SSE task_message event.
+type AVMessageEvent struct {
+	TaskID    string    `json:"taskId"`
+	Message   AVMessage `json:"message"`
+	Timestamp string    `json:"timestamp"`
+}
+
+// AVArtifactEvent is the data of an SSE task_artifact event.
+type AVArtifactEvent struct {
+	TaskID    string     `json:"taskId"`
+	Artifact  AVArtifact `json:"artifact"`
+	Timestamp string     `json:"timestamp"`
+}
+
+// AVErrorEvent is the data of an SSE error event.
+type AVErrorEvent struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+// AVTask is the AgentVault Task of tasks/get.
+type AVTask struct {
+	ID        string         `json:"id"`
+	State     string         `json:"state"`
+	CreatedAt string         `json:"createdAt"`
+	UpdatedAt string         `json:"updatedAt"`
+	Messages  []AVMessage    `json:"messages"`
+	Artifacts []AVArtifact   `json:"artifacts"`
+	Metadata  map[string]any `json:"metadata"`
+}
+
+// avState maps an A2A task state to the AgentVault one.
+func avState(s a2a.TaskState) string {
+	switch s {
+	case a2a.TaskStateRejected:
+		return AVFailed
+	case a2a.TaskStateAuthRequired:
+		return AVInputRequired
+	case a2a.TaskStateUnknown, a2a.TaskStateUnspecified:
+		return AVWorking
+	}
+	return strings.ToUpper(strings.ReplaceAll(string(s), "-", "_"))
+}
+
+func avTime(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// avParts translates A2A parts: text → {type: text, content}, data →
+// {type: data, content}, file → {type: file, content: uri or bytes}.
+func avParts(parts a2a.ContentParts) []AVPart {
+	out := make([]AVPart, 0, len(parts))
+	for _, p := range parts {
+		switch t := p.(type) {
+		case a2a.TextPart:
+			out = append(out, AVPart{Type: "text", Content: t.Text})
+		case a2a.DataPart:
+			out = append(out, AVPart{Type: "data", Content: t.Data, MimeType: "application/json"})
+		case a2a.FilePart:
+			switch f := t.File.(type) {
+			case a2a.FileURI:
+				out = append(out, AVPart{Type: "file", Content: f.URI, MimeType: f.MimeType})
+			case a2a.FileBytes:
+				out = append(out, AVPart{Type: "file", Content: f.Bytes, MimeType: f.MimeType})
+			}
+		}
+	}
+	return out
+}
+
+func avRole(r a2a.MessageRole) string {
+	if r == a2a.MessageRoleUser {
+		return "user"
+	}
+	return "assistant"
+}
+
+func avMessage(m *a2a.Message) AVMessage {
+	return AVMessage{Role: avRole(m.Role), Parts: avParts(m.Parts), Metadata: m.Metadata}
+}
+
+// avArtifact translates a data part into an AgentVault artifact: a tool
+// call is type tool_call, a tool response tool_response, other data its
+// part type.
+func avArtifact(id string, p a2a.DataPart) AVArtifact {
+	typ, _ := p.Metadata[MetaPartType].(string)
+	switch typ {
+	case e2a.ToolFunctionCall:
+		typ = "tool_call"
+	case e2a.ToolFunctionResponse:
+		typ = "tool_response"
+	case "":
+		typ = "data"
+	}
+	if cid, ok := p.Data["id"].(string); ok && cid != "" {
+		id = cid
+	}
+	return AVArtifact{ID: id, Type: typ, Content: p.Data, MediaType: "application/json", Metadata: p.Metadata}
+}
+
+var _ Renderer = (*avStream)(nil)
+
+// avStream renders tasks/sendSubscribe: SSE with event: task_status |
+// task_message | task_artifact | error. Text becomes task_message (the
+// reasoning with metadata thought=true), tool calls and other data
+// task_artifact, the end a task_status COMPLETED, FAILED or CANCELED.
+type avStream struct {
+	o       *Output
+	p       AgentVaultParams
+	m       *a2aMapper
+	working bool
+}
+
+// NewAgentVaultStream returns the AgentVault SSE renderer.
+func NewAgentVaultStream(o *Output, requestID string, p AgentVaultParams) Renderer {
+	m := newA2AMapper(A2AParams{TaskID: p.TaskID}, 0)
+	if m.taskID == "" {
+		m.taskID = a2a.TaskID(requestID)
+	}
+	return &avStream{o: o, p: p, m: m}
+}
+
+func (r *avStream) Start() error {
+	s := sse{r.o}
+	s.head(0)
+	return s.comment("ok")
+}
+
+func (r *avStream) Frame(f *Frame) error {
+	resp := f.Response
+	evs, err := r.m.events(resp)
+	if err != nil {
+		return err
+	}
+	ts := resp.Timestamp
+	if t := frameTime(resp); t != nil {
+		ts = avTime(t)
+	}
+	type out struct {
+		event string
+		data  any
+	}
+	var outs []out
+	task := string(r.m.taskID)
+	if !r.working {
+		r.working = true
+		outs = append(outs, out{"task_status", AVStatusEvent{TaskID: task, State: AVWorking, Timestamp: ts}})
+	}
+	for _, ev := range evs {
+		switch e := ev.(type) {
+		case *a2a.TaskArtifactUpdateEvent:
+			if e.Artifact == nil {
+				continue
+			}
+			for _, p := range e.Artifact.Parts {
+				switch t := p.(type) {
+				case a2a.TextPart:
+					var meta map[string]any
+					if t.Metadata[MetaThought] == true {
+						meta = map[string]any{MetaThought: true}
+					}
+					outs = append(outs, out{"task_message", AVMessageEvent{TaskID: task, Timestamp: ts,
+						Message: AVMessage{Role: "assistant", Parts: []AVPart{{Type: "text", Content: t.Text}}, Metadata: meta}}})
+				case a2a.DataPart:
+					outs = append(outs, out{"task_artifact", AVArtifactEvent{TaskID: task, Timestamp: ts,
+						Artifact: avArtifact(string(e.Artifact.ID), t)}})
+				}
+			}
+		case *a2a.Message:
+			outs = append(outs, out{"task_message", AVMessageEvent{TaskID: task, Timestamp: ts, Message: avMessage(e)}})
+		case *a2a.TaskStatusUpdateEvent:
+			st := AVStatusEvent{TaskID: task, State: avState(e.Status.State), Timestamp: ts}
+			if e.Status.Timestamp != nil {
+				st.Timestamp = avTime(e.Status.Timestamp)
+			}
+			if e.Status.Message != nil {
+				var b strings.Builder
+				for _, p := range e.Status.Message.Parts {
+					if tp, ok := p.(a2a.TextPart); ok {
+						b.WriteString(tp.Text)
+					}
+				}
+				if s := b.String(); s != "" {
+					st.Message = &s
+				}
+			}
+			if st.State == AVWorking {
+				continue
+			}
+			outs = append(outs, out{"task_status", st})
+		case *a2a.Task:
+			outs = append(outs, out{"task_status", AVStatusEvent{TaskID: task, State: avState(e.Status.State), Timestamp: ts}})
+		}
+	}
+	s := sse{r.o}
+	for i, o := range outs {
+		id := ""
+		if i == len(outs)-1 {
+			id = seqID(f)
+		}
+		if err := s.eventJSON(id, o.event, o.data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *avStream) Heartbeat() error { return sse{r.o}.comment("keep-alive") }
+
+func (r *avStream) End(err error) error {
+	if err == nil {
+		return nil
+	}
+	s := sse{r.o}
+	if !r.o.Started() {
+		s.head(0)
+	}
+	_, code := Classify(err)
+	return s.eventJSON("", "error", AVErrorEvent{Error: code, Message: err.Error()})
+}
+
+// AgentVaultTask translates an A2A task rebuilt by BuildA2ATask into the
+// AgentVault Task shape: history and the final reply as messages,
+// data parts as artifacts. createdAt is the first request's envelope
+// timestamp.
+func AgentVaultTask(t *a2a.Task, createdAt string) AVTask {
+	out := AVTask{ID: string(t.ID), State: avState(t.Status.State), CreatedAt: createdAt,
+		UpdatedAt: avTime(t.Status.Timestamp), Messages: []AVMessage{}, Artifacts: []AVArtifact{}}
+	if out.UpdatedAt == "" {
+		out.UpdatedAt = createdAt
+	}
+	add := func(id string, role a2a.MessageRole, parts a2a.ContentParts, meta map[string]any) {
+		var text a2a.ContentParts
+		for _, p := range parts {
+			if dp, ok := p.(a2a.DataPart); ok {
+				out.Artifacts = append(out.Artifacts, avArtifact(id, dp))
+				continue
+			}
+			text = append(text, p)
+		}
+		if len(text) > 0 {
+			out.Messages = append(out.Messages, AVMessage{Role: avRole(role), Parts: avParts(text), Metadata: meta})
+		}
+	}
+	for _, m := range t.History {
+		add(m.ID, m.Role, m.Parts, nil)
+	}
+	for _, a := range t.Artifacts {
+		add(string(a.ID), a2a.MessageRoleAgent, a.Parts, nil)
+	}
+	if t.Status.Message != nil && (t.Status.State == a2a.TaskStateFailed || t.Status.State == a2a.TaskStateCanceled) {
+		add(t.Status.Message.ID, a2a.MessageRoleAgent, t.Status.Message.Parts, t.Status.Message.Metadata)
+	}
+	return out
+}

@@ -1,0 +1,108 @@
+// Package egress turns the frames of one request into what each client
+// expects, from any egress process, for requests finished long ago or still
+// running. It never publishes requests.
+//
+// # Replay engine
+//
+// [Open] / [Reader.Next] (and the callback form [Replay]) deliver the frames
+// of a request in order, exactly once, from a resume point to the final
+// frame, with no consumer: the reader subscribes to subjects.Live(id)
+// first, catches up with batched direct gets on E2A_RESPONSES (from the
+// start, skipping frames before the resume point), then takes the live
+// frames, dropping what it already delivered (by E2A-Sequence / stream
+// sequence) and reading the stream again on a gap, on a live buffer
+// overflow, or after a quiet poll interval (live delivery is at most once).
+// Memory per reader is bounded by one direct get batch and the live buffer.
+// A request with no frame yet is looked up in E2A_REQUESTS: unknown →
+// [ErrNotFound]; accepted but unanswered → the reader waits, calling the
+// heartbeat function, up to the wait limits ([ErrWaitTimeout]).
+//
+//	rd, err := egress.Open(ctx, nc, requestID, from, egress.WithHeartbeat(15*time.Second, beat))
+//	defer rd.Close()
+//	for {
+//		f, err := rd.Next(ctx) // f.Response (decoded), f.Raw (bytes as stored)
+//		if err == io.EOF { break } // after the final frame
+//		...
+//	}
+//
+// # HTTP surface
+//
+// [New] returns a [Service] on a connection; [Service.Register] mounts
+//
+//	GET /v1/requests/{id}/stream   E2A SSE (id: sequence, event: response_kind,
+//	                               data: the frame as stored, retry:, comment
+//	                               heartbeats also before the first frame), or
+//	                               NDJSON with Accept: application/x-ndjson;
+//	                               resume with Last-Event-ID or ?from=N
+//	GET /v1/requests/{id}          aggregated JSON ([RequestView]): 200 when final,
+//	                               202 while running, ?wait=true waits; 404 unknown
+//
+// Errors are {"error":{"code":"…","message":"…"}} ([APIError], [Classify],
+// [WriteError]). Every stream sets X-Accel-Buffering: no and Cache-Control:
+// no-cache, flushes when no frame is waiting, ends after the final frame,
+// stops its reader when the client goes away, and cuts off a client that
+// does not read within the write timeout (metric
+// e2a_egress_slow_client_disconnects_total). Metrics (on
+// [WithRegisterer]): e2a_egress_streams_open{format},
+// e2a_egress_time_to_first_frame_seconds{format},
+// e2a_egress_frames_written_total{format},
+// e2a_egress_slow_client_disconnects_total{format},
+// e2a_egress_streams_total{format,outcome}.
+//
+// # What ingress calls
+//
+// Right after the publish of a request was acknowledged (these skip the
+// existence lookup):
+//
+//	svc.ServeE2A(w, r, requestID)                   // negotiates SSE / NDJSON / JSON (?wait=true)
+//	svc.ServeA2AStream(w, r, requestID, A2AParams{…}) // message/stream
+//	svc.ServeA2ASend(w, r, requestID, A2AParams{…})   // message/send: Message or Task
+//	svc.ServeACP(w, r, requestID, ACPParams{…})       // session/prompt: session/update …, {stopReason}
+//	svc.ServeA2E(w, r, requestID, A2EParams{…})       // invoke/event …, …/resp or error
+//
+// For existing tasks (request ids from the E2A_TASKS index ingress keeps):
+//
+//	svc.ServeA2AResubscribe(w, r, requestID, A2AParams{…})
+//	svc.ServeA2ATaskGet(w, r, jsonrpcID, taskID, contextID, requestIDs, historyLength)
+//	svc.ServeA2ACancel(w, r, jsonrpcID, taskID, contextID, requestIDs, cancel)  // -32002 if final
+//	svc.ServeAgentVaultStream(w, r, requestID, AgentVaultParams{…})              // tasks/sendSubscribe
+//	svc.ServeAgentVaultTaskGet(w, r, jsonrpcID, taskID, requestIDs)
+//	svc.ServeAgentVaultCancel(w, r, jsonrpcID, requestIDs, cancel)
+//
+// cancel is a [CancelFunc] publishing the cancel on the control subject;
+// [Service.CancelRequest] and [Service.A2ATask] are the same without HTTP.
+// JSON-RPC answers are always HTTP 200 with the protocol's error codes
+// ([A2AError]: -32001 not found, -32002 not cancelable, -32602, -32603;
+// [AgentVaultError]: -32000…-32004; [ACPError]). Every stream resumes from
+// Last-Event-ID (the SSE id of the last event of a frame is its sequence) or
+// ?from=.
+//
+// # Renderers
+//
+// A [Renderer] (Start, Frame, Heartbeat, End) writes one output format to
+// an [Output]; [Service.Stream] drives any renderer with a reader, so a new
+// format is one renderer: [NewE2ASSE], [NewE2ANDJSON], [NewE2AJSON],
+// [NewA2AStream], [NewA2ASend], [NewAgentVaultStream], [NewACP], [NewA2E].
+// One conformance suite (conformance_test.go) runs each through the same
+// scenarios built from the specification examples, frame by frame against
+// testdata/<renderer>/<scenario>.golden (go test ./egress -run Conformance
+// -update rewrites them), including error, cancel, resume and not-found
+// paths.
+//
+// Mappings: A2A follows a2a-interaction-spec-trpc.md — text → TextPart,
+// reasoning → TextPart metadata thought=true, tool call → DataPart {id,
+// type: function, name, args} (part type function_call, object_type
+// chat.completion), tool response → DataPart {id, name, response}
+// (function_response, tool.response), executable_code /
+// code_execution_result with their tags, metadata llm_response_id →
+// artifactId; lastChunk=true, then the final status-update (completed,
+// failed, canceled). a2a.* frames pass through (proto-style snake_case is
+// accepted). AgentVault maps the same events to task_status / task_message /
+// task_artifact / error. ACP: [ACPUpdates], then the result {stopReason}
+// or an error; [E2AResponseToACPJSONRPCResponse] and
+// [E2AResponseToA2AStreamPayload] are the spec §8 adapters, and
+// [FillProjections] fills the L3 projections on request (?projections=true
+// on the E2A endpoints), never read back. A2E: invoke/event {kind, req_id,
+// data, seq}, then the response type matching the request type, or error
+// {code, message, detail, retryable, capability_name}.
+package egress

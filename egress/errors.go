@@ -1,0 +1,34 @@
+package egress
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors of the replay engine and the HTTP surface. Functions wrap
+// them with detail; test with errors.Is.
+var (
+	// ErrNotFound reports a request that has no envelope in E2A_REQUESTS and
+	// no frame in E2A_RESPONSES: it was never accepted, or it aged out.
+	ErrNotFound = errors.New("egress: request not found")
+	// ErrWaitTimeout reports a request that was accepted but produced no
+	// frame within the configured wait (no first frame within MaxWait, or no
+	// next frame within IdleTimeout).
+	ErrWaitTimeout = errors.New("egress: no frame within the wait limit")
+	// ErrSlowClient reports a client that did not accept written bytes within
+	// the write timeout; the stream was ended.
+	ErrSlowClient = errors.New("egress: slow client")
+	// ErrInvalidFrame reports a stored frame that does not decode or breaks
+	// the ordering invariants (a gap in the stored sequence).
+	ErrInvalidFrame = errors.New("egress: invalid stored frame")
+	// ErrBadRequest reports an invalid argument from the client, e.g. a
+	// malformed resume point.
+	ErrBadRequest = errors.New("egress: bad request")
+	// ErrNotCancelable reports a cancel of a request whose final frame was
+	// already written.
+	ErrNotCancelable = errors.New("egress: request already final")
+)
+
+func badRequest(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, a...))
+}

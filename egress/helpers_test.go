@@ -1,0 +1,233 @@
+package egress
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// testEnv is an embedded JetStream server with the two streams egress
+// reads, and a connection to it.
+type testEnv struct {
+	srv *streams.Embedded
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	bg  sync.WaitGroup
+}
+
+type envOpts struct {
+	noRepublish bool
+}
+
+func startEnv(t testing.TB, o ...envOpts) *testEnv {
+	t.Helper()
+	var eo envOpts
+	if len(o) > 0 {
+		eo = o[0]
+	}
+	srv, nc := natstest.RunServer(t)
+	js := natstest.JetStream(t, nc)
+	if eo.noRepublish {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cfg := natstest.Config().ResponsesStreamConfig()
+		cfg.RePublish = nil
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := &testEnv{srv: srv, nc: nc, js: js}
+	// Runs before the server's cleanups (registered earlier): writers
+	// still waiting for their last acknowledgement finish first.
+	t.Cleanup(e.bg.Wait)
+	return e
+}
+
+// async runs fn in a goroutine the test waits for before the server stops.
+func (e *testEnv) async(fn func()) {
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		fn()
+	}()
+}
+
+// conn opens another connection to the server.
+func (e *testEnv) conn(t testing.TB) *nats.Conn {
+	t.Helper()
+	nc, err := e.srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// submit publishes an envelope for requestID on agent pool "demo".
+func (e *testEnv) submit(t testing.TB, env *e2a.Envelope) {
+	t.Helper()
+	subj, err := subjects.Request("demo", env.RequestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(env)
+	m := nats.NewMsg(subj)
+	m.Data = data
+	m.Header.Set(subjects.HeaderMsgID, env.RequestID)
+	m.Header.Set(subjects.HeaderRequestID, env.RequestID)
+	if _, err := e.js.PublishMsg(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writer publishes the frames of one request the way the agent SDK does:
+// fenced by the expected last subject sequence, deduplicated by msg id.
+type writer struct {
+	t       testing.TB
+	js      jetstream.JetStream
+	env     *e2a.Envelope
+	mu      sync.Mutex
+	seq     int64
+	lastSeq uint64
+	clock   time.Time
+}
+
+func (e *testEnv) writer(t testing.TB, env *e2a.Envelope) *writer {
+	return &writer{t: t, js: e.js, env: env, clock: time.Date(2026, 3, 29, 12, 0, 0, 0, time.UTC)}
+}
+
+// frame builds frame w.seq of the given kind.
+func (w *writer) frame(kind string, final bool, status string, body any) *e2a.Response {
+	r := e2a.ResponseFor(w.env)
+	r.ResponseID = fmt.Sprintf("r%d", w.seq+1)
+	r.Sequence = w.seq
+	r.IsFinal = final
+	r.Status = status
+	r.ResponseKind = kind
+	r.Timestamp = e2a.FormatTime(w.clock.Add(time.Duration(w.seq) * time.Second))
+	r.Provenance = e2a.Provenance{SourceProtocol: e2a.SourceE2A}
+	r.Body = e2a.MarshalBody(body)
+	return &r
+}
+
+func (w *writer) publish(r *e2a.Response) {
+	w.t.Helper()
+	subj, err := subjects.Response(w.env.RequestID)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	m := nats.NewMsg(subj)
+	m.Data = data
+	m.Header.Set(subjects.HeaderRequestID, w.env.RequestID)
+	m.Header.Set(subjects.HeaderSequence, strconv.FormatInt(r.Sequence, 10))
+	ack, err := w.js.PublishMsg(context.Background(), m,
+		jetstream.WithMsgID(subjects.FrameMsgID(w.env.RequestID, r.Sequence)),
+		jetstream.WithExpectLastSequencePerSubject(w.lastSeq))
+	if err != nil {
+		w.t.Errorf("publish frame %d: %v", r.Sequence, err)
+		return
+	}
+	w.lastSeq = ack.Sequence
+	w.seq++
+}
+
+func (w *writer) text(s string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.publish(w.frame(e2a.KindChunk, false, e2a.StatusInProgress, e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: s}))
+}
+
+func (w *writer) chunk(kind string, delta any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.publish(w.frame(e2a.KindChunk, false, e2a.StatusInProgress, e2a.ChunkBody{DeltaKind: kind, Delta: delta}))
+}
+
+func (w *writer) complete(result any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.publish(w.frame(e2a.KindComplete, true, e2a.StatusSucceeded, e2a.CompleteBody{Result: result}))
+}
+
+func (w *writer) fail(code, msg string, retryable bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.publish(w.frame(e2a.KindError, true, e2a.StatusFailed, e2a.ErrorBody{Code: code, Message: msg, Retryable: retryable}))
+}
+
+func (w *writer) raw(r *e2a.Response) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r.Sequence = w.seq
+	w.publish(r)
+}
+
+func newEnvelope(id string) *e2a.Envelope {
+	return &e2a.Envelope{
+		ProtocolVersion: "1.0",
+		RequestID:       id,
+		SessionID:       "sess_xyz",
+		Channel:         "web",
+		Method:          "chat.send",
+		IsStream:        true,
+		Timestamp:       "2026-03-28T12:00:00+00:00",
+		IdentityOrigin:  e2a.IdentityUser,
+		UserID:          "u_001",
+		Params:          map[string]any{"content": "Hello"},
+		Provenance:      &e2a.Provenance{SourceProtocol: e2a.SourceE2A},
+	}
+}
+
+// finished submits a request and writes n text chunks and a complete frame.
+func (e *testEnv) finished(t testing.TB, id string, n int) *writer {
+	env := newEnvelope(id)
+	e.submit(t, env)
+	w := e.writer(t, env)
+	for i := 0; i < n; i++ {
+		w.text(fmt.Sprintf("t%d ", i))
+	}
+	w.complete(map[string]any{"content": "done"})
+	return w
+}
+
+// collect replays a request and checks the frame invariants from `from`.
+func collect(t testing.TB, ctx context.Context, nc *nats.Conn, id string, from int64, opts ...ReplayOption) ([]Frame, error) {
+	t.Helper()
+	var out []Frame
+	err := Replay(ctx, nc, id, from, func(f Frame) error {
+		out = append(out, f)
+		return nil
+	}, opts...)
+	return out, err
+}
+
+func checkSeq(t testing.TB, frames []Frame, from int64, wantFinal bool) {
+	t.Helper()
+	for i, f := range frames {
+		if f.Response.Sequence != from+int64(i) {
+			t.Fatalf("frame %d has sequence %d, want %d", i, f.Response.Sequence, from+int64(i))
+		}
+		if f.Response.IsFinal != (wantFinal && i == len(frames)-1) {
+			t.Fatalf("frame %d is_final=%v", i, f.Response.IsFinal)
+		}
+	}
+}
+
+func decodeJSON(r *http.Request, v any) error { return json.NewDecoder(r.Body).Decode(v) }

@@ -1,0 +1,272 @@
+package egress
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// ServeA2AStream answers A2A message/stream for a request ingress just
+// accepted: SSE, data: JSON-RPC responses (p.JSONRPCID) with a
+// status-update submitted, artifact-updates, then the final status-update;
+// the body closes after it. Last-Event-ID resumes after a frame.
+func (s *Service) ServeA2AStream(w http.ResponseWriter, r *http.Request, requestID string, p A2AParams) {
+	s.serveA2AStream(w, r, requestID, p, WithoutRequestCheck())
+}
+
+// ServeA2AResubscribe answers A2A tasks/resubscribe for the running or
+// finished request of a task: the frames replayed from the start (or after
+// Last-Event-ID / ?from=) then live, no submitted status-update. An unknown
+// request is answered with -32001 in the stream.
+func (s *Service) ServeA2AResubscribe(w http.ResponseWriter, r *http.Request, requestID string, p A2AParams) {
+	p.Resubscribe = true
+	s.serveA2AStream(w, r, requestID, p)
+}
+
+func (s *Service) serveA2AStream(w http.ResponseWriter, r *http.Request, requestID string, p A2AParams, opts ...ReplayOption) {
+	o := NewOutput(w, s.cfg.writeTimeout)
+	from, err := ResumePoint(r)
+	rend := NewA2AStream(o, requestID, p, from)
+	if err != nil {
+		s.finish(o, rend, FormatA2ASSE, err)
+		return
+	}
+	s.Stream(r.Context(), o, rend, FormatA2ASSE, requestID, from, opts...)
+}
+
+// ServeA2ASend answers A2A message/send for a request ingress just
+// accepted: it waits for the final frame (writing blank lines while idle)
+// and answers one JSON-RPC response whose result is a Message or a Task.
+func (s *Service) ServeA2ASend(w http.ResponseWriter, r *http.Request, requestID string, p A2AParams) {
+	o := NewOutput(w, s.cfg.writeTimeout)
+	s.Stream(r.Context(), o, NewA2ASend(o, requestID, p), FormatA2AJSON, requestID, 0, WithoutRequestCheck())
+}
+
+// loadRequests reads the envelope and the stored frames of each request.
+// Requests with neither are skipped.
+func (s *Service) loadRequests(ctx context.Context, ids []string) ([]A2ARequest, error) {
+	names := s.streamNames()
+	var out []A2ARequest
+	for _, id := range ids {
+		env, _, err := fetchEnvelope(ctx, s.mux, names.requests, id)
+		if err != nil {
+			return nil, err
+		}
+		rq := A2ARequest{Envelope: env}
+		rd, err := Open(ctx, s.nc, id, 0, append(s.replayOptions(nil), WithoutRequestCheck())...)
+		if err != nil {
+			return nil, err
+		}
+		for {
+			f, ok, err := rd.NextStored(ctx)
+			if err != nil {
+				rd.Close()
+				return nil, err
+			}
+			if !ok {
+				break
+			}
+			rq.Frames = append(rq.Frames, f.Response)
+		}
+		rd.Close()
+		if env == nil && len(rq.Frames) == 0 {
+			continue
+		}
+		if rq.Envelope == nil {
+			rq.Envelope = &e2a.Envelope{RequestID: id}
+		}
+		out = append(out, rq)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: none of %d requests", ErrNotFound, len(ids))
+	}
+	return out, nil
+}
+
+// A2ATask rebuilds the A2A Task made of requestIDs (in order, from the
+// E2A_TASKS index ingress keeps) with BuildA2ATask. It returns ErrNotFound
+// when none of the requests exists.
+func (s *Service) A2ATask(ctx context.Context, taskID, contextID string, requestIDs []string, historyLength *int) (*a2a.Task, error) {
+	reqs, err := s.loadRequests(ctx, requestIDs)
+	if err != nil {
+		return nil, err
+	}
+	return BuildA2ATask(taskID, contextID, reqs, historyLength), nil
+}
+
+// ServeA2ATaskGet answers A2A tasks/get: the JSON-RPC result is the Task
+// rebuilt from requestIDs, or -32001 when none exists.
+func (s *Service) ServeA2ATaskGet(w http.ResponseWriter, r *http.Request, jsonrpcID json.RawMessage, taskID, contextID string, requestIDs []string, historyLength *int) {
+	t, err := s.A2ATask(r.Context(), taskID, contextID, requestIDs, historyLength)
+	if err != nil {
+		writeRPC(w, rpcError(jsonrpcID, A2AError(err)))
+		return
+	}
+	writeRPC(w, rpcResult(jsonrpcID, t))
+}
+
+// CancelFunc asks the worker holding requestID to stop (ingress publishes
+// the cancel on the request's control subject).
+type CancelFunc func(ctx context.Context, requestID string) error
+
+// CancelRequest cancels the last request of a task: ErrNotCancelable when
+// its final frame is already written; otherwise cancel is called and the
+// final frame awaited (up to the cancel wait). It reports whether the
+// request ended canceled.
+func (s *Service) CancelRequest(ctx context.Context, requestID string, cancel CancelFunc) (bool, error) {
+	last, err := s.lastFrame(ctx, requestID)
+	if err != nil {
+		return false, err
+	}
+	if last == nil {
+		ok, err := requestExists(ctx, s.mux, s.streamNames().requests, requestID)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			return false, fmt.Errorf("%w: %q", ErrNotFound, requestID)
+		}
+	}
+	if last != nil && last.final {
+		return false, fmt.Errorf("%w: %q", ErrNotCancelable, requestID)
+	}
+	if err := cancel(ctx, requestID); err != nil {
+		return false, err
+	}
+	wctx, stop := context.WithTimeout(ctx, s.cfg.cancelWait)
+	defer stop()
+	var final *e2a.Response
+	err = Replay(wctx, s.nc, requestID, 0, func(f Frame) error {
+		if f.Response.IsFinal {
+			final = f.Response
+		}
+		return nil
+	}, append(s.replayOptions(nil), WithoutRequestCheck())...)
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return false, err
+	}
+	if final == nil {
+		return false, nil
+	}
+	if finalOutcome(final).state != a2a.TaskStateCanceled {
+		return false, fmt.Errorf("%w: %q ended %s", ErrNotCancelable, requestID, final.Status)
+	}
+	return true, nil
+}
+
+// ServeA2ACancel answers A2A tasks/cancel: -32002 when the task's last
+// request is already final, else cancel is called, the final frame
+// awaited, and the result is the Task (state canceled once the worker
+// stopped).
+func (s *Service) ServeA2ACancel(w http.ResponseWriter, r *http.Request, jsonrpcID json.RawMessage, taskID, contextID string, requestIDs []string, cancel CancelFunc) {
+	ctx := r.Context()
+	if len(requestIDs) == 0 {
+		writeRPC(w, rpcError(jsonrpcID, A2AError(ErrNotFound)))
+		return
+	}
+	if _, err := s.CancelRequest(ctx, requestIDs[len(requestIDs)-1], cancel); err != nil {
+		writeRPC(w, rpcError(jsonrpcID, A2AError(err)))
+		return
+	}
+	t, err := s.A2ATask(ctx, taskID, contextID, requestIDs, nil)
+	if err != nil {
+		writeRPC(w, rpcError(jsonrpcID, A2AError(err)))
+		return
+	}
+	writeRPC(w, rpcResult(jsonrpcID, t))
+}
+
+// ServeAgentVaultStream answers AgentVault tasks/sendSubscribe for the
+// request of a task: SSE task_status / task_message / task_artifact /
+// error events.
+func (s *Service) ServeAgentVaultStream(w http.ResponseWriter, r *http.Request, requestID string, p AgentVaultParams) {
+	o := NewOutput(w, s.cfg.writeTimeout)
+	rend := NewAgentVaultStream(o, requestID, p)
+	from, err := ResumePoint(r)
+	if err != nil {
+		s.finish(o, rend, FormatAgentVaultSSE, err)
+		return
+	}
+	s.Stream(r.Context(), o, rend, FormatAgentVaultSSE, requestID, from)
+}
+
+// ServeAgentVaultTaskGet answers AgentVault tasks/get with its Task shape,
+// or -32001.
+func (s *Service) ServeAgentVaultTaskGet(w http.ResponseWriter, r *http.Request, jsonrpcID json.RawMessage, taskID string, requestIDs []string) {
+	reqs, err := s.loadRequests(r.Context(), requestIDs)
+	if err != nil {
+		writeRPC(w, rpcError(jsonrpcID, AgentVaultError(err)))
+		return
+	}
+	created := ""
+	if reqs[0].Envelope != nil {
+		created = reqs[0].Envelope.Timestamp
+	}
+	writeRPC(w, rpcResult(jsonrpcID, AgentVaultTask(BuildA2ATask(taskID, "", reqs, nil), created)))
+}
+
+// ServeAgentVaultCancel answers AgentVault tasks/cancel: {success, message}
+// once the cancel is sent, -32004 when the task is already final, -32001
+// when unknown.
+func (s *Service) ServeAgentVaultCancel(w http.ResponseWriter, r *http.Request, jsonrpcID json.RawMessage, requestIDs []string, cancel CancelFunc) {
+	if len(requestIDs) == 0 {
+		writeRPC(w, rpcError(jsonrpcID, AgentVaultError(ErrNotFound)))
+		return
+	}
+	canceled, err := s.CancelRequest(r.Context(), requestIDs[len(requestIDs)-1], cancel)
+	if err != nil {
+		writeRPC(w, rpcError(jsonrpcID, AgentVaultError(err)))
+		return
+	}
+	msg := "Cancellation request received."
+	if canceled {
+		msg = "Task canceled."
+	}
+	writeRPC(w, rpcResult(jsonrpcID, map[string]any{"success": true, "message": msg}))
+}
+
+// ServeACP answers ACP session/prompt for a request ingress just accepted:
+// session/update notifications then the JSON-RPC response, as NDJSON, or
+// as SSE when p.SSE or the client accepts text/event-stream.
+func (s *Service) ServeACP(w http.ResponseWriter, r *http.Request, requestID string, p ACPParams) {
+	if wantsSSE(r) && !wantsNDJSON(r) {
+		p.SSE = true
+	}
+	o := NewOutput(w, s.cfg.writeTimeout)
+	rend := NewACP(o, p)
+	from, err := ResumePoint(r)
+	if err != nil {
+		s.finish(o, rend, FormatACP, err)
+		return
+	}
+	s.Stream(r.Context(), o, rend, FormatACP, requestID, from, WithoutRequestCheck())
+}
+
+// ServeA2E answers an A2E request ingress just accepted: invoke/event
+// lines, then the response or error line.
+func (s *Service) ServeA2E(w http.ResponseWriter, r *http.Request, requestID string, p A2EParams) {
+	o := NewOutput(w, s.cfg.writeTimeout)
+	rend := NewA2E(o, p)
+	from, err := ResumePoint(r)
+	if err != nil {
+		s.finish(o, rend, FormatA2ENDJSON, err)
+		return
+	}
+	s.Stream(r.Context(), o, rend, FormatA2ENDJSON, requestID, from, WithoutRequestCheck())
+}
+
+func writeRPC(w http.ResponseWriter, v JSONRPCResponse) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(rpcError(v.ID, &JSONRPCError{Code: JSONRPCInternalError, Message: err.Error()}))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(b, '\n'))
+}

@@ -1,0 +1,311 @@
+package egress
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// now is the clock of the few values not taken from frames (the submitted
+// status-update of a stream without a given time, A2E end-of-stream
+// errors); tests fix it.
+var now = time.Now
+
+// Renderer turns the frames of one request into one output format on one
+// HTTP response. The [Service] drives it: Start once the request is known to
+// exist, Frame for each frame in order, Heartbeat while idle, End exactly
+// once. A renderer writes to its [Output] and never flushes: the driver
+// flushes when no frame is waiting, after heartbeats and at the end.
+//
+// End(nil) follows the final frame. End(err) ends early: when Start was not
+// called (unknown request, bad resume point) the renderer writes the whole
+// error response in its protocol's shape and status; after Start it writes
+// the error in-band when its format has a way to say it.
+type Renderer interface {
+	Start() error
+	Frame(f *Frame) error
+	Heartbeat() error
+	End(err error) error
+}
+
+// Output is the response a renderer writes to: an http.ResponseWriter with
+// a write deadline (a client that stops reading is cut off after the write
+// timeout instead of holding the reader forever) and a record of whether
+// the head was written.
+type Output struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	armed   time.Time
+	started bool
+	err     error
+}
+
+// NewOutput wraps w. writeTimeout bounds every write and flush (0: none).
+func NewOutput(w http.ResponseWriter, writeTimeout time.Duration) *Output {
+	return &Output{w: w, rc: http.NewResponseController(w), timeout: writeTimeout}
+}
+
+// Header returns the response headers.
+func (o *Output) Header() http.Header { return o.w.Header() }
+
+// Started reports whether the status line was written.
+func (o *Output) Started() bool { return o.started }
+
+// WriteHeader writes the status line once.
+func (o *Output) WriteHeader(code int) {
+	if o.started {
+		return
+	}
+	o.started = true
+	o.w.WriteHeader(code)
+}
+
+func (o *Output) arm() {
+	if o.timeout <= 0 {
+		return
+	}
+	now := time.Now()
+	if now.Sub(o.armed) < o.timeout/4 {
+		return
+	}
+	o.armed = now
+	_ = o.rc.SetWriteDeadline(now.Add(o.timeout))
+}
+
+// Write writes p to the response (status 200 if none was written).
+func (o *Output) Write(p []byte) (int, error) {
+	if o.err != nil {
+		return 0, o.err
+	}
+	if !o.started {
+		o.WriteHeader(http.StatusOK)
+	}
+	o.arm()
+	n, err := o.w.Write(p)
+	if err != nil {
+		o.err = err
+	}
+	return n, err
+}
+
+// WriteString writes s.
+func (o *Output) WriteString(s string) (int, error) { return o.Write([]byte(s)) }
+
+// Flush sends what is buffered to the client.
+func (o *Output) Flush() error {
+	if o.err != nil {
+		return o.err
+	}
+	if !o.started {
+		// net/http would send an implicit 200; record it.
+		o.WriteHeader(http.StatusOK)
+	}
+	o.arm()
+	if err := o.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		o.err = err
+		return err
+	}
+	return nil
+}
+
+// Err returns the first write error.
+func (o *Output) Err() error { return o.err }
+
+// slow reports whether the write error is the write deadline passing.
+func (o *Output) slow() bool { return o.err != nil && errors.Is(o.err, os.ErrDeadlineExceeded) }
+
+// writeJSON writes a complete JSON response.
+func (o *Output) writeJSON(status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	o.Header().Set("Content-Type", "application/json")
+	o.WriteHeader(status)
+	b = append(b, '\n')
+	_, err = o.Write(b)
+	return err
+}
+
+// APIError is the JSON error body of the E2A HTTP surface:
+// {"error":{"code":"…","message":"…"}}.
+type APIError struct {
+	Error APIErrorBody `json:"error"`
+}
+
+// APIErrorBody is the inner object of [APIError].
+type APIErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Error codes of the E2A HTTP surface and the HTTP status each maps to.
+const (
+	CodeNotFound     = "not_found"     // 404
+	CodeBadRequest   = "bad_request"   // 400
+	CodeTimeout      = "timeout"       // 504
+	CodeInvalidFrame = "invalid_frame" // 502
+	CodeUnavailable  = "unavailable"   // 503
+	CodeCancelled    = "cancelled"     // 499 (client went away)
+	CodeInternal     = "internal"      // 500
+	CodeNotAccept    = "not_acceptable"
+)
+
+// Classify maps an error of this package (or of NATS) to an HTTP status and
+// an error code. Ingress uses it to answer in the same shape.
+func Classify(err error) (status int, code string) {
+	var ne interface{ Timeout() bool }
+	switch {
+	case err == nil:
+		return http.StatusOK, ""
+	case errors.Is(err, ErrNotFound):
+		return http.StatusNotFound, CodeNotFound
+	case errors.Is(err, ErrBadRequest):
+		return http.StatusBadRequest, CodeBadRequest
+	case errors.Is(err, ErrWaitTimeout):
+		return http.StatusGatewayTimeout, CodeTimeout
+	case errors.Is(err, ErrInvalidFrame):
+		return http.StatusBadGateway, CodeInvalidFrame
+	case errors.Is(err, context.Canceled):
+		return 499, CodeCancelled
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout, CodeTimeout
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrConnectionClosed),
+		errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrConnectionDraining),
+		errors.Is(err, nats.ErrDisconnected):
+		return http.StatusServiceUnavailable, CodeUnavailable
+	case errors.As(err, &ne) && ne.Timeout():
+		return http.StatusServiceUnavailable, CodeUnavailable
+	}
+	return http.StatusInternalServerError, CodeInternal
+}
+
+func apiError(err error) (int, APIError) {
+	st, code := Classify(err)
+	return st, APIError{Error: APIErrorBody{Code: code, Message: err.Error()}}
+}
+
+// WriteError writes err as a JSON error response in the E2A shape.
+func WriteError(w http.ResponseWriter, err error) {
+	st, body := apiError(err)
+	o := NewOutput(w, 0)
+	_ = o.writeJSON(st, body)
+}
+
+// compactLine returns raw JSON on one line: raw itself when it holds no line
+// break (the common case: frames are written compact), a compacted copy
+// otherwise.
+func compactLine(raw []byte) []byte {
+	if bytes.IndexByte(raw, '\n') < 0 && bytes.IndexByte(raw, '\r') < 0 {
+		return raw
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		// Not JSON: keep it on one line anyway.
+		return bytes.ReplaceAll(bytes.ReplaceAll(raw, []byte("\r"), nil), []byte("\n"), []byte(" "))
+	}
+	return b.Bytes()
+}
+
+// sse writes Server-Sent Events.
+type sse struct{ o *Output }
+
+func (s sse) head(retry time.Duration) {
+	h := s.o.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	s.o.WriteHeader(http.StatusOK)
+	if retry > 0 {
+		s.o.WriteString("retry: " + strconv.FormatInt(retry.Milliseconds(), 10) + "\n")
+	}
+}
+
+func (s sse) comment(text string) error {
+	_, err := s.o.WriteString(": " + text + "\n\n")
+	return err
+}
+
+// event writes one event; id and event are omitted when empty. data must be
+// one line of JSON.
+func (s sse) event(id, event string, data []byte) error {
+	buf := make([]byte, 0, len(data)+len(id)+len(event)+24)
+	if id != "" {
+		buf = append(buf, "id: "...)
+		buf = append(buf, id...)
+		buf = append(buf, '\n')
+	}
+	if event != "" {
+		buf = append(buf, "event: "...)
+		buf = append(buf, event...)
+		buf = append(buf, '\n')
+	}
+	buf = append(buf, "data: "...)
+	buf = append(buf, compactLine(data)...)
+	buf = append(buf, "\n\n"...)
+	_, err := s.o.Write(buf)
+	return err
+}
+
+func (s sse) eventJSON(id, event string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.event(id, event, b)
+}
+
+func seqID(f *Frame) string { return strconv.FormatInt(f.Response.Sequence, 10) }
+
+// ndjsonHead writes the head of an NDJSON response.
+func ndjsonHead(o *Output) {
+	h := o.Header()
+	h.Set("Content-Type", "application/x-ndjson")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	o.WriteHeader(http.StatusOK)
+}
+
+func writeLine(o *Output, b []byte) error {
+	b = compactLine(b)
+	buf := make([]byte, 0, len(b)+1)
+	buf = append(append(buf, b...), '\n')
+	_, err := o.Write(buf)
+	return err
+}
+
+func writeLineJSON(o *Output, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return writeLine(o, b)
+}
+
+// projecting re-encodes each frame with its L3 projections filled
+// ([FillProjections]) before the wrapped E2A renderer writes it.
+type projecting struct{ Renderer }
+
+func (p projecting) Frame(f *Frame) error {
+	r := FillProjections(f.Response)
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return p.Renderer.Frame(&Frame{Response: r, Raw: raw, StreamSeq: f.StreamSeq})
+}
+
+func maybeProjecting(r *http.Request, rend Renderer) Renderer {
+	if isTrue(r.URL.Query().Get("projections")) {
+		return projecting{rend}
+	}
+	return rend
+}

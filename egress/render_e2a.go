@@ -1,0 +1,187 @@
+package egress
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// Compile-time checks: every renderer implements Renderer.
+var (
+	_ Renderer = (*e2aSSE)(nil)
+	_ Renderer = (*e2aNDJSON)(nil)
+	_ Renderer = (*e2aJSON)(nil)
+)
+
+// e2aSSE renders E2A frames as Server-Sent Events: id: <sequence>,
+// event: <response_kind>, data: <the frame as stored>.
+type e2aSSE struct {
+	o     *Output
+	retry time.Duration
+	intro string
+}
+
+// NewE2ASSE returns the E2A SSE renderer. retry is the reconnection delay
+// announced to the client (0: none); intro is the comment written first, so
+// that the client sees the stream open before the first frame.
+func NewE2ASSE(o *Output, retry time.Duration, intro string) Renderer {
+	return &e2aSSE{o: o, retry: retry, intro: intro}
+}
+
+func (r *e2aSSE) Start() error {
+	s := sse{r.o}
+	s.head(r.retry)
+	if r.intro == "" {
+		r.intro = "ok"
+	}
+	return s.comment(r.intro)
+}
+
+func (r *e2aSSE) Frame(f *Frame) error {
+	return sse{r.o}.event(seqID(f), f.Response.ResponseKind, f.Raw)
+}
+
+func (r *e2aSSE) Heartbeat() error { return sse{r.o}.comment("keep-alive") }
+
+func (r *e2aSSE) End(err error) error {
+	if err == nil {
+		return nil
+	}
+	st, body := apiError(err)
+	if !r.o.Started() {
+		return r.o.writeJSON(st, body)
+	}
+	return sse{r.o}.eventJSON("", "error", body)
+}
+
+// e2aNDJSON renders one E2A frame per line (spec §12.7). A heartbeat is an
+// empty line; an error after the head is one line {"error":{…}}.
+type e2aNDJSON struct{ o *Output }
+
+// NewE2ANDJSON returns the E2A NDJSON renderer.
+func NewE2ANDJSON(o *Output) Renderer { return &e2aNDJSON{o: o} }
+
+func (r *e2aNDJSON) Start() error {
+	ndjsonHead(r.o)
+	return nil
+}
+
+func (r *e2aNDJSON) Frame(f *Frame) error { return writeLine(r.o, f.Raw) }
+
+func (r *e2aNDJSON) Heartbeat() error {
+	_, err := r.o.WriteString("\n")
+	return err
+}
+
+func (r *e2aNDJSON) End(err error) error {
+	if err == nil {
+		return nil
+	}
+	st, body := apiError(err)
+	if !r.o.Started() {
+		return r.o.writeJSON(st, body)
+	}
+	return writeLineJSON(r.o, body)
+}
+
+// Request states of the aggregated E2A JSON.
+const (
+	StatePending   = "pending"   // accepted, no frame yet
+	StateRunning   = "running"   // frames, no final frame yet
+	StateSucceeded = "succeeded" // final frame with status succeeded
+	StateFailed    = "failed"    // final frame with status failed
+)
+
+// RequestView is the aggregated E2A JSON of GET /v1/requests/{id}: the
+// envelope as accepted, and the frames so far as stored. The HTTP status is
+// 200 when the final frame is included, 202 while the request runs.
+type RequestView struct {
+	RequestID    string            `json:"request_id"`
+	State        string            `json:"state"`
+	Envelope     json.RawMessage   `json:"envelope,omitempty"`
+	Frames       []json.RawMessage `json:"frames"`
+	NextSequence int64             `json:"next_sequence"`
+}
+
+// e2aJSON writes a RequestView incrementally, frame by frame, so that a
+// request with many frames is never held in memory.
+type e2aJSON struct {
+	o        *Output
+	id       string
+	envelope []byte
+	final    bool
+	n        int
+	next     int64
+	state    string
+}
+
+// NewE2AJSON returns the aggregated JSON renderer. final tells whether the
+// frames to come include the final frame (status 200) or not (202);
+// envelope is the stored envelope (nil when it aged out); from is the
+// first sequence to come.
+func NewE2AJSON(o *Output, requestID string, envelope []byte, final bool, from int64) Renderer {
+	return &e2aJSON{o: o, id: requestID, envelope: envelope, final: final, next: from}
+}
+
+func (r *e2aJSON) Start() error {
+	r.o.Header().Set("Content-Type", "application/json")
+	r.o.Header().Set("Cache-Control", "no-cache")
+	if r.final {
+		r.o.WriteHeader(http.StatusOK)
+	} else {
+		r.o.WriteHeader(http.StatusAccepted)
+	}
+	id, _ := json.Marshal(r.id)
+	buf := append([]byte(`{"request_id":`), id...)
+	if len(r.envelope) > 0 {
+		buf = append(buf, `,"envelope":`...)
+		buf = append(buf, compactLine(r.envelope)...)
+	}
+	buf = append(buf, `,"frames":[`...)
+	_, err := r.o.Write(buf)
+	return err
+}
+
+func (r *e2aJSON) Frame(f *Frame) error {
+	if r.n > 0 {
+		if _, err := r.o.WriteString(","); err != nil {
+			return err
+		}
+	}
+	r.n++
+	r.next = f.Response.Sequence + 1
+	if f.Response.IsFinal {
+		r.state = StateSucceeded
+		if f.Response.Status == e2a.StatusFailed {
+			r.state = StateFailed
+		}
+	} else {
+		r.state = StateRunning
+	}
+	_, err := r.o.Write(compactLine(f.Raw))
+	return err
+}
+
+func (r *e2aJSON) Heartbeat() error { return nil }
+
+func (r *e2aJSON) End(err error) error {
+	if err != nil && !r.o.Started() {
+		st, body := apiError(err)
+		return r.o.writeJSON(st, body)
+	}
+	state := r.state
+	if state == "" {
+		state = StatePending
+	}
+	tail := `],"state":"` + state + `","next_sequence":` + strconv.FormatInt(r.next, 10)
+	if err != nil {
+		_, body := apiError(err)
+		b, _ := json.Marshal(body.Error)
+		tail += `,"error":` + string(b)
+	}
+	_, werr := r.o.WriteString(tail + "}\n")
+	return werr
+}

@@ -1,0 +1,556 @@
+package egress
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// Frame is one response frame delivered by a [Reader].
+type Frame struct {
+	// Response is the decoded frame.
+	Response *e2a.Response
+	// Raw is the frame exactly as stored in E2A_RESPONSES, so that E2A
+	// renderers pass it through without re-encoding. It is shared: do not
+	// modify it.
+	Raw []byte
+	// StreamSeq is the sequence of the frame in E2A_RESPONSES.
+	StreamSeq uint64
+}
+
+// Defaults of the replay engine.
+const (
+	DefaultResponsesStream = streams.ResponsesStream
+	DefaultRequestsStream  = streams.RequestsStream
+	DefaultBatch           = 64
+	DefaultBatchBytes      = 1 << 20
+	DefaultLiveBuffer      = 64
+	DefaultHeartbeat       = 15 * time.Second
+	DefaultPollInterval    = 2 * time.Second
+	DefaultMaxWait         = 5 * time.Minute
+	DefaultIdleTimeout     = 10 * time.Minute
+
+	// firstPoll is the poll interval of a reader's first wait: it covers
+	// the moment right after the switch to live, when in a cluster the
+	// subscription's interest may not have reached the stream leader yet
+	// and the replica that answered the catch-up may have lagged it.
+	firstPoll = 200 * time.Millisecond
+	// notFoundRecheck is the pause before an unknown request is looked up
+	// a second time.
+	notFoundRecheck = 50 * time.Millisecond
+)
+
+// ReplayOption configures a [Reader].
+type ReplayOption func(*replayConfig)
+
+type replayConfig struct {
+	responses    string
+	requests     string
+	batch        int
+	batchBytes   int
+	liveBuffer   int
+	heartbeat    time.Duration
+	onHeartbeat  func() error
+	pollInterval time.Duration
+	maxWait      time.Duration
+	idleTimeout  time.Duration
+	checkRequest bool
+	mux          *streams.DirectGetter
+	get          batchGetter
+}
+
+// batchGetter reads up to batch messages stored under subject in stream
+// from stream sequence start on and calls fn with each (its stream
+// sequence, headers and data); it returns how many remain after the last.
+type batchGetter func(ctx context.Context, stream, subject string, start uint64, batch, maxBytes int, fn func(seq uint64, h nats.Header, data []byte) error) (pending uint64, err error)
+
+func defaultReplayConfig() replayConfig {
+	return replayConfig{
+		responses:    DefaultResponsesStream,
+		requests:     DefaultRequestsStream,
+		batch:        DefaultBatch,
+		batchBytes:   DefaultBatchBytes,
+		liveBuffer:   DefaultLiveBuffer,
+		heartbeat:    DefaultHeartbeat,
+		pollInterval: DefaultPollInterval,
+		maxWait:      DefaultMaxWait,
+		idleTimeout:  DefaultIdleTimeout,
+		checkRequest: true,
+	}
+}
+
+// WithStreams names the response and request streams (defaults
+// E2A_RESPONSES and E2A_REQUESTS).
+func WithStreams(responses, requests string) ReplayOption {
+	return func(c *replayConfig) {
+		if responses != "" {
+			c.responses = responses
+		}
+		if requests != "" {
+			c.requests = requests
+		}
+	}
+}
+
+// WithBatch sets how many frames one direct get reads (default 64) and the
+// byte bound of one batch (default 1 MiB). Together with the live buffer it
+// bounds the memory a reader holds.
+func WithBatch(frames, maxBytes int) ReplayOption {
+	return func(c *replayConfig) {
+		if frames > 0 {
+			c.batch = frames
+		}
+		if maxBytes > 0 {
+			c.batchBytes = maxBytes
+		}
+	}
+}
+
+// WithLiveBuffer sets how many live messages a reader buffers (default 64).
+// Live messages beyond it are dropped and read again from the stream.
+func WithLiveBuffer(n int) ReplayOption {
+	return func(c *replayConfig) {
+		if n > 0 {
+			c.liveBuffer = n
+		}
+	}
+}
+
+// WithHeartbeat calls fn after every interval spent waiting for a frame,
+// including before the first one. fn runs on the goroutine that called
+// Next; an error from fn ends the read with that error.
+func WithHeartbeat(interval time.Duration, fn func() error) ReplayOption {
+	return func(c *replayConfig) {
+		if interval > 0 {
+			c.heartbeat = interval
+		}
+		c.onHeartbeat = fn
+	}
+}
+
+// WithPollInterval sets how long a reader waits on the live subject before
+// it also reads the stream (default 2 s). Live delivery is at most once
+// (republish is core NATS, and in a cluster the interest of a new
+// subscription reaches the stream leader asynchronously), so the poll is
+// what guarantees progress.
+func WithPollInterval(d time.Duration) ReplayOption {
+	return func(c *replayConfig) {
+		if d > 0 {
+			c.pollInterval = d
+		}
+	}
+}
+
+// WithMaxWait bounds the wait for the first frame of an accepted request
+// that has not been answered yet (default 5 min), and the wait for any
+// next frame (idle, default 10 min). A zero duration keeps the default; a
+// negative one waits without limit. Exceeding either ends the read with
+// ErrWaitTimeout.
+func WithMaxWait(first, idle time.Duration) ReplayOption {
+	return func(c *replayConfig) {
+		if first != 0 {
+			c.maxWait = first
+		}
+		if idle != 0 {
+			c.idleTimeout = idle
+		}
+	}
+}
+
+// WithoutRequestCheck skips the lookup of the envelope in E2A_REQUESTS when
+// the request has no frame yet (the caller knows the request exists, e.g.
+// ingress right after its publish was acknowledged).
+func WithoutRequestCheck() ReplayOption {
+	return func(c *replayConfig) { c.checkRequest = false }
+}
+
+func withMux(m *streams.DirectGetter) ReplayOption { return func(c *replayConfig) { c.mux = m } }
+
+// Reader delivers the frames of one request in order, exactly once, from a
+// resume point to the final frame: first what E2A_RESPONSES already holds
+// (batched direct gets, no consumer), then the live frames republished on
+// e2a.live.<id>, refilling from the stream whatever the live subscription
+// missed. It is not safe for concurrent use.
+type Reader struct {
+	nc        *nats.Conn
+	cfg       replayConfig
+	requestID string
+	respSubj  string
+	ownMux    bool
+
+	sub  *nats.Subscription
+	live chan *nats.Msg
+	lost atomic.Bool
+
+	queue []Frame
+	head  int
+
+	next     int64  // E2A sequence of the next frame to deliver
+	lastSeq  uint64 // stream sequence of the last frame read for this request
+	caughtUp bool   // the stream held nothing more at the last read
+	done     bool   // the final frame was delivered, or lies before the resume point
+	any      bool   // some frame of this request was seen
+	closed   bool
+	waited   bool // the first wait happened
+}
+
+// Open subscribes to the live subject of requestID, then reads the first
+// batch of stored frames from sequence from (0 for the start). When the
+// stream holds no frame for the request, it checks that the request was
+// accepted (its envelope is in E2A_REQUESTS) and returns ErrNotFound
+// otherwise. Close the reader when done.
+func Open(ctx context.Context, nc *nats.Conn, requestID string, from int64, opts ...ReplayOption) (*Reader, error) {
+	if from < 0 {
+		return nil, badRequest("resume point %d is negative", from)
+	}
+	cfg := defaultReplayConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	respSubj, err := subjects.Response(requestID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
+	}
+	liveSubj, err := subjects.Live(requestID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
+	}
+	r := &Reader{nc: nc, cfg: cfg, requestID: requestID, respSubj: respSubj, next: from}
+	if r.cfg.mux == nil {
+		m, err := streams.NewDirectGetter(nc)
+		if err != nil {
+			return nil, err
+		}
+		r.cfg.mux, r.ownMux = m, true
+	}
+	if r.cfg.get == nil {
+		r.cfg.get = r.cfg.mux.GetBatch
+	}
+	r.live = make(chan *nats.Msg, cfg.liveBuffer)
+	// Subscribe before the first read: the server handles a connection's
+	// protocol in order, so every frame stored after the read below is
+	// republished to this subscription, and one stored in between is seen
+	// twice and dropped by sequence.
+	r.sub, err = nc.Subscribe(liveSubj, func(m *nats.Msg) {
+		select {
+		case r.live <- m:
+		default:
+			r.lost.Store(true)
+		}
+	})
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("egress: subscribe %s: %w", liveSubj, err)
+	}
+	if err := r.fill(ctx); err != nil {
+		r.Close()
+		return nil, err
+	}
+	if !r.any && cfg.checkRequest {
+		ok, err := requestExists(ctx, r.cfg.mux, cfg.requests, requestID)
+		if err != nil {
+			r.Close()
+			return nil, err
+		}
+		if !ok {
+			// In a cluster any replica answers a direct get and a follower
+			// may lag the leader by a moment: look again, for the envelope
+			// and for frames, before giving up.
+			select {
+			case <-time.After(notFoundRecheck):
+			case <-ctx.Done():
+				r.Close()
+				return nil, ctx.Err()
+			}
+			if err := r.fill(ctx); err != nil {
+				r.Close()
+				return nil, err
+			}
+			if !r.any {
+				ok, err = requestExists(ctx, r.cfg.mux, cfg.requests, requestID)
+				if err != nil || !ok {
+					r.Close()
+					if err != nil {
+						return nil, err
+					}
+					return nil, fmt.Errorf("%w: %q", ErrNotFound, requestID)
+				}
+			}
+		}
+	}
+	return r, nil
+}
+
+// RequestID returns the id of the request being read.
+func (r *Reader) RequestID() string { return r.requestID }
+
+// NextSequence returns the sequence of the next frame Next will deliver.
+func (r *Reader) NextSequence() int64 { return r.next - int64(len(r.queue)-r.head) }
+
+// Started reports whether the request has at least one frame.
+func (r *Reader) Started() bool { return r.any }
+
+// Close stops the live subscription. It is safe to call more than once.
+func (r *Reader) Close() {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	if r.sub != nil {
+		_ = r.sub.Unsubscribe()
+	}
+	if r.ownMux {
+		r.cfg.mux.Close()
+	}
+}
+
+// Next returns the next frame. After the final frame it returns io.EOF.
+// It blocks while the request is running, calling the heartbeat function
+// while idle, and returns ErrWaitTimeout when the wait limits pass, or
+// the context's error.
+func (r *Reader) Next(ctx context.Context) (Frame, error) {
+	for {
+		if r.head < len(r.queue) {
+			f := r.queue[r.head]
+			r.queue[r.head] = Frame{}
+			r.head++
+			if r.head == len(r.queue) {
+				r.queue, r.head = r.queue[:0], 0
+			}
+			if f.Response.IsFinal {
+				r.done = true
+			}
+			return f, nil
+		}
+		if r.done {
+			return Frame{}, io.EOF
+		}
+		if r.closed {
+			return Frame{}, errors.New("egress: reader closed")
+		}
+		if !r.caughtUp || r.lost.Load() {
+			if err := r.fill(ctx); err != nil {
+				return Frame{}, err
+			}
+			continue
+		}
+		if err := r.wait(ctx); err != nil {
+			return Frame{}, err
+		}
+	}
+}
+
+// fill reads one batch from the stream after the last frame read.
+func (r *Reader) fill(ctx context.Context) error {
+	r.lost.Store(false)
+	pending, err := r.cfg.get(ctx, r.cfg.responses, r.respSubj, r.lastSeq+1, r.cfg.batch, r.cfg.batchBytes, func(seq uint64, h nats.Header, data []byte) error {
+		return r.accept(seq, h, data, false)
+	})
+	if err != nil {
+		return err
+	}
+	r.caughtUp = pending == 0 || r.done
+	return nil
+}
+
+// accept takes one stored or live message. Frames before the resume point
+// or already delivered are dropped; a frame after a gap triggers a read of
+// the stream (live) or is an error (stored: the stream itself has a hole).
+func (r *Reader) accept(streamSeq uint64, hdr nats.Header, data []byte, live bool) error {
+	if streamSeq != 0 && streamSeq <= r.lastSeq {
+		return nil // already read
+	}
+	seq, ok := headerInt(hdr, subjects.HeaderSequence)
+	if !ok {
+		var probe struct {
+			Sequence *int64 `json:"sequence"`
+		}
+		if err := json.Unmarshal(data, &probe); err != nil || probe.Sequence == nil {
+			return fmt.Errorf("%w: request %q stream sequence %d: no sequence", ErrInvalidFrame, r.requestID, streamSeq)
+		}
+		seq = *probe.Sequence
+	}
+	pending := int64(len(r.queue) - r.head)
+	expect := r.next
+	switch {
+	case seq < expect:
+		// Before the resume point or a duplicate. A final frame before the
+		// resume point still ends the read.
+		if streamSeq > r.lastSeq {
+			r.lastSeq = streamSeq
+		}
+		r.any = true
+		if seq >= expect-pending {
+			return nil // queued already
+		}
+		if bytes.Contains(data, []byte(`"is_final"`)) {
+			var probe struct {
+				IsFinal bool `json:"is_final"`
+			}
+			if json.Unmarshal(data, &probe) == nil && probe.IsFinal {
+				r.done = true
+			}
+		}
+		return nil
+	case seq > expect:
+		if live {
+			r.caughtUp = false // a gap: read the stream
+			return nil
+		}
+		return fmt.Errorf("%w: request %q: stored sequence %d where %d was expected", ErrInvalidFrame, r.requestID, seq, expect)
+	}
+	resp := new(e2a.Response)
+	if err := json.Unmarshal(data, resp); err != nil {
+		return fmt.Errorf("%w: request %q sequence %d: %v", ErrInvalidFrame, r.requestID, seq, err)
+	}
+	if resp.Sequence != seq {
+		return fmt.Errorf("%w: request %q: header sequence %d, body sequence %d", ErrInvalidFrame, r.requestID, seq, resp.Sequence)
+	}
+	r.queue = append(r.queue, Frame{Response: resp, Raw: data, StreamSeq: streamSeq})
+	r.next = seq + 1
+	r.any = true
+	if streamSeq > r.lastSeq {
+		r.lastSeq = streamSeq
+	}
+	if resp.IsFinal {
+		r.caughtUp = true
+	}
+	return nil
+}
+
+// wait blocks for live messages until something is queued, a read of the
+// stream is due, or a limit passes.
+func (r *Reader) wait(ctx context.Context) error {
+	limit := r.cfg.idleTimeout
+	if !r.any {
+		limit = r.cfg.maxWait
+	}
+	var deadline <-chan time.Time
+	if limit > 0 {
+		t := time.NewTimer(limit)
+		defer t.Stop()
+		deadline = t.C
+	}
+	pollEvery := r.cfg.pollInterval
+	if !r.waited {
+		r.waited = true
+		pollEvery = min(pollEvery, firstPoll)
+	}
+	poll := time.NewTimer(pollEvery)
+	defer poll.Stop()
+	var beat <-chan time.Time
+	if r.cfg.onHeartbeat != nil {
+		t := time.NewTicker(r.cfg.heartbeat)
+		defer t.Stop()
+		beat = t.C
+	}
+	for {
+		select {
+		case m := <-r.live:
+			if err := r.accept(headerUint(m, subjects.HeaderStreamSequence), m.Header, m.Data, true); err != nil {
+				return err
+			}
+			if r.head < len(r.queue) || !r.caughtUp || r.done {
+				return nil
+			}
+		case <-poll.C:
+			r.caughtUp = false
+			return nil
+		case <-beat:
+			if err := r.cfg.onHeartbeat(); err != nil {
+				return err
+			}
+		case <-deadline:
+			return fmt.Errorf("%w: request %q: waited %s", ErrWaitTimeout, r.requestID, limit)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if r.lost.Load() {
+			return nil
+		}
+	}
+}
+
+// Replay reads the frames of requestID from sequence from to the final
+// frame and calls fn with each, in order. It returns nil after the final
+// frame, ErrNotFound for an unknown request, ErrWaitTimeout, the error of
+// fn, or the context's error.
+func Replay(ctx context.Context, nc *nats.Conn, requestID string, from int64, fn func(Frame) error, opts ...ReplayOption) error {
+	r, err := Open(ctx, nc, requestID, from, opts...)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	for {
+		f, err := r.Next(ctx)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(f); err != nil {
+			return err
+		}
+	}
+}
+
+// requestExists reports whether E2A_REQUESTS holds an envelope for
+// requestID, whatever its agent pool.
+func requestExists(ctx context.Context, m *streams.DirectGetter, stream, requestID string) (bool, error) {
+	msg, err := lookupRequest(ctx, m, stream, requestID)
+	return msg != nil, err
+}
+
+func headerUint(m *nats.Msg, key string) uint64 {
+	if m.Header == nil {
+		return 0
+	}
+	n, _ := strconv.ParseUint(m.Header.Get(key), 10, 64)
+	return n
+}
+
+func headerInt(h nats.Header, key string) (int64, bool) {
+	if h == nil {
+		return 0, false
+	}
+	v := h.Get(key)
+	if v == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil
+}
+
+// Buffered returns how many frames are read and waiting to be delivered.
+func (r *Reader) Buffered() int { return len(r.queue) - r.head }
+
+// NextStored returns the next frame the stream holds now, without waiting
+// for live frames: ok is false when there is none (yet, or after the final
+// frame).
+func (r *Reader) NextStored(ctx context.Context) (f Frame, ok bool, err error) {
+	for {
+		if r.head < len(r.queue) {
+			f, err := r.Next(ctx)
+			return f, err == nil, err
+		}
+		if r.done || r.caughtUp {
+			return Frame{}, false, nil
+		}
+		if err := r.fill(ctx); err != nil {
+			return Frame{}, false, err
+		}
+	}
+}

@@ -1,0 +1,260 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+func TestReplayFinished(t *testing.T) {
+	e := startEnv(t)
+	e.finished(t, "req_1", 5)
+	// Another request interleaved in the stream must not leak in.
+	e.finished(t, "req_2", 3)
+	ctx := context.Background()
+	for _, from := range []int64{0, 1, 3, 5, 6, 100} {
+		frames, err := collect(t, ctx, e.nc, "req_1", from, WithBatch(2, 0))
+		if err != nil {
+			t.Fatalf("from %d: %v", from, err)
+		}
+		want := 6 - from
+		if want < 0 {
+			want = 0
+		}
+		if int64(len(frames)) != want {
+			t.Fatalf("from %d: %d frames, want %d", from, len(frames), want)
+		}
+		checkSeq(t, frames, from, want > 0)
+		for _, f := range frames {
+			if f.Response.RequestID != "req_1" || len(f.Raw) == 0 || f.StreamSeq == 0 {
+				t.Fatalf("bad frame %+v", f)
+			}
+		}
+	}
+}
+
+func TestReplayHostileID(t *testing.T) {
+	e := startEnv(t)
+	id := "a.b *>  é/" + string(make([]byte, 3))
+	e.finished(t, id, 2)
+	frames, err := collect(t, context.Background(), e.nc, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSeq(t, frames, 0, true)
+	if len(frames) != 3 {
+		t.Fatalf("%d frames", len(frames))
+	}
+}
+
+func TestReplayNotFound(t *testing.T) {
+	e := startEnv(t)
+	e.finished(t, "other", 1)
+	_, err := collect(t, context.Background(), e.nc, "nope", 0)
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("err = %v, want ErrNotFound", err)
+	}
+	_, err = collect(t, context.Background(), e.nc, "", 0)
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("empty id: err = %v, want ErrNotFound", err)
+	}
+	_, err = collect(t, context.Background(), e.nc, "x", -1)
+	if !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("negative from: err = %v", err)
+	}
+}
+
+func TestReplayWaitsWithHeartbeats(t *testing.T) {
+	e := startEnv(t)
+	env := newEnvelope("req_wait")
+	e.submit(t, env)
+	w := e.writer(t, env)
+	var beats atomic.Int32
+	done := make(chan error, 1)
+	var frames []Frame
+	go func() {
+		var err error
+		frames, err = collect(t, context.Background(), e.nc, "req_wait", 0,
+			WithHeartbeat(20*time.Millisecond, func() error { beats.Add(1); return nil }))
+		done <- err
+	}()
+	time.Sleep(120 * time.Millisecond)
+	if beats.Load() < 2 {
+		t.Fatalf("only %d heartbeats before the first frame", beats.Load())
+	}
+	w.text("a")
+	time.Sleep(60 * time.Millisecond)
+	w.text("b")
+	w.complete("ab")
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	checkSeq(t, frames, 0, true)
+	if len(frames) != 3 {
+		t.Fatalf("%d frames", len(frames))
+	}
+}
+
+func TestReplayMaxWait(t *testing.T) {
+	e := startEnv(t)
+	e.submit(t, newEnvelope("req_silent"))
+	start := time.Now()
+	_, err := collect(t, context.Background(), e.nc, "req_silent", 0, WithMaxWait(100*time.Millisecond, 0))
+	if !errors.Is(err, ErrWaitTimeout) {
+		t.Fatalf("err = %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("waited %s", d)
+	}
+	// Idle limit between frames.
+	env := newEnvelope("req_stall")
+	e.submit(t, env)
+	e.writer(t, env).text("x")
+	frames, err := collect(t, context.Background(), e.nc, "req_stall", 0, WithMaxWait(0, 100*time.Millisecond))
+	if !errors.Is(err, ErrWaitTimeout) || len(frames) != 1 {
+		t.Fatalf("err = %v, %d frames", err, len(frames))
+	}
+}
+
+func TestReplayContextCancel(t *testing.T) {
+	e := startEnv(t)
+	e.submit(t, newEnvelope("req_c"))
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	_, err := collect(t, ctx, e.nc, "req_c", 0)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestReplaySeam opens readers at random moments while frames are being
+// written: every reader must see every frame from its resume point exactly
+// once, in order, whether it came from the stream, the live subject, or
+// both.
+func TestReplaySeam(t *testing.T) {
+	e := startEnv(t)
+	const requests, frames, readers = 8, 40, 6
+	var wg sync.WaitGroup
+	errs := make(chan error, requests*readers)
+	for i := 0; i < requests; i++ {
+		id := fmt.Sprintf("seam_%d", i)
+		env := newEnvelope(id)
+		e.submit(t, env)
+		w := e.writer(t, env)
+		nc := e.conn(t)
+		for j := 0; j < readers; j++ {
+			wg.Add(1)
+			from := int64(0)
+			if j%2 == 1 {
+				from = int64(rand.IntN(frames))
+			}
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
+				got, err := collect(t, context.Background(), nc, id, from, WithBatch(3, 0), WithLiveBuffer(4))
+				if err != nil {
+					errs <- fmt.Errorf("%s from %d: %w", id, from, err)
+					return
+				}
+				if int64(len(got)) != frames+1-from {
+					errs <- fmt.Errorf("%s from %d: %d frames", id, from, len(got))
+					return
+				}
+				for k, f := range got {
+					if f.Response.Sequence != from+int64(k) {
+						errs <- fmt.Errorf("%s from %d: frame %d has sequence %d", id, from, k, f.Response.Sequence)
+						return
+					}
+				}
+			}()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; k < frames; k++ {
+				w.text("x")
+				if k%7 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			w.complete("done")
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// TestReplaySlowReaderBoundedBuffer: a reader that consumes slowly while
+// frames pour in overflows its live buffer of 1; the dropped frames are read
+// again from the stream.
+func TestReplaySlowReaderBoundedBuffer(t *testing.T) {
+	e := startEnv(t)
+	env := newEnvelope("req_slow")
+	e.submit(t, env)
+	w := e.writer(t, env)
+	r, err := Open(context.Background(), e.nc, "req_slow", 0, WithLiveBuffer(1), WithBatch(4, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	e.async(func() {
+		for i := 0; i < 100; i++ {
+			w.text("y")
+		}
+		w.complete("done")
+	})
+	var c e2a.SequenceChecker
+	for {
+		f, err := r.Next(context.Background())
+		if err != nil {
+			if c.Done() {
+				break
+			}
+			t.Fatal(err)
+		}
+		if err := c.Add(f.Response); err != nil {
+			t.Fatal(err)
+		}
+		if f.Response.Sequence%10 == 0 {
+			time.Sleep(2 * time.Millisecond)
+		}
+		if len(r.queue) > 4 || cap(r.live) != 1 {
+			t.Fatalf("reader holds %d queued frames", len(r.queue))
+		}
+	}
+	if c.Next() != 101 {
+		t.Fatalf("got %d frames", c.Next())
+	}
+}
+
+// TestReplayWithoutLive: with no republish at all, the poll still brings
+// every frame.
+func TestReplayWithoutLive(t *testing.T) {
+	e := startEnv(t, envOpts{noRepublish: true})
+	env := newEnvelope("req_poll")
+	e.submit(t, env)
+	w := e.writer(t, env)
+	e.async(func() {
+		time.Sleep(50 * time.Millisecond)
+		w.text("a")
+		w.complete("a")
+	})
+	frames, err := collect(t, context.Background(), e.nc, "req_poll", 0, WithPollInterval(30*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSeq(t, frames, 0, true)
+	if len(frames) != 2 {
+		t.Fatalf("%d frames", len(frames))
+	}
+}

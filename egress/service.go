@@ -1,0 +1,519 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// Output format names, used as the "format" label of the metrics.
+const (
+	FormatE2ASSE        = "e2a_sse"
+	FormatE2ANDJSON     = "e2a_ndjson"
+	FormatE2AJSON       = "e2a_json"
+	FormatA2ASSE        = "a2a_sse"
+	FormatA2AJSON       = "a2a_json"
+	FormatAgentVaultSSE = "agentvault_sse"
+	FormatACP           = "acp"
+	FormatA2ENDJSON     = "a2e_ndjson"
+)
+
+// Service serves the frames of requests over HTTP in every output format.
+// It holds no state of its own beyond a connection: any egress process can
+// serve any request. It is safe for concurrent use.
+type Service struct {
+	nc  *nats.Conn
+	mux *streams.DirectGetter
+	cfg config
+	m   *metrics
+	log *slog.Logger
+}
+
+type config struct {
+	reg          prometheus.Registerer
+	log          *slog.Logger
+	heartbeat    time.Duration
+	retry        time.Duration
+	writeTimeout time.Duration
+	maxWait      time.Duration
+	idleTimeout  time.Duration
+	cancelWait   time.Duration
+	replay       []ReplayOption
+}
+
+// Option configures a Service.
+type Option func(*config)
+
+// WithRegisterer registers the egress metrics on reg (default: none).
+func WithRegisterer(reg prometheus.Registerer) Option { return func(c *config) { c.reg = reg } }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithHeartbeatInterval sets the idle time after which streams write a
+// keep-alive (default 15 s).
+func WithHeartbeatInterval(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.heartbeat = d
+		}
+	}
+}
+
+// WithSSERetry sets the retry: delay announced on E2A SSE streams
+// (default 2 s).
+func WithSSERetry(d time.Duration) Option { return func(c *config) { c.retry = d } }
+
+// WithWriteTimeout sets how long a write to a client may block before the
+// client is disconnected as slow (default 10 s; the socket buffers are the
+// bounded buffer).
+func WithWriteTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.writeTimeout = d
+		}
+	}
+}
+
+// WithWaitLimits sets the wait for the first frame of an accepted request
+// (default 5 min) and between frames (default 10 min); negative: no limit.
+func WithWaitLimits(first, idle time.Duration) Option {
+	return func(c *config) {
+		if first != 0 {
+			c.maxWait = first
+		}
+		if idle != 0 {
+			c.idleTimeout = idle
+		}
+	}
+}
+
+// WithCancelWait sets how long a cancel waits for the final frame before
+// answering with the task as it is (default 10 s).
+func WithCancelWait(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.cancelWait = d
+		}
+	}
+}
+
+// WithReplayOptions passes options to every reader (stream names, batch
+// size, live buffer, poll interval).
+func WithReplayOptions(opts ...ReplayOption) Option {
+	return func(c *config) { c.replay = append(c.replay, opts...) }
+}
+
+type metrics struct {
+	open     *prometheus.GaugeVec
+	ttff     *prometheus.HistogramVec
+	frames   *prometheus.CounterVec
+	slow     *prometheus.CounterVec
+	outcomes *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "e2a_egress_streams_open",
+			Help: "Responses being served, by output format.",
+		}, []string{"format"}),
+		ttff: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "e2a_egress_time_to_first_frame_seconds",
+			Help:    "Time from the start of a response to the first frame written.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"format"}),
+		frames: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "e2a_egress_frames_written_total",
+			Help: "Frames written to clients, by output format.",
+		}, []string{"format"}),
+		slow: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "e2a_egress_slow_client_disconnects_total",
+			Help: "Clients disconnected because they did not read within the write timeout.",
+		}, []string{"format"}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "e2a_egress_streams_total",
+			Help: "Responses served, by output format and outcome (final, not_found, timeout, client_gone, slow_client, error).",
+		}, []string{"format", "outcome"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.open, m.ttff, m.frames, m.slow, m.outcomes} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+// New returns a Service reading from nc.
+func New(nc *nats.Conn, opts ...Option) (*Service, error) {
+	cfg := config{
+		heartbeat:    DefaultHeartbeat,
+		retry:        2 * time.Second,
+		writeTimeout: 10 * time.Second,
+		maxWait:      DefaultMaxWait,
+		idleTimeout:  DefaultIdleTimeout,
+		cancelWait:   10 * time.Second,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.log == nil {
+		cfg.log = slog.Default()
+	}
+	m, err := newMetrics(cfg.reg)
+	if err != nil {
+		return nil, err
+	}
+	mux, err := streams.NewDirectGetter(nc)
+	if err != nil {
+		return nil, err
+	}
+	return &Service{nc: nc, mux: mux, cfg: cfg, m: m, log: cfg.log}, nil
+}
+
+// Close releases the Service's subscription. Streams in progress end with
+// their request contexts.
+func (s *Service) Close() { s.mux.Close() }
+
+// Register mounts the E2A read endpoints on mux:
+//
+//	GET /v1/requests/{id}/stream  SSE (default) or NDJSON (Accept: application/x-ndjson)
+//	GET /v1/requests/{id}         aggregated JSON; 202 while running, ?wait=true waits
+func (s *Service) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/requests/{id}/stream", func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		if wantsNDJSON(r) {
+			s.serveE2AStream(w, r, id, FormatE2ANDJSON)
+			return
+		}
+		s.serveE2AStream(w, r, id, FormatE2ASSE)
+	})
+	mux.HandleFunc("GET /v1/requests/{id}", func(w http.ResponseWriter, r *http.Request) {
+		s.serveE2AJSON(w, r, r.PathValue("id"), isTrue(r.URL.Query().Get("wait")))
+	})
+}
+
+// ServeE2A answers with the frames of requestID in the E2A format the
+// request negotiates: SSE for Accept: text/event-stream, NDJSON for Accept:
+// application/x-ndjson (both resume from Last-Event-ID or ?from=), else
+// the aggregated JSON, waiting for the final frame with ?wait=true (202
+// with the frames so far otherwise). Ingress calls it right after the
+// publish of a request was acknowledged; the request is not looked up.
+func (s *Service) ServeE2A(w http.ResponseWriter, r *http.Request, requestID string) {
+	switch {
+	case wantsSSE(r):
+		s.serveE2AStream(w, r, requestID, FormatE2ASSE, WithoutRequestCheck())
+	case wantsNDJSON(r):
+		s.serveE2AStream(w, r, requestID, FormatE2ANDJSON, WithoutRequestCheck())
+	default:
+		s.serveE2AJSON(w, r, requestID, isTrue(r.URL.Query().Get("wait")))
+	}
+}
+
+func (s *Service) serveE2AStream(w http.ResponseWriter, r *http.Request, id, format string, opts ...ReplayOption) {
+	o := NewOutput(w, s.cfg.writeTimeout)
+	var rend Renderer
+	if format == FormatE2ANDJSON {
+		rend = NewE2ANDJSON(o)
+	} else {
+		rend = NewE2ASSE(o, s.cfg.retry, "")
+	}
+	rend = maybeProjecting(r, rend)
+	from, err := ResumePoint(r)
+	if err != nil {
+		s.finish(o, rend, format, err)
+		return
+	}
+	s.Stream(r.Context(), o, rend, format, id, from, opts...)
+}
+
+// Stream drives rend with the frames of requestID from sequence from to
+// the final frame: the generic loop every streaming endpoint uses. It
+// returns when the final frame was written, the request context ended
+// (client gone), the client was too slow, or the wait limits passed.
+func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, requestID string, from int64, opts ...ReplayOption) {
+	start := time.Now()
+	g := s.m.open.WithLabelValues(format)
+	g.Inc()
+	defer g.Dec()
+	ropts := s.replayOptions(func() error {
+		if err := rend.Heartbeat(); err != nil {
+			return err
+		}
+		return o.Flush()
+	})
+	rd, err := Open(ctx, s.nc, requestID, from, append(ropts, opts...)...)
+	if err != nil {
+		s.finish(o, rend, format, err)
+		return
+	}
+	defer rd.Close()
+	if err := rend.Start(); err != nil {
+		s.finish(o, rend, format, err)
+		return
+	}
+	if err := o.Flush(); err != nil {
+		s.finish(o, rend, format, err)
+		return
+	}
+	frames := s.m.frames.WithLabelValues(format)
+	first := true
+	for {
+		f, err := rd.Next(ctx)
+		if err == io.EOF {
+			s.finish(o, rend, format, nil)
+			return
+		}
+		if err != nil {
+			s.finish(o, rend, format, err)
+			return
+		}
+		if err := rend.Frame(&f); err != nil {
+			s.finish(o, rend, format, err)
+			return
+		}
+		frames.Inc()
+		if rd.Buffered() == 0 || f.Response.IsFinal {
+			if err := o.Flush(); err != nil {
+				s.finish(o, rend, format, err)
+				return
+			}
+		}
+		if first {
+			first = false
+			s.m.ttff.WithLabelValues(format).Observe(time.Since(start).Seconds())
+		}
+	}
+}
+
+// finish ends a response: End on the renderer unless the client is gone,
+// a flush, the outcome metric and a log line for unusual endings.
+func (s *Service) finish(o *Output, rend Renderer, format string, err error) {
+	outcome := "final"
+	switch {
+	case err == nil:
+	case o.slow():
+		outcome = "slow_client"
+		s.m.slow.WithLabelValues(format).Inc()
+		s.log.Warn("egress: slow client disconnected", "format", format, "reason", "write blocked longer than the write timeout", "timeout", s.cfg.writeTimeout)
+	case o.Err() != nil || errors.Is(err, context.Canceled):
+		outcome = "client_gone"
+	case errors.Is(err, ErrNotFound):
+		outcome = "not_found"
+	case errors.Is(err, ErrWaitTimeout):
+		outcome = "timeout"
+	default:
+		outcome = "error"
+	}
+	s.m.outcomes.WithLabelValues(format, outcome).Inc()
+	if outcome == "slow_client" || outcome == "client_gone" {
+		return
+	}
+	if outcome == "error" {
+		s.log.Error("egress: stream ended with an error", "format", format, "err", err)
+	}
+	_ = rend.End(err)
+	_ = o.Flush()
+}
+
+func (s *Service) replayOptions(beat func() error) []ReplayOption {
+	opts := []ReplayOption{withMux(s.mux), WithMaxWait(s.cfg.maxWait, s.cfg.idleTimeout)}
+	if beat != nil {
+		opts = append(opts, WithHeartbeat(s.cfg.heartbeat, beat))
+	}
+	return append(opts, s.cfg.replay...)
+}
+
+// serveE2AJSON answers the aggregated JSON of a request. With wait it
+// first waits (without buffering) for the final frame.
+func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string, wait bool) {
+	ctx := r.Context()
+	o := NewOutput(w, s.cfg.writeTimeout)
+	g := s.m.open.WithLabelValues(FormatE2AJSON)
+	g.Inc()
+	defer g.Dec()
+	from, err := ResumePoint(r)
+	if err != nil {
+		s.finish(o, NewE2AJSON(o, id, nil, false, 0), FormatE2AJSON, err)
+		return
+	}
+	env, err := lookupRequest(ctx, s.mux, s.streamNames().requests, id)
+	if err != nil {
+		s.finish(o, NewE2AJSON(o, id, nil, false, from), FormatE2AJSON, err)
+		return
+	}
+	var envRaw []byte
+	if env != nil {
+		envRaw = env.Data
+	}
+	if wait {
+		if err := s.waitFinal(ctx, id, env != nil); err != nil {
+			s.finish(o, NewE2AJSON(o, id, envRaw, false, from), FormatE2AJSON, err)
+			return
+		}
+	}
+	// The last stored frame tells the status before any frame is written,
+	// and bounds the snapshot.
+	last, err := s.lastFrame(ctx, id)
+	if err != nil {
+		s.finish(o, NewE2AJSON(o, id, envRaw, false, from), FormatE2AJSON, err)
+		return
+	}
+	if env == nil && last == nil {
+		s.finish(o, NewE2AJSON(o, id, nil, false, from), FormatE2AJSON, ErrNotFound)
+		return
+	}
+	final := last != nil && last.final
+	rend := maybeProjecting(r, NewE2AJSON(o, id, envRaw, final, from))
+	if err := rend.Start(); err != nil {
+		s.finish(o, rend, FormatE2AJSON, err)
+		return
+	}
+	if last != nil {
+		rd, err := Open(ctx, s.nc, id, from, append(s.replayOptions(nil), WithoutRequestCheck())...)
+		if err != nil {
+			s.finish(o, rend, FormatE2AJSON, err)
+			return
+		}
+		defer rd.Close()
+		for {
+			f, ok, err := rd.NextStored(ctx)
+			if err != nil {
+				s.finish(o, rend, FormatE2AJSON, err)
+				return
+			}
+			if !ok || f.StreamSeq > last.streamSeq {
+				break
+			}
+			if err := rend.Frame(&f); err != nil {
+				s.finish(o, rend, FormatE2AJSON, err)
+				return
+			}
+			s.m.frames.WithLabelValues(FormatE2AJSON).Inc()
+			if f.StreamSeq == last.streamSeq {
+				break
+			}
+		}
+	}
+	s.finish(o, rend, FormatE2AJSON, nil)
+}
+
+// waitFinal reads the request to its final frame without keeping frames.
+func (s *Service) waitFinal(ctx context.Context, id string, known bool) error {
+	opts := s.replayOptions(nil)
+	if known {
+		opts = append(opts, WithoutRequestCheck())
+	}
+	rd, err := Open(ctx, s.nc, id, 0, opts...)
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	for {
+		_, err := rd.Next(ctx)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+type lastInfo struct {
+	streamSeq uint64
+	seq       int64
+	final     bool
+}
+
+// lastFrame reads the last stored frame of a request (nil when none).
+func (s *Service) lastFrame(ctx context.Context, id string) (*lastInfo, error) {
+	subj, err := responseSubject(id)
+	if err != nil {
+		return nil, nil
+	}
+	msg, err := s.mux.GetLast(ctx, s.streamNames().responses, subj)
+	if err != nil || msg == nil {
+		return nil, err
+	}
+	li := &lastInfo{streamSeq: headerUint(msg, subjects.HeaderStreamSequence)}
+	var probe struct {
+		Sequence int64 `json:"sequence"`
+		IsFinal  bool  `json:"is_final"`
+	}
+	if err := jsonUnmarshal(msg.Data, &probe); err != nil {
+		return nil, err
+	}
+	li.seq, li.final = probe.Sequence, probe.IsFinal
+	return li, nil
+}
+
+type streamNames struct{ responses, requests string }
+
+func (s *Service) streamNames() streamNames {
+	c := defaultReplayConfig()
+	for _, o := range s.cfg.replay {
+		o(&c)
+	}
+	return streamNames{c.responses, c.requests}
+}
+
+// ResumePoint returns the first sequence a client asks for: the sequence
+// after Last-Event-ID (an SSE reconnection), else ?from=, else 0. It
+// returns an error wrapping ErrBadRequest for a malformed value.
+func ResumePoint(r *http.Request) (int64, error) {
+	if v := strings.TrimSpace(r.Header.Get("Last-Event-ID")); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < -1 {
+			return 0, badRequest("Last-Event-ID %q is not a frame sequence", v)
+		}
+		return n + 1, nil
+	}
+	if v := r.URL.Query().Get("from"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, badRequest("from=%q is not a frame sequence", v)
+		}
+		return n, nil
+	}
+	return 0, nil
+}
+
+func isTrue(v string) bool {
+	b, err := strconv.ParseBool(v)
+	return err == nil && b
+}
+
+// accepts reports whether the Accept header lists media type mt
+// (parameters and q-values are not weighed; q=0 excludes).
+func accepts(r *http.Request, mt string) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			t, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil {
+				continue
+			}
+			if strings.EqualFold(t, mt) && params["q"] != "0" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func wantsSSE(r *http.Request) bool    { return accepts(r, "text/event-stream") }
+func wantsNDJSON(r *http.Request) bool { return accepts(r, "application/x-ndjson") }

@@ -1,0 +1,330 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+type sseEvent struct {
+	ID, Event, Data string
+	Comment         bool
+}
+
+// readSSE parses an SSE body into events and comments.
+func readSSE(t testing.TB, r io.Reader) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	var cur sseEvent
+	has := false
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<22)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if has {
+				out = append(out, cur)
+			}
+			cur, has = sseEvent{}, false
+		case strings.HasPrefix(line, ":"):
+			out = append(out, sseEvent{Comment: true, Data: strings.TrimSpace(line[1:])})
+		case strings.HasPrefix(line, "id: "):
+			cur.ID, has = line[4:], true
+		case strings.HasPrefix(line, "event: "):
+			cur.Event, has = line[7:], true
+		case strings.HasPrefix(line, "data: "):
+			cur.Data, has = line[6:], true
+		case strings.HasPrefix(line, "retry: "):
+		default:
+			t.Fatalf("unexpected SSE line %q", line)
+		}
+	}
+	return out
+}
+
+type httpEnv struct {
+	*testEnv
+	svc *Service
+	srv *httptest.Server
+	reg *prometheus.Registry
+}
+
+func startHTTP(t testing.TB, opts ...Option) *httpEnv {
+	e := startEnv(t)
+	reg := prometheus.NewRegistry()
+	svc, err := New(e.nc, append([]Option{WithRegisterer(reg)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	svc.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() { srv.Close(); svc.Close() })
+	return &httpEnv{testEnv: e, svc: svc, srv: srv, reg: reg}
+}
+
+func (h *httpEnv) get(t testing.TB, path string, hdr ...string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("GET", h.srv.URL+path, nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func TestHTTPStreamSSE(t *testing.T) {
+	h := startHTTP(t)
+	h.finished(t, "req_1", 2)
+	resp := h.get(t, "/v1/requests/req_1/stream")
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	for k, v := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
+		if got := resp.Header.Get(k); got != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+	evs := readSSE(t, resp.Body)
+	if len(evs) != 4 || !evs[0].Comment {
+		t.Fatalf("events %+v", evs)
+	}
+	for i, ev := range evs[1:] {
+		r, err := e2a.ResponseFromJSON([]byte(ev.Data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.ID != strconv.Itoa(i) || ev.Event != r.ResponseKind || r.Sequence != int64(i) {
+			t.Fatalf("event %d: %+v", i, ev)
+		}
+	}
+	// Resume: Last-Event-ID wins over ?from.
+	resp = h.get(t, "/v1/requests/req_1/stream?from=0", "Last-Event-ID", "0")
+	evs = readSSE(t, resp.Body)
+	if len(evs) != 3 || evs[1].ID != "1" || evs[2].ID != "2" || evs[2].Event != e2a.KindComplete {
+		t.Fatalf("resume: %+v", evs)
+	}
+	resp = h.get(t, "/v1/requests/req_1/stream?from=2")
+	if evs = readSSE(t, resp.Body); len(evs) != 2 || evs[1].ID != "2" {
+		t.Fatalf("from=2: %+v", evs)
+	}
+	// Projections are filled on request.
+	resp = h.get(t, "/v1/requests/req_1/stream?projections=true", "Accept", "application/x-ndjson")
+	body, _ := io.ReadAll(resp.Body)
+	if strings.Count(string(body), `"projections":{"acp":`) != 3 {
+		t.Fatalf("projections: %s", body)
+	}
+	// Errors are JSON.
+	for path, want := range map[string]int{
+		"/v1/requests/nope/stream":          404,
+		"/v1/requests/req_1/stream?from=x":  400,
+		"/v1/requests/req_1/stream?from=-1": 400,
+	} {
+		resp := h.get(t, path)
+		var body APIError
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != want || body.Error.Code == "" || body.Error.Message == "" {
+			t.Errorf("%s: status %d body %+v err %v", path, resp.StatusCode, body, err)
+		}
+	}
+	if got := testutil.ToFloat64(h.svc.m.frames.WithLabelValues(FormatE2ASSE)); got != 6 {
+		t.Errorf("frames written %v", got)
+	}
+}
+
+func TestHTTPStreamNDJSONLive(t *testing.T) {
+	h := startHTTP(t, WithHeartbeatInterval(20*time.Millisecond))
+	env := newEnvelope("req_live")
+	h.submit(t, env)
+	w := h.writer(t, env)
+	resp := h.get(t, "/v1/requests/req_live/stream", "Accept", "application/x-ndjson")
+	if ct := resp.Header.Get("Content-Type"); ct != "application/x-ndjson" {
+		t.Fatalf("content type %q", ct)
+	}
+	h.async(func() {
+		time.Sleep(80 * time.Millisecond)
+		w.text("a")
+		w.text("b")
+		w.complete("ab")
+	})
+	sc := bufio.NewScanner(resp.Body)
+	var c e2a.SequenceChecker
+	blank := 0
+	for sc.Scan() {
+		if sc.Text() == "" {
+			blank++
+			continue
+		}
+		r, err := e2a.ResponseFromJSON(sc.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !c.Done() || c.Next() != 3 {
+		t.Fatalf("frames %d done %v", c.Next(), c.Done())
+	}
+	if blank < 2 {
+		t.Fatalf("%d heartbeats", blank)
+	}
+}
+
+func TestHTTPHeartbeatBeforeFirstFrame(t *testing.T) {
+	h := startHTTP(t, WithHeartbeatInterval(20*time.Millisecond), WithWaitLimits(150*time.Millisecond, 0))
+	h.submit(t, newEnvelope("req_hb"))
+	resp := h.get(t, "/v1/requests/req_hb/stream")
+	evs := readSSE(t, resp.Body)
+	comments := 0
+	for _, ev := range evs {
+		if ev.Comment {
+			comments++
+		}
+	}
+	last := evs[len(evs)-1]
+	if comments < 3 || last.Event != "error" || !strings.Contains(last.Data, CodeTimeout) {
+		t.Fatalf("events %+v", evs)
+	}
+}
+
+func TestHTTPAggregateJSON(t *testing.T) {
+	h := startHTTP(t)
+	env := newEnvelope("req_agg")
+	h.submit(t, env)
+	w := h.writer(t, env)
+	decode := func(resp *http.Response) RequestView {
+		t.Helper()
+		var v RequestView
+		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	resp := h.get(t, "/v1/requests/req_agg")
+	v := decode(resp)
+	if resp.StatusCode != 202 || v.State != StatePending || len(v.Frames) != 0 || len(v.Envelope) == 0 {
+		t.Fatalf("pending: %d %+v", resp.StatusCode, v)
+	}
+	w.text("a")
+	resp = h.get(t, "/v1/requests/req_agg")
+	v = decode(resp)
+	if resp.StatusCode != 202 || v.State != StateRunning || len(v.Frames) != 1 || v.NextSequence != 1 {
+		t.Fatalf("running: %d %+v", resp.StatusCode, v)
+	}
+	h.async(func() {
+		time.Sleep(50 * time.Millisecond)
+		w.text("b")
+		w.complete("ab")
+	})
+	resp = h.get(t, "/v1/requests/req_agg?wait=true")
+	v = decode(resp)
+	if resp.StatusCode != 200 || v.State != StateSucceeded || len(v.Frames) != 3 || v.NextSequence != 3 {
+		t.Fatalf("final: %d %+v", resp.StatusCode, v)
+	}
+	var frames []*e2a.Response
+	for _, raw := range v.Frames {
+		r, err := e2a.ResponseFromJSON(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames = append(frames, r)
+	}
+	if err := e2a.CheckFrames(frames); err != nil {
+		t.Fatal(err)
+	}
+	resp = h.get(t, "/v1/requests/nope")
+	if resp.StatusCode != 404 {
+		t.Fatalf("unknown: %d", resp.StatusCode)
+	}
+	// A failed request.
+	env2 := newEnvelope("req_fail")
+	h.submit(t, env2)
+	h.writer(t, env2).fail("handler_error", "boom", false)
+	resp = h.get(t, "/v1/requests/req_fail")
+	if v = decode(resp); resp.StatusCode != 200 || v.State != StateFailed {
+		t.Fatalf("failed: %d %+v", resp.StatusCode, v)
+	}
+}
+
+// TestServeE2ANegotiation: ingress calls ServeE2A after its publish.
+func TestServeE2ANegotiation(t *testing.T) {
+	e := startEnv(t)
+	svc, err := New(e.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	e.finished(t, "req_n", 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		svc.ServeE2A(w, r, "req_n")
+	}))
+	defer srv.Close()
+	for accept, want := range map[string]string{
+		"text/event-stream":                     "text/event-stream",
+		"application/x-ndjson":                  "application/x-ndjson",
+		"application/json":                      "application/json",
+		"text/html, application/x-ndjson;q=0.9": "application/x-ndjson",
+	} {
+		req, _ := http.NewRequest("POST", srv.URL+"?wait=true", nil)
+		req.Header.Set("Accept", accept)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.Header.Get("Content-Type") != want || resp.StatusCode != 200 || !strings.Contains(string(body), `"e2a.complete"`) {
+			t.Errorf("Accept %s: %d %s %s", accept, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
+	}
+}
+
+// TestHTTPClientDisconnectStopsReader: when the client goes away the reader
+// unsubscribes and the open-streams gauge returns to zero.
+func TestHTTPClientDisconnectStopsReader(t *testing.T) {
+	h := startHTTP(t)
+	h.submit(t, newEnvelope("req_gone"))
+	base := h.nc.NumSubscriptions()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", h.srv.URL+"/v1/requests/req_gone/stream", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	if _, err := br.ReadString('\n'); err != nil { // the head is out
+		t.Fatal(err)
+	}
+	if n := h.nc.NumSubscriptions(); n != base+1 {
+		t.Fatalf("subscriptions %d, want %d", n, base+1)
+	}
+	if v := testutil.ToFloat64(h.svc.m.open.WithLabelValues(FormatE2ASSE)); v != 1 {
+		t.Fatalf("streams open %v", v)
+	}
+	cancel()
+	resp.Body.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for h.nc.NumSubscriptions() != base || testutil.ToFloat64(h.svc.m.open.WithLabelValues(FormatE2ASSE)) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("reader still open: %d subscriptions", h.nc.NumSubscriptions())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

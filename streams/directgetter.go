@@ -1,0 +1,177 @@
+package streams
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// DirectGetter is the reply side of batched direct gets, shared by every
+// call on one connection: one wildcard inbox subscription, replies routed to the waiting call by the
+// last token of the reply subject. A batched direct get is answered message
+// by message and closed by an empty status message (204 EOB), or by one
+// status message (404 when nothing matches), so nats.go's request helpers,
+// which take the first reply only, cannot carry it; a subscription per call
+// would cost a SUB and an UNSUB per read.
+type DirectGetter struct {
+	nc     *nats.Conn
+	prefix string
+	sub    *nats.Subscription
+	next   atomic.Uint64
+
+	mu    sync.Mutex
+	calls map[string]chan *nats.Msg
+}
+
+// NewDirectGetter subscribes the shared reply inbox on nc. It is safe for
+// concurrent use; Close unsubscribes it.
+func NewDirectGetter(nc *nats.Conn) (*DirectGetter, error) {
+	m := &DirectGetter{nc: nc, prefix: nc.NewInbox() + ".", calls: make(map[string]chan *nats.Msg)}
+	sub, err := nc.Subscribe(m.prefix+"*", m.route)
+	if err != nil {
+		return nil, fmt.Errorf("streams: direct get inbox: %w", err)
+	}
+	// Replies are never dropped by the client library: a call's channel is
+	// sized for its whole batch, so the pending queue stays short.
+	_ = sub.SetPendingLimits(-1, -1)
+	m.sub = sub
+	return m, nil
+}
+
+// Close unsubscribes the reply inbox; calls in flight then time out with
+// their context.
+// Close unsubscribes the reply inbox; calls in flight then end with their
+// context.
+func (m *DirectGetter) Close() {
+	if m != nil && m.sub != nil {
+		_ = m.sub.Unsubscribe()
+	}
+}
+
+func (m *DirectGetter) route(msg *nats.Msg) {
+	tok := msg.Subject[len(m.prefix):]
+	m.mu.Lock()
+	ch := m.calls[tok]
+	m.mu.Unlock()
+	if ch == nil {
+		return // a call that gave up
+	}
+	select {
+	case ch <- msg:
+	default: // cannot happen: the channel holds the whole batch
+	}
+}
+
+// directGetBatchRequest is the body of a $JS.API.DIRECT.GET.<stream> request.
+type directGetBatchRequest struct {
+	Seq      uint64 `json:"seq,omitempty"`
+	NextFor  string `json:"next_by_subj,omitempty"`
+	LastFor  string `json:"last_by_subj,omitempty"`
+	Batch    int    `json:"batch,omitempty"`
+	MaxBytes int    `json:"max_bytes,omitempty"`
+}
+
+// GetBatch reads up to batch messages stored under subject in stream,
+// starting at stream sequence start, and calls fn with each in order. It
+// returns how many matching messages remain after the last one delivered
+// (from the EOB status). A subject with no message at or after start is
+// not an error: fn is not called and pending is 0.
+func (m *DirectGetter) GetBatch(ctx context.Context, stream, subject string, start uint64, batch, maxBytes int, fn func(seq uint64, h nats.Header, data []byte) error) (pending uint64, err error) {
+	if batch < 1 {
+		batch = 1
+	}
+	if start == 0 {
+		start = 1
+	}
+	body, _ := json.Marshal(directGetBatchRequest{Seq: start, NextFor: subject, Batch: batch, MaxBytes: maxBytes})
+	tok := strconv.FormatUint(m.next.Add(1), 36)
+	ch := make(chan *nats.Msg, batch+2)
+	m.mu.Lock()
+	m.calls[tok] = ch
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.calls, tok)
+		m.mu.Unlock()
+	}()
+	if err := m.nc.PublishRequest(subjects.DirectGet(stream), m.prefix+tok, body); err != nil {
+		return 0, fmt.Errorf("streams: direct get %s: %w", stream, err)
+	}
+	for {
+		var msg *nats.Msg
+		select {
+		case msg = <-ch:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		if len(msg.Data) == 0 && msg.Header != nil {
+			if st := msg.Header.Get("Status"); st != "" {
+				switch st {
+				case "204": // end of batch
+					n, _ := strconv.ParseUint(msg.Header.Get(subjects.HeaderNumPending), 10, 64)
+					return n, nil
+				case "404":
+					return 0, nil
+				case "503":
+					return 0, fmt.Errorf("streams: direct get %s: %w", stream, nats.ErrNoResponders)
+				default:
+					return 0, fmt.Errorf("streams: direct get %s: status %s %s", stream, st, msg.Header.Get("Description"))
+				}
+			}
+		}
+		if err := fn(msgHeaderUint(msg, subjects.HeaderStreamSequence), msg.Header, msg.Data); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// GetLast reads the last message stored under subject (which may hold
+// wildcards) in stream; it returns nil when there is none.
+func (m *DirectGetter) GetLast(ctx context.Context, stream, subject string) (*nats.Msg, error) {
+	body, _ := json.Marshal(directGetBatchRequest{LastFor: subject})
+	tok := strconv.FormatUint(m.next.Add(1), 36)
+	ch := make(chan *nats.Msg, 2)
+	m.mu.Lock()
+	m.calls[tok] = ch
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.calls, tok)
+		m.mu.Unlock()
+	}()
+	if err := m.nc.PublishRequest(subjects.DirectGet(stream), m.prefix+tok, body); err != nil {
+		return nil, fmt.Errorf("streams: direct get %s: %w", stream, err)
+	}
+	select {
+	case msg := <-ch:
+		if len(msg.Data) == 0 && msg.Header != nil {
+			switch st := msg.Header.Get("Status"); st {
+			case "":
+			case "404":
+				return nil, nil
+			case "503":
+				return nil, fmt.Errorf("streams: direct get %s: %w", stream, nats.ErrNoResponders)
+			default:
+				return nil, fmt.Errorf("streams: direct get %s: status %s %s", stream, st, msg.Header.Get("Description"))
+			}
+		}
+		return msg, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func msgHeaderUint(m *nats.Msg, key string) uint64 {
+	if m.Header == nil {
+		return 0
+	}
+	n, _ := strconv.ParseUint(m.Header.Get(key), 10, 64)
+	return n
+}
