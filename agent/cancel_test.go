@@ -1,0 +1,96 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// Point 5: a cancel while the handler runs cancels its context (cause
+// ErrCancelled) and the final frame is e2a.error cancelled, status failed;
+// the handler's later writes are refused.
+func TestCancelRunning(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	cause := make(chan error, 1)
+	late := make(chan error, 1)
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if err := w.Chunk(e2a.DeltaText, "started"); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		late <- w.Complete("ignored")
+		return nil
+	})
+	startWorker(t, s.connect(t), "canc", h)
+	waitConsumer(t, s.js, "canc")
+	publish(t, s.js, "canc", request("canc-1", nil))
+	waitFrames(t, s, "canc-1", 1)
+	res, err := agent.Cancel(tctx(t), s.js, "canc-1")
+	if err != nil || !res.Published || res.AlreadyFinished {
+		t.Fatalf("Cancel: %+v %v", res, err)
+	}
+	fr := waitFinal(t, s.nc, "canc-1", 10*time.Second)
+	last := fr[len(fr)-1]
+	if e, _ := last.Error(); len(fr) != 2 || last.Status != e2a.StatusFailed || e.Code != e2a.ErrCodeCancelled || e.Retryable {
+		t.Fatalf("%d frames, final %+v %+v", len(fr), last, e)
+	}
+	if c := <-cause; !errors.Is(c, agent.ErrCancelled) {
+		t.Errorf("cause %v", c)
+	}
+	if err := <-late; !errors.Is(err, agent.ErrWriterClosed) {
+		t.Errorf("write after cancel: %v", err)
+	}
+}
+
+// Point 5: a cancel stored before any worker picks the request up is seen at
+// pick-up: final cancelled frame 0, no handler call.
+func TestCancelBeforePickUp(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	publish(t, s.js, "latepick", request("late-1", nil))
+	res, err := agent.Cancel(tctx(t), s.js, "late-1")
+	if err != nil || !res.Published {
+		t.Fatalf("Cancel: %+v %v", res, err)
+	}
+	var calls atomic.Int32
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		calls.Add(1)
+		return w.Complete(nil)
+	})
+	startWorker(t, s.connect(t), "latepick", h)
+	fr := waitFinal(t, s.nc, "late-1", 10*time.Second)
+	if e, _ := fr[0].Error(); len(fr) != 1 || e.Code != e2a.ErrCodeCancelled || calls.Load() != 0 {
+		t.Fatalf("%d frames %+v, %d calls", len(fr), e, calls.Load())
+	}
+}
+
+// Point 5: cancelling a finished request changes nothing and says so.
+func TestCancelFinished(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	startWorker(t, s.connect(t), "demo", demo.New())
+	publish(t, s.js, "demo", request("done-1", map[string]any{"frames": 1}))
+	before := waitFinal(t, s.nc, "done-1", 10*time.Second)
+	res, err := agent.Cancel(tctx(t), s.js, "done-1")
+	if err != nil || !res.AlreadyFinished || res.Published || res.Final == nil || res.Final.Status != e2a.StatusSucceeded {
+		t.Fatalf("Cancel of a finished request: %+v %v", res, err)
+	}
+	ctl, _ := subjects.Control("done-1")
+	if _, err := streams.LastBySubject(tctx(t), s.nc, streams.ControlStream, ctl); !errors.Is(err, streams.ErrNoMessages) {
+		t.Fatalf("a cancel was stored: %v", err)
+	}
+	after, _ := storedFrames(t, s.nc, "done-1")
+	if len(after) != len(before) {
+		t.Fatalf("frames changed: %d → %d", len(before), len(after))
+	}
+}

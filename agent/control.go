@@ -1,0 +1,68 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// CancelResult tells what Cancel did.
+type CancelResult struct {
+	// AlreadyFinished is true when the request's final frame was already
+	// written: nothing was published and nothing changes.
+	AlreadyFinished bool
+	// Final is that final frame (when AlreadyFinished).
+	Final *e2a.Response
+	// Published is true when the cancel was stored on the request's control
+	// subject. The worker holding the request (or the one that picks it up
+	// later) cancels the handler and writes the final e2a.error frame with
+	// code cancelled, unless the request finishes first.
+	Published bool
+}
+
+// Cancel asks for the cancellation of a request: it publishes a cancel on
+// e2a.ctl.<id> (stream E2A_CONTROL keeps the latest per request, so a late
+// pick-up still sees it), unless the request already has its final frame, in
+// which case nothing is published and the result says so.
+//
+// A request that finishes between the check and the cancel keeps its final
+// frame; the stored cancel then changes nothing.
+func Cancel(ctx context.Context, js jetstream.JetStream, requestID string) (CancelResult, error) {
+	var res CancelResult
+	respSubj, err := subjects.Response(requestID)
+	if err != nil {
+		return res, err
+	}
+	ctlSubj, err := subjects.Control(requestID)
+	if err != nil {
+		return res, err
+	}
+	last, err := lastMsg(ctx, js, defaultStreams.Responses, respSubj)
+	if err != nil {
+		return res, fmt.Errorf("agent: cancel %q: reading frames: %w", requestID, err)
+	}
+	if last != nil {
+		if f, ferr := e2a.ResponseFromJSON(last.data); ferr == nil && f.IsFinal {
+			res.AlreadyFinished, res.Final = true, f
+			return res, nil
+		}
+	}
+	body, _ := json.Marshal(controlMsg{Type: ControlCancel, RequestID: requestID, Timestamp: e2a.FormatTime(time.Now())})
+	m := nats.NewMsg(ctlSubj)
+	m.Data = body
+	if headerSafe(requestID) {
+		m.Header.Set(subjects.HeaderRequestID, requestID)
+	}
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		return res, fmt.Errorf("agent: cancel %q: %w", requestID, err)
+	}
+	res.Published = true
+	return res, nil
+}

@@ -1,0 +1,189 @@
+// Package demo holds the built-in demo agents, served by `e2a agent --pool
+// demo` and by the development server's default pool.
+//
+// The demo agent ([New]) streams, for a request with text T:
+//
+//	frame 0      e2a.chunk reasoning  "Thinking about: T"
+//	frame 1      e2a.chunk tool       {type: function_call, id, name: "lookup", args: {query: T}}
+//	frame 2      e2a.chunk tool       {type: function_response, id, name: "lookup", response: {...}}
+//	frames 3..   e2a.chunk text       N pieces of "You said: T" (params.frames, default 5)
+//	final        e2a.complete         {"content": the text pieces joined}
+//
+// with params.delay_ms (default 0) between frames. Its output is a pure
+// function of the request, and every event is its own frame (Writer.Write,
+// never coalesced), so after a crash it resumes exactly after the last frame
+// written. params.fail = CODE makes it fail with that code after
+// params.fail_after frames (default 0), params.retryable sets the error's
+// retryable flag, and params.panic = true makes it panic (for tests).
+//
+// The echo agent ([Echo]) writes one text chunk with the text and completes
+// with {"content": text}.
+package demo
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// Pool is the pool name of the demo agent, the default pool in development.
+const Pool = "demo"
+
+// MaxFrames bounds params.frames.
+const MaxFrames = 10000
+
+// MaxDelay bounds params.delay_ms.
+const MaxDelay = 60 * time.Second
+
+// ToolName is the name of the demo agent's tool.
+const ToolName = "lookup"
+
+// Agent is the demo agent. It is resumable.
+type Agent struct{}
+
+// New returns the demo agent.
+func New() agent.Handler { return Agent{} }
+
+// Resumable reports that the demo agent resumes after the frames already
+// written (its output is deterministic).
+func (Agent) Resumable() bool { return true }
+
+// Text returns the request's text: params.text, params.content,
+// params.query, or the text of the first text block of params.prompt.
+func Text(env *e2a.Envelope) string {
+	for _, k := range []string{"text", "content", "query"} {
+		if s := env.ParamString(k); s != "" {
+			return s
+		}
+	}
+	if blocks, ok := env.Params["prompt"].([]any); ok {
+		for _, b := range blocks {
+			if m, ok := b.(map[string]any); ok && m["type"] == "text" {
+				if s, ok := m["text"].(string); ok {
+					return s
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// Pieces splits "You said: text" into n non-empty pieces whose
+// concatenation is the reply; the reply is padded with '.' when shorter than
+// n runes.
+func Pieces(text string, n int) []string {
+	if n < 1 {
+		return nil
+	}
+	r := []rune("You said: " + text)
+	for len(r) < n {
+		r = append(r, '.')
+	}
+	out := make([]string, n)
+	for i := range n {
+		out[i] = string(r[i*len(r)/n : (i+1)*len(r)/n])
+	}
+	return out
+}
+
+// event is one frame of the demo's output.
+type event struct {
+	kind  string
+	delta any
+}
+
+// Script returns the chunk events of the demo's reply to env (before the
+// final frame) and the final content.
+func script(env *e2a.Envelope) ([]event, string) {
+	text := Text(env)
+	n := int(min(max(env.ParamInt("frames", 5), 0), MaxFrames))
+	callID := "call_" + shortID(env.RequestID)
+	ev := []event{
+		{e2a.DeltaReasoning, "Thinking about: " + text},
+		{e2a.DeltaTool, e2a.ToolDelta{Type: e2a.ToolFunctionCall, ID: callID, Name: ToolName, Args: map[string]any{"query": text}}},
+		{e2a.DeltaTool, e2a.ToolDelta{Type: e2a.ToolFunctionResponse, ID: callID, Name: ToolName,
+			Response: map[string]any{"result": fmt.Sprintf("found %d characters", len([]rune(text)))}}},
+	}
+	pieces := Pieces(text, n)
+	for _, p := range pieces {
+		ev = append(ev, event{e2a.DeltaText, p})
+	}
+	return ev, strings.Join(pieces, "")
+}
+
+// Serve streams the demo reply, skipping the frames already written.
+func (Agent) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+	if env.Params["panic"] == true {
+		panic("demo: panic requested")
+	}
+	delay := time.Duration(min(max(env.ParamInt("delay_ms", 0), 0), MaxDelay.Milliseconds())) * time.Millisecond
+	events, content := script(env)
+	failCode := env.ParamString("fail")
+	if failCode != "" {
+		events = events[:min(max(env.ParamInt("fail_after", 0), 0), int64(len(events)))]
+	}
+	resume := w.ResumeAfter()
+	for i, e := range events {
+		if int64(i) <= resume {
+			continue
+		}
+		if i > 0 && delay > 0 {
+			if err := sleep(ctx, delay); err != nil {
+				return err
+			}
+		}
+		if err := w.Write(e2a.KindChunk, e2a.StatusInProgress, e2a.ChunkBody{DeltaKind: e.kind, Delta: e.delta}, false); err != nil {
+			return err
+		}
+	}
+	if delay > 0 && len(events) > 0 {
+		if err := sleep(ctx, delay); err != nil {
+			return err
+		}
+	}
+	if failCode != "" {
+		retryable, _ := env.Params["retryable"].(bool)
+		return w.Fail(failCode, "demo failure requested", retryable)
+	}
+	return w.Complete(map[string]any{"content": content})
+}
+
+// Echo returns the echo agent: one text chunk with the request's text, then
+// e2a.complete {"content": text}. It is resumable.
+func Echo() agent.Handler { return echo{} }
+
+type echo struct{}
+
+func (echo) Resumable() bool { return true }
+
+func (echo) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+	text := Text(env)
+	if w.ResumeAfter() < 0 {
+		if err := w.Write(e2a.KindChunk, e2a.StatusInProgress, e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: text}, false); err != nil {
+			return err
+		}
+	}
+	return w.Complete(map[string]any{"content": text})
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
+func shortID(id string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return fmt.Sprintf("%08x", h.Sum32())
+}

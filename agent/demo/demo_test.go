@@ -1,0 +1,134 @@
+package demo_test
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// recorder is an agent.Writer that records frames (the runtime's writer is
+// tested against JetStream in package agent).
+type recorder struct {
+	resume int64
+	frames []string // kind status body final, as JSON
+}
+
+func (r *recorder) add(kind, status string, body any, final bool) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	r.frames = append(r.frames, kind+" "+status+" "+string(b)+map[bool]string{true: " final"}[final])
+	return nil
+}
+func (r *recorder) Chunk(k string, d any) error {
+	return r.add(e2a.KindChunk, e2a.StatusInProgress, e2a.ChunkBody{DeltaKind: k, Delta: d}, false)
+}
+func (r *recorder) Complete(res any) error {
+	return r.add(e2a.KindComplete, e2a.StatusSucceeded, e2a.CompleteBody{Result: res}, true)
+}
+func (r *recorder) Fail(code, msg string, retry bool) error {
+	return r.add(e2a.KindError, e2a.StatusFailed, e2a.ErrorBody{Code: code, Message: msg, Retryable: retry}, true)
+}
+func (r *recorder) Write(kind, status string, body any, final bool) error {
+	return r.add(kind, status, body, final)
+}
+func (r *recorder) ResumeAfter() int64 { return r.resume }
+
+func env(params map[string]any) *e2a.Envelope {
+	return &e2a.Envelope{RequestID: "r1", Params: params}
+}
+
+func run(t *testing.T, h agent.Handler, e *e2a.Envelope, resume int64) []string {
+	t.Helper()
+	r := &recorder{resume: resume}
+	if err := h.Serve(context.Background(), e, r); err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	return r.frames
+}
+
+func TestPieces(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		n    int
+	}{{"hello world", 5}, {"", 3}, {"héllo wörld ✓", 7}, {"x", 40}, {strings.Repeat("ab", 100), 1}} {
+		p := demo.Pieces(c.text, c.n)
+		if len(p) != c.n {
+			t.Fatalf("%q/%d: %d pieces", c.text, c.n, len(p))
+		}
+		joined := strings.Join(p, "")
+		if !strings.HasPrefix(joined, "You said: "+c.text) || !utf8.ValidString(joined) {
+			t.Fatalf("%q/%d: joined %q", c.text, c.n, joined)
+		}
+		for _, s := range p {
+			if s == "" {
+				t.Fatalf("%q/%d: empty piece", c.text, c.n)
+			}
+		}
+	}
+}
+
+// The demo streams reasoning, a tool call and its response, N text chunks,
+// then completes with the text; a resumed run writes exactly the tail of a
+// fresh run.
+func TestDemoScriptAndResume(t *testing.T) {
+	e := env(map[string]any{"text": "hi there", "frames": json.Number("4")})
+	full := run(t, demo.New(), e, -1)
+	if len(full) != 3+4+1 {
+		t.Fatalf("%d frames: %v", len(full), full)
+	}
+	for i, want := range []string{`"delta_kind":"reasoning"`, `"type":"function_call"`, `"type":"function_response"`, `"delta_kind":"text"`} {
+		if !strings.Contains(full[i], want) {
+			t.Errorf("frame %d %s lacks %s", i, full[i], want)
+		}
+	}
+	if !strings.Contains(full[7], `{"result":{"content":"You said: hi there"}} final`) {
+		t.Errorf("final %s", full[7])
+	}
+	if again := run(t, demo.New(), e, -1); !reflect.DeepEqual(full, again) {
+		t.Fatal("output not deterministic")
+	}
+	for k := int64(0); k < int64(len(full)-1); k++ { // never resumed after the final frame
+		if tail := run(t, demo.New(), e, k); !reflect.DeepEqual(tail, full[k+1:]) {
+			t.Fatalf("resumed after %d: %v, want %v", k, tail, full[k+1:])
+		}
+	}
+	if r, ok := demo.New().(agent.Resumer); !ok || !r.Resumable() {
+		t.Fatal("demo is not resumable")
+	}
+}
+
+func TestDemoFailAndEcho(t *testing.T) {
+	fr := run(t, demo.New(), env(map[string]any{"fail": "quota", "fail_after": 2, "retryable": true}), -1)
+	if len(fr) != 3 || !strings.Contains(fr[2], `"code":"quota"`) || !strings.Contains(fr[2], `"retryable":true`) {
+		t.Fatalf("fail: %v", fr)
+	}
+	fr = run(t, demo.Echo(), env(map[string]any{"content": "echo me"}), -1)
+	if len(fr) != 2 || !strings.Contains(fr[0], `"delta":"echo me"`) || !strings.Contains(fr[1], `"content":"echo me"`) {
+		t.Fatalf("echo: %v", fr)
+	}
+	if fr = run(t, demo.Echo(), env(map[string]any{"text": "x"}), 0); len(fr) != 1 {
+		t.Fatalf("echo resumed: %v", fr)
+	}
+	p := env(map[string]any{"prompt": []any{map[string]any{"type": "text", "text": "from prompt"}}})
+	if demo.Text(p) != "from prompt" {
+		t.Fatalf("Text from prompt blocks: %q", demo.Text(p))
+	}
+}
+
+func TestDemoStopsOnCancel(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(agent.ErrCancelled)
+	err := demo.New().Serve(ctx, env(map[string]any{"delay_ms": 1000}), &recorder{resume: -1})
+	if err != agent.ErrCancelled {
+		t.Fatalf("Serve on a cancelled context: %v", err)
+	}
+}

@@ -1,0 +1,44 @@
+// Package agent is the worker SDK of the E2A pipeline: it puts an agent on
+// the pipeline. [Run] serves an agent pool with a [Handler]: it consumes
+// request envelopes from E2A_REQUESTS (durable pull consumer agent-<pool>,
+// subjects e2a.req.<pool>.>) and gives each handler a [Writer] that
+// publishes the ordered response frames on e2a.resp.<request_id>.
+//
+// # Guarantees
+//
+//   - Work sharing: any number of processes serve a pool; each pulls only for
+//     its free slots ([WithConcurrency]) and the consumer's MaxAckPending
+//     bounds the pool ([WithMaxAckPending]). A request being handled is
+//     reported in progress every heartbeat, so AckWait redelivers only the
+//     requests of dead or stalled workers.
+//   - Ordered, exactly-once frames: frame n is published with the stream
+//     sequence of frame n−1 as the expected last subject sequence (0 for
+//     frame 0) and Nats-Msg-Id <request_id>:<n>, one frame in flight per
+//     request. A retry is recognised (the stored bytes are ours); a frame
+//     written by another worker fences this one out ([ErrFenced]): its
+//     handler's context is cancelled and the delivery is neither acked nor
+//     nacked (acks go by stream sequence and would end the new owner's
+//     delivery). Text and reasoning deltas written faster than frames are
+//     acknowledged are coalesced ([WithCoalesce]).
+//   - Redelivery: the new worker reads the last stored frame. Final → ack.
+//     Partial → a resumable handler ([WithResumable], [Resumer]) continues
+//     after it ([Writer.ResumeAfter]); any other gets a final e2a.error
+//     agent_interrupted, retryable. Never sequence 0 again.
+//   - No request hangs: after MaxDeliver the server's max-deliveries
+//     advisory makes the pool's workers write a final e2a.error
+//     max_deliveries; a request past its deadline (envelope "deadline" or
+//     [WithDefaultDeadline]) gets deadline_exceeded; both fenced like any
+//     frame, so they can never follow a real final frame.
+//   - Cancellation: [Cancel] stores a cancel on e2a.ctl.<request_id>
+//     (E2A_CONTROL keeps the last one), checked at pick-up and delivered live
+//     while the handler runs; the handler's context is cancelled
+//     ([ErrCancelled]) and the final frame is e2a.error cancelled.
+//   - A handler's panic or error becomes a final e2a.error; the process keeps
+//     serving.
+//   - Graceful shutdown: when Run's context is done it stops pulling, lets
+//     in-flight requests finish within the drain timeout, then hands the
+//     others back (Nak) for another worker to resume.
+//
+// Every subject comes from package subjects; the consumer definition from
+// package streams. Metrics (e2a_agent_*) are registered with [WithMetrics].
+package agent

@@ -1,0 +1,65 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Functions wrap them with detail; test with errors.Is.
+var (
+	// ErrInvalidOption reports an option value Run refuses.
+	ErrInvalidOption = errors.New("agent: invalid option")
+	// ErrFenced is returned by a Writer once another worker has written a
+	// frame of the request: this worker's delivery is stale and it must stop.
+	// The runtime cancels the handler's context with this cause.
+	ErrFenced = errors.New("agent: fenced out, another worker owns the request")
+	// ErrFinalWritten is returned by a Writer asked to write after the final
+	// frame.
+	ErrFinalWritten = errors.New("agent: final frame already written")
+	// ErrWriterClosed is returned by a Writer after the runtime took the
+	// request back from the handler (cancel, deadline, shutdown).
+	ErrWriterClosed = errors.New("agent: writer closed")
+	// ErrCancelled is the cause of a handler context cancelled by a cancel
+	// on the request's control subject.
+	ErrCancelled = errors.New("agent: request cancelled")
+	// ErrDeadlineExceeded is the cause of a handler context whose request
+	// deadline passed.
+	ErrDeadlineExceeded = errors.New("agent: request deadline exceeded")
+	// ErrShutdown is the cause of a handler context cancelled because the
+	// worker is shutting down and the drain timeout passed; the request is
+	// handed back to the pool.
+	ErrShutdown = errors.New("agent: worker shutting down")
+)
+
+// Error is an error a handler may return to choose the e2a.error frame the
+// runtime writes for it: its code, message and whether the client may retry.
+// Any other error becomes code handler_error, retryable false.
+type Error struct {
+	Code      string
+	Message   string
+	Retryable bool
+	Details   map[string]any
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("agent: %s: %s", e.Code, e.Message) }
+
+// Errorf returns an *Error with code and a formatted message.
+func Errorf(code string, retryable bool, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Retryable: retryable}
+}
+
+// fencedError is ErrFenced with what the response subject held when the
+// conflict was seen.
+type fencedError struct {
+	lastSeq   int64 // sequence of the frame found, -1 when unknown
+	lastFinal bool  // the frame found is final
+}
+
+func (e *fencedError) Error() string {
+	if e.lastFinal {
+		return fmt.Sprintf("%v (final frame %d already written)", ErrFenced, e.lastSeq)
+	}
+	return fmt.Sprintf("%v (frame %d written by another worker)", ErrFenced, e.lastSeq)
+}
+
+func (e *fencedError) Unwrap() error { return ErrFenced }

@@ -1,0 +1,89 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// A complete custom agent: it streams the words of the request's text back
+// in capitals and completes with the word count. Run serves the pool
+// "shout" with it; ingress (here a plain publish) sends it requests on
+// e2a.req.shout.<request_id>, and anyone can read its frames on
+// e2a.live.<request_id> (or replay them from E2A_RESPONSES).
+func Example() {
+	shout := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		words := strings.Fields(env.ParamString("text"))
+		for _, word := range words {
+			select {
+			case <-ctx.Done(): // cancelled, deadline, shutdown: the runtime writes the final frame
+				return ctx.Err()
+			default:
+			}
+			if err := w.Chunk(e2a.DeltaText, strings.ToUpper(word)+" "); err != nil {
+				return err
+			}
+		}
+		return w.Complete(map[string]any{"words": len(words)})
+	})
+
+	// An embedded JetStream server with the pipeline's streams.
+	srv, err := streams.StartEmbedded(streams.EmbeddedOptions{})
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Shutdown()
+	nc, _ := srv.Connect()
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	cfg := streams.DefaultConfig()
+	cfg.Storage, cfg.RequestsMaxBytes = jetstream.MemoryStorage, 64<<20
+	if _, err := streams.Apply(context.Background(), js, cfg); err != nil {
+		panic(err)
+	}
+
+	// Serve the pool until ctx is done.
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- agent.Run(ctx, nc, "shout", shout) }()
+
+	// Follow the live frames, then send a request.
+	live, _ := subjects.Live("req-1")
+	frames, _ := nc.SubscribeSync(live)
+	req, _ := subjects.Request("shout", "req-1")
+	body, _ := json.Marshal(e2a.Envelope{RequestID: "req-1", IsStream: true, Params: map[string]any{"text": "hello from the pipeline"}})
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: req, Data: body}, jetstream.WithMsgID("req-1")); err != nil {
+		panic(err)
+	}
+	var text strings.Builder
+	for {
+		m, err := frames.NextMsg(10 * time.Second)
+		if err != nil {
+			panic(err)
+		}
+		f, _ := e2a.ResponseFromJSON(m.Data)
+		if c, err := f.Chunk(); err == nil {
+			text.WriteString(c.Delta.(string))
+		}
+		if f.IsFinal {
+			fmt.Printf("streamed: %s\nfinal: %s %s %s\n", strings.TrimSpace(text.String()), f.ResponseKind, f.Status, f.Body)
+			break
+		}
+	}
+	stop()
+	fmt.Println("Run:", <-done)
+	// Output:
+	// streamed: HELLO FROM THE PIPELINE
+	// final: e2a.complete succeeded {"result":{"words":4}}
+	// Run: <nil>
+}

@@ -1,0 +1,258 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// server is an embedded JetStream server with the pipeline's streams.
+type server struct {
+	e  *streams.Embedded
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+// testConfig is natstest's configuration on memory storage (faster; the
+// cluster tests use file storage).
+func testConfig() streams.Config {
+	c := natstest.Config()
+	c.Storage = jetstream.MemoryStorage
+	return c
+}
+
+func startServer(t testing.TB) *server {
+	t.Helper()
+	e, nc := natstest.RunServer(t, natstest.WithConfig(testConfig()))
+	return &server{e: e, nc: nc, js: natstest.JetStream(t, nc)}
+}
+
+func (s *server) connect(t testing.TB) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(s.e.ClientURL(), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func tctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// request is an envelope for tests.
+func request(id string, params map[string]any) *e2a.Envelope {
+	return &e2a.Envelope{
+		ProtocolVersion: e2a.ProtocolVersion,
+		RequestID:       id,
+		Method:          "chat.send",
+		IsStream:        true,
+		Params:          params,
+		Provenance:      &e2a.Provenance{SourceProtocol: e2a.SourceE2A},
+	}
+}
+
+// publish stores env as a request for pool.
+func publish(t testing.TB, js jetstream.JetStream, pool string, env *e2a.Envelope) {
+	t.Helper()
+	subj, err := subjects.Request(pool, env.RequestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg(subj)
+	m.Data = data
+	m.Header.Set(subjects.HeaderRequestID, env.RequestID)
+	if _, err := js.PublishMsg(tctx(t), m, jetstream.WithMsgID(env.RequestID)); err != nil {
+		t.Fatalf("publish request %s: %v", env.RequestID, err)
+	}
+}
+
+// storedFrames reads every frame of a request.
+func storedFrames(t testing.TB, nc *nats.Conn, id string) ([]*e2a.Response, []streams.RawMsg) {
+	t.Helper()
+	subj, err := subjects.Response(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Short attempts, retried: a request in flight to a node that dies is
+	// never answered.
+	var msgs []streams.RawMsg
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		msgs, err = streams.DirectGetAll(ctx, nc, streams.ResponsesStream, subj, 0, 256)
+		cancel()
+		if errors.Is(err, streams.ErrNoMessages) {
+			return nil, nil
+		}
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read frames of %s: %v", id, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out := make([]*e2a.Response, 0, len(msgs))
+	for _, m := range msgs {
+		r, err := e2a.ResponseFromJSON(m.Data)
+		if err != nil {
+			t.Fatalf("frame of %s at %d: %v", id, m.Seq, err)
+		}
+		out = append(out, r)
+	}
+	return out, msgs
+}
+
+// waitFinal waits for the final frame of a request and returns the frames,
+// checked with e2a.CheckFrames.
+func waitFinal(t testing.TB, nc *nats.Conn, id string, d time.Duration) []*e2a.Response {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		fr, _ := storedFrames(t, nc, id)
+		if n := len(fr); n > 0 && fr[n-1].IsFinal {
+			if err := e2a.CheckFrames(fr); err != nil {
+				t.Fatalf("frames of %s: %v", id, err)
+			}
+			return fr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("request %s: no final frame after %v (%d frames)", id, d, len(fr))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// worker runs agent.Run in the background.
+type worker struct {
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	err    error
+}
+
+func startWorker(t testing.TB, nc *nats.Conn, pool string, h agent.Handler, opts ...agent.Option) *worker {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &worker{cancel: cancel, done: make(chan error, 1)}
+	opts = append([]agent.Option{agent.WithFetchWait(200 * time.Millisecond)}, opts...)
+	go func() {
+		err := agent.Run(ctx, nc, pool, h, opts...)
+		if err != nil && ctx.Err() == nil && !nc.IsClosed() {
+			t.Errorf("Run(%s) returned early: %v", pool, err)
+		}
+		w.done <- err
+	}()
+	t.Cleanup(func() { _ = w.stop() })
+	return w
+}
+
+// stop cancels the worker and waits for Run to return.
+func (w *worker) stop() error {
+	w.once.Do(func() {
+		w.cancel()
+		select {
+		case w.err = <-w.done:
+		case <-time.After(30 * time.Second):
+			w.err = errors.New("Run did not return")
+		}
+	})
+	return w.err
+}
+
+// waitConsumer waits until the pool's consumer exists (Run provisioned it).
+func waitConsumer(t testing.TB, js jetstream.JetStream, pool string) {
+	t.Helper()
+	name, _ := streams.AgentConsumerName(pool)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		// Short attempts: a clustered consumer without a leader yet may leave
+		// an info request unanswered.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := js.Consumer(ctx, streams.RequestsStream, name)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consumer %s not created: %v", name, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// counter reads a counter or gauge value from a registry.
+func metricValue(t testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue next
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.Counter.GetValue()
+			case m.Gauge != nil:
+				sum += m.Gauge.GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return sum
+}
+
+// text joins the text deltas of frames.
+func text(t testing.TB, frames []*e2a.Response) string {
+	t.Helper()
+	var s string
+	for _, f := range frames {
+		if f.ResponseKind != e2a.KindChunk {
+			continue
+		}
+		c, err := f.Chunk()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.DeltaKind == e2a.DeltaText {
+			s += c.Delta.(string)
+		}
+	}
+	return s
+}

@@ -1,0 +1,237 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// Point 6: a panic, an error, an *agent.Error each become a final e2a.error
+// frame; a handler returning nil without a final frame gets e2a.complete;
+// the same single-slot worker keeps serving after each.
+func TestHandlerFailuresBecomeFinalFrames(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if err := w.Chunk(e2a.DeltaText, "x"); err != nil {
+			return err
+		}
+		switch env.ParamString("do") {
+		case "panic":
+			var m map[string]int
+			m["boom"]++ // nil map: a real runtime panic
+		case "error":
+			return errors.New("backend unavailable")
+		case "agent-error":
+			return &agent.Error{Code: "quota_exceeded", Message: "try later", Retryable: true}
+		case "fail":
+			return w.Fail("bad_input", "no", false)
+		case "bad-write":
+			if err := w.Write(e2a.KindError, e2a.StatusSucceeded, map[string]any{}, true); err == nil {
+				return errors.New("an invalid frame was accepted")
+			}
+			return w.Write(e2a.KindExt, e2a.StatusSucceeded, e2a.ExtBody{ExtMethod: "x.done"}, true)
+		}
+		return nil
+	})
+	reg := prometheus.NewRegistry()
+	startWorker(t, s.connect(t), "fail", h, agent.WithConcurrency(1), agent.WithMetrics(reg))
+	waitConsumer(t, s.js, "fail")
+	cases := []struct {
+		do, kind, code string
+		retryable      bool
+	}{
+		{"panic", e2a.KindError, e2a.ErrCodeHandlerPanic, false},
+		{"error", e2a.KindError, e2a.ErrCodeHandlerError, false},
+		{"agent-error", e2a.KindError, "quota_exceeded", true},
+		{"fail", e2a.KindError, "bad_input", false},
+		{"nil", e2a.KindComplete, "", false},
+		{"bad-write", e2a.KindExt, "", false},
+	}
+	for _, c := range cases {
+		publish(t, s.js, "fail", request("fail-"+c.do, map[string]any{"do": c.do}))
+	}
+	for _, c := range cases {
+		fr := waitFinal(t, s.nc, "fail-"+c.do, 10*time.Second)
+		last := fr[len(fr)-1]
+		if len(fr) != 2 || last.ResponseKind != c.kind {
+			t.Errorf("%s: %d frames, final %s", c.do, len(fr), last.ResponseKind)
+			continue
+		}
+		if c.kind == e2a.KindError {
+			e, _ := last.Error()
+			if e.Code != c.code || e.Retryable != c.retryable || last.Status != e2a.StatusFailed {
+				t.Errorf("%s: final %+v", c.do, e)
+			}
+			if c.do == "panic" && strings.Contains(e.Message, "nil map") {
+				t.Errorf("panic detail leaked to the client: %q", e.Message)
+			}
+		}
+	}
+	waitMetric(t, reg, "e2a_agent_requests_handled_total", map[string]string{"outcome": agent.OutcomePanic}, 1)
+	waitMetric(t, reg, "e2a_agent_requests_handled_total", map[string]string{"outcome": agent.OutcomeFailed}, 3)
+	waitMetric(t, reg, "e2a_agent_requests_handled_total", map[string]string{"outcome": agent.OutcomeSucceeded}, 2)
+}
+
+// Point 7: on shutdown a request that finishes within the drain timeout
+// finishes, and Run returns after it.
+func TestShutdownDrainsInFlight(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	started := make(chan struct{})
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		close(started)
+		time.Sleep(400 * time.Millisecond)
+		return w.Complete("finished")
+	})
+	w := startWorker(t, s.connect(t), "drain", h, agent.WithDrainTimeout(5*time.Second))
+	waitConsumer(t, s.js, "drain")
+	publish(t, s.js, "drain", request("drain-1", nil))
+	<-started
+	if err := w.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	fr, _ := storedFrames(t, s.nc, "drain-1")
+	if len(fr) != 1 || fr[0].ResponseKind != e2a.KindComplete {
+		t.Fatalf("after Run returned: %d frames", len(fr))
+	}
+}
+
+// Point 7: a request still running at the drain timeout is handed back
+// (Nak): its handler's context is cancelled with ErrShutdown, Run returns
+// promptly, and another worker takes it over at once (long before AckWait)
+// and resumes it.
+func TestShutdownHandsBack(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	cause := make(chan error, 1)
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		err := demo.New().Serve(ctx, env, w)
+		if ctx.Err() != nil {
+			cause <- context.Cause(ctx)
+		}
+		return err
+	})
+	reg := prometheus.NewRegistry()
+	w := startWorker(t, s.connect(t), "handback", h, agent.WithDrainTimeout(300*time.Millisecond),
+		agent.WithAckWait(30*time.Second), agent.WithMetrics(reg))
+	waitConsumer(t, s.js, "handback")
+	env := request("handback-1", map[string]any{"text": "hand me back", "frames": 8, "delay_ms": 150})
+	publish(t, s.js, "handback", env)
+	waitFrames(t, s, env.RequestID, 2)
+	start := time.Now()
+	if err := w.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Run took %v to return with a 300ms drain timeout", d)
+	}
+	if c := <-cause; !errors.Is(c, agent.ErrShutdown) {
+		t.Errorf("cause %v, want ErrShutdown", c)
+	}
+	if n := metricValue(t, reg, "e2a_agent_requests_handled_total", map[string]string{"outcome": agent.OutcomeHandedBack}); n != 1 {
+		t.Errorf("handed back %v, want 1", n)
+	}
+	partial, _ := storedFrames(t, s.nc, env.RequestID)
+	taken := time.Now()
+	startWorker(t, s.connect(t), "handback", demo.New(), agent.WithAckWait(30*time.Second))
+	fr := waitFinal(t, s.nc, env.RequestID, 10*time.Second)
+	if d := time.Since(taken); d > 5*time.Second {
+		t.Errorf("taken over after %v: not handed back", d)
+	}
+	c, _ := fr[len(fr)-1].Complete()
+	if len(fr) != 3+8+1 || c.Result.(map[string]any)["content"] != text(t, fr) {
+		t.Fatalf("%d frames (partial %d), content %v vs %q", len(fr), len(partial), c.Result, text(t, fr))
+	}
+}
+
+// Point 8: the worker's metrics, on the registerer given.
+func TestMetricsRegistered(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	reg := prometheus.NewRegistry()
+	var slow atomic.Bool
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		for slow.Load() {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return demo.New().Serve(ctx, env, w)
+	})
+	slow.Store(true)
+	startWorker(t, s.connect(t), "metrics", h, agent.WithMetrics(reg))
+	// A second worker sharing the registry reuses the collectors.
+	startWorker(t, s.connect(t), "metrics2", demo.New(), agent.WithMetrics(reg))
+	waitConsumer(t, s.js, "metrics")
+	waitConsumer(t, s.js, "metrics2")
+	publish(t, s.js, "metrics", request("m-1", map[string]any{"frames": 2}))
+	waitMetric(t, reg, "e2a_agent_in_flight", map[string]string{"pool": "metrics"}, 1)
+	slow.Store(false)
+	publish(t, s.js, "metrics2", request("m-2", map[string]any{"frames": 2}))
+	waitFinal(t, s.nc, "m-1", 10*time.Second)
+	waitFinal(t, s.nc, "m-2", 10*time.Second)
+	for _, pool := range []string{"metrics", "metrics2"} {
+		p := map[string]string{"pool": pool}
+		waitMetric(t, reg, "e2a_agent_requests_handled_total", map[string]string{"pool": pool, "outcome": "succeeded"}, 1)
+		waitMetric(t, reg, "e2a_agent_in_flight", p, 0)
+		if n := metricValue(t, reg, "e2a_agent_frames_published_total", p); n != 6 {
+			t.Errorf("%s: frames published %v, want 6", pool, n)
+		}
+		if n := metricValue(t, reg, "e2a_agent_handler_duration_seconds", p); n != 1 {
+			t.Errorf("%s: handler duration samples %v, want 1", pool, n)
+		}
+	}
+	mfs, _ := reg.Gather()
+	names := map[string]bool{}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+	}
+	for _, n := range []string{"e2a_agent_in_flight", "e2a_agent_requests_handled_total", "e2a_agent_frames_published_total",
+		"e2a_agent_handler_duration_seconds", "e2a_agent_redeliveries_total"} {
+		if !names[n] {
+			t.Errorf("metric %s missing", n)
+		}
+	}
+}
+
+// Options validate their arguments.
+func TestOptionsValidate(t *testing.T) {
+	s := startServer(t)
+	h := demo.New()
+	bad := map[string][]agent.Option{
+		"concurrency 0":       {agent.WithConcurrency(0)},
+		"max ack pending 0":   {agent.WithMaxAckPending(0)},
+		"ack wait 10ms":       {agent.WithAckWait(10 * time.Millisecond)},
+		"heartbeat ≥ ackwait": {agent.WithAckWait(time.Second), agent.WithHeartbeat(2 * time.Second)},
+		"max deliver 0":       {agent.WithMaxDeliver(0)},
+		"back-off steps":      {agent.WithMaxDeliver(2), agent.WithBackOff(time.Second, 2*time.Second, 3*time.Second)},
+		"coalesce negative":   {agent.WithCoalesce(-1, 0)},
+		"coalesce delay 2s":   {agent.WithCoalesce(10, 2*time.Second)},
+		"drain negative":      {agent.WithDrainTimeout(-time.Second)},
+		"nil logger":          {agent.WithLogger(nil)},
+		"nil registerer":      {agent.WithMetrics(nil)},
+		"deadline negative":   {agent.WithDefaultDeadline(-time.Second)},
+		"publish timeout 1ms": {agent.WithPublishTimeout(time.Millisecond)},
+	}
+	for name, opts := range bad {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := agent.Run(ctx, s.nc, "opts", h, opts...)
+		cancel()
+		if !errors.Is(err, agent.ErrInvalidOption) {
+			t.Errorf("%s: %v, want ErrInvalidOption", name, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := agent.Run(ctx, s.nc, "bad.pool", h); err == nil {
+		t.Error("invalid pool name accepted")
+	}
+}

@@ -1,0 +1,298 @@
+package agent
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults of the options.
+const (
+	DefaultConcurrency    = 32
+	DefaultMaxAckPending  = 1000
+	DefaultAckWait        = 60 * time.Second
+	DefaultMaxDeliver     = 5
+	DefaultDrainTimeout   = 25 * time.Second
+	DefaultCoalesceBytes  = 16 << 10
+	DefaultCoalesceDelay  = 0
+	DefaultPublishTimeout = 30 * time.Second
+)
+
+// Option configures Run. Options validate their arguments: Run returns an
+// error wrapping ErrInvalidOption for a bad one.
+type Option func(*config) error
+
+type config struct {
+	concurrency    int
+	maxAckPending  int
+	ackWait        time.Duration
+	heartbeat      time.Duration
+	maxDeliver     int
+	backOff        []time.Duration
+	drainTimeout   time.Duration
+	coalesceBytes  int
+	coalesceDelay  time.Duration
+	defaultDL      time.Duration
+	logger         *slog.Logger
+	registerer     prometheus.Registerer
+	resumable      bool
+	publishTimeout time.Duration
+	fetchWait      time.Duration
+	workerID       string
+	provision      bool
+	noHeartbeat    bool
+}
+
+func defaultConfig() config {
+	return config{
+		concurrency:    DefaultConcurrency,
+		maxAckPending:  DefaultMaxAckPending,
+		ackWait:        DefaultAckWait,
+		maxDeliver:     DefaultMaxDeliver,
+		drainTimeout:   DefaultDrainTimeout,
+		coalesceBytes:  DefaultCoalesceBytes,
+		coalesceDelay:  DefaultCoalesceDelay,
+		publishTimeout: DefaultPublishTimeout,
+		fetchWait:      time.Second,
+		provision:      true,
+	}
+}
+
+func invalid(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, a...))
+}
+
+// WithConcurrency bounds the requests this process handles at once (n ≥ 1).
+// The worker pulls a message only when it has a free slot, so nothing waits
+// in a local buffer while its AckWait runs.
+func WithConcurrency(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > 1<<16 {
+			return invalid("concurrency %d not in [1, 65536]", n)
+		}
+		c.concurrency = n
+		return nil
+	}
+}
+
+// WithMaxAckPending bounds the requests in flight across every worker of the
+// pool (the consumer's MaxAckPending, n ≥ 1). All workers of a pool must use
+// the same consumer options, since each one provisions the consumer.
+func WithMaxAckPending(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return invalid("max ack pending %d < 1", n)
+		}
+		c.maxAckPending = n
+		return nil
+	}
+}
+
+// WithAckWait sets the consumer's AckWait: how long a delivery may go without
+// an ack or a heartbeat before the server redelivers it (≥ 1 s): how soon
+// a dead worker's request is picked up again.
+func WithAckWait(d time.Duration) Option {
+	return func(c *config) error {
+		if d < time.Second {
+			return invalid("ack wait %v < 1s", d)
+		}
+		c.ackWait = d
+		return nil
+	}
+}
+
+// WithHeartbeat sets how often an in-flight request is reported in progress
+// (InProgress), which restarts its AckWait. The default is a third of the
+// shortest of AckWait and the BackOff steps; it must be shorter than that
+// shortest wait.
+func WithHeartbeat(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 10*time.Millisecond {
+			return invalid("heartbeat %v < 10ms", d)
+		}
+		c.heartbeat = d
+		return nil
+	}
+}
+
+// WithMaxDeliver sets how many times a request is delivered before it is
+// given up: the runtime then writes a final e2a.error max_deliveries (n ≥ 1).
+func WithMaxDeliver(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return invalid("max deliver %d < 1", n)
+		}
+		c.maxDeliver = n
+		return nil
+	}
+}
+
+// WithBackOff sets the consumer's redelivery back-off: the wait before
+// delivery k+1 is steps[min(k-1, len-1)], replacing AckWait. MaxDeliver must
+// be larger than the number of steps.
+func WithBackOff(steps ...time.Duration) Option {
+	return func(c *config) error {
+		for _, d := range steps {
+			if d < time.Second {
+				return invalid("back-off step %v < 1s", d)
+			}
+		}
+		c.backOff = append([]time.Duration(nil), steps...)
+		return nil
+	}
+}
+
+// WithDrainTimeout sets how long Run waits, once its context is done, for
+// in-flight requests to finish before it hands them back (Nak) to the pool.
+func WithDrainTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return invalid("drain timeout %v < 0", d)
+		}
+		c.drainTimeout = d
+		return nil
+	}
+}
+
+// WithCoalesce bounds the coalescing of text and reasoning deltas: deltas
+// of one kind written while a frame is in flight are joined into one frame of
+// at most maxBytes bytes (a single larger delta goes alone), and a delta waits
+// at most maxDelay (plus the frame in flight) for company. maxBytes 0 turns
+// coalescing off: every Chunk is one frame, written before Chunk returns.
+func WithCoalesce(maxBytes int, maxDelay time.Duration) Option {
+	return func(c *config) error {
+		if maxBytes < 0 {
+			return invalid("coalesce max bytes %d < 0", maxBytes)
+		}
+		if maxDelay < 0 || maxDelay > time.Second {
+			return invalid("coalesce max delay %v not in [0, 1s]", maxDelay)
+		}
+		c.coalesceBytes, c.coalesceDelay = maxBytes, maxDelay
+		return nil
+	}
+}
+
+// WithDefaultDeadline sets a deadline for requests, counted from the time
+// the request was stored. An envelope deadline that is earlier wins. A request
+// past its deadline gets a final e2a.error deadline_exceeded. 0 means none.
+func WithDefaultDeadline(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return invalid("default deadline %v < 0", d)
+		}
+		c.defaultDL = d
+		return nil
+	}
+}
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return invalid("nil logger")
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithMetrics registers the worker's metrics on r. Several workers may share
+// one registerer; they then share the collectors.
+func WithMetrics(r prometheus.Registerer) Option {
+	return func(c *config) error {
+		if r == nil {
+			return invalid("nil registerer")
+		}
+		c.registerer = r
+		return nil
+	}
+}
+
+// WithResumable declares whether the handler can resume a request that
+// already has frames (after a crash). A handler implementing [Resumer]
+// decides for itself. Non-resumable requests found partial get a final
+// e2a.error agent_interrupted, retryable.
+func WithResumable(ok bool) Option {
+	return func(c *config) error {
+		c.resumable = ok
+		return nil
+	}
+}
+
+// WithPublishTimeout bounds how long one frame is retried (timeouts, no
+// responders, leader changes) before the request is given up by this worker.
+func WithPublishTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 100*time.Millisecond {
+			return invalid("publish timeout %v < 100ms", d)
+		}
+		c.publishTimeout = d
+		return nil
+	}
+}
+
+// WithWorkerID names this worker in logs and frame provenance (default: a
+// fresh UUID).
+func WithWorkerID(id string) Option {
+	return func(c *config) error {
+		if id == "" {
+			return invalid("empty worker id")
+		}
+		c.workerID = id
+		return nil
+	}
+}
+
+// WithProvisionConsumer tells whether Run creates or updates the pool's
+// consumer from its options (default true). With false the consumer must
+// exist (e.g. made by `e2a streams apply`).
+func WithProvisionConsumer(ok bool) Option {
+	return func(c *config) error {
+		c.provision = ok
+		return nil
+	}
+}
+
+// withFetchWait sets the expiry of each pull request (tests).
+func withFetchWait(d time.Duration) Option {
+	return func(c *config) error {
+		c.fetchWait = d
+		return nil
+	}
+}
+
+// withoutHeartbeats stops InProgress (tests: a stalled worker).
+func withoutHeartbeats() Option {
+	return func(c *config) error {
+		c.noHeartbeat = true
+		return nil
+	}
+}
+
+// minWait is the shortest time a delivery may go without a heartbeat.
+func (c *config) minWait() time.Duration {
+	w := c.ackWait
+	for _, d := range c.backOff {
+		if d < w {
+			w = d
+		}
+	}
+	return w
+}
+
+func (c *config) finish() error {
+	if len(c.backOff) > 0 && c.maxDeliver <= len(c.backOff) {
+		return invalid("max deliver %d must exceed the %d back-off steps", c.maxDeliver, len(c.backOff))
+	}
+	if c.heartbeat == 0 {
+		c.heartbeat = c.minWait() / 3
+	} else if c.heartbeat >= c.minWait() {
+		return invalid("heartbeat %v must be shorter than the ack wait %v", c.heartbeat, c.minWait())
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	return nil
+}

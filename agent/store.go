@@ -1,0 +1,98 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// storedMsg is a message read back from a stream.
+type storedMsg struct {
+	seq     uint64 // stream sequence
+	subject string
+	data    []byte
+	header  nats.Header
+}
+
+// frameHead is what the runtime reads of a stored frame.
+type frameHead struct {
+	Sequence   int64  `json:"sequence"`
+	IsFinal    bool   `json:"is_final"`
+	ResponseID string `json:"response_id"`
+}
+
+func (m *storedMsg) frame() (frameHead, error) {
+	var h frameHead
+	if err := json.Unmarshal(m.data, &h); err != nil {
+		return h, fmt.Errorf("agent: stored frame at stream sequence %d does not decode: %w", m.seq, err)
+	}
+	return h, nil
+}
+
+// lastMsg returns the last message stored under subject in stream, nil when
+// there is none, with one direct get (answered by any replica, no consumer).
+func lastMsg(ctx context.Context, js jetstream.JetStream, stream, subject string) (*storedMsg, error) {
+	m, err := streams.LastBySubject(ctx, js.Conn(), stream, subject)
+	if errors.Is(err, streams.ErrNoMessages) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return fromRaw(m), nil
+}
+
+// msgAt returns the message at stream sequence seq if it is stored under
+// subject (which may hold wildcards), nil otherwise.
+func msgAt(ctx context.Context, js jetstream.JetStream, stream, subject string, seq uint64) (*storedMsg, error) {
+	msgs, _, err := streams.DirectGetBatch(ctx, js.Conn(), stream, subject, seq, 1)
+	if errors.Is(err, streams.ErrNoMessages) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(msgs) == 0 || msgs[0].Seq != seq {
+		return nil, nil
+	}
+	return fromRaw(msgs[0]), nil
+}
+
+func fromRaw(m streams.RawMsg) *storedMsg {
+	h := m.Header
+	if h == nil {
+		h = nats.Header{}
+	}
+	return &storedMsg{seq: m.Seq, subject: m.Subject, data: m.Data, header: h}
+}
+
+// isWrongLastSeq reports a publish refused because the subject's last
+// sequence was not the expected one (10071; 10164 on replicated streams,
+// also returned while another publish on the subject is being proposed).
+func isWrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// isClosed reports an error after which nothing more can be sent on this
+// connection.
+func isClosed(err error) bool {
+	return errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, jetstream.ErrConnectionClosed) ||
+		errors.Is(err, nats.ErrConnectionDraining)
+}
+
+// headerSafe reports whether s can be a NATS header value as is.
+func headerSafe(s string) bool {
+	return s != "" && !strings.ContainsAny(s, "\r\n") && strings.TrimSpace(s) == s
+}

@@ -1,0 +1,531 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// Writer writes the ordered frames of one request. The runtime assigns
+// sequence, response_id and timestamp, echoes the request's ids and sets
+// provenance. Each frame is published on the request's response subject with
+// the expected last subject sequence and a Nats-Msg-Id, one frame in flight
+// at a time.
+//
+// A Writer is not safe for concurrent use: one goroutine (the handler's)
+// writes. After the final frame every write returns ErrFinalWritten; once
+// another worker owns the request every write returns an error wrapping
+// ErrFenced and the handler's context is cancelled.
+type Writer interface {
+	// Chunk writes an e2a.chunk frame (status in_progress). Text and
+	// reasoning deltas (strings) written while a frame is in flight are
+	// coalesced into one frame (see WithCoalesce), so Chunk may return
+	// before its frame is published; a later write reports its failure.
+	Chunk(deltaKind string, delta any) error
+	// Complete writes the final e2a.complete frame {"result": result},
+	// status succeeded.
+	Complete(result any) error
+	// Fail writes the final e2a.error frame, status failed.
+	Fail(code, message string, retryable bool) error
+	// Write writes a frame of any kind (acp.*, a2a.*, ext, or an e2a kind
+	// without coalescing). body must encode as a JSON object; the frame is
+	// validated (§12.2: a final frame is not in_progress, failed ⇔ error kind).
+	Write(kind, status string, body any, final bool) error
+	// ResumeAfter is -1 for a fresh request, and n when frames 0..n already
+	// exist (a redelivery to a resumable handler): the next frame written is
+	// n+1, and the handler must not repeat what frames 0..n hold.
+	ResumeAfter() int64
+}
+
+// conflictRetries counts publishes refused while the subject was unchanged
+// (a proposal on it still in process on a replicated stream), and retried.
+var conflictRetries atomic.Int64
+
+// frame is one frame to publish.
+type frame struct {
+	kind, status string
+	body         any
+	final        bool
+	raw          bool // validate before publishing (Write)
+}
+
+// pendingText is coalesced text (or reasoning) not yet published.
+type pendingText struct {
+	kind  string
+	b     strings.Builder
+	since time.Time
+}
+
+// writer is the Writer of one delivery of one request.
+type writer struct {
+	w           *worker
+	requestID   string
+	subject     string
+	tmpl        e2a.Response
+	trace       *e2a.TraceContext
+	resumeAfter int64
+	// hctx is the handler's context: once it is done, handler writes are
+	// refused.
+	hctx context.Context
+	// onFatal is called once when the writer can no longer publish (fenced,
+	// connection lost), outside the lock.
+	onFatal func(error)
+
+	mu            sync.Mutex
+	cond          *sync.Cond
+	nextSeq       int64
+	lastStreamSeq uint64
+	published     int // frames this delivery published
+	inflight      bool
+	pending       *pendingText
+	flushNow      bool
+	timer         *time.Timer
+	closedErr     error // handler writes are refused with this error
+	final         bool
+	fatal         error
+	finalStatus   string
+	finalCode     string
+}
+
+func newWriter(w *worker, env *e2a.Envelope, requestID, subject string, last *storedMsg, lastSeq int64) *writer {
+	wr := &writer{
+		w:           w,
+		requestID:   requestID,
+		subject:     subject,
+		tmpl:        e2a.ResponseFor(env),
+		trace:       env.Trace,
+		resumeAfter: -1,
+	}
+	wr.tmpl.RequestID = requestID
+	wr.tmpl.Provenance = e2a.Provenance{
+		SourceProtocol: e2a.SourceE2A,
+		Converter:      "agent",
+		Details:        map[string]any{"pool": w.pool, "worker": w.cfg.workerID},
+	}
+	wr.cond = sync.NewCond(&wr.mu)
+	if last != nil {
+		wr.resumeAfter = lastSeq
+		wr.nextSeq = lastSeq + 1
+		wr.lastStreamSeq = last.seq
+	}
+	return wr
+}
+
+func (wr *writer) ResumeAfter() int64 { return wr.resumeAfter }
+
+// writable reports why the handler (or, with runtime, the runtime) may not
+// write now. Lock held.
+func (wr *writer) writable(runtime bool) error {
+	switch {
+	case wr.fatal != nil:
+		return wr.fatal
+	case wr.closedErr != nil && !runtime:
+		return wr.closedErr
+	case !runtime && wr.hctx != nil && wr.hctx.Err() != nil:
+		// Cancelled, past the deadline, or shutting down: from the moment the
+		// context is done the runtime owns the final frame.
+		return ErrWriterClosed
+	case wr.final:
+		return ErrFinalWritten
+	}
+	return nil
+}
+
+func (wr *writer) Chunk(deltaKind string, delta any) error {
+	if deltaKind == "" {
+		return fmt.Errorf("agent: Chunk needs a delta kind")
+	}
+	s, isText := delta.(string)
+	if wr.w.cfg.coalesceBytes == 0 || !isText || (deltaKind != e2a.DeltaText && deltaKind != e2a.DeltaReasoning) {
+		return wr.writeSync(frame{kind: e2a.KindChunk, status: e2a.StatusInProgress, body: e2a.ChunkBody{DeltaKind: deltaKind, Delta: delta}}, false)
+	}
+	wr.mu.Lock()
+	defer wr.mu.Unlock()
+	for {
+		if err := wr.writable(false); err != nil {
+			return err
+		}
+		p := wr.pending
+		if p == nil || (p.kind == deltaKind && p.b.Len()+len(s) <= wr.w.cfg.coalesceBytes) {
+			break
+		}
+		// Another kind, or full: wait until the pending frame is taken.
+		wr.flushNow = true
+		wr.schedule()
+		wr.cond.Wait()
+	}
+	if wr.pending == nil {
+		wr.pending = &pendingText{kind: deltaKind, since: time.Now()}
+	}
+	wr.pending.b.WriteString(s)
+	wr.schedule()
+	return nil
+}
+
+func (wr *writer) Complete(result any) error {
+	return wr.writeSync(frame{kind: e2a.KindComplete, status: e2a.StatusSucceeded, body: e2a.CompleteBody{Result: result}, final: true}, false)
+}
+
+func (wr *writer) Fail(code, message string, retryable bool) error {
+	if code == "" {
+		code = e2a.ErrCodeHandlerError
+	}
+	if message == "" {
+		message = code
+	}
+	return wr.writeSync(errorFrame(code, message, retryable, nil), false)
+}
+
+func errorFrame(code, message string, retryable bool, details map[string]any) frame {
+	return frame{kind: e2a.KindError, status: e2a.StatusFailed, final: true,
+		body: e2a.ErrorBody{Code: code, Message: message, Retryable: retryable, Details: details}}
+}
+
+func (wr *writer) Write(kind, status string, body any, final bool) error {
+	return wr.writeSync(frame{kind: kind, status: status, body: body, final: final, raw: true}, false)
+}
+
+// writeSync publishes f after everything pending, before returning. With
+// runtime set it ignores closedErr (the runtime's own final frame).
+func (wr *writer) writeSync(f frame, runtime bool) error {
+	wr.mu.Lock()
+	for {
+		if err := wr.writable(runtime); err != nil {
+			wr.mu.Unlock()
+			return err
+		}
+		if wr.pending == nil && !wr.inflight {
+			break
+		}
+		wr.flushNow = true
+		wr.schedule()
+		wr.cond.Wait()
+	}
+	wr.inflight = true
+	seq, expected := wr.nextSeq, wr.lastStreamSeq
+	wr.mu.Unlock()
+
+	streamSeq, err := wr.publish(seq, expected, f)
+	wr.done(f, streamSeq, err)
+	return err
+}
+
+// schedule starts publishing the pending text when nothing is in flight and
+// it has waited long enough (or is full, or a flush is asked). Lock held.
+func (wr *writer) schedule() {
+	p := wr.pending
+	if wr.inflight || p == nil || wr.fatal != nil {
+		return
+	}
+	cfg := &wr.w.cfg
+	if !wr.flushNow && cfg.coalesceDelay > 0 && p.b.Len() < cfg.coalesceBytes {
+		if wait := cfg.coalesceDelay - time.Since(p.since); wait > 0 {
+			if wr.timer == nil {
+				wr.timer = time.AfterFunc(wait, func() {
+					wr.mu.Lock()
+					wr.timer = nil
+					wr.flushNow = true
+					wr.schedule()
+					wr.mu.Unlock()
+				})
+			}
+			return
+		}
+	}
+	if wr.timer != nil {
+		wr.timer.Stop()
+		wr.timer = nil
+	}
+	wr.pending, wr.flushNow, wr.inflight = nil, false, true
+	seq, expected := wr.nextSeq, wr.lastStreamSeq
+	f := frame{kind: e2a.KindChunk, status: e2a.StatusInProgress, body: e2a.ChunkBody{DeltaKind: p.kind, Delta: p.b.String()}}
+	go func() {
+		streamSeq, err := wr.publish(seq, expected, f)
+		wr.done(f, streamSeq, err)
+	}()
+}
+
+// done records the outcome of the frame in flight.
+func (wr *writer) done(f frame, streamSeq uint64, err error) {
+	wr.mu.Lock()
+	wr.inflight = false
+	notify := false
+	if err == nil {
+		wr.nextSeq++
+		wr.lastStreamSeq = streamSeq
+		wr.published++
+		if f.final {
+			wr.final = true
+			wr.finalStatus = f.status
+			if b, ok := f.body.(e2a.ErrorBody); ok {
+				wr.finalCode = b.Code
+			}
+		}
+	} else if wr.fatal == nil && !isFrameError(err) {
+		wr.fatal = err
+		wr.pending = nil
+		notify = true
+	}
+	wr.schedule()
+	wr.cond.Broadcast()
+	wr.mu.Unlock()
+	if notify && wr.onFatal != nil {
+		wr.onFatal(err)
+	}
+}
+
+// flush waits until every pending delta is published (or failed).
+func (wr *writer) flush() error {
+	wr.mu.Lock()
+	defer wr.mu.Unlock()
+	for (wr.pending != nil || wr.inflight) && wr.fatal == nil {
+		wr.flushNow = true
+		wr.schedule()
+		wr.cond.Wait()
+	}
+	return wr.fatal
+}
+
+// close refuses further handler writes with err and waits for the frame in
+// flight. Pending deltas are kept for a later finish to publish, unless drop
+// (the request is handed back: its next owner writes from the last frame
+// stored, and nothing may follow our hand-back).
+func (wr *writer) close(err error, drop bool) {
+	wr.mu.Lock()
+	if wr.closedErr == nil {
+		wr.closedErr = err
+	}
+	if drop {
+		wr.pending = nil
+		if wr.timer != nil {
+			wr.timer.Stop()
+			wr.timer = nil
+		}
+	}
+	for wr.inflight {
+		wr.cond.Wait()
+	}
+	wr.cond.Broadcast()
+	wr.mu.Unlock()
+}
+
+// finish writes the runtime's final frame f unless a final frame exists.
+// It reports whether f was written.
+func (wr *writer) finish(f frame) (bool, error) {
+	if err := wr.flush(); err != nil {
+		return false, err
+	}
+	wr.mu.Lock()
+	final := wr.final
+	wr.mu.Unlock()
+	if final {
+		return false, nil
+	}
+	if err := wr.writeSync(f, true); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func (wr *writer) state() (final bool, status, code string, fatal error, published int) {
+	wr.mu.Lock()
+	defer wr.mu.Unlock()
+	return wr.final, wr.finalStatus, wr.finalCode, wr.fatal, wr.published
+}
+
+// frameError is a frame refused before publishing (bad kind, status, body):
+// the handler's mistake, not fatal to the request.
+type frameError struct{ err error }
+
+func (e *frameError) Error() string { return e.err.Error() }
+func (e *frameError) Unwrap() error { return e.err }
+
+func isFrameError(err error) bool {
+	var fe *frameError
+	return errors.As(err, &fe)
+}
+
+// encode builds the frame's JSON.
+func (wr *writer) encode(seq int64, f frame) ([]byte, error) {
+	body, err := json.Marshal(f.body)
+	if err != nil {
+		return nil, &frameError{fmt.Errorf("agent: frame body does not encode as JSON: %w", err)}
+	}
+	if len(body) == 0 || body[0] != '{' {
+		return nil, &frameError{fmt.Errorf("agent: frame body must be a JSON object")}
+	}
+	r := wr.tmpl
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	r.ResponseID = id.String()
+	r.Sequence = seq
+	r.IsFinal = f.final
+	r.Status = f.status
+	r.ResponseKind = f.kind
+	r.Timestamp = e2a.Now()
+	r.Body = body
+	if f.raw {
+		if err := checkRaw(&r, f.body); err != nil {
+			return nil, &frameError{err}
+		}
+	}
+	return json.Marshal(&r)
+}
+
+// checkRaw validates a frame of Write: the §12.2 rules on kind, status and
+// is_final, and the body; typed bodies are checked without decoding them
+// again.
+func checkRaw(r *e2a.Response, body any) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", e2a.ErrInvalidResponse, fmt.Sprintf(format, a...))
+	}
+	switch b := body.(type) {
+	case e2a.ChunkBody:
+		if r.ResponseKind == e2a.KindChunk && b.DeltaKind == "" {
+			return bad("e2a.chunk body needs delta_kind")
+		}
+	case *e2a.ChunkBody, e2a.ErrorBody, *e2a.ErrorBody, e2a.StreamEventBody, *e2a.StreamEventBody:
+		return r.Validate()
+	case e2a.CompleteBody, *e2a.CompleteBody, e2a.ExtBody, *e2a.ExtBody:
+	default:
+		return r.Validate()
+	}
+	switch {
+	case !e2a.IsResponseKind(r.ResponseKind):
+		return bad("response_kind %q is unknown", r.ResponseKind)
+	case !e2a.IsStatus(r.Status):
+		return bad("status %q is not one of succeeded, failed, in_progress", r.Status)
+	case r.Status == e2a.StatusFailed && r.ResponseKind != e2a.KindError && r.ResponseKind != e2a.KindACPJSONRPCErr:
+		return bad("status failed requires response_kind e2a.error, got %q", r.ResponseKind)
+	case r.ResponseKind == e2a.KindError && r.Status != e2a.StatusFailed:
+		return bad("e2a.error requires status failed, got %q", r.Status)
+	case r.IsFinal == (r.Status == e2a.StatusInProgress):
+		return bad("is_final %v with status %q", r.IsFinal, r.Status)
+	case r.ResponseKind == e2a.KindChunk && body != nil && !isChunkBody(body):
+		return r.Validate()
+	}
+	return nil
+}
+
+func isChunkBody(b any) bool {
+	_, ok := b.(e2a.ChunkBody)
+	return ok
+}
+
+// publish writes frame seq with the expected last subject sequence and
+// returns its stream sequence. It retries transient failures with the same
+// bytes (same Nats-Msg-Id) for up to the publish timeout, and tells a retry
+// that landed from a frame written by another worker.
+func (wr *writer) publish(seq int64, expected uint64, f frame) (uint64, error) {
+	data, err := wr.encode(seq, f)
+	if err != nil {
+		return 0, err
+	}
+	return wr.publishData(seq, expected, data)
+}
+
+// publishData publishes the encoded frame seq (see publish).
+func (wr *writer) publishData(seq int64, expected uint64, data []byte) (uint64, error) {
+	msgID := subjects.FrameMsgID(wr.requestID, seq)
+	m := nats.NewMsg(wr.subject)
+	m.Data = data
+	if headerSafe(wr.requestID) {
+		m.Header.Set(subjects.HeaderRequestID, wr.requestID)
+	}
+	m.Header.Set(subjects.HeaderSequence, strconv.FormatInt(seq, 10))
+	if wr.trace != nil {
+		if headerSafe(wr.trace.Traceparent) {
+			m.Header.Set(subjects.HeaderTraceparent, wr.trace.Traceparent)
+		}
+		if headerSafe(wr.trace.Tracestate) {
+			m.Header.Set(subjects.HeaderTracestate, wr.trace.Tracestate)
+		}
+	}
+	js := wr.w.js
+	deadline := time.Now().Add(wr.w.cfg.publishTimeout)
+	backoff := 5 * time.Millisecond
+	retry := func(cause error) error {
+		if time.Now().Add(backoff).After(deadline) {
+			return fmt.Errorf("agent: frame %d of %q not written within %v: %w", seq, wr.requestID, wr.w.cfg.publishTimeout, cause)
+		}
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 500*time.Millisecond)
+		return nil
+	}
+	for {
+		attempt := min(time.Until(deadline), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), attempt)
+		ack, err := js.PublishMsg(ctx, m, jetstream.WithMsgID(msgID),
+			jetstream.WithExpectLastSequencePerSubject(expected), jetstream.WithRetryAttempts(0))
+		if err == nil && !ack.Duplicate {
+			cancel()
+			wr.w.metrics.frames.WithLabelValues(wr.w.pool).Inc()
+			return ack.Sequence, nil
+		}
+		switch {
+		case err == nil: // duplicate: our earlier attempt, or another worker's frame seq
+			stored, gerr := msgAt(ctx, js, wr.w.streams.Responses, wr.subject, ack.Sequence)
+			cancel()
+			if gerr == nil && stored != nil {
+				if bytes.Equal(stored.data, data) {
+					return ack.Sequence, nil
+				}
+				return 0, wr.fenced(stored)
+			}
+			if gerr == nil {
+				gerr = errors.New("duplicate frame vanished")
+			}
+			err = gerr
+		case isWrongLastSeq(err):
+			last, gerr := lastMsg(ctx, js, wr.w.streams.Responses, wr.subject)
+			cancel()
+			if gerr != nil {
+				err = gerr
+				break
+			}
+			if last != nil && bytes.Equal(last.data, data) {
+				return last.seq, nil // an earlier attempt landed
+			}
+			if (last == nil && expected == 0) || (last != nil && last.seq == expected) {
+				conflictRetries.Add(1)
+				break // nothing changed: a concurrent proposal, or a stale read; retry
+			}
+			if last == nil { // the subject lost frames (purged): not ours to write
+				return 0, &fencedError{lastSeq: -1}
+			}
+			return 0, wr.fenced(last)
+		default:
+			cancel()
+		}
+		if isClosed(err) {
+			return 0, err
+		}
+		if rerr := retry(err); rerr != nil {
+			return 0, rerr
+		}
+	}
+}
+
+func (wr *writer) fenced(found *storedMsg) error {
+	h, err := found.frame()
+	if err != nil {
+		return &fencedError{lastSeq: -1}
+	}
+	return &fencedError{lastSeq: h.Sequence, lastFinal: h.IsFinal}
+}
