@@ -281,7 +281,9 @@ func (s *Server) input(r *http.Request, body []byte, p Principal, agent string) 
 	in := normalizer.Input{Body: body, Header: r.Header, Channel: "http", Agent: agent, Now: s.opts.now,
 		RequestID: r.Header.Get("Idempotency-Key")}
 	if p.UserID != "" {
-		in.Principal = &normalizer.Principal{UserID: p.UserID, IdentityOrigin: p.IdentityOrigin}
+		// Without authentication the principal is only a default: the user
+		// the request claims is all there is to know, so it is kept.
+		in.Principal = &normalizer.Principal{UserID: p.UserID, IdentityOrigin: p.IdentityOrigin, AssertsUser: p.Scheme == SchemeNone || p.Scheme == ""}
 	}
 	return in
 }
