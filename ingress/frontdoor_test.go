@@ -1,0 +1,289 @@
+package ingress_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+const testKey = "ak_alice_0123456789abcdef"
+
+// frontDoor is an ingress+egress HTTP server (no agent) on nc with opts.
+func frontDoor(t *testing.T, nc *nats.Conn, opts ...ingress.Option) string {
+	t.Helper()
+	eg, err := egress.New(nc, egress.WithRegisterer(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := ingress.New(nc, eg, append([]ingress.Option{ingress.WithRegisterer(prometheus.NewRegistry())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	in.Register(mux)
+	eg.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func withAPIKey(t *testing.T) ingress.Option {
+	t.Helper()
+	a, err := ingress.NewAuth(&ingress.AuthConfig{APIKeys: []ingress.Credential{{Principal: "alice", Secret: testKey}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ingress.WithAuth(a)
+}
+
+func do(t *testing.T, method, url, body string, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+func streamMsgs(t *testing.T, js jetstream.JetStream, name string) uint64 {
+	t.Helper()
+	s, err := js.Stream(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+// Every endpoint refuses a missing or wrong credential in its own shape,
+// and nothing is published.
+func TestAuthEveryEndpoint(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	js, _ := jetstream.New(nc)
+	url := frontDoor(t, nc, withAPIKey(t))
+	cases := []struct {
+		name, path, body string
+		check            func(t *testing.T, b []byte)
+	}{
+		{"e2a", "/v1/requests", `{"params":{"text":"x"}}`, func(t *testing.T, b []byte) {
+			var eb ingress.ErrorBody
+			if json.Unmarshal(b, &eb) != nil || eb.Error.Code != "unauthenticated" {
+				t.Fatalf("body %s", b)
+			}
+		}},
+		{"a2a", "/a2a", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","role":"user","messageId":"m","parts":[{"kind":"text","text":"x"}]}}}`, func(t *testing.T, b []byte) {
+			var r struct{ Error *ingress.Error }
+			if json.Unmarshal(b, &r) != nil || r.Error == nil {
+				t.Fatalf("body %s", b)
+			}
+		}},
+		{"acp", "/acp", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`, func(t *testing.T, b []byte) {
+			var r struct{ Error *ingress.Error }
+			if json.Unmarshal(b, &r) != nil || r.Error == nil {
+				t.Fatalf("body %s", b)
+			}
+		}},
+		{"a2e", "/a2e", `{"a2e":"1.0","id":"c1","type":"tool/call/req","req_id":"r"}`, func(t *testing.T, b []byte) {
+			var m egress.A2EMessage
+			if json.Unmarshal(b, &m) != nil || m.Type != "error" || m.Code != "unauthenticated" {
+				t.Fatalf("body %s", b)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		for _, hdr := range [][]string{nil, {"X-Api-Key", "wrong-key-0123456789"}, {"Authorization", "Bearer " + testKey}} {
+			resp, b := do(t, "POST", url+tc.path, tc.body, hdr...)
+			if resp.StatusCode != 401 {
+				t.Fatalf("%s %v: status %d %s", tc.name, hdr, resp.StatusCode, b)
+			}
+			if resp.Header.Get("WWW-Authenticate") == "" {
+				t.Fatalf("%s: no WWW-Authenticate", tc.name)
+			}
+			if strings.Contains(string(b), testKey) || strings.Contains(string(b), "wrong-key") {
+				t.Fatalf("%s: credential echoed: %s", tc.name, b)
+			}
+			tc.check(t, b)
+		}
+	}
+	if n := streamMsgs(t, js, streams.RequestsStream); n != 0 {
+		t.Fatalf("unauthenticated requests published %d messages", n)
+	}
+	// The right key passes; the principal goes into the envelope, the key
+	// nowhere.
+	resp, b := do(t, "POST", url+"/v1/requests", `{"request_id":"auth-1","user_id":"mallory","params":{"text":"x"}}`, "X-Api-Key", testKey)
+	if resp.StatusCode != 202 {
+		t.Fatalf("authenticated: %d %s", resp.StatusCode, b)
+	}
+	subj, _ := subjects.Request("demo", "auth-1")
+	msg, err := streams.LastBySubject(context.Background(), nc, streams.RequestsStream, subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := e2a.FromJSON(msg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.UserID != "alice" {
+		t.Fatalf("user_id %q: the authenticated principal must win", env.UserID)
+	}
+	if strings.Contains(string(msg.Data), testKey) || strings.Contains(strings.Join(msg.Header.Values("X-Api-Key"), ""), testKey) {
+		t.Fatal("the credential was published")
+	}
+}
+
+// JSON-RPC 2.0 exactly on /a2a.
+func TestA2AJSONRPCErrors(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	js, _ := jetstream.New(nc)
+	url := frontDoor(t, nc)
+	type rpcResp struct {
+		ID    json.RawMessage `json:"id"`
+		Error *ingress.Error  `json:"error"`
+	}
+	for _, tc := range []struct {
+		body string
+		code int
+		id   string
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":`, -32700, "null"},
+		{`{"jsonrpc":"1.0","id":1,"method":"message/send"}`, -32600, "1"},
+		{`{"jsonrpc":"2.0","id":"x","method":"no/such"}`, -32601, `"x"`},
+		{`{"jsonrpc":"2.0","id":2,"method":"message/send","params":{"message":{"parts":[]}}}`, -32602, "2"},
+		{`[]`, -32600, "null"},
+	} {
+		resp, b := do(t, "POST", url+"/a2a", tc.body)
+		var r rpcResp
+		if err := json.Unmarshal(b, &r); err != nil || r.Error == nil {
+			t.Fatalf("%s: %d %s", tc.body, resp.StatusCode, b)
+		}
+		if r.Error.Code != tc.code || string(r.ID) != tc.id {
+			t.Fatalf("%s: code %d id %s, want %d %s", tc.body, r.Error.Code, r.ID, tc.code, tc.id)
+		}
+	}
+	// A notification gets no reply (but is acted on).
+	resp, b := do(t, "POST", url+"/a2a", `{"jsonrpc":"2.0","method":"tasks/send","params":{"message":{"role":"user","parts":[{"type":"text","content":"n"}]}}}`)
+	if resp.StatusCode != 204 || len(b) != 0 {
+		t.Fatalf("notification: %d %q", resp.StatusCode, b)
+	}
+	// A batch is answered element by element; a streaming method inside it
+	// is refused alone.
+	resp, b = do(t, "POST", url+"/a2a", `[{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"nope"}},
+		{"jsonrpc":"2.0","id":2,"method":"message/stream","params":{}},
+		{"jsonrpc":"2.0","method":"no/such"}, 7]`)
+	var batch []rpcResp
+	if err := json.Unmarshal(b, &batch); err != nil || len(batch) != 3 {
+		t.Fatalf("batch: %d %s", resp.StatusCode, b)
+	}
+	if batch[0].Error == nil || batch[0].Error.Code != -32001 || batch[1].Error == nil || batch[1].Error.Code != -32600 || batch[2].Error == nil || batch[2].Error.Code != -32600 {
+		t.Fatalf("batch answers %s", b)
+	}
+	if n := streamMsgs(t, js, streams.RequestsStream); n != 1 {
+		t.Fatalf("published %d requests, want 1 (the notification)", n)
+	}
+}
+
+// A full requests stream (DiscardNew) is backpressure: 503 with
+// Retry-After in each protocol's shape, nothing half-accepted.
+func TestBackpressure(t *testing.T) {
+	cfg := natstest.Config()
+	cfg.RequestsMaxBytes = 4 << 10
+	_, nc := natstest.RunServer(t, natstest.WithConfig(cfg))
+	js, _ := jetstream.New(nc)
+	url := frontDoor(t, nc)
+	big := strings.Repeat("x", 1500)
+	accepted := 0
+	var last *http.Response
+	var lastBody []byte
+	for i := 0; i < 10; i++ {
+		last, lastBody = do(t, "POST", url+"/v1/requests", `{"params":{"text":"`+big+`"}}`)
+		if last.StatusCode == 202 {
+			accepted++
+			continue
+		}
+		break
+	}
+	if last.StatusCode != 503 || last.Header.Get("Retry-After") == "" {
+		t.Fatalf("full stream: %d %s", last.StatusCode, lastBody)
+	}
+	var eb ingress.ErrorBody
+	if json.Unmarshal(lastBody, &eb) != nil || !eb.Error.Retryable {
+		t.Fatalf("body %s", lastBody)
+	}
+	if n := streamMsgs(t, js, streams.RequestsStream); n != uint64(accepted) {
+		t.Fatalf("stream holds %d, %d were accepted", n, accepted)
+	}
+	resp, b := do(t, "POST", url+"/a2a", `{"jsonrpc":"2.0","id":9,"method":"tasks/send","params":{"message":{"role":"user","parts":[{"type":"text","content":"`+big+`"}]}}}`)
+	var r struct{ Error *ingress.Error }
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || json.Unmarshal(b, &r) != nil || r.Error == nil {
+		t.Fatalf("a2a full stream: %d %s", resp.StatusCode, b)
+	}
+}
+
+// Two ingress replicas on separate connections share one principal's limit
+// through the KV bucket.
+func TestRateLimitSharedByReplicas(t *testing.T) {
+	srv, nc1 := natstest.RunServer(t)
+	nc2, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc2.Close()
+	var urls []string
+	for _, nc := range []*nats.Conn{nc1, nc2} {
+		js, _ := jetstream.New(nc)
+		kv, err := js.KeyValue(context.Background(), streams.RateLimitBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lim := ingress.NewLimiter(kv, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: 5}})
+		urls = append(urls, frontDoor(t, nc, withAPIKey(t), ingress.WithLimiter(lim)))
+	}
+	ok, limited := 0, 0
+	for i := 0; i < 10; i++ {
+		resp, b := do(t, "POST", urls[i%2]+"/v1/requests", `{"params":{"text":"x"}}`, "X-Api-Key", testKey)
+		switch resp.StatusCode {
+		case 202:
+			ok++
+			if resp.Header.Get("X-RateLimit-Limit") != "5" {
+				t.Fatalf("headers %v", resp.Header)
+			}
+		case 429:
+			limited++
+			if resp.Header.Get("Retry-After") == "" || resp.Header.Get("X-RateLimit-Remaining") != "0" {
+				t.Fatalf("429 headers %v %s", resp.Header, b)
+			}
+		default:
+			t.Fatalf("status %d %s", resp.StatusCode, b)
+		}
+	}
+	if ok != 5 || limited != 5 {
+		t.Fatalf("%d accepted, %d limited across two replicas; want 5 and 5", ok, limited)
+	}
+}
