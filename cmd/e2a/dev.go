@@ -18,6 +18,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/egress/console"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -49,7 +50,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := newHTTP(ctx, cfg, nc, reg, log, ingress.WithWorkflow(wf))
+	srv, err := newHTTP(ctx, cfg, nc, reg, log, cfg.DefaultPool, ingress.WithWorkflow(wf))
 	if err != nil {
 		return err
 	}
@@ -67,6 +68,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(os.Stdout, `E2A Pipeline (dev) is running.
   HTTP       %s   (POST /v1/requests, /a2a, /acp, /a2e, /api/v1/workflows/*)
+  console    %s/console
   agent card %s/.well-known/agent-card.json
   metrics    %s/metrics   health %s/healthz   ready %s/readyz
   NATS       %s   (JetStream; subjects e2a.req.>, e2a.resp.>, e2a.live.>)
@@ -74,7 +76,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 Try:
   curl -N %s/v1/requests -H 'Accept: text/event-stream' -d '{"params":{"text":"hello"}}'
 Ctrl-C stops.
-`, base, base, base, base, base, natsURL, cfg.DefaultPool, base)
+`, base, base, base, base, base, base, natsURL, cfg.DefaultPool, base)
 	return serveUntil(ctx, srv, ln, log, agentDone)
 }
 
@@ -109,7 +111,7 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Co
 		stop()
 		return nil, nil, "", err
 	}
-	rep, err := streams.Apply(ctx, js, cfg.StreamsConfig())
+	rep, err := streams.Apply(ctx, js, cfg.StreamsConfig(), streams.WithKeyValue(console.BucketConfig(cfg.StreamsConfig(), 0)))
 	if err != nil {
 		stop()
 		return nil, nil, "", fmt.Errorf("provision streams: %w", err)
@@ -118,8 +120,9 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Co
 	return nc, stop, url, nil
 }
 
-// newHTTP builds the HTTP server of ingress + egress + operations endpoints.
-func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Registry, log *slog.Logger, extra ...ingress.Option) (*http.Server, error) {
+// newHTTP builds the HTTP server of ingress + egress + console + operations
+// endpoints. demoPool, when set, gives the console a demo-request form.
+func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Registry, log *slog.Logger, demoPool string, extra ...ingress.Option) (*http.Server, error) {
 	eg, err := egress.New(nc, egress.WithRegisterer(reg), egress.WithLogger(log))
 	if err != nil {
 		return nil, err
@@ -145,6 +148,11 @@ func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Reg
 	mux := http.NewServeMux()
 	in.Register(mux)
 	eg.Register(mux)
+	con, err := newConsole(ctx, cfg, nc, eg, mux, reg, log, demoPool)
+	if err != nil {
+		return nil, err
+	}
+	con.Register(mux)
 	obs.Register(mux, reg, obs.NATSConnected(nc), obs.StreamsPresent(js, streams.RequestsStream, streams.ResponsesStream))
 	return &http.Server{
 		Handler:           mux,
@@ -152,6 +160,30 @@ func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Reg
 		IdleTimeout:       120 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}, nil
+}
+
+// newConsole builds the web console with the auth of the other endpoints
+// (none when only the none scheme is enabled); its indexer runs until ctx
+// ends.
+func newConsole(ctx context.Context, cfg Config, nc *nats.Conn, eg *egress.Service, mux *http.ServeMux, reg *prometheus.Registry, log *slog.Logger, demoPool string) (*console.Console, error) {
+	auth, err := ingress.LoadAuth(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	opts := []console.Option{console.WithStreamsConfig(cfg.StreamsConfig()), console.WithRegisterer(reg), console.WithGatherer(reg), console.WithLogger(log)}
+	if s := auth.Schemes(); len(s) != 1 || s[0] != ingress.SchemeNone {
+		opts = append(opts, console.WithAuth(func(r *http.Request) (string, int, error) {
+			p, err := auth.Authenticate(r)
+			if err != nil {
+				return "", ingress.AuthStatus(err), err
+			}
+			return p.UserID, 0, nil
+		}))
+	}
+	if demoPool != "" {
+		opts = append(opts, console.WithDemo(mux, demoPool))
+	}
+	return console.New(ctx, nc, eg, opts...)
 }
 
 // serveUntil serves until ctx is done, then shuts the server down.

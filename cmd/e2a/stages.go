@@ -12,6 +12,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/egress/console"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/workflow"
@@ -35,7 +36,7 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 	}
 	defer stop()
 	reg := obs.NewRegistry()
-	srv, err := newHTTP(ctx, cfg, nc, reg, log)
+	srv, err := newHTTP(ctx, cfg, nc, reg, log, "")
 	if err != nil {
 		return err
 	}
@@ -112,7 +113,7 @@ func runStreams(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
-	rep, err := streams.Apply(ctx, js, cfg.StreamsConfig())
+	rep, err := streams.Apply(ctx, js, cfg.StreamsConfig(), streams.WithKeyValue(console.BucketConfig(cfg.StreamsConfig(), 0)))
 	fmt.Println(rep.String())
 	return err
 }

@@ -1,0 +1,604 @@
+// E2A Console: plain JavaScript, no build step. Everything from the server
+// is rendered with textContent (never innerHTML), so stored payloads cannot
+// inject markup.
+'use strict';
+
+const KINDS = ['e2a.chunk', 'e2a.complete', 'e2a.error', 'acp.session_update', 'acp.prompt_result',
+  'acp.jsonrpc_error', 'a2a.task', 'a2a.message', 'a2a.stream_event', 'ext'];
+const STORE_PREFIX = 'e2a.console.frames.';
+const STORE_MAX_FRAMES = 2000;
+const POLL_MS = 2000;
+
+const $ = (id) => document.getElementById(id);
+
+// el builds an element; children are nodes or strings (as text).
+function el(tag, attrs, ...children) {
+  const n = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') n.className = v;
+    else if (k === 'text') n.textContent = v;
+    else if (k.startsWith('on')) n.addEventListener(k.slice(2), v);
+    else if (k.startsWith('data-')) n.setAttribute(k, String(v));
+    else n.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === undefined || c === null || c === false) continue;
+    n.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return n;
+}
+
+let session = {secret_keys: []};
+
+async function api(path, opts = {}) {
+  const headers = {'Accept': 'application/json'};
+  if (opts.method === 'POST') {
+    headers['Content-Type'] = 'application/json';
+    headers['X-E2A-Console'] = '1';
+  }
+  const r = await fetch(path, {credentials: 'same-origin', ...opts, headers});
+  const body = await r.json().catch(() => null);
+  if (r.status === 401) {
+    location.reload(); // the server answers the sign-in page
+    throw new Error('signed out');
+  }
+  if (!r.ok) throw new Error((body && body.error && body.error.message) || r.statusText);
+  return body;
+}
+
+// ---------- formatting ----------
+
+function isSecretKey(k) {
+  const l = k.toLowerCase();
+  if (l.endsWith('_ref') || l.endsWith('_tokens')) return false;
+  return (session.secret_keys || []).some((s) => l.includes(s));
+}
+
+// redact returns a copy of v with the value of every secret-named key hidden.
+function redact(v) {
+  if (Array.isArray(v)) return v.map(redact);
+  if (v && typeof v === 'object') {
+    const out = {};
+    for (const [k, x] of Object.entries(v)) out[k] = isSecretKey(k) ? '[redacted]' : redact(x);
+    return out;
+  }
+  return v;
+}
+
+const pretty = (v) => JSON.stringify(redact(v), null, 2);
+
+function fmtTime(s) {
+  if (!s) return '';
+  const d = new Date(s);
+  const now = new Date();
+  const t = d.toLocaleTimeString([], {hour12: false}) + '.' + String(d.getMilliseconds()).padStart(3, '0');
+  return d.toDateString() === now.toDateString() ? t : d.toLocaleDateString() + ' ' + t;
+}
+
+function fmtDuration(ms) {
+  if (ms === undefined || ms === null) return '';
+  if (ms < 1000) return ms.toFixed(ms < 10 ? 1 : 0) + ' ms';
+  if (ms < 60000) return (ms / 1000).toFixed(2) + ' s';
+  return Math.floor(ms / 60000) + ' min ' + Math.round((ms % 60000) / 1000) + ' s';
+}
+
+function fmtNum(v, digits = 1) {
+  if (v === undefined || v === null) return '—';
+  if (Math.abs(v) >= 1000) return Math.round(v).toLocaleString();
+  return Number.isInteger(v) ? String(v) : v.toFixed(digits);
+}
+
+function badge(status) {
+  return el('span', {class: 'badge ' + (status || 'pending'), text: status || 'pending'});
+}
+
+// ---------- live counters ----------
+
+async function refreshStats() {
+  let st;
+  try {
+    st = await api('/console/api/stats');
+  } catch (e) {
+    $('stats').replaceChildren(el('p', {class: 'error', text: 'counters unavailable: ' + e.message}));
+    return;
+  }
+  const cards = st.stages.map((s) => el('div', {class: 'stage', 'data-stage': s.stage, title: s.help},
+    el('h3', {text: s.stage}),
+    el('dl', {},
+      el('dt', {text: s.stage === 'index' ? 'msgs/s' : 'req/s'}), el('dd', {'data-k': 'rate', text: fmtNum(s.rate)}),
+      el('dt', {text: 'in flight'}), el('dd', {'data-k': 'in_flight', text: fmtNum(s.in_flight, 0)}),
+      el('dt', {text: 'lag'}), el('dd', {'data-k': 'lag', text: fmtNum(s.lag, 0)}),
+      el('dt', {text: 'errors'}), el('dd', {'data-k': 'errors', class: s.errors > 0 ? 'bad' : '',
+        text: fmtNum(s.errors, 0) + (s.error_rate ? ' (' + fmtNum(s.error_rate) + '/s)' : '')}),
+      s.frame_rate !== undefined ? [el('dt', {text: 'frames/s'}), el('dd', {text: fmtNum(s.frame_rate)})] : null,
+      el('dt', {text: 'total'}), el('dd', {text: fmtNum(s.total, 0)}))));
+  const cons = el('div', {class: 'stage consumers'}, el('h3', {text: 'consumers'}),
+    el('table', {},
+      el('tr', {}, el('th', {text: 'consumer'}), el('th', {class: 'num', text: 'pending'}), el('th', {class: 'num', text: 'acks'}), el('th', {class: 'num', text: 'redeliv.'})),
+      st.consumers.map((c) => el('tr', {},
+        el('td', {text: c.name, title: c.stream}), el('td', {class: 'num', text: fmtNum(c.pending, 0)}),
+        el('td', {class: 'num', text: fmtNum(c.ack_pending, 0)}), el('td', {class: 'num', text: fmtNum(c.redelivered, 0)})))));
+  const strm = el('div', {class: 'stage streams'}, el('h3', {text: 'streams'}),
+    el('dl', {}, (st.streams || []).map((s) => [el('dt', {text: s.name}), el('dd', {text: fmtNum(s.messages, 0) + ' msgs'})])));
+  $('stats').replaceChildren(...cards, cons, strm);
+}
+
+// ---------- request list ----------
+
+const list = {cursors: [], before: 0, last: '', query: {}};
+
+function readFilters() {
+  const f = $('filters');
+  const q = {};
+  for (const k of ['request_id', 'task', 'session', 'user', 'status']) {
+    const v = f.elements[k].value.trim();
+    if (v) q[k] = v;
+  }
+  const range = f.elements.range.value;
+  if (range === 'custom') {
+    if (f.elements.since.value) q.since = new Date(f.elements.since.value).toISOString();
+    if (f.elements.until.value) q.until = new Date(f.elements.until.value).toISOString();
+  } else if (range) {
+    q.since = range;
+  }
+  return q;
+}
+
+async function refreshList() {
+  const params = new URLSearchParams(list.query);
+  if (list.before) params.set('before', String(list.before));
+  params.set('limit', '25');
+  let page;
+  try {
+    page = await api('/console/api/requests?' + params);
+  } catch (e) {
+    $('page-info').textContent = 'list unavailable: ' + e.message;
+    return;
+  }
+  const sig = JSON.stringify(page);
+  if (sig === list.last) return;
+  list.last = sig;
+  list.page = page;
+  const rows = page.entries.map((e) => {
+    const tr = el('tr', {class: 'row' + (e.request_id === detail.id ? ' selected' : ''), 'data-id': e.request_id, tabindex: 0},
+      el('td', {text: fmtTime(e.time), title: e.time}),
+      el('td', {class: 'id', text: e.request_id, title: e.request_id}),
+      el('td', {text: e.pool}),
+      el('td', {text: e.protocol || ''}),
+      el('td', {text: e.method || ''}),
+      el('td', {text: e.principal || ''}),
+      el('td', {}, badge(e.status), e.error_code ? el('span', {class: 'code', text: e.error_code}) : null),
+      el('td', {class: 'num', text: e.frames ? String(e.frames) : ''}),
+      el('td', {class: 'num', text: fmtDuration(e.duration_ms)}));
+    const open = () => { location.hash = '#/requests/' + encodeURIComponent(e.request_id); };
+    tr.addEventListener('click', open);
+    tr.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') open(); });
+    return tr;
+  });
+  $('requests').tBodies[0].replaceChildren(...rows);
+  $('empty').hidden = rows.length > 0;
+  $('older').disabled = !page.next;
+  $('newer').disabled = list.cursors.length === 0;
+  $('page-info').textContent = (page.partial ? 'searched ' + page.scanned + ' index keys — older may match · ' : '') +
+    (list.cursors.length ? 'page ' + (list.cursors.length + 1) : 'newest first');
+}
+
+function search(ev) {
+  if (ev) ev.preventDefault();
+  list.query = readFilters();
+  list.cursors = [];
+  list.before = 0;
+  list.last = '';
+  refreshList();
+}
+
+// ---------- one request ----------
+
+const detail = {id: null, es: null, frames: [], last: -1, final: false, dups: 0, info: null, renderQueued: false};
+
+function storeKey(id) { return STORE_PREFIX + id; }
+
+function loadStored(id) {
+  try {
+    const v = sessionStorage.getItem(storeKey(id));
+    return v ? JSON.parse(v) : [];
+  } catch (e) {
+    return [];
+  }
+}
+
+function saveStored() {
+  if (!detail.id) return;
+  try {
+    if (detail.frames.length > STORE_MAX_FRAMES) {
+      sessionStorage.removeItem(storeKey(detail.id)); // too big: a reload replays from the start
+      return;
+    }
+    sessionStorage.setItem(storeKey(detail.id), JSON.stringify(detail.frames.map((f) => f.raw)));
+  } catch (e) {
+    /* storage full: a reload replays from the start */
+  }
+}
+
+function setStreamState(text, attrs = {}) {
+  const s = $('stream-state');
+  s.textContent = text;
+  for (const [k, v] of Object.entries(attrs)) s.setAttribute(k, String(v));
+}
+
+function closeStream() {
+  if (detail.es) {
+    detail.es.close();
+    detail.es = null;
+  }
+}
+
+function closeDetail() {
+  closeStream();
+  detail.id = null;
+  $('detail').hidden = true;
+  $('layout').classList.remove('with-detail');
+  for (const tr of document.querySelectorAll('tr.row.selected')) tr.classList.remove('selected');
+}
+
+async function openDetail(id) {
+  if (detail.id === id) return;
+  closeStream();
+  Object.assign(detail, {id, frames: [], last: -1, final: false, dups: 0, info: null});
+  $('detail').hidden = false;
+  $('layout').classList.add('with-detail');
+  for (const tr of document.querySelectorAll('tr.row')) tr.classList.toggle('selected', tr.dataset.id === id);
+  $('d-id').textContent = id;
+  $('d-id').title = id;
+  $('d-status').replaceChildren();
+  $('d-summary').replaceChildren();
+  $('envelope').textContent = '';
+  $('frames').replaceChildren();
+  $('transcript').replaceChildren();
+  $('frame-count').textContent = '0';
+  $('replay-cmd').textContent = '';
+  setStreamState('', {'data-resumed-from': '', 'data-state': ''});
+
+  // Frames this tab already showed survive a reload; the stream resumes
+  // after them.
+  for (const raw of loadStored(id)) {
+    let f;
+    try { f = JSON.parse(raw); } catch (e) { break; }
+    if (f.sequence !== detail.last + 1) break;
+    addFrame(f, raw, false);
+  }
+  renderAll();
+  loadInfo(id);
+  if (detail.final) {
+    setStreamState('complete (kept by this tab)', {'data-state': 'complete'});
+    return;
+  }
+  const from = detail.last + 1;
+  if (from > 0) setStreamState('resumed from #' + from, {'data-resumed-from': from, 'data-state': 'resumed'});
+  else setStreamState('connecting…', {'data-state': 'connecting'});
+  openStream(id, from);
+}
+
+async function loadInfo(id) {
+  let d;
+  try {
+    d = await api('/console/api/requests/' + encodeURIComponent(id));
+  } catch (e) {
+    if (detail.id === id) $('d-summary').replaceChildren(el('p', {class: 'error', text: e.message}));
+    return;
+  }
+  if (detail.id !== id) return;
+  detail.info = d;
+  $('replay-cmd').textContent = d.replay_command;
+  $('envelope').textContent = d.envelope ? pretty(d.envelope) : 'E2A_REQUESTS no longer holds this envelope.';
+  renderSummary();
+}
+
+// pollFinalInfo reloads the summary until the index has the final state
+// (it trails the stream by up to a fetch batch).
+async function pollFinalInfo(id, tries) {
+  for (let i = 0; i < tries && detail.id === id; i++) {
+    await new Promise((r) => setTimeout(r, 600));
+    await loadInfo(id);
+    const e = detail.info && detail.info.entry;
+    if (e && (e.status === 'succeeded' || e.status === 'failed')) return;
+  }
+}
+
+function renderSummary() {
+  const d = detail.info;
+  if (!d) return;
+  const e = d.entry || {};
+  const env = d.envelope || {};
+  let status = e.status || (detail.frames.length ? 'running' : 'pending');
+  const lastFrame = detail.frames[detail.frames.length - 1];
+  if (detail.final && lastFrame) status = lastFrame.f.status === 'failed' ? 'failed' : 'succeeded';
+  $('d-status').replaceChildren(badge(status));
+  const rows = [
+    ['time', fmtTime(e.time || env.timestamp)],
+    ['pool', e.pool],
+    ['protocol', e.protocol || (env.provenance && env.provenance.source_protocol)],
+    ['method', e.method || env.method],
+    ['principal', e.principal || env.user_id],
+    ['task', e.task_id || env.task_id],
+    ['session', e.session_id || env.session_id],
+    ['context', e.context_id || env.context_id],
+    ['frames', detail.frames.length ? String(detail.frames.length) : e.frames],
+    ['duration', fmtDuration(e.duration_ms)],
+  ].filter(([, v]) => v !== undefined && v !== null && v !== '');
+  $('d-summary').replaceChildren(...rows.flatMap(([k, v]) => [el('dt', {text: k}), el('dd', {text: String(v)})]));
+}
+
+function openStream(id, from) {
+  const url = '/console/api/requests/' + encodeURIComponent(id) + '/stream' + (from > 0 ? '?from=' + from : '');
+  const es = new EventSource(url);
+  detail.es = es;
+  const onFrame = (ev) => {
+    if (detail.es !== es) return;
+    let f;
+    try { f = JSON.parse(ev.data); } catch (e) { return; }
+    if (typeof f.sequence !== 'number') return;
+    if (f.sequence <= detail.last) { // a resumed stream never repeats; count it if it did
+      detail.dups++;
+      $('frames').dataset.duplicates = String(detail.dups);
+      return;
+    }
+    if (f.sequence !== detail.last + 1) { // never expected: read the missing frames again
+      closeStream();
+      openStream(id, detail.last + 1);
+      return;
+    }
+    addFrame(f, ev.data, true);
+    saveStored();
+    scheduleRender();
+    const st = $('stream-state');
+    if (f.is_final) {
+      closeStream();
+      setStreamState((st.dataset.resumedFrom ? 'resumed from #' + st.dataset.resumedFrom + ' · ' : '') + 'complete', {'data-state': 'complete'});
+      pollFinalInfo(id, 8);
+      setTimeout(refreshList, 700);
+    } else if (st.dataset.state !== 'live') {
+      setStreamState((st.dataset.resumedFrom ? 'resumed from #' + st.dataset.resumedFrom + ' · ' : '') + 'live', {'data-state': 'live'});
+    }
+  };
+  for (const k of KINDS) es.addEventListener(k, onFrame);
+  es.addEventListener('open', () => {
+    if (detail.es === es && $('stream-state').dataset.state === 'connecting') setStreamState('waiting for frames…', {'data-state': 'waiting'});
+  });
+  es.addEventListener('error', (ev) => {
+    if (detail.es !== es) return;
+    if (ev.data) { // an error event written by egress: the stream ended without a final frame
+      let msg = ev.data;
+      try { const b = JSON.parse(ev.data); msg = (b.error && (b.error.code + ': ' + b.error.message)) || msg; } catch (e) { /* raw */ }
+      closeStream();
+      setStreamState('stream ended: ' + msg, {'data-state': 'error'});
+      return;
+    }
+    if (es.readyState === EventSource.CLOSED) {
+      closeStream();
+      setStreamState('not available (retrying)', {'data-state': 'error'});
+      setTimeout(() => { if (detail.id === id && !detail.es && !detail.final) openStream(id, detail.last + 1); }, 3000);
+    } else {
+      setStreamState('reconnecting…', {'data-state': 'reconnecting'}); // the browser resumes with Last-Event-ID
+    }
+  });
+}
+
+function addFrame(f, raw, live) {
+  detail.frames.push({f, raw, live});
+  detail.last = f.sequence;
+  if (f.is_final) detail.final = true;
+}
+
+function scheduleRender() {
+  if (detail.renderQueued) return;
+  detail.renderQueued = true;
+  requestAnimationFrame(() => { detail.renderQueued = false; renderAll(); });
+}
+
+function renderAll() {
+  renderFrames();
+  renderTranscript();
+  renderSummary();
+}
+
+// renderFrames appends the frames not shown yet, one item each.
+function renderFrames() {
+  const ol = $('frames');
+  for (let i = ol.children.length; i < detail.frames.length; i++) ol.append(frameItem(detail.frames[i].f));
+  $('frame-count').textContent = String(detail.frames.length);
+}
+
+function toolText(v) {
+  return typeof v === 'string' ? v : JSON.stringify(redact(v));
+}
+
+function frameBody(f) {
+  const b = f.body || {};
+  switch (f.response_kind) {
+    case 'e2a.chunk': {
+      const d = b.delta;
+      switch (b.delta_kind) {
+        case 'text': return el('div', {class: 'delta text', text: String(d)});
+        case 'reasoning': return el('div', {class: 'delta reasoning', text: String(d)});
+        case 'tool':
+          if (d && d.type === 'function_response') {
+            return el('div', {class: 'delta tool result'}, el('span', {class: 'arrow', text: '←'}), el('b', {text: d.name || d.id}), ' ', el('code', {text: toolText(d.response)}));
+          }
+          return el('div', {class: 'delta tool call'}, el('span', {class: 'arrow', text: '→'}), el('b', {text: (d && (d.name || d.id)) || 'tool'}), el('code', {text: '(' + toolText(d && d.args) + ')'}));
+        default: return el('div', {class: 'delta custom'}, el('code', {text: toolText(d)}));
+      }
+    }
+    case 'e2a.complete': return el('div', {class: 'complete'}, el('b', {text: 'complete '}), el('code', {text: toolText(b.result)}));
+    case 'e2a.error': return errorBox(b);
+    default: return el('div', {class: 'other'}, el('code', {text: toolText(b)}));
+  }
+}
+
+function errorBox(b) {
+  return el('div', {class: 'errorbox'}, el('b', {text: b.code || 'error'}), ' ', b.message || '',
+    el('span', {class: 'muted', text: b.retryable ? ' (retryable)' : ' (not retryable)'}));
+}
+
+function frameItem(f) {
+  const raw = el('pre', {class: 'json raw', hidden: true});
+  const toggle = el('button', {type: 'button', class: 'link raw-toggle', text: 'raw'});
+  toggle.addEventListener('click', () => {
+    if (!raw.textContent) raw.textContent = pretty(f);
+    raw.hidden = !raw.hidden;
+    toggle.textContent = raw.hidden ? 'raw' : 'hide raw';
+  });
+  return el('li', {class: 'frame k-' + f.response_kind.replace(/\W/g, '-'), 'data-seq': f.sequence, 'data-kind': f.response_kind, 'data-final': f.is_final ? 'true' : 'false'},
+    el('div', {class: 'fhead'},
+      el('span', {class: 'seq', text: '#' + f.sequence}),
+      el('span', {class: 'kind', text: f.response_kind + (f.body && f.body.delta_kind ? ' · ' + f.body.delta_kind : '')}),
+      f.is_final ? badge(f.status === 'failed' ? 'failed' : 'succeeded') : null,
+      el('span', {class: 'time muted', text: fmtTime(f.timestamp)}),
+      toggle),
+    frameBody(f), raw);
+}
+
+// renderTranscript shows the request as a conversation: reasoning, tool
+// calls with their arguments and results (joined by call id), the text,
+// and how it ended.
+function renderTranscript() {
+  const reasoning = [];
+  const tools = new Map();
+  let text = '';
+  let end = null;
+  const other = [];
+  for (const {f} of detail.frames) {
+    const b = f.body || {};
+    if (f.response_kind === 'e2a.chunk') {
+      if (b.delta_kind === 'text') text += String(b.delta);
+      else if (b.delta_kind === 'reasoning') reasoning.push(String(b.delta));
+      else if (b.delta_kind === 'tool' && b.delta) {
+        const id = b.delta.id || b.delta.name || String(tools.size);
+        const t = tools.get(id) || {name: b.delta.name, id};
+        if (b.delta.type === 'function_response') t.result = b.delta.response;
+        else t.args = b.delta.args;
+        t.name = t.name || b.delta.name;
+        tools.set(id, t);
+      } else other.push(f);
+    } else if (f.response_kind === 'e2a.complete' || f.response_kind === 'e2a.error') {
+      end = f;
+    } else {
+      other.push(f);
+    }
+  }
+  const parts = [];
+  if (reasoning.length) parts.push(el('section', {class: 't-reasoning'}, el('h4', {text: 'Reasoning'}), el('p', {text: reasoning.join('')})));
+  for (const t of tools.values()) {
+    parts.push(el('section', {class: 't-tool', 'data-tool': t.name || ''},
+      el('h4', {}, 'Tool call ', el('code', {text: t.name || '?'}), el('span', {class: 'muted', text: ' ' + (t.id || '')})),
+      el('div', {class: 'kv'}, el('span', {text: 'arguments'}), el('pre', {class: 'json', text: pretty(t.args === undefined ? null : t.args)})),
+      el('div', {class: 'kv'}, el('span', {text: 'result'}), t.result === undefined
+        ? el('em', {class: 'muted', text: 'waiting…'})
+        : el('pre', {class: 'json', text: pretty(t.result)}))));
+  }
+  if (text) parts.push(el('section', {class: 't-text'}, el('h4', {text: 'Answer'}), el('p', {class: 'answer', text: text})));
+  for (const f of other) parts.push(el('section', {class: 't-other'}, el('h4', {text: f.response_kind}), el('pre', {class: 'json', text: pretty(f.body)})));
+  if (end && end.response_kind === 'e2a.error') parts.push(el('section', {class: 't-error'}, el('h4', {text: 'Failed'}), errorBox(end.body || {})));
+  else if (end) parts.push(el('section', {class: 't-complete'}, el('h4', {text: 'Completed'}), el('pre', {class: 'json', text: pretty(end.body && end.body.result)})));
+  else if (detail.frames.length) parts.push(el('p', {class: 'muted typing', text: 'streaming…'}));
+  else parts.push(el('p', {class: 'muted', text: 'no frame yet'}));
+  $('transcript').replaceChildren(...parts);
+}
+
+// ---------- wiring ----------
+
+function route() {
+  const m = location.hash.match(/^#\/requests\/(.+)$/);
+  if (m) openDetail(decodeURIComponent(m[1]));
+  else closeDetail();
+}
+
+async function startDemo(ev) {
+  ev.preventDefault();
+  const f = $('demo');
+  const btn = $('start-demo');
+  btn.disabled = true;
+  try {
+    const r = await api('/console/api/demo', {method: 'POST', body: JSON.stringify({
+      text: f.elements.text.value, frames: Number(f.elements.frames.value), delay_ms: Number(f.elements.delay_ms.value)})});
+    location.hash = '#/requests/' + encodeURIComponent(r.request_id);
+    setTimeout(refreshList, 300);
+  } catch (e) {
+    alert('demo request failed: ' + e.message);
+  } finally {
+    btn.disabled = false;
+  }
+}
+
+async function copyReplay() {
+  const text = $('replay-cmd').textContent;
+  try {
+    await navigator.clipboard.writeText(text);
+  } catch (e) {
+    const r = document.createRange();
+    r.selectNodeContents($('replay-cmd'));
+    const sel = getSelection();
+    sel.removeAllRanges();
+    sel.addRange(r);
+    document.execCommand('copy');
+  }
+  $('copy-replay').textContent = 'Copied';
+  setTimeout(() => { $('copy-replay').textContent = 'Copy'; }, 1500);
+}
+
+function selectTab(name) {
+  for (const b of document.querySelectorAll('.tabs button')) b.classList.toggle('active', b.dataset.tab === name);
+  for (const t of ['transcript', 'frames', 'envelope']) $('tab-' + t).hidden = t !== name;
+}
+
+async function init() {
+  try {
+    session = await api('/console/api/session');
+  } catch (e) {
+    $('stats').replaceChildren(el('p', {class: 'error', text: 'console unavailable: ' + e.message}));
+    return;
+  }
+  const who = $('who');
+  if (session.auth_required) {
+    const out = el('button', {type: 'button', class: 'link', text: 'sign out'});
+    out.addEventListener('click', async () => { await api('/console/api/logout', {method: 'POST', body: '{}'}); location.reload(); });
+    who.replaceChildren('signed in as ', el('b', {text: session.principal || '?'}), ' · ', out);
+  } else {
+    who.textContent = 'no auth configured';
+  }
+  if (session.demo) {
+    $('demo').hidden = false;
+    $('demo').addEventListener('submit', startDemo);
+  }
+  $('filters').addEventListener('submit', search);
+  $('filters').elements.range.addEventListener('change', (ev) => {
+    document.body.classList.toggle('custom-range-on', ev.target.value === 'custom');
+  });
+  $('clear-filters').addEventListener('click', () => { $('filters').reset(); document.body.classList.remove('custom-range-on'); search(); });
+  $('older').addEventListener('click', () => {
+    if (!list.page || !list.page.next) return;
+    list.cursors.push(list.before);
+    list.before = list.page.next;
+    list.last = '';
+    refreshList();
+  });
+  $('newer').addEventListener('click', () => {
+    list.before = list.cursors.pop() || 0;
+    list.last = '';
+    refreshList();
+  });
+  $('close-detail').addEventListener('click', () => { location.hash = '#/'; });
+  $('copy-replay').addEventListener('click', copyReplay);
+  for (const b of document.querySelectorAll('.tabs button')) b.addEventListener('click', () => selectTab(b.dataset.tab));
+  window.addEventListener('hashchange', route);
+  route();
+  refreshStats();
+  refreshList();
+  setInterval(() => { if (document.visibilityState === 'visible') refreshStats(); }, POLL_MS);
+  setInterval(() => {
+    if (document.visibilityState === 'visible' && $('auto').checked && list.cursors.length === 0) refreshList();
+  }, POLL_MS);
+}
+
+document.addEventListener('DOMContentLoaded', init);

@@ -1,0 +1,178 @@
+package console
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// The browser cannot put X-Api-Key or Authorization on a page load or an
+// EventSource, so a person signs in once with the same credential the other
+// endpoints take: POST /console/api/login checks it with the AuthFunc and
+// keeps it in an HttpOnly, SameSite=Strict cookie scoped to /console. Each
+// console request turns the cookie back into the header, authenticates it
+// like any request, and strips it before any handler runs. The server
+// keeps no session state, so any egress replica serves any page. State
+// changing calls also need the X-E2A-Console header, which a cross-site
+// form cannot send.
+const (
+	cookieName   = "e2a_console"
+	csrfHeader   = "X-E2A-Console"
+	headerAPIKey = "X-Api-Key"
+	maxSecretLen = 4096
+)
+
+// Credential schemes a person can sign in with.
+const (
+	SchemeAPIKey = "apiKey"
+	SchemeBearer = "bearer"
+)
+
+// credential is a presented credential and the principal it authenticated.
+type credential struct {
+	scheme, secret string
+	principal      string
+}
+
+func (c credential) apply(h http.Header) {
+	switch c.scheme {
+	case SchemeAPIKey:
+		h.Set(headerAPIKey, c.secret)
+	case SchemeBearer:
+		h.Set("Authorization", "Bearer "+c.secret)
+	}
+}
+
+func (c credential) cookieValue() string {
+	p := "k."
+	if c.scheme == SchemeBearer {
+		p = "b."
+	}
+	return p + base64.RawURLEncoding.EncodeToString([]byte(c.secret))
+}
+
+func credentialFromCookie(v string) (credential, bool) {
+	scheme := ""
+	switch {
+	case strings.HasPrefix(v, "k."):
+		scheme = SchemeAPIKey
+	case strings.HasPrefix(v, "b."):
+		scheme = SchemeBearer
+	default:
+		return credential{}, false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(v[2:])
+	if err != nil || len(b) == 0 || len(b) > maxSecretLen {
+		return credential{}, false
+	}
+	return credential{scheme: scheme, secret: string(b)}, true
+}
+
+// stripCredentials removes every header that may carry a credential.
+func stripCredentials(h http.Header) {
+	for _, k := range []string{"Authorization", "Proxy-Authorization", headerAPIKey, "Cookie"} {
+		h.Del(k)
+	}
+}
+
+// authenticate checks the credential of r (its headers, else the console
+// cookie) and removes it from r. Without an AuthFunc everyone is let in.
+func (c *Console) authenticate(r *http.Request) (credential, int, error) {
+	var cred credential
+	switch {
+	case r.Header.Get(headerAPIKey) != "":
+		cred = credential{scheme: SchemeAPIKey, secret: r.Header.Get(headerAPIKey)}
+	case r.Header.Get("Authorization") != "":
+		cred.scheme = "header"
+	default:
+		if ck, err := r.Cookie(cookieName); err == nil {
+			cred, _ = credentialFromCookie(ck.Value)
+		}
+	}
+	if c.o.auth == nil {
+		stripCredentials(r.Header)
+		return credential{}, 0, nil
+	}
+	// The AuthFunc sees the credential headers only.
+	areq := &http.Request{Method: r.Method, URL: r.URL, Host: r.Host, RemoteAddr: r.RemoteAddr, TLS: r.TLS,
+		Header: http.Header{}, Proto: r.Proto, ProtoMajor: r.ProtoMajor, ProtoMinor: r.ProtoMinor}
+	areq = areq.WithContext(r.Context())
+	if cred.scheme == "header" {
+		for _, k := range []string{"Authorization", headerAPIKey} {
+			if v := r.Header.Values(k); len(v) > 0 {
+				areq.Header[k] = v
+			}
+		}
+		if s, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			cred = credential{scheme: SchemeBearer, secret: strings.TrimSpace(s)}
+		} else {
+			cred = credential{}
+		}
+	} else {
+		cred.apply(areq.Header)
+	}
+	stripCredentials(r.Header)
+	p, st, err := c.o.auth(areq)
+	if err != nil {
+		if st == 0 {
+			st = http.StatusUnauthorized
+		}
+		return credential{}, st, err
+	}
+	cred.principal = p
+	return cred, 0, nil
+}
+
+// loginRequest is the body of POST /console/api/login.
+type loginRequest struct {
+	Scheme string `json:"scheme"`
+	Secret string `json:"secret"`
+}
+
+func secureRequest(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+}
+
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(csrfHeader) == "" {
+		apiError(w, http.StatusForbidden, "forbidden", "missing "+csrfHeader+" header")
+		return
+	}
+	stripCredentials(r.Header)
+	var lr loginRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 2*maxSecretLen)).Decode(&lr); err != nil {
+		apiError(w, http.StatusBadRequest, "bad_request", `body must be {"scheme":"apiKey"|"bearer","secret":"…"}`)
+		return
+	}
+	lr.Secret = strings.TrimSpace(lr.Secret)
+	if (lr.Scheme != SchemeAPIKey && lr.Scheme != SchemeBearer) || lr.Secret == "" || len(lr.Secret) > maxSecretLen {
+		apiError(w, http.StatusBadRequest, "bad_request", `scheme must be "apiKey" or "bearer" and the secret non-empty`)
+		return
+	}
+	cred := credential{scheme: lr.Scheme, secret: lr.Secret}
+	if c.o.auth == nil {
+		writeJSON(w, http.StatusOK, map[string]any{"principal": "", "auth_required": false})
+		return
+	}
+	r.Header.Set("Cookie", cookieName+"="+cred.cookieValue())
+	got, st, err := c.authenticate(r)
+	if err != nil {
+		apiError(w, st, "unauthenticated", err.Error())
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: cred.cookieValue(), Path: "/console",
+		HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteStrictMode})
+	writeJSON(w, http.StatusOK, map[string]any{"principal": got.principal, "auth_required": true})
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(csrfHeader) == "" {
+		apiError(w, http.StatusForbidden, "forbidden", "missing "+csrfHeader+" header")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/console", MaxAge: -1,
+		HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteStrictMode})
+	writeJSON(w, http.StatusOK, map[string]any{"signed_out": true})
+}

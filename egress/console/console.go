@@ -1,0 +1,525 @@
+package console
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+//go:embed assets
+var assetFS embed.FS
+
+// Console serves the web console. Create it with [New]; mount it with
+// [Console.Register]; stop its indexer with [Console.Close].
+type Console struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue
+	o      options
+	list   *lister
+	stats  *statsSource
+	egress http.Handler
+	assets http.Handler
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// AuthFunc authenticates a console request from its credential headers
+// (X-Api-Key, or Authorization: Bearer), the same way as every other
+// endpoint. It returns the principal, or an error with the HTTP status to
+// answer (401 or 403; 0 means 401). The error text is shown to the user:
+// it must not contain the credential.
+type AuthFunc func(r *http.Request) (principal string, status int, err error)
+
+type options struct {
+	auth      AuthFunc
+	reg       prometheus.Registerer
+	gatherer  prometheus.Gatherer
+	log       *slog.Logger
+	streams   streams.Config
+	ttl       time.Duration
+	noIndexer bool
+	demo      http.Handler
+	demoPool  string
+	budget    int
+}
+
+// Option configures a Console.
+type Option func(*options)
+
+// WithAuth requires every page and API of the console to authenticate with
+// fn (default: none, as when ingress runs without auth).
+func WithAuth(fn AuthFunc) Option { return func(o *options) { o.auth = fn } }
+
+// WithRegisterer registers the console's metrics (e2a_console_*) on reg.
+func WithRegisterer(reg prometheus.Registerer) Option { return func(o *options) { o.reg = reg } }
+
+// WithGatherer is the registry the live counters are read from: the
+// process's one registry (default: none, only stream state is shown).
+func WithGatherer(g prometheus.Gatherer) Option { return func(o *options) { o.gatherer = g } }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithStreamsConfig sizes the index bucket from the pipeline's streams
+// configuration: its replicas, storage, and (unless WithIndexTTL) its key
+// TTL, ResponsesMaxAge.
+func WithStreamsConfig(c streams.Config) Option { return func(o *options) { o.streams = c } }
+
+// WithIndexTTL sets how long index keys live (see doc.go for sizing).
+func WithIndexTTL(d time.Duration) Option { return func(o *options) { o.ttl = d } }
+
+// WithoutIndexer serves the console from the index without feeding it
+// (another process runs the indexer).
+func WithoutIndexer() Option { return func(o *options) { o.noIndexer = true } }
+
+// WithDemo shows a "start a demo request" form. The console publishes
+// nothing itself: it hands POST /v1/requests?agent=pool, with the caller's
+// credential, to h (the ingress mux).
+func WithDemo(h http.Handler, pool string) Option {
+	return func(o *options) { o.demo, o.demoPool = h, pool }
+}
+
+// WithScanBudget bounds the index keys one list call examines (default
+// DefaultScanBudget).
+func WithScanBudget(n int) Option { return func(o *options) { o.budget = n } }
+
+// New provisions the index bucket (idempotently), starts the indexer
+// (unless WithoutIndexer) and returns the console. eg serves the frames of
+// a request (its GET /v1/requests/{id}/stream endpoint is mounted under
+// the console's auth). The indexer stops when ctx ends or on Close.
+func New(ctx context.Context, nc *nats.Conn, eg *egress.Service, opts ...Option) (*Console, error) {
+	o := options{streams: streams.DefaultConfig(), budget: DefaultScanBudget}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.log == nil {
+		o.log = slog.Default()
+	}
+	if o.budget <= 0 {
+		o.budget = DefaultScanBudget
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	bcfg := BucketConfig(o.streams, o.ttl)
+	actx, acancel := context.WithTimeout(ctx, 15*time.Second)
+	defer acancel()
+	kv, err := ensureBucket(actx, js, bcfg)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := fs.Sub(assetFS, "assets")
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{nc: nc, js: js, kv: kv, o: o, done: make(chan struct{}),
+		list:   &lister{nc: nc, js: js, kv: kv, budget: o.budget},
+		stats:  &statsSource{gatherer: o.gatherer, js: js, index: !o.noIndexer, minInterval: 500 * time.Millisecond},
+		assets: http.StripPrefix("/console/assets/", http.FileServerFS(sub)),
+	}
+	if eg != nil {
+		m := http.NewServeMux()
+		eg.Register(m)
+		c.egress = m
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	c.cancel = cancel
+	if o.noIndexer {
+		close(c.done)
+		return c, nil
+	}
+	indexed := prometheus.NewCounterVec(prometheus.CounterOpts{Name: mConsoleIndexed,
+		Help: "Messages of E2A_REQUESTS (requests) and E2A_RESPONSES (responses) read into the console index."}, []string{"consumer"})
+	ixErrors := prometheus.NewCounterVec(prometheus.CounterOpts{Name: mConsoleErrors,
+		Help: "Console index fetches or updates that failed (the index is best effort)."}, []string{"consumer"})
+	if o.reg != nil {
+		for _, col := range []prometheus.Collector{indexed, ixErrors} {
+			if err := o.reg.Register(col); err != nil {
+				cancel()
+				return nil, err
+			}
+		}
+	}
+	ix := &indexer{js: js, kv: kv, ttl: bcfg.TTL, log: o.log, indexed: indexed, errors: ixErrors}
+	ready := make(chan error, 1)
+	go func() {
+		defer close(c.done)
+		ix.run(rctx, ready)
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			cancel()
+			<-c.done
+			return nil, err
+		}
+	case <-ctx.Done():
+		cancel()
+		<-c.done
+		return nil, ctx.Err()
+	}
+	return c, nil
+}
+
+// Close stops the indexer and waits for it.
+func (c *Console) Close() {
+	c.once.Do(func() {
+		c.cancel()
+		<-c.done
+	})
+}
+
+// Register mounts the console on mux:
+//
+//	GET  /console                              the page (a login form when auth is required and missing)
+//	GET  /console/assets/...                   its script and style sheet
+//	GET  /console/api/session                  who is signed in, what the page may offer
+//	POST /console/api/login, /console/api/logout
+//	GET  /console/api/requests                 paged list: request_id, task, session, context, user,
+//	                                           status, since, until, before, limit
+//	GET  /console/api/requests/{id}            index entry, envelope (secrets removed), replay command
+//	GET  /console/api/requests/{id}/stream     egress's E2A SSE (Last-Event-ID, ?from=) under console auth
+//	GET  /console/api/stats                    per-stage counters, consumers, streams
+//	POST /console/api/demo                     start a demo request through ingress (WithDemo)
+func (c *Console) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /console", c.page)
+	mux.HandleFunc("GET /console/{$}", c.page)
+	mux.Handle("GET /console/assets/", c.assets)
+	mux.HandleFunc("GET /console/api/session", c.gate(c.session))
+	mux.HandleFunc("POST /console/api/login", c.login)
+	mux.HandleFunc("POST /console/api/logout", c.logout)
+	mux.HandleFunc("GET /console/api/requests", c.gate(c.listRequests))
+	mux.HandleFunc("GET /console/api/requests/{id}", c.gate(c.getRequest))
+	mux.HandleFunc("GET /console/api/requests/{id}/stream", c.gate(c.streamRequest))
+	mux.HandleFunc("GET /console/api/stats", c.gate(c.getStats))
+	mux.HandleFunc("POST /console/api/demo", c.gate(c.startDemo))
+}
+
+// List answers a list query (what GET /console/api/requests serves).
+func (c *Console) List(ctx context.Context, q Query) (Page, error) { return c.list.List(ctx, q) }
+
+// Lookup returns the index entry of a request, nil when it is not indexed.
+func (c *Console) Lookup(ctx context.Context, requestID string) (*Entry, error) {
+	return c.list.Get(ctx, requestID)
+}
+
+// Stats returns the live counters (what GET /console/api/stats serves).
+func (c *Console) Stats(ctx context.Context) (*Stats, error) { return c.stats.get(ctx) }
+
+// securityHeaders are set on every console answer.
+func securityHeaders(h http.Header) {
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Cache-Control", "no-store")
+}
+
+const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+func (c *Console) page(w http.ResponseWriter, r *http.Request) {
+	securityHeaders(w.Header())
+	w.Header().Set("Content-Security-Policy", pageCSP)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	name := "assets/index.html"
+	status := http.StatusOK
+	if _, st, err := c.authenticate(r); err != nil {
+		name, status = "assets/login.html", st
+	}
+	b, err := assetFS.ReadFile(name)
+	if err != nil {
+		http.Error(w, "console assets missing", http.StatusInternalServerError)
+		return
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// apiError writes {"error":{"code","message"}}.
+func apiError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	securityHeaders(w.Header())
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(true)
+	_ = enc.Encode(v)
+}
+
+type principalKey struct{}
+type credentialKey struct{}
+
+func principalFrom(ctx context.Context) string {
+	p, _ := ctx.Value(principalKey{}).(string)
+	return p
+}
+
+// gate authenticates the request (headers or the console cookie), removes
+// every credential from it, and calls h with the principal in the context.
+func (c *Console) gate(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Header.Get(csrfHeader) == "" {
+			apiError(w, http.StatusForbidden, "forbidden", "missing "+csrfHeader+" header")
+			return
+		}
+		cred, st, err := c.authenticate(r)
+		if err != nil {
+			code := "unauthenticated"
+			if st == http.StatusForbidden {
+				code = "forbidden"
+			}
+			apiError(w, st, code, err.Error())
+			return
+		}
+		ctx := context.WithValue(r.Context(), principalKey{}, cred.principal)
+		ctx = context.WithValue(ctx, credentialKey{}, cred)
+		h(w, r.WithContext(ctx))
+	}
+}
+
+type sessionInfo struct {
+	Principal    string   `json:"principal,omitempty"`
+	AuthRequired bool     `json:"auth_required"`
+	Demo         bool     `json:"demo"`
+	DemoPool     string   `json:"demo_pool,omitempty"`
+	Statuses     []string `json:"statuses"`
+	SecretKeys   []string `json:"secret_keys"`
+	Indexer      bool     `json:"indexer"`
+}
+
+func (c *Console) session(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, sessionInfo{Principal: principalFrom(r.Context()), AuthRequired: c.o.auth != nil,
+		Demo: c.o.demo != nil, DemoPool: c.o.demoPool, Statuses: Statuses, SecretKeys: secretKeyParts, Indexer: !c.o.noIndexer})
+}
+
+// parseTime reads an RFC 3339 time, or a duration meaning that long ago.
+func parseTime(v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil {
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: %q is neither an RFC 3339 time nor a duration (15m)", ErrBadQuery, v)
+	}
+	return t, nil
+}
+
+// QueryFromURL reads a list query from URL parameters.
+func QueryFromURL(v url.Values, now time.Time) (Query, error) {
+	q := Query{RequestID: v.Get("request_id"), TaskID: v.Get("task"), SessionID: v.Get("session"),
+		ContextID: v.Get("context"), User: v.Get("user"), Status: v.Get("status")}
+	var err error
+	if q.Since, err = parseTime(v.Get("since"), now); err != nil {
+		return q, err
+	}
+	if q.Until, err = parseTime(v.Get("until"), now); err != nil {
+		return q, err
+	}
+	if s := v.Get("before"); s != "" {
+		if q.Before, err = strconv.ParseUint(s, 10, 64); err != nil {
+			return q, fmt.Errorf("%w: before=%q", ErrBadQuery, s)
+		}
+	}
+	if s := v.Get("limit"); s != "" {
+		if q.Limit, err = strconv.Atoi(s); err != nil || q.Limit < 1 {
+			return q, fmt.Errorf("%w: limit=%q", ErrBadQuery, s)
+		}
+	}
+	return q, nil
+}
+
+func (c *Console) listRequests(w http.ResponseWriter, r *http.Request) {
+	q, err := QueryFromURL(r.URL.Query(), time.Now())
+	if err != nil {
+		apiError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	page, err := c.list.List(r.Context(), q)
+	switch {
+	case errors.Is(err, ErrBadQuery):
+		apiError(w, http.StatusBadRequest, "bad_request", err.Error())
+	case err != nil:
+		c.o.log.Warn("console: list failed", "err", err)
+		apiError(w, http.StatusServiceUnavailable, "unavailable", "the index could not be read; retry")
+	default:
+		writeJSON(w, http.StatusOK, page)
+	}
+}
+
+// RequestDetail is what GET /console/api/requests/{id} answers.
+type RequestDetail struct {
+	RequestID string `json:"request_id"`
+	// Entry is the index entry (nil when the index does not hold it).
+	Entry *Entry `json:"entry"`
+	// Envelope is the stored envelope without auth fields, nil when
+	// E2A_REQUESTS no longer holds it.
+	Envelope      map[string]any `json:"envelope"`
+	ReplayCommand string         `json:"replay_command"`
+	StreamURL     string         `json:"stream_url"`
+}
+
+func (c *Console) getRequest(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := subjects.ValidateID(id); err != nil {
+		apiError(w, http.StatusBadRequest, "bad_request", "invalid request id")
+		return
+	}
+	ctx := r.Context()
+	d := RequestDetail{RequestID: id, ReplayCommand: ReplayCommand(id),
+		StreamURL: "/console/api/requests/" + url.PathEscape(id) + "/stream"}
+	e, err := c.list.Get(ctx, id)
+	if err != nil {
+		c.o.log.Warn("console: index lookup failed", "err", err)
+	}
+	d.Entry = e
+	subj, err := subjects.RequestAnyPool(id)
+	if err == nil {
+		if e != nil && e.Pool != "" {
+			if s, err := subjects.Request(e.Pool, id); err == nil {
+				subj = s
+			}
+		}
+		msg, err := streams.LastBySubject(ctx, c.nc, streams.RequestsStream, subj)
+		switch {
+		case err == nil:
+			d.Envelope = RedactEnvelope(msg.Data)
+		case errors.Is(err, streams.ErrNoMessages):
+		default:
+			c.o.log.Warn("console: envelope lookup failed", "err", err)
+		}
+	}
+	if d.Entry == nil && d.Envelope == nil {
+		// Frames may outlive the envelope: let the stream decide.
+		if _, err := streams.LastBySubject(ctx, c.nc, streams.ResponsesStream, mustResponse(id)); err != nil {
+			apiError(w, http.StatusNotFound, "not_found", "no such request in the index or the streams")
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func mustResponse(id string) string {
+	s, _ := subjects.Response(id)
+	return s
+}
+
+// streamRequest serves egress's GET /v1/requests/{id}/stream, unchanged,
+// behind the console's auth.
+func (c *Console) streamRequest(w http.ResponseWriter, r *http.Request) {
+	if c.egress == nil {
+		apiError(w, http.StatusNotImplemented, "not_implemented", "no egress service")
+		return
+	}
+	id := r.PathValue("id")
+	r2 := r.Clone(r.Context())
+	r2.URL.Path = "/v1/requests/" + id + "/stream"
+	r2.URL.RawPath = "/v1/requests/" + url.PathEscape(id) + "/stream"
+	r2.RequestURI = r2.URL.RequestURI()
+	c.egress.ServeHTTP(w, r2)
+}
+
+func (c *Console) getStats(w http.ResponseWriter, r *http.Request) {
+	st, err := c.stats.get(r.Context())
+	if err != nil {
+		apiError(w, http.StatusServiceUnavailable, "unavailable", "metrics unavailable")
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// demoRequest is the body of POST /console/api/demo.
+type demoRequest struct {
+	Text    string `json:"text"`
+	Frames  int    `json:"frames"`
+	DelayMS int    `json:"delay_ms"`
+}
+
+func (c *Console) startDemo(w http.ResponseWriter, r *http.Request) {
+	if c.o.demo == nil {
+		apiError(w, http.StatusNotFound, "not_found", "no demo pool in this process")
+		return
+	}
+	var d demoRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&d); err != nil {
+		apiError(w, http.StatusBadRequest, "bad_request", "body must be {\"text\":…,\"frames\":…,\"delay_ms\":…}")
+		return
+	}
+	if d.Text == "" {
+		d.Text = "hello from the console"
+	}
+	d.Frames = min(max(d.Frames, 1), 200)
+	d.DelayMS = min(max(d.DelayMS, 0), 5000)
+	body, _ := json.Marshal(map[string]any{"params": map[string]any{"text": d.Text, "frames": d.Frames, "delay_ms": d.DelayMS}})
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, "/v1/requests?agent="+url.QueryEscape(c.o.demoPool), strings.NewReader(string(body)))
+	if err != nil {
+		apiError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	req.RemoteAddr = r.RemoteAddr
+	req.Header.Set("Content-Type", "application/json")
+	if cred, ok := r.Context().Value(credentialKey{}).(credential); ok {
+		cred.apply(req.Header)
+	}
+	rec := &recorder{header: http.Header{}}
+	c.o.demo.ServeHTTP(rec, req)
+	securityHeaders(w.Header())
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(rec.status())
+	_, _ = w.Write(rec.body)
+}
+
+// recorder captures the answer of the demo handler.
+type recorder struct {
+	header http.Header
+	code   int
+	body   []byte
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+}
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	if len(r.body) < 1<<20 {
+		r.body = append(r.body, b...)
+	}
+	return len(b), nil
+}
+func (r *recorder) status() int {
+	if r.code == 0 {
+		return http.StatusOK
+	}
+	return r.code
+}

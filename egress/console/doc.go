@@ -1,0 +1,116 @@
+// Package console is the web console of the E2A pipeline, served by egress
+// at /console: a list of recent requests with filters, one request's frames
+// live or replayed, and live counters per stage. Its page is plain HTML,
+// CSS and JavaScript embedded in the binary (assets/, go:embed): there is
+// no front-end build, so `go run ./cmd/e2a dev` needs nothing else.
+//
+//	con, err := console.New(ctx, nc, egressService,
+//		console.WithStreamsConfig(cfg), console.WithRegisterer(reg), console.WithGatherer(reg),
+//		console.WithAuth(authFunc), console.WithDemo(mux, "demo"))
+//	con.Register(mux) // GET /console, /console/assets/…, /console/api/…
+//
+// # The index
+//
+// The list is read from the key-value bucket E2A_INDEX, which an indexer in
+// every egress process keeps up to date; a page never scans E2A_REQUESTS or
+// E2A_RESPONSES.
+//
+//   - Two durable pull consumers, console-index-requests on E2A_REQUESTS and
+//     console-index-responses on E2A_RESPONSES, are shared by all egress
+//     processes: each message is indexed by one of them. They read
+//     continuously and index in batches of up to 256 messages (a batch
+//     closes after 5 ms without a message, at most 50 ms after its first),
+//     acknowledged with one ack of the last message (AckAll): indexing
+//     trails the streams by milliseconds and costs one ack per batch. Created the first time with a start
+//     time one TTL ago; the server removes them after one TTL without any
+//     reader (InactiveThreshold).
+//   - A request writes q.<token> (time, pool, protocol = provenance
+//     source_protocol, method, principal = user_id, task, session, context,
+//     channel) once, and a secondary key x.<field>.<hash>.<token> with an
+//     empty value for each of task_id, session_id, context_id and user_id
+//     that is set. The writes of a batch are asynchronous publishes on the
+//     bucket's subjects expecting no previous value (KeyValue.Create without
+//     a round trip each), in stream order, so that request records sit in
+//     the bucket's stream in the order of E2A_REQUESTS. <token> is the
+//     request id token of package subjects, a legal key.
+//   - Frames update s.<token> (status running / succeeded / failed, frame
+//     count, first frame time, end time, error code). The frames of one
+//     request in a batch are folded into one update, merged with
+//     compare-and-set, so several egress processes never lose a final state
+//     nor move a request back from it. Only five fields of a frame are
+//     decoded.
+//   - The index is best effort: a failed update is counted
+//     (e2a_console_index_errors_total), logged and skipped; the streams stay
+//     the truth, and opening a request reads the streams, not the index.
+//
+// # Listing without a scan per page
+//
+// A request record is written once and never updated, so the bucket's
+// stream (KV_E2A_INDEX) holds the q.* keys in request order. A page is read
+// newest first, from a cursor (a stream sequence) downwards, with batched
+// direct gets filtered by subject (streams.DirectGetBatch): no consumer is
+// created per page, any replica can answer, and the cost is the page size
+// plus one progress read per row (kv.Get, a direct get, 16 in parallel).
+// request_id is one key lookup. task, session, context and user walk their
+// secondary keys instead of every record, so they cost the size of the
+// page too; the most selective one is walked and the others, status and
+// the time range are checked on the rows. Until is found by a binary search
+// on stored times (a few direct gets); since stops the walk. Only filters
+// that no secondary key serves (status alone, or a second id filter) may
+// examine many keys: a call examines at most DefaultScanBudget keys and
+// then answers with what it found, Partial, and the cursor to go on from.
+// With several egress processes indexing in parallel, batches of requests a
+// few hundred milliseconds apart may interleave in the list.
+//
+// # Sizes
+//
+// Keys live one TTL (default: ResponsesMaxAge, 24 h in development, since a
+// request whose frames are gone cannot be opened anyway): the bucket is
+// bounded in time, not in count, because KV buckets refuse writes when full
+// (DiscardNew). A request costs two to six keys of about 300 bytes. A stream
+// should stay well under a million live subjects, so at a sustained rate R
+// requests/s set the index TTL (WithIndexTTL) near 1e6 / (4·R) seconds: 24 h
+// holds about 3 req/s, 1 h about 70 req/s; beyond that, run the indexer in
+// fewer processes with WithoutIndexer elsewhere and a short TTL, or rely on
+// `e2a replay` over E2A_AUDIT for older requests. The indexer reads every
+// frame once (one delivery per frame to one process), which is the price of
+// a status that is always current; the in-process benchmark does not mount
+// the console.
+//
+// # One request
+//
+// GET /console/api/requests/{id}/stream is egress's own GET
+// /v1/requests/{id}/stream (E2A SSE, resumable with Last-Event-ID or
+// ?from=N), mounted under the console's auth, because a browser cannot put
+// an API key on an EventSource. The page keeps the frames it showed in
+// sessionStorage: after a reload it shows them again and resumes the stream
+// from the next sequence, dropping any frame it already has. Frames are
+// rendered as text, reasoning, tool calls with their arguments and results
+// (joined by call id), completions and errors; every raw frame and the raw
+// envelope are one click away, and the page shows the `e2a replay --request
+// <id>` command that prints them from the durable streams.
+//
+// # Counters
+//
+// GET /console/api/stats gathers the process's metric registry (requests/s,
+// in flight, errors of ingress, agent, egress and the indexer, with rates
+// over at least a second) and reads the consumers of E2A_REQUESTS and
+// E2A_RESPONSES (lag = messages not yet delivered: agent-<pool> for the
+// agents, the two index consumers for the index). In a deployment with one
+// stage per process the counters are this egress process's; the consumer
+// and stream figures are shared.
+//
+// # Secrets and auth
+//
+// Envelopes were stripped of secrets by the normalizer before they were
+// published; the console still drops the auth object whole and replaces the
+// value of every key naming a secret ([IsSecretKey]) in what it shows, and
+// the page does the same for raw frames. With [WithAuth], the page and every
+// API need the same credential as the other endpoints (X-Api-Key or
+// Authorization: Bearer); a person signs in once and the credential is kept
+// in an HttpOnly, SameSite=Strict cookie scoped to /console, checked on each
+// request like a header and removed from the request before any handler
+// runs. No state is kept on the server. POSTs need the X-E2A-Console header
+// (no cross-site form can send it). The page runs under a strict
+// Content-Security-Policy and renders stored content as text only.
+package console

@@ -1,0 +1,240 @@
+package console_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/egress/console"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+)
+
+const (
+	keyAlice = "ak_alice_console_test_0123456789"
+	keyBob   = "ak_bob_console_test_0123456789ab"
+)
+
+// pipeline runs ingress, egress and the console over HTTP, with the demo
+// agent, on an embedded JetStream server: what `e2a dev` wires.
+type pipeline struct {
+	url  string
+	nc   *nats.Conn
+	con  *console.Console
+	reg  *prometheus.Registry
+	auth bool
+
+	mu    sync.Mutex
+	froms []string // resume points asked of the console stream endpoint
+}
+
+type pipelineOptions struct {
+	auth    bool
+	console []console.Option
+	noAgent bool
+}
+
+// authFunc adapts ingress.Auth to the console, as cmd/e2a does.
+func authFunc(a *ingress.Auth) console.AuthFunc {
+	return func(r *http.Request) (string, int, error) {
+		p, err := a.Authenticate(r)
+		if err != nil {
+			return "", ingress.AuthStatus(err), err
+		}
+		return p.UserID, 0, nil
+	}
+}
+
+func startPipeline(t *testing.T, po pipelineOptions) *pipeline {
+	t.Helper()
+	_, nc := natstest.RunServer(t)
+	reg := prometheus.NewRegistry()
+	eg, err := egress.New(nc, egress.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eg.Close)
+	iopts := []ingress.Option{ingress.WithRegisterer(reg)}
+	copts := []console.Option{console.WithRegisterer(reg), console.WithGatherer(reg)}
+	if po.auth {
+		a, err := ingress.NewAuth(&ingress.AuthConfig{APIKeys: []ingress.Credential{
+			{Principal: "alice", Secret: keyAlice}, {Principal: "bob", Secret: keyBob},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		iopts = append(iopts, ingress.WithAuth(a))
+		copts = append(copts, console.WithAuth(authFunc(a)))
+	}
+	in, err := ingress.New(nc, eg, iopts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	in.Register(mux)
+	eg.Register(mux)
+	ctx, cancel := context.WithCancel(context.Background())
+	copts = append(copts, console.WithDemo(mux, demo.Pool))
+	con, err := console.New(ctx, nc, eg, append(copts, po.console...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	con.Register(mux)
+	p := &pipeline{nc: nc, con: con, reg: reg, auth: po.auth}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/console/api/requests/") && strings.HasSuffix(r.URL.Path, "/stream") {
+			from := r.URL.Query().Get("from")
+			if le := r.Header.Get("Last-Event-ID"); le != "" {
+				from = "last-event-id:" + le
+			}
+			p.mu.Lock()
+			p.froms = append(p.froms, from)
+			p.mu.Unlock()
+		}
+		mux.ServeHTTP(w, r)
+	}))
+	p.url = srv.URL
+	done := make(chan struct{})
+	if po.noAgent {
+		close(done)
+	} else {
+		go func() {
+			defer close(done)
+			_ = agent.Run(ctx, nc, demo.Pool, demo.New(), agent.WithMetrics(reg))
+		}()
+	}
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		cancel()
+		con.Close()
+		<-done
+	})
+	return p
+}
+
+func (p *pipeline) streamFroms() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.froms...)
+}
+
+// do sends a request with optional headers ("Name", "value", …).
+func (p *pipeline) do(t *testing.T, method, path, body string, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, p.url+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
+// submit posts an E2A request (body as given) and returns its id.
+func (p *pipeline) submit(t *testing.T, body string, hdr ...string) string {
+	t.Helper()
+	resp, b := p.do(t, "POST", "/v1/requests", body, append([]string{"Content-Type", "application/json"}, hdr...)...)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST /v1/requests: %d %s", resp.StatusCode, b)
+	}
+	var acc struct {
+		RequestID string `json:"request_id"`
+	}
+	if err := json.Unmarshal(b, &acc); err != nil || acc.RequestID == "" {
+		t.Fatalf("accepted body %s: %v", b, err)
+	}
+	return acc.RequestID
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// waitFinal waits until the index shows every id final.
+func waitFinal(t *testing.T, p *pipeline, ids ...string) map[string]console.Entry {
+	t.Helper()
+	out := map[string]console.Entry{}
+	waitFor(t, 20*time.Second, "final entries in the index", func() bool {
+		for _, id := range ids {
+			if _, ok := out[id]; ok {
+				continue
+			}
+			e, err := p.con.Lookup(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e != nil && (e.Status == console.StatusSucceeded || e.Status == console.StatusFailed) {
+				out[id] = *e
+			}
+		}
+		return len(out) == len(ids)
+	})
+	return out
+}
+
+// sseEvent is one parsed server-sent event.
+type sseEvent struct {
+	id, event, data string
+}
+
+func readSSE(t *testing.T, r io.Reader) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	var cur sseEvent
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.data != "" {
+				out = append(out, cur)
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, ":"):
+		case strings.HasPrefix(line, "id:"):
+			cur.id = strings.TrimSpace(line[3:])
+		case strings.HasPrefix(line, "event:"):
+			cur.event = strings.TrimSpace(line[6:])
+		case strings.HasPrefix(line, "data:"):
+			cur.data += strings.TrimPrefix(line[5:], " ")
+		}
+	}
+	return out
+}

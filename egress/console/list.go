@@ -1,0 +1,333 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// Paging limits.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 500
+	// DefaultScanBudget bounds the index keys one list call examines when
+	// post-filters (status, or a second id filter) reject entries; the
+	// answer then carries a cursor to go on from.
+	DefaultScanBudget = 5000
+	// timeSlack absorbs the indexing delay between a request's acceptance
+	// and its index write when cutting on time.
+	timeSlack = time.Minute
+	maxWindow = 8192
+)
+
+// Query selects index entries, newest first. Empty fields do not filter.
+type Query struct {
+	RequestID string
+	TaskID    string
+	SessionID string
+	ContextID string
+	User      string
+	Status    string
+	Since     time.Time
+	Until     time.Time
+	// Before is the cursor of a previous page: only entries older than it.
+	Before uint64
+	Limit  int
+}
+
+// Page is one page of entries, newest first.
+type Page struct {
+	Entries []Entry `json:"entries"`
+	// Next is the cursor of the following (older) page; 0 when the index
+	// holds nothing older that could match.
+	Next uint64 `json:"next,omitempty"`
+	// Scanned is how many index keys were examined.
+	Scanned int `json:"scanned"`
+	// Partial reports that the scan budget ran out before the page was full.
+	Partial bool `json:"partial,omitempty"`
+}
+
+// ErrBadQuery reports an invalid list query.
+var ErrBadQuery = errors.New("console: bad query")
+
+// lister answers list queries from the index bucket: the request records
+// are read newest first by stream sequence with batched direct gets, never
+// with a consumer.
+type lister struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue
+	budget int
+}
+
+func (q *Query) validate() error {
+	if q.Status != "" && !slices.Contains(Statuses, q.Status) {
+		return fmt.Errorf("%w: status %q (want one of %s)", ErrBadQuery, q.Status, strings.Join(Statuses, ", "))
+	}
+	if q.Limit <= 0 {
+		q.Limit = DefaultPageSize
+	}
+	q.Limit = min(q.Limit, MaxPageSize)
+	if !q.Since.IsZero() && !q.Until.IsZero() && q.Until.Before(q.Since) {
+		return fmt.Errorf("%w: until before since", ErrBadQuery)
+	}
+	return nil
+}
+
+// match applies every filter to a joined entry.
+func (q *Query) match(e *Entry) bool {
+	switch {
+	case q.TaskID != "" && e.TaskID != q.TaskID,
+		q.SessionID != "" && e.SessionID != q.SessionID,
+		q.ContextID != "" && e.ContextID != q.ContextID,
+		q.User != "" && e.Principal != q.User,
+		q.Status != "" && e.Status != q.Status,
+		!q.Since.IsZero() && e.Time.Before(q.Since),
+		!q.Until.IsZero() && e.Time.After(q.Until):
+		return false
+	}
+	return true
+}
+
+// keyFilter returns the key family the scan walks: the most selective
+// secondary key of the query, else every request record.
+func (q *Query) keyFilter() string {
+	switch {
+	case q.TaskID != "":
+		return secondaryPrefix(fieldTask, q.TaskID) + "*"
+	case q.SessionID != "":
+		return secondaryPrefix(fieldSession, q.SessionID) + "*"
+	case q.ContextID != "":
+		return secondaryPrefix(fieldContext, q.ContextID) + "*"
+	case q.User != "":
+		return secondaryPrefix(fieldUser, q.User) + "*"
+	}
+	return prefixRequest + "*"
+}
+
+// Get returns the entry of one request, or nil when the index does not
+// hold it.
+func (l *lister) Get(ctx context.Context, requestID string) (*Entry, error) {
+	tok, err := subjects.EncodeID(requestID)
+	if err != nil {
+		return nil, nil
+	}
+	kve, err := l.kv.Get(ctx, prefixRequest+tok)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r record
+	if err := json.Unmarshal(kve.Value(), &r); err != nil {
+		return nil, nil
+	}
+	p, err := l.progress(ctx, tok)
+	if err != nil {
+		return nil, err
+	}
+	e := joinEntry(r, p, kve.Revision())
+	return &e, nil
+}
+
+func (l *lister) progress(ctx context.Context, tok string) (*progress, error) {
+	kve, err := l.kv.Get(ctx, prefixProgress+tok)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var p progress
+	if err := json.Unmarshal(kve.Value(), &p); err != nil {
+		return nil, nil
+	}
+	return &p, nil
+}
+
+// List returns a page of entries matching q, newest first.
+func (l *lister) List(ctx context.Context, q Query) (Page, error) {
+	if err := q.validate(); err != nil {
+		return Page{}, err
+	}
+	page := Page{Entries: []Entry{}}
+	if q.RequestID != "" {
+		e, err := l.Get(ctx, q.RequestID)
+		if err != nil {
+			return page, err
+		}
+		page.Scanned = 1
+		if e != nil && q.match(e) && (q.Before == 0 || e.Cursor < q.Before) {
+			page.Entries = append(page.Entries, *e)
+		}
+		return page, nil
+	}
+	s, err := l.js.Stream(ctx, kvStream)
+	if err != nil {
+		return page, fmt.Errorf("console: index stream: %w", err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return page, fmt.Errorf("console: index stream: %w", err)
+	}
+	first, last := info.State.FirstSeq, info.State.LastSeq
+	if last == 0 || last < first {
+		return page, nil
+	}
+	filter := kvSubject(q.keyFilter())
+	hi := last + 1 // exclusive bound
+	if q.Before != 0 {
+		hi = min(hi, q.Before)
+	}
+	if !q.Until.IsZero() {
+		b, err := l.seqAfter(ctx, filter, first, hi, q.Until.Add(timeSlack))
+		if err != nil {
+			return page, err
+		}
+		hi = b
+	}
+	isRecord := strings.HasPrefix(q.keyFilter(), prefixRequest)
+	window := uint64(max(4*q.Limit, 64))
+	for hi > first {
+		if page.Scanned >= l.budget {
+			page.Partial, page.Next = true, hi
+			return page, nil
+		}
+		lo := max(first, hi-min(window, hi-first))
+		msgs, err := l.readRange(ctx, filter, lo, hi)
+		if err != nil {
+			return page, err
+		}
+		slices.Reverse(msgs)
+		// Resolve and filter in chunks, so that a page that fills early
+		// does not fetch what it will not show.
+		for i := 0; i < len(msgs); {
+			n := min(len(msgs)-i, max(q.Limit-len(page.Entries), 8))
+			entries := l.resolve(ctx, msgs[i:i+n], isRecord)
+			for j, e := range entries {
+				page.Scanned++
+				if e == nil {
+					continue
+				}
+				if !q.Since.IsZero() && e.Time.Before(q.Since.Add(-timeSlack)) {
+					return page, nil // older than the range: nothing further can match
+				}
+				if !q.match(e) {
+					continue
+				}
+				page.Entries = append(page.Entries, *e)
+				if len(page.Entries) == q.Limit {
+					page.Next = msgs[i+j].Seq
+					if page.Next <= first {
+						page.Next = 0
+					}
+					return page, nil
+				}
+			}
+			i += n
+		}
+		hi = lo
+		window = min(2*window, maxWindow)
+	}
+	return page, nil
+}
+
+// readRange returns the messages matching filter with lo <= seq < hi.
+func (l *lister) readRange(ctx context.Context, filter string, lo, hi uint64) ([]streams.RawMsg, error) {
+	var out []streams.RawMsg
+	for from := lo; from < hi; {
+		batch := int(min(hi-from, streams.MaxDirectGetBatch))
+		msgs, more, err := streams.DirectGetBatch(ctx, l.nc, kvStream, filter, from, batch)
+		if errors.Is(err, streams.ErrNoMessages) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("console: read index: %w", err)
+		}
+		for _, m := range msgs {
+			if m.Seq >= hi {
+				return out, nil
+			}
+			if m.Header.Get(kvOperationHeader) != "" {
+				continue // delete or purge marker
+			}
+			out = append(out, m)
+		}
+		if !more || len(msgs) == 0 {
+			break
+		}
+		from = msgs[len(msgs)-1].Seq + 1
+	}
+	return out, nil
+}
+
+// seqAfter returns the first sequence in [lo, hi) of a message matching
+// filter stored after t (hi when none): stored times grow with the
+// sequence, so a binary search over direct gets finds it.
+func (l *lister) seqAfter(ctx context.Context, filter string, lo, hi uint64, t time.Time) (uint64, error) {
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		msgs, _, err := streams.DirectGetBatch(ctx, l.nc, kvStream, filter, mid, 1)
+		if errors.Is(err, streams.ErrNoMessages) || (err == nil && (len(msgs) == 0 || msgs[0].Seq >= hi)) {
+			hi = mid
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("console: read index: %w", err)
+		}
+		if msgs[0].Time.After(t) {
+			hi = mid
+		} else {
+			lo = msgs[0].Seq + 1
+		}
+	}
+	return hi, nil
+}
+
+// resolve turns index messages into entries (nil for keys that no longer
+// resolve): the record comes with the message for q.<token> keys and is
+// read for secondary keys; the progress is read for each.
+func (l *lister) resolve(ctx context.Context, msgs []streams.RawMsg, isRecord bool) []*Entry {
+	out := make([]*Entry, len(msgs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, writeWorkers)
+	for i, m := range msgs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			key := keyFromSubject(m.Subject)
+			tok := key[strings.LastIndexByte(key, '.')+1:]
+			var r record
+			if isRecord {
+				if json.Unmarshal(m.Data, &r) != nil {
+					return
+				}
+			} else {
+				kve, err := l.kv.Get(ctx, prefixRequest+tok)
+				if err != nil || json.Unmarshal(kve.Value(), &r) != nil {
+					return
+				}
+			}
+			p, _ := l.progress(ctx, tok)
+			e := joinEntry(r, p, m.Seq)
+			out[i] = &e
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// kvOperationHeader marks KV delete and purge markers.
+const kvOperationHeader = "KV-Operation"

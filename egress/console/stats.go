@@ -1,0 +1,286 @@
+package console
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// Stats is what GET /console/api/stats answers: per-stage counters of this
+// process (from its metrics registry) and the state of the streams and
+// their consumers (shared by every process).
+type Stats struct {
+	Time time.Time `json:"time"`
+	// Window is the time over which the rates were computed (seconds; 0
+	// on the first sample).
+	Window    float64         `json:"window_seconds"`
+	Stages    []StageStats    `json:"stages"`
+	Consumers []ConsumerStats `json:"consumers"`
+	Streams   []StreamStats   `json:"streams"`
+}
+
+// StageStats are the counters of one stage. Nil fields are not measured
+// by this process (the stage does not run here, or has no such metric).
+type StageStats struct {
+	Stage string `json:"stage"`
+	// Total of the stage's unit of work (requests answered, handled,
+	// streams served, messages indexed) since the process started.
+	Total *float64 `json:"total"`
+	// Rate of Total per second over the window.
+	Rate *float64 `json:"rate"`
+	// InFlight is the work in progress now.
+	InFlight *float64 `json:"in_flight"`
+	// Lag is the number of messages waiting for the stage's consumers.
+	Lag *float64 `json:"lag"`
+	// Errors is the total of failed outcomes, ErrorRate their rate.
+	Errors    *float64 `json:"errors"`
+	ErrorRate *float64 `json:"error_rate"`
+	// Frames per second the stage publishes or writes (agent, egress).
+	FrameRate *float64 `json:"frame_rate,omitempty"`
+	// Help says what the numbers count.
+	Help string `json:"help"`
+}
+
+// ConsumerStats is the state of one consumer of the E2A streams.
+type ConsumerStats struct {
+	Stream      string `json:"stream"`
+	Name        string `json:"name"`
+	Pending     uint64 `json:"pending"`
+	AckPending  int    `json:"ack_pending"`
+	Redelivered int    `json:"redelivered"`
+	Waiting     int    `json:"waiting"`
+}
+
+// StreamStats is the size of one stream.
+type StreamStats struct {
+	Name      string `json:"name"`
+	Messages  uint64 `json:"messages"`
+	Bytes     uint64 `json:"bytes"`
+	Consumers int    `json:"consumers"`
+}
+
+// counter names read from the registry: e2a_<stage>_<what>_<unit>.
+const (
+	mIngressRequests = "e2a_ingress_requests_total"
+	mAgentInFlight   = "e2a_agent_in_flight"
+	mAgentHandled    = "e2a_agent_requests_handled_total"
+	mAgentFrames     = "e2a_agent_frames_published_total"
+	mEgressOpen      = "e2a_egress_streams_open"
+	mEgressStreams   = "e2a_egress_streams_total"
+	mEgressFrames    = "e2a_egress_frames_written_total"
+	mConsoleIndexed  = "e2a_console_indexed_messages_total"
+	mConsoleErrors   = "e2a_console_index_errors_total"
+)
+
+// agentErrorOutcomes are the outcomes of e2a_agent_requests_handled_total
+// that mean a request failed.
+var agentErrorOutcomes = []string{"failed", "panic", "deadline", "interrupted", "max_deliveries", "invalid", "lost"}
+
+// egressErrorOutcomes are the outcomes of e2a_egress_streams_total that
+// mean a response was not served to its end.
+var egressErrorOutcomes = []string{"error", "timeout", "slow_client"}
+
+// sample is one reading of the counters rates are computed from.
+type sample struct {
+	t      time.Time
+	values map[string]float64
+}
+
+// statsSource computes Stats, at most once per minInterval whatever the
+// number of pages polling.
+type statsSource struct {
+	gatherer prometheus.Gatherer
+	js       jetstream.JetStream
+	index    bool
+
+	mu          sync.Mutex
+	samples     []*sample // recent readings, oldest first
+	last        *Stats
+	minInterval time.Duration
+}
+
+func (s *statsSource) get(ctx context.Context) (*Stats, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if s.last != nil && now.Sub(s.last.Time) < s.minInterval {
+		return s.last, nil
+	}
+	vals := map[string]float64{}
+	fams := map[string]*dto.MetricFamily{}
+	if s.gatherer != nil {
+		mfs, err := s.gatherer.Gather()
+		if err != nil && len(mfs) == 0 {
+			return nil, err
+		}
+		for _, mf := range mfs {
+			fams[mf.GetName()] = mf
+		}
+	}
+	sum := func(name string, keep func(labels map[string]string) bool) *float64 {
+		mf, ok := fams[name]
+		if !ok {
+			return nil
+		}
+		var t float64
+		for _, m := range mf.GetMetric() {
+			if keep != nil {
+				labels := map[string]string{}
+				for _, lp := range m.GetLabel() {
+					labels[lp.GetName()] = lp.GetValue()
+				}
+				if !keep(labels) {
+					continue
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				t += m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				t += m.GetGauge().GetValue()
+			case m.Untyped != nil:
+				t += m.GetUntyped().GetValue()
+			}
+		}
+		return &t
+	}
+	st := &Stats{Time: now.UTC()}
+	consumers, streamStats := s.streamState(ctx)
+	st.Consumers, st.Streams = consumers, streamStats
+
+	// Counters go into the sample under their own keys; rates come from
+	// the previous sample.
+	put := func(key string, v *float64) *float64 {
+		if v != nil {
+			vals[key] = *v
+		}
+		return v
+	}
+	cur := &sample{t: now, values: vals}
+	// The rate base is the newest reading at least a second old (else the
+	// oldest one), so that a page polling often still gets stable rates.
+	var base *sample
+	for i := len(s.samples) - 1; i >= 0; i-- {
+		if now.Sub(s.samples[i].t) >= time.Second {
+			base = s.samples[i]
+			break
+		}
+	}
+	if base == nil && len(s.samples) > 0 {
+		base = s.samples[0]
+	}
+	rate := func(key string) *float64 {
+		v, ok := vals[key]
+		if !ok || base == nil {
+			return nil
+		}
+		p, ok := base.values[key]
+		dt := now.Sub(base.t).Seconds()
+		if !ok || dt <= 0 {
+			return nil
+		}
+		r := math.Max(0, (v-p)/dt)
+		return &r
+	}
+	if base != nil {
+		st.Window = now.Sub(base.t).Seconds()
+	}
+	lagOf := func(keep func(c ConsumerStats) bool) *float64 {
+		var n float64
+		found := false
+		for _, c := range consumers {
+			if keep(c) {
+				n += float64(c.Pending)
+				found = true
+			}
+		}
+		if !found {
+			return nil
+		}
+		return &n
+	}
+
+	// ingress
+	in := StageStats{Stage: "ingress", Help: "HTTP requests answered by ingress; errors: answers with status ≥ 400"}
+	in.Total = put("in.total", sum(mIngressRequests, nil))
+	in.Errors = put("in.err", sum(mIngressRequests, func(l map[string]string) bool {
+		c, _ := strconv.Atoi(l["code"])
+		return c >= 400
+	}))
+	in.Rate, in.ErrorRate = rate("in.total"), rate("in.err")
+
+	// agent
+	ag := StageStats{Stage: "agent", Help: "request deliveries handled by agent workers in this process; lag: requests not yet delivered to the agent-<pool> consumers"}
+	ag.Total = put("ag.total", sum(mAgentHandled, nil))
+	ag.Errors = put("ag.err", sum(mAgentHandled, func(l map[string]string) bool { return slices.Contains(agentErrorOutcomes, l["outcome"]) }))
+	put("ag.frames", sum(mAgentFrames, nil))
+	ag.Rate, ag.ErrorRate, ag.FrameRate = rate("ag.total"), rate("ag.err"), rate("ag.frames")
+	ag.InFlight = sum(mAgentInFlight, nil)
+	ag.Lag = lagOf(func(c ConsumerStats) bool {
+		return c.Stream == streams.RequestsStream && strings.HasPrefix(c.Name, "agent-")
+	})
+
+	// egress
+	eg := StageStats{Stage: "egress", Help: "responses served by egress; errors: ended by error, timeout or slow client"}
+	eg.Total = put("eg.total", sum(mEgressStreams, nil))
+	eg.Errors = put("eg.err", sum(mEgressStreams, func(l map[string]string) bool { return slices.Contains(egressErrorOutcomes, l["outcome"]) }))
+	put("eg.frames", sum(mEgressFrames, nil))
+	eg.Rate, eg.ErrorRate, eg.FrameRate = rate("eg.total"), rate("eg.err"), rate("eg.frames")
+	eg.InFlight = sum(mEgressOpen, nil)
+
+	stages := []StageStats{in, ag, eg}
+	if s.index {
+		ix := StageStats{Stage: "index", Help: "messages indexed by the console; lag: messages waiting for the index consumers"}
+		ix.Total = put("ix.total", sum(mConsoleIndexed, nil))
+		ix.Errors = put("ix.err", sum(mConsoleErrors, nil))
+		ix.Rate, ix.ErrorRate = rate("ix.total"), rate("ix.err")
+		ix.Lag = lagOf(func(c ConsumerStats) bool { return c.Name == RequestsConsumer || c.Name == ResponsesConsumer })
+		stages = append(stages, ix)
+	}
+	st.Stages = stages
+	s.samples = append(s.samples, cur)
+	for len(s.samples) > 1 && now.Sub(s.samples[0].t) > 10*time.Second {
+		s.samples = s.samples[1:]
+	}
+	s.last = st
+	return st, nil
+}
+
+// streamState reads the consumers and sizes of the request and response
+// streams (a failure leaves them out: the counters still show).
+func (s *statsSource) streamState(ctx context.Context) ([]ConsumerStats, []StreamStats) {
+	consumers := []ConsumerStats{}
+	var sts []StreamStats
+	if s.js == nil {
+		return consumers, sts
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for _, name := range []string{streams.RequestsStream, streams.ResponsesStream} {
+		str, err := s.js.Stream(ctx, name)
+		if err != nil {
+			continue
+		}
+		info := str.CachedInfo()
+		sts = append(sts, StreamStats{Name: name, Messages: info.State.Msgs, Bytes: info.State.Bytes, Consumers: info.State.Consumers})
+		lister := str.ListConsumers(ctx)
+		for ci := range lister.Info() {
+			consumers = append(consumers, ConsumerStats{Stream: name, Name: ci.Name, Pending: ci.NumPending,
+				AckPending: ci.NumAckPending, Redelivered: ci.NumRedelivered, Waiting: ci.NumWaiting})
+		}
+	}
+	slices.SortFunc(consumers, func(a, b ConsumerStats) int {
+		return strings.Compare(a.Stream+"/"+a.Name, b.Stream+"/"+b.Name)
+	})
+	return consumers, sts
+}

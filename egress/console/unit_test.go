@@ -1,0 +1,99 @@
+package console
+
+import (
+	"encoding/json"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestProgressMerge(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var p progress
+	p.merge(progress{Status: StatusRunning, Frames: 3})
+	p.merge(progress{Status: StatusSucceeded, Frames: 9, Finished: t0.Add(time.Second)})
+	// A late update of an earlier batch never moves the request back.
+	p.merge(progress{Status: StatusRunning, Frames: 1, FirstFrame: t0})
+	want := progress{Status: StatusSucceeded, Frames: 9, FirstFrame: t0, Finished: t0.Add(time.Second)}
+	if p != want {
+		t.Fatalf("merged %+v, want %+v", p, want)
+	}
+	f := progress{}
+	f.merge(progress{Status: StatusFailed, Frames: 2, ErrorCode: "boom", Finished: t0})
+	f.merge(progress{Status: StatusSucceeded, Frames: 2, Finished: t0.Add(time.Hour)})
+	if f.Status != StatusFailed || f.ErrorCode != "boom" || !f.Finished.Equal(t0) {
+		t.Fatalf("final state changed: %+v", f)
+	}
+}
+
+func TestReplayCommand(t *testing.T) {
+	for id, want := range map[string]string{
+		"req-42":         "e2a replay --request req-42",
+		"a b":            "e2a replay --request 'a b'",
+		"it's $(rm -rf)": `e2a replay --request 'it'\''s $(rm -rf)'`,
+		"":               "e2a replay --request ''",
+		"x;y":            "e2a replay --request 'x;y'",
+	} {
+		if got := ReplayCommand(id); got != want {
+			t.Errorf("ReplayCommand(%q) = %q, want %q", id, got, want)
+		}
+	}
+}
+
+func TestRedactEnvelope(t *testing.T) {
+	in := `{"request_id":"r1","auth":{"bearer_token":"tok-secret","api_key_ref":"vault:k"},
+	  "params":{"text":"hi","api_key":"sk-1","usage":{"input_tokens":3},"list":[{"password":"p"}],"credential_ref":"ref:1"},
+	  "channel_context":{"Authorization":"Bearer x","cookie":"c=1"},"n":12345678901234567890}`
+	m := RedactEnvelope([]byte(in))
+	b, _ := json.Marshal(m)
+	s := string(b)
+	for _, bad := range []string{"tok-secret", "sk-1", `"p"`, "Bearer x", "c=1", `"auth"`} {
+		if strings.Contains(s, bad) {
+			t.Errorf("%s still in %s", bad, s)
+		}
+	}
+	for _, good := range []string{`"input_tokens":3`, `"credential_ref":"ref:1"`, `"text":"hi"`, "12345678901234567890"} {
+		if !strings.Contains(s, good) {
+			t.Errorf("%s missing from %s", good, s)
+		}
+	}
+	if RedactEnvelope([]byte(`[1]`)) != nil || RedactEnvelope([]byte(`nope`)) != nil {
+		t.Error("non-object accepted")
+	}
+}
+
+func TestQueryFromURL(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	q, err := QueryFromURL(url.Values{"task": {"t"}, "since": {"15m"}, "until": {"2026-01-01T11:59:00Z"}, "before": {"42"}, "limit": {"9"}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.TaskID != "t" || !q.Since.Equal(now.Add(-15*time.Minute)) || q.Until.Minute() != 59 || q.Before != 42 || q.Limit != 9 {
+		t.Fatalf("%+v", q)
+	}
+	if q.keyFilter() != secondaryPrefix(fieldTask, "t")+"*" {
+		t.Fatalf("key filter %s", q.keyFilter())
+	}
+	if err := (&Query{Since: now, Until: now.Add(-time.Second)}).validate(); err == nil {
+		t.Fatal("until before since accepted")
+	}
+	lq := Query{Limit: 10000}
+	if err := lq.validate(); err != nil || lq.Limit != MaxPageSize {
+		t.Fatalf("limit %d, %v", lq.Limit, err)
+	}
+}
+
+func TestCookieRoundTrip(t *testing.T) {
+	for _, c := range []credential{{scheme: SchemeAPIKey, secret: "k-1=;, x"}, {scheme: SchemeBearer, secret: "a.b.c"}} {
+		got, ok := credentialFromCookie(c.cookieValue())
+		if !ok || got != c {
+			t.Fatalf("%+v -> %q -> %+v", c, c.cookieValue(), got)
+		}
+	}
+	for _, v := range []string{"", "x.abc", "k.", "k.!!!"} {
+		if _, ok := credentialFromCookie(v); ok {
+			t.Errorf("cookie %q accepted", v)
+		}
+	}
+}
