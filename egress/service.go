@@ -51,6 +51,15 @@ type config struct {
 	idleTimeout  time.Duration
 	cancelWait   time.Duration
 	replay       []ReplayOption
+	authorize    func(*http.Request) error
+}
+
+// WithAuthorizer guards the endpoints Register mounts: f is called before
+// anything is read and returns nil to serve, or an error to answer 401 with
+// {"error":{"code":"unauthenticated",…}}. Ingress's Auth.Authenticate is the
+// usual f. Without it the endpoints are open (auth scheme none).
+func WithAuthorizer(f func(*http.Request) error) Option {
+	return func(c *config) { c.authorize = f }
 }
 
 // Option configures a Service.
@@ -195,6 +204,9 @@ func (s *Service) Close() { s.mux.Close() }
 //	GET /v1/requests/{id}         aggregated JSON; 202 while running, ?wait=true waits
 func (s *Service) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/requests/{id}/stream", func(w http.ResponseWriter, r *http.Request) {
+		if !s.authorized(w, r) {
+			return
+		}
 		id := r.PathValue("id")
 		if wantsNDJSON(r) {
 			s.serveE2AStream(w, r, id, FormatE2ANDJSON)
@@ -203,6 +215,9 @@ func (s *Service) Register(mux *http.ServeMux) {
 		s.serveE2AStream(w, r, id, FormatE2ASSE)
 	})
 	mux.HandleFunc("GET /v1/requests/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if !s.authorized(w, r) {
+			return
+		}
 		s.serveE2AJSON(w, r, r.PathValue("id"), isTrue(r.URL.Query().Get("wait")))
 	})
 }
@@ -517,3 +532,17 @@ func accepts(r *http.Request, mt string) bool {
 
 func wantsSSE(r *http.Request) bool    { return accepts(r, "text/event-stream") }
 func wantsNDJSON(r *http.Request) bool { return accepts(r, "application/x-ndjson") }
+
+// authorized applies WithAuthorizer; on refusal it answers 401 itself.
+func (s *Service) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if s.cfg.authorize == nil {
+		return true
+	}
+	if err := s.cfg.authorize(r); err != nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"error":{"code":"unauthenticated","message":"missing or invalid credentials"}}` + "\n"))
+		return false
+	}
+	return true
+}

@@ -123,7 +123,15 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Co
 // newHTTP builds the HTTP server of ingress + egress + console + operations
 // endpoints. demoPool, when set, gives the console a demo-request form.
 func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Registry, log *slog.Logger, demoPool string, extra ...ingress.Option) (*http.Server, error) {
-	eg, err := egress.New(nc, egress.WithRegisterer(reg), egress.WithLogger(log))
+	auth, err := ingress.LoadAuth(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	eopts := []egress.Option{egress.WithRegisterer(reg), egress.WithLogger(log)}
+	if f := egressAuthorizer(auth); f != nil {
+		eopts = append(eopts, egress.WithAuthorizer(f))
+	}
+	eg, err := egress.New(nc, eopts...)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +139,7 @@ func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Reg
 	if err != nil {
 		return nil, err
 	}
-	opts, err := ingressOptions(ctx, js, cfg)
+	opts, err := ingressOptions(ctx, js, cfg, auth)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
@@ -59,9 +60,22 @@ func newWorkflowExecutor(ctx context.Context, js jetstream.JetStream, cfg Config
 	return workflow.New(opts), nil
 }
 
+// egressAuthorizer lets egress's GET endpoints demand the same credentials
+// as ingress; nil when only the none scheme is enabled.
+func egressAuthorizer(auth *ingress.Auth) func(*http.Request) error {
+	if len(auth.Schemes()) == 1 && auth.Enabled(ingress.SchemeNone) {
+		return nil
+	}
+	return func(r *http.Request) error {
+		_, err := auth.Authenticate(r)
+		ingress.StripCredentialHeaders(r.Header)
+		return err
+	}
+}
+
 // ingressOptions builds auth, rate limits and stream limits from the
 // environment (E2A_AUTH_*, E2A_API_KEYS, E2A_RATE_LIMIT_*, E2A_MAX_STREAMS).
-func ingressOptions(ctx context.Context, js jetstream.JetStream, cfg Config) ([]ingress.Option, error) {
+func ingressOptions(ctx context.Context, js jetstream.JetStream, cfg Config, auth *ingress.Auth) ([]ingress.Option, error) {
 	var opts []ingress.Option
 	if cfg.Routes != "" {
 		routes, err := normalizer.ParseRoutes(cfg.Routes)
@@ -69,10 +83,6 @@ func ingressOptions(ctx context.Context, js jetstream.JetStream, cfg Config) ([]
 			return nil, fmt.Errorf("E2A_ROUTES: %w", err)
 		}
 		opts = append(opts, ingress.WithRoutes(routes))
-	}
-	auth, err := ingress.LoadAuth(os.Getenv)
-	if err != nil {
-		return nil, err
 	}
 	opts = append(opts, ingress.WithAuth(auth))
 	limits := ingress.RateLimits{PerMinute: cfg.RateLimitPerMinute, PerHour: cfg.RateLimitPerHour, PerDay: cfg.RateLimitPerDay}
