@@ -463,6 +463,13 @@ func (w *worker) handle(m jetstream.Msg) string {
 		env = &e2a.Envelope{}
 	}
 	env.RequestID = id // the subject token is authoritative
+	if env.Trace == nil {
+		// An integrator publishing straight onto the subject carries trace
+		// context in the message headers only.
+		if h := m.Headers(); h != nil && h.Get(subjects.HeaderTraceparent) != "" {
+			env.Trace = &e2a.TraceContext{Traceparent: h.Get(subjects.HeaderTraceparent), Tracestate: h.Get(subjects.HeaderTracestate)}
+		}
+	}
 	respSubj, err := subjects.Response(id)
 	if err != nil {
 		w.log.Error("request id unusable: terminated", "err", err)
@@ -470,6 +477,12 @@ func (w *worker) handle(m jetstream.Msg) string {
 		return OutcomeInvalid
 	}
 	log := w.log.With("request_id", id, "delivery", meta.NumDelivered)
+	if env.CorrelationID != "" {
+		log = log.With("correlation_id", env.CorrelationID)
+	}
+	if env.Trace != nil {
+		log = log.With("traceparent", env.Trace.Traceparent)
+	}
 
 	r := &request{id: id, msg: m}
 	w.register(r)
@@ -507,7 +520,7 @@ func (w *worker) handle(m jetstream.Msg) string {
 	wr := newWriter(w, env, id, respSubj, last, lastSeq)
 	r.wr = wr
 
-	hctx, stop := context.WithCancelCause(context.Background())
+	hctx, stop := context.WithCancelCause(withTrace(context.Background(), env.Trace))
 	defer stop(nil)
 	w.mu.Lock()
 	r.stop = stop
