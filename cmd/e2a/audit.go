@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/e2a-pipeline/pipeline/internal/audit"
+	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// errViolations makes `e2a replay` exit non-zero when a request breaks the
+// frame invariants.
+var errViolations = errors.New("frame invariant violations found")
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// timeFlag reads an RFC 3339 time, or a duration meaning that long ago.
+type timeFlag struct{ t *time.Time }
+
+func (f timeFlag) String() string {
+	if f.t == nil || f.t.IsZero() {
+		return ""
+	}
+	return f.t.Format(time.RFC3339)
+}
+
+func (f timeFlag) Set(v string) error {
+	if d, err := time.ParseDuration(v); err == nil {
+		*f.t = time.Now().Add(-d)
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return fmt.Errorf("%q is neither an RFC 3339 time nor a duration (e.g. 2h)", v)
+	}
+	*f.t = t
+	return nil
+}
+
+// auditConnect connects to E2A_NATS_URL for the operator commands (no
+// embedded server: they read a running pipeline).
+func auditConnect(ctx context.Context, cfg Config, name string) (*nats.Conn, error) {
+	if cfg.NatsURL == "" {
+		return nil, fmt.Errorf("%s needs E2A_NATS_URL (e.g. nats://127.0.0.1:4222 for `e2a dev`)", name)
+	}
+	cc := cfg.ConnConfig
+	if cc.Name == "" {
+		cc.Name = "e2a-" + name
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return streams.Connect(cctx, cc)
+}
+
+// ndjson writes records one a line.
+func ndjson(w io.Writer) func(audit.Record) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return func(r audit.Record) error { return enc.Encode(r) }
+}
+
+const replayUsage = `Usage: e2a replay [flags] [REQUEST_ID ...]
+
+Prints, as NDJSON, the envelope, every frame and a summary of each request
+selected, read from E2A_REQUESTS/E2A_RESPONSES and from E2A_AUDIT for what
+they no longer hold, and checks the frame invariants (sequence from 0
+without gap or repeat, exactly one final frame, last; valid frames; headers
+agreeing with frames). Exits 1 when a request breaks them.
+Select requests by id (arguments or --request), or by --task, --context,
+--session, --pool and a time range (--since, --until).
+
+Flags:
+`
+
+// runReplay is `e2a replay`.
+func runReplay(ctx context.Context, cfg Config, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, replayUsage); fs.PrintDefaults() }
+	var q audit.Query
+	var ids stringList
+	var source string
+	var partitions int
+	fs.Var(&ids, "request", "request id (repeatable; arguments work too)")
+	fs.StringVar(&q.TaskID, "task", "", "requests of this task_id")
+	fs.StringVar(&q.ContextID, "context", "", "requests of this context_id")
+	fs.StringVar(&q.SessionID, "session", "", "requests of this session_id")
+	fs.StringVar(&q.Pool, "pool", "", "requests of this agent pool")
+	fs.Var(timeFlag{&q.Since}, "since", "stored at or after: RFC 3339 time or a duration ago (2h)")
+	fs.Var(timeFlag{&q.Until}, "until", "stored at or before: RFC 3339 time or a duration ago")
+	fs.StringVar(&source, "source", "auto", "auto (hot streams, then E2A_AUDIT), hot, or audit")
+	fs.IntVar(&q.Limit, "limit", 1000, "at most this many requests (0: no limit)")
+	fs.BoolVar(&q.NoFrames, "no-frames", false, "print envelopes and summaries only (frames are still checked)")
+	fs.IntVar(&partitions, "partitions", 0, "E2A_AUDIT partitions (default: read from the stream)")
+	if err := fs.Parse(args); err != nil {
+		return flagErr(err)
+	}
+	q.RequestIDs = append(ids, fs.Args()...)
+	q.Source = audit.Source(source)
+	nc, err := auditConnect(ctx, cfg, "replay")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	var opts []audit.Option
+	if partitions > 0 {
+		opts = append(opts, audit.WithAuditPartitions(partitions))
+	}
+	a, err := audit.New(nc, opts...)
+	if err != nil {
+		return err
+	}
+	st, err := a.Replay(ctx, q, ndjson(stdout))
+	fmt.Fprintf(stderr, "replay: %d requests (%d complete, %d incomplete, %d without frames, %d not found), %d frames, %d with violations\n",
+		st.Requests, st.Complete, st.Incomplete, st.NoFrames, st.NotFound, st.Frames, st.Violations)
+	if err != nil {
+		return err
+	}
+	if st.Violations > 0 {
+		return errViolations
+	}
+	return nil
+}
+
+const tailUsage = `Usage: e2a tail [flags]
+
+Follows live traffic until interrupted: new requests (read from
+E2A_REQUESTS) and their frames (e2a.live.>), as NDJSON, each request closed
+by a summary with its invariant checks when its final frame arrives.
+
+Flags:
+`
+
+// runTail is `e2a tail`.
+func runTail(ctx context.Context, cfg Config, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("tail", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, tailUsage); fs.PrintDefaults() }
+	var o audit.TailOptions
+	fs.StringVar(&o.Pool, "pool", "", "only requests of this agent pool")
+	fs.StringVar(&o.TaskID, "task", "", "only requests of this task_id")
+	fs.StringVar(&o.ContextID, "context", "", "only requests of this context_id")
+	fs.StringVar(&o.SessionID, "session", "", "only requests of this session_id")
+	fs.Var(timeFlag{&o.Since}, "since", "start with the requests stored since: RFC 3339 time or a duration ago")
+	fs.DurationVar(&o.PollInterval, "poll", 200*time.Millisecond, "how often new requests are read")
+	if err := fs.Parse(args); err != nil {
+		return flagErr(err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("tail takes no arguments (got %q)", fs.Args())
+	}
+	nc, err := auditConnect(ctx, cfg, "tail")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	a, err := audit.New(nc)
+	if err != nil {
+		return err
+	}
+	return a.Tail(ctx, o, ndjson(stdout))
+}
+
+const publishUsage = `Usage: e2a publish [flags] [FILE|-]
+
+Publishes E2A envelopes (or legacy AgentRequests) read from FILE or stdin
+(one JSON object, or several one after the other, e.g. NDJSON) straight
+onto e2a.req.<pool>.<request_id>, with the headers ingress sets, and prints
+each PubAck as an "accepted" record. Secrets are stripped as ingress does.
+With --follow, prints the frames of each request until its final frame.
+
+Flags:
+`
+
+// runPublish is `e2a publish`.
+func runPublish(ctx context.Context, cfg Config, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, publishUsage); fs.PrintDefaults() }
+	var o audit.PublishOptions
+	var follow bool
+	var wait time.Duration
+	fs.StringVar(&o.Pool, "pool", "", "agent pool (default: E2A_DEFAULT_POOL)")
+	fs.StringVar(&o.RequestID, "request-id", "", "request id for an envelope without one (default: a UUIDv7)")
+	fs.StringVar(&o.Traceparent, "traceparent", "", "W3C traceparent to set on the request")
+	fs.StringVar(&o.Tracestate, "tracestate", "", "W3C tracestate (with --traceparent)")
+	fs.DurationVar(&o.Timeout, "timeout", 5*time.Second, "wait for the PubAck at most this long")
+	fs.BoolVar(&follow, "follow", false, "print the frames of each request until its final frame")
+	fs.DurationVar(&wait, "wait", time.Minute, "with --follow: give up when no frame comes for this long")
+	if err := fs.Parse(args); err != nil {
+		return flagErr(err)
+	}
+	if fs.NArg() > 1 {
+		return fmt.Errorf("publish takes one file (got %q)", fs.Args())
+	}
+	in := stdin
+	if fs.NArg() == 1 && fs.Arg(0) != "-" {
+		f, err := os.Open(fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	o.Routes = normalizer.Routes{Default: cfg.DefaultPool}
+	nc, err := auditConnect(ctx, cfg, "publish")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	emit := ndjson(stdout)
+	dec := json.NewDecoder(in)
+	violations := false
+	for n := 1; ; n++ {
+		var body json.RawMessage
+		if err := dec.Decode(&body); err == io.EOF {
+			if n == 1 {
+				return errors.New("publish: no envelope in the input")
+			}
+			break
+		} else if err != nil {
+			return fmt.Errorf("publish: envelope %d: %w", n, err)
+		}
+		acc, err := audit.Publish(ctx, nc, body, o)
+		if err != nil {
+			return fmt.Errorf("publish: envelope %d: %w", n, err)
+		}
+		if err := emit(acc); err != nil {
+			return err
+		}
+		if follow {
+			sum, err := audit.Follow(ctx, nc, acc.RequestID, wait, emit)
+			if err != nil {
+				return err
+			}
+			violations = violations || !sum.OK()
+		}
+	}
+	if violations {
+		return errViolations
+	}
+	return nil
+}
+
+// flagErr turns -h into a clean exit and other flag errors into usage
+// errors (the flag package has printed the message and the usage).
+func flagErr(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return errFlagUsage
+}
+
+// errFlagUsage is a usage error whose usage text was already printed.
+var errFlagUsage = errors.New("invalid arguments")

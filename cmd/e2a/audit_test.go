@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/internal/audit"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// auditEnv starts an embedded server with the streams and a demo agent,
+// and returns the configuration the commands read (E2A_NATS_URL set).
+func auditEnv(t *testing.T) (Config, *nats.Conn) {
+	t.Helper()
+	srv, nc := natstest.RunServer(t)
+	t.Setenv("E2A_NATS_URL", srv.ClientURL())
+	cfg, err := LoadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(ctx, nc, "demo", demo.New()) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return cfg, nc
+}
+
+func decodeRecords(t *testing.T, out []byte) []audit.Record {
+	t.Helper()
+	var recs []audit.Record
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var r audit.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("line %q is not a record: %v", sc.Text(), err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+func kinds(recs []audit.Record) string {
+	var k []string
+	for _, r := range recs {
+		k = append(k, r.Kind)
+	}
+	return strings.Join(k, ",")
+}
+
+func TestPublishFollowReplayCommands(t *testing.T) {
+	cfg, _ := auditEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// Two envelopes on stdin, the second a legacy AgentRequest; --follow.
+	in := strings.NewReader(`{"request_id":"cli-1","task_id":"task-7","params":{"text":"hi","frames":1}}
+{"request_id":"cli-2","task_id":"task-7","req_method":"chat.send","payload":{"text":"yo","frames":2}}`)
+	var out, errOut bytes.Buffer
+	if err := runPublish(ctx, cfg, []string{"--follow", "--wait", "10s"}, in, &out, &errOut); err != nil {
+		t.Fatalf("publish: %v\n%s", err, errOut.String())
+	}
+	recs := decodeRecords(t, out.Bytes())
+	// accepted, 5 frames (reasoning, tool call, tool result, 1 text, complete), summary; then 6 frames.
+	if got := kinds(recs); got != "accepted,frame,frame,frame,frame,frame,summary,accepted,frame,frame,frame,frame,frame,frame,summary" {
+		t.Fatalf("publish output kinds %s\n%s", got, out.String())
+	}
+	if recs[0].RequestID != "cli-1" || recs[0].Pool != "demo" || !recs[6].Summary.OK() || recs[6].Summary.State != audit.StateComplete {
+		t.Fatalf("publish records %+v %+v", recs[0], recs[6].Summary)
+	}
+
+	// replay by task: both requests, checked, exit 0.
+	out.Reset()
+	errOut.Reset()
+	if err := runReplay(ctx, cfg, []string{"--task", "task-7"}, &out, &errOut); err != nil {
+		t.Fatalf("replay: %v\n%s", err, errOut.String())
+	}
+	recs = decodeRecords(t, out.Bytes())
+	if got := kinds(recs); got != "request,frame,frame,frame,frame,frame,summary,request,frame,frame,frame,frame,frame,frame,summary" {
+		t.Fatalf("replay output kinds %s", got)
+	}
+	if !strings.Contains(errOut.String(), "2 requests (2 complete") || !strings.Contains(errOut.String(), "0 with violations") {
+		t.Fatalf("replay stderr %q", errOut.String())
+	}
+
+	// replay by id with --no-frames and a duration --since.
+	out.Reset()
+	if err := runReplay(ctx, cfg, []string{"--no-frames", "--since", "1h", "cli-2", "nope"}, &out, io.Discard); err != nil {
+		t.Fatalf("replay ids: %v", err)
+	}
+	if got := kinds(decodeRecords(t, out.Bytes())); got != "request,summary,summary" {
+		t.Fatalf("replay ids kinds %s", got)
+	}
+
+	// A request with a gap makes replay exit with errViolations.
+	nc, err := nats.Connect(cfg.NatsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := runPublishOne(ctx, cfg, `{"request_id":"broken","params":{"text":"x"}}`, "nobody"); err != nil {
+		t.Fatal(err)
+	}
+	storeFrame(t, nc, "broken", 1, `{"protocol_version":"1.0","response_id":"x","request_id":"broken","sequence":1,"is_final":true,"status":"succeeded","response_kind":"e2a.complete","timestamp":"2026-01-01T00:00:00Z","provenance":{"source_protocol":"e2a"},"body":{"result":null}}`)
+	out.Reset()
+	errOut.Reset()
+	err = runReplay(ctx, cfg, []string{"broken"}, &out, &errOut)
+	if !errors.Is(err, errViolations) || !strings.Contains(out.String(), "sequence must start at 0") {
+		t.Fatalf("replay of a broken request: %v\n%s", err, out.String())
+	}
+
+	// Usage errors.
+	if err := runReplay(ctx, cfg, nil, io.Discard, io.Discard); err == nil {
+		t.Fatal("replay without a selection succeeded")
+	}
+	if err := runReplay(ctx, cfg, []string{"--since", "yesterday"}, io.Discard, io.Discard); !errors.Is(err, errFlagUsage) {
+		t.Fatalf("bad --since: %v", err)
+	}
+	if err := runPublish(ctx, cfg, nil, strings.NewReader(""), io.Discard, io.Discard); err == nil {
+		t.Fatal("empty publish succeeded")
+	}
+	if err := runReplay(ctx, cfg, []string{"-h"}, io.Discard, io.Discard); err != nil {
+		t.Fatalf("-h: %v", err)
+	}
+	t.Setenv("E2A_NATS_URL", "")
+	cfg2, _ := LoadConfig()
+	if err := runTail(ctx, cfg2, nil, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "E2A_NATS_URL") {
+		t.Fatalf("tail without a URL: %v", err)
+	}
+}
+
+func runPublishOne(ctx context.Context, cfg Config, body, pool string) ([]byte, error) {
+	var out bytes.Buffer
+	err := runPublish(ctx, cfg, []string{"--pool", pool}, strings.NewReader(body), &out, io.Discard)
+	return out.Bytes(), err
+}
+
+func storeFrame(t *testing.T, nc *nats.Conn, id string, seq int, body string) {
+	t.Helper()
+	subj, _ := subjects.Response(id)
+	if _, err := nc.Request(subj, []byte(body), 5*time.Second); err != nil {
+		t.Fatalf("store frame: %v", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestTailCommand(t *testing.T) {
+	cfg, _ := auditEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tctx, stop := context.WithCancel(ctx)
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- runTail(tctx, cfg, []string{"--pool", "demo", "--poll", "20ms"}, &out, io.Discard) }()
+	waitOutput := func(s string) {
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(out.String(), s) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s in tail output:\n%s", s, out.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// A request shown means the live subscription is in place; markers
+	// stored before the tail found the end of the stream are not shown.
+	for i := 0; !strings.Contains(out.String(), `"kind":"request","request_id":"marker-`); i++ {
+		if i == 200 {
+			t.Fatalf("no marker in tail output:\n%s", out.String())
+		}
+		if _, err := runPublishOne(ctx, cfg, `{"request_id":"marker-`+strconv.Itoa(i)+`","params":{"text":"m"}}`, "demo"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := runPublishOne(ctx, cfg, `{"request_id":"tailed","params":{"text":"x","frames":1}}`, "demo"); err != nil {
+		t.Fatal(err)
+	}
+	waitOutput(`"kind":"summary","request_id":"tailed"`)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("tail: %v", err)
+	}
+	recs := decodeRecords(t, []byte(out.String()))
+	var frames int
+	for _, r := range recs {
+		if r.Kind == audit.KindFrame && r.RequestID == "tailed" {
+			frames++
+		}
+		if r.Kind == audit.KindSummary && (!r.Summary.OK() || r.Summary.State != audit.StateComplete) {
+			t.Fatalf("summary %+v", r.Summary)
+		}
+	}
+	if frames != 5 || !strings.Contains(out.String(), `"kind":"request","request_id":"tailed"`) {
+		t.Fatalf("tail output:\n%s", out.String())
+	}
+}

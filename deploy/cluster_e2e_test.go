@@ -1,0 +1,597 @@
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/audit"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// syncLog is a log sink shown when the test fails.
+type syncLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 1<<20 {
+		return len(p), nil
+	}
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestNATSClusterSecurityAndFailover runs deploy/nats/nats-server.conf on
+// three real nats-server processes (built from the module this one
+// requires) and shows:
+//
+//  1. the admin user provisions the streams with 3 replicas; the stage
+//     users' start-up check (streams.Apply, no drift) passes with their
+//     read-only stream permissions;
+//  2. each stage user is refused what its stage must not do (and nothing
+//     it tried lands in a stream);
+//  3. traffic through ingress (HTTP, user ingress) → agent workers (demo,
+//     user agent-demo) → egress (SSE with resume, user egress) works, a
+//     cancel goes through the control stream;
+//  4. one server is killed (SIGKILL) mid-traffic, the stream leader of
+//     E2A_RESPONSES: every request ingress accepted ends with its frames
+//     0..n and one final frame (e2a.CheckFrames), every SSE client got
+//     exactly those frames, and E2A_AUDIT holds them too (read back with
+//     the read-only audit user).
+func TestNATSClusterSecurityAndFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node nats-server cluster")
+	}
+	testStart := time.Now()
+	c := startNATSCluster(t, 3)
+	t.Logf("cluster up in %v", time.Since(testStart).Round(time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
+	defer cancel()
+
+	// 1. Provisioning as admin, replicas 3, then the stages' start-up check.
+	cfg := streams.DefaultConfig()
+	cfg.Replicas = 3
+	cfg.RequestsMaxBytes = 64 << 20
+	adminNC, _ := c.connect("admin")
+	adminJS, _ := jetstream.New(adminNC)
+	applyUntil(t, ctx, adminJS, cfg)
+	for _, user := range []string{"serve", "ingress", "egress", "agent-demo", "audit"} {
+		nc, _ := c.connect(user)
+		js, _ := jetstream.New(nc)
+		rep, err := streams.Apply(ctx, js, cfg)
+		if err != nil || rep.Changed() {
+			t.Fatalf("start-up check as %s: %v\n%s", user, err, rep)
+		}
+	}
+
+	// 2. Refusals.
+	checkRefusals(t, ctx, c, adminNC)
+
+	// 3. The stages, each with its own user.
+	log := &syncLog{}
+	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	defer func() {
+		if t.Failed() {
+			t.Logf("stage logs:\n%s", log.String())
+		}
+	}()
+	ingressNC, _ := c.connect("ingress")
+	egressNC, _ := c.connect("egress")
+	eg, err := egress.New(egressNC, egress.WithLogger(logger), egress.WithHeartbeatInterval(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eg.Close()
+	in, err := ingress.New(ingressNC, eg, ingress.WithDefaultPool(demo.Pool), ingress.WithPublishTimeout(3*time.Second), ingress.WithLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	in.Register(mux)
+	eg.Register(mux)
+	web := httptest.NewServer(mux)
+	defer web.Close()
+
+	agentCtx, stopAgents := context.WithCancel(context.Background())
+	var agents sync.WaitGroup
+	for i := range 2 {
+		nc, _ := c.connect("agent-demo")
+		agents.Add(1)
+		go func() {
+			defer agents.Done()
+			err := agent.Run(agentCtx, nc, demo.Pool, demo.New(),
+				agent.WithConcurrency(16), agent.WithAckWait(4*time.Second), agent.WithPublishTimeout(40*time.Second),
+				agent.WithDrainTimeout(2*time.Second), agent.WithWorkerID("w"+strconv.Itoa(i)), agent.WithLogger(logger))
+			if err != nil {
+				t.Errorf("agent %d: %v", i, err)
+			}
+		}()
+	}
+	defer func() { stopAgents(); agents.Wait() }()
+
+	// A cancel: ingress's user publishes it on the control stream, the
+	// worker holding the request closes it with e2a.error cancelled.
+	client := &http.Client{Timeout: 10 * time.Second}
+	if code := post(t, client, web.URL, "cancel-me", `"frames":200,"delay_ms":20`); code != http.StatusAccepted {
+		t.Fatalf("post cancel-me: %d", code)
+	}
+	ingressJS, _ := jetstream.New(ingressNC)
+	waitFrames(t, ctx, adminNC, "cancel-me", 1)
+	if res, err := agent.Cancel(ctx, ingressJS, "cancel-me"); err != nil || !res.Published {
+		t.Fatalf("cancel: %+v, %v", res, err)
+	}
+
+	// 4. Traffic, and a crash in the middle of it.
+	respLeader := streamLeader(t, ctx, adminJS, streams.ResponsesStream)
+	victim := c.node(respLeader)
+	if victim == nil {
+		t.Fatalf("no node named %q", respLeader)
+	}
+	var (
+		mu         sync.Mutex
+		accepted   []string
+		received   = map[string][]int64{}
+		n          atomic.Int64
+		afterKill  atomic.Int64
+		killed     atomic.Bool
+		stop       atomic.Bool
+		killedAt   time.Time
+		firstAfter atomic.Int64 // nanoseconds from the kill to the first acceptance
+	)
+	const clients = 4
+	var wg sync.WaitGroup
+	for cl := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() && ctx.Err() == nil {
+				id := fmt.Sprintf("c%d-%d", cl, n.Add(1))
+				if !postUntilAccepted(client, web.URL, id) {
+					continue
+				}
+				if killed.Load() {
+					if afterKill.Add(1) == 1 {
+						firstAfter.Store(int64(time.Since(killedAt)))
+					}
+				}
+				mu.Lock()
+				accepted = append(accepted, id)
+				mu.Unlock()
+				seqs, err := readSSE(ctx, web.URL, id)
+				mu.Lock()
+				received[id] = seqs
+				mu.Unlock()
+				if err != nil {
+					t.Errorf("SSE %s: %v (got %v)", id, err, seqs)
+				}
+			}
+		}()
+	}
+	time.Sleep(2500 * time.Millisecond)
+	mu.Lock()
+	before := len(accepted)
+	mu.Unlock()
+	t.Logf("killing %s (leader of %s) after %d accepted requests", victim.name, streams.ResponsesStream, before)
+	killedAt = time.Now()
+	c.kill(victim)
+	killed.Store(true)
+	// Traffic goes on until a dozen requests were accepted after the
+	// crash and at least 4 s passed (bounded at 25 s).
+	for time.Since(killedAt) < 25*time.Second && (afterKill.Load() < 12 || time.Since(killedAt) < 4*time.Second) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("first request accepted %v after the crash; %d SSE reads stalled %v and resumed", time.Duration(firstAfter.Load()).Round(time.Millisecond), sseStalls.Load(), sseStallTimeout)
+	mu.Lock()
+	ids := slices.Clone(accepted)
+	mu.Unlock()
+	t.Logf("%d requests accepted, %d after the kill", len(ids), afterKill.Load())
+	if before == 0 || afterKill.Load() == 0 {
+		t.Fatalf("traffic did not run on both sides of the kill: %d before, %d after", before, afterKill.Load())
+	}
+
+	// Every accepted request: frames 0..n, one final, nothing lost, read
+	// by the read-only audit user.
+	defer func() {
+		if t.Failed() {
+			diagnose(t, adminJS, adminNC, ids)
+		}
+	}()
+	auditNC, _ := c.connect("audit")
+	checkAllComplete(t, ctx, auditNC, ids, audit.SourceHot)
+	for _, id := range ids {
+		frames := storedFrames(t, ctx, auditNC, id)
+		if err := e2a.CheckFrames(frames); err != nil {
+			t.Errorf("%s: %v", id, err)
+			continue
+		}
+		if f := frames[len(frames)-1]; f.Status != e2a.StatusSucceeded {
+			t.Errorf("%s ended %s %s", id, f.Status, f.Body)
+		}
+		want := make([]int64, len(frames))
+		for i := range want {
+			want[i] = int64(i)
+		}
+		if got := received[id]; !slices.Equal(got, want) {
+			t.Errorf("%s: SSE client got %v, stored %v", id, got, want)
+		}
+	}
+	// The cancelled request ended with e2a.error cancelled.
+	fr := storedFrames(t, ctx, auditNC, "cancel-me")
+	if err := e2a.CheckFrames(fr); err != nil {
+		t.Errorf("cancel-me: %v", err)
+	} else if eb, _ := fr[len(fr)-1].Error(); eb.Code != e2a.ErrCodeCancelled {
+		t.Errorf("cancel-me ended with %s", fr[len(fr)-1].Body)
+	}
+	// E2A_AUDIT sourced everything too.
+	checkAllComplete(t, ctx, auditNC, append(ids, "cancel-me"), audit.SourceAudit)
+	t.Logf("total %v", time.Since(testStart).Round(time.Millisecond))
+}
+
+// diagnose logs the state of the requests that are not complete and of the
+// pool's consumer.
+func diagnose(t *testing.T, js jetstream.JetStream, nc *nats.Conn, ids []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if cons, err := js.Consumer(ctx, streams.RequestsStream, "agent-demo"); err == nil {
+		info, err := cons.Info(ctx)
+		if err == nil {
+			t.Logf("consumer agent-demo: pending %d, ack pending %d, redelivered %d, waiting %d, delivered %+v, ack floor %+v, leader %s",
+				info.NumPending, info.NumAckPending, info.NumRedelivered, info.NumWaiting, info.Delivered, info.AckFloor, info.Cluster.Leader)
+		}
+	}
+	for _, id := range ids {
+		subj, _ := subjects.Response(id)
+		msgs, err := streams.DirectGetAll(ctx, nc, streams.ResponsesStream, subj, 0, 256)
+		var final bool
+		if len(msgs) > 0 {
+			var h struct {
+				IsFinal bool `json:"is_final"`
+			}
+			_ = json.Unmarshal(msgs[len(msgs)-1].Data, &h)
+			final = h.IsFinal
+		}
+		if !final {
+			reqSubj, _ := subjects.Request(demo.Pool, id)
+			req, rerr := streams.LastBySubject(ctx, nc, streams.RequestsStream, reqSubj)
+			t.Logf("%s: %d frames, no final (%v); request stored at %d (%v)", id, len(msgs), err, req.Seq, rerr)
+		}
+	}
+}
+
+func applyUntil(t *testing.T, ctx context.Context, js jetstream.JetStream, cfg streams.Config) {
+	t.Helper()
+	for {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rep, err := streams.Apply(actx, js, cfg)
+		cancel()
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("apply streams: %v\n%s", err, rep)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func streamLeader(t *testing.T, ctx context.Context, js jetstream.JetStream, name string) string {
+	t.Helper()
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil || info.Cluster == nil || info.Cluster.Leader == "" || len(info.Cluster.Replicas) != 2 {
+		t.Fatalf("stream %s cluster info %+v: %v", name, info, err)
+	}
+	return info.Cluster.Leader
+}
+
+// checkRefusals shows that each stage user is refused what its stage must
+// not do, and that none of it lands.
+func checkRefusals(t *testing.T, ctx context.Context, c *natsCluster, adminNC *nats.Conn) {
+	t.Helper()
+	type op struct{ user, kind, subject string }
+	for _, o := range []op{
+		{"ingress", "pub", "e2a.resp.x"},
+		{"ingress", "sub", "e2a.live.>"},
+		{"ingress", "pub", "$JS.API.STREAM.DELETE.E2A_REQUESTS"},
+		{"ingress", "pub", "$JS.API.CONSUMER.MSG.NEXT.E2A_REQUESTS.agent-demo"},
+		{"egress", "pub", "e2a.req.demo.x"},
+		{"egress", "pub", "e2a.resp.x"},
+		{"egress", "pub", "e2a.ctl.x"},
+		{"egress", "sub", "e2a.req.>"},
+		{"egress", "pub", "$JS.API.DIRECT.GET.E2A_AUDIT"},
+		{"agent-demo", "pub", "e2a.req.demo.x"},
+		{"agent-demo", "pub", "e2a.ctl.x"},
+		{"agent-demo", "sub", "e2a.req.>"},
+		{"agent-demo", "pub", "$JS.API.CONSUMER.CREATE.E2A_REQUESTS.agent-workflow.e2a.req.workflow.x"},
+		{"agent-demo", "pub", "$JS.API.CONSUMER.CREATE.E2A_REQUESTS.agent-demo.e2a.req.x"},
+		{"agent-demo", "pub", "$JS.API.CONSUMER.MSG.NEXT.E2A_REQUESTS.agent-workflow"},
+		{"agent-demo", "pub", "$JS.API.STREAM.PURGE.E2A_RESPONSES"},
+		{"serve", "pub", "e2a.resp.x"},
+		{"serve", "pub", "$JS.API.STREAM.UPDATE.E2A_REQUESTS"},
+		{"audit", "pub", "e2a.req.demo.x"},
+		{"audit", "pub", "e2a.resp.x"},
+		{"audit", "pub", "e2a.ctl.x"},
+		{"audit", "pub", "$JS.API.STREAM.PURGE.E2A_AUDIT"},
+		{"audit", "pub", "$JS.API.CONSUMER.CREATE.E2A_REQUESTS.spy"},
+	} {
+		nc, sink := c.connect(o.user)
+		switch o.kind {
+		case "pub":
+			if err := nc.Publish(o.subject, []byte(`{}`)); err != nil {
+				t.Fatalf("%s publish %s: %v", o.user, o.subject, err)
+			}
+			if err := sink.waitFor(3*time.Second, "permissions violation", "publish", o.subject); err != nil {
+				t.Errorf("%s may publish to %s: %v", o.user, o.subject, err)
+			}
+		case "sub":
+			if _, err := nc.SubscribeSync(o.subject); err != nil {
+				t.Fatalf("%s subscribe %s: %v", o.user, o.subject, err)
+			}
+			if err := sink.waitFor(3*time.Second, "permissions violation", "subscription", o.subject); err != nil {
+				t.Errorf("%s may subscribe to %s: %v", o.user, o.subject, err)
+			}
+		}
+		nc.Close()
+	}
+	// Nothing of it was stored; the streams are all there.
+	for stream, subj := range map[string]string{
+		streams.RequestsStream:  "e2a.req.demo.x",
+		streams.ResponsesStream: "e2a.resp.x",
+		streams.ControlStream:   "e2a.ctl.x",
+	} {
+		if _, err := streams.LastBySubject(ctx, adminNC, stream, subj); !errors.Is(err, streams.ErrNoMessages) {
+			t.Errorf("%s holds %s: %v", stream, subj, err)
+		}
+	}
+	js, _ := jetstream.New(adminNC)
+	for _, s := range []string{streams.RequestsStream, streams.ResponsesStream, streams.ControlStream, streams.AuditStream} {
+		if _, err := js.Stream(ctx, s); err != nil {
+			t.Errorf("stream %s: %v", s, err)
+		}
+	}
+}
+
+func requestBody(id, params string) string {
+	return `{"request_id":"` + id + `","method":"chat.send","params":{"text":"hello ` + id + `",` + params + `}}`
+}
+
+func post(t *testing.T, client *http.Client, base, id, params string) int {
+	t.Helper()
+	resp, err := client.Post(base+"/v1/requests", "application/json", strings.NewReader(requestBody(id, params)))
+	if err != nil {
+		t.Fatalf("post %s: %v", id, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
+// postUntilAccepted posts a request until ingress answers 202, retrying
+// the same request id (deduplicated by the stream) while the cluster
+// elects new leaders.
+func postUntilAccepted(client *http.Client, base, id string) bool {
+	for attempt := 0; attempt < 40; attempt++ {
+		resp, err := client.Post(base+"/v1/requests", "application/json", strings.NewReader(requestBody(id, `"frames":3,"delay_ms":20`)))
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusAccepted {
+				return true
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return false
+}
+
+// sseStalls counts SSE attempts abandoned because nothing arrived for
+// sseStallTimeout (see readSSE).
+var sseStalls atomic.Int64
+
+// sseStallTimeout is how long an SSE client waits for a byte (a frame or
+// the heartbeat egress writes every second here) before it reconnects, as
+// a real client's read timeout would.
+const sseStallTimeout = 8 * time.Second
+
+// readSSE reads the E2A SSE stream of id to its final frame, resuming with
+// Last-Event-ID when the stream breaks or stalls, and returns the frame
+// sequences received.
+func readSSE(ctx context.Context, base, id string) ([]int64, error) {
+	var seqs []int64
+	var lastErr error
+	for attempt := 0; attempt < 30 && ctx.Err() == nil; attempt++ {
+		actx, cancel := context.WithCancel(ctx)
+		activity := make(chan struct{}, 1)
+		stalled := atomic.Bool{}
+		go func() {
+			t := time.NewTimer(sseStallTimeout)
+			defer t.Stop()
+			for {
+				select {
+				case <-actx.Done():
+					return
+				case <-activity:
+					t.Reset(sseStallTimeout)
+				case <-t.C:
+					stalled.Store(true)
+					sseStalls.Add(1)
+					cancel()
+					return
+				}
+			}
+		}()
+		touch := func() {
+			select {
+			case activity <- struct{}{}:
+			default:
+			}
+		}
+		req, _ := http.NewRequestWithContext(actx, http.MethodGet, base+"/v1/requests/"+id+"/stream", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		if len(seqs) > 0 {
+			req.Header.Set("Last-Event-ID", strconv.FormatInt(seqs[len(seqs)-1], 10))
+		}
+		final := false
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			lastErr = err
+		} else {
+			if resp.StatusCode == http.StatusOK {
+				sc := bufio.NewScanner(resp.Body)
+				sc.Buffer(make([]byte, 1<<20), 1<<20)
+				for sc.Scan() {
+					touch()
+					data, ok := strings.CutPrefix(sc.Text(), "data: ")
+					if !ok {
+						continue
+					}
+					var f e2a.Response
+					if err := json.Unmarshal([]byte(data), &f); err != nil || f.RequestID != id {
+						continue // an error event, not a frame
+					}
+					seqs = append(seqs, f.Sequence)
+					if f.IsFinal {
+						final = true
+						break
+					}
+				}
+				lastErr = sc.Err()
+			} else {
+				lastErr = fmt.Errorf("status %d", resp.StatusCode)
+			}
+			resp.Body.Close()
+		}
+		cancel()
+		if final {
+			return seqs, nil
+		}
+		if stalled.Load() {
+			lastErr = fmt.Errorf("stalled %v: %w", sseStallTimeout, lastErr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return seqs, fmt.Errorf("no final frame: %v", lastErr)
+}
+
+// waitFrames waits until id has at least n frames.
+func waitFrames(t *testing.T, ctx context.Context, nc *nats.Conn, id string, n int) {
+	t.Helper()
+	subj, _ := subjects.Response(id)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		msgs, err := streams.DirectGetAll(cctx, nc, streams.ResponsesStream, subj, 0, 64)
+		cancel()
+		if err == nil && len(msgs) >= n {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s: fewer than %d frames: %v", id, n, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// storedFrames reads every stored frame of id.
+func storedFrames(t *testing.T, ctx context.Context, nc *nats.Conn, id string) []*e2a.Response {
+	t.Helper()
+	subj, _ := subjects.Response(id)
+	var msgs []streams.RawMsg
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		msgs, err = streams.DirectGetAll(cctx, nc, streams.ResponsesStream, subj, 0, 256)
+		cancel()
+		if err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("%s: read frames: %v", id, err)
+	}
+	var out []*e2a.Response
+	for _, m := range msgs {
+		r, err := e2a.ResponseFromJSON(m.Data)
+		if err != nil {
+			t.Fatalf("%s: frame at %d: %v", id, m.Seq, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// checkAllComplete waits until every request of ids is complete in source
+// with audit.Replay, then fails on any violation.
+func checkAllComplete(t *testing.T, ctx context.Context, nc *nats.Conn, ids []string, source audit.Source) {
+	t.Helper()
+	a, err := audit.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last map[string]*audit.Summary
+	for {
+		last = map[string]*audit.Summary{}
+		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		_, err := a.Replay(rctx, audit.Query{RequestIDs: ids, Source: source, NoFrames: true}, func(r audit.Record) error {
+			if r.Kind == audit.KindSummary {
+				last[r.RequestID] = r.Summary
+			}
+			return nil
+		})
+		cancel()
+		pending := 0
+		for _, id := range ids {
+			if s := last[id]; s == nil || s.State != audit.StateComplete {
+				pending++
+			}
+		}
+		if err == nil && pending == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s: %d of %d requests not complete (last error %v)", source, pending, len(ids), err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	for _, id := range ids {
+		if s := last[id]; !s.OK() {
+			t.Errorf("%s: %s: %v", source, id, s.Violations)
+		}
+	}
+}

@@ -1,0 +1,209 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+)
+
+// recordingRegisterer registers on a real registry and remembers every
+// metric name and its labels.
+type recordingRegisterer struct {
+	reg *prometheus.Registry
+	mu  sync.Mutex
+	m   map[string][]string // name -> variable labels
+}
+
+var (
+	descName   = regexp.MustCompile(`fqName: "([^"]+)"`)
+	descLabels = regexp.MustCompile(`variableLabels: \{([^}]*)\}`)
+)
+
+func (r *recordingRegisterer) record(c prometheus.Collector) {
+	ch := make(chan *prometheus.Desc, 64)
+	go func() { c.Describe(ch); close(ch) }()
+	for d := range ch {
+		s := d.String()
+		n := descName.FindStringSubmatch(s)
+		if n == nil {
+			continue
+		}
+		var labels []string
+		if l := descLabels.FindStringSubmatch(s); l != nil && l[1] != "" {
+			for _, x := range strings.Split(l[1], ",") {
+				labels = append(labels, strings.TrimSuffix(strings.TrimPrefix(x, "c("), ")"))
+			}
+		}
+		r.mu.Lock()
+		r.m[n[1]] = labels
+		r.mu.Unlock()
+	}
+}
+
+func (r *recordingRegisterer) Register(c prometheus.Collector) error {
+	r.record(c)
+	return r.reg.Register(c)
+}
+
+func (r *recordingRegisterer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func (r *recordingRegisterer) Unregister(c prometheus.Collector) bool { return r.reg.Unregister(c) }
+
+func (r *recordingRegisterer) names() map[string][]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string][]string, len(r.m))
+	for k, v := range r.m {
+		out[k] = v
+	}
+	return out
+}
+
+// exporterMetrics are the prometheus-nats-exporter series the dashboard
+// may use (-prefix=nats, as the NATS Helm chart runs it; collector/jsz.go).
+var exporterMetrics = map[string]bool{
+	"nats_consumer_num_pending":     true,
+	"nats_consumer_num_ack_pending": true,
+	"nats_consumer_num_redelivered": true,
+	"nats_consumer_num_waiting":     true,
+	"nats_stream_total_messages":    true,
+	"nats_stream_total_bytes":       true,
+}
+
+// TestGrafanaDashboard checks deploy/grafana/e2a-dashboard.json against
+// the metrics the stages really register: every e2a_* series it queries
+// exists with the labels it groups by, every registered e2a_* metric has a
+// panel, and the NATS exporter's consumer metrics (pending, ack pending,
+// redelivered) are there.
+func TestGrafanaDashboard(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("grafana", "e2a-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		UID    string `json:"uid"`
+		Panels []struct {
+			Type    string `json:"type"`
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("dashboard JSON: %v", err)
+	}
+
+	// The metrics of ingress, egress and an agent pool, as registered.
+	_, nc := natstest.RunServer(t)
+	rec := &recordingRegisterer{reg: prometheus.NewRegistry(), m: map[string][]string{}}
+	eg, err := egress.New(nc, egress.WithRegisterer(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eg.Close()
+	if _, err := ingress.New(nc, eg, ingress.WithRegisterer(rec)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(ctx, nc, demo.Pool, demo.New(), agent.WithMetrics(rec)) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := rec.names()["e2a_agent_in_flight"]; ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("agent metrics not registered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	registered := rec.names()
+
+	metricRe := regexp.MustCompile(`\b((?:e2a|nats)_[a-z0-9_]+)\b`)
+	byRe := regexp.MustCompile(`by \(([^)]*)\)`)
+	used := map[string]bool{}
+	for _, p := range dash.Panels {
+		if p.Type == "row" {
+			continue
+		}
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			var groupBy []string
+			for _, m := range byRe.FindAllStringSubmatch(tg.Expr, -1) {
+				for _, l := range strings.Split(m[1], ",") {
+					if l = strings.TrimSpace(l); l != "le" {
+						groupBy = append(groupBy, l)
+					}
+				}
+			}
+			for _, m := range metricRe.FindAllString(tg.Expr, -1) {
+				if strings.HasPrefix(m, "nats_") {
+					if !exporterMetrics[m] {
+						t.Errorf("panel %q: %s is not a metric of the NATS exporter", p.Title, m)
+					}
+					used[m] = true
+					continue
+				}
+				name := m
+				for _, suf := range []string{"_bucket", "_sum", "_count"} {
+					name = strings.TrimSuffix(name, suf)
+				}
+				labels, ok := registered[name]
+				if !ok {
+					t.Errorf("panel %q: %s is not registered by any stage", p.Title, m)
+					continue
+				}
+				used[name] = true
+				for _, l := range groupBy {
+					if !slices.Contains(labels, l) {
+						t.Errorf("panel %q: %s has no label %q (labels %v)", p.Title, name, l, labels)
+					}
+				}
+			}
+		}
+	}
+	var missing []string
+	for name := range registered {
+		if strings.HasPrefix(name, "e2a_") && !used[name] {
+			missing = append(missing, name)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("metrics without a panel: %v", missing)
+	}
+	for _, m := range []string{"nats_consumer_num_pending", "nats_consumer_num_ack_pending", "nats_consumer_num_redelivered"} {
+		if !used[m] {
+			t.Errorf("dashboard does not show %s", m)
+		}
+	}
+}

@@ -1,0 +1,509 @@
+package deploy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+)
+
+// scaledObject is KEDA's ScaledObject (keda.sh/v1alpha1), the fields of
+// its CRD this project may use; decoding is strict, so a misspelt or
+// unknown field fails.
+type scaledObject struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       struct {
+		ScaleTargetRef struct {
+			APIVersion             string `json:"apiVersion,omitempty"`
+			Kind                   string `json:"kind,omitempty"`
+			Name                   string `json:"name"`
+			EnvSourceContainerName string `json:"envSourceContainerName,omitempty"`
+		} `json:"scaleTargetRef"`
+		PollingInterval       *int32 `json:"pollingInterval,omitempty"`
+		InitialCooldownPeriod *int32 `json:"initialCooldownPeriod,omitempty"`
+		CooldownPeriod        *int32 `json:"cooldownPeriod,omitempty"`
+		IdleReplicaCount      *int32 `json:"idleReplicaCount,omitempty"`
+		MinReplicaCount       *int32 `json:"minReplicaCount,omitempty"`
+		MaxReplicaCount       *int32 `json:"maxReplicaCount,omitempty"`
+		Fallback              *struct {
+			FailureThreshold int32  `json:"failureThreshold"`
+			Replicas         int32  `json:"replicas"`
+			Behavior         string `json:"behavior,omitempty"`
+		} `json:"fallback,omitempty"`
+		Advanced *struct {
+			RestoreToOriginalReplicaCount bool `json:"restoreToOriginalReplicaCount,omitempty"`
+			HorizontalPodAutoscalerConfig *struct {
+				Name     string                                         `json:"name,omitempty"`
+				Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior `json:"behavior,omitempty"`
+			} `json:"horizontalPodAutoscalerConfig,omitempty"`
+		} `json:"advanced,omitempty"`
+		Triggers []struct {
+			Type              string            `json:"type"`
+			Name              string            `json:"name,omitempty"`
+			UseCachedMetrics  bool              `json:"useCachedMetrics,omitempty"`
+			MetricType        string            `json:"metricType,omitempty"`
+			Metadata          map[string]string `json:"metadata"`
+			AuthenticationRef *struct {
+				Name string `json:"name"`
+				Kind string `json:"kind,omitempty"`
+			} `json:"authenticationRef,omitempty"`
+		} `json:"triggers"`
+	} `json:"spec"`
+}
+
+// natsJetStreamTrigger lists the metadata of KEDA's nats-jetstream scaler.
+var natsJetStreamTrigger = map[string]bool{
+	"natsServerMonitoringEndpoint": true, "account": true, "stream": true, "consumer": true,
+	"lagThreshold": true, "activationLagThreshold": true, "useHttps": true,
+}
+
+// manifests holds every object of deploy/k8s, strictly decoded.
+type manifests struct {
+	files        []string
+	namespaces   []*corev1.Namespace
+	configMaps   []*corev1.ConfigMap
+	secrets      []*corev1.Secret
+	services     []*corev1.Service
+	deployments  []*appsv1.Deployment
+	jobs         []*batchv1.Job
+	hpas         []*autoscalingv2.HorizontalPodAutoscaler
+	pdbs         []*policyv1.PodDisruptionBudget
+	scaledObject []*scaledObject
+}
+
+// splitDocs splits a multi-document YAML file.
+func splitDocs(data []byte) [][]byte {
+	var out [][]byte
+	for _, d := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(data), -1) {
+		if strings.TrimSpace(stripComments(d)) != "" {
+			out = append(out, []byte(d))
+		}
+	}
+	return out
+}
+
+func stripComments(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
+// strictDecode decodes a YAML document into v as the API server does:
+// field names case-sensitive, unknown and duplicate fields refused
+// (sigs.k8s.io/json). encoding/json alone would accept a field name that
+// differs in case only (readOnlyRootFileSystem).
+func strictDecode(doc []byte, v any) error {
+	j, err := yaml.YAMLToJSONStrict(doc)
+	if err != nil {
+		return err
+	}
+	strictErrs, err := kjson.UnmarshalStrict(j, v)
+	if err != nil {
+		return err
+	}
+	return errors.Join(strictErrs...)
+}
+
+// strict decodes doc into v with strictDecode, failing t on error.
+func strict(t *testing.T, where string, doc []byte, v any) {
+	t.Helper()
+	if err := strictDecode(doc, v); err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+}
+
+func loadManifests(t *testing.T) *manifests {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join("k8s", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &manifests{}
+	for _, p := range paths {
+		if filepath.Base(p) == "nats-values.yaml" {
+			continue // Helm values, checked by TestNATSHelmValues
+		}
+		m.files = append(m.files, filepath.ToSlash(p))
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, doc := range splitDocs(data) {
+			where := fmt.Sprintf("%s#%d", p, i)
+			var tm metav1.TypeMeta
+			if err := yaml.Unmarshal(doc, &tm); err != nil {
+				t.Fatalf("%s: %v", where, err)
+			}
+			switch tm.APIVersion + " " + tm.Kind {
+			case "v1 Namespace":
+				v := &corev1.Namespace{}
+				strict(t, where, doc, v)
+				m.namespaces = append(m.namespaces, v)
+			case "v1 ConfigMap":
+				v := &corev1.ConfigMap{}
+				strict(t, where, doc, v)
+				m.configMaps = append(m.configMaps, v)
+			case "v1 Secret":
+				v := &corev1.Secret{}
+				strict(t, where, doc, v)
+				m.secrets = append(m.secrets, v)
+			case "v1 Service":
+				v := &corev1.Service{}
+				strict(t, where, doc, v)
+				m.services = append(m.services, v)
+			case "apps/v1 Deployment":
+				v := &appsv1.Deployment{}
+				strict(t, where, doc, v)
+				m.deployments = append(m.deployments, v)
+			case "batch/v1 Job":
+				v := &batchv1.Job{}
+				strict(t, where, doc, v)
+				m.jobs = append(m.jobs, v)
+			case "autoscaling/v2 HorizontalPodAutoscaler":
+				v := &autoscalingv2.HorizontalPodAutoscaler{}
+				strict(t, where, doc, v)
+				m.hpas = append(m.hpas, v)
+			case "policy/v1 PodDisruptionBudget":
+				v := &policyv1.PodDisruptionBudget{}
+				strict(t, where, doc, v)
+				m.pdbs = append(m.pdbs, v)
+			case "keda.sh/v1alpha1 ScaledObject":
+				v := &scaledObject{}
+				strict(t, where, doc, v)
+				m.scaledObject = append(m.scaledObject, v)
+			default:
+				t.Fatalf("%s: unexpected kind %q %q", where, tm.APIVersion, tm.Kind)
+			}
+		}
+	}
+	return m
+}
+
+func (m *manifests) deployment(name string) *appsv1.Deployment {
+	for _, d := range m.deployments {
+		if d.Name == name {
+			return d
+		}
+	}
+	return nil
+}
+
+// matching returns the deployments whose pods sel selects.
+func (m *manifests) matching(t *testing.T, sel *metav1.LabelSelector) []string {
+	t.Helper()
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range m.deployments {
+		if s.Matches(labels.Set(d.Spec.Template.Labels)) {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}
+
+func TestKubernetesManifests(t *testing.T) {
+	m := loadManifests(t)
+	if len(m.deployments) < 3 || len(m.services) < 3 || len(m.hpas) != 1 || len(m.scaledObject) < 2 || len(m.pdbs) < 3 || len(m.jobs) != 1 {
+		t.Fatalf("missing objects: %d deployments, %d services, %d HPA, %d ScaledObjects, %d PDBs, %d jobs",
+			len(m.deployments), len(m.services), len(m.hpas), len(m.scaledObject), len(m.pdbs), len(m.jobs))
+	}
+	users := natsUsersFromAccounts(t)
+	secretKeys := map[string]bool{}
+	for _, s := range m.secrets {
+		for k := range s.StringData {
+			secretKeys[k] = true
+		}
+	}
+	for u := range natsUsers {
+		if !secretKeys[u] {
+			t.Errorf("example secret lacks user %s", u)
+		}
+	}
+	configKeys := map[string]bool{}
+	for _, cm := range m.configMaps {
+		for k := range cm.Data {
+			configKeys[k] = true
+		}
+	}
+	for _, k := range []string{"E2A_NATS_URL", "E2A_REPLICAS", "E2A_HTTP_ADDR"} {
+		if !configKeys[k] {
+			t.Errorf("e2a-config lacks %s", k)
+		}
+	}
+	for _, ns := range m.namespaces {
+		if ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
+			t.Errorf("namespace %s does not enforce the restricted pod security standard", ns.Name)
+		}
+	}
+
+	checkPod := func(kind, name string, spec corev1.PodSpec, probes bool) {
+		t.Helper()
+		where := kind + " " + name
+		psc := spec.SecurityContext
+		if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 ||
+			psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("%s: pod security context %+v", where, psc)
+		}
+		if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+			t.Errorf("%s: service account token mounted", where)
+		}
+		for _, c := range spec.Containers {
+			sc := c.SecurityContext
+			if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+				sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+				sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) > 0 {
+				t.Errorf("%s/%s: container security context %+v", where, c.Name, sc)
+			}
+			if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+				t.Errorf("%s/%s: resources %+v", where, c.Name, c.Resources)
+			}
+			if c.Image == "" || !strings.HasPrefix(c.Image, "e2a-pipeline/e2a") {
+				t.Errorf("%s/%s: image %q", where, c.Name, c.Image)
+			}
+			user, hasPassword := "", false
+			for _, e := range c.Env {
+				switch e.Name {
+				case "E2A_NATS_USER":
+					user = e.Value
+				case "E2A_NATS_PASSWORD":
+					hasPassword = e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil
+					if hasPassword && e.ValueFrom.SecretKeyRef.Key != user {
+						t.Errorf("%s/%s: password of %q read from key %q", where, c.Name, user, e.ValueFrom.SecretKeyRef.Key)
+					}
+				}
+			}
+			if !users[user] || !hasPassword {
+				t.Errorf("%s/%s: NATS user %q (in accounts.conf: %v), password from a secret: %v", where, c.Name, user, users[user], hasPassword)
+			}
+			if !probes {
+				continue
+			}
+			for probe, want := range map[string]struct {
+				p    *corev1.Probe
+				path string
+			}{"liveness": {c.LivenessProbe, "/healthz"}, "readiness": {c.ReadinessProbe, "/readyz"}, "startup": {c.StartupProbe, "/healthz"}} {
+				if want.p == nil || want.p.HTTPGet == nil || want.p.HTTPGet.Path != want.path || want.p.HTTPGet.Port.String() != "http" {
+					t.Errorf("%s/%s: %s probe %+v, want GET %s on port http", where, c.Name, probe, want.p, want.path)
+				}
+			}
+			if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 8080 {
+				t.Errorf("%s/%s: ports %+v", where, c.Name, c.Ports)
+			}
+		}
+	}
+
+	for _, d := range m.deployments {
+		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+		if err != nil || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+			t.Errorf("deployment %s: selector does not select its pods (%v)", d.Name, err)
+		}
+		checkPod("deployment", d.Name, d.Spec.Template.Spec, true)
+		args := d.Spec.Template.Spec.Containers[0].Args
+		switch {
+		case len(args) > 0 && args[0] == "serve":
+		case len(args) >= 3 && args[0] == "agent" && args[1] == "--pool":
+			if want := "agent-" + args[2]; d.Spec.Template.Spec.Containers[0].Env[1].Value != want {
+				t.Errorf("deployment %s: pool %s runs as NATS user %q, want %q", d.Name, args[2], d.Spec.Template.Spec.Containers[0].Env[1].Value, want)
+			}
+		default:
+			t.Errorf("deployment %s: args %q", d.Name, args)
+		}
+		// Every deployment has a PDB and exactly one autoscaler.
+		var pdbs, scalers int
+		for _, p := range m.pdbs {
+			if slices.Contains(m.matching(t, p.Spec.Selector), d.Name) {
+				pdbs++
+			}
+		}
+		for _, h := range m.hpas {
+			if h.Spec.ScaleTargetRef.Kind == "Deployment" && h.Spec.ScaleTargetRef.Name == d.Name {
+				scalers++
+			}
+		}
+		for _, so := range m.scaledObject {
+			if so.Spec.ScaleTargetRef.Name == d.Name {
+				scalers++
+			}
+		}
+		if pdbs != 1 || scalers != 1 {
+			t.Errorf("deployment %s: %d PDBs, %d autoscalers; want 1 and 1", d.Name, pdbs, scalers)
+		}
+	}
+	for _, j := range m.jobs {
+		checkPod("job", j.Name, j.Spec.Template.Spec, false)
+		if c := j.Spec.Template.Spec.Containers[0]; !slices.Equal(c.Args, []string{"streams", "apply"}) || c.Env[0].Value != "admin" {
+			t.Errorf("job %s: args %q user %q", j.Name, c.Args, c.Env[0].Value)
+		}
+	}
+	for _, s := range m.services {
+		if got := m.matching(t, &metav1.LabelSelector{MatchLabels: s.Spec.Selector}); len(got) != 1 {
+			t.Errorf("service %s selects deployments %v", s.Name, got)
+		}
+	}
+	for _, h := range m.hpas {
+		d := m.deployment(h.Spec.ScaleTargetRef.Name)
+		if d == nil || h.Spec.ScaleTargetRef.APIVersion != "apps/v1" || h.Spec.MinReplicas == nil || *h.Spec.MinReplicas < 2 || h.Spec.MaxReplicas < *h.Spec.MinReplicas {
+			t.Errorf("HPA %s: %+v", h.Name, h.Spec)
+		}
+	}
+	for _, so := range m.scaledObject {
+		d := m.deployment(so.Spec.ScaleTargetRef.Name)
+		if d == nil {
+			t.Errorf("ScaledObject %s targets %q", so.Metadata.Name, so.Spec.ScaleTargetRef.Name)
+			continue
+		}
+		pool := d.Spec.Template.Spec.Containers[0].Args[2]
+		if len(so.Spec.Triggers) != 1 {
+			t.Fatalf("ScaledObject %s: %d triggers", so.Metadata.Name, len(so.Spec.Triggers))
+		}
+		tr := so.Spec.Triggers[0]
+		if tr.Type != "nats-jetstream" {
+			t.Errorf("ScaledObject %s: trigger %q", so.Metadata.Name, tr.Type)
+		}
+		for k := range tr.Metadata {
+			if !natsJetStreamTrigger[k] {
+				t.Errorf("ScaledObject %s: unknown nats-jetstream metadata %q", so.Metadata.Name, k)
+			}
+		}
+		want := map[string]string{"account": "E2A", "stream": "E2A_REQUESTS", "consumer": "agent-" + pool}
+		for k, v := range want {
+			if tr.Metadata[k] != v {
+				t.Errorf("ScaledObject %s: %s = %q, want %q", so.Metadata.Name, k, tr.Metadata[k], v)
+			}
+		}
+		if !strings.HasSuffix(tr.Metadata["natsServerMonitoringEndpoint"], ":8222") || tr.Metadata["lagThreshold"] == "" {
+			t.Errorf("ScaledObject %s: metadata %v", so.Metadata.Name, tr.Metadata)
+		}
+		if so.Spec.MinReplicaCount == nil || *so.Spec.MinReplicaCount < 1 {
+			t.Errorf("ScaledObject %s: min replicas must be ≥ 1", so.Metadata.Name)
+		}
+		// More workers than the consumer lets have requests in flight
+		// would idle: replicas × concurrency ≤ MaxAckPending.
+		args := d.Spec.Template.Spec.Containers[0].Args
+		if i := slices.Index(args, "--concurrency"); i < 0 || i+1 >= len(args) {
+			t.Errorf("deployment %s: no --concurrency", d.Name)
+		} else if n, err := strconv.Atoi(args[i+1]); err != nil || so.Spec.MaxReplicaCount == nil || int(*so.Spec.MaxReplicaCount)*n > agent.DefaultMaxAckPending {
+			t.Errorf("ScaledObject %s: %v replicas × concurrency %s exceed MaxAckPending %d", so.Metadata.Name, so.Spec.MaxReplicaCount, args[i+1], agent.DefaultMaxAckPending)
+		} else if lag, err := strconv.Atoi(tr.Metadata["lagThreshold"]); err != nil || lag > n {
+			t.Errorf("ScaledObject %s: lagThreshold %q above the concurrency %d of a replica", so.Metadata.Name, tr.Metadata["lagThreshold"], n)
+		}
+	}
+
+	// The kustomization lists every manifest file and the accounts file.
+	var k struct {
+		APIVersion         string   `json:"apiVersion"`
+		Kind               string   `json:"kind"`
+		Namespace          string   `json:"namespace"`
+		Resources          []string `json:"resources"`
+		ConfigMapGenerator []struct {
+			Name    string   `json:"name"`
+			Files   []string `json:"files"`
+			Options struct {
+				DisableNameSuffixHash bool              `json:"disableNameSuffixHash"`
+				Labels                map[string]string `json:"labels"`
+			} `json:"options"`
+		} `json:"configMapGenerator"`
+		Images []struct {
+			Name    string `json:"name"`
+			NewTag  string `json:"newTag"`
+			NewName string `json:"newName,omitempty"`
+		} `json:"images"`
+	}
+	data, err := os.ReadFile("kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict(t, "kustomization.yaml", data, &k)
+	var listed []string
+	for _, f := range m.files {
+		if !strings.HasSuffix(f, ".example.yaml") {
+			listed = append(listed, f)
+		}
+	}
+	sort.Strings(listed)
+	res := slices.Clone(k.Resources)
+	sort.Strings(res)
+	if !slices.Equal(res, listed) {
+		t.Errorf("kustomization resources %v, manifests %v", res, listed)
+	}
+	if len(k.ConfigMapGenerator) != 1 || k.ConfigMapGenerator[0].Name != "nats-e2a-accounts" ||
+		!slices.Equal(k.ConfigMapGenerator[0].Files, []string{"nats/accounts.conf"}) || !k.ConfigMapGenerator[0].Options.DisableNameSuffixHash {
+		t.Errorf("kustomization configMapGenerator %+v", k.ConfigMapGenerator)
+	}
+}
+
+// natsUsersFromAccounts returns the user names of deploy/nats/accounts.conf.
+func natsUsersFromAccounts(t *testing.T) map[string]bool {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("nats", "accounts.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\{user = ([a-z-]+),`).FindAllSubmatch(data, -1) {
+		out[string(m[1])] = true
+	}
+	if len(out) != len(natsUsers) {
+		t.Fatalf("accounts.conf users %v, test knows %d", out, len(natsUsers))
+	}
+	return out
+}
+
+// TestManifestsRejectUnknownFields makes sure the strict decoding above
+// does catch a misspelt field (the test would be worthless otherwise).
+func TestManifestsRejectUnknownFields(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("k8s", "serve.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := splitDocs(data)[0]
+	bad := bytes.Replace(doc, []byte("readOnlyRootFilesystem"), []byte("readOnlyRootFileSystem"), 1)
+	if err := strictDecode(bad, &appsv1.Deployment{}); err == nil {
+		t.Fatal("a misspelt field decoded")
+	}
+	if err := strictDecode(append(append([]byte{}, doc...), []byte("\nextra: 1\n")...), &appsv1.Deployment{}); err == nil {
+		t.Fatal("an unknown field decoded")
+	}
+	so, err := os.ReadFile(filepath.Join("k8s", "agent-demo.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scaled []byte
+	for _, d := range splitDocs(so) {
+		if bytes.Contains(d, []byte("kind: ScaledObject")) {
+			scaled = d
+		}
+	}
+	bad = bytes.Replace(scaled, []byte("minReplicaCount"), []byte("minReplicas"), 1)
+	if err := strictDecode(bad, &scaledObject{}); err == nil {
+		t.Fatal("a misspelt ScaledObject field decoded")
+	}
+}

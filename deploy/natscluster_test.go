@@ -1,0 +1,310 @@
+package deploy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// Users of deploy/nats/accounts.conf and the environment variable holding
+// each one's password.
+var natsUsers = map[string]string{
+	"admin":          "E2A_NATS_ADMIN_PASSWORD",
+	"ingress":        "E2A_NATS_INGRESS_PASSWORD",
+	"egress":         "E2A_NATS_EGRESS_PASSWORD",
+	"serve":          "E2A_NATS_SERVE_PASSWORD",
+	"agent-demo":     "E2A_NATS_AGENT_DEMO_PASSWORD",
+	"agent-workflow": "E2A_NATS_AGENT_WORKFLOW_PASSWORD",
+	"audit":          "E2A_NATS_AUDIT_PASSWORD",
+	"sys":            "E2A_NATS_SYS_PASSWORD",
+}
+
+// natsConfigPath is the node configuration every process runs.
+func natsConfigPath(t testing.TB) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("nats", "nats-server.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// natsNode is one nats-server process.
+type natsNode struct {
+	name                        string
+	port, httpPort, clusterPort int
+	dir, logPath                string
+	cmd                         *exec.Cmd
+	done                        chan struct{}
+}
+
+// natsCluster is a cluster of real nats-server processes on loopback ports
+// running deploy/nats/nats-server.conf.
+type natsCluster struct {
+	t         testing.TB
+	passwords map[string]string
+	nodes     []*natsNode
+}
+
+func randomSecret(t testing.TB) string {
+	b := make([]byte, 18)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+func freeLoopbackPorts(t testing.TB, n int) []int {
+	t.Helper()
+	ls := make([]net.Listener, n)
+	ports := make([]int, n)
+	for i := range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls[i], ports[i] = l, l.Addr().(*net.TCPAddr).Port
+	}
+	for _, l := range ls {
+		_ = l.Close()
+	}
+	return ports
+}
+
+// startNATSCluster starts n nats-server processes with the shipped
+// configuration: the loopback ports and routes come from the command line
+// (they override the file), the server name, the store directory and the
+// users' passwords from the environment, as in production.
+func startNATSCluster(t testing.TB, n int) *natsCluster {
+	t.Helper()
+	bin := natsServerBinary(t)
+	conf := natsConfigPath(t)
+	c := &natsCluster{t: t, passwords: map[string]string{}}
+	env := os.Environ()
+	for user, v := range natsUsers {
+		c.passwords[user] = randomSecret(t)
+		env = append(env, v+"="+c.passwords[user])
+	}
+	ports := freeLoopbackPorts(t, 3*n)
+	var routes []string
+	for i := range n {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[3*i+2]))
+	}
+	for i := range n {
+		nd := &natsNode{
+			name: fmt.Sprintf("nats-%d", i+1),
+			port: ports[3*i], httpPort: ports[3*i+1], clusterPort: ports[3*i+2],
+			dir: t.TempDir(),
+		}
+		nd.logPath = filepath.Join(nd.dir, "server.log")
+		c.nodes = append(c.nodes, nd)
+	}
+	t.Cleanup(c.stop)
+	for _, nd := range c.nodes {
+		args := []string{
+			"-c", conf,
+			"-a", "127.0.0.1", "-p", strconv.Itoa(nd.port), "-m", strconv.Itoa(nd.httpPort),
+			"--cluster", fmt.Sprintf("nats://127.0.0.1:%d", nd.clusterPort),
+			"--routes", strings.Join(routes, ","),
+			"-l", nd.logPath,
+		}
+		nd.cmd = exec.Command(bin, args...)
+		nd.cmd.Env = append(append([]string(nil), env...), "SERVER_NAME="+nd.name, "E2A_NATS_STORE_DIR="+filepath.Join(nd.dir, "js"))
+		// Before the log file is open, errors go to stderr.
+		out, err := os.Create(filepath.Join(nd.dir, "stderr.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd.cmd.Stdout, nd.cmd.Stderr = out, out
+		if err := nd.cmd.Start(); err != nil {
+			t.Fatalf("start %s: %v", nd.name, err)
+		}
+		nd.done = make(chan struct{})
+		go func(nd *natsNode) {
+			_ = nd.cmd.Wait()
+			_ = out.Close()
+			close(nd.done)
+		}(nd)
+	}
+	c.waitHealthy(30 * time.Second)
+	return c
+}
+
+// waitHealthy waits until every running node reports /healthz ok (JetStream
+// up, meta group with a leader, this node current).
+func (c *natsCluster) waitHealthy(within time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	for _, nd := range c.nodes {
+		if nd.exited() {
+			continue
+		}
+		for {
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", nd.httpPort))
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			if nd.exited() {
+				c.t.Fatalf("%s exited:\n%s", nd.name, nd.logTail())
+			}
+			if time.Now().After(deadline) {
+				c.t.Fatalf("%s not healthy after %v: %v\n%s", nd.name, within, err, nd.logTail())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+func (nd *natsNode) exited() bool {
+	select {
+	case <-nd.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (nd *natsNode) logTail() string {
+	stderr, _ := os.ReadFile(filepath.Join(nd.dir, "stderr.log"))
+	b, _ := os.ReadFile(nd.logPath)
+	b = append(stderr, b...)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// URL lists every node's client URL.
+func (c *natsCluster) URL() string {
+	var urls []string
+	for _, nd := range c.nodes {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", nd.port))
+	}
+	return strings.Join(urls, ",")
+}
+
+// node returns the node called name.
+func (c *natsCluster) node(name string) *natsNode {
+	for _, nd := range c.nodes {
+		if nd.name == name {
+			return nd
+		}
+	}
+	return nil
+}
+
+// kill crashes a node: SIGKILL, no lame duck, no leadership hand-over.
+func (c *natsCluster) kill(nd *natsNode) {
+	_ = nd.cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-nd.done:
+	case <-time.After(10 * time.Second):
+		c.t.Fatalf("%s did not die", nd.name)
+	}
+}
+
+func (c *natsCluster) stop() {
+	for _, nd := range c.nodes {
+		if nd.cmd != nil && nd.cmd.Process != nil && !nd.exited() {
+			_ = nd.cmd.Process.Signal(syscall.SIGKILL)
+			<-nd.done
+		}
+	}
+	if c.t.Failed() {
+		for _, nd := range c.nodes {
+			c.t.Logf("---- %s log (tail)\n%s", nd.name, nd.logTail())
+		}
+	}
+}
+
+// errSink collects a connection's asynchronous errors (permission
+// violations arrive that way).
+type errSink struct {
+	mu   sync.Mutex
+	errs []error
+	ch   chan struct{}
+}
+
+func (s *errSink) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
+	s.mu.Lock()
+	s.errs = append(s.errs, err)
+	s.mu.Unlock()
+	select {
+	case s.ch <- struct{}{}:
+	default:
+	}
+}
+
+// waitFor waits until an error containing all of subs arrived.
+func (s *errSink) waitFor(within time.Duration, subs ...string) error {
+	deadline := time.After(within)
+	for {
+		s.mu.Lock()
+		for _, e := range s.errs {
+			ok := true
+			for _, sub := range subs {
+				ok = ok && strings.Contains(strings.ToLower(e.Error()), strings.ToLower(sub))
+			}
+			if ok {
+				s.mu.Unlock()
+				return nil
+			}
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.ch:
+		case <-deadline:
+			return fmt.Errorf("no error containing %q", subs)
+		}
+	}
+}
+
+// connect connects as user with the production connection code
+// (streams.Connect), reconnecting fast.
+func (c *natsCluster) connect(user string) (*nats.Conn, *errSink) {
+	c.t.Helper()
+	sink := &errSink{ch: make(chan struct{}, 1)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nc, err := streams.Connect(ctx, streams.ConnConfig{
+		NatsURL: c.URL(), User: user, Password: c.passwords[user],
+		Name: "e2a-test-" + user, ReconnectWait: 100 * time.Millisecond,
+	}, nats.ErrorHandler(sink.handler))
+	if err != nil {
+		c.t.Fatalf("connect as %s: %v", user, err)
+	}
+	c.t.Cleanup(nc.Close)
+	return nc, sink
+}
+
+// jsz reads a node's /jsz.
+func (nd *natsNode) jsz(v any) error {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/jsz", nd.httpPort))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(v)
+}

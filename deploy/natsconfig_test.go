@@ -1,0 +1,347 @@
+package deploy
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"sigs.k8s.io/yaml"
+)
+
+// setNATSEnv sets every variable the NATS configuration reads.
+func setNATSEnv(t *testing.T) {
+	t.Helper()
+	t.Setenv("SERVER_NAME", "nats-1")
+	t.Setenv("E2A_NATS_STORE_DIR", t.TempDir())
+	for user, v := range natsUsers {
+		t.Setenv(v, "pw-"+user)
+	}
+}
+
+func userPerms(t *testing.T, opts *server.Options) map[string]*server.User {
+	t.Helper()
+	out := map[string]*server.User{}
+	for _, u := range opts.Users {
+		out[u.Username] = u
+	}
+	return out
+}
+
+// TestNATSServerConfig loads deploy/nats/nats-server.conf with the
+// server's own parser and checks what the pipeline relies on.
+func TestNATSServerConfig(t *testing.T) {
+	setNATSEnv(t)
+	opts, err := server.ProcessConfigFile(natsConfigPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !opts.SyncAlways {
+		t.Error("sync_interval is not always")
+	}
+	if opts.Cluster.Name != "e2a" || len(opts.Routes) != 3 {
+		t.Errorf("cluster %q with %d routes", opts.Cluster.Name, len(opts.Routes))
+	}
+	if opts.MaxPayload < 8<<20 || opts.HTTPPort != 8222 || opts.Port != 4222 {
+		t.Errorf("max_payload %d, http %d, port %d", opts.MaxPayload, opts.HTTPPort, opts.Port)
+	}
+	if opts.SystemAccount != "SYS" {
+		t.Errorf("system account %q", opts.SystemAccount)
+	}
+	users := userPerms(t, opts)
+	if len(users) != len(natsUsers) {
+		t.Fatalf("users %v", slices.Sorted(func(yield func(string) bool) {
+			for u := range users {
+				if !yield(u) {
+					return
+				}
+			}
+		}))
+	}
+	for name, u := range users {
+		if u.Password != "pw-"+name {
+			t.Errorf("%s: password not from %s", name, natsUsers[name])
+		}
+		switch name {
+		case "admin":
+			if u.Account.Name != "E2A" || u.Permissions != nil {
+				t.Errorf("admin: account %s, permissions %+v", u.Account.Name, u.Permissions)
+			}
+			continue
+		case "sys":
+			if u.Account.Name != "SYS" {
+				t.Errorf("sys in account %s", u.Account.Name)
+			}
+			continue
+		}
+		if u.Account.Name != "E2A" || u.Permissions == nil || u.Permissions.Publish == nil || u.Permissions.Subscribe == nil {
+			t.Errorf("%s: account %s, permissions %+v", name, u.Account.Name, u.Permissions)
+			continue
+		}
+		for _, s := range append(slices.Clone(u.Permissions.Publish.Allow), u.Permissions.Subscribe.Allow...) {
+			if !server.IsValidSubject(s) {
+				t.Errorf("%s: invalid subject %q", name, s)
+			}
+			if s == ">" || strings.HasPrefix(s, "$JS.API.>") || s == "$JS.>" {
+				t.Errorf("%s: allows everything with %q", name, s)
+			}
+		}
+	}
+	// Who may publish what, in a few words.
+	pub := func(user string) []string { return users[user].Permissions.Publish.Allow }
+	sub := func(user string) []string { return users[user].Permissions.Subscribe.Allow }
+	for _, c := range []struct {
+		user string
+		list []string
+		want []string
+		not  []string
+	}{
+		{"ingress", pub("ingress"), []string{"e2a.req.>", "e2a.ctl.>"}, []string{"e2a.resp.>"}},
+		{"egress", pub("egress"), []string{"$JS.API.DIRECT.GET.E2A_RESPONSES"}, []string{"e2a.req.>", "e2a.resp.>", "e2a.ctl.>"}},
+		{"egress", sub("egress"), []string{"e2a.live.>"}, []string{"e2a.req.>"}},
+		{"agent-demo", pub("agent-demo"), []string{"e2a.resp.>", "$JS.API.CONSUMER.MSG.NEXT.E2A_REQUESTS.agent-demo"}, []string{"e2a.req.>", "e2a.ctl.>"}},
+		{"audit", pub("audit"), []string{"$JS.API.DIRECT.GET.E2A_AUDIT"}, []string{"e2a.req.>", "e2a.resp.>", "e2a.ctl.>"}},
+		{"serve", pub("serve"), []string{"e2a.req.>"}, []string{"e2a.resp.>"}},
+	} {
+		for _, w := range c.want {
+			if !slices.Contains(c.list, w) {
+				t.Errorf("%s lacks %q", c.user, w)
+			}
+		}
+		for _, n := range c.not {
+			if slices.Contains(c.list, n) {
+				t.Errorf("%s has %q", c.user, n)
+			}
+		}
+	}
+	// serve is exactly ingress + egress.
+	union := map[string]bool{}
+	for _, s := range append(pub("ingress"), pub("egress")...) {
+		union[s] = true
+	}
+	var want []string
+	for s := range union {
+		want = append(want, s)
+	}
+	sort.Strings(want)
+	got := slices.Sorted(slices.Values(pub("serve")))
+	if !slices.Equal(got, want) {
+		t.Errorf("serve publish %v, want ingress ∪ egress %v", got, want)
+	}
+}
+
+// renderHelmMerge turns a Helm chart "merge" map into NATS configuration
+// text by the chart's rules: strings "<< x >>" are written unquoted, keys
+// ending in $include become include directives.
+func renderHelmMerge(m map[string]any) string {
+	var b strings.Builder
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	unquote := regexp.MustCompile(`"<<\s*(.*?)\s*>>"`)
+	for _, k := range keys {
+		if strings.HasSuffix(k, "$include") {
+			fmt.Fprintf(&b, "include %s;\n", m[k])
+			continue
+		}
+		var v strings.Builder
+		enc := json.NewEncoder(&v)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(m[k])
+		fmt.Fprintf(&b, "%q: %s\n", k, unquote.ReplaceAllString(strings.TrimSpace(v.String()), "$1"))
+	}
+	return b.String()
+}
+
+// TestNATSHelmValues checks deploy/k8s/nats-values.yaml: a 3-node
+// JetStream cluster on file storage, monitoring and the exporter on, and a
+// "merge" that, rendered as the chart renders it next to the mounted
+// accounts.conf, is a configuration the server accepts with fsync always
+// and the E2A users.
+func TestNATSHelmValues(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("k8s", "nats-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Config struct {
+			Cluster struct {
+				Enabled  bool `json:"enabled"`
+				Replicas int  `json:"replicas"`
+			} `json:"cluster"`
+			JetStream struct {
+				Enabled   bool `json:"enabled"`
+				FileStore struct {
+					Enabled bool   `json:"enabled"`
+					Dir     string `json:"dir"`
+					PVC     struct {
+						Enabled bool   `json:"enabled"`
+						Size    string `json:"size"`
+					} `json:"pvc"`
+				} `json:"fileStore"`
+				MemoryStore struct {
+					Enabled bool `json:"enabled"`
+				} `json:"memoryStore"`
+				Merge map[string]any `json:"merge"`
+			} `json:"jetstream"`
+			Monitor struct {
+				Enabled bool `json:"enabled"`
+				Port    int  `json:"port"`
+			} `json:"monitor"`
+			Merge map[string]any `json:"merge"`
+		} `json:"config"`
+		Container struct {
+			Env       map[string]any   `json:"env"`
+			Resources map[string]any   `json:"resources"`
+			Patch     []map[string]any `json:"patch"`
+		} `json:"container"`
+		PodTemplate struct {
+			Patch                     []map[string]any `json:"patch"`
+			TopologySpreadConstraints map[string]any   `json:"topologySpreadConstraints"`
+		} `json:"podTemplate"`
+		PodDisruptionBudget struct {
+			Enabled bool `json:"enabled"`
+		} `json:"podDisruptionBudget"`
+		PromExporter struct {
+			Enabled    bool `json:"enabled"`
+			PodMonitor struct {
+				Enabled bool `json:"enabled"`
+			} `json:"podMonitor"`
+		} `json:"promExporter"`
+		NatsBox struct {
+			Enabled bool `json:"enabled"`
+		} `json:"natsBox"`
+	}
+	if err := strictDecode(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	c := v.Config
+	if !c.Cluster.Enabled || c.Cluster.Replicas != 3 || !c.JetStream.Enabled || !c.JetStream.FileStore.Enabled ||
+		!c.JetStream.FileStore.PVC.Enabled || c.JetStream.MemoryStore.Enabled || !c.Monitor.Enabled || c.Monitor.Port != 8222 ||
+		!v.PromExporter.Enabled || !v.PodDisruptionBudget.Enabled {
+		t.Errorf("values %+v", v)
+	}
+	for _, env := range natsUsers {
+		if _, ok := v.Container.Env[env]; !ok {
+			t.Errorf("container.env lacks %s", env)
+		}
+	}
+
+	// Render the configuration the chart would write (server part reduced
+	// to what the merges touch) beside the accounts file, and load it.
+	dir := t.TempDir()
+	confDir := filepath.Join(dir, "nats-config")
+	accDir := filepath.Join(dir, "nats-e2a")
+	for _, d := range []string{confDir, accDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acc, err := os.ReadFile(filepath.Join("nats", "accounts.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(accDir, "accounts.conf"), acc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if mounts := fmt.Sprint(v.Container.Patch, v.PodTemplate.Patch); !strings.Contains(mounts, "/etc/nats-e2a") || !strings.Contains(mounts, "nats-e2a-accounts") {
+		t.Errorf("accounts ConfigMap not mounted at /etc/nats-e2a: %s", mounts)
+	}
+	setNATSEnv(t)
+	js := map[string]any{"store_dir": filepath.Join(dir, "data")}
+	for k, x := range c.JetStream.Merge {
+		js[k] = x
+	}
+	jsConf := renderHelmMerge(js)
+	conf := "server_name: nats-0\njetstream {\n" + jsConf + "}\n" + renderHelmMerge(c.Merge)
+	path := filepath.Join(confDir, "nats.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatalf("rendered configuration:\n%s\n%v", conf, err)
+	}
+	if !opts.SyncAlways || opts.MaxPayload < 8<<20 || len(userPerms(t, opts)) != len(natsUsers) {
+		t.Errorf("rendered configuration: sync always %v, max payload %d, %d users", opts.SyncAlways, opts.MaxPayload, len(opts.Users))
+	}
+}
+
+// TestComposeFile checks deploy/compose against the NATS configuration:
+// node names and routes, the users and their passwords' variables.
+func TestComposeFile(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("compose", "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Services map[string]struct {
+			Image       string            `json:"image"`
+			Command     []string          `json:"command"`
+			Hostname    string            `json:"hostname"`
+			Environment map[string]string `json:"environment"`
+			Volumes     []string          `json:"volumes"`
+			ReadOnly    bool              `json:"read_only"`
+			CapDrop     []string          `json:"cap_drop"`
+		} `json:"services"`
+	}
+	if err := yaml.Unmarshal(data, &f); err != nil { // anchors and merge keys
+		t.Fatal(err)
+	}
+	env, err := os.ReadFile(filepath.Join("compose", "dev.env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defined := map[string]bool{}
+	for _, l := range strings.Split(string(env), "\n") {
+		if k, _, ok := strings.Cut(l, "="); ok && !strings.HasPrefix(k, "#") {
+			defined[k] = true
+		}
+	}
+	for _, m := range regexp.MustCompile(`\$\{([A-Z0-9_]+)`).FindAllSubmatch(data, -1) {
+		if !defined[string(m[1])] {
+			t.Errorf("compose uses ${%s}, not in dev.env", m[1])
+		}
+	}
+	conf, _ := os.ReadFile(natsConfigPath(t))
+	for i := 1; i <= 3; i++ {
+		name := fmt.Sprintf("nats-%d", i)
+		s, ok := f.Services[name]
+		if !ok {
+			t.Fatalf("no service %s", name)
+		}
+		if s.Hostname != name || s.Environment["SERVER_NAME"] != name || s.Environment["E2A_NATS_STORE_DIR"] != "/data" ||
+			!slices.Contains(s.Volumes, "../nats:/etc/nats:ro") || !slices.Equal(s.Command, []string{"--config", "/etc/nats/nats-server.conf"}) {
+			t.Errorf("service %s: %+v", name, s)
+		}
+		if !strings.Contains(string(conf), "nats-route://"+name+":6222") {
+			t.Errorf("nats-server.conf has no route to %s", name)
+		}
+		for user, v := range natsUsers {
+			if s.Environment[v] == "" {
+				t.Errorf("service %s lacks the password of %s", name, user)
+			}
+		}
+	}
+	users := natsUsersFromAccounts(t)
+	for name, s := range f.Services {
+		if strings.HasPrefix(name, "nats-") {
+			continue
+		}
+		u := s.Environment["E2A_NATS_USER"]
+		if !users[u] || s.Environment["E2A_NATS_PASSWORD"] != "${"+natsUsers[u]+":?see dev.env}" {
+			t.Errorf("service %s: user %q password %q", name, u, s.Environment["E2A_NATS_PASSWORD"])
+		}
+		if !s.ReadOnly || !slices.Equal(s.CapDrop, []string{"ALL"}) || s.Environment["E2A_REPLICAS"] != "3" {
+			t.Errorf("service %s: read only %v, cap_drop %v, replicas %q", name, s.ReadOnly, s.CapDrop, s.Environment["E2A_REPLICAS"])
+		}
+	}
+}

@@ -1,0 +1,22 @@
+// Package audit holds the logic of the operator commands `e2a replay`,
+// `e2a tail` and `e2a publish`: it reads the durable streams without
+// consumers (batched direct gets, package streams), checks the frame
+// invariants of every request it reads (e2a.SequenceChecker and
+// Response.Validate), follows live traffic, and publishes envelopes
+// straight onto the request subjects with the headers ingress sets.
+//
+// Where a request is found:
+//
+//   - E2A_REQUESTS (its envelope, kept RequestsMaxAge, 24 h by default) and
+//     E2A_RESPONSES (its frames, kept ResponsesMaxAge, 24 h by default);
+//   - E2A_AUDIT, which sources both into bounded partitions and keeps them
+//     AuditMaxAge (90 days by default), append-only (DenyDelete,
+//     DenyPurge). A request's envelope and frames share one partition
+//     (subjects.AuditPartition), so finding one request there scans one
+//     partition, not the whole stream.
+//
+// Every result is a stream of [Record] values (the commands print them as
+// NDJSON): for each request, its envelope, its frames in stream order, then
+// a summary with the invariant violations found. The package never
+// modifies a stream; a read-only NATS user can run replay and tail.
+package audit

@@ -1,0 +1,490 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+var jsonUnmarshal = json.Unmarshal
+
+// Source tells Replay which streams to read.
+type Source string
+
+// Sources of Replay.
+const (
+	// SourceAuto reads E2A_REQUESTS and E2A_RESPONSES, and E2A_AUDIT for
+	// what they no longer hold (older than their max age, or frames that
+	// aged out first).
+	SourceAuto Source = "auto"
+	// SourceHot reads E2A_REQUESTS and E2A_RESPONSES only.
+	SourceHot Source = "hot"
+	// SourceAudit reads E2A_AUDIT only.
+	SourceAudit Source = "audit"
+)
+
+// StateNotFound is the state of a requested id found nowhere.
+const StateNotFound = "not_found"
+
+// ErrQuery reports an invalid Query.
+var ErrQuery = errors.New("audit: invalid query")
+
+// Query selects the requests Replay reads: RequestIDs, or every request
+// matching all the filters that are set (TaskID, ContextID, SessionID,
+// Pool) stored between Since and Until.
+type Query struct {
+	// RequestIDs are read one by one, in order. Since, when set, bounds
+	// the scan of E2A_AUDIT; the other filters must be empty.
+	RequestIDs []string
+	// Filters on the envelope: task_id, context_id, session_id.
+	TaskID    string
+	ContextID string
+	SessionID string
+	// Pool is the agent pool (the <agent> token of the request subject).
+	Pool string
+	// Since and Until bound the store time of the requests (zero: no
+	// bound).
+	Since, Until time.Time
+	// Source is SourceAuto (the default), SourceHot or SourceAudit.
+	Source Source
+	// Limit stops after that many requests (0: no limit).
+	Limit int
+	// NoFrames leaves frame records out (summaries still count and check
+	// every frame).
+	NoFrames bool
+}
+
+func (q *Query) validate() error {
+	switch q.Source {
+	case "":
+		q.Source = SourceAuto
+	case SourceAuto, SourceHot, SourceAudit:
+	default:
+		return fmt.Errorf("%w: source %q is not auto, hot or audit", ErrQuery, q.Source)
+	}
+	if q.Limit < 0 {
+		return fmt.Errorf("%w: negative limit", ErrQuery)
+	}
+	if !q.Since.IsZero() && !q.Until.IsZero() && q.Until.Before(q.Since) {
+		return fmt.Errorf("%w: until %s before since %s", ErrQuery, q.Until.Format(time.RFC3339), q.Since.Format(time.RFC3339))
+	}
+	if q.Pool != "" {
+		if err := subjects.ValidatePool(q.Pool); err != nil {
+			return fmt.Errorf("%w: %v", ErrQuery, err)
+		}
+	}
+	filtered := q.TaskID != "" || q.ContextID != "" || q.SessionID != ""
+	if len(q.RequestIDs) > 0 {
+		if filtered {
+			return fmt.Errorf("%w: give request ids or task/context/session filters, not both", ErrQuery)
+		}
+		for _, id := range q.RequestIDs {
+			if err := subjects.ValidateID(id); err != nil {
+				return fmt.Errorf("%w: %v", ErrQuery, err)
+			}
+		}
+		return nil
+	}
+	if !filtered && q.Pool == "" && q.Since.IsZero() && q.Until.IsZero() {
+		return fmt.Errorf("%w: give request ids, a task, context or session id, a pool, or a time range", ErrQuery)
+	}
+	return nil
+}
+
+func (q *Query) match(pool string, env *e2a.Envelope) bool {
+	if q.Pool != "" && pool != q.Pool {
+		return false
+	}
+	if q.TaskID == "" && q.ContextID == "" && q.SessionID == "" {
+		return true
+	}
+	if env == nil {
+		return false
+	}
+	return (q.TaskID == "" || env.TaskID == q.TaskID) &&
+		(q.ContextID == "" || env.ContextID == q.ContextID) &&
+		(q.SessionID == "" || env.SessionID == q.SessionID)
+}
+
+// Stats counts what Replay found.
+type Stats struct {
+	// Requests is the number of requests reported (found or not).
+	Requests int `json:"requests"`
+	// Frames is the number of frames read.
+	Frames int `json:"frames"`
+	// Complete, Incomplete, NoFrames and NotFound count requests by state.
+	Complete   int `json:"complete"`
+	Incomplete int `json:"incomplete"`
+	NoFrames   int `json:"no_frames"`
+	NotFound   int `json:"not_found"`
+	// Violations is the number of requests with at least one violation.
+	Violations int `json:"violations"`
+}
+
+func (s *Stats) add(sum *Summary) {
+	s.Requests++
+	s.Frames += sum.Frames
+	switch sum.State {
+	case StateComplete:
+		s.Complete++
+	case StateIncomplete:
+		s.Incomplete++
+	case StateNoFrames:
+		s.NoFrames++
+	case StateNotFound:
+		s.NotFound++
+	}
+	if !sum.OK() {
+		s.Violations++
+	}
+}
+
+// found is one request's messages.
+type found struct {
+	id     string
+	pool   string
+	req    *storedMsg
+	frames []*storedMsg
+}
+
+// replayCtx holds the stream states of one Replay.
+type replayCtx struct {
+	q         Query
+	requests  streamState
+	responses streamState
+	audit     streamState
+	emit      func(Record) error
+	stats     Stats
+}
+
+// Replay finds the requests q selects and calls emit, for each in turn,
+// with its envelope (KindRequest, when found), its frames in stream order
+// (KindFrame) and a KindSummary record holding the invariant checks. It
+// returns what it counted; violations are reported in the summaries, not
+// as an error. It returns ErrQuery for an invalid query, the error of emit,
+// and read errors.
+func (a *Auditor) Replay(ctx context.Context, q Query, emit func(Record) error) (Stats, error) {
+	if err := q.validate(); err != nil {
+		return Stats{}, err
+	}
+	rc := &replayCtx{q: q, emit: emit}
+	var err error
+	if rc.requests, err = a.state(ctx, streams.RequestsStream); err != nil {
+		return Stats{}, err
+	}
+	if rc.responses, err = a.state(ctx, streams.ResponsesStream); err != nil {
+		return Stats{}, err
+	}
+	if q.Source != SourceHot {
+		if rc.audit, err = a.state(ctx, streams.AuditStream); err != nil {
+			return Stats{}, err
+		}
+	}
+	if q.Source == SourceAudit && !rc.audit.exists {
+		return Stats{}, fmt.Errorf("audit: stream %s does not exist", streams.AuditStream)
+	}
+	if len(q.RequestIDs) > 0 {
+		for i, id := range q.RequestIDs {
+			if q.Limit > 0 && i >= q.Limit {
+				break
+			}
+			f, err := a.findByID(ctx, rc, id)
+			if err != nil {
+				return rc.stats, err
+			}
+			if err := rc.report(f); err != nil {
+				return rc.stats, err
+			}
+		}
+		return rc.stats, nil
+	}
+	err = a.scan(ctx, rc)
+	return rc.stats, err
+}
+
+// useHot and useAudit tell which streams the query reads.
+func (rc *replayCtx) useHot() bool   { return rc.q.Source != SourceAudit }
+func (rc *replayCtx) useAudit() bool { return rc.q.Source != SourceHot && rc.audit.exists }
+
+// needAudit reports whether the hot streams miss part of a request.
+func needAudit(f *found) bool {
+	if f.req == nil || len(f.frames) == 0 {
+		return true
+	}
+	var h frameHead
+	return jsonUnmarshal(f.frames[0].data, &h) != nil || h.Sequence == nil || *h.Sequence != 0
+}
+
+// requestTime is the earliest plausible time of a request: its store time,
+// or the envelope's timestamp when earlier, less a margin for clocks.
+func requestTime(m *storedMsg) time.Time {
+	t := m.time
+	if env, err := e2a.FromJSON(m.data); err == nil && env.Timestamp != "" {
+		if ts, err := e2a.ParseTime(env.Timestamp); err == nil && ts.Before(t) {
+			t = ts
+		}
+	}
+	return t.Add(-time.Minute)
+}
+
+func (a *Auditor) findByID(ctx context.Context, rc *replayCtx, id string) (*found, error) {
+	f := &found{id: id}
+	var err error
+	if rc.useHot() {
+		if f.req, err = a.hotRequest(ctx, rc.requests, id, rc.q.Pool); err != nil {
+			return nil, err
+		}
+		if f.frames, err = a.hotFrames(ctx, rc.responses, id); err != nil {
+			return nil, err
+		}
+	}
+	if rc.useAudit() && needAudit(f) {
+		from, err := a.seqAtTime(ctx, rc.audit, subjects.AllAudit, rc.q.Since)
+		if err != nil {
+			return nil, err
+		}
+		if f.req == nil {
+			if f.req, err = a.auditRequest(ctx, rc.audit, id, from); err != nil {
+				return nil, err
+			}
+		}
+		ffrom := from
+		if f.req != nil {
+			at, err := a.seqAtTime(ctx, rc.audit, subjects.AllAudit, requestTime(f.req))
+			if err != nil {
+				return nil, err
+			}
+			ffrom = max(from, at)
+		}
+		frames, err := a.auditFrames(ctx, rc.audit, id, ffrom)
+		if err != nil {
+			return nil, err
+		}
+		if len(frames) > len(f.frames) {
+			f.frames = frames
+		}
+	}
+	if f.req != nil {
+		if s, err := subjects.Parse(f.req.subject); err == nil {
+			f.pool = s.Agent
+		}
+	}
+	return f, nil
+}
+
+// report emits the records of one request.
+func (rc *replayCtx) report(f *found) error {
+	c := newChecker(f.id)
+	var frameRecs []Record
+	for _, m := range f.frames {
+		seq := c.add(m)
+		if !rc.q.NoFrames {
+			frameRecs = append(frameRecs, frameRecord(m, f.id, f.pool, seq))
+		}
+	}
+	sum := c.summary(f.req != nil)
+	if f.req == nil && len(f.frames) == 0 {
+		sum.State = StateNotFound
+	}
+	if f.req != nil {
+		if _, err := e2a.FromJSON(f.req.data); err != nil {
+			sum.Violations = append(sum.Violations, fmt.Sprintf("envelope at %s %d: %v", f.req.stream, f.req.seq, err))
+		}
+		if err := rc.emit(requestRecord(f.req, f.id, f.pool)); err != nil {
+			return err
+		}
+	}
+	for _, r := range frameRecs {
+		if err := rc.emit(r); err != nil {
+			return err
+		}
+	}
+	rc.stats.add(sum)
+	return rc.emit(Record{Kind: KindSummary, RequestID: f.id, Pool: f.pool, Summary: sum})
+}
+
+// scan reads the requests in the query's time range that match its
+// filters.
+func (a *Auditor) scan(ctx context.Context, rc *replayCtx) error {
+	q := rc.q
+	done := map[string]bool{}
+	limited := func() bool { return q.Limit > 0 && len(done) >= q.Limit }
+	if rc.useHot() && rc.requests.exists {
+		filter := subjects.AllRequests
+		if q.Pool != "" {
+			var err error
+			if filter, err = subjects.RequestFilter(q.Pool); err != nil {
+				return err
+			}
+		}
+		from, err := a.seqAtTime(ctx, rc.requests, subjects.AllRequests, q.Since)
+		if err != nil {
+			return err
+		}
+		for m, err := range a.seq(ctx, rc.requests.name, filter, from) {
+			if err != nil {
+				return err
+			}
+			if !q.Until.IsZero() && m.Time.After(q.Until) {
+				break
+			}
+			sm := hotMsg(rc.requests.name, m)
+			s, err := subjects.Parse(sm.subject)
+			if err != nil || s.Kind != subjects.KindRequest || done[s.RequestID] {
+				continue
+			}
+			env, _ := e2a.FromJSON(sm.data)
+			if !q.match(s.Agent, env) {
+				continue
+			}
+			done[s.RequestID] = true
+			f := &found{id: s.RequestID, pool: s.Agent, req: sm}
+			if f.frames, err = a.hotFrames(ctx, rc.responses, f.id); err != nil {
+				return err
+			}
+			if rc.useAudit() && needAudit(f) {
+				at, err := a.seqAtTime(ctx, rc.audit, subjects.AllAudit, requestTime(sm))
+				if err != nil {
+					return err
+				}
+				frames, err := a.auditFrames(ctx, rc.audit, f.id, at)
+				if err != nil {
+					return err
+				}
+				if len(frames) > len(f.frames) {
+					f.frames = frames
+				}
+			}
+			if err := rc.report(f); err != nil {
+				return err
+			}
+			if limited() {
+				return nil
+			}
+		}
+	}
+	if !rc.useAudit() || limited() {
+		return nil
+	}
+	// E2A_AUDIT: with SourceAuto only for the part of the range the hot
+	// stream no longer holds.
+	end := q.Until
+	if q.Source == SourceAuto && rc.requests.exists && rc.requests.first <= rc.requests.last {
+		if !q.Since.IsZero() && !q.Since.Before(rc.requests.firstTime) {
+			return nil
+		}
+		if end.IsZero() || rc.requests.firstTime.Before(end) {
+			end = rc.requests.firstTime
+		}
+	}
+	return a.scanAudit(ctx, rc, end, done)
+}
+
+// maxEarlyFrames bounds the frames scanAudit keeps for requests it has not
+// met yet (sourcing may store a frame before its request).
+const maxEarlyFrames = 10000
+
+// scanAudit reads E2A_AUDIT once from the query's Since: requests stored up
+// to end that match, and their frames, which may lie after end.
+func (a *Auditor) scanAudit(ctx context.Context, rc *replayCtx, end time.Time, done map[string]bool) error {
+	q := rc.q
+	from, err := a.seqAtTime(ctx, rc.audit, subjects.AllAudit, q.Since)
+	if err != nil {
+		return err
+	}
+	var (
+		order     []*found
+		byID      = map[string]*found{}
+		final     = map[string]bool{}
+		early     = map[string][]*storedMsg{}
+		earlyIDs  []string
+		earlyN    int
+		open      int
+		acceptNew = true
+	)
+	for m, err := range a.seq(ctx, rc.audit.name, subjects.AllAudit, from) {
+		if err != nil {
+			return err
+		}
+		sm := auditMsg(rc.audit.name, m)
+		s, perr := subjects.Parse(sm.subject)
+		if perr != nil {
+			continue
+		}
+		switch s.Kind {
+		case subjects.KindRequest:
+			if !acceptNew {
+				continue
+			}
+			if !end.IsZero() && sm.time.After(end) {
+				acceptNew = false
+				break
+			}
+			if done[s.RequestID] || byID[s.RequestID] != nil {
+				continue
+			}
+			env, _ := e2a.FromJSON(sm.data)
+			if !q.match(s.Agent, env) {
+				continue
+			}
+			f := &found{id: s.RequestID, pool: s.Agent, req: sm, frames: early[s.RequestID]}
+			earlyN -= len(early[s.RequestID])
+			delete(early, s.RequestID)
+			for _, fr := range f.frames {
+				if isFinal(fr.data) {
+					final[f.id] = true
+				}
+			}
+			byID[f.id] = f
+			order = append(order, f)
+			if !final[f.id] {
+				open++
+			}
+			if q.Limit > 0 && len(done)+len(order) >= q.Limit {
+				acceptNew = false
+			}
+		case subjects.KindResponse:
+			if f := byID[s.RequestID]; f != nil {
+				if final[f.id] {
+					f.frames = append(f.frames, sm) // after the final frame: reported
+					continue
+				}
+				f.frames = append(f.frames, sm)
+				if isFinal(sm.data) {
+					final[f.id] = true
+					open--
+				}
+			} else if acceptNew {
+				early[s.RequestID] = append(early[s.RequestID], sm)
+				earlyIDs = append(earlyIDs, s.RequestID)
+				earlyN++
+				for earlyN > maxEarlyFrames && len(earlyIDs) > 0 {
+					old := earlyIDs[0]
+					earlyIDs = earlyIDs[1:]
+					if fr := early[old]; len(fr) > 0 {
+						early[old] = fr[1:]
+						earlyN--
+						if len(early[old]) == 0 {
+							delete(early, old)
+						}
+					}
+				}
+			}
+		}
+		if !acceptNew && open == 0 {
+			break
+		}
+	}
+	for _, f := range order {
+		if err := rc.report(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,371 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// DefaultPageSize is how many messages one direct get reads.
+const DefaultPageSize = 256
+
+// DefaultCallTimeout bounds each request to the servers. A reply can be
+// lost with a server that dies; the request is then sent again (up to
+// callAttempts times) instead of stalling the read.
+const DefaultCallTimeout = 5 * time.Second
+
+const callAttempts = 3
+
+// Auditor reads the E2A streams for audit. It is safe for concurrent use.
+type Auditor struct {
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	page       int
+	partitions int
+	timeout    time.Duration
+}
+
+// Option configures an Auditor.
+type Option func(*Auditor) error
+
+// WithPageSize sets how many messages one direct get reads
+// (1..streams.MaxDirectGetBatch, default DefaultPageSize).
+func WithPageSize(n int) Option {
+	return func(a *Auditor) error {
+		if n < 1 || n > streams.MaxDirectGetBatch {
+			return fmt.Errorf("audit: page size %d not in 1..%d", n, streams.MaxDirectGetBatch)
+		}
+		a.page = n
+		return nil
+	}
+}
+
+// WithAuditPartitions sets the number of partitions of E2A_AUDIT. By
+// default it is read from the stream's subject transforms.
+func WithAuditPartitions(n int) Option {
+	return func(a *Auditor) error {
+		if n < 1 || n > 1024 {
+			return fmt.Errorf("audit: %d partitions not in 1..1024", n)
+		}
+		a.partitions = n
+		return nil
+	}
+}
+
+// WithCallTimeout bounds each request to the servers (default
+// DefaultCallTimeout).
+func WithCallTimeout(d time.Duration) Option {
+	return func(a *Auditor) error {
+		if d <= 0 {
+			return fmt.Errorf("audit: call timeout %v", d)
+		}
+		a.timeout = d
+		return nil
+	}
+}
+
+// New returns an Auditor reading through nc. It needs direct gets on the
+// E2A streams, stream info, and (for Tail) a subscription to e2a.live.>:
+// the "audit" user of deploy/nats/accounts.conf.
+func New(nc *nats.Conn, opts ...Option) (*Auditor, error) {
+	if nc == nil {
+		return nil, errors.New("audit: nil connection")
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	a := &Auditor{nc: nc, js: js, page: DefaultPageSize, timeout: DefaultCallTimeout}
+	for _, o := range opts {
+		if err := o(a); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// streamState is what the auditor needs to know of a stream.
+type streamState struct {
+	name       string
+	exists     bool
+	first      uint64
+	last       uint64
+	firstTime  time.Time
+	partitions int // E2A_AUDIT only
+}
+
+var partitionRe = regexp.MustCompile(`partition\((\d+),`)
+
+// retryable reports an error after which a request may be sent again: no
+// answer in time, or no responder (a stream between two leaders).
+func retryable(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, streams.ErrDirectGet)
+}
+
+// call runs f with a context bounded by the call timeout, again after a
+// retryable error, while ctx lasts.
+func (a *Auditor) call(ctx context.Context, f func(context.Context) error) error {
+	var err error
+	for i := 0; i < callAttempts; i++ {
+		cctx, cancel := context.WithTimeout(ctx, a.timeout)
+		err = f(cctx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !retryable(err) {
+			break
+		}
+	}
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// batch is streams.DirectGetBatch with the call timeout and retries.
+func (a *Auditor) batch(ctx context.Context, stream, subject string, from uint64, n int) (msgs []streams.RawMsg, more bool, err error) {
+	err = a.call(ctx, func(c context.Context) error {
+		var e error
+		msgs, more, e = streams.DirectGetBatch(c, a.nc, stream, subject, from, n)
+		return e
+	})
+	return msgs, more, err
+}
+
+// seq iterates over the messages stored under subject in stream from
+// sequence from on, a page at a time (streams.DirectGetSeq with the call
+// timeout and retries on every page).
+func (a *Auditor) seq(ctx context.Context, stream, subject string, from uint64) iter.Seq2[streams.RawMsg, error] {
+	return func(yield func(streams.RawMsg, error) bool) {
+		for {
+			page, more, err := a.batch(ctx, stream, subject, from, a.page)
+			if errors.Is(err, streams.ErrNoMessages) {
+				return
+			}
+			if err != nil {
+				yield(streams.RawMsg{}, err)
+				return
+			}
+			for _, m := range page {
+				if !yield(m, nil) {
+					return
+				}
+			}
+			if !more || len(page) == 0 {
+				return
+			}
+			from = page[len(page)-1].Seq + 1
+		}
+	}
+}
+
+// state reads the stream's info. A stream that does not exist is not an
+// error.
+func (a *Auditor) state(ctx context.Context, name string) (streamState, error) {
+	st := streamState{name: name}
+	var s jetstream.Stream
+	err := a.call(ctx, func(c context.Context) error {
+		var e error
+		s, e = a.js.Stream(c, name)
+		return e
+	})
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return st, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("audit: stream %s: %w", name, err)
+	}
+	info := s.CachedInfo()
+	st.exists = true
+	st.first, st.last, st.firstTime = info.State.FirstSeq, info.State.LastSeq, info.State.FirstTime
+	if info.State.Msgs == 0 {
+		st.first = info.State.LastSeq + 1
+	}
+	for _, src := range info.Config.Sources {
+		if src == nil {
+			continue
+		}
+		for _, tr := range src.SubjectTransforms {
+			if m := partitionRe.FindStringSubmatch(tr.Destination); m != nil {
+				if n, err := strconv.Atoi(m[1]); err == nil && n > 0 {
+					st.partitions = n
+				}
+			}
+		}
+	}
+	return st, nil
+}
+
+// seqAtTime returns the first sequence of st holding a message stored at or
+// after t (st.first when t is zero or before everything), with a binary
+// search of single-message direct gets: log2(messages) round trips.
+// Store times only grow with the sequence (a stream leader stamps them as
+// it appends), give or take clock differences between successive leaders.
+func (a *Auditor) seqAtTime(ctx context.Context, st streamState, filter string, t time.Time) (uint64, error) {
+	if t.IsZero() || !st.firstTime.IsZero() && !st.firstTime.Before(t) || st.first > st.last {
+		return st.first, nil
+	}
+	lo, hi := st.first, st.last+1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		msgs, _, err := a.batch(ctx, st.name, filter, mid, 1)
+		if errors.Is(err, streams.ErrNoMessages) || err == nil && len(msgs) == 0 {
+			hi = mid
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if msgs[0].Time.Before(t) {
+			lo = msgs[0].Seq + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
+}
+
+// hotMsg converts a message read from E2A_REQUESTS or E2A_RESPONSES.
+func hotMsg(stream string, m streams.RawMsg) *storedMsg {
+	return &storedMsg{stream: stream, seq: m.Seq, time: m.Time, subject: m.Subject, header: m.Header, data: m.Data}
+}
+
+// auditMsg converts a message read from E2A_AUDIT: its original subject
+// and origin come from the Nats-Stream-Source header
+// ("<stream> <seq> <filter> <transform> <original subject> [<ident>]").
+func auditMsg(stream string, m streams.RawMsg) *storedMsg {
+	sm := &storedMsg{stream: stream, seq: m.Seq, time: m.Time, subject: m.Subject, header: m.Header, data: m.Data}
+	if f := strings.Fields(m.Header.Get(subjects.HeaderStreamSource)); len(f) >= 5 {
+		sm.origin = f[0] + " " + f[1]
+		sm.subject = f[4]
+	}
+	return sm
+}
+
+// hotRequest returns the envelope message of id in E2A_REQUESTS, or nil.
+func (a *Auditor) hotRequest(ctx context.Context, st streamState, id, pool string) (*storedMsg, error) {
+	if !st.exists {
+		return nil, nil
+	}
+	var (
+		msgs []streams.RawMsg
+		err  error
+	)
+	if pool != "" {
+		subj, serr := subjects.Request(pool, id)
+		if serr != nil {
+			return nil, serr
+		}
+		var m streams.RawMsg
+		err = a.call(ctx, func(c context.Context) error {
+			var e error
+			m, e = streams.LastBySubject(c, a.nc, st.name, subj)
+			return e
+		})
+		msgs = []streams.RawMsg{m}
+	} else {
+		filter, ferr := subjects.RequestAnyPool(id)
+		if ferr != nil {
+			return nil, ferr
+		}
+		msgs, _, err = a.batch(ctx, st.name, filter, st.first, 1)
+	}
+	if errors.Is(err, streams.ErrNoMessages) || err == nil && len(msgs) == 0 {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return hotMsg(st.name, msgs[0]), nil
+}
+
+// hotFrames returns every frame of id stored in E2A_RESPONSES.
+func (a *Auditor) hotFrames(ctx context.Context, st streamState, id string) ([]*storedMsg, error) {
+	if !st.exists {
+		return nil, nil
+	}
+	subj, err := subjects.Response(id)
+	if err != nil {
+		return nil, err
+	}
+	var out []*storedMsg
+	for m, err := range a.seq(ctx, st.name, subj, st.first) {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, hotMsg(st.name, m))
+	}
+	return out, nil
+}
+
+// auditPartitions returns the partition count of E2A_AUDIT.
+func (a *Auditor) auditPartitions(st streamState) int {
+	switch {
+	case a.partitions > 0:
+		return a.partitions
+	case st.partitions > 0:
+		return st.partitions
+	}
+	return streams.DefaultConfig().AuditPartitions
+}
+
+// auditRequest scans id's partition of E2A_AUDIT from sequence from for
+// its envelope.
+func (a *Auditor) auditRequest(ctx context.Context, st streamState, id string, from uint64) (*storedMsg, error) {
+	p, err := subjects.AuditPartition(id, a.auditPartitions(st))
+	if err != nil {
+		return nil, err
+	}
+	for m, err := range a.seq(ctx, st.name, subjects.AuditRequest(p), from) {
+		if err != nil {
+			return nil, err
+		}
+		sm := auditMsg(st.name, m)
+		if s, err := subjects.Parse(sm.subject); err == nil && s.Kind == subjects.KindRequest && s.RequestID == id {
+			return sm, nil
+		}
+	}
+	return nil, nil
+}
+
+// auditFrames scans id's partition of E2A_AUDIT from sequence from for its
+// frames, up to its final frame (or the end of the stream).
+func (a *Auditor) auditFrames(ctx context.Context, st streamState, id string, from uint64) ([]*storedMsg, error) {
+	p, err := subjects.AuditPartition(id, a.auditPartitions(st))
+	if err != nil {
+		return nil, err
+	}
+	var out []*storedMsg
+	for m, err := range a.seq(ctx, st.name, subjects.AuditResponse(p), from) {
+		if err != nil {
+			return nil, err
+		}
+		sm := auditMsg(st.name, m)
+		s, err := subjects.Parse(sm.subject)
+		if err != nil || s.Kind != subjects.KindResponse || s.RequestID != id {
+			continue
+		}
+		out = append(out, sm)
+		if isFinal(sm.data) {
+			break
+		}
+	}
+	return out, nil
+}
+
+// isFinal reports whether a stored frame says is_final.
+func isFinal(data []byte) bool {
+	var h frameHead
+	return jsonUnmarshal(data, &h) == nil && h.IsFinal
+}
