@@ -13,6 +13,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/egress/console"
+	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/workflow"
@@ -36,7 +37,14 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 	}
 	defer stop()
 	reg := obs.NewRegistry()
-	srv, err := newHTTP(ctx, cfg, nc, reg, log, "")
+	// The workflow REST API validates and describes capabilities here; the
+	// executions themselves run on the workflow pool (`e2a agent --pool
+	// workflow`), which owns StoreData's buckets.
+	wf, err := newWorkflowValidator(log)
+	if err != nil {
+		return err
+	}
+	srv, err := newHTTP(ctx, cfg, nc, reg, log, "", ingress.WithWorkflow(wf))
 	if err != nil {
 		return err
 	}

@@ -73,6 +73,20 @@ func egressAuthorizer(auth *ingress.Auth) func(*http.Request) error {
 	}
 }
 
+// newWorkflowValidator builds an executor for the REST API of `e2a serve`:
+// the same policy, vault names and limits as the workflow pool, no storage.
+func newWorkflowValidator(log *slog.Logger) (*workflow.Executor, error) {
+	wc, err := workflow.ConfigFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	opts, err := wc.Options(os.Environ(), log)
+	if err != nil {
+		return nil, err
+	}
+	return workflow.New(opts), nil
+}
+
 // ingressOptions builds auth, rate limits and stream limits from the
 // environment (E2A_AUTH_*, E2A_API_KEYS, E2A_RATE_LIMIT_*, E2A_MAX_STREAMS).
 func ingressOptions(ctx context.Context, js jetstream.JetStream, cfg Config, auth *ingress.Auth) ([]ingress.Option, error) {
