@@ -352,12 +352,28 @@ func (r *Reader) Next(ctx context.Context) (Frame, error) {
 	}
 }
 
+// directGetAttempt bounds one batched direct get (a few ms normally).
+const directGetAttempt = 3 * time.Second
+
 // fill reads one batch from the stream after the last frame read.
 func (r *Reader) fill(ctx context.Context) error {
 	r.lost.Store(false)
-	pending, err := r.cfg.get(ctx, r.cfg.responses, r.respSubj, r.lastSeq+1, r.cfg.batch, r.cfg.batchBytes, func(seq uint64, h nats.Header, data []byte) error {
-		return r.accept(seq, h, data, false)
-	})
+	// A direct get whose answering server dies mid-reply is never closed:
+	// each attempt is bounded and retried from the last frame accepted
+	// (accept drops what an earlier attempt already delivered).
+	var pending uint64
+	var err error
+	for attempt := 0; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, directGetAttempt)
+		pending, err = r.cfg.get(actx, r.cfg.responses, r.respSubj, r.lastSeq+1, r.cfg.batch, r.cfg.batchBytes, func(seq uint64, h nats.Header, data []byte) error {
+			return r.accept(seq, h, data, false)
+		})
+		cancel()
+		if err == nil || ctx.Err() != nil || attempt >= 3 ||
+			!(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders)) {
+			break
+		}
+	}
 	if err != nil {
 		return err
 	}

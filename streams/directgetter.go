@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -84,6 +85,8 @@ type directGetBatchRequest struct {
 // (from the EOB status). A subject with no message at or after start is
 // not an error: fn is not called and pending is 0.
 func (m *DirectGetter) GetBatch(ctx context.Context, stream, subject string, start uint64, batch, maxBytes int, fn func(seq uint64, h nats.Header, data []byte) error) (pending uint64, err error) {
+	ctx, cancel := boundContext(ctx)
+	defer cancel()
 	if batch < 1 {
 		batch = 1
 	}
@@ -135,6 +138,8 @@ func (m *DirectGetter) GetBatch(ctx context.Context, stream, subject string, sta
 // GetLast reads the last message stored under subject (which may hold
 // wildcards) in stream; it returns nil when there is none.
 func (m *DirectGetter) GetLast(ctx context.Context, stream, subject string) (*nats.Msg, error) {
+	ctx, cancel := boundContext(ctx)
+	defer cancel()
 	body, _ := json.Marshal(directGetBatchRequest{LastFor: subject})
 	tok := strconv.FormatUint(m.next.Add(1), 36)
 	ch := make(chan *nats.Msg, 2)
@@ -174,4 +179,15 @@ func msgHeaderUint(m *nats.Msg, key string) uint64 {
 	}
 	n, _ := strconv.ParseUint(m.Header.Get(key), 10, 64)
 	return n
+}
+
+// DefaultDirectGetTimeout bounds a DirectGetter call whose context has no
+// deadline: a reply lost with a dying server would otherwise never end it.
+const DefaultDirectGetTimeout = 10 * time.Second
+
+func boundContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, DefaultDirectGetTimeout)
 }
