@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -181,10 +180,9 @@ func msgHeaderUint(m *nats.Msg, key string) uint64 {
 	return n
 }
 
-// DefaultDirectGetTimeout bounds a DirectGetter call whose context has no
-// deadline: a reply lost with a dying server would otherwise never end it.
-const DefaultDirectGetTimeout = 10 * time.Second
-
+// boundContext bounds a call whose context has no deadline by
+// DefaultDirectGetTimeout: a reply lost with a dying server would otherwise
+// never end it.
 func boundContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return ctx, func() {}
