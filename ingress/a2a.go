@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"time"
 
@@ -41,43 +40,17 @@ func a2aStreaming(method string) bool {
 // JSON-RPC endpoint. tasks/get and tasks/cancel are answered in the shape of
 // the protocol that created the task.
 func (s *Server) handleA2A(w http.ResponseWriter, r *http.Request) {
-	rec := &statusRecorder{ResponseWriter: w}
-	method := "?"
-	defer func() { s.metrics.requests.WithLabelValues("a2a", method, strconv.Itoa(rec.code)).Inc() }()
-	w = rec
-	p, ok := s.gate(w, r, "a2a", rpcShape)
-	if !ok {
-		return
+	s.serveRPC(w, r, rpcEndpoint{protocol: "a2a", shape: rpcShape, streaming: a2aStreaming, metric: a2aMetricMethod, call: s.a2aCall})
+}
+
+// a2aMetricMethod bounds the method label to the protocols' methods.
+func a2aMetricMethod(m string) string {
+	switch m {
+	case normalizer.A2AMessageSend, normalizer.A2AMessageStream, normalizer.A2ATasksGet, normalizer.A2ATasksCancel,
+		normalizer.A2ATasksResubscribe, normalizer.AVTasksSend, normalizer.AVTasksSendSubscribe:
+		return m
 	}
-	body, ok := s.readRPCBody(w, r)
-	if !ok {
-		return
-	}
-	calls, batch, derr := DecodeJSONRPC(body, DecodeOptions{})
-	if derr != nil {
-		_ = WriteError(w, nil, derr)
-		return
-	}
-	if batch {
-		method = "batch"
-		_ = ServeBatch(w, r, calls, a2aStreaming, func(ctx context.Context, req *Request) (any, *Error) {
-			return s.a2aCallRecorded(r.WithContext(ctx), p, req)
-		})
-		return
-	}
-	c := calls[0]
-	if c.Err != nil {
-		_ = WriteError(w, c.Request.ID, c.Err)
-		return
-	}
-	method = c.Request.Method
-	if c.Request.IsNotification() {
-		rw := httptest.NewRecorder()
-		s.a2aCall(rw, r, p, &c.Request)
-		WriteNoReply(w)
-		return
-	}
-	s.a2aCall(w, r, p, &c.Request)
+	return "other"
 }
 
 // readRPCBody reads the body with the size limit, answering 413 with a
@@ -96,24 +69,6 @@ func (s *Server) readRPCBody(w http.ResponseWriter, r *http.Request) ([]byte, bo
 		return nil, false
 	}
 	return buf.Bytes(), true
-}
-
-// a2aCallRecorded answers one batch element through a recorder and returns
-// its JSON-RPC result or error.
-func (s *Server) a2aCallRecorded(r *http.Request, p Principal, req *Request) (any, *Error) {
-	rw := httptest.NewRecorder()
-	s.a2aCall(rw, r, p, req)
-	var resp struct {
-		Result json.RawMessage `json:"result"`
-		Error  *Error          `json:"error"`
-	}
-	if err := json.Unmarshal(rw.Body.Bytes(), &resp); err != nil {
-		return nil, InternalError("the answer could not be read")
-	}
-	if resp.Error != nil {
-		return nil, resp.Error
-	}
-	return resp.Result, nil
 }
 
 // a2aCall answers one A2A or AgentVault JSON-RPC request.

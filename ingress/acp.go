@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 
@@ -94,31 +93,10 @@ func acpStreaming(method string) bool {
 	return method == e2a.ACPSessionPrompt || method == e2a.ACPSessionLoad
 }
 
-// acpMetricMethods are the method labels of the metrics: the ACP client →
-// agent methods; extension methods are "_ext", anything else "other".
-var acpMetricMethods = map[string]bool{}
-
-func init() {
-	for _, m := range []string{
-		acp.AgentMethodAuthenticate, acp.AgentMethodInitialize, acp.AgentMethodLogout,
-		acp.AgentMethodSessionCancel, acp.AgentMethodSessionClose, acp.AgentMethodSessionFork,
-		acp.AgentMethodSessionList, acp.AgentMethodSessionLoad, acp.AgentMethodSessionNew,
-		acp.AgentMethodSessionPrompt, acp.AgentMethodSessionResume, acp.AgentMethodSessionSetConfigOption,
-		acp.AgentMethodSessionSetMode, acp.AgentMethodSessionSetModel,
-		acp.AgentMethodDocumentDidChange, acp.AgentMethodDocumentDidClose, acp.AgentMethodDocumentDidFocus,
-		acp.AgentMethodDocumentDidOpen, acp.AgentMethodDocumentDidSave, acp.AgentMethodMcpMessage,
-		acp.AgentMethodNesAccept, acp.AgentMethodNesClose, acp.AgentMethodNesReject, acp.AgentMethodNesStart,
-		acp.AgentMethodNesSuggest, acp.AgentMethodProvidersDisable, acp.AgentMethodProvidersList,
-		acp.AgentMethodProvidersSet,
-	} {
-		acpMetricMethods[m] = true
-	}
-}
-
 // acpMetricMethod bounds the method label of the metrics.
 func acpMetricMethod(m string) string {
 	switch {
-	case acpMetricMethods[m]:
+	case normalizer.IsACPMethod(m):
 		return m
 	case strings.HasPrefix(m, "_"):
 		return "_ext"
@@ -128,62 +106,7 @@ func acpMetricMethod(m string) string {
 
 // handleACP serves POST /acp.
 func (s *Server) handleACP(w http.ResponseWriter, r *http.Request) {
-	rec := &statusRecorder{ResponseWriter: w}
-	method := "?"
-	defer func() { s.metrics.requests.WithLabelValues("acp", method, strconv.Itoa(rec.code)).Inc() }()
-	w = rec
-	p, ok := s.gate(w, r, "acp", acpShape)
-	if !ok {
-		return
-	}
-	body, ok := s.readRPCBody(w, r)
-	if !ok {
-		return
-	}
-	calls, batch, derr := DecodeJSONRPC(body, DecodeOptions{})
-	if derr != nil {
-		_ = WriteError(w, nil, derr)
-		return
-	}
-	if batch {
-		method = "batch"
-		_ = ServeBatch(w, r, calls, acpStreaming, func(ctx context.Context, req *Request) (any, *Error) {
-			return s.acpCallRecorded(r.WithContext(ctx), p, req)
-		})
-		return
-	}
-	c := calls[0]
-	if c.Err != nil {
-		_ = WriteError(w, c.Request.ID, c.Err)
-		return
-	}
-	method = acpMetricMethod(c.Request.Method)
-	if c.Request.IsNotification() {
-		s.acpCall(httptest.NewRecorder(), r, p, &c.Request)
-		WriteNoReply(w)
-		return
-	}
-	s.acpCall(w, r, p, &c.Request)
-}
-
-// acpCallRecorded answers one batch element through a recorder.
-func (s *Server) acpCallRecorded(r *http.Request, p Principal, req *Request) (any, *Error) {
-	rw := httptest.NewRecorder()
-	s.acpCall(rw, r, p, req)
-	if req.IsNotification() {
-		return nil, nil
-	}
-	var resp struct {
-		Result json.RawMessage `json:"result"`
-		Error  *Error          `json:"error"`
-	}
-	if err := json.Unmarshal(rw.Body.Bytes(), &resp); err != nil {
-		return nil, InternalError("the answer could not be read")
-	}
-	if resp.Error != nil {
-		return nil, resp.Error
-	}
-	return resp.Result, nil
+	s.serveRPC(w, r, rpcEndpoint{protocol: "acp", shape: acpShape, streaming: acpStreaming, metric: acpMetricMethod, call: s.acpCall})
 }
 
 // stdioKey marks requests made by ServeACPStdio (channel "stdio").

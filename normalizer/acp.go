@@ -458,3 +458,7 @@ func requiredBlockFields(m map[string]any) string {
 	}
 	return "unknown content block type " + str(m, "type")
 }
+
+// IsACPMethod reports whether m is an ACP client → agent method the
+// normalizer knows (extension methods, "_…", are not listed).
+func IsACPMethod(m string) bool { return acpMethods[m] }
