@@ -1,0 +1,450 @@
+// Package bench is the load harness behind `e2a bench`: it runs the whole
+// pipeline in this process on an embedded JetStream server (or drives
+// running endpoints over HTTP with Config.Target) and measures, in one run:
+//
+//  1. the raw JetStream async publish rate of the same server (the
+//     broker's limit, the baseline every other figure is divided by);
+//  2. full load: Concurrency clients in a closed loop — requests/s,
+//     frames/s, time to first frame (TTFF) and end-to-end latency
+//     percentiles, allocations per request;
+//  3. a sweep of open-loop loads (fractions of the full-load rate), which
+//     gives the latency-against-offered-load chart and the figures at half
+//     load;
+//  4. replay: stream opens/s of finished requests (GET
+//     /v1/requests/{id}/stream), and in-process the replay engine alone.
+//
+// Every request's frames are checked with e2a.SequenceChecker (E2A
+// protocols) and counted against the expected number.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// Config configures a run. Zero values take the defaults of DefaultConfig.
+type Config struct {
+	// Target is the base URL of running endpoints; empty runs the pipeline
+	// in this process.
+	Target string `json:"target,omitempty"`
+	// NATSURL, with Target, is the server whose raw publish rate is the
+	// baseline (none without it).
+	NATSURL string `json:"nats_url,omitempty"`
+	// Protocol is one of Protocols.
+	Protocol string `json:"protocol"`
+	// Requests at full load; Concurrency clients send them (closed loop).
+	Requests    int `json:"requests"`
+	Concurrency int `json:"concurrency"`
+	// Frames per request (final frame included), FrameBytes of text in each
+	// chunk frame, Delay between the agent's frames.
+	Frames     int           `json:"frames"`
+	FrameBytes int           `json:"frame_bytes"`
+	Delay      time.Duration `json:"agent_delay"`
+	// Warmup requests before measuring.
+	Warmup int `json:"warmup"`
+	// Sweep are the open-loop loads, as fractions of the full-load rate;
+	// each runs SweepSeconds (at least 200 requests). 0.5 is always run:
+	// it is the half load of the targets.
+	Sweep        []float64 `json:"sweep"`
+	SweepSeconds float64   `json:"sweep_seconds"`
+	// ReplayOpens is the number of stream opens of finished requests
+	// (0: no replay phase).
+	ReplayOpens int `json:"replay_opens"`
+	// BaselineMsgs messages of BaselineBytes are published for the
+	// baseline (0: no baseline).
+	BaselineMsgs  int `json:"baseline_msgs"`
+	BaselineBytes int `json:"baseline_bytes"`
+	// AgentConcurrency of the in-process bench agent pool (default
+	// max(256, 2×Concurrency)).
+	AgentConcurrency int `json:"agent_concurrency"`
+	// SplitConns gives the in-process agent pool its own connection.
+	SplitConns bool `json:"split_conns"`
+	// TCP connects the in-process stages over loopback TCP rather than
+	// nats.InProcessServer.
+	TCP bool `json:"tcp"`
+	// NoAudit runs without E2A_AUDIT (an experiment, not the pipeline as
+	// deployed).
+	NoAudit bool `json:"no_audit,omitempty"`
+	// SyncAlways fsyncs every write of the embedded server.
+	SyncAlways bool `json:"sync_always"`
+	// StoreDir of the embedded server (default: a temporary directory).
+	StoreDir string `json:"-"`
+	// RemoteAgent is the agent a Target runs: "demo" (params.frames counts
+	// its text chunks; it writes 4 frames more) or "bench".
+	RemoteAgent string `json:"remote_agent,omitempty"`
+	// Pool to send E2A requests to (?agent=); default the target's default.
+	Pool string `json:"pool,omitempty"`
+	// Header is added to every request (e.g. Authorization for a Target).
+	Header http.Header `json:"-"`
+	// Timeout bounds one request.
+	Timeout time.Duration `json:"timeout"`
+	// CPUProfile, MemProfile, MutexProfile and BlockProfile, when set, are
+	// files written with the profiles of the full-load phase.
+	CPUProfile   string `json:"-"`
+	MemProfile   string `json:"-"`
+	MutexProfile string `json:"-"`
+	BlockProfile string `json:"-"`
+	// Progress, when set, receives one line per phase as it starts.
+	Progress func(string) `json:"-"`
+}
+
+// DefaultConfig returns the defaults: e2a-sse, 20,000 requests by 64
+// clients, 8 frames of 100 bytes, no delay.
+func DefaultConfig() Config {
+	return Config{
+		Protocol: ProtoE2ASSE, Requests: 20000, Concurrency: 64,
+		Frames: 8, FrameBytes: 100, Warmup: 1000,
+		Sweep: []float64{0.1, 0.25, 0.5, 0.75, 0.9}, SweepSeconds: 3,
+		ReplayOpens: 10000, BaselineMsgs: 200000, BaselineBytes: 400,
+		RemoteAgent: "demo", Timeout: time.Minute,
+	}
+}
+
+func (c *Config) fill() error {
+	d := DefaultConfig()
+	if c.Protocol == "" {
+		c.Protocol = d.Protocol
+	}
+	if !slices.Contains(Protocols, c.Protocol) {
+		return fmt.Errorf("bench: unknown protocol %q (one of %s)", c.Protocol, strings.Join(Protocols, ", "))
+	}
+	if c.Requests <= 0 || c.Concurrency <= 0 || c.Frames <= 0 || c.FrameBytes <= 0 {
+		return errors.New("bench: requests, concurrency, frames and frame size must be > 0")
+	}
+	if c.Delay < 0 || c.Warmup < 0 || c.ReplayOpens < 0 || c.BaselineMsgs < 0 {
+		return errors.New("bench: negative delay, warmup, replay opens or baseline")
+	}
+	for _, f := range c.Sweep {
+		if f <= 0 || f > 2 {
+			return fmt.Errorf("bench: sweep load %v not in (0, 2]", f)
+		}
+	}
+	if !slices.Contains(c.Sweep, 0.5) {
+		c.Sweep = append(c.Sweep, 0.5)
+	}
+	slices.Sort(c.Sweep)
+	if c.SweepSeconds <= 0 {
+		c.SweepSeconds = d.SweepSeconds
+	}
+	if c.BaselineBytes <= 0 {
+		c.BaselineBytes = d.BaselineBytes
+	}
+	if c.AgentConcurrency <= 0 {
+		c.AgentConcurrency = max(256, 2*c.Concurrency)
+	}
+	if c.RemoteAgent == "" {
+		c.RemoteAgent = d.RemoteAgent
+	}
+	if c.RemoteAgent != "demo" && c.RemoteAgent != "bench" {
+		return fmt.Errorf("bench: remote agent %q (demo or bench)", c.RemoteAgent)
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = d.Timeout
+	}
+	c.Target = strings.TrimRight(c.Target, "/")
+	return nil
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	CPU        string `json:"cpu"`
+	NumCPU     int    `json:"num_cpu"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	OS         string `json:"os"`
+	Arch       string `json:"arch"`
+	Go         string `json:"go"`
+}
+
+func machine() Machine {
+	m := Machine{NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), OS: runtime.GOOS, Arch: runtime.GOARCH, Go: runtime.Version()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return m
+}
+
+// Target is one DESIGN.md performance target and whether the run met it.
+type Target struct {
+	What  string  `json:"what"`
+	Want  string  `json:"want"`
+	Got   float64 `json:"got"`
+	Unit  string  `json:"unit"`
+	Met   bool    `json:"met"`
+	Notes string  `json:"notes,omitempty"`
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Started  time.Time `json:"started"`
+	Machine  Machine   `json:"machine"`
+	Config   Config    `json:"config"`
+	InProc   bool      `json:"in_process"`
+	Baseline *Baseline `json:"baseline,omitempty"`
+	Full     Phase     `json:"full_load"`
+	Sweep    []Phase   `json:"sweep"`
+	Half     *Phase    `json:"half_load,omitempty"`
+	Replay   *Phase    `json:"replay,omitempty"`
+	// ReplayEngine is the in-process replay engine alone (egress.Replay,
+	// no HTTP).
+	ReplayEngine *Phase `json:"replay_engine,omitempty"`
+	// Ratio is full-load delivered frames/s divided by the baseline rate.
+	Ratio   float64  `json:"frames_to_raw_publish_ratio,omitempty"`
+	Targets []Target `json:"targets"`
+}
+
+// Run runs the benchmark.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	progress := cfg.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	rep := &Report{Started: time.Now().UTC(), Machine: machine(), Config: cfg, InProc: cfg.Target == ""}
+	base := cfg.Target
+	var nc *nats.Conn
+	var pipe *Pipeline
+	if rep.InProc {
+		progress("starting the in-process pipeline")
+		var err error
+		pipe, err = StartPipeline(ctx, PipelineOptions{
+			StoreDir: cfg.StoreDir, SyncAlways: cfg.SyncAlways, AgentConcurrency: cfg.AgentConcurrency,
+			Frames: cfg.Frames, FrameBytes: cfg.FrameBytes, Delay: cfg.Delay, SplitConns: cfg.SplitConns, TCP: cfg.TCP, NoAudit: cfg.NoAudit,
+		})
+		if err != nil {
+			return nil, err
+		}
+		defer pipe.Close()
+		base, nc = pipe.URL, pipe.NC
+	} else if cfg.NATSURL != "" {
+		var err error
+		nc, err = streams.Connect(ctx, streams.ConnConfig{NatsURL: cfg.NATSURL, Name: "e2a-bench"})
+		if err != nil {
+			return nil, fmt.Errorf("bench: baseline connection: %w", err)
+		}
+		defer nc.Close()
+	}
+
+	// 1. Baseline, on a quiet server, before any load.
+	if nc != nil && cfg.BaselineMsgs > 0 {
+		progress(fmt.Sprintf("baseline: %d raw async publishes of %d B", cfg.BaselineMsgs, cfg.BaselineBytes))
+		b, err := measureBaseline(ctx, nc, cfg.BaselineMsgs, cfg.BaselineBytes, 4096)
+		if err != nil {
+			return nil, err
+		}
+		rep.Baseline = &b
+	}
+
+	cl := &client{base: base, proto: cfg.Protocol, pool: cfg.Pool, header: cfg.Header,
+		hc: newHTTPClient(max(cfg.Concurrency, 64) * 4), sessions: make(chan string, 8*max(cfg.Concurrency, 64))}
+	if rep.InProc || cfg.RemoteAgent == "bench" {
+		cl.params = map[string]any{"text": "bench", "frames": cfg.Frames, "frame_bytes": cfg.FrameBytes, "delay_ms": cfg.Delay.Milliseconds()}
+		cl.expectFrames = cfg.Frames
+	} else {
+		cl.params = map[string]any{"text": payload(cfg.FrameBytes), "frames": max(cfg.Frames-4, 0), "delay_ms": cfg.Delay.Milliseconds()}
+		if cfg.Frames >= 4 {
+			cl.expectFrames = cfg.Frames
+		}
+	}
+	ids := &idGen{prefix: "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
+	do := func(ctx context.Context, id string, start time.Time) result {
+		ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+		defer cancel()
+		return cl.do(ctx, id, start)
+	}
+
+	// Warm-up: connections, consumer, caches.
+	if cfg.Warmup > 0 {
+		progress(fmt.Sprintf("warm-up: %d requests", cfg.Warmup))
+		w := closedLoop(ctx, "warmup", cfg.Warmup, cfg.Concurrency, ids, do, false, false)
+		if w.OK == 0 {
+			return nil, fmt.Errorf("bench: every warm-up request failed: %v", w.Errors)
+		}
+	}
+
+	// 2. Full load.
+	progress(fmt.Sprintf("full load: %d requests, %d clients, %s", cfg.Requests, cfg.Concurrency, cfg.Protocol))
+	stop, err := startProfiles(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rep.Full = closedLoop(ctx, "full", cfg.Requests, cfg.Concurrency, ids, do, true, true)
+	if err := stop(); err != nil {
+		return nil, err
+	}
+	if rep.Baseline != nil && rep.Baseline.MsgsPerSec > 0 {
+		rep.Ratio = rep.Full.FramesPerSec / rep.Baseline.MsgsPerSec
+	}
+
+	// 3. Open-loop sweep.
+	full := rep.Full.RPS
+	if full > 0 {
+		for _, f := range cfg.Sweep {
+			rate := f * full
+			n := max(int(rate*cfg.SweepSeconds), 200)
+			inflight := max(4*cfg.Concurrency, 256)
+			progress(fmt.Sprintf("open loop: %.0f%% of full load = %.0f requests/s, %d requests", f*100, rate, n))
+			p := openLoop(ctx, fmt.Sprintf("%.0f%%", f*100), n, rate, inflight, ids, do)
+			rep.Sweep = append(rep.Sweep, p)
+			if f == 0.5 {
+				h := p
+				rep.Half = &h
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+		}
+	}
+
+	// 4. Replay of finished requests.
+	if cfg.ReplayOpens > 0 {
+		finished := rep.Full.IDs
+		if cfg.Protocol != ProtoE2ASSE && cfg.Protocol != ProtoE2ANDJSON {
+			// Other protocols do not tell the E2A request id: make E2A
+			// requests to replay.
+			fill := &client{base: cl.base, proto: ProtoE2ASSE, pool: cl.pool, header: cl.header, hc: cl.hc,
+				params: cl.params, expectFrames: cl.expectFrames}
+			n := min(cfg.ReplayOpens, 4000)
+			progress(fmt.Sprintf("replay: writing %d E2A requests to replay", n))
+			p := closedLoop(ctx, "replay-fill", n, cfg.Concurrency, ids, func(ctx context.Context, id string, start time.Time) result {
+				ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+				defer cancel()
+				return fill.do(ctx, id, start)
+			}, true, false)
+			finished = p.IDs
+		}
+		if len(finished) > 0 {
+			progress(fmt.Sprintf("replay: %d stream opens of finished requests, %d clients", cfg.ReplayOpens, cfg.Concurrency))
+			var k atomic.Int64
+			pick := func() string { return finished[int(k.Add(1)-1)%len(finished)] }
+			p := closedLoop(ctx, "replay", cfg.ReplayOpens, cfg.Concurrency, &idGen{}, func(ctx context.Context, _ string, start time.Time) result {
+				ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+				defer cancel()
+				return cl.open(ctx, pick(), start)
+			}, false, true)
+			rep.Replay = &p
+			if rep.InProc {
+				progress("replay engine: egress.Replay without HTTP")
+				var k2 atomic.Int64
+				p := closedLoop(ctx, "replay-engine", cfg.ReplayOpens, cfg.Concurrency, &idGen{}, func(ctx context.Context, _ string, start time.Time) result {
+					return replayEngine(ctx, pipe.NC, finished[int(k2.Add(1)-1)%len(finished)], start, cl.expectFrames)
+				}, false, true)
+				rep.ReplayEngine = &p
+			}
+		}
+	}
+	rep.Targets = targets(rep)
+	rep.Full.IDs = nil
+	return rep, nil
+}
+
+// replayEngine reads a finished request with egress.Replay.
+func replayEngine(ctx context.Context, nc *nats.Conn, id string, start time.Time, expect int) (res result) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := egress.Replay(ctx, nc, id, 0, func(f egress.Frame) error {
+		if res.frames == 0 {
+			res.ttff = time.Since(start)
+		}
+		res.frames++
+		if f.Response.IsFinal {
+			res.e2e = time.Since(start)
+		}
+		return nil
+	})
+	if err != nil {
+		res.err = err
+	} else if expect > 0 && res.frames != expect {
+		res.err = fmt.Errorf("%d frames, expected %d", res.frames, expect)
+	}
+	return res
+}
+
+func targets(r *Report) []Target {
+	note := ""
+	if r.Config.Frames != 8 || !r.InProc {
+		note = "the targets are defined in process with 8 frames per request"
+	}
+	t := []Target{{
+		What: "requests/s at full load", Want: "≥ 5000", Got: r.Full.RPS, Unit: "requests/s",
+		Met: r.Full.RPS >= 5000, Notes: note,
+	}}
+	if r.Half != nil {
+		t = append(t, Target{What: "TTFF p99 at half load", Want: "≤ 10 ms", Got: r.Half.TTFF.P99, Unit: "ms",
+			Met: r.Half.TTFF.P99 <= 10 && r.Half.OK > 0, Notes: fmt.Sprintf("half load = %.0f requests/s", r.Half.OfferedRPS)})
+	}
+	if r.Replay != nil {
+		t = append(t, Target{What: "replay stream opens/s (finished requests)", Want: "≥ 2000", Got: r.Replay.RPS, Unit: "opens/s",
+			Met: r.Replay.RPS >= 2000})
+	}
+	return t
+}
+
+// startProfiles starts the profiles asked for; stop writes them.
+func startProfiles(cfg Config) (stop func() error, err error) {
+	var cpu *os.File
+	if cfg.CPUProfile != "" {
+		if cpu, err = os.Create(cfg.CPUProfile); err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(cpu); err != nil {
+			cpu.Close()
+			return nil, err
+		}
+	}
+	if cfg.MutexProfile != "" {
+		runtime.SetMutexProfileFraction(5)
+	}
+	if cfg.BlockProfile != "" {
+		runtime.SetBlockProfileRate(int(10 * time.Microsecond))
+	}
+	return func() error {
+		var errs []error
+		if cpu != nil {
+			pprof.StopCPUProfile()
+			errs = append(errs, cpu.Close())
+		}
+		write := func(name, path string) {
+			if path == "" {
+				return
+			}
+			f, err := os.Create(path)
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			errs = append(errs, pprof.Lookup(name).WriteTo(f, 0), f.Close())
+		}
+		write("allocs", cfg.MemProfile)
+		write("mutex", cfg.MutexProfile)
+		write("block", cfg.BlockProfile)
+		if cfg.MutexProfile != "" {
+			runtime.SetMutexProfileFraction(0)
+		}
+		if cfg.BlockProfile != "" {
+			runtime.SetBlockProfileRate(0)
+		}
+		return errors.Join(errs...)
+	}, nil
+}

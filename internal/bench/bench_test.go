@@ -1,0 +1,161 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"image/png"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRunSmall runs every phase with a few requests, on both E2A formats
+// and the JSON-RPC protocols, and checks that the report is complete and
+// consistent.
+func TestRunSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a pipeline")
+	}
+	for _, proto := range Protocols {
+		t.Run(proto, func(t *testing.T) {
+			cfg := Config{
+				Protocol: proto, Requests: 120, Concurrency: 8, Frames: 8, FrameBytes: 40,
+				Warmup: 20, Sweep: []float64{0.5}, SweepSeconds: 0.2, ReplayOpens: 60,
+				BaselineMsgs: 2000, Timeout: 20 * time.Second,
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			rep, err := Run(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Full.OK != cfg.Requests || rep.Full.Failed != 0 || rep.Full.SequenceErrors != 0 {
+				t.Fatalf("full load: %+v", rep.Full)
+			}
+			if proto == ProtoE2ASSE || proto == ProtoE2ANDJSON {
+				if rep.Full.Frames != int64(cfg.Requests*cfg.Frames) {
+					t.Errorf("%d frames, want %d", rep.Full.Frames, cfg.Requests*cfg.Frames)
+				}
+			}
+			if rep.Baseline == nil || rep.Baseline.MsgsPerSec <= 0 || rep.Ratio <= 0 {
+				t.Errorf("baseline %+v ratio %v", rep.Baseline, rep.Ratio)
+			}
+			if rep.Half == nil || rep.Half.OK == 0 || rep.Half.Failed != 0 {
+				t.Errorf("half load: %+v", rep.Half)
+			}
+			if rep.Replay == nil || rep.Replay.OK != cfg.ReplayOpens || rep.ReplayEngine == nil || rep.ReplayEngine.OK != cfg.ReplayOpens {
+				t.Errorf("replay %+v engine %+v", rep.Replay, rep.ReplayEngine)
+			}
+			if p := rep.Full.TTFF; p.P50 <= 0 || p.P50 > p.P99 || p.P99 > p.P999 || p.P999 > p.Max {
+				t.Errorf("TTFF percentiles not ordered: %+v", p)
+			}
+			if rep.Full.AllocsPerRequest <= 0 {
+				t.Errorf("allocs/request %v", rep.Full.AllocsPerRequest)
+			}
+			if len(rep.Targets) != 3 {
+				t.Errorf("targets %+v", rep.Targets)
+			}
+			var js bytes.Buffer
+			if err := rep.WriteJSON(&js); err != nil || !json.Valid(js.Bytes()) {
+				t.Fatalf("JSON: %v", err)
+			}
+			var txt bytes.Buffer
+			if err := rep.WriteText(&txt); err != nil || !strings.Contains(txt.String(), "raw JetStream async publish") {
+				t.Fatalf("text: %v\n%s", err, txt.String())
+			}
+			var img bytes.Buffer
+			if err := rep.WriteChart(&img); err != nil {
+				t.Fatal(err)
+			}
+			if m, err := png.Decode(&img); err != nil || m.Bounds().Dx() != chartW {
+				t.Fatalf("chart: %v", err)
+			}
+		})
+	}
+}
+
+func TestPercentiles(t *testing.T) {
+	d := make([]time.Duration, 1000)
+	for i := range d {
+		d[i] = time.Duration(1000-i) * time.Millisecond
+	}
+	p := percentiles(d)
+	if p.P50 != 500 || p.P90 != 900 || p.P99 != 990 || p.P999 != 999 || p.Max != 1000 {
+		t.Fatalf("%+v", p)
+	}
+	if (percentiles(nil) != Percentiles{}) {
+		t.Fatal("empty")
+	}
+}
+
+func TestClassify(t *testing.T) {
+	cases := []struct {
+		proto, msg, id, ev  string
+		frame, final, isErr bool
+		seq                 int64
+	}{
+		{ProtoE2ASSE, `{"sequence":3,"is_final":true}`, "3", "e2a.complete", true, true, false, 3},
+		{ProtoE2ASSE, `{"error":{}}`, "", "error", false, false, true, -1},
+		{ProtoE2ANDJSON, `{"request_id":"x","sequence":12,"is_final":false}`, "", "", true, false, false, 12},
+		{ProtoE2ANDJSON, `{"error":{"code":"x"}}`, "", "", false, false, true, -1},
+		{ProtoA2AStream, `{"jsonrpc":"2.0","id":1,"result":{"kind":"status-update","final":true}}`, "", "", true, true, false, -1},
+		{ProtoA2AStream, `{"jsonrpc":"2.0","id":1,"error":{"code":-32001}}`, "", "", false, false, true, -1},
+		{ProtoACP, `{"jsonrpc":"2.0","method":"session/update","params":{}}`, "", "", true, false, false, -1},
+		{ProtoACP, `{"jsonrpc":"2.0","id":"a","result":{"stopReason":"end_turn"}}`, "", "", true, true, false, -1},
+	}
+	for _, c := range cases {
+		frame, final, seq, err := classify(c.proto, []byte(c.msg), c.id, c.ev)
+		if frame != c.frame || final != c.final || seq != c.seq || (err != nil) != c.isErr {
+			t.Errorf("%s %s: frame %v final %v seq %d err %v", c.proto, c.msg, frame, final, seq, err)
+		}
+	}
+}
+
+func TestSSEEvent(t *testing.T) {
+	in := "retry: 2000\n: ok\n\nid: 0\nevent: e2a.chunk\ndata: {\"a\":1}\n\nid: 1\ndata: x\ndata: y\n\n"
+	rd := bufio.NewReader(strings.NewReader(in))
+	var ev sseEvent
+	var got []string
+	for {
+		line, err := readLine(rd)
+		if err != nil {
+			break
+		}
+		if ev.line(line) {
+			if len(ev.data) > 0 {
+				got = append(got, ev.id+"|"+ev.event+"|"+string(ev.data))
+			}
+			ev.reset()
+		}
+	}
+	want := []string{`0|e2a.chunk|{"a":1}`, "1||x\ny"}
+	if strings.Join(got, ";") != strings.Join(want, ";") {
+		t.Fatalf("got %q want %q", got, want)
+	}
+}
+
+func TestBodyTemplates(t *testing.T) {
+	for _, proto := range Protocols {
+		c := &client{proto: proto, params: map[string]any{"frames": 8, "text": "x"}}
+		b, path, err := c.body("req-1", "sess-9")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("%s: %v\n%s", proto, err, b)
+		}
+		if !strings.HasPrefix(path, "/") || !bytes.Contains(b, []byte(`"req-1"`)) {
+			t.Fatalf("%s: %s %s", proto, path, b)
+		}
+		want := `"req-1"`
+		if proto == ProtoACP {
+			want = `"sess-9"`
+		}
+		if bytes.Count(b, []byte(want)) < 1 || bytes.Contains(b, []byte(`\u0000`)) {
+			t.Fatalf("%s: %s", proto, b)
+		}
+	}
+}

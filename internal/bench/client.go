@@ -1,0 +1,463 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// Protocols the harness drives.
+const (
+	ProtoE2ASSE    = "e2a-sse"
+	ProtoE2ANDJSON = "e2a-ndjson"
+	ProtoA2AStream = "a2a-stream"
+	ProtoA2ASend   = "a2a-send"
+	ProtoACP       = "acp"
+)
+
+// Protocols lists every protocol, in the order of the usage text.
+var Protocols = []string{ProtoE2ASSE, ProtoE2ANDJSON, ProtoA2AStream, ProtoA2ASend, ProtoACP}
+
+// Paths of the endpoints each protocol posts to.
+const (
+	PathE2A = "/v1/requests"
+	PathA2A = "/a2a"
+	PathACP = "/acp"
+)
+
+// result is the outcome of one request.
+type result struct {
+	ttff, e2e time.Duration
+	frames    int
+	err       error
+	// seqErr is set when the frames broke the E2A frame invariants (gap,
+	// duplicate, out of order, nothing after the final frame).
+	seqErr error
+}
+
+// client sends one request of a protocol and reads its answer.
+type client struct {
+	base   string
+	proto  string
+	pool   string
+	hc     *http.Client
+	header http.Header
+	params map[string]any
+	// sessions are idle ACP sessions.
+	sessions chan string
+	// tmpl is the request body around the id and the second slot.
+	tmplOnce sync.Once
+	tmpl     []string
+	slots    []int
+	tmplErr  error
+	path     string
+	// expectFrames is the number of E2A frames a request must deliver
+	// (0: not checked).
+	expectFrames int
+}
+
+func newHTTPClient(conns int) *http.Client {
+	tr := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        conns * 2,
+		MaxIdleConnsPerHost: conns * 2,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+		WriteBufferSize:     16 << 10,
+		ReadBufferSize:      32 << 10,
+	}
+	return &http.Client{Transport: tr}
+}
+
+// body returns the request body for request id (session: the ACP
+// session). The bodies are built from a template made once, so that the
+// harness spends little of the machine it measures; ids and sessions are
+// [A-Za-z0-9-] and need no escaping.
+func (c *client) body(id, session string) ([]byte, string, error) {
+	c.tmplOnce.Do(c.makeTemplate)
+	if c.tmplErr != nil {
+		return nil, "", c.tmplErr
+	}
+	n := len(id) + len(session)
+	for _, p := range c.tmpl {
+		n += len(p) + len(id)
+	}
+	b := make([]byte, 0, n)
+	for i, p := range c.tmpl {
+		b = append(b, p...)
+		if i < len(c.slots) {
+			if c.slots[i] == slotSession {
+				b = append(b, session...)
+			} else {
+				b = append(b, id...)
+			}
+		}
+	}
+	return b, c.path, nil
+}
+
+const (
+	slotID = iota
+	slotSession
+)
+
+func (c *client) makeTemplate() {
+	params, err := json.Marshal(c.params)
+	if err != nil {
+		c.tmplErr = err
+		return
+	}
+	P := string(params)
+	const part = `{"kind":"text","text":"bench request"}`
+	switch c.proto {
+	case ProtoE2ASSE, ProtoE2ANDJSON:
+		c.tmpl = []string{`{"request_id":"`, `","method":"chat.send","params":` + P + `}`}
+		c.slots = []int{slotID}
+		c.path = PathE2A
+		if c.pool != "" {
+			c.path += "?agent=" + c.pool
+		}
+	case ProtoA2AStream, ProtoA2ASend:
+		method := "message/stream"
+		if c.proto == ProtoA2ASend {
+			method = "message/send"
+		}
+		c.tmpl = []string{`{"jsonrpc":"2.0","id":"`, `","method":"` + method + `","params":{"message":{"kind":"message","messageId":"`,
+			`","role":"user","parts":[` + part + `]},"metadata":` + P + `}}`}
+		c.slots = []int{slotID, slotID}
+		c.path = PathA2A
+	case ProtoACP:
+		// Pipeline parameters travel in _meta.e2a_params (see ingress ACP).
+		c.tmpl = []string{`{"jsonrpc":"2.0","id":"`, `","method":"session/prompt","params":{"sessionId":"`,
+			`","prompt":[{"type":"text","text":"bench request"}],"_meta":{"e2a_params":` + P + `}}}`}
+		c.slots = []int{slotID, slotSession}
+		c.path = PathACP
+	default:
+		c.tmplErr = fmt.Errorf("bench: unknown protocol %q", c.proto)
+	}
+}
+
+func (c *client) accept() string {
+	switch c.proto {
+	case ProtoE2ASSE, ProtoA2AStream:
+		return "text/event-stream"
+	case ProtoE2ANDJSON:
+		return "application/x-ndjson"
+	case ProtoACP:
+		return "application/x-ndjson, text/event-stream"
+	}
+	return "application/json"
+}
+
+// do sends request id and reads the whole answer; start is the instant the
+// request was due (latencies are measured from it, so that a late start
+// under open-loop load is counted).
+func (c *client) do(ctx context.Context, id string, start time.Time) (res result) {
+	var session string
+	if c.proto == ProtoACP {
+		var err error
+		if session, err = c.acquireSession(ctx); err != nil {
+			return result{err: err}
+		}
+		defer c.releaseSession(session)
+	}
+	body, path, err := c.body(id, session)
+	if err != nil {
+		return result{err: err}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return result{err: err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", c.accept())
+	for k, v := range c.header {
+		req.Header[k] = v
+	}
+	return c.read(req, id, start, c.proto)
+}
+
+// open streams a finished request again: GET /v1/requests/{id}/stream (SSE).
+func (c *client) open(ctx context.Context, id string, start time.Time) result {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+PathE2A+"/"+id+"/stream", nil)
+	if err != nil {
+		return result{err: err}
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	for k, v := range c.header {
+		req.Header[k] = v
+	}
+	return c.read(req, id, start, ProtoE2ASSE)
+}
+
+// acquireSession takes an idle ACP session, or creates one (session/new):
+// an ACP client prompts a session one turn at a time, so each request in
+// flight has its own, and sessions are reused across requests as a client
+// reuses its session.
+func (c *client) acquireSession(ctx context.Context) (string, error) {
+	select {
+	case s := <-c.sessions:
+		return s, nil
+	default:
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+PathACP,
+		strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range c.header {
+		req.Header[k] = v
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Result struct {
+			SessionID string `json:"sessionId"`
+		} `json:"result"`
+		Error json.RawMessage `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Result.SessionID == "" {
+		return "", fmt.Errorf("acp session/new: HTTP %d %s %v", resp.StatusCode, out.Error, err)
+	}
+	return out.Result.SessionID, nil
+}
+
+func (c *client) releaseSession(s string) {
+	select {
+	case c.sessions <- s:
+	default:
+	}
+}
+
+var errNoFinal = errors.New("stream ended without a final frame")
+
+func (c *client) read(req *http.Request, id string, start time.Time, proto string) (res result) {
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return result{err: err}
+	}
+	defer func() {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return result{err: fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b))}
+	}
+	if proto == ProtoA2ASend {
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return result{err: err}
+		}
+		var m rpcMsg
+		if err := json.Unmarshal(bytes.TrimSpace(b), &m); err != nil {
+			return result{err: fmt.Errorf("a2a-send: %w", err)}
+		}
+		if len(m.Error) > 0 && string(m.Error) != "null" {
+			return result{err: fmt.Errorf("a2a-send: error %s", m.Error)}
+		}
+		d := time.Since(start)
+		return result{ttff: d, e2e: d, frames: 1}
+	}
+	sseMode := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	rd := readerPool.Get().(*bufio.Reader)
+	rd.Reset(resp.Body)
+	defer func() { rd.Reset(nil); readerPool.Put(rd) }()
+	var chk e2a.SequenceChecker
+	var ev sseEvent
+	final := false
+	handle := func(msg []byte, evID, evName string) error {
+		isFrame, isFinal, seq, herr := classify(proto, msg, evID, evName)
+		if herr != nil {
+			return herr
+		}
+		if !isFrame {
+			return nil
+		}
+		if res.frames == 0 {
+			res.ttff = time.Since(start)
+		}
+		res.frames++
+		if seq >= 0 && res.seqErr == nil {
+			if err := chk.Add(&e2a.Response{RequestID: id, Sequence: seq, IsFinal: isFinal}); err != nil {
+				res.seqErr = err
+			}
+		}
+		if isFinal {
+			final = true
+			res.e2e = time.Since(start)
+		}
+		return nil
+	}
+	for {
+		line, err := readLine(rd)
+		if len(line) > 0 || (err == nil && sseMode) {
+			if sseMode {
+				if done := ev.line(line); done {
+					if len(ev.data) > 0 || ev.event != "" {
+						if herr := handle(ev.data, ev.id, ev.event); herr != nil {
+							res.err = herr
+							return res
+						}
+					}
+					ev.reset()
+				}
+			} else if len(bytes.TrimSpace(line)) > 0 {
+				if herr := handle(line, "", ""); herr != nil {
+					res.err = herr
+					return res
+				}
+			}
+		}
+		if err != nil {
+			if err == io.EOF {
+				break
+			}
+			res.err = err
+			return res
+		}
+	}
+	if !final {
+		res.err = errNoFinal
+	} else if c.expectFrames > 0 && (proto == ProtoE2ASSE || proto == ProtoE2ANDJSON) && res.frames != c.expectFrames {
+		res.err = fmt.Errorf("%d frames, expected %d", res.frames, c.expectFrames)
+	}
+	return res
+}
+
+var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
+
+// readLine returns the next line without its line ending (it may be
+// returned with io.EOF when the body does not end with a newline).
+func readLine(rd *bufio.Reader) ([]byte, error) {
+	line, err := rd.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		buf := append([]byte(nil), line...)
+		for err == bufio.ErrBufferFull {
+			line, err = rd.ReadSlice('\n')
+			buf = append(buf, line...)
+		}
+		line = buf
+	}
+	line = bytes.TrimRight(line, "\r\n")
+	return line, err
+}
+
+// sseEvent accumulates the fields of one SSE event.
+type sseEvent struct {
+	id, event string
+	data      []byte
+}
+
+// line feeds one line; it reports true at the blank line ending an event.
+func (e *sseEvent) line(l []byte) bool {
+	if len(l) == 0 {
+		return true
+	}
+	if l[0] == ':' {
+		return false
+	}
+	field, value, _ := bytes.Cut(l, []byte(":"))
+	value = bytes.TrimPrefix(value, []byte(" "))
+	switch string(field) {
+	case "id":
+		e.id = string(value)
+	case "event":
+		e.event = string(value)
+	case "data":
+		if len(e.data) > 0 {
+			e.data = append(e.data, '\n')
+		}
+		e.data = append(e.data, value...)
+	}
+	return false
+}
+
+func (e *sseEvent) reset() { e.id, e.event, e.data = "", "", e.data[:0] }
+
+// rpcMsg is the part of a JSON-RPC message the harness reads.
+type rpcMsg struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Error  json.RawMessage `json:"error"`
+	Result *struct {
+		Kind  string `json:"kind"`
+		Final bool   `json:"final"`
+	} `json:"result"`
+}
+
+var (
+	finalMark = []byte(`"is_final":true`)
+	seqMark   = []byte(`"sequence":`)
+)
+
+// classify reads one message of an answer: whether it is a frame (an
+// event the client counts), whether it is the last, its E2A sequence (-1
+// when the protocol does not carry one) and an error for an error message.
+func classify(proto string, msg []byte, evID, evName string) (isFrame, isFinal bool, seq int64, err error) {
+	seq = -1
+	switch proto {
+	case ProtoE2ASSE:
+		if evName == "error" || evID == "" {
+			return false, false, -1, fmt.Errorf("error event: %s", msg)
+		}
+		seq, perr := strconv.ParseInt(evID, 10, 64)
+		if perr != nil {
+			return false, false, -1, fmt.Errorf("bad event id %q", evID)
+		}
+		return true, bytes.Contains(msg, finalMark), seq, nil
+	case ProtoE2ANDJSON:
+		if bytes.HasPrefix(msg, []byte(`{"error"`)) {
+			return false, false, -1, fmt.Errorf("error line: %s", msg)
+		}
+		i := bytes.Index(msg, seqMark)
+		if i < 0 {
+			return false, false, -1, fmt.Errorf("line without sequence: %.200s", msg)
+		}
+		rest := msg[i+len(seqMark):]
+		j := 0
+		for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+			j++
+		}
+		seq, perr := strconv.ParseInt(string(rest[:j]), 10, 64)
+		if perr != nil {
+			return false, false, -1, fmt.Errorf("bad sequence in %.200s", msg)
+		}
+		return true, bytes.Contains(msg, finalMark), seq, nil
+	case ProtoA2AStream, ProtoACP:
+		var m rpcMsg
+		if err := json.Unmarshal(msg, &m); err != nil {
+			return false, false, -1, fmt.Errorf("%s: %w", proto, err)
+		}
+		if len(m.Error) > 0 && string(m.Error) != "null" {
+			return false, false, -1, fmt.Errorf("%s: error %s", proto, m.Error)
+		}
+		if proto == ProtoA2AStream {
+			return m.Result != nil, m.Result != nil && m.Result.Final, -1, nil
+		}
+		if m.Method != "" {
+			return true, false, -1, nil
+		}
+		// The JSON-RPC response of session/prompt ends the turn.
+		return true, len(m.ID) > 0 && m.Result != nil, -1, nil
+	}
+	return false, false, -1, fmt.Errorf("unknown protocol %q", proto)
+}

@@ -1,0 +1,208 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/obs"
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// PipelineOptions configure an in-process pipeline.
+type PipelineOptions struct {
+	// StoreDir of the embedded server; empty: a temporary directory.
+	StoreDir string
+	// SyncAlways fsyncs every JetStream write (production setting).
+	SyncAlways bool
+	// AgentConcurrency is the bench agent pool's concurrency.
+	AgentConcurrency int
+	// Frames, FrameBytes and Delay configure the bench agent.
+	Frames, FrameBytes int
+	Delay              time.Duration
+	// SplitConns gives the agent pool its own NATS connection (e2a dev
+	// shares one connection between every stage).
+	SplitConns bool
+	// TCP connects the stages over the loopback TCP listener instead of
+	// in process (nats.InProcessServer, a synchronous net.Pipe).
+	TCP bool
+	// NoAudit deletes E2A_AUDIT after provisioning: an experiment that
+	// measures what sourcing every message into the audit stream costs.
+	NoAudit bool
+	// Log receives the stages' logs (default: discarded).
+	Log *slog.Logger
+}
+
+// Pipeline is every stage in this process, as `e2a dev` runs it: an
+// embedded JetStream server with the E2A streams, ingress and egress on one
+// HTTP server on a loopback port, and the bench agent pool.
+type Pipeline struct {
+	Embedded *streams.Embedded
+	// NC is the in-process connection of ingress and egress.
+	NC *nats.Conn
+	// AgentNC is the agent pool's connection (NC unless SplitConns).
+	AgentNC *nats.Conn
+	// URL is the base URL of the HTTP server.
+	URL string
+
+	srv       *http.Server
+	ln        net.Listener
+	cancel    context.CancelFunc
+	agentDone chan error
+	egress    *egress.Service
+}
+
+// StartPipeline starts an in-process pipeline.
+func StartPipeline(ctx context.Context, o PipelineOptions) (p *Pipeline, err error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.AgentConcurrency <= 0 {
+		o.AgentConcurrency = 256
+	}
+	emb, err := streams.StartEmbedded(streams.EmbeddedOptions{StoreDir: o.StoreDir, SyncAlways: o.SyncAlways})
+	if err != nil {
+		return nil, err
+	}
+	p = &Pipeline{Embedded: emb}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+	connect := func(name string) (*nats.Conn, error) {
+		if o.TCP {
+			return nats.Connect(emb.ClientURL(), nats.Name(name))
+		}
+		return emb.Connect(nats.Name(name))
+	}
+	if p.NC, err = connect("bench-http"); err != nil {
+		return nil, err
+	}
+	p.AgentNC = p.NC
+	if o.SplitConns {
+		if p.AgentNC, err = connect("bench-agent"); err != nil {
+			return nil, err
+		}
+	}
+	js, err := jetstream.New(p.NC)
+	if err != nil {
+		return nil, err
+	}
+	cfg := streams.DefaultConfig()
+	cfg.Replicas = 1
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if rep, err := streams.Apply(actx, js, cfg); err != nil {
+		return nil, fmt.Errorf("bench: provision streams: %w\n%s", err, rep)
+	}
+	if o.NoAudit {
+		if err := js.DeleteStream(actx, streams.AuditStream); err != nil {
+			return nil, fmt.Errorf("bench: delete %s: %w", streams.AuditStream, err)
+		}
+	}
+	reg := obs.NewRegistry()
+	p.egress, err = egress.New(p.NC, egress.WithRegisterer(reg), egress.WithLogger(o.Log))
+	if err != nil {
+		return nil, err
+	}
+	in, err := ingress.New(p.NC, p.egress, ingress.WithDefaultPool(Pool), ingress.WithRegisterer(reg), ingress.WithLogger(o.Log))
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	in.Register(mux)
+	p.egress.Register(mux)
+	obs.Register(mux, reg, obs.NATSConnected(p.NC))
+	rctx, rcancel := context.WithCancel(context.Background())
+	p.cancel = rcancel
+	p.srv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return rctx },
+		ErrorLog:          slogToLog(o.Log),
+	}
+	if p.ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	p.URL = "http://" + p.ln.Addr().String()
+	go func() { _ = p.srv.Serve(p.ln) }()
+	p.agentDone = make(chan error, 1)
+	h := Agent(o.Frames, o.FrameBytes, o.Delay)
+	go func() {
+		p.agentDone <- agent.Run(rctx, p.AgentNC, Pool, h,
+			agent.WithConcurrency(o.AgentConcurrency),
+			agent.WithMaxAckPending(max(o.AgentConcurrency, agent.DefaultMaxAckPending)),
+			agent.WithMetrics(reg), agent.WithLogger(o.Log))
+	}()
+	if err := waitConsumer(ctx, js); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// waitConsumer waits until the agent pool's consumer exists, so that the
+// first requests do not wait for the pool to start.
+func waitConsumer(ctx context.Context, js jetstream.JetStream) error {
+	name, err := streams.AgentConsumerName(Pool)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := js.Consumer(c, streams.RequestsStream, name)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("bench: agent consumer %s: %w", name, errors.Join(err, ctx.Err()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Close stops every stage and the server.
+func (p *Pipeline) Close() {
+	if p.cancel != nil {
+		p.cancel()
+	}
+	if p.srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = p.srv.Shutdown(sctx)
+		cancel()
+	}
+	if p.agentDone != nil {
+		select {
+		case <-p.agentDone:
+		case <-time.After(30 * time.Second):
+		}
+	}
+	if p.egress != nil {
+		p.egress.Close()
+	}
+	if p.AgentNC != nil && p.AgentNC != p.NC {
+		p.AgentNC.Close()
+	}
+	if p.NC != nil {
+		p.NC.Close()
+	}
+	if p.Embedded != nil {
+		p.Embedded.Shutdown()
+	}
+}
+
+func slogToLog(l *slog.Logger) *log.Logger { return slog.NewLogLogger(l.Handler(), slog.LevelWarn) }

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Fuzz every Fuzz* target of the module for a bounded time each.
+#
+#   scripts/fuzz.sh                 every target, FUZZTIME (default 30s) each
+#   FUZZTIME=5m scripts/fuzz.sh     longer
+#   scripts/fuzz.sh ./e2a ./ingress only these packages
+#   KEEP_CORPUS=1 scripts/fuzz.sh   also copy the inputs the fuzzer found
+#                                   interesting into <pkg>/testdata/fuzz/<Target>/
+#
+# Not part of `go test ./...`: fuzzing runs only here. What it leaves behind
+# is, though: a crasher is written by the fuzzer to
+# <pkg>/testdata/fuzz/<Target>/<hash>, and every file there is run as a
+# seed input by the plain `go test` — so a crasher becomes a regression test
+# the moment it is found (commit it with the fix). Seed corpora are kept in
+# the same place.
+#
+# Exit status: 0 when no target failed, 1 otherwise; the failing targets and
+# their crasher files are listed at the end.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+FUZZTIME=${FUZZTIME:-30s}
+KEEP_CORPUS=${KEEP_CORPUS:-0}
+# The fuzzer's worker count; a shared 2-core machine is best left one core.
+PARALLEL=${FUZZ_PARALLEL:-$(( $(nproc) > 1 ? $(nproc) - 1 : 1 ))}
+
+if [ $# -gt 0 ]; then
+  pkgs=("$@")
+else
+  # Packages with a Fuzz function in a test file.
+  mapfile -t pkgs < <(grep -rl --include='*_test.go' -E '^func Fuzz[A-Z0-9_]' . \
+    | xargs -n1 dirname | sort -u | sed 's#^\./#./#')
+fi
+if [ ${#pkgs[@]} -eq 0 ]; then
+  echo "fuzz: no Fuzz targets found"; exit 0
+fi
+
+cache=$(go env GOCACHE)/fuzz
+modpath=$(go list -m)
+failed=()
+ran=0
+start=$(date +%s)
+for pkg in "${pkgs[@]}"; do
+  # `go test -list` names the targets exactly as the test binary sees them.
+  mapfile -t targets < <(go test -list '^Fuzz' "$pkg" 2>/dev/null | grep -E '^Fuzz')
+  [ ${#targets[@]} -eq 0 ] && continue
+  importpath=$(go list "$pkg")
+  for t in "${targets[@]}"; do
+    echo "== $importpath $t ($FUZZTIME, $PARALLEL workers)"
+    ran=$((ran + 1))
+    if ! go test "$pkg" -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" -parallel "$PARALLEL"; then
+      failed+=("$importpath $t")
+      # The fuzzer wrote the crasher under testdata/fuzz/$t: show it.
+      ls -t "$pkg/testdata/fuzz/$t" 2>/dev/null | head -3 | sed "s#^#   crasher: $pkg/testdata/fuzz/$t/#"
+    fi
+    if [ "$KEEP_CORPUS" = 1 ] && [ -d "$cache/$importpath/$t" ]; then
+      mkdir -p "$pkg/testdata/fuzz/$t"
+      # At most 200 inputs, the smallest first: they run in every `go test`.
+      n=0
+      while IFS= read -r f; do
+        cp -n "$f" "$pkg/testdata/fuzz/$t/" && n=$((n + 1))
+      done < <(find "$cache/$importpath/$t" -type f -printf '%s %p\n' | sort -n | head -200 | cut -d' ' -f2-)
+      echo "   kept $n corpus inputs in $pkg/testdata/fuzz/$t"
+    fi
+  done
+done
+echo
+echo "fuzz: $ran targets in $(( $(date +%s) - start )) s ($modpath), ${#failed[@]} failed"
+for f in "${failed[@]}"; do echo "  FAILED $f"; done
+[ ${#failed[@]} -eq 0 ]
