@@ -287,3 +287,54 @@ func TestRateLimitSharedByReplicas(t *testing.T) {
 		t.Fatalf("%d accepted, %d limited across two replicas; want 5 and 5", ok, limited)
 	}
 }
+
+// Idempotency-Key names the request when the body has no request_id: the
+// same key twice is one request.
+func TestIdempotencyKey(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	js, _ := jetstream.New(nc)
+	url := frontDoor(t, nc)
+	var ids []string
+	for i := 0; i < 2; i++ {
+		resp, b := do(t, "POST", url+"/v1/requests", `{"params":{"text":"x"}}`, "Idempotency-Key", "order-7781")
+		if resp.StatusCode != 202 {
+			t.Fatalf("status %d %s", resp.StatusCode, b)
+		}
+		var acc ingress.AcceptedBody
+		if err := json.Unmarshal(b, &acc); err != nil {
+			t.Fatal(err)
+		}
+		if acc.Duplicate != (i == 1) {
+			t.Fatalf("answer %d: duplicate=%v", i, acc.Duplicate)
+		}
+		ids = append(ids, acc.RequestID)
+	}
+	if ids[0] != ids[1] || ids[0] != "order-7781" {
+		t.Fatalf("ids %v", ids)
+	}
+	if n := streamMsgs(t, js, streams.RequestsStream); n != 1 {
+		t.Fatalf("%d requests stored, want 1", n)
+	}
+}
+
+// A principal's concurrent streams are bounded; the request itself is
+// accepted and can be read later.
+func TestStreamLimit(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	url := frontDoor(t, nc, ingress.WithStreamLimiter(ingress.NewStreamLimiter(1)))
+	// No agent answers, so the first stream stays open.
+	req, _ := http.NewRequest("POST", url+"/v1/requests", strings.NewReader(`{"request_id":"s-1","params":{}}`))
+	req.Header.Set("Accept", "text/event-stream")
+	first, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Body.Close()
+	if first.StatusCode != 200 {
+		t.Fatalf("first stream: %d", first.StatusCode)
+	}
+	resp, b := do(t, "POST", url+"/v1/requests", `{"request_id":"s-2","params":{}}`, "Accept", "text/event-stream")
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("second stream: %d %s", resp.StatusCode, b)
+	}
+}

@@ -260,6 +260,13 @@ func (s *Server) handleE2A(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if wantsStream(r) || r.URL.Query().Get("wait") == "true" {
+		// The request is accepted; only the streamed answer is bounded per
+		// principal (the client can still read it with GET …/stream).
+		release, ok := s.acquireStream(w, p, e2aShape)
+		if !ok {
+			return
+		}
+		defer release()
 		s.egress.ServeE2A(w, r, acc.RequestID)
 		return
 	}

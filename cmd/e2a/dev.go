@@ -165,8 +165,11 @@ func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Reg
 	return &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		// Bounds reading a request (headers and body) from a slow client;
+		// streamed answers are bounded by egress's write deadlines instead.
+		ReadTimeout: 60 * time.Second,
+		IdleTimeout: 120 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx },
 	}, nil
 }
 
