@@ -30,6 +30,14 @@ const (
 	// RateLimitBucket holds rate limiter state; keys expire after
 	// Config.RateLimitTTL.
 	RateLimitBucket = "E2A_RATELIMIT"
+	// WorkflowLocalBucket, WorkflowSessionBucket and WorkflowCacheBucket
+	// hold the A2E workflow executor's StoreData localStorage (no TTL),
+	// sessionStorage (24 h) and its operation cache shared by every
+	// workflow worker (10 min, above the longest cache TTL of 5 min). The
+	// workflow pool creates or updates them at start-up.
+	WorkflowLocalBucket   = "A2E_LOCAL"
+	WorkflowSessionBucket = "A2E_SESSION"
+	WorkflowCacheBucket   = "A2E_CACHE"
 )
 
 const (

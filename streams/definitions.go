@@ -3,6 +3,7 @@ package streams
 import (
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -122,6 +123,8 @@ var validBucket = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 //   - E2A_TASKS: TasksHistory revisions per key, TasksTTL.
 //   - E2A_IDEMPOTENCY: one revision, IdempotencyTTL.
 //   - E2A_RATELIMIT: one revision, RateLimitTTL.
+//   - A2E_LOCAL (no TTL), A2E_SESSION (24 h), A2E_CACHE (10 min): the
+//     workflow executor's buckets, created by the workflow pool.
 //
 // Any other valid bucket name gets one revision and no TTL; adjust the
 // returned value as needed and pass it to Apply with WithKeyValue.
@@ -149,6 +152,14 @@ func (c Config) KeyValueConfig(bucket string) (jetstream.KeyValueConfig, error) 
 	case RateLimitBucket:
 		kv.Description = "E2A rate limiter state"
 		kv.TTL = c.RateLimitTTL
+	case WorkflowLocalBucket:
+		kv.Description = "A2E workflow StoreData localStorage"
+	case WorkflowSessionBucket:
+		kv.Description = "A2E workflow StoreData sessionStorage"
+		kv.TTL = 24 * time.Hour
+	case WorkflowCacheBucket:
+		kv.Description = "A2E workflow operation cache"
+		kv.TTL = 10 * time.Minute
 	}
 	return kv, nil
 }

@@ -3,6 +3,7 @@ package subjects
 import (
 	"hash/fnv"
 	"strconv"
+	"strings"
 )
 
 // DirectGet returns $JS.API.DIRECT.GET.<stream>, the subject of direct get
@@ -72,3 +73,14 @@ func AuditRequest(partition int) string { return prefixAuditReq + strconv.Itoa(p
 
 // AuditResponse returns e2a.audit.resp.<partition>.
 func AuditResponse(partition int) string { return prefixAuditResp + strconv.Itoa(partition) }
+
+// KV returns $KV.<bucket>.<key>, the subject a JetStream key-value entry is
+// stored under (key must already be a valid KV key: tokens of
+// [-/_=.a-zA-Z0-9]).
+func KV(bucket, key string) string { return "$KV." + bucket + "." + key }
+
+// KVKey returns the key of a $KV.<bucket>.<key> subject, and false when
+// subject is not in bucket.
+func KVKey(bucket, subject string) (string, bool) {
+	return strings.CutPrefix(subject, "$KV."+bucket+".")
+}

@@ -6,21 +6,13 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/workflow"
-)
-
-// Workflow KV buckets: StoreData localStorage and sessionStorage, and the
-// operation cache shared by every workflow worker.
-const (
-	workflowLocalBucket   = "A2E_LOCAL"
-	workflowSessionBucket = "A2E_SESSION"
-	workflowCacheBucket   = "A2E_CACHE"
 )
 
 // newWorkflowExecutor builds the A2E workflow executor from E2A_WORKFLOW_*
@@ -34,14 +26,20 @@ func newWorkflowExecutor(ctx context.Context, js jetstream.JetStream, cfg Config
 	if err != nil {
 		return nil, err
 	}
-	kv := func(name string, ttl time.Duration) (jetstream.KeyValue, error) {
-		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, TTL: ttl, Replicas: cfg.Replicas, Storage: jetstream.FileStorage, History: 1})
+	sc := cfg.StreamsConfig()
+	sc.Storage = jetstream.FileStorage
+	kv := func(name string) (jetstream.KeyValue, error) {
+		kc, err := sc.KeyValueConfig(name)
+		if err != nil {
+			return nil, err
+		}
+		return js.CreateOrUpdateKeyValue(ctx, kc)
 	}
-	local, err := kv(workflowLocalBucket, 0)
+	local, err := kv(streams.WorkflowLocalBucket)
 	if err != nil {
 		return nil, fmt.Errorf("workflow storage: %w", err)
 	}
-	session, err := kv(workflowSessionBucket, 24*time.Hour)
+	session, err := kv(streams.WorkflowSessionBucket)
 	if err != nil {
 		return nil, fmt.Errorf("workflow storage: %w", err)
 	}
@@ -51,7 +49,7 @@ func newWorkflowExecutor(ctx context.Context, js jetstream.JetStream, cfg Config
 	}
 	opts.Storage = stores
 	if wc.Cache == "kv" {
-		cache, err := kv(workflowCacheBucket, 10*time.Minute)
+		cache, err := kv(streams.WorkflowCacheBucket)
 		if err != nil {
 			return nil, fmt.Errorf("workflow cache: %w", err)
 		}

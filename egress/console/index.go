@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -80,9 +79,9 @@ const (
 
 // kvSubject is the subject of key in Bucket (the JetStream KV convention
 // $KV.<bucket>.<key>; keys here are built from subject-safe tokens).
-func kvSubject(key string) string { return "$KV." + Bucket + "." + key }
+func kvSubject(key string) string { return subjects.KV(Bucket, key) }
 
-func keyFromSubject(subj string) string { return strings.TrimPrefix(subj, "$KV."+Bucket+".") }
+func keyFromSubject(subj string) string { k, _ := subjects.KVKey(Bucket, subj); return k }
 
 func valueHash(v string) string {
 	h := sha256.Sum256([]byte(v))
