@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -336,5 +337,27 @@ func TestStreamLimit(t *testing.T) {
 	resp, b := do(t, "POST", url+"/v1/requests", `{"request_id":"s-2","params":{}}`, "Accept", "text/event-stream")
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("second stream: %d %s", resp.StatusCode, b)
+	}
+}
+
+// A JSON-RPC batch is charged per element: it cannot multiply the limit.
+func TestRateLimitChargesBatchElements(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(context.Background(), streams.RateLimitBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := frontDoor(t, nc, withAPIKey(t), ingress.WithLimiter(ingress.NewLimiter(kv, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: 3}})))
+	var batch []string
+	for i := 0; i < 10; i++ {
+		batch = append(batch, `{"jsonrpc":"2.0","id":`+strconv.Itoa(i)+`,"method":"tasks/send","params":{"message":{"role":"user","parts":[{"type":"text","content":"x"}]}}}`)
+	}
+	resp, b := do(t, "POST", url+"/a2a", "["+strings.Join(batch, ",")+"]", "X-Api-Key", testKey)
+	if resp.StatusCode != 429 {
+		t.Fatalf("batch of 10 under a limit of 3: %d %s", resp.StatusCode, b)
+	}
+	if n := streamMsgs(t, js, streams.RequestsStream); n != 0 {
+		t.Fatalf("a refused batch published %d requests", n)
 	}
 }

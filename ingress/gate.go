@@ -94,3 +94,33 @@ func (s *Server) acquireStream(w http.ResponseWriter, p Principal, shape errorSh
 	}
 	return release, true
 }
+
+// charge takes n more requests from the principal's rate limit (the
+// elements of a batch after the first); on refusal it answers 429 in the
+// endpoint's shape.
+func (s *Server) charge(w http.ResponseWriter, r *http.Request, p Principal, protocol string, n int, shape errorShape) bool {
+	if s.opts.limiter == nil {
+		return true
+	}
+	key := p.UserID
+	if key == "" {
+		key = "anonymous"
+	}
+	for i := 0; i < n; i++ {
+		d, err := s.opts.limiter.Allow(r.Context(), key)
+		if err != nil {
+			w.Header().Set("Retry-After", "1")
+			shape(w, failure{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "rate limiter unavailable; retry later", Retryable: true, RPCCode: CodeInternalError})
+			return false
+		}
+		if !d.Allowed {
+			d.SetHeaders(w.Header())
+			s.metrics.rateLimited.WithLabelValues(protocol).Inc()
+			shape(w, failure{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded",
+				Message:   "rate limit exceeded by the batch: " + strconv.Itoa(d.Limit) + " requests per " + d.Window,
+				Retryable: true, RPCCode: CodeRateLimited, Data: d.ExceededBody()})
+			return false
+		}
+	}
+	return true
+}

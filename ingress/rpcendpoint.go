@@ -43,6 +43,11 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, e rpcEndpoint)
 	}
 	if batch {
 		method = "batch"
+		// The gate charged one request; every further element is charged
+		// too, so a batch cannot multiply a principal's rate limit.
+		if !s.charge(w, r, p, e.protocol, len(calls)-1, e.shape) {
+			return
+		}
 		_ = ServeBatch(w, r, calls, e.streaming, func(ctx context.Context, req *Request) (any, *Error) {
 			return callRecorded(r.WithContext(ctx), p, req, e.call)
 		})
