@@ -10,11 +10,16 @@ import (
 func TestAuthorizerGuardsEndpoints(t *testing.T) {
 	e := startEnv(t)
 	e.finished(t, "auth-1", 2)
-	s, err := New(e.nc, WithAuthorizer(func(r *http.Request) error {
-		if r.Header.Get("X-Api-Key") != "good" {
-			return errors.New("no")
+	s, err := New(e.nc, WithAuthorizer(func(r *http.Request) (string, error) {
+		switch r.Header.Get("X-Api-Key") {
+		case "good":
+			return "", nil // trusted reader: no ownership check
+		case "owner":
+			return "u_001", nil
+		case "other":
+			return "u-2", nil
 		}
-		return nil
+		return "", errors.New("no")
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -34,12 +39,14 @@ func TestAuthorizerGuardsEndpoints(t *testing.T) {
 				t.Fatalf("%s key %q: %d", path, key, rec.Code)
 			}
 		}
-		rec := httptest.NewRecorder()
-		req := httptest.NewRequest("GET", path, nil)
-		req.Header.Set("X-Api-Key", "good")
-		mux.ServeHTTP(rec, req)
-		if rec.Code != http.StatusOK {
-			t.Fatalf("%s with a good key: %d %s", path, rec.Code, rec.Body)
+		for key, want := range map[string]int{"good": 200, "owner": 200, "other": 404} {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest("GET", path, nil)
+			req.Header.Set("X-Api-Key", key)
+			mux.ServeHTTP(rec, req)
+			if rec.Code != want {
+				t.Fatalf("%s with key %q: %d %s, want %d", path, key, rec.Code, rec.Body, want)
+			}
 		}
 	}
 }

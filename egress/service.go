@@ -51,17 +51,20 @@ type config struct {
 	idleTimeout  time.Duration
 	cancelWait   time.Duration
 	replay       []ReplayOption
-	authorize    func(*http.Request) error
+	authorize    func(*http.Request) (string, error)
 }
 
-// WithAuthorizer guards the endpoints Register mounts: f is called before
-// anything is read and returns nil to serve, or an error to answer 401 with
-// {"error":{"code":"unauthenticated",…}}. Ingress's Auth.Authenticate is the
-// usual f. Without it the endpoints are open (auth scheme none).
-func WithAuthorizer(f func(*http.Request) error) Option {
+// WithAuthorizer guards the endpoints Register mounts: f authenticates the
+// reader before anything is read and returns its principal, or an error to
+// answer 401 {"error":{"code":"unauthenticated",…}}. A request is then
+// served only to the principal it was accepted for (the envelope's
+// user_id): any other principal gets the same 404 as an unknown request, so
+// ids cannot be probed. f returning "" skips that check (a trusted reader).
+// Ingress's Auth.Authenticate is the usual f. Without it the endpoints are
+// open (auth scheme none).
+func WithAuthorizer(f func(*http.Request) (principal string, err error)) Option {
 	return func(c *config) { c.authorize = f }
 }
-
 // Option configures a Service.
 type Option func(*config)
 
@@ -533,15 +536,29 @@ func accepts(r *http.Request, mt string) bool {
 func wantsSSE(r *http.Request) bool    { return accepts(r, "text/event-stream") }
 func wantsNDJSON(r *http.Request) bool { return accepts(r, "application/x-ndjson") }
 
-// authorized applies WithAuthorizer; on refusal it answers 401 itself.
+// authorized applies WithAuthorizer; on refusal it answers itself: 401
+// without valid credentials, 404 for a request of another principal.
 func (s *Service) authorized(w http.ResponseWriter, r *http.Request) bool {
 	if s.cfg.authorize == nil {
 		return true
 	}
-	if err := s.cfg.authorize(r); err != nil {
+	principal, err := s.cfg.authorize(r)
+	if err != nil {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
 		_, _ = w.Write([]byte(`{"error":{"code":"unauthenticated","message":"missing or invalid credentials"}}` + "\n"))
+		return false
+	}
+	if principal == "" {
+		return true
+	}
+	env, _, err := fetchEnvelope(r.Context(), s.mux, s.streamNames().requests, r.PathValue("id"))
+	if err != nil {
+		WriteError(w, err)
+		return false
+	}
+	if env != nil && env.UserID != principal {
+		WriteError(w, ErrNotFound)
 		return false
 	}
 	return true

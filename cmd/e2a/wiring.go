@@ -60,14 +60,16 @@ func newWorkflowExecutor(ctx context.Context, js jetstream.JetStream, cfg Config
 
 // egressAuthorizer lets egress's GET endpoints demand the same credentials
 // as ingress; nil when only the none scheme is enabled.
-func egressAuthorizer(auth *ingress.Auth) func(*http.Request) error {
+func egressAuthorizer(auth *ingress.Auth) func(*http.Request) (string, error) {
 	if len(auth.Schemes()) == 1 && auth.Enabled(ingress.SchemeNone) {
 		return nil
 	}
-	return func(r *http.Request) error {
-		_, err := auth.Authenticate(r)
+	return func(r *http.Request) (string, error) {
+		// Every reader, the anonymous one of optional auth included, sees
+		// only the requests accepted for its principal.
+		p, err := auth.Authenticate(r)
 		ingress.StripCredentialHeaders(r.Header)
-		return err
+		return p.UserID, err
 	}
 }
 

@@ -68,11 +68,7 @@ var allSecrets = []string{keyAlice, keyBob, keyCarol, keyMallory, bodyMCPEnv, be
 
 // knownFindings are failures reported to the owners (see the package doc):
 // case name → what is wrong and where it is to be fixed.
-var knownFindings = map[string]string{
-	"read/GET /v1/requests/{id}/stream as another principal":   "egress.WithAuthorizer authenticates the reader but does not check that it is the request's principal",
-	"read/GET /v1/requests/{id} as another principal":          "egress.WithAuthorizer authenticates the reader but does not check that it is the request's principal",
-	"batch/rate limit holds across a batch of 30 message/send": "the rate limiter takes one token per HTTP request, not per JSON-RPC batch element",
-}
+var knownFindings = map[string]string{}
 
 // caseResult is one case tried.
 type caseResult struct {
@@ -164,10 +160,10 @@ func start(t *testing.T) *suite {
 	reg := obs.NewRegistry()
 	// Egress's GET endpoints demand the ingress credentials, as cmd/e2a
 	// wires them (egressAuthorizer).
-	authorize := func(r *http.Request) error {
-		_, err := auth.Authenticate(r)
+	authorize := func(r *http.Request) (string, error) {
+		p, err := auth.Authenticate(r)
 		ingress.StripCredentialHeaders(r.Header)
-		return err
+		return p.UserID, err
 	}
 	eg, err := egress.New(nc, egress.WithRegisterer(reg), egress.WithLogger(log), egress.WithWriteTimeout(time.Second),
 		egress.WithAuthorizer(authorize))
