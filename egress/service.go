@@ -65,6 +65,7 @@ type config struct {
 func WithAuthorizer(f func(*http.Request) (principal string, err error)) Option {
 	return func(c *config) { c.authorize = f }
 }
+
 // Option configures a Service.
 type Option func(*config)
 
