@@ -76,6 +76,7 @@ type writer struct {
 	requestID   string
 	subject     string
 	tmpl        e2a.Response
+	enc         frameEncoder // tmpl, pre-encoded
 	trace       *e2a.TraceContext
 	resumeAfter int64
 	// hctx is the handler's context: once it is done, handler writes are
@@ -116,6 +117,7 @@ func newWriter(w *worker, env *e2a.Envelope, requestID, subject string, last *st
 		Converter:      "agent",
 		Details:        map[string]any{"pool": w.pool, "worker": w.cfg.workerID},
 	}
+	wr.enc = newFrameEncoder(&wr.tmpl)
 	wr.cond = sync.NewCond(&wr.mu)
 	if last != nil {
 		wr.resumeAfter = lastSeq
@@ -359,33 +361,52 @@ func isFrameError(err error) bool {
 	return errors.As(err, &fe)
 }
 
-// encode builds the frame's JSON.
+// encode builds the frame's JSON: the variable fields appended to the
+// request's constant part, encoded once (see frameEncoder).
 func (wr *writer) encode(seq int64, f frame) ([]byte, error) {
-	body, err := json.Marshal(f.body)
-	if err != nil {
-		return nil, &frameError{fmt.Errorf("agent: frame body does not encode as JSON: %w", err)}
+	var body []byte
+	cb, fastBody := f.body.(e2a.ChunkBody)
+	var delta string
+	if fastBody {
+		delta, fastBody = cb.Delta.(string)
 	}
-	if len(body) == 0 || body[0] != '{' {
-		return nil, &frameError{fmt.Errorf("agent: frame body must be a JSON object")}
+	if fastBody {
+		body = appendChunkBody(make([]byte, 0, 32+len(cb.DeltaKind)+len(cb.MimeType)+len(delta)+len(delta)/8), &cb, delta)
+	} else {
+		var err error
+		body, err = json.Marshal(f.body)
+		if err != nil {
+			return nil, &frameError{fmt.Errorf("agent: frame body does not encode as JSON: %w", err)}
+		}
+		if len(body) == 0 || body[0] != '{' {
+			return nil, &frameError{fmt.Errorf("agent: frame body must be a JSON object")}
+		}
 	}
-	r := wr.tmpl
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, err
 	}
-	r.ResponseID = id.String()
-	r.Sequence = seq
-	r.IsFinal = f.final
-	r.Status = f.status
-	r.ResponseKind = f.kind
-	r.Timestamp = e2a.Now()
-	r.Body = body
-	if f.raw {
-		if err := checkRaw(&r, f.body); err != nil {
-			return nil, &frameError{err}
+	ts := e2a.Now()
+	if f.raw || !wr.enc.ok {
+		r := wr.tmpl
+		r.ResponseID = id.String()
+		r.Sequence = seq
+		r.IsFinal = f.final
+		r.Status = f.status
+		r.ResponseKind = f.kind
+		r.Timestamp = ts
+		r.Body = body
+		if f.raw {
+			if err := checkRaw(&r, f.body); err != nil {
+				return nil, &frameError{err}
+			}
+		}
+		if !wr.enc.ok {
+			return json.Marshal(&r)
 		}
 	}
-	return json.Marshal(&r)
+	out := make([]byte, 0, wr.enc.size()+len(f.status)+len(f.kind)+len(ts)+len(body))
+	return wr.enc.appendFrame(out, id, seq, f.final, f.status, f.kind, ts, body), nil
 }
 
 // checkRaw validates a frame of Write: the §12.2 rules on kind, status and

@@ -81,7 +81,11 @@ func (r *a2aStream) Start() error {
 }
 
 func (r *a2aStream) Frame(f *Frame) error {
-	evs, err := r.m.events(f.Response)
+	resp, err := f.decoded()
+	if err != nil {
+		return err
+	}
+	evs, err := r.m.events(resp)
 	if err != nil {
 		return err
 	}
@@ -132,7 +136,13 @@ func (r *a2aSend) Start() error {
 	return nil
 }
 
-func (r *a2aSend) Frame(f *Frame) error { return r.agg.add(f.Response) }
+func (r *a2aSend) Frame(f *Frame) error {
+	resp, err := f.decoded()
+	if err != nil {
+		return err
+	}
+	return r.agg.add(resp)
+}
 
 func (r *a2aSend) Heartbeat() error {
 	_, err := r.o.WriteString("\n")

@@ -190,7 +190,11 @@ func a2eEvent(f *e2a.Response) (string, map[string]any, bool) {
 }
 
 func (r *a2eRenderer) Frame(f *Frame) error {
-	for _, m := range r.messages(f.Response) {
+	resp, err := f.decoded()
+	if err != nil {
+		return err
+	}
+	for _, m := range r.messages(resp) {
 		if err := writeLineJSON(r.o, m); err != nil {
 			return err
 		}

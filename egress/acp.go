@@ -52,7 +52,10 @@ func (r *acpRenderer) emit(id string, v any) error {
 }
 
 func (r *acpRenderer) Frame(f *Frame) error {
-	resp := f.Response
+	resp, err := f.decoded()
+	if err != nil {
+		return err
+	}
 	if r.p.SessionID == "" {
 		r.p.SessionID = resp.SessionID
 	}

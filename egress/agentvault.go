@@ -194,7 +194,10 @@ func (r *avStream) Start() error {
 }
 
 func (r *avStream) Frame(f *Frame) error {
-	resp := f.Response
+	resp, err := f.decoded()
+	if err != nil {
+		return err
+	}
 	evs, err := r.m.events(resp)
 	if err != nil {
 		return err

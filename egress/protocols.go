@@ -143,11 +143,15 @@ func (s *Service) CancelRequest(ctx context.Context, requestID string, cancel Ca
 	defer stop()
 	var final *e2a.Response
 	err = Replay(wctx, s.nc, requestID, 0, func(f Frame) error {
-		if f.Response.IsFinal {
-			final = f.Response
+		if f.isFinal() {
+			r, err := f.decoded()
+			if err != nil {
+				return err
+			}
+			final = r
 		}
 		return nil
-	}, append(s.replayOptions(nil), WithoutRequestCheck())...)
+	}, append(s.replayOptions(nil), WithoutRequestCheck(), withoutDecode())...)
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return false, err
 	}

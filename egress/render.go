@@ -263,7 +263,7 @@ func (s sse) eventJSON(id, event string, v any) error {
 	return s.event(id, event, b)
 }
 
-func seqID(f *Frame) string { return strconv.FormatInt(f.Response.Sequence, 10) }
+func seqID(f *Frame) string { return strconv.FormatInt(f.sequence(), 10) }
 
 // ndjsonHead writes the head of an NDJSON response.
 func ndjsonHead(o *Output) {
@@ -295,7 +295,11 @@ func writeLineJSON(o *Output, v any) error {
 type projecting struct{ Renderer }
 
 func (p projecting) Frame(f *Frame) error {
-	r := FillProjections(f.Response)
+	resp, err := f.decoded()
+	if err != nil {
+		return err
+	}
+	r := FillProjections(resp)
 	raw, err := json.Marshal(r)
 	if err != nil {
 		return err

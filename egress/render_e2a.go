@@ -16,6 +16,15 @@ var (
 	_ Renderer = (*e2aJSON)(nil)
 )
 
+// passThrough is implemented by the renderers that write frames as stored
+// and read only their head (sequence, is_final, response_kind): the
+// [Service] opens their readers without decoding whole frames.
+type passThrough interface{ passThrough() bool }
+
+func (*e2aSSE) passThrough() bool    { return true }
+func (*e2aNDJSON) passThrough() bool { return true }
+func (*e2aJSON) passThrough() bool   { return true }
+
 // e2aSSE renders E2A frames as Server-Sent Events: id: <sequence>,
 // event: <response_kind>, data: <the frame as stored>.
 type e2aSSE struct {
@@ -41,7 +50,7 @@ func (r *e2aSSE) Start() error {
 }
 
 func (r *e2aSSE) Frame(f *Frame) error {
-	return sse{r.o}.event(seqID(f), f.Response.ResponseKind, f.Raw)
+	return sse{r.o}.event(seqID(f), f.kind(), f.Raw)
 }
 
 func (r *e2aSSE) Heartbeat() error { return sse{r.o}.comment("keep-alive") }
@@ -152,10 +161,15 @@ func (r *e2aJSON) Frame(f *Frame) error {
 		}
 	}
 	r.n++
-	r.next = f.Response.Sequence + 1
-	if f.Response.IsFinal {
+	r.next = f.sequence() + 1
+	if f.isFinal() {
+		// Only the final frame is decoded whole, for its status.
+		resp, err := f.decoded()
+		if err != nil {
+			return err
+		}
 		r.state = StateSucceeded
-		if f.Response.Status == e2a.StatusFailed {
+		if resp.Status == e2a.StatusFailed {
 			r.state = StateFailed
 		}
 	} else {

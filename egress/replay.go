@@ -28,6 +28,59 @@ type Frame struct {
 	Raw []byte
 	// StreamSeq is the sequence of the frame in E2A_RESPONSES.
 	StreamSeq uint64
+
+	// The few fields read without decoding the whole frame (readers opened
+	// withoutDecode leave Response nil): see sequence, isFinal, kind and
+	// decoded.
+	seq   int64
+	final bool
+	rkind string
+}
+
+// frameHead is the part of a frame a reader needs to deliver it and the
+// E2A pass-through renderers need to write it: decoding only these fields
+// costs a fraction of decoding the whole [e2a.Response] (no maps, no body).
+type frameHead struct {
+	Sequence     *int64 `json:"sequence"`
+	IsFinal      bool   `json:"is_final"`
+	ResponseKind string `json:"response_kind"`
+}
+
+// decoded returns the decoded frame, decoding Raw on first use when the
+// reader did not (a reader opened withoutDecode).
+func (f *Frame) decoded() (*e2a.Response, error) {
+	if f.Response == nil {
+		resp := new(e2a.Response)
+		if err := json.Unmarshal(f.Raw, resp); err != nil {
+			return nil, fmt.Errorf("%w: stream sequence %d: %v", ErrInvalidFrame, f.StreamSeq, err)
+		}
+		f.Response = resp
+	}
+	return f.Response, nil
+}
+
+// sequence returns the E2A sequence of the frame.
+func (f *Frame) sequence() int64 {
+	if f.Response != nil {
+		return f.Response.Sequence
+	}
+	return f.seq
+}
+
+// isFinal reports whether the frame is the final one of its request.
+func (f *Frame) isFinal() bool {
+	if f.Response != nil {
+		return f.Response.IsFinal
+	}
+	return f.final
+}
+
+// kind returns the response_kind of the frame.
+func (f *Frame) kind() string {
+	if f.Response != nil {
+		return f.Response.ResponseKind
+	}
+	return f.rkind
 }
 
 // Defaults of the replay engine.
@@ -67,6 +120,7 @@ type replayConfig struct {
 	maxWait      time.Duration
 	idleTimeout  time.Duration
 	checkRequest bool
+	lazy         bool // Frame.Response is left nil: decoded on demand
 	mux          *streams.DirectGetter
 	get          batchGetter
 }
@@ -178,6 +232,12 @@ func WithoutRequestCheck() ReplayOption {
 
 func withMux(m *streams.DirectGetter) ReplayOption { return func(c *replayConfig) { c.mux = m } }
 
+// withoutDecode makes the reader decode only the head of each frame
+// (sequence, is_final, response_kind): Frame.Response stays nil and is
+// decoded by Frame.decoded when a renderer needs it. The E2A pass-through
+// renderers write Raw and never do.
+func withoutDecode() ReplayOption { return func(c *replayConfig) { c.lazy = true } }
+
 // Reader delivers the frames of one request in order, exactly once, from a
 // resume point to the final frame: first what E2A_RESPONSES already holds
 // (batched direct gets, no consumer), then the live frames republished on
@@ -204,6 +264,12 @@ type Reader struct {
 	any      bool   // some frame of this request was seen
 	closed   bool
 	waited   bool // the first wait happened
+
+	// Timers of wait, reused from one wait to the next (created on first
+	// use, stopped when wait returns).
+	deadlineT *time.Timer
+	pollT     *time.Timer
+	beatT     *time.Ticker
 }
 
 // Open subscribes to the live subject of requestID, then reads the first
@@ -329,7 +395,7 @@ func (r *Reader) Next(ctx context.Context) (Frame, error) {
 			if r.head == len(r.queue) {
 				r.queue, r.head = r.queue[:0], 0
 			}
-			if f.Response.IsFinal {
+			if f.isFinal() {
 				r.done = true
 			}
 			return f, nil
@@ -389,14 +455,13 @@ func (r *Reader) accept(streamSeq uint64, hdr nats.Header, data []byte, live boo
 		return nil // already read
 	}
 	seq, ok := headerInt(hdr, subjects.HeaderSequence)
+	var head frameHead
+	haveHead := false
 	if !ok {
-		var probe struct {
-			Sequence *int64 `json:"sequence"`
-		}
-		if err := json.Unmarshal(data, &probe); err != nil || probe.Sequence == nil {
+		if err := json.Unmarshal(data, &head); err != nil || head.Sequence == nil {
 			return fmt.Errorf("%w: request %q stream sequence %d: no sequence", ErrInvalidFrame, r.requestID, streamSeq)
 		}
-		seq = *probe.Sequence
+		seq, haveHead = *head.Sequence, true
 	}
 	pending := int64(len(r.queue) - r.head)
 	expect := r.next
@@ -427,20 +492,36 @@ func (r *Reader) accept(streamSeq uint64, hdr nats.Header, data []byte, live boo
 		}
 		return fmt.Errorf("%w: request %q: stored sequence %d where %d was expected", ErrInvalidFrame, r.requestID, seq, expect)
 	}
-	resp := new(e2a.Response)
-	if err := json.Unmarshal(data, resp); err != nil {
-		return fmt.Errorf("%w: request %q sequence %d: %v", ErrInvalidFrame, r.requestID, seq, err)
+	f := Frame{Raw: data, StreamSeq: streamSeq}
+	if r.cfg.lazy {
+		if !haveHead {
+			if err := json.Unmarshal(data, &head); err != nil {
+				return fmt.Errorf("%w: request %q sequence %d: %v", ErrInvalidFrame, r.requestID, seq, err)
+			}
+		}
+		var bodySeq int64
+		if head.Sequence != nil {
+			bodySeq = *head.Sequence
+		}
+		f.seq, f.final, f.rkind = bodySeq, head.IsFinal, head.ResponseKind
+	} else {
+		resp := new(e2a.Response)
+		if err := json.Unmarshal(data, resp); err != nil {
+			return fmt.Errorf("%w: request %q sequence %d: %v", ErrInvalidFrame, r.requestID, seq, err)
+		}
+		f.Response = resp
+		f.seq, f.final, f.rkind = resp.Sequence, resp.IsFinal, resp.ResponseKind
 	}
-	if resp.Sequence != seq {
-		return fmt.Errorf("%w: request %q: header sequence %d, body sequence %d", ErrInvalidFrame, r.requestID, seq, resp.Sequence)
+	if f.seq != seq {
+		return fmt.Errorf("%w: request %q: header sequence %d, body sequence %d", ErrInvalidFrame, r.requestID, seq, f.seq)
 	}
-	r.queue = append(r.queue, Frame{Response: resp, Raw: data, StreamSeq: streamSeq})
+	r.queue = append(r.queue, f)
 	r.next = seq + 1
 	r.any = true
 	if streamSeq > r.lastSeq {
 		r.lastSeq = streamSeq
 	}
-	if resp.IsFinal {
+	if f.final {
 		r.caughtUp = true
 	}
 	return nil
@@ -455,22 +536,37 @@ func (r *Reader) wait(ctx context.Context) error {
 	}
 	var deadline <-chan time.Time
 	if limit > 0 {
-		t := time.NewTimer(limit)
-		defer t.Stop()
-		deadline = t.C
+		if r.deadlineT == nil {
+			r.deadlineT = time.NewTimer(limit)
+		} else {
+			r.deadlineT.Reset(limit)
+		}
+		defer r.deadlineT.Stop()
+		deadline = r.deadlineT.C
 	}
 	pollEvery := r.cfg.pollInterval
 	if !r.waited {
 		r.waited = true
 		pollEvery = min(pollEvery, firstPoll)
 	}
-	poll := time.NewTimer(pollEvery)
-	defer poll.Stop()
+	// Since Go 1.23 a Reset timer or ticker never delivers a value from
+	// before the Reset, so reusing them across waits is safe.
+	if r.pollT == nil {
+		r.pollT = time.NewTimer(pollEvery)
+	} else {
+		r.pollT.Reset(pollEvery)
+	}
+	defer r.pollT.Stop()
+	poll := r.pollT
 	var beat <-chan time.Time
 	if r.cfg.onHeartbeat != nil {
-		t := time.NewTicker(r.cfg.heartbeat)
-		defer t.Stop()
-		beat = t.C
+		if r.beatT == nil {
+			r.beatT = time.NewTicker(r.cfg.heartbeat)
+		} else {
+			r.beatT.Reset(r.cfg.heartbeat)
+		}
+		defer r.beatT.Stop()
+		beat = r.beatT.C
 	}
 	for {
 		select {

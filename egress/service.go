@@ -275,6 +275,9 @@ func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, 
 		}
 		return o.Flush()
 	})
+	if pt, ok := rend.(passThrough); ok && pt.passThrough() {
+		ropts = append(ropts, withoutDecode())
+	}
 	rd, err := Open(ctx, s.nc, requestID, from, append(ropts, opts...)...)
 	if err != nil {
 		s.finish(o, rend, format, err)
@@ -306,7 +309,7 @@ func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, 
 			return
 		}
 		frames.Inc()
-		if rd.Buffered() == 0 || f.Response.IsFinal {
+		if rd.Buffered() == 0 || f.isFinal() {
 			if err := o.Flush(); err != nil {
 				s.finish(o, rend, format, err)
 				return
@@ -403,7 +406,7 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 		return
 	}
 	if last != nil {
-		rd, err := Open(ctx, s.nc, id, from, append(s.replayOptions(nil), WithoutRequestCheck())...)
+		rd, err := Open(ctx, s.nc, id, from, append(s.replayOptions(nil), WithoutRequestCheck(), withoutDecode())...)
 		if err != nil {
 			s.finish(o, rend, FormatE2AJSON, err)
 			return
@@ -433,7 +436,7 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 
 // waitFinal reads the request to its final frame without keeping frames.
 func (s *Service) waitFinal(ctx context.Context, id string, known bool) error {
-	opts := s.replayOptions(nil)
+	opts := append(s.replayOptions(nil), withoutDecode())
 	if known {
 		opts = append(opts, WithoutRequestCheck())
 	}
