@@ -100,6 +100,13 @@ type writer struct {
 	fatal         error
 	finalStatus   string
 	finalCode     string
+
+	// Publishing state, used by the goroutine publishing the frame in
+	// flight (ordered by mu and inflight).
+	msg         *nats.Msg
+	pubCtx      context.Context
+	pubCancel   context.CancelFunc
+	pubDeadline time.Time
 }
 
 func newWriter(w *worker, env *e2a.Envelope, requestID, subject string, last *storedMsg, lastSeq int64) *writer {
@@ -321,6 +328,7 @@ func (wr *writer) close(err error, drop bool) {
 	for wr.inflight {
 		wr.cond.Wait()
 	}
+	wr.releaseCtx()
 	wr.cond.Broadcast()
 	wr.mu.Unlock()
 }
@@ -328,6 +336,7 @@ func (wr *writer) close(err error, drop bool) {
 // finish writes the runtime's final frame f unless a final frame exists.
 // It reports whether f was written.
 func (wr *writer) finish(f frame) (bool, error) {
+	defer wr.idle()
 	if err := wr.flush(); err != nil {
 		return false, err
 	}
@@ -341,6 +350,16 @@ func (wr *writer) finish(f frame) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// idle releases the attempt context unless a frame is in flight (then its
+// timer just expires).
+func (wr *writer) idle() {
+	wr.mu.Lock()
+	if !wr.inflight {
+		wr.releaseCtx()
+	}
+	wr.mu.Unlock()
 }
 
 func (wr *writer) state() (final bool, status, code string, fatal error, published int) {
@@ -364,15 +383,17 @@ func isFrameError(err error) bool {
 // encode builds the frame's JSON: the variable fields appended to the
 // request's constant part, encoded once (see frameEncoder).
 func (wr *writer) encode(seq int64, f frame) ([]byte, error) {
+	// A chunk whose delta is a string (text, reasoning) is appended in place
+	// by the pre-encoded path; other bodies go through json.Marshal.
+	cb, isChunk := f.body.(e2a.ChunkBody)
+	delta, isText := cb.Delta.(string)
+	inPlace := isChunk && isText && wr.enc.ok && !f.raw
 	var body []byte
-	cb, fastBody := f.body.(e2a.ChunkBody)
-	var delta string
-	if fastBody {
-		delta, fastBody = cb.Delta.(string)
-	}
-	if fastBody {
-		body = appendChunkBody(make([]byte, 0, 32+len(cb.DeltaKind)+len(cb.MimeType)+len(delta)+len(delta)/8), &cb, delta)
-	} else {
+	switch {
+	case inPlace:
+	case isChunk && isText:
+		body = appendChunkBody(nil, &cb, delta)
+	default:
 		var err error
 		body, err = json.Marshal(f.body)
 		if err != nil {
@@ -405,8 +426,17 @@ func (wr *writer) encode(seq int64, f frame) ([]byte, error) {
 			return json.Marshal(&r)
 		}
 	}
-	out := make([]byte, 0, wr.enc.size()+len(f.status)+len(f.kind)+len(ts)+len(body))
-	return wr.enc.appendFrame(out, id, seq, f.final, f.status, f.kind, ts, body), nil
+	n := wr.enc.size() + len(f.status) + len(f.kind) + len(ts) + len(body)
+	if inPlace {
+		n += 40 + len(cb.DeltaKind) + len(cb.MimeType) + len(delta) + len(delta)/8
+	}
+	out := wr.enc.appendHead(make([]byte, 0, n), id, seq, f.final, f.status, f.kind, ts)
+	if inPlace {
+		out = appendChunkBody(out, &cb, delta)
+	} else {
+		out = append(out, body...)
+	}
+	return append(out, wr.enc.end...), nil
 }
 
 // checkRaw validates a frame of Write: the §12.2 rules on kind, status and
@@ -461,23 +491,68 @@ func (wr *writer) publish(seq int64, expected uint64, f frame) (uint64, error) {
 	return wr.publishData(seq, expected, data)
 }
 
+// noPubRetry is the publish option of every frame: no retry on no
+// responders inside PublishMsg (publishData retries).
+var noPubRetry = jetstream.WithRetryAttempts(0)
+
+// maxAttempt bounds one publish attempt.
+const maxAttempt = 2 * time.Second
+
+// message returns the writer's message for frame seq, carrying data. The
+// headers fixed for the request (request id, trace context) are set once;
+// the message is reused frame after frame, which is safe as one frame at a
+// time is in flight and PublishMsg does not keep it.
+func (wr *writer) message(seq int64, data []byte) *nats.Msg {
+	m := wr.msg
+	if m == nil {
+		m = nats.NewMsg(wr.subject)
+		if headerSafe(wr.requestID) {
+			m.Header.Set(subjects.HeaderRequestID, wr.requestID)
+		}
+		if wr.trace != nil {
+			if headerSafe(wr.trace.Traceparent) {
+				m.Header.Set(subjects.HeaderTraceparent, wr.trace.Traceparent)
+			}
+			if headerSafe(wr.trace.Tracestate) {
+				m.Header.Set(subjects.HeaderTracestate, wr.trace.Tracestate)
+			}
+		}
+		wr.msg = m
+	}
+	m.Data = data
+	m.Header.Set(subjects.HeaderSequence, strconv.FormatInt(seq, 10))
+	return m
+}
+
+// attemptCtx returns a context whose deadline bounds an attempt of d. The
+// context of the previous attempt is reused while its deadline is within
+// d/8 of the one asked for (the frames of a request follow each other
+// closely): no new context and timer per frame. Used by the publishing
+// goroutine only (one frame in flight).
+func (wr *writer) attemptCtx(d time.Duration) context.Context {
+	want := time.Now().Add(d)
+	if wr.pubCtx != nil && wr.pubCtx.Err() == nil && !wr.pubDeadline.After(want) && want.Sub(wr.pubDeadline) <= d/8 {
+		return wr.pubCtx
+	}
+	wr.releaseCtx()
+	wr.pubCtx, wr.pubCancel = context.WithDeadline(context.Background(), want)
+	wr.pubDeadline = want
+	return wr.pubCtx
+}
+
+// releaseCtx stops the timer of the attempt context, if any. Nothing may be
+// publishing.
+func (wr *writer) releaseCtx() {
+	if wr.pubCancel != nil {
+		wr.pubCancel()
+		wr.pubCtx, wr.pubCancel = nil, nil
+	}
+}
+
 // publishData publishes the encoded frame seq (see publish).
 func (wr *writer) publishData(seq int64, expected uint64, data []byte) (uint64, error) {
 	msgID := subjects.FrameMsgID(wr.requestID, seq)
-	m := nats.NewMsg(wr.subject)
-	m.Data = data
-	if headerSafe(wr.requestID) {
-		m.Header.Set(subjects.HeaderRequestID, wr.requestID)
-	}
-	m.Header.Set(subjects.HeaderSequence, strconv.FormatInt(seq, 10))
-	if wr.trace != nil {
-		if headerSafe(wr.trace.Traceparent) {
-			m.Header.Set(subjects.HeaderTraceparent, wr.trace.Traceparent)
-		}
-		if headerSafe(wr.trace.Tracestate) {
-			m.Header.Set(subjects.HeaderTracestate, wr.trace.Tracestate)
-		}
-	}
+	m := wr.message(seq, data)
 	js := wr.w.js
 	deadline := time.Now().Add(wr.w.cfg.publishTimeout)
 	backoff := 5 * time.Millisecond
@@ -490,19 +565,16 @@ func (wr *writer) publishData(seq int64, expected uint64, data []byte) (uint64, 
 		return nil
 	}
 	for {
-		attempt := min(time.Until(deadline), 2*time.Second)
-		ctx, cancel := context.WithTimeout(context.Background(), attempt)
+		ctx := wr.attemptCtx(min(time.Until(deadline), maxAttempt))
 		ack, err := js.PublishMsg(ctx, m, jetstream.WithMsgID(msgID),
-			jetstream.WithExpectLastSequencePerSubject(expected), jetstream.WithRetryAttempts(0))
+			jetstream.WithExpectLastSequencePerSubject(expected), noPubRetry)
 		if err == nil && !ack.Duplicate {
-			cancel()
 			wr.w.metrics.frames.WithLabelValues(wr.w.pool).Inc()
 			return ack.Sequence, nil
 		}
 		switch {
 		case err == nil: // duplicate: our earlier attempt, or another worker's frame seq
 			stored, gerr := msgAt(ctx, js, wr.w.streams.Responses, wr.subject, ack.Sequence)
-			cancel()
 			if gerr == nil && stored != nil {
 				if bytes.Equal(stored.data, data) {
 					return ack.Sequence, nil
@@ -515,7 +587,6 @@ func (wr *writer) publishData(seq int64, expected uint64, data []byte) (uint64, 
 			err = gerr
 		case isWrongLastSeq(err):
 			last, gerr := lastMsg(ctx, js, wr.w.streams.Responses, wr.subject)
-			cancel()
 			if gerr != nil {
 				err = gerr
 				break
@@ -531,8 +602,6 @@ func (wr *writer) publishData(seq int64, expected uint64, data []byte) (uint64, 
 				return 0, &fencedError{lastSeq: -1}
 			}
 			return 0, wr.fenced(last)
-		default:
-			cancel()
 		}
 		if isClosed(err) {
 			return 0, err

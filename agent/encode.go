@@ -1,0 +1,200 @@
+package agent
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// frameEncoder writes the JSON of the frames of one request. The part of a
+// frame that is the same for every frame of the request (protocol_version,
+// request_id, provenance, the echoed ids, channel, user_id, method…) is
+// encoded once, with encoding/json, into three fixed pieces; each frame then
+// appends its variable fields (response_id, sequence, is_final, status,
+// response_kind, timestamp, body) between them. The result is byte for byte
+// what json.Marshal of the e2a.Response would produce: same fields, same
+// order, same escaping.
+//
+// When the template cannot be split (it does not encode, or a sentinel is
+// not found exactly once), ok is false and frames are encoded with
+// json.Marshal of the whole response.
+type frameEncoder struct {
+	ok bool
+	// head ends with `"response_id":`; mid runs from `,"request_id":` up to
+	// `,"sequence":` excluded; tail runs from `,"provenance":` up to
+	// `"body":` included; end is everything after the body, `}` included.
+	head, mid, tail, end []byte
+}
+
+// sentinel is a random token of this process, used to find where the
+// variable fields sit in the encoded template.
+var sentinel = func() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "e2aSentinel" + hex.EncodeToString(b[:])
+}()
+
+// The sentinel values of the variable fields, and the pieces of the encoded
+// template they make.
+var (
+	sentinelBytes  = []byte(sentinel)
+	sentinelBody   = json.RawMessage(`"` + sentinel + `b"`)
+	sentinelRespID = []byte(`"` + sentinel + `r"`)
+	// sentinelMiddle is the encoding from after response_id's value to
+	// after timestamp's value, less request_id.
+	sentinelMiddle = []byte(`,"sequence":0,"is_final":false,"status":"` + sentinel + `s","response_kind":"` +
+		sentinel + `k","timestamp":"` + sentinel + `t"`)
+)
+
+func newFrameEncoder(tmpl *e2a.Response) frameEncoder {
+	r := *tmpl
+	r.ResponseID = sentinel + "r"
+	r.Sequence = 0
+	r.IsFinal = false
+	r.Status = sentinel + "s"
+	r.ResponseKind = sentinel + "k"
+	r.Timestamp = sentinel + "t"
+	r.Body = sentinelBody
+	out, err := json.Marshal(&r)
+	if err != nil {
+		return frameEncoder{}
+	}
+	if bytes.Count(out, sentinelBytes) != 5 {
+		return frameEncoder{}
+	}
+	i := bytes.Index(out, sentinelRespID)
+	j := bytes.Index(out, sentinelMiddle)
+	k := bytes.Index(out, sentinelBody)
+	if i < 0 || j < i+len(sentinelRespID) || k < j+len(sentinelMiddle) {
+		return frameEncoder{}
+	}
+	return frameEncoder{
+		ok:   true,
+		head: out[:i:i],
+		mid:  out[i+len(sentinelRespID) : j : j],
+		tail: out[j+len(sentinelMiddle) : k : k],
+		end:  out[k+len(sentinelBody):],
+	}
+}
+
+// appendFrame appends the JSON of the response of tmpl with the variable
+// fields given; body is compact JSON as json.Marshal writes it.
+func (e *frameEncoder) appendFrame(dst []byte, responseID uuid.UUID, seq int64, final bool, status, kind, timestamp string, body []byte) []byte {
+	dst = e.appendHead(dst, responseID, seq, final, status, kind, timestamp)
+	dst = append(dst, body...)
+	return append(dst, e.end...)
+}
+
+// appendHead appends the frame up to its body (appendFrame without body and
+// end).
+func (e *frameEncoder) appendHead(dst []byte, responseID uuid.UUID, seq int64, final bool, status, kind, timestamp string) []byte {
+	dst = append(dst, e.head...)
+	dst = append(dst, '"')
+	dst = appendUUID(dst, responseID)
+	dst = append(dst, '"')
+	dst = append(dst, e.mid...)
+	dst = append(dst, `,"sequence":`...)
+	dst = strconv.AppendInt(dst, seq, 10)
+	dst = append(dst, `,"is_final":`...)
+	dst = strconv.AppendBool(dst, final)
+	dst = append(dst, `,"status":`...)
+	dst = appendJSONString(dst, status)
+	dst = append(dst, `,"response_kind":`...)
+	dst = appendJSONString(dst, kind)
+	dst = append(dst, `,"timestamp":`...)
+	dst = appendJSONString(dst, timestamp)
+	return append(dst, e.tail...)
+}
+
+// size is the length of a frame without its variable strings and body.
+func (e *frameEncoder) size() int {
+	return len(e.head) + len(e.mid) + len(e.tail) + len(e.end) + 160
+}
+
+// appendChunkBody appends the JSON of a ChunkBody whose delta is a string,
+// as json.Marshal writes it.
+func appendChunkBody(dst []byte, b *e2a.ChunkBody, delta string) []byte {
+	dst = append(dst, `{"delta_kind":`...)
+	dst = appendJSONString(dst, b.DeltaKind)
+	dst = append(dst, `,"delta":`...)
+	dst = appendJSONString(dst, delta)
+	if b.MimeType != "" {
+		dst = append(dst, `,"mime_type":`...)
+		dst = appendJSONString(dst, b.MimeType)
+	}
+	return append(dst, '}')
+}
+
+// appendUUID appends id in its canonical 36-character form, as id.String().
+func appendUUID(dst []byte, id uuid.UUID) []byte {
+	for i, c := range id {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			dst = append(dst, '-')
+		}
+		dst = append(dst, hexDigits[c>>4], hexDigits[c&0xF])
+	}
+	return dst
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string exactly as encoding/json
+// writes it (HTML escaping on, invalid UTF-8 replaced by U+FFFD, U+2028 and
+// U+2029 escaped).
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
