@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -313,4 +314,35 @@ func drain(b testing.TB, js jetstream.JetStream) {
 	case <-time.After(30 * time.Second):
 		b.Error("publish stalled")
 	}
+}
+
+// BenchmarkFrameDecode: what a reader spends per frame decoding it whole
+// (Open, Replay, protocol renderers) against decoding only its head (the
+// E2A pass-through renderers of the Service).
+func BenchmarkFrameDecode(b *testing.B) {
+	w := &writer{env: newEnvelope("decode_bench"), clock: time.Now()}
+	data, err := json.Marshal(w.frame(e2a.KindChunk, false, e2a.StatusInProgress, e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: strings.Repeat("token ", 16)}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("full", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			var r e2a.Response
+			if err := json.Unmarshal(data, &r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("head", func(b *testing.B) {
+		b.ReportAllocs()
+		var h frameHead
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			if err := h.decode(data); err != nil || h.Sequence == noSequence {
+				b.Fatal(err)
+			}
+		}
+	})
 }

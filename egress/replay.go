@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -20,7 +21,9 @@ import (
 
 // Frame is one response frame delivered by a [Reader].
 type Frame struct {
-	// Response is the decoded frame.
+	// Response is the decoded frame. Readers from Open and Replay always
+	// fill it; the readers the Service opens for the E2A pass-through
+	// renderers leave it nil and decode it only on demand (Frame.decoded).
 	Response *e2a.Response
 	// Raw is the frame exactly as stored in E2A_RESPONSES, so that E2A
 	// renderers pass it through without re-encoding. It is shared: do not
@@ -41,9 +44,153 @@ type Frame struct {
 // E2A pass-through renderers need to write it: decoding only these fields
 // costs a fraction of decoding the whole [e2a.Response] (no maps, no body).
 type frameHead struct {
-	Sequence     *int64 `json:"sequence"`
+	Sequence     int64  `json:"sequence"`
 	IsFinal      bool   `json:"is_final"`
 	ResponseKind string `json:"response_kind"`
+}
+
+// noSequence marks a frameHead whose frame has no sequence field.
+const noSequence = math.MinInt64
+
+// decode decodes the head of data into h, which a reader reuses from one
+// frame to the next. data is checked to be valid JSON as a whole (a broken
+// frame is still an invalid frame), then its top-level object is scanned
+// for the three fields; any shape the scan does not handle (escaped or
+// differently cased keys, null or non-integer values, not an object) is
+// left to encoding/json, so that the result is always what json.Unmarshal
+// gives. This is several times cheaper than json.Unmarshal into frameHead,
+// which walks the whole frame twice through the reflective decoder.
+func (h *frameHead) decode(data []byte) error {
+	*h = frameHead{Sequence: noSequence}
+	if !json.Valid(data) || !h.scan(data) {
+		*h = frameHead{Sequence: noSequence}
+		return json.Unmarshal(data, h)
+	}
+	return nil
+}
+
+// scan reads the head fields of valid JSON data; false: data has a shape
+// it leaves to encoding/json.
+func (h *frameHead) scan(data []byte) bool {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return false
+	}
+	i++
+	for {
+		i = skipSpace(data, i)
+		if i >= len(data) {
+			return false
+		}
+		switch data[i] {
+		case '}':
+			return true
+		case ',':
+			i++
+			continue
+		case '"':
+		default:
+			return false
+		}
+		end := skipString(data, i)
+		key := data[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return false
+		}
+		i = skipSpace(data, end)
+		if i >= len(data) || data[i] != ':' {
+			return false
+		}
+		i = skipSpace(data, i+1)
+		vend := skipValue(data, i)
+		val := data[i:vend]
+		switch string(key) {
+		case "sequence":
+			n, err := strconv.ParseInt(string(val), 10, 64)
+			if err != nil {
+				return false
+			}
+			h.Sequence = n
+		case "is_final":
+			switch string(val) {
+			case "true":
+				h.IsFinal = true
+			case "false":
+				h.IsFinal = false
+			default:
+				return false
+			}
+		case "response_kind":
+			if len(val) < 2 || val[0] != '"' || bytes.IndexByte(val, '\\') >= 0 {
+				return false
+			}
+			h.ResponseKind = string(val[1 : len(val)-1])
+		default:
+			// encoding/json matches keys without regard to case.
+			if bytes.EqualFold(key, []byte("sequence")) || bytes.EqualFold(key, []byte("is_final")) || bytes.EqualFold(key, []byte("response_kind")) {
+				return false
+			}
+		}
+		i = vend
+	}
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at data[i] ('"').
+func skipString(data []byte, i int) int {
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(data)
+}
+
+// skipValue returns the index after the value starting at data[i] (valid
+// JSON).
+func skipValue(data []byte, i int) int {
+	if i >= len(data) {
+		return i
+	}
+	switch data[i] {
+	case '"':
+		return skipString(data, i)
+	case '{', '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				i = skipString(data, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	for i < len(data) {
+		switch data[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
 }
 
 // decoded returns the decoded frame, decoding Raw on first use when the
@@ -257,6 +404,8 @@ type Reader struct {
 	queue []Frame
 	head  int
 
+	scratch frameHead // the head of the frame being accepted
+
 	next     int64  // E2A sequence of the next frame to deliver
 	lastSeq  uint64 // stream sequence of the last frame read for this request
 	caughtUp bool   // the stream held nothing more at the last read
@@ -455,13 +604,13 @@ func (r *Reader) accept(streamSeq uint64, hdr nats.Header, data []byte, live boo
 		return nil // already read
 	}
 	seq, ok := headerInt(hdr, subjects.HeaderSequence)
-	var head frameHead
+	head := &r.scratch
 	haveHead := false
 	if !ok {
-		if err := json.Unmarshal(data, &head); err != nil || head.Sequence == nil {
+		if err := head.decode(data); err != nil || head.Sequence == noSequence {
 			return fmt.Errorf("%w: request %q stream sequence %d: no sequence", ErrInvalidFrame, r.requestID, streamSeq)
 		}
-		seq, haveHead = *head.Sequence, true
+		seq, haveHead = head.Sequence, true
 	}
 	pending := int64(len(r.queue) - r.head)
 	expect := r.next
@@ -495,13 +644,13 @@ func (r *Reader) accept(streamSeq uint64, hdr nats.Header, data []byte, live boo
 	f := Frame{Raw: data, StreamSeq: streamSeq}
 	if r.cfg.lazy {
 		if !haveHead {
-			if err := json.Unmarshal(data, &head); err != nil {
+			if err := head.decode(data); err != nil {
 				return fmt.Errorf("%w: request %q sequence %d: %v", ErrInvalidFrame, r.requestID, seq, err)
 			}
 		}
-		var bodySeq int64
-		if head.Sequence != nil {
-			bodySeq = *head.Sequence
+		bodySeq := head.Sequence
+		if bodySeq == noSequence {
+			bodySeq = 0 // as when decoding the whole frame
 		}
 		f.seq, f.final, f.rkind = bodySeq, head.IsFinal, head.ResponseKind
 	} else {
