@@ -4,15 +4,41 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 )
 
-// JSONRPCResponse is a JSON-RPC 2.0 response object. ID is written as
-// given (null when empty).
+// JSONRPCResponse is a JSON-RPC 2.0 response object: exactly one of
+// Result and Error is written (result null when Result is nil), and ID nil
+// is written as null. It is the one response type of the module; ingress
+// aliases it.
 type JSONRPCResponse struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
 	Result  any             `json:"result,omitempty"`
 	Error   *JSONRPCError   `json:"error,omitempty"`
+}
+
+var jsonNull = json.RawMessage("null")
+
+// MarshalJSON writes "result" (null when Result is nil) unless Error is set,
+// and "id" null when ID is nil, as the specification requires.
+func (r JSONRPCResponse) MarshalJSON() ([]byte, error) {
+	id := r.ID
+	if len(id) == 0 {
+		id = jsonNull
+	}
+	if r.Error != nil {
+		return json.Marshal(struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Error   *JSONRPCError   `json:"error"`
+		}{"2.0", id, r.Error})
+	}
+	return json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  any             `json:"result"`
+	}{"2.0", id, r.Result})
 }
 
 // JSONRPCNotification is a JSON-RPC 2.0 notification (no id).
@@ -22,11 +48,16 @@ type JSONRPCNotification struct {
 	Params  any    `json:"params,omitempty"`
 }
 
-// JSONRPCError is the error member of a JSON-RPC response.
+// JSONRPCError is the error member of a JSON-RPC response. It implements
+// error.
 type JSONRPCError struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
 	Data    any    `json:"data,omitempty"`
+}
+
+func (e *JSONRPCError) Error() string {
+	return "jsonrpc " + strconv.Itoa(e.Code) + ": " + e.Message
 }
 
 // JSON-RPC 2.0 error codes.

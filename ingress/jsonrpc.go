@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+
+	"github.com/e2a-pipeline/pipeline/egress"
 )
 
 // JSON-RPC 2.0 (https://www.jsonrpc.org/specification), exactly:
@@ -40,11 +42,11 @@ import (
 
 // JSON-RPC 2.0 error codes. -32000..-32099 are the application's.
 const (
-	CodeParseError     = -32700
-	CodeInvalidRequest = -32600
-	CodeMethodNotFound = -32601
-	CodeInvalidParams  = -32602
-	CodeInternalError  = -32603
+	CodeParseError     = egress.JSONRPCParseError
+	CodeInvalidRequest = egress.JSONRPCInvalidRequest
+	CodeMethodNotFound = egress.JSONRPCMethodNotFound
+	CodeInvalidParams  = egress.JSONRPCInvalidParams
+	CodeInternalError  = egress.JSONRPCInternalError
 )
 
 // Defaults of DecodeOptions.
@@ -69,48 +71,13 @@ type Request struct {
 // IsNotification reports whether r carries no id and so must get no reply.
 func (r *Request) IsNotification() bool { return r.ID == nil }
 
-// Error is a JSON-RPC 2.0 error object. It implements error.
-type Error struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-	Data    any    `json:"data,omitempty"`
-}
-
-func (e *Error) Error() string {
-	return "jsonrpc " + strconv.Itoa(e.Code) + ": " + e.Message
-}
+// Error is a JSON-RPC 2.0 error object; it implements error. It is
+// egress's type, so both stages write one wire shape.
+type Error = egress.JSONRPCError
 
 // Response is a JSON-RPC 2.0 response: exactly one of Result and Error is
-// written. ID nil is written as null.
-type Response struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Result  any             `json:"result,omitempty"`
-	Error   *Error          `json:"error,omitempty"`
-}
-
-// MarshalJSON writes "result" (null when Result is nil) unless Error is set,
-// and "id" null when ID is nil, as the specification requires.
-func (r Response) MarshalJSON() ([]byte, error) {
-	id := r.ID
-	if len(id) == 0 {
-		id = jsonNull
-	}
-	if r.Error != nil {
-		return json.Marshal(struct {
-			JSONRPC string          `json:"jsonrpc"`
-			ID      json.RawMessage `json:"id"`
-			Error   *Error          `json:"error"`
-		}{"2.0", id, r.Error})
-	}
-	return json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Result  any             `json:"result"`
-	}{"2.0", id, r.Result})
-}
-
-var jsonNull = json.RawMessage("null")
+// written, ID nil as null (egress's type).
+type Response = egress.JSONRPCResponse
 
 // ResultResponse returns the success response to id.
 func ResultResponse(id json.RawMessage, result any) Response {
