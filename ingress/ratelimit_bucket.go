@@ -7,16 +7,19 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/streams"
 )
 
-// RateLimitBucket is the JetStream KV bucket of the rate limiter (the same
-// name as streams.RateLimitBucket).
-const RateLimitBucket = "E2A_RATELIMIT"
+// RateLimitBucket is the JetStream KV bucket of the rate limiter, defined
+// in streams with the other buckets.
+const RateLimitBucket = streams.RateLimitBucket
 
-// RateLimitBucketTTL is the bucket's MaxAge: a key expires this long after
-// its last write. It must exceed the longest window (a day), or an idle
-// principal's day count would be forgotten before the day ends.
-const RateLimitBucketTTL = 25 * time.Hour
+// RateLimitBucketTTL is the bucket's MaxAge (streams' default): a key
+// expires this long after its last write. It must exceed the longest window
+// (a day), or an idle principal's day count would be forgotten before the
+// day ends.
+var RateLimitBucketTTL = streams.DefaultConfig().RateLimitTTL
 
 // minRateLimitTTL is the shortest bucket TTL that can hold the day window.
 const minRateLimitTTL = 24 * time.Hour
@@ -37,17 +40,16 @@ func WithBucketStorage(s jetstream.StorageType) BucketOption {
 	return func(c *jetstream.KeyValueConfig) { c.Storage = s }
 }
 
-// RateLimitBucketConfig returns the bucket's configuration.
+// RateLimitBucketConfig returns the bucket's configuration: streams'
+// definition (one revision, RateLimitTTL), values bounded to 256 bytes,
+// memory storage and one replica unless the options say otherwise. It is
+// used only when no one provisioned the bucket (streams.Apply normally
+// does).
 func RateLimitBucketConfig(opts ...BucketOption) jetstream.KeyValueConfig {
-	c := jetstream.KeyValueConfig{
-		Bucket:       RateLimitBucket,
-		Description:  "E2A ingress rate limit counters, one key per principal",
-		History:      1,
-		TTL:          RateLimitBucketTTL,
-		MaxValueSize: 256,
-		Storage:      jetstream.MemoryStorage,
-		Replicas:     1,
-	}
+	c, _ := streams.DefaultConfig().KeyValueConfig(RateLimitBucket) // a valid, constant name
+	c.MaxValueSize = 256
+	c.Storage = jetstream.MemoryStorage
+	c.Replicas = 1
 	for _, o := range opts {
 		o(&c)
 	}

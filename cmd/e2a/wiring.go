@@ -101,9 +101,9 @@ func ingressOptions(ctx context.Context, js jetstream.JetStream, cfg Config, aut
 	opts = append(opts, ingress.WithAuth(auth))
 	limits := ingress.RateLimits{PerMinute: cfg.RateLimitPerMinute, PerHour: cfg.RateLimitPerHour, PerDay: cfg.RateLimitPerDay}
 	if limits.PerMinute > 0 || limits.PerHour > 0 || limits.PerDay > 0 {
-		kv, err := js.KeyValue(ctx, "E2A_RATELIMIT")
+		kv, err := ingress.EnsureRateLimitBucket(ctx, js)
 		if err != nil {
-			return nil, fmt.Errorf("rate limit bucket: %w", err)
+			return nil, err // includes a bucket whose TTL cannot hold the day window
 		}
 		opts = append(opts, ingress.WithLimiter(ingress.NewLimiter(kv, ingress.LimiterConfig{Limits: limits})))
 	}
