@@ -213,26 +213,6 @@ func BucketConfig(cfg streams.Config, ttl time.Duration) jetstream.KeyValueConfi
 	return kv
 }
 
-// consumerConfig returns the definition of an index consumer: durable,
-// pull, ack-all (one ack per fetched batch), starting ttl ago the first
-// time it is created, removed by the server after ttl without any reader.
-func consumerConfig(name, filter, desc string, ttl time.Duration, now time.Time) jetstream.ConsumerConfig {
-	start := now.Add(-ttl)
-	return jetstream.ConsumerConfig{
-		Durable:           name,
-		Description:       desc,
-		FilterSubject:     filter,
-		DeliverPolicy:     jetstream.DeliverByStartTimePolicy,
-		OptStartTime:      &start,
-		AckPolicy:         jetstream.AckAllPolicy,
-		AckWait:           30 * time.Second,
-		MaxDeliver:        -1,
-		MaxAckPending:     16 * fetchBatch,
-		ReplayPolicy:      jetstream.ReplayInstantPolicy,
-		InactiveThreshold: ttl,
-	}
-}
-
 // indexer feeds the index from the two durable consumers.
 type indexer struct {
 	js      jetstream.JetStream
@@ -273,7 +253,7 @@ func (ix *indexer) consumer(ctx context.Context, stream, name, filter, desc stri
 	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, fmt.Errorf("console: consumer %s: %w", name, err)
 	}
-	c, err = s.CreateConsumer(ctx, consumerConfig(name, filter, desc, ix.ttl, time.Now()))
+	c, err = s.CreateConsumer(ctx, streams.IndexConsumerConfig(name, filter, desc, ix.ttl, time.Now(), 16*fetchBatch))
 	if err != nil {
 		// Another egress process created it first.
 		if c2, err2 := s.Consumer(ctx, name); err2 == nil {
