@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -338,7 +337,6 @@ func TestE2EBadInputPublishesNothing(t *testing.T) {
 	if r := p.get(t, "/v1/requests/nope"); r.StatusCode != 404 {
 		t.Fatalf("unknown request: %d", r.StatusCode)
 	}
-	_ = time.Second
 }
 
 func jsonDecode(r *http.Response, v any) error { return json.NewDecoder(r.Body).Decode(v) }
