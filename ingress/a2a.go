@@ -73,8 +73,10 @@ func (s *Server) readRPCBody(w http.ResponseWriter, r *http.Request) ([]byte, bo
 
 // a2aCall answers one A2A or AgentVault JSON-RPC request.
 func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, req *Request) {
-	raw, _ := json.Marshal(req)
-	in := s.input(r, raw, p, r.URL.Query().Get("agent"))
+	// The request is already decoded: the adapters read it as is, with no
+	// second encode and parse.
+	in := s.input(r, nil, p, r.URL.Query().Get("agent"))
+	in.RPC = &normalizer.RPCRequest{ID: req.ID, Method: req.Method, Params: req.Params}
 	var (
 		res      *normalizer.Result
 		err      error
@@ -86,12 +88,10 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 	case normalizer.A2ATasksGet, normalizer.A2ATasksCancel:
 		// Shared names: the task's record says which protocol made it.
 		var id struct {
-			Params struct {
-				ID string `json:"id"`
-			} `json:"params"`
+			ID string `json:"id"`
 		}
-		_ = json.Unmarshal(raw, &id)
-		if rec, gerr := s.opts.tasks.Get(r.Context(), KindTask, id.Params.ID); gerr == nil && rec.Protocol == normalizer.ProtocolAgentVault {
+		_ = json.Unmarshal(req.Params, &id)
+		if rec, gerr := s.opts.tasks.Get(r.Context(), KindTask, id.ID); gerr == nil && rec.Protocol == normalizer.ProtocolAgentVault {
 			protocol = normalizer.ProtocolAgentVault
 		}
 	}

@@ -115,8 +115,7 @@ type stdioKey struct{}
 // acpCall answers one ACP request; for a notification (no id) it acts but
 // writes nothing worth reading and never waits for an agent.
 func (s *Server) acpCall(w http.ResponseWriter, r *http.Request, p Principal, req *Request) {
-	raw, _ := json.Marshal(req)
-	in := s.input(r, raw, p, r.URL.Query().Get("agent"))
+	in := s.input(r, nil, p, r.URL.Query().Get("agent"))
 	in.RPC = &normalizer.RPCRequest{ID: req.ID, Method: req.Method, Params: req.Params}
 	if r.Context().Value(stdioKey{}) != nil {
 		in.Channel = "stdio"
