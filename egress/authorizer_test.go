@@ -5,21 +5,27 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 func TestAuthorizerGuardsEndpoints(t *testing.T) {
 	e := startEnv(t)
 	e.finished(t, "auth-1", 2)
-	s, err := New(e.nc, WithAuthorizer(func(r *http.Request) (string, error) {
+	s, err := New(e.nc, WithAuthorizer(func(r *http.Request) (tenant.Principal, error) {
 		switch r.Header.Get("X-Api-Key") {
-		case "good":
-			return "", nil // trusted reader: no ownership check
+		case "open":
+			return tenant.Principal{ID: "anonymous", Open: true}, nil // auth off: no ownership
+		case "audit":
+			return tenant.Principal{ID: "ops", Roles: []tenant.Role{tenant.RoleAudit}}, nil
 		case "owner":
-			return "u_001", nil
+			return tenant.Principal{ID: "u_001"}, nil
 		case "other":
-			return "u-2", nil
+			return tenant.Principal{ID: "u-2"}, nil
+		case "prefix":
+			return tenant.Principal{ID: "u_00"}, nil // byte-exact, not a prefix match
 		}
-		return "", errors.New("no")
+		return tenant.Principal{}, errors.New("no")
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +45,7 @@ func TestAuthorizerGuardsEndpoints(t *testing.T) {
 				t.Fatalf("%s key %q: %d", path, key, rec.Code)
 			}
 		}
-		for key, want := range map[string]int{"good": 200, "owner": 200, "other": 404} {
+		for key, want := range map[string]int{"open": 200, "audit": 200, "owner": 200, "other": 404, "prefix": 404} {
 			rec := httptest.NewRecorder()
 			req := httptest.NewRequest("GET", path, nil)
 			req.Header.Set("X-Api-Key", key)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // Output format names, used as the "format" label of the metrics.
@@ -51,18 +52,20 @@ type config struct {
 	idleTimeout  time.Duration
 	cancelWait   time.Duration
 	replay       []ReplayOption
-	authorize    func(*http.Request) (string, error)
+	authorize    func(*http.Request) (tenant.Principal, error)
 }
 
 // WithAuthorizer guards the endpoints Register mounts: f authenticates the
 // reader before anything is read and returns its principal, or an error to
 // answer 401 {"error":{"code":"unauthenticated",…}}. A request is then
-// served only to the principal it was accepted for (the envelope's
-// user_id): any other principal gets the same 404 as an unknown request, so
-// ids cannot be probed. f returning "" skips that check (a trusted reader).
-// Ingress's Auth.Authenticate is the usual f. Without it the endpoints are
-// open (auth scheme none).
-func WithAuthorizer(f func(*http.Request) (principal string, err error)) Option {
+// served only to a principal the ownership rule allows to read it
+// (tenant.Principal.Allows with the envelope's user_id as owner): any other
+// principal gets the same 404 as an unknown request, so ids cannot be
+// probed. A principal already in the request's context (tenant.NewContext,
+// put there by a front that authenticated the caller, e.g. the console) is
+// used instead of calling f. Ingress's Auth.Tenant is the usual f. Without
+// it the endpoints are open (auth scheme none).
+func WithAuthorizer(f func(*http.Request) (tenant.Principal, error)) Option {
 	return func(c *config) { c.authorize = f }
 }
 
@@ -541,29 +544,51 @@ func wantsSSE(r *http.Request) bool    { return accepts(r, "text/event-stream") 
 func wantsNDJSON(r *http.Request) bool { return accepts(r, "application/x-ndjson") }
 
 // authorized applies WithAuthorizer; on refusal it answers itself: 401
-// without valid credentials, 404 for a request of another principal.
+// without valid credentials, 404 for a request the principal may not read.
 func (s *Service) authorized(w http.ResponseWriter, r *http.Request) bool {
-	if s.cfg.authorize == nil {
+	p, ok := tenant.FromContext(r.Context())
+	if !ok {
+		if s.cfg.authorize == nil {
+			return true
+		}
+		var err error
+		p, err = s.cfg.authorize(r)
+		if err != nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"error":{"code":"unauthenticated","message":"missing or invalid credentials","retryable":false}}` + "\n"))
+			return false
+		}
+	}
+	if p.SeesAll() {
 		return true
 	}
-	principal, err := s.cfg.authorize(r)
-	if err != nil {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusUnauthorized)
-		_, _ = w.Write([]byte(`{"error":{"code":"unauthenticated","message":"missing or invalid credentials"}}` + "\n"))
-		return false
-	}
-	if principal == "" {
-		return true
-	}
-	env, _, err := fetchEnvelope(r.Context(), s.mux, s.streamNames().requests, r.PathValue("id"))
+	owner, _, err := s.Owner(r.Context(), r.PathValue("id"))
 	if err != nil {
 		WriteError(w, err)
 		return false
 	}
-	if env != nil && env.UserID != principal {
+	if !p.Allows(tenant.Read, owner) {
 		WriteError(w, ErrNotFound)
 		return false
 	}
 	return true
+}
+
+// Owner returns the owner of a request: the user_id of its stored envelope.
+// found is false when E2A_REQUESTS does not hold the request; owner is ""
+// then, and when the stored message is not an envelope. Callers check it
+// with tenant.Principal.Allows.
+func (s *Service) Owner(ctx context.Context, requestID string) (owner string, found bool, err error) {
+	msg, err := lookupRequest(ctx, s.mux, s.streamNames().requests, requestID)
+	if err != nil || msg == nil {
+		return "", false, err
+	}
+	var probe struct {
+		UserID string `json:"user_id"`
+	}
+	if jsonUnmarshal(msg.Data, &probe) != nil {
+		return "", true, nil
+	}
+	return probe.UserID, true, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // rpcShape writes a refusal as a JSON-RPC error object (id null) with the
@@ -91,7 +92,9 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 			ID string `json:"id"`
 		}
 		_ = json.Unmarshal(req.Params, &id)
-		if rec, gerr := s.opts.tasks.Get(r.Context(), KindTask, id.ID); gerr == nil && rec.Protocol == normalizer.ProtocolAgentVault {
+		// Only the caller's own tasks are looked at, so the answer's shape
+		// says nothing about another principal's task.
+		if rec, gerr := s.ownedRecord(r.Context(), p, KindTask, id.ID, tenant.Read); gerr == nil && rec.Protocol == normalizer.ProtocolAgentVault {
 			protocol = normalizer.ProtocolAgentVault
 		}
 	}
@@ -109,7 +112,7 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 	case normalizer.OpSubmit:
 		s.a2aSubmit(w, r, p, protocol, res, req)
 	case normalizer.OpQuery:
-		rec, gerr := s.opts.tasks.Get(r.Context(), KindTask, env.TaskID)
+		rec, gerr := s.ownedRecord(r.Context(), p, KindTask, env.TaskID, tenant.Read)
 		if gerr != nil {
 			s.taskNotFound(w, protocol, req.ID, env.TaskID)
 			return
@@ -120,7 +123,7 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 		}
 		s.egress.ServeA2ATaskGet(w, r, req.ID, rec.ID, rec.ContextID, rec.RequestIDs, historyLength(env))
 	case normalizer.OpCancel:
-		rec, gerr := s.opts.tasks.Get(r.Context(), KindTask, env.TaskID)
+		rec, gerr := s.ownedRecord(r.Context(), p, KindTask, env.TaskID, tenant.Write)
 		if gerr != nil {
 			s.taskNotFound(w, protocol, req.ID, env.TaskID)
 			return
@@ -131,7 +134,7 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 		}
 		s.egress.ServeA2ACancel(w, r, req.ID, rec.ID, rec.ContextID, rec.RequestIDs, s.cancel)
 	case normalizer.OpSubscribe:
-		rec, gerr := s.opts.tasks.Get(r.Context(), KindTask, env.TaskID)
+		rec, gerr := s.ownedRecord(r.Context(), p, KindTask, env.TaskID, tenant.Read)
 		if gerr != nil {
 			s.taskNotFound(w, protocol, req.ID, env.TaskID)
 			return
@@ -165,13 +168,19 @@ func (s *Server) taskNotFound(w http.ResponseWriter, protocol string, id json.Ra
 func (s *Server) a2aSubmit(w http.ResponseWriter, r *http.Request, p Principal, protocol string, res *normalizer.Result, req *Request) {
 	env := res.Envelope
 	if env.TaskID != "" && continued(env) {
-		rec, err := s.opts.tasks.Get(r.Context(), KindTask, env.TaskID)
+		rec, err := s.ownedRecord(r.Context(), p, KindTask, env.TaskID, tenant.Write)
 		if err != nil {
 			s.taskNotFound(w, protocol, req.ID, env.TaskID)
 			return
 		}
 		if env.ContextID == "" {
 			env.ContextID = rec.ContextID
+		}
+	} else if env.ContextID != "" && !contextCreated(env) {
+		// A context id the client chose: it must be the caller's own.
+		if err := s.claimContext(r.Context(), p, env.ContextID); err != nil {
+			s.rpcPublishError(w, req.ID, err)
+			return
 		}
 	}
 	streaming := a2aStreaming(req.Method)
@@ -184,13 +193,13 @@ func (s *Server) a2aSubmit(w http.ResponseWriter, r *http.Request, p Principal, 
 		defer release()
 	}
 	submitted := time.Now()
-	acc, ok := s.publishRPC(w, r, res.Pool, env, req.ID)
+	acc, ok := s.publishRPC(w, r, p, res.Pool, env, req.ID)
 	if !ok {
 		return
 	}
 	if env.TaskID != "" {
 		if _, err := s.opts.tasks.Append(r.Context(), KindTask, TaskRecord{ID: env.TaskID, ContextID: env.ContextID,
-			Protocol: protocol, Pool: res.Pool, Principal: p.UserID}, acc.RequestID); err != nil {
+			Protocol: protocol, Pool: res.Pool, Principal: p.UserID}, acc.RequestID, p.Tenant()); err != nil {
 			s.opts.log.Warn("task index update failed", "task_id", env.TaskID, "request_id", acc.RequestID, "err", err)
 		}
 	}
@@ -227,22 +236,45 @@ func historyLength(env *e2a.Envelope) *int {
 	return &n
 }
 
-// publishRPC publishes env and answers JSON-RPC errors itself on failure.
-func (s *Server) publishRPC(w http.ResponseWriter, r *http.Request, pool string, env *e2a.Envelope, id json.RawMessage) (Accepted, bool) {
+// publishRPC publishes env for p and answers JSON-RPC errors itself on
+// failure.
+func (s *Server) publishRPC(w http.ResponseWriter, r *http.Request, p Principal, pool string, env *e2a.Envelope, id json.RawMessage) (Accepted, bool) {
 	start := time.Now()
-	acc, err := s.pub.Publish(r.Context(), pool, env)
+	acc, err := s.publish(r.Context(), p, pool, env)
 	s.metrics.publish.Observe(time.Since(start).Seconds())
 	if err != nil {
-		if errors.Is(err, ErrInvalidPool) {
-			_ = WriteError(w, id, InvalidParams(err.Error()))
-			return acc, false
-		}
-		w.Header().Set("Retry-After", "1")
-		rpcShape(w, failure{Status: http.StatusServiceUnavailable, RPCCode: CodeInternalError,
-			Message: "the pipeline could not accept the request; retry later", Data: map[string]any{"retryable": true}})
+		s.rpcPublishError(w, id, err)
 		return acc, false
 	}
 	return acc, true
+}
+
+// rpcPublishError answers an error of publish or claimContext on a
+// JSON-RPC endpoint.
+func (s *Server) rpcPublishError(w http.ResponseWriter, id json.RawMessage, err error) {
+	switch {
+	case errors.Is(err, ErrInvalidPool):
+		_ = WriteError(w, id, InvalidParams(err.Error()))
+	case errors.Is(err, ErrConflict):
+		// The id is taken by another principal: a conflict that says
+		// nothing of the other's request.
+		_ = WriteError(w, id, &Error{Code: CodeInvalidParams, Message: "Invalid params: the id (Idempotency-Key or contextId) is already in use; choose another",
+			Data: map[string]any{"conflict": true, "retryable": false}})
+	default:
+		w.Header().Set("Retry-After", "1")
+		rpcShape(w, failure{Status: http.StatusServiceUnavailable, RPCCode: CodeInternalError,
+			Message: "the pipeline could not accept the request; retry later", Data: map[string]any{"retryable": true}})
+	}
+}
+
+// contextCreated reports whether the adapter made a new context id (rather
+// than taking the client's).
+func contextCreated(env *e2a.Envelope) bool {
+	if env.Provenance == nil {
+		return false
+	}
+	v, _ := env.Provenance.Details[normalizer.DetailContextCreated].(bool)
+	return v
 }
 
 // cancel publishes a cancel on the request's control subject.

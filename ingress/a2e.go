@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -160,8 +161,12 @@ func (s *Server) a2eMessage(aw *a2eWriter, r *http.Request, p Principal, line []
 		return true
 	}
 	start := time.Now()
-	acc, err := s.pub.Publish(r.Context(), res.Pool, env)
+	acc, err := s.publish(r.Context(), p, res.Pool, env)
 	s.metrics.publish.Observe(time.Since(start).Seconds())
+	if errors.Is(err, ErrConflict) {
+		aw.line(a2eError(reqID, "conflict", "the request id (Idempotency-Key) is already in use; choose another", false, nil))
+		return r.Context().Err() == nil
+	}
 	if err != nil {
 		aw.line(a2eError(reqID, "unavailable", "the pipeline could not accept the request; retry later", true, nil))
 		return r.Context().Err() == nil

@@ -18,6 +18,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // POST /acp serves the Agent Client Protocol (ACP) as JSON-RPC 2.0 over
@@ -343,9 +344,9 @@ func (s *Server) sessionConfig(ctx context.Context, id string) *acpSessionConfig
 
 // session returns the session record of the principal, answering the
 // error itself (when the request has an id) and returning nil otherwise.
-func (s *Server) session(w http.ResponseWriter, r *http.Request, p Principal, req *Request, id string) *TaskRecord {
-	rec, err := s.opts.tasks.Get(r.Context(), KindSession, id)
-	if err == nil && (rec.Protocol != normalizer.ProtocolACP || rec.Principal != p.UserID) {
+func (s *Server) session(w http.ResponseWriter, r *http.Request, p Principal, req *Request, id string, a tenant.Access) *TaskRecord {
+	rec, err := s.ownedRecord(r.Context(), p, KindSession, id, a)
+	if err == nil && rec.Protocol != normalizer.ProtocolACP {
 		err = ErrTaskNotFound
 	}
 	if err != nil {
@@ -363,7 +364,7 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request, p Principal, re
 // acpPrompt publishes a session/prompt and streams its answer.
 func (s *Server) acpPrompt(w http.ResponseWriter, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
 	env := res.Envelope
-	rec := s.session(w, r, p, req, env.SessionID)
+	rec := s.session(w, r, p, req, env.SessionID, tenant.Write)
 	if rec == nil {
 		return
 	}
@@ -384,12 +385,12 @@ func (s *Server) acpPrompt(w http.ResponseWriter, r *http.Request, p Principal, 
 		}
 		defer release()
 	}
-	acc, ok := s.publishRPC(w, r, res.Pool, env, req.ID)
+	acc, ok := s.publishRPC(w, r, p, res.Pool, env, req.ID)
 	if !ok {
 		return
 	}
 	if _, err := s.opts.tasks.Append(r.Context(), KindSession, TaskRecord{ID: env.SessionID, Protocol: normalizer.ProtocolACP,
-		Pool: res.Pool, Principal: p.UserID}, acc.RequestID); err != nil {
+		Pool: res.Pool, Principal: p.UserID}, acc.RequestID, p.Tenant()); err != nil {
 		s.opts.log.Warn("session index update failed", "session_id", env.SessionID, "request_id", acc.RequestID, "err", err)
 	}
 	if req.IsNotification() {
@@ -417,7 +418,7 @@ func liftE2AParams(env *e2a.Envelope) {
 // final cancelled frame, which ends the pending session/prompt with
 // stopReason "cancelled".
 func (s *Server) acpCancel(w http.ResponseWriter, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
-	rec := s.session(w, r, p, req, res.Envelope.SessionID)
+	rec := s.session(w, r, p, req, res.Envelope.SessionID, tenant.Write)
 	if rec == nil {
 		return
 	}
@@ -483,7 +484,11 @@ func (s *Server) acpSessionLoad(w http.ResponseWriter, r *http.Request, p Princi
 		_ = WriteError(w, req.ID, rerr)
 		return
 	}
-	rec := s.session(w, r, p, req, id)
+	access := tenant.Read
+	if cfg != nil {
+		access = tenant.Write // it replaces the session's configuration
+	}
+	rec := s.session(w, r, p, req, id, access)
 	if rec == nil || req.IsNotification() {
 		return
 	}
@@ -593,11 +598,11 @@ func loadEnvelope(ctx context.Context, st jetstream.Stream, requestID string) *e
 func (s *Server) acpPassThrough(w http.ResponseWriter, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
 	env := res.Envelope
 	if env.SessionID != "" && req.Method == e2a.ACPSessionSetMode {
-		if s.session(w, r, p, req, env.SessionID) == nil {
+		if s.session(w, r, p, req, env.SessionID, tenant.Write) == nil {
 			return
 		}
 	}
-	acc, ok := s.publishRPC(w, r, res.Pool, env, req.ID)
+	acc, ok := s.publishRPC(w, r, p, res.Pool, env, req.ID)
 	if !ok || req.IsNotification() {
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // Authentication of the front door: schemes none, apiKey (X-Api-Key header),
@@ -68,6 +69,17 @@ type Principal struct {
 	UserID         string
 	IdentityOrigin string
 	Scheme         string
+	// Roles are the roles the auth configuration gives UserID ("roles").
+	Roles []tenant.Role
+	// Open is true when authentication is off (the none scheme alone):
+	// nobody is kept apart, and the request's own user_id is kept.
+	Open bool
+}
+
+// Tenant returns the principal as the ownership rule (package tenant) sees
+// it.
+func (p Principal) Tenant() tenant.Principal {
+	return tenant.Principal{ID: p.UserID, Roles: p.Roles, Open: p.Open}
 }
 
 // Authenticator authenticates an HTTP request. Errors wrap
@@ -194,6 +206,8 @@ type Auth struct {
 	oauth     *oauthIssuer
 	now       func() time.Time
 	onFailure func(scheme, reason string)
+	// roles maps principals to their roles.
+	roles map[string][]tenant.Role
 }
 
 // AuthOption configures an Auth.
@@ -248,6 +262,24 @@ func (a *Auth) fail(e *AuthError) (Principal, error) {
 // scheme is enabled. A presented credential is always checked, even when
 // none is enabled: a wrong key is an error, never anonymous.
 func (a *Auth) Authenticate(r *http.Request) (Principal, error) {
+	p, err := a.authenticate(r)
+	if err == nil && p.Scheme != SchemeNone {
+		p.Roles = a.roles[p.UserID]
+	}
+	return p, err
+}
+
+// Open reports whether authentication is off (the none scheme alone).
+func (a *Auth) Open() bool { return len(a.schemes) == 1 && a.schemes[0] == SchemeNone }
+
+// Tenant authenticates r like Authenticate and returns the principal as the
+// ownership rule sees it (what egress and the console check readers with).
+func (a *Auth) Tenant(r *http.Request) (tenant.Principal, error) {
+	p, err := a.Authenticate(r)
+	return p.Tenant(), err
+}
+
+func (a *Auth) authenticate(r *http.Request) (Principal, error) {
 	keys := r.Header.Values(HeaderAPIKey)
 	authz := r.Header.Values("Authorization")
 	switch {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // AuthConfig is the auth configuration, read from a JSON file (E2A_AUTH_FILE)
@@ -63,6 +64,10 @@ type AuthConfig struct {
 	APIKeys            []Credential `json:"api_keys,omitempty"`
 	BearerTokens       []Credential `json:"bearer_tokens,omitempty"`
 	OAuth2             OAuth2Config `json:"oauth2"`
+	// Roles gives principals access beyond their own data: "audit" reads
+	// every principal's requests, tasks, sessions and executions; "admin"
+	// may also continue and cancel them. Keys are principal names.
+	Roles map[string][]string `json:"roles,omitempty"`
 }
 
 // Credential is one API key or static bearer token.
@@ -127,6 +132,9 @@ const (
 	EnvOAuth2TokenTTL    = "E2A_OAUTH2_TOKEN_TTL"
 	EnvOAuth2TokenURL    = "E2A_OAUTH2_TOKEN_URL"
 	EnvOAuth2RequiredScp = "E2A_OAUTH2_REQUIRED_SCOPE"
+	// EnvAuthRoles lists "<principal>:<role>" entries (role audit or admin),
+	// added to the file's roles.
+	EnvAuthRoles = "E2A_AUTH_ROLES"
 )
 
 // LoadAuth reads the configuration from the file named by E2A_AUTH_FILE (if
@@ -231,6 +239,16 @@ func applyAuthEnv(getenv func(string) string, cfg *AuthConfig) error {
 	}
 	if v := getenv(EnvOAuth2VerifyKeys); v != "" {
 		o.VerifyKeys = append(o.VerifyKeys, splitList(v)...)
+	}
+	for i, e := range splitList(getenv(EnvAuthRoles)) {
+		name, role, ok := strings.Cut(e, ":")
+		if !ok || name == "" || role == "" {
+			return fmt.Errorf("%w: %s entry %d must be <principal>:<role>", ErrAuthConfig, EnvAuthRoles, i+1)
+		}
+		if cfg.Roles == nil {
+			cfg.Roles = map[string][]string{}
+		}
+		cfg.Roles[name] = append(cfg.Roles[name], role)
 	}
 	return nil
 }
@@ -348,6 +366,10 @@ func NewAuth(cfg *AuthConfig, opts ...AuthOption) (*Auth, error) {
 	if len(a.schemes) == 1 && a.schemes[0] == SchemeNone && (len(cfg.APIKeys) > 0 || len(cfg.BearerTokens) > 0 || len(cfg.OAuth2.Clients) > 0) {
 		return nil, fmt.Errorf("%w: credentials are configured but only scheme none is enabled", ErrAuthConfig)
 	}
+	a.anonymous.Open = a.Open()
+	if err := a.loadRoles(cfg); err != nil {
+		return nil, err
+	}
 	if !slices.Contains(a.schemes, SchemeAPIKey) {
 		a.apiKeys = credSet{}
 	}
@@ -355,4 +377,50 @@ func NewAuth(cfg *AuthConfig, opts ...AuthOption) (*Auth, error) {
 		a.bearers = credSet{}
 	}
 	return a, nil
+}
+
+// loadRoles checks the roles of cfg and that no configured principal can be
+// impersonated by an anonymous caller.
+func (a *Auth) loadRoles(cfg *AuthConfig) error {
+	anon := a.anonymous.UserID
+	if slices.Contains(a.schemes, SchemeNone) {
+		names := map[string]bool{}
+		for _, c := range cfg.APIKeys {
+			names[c.Principal] = true
+		}
+		for _, c := range cfg.BearerTokens {
+			names[c.Principal] = true
+		}
+		for _, c := range cfg.OAuth2.Clients {
+			if c.Principal != "" {
+				names[c.Principal] = true
+			} else {
+				names[c.ClientID] = true
+			}
+		}
+		if names[anon] {
+			return fmt.Errorf("%w: principal %q is also the anonymous principal: anonymous callers would own its data", ErrAuthConfig, anon)
+		}
+	}
+	for name, roles := range cfg.Roles {
+		if name == anon && slices.Contains(a.schemes, SchemeNone) {
+			return fmt.Errorf("%w: roles: the anonymous principal %q cannot have a role", ErrAuthConfig, anon)
+		}
+		if !validPrincipalName(name) {
+			return fmt.Errorf("%w: roles: invalid principal %q", ErrAuthConfig, name)
+		}
+		for _, r := range roles {
+			role, err := tenant.ParseRole(r)
+			if err != nil {
+				return fmt.Errorf("%w: roles of %q: %v", ErrAuthConfig, name, err)
+			}
+			if a.roles == nil {
+				a.roles = map[string][]tenant.Role{}
+			}
+			if !slices.Contains(a.roles[name], role) {
+				a.roles[name] = append(a.roles[name], role)
+			}
+		}
+	}
+	return nil
 }

@@ -86,11 +86,11 @@ func TestAuthSchemes(t *testing.T) {
 		want    Principal
 		wantErr error
 	}{
-		{"api key", map[string]string{"X-Api-Key": testKeyAlice}, Principal{"alice", "user", SchemeAPIKey}, nil},
-		{"api key by digest", map[string]string{"x-api-key": testKeyBob}, Principal{"bob", "agent", SchemeAPIKey}, nil},
-		{"static bearer", map[string]string{"Authorization": "Bearer " + testTokenCI}, Principal{"ci", "user", SchemeBearer}, nil},
-		{"bearer case", map[string]string{"Authorization": "bearer  " + testTokenCI}, Principal{"ci", "user", SchemeBearer}, nil},
-		{"oauth2 token", map[string]string{"Authorization": "Bearer " + tok.AccessToken}, Principal{"svc-a", "service", SchemeOAuth2}, nil},
+		{"api key", map[string]string{"X-Api-Key": testKeyAlice}, Principal{UserID: "alice", IdentityOrigin: "user", Scheme: SchemeAPIKey}, nil},
+		{"api key by digest", map[string]string{"x-api-key": testKeyBob}, Principal{UserID: "bob", IdentityOrigin: "agent", Scheme: SchemeAPIKey}, nil},
+		{"static bearer", map[string]string{"Authorization": "Bearer " + testTokenCI}, Principal{UserID: "ci", IdentityOrigin: "user", Scheme: SchemeBearer}, nil},
+		{"bearer case", map[string]string{"Authorization": "bearer  " + testTokenCI}, Principal{UserID: "ci", IdentityOrigin: "user", Scheme: SchemeBearer}, nil},
+		{"oauth2 token", map[string]string{"Authorization": "Bearer " + tok.AccessToken}, Principal{UserID: "svc-a", IdentityOrigin: "service", Scheme: SchemeOAuth2}, nil},
 		{"missing", nil, Principal{}, ErrUnauthenticated},
 		{"wrong key", map[string]string{"X-Api-Key": testKeyAlice + "x"}, Principal{}, ErrUnauthenticated},
 		{"disabled key", map[string]string{"X-Api-Key": "ak_mallory_disabled_000000"}, Principal{}, ErrForbidden},
@@ -107,7 +107,7 @@ func TestAuthSchemes(t *testing.T) {
 			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
-			if p != tc.want {
+			if !reflect.DeepEqual(p, tc.want) {
 				t.Fatalf("principal = %+v, want %+v", p, tc.want)
 			}
 			if err != nil {
@@ -155,7 +155,7 @@ func TestAuthNoneScheme(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := a.Authenticate(authReq(nil))
-	if err != nil || p != (Principal{"anonymous", "user", SchemeNone}) {
+	if err != nil || !reflect.DeepEqual(p, Principal{UserID: "anonymous", IdentityOrigin: "user", Scheme: SchemeNone, Open: true}) {
 		t.Fatalf("anonymous: %+v %v", p, err)
 	}
 	// A credential where none is accepted is an error, not anonymous.

@@ -11,4 +11,8 @@ var (
 	ErrInvalidRequestID = errors.New("ingress: invalid request_id")
 	// ErrInvalidPool reports an agent pool name that is not a valid token.
 	ErrInvalidPool = errors.New("ingress: invalid agent pool")
+	// ErrConflict means the request_id (or A2A contextId) is already taken by
+	// another principal: the answer is a conflict that reveals nothing of
+	// the other's request.
+	ErrConflict = errors.New("ingress: id already in use by another principal")
 )

@@ -244,12 +244,14 @@ func (s *Server) handleE2A(w http.ResponseWriter, r *http.Request) {
 	}
 	reqID = env.RequestID
 	pubStart := time.Now()
-	acc, err := s.pub.Publish(r.Context(), pool, env)
+	acc, err := s.publish(r.Context(), p, pool, env)
 	s.metrics.publish.Observe(time.Since(pubStart).Seconds())
 	if err != nil {
 		switch {
 		case errors.Is(err, ErrInvalidPool):
 			writeError(w, http.StatusBadRequest, "invalid_agent", err.Error(), false)
+		case errors.Is(err, ErrConflict):
+			writeError(w, http.StatusConflict, "conflict", "request_id is already in use; choose another", false)
 		case errors.Is(err, context.Canceled):
 			writeError(w, 499, "client_closed", "client went away before the request was accepted", true)
 		default:
@@ -288,9 +290,12 @@ func (s *Server) input(r *http.Request, body []byte, p Principal, agent string) 
 	in := normalizer.Input{Body: body, Header: r.Header, Channel: "http", Agent: agent, Now: s.opts.now,
 		RequestID: r.Header.Get("Idempotency-Key")}
 	if p.UserID != "" {
-		// Without authentication the principal is only a default: the user
-		// the request claims is all there is to know, so it is kept.
-		in.Principal = &normalizer.Principal{UserID: p.UserID, IdentityOrigin: p.IdentityOrigin, AssertsUser: p.Scheme == SchemeNone || p.Scheme == ""}
+		// With authentication off (the none scheme alone) the principal is
+		// only a default: the user the request claims is all there is to
+		// know, so it is kept. Otherwise the authenticated principal wins,
+		// the anonymous one of optional auth included: an unauthenticated
+		// request can never carry the identity of a configured principal.
+		in.Principal = &normalizer.Principal{UserID: p.UserID, IdentityOrigin: p.IdentityOrigin, AssertsUser: p.Open}
 	}
 	return in
 }

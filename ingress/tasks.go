@@ -12,6 +12,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // ErrTaskNotFound reports a task, context or session the store does not know.
@@ -57,6 +58,8 @@ type TaskStore struct {
 const (
 	KindTask    = "task"
 	KindSession = "session"
+	// KindContext records who owns an A2A context id (no request ids).
+	KindContext = "context"
 )
 
 // NewTaskStore opens the E2A_TASKS bucket (provisioned by streams.Apply).
@@ -97,8 +100,11 @@ func (s *TaskStore) Get(ctx context.Context, kind, id string) (*TaskRecord, erro
 }
 
 // Append adds requestID to the record kind/id, creating it with the other
-// fields when it does not exist. Retries on a concurrent update.
-func (s *TaskStore) Append(ctx context.Context, kind string, base TaskRecord, requestID string) (*TaskRecord, error) {
+// fields when it does not exist. Retries on a concurrent update. An existing
+// record that by may not continue (tenant.Write on its principal) is left
+// alone and ErrTaskNotFound returned: the check is made on the revision the
+// update is conditioned on, so no concurrent writer slips past it.
+func (s *TaskStore) Append(ctx context.Context, kind string, base TaskRecord, requestID string, by tenant.Principal) (*TaskRecord, error) {
 	key, err := taskKey(kind, base.ID)
 	if err != nil {
 		return nil, err
@@ -125,6 +131,9 @@ func (s *TaskStore) Append(ctx context.Context, kind string, base TaskRecord, re
 		var rec TaskRecord
 		if err := json.Unmarshal(e.Value(), &rec); err != nil {
 			return nil, err
+		}
+		if !by.Allows(tenant.Write, rec.Principal) {
+			return nil, ErrTaskNotFound
 		}
 		if rec.LastRequest() == requestID {
 			return &rec, nil // idempotent retry

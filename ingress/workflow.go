@@ -30,7 +30,7 @@ func (s *Server) workflowAPI() *workflow.API {
 		Authenticate: func(r *http.Request) (workflow.Principal, error) {
 			if s.opts.auth == nil {
 				StripCredentialHeaders(r.Header)
-				return workflow.Principal{ID: "anonymous", Origin: e2a.IdentityUser}, nil
+				return workflow.Principal{ID: "anonymous", Origin: e2a.IdentityUser, Open: true}, nil
 			}
 			p, err := s.opts.auth.Authenticate(r)
 			StripCredentialHeaders(r.Header)
@@ -38,11 +38,11 @@ func (s *Server) workflowAPI() *workflow.API {
 				s.metrics.authFailures.WithLabelValues("a2e.workflow").Inc()
 				return workflow.Principal{}, errors.Join(workflow.ErrUnauthenticated, err)
 			}
-			return workflow.Principal{ID: p.UserID, Origin: p.IdentityOrigin}, nil
+			return workflow.Principal{ID: p.UserID, Origin: p.IdentityOrigin, Roles: p.Roles, Open: p.Open}, nil
 		},
 		NewEnvelope: func(r *http.Request, p workflow.Principal, wf string) (*e2a.Envelope, error) {
 			body, _ := json.Marshal(map[string]string{"workflow": wf})
-			in := s.input(r, body, Principal{UserID: p.ID, IdentityOrigin: p.Origin}, "")
+			in := s.input(r, body, Principal{UserID: p.ID, IdentityOrigin: p.Origin, Roles: p.Roles, Open: p.Open}, "")
 			res, err := s.opts.norm.FromWorkflow(in)
 			if err != nil {
 				return nil, err
@@ -66,12 +66,25 @@ func (w wfSubmitter) Submit(ctx context.Context, env *e2a.Envelope) error {
 	if w.s.opts.routes != nil {
 		pool = w.s.opts.routes.Pool(env)
 	}
-	acc, err := w.s.pub.Publish(ctx, pool, env)
+	// The envelope's user_id is the authenticated principal (or, with
+	// authentication off, whoever the request claims to be).
+	p := Principal{UserID: env.UserID, Open: w.s.opts.auth == nil || w.s.opts.auth.Open()}
+	acc, err := w.s.publish(ctx, p, pool, env)
+	if errors.Is(err, ErrConflict) {
+		return errors.Join(workflow.ErrConflict, err)
+	}
 	if err != nil {
 		return err
 	}
 	if env.TaskID != "" {
-		_, err = w.s.opts.tasks.Append(ctx, KindTask, TaskRecord{ID: env.TaskID, Protocol: normalizer.ProtocolWorkflow, Pool: pool, Principal: env.UserID}, acc.RequestID)
+		_, err = w.s.opts.tasks.Append(ctx, KindTask, TaskRecord{ID: env.TaskID, Protocol: normalizer.ProtocolWorkflow, Pool: pool, Principal: env.UserID}, acc.RequestID, p.Tenant())
+		if errors.Is(err, ErrTaskNotFound) {
+			// Another principal uses the same executionId: the execution
+			// is accepted and answers by its execution_id; only the lookup
+			// by executionId stays with the first owner.
+			w.s.opts.log.Info("workflow executionId taken by another principal; not indexed", "request_id", acc.RequestID)
+			err = nil
+		}
 	}
 	return err
 }

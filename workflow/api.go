@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // Submitter publishes a workflow envelope durably (the ingress publishes
@@ -63,11 +64,26 @@ type TaskLookup interface {
 type Principal struct {
 	ID     string
 	Origin string // e2a.Identity*; "agent" when empty
+	// Roles and Open are the principal's standing under the ownership
+	// rule (package tenant): executions are read only by their owner, by
+	// audit/admin roles, or by anyone when authentication is off.
+	Roles []tenant.Role
+	Open  bool
+}
+
+// Tenant returns the principal as the ownership rule sees it.
+func (p Principal) Tenant() tenant.Principal {
+	return tenant.Principal{ID: p.ID, Roles: p.Roles, Open: p.Open}
 }
 
 // ErrUnauthenticated is returned by an API.Authenticate that finds no
 // valid credential; the API answers 401.
 var ErrUnauthenticated = errors.New("workflow: unauthenticated")
+
+// ErrConflict is returned by a Submitter when the execution's request id
+// (an Idempotency-Key) is already taken by another principal; the API
+// answers 409 and reveals nothing of the other execution.
+var ErrConflict = errors.New("workflow: id already in use by another principal")
 
 // API serves the A2E workflow REST API (spec §12) for the ingress to
 // mount: GET /health, GET /api/v1/capabilities, POST
@@ -129,7 +145,7 @@ type principalKey struct{}
 
 func (a *API) auth(h func(http.ResponseWriter, *http.Request, Principal)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		p := Principal{ID: Anonymous, Origin: e2a.IdentityAgent}
+		p := Principal{ID: Anonymous, Origin: e2a.IdentityAgent, Open: true}
 		if a.Authenticate != nil {
 			var err error
 			p, err = a.Authenticate(r)
@@ -349,6 +365,10 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, p Principal) {
 		env.TaskID = wf.ExecutionID
 	}
 	if err := a.Submitter.Submit(r.Context(), env); err != nil {
+		if errors.Is(err, ErrConflict) {
+			writeError(w, http.StatusConflict, &Error{Type: ValidationError, Message: "the Idempotency-Key is already in use; choose another"})
+			return
+		}
 		w.Header().Set("Retry-After", "1")
 		we := &Error{Type: ExecutionError, Message: "the execution could not be queued; retry later"}
 		writeError(w, http.StatusServiceUnavailable, we)
@@ -541,7 +561,7 @@ func (a *API) execution(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	// another principal's execution is reported as unknown
 	owned := func(frames []*e2a.Response) bool {
-		return len(frames) > 0 && (a.Authenticate == nil || frames[0].UserID == p.ID) && (frames[0].Method == "" || frames[0].Method == Method)
+		return len(frames) > 0 && p.Tenant().Allows(tenant.Read, frames[0].UserID) && (frames[0].Method == "" || frames[0].Method == Method)
 	}
 	if !owned(frames) && a.Tasks != nil {
 		if ids, err := a.Tasks.RequestIDs(r.Context(), id); err == nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/tenant"
 	"github.com/e2a-pipeline/pipeline/workflow"
 )
 
@@ -182,13 +183,13 @@ func newConsole(ctx context.Context, cfg Config, nc *nats.Conn, eg *egress.Servi
 		return nil, err
 	}
 	opts := []console.Option{console.WithStreamsConfig(cfg.StreamsConfig()), console.WithRegisterer(reg), console.WithGatherer(reg), console.WithLogger(log)}
-	if s := auth.Schemes(); len(s) != 1 || s[0] != ingress.SchemeNone {
-		opts = append(opts, console.WithAuth(func(r *http.Request) (string, int, error) {
-			p, err := auth.Authenticate(r)
+	if !auth.Open() {
+		opts = append(opts, console.WithAuth(func(r *http.Request) (tenant.Principal, int, error) {
+			p, err := auth.Tenant(r)
 			if err != nil {
-				return "", ingress.AuthStatus(err), err
+				return tenant.Principal{}, ingress.AuthStatus(err), err
 			}
-			return p.UserID, 0, nil
+			return p, 0, nil
 		}))
 	}
 	if demoPool != "" {

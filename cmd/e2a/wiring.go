@@ -12,6 +12,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/tenant"
 	"github.com/e2a-pipeline/pipeline/workflow"
 )
 
@@ -60,16 +61,16 @@ func newWorkflowExecutor(ctx context.Context, js jetstream.JetStream, cfg Config
 
 // egressAuthorizer lets egress's GET endpoints demand the same credentials
 // as ingress; nil when only the none scheme is enabled.
-func egressAuthorizer(auth *ingress.Auth) func(*http.Request) (string, error) {
-	if len(auth.Schemes()) == 1 && auth.Enabled(ingress.SchemeNone) {
+func egressAuthorizer(auth *ingress.Auth) func(*http.Request) (tenant.Principal, error) {
+	if auth.Open() {
 		return nil
 	}
-	return func(r *http.Request) (string, error) {
+	return func(r *http.Request) (tenant.Principal, error) {
 		// Every reader, the anonymous one of optional auth included, sees
-		// only the requests accepted for its principal.
-		p, err := auth.Authenticate(r)
+		// only what the ownership rule allows it.
+		p, err := auth.Tenant(r)
 		ingress.StripCredentialHeaders(r.Header)
-		return p.UserID, err
+		return p, err
 	}
 }
 

@@ -229,3 +229,46 @@ func TestAuth(t *testing.T) {
 		t.Errorf("logout: %d %v", resp.StatusCode, resp.Cookies())
 	}
 }
+
+// TestOwnership checks the console's side of the ownership rule: a
+// principal lists, opens and streams only its own requests; another
+// principal is told they do not exist; a principal with the audit role sees
+// everyone's.
+func TestOwnership(t *testing.T) {
+	p := startPipeline(t, pipelineOptions{auth: true})
+	const canary = "bob_canary_4f1d2a"
+	bobID := p.submit(t, `{"params":{"text":"`+canary+`","frames":1}}`, "X-Api-Key", keyBob)
+	aliceID := p.submit(t, `{"params":{"text":"alice here","frames":1}}`, "X-Api-Key", keyAlice)
+	waitFinal(t, p, bobID)
+	waitFinal(t, p, aliceID)
+
+	for _, path := range []string{"/console/api/requests", "/console/api/requests?user=bob", "/console/api/requests?request_id=" + bobID,
+		"/console/api/requests/" + bobID, "/console/api/requests/" + bobID + "/stream"} {
+		resp, b := p.do(t, "GET", path, "", "X-Api-Key", keyAlice, "Accept", "text/event-stream")
+		if strings.Contains(string(b), canary) || strings.Contains(string(b), bobID) {
+			t.Errorf("alice GET %s: %d, shows bob's request: %s", path, resp.StatusCode, b)
+		}
+		if strings.Contains(path, bobID) && !strings.Contains(path, "?") && resp.StatusCode != http.StatusNotFound {
+			t.Errorf("alice GET %s: %d, want 404", path, resp.StatusCode)
+		}
+	}
+	resp, b := p.do(t, "GET", "/console/api/requests", "", "X-Api-Key", keyAlice)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), aliceID) {
+		t.Errorf("alice's own list: %d %s", resp.StatusCode, b)
+	}
+	// The owner streams its request through the console (egress checks the
+	// principal the console authenticated).
+	resp, b = p.do(t, "GET", "/console/api/requests/"+bobID+"/stream", "", "X-Api-Key", keyBob, "Accept", "text/event-stream")
+	if resp.StatusCode != 200 || !strings.Contains(string(b), canary) {
+		t.Errorf("bob streams his own request: %d %s", resp.StatusCode, b)
+	}
+	// The audit role reads everyone's.
+	resp, b = p.do(t, "GET", "/console/api/requests", "", "X-Api-Key", keyOps)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), bobID) || !strings.Contains(string(b), aliceID) {
+		t.Errorf("audit list: %d %s", resp.StatusCode, b)
+	}
+	resp, b = p.do(t, "GET", "/console/api/requests/"+bobID, "", "X-Api-Key", keyOps)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), canary) {
+		t.Errorf("audit detail: %d %s", resp.StatusCode, b)
+	}
+}

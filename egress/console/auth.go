@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // The browser cannot put X-Api-Key or Authorization on a page load or an
@@ -33,7 +35,7 @@ const (
 // credential is a presented credential and the principal it authenticated.
 type credential struct {
 	scheme, secret string
-	principal      string
+	principal      tenant.Principal
 }
 
 func (c credential) apply(h http.Header) {
@@ -93,7 +95,7 @@ func (c *Console) authenticate(r *http.Request) (credential, int, error) {
 	}
 	if c.o.auth == nil {
 		stripCredentials(r.Header)
-		return credential{}, 0, nil
+		return credential{principal: tenant.Principal{Open: true}}, 0, nil
 	}
 	// The AuthFunc sees the credential headers only.
 	areq := &http.Request{Method: r.Method, URL: r.URL, Host: r.Host, RemoteAddr: r.RemoteAddr, TLS: r.TLS,
@@ -164,7 +166,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: cred.cookieValue(), Path: "/console",
 		HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteStrictMode})
-	writeJSON(w, http.StatusOK, map[string]any{"principal": got.principal, "auth_required": true})
+	writeJSON(w, http.StatusOK, map[string]any{"principal": got.principal.ID, "auth_required": true})
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {

@@ -23,6 +23,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 //go:embed assets
@@ -46,10 +47,12 @@ type Console struct {
 
 // AuthFunc authenticates a console request from its credential headers
 // (X-Api-Key, or Authorization: Bearer), the same way as every other
-// endpoint. It returns the principal, or an error with the HTTP status to
-// answer (401 or 403; 0 means 401). The error text is shown to the user:
-// it must not contain the credential.
-type AuthFunc func(r *http.Request) (principal string, status int, err error)
+// endpoint. It returns the principal as the ownership rule sees it, or an
+// error with the HTTP status to answer (401 or 403; 0 means 401). The error
+// text is shown to the user: it must not contain the credential. A signed-in
+// principal sees only its own requests unless it has the audit or admin
+// role (package tenant).
+type AuthFunc func(r *http.Request) (p tenant.Principal, status int, err error)
 
 type options struct {
 	auth      AuthFunc
@@ -270,12 +273,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-type principalKey struct{}
 type credentialKey struct{}
 
-func principalFrom(ctx context.Context) string {
-	p, _ := ctx.Value(principalKey{}).(string)
-	return p
+// principalFrom returns the signed-in principal; without an AuthFunc it is
+// the open one (everyone sees everything).
+func principalFrom(ctx context.Context) tenant.Principal {
+	if p, ok := tenant.FromContext(ctx); ok {
+		return p
+	}
+	return tenant.Principal{Open: true}
 }
 
 // gate authenticates the request (headers or the console cookie), removes
@@ -295,7 +301,10 @@ func (c *Console) gate(h http.HandlerFunc) http.HandlerFunc {
 			apiError(w, st, code, err.Error())
 			return
 		}
-		ctx := context.WithValue(r.Context(), principalKey{}, cred.principal)
+		// The principal travels in the context: egress's stream handler,
+		// reached through streamRequest, checks it instead of asking for
+		// the credential the gate has just removed.
+		ctx := tenant.NewContext(r.Context(), cred.principal)
 		ctx = context.WithValue(ctx, credentialKey{}, cred)
 		h(w, r.WithContext(ctx))
 	}
@@ -312,7 +321,7 @@ type sessionInfo struct {
 }
 
 func (c *Console) session(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, sessionInfo{Principal: principalFrom(r.Context()), AuthRequired: c.o.auth != nil,
+	writeJSON(w, http.StatusOK, sessionInfo{Principal: principalFrom(r.Context()).ID, AuthRequired: c.o.auth != nil,
 		Demo: c.o.demo != nil, DemoPool: c.o.demoPool, Statuses: Statuses, SecretKeys: secretKeyParts, Indexer: !c.o.noIndexer})
 }
 
@@ -361,6 +370,15 @@ func (c *Console) listRequests(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
+	if p := principalFrom(r.Context()); !p.SeesAll() {
+		// Only the principal's own requests: the user filter is forced,
+		// and a filter on someone else matches nothing.
+		if q.User != "" && q.User != p.ID {
+			writeJSON(w, http.StatusOK, Page{Entries: []Entry{}})
+			return
+		}
+		q.User = p.ID
+	}
 	page, err := c.list.List(r.Context(), q)
 	switch {
 	case errors.Is(err, ErrBadQuery):
@@ -392,6 +410,10 @@ func (c *Console) getRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	if !c.mayRead(ctx, id) {
+		apiError(w, http.StatusNotFound, "not_found", "no such request in the index or the streams")
+		return
+	}
 	d := RequestDetail{RequestID: id, ReplayCommand: ReplayCommand(id),
 		StreamURL: "/console/api/requests/" + url.PathEscape(id) + "/stream"}
 	e, err := c.list.Get(ctx, id)
@@ -430,8 +452,33 @@ func mustResponse(id string) string {
 	return s
 }
 
+// mayRead applies the ownership rule to one request: its owner is the
+// user_id of its stored envelope.
+func (c *Console) mayRead(ctx context.Context, id string) bool {
+	p := principalFrom(ctx)
+	if p.SeesAll() {
+		return true
+	}
+	subj, err := subjects.RequestAnyPool(id)
+	if err != nil {
+		return false
+	}
+	msg, err := streams.LastBySubject(ctx, c.nc, streams.RequestsStream, subj)
+	if err != nil {
+		return false
+	}
+	var probe struct {
+		UserID string `json:"user_id"`
+	}
+	if json.Unmarshal(msg.Data, &probe) != nil {
+		return false
+	}
+	return p.Allows(tenant.Read, probe.UserID)
+}
+
 // streamRequest serves egress's GET /v1/requests/{id}/stream, unchanged,
-// behind the console's auth.
+// behind the console's auth (the principal is in the request's context,
+// where egress's ownership check finds it).
 func (c *Console) streamRequest(w http.ResponseWriter, r *http.Request) {
 	if c.egress == nil {
 		apiError(w, http.StatusNotImplemented, "not_implemented", "no egress service")

@@ -21,11 +21,13 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress/console"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 const (
 	keyAlice = "ak_alice_console_test_0123456789"
 	keyBob   = "ak_bob_console_test_0123456789ab"
+	keyOps   = "ak_ops_console_test_audit_role_01"
 )
 
 // pipeline runs ingress, egress and the console over HTTP, with the demo
@@ -49,12 +51,12 @@ type pipelineOptions struct {
 
 // authFunc adapts ingress.Auth to the console, as cmd/e2a does.
 func authFunc(a *ingress.Auth) console.AuthFunc {
-	return func(r *http.Request) (string, int, error) {
-		p, err := a.Authenticate(r)
+	return func(r *http.Request) (tenant.Principal, int, error) {
+		p, err := a.Tenant(r)
 		if err != nil {
-			return "", ingress.AuthStatus(err), err
+			return tenant.Principal{}, ingress.AuthStatus(err), err
 		}
-		return p.UserID, 0, nil
+		return p, 0, nil
 	}
 }
 
@@ -62,23 +64,31 @@ func startPipeline(t *testing.T, po pipelineOptions) *pipeline {
 	t.Helper()
 	_, nc := natstest.RunServer(t)
 	reg := prometheus.NewRegistry()
-	eg, err := egress.New(nc, egress.WithRegisterer(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(eg.Close)
+	eopts := []egress.Option{egress.WithRegisterer(reg)}
 	iopts := []ingress.Option{ingress.WithRegisterer(reg)}
 	copts := []console.Option{console.WithRegisterer(reg), console.WithGatherer(reg)}
 	if po.auth {
 		a, err := ingress.NewAuth(&ingress.AuthConfig{APIKeys: []ingress.Credential{
-			{Principal: "alice", Secret: keyAlice}, {Principal: "bob", Secret: keyBob},
-		}})
+			{Principal: "alice", Secret: keyAlice}, {Principal: "bob", Secret: keyBob}, {Principal: "ops", Secret: keyOps},
+		}, Roles: map[string][]string{"ops": {"audit"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		iopts = append(iopts, ingress.WithAuth(a))
 		copts = append(copts, console.WithAuth(authFunc(a)))
+		// Egress's own endpoints demand credentials too, as cmd/e2a wires
+		// them: the console's stream view must pass the principal along.
+		eopts = append(eopts, egress.WithAuthorizer(func(r *http.Request) (tenant.Principal, error) {
+			p, err := a.Tenant(r)
+			ingress.StripCredentialHeaders(r.Header)
+			return p, err
+		}))
 	}
+	eg, err := egress.New(nc, eopts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eg.Close)
 	in, err := ingress.New(nc, eg, iopts...)
 	if err != nil {
 		t.Fatal(err)

@@ -42,6 +42,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // The secrets of the run. Each is searched, raw and base64-encoded, in
@@ -160,10 +161,10 @@ func start(t *testing.T) *suite {
 	reg := obs.NewRegistry()
 	// Egress's GET endpoints demand the ingress credentials, as cmd/e2a
 	// wires them (egressAuthorizer).
-	authorize := func(r *http.Request) (string, error) {
-		p, err := auth.Authenticate(r)
+	authorize := func(r *http.Request) (tenant.Principal, error) {
+		p, err := auth.Tenant(r)
 		ingress.StripCredentialHeaders(r.Header)
-		return p.UserID, err
+		return p, err
 	}
 	eg, err := egress.New(nc, egress.WithRegisterer(reg), egress.WithLogger(log), egress.WithWriteTimeout(time.Second),
 		egress.WithAuthorizer(authorize))

@@ -1,0 +1,82 @@
+package ingress
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/tenant"
+)
+
+// The front door's side of the ownership rule (package tenant): every path
+// that deduplicates, reads, continues, cancels or subscribes to a request,
+// task, context or session goes through publish, ownedRecord or
+// claimContext below.
+
+// publish publishes env for principal p. A duplicate of a request another
+// principal owns is refused with ErrConflict, which reveals nothing of the
+// other request (its answer would otherwise be the other's envelope and
+// frames). Errors are those of Publisher.Publish, and ErrConflict.
+func (s *Server) publish(ctx context.Context, p Principal, pool string, env *e2a.Envelope) (Accepted, error) {
+	acc, err := s.pub.Publish(ctx, pool, env)
+	if err != nil || !acc.Duplicate || p.Open {
+		return acc, err
+	}
+	owner, found, err := s.egress.Owner(ctx, acc.RequestID)
+	if err != nil {
+		return acc, fmt.Errorf("%w: owner of a duplicate: %v", ErrBackpressure, err)
+	}
+	if !found || !p.Tenant().Allows(tenant.Write, owner) {
+		return acc, ErrConflict
+	}
+	return acc, nil
+}
+
+// ownedRecord returns the task or session record kind/id when p may have
+// access a to it, and ErrTaskNotFound both when there is none and when it
+// belongs to someone else (the caller answers the protocol's not found).
+func (s *Server) ownedRecord(ctx context.Context, p Principal, kind, id string, a tenant.Access) (*TaskRecord, error) {
+	rec, err := s.opts.tasks.Get(ctx, kind, id)
+	if err != nil {
+		return nil, err
+	}
+	if !p.Tenant().Allows(a, rec.Principal) {
+		return nil, ErrTaskNotFound
+	}
+	return rec, nil
+}
+
+// claimContext records p as the owner of an A2A context id the client chose,
+// or checks that p owns it already. A context of another principal is
+// ErrConflict: joining it would let the agent answer from someone else's
+// conversation.
+func (s *Server) claimContext(ctx context.Context, p Principal, contextID string) error {
+	if p.Open || contextID == "" {
+		return nil
+	}
+	key, err := taskKey(KindContext, contextID)
+	if err != nil {
+		return ErrConflict
+	}
+	rec := TaskRecord{ID: contextID, Protocol: "a2a", Principal: p.UserID, RequestIDs: []string{},
+		Created: e2a.FormatTime(s.opts.now())}
+	rec.Updated = rec.Created
+	data, _ := json.Marshal(rec)
+	if _, err := s.opts.tasks.kv.Create(ctx, key, data); err == nil {
+		return nil
+	} else if !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("%w: context index: %v", ErrBackpressure, err)
+	}
+	got, err := s.opts.tasks.Get(ctx, KindContext, contextID)
+	if err != nil {
+		return fmt.Errorf("%w: context index: %v", ErrBackpressure, err)
+	}
+	if !p.Tenant().Allows(tenant.Write, got.Principal) {
+		return ErrConflict
+	}
+	return nil
+}
