@@ -176,8 +176,9 @@ func (s *Server) a2aSubmit(w http.ResponseWriter, r *http.Request, p Principal, 
 		if env.ContextID == "" {
 			env.ContextID = rec.ContextID
 		}
-	} else if env.ContextID != "" && !contextCreated(env) {
-		// A context id the client chose: it must be the caller's own.
+	} else if env.ContextID != "" {
+		// A new context is recorded as the caller's; one the client chose
+		// must be the caller's own already.
 		if err := s.claimContext(r.Context(), p, env.ContextID); err != nil {
 			s.rpcPublishError(w, req.ID, err)
 			return
@@ -265,16 +266,6 @@ func (s *Server) rpcPublishError(w http.ResponseWriter, id json.RawMessage, err 
 		rpcShape(w, failure{Status: http.StatusServiceUnavailable, RPCCode: CodeInternalError,
 			Message: "the pipeline could not accept the request; retry later", Data: map[string]any{"retryable": true}})
 	}
-}
-
-// contextCreated reports whether the adapter made a new context id (rather
-// than taking the client's).
-func contextCreated(env *e2a.Envelope) bool {
-	if env.Provenance == nil {
-		return false
-	}
-	v, _ := env.Provenance.Details[normalizer.DetailContextCreated].(bool)
-	return v
 }
 
 // cancel publishes a cancel on the request's control subject.

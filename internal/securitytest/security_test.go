@@ -35,7 +35,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/egress/console"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/bench"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
@@ -43,6 +45,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/tenant"
+	"github.com/e2a-pipeline/pipeline/workflow"
 )
 
 // The secrets of the run. Each is searched, raw and base64-encoded, in
@@ -52,6 +55,8 @@ const (
 	keyBob         = "ak_bob_SECRET_1a2b3c4d5e6f7a8b9c0d"
 	keyCarol       = "ak_carol_SECRET_4d5e6f7a8b9c0d1e2f3a"
 	keyMallory     = "ak_mallory_SECRET_disabled_0f1e2d3c" // disabled principal
+	keyOps         = "ak_ops_SECRET_audit_role_77aa88bb99" // audit role
+	keyDave        = "ak_dave_SECRET_owner_5e6f7a8b9c0d1e" // the other tenant of TestTenantIsolation
 	bodyMCPEnv     = "mcp_env_SECRET_0ddba11cafe12345"
 	bearerCI       = "bt_ci_SECRET_9e8d7c6b5a4f3e2d1c0b"
 	oauthSecret    = "cs_svc_SECRET_5a6b7c8d9e0f1a2b3c4d"
@@ -65,7 +70,7 @@ const (
 // scanCanary is stored on purpose; the scan must find it.
 const scanCanary = "canary_stored_on_purpose_5ca77e57"
 
-var allSecrets = []string{keyAlice, keyBob, keyCarol, keyMallory, bodyMCPEnv, bearerCI, oauthSecret, oauthSigning, bodyBearer, bodyExtra, bodyPushToken, bodyParamsPass}
+var allSecrets = []string{keyDave, keyOps, keyAlice, keyBob, keyCarol, keyMallory, bodyMCPEnv, bearerCI, oauthSecret, oauthSigning, bodyBearer, bodyExtra, bodyPushToken, bodyParamsPass}
 
 // knownFindings are failures reported to the owners (see the package doc):
 // case name → what is wrong and where it is to be fixed.
@@ -122,26 +127,36 @@ const (
 )
 
 // start runs the pipeline with auth on, wired as cmd/e2a wires `e2a dev`
-// (same HTTP server timeouts), plus /metrics, /healthz and /readyz.
-func start(t *testing.T) *suite {
+// (same HTTP server timeouts): ingress, egress, the console, the workflow
+// API with its pool, plus /metrics, /healthz and /readyz. Principals:
+// alice, bob, carol, dave (API keys), mallory (disabled), ops (API key,
+// audit role), ci (bearer), svc (oauth2). mods change the auth configuration.
+func start(t *testing.T, mods ...func(*ingress.AuthConfig)) *suite {
 	_, nc := natstest.RunServer(t)
 	js := natstest.JetStream(t, nc)
 	logs := &lockedBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	auth, err := ingress.NewAuth(&ingress.AuthConfig{
+	acfg := &ingress.AuthConfig{
 		Schemes: []string{"apiKey", "bearer", "oauth2"},
 		APIKeys: []ingress.Credential{
 			{Principal: "alice", Secret: keyAlice},
 			{Principal: "bob", Secret: keyBob},
 			{Principal: "carol", Secret: keyCarol},
 			{Principal: "mallory", Secret: keyMallory, Disabled: true},
+			{Principal: "ops", Secret: keyOps},
+			{Principal: "dave", Secret: keyDave},
 		},
 		BearerTokens: []ingress.Credential{{Principal: "ci", Secret: bearerCI}},
 		OAuth2: ingress.OAuth2Config{
 			SigningKey: oauthSigning,
 			Clients:    []ingress.OAuth2Client{{ClientID: "svc", ClientSecret: oauthSecret, Scopes: []string{"agents"}}},
 		},
-	})
+		Roles: map[string][]string{"ops": {"audit"}},
+	}
+	for _, m := range mods {
+		m(acfg)
+	}
+	auth, err := ingress.NewAuth(acfg)
 	if err != nil {
 		t.Fatalf("auth: %v", err)
 	}
@@ -172,14 +187,29 @@ func start(t *testing.T) *suite {
 		t.Fatal(err)
 	}
 	t.Cleanup(eg.Close)
+	wf := workflow.New(workflow.Options{Logger: log})
 	in, err := ingress.New(nc, eg, ingress.WithAuth(auth), ingress.WithLimiter(limiter), ingress.WithDefaultPool(pool),
-		ingress.WithMaxBodyBytes(maxBody), ingress.WithRegisterer(reg), ingress.WithLogger(log))
+		ingress.WithMaxBodyBytes(maxBody), ingress.WithRegisterer(reg), ingress.WithLogger(log), ingress.WithWorkflow(wf))
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
 	in.Register(mux)
 	eg.Register(mux)
+	cctx, ccancel := context.WithCancel(context.Background())
+	con, err := console.New(cctx, nc, eg, console.WithLogger(log), console.WithRegisterer(prometheus.NewRegistry()),
+		console.WithAuth(func(r *http.Request) (tenant.Principal, int, error) {
+			p, err := auth.Tenant(r)
+			if err != nil {
+				return tenant.Principal{}, ingress.AuthStatus(err), err
+			}
+			return p, 0, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ccancel(); con.Close() })
+	con.Register(mux)
 	obs.Register(mux, reg, obs.NATSConnected(nc))
 	// cmd/e2a's server settings, but for ReadTimeout: 60 s there, the
 	// suite's readTimeout here to keep the slow-body case short.
@@ -194,11 +224,30 @@ func start(t *testing.T) *suite {
 
 	actx, acancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	wdone := make(chan error, 1)
 	go func() {
 		done <- agent.Run(actx, nc, pool, bench.Agent(3, 32, 0), agent.WithConcurrency(64), agent.WithLogger(log),
 			agent.WithMetrics(prometheus.NewRegistry()), agent.WithDrainTimeout(time.Second))
 	}()
-	t.Cleanup(func() { acancel(); <-done })
+	edone := make(chan error, 1)
+	go func() {
+		edone <- agent.Run(actx, nc, echoPool, echoAgent, agent.WithLogger(log),
+			agent.WithMetrics(prometheus.NewRegistry()), agent.WithDrainTimeout(time.Second))
+	}()
+	go func() {
+		wdone <- agent.Run(actx, nc, workflow.Pool, wf, agent.WithLogger(log),
+			agent.WithMetrics(prometheus.NewRegistry()), agent.WithDrainTimeout(time.Second))
+	}()
+	t.Cleanup(func() { acancel(); <-done; <-wdone; <-edone })
+	for _, pl := range []string{pool, echoPool, workflow.Pool} {
+		waitConsumer(t, js, pl)
+	}
+	return &suite{t: t, base: "http://" + ln.Addr().String(), nc: nc, js: js, logs: logs,
+		hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 16}}}
+}
+
+// waitConsumer waits for the durable consumer of an agent pool.
+func waitConsumer(t *testing.T, js jetstream.JetStream, pool string) {
 	cname, _ := streams.AgentConsumerName(pool)
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		c, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -212,9 +261,19 @@ func start(t *testing.T) *suite {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return &suite{t: t, base: "http://" + ln.Addr().String(), nc: nc, js: js, logs: logs,
-		hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 16}}}
 }
+
+// echoPool's agent answers every request with its params as text, so that
+// whatever a request carried shows up in its frames too.
+const echoPool = "echo"
+
+var echoAgent = agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+	b, _ := json.Marshal(env.Params)
+	if err := w.Chunk(e2a.DeltaText, "echo: "+string(b)); err != nil {
+		return err
+	}
+	return w.Complete(map[string]any{"echoed": len(b)})
+})
 
 // response is what a request got.
 type response struct {
