@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 const (
@@ -416,6 +418,12 @@ func TestAuthConfigValidation(t *testing.T) {
 		"oauth2 bad ttl":      {OAuth2: OAuth2Config{SigningKey: testSigningKey, TokenTTL: "1s", Clients: []OAuth2Client{{ClientID: "c", ClientSecret: testClientSec}}}},
 		"none with creds":     {Schemes: []string{"none"}, APIKeys: []Credential{{Principal: "a", Secret: testKeyAlice}}},
 		"bad realm":           {Realm: `a"b`},
+		"unknown role":        {APIKeys: []Credential{{Principal: "a", Secret: testKeyAlice}}, Roles: map[string][]string{"a": {"root"}}},
+		"role of a bad name":  {APIKeys: []Credential{{Principal: "a", Secret: testKeyAlice}}, Roles: map[string][]string{"a,b": {"audit"}}},
+		"principal named like the anonymous one": {Schemes: []string{"none", "apiKey"},
+			APIKeys: []Credential{{Principal: "anonymous", Secret: testKeyAlice}}},
+		"anonymous with a role": {Schemes: []string{"none", "apiKey"}, APIKeys: []Credential{{Principal: "a", Secret: testKeyAlice}},
+			Roles: map[string][]string{"anonymous": {"audit"}}},
 	} {
 		c := cfg
 		if _, err := NewAuth(&c); !errors.Is(err, ErrAuthConfig) {
@@ -570,5 +578,40 @@ func TestAuthSecuritySchemesA2AGo(t *testing.T) {
 	o, ok := card.SecuritySchemes["oauth2"].(a2a.OAuth2SecurityScheme)
 	if !ok || o.Flows.ClientCredentials == nil || o.Flows.ClientCredentials.TokenURL != "https://agents.example.com/oauth/token" {
 		t.Fatalf("oauth2 %#v", card.SecuritySchemes["oauth2"])
+	}
+}
+
+// TestAuthRoles: roles from the file and E2A_AUTH_ROLES reach the
+// principal (never the anonymous one), and Tenant applies them.
+func TestAuthRoles(t *testing.T) {
+	env := map[string]string{
+		EnvAuthSchemes: "none,apiKey",
+		EnvAPIKeys:     "alice:" + testKeyAlice + ",ops:" + testKeyBob,
+		EnvAuthRoles:   "ops:audit, ops:admin",
+	}
+	a, err := LoadAuth(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.Tenant(authReq(map[string]string{"X-Api-Key": testKeyBob}))
+	if err != nil || p.ID != "ops" || !p.HasRole(tenant.RoleAudit) || !p.HasRole(tenant.RoleAdmin) || p.Open {
+		t.Fatalf("ops: %+v %v", p, err)
+	}
+	p, err = a.Tenant(authReq(map[string]string{"X-Api-Key": testKeyAlice}))
+	if err != nil || p.ID != "alice" || len(p.Roles) != 0 || p.Allows(tenant.Read, "ops") {
+		t.Fatalf("alice: %+v %v", p, err)
+	}
+	// Optional auth: the anonymous principal is not open (principals
+	// exist), has no role, and owns only anonymous requests.
+	p, err = a.Tenant(authReq(nil))
+	if err != nil || p.ID != "anonymous" || p.Open || len(p.Roles) != 0 || p.Allows(tenant.Read, "alice") {
+		t.Fatalf("anonymous: %+v %v", p, err)
+	}
+	if a.Open() {
+		t.Fatal("optional auth reported open")
+	}
+	env[EnvAuthRoles] = "ops"
+	if _, err := LoadAuth(func(k string) string { return env[k] }); !errors.Is(err, ErrAuthConfig) {
+		t.Fatalf("role entry without a role: %v", err)
 	}
 }
