@@ -260,6 +260,16 @@ func (s *Service) serveE2AStream(w http.ResponseWriter, r *http.Request, id, for
 		s.finish(o, rend, format, err)
 		return
 	}
+	if from > 0 {
+		// A resume past the final frame has nothing to send, ever: 204 No
+		// Content is what makes a browser's EventSource stop reconnecting
+		// (a 200 with an empty stream would make it retry forever).
+		if last, err := s.lastFrame(r.Context(), id); err == nil && last != nil && last.final && from > last.seq {
+			s.m.outcomes.WithLabelValues(format, "final").Inc()
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
 	s.Stream(r.Context(), o, rend, format, id, from, opts...)
 }
 

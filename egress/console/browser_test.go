@@ -170,17 +170,18 @@ func TestBrowser(t *testing.T) {
 	failed := p.submit(t, `{"params":{"text":"doomed","fail":"upstream_down","fail_after":1}}`, "X-Api-Key", keyBob)
 	waitFinal(t, p, earlier, failed)
 
-	// Sign in with an API key.
+	// Sign in with an API key: ops has the audit role, so the list shows
+	// bob's requests too (TestOwnership checks that alice sees only hers).
 	b.run(chromedp.Navigate(p.url+"/console"), chromedp.WaitVisible(chromedp.CSS("#login")))
 	b.shot("sign-in")
 	b.run(chromedp.SetValue(chromedp.CSS(`#login select[name=scheme]`), "apiKey"))
-	b.run(chromedp.SendKeys(chromedp.CSS(`#login input[name=secret]`), keyAlice))
+	b.run(chromedp.SendKeys(chromedp.CSS(`#login input[name=secret]`), keyOps))
 	b.run(chromedp.Click(chromedp.CSS(`#login button[type=submit]`)))
 	b.run(chromedp.WaitVisible(chromedp.CSS(`#demo`)))
 	b.waitJS("the list", `document.querySelectorAll('#requests tbody tr.row').length >= 2`, 10*time.Second)
 	b.waitJS("the counters", `document.querySelectorAll('#stats .stage[data-stage]').length >= 4`, 10*time.Second)
 	who := eval[string](b, `document.getElementById('who').textContent`)
-	if !strings.Contains(who, "alice") {
+	if !strings.Contains(who, "ops") {
 		t.Fatalf("signed in as %q", who)
 	}
 
@@ -251,7 +252,7 @@ func TestBrowser(t *testing.T) {
 	// The raw envelope, without credentials.
 	b.run(chromedp.Click(chromedp.CSS(`.tabs button[data-tab=envelope]`)))
 	env := eval[string](b, `document.getElementById('envelope').textContent`)
-	if !strings.Contains(env, "streamed to a browser") || !strings.Contains(env, `"user_id": "alice"`) || strings.Contains(env, keyAlice) || strings.Contains(env, `"auth"`) {
+	if !strings.Contains(env, "streamed to a browser") || !strings.Contains(env, `"user_id": "ops"`) || strings.Contains(env, keyOps) || strings.Contains(env, `"auth"`) {
 		t.Errorf("envelope: %s", env)
 	}
 	b.shot("envelope")
@@ -261,7 +262,7 @@ func TestBrowser(t *testing.T) {
 	b.waitJS("the list row", fmt.Sprintf(`(() => { const r = document.querySelector('tr.row[data-id=%q]'); return !!r && !!r.querySelector('.badge.succeeded') && r.children[7].textContent === '16'; })()`, id), 10*time.Second)
 	b.shot("list-complete")
 	html := eval[string](b, `document.documentElement.outerHTML`)
-	if strings.Contains(html, keyAlice) || strings.Contains(html, keyBob) {
+	if strings.Contains(html, keyOps) || strings.Contains(html, keyAlice) || strings.Contains(html, keyBob) {
 		t.Fatal("a credential is in the page")
 	}
 	b.run(

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -41,12 +42,22 @@ type pipeline struct {
 
 	mu    sync.Mutex
 	froms []string // resume points asked of the console stream endpoint
+	// e2aFroms and e2aCodes: resume points asked of GET
+	// /v1/requests/{id}/stream and the statuses answered.
+	e2aFroms []string
+	e2aCodes []int
+	dropped  bool
 }
 
 type pipelineOptions struct {
 	auth    bool
 	console []console.Option
+	egress  []egress.Option
 	noAgent bool
+	// dropAfter, when > 0, breaks the connection of the first GET
+	// /v1/requests/{id}/stream after that many SSE events, as a network
+	// failure would.
+	dropAfter int
 }
 
 // authFunc adapts ingress.Auth to the console, as cmd/e2a does.
@@ -64,7 +75,7 @@ func startPipeline(t *testing.T, po pipelineOptions) *pipeline {
 	t.Helper()
 	_, nc := natstest.RunServer(t)
 	reg := prometheus.NewRegistry()
-	eopts := []egress.Option{egress.WithRegisterer(reg)}
+	eopts := append([]egress.Option{egress.WithRegisterer(reg)}, po.egress...)
 	iopts := []ingress.Option{ingress.WithRegisterer(reg)}
 	copts := []console.Option{console.WithRegisterer(reg), console.WithGatherer(reg)}
 	if po.auth {
@@ -113,6 +124,10 @@ func startPipeline(t *testing.T, po pipelineOptions) *pipeline {
 			p.mu.Lock()
 			p.froms = append(p.froms, from)
 			p.mu.Unlock()
+		}
+		if strings.HasPrefix(r.URL.Path, "/v1/requests/") && strings.HasSuffix(r.URL.Path, "/stream") {
+			p.serveE2AStream(mux, w, r, po.dropAfter)
+			return
 		}
 		mux.ServeHTTP(w, r)
 	}))
@@ -248,3 +263,67 @@ func readSSE(t *testing.T, r io.Reader) []sseEvent {
 	}
 	return out
 }
+
+// serveE2AStream serves GET /v1/requests/{id}/stream, recording the resume
+// point and the status, and breaking the first connection after dropAfter
+// events when asked to.
+func (p *pipeline) serveE2AStream(mux http.Handler, w http.ResponseWriter, r *http.Request, dropAfter int) {
+	from := r.URL.Query().Get("from")
+	if le := r.Header.Get("Last-Event-ID"); le != "" {
+		from = "last-event-id:" + le
+	}
+	p.mu.Lock()
+	drop := dropAfter > 0 && !p.dropped
+	p.dropped = p.dropped || drop
+	p.e2aFroms = append(p.e2aFroms, from)
+	p.mu.Unlock()
+	rec := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+	if drop {
+		rec.dropAfter = dropAfter
+	}
+	defer func() {
+		p.mu.Lock()
+		p.e2aCodes = append(p.e2aCodes, rec.code)
+		p.mu.Unlock()
+	}()
+	mux.ServeHTTP(rec, r)
+}
+
+func (p *pipeline) e2aStreams() ([]string, []int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.e2aFroms...), append([]int(nil), p.e2aCodes...)
+}
+
+// statusWriter records the status; with dropAfter > 0 it aborts the
+// connection (http.ErrAbortHandler) once that many SSE events were written.
+type statusWriter struct {
+	http.ResponseWriter
+	code      int
+	dropAfter int
+	events    int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.dropAfter > 0 && s.events >= s.dropAfter {
+		if f, ok := s.ResponseWriter.(http.Flusher); ok {
+			f.Flush()
+		}
+		panic(http.ErrAbortHandler)
+	}
+	s.events += bytes.Count(b, []byte("\nid: ")) + bytes.Count(b[:min(len(b), 4)], []byte("id: "))
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
