@@ -136,15 +136,18 @@ func (o *Output) writeJSON(status int, v any) error {
 }
 
 // APIError is the JSON error body of the E2A HTTP surface:
-// {"error":{"code":"…","message":"…"}}.
+// {"error":{"code":"…","message":"…","retryable":false}}, the shape ingress
+// answers too.
 type APIError struct {
 	Error APIErrorBody `json:"error"`
 }
 
-// APIErrorBody is the inner object of [APIError].
+// APIErrorBody is the inner object of [APIError]. Retryable says whether the
+// same call may succeed later (unavailable, timeout).
 type APIErrorBody struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable"`
 }
 
 // Error codes of the E2A HTTP surface and the HTTP status each maps to.
@@ -190,8 +193,17 @@ func Classify(err error) (status int, code string) {
 
 func apiError(err error) (int, APIError) {
 	st, code := Classify(err)
-	return st, APIError{Error: APIErrorBody{Code: code, Message: err.Error()}}
+	msg := err.Error()
+	if code == CodeNotFound {
+		msg = NotFoundMessage // one wording, whatever the cause
+	}
+	return st, APIError{Error: APIErrorBody{Code: code, Message: msg,
+		Retryable: code == CodeUnavailable || code == CodeTimeout}}
 }
+
+// NotFoundMessage is the message of every 404 of the E2A HTTP surface (the
+// console's included), for an unknown request and for another principal's.
+const NotFoundMessage = "request not found"
 
 // WriteError writes err as a JSON error response in the E2A shape.
 func WriteError(w http.ResponseWriter, err error) {

@@ -227,6 +227,19 @@ func (s *Service) Register(mux *http.ServeMux) {
 		}
 		s.serveE2AJSON(w, r, r.PathValue("id"), isTrue(r.URL.Query().Get("wait")))
 	})
+	mux.HandleFunc("/v1/requests/{id}", MethodNotAllowed(http.MethodGet))
+	mux.HandleFunc("/v1/requests/{id}/stream", MethodNotAllowed(http.MethodGet))
+}
+
+// MethodNotAllowed answers 405 in the E2A error shape with an Allow header
+// naming the methods the path takes.
+func MethodNotAllowed(allow ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		o := NewOutput(w, 0)
+		_ = o.writeJSON(http.StatusMethodNotAllowed, APIError{Error: APIErrorBody{Code: "method_not_allowed",
+			Message: r.Method + " is not allowed here; use " + strings.Join(allow, " or ")}})
+	}
 }
 
 // ServeE2A answers with the frames of requestID in the E2A format the

@@ -196,6 +196,10 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /a2e", s.handleA2E)
 	mux.HandleFunc("GET /.well-known/agent-card.json", s.handleCard)
 	mux.HandleFunc("GET /.well-known/agent.json", s.handleCard)
+	for _, path := range []string{"/v1/requests", "/a2a", "/acp", "/a2e"} {
+		mux.HandleFunc(path, egress.MethodNotAllowed(http.MethodPost))
+	}
+	mux.HandleFunc("GET /{$}", handleRoot)
 	if s.opts.workflow != nil {
 		s.workflowAPI().Register(mux)
 	}
@@ -277,6 +281,29 @@ func (s *Server) handleE2A(w http.ResponseWriter, r *http.Request) {
 		Pool:      acc.Pool,
 		Duplicate: acc.Duplicate,
 		Links:     links(acc.RequestID),
+	})
+}
+
+// handleRoot answers GET / with where to go: a browser is sent to the
+// console, anything else gets the list of endpoints.
+func handleRoot(w http.ResponseWriter, r *http.Request) {
+	if strings.Contains(r.Header.Get("Accept"), "text/html") {
+		http.Redirect(w, r, "/console", http.StatusFound)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"service": "e2a-pipeline",
+		"console": "/console",
+		"endpoints": map[string]string{
+			"e2a":        "POST /v1/requests, GET /v1/requests/{id}, GET /v1/requests/{id}/stream",
+			"a2a":        "POST /a2a (A2A v0.3 and AgentVault JSON-RPC)",
+			"agent_card": "GET /.well-known/agent-card.json",
+			"acp":        "POST /acp",
+			"a2e":        "POST /a2e",
+			"workflows":  "/api/v1/workflows/validate, /api/v1/workflows/execute, /api/v1/executions/{id}",
+			"operations": "/metrics, /healthz, /readyz",
+		},
+		"docs": "README.md of the repository: quick start, protocols with curl examples, subjects, operations",
 	})
 }
 

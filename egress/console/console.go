@@ -259,9 +259,10 @@ func (c *Console) page(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
-// apiError writes {"error":{"code","message"}}.
+// apiError writes {"error":{"code","message","retryable"}}, the shape of
+// every E2A endpoint; only an unavailable index is worth retrying.
 func apiError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+	writeJSON(w, status, map[string]any{"error": map[string]any{"code": code, "message": msg, "retryable": status == http.StatusServiceUnavailable}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -411,7 +412,7 @@ func (c *Console) getRequest(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	if !c.mayRead(ctx, id) {
-		apiError(w, http.StatusNotFound, "not_found", "no such request in the index or the streams")
+		apiError(w, http.StatusNotFound, "not_found", egress.NotFoundMessage)
 		return
 	}
 	d := RequestDetail{RequestID: id, ReplayCommand: ReplayCommand(id),
@@ -440,7 +441,7 @@ func (c *Console) getRequest(w http.ResponseWriter, r *http.Request) {
 	if d.Entry == nil && d.Envelope == nil {
 		// Frames may outlive the envelope: let the stream decide.
 		if _, err := streams.LastBySubject(ctx, c.nc, streams.ResponsesStream, mustResponse(id)); err != nil {
-			apiError(w, http.StatusNotFound, "not_found", "no such request in the index or the streams")
+			apiError(w, http.StatusNotFound, "not_found", egress.NotFoundMessage)
 			return
 		}
 	}
