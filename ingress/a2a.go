@@ -247,6 +247,9 @@ func (s *Server) publishRPC(w http.ResponseWriter, r *http.Request, p Principal,
 		s.rpcPublishError(w, id, err)
 		return acc, false
 	}
+	if acc.Warning != "" {
+		w.Header().Set(HeaderWarning, acc.Warning)
+	}
 	return acc, true
 }
 
@@ -254,7 +257,7 @@ func (s *Server) publishRPC(w http.ResponseWriter, r *http.Request, p Principal,
 // JSON-RPC endpoint.
 func (s *Server) rpcPublishError(w http.ResponseWriter, id json.RawMessage, err error) {
 	switch {
-	case errors.Is(err, ErrInvalidPool):
+	case errors.Is(err, ErrInvalidPool), errors.Is(err, ErrUnknownPool):
 		_ = WriteError(w, id, InvalidParams(err.Error()))
 	case errors.Is(err, ErrConflict):
 		// The id is taken by another principal: a conflict that says

@@ -163,6 +163,10 @@ func (s *Server) a2eMessage(aw *a2eWriter, r *http.Request, p Principal, line []
 	start := time.Now()
 	acc, err := s.publish(r.Context(), p, res.Pool, env)
 	s.metrics.publish.Observe(time.Since(start).Seconds())
+	if errors.Is(err, ErrUnknownPool) {
+		aw.line(a2eError(reqID, "unknown_agent", err.Error(), false, nil))
+		return r.Context().Err() == nil
+	}
 	if errors.Is(err, ErrConflict) {
 		aw.line(a2eError(reqID, "conflict", "the request id (Idempotency-Key) is already in use; choose another", false, nil))
 		return r.Context().Err() == nil

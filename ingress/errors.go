@@ -15,4 +15,7 @@ var (
 	// another principal: the answer is a conflict that reveals nothing of
 	// the other's request.
 	ErrConflict = errors.New("ingress: id already in use by another principal")
+	// ErrUnknownPool reports an agent pool no worker ever served (no
+	// durable consumer), refused when the pool check is on (WithPoolCheck).
+	ErrUnknownPool = errors.New("ingress: unknown agent pool")
 )

@@ -21,8 +21,17 @@ import (
 // principal owns is refused with ErrConflict, which reveals nothing of the
 // other request (its answer would otherwise be the other's envelope and
 // frames). Errors are those of Publisher.Publish, and ErrConflict.
+//
+// With the pool check on, a pool no worker ever served is ErrUnknownPool
+// (nothing is published) and Accepted.Warning tells of a pool with no live
+// worker.
 func (s *Server) publish(ctx context.Context, p Principal, pool string, env *e2a.Envelope) (Accepted, error) {
+	warning, err := s.checkPool(ctx, pool)
+	if err != nil {
+		return Accepted{}, err
+	}
 	acc, err := s.pub.Publish(ctx, pool, env)
+	acc.Warning = warning
 	if err != nil || !acc.Duplicate || p.Open {
 		return acc, err
 	}

@@ -23,6 +23,9 @@ type Accepted struct {
 	// Duplicate is true when the same request_id was already accepted within
 	// the dedupe window: nothing new was published.
 	Duplicate bool
+	// Warning is set when the request was accepted for a pool with no live
+	// worker (the pool check): it waits until one starts.
+	Warning string
 }
 
 // Publisher publishes normalized envelopes durably. It is safe for

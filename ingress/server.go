@@ -23,6 +23,7 @@ import (
 // Server is the HTTP front door. Create it with [New]; it is safe for
 // concurrent use and holds no per-request state between calls.
 type Server struct {
+	pools   *pools // nil: every pool accepted
 	pub     *Publisher
 	egress  *egress.Service
 	opts    options
@@ -48,6 +49,7 @@ type options struct {
 	tasks          *TaskStore
 	workflow       *workflow.Executor
 	a2eTypes       *normalizer.Registry
+	poolTTL        time.Duration
 }
 
 // WithA2ETypes sets the A2E type registry (the base map plus the types
@@ -179,7 +181,11 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	o.tasks = ts
-	return &Server{pub: NewPublisher(js, o.publishTimeout), egress: eg, opts: o, metrics: m, js: js, nc: nc}, nil
+	srv := &Server{pub: NewPublisher(js, o.publishTimeout), egress: eg, opts: o, metrics: m, js: js, nc: nc}
+	if o.poolTTL > 0 {
+		srv.pools = newPools(js, o.poolTTL, o.now)
+	}
+	return srv, nil
 }
 
 // Register mounts the E2A endpoints on mux:
@@ -210,11 +216,17 @@ func (s *Server) Register(mux *http.ServeMux) {
 
 // Accepted is the body of a 202 answer to POST /v1/requests.
 type AcceptedBody struct {
-	RequestID string            `json:"request_id"`
-	Pool      string            `json:"pool"`
-	Duplicate bool              `json:"duplicate,omitempty"`
-	Links     map[string]string `json:"links"`
+	RequestID string `json:"request_id"`
+	Pool      string `json:"pool"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	// Warning says the pool has no live worker right now.
+	Warning string            `json:"warning,omitempty"`
+	Links   map[string]string `json:"links"`
 }
+
+// HeaderWarning carries Accepted.Warning on every answer of an accepted
+// request (streamed ones included).
+const HeaderWarning = "E2A-Warning"
 
 func (s *Server) handleE2A(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
@@ -256,6 +268,8 @@ func (s *Server) handleE2A(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "invalid_agent", err.Error(), false)
 		case errors.Is(err, ErrConflict):
 			writeError(w, http.StatusConflict, "conflict", "request_id is already in use; choose another", false)
+		case errors.Is(err, ErrUnknownPool):
+			writeError(w, http.StatusNotFound, "unknown_agent", err.Error(), false)
 		case errors.Is(err, context.Canceled):
 			writeError(w, 499, "client_closed", "client went away before the request was accepted", true)
 		default:
@@ -264,6 +278,9 @@ func (s *Server) handleE2A(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusServiceUnavailable, "unavailable", "the pipeline could not accept the request; retry later", true)
 		}
 		return
+	}
+	if acc.Warning != "" {
+		w.Header().Set(HeaderWarning, acc.Warning)
 	}
 	if wantsStream(r) || r.URL.Query().Get("wait") == "true" {
 		// The request is accepted; only the streamed answer is bounded per
@@ -280,6 +297,7 @@ func (s *Server) handleE2A(w http.ResponseWriter, r *http.Request) {
 		RequestID: acc.RequestID,
 		Pool:      acc.Pool,
 		Duplicate: acc.Duplicate,
+		Warning:   acc.Warning,
 		Links:     links(acc.RequestID),
 	})
 }

@@ -50,6 +50,9 @@ type Config struct {
 	Routes string `envconfig:"ROUTES"`
 	// MaxBodyBytes bounds request bodies (413 beyond).
 	MaxBodyBytes int64 `envconfig:"MAX_BODY_BYTES" default:"4194304"`
+	// AcceptUnknownPools accepts requests for pools no worker ever served
+	// (default: refused, 404 unknown_agent, so a typo does not wait forever).
+	AcceptUnknownPools bool `envconfig:"ACCEPT_UNKNOWN_POOLS" default:"false"`
 
 	// RateLimitPerMinute, RateLimitPerHour and RateLimitPerDay limit each
 	// principal across all replicas (0 = that window off; all 0 = no

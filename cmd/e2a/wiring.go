@@ -100,6 +100,9 @@ func ingressOptions(ctx context.Context, js jetstream.JetStream, cfg Config, aut
 		opts = append(opts, ingress.WithRoutes(routes))
 	}
 	opts = append(opts, ingress.WithAuth(auth))
+	if !cfg.AcceptUnknownPools {
+		opts = append(opts, ingress.WithPoolCheck(0))
+	}
 	limits := ingress.RateLimits{PerMinute: cfg.RateLimitPerMinute, PerHour: cfg.RateLimitPerHour, PerDay: cfg.RateLimitPerDay}
 	if limits.PerMinute > 0 || limits.PerHour > 0 || limits.PerDay > 0 {
 		kv, err := ingress.EnsureRateLimitBucket(ctx, js)

@@ -1,0 +1,112 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// WithPoolCheck refuses requests for an agent pool that has no durable
+// consumer on E2A_REQUESTS (no worker of that pool ever started: a typo such
+// as ?agent=nopool would otherwise be accepted and wait forever), with
+// ErrUnknownPool in each protocol's shape. A known pool with no worker
+// pulling right now is accepted, with a warning in the answer and the log.
+// Pool states are cached for ttl (default 2 s; an unknown pool is looked up
+// again at once). `e2a dev` and `e2a serve` enable it unless
+// E2A_ACCEPT_UNKNOWN_POOLS is set.
+func WithPoolCheck(ttl time.Duration) Option {
+	return func(o *options) error {
+		if ttl < 0 {
+			return fmt.Errorf("ingress: pool check ttl must be >= 0")
+		}
+		if ttl == 0 {
+			ttl = 2 * time.Second
+		}
+		o.poolTTL = ttl
+		return nil
+	}
+}
+
+// poolState is what the pool check knows of a pool.
+type poolState struct {
+	known bool // its consumer exists
+	live  bool // a worker is pulling (the consumer has waiting pull requests)
+	at    time.Time
+}
+
+// pools caches pool states.
+type pools struct {
+	js  jetstream.JetStream
+	ttl time.Duration
+	now func() time.Time
+	mu  sync.Mutex
+	m   map[string]poolState
+}
+
+func newPools(js jetstream.JetStream, ttl time.Duration, now func() time.Time) *pools {
+	return &pools{js: js, ttl: ttl, now: now, m: map[string]poolState{}}
+}
+
+// state returns the pool's state, from the cache when fresh (an unknown
+// pool is always looked up again, so a pool started a moment ago is found).
+func (p *pools) state(ctx context.Context, pool string) (poolState, error) {
+	now := p.now()
+	p.mu.Lock()
+	st, ok := p.m[pool]
+	p.mu.Unlock()
+	if ok && st.known && now.Sub(st.at) < p.ttl {
+		return st, nil
+	}
+	name, err := streams.AgentConsumerName(pool)
+	if err != nil {
+		return poolState{}, fmt.Errorf("%w: %v", ErrInvalidPool, err)
+	}
+	c, err := p.js.Consumer(ctx, streams.RequestsStream, name)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		st = poolState{at: now}
+	case err != nil:
+		return poolState{}, err
+	default:
+		st = poolState{known: true, live: c.CachedInfo().NumWaiting > 0, at: now}
+	}
+	p.mu.Lock()
+	if len(p.m) > 10000 {
+		clear(p.m) // pool names come from clients: keep the cache bounded
+	}
+	p.m[pool] = st
+	p.mu.Unlock()
+	return st, nil
+}
+
+// checkPool applies WithPoolCheck: ErrUnknownPool for a pool without a
+// consumer; for a known pool without a live worker, the warning to give
+// the client ("" otherwise). A failed lookup lets the request through (the
+// publish that follows reports an unavailable server).
+func (s *Server) checkPool(ctx context.Context, pool string) (warning string, err error) {
+	if s.pools == nil {
+		return "", nil
+	}
+	st, err := s.pools.state(ctx, pool)
+	if err != nil {
+		if errors.Is(err, ErrInvalidPool) {
+			return "", err
+		}
+		s.opts.log.Warn("pool check failed; accepting", "pool", pool, "err", err)
+		return "", nil
+	}
+	if !st.known {
+		return "", fmt.Errorf("%w: %q (no worker of this pool has ever started; check the name, or start `e2a agent --pool %s`)", ErrUnknownPool, pool, pool)
+	}
+	if !st.live {
+		s.opts.log.Warn("request for a pool with no live worker", "pool", pool)
+		return fmt.Sprintf("agent pool %q has no live worker right now: the request waits until one starts", pool), nil
+	}
+	return "", nil
+}
