@@ -22,10 +22,9 @@ import (
 // NATS credentials gate the pipeline.
 func runACP(ctx context.Context, cfg Config, args []string) error {
 	fs := flag.NewFlagSet("acp", flag.ContinueOnError)
-	fs.SetOutput(os.Stderr)
 	pool := fs.String("pool", cfg.DefaultPool, "agent pool the prompts go to (unless E2A_ROUTES says otherwise)")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := parseFlags(fs, args, 0); err != nil {
+		return err
 	}
 	log, err := obs.NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {

@@ -49,8 +49,8 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	fs.StringVar(&c.MemProfile, "memprofile", "", "write an allocation profile after the full-load phase")
 	fs.StringVar(&c.MutexProfile, "mutexprofile", "", "write a mutex profile of the full-load phase")
 	fs.StringVar(&c.BlockProfile, "blockprofile", "", "write a block profile of the full-load phase")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := parseFlags(fs, args, 0); err != nil {
+		return err
 	}
 	var err error
 	if c.Sweep, err = parseFloats(*sweep); err != nil {

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -30,11 +32,21 @@ import (
 // the streams, and serves ingress, egress and the demo agent in one process.
 func runDev(ctx context.Context, cfg Config, args []string) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := parseFlags(fs, args, 0); err != nil {
+		return err
 	}
 	log, err := obs.NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
+		return err
+	}
+	// Both ports first, before anything starts: a taken port is said at
+	// once, with the variable that moves it.
+	ln, err := listenHTTP(cfg.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	if err := checkNATSPort(cfg); err != nil {
 		return err
 	}
 	nc, stopNATS, natsURL, err := connectOrEmbed(ctx, cfg, log)
@@ -62,10 +74,6 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	go func() {
 		agentDone <- agent.Run(ctx, nc, workflow.Pool, wf, agent.WithMetrics(reg), agent.WithLogger(log), agent.WithWorkerID("dev-workflow"))
 	}()
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
-	}
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(os.Stdout, `E2A Pipeline (dev) is running.
   HTTP       %s   (POST /v1/requests, /a2a, /acp, /a2e, /api/v1/workflows/*)
@@ -117,8 +125,42 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Co
 		stop()
 		return nil, nil, "", fmt.Errorf("provision streams: %w", err)
 	}
-	log.Info("streams provisioned", "report", rep.String())
+	for _, c := range rep.Changes {
+		level := slog.LevelDebug
+		if c.Action != streams.ActionUnchanged {
+			level = slog.LevelInfo
+		}
+		log.Log(ctx, level, "provisioned", "kind", c.Kind, "name", c.Name, "action", c.Action, "drift", c.Drift)
+	}
 	return nc, stop, url, nil
+}
+
+// listenHTTP listens on addr, or says which variable moves a taken port.
+func listenHTTP(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("HTTP address %s is already in use (another e2a dev?): set E2A_HTTP_ADDR to another, e.g. E2A_HTTP_ADDR=127.0.0.1:8081", addr)
+		}
+		return nil, fmt.Errorf("listen on E2A_HTTP_ADDR=%s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// checkNATSPort tells at once when the embedded server's port is taken.
+func checkNATSPort(cfg Config) error {
+	if cfg.NatsURL != "" || cfg.NATSPort == 0 {
+		return nil
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.NATSPort))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("NATS port %d is already in use (another e2a dev or nats-server?): set E2A_NATS_PORT to another port, or 0 for a random one", cfg.NATSPort)
+		}
+		return fmt.Errorf("embedded NATS on %s: %w", addr, err)
+	}
+	return ln.Close()
 }
 
 // newHTTP builds the HTTP server of ingress + egress + console + operations

@@ -8,7 +8,9 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -28,23 +30,138 @@ Usage:
   e2a bench [flags]         load benchmark: the whole pipeline in process, or --target URL (-h for flags)
   e2a help                  this text
 
-Configuration comes from E2A_* environment variables (see README).
+Configuration comes from E2A_* environment variables (see README); e2a COMMAND -h
+shows a command's flags and the variables it reads.
 `
+
+// Exit codes: 0 success (help included), 1 failure, 2 bad arguments, 3
+// nothing found (e2a replay of unknown ids).
+const (
+	exitFailure  = 1
+	exitUsage    = 2
+	exitNotFound = 3
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
-		if errors.Is(err, errUsage) {
-			fmt.Fprint(os.Stderr, usage)
-			os.Exit(2)
-		}
-		fmt.Fprintln(os.Stderr, "e2a:", err)
-		os.Exit(1)
-	}
+	os.Exit(exitCode(run(ctx, os.Args[1:]), os.Stderr))
 }
 
-var errUsage = errors.New("usage")
+// exitCode reports err and returns the process's exit code.
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	case errors.Is(err, errFlags):
+		return exitUsage // already reported with the command's own usage
+	case errors.Is(err, errNotFound):
+		fmt.Fprintln(stderr, "e2a:", err)
+		return exitNotFound
+	}
+	fmt.Fprintln(stderr, "e2a:", err)
+	return exitFailure
+}
+
+var (
+	// errUsage: no or an unknown subcommand; the global usage is printed.
+	errUsage = errors.New("usage")
+	// errHelp: a subcommand's help was printed on request (exit 0).
+	errHelp = errors.New("help printed")
+	// errFlags: a subcommand's arguments were wrong; the error and the
+	// subcommand's usage were printed (exit 2).
+	errFlags = errors.New("bad arguments")
+	// errNotFound: what was asked for does not exist (exit 3).
+	errNotFound = errors.New("not found")
+)
+
+// commandHelp is a subcommand's own help.
+type commandHelp struct {
+	usage string // the synopsis, after "Usage: "
+	about string // what it does
+	env   string // the environment variables it reads
+}
+
+// natsEnv is the connection part of every subcommand's environment.
+const natsEnv = `  E2A_NATS_URL              the NATS cluster (nats://host:4222); %s
+  E2A_NATS_CREDS, E2A_NATS_USER, E2A_NATS_PASSWORD, E2A_NATS_NKEY
+                            credentials for that cluster
+  E2A_NATS_TLS_CA, E2A_NATS_TLS_CERT, E2A_NATS_TLS_KEY
+                            TLS for that cluster
+`
+
+var helps = map[string]commandHelp{
+	"dev": {usage: "e2a dev", about: "Runs the whole pipeline in one process: an embedded NATS JetStream server, ingress, egress,\nthe console, the demo agent pool and the workflow pool. Prints the URLs it serves.",
+		env: fmt.Sprintf(natsEnv, "empty = the embedded server") + `  E2A_HTTP_ADDR             HTTP listener (default 127.0.0.1:8080)
+  E2A_NATS_PORT             embedded server's client port (default 4222; 0 = random)
+  E2A_STORE_DIR             embedded server's store (default: a temporary directory)
+  E2A_AUTH_*, E2A_API_KEYS  auth (ingress/AUTH.md); and every E2A_* of the README's Configuration table
+`},
+	"serve": {usage: "e2a serve", about: "Runs ingress and egress (and the console) against a NATS cluster; run any number of replicas.",
+		env: fmt.Sprintf(natsEnv, "required") + `  E2A_HTTP_ADDR             HTTP listener (default 127.0.0.1:8080)
+  E2A_AUTH_*, E2A_API_KEYS  auth (ingress/AUTH.md); and every E2A_* of the README's Configuration table
+`},
+	"agent": {usage: "e2a agent [--pool demo|workflow] [--concurrency N]", about: "Runs a built-in agent pool against a NATS cluster, with /metrics, /healthz and /readyz.",
+		env: fmt.Sprintf(natsEnv, "empty = an embedded server") + `  E2A_HTTP_ADDR             operations listener (default 127.0.0.1:8080)
+  E2A_WORKFLOW_*            the workflow pool's policy, vault and cache (workflow/doc.go)
+`},
+	"acp": {usage: "e2a acp [--pool NAME]", about: "Speaks ACP on stdin/stdout (logs on stderr), for editors that spawn an agent.",
+		env: fmt.Sprintf(natsEnv, "empty = an embedded server with the demo agent") + `  E2A_DEFAULT_POOL, E2A_ROUTES
+                            where prompts go
+`},
+	"streams": {usage: "e2a streams apply", about: "Creates or updates every stream and KV bucket (run it as the NATS admin user, first).",
+		env: fmt.Sprintf(natsEnv, "required") + `  E2A_REPLICAS              replicas of every stream (3 in production)
+  E2A_REQUESTS_MAX_AGE, E2A_RESPONSES_MAX_AGE, E2A_REQUESTS_MAX_BYTES, E2A_DEDUPE_WINDOW
+                            the streams' limits (use the same values everywhere)
+`},
+	"bench": {usage: "e2a bench [flags]", about: "Load benchmark: the whole pipeline in this process, or running endpoints with --target.",
+		env: "  none (flags only)\n"},
+}
+
+// parseFlags parses a subcommand's flags. -h, -help or --help print the
+// subcommand's own help on stdout (errHelp: exit 0); a wrong flag or an
+// unexpected argument prints the error and that help on stderr (errFlags:
+// exit 2). maxArgs bounds the positional arguments (-1: any).
+func parseFlags(fs *flag.FlagSet, args []string, maxArgs int) error {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		printHelp(os.Stdout, fs)
+		return errHelp
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "e2a %s: %v\n\n", fs.Name(), err)
+		printHelp(os.Stderr, fs)
+		return errFlags
+	case maxArgs >= 0 && fs.NArg() > maxArgs:
+		fmt.Fprintf(os.Stderr, "e2a %s: unexpected argument %q\n\n", fs.Name(), fs.Arg(maxArgs))
+		printHelp(os.Stderr, fs)
+		return errFlags
+	}
+	return nil
+}
+
+// printHelp writes a subcommand's usage, what it does, its flags and the
+// environment variables it reads.
+func printHelp(w io.Writer, fs *flag.FlagSet) {
+	h := helps[fs.Name()]
+	fmt.Fprintf(w, "Usage: %s\n\n%s\n", h.usage, h.about)
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprint(w, "\nFlags:\n")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	if h.env != "" {
+		fmt.Fprintf(w, "\nEnvironment:\n%s", h.env)
+	}
+}
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {

@@ -21,8 +21,8 @@ import (
 
 // runServe runs ingress and egress (stateless, any number of replicas).
 func runServe(ctx context.Context, cfg Config, args []string) error {
-	if err := flag.NewFlagSet("serve", flag.ContinueOnError).Parse(args); err != nil {
-		return errUsage
+	if err := parseFlags(flag.NewFlagSet("serve", flag.ContinueOnError), args, 0); err != nil {
+		return err
 	}
 	if cfg.NatsURL == "" {
 		return errors.New("serve needs E2A_NATS_URL (use `e2a dev` for an embedded server)")
@@ -62,8 +62,8 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	pool := fs.String("pool", "demo", "built-in agent pool to run: demo or workflow")
 	concurrency := fs.Int("concurrency", 64, "requests handled at once")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := parseFlags(fs, args, 0); err != nil {
+		return err
 	}
 	log, err := obs.NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
@@ -106,8 +106,21 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 
 // runStreams provisions (or checks) the streams on E2A_NATS_URL.
 func runStreams(ctx context.Context, cfg Config, args []string) error {
-	if len(args) == 0 || args[0] != "apply" {
-		return errUsage
+	fs := flag.NewFlagSet("streams", flag.ContinueOnError)
+	if err := parseFlags(fs, args, -1); err != nil {
+		return err
+	}
+	if fs.Arg(0) != "apply" {
+		if fs.NArg() > 0 {
+			fmt.Fprintf(os.Stderr, "e2a streams: unknown action %q\n\n", fs.Arg(0))
+		} else {
+			fmt.Fprint(os.Stderr, "e2a streams: missing action\n\n")
+		}
+		printHelp(os.Stderr, fs)
+		return errFlags
+	}
+	if err := parseFlags(fs, fs.Args()[1:], 0); err != nil {
+		return err
 	}
 	if cfg.NatsURL == "" {
 		return errors.New("streams apply needs E2A_NATS_URL")

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runBin runs the built e2a binary with args and extra environment, and
+// returns its exit code, stdout and stderr.
+func runBin(t *testing.T, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e2aBin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, out.String(), errb.String()
+	case errors.As(err, &ee):
+		return ee.ExitCode(), out.String(), errb.String()
+	}
+	t.Fatalf("e2a %v: %v", args, err)
+	return 0, "", ""
+}
+
+// TestCLIHelp: every subcommand's help is its own (usage, flags, the
+// environment it reads) on stdout with exit 0; a wrong flag or argument
+// prints the error and that help on stderr with exit 2, never the global
+// list; `streams apply -h` does not apply anything.
+func TestCLIHelp(t *testing.T) {
+	// No NATS anywhere: a command that tried to connect would fail.
+	env := []string{"E2A_NATS_URL="}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"dev", "-h"}, []string{"Usage: e2a dev", "E2A_HTTP_ADDR", "E2A_NATS_PORT"}},
+		{[]string{"serve", "--help"}, []string{"Usage: e2a serve", "E2A_NATS_URL", "required"}},
+		{[]string{"agent", "-h"}, []string{"Usage: e2a agent", "-pool", "-concurrency", "E2A_NATS_URL"}},
+		{[]string{"acp", "-help"}, []string{"Usage: e2a acp", "-pool", "E2A_DEFAULT_POOL"}},
+		{[]string{"streams", "apply", "-h"}, []string{"Usage: e2a streams apply", "E2A_REPLICAS", "E2A_NATS_URL"}},
+		{[]string{"streams", "-h"}, []string{"Usage: e2a streams apply"}},
+		{[]string{"bench", "-h"}, []string{"Usage: e2a bench", "-protocol", "-target"}},
+		{[]string{"help"}, []string{"e2a dev", "e2a COMMAND -h"}},
+	} {
+		code, out, errOut := runBin(t, env, c.args...)
+		if code != 0 || errOut != "" {
+			t.Errorf("e2a %v: exit %d, stderr %q", c.args, code, errOut)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("e2a %v: help lacks %q:\n%s", c.args, w, out)
+			}
+		}
+		if c.args[0] != "help" && strings.Contains(out, "e2a tail") {
+			t.Errorf("e2a %v: printed the global usage:\n%s", c.args, out)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dev", "--nope"}, "Usage: e2a dev"},
+		{[]string{"serve", "extra"}, "Usage: e2a serve"},
+		{[]string{"agent", "--concurrency", "x"}, "Usage: e2a agent"},
+		{[]string{"streams"}, "missing action"},
+		{[]string{"streams", "nuke"}, `unknown action "nuke"`},
+		{[]string{"bench", "--requests"}, "Usage: e2a bench"},
+	} {
+		code, out, errOut := runBin(t, env, c.args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "e2a tail") {
+			t.Errorf("e2a %v: exit %d, stdout %q, stderr:\n%s", c.args, code, out, errOut)
+		}
+	}
+	if code, _, errOut := runBin(t, env, "nope"); code != 2 || !strings.Contains(errOut, "e2a dev") {
+		t.Errorf("e2a nope: exit %d, %s", code, errOut)
+	}
+}
+
+// TestDevPortTaken: `e2a dev` with its HTTP or NATS port taken says so at
+// once, naming the variable that moves it.
+func TestDevPortTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	for _, c := range []struct {
+		env  []string
+		want []string
+	}{
+		{[]string{"E2A_NATS_URL=", "E2A_HTTP_ADDR=127.0.0.1:" + port, "E2A_NATS_PORT=0"}, []string{"already in use", "E2A_HTTP_ADDR"}},
+		{[]string{"E2A_NATS_URL=", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_NATS_PORT=" + port}, []string{"NATS port " + port + " is already in use", "E2A_NATS_PORT"}},
+	} {
+		start := time.Now()
+		code, _, errOut := runBin(t, c.env, "dev")
+		if code != 1 || time.Since(start) > 10*time.Second {
+			t.Errorf("%v: exit %d after %v: %s", c.env, code, time.Since(start), errOut)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("%v: stderr lacks %q: %s", c.env, w, errOut)
+			}
+		}
+		if strings.Contains(errOut, "provisioned") || strings.Contains(errOut, "console") {
+			t.Errorf("%v: started something before checking the ports: %s", c.env, errOut)
+		}
+	}
+}
