@@ -257,8 +257,17 @@ func (s *Server) publishRPC(w http.ResponseWriter, r *http.Request, p Principal,
 // JSON-RPC endpoint.
 func (s *Server) rpcPublishError(w http.ResponseWriter, id json.RawMessage, err error) {
 	switch {
+	case errors.Is(err, context.Canceled):
+		// The caller went away (or, on stdio, cancelled the call, which
+		// answers -32800 itself): nothing to answer.
 	case errors.Is(err, ErrInvalidPool), errors.Is(err, ErrUnknownPool):
 		_ = WriteError(w, id, InvalidParams(err.Error()))
+	case errors.Is(err, ErrTooLarge):
+		// Never publishable as it is: 413, as readRPCBody, with the id.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		_ = json.NewEncoder(w).Encode(ErrorResponse(id, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: " + err.Error(),
+			Data: map[string]any{"code": "body_too_large", "retryable": false}}))
 	case errors.Is(err, ErrConflict):
 		// The id is taken by another principal: a conflict that says
 		// nothing of the other's request.

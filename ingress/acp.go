@@ -299,6 +299,9 @@ func (s *Server) acpSessionNew(w http.ResponseWriter, r *http.Request, p Princip
 }
 
 func (s *Server) acpStoreFailed(w http.ResponseWriter, req *Request, what string, err error) {
+	if errors.Is(err, context.Canceled) {
+		return // the caller went away or cancelled the call: nothing to answer
+	}
 	s.opts.log.Warn("acp: "+what+" failed", "method", req.Method, "err", err)
 	w.Header().Set("Retry-After", "1")
 	rpcShape(w, failure{Status: http.StatusServiceUnavailable, RPCCode: CodeInternalError,

@@ -290,12 +290,15 @@ func (c *stdioConn) cancelRequest(id json.RawMessage) {
 	if call == nil {
 		return
 	}
-	if call.requestID != "" {
-		c.cancelPipeline(call.requestID)
-	}
 	if call.prompt {
+		if call.requestID != "" {
+			c.cancelPipeline(call.requestID)
+		}
 		return // it ends with stopReason "cancelled"
 	}
+	// Stop the handler first; run answers -32800 and only then cancels the
+	// request in the pipeline, so the agent's final "cancelled" frame can
+	// never answer the call first.
 	call.canceled.Store(true)
 	call.cancel()
 }
@@ -315,6 +318,9 @@ func (c *stdioConn) run(call *stdioCall, line []byte, hdr http.Header) {
 	w := &stdioResponse{hdr: http.Header{}, out: c.out}
 	c.s.handleACP(w, r)
 	w.finish()
+	if call.canceled.Load() && call.requestID != "" {
+		defer c.cancelPipeline(call.requestID)
+	}
 	if call.canceled.Load() && !w.responded && call.id != nil {
 		b, _ := json.Marshal(ErrorResponse(call.id, &Error{Code: ACPCodeRequestCancelled, Message: "Request cancelled"}))
 		_ = c.out.line(b)

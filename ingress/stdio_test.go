@@ -378,7 +378,6 @@ func TestStdioLines(t *testing.T) {
 
 	// $/cancel_request of a pass-through call waiting for its agent.
 	send(`{"jsonrpc":"2.0","id":"slow","method":"session/set_mode","params":{"sessionId":"` + sid + `","modeId":"m","delay_ms":5000}}` + "\n")
-	time.Sleep(200 * time.Millisecond)
 	send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"slow"}}` + "\n")
 	if m := next(); m["id"] != "slow" || code(m) != ingress.ACPCodeRequestCancelled {
 		t.Fatalf("cancelled request: %v", m)
