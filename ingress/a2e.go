@@ -171,6 +171,10 @@ func (s *Server) a2eMessage(aw *a2eWriter, r *http.Request, p Principal, line []
 		aw.line(a2eError(reqID, "conflict", "the request id (Idempotency-Key) is already in use; choose another", false, nil))
 		return r.Context().Err() == nil
 	}
+	if errors.Is(err, ErrTooLarge) {
+		aw.line(a2eError(reqID, "body_too_large", err.Error(), false, map[string]any{"http_status": http.StatusRequestEntityTooLarge}))
+		return r.Context().Err() == nil
+	}
 	if err != nil {
 		aw.line(a2eError(reqID, "unavailable", "the pipeline could not accept the request; retry later", true, nil))
 		return r.Context().Err() == nil

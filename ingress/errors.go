@@ -15,6 +15,11 @@ var (
 	// another principal: the answer is a conflict that reveals nothing of
 	// the other's request.
 	ErrConflict = errors.New("ingress: id already in use by another principal")
+	// ErrTooLarge means the encoded envelope (headers included) is larger
+	// than the NATS server accepts (its max_payload): the request can never
+	// be published as it is, so the client gets 413 (or its protocol's
+	// equivalent), not retryable.
+	ErrTooLarge = errors.New("ingress: request too large for the pipeline")
 	// ErrUnknownPool reports an agent pool no worker ever served (no
 	// durable consumer), refused when the pool check is on (WithPoolCheck).
 	ErrUnknownPool = errors.New("ingress: unknown agent pool")

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
@@ -47,9 +48,12 @@ func NewPublisher(js jetstream.JetStream, timeout time.Duration) *Publisher {
 // Publish writes env on e2a.req.<pool>.<request_id> with Nats-Msg-Id set to
 // the request_id, and returns once JetStream acknowledged it. The same
 // request_id published twice within the dedupe window is one request
-// (Accepted.Duplicate). It returns ErrInvalidPool for a bad pool name and an
-// error wrapping ErrBackpressure when JetStream did not take the message
-// (stream full, timeout, no responders); nothing is half-accepted.
+// (Accepted.Duplicate). It returns ErrInvalidPool for a bad pool name, an
+// error wrapping ErrTooLarge when the encoded envelope and its headers exceed
+// the connected server's max_payload (checked before publishing) or when a
+// server or the stream refuses the message for its size, and an error wrapping ErrBackpressure when JetStream
+// did not take the message (stream full, timeout, no responders); nothing
+// is half-accepted.
 func (p *Publisher) Publish(ctx context.Context, pool string, env *e2a.Envelope) (Accepted, error) {
 	subj, err := subjects.Request(pool, env.RequestID)
 	if err != nil {
@@ -70,12 +74,28 @@ func (p *Publisher) Publish(ctx context.Context, pool string, env *e2a.Envelope)
 			msg.Header.Set(subjects.HeaderTracestate, env.Trace.Tracestate)
 		}
 	}
+	// The connected server's max_payload (learnt again at each reconnect;
+	// every server of a cluster must have the same): a larger message can
+	// never be published, whatever the retries.
+	if limit := p.js.Conn().MaxPayload(); limit > 0 {
+		if size := streams.MessageSize(msg); size > limit {
+			return Accepted{}, fmt.Errorf("%w: the envelope is %d bytes with its headers; the NATS server takes at most %d (max_payload)", ErrTooLarge, size, limit)
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	ack, err := p.js.PublishMsg(ctx, msg)
 	if err != nil {
-		if errors.Is(err, context.Canceled) {
+		var apiErr *jetstream.APIError
+		switch {
+		case errors.Is(err, context.Canceled):
 			return Accepted{}, err
+		case errors.Is(err, nats.ErrMaxPayload),
+			errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
+			// A server of the cluster (the stream's leader) or the stream
+			// itself (max_msg_size) has a smaller limit than the connected
+			// server's.
+			return Accepted{}, fmt.Errorf("%w: %v", ErrTooLarge, err)
 		}
 		return Accepted{}, fmt.Errorf("%w: %v", ErrBackpressure, err)
 	}

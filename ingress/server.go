@@ -268,6 +268,8 @@ func (s *Server) handleE2A(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "invalid_agent", err.Error(), false)
 		case errors.Is(err, ErrConflict):
 			writeError(w, http.StatusConflict, "conflict", "request_id is already in use; choose another", false)
+		case errors.Is(err, ErrTooLarge):
+			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", err.Error(), false)
 		case errors.Is(err, ErrUnknownPool):
 			writeError(w, http.StatusNotFound, "unknown_agent", err.Error(), false)
 		case errors.Is(err, context.Canceled):

@@ -73,6 +73,9 @@ func (w wfSubmitter) Submit(ctx context.Context, env *e2a.Envelope) error {
 	if errors.Is(err, ErrConflict) {
 		return errors.Join(workflow.ErrConflict, err)
 	}
+	if errors.Is(err, ErrTooLarge) {
+		return errors.Join(workflow.ErrTooLarge, err)
+	}
 	if err != nil {
 		return err
 	}

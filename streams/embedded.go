@@ -58,6 +58,9 @@ type EmbeddedOptions struct {
 	ReadyTimeout time.Duration
 	// Logging sends the server's log to standard error.
 	Logging bool
+	// MaxPayload is the server's max_payload, the largest message (headers
+	// included) it accepts; 0 = the server's default (1 MiB).
+	MaxPayload int32
 }
 
 // Embedded is a JetStream server running in this process.
@@ -93,6 +96,9 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	if opts.MaxMemory < 0 || opts.MaxStore < 0 {
 		return nil, fmt.Errorf("%w: negative JetStream limits", ErrInvalidOptions)
 	}
+	if opts.MaxPayload < 0 {
+		return nil, fmt.Errorf("%w: max payload %d", ErrInvalidOptions, opts.MaxPayload)
+	}
 	e := &Embedded{}
 	if opts.StoreDir == "" {
 		dir, err := os.MkdirTemp("", "e2a-jetstream-")
@@ -113,6 +119,7 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		SyncAlways:         opts.SyncAlways,
 		JetStreamMaxMemory: opts.MaxMemory,
 		JetStreamMaxStore:  opts.MaxStore,
+		MaxPayload:         opts.MaxPayload,
 	}
 	if c := opts.Cluster; c != nil {
 		if c.Name == "" || strings.ContainsAny(c.Name, " \t\r\n") {

@@ -20,7 +20,9 @@ import (
 )
 
 // Submitter publishes a workflow envelope durably (the ingress publishes
-// on e2a.req.workflow.<request_id> and returns after the PubAck).
+// on e2a.req.workflow.<request_id> and returns after the PubAck). Its
+// errors wrapping ErrConflict are answered 409, ErrTooLarge 413, any other
+// 503 with Retry-After.
 type Submitter interface {
 	Submit(ctx context.Context, env *e2a.Envelope) error
 }
@@ -84,6 +86,11 @@ var ErrUnauthenticated = errors.New("workflow: unauthenticated")
 // (an Idempotency-Key) is already taken by another principal; the API
 // answers 409 and reveals nothing of the other execution.
 var ErrConflict = errors.New("workflow: id already in use by another principal")
+
+// ErrTooLarge is returned by a Submitter when the execution's envelope is
+// larger than the message broker accepts; the API answers 413, not
+// retryable.
+var ErrTooLarge = errors.New("workflow: execution too large to be queued")
 
 // API serves the A2E workflow REST API (spec §12) for the ingress to
 // mount: GET /health, GET /api/v1/capabilities, POST
@@ -367,6 +374,10 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, p Principal) {
 	if err := a.Submitter.Submit(r.Context(), env); err != nil {
 		if errors.Is(err, ErrConflict) {
 			writeError(w, http.StatusConflict, &Error{Type: ValidationError, Message: "the Idempotency-Key is already in use; choose another"})
+			return
+		}
+		if errors.Is(err, ErrTooLarge) {
+			writeError(w, http.StatusRequestEntityTooLarge, &Error{Type: ValidationError, Message: "the workflow's execution is larger than the message broker accepts (max_payload); make it smaller"})
 			return
 		}
 		w.Header().Set("Retry-After", "1")

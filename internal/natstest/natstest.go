@@ -44,6 +44,10 @@ func WithoutStreams() Option { return func(o *options) { o.noApply = true } }
 // WithSyncAlways makes the servers fsync every write, as production does.
 func WithSyncAlways() Option { return func(o *options) { o.embedded.SyncAlways = true } }
 
+// WithMaxPayload sets the servers' max_payload (the largest message,
+// headers included, they accept) to n bytes instead of the default 1 MiB.
+func WithMaxPayload(n int32) Option { return func(o *options) { o.embedded.MaxPayload = n } }
+
 func buildOptions(opts []Option) options {
 	o := options{cfg: Config()}
 	for _, opt := range opts {
