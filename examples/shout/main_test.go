@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// TestShout runs the example's own run function on a real JetStream server
+// and reads the agent's frames: what the README shows is what runs.
+func TestShout(t *testing.T) {
+	srv, nc := natstest.RunServer(t)
+	js := natstest.JetStream(t, nc)
+	var logs bytes.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, srv.ClientURL(), "shout", slog.New(slog.NewJSONHandler(&logs, nil))) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	live, _ := subjects.Live("shout-1")
+	sub, err := nc.SubscribeSync(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := subjects.Request("shout", "shout-1")
+	body, _ := json.Marshal(e2a.Envelope{RequestID: "shout-1", Params: map[string]any{"text": "hello from the pipeline"}})
+	pctx, pcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer pcancel()
+	if _, err := js.PublishMsg(pctx, &nats.Msg{Subject: req, Data: body}, jetstream.WithMsgID("shout-1")); err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for {
+		m, err := sub.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("frames: %v (logs: %s)", err, logs.String())
+		}
+		f, err := e2a.ResponseFromJSON(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, err := f.Chunk(); err == nil {
+			text.WriteString(c.Delta.(string))
+		}
+		if f.IsFinal {
+			if got := strings.TrimSpace(text.String()); got != "HELLO FROM THE PIPELINE" || f.Status != e2a.StatusSucceeded {
+				t.Fatalf("streamed %q, final %s", got, f.Status)
+			}
+			break
+		}
+	}
+	if !strings.Contains(logs.String(), `"msg":"agent serving","pool":"shout"`) {
+		t.Errorf("no start line naming the pool: %s", logs.String())
+	}
+}
+
+// TestREADMEShowsTheExample: the README's "Write your own agent" program is
+// this file, character for character.
+func TestREADMEShowsTheExample(t *testing.T) {
+	src, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(readme, []byte("```go\n"+string(src)+"```\n")) {
+		t.Fatal("README.md's agent example differs from examples/shout/main.go: paste the file into the README")
+	}
+}
