@@ -20,6 +20,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // script writes the frames of a demo-like agent: reasoning, a tool call and
@@ -219,7 +220,12 @@ func TestA2AClient(t *testing.T) {
 		}
 		streamDone <- evs
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// Cancel once the server holds the task (its first frame is written).
+	testkit.Eventually(t, 10*time.Second, "task-m3 to start", func() bool {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		return len(ts.task["task-m3"]) == 1
+	})
 	ct, err := tr.CancelTask(ctx, &a2a.TaskIDParams{ID: "task-m3"})
 	if err != nil {
 		t.Fatal(err)

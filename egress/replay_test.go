@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,21 +75,30 @@ func TestReplayWaitsWithHeartbeats(t *testing.T) {
 	env := newEnvelope("req_wait")
 	e.submit(t, env)
 	w := e.writer(t, env)
-	var beats atomic.Int32
+	beats := make(chan struct{}, 64)
 	done := make(chan error, 1)
 	var frames []Frame
 	go func() {
 		var err error
 		frames, err = collect(t, context.Background(), e.nc, "req_wait", 0,
-			WithHeartbeat(20*time.Millisecond, func() error { beats.Add(1); return nil }))
+			WithHeartbeat(20*time.Millisecond, func() error {
+				select {
+				case beats <- struct{}{}:
+				default:
+				}
+				return nil
+			}))
 		done <- err
 	}()
-	time.Sleep(120 * time.Millisecond)
-	if beats.Load() < 2 {
-		t.Fatalf("only %d heartbeats before the first frame", beats.Load())
+	// Two heartbeats while no frame exists: the reader waits, alive.
+	for i := range 2 {
+		select {
+		case <-beats:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d heartbeats before the first frame", i)
+		}
 	}
 	w.text("a")
-	time.Sleep(60 * time.Millisecond)
 	w.text("b")
 	w.complete("ab")
 	if err := <-done; err != nil {

@@ -16,44 +16,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
-type sseEvent struct {
-	ID, Event, Data string
-	Comment         bool
-}
+type sseEvent = testkit.SSEEvent
 
-// readSSE parses an SSE body into events and comments.
-func readSSE(t testing.TB, r io.Reader) []sseEvent {
-	t.Helper()
-	var out []sseEvent
-	var cur sseEvent
-	has := false
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<22)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if has {
-				out = append(out, cur)
-			}
-			cur, has = sseEvent{}, false
-		case strings.HasPrefix(line, ":"):
-			out = append(out, sseEvent{Comment: true, Data: strings.TrimSpace(line[1:])})
-		case strings.HasPrefix(line, "id: "):
-			cur.ID, has = line[4:], true
-		case strings.HasPrefix(line, "event: "):
-			cur.Event, has = line[7:], true
-		case strings.HasPrefix(line, "data: "):
-			cur.Data, has = line[6:], true
-		case strings.HasPrefix(line, "retry: "):
-		default:
-			t.Fatalf("unexpected SSE line %q", line)
-		}
-	}
-	return out
-}
+// readSSE parses an SSE body into events and comments (the shared parser).
+func readSSE(t testing.TB, r io.Reader) []sseEvent { return testkit.MustReadSSE(t, r) }
 
 type httpEnv struct {
 	*testEnv
@@ -320,11 +289,7 @@ func TestHTTPClientDisconnectStopsReader(t *testing.T) {
 	}
 	cancel()
 	resp.Body.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for h.nc.NumSubscriptions() != base || testutil.ToFloat64(h.svc.m.open.WithLabelValues(FormatE2ASSE)) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("reader still open: %d subscriptions", h.nc.NumSubscriptions())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 5*time.Second, "the reader to close", func() bool {
+		return h.nc.NumSubscriptions() == base && testutil.ToFloat64(h.svc.m.open.WithLabelValues(FormatE2ASSE)) == 0
+	})
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 type smallBufListener struct{ net.Listener }
@@ -69,19 +71,12 @@ func TestHTTPSlowClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Stop reading.
-	deadline := time.Now().Add(10 * time.Second)
-	for testutil.ToFloat64(svc.m.slow.WithLabelValues(FormatE2ASSE)) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("slow client not disconnected")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for testutil.ToFloat64(svc.m.open.WithLabelValues(FormatE2ASSE)) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("stream still open")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, "the slow client's disconnection", func() bool {
+		return testutil.ToFloat64(svc.m.slow.WithLabelValues(FormatE2ASSE)) == 1
+	})
+	testkit.Eventually(t, 10*time.Second, "the stream to close", func() bool {
+		return testutil.ToFloat64(svc.m.open.WithLabelValues(FormatE2ASSE)) == 0
+	})
 	if v := testutil.ToFloat64(svc.m.outcomes.WithLabelValues(FormatE2ASSE, "slow_client")); v != 1 {
 		t.Fatalf("outcome slow_client = %v", v)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -104,28 +105,13 @@ type sseEvent struct {
 	data      []byte
 }
 
+// readSSE reads the events (not comments) of an SSE answer with the shared
+// parser.
 func readSSE(t *testing.T, r io.Reader) []sseEvent {
 	t.Helper()
 	var out []sseEvent
-	var cur sseEvent
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if cur.data != nil {
-				out = append(out, cur)
-			}
-			cur = sseEvent{}
-		case strings.HasPrefix(line, ":"):
-		case strings.HasPrefix(line, "id:"):
-			cur.id = strings.TrimSpace(line[3:])
-		case strings.HasPrefix(line, "event:"):
-			cur.event = strings.TrimSpace(line[6:])
-		case strings.HasPrefix(line, "data:"):
-			cur.data = append(cur.data, strings.TrimPrefix(line[5:], " ")...)
-		}
+	for _, e := range testkit.Events(testkit.MustReadSSE(t, r)) {
+		out = append(out, sseEvent{id: e.ID, event: e.Event, data: []byte(e.Data)})
 	}
 	return out
 }

@@ -1,0 +1,34 @@
+package testkit
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestReadSSE(t *testing.T) {
+	body := "retry: 2000\n: ok\n\nid: 0\nevent: e2a.chunk\ndata: {\"a\":1}\n\nid:1\ndata: x\ndata: y\n\n: hb\n\nid: 2\nevent: e2a.complete\ndata: {}"
+	evs, err := ReadSSE(strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Events(evs)
+	if len(evs) != 5 || len(got) != 3 || got[0].Event != "e2a.chunk" || got[0].Data != `{"a":1}` || got[1].ID != "1" ||
+		got[1].Data != "x\ny" || got[2].Event != "e2a.complete" || !evs[0].Comment || evs[0].Data != "ok" {
+		t.Fatalf("%+v", evs)
+	}
+	if _, err := ReadSSE(strings.NewReader(`{"error":{}}`)); err == nil {
+		t.Fatal("JSON read as SSE")
+	}
+}
+
+func TestEventually(t *testing.T) {
+	var n atomic.Int32
+	go func() {
+		for range 3 {
+			n.Add(1)
+		}
+	}()
+	Eventually(t, 10*time.Second, "three increments", func() bool { return n.Load() == 3 })
+}
