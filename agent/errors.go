@@ -29,6 +29,13 @@ var (
 	// worker is shutting down and the drain timeout passed; the request is
 	// handed back to the pool.
 	ErrShutdown = errors.New("agent: worker shutting down")
+	// ErrFrameTooLarge is returned by a Writer for a frame whose encoding
+	// and headers exceed the NATS server's max_payload: it is refused at
+	// once, nothing is published and the writer stays usable. Text and
+	// reasoning deltas of Chunk are split into frames that fit instead. The
+	// error is also an *Error (errors.As) with code frame_too_large, so a
+	// handler that returns it ends the request with that e2a.error frame.
+	ErrFrameTooLarge = errors.New("agent: frame larger than the server's max_payload")
 )
 
 // Error is an error a handler may return to choose the e2a.error frame the

@@ -6,17 +6,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
@@ -35,6 +38,10 @@ type Writer interface {
 	// reasoning deltas (strings) written while a frame is in flight are
 	// coalesced into one frame (see WithCoalesce), so Chunk may return
 	// before its frame is published; a later write reports its failure.
+	// Text and reasoning deltas too large for one frame (the server's
+	// max_payload) are split, on character boundaries, into several frames
+	// that fit, in order: consumers concatenate deltas. Other deltas are
+	// never split: one too large is refused with ErrFrameTooLarge.
 	Chunk(deltaKind string, delta any) error
 	// Complete writes the final e2a.complete frame {"result": result},
 	// status succeeded.
@@ -44,6 +51,12 @@ type Writer interface {
 	// Write writes a frame of any kind (acp.*, a2a.*, ext, or an e2a kind
 	// without coalescing). body must encode as a JSON object; the frame is
 	// validated (§12.2: a final frame is not in_progress, failed ⇔ error kind).
+	//
+	// Every write refuses a frame larger than the server's max_payload
+	// (headers included) with an error wrapping ErrFrameTooLarge, at once
+	// and without publishing anything (Chunk splits text instead): the
+	// writer stays usable, and a handler that returns the error ends the
+	// request with a final e2a.error frame_too_large.
 	Write(kind, status string, body any, final bool) error
 	// ResumeAfter is -1 for a fresh request, and n when frames 0..n already
 	// exist (a redelivery to a resumable handler): the next frame written is
@@ -96,10 +109,14 @@ type writer struct {
 	flushNow      bool
 	timer         *time.Timer
 	closedErr     error // handler writes are refused with this error
-	final         bool
-	fatal         error
-	finalStatus   string
-	finalCode     string
+	// tooLarge is the ErrFrameTooLarge of a coalesced frame published after
+	// its Chunk returned: the next handler write reports it, and the
+	// runtime's final frame becomes frame_too_large.
+	tooLarge    error
+	final       bool
+	fatal       error
+	finalStatus string
+	finalCode   string
 
 	// Publishing state, used by the goroutine publishing the frame in
 	// flight (ordered by mu and inflight).
@@ -150,6 +167,10 @@ func (wr *writer) writable(runtime bool) error {
 		return ErrWriterClosed
 	case wr.final:
 		return ErrFinalWritten
+	case wr.tooLarge != nil && !runtime:
+		err := wr.tooLarge
+		wr.tooLarge = nil
+		return err
 	}
 	return nil
 }
@@ -159,8 +180,39 @@ func (wr *writer) Chunk(deltaKind string, delta any) error {
 		return fmt.Errorf("agent: Chunk needs a delta kind")
 	}
 	s, isText := delta.(string)
-	if wr.w.cfg.coalesceBytes == 0 || !isText || (deltaKind != e2a.DeltaText && deltaKind != e2a.DeltaReasoning) {
+	text := isText && (deltaKind == e2a.DeltaText || deltaKind == e2a.DeltaReasoning)
+	if text {
+		if budget, capped := wr.textBudget(deltaKind, len(s)); capped {
+			if budget < minTextBudget {
+				return &frameError{&frameTooLargeError{kind: e2a.KindChunk, size: -1, limit: wr.maxPayload()}}
+			}
+			if pieces := splitText(s, budget); len(pieces) > 1 {
+				for _, piece := range pieces {
+					if err := wr.chunk(deltaKind, piece); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+		}
+	}
+	if wr.w.cfg.coalesceBytes == 0 || !text {
 		return wr.writeSync(frame{kind: e2a.KindChunk, status: e2a.StatusInProgress, body: e2a.ChunkBody{DeltaKind: deltaKind, Delta: delta}}, false)
+	}
+	return wr.chunk(deltaKind, s)
+}
+
+// chunk writes a text or reasoning delta that fits in one frame, coalesced
+// with the pending one while their sum stays within the coalescing bound
+// and, with a small max_payload, within what one frame can hold.
+func (wr *writer) chunk(deltaKind, s string) error {
+	if wr.w.cfg.coalesceBytes == 0 {
+		return wr.writeSync(frame{kind: e2a.KindChunk, status: e2a.StatusInProgress, body: e2a.ChunkBody{DeltaKind: deltaKind, Delta: s}}, false)
+	}
+	bound := wr.w.cfg.coalesceBytes
+	if budget, capped := wr.textBudget(deltaKind, bound); capped {
+		// Any text of budget/maxEscape bytes fits once escaped.
+		bound = min(bound, max(budget/maxEscape, 1))
 	}
 	wr.mu.Lock()
 	defer wr.mu.Unlock()
@@ -169,7 +221,7 @@ func (wr *writer) Chunk(deltaKind string, delta any) error {
 			return err
 		}
 		p := wr.pending
-		if p == nil || (p.kind == deltaKind && p.b.Len()+len(s) <= wr.w.cfg.coalesceBytes) {
+		if p == nil || (p.kind == deltaKind && p.b.Len()+len(s) <= bound) {
 			break
 		}
 		// Another kind, or full: wait until the pending frame is taken.
@@ -264,6 +316,14 @@ func (wr *writer) schedule() {
 	f := frame{kind: e2a.KindChunk, status: e2a.StatusInProgress, body: e2a.ChunkBody{DeltaKind: p.kind, Delta: p.b.String()}}
 	go func() {
 		streamSeq, err := wr.publish(seq, expected, f)
+		if errors.Is(err, ErrFrameTooLarge) {
+			// Its Chunk has returned: the next write reports it.
+			wr.mu.Lock()
+			if wr.tooLarge == nil {
+				wr.tooLarge = err
+			}
+			wr.mu.Unlock()
+		}
 		wr.done(f, streamSeq, err)
 	}()
 }
@@ -334,22 +394,38 @@ func (wr *writer) close(err error, drop bool) {
 }
 
 // finish writes the runtime's final frame f unless a final frame exists.
-// It reports whether f was written.
+// It reports whether f was written. When f itself is too large, or a
+// coalesced delta was refused as too large and never reported to the
+// handler, the final frame is e2a.error frame_too_large instead: the
+// request ends at once rather than being redelivered.
 func (wr *writer) finish(f frame) (bool, error) {
 	defer wr.idle()
 	if err := wr.flush(); err != nil {
 		return false, err
 	}
 	wr.mu.Lock()
-	final := wr.final
+	final, lost := wr.final, wr.tooLarge
+	wr.tooLarge = nil
 	wr.mu.Unlock()
 	if final {
 		return false, nil
 	}
-	if err := wr.writeSync(f, true); err != nil {
+	if lost != nil {
+		f = tooLargeFrame(lost)
+	}
+	err := wr.writeSync(f, true)
+	if errors.Is(err, ErrFrameTooLarge) {
+		err = wr.writeSync(tooLargeFrame(err), true)
+	}
+	if err != nil {
 		return false, err
 	}
 	return true, nil
+}
+
+// tooLargeFrame is the final e2a.error frame_too_large for err.
+func tooLargeFrame(err error) frame {
+	return errorFrame(e2a.ErrCodeFrameTooLarge, err.Error(), false, nil)
 }
 
 // idle releases the attempt context unless a frame is in flight (then its
@@ -488,7 +564,143 @@ func (wr *writer) publish(seq int64, expected uint64, f frame) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// A frame over max_payload would be refused at every attempt until the
+	// request is redelivered to its end: refuse it now.
+	if limit := wr.maxPayload(); limit > 0 {
+		m := wr.message(seq, data)
+		m.Header.Set(jetstream.MsgIDHeader, subjects.FrameMsgID(wr.requestID, seq))
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expected, 10))
+		if size := streams.MessageSize(m); size > limit {
+			return 0, &frameError{&frameTooLargeError{kind: f.kind, size: size, limit: limit}}
+		}
+	}
 	return wr.publishData(seq, expected, data)
+}
+
+// maxPayload is the max_payload of the server the connection is on (0:
+// unknown); nats.go learns it again at each reconnect.
+func (wr *writer) maxPayload() int64 { return wr.w.js.Conn().MaxPayload() }
+
+// frameTooLargeError is ErrFrameTooLarge with the sizes; as an *Error it is
+// the e2a.error frame_too_large a handler returning it ends with.
+type frameTooLargeError struct {
+	kind        string
+	size, limit int64 // size -1: even an empty frame does not fit
+}
+
+func (e *frameTooLargeError) Error() string {
+	if e.size < 0 {
+		return fmt.Sprintf("%v: even an empty %s frame of this request exceeds %d bytes", ErrFrameTooLarge, e.kind, e.limit)
+	}
+	return fmt.Sprintf("%v: %s frame of %d bytes with its headers; the NATS server takes at most %d", ErrFrameTooLarge, e.kind, e.size, e.limit)
+}
+
+func (e *frameTooLargeError) Is(target error) bool { return target == ErrFrameTooLarge }
+
+func (e *frameTooLargeError) As(target any) bool {
+	if p, ok := target.(**Error); ok {
+		*p = &Error{Code: e2a.ErrCodeFrameTooLarge, Message: e.Error()}
+		return true
+	}
+	return false
+}
+
+// maxEscape is the most bytes one byte of text takes in a JSON string
+// (a control character or <, >, & as \u00XX).
+const maxEscape = 6
+
+// minTextBudget is the least room for a delta worth splitting into.
+const minTextBudget = 64
+
+// textSlack covers what varies between two chunk frames of a request
+// beyond the delta: the timestamp's fractional digits.
+const textSlack = 64
+
+// textBudget returns how many bytes of JSON-escaped delta (quotes
+// excluded) a deltaKind chunk can hold within max_payload, and capped
+// false when n bytes of any text fit anyway (the common case, decided
+// without encoding anything).
+func (wr *writer) textBudget(deltaKind string, n int) (int, bool) {
+	limit := wr.maxPayload()
+	if limit <= 0 || int64(n)*maxEscape+int64(wr.enc.size())+wr.cheapHeaderBound()+textSlack <= limit {
+		return 0, false
+	}
+	empty, err := wr.encode(math.MaxInt64, frame{kind: e2a.KindChunk, status: e2a.StatusInProgress, body: e2a.ChunkBody{DeltaKind: deltaKind, Delta: ""}})
+	if err != nil {
+		return 0, true
+	}
+	over := int64(len(empty)-2) + int64(wr.headerBound()) + textSlack
+	return int(max(limit-over, 0)), true
+}
+
+// cheapHeaderBound bounds headerBound without building headers: the
+// request id in two headers (three times, for an escaped message id),
+// the trace context, and 256 bytes of names, sequences and framing.
+func (wr *writer) cheapHeaderBound() int64 {
+	n := 3*len(wr.requestID) + 256
+	if wr.trace != nil {
+		n += len(wr.trace.Traceparent) + len(wr.trace.Tracestate)
+	}
+	return int64(n)
+}
+
+// headerBound is the size of a frame's headers at their longest (largest
+// sequences); built apart from the message in flight.
+func (wr *writer) headerBound() int {
+	h := nats.Header{}
+	if headerSafe(wr.requestID) {
+		h.Set(subjects.HeaderRequestID, wr.requestID)
+	}
+	if wr.trace != nil {
+		if headerSafe(wr.trace.Traceparent) {
+			h.Set(subjects.HeaderTraceparent, wr.trace.Traceparent)
+		}
+		if headerSafe(wr.trace.Tracestate) {
+			h.Set(subjects.HeaderTracestate, wr.trace.Tracestate)
+		}
+	}
+	h.Set(subjects.HeaderSequence, strconv.FormatInt(math.MaxInt64, 10))
+	h.Set(jetstream.MsgIDHeader, subjects.FrameMsgID(wr.requestID, math.MaxInt64))
+	h.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(math.MaxUint64, 10))
+	return int(streams.MessageSize(&nats.Msg{Header: h}))
+}
+
+// splitText cuts s, on character boundaries, into pieces whose JSON string
+// encodings (as appendJSONString writes them, quotes excluded) are at most
+// budget bytes each (budget ≥ maxEscape).
+func splitText(s string, budget int) []string {
+	var pieces []string
+	start, esc := 0, 0
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		e := size
+		switch {
+		case r == utf8.RuneError && size == 1:
+			e = len(`\ufffd`)
+		case r < utf8.RuneSelf:
+			e = jsonByteLen(byte(r))
+		case r == '\u2028' || r == '\u2029':
+			e = maxEscape
+		}
+		if esc+e > budget && i > start {
+			pieces = append(pieces, s[start:i])
+			start, esc = i, 0
+		}
+		esc += e
+		i += size
+	}
+	return append(pieces, s[start:])
+}
+
+// jsonByteLen is the length of ASCII byte c in a JSON string.
+func jsonByteLen(c byte) int {
+	switch {
+	case c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&':
+		return 1
+	case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
+		return 2
+	}
+	return maxEscape
 }
 
 // noPubRetry is the publish option of every frame: no retry on no

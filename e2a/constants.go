@@ -147,6 +147,9 @@ const (
 	ErrCodeHandlerPanic     = "handler_panic"
 	ErrCodeHandlerError     = "handler_error"
 	ErrCodeInvalidRequest   = "invalid_request"
+	// ErrCodeFrameTooLarge ends a request one of whose frames is larger
+	// than the message broker accepts (its max_payload); not retryable.
+	ErrCodeFrameTooLarge = "frame_too_large"
 )
 
 // Wire keys for legacy AgentServer payloads kept in Response.Metadata

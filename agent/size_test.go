@@ -1,0 +1,233 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+const smallPayload = 64 << 10
+
+// startSmallServer is startServer with a server whose max_payload is 64 KiB.
+func startSmallServer(t *testing.T) *server {
+	t.Helper()
+	e, nc := natstest.RunServer(t, natstest.WithConfig(testConfig()), natstest.WithMaxPayload(smallPayload))
+	return &server{e: e, nc: nc, js: natstest.JetStream(t, nc)}
+}
+
+// followFrames subscribes to the live frames of id (before the request is
+// published) and returns a function that waits for them up to the final
+// one, and the size (headers included) of each frame as stored.
+func followFrames(t *testing.T, nc *nats.Conn, id string) func() ([]*e2a.Response, []int64) {
+	t.Helper()
+	subj, err := subjects.Live(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan *nats.Msg, 256)
+	sub, err := nc.ChanSubscribe(subj, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return func() ([]*e2a.Response, []int64) {
+		t.Helper()
+		defer sub.Unsubscribe()
+		var frames []*e2a.Response
+		var sizes []int64
+		timeout := time.After(30 * time.Second)
+		for {
+			select {
+			case m := <-ch:
+				r, err := e2a.ResponseFromJSON(m.Data)
+				if err != nil {
+					t.Fatalf("frame: %v", err)
+				}
+				// The size as published: republishing adds the stream's
+				// headers.
+				h := nats.Header{}
+				for k, v := range m.Header {
+					if !strings.HasPrefix(k, "Nats-") {
+						h[k] = v
+					}
+				}
+				h.Set("Nats-Msg-Id", subjects.FrameMsgID(id, r.Sequence))
+				h.Set("Nats-Expected-Last-Subject-Sequence", m.Header.Get("Nats-Last-Sequence"))
+				frames = append(frames, r)
+				sizes = append(sizes, streams.MessageSize(&nats.Msg{Header: h, Data: m.Data}))
+				if r.IsFinal {
+					if err := e2a.CheckFrames(frames); err != nil {
+						t.Fatalf("frames of %s: %v", id, err)
+					}
+					return frames, sizes
+				}
+			case <-timeout:
+				t.Fatalf("request %s: no final frame (%d frames)", id, len(frames))
+			}
+		}
+	}
+}
+
+// A frame too large for the server is refused at once with
+// ErrFrameTooLarge (nothing published, the writer still usable), and a
+// handler that returns the error ends the request with a final e2a.error
+// frame_too_large: no retry, no redelivery.
+func TestFrameTooLargeIsRefusedAtOnce(t *testing.T) {
+	s := startSmallServer(t)
+	type result struct {
+		chunkErr, okErr, completeErr error
+		elapsed                      time.Duration
+	}
+	results := make(chan result, 1)
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		var r result
+		start := time.Now()
+		// A tool delta is never split.
+		r.chunkErr = w.Chunk(e2a.DeltaTool, map[string]any{"blob": strings.Repeat("x", smallPayload)})
+		r.elapsed = time.Since(start)
+		r.okErr = w.Chunk(e2a.DeltaText, "still writing")
+		r.completeErr = w.Complete(map[string]any{"blob": strings.Repeat("y", 2*smallPayload)})
+		results <- r
+		return r.completeErr
+	})
+	// With a publish timeout of an hour, a frame retried until the timeout
+	// would hang the test.
+	w := startWorker(t, s.nc, "big", h, agent.WithPublishTimeout(time.Hour))
+	waitConsumer(t, s.js, "big")
+	wait := followFrames(t, s.nc, "big-1")
+	publish(t, s.js, "big", request("big-1", nil))
+	frames, _ := wait()
+	r := <-results
+	var ae *agent.Error
+	if !errors.Is(r.chunkErr, agent.ErrFrameTooLarge) || !errors.As(r.chunkErr, &ae) || ae.Code != e2a.ErrCodeFrameTooLarge || ae.Retryable {
+		t.Fatalf("too large chunk: %v (%+v)", r.chunkErr, ae)
+	}
+	if r.okErr != nil || !errors.Is(r.completeErr, agent.ErrFrameTooLarge) {
+		t.Fatalf("after the refusal: chunk %v, complete %v", r.okErr, r.completeErr)
+	}
+	if r.elapsed > 5*time.Second {
+		t.Fatalf("refusal took %v", r.elapsed)
+	}
+	if len(frames) != 2 || text(t, frames) != "still writing" {
+		t.Fatalf("frames %+v", frames)
+	}
+	eb, err := frames[1].Error()
+	if err != nil || eb.Code != e2a.ErrCodeFrameTooLarge || eb.Retryable || frames[1].Status != e2a.StatusFailed {
+		t.Fatalf("final frame %+v %v", frames[1], err)
+	}
+	if err := w.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// Acknowledged once, never redelivered.
+	name, _ := streams.AgentConsumerName("big")
+	c, err := s.js.Consumer(tctx(t), streams.RequestsStream, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(tctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumAckPending != 0 || info.NumRedelivered != 0 || info.Delivered.Consumer != 1 {
+		t.Fatalf("consumer: ack pending %d, redelivered %d, delivered %d", info.NumAckPending, info.NumRedelivered, info.Delivered.Consumer)
+	}
+	t.Logf("refused in %v", r.elapsed)
+}
+
+// A handler's final frame that cannot fit (an *agent.Error with huge
+// details) becomes e2a.error frame_too_large instead of being retried.
+func TestFinalFrameTooLargeEndsTheRequest(t *testing.T) {
+	s := startSmallServer(t)
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		return &agent.Error{Code: "oops", Message: "failed", Details: map[string]any{"dump": strings.Repeat("z", smallPayload)}}
+	})
+	startWorker(t, s.nc, "fin", h, agent.WithPublishTimeout(time.Hour))
+	waitConsumer(t, s.js, "fin")
+	wait := followFrames(t, s.nc, "fin-1")
+	publish(t, s.js, "fin", request("fin-1", nil))
+	frames, _ := wait()
+	eb, err := frames[len(frames)-1].Error()
+	if len(frames) != 1 || err != nil || eb.Code != e2a.ErrCodeFrameTooLarge {
+		t.Fatalf("frames %+v (%v)", frames, err)
+	}
+}
+
+// Text and reasoning deltas larger than a frame can hold are split into
+// frames that fit, and arrive whole and in order, with coalescing on and
+// off.
+func TestLargeTextDeltasAreSplit(t *testing.T) {
+	s := startSmallServer(t)
+	// Multi-byte characters, characters JSON escapes (six bytes each) and
+	// plain text, in a delta three times max_payload.
+	var b strings.Builder
+	for b.Len() < 3*smallPayload {
+		b.WriteString("plain text, é€😀 and <&> \n\t\"quoted\" \x01")
+	}
+	big := b.String()
+	for _, tc := range []struct {
+		name string
+		opts []agent.Option
+	}{
+		{"coalesced", nil},
+		{"not coalesced", []agent.Option{agent.WithCoalesce(0, 0)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := strings.ReplaceAll(tc.name, " ", "_")
+			errc := make(chan error, 1)
+			h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+				err := errors.Join(
+					w.Chunk(e2a.DeltaText, "start "),
+					w.Chunk(e2a.DeltaText, big),
+					w.Chunk(e2a.DeltaReasoning, big),
+					w.Chunk(e2a.DeltaText, " end"))
+				errc <- err
+				if err != nil {
+					return err
+				}
+				return w.Complete(nil)
+			})
+			startWorker(t, s.nc, pool, h, append([]agent.Option{agent.WithPublishTimeout(time.Hour)}, tc.opts...)...)
+			waitConsumer(t, s.js, pool)
+			id := pool + "-1"
+			wait := followFrames(t, s.nc, id)
+			publish(t, s.js, pool, request(id, nil))
+			frames, sizes := wait()
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			if frames[len(frames)-1].ResponseKind != e2a.KindComplete {
+				t.Fatalf("final %+v", frames[len(frames)-1])
+			}
+			if got := text(t, frames); got != "start "+big+" end" {
+				t.Fatalf("text: %d bytes, want %d", len(got), len(big)+10)
+			}
+			var reasoning strings.Builder
+			largest := int64(0)
+			for i, f := range frames {
+				largest = max(largest, sizes[i])
+				if sizes[i] > smallPayload {
+					t.Fatalf("frame %d is %d bytes", i, sizes[i])
+				}
+				if c, err := f.Chunk(); err == nil && c.DeltaKind == e2a.DeltaReasoning {
+					reasoning.WriteString(c.Delta.(string))
+				}
+			}
+			if reasoning.String() != big {
+				t.Fatalf("reasoning: %d bytes, want %d", reasoning.Len(), len(big))
+			}
+			t.Logf("%d frames for 2×%d bytes of text; largest frame %d bytes (max_payload %d)", len(frames), len(big), largest, smallPayload)
+		})
+	}
+}
