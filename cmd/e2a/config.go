@@ -14,6 +14,9 @@ import (
 type Config struct {
 	// HTTPAddr is where ingress, egress, /metrics, /healthz and /readyz listen.
 	HTTPAddr string `envconfig:"HTTP_ADDR" default:"127.0.0.1:8080"`
+	// MetricsAddr, when set, is the only listener serving /metrics (not
+	// HTTPAddr), so that the metrics need not be public.
+	MetricsAddr string `envconfig:"METRICS_ADDR"`
 	// PublicURL is the externally visible base URL (agent card, links);
 	// empty = derived from the request (X-Forwarded-* honoured).
 	PublicURL string `envconfig:"PUBLIC_URL"`

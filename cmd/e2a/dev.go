@@ -55,6 +55,11 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	}
 	defer stopNATS()
 	reg := obs.NewRegistry()
+	metricsAddr, stopMetrics, err := serveMetrics(ctx, cfg, reg, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
@@ -75,6 +80,10 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 		agentDone <- agent.Run(ctx, nc, workflow.Pool, wf, agent.WithMetrics(reg), agent.WithLogger(log), agent.WithWorkerID("dev-workflow"))
 	}()
 	base := "http://" + ln.Addr().String()
+	metrics := base
+	if metricsAddr != "" {
+		metrics = "http://" + metricsAddr
+	}
 	fmt.Fprintf(os.Stdout, `E2A Pipeline (dev) is running.
   HTTP       %s   (POST /v1/requests, /a2a, /acp, /a2e, /api/v1/workflows/*)
   console    %s/console
@@ -85,7 +94,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 Try:
   curl -N %s/v1/requests -H 'Accept: text/event-stream' -d '{"params":{"text":"hello"}}'
 Ctrl-C stops.
-`, base, base, base, base, base, base, natsURL, cfg.DefaultPool, base)
+`, base, base, base, metrics, base, base, natsURL, cfg.DefaultPool, base)
 	return serveUntil(ctx, srv, ln, log, agentDone)
 }
 
@@ -204,7 +213,8 @@ func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Reg
 		return nil, err
 	}
 	con.Register(mux)
-	obs.Register(mux, reg, obs.NATSConnected(nc), obs.StreamsPresent(js, streams.RequestsStream, streams.ResponsesStream))
+	mountOps(mux, cfg, newOpsMux(reg, nc, js))
+	warnBodyLimit(cfg, nc, log)
 	return &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -14,13 +17,69 @@ import (
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
+// newOpsMux returns the operations endpoints (/metrics, /healthz, /readyz)
+// of a process, mounted on mux by mountOps.
 func newOpsMux(reg *prometheus.Registry, nc *nats.Conn, js jetstream.JetStream) *http.ServeMux {
 	mux := http.NewServeMux()
 	obs.Register(mux, reg, obs.NATSConnected(nc), obs.StreamsPresent(js, streams.RequestsStream, streams.ResponsesStream))
 	return mux
 }
 
+// mountOps mounts ops's /healthz and /readyz on mux, and /metrics too
+// unless E2A_METRICS_ADDR gives the metrics their own listener (see
+// serveMetrics), so that they need not be public.
+func mountOps(mux *http.ServeMux, cfg Config, ops http.Handler) {
+	mux.Handle("GET /healthz", ops)
+	mux.Handle("GET /readyz", ops)
+	if cfg.MetricsAddr == "" {
+		mux.Handle("GET /metrics", ops)
+	}
+}
+
+// serveMetrics serves /metrics alone on E2A_METRICS_ADDR, when it is set,
+// until ctx ends or the returned stop is called; it returns the listener's
+// address ("" when unset).
+func serveMetrics(ctx context.Context, cfg Config, reg *prometheus.Registry, log *slog.Logger) (addr string, stop func(), err error) {
+	if cfg.MetricsAddr == "" {
+		return "", func() {}, nil
+	}
+	ln, err := net.Listen("tcp", cfg.MetricsAddr)
+	if err != nil {
+		return "", nil, fmt.Errorf("listen on E2A_METRICS_ADDR=%s: %w", cfg.MetricsAddr, err)
+	}
+	ops := http.NewServeMux()
+	obs.Register(ops, reg)
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", ops)
+	srv := newOpsServer(ctx, mux)
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics listener failed", "addr", ln.Addr().String(), "err", err)
+		}
+	}()
+	log.Info("metrics served", "addr", ln.Addr().String())
+	return ln.Addr().String(), func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}, nil
+}
+
 func newOpsServer(ctx context.Context, h http.Handler) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
+}
+
+// warnBodyLimit warns when E2A_MAX_BODY_BYTES exceeds the max_payload of
+// the NATS server nc is on: bodies between the two are refused with 413
+// (their envelope cannot be published), so one of the two settings should
+// change.
+func warnBodyLimit(cfg Config, nc *nats.Conn, log *slog.Logger) {
+	mp := nc.MaxPayload()
+	if mp <= 0 || cfg.MaxBodyBytes <= mp {
+		return
+	}
+	log.Warn(fmt.Sprintf("E2A_MAX_BODY_BYTES (%d) exceeds the NATS server's max_payload (%d): requests whose envelope is larger than max_payload are refused with 413. "+
+		"Set E2A_MAX_BODY_BYTES below max_payload (the envelope adds about 1 KiB to a body, more with long ids), or raise max_payload in every NATS server's configuration", cfg.MaxBodyBytes, mp),
+		"max_body_bytes", cfg.MaxBodyBytes, "nats_max_payload", mp)
 }

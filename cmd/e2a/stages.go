@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -44,6 +45,11 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
+	_, stopMetrics, err := serveMetrics(ctx, cfg, reg, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	srv, err := newHTTP(ctx, cfg, nc, reg, log, "", ingress.WithWorkflow(wf))
 	if err != nil {
 		return err
@@ -57,7 +63,8 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 }
 
 // runAgent runs one built-in agent pool against E2A_NATS_URL, with
-// /metrics, /healthz and /readyz on E2A_HTTP_ADDR.
+// /metrics, /healthz and /readyz on E2A_HTTP_ADDR (/metrics on
+// E2A_METRICS_ADDR instead when set).
 func runAgent(ctx context.Context, cfg Config, args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	pool := fs.String("pool", "demo", "built-in agent pool to run: demo or workflow")
@@ -90,7 +97,13 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 	default:
 		return fmt.Errorf("no built-in agent for pool %q (built-in: demo, workflow)", *pool)
 	}
-	mux := newOpsMux(reg, nc, js)
+	mux := http.NewServeMux()
+	mountOps(mux, cfg, newOpsMux(reg, nc, js))
+	_, stopMetrics, err := serveMetrics(ctx, cfg, reg, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return err

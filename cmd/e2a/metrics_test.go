@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startBin starts the e2a binary with args and extra environment, and
+// returns its stdout and stderr lines as they come; it is interrupted and
+// waited for at cleanup.
+func startBin(t *testing.T, env []string, args ...string) (stdout, stderr <-chan string) {
+	t.Helper()
+	cmd := exec.Command(e2aBin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	lines := func(r io.Reader) <-chan string {
+		ch := make(chan string, 1024)
+		go func() {
+			defer close(ch)
+			sc := bufio.NewScanner(r)
+			sc.Buffer(nil, 1<<20)
+			for sc.Scan() {
+				ch <- sc.Text()
+			}
+		}()
+		return ch
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errp, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr = lines(out), lines(errp)
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	return stdout, stderr
+}
+
+// waitLine returns the first line of ch that matches re (its submatches),
+// and the lines read before it.
+func waitLine(t *testing.T, ch <-chan string, re *regexp.Regexp) ([]string, []string) {
+	t.Helper()
+	var seen []string
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case l, ok := <-ch:
+			if !ok {
+				t.Fatalf("output ended before %s:\n%s", re, strings.Join(seen, "\n"))
+			}
+			if m := re.FindStringSubmatch(l); m != nil {
+				return m, seen
+			}
+			seen = append(seen, l)
+		case <-timeout:
+			t.Fatalf("no line matching %s:\n%s", re, strings.Join(seen, "\n"))
+		}
+	}
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// checkSplit checks that /metrics is served on metrics only, and /healthz
+// and /readyz on main only.
+func checkSplit(t *testing.T, main, metrics string) {
+	t.Helper()
+	if code, body := httpGet(t, metrics+"/metrics"); code != 200 || !strings.Contains(body, "e2a_") {
+		t.Errorf("metrics listener /metrics: %d %.200s", code, body)
+	}
+	if code, _ := httpGet(t, main+"/metrics"); code == 200 {
+		t.Errorf("main listener still serves /metrics")
+	}
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if code, body := httpGet(t, main+p); code != 200 {
+			t.Errorf("main listener %s: %d %s", p, code, body)
+		}
+		if code, _ := httpGet(t, metrics+p); code == 200 {
+			t.Errorf("metrics listener serves %s", p)
+		}
+	}
+}
+
+// TestMetricsAddr: with E2A_METRICS_ADDR, `e2a dev` and `e2a agent` serve
+// /metrics only there, /healthz and /readyz on E2A_HTTP_ADDR; and `e2a dev`
+// warns that E2A_MAX_BODY_BYTES exceeds the embedded server's max_payload,
+// naming the setting to change.
+func TestMetricsAddr(t *testing.T) {
+	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_METRICS_ADDR=127.0.0.1:0",
+		"E2A_LOG_FORMAT=json", "E2A_MAX_BODY_BYTES=4194304"}
+	t.Run("dev", func(t *testing.T) {
+		stdout, stderr := startBin(t, env, "dev")
+		m, _ := waitLine(t, stdout, regexp.MustCompile(`^\s+metrics\s+(http://\S+)/metrics\s+health (http://\S+)/healthz`))
+		metrics, main := m[1], m[2]
+		if metrics == main {
+			t.Fatalf("metrics on the main listener %s", main)
+		}
+		checkSplit(t, main, metrics)
+		w, _ := waitLine(t, stderr, regexp.MustCompile(`"level":"WARN","msg":"(E2A_MAX_BODY_BYTES \(4194304\) exceeds the NATS server's max_payload \(1048576\)[^"]*)"`))
+		if !strings.Contains(w[1], "Set E2A_MAX_BODY_BYTES below max_payload") {
+			t.Errorf("warning %q", w[1])
+		}
+	})
+	t.Run("agent", func(t *testing.T) {
+		_, stderr := startBin(t, env, "agent", "--pool", "demo")
+		re := regexp.MustCompile(`^\{.*"msg":"(?:metrics served|agent pool running)".*\}$`)
+		var metrics, main string
+		for metrics == "" || main == "" {
+			m, _ := waitLine(t, stderr, re)
+			var rec struct{ Msg, Addr, Ops string }
+			if err := json.Unmarshal([]byte(m[0]), &rec); err != nil {
+				t.Fatalf("log line %s: %v", m[0], err)
+			}
+			if rec.Msg == "metrics served" {
+				metrics = "http://" + rec.Addr
+			} else {
+				main = "http://" + rec.Ops
+			}
+		}
+		checkSplit(t, main, metrics)
+	})
+}
