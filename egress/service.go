@@ -371,7 +371,12 @@ func (s *Service) finish(o *Output, rend Renderer, format string, err error) {
 	if outcome == "slow_client" || outcome == "client_gone" {
 		return
 	}
-	if outcome == "error" {
+	switch {
+	case outcome == "error" && errors.Is(err, ErrBadRequest):
+		// The client's mistake (a malformed Last-Event-ID or from),
+		// answered 400: nothing for an operator to act on.
+		s.log.Debug("egress: bad request", "format", format, "err", err)
+	case outcome == "error":
 		s.log.Error("egress: stream ended with an error", "format", format, "err", err)
 	}
 	_ = rend.End(err)
