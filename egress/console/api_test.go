@@ -114,6 +114,11 @@ func TestAPIs(t *testing.T) {
 			t.Errorf("consumer %s missing: %s", n, b)
 		}
 	}
+	for _, c := range st.Consumers {
+		if c.Name == "agent-demo" && (c.Pool != "demo" || c.NoLiveWorker) {
+			t.Errorf("the demo pool has a worker: %+v", c)
+		}
+	}
 	// A second reading a second later has rates.
 	time.Sleep(1100 * time.Millisecond)
 	_, b = p.do(t, "GET", "/console/api/stats", "")

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 // eventSourceJS opens a browser EventSource on a request's E2A stream and
@@ -33,7 +35,22 @@ const eventSourceJS = `(() => {
 func TestEventSourceStops(t *testing.T) {
 	b := newBrowser(t)
 	p := startPipeline(t, pipelineOptions{dropAfter: 3, egress: []egress.Option{egress.WithSSERetry(100 * time.Millisecond)}})
+	// A pool whose consumer exists but whose workers are all gone: the
+	// console's counters say so.
+	cfg, err := streams.AgentConsumerConfig("idle", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(p.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateOrUpdateConsumer(t.Context(), streams.RequestsStream, cfg); err != nil {
+		t.Fatal(err)
+	}
 	b.run(chromedp.Navigate(p.url + "/console"))
+	b.waitJS("the idle pool flagged", `document.querySelector('#stats tr.no-worker[data-pool=idle] .badge') !== null && document.querySelector('#stats tr.no-worker[data-pool=demo]') === null`, 15*time.Second)
+	b.shot("pool-without-worker")
 
 	// A running request (16 frames, 100 ms apart) whose first stream
 	// connection breaks after 3 events: the browser resumes by itself.

@@ -59,6 +59,10 @@ type ConsumerStats struct {
 	AckPending  int    `json:"ack_pending"`
 	Redelivered int    `json:"redelivered"`
 	Waiting     int    `json:"waiting"`
+	// Pool is the agent pool of an agent-<pool> consumer; NoLiveWorker is
+	// set when no worker of it is pulling (requests for it wait).
+	Pool         string `json:"pool,omitempty"`
+	NoLiveWorker bool   `json:"no_live_worker,omitempty"`
 }
 
 // StreamStats is the size of one stream.
@@ -275,8 +279,12 @@ func (s *statsSource) streamState(ctx context.Context) ([]ConsumerStats, []Strea
 		sts = append(sts, StreamStats{Name: name, Messages: info.State.Msgs, Bytes: info.State.Bytes, Consumers: info.State.Consumers})
 		lister := str.ListConsumers(ctx)
 		for ci := range lister.Info() {
-			consumers = append(consumers, ConsumerStats{Stream: name, Name: ci.Name, Pending: ci.NumPending,
-				AckPending: ci.NumAckPending, Redelivered: ci.NumRedelivered, Waiting: ci.NumWaiting})
+			cs := ConsumerStats{Stream: name, Name: ci.Name, Pending: ci.NumPending,
+				AckPending: ci.NumAckPending, Redelivered: ci.NumRedelivered, Waiting: ci.NumWaiting}
+			if pool, ok := strings.CutPrefix(ci.Name, "agent-"); ok && name == streams.RequestsStream {
+				cs.Pool, cs.NoLiveWorker = pool, ci.NumWaiting == 0
+			}
+			consumers = append(consumers, cs)
 		}
 	}
 	slices.SortFunc(consumers, func(a, b ConsumerStats) int {

@@ -116,8 +116,10 @@ async function refreshStats() {
   const cons = el('div', {class: 'stage consumers'}, el('h3', {text: 'consumers'}),
     el('table', {},
       el('tr', {}, el('th', {text: 'consumer'}), el('th', {class: 'num', text: 'pending'}), el('th', {class: 'num', text: 'acks'}), el('th', {class: 'num', text: 'redeliv.'})),
-      st.consumers.map((c) => el('tr', {},
-        el('td', {text: c.name, title: c.stream}), el('td', {class: 'num', text: fmtNum(c.pending, 0)}),
+      st.consumers.map((c) => el('tr', c.no_live_worker ? {class: 'no-worker', 'data-pool': c.pool} : {},
+        el('td', {}, el('span', {text: c.name, title: c.stream}),
+          c.no_live_worker ? el('span', {class: 'badge failed', title: 'requests for pool ' + c.pool + ' wait until a worker starts', text: 'no live worker'}) : null),
+        el('td', {class: 'num', text: fmtNum(c.pending, 0)}),
         el('td', {class: 'num', text: fmtNum(c.ack_pending, 0)}), el('td', {class: 'num', text: fmtNum(c.redelivered, 0)})))));
   const strm = el('div', {class: 'stage streams'}, el('h3', {text: 'streams'}),
     el('dl', {}, (st.streams || []).map((s) => [el('dt', {text: s.name}), el('dd', {text: fmtNum(s.messages, 0) + ' msgs'})])));
