@@ -147,7 +147,7 @@ func (r *e2aJSON) Start() error {
 	buf := append([]byte(`{"request_id":`), id...)
 	if len(r.envelope) > 0 {
 		buf = append(buf, `,"envelope":`...)
-		buf = append(buf, compactLine(r.envelope)...)
+		buf = append(buf, jsonValue(r.envelope)...)
 	}
 	buf = append(buf, `,"frames":[`...)
 	_, err := r.o.Write(buf)
@@ -175,8 +175,20 @@ func (r *e2aJSON) Frame(f *Frame) error {
 	} else {
 		r.state = StateRunning
 	}
-	_, err := r.o.Write(compactLine(f.Raw))
+	_, err := r.o.Write(jsonValue(f.Raw))
 	return err
+}
+
+// jsonValue returns stored bytes as one JSON value on one line: the JSON
+// itself, or, for bytes that are not JSON (an integrator may publish
+// anything on the subjects), a JSON string of them, so the answer stays
+// valid JSON.
+func jsonValue(raw []byte) []byte {
+	if json.Valid(raw) {
+		return compactLine(raw)
+	}
+	b, _ := json.Marshal(string(raw))
+	return b
 }
 
 func (r *e2aJSON) Heartbeat() error { return nil }

@@ -1,10 +1,16 @@
 package egress
 
 import (
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // TestResumePastFinal: a browser's EventSource reconnects after the stream
@@ -50,5 +56,32 @@ func TestResumePastFinal(t *testing.T) {
 		if rec.Code != c.status || events != c.events || (c.status == 204 && rec.Body.Len() != 0) {
 			t.Errorf("%s: %d with %d events, want %d with %d: %q", c.name, rec.Code, events, c.status, c.events, rec.Body.String())
 		}
+	}
+}
+
+// TestNonJSONEnvelopeStaysValidJSON: an integrator published a payload that
+// is not JSON on a request subject; GET /v1/requests/{id} still answers
+// valid JSON, with the payload as a JSON string.
+func TestNonJSONEnvelopeStaysValidJSON(t *testing.T) {
+	h := startHTTP(t)
+	subj, err := subjects.Request("demo", "raw-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := nats.NewMsg(subj)
+	msg.Data = []byte("hello world\n\"quoted\" \xff")
+	msg.Header.Set(subjects.HeaderMsgID, "raw-1")
+	if _, err := h.js.PublishMsg(t.Context(), msg); err != nil {
+		t.Fatal(err)
+	}
+	resp := h.get(t, "/v1/requests/raw-1")
+	b, _ := io.ReadAll(resp.Body)
+	var v struct {
+		Envelope string `json:"envelope"`
+		State    string `json:"state"`
+	}
+	if resp.StatusCode != 202 || !json.Valid(b) || json.Unmarshal(b, &v) != nil ||
+		!strings.HasPrefix(v.Envelope, "hello world\n\"quoted\"") || v.State != StatePending {
+		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
 }
