@@ -1,42 +1,24 @@
 package egress
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the handlers' goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A malformed Last-Event-ID or ?from= is the client's mistake: answered
 // 400, and logged below ERROR.
 func TestBadResumePointIsNotAnError(t *testing.T) {
 	e := startEnv(t)
 	e.finished(t, "resume-1", 2)
-	var logs lockedBuffer
+	var logs testkit.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, err := New(e.nc, WithLogger(log), WithRegisterer(prometheus.NewRegistry()))
 	if err != nil {

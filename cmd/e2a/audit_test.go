@@ -9,7 +9,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/internal/audit"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
@@ -157,30 +157,12 @@ func storeFrame(t *testing.T, nc *nats.Conn, id string, seq int, body string) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestTailCommand(t *testing.T) {
 	cfg, _ := auditEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tctx, stop := context.WithCancel(ctx)
-	var out syncBuffer
+	var out testkit.Buffer
 	done := make(chan error, 1)
 	go func() { done <- runTail(tctx, cfg, []string{"--pool", "demo", "--poll", "20ms"}, &out, io.Discard) }()
 	waitOutput := func(s string) {
