@@ -8,8 +8,16 @@ var (
 	ErrInvalidPool = errors.New("subjects: invalid agent pool name")
 
 	// ErrIDTooLong is returned when a request id is longer than MaxIDLength
-	// bytes.
+	// bytes. The error of ValidateRequestID for such an id wraps both
+	// ErrIDTooLong and ErrInvalidID.
 	ErrIDTooLong = errors.New("subjects: request id too long")
+
+	// ErrInvalidID is returned by ValidateRequestID when a request id is
+	// outside the request-id grammar: empty, longer than MaxIDLength bytes,
+	// not valid UTF-8, with leading or trailing white space, or containing a
+	// control (Cc), format (Cf), line separator (Zl) or paragraph separator
+	// (Zp) character.
+	ErrInvalidID = errors.New("subjects: invalid request id")
 
 	// ErrInvalidToken is returned by DecodeID and the parsers when a subject
 	// token is not a canonical request id token.

@@ -51,3 +51,17 @@ func FuzzEncodeDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzValidateRequestID checks the promises of the request-id grammar on any
+// string: an accepted id is 1..MaxIDLength bytes of valid UTF-8 without
+// outer white space or line breaks, and it and its frame message id read
+// back exactly from a NATS header; a refused one wraps ErrInvalidID and has
+// no frame message id. The seed corpus is in testdata/fuzz.
+func FuzzValidateRequestID(f *testing.F) {
+	for _, id := range []string{"dup", "dup ", "\t", "a b", "\u200b", "\xff"} {
+		f.Add(id)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		checkID(t, s)
+	})
+}

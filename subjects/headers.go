@@ -11,9 +11,10 @@ const (
 	// HeaderMsgID is the JetStream deduplication id: the request id on
 	// requests, FrameMsgID(requestID, sequence) on frames.
 	HeaderMsgID = "Nats-Msg-Id"
-	// HeaderRequestID carries the raw request id. Header values cannot carry
-	// every string exactly (leading blanks are dropped, line breaks are not
-	// allowed); the subject token is authoritative.
+	// HeaderRequestID carries the raw request id. Every id accepted by
+	// ValidateRequestID round-trips exactly; header values cannot carry
+	// other strings exactly (leading and trailing blanks are dropped, line
+	// breaks are rewritten), so the subject token stays authoritative.
 	HeaderRequestID = "E2A-Request-Id"
 	// HeaderSequence carries the frame sequence (0, 1, 2, …) on frames.
 	HeaderSequence = "E2A-Sequence"
@@ -48,7 +49,19 @@ const (
 
 // FrameMsgID returns the deduplication id of frame seq of a request:
 // "<request_id>:<seq>".
+//
+// It returns "" (publish without a deduplication id) when requestID is
+// refused by ValidateRequestID: such an id cannot travel in a header value
+// exactly (its blanks would be trimmed, its line breaks rewritten), so two
+// different ids could share a message id and one request's frame would be
+// dropped as a duplicate of the other's. Only a request an integrator
+// published directly on e2a.req.<pool>.<token> can have such an id; the
+// agent runtime answers it with a single final error frame, fenced by the
+// expected last sequence of its subject like every frame.
 func FrameMsgID(requestID string, seq int64) string {
+	if ValidateRequestID(requestID) != nil {
+		return ""
+	}
 	return requestID + ":" + strconv.FormatInt(seq, 10)
 }
 

@@ -45,7 +45,9 @@ func plainByte(c byte) bool {
 func IsPlainID(id string) bool { return isPlain(id) }
 
 // ValidateID returns ErrIDTooLong if id cannot be put in a subject, and nil
-// otherwise. Every other string, including the empty one, is accepted.
+// otherwise. Every other string, including the empty one, is accepted: it
+// says whether an id can be encoded, not whether it may be accepted as a
+// new request, which is ValidateRequestID's rule.
 func ValidateID(id string) error {
 	if len(id) > MaxIDLength {
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrIDTooLong, len(id), MaxIDLength)
