@@ -206,7 +206,7 @@ func (r *req) a2aSend(rq *rpcRequest) (*Result, error) {
 	if msg.Role == a2a.MessageRoleAgent && env.IdentityOrigin == "" && (r.Principal == nil || r.Principal.AssertsUser) {
 		env.IdentityOrigin = e2a.IdentityAgent
 	}
-	return r.finish(env, OpSubmit, !rq.HasID, claimed...), nil
+	return r.finish(env, OpSubmit, !rq.HasID, claimed...)
 }
 
 func (r *req) a2aTask(rq *rpcRequest) (*Result, error) {
@@ -246,7 +246,7 @@ func (r *req) a2aTask(rq *rpcRequest) (*Result, error) {
 		op = OpSubscribe
 		env.IsStream = true
 	}
-	return r.finish(env, op, !rq.HasID), nil
+	return r.finish(env, op, !rq.HasID)
 }
 
 // pushConfig keeps an A2A push notification config without its secrets

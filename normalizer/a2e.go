@@ -240,11 +240,14 @@ func (n *Normalizer) FromA2E(in Input) (*Result, error) {
 	d[DetailA2EVersion] = version
 	d[DetailA2EModel] = t.Model
 	d[DetailA2EKnown] = known
-	return r.finish(env, t.Op, false), nil
+	return r.finish(env, t.Op, false)
 }
 
 // decodeObjectBody decodes a body that must be exactly one JSON object.
 func decodeObjectBody(body []byte, protocol, trailingMsg string) (map[string]any, *Error) {
+	if e := checkUTF8(body, protocol); e != nil {
+		return nil, e
+	}
 	if err := e2a.CheckDepth(body, e2a.MaxNesting); err != nil {
 		return nil, newErr(ErrParse, protocol, "JSON nests deeper than %d", e2a.MaxNesting)
 	}

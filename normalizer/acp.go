@@ -112,7 +112,7 @@ func (n *Normalizer) FromACP(in Input) (*Result, error) {
 	if len(params) > 0 {
 		env.Params = params
 	}
-	return r.finish(env, acpOp(method), !rq.HasID), nil
+	return r.finish(env, acpOp(method), !rq.HasID)
 }
 
 // checkACPPrompt checks the prompt of session/prompt params: an array of

@@ -90,7 +90,7 @@ func (n *Normalizer) FromAgentVault(in Input) (*Result, error) {
 			op = OpSubscribe
 			env.IsStream = true
 		}
-		return r.finish(env, op, !rq.HasID), nil
+		return r.finish(env, op, !rq.HasID)
 	}
 
 	m := p.Message
@@ -140,7 +140,7 @@ func (n *Normalizer) FromAgentVault(in Input) (*Result, error) {
 			d[DetailWebhookURL] = u
 		}
 	}
-	return r.finish(env, OpSubmit, !rq.HasID, claimed...), nil
+	return r.finish(env, OpSubmit, !rq.HasID, claimed...)
 }
 
 // decodeAVPart reads a decoded AgentVault part ({type, content} …) into an

@@ -26,6 +26,11 @@
 //     Input.RequestID, else a UUIDv7; timestamp from the body (E2A, A2E ts),
 //     else now; channel from the body (E2A), else Input.Channel, else the
 //     protocol name.
+//   - a body that is not valid UTF-8 is ErrParse (never silently repaired);
+//     the request id, and the task, context and session ids of A2A,
+//     AgentVault, ACP and workflows, must pass subjects.ValidateRequestID
+//     (ErrInvalidParams wrapping subjects.ErrInvalidID otherwise), so that
+//     nothing is published under an id a NATS header cannot carry exactly.
 //   - provenance: source_protocol (e2a, agent_request, acp, a2a, agentvault,
 //     a2e), converter "e2a-pipeline/normalizer/<adapter>", converted_at now
 //     (an E2A envelope whose sender already set a converter keeps it), and

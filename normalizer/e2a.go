@@ -26,6 +26,9 @@ var legacyKeys = [][]byte{[]byte(`"channel_id"`), []byte(`"req_method"`), []byte
 // RFC 3339 nor epoch seconds).
 func (n *Normalizer) FromE2A(in Input) (*Result, error) {
 	r := n.begin(in, e2a.SourceE2A, ProtocolE2A)
+	if e := checkUTF8(in.Body, ProtocolE2A); e != nil {
+		return nil, e
+	}
 	env, err := e2a.FromJSON(in.Body)
 	if err != nil {
 		kind := ErrInvalidRequest
@@ -48,7 +51,7 @@ func (n *Normalizer) FromE2A(in Input) (*Result, error) {
 	if env.Provenance == nil && isLegacy(in.Body) {
 		env.Provenance = &e2a.Provenance{SourceProtocol: e2a.SourceLegacy}
 	}
-	return r.finish(env, OpSubmit, false), nil
+	return r.finish(env, OpSubmit, false)
 }
 
 // isLegacy reports whether body has a legacy AgentRequest key at its top

@@ -12,8 +12,8 @@ import (
 // exactly one of them; test with errors.Is and map with [JSONRPCCode],
 // [HTTPStatus] and [A2ECode] to the caller's own error shape.
 var (
-	// ErrParse: the body is not well-formed JSON (or JSONL), or nests deeper
-	// than e2a.MaxNesting. JSON-RPC -32700, HTTP 400.
+	// ErrParse: the body is not well-formed JSON (or JSONL), is not valid
+	// UTF-8, or nests deeper than e2a.MaxNesting. JSON-RPC -32700, HTTP 400.
 	ErrParse = errors.New("parse error")
 	// ErrInvalidRequest: well-formed JSON that is not a valid request of the
 	// protocol (not an object, a batch, jsonrpc not "2.0", no method, an id
@@ -24,7 +24,9 @@ var (
 	// protocol. JSON-RPC -32601, HTTP 404.
 	ErrMethodNotFound = errors.New("method not found")
 	// ErrInvalidParams: the method is known but its params are wrong
-	// (missing task id, part without content, workflow structure errors …).
+	// (missing task id, part without content, workflow structure errors …),
+	// or a request, task, context or session id is refused by the request-id
+	// grammar (then the error also wraps subjects.ErrInvalidID).
 	// JSON-RPC -32602, HTTP 400 (422 for workflow structure errors).
 	ErrInvalidParams = errors.New("invalid params")
 	// ErrUnsupportedOperation: a method the protocol defines but the
@@ -51,6 +53,9 @@ type Error struct {
 	Msg string
 	// Lines lists the structural errors of an A2E workflow, one per problem.
 	Lines []LineError
+	// Cause is the error behind Kind, when there is one worth testing for:
+	// a refused id wraps subjects.ErrInvalidID (and subjects.ErrIDTooLong).
+	Cause error
 }
 
 // LineError is one structural error of an A2E workflow (JSONL): Line is
@@ -99,8 +104,13 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Unwrap returns the sentinel.
-func (e *Error) Unwrap() error { return e.Kind }
+// Unwrap returns the sentinel, and the Cause when set.
+func (e *Error) Unwrap() []error {
+	if e.Cause != nil {
+		return []error{e.Kind, e.Cause}
+	}
+	return []error{e.Kind}
+}
 
 // JSONRPCCode maps an error to its JSON-RPC 2.0 error code (A2A codes for
 // A2A-specific sentinels); -32603 (internal error) for anything else.

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // Input is one request as the front door received it: the body and the
@@ -271,10 +273,12 @@ func (r *req) newEnvelope(method string) *e2a.Envelope {
 }
 
 // finish applies what is common to every adapter: defaults (protocol
-// version, request id, timestamp, channel), provenance converter and time,
-// trace context and identity from the transport, secret stripping, routing.
-// claimedUsers are user ids the request itself claims, best first.
-func (r *req) finish(env *e2a.Envelope, op Op, notification bool, claimedUsers ...string) *Result {
+// version, request id, timestamp, channel), the request-id grammar,
+// provenance converter and time, trace context and identity from the
+// transport, secret stripping, routing. claimedUsers are user ids the
+// request itself claims, best first. Its only error is an id refused by
+// the grammar (see checkIDs).
+func (r *req) finish(env *e2a.Envelope, op Op, notification bool, claimedUsers ...string) (*Result, error) {
 	if env.ProtocolVersion == "" {
 		env.ProtocolVersion = e2a.ProtocolVersion
 	}
@@ -283,6 +287,9 @@ func (r *req) finish(env *e2a.Envelope, op Op, notification bool, claimedUsers .
 	}
 	if env.RequestID == "" {
 		env.RequestID = r.NewID()
+	}
+	if err := r.checkIDs(env); err != nil {
+		return nil, err
 	}
 	if env.Timestamp == "" {
 		env.Timestamp = e2a.FormatTime(r.now)
@@ -330,7 +337,43 @@ func (r *req) finish(env *e2a.Envelope, op Op, notification bool, claimedUsers .
 	if pool == "" {
 		pool = r.n.routes.Pool(env)
 	}
-	return &Result{Envelope: env, Pool: pool, Op: op, Notification: notification}
+	return &Result{Envelope: env, Pool: pool, Op: op, Notification: notification}, nil
+}
+
+// checkIDs applies subjects.ValidateRequestID to the request id (from the
+// body, the Input — an Idempotency-Key — or generated) and, for the
+// protocols whose task, context and session ids become keys of the task
+// index (A2A, AgentVault, ACP, workflows), to those ids when set. A refused
+// id is an ErrInvalidParams *Error that also wraps the subjects error
+// (errors.Is(err, subjects.ErrInvalidID)): HTTP 400, JSON-RPC -32602, A2E
+// invalid_params, never retryable.
+func (r *req) checkIDs(env *e2a.Envelope) error {
+	ids := [][2]string{{"request_id", env.RequestID}}
+	if r.adapter != ProtocolE2A && r.adapter != ProtocolA2E {
+		ids = append(ids, [2]string{"task id", env.TaskID}, [2]string{"context id", env.ContextID},
+			[2]string{"session id", env.SessionID})
+	}
+	for _, f := range ids {
+		if f[0] != "request_id" && f[1] == "" {
+			continue
+		}
+		if err := subjects.ValidateRequestID(f[1]); err != nil {
+			e := newErr(ErrInvalidParams, r.adapter, "%s %.64q is not a valid id (1 to %d bytes of UTF-8, no leading or trailing white space, no control, format or line-separator character): %v",
+				f[0], f[1], subjects.MaxIDLength, err)
+			e.Cause = err
+			e.Method = env.Method
+			if env.ExtMethod != "" {
+				e.Method = env.ExtMethod
+			}
+			e.JSONRPCID = env.JSONRPCID
+			e.ReqID = env.CorrelationID
+			if e.ReqID == "" {
+				e.ReqID = env.MessageID
+			}
+			return e
+		}
+	}
+	return nil
 }
 
 // applyIdentity sets user_id and identity_origin: an authenticated principal
@@ -436,4 +479,23 @@ func cleanTracestate(vals []string) string {
 		}
 	}
 	return s
+}
+
+// checkUTF8 refuses a body that is not valid UTF-8 with ErrParse (JSON-RPC
+// -32700, HTTP 400, A2E parse_error): encoding/json would silently replace
+// the bad bytes by U+FFFD, so two different ids (or a secret and its
+// mangled copy) would become one string.
+func checkUTF8(body []byte, protocol string) *Error {
+	if utf8.Valid(body) {
+		return nil
+	}
+	off := 0
+	for off < len(body) {
+		c, size := utf8.DecodeRune(body[off:])
+		if c == utf8.RuneError && size <= 1 {
+			break
+		}
+		off += size
+	}
+	return newErr(ErrParse, protocol, "body is not valid UTF-8 (byte 0x%02x at offset %d)", body[off], off)
 }

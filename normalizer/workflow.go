@@ -236,13 +236,15 @@ func (n *Normalizer) FromWorkflow(in Input) (*Result, error) {
 		"operation_order": order,
 		"operations":      ops,
 	}
-	res := r.finish(env, OpSubmit, false)
-	return res, nil
+	return r.finish(env, OpSubmit, false)
 }
 
 // workflowText returns the JSONL of a workflow body and its format: the
 // REST form is one JSON object with a "workflow" member and no "type".
 func workflowText(body []byte) (string, string, *Error) {
+	if e := checkUTF8(body, ProtocolWorkflow); e != nil {
+		return "", "", e
+	}
 	t := bytes.TrimSpace(body)
 	if len(t) > 0 && t[0] == '{' {
 		var m map[string]json.RawMessage
