@@ -112,7 +112,10 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Co
 		nc, url = c, cfg.NatsURL
 		stop = func() { _ = nc.Drain() }
 	} else {
-		emb, err := streams.StartEmbedded(streams.EmbeddedOptions{StoreDir: cfg.StoreDir, Port: cfg.NATSPort, SyncAlways: cfg.SyncAlways})
+		// max_payload as the production servers (deploy/nats): 8 MiB, above
+		// the default E2A_MAX_BODY_BYTES (4 MiB), so what ingress accepts fits.
+		emb, err := streams.StartEmbedded(streams.EmbeddedOptions{StoreDir: cfg.StoreDir, Port: cfg.NATSPort, SyncAlways: cfg.SyncAlways,
+			MaxPayload: embeddedMaxPayload})
 		if err != nil {
 			return nil, nil, "", fmt.Errorf("embedded NATS (E2A_NATS_PORT=%d; set 0 for a random port): %w", cfg.NATSPort, err)
 		}
@@ -143,6 +146,9 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Co
 	}
 	return nc, stop, url, nil
 }
+
+// embeddedMaxPayload is the embedded server's max_payload.
+const embeddedMaxPayload = 8 << 20
 
 // listenHTTP listens on addr, or says which variable moves a taken port.
 func listenHTTP(addr string) (net.Listener, error) {

@@ -121,7 +121,7 @@ func checkSplit(t *testing.T, main, metrics string) {
 // naming the setting to change.
 func TestMetricsAddr(t *testing.T) {
 	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_METRICS_ADDR=127.0.0.1:0",
-		"E2A_LOG_FORMAT=json", "E2A_MAX_BODY_BYTES=4194304"}
+		"E2A_LOG_FORMAT=json", "E2A_MAX_BODY_BYTES=16777216"}
 	t.Run("dev", func(t *testing.T) {
 		stdout, stderr := startBin(t, env, "dev")
 		m, _ := waitLine(t, stdout, regexp.MustCompile(`^\s+metrics\s+(http://\S+)/metrics\s+health (http://\S+)/healthz`))
@@ -130,7 +130,7 @@ func TestMetricsAddr(t *testing.T) {
 			t.Fatalf("metrics on the main listener %s", main)
 		}
 		checkSplit(t, main, metrics)
-		w, _ := waitLine(t, stderr, regexp.MustCompile(`"level":"WARN","msg":"(E2A_MAX_BODY_BYTES \(4194304\) exceeds the NATS server's max_payload \(1048576\)[^"]*)"`))
+		w, _ := waitLine(t, stderr, regexp.MustCompile(`"level":"WARN","msg":"(E2A_MAX_BODY_BYTES \(16777216\) exceeds the NATS server's max_payload \(8388608\)[^"]*)"`))
 		if !strings.Contains(w[1], "Set E2A_MAX_BODY_BYTES below max_payload") {
 			t.Errorf("warning %q", w[1])
 		}
