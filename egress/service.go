@@ -591,16 +591,39 @@ func (s *Service) authorized(w http.ResponseWriter, r *http.Request) bool {
 	if p.SeesAll() {
 		return true
 	}
-	owner, _, err := s.Owner(r.Context(), r.PathValue("id"))
+	owner, found, err := s.Owner(r.Context(), r.PathValue("id"))
+	if err == nil && !found {
+		// In a cluster any replica answers a direct get, and a follower may
+		// lag the leader by a moment: look once more before saying 404.
+		if err = pause(r.Context(), notFoundRecheck); err == nil {
+			owner, found, err = s.Owner(r.Context(), r.PathValue("id"))
+		}
+	} else if err == nil && !p.Allows(tenant.Read, owner) {
+		// The same pause as for an unknown id: the answer's timing does not
+		// tell another principal's request from none.
+		err = pause(r.Context(), notFoundRecheck)
+	}
 	if err != nil {
 		WriteError(w, err)
 		return false
 	}
-	if !p.Allows(tenant.Read, owner) {
+	if !found || !p.Allows(tenant.Read, owner) {
 		WriteError(w, ErrNotFound)
 		return false
 	}
 	return true
+}
+
+// pause waits d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Owner returns the owner of a request: the user_id of its stored envelope.
