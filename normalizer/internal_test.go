@@ -46,7 +46,7 @@ func TestCleanURL(t *testing.T) {
 		"https://host/hook?api_key=abc":             "https://host/hook?api_key=%5Bredacted%5D",
 		"https://host/hook":                         "https://host/hook",
 		"http://[::1]:namedport":                    "",
-		"https://host/p?X-Amz-Signature=s&sig=zzzz": "https://host/p?X-Amz-Signature=s&sig=%5Bredacted%5D",
+		"https://host/p?X-Amz-Signature=s&sig=zzzz": "https://host/p?X-Amz-Signature=%5Bredacted%5D&sig=%5Bredacted%5D",
 	} {
 		if got := cleanURL(in); got != want {
 			t.Errorf("cleanURL(%q) = %q, want %q", in, got, want)

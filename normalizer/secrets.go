@@ -2,57 +2,27 @@ package normalizer
 
 import (
 	"net/url"
+	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/redact"
 )
 
 // Redacted replaces a secret value when no SecretRef hook gives a reference
-// and the key must stay (free-form objects).
-const Redacted = "[redacted]"
+// and the key must stay (free-form objects): the marker of package redact.
+const Redacted = redact.Marker
 
-// secretKeys are the keys (lower case, '-' read as '_') whose scalar values
-// are secrets wherever they appear in a free-form object of an envelope.
-var secretKeys = []string{
-	"authorization", "proxy_authorization", "x_api_key", "api_key", "apikey",
-	"bearer_token", "access_token", "refresh_token", "id_token", "client_secret",
-	"private_key", "password", "cookie", "set_cookie",
-}
-
-// IsSecretKey reports whether a key of a free-form object holds a secret
-// (Authorization, X-Api-Key, api_key, bearer_token, access_token, password,
-// cookie …; case-insensitive, '-' and '_' alike). Scalar values under such
-// keys never leave the normalizer; objects under them (e.g. an A2E
-// {"credentialRef": {...}}) are references and are kept, searched further.
-func IsSecretKey(k string) bool {
-	if len(k) < 6 || len(k) > 19 {
-		return false
-	}
-	for _, s := range secretKeys {
-		if len(s) == len(k) && foldKeyEqual(k, s) {
-			return true
-		}
-	}
-	return false
-}
-
-// foldKeyEqual compares k with the lower-case key s, ASCII case-folded and
-// with '-' equal to '_', without allocating.
-func foldKeyEqual(k, s string) bool {
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
-		} else if c == '-' {
-			c = '_'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
-}
+// IsSecretKey reports whether a key of a free-form object holds a secret:
+// the word rule of package redact (Authorization, X-Api-Key, api_key,
+// bearer_token, auth_token, session_token, password, passwd, secret,
+// credentials, cookie …; not max_tokens, token_count, session_id,
+// credential_ref), with the words added by E2A_SECRET_KEYS. Scalar values
+// under such keys never leave the normalizer; objects under them have their
+// scalar leaves replaced, except references ({"credentialRef": {...}}),
+// which are kept.
+func IsSecretKey(k string) bool { return redact.IsSecretKey(k) }
 
 // stripSecrets removes every secret from env (spec §13, DESIGN guarantee 5)
 // and returns how many values it removed or replaced by a reference:
@@ -61,9 +31,13 @@ func foldKeyEqual(k, s string) bool {
 //     lands in auth.credential_ref (when that is empty);
 //   - every auth.extra_headers value is replaced by its reference, or the
 //     entry is dropped and its name listed in auth._meta.stripped_headers;
-//   - scalar values under secret keys ([IsSecretKey]) in params,
-//     channel_context, a2a_metadata, acp_meta, auth._meta and
-//     provenance.details are replaced by a reference or [Redacted].
+//   - params, channel_context, a2a_metadata, acp_meta, auth._meta and
+//     provenance.details are redacted by package redact at every depth
+//     (values under secret keys, scalar leaves of objects under them,
+//     name/value pairs, secret command-line flags), each value replaced
+//     by a reference or [Redacted];
+//   - MCP servers (params.mcpServers or mcp_servers, at any depth) lose
+//     every env and headers value ([StripMCPServers]).
 func stripSecrets(env *e2a.Envelope, ref SecretRefFunc) int {
 	n := 0
 	if a := env.Auth; a != nil {
@@ -109,81 +83,153 @@ func stripSecrets(env *e2a.Envelope, ref SecretRefFunc) int {
 				a.Meta["stripped_headers"] = names
 			}
 		}
-		n += scrubMap(a.Meta, ref, 0)
+		n += scrubMap(a.Meta, ref)
 	}
-	n += scrubMap(env.Params, ref, 0)
-	n += scrubMap(env.ChannelContext, ref, 0)
-	n += scrubMap(env.A2AMetadata, ref, 0)
-	n += scrubMap(env.ACPMeta, ref, 0)
+	n += scrubMap(env.Params, ref)
+	n += scrubMap(env.ChannelContext, ref)
+	n += scrubMap(env.A2AMetadata, ref)
+	n += scrubMap(env.ACPMeta, ref)
 	if env.Provenance != nil {
-		n += scrubMap(env.Provenance.Details, ref, 0)
+		n += scrubMap(env.Provenance.Details, ref)
 	}
 	return n
 }
 
-// scrubMap replaces scalar values under secret keys, recursively.
-func scrubMap(m map[string]any, ref SecretRefFunc, depth int) int {
-	if depth > e2a.MaxNesting+8 {
+// scrubMap redacts m in place with the policy of package redact, values
+// replaced by ref's references (kind "field:<key>") or [Redacted], and
+// returns how many it replaced. MCP server lists in it are stripped too,
+// and the scheme prefix of A2E workflow credential headers is kept.
+func scrubMap(m map[string]any, ref SecretRefFunc) int {
+	if len(m) == 0 {
+		return 0
+	}
+	var fn redact.Replacer
+	if ref != nil {
+		fn = func(key, value string) string { return ref("field:"+key, value) }
+	}
+	keep := workflowPrefixes(m, 0, nil)
+	n := redact.Redact(m, fn) + stripMCPIn(m, 0)
+	for _, k := range keep {
+		if k.h["prefix"] != k.prefix {
+			k.h["prefix"] = k.prefix
+			n--
+		}
+	}
+	return n
+}
+
+// schemePrefix is an ApiCall credential header's prefix that names an
+// auth scheme ("Bearer ", "Token ") and so carries no secret.
+var schemePrefix = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,31} ?$`)
+
+// keptPrefix is an A2E workflow ApiCall header {"credentialRef": {...},
+// "prefix": "Bearer "}: a vault reference the executor resolves
+// (workflow/doc.go); its scheme prefix must survive redaction.
+type keptPrefix struct {
+	h      map[string]any
+	prefix string
+}
+
+// workflowPrefixes finds the ApiCall credential headers in v whose prefix
+// names a scheme.
+func workflowPrefixes(v any, depth int, out []keptPrefix) []keptPrefix {
+	if depth > redact.MaxDepth {
+		return out
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		if call, ok := t["ApiCall"].(map[string]any); ok {
+			headers, _ := call["headers"].(map[string]any)
+			for _, hv := range headers {
+				h, ok := hv.(map[string]any)
+				if _, isRef := h["credentialRef"].(map[string]any); !ok || !isRef {
+					continue
+				}
+				if p, ok := h["prefix"].(string); ok && schemePrefix.MatchString(p) {
+					out = append(out, keptPrefix{h, p})
+				}
+			}
+		}
+		for _, x := range t {
+			out = workflowPrefixes(x, depth+1, out)
+		}
+	case []any:
+		for _, x := range t {
+			out = workflowPrefixes(x, depth+1, out)
+		}
+	}
+	return out
+}
+
+// stripMCPIn applies StripMCPServers to every mcpServers / mcp_servers
+// array in v.
+func stripMCPIn(v any, depth int) int {
+	if depth > redact.MaxDepth {
 		return 0
 	}
 	n := 0
-	for k, v := range m {
-		switch t := v.(type) {
-		case map[string]any:
-			n += scrubMap(t, ref, depth+1)
-		case []any:
-			n += scrubSlice(t, ref, depth+1)
-		case nil:
-		default:
-			if IsSecretKey(k) {
-				val := scalarString(t)
-				if val == Redacted {
-					continue // already stripped
-				}
-				r := ""
-				if ref != nil {
-					r = ref("field:"+k, val)
-					if r == val {
-						continue // already a reference of the hook
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			if a, ok := x.([]any); ok && (k == "mcpServers" || k == "mcp_servers") {
+				n += StripMCPServers(a)
+				continue
+			}
+			n += stripMCPIn(x, depth+1)
+		}
+	case []any:
+		for _, x := range t {
+			n += stripMCPIn(x, depth+1)
+		}
+	}
+	return n
+}
+
+// StripMCPServers removes the secrets of ACP MCP server configurations
+// (session/new, session/load mcpServers) in place and returns how many
+// values it replaced: every value of a server's env and headers, whatever
+// their names (an MCP server's environment is its credentials, as a rule),
+// given as [{"name","value"}] or as an object, becomes [Redacted]; names
+// stay. Args and anything else follow the redact policy (["--token", X],
+// "--api-key=X", "GITHUB_TOKEN=X").
+func StripMCPServers(servers []any) int {
+	n := 0
+	for _, s := range servers {
+		m, ok := s.(map[string]any)
+		if !ok {
+			continue
+		}
+		for _, k := range []string{"env", "headers"} {
+			switch t := m[k].(type) {
+			case []any:
+				for _, e := range t {
+					if em, ok := e.(map[string]any); ok {
+						n += blank(em, "value")
 					}
 				}
-				if r == "" {
-					r = Redacted
+			case map[string]any:
+				for name := range t {
+					n += blank(t, name)
 				}
-				n++
-				m[k] = r
 			}
 		}
 	}
-	return n
+	return n + redact.Redact(servers, nil)
 }
 
-func scrubSlice(s []any, ref SecretRefFunc, depth int) int {
-	n := 0
-	for _, v := range s {
-		switch t := v.(type) {
-		case map[string]any:
-			n += scrubMap(t, ref, depth+1)
-		case []any:
-			n += scrubSlice(t, ref, depth+1)
-		}
-	}
-	return n
-}
-
-func scalarString(v any) string {
-	switch t := v.(type) {
+// blank replaces m[k] by [Redacted] unless it is absent, null or already
+// the marker.
+func blank(m map[string]any, k string) int {
+	switch v := m[k].(type) {
+	case nil:
+		return 0
 	case string:
-		return t
-	case interface{ String() string }:
-		return t.String()
-	case bool:
-		if t {
-			return "true"
+		if v == Redacted || v == "" {
+			return 0
 		}
-		return "false"
 	}
-	return ""
+	m[k] = Redacted
+	return 1
 }
 
 // cleanURL removes credentials from a URL (userinfo, and query parameters
@@ -198,7 +244,7 @@ func cleanURL(s string) string {
 		q := u.Query()
 		changed := false
 		for k := range q {
-			if IsSecretKey(k) || strings.EqualFold(k, "token") || strings.EqualFold(k, "key") || strings.EqualFold(k, "sig") || strings.EqualFold(k, "signature") {
+			if IsSecretKey(k) || strings.EqualFold(k, "key") || strings.EqualFold(k, "sig") {
 				q.Set(k, Redacted)
 				changed = true
 			}

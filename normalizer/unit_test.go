@@ -255,7 +255,9 @@ func TestIsSecretKey(t *testing.T) {
 		"apiKey": true, "bearer_token": true, "Access-Token": true, "password": true, "Cookie": true,
 		"Set-Cookie": true, "client_secret": true, "Proxy-Authorization": true,
 		"api_key_ref": false, "credential_ref": false, "credentialRef": false, "token_count": false,
-		"author": false, "": false, "keys": false, "passwords": false,
+		"author": false, "": false, "keys": false, "passwords": true,
+		"secret": true, "token": true, "auth_token": true, "session_token": true, "passwd": true, "credentials": true,
+		"auth": true, "max_tokens": false, "session_id": false, "sessionId": false, "contextId": false,
 	} {
 		if got := normalizer.IsSecretKey(k); got != want {
 			t.Errorf("IsSecretKey(%q) = %v", k, got)

@@ -208,7 +208,7 @@ func (n *Normalizer) FromWorkflow(in Input) (*Result, error) {
 	// JSONL from the stripped lines, so that no copy keeps a secret.
 	stripped := 0
 	for _, l := range w.Lines {
-		stripped += scrubMap(l, r.n.secretRef, 0)
+		stripped += scrubMap(l, r.n.secretRef)
 	}
 	if stripped > 0 {
 		env.Provenance.Details[DetailStrippedSecrets] = stripped

@@ -5,32 +5,28 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/e2a-pipeline/pipeline/internal/obs"
+	"github.com/e2a-pipeline/pipeline/redact"
 )
 
-// secretKeyParts are the key fragments the page also redacts in frames it
-// shows raw (the same list obs uses for logs).
-var secretKeyParts = []string{"authorization", "bearer_token", "api_key", "apikey", "x-api-key", "password", "secret", "token", "credential", "cookie", "nkey", "seed"}
+// secretKeyParts are sent to the page (session.secret_keys), which hides
+// values under keys containing one of them in the frames it shows raw: the
+// secret words of package redact, the one policy. What the server renders
+// (envelopes) is redacted by RedactEnvelope with the full word rule.
+var secretKeyParts = redact.Default.SecretWords()
 
-// IsSecretKey reports whether a JSON key names a secret: the log rule of
-// package obs, except references (…_ref) and counts (…_tokens), which are
-// not secrets.
-func IsSecretKey(k string) bool {
-	l := strings.ToLower(k)
-	if strings.HasSuffix(l, "_ref") || strings.HasSuffix(l, "_tokens") {
-		return false
-	}
-	return obs.IsSecretKey(k)
-}
+// IsSecretKey reports whether a JSON key names a secret: the rule of
+// package redact (references such as credential_ref and counts such as
+// max_tokens are not secrets).
+func IsSecretKey(k string) bool { return redact.IsSecretKey(k) }
 
 // Redacted replaces the value of every secret key.
-const Redacted = "[redacted]"
+const Redacted = redact.Marker
 
 // RedactEnvelope decodes a stored envelope for display: the auth object is
 // dropped whole (the normalizer already stripped its secrets; even the
-// references stay out of the console) and the value of every key naming a
-// secret is replaced by Redacted, at any depth. It returns nil for data
-// that is not a JSON object.
+// references stay out of the console) and everything else is redacted by
+// package redact, at any depth. It returns nil for data that is not a JSON
+// object.
 func RedactEnvelope(data []byte) map[string]any {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -39,25 +35,8 @@ func RedactEnvelope(data []byte) map[string]any {
 		return nil
 	}
 	delete(m, "auth")
-	redact(m)
+	redact.Redact(m, nil)
 	return m
-}
-
-func redact(v any) {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, x := range t {
-			if IsSecretKey(k) {
-				t[k] = Redacted
-				continue
-			}
-			redact(x)
-		}
-	case []any:
-		for _, x := range t {
-			redact(x)
-		}
-	}
 }
 
 // ReplayCommand returns the e2a replay command line printing the envelope

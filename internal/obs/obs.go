@@ -1,12 +1,14 @@
 package obs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -15,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/e2a-pipeline/pipeline/redact"
 )
 
 // NewRegistry returns the process's one registry, with Go runtime and
@@ -25,35 +29,15 @@ func NewRegistry() *prometheus.Registry {
 	return reg
 }
 
-// secretKeys are attribute keys whose values are never logged.
-var secretKeys = []string{"authorization", "bearer_token", "api_key", "apikey", "x-api-key", "password", "secret", "token", "credential", "cookie", "nkey", "seed"}
-
-// IsSecretKey reports whether an attribute or header name designates a
-// secret (compared case-insensitively, by substring).
-func IsSecretKey(k string) bool {
-	k = strings.ToLower(k)
-	for _, s := range secretKeys {
-		if strings.Contains(k, s) {
-			return true
-		}
-	}
-	return false
-}
-
 // NewLogger returns a slog logger writing to w in format "json" or "text" at
-// level "debug", "info", "warn" or "error". Attributes whose key names a
-// secret are replaced by "[redacted]".
+// level "debug", "info", "warn" or "error". Secrets are redacted by the
+// policy of package redact (see [RedactAttr]).
 func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("obs: log level %q: %w", level, err)
 	}
-	ho := &slog.HandlerOptions{Level: lv, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-		if IsSecretKey(a.Key) && !strings.HasSuffix(strings.ToLower(a.Key), "_ref") {
-			return slog.String(a.Key, "[redacted]")
-		}
-		return a
-	}}
+	ho := &slog.HandlerOptions{Level: lv, ReplaceAttr: RedactAttr}
 	switch format {
 	case "json", "":
 		return slog.New(slog.NewJSONHandler(w, ho)), nil
@@ -61,6 +45,150 @@ func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewTextHandler(w, ho)), nil
 	}
 	return nil, fmt.Errorf("obs: log format %q is not json or text", format)
+}
+
+// RedactAttr is the ReplaceAttr of the process's logger (slog calls it for
+// every attribute, those in groups included, after resolving LogValuers):
+//
+//   - an attribute whose key is secret (redact.IsSecretKey), or that is in
+//     a group whose name is, is written as redact.Marker, unless its value
+//     is a boolean or null or its key is a reference (credential_ref);
+//   - a structured value (map, slice, struct, json.RawMessage, http.Header)
+//     is redacted as its JSON form would be, at every depth: when it holds
+//     a secret the attribute is written as a redacted copy (a JSON value),
+//     otherwise it is left as is; the caller's value is never modified;
+//   - a string holding "Bearer <credential>" or "Basic <credential>" has the
+//     credential replaced, whatever the key.
+func RedactAttr(groups []string, a slog.Attr) slog.Attr {
+	if secretKey(groups, a.Key) {
+		switch a.Value.Kind() {
+		case slog.KindBool, slog.KindGroup:
+		case slog.KindAny:
+			if a.Value.Any() != nil {
+				return slog.String(a.Key, redact.Marker)
+			}
+		default:
+			return slog.String(a.Key, redact.Marker)
+		}
+	}
+	switch a.Value.Kind() {
+	case slog.KindString:
+		if s := a.Value.String(); strings.Contains(s, " ") {
+			if r, ok := redactAuthScheme(s); ok {
+				return slog.String(a.Key, r)
+			}
+		}
+	case slog.KindAny:
+		if v, ok := redactAny(a.Value.Any()); ok {
+			return slog.Any(a.Key, v)
+		}
+	}
+	return a
+}
+
+// secretKey reports whether an attribute's key, or one of its groups,
+// names a secret, the key not being a reference.
+func secretKey(groups []string, key string) bool {
+	if redact.IsReferenceKey(key) {
+		return false
+	}
+	if redact.IsSecretKey(key) {
+		return true
+	}
+	for _, g := range groups {
+		if redact.IsSecretKey(g) {
+			return true
+		}
+	}
+	return false
+}
+
+// redactAny returns a redacted copy of a structured value and true when it
+// held a secret.
+func redactAny(v any) (any, bool) {
+	var data []byte
+	switch t := v.(type) {
+	case nil, error, fmt.Stringer, string, []byte:
+		return nil, false
+	case json.RawMessage:
+		data = t
+	default:
+		switch reflect.ValueOf(v).Kind() {
+		case reflect.Map, reflect.Slice, reflect.Array, reflect.Struct, reflect.Pointer:
+		default:
+			return nil, false
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, false
+		}
+		data = b
+	}
+	if len(data) == 0 || (data[0] != '{' && data[0] != '[') {
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var x any
+	if dec.Decode(&x) != nil {
+		return nil, false
+	}
+	n := redact.Redact(x, nil)
+	if h, ok := x.(map[string]any); ok {
+		n += redactHeaderLists(h)
+	}
+	if n == 0 {
+		return nil, false
+	}
+	return x, true
+}
+
+// redactHeaderLists redacts the values of header-like maps of lists
+// (http.Header, url.Values) whose names are secret: Redact already did, as
+// their JSON form is {"Authorization": ["…"]}; this catches the credential
+// schemes in the values of the others.
+func redactHeaderLists(m map[string]any) int {
+	n := 0
+	for _, v := range m {
+		l, ok := v.([]any)
+		if !ok {
+			continue
+		}
+		for i, e := range l {
+			if s, ok := e.(string); ok {
+				if r, ok := redactAuthScheme(s); ok {
+					l[i] = r
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// redactAuthScheme replaces the credential after "Bearer " or "Basic " in s.
+func redactAuthScheme(s string) (string, bool) {
+	changed := false
+	for _, scheme := range []string{"Bearer ", "Basic ", "bearer ", "basic "} {
+		for off := 0; ; {
+			i := strings.Index(s[off:], scheme)
+			if i < 0 {
+				break
+			}
+			start := off + i + len(scheme)
+			end := start
+			for end < len(s) && s[end] != ' ' && s[end] != '"' && s[end] != ',' && s[end] != '\n' {
+				end++
+			}
+			if end > start && s[start:end] != redact.Marker {
+				s = s[:start] + redact.Marker + s[end:]
+				changed = true
+				end = start + len(redact.Marker)
+			}
+			off = end
+		}
+	}
+	return s, changed
 }
 
 // Check is one readiness check; it returns nil when ready.

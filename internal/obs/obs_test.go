@@ -3,7 +3,9 @@ package obs
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -55,5 +57,37 @@ func TestReadyz(t *testing.T) {
 	}
 	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "go_goroutines") {
 		t.Fatalf("metrics = %d", code)
+	}
+}
+
+func TestLoggerRedactsNestedSecrets(t *testing.T) {
+	for _, format := range []string{"json", "text"} {
+		var buf bytes.Buffer
+		log, err := NewLogger(&buf, format, "debug")
+		if err != nil {
+			t.Fatal(err)
+		}
+		params := map[string]any{"text": "hi", "max_tokens": 10, "auth": map[string]any{"user": "s3cr3t-user"}, "list": []any{map[string]any{"api_key": "s3cr3t-key"}}}
+		hdr := http.Header{"Authorization": {"Bearer s3cr3t-hdr"}, "Accept": {"text/plain"}}
+		type cfg struct {
+			Password string `json:"password"`
+			Port     int    `json:"port"`
+		}
+		log.Info("x", "params", params, "header", hdr, "cfg", &cfg{Password: "s3cr3t-cfg", Port: 8080},
+			slog.Group("auth", "user", "s3cr3t-group"), slog.Group("req", "session_token", "s3cr3t-st", "session_id", "sid-1"),
+			"raw", json.RawMessage(`{"client_secret":"s3cr3t-raw"}`), "msg", "calling with Authorization: Bearer s3cr3t-inline",
+			"token_count", 42, "credential_ref", "vault:k", "auth_enabled", true)
+		out := buf.String()
+		if strings.Contains(out, "s3cr3t") {
+			t.Errorf("%s: secret logged: %s", format, out)
+		}
+		for _, keep := range []string{"max_tokens", "text/plain", "8080", "sid-1", "42", "vault:k", "true"} {
+			if !strings.Contains(out, keep) {
+				t.Errorf("%s: %q lost: %s", format, keep, out)
+			}
+		}
+		if params["auth"].(map[string]any)["user"] != "s3cr3t-user" || hdr.Get("Authorization") != "Bearer s3cr3t-hdr" {
+			t.Error("the caller's values were modified")
+		}
 	}
 }

@@ -1,0 +1,97 @@
+// Package redact is the pipeline's one secret policy: which keys hold
+// secrets, and how their values are replaced. The normalizer applies it to
+// every envelope before anything is published (so nothing secret reaches
+// E2A_REQUESTS, E2A_AUDIT, the KV buckets or an agent), the logger
+// (internal/obs) to every attribute, and the console (egress/console) to
+// everything it shows. It knows no protocol: what is protocol specific (the
+// envelope's auth object, ACP MCP servers, A2A push configurations) is the
+// normalizer's, which calls this package.
+//
+// # Which keys are secret
+//
+// A key is split into words ([Words]): at every character that is neither a
+// letter nor a digit (snake_case, kebab-case, dotted.keys, spaces), at a
+// lower-case → upper-case change (camelCase), before the last capital of a
+// run followed by a lower-case letter (APIKey → API, Key; OAuthToken → O,
+// Auth, Token), and between letters and digits (oauth2token → oauth, 2,
+// token). Words are compared in lower case.
+//
+// A key is secret when some word, or some run of consecutive words, is in
+// the word list, and no qualifier word follows the last such match:
+//
+//   - secret words: secret(s), password(s), passwd, pwd, passphrase, token,
+//     credential(s), apikey(s), auth, authorization, cookie(s), bearer,
+//     signature, nkey, privatekey, clientsecret; plus, glued in one word,
+//     any word ending in token, secret, password, passwd, passphrase,
+//     credential(s), apikey, cookie or authorization (accesstoken,
+//     xapikey, setcookie, dbpassword);
+//   - secret phrases (consecutive words): api key(s), private key(s),
+//     secret key, session key, signing key, encryption key, master key,
+//     access key, seed phrase, nats seed;
+//   - words and phrases added by configuration ([Policy.AddWords];
+//     E2A_SECRET_KEYS in cmd/e2a), each split like a key.
+//
+// Qualifier words after the match make the key name something about a
+// secret rather than the secret: ref(s), reference(s) (credential_ref,
+// api_key_ref, credentialRef: references, see below), name(s), type(s),
+// kind, scheme(s), method(s), mode, format, count(s), number, num, size,
+// length, len, limit(s), min, max, usage, budget, used, remaining,
+// url, uri, endpoint, path, file, location, policy, provider, expires,
+// expiry, expiration, ttl, required, enabled, present, valid, version,
+// hint, scope(s), algorithm, alg. (Not header: auth_header holds the
+// header's value.) A key whose first word is max, min, num, total, stripped or
+// redacted is a count, never a secret (max_token, stripped_secrets).
+//
+// Deliberate consequences (each is in the test table):
+//
+//   - plural "tokens" is not a secret word: max_tokens, input_tokens,
+//     total_tokens, tokens are LLM counts; token_count, token_usage and
+//     token_type survive through their qualifier; token, auth_token,
+//     session_token, access_token, id_token, github_token are secret.
+//   - "session" alone is not a secret word: ACP sessionId, E2A session_id
+//     and A2A contextId are ids that must survive. A session's secrets are
+//     still caught by their other word: session_token, session_secret,
+//     session_cookie, and the phrase session key.
+//   - "key" alone is not secret (sort_key, cache_key, idempotency_key);
+//     only the phrases above are. "seed" alone is not (an LLM sampling
+//     seed); nkey, nats seed and seed phrase are.
+//   - "auth" is a word: auth, auth_token, authToken, x-auth-token are
+//     secret, while auth_method, auth_type, auth_scheme, auth_url survive,
+//     and authority, author, authenticated, oauth are other words.
+//   - an id after a secret word is not a qualifier: token_id, secret_id
+//     and credential_id are redacted (Vault's secret_id is a credential).
+//
+// # What is replaced
+//
+// [Policy.Redact] walks a decoded JSON value (map[string]any, []any) at
+// every depth, in place:
+//
+//   - the scalar value (string or number) of a secret key is replaced by
+//     [Marker]; booleans and nulls are kept (they carry no secret);
+//   - an object or array under a secret key has every scalar leaf replaced,
+//     at every depth ("auth": {"user": …, "password": …}), except:
+//   - references: the value of a key whose last word is ref(s) or
+//     reference(s) (credentialRef, api_key_ref, $ref) is kept, even inside
+//     a secret object ({"auth": {"credentialRef": "vault:k", "user": …}}
+//     keeps the reference and hides the user); it is still searched for
+//     secret keys. (A2E workflow headers {"credentialRef": {…}, "prefix":
+//     "Bearer "} keep their scheme prefix through the normalizer's
+//     workflow adapter, which knows that shape.)
+//   - name/value pairs: in an object with a string "name" (or "key") and a
+//     "value", the value is replaced when the name is a secret key
+//     ([{"name": "GITHUB_TOKEN", "value": …}], header lists);
+//   - command lines: in an array, an element "--flag" or "-flag" whose
+//     flag is a secret key hides the element after it (["--token", X],
+//     ["--api-key", X]) unless that element starts with "--"; "--flag=X"
+//     and "NAME=X" elements whose flag or name is a secret key become
+//     "--flag=[redacted]" / "NAME=[redacted]". One-letter flags (-p) are
+//     ambiguous (port, print, password) and never match unless the letter
+//     is configured.
+//
+// The marker is "[redacted]" everywhere ([Marker]). [Replacer] lets a caller
+// put a reference (a vault key) instead of the marker.
+//
+// [Default] is the process's policy: cmd/e2a adds E2A_SECRET_KEYS to it at
+// start-up, and the package functions ([IsSecretKey], [Redact]) use it. A
+// [Policy] is safe for concurrent use; AddWords may run while others match.
+package redact

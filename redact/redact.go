@@ -1,0 +1,508 @@
+package redact
+
+import (
+	"encoding/json"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Marker replaces every secret value.
+const Marker = "[redacted]"
+
+// MaxDepth bounds the nesting Redact descends into; a compound value
+// deeper than that is replaced by Marker whole (decoded request bodies are
+// refused long before: e2a.MaxNesting is 128).
+const MaxDepth = 256
+
+// secretWords are single words that make a key secret.
+var secretWords = []string{
+	"secret", "secrets", "password", "passwords", "passwd", "pwd", "passphrase",
+	"token", "credential", "credentials", "apikey", "apikeys", "auth", "authorization",
+	"cookie", "cookies", "bearer", "signature", "nkey", "privatekey", "clientsecret",
+}
+
+// gluedSuffixes make a single word secret when it ends with one of them
+// (accesstoken, xapikey, setcookie, dbpassword).
+var gluedSuffixes = []string{
+	"token", "secret", "password", "passwd", "passphrase", "credential", "credentials",
+	"apikey", "cookie", "authorization",
+}
+
+// secretPhrases are runs of words that make a key secret.
+var secretPhrases = [][]string{
+	{"api", "key"}, {"api", "keys"}, {"private", "key"}, {"private", "keys"}, {"secret", "key"},
+	{"session", "key"}, {"signing", "key"}, {"encryption", "key"}, {"master", "key"},
+	{"access", "key"}, {"seed", "phrase"}, {"nats", "seed"},
+}
+
+// qualifiers after the last secret match make a key name something about a
+// secret, not the secret.
+var qualifiers = []string{
+	"ref", "refs", "reference", "references", "name", "names", "type", "types", "kind",
+	"scheme", "schemes", "method", "methods", "mode", "format", "count", "counts", "number",
+	"num", "size", "length", "len", "limit", "limits", "min", "max", "usage", "budget", "used",
+	"remaining", "url", "uri", "endpoint", "path", "file", "location", "policy", "provider",
+	"expires", "expiry", "expiration", "ttl", "required", "enabled", "present", "valid",
+	"version", "hint", "scope", "scopes", "algorithm", "alg",
+}
+
+// countPrefixes as a key's first word make it a count, never a secret.
+var countPrefixes = []string{"max", "min", "num", "total", "stripped", "redacted"}
+
+// referenceWords as a key's last word make its value a reference.
+var referenceWords = []string{"ref", "refs", "reference", "references"}
+
+// table is an immutable snapshot of a policy's word lists.
+type table struct {
+	words    map[string]bool
+	phrases  [][]string
+	extra    []string // the configured entries, as given (normalized)
+	maxWords int      // longest phrase
+}
+
+// Policy decides which keys are secret and redacts values. It is safe for
+// concurrent use; the zero value is not usable, use [New].
+type Policy struct {
+	mu sync.Mutex // serializes AddWords
+	t  atomic.Pointer[table]
+}
+
+// Default is the process's policy; cmd/e2a adds E2A_SECRET_KEYS to it at
+// start-up.
+var Default = New()
+
+// New returns a policy with the built-in word list and the extra words or
+// keys given (see [Policy.AddWords]).
+func New(extra ...string) *Policy {
+	t := &table{words: map[string]bool{}, maxWords: 2}
+	for _, w := range secretWords {
+		t.words[w] = true
+	}
+	t.phrases = append(t.phrases, secretPhrases...)
+	p := &Policy{}
+	p.t.Store(t)
+	p.AddWords(extra...)
+	return p
+}
+
+// AddWords extends the policy: each entry is a word ("pin") or a key
+// ("db_pass", "X-Vendor-Sig") split like any key ([Words]); a one-word
+// entry becomes a secret word, a longer one a secret phrase. Blank entries
+// are ignored. It is safe to call while other goroutines match.
+func (p *Policy) AddWords(entries ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := p.t.Load()
+	n := &table{words: make(map[string]bool, len(old.words)+len(entries)), phrases: append([][]string(nil), old.phrases...),
+		extra: append([]string(nil), old.extra...), maxWords: old.maxWords}
+	for w := range old.words {
+		n.words[w] = true
+	}
+	changed := false
+	for _, e := range entries {
+		ws := Words(e)
+		switch len(ws) {
+		case 0:
+			continue
+		case 1:
+			n.words[ws[0]] = true
+		default:
+			n.phrases = append(n.phrases, ws)
+			n.maxWords = max(n.maxWords, len(ws))
+		}
+		n.extra = append(n.extra, strings.Join(ws, "_"))
+		changed = true
+	}
+	if changed {
+		p.t.Store(n)
+	}
+}
+
+// Extra returns the configured entries (as words joined by "_"), in the
+// order they were added.
+func (p *Policy) Extra() []string { return append([]string(nil), p.t.Load().extra...) }
+
+// SecretWords returns the single secret words of the policy (built-in and
+// configured), for displays that need a list; matching must use
+// [Policy.IsSecretKey].
+func (p *Policy) SecretWords() []string {
+	t := p.t.Load()
+	out := make([]string, 0, len(t.words))
+	for _, w := range secretWords {
+		out = append(out, w)
+	}
+	for w := range t.words {
+		if !inList(secretWords, w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// Words splits a key into lower-case words: at every rune that is neither a
+// letter nor a digit, at lower → upper case changes, before the last
+// capital of a run followed by a lower-case letter, and between letters and
+// digits. Words("X-Api-Key") = [x api key]; Words("APIKey") = [api key];
+// Words("oauth2Token") = [oauth 2 token].
+func Words(key string) []string {
+	var out []string
+	start := -1 // byte offset of the current word
+	var prev rune
+	flush := func(end int) {
+		if start >= 0 && end > start {
+			out = append(out, strings.ToLower(key[start:end]))
+		}
+		start = -1
+	}
+	for i, r := range key {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+			flush(i)
+			prev = 0
+			continue
+		}
+		if start >= 0 && prev != 0 {
+			switch {
+			case unicode.IsDigit(r) != unicode.IsDigit(prev):
+				flush(i)
+			case unicode.IsUpper(r) && !unicode.IsUpper(prev) && !unicode.IsDigit(prev):
+				flush(i)
+			case unicode.IsLower(r) && unicode.IsUpper(prev):
+				// "APIKey": at 'e', the word began before 'K' if the run
+				// of capitals is longer than one.
+				pi := i - utf8.RuneLen(prev)
+				if pi > start {
+					flush(pi)
+					start = pi
+				}
+			}
+		}
+		if start < 0 {
+			start = i
+		}
+		prev = r
+	}
+	flush(len(key))
+	return out
+}
+
+// IsSecretKey reports whether values under key are secrets (see the package
+// documentation for the rule).
+func (p *Policy) IsSecretKey(key string) bool {
+	if key == "" {
+		return false
+	}
+	return p.t.Load().secret(Words(key))
+}
+
+func (t *table) secret(ws []string) bool {
+	if len(ws) == 0 || inList(countPrefixes, ws[0]) && len(ws) > 1 {
+		return false
+	}
+	last := -1
+	for i := len(ws) - 1; i >= 0 && last < 0; i-- {
+		if t.endsMatch(ws, i) {
+			last = i
+		}
+	}
+	if last < 0 {
+		return false
+	}
+	for _, w := range ws[last+1:] {
+		if inList(qualifiers, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// endsMatch reports whether a secret word or phrase ends at ws[i].
+func (t *table) endsMatch(ws []string, i int) bool {
+	w := ws[i]
+	if t.words[w] {
+		return true
+	}
+	for _, s := range gluedSuffixes {
+		if len(w) > len(s) && strings.HasSuffix(w, s) {
+			return true
+		}
+	}
+	for _, ph := range t.phrases {
+		n := len(ph)
+		if n > i+1 {
+			continue
+		}
+		ok := true
+		for k := range n {
+			if ws[i-n+1+k] != ph[k] {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// IsReferenceKey reports whether key names a reference to a secret rather
+// than a secret: its last word is ref(s) or reference(s) (credentialRef,
+// api_key_ref, $ref).
+func IsReferenceKey(key string) bool {
+	ws := Words(key)
+	return len(ws) > 0 && inList(referenceWords, ws[len(ws)-1])
+}
+
+// Replacer returns what replaces a secret scalar found under key (value is
+// its text). Returning "" means [Marker]; returning value itself leaves it
+// unchanged and uncounted (it already is one of the replacer's references).
+type Replacer func(key, value string) string
+
+// Redact replaces, in place, the secrets of a decoded JSON value
+// (map[string]any, []any and scalars, as encoding/json decodes them) at
+// every depth, and returns how many values it replaced. fn may be nil (the
+// marker).
+func (p *Policy) Redact(v any, fn Replacer) int {
+	w := walker{t: p.t.Load(), fn: fn}
+	switch t := v.(type) {
+	case map[string]any:
+		return w.object(t, false, "", 0)
+	case []any:
+		return w.array(t, false, "", 0)
+	}
+	return 0
+}
+
+type walker struct {
+	t  *table
+	fn Replacer
+}
+
+func (w *walker) isSecret(key string) bool { return key != "" && w.t.secret(Words(key)) }
+
+// replace returns the replacement of a secret scalar and whether it
+// changed.
+func (w *walker) replace(key string, v any) (any, bool) {
+	var s string
+	switch t := v.(type) {
+	case string:
+		s = t
+	case json.Number:
+		s = t.String()
+	case float64, float32, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		b, _ := json.Marshal(t)
+		s = string(b)
+	default: // bool, nil and anything else carries no secret text
+		return v, false
+	}
+	if s == Marker {
+		return v, false
+	}
+	r := ""
+	if w.fn != nil {
+		r = w.fn(key, s)
+		if r == s {
+			return v, false
+		}
+	}
+	if r == "" {
+		r = Marker
+	}
+	return r, true
+}
+
+// object redacts m; secret says m is (inside) the value of a secret key.
+func (w *walker) object(m map[string]any, secret bool, parent string, depth int) int {
+	n := 0
+	if !secret {
+		n += w.nameValue(m, depth)
+	}
+	for k, v := range m {
+		ks := secret
+		key := parent
+		if !ks || key == "" {
+			key = k
+		}
+		if IsReferenceKey(k) {
+			ks = false
+		} else if !ks && w.isSecret(k) {
+			ks = true
+		}
+		switch t := v.(type) {
+		case map[string]any:
+			if depth >= MaxDepth {
+				m[k] = Marker
+				n++
+				continue
+			}
+			n += w.object(t, ks, key, depth+1)
+		case []any:
+			if depth >= MaxDepth {
+				m[k] = Marker
+				n++
+				continue
+			}
+			n += w.array(t, ks, key, depth+1)
+		default:
+			if ks {
+				if r, ok := w.replace(key, v); ok {
+					m[k] = r
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// nameValue applies the name/value pair rule to m.
+func (w *walker) nameValue(m map[string]any, depth int) int {
+	v, ok := m["value"]
+	if !ok || v == nil {
+		return 0
+	}
+	name, _ := m["name"].(string)
+	if name == "" {
+		name, _ = m["key"].(string)
+	}
+	if !w.isSecret(name) {
+		return 0
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		return w.object(t, true, name, depth+1)
+	case []any:
+		return w.array(t, true, name, depth+1)
+	}
+	if r, ok := w.replace(name, v); ok {
+		m["value"] = r
+		return 1
+	}
+	return 0
+}
+
+// array redacts a; secret says a is (inside) the value of a secret key.
+func (w *walker) array(a []any, secret bool, parent string, depth int) int {
+	n := 0
+	if !secret {
+		n += w.args(a)
+	}
+	for i, v := range a {
+		switch t := v.(type) {
+		case map[string]any:
+			if depth >= MaxDepth {
+				a[i] = Marker
+				n++
+				continue
+			}
+			n += w.object(t, secret, parent, depth+1)
+		case []any:
+			if depth >= MaxDepth {
+				a[i] = Marker
+				n++
+				continue
+			}
+			n += w.array(t, secret, parent, depth+1)
+		default:
+			if secret {
+				if r, ok := w.replace(parent, v); ok {
+					a[i] = r
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// args applies the command-line rule to the string elements of a.
+func (w *walker) args(a []any) int {
+	n := 0
+	for i := 0; i < len(a); i++ {
+		s, ok := a[i].(string)
+		if !ok || s == "" {
+			continue
+		}
+		if r, changed := w.assignment(s); changed {
+			a[i] = r
+			n++
+			continue
+		}
+		flag, isFlag := flagName(s)
+		if !isFlag || !w.isSecret(flag) || i+1 >= len(a) {
+			continue
+		}
+		next := a[i+1]
+		if ns, ok := next.(string); ok && strings.HasPrefix(ns, "--") {
+			continue
+		}
+		if r, ok := w.replace(flag, next); ok {
+			a[i+1] = r
+			n++
+		}
+		i++
+	}
+	return n
+}
+
+// assignment redacts "--flag=X", "-flag=X" and "NAME=X" when the flag or
+// name is a secret key.
+func (w *walker) assignment(s string) (string, bool) {
+	eq := strings.IndexByte(s, '=')
+	if eq <= 0 || eq == len(s)-1 {
+		return s, false
+	}
+	name := s[:eq]
+	if f, ok := flagName(name); ok {
+		name = f
+	} else if strings.ContainsFunc(name, unicode.IsSpace) || strings.HasPrefix(name, "-") {
+		return s, false
+	}
+	if !w.isSecret(name) {
+		return s, false
+	}
+	r, ok := w.replace(name, s[eq+1:])
+	if !ok {
+		return s, false
+	}
+	return s[:eq+1] + r.(string), true
+}
+
+// flagName returns the name of a command-line flag ("--api-key" →
+// "api-key", "-token" → "token"); one-letter flags are names too ("-p" →
+// "p"), and match only when configured.
+func flagName(s string) (string, bool) {
+	if len(s) < 2 || s[0] != '-' {
+		return "", false
+	}
+	f := strings.TrimPrefix(strings.TrimPrefix(s, "-"), "-")
+	if f == "" || strings.ContainsFunc(f, unicode.IsSpace) {
+		return "", false
+	}
+	r, _ := utf8.DecodeRuneInString(f)
+	if !unicode.IsLetter(r) {
+		return "", false // "-1", "--" and negative numbers are no flags
+	}
+	return f, true
+}
+
+func inList(list []string, w string) bool {
+	for _, s := range list {
+		if s == w {
+			return true
+		}
+	}
+	return false
+}
+
+// IsSecretKey is [Default].IsSecretKey.
+func IsSecretKey(key string) bool { return Default.IsSecretKey(key) }
+
+// Redact is [Default].Redact.
+func Redact(v any, fn Replacer) int { return Default.Redact(v, fn) }
+
+// AddWords is [Default].AddWords.
+func AddWords(entries ...string) { Default.AddWords(entries...) }
