@@ -135,7 +135,11 @@ func start(t *testing.T, mods ...func(*ingress.AuthConfig)) *suite {
 	_, nc := natstest.RunServer(t)
 	js := natstest.JetStream(t, nc)
 	logs := &lockedBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// The process's logger (cmd/e2a's), with its secret redaction.
+	log, err := obs.NewLogger(logs, "json", "debug")
+	if err != nil {
+		t.Fatal(err)
+	}
 	acfg := &ingress.AuthConfig{
 		Schemes: []string{"apiKey", "bearer", "oauth2"},
 		APIKeys: []ingress.Credential{
