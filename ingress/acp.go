@@ -244,27 +244,10 @@ func readSessionConfig(raw json.RawMessage, need bool) (*acpSessionConfig, *Erro
 	return cfg, nil
 }
 
-// stripMCPSecrets removes the values of an MCP server's environment
-// variables and HTTP headers (credentials, as a rule); their names stay.
-func stripMCPSecrets(v any) {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return
-	}
-	for _, k := range []string{"env", "headers"} {
-		list, ok := m[k].([]any)
-		if !ok {
-			continue
-		}
-		for _, e := range list {
-			if em, ok := e.(map[string]any); ok {
-				if _, has := em["value"]; has {
-					em["value"] = ""
-				}
-			}
-		}
-	}
-}
+// stripMCPSecrets removes the secrets of an MCP server: every value of its
+// environment variables and HTTP headers, and secret args (--token X), by
+// the normalizer's rule (normalizer.StripMCPServers); names stay.
+func stripMCPSecrets(v any) { normalizer.StripMCPServers([]any{v}) }
 
 func newSessionID() string {
 	id, err := uuid.NewV7()

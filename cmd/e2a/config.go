@@ -6,6 +6,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/e2a-pipeline/pipeline/redact"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -70,6 +71,10 @@ type Config struct {
 	// LogFormat is json or text; LogLevel debug, info, warn or error.
 	LogFormat string `envconfig:"LOG_FORMAT" default:"json"`
 	LogLevel  string `envconfig:"LOG_LEVEL" default:"info"`
+
+	// SecretKeys are extra words or keys (comma-separated) whose values are
+	// secrets, added to the policy of package redact at start-up.
+	SecretKeys []string `envconfig:"SECRET_KEYS"`
 }
 
 // LoadConfig reads the configuration from the environment.
@@ -78,6 +83,7 @@ func LoadConfig() (Config, error) {
 	if err := envconfig.Process("E2A", &c); err != nil {
 		return c, fmt.Errorf("config: %w", err)
 	}
+	redact.AddWords(c.SecretKeys...)
 	if c.Replicas < 1 {
 		return c, fmt.Errorf("config: E2A_REPLICAS must be ≥ 1")
 	}
