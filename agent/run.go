@@ -459,6 +459,12 @@ func (w *worker) handle(m jetstream.Msg) string {
 		}
 		id = env.RequestID
 	}
+	if id == "" {
+		// No frame can be written for it (a frame requires a request id).
+		w.log.Error("request with an empty request id: terminated", "subject", m.Subject())
+		_ = m.TermWithReason("empty request id")
+		return OutcomeInvalid
+	}
 	if env == nil {
 		env = &e2a.Envelope{}
 	}
@@ -536,6 +542,15 @@ func (w *worker) handle(m jetstream.Msg) string {
 	// and not resumable.
 	if perr != nil {
 		return w.end(r, errorFrame(e2a.ErrCodeInvalidRequest, perr.Error(), false, nil), log)
+	}
+	if ierr := subjects.ValidateRequestID(id); ierr != nil {
+		// Only an integrator publishing on the subject directly can send
+		// such an id (ingress refuses it). It is answered, once, with a
+		// final error frame: frames of such an id carry no Nats-Msg-Id
+		// (subjects.FrameMsgID), so it cannot collide with another
+		// request's, and the subject's expected last sequence fences it.
+		log.Error("request id outside the id grammar: refused", "err", ierr)
+		return w.end(r, errorFrame(e2a.ErrCodeInvalidRequest, ierr.Error(), false, nil), log)
 	}
 	if cancelledLive || w.cancelStored(id, log) {
 		return w.end(r, cancelFrame(), log)

@@ -1,0 +1,137 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// TestInvalidRequestIDFromIntegrator: requests an integrator publishes
+// straight on e2a.req.<pool>.<token> with ids outside the grammar (only
+// white space, outer white space, a format or line-separator character) each
+// end with exactly one final e2a.error invalid_request frame on their own
+// subject, without running the handler and without redelivery; the empty id
+// (no frame can name it) is terminated; a valid id next to them is served
+// normally.
+func TestInvalidRequestIDFromIntegrator(t *testing.T) {
+	s := startServer(t)
+	var served atomic.Int32
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		served.Add(1)
+		if env.RequestID != "dup" {
+			t.Errorf("handler ran for %+q", env.RequestID)
+		}
+		return w.Complete(map[string]any{"ok": true})
+	})
+	bad := []string{"\t", "\n", "\r\r", "dup ", " dup", "a\u200bb", "a\u2028b"}
+	ids := append([]string{"dup"}, bad...)
+
+	// Every frame arrives on e2a.live.<token>: wait for the finals there.
+	finals := make(chan string, 4*len(ids))
+	sub, err := s.nc.Subscribe(subjects.AllLive, func(m *nats.Msg) {
+		f, err := e2a.ResponseFromJSON(m.Data)
+		if err != nil {
+			t.Errorf("live frame on %s: %v", m.Subject, err)
+			return
+		}
+		if f.IsFinal {
+			p, _ := subjects.Parse(m.Subject)
+			finals <- p.RequestID
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := s.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, s.nc, "ids", h)
+	waitConsumer(t, s.js, "ids")
+
+	// The empty id (token "="), first: no frame can name it, so it is
+	// terminated; the consumer check below sees it acknowledged.
+	for _, id := range append([]string{""}, ids...) {
+		subj, err := subjects.Request("ids", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := json.Marshal(request(id, map[string]any{"text": "hi"}))
+		m := nats.NewMsg(subj)
+		m.Data = data
+		if id == "dup" {
+			m.Header.Set(subjects.HeaderMsgID, id)
+		}
+		if _, err := s.js.PublishMsg(tctx(t), m); err != nil {
+			t.Fatalf("publish %+q: %v", id, err)
+		}
+	}
+	got := map[string]int{}
+	timeout := time.After(30 * time.Second)
+	for len(got) < len(ids) {
+		select {
+		case id := <-finals:
+			got[id]++
+		case <-timeout:
+			t.Fatalf("final frames after 30 s: %v of %q", got, ids)
+		}
+	}
+	for _, id := range bad {
+		frames, raw := storedFrames(t, s.nc, id)
+		if len(frames) != 1 || !frames[0].IsFinal || frames[0].ResponseKind != e2a.KindError {
+			t.Fatalf("id %+q: frames %+v, want one final error", id, frames)
+		}
+		if err := e2a.CheckFrames(frames); err != nil {
+			t.Fatalf("id %+q: %v", id, err)
+		}
+		body := string(raw[0].Data)
+		if !strings.Contains(body, e2a.ErrCodeInvalidRequest) || !strings.Contains(body, "invalid request id") {
+			t.Fatalf("id %+q: error frame %s", id, body)
+		}
+		if h := raw[0].Header.Get(subjects.HeaderMsgID); h != "" {
+			t.Fatalf("id %+q: frame carries Nats-Msg-Id %+q", id, h)
+		}
+	}
+	if fr, _ := storedFrames(t, s.nc, "dup"); len(fr) != 1 || fr[0].ResponseKind != e2a.KindComplete {
+		t.Fatalf("dup: frames %+v", fr)
+	}
+	if fr, _ := storedFrames(t, s.nc, ""); len(fr) != 0 {
+		t.Fatalf("empty id: %d frames", len(fr))
+	}
+	if n := served.Load(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1", n)
+	}
+	// Every delivery is acknowledged once: nothing pending, nothing redelivered.
+	name, _ := streams.AgentConsumerName("ids")
+	cons, err := s.js.Consumer(tctx(t), streams.RequestsStream, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := cons.Info(tctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumRedelivered != 0 {
+			t.Fatalf("%d redelivered", info.NumRedelivered)
+		}
+		if info.NumAckPending == 0 && info.NumPending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consumer still has %d unacknowledged, %d pending", info.NumAckPending, info.NumPending)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
