@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -89,7 +90,8 @@ func a2eShape(w http.ResponseWriter, f failure) {
 // handshake/resp, ping → pong, shutdown ends the answer; any other type is
 // a request: published to its pool, then its invoke/event lines and the
 // response (or error, with retryable) are streamed before the next message
-// is read. A malformed line gets an error line and the others still run.
+// is read. A malformed line gets an error line and the others still run;
+// a body that is not valid UTF-8 is refused whole (400, parse_error).
 func (s *Server) handleA2E(w http.ResponseWriter, r *http.Request) {
 	rec := &statusRecorder{ResponseWriter: w}
 	defer func() { s.metrics.requests.WithLabelValues("a2e", "POST /a2e", strconv.Itoa(rec.code)).Inc() }()
@@ -102,6 +104,13 @@ func (s *Server) handleA2E(w http.ResponseWriter, r *http.Request) {
 	if _, err := body.ReadFrom(r.Body); err != nil {
 		a2eShape(rec, failure{Status: http.StatusRequestEntityTooLarge, Code: normalizer.A2ECodeInvalidRequest,
 			Message: "body exceeds " + strconv.FormatInt(s.opts.maxBody, 10) + " bytes"})
+		return
+	}
+	if !utf8.Valid(body.Bytes()) {
+		// Refused whole, before any line runs: encoding/json would replace
+		// the bad bytes with U+FFFD.
+		a2eShape(rec, failure{Status: http.StatusBadRequest, Code: normalizer.A2ECodeParseError,
+			Message: "the body is not valid UTF-8"})
 		return
 	}
 	aw := &a2eWriter{ResponseWriter: rec}

@@ -7,13 +7,15 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/e2a-pipeline/pipeline/egress"
 )
 
 // JSON-RPC 2.0 (https://www.jsonrpc.org/specification), exactly:
 //
-//   - A body that is not valid JSON is answered with -32700 and id null.
+//   - A body that is not valid JSON, or not valid UTF-8, is answered with
+//     -32700 and id null.
 //   - An element that is not a valid Request object (not an object, jsonrpc
 //     not exactly the string "2.0", method missing, empty or not a string, id
 //     not a string, number or null, params not an object or array) is
@@ -157,11 +159,15 @@ type Call struct {
 // elements of a batch (batch true, at least one element).
 //
 // A non-nil *Error concerns the whole body and must be answered alone, with
-// id null: -32700 for a body that is not JSON, -32600 for a body that is
+// id null: -32700 for a body that is not JSON (or not valid UTF-8), -32600 for a body that is
 // neither an object nor an array, an empty array, a batch larger than
 // MaxBatch, or nesting deeper than MaxDepth.
 func DecodeJSONRPC(body []byte, opts DecodeOptions) (calls []Call, batch bool, err *Error) {
 	opts = opts.withDefaults()
+	if !utf8.Valid(body) {
+		// encoding/json would replace the bad bytes with U+FFFD.
+		return nil, false, ParseError("the body is not valid UTF-8")
+	}
 	if !json.Valid(body) {
 		return nil, false, ParseError("the body is not valid JSON")
 	}

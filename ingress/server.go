@@ -247,7 +247,11 @@ func (s *Server) handleE2A(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.opts.norm.FromE2A(s.input(r, body, p, r.URL.Query().Get("agent")))
 	if err != nil {
-		writeError(w, normalizer.HTTPStatus(err), "invalid_request", err.Error(), false)
+		code := "invalid_request"
+		if errors.Is(err, subjects.ErrInvalidID) {
+			code = "invalid_request_id"
+		}
+		writeError(w, normalizer.HTTPStatus(err), code, err.Error(), false)
 		return
 	}
 	env, pool := res.Envelope, res.Pool
@@ -328,7 +332,13 @@ func handleRoot(w http.ResponseWriter, r *http.Request) {
 }
 
 func links(id string) map[string]string {
-	p := "/v1/requests/" + url.PathEscape(id)
+	seg := url.PathEscape(id)
+	if seg == "." || seg == ".." {
+		// Dot segments would be removed from the path (a redirect to
+		// /v1/requests); escaped they reach the handler as the id.
+		seg = strings.ReplaceAll(seg, ".", "%2E")
+	}
+	p := "/v1/requests/" + seg
 	return map[string]string{"self": p, "stream": p + "/stream"}
 }
 

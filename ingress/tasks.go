@@ -71,7 +71,12 @@ func NewTaskStore(ctx context.Context, js jetstream.JetStream) (*TaskStore, erro
 	return &TaskStore{kv: kv, now: time.Now}, nil
 }
 
+// taskKey refuses an id outside the request-id grammar
+// (subjects.ValidateRequestID): no such task, context or session can exist.
 func taskKey(kind, id string) (string, error) {
+	if err := subjects.ValidateRequestID(id); err != nil {
+		return "", err
+	}
 	tok, err := subjects.EncodeID(id)
 	if err != nil {
 		return "", err

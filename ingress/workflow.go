@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -45,6 +46,9 @@ func (s *Server) workflowAPI() *workflow.API {
 			in := s.input(r, body, Principal{UserID: p.ID, IdentityOrigin: p.Origin, Roles: p.Roles, Open: p.Open}, "")
 			res, err := s.opts.norm.FromWorkflow(in)
 			if err != nil {
+				if normalizer.HTTPStatus(err) < 500 { // e.g. an Idempotency-Key outside the id grammar
+					return nil, fmt.Errorf("%w: %w", workflow.ErrInvalidRequest, err)
+				}
 				return nil, err
 			}
 			return res.Envelope, nil

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -92,6 +93,12 @@ var ErrConflict = errors.New("workflow: id already in use by another principal")
 // retryable.
 var ErrTooLarge = errors.New("workflow: execution too large to be queued")
 
+// ErrInvalidRequest is returned by an API.NewEnvelope that refuses the
+// request itself (e.g. an Idempotency-Key outside the request-id grammar);
+// the API answers 400 ValidationError with the error's message, not
+// retryable.
+var ErrInvalidRequest = errors.New("workflow: invalid request")
+
 // API serves the A2E workflow REST API (spec §12) for the ingress to
 // mount: GET /health, GET /api/v1/capabilities, POST
 // /api/v1/workflows/validate, POST /api/v1/workflows/execute, GET
@@ -113,7 +120,8 @@ type API struct {
 	// other 500. /health needs no authentication.
 	Authenticate func(r *http.Request) (Principal, error)
 	// NewEnvelope builds the envelope of an execution (e.g. with the
-	// normalizer); nil uses [NewEnvelope].
+	// normalizer); nil uses [NewEnvelope]. An error wrapping
+	// ErrInvalidRequest is answered 400, any other 500.
 	NewEnvelope func(r *http.Request, p Principal, workflow string) (*e2a.Envelope, error)
 	// Wait bounds how long execute waits for the result before answering
 	// 202 with the execution id (default: maxExecutionTime + 5 s).
@@ -262,6 +270,11 @@ func (a *API) readWorkflow(w http.ResponseWriter, r *http.Request) (string, bool
 		writeError(w, http.StatusBadRequest, &Error{Type: ValidationError, Message: "the body could not be read"})
 		return "", false
 	}
+	if !utf8.Valid(body) {
+		// encoding/json would replace the bad bytes with U+FFFD.
+		writeError(w, http.StatusBadRequest, &Error{Type: ValidationError, Message: "the body is not valid UTF-8"})
+		return "", false
+	}
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch mt {
 	case "application/jsonl", "application/x-ndjson", "application/x-jsonlines", "text/plain":
@@ -364,6 +377,10 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, p Principal) {
 		build = NewEnvelope
 	}
 	env, err := build(r, p, text)
+	if errors.Is(err, ErrInvalidRequest) {
+		writeError(w, http.StatusBadRequest, &Error{Type: ValidationError, Message: err.Error()})
+		return
+	}
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, &Error{Type: ExecutionError, Message: "the execution could not be prepared"})
 		return
