@@ -35,6 +35,16 @@
 // cannot represent every string exactly (leading blanks are dropped, line
 // breaks are not allowed): the subject token is the authoritative form.
 //
+// # Request-id grammar
+//
+// Encoding accepts any id up to [MaxIDLength] bytes; accepting a new request
+// is stricter. [ValidateRequestID] admits only ids that every header
+// derived from them carries byte for byte: 1 to MaxIDLength bytes of valid
+// UTF-8, no leading or trailing white space, no control, format, line or
+// paragraph separator character. Refusals wrap [ErrInvalidID]. Every entry
+// point applies it before publishing; [FrameMsgID] gives no deduplication
+// id to an id outside it.
+//
 // # JetStream API and audit subjects
 //
 // The package also formats the JetStream API subjects the pipeline calls
