@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/e2a-pipeline/pipeline/redact"
 )
 
 // now is the clock of the few values not taken from frames (the submitted
@@ -321,7 +323,43 @@ func (p projecting) Frame(f *Frame) error {
 
 func maybeProjecting(r *http.Request, rend Renderer) Renderer {
 	if isTrue(r.URL.Query().Get("projections")) {
-		return projecting{rend}
+		rend = projecting{rend}
+	}
+	if redactingFrames(r.Context()) {
+		rend = redacting{rend}
 	}
 	return rend
+}
+
+type redactKey struct{}
+
+// RedactFrames returns ctx marked so that the E2A streams served under it
+// replace the value of every secret-named key of each frame (package redact,
+// the rule the normalizer and the logger use). The console serves its
+// streams so; API clients get frames as stored.
+func RedactFrames(ctx context.Context) context.Context {
+	return context.WithValue(ctx, redactKey{}, true)
+}
+
+func redactingFrames(ctx context.Context) bool {
+	v, _ := ctx.Value(redactKey{}).(bool)
+	return v
+}
+
+// redacting re-encodes each frame with its secrets replaced before the
+// wrapped E2A renderer writes it; frames without any pass unchanged.
+type redacting struct{ Renderer }
+
+func (p redacting) Frame(f *Frame) error {
+	dec := json.NewDecoder(bytes.NewReader(f.Raw))
+	dec.UseNumber()
+	var m map[string]any
+	if dec.Decode(&m) != nil || redact.Redact(m, nil) == 0 {
+		return p.Renderer.Frame(f)
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return p.Renderer.Frame(&Frame{Raw: raw, StreamSeq: f.StreamSeq, seq: f.sequence(), final: f.isFinal(), rkind: f.kind()})
 }

@@ -85,3 +85,38 @@ func TestNonJSONEnvelopeStaysValidJSON(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
 }
+
+// TestRedactFrames: streams served under RedactFrames (the console's) have
+// every secret-named value replaced, counts such as max_tokens kept; API
+// clients get the frames as stored.
+func TestRedactFrames(t *testing.T) {
+	e := startEnv(t)
+	env := newEnvelope("redact-1")
+	e.submit(t, env)
+	w := e.writer(t, env)
+	w.complete(map[string]any{"answer": "ok", "api_key": "sk-live-0123456789", "nested": map[string]any{"session_token": "st-42", "max_tokens": 7}})
+	s, err := New(e.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mux := http.NewServeMux()
+	s.Register(mux)
+	for _, redacted := range []bool{true, false} {
+		for _, accept := range []string{"text/event-stream", "application/x-ndjson"} {
+			req := httptest.NewRequest("GET", "/v1/requests/redact-1/stream", nil)
+			req.Header.Set("Accept", accept)
+			if redacted {
+				req = req.WithContext(RedactFrames(req.Context()))
+			}
+			rec := httptest.NewRecorder()
+			mux.ServeHTTP(rec, req)
+			body := rec.Body.String()
+			leaked := strings.Contains(body, "sk-live-0123456789") || strings.Contains(body, "st-42")
+			if rec.Code != 200 || leaked == redacted || !strings.Contains(body, `"max_tokens":7`) || !strings.Contains(body, `"answer":"ok"`) ||
+				(redacted && !strings.Contains(body, `"[redacted]"`)) || !strings.Contains(body, `"is_final":true`) {
+				t.Errorf("redacted=%v %s: %d %s", redacted, accept, rec.Code, body)
+			}
+		}
+	}
+}

@@ -317,13 +317,12 @@ type sessionInfo struct {
 	Demo         bool     `json:"demo"`
 	DemoPool     string   `json:"demo_pool,omitempty"`
 	Statuses     []string `json:"statuses"`
-	SecretKeys   []string `json:"secret_keys"`
 	Indexer      bool     `json:"indexer"`
 }
 
 func (c *Console) session(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, sessionInfo{Principal: principalFrom(r.Context()).ID, AuthRequired: c.o.auth != nil,
-		Demo: c.o.demo != nil, DemoPool: c.o.demoPool, Statuses: Statuses, SecretKeys: secretKeyParts, Indexer: !c.o.noIndexer})
+		Demo: c.o.demo != nil, DemoPool: c.o.demoPool, Statuses: Statuses, Indexer: !c.o.noIndexer})
 }
 
 // parseTime reads an RFC 3339 time, or a duration meaning that long ago.
@@ -486,7 +485,9 @@ func (c *Console) streamRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	r2 := r.Clone(r.Context())
+	// The console shows frames with their secrets replaced, as it shows
+	// envelopes.
+	r2 := r.Clone(egress.RedactFrames(r.Context()))
 	r2.URL.Path = "/v1/requests/" + id + "/stream"
 	r2.URL.RawPath = "/v1/requests/" + url.PathEscape(id) + "/stream"
 	r2.RequestURI = r2.URL.RequestURI()

@@ -8,12 +8,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/redact"
 )
 
-// secretKeyParts are sent to the page (session.secret_keys), which hides
-// values under keys containing one of them in the frames it shows raw: the
-// secret words of package redact, the one policy. What the server renders
-// (envelopes) is redacted by RedactEnvelope with the full word rule.
-var secretKeyParts = redact.Default.SecretWords()
-
 // IsSecretKey reports whether a JSON key names a secret: the rule of
 // package redact (references such as credential_ref and counts such as
 // max_tokens are not secrets).

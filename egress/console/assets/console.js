@@ -29,7 +29,7 @@ function el(tag, attrs, ...children) {
   return n;
 }
 
-let session = {secret_keys: []};
+let session = {};
 
 async function api(path, opts = {}) {
   const headers = {'Accept': 'application/json'};
@@ -49,24 +49,9 @@ async function api(path, opts = {}) {
 
 // ---------- formatting ----------
 
-function isSecretKey(k) {
-  const l = k.toLowerCase();
-  if (l.endsWith('_ref') || l.endsWith('_tokens')) return false;
-  return (session.secret_keys || []).some((s) => l.includes(s));
-}
-
-// redact returns a copy of v with the value of every secret-named key hidden.
-function redact(v) {
-  if (Array.isArray(v)) return v.map(redact);
-  if (v && typeof v === 'object') {
-    const out = {};
-    for (const [k, x] of Object.entries(v)) out[k] = isSecretKey(k) ? '[redacted]' : redact(x);
-    return out;
-  }
-  return v;
-}
-
-const pretty = (v) => JSON.stringify(redact(v), null, 2);
+// Envelopes and frames arrive with their secrets already replaced by the
+// server (package redact: the same rule as the normalizer and the logs).
+const pretty = (v) => JSON.stringify(v, null, 2);
 
 function fmtTime(s) {
   if (!s) return '';
@@ -413,7 +398,7 @@ function renderFrames() {
 }
 
 function toolText(v) {
-  return typeof v === 'string' ? v : JSON.stringify(redact(v));
+  return typeof v === 'string' ? v : JSON.stringify(v);
 }
 
 function frameBody(f) {
