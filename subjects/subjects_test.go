@@ -290,7 +290,7 @@ func TestFrameMsgID(t *testing.T) {
 	for _, tc := range []struct {
 		id  string
 		seq int64
-	}{{"abc", 0}, {"a:b", 12}, {"", 3}, {"x y", 1 << 40}} {
+	}{{"abc", 0}, {"a:b", 12}, {"x y", 1 << 40}} {
 		m := subjects.FrameMsgID(tc.id, tc.seq)
 		id, seq, err := subjects.ParseFrameMsgID(m)
 		if err != nil || id != tc.id || seq != tc.seq {
@@ -299,6 +299,12 @@ func TestFrameMsgID(t *testing.T) {
 	}
 	if got := subjects.FrameMsgID("r1", 7); got != "r1:7" {
 		t.Errorf("FrameMsgID = %q", got)
+	}
+	// Ids outside the request-id grammar get no deduplication id.
+	for _, id := range []string{"", "\t", "dup ", "a\nb"} {
+		if got := subjects.FrameMsgID(id, 3); got != "" {
+			t.Errorf("FrameMsgID(%q) = %q, want none", id, got)
+		}
 	}
 	for _, m := range []string{"abc", "abc:", "abc:x", "abc:-1", "abc:+1", "abc:99999999999999999999"} {
 		if _, _, err := subjects.ParseFrameMsgID(m); !errors.Is(err, subjects.ErrInvalidMsgID) {
