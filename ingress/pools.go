@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -109,4 +110,28 @@ func (s *Server) checkPool(ctx context.Context, pool string) (warning string, er
 		return fmt.Sprintf("agent pool %q has no live worker right now: the request waits until one starts", pool), nil
 	}
 	return "", nil
+}
+
+// Pools reports the agent pools that have a durable consumer on
+// E2A_REQUESTS and whether a worker of each is pulling now: "live" or "no
+// live worker" (requests for it wait). It is the pools detail of /readyz.
+func (s *Server) Pools(ctx context.Context) (map[string]string, error) {
+	st, err := s.js.Stream(ctx, streams.RequestsStream)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	lister := st.ListConsumers(ctx)
+	for ci := range lister.Info() {
+		pool, ok := strings.CutPrefix(ci.Name, "agent-")
+		if !ok {
+			continue
+		}
+		if ci.NumWaiting > 0 {
+			out[pool] = "live"
+		} else {
+			out[pool] = "no live worker"
+		}
+	}
+	return out, lister.Err()
 }

@@ -98,6 +98,9 @@ func TestPoolCheck(t *testing.T) {
 	}()
 	t.Cleanup(func() { acancel(); <-done })
 	waitPulling(t, ctx, js, "demo")
+	if pools, err := in.Pools(ctx); err != nil || pools["idle"] != "no live worker" || pools["demo"] != "live" {
+		t.Errorf("pools %v %v", pools, err)
+	}
 	code, h, b = post("/v1/requests?agent=demo&wait=true", `{"params":{"text":"hi","frames":1}}`)
 	if code != 200 || strings.Contains(b, "warning") || h.Get(ingress.HeaderWarning) != "" || !strings.Contains(b, `"state":"succeeded"`) {
 		t.Errorf("live pool: %d %q %s", code, h.Get(ingress.HeaderWarning), b)

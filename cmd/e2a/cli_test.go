@@ -3,14 +3,20 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // runBin runs the built e2a binary with args and extra environment, and
@@ -118,5 +124,33 @@ func TestDevPortTaken(t *testing.T) {
 		if strings.Contains(errOut, "provisioned") || strings.Contains(errOut, "console") {
 			t.Errorf("%v: started something before checking the ports: %s", c.env, errOut)
 		}
+	}
+}
+
+// TestDevPools: `e2a dev` refuses a request for a pool that does not exist
+// (a typo) at once, and /readyz says which pools have a live worker.
+func TestDevPools(t *testing.T) {
+	stdout, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
+	m, _ := waitLine(t, stdout, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	base := m[1]
+	var ready struct {
+		Status  string `json:"status"`
+		Details struct {
+			Pools map[string]string `json:"pools"`
+		} `json:"details"`
+	}
+	testkit.Eventually(t, 30*time.Second, "both pools live in /readyz", func() bool {
+		_, body := httpGet(t, base+"/readyz")
+		return json.Unmarshal([]byte(body), &ready) == nil && ready.Status == "ready" &&
+			ready.Details.Pools["demo"] == "live" && ready.Details.Pools["workflow"] == "live"
+	})
+	resp, err := http.Post(base+"/v1/requests?agent=nopool", "application/json", strings.NewReader(`{"params":{"text":"hi"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 404 || !strings.Contains(string(b), "unknown_agent") || !strings.Contains(string(b), "nopool") {
+		t.Errorf("typo pool: %d %s", resp.StatusCode, b)
 	}
 }

@@ -219,7 +219,7 @@ func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Reg
 		return nil, err
 	}
 	con.Register(mux)
-	mountOps(mux, cfg, newOpsMux(reg, nc, js))
+	mountOps(mux, cfg, newOpsMux(reg, nc, js, obs.Detail{Name: "pools", Get: func(ctx context.Context) (any, error) { return in.Pools(ctx) }}))
 	warnBodyLimit(cfg, nc, log)
 	return &http.Server{
 		Handler:           mux,

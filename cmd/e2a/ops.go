@@ -18,10 +18,10 @@ import (
 )
 
 // newOpsMux returns the operations endpoints (/metrics, /healthz, /readyz)
-// of a process, mounted on mux by mountOps.
-func newOpsMux(reg *prometheus.Registry, nc *nats.Conn, js jetstream.JetStream) *http.ServeMux {
+// of a process, mounted on mux by mountOps; details are added to /readyz.
+func newOpsMux(reg *prometheus.Registry, nc *nats.Conn, js jetstream.JetStream, details ...obs.Detail) *http.ServeMux {
 	mux := http.NewServeMux()
-	obs.Register(mux, reg, obs.NATSConnected(nc), obs.StreamsPresent(js, streams.RequestsStream, streams.ResponsesStream))
+	obs.RegisterWithDetails(mux, reg, details, obs.NATSConnected(nc), obs.StreamsPresent(js, streams.RequestsStream, streams.ResponsesStream))
 	return mux
 }
 

@@ -219,6 +219,19 @@ func StreamsPresent(js jetstream.JetStream, names ...string) Check {
 // Register mounts GET /metrics (reg), GET /healthz (the process is alive)
 // and GET /readyz (every check passes within 2 s) on mux.
 func Register(mux *http.ServeMux, reg *prometheus.Registry, checks ...Check) {
+	RegisterWithDetails(mux, reg, nil, checks...)
+}
+
+// Detail is an informational part of the /readyz answer: it never makes
+// the process unready (e.g. which agent pools have a live worker).
+type Detail struct {
+	Name string
+	Get  func(ctx context.Context) (any, error)
+}
+
+// RegisterWithDetails is Register with details added to every /readyz
+// answer under "details" (an error of one is shown as its text).
+func RegisterWithDetails(mux *http.ServeMux, reg *prometheus.Registry, details []Detail, checks ...Check) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -233,12 +246,23 @@ func Register(mux *http.ServeMux, reg *prometheus.Registry, checks ...Check) {
 				failures = append(failures, err.Error())
 			}
 		}
+		body := map[string]any{"status": "ready"}
+		if len(details) > 0 {
+			d := map[string]any{}
+			for _, x := range details {
+				v, err := x.Get(ctx)
+				if err != nil {
+					v = "unknown: " + err.Error()
+				}
+				d[x.Name] = v
+			}
+			body["details"] = d
+		}
 		w.Header().Set("Content-Type", "application/json")
 		if len(failures) > 0 {
+			body["status"], body["failures"] = "unavailable", failures
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_ = json.NewEncoder(w).Encode(map[string]any{"status": "unavailable", "failures": failures})
-			return
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"status": "ready"})
+		_ = json.NewEncoder(w).Encode(body)
 	})
 }
