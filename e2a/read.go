@@ -291,8 +291,10 @@ func CanonicalJSONRPCID(raw json.RawMessage) (json.RawMessage, error) {
 	}
 }
 
-// readTimestamp accepts an RFC 3339 string (kept as written) or epoch
-// seconds as a number or numeric string, normalized to RFC 3339 UTC.
+// readTimestamp accepts an RFC 3339 string or epoch seconds as a number or
+// numeric string, normalized to RFC 3339 UTC (spec §4.3; see
+// [NormalizeTime]). A string that is neither is kept as written, for the
+// caller to refuse.
 func readTimestamp(v json.RawMessage, dst *string) error {
 	if isNull(v) {
 		return nil
@@ -311,7 +313,7 @@ func readTimestamp(v json.RawMessage, dst *string) error {
 			*dst = ts
 			return nil
 		}
-		*dst = s
+		*dst = NormalizeTime(s)
 		return nil
 	}
 	var f float64
@@ -347,6 +349,26 @@ func FormatTime(t time.Time) string {
 		return t.Format("2006-01-02T15:04:05") + "+00:00"
 	}
 	return t.Format("2006-01-02T15:04:05.000000") + "+00:00"
+}
+
+// NormalizeTime returns an RFC 3339 timestamp in UTC (spec §4.3): one
+// already in UTC ("Z", "+00:00" or "-00:00") is kept as written; one with
+// another offset is converted, e.g. 2026-03-28T14:00:00+02:00 becomes
+// 2026-03-28T12:00:00+00:00 (the form of [FormatTime], nanoseconds kept).
+// Anything that is not RFC 3339 is returned unchanged.
+func NormalizeTime(s string) string {
+	t, err := ParseTime(s)
+	if err != nil {
+		return s
+	}
+	if _, off := t.Zone(); off == 0 {
+		return s
+	}
+	t = t.UTC()
+	if t.Nanosecond()%1000 != 0 {
+		return t.Format("2006-01-02T15:04:05.000000000") + "+00:00"
+	}
+	return FormatTime(t)
 }
 
 // Now returns the current time formatted by [FormatTime].

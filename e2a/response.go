@@ -57,14 +57,25 @@ type CompleteBody struct {
 	Result any `json:"result"`
 }
 
-// ErrorBody is the body of an e2a.error frame. Retryable is a pipeline
-// extension: whether the client may retry the same request.
+// ErrorBody is the body of an e2a.error frame (spec §12.5: code, message,
+// details; optional external). Details is always written, {} when nil.
+// Retryable is a pipeline extension: whether the client may retry the same
+// request.
 type ErrorBody struct {
 	Code      string         `json:"code"`
 	Message   string         `json:"message"`
-	Details   map[string]any `json:"details,omitempty"`
+	Details   map[string]any `json:"details"`
 	Retryable bool           `json:"retryable"`
 	External  map[string]any `json:"external,omitempty"`
+}
+
+// MarshalJSON writes details as {} when it is nil.
+func (b ErrorBody) MarshalJSON() ([]byte, error) {
+	type plain ErrorBody
+	if b.Details == nil {
+		b.Details = map[string]any{}
+	}
+	return json.Marshal(plain(b))
 }
 
 // StreamEventBody is the body of an a2a.stream_event frame.

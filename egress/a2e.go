@@ -81,6 +81,29 @@ type A2EMessage struct {
 	CapabilityName string         `json:"capability_name,omitempty"`
 }
 
+// MarshalJSON writes an error message with all the members of A2EError
+// (a2e-message-protocol.md, Error Handling): detail is {} when nil, and
+// retryable false when unset. Other types omit the error members.
+func (m A2EMessage) MarshalJSON() ([]byte, error) {
+	type plain A2EMessage
+	if m.Type != A2EErrorType {
+		return json.Marshal(plain(m))
+	}
+	d := m.Detail
+	if d == nil {
+		d = map[string]any{}
+	}
+	retry := m.Retryable != nil && *m.Retryable
+	return json.Marshal(struct {
+		plain
+		Code           string         `json:"code"`
+		Message        string         `json:"message"`
+		Detail         map[string]any `json:"detail"`
+		Retryable      bool           `json:"retryable"`
+		CapabilityName string         `json:"capability_name"`
+	}{plain(m), m.Code, m.Message, d, retry, m.CapabilityName})
+}
+
 var _ Renderer = (*a2eRenderer)(nil)
 
 // a2eRenderer renders A2E NDJSON: each content frame as invoke/event

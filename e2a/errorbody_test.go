@@ -1,0 +1,38 @@
+package e2a_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// TestErrorBodyDetails: spec §12.5 gives e2a.error bodies code, message and
+// details; details is written ({}) even when the producer has none
+// (issue 16: bodies omitted it).
+func TestErrorBodyDetails(t *testing.T) {
+	for _, c := range []struct {
+		body e2a.ErrorBody
+		want string
+	}{
+		{e2a.ErrorBody{Code: "cancelled", Message: "m"}, `{"code":"cancelled","message":"m","details":{},"retryable":false}`},
+		{e2a.ErrorBody{Code: "x", Message: "m", Details: map[string]any{"a": 1}, Retryable: true},
+			`{"code":"x","message":"m","details":{"a":1},"retryable":true}`},
+	} {
+		for _, v := range []any{c.body, &c.body} {
+			b, err := json.Marshal(v)
+			if err != nil || string(b) != c.want {
+				t.Errorf("%s %v, want %s", b, err, c.want)
+			}
+		}
+		if got := string(e2a.MarshalBody(c.body)); got != c.want {
+			t.Errorf("MarshalBody: %s", got)
+		}
+	}
+	r := &e2a.Response{ResponseKind: e2a.KindError, Body: e2a.MarshalBody(e2a.ErrorBody{Code: "c", Message: "m"})}
+	b, err := r.Error()
+	if err != nil || b.Details == nil || len(b.Details) != 0 || !strings.Contains(string(r.Body), `"details":{}`) {
+		t.Fatalf("%+v %v %s", b, err, r.Body)
+	}
+}
