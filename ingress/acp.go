@@ -42,13 +42,18 @@ import (
 //     normalizer.EnvelopeToACPPeerCall moves them to the same place.
 //   - session/load replays the session's history (user_message_chunk for
 //     each prompt, then the agent's updates) as session/update
-//     notifications, framed like session/prompt, then the result null.
+//     notifications, framed like session/prompt, then the result
+//     LoadSessionResponse {} (no modes, models or config options).
 //   - session/cancel (a notification) cancels the session's last request;
 //     the pending session/prompt then ends with stopReason "cancelled".
 //   - session/list, session/fork, session/resume and session/close: the
 //     pipeline owns sessions and does not implement these: -32601.
-//   - any other method the normalizer accepts (session/set_mode,
-//     session/set_model, extension methods "_…", …) is passed through to
+//   - session/set_mode, session/set_model and session/set_config_option:
+//     session/new advertises no modes, models or config options (an agent
+//     pool cannot announce them), so by the schema these are -32601 and are
+//     never forwarded to an agent.
+//   - any other method the normalizer accepts (extension methods "_…",
+//     document and provider methods, …) is passed through to
 //     the agent pool: published, then answered with the request's final
 //     frame (e2a.complete → result, e2a.error → error). As a notification it
 //     is only published.
@@ -110,6 +115,15 @@ func (s *Server) handleACP(w http.ResponseWriter, r *http.Request) {
 	s.serveRPC(w, r, rpcEndpoint{protocol: "acp", shape: acpShape, streaming: acpStreaming, metric: acpMetricMethod, call: s.acpCall})
 }
 
+// acpNotImplemented are the ACP methods answered -32601 whatever their
+// params: session management the pipeline owns, and the mode, model and
+// config-option setters of capabilities session/new never advertises.
+var acpNotImplemented = map[string]bool{
+	acp.AgentMethodSessionList: true, acp.AgentMethodSessionFork: true, acp.AgentMethodSessionResume: true,
+	acp.AgentMethodSessionClose: true, acp.AgentMethodSessionSetMode: true, acp.AgentMethodSessionSetModel: true,
+	acp.AgentMethodSessionSetConfigOption: true,
+}
+
 // stdioKey marks requests made by ServeACPStdio (channel "stdio").
 type stdioKey struct{}
 
@@ -120,6 +134,10 @@ func (s *Server) acpCall(w http.ResponseWriter, r *http.Request, p Principal, re
 	in.RPC = &normalizer.RPCRequest{ID: req.ID, Method: req.Method, Params: req.Params}
 	if r.Context().Value(stdioKey{}) != nil {
 		in.Channel = "stdio"
+	}
+	if acpNotImplemented[req.Method] {
+		_ = WriteError(w, req.ID, MethodNotFound(req.Method))
+		return
 	}
 	res, err := s.opts.norm.FromACP(in)
 	if err != nil {
@@ -141,8 +159,6 @@ func (s *Server) acpCall(w http.ResponseWriter, r *http.Request, p Principal, re
 		s.acpPrompt(w, r, p, res, req)
 	case e2a.ACPSessionCancel:
 		s.acpCancel(w, r, p, res, req)
-	case acp.AgentMethodSessionList, acp.AgentMethodSessionFork, acp.AgentMethodSessionResume, acp.AgentMethodSessionClose:
-		_ = WriteError(w, req.ID, MethodNotFound(req.Method))
 	default:
 		if res.Op != normalizer.OpSubmit {
 			_ = WriteError(w, req.ID, MethodNotFound(req.Method))
@@ -462,7 +478,8 @@ func (st *acpStream) emit(v any) error {
 	return nil
 }
 
-// acpSessionLoad replays a session's history, then answers null.
+// acpSessionLoad replays a session's history, then answers a
+// LoadSessionResponse.
 func (s *Server) acpSessionLoad(w http.ResponseWriter, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
 	id := res.Envelope.SessionID
 	cfg, rerr := readSessionConfig(req.Params, false)
@@ -501,7 +518,7 @@ func (s *Server) acpSessionLoad(w http.ResponseWriter, r *http.Request, p Princi
 		_ = st.emit(ErrorResponse(req.ID, InternalError("the session history could not be read")))
 		return
 	}
-	_ = st.emit(ResultResponse(req.ID, nil))
+	_ = st.emit(ResultResponse(req.ID, acp.LoadSessionResponse{}))
 }
 
 // replaySession calls update with the session/update notifications of the
@@ -583,11 +600,6 @@ func loadEnvelope(ctx context.Context, st jetstream.Stream, requestID string) *e
 // and answers with the request's final frame.
 func (s *Server) acpPassThrough(w http.ResponseWriter, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
 	env := res.Envelope
-	if env.SessionID != "" && req.Method == e2a.ACPSessionSetMode {
-		if s.session(w, r, p, req, env.SessionID, tenant.Write) == nil {
-			return
-		}
-	}
 	acc, ok := s.publishRPC(w, r, p, res.Pool, env, req.ID)
 	if !ok || req.IsNotification() {
 		return

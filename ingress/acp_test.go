@@ -240,7 +240,8 @@ func TestACPSessionLoad(t *testing.T) {
 			t.Fatalf("update %d: replayed %s, streamed %s", i, b, a)
 		}
 	}
-	if last := msgs[len(msgs)-1]; string(last.ID) != "2" || string(last.Result) != "null" || last.Error != nil {
+	// The result is a LoadSessionResponse object, not null.
+	if last := msgs[len(msgs)-1]; string(last.ID) != "2" || string(last.Result) != "{}" || last.Error != nil {
 		t.Fatalf("last %+v %s", last, last.Result)
 	}
 	// SSE framing too.
@@ -250,7 +251,7 @@ func TestACPSessionLoad(t *testing.T) {
 	}
 	// A fresh session loads empty.
 	resp = p.post(t, "/acp", "", `{"jsonrpc":"2.0","id":4,"method":"session/load","params":{"sessionId":"`+p.acpSession(t)+`","cwd":"/w","mcpServers":[]}}`)
-	if msgs := ndjsonMsgs(t, resp.Body); len(msgs) != 1 || string(msgs[0].Result) != "null" {
+	if msgs := ndjsonMsgs(t, resp.Body); len(msgs) != 1 || string(msgs[0].Result) != "{}" {
 		t.Fatalf("empty load %+v", msgs)
 	}
 }
@@ -324,7 +325,7 @@ func TestACPErrors(t *testing.T) {
 func TestACPPassThrough(t *testing.T) {
 	p := startPipeline(t)
 	sid := p.acpSession(t)
-	m := p.acpCall(t, `{"jsonrpc":"2.0","id":1,"method":"session/set_mode","params":{"sessionId":"`+sid+`","modeId":"code","frames":1}}`)
+	m := p.acpCall(t, `{"jsonrpc":"2.0","id":1,"method":"_vendor/echo","params":{"sessionId":"`+sid+`","text":"x","frames":1}}`)
 	if m.Error != nil || !strings.Contains(string(m.Result), "content") {
 		t.Fatalf("%+v %s", m.Error, m.Result)
 	}
@@ -332,9 +333,37 @@ func TestACPPassThrough(t *testing.T) {
 	if m.Error == nil || m.Error.Code != -32603 {
 		t.Fatalf("failed ext: %+v %s", m.Error, m.Result)
 	}
-	m = p.acpCall(t, `{"jsonrpc":"2.0","id":3,"method":"session/set_mode","params":{"sessionId":"nope","modeId":"code"}}`)
-	if m.Error == nil || m.Error.Code != -32002 {
-		t.Fatalf("unknown session: %+v", m.Error)
+}
+
+// TestACPSetModeNotAdvertised: session/new advertises no modes (nor models
+// or config options), so their setters are -32601 by the schema, whatever
+// the session, and nothing reaches an agent (issue 16: set_mode was
+// forwarded as a prompt and answered with the agent's reply).
+func TestACPSetModeNotAdvertised(t *testing.T) {
+	p := startPipeline(t)
+	resp := p.post(t, "/acp", "", `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`)
+	var created struct {
+		Result map[string]json.RawMessage `json:"result"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&created); err != nil {
+		t.Fatal(err)
+	}
+	var sid string
+	_ = json.Unmarshal(created.Result["sessionId"], &sid)
+	if _, has := created.Result["modes"]; has || sid == "" {
+		t.Fatalf("session/new %v", created.Result)
+	}
+	for i, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"session/set_mode","params":{"sessionId":"` + sid + `","modeId":"code"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"session/set_mode","params":{"sessionId":"nope","modeId":"code"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"session/set_mode","params":{}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"session/set_model","params":{"sessionId":"` + sid + `","modelId":"m"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"session/set_config_option","params":{"sessionId":"` + sid + `","configId":"c","value":"v"}}`,
+	} {
+		m := p.acpCall(t, body)
+		if m.Error == nil || m.Error.Code != -32601 || string(m.ID) != "1" || m.Result != nil {
+			t.Errorf("%d: %+v %s", i, m.Error, m.Result)
+		}
 	}
 }
 

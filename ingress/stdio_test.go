@@ -286,6 +286,12 @@ func TestStdioSDKClient(t *testing.T) {
 	if users != 4 {
 		t.Fatalf("replayed %d user messages, want 4", users)
 	}
+	// No modes are advertised: the SDK's SetSessionMode gets -32601.
+	if _, err := conn.SetSessionMode(ctx, acp.SetSessionModeRequest{SessionId: sid, ModeId: "code"}); err == nil {
+		t.Fatal("set_mode accepted")
+	} else if re, ok := err.(*acp.RequestError); !ok || re.Code != -32601 {
+		t.Fatalf("set_mode: %v", err)
+	}
 	if _, err := conn.LoadSession(ctx, acp.LoadSessionRequest{SessionId: "unknown", Cwd: "/work", McpServers: []acp.McpServer{}}); err == nil {
 		t.Fatal("loaded an unknown session")
 	} else if re, ok := err.(*acp.RequestError); !ok || re.Code != ingress.ACPCodeResourceNotFound {
@@ -377,7 +383,7 @@ func TestStdioLines(t *testing.T) {
 	}
 
 	// $/cancel_request of a pass-through call waiting for its agent.
-	send(`{"jsonrpc":"2.0","id":"slow","method":"session/set_mode","params":{"sessionId":"` + sid + `","modeId":"m","delay_ms":5000}}` + "\n")
+	send(`{"jsonrpc":"2.0","id":"slow","method":"_vendor/slow","params":{"sessionId":"` + sid + `","text":"m","delay_ms":5000}}` + "\n")
 	send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"slow"}}` + "\n")
 	if m := next(); m["id"] != "slow" || code(m) != ingress.ACPCodeRequestCancelled {
 		t.Fatalf("cancelled request: %v", m)
