@@ -247,9 +247,6 @@ const (
 	// subscription's interest may not have reached the stream leader yet
 	// and the replica that answered the catch-up may have lagged it.
 	firstPoll = 200 * time.Millisecond
-	// notFoundRecheck is the pause before an unknown request is looked up
-	// a second time.
-	notFoundRecheck = 50 * time.Millisecond
 )
 
 // ReplayOption configures a [Reader].
@@ -479,28 +476,26 @@ func Open(ctx context.Context, nc *nats.Conn, requestID string, from int64, opts
 			r.Close()
 			return nil, err
 		}
-		if !ok {
-			// In a cluster any replica answers a direct get and a follower
-			// may lag the leader by a moment: look again, for the envelope
-			// and for frames, before giving up.
-			select {
-			case <-time.After(notFoundRecheck):
-			case <-ctx.Done():
+		// In a cluster any replica answers a direct get and a follower may
+		// lag the leader (more so under load): look again, for the envelope
+		// and for frames, before giving up (see ownerRechecks).
+		for i := 0; !ok && !r.any; i++ {
+			if i == len(ownerRechecks) {
 				r.Close()
-				return nil, ctx.Err()
+				return nil, fmt.Errorf("%w: %q", ErrNotFound, requestID)
+			}
+			if err := pause(ctx, ownerRechecks[i]); err != nil {
+				r.Close()
+				return nil, err
 			}
 			if err := r.fill(ctx); err != nil {
 				r.Close()
 				return nil, err
 			}
 			if !r.any {
-				ok, err = requestExists(ctx, r.cfg.mux, cfg.requests, requestID)
-				if err != nil || !ok {
+				if ok, err = requestExists(ctx, r.cfg.mux, cfg.requests, requestID); err != nil {
 					r.Close()
-					if err != nil {
-						return nil, err
-					}
-					return nil, fmt.Errorf("%w: %q", ErrNotFound, requestID)
+					return nil, err
 				}
 			}
 		}

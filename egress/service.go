@@ -211,21 +211,27 @@ func (s *Service) Close() { s.mux.Close() }
 //	GET /v1/requests/{id}         aggregated JSON; 202 while running, ?wait=true waits
 func (s *Service) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/requests/{id}/stream", func(w http.ResponseWriter, r *http.Request) {
-		if !s.authorized(w, r) {
+		env, ok := s.authorized(w, r)
+		if !ok {
 			return
+		}
+		var opts []ReplayOption
+		if env != nil {
+			opts = append(opts, WithoutRequestCheck()) // the check found it
 		}
 		id := r.PathValue("id")
 		if wantsNDJSON(r) {
-			s.serveE2AStream(w, r, id, FormatE2ANDJSON)
+			s.serveE2AStream(w, r, id, FormatE2ANDJSON, opts...)
 			return
 		}
-		s.serveE2AStream(w, r, id, FormatE2ASSE)
+		s.serveE2AStream(w, r, id, FormatE2ASSE, opts...)
 	})
 	mux.HandleFunc("GET /v1/requests/{id}", func(w http.ResponseWriter, r *http.Request) {
-		if !s.authorized(w, r) {
+		env, ok := s.authorized(w, r)
+		if !ok {
 			return
 		}
-		s.serveE2AJSON(w, r, r.PathValue("id"), isTrue(r.URL.Query().Get("wait")))
+		s.serveE2AJSON(w, r, r.PathValue("id"), isTrue(r.URL.Query().Get("wait")), env)
 	})
 	mux.HandleFunc("/v1/requests/{id}", MethodNotAllowed(http.MethodGet))
 	mux.HandleFunc("/v1/requests/{id}/stream", MethodNotAllowed(http.MethodGet))
@@ -255,7 +261,7 @@ func (s *Service) ServeE2A(w http.ResponseWriter, r *http.Request, requestID str
 	case wantsNDJSON(r):
 		s.serveE2AStream(w, r, requestID, FormatE2ANDJSON, WithoutRequestCheck())
 	default:
-		s.serveE2AJSON(w, r, requestID, isTrue(r.URL.Query().Get("wait")))
+		s.serveE2AJSON(w, r, requestID, isTrue(r.URL.Query().Get("wait")), nil)
 	}
 }
 
@@ -393,7 +399,9 @@ func (s *Service) replayOptions(beat func() error) []ReplayOption {
 
 // serveE2AJSON answers the aggregated JSON of a request. With wait it
 // first waits (without buffering) for the final frame.
-func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string, wait bool) {
+// serveE2AJSON answers the aggregated JSON of a request; env is its stored
+// envelope message when the caller already read it (nil: looked up here).
+func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string, wait bool, env *nats.Msg) {
 	ctx := r.Context()
 	o := NewOutput(w, s.cfg.writeTimeout)
 	g := s.m.open.WithLabelValues(FormatE2AJSON)
@@ -404,10 +412,11 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 		s.finish(o, NewE2AJSON(o, id, nil, false, 0), FormatE2AJSON, err)
 		return
 	}
-	env, err := lookupRequest(ctx, s.mux, s.streamNames().requests, id)
-	if err != nil {
-		s.finish(o, NewE2AJSON(o, id, nil, false, from), FormatE2AJSON, err)
-		return
+	if env == nil {
+		if env, err = s.findRequest(ctx, id); err != nil {
+			s.finish(o, NewE2AJSON(o, id, nil, false, from), FormatE2AJSON, err)
+			return
+		}
 	}
 	var envRaw []byte
 	if env != nil {
@@ -573,11 +582,13 @@ func wantsNDJSON(r *http.Request) bool { return accepts(r, "application/x-ndjson
 
 // authorized applies WithAuthorizer; on refusal it answers itself: 401
 // without valid credentials, 404 for a request the principal may not read.
-func (s *Service) authorized(w http.ResponseWriter, r *http.Request) bool {
+// When it looked the request up, it returns the envelope message it found,
+// so the handler reads the same replica's answer rather than asking again.
+func (s *Service) authorized(w http.ResponseWriter, r *http.Request) (*nats.Msg, bool) {
 	p, ok := tenant.FromContext(r.Context())
 	if !ok {
 		if s.cfg.authorize == nil {
-			return true
+			return nil, true
 		}
 		var err error
 		p, err = s.cfg.authorize(r)
@@ -585,33 +596,28 @@ func (s *Service) authorized(w http.ResponseWriter, r *http.Request) bool {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
 			_, _ = w.Write([]byte(`{"error":{"code":"unauthenticated","message":"missing or invalid credentials","retryable":false}}` + "\n"))
-			return false
+			return nil, false
 		}
 	}
 	if p.SeesAll() {
-		return true
+		return nil, true
 	}
-	owner, found, err := s.Owner(r.Context(), r.PathValue("id"))
-	if err == nil && !found {
-		// In a cluster any replica answers a direct get, and a follower may
-		// lag the leader by a moment: look once more before saying 404.
-		if err = pause(r.Context(), notFoundRecheck); err == nil {
-			owner, found, err = s.Owner(r.Context(), r.PathValue("id"))
-		}
-	} else if err == nil && !p.Allows(tenant.Read, owner) {
-		// The same pause as for an unknown id: the answer's timing does not
-		// tell another principal's request from none.
-		err = pause(r.Context(), notFoundRecheck)
+	msg, err := s.findRequest(r.Context(), r.PathValue("id"))
+	found, owner := msg != nil, ownerOf(msg)
+	if err == nil && found && !p.Allows(tenant.Read, owner) {
+		// As long as for an unknown id (Owner looks again before saying
+		// none): the timing does not tell another's request from none.
+		err = pause(r.Context(), ownerRechecks[len(ownerRechecks)-1])
 	}
 	if err != nil {
 		WriteError(w, err)
-		return false
+		return nil, false
 	}
 	if !found || !p.Allows(tenant.Read, owner) {
 		WriteError(w, ErrNotFound)
-		return false
+		return nil, false
 	}
-	return true
+	return msg, true
 }
 
 // pause waits d or until ctx ends.
@@ -626,20 +632,44 @@ func pause(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// ownerRechecks are the pauses before Owner looks again for a request it
+// did not find: in a cluster any replica answers a direct get, and a
+// follower may lag the leader (more so under load), so a request accepted a
+// moment ago is looked for during about half a second before it is called
+// unknown.
+var ownerRechecks = []time.Duration{25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond, 200 * time.Millisecond}
+
 // Owner returns the owner of a request: the user_id of its stored envelope.
-// found is false when E2A_REQUESTS does not hold the request; owner is ""
-// then, and when the stored message is not an envelope. Callers check it
-// with tenant.Principal.Allows.
+// found is false when E2A_REQUESTS does not hold the request (after looking
+// again for about half a second, see ownerRechecks); owner is "" then, and
+// when the stored message is not an envelope. Callers check it with
+// tenant.Principal.Allows.
 func (s *Service) Owner(ctx context.Context, requestID string) (owner string, found bool, err error) {
+	msg, err := s.findRequest(ctx, requestID)
+	return ownerOf(msg), msg != nil, err
+}
+
+// findRequest reads the envelope message of a request, looking again (see
+// ownerRechecks) before answering nil for one not found.
+func (s *Service) findRequest(ctx context.Context, requestID string) (*nats.Msg, error) {
 	msg, err := lookupRequest(ctx, s.mux, s.streamNames().requests, requestID)
-	if err != nil || msg == nil {
-		return "", false, err
+	for i := 0; err == nil && msg == nil && i < len(ownerRechecks); i++ {
+		if err = pause(ctx, ownerRechecks[i]); err == nil {
+			msg, err = lookupRequest(ctx, s.mux, s.streamNames().requests, requestID)
+		}
+	}
+	return msg, err
+}
+
+// ownerOf returns the user_id of a stored envelope message ("" for none, or
+// for a message that is not an envelope).
+func ownerOf(msg *nats.Msg) string {
+	if msg == nil {
+		return ""
 	}
 	var probe struct {
 		UserID string `json:"user_id"`
 	}
-	if jsonUnmarshal(msg.Data, &probe) != nil {
-		return "", true, nil
-	}
-	return probe.UserID, true, nil
+	_ = jsonUnmarshal(msg.Data, &probe)
+	return probe.UserID
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -36,17 +35,9 @@ func (s *Server) publish(ctx context.Context, p Principal, pool string, env *e2a
 	if err != nil || !acc.Duplicate || p.Open {
 		return acc, err
 	}
+	// The server said "duplicate", so the original is stored; Owner looks
+	// again a few times if a lagging follower answers first.
 	owner, found, err := s.egress.Owner(ctx, acc.RequestID)
-	for try := 0; err == nil && !found && try < 3; try++ {
-		// The server said "duplicate", so the original is stored: a
-		// follower answering the direct get may lag the leader a moment.
-		select {
-		case <-time.After(time.Duration(try+1) * 20 * time.Millisecond):
-		case <-ctx.Done():
-			return acc, ctx.Err()
-		}
-		owner, found, err = s.egress.Owner(ctx, acc.RequestID)
-	}
 	if err != nil {
 		return acc, fmt.Errorf("%w: owner of a duplicate: %v", ErrBackpressure, err)
 	}

@@ -87,7 +87,7 @@ func TestOwnershipOnCluster(t *testing.T) {
 			t.Fatalf("%s: bob's duplicate: %s", id, r)
 		}
 	}
-	for i := range 30 {
+	for i := range 20 {
 		round(fmt.Sprintf("cl-own-%d", i))
 	}
 	c.Kill(leader)
