@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -235,6 +236,17 @@ func (s *Service) Register(mux *http.ServeMux) {
 	})
 	mux.HandleFunc("/v1/requests/{id}", MethodNotAllowed(http.MethodGet))
 	mux.HandleFunc("/v1/requests/{id}/stream", MethodNotAllowed(http.MethodGet))
+}
+
+// PathSegment escapes a request id for a URL path: url.PathEscape, and the
+// dot segments "." and ".." escaped too (a client or server would otherwise
+// remove them from the path, and the link would lead elsewhere).
+func PathSegment(id string) string {
+	seg := url.PathEscape(id)
+	if seg == "." || seg == ".." {
+		seg = strings.ReplaceAll(seg, ".", "%2E")
+	}
+	return seg
 }
 
 // MethodNotAllowed answers 405 in the E2A error shape with an Allow header

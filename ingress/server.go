@@ -332,13 +332,7 @@ func handleRoot(w http.ResponseWriter, r *http.Request) {
 }
 
 func links(id string) map[string]string {
-	seg := url.PathEscape(id)
-	if seg == "." || seg == ".." {
-		// Dot segments would be removed from the path (a redirect to
-		// /v1/requests); escaped they reach the handler as the id.
-		seg = strings.ReplaceAll(seg, ".", "%2E")
-	}
-	p := "/v1/requests/" + seg
+	p := "/v1/requests/" + egress.PathSegment(id)
 	return map[string]string{"self": p, "stream": p + "/stream"}
 }
 

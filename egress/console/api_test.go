@@ -277,3 +277,26 @@ func TestOwnership(t *testing.T) {
 		t.Errorf("audit detail: %d %s", resp.StatusCode, b)
 	}
 }
+
+// TestDotIDs: requests whose ids are the dot segments "." and ".." are
+// reachable through the console's links (escaped, not dropped from the
+// path).
+func TestDotIDs(t *testing.T) {
+	p := startPipeline(t, pipelineOptions{})
+	for _, id := range []string{".", ".."} {
+		got := p.submit(t, `{"request_id":"`+id+`","params":{"text":"dots","frames":1}}`)
+		if got != id {
+			t.Fatalf("submitted %q, got %q", id, got)
+		}
+		waitFinal(t, p, id)
+		resp, b := p.do(t, "GET", "/console/api/requests/"+strings.ReplaceAll(id, ".", "%2E"), "")
+		d := decode[console.RequestDetail](t, b)
+		if resp.StatusCode != 200 || d.RequestID != id || d.StreamURL != "/console/api/requests/"+strings.ReplaceAll(id, ".", "%2E")+"/stream" {
+			t.Fatalf("%q: %d %s", id, resp.StatusCode, b)
+		}
+		resp, b = p.do(t, "GET", d.StreamURL, "", "Accept", "text/event-stream")
+		if resp.StatusCode != 200 || len(readSSE(t, strings.NewReader(string(b)))) == 0 {
+			t.Fatalf("%q stream: %d %s", id, resp.StatusCode, b)
+		}
+	}
+}

@@ -416,7 +416,7 @@ func (c *Console) getRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := RequestDetail{RequestID: id, ReplayCommand: ReplayCommand(id),
-		StreamURL: "/console/api/requests/" + url.PathEscape(id) + "/stream"}
+		StreamURL: "/console/api/requests/" + egress.PathSegment(id) + "/stream"}
 	e, err := c.list.Get(ctx, id)
 	if err != nil {
 		c.o.log.Warn("console: index lookup failed", "err", err)
@@ -496,7 +496,7 @@ func (c *Console) streamRequest(w http.ResponseWriter, r *http.Request) {
 	// envelopes.
 	r2 := r.Clone(egress.RedactFrames(r.Context()))
 	r2.URL.Path = "/v1/requests/" + id + "/stream"
-	r2.URL.RawPath = "/v1/requests/" + url.PathEscape(id) + "/stream"
+	r2.URL.RawPath = "/v1/requests/" + egress.PathSegment(id) + "/stream"
 	r2.RequestURI = r2.URL.RequestURI()
 	c.egress.ServeHTTP(w, r2)
 }

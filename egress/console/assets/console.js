@@ -49,6 +49,13 @@ async function api(path, opts = {}) {
 
 // ---------- formatting ----------
 
+// pathSegment escapes a request id for a URL path, dot segments included
+// (the browser would drop "." and ".." from the path).
+function pathSegment(id) {
+  const s = encodeURIComponent(id);
+  return s === '.' || s === '..' ? s.replaceAll('.', '%2E') : s;
+}
+
 // Envelopes and frames arrive with their secrets already replaced by the
 // server (package redact: the same rule as the normalizer and the logs).
 const pretty = (v) => JSON.stringify(v, null, 2);
@@ -270,7 +277,7 @@ async function openDetail(id) {
 async function loadInfo(id) {
   let d;
   try {
-    d = await api('/console/api/requests/' + encodeURIComponent(id));
+    d = await api('/console/api/requests/' + pathSegment(id));
   } catch (e) {
     if (detail.id === id) $('d-summary').replaceChildren(el('p', {class: 'error', text: e.message}));
     return;
@@ -318,7 +325,7 @@ function renderSummary() {
 }
 
 function openStream(id, from) {
-  const url = '/console/api/requests/' + encodeURIComponent(id) + '/stream' + (from > 0 ? '?from=' + from : '');
+  const url = '/console/api/requests/' + pathSegment(id) + '/stream' + (from > 0 ? '?from=' + from : '');
   const es = new EventSource(url);
   detail.es = es;
   const onFrame = (ev) => {
