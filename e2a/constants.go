@@ -3,16 +3,64 @@ package e2a
 // ProtocolVersion is the E2A protocol version written when none is given.
 const ProtocolVersion = "1.0"
 
-// Source protocols for [Provenance.SourceProtocol]. The specification defines
-// e2a, acp and a2a; the pipeline adds the protocols its ingress speaks.
+// Source protocols for [Provenance.SourceProtocol]: the specification's set
+// (§4.2, E2A_SOURCE_PROTOCOL_*) is e2a, acp and a2a, and only those are
+// written there.
 const (
-	SourceE2A        = "e2a"
-	SourceACP        = "acp"
-	SourceA2A        = "a2a"
-	SourceAgentVault = "agentvault" // A2A AgentVault profile (tasks/send …)
-	SourceA2E        = "a2e"        // A2E NDJSON messages and workflows
-	SourceLegacy     = "agent_request"
+	SourceE2A = "e2a"
+	SourceACP = "acp"
+	SourceA2A = "a2a"
 )
+
+// Finer origins the pipeline's ingress reads. They are not source_protocol
+// values: [SpecifyProvenance] writes SourceProtocolOf(origin) there and the
+// origin in provenance.details[DetailIngressProtocol].
+const (
+	SourceAgentVault = "agentvault"    // A2A AgentVault profile (tasks/send …): source_protocol a2a
+	SourceA2E        = "a2e"           // A2E NDJSON messages and workflows: source_protocol e2a
+	SourceLegacy     = "agent_request" // legacy AgentRequest body: source_protocol e2a
+)
+
+// DetailIngressProtocol is the provenance.details key holding the finer
+// origin of an envelope whose protocol is not in the specification's set
+// (agentvault, a2e, agent_request).
+const DetailIngressProtocol = "ingress_protocol"
+
+// SourceProtocolOf maps an origin to the specification's source_protocol:
+// acp → acp; a2a and agentvault (an A2A profile) → a2a; anything else
+// (e2a, agent_request, a2e, unknown values) → e2a, the specification's
+// default for envelopes built by hand.
+func SourceProtocolOf(origin string) string {
+	switch origin {
+	case SourceACP:
+		return SourceACP
+	case SourceA2A, SourceAgentVault:
+		return SourceA2A
+	}
+	return SourceE2A
+}
+
+// SpecifyProvenance keeps p.SourceProtocol within the specification's set:
+// any other value (a finer origin, or one an integrator wrote) moves to
+// details[DetailIngressProtocol] (unless that is already set) and
+// source_protocol becomes SourceProtocolOf of it. An empty source_protocol
+// is left for the caller to fill.
+func SpecifyProvenance(p *Provenance) {
+	if p == nil || p.SourceProtocol == "" {
+		return
+	}
+	switch p.SourceProtocol {
+	case SourceE2A, SourceACP, SourceA2A:
+		return
+	}
+	if p.Details == nil {
+		p.Details = map[string]any{}
+	}
+	if _, ok := p.Details[DetailIngressProtocol]; !ok {
+		p.Details[DetailIngressProtocol] = p.SourceProtocol
+	}
+	p.SourceProtocol = SourceProtocolOf(p.SourceProtocol)
+}
 
 // Identity origins for Envelope.IdentityOrigin.
 const (

@@ -36,3 +36,21 @@ func TestErrorBodyDetails(t *testing.T) {
 		t.Fatalf("%+v %v %s", b, err, r.Body)
 	}
 }
+
+// TestSpecifyProvenance: source_protocol stays in the specification's set;
+// a finer origin moves to details.ingress_protocol.
+func TestSpecifyProvenance(t *testing.T) {
+	for origin, want := range map[string]string{"e2a": "e2a", "acp": "acp", "a2a": "a2a", "agentvault": "a2a",
+		"a2e": "e2a", "agent_request": "e2a", "mqtt": "e2a"} {
+		p := &e2a.Provenance{SourceProtocol: origin}
+		e2a.SpecifyProvenance(p)
+		_, has := p.Details[e2a.DetailIngressProtocol]
+		if p.SourceProtocol != want || has != (origin != want) || (has && p.Details[e2a.DetailIngressProtocol] != origin) {
+			t.Errorf("%s: %+v", origin, p)
+		}
+	}
+	p := &e2a.Provenance{SourceProtocol: "a2e", Details: map[string]any{e2a.DetailIngressProtocol: "kept"}}
+	if e2a.SpecifyProvenance(p); p.SourceProtocol != "e2a" || p.Details[e2a.DetailIngressProtocol] != "kept" {
+		t.Errorf("%+v", p)
+	}
+}

@@ -31,8 +31,10 @@
 //     AgentVault, ACP and workflows, must pass subjects.ValidateRequestID
 //     (ErrInvalidParams wrapping subjects.ErrInvalidID otherwise), so that
 //     nothing is published under an id a NATS header cannot carry exactly.
-//   - provenance: source_protocol (e2a, agent_request, acp, a2a, agentvault,
-//     a2e), converter "e2a-pipeline/normalizer/<adapter>", converted_at now
+//   - provenance: source_protocol (the specification's e2a, acp or a2a;
+//     AgentVault is a2a, A2E and a legacy AgentRequest e2a, with the finer
+//     origin — agentvault, a2e, agent_request — in details.ingress_protocol),
+//     converter "e2a-pipeline/normalizer/<adapter>", converted_at now
 //     (an E2A envelope whose sender already set a converter keeps it), and
 //     details: jsonrpc_method, op, and the protocol hints listed at the
 //     Detail* constants.
@@ -67,9 +69,10 @@
 // Envelope.Method is always the protocol's own method (message/send,
 // message/stream, tasks/send, tasks/sendSubscribe, session/prompt, the A2E
 // type, a2e.workflow.execute), as spec §2 does for ACP; provenance
-// source_protocol says which protocol, details.jsonrpc_method repeats the
-// wire method and details.op the action. So egress picks the answer's shape
-// from (source_protocol, method, is_stream):
+// source_protocol says which protocol (details.ingress_protocol the finer
+// origin where source_protocol cannot: agentvault, a2e), details.jsonrpc_method
+// repeats the wire method and details.op the action. So the answer's shape
+// follows from (origin, method, is_stream):
 //
 //	a2a        message/send        JSON-RPC result: Message, or Task (task_id, context_id)
 //	a2a        message/stream      SSE of JSON-RPC responses (status-update, artifact-update)

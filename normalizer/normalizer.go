@@ -150,9 +150,10 @@ func New(cfg Config) *Normalizer {
 	return n
 }
 
-// Protocol names accepted by [Normalizer.Adapter]; they are also the
-// provenance.source_protocol values the adapters write (plus
-// e2a.SourceLegacy for a legacy AgentRequest read by the E2A adapter).
+// Protocol names accepted by [Normalizer.Adapter]. source_protocol holds
+// only the specification's e2a, acp and a2a: AgentVault is written a2a,
+// A2E (messages and workflows) and a legacy AgentRequest e2a, each with its
+// origin in provenance.details.ingress_protocol (e2a.SpecifyProvenance).
 const (
 	ProtocolE2A        = e2a.SourceE2A
 	ProtocolACP        = e2a.SourceACP
@@ -316,6 +317,7 @@ func (r *req) finish(env *e2a.Envelope, op Op, notification bool, claimedUsers .
 	if p.Details == nil {
 		p.Details = map[string]any{}
 	}
+	e2a.SpecifyProvenance(p) // agentvault, a2e, agent_request → details.ingress_protocol
 	p.Details[DetailOp] = string(op)
 	if notification {
 		p.Details[DetailNotification] = true

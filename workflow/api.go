@@ -339,7 +339,8 @@ func NewEnvelope(r *http.Request, p Principal, workflow string) (*e2a.Envelope, 
 	env := &e2a.Envelope{
 		ProtocolVersion: e2a.ProtocolVersion, RequestID: id, Method: Method, Channel: "http", Timestamp: now,
 		IdentityOrigin: p.Origin, UserID: p.ID, Params: map[string]any{ParamWorkflow: workflow},
-		Provenance: &e2a.Provenance{SourceProtocol: e2a.SourceA2E, Converter: "workflow.api", ConvertedAt: now},
+		Provenance: &e2a.Provenance{SourceProtocol: e2a.SourceE2A, Converter: "workflow.api", ConvertedAt: now,
+			Details: map[string]any{e2a.DetailIngressProtocol: e2a.SourceA2E}},
 	}
 	if tp := r.Header.Get("traceparent"); tp != "" {
 		env.Trace = &e2a.TraceContext{Traceparent: tp, Tracestate: r.Header.Get("tracestate")}

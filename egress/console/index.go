@@ -354,6 +354,9 @@ type envelopeFields struct {
 	IsStream   bool   `json:"is_stream"`
 	Provenance *struct {
 		SourceProtocol string `json:"source_protocol"`
+		Details        struct {
+			IngressProtocol any `json:"ingress_protocol"`
+		} `json:"details"`
 	} `json:"provenance"`
 }
 
@@ -380,7 +383,11 @@ func (ix *indexer) indexRequests(ctx context.Context, msgs []jetstream.Msg) erro
 		r := record{RequestID: id, Pool: pool, Method: f.Method, Principal: f.UserID, TaskID: f.TaskID,
 			SessionID: f.SessionID, ContextID: f.ContextID, Channel: f.Channel, Stream: f.IsStream}
 		if f.Provenance != nil {
+			// the finer origin (agentvault, a2e, agent_request) when there is one
 			r.Protocol = f.Provenance.SourceProtocol
+			if o, ok := f.Provenance.Details.IngressProtocol.(string); ok && o != "" {
+				r.Protocol = o
+			}
 		}
 		if md, err := m.Metadata(); err == nil {
 			r.Time, r.Seq = md.Timestamp.UTC(), md.Sequence.Stream
