@@ -142,7 +142,11 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Co
 		if c.Action != streams.ActionUnchanged {
 			level = slog.LevelInfo
 		}
-		log.Log(ctx, level, "provisioned", "kind", c.Kind, "name", c.Name, "action", c.Action, "drift", c.Drift)
+		attrs := []any{"kind", c.Kind, "name", c.Name, "action", c.Action}
+		if len(c.Drift) > 0 {
+			attrs = append(attrs, "drift", c.Drift)
+		}
+		log.Log(ctx, level, "provisioned", attrs...)
 	}
 	return nc, stop, url, nil
 }
