@@ -269,6 +269,28 @@ func (a *Auth) Authenticate(r *http.Request) (Principal, error) {
 	return p, err
 }
 
+// AuthenticateAPIKeyBearer is Authenticate that also accepts an API key
+// sent as "Authorization: Bearer <api-key>", the form of the A2E workflow
+// specification (Security, Authentication), when the apiKey scheme is
+// enabled and the token is not a static bearer token. Only the workflow
+// REST API uses it; every other endpoint keeps Authenticate (ingress/AUTH.md).
+func (a *Auth) AuthenticateAPIKeyBearer(r *http.Request) (Principal, error) {
+	authz := r.Header.Values("Authorization")
+	if a.Enabled(SchemeAPIKey) && len(authz) == 1 && len(r.Header.Values(HeaderAPIKey)) == 0 {
+		scheme, token, ok := strings.Cut(strings.TrimSpace(authz[0]), " ")
+		token = strings.TrimSpace(token)
+		if ok && strings.EqualFold(scheme, "Bearer") && token != "" && a.apiKeys.find(token) != nil &&
+			(!a.Enabled(SchemeBearer) || a.bearers.find(token) == nil) {
+			p, err := a.authAPIKey(token)
+			if err == nil {
+				p.Roles = a.roles[p.UserID]
+			}
+			return p, err
+		}
+	}
+	return a.Authenticate(r)
+}
+
 // Open reports whether authentication is off (the none scheme alone).
 func (a *Auth) Open() bool { return len(a.schemes) == 1 && a.schemes[0] == SchemeNone }
 

@@ -23,4 +23,6 @@ var (
 	// ErrUnknownPool reports an agent pool no worker ever served (no
 	// durable consumer), refused when the pool check is on (WithPoolCheck).
 	ErrUnknownPool = errors.New("ingress: unknown agent pool")
+	// ErrInvalidRateLimits reports negative rate limits given as an option.
+	ErrInvalidRateLimits = errors.New("ingress: invalid rate limits")
 )

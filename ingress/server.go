@@ -48,6 +48,7 @@ type options struct {
 	cardName       string
 	tasks          *TaskStore
 	workflow       *workflow.Executor
+	workflowLimits *RateLimits // WithWorkflowRateLimits; nil: the spec's defaults
 	a2eTypes       *normalizer.Registry
 	poolTTL        time.Duration
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/normalizer"
@@ -18,6 +19,77 @@ import (
 // and describing capabilities. Executions run on the workflow pool.
 func WithWorkflow(exec *workflow.Executor) Option {
 	return func(o *options) error { o.workflow = exec; return nil }
+}
+
+// WithWorkflowRateLimits sets the per-agent request limits of the workflow
+// REST API for a server without a limiter of its own (WithLimiter). The
+// default is the A2E workflow specification's DefaultRateLimits() (60 a
+// minute, 1000 an hour, 10000 a day per principal), counted in the shared
+// E2A_RATELIMIT bucket; RateLimits{} turns them off. With WithLimiter the
+// workflow API counts against that limiter like every other endpoint, and
+// these limits are not used. Negative limits are ErrInvalidRateLimits.
+func WithWorkflowRateLimits(l RateLimits) Option {
+	return func(o *options) error {
+		if l.PerMinute < 0 || l.PerHour < 0 || l.PerDay < 0 {
+			return fmt.Errorf("%w: %+v", ErrInvalidRateLimits, l)
+		}
+		o.workflowLimits = &l
+		return nil
+	}
+}
+
+// workflowLimiter returns the limiter of the workflow API: the server's,
+// else one with the workflow limits (nil when they are off) over the shared
+// bucket, provisioned here; when the bucket cannot be had, the limits are
+// counted per process (and a warning says so).
+func (s *Server) workflowLimiter() *Limiter {
+	if s.opts.limiter != nil {
+		return s.opts.limiter
+	}
+	lim := DefaultRateLimits()
+	if s.opts.workflowLimits != nil {
+		lim = *s.opts.workflowLimits
+	}
+	if lim.disabled() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := EnsureRateLimitBucket(ctx, s.js)
+	if err != nil {
+		s.opts.log.Warn("workflow API rate limits are counted per process: the rate limit bucket is unavailable", "err", err)
+		kv = nil
+	}
+	return NewLimiter(kv, LimiterConfig{Limits: lim})
+}
+
+// workflowLimit applies l to one workflow API call: 429 with the
+// specification's body and headers, or 503 when a fail-closed limiter
+// cannot decide.
+func (s *Server) workflowLimit(l *Limiter) func(w http.ResponseWriter, r *http.Request, p workflow.Principal) bool {
+	return func(w http.ResponseWriter, r *http.Request, p workflow.Principal) bool {
+		key := p.ID
+		if key == "" {
+			key = workflow.Anonymous
+		}
+		d, err := l.Allow(r.Context(), key)
+		if err != nil {
+			if r.Context().Err() != nil {
+				return false
+			}
+			w.Header().Set("Retry-After", "1")
+			writeJSON(w, http.StatusServiceUnavailable, (&workflow.Error{Type: workflow.ExecutionError,
+				Message: "the rate limiter is unavailable; retry later", Retryable: true}).Body())
+			return false
+		}
+		d.SetHeaders(w.Header())
+		if !d.Allowed {
+			s.metrics.rateLimited.WithLabelValues("a2e.workflow").Inc()
+			WriteRateLimited(w, d)
+			return false
+		}
+		return true
+	}
 }
 
 // workflowAPI builds the REST API over this server's publish path, task
@@ -33,7 +105,7 @@ func (s *Server) workflowAPI() *workflow.API {
 				StripCredentialHeaders(r.Header)
 				return workflow.Principal{ID: "anonymous", Origin: e2a.IdentityUser, Open: true}, nil
 			}
-			p, err := s.opts.auth.Authenticate(r)
+			p, err := s.opts.auth.AuthenticateAPIKeyBearer(r) // the spec sends API keys as bearer tokens
 			StripCredentialHeaders(r.Header)
 			if err != nil {
 				s.metrics.authFailures.WithLabelValues("a2e.workflow").Inc()
@@ -55,8 +127,9 @@ func (s *Server) workflowAPI() *workflow.API {
 		},
 		MaxBodyBytes: s.opts.maxBody,
 	}
-	if s.opts.limiter != nil {
-		api.RateLimits = wfLimits{s.opts.limiter}
+	if l := s.workflowLimiter(); l != nil {
+		api.RateLimits = wfLimits{l}
+		api.Limit = s.workflowLimit(l)
 	}
 	return api
 }

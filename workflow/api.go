@@ -115,6 +115,12 @@ type API struct {
 	Tasks TaskLookup
 	// RateLimits answers rate-limit/status; nil answers 501.
 	RateLimits RateLimits
+	// Limit applies the per-agent request limits (spec §9) after
+	// authentication on every endpoint but /health and
+	// /api/v1/rate-limit/status (reading the state costs nothing). It
+	// answers a refusal itself (429 with the specification's body and
+	// Retry-After, or 503) and returns false. nil: no limit.
+	Limit func(w http.ResponseWriter, r *http.Request, p Principal) bool
 	// Authenticate returns the caller; nil treats every caller as
 	// [Anonymous]. An error wrapping ErrUnauthenticated answers 401, any
 	// other 500. /health needs no authentication.
@@ -138,11 +144,21 @@ type API struct {
 // Register mounts the handlers on mux.
 func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /health", a.health)
-	mux.HandleFunc("GET /api/v1/capabilities", a.auth(a.capabilities))
-	mux.HandleFunc("POST /api/v1/workflows/validate", a.auth(a.validate))
-	mux.HandleFunc("POST /api/v1/workflows/execute", a.auth(a.execute))
-	mux.HandleFunc("GET /api/v1/executions/{id}", a.auth(a.execution))
+	mux.HandleFunc("GET /api/v1/capabilities", a.auth(a.limited(a.capabilities)))
+	mux.HandleFunc("POST /api/v1/workflows/validate", a.auth(a.limited(a.validate)))
+	mux.HandleFunc("POST /api/v1/workflows/execute", a.auth(a.limited(a.execute)))
+	mux.HandleFunc("GET /api/v1/executions/{id}", a.auth(a.limited(a.execution)))
 	mux.HandleFunc("GET /api/v1/rate-limit/status", a.auth(a.rateLimit))
+}
+
+// limited applies API.Limit before h.
+func (a *API) limited(h func(http.ResponseWriter, *http.Request, Principal)) func(http.ResponseWriter, *http.Request, Principal) {
+	return func(w http.ResponseWriter, r *http.Request, p Principal) {
+		if a.Limit != nil && !a.Limit(w, r, p) {
+			return
+		}
+		h(w, r, p)
+	}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
