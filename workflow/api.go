@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -431,13 +432,14 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, p Principal) {
 			writeError(w, http.StatusServiceUnavailable, &Error{Type: ExecutionError, Message: "the execution's frames could not be read"})
 			return
 		}
-		w.Header().Set("Location", "/api/v1/executions/"+env.RequestID)
-		writeJSON(w, http.StatusAccepted, map[string]any{"execution_id": env.RequestID, "status": StatusRunning})
+		execID := a.answerID(r.Context(), env.TaskID, env.RequestID)
+		w.Header().Set("Location", "/api/v1/executions/"+url.PathEscape(execID))
+		writeJSON(w, http.StatusAccepted, map[string]any{"execution_id": execID, "request_id": env.RequestID, "status": StatusRunning})
 		return
 	}
 	st := statusFromFrames([]*e2a.Response{final})
-	st.ExecutionID = env.RequestID
-	body := map[string]any{"execution_id": st.ExecutionID, "status": st.Status, "results": st.Results, "duration_ms": st.DurationMs}
+	st.ExecutionID = a.answerID(r.Context(), env.TaskID, env.RequestID)
+	body := map[string]any{"execution_id": st.ExecutionID, "request_id": env.RequestID, "status": st.Status, "results": st.Results, "duration_ms": st.DurationMs}
 	if st.WorkflowExecutionID != "" {
 		body["workflow_execution_id"] = st.WorkflowExecutionID
 	}
@@ -445,6 +447,23 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, p Principal) {
 		body["error"] = st.Error
 	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// answerID is the execution_id of an execute answer: the workflow's
+// executionId, as in the specification's example, when GET
+// /api/v1/executions/{executionId} resolves to this execution (the task
+// index lists its request id: the executionId is the caller's); else the
+// request id (an executionId another principal used first stays theirs).
+// The request id is always resolvable and is answered as request_id.
+func (a *API) answerID(ctx context.Context, executionID, requestID string) string {
+	if executionID == "" || a.Tasks == nil {
+		return requestID
+	}
+	ids, err := a.Tasks.RequestIDs(ctx, executionID)
+	if err != nil || len(ids) == 0 || ids[len(ids)-1] != requestID {
+		return requestID
+	}
+	return executionID
 }
 
 func (a *API) waitFinal(ctx context.Context, id string) (*e2a.Response, error) {
@@ -479,7 +498,10 @@ func (a *API) waitFinal(ctx context.Context, id string) (*e2a.Response, error) {
 // ExecutionStatus is the answer of /api/v1/executions/{id}, rebuilt from
 // the request's frames.
 type ExecutionStatus struct {
+	// ExecutionID is the id the execution was asked by (its executionId or
+	// its request id); RequestID the pipeline's request id.
 	ExecutionID         string            `json:"execution_id"`
+	RequestID           string            `json:"request_id,omitempty"`
 	WorkflowExecutionID string            `json:"workflow_execution_id,omitempty"`
 	Status              string            `json:"status"`
 	Results             map[string]any    `json:"results"`
@@ -598,7 +620,8 @@ func (a *API) execution(w http.ResponseWriter, r *http.Request, p Principal) {
 		writeError(w, http.StatusNotImplemented, &Error{Type: ExecutionError, Message: "execution lookup is not configured on this server"})
 		return
 	}
-	id := r.PathValue("id")
+	asked := r.PathValue("id")
+	id := asked
 	frames, err := a.Frames.Frames(r.Context(), id)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, &Error{Type: ExecutionError, Message: "the execution's frames could not be read"})
@@ -619,11 +642,11 @@ func (a *API) execution(w http.ResponseWriter, r *http.Request, p Principal) {
 		}
 	}
 	if !owned(frames) {
-		writeError(w, http.StatusNotFound, &Error{Type: DataError, Message: fmt.Sprintf("execution %q not found", id)})
+		writeError(w, http.StatusNotFound, &Error{Type: DataError, Message: fmt.Sprintf("execution %q not found", asked)})
 		return
 	}
 	st := statusFromFrames(frames)
-	st.ExecutionID = id
+	st.ExecutionID, st.RequestID = asked, id
 	writeJSON(w, http.StatusOK, st)
 }
 

@@ -136,10 +136,15 @@
 // retry, then e2a.complete {result: {execution_id, workflow_execution_id,
 // status, results, duration_ms}} or e2a.error {code, message, retryable,
 // details: {error: {type, message, operationId, details, suggestions}, …}}.
-// execution_id is the request id (unique); workflow_execution_id is the
-// client's executionId (also the envelope's task_id).
-// GET /api/v1/executions/{id} rebuilds the status from these frames
-// ([StatusFromFrames]). A redelivered execution that already wrote frames
+// In the frames execution_id is the request id (unique) and
+// workflow_execution_id the client's executionId (also the envelope's
+// task_id). The execute answer follows the specification's example:
+// execution_id is the executionId when it resolves to this execution for
+// the caller (an executionId another principal used first stays theirs:
+// then it is the request id), and request_id is always the request id.
+// GET /api/v1/executions/{id} accepts either (an executionId reused by the
+// same principal resolves to the newest) and rebuilds the status from these
+// frames ([StatusFromFrames]), execution_id echoing the id asked. A redelivered execution that already wrote frames
 // is not resumed (its calls may have had effects): the agent runtime
 // closes it with agent_interrupted, retryable.
 //

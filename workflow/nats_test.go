@@ -282,7 +282,7 @@ func TestWorkflowPoolAndRESTAPI(t *testing.T) {
 	if code != 200 || body["status"] != StatusSuccess || body["workflow_execution_id"] != "exec-42" {
 		t.Fatalf("execute: %d %v", code, body)
 	}
-	id := body["execution_id"].(string)
+	id := body["request_id"].(string) // execution_id too: this API has no task index
 	if len(body["results"].(map[string]any)["active"].([]any)) != 3 {
 		t.Errorf("results: %v", body["results"])
 	}
