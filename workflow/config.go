@@ -25,6 +25,13 @@ type Config struct {
 	// (see [Vault.LoadVaultFile]); E2A_WORKFLOW_CREDENTIAL_<NAME> variables
 	// add credentials too (see [Vault.LoadEnv]).
 	CredentialsFile string `envconfig:"WORKFLOW_CREDENTIALS_FILE"`
+	// VaultKeys: E2A_WORKFLOW_VAULT_KEYS, base64 32-byte AES-256 keys,
+	// comma-separated; VaultKeyFile: E2A_WORKFLOW_VAULT_KEY_FILE, the same
+	// one a line (added after VaultKeys). The first key seals, every key
+	// opens; with any key, stored credentials must be sealed (see
+	// [Keyring], [RotateVaultFile]).
+	VaultKeys    []string `envconfig:"WORKFLOW_VAULT_KEYS"`
+	VaultKeyFile string   `envconfig:"WORKFLOW_VAULT_KEY_FILE"`
 
 	MaxOperations     int           `envconfig:"WORKFLOW_MAX_OPERATIONS" default:"20"`
 	MaxExecutionTime  time.Duration `envconfig:"WORKFLOW_MAX_EXECUTION_TIME" default:"30s"`
@@ -40,6 +47,20 @@ type Config struct {
 	// Cache: E2A_WORKFLOW_CACHE, "memory" (per process, default), "kv"
 	// (shared; the caller passes the bucket as Options.Cache) or "off".
 	Cache string `envconfig:"WORKFLOW_CACHE" default:"memory"`
+}
+
+// Keyring returns the vault keys of VaultKeys and VaultKeyFile (nil when
+// there are none).
+func (c Config) Keyring() (*Keyring, error) {
+	keys := append([]string{}, c.VaultKeys...)
+	if c.VaultKeyFile != "" {
+		more, err := ReadKeyFile(c.VaultKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, more...)
+	}
+	return ParseKeyring(keys...)
 }
 
 // ConfigFromEnv reads the configuration from the process environment.
@@ -72,6 +93,11 @@ func (c Config) Options(environ []string, log *slog.Logger) (Options, error) {
 		return Options{}, err
 	}
 	v := NewVault()
+	keys, err := c.Keyring()
+	if err != nil {
+		return Options{}, err
+	}
+	v.SetKeyring(keys)
 	if c.CredentialsFile != "" {
 		if err := v.LoadVaultFile(c.CredentialsFile); err != nil {
 			return Options{}, err
@@ -82,6 +108,9 @@ func (c Config) Options(environ []string, log *slog.Logger) (Options, error) {
 	}
 	if err := v.LoadEnv(environ); err != nil {
 		return Options{}, err
+	}
+	if keys == nil && v.size() > 0 && log != nil {
+		log.Warn("workflow: credentials are stored in plaintext; set " + EnvVaultKeys + " and seal them (a2e-vault)")
 	}
 	retry := DefaultRetryPolicy()
 	retry.MaxRetries = c.MaxRetries

@@ -101,6 +101,18 @@
 //     Redirects (at most 5) are re-checked; credential headers are dropped
 //     when a redirect changes host.
 //   - Response bodies are capped (Limits.MaxResponseBytes, default 1 MiB).
+//   - Credentials are stored encrypted (spec §7): with vault keys
+//     (E2A_WORKFLOW_VAULT_KEYS, base64 32-byte keys, comma-separated, or
+//     E2A_WORKFLOW_VAULT_KEY_FILE, one a line) every stored value must be
+//     sealed, "a2e-sealed:v1:<key id>:<base64url>" (AES-256-GCM from the
+//     standard library, the credential id as additional data, so a value
+//     cannot be moved to another id); plaintext values are
+//     ErrPlaintextCredential. Seal with `go run ./workflow/cmd/a2e-vault
+//     seal <id>` (value on stdin) or a whole file with `a2e-vault rotate
+//     <file>`. Rotation: put the new key first (the first seals, all open),
+//     restart or run `a2e-vault rotate`, which re-seals every value with the
+//     new key, then remove the old key. Without keys the vault reads
+//     plaintext (development) and logs a warning.
 //   - Credentials ([Vault]: E2A_WORKFLOW_CREDENTIALS_FILE and
 //     E2A_WORKFLOW_CREDENTIAL_<NAME>) are resolved only inside the worker,
 //     per principal and optionally bound to hosts. Envelopes carry only the

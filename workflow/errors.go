@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -87,3 +88,14 @@ func (e *Error) MarshalJSON() ([]byte, error) {
 	type plain Error
 	return json.Marshal((*plain)(e))
 }
+
+// Vault encryption errors (see [Keyring]).
+var (
+	// ErrVaultKey reports a vault key that is not 32 bytes of base64, or a
+	// sealed credential that no configured key opens.
+	ErrVaultKey = errors.New("workflow: vault key")
+	// ErrPlaintextCredential reports a credential stored in plaintext (a
+	// credentials file or E2A_WORKFLOW_CREDENTIAL_*) while vault keys are
+	// configured: every stored value must then be sealed.
+	ErrPlaintextCredential = errors.New("workflow: plaintext credential while vault keys are configured")
+)

@@ -62,15 +62,48 @@ type CredentialInfo struct {
 type Vault struct {
 	mu    sync.RWMutex
 	creds map[string]*Credential
+	keys  *Keyring
+}
+
+// SetKeyring sets the vault keys: values loaded afterwards from a file or
+// the environment must then be sealed ([SealedPrefix]; plaintext ones are
+// ErrPlaintextCredential), and are opened when loaded. Credentials are
+// stored encrypted at rest (spec §7, Credential Handling); the opened value
+// lives only in the worker's memory. Without keys the vault reads plaintext
+// (development) and refuses sealed values.
+func (v *Vault) SetKeyring(k *Keyring) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.keys = k
+}
+
+func (v *Vault) size() int {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return len(v.creds)
+}
+
+func (v *Vault) keyring() *Keyring {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.keys
 }
 
 // NewVault returns an empty vault.
 func NewVault() *Vault { return &Vault{creds: map[string]*Credential{}} }
 
-// Add stores a credential (replacing one with the same id).
+// Add stores a credential (replacing one with the same id). A sealed
+// value is opened with the vault's keys.
 func (v *Vault) Add(c Credential) error {
 	if c.ID == "" {
 		return fmt.Errorf("workflow: vault: credential without id")
+	}
+	if IsSealed(string(c.Value)) {
+		pt, err := v.keyring().Open(c.ID, string(c.Value))
+		if err != nil {
+			return err
+		}
+		c.Value = Secret(pt)
 	}
 	c.hosts = nil
 	for _, h := range c.Hosts {
@@ -100,8 +133,12 @@ func (v *Vault) LoadVaultFile(file string) error {
 	var list struct {
 		Credentials []Credential `json:"credentials"`
 	}
+	keys := v.keyring()
 	if err := json.Unmarshal(b, &list); err == nil && list.Credentials != nil {
 		for _, c := range list.Credentials {
+			if _, err := keys.unseal(c.ID, string(c.Value)); err != nil {
+				return err
+			}
 			if err := v.Add(c); err != nil {
 				return err
 			}
@@ -123,6 +160,9 @@ func (v *Vault) LoadVaultFile(file string) error {
 		if c.ID == "" {
 			c.ID = id
 		}
+		if _, err := keys.unseal(c.ID, string(c.Value)); err != nil {
+			return err
+		}
 		if err := v.Add(c); err != nil {
 			return err
 		}
@@ -136,7 +176,8 @@ const (
 	EnvCredentialHostPrefix = "E2A_WORKFLOW_CREDHOSTS_"
 )
 
-// LoadEnv adds credentials from environment entries ("KEY=value"):
+// LoadEnv adds credentials from environment entries ("KEY=value"; sealed
+// values when the vault has keys, see [Vault.SetKeyring]):
 // E2A_WORKFLOW_CREDENTIAL_<NAME>=<value> defines the credential whose id is
 // NAME lower-cased with "_" turned into "-" (API_KEY_123 → api-key-123), and
 // E2A_WORKFLOW_CREDHOSTS_<NAME>=<host patterns, comma-separated> binds it
@@ -162,6 +203,9 @@ func (v *Vault) LoadEnv(environ []string) error {
 	}
 	for name, val := range vals {
 		id := strings.ReplaceAll(strings.ToLower(name), "_", "-")
+		if _, err := v.keyring().unseal(id, val); err != nil {
+			return err
+		}
 		if err := v.Add(Credential{ID: id, Value: Secret(val), Hosts: hosts[name], Description: "from the environment"}); err != nil {
 			return err
 		}
