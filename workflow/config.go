@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
@@ -41,9 +42,14 @@ type Config struct {
 	MaxRetries        int           `envconfig:"WORKFLOW_MAX_RETRIES" default:"3"`
 	APICallsPerMinute int           `envconfig:"WORKFLOW_API_CALLS_PER_MINUTE" default:"30"`
 	APICallsPerHour   int           `envconfig:"WORKFLOW_API_CALLS_PER_HOUR" default:"500"`
-	// FileDir: E2A_WORKFLOW_FILE_DIR, the sandbox of StoreData "file"
-	// (disabled when empty).
+	// FileDir: E2A_WORKFLOW_FILE_DIR, the sandbox of StoreData "file".
+	// Unset, ConfigFromEnv uses [DefaultFileDir]; "off" disables file
+	// storage (an empty FileDir in a Config built by hand disables it too).
 	FileDir string `envconfig:"WORKFLOW_FILE_DIR"`
+	// ContinueOnError: E2A_WORKFLOW_CONTINUE_ON_ERROR, see
+	// [Options.ContinueOnError] (default false: a failed operation stops
+	// the execution).
+	ContinueOnError bool `envconfig:"WORKFLOW_CONTINUE_ON_ERROR" default:"false"`
 	// Cache: E2A_WORKFLOW_CACHE, "memory" (per process, default), "kv"
 	// (shared; the caller passes the bucket as Options.Cache) or "off".
 	Cache string `envconfig:"WORKFLOW_CACHE" default:"memory"`
@@ -69,7 +75,33 @@ func ConfigFromEnv() (Config, error) {
 	if err := envconfig.Process("e2a", &c); err != nil {
 		return c, fmt.Errorf("workflow: config: %w", err)
 	}
+	switch c.FileDir {
+	case "off":
+		c.FileDir = ""
+	case "":
+		dir, err := DefaultFileDir()
+		if err != nil {
+			return c, fmt.Errorf("workflow: config: StoreData file directory: %w", err)
+		}
+		c.FileDir = dir
+	}
 	return c, nil
+}
+
+// DefaultFileDir returns, created with mode 0700, the directory StoreData
+// "file" writes to when E2A_WORKFLOW_FILE_DIR is unset: <user cache
+// dir>/e2a/workflow-files (kept across restarts, private to the user), or,
+// when that cannot be created, a new per-process directory under the
+// system's temporary directory. Each principal writes under its own
+// subdirectory, through os.Root.
+func DefaultFileDir() (string, error) {
+	if base, err := os.UserCacheDir(); err == nil {
+		dir := filepath.Join(base, "e2a", "workflow-files")
+		if err := os.MkdirAll(dir, 0o700); err == nil {
+			return dir, nil
+		}
+	}
+	return os.MkdirTemp("", "e2a-workflow-files-")
 }
 
 // Options builds executor options: the policy (file, then allowed hosts
@@ -121,7 +153,8 @@ func (c Config) Options(environ []string, log *slog.Logger) (Options, error) {
 		Policy: pol, Vault: v, Retry: retry, Logger: log,
 		Limits: Limits{MaxOperations: c.MaxOperations, MaxExecutionTime: c.MaxExecutionTime, MaxResponseBytes: c.MaxResponseBytes,
 			MaxLoopIterations: c.MaxLoopIterations, MaxSteps: c.MaxSteps},
-		Limiter: NewWindowLimiter(c.APICallsPerMinute, c.APICallsPerHour, nil),
+		Limiter:         NewWindowLimiter(c.APICallsPerMinute, c.APICallsPerHour, nil),
+		ContinueOnError: c.ContinueOnError,
 	}
 	switch c.Cache {
 	case "off", "none":

@@ -73,7 +73,9 @@
 //     Stores.Local, key "<principal>.<key>"; sessionStorage → KV bucket
 //     Stores.Session, key "<principal>.<request id>.<key>" (give it a short
 //     MaxAge); file → "<principal>/<key>" under Stores.Dir, opened with
-//     os.Root so nothing escapes. Keys: letters, digits, _ = - . /, no "..".
+//     os.Root so nothing escapes (E2A_WORKFLOW_FILE_DIR; unset:
+//     [DefaultFileDir], a 0700 directory in the user's cache directory;
+//     "off" disables it). Keys: letters, digits, _ = - . /, no "..".
 //     Values are JSON, at most Limits.MaxStoreBytes. Unconfigured storage
 //     types are refused at validation.
 //   - Wait {duration ms}: sleeps on the executor's [Clock].
@@ -83,7 +85,9 @@
 //     scalars win).
 //
 // Execution is sequential in operationOrder and stops at the first failed
-// operation (not configurable); results holds each operation's output by
+// operation, unless Options.ContinueOnError (E2A_WORKFLOW_CONTINUE_ON_ERROR)
+// says to run the rest: the outcome is then failed, with every failure in
+// error.details.failedOperations. results holds each operation's output by
 // operationId.
 //
 // # Security

@@ -118,6 +118,15 @@ type Options struct {
 	Logger *slog.Logger
 	// DialTimeout for ApiCall connections (10 s).
 	DialTimeout time.Duration
+	// ContinueOnError makes a failed top-level operation not stop the
+	// execution (spec §5: "Failed operations stop execution
+	// (configurable)"): the next operations of operationOrder still run
+	// (one reading a missing output fails in turn), the outcome is failed
+	// with the first failure as its error and every failure in
+	// error.details.failedOperations, and results hold what succeeded.
+	// Timeouts, cancellation and limits still end the execution. Default
+	// false: the first failure stops it.
+	ContinueOnError bool
 }
 
 // NoCache is a Cache that never stores anything.
@@ -317,7 +326,12 @@ func (e *Executor) Execute(ctx context.Context, principal, requestID string, wf 
 	x.deadline = x.started.Add(maxT)
 	ctx, cancel := context.WithTimeout(ctx, maxT)
 	defer cancel()
-	err := x.runList(ctx, wf.Order, "", nil)
+	var err error
+	if e.opts.ContinueOnError {
+		err = x.runContinuing(ctx, wf.Order)
+	} else {
+		err = x.runList(ctx, wf.Order, "", nil)
+	}
 	out := &Outcome{ExecutionID: requestID, WorkflowExecutionID: wf.ExecutionID, Status: StatusSuccess,
 		Results: x.results, DurationMs: e.clock.Now().Sub(x.started).Milliseconds()}
 	if err != nil {
@@ -368,6 +382,33 @@ func (x *execution) runList(ctx context.Context, ids []string, parent string, it
 		}
 	}
 	return nil
+}
+
+// runContinuing runs the top-level operations past failures
+// (Options.ContinueOnError); it returns the first failure, with every
+// failed operation listed in its details.
+func (x *execution) runContinuing(ctx context.Context, ids []string) error {
+	var first *Error
+	var failed []map[string]any
+	for _, id := range ids {
+		err := x.runOne(ctx, id, "", nil)
+		if err == nil {
+			continue
+		}
+		var we *Error
+		var oe errObserver
+		if errors.As(err, &oe) || ctx.Err() != nil || !errors.As(err, &we) || we.Type == TimeoutError {
+			return err
+		}
+		if first == nil {
+			first = we
+		}
+		failed = append(failed, map[string]any{"operationId": we.OperationID, "type": we.Type, "message": we.Message})
+	}
+	if first == nil {
+		return nil
+	}
+	return first.withDetail("failedOperations", failed)
 }
 
 // remaining is the execution budget left on the executor's clock.
