@@ -1,8 +1,10 @@
 package workflow
 
 import (
+	"fmt"
 	"os"
 	"testing"
+	"time"
 )
 
 // TestContinueOnError: "Failed operations stop execution (configurable)"
@@ -53,5 +55,34 @@ func TestFileStorageDefault(t *testing.T) {
 	t.Setenv("E2A_WORKFLOW_FILE_DIR", "off")
 	if c, err := ConfigFromEnv(); err != nil || c.FileDir != "" {
 		t.Fatalf("off: %q %v", c.FileDir, err)
+	}
+}
+
+// TestAPICallLimitSliding: 37 distinct GETs of one principal (an API-key
+// principal's name) in one Loop: no more than 30 start within any 60 s,
+// even when the run straddles a minute boundary (issue 16: all 35 ran; a
+// fixed window lets 30 through at 0:59 and 30 more at 1:00).
+func TestAPICallLimitSliding(t *testing.T) {
+	en := newEnv(t, func(o *Options) {
+		o.Limiter = NewWindowLimiter(30, 500, o.Clock)
+		o.Cache = NoCache{}
+		o.Limits.MaxExecutionTime = 5 * time.Minute
+	})
+	en.clock.Advance(50 * time.Second) // 10 s before a minute boundary
+	var calls []string
+	for i := range 9 { // 4 users × 9 calls + 1
+		calls = append(calls, op(fmt.Sprintf("g%d", i), fmt.Sprintf(`{"ApiCall":{"method":"GET","url":"https://api.example.com/users/{/workflow/_loop/index}?op=%d","outputPath":"/workflow/g%d"}}`, i, i)))
+	}
+	wf := lines(append(append([]string{
+		op("users", `{"ApiCall":{"method":"GET","url":"https://api.example.com/users","outputPath":"/workflow/users"}}`),
+		op("l", `{"Loop":{"inputPath":"/workflow/users","operations":["g0","g1","g2","g3","g4","g5","g6","g7","g8"]}}`)},
+		calls...), begin("users", "l"))...)
+	out, _ := en.run(t, wf) // a named principal, as an API key gives
+	var slept time.Duration
+	for _, d := range en.clock.Sleeps() {
+		slept += d
+	}
+	if out.Status != StatusSuccess || slept < 60*time.Second {
+		t.Fatalf("%+v: slept %v (%v)", out.Error, slept, en.clock.Sleeps())
 	}
 }

@@ -547,6 +547,7 @@ func TestAPICallRateLimit(t *testing.T) {
 	en := newEnv(t, func(o *Options) {
 		o.Limiter = NewWindowLimiter(2, 100, o.Clock)
 		o.Cache = NoCache{}
+		o.Limits.MaxExecutionTime = 2 * time.Minute
 	})
 	wf := lines(
 		op("a", `{"ApiCall":{"method":"GET","url":"https://api.example.com/data","outputPath":"/workflow/a"}}`),
@@ -555,8 +556,9 @@ func TestAPICallRateLimit(t *testing.T) {
 		begin("a", "b", "c"))
 	en.clock.Advance(50 * time.Second)
 	out, _ := en.run(t, wf)
-	// the third call waits 10 s for the next minute window (fake clock), then passes
-	if out.Status != StatusSuccess || fmt.Sprint(en.clock.Sleeps()) != "[10s]" {
+	// sliding window: the third call waits until the first is 60 s old
+	// (fake clock), not 10 s for the next fixed minute, then passes
+	if out.Status != StatusSuccess || fmt.Sprint(en.clock.Sleeps()) != "[1m0s]" {
 		t.Errorf("%+v sleeps %v", out.Error, en.clock.Sleeps())
 	}
 	// a window ending after maxExecutionTime fails the call, retryable

@@ -152,22 +152,23 @@ type CallLimiter interface {
 	AllowCall(ctx context.Context, principal string) (ok bool, retryAfter time.Duration, err error)
 }
 
-// WindowLimiter is an in-process CallLimiter with fixed minute and hour
-// windows. It is per process: with N workers a principal may make up to N
-// times the limit; plug a shared limiter (e.g. the ingress's KV limiter)
-// through [Options.Limiter] for a global bound.
+// WindowLimiter is an in-process CallLimiter with sliding minute and hour
+// windows: at most PerMinute calls in any 60 s and PerHour in any hour (a
+// fixed window would let twice the limit through across its boundary: 30
+// calls at 0:59 and 30 more at 1:00). It keeps each active principal's call
+// times (at most PerHour of them). It is per process: with N workers a
+// principal may make up to N times the limit; plug a shared limiter (e.g.
+// the ingress's KV limiter) through [Options.Limiter] for a global bound.
 type WindowLimiter struct {
 	PerMinute, PerHour int
 	Clock              Clock
 
 	mu sync.Mutex
-	m  map[string]*windowCount
+	m  map[string]*callLog
 }
 
-type windowCount struct {
-	minute, hour int64 // window start (unix minute / hour)
-	nMin, nHour  int
-}
+// callLog is a principal's call times, oldest first, within the hour.
+type callLog struct{ t []time.Time }
 
 // NewWindowLimiter returns a limiter with the spec's defaults when the
 // arguments are 0 (30 per minute, 500 per hour).
@@ -181,40 +182,49 @@ func NewWindowLimiter(perMinute, perHour int, clock Clock) *WindowLimiter {
 	if clock == nil {
 		clock = RealClock{}
 	}
-	return &WindowLimiter{PerMinute: perMinute, PerHour: perHour, Clock: clock, m: map[string]*windowCount{}}
+	return &WindowLimiter{PerMinute: perMinute, PerHour: perHour, Clock: clock, m: map[string]*callLog{}}
 }
 
 // AllowCall implements CallLimiter.
 func (l *WindowLimiter) AllowCall(_ context.Context, principal string) (bool, time.Duration, error) {
 	now := l.Clock.Now()
-	min, hour := now.Unix()/60, now.Unix()/3600
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.m) > 100000 { // forget idle principals
 		for k, c := range l.m {
-			if c.hour != hour {
+			if n := len(c.t); n == 0 || now.Sub(c.t[n-1]) >= time.Hour {
 				delete(l.m, k)
 			}
 		}
 	}
 	c := l.m[principal]
 	if c == nil {
-		c = &windowCount{}
+		c = &callLog{}
 		l.m[principal] = c
 	}
-	if c.minute != min {
-		c.minute, c.nMin = min, 0
+	i := 0
+	for i < len(c.t) && now.Sub(c.t[i]) >= time.Hour {
+		i++
 	}
-	if c.hour != hour {
-		c.hour, c.nHour = hour, 0
+	c.t = c.t[i:]
+	// until: when a call may be made again under a window of size w and limit n
+	until := func(w time.Duration, n int) time.Duration {
+		if n <= 0 {
+			return 0
+		}
+		in := 0
+		for j := len(c.t) - 1; j >= 0 && now.Sub(c.t[j]) < w; j-- {
+			in++
+		}
+		if in < n {
+			return 0
+		}
+		// the n-th most recent call must leave the window
+		return c.t[len(c.t)-n].Add(w).Sub(now)
 	}
-	if l.PerHour > 0 && c.nHour >= l.PerHour {
-		return false, time.Unix((hour+1)*3600, 0).Sub(now), nil
+	if d := max(until(time.Hour, l.PerHour), until(time.Minute, l.PerMinute)); d > 0 {
+		return false, d, nil
 	}
-	if l.PerMinute > 0 && c.nMin >= l.PerMinute {
-		return false, time.Unix((min+1)*60, 0).Sub(now), nil
-	}
-	c.nMin++
-	c.nHour++
+	c.t = append(c.t, now)
 	return true, 0, nil
 }
