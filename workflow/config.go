@@ -142,7 +142,7 @@ func (c Config) Options(environ []string, log *slog.Logger) (Options, error) {
 		return Options{}, err
 	}
 	if keys == nil && v.size() > 0 && log != nil {
-		log.Warn("workflow: credentials are stored in plaintext; set " + EnvVaultKeys + " and seal them (a2e-vault)")
+		log.Warn("workflow: credentials are stored in plaintext; set " + EnvVaultKeys + " and seal them (e2a vault)")
 	}
 	retry := DefaultRetryPolicy()
 	retry.MaxRetries = c.MaxRetries

@@ -111,10 +111,10 @@
 //     sealed, "a2e-sealed:v1:<key id>:<base64url>" (AES-256-GCM from the
 //     standard library, the credential id as additional data, so a value
 //     cannot be moved to another id); plaintext values are
-//     ErrPlaintextCredential. Seal with `go run ./workflow/cmd/a2e-vault
-//     seal <id>` (value on stdin) or a whole file with `a2e-vault rotate
+//     ErrPlaintextCredential. Seal with `e2a vault
+//     seal <id>` (value on stdin) or a whole file with `e2a vault rotate
 //     <file>`. Rotation: put the new key first (the first seals, all open),
-//     restart or run `a2e-vault rotate`, which re-seals every value with the
+//     restart or run `e2a vault rotate`, which re-seals every value with the
 //     new key, then remove the old key. Without keys the vault reads
 //     plaintext (development) and logs a warning.
 //   - Credentials ([Vault]: E2A_WORKFLOW_CREDENTIALS_FILE and

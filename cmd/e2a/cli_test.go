@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/workflow"
 )
 
 // runBin runs the built e2a binary with args and extra environment, and
@@ -152,5 +154,45 @@ func TestDevPools(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 404 || !strings.Contains(string(b), "unknown_agent") || !strings.Contains(string(b), "nopool") {
 		t.Errorf("typo pool: %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestVault: `e2a vault` makes a key, seals a value that the workflow
+// vault opens with that key (and only for that credential id), and asks
+// for help like every subcommand.
+func TestVault(t *testing.T) {
+	code, key, errOut := runBin(t, nil, "vault", "key")
+	key = strings.TrimSpace(key)
+	if raw, err := base64.StdEncoding.DecodeString(key); code != 0 || err != nil || len(raw) != 32 {
+		t.Fatalf("vault key: %d %q %s", code, key, errOut)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e2aBin, "vault", "seal", "github")
+	cmd.Env = append(os.Environ(), "E2A_WORKFLOW_VAULT_KEYS="+key)
+	cmd.Stdin = strings.NewReader("ghp_secret_value_0123\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("vault seal: %v", err)
+	}
+	sealed := strings.TrimSpace(string(out))
+	if strings.Contains(sealed, "ghp_secret_value_0123") {
+		t.Fatalf("sealed value shows the secret: %s", sealed)
+	}
+	ring, err := workflow.ParseKeyring(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := ring.Open("github", sealed); err != nil || v != "ghp_secret_value_0123" {
+		t.Fatalf("open: %q %v", v, err)
+	}
+	if _, err := ring.Open("gitlab", sealed); err == nil {
+		t.Fatal("a value sealed for one credential id opened for another")
+	}
+	if code, out, _ := runBin(t, nil, "vault", "-h"); code != 0 || !strings.Contains(out, "E2A_WORKFLOW_VAULT_KEYS") {
+		t.Errorf("vault -h: %d %s", code, out)
+	}
+	if code, _, errOut := runBin(t, nil, "vault", "nuke"); code != 2 || !strings.Contains(errOut, "Usage: e2a vault") {
+		t.Errorf("vault nuke: %d %s", code, errOut)
 	}
 }

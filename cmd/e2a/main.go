@@ -28,6 +28,7 @@ Usage:
   e2a tail                  follow live requests and frames on E2A_NATS_URL
   e2a publish [FILE|-]      publish envelopes straight onto the request subjects (--follow for frames)
   e2a bench [flags]         load benchmark: the whole pipeline in process, or --target URL (-h for flags)
+  e2a vault key|seal|rotate seal workflow credentials for the encrypted vault (-h for details)
   e2a help                  this text
 
 Configuration comes from E2A_* environment variables (see README); e2a COMMAND -h
@@ -120,6 +121,15 @@ var helps = map[string]commandHelp{
   E2A_REQUESTS_MAX_AGE, E2A_RESPONSES_MAX_AGE, E2A_REQUESTS_MAX_BYTES, E2A_DEDUPE_WINDOW
                             the streams' limits (use the same values everywhere)
 `},
+	"vault": {usage: "e2a vault key | seal CREDENTIAL-ID < value | rotate CREDENTIALS-FILE",
+		about: "Seals workflow credentials for the encrypted vault (AES-256-GCM; the first key seals, every key opens):\n" +
+			"key prints a new random key, seal prints the value read on stdin sealed for that credential id,\n" +
+			"rotate re-seals every value of a credentials file with the first key (rotation: put the new key first,\n" +
+			"rotate, then remove the old key).",
+		env: `  E2A_WORKFLOW_VAULT_KEYS   comma-separated base64 keys (the first one seals)
+  E2A_WORKFLOW_VAULT_KEY_FILE
+                            a file with one key per line, instead
+`},
 	"bench": {usage: "e2a bench [flags]", about: "Load benchmark: the whole pipeline in this process, or running endpoints with --target.",
 		env: "  none (flags only)\n"},
 }
@@ -193,6 +203,8 @@ func run(ctx context.Context, args []string) error {
 		return runPublish(ctx, cfg, args[1:], os.Stdin, os.Stdout, os.Stderr)
 	case "bench":
 		return runBench(ctx, cfg, args[1:])
+	case "vault":
+		return runVault(ctx, cfg, args[1:], os.Stdin, os.Stdout)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return nil
