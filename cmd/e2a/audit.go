@@ -55,7 +55,7 @@ func (f timeFlag) Set(v string) error {
 // embedded server: they read a running pipeline).
 func auditConnect(ctx context.Context, cfg Config, name string) (*nats.Conn, error) {
 	if cfg.NatsURL == "" {
-		return nil, fmt.Errorf("%s needs E2A_NATS_URL (e.g. nats://127.0.0.1:4222 for `e2a dev`)", name)
+		return nil, fmt.Errorf("%s reads a running pipeline and needs E2A_NATS_URL: for `e2a dev`, the NATS URL it prints at start (nats://127.0.0.1:4222 with the default E2A_NATS_PORT), e.g. export E2A_NATS_URL=nats://127.0.0.1:4222", name)
 	}
 	cc := cfg.ConnConfig
 	if cc.Name == "" {
@@ -73,24 +73,10 @@ func ndjson(w io.Writer) func(audit.Record) error {
 	return func(r audit.Record) error { return enc.Encode(r) }
 }
 
-const replayUsage = `Usage: e2a replay [flags] [REQUEST_ID ...]
-
-Prints, as NDJSON, the envelope, every frame and a summary of each request
-selected, read from E2A_REQUESTS/E2A_RESPONSES and from E2A_AUDIT for what
-they no longer hold, and checks the frame invariants (sequence from 0
-without gap or repeat, exactly one final frame, last; valid frames; headers
-agreeing with frames). Exits 1 when a request breaks them.
-Select requests by id (arguments or --request), or by --task, --context,
---session, --pool and a time range (--since, --until).
-
-Flags:
-`
 
 // runReplay is `e2a replay`.
 func runReplay(ctx context.Context, cfg Config, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, replayUsage); fs.PrintDefaults() }
 	var q audit.Query
 	var ids stringList
 	var source string
@@ -106,8 +92,8 @@ func runReplay(ctx context.Context, cfg Config, args []string, stdout, stderr io
 	fs.IntVar(&q.Limit, "limit", 1000, "at most this many requests (0: no limit)")
 	fs.BoolVar(&q.NoFrames, "no-frames", false, "print envelopes and summaries only (frames are still checked)")
 	fs.IntVar(&partitions, "partitions", 0, "E2A_AUDIT partitions (default: read from the stream)")
-	if err := fs.Parse(args); err != nil {
-		return flagErr(err)
+	if err := parseFlags(fs, args, -1); err != nil {
+		return err
 	}
 	q.RequestIDs = append(ids, fs.Args()...)
 	q.Source = audit.Source(source)
@@ -133,23 +119,16 @@ func runReplay(ctx context.Context, cfg Config, args []string, stdout, stderr io
 	if st.Violations > 0 {
 		return errViolations
 	}
+	if st.NotFound > 0 || st.Requests == 0 {
+		return fmt.Errorf("%w: %d of the requests asked for", errNotFound, max(st.NotFound, 1))
+	}
 	return nil
 }
 
-const tailUsage = `Usage: e2a tail [flags]
-
-Follows live traffic until interrupted: new requests (read from
-E2A_REQUESTS) and their frames (e2a.live.>), as NDJSON, each request closed
-by a summary with its invariant checks when its final frame arrives.
-
-Flags:
-`
 
 // runTail is `e2a tail`.
 func runTail(ctx context.Context, cfg Config, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("tail", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, tailUsage); fs.PrintDefaults() }
 	var o audit.TailOptions
 	fs.StringVar(&o.Pool, "pool", "", "only requests of this agent pool")
 	fs.StringVar(&o.TaskID, "task", "", "only requests of this task_id")
@@ -157,11 +136,8 @@ func runTail(ctx context.Context, cfg Config, args []string, stdout, stderr io.W
 	fs.StringVar(&o.SessionID, "session", "", "only requests of this session_id")
 	fs.Var(timeFlag{&o.Since}, "since", "start with the requests stored since: RFC 3339 time or a duration ago")
 	fs.DurationVar(&o.PollInterval, "poll", 200*time.Millisecond, "how often new requests are read")
-	if err := fs.Parse(args); err != nil {
-		return flagErr(err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("tail takes no arguments (got %q)", fs.Args())
+	if err := parseFlags(fs, args, 0); err != nil {
+		return err
 	}
 	nc, err := auditConnect(ctx, cfg, "tail")
 	if err != nil {
@@ -175,22 +151,10 @@ func runTail(ctx context.Context, cfg Config, args []string, stdout, stderr io.W
 	return a.Tail(ctx, o, ndjson(stdout))
 }
 
-const publishUsage = `Usage: e2a publish [flags] [FILE|-]
-
-Publishes E2A envelopes (or legacy AgentRequests) read from FILE or stdin
-(one JSON object, or several one after the other, e.g. NDJSON) straight
-onto e2a.req.<pool>.<request_id>, with the headers ingress sets, and prints
-each PubAck as an "accepted" record. Secrets are stripped as ingress does.
-With --follow, prints the frames of each request until its final frame.
-
-Flags:
-`
 
 // runPublish is `e2a publish`.
 func runPublish(ctx context.Context, cfg Config, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, publishUsage); fs.PrintDefaults() }
 	var o audit.PublishOptions
 	var follow bool
 	var wait time.Duration
@@ -201,11 +165,8 @@ func runPublish(ctx context.Context, cfg Config, args []string, stdin io.Reader,
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Second, "wait for the PubAck at most this long")
 	fs.BoolVar(&follow, "follow", false, "print the frames of each request until its final frame")
 	fs.DurationVar(&wait, "wait", time.Minute, "with --follow: give up when no frame comes for this long")
-	if err := fs.Parse(args); err != nil {
-		return flagErr(err)
-	}
-	if fs.NArg() > 1 {
-		return fmt.Errorf("publish takes one file (got %q)", fs.Args())
+	if err := parseFlags(fs, args, 1); err != nil {
+		return err
 	}
 	in := stdin
 	if fs.NArg() == 1 && fs.Arg(0) != "-" {
@@ -256,14 +217,26 @@ func runPublish(ctx context.Context, cfg Config, args []string, stdin io.Reader,
 	return nil
 }
 
-// flagErr turns -h into a clean exit and other flag errors into usage
-// errors (the flag package has printed the message and the usage).
-func flagErr(err error) error {
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	return errFlagUsage
-}
-
-// errFlagUsage is a usage error whose usage text was already printed.
-var errFlagUsage = errors.New("invalid arguments")
+// The audit commands' help (see parseFlags).
+var (
+	replayHelp = commandHelp{usage: "e2a replay [flags] [REQUEST_ID ...]",
+		about: `Prints, as NDJSON, the envelope, every frame and a summary of each request selected, read from
+E2A_REQUESTS/E2A_RESPONSES and from E2A_AUDIT for what they no longer hold, and checks the frame
+invariants (sequence from 0 without gap or repeat, exactly one final frame, last; valid frames; headers
+agreeing with frames). Select requests by id (arguments or --request), or by --task, --context,
+--session, --pool and a time range (--since, --until).
+Exit status: 0 all found and sound, 1 a request breaks an invariant, 3 a request was not found (or
+nothing matched).`,
+		env: fmt.Sprintf(natsEnv, "required (the audit user in production)")}
+	tailHelp = commandHelp{usage: "e2a tail [flags]",
+		about: `Follows live traffic until interrupted: new requests (read from E2A_REQUESTS) and their frames
+(e2a.live.>), as NDJSON, each request closed by a summary with its invariant checks when its final
+frame arrives.`,
+		env: fmt.Sprintf(natsEnv, "required (the audit user in production)")}
+	publishHelp = commandHelp{usage: "e2a publish [flags] [FILE|-]",
+		about: `Publishes E2A envelopes (or legacy AgentRequests) read from FILE or stdin (one JSON object, or several
+one after the other, e.g. NDJSON) straight onto e2a.req.<pool>.<request_id>, with the headers ingress
+sets, and prints each PubAck as an "accepted" record. Secrets are stripped as ingress does. With
+--follow, prints the frames of each request until its final frame.`,
+		env: fmt.Sprintf(natsEnv, "required") + "  E2A_DEFAULT_POOL          the pool when --pool is not given\n"}
+)

@@ -99,7 +99,9 @@ func TestPublishFollowReplayCommands(t *testing.T) {
 
 	// replay by id with --no-frames and a duration --since.
 	out.Reset()
-	if err := runReplay(ctx, cfg, []string{"--no-frames", "--since", "1h", "cli-2", "nope"}, &out, io.Discard); err != nil {
+	// "nope" does not exist: the records are printed, and the exit status
+	// says not found (3), not success.
+	if err := runReplay(ctx, cfg, []string{"--no-frames", "--since", "1h", "cli-2", "nope"}, &out, io.Discard); !errors.Is(err, errNotFound) || exitCode(err, io.Discard) != exitNotFound {
 		t.Fatalf("replay ids: %v", err)
 	}
 	if got := kinds(decodeRecords(t, out.Bytes())); got != "request,summary,summary" {
@@ -127,13 +129,13 @@ func TestPublishFollowReplayCommands(t *testing.T) {
 	if err := runReplay(ctx, cfg, nil, io.Discard, io.Discard); err == nil {
 		t.Fatal("replay without a selection succeeded")
 	}
-	if err := runReplay(ctx, cfg, []string{"--since", "yesterday"}, io.Discard, io.Discard); !errors.Is(err, errFlagUsage) {
+	if err := runReplay(ctx, cfg, []string{"--since", "yesterday"}, io.Discard, io.Discard); !errors.Is(err, errFlags) {
 		t.Fatalf("bad --since: %v", err)
 	}
 	if err := runPublish(ctx, cfg, nil, strings.NewReader(""), io.Discard, io.Discard); err == nil {
 		t.Fatal("empty publish succeeded")
 	}
-	if err := runReplay(ctx, cfg, []string{"-h"}, io.Discard, io.Discard); err != nil {
+	if err := runReplay(ctx, cfg, []string{"-h"}, io.Discard, io.Discard); !errors.Is(err, errHelp) || exitCode(err, io.Discard) != 0 {
 		t.Fatalf("-h: %v", err)
 	}
 	t.Setenv("E2A_NATS_URL", "")

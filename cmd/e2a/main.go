@@ -130,6 +130,9 @@ var helps = map[string]commandHelp{
   E2A_WORKFLOW_VAULT_KEY_FILE
                             a file with one key per line, instead
 `},
+	"replay":  replayHelp,
+	"tail":    tailHelp,
+	"publish": publishHelp,
 	"bench": {usage: "e2a bench [flags]", about: "Load benchmark: the whole pipeline in this process, or running endpoints with --target.",
 		env: "  none (flags only)\n"},
 }
