@@ -88,7 +88,10 @@ func (a *Auditor) Tail(ctx context.Context, o TailOptions, emit func(Record) err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	_ = sub.SetPendingLimits(-1, -1)
-	if err := a.nc.FlushWithContext(ctx); err != nil {
+	// The subscription is in place before the first poll. FlushWithContext
+	// needs a deadline, which the CLI's context (cancelled by a signal) does
+	// not have: bound the flush by the call timeout.
+	if err := a.call(ctx, a.nc.FlushWithContext); err != nil {
 		return nilIfDone(ctx, err)
 	}
 
