@@ -41,6 +41,8 @@ const (
 )
 
 const (
+	// MiB is 1 << 20 bytes.
+	MiB = int64(1) << 20
 	// GiB is 1 << 30 bytes.
 	GiB = int64(1) << 30
 	// Unlimited is the value of a size limit without limit.
@@ -73,19 +75,26 @@ type Config struct {
 	// the stream stays well under ~1M live subjects. Default 24h.
 	ResponsesMaxAge time.Duration
 	// ResponsesMaxBytes bounds E2A_RESPONSES; when it is full, the oldest
-	// frames are dropped (DiscardOld). Unlimited (-1) or > 0. Default
-	// Unlimited.
+	// frames are dropped (DiscardOld: agents never stop writing, the replay
+	// window shortens). Unlimited (-1) or > 0. Default 1 GiB.
 	ResponsesMaxBytes int64
 
 	// ControlMaxAge is how long a control message (cancel) is kept.
 	// Default 24h.
 	ControlMaxAge time.Duration
+	// ControlMaxBytes bounds E2A_CONTROL (DiscardOld). Unlimited (-1) or
+	// > 0. Default 64 MiB.
+	ControlMaxBytes int64
 
 	// AuditMaxAge is how long E2A_AUDIT keeps messages; 0 keeps them
-	// forever. Default 90 days.
+	// forever (then AuditMaxBytes alone bounds it). Default 90 days.
 	AuditMaxAge time.Duration
-	// AuditMaxBytes bounds E2A_AUDIT (DiscardOld). Unlimited (-1) or > 0.
-	// Default Unlimited.
+	// AuditMaxBytes bounds E2A_AUDIT. When it is full the oldest messages
+	// are dropped (DiscardOld): the pipeline goes on and keeps the newest
+	// history, and the retention actually held shortens (alert
+	// E2AAuditRetentionShort). DiscardNew would instead stall the sourcing,
+	// and the hot streams would age out what was never copied. Unlimited
+	// (-1) or > 0. Default 2 GiB.
 	AuditMaxBytes int64
 	// AuditPartitions is the number of partitions of each of the request and
 	// response halves of E2A_AUDIT. 1..1024. Default 16. Changing it only
@@ -105,8 +114,12 @@ type Config struct {
 	RateLimitTTL time.Duration
 }
 
-// DefaultConfig returns the production defaults with one replica on file
-// storage. Set Replicas to 3 for a production cluster.
+// DefaultConfig returns the defaults with one replica on file storage: every
+// stream bounded by age and bytes, 4.06 GiB in all, small enough for the
+// embedded server on a laptop (JetStream reserves each stream's MaxBytes on
+// every server holding a replica). Set Replicas to 3 for a production
+// cluster, and size the byte limits to its volumes (README, "Capacity";
+// deploy/k8s/config.yaml).
 func DefaultConfig() Config {
 	return Config{
 		Replicas:          1,
@@ -115,10 +128,11 @@ func DefaultConfig() Config {
 		RequestsMaxBytes:  1 * GiB,
 		Duplicates:        10 * time.Minute,
 		ResponsesMaxAge:   24 * time.Hour,
-		ResponsesMaxBytes: Unlimited,
+		ResponsesMaxBytes: 1 * GiB,
 		ControlMaxAge:     24 * time.Hour,
+		ControlMaxBytes:   64 * MiB,
 		AuditMaxAge:       90 * 24 * time.Hour,
-		AuditMaxBytes:     Unlimited,
+		AuditMaxBytes:     2 * GiB,
 		AuditPartitions:   16,
 		TasksHistory:      5,
 		TasksTTL:          72 * time.Hour,
@@ -170,6 +184,7 @@ func (c Config) Validate() error {
 	}
 	size("RequestsMaxBytes", c.RequestsMaxBytes)
 	size("ResponsesMaxBytes", c.ResponsesMaxBytes)
+	size("ControlMaxBytes", c.ControlMaxBytes)
 	size("AuditMaxBytes", c.AuditMaxBytes)
 	if c.AuditPartitions < 1 || c.AuditPartitions > 1024 {
 		bad("AuditPartitions %d not in 1..1024", c.AuditPartitions)

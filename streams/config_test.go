@@ -27,6 +27,8 @@ func TestConfigValidate(t *testing.T) {
 		"duplicates 0":            func(c *streams.Config) { c.Duplicates = 0 },
 		"requests bytes 0":        func(c *streams.Config) { c.RequestsMaxBytes = 0 },
 		"responses bytes -2":      func(c *streams.Config) { c.ResponsesMaxBytes = -2 },
+		"control bytes 0":         func(c *streams.Config) { c.ControlMaxBytes = 0 },
+		"audit bytes 0":           func(c *streams.Config) { c.AuditMaxBytes = 0 },
 		"audit partitions 0":      func(c *streams.Config) { c.AuditPartitions = 0 },
 		"audit partitions 2000":   func(c *streams.Config) { c.AuditPartitions = 2000 },
 		"audit age tiny":          func(c *streams.Config) { c.AuditMaxAge = time.Millisecond },

@@ -46,7 +46,8 @@ func (c Config) RequestsStreamConfig() jetstream.StreamConfig {
 }
 
 // ResponsesStreamConfig returns the definition of E2A_RESPONSES: subjects
-// e2a.resp.>, limits retention, ResponsesMaxAge, the Duplicates window,
+// e2a.resp.>, limits retention, ResponsesMaxAge and ResponsesMaxBytes
+// (DiscardOld), the Duplicates window,
 // direct gets allowed, and every stored frame republished by the server to
 // e2a.live.<id> with the headers Nats-Stream, Nats-Subject, Nats-Sequence,
 // Nats-Time-Stamp and Nats-Last-Sequence (stream sequence of the previous
@@ -64,12 +65,13 @@ func (c Config) ResponsesStreamConfig() jetstream.StreamConfig {
 
 // ControlStreamConfig returns the definition of E2A_CONTROL: subjects
 // e2a.ctl.>, one message per subject (the latest control message of a
-// request survives until its worker reads it), ControlMaxAge, direct gets
-// allowed.
+// request survives until its worker reads it), ControlMaxAge and
+// ControlMaxBytes (DiscardOld), direct gets allowed.
 func (c Config) ControlStreamConfig() jetstream.StreamConfig {
 	s := c.base(ControlStream, "E2A control messages (cancel), e2a.ctl.<request_id>")
 	s.Subjects = []string{subjects.AllControl}
 	s.MaxAge = c.ControlMaxAge
+	s.MaxBytes = c.ControlMaxBytes
 	s.MaxMsgsPerSubject = 1
 	s.Duplicates = c.Duplicates
 	s.AllowDirect = true
@@ -84,6 +86,8 @@ func (c Config) ControlStreamConfig() jetstream.StreamConfig {
 // headers (E2A-Request-Id, E2A-Sequence, Nats-Msg-Id) and gain
 // Nats-Stream-Source with the original subject. DenyDelete and DenyPurge
 // make it append-only; it does not deduplicate (sourcing is exactly once).
+// AuditMaxAge and AuditMaxBytes bound it, dropping the oldest messages
+// (DiscardOld, see Config.AuditMaxBytes).
 func (c Config) AuditStreamConfig() jetstream.StreamConfig {
 	s := c.base(AuditStream, "E2A audit: requests and frames in bounded partitions")
 	rs, rd := subjects.AuditRequestMapping(c.AuditPartitions)

@@ -43,6 +43,14 @@ type Config struct {
 	ResponsesMaxAge time.Duration `envconfig:"RESPONSES_MAX_AGE" default:"24h"`
 	// RequestsMaxBytes bounds E2A_REQUESTS; when full, ingress answers 503.
 	RequestsMaxBytes int64 `envconfig:"REQUESTS_MAX_BYTES" default:"1073741824"`
+	// ResponsesMaxBytes bounds E2A_RESPONSES (oldest frames dropped).
+	ResponsesMaxBytes int64 `envconfig:"RESPONSES_MAX_BYTES" default:"1073741824"`
+	// ControlMaxBytes bounds E2A_CONTROL (oldest cancels dropped).
+	ControlMaxBytes int64 `envconfig:"CONTROL_MAX_BYTES" default:"67108864"`
+	// AuditMaxAge and AuditMaxBytes bound E2A_AUDIT (oldest dropped; age 0
+	// = bytes only).
+	AuditMaxAge   time.Duration `envconfig:"AUDIT_MAX_AGE" default:"2160h"`
+	AuditMaxBytes int64         `envconfig:"AUDIT_MAX_BYTES" default:"2147483648"`
 	// DedupeWindow is how long the same request_id is recognized as one.
 	DedupeWindow time.Duration `envconfig:"DEDUPE_WINDOW" default:"10m"`
 
@@ -100,6 +108,10 @@ func (c Config) StreamsConfig() streams.Config {
 	s.RequestsMaxAge = c.RequestsMaxAge
 	s.ResponsesMaxAge = c.ResponsesMaxAge
 	s.RequestsMaxBytes = c.RequestsMaxBytes
+	s.ResponsesMaxBytes = c.ResponsesMaxBytes
+	s.ControlMaxBytes = c.ControlMaxBytes
+	s.AuditMaxAge = c.AuditMaxAge
+	s.AuditMaxBytes = c.AuditMaxBytes
 	s.Duplicates = c.DedupeWindow
 	return s
 }
