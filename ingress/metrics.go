@@ -1,9 +1,16 @@
 package ingress
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
 
 type metrics struct {
 	requests     *prometheus.CounterVec
+	accepted     *prometheus.CounterVec
 	publish      prometheus.Histogram
 	authFailures *prometheus.CounterVec
 	rateLimited  *prometheus.CounterVec
@@ -15,6 +22,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "e2a_ingress_requests_total",
 			Help: "Requests answered by ingress, by protocol, method and HTTP status code.",
 		}, []string{"protocol", "method", "code"}),
+		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "e2a_ingress_accepted_total",
+			Help: "Requests durably accepted (PubAck, not a duplicate), whatever the answer mode (202, SSE, NDJSON, wait, JSON-RPC, A2E, workflow API), by protocol: e2a, a2a, agentvault, acp, a2e, agent_request or workflow.",
+		}, []string{"protocol"}),
 		publish: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "e2a_ingress_publish_seconds",
 			Help:    "Time from publish to PubAck for accepted requests.",
@@ -30,11 +41,31 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"protocol"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.publish, m.authFailures, m.rateLimited} {
+		for _, c := range []prometheus.Collector{m.requests, m.accepted, m.publish, m.authFailures, m.rateLimited} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
 		}
 	}
 	return m, nil
+}
+
+// acceptedProtocol is the protocol label of e2a_ingress_accepted_total for
+// an accepted envelope: "workflow" for the workflow API, else the finer
+// ingress origin (provenance.details.ingress_protocol: agentvault, a2e,
+// agent_request), else the source protocol (e2a, a2a, acp).
+func acceptedProtocol(env *e2a.Envelope) string {
+	if strings.HasPrefix(env.Method, "a2e.workflow.") {
+		return "workflow"
+	}
+	if env.Provenance == nil {
+		return "e2a"
+	}
+	if p, ok := env.Provenance.Details[e2a.DetailIngressProtocol].(string); ok && p != "" {
+		return p
+	}
+	if env.Provenance.SourceProtocol != "" {
+		return env.Provenance.SourceProtocol
+	}
+	return "e2a"
 }

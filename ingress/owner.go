@@ -32,6 +32,9 @@ func (s *Server) publish(ctx context.Context, p Principal, pool string, env *e2a
 	}
 	acc, err := s.pub.Publish(ctx, pool, env)
 	acc.Warning = warning
+	if err == nil && !acc.Duplicate {
+		s.metrics.accepted.WithLabelValues(acceptedProtocol(env)).Inc()
+	}
 	if err != nil || !acc.Duplicate || p.Open {
 		return acc, err
 	}
