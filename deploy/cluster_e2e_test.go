@@ -178,7 +178,7 @@ func TestNATSClusterSecurityAndFailover(t *testing.T) {
 			defer wg.Done()
 			for !stop.Load() && ctx.Err() == nil {
 				id := fmt.Sprintf("c%d-%d", cl, n.Add(1))
-				if !postUntilAccepted(client, web.URL, id) {
+				if !postUntilAccepted(client, fixedBase(web.URL), nil, id) {
 					continue
 				}
 				if killed.Load() {
@@ -189,7 +189,7 @@ func TestNATSClusterSecurityAndFailover(t *testing.T) {
 				mu.Lock()
 				accepted = append(accepted, id)
 				mu.Unlock()
-				seqs, err := readSSE(ctx, web.URL, id)
+				seqs, err := readSSE(ctx, fixedBase(web.URL), nil, id)
 				mu.Lock()
 				received[id] = seqs
 				mu.Unlock()
@@ -232,23 +232,7 @@ func TestNATSClusterSecurityAndFailover(t *testing.T) {
 	}()
 	auditNC, _ := c.connect("audit")
 	checkAllComplete(t, ctx, auditNC, ids, audit.SourceHot)
-	for _, id := range ids {
-		frames := storedFrames(t, ctx, auditNC, id)
-		if err := e2a.CheckFrames(frames); err != nil {
-			t.Errorf("%s: %v", id, err)
-			continue
-		}
-		if f := frames[len(frames)-1]; f.Status != e2a.StatusSucceeded {
-			t.Errorf("%s ended %s %s", id, f.Status, f.Body)
-		}
-		want := make([]int64, len(frames))
-		for i := range want {
-			want[i] = int64(i)
-		}
-		if got := received[id]; !slices.Equal(got, want) {
-			t.Errorf("%s: SSE client got %v, stored %v", id, got, want)
-		}
-	}
+	checkReceived(t, ctx, auditNC, ids, received)
 	// The cancelled request ended with e2a.error cancelled.
 	fr := storedFrames(t, ctx, auditNC, "cancel-me")
 	if err := e2a.CheckFrames(fr); err != nil {
@@ -403,12 +387,21 @@ func post(t *testing.T, client *http.Client, base, id, params string) int {
 	return resp.StatusCode
 }
 
+// fixedBase is a base URL provider that always answers base.
+func fixedBase(base string) func() string { return func() string { return base } }
+
 // postUntilAccepted posts a request until ingress answers 202, retrying
 // the same request id (deduplicated by the stream) while the cluster
-// elects new leaders.
-func postUntilAccepted(client *http.Client, base, id string) bool {
+// elects new leaders, each attempt to the URL base gives (another replica
+// after one died), with the headers hdr.
+func postUntilAccepted(client *http.Client, base func() string, hdr http.Header, id string) bool {
 	for attempt := 0; attempt < 40; attempt++ {
-		resp, err := client.Post(base+"/v1/requests", "application/json", strings.NewReader(requestBody(id, `"frames":3,"delay_ms":20`)))
+		req, _ := http.NewRequest(http.MethodPost, base()+"/v1/requests", strings.NewReader(requestBody(id, `"frames":3,"delay_ms":20`)))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range hdr {
+			req.Header[k] = v
+		}
+		resp, err := client.Do(req)
 		if err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
@@ -431,9 +424,10 @@ var sseStalls atomic.Int64
 const sseStallTimeout = 8 * time.Second
 
 // readSSE reads the E2A SSE stream of id to its final frame, resuming with
-// Last-Event-ID when the stream breaks or stalls, and returns the frame
-// sequences received.
-func readSSE(ctx context.Context, base, id string) ([]int64, error) {
+// Last-Event-ID when the stream breaks or stalls (on the URL base gives at
+// that moment: any replica serves any request), and returns the frame
+// sequences received. hdr is added to every request (credentials).
+func readSSE(ctx context.Context, base func() string, hdr http.Header, id string) ([]int64, error) {
 	var seqs []int64
 	var lastErr error
 	for attempt := 0; attempt < 30 && ctx.Err() == nil; attempt++ {
@@ -463,7 +457,10 @@ func readSSE(ctx context.Context, base, id string) ([]int64, error) {
 			default:
 			}
 		}
-		req, _ := http.NewRequestWithContext(actx, http.MethodGet, base+"/v1/requests/"+id+"/stream", nil)
+		req, _ := http.NewRequestWithContext(actx, http.MethodGet, base()+"/v1/requests/"+id+"/stream", nil)
+		for k, v := range hdr {
+			req.Header[k] = v
+		}
 		req.Header.Set("Accept", "text/event-stream")
 		if len(seqs) > 0 {
 			req.Header.Set("Last-Event-ID", strconv.FormatInt(seqs[len(seqs)-1], 10))
@@ -554,6 +551,30 @@ func storedFrames(t *testing.T, ctx context.Context, nc *nats.Conn, id string) [
 		out = append(out, r)
 	}
 	return out
+}
+
+// checkReceived checks that every request of ids stored frames 0..n with
+// one final frame, last, succeeded (e2a.CheckFrames), and that its SSE
+// client received exactly those (received[id]: the sequences it read).
+func checkReceived(t *testing.T, ctx context.Context, nc *nats.Conn, ids []string, received map[string][]int64) {
+	t.Helper()
+	for _, id := range ids {
+		frames := storedFrames(t, ctx, nc, id)
+		if err := e2a.CheckFrames(frames); err != nil {
+			t.Errorf("%s: %v", id, err)
+			continue
+		}
+		if f := frames[len(frames)-1]; f.Status != e2a.StatusSucceeded {
+			t.Errorf("%s ended %s %s", id, f.Status, f.Body)
+		}
+		want := make([]int64, len(frames))
+		for i := range want {
+			want[i] = int64(i)
+		}
+		if got := received[id]; !slices.Equal(got, want) {
+			t.Errorf("%s: SSE client got %v, stored %v", id, got, want)
+		}
+	}
 }
 
 // checkAllComplete waits until every request of ids is complete in source

@@ -82,14 +82,42 @@ func (r *recordingRegisterer) names() map[string][]string {
 }
 
 // exporterMetrics are the prometheus-nats-exporter series the dashboard
-// may use (-prefix=nats, as the NATS Helm chart runs it; collector/jsz.go).
+// and the alerting rules may use, with their labels: the exporter as the
+// NATS Helm chart runs it (-prefix=nats -jsz=all), names and labels from
+// its collector/jsz.go (nats-io/prometheus-nats-exporter, the version the
+// chart ships: BuildFQName(system, "server"|"stream"|"consumer", …),
+// serverLabels, streamLabels, consumerLabels).
 var exporterMetrics = map[string]bool{
-	"nats_consumer_num_pending":     true,
-	"nats_consumer_num_ack_pending": true,
-	"nats_consumer_num_redelivered": true,
-	"nats_consumer_num_waiting":     true,
-	"nats_stream_total_messages":    true,
-	"nats_stream_total_bytes":       true,
+	"nats_consumer_num_pending":       true,
+	"nats_consumer_num_ack_pending":   true,
+	"nats_consumer_num_redelivered":   true,
+	"nats_consumer_num_waiting":       true,
+	"nats_stream_total_messages":      true,
+	"nats_stream_total_bytes":         true,
+	"nats_stream_limit_bytes":         true,
+	"nats_stream_first_seq":           true,
+	"nats_stream_last_seq":            true,
+	"nats_server_total_streams":       true,
+	"nats_server_total_message_bytes": true,
+	"nats_server_max_storage":         true,
+}
+
+// Labels of the exporter's jsz metrics (collector/jsz.go).
+var (
+	exporterServerLabels   = []string{"server_id", "server_name", "cluster", "domain", "meta_leader", "is_meta_leader"}
+	exporterStreamLabels   = append(slices.Clone(exporterServerLabels), "account", "account_name", "account_id", "stream_name", "stream_leader", "is_stream_leader", "stream_raft_group")
+	exporterConsumerLabels = append(slices.Clone(exporterStreamLabels), "consumer_name", "consumer_leader", "is_consumer_leader", "consumer_desc")
+)
+
+// exporterLabels returns the labels of an exporter metric.
+func exporterLabels(name string) []string {
+	switch {
+	case strings.HasPrefix(name, "nats_consumer_"):
+		return exporterConsumerLabels
+	case strings.HasPrefix(name, "nats_stream_"):
+		return exporterStreamLabels
+	}
+	return exporterServerLabels
 }
 
 // TestGrafanaDashboard checks deploy/grafana/e2a-dashboard.json against
@@ -116,35 +144,7 @@ func TestGrafanaDashboard(t *testing.T) {
 		t.Fatalf("dashboard JSON: %v", err)
 	}
 
-	// The metrics of ingress, egress and an agent pool, as registered.
-	_, nc := natstest.RunServer(t)
-	rec := &recordingRegisterer{reg: prometheus.NewRegistry(), m: map[string][]string{}}
-	eg, err := egress.New(nc, egress.WithRegisterer(rec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eg.Close()
-	if _, err := ingress.New(nc, eg, ingress.WithRegisterer(rec)); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- agent.Run(ctx, nc, demo.Pool, demo.New(), agent.WithMetrics(rec)) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, ok := rec.names()["e2a_agent_in_flight"]; ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("agent metrics not registered")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	registered := rec.names()
+	registered := registeredMetrics(t)
 
 	metricRe := regexp.MustCompile(`\b((?:e2a|nats)_[a-z0-9_]+)\b`)
 	byRe := regexp.MustCompile(`by \(([^)]*)\)`)
@@ -201,9 +201,50 @@ func TestGrafanaDashboard(t *testing.T) {
 	if len(missing) > 0 {
 		t.Errorf("metrics without a panel: %v", missing)
 	}
+	// Accepted requests are counted where they are accepted (every answer
+	// mode and protocol), not inferred from HTTP 202 answers.
+	if strings.Contains(string(data), `code=\"202\"`) || !used["e2a_ingress_accepted_total"] {
+		t.Error("the dashboard counts accepted requests from HTTP 202 answers instead of e2a_ingress_accepted_total")
+	}
 	for _, m := range []string{"nats_consumer_num_pending", "nats_consumer_num_ack_pending", "nats_consumer_num_redelivered"} {
 		if !used[m] {
 			t.Errorf("dashboard does not show %s", m)
 		}
 	}
+}
+
+// registeredMetrics returns the metrics ingress, egress and an agent pool
+// register (name → variable labels), started in process on an embedded
+// server.
+func registeredMetrics(t *testing.T) map[string][]string {
+	t.Helper()
+	// The metrics of ingress, egress and an agent pool, as registered.
+	_, nc := natstest.RunServer(t)
+	rec := &recordingRegisterer{reg: prometheus.NewRegistry(), m: map[string][]string{}}
+	eg, err := egress.New(nc, egress.WithRegisterer(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eg.Close()
+	if _, err := ingress.New(nc, eg, ingress.WithRegisterer(rec)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(ctx, nc, demo.Pool, demo.New(), agent.WithMetrics(rec)) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := rec.names()["e2a_agent_in_flight"]; ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("agent metrics not registered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	return rec.names()
 }

@@ -17,6 +17,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -78,6 +79,22 @@ var natsJetStreamTrigger = map[string]bool{
 	"lagThreshold": true, "activationLagThreshold": true, "useHttps": true,
 }
 
+// podMonitor is the Prometheus Operator's PodMonitor
+// (monitoring.coreos.com/v1), the fields of its CRD this project uses.
+type podMonitor struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       struct {
+		Selector            metav1.LabelSelector `json:"selector"`
+		PodMetricsEndpoints []struct {
+			Port     string `json:"port"`
+			Path     string `json:"path,omitempty"`
+			Interval string `json:"interval,omitempty"`
+		} `json:"podMetricsEndpoints"`
+	} `json:"spec"`
+}
+
 // manifests holds every object of deploy/k8s, strictly decoded.
 type manifests struct {
 	files        []string
@@ -90,6 +107,9 @@ type manifests struct {
 	hpas         []*autoscalingv2.HorizontalPodAutoscaler
 	pdbs         []*policyv1.PodDisruptionBudget
 	scaledObject []*scaledObject
+	netpols      []*networkingv1.NetworkPolicy
+	podMonitors  []*podMonitor
+	promRules    []*prometheusRule
 }
 
 // splitDocs splits a multi-document YAML file.
@@ -192,6 +212,18 @@ func loadManifests(t *testing.T) *manifests {
 				v := &policyv1.PodDisruptionBudget{}
 				strict(t, where, doc, v)
 				m.pdbs = append(m.pdbs, v)
+			case "networking.k8s.io/v1 NetworkPolicy":
+				v := &networkingv1.NetworkPolicy{}
+				strict(t, where, doc, v)
+				m.netpols = append(m.netpols, v)
+			case "monitoring.coreos.com/v1 PodMonitor":
+				v := &podMonitor{}
+				strict(t, where, doc, v)
+				m.podMonitors = append(m.podMonitors, v)
+			case "monitoring.coreos.com/v1 PrometheusRule":
+				v := &prometheusRule{}
+				strict(t, where, doc, v)
+				m.promRules = append(m.promRules, v)
 			case "keda.sh/v1alpha1 ScaledObject":
 				v := &scaledObject{}
 				strict(t, where, doc, v)
@@ -285,8 +317,25 @@ func TestKubernetesManifests(t *testing.T) {
 			if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
 				t.Errorf("%s/%s: resources %+v", where, c.Name, c.Resources)
 			}
-			if c.Image == "" || !strings.HasPrefix(c.Image, "e2a-pipeline/e2a") {
-				t.Errorf("%s/%s: image %q", where, c.Name, c.Image)
+			if c.Image != "e2a-pipeline/e2a:"+imageTag(t) {
+				t.Errorf("%s/%s: image %q, want e2a-pipeline/e2a:%s (kustomization.yaml)", where, c.Name, c.Image, imageTag(t))
+			}
+			if v := restrictedViolations(t, metav1.ObjectMeta{Name: name}, &spec); len(v) > 0 {
+				t.Errorf("%s: refused by Pod Security restricted: %v", where, v)
+			}
+			// NATS over TLS: the CA mounted where E2A_NATS_TLS_CA says.
+			ca := configMapEnv(t)["E2A_NATS_TLS_CA"]
+			mounted := false
+			for _, vm := range c.VolumeMounts {
+				for _, v := range spec.Volumes {
+					if v.Name == vm.Name && v.Secret != nil && v.Secret.SecretName == "nats-server-tls" &&
+						len(v.Secret.Items) == 1 && v.Secret.Items[0].Key == "ca.crt" && vm.MountPath+"/"+v.Secret.Items[0].Path == ca {
+						mounted = true
+					}
+				}
+			}
+			if !mounted {
+				t.Errorf("%s/%s: the NATS CA (secret nats-server-tls, ca.crt only) is not mounted at %s", where, c.Name, ca)
 			}
 			user, hasPassword := "", false
 			for _, e := range c.Env {
@@ -329,6 +378,16 @@ func TestKubernetesManifests(t *testing.T) {
 		args := d.Spec.Template.Spec.Containers[0].Args
 		switch {
 		case len(args) > 0 && args[0] == "serve":
+			// Ingress auth from a secret.
+			auth := false
+			for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+				if e.Name == "E2A_API_KEYS" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name == "e2a-ingress-auth" {
+					auth = true
+				}
+			}
+			if !auth {
+				t.Errorf("deployment %s: E2A_API_KEYS not from the secret e2a-ingress-auth", d.Name)
+			}
 		case len(args) >= 3 && args[0] == "agent" && args[1] == "--pool":
 			if want := "agent-" + args[2]; d.Spec.Template.Spec.Containers[0].Env[1].Value != want {
 				t.Errorf("deployment %s: pool %s runs as NATS user %q, want %q", d.Name, args[2], d.Spec.Template.Spec.Containers[0].Env[1].Value, want)
@@ -416,6 +475,8 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Errorf("ScaledObject %s: lagThreshold %q above the concurrency %d of a replica", so.Metadata.Name, tr.Metadata["lagThreshold"], n)
 		}
 	}
+
+	checkMonitoringAndNetwork(t, m)
 
 	// The kustomization lists every manifest file and the accounts file.
 	var k struct {
@@ -505,5 +566,183 @@ func TestManifestsRejectUnknownFields(t *testing.T) {
 	bad = bytes.Replace(scaled, []byte("minReplicaCount"), []byte("minReplicas"), 1)
 	if err := strictDecode(bad, &scaledObject{}); err == nil {
 		t.Fatal("a misspelt ScaledObject field decoded")
+	}
+}
+
+// imageTag is the e2a image tag of deploy/kustomization.yaml; it must be
+// a version, not "latest", and the compose file and the Dockerfile's
+// VERSION must say the same.
+func imageTag(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s+newTag: "?([^"\s]+)"?$`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("kustomization.yaml: no images.newTag")
+	}
+	tag := string(m[1])
+	if tag == "latest" || !regexp.MustCompile(`^\d+\.\d+\.\d+`).MatchString(tag) {
+		t.Fatalf("kustomization.yaml: image tag %q is not a version", tag)
+	}
+	return tag
+}
+
+// natsPodLabels are the labels the NATS Helm chart gives its pods
+// (release "nats": nats.selectorLabels).
+var natsPodLabels = labels.Set{"app.kubernetes.io/name": "nats", "app.kubernetes.io/instance": "nats", "app.kubernetes.io/component": "nats"}
+
+// checkMonitoringAndNetwork checks the PodMonitor (every e2a Deployment's
+// pods scraped on their port http), the PrometheusRule (deploy/prometheus
+// verbatim, see TestAlertRules) and the NetworkPolicies: NATS accepts
+// clients (4222) from every e2a pod and routes (6222) from its peers, and
+// every e2a pod may reach NATS on 4222.
+func checkMonitoringAndNetwork(t *testing.T, m *manifests) {
+	t.Helper()
+	if len(m.podMonitors) != 1 || len(m.promRules) != 1 {
+		t.Fatalf("%d PodMonitors, %d PrometheusRules", len(m.podMonitors), len(m.promRules))
+	}
+	pm := m.podMonitors[0]
+	if got := m.matching(t, &pm.Spec.Selector); len(got) != len(m.deployments) {
+		t.Errorf("PodMonitor selects %v, want every deployment", got)
+	}
+	if len(pm.Spec.PodMetricsEndpoints) != 1 || pm.Spec.PodMetricsEndpoints[0].Port != "http" || pm.Spec.PodMetricsEndpoints[0].Path != "/metrics" {
+		t.Errorf("PodMonitor endpoints %+v", pm.Spec.PodMetricsEndpoints)
+	}
+	type pod struct {
+		name   string
+		labels labels.Set
+	}
+	var pods []pod
+	for _, d := range m.deployments {
+		pods = append(pods, pod{d.Name, d.Spec.Template.Labels})
+	}
+	for _, j := range m.jobs {
+		pods = append(pods, pod{j.Name, j.Spec.Template.Labels})
+	}
+	selects := func(sel *metav1.LabelSelector, l labels.Set) bool {
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Matches(l)
+	}
+	hasPort := func(ports []networkingv1.NetworkPolicyPort, port int) bool {
+		for _, p := range ports {
+			if p.Port != nil && p.Port.IntValue() == port {
+				return true
+			}
+		}
+		return false
+	}
+	// NATS ingress.
+	var natsPol *networkingv1.NetworkPolicy
+	for _, np := range m.netpols {
+		if selects(&np.Spec.PodSelector, natsPodLabels) {
+			if natsPol != nil {
+				t.Errorf("NATS pods selected by %s and %s", natsPol.Name, np.Name)
+			}
+			natsPol = np
+		}
+		for _, p := range pods {
+			if selects(&np.Spec.PodSelector, p.labels) && selects(&np.Spec.PodSelector, natsPodLabels) {
+				t.Errorf("policy %s selects both NATS and %s", np.Name, p.name)
+			}
+		}
+	}
+	if natsPol == nil || !slices.Equal(natsPol.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+		t.Fatalf("no ingress policy for the NATS pods: %+v", natsPol)
+	}
+	clientFrom := func(l labels.Set, port int) bool {
+		for _, r := range natsPol.Spec.Ingress {
+			for _, f := range r.From {
+				if f.PodSelector != nil && f.NamespaceSelector == nil && selects(f.PodSelector, l) && hasPort(r.Ports, port) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, p := range pods {
+		if !clientFrom(p.labels, 4222) {
+			t.Errorf("NATS does not accept clients from %s", p.name)
+		}
+		if clientFrom(p.labels, 6222) {
+			t.Errorf("NATS accepts routes from %s", p.name)
+		}
+	}
+	if !clientFrom(natsPodLabels, 6222) {
+		t.Errorf("NATS does not accept routes from its peers")
+	}
+	for _, r := range natsPol.Spec.Ingress {
+		for _, f := range r.From {
+			if f.IPBlock != nil || f.PodSelector == nil && f.NamespaceSelector == nil {
+				t.Errorf("NATS accepts %+v", f)
+			}
+		}
+	}
+	// e2a egress: each pod is selected by an egress policy letting it
+	// reach NATS on 4222.
+	for _, p := range pods {
+		ok := false
+		for _, np := range m.netpols {
+			if !selects(&np.Spec.PodSelector, p.labels) || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
+				continue
+			}
+			for _, r := range np.Spec.Egress {
+				for _, to := range r.To {
+					if to.PodSelector != nil && selects(to.PodSelector, natsPodLabels) && hasPort(r.Ports, 4222) {
+						ok = true
+					}
+				}
+			}
+		}
+		if !ok {
+			t.Errorf("%s: no egress policy lets it reach NATS on 4222", p.name)
+		}
+	}
+}
+
+// TestDockerfile checks deploy/Dockerfile: the Go toolchain of go.mod's go
+// directive, the runtime image pinned by digest, the version the
+// manifests deploy, and a .dockerignore that keeps secrets and the git
+// history out of the build context.
+func TestDockerfile(t *testing.T) {
+	data, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := os.ReadFile(filepath.Join("..", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	goVersion := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(mod)
+	if goVersion == nil {
+		t.Fatal("go.mod: no go directive")
+	}
+	for _, want := range []string{
+		"ARG GO_VERSION=" + string(goVersion[1]) + "\n",
+		"ARG VERSION=" + imageTag(t) + "\n",
+		"FROM golang:${GO_VERSION}-bookworm AS build",
+	} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+	for _, from := range regexp.MustCompile(`(?m)^FROM (\S+)`).FindAllSubmatch(data, -1) {
+		img := string(from[1])
+		if !strings.Contains(img, "@sha256:") && !strings.Contains(img, "${GO_VERSION}") {
+			t.Errorf("base image %s is pinned neither by digest nor by exact version", img)
+		}
+	}
+	ignore, err := os.ReadFile(filepath.Join("..", ".dockerignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{".git", "**/*.key", "**/*.env", "deploy"} {
+		if !slices.Contains(strings.Split(string(ignore), "\n"), want) {
+			t.Errorf(".dockerignore lacks %s", want)
+		}
 	}
 }

@@ -62,6 +62,9 @@ type natsCluster struct {
 	t         testing.TB
 	passwords map[string]string
 	nodes     []*natsNode
+	// tls holds the CA and the certificate the nodes serve (clients and
+	// routes), generated for the test.
+	tls *testTLS
 }
 
 func randomSecret(t testing.TB) string {
@@ -91,14 +94,15 @@ func freeLoopbackPorts(t testing.TB, n int) []int {
 
 // startNATSCluster starts n nats-server processes with the shipped
 // configuration: the loopback ports and routes come from the command line
-// (they override the file), the server name, the store directory and the
-// users' passwords from the environment, as in production.
+// (they override the file), the server name, the store directory, the
+// users' passwords and the TLS files (generated here) from the
+// environment, as in production.
 func startNATSCluster(t testing.TB, n int) *natsCluster {
 	t.Helper()
 	bin := natsServerBinary(t)
 	conf := natsConfigPath(t)
-	c := &natsCluster{t: t, passwords: map[string]string{}}
-	env := os.Environ()
+	c := &natsCluster{t: t, passwords: map[string]string{}, tls: newTestTLS(t)}
+	env := append(os.Environ(), c.tls.natsTLSEnv()...)
 	for user, v := range natsUsers {
 		c.passwords[user] = randomSecret(t)
 		env = append(env, v+"="+c.passwords[user])
@@ -158,13 +162,9 @@ func (c *natsCluster) waitHealthy(within time.Duration) {
 			continue
 		}
 		for {
-			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", nd.httpPort))
-			if err == nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
+			ok, err := getOK(http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/healthz", nd.httpPort))
+			if ok {
+				break
 			}
 			if nd.exited() {
 				c.t.Fatalf("%s exited:\n%s", nd.name, nd.logTail())
@@ -177,21 +177,43 @@ func (c *natsCluster) waitHealthy(within time.Duration) {
 	}
 }
 
-func (nd *natsNode) exited() bool {
+func (nd *natsNode) exited() bool { return closed(nd.done) }
+
+// getOK GETs url and reports whether it answered 200 (readiness polls).
+func getOK(client *http.Client, url string) (bool, error) {
+	resp, err := client.Get(url)
+	if err != nil {
+		return false, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK, nil
+}
+
+func (nd *natsNode) logTail() string {
+	return fileTail(4000, filepath.Join(nd.dir, "stderr.log"), nd.logPath)
+}
+
+// closed reports whether ch is closed (a process's done channel).
+func closed(ch <-chan struct{}) bool {
 	select {
-	case <-nd.done:
+	case <-ch:
 		return true
 	default:
 		return false
 	}
 }
 
-func (nd *natsNode) logTail() string {
-	stderr, _ := os.ReadFile(filepath.Join(nd.dir, "stderr.log"))
-	b, _ := os.ReadFile(nd.logPath)
-	b = append(stderr, b...)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
+// fileTail returns the last n bytes of the files' contents, one after the
+// other.
+func fileTail(n int, paths ...string) string {
+	var b []byte
+	for _, p := range paths {
+		x, _ := os.ReadFile(p)
+		b = append(b, x...)
+	}
+	if len(b) > n {
+		b = b[len(b)-n:]
 	}
 	return string(b)
 }
@@ -289,7 +311,7 @@ func (c *natsCluster) connect(user string) (*nats.Conn, *errSink) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	nc, err := streams.Connect(ctx, streams.ConnConfig{
-		NatsURL: c.URL(), User: user, Password: c.passwords[user],
+		NatsURL: c.URL(), User: user, Password: c.passwords[user], TLSCA: c.tls.CA,
 		Name: "e2a-test-" + user, ReconnectWait: 100 * time.Millisecond,
 	}, nats.ErrorHandler(sink.handler))
 	if err != nil {

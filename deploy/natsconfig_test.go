@@ -8,10 +8,14 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -22,6 +26,10 @@ func setNATSEnv(t *testing.T) {
 	t.Setenv("E2A_NATS_STORE_DIR", t.TempDir())
 	for user, v := range natsUsers {
 		t.Setenv(v, "pw-"+user)
+	}
+	for _, kv := range newTestTLS(t).natsTLSEnv() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
 	}
 }
 
@@ -54,6 +62,12 @@ func TestNATSServerConfig(t *testing.T) {
 	if opts.SystemAccount != "SYS" {
 		t.Errorf("system account %q", opts.SystemAccount)
 	}
+	if opts.TLSConfig == nil || opts.Cluster.TLSConfig == nil {
+		t.Errorf("TLS: clients %v, routes %v", opts.TLSConfig != nil, opts.Cluster.TLSConfig != nil)
+	}
+	// The compose volumes are as large as the host's disk; the file is
+	// sized for the Kubernetes volumes (nats-values.yaml, 100 GiB).
+	checkStoreFits(t, "nats-server.conf", opts.JetStreamMaxStore, 100<<30)
 	users := userPerms(t, opts)
 	if len(users) != len(natsUsers) {
 		t.Fatalf("users %v", slices.Sorted(func(yield func(string) bool) {
@@ -174,9 +188,13 @@ func TestNATSHelmValues(t *testing.T) {
 	var v struct {
 		Config struct {
 			Cluster struct {
-				Enabled  bool `json:"enabled"`
-				Replicas int  `json:"replicas"`
+				Enabled  bool     `json:"enabled"`
+				Replicas int      `json:"replicas"`
+				TLS      chartTLS `json:"tls"`
 			} `json:"cluster"`
+			NATS struct {
+				TLS chartTLS `json:"tls"`
+			} `json:"nats"`
 			JetStream struct {
 				Enabled   bool `json:"enabled"`
 				FileStore struct {
@@ -186,6 +204,7 @@ func TestNATSHelmValues(t *testing.T) {
 						Enabled bool   `json:"enabled"`
 						Size    string `json:"size"`
 					} `json:"pvc"`
+					MaxSize string `json:"maxSize"`
 				} `json:"fileStore"`
 				MemoryStore struct {
 					Enabled bool `json:"enabled"`
@@ -198,12 +217,27 @@ func TestNATSHelmValues(t *testing.T) {
 			} `json:"monitor"`
 			Merge map[string]any `json:"merge"`
 		} `json:"config"`
+		TLSCA struct {
+			Enabled    bool   `json:"enabled"`
+			SecretName string `json:"secretName"`
+			Key        string `json:"key"`
+		} `json:"tlsCA"`
 		Container struct {
+			Image     chartImage       `json:"image"`
 			Env       map[string]any   `json:"env"`
 			Resources map[string]any   `json:"resources"`
+			Merge     chartContainer   `json:"merge"`
 			Patch     []map[string]any `json:"patch"`
 		} `json:"container"`
+		Reloader struct {
+			Enabled bool           `json:"enabled"`
+			Image   chartImage     `json:"image"`
+			Merge   chartContainer `json:"merge"`
+		} `json:"reloader"`
 		PodTemplate struct {
+			Merge struct {
+				Spec corev1.PodSpec `json:"spec"`
+			} `json:"merge"`
 			Patch                     []map[string]any `json:"patch"`
 			TopologySpreadConstraints map[string]any   `json:"topologySpreadConstraints"`
 		} `json:"podTemplate"`
@@ -211,7 +245,9 @@ func TestNATSHelmValues(t *testing.T) {
 			Enabled bool `json:"enabled"`
 		} `json:"podDisruptionBudget"`
 		PromExporter struct {
-			Enabled    bool `json:"enabled"`
+			Enabled    bool           `json:"enabled"`
+			Image      chartImage     `json:"image"`
+			Merge      chartContainer `json:"merge"`
 			PodMonitor struct {
 				Enabled bool `json:"enabled"`
 			} `json:"podMonitor"`
@@ -260,8 +296,21 @@ func TestNATSHelmValues(t *testing.T) {
 	for k, x := range c.JetStream.Merge {
 		js[k] = x
 	}
+	if c.JetStream.FileStore.MaxSize != "" { // the chart's config/jetstream.yaml
+		js["max_file_store"] = "<< " + c.JetStream.FileStore.MaxSize + " >>"
+	}
 	jsConf := renderHelmMerge(js)
-	conf := "server_name: nats-0\njetstream {\n" + jsConf + "}\n" + renderHelmMerge(c.Merge)
+	// TLS as the chart's config/tls.yaml writes it (with this test's files
+	// in place of the mounted secret).
+	certs := newTestTLS(t)
+	tlsBlock := func(tl chartTLS) string {
+		if !tl.Enabled || tl.SecretName == "" {
+			return ""
+		}
+		return fmt.Sprintf("tls {\ncert_file: %q\nkey_file: %q\nca_file: %q\n}\n", certs.Cert, certs.Key, certs.CA)
+	}
+	conf := "server_name: nats-0\njetstream {\n" + jsConf + "}\n" + renderHelmMerge(c.Merge) + tlsBlock(c.NATS.TLS) +
+		"cluster {\nname: nats\nport: 6222\nroutes: [tls://nats-0.nats-headless:6222]\n" + tlsBlock(c.Cluster.TLS) + "}\n"
 	path := filepath.Join(confDir, "nats.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
@@ -272,6 +321,94 @@ func TestNATSHelmValues(t *testing.T) {
 	}
 	if !opts.SyncAlways || opts.MaxPayload < 8<<20 || len(userPerms(t, opts)) != len(natsUsers) {
 		t.Errorf("rendered configuration: sync always %v, max payload %d, %d users", opts.SyncAlways, opts.MaxPayload, len(opts.Users))
+	}
+	if opts.TLSConfig == nil || opts.Cluster.TLSConfig == nil || !v.TLSCA.Enabled || v.TLSCA.SecretName != c.NATS.TLS.SecretName || v.TLSCA.Key != "ca.crt" {
+		t.Errorf("TLS: clients %v, routes %v, CA %+v", opts.TLSConfig != nil, opts.Cluster.TLSConfig != nil, v.TLSCA)
+	}
+	pvc, err := resource.ParseQuantity(c.JetStream.FileStore.PVC.Size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStoreFits(t, "nats-values.yaml", opts.JetStreamMaxStore, pvc.Value())
+
+	// Images: the nats-server of go.mod; the others by exact tag.
+	if want := strings.TrimPrefix(natsServerVersion(t), "v") + "-alpine"; v.Container.Image.Repository != "nats" || v.Container.Image.Tag != want {
+		t.Errorf("NATS image %+v, want nats:%s (go.mod)", v.Container.Image, want)
+	}
+	for _, im := range []chartImage{v.Reloader.Image, v.PromExporter.Image} {
+		if im.Repository == "" || !regexp.MustCompile(`^\d+\.\d+\.\d+$`).MatchString(im.Tag) {
+			t.Errorf("image %+v not pinned to a version", im)
+		}
+	}
+
+	// The StatefulSet's pod as the chart builds it (files/stateful-set:
+	// containers nats, reloader, prom-exporter; config, pid, data, TLS and
+	// accounts volumes; a shared process namespace) with the values'
+	// merges, evaluated against the namespace's Pod Security level.
+	spec := v.PodTemplate.Merge.Spec
+	share := true
+	spec.ShareProcessNamespace = &share
+	spec.Volumes = []corev1.Volume{
+		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "nats-config"}}}},
+		{Name: "pid", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "nats-js", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "nats-js-nats-0"}}},
+		{Name: "tls-ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: v.TLSCA.SecretName}}},
+		{Name: "nats-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: c.NATS.TLS.SecretName}}},
+		{Name: "e2a-accounts", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "nats-e2a-accounts"}}}},
+	}
+	for _, ct := range []struct {
+		name  string
+		image chartImage
+		merge chartContainer
+	}{{"nats", v.Container.Image, v.Container.Merge}, {"reloader", v.Reloader.Image, v.Reloader.Merge}, {"prom-exporter", v.PromExporter.Image, v.PromExporter.Merge}} {
+		spec.Containers = append(spec.Containers, corev1.Container{Name: ct.name, Image: ct.image.Repository + ":" + ct.image.Tag, SecurityContext: ct.merge.SecurityContext})
+	}
+	if !v.Reloader.Enabled || !v.PromExporter.Enabled {
+		t.Errorf("reloader %v, exporter %v", v.Reloader.Enabled, v.PromExporter.Enabled)
+	}
+	if viol := restrictedViolations(t, metav1.ObjectMeta{Name: "nats-0"}, &spec); len(viol) > 0 {
+		t.Errorf("NATS pod refused by Pod Security restricted: %v", viol)
+	}
+	for _, ct := range spec.Containers {
+		if sc := ct.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("NATS pod container %s: root filesystem writable", ct.Name)
+		}
+	}
+}
+
+// chartTLS, chartImage and chartContainer are parts of the NATS Helm
+// chart's values.
+type chartTLS struct {
+	Enabled    bool   `json:"enabled"`
+	SecretName string `json:"secretName"`
+}
+
+type chartImage struct {
+	Repository string `json:"repository"`
+	Tag        string `json:"tag"`
+}
+
+type chartContainer struct {
+	SecurityContext *corev1.SecurityContext `json:"securityContext"`
+}
+
+// checkStoreFits checks that a server's max_file_store leaves at least
+// 15 % of its volume free and holds the byte limits of every stream of
+// deploy/k8s/config.yaml (JetStream reserves each stream's max_bytes on
+// every server holding a replica).
+func checkStoreFits(t *testing.T, where string, maxStore, volume int64) {
+	t.Helper()
+	env := configMapEnv(t)
+	var sum int64
+	for _, k := range []string{"E2A_REQUESTS_MAX_BYTES", "E2A_RESPONSES_MAX_BYTES", "E2A_CONTROL_MAX_BYTES", "E2A_AUDIT_MAX_BYTES"} {
+		n, err := strconv.ParseInt(env[k], 10, 64)
+		if err != nil || n <= 0 {
+			t.Errorf("k8s/config.yaml %s = %q: every stream must be bounded", k, env[k])
+		}
+		sum += n
+	}
+	if maxStore <= 0 || float64(maxStore) > 0.85*float64(volume) || sum > maxStore {
+		t.Errorf("%s: max_file_store %d for a %d B volume; the streams' limits add up to %d", where, maxStore, volume, sum)
 	}
 }
 
@@ -322,6 +459,12 @@ func TestComposeFile(t *testing.T) {
 			!slices.Contains(s.Volumes, "../nats:/etc/nats:ro") || !slices.Equal(s.Command, []string{"--config", "/etc/nats/nats-server.conf"}) {
 			t.Errorf("service %s: %+v", name, s)
 		}
+		if want := "nats:" + strings.TrimPrefix(natsServerVersion(t), "v"); s.Image != want {
+			t.Errorf("service %s: image %q, want %q (go.mod)", name, s.Image, want)
+		}
+		if s.Environment["NATS_TLS_CERT"] == "" || s.Environment["NATS_TLS_KEY"] == "" || s.Environment["NATS_TLS_CA"] == "" || !slices.Contains(s.Volumes, "./tls:/etc/nats-tls:ro") {
+			t.Errorf("service %s: no TLS files", name)
+		}
 		if !strings.Contains(string(conf), "nats-route://"+name+":6222") {
 			t.Errorf("nats-server.conf has no route to %s", name)
 		}
@@ -339,6 +482,9 @@ func TestComposeFile(t *testing.T) {
 		u := s.Environment["E2A_NATS_USER"]
 		if !users[u] || s.Environment["E2A_NATS_PASSWORD"] != "${"+natsUsers[u]+":?see dev.env}" {
 			t.Errorf("service %s: user %q password %q", name, u, s.Environment["E2A_NATS_PASSWORD"])
+		}
+		if s.Image != "e2a-pipeline/e2a:"+imageTag(t) || s.Environment["E2A_NATS_TLS_CA"] == "" {
+			t.Errorf("service %s: image %q, CA %q", name, s.Image, s.Environment["E2A_NATS_TLS_CA"])
 		}
 		if !s.ReadOnly || !slices.Equal(s.CapDrop, []string{"ALL"}) || s.Environment["E2A_REPLICAS"] != "3" {
 			t.Errorf("service %s: read only %v, cap_drop %v, replicas %q", name, s.ReadOnly, s.CapDrop, s.Environment["E2A_REPLICAS"])

@@ -1,0 +1,306 @@
+package deploy
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"text/template"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ruleGroups is a Prometheus rules file (rule_files) and the spec of a
+// PrometheusRule (monitoring.coreos.com/v1): the fields this project uses,
+// decoded strictly.
+type ruleGroups struct {
+	Groups []struct {
+		Name     string `json:"name"`
+		Interval string `json:"interval,omitempty"`
+		Rules    []struct {
+			Alert       string            `json:"alert,omitempty"`
+			Record      string            `json:"record,omitempty"`
+			Expr        string            `json:"expr"`
+			For         string            `json:"for,omitempty"`
+			Labels      map[string]string `json:"labels,omitempty"`
+			Annotations map[string]string `json:"annotations,omitempty"`
+		} `json:"rules"`
+	} `json:"groups"`
+}
+
+// prometheusRule is the PrometheusRule of deploy/k8s.
+type prometheusRule struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       ruleGroups        `json:"spec"`
+}
+
+// kubeletMetrics are the kubelet's volume statistics (Kubernetes metrics
+// reference, kubelet /metrics: kubelet_volume_stats_*), scraped by the
+// Prometheus Operator's kubelet ServiceMonitor.
+var kubeletMetrics = map[string][]string{
+	"kubelet_volume_stats_used_bytes":     {"namespace", "persistentvolumeclaim"},
+	"kubelet_volume_stats_capacity_bytes": {"namespace", "persistentvolumeclaim"},
+}
+
+// requiredAlerts are what issue 14 asks the rules to cover.
+var requiredAlerts = []string{
+	"E2AConsumerLag", "E2ARedeliveries", "E2AConsumerRedelivered", "E2ARequestsAbandoned", "E2AIngress5xx",
+	"E2AIngressBackpressure", "E2AStreamNearByteLimit", "E2AJetStreamStoreFilling", "E2ANATSVolumeFilling",
+	"E2ANATSServerMissing", "E2AJetStreamMetaLeaderMissing", "E2AStreamLeaderMissing", "E2AAuditRetentionShort",
+	"E2ASlowClientDisconnects",
+}
+
+// loadRules reads deploy/prometheus/rules.yaml and checks that the
+// PrometheusRule of deploy/k8s carries the same groups.
+func loadRules(t *testing.T) ruleGroups {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("prometheus", "rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules ruleGroups
+	strict(t, "prometheus/rules.yaml", data, &rules)
+	data, err = os.ReadFile(filepath.Join("k8s", "prometheusrule.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pr prometheusRule
+	strict(t, "k8s/prometheusrule.yaml", data, &pr)
+	if pr.APIVersion != "monitoring.coreos.com/v1" || pr.Kind != "PrometheusRule" || pr.Metadata.Namespace != "e2a" {
+		t.Errorf("k8s/prometheusrule.yaml: %s %s in %q", pr.APIVersion, pr.Kind, pr.Metadata.Namespace)
+	}
+	if !reflect.DeepEqual(pr.Spec, rules) {
+		t.Errorf("k8s/prometheusrule.yaml and prometheus/rules.yaml differ")
+	}
+	return rules
+}
+
+// ruleMetrics parses every expression and returns, per metric it names,
+// the labels the rules match or group it by.
+func ruleMetrics(t *testing.T, rules ruleGroups) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	add := func(metric string, labels ...string) {
+		for _, l := range labels {
+			if !slices.Contains(out[metric], l) {
+				out[metric] = append(out[metric], l)
+			}
+		}
+		if _, ok := out[metric]; !ok {
+			out[metric] = nil
+		}
+	}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			e, err := parsePromQL(r.Expr)
+			if err != nil {
+				t.Errorf("%s: %v\n%s", r.Alert, err, r.Expr)
+				continue
+			}
+			if e.Type != tInstant {
+				t.Errorf("%s: the expression is a %v, an alert needs an instant vector", r.Alert, e.Type)
+			}
+			for _, s := range e.Selectors {
+				add(s.Metric, s.Labels...)
+			}
+			for _, gr := range e.Grouping {
+				for _, m := range gr.Metrics {
+					add(m, gr.Labels...)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestAlertRules checks deploy/prometheus/rules.yaml and the
+// PrometheusRule: strict decoding, every expression parsed and
+// type-checked, durations, severities, annotation templates, every
+// required alert present, every metric known with the labels used (e2a_*
+// as the stages register them; nats_* as the exporter names them;
+// kubelet_* as the kubelet does), and the audit retention target equal to
+// E2A_AUDIT_MAX_AGE. TestProductionDeployment checks the e2a_* metrics
+// against the real processes' /metrics too.
+func TestAlertRules(t *testing.T) {
+	rules := loadRules(t)
+	var names []string
+	tmplData := struct {
+		Labels map[string]string
+		Value  float64
+	}{map[string]string{"pool": "demo", "stream_name": "E2A_AUDIT"}, 0.93}
+	funcs := template.FuncMap{
+		"humanize":           func(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) },
+		"humanizePercentage": func(v float64) string { return fmt.Sprintf("%.1f%%", v*100) },
+		"humanizeDuration":   func(v float64) string { return time.Duration(v * float64(time.Second)).String() },
+	}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			names = append(names, r.Alert)
+			if r.Alert == "" || r.Record != "" {
+				t.Errorf("group %s: rule %q is not an alert", g.Name, r.Expr)
+			}
+			if r.For != "" && !regexp.MustCompile(`^`+promDuration.String()[1:]+`$`).MatchString(r.For) {
+				t.Errorf("%s: for %q is not a duration", r.Alert, r.For)
+			}
+			if s := r.Labels["severity"]; s != "critical" && s != "warning" && s != "info" {
+				t.Errorf("%s: severity %q", r.Alert, s)
+			}
+			if r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
+				t.Errorf("%s: summary and description required", r.Alert)
+			}
+			for k, a := range r.Annotations {
+				// Prometheus defines $labels and $value before the text.
+				tm, err := template.New(k).Funcs(funcs).Parse("{{$labels := .Labels}}{{$value := .Value}}" + a)
+				if err == nil {
+					err = tm.Execute(&bytes.Buffer{}, tmplData)
+				}
+				if err != nil {
+					t.Errorf("%s: annotation %s: %v", r.Alert, k, err)
+				}
+			}
+		}
+	}
+	for _, want := range requiredAlerts {
+		if !slices.Contains(names, want) {
+			t.Errorf("no alert %s", want)
+		}
+	}
+
+	registered := registeredMetrics(t)
+	for metric, labels := range ruleMetrics(t, rules) {
+		var known []string
+		switch {
+		case strings.HasPrefix(metric, "e2a_"):
+			l, ok := registered[metric]
+			if !ok {
+				t.Errorf("%s is not registered by any stage", metric)
+				continue
+			}
+			known = l
+		case strings.HasPrefix(metric, "nats_"):
+			if !exporterMetrics[metric] {
+				t.Errorf("%s is not a metric of the NATS exporter", metric)
+				continue
+			}
+			known = exporterLabels(metric)
+		case kubeletMetrics[metric] != nil:
+			known = kubeletMetrics[metric]
+		default:
+			t.Errorf("%s: unknown metric", metric)
+			continue
+		}
+		for _, l := range labels {
+			if !slices.Contains(known, l) {
+				t.Errorf("%s has no label %q (labels %v)", metric, l, known)
+			}
+		}
+	}
+
+	// The audit retention target is E2A_AUDIT_MAX_AGE.
+	age, err := time.ParseDuration(configMapEnv(t)["E2A_AUDIT_MAX_AGE"])
+	if err != nil {
+		t.Fatalf("E2A_AUDIT_MAX_AGE in k8s/config.yaml: %v", err)
+	}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "E2AAuditRetentionShort" && !strings.Contains(r.Expr, "< "+strconv.FormatInt(int64(age.Seconds()), 10)+" ") {
+				t.Errorf("E2AAuditRetentionShort does not compare with E2A_AUDIT_MAX_AGE %v = %d s: %s", age, int64(age.Seconds()), r.Expr)
+			}
+		}
+	}
+}
+
+// TestPromQLParserRefuses makes sure the expression checks above do catch
+// broken expressions.
+func TestPromQLParserRefuses(t *testing.T) {
+	for _, bad := range []string{
+		`rate(x)`,                        // rate needs a range
+		`sum(rate(x[5m])`,                // unbalanced
+		`x{a="b"`,                        // unclosed matcher
+		`x{a=b}`,                         // unquoted value
+		`sum by (a (x)`,                  // broken grouping
+		`1 > 2`,                          // scalar comparison without bool
+		`x[5m] > 1`,                      // range vector operand
+		`rat(x[5m])`,                     // unknown function
+		`x and 1`,                        // set operator with a scalar
+		`x{a=~"("}`,                      // bad regexp
+		`histogram_quantile(x, 0.9)`,     // argument types swapped
+		`sum(x) by (a) by (b)`,           // two groupings
+		`max by (a) (x) / max by (a) (y`, // unbalanced
+	} {
+		if _, err := parsePromQL(bad); err == nil {
+			t.Errorf("%s parsed", bad)
+		}
+	}
+	e, err := parsePromQL(`sum by (pool) (rate(e2a_x_total{outcome=~"a|b"}[5m])) / on (pool) group_left max(y offset 1h) > 0.5 or vector(0)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(e.Selectors) != 2 || e.Selectors[0].Metric != "e2a_x_total" || !slices.Equal(e.Selectors[0].Labels, []string{"outcome"}) || len(e.Grouping) != 1 {
+		t.Errorf("parsed %+v", e)
+	}
+}
+
+// checkAlertMetrics checks that every e2a_* metric the alerting rules name
+// is in the real scrapes of the running processes (process name → the text
+// of its /metrics), with the labels the rules use. A vector no process
+// observed during the run has no series in a scrape (slow-client
+// disconnects, in a run without slow clients): it must then be registered
+// by an in-process pipeline with those labels (registeredMetrics), and is
+// logged.
+func checkAlertMetrics(t *testing.T, scrapes map[string]string) {
+	t.Helper()
+	seen := map[string]map[string]bool{} // metric → labels
+	sample := regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? `)
+	label := regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="`)
+	for _, text := range scrapes {
+		for _, line := range strings.Split(text, "\n") {
+			m := sample.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			name := m[1]
+			for _, suf := range []string{"_bucket", "_sum", "_count"} {
+				name = strings.TrimSuffix(name, suf)
+			}
+			if seen[name] == nil {
+				seen[name] = map[string]bool{}
+			}
+			for _, l := range label.FindAllStringSubmatch(m[2], -1) {
+				seen[name][l[1]] = true
+			}
+		}
+	}
+	for metric, labels := range ruleMetrics(t, loadRules(t)) {
+		if !strings.HasPrefix(metric, "e2a_") {
+			continue
+		}
+		got, ok := seen[metric]
+		if !ok {
+			registered, ok := registeredMetrics(t)[metric]
+			if !ok {
+				t.Errorf("alert metric %s is in no scrape of the running processes, nor registered by any stage", metric)
+				continue
+			}
+			got = map[string]bool{}
+			for _, l := range registered {
+				got[l] = true
+			}
+			t.Logf("alert metric %s: no series in this run's scrapes (never observed); registered with labels %v", metric, registered)
+		}
+		for _, l := range labels {
+			if !got[l] {
+				t.Errorf("alert metric %s has no label %q in the scrapes", metric, l)
+			}
+		}
+	}
+}

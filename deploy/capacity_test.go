@@ -1,0 +1,269 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/egress/console"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// pipeline is ingress + egress + console on one loopback HTTP server over
+// an embedded JetStream server, with an optional demo agent pool.
+type pipeline struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	url string
+}
+
+func startPipeline(t *testing.T, cfg streams.Config, withAgent bool) *pipeline {
+	t.Helper()
+	_, nc := natstest.RunServer(t, natstest.WithConfig(cfg))
+	js := natstest.JetStream(t, nc)
+	eg, err := egress.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eg.Close)
+	in, err := ingress.New(nc, eg, ingress.WithDefaultPool(demo.Pool), ingress.WithPublishTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	mux := http.NewServeMux()
+	in.Register(mux)
+	eg.Register(mux)
+	con, err := console.New(ctx, nc, eg, console.WithStreamsConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	con.Register(mux)
+	web := httptest.NewServer(mux)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { web.Close(); cancel(); wg.Wait() })
+	if withAgent {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := agent.Run(ctx, nc, demo.Pool, demo.New(), agent.WithConcurrency(64)); err != nil {
+				t.Errorf("agent: %v", err)
+			}
+		}()
+	}
+	return &pipeline{nc: nc, js: js, url: web.URL}
+}
+
+// streamState returns the messages and bytes of a stream.
+func (p *pipeline) streamState(t *testing.T, name string) (msgs, bytes uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := p.js.Stream(ctx, name)
+	if err != nil {
+		t.Fatalf("stream %s: %v", name, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs, info.State.Bytes
+}
+
+// TestCapacityPerRequest measures what one request costs in every stream
+// and bucket: N demo requests (the demo agent's default answer: a
+// reasoning chunk, a tool call and its result, 5 text chunks and the final
+// frame = 9 frames) through ingress, the agent pool and the console's
+// indexer on an embedded server, then stream state bytes ÷ requests (and
+// ÷ frames). The README's Capacity section quotes these figures.
+func TestCapacityPerRequest(t *testing.T) {
+	cfg := natstest.Config()
+	p := startPipeline(t, cfg, true)
+	const n = 200
+	client := &http.Client{Timeout: 30 * time.Second}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			// A chat request as a client sends it; ?wait=true answers after
+			// the final frame.
+			body := fmt.Sprintf(`{"request_id":"cap-%d","session_id":"sess-%d","method":"chat.send","params":{"text":"What is the weather in London tomorrow, and should I take an umbrella? (%d)"}}`, i, i%10, i)
+			resp, err := client.Post(p.url+"/v1/requests?wait=true", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Errorf("request %d: %v", i, err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("request %d: %d", i, resp.StatusCode)
+			}
+		}()
+	}
+	wg.Wait()
+	// Copies into E2A_AUDIT and the console's index trail the streams a
+	// little: wait until they hold everything.
+	reqMsgs, reqBytes := p.streamState(t, streams.RequestsStream)
+	respMsgs, respBytes := p.streamState(t, streams.ResponsesStream)
+	waitUntil(t, 20*time.Second, "E2A_AUDIT holds every request and frame", func() bool {
+		m, _ := p.streamState(t, streams.AuditStream)
+		return m == reqMsgs+respMsgs
+	})
+	waitUntil(t, 20*time.Second, "the console index holds every request", func() bool {
+		m, _ := p.streamState(t, "KV_"+console.Bucket)
+		return m >= 2*n
+	})
+	_, auditBytes := p.streamState(t, streams.AuditStream)
+	_, tasksBytes := p.streamState(t, "KV_"+streams.TasksBucket)
+	_, indexBytes := p.streamState(t, "KV_"+console.Bucket)
+	if reqMsgs != n || respMsgs == 0 {
+		t.Fatalf("%d requests, %d frames stored", reqMsgs, respMsgs)
+	}
+	frames := float64(respMsgs) / n
+	t.Logf("%d requests, %.1f frames each", n, frames)
+	t.Logf("E2A_REQUESTS  %6.0f B/request", float64(reqBytes)/n)
+	t.Logf("E2A_RESPONSES %6.0f B/request, %4.0f B/frame", float64(respBytes)/n, float64(respBytes)/float64(respMsgs))
+	t.Logf("E2A_AUDIT     %6.0f B/request (requests + frames, copied)", float64(auditBytes)/n)
+	t.Logf("KV_E2A_TASKS  %6.0f B/request (A2A tasks and contexts, ACP sessions: none for E2A requests)", float64(tasksBytes)/n)
+	t.Logf("KV_E2A_INDEX  %6.0f B/request (console index)", float64(indexBytes)/n)
+	t.Logf("all streams   %6.0f B/request", float64(reqBytes+respBytes+auditBytes+tasksBytes+indexBytes)/n)
+	// The README's figures hold within 25 % (they change with the demo
+	// agent's answer and the envelope's fields).
+	for _, c := range []struct {
+		what      string
+		got, want float64
+	}{
+		{"E2A_REQUESTS B/request", float64(reqBytes) / n, readmeBytesPerRequest["E2A_REQUESTS"]},
+		{"E2A_RESPONSES B/request", float64(respBytes) / n, readmeBytesPerRequest["E2A_RESPONSES"]},
+		{"E2A_AUDIT B/request", float64(auditBytes) / n, readmeBytesPerRequest["E2A_AUDIT"]},
+	} {
+		if c.got < 0.75*c.want || c.got > 1.25*c.want {
+			t.Errorf("%s: measured %.0f, README says %.0f", c.what, c.got, c.want)
+		}
+	}
+}
+
+// readmeBytesPerRequest are the README's figures (Capacity).
+var readmeBytesPerRequest = map[string]float64{
+	"E2A_REQUESTS":  520,
+	"E2A_RESPONSES": 6434,
+	"E2A_AUDIT":     7690,
+}
+
+// TestFullStreams shows what a full stream does to ingress. E2A_REQUESTS
+// full (DiscardNew): ingress answers 503 with Retry-After and every
+// request it accepted before stays stored (nothing accepted is lost).
+// E2A_AUDIT full (DiscardOld): ingress and the agents go on, the oldest
+// audit records are dropped, the newest are kept, and the stream stays
+// within its bound (the alert E2AAuditRetentionShort says so).
+func TestFullStreams(t *testing.T) {
+	t.Run("requests", func(t *testing.T) {
+		cfg := natstest.Config()
+		cfg.RequestsMaxBytes = 32 << 10
+		p := startPipeline(t, cfg, false) // no agent: requests stay
+		pad := strings.Repeat("x", 900)
+		var accepted []string
+		var refused *http.Response
+		for i := 0; i < 200 && refused == nil; i++ {
+			id := fmt.Sprintf("full-%d", i)
+			resp, err := http.Post(p.url+"/v1/requests", "application/json",
+				strings.NewReader(`{"request_id":"`+id+`","params":{"text":"`+pad+`"}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case http.StatusAccepted:
+				accepted = append(accepted, id)
+			case http.StatusServiceUnavailable:
+				refused = resp
+				if !strings.Contains(string(body), `"retryable":true`) {
+					t.Errorf("503 body %s", body)
+				}
+			default:
+				t.Fatalf("%s: %d %s", id, resp.StatusCode, body)
+			}
+		}
+		if refused == nil || len(accepted) == 0 {
+			t.Fatalf("E2A_REQUESTS never full: %d accepted", len(accepted))
+		}
+		if ra := refused.Header.Get("Retry-After"); ra == "" {
+			t.Error("503 without Retry-After")
+		}
+		msgs, bytes := p.streamState(t, streams.RequestsStream)
+		if msgs != uint64(len(accepted)) || bytes > uint64(cfg.RequestsMaxBytes) {
+			t.Errorf("%d accepted, %d stored (%d B of %d)", len(accepted), msgs, bytes, cfg.RequestsMaxBytes)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, id := range accepted {
+			if _, err := streams.LastBySubject(ctx, p.nc, streams.RequestsStream, "e2a.req.demo."+id); err != nil {
+				t.Errorf("accepted %s lost: %v", id, err)
+			}
+		}
+		t.Logf("E2A_REQUESTS full after %d requests (%d B): 503, Retry-After %s; all %d accepted requests stored",
+			len(accepted), bytes, refused.Header.Get("Retry-After"), len(accepted))
+	})
+	t.Run("audit", func(t *testing.T) {
+		cfg := natstest.Config()
+		cfg.AuditMaxBytes = 256 << 10
+		p := startPipeline(t, cfg, true)
+		const n = 60
+		for i := range n {
+			resp, err := http.Post(p.url+"/v1/requests?wait=true", "application/json",
+				strings.NewReader(fmt.Sprintf(`{"request_id":"aud-%d","params":{"text":"hello"}}`, i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("aud-%d: %d while E2A_AUDIT is full", i, resp.StatusCode)
+			}
+		}
+		reqMsgs, _ := p.streamState(t, streams.RequestsStream)
+		respMsgs, _ := p.streamState(t, streams.ResponsesStream)
+		var first uint64
+		waitUntil(t, 20*time.Second, "E2A_AUDIT sourced everything (dropping the oldest)", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			s, err := p.js.Stream(ctx, streams.AuditStream)
+			if err != nil {
+				return false
+			}
+			info, err := s.Info(ctx)
+			if err != nil {
+				return false
+			}
+			first = info.State.FirstSeq
+			return info.State.LastSeq == reqMsgs+respMsgs
+		})
+		msgs, bytes := p.streamState(t, streams.AuditStream)
+		if bytes > uint64(cfg.AuditMaxBytes) || first <= 1 || msgs >= reqMsgs+respMsgs {
+			t.Errorf("E2A_AUDIT: %d messages, %d B of %d, first sequence %d", msgs, bytes, cfg.AuditMaxBytes, first)
+		}
+		if reqMsgs != n {
+			t.Errorf("E2A_REQUESTS holds %d of %d", reqMsgs, n)
+		}
+		t.Logf("E2A_AUDIT full: holds the newest %d of %d messages (%d B ≤ %d), %d requests all accepted and answered",
+			msgs, reqMsgs+respMsgs, bytes, cfg.AuditMaxBytes, n)
+	})
+}

@@ -1,0 +1,34 @@
+#!/bin/sh
+# Generates a CA and one certificate for the NATS servers (clients and
+# routes), valid for the Kubernetes names of nats-values.yaml (Helm release
+# "nats" in namespace "e2a") and the compose node names:
+#
+#   deploy/tls/gen-certs.sh DIR      # writes DIR/ca.crt, DIR/tls.crt, DIR/tls.key
+#
+# Kubernetes:  kubectl -n e2a create secret generic nats-server-tls \
+#                --from-file=DIR/ca.crt --from-file=DIR/tls.crt --from-file=DIR/tls.key
+# compose:     deploy/tls/gen-certs.sh deploy/compose/tls
+#
+# The key never leaves DIR (0600). Certificates are valid for 825 days;
+# run it again and update the secret to renew (the reloader picks the new
+# files up). Use your own CA (cert-manager, …) when you have one: the
+# servers need tls.crt/tls.key with these names, the e2a pods ca.crt.
+set -eu
+dir=${1:?usage: gen-certs.sh DIR}
+mkdir -p "$dir"
+umask 077
+ns=${NATS_NAMESPACE:-e2a}
+san="DNS:localhost,IP:127.0.0.1,DNS:nats-1,DNS:nats-2,DNS:nats-3"
+san="$san,DNS:nats,DNS:nats.$ns,DNS:nats.$ns.svc,DNS:nats.$ns.svc.cluster.local"
+san="$san,DNS:*.nats-headless,DNS:*.nats-headless.$ns,DNS:*.nats-headless.$ns.svc,DNS:*.nats-headless.$ns.svc.cluster.local"
+openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -days 3650 \
+  -subj "/CN=e2a NATS CA" -keyout "$dir/ca.key" -out "$dir/ca.crt" \
+  -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 \
+  -subj "/CN=nats" -keyout "$dir/tls.key" -out "$dir/tls.csr" 2>/dev/null
+printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\nkeyUsage=critical,digitalSignature\nbasicConstraints=critical,CA:FALSE\n' "$san" > "$dir/ext.cnf"
+openssl x509 -req -in "$dir/tls.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial \
+  -days 825 -extfile "$dir/ext.cnf" -out "$dir/tls.crt" 2>/dev/null
+rm -f "$dir/tls.csr" "$dir/ext.cnf" "$dir/ca.srl"
+chmod 0644 "$dir/ca.crt" "$dir/tls.crt"
+echo "wrote $dir/ca.crt $dir/tls.crt $dir/tls.key (CA key: $dir/ca.key, keep it apart)"

@@ -1,0 +1,99 @@
+package deploy
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// testTLS is a certificate authority and one server certificate signed by
+// it, written as PEM files: what an operator puts in the secret nats-tls
+// (tls.crt, tls.key, ca.crt) or in deploy/compose/tls.
+type testTLS struct {
+	// Dir holds ca.crt, tls.crt and tls.key.
+	Dir                string
+	CA, Cert, Key      string
+	serverNames, addrs []string
+}
+
+// natsTLSEnv returns the variables deploy/nats/nats-server.conf reads for
+// its TLS files.
+func (c *testTLS) natsTLSEnv() []string {
+	return []string{"NATS_TLS_CERT=" + c.Cert, "NATS_TLS_KEY=" + c.Key, "NATS_TLS_CA=" + c.CA}
+}
+
+// newTestTLS generates, in a fresh directory, an ECDSA P-256 CA and a
+// certificate for 127.0.0.1, localhost and the compose node names, valid
+// for servers and clients (cluster routes verify each other's certificate
+// in both directions).
+func newTestTLS(t testing.TB) *testTLS {
+	t.Helper()
+	dir := t.TempDir()
+	c := &testTLS{Dir: dir, CA: filepath.Join(dir, "ca.crt"), Cert: filepath.Join(dir, "tls.crt"), Key: filepath.Join(dir, "tls.key"),
+		serverNames: []string{"localhost", "nats-1", "nats-2", "nats-3"}, addrs: []string{"127.0.0.1"}}
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "e2a test CA"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "nats"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		DNSNames:     c.serverNames,
+	}
+	for _, a := range c.addrs {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(a))
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, block := range map[string]*pem.Block{
+		c.CA:   {Type: "CERTIFICATE", Bytes: caDER},
+		c.Cert: {Type: "CERTIFICATE", Bytes: der},
+		c.Key:  {Type: "EC PRIVATE KEY", Bytes: keyDER},
+	} {
+		if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}

@@ -1,0 +1,167 @@
+package deploy
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+var updateREADME = flag.Bool("update", false, "rewrite the generated NATS users table of the README")
+
+// README markers around the generated users table.
+const (
+	usersTableBegin = "<!-- nats-users: generated from deploy/nats/accounts.conf by go test ./deploy/ -run TestREADMENATSUsers -update -->"
+	usersTableEnd   = "<!-- nats-users: end -->"
+)
+
+var (
+	consumerAPI = regexp.MustCompile(`^\$JS\.API\.CONSUMER\.(CREATE|INFO|MSG\.NEXT|LIST|DELETE)\.([^.]+)(?:\.([^.]+))?`)
+	ackSubject  = regexp.MustCompile(`^\$JS\.ACK\.(?:\*\.\*\.)?([^.]+)\.([^.]+)\.>$`)
+)
+
+// describePermissions sorts a user's subjects into the columns of the
+// README table.
+func describePermissions(u *server.User) []string {
+	if u.Permissions == nil {
+		if u.Account != nil && u.Account.Name == "SYS" {
+			return []string{"system account", "", "", "", "", "", ""}
+		}
+		return []string{"everything in the account", "", "", "", "", "", ""}
+	}
+	set := func() map[string]bool { return map[string]bool{} }
+	pub, kv, direct, info, other := set(), set(), set(), set(), set()
+	consumers := map[string]map[string]bool{}
+	addConsumer := func(name, op string) {
+		if consumers[name] == nil {
+			consumers[name] = set()
+		}
+		consumers[name][op] = true
+	}
+	for _, s := range u.Permissions.Publish.Allow {
+		switch {
+		case !strings.HasPrefix(s, "$"):
+			pub["`"+s+"`"] = true
+		case strings.HasPrefix(s, "$KV."):
+			kv[strings.Split(s, ".")[1]] = true
+		case strings.HasPrefix(s, "$JS.API.DIRECT.GET."):
+			direct[strings.Split(strings.TrimPrefix(s, "$JS.API.DIRECT.GET."), ".")[0]] = true
+		case strings.HasPrefix(s, "$JS.API.STREAM.INFO."):
+			info[strings.TrimPrefix(s, "$JS.API.STREAM.INFO.")] = true
+		case consumerAPI.MatchString(s):
+			m := consumerAPI.FindStringSubmatch(s)
+			op := strings.ToLower(strings.ReplaceAll(m[1], "MSG.NEXT", "pull"))
+			name := m[2] + "/" + m[3]
+			if m[3] == "" {
+				name = m[2] + "/*"
+			} else if m[3] == "*" || m[3] == ">" {
+				name = m[2] + "/*"
+			}
+			if op == "create" && m[2] != "E2A_REQUESTS" && m[2] != "E2A_RESPONSES" {
+				other["`"+s+"`"] = true
+				continue
+			}
+			addConsumer(name, op)
+		case ackSubject.MatchString(s):
+			m := ackSubject.FindStringSubmatch(s)
+			addConsumer(m[1]+"/"+m[2], "ack")
+		default:
+			other["`"+s+"`"] = true
+		}
+	}
+	join := func(m map[string]bool) string {
+		return strings.Join(slices.Sorted(func(yield func(string) bool) { forKeys(m, yield) }), ", ")
+	}
+	var cons []string
+	for _, name := range slices.Sorted(func(yield func(string) bool) { forKeys(consumers, yield) }) {
+		var ops []string
+		for _, op := range []string{"create", "info", "pull", "ack", "list", "delete"} {
+			if consumers[name][op] {
+				ops = append(ops, op)
+			}
+		}
+		cons = append(cons, name+" ("+strings.Join(ops, ", ")+")")
+	}
+	var subs []string
+	for _, s := range u.Permissions.Subscribe.Allow {
+		subs = append(subs, "`"+s+"`")
+	}
+	infoCol := join(info)
+	if len(info) == len(allE2AStreams) {
+		infoCol = "every E2A stream and bucket"
+	}
+	return []string{join(pub), join(kv), join(direct), strings.Join(cons, "; "), infoCol, strings.Join(subs, ", "), join(other)}
+}
+
+// allE2AStreams are the streams and buckets whose info every stage reads
+// at start-up (streams.Apply finds no drift).
+var allE2AStreams = []string{"E2A_REQUESTS", "E2A_RESPONSES", "E2A_CONTROL", "E2A_AUDIT", "KV_E2A_TASKS", "KV_E2A_IDEMPOTENCY", "KV_E2A_RATELIMIT", "KV_E2A_INDEX"}
+
+func forKeys[V any](m map[string]V, yield func(string) bool) {
+	for k := range m {
+		if !yield(k) {
+			return
+		}
+	}
+}
+
+// usersTable renders the README's table of NATS users from accounts.conf
+// as the server parses it.
+func usersTable(t *testing.T) string {
+	t.Helper()
+	setNATSEnv(t)
+	opts, err := server.ProcessConfigFile(natsConfigPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := userPerms(t, opts)
+	order := []string{"admin", "ingress", "egress", "serve", "agent-demo", "agent-workflow", "audit", "sys"}
+	if len(order) != len(users) {
+		t.Fatalf("users %d, table order %v", len(users), order)
+	}
+	var b strings.Builder
+	b.WriteString("| user | publishes | KV writes | direct gets | consumers (stream/name) | stream info | subscribes | also |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	for _, name := range order {
+		u := users[name]
+		if u == nil {
+			t.Fatalf("accounts.conf has no user %s", name)
+		}
+		fmt.Fprintf(&b, "| `%s` | %s |\n", name, strings.Join(describePermissions(u), " | "))
+	}
+	return b.String()
+}
+
+// TestREADMENATSUsers checks that the README's NATS users table is the
+// one generated from deploy/nats/accounts.conf (-update rewrites it).
+func TestREADMENATSUsers(t *testing.T) {
+	want := usersTable(t)
+	path := filepath.Join("..", "README.md")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	i, j := strings.Index(s, usersTableBegin), strings.Index(s, usersTableEnd)
+	if i < 0 || j < i {
+		t.Fatalf("README.md lacks the markers %q … %q around the NATS users table; it should be:\n%s", usersTableBegin, usersTableEnd, want)
+	}
+	got := s[i+len(usersTableBegin)+1 : j]
+	if got == want {
+		return
+	}
+	if *updateREADME {
+		s = s[:i+len(usersTableBegin)+1] + want + s[j:]
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("README.md's NATS users table differs from accounts.conf (go test ./deploy/ -run TestREADMENATSUsers -update); want:\n%s\ngot:\n%s", want, got)
+}
