@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -96,4 +97,47 @@ func newTestTLS(t testing.TB) *testTLS {
 		}
 	}
 	return c
+}
+
+// TestGenCertsScript runs deploy/tls/gen-certs.sh (the README's way to
+// make the secret nats-server-tls and compose's certificates) and checks
+// what it writes: a certificate signed by the CA, for servers and clients
+// (routes), valid for the names the chart's clients and routes use and
+// the compose node names.
+func TestGenCertsScript(t *testing.T) {
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("gen-certs.sh needs openssl (apt-get install openssl)")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("sh", filepath.Join("tls", "gen-certs.sh"), dir).CombinedOutput(); err != nil {
+		t.Fatalf("gen-certs.sh: %v\n%s", err, out)
+	}
+	read := func(name string) *x509.Certificate {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blk, _ := pem.Decode(b)
+		if blk == nil {
+			t.Fatalf("%s: no PEM", name)
+		}
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	ca, cert := read("ca.crt"), read("tls.crt")
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	for _, name := range []string{"nats", "nats.e2a.svc.cluster.local", "nats-0.nats-headless", "nats-2.nats-headless.e2a.svc.cluster.local", "nats-1", "localhost", "127.0.0.1"} {
+		for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+			if _, err := cert.Verify(x509.VerifyOptions{DNSName: name, Roots: roots, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+				t.Errorf("%s (usage %v): %v", name, usage, err)
+			}
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "tls.key")); err != nil || fi.Mode().Perm()&0o077 != 0 {
+		t.Errorf("tls.key: %v %v", fi.Mode(), err)
+	}
 }
