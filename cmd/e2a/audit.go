@@ -73,7 +73,6 @@ func ndjson(w io.Writer) func(audit.Record) error {
 	return func(r audit.Record) error { return enc.Encode(r) }
 }
 
-
 // runReplay is `e2a replay`.
 func runReplay(ctx context.Context, cfg Config, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
@@ -125,7 +124,6 @@ func runReplay(ctx context.Context, cfg Config, args []string, stdout, stderr io
 	return nil
 }
 
-
 // runTail is `e2a tail`.
 func runTail(ctx context.Context, cfg Config, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("tail", flag.ContinueOnError)
@@ -150,7 +148,6 @@ func runTail(ctx context.Context, cfg Config, args []string, stdout, stderr io.W
 	}
 	return a.Tail(ctx, o, ndjson(stdout))
 }
-
 
 // runPublish is `e2a publish`.
 func runPublish(ctx context.Context, cfg Config, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
