@@ -3,6 +3,7 @@ package egress
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -434,16 +435,17 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 	if env != nil {
 		envRaw = env.Data
 	}
+	// The last stored frame tells the status before any frame is written,
+	// and bounds the snapshot. With ?wait=true it is the final frame the
+	// wait read (a direct get now could reach a replica that lags it and
+	// answer an older frame: "running" after the wait).
+	var last *lastInfo
 	if wait {
-		if err := s.waitFinal(ctx, id, env != nil); err != nil {
+		if last, err = s.waitFinal(ctx, id, env != nil); err != nil {
 			s.finish(o, NewE2AJSON(o, id, envRaw, false, from), FormatE2AJSON, err)
 			return
 		}
-	}
-	// The last stored frame tells the status before any frame is written,
-	// and bounds the snapshot.
-	last, err := s.lastFrame(ctx, id)
-	if err != nil {
+	} else if last, err = s.lastFrame(ctx, id); err != nil {
 		s.finish(o, NewE2AJSON(o, id, envRaw, false, from), FormatE2AJSON, err)
 		return
 	}
@@ -465,7 +467,17 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 		}
 		defer rd.Close()
 		for {
-			f, ok, err := rd.NextStored(ctx)
+			var f Frame
+			ok := true
+			if final {
+				// Up to the final frame, which exists: Next waits out a
+				// replica that lags rather than ending short.
+				if f, err = rd.Next(ctx); err == io.EOF {
+					break
+				}
+			} else {
+				f, ok, err = rd.NextStored(ctx)
+			}
 			if err != nil {
 				s.finish(o, rend, FormatE2AJSON, err)
 				return
@@ -486,24 +498,32 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 	s.finish(o, rend, FormatE2AJSON, nil)
 }
 
-// waitFinal reads the request to its final frame without keeping frames.
-func (s *Service) waitFinal(ctx context.Context, id string, known bool) error {
+// waitFinal reads the request to its final frame without keeping frames,
+// and returns where the final frame is.
+func (s *Service) waitFinal(ctx context.Context, id string, known bool) (*lastInfo, error) {
 	opts := append(s.replayOptions(nil), withoutDecode())
 	if known {
 		opts = append(opts, WithoutRequestCheck())
 	}
 	rd, err := Open(ctx, s.nc, id, 0, opts...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer rd.Close()
+	var last *lastInfo
 	for {
-		_, err := rd.Next(ctx)
+		f, err := rd.Next(ctx)
 		if err == io.EOF {
-			return nil
+			if last == nil {
+				return nil, fmt.Errorf("%w: %q ended without a final frame", ErrInvalidFrame, id)
+			}
+			return last, nil
 		}
 		if err != nil {
-			return err
+			return nil, err
+		}
+		if f.isFinal() {
+			last = &lastInfo{streamSeq: f.StreamSeq, seq: f.sequence(), final: true}
 		}
 	}
 }
