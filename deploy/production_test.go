@@ -259,16 +259,9 @@ func protocols(t *testing.T, ctx context.Context, client *http.Client, base stri
 	code, body = do("E2A SSE", http.MethodPost, "/v1/requests", "text/event-stream", requestBody("p-e2a-sse", `"frames":3`))
 	expect("E2A SSE", code, body, http.StatusOK, `"is_final":true`, "e2a.complete")
 	code, body = do("E2A wait", http.MethodPost, "/v1/requests?wait=true", "", requestBody("p-e2a-wait", `"frames":2`))
-	if code == http.StatusAccepted && strings.Contains(body, `"state":"running"`) {
-		// Seen in about 1 run of 3 on 3 replicas: egress's wait answered
-		// 202 "running" with the frames before the final one
-		// (egress/service.go serveE2AJSON: waitFinal, then the last frame
-		// read with a direct get, which a lagging replica may answer). Not
-		// this package's code: reported; the same wait by GET must answer
-		// the final frame.
-		t.Logf("KNOWN ISSUE (egress): POST ?wait=true answered 202 before the final frame: %.200s…", body)
-		code, body = do("E2A wait again", http.MethodGet, "/v1/requests/p-e2a-wait?wait=true", "", "")
-	}
+	// (It once answered 202 "running" when a lagging replica answered the
+	// last-frame lookup after the wait; the wait now answers from the final
+	// frame it read.)
 	expect("E2A wait", code, body, http.StatusOK, `"request_id":"p-e2a-wait"`, `"is_final":true`)
 	code, body = do("A2A message/send", http.MethodPost, "/a2a", "", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","role":"user","messageId":"p-a2a-1","parts":[{"kind":"text","text":"hello"}]}}}`)
 	expect("A2A message/send", code, body, http.StatusOK, `"completed"`)
