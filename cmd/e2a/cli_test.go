@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/workflow"
 )
@@ -137,9 +139,21 @@ func TestDevPortTaken(t *testing.T) {
 // TestDevPools: `e2a dev` refuses a request for a pool that does not exist
 // (a typo) at once, and /readyz says which pools have a live worker.
 func TestDevPools(t *testing.T) {
-	stdout, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
-	m, _ := waitLine(t, stdout, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	stdout, stderr := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json"}, "dev")
+	m, banner := waitLine(t, stdout, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
 	base := m[1]
+	// The banner is plain text on stdout; the logs on stderr stay
+	// structured, one JSON object a line (the provisioning report too).
+	if len(banner) == 0 || banner[0] != "E2A Pipeline (dev) is running." {
+		t.Errorf("banner starts with %q", banner)
+	}
+	_, before := waitLine(t, stderr, regexp.MustCompile(`"msg":"provisioned","kind":"kv","name":"E2A_TASKS"`))
+	for _, l := range before {
+		var v map[string]any
+		if json.Unmarshal([]byte(l), &v) != nil || strings.Contains(fmt.Sprint(v["msg"]), "\n") {
+			t.Errorf("log line is not one structured record: %q", l)
+		}
+	}
 	var ready struct {
 		Status  string `json:"status"`
 		Details struct {
@@ -199,5 +213,19 @@ func TestVault(t *testing.T) {
 	}
 	if code, _, errOut := runBin(t, nil, "vault", "nuke"); code != 2 || !strings.Contains(errOut, "Usage: e2a vault") {
 		t.Errorf("vault nuke: %d %s", code, errOut)
+	}
+}
+
+// TestReplayNotFoundExit: `e2a replay` of an id that does not exist exits
+// 3 (not found), not 0; with E2A_NATS_URL unset it says what to set.
+func TestReplayNotFoundExit(t *testing.T) {
+	srv, _ := natstest.RunServer(t)
+	code, out, errOut := runBin(t, []string{"E2A_NATS_URL=" + srv.ClientURL()}, "replay", "nope-xyz")
+	if code != exitNotFound || !strings.Contains(out, `"state":"not_found"`) || !strings.Contains(errOut, "not found") {
+		t.Errorf("replay nope-xyz: exit %d, stdout %s, stderr %s", code, out, errOut)
+	}
+	code, _, errOut = runBin(t, []string{"E2A_NATS_URL="}, "replay", "nope-xyz")
+	if code != exitFailure || !strings.Contains(errOut, "E2A_NATS_URL") || !strings.Contains(errOut, "e2a dev") {
+		t.Errorf("replay without a URL: exit %d, %s", code, errOut)
 	}
 }
