@@ -345,6 +345,9 @@ var streamFields = []field{
 				continue
 			}
 			d := s.Name
+			if s.OptStartSeq != 0 {
+				d += fmt.Sprintf(" start_seq=%d", s.OptStartSeq)
+			}
 			if s.FilterSubject != "" {
 				d += " filter=" + s.FilterSubject
 			}

@@ -92,9 +92,15 @@ func (c Config) AuditStreamConfig() jetstream.StreamConfig {
 	s := c.base(AuditStream, "E2A audit: requests and frames in bounded partitions")
 	rs, rd := subjects.AuditRequestMapping(c.AuditPartitions)
 	ps, pd := subjects.AuditResponseMapping(c.AuditPartitions)
+	// OptStartSeq 1: a source that has copied nothing yet starts at the
+	// first message of its stream. Without it, nats-server starts such a
+	// source at the time of E2A_AUDIT's last message once E2A_AUDIT has
+	// dropped its first (FirstSeq > 1, i.e. after DiscardOld at its byte
+	// limit), skipping every message the other source's traffic overtook:
+	// the loss TestFullStreams/audit used to log.
 	s.Sources = []*jetstream.StreamSource{
-		{Name: RequestsStream, SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: rs, Destination: rd}}},
-		{Name: ResponsesStream, SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: ps, Destination: pd}}},
+		{Name: RequestsStream, OptStartSeq: 1, SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: rs, Destination: rd}}},
+		{Name: ResponsesStream, OptStartSeq: 1, SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: ps, Destination: pd}}},
 	}
 	s.MaxAge = c.AuditMaxAge
 	s.MaxBytes = c.AuditMaxBytes
