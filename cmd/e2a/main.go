@@ -97,19 +97,19 @@ const natsEnv = `  E2A_NATS_URL              the NATS cluster (nats://host:4222)
 var helps = map[string]commandHelp{
 	"dev": {usage: "e2a dev", about: "Runs the whole pipeline in one process: an embedded NATS JetStream server, ingress, egress,\nthe console, the demo agent pool and the workflow pool. Prints the URLs it serves.",
 		env: fmt.Sprintf(natsEnv, "empty = the embedded server") + `  E2A_HTTP_ADDR             HTTP listener (default 127.0.0.1:8080)
-  E2A_METRICS_ADDR          its own listener for /metrics (then not on E2A_HTTP_ADDR)
+  E2A_METRICS_ADDR          its own listener for /metrics and /debug/pprof/ (then /metrics not on E2A_HTTP_ADDR)
   E2A_NATS_PORT             embedded server's client port (default 4222; 0 = random)
   E2A_STORE_DIR             embedded server's store (default: a temporary directory)
   E2A_AUTH_*, E2A_API_KEYS  auth (ingress/AUTH.md); and every E2A_* of the README's Configuration table
 `},
 	"serve": {usage: "e2a serve", about: "Runs ingress and egress (and the console) against a NATS cluster; run any number of replicas.",
 		env: fmt.Sprintf(natsEnv, "required") + `  E2A_HTTP_ADDR             HTTP listener (default 127.0.0.1:8080)
-  E2A_METRICS_ADDR          its own listener for /metrics (then not on E2A_HTTP_ADDR)
+  E2A_METRICS_ADDR          its own listener for /metrics and /debug/pprof/ (then /metrics not on E2A_HTTP_ADDR)
   E2A_AUTH_*, E2A_API_KEYS  auth (ingress/AUTH.md); and every E2A_* of the README's Configuration table
 `},
 	"agent": {usage: "e2a agent [--pool demo|workflow] [--concurrency N]", about: "Runs a built-in agent pool against a NATS cluster, with /metrics, /healthz and /readyz.",
 		env: fmt.Sprintf(natsEnv, "empty = an embedded server") + `  E2A_HTTP_ADDR             operations listener (default 127.0.0.1:8080)
-  E2A_METRICS_ADDR          its own listener for /metrics (then not on E2A_HTTP_ADDR)
+  E2A_METRICS_ADDR          its own listener for /metrics and /debug/pprof/ (then /metrics not on E2A_HTTP_ADDR)
   E2A_WORKFLOW_*            the workflow pool's policy, vault and cache (workflow/doc.go)
 `},
 	"acp": {usage: "e2a acp [--pool NAME]", about: "Speaks ACP on stdin/stdout (logs on stderr), for editors that spawn an agent.",

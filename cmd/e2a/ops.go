@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -51,6 +52,10 @@ func serveMetrics(ctx context.Context, cfg Config, reg *prometheus.Registry, log
 	obs.Register(ops, reg)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", ops)
+	// Go's profiles, on this private listener only (never on E2A_HTTP_ADDR):
+	// heap and CPU profiles of a running stage, for capacity work.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	srv := newOpsServer(ctx, mux)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
