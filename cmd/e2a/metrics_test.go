@@ -95,8 +95,8 @@ func httpGet(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// checkSplit checks that /metrics is served on metrics only, and /healthz
-// and /readyz on main only.
+// checkSplit checks that /metrics and /debug/pprof/ are served on metrics
+// only, and /healthz and /readyz on main only.
 func checkSplit(t *testing.T, main, metrics string) {
 	t.Helper()
 	if code, body := httpGet(t, metrics+"/metrics"); code != 200 || !strings.Contains(body, "e2a_") {
@@ -104,6 +104,12 @@ func checkSplit(t *testing.T, main, metrics string) {
 	}
 	if code, _ := httpGet(t, main+"/metrics"); code == 200 {
 		t.Errorf("main listener still serves /metrics")
+	}
+	if code, body := httpGet(t, metrics+"/debug/pprof/heap?debug=1"); code != 200 || !strings.Contains(body, "heap profile") {
+		t.Errorf("metrics listener /debug/pprof/heap: %d %.200s", code, body)
+	}
+	if code, _ := httpGet(t, main+"/debug/pprof/heap"); code == 200 {
+		t.Errorf("main listener serves Go's profiles")
 	}
 	for _, p := range []string{"/healthz", "/readyz"} {
 		if code, body := httpGet(t, main+p); code != 200 {
