@@ -13,8 +13,10 @@
 //     requests of dead or stalled workers.
 //   - Ordered, exactly-once frames: frame n is published with the stream
 //     sequence of frame n−1 as the expected last subject sequence (0 for
-//     frame 0) and Nats-Msg-Id <request_id>:<n>, one frame in flight per
-//     request. A retry is recognised (the stored bytes are ours); a frame
+//     frame 0), one frame in flight per request; frames carry no
+//     Nats-Msg-Id (the expected sequence alone orders and fences them, and
+//     the server keeps no deduplication entry per frame). A retry is
+//     recognised (the stored bytes are ours); a frame
 //     written by another worker fences this one out ([ErrFenced]): its
 //     handler's context is cancelled and the delivery is neither acked nor
 //     nacked (acks go by stream sequence and would end the new owner's

@@ -546,9 +546,8 @@ func (w *worker) handle(m jetstream.Msg) string {
 	if ierr := subjects.ValidateRequestID(id); ierr != nil {
 		// Only an integrator publishing on the subject directly can send
 		// such an id (ingress refuses it). It is answered, once, with a
-		// final error frame: frames of such an id carry no Nats-Msg-Id
-		// (subjects.FrameMsgID), so it cannot collide with another
-		// request's, and the subject's expected last sequence fences it.
+		// final error frame, fenced like every frame by its subject's
+		// expected last sequence.
 		log.Error("request id outside the id grammar: refused", "err", ierr)
 		return w.end(r, errorFrame(e2a.ErrCodeInvalidRequest, ierr.Error(), false, nil), log)
 	}

@@ -557,8 +557,9 @@ func isChunkBody(b any) bool {
 
 // publish writes frame seq with the expected last subject sequence and
 // returns its stream sequence. It retries transient failures with the same
-// bytes (same Nats-Msg-Id) for up to the publish timeout, and tells a retry
-// that landed from a frame written by another worker.
+// bytes for up to the publish timeout, and tells a retry that landed (the
+// subject's last frame is byte for byte ours) from a frame written by
+// another worker.
 func (wr *writer) publish(seq int64, expected uint64, f frame) (uint64, error) {
 	data, err := wr.encode(seq, f)
 	if err != nil {
@@ -568,7 +569,6 @@ func (wr *writer) publish(seq int64, expected uint64, f frame) (uint64, error) {
 	// request is redelivered to its end: refuse it now.
 	if limit := wr.maxPayload(); limit > 0 {
 		m := wr.message(seq, data)
-		m.Header.Set(jetstream.MsgIDHeader, subjects.FrameMsgID(wr.requestID, seq))
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expected, 10))
 		if size := streams.MessageSize(m); size > limit {
 			return 0, &frameError{&frameTooLargeError{kind: f.kind, size: size, limit: limit}}
@@ -660,7 +660,6 @@ func (wr *writer) headerBound() int {
 		}
 	}
 	h.Set(subjects.HeaderSequence, strconv.FormatInt(math.MaxInt64, 10))
-	h.Set(jetstream.MsgIDHeader, subjects.FrameMsgID(wr.requestID, math.MaxInt64))
 	h.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(math.MaxUint64, 10))
 	return int(streams.MessageSize(&nats.Msg{Header: h}))
 }
@@ -763,7 +762,6 @@ func (wr *writer) releaseCtx() {
 
 // publishData publishes the encoded frame seq (see publish).
 func (wr *writer) publishData(seq int64, expected uint64, data []byte) (uint64, error) {
-	msgID := subjects.FrameMsgID(wr.requestID, seq)
 	m := wr.message(seq, data)
 	js := wr.w.js
 	deadline := time.Now().Add(wr.w.cfg.publishTimeout)
@@ -778,25 +776,12 @@ func (wr *writer) publishData(seq int64, expected uint64, data []byte) (uint64, 
 	}
 	for {
 		ctx := wr.attemptCtx(min(time.Until(deadline), maxAttempt))
-		ack, err := js.PublishMsg(ctx, m, jetstream.WithMsgID(msgID),
-			jetstream.WithExpectLastSequencePerSubject(expected), noPubRetry)
-		if err == nil && !ack.Duplicate {
+		ack, err := js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(expected), noPubRetry)
+		if err == nil {
 			wr.w.metrics.frames.WithLabelValues(wr.w.pool).Inc()
 			return ack.Sequence, nil
 		}
 		switch {
-		case err == nil: // duplicate: our earlier attempt, or another worker's frame seq
-			stored, gerr := msgAt(ctx, js, wr.w.streams.Responses, wr.subject, ack.Sequence)
-			if gerr == nil && stored != nil {
-				if bytes.Equal(stored.data, data) {
-					return ack.Sequence, nil
-				}
-				return 0, wr.fenced(stored)
-			}
-			if gerr == nil {
-				gerr = errors.New("duplicate frame vanished")
-			}
-			err = gerr
 		case isWrongLastSeq(err):
 			last, gerr := lastMsg(ctx, js, wr.w.streams.Responses, wr.subject)
 			if gerr != nil {

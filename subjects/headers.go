@@ -9,7 +9,9 @@ import (
 // Headers set by the pipeline on every message it publishes.
 const (
 	// HeaderMsgID is the JetStream deduplication id: the request id on
-	// requests, FrameMsgID(requestID, sequence) on frames.
+	// requests. The agent runtime's frames carry none (the expected last
+	// subject sequence orders and fences them); a frame written by other
+	// means may carry FrameMsgID(requestID, sequence).
 	HeaderMsgID = "Nats-Msg-Id"
 	// HeaderRequestID carries the raw request id. Every id accepted by
 	// ValidateRequestID round-trips exactly; header values cannot carry
@@ -48,7 +50,8 @@ const (
 )
 
 // FrameMsgID returns the deduplication id of frame seq of a request:
-// "<request_id>:<seq>".
+// "<request_id>:<seq>", for frames written outside the agent runtime (which
+// publishes frames without one); the audit checker verifies it when present.
 //
 // It returns "" (publish without a deduplication id) when requestID is
 // refused by ValidateRequestID: such an id cannot travel in a header value
