@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -147,10 +148,18 @@ func TestCapacityPerRequest(t *testing.T) {
 	t.Logf("all streams   %6.0f B/request", float64(reqBytes+respBytes+auditBytes+tasksBytes+indexBytes)/n)
 	// The README's figures hold within 25 % (they change with the demo
 	// agent's answer and the envelope's fields).
+	// Live subjects per request: what nats-server's memory grows with (see
+	// TestMemoryPerLiveSubject). E2A_AUDIT's are a fixed 2 × partitions.
+	var subjectsPerRequest float64
+	for _, name := range []string{streams.RequestsStream, streams.ResponsesStream, "KV_" + streams.TasksBucket, "KV_" + console.Bucket} {
+		subjectsPerRequest += float64(p.numSubjects(t, name)) / n
+	}
+	t.Logf("live subjects %6.1f /request (E2A_REQUESTS, E2A_RESPONSES, KV_E2A_TASKS, KV_E2A_INDEX)", subjectsPerRequest)
 	for _, c := range []struct {
 		what      string
 		got, want float64
 	}{
+		{"live subjects per request", subjectsPerRequest, readmeSubjectsPerRequest},
 		{"E2A_REQUESTS B/request", float64(reqBytes) / n, readmeBytesPerRequest["E2A_REQUESTS"]},
 		{"E2A_RESPONSES B/request", float64(respBytes) / n, readmeBytesPerRequest["E2A_RESPONSES"]},
 		{"E2A_AUDIT B/request", float64(auditBytes) / n, readmeBytesPerRequest["E2A_AUDIT"]},
@@ -164,9 +173,87 @@ func TestCapacityPerRequest(t *testing.T) {
 // readmeBytesPerRequest are the README's figures (Capacity).
 var readmeBytesPerRequest = map[string]float64{
 	"E2A_REQUESTS":  520,
-	"E2A_RESPONSES": 6434,
-	"E2A_AUDIT":     7690,
+	"E2A_RESPONSES": 6223,
+	"E2A_AUDIT":     7479,
 }
+
+// The README's memory figures (Capacity, Memory): live subjects of an E2A
+// request with a session, and nats-server's heap per live subject.
+const (
+	readmeSubjectsPerRequest = 5
+	readmeBytesPerSubject    = 250
+)
+
+// numSubjects returns the number of distinct subjects stored in a stream.
+func (p *pipeline) numSubjects(t *testing.T, name string) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := p.js.Stream(ctx, name)
+	if err != nil {
+		t.Fatalf("stream %s: %v", name, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.NumSubjects
+}
+
+// TestMemoryPerLiveSubject measures what nats-server keeps in memory for
+// each distinct subject a stream holds (its per-subject index), the term of
+// the README's memory formula that grows with the requests kept: messages
+// on n new subjects shaped like the pipeline's (a UUID token), heap in use
+// after a GC before and after. The README's figure holds within a factor
+// of 2 (it moves with nats-server versions).
+func TestMemoryPerLiveSubject(t *testing.T) {
+	_, nc := natstest.RunServer(t, natstest.WithoutStreams())
+	js := natstest.JetStream(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SUBJECTS", Subjects: []string{"e2a.resp.>"}, Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50_000
+	publish := func(from int) {
+		for i := from; i < from+n; i++ {
+			if _, err := js.PublishAsync(fmt.Sprintf("e2a.resp.%08x-4f2c-4d1e-9a3b-%012x", i, i), []byte("{}")); err != nil {
+				t.Fatal(err)
+			}
+			if i%1000 == 999 {
+				waitAcks(t, js)
+			}
+		}
+		waitAcks(t, js)
+	}
+	heapInUse := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse
+	}
+	publish(0) // warm: block caches, maps at size
+	before := heapInUse()
+	publish(n)
+	after := heapInUse()
+	perSubject := (float64(after) - float64(before)) / n
+	t.Logf("nats-server %s: %.0f B of heap per live subject (%d subjects)", serverVersion(nc), perSubject, 2*n)
+	if perSubject < readmeBytesPerSubject/2 || perSubject > 2*readmeBytesPerSubject {
+		t.Errorf("%.0f B per live subject, README says %d", perSubject, readmeBytesPerSubject)
+	}
+}
+
+func waitAcks(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(30 * time.Second):
+		t.Fatal("publishes not acknowledged")
+	}
+}
+
+func serverVersion(nc *nats.Conn) string { return nc.ConnectedServerVersion() }
 
 // TestFullStreams shows what a full stream does to ingress. E2A_REQUESTS
 // full (DiscardNew): ingress answers 503 with Retry-After and every
