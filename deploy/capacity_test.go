@@ -73,6 +73,18 @@ func startPipeline(t *testing.T, cfg streams.Config, withAgent bool) *pipeline {
 // streamState returns the messages and bytes of a stream.
 func (p *pipeline) streamState(t *testing.T, name string) (msgs, bytes uint64) {
 	t.Helper()
+	st := p.streamInfo(t, name).State
+	return st.Msgs, st.Bytes
+}
+
+// numSubjects returns the number of distinct subjects stored in a stream.
+func (p *pipeline) numSubjects(t *testing.T, name string) uint64 {
+	t.Helper()
+	return p.streamInfo(t, name).State.NumSubjects
+}
+
+func (p *pipeline) streamInfo(t *testing.T, name string) *jetstream.StreamInfo {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s, err := p.js.Stream(ctx, name)
@@ -83,7 +95,7 @@ func (p *pipeline) streamState(t *testing.T, name string) (msgs, bytes uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return info.State.Msgs, info.State.Bytes
+	return info
 }
 
 // TestCapacityPerRequest measures what one request costs in every stream
@@ -183,22 +195,6 @@ const (
 	readmeSubjectsPerRequest = 5
 	readmeBytesPerSubject    = 250
 )
-
-// numSubjects returns the number of distinct subjects stored in a stream.
-func (p *pipeline) numSubjects(t *testing.T, name string) uint64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	s, err := p.js.Stream(ctx, name)
-	if err != nil {
-		t.Fatalf("stream %s: %v", name, err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.NumSubjects
-}
 
 // TestMemoryPerLiveSubject measures what nats-server keeps in memory for
 // each distinct subject a stream holds (its per-subject index), the term of
