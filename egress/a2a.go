@@ -48,6 +48,11 @@ type a2aStream struct {
 // NewA2AStream returns the A2A v0.3 SSE renderer for requestID from
 // sequence from.
 func NewA2AStream(o *Output, requestID string, p A2AParams, from int64) Renderer {
+	return &a2aStream{o: o, p: p, requestID: requestID, from: from, m: newStreamMapper(requestID, p, from)}
+}
+
+// newStreamMapper is the mapper of a stream of requestID's events.
+func newStreamMapper(requestID string, p A2AParams, from int64) *a2aMapper {
 	m := newA2AMapper(p, from)
 	m.requestID = requestID
 	if !p.Resubscribe && from == 0 {
@@ -60,7 +65,7 @@ func NewA2AStream(o *Output, requestID string, p A2AParams, from int64) Renderer
 			m.contextID = string(m.taskID)
 		}
 	}
-	return &a2aStream{o: o, p: p, requestID: requestID, from: from, m: m}
+	return m
 }
 
 func (r *a2aStream) Start() error {

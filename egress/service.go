@@ -402,6 +402,9 @@ func (s *Service) finish(o *Output, rend Renderer, format string, err error) {
 	_ = o.Flush()
 }
 
+// Heartbeat is the interval of keep-alives on idle streams.
+func (s *Service) Heartbeat() time.Duration { return s.cfg.heartbeat }
+
 func (s *Service) replayOptions(beat func() error) []ReplayOption {
 	opts := []ReplayOption{withMux(s.mux), WithMaxWait(s.cfg.maxWait, s.cfg.idleTimeout)}
 	if beat != nil {

@@ -104,7 +104,11 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 		res, err = s.opts.norm.FromA2A(in)
 	}
 	if err != nil {
-		_ = WriteError(w, req.ID, &Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()})
+		e := &Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()}
+		if a2aV1Method(req.Method) {
+			e.Message += ": a method of A2A v1.0, served at " + A2AV1Path + " (this endpoint speaks A2A v0.3)"
+		}
+		_ = WriteError(w, req.ID, e)
 		return
 	}
 	env := res.Envelope
@@ -152,6 +156,17 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 	default:
 		_ = WriteError(w, req.ID, MethodNotFound(req.Method))
 	}
+}
+
+// a2aV1Method reports the A2A v1.0 JSON-RPC method names.
+func a2aV1Method(m string) bool {
+	switch m {
+	case "SendMessage", "SendStreamingMessage", "GetTask", "ListTasks", "CancelTask", "SubscribeToTask",
+		"GetExtendedAgentCard", "GetTaskPushNotificationConfig", "CreateTaskPushNotificationConfig",
+		"ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig":
+		return true
+	}
+	return false
 }
 
 func (s *Server) taskNotFound(w http.ResponseWriter, protocol string, id json.RawMessage, taskID string) {

@@ -2,6 +2,8 @@ package ingress
 
 import (
 	"encoding/json"
+	a2av1 "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"net/http"
 	"strings"
 
@@ -82,7 +84,45 @@ func (s *Server) AgentCard(base string) map[string]any {
 			m["security"] = sec.Security
 		}
 	}
+	addV1Card(m, base)
 	return m
+}
+
+// addV1Card makes the v0.3 card m one card for both generations: the v1.0
+// supportedInterfaces (v1.0 JSON-RPC and HTTP+JSON at A2AV1Path, v0.3
+// JSON-RPC at /a2a), and each security scheme and requirement also in its
+// v1.0 form, as the SDK's v0.3 compatibility layer writes them (v0.3
+// members kept: v0.3 clients read url, preferredTransport, protocolVersion
+// and the v0.3 scheme members; v1.0 clients the others).
+func addV1Card(m map[string]any, base string) {
+	b, _ := json.Marshal(m)
+	v1, err := a2av0.NewAgentCardParser()(b)
+	if err != nil {
+		return
+	}
+	m["supportedInterfaces"] = []*a2av1.AgentInterface{
+		{URL: base + A2AV1Path, ProtocolBinding: a2av1.TransportProtocolJSONRPC, ProtocolVersion: a2av1.Version},
+		{URL: base + A2AV1Path, ProtocolBinding: a2av1.TransportProtocolHTTPJSON, ProtocolVersion: a2av1.Version},
+		{URL: base + "/a2a", ProtocolBinding: a2av1.TransportProtocolJSONRPC, ProtocolVersion: "0.3"},
+	}
+	if len(v1.SecuritySchemes) == 0 {
+		return
+	}
+	var v1Schemes map[string]map[string]any
+	if b, err := json.Marshal(v1.SecuritySchemes); err == nil && json.Unmarshal(b, &v1Schemes) == nil {
+		var v03 map[string]map[string]any
+		if b, err := json.Marshal(m["securitySchemes"]); err == nil && json.Unmarshal(b, &v03) == nil {
+			for name, v := range v1Schemes {
+				for k, x := range v {
+					if v03[name] != nil {
+						v03[name][k] = x
+					}
+				}
+			}
+			m["securitySchemes"] = v03
+		}
+	}
+	m["securityRequirements"] = v1.SecurityRequirements
 }
 
 func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {

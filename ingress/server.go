@@ -199,11 +199,14 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/requests", s.handleE2A)
 	mux.HandleFunc("POST /a2a", s.handleA2A)
+	v1rpc, v1rest := s.a2av1Handlers()
+	mux.Handle("POST "+A2AV1Path, v1rpc)
+	mux.Handle(A2AV1Path+"/", v1rest)
 	mux.HandleFunc("POST /acp", s.handleACP)
 	mux.HandleFunc("POST /a2e", s.handleA2E)
 	mux.HandleFunc("GET /.well-known/agent-card.json", s.handleCard)
 	mux.HandleFunc("GET /.well-known/agent.json", s.handleCard)
-	for _, path := range []string{"/v1/requests", "/a2a", "/acp", "/a2e"} {
+	for _, path := range []string{"/v1/requests", "/a2a", A2AV1Path, "/acp", "/a2e"} {
 		mux.HandleFunc(path, egress.MethodNotAllowed(http.MethodPost))
 	}
 	mux.HandleFunc("GET /{$}", handleRoot)

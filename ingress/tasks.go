@@ -163,3 +163,35 @@ func (s *TaskStore) Append(ctx context.Context, kind string, base TaskRecord, re
 	}
 	return nil, fmt.Errorf("ingress: task %s: too many concurrent updates", key)
 }
+
+// list returns the records of kind that keep accepts, reading at most max
+// keys (the bucket is scanned: no secondary index).
+func (s *TaskStore) list(ctx context.Context, kind string, max int, keep func(*TaskRecord) bool) ([]*TaskRecord, error) {
+	keys, err := s.kv.ListKeysFiltered(ctx, kind+".>")
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	defer func() { _ = keys.Stop() }()
+	var out []*TaskRecord
+	n := 0
+	for key := range keys.Keys() {
+		if n++; n > max {
+			break
+		}
+		e, err := s.kv.Get(ctx, key)
+		if err != nil {
+			continue // expired or deleted since listed
+		}
+		var rec TaskRecord
+		if json.Unmarshal(e.Value(), &rec) != nil {
+			continue
+		}
+		if keep(&rec) {
+			out = append(out, &rec)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,93 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"io"
+	"iter"
+
+	"github.com/a2aproject/a2a-go/a2a"
+)
+
+// A2AEvents yields the A2A events of requestID's frames from sequence from
+// to the final frame, with no transport: the same events, in the same
+// order, as the message/stream and tasks/resubscribe SSE renderer writes
+// (a submitted status-update first unless p.Resubscribe or from > 0, then
+// each frame's events). It ends after the final frame's events; an error
+// (ErrNotFound for an unknown request unless opts skip the check, the
+// wait limits, ctx) is yielded last. Transports of other A2A generations
+// convert the events (the A2A v1.0 binding does).
+func (s *Service) A2AEvents(ctx context.Context, requestID string, p A2AParams, from int64, opts ...ReplayOption) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		m := newStreamMapper(requestID, p, from)
+		if !p.Resubscribe && from == 0 {
+			ts := p.Submitted
+			if ts.IsZero() {
+				ts = now()
+			}
+			ts = ts.UTC()
+			if !yield(m.statusUpdate(a2a.TaskStateSubmitted, &ts, nil, false), nil) {
+				return
+			}
+		}
+		rd, err := Open(ctx, s.nc, requestID, from, append(s.replayOptions(nil), opts...)...)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		defer rd.Close()
+		for {
+			f, err := rd.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			resp, err := f.decoded()
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			evs, err := m.events(resp)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for _, ev := range evs {
+				if !yield(ev, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// A2AResult waits for requestID's final frame and returns what
+// message/send answers: a Message (the agent answered with one message) or
+// a Task, as the JSON renderer does.
+func (s *Service) A2AResult(ctx context.Context, requestID string, p A2AParams, opts ...ReplayOption) (a2a.SendMessageResult, error) {
+	agg := newA2AAggregator(requestID, p)
+	rd, err := Open(ctx, s.nc, requestID, 0, append(s.replayOptions(nil), opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	for {
+		f, err := rd.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return agg.result(p.HistoryLength), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		resp, err := f.decoded()
+		if err != nil {
+			return nil, err
+		}
+		if err := agg.add(resp); err != nil {
+			return nil, err
+		}
+	}
+}

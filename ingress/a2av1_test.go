@@ -1,0 +1,267 @@
+package ingress_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/ingress"
+)
+
+// v1Client resolves the agent card with the A2A v1.0 SDK (a2a-go/v2) and
+// builds its client preferring binding, as a v1.0 caller would.
+func v1Client(t *testing.T, p *pipeline, binding a2a.TransportProtocol) (*a2a.AgentCard, *a2aclient.Client) {
+	t.Helper()
+	ctx := context.Background()
+	card, err := agentcard.DefaultResolver.Resolve(ctx, p.url)
+	if err != nil {
+		t.Fatalf("resolve card: %v", err)
+	}
+	c, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithConfig(a2aclient.Config{PreferredTransports: []a2a.TransportProtocol{binding}}))
+	if err != nil {
+		t.Fatalf("client from card: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Destroy() })
+	return card, c
+}
+
+func v1Text(parts a2a.ContentParts) string {
+	var b strings.Builder
+	for _, p := range parts {
+		if th, _ := p.Metadata["thought"].(bool); !th {
+			b.WriteString(p.Text())
+		}
+	}
+	return b.String()
+}
+
+func userMessage(text string) *a2a.SendMessageRequest {
+	return &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text))}
+}
+
+// TestA2AV1Card: one card serves both generations: the v1.0 SDK finds its
+// interfaces, the v0.3 fields stay.
+func TestA2AV1Card(t *testing.T) {
+	p := startPipeline(t)
+	card, _ := v1Client(t, p, a2a.TransportProtocolJSONRPC)
+	want := map[string]bool{
+		"JSONRPC 1.0 " + p.url + ingress.A2AV1Path:   true,
+		"HTTP+JSON 1.0 " + p.url + ingress.A2AV1Path: true,
+		"JSONRPC 0.3 " + p.url + "/a2a":              true,
+	}
+	for _, i := range card.SupportedInterfaces {
+		delete(want, string(i.ProtocolBinding)+" "+string(i.ProtocolVersion)+" "+i.URL)
+	}
+	if len(want) != 0 || !card.Capabilities.Streaming {
+		t.Fatalf("card interfaces %+v: missing %v", card.SupportedInterfaces, want)
+	}
+	var m map[string]any
+	if err := jsonDecode(p.get(t, "/.well-known/agent-card.json"), &m); err != nil || m["url"] != p.url+"/a2a" || m["preferredTransport"] != "JSONRPC" {
+		t.Fatalf("v0.3 fields: %v %v (%v)", m["url"], m["preferredTransport"], err)
+	}
+}
+
+// TestA2AV1Client drives the pipeline with the a2a-go/v2 client over both
+// v1.0 bindings: send, stream, get, list, subscribe to a finished task,
+// cancel a finished one, unknown tasks, push configs.
+func TestA2AV1Client(t *testing.T) {
+	p := startPipeline(t)
+	for _, binding := range []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.TransportProtocolHTTPJSON} {
+		t.Run(string(binding), func(t *testing.T) {
+			_, c := v1Client(t, p, binding)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+
+			res, err := c.SendMessage(ctx, userMessage("hello"))
+			if err != nil {
+				t.Fatalf("SendMessage: %v", err)
+			}
+			task, ok := res.(*a2a.Task)
+			if !ok || task.Status.State != a2a.TaskStateCompleted {
+				t.Fatalf("SendMessage result %T %+v", res, res)
+			}
+			var reply string
+			for _, a := range task.Artifacts {
+				reply += v1Text(a.Parts)
+			}
+			if !strings.Contains(reply, "You said: hello") {
+				t.Fatalf("reply %q", reply)
+			}
+
+			var events []a2a.Event
+			for ev, err := range c.SendStreamingMessage(ctx, userMessage("stream me")) {
+				if err != nil {
+					t.Fatalf("SendStreamingMessage: %v", err)
+				}
+				events = append(events, ev)
+			}
+			first, ok := events[0].(*a2a.TaskStatusUpdateEvent)
+			if !ok || first.Status.State != a2a.TaskStateSubmitted {
+				t.Fatalf("first event %T %+v", events[0], events[0])
+			}
+			last, ok := events[len(events)-1].(*a2a.TaskStatusUpdateEvent)
+			if !ok || last.Status.State != a2a.TaskStateCompleted {
+				t.Fatalf("last event %T %+v", events[len(events)-1], events[len(events)-1])
+			}
+			var streamed string
+			for _, ev := range events {
+				if au, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok {
+					streamed += v1Text(au.Artifact.Parts)
+				}
+			}
+			if !strings.Contains(streamed, "You said: stream me") {
+				t.Fatalf("streamed %q", streamed)
+			}
+
+			got, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: last.TaskID})
+			if err != nil || got.ID != last.TaskID || got.Status.State != a2a.TaskStateCompleted || len(got.Artifacts) == 0 {
+				t.Fatalf("GetTask: %+v, %v", got, err)
+			}
+
+			// SubscribeToTask on a finished task replays it from the durable
+			// stream to its terminal state.
+			var replayed []a2a.Event
+			for ev, err := range c.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: last.TaskID}) {
+				if err != nil {
+					t.Fatalf("SubscribeToTask: %v", err)
+				}
+				replayed = append(replayed, ev)
+			}
+			if end, ok := replayed[len(replayed)-1].(*a2a.TaskStatusUpdateEvent); len(replayed) < 2 || !ok || end.Status.State != a2a.TaskStateCompleted {
+				t.Fatalf("replayed %d events, last %+v", len(replayed), replayed[len(replayed)-1])
+			}
+
+			list, err := c.ListTasks(ctx, &a2a.ListTasksRequest{ContextID: last.ContextID})
+			if err != nil || len(list.Tasks) != 1 || list.Tasks[0].ID != last.TaskID || list.TotalSize != 1 {
+				t.Fatalf("ListTasks by context: %+v, %v", list, err)
+			}
+
+			if _, err := c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: last.TaskID}); !errors.Is(err, a2a.ErrTaskNotCancelable) {
+				t.Fatalf("CancelTask of a finished task: %v", err)
+			}
+			if _, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: "no-such-task"}); !errors.Is(err, a2a.ErrTaskNotFound) {
+				t.Fatalf("GetTask unknown: %v", err)
+			}
+			if _, err := c.GetTaskPushConfig(ctx, &a2a.GetTaskPushConfigRequest{TaskID: last.TaskID, ID: "x"}); !errors.Is(err, a2a.ErrPushNotificationNotSupported) {
+				t.Fatalf("GetTaskPushConfig: %v", err)
+			}
+		})
+	}
+}
+
+// TestA2AV1ListPages: ListTasks pages with its cursor through every task,
+// newest first, each once.
+func TestA2AV1ListPages(t *testing.T) {
+	p := startPipeline(t)
+	_, c := v1Client(t, p, a2a.TransportProtocolHTTPJSON)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 5
+	for i := range n {
+		if _, err := c.SendMessage(ctx, userMessage("task "+string(rune('a'+i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[a2a.TaskID]bool{}
+	token := ""
+	for pages := 0; ; pages++ {
+		list, err := c.ListTasks(ctx, &a2a.ListTasksRequest{PageSize: 2, PageToken: token})
+		if err != nil {
+			t.Fatalf("ListTasks: %v", err)
+		}
+		if list.TotalSize != n || len(list.Tasks) > 2 {
+			t.Fatalf("page %d: %d tasks, total %d", pages, len(list.Tasks), list.TotalSize)
+		}
+		for _, task := range list.Tasks {
+			if seen[task.ID] || len(task.Artifacts) != 0 {
+				t.Fatalf("task %s twice, or with artifacts not asked for", task.ID)
+			}
+			seen[task.ID] = true
+		}
+		if token = list.NextPageToken; token == "" {
+			break
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("listed %d of %d tasks", len(seen), n)
+	}
+	if _, err := c.ListTasks(ctx, &a2a.ListTasksRequest{PageToken: "%%%"}); !errors.Is(err, a2a.ErrInvalidParams) {
+		t.Fatalf("bad page token: %v", err)
+	}
+}
+
+// TestA2AV1CancelRunning: a running task (an agent that waits to be
+// cancelled) sent with returnImmediately is cancelled by CancelTask, which
+// answers it canceled.
+func TestA2AV1CancelRunning(t *testing.T) {
+	p := startPipeline(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	started := make(chan struct{}, 1)
+	go func() {
+		defer close(done)
+		_ = agent.Run(ctx, p.nc, "slow", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+			started <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		}))
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	c, err := a2aclient.NewFromEndpoints(ctx, []*a2a.AgentInterface{
+		a2a.NewAgentInterface(p.url+ingress.A2AV1Path+"?agent=slow", a2a.TransportProtocolJSONRPC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := userMessage("wait for me")
+	req.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
+	res, err := c.SendMessage(ctx, req)
+	if err != nil {
+		t.Fatalf("SendMessage: %v", err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok || task.Status.State != a2a.TaskStateSubmitted {
+		t.Fatalf("returnImmediately answered %T %+v", res, res)
+	}
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the agent never got the request")
+	}
+	got, err := c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: task.ID})
+	if err != nil || got.Status.State != a2a.TaskStateCanceled {
+		t.Fatalf("CancelTask: %+v, %v", got, err)
+	}
+}
+
+// TestA2AV1Errors: v1.0 error shapes of both bindings for what the SDK's
+// client never sends: a v0.3 method on the v1.0 interface, unknown tasks
+// over REST, refusals by auth.
+func TestA2AV1Errors(t *testing.T) {
+	p := startPipeline(t)
+	r := p.post(t, ingress.A2AV1Path, "", `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{}}`)
+	body, _ := io.ReadAll(r.Body)
+	if !strings.Contains(string(body), `"code":-32601`) || !strings.Contains(string(body), `"id":7`) || !strings.Contains(string(body), "served at /a2a") {
+		t.Fatalf("v0.3 method on v1.0: %s", body)
+	}
+	r = p.post(t, "/a2a", "", `{"jsonrpc":"2.0","id":8,"method":"SendMessage","params":{}}`)
+	body, _ = io.ReadAll(r.Body)
+	if !strings.Contains(string(body), `"code":-32601`) || !strings.Contains(string(body), `"id":8`) || !strings.Contains(string(body), "served at "+ingress.A2AV1Path) {
+		t.Fatalf("v1.0 method on v0.3: %s", body)
+	}
+	r = p.get(t, ingress.A2AV1Path+"/tasks/no-such-task")
+	body, _ = io.ReadAll(r.Body)
+	if r.StatusCode != http.StatusNotFound {
+		t.Fatalf("REST unknown task: %d %s", r.StatusCode, body)
+	}
+}
