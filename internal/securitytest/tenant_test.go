@@ -30,6 +30,12 @@ func a2aMessage(extra string) string {
 		`"parts":[{"kind":"text","text":"` + bobCanary + `"}]}}`
 }
 
+// v1Message is A2A v1.0 SendMessage params with extra message fields.
+func v1Message(extra string) string {
+	return `{"message":{"role":"ROLE_USER","messageId":"msg-` + fmt.Sprint(time.Now().UnixNano()) + `",` + extra +
+		`"parts":[{"text":"` + bobCanary + `"}]}}`
+}
+
 // rpcError returns the code of the first JSON-RPC error in an answer, JSON
 // or a stream (SSE data: lines or NDJSON), 0 when there is none.
 func rpcError(b []byte) int {
@@ -187,6 +193,20 @@ func crossPrincipalCases(d bobsData, hdr map[string]string) []isolationCase {
 		{"a2a/message/send contextId", "POST", "/a2a?agent=echo", a2a("message/send", a2aMessage(`"contextId":"`+d.a2aContext+`",`)), hdr, []int{200}, -32602},
 		{"a2a/message/stream contextId", "POST", "/a2a?agent=echo", a2a("message/stream", a2aMessage(`"contextId":"`+d.a2aContext+`",`)), sse, []int{200}, -32602},
 		{"a2a/message/send Idempotency-Key duplicate", "POST", "/a2a?agent=echo", a2a("message/send", a2aMessage("")), with(hdr, "Idempotency-Key", d.request), []int{200}, -32602},
+		// A2A v1.0, both bindings: the same tasks.
+		{"a2av1/GetTask", "POST", ingress.A2AV1Path, a2a("GetTask", `{"id":"`+d.a2aTask+`"}`), hdr, []int{200}, -32001},
+		{"a2av1/CancelTask", "POST", ingress.A2AV1Path, a2a("CancelTask", `{"id":"`+d.a2aTask+`"}`), hdr, []int{200}, -32001},
+		{"a2av1/SubscribeToTask", "POST", ingress.A2AV1Path, a2a("SubscribeToTask", `{"id":"`+d.a2aTask+`"}`), sse, []int{200}, -32001},
+		{"a2av1/SendMessage taskId", "POST", ingress.A2AV1Path + "?agent=echo", a2a("SendMessage", v1Message(`"taskId":"`+d.a2aTask+`",`)), hdr, []int{200}, -32001},
+		{"a2av1/SendStreamingMessage taskId", "POST", ingress.A2AV1Path + "?agent=echo", a2a("SendStreamingMessage", v1Message(`"taskId":"`+d.a2aTask+`",`)), sse, []int{200}, -32001},
+		{"a2av1/SendMessage contextId", "POST", ingress.A2AV1Path + "?agent=echo", a2a("SendMessage", v1Message(`"contextId":"`+d.a2aContext+`",`)), hdr, []int{200}, -32602},
+		{"a2av1/list ListTasks", "POST", ingress.A2AV1Path, a2a("ListTasks", `{}`), hdr, []int{200}, 0},
+		{"a2av1/list ListTasks contextId", "POST", ingress.A2AV1Path, a2a("ListTasks", `{"contextId":"`+d.a2aContext+`"}`), hdr, []int{200}, 0},
+		{"a2av1/REST GET task", "GET", ingress.A2AV1Path + "/tasks/" + d.a2aTask, nil, hdr, []int{404}, 0},
+		{"a2av1/REST cancel", "POST", ingress.A2AV1Path + "/tasks/" + d.a2aTask + ":cancel", []byte(`{}`), hdr, []int{404}, 0},
+		{"a2av1/REST subscribe", "POST", ingress.A2AV1Path + "/tasks/" + d.a2aTask + ":subscribe", []byte(`{}`), sse, []int{200, 404}, 0},
+		{"a2av1/list REST GET tasks", "GET", ingress.A2AV1Path + "/tasks", nil, hdr, []int{200}, 0},
+		{"a2av1/REST message:send taskId", "POST", ingress.A2AV1Path + "/message:send?agent=echo", []byte(v1Message(`"taskId":"` + d.a2aTask + `",`)), hdr, []int{404}, 0},
 		// AgentVault profile.
 		{"agentvault/tasks/get", "POST", "/a2a", a2a("tasks/get", `{"id":"`+d.avTask+`"}`), hdr, []int{200}, -32001},
 		{"agentvault/tasks/cancel", "POST", "/a2a", a2a("tasks/cancel", `{"id":"`+d.avTask+`"}`), hdr, []int{200}, -32001},
@@ -241,7 +261,7 @@ func TestTenantIsolation(t *testing.T) {
 		if strings.HasPrefix(c.name, "a2e/") {
 			ok = ok && bytes.Contains(r.body, []byte(`"conflict"`))
 		}
-		if strings.HasPrefix(c.name, "console/list") {
+		if strings.HasPrefix(c.name, "console/list") || strings.HasPrefix(c.name, "a2av1/list") {
 			for _, id := range []string{d.request, d.a2aTask, d.a2aContext, d.avTask, d.session, d.wfExec, d.a2eKey} {
 				ok = ok && !bytes.Contains(r.body, []byte(id))
 			}
@@ -270,6 +290,10 @@ func TestTenantIsolation(t *testing.T) {
 	s.check("tenant", "audit reads bob's task", bytes.Contains(r.body, []byte(bobCanary)), "ops: %s", r)
 	r = s.do(http.MethodGet, "/console/api/requests/"+d.request, nil, ops)
 	s.check("tenant", "audit opens bob's request in the console", r.status == 200 && bytes.Contains(r.body, []byte(bobCanary)), "ops: %s", r)
+	r = s.do(http.MethodPost, ingress.A2AV1Path, rpcBody("ListTasks", `{"contextId":"`+d.a2aContext+`"}`), ops)
+	s.check("tenant", "audit lists bob's task (A2A v1.0)", bytes.Contains(r.body, []byte(d.a2aTask)), "ops: %s", r)
+	r = s.do(http.MethodPost, ingress.A2AV1Path, rpcBody("ListTasks", `{"contextId":"`+d.a2aContext+`"}`), bob)
+	s.check("tenant", "bob lists his task (A2A v1.0)", bytes.Contains(r.body, []byte(d.a2aTask)), "bob: %s", r)
 	r = s.do(http.MethodPost, "/a2a", rpcBody("tasks/cancel", `{"id":"`+d.a2aTask+`"}`), ops)
 	s.check("tenant", "audit cannot cancel bob's task", rpcError(r.body) == -32001, "ops: %s", r)
 	r = s.do(http.MethodPost, "/v1/requests", fmt.Appendf(nil, `{"request_id":%q}`, d.request), ops)
