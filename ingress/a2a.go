@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -40,7 +42,18 @@ func a2aStreaming(method string) bool {
 // (tasks/send, tasks/sendSubscribe, tasks/get, tasks/cancel) on one
 // JSON-RPC endpoint. tasks/get and tasks/cancel are answered in the shape of
 // the protocol that created the task.
+//
+// A single call of an A2A v1.0 method (SendMessage…) is served by the v1.0
+// handler, as at A2AV1Path: clients and the A2A TCK that resolve the card's
+// v0.3 url for JSON-RPC whatever the version reach v1.0 here too (method
+// names of the two generations never collide).
 func (s *Server) handleA2A(w http.ResponseWriter, r *http.Request) {
+	if body, v1, ok := s.peekV1Call(w, r); !ok {
+		return
+	} else if r.Body = io.NopCloser(bytes.NewReader(body)); v1 {
+		s.v1rpc.ServeHTTP(w, r)
+		return
+	}
 	s.serveRPC(w, r, rpcEndpoint{protocol: "a2a", shape: rpcShape, streaming: a2aStreaming, metric: a2aMetricMethod, call: s.a2aCall})
 }
 
@@ -104,11 +117,7 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 		res, err = s.opts.norm.FromA2A(in)
 	}
 	if err != nil {
-		e := &Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()}
-		if a2aV1Method(req.Method) {
-			e.Message += ": a method of A2A v1.0, served at " + A2AV1Path + " (this endpoint speaks A2A v0.3)"
-		}
-		_ = WriteError(w, req.ID, e)
+		_ = WriteError(w, req.ID, &Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()})
 		return
 	}
 	env := res.Envelope
@@ -158,16 +167,39 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 	}
 }
 
-// a2aV1Method reports the A2A v1.0 JSON-RPC method names.
-func a2aV1Method(m string) bool {
-	switch m {
-	case "SendMessage", "SendStreamingMessage", "GetTask", "ListTasks", "CancelTask", "SubscribeToTask",
-		"GetExtendedAgentCard", "GetTaskPushNotificationConfig", "CreateTaskPushNotificationConfig",
-		"ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig":
-		return true
+// peekV1Call reads the body (within the size limit) and reports whether it
+// is one call of an A2A v1.0 method. The common case costs a byte search:
+// the body is parsed only when a v1.0 method name occurs in it.
+func (s *Server) peekV1Call(w http.ResponseWriter, r *http.Request) (body []byte, v1 bool, ok bool) {
+	body, ok = s.readRPCBody(w, r)
+	if !ok {
+		return nil, false, false
 	}
-	return false
+	found := false
+	for _, m := range a2aV1Methods {
+		if bytes.Contains(body, []byte(`"`+m+`"`)) {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return body, false, true
+	}
+	var head struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(body, &head) != nil {
+		return body, false, true // a batch or not JSON: the v0.3 path answers
+	}
+	return body, a2aV1Method(head.Method), true
 }
+
+var a2aV1Methods = []string{"SendMessage", "SendStreamingMessage", "GetTask", "ListTasks", "CancelTask", "SubscribeToTask",
+	"GetExtendedAgentCard", "GetTaskPushNotificationConfig", "CreateTaskPushNotificationConfig",
+	"ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig"}
+
+// a2aV1Method reports the A2A v1.0 JSON-RPC method names.
+func a2aV1Method(m string) bool { return slices.Contains(a2aV1Methods, m) }
 
 func (s *Server) taskNotFound(w http.ResponseWriter, protocol string, id json.RawMessage, taskID string) {
 	if protocol == normalizer.ProtocolAgentVault {

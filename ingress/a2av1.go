@@ -335,6 +335,9 @@ func (h *a2av1Handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest)
 	if req.HistoryLength != nil && *req.HistoryLength < 0 {
 		return nil, fmt.Errorf("%w: historyLength must not be negative", a2a.ErrInvalidParams)
 	}
+	if req.Status != "" && !slices.Contains(v1States, req.Status) {
+		return nil, fmt.Errorf("%w: status %q is not a task state", a2a.ErrInvalidParams, req.Status)
+	}
 	after, err := decodeCursor(req.PageToken)
 	if err != nil {
 		return nil, fmt.Errorf("%w: pageToken: %v", a2a.ErrInvalidParams, err)
@@ -396,8 +399,11 @@ func (h *a2av1Handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest)
 	if tasks == nil {
 		tasks = []*a2a.Task{}
 	}
-	return &a2a.ListTasksResponse{Tasks: tasks, TotalSize: total, PageSize: size, NextPageToken: next}, nil
+	return &a2a.ListTasksResponse{Tasks: tasks, TotalSize: total, PageSize: len(tasks), NextPageToken: next}, nil
 }
+
+var v1States = []a2a.TaskState{a2a.TaskStateAuthRequired, a2a.TaskStateCanceled, a2a.TaskStateCompleted, a2a.TaskStateFailed,
+	a2a.TaskStateInputRequired, a2a.TaskStateRejected, a2a.TaskStateSubmitted, a2a.TaskStateWorking}
 
 type cursor = TaskRecord
 

@@ -244,9 +244,9 @@ func TestA2AV1CancelRunning(t *testing.T) {
 	}
 }
 
-// TestA2AV1Errors: v1.0 error shapes of both bindings for what the SDK's
-// client never sends: a v0.3 method on the v1.0 interface, unknown tasks
-// over REST, refusals by auth.
+// TestA2AV1Errors: what the SDK's client never sends: a v0.3 method on the
+// v1.0 interface (-32601 naming /a2a), a v1.0 method on /a2a (served), an
+// unknown task over REST (404).
 func TestA2AV1Errors(t *testing.T) {
 	p := startPipeline(t)
 	r := p.post(t, ingress.A2AV1Path, "", `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{}}`)
@@ -254,10 +254,17 @@ func TestA2AV1Errors(t *testing.T) {
 	if !strings.Contains(string(body), `"code":-32601`) || !strings.Contains(string(body), `"id":7`) || !strings.Contains(string(body), "served at /a2a") {
 		t.Fatalf("v0.3 method on v1.0: %s", body)
 	}
-	r = p.post(t, "/a2a", "", `{"jsonrpc":"2.0","id":8,"method":"SendMessage","params":{}}`)
+	// The v0.3 endpoint serves single v1.0 calls too (clients and the TCK
+	// that take the card's v0.3 url for JSON-RPC).
+	r = p.post(t, "/a2a", "", `{"jsonrpc":"2.0","id":8,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"m8","parts":[{"text":"both"}]}}}`)
 	body, _ = io.ReadAll(r.Body)
-	if !strings.Contains(string(body), `"code":-32601`) || !strings.Contains(string(body), `"id":8`) || !strings.Contains(string(body), "served at "+ingress.A2AV1Path) {
-		t.Fatalf("v1.0 method on v0.3: %s", body)
+	if !strings.Contains(string(body), `"id":8`) || !strings.Contains(string(body), "You said: both") || !strings.Contains(string(body), "TASK_STATE_COMPLETED") {
+		t.Fatalf("v1.0 method on /a2a: %s", body)
+	}
+	r = p.post(t, "/a2a", "", `{"jsonrpc":"2.0","id":9,"method":"message/send","params":{"message":{"kind":"message","role":"user","messageId":"m9","parts":[{"kind":"text","text":"SendMessage"}]}}}`)
+	body, _ = io.ReadAll(r.Body)
+	if !strings.Contains(string(body), `"id":9`) || !strings.Contains(string(body), `"state":"completed"`) {
+		t.Fatalf("v0.3 call naming a v1.0 method in its text: %s", body)
 	}
 	r = p.get(t, ingress.A2AV1Path+"/tasks/no-such-task")
 	body, _ = io.ReadAll(r.Body)

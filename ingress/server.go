@@ -30,6 +30,8 @@ type Server struct {
 	metrics *metrics
 	js      jetstream.JetStream
 	nc      *nats.Conn
+	// v1rpc and v1rest serve A2A v1.0 (a2av1Handlers).
+	v1rpc, v1rest http.Handler
 }
 
 type options struct {
@@ -183,6 +185,7 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 	}
 	o.tasks = ts
 	srv := &Server{pub: NewPublisher(js, o.publishTimeout), egress: eg, opts: o, metrics: m, js: js, nc: nc}
+	srv.v1rpc, srv.v1rest = srv.a2av1Handlers()
 	if o.poolTTL > 0 {
 		srv.pools = newPools(js, o.poolTTL, o.now)
 	}
@@ -199,9 +202,8 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/requests", s.handleE2A)
 	mux.HandleFunc("POST /a2a", s.handleA2A)
-	v1rpc, v1rest := s.a2av1Handlers()
-	mux.Handle("POST "+A2AV1Path, v1rpc)
-	mux.Handle(A2AV1Path+"/", v1rest)
+	mux.Handle("POST "+A2AV1Path, s.v1rpc)
+	mux.Handle(A2AV1Path+"/", s.v1rest)
 	mux.HandleFunc("POST /acp", s.handleACP)
 	mux.HandleFunc("POST /a2e", s.handleA2E)
 	mux.HandleFunc("GET /.well-known/agent-card.json", s.handleCard)
