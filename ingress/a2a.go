@@ -27,6 +27,36 @@ func rpcShape(w http.ResponseWriter, f failure) {
 	_ = json.NewEncoder(w).Encode(ErrorResponse(nil, &Error{Code: f.RPCCode, Message: f.Message, Data: f.Data}))
 }
 
+// rpcShapeWithID is rpcShape echoing the id of body's call when it is
+// readable (body is parsed only for a refusal).
+func rpcShapeWithID(body []byte) errorShape {
+	return func(w http.ResponseWriter, f failure) {
+		var head struct {
+			ID json.RawMessage `json:"id"`
+		}
+		if json.Unmarshal(body, &head) != nil || !validRPCID(head.ID) {
+			head.ID = nil
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(f.Status)
+		_ = json.NewEncoder(w).Encode(ErrorResponse(head.ID, &Error{Code: f.RPCCode, Message: f.Message, Data: f.Data}))
+	}
+}
+
+// validRPCID reports a JSON-RPC id: a string, a number or null.
+func validRPCID(id json.RawMessage) bool {
+	id = bytes.TrimSpace(id)
+	if len(id) == 0 {
+		return false
+	}
+	switch id[0] {
+	case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'n':
+		var v any
+		return json.Unmarshal(id, &v) == nil
+	}
+	return false
+}
+
 // a2aStreaming reports the methods answered as an SSE stream; they cannot
 // be part of a batch.
 func a2aStreaming(method string) bool {
@@ -48,13 +78,17 @@ func a2aStreaming(method string) bool {
 // v0.3 url for JSON-RPC whatever the version reach v1.0 here too (method
 // names of the two generations never collide).
 func (s *Server) handleA2A(w http.ResponseWriter, r *http.Request) {
-	if body, v1, ok := s.peekV1Call(w, r); !ok {
+	body, v1, ok := s.peekV1Call(w, r)
+	if !ok {
 		return
-	} else if r.Body = io.NopCloser(bytes.NewReader(body)); v1 {
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if v1 {
 		s.v1rpc.ServeHTTP(w, r)
 		return
 	}
-	s.serveRPC(w, r, rpcEndpoint{protocol: "a2a", shape: rpcShape, streaming: a2aStreaming, metric: a2aMetricMethod, call: s.a2aCall})
+	s.serveRPC(w, r, rpcEndpoint{protocol: "a2a", shape: rpcShapeWithID(body), streaming: a2aStreaming, metric: a2aMetricMethod,
+		call: s.a2aCall, noNotifications: true})
 }
 
 // a2aMetricMethod bounds the method label to the protocols' methods.

@@ -188,10 +188,20 @@ func TestA2AJSONRPCErrors(t *testing.T) {
 			t.Fatalf("%s: code %d id %s, want %d %s", tc.body, r.Error.Code, r.ID, tc.code, tc.id)
 		}
 	}
-	// A notification gets no reply (but is acted on).
+	// A2A defines no notifications: an id-less call is answered like any
+	// call, with id null (the A2A TCK expects the error of a bad one).
 	resp, b := do(t, "POST", url+"/a2a", `{"jsonrpc":"2.0","method":"tasks/send","params":{"message":{"role":"user","parts":[{"type":"text","content":"n"}]}}}`)
-	if resp.StatusCode != 204 || len(b) != 0 {
-		t.Fatalf("notification: %d %q", resp.StatusCode, b)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"id":null,"result":{"id":`) {
+		t.Fatalf("id-less call: %d %q", resp.StatusCode, b)
+	}
+	for body, code := range map[string]string{
+		`{"jsonrpc":"2.0","method":"no/such"}`:                                        `"code":-32601`,
+		`{"jsonrpc":"2.0","method":"message/send","params":{"message":{"parts":[]}}}`: `"code":-32602`,
+	} {
+		resp, b := do(t, "POST", url+"/a2a", body)
+		if resp.StatusCode != 200 || !strings.Contains(string(b), `"id":null`) || !strings.Contains(string(b), code) {
+			t.Fatalf("id-less %s: %d %q", body, resp.StatusCode, b)
+		}
 	}
 	// A batch is answered element by element; a streaming method inside it
 	// is refused alone.
@@ -359,5 +369,24 @@ func TestRateLimitChargesBatchElements(t *testing.T) {
 	}
 	if n := streamMsgs(t, js, streams.RequestsStream); n != 0 {
 		t.Fatalf("a refused batch published %d requests", n)
+	}
+}
+
+// TestA2AAuthRefusalEchoesID: an authentication refusal on /a2a answers the
+// request's id when it is readable (null otherwise), on both generations'
+// JSON-RPC endpoints.
+func TestA2AAuthRefusalEchoesID(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	url := frontDoor(t, nc, withAPIKey(t))
+	for _, tc := range []struct{ path, body, id string }{
+		{"/a2a", `{"jsonrpc":"2.0","id":42,"method":"message/send","params":{}}`, `"id":42`},
+		{"/a2a", `{"jsonrpc":"2.0","id":"req-7","method":"tasks/get","params":{"id":"x"}}`, `"id":"req-7"`},
+		{"/a2a", `{"jsonrpc":"2.0","id":{"bad":1},"method":"tasks/get"}`, `"id":null`},
+		{"/a2a", `not json`, `"id":null`},
+	} {
+		resp, b := do(t, "POST", url+tc.path, tc.body)
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), tc.id) || !strings.Contains(string(b), `"error"`) {
+			t.Errorf("%s %s: %d %s", tc.path, tc.body, resp.StatusCode, b)
+		}
 	}
 }

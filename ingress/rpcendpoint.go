@@ -17,6 +17,10 @@ type rpcEndpoint struct {
 	streaming func(method string) bool
 	metric    func(method string) string
 	call      func(w http.ResponseWriter, r *http.Request, p Principal, req *Request)
+	// noNotifications answers an id-less call like any call (id null):
+	// A2A defines no notifications, and its clients and TCK expect the
+	// JSON-RPC error of a bad call rather than an empty 204.
+	noNotifications bool
 }
 
 // serveRPC is the whole exchange of a JSON-RPC endpoint: gate (auth, rate
@@ -59,7 +63,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, e rpcEndpoint)
 		return
 	}
 	method = e.metric(c.Request.Method)
-	if c.Request.IsNotification() {
+	if c.Request.IsNotification() && !e.noNotifications {
 		e.call(httptest.NewRecorder(), r, p, &c.Request)
 		WriteNoReply(w)
 		return

@@ -96,8 +96,10 @@ func (n *Normalizer) FromA2A(in Input) (*Result, error) {
 		return r.a2aSend(rq)
 	case A2ATasksGet, A2ATasksCancel, A2ATasksResubscribe:
 		return r.a2aTask(rq)
-	case A2APushConfigSet, A2APushConfigGet, A2APushConfigList, A2APushConfigDelete, A2AGetAuthenticatedExtendedCard:
-		return nil, rq.errf(ErrUnsupportedOperation, ProtocolA2A, "not offered by this server")
+	case A2APushConfigSet, A2APushConfigGet, A2APushConfigList, A2APushConfigDelete:
+		return nil, rq.errf(ErrPushNotificationNotSupported, ProtocolA2A, "this server sends no push notifications (capabilities.pushNotifications is not declared)")
+	case A2AGetAuthenticatedExtendedCard:
+		return nil, rq.errf(ErrExtendedCardNotConfigured, ProtocolA2A, "the agent card declares no authenticated extended card")
 	}
 	return nil, rq.errf(ErrMethodNotFound, ProtocolA2A, "not an A2A v0.3 method")
 }
@@ -179,6 +181,9 @@ func (r *req) a2aSend(rq *rpcRequest) (*Result, error) {
 			env.Params["blocking"] = *c.Blocking
 		}
 		if c.HistoryLength != nil {
+			if *c.HistoryLength < 0 {
+				return nil, rq.errf(ErrInvalidParams, ProtocolA2A, "configuration.historyLength must not be negative")
+			}
 			env.Params["history_length"] = json.Number(itoa(*c.HistoryLength))
 		}
 		if c.PushConfig != nil {
@@ -233,6 +238,9 @@ func (r *req) a2aTask(rq *rpcRequest) (*Result, error) {
 	rq.setJSONRPC(env)
 	env.TaskID = string(id)
 	if history != nil {
+		if *history < 0 {
+			return nil, rq.errf(ErrInvalidParams, ProtocolA2A, "historyLength must not be negative")
+		}
 		env.Params = map[string]any{"history_length": json.Number(itoa(*history))}
 	}
 	if len(meta) > 0 {

@@ -95,7 +95,7 @@ var confCases = []confCase{
 			`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{`:                                                                         normalizer.ErrParse,
 			`[{"jsonrpc":"2.0","id":1,"method":"message/send"}]`:                                                                                 normalizer.ErrInvalidRequest,
 			`{"jsonrpc":"2.0","id":1,"method":"tasks/send","params":{}}`:                                                                         normalizer.ErrMethodNotFound,
-			`{"jsonrpc":"2.0","id":1,"method":"agent/getAuthenticatedExtendedCard"}`:                                                             normalizer.ErrUnsupportedOperation,
+			`{"jsonrpc":"2.0","id":1,"method":"agent/getAuthenticatedExtendedCard"}`:                                                             normalizer.ErrExtendedCardNotConfigured,
 			`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}`:                                                                       normalizer.ErrInvalidParams,
 			`{"jsonrpc":"2.0","id":1,"method":"message/send"}`:                                                                                   normalizer.ErrInvalidParams,
 			`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"messageId":5}}}`:                                              normalizer.ErrInvalidParams,

@@ -30,10 +30,21 @@ var (
 	// JSON-RPC -32602, HTTP 400 (422 for workflow structure errors).
 	ErrInvalidParams = errors.New("invalid params")
 	// ErrUnsupportedOperation: a method the protocol defines but the
-	// pipeline does not offer through the normalizer (A2A push notification
-	// config, authenticated extended card). JSON-RPC -32004 (A2A
-	// UnsupportedOperation), HTTP 501.
+	// pipeline does not offer through the normalizer. JSON-RPC -32004 (A2A
+	// UnsupportedOperation), HTTP 501; the A2A methods with a code of their
+	// own wrap it (ErrPushNotificationNotSupported,
+	// ErrExtendedCardNotConfigured).
 	ErrUnsupportedOperation = errors.New("unsupported operation")
+
+	// ErrPushNotificationNotSupported (an ErrUnsupportedOperation) is
+	// returned for the A2A push notification config methods: the pipeline
+	// sends none. JSON-RPC -32003 (PushNotificationNotSupported), HTTP 501.
+	ErrPushNotificationNotSupported = fmt.Errorf("%w: push notification not supported", ErrUnsupportedOperation)
+
+	// ErrExtendedCardNotConfigured (an ErrUnsupportedOperation) is returned
+	// for A2A agent/getAuthenticatedExtendedCard: the card declares none.
+	// JSON-RPC -32007 (AuthenticatedExtendedCardNotConfigured), HTTP 501.
+	ErrExtendedCardNotConfigured = fmt.Errorf("%w: authenticated extended card not configured", ErrUnsupportedOperation)
 )
 
 // Error is the error every adapter returns. It wraps one sentinel (Kind) and
@@ -124,6 +135,10 @@ func JSONRPCCode(err error) int {
 		return -32601
 	case errors.Is(err, ErrInvalidParams):
 		return -32602
+	case errors.Is(err, ErrPushNotificationNotSupported):
+		return -32003
+	case errors.Is(err, ErrExtendedCardNotConfigured):
+		return -32007
 	case errors.Is(err, ErrUnsupportedOperation):
 		return -32004
 	}
