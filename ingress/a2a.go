@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/agent"
@@ -119,8 +120,53 @@ func (s *Server) readRPCBody(w http.ResponseWriter, r *http.Request) ([]byte, bo
 	return buf.Bytes(), true
 }
 
+// sseErrors writes a JSON answer as one SSE event (data: the JSON-RPC
+// response) and passes an event stream through: a client of a streaming
+// method (message/stream, tasks/resubscribe, tasks/sendSubscribe) reads
+// every answer, errors included, as the stream it asked for.
+type sseErrors struct {
+	http.ResponseWriter
+	decided, sse bool
+}
+
+func (w *sseErrors) decide() {
+	if w.decided {
+		return
+	}
+	w.decided = true
+	if strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") {
+		w.sse = true
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache")
+	}
+}
+
+func (w *sseErrors) WriteHeader(code int) {
+	w.decide()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *sseErrors) Write(b []byte) (int, error) {
+	w.decide()
+	if !w.sse {
+		return w.ResponseWriter.Write(b)
+	}
+	event := append(append([]byte("data: "), bytes.TrimRight(b, "\n")...), '\n', '\n')
+	if _, err := w.ResponseWriter.Write(event); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// Unwrap lets http.ResponseController reach the connection (flushes,
+// deadlines) of a stream.
+func (w *sseErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // a2aCall answers one A2A or AgentVault JSON-RPC request.
 func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, req *Request) {
+	if a2aStreaming(req.Method) {
+		w = &sseErrors{ResponseWriter: w}
+	}
 	// The request is already decoded: the adapters read it as is, with no
 	// second encode and parse.
 	in := s.input(r, nil, p, r.URL.Query().Get("agent"))

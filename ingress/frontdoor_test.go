@@ -1,6 +1,7 @@
 package ingress_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -387,6 +389,26 @@ func TestA2AAuthRefusalEchoesID(t *testing.T) {
 		resp, b := do(t, "POST", url+tc.path, tc.body)
 		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), tc.id) || !strings.Contains(string(b), `"error"`) {
 			t.Errorf("%s %s: %d %s", tc.path, tc.body, resp.StatusCode, b)
+		}
+	}
+}
+
+// TestA2AStreamingErrorsAsSSE: a streaming method's error (an unknown task
+// to resubscribe to, bad params) is answered as the event stream the client
+// asked for, whose event carries the JSON-RPC error.
+func TestA2AStreamingErrorsAsSSE(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	url := frontDoor(t, nc)
+	for body, code := range map[string]string{
+		`{"jsonrpc":"2.0","id":5,"method":"tasks/resubscribe","params":{"id":"no-such-task"}}`:                                                                                                               `"code":-32001`,
+		`{"jsonrpc":"2.0","id":6,"method":"message/stream","params":{"message":{"parts":[]}}}`:                                                                                                               `"code":-32602`,
+		`{"jsonrpc":"2.0","id":7,"method":"tasks/sendSubscribe","params":{"id":"no-such-task"}}`:                                                                                                             `"error"`,
+		`{"jsonrpc":"2.0","id":8,"method":"message/stream","params":{"configuration":{"historyLength":-1},"message":{"kind":"message","role":"user","messageId":"m","parts":[{"kind":"text","text":"x"}]}}}`: `"code":-32602`,
+	} {
+		resp, b := do(t, "POST", url+"/a2a", body, "Accept", "text/event-stream")
+		ev := testkit.Events(testkit.MustReadSSE(t, bytes.NewReader(b)))
+		if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") || len(ev) != 1 || !strings.Contains(ev[0].Data, code) {
+			t.Errorf("%s: %d %s %q", body, resp.StatusCode, resp.Header.Get("Content-Type"), b)
 		}
 	}
 }
