@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/a2aproject/a2a-go/a2a"
+
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -335,6 +337,14 @@ func (s *Server) a2aSubmit(w http.ResponseWriter, r *http.Request, p Principal, 
 	case normalizer.A2AMessageStream:
 		s.egress.ServeA2AStream(w, r, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted})
 	case normalizer.A2AMessageSend:
+		if b, ok := env.Params["blocking"].(bool); ok && !b {
+			// configuration.blocking false: the task as submitted, at once;
+			// tasks/get and tasks/resubscribe follow it.
+			ts := submitted.UTC()
+			_ = WriteResult(w, req.ID, &a2a.Task{ID: a2a.TaskID(env.TaskID), ContextID: env.ContextID,
+				Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted, Timestamp: &ts}})
+			return
+		}
 		s.egress.ServeA2ASend(w, r, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, HistoryLength: historyLength(env)})
 	case normalizer.AVTasksSendSubscribe:
 		s.egress.ServeAgentVaultStream(w, r, acc.RequestID, egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: env.TaskID})

@@ -144,7 +144,9 @@ func (r *req) a2aSend(rq *rpcRequest) (*Result, error) {
 	env.IsStream = rq.Method == A2AMessageStream
 	env.MessageID = msg.ID
 	env.ContextID = msg.ContextID
-	if env.ContextID == "" {
+	if env.ContextID == "" && msg.TaskID == "" {
+		// A new task without a context starts one; a continued task keeps
+		// its own (the front door reads it from the task's record).
 		env.ContextID = r.NewID()
 		d[DetailContextCreated] = true
 	}
