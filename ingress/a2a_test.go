@@ -207,3 +207,52 @@ func TestA2AContinueTaskKeepsContext(t *testing.T) {
 		t.Fatalf("continued task %s in context %s, want %s in %s", second.ID, second.ContextID, first.ID, first.ContextID)
 	}
 }
+
+// TestA2ATaskGetKeepsEveryReply: tasks/get rebuilds every turn of a
+// multi-turn task with its text: the last reply in the artifact, earlier
+// replies and the reasoning in history; no part list is empty.
+func TestA2ATaskGetKeepsEveryReply(t *testing.T) {
+	p := startPipeline(t)
+	_, c := a2aClient(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := c.SendMessage(ctx, &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "first turn"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2a.Task)
+	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "second turn"})
+	msg.TaskID, msg.ContextID = task.ID, task.ContextID
+	if _, err := c.SendMessage(ctx, &a2a.MessageSendParams{Message: msg}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reply string
+	for _, a := range got.Artifacts {
+		if len(a.Parts) == 0 {
+			t.Errorf("artifact %s without parts", a.ID)
+		}
+		reply += textOf(a.Parts)
+	}
+	if !strings.Contains(reply, "You said: second turn") {
+		t.Errorf("artifact text %q", reply)
+	}
+	var history, thoughts string
+	for _, m := range got.History {
+		if len(m.Parts) == 0 {
+			t.Errorf("history message %s (%s) without parts", m.ID, m.Role)
+		}
+		history += textOf(m.Parts)
+		for _, p := range m.Parts {
+			if tp, ok := p.(a2a.TextPart); ok && tp.Metadata["thought"] == true {
+				thoughts += tp.Text
+			}
+		}
+	}
+	if !strings.Contains(history, "You said: first turn") || !strings.Contains(thoughts, "Thinking about: second turn") {
+		t.Errorf("history text %q, thoughts %q", history, thoughts)
+	}
+}
