@@ -1,0 +1,99 @@
+// Drives the pipeline with an official A2A JavaScript SDK client, as its
+// users would: resolve the agent card, build the client from it, then
+// send, stream, get (and list on v1.0). Prints one JSON summary line that
+// jsclient_test.go checks; any failure exits non-zero with the error.
+//
+//   node client.mjs <base-url> v1 JSONRPC|HTTP+JSON
+//   node client.mjs <base-url> v03
+import { randomUUID } from 'node:crypto';
+
+const [base, generation, binding] = process.argv.slice(2);
+
+// texts collects every text of a result, whatever its shape: v1.0 parts
+// ({text}, or {content: {$case: 'text', value}} in the SDK's objects) and
+// v0.3 parts ({kind: 'text', text}).
+function texts(v, out = []) {
+  if (Array.isArray(v)) {
+    v.forEach((x) => texts(x, out));
+  } else if (v && typeof v === 'object') {
+    if (v.$case === 'text' && typeof v.value === 'string') out.push(v.value);
+    if (typeof v.text === 'string') out.push(v.text);
+    for (const [k, x] of Object.entries(v)) if (k !== 'text') texts(x, out);
+  }
+  return out;
+}
+
+// states collects every task state a value names.
+function states(v, out = []) {
+  if (Array.isArray(v)) {
+    v.forEach((x) => states(x, out));
+  } else if (v && typeof v === 'object') {
+    if (v.state !== undefined) out.push(v.state);
+    for (const x of Object.values(v)) states(x, out);
+  }
+  return out;
+}
+
+function taskIdOf(v) {
+  if (!v || typeof v !== 'object') return '';
+  if (typeof v.taskId === 'string' && v.taskId) return v.taskId;
+  for (const x of Object.values(v)) {
+    const id = taskIdOf(x);
+    if (id) return id;
+  }
+  return '';
+}
+
+async function v1() {
+  const { ClientFactory, ClientFactoryOptions } = await import('@a2a-js/sdk/client');
+  const { SendMessageRequest, TaskState, taskStateToJSON } = await import('@a2a-js/sdk');
+  const options = ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { preferredTransports: [binding] });
+  const client = await new ClientFactory(options).createFromUrl(base);
+  const req = (text) =>
+    SendMessageRequest.fromJSON({ message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] } });
+  const sent = await client.sendMessage(req('hello from js'));
+  const events = [];
+  for await (const ev of client.sendMessageStream(req('stream from js'))) events.push(ev);
+  const taskId = taskIdOf(events);
+  const got = await client.getTask({ id: taskId, historyLength: undefined, tenant: '' });
+  const list = await client.listTasks({ pageSize: 100, tenant: '', contextId: '', status: 0, pageToken: '', includeArtifacts: false });
+  const name = (s) => (typeof s === 'number' ? taskStateToJSON(s) : String(s));
+  return {
+    send_text: texts(sent).join(''),
+    stream_events: events.length,
+    stream_text: texts(events).join(''),
+    stream_states: states(events).map(name),
+    task_id: taskId,
+    get_state: name(got.status?.state ?? TaskState.TASK_STATE_UNSPECIFIED),
+    get_text: texts(got.artifacts).join(''),
+    listed: (list.tasks ?? []).some((t) => t.id === taskId),
+  };
+}
+
+async function v03() {
+  const { ClientFactory } = await import('a2a-js-sdk-03/client');
+  const client = await new ClientFactory().createFromUrl(base);
+  const msg = (text) => ({ message: { kind: 'message', messageId: randomUUID(), role: 'user', parts: [{ kind: 'text', text }] } });
+  const sent = await client.sendMessage(msg('hello from js'));
+  const events = [];
+  for await (const ev of client.sendMessageStream(msg('stream from js'))) events.push(ev);
+  const taskId = taskIdOf(events);
+  const got = await client.getTask({ id: taskId });
+  return {
+    send_text: texts(sent).join(''),
+    stream_events: events.length,
+    stream_text: texts(events).join(''),
+    stream_states: states(events).map(String),
+    task_id: taskId,
+    get_state: String(got.status?.state),
+    get_text: texts(got.artifacts).join(''),
+  };
+}
+
+try {
+  const summary = generation === 'v1' ? await v1() : await v03();
+  console.log(JSON.stringify(summary));
+} catch (e) {
+  console.error(e?.stack ?? String(e));
+  process.exit(1);
+}
