@@ -91,3 +91,30 @@ func (s *Service) A2AResult(ctx context.Context, requestID string, p A2AParams, 
 		}
 	}
 }
+
+// A2ASubscription answers A2A v1.0 SubscribeToTask: the task rebuilt from
+// the stored frames of requestIDs first (the current state, whatever it
+// is: a finished task is replayed from the durable streams this way), then,
+// unless that state is terminal, the events of the last request's later
+// frames as they are written, to its final frame. It yields ErrNotFound
+// when none of the requests exists.
+func (s *Service) A2ASubscription(ctx context.Context, taskID, contextID string, requestIDs []string) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		reqs, err := s.loadRequests(ctx, requestIDs)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		t := BuildA2ATask(taskID, contextID, reqs, nil)
+		if !yield(t, nil) || t.Status.State.Terminal() {
+			return
+		}
+		last := reqs[len(reqs)-1]
+		p := A2AParams{TaskID: taskID, ContextID: t.ContextID, Resubscribe: true}
+		for ev, err := range s.A2AEvents(ctx, last.Envelope.RequestID, p, int64(len(last.Frames))) {
+			if !yield(ev, err) || err != nil {
+				return
+			}
+		}
+	}
+}

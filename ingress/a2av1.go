@@ -443,9 +443,9 @@ func (h *a2av1Handler) CancelTask(ctx context.Context, req *a2a.CancelTaskReques
 	return h.task(ctx, rec, nil)
 }
 
-// SubscribeToTask streams the task's last request from its first frame,
-// replayed from the durable stream, then live: a finished task is replayed
-// to its terminal state.
+// SubscribeToTask answers the task rebuilt from the durable streams first
+// (a finished task too: a2a-go's own server refuses those), then its
+// running request's events live to the terminal state.
 func (h *a2av1Handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
 	c, err := h.call(ctx)
 	if err != nil {
@@ -459,8 +459,7 @@ func (h *a2av1Handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeTo
 	if !ok {
 		return errSeq(fmt.Errorf("%w: too many open streams", a2a.ErrServerError))
 	}
-	return v1Events(h.s.egress.A2AEvents(ctx, rec.LastRequest(),
-		egress.A2AParams{TaskID: rec.ID, ContextID: rec.ContextID, Resubscribe: true}, 0), release)
+	return v1Events(h.s.egress.A2ASubscription(ctx, rec.ID, rec.ContextID, rec.RequestIDs), release)
 }
 
 // The pipeline sends no push notifications (the card says so).

@@ -128,8 +128,8 @@ func TestA2AV1Client(t *testing.T) {
 				t.Fatalf("GetTask: %+v, %v", got, err)
 			}
 
-			// SubscribeToTask on a finished task replays it from the durable
-			// stream to its terminal state.
+			// SubscribeToTask on a finished task answers it rebuilt from the
+			// durable streams, and ends (its state is terminal).
 			var replayed []a2a.Event
 			for ev, err := range c.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: last.TaskID}) {
 				if err != nil {
@@ -137,8 +137,9 @@ func TestA2AV1Client(t *testing.T) {
 				}
 				replayed = append(replayed, ev)
 			}
-			if end, ok := replayed[len(replayed)-1].(*a2a.TaskStatusUpdateEvent); len(replayed) < 2 || !ok || end.Status.State != a2a.TaskStateCompleted {
-				t.Fatalf("replayed %d events, last %+v", len(replayed), replayed[len(replayed)-1])
+			snap, ok := replayed[0].(*a2a.Task)
+			if len(replayed) != 1 || !ok || snap.Status.State != a2a.TaskStateCompleted || len(snap.Artifacts) == 0 || !strings.Contains(v1Text(snap.Artifacts[0].Parts), "You said: stream me") {
+				t.Fatalf("SubscribeToTask of a finished task: %d events, first %+v", len(replayed), replayed[0])
 			}
 
 			list, err := c.ListTasks(ctx, &a2a.ListTasksRequest{ContextID: last.ContextID})
@@ -270,5 +271,56 @@ func TestA2AV1Errors(t *testing.T) {
 	body, _ = io.ReadAll(r.Body)
 	if r.StatusCode != http.StatusNotFound {
 		t.Fatalf("REST unknown task: %d %s", r.StatusCode, body)
+	}
+}
+
+// TestA2AV1SubscribeRunning: SubscribeToTask on a running task (the demo
+// agent paced from the message metadata) answers the task as it stands,
+// then its later events live, to the completed state.
+func TestA2AV1SubscribeRunning(t *testing.T) {
+	p := startPipeline(t)
+	_, c := v1Client(t, p, a2a.TransportProtocolJSONRPC)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := userMessage("slowly")
+	req.Message.Metadata = map[string]any{"delay_ms": 100, "frames": 10}
+	req.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
+	res, err := c.SendMessage(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2a.Task)
+	var events []a2a.Event
+	for ev, err := range c.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: task.ID}) {
+		if err != nil {
+			t.Fatalf("SubscribeToTask: %v", err)
+		}
+		events = append(events, ev)
+	}
+	first, ok := events[0].(*a2a.Task)
+	if !ok || first.Status.State.Terminal() {
+		t.Fatalf("first event %T %+v", events[0], events[0])
+	}
+	end, ok := events[len(events)-1].(*a2a.TaskStatusUpdateEvent)
+	if !ok || end.Status.State != a2a.TaskStateCompleted || len(events) < 3 {
+		t.Fatalf("%d events, last %+v", len(events), events[len(events)-1])
+	}
+	// Snapshot plus live events hold the whole reply, once.
+	text := ""
+	for _, m := range first.History {
+		if m.Role == a2a.MessageRoleAgent {
+			text += v1Text(m.Parts)
+		}
+	}
+	for _, a := range first.Artifacts {
+		text += v1Text(a.Parts)
+	}
+	for _, ev := range events[1:] {
+		if au, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok {
+			text += v1Text(au.Artifact.Parts)
+		}
+	}
+	if text != "You said: slowly" {
+		t.Fatalf("reply across snapshot and live events %q", text)
 	}
 }
