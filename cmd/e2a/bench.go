@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -43,6 +44,9 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	fs.DurationVar(&c.Timeout, "timeout", d.Timeout, "per-request timeout")
 	var headers headerFlag
 	fs.Var(&headers, "header", "header added to every request, 'Name: value' (repeatable)")
+	peer := fs.String("peer", "", "compare with a reference A2A server: "+bench.PeerA2AGo+" (A2A message/stream, alternating rounds)")
+	peerBin := fs.String("peer-bin", "", "with --peer: the reference server's binary (default: built from internal/bench/peer with the go command)")
+	rounds := fs.Int("rounds", 5, "with --peer: rounds of each system")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	chart := fs.String("chart", "", "write a PNG chart of latency percentiles against offered load")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the full-load phase")
@@ -59,6 +63,23 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	c.Header = http.Header(headers)
 	if !*asJSON {
 		c.Progress = func(s string) { fmt.Fprintln(os.Stderr, "bench:", s) }
+	}
+	if *peer != "" {
+		if *peer != bench.PeerA2AGo {
+			return fmt.Errorf("bench --peer %q: the reference servers are: %s", *peer, bench.PeerA2AGo)
+		}
+		if c.Target != "" {
+			return errors.New("bench --peer runs the pipeline in process: no --target")
+		}
+		prep, err := bench.RunPeer(ctx, bench.PeerConfig{Bench: c, Rounds: *rounds, PeerBin: *peerBin})
+		if prep != nil {
+			if *asJSON {
+				_ = prep.WriteJSON(os.Stdout)
+			} else {
+				_ = prep.WriteText(os.Stdout)
+			}
+		}
+		return err
 	}
 	rep, err := bench.Run(ctx, c)
 	if err != nil {

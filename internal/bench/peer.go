@@ -1,0 +1,330 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// PeerA2AGo names the reference server of RunPeer: the official a2a-go
+// SDK's JSON-RPC server, in memory, built from internal/bench/peer (a
+// module of its own pinning a2a-go v0.3.3).
+const PeerA2AGo = "a2a-go"
+
+// PeerConfig is a comparison with a reference A2A server.
+type PeerConfig struct {
+	// Bench is the load (Requests per round, Concurrency, Frames,
+	// FrameBytes, Timeout, Warmup); its Protocol is a2a-stream.
+	Bench Config
+	// Rounds is the number of rounds of each system, alternating.
+	Rounds int
+	// PeerBin is the peer's executable; empty builds it with the go
+	// command from ModuleDir.
+	PeerBin string
+	// ModuleDir is the pipeline's module root (where go.mod is), for
+	// building the peer; empty uses the working directory.
+	ModuleDir string
+}
+
+// PeerSide is one system's figures: medians over its rounds.
+type PeerSide struct {
+	Name string    `json:"name"`
+	RPS  []float64 `json:"requests_per_s_by_round"`
+	// MedianRPS, TTFF50 and TTFF99 (ms) are the medians of the rounds'.
+	MedianRPS float64 `json:"median_requests_per_s"`
+	TTFF50    float64 `json:"ttff_p50_ms"`
+	TTFF99    float64 `json:"ttff_p99_ms"`
+	// CPUPerRequest (ms) and AllocsPerRequest are the system's own: the
+	// peer process's (from /proc and its /allocs), the pipeline's as this
+	// process's minus the load generator's (measured in the peer's rounds,
+	// where this process runs only the generator).
+	CPUPerRequest    float64 `json:"cpu_ms_per_request"`
+	AllocsPerRequest float64 `json:"allocs_per_request"`
+	Failed           int     `json:"failed"`
+}
+
+// PeerReport is the comparison.
+type PeerReport struct {
+	Machine  Machine  `json:"machine"`
+	Peer     string   `json:"peer"`
+	Rounds   int      `json:"rounds"`
+	Requests int      `json:"requests_per_round"`
+	Clients  int      `json:"clients"`
+	Events   int      `json:"frames_per_request"`
+	Pipeline PeerSide `json:"pipeline"`
+	Other    PeerSide `json:"reference"`
+	// RatioRPS is pipeline ÷ reference requests/s; RatioTTFF50/99 are
+	// reference ÷ pipeline (above 1: the pipeline's first frame is sooner).
+	RatioRPS    float64 `json:"ratio_requests_per_s"`
+	RatioTTFF50 float64 `json:"ratio_ttff_p50"`
+	RatioTTFF99 float64 `json:"ratio_ttff_p99"`
+}
+
+// RunPeer drives the in-process pipeline and the reference A2A server
+// (a separate process) with the same load generator over loopback HTTP,
+// A2A message/stream, in alternating rounds (pipeline, reference,
+// pipeline, …) so that the machine's other load weighs on both alike.
+func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
+	cfg := pc.Bench
+	cfg.Protocol = ProtoA2AStream
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	if pc.Rounds < 1 {
+		return nil, fmt.Errorf("bench: rounds must be > 0, got %d", pc.Rounds)
+	}
+	progress := cfg.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	bin := pc.PeerBin
+	if bin == "" {
+		dir, err := os.MkdirTemp("", "e2a-bench-peer")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		bin = filepath.Join(dir, "peer")
+		progress("building the reference server (a2a-go v0.3.3, internal/bench/peer)")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+		cmd.Dir = filepath.Join(pc.ModuleDir, "internal", "bench", "peer")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("bench: build the peer in %s (or pass its binary): %v\n%s", cmd.Dir, err, out)
+		}
+	}
+	peer, err := startPeer(ctx, bin, cfg.Frames, cfg.FrameBytes)
+	if err != nil {
+		return nil, err
+	}
+	defer peer.stop()
+
+	progress("starting the in-process pipeline")
+	pipe, err := StartPipeline(ctx, PipelineOptions{AgentConcurrency: cfg.AgentConcurrency, Frames: cfg.Frames, FrameBytes: cfg.FrameBytes})
+	if err != nil {
+		return nil, err
+	}
+	defer pipe.Close()
+
+	hc := newHTTPClient(max(cfg.Concurrency, 64) * 4)
+	params := map[string]any{"text": "bench", "frames": cfg.Frames, "frame_bytes": cfg.FrameBytes, "delay_ms": 0}
+	mk := func(base string) *client {
+		return &client{base: base, proto: ProtoA2AStream, hc: hc, params: params, sessions: make(chan string, 1)}
+	}
+	sides := []*client{mk(pipe.URL), mk(peer.url)}
+	ids := &idGen{prefix: "peer-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
+	round := func(cl *client, name string, n int) Phase {
+		return closedLoop(ctx, name, n, cfg.Concurrency, ids, func(ctx context.Context, id string, start time.Time) result {
+			ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+			defer cancel()
+			return cl.do(ctx, id, start)
+		}, false, true)
+	}
+	if cfg.Warmup > 0 {
+		progress(fmt.Sprintf("warm-up: %d requests each", cfg.Warmup))
+		for _, cl := range sides {
+			if w := round(cl, "warmup", cfg.Warmup); w.OK == 0 {
+				return nil, fmt.Errorf("bench: every warm-up request to %s failed: %v", cl.base, w.Errors)
+			}
+		}
+	}
+	rep := &PeerReport{Machine: machine(), Peer: PeerA2AGo + " v0.3.3", Rounds: pc.Rounds, Requests: cfg.Requests,
+		Clients: cfg.Concurrency, Events: cfg.Frames}
+	var phases [2][]Phase
+	var peerCPU, peerAllocs []float64
+	for r := range pc.Rounds {
+		for i, cl := range sides {
+			name := [2]string{"pipeline", "reference"}[i]
+			progress(fmt.Sprintf("round %d/%d: %s, %d requests, %d clients", r+1, pc.Rounds, name, cfg.Requests, cfg.Concurrency))
+			var cpu0 time.Duration
+			var a0 uint64
+			if i == 1 {
+				if cpu0, err = peer.cpu(); err != nil {
+					return nil, err
+				}
+				if a0, err = peer.allocs(ctx); err != nil {
+					return nil, err
+				}
+			}
+			p := round(cl, name, cfg.Requests)
+			phases[i] = append(phases[i], p)
+			if i == 1 && p.OK > 0 {
+				cpu1, err := peer.cpu()
+				if err != nil {
+					return nil, err
+				}
+				a1, err := peer.allocs(ctx)
+				if err != nil {
+					return nil, err
+				}
+				peerCPU = append(peerCPU, float64(cpu1-cpu0)/float64(time.Millisecond)/float64(p.OK))
+				peerAllocs = append(peerAllocs, float64(a1-a0)/float64(p.OK))
+			}
+		}
+	}
+	// The generator's own cost, per request: this process during the
+	// reference's rounds.
+	genCPU := median(field(phases[1], func(p Phase) float64 { return p.CPUPerRequest }))
+	genAllocs := median(field(phases[1], func(p Phase) float64 { return p.AllocsPerRequest }))
+	rep.Pipeline = side("pipeline (in process, every frame durable)", phases[0])
+	rep.Pipeline.CPUPerRequest = median(field(phases[0], func(p Phase) float64 { return p.CPUPerRequest })) - genCPU
+	rep.Pipeline.AllocsPerRequest = median(field(phases[0], func(p Phase) float64 { return p.AllocsPerRequest })) - genAllocs
+	rep.Other = side(rep.Peer+" (separate process, in memory)", phases[1])
+	rep.Other.CPUPerRequest, rep.Other.AllocsPerRequest = median(peerCPU), median(peerAllocs)
+	if rep.Other.MedianRPS > 0 {
+		rep.RatioRPS = rep.Pipeline.MedianRPS / rep.Other.MedianRPS
+	}
+	if rep.Pipeline.TTFF50 > 0 && rep.Pipeline.TTFF99 > 0 {
+		rep.RatioTTFF50, rep.RatioTTFF99 = rep.Other.TTFF50/rep.Pipeline.TTFF50, rep.Other.TTFF99/rep.Pipeline.TTFF99
+	}
+	if rep.Pipeline.Failed > 0 || rep.Other.Failed > 0 {
+		return rep, fmt.Errorf("bench: failed requests: pipeline %d, reference %d", rep.Pipeline.Failed, rep.Other.Failed)
+	}
+	return rep, nil
+}
+
+func side(name string, ps []Phase) PeerSide {
+	s := PeerSide{Name: name}
+	for _, p := range ps {
+		s.RPS = append(s.RPS, p.RPS)
+		s.Failed += p.Failed
+	}
+	s.MedianRPS = median(s.RPS)
+	s.TTFF50 = median(field(ps, func(p Phase) float64 { return p.TTFF.P50 }))
+	s.TTFF99 = median(field(ps, func(p Phase) float64 { return p.TTFF.P99 }))
+	return s
+}
+
+func field(ps []Phase, f func(Phase) float64) []float64 {
+	out := make([]float64, len(ps))
+	for i, p := range ps {
+		out[i] = f(p)
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// WriteText prints the comparison.
+func (r *PeerReport) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "e2a bench --peer %s: A2A message/stream, %d frames per request, %d clients, %d rounds of %d requests each, alternating\n",
+		PeerA2AGo, r.Events, r.Clients, r.Rounds, r.Requests)
+	m := r.Machine
+	fmt.Fprintf(&b, "machine: %s, %d CPUs (GOMAXPROCS %d), %s/%s, %s\n\n", m.CPU, m.NumCPU, m.GOMAXPROCS, m.OS, m.Arch, m.Go)
+	fmt.Fprintf(&b, "  %-48s %10s %10s %10s %12s %12s\n", "system", "req/s", "TTFF p50", "TTFF p99", "CPU ms/req", "allocs/req")
+	for _, s := range []PeerSide{r.Pipeline, r.Other} {
+		fmt.Fprintf(&b, "  %-48s %10.0f %10.2f %10.2f %12.3f %12.0f\n", s.Name, s.MedianRPS, s.TTFF50, s.TTFF99, s.CPUPerRequest, s.AllocsPerRequest)
+	}
+	fmt.Fprintf(&b, "\n  pipeline ÷ reference requests/s: %.2f×   time to first frame, reference ÷ pipeline: p50 %.2f×, p99 %.2f×\n",
+		r.RatioRPS, r.RatioTTFF50, r.RatioTTFF99)
+	fmt.Fprintf(&b, "  (latencies in ms, medians of the rounds; requests/s by round: pipeline %s, reference %s)\n",
+		joinRates(r.Pipeline.RPS), joinRates(r.Other.RPS))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func joinRates(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.FormatFloat(x, 'f', 0, 64)
+	}
+	return strings.Join(s, " ")
+}
+
+// WriteJSON prints the comparison as JSON.
+func (r *PeerReport) WriteJSON(w io.Writer) error {
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(r)
+}
+
+// peerProc is the running reference server.
+type peerProc struct {
+	cmd *exec.Cmd
+	url string
+}
+
+func startPeer(ctx context.Context, bin string, frames, frameBytes int) (*peerProc, error) {
+	cmd := exec.CommandContext(ctx, bin, "-frames", strconv.Itoa(frames), "-frame-bytes", strconv.Itoa(frameBytes))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("bench: start the peer %s: %w", bin, err)
+	}
+	p := &peerProc{cmd: cmd}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	url, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
+	if err != nil || !ok {
+		p.stop()
+		return nil, fmt.Errorf("bench: the peer did not say where it listens: %q %v", line, err)
+	}
+	p.url = url
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	return p, nil
+}
+
+func (p *peerProc) stop() {
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+}
+
+// cpu is the peer process's user + system CPU time (/proc/PID/stat).
+func (p *peerProc) cpu() (time.Duration, error) {
+	if runtime.GOOS != "linux" {
+		return 0, errors.New("bench: the peer's CPU time is read from /proc (Linux)")
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name (which may hold spaces) in parens.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("bench: /proc stat %q", b)
+	}
+	ut, _ := strconv.ParseUint(f[11], 10, 64)
+	st, _ := strconv.ParseUint(f[12], 10, 64)
+	const ticks = 100 // USER_HZ on Linux
+	return time.Duration(ut+st) * time.Second / ticks, nil
+}
+
+// allocs is the peer's runtime.MemStats.Mallocs.
+func (p *peerProc) allocs(ctx context.Context) (uint64, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.url+"/allocs", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var m struct {
+		Mallocs uint64 `json:"mallocs"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&m)
+	return m.Mallocs, err
+}
