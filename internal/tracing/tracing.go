@@ -254,14 +254,21 @@ func Inject(ctx context.Context) *e2a.TraceContext {
 
 // Handler wraps h with a server span per request, named by the method and
 // the route pattern (the path is not used: it holds request ids), whose
-// parent is the request's traceparent header. When tracing is off it
+// parent is the request's traceparent header. Requests whose path is one
+// of skip (health probes, /metrics) get no span. When tracing is off it
 // returns h itself.
-func Handler(h http.Handler) http.Handler {
+func Handler(h http.Handler, skip ...string) http.Handler {
 	if !Enabled() {
 		return h
 	}
 	tr := Tracer("github.com/e2a-pipeline/pipeline/internal/tracing")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, p := range skip {
+			if r.URL.Path == p {
+				h.ServeHTTP(w, r)
+				return
+			}
+		}
 		ctx := w3c.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 		ctx, span := tr.Start(ctx, "HTTP "+r.Method, trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(semconv.HTTPRequestMethodKey.String(r.Method)))
