@@ -322,6 +322,13 @@ func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, 
 		endErr  error
 	)
 	if tracing.Enabled() {
+		if _, known := ctx.Value(requestTraceKey{}).(trace.SpanContext); !known {
+			// One direct get, with tracing on only: the request's trace
+			// context, so that a client's later stream joins its trace.
+			if msg, err := lookupRequest(ctx, s.mux, s.streamNames().requests, requestID); err == nil {
+				ctx = withRequestTrace(ctx, msg)
+			}
+		}
 		ctx, span = startStreamSpan(ctx, format, requestID, from)
 		defer func() { endStreamSpan(span, nFrames, endErr) }()
 	}
