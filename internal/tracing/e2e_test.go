@@ -164,7 +164,9 @@ func TestSpansOfOneRequestEndToEnd(t *testing.T) {
 		t.Fatalf("stream: %d, %d events", sresp.StatusCode, events)
 	}
 	tc := <-handlerTrace
-	// The agent's handling ends (its span with it) before Run returns.
+	// Every span has ended: the HTTP handlers' when Close returns (it waits
+	// for outstanding requests), the agent's handling before Run returns.
+	srv.Close()
 	stopAgent()
 	<-agentDone
 	if err := p.ForceFlush(ctx); err != nil {
