@@ -491,10 +491,7 @@ func (w *worker) handle(m jetstream.Msg) (outcome string) {
 	if tracing.Enabled() {
 		var span trace.Span
 		spanCtx, span = w.startHandleSpan(m.Subject(), env, id, meta.NumDelivered)
-		defer func() {
-			span.SetAttributes(tracing.AttrOutcome.String(outcome))
-			span.End()
-		}()
+		defer func() { endHandleSpan(span, outcome) }()
 	}
 	log := w.log.With("request_id", id, "delivery", meta.NumDelivered)
 	if env.CorrelationID != "" {

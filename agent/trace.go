@@ -31,6 +31,17 @@ func (w *worker) startHandleSpan(subject string, env *e2a.Envelope, id string, d
 		trace.WithAttributes(attrs...))
 }
 
+// endHandleSpan ends a delivery's span with its outcome; the outcomes an
+// operator acts on are errors.
+func endHandleSpan(span trace.Span, outcome string) {
+	span.SetAttributes(tracing.AttrOutcome.String(outcome))
+	switch outcome {
+	case OutcomePanic, OutcomeLost, OutcomeInvalid, OutcomeMaxDeliveries, OutcomeInterrupted:
+		span.SetStatus(codes.Error, outcome)
+	}
+	span.End()
+}
+
 // frameSpan starts the producer span of frame seq's publish, child of the
 // delivery's span, and writes its context into the frame's headers.
 func (wr *writer) frameSpan(h nats.Header, seq int64) trace.Span {

@@ -322,14 +322,7 @@ func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, 
 		endErr  error
 	)
 	if tracing.Enabled() {
-		if _, known := ctx.Value(requestTraceKey{}).(trace.SpanContext); !known {
-			// One direct get, with tracing on only: the request's trace
-			// context, so that a client's later stream joins its trace.
-			if msg, err := lookupRequest(ctx, s.mux, s.streamNames().requests, requestID); err == nil {
-				ctx = withRequestTrace(ctx, msg)
-			}
-		}
-		ctx, span = startStreamSpan(ctx, format, requestID, from)
+		ctx, span = s.startStreamSpan(ctx, format, requestID, from)
 		defer func() { endStreamSpan(span, nFrames, endErr) }()
 	}
 	finish := func(err error) {
@@ -442,6 +435,11 @@ func (s *Service) replayOptions(beat func() error) []ReplayOption {
 // envelope message when the caller already read it (nil: looked up here).
 func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string, wait bool, env *nats.Msg) {
 	ctx := r.Context()
+	if tracing.Enabled() {
+		var span trace.Span
+		ctx, span = s.startStreamSpan(withRequestTrace(ctx, env), FormatE2AJSON, id, 0)
+		defer span.End()
+	}
 	o := NewOutput(w, s.cfg.writeTimeout)
 	g := s.m.open.WithLabelValues(FormatE2AJSON)
 	g.Inc()

@@ -40,7 +40,15 @@ func withRequestTrace(ctx context.Context, req *nats.Msg) context.Context {
 // Its parent is the span in ctx (the HTTP request's) when that is in the
 // request's trace or the request's trace is unknown; otherwise the
 // request's publish span, linked to the HTTP request's span.
-func startStreamSpan(ctx context.Context, format, requestID string, from int64) (context.Context, trace.Span) {
+// Without the request's trace context in ctx (withRequestTrace), it reads
+// the stored request (one direct get, with tracing on only), so that a
+// client's later, separate call joins the request's trace.
+func (s *Service) startStreamSpan(ctx context.Context, format, requestID string, from int64) (context.Context, trace.Span) {
+	if _, known := ctx.Value(requestTraceKey{}).(trace.SpanContext); !known {
+		if msg, err := lookupRequest(ctx, s.mux, s.streamNames().requests, requestID); err == nil {
+			ctx = withRequestTrace(ctx, msg)
+		}
+	}
 	parent := ctx
 	var opts []trace.SpanStartOption
 	cur := trace.SpanContextFromContext(ctx)

@@ -22,6 +22,8 @@ import (
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/tracing"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // collector is an OTLP/HTTP trace receiver: it keeps the spans of every
@@ -224,6 +226,22 @@ func TestSpansOfOneRequestEndToEnd(t *testing.T) {
 		t.Fatalf("egress span links %v, want the GET's server span", stream.Links)
 	}
 
+	// Each stored frame carries its publish span's context: the hop to
+	// egress and to E2A_AUDIT is joined by the headers.
+	frameIDs := map[string]bool{}
+	for _, f := range frames {
+		frameIDs["00-"+traceID+"-"+hex.EncodeToString(f.SpanId)+"-01"] = true
+	}
+	respSubj, _ := subjects.Response("otel-1")
+	stored, err := streams.DirectGetAll(ctx, nc, streams.ResponsesStream, respSubj, 0, 16)
+	if err != nil || len(stored) != len(frames) {
+		t.Fatalf("%d stored frames for %d frame spans: %v", len(stored), len(frames), err)
+	}
+	for _, m := range stored {
+		if tp := m.Header.Get("traceparent"); !frameIDs[tp] {
+			t.Fatalf("stored frame traceparent %q is not a frame span's", tp)
+		}
+	}
 	// The handler's trace context is its handling span's.
 	if want := "00-" + traceID + "-" + hex.EncodeToString(handle.SpanId) + "-01"; tc.Traceparent != want {
 		t.Fatalf("handler trace %q, want %q", tc.Traceparent, want)
