@@ -13,8 +13,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/tracing"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -439,7 +441,7 @@ const maxErrorMessage = 1024
 const ioTimeout = 5 * time.Second
 
 // handle runs one delivery to its end and returns its outcome.
-func (w *worker) handle(m jetstream.Msg) string {
+func (w *worker) handle(m jetstream.Msg) (outcome string) {
 	meta, err := m.Metadata()
 	if err != nil {
 		w.log.Error("request without JetStream metadata", "subject", m.Subject(), "err", err)
@@ -481,6 +483,15 @@ func (w *worker) handle(m jetstream.Msg) string {
 		w.log.Error("request id unusable: terminated", "err", err)
 		_ = m.TermWithReason("request id unusable")
 		return OutcomeInvalid
+	}
+	// With tracing on, the delivery is a consumer span, child of the
+	// request's publish; frames and the handler's own spans are its
+	// children.
+	spanCtx := context.Background()
+	if tracing.Enabled() {
+		var span trace.Span
+		spanCtx, span = w.startHandleSpan(m.Subject(), env, id, meta.NumDelivered)
+		defer func() { endHandleSpan(span, outcome) }()
 	}
 	log := w.log.With("request_id", id, "delivery", meta.NumDelivered)
 	if env.CorrelationID != "" {
@@ -524,9 +535,13 @@ func (w *worker) handle(m jetstream.Msg) string {
 		}
 	}
 	wr := newWriter(w, env, id, respSubj, last, lastSeq)
+	if tracing.Enabled() {
+		wr.spanCtx = spanCtx
+		wr.trace = tracing.Inject(spanCtx)
+	}
 	r.wr = wr
 
-	hctx, stop := context.WithCancelCause(withTrace(context.Background(), env.Trace))
+	hctx, stop := context.WithCancelCause(withTrace(spanCtx, wr.trace))
 	defer stop(nil)
 	w.mu.Lock()
 	r.stop = stop

@@ -85,12 +85,15 @@ type pendingText struct {
 
 // writer is the Writer of one delivery of one request.
 type writer struct {
-	w           *worker
-	requestID   string
-	subject     string
-	tmpl        e2a.Response
-	enc         frameEncoder // tmpl, pre-encoded
-	trace       *e2a.TraceContext
+	w         *worker
+	requestID string
+	subject   string
+	tmpl      e2a.Response
+	enc       frameEncoder // tmpl, pre-encoded
+	trace     *e2a.TraceContext
+	// spanCtx holds the delivery's span when tracing is on (nil when off):
+	// the parent of each frame's publish span.
+	spanCtx     context.Context
 	resumeAfter int64
 	// hctx is the handler's context: once it is done, handler writes are
 	// refused.
@@ -761,8 +764,12 @@ func (wr *writer) releaseCtx() {
 }
 
 // publishData publishes the encoded frame seq (see publish).
-func (wr *writer) publishData(seq int64, expected uint64, data []byte) (uint64, error) {
+func (wr *writer) publishData(seq int64, expected uint64, data []byte) (streamSeq uint64, err error) {
 	m := wr.message(seq, data)
+	if wr.spanCtx != nil {
+		span := wr.frameSpan(m.Header, seq)
+		defer func() { endFrameSpan(span, streamSeq, err) }()
+	}
 	js := wr.w.js
 	deadline := time.Now().Add(wr.w.cfg.publishTimeout)
 	backoff := 5 * time.Millisecond

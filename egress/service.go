@@ -15,7 +15,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/e2a-pipeline/pipeline/internal/tracing"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/tenant"
@@ -220,6 +222,9 @@ func (s *Service) Register(mux *http.ServeMux) {
 		var opts []ReplayOption
 		if env != nil {
 			opts = append(opts, WithoutRequestCheck()) // the check found it
+			if tracing.Enabled() {
+				r = r.WithContext(withRequestTrace(r.Context(), env))
+			}
 		}
 		id := r.PathValue("id")
 		if wantsNDJSON(r) {
@@ -311,6 +316,19 @@ func (s *Service) serveE2AStream(w http.ResponseWriter, r *http.Request, id, for
 // (client gone), the client was too slow, or the wait limits passed.
 func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, requestID string, from int64, opts ...ReplayOption) {
 	start := time.Now()
+	var (
+		span    trace.Span
+		nFrames int
+		endErr  error
+	)
+	if tracing.Enabled() {
+		ctx, span = s.startStreamSpan(ctx, format, requestID, from)
+		defer func() { endStreamSpan(span, nFrames, endErr) }()
+	}
+	finish := func(err error) {
+		endErr = err
+		s.finish(o, rend, format, err)
+	}
 	g := s.m.open.WithLabelValues(format)
 	g.Inc()
 	defer g.Dec()
@@ -325,16 +343,16 @@ func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, 
 	}
 	rd, err := Open(ctx, s.nc, requestID, from, append(ropts, opts...)...)
 	if err != nil {
-		s.finish(o, rend, format, err)
+		finish(err)
 		return
 	}
 	defer rd.Close()
 	if err := rend.Start(); err != nil {
-		s.finish(o, rend, format, err)
+		finish(err)
 		return
 	}
 	if err := o.Flush(); err != nil {
-		s.finish(o, rend, format, err)
+		finish(err)
 		return
 	}
 	frames := s.m.frames.WithLabelValues(format)
@@ -342,21 +360,22 @@ func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, 
 	for {
 		f, err := rd.Next(ctx)
 		if err == io.EOF {
-			s.finish(o, rend, format, nil)
+			finish(nil)
 			return
 		}
 		if err != nil {
-			s.finish(o, rend, format, err)
+			finish(err)
 			return
 		}
 		if err := rend.Frame(&f); err != nil {
-			s.finish(o, rend, format, err)
+			finish(err)
 			return
 		}
 		frames.Inc()
+		nFrames++
 		if rd.Buffered() == 0 || f.isFinal() {
 			if err := o.Flush(); err != nil {
-				s.finish(o, rend, format, err)
+				finish(err)
 				return
 			}
 		}
@@ -419,6 +438,11 @@ func (s *Service) replayOptions(beat func() error) []ReplayOption {
 // envelope message when the caller already read it (nil: looked up here).
 func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string, wait bool, env *nats.Msg) {
 	ctx := r.Context()
+	if tracing.Enabled() {
+		var span trace.Span
+		ctx, span = s.startStreamSpan(withRequestTrace(ctx, env), FormatE2AJSON, id, 0)
+		defer span.End()
+	}
 	o := NewOutput(w, s.cfg.writeTimeout)
 	g := s.m.open.WithLabelValues(FormatE2AJSON)
 	g.Inc()

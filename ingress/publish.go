@@ -9,8 +9,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/tracing"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -54,10 +58,19 @@ func NewPublisher(js jetstream.JetStream, timeout time.Duration) *Publisher {
 // server or the stream refuses the message for its size, and an error wrapping ErrBackpressure when JetStream
 // did not take the message (stream full, timeout, no responders); nothing
 // is half-accepted.
-func (p *Publisher) Publish(ctx context.Context, pool string, env *e2a.Envelope) (Accepted, error) {
+//
+// With tracing on, the publish is a producer span (child of the span in ctx,
+// else of the trace context env carries) and env.Trace becomes that span's
+// context, so that the agent's spans are its children.
+func (p *Publisher) Publish(ctx context.Context, pool string, env *e2a.Envelope) (acc Accepted, err error) {
 	subj, err := subjects.Request(pool, env.RequestID)
 	if err != nil {
 		return Accepted{}, fmt.Errorf("%w: %v", ErrInvalidPool, err)
+	}
+	if tracing.Enabled() {
+		var span trace.Span
+		ctx, span = startPublishSpan(ctx, pool, subj, env)
+		defer func() { endSpan(span, acc, err) }()
 	}
 	data, err := json.Marshal(env)
 	if err != nil {
@@ -100,4 +113,34 @@ func (p *Publisher) Publish(ctx context.Context, pool string, env *e2a.Envelope)
 		return Accepted{}, fmt.Errorf("%w: %v", ErrBackpressure, err)
 	}
 	return Accepted{RequestID: env.RequestID, Pool: pool, StreamSeq: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+const tracerName = "github.com/e2a-pipeline/pipeline/ingress"
+
+// startPublishSpan starts the producer span of a request's publish and
+// writes its context into env.Trace.
+func startPublishSpan(ctx context.Context, pool, subj string, env *e2a.Envelope) (context.Context, trace.Span) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		ctx = tracing.Extract(ctx, env.Trace)
+	}
+	attrs := []attribute.KeyValue{tracing.MessagingSystem, tracing.Destination(subj),
+		tracing.AttrRequestID.String(env.RequestID), tracing.AttrPool.String(pool)}
+	if env.Provenance != nil && env.Provenance.SourceProtocol != "" {
+		attrs = append(attrs, tracing.AttrProtocol.String(env.Provenance.SourceProtocol))
+	}
+	ctx, span := tracing.Tracer(tracerName).Start(ctx, "publish e2a.req", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attrs...))
+	if t := tracing.Inject(ctx); t != nil {
+		env.Trace = t
+	}
+	return ctx, span
+}
+
+func endSpan(span trace.Span, acc Accepted, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	} else if acc.Duplicate {
+		span.SetAttributes(attribute.Bool("e2a.duplicate", true))
+	}
+	span.End()
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress/console"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
+	"github.com/e2a-pipeline/pipeline/internal/tracing"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/tenant"
 	"github.com/e2a-pipeline/pipeline/workflow"
@@ -54,6 +55,11 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 		return err
 	}
 	defer stopNATS()
+	stopTracing, err := startTracing(ctx, log, "e2a-dev")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	reg := obs.NewRegistry()
 	metricsAddr, stopMetrics, err := serveMetrics(ctx, cfg, reg, log)
 	if err != nil {
@@ -226,7 +232,7 @@ func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Reg
 	mountOps(mux, cfg, newOpsMux(reg, nc, js, obs.Detail{Name: "pools", Get: func(ctx context.Context) (any, error) { return in.Pools(ctx) }}))
 	warnBodyLimit(cfg, nc, log)
 	return &http.Server{
-		Handler:           mux,
+		Handler:           tracing.Handler(mux, untraced...),
 		ReadHeaderTimeout: 10 * time.Second,
 		// Bounds reading a request (headers and body) from a slow client;
 		// streamed answers are bounded by egress's write deadlines instead.

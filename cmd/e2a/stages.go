@@ -32,6 +32,11 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
+	stopTracing, err := startTracing(ctx, log, "e2a-serve")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	nc, stop, _, err := connectOrEmbed(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -76,6 +81,11 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
+	stopTracing, err := startTracing(ctx, log, "e2a-agent")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	nc, stop, _, err := connectOrEmbed(ctx, cfg, log)
 	if err != nil {
 		return err
