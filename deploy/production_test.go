@@ -59,11 +59,14 @@ func TestProductionDeployment(t *testing.T) {
 	for _, p := range []*e2aProc{serve1, demoAgent, wfAgent} {
 		d.waitReady(p, 30*time.Second)
 	}
-	tail := d.start("tail", "audit", nil, "tail")
+	// --since the test's start: the tail process may come up after the
+	// first requests are stored (a slow start under load), and must still
+	// print them.
+	tail := d.start("tail", "audit", nil, "tail", "--since", testStart.UTC().Format(time.RFC3339Nano))
 	t.Logf("stages ready %v after the start", time.Since(testStart).Round(time.Millisecond))
 
-	// Every protocol, through serve-1. The tail started before: it must
-	// print these requests (waited for below).
+	// Every protocol, through serve-1. The tail prints these requests
+	// (waited for below).
 	client := &http.Client{Timeout: 20 * time.Second}
 	protocols(t, ctx, client, serve1.url(), auth)
 
