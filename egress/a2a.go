@@ -452,6 +452,7 @@ func BuildA2ATask(taskID, contextID string, reqs []A2ARequest, historyLength *in
 				}
 			}
 		}
+		agg.seal()
 		h, arts := agg.history(lastReq)
 		history = append(history, h...)
 		if lastReq {
