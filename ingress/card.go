@@ -75,11 +75,17 @@ func (s *Server) AgentCard(base string) map[string]any {
 	b, _ := json.Marshal(card)
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
+	// AgentVault profile: authSchemes lists the configured schemes (none
+	// when ingress runs without authentication).
+	m["authSchemes"] = []AgentVaultAuthScheme{{Scheme: SchemeNone, Description: "No authentication"}}
 	if s.opts.auth != nil {
 		sec := s.opts.auth.SecuritySchemesFor(base)
 		if len(sec.SecuritySchemes) > 0 {
 			m["securitySchemes"] = sec.SecuritySchemes
 			m["security"] = sec.Security
+		}
+		if av := s.opts.auth.AgentVaultAuthSchemes(base); len(av) > 0 {
+			m["authSchemes"] = av
 		}
 	}
 	return m
