@@ -9,7 +9,9 @@
 //	frames 3..   e2a.chunk text       N pieces of "You said: T" (params.frames, default 5)
 //	final        e2a.complete         {"content": the text pieces joined}
 //
-// with params.delay_ms (default 0) between frames. Its output is a pure
+// with params.delay_ms (default 0) between frames. A2A clients cannot pass
+// params: frames and delay_ms are also read from the A2A message metadata
+// (a2a_metadata), params winning when both are set. Its output is a pure
 // function of the request, and every event is its own frame (Writer.Write,
 // never coalesced), so after a crash it resumes exactly after the last frame
 // written. params.fail = CODE makes it fail with that code after
@@ -22,8 +24,11 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -101,7 +106,7 @@ type event struct {
 // final frame) and the final content.
 func script(env *e2a.Envelope) ([]event, string) {
 	text := Text(env)
-	n := int(min(max(env.ParamInt("frames", 5), 0), MaxFrames))
+	n := int(min(max(num(env, "frames", 5), 0), MaxFrames))
 	callID := "call_" + shortID(env.RequestID)
 	ev := []event{
 		{e2a.DeltaReasoning, "Thinking about: " + text},
@@ -121,7 +126,7 @@ func (Agent) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) error
 	if env.Params["panic"] == true {
 		panic("demo: panic requested")
 	}
-	delay := time.Duration(min(max(env.ParamInt("delay_ms", 0), 0), MaxDelay.Milliseconds())) * time.Millisecond
+	delay := time.Duration(min(max(num(env, "delay_ms", 0), 0), MaxDelay.Milliseconds())) * time.Millisecond
 	events, content := script(env)
 	failCode := env.ParamString("fail")
 	if failCode != "" {
@@ -169,6 +174,33 @@ func (echo) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) error 
 		}
 	}
 	return w.Complete(map[string]any{"content": text})
+}
+
+// num returns the integer params[key], else a2a_metadata[key] (an A2A
+// message's metadata: numbers, or strings of digits), else def.
+func num(env *e2a.Envelope, key string, def int64) int64 {
+	if _, ok := env.Params[key]; ok {
+		return env.ParamInt(key, def)
+	}
+	switch v := env.A2AMetadata[key].(type) {
+	case float64:
+		if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
+			return int64(v)
+		}
+	case json.Number:
+		if n, err := v.Int64(); err == nil {
+			return n
+		}
+	case int:
+		return int64(v)
+	case int64:
+		return v
+	case string:
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return n
+		}
+	}
+	return def
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
