@@ -173,8 +173,11 @@ func (s *Server) a2aSubmit(w http.ResponseWriter, r *http.Request, p Principal, 
 			s.taskNotFound(w, protocol, req.ID, env.TaskID)
 			return
 		}
-		if env.ContextID == "" {
+		// A continued task keeps its context when the message names none
+		// (the adapter made up a new one).
+		if created, _ := env.Provenance.Details[normalizer.DetailContextCreated].(bool); env.ContextID == "" || (created && rec.ContextID != "") {
 			env.ContextID = rec.ContextID
+			delete(env.Provenance.Details, normalizer.DetailContextCreated)
 		}
 	} else if env.ContextID != "" {
 		// A new context is recorded as the caller's; one the client chose
@@ -208,6 +211,15 @@ func (s *Server) a2aSubmit(w http.ResponseWriter, r *http.Request, p Principal, 
 	case normalizer.A2AMessageStream:
 		s.egress.ServeA2AStream(w, r, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted})
 	case normalizer.A2AMessageSend:
+		if b, ok := env.Params["blocking"].(bool); ok && !b {
+			// configuration.blocking false: the task at once, submitted;
+			// the client polls tasks/get or cancels it.
+			t := egress.BuildA2ATask(env.TaskID, env.ContextID, []egress.A2ARequest{{Envelope: env}}, historyLength(env))
+			ts := submitted.UTC()
+			t.Status.Timestamp = &ts
+			_ = WriteResult(w, req.ID, t)
+			return
+		}
 		s.egress.ServeA2ASend(w, r, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, HistoryLength: historyLength(env)})
 	case normalizer.AVTasksSendSubscribe:
 		s.egress.ServeAgentVaultStream(w, r, acc.RequestID, egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: env.TaskID})
