@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -41,7 +42,50 @@ func a2aStreaming(method string) bool {
 // JSON-RPC endpoint. tasks/get and tasks/cancel are answered in the shape of
 // the protocol that created the task.
 func (s *Server) handleA2A(w http.ResponseWriter, r *http.Request) {
-	s.serveRPC(w, r, rpcEndpoint{protocol: "a2a", shape: rpcShape, streaming: a2aStreaming, metric: a2aMetricMethod, call: s.a2aCall})
+	s.serveRPC(w, r, rpcEndpoint{protocol: "a2a", shape: rpcShapeEchoID(r), streaming: a2aStreaming, metric: a2aMetricMethod, call: s.a2aCall})
+}
+
+// maxRefusalPeek bounds what a refused (unauthenticated, rate-limited)
+// request's body is read for its id.
+const maxRefusalPeek = 16 << 10
+
+// rpcShapeEchoID is rpcShape answering with the request's JSON-RPC id when
+// the body (at most maxRefusalPeek bytes, not read yet) is one request
+// whose id is a string or a number; null otherwise (a batch, an unreadable
+// or larger body, a body already read).
+func rpcShapeEchoID(r *http.Request) errorShape {
+	return func(w http.ResponseWriter, f failure) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(f.Status)
+		_ = json.NewEncoder(w).Encode(ErrorResponse(peekRPCID(r), &Error{Code: f.RPCCode, Message: f.Message, Data: f.Data}))
+	}
+}
+
+func peekRPCID(r *http.Request) json.RawMessage {
+	if r.Body == nil {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxRefusalPeek+1))
+	if err != nil || len(b) > maxRefusalPeek {
+		return nil
+	}
+	var v struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(b, &v) != nil || len(v.ID) == 0 {
+		return nil
+	}
+	var id any
+	d := json.NewDecoder(bytes.NewReader(v.ID))
+	d.UseNumber()
+	if d.Decode(&id) != nil {
+		return nil
+	}
+	switch id.(type) {
+	case string, json.Number:
+		return v.ID
+	}
+	return nil
 }
 
 // a2aMetricMethod bounds the method label to the protocols' methods.

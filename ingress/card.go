@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/e2a-pipeline/pipeline/normalizer"
 )
 
 // Version is the pipeline version announced in the agent card.
@@ -64,7 +66,7 @@ func (s *Server) AgentCard(base string) map[string]any {
 				Params: map[string]any{"version": TRPCInteractionVersion},
 			}},
 		},
-		DefaultInputModes:  []string{"text/plain", "application/json"},
+		DefaultInputModes:  normalizer.A2AInputModes,
 		DefaultOutputModes: []string{"text/plain", "application/json"},
 		Skills: []a2a.AgentSkill{{
 			ID: "pipeline", Name: "Agent pools",

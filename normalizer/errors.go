@@ -34,6 +34,19 @@ var (
 	// config, authenticated extended card). JSON-RPC -32004 (A2A
 	// UnsupportedOperation), HTTP 501.
 	ErrUnsupportedOperation = errors.New("unsupported operation")
+	// ErrPushNotificationNotSupported: an A2A tasks/pushNotificationConfig/*
+	// method (the pipeline declares pushNotifications false). It is an
+	// ErrUnsupportedOperation; JSON-RPC -32003 (A2A
+	// PushNotificationNotSupported), HTTP 501.
+	ErrPushNotificationNotSupported = fmt.Errorf("push notifications not supported: %w", ErrUnsupportedOperation)
+	// ErrExtendedCardNotConfigured: agent/getAuthenticatedExtendedCard when
+	// no extended card is configured. It is an ErrUnsupportedOperation;
+	// JSON-RPC -32007 (A2A AuthenticatedExtendedCardNotConfigured), HTTP 501.
+	ErrExtendedCardNotConfigured = fmt.Errorf("authenticated extended card not configured: %w", ErrUnsupportedOperation)
+	// ErrContentTypeNotSupported: a part whose media type the agent card's
+	// input modes do not accept. JSON-RPC -32005 (A2A
+	// ContentTypeNotSupported), HTTP 415.
+	ErrContentTypeNotSupported = errors.New("content type not supported")
 )
 
 // Error is the error every adapter returns. It wraps one sentinel (Kind) and
@@ -124,6 +137,12 @@ func JSONRPCCode(err error) int {
 		return -32601
 	case errors.Is(err, ErrInvalidParams):
 		return -32602
+	case errors.Is(err, ErrPushNotificationNotSupported):
+		return -32003
+	case errors.Is(err, ErrExtendedCardNotConfigured):
+		return -32007
+	case errors.Is(err, ErrContentTypeNotSupported):
+		return -32005
 	case errors.Is(err, ErrUnsupportedOperation):
 		return -32004
 	}
@@ -146,6 +165,8 @@ func HTTPStatus(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, ErrUnsupportedOperation):
 		return http.StatusNotImplemented
+	case errors.Is(err, ErrContentTypeNotSupported):
+		return http.StatusUnsupportedMediaType
 	}
 	return http.StatusInternalServerError
 }
@@ -177,7 +198,7 @@ func A2ECode(err error) string {
 		return A2ECodeValidationError
 	case errors.Is(err, ErrInvalidParams):
 		return A2ECodeInvalidParams
-	case errors.Is(err, ErrUnsupportedOperation):
+	case errors.Is(err, ErrUnsupportedOperation), errors.Is(err, ErrContentTypeNotSupported):
 		return A2ECodeUnsupported
 	}
 	return A2ECodeInternal

@@ -42,7 +42,8 @@ var fuzzTargets = map[string]string{
 	normalizer.ProtocolWorkflow:   "FuzzWorkflow",
 }
 
-var sentinels = []error{normalizer.ErrParse, normalizer.ErrInvalidRequest, normalizer.ErrMethodNotFound, normalizer.ErrInvalidParams, normalizer.ErrUnsupportedOperation}
+var sentinels = []error{normalizer.ErrParse, normalizer.ErrInvalidRequest, normalizer.ErrMethodNotFound, normalizer.ErrInvalidParams, normalizer.ErrUnsupportedOperation,
+	normalizer.ErrPushNotificationNotSupported, normalizer.ErrExtendedCardNotConfigured, normalizer.ErrContentTypeNotSupported}
 
 func fuzzAdapter(f *testing.F, protocol string) {
 	n := testNormalizer(f)

@@ -77,7 +77,8 @@ func describeError(err error) *goldenError {
 		JSONRPCCode: normalizer.JSONRPCCode(err), HTTPStatus: normalizer.HTTPStatus(err),
 		A2ECode: normalizer.A2ECode(err), JSONRPCID: normalizer.ErrorJSONRPCID(err), Message: err.Error(),
 	}
-	for _, s := range []error{normalizer.ErrParse, normalizer.ErrInvalidRequest, normalizer.ErrMethodNotFound, normalizer.ErrInvalidParams, normalizer.ErrUnsupportedOperation} {
+	for _, s := range []error{normalizer.ErrParse, normalizer.ErrInvalidRequest, normalizer.ErrMethodNotFound, normalizer.ErrInvalidParams, normalizer.ErrUnsupportedOperation,
+		normalizer.ErrContentTypeNotSupported, normalizer.ErrPushNotificationNotSupported, normalizer.ErrExtendedCardNotConfigured} {
 		if errors.Is(err, s) {
 			g.Kind = s.Error()
 		}
