@@ -69,8 +69,14 @@ func (r *a2aStream) Start() error {
 	if err := s.comment("ok"); err != nil {
 		return err
 	}
-	if r.p.Resubscribe || r.from > 0 {
+	if r.from > 0 {
 		return nil
+	}
+	if r.p.Resubscribe {
+		// A resubscribed stream opens with the task's state too (working;
+		// the replayed frames then move it on), never with a later event.
+		ts := now().UTC()
+		return s.eventJSON("", "", rpcResult(r.p.JSONRPCID, r.m.statusUpdate(a2a.TaskStateWorking, &ts, nil, false)))
 	}
 	ts := r.p.Submitted
 	if ts.IsZero() {

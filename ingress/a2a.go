@@ -42,7 +42,7 @@ func a2aStreaming(method string) bool {
 // JSON-RPC endpoint. tasks/get and tasks/cancel are answered in the shape of
 // the protocol that created the task.
 func (s *Server) handleA2A(w http.ResponseWriter, r *http.Request) {
-	s.serveRPC(w, r, rpcEndpoint{protocol: "a2a", shape: rpcShapeEchoID(r), streaming: a2aStreaming, metric: a2aMetricMethod, call: s.a2aCall})
+	s.serveRPC(w, r, rpcEndpoint{protocol: "a2a", shape: rpcShapeEchoID(r), streaming: a2aStreaming, metric: a2aMetricMethod, call: s.a2aCall, notifyErrors: true})
 }
 
 // maxRefusalPeek bounds what a refused (unauthenticated, rate-limited)
@@ -148,7 +148,7 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 		res, err = s.opts.norm.FromA2A(in)
 	}
 	if err != nil {
-		_ = WriteError(w, req.ID, &Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()})
+		a2aError(w, req, &Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()})
 		return
 	}
 	env := res.Envelope
@@ -158,7 +158,7 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 	case normalizer.OpQuery:
 		rec, gerr := s.ownedRecord(r.Context(), p, KindTask, env.TaskID, tenant.Read)
 		if gerr != nil {
-			s.taskNotFound(w, protocol, req.ID, env.TaskID)
+			s.taskNotFound(w, protocol, req, env.TaskID)
 			return
 		}
 		if protocol == normalizer.ProtocolAgentVault {
@@ -169,7 +169,7 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 	case normalizer.OpCancel:
 		rec, gerr := s.ownedRecord(r.Context(), p, KindTask, env.TaskID, tenant.Write)
 		if gerr != nil {
-			s.taskNotFound(w, protocol, req.ID, env.TaskID)
+			s.taskNotFound(w, protocol, req, env.TaskID)
 			return
 		}
 		if protocol == normalizer.ProtocolAgentVault {
@@ -180,7 +180,7 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 	case normalizer.OpSubscribe:
 		rec, gerr := s.ownedRecord(r.Context(), p, KindTask, env.TaskID, tenant.Read)
 		if gerr != nil {
-			s.taskNotFound(w, protocol, req.ID, env.TaskID)
+			s.taskNotFound(w, protocol, req, env.TaskID)
 			return
 		}
 		release, ok := s.acquireStream(w, p, rpcShape)
@@ -198,12 +198,33 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 	}
 }
 
-func (s *Server) taskNotFound(w http.ResponseWriter, protocol string, id json.RawMessage, taskID string) {
+func (s *Server) taskNotFound(w http.ResponseWriter, protocol string, req *Request, taskID string) {
 	if protocol == normalizer.ProtocolAgentVault {
-		_ = WriteError(w, id, &Error{Code: -32001, Message: "Task not found: " + taskID})
+		a2aError(w, req, &Error{Code: -32001, Message: "Task not found: " + taskID})
 		return
 	}
-	_ = WriteError(w, id, &Error{Code: -32001, Message: "Task not found"})
+	a2aError(w, req, &Error{Code: -32001, Message: "Task not found"})
+}
+
+// a2aError answers a JSON-RPC error: for the streaming methods
+// (message/stream, tasks/resubscribe, tasks/sendSubscribe) as an SSE
+// stream whose one event carries the error response, as the client reading
+// text/event-stream expects; application/json otherwise.
+func a2aError(w http.ResponseWriter, req *Request, e *Error) {
+	if !a2aStreaming(req.Method) {
+		_ = WriteError(w, req.ID, e)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	b, err := json.Marshal(ErrorResponse(req.ID, e))
+	if err != nil {
+		return
+	}
+	_, _ = w.Write(append(append([]byte("data: "), b...), '\n', '\n'))
 }
 
 // a2aSubmit publishes a message/send, message/stream, tasks/send or
@@ -214,7 +235,7 @@ func (s *Server) a2aSubmit(w http.ResponseWriter, r *http.Request, p Principal, 
 	if env.TaskID != "" && continued(env) {
 		rec, err := s.ownedRecord(r.Context(), p, KindTask, env.TaskID, tenant.Write)
 		if err != nil {
-			s.taskNotFound(w, protocol, req.ID, env.TaskID)
+			s.taskNotFound(w, protocol, req, env.TaskID)
 			return
 		}
 		// A continued task keeps its context when the message names none

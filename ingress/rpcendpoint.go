@@ -17,6 +17,9 @@ type rpcEndpoint struct {
 	streaming func(method string) bool
 	metric    func(method string) string
 	call      func(w http.ResponseWriter, r *http.Request, p Principal, req *Request)
+	// notifyErrors answers an id-less call that fails with its JSON-RPC
+	// error (id null) instead of 204 (A2A: it defines no notifications).
+	notifyErrors bool
 }
 
 // serveRPC is the whole exchange of a JSON-RPC endpoint: gate (auth, rate
@@ -60,7 +63,17 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, e rpcEndpoint)
 	}
 	method = e.metric(c.Request.Method)
 	if c.Request.IsNotification() {
-		e.call(httptest.NewRecorder(), r, p, &c.Request)
+		rw := httptest.NewRecorder()
+		e.call(rw, r, p, &c.Request)
+		if e.notifyErrors {
+			var resp struct {
+				Error *Error `json:"error"`
+			}
+			if json.Unmarshal(rw.Body.Bytes(), &resp) == nil && resp.Error != nil {
+				_ = WriteError(w, nil, resp.Error)
+				return
+			}
+		}
 		WriteNoReply(w)
 		return
 	}
