@@ -26,6 +26,94 @@ type A2AParams struct {
 	Resubscribe bool
 	// HistoryLength keeps the last N history messages of a Task (nil: all).
 	HistoryLength *int
+	// AcceptedOutputModes are the client's configuration.acceptedOutputModes
+	// (empty: any). Without application/json (or a wildcard or +json type)
+	// among them, DataParts are dropped from every event and result.
+	AcceptedOutputModes []string
+}
+
+// acceptsData reports whether output modes modes admit DataParts.
+func acceptsData(modes []string) bool {
+	if len(modes) == 0 {
+		return true
+	}
+	for _, m := range modes {
+		if i := strings.IndexByte(m, ';'); i >= 0 {
+			m = m[:i]
+		}
+		m = strings.ToLower(strings.TrimSpace(m))
+		if m == "application/json" || m == "*/*" || m == "application/*" || strings.HasSuffix(m, "+json") {
+			return true
+		}
+	}
+	return false
+}
+
+func withoutData(parts a2a.ContentParts) a2a.ContentParts {
+	var out a2a.ContentParts
+	for _, p := range parts {
+		switch p.(type) {
+		case a2a.DataPart, *a2a.DataPart:
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func msgWithoutData(m *a2a.Message) *a2a.Message {
+	if m == nil {
+		return nil
+	}
+	c := *m
+	c.Parts = withoutData(m.Parts)
+	if len(c.Parts) == 0 {
+		return nil
+	}
+	return &c
+}
+
+// dropData returns ev without its DataParts, and false when nothing of
+// the event is left to send (an artifact or message of data only).
+func dropData(ev any) (any, bool) {
+	switch e := ev.(type) {
+	case *a2a.Message:
+		m := msgWithoutData(e)
+		return m, m != nil
+	case *a2a.TaskArtifactUpdateEvent:
+		if e.Artifact == nil {
+			return e, true
+		}
+		c, a := *e, *e.Artifact
+		a.Parts = withoutData(a.Parts)
+		if len(a.Parts) == 0 && !e.LastChunk {
+			return nil, false
+		}
+		c.Artifact = &a
+		return &c, true
+	case *a2a.TaskStatusUpdateEvent:
+		c := *e
+		c.Status.Message = msgWithoutData(e.Status.Message)
+		return &c, true
+	case *a2a.Task:
+		c := *e
+		c.Status.Message = msgWithoutData(e.Status.Message)
+		c.History = nil
+		for _, m := range e.History {
+			if m2 := msgWithoutData(m); m2 != nil {
+				c.History = append(c.History, m2)
+			}
+		}
+		c.Artifacts = nil
+		for _, a := range e.Artifacts {
+			ac := *a
+			if ac.Parts = withoutData(a.Parts); len(ac.Parts) > 0 {
+				c.Artifacts = append(c.Artifacts, &ac)
+			}
+		}
+		return &c, true
+	}
+	return ev, true
 }
 
 var (
@@ -95,7 +183,20 @@ func (r *a2aStream) Frame(f *Frame) error {
 	if err != nil {
 		return err
 	}
+	if !acceptsData(r.p.AcceptedOutputModes) {
+		var kept []a2a.Event
+		for _, ev := range evs {
+			if e, ok := dropData(ev); ok {
+				kept = append(kept, e.(a2a.Event))
+			}
+		}
+		evs = kept
+	}
 	s := sse{r.o}
+	if len(evs) == 0 {
+		// Nothing of the frame is for this client.
+		return nil
+	}
 	for i, ev := range evs {
 		id := ""
 		if i == len(evs)-1 {
@@ -159,7 +260,18 @@ func (r *a2aSend) End(err error) error {
 	if err != nil {
 		return r.writeRPC(rpcError(r.p.JSONRPCID, A2AError(err)))
 	}
-	return r.writeRPC(rpcResult(r.p.JSONRPCID, r.agg.result(r.p.HistoryLength)))
+	res := r.agg.result(r.p.HistoryLength)
+	if !acceptsData(r.p.AcceptedOutputModes) {
+		if e, ok := dropData(res); ok {
+			res = e.(a2a.SendMessageResult)
+		} else {
+			// A reply of data only: the task, whose artifacts are then empty.
+			res = r.agg.task(r.p.HistoryLength, true)
+			e, _ := dropData(res)
+			res = e.(a2a.SendMessageResult)
+		}
+	}
+	return r.writeRPC(rpcResult(r.p.JSONRPCID, res))
 }
 
 func (r *a2aSend) writeRPC(v JSONRPCResponse) error {

@@ -202,6 +202,13 @@ func renderers() []rendererCase {
 		{name: "a2a_send", make: func(o *Output, sc scenario) Renderer {
 			return NewA2ASend(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-001"`)})
 		}, check: checkA2ASend},
+		{name: "a2a_stream_text_only", sse: true, make: func(o *Output, sc scenario) Renderer {
+			return NewA2AStream(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-002"`), TaskID: "task-002", ContextID: "ctx-001", Submitted: fixedNow,
+				AcceptedOutputModes: []string{"text/plain"}}, sc.from)
+		}, check: checkTextOnly(checkA2AStream)},
+		{name: "a2a_send_text_only", make: func(o *Output, sc scenario) Renderer {
+			return NewA2ASend(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-001"`), AcceptedOutputModes: []string{"text/plain"}})
+		}, check: checkTextOnly(checkA2ASend)},
 		{name: "agentvault_sse", sse: true, make: func(o *Output, sc scenario) Renderer {
 			return NewAgentVaultStream(o, reqID(sc), AgentVaultParams{TaskID: "task-abc-123"})
 		}, check: checkAgentVault},
@@ -308,6 +315,18 @@ func TestRendererConformance(t *testing.T) {
 				rc.check(t, sc, res.StatusCode, rec.Body.Bytes())
 			})
 		}
+	}
+}
+
+// checkTextOnly: with acceptedOutputModes ["text/plain"] no DataPart is
+// sent (they are dropped), besides what check requires.
+func checkTextOnly(check func(t *testing.T, sc scenario, status int, body []byte)) func(t *testing.T, sc scenario, status int, body []byte) {
+	return func(t *testing.T, sc scenario, status int, body []byte) {
+		t.Helper()
+		if bytes.Contains(body, []byte(`"kind":"data"`)) {
+			t.Errorf("a DataPart for a text/plain client:\n%s", body)
+		}
+		check(t, sc, status, body)
 	}
 }
 

@@ -274,7 +274,8 @@ func (s *Server) a2aSubmit(w http.ResponseWriter, r *http.Request, p Principal, 
 	}
 	switch req.Method {
 	case normalizer.A2AMessageStream:
-		s.egress.ServeA2AStream(w, r, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted})
+		s.egress.ServeA2AStream(w, r, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
+			AcceptedOutputModes: env.ExpectedOutputModes})
 	case normalizer.A2AMessageSend:
 		if b, ok := env.Params["blocking"].(bool); ok && !b {
 			// configuration.blocking false: the task at once, submitted;
@@ -285,7 +286,8 @@ func (s *Server) a2aSubmit(w http.ResponseWriter, r *http.Request, p Principal, 
 			_ = WriteResult(w, req.ID, t)
 			return
 		}
-		s.egress.ServeA2ASend(w, r, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, HistoryLength: historyLength(env)})
+		s.egress.ServeA2ASend(w, r, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, HistoryLength: historyLength(env),
+			AcceptedOutputModes: env.ExpectedOutputModes})
 	case normalizer.AVTasksSendSubscribe:
 		s.egress.ServeAgentVaultStream(w, r, acc.RequestID, egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: env.TaskID})
 	default: // tasks/send
