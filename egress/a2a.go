@@ -30,6 +30,12 @@ type A2AParams struct {
 	// (empty: any). Without application/json (or a wildcard or +json type)
 	// among them, DataParts are dropped from every event and result.
 	AcceptedOutputModes []string
+	// Interaction is set when the client declared the trpc interaction
+	// spec (message metadata interaction_spec_version, or the
+	// trpc-a2a-version extension in X-A2A-Extensions). Without it the
+	// answer is basic A2A: no thought parts, no function_call or
+	// function_response DataParts.
+	Interaction bool
 }
 
 // acceptsData reports whether output modes modes admit DataParts.
@@ -49,33 +55,69 @@ func acceptsData(modes []string) bool {
 	return false
 }
 
-func withoutData(parts a2a.ContentParts) a2a.ContentParts {
+// isData reports a DataPart.
+func isData(p a2a.Part) bool {
+	switch p.(type) {
+	case a2a.DataPart, *a2a.DataPart:
+		return true
+	}
+	return false
+}
+
+// isInteraction reports a part only trpc interaction-spec clients get: a
+// thought TextPart, a function_call or function_response DataPart.
+func isInteraction(p a2a.Part) bool {
+	switch t := p.(type) {
+	case a2a.TextPart:
+		return t.Metadata[MetaThought] == true
+	case a2a.DataPart:
+		typ, _ := t.Metadata[MetaPartType].(string)
+		return typ == e2a.ToolFunctionCall || typ == e2a.ToolFunctionResponse
+	}
+	return false
+}
+
+// partFilter returns the parts a client must not get (nil: all are
+// sent): DataParts unless its output modes admit JSON, interaction-spec
+// parts unless it declared the extension.
+func (p A2AParams) partFilter() func(a2a.Part) bool {
+	data, basic := !acceptsData(p.AcceptedOutputModes), !p.Interaction
+	if !data && !basic {
+		return nil
+	}
+	return func(pt a2a.Part) bool { return (data && isData(pt)) || (basic && isInteraction(pt)) }
+}
+
+// dropData drops DataParts (acceptedOutputModes without JSON).
+func dropData(ev any) (any, bool) { return dropParts(ev, isData) }
+
+func withoutParts(parts a2a.ContentParts, drop func(a2a.Part) bool) a2a.ContentParts {
 	var out a2a.ContentParts
 	for _, p := range parts {
-		switch p.(type) {
-		case a2a.DataPart, *a2a.DataPart:
-			continue
+		if !drop(p) {
+			out = append(out, p)
 		}
-		out = append(out, p)
 	}
 	return out
 }
 
-func msgWithoutData(m *a2a.Message) *a2a.Message {
+func msgWithout(m *a2a.Message, drop func(a2a.Part) bool) *a2a.Message {
 	if m == nil {
 		return nil
 	}
 	c := *m
-	c.Parts = withoutData(m.Parts)
+	c.Parts = withoutParts(m.Parts, drop)
 	if len(c.Parts) == 0 {
 		return nil
 	}
 	return &c
 }
 
-// dropData returns ev without its DataParts, and false when nothing of
-// the event is left to send (an artifact or message of data only).
-func dropData(ev any) (any, bool) {
+// dropParts returns ev without the parts drop reports, and false when
+// nothing of the event is left to send.
+func dropParts(ev any, drop func(a2a.Part) bool) (any, bool) {
+	withoutData := func(parts a2a.ContentParts) a2a.ContentParts { return withoutParts(parts, drop) }
+	msgWithoutData := func(m *a2a.Message) *a2a.Message { return msgWithout(m, drop) }
 	switch e := ev.(type) {
 	case *a2a.Message:
 		m := msgWithoutData(e)
@@ -183,10 +225,10 @@ func (r *a2aStream) Frame(f *Frame) error {
 	if err != nil {
 		return err
 	}
-	if !acceptsData(r.p.AcceptedOutputModes) {
+	if drop := r.p.partFilter(); drop != nil {
 		var kept []a2a.Event
 		for _, ev := range evs {
-			if e, ok := dropData(ev); ok {
+			if e, ok := dropParts(ev, drop); ok {
 				kept = append(kept, e.(a2a.Event))
 			}
 		}
@@ -261,13 +303,13 @@ func (r *a2aSend) End(err error) error {
 		return r.writeRPC(rpcError(r.p.JSONRPCID, A2AError(err)))
 	}
 	res := r.agg.result(r.p.HistoryLength)
-	if !acceptsData(r.p.AcceptedOutputModes) {
-		if e, ok := dropData(res); ok {
+	if drop := r.p.partFilter(); drop != nil {
+		if e, ok := dropParts(res, drop); ok {
 			res = e.(a2a.SendMessageResult)
 		} else {
-			// A reply of data only: the task, whose artifacts are then empty.
-			res = r.agg.task(r.p.HistoryLength, true)
-			e, _ := dropData(res)
+			// A reply of dropped parts only: the task, whose artifacts are
+			// then empty.
+			e, _ := dropParts(r.agg.task(r.p.HistoryLength, true), drop)
 			res = e.(a2a.SendMessageResult)
 		}
 	}
@@ -313,8 +355,12 @@ func newA2AAggregator(requestID string, p A2AParams) *a2aAggregator {
 }
 
 func (a *a2aAggregator) newMsg(r *e2a.Response, group, llm string, p piece) *aggMsg {
+	metaLLM := llm
+	if metaLLM == "" {
+		metaLLM = r.ResponseID
+	}
 	am := &aggMsg{group: group, llm: llm, msg: &a2a.Message{ID: r.ResponseID, Role: a2a.MessageRoleAgent,
-		ContextID: a.m.contextID, Metadata: p.meta(llm)}}
+		ContextID: a.m.contextID, Metadata: p.meta(metaLLM)}}
 	if group == "content" {
 		am.msg.Metadata[MetaObjectType] = ObjectChatCompletion
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/agent"
@@ -192,7 +193,8 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 			s.egress.ServeAgentVaultStream(w, r, rec.LastRequest(), egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: rec.ID})
 			return
 		}
-		s.egress.ServeA2AResubscribe(w, r, rec.LastRequest(), egress.A2AParams{JSONRPCID: req.ID, TaskID: rec.ID, ContextID: rec.ContextID})
+		s.egress.ServeA2AResubscribe(w, r, rec.LastRequest(), egress.A2AParams{JSONRPCID: req.ID, TaskID: rec.ID, ContextID: rec.ContextID,
+			Interaction: interaction(r, env)})
 	default:
 		_ = WriteError(w, req.ID, MethodNotFound(req.Method))
 	}
@@ -275,7 +277,7 @@ func (s *Server) a2aSubmit(w http.ResponseWriter, r *http.Request, p Principal, 
 	switch req.Method {
 	case normalizer.A2AMessageStream:
 		s.egress.ServeA2AStream(w, r, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
-			AcceptedOutputModes: env.ExpectedOutputModes})
+			AcceptedOutputModes: env.ExpectedOutputModes, Interaction: interaction(r, env)})
 	case normalizer.A2AMessageSend:
 		if b, ok := env.Params["blocking"].(bool); ok && !b {
 			// configuration.blocking false: the task at once, submitted;
@@ -287,12 +289,31 @@ func (s *Server) a2aSubmit(w http.ResponseWriter, r *http.Request, p Principal, 
 			return
 		}
 		s.egress.ServeA2ASend(w, r, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, HistoryLength: historyLength(env),
-			AcceptedOutputModes: env.ExpectedOutputModes})
+			AcceptedOutputModes: env.ExpectedOutputModes, Interaction: interaction(r, env)})
 	case normalizer.AVTasksSendSubscribe:
 		s.egress.ServeAgentVaultStream(w, r, acc.RequestID, egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: env.TaskID})
 	default: // tasks/send
 		_ = WriteResult(w, req.ID, map[string]string{"id": env.TaskID})
 	}
+}
+
+// interaction reports whether the client declared the trpc interaction
+// spec: interaction_spec_version in the message metadata (the spec's way),
+// or the extension's URI in the A2A X-A2A-Extensions header.
+func interaction(r *http.Request, env *e2a.Envelope) bool {
+	if env.Provenance != nil {
+		if v, _ := env.Provenance.Details[normalizer.DetailInteractionSpecVersion].(string); v != "" {
+			return true
+		}
+	}
+	for _, h := range r.Header.Values("X-A2A-Extensions") {
+		for _, u := range strings.Split(h, ",") {
+			if strings.TrimSpace(u) == TRPCInteractionExtension {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // continued reports whether the adapter marked the request as continuing

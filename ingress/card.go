@@ -17,6 +17,10 @@ const Version = "0.1.0"
 // (a2a-interaction-spec-trpc.md) the A2A renderers implement.
 const TRPCInteractionVersion = "0.1"
 
+// TRPCInteractionExtension is the URI of the trpc interaction-spec
+// extension in the card and in X-A2A-Extensions.
+const TRPCInteractionExtension = "trpc-a2a-version"
+
 // baseURL is the externally visible base URL: the configured public URL,
 // else X-Forwarded-Proto/X-Forwarded-Host, else the request's own host.
 func (s *Server) baseURL(r *http.Request) string {
@@ -62,7 +66,7 @@ func (s *Server) AgentCard(base string) map[string]any {
 			Streaming:              true,
 			StateTransitionHistory: true,
 			Extensions: []a2a.AgentExtension{{
-				URI:    "trpc-a2a-version",
+				URI:    TRPCInteractionExtension,
 				Params: map[string]any{"version": TRPCInteractionVersion},
 			}},
 		},
