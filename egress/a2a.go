@@ -26,6 +26,136 @@ type A2AParams struct {
 	Resubscribe bool
 	// HistoryLength keeps the last N history messages of a Task (nil: all).
 	HistoryLength *int
+	// AcceptedOutputModes are the client's configuration.acceptedOutputModes
+	// (empty: any). Without application/json (or a wildcard or +json type)
+	// among them, DataParts are dropped from every event and result.
+	AcceptedOutputModes []string
+	// Interaction is set when the client declared the trpc interaction
+	// spec (message metadata interaction_spec_version, or the
+	// trpc-a2a-version extension in X-A2A-Extensions). Without it the
+	// answer is basic A2A: no thought parts, no function_call or
+	// function_response DataParts.
+	Interaction bool
+}
+
+// acceptsData reports whether output modes modes admit DataParts.
+func acceptsData(modes []string) bool {
+	if len(modes) == 0 {
+		return true
+	}
+	for _, m := range modes {
+		if i := strings.IndexByte(m, ';'); i >= 0 {
+			m = m[:i]
+		}
+		m = strings.ToLower(strings.TrimSpace(m))
+		if m == "application/json" || m == "*/*" || m == "application/*" || strings.HasSuffix(m, "+json") {
+			return true
+		}
+	}
+	return false
+}
+
+// isData reports a DataPart.
+func isData(p a2a.Part) bool {
+	switch p.(type) {
+	case a2a.DataPart, *a2a.DataPart:
+		return true
+	}
+	return false
+}
+
+// isInteraction reports a part only trpc interaction-spec clients get: a
+// thought TextPart, a function_call or function_response DataPart.
+func isInteraction(p a2a.Part) bool {
+	switch t := p.(type) {
+	case a2a.TextPart:
+		return t.Metadata[MetaThought] == true
+	case a2a.DataPart:
+		typ, _ := t.Metadata[MetaPartType].(string)
+		return typ == e2a.ToolFunctionCall || typ == e2a.ToolFunctionResponse
+	}
+	return false
+}
+
+// partFilter returns the parts a client must not get (nil: all are
+// sent): DataParts unless its output modes admit JSON, interaction-spec
+// parts unless it declared the extension.
+func (p A2AParams) partFilter() func(a2a.Part) bool {
+	data, basic := !acceptsData(p.AcceptedOutputModes), !p.Interaction
+	if !data && !basic {
+		return nil
+	}
+	return func(pt a2a.Part) bool { return (data && isData(pt)) || (basic && isInteraction(pt)) }
+}
+
+// dropData drops DataParts (acceptedOutputModes without JSON).
+func dropData(ev any) (any, bool) { return dropParts(ev, isData) }
+
+func withoutParts(parts a2a.ContentParts, drop func(a2a.Part) bool) a2a.ContentParts {
+	var out a2a.ContentParts
+	for _, p := range parts {
+		if !drop(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func msgWithout(m *a2a.Message, drop func(a2a.Part) bool) *a2a.Message {
+	if m == nil {
+		return nil
+	}
+	c := *m
+	c.Parts = withoutParts(m.Parts, drop)
+	if len(c.Parts) == 0 {
+		return nil
+	}
+	return &c
+}
+
+// dropParts returns ev without the parts drop reports, and false when
+// nothing of the event is left to send.
+func dropParts(ev any, drop func(a2a.Part) bool) (any, bool) {
+	withoutData := func(parts a2a.ContentParts) a2a.ContentParts { return withoutParts(parts, drop) }
+	msgWithoutData := func(m *a2a.Message) *a2a.Message { return msgWithout(m, drop) }
+	switch e := ev.(type) {
+	case *a2a.Message:
+		m := msgWithoutData(e)
+		return m, m != nil
+	case *a2a.TaskArtifactUpdateEvent:
+		if e.Artifact == nil {
+			return e, true
+		}
+		c, a := *e, *e.Artifact
+		a.Parts = withoutData(a.Parts)
+		if len(a.Parts) == 0 && !e.LastChunk {
+			return nil, false
+		}
+		c.Artifact = &a
+		return &c, true
+	case *a2a.TaskStatusUpdateEvent:
+		c := *e
+		c.Status.Message = msgWithoutData(e.Status.Message)
+		return &c, true
+	case *a2a.Task:
+		c := *e
+		c.Status.Message = msgWithoutData(e.Status.Message)
+		c.History = nil
+		for _, m := range e.History {
+			if m2 := msgWithoutData(m); m2 != nil {
+				c.History = append(c.History, m2)
+			}
+		}
+		c.Artifacts = nil
+		for _, a := range e.Artifacts {
+			ac := *a
+			if ac.Parts = withoutData(a.Parts); len(ac.Parts) > 0 {
+				c.Artifacts = append(c.Artifacts, &ac)
+			}
+		}
+		return &c, true
+	}
+	return ev, true
 }
 
 var (
@@ -74,8 +204,14 @@ func (r *a2aStream) Start() error {
 	if err := s.comment("ok"); err != nil {
 		return err
 	}
-	if r.p.Resubscribe || r.from > 0 {
+	if r.from > 0 {
 		return nil
+	}
+	if r.p.Resubscribe {
+		// A resubscribed stream opens with the task's state too (working;
+		// the replayed frames then move it on), never with a later event.
+		ts := now().UTC()
+		return s.eventJSON("", "", rpcResult(r.p.JSONRPCID, r.m.statusUpdate(a2a.TaskStateWorking, &ts, nil, false)))
 	}
 	ts := r.p.Submitted
 	if ts.IsZero() {
@@ -94,7 +230,20 @@ func (r *a2aStream) Frame(f *Frame) error {
 	if err != nil {
 		return err
 	}
+	if drop := r.p.partFilter(); drop != nil {
+		var kept []a2a.Event
+		for _, ev := range evs {
+			if e, ok := dropParts(ev, drop); ok {
+				kept = append(kept, e.(a2a.Event))
+			}
+		}
+		evs = kept
+	}
 	s := sse{r.o}
+	if len(evs) == 0 {
+		// Nothing of the frame is for this client.
+		return nil
+	}
 	for i, ev := range evs {
 		id := ""
 		if i == len(evs)-1 {
@@ -158,7 +307,18 @@ func (r *a2aSend) End(err error) error {
 	if err != nil {
 		return r.writeRPC(rpcError(r.p.JSONRPCID, A2AError(err)))
 	}
-	return r.writeRPC(rpcResult(r.p.JSONRPCID, r.agg.result(r.p.HistoryLength)))
+	res := r.agg.result(r.p.HistoryLength)
+	if drop := r.p.partFilter(); drop != nil {
+		if e, ok := dropParts(res, drop); ok {
+			res = e.(a2a.SendMessageResult)
+		} else {
+			// A reply of dropped parts only: the task, whose artifacts are
+			// then empty.
+			e, _ := dropParts(r.agg.task(r.p.HistoryLength, true), drop)
+			res = e.(a2a.SendMessageResult)
+		}
+	}
+	return r.writeRPC(rpcResult(r.p.JSONRPCID, res))
 }
 
 func (r *a2aSend) writeRPC(v JSONRPCResponse) error {
@@ -200,8 +360,12 @@ func newA2AAggregator(requestID string, p A2AParams) *a2aAggregator {
 }
 
 func (a *a2aAggregator) newMsg(r *e2a.Response, group, llm string, p piece) *aggMsg {
+	metaLLM := llm
+	if metaLLM == "" {
+		metaLLM = r.ResponseID
+	}
 	am := &aggMsg{group: group, llm: llm, msg: &a2a.Message{ID: r.ResponseID, Role: a2a.MessageRoleAgent,
-		ContextID: a.m.contextID, Metadata: p.meta(llm)}}
+		ContextID: a.m.contextID, Metadata: p.meta(metaLLM)}}
 	if group == "content" {
 		am.msg.Metadata[MetaObjectType] = ObjectChatCompletion
 	}

@@ -98,7 +98,10 @@ func (s *Service) A2AResult(ctx context.Context, requestID string, p A2AParams, 
 // unless that state is terminal, the events of the last request's later
 // frames as they are written, to its final frame. It yields ErrNotFound
 // when none of the requests exists.
-func (s *Service) A2ASubscription(ctx context.Context, taskID, contextID string, requestIDs []string) iter.Seq2[a2a.Event, error] {
+//
+// interaction is A2AParams.Interaction for the live events (the task
+// itself is rebuilt whole, as tasks/get answers it).
+func (s *Service) A2ASubscription(ctx context.Context, taskID, contextID string, requestIDs []string, interaction bool) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		reqs, err := s.loadRequests(ctx, requestIDs)
 		if err != nil {
@@ -110,7 +113,7 @@ func (s *Service) A2ASubscription(ctx context.Context, taskID, contextID string,
 			return
 		}
 		last := reqs[len(reqs)-1]
-		p := A2AParams{TaskID: taskID, ContextID: t.ContextID, Resubscribe: true}
+		p := A2AParams{TaskID: taskID, ContextID: t.ContextID, Resubscribe: true, Interaction: interaction}
 		for ev, err := range s.A2AEvents(ctx, last.Envelope.RequestID, p, int64(len(last.Frames))) {
 			if !yield(ev, err) || err != nil {
 				return

@@ -85,11 +85,11 @@ func chunkPiece(c e2a.ChunkBody) (piece, bool) {
 		typ, _ := obj["type"].(string)
 		switch typ {
 		case e2a.ToolFunctionCall:
-			data := dropNil(map[string]any{"id": obj["id"], "type": "function", "name": obj["name"], "args": obj["args"]})
+			data := dropNil(map[string]any{"id": obj["id"], "type": "function", "name": obj["name"], "args": jsonString(obj["args"])})
 			return piece{parts: []a2a.Part{a2a.DataPart{Data: data, Metadata: map[string]any{MetaPartType: e2a.ToolFunctionCall}}},
 				objectType: ObjectChatCompletion, group: "call"}, true
 		case e2a.ToolFunctionResponse:
-			data := dropNil(map[string]any{"id": obj["id"], "name": obj["name"], "response": obj["response"]})
+			data := dropNil(map[string]any{"id": obj["id"], "name": obj["name"], "response": jsonString(obj["response"])})
 			return piece{parts: []a2a.Part{a2a.DataPart{Data: data, Metadata: map[string]any{MetaPartType: e2a.ToolFunctionResponse}}},
 				objectType: ObjectToolResponse, group: "response"}, true
 		case PartExecutableCode:
@@ -435,6 +435,10 @@ type a2aMapper struct {
 	seen      map[a2a.ArtifactID]bool
 	last      a2a.ArtifactID
 	content   bool
+	// runKey and runID: without llm_response_id, consecutive text (or
+	// reasoning) chunks share one artifact; every other event has its own.
+	runKey string
+	runID  a2a.ArtifactID
 }
 
 func newA2AMapper(p A2AParams, from int64) *a2aMapper {
@@ -466,6 +470,29 @@ func (m *a2aMapper) artifactID(r *e2a.Response) a2a.ArtifactID {
 	return a2a.ArtifactID(r.RequestID)
 }
 
+// pieceArtifactID is the artifact of a content chunk: its
+// llm_response_id (trpc spec), else one artifact per run of text or of
+// reasoning chunks and one per tool or other event, named after the
+// frame's response_id.
+func (m *a2aMapper) pieceArtifactID(r *e2a.Response, p piece) a2a.ArtifactID {
+	if id := llmID(r); id != "" {
+		return a2a.ArtifactID(id)
+	}
+	key := p.group
+	if p.thought {
+		key = "thought"
+	}
+	if (key == "content" || key == "thought") && m.runKey == key && m.runID != "" {
+		return m.runID
+	}
+	id := a2a.ArtifactID(r.ResponseID)
+	if id == "" {
+		id = a2a.ArtifactID(r.RequestID)
+	}
+	m.runKey, m.runID = key, id
+	return id
+}
+
 func (m *a2aMapper) statusUpdate(state a2a.TaskState, ts *time.Time, msg *a2a.Message, final bool) *a2a.TaskStatusUpdateEvent {
 	return &a2a.TaskStatusUpdateEvent{TaskID: m.taskID, ContextID: m.contextID, Final: final,
 		Status: a2a.TaskStatus{State: state, Timestamp: ts, Message: msg}}
@@ -488,11 +515,15 @@ func (m *a2aMapper) events(r *e2a.Response) ([]a2a.Event, error) {
 	if c, ok := contentChunk(r); ok {
 		p, ok := chunkPiece(c)
 		if ok {
-			id := m.artifactID(r)
+			id := m.pieceArtifactID(r, p)
+			llm := llmID(r)
+			if llm == "" {
+				llm = string(id)
+			}
 			evs = append(evs, &a2a.TaskArtifactUpdateEvent{TaskID: m.taskID, ContextID: m.contextID,
 				Artifact: &a2a.Artifact{ID: id, Parts: p.parts},
 				Append:   m.seen[id] || m.resumed,
-				Metadata: p.meta(llmID(r))})
+				Metadata: p.meta(llm)})
 			m.seen[id], m.last, m.content = true, id, true
 		}
 	} else {
@@ -529,6 +560,22 @@ func (m *a2aMapper) events(r *e2a.Response) ([]a2a.Event, error) {
 		evs = append(evs, m.statusUpdate(o.state, ts, m.failureMessage(r, o), true))
 	}
 	return evs, nil
+}
+
+// jsonString returns v as the JSON string every trpc spec example carries
+// in function_call.args and function_response.response: a string as is,
+// anything else (an object the agent wrote) encoded.
+func jsonString(v any) any {
+	switch t := v.(type) {
+	case nil, string:
+		return v
+	default:
+		b, err := json.Marshal(t)
+		if err != nil {
+			return v
+		}
+		return string(b)
+	}
 }
 
 // dropNil removes the members whose value is absent.

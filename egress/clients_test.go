@@ -91,7 +91,7 @@ func (s *a2aTestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			time.Sleep(20 * time.Millisecond) // frames arrive while the stream is open
 			script(wr, []string{"Hel", "lo"}, hold, &canc)
 		})
-		params := A2AParams{JSONRPCID: req.ID, TaskID: taskID, ContextID: "ctx-1"}
+		params := A2AParams{JSONRPCID: req.ID, TaskID: taskID, ContextID: "ctx-1", Interaction: true}
 		if req.Method == "message/send" {
 			s.h.svc.ServeA2ASend(w, r, reqID, params)
 		} else {
@@ -107,7 +107,7 @@ func (s *a2aTestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if len(ids) > 0 {
 			last = ids[len(ids)-1]
 		}
-		s.h.svc.ServeA2AResubscribe(w, r, last, A2AParams{JSONRPCID: req.ID, TaskID: string(p.ID), ContextID: "ctx-1"})
+		s.h.svc.ServeA2AResubscribe(w, r, last, A2AParams{JSONRPCID: req.ID, TaskID: string(p.ID), ContextID: "ctx-1", Interaction: true})
 	case "tasks/get":
 		var p a2a.TaskQueryParams
 		_ = json.Unmarshal(req.Params, &p)

@@ -197,11 +197,24 @@ func renderers() []rendererCase {
 			return NewE2AJSON(o, reqID(sc), []byte(`{"request_id":"`+reqID(sc)+`","method":"chat.send"}`), sc.final, sc.from)
 		}, check: checkE2AJSON},
 		{name: "a2a_stream", sse: true, make: func(o *Output, sc scenario) Renderer {
-			return NewA2AStream(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-002"`), TaskID: "task-002", ContextID: "ctx-001", Submitted: fixedNow}, sc.from)
+			return NewA2AStream(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-002"`), TaskID: "task-002", ContextID: "ctx-001", Submitted: fixedNow, Interaction: true}, sc.from)
 		}, check: checkA2AStream},
 		{name: "a2a_send", make: func(o *Output, sc scenario) Renderer {
-			return NewA2ASend(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-001"`)})
+			return NewA2ASend(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-001"`), Interaction: true})
 		}, check: checkA2ASend},
+		{name: "a2a_stream_basic", sse: true, make: func(o *Output, sc scenario) Renderer {
+			return NewA2AStream(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-002"`), TaskID: "task-002", ContextID: "ctx-001", Submitted: fixedNow}, sc.from)
+		}, check: checkBasic(checkA2AStream)},
+		{name: "a2a_send_basic", make: func(o *Output, sc scenario) Renderer {
+			return NewA2ASend(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-001"`)})
+		}, check: checkBasic(checkA2ASend)},
+		{name: "a2a_stream_text_only", sse: true, make: func(o *Output, sc scenario) Renderer {
+			return NewA2AStream(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-002"`), TaskID: "task-002", ContextID: "ctx-001", Submitted: fixedNow,
+				AcceptedOutputModes: []string{"text/plain"}, Interaction: true}, sc.from)
+		}, check: checkTextOnly(checkA2AStream)},
+		{name: "a2a_send_text_only", make: func(o *Output, sc scenario) Renderer {
+			return NewA2ASend(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-001"`), AcceptedOutputModes: []string{"text/plain"}, Interaction: true})
+		}, check: checkTextOnly(checkA2ASend)},
 		{name: "agentvault_sse", sse: true, make: func(o *Output, sc scenario) Renderer {
 			return NewAgentVaultStream(o, reqID(sc), AgentVaultParams{TaskID: "task-abc-123"})
 		}, check: checkAgentVault},
@@ -308,6 +321,32 @@ func TestRendererConformance(t *testing.T) {
 				rc.check(t, sc, res.StatusCode, rec.Body.Bytes())
 			})
 		}
+	}
+}
+
+// checkTextOnly: with acceptedOutputModes ["text/plain"] no DataPart is
+// sent (they are dropped), besides what check requires.
+func checkTextOnly(check func(t *testing.T, sc scenario, status int, body []byte)) func(t *testing.T, sc scenario, status int, body []byte) {
+	return func(t *testing.T, sc scenario, status int, body []byte) {
+		t.Helper()
+		if bytes.Contains(body, []byte(`"kind":"data"`)) {
+			t.Errorf("a DataPart for a text/plain client:\n%s", body)
+		}
+		check(t, sc, status, body)
+	}
+}
+
+// checkBasic: without the interaction-spec extension no thought part and
+// no function_call/function_response DataPart is sent.
+func checkBasic(check func(t *testing.T, sc scenario, status int, body []byte)) func(t *testing.T, sc scenario, status int, body []byte) {
+	return func(t *testing.T, sc scenario, status int, body []byte) {
+		t.Helper()
+		for _, bad := range []string{`"thought":true`, `"type":"function_call"`, `"type":"function_response"`} {
+			if bytes.Contains(body, []byte(bad)) {
+				t.Errorf("%s for a basic A2A client:\n%s", bad, body)
+			}
+		}
+		check(t, sc, status, body)
 	}
 }
 

@@ -63,7 +63,7 @@ func TestEndToEndDemoAgent(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req rpcReq
 		_ = decodeJSON(r, &req)
-		h.svc.ServeA2AResubscribe(w, r, "e2e_1", A2AParams{JSONRPCID: req.ID, TaskID: "t-e2e", ContextID: "c-e2e"})
+		h.svc.ServeA2AResubscribe(w, r, "e2e_1", A2AParams{JSONRPCID: req.ID, TaskID: "t-e2e", ContextID: "c-e2e", Interaction: true})
 	}))
 	defer srv.Close()
 	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -22,8 +22,8 @@ func (s *Service) ServeA2AStream(w http.ResponseWriter, r *http.Request, request
 
 // ServeA2AResubscribe answers A2A tasks/resubscribe for the running or
 // finished request of a task: the frames replayed from the start (or after
-// Last-Event-ID / ?from=) then live, no submitted status-update. An unknown
-// request is answered with -32001 in the stream.
+// Last-Event-ID / ?from=) then live, opened by a working status-update (no
+// submitted one). An unknown request is answered with -32001 in the stream.
 func (s *Service) ServeA2AResubscribe(w http.ResponseWriter, r *http.Request, requestID string, p A2AParams) {
 	p.Resubscribe = true
 	s.serveA2AStream(w, r, requestID, p)

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/a2aproject/a2a-go/a2a"
-
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -91,7 +89,7 @@ func (s *Server) handleA2A(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.serveRPC(w, r, rpcEndpoint{protocol: "a2a", shape: rpcShapeWithID(body), streaming: a2aStreaming, metric: a2aMetricMethod,
-		call: s.a2aCall, noNotifications: true})
+		call: s.a2aCall, notifyErrors: true})
 }
 
 // a2aMetricMethod bounds the method label to the protocols' methods.
@@ -199,7 +197,7 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 		res, err = s.opts.norm.FromA2A(in)
 	}
 	if err != nil {
-		_ = WriteError(w, req.ID, &Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()})
+		a2aError(w, req, &Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()})
 		return
 	}
 	env := res.Envelope
@@ -209,7 +207,7 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 	case normalizer.OpQuery:
 		rec, gerr := s.ownedRecord(r.Context(), p, KindTask, env.TaskID, tenant.Read)
 		if gerr != nil {
-			s.taskNotFound(w, protocol, req.ID, env.TaskID)
+			s.taskNotFound(w, protocol, req, env.TaskID)
 			return
 		}
 		if protocol == normalizer.ProtocolAgentVault {
@@ -220,7 +218,7 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 	case normalizer.OpCancel:
 		rec, gerr := s.ownedRecord(r.Context(), p, KindTask, env.TaskID, tenant.Write)
 		if gerr != nil {
-			s.taskNotFound(w, protocol, req.ID, env.TaskID)
+			s.taskNotFound(w, protocol, req, env.TaskID)
 			return
 		}
 		if protocol == normalizer.ProtocolAgentVault {
@@ -231,7 +229,7 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 	case normalizer.OpSubscribe:
 		rec, gerr := s.ownedRecord(r.Context(), p, KindTask, env.TaskID, tenant.Read)
 		if gerr != nil {
-			s.taskNotFound(w, protocol, req.ID, env.TaskID)
+			s.taskNotFound(w, protocol, req, env.TaskID)
 			return
 		}
 		release, ok := s.acquireStream(w, p, rpcShape)
@@ -243,7 +241,8 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 			s.egress.ServeAgentVaultStream(w, r, rec.LastRequest(), egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: rec.ID})
 			return
 		}
-		s.egress.ServeA2AResubscribe(w, r, rec.LastRequest(), egress.A2AParams{JSONRPCID: req.ID, TaskID: rec.ID, ContextID: rec.ContextID})
+		s.egress.ServeA2AResubscribe(w, r, rec.LastRequest(), egress.A2AParams{JSONRPCID: req.ID, TaskID: rec.ID, ContextID: rec.ContextID,
+			Interaction: interaction(r, env)})
 	default:
 		_ = WriteError(w, req.ID, MethodNotFound(req.Method))
 	}
@@ -283,12 +282,33 @@ var a2aV1Methods = []string{"SendMessage", "SendStreamingMessage", "GetTask", "L
 // a2aV1Method reports the A2A v1.0 JSON-RPC method names.
 func a2aV1Method(m string) bool { return slices.Contains(a2aV1Methods, m) }
 
-func (s *Server) taskNotFound(w http.ResponseWriter, protocol string, id json.RawMessage, taskID string) {
+func (s *Server) taskNotFound(w http.ResponseWriter, protocol string, req *Request, taskID string) {
 	if protocol == normalizer.ProtocolAgentVault {
-		_ = WriteError(w, id, &Error{Code: -32001, Message: "Task not found: " + taskID})
+		a2aError(w, req, &Error{Code: -32001, Message: "Task not found: " + taskID})
 		return
 	}
-	_ = WriteError(w, id, &Error{Code: -32001, Message: "Task not found"})
+	a2aError(w, req, &Error{Code: -32001, Message: "Task not found"})
+}
+
+// a2aError answers a JSON-RPC error: for the streaming methods
+// (message/stream, tasks/resubscribe, tasks/sendSubscribe) as an SSE
+// stream whose one event carries the error response, as the client reading
+// text/event-stream expects; application/json otherwise.
+func a2aError(w http.ResponseWriter, req *Request, e *Error) {
+	if !a2aStreaming(req.Method) {
+		_ = WriteError(w, req.ID, e)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	b, err := json.Marshal(ErrorResponse(req.ID, e))
+	if err != nil {
+		return
+	}
+	_, _ = w.Write(append(append([]byte("data: "), b...), '\n', '\n'))
 }
 
 // a2aSubmit publishes a message/send, message/stream, tasks/send or
@@ -299,11 +319,14 @@ func (s *Server) a2aSubmit(w http.ResponseWriter, r *http.Request, p Principal, 
 	if env.TaskID != "" && continued(env) {
 		rec, err := s.ownedRecord(r.Context(), p, KindTask, env.TaskID, tenant.Write)
 		if err != nil {
-			s.taskNotFound(w, protocol, req.ID, env.TaskID)
+			s.taskNotFound(w, protocol, req, env.TaskID)
 			return
 		}
-		if env.ContextID == "" {
+		// A continued task keeps its context when the message names none
+		// (the adapter made up a new one).
+		if created, _ := env.Provenance.Details[normalizer.DetailContextCreated].(bool); env.ContextID == "" || (created && rec.ContextID != "") {
 			env.ContextID = rec.ContextID
+			delete(env.Provenance.Details, normalizer.DetailContextCreated)
 		}
 	} else if env.ContextID != "" {
 		// A new context is recorded as the caller's; one the client chose
@@ -335,22 +358,47 @@ func (s *Server) a2aSubmit(w http.ResponseWriter, r *http.Request, p Principal, 
 	}
 	switch req.Method {
 	case normalizer.A2AMessageStream:
-		s.egress.ServeA2AStream(w, r, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted})
+		s.egress.ServeA2AStream(w, r, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
+			AcceptedOutputModes: env.ExpectedOutputModes, Interaction: interaction(r, env)})
 	case normalizer.A2AMessageSend:
 		if b, ok := env.Params["blocking"].(bool); ok && !b {
-			// configuration.blocking false: the task as submitted, at once;
-			// tasks/get and tasks/resubscribe follow it.
+			// configuration.blocking false: the task at once, submitted;
+			// the client polls tasks/get or cancels it.
+			t := egress.BuildA2ATask(env.TaskID, env.ContextID, []egress.A2ARequest{{Envelope: env}}, historyLength(env))
 			ts := submitted.UTC()
-			_ = WriteResult(w, req.ID, &a2a.Task{ID: a2a.TaskID(env.TaskID), ContextID: env.ContextID,
-				Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted, Timestamp: &ts}})
+			t.Status.Timestamp = &ts
+			_ = WriteResult(w, req.ID, t)
 			return
 		}
-		s.egress.ServeA2ASend(w, r, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, HistoryLength: historyLength(env)})
+		s.egress.ServeA2ASend(w, r, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, HistoryLength: historyLength(env),
+			AcceptedOutputModes: env.ExpectedOutputModes, Interaction: interaction(r, env)})
 	case normalizer.AVTasksSendSubscribe:
 		s.egress.ServeAgentVaultStream(w, r, acc.RequestID, egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: env.TaskID})
 	default: // tasks/send
 		_ = WriteResult(w, req.ID, map[string]string{"id": env.TaskID})
 	}
+}
+
+// interaction reports whether the client declared the trpc interaction
+// spec: interaction_spec_version in the message metadata (the spec's way),
+// or the extension's URI in the A2A X-A2A-Extensions header.
+func interaction(r *http.Request, env *e2a.Envelope) bool {
+	if env.Provenance != nil {
+		if v, _ := env.Provenance.Details[normalizer.DetailInteractionSpecVersion].(string); v != "" {
+			return true
+		}
+	}
+	// X-A2A-Extensions in v0.3, A2A-Extensions in v1.0.
+	for _, name := range []string{"X-A2A-Extensions", "A2A-Extensions"} {
+		for _, h := range r.Header.Values(name) {
+			for _, u := range strings.Split(h, ",") {
+				if strings.TrimSpace(u) == TRPCInteractionExtension {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // continued reports whether the adapter marked the request as continuing

@@ -158,10 +158,10 @@ func TestA2AClientSendStreamGetCancel(t *testing.T) {
 	}
 }
 
-// TestA2ANonBlockingSendThenCancel: message/send with blocking false
+// TestA2ANonBlockingSendThenCancelPaced: message/send with blocking false
 // answers the task submitted at once; the demo agent, paced from the
 // message metadata, is still running, so tasks/cancel cancels it.
-func TestA2ANonBlockingSendThenCancel(t *testing.T) {
+func TestA2ANonBlockingSendThenCancelPaced(t *testing.T) {
 	p := startPipeline(t)
 	_, c := a2aClient(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

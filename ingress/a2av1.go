@@ -21,6 +21,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/tenant"
@@ -204,7 +205,8 @@ func (h *a2av1Handler) submit(ctx context.Context, req *a2a.SendMessageRequest, 
 			s.opts.log.Warn("task index update failed", "task_id", env.TaskID, "request_id", acc.RequestID, "err", err)
 		}
 	}
-	p = egress.A2AParams{TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted}
+	p = egress.A2AParams{TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
+		AcceptedOutputModes: env.ExpectedOutputModes, Interaction: interaction(c.r, env)}
 	if req.Config != nil {
 		p.HistoryLength = req.Config.HistoryLength
 	}
@@ -459,7 +461,7 @@ func (h *a2av1Handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeTo
 	if !ok {
 		return errSeq(fmt.Errorf("%w: too many open streams", a2a.ErrServerError))
 	}
-	return v1Events(h.s.egress.A2ASubscription(ctx, rec.ID, rec.ContextID, rec.RequestIDs), release)
+	return v1Events(h.s.egress.A2ASubscription(ctx, rec.ID, rec.ContextID, rec.RequestIDs, interaction(c.r, &e2a.Envelope{})), release)
 }
 
 // The pipeline sends no push notifications (the card says so).

@@ -615,3 +615,20 @@ func TestAuthRoles(t *testing.T) {
 		t.Fatalf("role entry without a role: %v", err)
 	}
 }
+
+// TestAgentCardAuthSchemes: the card carries the AgentVault profile's
+// authSchemes derived from the configured auth (oauth2 with its tokenUrl),
+// and none when ingress runs open.
+func TestAgentCardAuthSchemes(t *testing.T) {
+	a := newTestAuth(t, func(c *AuthConfig) { c.OAuth2.RequiredScope = "agents" })
+	card := (&Server{opts: options{auth: a}}).AgentCard("https://agents.example.com")
+	b, _ := json.Marshal(card["authSchemes"])
+	want := `[{"scheme":"apiKey","description":"API key in the X-Api-Key header"},{"scheme":"bearer","description":"Authorization: Bearer \u003ctoken\u003e"},{"scheme":"oauth2","description":"OAuth 2.0 client credentials grant","tokenUrl":"https://agents.example.com/oauth/token","scopes":["admin","agents"]}]`
+	if string(b) != want {
+		t.Fatalf("authSchemes %s\nwant %s", b, want)
+	}
+	open := (&Server{}).AgentCard("http://localhost")
+	if b, _ := json.Marshal(open["authSchemes"]); string(b) != `[{"scheme":"none","description":"No authentication"}]` {
+		t.Fatalf("open authSchemes %s", b)
+	}
+}

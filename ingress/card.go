@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/e2a-pipeline/pipeline/normalizer"
 )
 
 // Version is the pipeline version announced in the agent card.
@@ -16,6 +18,10 @@ const Version = "0.1.0"
 // TRPCInteractionVersion is the version of the trpc-a2a-version extension
 // (a2a-interaction-spec-trpc.md) the A2A renderers implement.
 const TRPCInteractionVersion = "0.1"
+
+// TRPCInteractionExtension is the URI of the trpc interaction-spec
+// extension in the card and in X-A2A-Extensions.
+const TRPCInteractionExtension = "trpc-a2a-version"
 
 // baseURL is the externally visible base URL: the configured public URL,
 // else X-Forwarded-Proto/X-Forwarded-Host, else the request's own host.
@@ -62,11 +68,11 @@ func (s *Server) AgentCard(base string) map[string]any {
 			Streaming:              true,
 			StateTransitionHistory: true,
 			Extensions: []a2a.AgentExtension{{
-				URI:    "trpc-a2a-version",
+				URI:    TRPCInteractionExtension,
 				Params: map[string]any{"version": TRPCInteractionVersion},
 			}},
 		},
-		DefaultInputModes:  []string{"text/plain", "application/json"},
+		DefaultInputModes:  normalizer.A2AInputModes,
 		DefaultOutputModes: []string{"text/plain", "application/json"},
 		Skills: []a2a.AgentSkill{{
 			ID: "pipeline", Name: "Agent pools",
@@ -77,11 +83,17 @@ func (s *Server) AgentCard(base string) map[string]any {
 	b, _ := json.Marshal(card)
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
+	// AgentVault profile: authSchemes lists the configured schemes (none
+	// when ingress runs without authentication).
+	m["authSchemes"] = []AgentVaultAuthScheme{{Scheme: SchemeNone, Description: "No authentication"}}
 	if s.opts.auth != nil {
 		sec := s.opts.auth.SecuritySchemesFor(base)
 		if len(sec.SecuritySchemes) > 0 {
 			m["securitySchemes"] = sec.SecuritySchemes
 			m["security"] = sec.Security
+		}
+		if av := s.opts.auth.AgentVaultAuthSchemes(base); len(av) > 0 {
+			m["authSchemes"] = av
 		}
 	}
 	addV1Card(m, base)

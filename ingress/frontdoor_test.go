@@ -190,10 +190,11 @@ func TestA2AJSONRPCErrors(t *testing.T) {
 			t.Fatalf("%s: code %d id %s, want %d %s", tc.body, r.Error.Code, r.ID, tc.code, tc.id)
 		}
 	}
-	// A2A defines no notifications: an id-less call is answered like any
-	// call, with id null (the A2A TCK expects the error of a bad one).
+	// An id-less call that succeeds gets no reply (but is acted on); one
+	// that fails gets its JSON-RPC error with id null (A2A defines no
+	// notifications, and the A2A TCK expects the error).
 	resp, b := do(t, "POST", url+"/a2a", `{"jsonrpc":"2.0","method":"tasks/send","params":{"message":{"role":"user","parts":[{"type":"text","content":"n"}]}}}`)
-	if resp.StatusCode != 200 || !strings.Contains(string(b), `"id":null,"result":{"id":`) {
+	if resp.StatusCode != 204 || len(b) != 0 {
 		t.Fatalf("id-less call: %d %q", resp.StatusCode, b)
 	}
 	for body, code := range map[string]string{
@@ -374,10 +375,10 @@ func TestRateLimitChargesBatchElements(t *testing.T) {
 	}
 }
 
-// TestA2AAuthRefusalEchoesID: an authentication refusal on /a2a answers the
+// TestA2AAuthRefusalEchoesIDShapes: an authentication refusal on /a2a answers the
 // request's id when it is readable (null otherwise), on both generations'
 // JSON-RPC endpoints.
-func TestA2AAuthRefusalEchoesID(t *testing.T) {
+func TestA2AAuthRefusalEchoesIDShapes(t *testing.T) {
 	_, nc := natstest.RunServer(t)
 	url := frontDoor(t, nc, withAPIKey(t))
 	for _, tc := range []struct{ path, body, id string }{

@@ -17,10 +17,9 @@ type rpcEndpoint struct {
 	streaming func(method string) bool
 	metric    func(method string) string
 	call      func(w http.ResponseWriter, r *http.Request, p Principal, req *Request)
-	// noNotifications answers an id-less call like any call (id null):
-	// A2A defines no notifications, and its clients and TCK expect the
-	// JSON-RPC error of a bad call rather than an empty 204.
-	noNotifications bool
+	// notifyErrors answers an id-less call that fails with its JSON-RPC
+	// error (id null) instead of 204 (A2A: it defines no notifications).
+	notifyErrors bool
 }
 
 // serveRPC is the whole exchange of a JSON-RPC endpoint: gate (auth, rate
@@ -63,8 +62,18 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, e rpcEndpoint)
 		return
 	}
 	method = e.metric(c.Request.Method)
-	if c.Request.IsNotification() && !e.noNotifications {
-		e.call(httptest.NewRecorder(), r, p, &c.Request)
+	if c.Request.IsNotification() {
+		rw := httptest.NewRecorder()
+		e.call(rw, r, p, &c.Request)
+		if e.notifyErrors {
+			var resp struct {
+				Error *Error `json:"error"`
+			}
+			if json.Unmarshal(rw.Body.Bytes(), &resp) == nil && resp.Error != nil {
+				_ = WriteError(w, nil, resp.Error)
+				return
+			}
+		}
 		WriteNoReply(w)
 		return
 	}

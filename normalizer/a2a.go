@@ -59,7 +59,8 @@ type a2aSendParamsWire struct {
 // message/send and message/stream (OpSubmit; is_stream for stream):
 //
 //   - message_id ← messageId; context_id ← contextId (a new one when
-//     absent: details context_created); task_id ← taskId (details
+//     absent from a new task: details context_created; a continued task
+//     keeps its own, set by the front door); task_id ← taskId (details
 //     task_continued), or a new one (details task_created);
 //   - params.text: the text parts that are not thoughts, joined by "\n";
 //     params.content_blocks (ACP-shaped text and resource_link blocks, part
@@ -97,9 +98,9 @@ func (n *Normalizer) FromA2A(in Input) (*Result, error) {
 	case A2ATasksGet, A2ATasksCancel, A2ATasksResubscribe:
 		return r.a2aTask(rq)
 	case A2APushConfigSet, A2APushConfigGet, A2APushConfigList, A2APushConfigDelete:
-		return nil, rq.errf(ErrPushNotificationNotSupported, ProtocolA2A, "this server sends no push notifications (capabilities.pushNotifications is not declared)")
+		return nil, rq.errf(ErrPushNotificationNotSupported, ProtocolA2A, "push notifications are not offered by this server")
 	case A2AGetAuthenticatedExtendedCard:
-		return nil, rq.errf(ErrExtendedCardNotConfigured, ProtocolA2A, "the agent card declares no authenticated extended card")
+		return nil, rq.errf(ErrExtendedCardNotConfigured, ProtocolA2A, "no authenticated extended card is configured")
 	}
 	return nil, rq.errf(ErrMethodNotFound, ProtocolA2A, "not an A2A v0.3 method")
 }
@@ -134,6 +135,11 @@ func (r *req) a2aSend(rq *rpcRequest) (*Result, error) {
 		part, msgErr := decodeA2APart(raw)
 		if msgErr != "" {
 			return bad("message.parts[%d]: %s", i, msgErr)
+		}
+		if fp, ok := part.(a2a.FilePart); ok {
+			if mt := fileMIME(fp); mt != "" && !AcceptsInputMode(mt) {
+				return nil, rq.errf(ErrContentTypeNotSupported, ProtocolA2A, "message.parts[%d]: media type %q is not accepted (input modes %v)", i, mt, A2AInputModes)
+			}
 		}
 		msg.Parts = append(msg.Parts, part)
 	}
@@ -176,6 +182,9 @@ func (r *req) a2aSend(rq *rpcRequest) (*Result, error) {
 		env.Params["extensions"] = ext
 	}
 	if c := p.Config; c != nil {
+		if c.HistoryLength != nil && *c.HistoryLength < 0 {
+			return bad("configuration.historyLength must not be negative")
+		}
 		if len(c.AcceptedOutputModes) > 0 {
 			env.ExpectedOutputModes = c.AcceptedOutputModes
 		}
@@ -183,9 +192,6 @@ func (r *req) a2aSend(rq *rpcRequest) (*Result, error) {
 			env.Params["blocking"] = *c.Blocking
 		}
 		if c.HistoryLength != nil {
-			if *c.HistoryLength < 0 {
-				return nil, rq.errf(ErrInvalidParams, ProtocolA2A, "configuration.historyLength must not be negative")
-			}
 			env.Params["history_length"] = json.Number(itoa(*c.HistoryLength))
 		}
 		if c.PushConfig != nil {
@@ -236,13 +242,13 @@ func (r *req) a2aTask(rq *rpcRequest) (*Result, error) {
 	if id == "" {
 		return nil, rq.errf(ErrInvalidParams, ProtocolA2A, "id is required")
 	}
+	if history != nil && *history < 0 {
+		return nil, rq.errf(ErrInvalidParams, ProtocolA2A, "historyLength must not be negative")
+	}
 	env := r.newEnvelope(rq.Method)
 	rq.setJSONRPC(env)
 	env.TaskID = string(id)
 	if history != nil {
-		if *history < 0 {
-			return nil, rq.errf(ErrInvalidParams, ProtocolA2A, "historyLength must not be negative")
-		}
 		env.Params = map[string]any{"history_length": json.Number(itoa(*history))}
 	}
 	if len(meta) > 0 {
@@ -442,3 +448,33 @@ func a2aPartsToParams(parts a2a.ContentParts) map[string]any {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// A2AInputModes are the media types the agent card declares as
+// defaultInputModes; a FilePart of another type is refused with
+// ErrContentTypeNotSupported.
+var A2AInputModes = []string{"text/plain", "application/json"}
+
+// AcceptsInputMode reports whether media type mt (parameters ignored) is
+// one of A2AInputModes.
+func AcceptsInputMode(mt string) bool {
+	if i := strings.IndexByte(mt, ';'); i >= 0 {
+		mt = mt[:i]
+	}
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	for _, m := range A2AInputModes {
+		if m == mt {
+			return true
+		}
+	}
+	return false
+}
+
+func fileMIME(fp a2a.FilePart) string {
+	switch f := fp.File.(type) {
+	case a2a.FileBytes:
+		return f.MimeType
+	case a2a.FileURI:
+		return f.MimeType
+	}
+	return ""
+}

@@ -30,21 +30,23 @@ var (
 	// JSON-RPC -32602, HTTP 400 (422 for workflow structure errors).
 	ErrInvalidParams = errors.New("invalid params")
 	// ErrUnsupportedOperation: a method the protocol defines but the
-	// pipeline does not offer through the normalizer. JSON-RPC -32004 (A2A
-	// UnsupportedOperation), HTTP 501; the A2A methods with a code of their
-	// own wrap it (ErrPushNotificationNotSupported,
-	// ErrExtendedCardNotConfigured).
+	// pipeline does not offer through the normalizer (A2A push notification
+	// config, authenticated extended card). JSON-RPC -32004 (A2A
+	// UnsupportedOperation), HTTP 501.
 	ErrUnsupportedOperation = errors.New("unsupported operation")
-
-	// ErrPushNotificationNotSupported (an ErrUnsupportedOperation) is
-	// returned for the A2A push notification config methods: the pipeline
-	// sends none. JSON-RPC -32003 (PushNotificationNotSupported), HTTP 501.
-	ErrPushNotificationNotSupported = fmt.Errorf("%w: push notification not supported", ErrUnsupportedOperation)
-
-	// ErrExtendedCardNotConfigured (an ErrUnsupportedOperation) is returned
-	// for A2A agent/getAuthenticatedExtendedCard: the card declares none.
-	// JSON-RPC -32007 (AuthenticatedExtendedCardNotConfigured), HTTP 501.
-	ErrExtendedCardNotConfigured = fmt.Errorf("%w: authenticated extended card not configured", ErrUnsupportedOperation)
+	// ErrPushNotificationNotSupported: an A2A tasks/pushNotificationConfig/*
+	// method (the pipeline declares pushNotifications false). It is an
+	// ErrUnsupportedOperation; JSON-RPC -32003 (A2A
+	// PushNotificationNotSupported), HTTP 501.
+	ErrPushNotificationNotSupported = fmt.Errorf("push notifications not supported: %w", ErrUnsupportedOperation)
+	// ErrExtendedCardNotConfigured: agent/getAuthenticatedExtendedCard when
+	// no extended card is configured. It is an ErrUnsupportedOperation;
+	// JSON-RPC -32007 (A2A AuthenticatedExtendedCardNotConfigured), HTTP 501.
+	ErrExtendedCardNotConfigured = fmt.Errorf("authenticated extended card not configured: %w", ErrUnsupportedOperation)
+	// ErrContentTypeNotSupported: a part whose media type the agent card's
+	// input modes do not accept. JSON-RPC -32005 (A2A
+	// ContentTypeNotSupported), HTTP 415.
+	ErrContentTypeNotSupported = errors.New("content type not supported")
 )
 
 // Error is the error every adapter returns. It wraps one sentinel (Kind) and
@@ -139,6 +141,8 @@ func JSONRPCCode(err error) int {
 		return -32003
 	case errors.Is(err, ErrExtendedCardNotConfigured):
 		return -32007
+	case errors.Is(err, ErrContentTypeNotSupported):
+		return -32005
 	case errors.Is(err, ErrUnsupportedOperation):
 		return -32004
 	}
@@ -161,6 +165,8 @@ func HTTPStatus(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, ErrUnsupportedOperation):
 		return http.StatusNotImplemented
+	case errors.Is(err, ErrContentTypeNotSupported):
+		return http.StatusUnsupportedMediaType
 	}
 	return http.StatusInternalServerError
 }
@@ -192,7 +198,7 @@ func A2ECode(err error) string {
 		return A2ECodeValidationError
 	case errors.Is(err, ErrInvalidParams):
 		return A2ECodeInvalidParams
-	case errors.Is(err, ErrUnsupportedOperation):
+	case errors.Is(err, ErrUnsupportedOperation), errors.Is(err, ErrContentTypeNotSupported):
 		return A2ECodeUnsupported
 	}
 	return A2ECodeInternal

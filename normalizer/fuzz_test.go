@@ -43,7 +43,7 @@ var fuzzTargets = map[string]string{
 }
 
 var sentinels = []error{normalizer.ErrParse, normalizer.ErrInvalidRequest, normalizer.ErrMethodNotFound, normalizer.ErrInvalidParams, normalizer.ErrUnsupportedOperation,
-	normalizer.ErrPushNotificationNotSupported, normalizer.ErrExtendedCardNotConfigured}
+	normalizer.ErrPushNotificationNotSupported, normalizer.ErrExtendedCardNotConfigured, normalizer.ErrContentTypeNotSupported}
 
 func fuzzAdapter(f *testing.F, protocol string) {
 	n := testNormalizer(f)

@@ -78,7 +78,7 @@ func describeError(err error) *goldenError {
 		A2ECode: normalizer.A2ECode(err), JSONRPCID: normalizer.ErrorJSONRPCID(err), Message: err.Error(),
 	}
 	for _, s := range []error{normalizer.ErrParse, normalizer.ErrInvalidRequest, normalizer.ErrMethodNotFound, normalizer.ErrInvalidParams, normalizer.ErrUnsupportedOperation,
-		normalizer.ErrPushNotificationNotSupported, normalizer.ErrExtendedCardNotConfigured} {
+		normalizer.ErrContentTypeNotSupported, normalizer.ErrPushNotificationNotSupported, normalizer.ErrExtendedCardNotConfigured} {
 		if errors.Is(err, s) {
 			g.Kind = s.Error()
 		}

@@ -134,6 +134,7 @@ func TestErrorMapping(t *testing.T) {
 		{&normalizer.Error{Kind: normalizer.ErrUnsupportedOperation}, -32004, 501, "unsupported"},
 		{&normalizer.Error{Kind: normalizer.ErrPushNotificationNotSupported}, -32003, 501, "unsupported"},
 		{&normalizer.Error{Kind: normalizer.ErrExtendedCardNotConfigured}, -32007, 501, "unsupported"},
+		{&normalizer.Error{Kind: normalizer.ErrContentTypeNotSupported}, -32005, 415, "unsupported"},
 		{errors.New("other"), -32603, 500, "internal_error"},
 	} {
 		if c := normalizer.JSONRPCCode(tt.err); c != tt.code {

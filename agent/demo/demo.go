@@ -9,9 +9,9 @@
 //	frames 3..   e2a.chunk text       N pieces of "You said: T" (params.frames, default 5)
 //	final        e2a.complete         {"content": the text pieces joined}
 //
-// with params.delay_ms (default 0) between frames; frames and delay_ms are
-// also read from the A2A message metadata when params lack them (A2A
-// clients cannot set params). Its output is a pure
+// with params.delay_ms (default 0) between frames. A2A clients cannot pass
+// params: frames and delay_ms are also read from the A2A message metadata
+// (a2a_metadata), params winning when both are set. Its output is a pure
 // function of the request, and every event is its own frame (Writer.Write,
 // never coalesced), so after a crash it resumes exactly after the last frame
 // written. params.fail = CODE makes it fail with that code after
@@ -24,8 +24,11 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -103,7 +106,7 @@ type event struct {
 // final frame) and the final content.
 func script(env *e2a.Envelope) ([]event, string) {
 	text := Text(env)
-	n := int(min(max(paceParam(env, "frames", 5), 0), MaxFrames))
+	n := int(min(max(num(env, "frames", 5), 0), MaxFrames))
 	callID := "call_" + shortID(env.RequestID)
 	ev := []event{
 		{e2a.DeltaReasoning, "Thinking about: " + text},
@@ -118,27 +121,12 @@ func script(env *e2a.Envelope) ([]event, string) {
 	return ev, strings.Join(pieces, "")
 }
 
-// paceParam reads a pacing parameter (frames, delay_ms) from params, else
-// from the A2A message metadata: A2A clients cannot set params, and tests
-// and the TCK flows need a demo request that is still running when they
-// cancel it.
-func paceParam(env *e2a.Envelope, key string, def int64) int64 {
-	if _, ok := env.Params[key]; ok {
-		return env.ParamInt(key, def)
-	}
-	if v, ok := env.A2AMetadata[key]; ok {
-		meta := &e2a.Envelope{Params: map[string]any{key: v}}
-		return meta.ParamInt(key, def)
-	}
-	return def
-}
-
 // Serve streams the demo reply, skipping the frames already written.
 func (Agent) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
 	if env.Params["panic"] == true {
 		panic("demo: panic requested")
 	}
-	delay := time.Duration(min(max(paceParam(env, "delay_ms", 0), 0), MaxDelay.Milliseconds())) * time.Millisecond
+	delay := time.Duration(min(max(num(env, "delay_ms", 0), 0), MaxDelay.Milliseconds())) * time.Millisecond
 	events, content := script(env)
 	failCode := env.ParamString("fail")
 	if failCode != "" {
@@ -186,6 +174,33 @@ func (echo) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) error 
 		}
 	}
 	return w.Complete(map[string]any{"content": text})
+}
+
+// num returns the integer params[key], else a2a_metadata[key] (an A2A
+// message's metadata: numbers, or strings of digits), else def.
+func num(env *e2a.Envelope, key string, def int64) int64 {
+	if _, ok := env.Params[key]; ok {
+		return env.ParamInt(key, def)
+	}
+	switch v := env.A2AMetadata[key].(type) {
+	case float64:
+		if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
+			return int64(v)
+		}
+	case json.Number:
+		if n, err := v.Int64(); err == nil {
+			return n
+		}
+	case int:
+		return int64(v)
+	case int64:
+		return v
+	case string:
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return n
+		}
+	}
+	return def
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

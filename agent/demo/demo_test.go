@@ -132,3 +132,32 @@ func TestDemoStopsOnCancel(t *testing.T) {
 		t.Fatalf("Serve on a cancelled context: %v", err)
 	}
 }
+
+// TestDemoPaceFromA2AMetadata: frames and delay_ms come from the A2A
+// message metadata when params lack them (A2A clients cannot pass params).
+func TestDemoPaceFromA2AMetadata(t *testing.T) {
+	e := env(map[string]any{"text": "hi"})
+	e.A2AMetadata = map[string]any{"frames": float64(2), "delay_ms": "60000"}
+	if got := run(t, demo.New(), &e2a.Envelope{RequestID: "r1", Params: e.Params, A2AMetadata: map[string]any{"frames": float64(2)}}, -1); len(got) != 3+2+1 {
+		t.Fatalf("%d frames: %v", len(got), got)
+	}
+	// params win over the metadata.
+	e2 := env(map[string]any{"text": "hi", "frames": json.Number("1")})
+	e2.A2AMetadata = map[string]any{"frames": float64(7)}
+	if got := run(t, demo.New(), e2, -1); len(got) != 3+1+1 {
+		t.Fatalf("%d frames: %v", len(got), got)
+	}
+	// delay_ms from the metadata: the agent waits between frames until it
+	// is cancelled.
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &recorder{resume: -1}
+	done := make(chan error, 1)
+	go func() { done <- demo.New().Serve(ctx, e, r) }()
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatalf("a 60s pace finished at once: %v", r.frames)
+	}
+	if len(r.frames) > 1 {
+		t.Fatalf("frames written without the metadata's pace: %v", r.frames)
+	}
+}
