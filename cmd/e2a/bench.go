@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/internal/bench"
 )
@@ -47,6 +49,9 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	peer := fs.String("peer", "", "compare with a reference A2A server: "+bench.PeerA2AGo+" (A2A message/stream, alternating rounds)")
 	peerBin := fs.String("peer-bin", "", "with --peer: the reference server's binary (default: built from internal/bench/peer with the go command)")
 	rounds := fs.Int("rounds", 5, "with --peer: rounds of each system")
+	duration := fs.Duration("duration", 0, "soak: run the in-process pipeline this long at --rate (open loop) and report slopes")
+	rate := fs.Float64("rate", 0, "soak: requests/s")
+	interval := fs.Duration("interval", 10*time.Second, "soak: sampling interval")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	chart := fs.String("chart", "", "write a PNG chart of latency percentiles against offered load")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the full-load phase")
@@ -63,6 +68,20 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	c.Header = http.Header(headers)
 	if !*asJSON {
 		c.Progress = func(s string) { fmt.Fprintln(os.Stderr, "bench:", s) }
+	}
+	if *duration > 0 {
+		sr, err := bench.RunSoak(ctx, bench.SoakConfig{Duration: *duration, Interval: *interval, Rate: *rate,
+			Frames: c.Frames, FrameBytes: c.FrameBytes, Timeout: c.Timeout, Progress: c.Progress})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			e := json.NewEncoder(os.Stdout)
+			e.SetIndent("", "  ")
+			return e.Encode(sr)
+		}
+		_, err = fmt.Fprint(os.Stdout, sr.Text())
+		return err
 	}
 	if *peer != "" {
 		if *peer != bench.PeerA2AGo {

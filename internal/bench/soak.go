@@ -1,0 +1,154 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SoakConfig configures `e2a bench --duration D --rate R`: the in-process
+// pipeline under an open-loop load at a fixed rate, sampled every Interval.
+type SoakConfig struct {
+	Duration, Interval time.Duration
+	Rate               float64
+	Frames, FrameBytes int
+	Timeout            time.Duration
+	Progress           func(string) `json:"-"`
+}
+
+// SoakSample is one interval.
+type SoakSample struct {
+	At         float64 `json:"at_s"`
+	RPS        float64 `json:"requests_per_s"`
+	Failed     int     `json:"failed"`
+	HeapBytes  uint64  `json:"heap_bytes"`
+	RSSBytes   uint64  `json:"rss_bytes"`
+	StoreBytes int64   `json:"store_bytes"`
+}
+
+// SoakReport holds the samples and their least-squares slopes per minute.
+type SoakReport struct {
+	Machine          Machine      `json:"machine"`
+	Config           SoakConfig   `json:"config"`
+	Samples          []SoakSample `json:"samples"`
+	RPSSlope         float64      `json:"rps_per_min"`
+	HeapSlope        float64      `json:"heap_bytes_per_min"`
+	RSSSlope         float64      `json:"rss_bytes_per_min"`
+	StoreBytesPerMin float64      `json:"store_bytes_per_min"`
+}
+
+func rss() uint64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(f[1], 10, 64)
+	return n * uint64(os.Getpagesize())
+}
+
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if i, err := d.Info(); err == nil {
+				n += i.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// slope is the least-squares slope of y over x.
+func slope(x, y []float64) float64 {
+	n := float64(len(x))
+	if n < 2 {
+		return 0
+	}
+	var sx, sy, sxx, sxy float64
+	for i := range x {
+		sx, sy, sxx, sxy = sx+x[i], sy+y[i], sxx+x[i]*x[i], sxy+x[i]*y[i]
+	}
+	d := n*sxx - sx*sx
+	if d == 0 {
+		return 0
+	}
+	return (n*sxy - sx*sy) / d
+}
+
+// RunSoak runs the soak.
+func RunSoak(ctx context.Context, sc SoakConfig) (*SoakReport, error) {
+	progress := sc.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	if sc.Interval <= 0 {
+		sc.Interval = 10 * time.Second
+	}
+	if sc.Timeout <= 0 {
+		sc.Timeout = time.Minute
+	}
+	if sc.Rate <= 0 || sc.Duration <= 0 {
+		return nil, fmt.Errorf("bench: soak needs --duration and --rate")
+	}
+	dir, err := os.MkdirTemp("", "e2a-soak")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	pipe, err := StartPipeline(ctx, PipelineOptions{StoreDir: dir, Frames: sc.Frames, FrameBytes: sc.FrameBytes})
+	if err != nil {
+		return nil, err
+	}
+	defer pipe.Close()
+	cl := &client{base: pipe.URL, proto: ProtoE2ASSE, hc: newHTTPClient(256), sessions: make(chan string, 512)}
+	cl.params = map[string]any{"text": "bench", "frames": sc.Frames, "frame_bytes": sc.FrameBytes}
+	cl.expectFrames = sc.Frames
+	do := func(ctx context.Context, id string, start time.Time) result {
+		ctx, cancel := context.WithTimeout(ctx, sc.Timeout)
+		defer cancel()
+		return cl.do(ctx, id, start)
+	}
+	ids := &idGen{prefix: "soak-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
+	rep := &SoakReport{Machine: machine(), Config: sc}
+	start := time.Now()
+	var xs, rps, heap, rs, store []float64
+	for time.Since(start) < sc.Duration && ctx.Err() == nil {
+		n := max(int(sc.Rate*sc.Interval.Seconds()), 1)
+		ph := openLoop(ctx, "soak", n, sc.Rate, 4096, ids, do)
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		s := SoakSample{At: time.Since(start).Seconds(), RPS: ph.RPS, Failed: ph.Failed, HeapBytes: m.HeapAlloc, RSSBytes: rss(), StoreBytes: dirSize(dir)}
+		rep.Samples = append(rep.Samples, s)
+		progress(fmt.Sprintf("soak %.0fs: %.0f req/s, %d failed, heap %d MiB, RSS %d MiB, store %d MiB", s.At, s.RPS, s.Failed, s.HeapBytes>>20, s.RSSBytes>>20, s.StoreBytes>>20))
+		xs = append(xs, s.At/60)
+		rps, heap, rs, store = append(rps, s.RPS), append(heap, float64(s.HeapBytes)), append(rs, float64(s.RSSBytes)), append(store, float64(s.StoreBytes))
+	}
+	rep.RPSSlope, rep.HeapSlope, rep.RSSSlope, rep.StoreBytesPerMin = slope(xs, rps), slope(xs, heap), slope(xs, rs), slope(xs, store)
+	return rep, nil
+}
+
+// Text renders the soak report.
+func (r *SoakReport) Text() string {
+	var b strings.Builder
+	m := r.Machine
+	fmt.Fprintf(&b, "machine: %s, %d CPUs, GOMAXPROCS %d, %s/%s, %s\n", m.CPU, m.NumCPU, m.GOMAXPROCS, m.OS, m.Arch, m.Go)
+	fmt.Fprintf(&b, "soak: %s at %.0f req/s (open loop), samples every %s\n", r.Config.Duration, r.Config.Rate, r.Config.Interval)
+	fmt.Fprintf(&b, "%8s %10s %8s %10s %10s %12s\n", "at", "req/s", "failed", "heap MiB", "RSS MiB", "store MiB")
+	for _, s := range r.Samples {
+		fmt.Fprintf(&b, "%7.0fs %10.0f %8d %10.1f %10.1f %12.1f\n", s.At, s.RPS, s.Failed, float64(s.HeapBytes)/(1<<20), float64(s.RSSBytes)/(1<<20), float64(s.StoreBytes)/(1<<20))
+	}
+	fmt.Fprintf(&b, "slopes per minute: req/s %+.1f, heap %+.2f MiB, RSS %+.2f MiB, store %+.2f MiB\n",
+		r.RPSSlope, r.HeapSlope/(1<<20), r.RSSSlope/(1<<20), r.StoreBytesPerMin/(1<<20))
+	return b.String()
+}
