@@ -7,6 +7,8 @@ import (
 	"iter"
 
 	"github.com/a2aproject/a2a-go/a2a"
+	a2av1 "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 )
 
 // A2AEvents yields the A2A events of requestID's frames from sequence from
@@ -120,4 +122,26 @@ func (s *Service) A2ASubscription(ctx context.Context, taskID, contextID string,
 			}
 		}
 	}
+}
+
+// A2AV1Event converts an event of A2AEvents (A2A v0.3 types) to A2A v1.0
+// with the SDK's compatibility layer, for the v1.0 bindings: no kind, state
+// and role enums, parts as members. An artifact or message without parts
+// gets an empty list, never null (clients require the member).
+func A2AV1Event(ev a2a.Event) (a2av1.Event, error) {
+	v, err := a2av0.ToV1Event(ev)
+	if err != nil {
+		return nil, err
+	}
+	switch e := v.(type) {
+	case *a2av1.TaskArtifactUpdateEvent:
+		if e.Artifact != nil && e.Artifact.Parts == nil {
+			e.Artifact.Parts = a2av1.ContentParts{}
+		}
+	case *a2av1.Message:
+		if e.Parts == nil {
+			e.Parts = a2av1.ContentParts{}
+		}
+	}
+	return v, nil
 }

@@ -286,7 +286,7 @@ func v1Events(evs iter.Seq2[legacy.Event, error], release func()) iter.Seq2[a2a.
 				yield(nil, v1Error(err))
 				return
 			}
-			v, err := a2av0.ToV1Event(ev)
+			v, err := egress.A2AV1Event(ev)
 			if err != nil {
 				yield(nil, fmt.Errorf("%w: %v", a2a.ErrInternalError, err))
 				return

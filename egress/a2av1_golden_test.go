@@ -1,0 +1,88 @@
+package egress
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	a2av1 "github.com/a2aproject/a2a-go/v2/a2a"
+)
+
+// TestA2AV1StreamGolden pins the A2A v1.0 wire of a stream: each
+// scenario's frames mapped to events (the mapper every A2A answer uses,
+// with the trpc interaction extension declared and without), converted by
+// the SDK's v0.3 → v1.0 layer as the /a2a/v1 bindings send them, one
+// StreamResponse per line (the result member of each JSON-RPC response, the
+// data of each HTTP+JSON event): no kind discriminators, TASK_STATE_* enums, parts as
+// members, no final flag. -update rewrites testdata/a2av1_stream.
+func TestA2AV1StreamGolden(t *testing.T) {
+	old := now
+	now = func() time.Time { return fixedNow }
+	defer func() { now = old }()
+	for _, sc := range scenarios(t) {
+		if sc.from > 0 || len(sc.frames) == 0 {
+			continue
+		}
+		for _, interaction := range []bool{true, false} {
+			name := sc.name
+			if !interaction {
+				name += "_basic"
+			}
+			t.Run(name, func(t *testing.T) {
+				m := newStreamMapper(reqID(sc), A2AParams{TaskID: "task-002", ContextID: "ctx-001", Interaction: interaction}, 0)
+				ts := fixedNow
+				var out bytes.Buffer
+				write := func(ev a2a.Event) {
+					v1, err := A2AV1Event(ev)
+					if err != nil {
+						t.Fatalf("convert %T: %v", ev, err)
+					}
+					b, err := json.Marshal(a2av1.StreamResponse{Event: v1})
+					if err != nil {
+						t.Fatal(err)
+					}
+					out.Write(b)
+					out.WriteByte('\n')
+				}
+				write(m.statusUpdate(a2a.TaskStateSubmitted, &ts, nil, false))
+				for _, st := range sc.steps {
+					if st.kind != "frame" {
+						continue
+					}
+					evs, err := m.events(sc.frames[st.frame])
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, ev := range evs {
+						write(ev)
+					}
+				}
+				path := filepath.Join("testdata", "a2av1_stream", name+".golden")
+				if *update {
+					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatalf("%v (run with -update)", err)
+				}
+				if !bytes.Equal(out.Bytes(), want) {
+					t.Errorf("%s differs:\n--- got\n%s--- want\n%s", path, out.Bytes(), want)
+				}
+				for _, forbidden := range [][]byte{[]byte(`"kind"`), []byte(`"final"`), []byte(`"parts":null`)} {
+					if bytes.Contains(out.Bytes(), forbidden) {
+						t.Errorf("v1.0 wire carries %s", forbidden)
+					}
+				}
+			})
+		}
+	}
+}
