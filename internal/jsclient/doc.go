@@ -3,5 +3,6 @@
 // JSON-RPC and HTTP+JSON) and 0.3.x (A2A v0.3), pinned in package-lock.json
 // and run by client.mjs under Node.js (node ≥ 20). The test installs the
 // pinned packages with `npm ci` when node_modules is missing (.ci/run does
-// it first).
+// it first). Without node the test is skipped, except under CI=true (which
+// .ci/run sets), where it fails.
 package jsclient

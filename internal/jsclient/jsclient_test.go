@@ -65,7 +65,11 @@ func pipeline(t *testing.T) string {
 func installed(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatal("node (≥ 20) is needed to run the A2A JavaScript SDK's clients: install Node.js (.ci/run has it)")
+		const how = "install Node.js ≥ 20 (Debian: apt-get install nodejs npm; .ci/run does)"
+		if os.Getenv("CI") == "true" {
+			t.Fatal("node not found and CI=true: the JavaScript client test must run in CI; " + how)
+		}
+		t.Skip("node not found: " + how)
 	}
 	if _, err := os.Stat("node_modules/@a2a-js/sdk/package.json"); err == nil {
 		if _, err := os.Stat("node_modules/a2a-js-sdk-03/package.json"); err == nil {
