@@ -138,6 +138,7 @@ func (w *sseErrors) decide() {
 		w.sse = true
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("X-Accel-Buffering", "no")
 	}
 }
 
@@ -290,25 +291,10 @@ func (s *Server) taskNotFound(w http.ResponseWriter, protocol string, req *Reque
 	a2aError(w, req, &Error{Code: -32001, Message: "Task not found"})
 }
 
-// a2aError answers a JSON-RPC error: for the streaming methods
-// (message/stream, tasks/resubscribe, tasks/sendSubscribe) as an SSE
-// stream whose one event carries the error response, as the client reading
-// text/event-stream expects; application/json otherwise.
+// a2aError answers a JSON-RPC error. For the streaming methods a2aCall's
+// sseErrors turns it into the event stream the client asked for.
 func a2aError(w http.ResponseWriter, req *Request, e *Error) {
-	if !a2aStreaming(req.Method) {
-		_ = WriteError(w, req.ID, e)
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	b, err := json.Marshal(ErrorResponse(req.ID, e))
-	if err != nil {
-		return
-	}
-	_, _ = w.Write(append(append([]byte("data: "), b...), '\n', '\n'))
+	_ = WriteError(w, req.ID, e)
 }
 
 // a2aSubmit publishes a message/send, message/stream, tasks/send or
