@@ -22,10 +22,13 @@ import (
 // rpcShape writes a refusal as a JSON-RPC error object (id null) with the
 // failure's HTTP status: A2A clients see the status, AgentVault clients the
 // code.
-func rpcShape(w http.ResponseWriter, f failure) {
+func rpcShape(w http.ResponseWriter, f failure) { rpcRefusal(w, nil, f) }
+
+// rpcRefusal writes f as a JSON-RPC error response with id and f's status.
+func rpcRefusal(w http.ResponseWriter, id json.RawMessage, f failure) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(f.Status)
-	_ = json.NewEncoder(w).Encode(ErrorResponse(nil, &Error{Code: f.RPCCode, Message: f.Message, Data: f.Data}))
+	_ = json.NewEncoder(w).Encode(ErrorResponse(id, &Error{Code: f.RPCCode, Message: f.Message, Data: f.Data}))
 }
 
 // rpcShapeWithID is rpcShape echoing the id of body's call when it is
@@ -38,9 +41,7 @@ func rpcShapeWithID(body []byte) errorShape {
 		if json.Unmarshal(body, &head) != nil || !validRPCID(head.ID) {
 			head.ID = nil
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(f.Status)
-		_ = json.NewEncoder(w).Encode(ErrorResponse(head.ID, &Error{Code: f.RPCCode, Message: f.Message, Data: f.Data}))
+		rpcRefusal(w, head.ID, f)
 	}
 }
 
@@ -435,10 +436,8 @@ func (s *Server) rpcPublishError(w http.ResponseWriter, id json.RawMessage, err 
 		_ = WriteError(w, id, InvalidParams(err.Error()))
 	case errors.Is(err, ErrTooLarge):
 		// Never publishable as it is: 413, as readRPCBody, with the id.
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusRequestEntityTooLarge)
-		_ = json.NewEncoder(w).Encode(ErrorResponse(id, &Error{Code: CodeInvalidRequest, Message: "Invalid Request: " + err.Error(),
-			Data: map[string]any{"code": "body_too_large", "retryable": false}}))
+		rpcRefusal(w, id, failure{Status: http.StatusRequestEntityTooLarge, RPCCode: CodeInvalidRequest, Message: "Invalid Request: " + err.Error(),
+			Data: map[string]any{"code": "body_too_large", "retryable": false}})
 	case errors.Is(err, ErrConflict):
 		// The id is taken by another principal: a conflict that says
 		// nothing of the other's request.
