@@ -158,56 +158,6 @@ func TestA2AClientSendStreamGetCancel(t *testing.T) {
 	}
 }
 
-// TestA2ANonBlockingSendThenCancelPaced: message/send with blocking false
-// answers the task submitted at once; the demo agent, paced from the
-// message metadata, is still running, so tasks/cancel cancels it.
-func TestA2ANonBlockingSendThenCancelPaced(t *testing.T) {
-	p := startPipeline(t)
-	_, c := a2aClient(t, p)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "take your time"})
-	msg.Metadata = map[string]any{"delay_ms": 1000, "frames": 20}
-	blocking := false
-	start := time.Now()
-	res, err := c.SendMessage(ctx, &a2a.MessageSendParams{Message: msg, Config: &a2a.MessageSendConfig{Blocking: &blocking}})
-	if err != nil {
-		t.Fatalf("message/send: %v", err)
-	}
-	task, ok := res.(*a2a.Task)
-	if !ok || task.Status.State != a2a.TaskStateSubmitted || time.Since(start) > 5*time.Second {
-		t.Fatalf("non-blocking message/send answered %T %+v after %v", res, res, time.Since(start))
-	}
-	got, err := c.CancelTask(ctx, &a2a.TaskIDParams{ID: task.ID})
-	if err != nil || got.Status.State != a2a.TaskStateCanceled {
-		t.Fatalf("tasks/cancel: %+v, %v", got, err)
-	}
-}
-
-// TestA2AContinueTaskKeepsContext: message/send with the taskId of an
-// existing task and no contextId continues the task in its own context.
-func TestA2AContinueTaskKeepsContext(t *testing.T) {
-	p := startPipeline(t)
-	_, c := a2aClient(t, p)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := c.SendMessage(ctx, &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "one"})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := res.(*a2a.Task)
-	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "two"})
-	msg.TaskID = first.ID
-	res, err = c.SendMessage(ctx, &a2a.MessageSendParams{Message: msg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := res.(*a2a.Task)
-	if second.ID != first.ID || second.ContextID != first.ContextID {
-		t.Fatalf("continued task %s in context %s, want %s in %s", second.ID, second.ContextID, first.ID, first.ContextID)
-	}
-}
-
 // TestA2ATaskGetKeepsEveryReply: tasks/get rebuilds every turn of a
 // multi-turn task with its text: the last reply in the artifact, earlier
 // replies and the reasoning in history; no part list is empty.
