@@ -130,7 +130,21 @@ func (h *a2av1Handler) call(ctx context.Context) (a2av1Call, error) {
 	if !ok {
 		return c, fmt.Errorf("%w: no caller", a2a.ErrInternalError)
 	}
+	if v := requestedVersion(c.r); v != "" && v != "1" && v != "1.0" && !strings.HasPrefix(v, "1.0.") {
+		return c, fmt.Errorf("%w: A2A-Version %q: this interface serves A2A 1.0 (0.3 is served at /a2a)", a2a.ErrVersionNotSupported, v)
+	}
 	return c, nil
+}
+
+// requestedVersion is the A2A-Version the client asked for: the header, or
+// the request parameter of that name. An absent one is taken as 1.0 here
+// (the spec assumes 0.3 when it is absent; this interface serves 1.0 only,
+// and curl users rarely send it).
+func requestedVersion(r *http.Request) string {
+	if v := strings.TrimSpace(r.Header.Get(a2a.SvcParamVersion)); v != "" {
+		return v
+	}
+	return strings.TrimSpace(r.URL.Query().Get(a2a.SvcParamVersion))
 }
 
 // v1Error maps the pipeline's errors onto the SDK's, whose transports

@@ -247,6 +247,7 @@ func TestA2AV1CancelRunning(t *testing.T) {
 
 // TestA2AV1Errors: what the SDK's client never sends: a v0.3 method on the
 // v1.0 interface (-32601 naming /a2a), a v1.0 method on /a2a (served), an
+// A2A-Version this interface does not serve (VersionNotSupported), an
 // unknown task over REST (404).
 func TestA2AV1Errors(t *testing.T) {
 	p := startPipeline(t)
@@ -266,6 +267,30 @@ func TestA2AV1Errors(t *testing.T) {
 	body, _ = io.ReadAll(r.Body)
 	if !strings.Contains(string(body), `"id":9`) || !strings.Contains(string(body), `"state":"completed"`) {
 		t.Fatalf("v0.3 call naming a v1.0 method in its text: %s", body)
+	}
+	// A2A-Version other than 1.0: VersionNotSupported in each binding.
+	req, _ := http.NewRequest(http.MethodPost, p.url+ingress.A2AV1Path+"/message:send",
+		strings.NewReader(`{"message":{"role":"ROLE_USER","parts":[{"text":"Hello"}],"messageId":"msg-uuid"}}`))
+	req.Header.Set("A2A-Version", "0.5")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "VERSION_NOT_SUPPORTED") {
+		t.Fatalf("REST with A2A-Version 0.5: %d %s", resp.StatusCode, body)
+	}
+	req, _ = http.NewRequest(http.MethodPost, p.url+ingress.A2AV1Path,
+		strings.NewReader(`{"jsonrpc":"2.0","id":3,"method":"GetTask","params":{"id":"x"}}`))
+	req.Header.Set("A2A-Version", "0.3")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"code":-32009`) {
+		t.Fatalf("JSON-RPC with A2A-Version 0.3: %s", body)
 	}
 	r = p.get(t, ingress.A2AV1Path+"/tasks/no-such-task")
 	body, _ = io.ReadAll(r.Body)
