@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync"
@@ -126,6 +127,10 @@ type LimiterConfig struct {
 	RetryAfterFailure time.Duration
 	// MaxAttempts bounds compare-and-set attempts under contention; past it
 	// the request is treated as if the KV were unavailable. Default 16.
+	// Between attempts the replica waits a random time below 0.5 ms, then
+	// 1 ms, 2 ms … (at most 16 ms): without it a replica that must re-read
+	// the key before each write loses every race to one whose state is
+	// fresh, and falls back although the KV is healthy.
 	MaxAttempts int
 	// MaxEntries bounds the per-principal state kept in memory; stale
 	// entries are dropped beyond it. Default 100,000.
@@ -451,6 +456,12 @@ func (l *Limiter) Allow(ctx context.Context, principal string) (Decision, error)
 		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			e.fresh = false // another replica wrote: read and retry
 			lastErr = err
+			if err := casBackoff(opCtx, attempt); err != nil {
+				if ctx.Err() != nil {
+					return Decision{}, ctx.Err()
+				}
+				return l.fallback(e, now, limits, fmt.Errorf("%w after %d compare-and-set conflicts", err, attempt+1))
+			}
 			continue
 		}
 		if ctx.Err() != nil {
@@ -459,6 +470,21 @@ func (l *Limiter) Allow(ctx context.Context, principal string) (Decision, error)
 		return l.fallback(e, now, limits, err)
 	}
 	return l.fallback(e, now, limits, fmt.Errorf("%d compare-and-set conflicts in a row: %w", l.cfg.MaxAttempts, lastErr))
+}
+
+// casBackoff waits a random time below 0.5 ms × 2^attempt (capped at
+// 16 ms) or until ctx ends, so that contending replicas stop colliding in
+// lock step.
+func casBackoff(ctx context.Context, attempt int) error {
+	ceiling := 500 * time.Microsecond << min(attempt, 5)
+	t := time.NewTimer(rand.N(ceiling))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // load reads the principal's key into e.

@@ -165,7 +165,8 @@ func TestRateLimitTwoReplicasShareAndRollOver(t *testing.T) {
 func TestRateLimitConcurrentReplicasExact(t *testing.T) {
 	s := rlRunServer(t)
 	clk := &rlClock{t: rlBase}
-	reps := rlReplicas(t, s, 2, LimiterConfig{Limits: RateLimits{PerMinute: 30, PerHour: 1000, PerDay: 10000}, OpTimeout: 5 * time.Second}, WithLimiterClock(clk.now))
+	reps := rlReplicas(t, s, 2, LimiterConfig{Limits: RateLimits{PerMinute: 30, PerHour: 1000, PerDay: 10000}, OpTimeout: 5 * time.Second}, WithLimiterClock(clk.now),
+		WithLimiterErrorHook(func(err error) { t.Errorf("limiter fell back: %v", err) }))
 	var allowed, degraded atomic.Int64
 	var wg sync.WaitGroup
 	for g := 0; g < 16; g++ {
