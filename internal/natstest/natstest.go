@@ -3,6 +3,7 @@ package natstest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
@@ -307,17 +308,27 @@ func (c *Cluster) shutdown() {
 }
 
 // freePorts returns n distinct loopback ports that were free a moment ago.
+// They are drawn below the kernel's ephemeral range (Linux: from 32768):
+// a port freed here and bound by the node a moment later cannot meanwhile
+// become the local port of some other test's outgoing connection or
+// port-0 listener, which left a node without its route listener ("no
+// client listener after 10s") when the suite ran beside other load.
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	ls := make([]net.Listener, n)
-	ports := make([]int, n)
-	for i := range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("natstest: %v", err)
+	const lo, hi = 20000, 32000
+	ls := make([]net.Listener, 0, n)
+	ports := make([]int, 0, n)
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			t.Fatalf("natstest: no free port in [%d, %d)", lo, hi)
 		}
-		ls[i] = l
-		ports[i] = l.Addr().(*net.TCPAddr).Port
+		port := lo + rand.IntN(hi-lo)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		ls = append(ls, l)
+		ports = append(ports, port)
 	}
 	for _, l := range ls {
 		_ = l.Close()
