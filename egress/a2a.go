@@ -8,6 +8,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
 // A2AParams describes the A2A v0.3 call a response answers.
@@ -321,7 +322,7 @@ func (r *a2aSend) End(err error) error {
 	return r.writeRPC(rpcResult(r.p.JSONRPCID, res))
 }
 
-func (r *a2aSend) writeRPC(v JSONRPCResponse) error {
+func (r *a2aSend) writeRPC(v jsonrpc.Response) error {
 	r.o.Header().Set("Content-Type", "application/json")
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
 // ACPParams describes the ACP session/prompt call a response answers.
@@ -68,7 +69,7 @@ func (r *acpRenderer) Frame(f *Frame) error {
 		if i == len(ups)-1 && !resp.IsFinal {
 			id = seqID(f)
 		}
-		n := JSONRPCNotification{JSONRPC: "2.0", Method: e2a.ACPSessionUpdate,
+		n := jsonrpc.Notification{JSONRPC: "2.0", Method: e2a.ACPSessionUpdate,
 			Params: acp.SessionNotification{SessionId: acp.SessionId(r.p.SessionID), Update: u}}
 		if err := r.emit(id, n); err != nil {
 			return err
@@ -233,7 +234,7 @@ func partToACP(p any) (acp.SessionUpdate, bool) {
 // final frames: e2a.complete → {stopReason: end_turn} (or the result's
 // stopReason), e2a.error cancelled / refusal / max_tokens /
 // max_turn_requests → that stopReason.
-func acpFinal(r *e2a.Response, id json.RawMessage) JSONRPCResponse {
+func acpFinal(r *e2a.Response, id json.RawMessage) jsonrpc.Response {
 	if len(id) == 0 {
 		id = r.JSONRPCID
 	}
@@ -270,7 +271,7 @@ func acpFinal(r *e2a.Response, id json.RawMessage) JSONRPCResponse {
 // any other kind. An e2a.error becomes the error its external member
 // describes when that is an ACP error, else -32603 with the E2A code,
 // details and retryable in data.
-func E2AResponseToACPJSONRPCResponse(r *e2a.Response) (*JSONRPCResponse, bool) {
+func E2AResponseToACPJSONRPCResponse(r *e2a.Response) (*jsonrpc.Response, bool) {
 	switch r.ResponseKind {
 	case e2a.KindACPPromptRes:
 		body, err := r.BodyMap()
@@ -294,7 +295,7 @@ func E2AResponseToACPJSONRPCResponse(r *e2a.Response) (*JSONRPCResponse, bool) {
 		if err != nil {
 			return nil, false
 		}
-		e := &JSONRPCError{Code: JSONRPCInternalError, Data: body["data"]}
+		e := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Data: body["data"]}
 		if n, ok := body["code"].(json.Number); ok {
 			if c, err := n.Int64(); err == nil {
 				e.Code = int(c)
@@ -309,7 +310,7 @@ func E2AResponseToACPJSONRPCResponse(r *e2a.Response) (*JSONRPCResponse, bool) {
 			return nil, false
 		}
 		if b.External != nil && b.External["protocol"] == "acp" {
-			e := &JSONRPCError{Code: JSONRPCInternalError, Message: b.Message, Data: b.External["data"]}
+			e := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: b.Message, Data: b.External["data"]}
 			if n, ok := b.External["code"].(json.Number); ok {
 				if c, err := n.Int64(); err == nil {
 					e.Code = int(c)
@@ -326,7 +327,7 @@ func E2AResponseToACPJSONRPCResponse(r *e2a.Response) (*JSONRPCResponse, bool) {
 		if len(b.Details) > 0 {
 			data["details"] = b.Details
 		}
-		out := rpcError(r.JSONRPCID, &JSONRPCError{Code: JSONRPCInternalError, Message: b.Message, Data: data})
+		out := rpcError(r.JSONRPCID, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: b.Message, Data: data})
 		return &out, true
 	}
 	return nil, false
@@ -365,7 +366,7 @@ func FillProjections(r *e2a.Response) *e2a.Response {
 	} else if resp, ok := E2AResponseToACPJSONRPCResponse(r); ok {
 		p["acp"] = roundTrip(resp)
 	} else if ups, err := ACPUpdates(r); err == nil && len(ups) > 0 {
-		p["acp"] = roundTrip(JSONRPCNotification{JSONRPC: "2.0", Method: e2a.ACPSessionUpdate,
+		p["acp"] = roundTrip(jsonrpc.Notification{JSONRPC: "2.0", Method: e2a.ACPSessionUpdate,
 			Params: acp.SessionNotification{SessionId: acp.SessionId(r.SessionID), Update: ups[0]}})
 	}
 	if sp, ok := E2AResponseToA2AStreamPayload(r); ok {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
 // script writes the frames of a demo-like agent: reasoning, a tool call and
@@ -114,14 +115,15 @@ func (s *a2aTestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		ids := s.task[string(p.ID)]
 		s.mu.Unlock()
-		s.h.svc.ServeA2ATaskGet(w, r, req.ID, string(p.ID), "ctx-1", ids, p.HistoryLength)
+		t, err := s.h.svc.A2ATask(r.Context(), string(p.ID), "ctx-1", ids, p.HistoryLength)
+		writeTaskRPC(w, req.ID, t, err)
 	case "tasks/cancel":
 		var p a2a.TaskIDParams
 		_ = json.Unmarshal(req.Params, &p)
 		s.mu.Lock()
 		ids := s.task[string(p.ID)]
 		s.mu.Unlock()
-		s.h.svc.ServeA2ACancel(w, r, req.ID, string(p.ID), "ctx-1", ids, func(ctx context.Context, requestID string) error {
+		t, err := s.h.svc.A2ACancel(r.Context(), string(p.ID), "ctx-1", ids, func(ctx context.Context, requestID string) error {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			for msgID, ch := range s.canc {
@@ -131,8 +133,9 @@ func (s *a2aTestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			return nil
 		})
+		writeTaskRPC(w, req.ID, t, err)
 	default:
-		writeRPC(w, rpcError(req.ID, &JSONRPCError{Code: JSONRPCMethodNotFound, Message: "method not found"}))
+		writeRPC(w, rpcError(req.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found"}))
 	}
 }
 
@@ -346,7 +349,7 @@ func TestACPClient(t *testing.T) {
 				}
 				continue
 			default:
-				out, _ = json.Marshal(rpcError(req.ID, &JSONRPCError{Code: JSONRPCMethodNotFound, Message: "method not found"}))
+				out, _ = json.Marshal(rpcError(req.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found"}))
 			}
 			_, _ = toClientW.Write(append(out, '\n'))
 		}
@@ -391,4 +394,13 @@ func TestACPClient(t *testing.T) {
 	}
 	toAgentW.Close()
 	toClientW.Close()
+}
+
+// writeTaskRPC answers a tasks/get or tasks/cancel as ingress does.
+func writeTaskRPC(w http.ResponseWriter, id json.RawMessage, t *a2a.Task, err error) {
+	if err != nil {
+		writeRPC(w, rpcError(id, A2AError(err)))
+		return
+	}
+	writeRPC(w, rpcResult(id, t))
 }

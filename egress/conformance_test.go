@@ -17,6 +17,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -485,7 +486,7 @@ func checkA2AStream(t *testing.T, sc scenario, status int, body []byte) {
 			JSONRPC string          `json:"jsonrpc"`
 			ID      string          `json:"id"`
 			Result  json.RawMessage `json:"result"`
-			Error   *JSONRPCError   `json:"error"`
+			Error   *jsonrpc.Error  `json:"error"`
 		}
 		if err := json.Unmarshal([]byte(ev.Data), &resp); err != nil || resp.JSONRPC != "2.0" || resp.ID != "req-002" {
 			t.Fatalf("bad JSON-RPC response %s: %v", ev.Data, err)
@@ -513,7 +514,7 @@ func checkA2ASend(t *testing.T, sc scenario, status int, body []byte) {
 	var resp struct {
 		ID     string          `json:"id"`
 		Result json.RawMessage `json:"result"`
-		Error  *JSONRPCError   `json:"error"`
+		Error  *jsonrpc.Error  `json:"error"`
 	}
 	if err := json.Unmarshal(bytes.TrimSpace(body), &resp); err != nil || resp.ID != "req-001" {
 		t.Fatalf("bad response %s: %v", body, err)
@@ -579,7 +580,7 @@ func checkACP(t *testing.T, sc scenario, status int, body []byte) {
 			Params json.RawMessage `json:"params"`
 			ID     json.RawMessage `json:"id"`
 			Result json.RawMessage `json:"result"`
-			Error  *JSONRPCError   `json:"error"`
+			Error  *jsonrpc.Error  `json:"error"`
 		}
 		if err := json.Unmarshal(m, &probe); err != nil {
 			t.Fatal(err)

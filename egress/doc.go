@@ -63,15 +63,20 @@
 // For existing tasks (request ids from the E2A_TASKS index ingress keeps):
 //
 //	svc.ServeA2AResubscribe(w, r, requestID, A2AParams{…})
-//	svc.ServeA2ATaskGet(w, r, jsonrpcID, taskID, contextID, requestIDs, historyLength)
-//	svc.ServeA2ACancel(w, r, jsonrpcID, taskID, contextID, requestIDs, cancel)  // -32002 if final
-//	svc.ServeAgentVaultStream(w, r, requestID, AgentVaultParams{…})              // tasks/sendSubscribe
-//	svc.ServeAgentVaultTaskGet(w, r, jsonrpcID, taskID, requestIDs)
-//	svc.ServeAgentVaultCancel(w, r, jsonrpcID, requestIDs, cancel)
+//	svc.ServeAgentVaultStream(w, r, requestID, AgentVaultParams{…}) // tasks/sendSubscribe
 //
-// cancel is a [CancelFunc] publishing the cancel on the control subject;
-// [Service.CancelRequest] and [Service.A2ATask] are the same without HTTP.
-// JSON-RPC answers are always HTTP 200 with the protocol's error codes
+// The answers that are one value are returned, not written, so that any
+// transport (one HTTP answer, a batch element, gRPC) can carry them:
+//
+//	svc.A2ATask(ctx, taskID, contextID, requestIDs, historyLength)  // tasks/get, GetTask
+//	svc.A2ACancel(ctx, taskID, contextID, requestIDs, cancel)       // ErrNotCancelable if final
+//	svc.A2AResult(ctx, requestID, A2AParams{…})                     // message/send in a batch, SendMessage
+//	svc.AgentVaultTaskOf(ctx, taskID, requestIDs)
+//	svc.AgentVaultCancel(ctx, requestIDs, cancel)
+//
+// cancel is a [CancelFunc] publishing the cancel on the control subject.
+// Their errors map to each protocol's JSON-RPC error with [A2AError],
+// [AgentVaultError] and [ACPError]. JSON-RPC answers are always HTTP 200 with the protocol's error codes
 // ([A2AError]: -32001 not found, -32002 not cancelable, -32602, -32603;
 // [AgentVaultError]: -32000…-32004; [ACPError]). Every stream resumes from
 // Last-Event-ID (the SSE id of the last event of a frame is its sequence) or

@@ -10,6 +10,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
 // ServeA2AStream answers A2A message/stream for a request ingress just
@@ -100,17 +101,6 @@ func (s *Service) A2ATask(ctx context.Context, taskID, contextID string, request
 	return BuildA2ATask(taskID, contextID, reqs, historyLength), nil
 }
 
-// ServeA2ATaskGet answers A2A tasks/get: the JSON-RPC result is the Task
-// rebuilt from requestIDs, or -32001 when none exists.
-func (s *Service) ServeA2ATaskGet(w http.ResponseWriter, r *http.Request, jsonrpcID json.RawMessage, taskID, contextID string, requestIDs []string, historyLength *int) {
-	t, err := s.A2ATask(r.Context(), taskID, contextID, requestIDs, historyLength)
-	if err != nil {
-		writeRPC(w, rpcError(jsonrpcID, A2AError(err)))
-		return
-	}
-	writeRPC(w, rpcResult(jsonrpcID, t))
-}
-
 // CancelFunc asks the worker holding requestID to stop (ingress publishes
 // the cancel on the request's control subject).
 type CancelFunc func(ctx context.Context, requestID string) error
@@ -164,26 +154,18 @@ func (s *Service) CancelRequest(ctx context.Context, requestID string, cancel Ca
 	return true, nil
 }
 
-// ServeA2ACancel answers A2A tasks/cancel: -32002 when the task's last
-// request is already final, else cancel is called, the final frame
-// awaited, and the result is the Task (state canceled once the worker
-// stopped).
-func (s *Service) ServeA2ACancel(w http.ResponseWriter, r *http.Request, jsonrpcID json.RawMessage, taskID, contextID string, requestIDs []string, cancel CancelFunc) {
-	ctx := r.Context()
+// A2ACancel answers A2A tasks/cancel (v0.3 and v1.0): ErrNotCancelable
+// when the task's last request is already final, ErrNotFound when it has
+// none; otherwise cancel is called, the final frame awaited, and the Task
+// returned (state canceled once the worker stopped).
+func (s *Service) A2ACancel(ctx context.Context, taskID, contextID string, requestIDs []string, cancel CancelFunc) (*a2a.Task, error) {
 	if len(requestIDs) == 0 {
-		writeRPC(w, rpcError(jsonrpcID, A2AError(ErrNotFound)))
-		return
+		return nil, ErrNotFound
 	}
 	if _, err := s.CancelRequest(ctx, requestIDs[len(requestIDs)-1], cancel); err != nil {
-		writeRPC(w, rpcError(jsonrpcID, A2AError(err)))
-		return
+		return nil, err
 	}
-	t, err := s.A2ATask(ctx, taskID, contextID, requestIDs, nil)
-	if err != nil {
-		writeRPC(w, rpcError(jsonrpcID, A2AError(err)))
-		return
-	}
-	writeRPC(w, rpcResult(jsonrpcID, t))
+	return s.A2ATask(ctx, taskID, contextID, requestIDs, nil)
 }
 
 // ServeAgentVaultStream answers AgentVault tasks/sendSubscribe for the
@@ -200,39 +182,42 @@ func (s *Service) ServeAgentVaultStream(w http.ResponseWriter, r *http.Request, 
 	s.Stream(r.Context(), o, rend, FormatAgentVaultSSE, requestID, from)
 }
 
-// ServeAgentVaultTaskGet answers AgentVault tasks/get with its Task shape,
-// or -32001.
-func (s *Service) ServeAgentVaultTaskGet(w http.ResponseWriter, r *http.Request, jsonrpcID json.RawMessage, taskID string, requestIDs []string) {
-	reqs, err := s.loadRequests(r.Context(), requestIDs)
+// AgentVaultTaskOf answers AgentVault tasks/get: the task rebuilt from
+// requestIDs in the profile's Task shape, or ErrNotFound.
+func (s *Service) AgentVaultTaskOf(ctx context.Context, taskID string, requestIDs []string) (AVTask, error) {
+	reqs, err := s.loadRequests(ctx, requestIDs)
 	if err != nil {
-		writeRPC(w, rpcError(jsonrpcID, AgentVaultError(err)))
-		return
+		return AVTask{}, err
 	}
 	created := ""
 	if reqs[0].Envelope != nil {
 		created = reqs[0].Envelope.Timestamp
 	}
-	writeRPC(w, rpcResult(jsonrpcID, AgentVaultTask(BuildA2ATask(taskID, "", reqs, nil), created)))
+	return AgentVaultTask(BuildA2ATask(taskID, "", reqs, nil), created), nil
 }
 
-// ServeAgentVaultCancel answers AgentVault tasks/cancel: {success, message}
-// once the cancel is sent, -32004 when the task is already final, -32001
-// when unknown.
-func (s *Service) ServeAgentVaultCancel(w http.ResponseWriter, r *http.Request, jsonrpcID json.RawMessage, requestIDs []string, cancel CancelFunc) {
+// AgentVaultCancelResult is the result of AgentVault tasks/cancel.
+type AgentVaultCancelResult struct {
+	Success bool   `json:"success"`
+	Message string `json:"message"`
+}
+
+// AgentVaultCancel answers AgentVault tasks/cancel: the result once the
+// cancel is sent, ErrNotCancelable when the task is already final,
+// ErrNotFound when it has no request.
+func (s *Service) AgentVaultCancel(ctx context.Context, requestIDs []string, cancel CancelFunc) (AgentVaultCancelResult, error) {
 	if len(requestIDs) == 0 {
-		writeRPC(w, rpcError(jsonrpcID, AgentVaultError(ErrNotFound)))
-		return
+		return AgentVaultCancelResult{}, ErrNotFound
 	}
-	canceled, err := s.CancelRequest(r.Context(), requestIDs[len(requestIDs)-1], cancel)
+	canceled, err := s.CancelRequest(ctx, requestIDs[len(requestIDs)-1], cancel)
 	if err != nil {
-		writeRPC(w, rpcError(jsonrpcID, AgentVaultError(err)))
-		return
+		return AgentVaultCancelResult{}, err
 	}
 	msg := "Cancellation request received."
 	if canceled {
 		msg = "Task canceled."
 	}
-	writeRPC(w, rpcResult(jsonrpcID, map[string]any{"success": true, "message": msg}))
+	return AgentVaultCancelResult{Success: true, Message: msg}, nil
 }
 
 // ServeACP answers ACP session/prompt for a request ingress just accepted:
@@ -265,10 +250,10 @@ func (s *Service) ServeA2E(w http.ResponseWriter, r *http.Request, requestID str
 	s.Stream(r.Context(), o, rend, FormatA2ENDJSON, requestID, from, WithoutRequestCheck())
 }
 
-func writeRPC(w http.ResponseWriter, v JSONRPCResponse) {
+func writeRPC(w http.ResponseWriter, v jsonrpc.Response) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		b, _ = json.Marshal(rpcError(v.ID, &JSONRPCError{Code: JSONRPCInternalError, Message: err.Error()}))
+		b, _ = json.Marshal(rpcError(v.ID, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)

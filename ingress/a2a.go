@@ -15,6 +15,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
@@ -28,7 +29,7 @@ func rpcShape(w http.ResponseWriter, f failure) { rpcRefusal(w, nil, f) }
 func rpcRefusal(w http.ResponseWriter, id json.RawMessage, f failure) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(f.Status)
-	_ = json.NewEncoder(w).Encode(ErrorResponse(id, &Error{Code: f.RPCCode, Message: f.Message, Data: f.Data}))
+	_ = json.NewEncoder(w).Encode(jsonrpc.ErrorResponse(id, &Error{Code: f.RPCCode, Message: f.Message, Data: f.Data}))
 }
 
 // rpcShapeWithID is rpcShape echoing the id of body's call when it is
@@ -111,11 +112,11 @@ func (s *Server) readRPCBody(w http.ResponseWriter, r *http.Request) ([]byte, bo
 	if _, err := buf.ReadFrom(r.Body); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			rpcShape(w, failure{Status: http.StatusRequestEntityTooLarge, RPCCode: CodeInvalidRequest,
+			rpcShape(w, failure{Status: http.StatusRequestEntityTooLarge, RPCCode: jsonrpc.CodeInvalidRequest,
 				Message: "Invalid Request: body exceeds " + strconv.FormatInt(s.opts.maxBody, 10) + " bytes"})
 			return nil, false
 		}
-		rpcShape(w, failure{Status: http.StatusBadRequest, RPCCode: CodeParseError, Message: "Parse error: could not read the body"})
+		rpcShape(w, failure{Status: http.StatusBadRequest, RPCCode: jsonrpc.CodeParseError, Message: "Parse error: could not read the body"})
 		return nil, false
 	}
 	return buf.Bytes(), true
@@ -165,9 +166,9 @@ func (w *sseErrors) Write(b []byte) (int, error) {
 func (w *sseErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // a2aCall answers one A2A or AgentVault JSON-RPC request.
-func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, req *Request) {
-	if a2aStreaming(req.Method) {
-		w = &sseErrors{ResponseWriter: w}
+func (s *Server) a2aCall(rep rpcReply, r *http.Request, p Principal, req *Request) {
+	if sw := rep.Stream(); sw != nil && a2aStreaming(req.Method) {
+		rep = httpReply{w: &sseErrors{ResponseWriter: sw}, id: req.ID}
 	}
 	// The request is already decoded: the adapters read it as is, with no
 	// second encode and parse.
@@ -199,42 +200,46 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 		res, err = s.opts.norm.FromA2A(in)
 	}
 	if err != nil {
-		a2aError(w, req, &Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()})
+		rep.Error(&Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()})
 		return
 	}
 	env := res.Envelope
 	switch res.Op {
 	case normalizer.OpSubmit:
-		s.a2aSubmit(w, r, p, protocol, res, req)
+		s.a2aSubmit(rep, r, p, protocol, res, req)
 	case normalizer.OpQuery:
 		rec, gerr := s.ownedRecord(r.Context(), p, KindTask, env.TaskID, tenant.Read)
 		if gerr != nil {
-			s.taskNotFound(w, protocol, req, env.TaskID)
+			taskNotFound(rep, protocol, env.TaskID)
 			return
 		}
 		if protocol == normalizer.ProtocolAgentVault {
-			s.egress.ServeAgentVaultTaskGet(w, r, req.ID, rec.ID, rec.RequestIDs)
+			answer(rep, egress.AgentVaultError)(s.egress.AgentVaultTaskOf(r.Context(), rec.ID, rec.RequestIDs))
 			return
 		}
-		s.egress.ServeA2ATaskGet(w, r, req.ID, rec.ID, rec.ContextID, rec.RequestIDs, historyLength(env))
+		answer(rep, egress.A2AError)(s.egress.A2ATask(r.Context(), rec.ID, rec.ContextID, rec.RequestIDs, historyLength(env)))
 	case normalizer.OpCancel:
 		rec, gerr := s.ownedRecord(r.Context(), p, KindTask, env.TaskID, tenant.Write)
 		if gerr != nil {
-			s.taskNotFound(w, protocol, req, env.TaskID)
+			taskNotFound(rep, protocol, env.TaskID)
 			return
 		}
 		if protocol == normalizer.ProtocolAgentVault {
-			s.egress.ServeAgentVaultCancel(w, r, req.ID, rec.RequestIDs, s.cancel)
+			answer(rep, egress.AgentVaultError)(s.egress.AgentVaultCancel(r.Context(), rec.RequestIDs, s.cancel))
 			return
 		}
-		s.egress.ServeA2ACancel(w, r, req.ID, rec.ID, rec.ContextID, rec.RequestIDs, s.cancel)
+		answer(rep, egress.A2AError)(s.egress.A2ACancel(r.Context(), rec.ID, rec.ContextID, rec.RequestIDs, s.cancel))
 	case normalizer.OpSubscribe:
 		rec, gerr := s.ownedRecord(r.Context(), p, KindTask, env.TaskID, tenant.Read)
 		if gerr != nil {
-			s.taskNotFound(w, protocol, req, env.TaskID)
+			taskNotFound(rep, protocol, env.TaskID)
 			return
 		}
-		release, ok := s.acquireStream(w, p, rpcShape)
+		w := rep.Stream()
+		if w == nil {
+			return // a notification: nothing to follow
+		}
+		release, ok := s.rpcStreamSlot(rep, p)
 		if !ok {
 			return
 		}
@@ -246,7 +251,19 @@ func (s *Server) a2aCall(w http.ResponseWriter, r *http.Request, p Principal, re
 		s.egress.ServeA2AResubscribe(w, r, rec.LastRequest(), egress.A2AParams{JSONRPCID: req.ID, TaskID: rec.ID, ContextID: rec.ContextID,
 			Interaction: interaction(r, env)})
 	default:
-		_ = WriteError(w, req.ID, MethodNotFound(req.Method))
+		rep.Error(jsonrpc.MethodNotFound(req.Method))
+	}
+}
+
+// answer returns the function that answers a result, or its error mapped
+// with toRPC.
+func answer(rep rpcReply, toRPC func(error) *Error) func(any, error) {
+	return func(v any, err error) {
+		if err != nil {
+			rep.Error(toRPC(err))
+			return
+		}
+		rep.Result(v)
 	}
 }
 
@@ -284,29 +301,25 @@ var a2aV1Methods = []string{"SendMessage", "SendStreamingMessage", "GetTask", "L
 // a2aV1Method reports the A2A v1.0 JSON-RPC method names.
 func a2aV1Method(m string) bool { return slices.Contains(a2aV1Methods, m) }
 
-func (s *Server) taskNotFound(w http.ResponseWriter, protocol string, req *Request, taskID string) {
+// taskNotFound answers an unknown task (or another principal's) in the
+// protocol's words.
+func taskNotFound(rep rpcReply, protocol string, taskID string) {
 	if protocol == normalizer.ProtocolAgentVault {
-		a2aError(w, req, &Error{Code: -32001, Message: "Task not found: " + taskID})
+		rep.Error(&Error{Code: jsonrpc.CodeAVTaskNotFound, Message: "Task not found: " + taskID})
 		return
 	}
-	a2aError(w, req, &Error{Code: -32001, Message: "Task not found"})
-}
-
-// a2aError answers a JSON-RPC error. For the streaming methods a2aCall's
-// sseErrors turns it into the event stream the client asked for.
-func a2aError(w http.ResponseWriter, req *Request, e *Error) {
-	_ = WriteError(w, req.ID, e)
+	rep.Error(&Error{Code: jsonrpc.CodeA2ATaskNotFound, Message: "Task not found"})
 }
 
 // a2aSubmit publishes a message/send, message/stream, tasks/send or
 // tasks/sendSubscribe request, records it on its task, and hands the answer
 // to egress.
-func (s *Server) a2aSubmit(w http.ResponseWriter, r *http.Request, p Principal, protocol string, res *normalizer.Result, req *Request) {
+func (s *Server) a2aSubmit(rep rpcReply, r *http.Request, p Principal, protocol string, res *normalizer.Result, req *Request) {
 	env := res.Envelope
 	if env.TaskID != "" && continued(env) {
 		rec, err := s.ownedRecord(r.Context(), p, KindTask, env.TaskID, tenant.Write)
 		if err != nil {
-			s.taskNotFound(w, protocol, req, env.TaskID)
+			taskNotFound(rep, protocol, env.TaskID)
 			return
 		}
 		// A continued task keeps its context when the message names none
@@ -319,21 +332,20 @@ func (s *Server) a2aSubmit(w http.ResponseWriter, r *http.Request, p Principal, 
 		// A new context is recorded as the caller's; one the client chose
 		// must be the caller's own already.
 		if err := s.claimContext(r.Context(), p, env.ContextID); err != nil {
-			s.rpcPublishError(w, req.ID, err)
+			s.rpcPublishError(rep, err)
 			return
 		}
 	}
-	streaming := a2aStreaming(req.Method)
-	var release func()
-	if streaming {
-		var ok bool
-		if release, ok = s.acquireStream(w, p, rpcShape); !ok {
+	w := rep.Stream()
+	if w != nil && a2aStreaming(req.Method) {
+		release, ok := s.rpcStreamSlot(rep, p)
+		if !ok {
 			return
 		}
 		defer release()
 	}
 	submitted := time.Now()
-	acc, ok := s.publishRPC(w, r, p, res.Pool, env, req.ID)
+	acc, ok := s.publishRPC(rep, r, p, res.Pool, env)
 	if !ok {
 		return
 	}
@@ -343,8 +355,16 @@ func (s *Server) a2aSubmit(w http.ResponseWriter, r *http.Request, p Principal, 
 			s.opts.log.Warn("task index update failed", "task_id", env.TaskID, "request_id", acc.RequestID, "err", err)
 		}
 	}
+	if req.IsNotification() {
+		return // published; nothing to answer
+	}
+	params := egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, HistoryLength: historyLength(env),
+		AcceptedOutputModes: env.ExpectedOutputModes, Interaction: interaction(r, env)}
 	switch req.Method {
 	case normalizer.A2AMessageStream:
+		if w == nil {
+			return
+		}
 		s.egress.ServeA2AStream(w, r, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
 			AcceptedOutputModes: env.ExpectedOutputModes, Interaction: interaction(r, env)})
 	case normalizer.A2AMessageSend:
@@ -354,15 +374,23 @@ func (s *Server) a2aSubmit(w http.ResponseWriter, r *http.Request, p Principal, 
 			t := egress.BuildA2ATask(env.TaskID, env.ContextID, []egress.A2ARequest{{Envelope: env}}, historyLength(env))
 			ts := submitted.UTC()
 			t.Status.Timestamp = &ts
-			_ = WriteResult(w, req.ID, t)
+			rep.Result(t)
 			return
 		}
-		s.egress.ServeA2ASend(w, r, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, HistoryLength: historyLength(env),
-			AcceptedOutputModes: env.ExpectedOutputModes, Interaction: interaction(r, env)})
+		if w != nil {
+			// One HTTP answer: rendered as the frames come, with blank
+			// lines while the agent is idle.
+			s.egress.ServeA2ASend(w, r, acc.RequestID, params)
+			return
+		}
+		answer(rep, egress.A2AError)(s.egress.A2AResult(r.Context(), acc.RequestID, params, egress.WithoutRequestCheck()))
 	case normalizer.AVTasksSendSubscribe:
+		if w == nil {
+			return
+		}
 		s.egress.ServeAgentVaultStream(w, r, acc.RequestID, egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: env.TaskID})
 	default: // tasks/send
-		_ = WriteResult(w, req.ID, map[string]string{"id": env.TaskID})
+		rep.Result(map[string]string{"id": env.TaskID})
 	}
 }
 
@@ -411,41 +439,41 @@ func historyLength(env *e2a.Envelope) *int {
 
 // publishRPC publishes env for p and answers JSON-RPC errors itself on
 // failure.
-func (s *Server) publishRPC(w http.ResponseWriter, r *http.Request, p Principal, pool string, env *e2a.Envelope, id json.RawMessage) (Accepted, bool) {
+func (s *Server) publishRPC(rep rpcReply, r *http.Request, p Principal, pool string, env *e2a.Envelope) (Accepted, bool) {
 	start := time.Now()
 	acc, err := s.publish(r.Context(), p, pool, env)
 	s.metrics.publish.Observe(time.Since(start).Seconds())
 	if err != nil {
-		s.rpcPublishError(w, id, err)
+		s.rpcPublishError(rep, err)
 		return acc, false
 	}
 	if acc.Warning != "" {
-		w.Header().Set(HeaderWarning, acc.Warning)
+		rep.Header().Set(HeaderWarning, acc.Warning)
 	}
 	return acc, true
 }
 
 // rpcPublishError answers an error of publish or claimContext on a
 // JSON-RPC endpoint.
-func (s *Server) rpcPublishError(w http.ResponseWriter, id json.RawMessage, err error) {
+func (s *Server) rpcPublishError(rep rpcReply, err error) {
 	switch {
 	case errors.Is(err, context.Canceled):
 		// The caller went away (or, on stdio, cancelled the call, which
 		// answers -32800 itself): nothing to answer.
 	case errors.Is(err, ErrInvalidPool), errors.Is(err, ErrUnknownPool):
-		_ = WriteError(w, id, InvalidParams(err.Error()))
+		rep.Error(jsonrpc.InvalidParams(err.Error()))
 	case errors.Is(err, ErrTooLarge):
 		// Never publishable as it is: 413, as readRPCBody, with the id.
-		rpcRefusal(w, id, failure{Status: http.StatusRequestEntityTooLarge, RPCCode: CodeInvalidRequest, Message: "Invalid Request: " + err.Error(),
+		rep.Refuse(failure{Status: http.StatusRequestEntityTooLarge, RPCCode: jsonrpc.CodeInvalidRequest, Message: "Invalid Request: " + err.Error(),
 			Data: map[string]any{"code": "body_too_large", "retryable": false}})
 	case errors.Is(err, ErrConflict):
 		// The id is taken by another principal: a conflict that says
 		// nothing of the other's request.
-		_ = WriteError(w, id, &Error{Code: CodeInvalidParams, Message: "Invalid params: the id (Idempotency-Key or contextId) is already in use; choose another",
+		rep.Error(&Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: the id (Idempotency-Key or contextId) is already in use; choose another",
 			Data: map[string]any{"conflict": true, "retryable": false}})
 	default:
-		w.Header().Set("Retry-After", "1")
-		rpcShape(w, failure{Status: http.StatusServiceUnavailable, RPCCode: CodeInternalError,
+		rep.Header().Set("Retry-After", "1")
+		rep.Refuse(failure{Status: http.StatusServiceUnavailable, RPCCode: jsonrpc.CodeInternalError,
 			Message: "the pipeline could not accept the request; retry later", Data: map[string]any{"retryable": true}})
 	}
 }

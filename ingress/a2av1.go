@@ -23,6 +23,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
@@ -66,7 +67,7 @@ func a2av1From(ctx context.Context) (a2av1Call, bool) {
 // a2av1Handlers returns the v1.0 JSON-RPC and HTTP+JSON handlers: both
 // authenticate and rate-limit with the gate (refusals in each binding's
 // error shape) before the SDK's transport decodes anything.
-func (s *Server) a2av1Handlers() (jsonrpc, rest http.Handler) {
+func (s *Server) a2av1Handlers() (rpcHandler, restHandler http.Handler) {
 	h := &a2av1Handler{s: s}
 	opts := []a2asrv.TransportOption{a2asrv.WithTransportKeepAlive(s.egress.Heartbeat())}
 	rpc := a2asrv.NewJSONRPCHandler(h, opts...)
@@ -90,7 +91,7 @@ func (s *Server) a2av1Handlers() (jsonrpc, rest http.Handler) {
 				// found").
 				body, err := io.ReadAll(r.Body)
 				if err != nil {
-					rpcShape(rec, failure{Status: http.StatusRequestEntityTooLarge, RPCCode: CodeInvalidRequest,
+					rpcShape(rec, failure{Status: http.StatusRequestEntityTooLarge, RPCCode: jsonrpc.CodeInvalidRequest,
 						Message: "Invalid Request: body exceeds " + strconv.FormatInt(s.opts.maxBody, 10) + " bytes"})
 					return
 				}
@@ -99,8 +100,8 @@ func (s *Server) a2av1Handlers() (jsonrpc, rest http.Handler) {
 					Method string          `json:"method"`
 				}
 				if json.Unmarshal(body, &head) == nil && strings.Contains(head.Method, "/") {
-					_ = WriteError(rec, head.ID, &Error{Code: CodeMethodNotFound, Message: "Method not found: " +
-						truncateForMessage(head.Method) + ": a method of A2A v0.3, served at /a2a (this endpoint speaks A2A v1.0)"})
+					_ = jsonrpc.WriteError(rec, head.ID, &Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found: " +
+						jsonrpc.QuoteForMessage(head.Method) + ": a method of A2A v0.3, served at /a2a (this endpoint speaks A2A v1.0)"})
 					return
 				}
 				r.Body = io.NopCloser(bytes.NewReader(body))
@@ -276,15 +277,9 @@ func (h *a2av1Handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMe
 // stream takes one of the principal's stream slots.
 func (h *a2av1Handler) stream(ctx context.Context) (func(), bool) {
 	c, _ := a2av1From(ctx)
-	return h.s.acquireStream(discard{}, c.p, func(http.ResponseWriter, failure) {})
+	release, f := h.s.streamSlot(c.p)
+	return release, f == nil
 }
-
-// discard is a ResponseWriter for a refusal answered otherwise.
-type discard struct{}
-
-func (discard) Header() http.Header         { return http.Header{} }
-func (discard) Write(b []byte) (int, error) { return len(b), nil }
-func (discard) WriteHeader(int)             {}
 
 func errSeq(err error) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) { yield(nil, err) }

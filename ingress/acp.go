@@ -15,6 +15,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -62,13 +63,6 @@ import (
 // session of another principal is unknown. Auth failures use ACP's -32000
 // (authentication required) with HTTP 401.
 
-// ACP error codes beyond JSON-RPC's.
-const (
-	ACPCodeAuthRequired     = -32000
-	ACPCodeResourceNotFound = -32002
-	ACPCodeRequestCancelled = -32800
-)
-
 // ACPProtocolVersion is the ACP protocol version this front door speaks.
 const ACPProtocolVersion = 1
 
@@ -87,8 +81,8 @@ type acpSessionConfig struct {
 // acpShape writes a refusal as a JSON-RPC error (id null) with the HTTP
 // status, using ACP's "authentication required" code for 401.
 func acpShape(w http.ResponseWriter, f failure) {
-	if f.RPCCode == CodeAuthenticationError {
-		f.RPCCode = ACPCodeAuthRequired
+	if f.RPCCode == jsonrpc.CodeAuthentication {
+		f.RPCCode = jsonrpc.CodeACPAuthRequired
 	}
 	rpcShape(w, f)
 }
@@ -129,42 +123,42 @@ type stdioKey struct{}
 
 // acpCall answers one ACP request; for a notification (no id) it acts but
 // writes nothing worth reading and never waits for an agent.
-func (s *Server) acpCall(w http.ResponseWriter, r *http.Request, p Principal, req *Request) {
+func (s *Server) acpCall(rep rpcReply, r *http.Request, p Principal, req *Request) {
 	in := s.input(r, nil, p, r.URL.Query().Get("agent"))
 	in.RPC = &normalizer.RPCRequest{ID: req.ID, Method: req.Method, Params: req.Params}
 	if r.Context().Value(stdioKey{}) != nil {
 		in.Channel = "stdio"
 	}
 	if acpNotImplemented[req.Method] {
-		_ = WriteError(w, req.ID, MethodNotFound(req.Method))
+		rep.Error(jsonrpc.MethodNotFound(req.Method))
 		return
 	}
 	res, err := s.opts.norm.FromACP(in)
 	if err != nil {
-		_ = WriteError(w, req.ID, &Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()})
+		rep.Error(&Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()})
 		return
 	}
 	switch req.Method {
 	case e2a.ACPInitialize:
-		s.acpInitialize(w, req)
+		s.acpInitialize(rep, req)
 	case e2a.ACPAuthenticate:
-		s.acpAuthenticate(w, req)
+		s.acpAuthenticate(rep, req)
 	case acp.AgentMethodLogout:
-		_ = WriteResult(w, req.ID, map[string]any{})
+		rep.Result(map[string]any{})
 	case e2a.ACPSessionNew:
-		s.acpSessionNew(w, r, p, res, req)
+		s.acpSessionNew(rep, r, p, res, req)
 	case e2a.ACPSessionLoad:
-		s.acpSessionLoad(w, r, p, res, req)
+		s.acpSessionLoad(rep, r, p, res, req)
 	case e2a.ACPSessionPrompt:
-		s.acpPrompt(w, r, p, res, req)
+		s.acpPrompt(rep, r, p, res, req)
 	case e2a.ACPSessionCancel:
-		s.acpCancel(w, r, p, res, req)
+		s.acpCancel(rep, r, p, res, req)
 	default:
 		if res.Op != normalizer.OpSubmit {
-			_ = WriteError(w, req.ID, MethodNotFound(req.Method))
+			rep.Error(jsonrpc.MethodNotFound(req.Method))
 			return
 		}
-		s.acpPassThrough(w, r, p, res, req)
+		s.acpPassThrough(rep, r, p, res, req)
 	}
 }
 
@@ -191,16 +185,16 @@ func (s *Server) acpAuthMethods() []map[string]any {
 	return out
 }
 
-func (s *Server) acpInitialize(w http.ResponseWriter, req *Request) {
+func (s *Server) acpInitialize(rep rpcReply, req *Request) {
 	var params struct {
 		ProtocolVersion json.RawMessage `json:"protocolVersion"`
 	}
 	_ = json.Unmarshal(req.Params, &params)
 	if _, err := strconv.ParseUint(string(params.ProtocolVersion), 10, 16); err != nil {
-		_ = WriteError(w, req.ID, InvalidParams("protocolVersion must be an integer"))
+		rep.Error(jsonrpc.InvalidParams("protocolVersion must be an integer"))
 		return
 	}
-	_ = WriteResult(w, req.ID, map[string]any{
+	rep.Result(map[string]any{
 		"protocolVersion": ACPProtocolVersion,
 		"agentCapabilities": map[string]any{
 			"loadSession":        true,
@@ -213,22 +207,22 @@ func (s *Server) acpInitialize(w http.ResponseWriter, req *Request) {
 
 // acpAuthenticate accepts a configured method: the request carrying it has
 // already passed auth.
-func (s *Server) acpAuthenticate(w http.ResponseWriter, req *Request) {
+func (s *Server) acpAuthenticate(rep rpcReply, req *Request) {
 	var params struct {
 		MethodID string `json:"methodId"`
 	}
 	_ = json.Unmarshal(req.Params, &params)
 	if params.MethodID == "" {
-		_ = WriteError(w, req.ID, InvalidParams("methodId is required"))
+		rep.Error(jsonrpc.InvalidParams("methodId is required"))
 		return
 	}
 	for _, m := range s.acpAuthMethods() {
 		if m["id"] == params.MethodID {
-			_ = WriteResult(w, req.ID, map[string]any{})
+			rep.Result(map[string]any{})
 			return
 		}
 	}
-	_ = WriteError(w, req.ID, InvalidParams("unknown auth method "+truncateForMessage(params.MethodID)))
+	rep.Error(jsonrpc.InvalidParams("unknown auth method " + jsonrpc.QuoteForMessage(params.MethodID)))
 }
 
 // readSessionConfig reads cwd, mcpServers and additionalDirectories of
@@ -240,18 +234,18 @@ func readSessionConfig(raw json.RawMessage, need bool) (*acpSessionConfig, *Erro
 		AdditionalDirectories []string        `json:"additionalDirectories"`
 	}
 	if err := json.Unmarshal(raw, &params); err != nil && len(raw) > 0 {
-		return nil, InvalidParams("cwd must be a string, mcpServers an array")
+		return nil, jsonrpc.InvalidParams("cwd must be a string, mcpServers an array")
 	}
 	if params.Cwd == nil || *params.Cwd == "" {
 		if need {
-			return nil, InvalidParams("cwd is required")
+			return nil, jsonrpc.InvalidParams("cwd is required")
 		}
 		return nil, nil
 	}
 	cfg := &acpSessionConfig{Cwd: *params.Cwd, McpServers: []any{}, AdditionalDirectories: params.AdditionalDirectories}
 	if len(params.McpServers) > 0 && string(params.McpServers) != "null" {
 		if err := json.Unmarshal(params.McpServers, &cfg.McpServers); err != nil {
-			return nil, InvalidParams("mcpServers must be an array")
+			return nil, jsonrpc.InvalidParams("mcpServers must be an array")
 		}
 	}
 	for _, m := range cfg.McpServers {
@@ -273,10 +267,10 @@ func newSessionID() string {
 	return id.String()
 }
 
-func (s *Server) acpSessionNew(w http.ResponseWriter, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
+func (s *Server) acpSessionNew(rep rpcReply, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
 	cfg, rerr := readSessionConfig(req.Params, true)
 	if rerr != nil {
-		_ = WriteError(w, req.ID, rerr)
+		rep.Error(rerr)
 		return
 	}
 	if req.IsNotification() {
@@ -284,26 +278,26 @@ func (s *Server) acpSessionNew(w http.ResponseWriter, r *http.Request, p Princip
 	}
 	id := newSessionID()
 	if err := s.putSessionConfig(r.Context(), id, cfg); err != nil {
-		s.acpStoreFailed(w, req, "session store", err)
+		s.acpStoreFailed(rep, req, "session store", err)
 		return
 	}
 	now := e2a.FormatTime(s.opts.now())
 	rec := TaskRecord{ID: id, Protocol: normalizer.ProtocolACP, Pool: res.Pool, Principal: p.UserID,
 		RequestIDs: []string{}, Created: now, Updated: now}
 	if err := s.createSession(r.Context(), rec); err != nil {
-		s.acpStoreFailed(w, req, "session store", err)
+		s.acpStoreFailed(rep, req, "session store", err)
 		return
 	}
-	_ = WriteResult(w, req.ID, map[string]any{"sessionId": id})
+	rep.Result(map[string]any{"sessionId": id})
 }
 
-func (s *Server) acpStoreFailed(w http.ResponseWriter, req *Request, what string, err error) {
+func (s *Server) acpStoreFailed(rep rpcReply, req *Request, what string, err error) {
 	if errors.Is(err, context.Canceled) {
 		return // the caller went away or cancelled the call: nothing to answer
 	}
 	s.opts.log.Warn("acp: "+what+" failed", "method", req.Method, "err", err)
-	w.Header().Set("Retry-After", "1")
-	rpcShape(w, failure{Status: http.StatusServiceUnavailable, RPCCode: CodeInternalError,
+	rep.Header().Set("Retry-After", "1")
+	rep.Refuse(failure{Status: http.StatusServiceUnavailable, RPCCode: jsonrpc.CodeInternalError,
 		Message: "the pipeline could not store the session; retry later", Data: map[string]any{"retryable": true}})
 }
 
@@ -346,27 +340,27 @@ func (s *Server) sessionConfig(ctx context.Context, id string) *acpSessionConfig
 
 // session returns the session record of the principal, answering the
 // error itself (when the request has an id) and returning nil otherwise.
-func (s *Server) session(w http.ResponseWriter, r *http.Request, p Principal, req *Request, id string, a tenant.Access) *TaskRecord {
+func (s *Server) session(rep rpcReply, r *http.Request, p Principal, req *Request, id string, a tenant.Access) *TaskRecord {
 	rec, err := s.ownedRecord(r.Context(), p, KindSession, id, a)
 	if err == nil && rec.Protocol != normalizer.ProtocolACP {
 		err = ErrTaskNotFound
 	}
 	if err != nil {
 		if errors.Is(err, ErrTaskNotFound) {
-			_ = WriteError(w, req.ID, &Error{Code: ACPCodeResourceNotFound, Message: "Resource not found: session " + truncateForMessage(id),
+			rep.Error(&Error{Code: jsonrpc.CodeACPResourceNotFound, Message: "Resource not found: session " + jsonrpc.QuoteForMessage(id),
 				Data: map[string]any{"sessionId": id}})
 			return nil
 		}
-		s.acpStoreFailed(w, req, "session lookup", err)
+		s.acpStoreFailed(rep, req, "session lookup", err)
 		return nil
 	}
 	return rec
 }
 
 // acpPrompt publishes a session/prompt and streams its answer.
-func (s *Server) acpPrompt(w http.ResponseWriter, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
+func (s *Server) acpPrompt(rep rpcReply, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
 	env := res.Envelope
-	rec := s.session(w, r, p, req, env.SessionID, tenant.Write)
+	rec := s.session(rep, r, p, req, env.SessionID, tenant.Write)
 	if rec == nil {
 		return
 	}
@@ -382,12 +376,12 @@ func (s *Server) acpPrompt(w http.ResponseWriter, r *http.Request, p Principal, 
 	var release func()
 	if !req.IsNotification() {
 		var ok bool
-		if release, ok = s.acquireStream(w, p, acpShape); !ok {
+		if release, ok = s.rpcStreamSlot(rep, p); !ok {
 			return
 		}
 		defer release()
 	}
-	acc, ok := s.publishRPC(w, r, p, res.Pool, env, req.ID)
+	acc, ok := s.publishRPC(rep, r, p, res.Pool, env)
 	if !ok {
 		return
 	}
@@ -395,8 +389,9 @@ func (s *Server) acpPrompt(w http.ResponseWriter, r *http.Request, p Principal, 
 		Pool: res.Pool, Principal: p.UserID}, acc.RequestID, p.Tenant()); err != nil {
 		s.opts.log.Warn("session index update failed", "session_id", env.SessionID, "request_id", acc.RequestID, "err", err)
 	}
-	if req.IsNotification() {
-		return
+	w := rep.Stream()
+	if w == nil {
+		return // a notification: published only
 	}
 	s.egress.ServeACP(w, r, acc.RequestID, egress.ACPParams{JSONRPCID: req.ID, SessionID: env.SessionID})
 }
@@ -419,19 +414,19 @@ func liftE2AParams(env *e2a.Envelope) {
 // acpCancel cancels the session's last request. The worker then writes the
 // final cancelled frame, which ends the pending session/prompt with
 // stopReason "cancelled".
-func (s *Server) acpCancel(w http.ResponseWriter, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
-	rec := s.session(w, r, p, req, res.Envelope.SessionID, tenant.Write)
+func (s *Server) acpCancel(rep rpcReply, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
+	rec := s.session(rep, r, p, req, res.Envelope.SessionID, tenant.Write)
 	if rec == nil {
 		return
 	}
 	if last := rec.LastRequest(); last != "" {
 		if err := s.cancel(r.Context(), last); err != nil {
 			s.opts.log.Warn("acp: cancel failed", "session_id", rec.ID, "request_id", last, "err", err)
-			_ = WriteError(w, req.ID, InternalError("the cancel could not be delivered; retry"))
+			rep.Error(jsonrpc.InternalError("the cancel could not be delivered; retry"))
 			return
 		}
 	}
-	_ = WriteResult(w, req.ID, nil)
+	rep.Result(nil)
 }
 
 // acpStream writes the JSON-RPC messages of one streamed answer: NDJSON
@@ -480,18 +475,18 @@ func (st *acpStream) emit(v any) error {
 
 // acpSessionLoad replays a session's history, then answers a
 // LoadSessionResponse.
-func (s *Server) acpSessionLoad(w http.ResponseWriter, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
+func (s *Server) acpSessionLoad(rep rpcReply, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
 	id := res.Envelope.SessionID
 	cfg, rerr := readSessionConfig(req.Params, false)
 	if rerr != nil {
-		_ = WriteError(w, req.ID, rerr)
+		rep.Error(rerr)
 		return
 	}
 	access := tenant.Read
 	if cfg != nil {
 		access = tenant.Write // it replaces the session's configuration
 	}
-	rec := s.session(w, r, p, req, id, access)
+	rec := s.session(rep, r, p, req, id, access)
 	if rec == nil || req.IsNotification() {
 		return
 	}
@@ -500,14 +495,18 @@ func (s *Server) acpSessionLoad(w http.ResponseWriter, r *http.Request, p Princi
 			s.opts.log.Warn("acp: session config update failed", "session_id", id, "err", err)
 		}
 	}
-	release, ok := s.acquireStream(w, p, acpShape)
+	w := rep.Stream()
+	if w == nil {
+		return
+	}
+	release, ok := s.rpcStreamSlot(rep, p)
 	if !ok {
 		return
 	}
 	defer release()
 	st := newACPStream(w, r)
 	update := func(u acp.SessionUpdate) error {
-		return st.emit(egress.JSONRPCNotification{JSONRPC: "2.0", Method: e2a.ACPSessionUpdate,
+		return st.emit(jsonrpc.Notification{JSONRPC: "2.0", Method: e2a.ACPSessionUpdate,
 			Params: acp.SessionNotification{SessionId: acp.SessionId(id), Update: u}})
 	}
 	if err := s.replaySession(r.Context(), rec, update); err != nil {
@@ -515,10 +514,10 @@ func (s *Server) acpSessionLoad(w http.ResponseWriter, r *http.Request, p Princi
 			return
 		}
 		s.opts.log.Warn("acp: session replay failed", "session_id", id, "err", err)
-		_ = st.emit(ErrorResponse(req.ID, InternalError("the session history could not be read")))
+		_ = st.emit(jsonrpc.ErrorResponse(req.ID, jsonrpc.InternalError("the session history could not be read")))
 		return
 	}
-	_ = st.emit(ResultResponse(req.ID, acp.LoadSessionResponse{}))
+	_ = st.emit(jsonrpc.ResultResponse(req.ID, acp.LoadSessionResponse{}))
 }
 
 // replaySession calls update with the session/update notifications of the
@@ -598,9 +597,9 @@ func loadEnvelope(ctx context.Context, st jetstream.Stream, requestID string) *e
 
 // acpPassThrough publishes a method the pipeline does not answer itself
 // and answers with the request's final frame.
-func (s *Server) acpPassThrough(w http.ResponseWriter, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
+func (s *Server) acpPassThrough(rep rpcReply, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
 	env := res.Envelope
-	acc, ok := s.publishRPC(w, r, p, res.Pool, env, req.ID)
+	acc, ok := s.publishRPC(rep, r, p, res.Pool, env)
 	if !ok || req.IsNotification() {
 		return
 	}
@@ -615,7 +614,7 @@ func (s *Server) acpPassThrough(w http.ResponseWriter, r *http.Request, p Princi
 		if r.Context().Err() != nil {
 			return
 		}
-		_ = WriteError(w, req.ID, &Error{Code: CodeInternalError, Message: "Internal error: no answer from the agent",
+		rep.Error(&Error{Code: jsonrpc.CodeInternalError, Message: "Internal error: no answer from the agent",
 			Data: map[string]any{"retryable": true, "request_id": acc.RequestID}})
 		return
 	}
@@ -625,16 +624,16 @@ func (s *Server) acpPassThrough(w http.ResponseWriter, r *http.Request, p Princi
 		if result == nil {
 			result = map[string]any{}
 		}
-		_ = WriteResult(w, req.ID, result)
+		rep.Result(result)
 		return
 	}
 	if resp, ok := egress.E2AResponseToACPJSONRPCResponse(final); ok {
 		if resp.Error != nil {
-			_ = WriteError(w, req.ID, &Error{Code: resp.Error.Code, Message: resp.Error.Message, Data: resp.Error.Data})
+			rep.Error(&Error{Code: resp.Error.Code, Message: resp.Error.Message, Data: resp.Error.Data})
 			return
 		}
-		_ = WriteResult(w, req.ID, resp.Result)
+		rep.Result(resp.Result)
 		return
 	}
-	_ = WriteResult(w, req.ID, map[string]any{})
+	rep.Result(map[string]any{})
 }

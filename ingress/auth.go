@@ -44,14 +44,6 @@ const HeaderAPIKey = "X-Api-Key"
 // credentials when the none scheme is enabled.
 const DefaultAnonymousPrincipal = "anonymous"
 
-// JSON-RPC error codes of the AgentVault profile for authentication and
-// authorization failures. (A2A v0.3 uses -32002/-32003 for other errors:
-// on A2A endpoints answer auth failures with HTTP 401/403 instead.)
-const (
-	CodeAuthenticationError = -32002
-	CodeAuthorizationError  = -32003
-)
-
 var (
 	// ErrUnauthenticated means no acceptable credential was presented:
 	// answer 401 with WWW-Authenticate (see Auth.SetChallenge).

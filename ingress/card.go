@@ -2,10 +2,11 @@ package ingress
 
 import (
 	"encoding/json"
-	a2av1 "github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"net/http"
 	"strings"
+
+	a2av1 "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/a2aproject/a2a-go/a2a"
 

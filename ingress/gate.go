@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
 // failure is a protocol-neutral refusal; each endpoint writes it in its
@@ -39,9 +41,9 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, protocol string, s
 			s.metrics.authFailures.WithLabelValues(protocol).Inc()
 			s.opts.auth.SetChallenge(w.Header(), err)
 			status := AuthStatus(err)
-			code, rpc := "unauthenticated", CodeAuthenticationError
+			code, rpc := "unauthenticated", jsonrpc.CodeAuthentication
 			if errors.Is(err, ErrForbidden) {
-				code, rpc = "forbidden", CodeAuthorizationError
+				code, rpc = "forbidden", jsonrpc.CodeAuthorization
 			}
 			shape(w, failure{Status: status, Code: code, Message: err.Error(), RPCCode: rpc})
 			return p, false
@@ -60,7 +62,7 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, protocol string, s
 				return p, false
 			}
 			w.Header().Set("Retry-After", "1")
-			shape(w, failure{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "rate limiter unavailable; retry later", Retryable: true, RPCCode: CodeInternalError})
+			shape(w, failure{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "rate limiter unavailable; retry later", Retryable: true, RPCCode: jsonrpc.CodeInternalError})
 			return p, false
 		}
 		d.SetHeaders(w.Header())
@@ -69,17 +71,18 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, protocol string, s
 			body := d.ExceededBody()
 			shape(w, failure{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded",
 				Message:   "rate limit exceeded: " + strconv.Itoa(d.Limit) + " requests per " + d.Window,
-				Retryable: true, RPCCode: CodeRateLimited, Data: body})
+				Retryable: true, RPCCode: jsonrpc.CodeRateLimited, Data: body})
 			return p, false
 		}
 	}
 	return p, true
 }
 
-// acquireStream takes one of the principal's concurrent stream slots.
-func (s *Server) acquireStream(w http.ResponseWriter, p Principal, shape errorShape) (func(), bool) {
+// streamSlot takes one of the principal's concurrent stream slots, or
+// returns the refusal (429, Retry-After 1) when all are taken.
+func (s *Server) streamSlot(p Principal) (func(), *failure) {
 	if s.opts.streams == nil {
-		return func() {}, true
+		return func() {}, nil
 	}
 	key := p.UserID
 	if key == "" {
@@ -87,9 +90,29 @@ func (s *Server) acquireStream(w http.ResponseWriter, p Principal, shape errorSh
 	}
 	release, ok := s.opts.streams.AcquireStream(key)
 	if !ok {
+		return nil, &failure{Status: http.StatusTooManyRequests, Code: "too_many_streams",
+			Message: "too many concurrent streams for this principal", Retryable: true, RPCCode: jsonrpc.CodeRateLimited}
+	}
+	return release, nil
+}
+
+// acquireStream is streamSlot answering its refusal in shape.
+func (s *Server) acquireStream(w http.ResponseWriter, p Principal, shape errorShape) (func(), bool) {
+	release, f := s.streamSlot(p)
+	if f != nil {
 		w.Header().Set("Retry-After", "1")
-		shape(w, failure{Status: http.StatusTooManyRequests, Code: "too_many_streams",
-			Message: "too many concurrent streams for this principal", Retryable: true, RPCCode: CodeRateLimited})
+		shape(w, *f)
+		return nil, false
+	}
+	return release, true
+}
+
+// rpcStreamSlot is streamSlot answering its refusal to a JSON-RPC call.
+func (s *Server) rpcStreamSlot(rep rpcReply, p Principal) (func(), bool) {
+	release, f := s.streamSlot(p)
+	if f != nil {
+		rep.Header().Set("Retry-After", "1")
+		rep.Refuse(*f)
 		return nil, false
 	}
 	return release, true
@@ -110,7 +133,7 @@ func (s *Server) charge(w http.ResponseWriter, r *http.Request, p Principal, pro
 		d, err := s.opts.limiter.Allow(r.Context(), key)
 		if err != nil {
 			w.Header().Set("Retry-After", "1")
-			shape(w, failure{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "rate limiter unavailable; retry later", Retryable: true, RPCCode: CodeInternalError})
+			shape(w, failure{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "rate limiter unavailable; retry later", Retryable: true, RPCCode: jsonrpc.CodeInternalError})
 			return false
 		}
 		if !d.Allowed {
@@ -118,7 +141,7 @@ func (s *Server) charge(w http.ResponseWriter, r *http.Request, p Principal, pro
 			s.metrics.rateLimited.WithLabelValues(protocol).Inc()
 			shape(w, failure{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded",
 				Message:   "rate limit exceeded by the batch: " + strconv.Itoa(d.Limit) + " requests per " + d.Window,
-				Retryable: true, RPCCode: CodeRateLimited, Data: d.ExceededBody()})
+				Retryable: true, RPCCode: jsonrpc.CodeRateLimited, Data: d.ExceededBody()})
 			return false
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
@@ -78,10 +79,6 @@ const (
 	DefaultRequestsPerHour   = 1000
 	DefaultRequestsPerDay    = 10000
 )
-
-// CodeRateLimited is the JSON-RPC error code of a refused request (in the
-// implementation-defined range -32000..-32099; 429 as a mnemonic).
-const CodeRateLimited = -32029
 
 var (
 	// ErrRateLimitUnavailable is returned by a fail-closed Limiter when the
@@ -193,10 +190,10 @@ func (d Decision) ExceededBody() RateLimitExceeded {
 }
 
 // RPCError returns the JSON-RPC error for a refused decision: code
-// CodeRateLimited, the 429 body as data. Set the headers too (SetHeaders).
+// jsonrpc.CodeRateLimited, the 429 body as data. Set the headers too (SetHeaders).
 func (d Decision) RPCError() *Error {
 	b := d.ExceededBody()
-	return &Error{Code: CodeRateLimited, Message: b.Message, Data: b}
+	return &Error{Code: jsonrpc.CodeRateLimited, Message: b.Message, Data: b}
 }
 
 // WriteRateLimited writes the whole 429 answer for a refused decision:

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
 // rlRunServer starts an embedded JetStream server on a random loopback port
@@ -426,7 +427,7 @@ func TestRateLimitHTTPAnswer(t *testing.T) {
 		t.Fatalf("body %s", got)
 	}
 	e := d.RPCError()
-	b, _ := json.Marshal(ErrorResponse(json.RawMessage(`1`), e))
+	b, _ := json.Marshal(jsonrpc.ErrorResponse(json.RawMessage(`1`), e))
 	if !strings.Contains(string(b), `"code":-32029`) || !strings.Contains(string(b), `"retry_after":15`) {
 		t.Fatalf("rpc %s", b)
 	}

@@ -4,8 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
+
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
 // rpcEndpoint describes one JSON-RPC 2.0 endpoint (/a2a, /acp): its
@@ -16,11 +17,71 @@ type rpcEndpoint struct {
 	shape     errorShape
 	streaming func(method string) bool
 	metric    func(method string) string
-	call      func(w http.ResponseWriter, r *http.Request, p Principal, req *Request)
+	call      func(rep rpcReply, r *http.Request, p Principal, req *Request)
 	// notifyErrors answers an id-less call that fails with its JSON-RPC
 	// error (id null) instead of 204 (A2A: it defines no notifications).
 	notifyErrors bool
 }
+
+// rpcReply is where the answer of one JSON-RPC call goes, whatever carries
+// it: the HTTP response of a single call ([httpReply]), or a value for a
+// batch element or a notification ([valueReply]). A call answers exactly
+// once, with Result, Error or Refuse, or by streaming into Stream.
+type rpcReply interface {
+	// Result answers with a result.
+	Result(v any)
+	// Error answers with a JSON-RPC error.
+	Error(e *Error)
+	// Refuse answers with a refusal that also has an HTTP status (413,
+	// 429, 503…) where the transport has one.
+	Refuse(f failure)
+	// Header holds headers of the answer (Warning, Retry-After); they are
+	// dropped where the transport has none.
+	Header() http.Header
+	// Stream is the writer a streaming method renders its answer into
+	// (SSE, NDJSON), or nil when the answer cannot stream (a batch element,
+	// a notification): the call then acts without rendering.
+	Stream() http.ResponseWriter
+}
+
+// httpReply answers a single call as the whole HTTP response.
+type httpReply struct {
+	w  http.ResponseWriter
+	id json.RawMessage
+}
+
+var _ rpcReply = httpReply{}
+
+func (h httpReply) Result(v any)                { _ = jsonrpc.WriteResult(h.w, h.id, v) }
+func (h httpReply) Error(e *Error)              { _ = jsonrpc.WriteError(h.w, h.id, e) }
+func (h httpReply) Refuse(f failure)            { rpcRefusal(h.w, h.id, f) }
+func (h httpReply) Header() http.Header         { return h.w.Header() }
+func (h httpReply) Stream() http.ResponseWriter { return h.w }
+
+// valueReply keeps the answer as a value: the result or error of a batch
+// element, or what a notification would have answered.
+type valueReply struct {
+	result   any
+	err      *Error
+	answered bool
+	hdr      http.Header
+}
+
+var _ rpcReply = (*valueReply)(nil)
+
+func (v *valueReply) Result(x any)   { v.result, v.answered = x, true }
+func (v *valueReply) Error(e *Error) { v.err, v.answered = e, true }
+func (v *valueReply) Refuse(f failure) {
+	v.Error(&Error{Code: f.RPCCode, Message: f.Message, Data: f.Data})
+}
+
+func (v *valueReply) Header() http.Header {
+	if v.hdr == nil {
+		v.hdr = http.Header{}
+	}
+	return v.hdr
+}
+func (v *valueReply) Stream() http.ResponseWriter { return nil }
 
 // serveRPC is the whole exchange of a JSON-RPC endpoint: gate (auth, rate
 // limit), body limit, decoding with the exact JSON-RPC 2.0 errors,
@@ -39,9 +100,9 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, e rpcEndpoint)
 	if !ok {
 		return
 	}
-	calls, batch, derr := DecodeJSONRPC(body, DecodeOptions{})
+	calls, batch, derr := jsonrpc.Decode(body, jsonrpc.DecodeOptions{})
 	if derr != nil {
-		_ = WriteError(w, nil, derr)
+		_ = jsonrpc.WriteError(w, nil, derr)
 		return
 	}
 	if batch {
@@ -51,52 +112,29 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, e rpcEndpoint)
 		if !s.charge(w, r, p, e.protocol, len(calls)-1, e.shape) {
 			return
 		}
-		_ = ServeBatch(w, r, calls, e.streaming, func(ctx context.Context, req *Request) (any, *Error) {
-			return callRecorded(r.WithContext(ctx), p, req, e.call)
+		resps := jsonrpc.Batch(r.Context(), calls, e.streaming, func(ctx context.Context, req *Request) (any, *Error) {
+			var v valueReply
+			e.call(&v, r.WithContext(ctx), p, req)
+			return v.result, v.err
 		})
+		_ = jsonrpc.WriteBatch(w, resps)
 		return
 	}
 	c := calls[0]
 	if c.Err != nil {
-		_ = WriteError(w, c.Request.ID, c.Err)
+		_ = jsonrpc.WriteError(w, c.Request.ID, c.Err)
 		return
 	}
 	method = e.metric(c.Request.Method)
 	if c.Request.IsNotification() {
-		rw := httptest.NewRecorder()
-		e.call(rw, r, p, &c.Request)
-		if e.notifyErrors {
-			var resp struct {
-				Error *Error `json:"error"`
-			}
-			if json.Unmarshal(rw.Body.Bytes(), &resp) == nil && resp.Error != nil {
-				_ = WriteError(w, nil, resp.Error)
-				return
-			}
+		var v valueReply
+		e.call(&v, r, p, &c.Request)
+		if e.notifyErrors && v.err != nil {
+			_ = jsonrpc.WriteError(w, nil, v.err)
+			return
 		}
-		WriteNoReply(w)
+		jsonrpc.WriteNoReply(w)
 		return
 	}
-	e.call(w, r, p, &c.Request)
-}
-
-// callRecorded answers one batch element through a recorder and returns
-// its JSON-RPC result or error (nothing for a notification).
-func callRecorded(r *http.Request, p Principal, req *Request, call func(http.ResponseWriter, *http.Request, Principal, *Request)) (any, *Error) {
-	rw := httptest.NewRecorder()
-	call(rw, r, p, req)
-	if req.IsNotification() {
-		return nil, nil
-	}
-	var resp struct {
-		Result json.RawMessage `json:"result"`
-		Error  *Error          `json:"error"`
-	}
-	if err := json.Unmarshal(rw.Body.Bytes(), &resp); err != nil {
-		return nil, InternalError("the answer could not be read")
-	}
-	if resp.Error != nil {
-		return nil, resp.Error
-	}
-	return resp.Result, nil
+	e.call(httpReply{w: w, id: c.Request.ID}, r, p, &c.Request)
 }

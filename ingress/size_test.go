@@ -18,6 +18,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/workflow"
@@ -64,7 +65,7 @@ func TestSizesAgree(t *testing.T) {
 			Error *ingress.Error  `json:"error"`
 		}
 		if resp.StatusCode != http.StatusRequestEntityTooLarge || json.Unmarshal(b, &r) != nil || r.Error == nil ||
-			r.Error.Code != ingress.CodeInvalidRequest || string(r.ID) == "null" {
+			r.Error.Code != jsonrpc.CodeInvalidRequest || string(r.ID) == "null" {
 			t.Fatalf("%s: want 413 with a JSON-RPC error to the call's id, got %d %s", name, resp.StatusCode, b)
 		}
 		if d, _ := r.Error.Data.(map[string]any); d["retryable"] != false {

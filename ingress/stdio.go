@@ -15,6 +15,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
 // ServeACPStdio serves ACP over stdio, as an editor expects of an agent it
@@ -181,7 +182,7 @@ type peek struct {
 
 func (c *stdioConn) dispatch(ln stdioLine) {
 	if ln.tooLong {
-		b, _ := json.Marshal(ErrorResponse(nil, InvalidRequest("message exceeds "+strconv.FormatInt(c.s.opts.maxBody, 10)+" bytes")))
+		b, _ := json.Marshal(jsonrpc.ErrorResponse(nil, jsonrpc.InvalidRequest("message exceeds "+strconv.FormatInt(c.s.opts.maxBody, 10)+" bytes")))
 		_ = c.out.line(b)
 		return
 	}
@@ -322,7 +323,7 @@ func (c *stdioConn) run(call *stdioCall, line []byte, hdr http.Header) {
 		defer c.cancelPipeline(call.requestID)
 	}
 	if call.canceled.Load() && !w.responded && call.id != nil {
-		b, _ := json.Marshal(ErrorResponse(call.id, &Error{Code: ACPCodeRequestCancelled, Message: "Request cancelled"}))
+		b, _ := json.Marshal(jsonrpc.ErrorResponse(call.id, &Error{Code: jsonrpc.CodeACPRequestCancelled, Message: "Request cancelled"}))
 		_ = c.out.line(b)
 	}
 }

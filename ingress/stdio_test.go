@@ -19,6 +19,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
 // startStdio runs ServeACPStdio over pipes against an embedded pipeline
@@ -294,7 +295,7 @@ func TestStdioSDKClient(t *testing.T) {
 	}
 	if _, err := conn.LoadSession(ctx, acp.LoadSessionRequest{SessionId: "unknown", Cwd: "/work", McpServers: []acp.McpServer{}}); err == nil {
 		t.Fatal("loaded an unknown session")
-	} else if re, ok := err.(*acp.RequestError); !ok || re.Code != ingress.ACPCodeResourceNotFound {
+	} else if re, ok := err.(*acp.RequestError); !ok || re.Code != jsonrpc.CodeACPResourceNotFound {
 		t.Fatalf("unknown session: %v", err)
 	}
 
@@ -385,7 +386,7 @@ func TestStdioLines(t *testing.T) {
 	// $/cancel_request of a pass-through call waiting for its agent.
 	send(`{"jsonrpc":"2.0","id":"slow","method":"_vendor/slow","params":{"sessionId":"` + sid + `","text":"m","delay_ms":5000}}` + "\n")
 	send(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"slow"}}` + "\n")
-	if m := next(); m["id"] != "slow" || code(m) != ingress.ACPCodeRequestCancelled {
+	if m := next(); m["id"] != "slow" || code(m) != jsonrpc.CodeACPRequestCancelled {
 		t.Fatalf("cancelled request: %v", m)
 	}
 

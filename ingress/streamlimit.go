@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
 // DefaultMaxStreamsPerPrincipal is a suggested bound on concurrent streams
@@ -110,8 +112,8 @@ func (s *StreamLimiter) WriteTooManyStreams(w http.ResponseWriter) {
 }
 
 // StreamLimitRPCError is the JSON-RPC error for too many concurrent
-// streams (code CodeRateLimited).
+// streams (code jsonrpc.CodeRateLimited).
 func (s *StreamLimiter) StreamLimitRPCError() *Error {
 	b := s.StreamLimitBody()
-	return &Error{Code: CodeRateLimited, Message: b.Message, Data: b}
+	return &Error{Code: jsonrpc.CodeRateLimited, Message: b.Message, Data: b}
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
 func TestStreamLimitPerPrincipal(t *testing.T) {
@@ -56,7 +58,7 @@ func TestStreamLimitPerPrincipal(t *testing.T) {
 	if rec.Code != 429 || rec.Header().Get("Retry-After") != "1" || !strings.Contains(rec.Body.String(), "at most 2 per principal") {
 		t.Fatalf("429: %d %s", rec.Code, rec.Body)
 	}
-	if e := s.StreamLimitRPCError(); e.Code != CodeRateLimited {
+	if e := s.StreamLimitRPCError(); e.Code != jsonrpc.CodeRateLimited {
 		t.Fatal(e)
 	}
 }

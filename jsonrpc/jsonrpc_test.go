@@ -1,4 +1,4 @@
-package ingress
+package jsonrpc
 
 import (
 	"bytes"
@@ -50,7 +50,7 @@ func TestJSONRPCDecodeSingle(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			calls, batch, err := DecodeJSONRPC([]byte(tc.body), DecodeOptions{})
+			calls, batch, err := Decode([]byte(tc.body), DecodeOptions{})
 			if tc.code != 0 {
 				if err == nil || err.Code != tc.code {
 					t.Fatalf("err = %v, want code %d", err, tc.code)
@@ -91,24 +91,24 @@ func TestJSONRPCDepthCap(t *testing.T) {
 		return `{"jsonrpc":"2.0","method":"m","id":1,"params":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`
 	}
 	// The request object is level 1, so params may nest MaxDepth-1 levels.
-	if _, _, err := DecodeJSONRPC([]byte(nest(63)), DecodeOptions{}); err != nil {
+	if _, _, err := Decode([]byte(nest(63)), DecodeOptions{}); err != nil {
 		t.Fatalf("depth 64 refused: %v", err)
 	}
-	_, _, err := DecodeJSONRPC([]byte(nest(64)), DecodeOptions{})
+	_, _, err := Decode([]byte(nest(64)), DecodeOptions{})
 	if err == nil || err.Code != CodeInvalidRequest || !strings.Contains(err.Message, "nesting") {
 		t.Fatalf("depth 65: err = %v", err)
 	}
 	// Brackets inside strings do not count.
 	body := `{"jsonrpc":"2.0","method":"m","id":1,"params":{"s":"` + strings.Repeat(`[{\"`, 200) + `"}}`
-	if _, _, err := DecodeJSONRPC([]byte(body), DecodeOptions{}); err != nil {
+	if _, _, err := Decode([]byte(body), DecodeOptions{}); err != nil {
 		t.Fatalf("brackets in strings counted: %v", err)
 	}
 	// A very deep body is refused without recursion trouble.
 	deep := strings.Repeat("[", 1_000_000) + strings.Repeat("]", 1_000_000)
-	if _, _, err := DecodeJSONRPC([]byte(deep), DecodeOptions{}); err == nil {
+	if _, _, err := Decode([]byte(deep), DecodeOptions{}); err == nil {
 		t.Fatal("deep body accepted")
 	}
-	if _, _, err := DecodeJSONRPC([]byte(nest(10)), DecodeOptions{MaxDepth: 5}); err == nil {
+	if _, _, err := Decode([]byte(nest(10)), DecodeOptions{MaxDepth: 5}); err == nil {
 		t.Fatal("custom depth ignored")
 	}
 }
@@ -124,7 +124,7 @@ func TestJSONRPCBatch(t *testing.T) {
 		1,
 		{"jsonrpc":"2.0","method":"get_data","id":"9"}
 	]`
-	calls, batch, derr := DecodeJSONRPC([]byte(body), DecodeOptions{})
+	calls, batch, derr := Decode([]byte(body), DecodeOptions{})
 	if derr != nil || !batch || len(calls) != 8 {
 		t.Fatalf("decode: %v %v %d", derr, batch, len(calls))
 	}
@@ -146,7 +146,7 @@ func TestJSONRPCBatch(t *testing.T) {
 	streaming := func(m string) bool { return m == "message/stream" }
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodPost, "/a2a", nil)
-	if err := ServeBatch(rec, req, calls, streaming, h); err != nil {
+	if err := WriteBatch(rec, Batch(req.Context(), calls, streaming, h)); err != nil {
 		t.Fatal(err)
 	}
 	if rec.Code != 200 || rec.Header().Get("Content-Type") != "application/json" {
@@ -179,9 +179,9 @@ func TestJSONRPCBatch(t *testing.T) {
 	}
 
 	// All notifications: nothing at all.
-	calls, _, _ = DecodeJSONRPC([]byte(`[{"jsonrpc":"2.0","method":"a"},{"jsonrpc":"2.0","method":"b","params":[]}]`), DecodeOptions{})
+	calls, _, _ = Decode([]byte(`[{"jsonrpc":"2.0","method":"a"},{"jsonrpc":"2.0","method":"b","params":[]}]`), DecodeOptions{})
 	rec = httptest.NewRecorder()
-	if err := ServeBatch(rec, req, calls, streaming, h); err != nil {
+	if err := WriteBatch(rec, Batch(req.Context(), calls, streaming, h)); err != nil {
 		t.Fatal(err)
 	}
 	if rec.Code != http.StatusNoContent || rec.Body.Len() != 0 {
@@ -189,17 +189,17 @@ func TestJSONRPCBatch(t *testing.T) {
 	}
 
 	// Invalid batch [1]: one error in an array.
-	calls, batch, derr = DecodeJSONRPC([]byte(`[1]`), DecodeOptions{})
+	calls, batch, derr = Decode([]byte(`[1]`), DecodeOptions{})
 	if derr != nil || !batch || len(calls) != 1 || calls[0].Err == nil {
 		t.Fatalf("[1]: %v %v %+v", derr, batch, calls)
 	}
 
 	// Too large.
 	big := "[" + strings.TrimSuffix(strings.Repeat(`{"jsonrpc":"2.0","method":"m","id":1},`, 4), ",") + "]"
-	if _, _, derr := DecodeJSONRPC([]byte(big), DecodeOptions{MaxBatch: 3}); derr == nil || derr.Code != CodeInvalidRequest {
+	if _, _, derr := Decode([]byte(big), DecodeOptions{MaxBatch: 3}); derr == nil || derr.Code != CodeInvalidRequest {
 		t.Fatalf("oversize batch: %v", derr)
 	}
-	if _, _, derr := DecodeJSONRPC([]byte(big), DecodeOptions{MaxBatch: 4}); derr != nil {
+	if _, _, derr := Decode([]byte(big), DecodeOptions{MaxBatch: 4}); derr != nil {
 		t.Fatalf("batch at limit: %v", derr)
 	}
 }
@@ -242,9 +242,9 @@ func TestJSONRPCWriteHelpers(t *testing.T) {
 	}
 }
 
-// FuzzDecodeJSONRPC checks that the decoder never panics and that whatever
+// FuzzDecode checks that the decoder never panics and that whatever
 // it returns can be answered with well-formed JSON-RPC.
-func FuzzDecodeJSONRPC(f *testing.F) {
+func FuzzDecode(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","method":"message/send","params":{"message":{"kind":"message","role":"user","parts":[{"kind":"text","text":"hi"}],"messageId":"m1"}},"id":1}`,
 		`[{"jsonrpc":"2.0","method":"a","id":"x"},{"jsonrpc":"2.0","method":"b"},1,{}]`,
@@ -256,7 +256,7 @@ func FuzzDecodeJSONRPC(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		opts := DecodeOptions{MaxDepth: 16, MaxBatch: 8}
-		calls, batch, err := DecodeJSONRPC(body, opts)
+		calls, batch, err := Decode(body, opts)
 		if err != nil {
 			if len(calls) != 0 {
 				t.Fatal("calls with a body error")
@@ -299,7 +299,7 @@ func FuzzDecodeJSONRPC(f *testing.F) {
 			if merr != nil {
 				t.Fatal(merr)
 			}
-			again, _, derr := DecodeJSONRPC(b, DecodeOptions{MaxDepth: 1 << 20})
+			again, _, derr := Decode(b, DecodeOptions{MaxDepth: 1 << 20})
 			if derr != nil || again[0].Err != nil || again[0].Request.Method != r.Method ||
 				!bytes.Equal(again[0].Request.ID, r.ID) || (r.Params == nil) != (again[0].Request.Params == nil) {
 				t.Fatalf("round trip: %s -> %+v %v", b, again, derr)

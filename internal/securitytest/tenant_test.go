@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
 // bobCanary is in every item Bob creates; no answer to anyone else may
@@ -213,10 +214,10 @@ func crossPrincipalCases(d bobsData, hdr map[string]string) []isolationCase {
 		{"agentvault/tasks/send id", "POST", "/a2a?agent=echo", a2a("tasks/send", `{"id":"`+d.avTask+`","message":{"role":"user","parts":[{"type":"text","content":"x"}]}}`), hdr, []int{200}, -32001},
 		{"agentvault/tasks/sendSubscribe id", "POST", "/a2a?agent=echo", a2a("tasks/sendSubscribe", `{"id":"`+d.avTask+`","message":{"role":"user","parts":[{"type":"text","content":"x"}]}}`), sse, []int{200}, -32001},
 		// ACP sessions.
-		{"acp/session/load", "POST", "/acp", a2a("session/load", `{"sessionId":"`+d.session+`","cwd":"/tmp","mcpServers":[]}`), hdr, []int{200}, ingress.ACPCodeResourceNotFound},
-		{"acp/session/prompt", "POST", "/acp?agent=echo", a2a("session/prompt", `{"sessionId":"`+d.session+`","prompt":[{"type":"text","text":"x"}]}`), hdr, []int{200}, ingress.ACPCodeResourceNotFound},
-		{"acp/session/cancel", "POST", "/acp", a2a("session/cancel", `{"sessionId":"`+d.session+`"}`), hdr, []int{200}, ingress.ACPCodeResourceNotFound},
-		{"acp/session/prompt Idempotency-Key duplicate", "POST", "/acp?agent=echo", a2a("session/prompt", `{"sessionId":"`+d.session+`","prompt":[{"type":"text","text":"x"}]}`), with(hdr, "Idempotency-Key", d.request), []int{200}, ingress.ACPCodeResourceNotFound},
+		{"acp/session/load", "POST", "/acp", a2a("session/load", `{"sessionId":"`+d.session+`","cwd":"/tmp","mcpServers":[]}`), hdr, []int{200}, jsonrpc.CodeACPResourceNotFound},
+		{"acp/session/prompt", "POST", "/acp?agent=echo", a2a("session/prompt", `{"sessionId":"`+d.session+`","prompt":[{"type":"text","text":"x"}]}`), hdr, []int{200}, jsonrpc.CodeACPResourceNotFound},
+		{"acp/session/cancel", "POST", "/acp", a2a("session/cancel", `{"sessionId":"`+d.session+`"}`), hdr, []int{200}, jsonrpc.CodeACPResourceNotFound},
+		{"acp/session/prompt Idempotency-Key duplicate", "POST", "/acp?agent=echo", a2a("session/prompt", `{"sessionId":"`+d.session+`","prompt":[{"type":"text","text":"x"}]}`), with(hdr, "Idempotency-Key", d.request), []int{200}, jsonrpc.CodeACPResourceNotFound},
 		// A2E: deduplication is its only read.
 		{"a2e/Idempotency-Key duplicate", "POST", "/a2e?agent=echo", []byte(`{"a2e":"1.0","id":"c1","type":"tool/call/req","req_id":"r-1","text":"x"}` + "\n"), with(hdr, "Idempotency-Key", d.a2eKey), []int{200}, 0},
 		// Workflows: executions by request id and by executionId, dedupe.
