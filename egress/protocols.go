@@ -227,14 +227,21 @@ func (s *Service) ServeACP(w http.ResponseWriter, r *http.Request, requestID str
 	if wantsSSE(r) && !wantsNDJSON(r) {
 		p.SSE = true
 	}
-	o := NewOutput(w, s.cfg.writeTimeout)
-	rend := NewACP(o, p)
 	from, err := ResumePoint(r)
 	if err != nil {
-		s.finish(o, rend, FormatACP, err)
+		o := NewOutput(w, s.cfg.writeTimeout)
+		s.finish(o, NewACP(o, p), FormatACP, err)
 		return
 	}
-	s.Stream(r.Context(), o, rend, FormatACP, requestID, from, WithoutRequestCheck())
+	s.ACPStream(r.Context(), w, requestID, p, from)
+}
+
+// ACPStream is ServeACP for a transport without HTTP requests (ACP over
+// stdio): the frames of requestID from sequence from, rendered as p says
+// (NDJSON unless p.SSE), into w.
+func (s *Service) ACPStream(ctx context.Context, w http.ResponseWriter, requestID string, p ACPParams, from int64) {
+	o := NewOutput(w, s.cfg.writeTimeout)
+	s.Stream(ctx, o, NewACP(o, p), FormatACP, requestID, from, WithoutRequestCheck())
 }
 
 // ServeA2E answers an A2E request ingress just accepted: invoke/event

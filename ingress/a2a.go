@@ -166,14 +166,13 @@ func (w *sseErrors) Write(b []byte) (int, error) {
 func (w *sseErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // a2aCall answers one A2A or AgentVault JSON-RPC request.
-func (s *Server) a2aCall(rep rpcReply, r *http.Request, p Principal, req *Request) {
+func (s *Server) a2aCall(rep rpcReply, in rpcIn, p Principal, req *Request) {
 	if sw := rep.Stream(); sw != nil && a2aStreaming(req.Method) {
 		rep = httpReply{w: &sseErrors{ResponseWriter: sw}, id: req.ID}
 	}
 	// The request is already decoded: the adapters read it as is, with no
 	// second encode and parse.
-	in := s.input(r, nil, p, r.URL.Query().Get("agent"))
-	in.RPC = &normalizer.RPCRequest{ID: req.ID, Method: req.Method, Params: req.Params}
+	nin := s.rpcInput(in, p, req)
 	var (
 		res      *normalizer.Result
 		err      error
@@ -190,14 +189,14 @@ func (s *Server) a2aCall(rep rpcReply, r *http.Request, p Principal, req *Reques
 		_ = json.Unmarshal(req.Params, &id)
 		// Only the caller's own tasks are looked at, so the answer's shape
 		// says nothing about another principal's task.
-		if rec, gerr := s.ownedRecord(r.Context(), p, KindTask, id.ID, tenant.Read); gerr == nil && rec.Protocol == normalizer.ProtocolAgentVault {
+		if rec, gerr := s.ownedRecord(in.ctx, p, KindTask, id.ID, tenant.Read); gerr == nil && rec.Protocol == normalizer.ProtocolAgentVault {
 			protocol = normalizer.ProtocolAgentVault
 		}
 	}
 	if protocol == normalizer.ProtocolAgentVault {
-		res, err = s.opts.norm.FromAgentVault(in)
+		res, err = s.opts.norm.FromAgentVault(nin)
 	} else {
-		res, err = s.opts.norm.FromA2A(in)
+		res, err = s.opts.norm.FromA2A(nin)
 	}
 	if err != nil {
 		rep.Error(&Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()})
@@ -206,31 +205,31 @@ func (s *Server) a2aCall(rep rpcReply, r *http.Request, p Principal, req *Reques
 	env := res.Envelope
 	switch res.Op {
 	case normalizer.OpSubmit:
-		s.a2aSubmit(rep, r, p, protocol, res, req)
+		s.a2aSubmit(rep, in, p, protocol, res, req)
 	case normalizer.OpQuery:
-		rec, gerr := s.ownedRecord(r.Context(), p, KindTask, env.TaskID, tenant.Read)
+		rec, gerr := s.ownedRecord(in.ctx, p, KindTask, env.TaskID, tenant.Read)
 		if gerr != nil {
 			taskNotFound(rep, protocol, env.TaskID)
 			return
 		}
 		if protocol == normalizer.ProtocolAgentVault {
-			answer(rep, egress.AgentVaultError)(s.egress.AgentVaultTaskOf(r.Context(), rec.ID, rec.RequestIDs))
+			answer(rep, egress.AgentVaultError)(s.egress.AgentVaultTaskOf(in.ctx, rec.ID, rec.RequestIDs))
 			return
 		}
-		answer(rep, egress.A2AError)(s.egress.A2ATask(r.Context(), rec.ID, rec.ContextID, rec.RequestIDs, historyLength(env)))
+		answer(rep, egress.A2AError)(s.egress.A2ATask(in.ctx, rec.ID, rec.ContextID, rec.RequestIDs, historyLength(env)))
 	case normalizer.OpCancel:
-		rec, gerr := s.ownedRecord(r.Context(), p, KindTask, env.TaskID, tenant.Write)
+		rec, gerr := s.ownedRecord(in.ctx, p, KindTask, env.TaskID, tenant.Write)
 		if gerr != nil {
 			taskNotFound(rep, protocol, env.TaskID)
 			return
 		}
 		if protocol == normalizer.ProtocolAgentVault {
-			answer(rep, egress.AgentVaultError)(s.egress.AgentVaultCancel(r.Context(), rec.RequestIDs, s.cancel))
+			answer(rep, egress.AgentVaultError)(s.egress.AgentVaultCancel(in.ctx, rec.RequestIDs, s.cancel))
 			return
 		}
-		answer(rep, egress.A2AError)(s.egress.A2ACancel(r.Context(), rec.ID, rec.ContextID, rec.RequestIDs, s.cancel))
+		answer(rep, egress.A2AError)(s.egress.A2ACancel(in.ctx, rec.ID, rec.ContextID, rec.RequestIDs, s.cancel))
 	case normalizer.OpSubscribe:
-		rec, gerr := s.ownedRecord(r.Context(), p, KindTask, env.TaskID, tenant.Read)
+		rec, gerr := s.ownedRecord(in.ctx, p, KindTask, env.TaskID, tenant.Read)
 		if gerr != nil {
 			taskNotFound(rep, protocol, env.TaskID)
 			return
@@ -245,11 +244,11 @@ func (s *Server) a2aCall(rep rpcReply, r *http.Request, p Principal, req *Reques
 		}
 		defer release()
 		if protocol == normalizer.ProtocolAgentVault {
-			s.egress.ServeAgentVaultStream(w, r, rec.LastRequest(), egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: rec.ID})
+			s.egress.ServeAgentVaultStream(w, in.r, rec.LastRequest(), egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: rec.ID})
 			return
 		}
-		s.egress.ServeA2AResubscribe(w, r, rec.LastRequest(), egress.A2AParams{JSONRPCID: req.ID, TaskID: rec.ID, ContextID: rec.ContextID,
-			Interaction: interaction(r, env)})
+		s.egress.ServeA2AResubscribe(w, in.r, rec.LastRequest(), egress.A2AParams{JSONRPCID: req.ID, TaskID: rec.ID, ContextID: rec.ContextID,
+			Interaction: interaction(in.header, env)})
 	default:
 		rep.Error(jsonrpc.MethodNotFound(req.Method))
 	}
@@ -314,10 +313,10 @@ func taskNotFound(rep rpcReply, protocol string, taskID string) {
 // a2aSubmit publishes a message/send, message/stream, tasks/send or
 // tasks/sendSubscribe request, records it on its task, and hands the answer
 // to egress.
-func (s *Server) a2aSubmit(rep rpcReply, r *http.Request, p Principal, protocol string, res *normalizer.Result, req *Request) {
+func (s *Server) a2aSubmit(rep rpcReply, in rpcIn, p Principal, protocol string, res *normalizer.Result, req *Request) {
 	env := res.Envelope
 	if env.TaskID != "" && continued(env) {
-		rec, err := s.ownedRecord(r.Context(), p, KindTask, env.TaskID, tenant.Write)
+		rec, err := s.ownedRecord(in.ctx, p, KindTask, env.TaskID, tenant.Write)
 		if err != nil {
 			taskNotFound(rep, protocol, env.TaskID)
 			return
@@ -331,7 +330,7 @@ func (s *Server) a2aSubmit(rep rpcReply, r *http.Request, p Principal, protocol 
 	} else if env.ContextID != "" {
 		// A new context is recorded as the caller's; one the client chose
 		// must be the caller's own already.
-		if err := s.claimContext(r.Context(), p, env.ContextID); err != nil {
+		if err := s.claimContext(in.ctx, p, env.ContextID); err != nil {
 			s.rpcPublishError(rep, err)
 			return
 		}
@@ -345,12 +344,12 @@ func (s *Server) a2aSubmit(rep rpcReply, r *http.Request, p Principal, protocol 
 		defer release()
 	}
 	submitted := time.Now()
-	acc, ok := s.publishRPC(rep, r, p, res.Pool, env)
+	acc, ok := s.publishRPC(rep, in, p, res.Pool, env)
 	if !ok {
 		return
 	}
 	if env.TaskID != "" {
-		if _, err := s.opts.tasks.Append(r.Context(), KindTask, TaskRecord{ID: env.TaskID, ContextID: env.ContextID,
+		if _, err := s.opts.tasks.Append(in.ctx, KindTask, TaskRecord{ID: env.TaskID, ContextID: env.ContextID,
 			Protocol: protocol, Pool: res.Pool, Principal: p.UserID}, acc.RequestID, p.Tenant()); err != nil {
 			s.opts.log.Warn("task index update failed", "task_id", env.TaskID, "request_id", acc.RequestID, "err", err)
 		}
@@ -359,14 +358,14 @@ func (s *Server) a2aSubmit(rep rpcReply, r *http.Request, p Principal, protocol 
 		return // published; nothing to answer
 	}
 	params := egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, HistoryLength: historyLength(env),
-		AcceptedOutputModes: env.ExpectedOutputModes, Interaction: interaction(r, env)}
+		AcceptedOutputModes: env.ExpectedOutputModes, Interaction: interaction(in.header, env)}
 	switch req.Method {
 	case normalizer.A2AMessageStream:
 		if w == nil {
 			return
 		}
-		s.egress.ServeA2AStream(w, r, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
-			AcceptedOutputModes: env.ExpectedOutputModes, Interaction: interaction(r, env)})
+		s.egress.ServeA2AStream(w, in.r, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
+			AcceptedOutputModes: env.ExpectedOutputModes, Interaction: interaction(in.header, env)})
 	case normalizer.A2AMessageSend:
 		if b, ok := env.Params["blocking"].(bool); ok && !b {
 			// configuration.blocking false: the task at once, submitted;
@@ -380,15 +379,15 @@ func (s *Server) a2aSubmit(rep rpcReply, r *http.Request, p Principal, protocol 
 		if w != nil {
 			// One HTTP answer: rendered as the frames come, with blank
 			// lines while the agent is idle.
-			s.egress.ServeA2ASend(w, r, acc.RequestID, params)
+			s.egress.ServeA2ASend(w, in.r, acc.RequestID, params)
 			return
 		}
-		answer(rep, egress.A2AError)(s.egress.A2AResult(r.Context(), acc.RequestID, params, egress.WithoutRequestCheck()))
+		answer(rep, egress.A2AError)(s.egress.A2AResult(in.ctx, acc.RequestID, params, egress.WithoutRequestCheck()))
 	case normalizer.AVTasksSendSubscribe:
 		if w == nil {
 			return
 		}
-		s.egress.ServeAgentVaultStream(w, r, acc.RequestID, egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: env.TaskID})
+		s.egress.ServeAgentVaultStream(w, in.r, acc.RequestID, egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: env.TaskID})
 	default: // tasks/send
 		rep.Result(map[string]string{"id": env.TaskID})
 	}
@@ -397,7 +396,7 @@ func (s *Server) a2aSubmit(rep rpcReply, r *http.Request, p Principal, protocol 
 // interaction reports whether the client declared the trpc interaction
 // spec: interaction_spec_version in the message metadata (the spec's way),
 // or the extension's URI in the A2A X-A2A-Extensions header.
-func interaction(r *http.Request, env *e2a.Envelope) bool {
+func interaction(header http.Header, env *e2a.Envelope) bool {
 	if env.Provenance != nil {
 		if v, _ := env.Provenance.Details[normalizer.DetailInteractionSpecVersion].(string); v != "" {
 			return true
@@ -405,7 +404,7 @@ func interaction(r *http.Request, env *e2a.Envelope) bool {
 	}
 	// X-A2A-Extensions in v0.3, A2A-Extensions in v1.0.
 	for _, name := range []string{"X-A2A-Extensions", "A2A-Extensions"} {
-		for _, h := range r.Header.Values(name) {
+		for _, h := range header.Values(name) {
 			for _, u := range strings.Split(h, ",") {
 				if strings.TrimSpace(u) == TRPCInteractionExtension {
 					return true
@@ -439,9 +438,9 @@ func historyLength(env *e2a.Envelope) *int {
 
 // publishRPC publishes env for p and answers JSON-RPC errors itself on
 // failure.
-func (s *Server) publishRPC(rep rpcReply, r *http.Request, p Principal, pool string, env *e2a.Envelope) (Accepted, bool) {
+func (s *Server) publishRPC(rep rpcReply, in rpcIn, p Principal, pool string, env *e2a.Envelope) (Accepted, bool) {
 	start := time.Now()
-	acc, err := s.publish(r.Context(), p, pool, env)
+	acc, err := s.publish(in.ctx, p, pool, env)
 	s.metrics.publish.Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.rpcPublishError(rep, err)

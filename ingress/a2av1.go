@@ -221,7 +221,7 @@ func (h *a2av1Handler) submit(ctx context.Context, req *a2a.SendMessageRequest, 
 		}
 	}
 	p = egress.A2AParams{TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
-		AcceptedOutputModes: env.ExpectedOutputModes, Interaction: interaction(c.r, env)}
+		AcceptedOutputModes: env.ExpectedOutputModes, Interaction: interaction(c.r.Header, env)}
 	if req.Config != nil {
 		p.HistoryLength = req.Config.HistoryLength
 	}
@@ -470,7 +470,7 @@ func (h *a2av1Handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeTo
 	if !ok {
 		return errSeq(fmt.Errorf("%w: too many open streams", a2a.ErrServerError))
 	}
-	return v1Events(h.s.egress.A2ASubscription(ctx, rec.ID, rec.ContextID, rec.RequestIDs, interaction(c.r, &e2a.Envelope{})), release)
+	return v1Events(h.s.egress.A2ASubscription(ctx, rec.ID, rec.ContextID, rec.RequestIDs, interaction(c.r.Header, &e2a.Envelope{})), release)
 }
 
 // The pipeline sends no push notifications (the card says so).

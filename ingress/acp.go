@@ -118,22 +118,15 @@ var acpNotImplemented = map[string]bool{
 	acp.AgentMethodSessionSetConfigOption: true,
 }
 
-// stdioKey marks requests made by ServeACPStdio (channel "stdio").
-type stdioKey struct{}
-
 // acpCall answers one ACP request; for a notification (no id) it acts but
 // writes nothing worth reading and never waits for an agent.
-func (s *Server) acpCall(rep rpcReply, r *http.Request, p Principal, req *Request) {
-	in := s.input(r, nil, p, r.URL.Query().Get("agent"))
-	in.RPC = &normalizer.RPCRequest{ID: req.ID, Method: req.Method, Params: req.Params}
-	if r.Context().Value(stdioKey{}) != nil {
-		in.Channel = "stdio"
-	}
+func (s *Server) acpCall(rep rpcReply, in rpcIn, p Principal, req *Request) {
+	nin := s.rpcInput(in, p, req)
 	if acpNotImplemented[req.Method] {
 		rep.Error(jsonrpc.MethodNotFound(req.Method))
 		return
 	}
-	res, err := s.opts.norm.FromACP(in)
+	res, err := s.opts.norm.FromACP(nin)
 	if err != nil {
 		rep.Error(&Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()})
 		return
@@ -146,19 +139,19 @@ func (s *Server) acpCall(rep rpcReply, r *http.Request, p Principal, req *Reques
 	case acp.AgentMethodLogout:
 		rep.Result(map[string]any{})
 	case e2a.ACPSessionNew:
-		s.acpSessionNew(rep, r, p, res, req)
+		s.acpSessionNew(rep, in, p, res, req)
 	case e2a.ACPSessionLoad:
-		s.acpSessionLoad(rep, r, p, res, req)
+		s.acpSessionLoad(rep, in, p, res, req)
 	case e2a.ACPSessionPrompt:
-		s.acpPrompt(rep, r, p, res, req)
+		s.acpPrompt(rep, in, p, res, req)
 	case e2a.ACPSessionCancel:
-		s.acpCancel(rep, r, p, res, req)
+		s.acpCancel(rep, in, p, res, req)
 	default:
 		if res.Op != normalizer.OpSubmit {
 			rep.Error(jsonrpc.MethodNotFound(req.Method))
 			return
 		}
-		s.acpPassThrough(rep, r, p, res, req)
+		s.acpPassThrough(rep, in, p, res, req)
 	}
 }
 
@@ -267,7 +260,7 @@ func newSessionID() string {
 	return id.String()
 }
 
-func (s *Server) acpSessionNew(rep rpcReply, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
+func (s *Server) acpSessionNew(rep rpcReply, in rpcIn, p Principal, res *normalizer.Result, req *Request) {
 	cfg, rerr := readSessionConfig(req.Params, true)
 	if rerr != nil {
 		rep.Error(rerr)
@@ -277,14 +270,14 @@ func (s *Server) acpSessionNew(rep rpcReply, r *http.Request, p Principal, res *
 		return // nobody would learn the session id
 	}
 	id := newSessionID()
-	if err := s.putSessionConfig(r.Context(), id, cfg); err != nil {
+	if err := s.putSessionConfig(in.ctx, id, cfg); err != nil {
 		s.acpStoreFailed(rep, req, "session store", err)
 		return
 	}
 	now := e2a.FormatTime(s.opts.now())
 	rec := TaskRecord{ID: id, Protocol: normalizer.ProtocolACP, Pool: res.Pool, Principal: p.UserID,
 		RequestIDs: []string{}, Created: now, Updated: now}
-	if err := s.createSession(r.Context(), rec); err != nil {
+	if err := s.createSession(in.ctx, rec); err != nil {
 		s.acpStoreFailed(rep, req, "session store", err)
 		return
 	}
@@ -340,8 +333,8 @@ func (s *Server) sessionConfig(ctx context.Context, id string) *acpSessionConfig
 
 // session returns the session record of the principal, answering the
 // error itself (when the request has an id) and returning nil otherwise.
-func (s *Server) session(rep rpcReply, r *http.Request, p Principal, req *Request, id string, a tenant.Access) *TaskRecord {
-	rec, err := s.ownedRecord(r.Context(), p, KindSession, id, a)
+func (s *Server) session(rep rpcReply, in rpcIn, p Principal, req *Request, id string, a tenant.Access) *TaskRecord {
+	rec, err := s.ownedRecord(in.ctx, p, KindSession, id, a)
 	if err == nil && rec.Protocol != normalizer.ProtocolACP {
 		err = ErrTaskNotFound
 	}
@@ -358,14 +351,14 @@ func (s *Server) session(rep rpcReply, r *http.Request, p Principal, req *Reques
 }
 
 // acpPrompt publishes a session/prompt and streams its answer.
-func (s *Server) acpPrompt(rep rpcReply, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
+func (s *Server) acpPrompt(rep rpcReply, in rpcIn, p Principal, res *normalizer.Result, req *Request) {
 	env := res.Envelope
-	rec := s.session(rep, r, p, req, env.SessionID, tenant.Write)
+	rec := s.session(rep, in, p, req, env.SessionID, tenant.Write)
 	if rec == nil {
 		return
 	}
 	liftE2AParams(env)
-	if cfg := s.sessionConfig(r.Context(), env.SessionID); cfg != nil {
+	if cfg := s.sessionConfig(in.ctx, env.SessionID); cfg != nil {
 		if _, ok := env.Params["cwd"]; !ok {
 			env.Params["cwd"] = cfg.Cwd
 		}
@@ -381,11 +374,11 @@ func (s *Server) acpPrompt(rep rpcReply, r *http.Request, p Principal, res *norm
 		}
 		defer release()
 	}
-	acc, ok := s.publishRPC(rep, r, p, res.Pool, env)
+	acc, ok := s.publishRPC(rep, in, p, res.Pool, env)
 	if !ok {
 		return
 	}
-	if _, err := s.opts.tasks.Append(r.Context(), KindSession, TaskRecord{ID: env.SessionID, Protocol: normalizer.ProtocolACP,
+	if _, err := s.opts.tasks.Append(in.ctx, KindSession, TaskRecord{ID: env.SessionID, Protocol: normalizer.ProtocolACP,
 		Pool: res.Pool, Principal: p.UserID}, acc.RequestID, p.Tenant()); err != nil {
 		s.opts.log.Warn("session index update failed", "session_id", env.SessionID, "request_id", acc.RequestID, "err", err)
 	}
@@ -393,7 +386,13 @@ func (s *Server) acpPrompt(rep rpcReply, r *http.Request, p Principal, res *norm
 	if w == nil {
 		return // a notification: published only
 	}
-	s.egress.ServeACP(w, r, acc.RequestID, egress.ACPParams{JSONRPCID: req.ID, SessionID: env.SessionID})
+	params := egress.ACPParams{JSONRPCID: req.ID, SessionID: env.SessionID}
+	if in.r == nil {
+		// stdio: NDJSON lines, from the first frame.
+		s.egress.ACPStream(in.ctx, w, acc.RequestID, params, 0)
+		return
+	}
+	s.egress.ServeACP(w, in.r, acc.RequestID, params)
 }
 
 // liftE2AParams copies the keys of params._meta.e2a_params into params,
@@ -414,13 +413,13 @@ func liftE2AParams(env *e2a.Envelope) {
 // acpCancel cancels the session's last request. The worker then writes the
 // final cancelled frame, which ends the pending session/prompt with
 // stopReason "cancelled".
-func (s *Server) acpCancel(rep rpcReply, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
-	rec := s.session(rep, r, p, req, res.Envelope.SessionID, tenant.Write)
+func (s *Server) acpCancel(rep rpcReply, in rpcIn, p Principal, res *normalizer.Result, req *Request) {
+	rec := s.session(rep, in, p, req, res.Envelope.SessionID, tenant.Write)
 	if rec == nil {
 		return
 	}
 	if last := rec.LastRequest(); last != "" {
-		if err := s.cancel(r.Context(), last); err != nil {
+		if err := s.cancel(in.ctx, last); err != nil {
 			s.opts.log.Warn("acp: cancel failed", "session_id", rec.ID, "request_id", last, "err", err)
 			rep.Error(jsonrpc.InternalError("the cancel could not be delivered; retry"))
 			return
@@ -438,8 +437,8 @@ type acpStream struct {
 	started bool
 }
 
-func newACPStream(w http.ResponseWriter, r *http.Request) *acpStream {
-	a := r.Header.Get("Accept")
+func newACPStream(w http.ResponseWriter, header http.Header) *acpStream {
+	a := header.Get("Accept")
 	sse := strings.Contains(a, "text/event-stream") && !strings.Contains(a, "application/x-ndjson")
 	return &acpStream{w: w, rc: http.NewResponseController(w), sse: sse}
 }
@@ -475,7 +474,7 @@ func (st *acpStream) emit(v any) error {
 
 // acpSessionLoad replays a session's history, then answers a
 // LoadSessionResponse.
-func (s *Server) acpSessionLoad(rep rpcReply, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
+func (s *Server) acpSessionLoad(rep rpcReply, in rpcIn, p Principal, res *normalizer.Result, req *Request) {
 	id := res.Envelope.SessionID
 	cfg, rerr := readSessionConfig(req.Params, false)
 	if rerr != nil {
@@ -486,12 +485,12 @@ func (s *Server) acpSessionLoad(rep rpcReply, r *http.Request, p Principal, res 
 	if cfg != nil {
 		access = tenant.Write // it replaces the session's configuration
 	}
-	rec := s.session(rep, r, p, req, id, access)
+	rec := s.session(rep, in, p, req, id, access)
 	if rec == nil || req.IsNotification() {
 		return
 	}
 	if cfg != nil {
-		if err := s.putSessionConfig(r.Context(), id, cfg); err != nil {
+		if err := s.putSessionConfig(in.ctx, id, cfg); err != nil {
 			s.opts.log.Warn("acp: session config update failed", "session_id", id, "err", err)
 		}
 	}
@@ -504,13 +503,13 @@ func (s *Server) acpSessionLoad(rep rpcReply, r *http.Request, p Principal, res 
 		return
 	}
 	defer release()
-	st := newACPStream(w, r)
+	st := newACPStream(w, in.header)
 	update := func(u acp.SessionUpdate) error {
 		return st.emit(jsonrpc.Notification{JSONRPC: "2.0", Method: e2a.ACPSessionUpdate,
 			Params: acp.SessionNotification{SessionId: acp.SessionId(id), Update: u}})
 	}
-	if err := s.replaySession(r.Context(), rec, update); err != nil {
-		if r.Context().Err() != nil {
+	if err := s.replaySession(in.ctx, rec, update); err != nil {
+		if in.ctx.Err() != nil {
 			return
 		}
 		s.opts.log.Warn("acp: session replay failed", "session_id", id, "err", err)
@@ -597,21 +596,21 @@ func loadEnvelope(ctx context.Context, st jetstream.Stream, requestID string) *e
 
 // acpPassThrough publishes a method the pipeline does not answer itself
 // and answers with the request's final frame.
-func (s *Server) acpPassThrough(rep rpcReply, r *http.Request, p Principal, res *normalizer.Result, req *Request) {
+func (s *Server) acpPassThrough(rep rpcReply, in rpcIn, p Principal, res *normalizer.Result, req *Request) {
 	env := res.Envelope
-	acc, ok := s.publishRPC(rep, r, p, res.Pool, env)
+	acc, ok := s.publishRPC(rep, in, p, res.Pool, env)
 	if !ok || req.IsNotification() {
 		return
 	}
 	var final *e2a.Response
-	err := egress.Replay(r.Context(), s.nc, acc.RequestID, 0, func(f egress.Frame) error {
+	err := egress.Replay(in.ctx, s.nc, acc.RequestID, 0, func(f egress.Frame) error {
 		if f.Response.IsFinal {
 			final = f.Response
 		}
 		return nil
 	}, egress.WithoutRequestCheck())
 	if err != nil || final == nil {
-		if r.Context().Err() != nil {
+		if in.ctx.Err() != nil {
 			return
 		}
 		rep.Error(&Error{Code: jsonrpc.CodeInternalError, Message: "Internal error: no answer from the agent",

@@ -283,6 +283,17 @@ func (a *Auth) AuthenticateAPIKeyBearer(r *http.Request) (Principal, error) {
 	return a.Authenticate(r)
 }
 
+// Anonymous returns the principal of a request that presents no
+// credential: the anonymous principal when the none scheme is enabled,
+// else an unauthenticated error (transports without credentials, such as
+// ACP over stdio, use it).
+func (a *Auth) Anonymous() (Principal, error) {
+	if a.Enabled(SchemeNone) {
+		return a.anonymous, nil
+	}
+	return a.fail(unauthenticated("", "", "missing credentials"))
+}
+
 // Open reports whether authentication is off (the none scheme alone).
 func (a *Auth) Open() bool { return len(a.schemes) == 1 && a.schemes[0] == SchemeNone }
 
@@ -298,10 +309,7 @@ func (a *Auth) authenticate(r *http.Request) (Principal, error) {
 	authz := r.Header.Values("Authorization")
 	switch {
 	case len(keys) == 0 && len(authz) == 0:
-		if a.Enabled(SchemeNone) {
-			return a.anonymous, nil
-		}
-		return a.fail(unauthenticated("", "", "missing credentials"))
+		return a.Anonymous()
 	case len(keys)+len(authz) > 1:
 		return a.fail(unauthenticated("", "invalid_request", "more than one credential presented"))
 	case len(keys) == 1:

@@ -51,29 +51,11 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, protocol string, s
 	} else {
 		StripCredentialHeaders(r.Header)
 	}
-	if s.opts.limiter != nil {
-		key := p.UserID
-		if key == "" {
-			key = "anonymous"
-		}
-		d, err := s.opts.limiter.Allow(r.Context(), key)
-		if err != nil {
-			if errors.Is(err, context.Canceled) {
-				return p, false
-			}
-			w.Header().Set("Retry-After", "1")
-			shape(w, failure{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "rate limiter unavailable; retry later", Retryable: true, RPCCode: jsonrpc.CodeInternalError})
-			return p, false
-		}
-		d.SetHeaders(w.Header())
-		if !d.Allowed {
-			s.metrics.rateLimited.WithLabelValues(protocol).Inc()
-			body := d.ExceededBody()
-			shape(w, failure{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded",
-				Message:   "rate limit exceeded: " + strconv.Itoa(d.Limit) + " requests per " + d.Window,
-				Retryable: true, RPCCode: jsonrpc.CodeRateLimited, Data: body})
-			return p, false
-		}
+	if f, canceled := s.rateLimit(r.Context(), p, protocol, 1, w.Header(), false); canceled {
+		return p, false
+	} else if f != nil {
+		shape(w, *f)
+		return p, false
 	}
 	return p, true
 }
@@ -122,28 +104,66 @@ func (s *Server) rpcStreamSlot(rep rpcReply, p Principal) (func(), bool) {
 // elements of a batch after the first); on refusal it answers 429 in the
 // endpoint's shape.
 func (s *Server) charge(w http.ResponseWriter, r *http.Request, p Principal, protocol string, n int, shape errorShape) bool {
+	if f, canceled := s.rateLimit(r.Context(), p, protocol, n, w.Header(), true); canceled {
+		return false
+	} else if f != nil {
+		shape(w, *f)
+		return false
+	}
+	return true
+}
+
+// rateLimit charges n requests to p's rate limit. It returns the refusal
+// (429 over the limit, 503 when a fail-closed limiter is unavailable), with
+// Retry-After and the X-RateLimit headers set in hdr, or canceled when ctx
+// ended first. batch words the refusal as the batch's.
+func (s *Server) rateLimit(ctx context.Context, p Principal, protocol string, n int, hdr http.Header, batch bool) (f *failure, canceled bool) {
 	if s.opts.limiter == nil {
-		return true
+		return nil, false
 	}
 	key := p.UserID
 	if key == "" {
 		key = "anonymous"
 	}
 	for i := 0; i < n; i++ {
-		d, err := s.opts.limiter.Allow(r.Context(), key)
+		d, err := s.opts.limiter.Allow(ctx, key)
 		if err != nil {
-			w.Header().Set("Retry-After", "1")
-			shape(w, failure{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "rate limiter unavailable; retry later", Retryable: true, RPCCode: jsonrpc.CodeInternalError})
-			return false
+			if errors.Is(err, context.Canceled) {
+				return nil, true
+			}
+			hdr.Set("Retry-After", "1")
+			return &failure{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "rate limiter unavailable; retry later", Retryable: true, RPCCode: jsonrpc.CodeInternalError}, false
+		}
+		if !d.Allowed || !batch {
+			d.SetHeaders(hdr)
 		}
 		if !d.Allowed {
-			d.SetHeaders(w.Header())
 			s.metrics.rateLimited.WithLabelValues(protocol).Inc()
-			shape(w, failure{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded",
-				Message:   "rate limit exceeded by the batch: " + strconv.Itoa(d.Limit) + " requests per " + d.Window,
-				Retryable: true, RPCCode: jsonrpc.CodeRateLimited, Data: d.ExceededBody()})
-			return false
+			msg := "rate limit exceeded: "
+			if batch {
+				msg = "rate limit exceeded by the batch: "
+			}
+			return &failure{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded",
+				Message:   msg + strconv.Itoa(d.Limit) + " requests per " + d.Window,
+				Retryable: true, RPCCode: jsonrpc.CodeRateLimited, Data: d.ExceededBody()}, false
 		}
 	}
-	return true
+	return nil, false
+}
+
+// stdioGate is the gate of a message read on stdio: no credentials can be
+// presented there (the local process is the trust boundary), so the
+// principal is the anonymous one (refused when the server's auth has no
+// none scheme), charged n requests of its rate limit.
+func (s *Server) stdioGate(ctx context.Context, n int) (Principal, *failure, bool) {
+	p := Principal{UserID: "", IdentityOrigin: "user", Scheme: SchemeNone, Open: true}
+	if s.opts.auth != nil {
+		var err error
+		if p, err = s.opts.auth.Anonymous(); err != nil {
+			s.metrics.authFailures.WithLabelValues("acp").Inc()
+			return p, &failure{Status: AuthStatus(err), Code: "unauthenticated", Message: err.Error(), RPCCode: jsonrpc.CodeACPAuthRequired}, true
+		}
+	}
+	f, canceled := s.rateLimit(ctx, p, "acp", n, http.Header{}, n > 1)
+	return p, f, !canceled
 }

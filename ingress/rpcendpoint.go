@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/normalizer"
 )
 
 // rpcEndpoint describes one JSON-RPC 2.0 endpoint (/a2a, /acp): its
@@ -17,10 +18,46 @@ type rpcEndpoint struct {
 	shape     errorShape
 	streaming func(method string) bool
 	metric    func(method string) string
-	call      func(rep rpcReply, r *http.Request, p Principal, req *Request)
+	call      func(rep rpcReply, in rpcIn, p Principal, req *Request)
 	// notifyErrors answers an id-less call that fails with its JSON-RPC
 	// error (id null) instead of 204 (A2A: it defines no notifications).
 	notifyErrors bool
+}
+
+// rpcIn is what one JSON-RPC call carries besides its message, whatever
+// the transport.
+type rpcIn struct {
+	ctx     context.Context
+	header  http.Header // the HTTP request's headers; on stdio, the ones the connection sets
+	agent   string      // the agent pool asked for (?agent=)
+	channel string      // the envelope's provenance channel: "http" or "stdio"
+	// r is the HTTP request when the transport is HTTP (streams negotiate
+	// their format and resume from it); nil on stdio.
+	r *http.Request
+}
+
+// httpIn is the rpcIn of a call that came over HTTP.
+func httpIn(r *http.Request) rpcIn {
+	return rpcIn{ctx: r.Context(), header: r.Header, agent: r.URL.Query().Get("agent"), channel: "http", r: r}
+}
+
+// withContext returns in with ctx (the context of one batch element).
+func (in rpcIn) withContext(ctx context.Context) rpcIn {
+	in.ctx = ctx
+	if in.r != nil {
+		in.r = in.r.WithContext(ctx)
+	}
+	return in
+}
+
+// rpcInput is the normalizer input of one JSON-RPC call: the request is
+// already decoded, so the adapters read it as is, with no second encode
+// and parse.
+func (s *Server) rpcInput(in rpcIn, p Principal, req *Request) normalizer.Input {
+	nin := s.inputFrom(in.header, nil, p, in.agent)
+	nin.Channel = in.channel
+	nin.RPC = &normalizer.RPCRequest{ID: req.ID, Method: req.Method, Params: req.Params}
+	return nin
 }
 
 // rpcReply is where the answer of one JSON-RPC call goes, whatever carries
@@ -114,7 +151,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, e rpcEndpoint)
 		}
 		resps := jsonrpc.Batch(r.Context(), calls, e.streaming, func(ctx context.Context, req *Request) (any, *Error) {
 			var v valueReply
-			e.call(&v, r.WithContext(ctx), p, req)
+			e.call(&v, httpIn(r).withContext(ctx), p, req)
 			return v.result, v.err
 		})
 		_ = jsonrpc.WriteBatch(w, resps)
@@ -128,7 +165,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, e rpcEndpoint)
 	method = e.metric(c.Request.Method)
 	if c.Request.IsNotification() {
 		var v valueReply
-		e.call(&v, r, p, &c.Request)
+		e.call(&v, httpIn(r), p, &c.Request)
 		if e.notifyErrors && v.err != nil {
 			_ = jsonrpc.WriteError(w, nil, v.err)
 			return
@@ -136,5 +173,5 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, e rpcEndpoint)
 		jsonrpc.WriteNoReply(w)
 		return
 	}
-	e.call(httpReply{w: w, id: c.Request.ID}, r, p, &c.Request)
+	e.call(httpReply{w: w, id: c.Request.ID}, httpIn(r), p, &c.Request)
 }

@@ -344,8 +344,13 @@ func links(id string) map[string]string {
 
 // input builds the normalizer's view of an HTTP request.
 func (s *Server) input(r *http.Request, body []byte, p Principal, agent string) normalizer.Input {
-	in := normalizer.Input{Body: body, Header: r.Header, Channel: "http", Agent: agent, Now: s.opts.now,
-		RequestID: r.Header.Get("Idempotency-Key")}
+	return s.inputFrom(r.Header, body, p, agent)
+}
+
+// inputFrom is input for a transport's headers.
+func (s *Server) inputFrom(header http.Header, body []byte, p Principal, agent string) normalizer.Input {
+	in := normalizer.Input{Body: body, Header: header, Channel: "http", Agent: agent, Now: s.opts.now,
+		RequestID: header.Get("Idempotency-Key")}
 	if p.UserID != "" {
 		// With authentication off (the none scheme alone) the principal is
 		// only a default: the user the request claims is all there is to

@@ -20,11 +20,13 @@ import (
 
 // ServeACPStdio serves ACP over stdio, as an editor expects of an agent it
 // spawns: newline-delimited JSON-RPC 2.0 messages read from in, answers and
-// session/update notifications written to out, one message per line. It
-// forwards everything to the pipeline through the POST /acp handler of s,
-// in process, so both transports behave the same (the envelopes' channel
-// is "stdio"); s should have no HTTP auth (the local process is the trust
-// boundary). Nothing but protocol messages is written to out.
+// session/update notifications written to out, one message per line. Each
+// message is decoded and answered by the same code as POST /acp of s
+// (package jsonrpc and the ACP handlers), so both transports behave the
+// same (the envelopes' channel is "stdio"). No credential can be presented
+// on stdio (the local process is the trust boundary): messages run as the
+// anonymous principal, and are refused with -32000 when s has auth without
+// the none scheme. Nothing but protocol messages is written to out.
 //
 // Requests run concurrently: several prompts may stream at once, and a
 // session/cancel read while a prompt streams cancels it (also before its
@@ -40,7 +42,7 @@ import (
 // blocked on in is abandoned). It returns the error of a failed write to out
 // or of reading in.
 func ServeACPStdio(ctx context.Context, in io.Reader, out io.Writer, s *Server) error {
-	base, stop := context.WithCancel(context.WithValue(ctx, stdioKey{}, true))
+	base, stop := context.WithCancel(ctx)
 	defer stop()
 	c := &stdioConn{s: s, out: &lineOut{w: out}, base: base, calls: map[string]*stdioCall{}, prompts: map[string]map[*stdioCall]bool{}}
 	lines := make(chan stdioLine)
@@ -304,34 +306,80 @@ func (c *stdioConn) cancelRequest(id json.RawMessage) {
 	call.cancel()
 }
 
-// run answers one message through the POST /acp handler.
+// run answers one message as POST /acp does, with the same decoding,
+// dispatch and handlers (package jsonrpc, acpCall), and no HTTP between:
+// answers are written as lines, a streamed answer line by line.
 func (c *stdioConn) run(call *stdioCall, line []byte, hdr http.Header) {
-	r, err := http.NewRequestWithContext(call.ctx, http.MethodPost, "/acp", bytes.NewReader(line))
-	if err != nil {
+	s := c.s
+	in := rpcIn{ctx: call.ctx, header: hdr, channel: "stdio"}
+	w := &stdioResponse{hdr: http.Header{}, out: c.out}
+	defer func() {
+		w.finish()
+		if call.canceled.Load() && call.requestID != "" {
+			defer c.cancelPipeline(call.requestID)
+		}
+		if call.canceled.Load() && !w.responded && call.id != nil {
+			w.response(jsonrpc.ErrorResponse(call.id, &Error{Code: jsonrpc.CodeACPRequestCancelled, Message: "Request cancelled"}))
+		}
+	}()
+	calls, batch, derr := jsonrpc.Decode(line, jsonrpc.DecodeOptions{})
+	if derr != nil {
+		w.response(jsonrpc.ErrorResponse(nil, derr))
 		return
 	}
-	for k, v := range hdr {
-		r.Header[k] = v
+	p, f, ok := s.stdioGate(in.ctx, len(calls))
+	if !ok {
+		return // cancelled
 	}
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("Accept", "application/x-ndjson")
-	r.RemoteAddr = "stdio"
-	w := &stdioResponse{hdr: http.Header{}, out: c.out}
-	c.s.handleACP(w, r)
-	w.finish()
-	if call.canceled.Load() && call.requestID != "" {
-		defer c.cancelPipeline(call.requestID)
+	if f != nil {
+		w.response(jsonrpc.ErrorResponse(nil, &Error{Code: f.RPCCode, Message: f.Message, Data: f.Data}))
+		return
 	}
-	if call.canceled.Load() && !w.responded && call.id != nil {
-		b, _ := json.Marshal(jsonrpc.ErrorResponse(call.id, &Error{Code: jsonrpc.CodeACPRequestCancelled, Message: "Request cancelled"}))
-		_ = c.out.line(b)
+	if batch {
+		resps := jsonrpc.Batch(in.ctx, calls, acpStreaming, func(ctx context.Context, req *Request) (any, *Error) {
+			var v valueReply
+			s.acpCall(&v, in.withContext(ctx), p, req)
+			return v.result, v.err
+		})
+		if len(resps) > 0 {
+			w.response(resps)
+		}
+		return
 	}
+	if first := calls[0]; first.Err != nil {
+		w.response(jsonrpc.ErrorResponse(first.Request.ID, first.Err))
+		return
+	}
+	req := &calls[0].Request
+	if req.IsNotification() {
+		s.acpCall(&valueReply{}, in, p, req)
+		return
+	}
+	s.acpCall(stdioReply{w: w, id: req.ID}, in, p, req)
 }
 
-// stdioResponse is the http.ResponseWriter of one stdio message: its body
-// is cut into lines, each written to stdout as one message; empty lines
-// (NDJSON keep-alives) are dropped. Status and headers are ignored: every
-// answer of POST /acp, errors included, is a JSON-RPC body.
+// stdioReply answers one stdio call: a response line, or the lines of a
+// streamed answer.
+type stdioReply struct {
+	w  *stdioResponse
+	id json.RawMessage
+}
+
+var _ rpcReply = stdioReply{}
+
+func (r stdioReply) Result(v any)   { r.w.response(jsonrpc.ResultResponse(r.id, v)) }
+func (r stdioReply) Error(e *Error) { r.w.response(jsonrpc.ErrorResponse(r.id, e)) }
+func (r stdioReply) Refuse(f failure) {
+	r.Error(&Error{Code: f.RPCCode, Message: f.Message, Data: f.Data})
+}
+func (r stdioReply) Header() http.Header         { return r.w.hdr }
+func (r stdioReply) Stream() http.ResponseWriter { return r.w }
+
+// stdioResponse writes the answer of one stdio message: responses as one
+// line each, and, as the http.ResponseWriter a streamed answer (NDJSON) is
+// rendered into, that body cut into lines, each written to stdout as one
+// message; empty lines (NDJSON keep-alives) are dropped. Status and headers
+// are ignored.
 type stdioResponse struct {
 	hdr       http.Header
 	out       *lineOut
@@ -373,6 +421,16 @@ func (w *stdioResponse) emit(line []byte) error {
 		w.responded = true
 	}
 	return w.out.line(line)
+}
+
+// response writes one JSON-RPC response (or a batch's array) as a line.
+func (w *stdioResponse) response(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(jsonrpc.ErrorResponse(nil, jsonrpc.InternalError("the answer could not be encoded")))
+	}
+	w.responded = true
+	_ = w.out.line(b)
 }
 
 func (w *stdioResponse) finish() {

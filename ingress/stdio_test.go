@@ -398,3 +398,51 @@ func TestStdioLines(t *testing.T) {
 		t.Fatalf("unexpected output after the end: %v", m)
 	}
 }
+
+// TestStdioBatchAndAuth: a batch read on stdio is answered as one line
+// holding the array of responses (a streaming method inside it refused
+// alone), and a server whose auth has no none scheme refuses every stdio
+// message with ACP's -32000: no credential can be presented there.
+func TestStdioBatchAndAuth(t *testing.T) {
+	exchange := func(t *testing.T, in io.WriteCloser, out io.Reader, msg string) json.RawMessage {
+		t.Helper()
+		if _, err := io.WriteString(in, msg+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(out).ReadBytes('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		return line
+	}
+	t.Run("batch", func(t *testing.T) {
+		in, out, _ := startStdio(t)
+		line := exchange(t, in, out, `[{"jsonrpc":"2.0","id":"a","method":"initialize","params":{"protocolVersion":1}},`+
+			`{"jsonrpc":"2.0","id":"b","method":"session/prompt","params":{"sessionId":"s","prompt":[]}},`+
+			`{"jsonrpc":"2.0","method":"initialize","params":{"protocolVersion":1}}]`)
+		var resps []struct {
+			ID     string          `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  *ingress.Error  `json:"error"`
+		}
+		if err := json.Unmarshal(line, &resps); err != nil || len(resps) != 2 {
+			t.Fatalf("batch answer %s", line)
+		}
+		if resps[0].ID != "a" || resps[0].Error != nil || !strings.Contains(string(resps[0].Result), `"protocolVersion":1`) {
+			t.Fatalf("initialize in a batch: %s", line)
+		}
+		if resps[1].ID != "b" || resps[1].Error == nil || resps[1].Error.Code != jsonrpc.CodeInvalidRequest {
+			t.Fatalf("session/prompt in a batch: %s", line)
+		}
+	})
+	t.Run("auth without none", func(t *testing.T) {
+		in, out, _ := startStdio(t, withAPIKey(t))
+		line := exchange(t, in, out, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+		var resp struct {
+			Error *ingress.Error `json:"error"`
+		}
+		if err := json.Unmarshal(line, &resp); err != nil || resp.Error == nil || resp.Error.Code != jsonrpc.CodeACPAuthRequired {
+			t.Fatalf("stdio under auth: %s", line)
+		}
+	})
+}
