@@ -178,8 +178,21 @@ func scenarios(t testing.TB) []scenario {
 type rendererCase struct {
 	name  string
 	sse   bool
+	// format is the output format (Formats) the renderer writes.
+	format string
 	make  func(o *Output, sc scenario) Renderer
 	check func(t *testing.T, sc scenario, status int, body []byte)
+}
+
+// ConformanceFormats returns, for each output format, the renderer cases
+// of the conformance suite that write it (their golden files are under
+// testdata/<case>/): the registry's completeness check reads it.
+func ConformanceFormats() map[string][]string {
+	out := map[string][]string{}
+	for _, rc := range renderers() {
+		out[rc.format] = append(out[rc.format], rc.name)
+	}
+	return out
 }
 
 func reqID(sc scenario) string {
@@ -191,41 +204,41 @@ func reqID(sc scenario) string {
 
 func renderers() []rendererCase {
 	return []rendererCase{
-		{name: "e2a_sse", sse: true, make: func(o *Output, sc scenario) Renderer { return NewE2ASSE(o, 2*time.Second, "") },
+		{name: "e2a_sse", format: FormatE2ASSE, sse: true, make: func(o *Output, sc scenario) Renderer { return NewE2ASSE(o, 2*time.Second, "") },
 			check: checkE2ASSE},
-		{name: "e2a_ndjson", make: func(o *Output, sc scenario) Renderer { return NewE2ANDJSON(o) }, check: checkE2ANDJSON},
-		{name: "e2a_json", make: func(o *Output, sc scenario) Renderer {
+		{name: "e2a_ndjson", format: FormatE2ANDJSON, make: func(o *Output, sc scenario) Renderer { return NewE2ANDJSON(o) }, check: checkE2ANDJSON},
+		{name: "e2a_json", format: FormatE2AJSON, make: func(o *Output, sc scenario) Renderer {
 			return NewE2AJSON(o, reqID(sc), []byte(`{"request_id":"`+reqID(sc)+`","method":"chat.send"}`), sc.final, sc.from)
 		}, check: checkE2AJSON},
-		{name: "a2a_stream", sse: true, make: func(o *Output, sc scenario) Renderer {
+		{name: "a2a_stream", format: FormatA2ASSE, sse: true, make: func(o *Output, sc scenario) Renderer {
 			return NewA2AStream(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-002"`), TaskID: "task-002", ContextID: "ctx-001", Submitted: fixedNow, Interaction: true}, sc.from)
 		}, check: checkA2AStream},
-		{name: "a2a_send", make: func(o *Output, sc scenario) Renderer {
+		{name: "a2a_send", format: FormatA2AJSON, make: func(o *Output, sc scenario) Renderer {
 			return NewA2ASend(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-001"`), Interaction: true})
 		}, check: checkA2ASend},
-		{name: "a2a_stream_basic", sse: true, make: func(o *Output, sc scenario) Renderer {
+		{name: "a2a_stream_basic", format: FormatA2ASSE, sse: true, make: func(o *Output, sc scenario) Renderer {
 			return NewA2AStream(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-002"`), TaskID: "task-002", ContextID: "ctx-001", Submitted: fixedNow}, sc.from)
 		}, check: checkBasic(checkA2AStream)},
-		{name: "a2a_send_basic", make: func(o *Output, sc scenario) Renderer {
+		{name: "a2a_send_basic", format: FormatA2AJSON, make: func(o *Output, sc scenario) Renderer {
 			return NewA2ASend(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-001"`)})
 		}, check: checkBasic(checkA2ASend)},
-		{name: "a2a_stream_text_only", sse: true, make: func(o *Output, sc scenario) Renderer {
+		{name: "a2a_stream_text_only", format: FormatA2ASSE, sse: true, make: func(o *Output, sc scenario) Renderer {
 			return NewA2AStream(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-002"`), TaskID: "task-002", ContextID: "ctx-001", Submitted: fixedNow,
 				AcceptedOutputModes: []string{"text/plain"}, Interaction: true}, sc.from)
 		}, check: checkTextOnly(checkA2AStream)},
-		{name: "a2a_send_text_only", make: func(o *Output, sc scenario) Renderer {
+		{name: "a2a_send_text_only", format: FormatA2AJSON, make: func(o *Output, sc scenario) Renderer {
 			return NewA2ASend(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-001"`), AcceptedOutputModes: []string{"text/plain"}, Interaction: true})
 		}, check: checkTextOnly(checkA2ASend)},
-		{name: "agentvault_sse", sse: true, make: func(o *Output, sc scenario) Renderer {
+		{name: "agentvault_sse", format: FormatAgentVaultSSE, sse: true, make: func(o *Output, sc scenario) Renderer {
 			return NewAgentVaultStream(o, reqID(sc), AgentVaultParams{TaskID: "task-abc-123"})
 		}, check: checkAgentVault},
-		{name: "acp_ndjson", make: func(o *Output, sc scenario) Renderer {
+		{name: "acp_ndjson", format: FormatACP, make: func(o *Output, sc scenario) Renderer {
 			return NewACP(o, ACPParams{JSONRPCID: json.RawMessage(`42`), SessionID: "s1"})
 		}, check: checkACP},
-		{name: "acp_sse", sse: true, make: func(o *Output, sc scenario) Renderer {
+		{name: "acp_sse", format: FormatACP, sse: true, make: func(o *Output, sc scenario) Renderer {
 			return NewACP(o, ACPParams{JSONRPCID: json.RawMessage(`42`), SessionID: "s1", SSE: true})
 		}, check: checkACP},
-		{name: "a2e_ndjson", make: func(o *Output, sc scenario) Renderer {
+		{name: "a2e_ndjson", format: FormatA2ENDJSON, make: func(o *Output, sc scenario) Renderer {
 			return NewA2E(o, A2EParams{ReqID: "a1b2c3", ReqType: "tool/call/req"})
 		}, check: checkA2E},
 	}

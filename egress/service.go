@@ -35,6 +35,9 @@ const (
 	FormatA2ENDJSON     = "a2e_ndjson"
 )
 
+// Formats lists every output format, in a stable order.
+var Formats = []string{FormatE2ASSE, FormatE2ANDJSON, FormatE2AJSON, FormatA2ASSE, FormatA2AJSON, FormatAgentVaultSSE, FormatACP, FormatA2ENDJSON}
+
 // Service serves the frames of requests over HTTP in every output format.
 // It holds no state of its own beyond a connection: any egress process can
 // serve any request. It is safe for concurrent use.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
@@ -60,15 +60,11 @@ func validRPCID(id json.RawMessage) bool {
 	return false
 }
 
-// a2aStreaming reports the methods answered as an SSE stream; they cannot
-// be part of a batch.
-func a2aStreaming(method string) bool {
-	switch method {
-	case normalizer.A2AMessageStream, normalizer.A2ATasksResubscribe, normalizer.AVTasksSendSubscribe:
-		return true
-	}
-	return false
-}
+// The JSON-RPC dispatch tables of /a2a and /acp (package protocols).
+var (
+	a2aEndpoint = protocols.At("/a2a")
+	acpEndpoint = protocols.At("/acp")
+)
 
 // handleA2A serves POST /a2a: A2A v0.3 (message/send, message/stream,
 // tasks/get, tasks/cancel, tasks/resubscribe) and the AgentVault profile
@@ -90,18 +86,8 @@ func (s *Server) handleA2A(w http.ResponseWriter, r *http.Request) {
 		s.v1rpc.ServeHTTP(w, r)
 		return
 	}
-	s.serveRPC(w, r, rpcEndpoint{protocol: "a2a", shape: rpcShapeWithID(body), streaming: a2aStreaming, metric: a2aMetricMethod,
+	s.serveRPC(w, r, rpcEndpoint{protocol: "a2a", shape: rpcShapeWithID(body), streaming: a2aEndpoint.Streaming, metric: a2aEndpoint.Label,
 		call: s.a2aCall, notifyErrors: true})
-}
-
-// a2aMetricMethod bounds the method label to the protocols' methods.
-func a2aMetricMethod(m string) string {
-	switch m {
-	case normalizer.A2AMessageSend, normalizer.A2AMessageStream, normalizer.A2ATasksGet, normalizer.A2ATasksCancel,
-		normalizer.A2ATasksResubscribe, normalizer.AVTasksSend, normalizer.AVTasksSendSubscribe:
-		return m
-	}
-	return "other"
 }
 
 // readRPCBody reads the body with the size limit, answering 413 with a
@@ -167,41 +153,35 @@ func (w *sseErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // a2aCall answers one A2A or AgentVault JSON-RPC request.
 func (s *Server) a2aCall(rep rpcReply, in rpcIn, p Principal, req *Request) {
-	if sw := rep.Stream(); sw != nil && a2aStreaming(req.Method) {
+	if sw := rep.Stream(); sw != nil && a2aEndpoint.Streaming(req.Method) {
 		rep = httpReply{w: &sseErrors{ResponseWriter: sw}, id: req.ID}
 	}
 	// The request is already decoded: the adapters read it as is, with no
 	// second encode and parse.
 	nin := s.rpcInput(in, p, req)
-	var (
-		res      *normalizer.Result
-		err      error
-		protocol = normalizer.ProtocolA2A
-	)
-	switch req.Method {
-	case normalizer.AVTasksSend, normalizer.AVTasksSendSubscribe:
-		protocol = normalizer.ProtocolAgentVault
-	case normalizer.A2ATasksGet, normalizer.A2ATasksCancel:
+	pr, _, known := a2aEndpoint.Method(req.Method)
+	if !known {
+		pr, _ = protocols.Lookup(protocols.A2A) // its adapter answers -32601
+	}
+	if req.Method == normalizer.A2ATasksGet || req.Method == normalizer.A2ATasksCancel {
 		// Shared names: the task's record says which protocol made it.
+		// Only the caller's own tasks are looked at, so the answer's shape
+		// says nothing about another principal's task.
 		var id struct {
 			ID string `json:"id"`
 		}
 		_ = json.Unmarshal(req.Params, &id)
-		// Only the caller's own tasks are looked at, so the answer's shape
-		// says nothing about another principal's task.
 		if rec, gerr := s.ownedRecord(in.ctx, p, KindTask, id.ID, tenant.Read); gerr == nil && rec.Protocol == normalizer.ProtocolAgentVault {
-			protocol = normalizer.ProtocolAgentVault
+			pr, _ = protocols.Lookup(protocols.AgentVault)
 		}
 	}
-	if protocol == normalizer.ProtocolAgentVault {
-		res, err = s.opts.norm.FromAgentVault(nin)
-	} else {
-		res, err = s.opts.norm.FromA2A(nin)
-	}
+	adapt, _ := s.opts.norm.Adapter(pr.Adapter)
+	res, err := adapt(nin)
 	if err != nil {
 		rep.Error(&Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()})
 		return
 	}
+	protocol := pr.Adapter
 	env := res.Envelope
 	switch res.Op {
 	case normalizer.OpSubmit:
@@ -213,10 +193,10 @@ func (s *Server) a2aCall(rep rpcReply, in rpcIn, p Principal, req *Request) {
 			return
 		}
 		if protocol == normalizer.ProtocolAgentVault {
-			answer(rep, egress.AgentVaultError)(s.egress.AgentVaultTaskOf(in.ctx, rec.ID, rec.RequestIDs))
+			answer(rep, pr.Errors)(s.egress.AgentVaultTaskOf(in.ctx, rec.ID, rec.RequestIDs))
 			return
 		}
-		answer(rep, egress.A2AError)(s.egress.A2ATask(in.ctx, rec.ID, rec.ContextID, rec.RequestIDs, historyLength(env)))
+		answer(rep, pr.Errors)(s.egress.A2ATask(in.ctx, rec.ID, rec.ContextID, rec.RequestIDs, historyLength(env)))
 	case normalizer.OpCancel:
 		rec, gerr := s.ownedRecord(in.ctx, p, KindTask, env.TaskID, tenant.Write)
 		if gerr != nil {
@@ -224,10 +204,10 @@ func (s *Server) a2aCall(rep rpcReply, in rpcIn, p Principal, req *Request) {
 			return
 		}
 		if protocol == normalizer.ProtocolAgentVault {
-			answer(rep, egress.AgentVaultError)(s.egress.AgentVaultCancel(in.ctx, rec.RequestIDs, s.cancel))
+			answer(rep, pr.Errors)(s.egress.AgentVaultCancel(in.ctx, rec.RequestIDs, s.cancel))
 			return
 		}
-		answer(rep, egress.A2AError)(s.egress.A2ACancel(in.ctx, rec.ID, rec.ContextID, rec.RequestIDs, s.cancel))
+		answer(rep, pr.Errors)(s.egress.A2ACancel(in.ctx, rec.ID, rec.ContextID, rec.RequestIDs, s.cancel))
 	case normalizer.OpSubscribe:
 		rec, gerr := s.ownedRecord(in.ctx, p, KindTask, env.TaskID, tenant.Read)
 		if gerr != nil {
@@ -275,8 +255,8 @@ func (s *Server) peekV1Call(w http.ResponseWriter, r *http.Request) (body []byte
 		return nil, false, false
 	}
 	found := false
-	for _, m := range a2aV1Methods {
-		if bytes.Contains(body, []byte(`"`+m+`"`)) {
+	for _, m := range a2aV1.Methods {
+		if bytes.Contains(body, []byte(`"`+m.Name+`"`)) {
 			found = true
 			break
 		}
@@ -293,12 +273,13 @@ func (s *Server) peekV1Call(w http.ResponseWriter, r *http.Request) (body []byte
 	return body, a2aV1Method(head.Method), true
 }
 
-var a2aV1Methods = []string{"SendMessage", "SendStreamingMessage", "GetTask", "ListTasks", "CancelTask", "SubscribeToTask",
-	"GetExtendedAgentCard", "GetTaskPushNotificationConfig", "CreateTaskPushNotificationConfig",
-	"ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig"}
+var a2aV1, _ = protocols.Lookup(protocols.A2AV1)
 
 // a2aV1Method reports the A2A v1.0 JSON-RPC method names.
-func a2aV1Method(m string) bool { return slices.Contains(a2aV1Methods, m) }
+func a2aV1Method(m string) bool {
+	pr, _, ok := a2aEndpoint.Method(m)
+	return ok && pr.Name == protocols.A2AV1
+}
 
 // taskNotFound answers an unknown task (or another principal's) in the
 // protocol's words.
@@ -336,7 +317,7 @@ func (s *Server) a2aSubmit(rep rpcReply, in rpcIn, p Principal, protocol string,
 		}
 	}
 	w := rep.Stream()
-	if w != nil && a2aStreaming(req.Method) {
+	if w != nil && a2aEndpoint.Streaming(req.Method) {
 		release, ok := s.rpcStreamSlot(rep, p)
 		if !ok {
 			return

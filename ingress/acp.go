@@ -87,26 +87,9 @@ func acpShape(w http.ResponseWriter, f failure) {
 	rpcShape(w, f)
 }
 
-// acpStreaming reports the methods answered as a stream of messages; they
-// cannot be part of a batch.
-func acpStreaming(method string) bool {
-	return method == e2a.ACPSessionPrompt || method == e2a.ACPSessionLoad
-}
-
-// acpMetricMethod bounds the method label of the metrics.
-func acpMetricMethod(m string) string {
-	switch {
-	case normalizer.IsACPMethod(m):
-		return m
-	case strings.HasPrefix(m, "_"):
-		return "_ext"
-	}
-	return "other"
-}
-
 // handleACP serves POST /acp.
 func (s *Server) handleACP(w http.ResponseWriter, r *http.Request) {
-	s.serveRPC(w, r, rpcEndpoint{protocol: "acp", shape: acpShape, streaming: acpStreaming, metric: acpMetricMethod, call: s.acpCall})
+	s.serveRPC(w, r, rpcEndpoint{protocol: "acp", shape: acpShape, streaming: acpEndpoint.Streaming, metric: acpEndpoint.Label, call: s.acpCall})
 }
 
 // acpNotImplemented are the ACP methods answered -32601 whatever their

@@ -336,7 +336,7 @@ func (c *stdioConn) run(call *stdioCall, line []byte, hdr http.Header) {
 		return
 	}
 	if batch {
-		resps := jsonrpc.Batch(in.ctx, calls, acpStreaming, func(ctx context.Context, req *Request) (any, *Error) {
+		resps := jsonrpc.Batch(in.ctx, calls, acpEndpoint.Streaming, func(ctx context.Context, req *Request) (any, *Error) {
 			var v valueReply
 			s.acpCall(&v, in.withContext(ctx), p, req)
 			return v.result, v.err

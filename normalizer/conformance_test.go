@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols"
 )
 
 // The conformance suite: one set of properties every adapter must have.
@@ -218,6 +220,12 @@ func noSecrets(t *testing.T, env *e2a.Envelope) []byte {
 func forEachCase(t *testing.T, f func(t *testing.T, c confCase)) {
 	for _, c := range confCases {
 		t.Run(c.protocol, func(t *testing.T) { f(t, c) })
+	}
+	// Completeness: every registered protocol's adapter has its case.
+	for _, p := range protocols.All() {
+		if !slices.ContainsFunc(confCases, func(c confCase) bool { return c.protocol == p.Adapter }) {
+			t.Errorf("protocol %s (adapter %s) has no conformance case", p.Name, p.Adapter)
+		}
 	}
 	if len(confCases) != len(normalizer.Protocols) {
 		t.Errorf("conformance covers %d adapters, there are %d", len(confCases), len(normalizer.Protocols))

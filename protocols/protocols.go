@@ -1,0 +1,181 @@
+package protocols
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/normalizer"
+)
+
+// Method is one JSON-RPC method of a protocol.
+type Method struct {
+	Name string
+	// Streaming methods are answered as a stream (SSE or NDJSON) and so
+	// cannot be part of a JSON-RPC batch.
+	Streaming bool
+}
+
+// Protocol is one protocol the pipeline serves.
+type Protocol struct {
+	// Name is unique in the registry.
+	Name string
+	// Title and Version are for people (metrics, docs, errors).
+	Title, Version string
+	// Adapter is the normalizer adapter that decodes its requests
+	// (one of normalizer.Protocols).
+	Adapter string
+	// Paths are the HTTP endpoints ingress serves it at ("stdio": ACP
+	// over standard input and output too).
+	Paths []string
+	// Methods are its JSON-RPC methods; nil when it is not JSON-RPC.
+	Methods []Method
+	// OpenMethods: methods beyond Methods are passed to the agent pool
+	// (ACP's extension and agent methods).
+	OpenMethods bool
+	// Formats are the egress renderers (egress.Formats) that answer it
+	// from a request's frames; nil when it is answered otherwise (A2A
+	// v1.0: the SDK's transports over egress's event iterator).
+	Formats []string
+	// Errors maps egress's errors (ErrNotFound, ErrNotCancelable…) to
+	// its JSON-RPC error; nil when it is not JSON-RPC.
+	Errors func(error) *jsonrpc.Error
+}
+
+// Registered protocol names.
+const (
+	E2A        = "e2a"
+	A2A        = "a2a"
+	A2AV1      = "a2a.v1"
+	AgentVault = "agentvault"
+	ACP        = "acp"
+	A2E        = "a2e"
+	Workflow   = "a2e.workflow"
+)
+
+var all = []Protocol{
+	{Name: E2A, Title: "E2A", Version: e2a.ProtocolVersion, Adapter: normalizer.ProtocolE2A,
+		Paths:   []string{"/v1/requests"},
+		Formats: []string{egress.FormatE2ASSE, egress.FormatE2ANDJSON, egress.FormatE2AJSON}},
+	{Name: A2A, Title: "A2A", Version: "0.3", Adapter: normalizer.ProtocolA2A,
+		Paths: []string{"/a2a"},
+		Methods: []Method{
+			{Name: normalizer.A2AMessageSend}, {Name: normalizer.A2AMessageStream, Streaming: true},
+			{Name: normalizer.A2ATasksGet}, {Name: normalizer.A2ATasksCancel},
+			{Name: normalizer.A2ATasksResubscribe, Streaming: true},
+			{Name: normalizer.A2APushConfigSet}, {Name: normalizer.A2APushConfigGet},
+			{Name: normalizer.A2APushConfigList}, {Name: normalizer.A2APushConfigDelete},
+			{Name: normalizer.A2AGetAuthenticatedExtendedCard},
+		},
+		Formats: []string{egress.FormatA2ASSE, egress.FormatA2AJSON},
+		Errors:  egress.A2AError},
+	// tasks/get and tasks/cancel are both A2A's and AgentVault's: the
+	// front door answers them in the shape of the protocol that created
+	// the task.
+	{Name: AgentVault, Title: "AgentVault A2A profile", Version: "1", Adapter: normalizer.ProtocolAgentVault,
+		Paths: []string{"/a2a"},
+		Methods: []Method{
+			{Name: normalizer.AVTasksSend}, {Name: normalizer.AVTasksSendSubscribe, Streaming: true},
+			{Name: normalizer.AVTasksGet}, {Name: normalizer.AVTasksCancel},
+		},
+		Formats: []string{egress.FormatAgentVaultSSE},
+		Errors:  egress.AgentVaultError},
+	// A2A v1.0 requests are read into the A2A adapter's types by the SDK's
+	// transports; the answers are egress's events in v1.0 shapes.
+	{Name: A2AV1, Title: "A2A", Version: "1.0", Adapter: normalizer.ProtocolA2A,
+		Paths: []string{"/a2a/v1", "/a2a"},
+		Methods: []Method{
+			{Name: "SendMessage"}, {Name: "SendStreamingMessage", Streaming: true}, {Name: "GetTask"},
+			{Name: "ListTasks"}, {Name: "CancelTask"}, {Name: "SubscribeToTask", Streaming: true},
+			{Name: "GetExtendedAgentCard"}, {Name: "GetTaskPushNotificationConfig"},
+			{Name: "CreateTaskPushNotificationConfig"}, {Name: "ListTaskPushNotificationConfigs"},
+			{Name: "DeleteTaskPushNotificationConfig"},
+		}},
+	{Name: ACP, Title: "ACP", Version: "1", Adapter: normalizer.ProtocolACP,
+		Paths: []string{"/acp", "stdio"},
+		Methods: []Method{
+			{Name: e2a.ACPInitialize}, {Name: e2a.ACPAuthenticate}, {Name: "logout"},
+			{Name: e2a.ACPSessionNew}, {Name: e2a.ACPSessionLoad, Streaming: true},
+			{Name: e2a.ACPSessionPrompt, Streaming: true}, {Name: e2a.ACPSessionCancel},
+		},
+		OpenMethods: true,
+		Formats:     []string{egress.FormatACP},
+		Errors:      egress.ACPError},
+	{Name: A2E, Title: "A2E", Version: "1.0", Adapter: normalizer.ProtocolA2E,
+		Paths:   []string{"/a2e"},
+		Formats: []string{egress.FormatA2ENDJSON}},
+	// Workflow executions are answered by package workflow's REST API.
+	{Name: Workflow, Title: "A2E workflows", Version: "1.0", Adapter: normalizer.ProtocolWorkflow,
+		Paths: []string{"/api/v1/workflows/execute"}},
+}
+
+// All returns every registered protocol, in a stable order.
+func All() []Protocol { return slices.Clone(all) }
+
+// Lookup returns the protocol named name.
+func Lookup(name string) (Protocol, bool) {
+	i := slices.IndexFunc(all, func(p Protocol) bool { return p.Name == name })
+	if i < 0 {
+		return Protocol{}, false
+	}
+	return all[i], true
+}
+
+// Endpoint is the JSON-RPC dispatch table of one path: which protocol a
+// method belongs to and whether it streams.
+type Endpoint struct {
+	path      string
+	protocols []Protocol
+}
+
+// At returns the endpoint of path.
+func At(path string) Endpoint {
+	var e Endpoint
+	e.path = path
+	for _, p := range all {
+		if p.Methods != nil && slices.Contains(p.Paths, path) {
+			e.protocols = append(e.protocols, p)
+		}
+	}
+	return e
+}
+
+// Method returns the protocol that defines method at this endpoint (the
+// first registered when several do) and the method.
+func (e Endpoint) Method(name string) (Protocol, Method, bool) {
+	for _, p := range e.protocols {
+		if i := slices.IndexFunc(p.Methods, func(m Method) bool { return m.Name == name }); i >= 0 {
+			return p, p.Methods[i], true
+		}
+	}
+	return Protocol{}, Method{}, false
+}
+
+// Streaming reports whether method is answered as a stream here (and so
+// cannot be batched).
+func (e Endpoint) Streaming(method string) bool {
+	_, m, ok := e.Method(method)
+	return ok && m.Streaming
+}
+
+// Label bounds a method name for a metric label: a method of this
+// endpoint's protocols, "_ext" for an extension method of a protocol with
+// open methods, "other" for anything else.
+func (e Endpoint) Label(method string) string {
+	if _, _, ok := e.Method(method); ok {
+		return method
+	}
+	for _, p := range e.protocols {
+		if p.OpenMethods {
+			if strings.HasPrefix(method, "_") {
+				return "_ext"
+			}
+			if p.Adapter == normalizer.ProtocolACP && normalizer.IsACPMethod(method) {
+				return method
+			}
+		}
+	}
+	return "other"
+}
