@@ -176,12 +176,12 @@ func scenarios(t testing.TB) []scenario {
 // rendererCase is one renderer under the suite: how to build it, and what
 // its output must satisfy beyond the golden bytes.
 type rendererCase struct {
-	name  string
-	sse   bool
+	name string
+	sse  bool
 	// format is the output format (Formats) the renderer writes.
 	format string
-	make  func(o *Output, sc scenario) Renderer
-	check func(t *testing.T, sc scenario, status int, body []byte)
+	make   func(o *Output, sc scenario) Renderer
+	check  func(t *testing.T, sc scenario, status int, body []byte)
 }
 
 // ConformanceFormats returns, for each output format, the renderer cases
