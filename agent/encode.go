@@ -6,11 +6,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 )
 
 // frameEncoder writes the JSON of the frames of one request. The part of a
@@ -105,11 +105,11 @@ func (e *frameEncoder) appendHead(dst []byte, responseID uuid.UUID, seq int64, f
 	dst = append(dst, `,"is_final":`...)
 	dst = strconv.AppendBool(dst, final)
 	dst = append(dst, `,"status":`...)
-	dst = appendJSONString(dst, status)
+	dst = jsonstr.Append(dst, status)
 	dst = append(dst, `,"response_kind":`...)
-	dst = appendJSONString(dst, kind)
+	dst = jsonstr.Append(dst, kind)
 	dst = append(dst, `,"timestamp":`...)
-	dst = appendJSONString(dst, timestamp)
+	dst = jsonstr.Append(dst, timestamp)
 	return append(dst, e.tail...)
 }
 
@@ -122,15 +122,17 @@ func (e *frameEncoder) size() int {
 // as json.Marshal writes it.
 func appendChunkBody(dst []byte, b *e2a.ChunkBody, delta string) []byte {
 	dst = append(dst, `{"delta_kind":`...)
-	dst = appendJSONString(dst, b.DeltaKind)
+	dst = jsonstr.Append(dst, b.DeltaKind)
 	dst = append(dst, `,"delta":`...)
-	dst = appendJSONString(dst, delta)
+	dst = jsonstr.Append(dst, delta)
 	if b.MimeType != "" {
 		dst = append(dst, `,"mime_type":`...)
-		dst = appendJSONString(dst, b.MimeType)
+		dst = jsonstr.Append(dst, b.MimeType)
 	}
 	return append(dst, '}')
 }
+
+const hexDigits = "0123456789abcdef"
 
 // appendUUID appends id in its canonical 36-character form, as id.String().
 func appendUUID(dst []byte, id uuid.UUID) []byte {
@@ -141,60 +143,4 @@ func appendUUID(dst []byte, id uuid.UUID) []byte {
 		dst = append(dst, hexDigits[c>>4], hexDigits[c&0xF])
 	}
 	return dst
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string exactly as encoding/json
-// writes it (HTML escaping on, invalid UTF-8 replaced by U+FFFD, U+2028 and
-// U+2029 escaped).
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				dst = append(dst, '\\', c)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

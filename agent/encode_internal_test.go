@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -161,32 +160,6 @@ func TestFrameEncoderFallback(t *testing.T) {
 	}
 	if e := newFrameEncoder(&e2a.Response{Channel: sentinel}); e.ok {
 		t.Fatal("sentinel in a field: encoder ok")
-	}
-}
-
-func FuzzAppendJSONString(f *testing.F) {
-	for _, s := range hostile {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want, _ := json.Marshal(s)
-		if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
-			t.Fatalf("%q:\n got %s\nwant %s", s, got, want)
-		}
-	})
-}
-
-func TestAppendJSONStringAllBytes(t *testing.T) {
-	var b strings.Builder
-	for c := range 256 {
-		b.WriteByte(byte(c))
-		b.WriteRune(rune(c))
-	}
-	b.WriteString("\u2028\u2029\ufffd\U0010ffff")
-	s := b.String()
-	want, _ := json.Marshal(s)
-	if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
-		t.Fatalf("\n got %s\nwant %s", got, want)
 	}
 }
 

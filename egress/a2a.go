@@ -174,6 +174,7 @@ type a2aStream struct {
 	requestID string
 	from      int64
 	m         *a2aMapper
+	rpcID     []byte // the JSON-RPC id as encoded, for textEvent
 }
 
 // NewA2AStream returns the A2A v0.3 SSE renderer for requestID from
@@ -226,6 +227,9 @@ func (r *a2aStream) Frame(f *Frame) error {
 	resp, err := f.decoded()
 	if err != nil {
 		return err
+	}
+	if b, ok := r.textEvent(resp); ok {
+		return sse{r.o}.event(seqID(f), "", b)
 	}
 	evs, err := r.m.events(resp)
 	if err != nil {

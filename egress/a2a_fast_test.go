@@ -1,0 +1,76 @@
+package egress
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// renderA2AStream renders frames with the A2A SSE renderer, the text fast
+// path on or off.
+func renderA2AStream(t *testing.T, fast bool, id json.RawMessage, from int64, frames []*e2a.Response) []byte {
+	t.Helper()
+	old := fastText
+	fastText = fast
+	defer func() { fastText = old }()
+	rec := httptest.NewRecorder()
+	o := NewOutput(rec, time.Second)
+	rend := NewA2AStream(o, frames[0].RequestID, A2AParams{JSONRPCID: id, TaskID: "task-<1>", ContextID: "ctx &1", Submitted: fixedNow, Interaction: true}, from)
+	if err := rend.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range frames {
+		raw, _ := json.Marshal(f)
+		if err := rend.Frame(&Frame{Response: f, Raw: raw, StreamSeq: uint64(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rec.Body.Bytes()
+}
+
+// TestA2AFastTextMatches: the text fast path writes byte for byte what the
+// general path (event struct, json.Marshal) writes, for hostile texts and
+// ids, runs of text split by reasoning and tool chunks, with and without
+// llm_response_id, and resumed streams.
+func TestA2AFastTextMatches(t *testing.T) {
+	texts := []string{"Hello", " world", "", `"quoted" \ back`, "<b>&amp;</b>", "\u2028\u2029", "bad \xff utf8", "tab\tnl\n", "🙂 中文"}
+	var frames []*e2a.Response
+	seq := int64(0)
+	add := func(f *e2a.Response) { f.Sequence = seq; seq++; frames = append(frames, f) }
+	for i, txt := range texts {
+		llm := ""
+		if i%3 == 2 {
+			llm = fmt.Sprintf("chatcmpl-%d", i/3)
+		}
+		add(chunkFrame("req-fast", 0, e2a.DeltaText, txt, llm))
+		if i%4 == 3 {
+			add(chunkFrame("req-fast", 0, e2a.DeltaReasoning, "thinking "+txt, ""))
+		}
+		if i == 5 {
+			add(chunkFrame("req-fast", 0, e2a.DeltaTool, map[string]any{"type": "function_call", "id": "c1", "name": "f", "args": "{}"}, ""))
+		}
+	}
+	// A numeric delta and a non-string one take the general path.
+	add(chunkFrame("req-fast", 0, e2a.DeltaText, json.Number("42"), ""))
+	add(frameAt("req-fast", 0, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "done"}}, nil))
+	for i, f := range frames {
+		f.ResponseID = fmt.Sprintf("rsp-%d", i)
+	}
+	for _, id := range []string{`"req-002"`, `7`, `"<id>&"`, ``, `1.5e3`} {
+		for _, from := range []int64{0, 3} {
+			fast := renderA2AStream(t, true, json.RawMessage(id), from, frames)
+			slow := renderA2AStream(t, false, json.RawMessage(id), from, frames)
+			if !bytes.Equal(fast, slow) {
+				t.Fatalf("id %s from %d:\nfast:\n%s\nslow:\n%s", id, from, fast, slow)
+			}
+			if !bytes.Contains(fast, []byte(`\u003cb\u003e`)) {
+				t.Fatalf("the hostile text is missing:\n%s", fast)
+			}
+		}
+	}
+}
