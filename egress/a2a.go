@@ -224,12 +224,12 @@ func (r *a2aStream) Start() error {
 }
 
 func (r *a2aStream) Frame(f *Frame) error {
+	if b, ok := r.textEvent(f); ok {
+		return sse{r.o}.event(seqID(f), "", b)
+	}
 	resp, err := f.decoded()
 	if err != nil {
 		return err
-	}
-	if b, ok := r.textEvent(resp); ok {
-		return sse{r.o}.event(seqID(f), "", b)
 	}
 	evs, err := r.m.events(resp)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 
+	"github.com/a2aproject/a2a-go/a2a"
+
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 )
@@ -12,34 +14,74 @@ import (
 // the reference bytes.
 var fastText = true
 
-// textEvent renders the event of a plain text chunk, the bulk of a
-// streamed answer, straight into the JSON-RPC response bytes: exactly the
-// bytes json.Marshal gives for the TaskArtifactUpdateEvent that
-// a2aMapper.events builds for it (TestA2AFastTextMatches), without
-// building the event, its maps or the reflection encode. ok is false for
-// any other frame, which takes the general path; nothing is changed then.
-func (r *a2aStream) textEvent(resp *e2a.Response) (out []byte, ok bool) {
-	if !fastText || resp.ResponseKind != e2a.KindChunk || resp.IsFinal {
-		return nil, false
-	}
-	var body struct {
+// textFrame is what textEvent reads of a frame: the fields of
+// e2a.Response it needs, under the same names, so that encoding/json reads
+// the same values from the same bytes.
+type textFrame struct {
+	ResponseID   string                     `json:"response_id"`
+	RequestID    string                     `json:"request_id"`
+	IsFinal      bool                       `json:"is_final"`
+	ResponseKind string                     `json:"response_kind"`
+	TaskID       string                     `json:"task_id"`
+	ContextID    string                     `json:"context_id"`
+	Metadata     map[string]json.RawMessage `json:"metadata"`
+	Body         struct {
 		DeltaKind string          `json:"delta_kind"`
 		Delta     json.RawMessage `json:"delta"`
+	} `json:"body"`
+}
+
+// passThrough: the A2A stream reads whole frames only where textEvent
+// does not apply (Frame decodes them then).
+func (*a2aStream) passThrough() bool { return fastText }
+
+// textEvent renders the event of a plain text chunk, the bulk of a
+// streamed answer, straight from the frame's bytes into the JSON-RPC
+// response bytes: exactly the bytes json.Marshal gives for the
+// TaskArtifactUpdateEvent that a2aMapper.events builds for it
+// (TestA2AFastTextMatches), with one partial decode of the frame and
+// without the event, its maps or the reflection encode. ok is false for
+// any other frame, which takes the general path; nothing is changed then.
+func (r *a2aStream) textEvent(f *Frame) (out []byte, ok bool) {
+	if !fastText || (f.Response == nil && (f.rkind != e2a.KindChunk || f.final)) {
+		return nil, false
 	}
-	if json.Unmarshal(resp.Body, &body) != nil || body.DeltaKind != e2a.DeltaText ||
-		len(body.Delta) == 0 || body.Delta[0] != '"' {
+	var tf textFrame
+	if f.Response != nil {
+		resp := f.Response
+		tf.ResponseID, tf.RequestID, tf.IsFinal, tf.ResponseKind = resp.ResponseID, resp.RequestID, resp.IsFinal, resp.ResponseKind
+		tf.TaskID, tf.ContextID = resp.TaskID, resp.ContextID
+		if resp.ResponseKind != e2a.KindChunk || resp.IsFinal || json.Unmarshal(resp.Body, &tf.Body) != nil {
+			return nil, false
+		}
+	} else if json.Unmarshal(f.Raw, &tf) != nil {
+		return nil, false
+	}
+	if tf.ResponseKind != e2a.KindChunk || tf.IsFinal || tf.Body.DeltaKind != e2a.DeltaText ||
+		len(tf.Body.Delta) == 0 || tf.Body.Delta[0] != '"' {
 		return nil, false
 	}
 	var text string
-	if json.Unmarshal(body.Delta, &text) != nil {
+	if json.Unmarshal(tf.Body.Delta, &text) != nil {
 		return nil, false
 	}
+	llm := ""
+	if f.Response != nil {
+		llm = llmID(f.Response)
+	} else if raw, ok := tf.Metadata[MetaLLMResponseID]; ok && len(raw) > 0 && raw[0] == '"' {
+		if json.Unmarshal(raw, &llm) != nil {
+			return nil, false
+		}
+	}
+	// The mapper's bookkeeping, as events does it for this frame.
 	m := r.m
-	m.bind(resp)
-	p := piece{objectType: ObjectChatCompletionChunk, group: "content"}
-	id := m.pieceArtifactID(resp, p)
-	llm := llmID(resp)
-	if llm == "" {
+	m.bind(&e2a.Response{RequestID: tf.RequestID, TaskID: tf.TaskID, ContextID: tf.ContextID})
+	var id a2a.ArtifactID
+	if llm != "" {
+		id = a2a.ArtifactID(llm)
+	} else {
+		id = m.pieceArtifactID(&e2a.Response{ResponseID: tf.ResponseID, RequestID: tf.RequestID},
+			piece{objectType: ObjectChatCompletionChunk, group: "content"})
 		llm = string(id)
 	}
 	appendTo := m.seen[id] || m.resumed

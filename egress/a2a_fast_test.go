@@ -13,7 +13,7 @@ import (
 
 // renderA2AStream renders frames with the A2A SSE renderer, the text fast
 // path on or off.
-func renderA2AStream(t *testing.T, fast bool, id json.RawMessage, from int64, frames []*e2a.Response) []byte {
+func renderA2AStream(t *testing.T, fast, lazy bool, id json.RawMessage, from int64, frames []*e2a.Response) []byte {
 	t.Helper()
 	old := fastText
 	fastText = fast
@@ -26,7 +26,12 @@ func renderA2AStream(t *testing.T, fast bool, id json.RawMessage, from int64, fr
 	}
 	for i, f := range frames {
 		raw, _ := json.Marshal(f)
-		if err := rend.Frame(&Frame{Response: f, Raw: raw, StreamSeq: uint64(i + 1)}); err != nil {
+		fr := &Frame{Response: f, Raw: raw, StreamSeq: uint64(i + 1)}
+		if lazy {
+			// As a reader without decode gives it: the head only.
+			fr = &Frame{Raw: raw, StreamSeq: uint64(i + 1), seq: f.Sequence, final: f.IsFinal, rkind: f.ResponseKind}
+		}
+		if err := rend.Frame(fr); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -55,6 +60,11 @@ func TestA2AFastTextMatches(t *testing.T) {
 			add(chunkFrame("req-fast", 0, e2a.DeltaTool, map[string]any{"type": "function_call", "id": "c1", "name": "f", "args": "{}"}, ""))
 		}
 	}
+	// llm_response_id that is not a string, or under another case, is no
+	// llm_response_id (metadata is a map: exact keys).
+	odd := chunkFrame("req-fast", 0, e2a.DeltaText, "odd meta", "")
+	odd.Metadata = map[string]any{MetaLLMResponseID: 5, "LLM_RESPONSE_ID": "upper"}
+	add(odd)
 	// A numeric delta and a non-string one take the general path.
 	add(chunkFrame("req-fast", 0, e2a.DeltaText, json.Number("42"), ""))
 	add(frameAt("req-fast", 0, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "done"}}, nil))
@@ -63,13 +73,15 @@ func TestA2AFastTextMatches(t *testing.T) {
 	}
 	for _, id := range []string{`"req-002"`, `7`, `"<id>&"`, ``, `1.5e3`} {
 		for _, from := range []int64{0, 3} {
-			fast := renderA2AStream(t, true, json.RawMessage(id), from, frames)
-			slow := renderA2AStream(t, false, json.RawMessage(id), from, frames)
-			if !bytes.Equal(fast, slow) {
-				t.Fatalf("id %s from %d:\nfast:\n%s\nslow:\n%s", id, from, fast, slow)
+			slow := renderA2AStream(t, false, false, json.RawMessage(id), from, frames)
+			for _, lazy := range []bool{false, true} {
+				fast := renderA2AStream(t, true, lazy, json.RawMessage(id), from, frames)
+				if !bytes.Equal(fast, slow) {
+					t.Fatalf("id %s from %d lazy %v:\nfast:\n%s\nslow:\n%s", id, from, lazy, fast, slow)
+				}
 			}
-			if !bytes.Contains(fast, []byte(`\u003cb\u003e`)) {
-				t.Fatalf("the hostile text is missing:\n%s", fast)
+			if !bytes.Contains(slow, []byte(`\u003cb\u003e`)) {
+				t.Fatalf("the hostile text is missing:\n%s", slow)
 			}
 		}
 	}
