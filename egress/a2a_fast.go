@@ -42,6 +42,9 @@ func (*a2aStream) passThrough() bool { return fastText }
 // (TestA2AFastTextMatches), with one partial decode of the frame and
 // without the event, its maps or the reflection encode. ok is false for
 // any other frame, which takes the general path; nothing is changed then.
+// As for the E2A renderers, which pass frames through reading only their
+// head, a text chunk whose other members (timestamp, provenance…) have the
+// wrong JSON type is rendered rather than refused as an invalid frame.
 func (r *a2aStream) textEvent(f *Frame) (out []byte, ok bool) {
 	if !fastText || (f.Response == nil && (f.rkind != e2a.KindChunk || f.final)) {
 		return nil, false
