@@ -330,7 +330,11 @@ func (s *Server) a2aSubmit(rep rpcReply, in rpcIn, p Principal, protocol string,
 		return
 	}
 	if env.TaskID != "" {
-		if _, err := s.opts.tasks.Append(in.ctx, KindTask, TaskRecord{ID: env.TaskID, ContextID: env.ContextID,
+		record := s.opts.tasks.Append
+		if !continued(env) {
+			record = s.opts.tasks.AppendNew // the adapter made the id up: one write, no read
+		}
+		if _, err := record(in.ctx, KindTask, TaskRecord{ID: env.TaskID, ContextID: env.ContextID,
 			Protocol: protocol, Pool: res.Pool, Principal: p.UserID}, acc.RequestID, p.Tenant()); err != nil {
 			s.opts.log.Warn("task index update failed", "task_id", env.TaskID, "request_id", acc.RequestID, "err", err)
 		}

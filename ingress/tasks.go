@@ -104,6 +104,27 @@ func (s *TaskStore) Get(ctx context.Context, kind, id string) (*TaskRecord, erro
 	return &rec, nil
 }
 
+// AppendNew is Append for a task the caller has just made up (a new task
+// id): it creates the record in one step, without reading it first, and is
+// Append when the record exists after all.
+func (s *TaskStore) AppendNew(ctx context.Context, kind string, base TaskRecord, requestID string, by tenant.Principal) (*TaskRecord, error) {
+	key, err := taskKey(kind, base.ID)
+	if err != nil {
+		return nil, err
+	}
+	now := e2a.FormatTime(s.now())
+	rec := base
+	rec.RequestIDs = []string{requestID}
+	rec.Created, rec.Updated = now, now
+	data, _ := json.Marshal(rec)
+	if _, err := s.kv.Create(ctx, key, data); err == nil {
+		return &rec, nil
+	} else if !errors.Is(err, jetstream.ErrKeyExists) {
+		return nil, err
+	}
+	return s.Append(ctx, kind, base, requestID, by)
+}
+
 // Append adds requestID to the record kind/id, creating it with the other
 // fields when it does not exist. Retries on a concurrent update. An existing
 // record that by may not continue (tenant.Write on its principal) is left

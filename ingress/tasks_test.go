@@ -1,0 +1,46 @@
+package ingress_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/tenant"
+)
+
+// TestTaskStoreAppendNew: a new task is recorded in one write; an id that
+// exists after all is appended to, as Append does, and never taken from
+// another principal.
+func TestTaskStoreAppendNew(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ts, err := ingress.NewTaskStore(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, bob := tenant.Principal{ID: "alice"}, tenant.Principal{ID: "bob"}
+	base := ingress.TaskRecord{ID: "t-1", ContextID: "c-1", Protocol: "a2a", Principal: "alice"}
+	rec, err := ts.AppendNew(ctx, ingress.KindTask, base, "r-1", alice)
+	if err != nil || len(rec.RequestIDs) != 1 || rec.Created == "" {
+		t.Fatalf("new: %+v %v", rec, err)
+	}
+	rec, err = ts.AppendNew(ctx, ingress.KindTask, base, "r-2", alice)
+	if err != nil || len(rec.RequestIDs) != 2 || rec.LastRequest() != "r-2" {
+		t.Fatalf("existing id: %+v %v", rec, err)
+	}
+	if _, err := ts.AppendNew(ctx, ingress.KindTask, ingress.TaskRecord{ID: "t-1", Principal: "bob"}, "r-3", bob); !errors.Is(err, ingress.ErrTaskNotFound) {
+		t.Fatalf("another principal's id: %v", err)
+	}
+	got, err := ts.Get(ctx, ingress.KindTask, "t-1")
+	if err != nil || len(got.RequestIDs) != 2 || got.Principal != "alice" {
+		t.Fatalf("stored: %+v %v", got, err)
+	}
+}
