@@ -53,6 +53,12 @@ func (r *acpRenderer) emit(id string, v any) error {
 }
 
 func (r *acpRenderer) Frame(f *Frame) error {
+	if b, ok := r.textUpdate(f); ok {
+		if r.p.SSE {
+			return sse{r.o}.event(seqID(f), "", b)
+		}
+		return writeLine(r.o, b)
+	}
 	resp, err := f.decoded()
 	if err != nil {
 		return err

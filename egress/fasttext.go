@@ -24,6 +24,7 @@ type textFrame struct {
 	ResponseKind string                     `json:"response_kind"`
 	TaskID       string                     `json:"task_id"`
 	ContextID    string                     `json:"context_id"`
+	SessionID    string                     `json:"session_id"`
 	Metadata     map[string]json.RawMessage `json:"metadata"`
 	Body         struct {
 		DeltaKind string          `json:"delta_kind"`
@@ -46,26 +47,8 @@ func (*a2aStream) passThrough() bool { return fastText }
 // head, a text chunk whose other members (timestamp, provenance…) have the
 // wrong JSON type is rendered rather than refused as an invalid frame.
 func (r *a2aStream) textEvent(f *Frame) (out []byte, ok bool) {
-	if !fastText || (f.Response == nil && (f.rkind != e2a.KindChunk || f.final)) {
-		return nil, false
-	}
-	var tf textFrame
-	if f.Response != nil {
-		resp := f.Response
-		tf.ResponseID, tf.RequestID, tf.IsFinal, tf.ResponseKind = resp.ResponseID, resp.RequestID, resp.IsFinal, resp.ResponseKind
-		tf.TaskID, tf.ContextID = resp.TaskID, resp.ContextID
-		if resp.ResponseKind != e2a.KindChunk || resp.IsFinal || json.Unmarshal(resp.Body, &tf.Body) != nil {
-			return nil, false
-		}
-	} else if json.Unmarshal(f.Raw, &tf) != nil {
-		return nil, false
-	}
-	if tf.ResponseKind != e2a.KindChunk || tf.IsFinal || tf.Body.DeltaKind != e2a.DeltaText ||
-		len(tf.Body.Delta) == 0 || tf.Body.Delta[0] != '"' {
-		return nil, false
-	}
-	var text string
-	if json.Unmarshal(tf.Body.Delta, &text) != nil {
+	tf, text, ok := readTextChunk(f)
+	if !ok {
 		return nil, false
 	}
 	llm := ""
@@ -111,6 +94,57 @@ func (r *a2aStream) textEvent(f *Frame) (out []byte, ok bool) {
 	b = append(b, `,"metadata":{"llm_response_id":`...)
 	b = jsonstr.Append(b, llm)
 	b = append(b, `,"object_type":"chat.completion.chunk","tag":""}}}`...)
+	return b, true
+}
+
+// readTextChunk reads a non-final e2a.chunk frame whose delta is text and
+// a JSON string: from the decoded frame when the reader decoded it, else
+// with one partial decode of its bytes. ok is false for any other frame.
+func readTextChunk(f *Frame) (tf textFrame, text string, ok bool) {
+	if !fastText || (f.Response == nil && (f.rkind != e2a.KindChunk || f.final)) {
+		return tf, "", false
+	}
+	if f.Response != nil {
+		resp := f.Response
+		tf.ResponseID, tf.RequestID, tf.IsFinal, tf.ResponseKind = resp.ResponseID, resp.RequestID, resp.IsFinal, resp.ResponseKind
+		tf.TaskID, tf.ContextID, tf.SessionID = resp.TaskID, resp.ContextID, resp.SessionID
+		if resp.ResponseKind != e2a.KindChunk || resp.IsFinal || json.Unmarshal(resp.Body, &tf.Body) != nil {
+			return tf, "", false
+		}
+	} else if json.Unmarshal(f.Raw, &tf) != nil {
+		return tf, "", false
+	}
+	if tf.ResponseKind != e2a.KindChunk || tf.IsFinal || tf.Body.DeltaKind != e2a.DeltaText ||
+		len(tf.Body.Delta) == 0 || tf.Body.Delta[0] != '"' {
+		return tf, "", false
+	}
+	if json.Unmarshal(tf.Body.Delta, &text) != nil {
+		return tf, "", false
+	}
+	return tf, text, true
+}
+
+// passThrough: the ACP renderer reads whole frames only where textUpdate
+// does not apply (Frame decodes them then).
+func (*acpRenderer) passThrough() bool { return fastText }
+
+// textUpdate renders the session/update of a plain text chunk
+// (agent_message_chunk) straight into its bytes, as json.Marshal writes
+// the notification the general path builds (TestACPFastTextMatches).
+func (r *acpRenderer) textUpdate(f *Frame) ([]byte, bool) {
+	tf, text, ok := readTextChunk(f)
+	if !ok {
+		return nil, false
+	}
+	if r.p.SessionID == "" {
+		r.p.SessionID = tf.SessionID
+	}
+	b := make([]byte, 0, 160+len(text)+len(r.p.SessionID))
+	b = append(b, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":`...)
+	b = jsonstr.Append(b, r.p.SessionID)
+	b = append(b, `,"update":{"content":{"text":`...)
+	b = jsonstr.Append(b, text)
+	b = append(b, `,"type":"text"},"sessionUpdate":"agent_message_chunk"}}}`...)
 	return b, true
 }
 

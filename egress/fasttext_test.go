@@ -15,12 +15,22 @@ import (
 // path on or off.
 func renderA2AStream(t *testing.T, fast, lazy bool, id json.RawMessage, from int64, frames []*e2a.Response) []byte {
 	t.Helper()
+	return renderWith(t, fast, lazy, frames, func(o *Output) Renderer {
+		return NewA2AStream(o, frames[0].RequestID, A2AParams{JSONRPCID: id, TaskID: "task-<1>", ContextID: "ctx &1", Submitted: fixedNow, Interaction: true}, from)
+	})
+}
+
+// renderWith renders frames with the renderer mk makes, the text fast paths
+// on or off, the frames decoded or (lazy) as a reader without decode gives
+// them.
+func renderWith(t *testing.T, fast, lazy bool, frames []*e2a.Response, mk func(*Output) Renderer) []byte {
+	t.Helper()
 	old := fastText
 	fastText = fast
 	defer func() { fastText = old }()
 	rec := httptest.NewRecorder()
 	o := NewOutput(rec, time.Second)
-	rend := NewA2AStream(o, frames[0].RequestID, A2AParams{JSONRPCID: id, TaskID: "task-<1>", ContextID: "ctx &1", Submitted: fixedNow, Interaction: true}, from)
+	rend := mk(o)
 	if err := rend.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +53,53 @@ func renderA2AStream(t *testing.T, fast, lazy bool, id json.RawMessage, from int
 // ids, runs of text split by reasoning and tool chunks, with and without
 // llm_response_id, and resumed streams.
 func TestA2AFastTextMatches(t *testing.T) {
+	frames := textFrames()
+	for _, id := range []string{`"req-002"`, `7`, `"<id>&"`, ``, `1.5e3`} {
+		for _, from := range []int64{0, 3} {
+			slow := renderA2AStream(t, false, false, json.RawMessage(id), from, frames)
+			for _, lazy := range []bool{false, true} {
+				fast := renderA2AStream(t, true, lazy, json.RawMessage(id), from, frames)
+				if !bytes.Equal(fast, slow) {
+					t.Fatalf("id %s from %d lazy %v:\nfast:\n%s\nslow:\n%s", id, from, lazy, fast, slow)
+				}
+			}
+			if !bytes.Contains(slow, []byte(`\u003cb\u003e`)) {
+				t.Fatalf("the hostile text is missing:\n%s", slow)
+			}
+		}
+	}
+}
+
+// TestACPFastTextMatches: the ACP text fast path writes what the general
+// path writes, as NDJSON and as SSE, with the session id given or taken
+// from the frames.
+func TestACPFastTextMatches(t *testing.T) {
+	frames := textFrames()
+	for i, f := range frames {
+		f.SessionID = "sess-<" + fmt.Sprint(i%2) + ">"
+	}
+	for _, sse := range []bool{false, true} {
+		for _, session := range []string{"", "s&1"} {
+			mk := func(o *Output) Renderer {
+				return NewACP(o, ACPParams{JSONRPCID: json.RawMessage(`42`), SessionID: session, SSE: sse})
+			}
+			slow := renderWith(t, false, false, frames, mk)
+			for _, lazy := range []bool{false, true} {
+				if fast := renderWith(t, true, lazy, frames, mk); !bytes.Equal(fast, slow) {
+					t.Fatalf("sse %v session %q lazy %v:\nfast:\n%s\nslow:\n%s", sse, session, lazy, fast, slow)
+				}
+			}
+			if !bytes.Contains(slow, []byte(`agent_message_chunk`)) {
+				t.Fatalf("no text update:\n%s", slow)
+			}
+		}
+	}
+}
+
+// textFrames is a request's frames with hostile texts, runs of text split
+// by reasoning and tool chunks, with and without llm_response_id, odd
+// metadata, a numeric delta and the final frame.
+func textFrames() []*e2a.Response {
 	texts := []string{"Hello", " world", "", `"quoted" \ back`, "<b>&amp;</b>", "\u2028\u2029", "bad \xff utf8", "tab\tnl\n", "🙂 中文"}
 	var frames []*e2a.Response
 	seq := int64(0)
@@ -71,18 +128,5 @@ func TestA2AFastTextMatches(t *testing.T) {
 	for i, f := range frames {
 		f.ResponseID = fmt.Sprintf("rsp-%d", i)
 	}
-	for _, id := range []string{`"req-002"`, `7`, `"<id>&"`, ``, `1.5e3`} {
-		for _, from := range []int64{0, 3} {
-			slow := renderA2AStream(t, false, false, json.RawMessage(id), from, frames)
-			for _, lazy := range []bool{false, true} {
-				fast := renderA2AStream(t, true, lazy, json.RawMessage(id), from, frames)
-				if !bytes.Equal(fast, slow) {
-					t.Fatalf("id %s from %d lazy %v:\nfast:\n%s\nslow:\n%s", id, from, lazy, fast, slow)
-				}
-			}
-			if !bytes.Contains(slow, []byte(`\u003cb\u003e`)) {
-				t.Fatalf("the hostile text is missing:\n%s", slow)
-			}
-		}
-	}
+	return frames
 }
