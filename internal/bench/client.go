@@ -25,16 +25,21 @@ const (
 	ProtoA2AStream = "a2a-stream"
 	ProtoA2ASend   = "a2a-send"
 	ProtoACP       = "acp"
+	// ProtoA2AV1Stream is A2A v1.0 SendStreamingMessage (JSON-RPC binding),
+	// what today's official A2A SDKs speak by default.
+	ProtoA2AV1Stream = "a2av1-stream"
 )
 
 // Protocols lists every protocol, in the order of the usage text.
-var Protocols = []string{ProtoE2ASSE, ProtoE2ANDJSON, ProtoA2AStream, ProtoA2ASend, ProtoACP}
+var Protocols = []string{ProtoE2ASSE, ProtoE2ANDJSON, ProtoA2AStream, ProtoA2ASend, ProtoACP, ProtoA2AV1Stream}
 
 // Paths of the endpoints each protocol posts to.
 const (
 	PathE2A = "/v1/requests"
 	PathA2A = "/a2a"
 	PathACP = "/acp"
+	// PathA2AV1 is the A2A v1.0 JSON-RPC endpoint.
+	PathA2AV1 = "/a2a/v1"
 )
 
 // result is the outcome of one request.
@@ -140,6 +145,11 @@ func (c *client) makeTemplate() {
 			`","role":"user","parts":[` + part + `]},"metadata":` + P + `}}`}
 		c.slots = []int{slotID, slotID}
 		c.path = PathA2A
+	case ProtoA2AV1Stream:
+		c.tmpl = []string{`{"jsonrpc":"2.0","id":"`, `","method":"SendStreamingMessage","params":{"message":{"messageId":"`,
+			`","role":"ROLE_USER","parts":[{"text":"bench request"}]},"metadata":` + P + `}}`}
+		c.slots = []int{slotID, slotID}
+		c.path = PathA2AV1
 	case ProtoACP:
 		// Pipeline parameters travel in _meta.e2a_params (see ingress ACP).
 		c.tmpl = []string{`{"jsonrpc":"2.0","id":"`, `","method":"session/prompt","params":{"sessionId":"`,
@@ -153,7 +163,7 @@ func (c *client) makeTemplate() {
 
 func (c *client) accept() string {
 	switch c.proto {
-	case ProtoE2ASSE, ProtoA2AStream:
+	case ProtoE2ASSE, ProtoA2AStream, ProtoA2AV1Stream:
 		return "text/event-stream"
 	case ProtoE2ANDJSON:
 		return "application/x-ndjson"
@@ -404,6 +414,10 @@ type rpcMsg struct {
 	} `json:"result"`
 }
 
+// v1Terminal are the terminal task states of A2A v1.0 as they are written.
+var v1Terminal = [][]byte{[]byte(`"TASK_STATE_COMPLETED"`), []byte(`"TASK_STATE_FAILED"`), []byte(`"TASK_STATE_CANCELED"`),
+	[]byte(`"TASK_STATE_REJECTED"`)}
+
 var (
 	finalMark = []byte(`"is_final":true`)
 	seqMark   = []byte(`"sequence":`)
@@ -442,6 +456,28 @@ func classify(proto string, msg []byte, evID, evName string) (isFrame, isFinal b
 			return false, false, -1, fmt.Errorf("bad sequence in %.200s", msg)
 		}
 		return true, bytes.Contains(msg, finalMark), seq, nil
+	case ProtoA2AV1Stream:
+		// v1.0 has no final flag: the stream ends on a terminal state.
+		var m struct {
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal(msg, &m); err != nil {
+			return false, false, -1, fmt.Errorf("%s: %w", proto, err)
+		}
+		if len(m.Error) > 0 && string(m.Error) != "null" {
+			return false, false, -1, fmt.Errorf("%s: error %s", proto, m.Error)
+		}
+		if len(m.Result) == 0 {
+			return false, false, -1, nil
+		}
+		terminal := false
+		for _, st := range v1Terminal {
+			if bytes.Contains(m.Result, st) {
+				terminal = true
+			}
+		}
+		return true, terminal, -1, nil
 	case ProtoA2AStream, ProtoACP:
 		var m rpcMsg
 		if err := json.Unmarshal(msg, &m); err != nil {
