@@ -50,11 +50,16 @@ type a2av1Handler struct {
 
 var _ a2asrv.RequestHandler = (*a2av1Handler)(nil)
 
-// a2av1Call is what the HTTP adapter knows of a call: the request (its
-// headers feed the normalizer) and the authenticated principal.
+// a2av1Call is what a transport adapter (HTTP, gRPC) knows of a call: its
+// headers (HTTP headers, gRPC metadata; they feed the normalizer), the
+// agent pool asked for, the A2A-Version asked for, and the authenticated
+// principal.
 type a2av1Call struct {
-	r *http.Request
-	p Principal
+	header  http.Header
+	agent   string
+	version string
+	channel string
+	p       Principal
 }
 
 type a2av1Key struct{}
@@ -106,7 +111,8 @@ func (s *Server) a2av1Handlers() (rpcHandler, restHandler http.Handler) {
 				}
 				r.Body = io.NopCloser(bytes.NewReader(body))
 			}
-			ctx := context.WithValue(r.Context(), a2av1Key{}, a2av1Call{r: r, p: p})
+			ctx := context.WithValue(r.Context(), a2av1Key{}, a2av1Call{header: r.Header, agent: r.URL.Query().Get("agent"),
+				version: requestedVersion(r), channel: "http", p: p})
 			next.ServeHTTP(rec, r.WithContext(ctx))
 		})
 	}
@@ -131,7 +137,7 @@ func (h *a2av1Handler) call(ctx context.Context) (a2av1Call, error) {
 	if !ok {
 		return c, fmt.Errorf("%w: no caller", a2a.ErrInternalError)
 	}
-	if v := requestedVersion(c.r); v != "" && v != "1" && v != "1.0" && !strings.HasPrefix(v, "1.0.") {
+	if v := c.version; v != "" && v != "1" && v != "1.0" && !strings.HasPrefix(v, "1.0.") {
 		return c, fmt.Errorf("%w: A2A-Version %q: this interface serves A2A 1.0 (0.3 is served at /a2a)", a2a.ErrVersionNotSupported, v)
 	}
 	return c, nil
@@ -189,7 +195,8 @@ func (h *a2av1Handler) submit(ctx context.Context, req *a2a.SendMessageRequest, 
 		return acc, p, fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
 	}
 	s := h.s
-	in := s.input(c.r, nil, c.p, c.r.URL.Query().Get("agent"))
+	in := s.inputFrom(c.header, nil, c.p, c.agent)
+	in.Channel = c.channel
 	in.RPC = &normalizer.RPCRequest{ID: json.RawMessage(`1`), Method: method, Params: params}
 	res, err := s.opts.norm.FromA2A(in)
 	if err != nil {
@@ -221,7 +228,7 @@ func (h *a2av1Handler) submit(ctx context.Context, req *a2a.SendMessageRequest, 
 		}
 	}
 	p = egress.A2AParams{TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
-		AcceptedOutputModes: env.ExpectedOutputModes, Interaction: interaction(c.r.Header, env)}
+		AcceptedOutputModes: env.ExpectedOutputModes, Interaction: interaction(c.header, env)}
 	if req.Config != nil {
 		p.HistoryLength = req.Config.HistoryLength
 	}
@@ -470,7 +477,7 @@ func (h *a2av1Handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeTo
 	if !ok {
 		return errSeq(fmt.Errorf("%w: too many open streams", a2a.ErrServerError))
 	}
-	return v1Events(h.s.egress.A2ASubscription(ctx, rec.ID, rec.ContextID, rec.RequestIDs, interaction(c.r.Header, &e2a.Envelope{})), release)
+	return v1Events(h.s.egress.A2ASubscription(ctx, rec.ID, rec.ContextID, rec.RequestIDs, interaction(c.header, &e2a.Envelope{})), release)
 }
 
 // The pipeline sends no push notifications (the card says so).

@@ -12,6 +12,9 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	a2agrpc "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -27,7 +30,8 @@ func v1Client(t *testing.T, p *pipeline, binding a2a.TransportProtocol) (*a2a.Ag
 	if err != nil {
 		t.Fatalf("resolve card: %v", err)
 	}
-	c, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithConfig(a2aclient.Config{PreferredTransports: []a2a.TransportProtocol{binding}}))
+	c, err := a2aclient.NewFromCard(ctx, card, a2agrpc.WithGRPCTransport(grpc.WithTransportCredentials(insecure.NewCredentials())),
+		a2aclient.WithConfig(a2aclient.Config{PreferredTransports: []a2a.TransportProtocol{binding}}))
 	if err != nil {
 		t.Fatalf("client from card: %v", err)
 	}
@@ -71,12 +75,12 @@ func TestA2AV1Card(t *testing.T) {
 	}
 }
 
-// TestA2AV1Client drives the pipeline with the a2a-go/v2 client over both
-// v1.0 bindings: send, stream, get, list, subscribe to a finished task,
-// cancel a finished one, unknown tasks, push configs.
+// TestA2AV1Client drives the pipeline with the a2a-go/v2 client over the
+// three v1.0 bindings: send, stream, get, list, subscribe to a finished
+// task, cancel a finished one, unknown tasks, push configs.
 func TestA2AV1Client(t *testing.T) {
-	p := startPipeline(t)
-	for _, binding := range []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.TransportProtocolHTTPJSON} {
+	p, _ := startGRPCPipeline(t)
+	for _, binding := range []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.TransportProtocolHTTPJSON, a2a.TransportProtocolGRPC} {
 		t.Run(string(binding), func(t *testing.T) {
 			_, c := v1Client(t, p, binding)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -201,29 +205,31 @@ func TestA2AV1ListPages(t *testing.T) {
 	}
 }
 
-// TestA2AV1CancelRunning: a running task (an agent that waits to be
-// cancelled) sent with returnImmediately is cancelled by CancelTask, which
-// answers it canceled.
-func TestA2AV1CancelRunning(t *testing.T) {
-	p := startPipeline(t)
+// runSlowAgent runs pool "slow": an agent that reports each request on
+// started and then waits to be cancelled.
+func runSlowAgent(t *testing.T, p *pipeline, started chan<- struct{}) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	started := make(chan struct{}, 1)
 	go func() {
 		defer close(done)
 		_ = agent.Run(ctx, p.nc, "slow", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
-			started <- struct{}{}
+			select {
+			case started <- struct{}{}:
+			default:
+			}
 			<-ctx.Done()
 			return ctx.Err()
 		}))
 	}()
 	t.Cleanup(func() { cancel(); <-done })
+}
 
-	c, err := a2aclient.NewFromEndpoints(ctx, []*a2a.AgentInterface{
-		a2a.NewAgentInterface(p.url+ingress.A2AV1Path+"?agent=slow", a2a.TransportProtocolJSONRPC)})
-	if err != nil {
-		t.Fatal(err)
-	}
+// cancelRunning sends a message with returnImmediately to an agent that
+// reports it on started and waits, then cancels the task, which must answer
+// canceled.
+func cancelRunning(ctx context.Context, t *testing.T, c *a2aclient.Client, started <-chan struct{}) {
+	t.Helper()
 	req := userMessage("wait for me")
 	req.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
 	res, err := c.SendMessage(ctx, req)
@@ -236,13 +242,31 @@ func TestA2AV1CancelRunning(t *testing.T) {
 	}
 	select {
 	case <-started:
-	case <-time.After(20 * time.Second):
+	case <-ctx.Done():
 		t.Fatal("the agent never got the request")
 	}
 	got, err := c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: task.ID})
 	if err != nil || got.Status.State != a2a.TaskStateCanceled {
-		t.Fatalf("CancelTask: %+v, %v", got, err)
+		t.Fatalf("CancelTask of a running task: %+v, %v", got, err)
 	}
+}
+
+// TestA2AV1CancelRunning: a running task (an agent that waits to be
+// cancelled) sent with returnImmediately is cancelled by CancelTask, which
+// answers it canceled.
+func TestA2AV1CancelRunning(t *testing.T) {
+	p := startPipeline(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	started := make(chan struct{}, 1)
+	runSlowAgent(t, p, started)
+
+	c, err := a2aclient.NewFromEndpoints(ctx, []*a2a.AgentInterface{
+		a2a.NewAgentInterface(p.url+ingress.A2AV1Path+"?agent=slow", a2a.TransportProtocolJSONRPC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelRunning(ctx, t, c, started)
 }
 
 // TestA2AV1Errors: what the SDK's client never sends: a v0.3 method on the

@@ -254,7 +254,13 @@ func (a *Auth) fail(e *AuthError) (Principal, error) {
 // scheme is enabled. A presented credential is always checked, even when
 // none is enabled: a wrong key is an error, never anonymous.
 func (a *Auth) Authenticate(r *http.Request) (Principal, error) {
-	p, err := a.authenticate(r)
+	return a.AuthenticateHeader(r.Header)
+}
+
+// AuthenticateHeader is Authenticate for the credentials of a transport's
+// headers (HTTP headers, gRPC metadata as an http.Header).
+func (a *Auth) AuthenticateHeader(h http.Header) (Principal, error) {
+	p, err := a.authenticate(h)
 	if err == nil && p.Scheme != SchemeNone {
 		p.Roles = a.roles[p.UserID]
 	}
@@ -304,9 +310,9 @@ func (a *Auth) Tenant(r *http.Request) (tenant.Principal, error) {
 	return p.Tenant(), err
 }
 
-func (a *Auth) authenticate(r *http.Request) (Principal, error) {
-	keys := r.Header.Values(HeaderAPIKey)
-	authz := r.Header.Values("Authorization")
+func (a *Auth) authenticate(h http.Header) (Principal, error) {
+	keys := h.Values(HeaderAPIKey)
+	authz := h.Values("Authorization")
 	switch {
 	case len(keys) == 0 && len(authz) == 0:
 		return a.Anonymous()

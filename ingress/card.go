@@ -2,7 +2,9 @@ package ingress
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 
 	a2av1 "github.com/a2aproject/a2a-go/v2/a2a"
@@ -97,8 +99,24 @@ func (s *Server) AgentCard(base string) map[string]any {
 			m["authSchemes"] = av
 		}
 	}
-	addV1Card(m, base)
+	addV1Card(m, base, s.grpcURL(base))
 	return m
+}
+
+// grpcURL is the address of the A2A v1.0 gRPC binding the card lists
+// (WithA2AGRPCAddress), its unspecified host replaced by base's; "" when
+// the binding is not served.
+func (s *Server) grpcURL(base string) string {
+	if s.opts.grpcAddr == "" {
+		return ""
+	}
+	host, port, _ := net.SplitHostPort(s.opts.grpcAddr)
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if u, err := url.Parse(base); err == nil && u.Hostname() != "" {
+			host = u.Hostname()
+		}
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // addV1Card makes the v0.3 card m one card for both generations: the v1.0
@@ -107,7 +125,7 @@ func (s *Server) AgentCard(base string) map[string]any {
 // v1.0 form, as the SDK's v0.3 compatibility layer writes them (v0.3
 // members kept: v0.3 clients read url, preferredTransport, protocolVersion
 // and the v0.3 scheme members; v1.0 clients the others).
-func addV1Card(m map[string]any, base string) {
+func addV1Card(m map[string]any, base, grpcURL string) {
 	b, _ := json.Marshal(m)
 	v1, err := a2av0.NewAgentCardParser()(b)
 	if err != nil {
@@ -117,6 +135,10 @@ func addV1Card(m map[string]any, base string) {
 		{URL: base + A2AV1Path, ProtocolBinding: a2av1.TransportProtocolJSONRPC, ProtocolVersion: a2av1.Version},
 		{URL: base + A2AV1Path, ProtocolBinding: a2av1.TransportProtocolHTTPJSON, ProtocolVersion: a2av1.Version},
 		{URL: base + "/a2a", ProtocolBinding: a2av1.TransportProtocolJSONRPC, ProtocolVersion: "0.3"},
+	}
+	if grpcURL != "" {
+		m["supportedInterfaces"] = append(m["supportedInterfaces"].([]*a2av1.AgentInterface),
+			&a2av1.AgentInterface{URL: grpcURL, ProtocolBinding: a2av1.TransportProtocolGRPC, ProtocolVersion: a2av1.Version})
 	}
 	if len(v1.SecuritySchemes) == 0 {
 		return

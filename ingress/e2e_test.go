@@ -32,9 +32,13 @@ type pipeline struct {
 	url string
 	nc  *nats.Conn
 	js  jetstream.JetStream
+	in  *ingress.Server
 }
 
-func startPipeline(t *testing.T) *pipeline {
+func startPipeline(t *testing.T) *pipeline { return startPipelineWith(t) }
+
+// startPipelineWith is startPipeline with more ingress options.
+func startPipelineWith(t *testing.T, opts ...ingress.Option) *pipeline {
 	t.Helper()
 	_, nc := natstest.RunServer(t)
 	reg := prometheus.NewRegistry()
@@ -42,7 +46,7 @@ func startPipeline(t *testing.T) *pipeline {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := ingress.New(nc, eg, ingress.WithRegisterer(reg), ingress.WithMaxBodyBytes(64<<10))
+	in, err := ingress.New(nc, eg, append([]ingress.Option{ingress.WithRegisterer(reg), ingress.WithMaxBodyBytes(64 << 10)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +66,7 @@ func startPipeline(t *testing.T) *pipeline {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &pipeline{url: srv.URL, nc: nc, js: js}
+	return &pipeline{url: srv.URL, nc: nc, js: js, in: in}
 }
 
 func (p *pipeline) post(t *testing.T, path, accept, body string) *http.Response {

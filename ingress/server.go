@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -47,6 +48,7 @@ type options struct {
 	norm           *normalizer.Normalizer
 	routes         *normalizer.Routes
 	publicURL      string
+	grpcAddr       string
 	cardName       string
 	tasks          *TaskStore
 	workflow       *workflow.Executor
@@ -99,6 +101,22 @@ func WithPublicURL(u string) Option {
 			}
 		}
 		o.publicURL = strings.TrimRight(u, "/")
+		return nil
+	}
+}
+
+// WithA2AGRPCAddress makes the agent card list the A2A v1.0 gRPC binding
+// (see Server.A2AGRPC) at addr, "host:port". A host that is empty or
+// unspecified (":9090", "0.0.0.0:9090") is replaced by the host of the
+// card's base URL.
+func WithA2AGRPCAddress(addr string) Option {
+	return func(o *options) error {
+		if addr != "" {
+			if _, _, err := net.SplitHostPort(addr); err != nil {
+				return fmt.Errorf("ingress: A2A gRPC address %q: %w", addr, err)
+			}
+		}
+		o.grpcAddr = addr
 		return nil
 	}
 }

@@ -28,7 +28,8 @@ type Protocol struct {
 	// (one of normalizer.Protocols).
 	Adapter string
 	// Paths are the HTTP endpoints ingress serves it at ("stdio": ACP
-	// over standard input and output too).
+	// over standard input and output too; "grpc": A2A v1.0's gRPC binding
+	// on its own listener).
 	Paths []string
 	// Methods are its JSON-RPC methods; nil when it is not JSON-RPC.
 	Methods []Method
@@ -85,7 +86,7 @@ var all = []Protocol{
 	// A2A v1.0 requests are read into the A2A adapter's types by the SDK's
 	// transports; the answers are egress's events in v1.0 shapes.
 	{Name: A2AV1, Title: "A2A", Version: "1.0", Adapter: normalizer.ProtocolA2A,
-		Paths: []string{"/a2a/v1", "/a2a"},
+		Paths: []string{"/a2a/v1", "/a2a", "grpc"},
 		Methods: []Method{
 			{Name: "SendMessage"}, {Name: "SendStreamingMessage", Streaming: true}, {Name: "GetTask"},
 			{Name: "ListTasks"}, {Name: "CancelTask"}, {Name: "SubscribeToTask", Streaming: true},

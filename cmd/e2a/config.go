@@ -21,6 +21,9 @@ type Config struct {
 	// PublicURL is the externally visible base URL (agent card, links);
 	// empty = derived from the request (X-Forwarded-* honoured).
 	PublicURL string `envconfig:"PUBLIC_URL"`
+	// GRPCAddr, when set, is where the A2A v1.0 gRPC binding listens
+	// (its own listener; the agent card then lists it). Empty: off.
+	GRPCAddr string `envconfig:"GRPC_ADDR"`
 
 	// ConnConfig holds E2A_NATS_URL (empty starts an embedded JetStream
 	// server in the process) and the credentials for an external cluster:

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
@@ -93,14 +94,14 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	fmt.Fprintf(os.Stdout, `E2A Pipeline (dev) is running.
   HTTP       %s   (POST /v1/requests, /a2a, /acp, /a2e, /api/v1/workflows/*)
   console    %s/console
-  agent card %s/.well-known/agent-card.json
+  agent card %s/.well-known/agent-card.json%s
   metrics    %s/metrics   health %s/healthz   ready %s/readyz
   NATS       %s   (JetStream; subjects e2a.req.>, e2a.resp.>, e2a.live.>)
   agent pools %q (demo) and "workflow" (A2E workflows)
 Try:
   curl -N %s/v1/requests -H 'Accept: text/event-stream' -d '{"params":{"text":"hello"}}'
 Ctrl-C stops.
-`, base, base, base, metrics, base, base, natsURL, cfg.DefaultPool, base)
+`, base, base, base, grpcLine(cfg), metrics, base, base, natsURL, cfg.DefaultPool, base)
 	return serveUntil(ctx, srv, ln, log, agentDone)
 }
 
@@ -211,6 +212,13 @@ func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Reg
 	if err != nil {
 		return nil, err
 	}
+	var grpcLn net.Listener
+	if cfg.GRPCAddr != "" {
+		if grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+			return nil, fmt.Errorf("E2A_GRPC_ADDR: %w", err)
+		}
+		opts = append(opts, ingress.WithA2AGRPCAddress(grpcLn.Addr().String()))
+	}
 	opts = append(opts,
 		ingress.WithDefaultPool(cfg.DefaultPool),
 		ingress.WithMaxBodyBytes(cfg.MaxBodyBytes),
@@ -219,7 +227,13 @@ func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Reg
 		ingress.WithLogger(log))
 	in, err := ingress.New(nc, eg, append(opts, extra...)...)
 	if err != nil {
+		if grpcLn != nil {
+			_ = grpcLn.Close()
+		}
 		return nil, err
+	}
+	if grpcLn != nil {
+		serveGRPC(ctx, in.A2AGRPC(), grpcLn, log)
 	}
 	mux := http.NewServeMux()
 	in.Register(mux)
@@ -240,6 +254,35 @@ func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Reg
 		IdleTimeout: 120 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx },
 	}, nil
+}
+
+// grpcLine is the banner's line of the A2A v1.0 gRPC binding, if on.
+func grpcLine(cfg Config) string {
+	if cfg.GRPCAddr == "" {
+		return ""
+	}
+	return "\n  A2A gRPC   " + cfg.GRPCAddr + "   (A2A v1.0 gRPC binding, listed in the card)"
+}
+
+// serveGRPC serves the A2A v1.0 gRPC binding on ln until ctx ends, then
+// stops it gracefully (streams in flight get 10 s).
+func serveGRPC(ctx context.Context, gs *grpc.Server, ln net.Listener, log *slog.Logger) {
+	log.Info("A2A v1.0 gRPC binding serving", "addr", ln.Addr().String())
+	go func() {
+		if err := gs.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			log.Error("A2A gRPC binding stopped", "err", err)
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		done := make(chan struct{})
+		go func() { gs.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			gs.Stop()
+		}
+	}()
 }
 
 // newConsole builds the web console with the auth of the other endpoints
