@@ -162,6 +162,8 @@ const (
 	CodeCancelled    = "cancelled"     // 499 (client went away)
 	CodeInternal     = "internal"      // 500
 	CodeNotAccept    = "not_acceptable"
+	// CodeNotCancelable: the request already ended (409).
+	CodeNotCancelable = "not_cancelable"
 )
 
 // Classify maps an error of this package (or of NATS) to an HTTP status and
@@ -175,6 +177,8 @@ func Classify(err error) (status int, code string) {
 		return http.StatusNotFound, CodeNotFound
 	case errors.Is(err, ErrBadRequest):
 		return http.StatusBadRequest, CodeBadRequest
+	case errors.Is(err, ErrNotCancelable):
+		return http.StatusConflict, CodeNotCancelable
 	case errors.Is(err, ErrWaitTimeout):
 		return http.StatusGatewayTimeout, CodeTimeout
 	case errors.Is(err, ErrInvalidFrame):

@@ -67,8 +67,11 @@ func TestA2ABatchAnswersValues(t *testing.T) {
 	}
 	var rpcErr struct {
 		Code int `json:"code"`
+		Data struct {
+			Code string `json:"code"`
+		} `json:"data"`
 	}
-	if json.Unmarshal(out[2]["error"], &rpcErr) != nil || rpcErr.Code != -32002 {
+	if json.Unmarshal(out[2]["error"], &rpcErr) != nil || rpcErr.Code != -32002 || rpcErr.Data.Code != "not_cancelable" {
 		t.Fatalf("tasks/cancel of a finished task in a batch: %s / %s", out[2]["result"], out[2]["error"])
 	}
 }
