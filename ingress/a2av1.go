@@ -100,6 +100,13 @@ func (s *Server) a2av1Handlers() (rpcHandler, restHandler http.Handler) {
 						Message: "Invalid Request: body exceeds " + strconv.FormatInt(s.opts.maxBody, 10) + " bytes"})
 					return
 				}
+				if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+					// The SDK's transport reads one call; A2A defines no
+					// batches. -32600 says so (the SDK would answer -32602
+					// with a Go type error).
+					_ = jsonrpc.WriteError(rec, nil, jsonrpc.InvalidRequest("batches are not supported on the A2A v1.0 interface; send each call alone"))
+					return
+				}
 				var head struct {
 					ID     json.RawMessage `json:"id"`
 					Method string          `json:"method"`
@@ -180,6 +187,27 @@ func v1Error(err error) error {
 	return fmt.Errorf("%w: the pipeline could not answer; retry later", a2a.ErrServerError)
 }
 
+// normalizeV1Send reads a v1.0 SendMessage request (method: the v0.3
+// method it stands for, message/send or message/stream) into an envelope
+// with the v0.3 A2A adapter, the SDK converting the message losslessly.
+// Errors are the SDK's kinds (ErrInvalidParams…), which its transports
+// answer in each binding's shape (FuzzNormalizeV1Send).
+func normalizeV1Send(norm *normalizer.Normalizer, in normalizer.Input, req *a2a.SendMessageRequest, method string) (*normalizer.Result, error) {
+	if req == nil || req.Message == nil {
+		return nil, fmt.Errorf("%w: message is required", a2a.ErrInvalidParams)
+	}
+	params, err := json.Marshal(a2av0.FromV1SendMessageRequest(req))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
+	}
+	in.RPC = &normalizer.RPCRequest{ID: json.RawMessage(`1`), Method: method, Params: params}
+	res, err := norm.FromA2A(in)
+	if err != nil {
+		return nil, v1Error(err)
+	}
+	return res, nil
+}
+
 // submit normalizes and publishes a SendMessage request, as message/send
 // or message/stream of v0.3, and records it on its task.
 func (h *a2av1Handler) submit(ctx context.Context, req *a2a.SendMessageRequest, method string) (acc Accepted, p egress.A2AParams, err error) {
@@ -187,20 +215,12 @@ func (h *a2av1Handler) submit(ctx context.Context, req *a2a.SendMessageRequest, 
 	if err != nil {
 		return acc, p, err
 	}
-	if req == nil || req.Message == nil {
-		return acc, p, fmt.Errorf("%w: message is required", a2a.ErrInvalidParams)
-	}
-	params, err := json.Marshal(a2av0.FromV1SendMessageRequest(req))
-	if err != nil {
-		return acc, p, fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
-	}
 	s := h.s
 	in := s.inputFrom(c.header, nil, c.p, c.agent)
 	in.Channel = c.channel
-	in.RPC = &normalizer.RPCRequest{ID: json.RawMessage(`1`), Method: method, Params: params}
-	res, err := s.opts.norm.FromA2A(in)
+	res, err := normalizeV1Send(s.opts.norm, in, req, method)
 	if err != nil {
-		return acc, p, v1Error(err)
+		return acc, p, err
 	}
 	env := res.Envelope
 	if env.TaskID != "" && continued(env) {
@@ -222,7 +242,11 @@ func (h *a2av1Handler) submit(ctx context.Context, req *a2a.SendMessageRequest, 
 		return acc, p, v1Error(err)
 	}
 	if env.TaskID != "" {
-		if _, err := s.opts.tasks.Append(ctx, KindTask, TaskRecord{ID: env.TaskID, ContextID: env.ContextID,
+		record := s.opts.tasks.Append
+		if !continued(env) {
+			record = s.opts.tasks.AppendNew // the adapter made the id up: one write, no read
+		}
+		if _, err := record(ctx, KindTask, TaskRecord{ID: env.TaskID, ContextID: env.ContextID,
 			Protocol: normalizer.ProtocolA2A, Pool: res.Pool, Principal: c.p.UserID}, acc.RequestID, c.p.Tenant()); err != nil {
 			s.opts.log.Warn("task index update failed", "task_id", env.TaskID, "request_id", acc.RequestID, "err", err)
 		}

@@ -22,6 +22,18 @@ import (
 
 const bobKey = "ak_bob_0123456789abcdef00"
 
+// aliceAndBob is API-key auth for two principals: alice (testKey) and bob
+// (bobKey).
+func aliceAndBob(t *testing.T) *ingress.Auth {
+	t.Helper()
+	a, err := ingress.NewAuth(&ingress.AuthConfig{APIKeys: []ingress.Credential{
+		{Principal: "alice", Secret: testKey}, {Principal: "bob", Secret: bobKey}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 // startGRPCPipeline is startPipelineWith(opts) with the A2A v1.0 gRPC
 // binding served on a loopback listener of its own (and listed in the
 // card); it returns the binding's address.
@@ -77,12 +89,7 @@ func grpcClient(t *testing.T, p *pipeline, key string, md ...string) *a2aclient.
 // a running task is cancelled (its pool chosen by metadata), a call without
 // credentials is refused before anything is published.
 func TestA2AV1GRPC(t *testing.T) {
-	a, err := ingress.NewAuth(&ingress.AuthConfig{APIKeys: []ingress.Credential{
-		{Principal: "alice", Secret: testKey}, {Principal: "bob", Secret: bobKey}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, addr := startGRPCPipeline(t, ingress.WithAuth(a))
+	p, addr := startGRPCPipeline(t, ingress.WithAuth(aliceAndBob(t)))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
