@@ -73,6 +73,14 @@ func TestA2AV1Card(t *testing.T) {
 	if err := jsonDecode(p.get(t, "/.well-known/agent-card.json"), &m); err != nil || m["url"] != p.url+"/a2a" || m["preferredTransport"] != "JSONRPC" {
 		t.Fatalf("v0.3 fields: %v %v (%v)", m["url"], m["preferredTransport"], err)
 	}
+	// The same card beside each interface URL (clients and the TCK given
+	// the interface URL look there).
+	for _, path := range []string{"/a2a/.well-known/agent-card.json", ingress.A2AV1Path + "/.well-known/agent-card.json"} {
+		var beside map[string]any
+		if err := jsonDecode(p.get(t, path), &beside); err != nil || beside["url"] != m["url"] || beside["supportedInterfaces"] == nil {
+			t.Fatalf("%s: %v (%v)", path, beside["url"], err)
+		}
+	}
 }
 
 // TestA2AV1Client drives the pipeline with the a2a-go/v2 client over the
