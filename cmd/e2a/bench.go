@@ -52,6 +52,7 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	duration := fs.Duration("duration", 0, "soak: run the in-process pipeline this long at --rate (open loop) and report slopes")
 	rate := fs.Float64("rate", 0, "soak: requests/s")
 	interval := fs.Duration("interval", 10*time.Second, "soak: sampling interval")
+	replicas := fs.String("replicas", "", "scaling: N serve + N agent processes of this binary on one JetStream server, for each N of a list (e.g. 1,2,3)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	chart := fs.String("chart", "", "write a PNG chart of latency percentiles against offered load")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the full-load phase")
@@ -81,6 +82,24 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 			return e.Encode(sr)
 		}
 		_, err = fmt.Fprint(os.Stdout, sr.Text())
+		return err
+	}
+	if *replicas != "" {
+		if c.Target != "" || *peer != "" || *duration > 0 {
+			return errors.New("bench --replicas starts its own processes: no --target, --peer or --duration")
+		}
+		ns, err := parseInts(*replicas)
+		if err != nil {
+			return fmt.Errorf("bench --replicas: %w", err)
+		}
+		rr, err := bench.RunReplicas(ctx, bench.ReplicasConfig{Bench: c, Replicas: ns})
+		if rr != nil && len(rr.Rows) > 0 {
+			if *asJSON {
+				_ = rr.WriteJSON(os.Stdout)
+			} else {
+				_ = rr.WriteText(os.Stdout)
+			}
+		}
 		return err
 	}
 	if *peer != "" {
@@ -129,6 +148,21 @@ func joinFloats(fs []float64) string {
 		s[i] = strconv.FormatFloat(f, 'g', -1, 64)
 	}
 	return strings.Join(s, ",")
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a whole number", p)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func parseFloats(s string) ([]float64, error) {

@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"os/exec"
 	"syscall"
 	"time"
 )
@@ -14,4 +15,14 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// childAttr makes a stage process the leader of its own process group.
+func childAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+// terminate asks cmd's process group to stop (SIGTERM).
+func terminate(cmd *exec.Cmd) {
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	}
 }

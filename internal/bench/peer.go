@@ -293,12 +293,15 @@ func (p *peerProc) stop() {
 	_ = p.cmd.Wait()
 }
 
-// cpu is the peer process's user + system CPU time (/proc/PID/stat).
-func (p *peerProc) cpu() (time.Duration, error) {
+// cpu is the peer process's user + system CPU time.
+func (p *peerProc) cpu() (time.Duration, error) { return procCPU(p.cmd.Process.Pid) }
+
+// procCPU is a process's user + system CPU time (/proc/PID/stat).
+func procCPU(pid int) (time.Duration, error) {
 	if runtime.GOOS != "linux" {
-		return 0, errors.New("bench: the peer's CPU time is read from /proc (Linux)")
+		return 0, errors.New("bench: a process's CPU time is read from /proc (Linux)")
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
 	}

@@ -1,0 +1,346 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// ReplicasConfig is a scaling run: N `e2a serve` and N `e2a agent --pool
+// demo` processes of the built binary on one JetStream server, for each N.
+type ReplicasConfig struct {
+	// Bench is the load of each N (Protocol, Requests, Concurrency,
+	// Frames, FrameBytes, Timeout, Warmup).
+	Bench Config
+	// Replicas are the N to run, in order (e.g. 1, 2, 3).
+	Replicas []int
+	// Bin is the e2a executable (default: this process's).
+	Bin string
+}
+
+// ReplicasRow is one N's figures.
+type ReplicasRow struct {
+	N      int     `json:"replicas"`
+	RPS    float64 `json:"requests_per_s"`
+	Ratio  float64 `json:"ratio_to_first"`
+	TTFF50 float64 `json:"ttff_p50_ms"`
+	TTFF99 float64 `json:"ttff_p99_ms"`
+	OK     int     `json:"ok"`
+	Failed int     `json:"failed"`
+	// CPU per request (ms) of the serve processes, the agent processes,
+	// and this process (the JetStream server and the load generator).
+	CPUServe float64 `json:"cpu_ms_per_request_serve"`
+	CPUAgent float64 `json:"cpu_ms_per_request_agent"`
+	CPUBench float64 `json:"cpu_ms_per_request_nats_and_generator"`
+}
+
+// ReplicasReport is the scaling curve.
+type ReplicasReport struct {
+	Machine  Machine       `json:"machine"`
+	Protocol string        `json:"protocol"`
+	Requests int           `json:"requests_per_n"`
+	Clients  int           `json:"clients"`
+	Rows     []ReplicasRow `json:"rows"`
+}
+
+// RunReplicas measures how requests/s grows with the number of stage
+// processes: for each N of rc.Replicas it starts N serve and N agent
+// processes of rc.Bin against one embedded JetStream server in this
+// process (streams provisioned once), waits for them to be ready, drives
+// the N serve endpoints with the load generator (clients spread over them
+// round-robin), reads each process's CPU time from /proc, and stops them.
+func RunReplicas(ctx context.Context, rc ReplicasConfig) (*ReplicasReport, error) {
+	cfg := rc.Bench
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	if len(rc.Replicas) == 0 {
+		return nil, errors.New("bench: --replicas needs at least one N")
+	}
+	for _, n := range rc.Replicas {
+		if n < 1 || n > 32 {
+			return nil, fmt.Errorf("bench: replicas must be 1..32, got %d", n)
+		}
+	}
+	bin := rc.Bin
+	if bin == "" {
+		var err error
+		if bin, err = os.Executable(); err != nil {
+			return nil, err
+		}
+	}
+	progress := cfg.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	emb, err := streams.StartEmbedded(streams.EmbeddedOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer emb.Shutdown()
+	nc, err := emb.Connect()
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	scfg := streams.DefaultConfig()
+	scfg.Replicas = 1
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	rep, err := streams.Apply(actx, js, scfg)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("bench: provision streams: %w\n%s", err, rep)
+	}
+	out := &ReplicasReport{Machine: machine(), Protocol: cfg.Protocol, Requests: cfg.Requests, Clients: cfg.Concurrency}
+	ids := &idGen{prefix: "replicas-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
+	hc := newHTTPClient(max(cfg.Concurrency, 64) * 4)
+	for _, n := range rc.Replicas {
+		progress(fmt.Sprintf("replicas %d: starting %d serve and %d agent processes", n, n, n))
+		row, err := runReplicasN(ctx, cfg, bin, emb.ClientURL(), n, ids, hc, progress)
+		if err != nil {
+			return out, err
+		}
+		if len(out.Rows) > 0 && out.Rows[0].RPS > 0 {
+			row.Ratio = row.RPS / out.Rows[0].RPS
+		} else {
+			row.Ratio = 1
+		}
+		out.Rows = append(out.Rows, row)
+	}
+	return out, nil
+}
+
+func runReplicasN(ctx context.Context, cfg Config, bin, natsURL string, n int, ids *idGen, hc *http.Client, progress func(string)) (ReplicasRow, error) {
+	row := ReplicasRow{N: n}
+	var procs []*stageProc
+	defer func() {
+		for _, p := range procs {
+			p.stop()
+		}
+	}()
+	env := []string{"E2A_NATS_URL=" + natsURL, "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json", "E2A_LOG_LEVEL=info", "E2A_METRICS_ADDR="}
+	for i := range n {
+		s, err := startStage(ctx, bin, env, "serving", "addr", "serve")
+		if err != nil {
+			return row, err
+		}
+		procs = append(procs, s)
+		a, err := startStage(ctx, bin, env, "agent pool running", "ops", "agent", "--pool", "demo", "--concurrency", "256")
+		if err != nil {
+			return row, err
+		}
+		procs = append(procs, a)
+		_ = i
+	}
+	for _, p := range procs {
+		if err := p.waitReady(ctx, hc); err != nil {
+			return row, err
+		}
+	}
+	var clients []*client
+	for _, p := range procs {
+		if p.role == "serve" {
+			clients = append(clients, &client{base: "http://" + p.addr, proto: cfg.Protocol, hc: hc,
+				params:   map[string]any{"text": payload(cfg.FrameBytes), "frames": max(cfg.Frames-4, 0), "delay_ms": 0},
+				sessions: make(chan string, 8*max(cfg.Concurrency, 64))})
+		}
+	}
+	var next atomic.Uint64
+	do := func(ctx context.Context, id string, start time.Time) result {
+		ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+		defer cancel()
+		return clients[int(next.Add(1))%len(clients)].do(ctx, id, start)
+	}
+	if cfg.Warmup > 0 {
+		progress(fmt.Sprintf("replicas %d: warm-up, %d requests", n, cfg.Warmup))
+		if w := closedLoop(ctx, "warmup", cfg.Warmup, cfg.Concurrency, ids, do, false, false); w.OK == 0 {
+			return row, fmt.Errorf("bench: every warm-up request failed with %d replicas: %v", n, w.Errors)
+		}
+	}
+	cpu0 := map[*stageProc]time.Duration{}
+	for _, p := range procs {
+		cpu0[p], _ = procCPU(p.cmd.Process.Pid)
+	}
+	bench0 := processCPU()
+	progress(fmt.Sprintf("replicas %d: %d requests, %d clients, %s", n, cfg.Requests, cfg.Concurrency, cfg.Protocol))
+	ph := closedLoop(ctx, fmt.Sprintf("replicas-%d", n), cfg.Requests, cfg.Concurrency, ids, do, false, false)
+	benchCPU := processCPU() - bench0
+	var serveCPU, agentCPU time.Duration
+	for _, p := range procs {
+		c, err := procCPU(p.cmd.Process.Pid)
+		if err != nil {
+			return row, err
+		}
+		if p.role == "serve" {
+			serveCPU += c - cpu0[p]
+		} else {
+			agentCPU += c - cpu0[p]
+		}
+	}
+	row.RPS, row.OK, row.Failed = ph.RPS, ph.OK, ph.Failed
+	row.TTFF50, row.TTFF99 = ph.TTFF.P50, ph.TTFF.P99
+	if ph.OK > 0 {
+		per := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(ph.OK) }
+		row.CPUServe, row.CPUAgent, row.CPUBench = per(serveCPU), per(agentCPU), per(benchCPU)
+	}
+	if ph.Failed > 0 {
+		return row, fmt.Errorf("bench: %d failed requests with %d replicas: %v", ph.Failed, n, ph.Errors)
+	}
+	return row, nil
+}
+
+// stageProc is one running stage process.
+type stageProc struct {
+	cmd  *exec.Cmd
+	role string // serve or agent
+	addr string // its HTTP listener (serve: the API; agent: ops)
+	logs *tail
+}
+
+// startStage starts bin with args and env, and reads its JSON log on
+// stderr until the line whose msg is ready names its listener in field.
+func startStage(ctx context.Context, bin string, env []string, ready, field string, args ...string) (*stageProc, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = childAttr()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("bench: start %s %s: %w", bin, args[0], err)
+	}
+	p := &stageProc{cmd: cmd, role: args[0], logs: &tail{}}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			p.logs.add(line)
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == ready {
+				if a, ok := m[field].(string); ok {
+					select {
+					case found <- a:
+					default:
+					}
+				}
+			}
+		}
+		close(found)
+	}()
+	select {
+	case a, ok := <-found:
+		if !ok {
+			p.stop()
+			return nil, fmt.Errorf("bench: %s exited before it was ready:\n%s", args[0], p.logs)
+		}
+		p.addr = a
+	case <-time.After(30 * time.Second):
+		p.stop()
+		return nil, fmt.Errorf("bench: %s did not start within 30 s:\n%s", args[0], p.logs)
+	case <-ctx.Done():
+		p.stop()
+		return nil, ctx.Err()
+	}
+	return p, nil
+}
+
+// waitReady polls the process's /readyz until it answers 200.
+func (p *stageProc) waitReady(ctx context.Context, hc *http.Client) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.addr+"/readyz", nil)
+		if resp, err := hc.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: %s at %s not ready within 30 s:\n%s", p.role, p.addr, p.logs)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// stop asks the process to stop (SIGTERM), and kills it after 5 s.
+func (p *stageProc) stop() {
+	terminate(p.cmd)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// tail keeps the last lines of a process's log, for error reports.
+type tail struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (t *tail) add(l string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lines) == 20 {
+		t.lines = t.lines[1:]
+	}
+	t.lines = append(t.lines, l)
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(t.lines, "\n")
+}
+
+// WriteText prints the scaling curve.
+func (r *ReplicasReport) WriteText(w io.Writer) error {
+	var b strings.Builder
+	m := r.Machine
+	fmt.Fprintf(&b, "e2a bench --replicas: %s, %d requests per N, %d clients, N serve + N agent processes on one JetStream server\n", r.Protocol, r.Requests, r.Clients)
+	fmt.Fprintf(&b, "machine: %s, %d CPUs (GOMAXPROCS %d), %s/%s, %s\n\n", m.CPU, m.NumCPU, m.GOMAXPROCS, m.OS, m.Arch, m.Go)
+	fmt.Fprintf(&b, "  %3s %8s %7s %9s %9s %10s %10s %16s\n", "N", "req/s", "÷ N=1", "TTFF p50", "TTFF p99", "CPU serve", "CPU agent", "CPU NATS+loadgen")
+	for _, row := range r.Rows {
+		fmt.Fprintf(&b, "  %3d %8.0f %6.2f× %9.2f %9.2f %10.3f %10.3f %16.3f\n", row.N, row.RPS, row.Ratio, row.TTFF50, row.TTFF99, row.CPUServe, row.CPUAgent, row.CPUBench)
+	}
+	b.WriteString("  (latencies in ms; CPU in ms per request, summed over the processes of each kind)\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteJSON prints the scaling curve as JSON.
+func (r *ReplicasReport) WriteJSON(w io.Writer) error {
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(r)
+}
