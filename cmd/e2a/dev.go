@@ -92,7 +92,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 		metrics = "http://" + metricsAddr
 	}
 	fmt.Fprintf(os.Stdout, `E2A Pipeline (dev) is running.
-  HTTP       %s   (POST /v1/requests, /a2a, /acp, /a2e, /api/v1/workflows/*)
+  HTTP       %s   (POST /v1/requests, /a2a, /a2a/v1, /acp, /a2e, /api/v1/workflows/*)
   console    %s/console
   agent card %s/.well-known/agent-card.json%s
   metrics    %s/metrics   health %s/healthz   ready %s/readyz
