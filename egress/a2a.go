@@ -213,14 +213,14 @@ func (r *a2aStream) Start() error {
 		// A resubscribed stream opens with the task's state too (working;
 		// the replayed frames then move it on), never with a later event.
 		ts := now().UTC()
-		return s.eventJSON("", "", rpcResult(r.p.JSONRPCID, r.m.statusUpdate(a2a.TaskStateWorking, &ts, nil, false)))
+		return s.eventJSON("", "", jsonrpc.ResultResponse(r.p.JSONRPCID, r.m.statusUpdate(a2a.TaskStateWorking, &ts, nil, false)))
 	}
 	ts := r.p.Submitted
 	if ts.IsZero() {
 		ts = now()
 	}
 	ts = ts.UTC()
-	return s.eventJSON("", "", rpcResult(r.p.JSONRPCID, r.m.statusUpdate(a2a.TaskStateSubmitted, &ts, nil, false)))
+	return s.eventJSON("", "", jsonrpc.ResultResponse(r.p.JSONRPCID, r.m.statusUpdate(a2a.TaskStateSubmitted, &ts, nil, false)))
 }
 
 func (r *a2aStream) Frame(f *Frame) error {
@@ -254,7 +254,7 @@ func (r *a2aStream) Frame(f *Frame) error {
 		if i == len(evs)-1 {
 			id = seqID(f)
 		}
-		if err := s.eventJSON(id, "", rpcResult(r.p.JSONRPCID, ev)); err != nil {
+		if err := s.eventJSON(id, "", jsonrpc.ResultResponse(r.p.JSONRPCID, ev)); err != nil {
 			return err
 		}
 	}
@@ -271,7 +271,7 @@ func (r *a2aStream) End(err error) error {
 	if !r.o.Started() {
 		s.head(0)
 	}
-	return s.eventJSON("", "", rpcError(r.p.JSONRPCID, A2AError(err)))
+	return s.eventJSON("", "", jsonrpc.ErrorResponse(r.p.JSONRPCID, A2AError(err)))
 }
 
 // a2aSend renders message/send: one JSON-RPC response whose result is a
@@ -310,7 +310,7 @@ func (r *a2aSend) Heartbeat() error {
 
 func (r *a2aSend) End(err error) error {
 	if err != nil {
-		return r.writeRPC(rpcError(r.p.JSONRPCID, A2AError(err)))
+		return r.writeRPC(jsonrpc.ErrorResponse(r.p.JSONRPCID, A2AError(err)))
 	}
 	res := r.agg.result(r.p.HistoryLength)
 	if drop := r.p.partFilter(); drop != nil {
@@ -323,7 +323,7 @@ func (r *a2aSend) End(err error) error {
 			res = e.(a2a.SendMessageResult)
 		}
 	}
-	return r.writeRPC(rpcResult(r.p.JSONRPCID, res))
+	return r.writeRPC(jsonrpc.ResultResponse(r.p.JSONRPCID, res))
 }
 
 func (r *a2aSend) writeRPC(v jsonrpc.Response) error {

@@ -104,7 +104,7 @@ func (r *acpRenderer) End(err error) error {
 			return err
 		}
 	}
-	return r.emit("", rpcError(r.p.JSONRPCID, ACPError(err)))
+	return r.emit("", jsonrpc.ErrorResponse(r.p.JSONRPCID, ACPError(err)))
 }
 
 // ACPUpdates returns the ACP session updates a frame stands for: e2a.chunk
@@ -253,21 +253,21 @@ func acpFinal(r *e2a.Response, id json.RawMessage) jsonrpc.Response {
 				res.StopReason = acp.StopReason(sr)
 			}
 		}
-		return rpcResult(id, res)
+		return jsonrpc.ResultResponse(id, res)
 	case e2a.KindError:
 		b, _ := r.Error()
 		switch b.Code {
 		case e2a.ErrCodeCancelled:
-			return rpcResult(id, acp.PromptResponse{StopReason: acp.StopReasonCancelled})
+			return jsonrpc.ResultResponse(id, acp.PromptResponse{StopReason: acp.StopReasonCancelled})
 		case e2a.StopRefusal, e2a.StopMaxTokens, e2a.StopMaxTurnRequests:
-			return rpcResult(id, acp.PromptResponse{StopReason: acp.StopReason(b.Code)})
+			return jsonrpc.ResultResponse(id, acp.PromptResponse{StopReason: acp.StopReason(b.Code)})
 		}
 	}
 	if resp, ok := E2AResponseToACPJSONRPCResponse(r); ok {
-		resp.ID = rpcID(id)
+		resp.ID = id
 		return *resp
 	}
-	return rpcResult(id, acp.PromptResponse{StopReason: acp.StopReasonEndTurn})
+	return jsonrpc.ResultResponse(id, acp.PromptResponse{StopReason: acp.StopReasonEndTurn})
 }
 
 // E2AResponseToACPJSONRPCResponse is e2a_response_to_acp_jsonrpc_response
@@ -294,7 +294,7 @@ func E2AResponseToACPJSONRPCResponse(r *e2a.Response) (*jsonrpc.Response, bool) 
 			}
 			res[k] = v
 		}
-		out := rpcResult(r.JSONRPCID, res)
+		out := jsonrpc.ResultResponse(r.JSONRPCID, res)
 		return &out, true
 	case e2a.KindACPJSONRPCErr:
 		body, err := r.BodyMap()
@@ -308,7 +308,7 @@ func E2AResponseToACPJSONRPCResponse(r *e2a.Response) (*jsonrpc.Response, bool) 
 			}
 		}
 		e.Message, _ = body["message"].(string)
-		out := rpcError(r.JSONRPCID, e)
+		out := jsonrpc.ErrorResponse(r.JSONRPCID, e)
 		return &out, true
 	case e2a.KindError:
 		b, err := r.Error()
@@ -325,7 +325,7 @@ func E2AResponseToACPJSONRPCResponse(r *e2a.Response) (*jsonrpc.Response, bool) 
 			if m, ok := b.External["message"].(string); ok && m != "" {
 				e.Message = m
 			}
-			out := rpcError(r.JSONRPCID, e)
+			out := jsonrpc.ErrorResponse(r.JSONRPCID, e)
 			return &out, true
 		}
 		retry := b.Retryable
@@ -333,7 +333,7 @@ func E2AResponseToACPJSONRPCResponse(r *e2a.Response) (*jsonrpc.Response, bool) 
 		if len(b.Details) > 0 {
 			data["details"] = b.Details
 		}
-		out := rpcError(r.JSONRPCID, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: b.Message, Data: data})
+		out := jsonrpc.ErrorResponse(r.JSONRPCID, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: b.Message, Data: data})
 		return &out, true
 	}
 	return nil, false

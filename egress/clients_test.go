@@ -135,7 +135,7 @@ func (s *a2aTestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		})
 		writeTaskRPC(w, req.ID, t, err)
 	default:
-		writeRPC(w, rpcError(req.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found"}))
+		_ = jsonrpc.WriteError(w, req.ID, jsonrpc.MethodNotFound(req.Method))
 	}
 }
 
@@ -323,9 +323,9 @@ func TestACPClient(t *testing.T) {
 			var out []byte
 			switch req.Method {
 			case "initialize":
-				out, _ = json.Marshal(rpcResult(req.ID, acp.InitializeResponse{ProtocolVersion: acp.ProtocolVersionNumber, AuthMethods: []acp.AuthMethod{}}))
+				out, _ = json.Marshal(jsonrpc.ResultResponse(req.ID, acp.InitializeResponse{ProtocolVersion: acp.ProtocolVersionNumber, AuthMethods: []acp.AuthMethod{}}))
 			case "session/new":
-				out, _ = json.Marshal(rpcResult(req.ID, acp.NewSessionResponse{SessionId: "s1"}))
+				out, _ = json.Marshal(jsonrpc.ResultResponse(req.ID, acp.NewSessionResponse{SessionId: "s1"}))
 			case "session/prompt":
 				env := newEnvelope("acp-" + strings.Trim(string(req.ID), `"`))
 				env.SessionID, env.Method = "s1", e2a.ACPSessionPrompt
@@ -349,7 +349,7 @@ func TestACPClient(t *testing.T) {
 				}
 				continue
 			default:
-				out, _ = json.Marshal(rpcError(req.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found"}))
+				out, _ = json.Marshal(jsonrpc.ErrorResponse(req.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found"}))
 			}
 			_, _ = toClientW.Write(append(out, '\n'))
 		}
@@ -399,8 +399,8 @@ func TestACPClient(t *testing.T) {
 // writeTaskRPC answers a tasks/get or tasks/cancel as ingress does.
 func writeTaskRPC(w http.ResponseWriter, id json.RawMessage, t *a2a.Task, err error) {
 	if err != nil {
-		writeRPC(w, rpcError(id, A2AError(err)))
+		_ = jsonrpc.WriteError(w, id, A2AError(err))
 		return
 	}
-	writeRPC(w, rpcResult(id, t))
+	_ = jsonrpc.WriteResult(w, id, t)
 }

@@ -2,26 +2,10 @@ package egress
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
-
-func rpcResult(id json.RawMessage, result any) jsonrpc.Response {
-	return jsonrpc.Response{JSONRPC: "2.0", ID: rpcID(id), Result: result}
-}
-
-func rpcError(id json.RawMessage, e *jsonrpc.Error) jsonrpc.Response {
-	return jsonrpc.Response{JSONRPC: "2.0", ID: rpcID(id), Error: e}
-}
-
-func rpcID(id json.RawMessage) json.RawMessage {
-	if len(id) == 0 {
-		return json.RawMessage("null")
-	}
-	return id
-}
 
 // errData is the data member of pipeline JSON-RPC errors.
 type errData struct {

@@ -2,7 +2,6 @@ package egress
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
 // ServeA2AStream answers A2A message/stream for a request ingress just
@@ -255,14 +253,4 @@ func (s *Service) ServeA2E(w http.ResponseWriter, r *http.Request, requestID str
 		return
 	}
 	s.Stream(r.Context(), o, rend, FormatA2ENDJSON, requestID, from, WithoutRequestCheck())
-}
-
-func writeRPC(w http.ResponseWriter, v jsonrpc.Response) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		b, _ = json.Marshal(rpcError(v.ID, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}))
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(append(b, '\n'))
 }
