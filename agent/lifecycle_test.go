@@ -115,17 +115,19 @@ func TestShutdownHandsBack(t *testing.T) {
 	s := startServer(t)
 	cause := make(chan error, 1)
 	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
-		err := demo.New().Serve(ctx, env, w)
-		if ctx.Err() != nil {
-			cause <- context.Cause(ctx)
-		}
+		// The request is still running at the drain timeout whatever the
+		// machine's pace: after two frames the writer holds until the
+		// handler's context ends. A handler that returns without its
+		// context cancelled reports a nil cause and the test fails.
+		err := demo.New().Serve(ctx, env, &heldWriter{Writer: w, ctx: ctx, free: 2})
+		cause <- context.Cause(ctx)
 		return err
 	})
 	reg := prometheus.NewRegistry()
 	w := startWorker(t, s.connect(t), "handback", h, agent.WithDrainTimeout(300*time.Millisecond),
 		agent.WithAckWait(30*time.Second), agent.WithMetrics(reg))
 	waitConsumer(t, s.js, "handback")
-	env := request("handback-1", map[string]any{"text": "hand me back", "frames": 8, "delay_ms": 150})
+	env := request("handback-1", map[string]any{"text": "hand me back", "frames": 8})
 	publish(t, s.js, "handback", env)
 	waitFrames(t, s, env.RequestID, 2)
 	start := time.Now()
@@ -152,6 +154,23 @@ func TestShutdownHandsBack(t *testing.T) {
 	if len(fr) != 3+8+1 || c.Result.(map[string]any)["content"] != text(t, fr) {
 		t.Fatalf("%d frames (partial %d), content %v vs %q", len(fr), len(partial), c.Result, text(t, fr))
 	}
+}
+
+// heldWriter lets free frames through, then holds every further write until
+// ctx ends and returns its error.
+type heldWriter struct {
+	agent.Writer
+	ctx  context.Context
+	free int
+}
+
+func (h *heldWriter) Write(kind, status string, body any, final bool) error {
+	if h.free == 0 {
+		<-h.ctx.Done()
+		return h.ctx.Err()
+	}
+	h.free--
+	return h.Writer.Write(kind, status, body, final)
 }
 
 // Point 8: the worker's metrics, on the registerer given.

@@ -16,11 +16,15 @@ import (
 
 // crashAfter runs the demo on its own connection until the request has n
 // frames, then kills the worker abruptly (connection closed, Run stopped):
-// the request stays unacknowledged.
+// the request stays unacknowledged. The demo's writer holds after n frames,
+// so the request is partial at the crash however slow the machine.
 func crashAfter(t *testing.T, s *server, pool string, env *e2a.Envelope, n int) {
 	t.Helper()
 	nc := s.connect(t)
-	w := startWorker(t, nc, pool, demo.New(), agent.WithAckWait(time.Second))
+	held := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		return demo.New().Serve(ctx, env, &heldWriter{Writer: w, ctx: ctx, free: n})
+	})
+	w := startWorker(t, nc, pool, held, agent.WithAckWait(time.Second))
 	waitConsumer(t, s.js, pool)
 	publish(t, s.js, pool, env)
 	waitFrames(t, s, env.RequestID, n)
@@ -36,7 +40,7 @@ func crashAfter(t *testing.T, s *server, pool string, env *e2a.Envelope, n int) 
 func TestRedeliveryResumes(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
-	env := request("resume-1", map[string]any{"text": "resume me", "frames": 6, "delay_ms": 150})
+	env := request("resume-1", map[string]any{"text": "resume me", "frames": 6})
 	crashAfter(t, s, "resume", env, 3)
 	partial, _ := storedFrames(t, s.nc, env.RequestID)
 	reg := prometheus.NewRegistry()
@@ -66,7 +70,7 @@ func TestRedeliveryResumes(t *testing.T) {
 func TestRedeliveryNotResumableInterrupted(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
-	env := request("interrupt-1", map[string]any{"frames": 6, "delay_ms": 150})
+	env := request("interrupt-1", map[string]any{"frames": 6})
 	crashAfter(t, s, "intr", env, 2)
 	partial, _ := storedFrames(t, s.nc, env.RequestID)
 	var calls atomic.Int32
