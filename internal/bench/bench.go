@@ -285,6 +285,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	// 2. Full load.
 	progress(fmt.Sprintf("full load: %d requests, %d clients, %s", cfg.Requests, cfg.Concurrency, cfg.Protocol))
+	var prof0 allocProfile
+	if rep.InProc {
+		prof0 = readAllocProfile()
+	}
 	stop, err := startProfiles(cfg)
 	if err != nil {
 		return nil, err
@@ -292,6 +296,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Full = closedLoop(ctx, "full", cfg.Requests, cfg.Concurrency, ids, do, true, true)
 	if err := stop(); err != nil {
 		return nil, err
+	}
+	if rep.InProc {
+		rep.Full.Allocs = splitAllocs(prof0, readAllocProfile(), rep.Full.AllocsPerRequest)
 	}
 	if rep.Baseline != nil && rep.Baseline.MsgsPerSec > 0 {
 		rep.Ratio = rep.Full.FramesPerSec / rep.Baseline.MsgsPerSec

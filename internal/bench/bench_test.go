@@ -54,6 +54,17 @@ func TestRunSmall(t *testing.T) {
 			if rep.Full.AllocsPerRequest <= 0 {
 				t.Errorf("allocs/request %v", rep.Full.AllocsPerRequest)
 			}
+			if s := rep.Full.Allocs; s == nil || s.Pipeline <= 0 || s.Samples == 0 {
+				t.Errorf("allocation split %+v", s)
+			} else {
+				sum := 0.0
+				for _, v := range s.PerRequest {
+					sum += v
+				}
+				if d := sum - rep.Full.AllocsPerRequest; d*d > 1e-6*sum*sum || s.Pipeline > sum {
+					t.Errorf("split sums to %.1f, pipeline %.1f, of %.1f allocs/request", sum, s.Pipeline, rep.Full.AllocsPerRequest)
+				}
+			}
 			if len(rep.Targets) != 3 {
 				t.Errorf("targets %+v", rep.Targets)
 			}
@@ -156,6 +167,34 @@ func TestBodyTemplates(t *testing.T) {
 		}
 		if bytes.Count(b, []byte(want)) < 1 || bytes.Contains(b, []byte(`\u0000`)) {
 			t.Fatalf("%s: %s", proto, b)
+		}
+	}
+}
+
+// TestComponent: an allocation is the server's wherever the server is on
+// its stack, else the pipeline package nearest the leaf's, else the NATS
+// client's, net/http's side, the load generator's.
+func TestComponent(t *testing.T) {
+	const p = "github.com/e2a-pipeline/pipeline/"
+	cases := []struct {
+		stack []string
+		want  string
+	}{
+		{[]string{"encoding/json.Unmarshal", p + "egress.readTextChunk", p + "ingress.(*Server).serveRPC", "net/http.(*conn).serve"}, CompEgress},
+		{[]string{"encoding/json.Unmarshal", "github.com/nats-io/nats.go/jetstream.(*jetStream).publishMsg", p + "agent.(*writer).publish", p + "internal/bench.benchAgent.Serve"}, CompAgent},
+		{[]string{"bytes.growSlice", p + "normalizer.(*req).finish", p + "ingress.(*Server).a2aCall"}, CompIngress},
+		{[]string{"runtime.makeslice", "github.com/nats-io/nats-server/v2/server.(*client).processInboundClientMsg", "github.com/nats-io/nats.go.(*Conn).readLoop"}, CompServer},
+		{[]string{"github.com/nats-io/nats%2ego.(*Conn).processMsg", "github.com/nats-io/nats%2ego.(*Conn).readLoop"}, CompNATSGo},
+		{[]string{"net/textproto.readMIMEHeader", "net/http.(*persistConn).readResponse"}, CompLoadGen},
+		{[]string{"net/textproto.readMIMEHeader", "net/http.readRequest", "net/http.(*conn).serve"}, CompHTTP},
+		{[]string{"encoding/json.Unmarshal", p + "internal/bench.classify", p + "internal/bench.(*client).do"}, CompLoadGen},
+		{[]string{"bytes.growSlice", p + "streams.(*DirectGetter).Get"}, CompPipeline},
+		{[]string{"encoding/json.Unmarshal", p + "e2a.FromJSON", p + "agent.(*worker).handle"}, CompAgent},
+		{[]string{"runtime.malg", "runtime.newproc1"}, CompOther},
+	}
+	for _, c := range cases {
+		if got := component(c.stack); got != c.want {
+			t.Errorf("%v: %s, want %s", c.stack, got, c.want)
 		}
 	}
 }

@@ -63,6 +63,10 @@ type Phase struct {
 	// by the requests.
 	AllocsPerRequest float64 `json:"allocs_per_request"`
 	BytesPerRequest  float64 `json:"bytes_per_request"`
+	// Allocs divides AllocsPerRequest between the pipeline's components,
+	// the embedded NATS server and the load generator (in process, full
+	// load only).
+	Allocs *AllocSplit `json:"alloc_split,omitempty"`
 	// CPUPerRequest is the process CPU time (user + system, every stage and
 	// the client) per request in ms, and CPUUse the cores busy on average:
 	// less sensitive to other load on a shared machine than the rates.

@@ -48,6 +48,18 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "\n  %d ok, %d failed, %d sequence errors, %.2f s; %.0f allocs/request, %.1f KiB/request, %.3f ms CPU/request, %.2f cores busy (whole process)\n\n",
 		f.OK, f.Failed, f.SequenceErrors, f.Seconds, f.AllocsPerRequest, f.BytesPerRequest/1024, f.CPUPerRequest, f.CPUUse)
+	if s := f.Allocs; s != nil {
+		fmt.Fprintf(&b, "  allocs/request by component (shares of %d heap-profile stacks): pipeline %.0f =", s.Samples, s.Pipeline)
+		sep := " "
+		for _, c := range s.componentsOrder() {
+			if c == CompServer {
+				sep = "; not the pipeline: "
+			}
+			fmt.Fprintf(&b, "%s%s %.0f", sep, c, s.PerRequest[c])
+			sep = ", "
+		}
+		b.WriteString("\n\n")
+	}
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "phase\tload\treq/s\tframes/s\tok\tfailed\tseq err\tTTFF p50\tp90\tp99\tp99.9\tE2E p50\tp90\tp99\tp99.9\tallocs/req\tCPU ms/req\t")
