@@ -3,11 +3,13 @@ package e2a
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // MaxNesting is the deepest JSON nesting [FromJSON] and [ResponseFromJSON]
@@ -34,7 +36,9 @@ func FromJSON(data []byte) (*Envelope, error) {
 		return nil, err
 	}
 	var raw map[string]json.RawMessage
-	if err := decodeNumbers(data, &raw); err != nil {
+	// The members stay raw (numbers included): plain Unmarshal reads them
+	// without the Decoder's copy of the whole input.
+	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidJSON, err)
 	}
 	if raw == nil {
@@ -188,6 +192,22 @@ func readEnvelopeField(env *Envelope, key string, v json.RawMessage) error {
 	return nil
 }
 
+// parseFloat is strconv.ParseFloat without the error value it allocates
+// for text that cannot be a number: an RFC 3339 time has a colon, which no
+// float syntax has; text starting unlike a float (digits, sign, point,
+// "inf", "nan") is not parsed either.
+func parseFloat(s string) (float64, error) {
+	if s == "" || !strings.ContainsRune("+-.0123456789iInN", rune(s[0])) || strings.IndexByte(s, ':') >= 0 {
+		return 0, errNotFloat
+	}
+	return strconv.ParseFloat(s, 64)
+}
+
+var errNotFloat = errors.New("not a number")
+
+// U+2028 and U+2029, which json.Marshal escapes.
+var lineSeps, paraSeps = []byte("\u2028"), []byte("\u2029")
+
 func isNull(v json.RawMessage) bool {
 	return len(v) == 0 || string(bytes.TrimSpace(v)) == "null"
 }
@@ -210,7 +230,32 @@ func readString(v json.RawMessage, dst *string) error {
 	if isNull(v) {
 		return nil
 	}
+	if s, ok := plainString(v); ok {
+		*dst = s
+		return nil
+	}
 	return json.Unmarshal(v, dst)
+}
+
+// plainString reads a JSON string that needs no decoding (no escape, no
+// control character, valid UTF-8) straight from its bytes, as
+// json.Unmarshal would; ok is false for any other value, which the caller
+// hands to json.Unmarshal. Most of an envelope's strings are plain.
+func plainString(v []byte) (string, bool) {
+	v = bytes.TrimSpace(v)
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return "", false
+	}
+	in := v[1 : len(v)-1]
+	for _, c := range in {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	if !utf8.Valid(in) {
+		return "", false
+	}
+	return string(in), true
 }
 
 // readStringOrNumber accepts a string, or a number written as its decimal text.
@@ -275,6 +320,11 @@ func CanonicalJSONRPCID(raw json.RawMessage) (json.RawMessage, error) {
 	t := bytes.TrimSpace(raw)
 	switch {
 	case t[0] == '"':
+		// A plain string without the characters json.Marshal escapes for
+		// HTML is already canonical.
+		if _, ok := plainString(t); ok && !bytes.ContainsAny(t, "<>&") && !bytes.Contains(t, lineSeps) && !bytes.Contains(t, paraSeps) {
+			return bytes.Clone(t), nil
+		}
 		var s string
 		if err := json.Unmarshal(t, &s); err != nil {
 			return nil, err
@@ -301,11 +351,13 @@ func readTimestamp(v json.RawMessage, dst *string) error {
 	}
 	t := bytes.TrimSpace(v)
 	if t[0] == '"' {
-		var s string
-		if err := json.Unmarshal(t, &s); err != nil {
-			return err
+		s, ok := plainString(t)
+		if !ok {
+			if err := json.Unmarshal(t, &s); err != nil {
+				return err
+			}
 		}
-		if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil && s != "" {
+		if f, err := parseFloat(strings.TrimSpace(s)); err == nil && s != "" {
 			ts, err := EpochToRFC3339(f)
 			if err != nil {
 				return err
