@@ -3,6 +3,7 @@ package egress
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 
 	"github.com/a2aproject/a2a-go/a2a"
 
@@ -111,17 +112,187 @@ func readTextChunk(f *Frame) (tf textFrame, text string, ok bool) {
 		if resp.ResponseKind != e2a.KindChunk || resp.IsFinal || json.Unmarshal(resp.Body, &tf.Body) != nil {
 			return tf, "", false
 		}
-	} else if json.Unmarshal(f.Raw, &tf) != nil {
-		return tf, "", false
+	} else if !tf.scan(f.Raw) {
+		tf = textFrame{}
+		if json.Unmarshal(f.Raw, &tf) != nil {
+			return tf, "", false
+		}
 	}
 	if tf.ResponseKind != e2a.KindChunk || tf.IsFinal || tf.Body.DeltaKind != e2a.DeltaText ||
 		len(tf.Body.Delta) == 0 || tf.Body.Delta[0] != '"' {
 		return tf, "", false
 	}
+	if t, ok := plainString(tf.Body.Delta); ok {
+		return tf, t, true
+	}
 	if json.Unmarshal(tf.Body.Delta, &text) != nil {
 		return tf, "", false
 	}
 	return tf, text, true
+}
+
+// scan reads a text frame's fields from valid JSON data (a frame the
+// reader accepted) without the reflective decoder: the top-level members
+// and those of body, strings taken from their bytes. It gives what
+// json.Unmarshal into textFrame gives or returns false, leaving data to
+// json.Unmarshal: a key written with escapes or in another case (which
+// encoding/json would match), a string with escapes, a value of another
+// type (FuzzTextFrameScan).
+func (tf *textFrame) scan(data []byte) bool {
+	*tf = textFrame{}
+	return scanObject(data, func(key, val []byte) bool {
+		switch string(key) {
+		case "response_id":
+			return scanString(val, &tf.ResponseID)
+		case "request_id":
+			return scanString(val, &tf.RequestID)
+		case "response_kind":
+			return scanString(val, &tf.ResponseKind)
+		case "task_id":
+			return scanString(val, &tf.TaskID)
+		case "context_id":
+			return scanString(val, &tf.ContextID)
+		case "session_id":
+			return scanString(val, &tf.SessionID)
+		case "is_final":
+			switch string(val) {
+			case "true":
+				tf.IsFinal = true
+			case "false":
+				tf.IsFinal = false
+			default:
+				return false
+			}
+			return true
+		case "metadata":
+			if string(val) == "null" {
+				tf.Metadata = nil
+				return true
+			}
+			if len(val) == 0 || val[0] != '{' {
+				return false
+			}
+			// Only llm_response_id is read; the map holds it alone. A
+			// repeated metadata member adds to the map, as encoding/json
+			// does.
+			m := tf.Metadata
+			if m == nil {
+				m = map[string]json.RawMessage{}
+			}
+			ok := scanObject(val, func(k, v []byte) bool {
+				if string(k) == MetaLLMResponseID {
+					m[MetaLLMResponseID] = v
+				} else if bytes.EqualFold(k, []byte(MetaLLMResponseID)) {
+					return false
+				}
+				return true
+			})
+			tf.Metadata = m
+			return ok
+		case "body":
+			if string(val) == "null" {
+				return true
+			}
+			if len(val) == 0 || val[0] != '{' {
+				return false
+			}
+			return scanObject(val, func(k, v []byte) bool {
+				switch string(k) {
+				case "delta_kind":
+					return scanString(v, &tf.Body.DeltaKind)
+				case "delta":
+					// json.RawMessage keeps null as written too.
+					tf.Body.Delta = v
+					return true
+				}
+				return !bytes.EqualFold(k, []byte("delta_kind")) && !bytes.EqualFold(k, []byte("delta"))
+			})
+		}
+		for _, k := range textFrameKeys {
+			if bytes.EqualFold(key, []byte(k)) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// textFrameKeys are the members textFrame reads, for the case-insensitive
+// matches encoding/json would make.
+var textFrameKeys = []string{"response_id", "request_id", "response_kind", "task_id", "context_id", "session_id", "is_final", "metadata", "body"}
+
+// scanObject calls fn with each member of the JSON object data (valid
+// JSON), its key's raw bytes and its value's; false when data is not an
+// object, a key has escapes, or fn returns false.
+func scanObject(data []byte, fn func(key, val []byte) bool) bool {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return false
+	}
+	i++
+	for {
+		i = skipSpace(data, i)
+		if i >= len(data) {
+			return false
+		}
+		switch data[i] {
+		case '}':
+			return true
+		case ',':
+			i++
+			continue
+		case '"':
+		default:
+			return false
+		}
+		end := skipString(data, i)
+		key := data[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return false
+		}
+		i = skipSpace(data, end)
+		if i >= len(data) || data[i] != ':' {
+			return false
+		}
+		i = skipSpace(data, i+1)
+		vend := skipValue(data, i)
+		if !fn(key, data[i:vend]) {
+			return false
+		}
+		i = vend
+	}
+}
+
+// scanString sets *dst to the JSON string val when it needs no decoding;
+// null leaves *dst as it is (as json.Unmarshal does).
+func scanString(val []byte, dst *string) bool {
+	if string(val) == "null" {
+		return true
+	}
+	s, ok := plainString(val)
+	if ok {
+		*dst = s
+	}
+	return ok
+}
+
+// plainString is the JSON string val without its quotes when it has no
+// escape, no control character and is valid UTF-8 (what json.Unmarshal
+// would give); false otherwise.
+func plainString(val []byte) (string, bool) {
+	if len(val) < 2 || val[0] != '"' || val[len(val)-1] != '"' {
+		return "", false
+	}
+	in := val[1 : len(val)-1]
+	for _, c := range in {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	if !utf8.Valid(in) {
+		return "", false
+	}
+	return string(in), true
 }
 
 // passThrough: the ACP renderer reads whole frames only where textUpdate

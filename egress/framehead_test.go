@@ -2,6 +2,7 @@ package egress
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 )
 
@@ -55,4 +56,67 @@ func FuzzFrameHeadDecode(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { checkFrameHead(t, data) })
+}
+
+// textFrame.scan must give what json.Unmarshal into textFrame gives
+// whenever it answers (the text path reads llm_response_id alone of the
+// metadata).
+func checkTextFrameScan(t *testing.T, data []byte) {
+	t.Helper()
+	if !json.Valid(data) {
+		return // the reader refuses invalid frames before any renderer
+	}
+	var got textFrame
+	if !got.scan(data) {
+		return
+	}
+	var want textFrame
+	if err := json.Unmarshal(data, &want); err != nil {
+		t.Fatalf("%q: scanned, json.Unmarshal: %v", data, err)
+	}
+	gm, wm := got.Metadata, want.Metadata
+	got.Metadata, want.Metadata = nil, nil
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q: %+v, json.Unmarshal %+v", data, got, want)
+	}
+	if (gm == nil) != (wm == nil) || string(gm[MetaLLMResponseID]) != string(wm[MetaLLMResponseID]) {
+		t.Fatalf("%q: metadata %v, json.Unmarshal %v", data, gm, wm)
+	}
+	if _, ok := wm[MetaLLMResponseID]; ok != (gm[MetaLLMResponseID] != nil) {
+		t.Fatalf("%q: llm_response_id presence differs", data)
+	}
+}
+
+var textFrameSeeds = []string{
+	`{"response_id":"r1","request_id":"q","sequence":2,"is_final":false,"response_kind":"e2a.chunk","task_id":"t","context_id":"c","session_id":"s","body":{"delta_kind":"text","delta":"héllo"},"metadata":{"llm_response_id":"L"}}`,
+	`{"response_kind":"e2a.chunk","body":{"delta_kind":"text","delta":"a\"b\\c\u00e9"}}`,
+	`{"Response_Kind":"e2a.chunk","body":{"Delta":"x"}}`,
+	`{"body":null,"metadata":null,"task_id":null}`,
+	`{"body":{"delta":null},"metadata":{"llm_response_id":null}}`,
+	`{"metadata":{"llm_response_id":"a"},"metadata":{"other":1}}`,
+	`{"body":{"delta_kind":"text"},"body":{"delta":"y"}}`,
+	`{"task_id":5}`,
+	`{"is_final":"true"}`,
+	`{"metadata":{"LLM_response_id":"x"}}`,
+	`{"re\u0073ponse_id":"r"}`,
+	"{\"request_id\":\"\xff\"}",
+	`{"body":{"delta":{"nested":["}",{"a":"\""}]}},"response_kind":"e2a.chunk"}`,
+	`[]`, `null`, `{}`,
+}
+
+func TestTextFrameScan(t *testing.T) {
+	for _, s := range textFrameSeeds {
+		checkTextFrameScan(t, []byte(s))
+	}
+	var tf textFrame
+	if !tf.scan([]byte(textFrameSeeds[0])) || tf.Body.DeltaKind != "text" || string(tf.Body.Delta) != `"héllo"` || tf.TaskID != "t" {
+		t.Fatalf("the plain frame was not scanned: %+v", tf)
+	}
+}
+
+func FuzzTextFrameScan(f *testing.F) {
+	for _, s := range append(textFrameSeeds, frameHeadSeeds...) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { checkTextFrameScan(t, data) })
 }
