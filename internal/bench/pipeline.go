@@ -16,6 +16,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/egress/console"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -41,6 +42,9 @@ type PipelineOptions struct {
 	// NoAudit deletes E2A_AUDIT after provisioning: an experiment that
 	// measures what sourcing every message into the audit stream costs.
 	NoAudit bool
+	// Console runs the web console's indexer beside the stages, as `e2a
+	// dev` does (its index bucket is provisioned with the streams).
+	Console bool
 	// Log receives the stages' logs (default: discarded).
 	Log *slog.Logger
 }
@@ -105,7 +109,11 @@ func StartPipeline(ctx context.Context, o PipelineOptions) (p *Pipeline, err err
 	cfg.Replicas = 1
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if rep, err := streams.Apply(actx, js, cfg); err != nil {
+	var applyOpts []streams.ApplyOption
+	if o.Console {
+		applyOpts = append(applyOpts, streams.WithKeyValue(console.BucketConfig(cfg, 0)))
+	}
+	if rep, err := streams.Apply(actx, js, cfg, applyOpts...); err != nil {
 		return nil, fmt.Errorf("bench: provision streams: %w\n%s", err, rep)
 	}
 	if o.NoAudit {
@@ -122,12 +130,18 @@ func StartPipeline(ctx context.Context, o PipelineOptions) (p *Pipeline, err err
 	if err != nil {
 		return nil, err
 	}
+	rctx, rcancel := context.WithCancel(context.Background())
+	p.cancel = rcancel
+	if o.Console {
+		if _, err := console.New(rctx, p.NC, p.egress, console.WithStreamsConfig(cfg), console.WithRegisterer(reg),
+			console.WithGatherer(reg), console.WithLogger(o.Log)); err != nil {
+			return nil, err
+		}
+	}
 	mux := http.NewServeMux()
 	in.Register(mux)
 	p.egress.Register(mux)
 	obs.Register(mux, reg, obs.NATSConnected(p.NC))
-	rctx, rcancel := context.WithCancel(context.Background())
-	p.cancel = rcancel
 	p.srv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,

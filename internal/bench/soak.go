@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,9 +18,13 @@ import (
 type SoakConfig struct {
 	Duration, Interval time.Duration
 	Rate               float64
+	// Protocol is one of Protocols (default e2a-sse).
+	Protocol           string
 	Frames, FrameBytes int
-	Timeout            time.Duration
-	Progress           func(string) `json:"-"`
+	// Console runs the console's indexer too, as `e2a dev` does.
+	Console  bool
+	Timeout  time.Duration
+	Progress func(string) `json:"-"`
 }
 
 // SoakSample is one interval.
@@ -30,6 +35,10 @@ type SoakSample struct {
 	HeapBytes  uint64  `json:"heap_bytes"`
 	RSSBytes   uint64  `json:"rss_bytes"`
 	StoreBytes int64   `json:"store_bytes"`
+	// TTFF of the interval's requests, and the process CPU per request:
+	// the per-request cost shows a decline before the rate does.
+	TTFF          Percentiles `json:"ttff"`
+	CPUPerRequest float64     `json:"cpu_ms_per_request"`
 }
 
 // SoakReport holds the samples and their least-squares slopes per minute.
@@ -38,6 +47,7 @@ type SoakReport struct {
 	Config           SoakConfig   `json:"config"`
 	Samples          []SoakSample `json:"samples"`
 	RPSSlope         float64      `json:"rps_per_min"`
+	CPUSlope         float64      `json:"cpu_ms_per_request_per_min"`
 	HeapSlope        float64      `json:"heap_bytes_per_min"`
 	RSSSlope         float64      `json:"rss_bytes_per_min"`
 	StoreBytesPerMin float64      `json:"store_bytes_per_min"`
@@ -106,12 +116,18 @@ func RunSoak(ctx context.Context, sc SoakConfig) (*SoakReport, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	pipe, err := StartPipeline(ctx, PipelineOptions{StoreDir: dir, Frames: sc.Frames, FrameBytes: sc.FrameBytes})
+	if sc.Protocol == "" {
+		sc.Protocol = ProtoE2ASSE
+	}
+	if !slices.Contains(Protocols, sc.Protocol) {
+		return nil, fmt.Errorf("bench: unknown protocol %q (one of %s)", sc.Protocol, strings.Join(Protocols, ", "))
+	}
+	pipe, err := StartPipeline(ctx, PipelineOptions{StoreDir: dir, Frames: sc.Frames, FrameBytes: sc.FrameBytes, Console: sc.Console})
 	if err != nil {
 		return nil, err
 	}
 	defer pipe.Close()
-	cl := &client{base: pipe.URL, proto: ProtoE2ASSE, hc: newHTTPClient(256), sessions: make(chan string, 512)}
+	cl := &client{base: pipe.URL, proto: sc.Protocol, hc: newHTTPClient(256), sessions: make(chan string, 512)}
 	cl.params = map[string]any{"text": "bench", "frames": sc.Frames, "frame_bytes": sc.FrameBytes}
 	cl.expectFrames = sc.Frames
 	do := func(ctx context.Context, id string, start time.Time) result {
@@ -122,19 +138,23 @@ func RunSoak(ctx context.Context, sc SoakConfig) (*SoakReport, error) {
 	ids := &idGen{prefix: "soak-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
 	rep := &SoakReport{Machine: machine(), Config: sc}
 	start := time.Now()
-	var xs, rps, heap, rs, store []float64
+	var xs, rps, heap, rs, store, cpu []float64
 	for time.Since(start) < sc.Duration && ctx.Err() == nil {
 		n := max(int(sc.Rate*sc.Interval.Seconds()), 1)
 		ph := openLoop(ctx, "soak", n, sc.Rate, 4096, ids, do)
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
-		s := SoakSample{At: time.Since(start).Seconds(), RPS: ph.RPS, Failed: ph.Failed, HeapBytes: m.HeapAlloc, RSSBytes: rss(), StoreBytes: dirSize(dir)}
+		s := SoakSample{At: time.Since(start).Seconds(), RPS: ph.RPS, Failed: ph.Failed, HeapBytes: m.HeapAlloc, RSSBytes: rss(), StoreBytes: dirSize(dir),
+			TTFF: ph.TTFF, CPUPerRequest: ph.CPUPerRequest}
 		rep.Samples = append(rep.Samples, s)
-		progress(fmt.Sprintf("soak %.0fs: %.0f req/s, %d failed, heap %d MiB, RSS %d MiB, store %d MiB", s.At, s.RPS, s.Failed, s.HeapBytes>>20, s.RSSBytes>>20, s.StoreBytes>>20))
+		progress(fmt.Sprintf("soak %.0fs: %.0f req/s, %d failed, TTFF p99 %.1f ms, %.3f ms CPU/req, heap %d MiB, RSS %d MiB, store %d MiB",
+			s.At, s.RPS, s.Failed, s.TTFF.P99, s.CPUPerRequest, s.HeapBytes>>20, s.RSSBytes>>20, s.StoreBytes>>20))
 		xs = append(xs, s.At/60)
 		rps, heap, rs, store = append(rps, s.RPS), append(heap, float64(s.HeapBytes)), append(rs, float64(s.RSSBytes)), append(store, float64(s.StoreBytes))
+		cpu = append(cpu, s.CPUPerRequest)
 	}
 	rep.RPSSlope, rep.HeapSlope, rep.RSSSlope, rep.StoreBytesPerMin = slope(xs, rps), slope(xs, heap), slope(xs, rs), slope(xs, store)
+	rep.CPUSlope = slope(xs, cpu)
 	return rep, nil
 }
 
@@ -143,12 +163,17 @@ func (r *SoakReport) Text() string {
 	var b strings.Builder
 	m := r.Machine
 	fmt.Fprintf(&b, "machine: %s, %d CPUs, GOMAXPROCS %d, %s/%s, %s\n", m.CPU, m.NumCPU, m.GOMAXPROCS, m.OS, m.Arch, m.Go)
-	fmt.Fprintf(&b, "soak: %s at %.0f req/s (open loop), samples every %s\n", r.Config.Duration, r.Config.Rate, r.Config.Interval)
-	fmt.Fprintf(&b, "%8s %10s %8s %10s %10s %12s\n", "at", "req/s", "failed", "heap MiB", "RSS MiB", "store MiB")
-	for _, s := range r.Samples {
-		fmt.Fprintf(&b, "%7.0fs %10.0f %8d %10.1f %10.1f %12.1f\n", s.At, s.RPS, s.Failed, float64(s.HeapBytes)/(1<<20), float64(s.RSSBytes)/(1<<20), float64(s.StoreBytes)/(1<<20))
+	console := ""
+	if r.Config.Console {
+		console = ", console indexer on"
 	}
-	fmt.Fprintf(&b, "slopes per minute: req/s %+.1f, heap %+.2f MiB, RSS %+.2f MiB, store %+.2f MiB\n",
-		r.RPSSlope, r.HeapSlope/(1<<20), r.RSSSlope/(1<<20), r.StoreBytesPerMin/(1<<20))
+	fmt.Fprintf(&b, "soak: %s, %s at %.0f req/s (open loop)%s, samples every %s\n", r.Config.Protocol, r.Config.Duration, r.Config.Rate, console, r.Config.Interval)
+	fmt.Fprintf(&b, "%8s %10s %8s %10s %10s %12s %10s %10s %10s\n", "at", "req/s", "failed", "TTFF p50", "TTFF p99", "CPU ms/req", "heap MiB", "RSS MiB", "store MiB")
+	for _, s := range r.Samples {
+		fmt.Fprintf(&b, "%7.0fs %10.0f %8d %10.2f %10.2f %12.3f %10.1f %10.1f %10.1f\n", s.At, s.RPS, s.Failed, s.TTFF.P50, s.TTFF.P99, s.CPUPerRequest,
+			float64(s.HeapBytes)/(1<<20), float64(s.RSSBytes)/(1<<20), float64(s.StoreBytes)/(1<<20))
+	}
+	fmt.Fprintf(&b, "slopes per minute: req/s %+.1f, CPU %+.4f ms/request, heap %+.2f MiB, RSS %+.2f MiB, store %+.2f MiB\n",
+		r.RPSSlope, r.CPUSlope, r.HeapSlope/(1<<20), r.RSSSlope/(1<<20), r.StoreBytesPerMin/(1<<20))
 	return b.String()
 }

@@ -5,6 +5,10 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/egress/console"
 )
 
 func TestSlope(t *testing.T) {
@@ -22,7 +26,8 @@ func TestRunSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the pipeline")
 	}
-	rep, err := RunSoak(context.Background(), SoakConfig{Duration: 2 * time.Second, Interval: time.Second, Rate: 50, Frames: 8, FrameBytes: 64})
+	rep, err := RunSoak(context.Background(), SoakConfig{Duration: 2 * time.Second, Interval: time.Second, Rate: 50,
+		Protocol: ProtoA2AStream, Console: true, Frames: 8, FrameBytes: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,8 +35,56 @@ func TestRunSoak(t *testing.T) {
 		t.Fatalf("samples: %d", len(rep.Samples))
 	}
 	for _, s := range rep.Samples {
-		if s.RPS <= 0 || s.HeapBytes == 0 || s.RSSBytes == 0 || s.StoreBytes <= 0 || s.Failed != 0 {
+		if s.RPS <= 0 || s.HeapBytes == 0 || s.RSSBytes == 0 || s.StoreBytes <= 0 || s.Failed != 0 || s.TTFF.P50 <= 0 || s.CPUPerRequest <= 0 {
 			t.Errorf("sample %+v", s)
+		}
+	}
+}
+
+// TestPipelineConsole: with Console, the console's indexer runs beside the
+// stages and indexes the bench's requests, as under e2a dev.
+func TestPipelineConsole(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the pipeline")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := StartPipeline(ctx, PipelineOptions{Frames: 4, FrameBytes: 16, Console: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	cl := &client{base: p.URL, proto: ProtoE2ASSE, hc: newHTTPClient(8), sessions: make(chan string, 8),
+		params: map[string]any{"frames": 4, "frame_bytes": 16}, expectFrames: 4}
+	ph := closedLoop(ctx, "c", 10, 2, &idGen{prefix: "console"}, func(ctx context.Context, id string, start time.Time) result {
+		return cl.do(ctx, id, start)
+	}, false, false)
+	if ph.OK != 10 {
+		t.Fatalf("%+v", ph)
+	}
+	js, err := jetstream.New(p.NC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, console.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The index's request records, those written already then new ones.
+	w, err := kv.Watch(ctx, "q.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	n := 0
+	for n < 10 {
+		select {
+		case e := <-w.Updates():
+			if e != nil {
+				n++
+			}
+		case <-ctx.Done():
+			t.Fatalf("%d of 10 requests indexed", n)
 		}
 	}
 }
