@@ -192,7 +192,7 @@ var readmeBytesPerRequest = map[string]float64{
 // The README's memory figures (Capacity, Memory): live subjects of an E2A
 // request with a session, and nats-server's heap per live subject.
 const (
-	readmeSubjectsPerRequest = 5
+	readmeSubjectsPerRequest = 4
 	readmeBytesPerSubject    = 250
 )
 

@@ -52,7 +52,7 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	duration := fs.Duration("duration", 0, "soak: run the in-process pipeline this long at --rate (open loop) and report slopes")
 	rate := fs.Float64("rate", 0, "soak: requests/s")
 	interval := fs.Duration("interval", 10*time.Second, "soak: sampling interval")
-	soakConsole := fs.Bool("console", false, "soak: run the console's indexer too, as e2a dev does")
+	fs.BoolVar(&c.Console, "console", false, "in process and soak: run the console's indexer too, as e2a dev does")
 	replicas := fs.String("replicas", "", "scaling: N serve + N agent processes of this binary on one JetStream server, for each N of a list (e.g. 1,2,3)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	chart := fs.String("chart", "", "write a PNG chart of latency percentiles against offered load")
@@ -73,7 +73,7 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	}
 	if *duration > 0 {
 		sr, err := bench.RunSoak(ctx, bench.SoakConfig{Duration: *duration, Interval: *interval, Rate: *rate,
-			Protocol: c.Protocol, Console: *soakConsole, Frames: c.Frames, FrameBytes: c.FrameBytes, Timeout: c.Timeout, Progress: c.Progress})
+			Protocol: c.Protocol, Console: c.Console, Frames: c.Frames, FrameBytes: c.FrameBytes, Timeout: c.Timeout, Progress: c.Progress})
 		if err != nil {
 			return err
 		}

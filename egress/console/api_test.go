@@ -109,7 +109,7 @@ func TestAPIs(t *testing.T) {
 	for _, c := range st.Consumers {
 		names[c.Name] = true
 	}
-	for _, n := range []string{"agent-demo", console.RequestsConsumer, console.ResponsesConsumer} {
+	for _, n := range []string{"agent-demo", console.RequestsConsumer} {
 		if !names[n] {
 			t.Errorf("consumer %s missing: %s", n, b)
 		}

@@ -15,15 +15,17 @@
 // every egress process keeps up to date; a page never scans E2A_REQUESTS or
 // E2A_RESPONSES.
 //
-//   - Two durable pull consumers, console-index-requests on E2A_REQUESTS and
-//     console-index-responses on E2A_RESPONSES, are shared by all egress
-//     processes: each message is indexed by one of them. They read
-//     continuously and index in batches of up to 256 messages (a batch
-//     closes after 5 ms without a message, at most 50 ms after its first),
-//     acknowledged with one ack of the last message (AckAll): indexing
-//     trails the streams by milliseconds and costs one ack per batch. Created the first time with a start
-//     time one TTL ago; the server removes them after one TTL without any
-//     reader (InactiveThreshold).
+//   - One durable pull consumer, console-index-requests on E2A_REQUESTS,
+//     is shared by all egress processes: each request is indexed by one of
+//     them. It reads continuously and indexes in batches of up to 256
+//     messages (a batch closes after 5 ms without a message, at most 50 ms
+//     after its first), acknowledged with one ack of the last message
+//     (AckAll): indexing trails the stream by milliseconds and costs one ack
+//     per batch. Created the first time with a start time one TTL ago; the
+//     server removes it after one TTL without any reader
+//     (InactiveThreshold). (Earlier builds also consumed E2A_RESPONSES into
+//     a progress key per request; that consumer, console-index-responses,
+//     is no longer read and the server removes it after one TTL.)
 //   - A request writes q.<token> (time, pool, protocol = provenance
 //     source_protocol, method, principal = user_id, task, session, context,
 //     channel) once, and a secondary key x.<field>.<hash>.<token> with an
@@ -33,12 +35,12 @@
 //     a round trip each), in stream order, so that request records sit in
 //     the bucket's stream in the order of E2A_REQUESTS. <token> is the
 //     request id token of package subjects, a legal key.
-//   - Frames update s.<token> (status running / succeeded / failed, frame
-//     count, first frame time, end time, error code). The frames of one
-//     request in a batch are folded into one update, merged with
-//     compare-and-set, so several egress processes never lose a final state
-//     nor move a request back from it. Only five fields of a frame are
-//     decoded.
+//   - Frames are not indexed. A row's progress (status pending / running /
+//     succeeded / failed, frame count, first frame time, end time, error
+//     code) is read from the request's frames when a page shows it: its
+//     last frame (direct get last by subject) and, when there are several,
+//     its first (direct get by subject from sequence 1). A request whose
+//     frames the responses stream no longer keeps shows as pending.
 //   - The index is best effort: a failed update is counted
 //     (e2a_console_index_errors_total), logged and skipped; the streams stay
 //     the truth, and opening a request reads the streams, not the index.
@@ -50,7 +52,8 @@
 // newest first, from a cursor (a stream sequence) downwards, with batched
 // direct gets filtered by subject (streams.DirectGetBatch): no consumer is
 // created per page, any replica can answer, and the cost is the page size
-// plus one progress read per row (kv.Get, a direct get, 16 in parallel).
+// plus the progress of each row (one or two direct gets on E2A_RESPONSES,
+// 16 rows in parallel).
 // request_id is one key lookup. task, session, context and user walk their
 // secondary keys instead of every record, so they cost the size of the
 // page too; the most selective one is walked and the others, status and

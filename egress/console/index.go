@@ -8,13 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -24,11 +22,9 @@ const (
 	// Bucket is the key-value bucket holding the index.
 	Bucket = "E2A_INDEX"
 	// RequestsConsumer is the durable consumer of E2A_REQUESTS that indexes
-	// new requests.
+	// new requests. A request's progress is not indexed: it is read from
+	// its frames when a page shows it.
 	RequestsConsumer = "console-index-requests"
-	// ResponsesConsumer is the durable consumer of E2A_RESPONSES that
-	// records the progress of requests (first frame, final frame).
-	ResponsesConsumer = "console-index-responses"
 
 	// DefaultIndexTTL is how long an index key lives when the streams
 	// configuration does not say (it follows ResponsesMaxAge otherwise).
@@ -41,7 +37,6 @@ const (
 	batchIdle    = 5 * time.Millisecond
 	batchLinger  = 50 * time.Millisecond
 	writeWorkers = 16
-	casRetries   = 8
 )
 
 // Request states shown by the console (those of the aggregated E2A JSON).
@@ -59,14 +54,12 @@ var Statuses = []string{StatusPending, StatusRunning, StatusSucceeded, StatusFai
 // (subjects.EncodeID), which is a legal KV key.
 //
 //	q.<token>                    the request record (written once)
-//	s.<token>                    its progress (first frame, final frame)
 //	x.<field>.<hash>.<token>     secondary keys, empty values: field task,
 //	                             session, context or user; hash = first 12
 //	                             bytes of SHA-256(value), hex
 const (
-	prefixRequest  = "q."
-	prefixProgress = "s."
-	prefixSecond   = "x."
+	prefixRequest = "q."
+	prefixSecond  = "x."
 )
 
 // Secondary index fields.
@@ -108,37 +101,15 @@ type record struct {
 	Seq       uint64    `json:"seq"` // E2A_REQUESTS stream sequence
 }
 
-// progress is the stored value of s.<token>.
+// progress is what a request's frames say of it: read from its first and
+// last frame in E2A_RESPONSES when a page shows the request (lister.progress).
 type progress struct {
-	Status     string    `json:"status"`
-	Frames     int64     `json:"frames"`
-	FirstFrame time.Time `json:"first_frame,omitzero"`
-	Finished   time.Time `json:"finished,omitzero"`
-	ErrorCode  string    `json:"error_code,omitempty"`
+	Status     string
+	Frames     int64
+	FirstFrame time.Time
+	Finished   time.Time
+	ErrorCode  string
 }
-
-// merge folds newer facts into p; it never moves a request back from a
-// final state and keeps the earliest first frame.
-func (p *progress) merge(d progress) {
-	if d.Frames > p.Frames {
-		p.Frames = d.Frames
-	}
-	if !d.FirstFrame.IsZero() && (p.FirstFrame.IsZero() || d.FirstFrame.Before(p.FirstFrame)) {
-		p.FirstFrame = d.FirstFrame
-	}
-	if isFinal(p.Status) {
-		return
-	}
-	if isFinal(d.Status) {
-		p.Status, p.Finished, p.ErrorCode = d.Status, d.Finished, d.ErrorCode
-		return
-	}
-	if p.Status == "" || p.Status == StatusPending {
-		p.Status = d.Status
-	}
-}
-
-func isFinal(s string) bool { return s == StatusSucceeded || s == StatusFailed }
 
 // Entry is one request as the list shows it: the request record joined
 // with its progress. It never holds credentials or payloads.
@@ -213,7 +184,7 @@ func BucketConfig(cfg streams.Config, ttl time.Duration) jetstream.KeyValueConfi
 	return kv
 }
 
-// indexer feeds the index from the two durable consumers.
+// indexer feeds the index from the durable consumer of E2A_REQUESTS.
 type indexer struct {
 	js      jetstream.JetStream
 	kv      jetstream.KeyValue
@@ -264,23 +235,15 @@ func (ix *indexer) consumer(ctx context.Context, stream, name, filter, desc stri
 	return c, nil
 }
 
-// run feeds the index until ctx ends. It returns once both loops stopped.
+// run feeds the index until ctx ends.
 func (ix *indexer) run(ctx context.Context, ready chan<- error) {
 	reqs, err := ix.consumer(ctx, streams.RequestsStream, RequestsConsumer, subjects.AllRequests, "E2A console: index of new requests")
 	if err != nil {
 		ready <- err
 		return
 	}
-	resps, err := ix.consumer(ctx, streams.ResponsesStream, ResponsesConsumer, subjects.AllResponses, "E2A console: progress of requests")
-	if err != nil {
-		ready <- err
-		return
-	}
 	ready <- nil
-	var wg sync.WaitGroup
-	wg.Go(func() { ix.loop(ctx, reqs, "requests", ix.indexRequests) })
-	wg.Go(func() { ix.loop(ctx, resps, "responses", ix.indexFrames) })
-	wg.Wait()
+	ix.loop(ctx, reqs, "requests", ix.indexRequests)
 }
 
 // loop reads c continuously and hands it to handle in small batches: a
@@ -439,7 +402,7 @@ func (ix *indexer) createAll(ctx context.Context, writes []write) error {
 	return first
 }
 
-// frameFields are the frame fields the index reads.
+// frameFields are the frame fields a request's progress is read from.
 type frameFields struct {
 	Sequence int64  `json:"sequence"`
 	IsFinal  bool   `json:"is_final"`
@@ -450,137 +413,10 @@ type frameFields struct {
 	} `json:"body"`
 }
 
-// indexFrames folds the frames of a batch into one progress update per
-// request and merges each into s.<token>.
-func (ix *indexer) indexFrames(ctx context.Context, msgs []jetstream.Msg) error {
-	deltas := map[string]*progress{}
-	var order []string
-	for _, m := range msgs {
-		id, err := subjects.ParseResponse(m.Subject())
-		if err != nil {
-			continue
-		}
-		tok, err := subjects.EncodeID(id)
-		if err != nil {
-			continue
-		}
-		var f frameFields
-		if err := json.Unmarshal(m.Data(), &f); err != nil {
-			continue
-		}
-		var at time.Time
-		if md, err := m.Metadata(); err == nil {
-			at = md.Timestamp.UTC()
-		}
-		d := progress{Status: StatusRunning, Frames: f.Sequence + 1}
-		if f.Sequence == 0 {
-			d.FirstFrame = at
-		}
-		if f.IsFinal {
-			d.Status, d.Finished = StatusSucceeded, at
-			if f.Status == e2a.StatusFailed {
-				d.Status = StatusFailed
-				d.ErrorCode = f.Body.Code
-			}
-		}
-		p, ok := deltas[tok]
-		if !ok {
-			p = &progress{}
-			deltas[tok] = p
-			order = append(order, tok)
-		}
-		p.merge(d)
-	}
-	return parallel(ctx, len(order), func(i int) error {
-		return ix.mergeProgress(ctx, prefixProgress+order[i], *deltas[order[i]])
-	})
-}
-
-// mergeProgress merges d into the progress stored under key with
-// compare-and-set, so that concurrent updates from several egress
-// processes never lose a final state.
-func (ix *indexer) mergeProgress(ctx context.Context, key string, d progress) error {
-	for range casRetries {
-		cur, err := ix.kv.Get(ctx, key)
-		var p progress
-		var rev uint64
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return err
-		default:
-			rev = cur.Revision()
-			if err := json.Unmarshal(cur.Value(), &p); err != nil {
-				p = progress{}
-			}
-		}
-		before := p
-		p.merge(d)
-		if rev != 0 && p == before {
-			return nil
-		}
-		val, err := json.Marshal(p)
-		if err != nil {
-			return err
-		}
-		if rev == 0 {
-			_, err = ix.kv.Create(ctx, key, val)
-		} else {
-			_, err = ix.kv.Update(ctx, key, val, rev)
-		}
-		if err == nil {
-			return nil
-		}
-		if !isConflict(err) {
-			return err
-		}
-	}
-	return fmt.Errorf("console: %s: too many concurrent updates", key)
-}
-
 func isConflict(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.Is(err, jetstream.ErrKeyExists) ||
 		(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence)
-}
-
-// parallel runs fn(0..n-1) on up to writeWorkers goroutines and returns the
-// first error.
-func parallel(ctx context.Context, n int, fn func(i int) error) error {
-	if n == 0 {
-		return nil
-	}
-	var (
-		mu    sync.Mutex
-		first error
-		wg    sync.WaitGroup
-		next  = make(chan int)
-	)
-	for range min(n, writeWorkers) {
-		wg.Go(func() {
-			for i := range next {
-				if err := fn(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for i := range n {
-		if ctx.Err() != nil {
-			break
-		}
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if first == nil {
-		first = ctx.Err()
-	}
-	return first
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -252,7 +252,7 @@ func TestBucketProvisioning(t *testing.T) {
 	}
 	// The consumers exist, durable, ack-all.
 	for _, s := range []struct{ stream, name string }{
-		{streams.RequestsStream, console.RequestsConsumer}, {streams.ResponsesStream, console.ResponsesConsumer},
+		{streams.RequestsStream, console.RequestsConsumer},
 	} {
 		cons, err := js.Consumer(ctx, s.stream, s.name)
 		if err != nil {
@@ -263,5 +263,57 @@ func TestBucketProvisioning(t *testing.T) {
 			b, _ := json.Marshal(ci.Config)
 			t.Fatalf("consumer %s: %s", s.name, b)
 		}
+	}
+}
+
+// TestProgressFromFrames: a request's progress is what its frames say when
+// the entry is read: pending without a frame, running with its frame count
+// and first frame time, failed with the final frame's error code and end
+// time. Frames are published straight to the stream (no agent), so each
+// state is observed at a known point.
+func TestProgressFromFrames(t *testing.T) {
+	p := startPipeline(t, pipelineOptions{})
+	ctx := context.Background()
+	js, err := jetstream.New(p.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "progress-1"
+	subj, _ := subjects.Request("idle", id)
+	if _, err := js.Publish(ctx, subj, []byte(`{"protocol_version":"1.0","request_id":"progress-1","method":"x","params":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	var e *console.Entry
+	waitFor(t, 10*time.Second, "the request indexed", func() bool {
+		e, err = p.con.Lookup(ctx, id)
+		return err == nil && e != nil
+	})
+	if e.Status != console.StatusPending || e.Frames != 0 || e.FirstFrame != nil {
+		t.Fatalf("before any frame: %+v", e)
+	}
+	rsubj, _ := subjects.Response(id)
+	frame := func(seq int, final bool, status, kind, body string) {
+		t.Helper()
+		f := fmt.Sprintf(`{"response_id":"r%d","request_id":%q,"sequence":%d,"is_final":%v,"status":%q,"response_kind":%q,"body":%s}`,
+			seq, id, seq, final, status, kind, body)
+		if _, err := js.Publish(ctx, rsubj, []byte(f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	frame(0, false, "in_progress", "e2a.chunk", `{"delta_kind":"text","delta":"a"}`)
+	frame(1, false, "in_progress", "e2a.chunk", `{"delta_kind":"text","delta":"b"}`)
+	if e, err = p.con.Lookup(ctx, id); err != nil || e.Status != console.StatusRunning || e.Frames != 2 || e.FirstFrame == nil || e.Finished != nil {
+		t.Fatalf("running: %+v %v", e, err)
+	}
+	first := *e.FirstFrame
+	frame(2, true, "failed", "e2a.error", `{"code":"quota","message":"no","retryable":false}`)
+	e, err = p.con.Lookup(ctx, id)
+	if err != nil || e.Status != console.StatusFailed || e.ErrorCode != "quota" || e.Frames != 3 || e.Finished == nil ||
+		!e.FirstFrame.Equal(first) || e.Finished.Before(first) || e.DurationMS == nil {
+		t.Fatalf("failed: %+v %v", e, err)
+	}
+	pg, err := p.con.List(ctx, console.Query{Status: console.StatusFailed})
+	if err != nil || len(pg.Entries) != 1 || pg.Entries[0].RequestID != id {
+		t.Fatalf("status filter: %+v %v", pg, err)
 	}
 }

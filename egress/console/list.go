@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -134,7 +135,7 @@ func (l *lister) Get(ctx context.Context, requestID string) (*Entry, error) {
 	if err := json.Unmarshal(kve.Value(), &r); err != nil {
 		return nil, nil
 	}
-	p, err := l.progress(ctx, tok)
+	p, err := l.progress(ctx, r.RequestID)
 	if err != nil {
 		return nil, err
 	}
@@ -142,19 +143,46 @@ func (l *lister) Get(ctx context.Context, requestID string) (*Entry, error) {
 	return &e, nil
 }
 
-func (l *lister) progress(ctx context.Context, tok string) (*progress, error) {
-	kve, err := l.kv.Get(ctx, prefixProgress+tok)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+// progress reads a request's progress from its frames in E2A_RESPONSES: the
+// last frame gives the frame count and, when final, the outcome, its error
+// code and the end time; the first frame's stored time is when the agent
+// started answering. nil when the request has no frame yet (pending) or
+// its frames are no longer kept. Two direct gets by subject, answered by
+// any replica: the index itself is not written per frame.
+func (l *lister) progress(ctx context.Context, requestID string) (*progress, error) {
+	subj, err := subjects.Response(requestID)
+	if err != nil {
+		return nil, nil
+	}
+	last, err := streams.LastBySubject(ctx, l.nc, streams.ResponsesStream, subj)
+	if errors.Is(err, streams.ErrNoMessages) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("console: read frames: %w", err)
 	}
-	var p progress
-	if err := json.Unmarshal(kve.Value(), &p); err != nil {
-		return nil, nil
+	var f frameFields
+	if err := json.Unmarshal(last.Data, &f); err != nil || f.Sequence < 0 {
+		// An undecodable frame: the request has frames, what they say is
+		// for the stream view.
+		return &progress{Status: StatusRunning}, nil
 	}
-	return &p, nil
+	p := &progress{Status: StatusRunning, Frames: f.Sequence + 1}
+	if f.IsFinal {
+		p.Status, p.Finished = StatusSucceeded, last.Time.UTC()
+		if f.Status == e2a.StatusFailed {
+			p.Status, p.ErrorCode = StatusFailed, f.Body.Code
+		}
+	}
+	if f.Sequence == 0 {
+		p.FirstFrame = last.Time.UTC()
+		return p, nil
+	}
+	first, _, err := streams.DirectGetBatch(ctx, l.nc, streams.ResponsesStream, subj, 1, 1)
+	if err == nil && len(first) == 1 {
+		p.FirstFrame = first[0].Time.UTC()
+	}
+	return p, nil
 }
 
 // List returns a page of entries matching q, newest first.
@@ -298,7 +326,7 @@ func (l *lister) seqAfter(ctx context.Context, filter string, lo, hi uint64, t t
 
 // resolve turns index messages into entries (nil for keys that no longer
 // resolve): the record comes with the message for q.<token> keys and is
-// read for secondary keys; the progress is read for each.
+// read for secondary keys; the progress is read from the frames of each.
 func (l *lister) resolve(ctx context.Context, msgs []streams.RawMsg, isRecord bool) []*Entry {
 	out := make([]*Entry, len(msgs))
 	var wg sync.WaitGroup
@@ -320,7 +348,7 @@ func (l *lister) resolve(ctx context.Context, msgs []streams.RawMsg, isRecord bo
 					return
 				}
 			}
-			p, _ := l.progress(ctx, tok)
+			p, _ := l.progress(ctx, r.RequestID)
 			e := joinEntry(r, p, m.Seq)
 			out[i] = &e
 		})

@@ -248,7 +248,7 @@ func (s *statsSource) get(ctx context.Context) (*Stats, error) {
 		ix.Total = put("ix.total", sum(mConsoleIndexed, nil))
 		ix.Errors = put("ix.err", sum(mConsoleErrors, nil))
 		ix.Rate, ix.ErrorRate = rate("ix.total"), rate("ix.err")
-		ix.Lag = lagOf(func(c ConsumerStats) bool { return c.Name == RequestsConsumer || c.Name == ResponsesConsumer })
+		ix.Lag = lagOf(func(c ConsumerStats) bool { return c.Name == RequestsConsumer })
 		stages = append(stages, ix)
 	}
 	st.Stages = stages

@@ -8,25 +8,6 @@ import (
 	"time"
 )
 
-func TestProgressMerge(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var p progress
-	p.merge(progress{Status: StatusRunning, Frames: 3})
-	p.merge(progress{Status: StatusSucceeded, Frames: 9, Finished: t0.Add(time.Second)})
-	// A late update of an earlier batch never moves the request back.
-	p.merge(progress{Status: StatusRunning, Frames: 1, FirstFrame: t0})
-	want := progress{Status: StatusSucceeded, Frames: 9, FirstFrame: t0, Finished: t0.Add(time.Second)}
-	if p != want {
-		t.Fatalf("merged %+v, want %+v", p, want)
-	}
-	f := progress{}
-	f.merge(progress{Status: StatusFailed, Frames: 2, ErrorCode: "boom", Finished: t0})
-	f.merge(progress{Status: StatusSucceeded, Frames: 2, Finished: t0.Add(time.Hour)})
-	if f.Status != StatusFailed || f.ErrorCode != "boom" || !f.Finished.Equal(t0) {
-		t.Fatalf("final state changed: %+v", f)
-	}
-}
-
 func TestReplayCommand(t *testing.T) {
 	for id, want := range map[string]string{
 		"req-42":         "e2a replay --request req-42",

@@ -18,6 +18,7 @@ import (
 const (
 	CompIngress  = "ingress"     // HTTP handlers, normalizer, publish, task index
 	CompEgress   = "egress"      // replay and the protocol renderers
+	CompConsole  = "console"     // the console\'s indexer (with --console)
 	CompAgent    = "agent"       // the agent runtime and the handler's writes
 	CompPipeline = "pipeline"    // other pipeline packages (streams, subjects…)
 	CompNATSGo   = "nats.go"     // the NATS client's own goroutines (read loop, dispatch)
@@ -28,7 +29,7 @@ const (
 )
 
 // pipelineComponents are the components counted as the pipeline's own.
-var pipelineComponents = []string{CompIngress, CompEgress, CompAgent, CompPipeline, CompNATSGo, CompHTTP}
+var pipelineComponents = []string{CompIngress, CompEgress, CompConsole, CompAgent, CompPipeline, CompNATSGo, CompHTTP}
 
 // component attributes an allocation to a component from its stack
 // (function names, leaf first): the embedded server wherever it appears;
@@ -54,6 +55,8 @@ func component(stack []string) string {
 			return CompAgent
 		case strings.HasPrefix(rest, "internal/bench"):
 			return CompLoadGen
+		case strings.HasPrefix(rest, "egress/console"):
+			return CompConsole
 		case strings.HasPrefix(rest, "egress"):
 			return CompEgress
 		case strings.HasPrefix(rest, "ingress"), strings.HasPrefix(rest, "normalizer"):

@@ -80,6 +80,9 @@ type Config struct {
 	// NoAudit runs without E2A_AUDIT (an experiment, not the pipeline as
 	// deployed).
 	NoAudit bool `json:"no_audit,omitempty"`
+	// Console runs the console's indexer beside the stages (in process), as
+	// `e2a dev` does.
+	Console bool `json:"console,omitempty"`
 	// SyncAlways fsyncs every write of the embedded server.
 	SyncAlways bool `json:"sync_always"`
 	// StoreDir of the embedded server (default: a temporary directory).
@@ -230,7 +233,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		var err error
 		pipe, err = StartPipeline(ctx, PipelineOptions{
 			StoreDir: cfg.StoreDir, SyncAlways: cfg.SyncAlways, AgentConcurrency: cfg.AgentConcurrency,
-			Frames: cfg.Frames, FrameBytes: cfg.FrameBytes, Delay: cfg.Delay, SplitConns: cfg.SplitConns, TCP: cfg.TCP, NoAudit: cfg.NoAudit,
+			Frames: cfg.Frames, FrameBytes: cfg.FrameBytes, Delay: cfg.Delay, SplitConns: cfg.SplitConns, TCP: cfg.TCP, NoAudit: cfg.NoAudit, Console: cfg.Console,
 		})
 		if err != nil {
 			return nil, err

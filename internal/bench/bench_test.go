@@ -189,6 +189,7 @@ func TestComponent(t *testing.T) {
 		{[]string{"net/textproto.readMIMEHeader", "net/http.readRequest", "net/http.(*conn).serve"}, CompHTTP},
 		{[]string{"encoding/json.Unmarshal", p + "internal/bench.classify", p + "internal/bench.(*client).do"}, CompLoadGen},
 		{[]string{"bytes.growSlice", p + "streams.(*DirectGetter).Get"}, CompPipeline},
+		{[]string{"encoding/json.Marshal", p + "egress/console.(*indexer).indexRequests"}, CompConsole},
 		{[]string{"encoding/json.Unmarshal", p + "e2a.FromJSON", p + "agent.(*worker).handle"}, CompAgent},
 		{[]string{"runtime.malg", "runtime.newproc1"}, CompOther},
 	}
