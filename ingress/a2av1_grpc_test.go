@@ -3,8 +3,11 @@ package ingress_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,6 +106,22 @@ func TestA2AV1GRPC(t *testing.T) {
 	}
 	if !listed {
 		t.Fatalf("the card does not list the gRPC binding at %s: %+v", addr, card.SupportedInterfaces)
+	}
+	// A card read as localhost names the loopback listener localhost; read
+	// under another name, it keeps the listener's address.
+	_, port, _ := net.SplitHostPort(addr)
+	for host, want := range map[string]string{"localhost:1": "localhost:" + port, "agents.example.com": addr} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.url+"/.well-known/agent-card.json", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), `"url":"`+want+`","protocolBinding":"GRPC"`) {
+			t.Errorf("card read as %s: gRPC interface not at %s: %s", host, want, b)
+		}
 	}
 
 	// Server reflection lists the A2A service (for grpcurl and the like).

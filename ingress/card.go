@@ -104,19 +104,39 @@ func (s *Server) AgentCard(base string) map[string]any {
 }
 
 // grpcURL is the address of the A2A v1.0 gRPC binding the card lists
-// (WithA2AGRPCAddress), its unspecified host replaced by base's; "" when
-// the binding is not served.
+// (WithA2AGRPCAddress), "" when the binding is not served. Its host is
+// base's when the listener's is unspecified (0.0.0.0, ::, empty), and when
+// it is a loopback address and base's host is one too (a card read on the
+// same machine names it as its reader did, e.g. localhost, rather than
+// 127.0.0.1).
 func (s *Server) grpcURL(base string) string {
 	if s.opts.grpcAddr == "" {
 		return ""
 	}
 	host, port, _ := net.SplitHostPort(s.opts.grpcAddr)
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		if u, err := url.Parse(base); err == nil && u.Hostname() != "" {
-			host = u.Hostname()
-		}
+	var baseHost string
+	if u, err := url.Parse(base); err == nil {
+		baseHost = u.Hostname()
+	}
+	ip := net.ParseIP(host)
+	switch {
+	case baseHost == "":
+	case host == "" || (ip != nil && ip.IsUnspecified()):
+		host = baseHost
+	case ip != nil && ip.IsLoopback() && isLoopbackHost(baseHost):
+		host = baseHost
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// isLoopbackHost reports whether h names this machine: localhost or a
+// loopback address.
+func isLoopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // addV1Card makes the v0.3 card m one card for both generations: the v1.0
