@@ -18,6 +18,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -292,16 +293,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if rep.InProc {
 		prof0 = readAllocProfile()
 	}
-	stop, err := startProfiles(cfg)
+	stop, err := startProfiles(cfg, rep.InProc)
 	if err != nil {
 		return nil, err
 	}
 	rep.Full = closedLoop(ctx, "full", cfg.Requests, cfg.Concurrency, ids, do, true, true)
-	if err := stop(); err != nil {
+	cpuProf, err := stop()
+	if err != nil {
 		return nil, err
 	}
 	if rep.InProc {
 		rep.Full.Allocs = splitAllocs(prof0, readAllocProfile(), rep.Full.AllocsPerRequest)
+		if len(cpuProf) > 0 {
+			rep.Full.CPU = splitCPU(cpuProf, rep.Full.CPUPerRequest)
+		}
 	}
 	if rep.Baseline != nil && rep.Baseline.MsgsPerSec > 0 {
 		rep.Ratio = rep.Full.FramesPerSec / rep.Baseline.MsgsPerSec
@@ -412,15 +417,18 @@ func targets(r *Report) []Target {
 }
 
 // startProfiles starts the profiles asked for; stop writes them.
-func startProfiles(cfg Config) (stop func() error, err error) {
-	var cpu *os.File
-	if cfg.CPUProfile != "" {
-		if cpu, err = os.Create(cfg.CPUProfile); err != nil {
-			return nil, err
-		}
+func startProfiles(cfg Config, cpuSplit bool) (stop func() (cpuProfile []byte, err error), err error) {
+	// The CPU profile goes to memory (the split by component reads it) and
+	// to cfg.CPUProfile when asked. A profile another caller runs (go test
+	// -cpuprofile) leaves the split out rather than failing the bench.
+	var cpu *bytes.Buffer
+	if cfg.CPUProfile != "" || cpuSplit {
+		cpu = new(bytes.Buffer)
 		if err := pprof.StartCPUProfile(cpu); err != nil {
-			cpu.Close()
-			return nil, err
+			if cfg.CPUProfile != "" {
+				return nil, err
+			}
+			cpu = nil
 		}
 	}
 	if cfg.MutexProfile != "" {
@@ -429,11 +437,15 @@ func startProfiles(cfg Config) (stop func() error, err error) {
 	if cfg.BlockProfile != "" {
 		runtime.SetBlockProfileRate(int(10 * time.Microsecond))
 	}
-	return func() error {
+	return func() ([]byte, error) {
 		var errs []error
+		var prof []byte
 		if cpu != nil {
 			pprof.StopCPUProfile()
-			errs = append(errs, cpu.Close())
+			prof = cpu.Bytes()
+			if cfg.CPUProfile != "" {
+				errs = append(errs, os.WriteFile(cfg.CPUProfile, prof, 0o644))
+			}
 		}
 		write := func(name, path string) {
 			if path == "" {
@@ -455,6 +467,6 @@ func startProfiles(cfg Config) (stop func() error, err error) {
 		if cfg.BlockProfile != "" {
 			runtime.SetBlockProfileRate(0)
 		}
-		return errors.Join(errs...)
+		return prof, errors.Join(errs...)
 	}, nil
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/pprof/profile"
 )
 
 // TestRunSmall runs every phase with a few requests, on both E2A formats
@@ -50,6 +52,18 @@ func TestRunSmall(t *testing.T) {
 			}
 			if p := rep.Full.TTFF; p.P50 <= 0 || p.P50 > p.P99 || p.P99 > p.P999 || p.P999 > p.Max {
 				t.Errorf("TTFF percentiles not ordered: %+v", p)
+			}
+			// A 120-request phase may hold no CPU sample (100 Hz): the
+			// split's arithmetic is checked when there is one, its
+			// attribution by TestSplitCPU.
+			if s := rep.Full.CPU; s != nil {
+				sum := 0.0
+				for _, v := range s.PerRequest {
+					sum += v
+				}
+				if d := sum - rep.Full.CPUPerRequest; d*d > 1e-6*sum*sum || s.Pipeline > sum {
+					t.Errorf("CPU split sums to %.4f ms, pipeline %.4f, of %.4f ms/request", sum, s.Pipeline, rep.Full.CPUPerRequest)
+				}
 			}
 			if rep.Full.AllocsPerRequest <= 0 {
 				t.Errorf("allocs/request %v", rep.Full.AllocsPerRequest)
@@ -175,6 +189,15 @@ func TestBodyTemplates(t *testing.T) {
 // its stack, else the pipeline package nearest the leaf's, else the NATS
 // client's, net/http's side, the load generator's.
 func TestComponent(t *testing.T) {
+	for stack, want := range map[string]string{
+		"runtime.gcDrain runtime.gcBgMarkWorker":                                  CompGC,
+		"runtime.findRunnable runtime.schedule":                                   CompRuntime,
+		"runtime.mallocgc github.com/e2a-pipeline/pipeline/egress.(*Reader).Next": CompEgress,
+	} {
+		if got := cpuComponent(strings.Fields(stack)); got != want {
+			t.Errorf("CPU %s: %s, want %s", stack, got, want)
+		}
+	}
 	const p = "github.com/e2a-pipeline/pipeline/"
 	cases := []struct {
 		stack []string
@@ -197,5 +220,57 @@ func TestComponent(t *testing.T) {
 		if got := component(c.stack); got != c.want {
 			t.Errorf("%v: %s, want %s", c.stack, got, c.want)
 		}
+	}
+}
+
+// TestSplitCPU: CPU samples are attributed by stack (leaf first, inlined
+// frames included) and scaled to the measured CPU per request.
+func TestSplitCPU(t *testing.T) {
+	const pipe = "github.com/e2a-pipeline/pipeline/"
+	fn := map[string]*profile.Function{}
+	loc := func(names ...string) *profile.Location {
+		l := &profile.Location{ID: uint64(len(fn) + 100)}
+		for _, n := range names { // innermost first, as the profile records inlining
+			f, ok := fn[n]
+			if !ok {
+				f = &profile.Function{ID: uint64(len(fn) + 1), Name: n}
+				fn[n] = f
+			}
+			l.Line = append(l.Line, profile.Line{Function: f})
+		}
+		return l
+	}
+	egress := loc("encoding/json.Unmarshal", pipe+"egress.readTextChunk")
+	server := loc("github.com/nats-io/nats-server/v2/server.(*stream).processJetStreamMsg")
+	gc := loc("runtime.gcDrain")
+	gcw := loc("runtime.gcBgMarkWorker")
+	p := &profile.Profile{
+		SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
+		Period:     10_000_000, PeriodType: &profile.ValueType{Type: "cpu", Unit: "nanoseconds"},
+		Sample: []*profile.Sample{
+			{Location: []*profile.Location{egress}, Value: []int64{3, 30_000_000}},
+			{Location: []*profile.Location{server}, Value: []int64{1, 10_000_000}},
+			{Location: []*profile.Location{gc, gcw}, Value: []int64{1, 10_000_000}},
+		},
+	}
+	for _, f := range fn {
+		p.Function = append(p.Function, f)
+	}
+	p.Location = []*profile.Location{egress, server, gc, gcw}
+	var buf bytes.Buffer
+	if err := p.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	s := splitCPU(buf.Bytes(), 1.0)
+	if s == nil || s.Samples != 5 {
+		t.Fatalf("split %+v", s)
+	}
+	for c, want := range map[string]float64{CompEgress: 0.6, CompServer: 0.2, CompGC: 0.2} {
+		if d := s.PerRequest[c] - want; d*d > 1e-12 {
+			t.Errorf("%s: %.3f ms, want %.3f", c, s.PerRequest[c], want)
+		}
+	}
+	if d := s.Pipeline - 0.6; d*d > 1e-12 {
+		t.Errorf("pipeline %.3f, want 0.6", s.Pipeline)
 	}
 }

@@ -58,7 +58,29 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "%s%s %.0f", sep, c, s.PerRequest[c])
 			sep = ", "
 		}
-		b.WriteString("\n\n")
+		b.WriteString("\n")
+	}
+	if s := f.CPU; s != nil {
+		fmt.Fprintf(&b, "  CPU ms/request by component (%d CPU-profile samples): pipeline %.3f =", s.Samples, s.Pipeline)
+		sep, group := " ", "pipeline"
+		for _, c := range s.componentsOrder() {
+			g := "pipeline"
+			switch c {
+			case CompGC, CompRuntime:
+				g = "shared"
+			case CompServer, CompLoadGen, CompOther:
+				g = "not the pipeline"
+			}
+			if g != group {
+				sep, group = "; "+g+": ", g
+			}
+			fmt.Fprintf(&b, "%s%s %.3f", sep, c, s.PerRequest[c])
+			sep = ", "
+		}
+		b.WriteString("\n")
+	}
+	if f.Allocs != nil || f.CPU != nil {
+		b.WriteString("\n")
 	}
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
