@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"math"
 	"runtime"
 	"runtime/pprof"
@@ -18,9 +19,9 @@ import (
 const (
 	CompIngress  = "ingress"     // HTTP handlers, normalizer, publish, task index
 	CompEgress   = "egress"      // replay and the protocol renderers
-	CompConsole  = "console"     // the console\'s indexer (with --console)
+	CompConsole  = "console"     // the console's indexer (with --console)
 	CompAgent    = "agent"       // the agent runtime and the handler's writes
-	CompPipeline = "pipeline"    // other pipeline packages (streams, subjects…)
+	CompPipeline = "shared pkgs" // other pipeline packages (streams, subjects…)
 	CompNATSGo   = "nats.go"     // the NATS client's own goroutines (read loop, dispatch)
 	CompHTTP     = "http server" // net/http's server side (connections, headers)
 	CompServer   = "nats-server" // the embedded JetStream server
@@ -127,39 +128,34 @@ func readAllocProfile() allocProfile {
 	return p
 }
 
-// AllocSplit is how a phase's allocations divide between components: the
-// shares come from the sampled heap profile, scaled to the exact count
-// of runtime.MemStats.
-type AllocSplit struct {
-	// PerRequest maps a component to its allocations per request.
+// Split is how a phase's allocations or CPU time divide between
+// components: the shares of a profile of the phase, scaled to the exact
+// figure per request (allocations from runtime.MemStats, CPU milliseconds
+// from the OS).
+type Split struct {
+	// PerRequest maps a component to its allocations (or CPU ms) per
+	// request.
 	PerRequest map[string]float64 `json:"per_request"`
 	// Pipeline is the sum of the pipeline's components per request (the
-	// stages and their NATS client, without the embedded server and the
-	// load generator).
+	// stages and their NATS client; not the embedded server, the load
+	// generator, nor the runtime's shared work).
 	Pipeline float64 `json:"pipeline_per_request"`
-	// Samples is the number of profile samples the shares rest on.
-	Samples int `json:"samples"`
+	// Samples is the number of profile stacks (allocations) or samples
+	// (CPU) the shares rest on.
+	Samples int64 `json:"samples"`
 }
 
-// splitAllocs attributes the allocations between two profiles to
-// components, scaled so that they sum to perRequest.
-func splitAllocs(before, after allocProfile, perRequest float64) *AllocSplit {
-	by := map[string]float64{}
+// newSplit scales the weights by component so that they sum to
+// perRequest; nil when there is no weight.
+func newSplit(by map[string]float64, perRequest float64, samples int64) *Split {
 	total := 0.0
-	samples := 0
-	for stk, objs := range after {
-		d := objs - before[stk]
-		if d <= 0 {
-			continue
-		}
-		samples++
-		by[component(stackNames(stk))] += d
-		total += d
+	for _, v := range by {
+		total += v
 	}
 	if total == 0 {
 		return nil
 	}
-	s := &AllocSplit{PerRequest: map[string]float64{}, Samples: samples}
+	s := &Split{PerRequest: map[string]float64{}, Samples: samples}
 	for c, v := range by {
 		s.PerRequest[c] = v / total * perRequest
 	}
@@ -169,11 +165,51 @@ func splitAllocs(before, after allocProfile, perRequest float64) *AllocSplit {
 	return s
 }
 
-// componentsOrder lists components in report order.
-func (s *AllocSplit) componentsOrder() []string {
-	out := slices.Clone(pipelineComponents)
-	out = append(out, CompServer, CompLoadGen, CompOther)
-	return slices.DeleteFunc(out, func(c string) bool { return s.PerRequest[c] < 0.5 })
+// group is the report group of component c.
+func group(c string) string {
+	switch c {
+	case CompGC, CompRuntime:
+		return "shared"
+	case CompServer, CompLoadGen, CompOther:
+		return "not the pipeline"
+	}
+	return "pipeline"
+}
+
+// write appends the split as one line: the pipeline's sum and its
+// components, then the shared and the other components, each printed with
+// format and left out below min.
+func (s *Split) write(b *strings.Builder, what, format string, min float64) {
+	fmt.Fprintf(b, "  %s by component (%d profile samples): pipeline "+format+" =", what, s.Samples, s.Pipeline)
+	order := append(slices.Clone(pipelineComponents), CompGC, CompRuntime, CompServer, CompLoadGen, CompOther)
+	sep, g := " ", "pipeline"
+	for _, c := range order {
+		if s.PerRequest[c] < min {
+			continue
+		}
+		if group(c) != g {
+			sep, g = "; "+group(c)+": ", group(c)
+		}
+		fmt.Fprintf(b, "%s%s "+format, sep, c, s.PerRequest[c])
+		sep = ", "
+	}
+	b.WriteString("\n")
+}
+
+// splitAllocs attributes the allocations between two profiles to
+// components, scaled so that they sum to perRequest.
+func splitAllocs(before, after allocProfile, perRequest float64) *Split {
+	by := map[string]float64{}
+	var samples int64
+	for stk, objs := range after {
+		d := objs - before[stk]
+		if d <= 0 {
+			continue
+		}
+		samples++
+		by[component(stackNames(stk))] += d
+	}
+	return newSplit(by, perRequest, samples)
 }
 
 // stackNames are the function names of a profile stack (its program

@@ -66,10 +66,10 @@ type Phase struct {
 	// Allocs divides AllocsPerRequest between the pipeline's components,
 	// the embedded NATS server and the load generator (in process, full
 	// load only).
-	Allocs *AllocSplit `json:"alloc_split,omitempty"`
+	Allocs *Split `json:"alloc_split,omitempty"`
 	// CPU divides CPUPerRequest the same way, from the phase's CPU
 	// profile (in process, full load only).
-	CPU *CPUSplit `json:"cpu_split,omitempty"`
+	CPU *Split `json:"cpu_split,omitempty"`
 	// CPUPerRequest is the process CPU time (user + system, every stage and
 	// the client) per request in ms, and CPUUse the cores busy on average:
 	// less sensitive to other load on a shared machine than the rates.

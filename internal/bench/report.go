@@ -49,35 +49,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "\n  %d ok, %d failed, %d sequence errors, %.2f s; %.0f allocs/request, %.1f KiB/request, %.3f ms CPU/request, %.2f cores busy (whole process)\n\n",
 		f.OK, f.Failed, f.SequenceErrors, f.Seconds, f.AllocsPerRequest, f.BytesPerRequest/1024, f.CPUPerRequest, f.CPUUse)
 	if s := f.Allocs; s != nil {
-		fmt.Fprintf(&b, "  allocs/request by component (shares of %d heap-profile stacks): pipeline %.0f =", s.Samples, s.Pipeline)
-		sep := " "
-		for _, c := range s.componentsOrder() {
-			if c == CompServer {
-				sep = "; not the pipeline: "
-			}
-			fmt.Fprintf(&b, "%s%s %.0f", sep, c, s.PerRequest[c])
-			sep = ", "
-		}
-		b.WriteString("\n")
+		s.write(&b, "allocs/request", "%.0f", 0.5)
 	}
 	if s := f.CPU; s != nil {
-		fmt.Fprintf(&b, "  CPU ms/request by component (%d CPU-profile samples): pipeline %.3f =", s.Samples, s.Pipeline)
-		sep, group := " ", "pipeline"
-		for _, c := range s.componentsOrder() {
-			g := "pipeline"
-			switch c {
-			case CompGC, CompRuntime:
-				g = "shared"
-			case CompServer, CompLoadGen, CompOther:
-				g = "not the pipeline"
-			}
-			if g != group {
-				sep, group = "; "+g+": ", g
-			}
-			fmt.Fprintf(&b, "%s%s %.3f", sep, c, s.PerRequest[c])
-			sep = ", "
-		}
-		b.WriteString("\n")
+		s.write(&b, "CPU ms/request", "%.3f", 0.0005)
 	}
 	if f.Allocs != nil || f.CPU != nil {
 		b.WriteString("\n")
