@@ -152,6 +152,18 @@ func (s *Service) CancelRequest(ctx context.Context, requestID string, cancel Ca
 	return true, nil
 }
 
+// Finished reports whether the final frame of requestID is written (false
+// while it runs, and for a request whose frames have aged out of the
+// responses stream). An A2A task whose last request has finished is in a
+// terminal state: ingress refuses further messages to it.
+func (s *Service) Finished(ctx context.Context, requestID string) (bool, error) {
+	last, err := s.lastFrame(ctx, requestID)
+	if err != nil {
+		return false, err
+	}
+	return last != nil && last.final, nil
+}
+
 // A2ACancel answers A2A tasks/cancel (v0.3 and v1.0): ErrNotCancelable
 // when the task's last request is already final, ErrNotFound when it has
 // none; otherwise cancel is called, the final frame awaited, and the Task

@@ -302,6 +302,12 @@ func (s *Server) a2aSubmit(rep rpcReply, in rpcIn, p Principal, protocol string,
 			taskNotFound(rep, protocol, env.TaskID)
 			return
 		}
+		if protocol == normalizer.ProtocolA2A {
+			if err := s.taskOpen(in.ctx, rec); err != nil {
+				s.rpcPublishError(rep, err)
+				return
+			}
+		}
 		// A continued task keeps its context when the message names none
 		// (the adapter made up a new one).
 		if created, _ := env.Provenance.Details[normalizer.DetailContextCreated].(bool); env.ContextID == "" || (created && rec.ContextID != "") {
@@ -450,6 +456,8 @@ func (s *Server) rpcPublishError(rep rpcReply, err error) {
 		// Never publishable as it is: 413, as readRPCBody, with the id.
 		rep.Refuse(failure{Status: http.StatusRequestEntityTooLarge, RPCCode: jsonrpc.CodeInvalidRequest, Message: "Invalid Request: " + err.Error(),
 			Data: map[string]any{"code": "body_too_large", "retryable": false}})
+	case errors.Is(err, ErrTaskTerminal):
+		rep.Error(&Error{Code: jsonrpc.CodeA2AUnsupportedOperation, Message: "This operation is not supported: " + strings.TrimPrefix(err.Error(), "ingress: ")})
 	case errors.Is(err, ErrConflict):
 		// The id is taken by another principal: a conflict that says
 		// nothing of the other's request.

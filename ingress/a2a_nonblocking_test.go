@@ -2,6 +2,8 @@ package ingress_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,21 +66,17 @@ func TestA2ANonBlockingSendThenCancel(t *testing.T) {
 	}
 }
 
-// TestA2AContinuedTaskKeepsContext: message/send with taskId and no
-// contextId stays in the task's context.
+// TestA2AContinuedTaskKeepsContext: message/send with the taskId of a
+// running task and no contextId stays in the task's context.
 func TestA2AContinuedTaskKeepsContext(t *testing.T) {
 	p := startPipeline(t)
 	_, c := a2aClient(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := c.SendMessage(ctx, &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "one"})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := res.(*a2a.Task)
+	first := runningTurn(ctx, t, c, "one")
 	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "two"})
 	msg.TaskID = first.ID
-	res, err = c.SendMessage(ctx, &a2a.MessageSendParams{Message: msg})
+	res, err := c.SendMessage(ctx, &a2a.MessageSendParams{Message: msg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +91,50 @@ func TestA2AContinuedTaskKeepsContext(t *testing.T) {
 	for _, m := range got.History {
 		if m.ContextID != first.ContextID {
 			t.Fatalf("history message in context %s, want %s", m.ContextID, first.ContextID)
+		}
+	}
+}
+
+// TestA2ATerminalTaskRefused: a message naming a task whose turn has
+// finished is UnsupportedOperation (-32004), as in every official SDK's
+// server; the same text with the task's contextId and no taskId starts a
+// new task in that context (the trpc interaction spec's multi-turn form).
+func TestA2ATerminalTaskRefused(t *testing.T) {
+	p := startPipeline(t)
+	_, c := a2aClient(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := c.SendMessage(ctx, &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "one"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := res.(*a2a.Task)
+	if first.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("first turn %s", first.Status.State)
+	}
+	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "two"})
+	msg.TaskID, msg.ContextID = first.ID, first.ContextID
+	_, err = c.SendMessage(ctx, &a2a.MessageSendParams{Message: msg})
+	if !errors.Is(err, a2a.ErrUnsupportedOperation) || !strings.Contains(err.Error(), "has finished") {
+		t.Fatalf("message to a completed task: %v", err)
+	}
+	msg = a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "two"})
+	msg.ContextID = first.ContextID
+	res, err = c.SendMessage(ctx, &a2a.MessageSendParams{Message: msg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next := res.(*a2a.Task); next.ID == first.ID || next.ContextID != first.ContextID || next.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("next task %s in %s (%s), first %s in %s", next.ID, next.ContextID, next.Status.State, first.ID, first.ContextID)
+	}
+	// The refused message changed nothing: the task still has one turn.
+	got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: first.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range got.History {
+		if textOf(m.Parts) == "two" {
+			t.Fatalf("the refused message is in the task's history: %+v", got.History)
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
+
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // a2aClient resolves the agent card and builds the real a2a-go client from
@@ -158,24 +160,53 @@ func TestA2AClientSendStreamGetCancel(t *testing.T) {
 	}
 }
 
+// runningTurn starts an A2A task whose first turn runs for about 4 s (the
+// demo agent paced from the message metadata) and answers it as submitted
+// (blocking false): a task that can take another message meanwhile.
+func runningTurn(ctx context.Context, t *testing.T, c *a2aclient.Client, text string) *a2a.Task {
+	t.Helper()
+	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: text})
+	msg.Metadata = map[string]any{"frames": 1, "delay_ms": 1000}
+	blocking := false
+	res, err := c.SendMessage(ctx, &a2a.MessageSendParams{Message: msg, Config: &a2a.MessageSendConfig{Blocking: &blocking}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok || task.Status.State.Terminal() {
+		t.Fatalf("non-blocking send answered %+v", res)
+	}
+	return task
+}
+
 // TestA2ATaskGetKeepsEveryReply: tasks/get rebuilds every turn of a
 // multi-turn task with its text: the last reply in the artifact, earlier
-// replies and the reasoning in history; no part list is empty.
+// replies and the reasoning in history; no part list is empty. The second
+// turn joins the task while the first still runs (a finished task takes no
+// more messages: TestA2ATerminalTaskRefused).
 func TestA2ATaskGetKeepsEveryReply(t *testing.T) {
 	p := startPipeline(t)
 	_, c := a2aClient(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := c.SendMessage(ctx, &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "first turn"})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	task := res.(*a2a.Task)
+	task := runningTurn(ctx, t, c, "first turn")
 	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "second turn"})
 	msg.TaskID, msg.ContextID = task.ID, task.ContextID
 	if _, err := c.SendMessage(ctx, &a2a.MessageSendParams{Message: msg}); err != nil {
 		t.Fatal(err)
 	}
+	testkit.Eventually(t, 20*time.Second, "the first turn's reply in the task's history", func() bool {
+		got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID})
+		if err != nil {
+			return false
+		}
+		for _, m := range got.History {
+			if strings.Contains(textOf(m.Parts), "You said: first turn") {
+				return true
+			}
+		}
+		return false
+	})
 	got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID})
 	if err != nil {
 		t.Fatal(err)

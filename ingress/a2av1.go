@@ -175,6 +175,8 @@ func v1Error(err error) error {
 		return fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
 	case errors.Is(err, ErrTooLarge):
 		return fmt.Errorf("%w: %v", a2a.ErrInvalidRequest, err)
+	case errors.Is(err, ErrTaskTerminal):
+		return fmt.Errorf("%w: %s", a2a.ErrUnsupportedOperation, strings.TrimPrefix(err.Error(), "ingress: "))
 	case errors.Is(err, context.Canceled):
 		return err
 	}
@@ -227,6 +229,9 @@ func (h *a2av1Handler) submit(ctx context.Context, req *a2a.SendMessageRequest, 
 		rec, err := s.ownedRecord(ctx, c.p, KindTask, env.TaskID, tenant.Write)
 		if err != nil {
 			return acc, p, a2a.ErrTaskNotFound
+		}
+		if err := s.taskOpen(ctx, rec); err != nil {
+			return acc, p, v1Error(err)
 		}
 		if env.ContextID == "" {
 			env.ContextID = rec.ContextID

@@ -85,7 +85,8 @@ func TestA2AV1Card(t *testing.T) {
 
 // TestA2AV1Client drives the pipeline with the a2a-go/v2 client over the
 // three v1.0 bindings: send, stream, get, list, subscribe to a finished
-// task, cancel a finished one, unknown tasks, push configs.
+// task, cancel a finished one, a message to a finished one, unknown tasks,
+// push configs.
 func TestA2AV1Client(t *testing.T) {
 	p, _ := startGRPCPipeline(t)
 	for _, binding := range []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.TransportProtocolHTTPJSON, a2a.TransportProtocolGRPC} {
@@ -161,6 +162,12 @@ func TestA2AV1Client(t *testing.T) {
 
 			if _, err := c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: last.TaskID}); !errors.Is(err, a2a.ErrTaskNotCancelable) {
 				t.Fatalf("CancelTask of a finished task: %v", err)
+			}
+			// A finished task takes no more messages (§3.1.1).
+			more := userMessage("more")
+			more.Message.TaskID = last.TaskID
+			if _, err := c.SendMessage(ctx, more); !errors.Is(err, a2a.ErrUnsupportedOperation) {
+				t.Fatalf("SendMessage to a finished task: %v", err)
 			}
 			if _, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: "no-such-task"}); !errors.Is(err, a2a.ErrTaskNotFound) {
 				t.Fatalf("GetTask unknown: %v", err)

@@ -64,6 +64,24 @@ func (s *Server) ownedRecord(ctx context.Context, p Principal, kind, id string, 
 	return rec, nil
 }
 
+// taskOpen checks that an A2A task named by a new message can take it:
+// ErrTaskTerminal when its last request has finished, ErrBackpressure when
+// that cannot be read.
+func (s *Server) taskOpen(ctx context.Context, rec *TaskRecord) error {
+	last := rec.LastRequest()
+	if last == "" {
+		return nil
+	}
+	done, err := s.egress.Finished(ctx, last)
+	if err != nil {
+		return fmt.Errorf("%w: task state: %v", ErrBackpressure, err)
+	}
+	if done {
+		return fmt.Errorf("%w (task %s has finished); send the message without taskId, with its contextId to continue the conversation", ErrTaskTerminal, rec.ID)
+	}
+	return nil
+}
+
 // claimContext records p as the owner of an A2A context id the client chose,
 // or checks that p owns it already. A context of another principal is
 // ErrConflict: joining it would let the agent answer from someone else's
