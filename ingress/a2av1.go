@@ -181,9 +181,9 @@ func v1Error(err error) error {
 		return err
 	}
 	switch normalizer.JSONRPCCode(err) {
-	case -32700, -32600, -32602:
+	case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeInvalidParams:
 		return fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
-	case -32601, -32004:
+	case jsonrpc.CodeMethodNotFound, jsonrpc.CodeA2AUnsupportedOperation:
 		return fmt.Errorf("%w: %v", a2a.ErrUnsupportedOperation, err)
 	}
 	return fmt.Errorf("%w: the pipeline could not answer; retry later", a2a.ErrServerError)

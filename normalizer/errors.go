@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
 // Sentinel errors. Every error an adapter returns is an [*Error] wrapping
@@ -130,23 +132,23 @@ func (e *Error) Unwrap() []error {
 func JSONRPCCode(err error) int {
 	switch {
 	case errors.Is(err, ErrParse):
-		return -32700
+		return jsonrpc.CodeParseError
 	case errors.Is(err, ErrInvalidRequest):
-		return -32600
+		return jsonrpc.CodeInvalidRequest
 	case errors.Is(err, ErrMethodNotFound):
-		return -32601
+		return jsonrpc.CodeMethodNotFound
 	case errors.Is(err, ErrInvalidParams):
-		return -32602
+		return jsonrpc.CodeInvalidParams
 	case errors.Is(err, ErrPushNotificationNotSupported):
-		return -32003
+		return jsonrpc.CodeA2APushNotificationNotSupported
 	case errors.Is(err, ErrExtendedCardNotConfigured):
-		return -32007
+		return jsonrpc.CodeA2AExtendedCardNotConfigured
 	case errors.Is(err, ErrContentTypeNotSupported):
-		return -32005
+		return jsonrpc.CodeA2AContentTypeNotSupported
 	case errors.Is(err, ErrUnsupportedOperation):
-		return -32004
+		return jsonrpc.CodeA2AUnsupportedOperation
 	}
-	return -32603
+	return jsonrpc.CodeInternalError
 }
 
 // HTTPStatus maps an error to the HTTP status of a REST answer (E2A
