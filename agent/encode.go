@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -86,7 +87,7 @@ func newFrameEncoder(tmpl *e2a.Response) frameEncoder {
 
 // appendFrame appends the JSON of the response of tmpl with the variable
 // fields given; body is compact JSON as json.Marshal writes it.
-func (e *frameEncoder) appendFrame(dst []byte, responseID uuid.UUID, seq int64, final bool, status, kind, timestamp string, body []byte) []byte {
+func (e *frameEncoder) appendFrame(dst []byte, responseID uuid.UUID, seq int64, final bool, status, kind string, timestamp time.Time, body []byte) []byte {
 	dst = e.appendHead(dst, responseID, seq, final, status, kind, timestamp)
 	dst = append(dst, body...)
 	return append(dst, e.end...)
@@ -94,7 +95,7 @@ func (e *frameEncoder) appendFrame(dst []byte, responseID uuid.UUID, seq int64, 
 
 // appendHead appends the frame up to its body (appendFrame without body and
 // end).
-func (e *frameEncoder) appendHead(dst []byte, responseID uuid.UUID, seq int64, final bool, status, kind, timestamp string) []byte {
+func (e *frameEncoder) appendHead(dst []byte, responseID uuid.UUID, seq int64, final bool, status, kind string, timestamp time.Time) []byte {
 	dst = append(dst, e.head...)
 	dst = append(dst, '"')
 	dst = appendUUID(dst, responseID)
@@ -108,8 +109,9 @@ func (e *frameEncoder) appendHead(dst []byte, responseID uuid.UUID, seq int64, f
 	dst = jsonstr.Append(dst, status)
 	dst = append(dst, `,"response_kind":`...)
 	dst = jsonstr.Append(dst, kind)
-	dst = append(dst, `,"timestamp":`...)
-	dst = jsonstr.Append(dst, timestamp)
+	dst = append(dst, `,"timestamp":"`...)
+	dst = e2a.AppendTime(dst, timestamp)
+	dst = append(dst, '"')
 	return append(dst, e.tail...)
 }
 

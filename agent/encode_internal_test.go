@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -67,7 +68,8 @@ func TestFrameEncoderMatchesMarshal(t *testing.T) {
 			for j, v := range vars {
 				seq := int64(i*len(vars) + j - 3)
 				id := uuid.Must(uuid.NewV7())
-				ts := e2a.Now()
+				now := time.Now()
+				ts := e2a.FormatTime(now)
 				var body []byte
 				if cb, ok := b.(e2a.ChunkBody); ok && isString(cb.Delta) {
 					body = appendChunkBody(nil, &cb, cb.Delta.(string))
@@ -77,7 +79,7 @@ func TestFrameEncoderMatchesMarshal(t *testing.T) {
 				} else {
 					body, _ = json.Marshal(b)
 				}
-				got := wr.enc.appendFrame(nil, id, seq, v.final, v.status, v.kind, ts, body)
+				got := wr.enc.appendFrame(nil, id, seq, v.final, v.status, v.kind, now, body)
 				r := wr.tmpl
 				r.ResponseID, r.Sequence, r.IsFinal, r.Status, r.ResponseKind, r.Timestamp, r.Body = id.String(), seq, v.final, v.status, v.kind, ts, body
 				want, err := json.Marshal(&r)

@@ -124,6 +124,8 @@ type writer struct {
 	// Publishing state, used by the goroutine publishing the frame in
 	// flight (ordered by mu and inflight).
 	msg         *nats.Msg
+	hdr         [2]string // the values of msg's sequence and expected-last-sequence headers
+	hdrExpected uint64    // the expected last sequence hdr[1] holds
 	pubCtx      context.Context
 	pubCancel   context.CancelFunc
 	pubDeadline time.Time
@@ -486,7 +488,7 @@ func (wr *writer) encode(seq int64, f frame) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	ts := e2a.Now()
+	now := time.Now()
 	if f.raw || !wr.enc.ok {
 		r := wr.tmpl
 		r.ResponseID = id.String()
@@ -494,7 +496,7 @@ func (wr *writer) encode(seq int64, f frame) ([]byte, error) {
 		r.IsFinal = f.final
 		r.Status = f.status
 		r.ResponseKind = f.kind
-		r.Timestamp = ts
+		r.Timestamp = e2a.FormatTime(now)
 		r.Body = body
 		if f.raw {
 			if err := checkRaw(&r, f.body); err != nil {
@@ -505,11 +507,11 @@ func (wr *writer) encode(seq int64, f frame) ([]byte, error) {
 			return json.Marshal(&r)
 		}
 	}
-	n := wr.enc.size() + len(f.status) + len(f.kind) + len(ts) + len(body)
+	n := wr.enc.size() + len(f.status) + len(f.kind) + e2a.TimeLen + len(body)
 	if inPlace {
 		n += 40 + len(cb.DeltaKind) + len(cb.MimeType) + len(delta) + len(delta)/8
 	}
-	out := wr.enc.appendHead(make([]byte, 0, n), id, seq, f.final, f.status, f.kind, ts)
+	out := wr.enc.appendHead(make([]byte, 0, n), id, seq, f.final, f.status, f.kind, now)
 	if inPlace {
 		out = appendChunkBody(out, &cb, delta)
 	} else {
@@ -572,7 +574,7 @@ func (wr *writer) publish(seq int64, expected uint64, f frame) (uint64, error) {
 	// request is redelivered to its end: refuse it now.
 	if limit := wr.maxPayload(); limit > 0 {
 		m := wr.message(seq, data)
-		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expected, 10))
+		wr.expect(m, expected)
 		if size := streams.MessageSize(m); size > limit {
 			return 0, &frameError{&frameTooLargeError{kind: f.kind, size: size, limit: limit}}
 		}
@@ -734,8 +736,21 @@ func (wr *writer) message(seq int64, data []byte) *nats.Msg {
 		wr.msg = m
 	}
 	m.Data = data
-	m.Header.Set(subjects.HeaderSequence, strconv.FormatInt(seq, 10))
+	// The header values are written into slices the writer owns (nats.go's
+	// Header.Set would allocate one per frame).
+	wr.hdr[0] = strconv.FormatInt(seq, 10)
+	m.Header[subjects.HeaderSequence] = wr.hdr[0:1:1]
 	return m
+}
+
+// expect sets the message's expected last subject sequence: what
+// jetstream.WithExpectLastSequencePerSubject writes, without an option
+// closure and header slice per frame.
+func (wr *writer) expect(m *nats.Msg, expected uint64) {
+	if wr.hdr[1] == "" || wr.hdrExpected != expected {
+		wr.hdr[1], wr.hdrExpected = strconv.FormatUint(expected, 10), expected
+	}
+	m.Header[jetstream.ExpectedLastSubjSeqHeader] = wr.hdr[1:2:2]
 }
 
 // attemptCtx returns a context whose deadline bounds an attempt of d. The
@@ -766,6 +781,7 @@ func (wr *writer) releaseCtx() {
 // publishData publishes the encoded frame seq (see publish).
 func (wr *writer) publishData(seq int64, expected uint64, data []byte) (streamSeq uint64, err error) {
 	m := wr.message(seq, data)
+	wr.expect(m, expected)
 	if wr.spanCtx != nil {
 		span := wr.frameSpan(m.Header, seq)
 		defer func() { endFrameSpan(span, streamSeq, err) }()
@@ -783,7 +799,7 @@ func (wr *writer) publishData(seq int64, expected uint64, data []byte) (streamSe
 	}
 	for {
 		ctx := wr.attemptCtx(min(time.Until(deadline), maxAttempt))
-		ack, err := js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(expected), noPubRetry)
+		ack, err := js.PublishMsg(ctx, m, noPubRetry)
 		if err == nil {
 			wr.w.metrics.frames.WithLabelValues(wr.w.pool).Inc()
 			return ack.Sequence, nil

@@ -396,11 +396,23 @@ func EpochToRFC3339(sec float64) (string, error) {
 // FormatTime writes t as RFC 3339 UTC with a +00:00 offset, microseconds
 // when t has a fractional second (the form of Python's isoformat()).
 func FormatTime(t time.Time) string {
+	var b [TimeLen]byte
+	return string(AppendTime(b[:0], t))
+}
+
+// TimeLen is the longest timestamp [FormatTime] writes.
+const TimeLen = len("2006-01-02T15:04:05.000000+00:00")
+
+// AppendTime appends t as [FormatTime] writes it (no allocation when dst
+// has room).
+func AppendTime(dst []byte, t time.Time) []byte {
 	t = t.UTC()
 	if t.Nanosecond()/1000 == 0 {
-		return t.Format("2006-01-02T15:04:05") + "+00:00"
+		dst = t.AppendFormat(dst, "2006-01-02T15:04:05")
+	} else {
+		dst = t.AppendFormat(dst, "2006-01-02T15:04:05.000000")
 	}
-	return t.Format("2006-01-02T15:04:05.000000") + "+00:00"
+	return append(dst, "+00:00"...)
 }
 
 // NormalizeTime returns an RFC 3339 timestamp in UTC (spec §4.3): one

@@ -2,6 +2,7 @@ package e2a_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 )
@@ -24,6 +25,31 @@ func TestTimestampUTC(t *testing.T) {
 		env, err := e2a.FromJSON([]byte(`{"timestamp":"` + in + `","deadline":"` + in + `"}`))
 		if err != nil || env.Timestamp != want || env.Deadline != want {
 			t.Errorf("FromJSON(%q): %+v %v", in, env, err)
+		}
+	}
+}
+
+// TestFormatTime: UTC, microseconds when there are any, "+00:00"; AppendTime
+// writes the same bytes after what dst holds.
+func TestFormatTime(t *testing.T) {
+	east := time.FixedZone("east", 2*3600)
+	for _, c := range []struct {
+		t    time.Time
+		want string
+	}{
+		{time.Date(2026, 3, 28, 14, 0, 0, 0, east), "2026-03-28T12:00:00+00:00"},
+		{time.Date(2026, 3, 28, 14, 0, 0, 999, east), "2026-03-28T12:00:00+00:00"},
+		{time.Date(2026, 3, 28, 12, 0, 0, 5000, time.UTC), "2026-03-28T12:00:00.000005+00:00"},
+		{time.Date(2026, 12, 31, 23, 59, 59, 999999999, time.UTC), "2026-12-31T23:59:59.999999+00:00"},
+	} {
+		if got := e2a.FormatTime(c.t); got != c.want {
+			t.Errorf("FormatTime(%v) = %q, want %q", c.t, got, c.want)
+		}
+		if got := string(e2a.AppendTime([]byte("x"), c.t)); got != "x"+c.want {
+			t.Errorf("AppendTime(%v) = %q", c.t, got)
+		}
+		if len(c.want) > e2a.TimeLen {
+			t.Errorf("%q longer than TimeLen %d", c.want, e2a.TimeLen)
 		}
 	}
 }
