@@ -707,17 +707,13 @@ func jsonByteLen(c byte) int {
 	return maxEscape
 }
 
-// noPubRetry is the publish option of every frame: no retry on no
-// responders inside PublishMsg (publishData retries).
-var noPubRetry = jetstream.WithRetryAttempts(0)
-
 // maxAttempt bounds one publish attempt.
 const maxAttempt = 2 * time.Second
 
 // message returns the writer's message for frame seq, carrying data. The
 // headers fixed for the request (request id, trace context) are set once;
 // the message is reused frame after frame, which is safe as one frame at a
-// time is in flight and PublishMsg does not keep it.
+// time is in flight and streams.Publish does not keep it.
 func (wr *writer) message(seq int64, data []byte) *nats.Msg {
 	m := wr.msg
 	if m == nil {
@@ -799,10 +795,10 @@ func (wr *writer) publishData(seq int64, expected uint64, data []byte) (streamSe
 	}
 	for {
 		ctx := wr.attemptCtx(min(time.Until(deadline), maxAttempt))
-		ack, err := js.PublishMsg(ctx, m, noPubRetry)
+		ack, err := streams.Publish(ctx, js.Conn(), m)
 		if err == nil {
 			wr.w.metrics.frames.WithLabelValues(wr.w.pool).Inc()
-			return ack.Sequence, nil
+			return ack.Seq, nil
 		}
 		switch {
 		case isWrongLastSeq(err):

@@ -97,7 +97,7 @@ func (p *Publisher) Publish(ctx context.Context, pool string, env *e2a.Envelope)
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	ack, err := p.js.PublishMsg(ctx, msg)
+	ack, err := publishRetry(ctx, p.js.Conn(), msg)
 	if err != nil {
 		var apiErr *jetstream.APIError
 		switch {
@@ -112,7 +112,25 @@ func (p *Publisher) Publish(ctx context.Context, pool string, env *e2a.Envelope)
 		}
 		return Accepted{}, fmt.Errorf("%w: %v", ErrBackpressure, err)
 	}
-	return Accepted{RequestID: env.RequestID, Pool: pool, StreamSeq: ack.Sequence, Duplicate: ack.Duplicate}, nil
+	return Accepted{RequestID: env.RequestID, Pool: pool, StreamSeq: ack.Seq, Duplicate: ack.Duplicate}, nil
+}
+
+// publishRetry is streams.Publish with the retries jetstream.PublishMsg
+// makes by default when no stream answers (a leader election's blip):
+// DefaultPubRetryAttempts more attempts, DefaultPubRetryWait apart, within
+// ctx.
+func publishRetry(ctx context.Context, nc *nats.Conn, m *nats.Msg) (streams.PubAck, error) {
+	for attempt := 0; ; attempt++ {
+		ack, err := streams.Publish(ctx, nc, m)
+		if !errors.Is(err, jetstream.ErrNoStreamResponse) || attempt == jetstream.DefaultPubRetryAttempts {
+			return ack, err
+		}
+		select {
+		case <-ctx.Done():
+			return ack, err
+		case <-time.After(jetstream.DefaultPubRetryWait):
+		}
+	}
 }
 
 const tracerName = "github.com/e2a-pipeline/pipeline/ingress"
