@@ -3,69 +3,10 @@ package streams
 import (
 	"encoding/json"
 	"errors"
-	"strconv"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// TestPublishAgainstServer: Publish stores and answers as
-// jetstream.PublishMsg does: sequences, a duplicate Nats-Msg-Id, a wrong
-// expected last subject sequence (the APIError agents fence on), and no
-// stream on the subject.
-func TestPublishAgainstServer(t *testing.T) {
-	e, err := StartEmbedded(EmbeddedOptions{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Shutdown)
-	nc, err := e.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "PUBTEST", Subjects: []string{"pub.>"}}); err != nil {
-		t.Fatal(err)
-	}
-	for i := uint64(1); i <= 3; i++ {
-		m := nats.NewMsg("pub.a")
-		m.Data = []byte("x")
-		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(i-1, 10))
-		a, err := Publish(ctx, nc, m)
-		if err != nil || a.Seq != i || a.Duplicate {
-			t.Fatalf("publish %d: %+v %v", i, a, err)
-		}
-	}
-	m := nats.NewMsg("pub.a")
-	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "1")
-	_, err = Publish(ctx, nc, m)
-	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
-		t.Fatalf("wrong last sequence: %v", err)
-	}
-	// The same error as the library's.
-	_, libErr := js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
-	if libErr == nil || err.Error() != libErr.Error() {
-		t.Fatalf("error %q, jetstream.PublishMsg %q", err, libErr)
-	}
-	for i, want := range []bool{false, true} {
-		m := nats.NewMsg("pub.b")
-		m.Header.Set(jetstream.MsgIDHeader, "once")
-		a, err := Publish(ctx, nc, m)
-		if err != nil || a.Duplicate != want || a.Seq != 4 {
-			t.Fatalf("msg id publish %d: %+v %v", i, a, err)
-		}
-	}
-	if _, err := Publish(ctx, nc, nats.NewMsg("nostream")); !errors.Is(err, jetstream.ErrNoStreamResponse) {
-		t.Fatalf("no stream: %v", err)
-	}
-}
 
 // TestReadPubAck: the scanned forms and everything else read as
 // encoding/json reads them.
