@@ -119,13 +119,13 @@ type a2eRenderer struct {
 func NewA2E(o *Output, p A2EParams) Renderer { return &a2eRenderer{o: o, p: p} }
 
 func (r *a2eRenderer) Start() error {
-	ndjsonHead(r.o)
+	NDJSONHead(r.o)
 	return nil
 }
 
 func (r *a2eRenderer) base(f *e2a.Response, typ string) A2EMessage {
 	m := A2EMessage{A2E: A2EVersion, ID: strings.ReplaceAll(f.ResponseID, "-", ""), Type: typ, Version: A2EVersion, ReqID: r.p.ReqID}
-	if t := frameTime(f); t != nil {
+	if t := FrameTime(f); t != nil {
 		m.TS = float64(t.UnixMicro()) / 1e6
 	}
 	if m.ReqID == "" {
@@ -146,10 +146,10 @@ func (r *a2eRenderer) messages(f *e2a.Response) []A2EMessage {
 	if !f.IsFinal {
 		return out
 	}
-	o := finalOutcome(f)
-	if f.Status != e2a.StatusFailed && o.code == "" {
+	o := FinalOutcome(f)
+	if f.Status != e2a.StatusFailed && o.Code == "" {
 		m := r.base(f, r.p.respType())
-		m.Result = o.result
+		m.Result = o.Result
 		if f.ResponseKind != e2a.KindComplete {
 			body, _ := f.BodyMap()
 			m.Result = body
@@ -160,8 +160,8 @@ func (r *a2eRenderer) messages(f *e2a.Response) []A2EMessage {
 		return append(out, m)
 	}
 	m := r.base(f, A2EErrorType)
-	m.Code, m.Message, m.Detail, m.CapabilityName = o.code, o.message, o.details, r.p.capability()
-	retry := o.retry
+	m.Code, m.Message, m.Detail, m.CapabilityName = o.Code, o.Message, o.Details, r.p.capability()
+	retry := o.Retryable
 	m.Retryable = &retry
 	if m.Code == "" {
 		m.Code = e2a.ErrCodeHandlerError
@@ -174,14 +174,14 @@ func (r *a2eRenderer) messages(f *e2a.Response) []A2EMessage {
 // tool deltas → artifact, custom {kind, data} → that kind, other kinds of
 // frames → status {response_kind, body}.
 func a2eEvent(f *e2a.Response) (string, map[string]any, bool) {
-	if c, ok := contentChunk(f); ok {
+	if c, ok := ContentChunk(f); ok {
 		switch c.DeltaKind {
 		case e2a.DeltaText:
-			return A2EKindProgress, map[string]any{"text": deltaText(c.Delta)}, true
+			return A2EKindProgress, map[string]any{"text": DeltaText(c.Delta)}, true
 		case e2a.DeltaReasoning:
-			return A2EKindLog, map[string]any{"level": "thought", "text": deltaText(c.Delta)}, true
+			return A2EKindLog, map[string]any{"level": "thought", "text": DeltaText(c.Delta)}, true
 		case e2a.DeltaCustom:
-			if obj, ok := asMap(c.Delta); ok {
+			if obj, ok := AsMap(c.Delta); ok {
 				if k, _ := obj["kind"].(string); k == A2EKindProgress || k == A2EKindArtifact || k == A2EKindLog || k == A2EKindStatus {
 					if d, ok := obj["data"].(map[string]any); ok {
 						return k, d, true
@@ -193,7 +193,7 @@ func a2eEvent(f *e2a.Response) (string, map[string]any, bool) {
 				return A2EKindArtifact, obj, true
 			}
 		}
-		if obj, ok := asMap(c.Delta); ok {
+		if obj, ok := AsMap(c.Delta); ok {
 			return A2EKindArtifact, obj, true
 		}
 		return A2EKindArtifact, map[string]any{"value": c.Delta}, true
@@ -213,12 +213,12 @@ func a2eEvent(f *e2a.Response) (string, map[string]any, bool) {
 }
 
 func (r *a2eRenderer) Frame(f *Frame) error {
-	resp, err := f.decoded()
+	resp, err := f.Decoded()
 	if err != nil {
 		return err
 	}
 	for _, m := range r.messages(resp) {
-		if err := writeLineJSON(r.o, m); err != nil {
+		if err := WriteLineJSON(r.o, m); err != nil {
 			return err
 		}
 	}
@@ -244,5 +244,5 @@ func (r *a2eRenderer) End(err error) error {
 		r.o.Header().Set("Content-Type", "application/x-ndjson")
 		r.o.WriteHeader(st)
 	}
-	return writeLineJSON(r.o, m)
+	return WriteLineJSON(r.o, m)
 }

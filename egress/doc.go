@@ -58,7 +58,7 @@
 //	svc.ServeA2AStream(w, r, requestID, A2AParams{…}) // message/stream
 //	svc.ServeA2ASend(w, r, requestID, A2AParams{…})   // message/send: Message or Task
 //	svc.ServeACP(w, r, requestID, ACPParams{…})       // session/prompt: session/update …, {stopReason}
-//	svc.ServeA2E(w, r, requestID, A2EParams{…})       // invoke/event …, …/resp or error
+//	svc.Serve(w, r, requestID, format, newRenderer)  // any renderer, e.g. a protocol package's
 //
 // For existing tasks (request ids from the E2A_TASKS index ingress keeps):
 //

@@ -283,8 +283,9 @@ func (s sse) eventJSON(id, event string, v any) error {
 
 func seqID(f *Frame) string { return strconv.FormatInt(f.sequence(), 10) }
 
-// ndjsonHead writes the head of an NDJSON response.
-func ndjsonHead(o *Output) {
+// NDJSONHead writes the head of an NDJSON response: 200,
+// application/x-ndjson, no caching or proxy buffering.
+func NDJSONHead(o *Output) {
 	h := o.Header()
 	h.Set("Content-Type", "application/x-ndjson")
 	h.Set("Cache-Control", "no-cache")
@@ -300,7 +301,8 @@ func writeLine(o *Output, b []byte) error {
 	return err
 }
 
-func writeLineJSON(o *Output, v any) error {
+// WriteLineJSON writes v as one compact JSON line (an NDJSON record).
+func WriteLineJSON(o *Output, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -313,7 +315,7 @@ func writeLineJSON(o *Output, v any) error {
 type projecting struct{ Renderer }
 
 func (p projecting) Frame(f *Frame) error {
-	resp, err := f.decoded()
+	resp, err := f.Decoded()
 	if err != nil {
 		return err
 	}

@@ -188,6 +188,8 @@ func (s *Server) a2eMessage(aw *a2eWriter, r *http.Request, p Principal, line []
 		aw.line(a2eError(reqID, "unavailable", "the pipeline could not accept the request; retry later", true, nil))
 		return r.Context().Err() == nil
 	}
-	s.egress.ServeA2E(aw, r, acc.RequestID, egress.A2EParams{ReqID: reqID, ReqType: env.Method})
+	s.egress.Serve(aw, r, acc.RequestID, egress.FormatA2ENDJSON, func(o *egress.Output) egress.Renderer {
+		return egress.NewA2E(o, egress.A2EParams{ReqID: reqID, ReqType: env.Method})
+	})
 	return r.Context().Err() == nil
 }
