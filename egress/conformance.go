@@ -299,3 +299,20 @@ func MatchGolden(path string, got []byte, update bool) error {
 	}
 	return nil
 }
+
+// NDJSONLines returns the records of an NDJSON body (blank lines, the
+// heartbeats, skipped), or an error naming the first line that is not
+// JSON.
+func NDJSONLines(body []byte) ([][]byte, error) {
+	var out [][]byte
+	for _, l := range bytes.Split(body, []byte("\n")) {
+		if len(bytes.TrimSpace(l)) == 0 {
+			continue
+		}
+		if !json.Valid(l) {
+			return nil, fmt.Errorf("line is not JSON: %s", l)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}

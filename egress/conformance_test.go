@@ -79,9 +79,6 @@ func renderers() []rendererCase {
 		{name: "acp_sse", format: FormatACP, sse: true, make: func(o *Output, sc Scenario) Renderer {
 			return NewACP(o, ACPParams{JSONRPCID: json.RawMessage(`42`), SessionID: "s1", SSE: true})
 		}, check: checkACP},
-		{name: "a2e_ndjson", format: FormatA2ENDJSON, make: func(o *Output, sc Scenario) Renderer {
-			return NewA2E(o, A2EParams{ReqID: "a1b2c3", ReqType: "tool/call/req"})
-		}, check: checkA2E},
 	}
 }
 
@@ -183,15 +180,9 @@ func sseData(t *testing.T, body []byte) []sseEvent {
 
 func ndjsonLines(t *testing.T, body []byte) [][]byte {
 	t.Helper()
-	var out [][]byte
-	for _, l := range bytes.Split(body, []byte("\n")) {
-		if len(bytes.TrimSpace(l)) == 0 {
-			continue
-		}
-		if !json.Valid(l) {
-			t.Fatalf("line is not JSON: %s", l)
-		}
-		out = append(out, l)
+	out, err := NDJSONLines(body)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
@@ -398,35 +389,6 @@ func checkACP(t *testing.T, sc Scenario, status int, body []byte) {
 			if err := json.Unmarshal(probe.Result, &pr); err != nil || pr.StopReason == "" {
 				t.Errorf("result %s", probe.Result)
 			}
-		}
-	}
-}
-
-func checkA2E(t *testing.T, sc Scenario, status int, body []byte) {
-	lines := ndjsonLines(t, body)
-	var seq int64 = -1
-	for i, l := range lines {
-		var m A2EMessage
-		if err := json.Unmarshal(l, &m); err != nil || m.A2E != "1.0" || m.ReqID != "a1b2c3" {
-			t.Fatalf("line %d: %s", i, l)
-		}
-		switch m.Type {
-		case A2EEventType:
-			if m.Seq == nil || *m.Seq <= seq {
-				t.Errorf("seq not increasing: %s", l)
-			} else {
-				seq = *m.Seq
-			}
-		case "tool/call/resp":
-			if i != len(lines)-1 {
-				t.Errorf("response before the end")
-			}
-		case A2EErrorType:
-			if m.Retryable == nil || m.Code == "" || m.CapabilityName != "tool" {
-				t.Errorf("error %s", l)
-			}
-		default:
-			t.Errorf("type %q", m.Type)
 		}
 	}
 }

@@ -16,8 +16,7 @@ import (
 )
 
 // now is the clock of the few values not taken from frames (the submitted
-// status-update of a stream without a given time, A2E end-of-stream
-// errors); tests fix it.
+// status-update of a stream without a given time); tests fix it.
 var now = time.Now
 
 // Renderer turns the frames of one request into one output format on one
