@@ -227,7 +227,7 @@ func (r *a2aStream) Frame(f *Frame) error {
 	if b, ok := r.textEvent(f); ok {
 		return sse{r.o}.event(seqID(f), "", b)
 	}
-	resp, err := f.decoded()
+	resp, err := f.Decoded()
 	if err != nil {
 		return err
 	}
@@ -296,7 +296,7 @@ func (r *a2aSend) Start() error {
 }
 
 func (r *a2aSend) Frame(f *Frame) error {
-	resp, err := f.decoded()
+	resp, err := f.Decoded()
 	if err != nil {
 		return err
 	}
@@ -383,8 +383,8 @@ func (a *a2aAggregator) add(r *e2a.Response) error {
 	if a.state == a2a.TaskStateSubmitted {
 		a.state = a2a.TaskStateWorking
 	}
-	a.ts = frameTime(r)
-	if c, ok := contentChunk(r); ok {
+	a.ts = FrameTime(r)
+	if c, ok := ContentChunk(r); ok {
 		if p, ok := chunkPiece(c); ok {
 			a.addPiece(r, p)
 		}
@@ -418,14 +418,14 @@ func (a *a2aAggregator) add(r *e2a.Response) error {
 	if !r.IsFinal || a.native != nil {
 		return nil
 	}
-	o := finalOutcome(r)
-	a.state = o.state
-	if o.state != a2a.TaskStateCompleted {
+	o := FinalOutcome(r)
+	a.state = o.State
+	if o.State != a2a.TaskStateCompleted {
 		a.status = a.m.failureMessage(r, o)
 		return nil
 	}
-	if o.hasRes && !a.hasContent() {
-		if parts := resultParts(o.result); len(parts) > 0 {
+	if o.HasResult && !a.hasContent() {
+		if parts := resultParts(o.Result); len(parts) > 0 {
 			am := a.newMsg(r, "content", llmID(r), piece{objectType: ObjectChatCompletion})
 			am.msg.Parts = parts
 		}

@@ -47,7 +47,7 @@ func (s *Service) A2AEvents(ctx context.Context, requestID string, p A2AParams, 
 				yield(nil, err)
 				return
 			}
-			resp, err := f.decoded()
+			resp, err := f.Decoded()
 			if err != nil {
 				yield(nil, err)
 				return
@@ -84,7 +84,7 @@ func (s *Service) A2AResult(ctx context.Context, requestID string, p A2AParams, 
 		if err != nil {
 			return nil, err
 		}
-		resp, err := f.decoded()
+		resp, err := f.Decoded()
 		if err != nil {
 			return nil, err
 		}

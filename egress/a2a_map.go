@@ -49,8 +49,8 @@ func (p piece) meta(llmID string) map[string]any {
 	return m
 }
 
-// deltaText returns a text delta as a string.
-func deltaText(v any) string {
+// DeltaText returns a text delta as a string.
+func DeltaText(v any) string {
 	switch t := v.(type) {
 	case string:
 		return t
@@ -63,7 +63,8 @@ func deltaText(v any) string {
 	return string(b)
 }
 
-func asMap(v any) (map[string]any, bool) {
+// AsMap returns v as a JSON object, when it is one.
+func AsMap(v any) (map[string]any, bool) {
 	m, ok := v.(map[string]any)
 	return m, ok
 }
@@ -72,12 +73,12 @@ func asMap(v any) (map[string]any, bool) {
 func chunkPiece(c e2a.ChunkBody) (piece, bool) {
 	switch c.DeltaKind {
 	case e2a.DeltaText:
-		return piece{parts: []a2a.Part{a2a.TextPart{Text: deltaText(c.Delta)}}, objectType: ObjectChatCompletionChunk, group: "content"}, true
+		return piece{parts: []a2a.Part{a2a.TextPart{Text: DeltaText(c.Delta)}}, objectType: ObjectChatCompletionChunk, group: "content"}, true
 	case e2a.DeltaReasoning:
-		return piece{parts: []a2a.Part{a2a.TextPart{Text: deltaText(c.Delta), Metadata: map[string]any{MetaThought: true}}},
+		return piece{parts: []a2a.Part{a2a.TextPart{Text: DeltaText(c.Delta), Metadata: map[string]any{MetaThought: true}}},
 			objectType: ObjectChatCompletionChunk, group: "content", thought: true}, true
 	case e2a.DeltaTool, e2a.DeltaCustom:
-		obj, ok := asMap(c.Delta)
+		obj, ok := AsMap(c.Delta)
 		if !ok {
 			data := map[string]any{"value": c.Delta}
 			return piece{parts: []a2a.Part{a2a.DataPart{Data: data, Metadata: partMeta(c.DeltaKind, c.MimeType)}}, objectType: ObjectChatCompletion, group: "other"}, true
@@ -167,7 +168,7 @@ func acpToChunk(u map[string]any) (e2a.ChunkBody, bool) {
 		}
 		content, _ := u["content"].(map[string]any)
 		if t, _ := content["type"].(string); t == "text" || t == "" {
-			return e2a.ChunkBody{DeltaKind: dk, Delta: deltaText(content["text"])}, true
+			return e2a.ChunkBody{DeltaKind: dk, Delta: DeltaText(content["text"])}, true
 		}
 		return e2a.ChunkBody{DeltaKind: e2a.DeltaCustom, Delta: content}, true
 	case e2a.UpdateToolCall:
@@ -190,9 +191,9 @@ func acpToChunk(u map[string]any) (e2a.ChunkBody, bool) {
 	return e2a.ChunkBody{}, false
 }
 
-// contentChunk returns the chunk a content-bearing frame (e2a.chunk or
+// ContentChunk returns the chunk a content-bearing frame (e2a.chunk or
 // acp.session_update) stands for.
-func contentChunk(r *e2a.Response) (e2a.ChunkBody, bool) {
+func ContentChunk(r *e2a.Response) (e2a.ChunkBody, bool) {
 	switch r.ResponseKind {
 	case e2a.KindChunk:
 		c, err := r.Chunk()
@@ -207,48 +208,56 @@ func contentChunk(r *e2a.Response) (e2a.ChunkBody, bool) {
 	return e2a.ChunkBody{}, false
 }
 
-// outcome is how a final frame ends a task.
-type outcome struct {
-	state   a2a.TaskState
-	message string // failure message
-	code    string
-	retry   bool
-	details map[string]any
-	result  any  // e2a.complete result
-	hasRes  bool // result given (complete)
+// Outcome is how a final frame ends a request (and its A2A task), for
+// the renderers of every protocol.
+type Outcome struct {
+	// State is the A2A task state the frame ends in.
+	State a2a.TaskState
+	// Message, Code, Retryable and Details describe a failure (an
+	// e2a.error body, a refusal, an ACP JSON-RPC error).
+	Message   string
+	Code      string
+	Retryable bool
+	Details   map[string]any
+	// Result is the result of an e2a.complete frame; HasResult reports
+	// that there was one.
+	Result    any
+	HasResult bool
 }
 
-// finalOutcome reads the outcome of a final frame.
-func finalOutcome(r *e2a.Response) outcome {
+// FinalOutcome reads the outcome of a final frame: e2a.complete,
+// e2a.error, an ACP prompt response or JSON-RPC error, or the frame's
+// status otherwise.
+func FinalOutcome(r *e2a.Response) Outcome {
 	switch r.ResponseKind {
 	case e2a.KindComplete:
 		c, _ := r.Complete()
-		return outcome{state: a2a.TaskStateCompleted, result: c.Result, hasRes: true}
+		return Outcome{State: a2a.TaskStateCompleted, Result: c.Result, HasResult: true}
 	case e2a.KindError:
 		b, _ := r.Error()
 		st := a2a.TaskStateFailed
 		if b.Code == e2a.ErrCodeCancelled {
 			st = a2a.TaskStateCanceled
 		}
-		return outcome{state: st, message: b.Message, code: b.Code, retry: b.Retryable, details: b.Details}
+		return Outcome{State: st, Message: b.Message, Code: b.Code, Retryable: b.Retryable, Details: b.Details}
 	case e2a.KindACPPromptRes:
 		body, _ := r.BodyMap()
 		switch stopReason(body) {
 		case e2a.StopCancelled:
-			return outcome{state: a2a.TaskStateCanceled, message: "cancelled", code: e2a.ErrCodeCancelled}
+			return Outcome{State: a2a.TaskStateCanceled, Message: "cancelled", Code: e2a.ErrCodeCancelled}
 		case e2a.StopRefusal:
-			return outcome{state: a2a.TaskStateRejected, message: "refusal", code: e2a.StopRefusal}
+			return Outcome{State: a2a.TaskStateRejected, Message: "refusal", Code: e2a.StopRefusal}
 		}
-		return outcome{state: a2a.TaskStateCompleted}
+		return Outcome{State: a2a.TaskStateCompleted}
 	case e2a.KindACPJSONRPCErr:
 		body, _ := r.BodyMap()
 		msg, _ := body["message"].(string)
-		return outcome{state: a2a.TaskStateFailed, message: msg, code: fmt.Sprint(body["code"])}
+		return Outcome{State: a2a.TaskStateFailed, Message: msg, Code: fmt.Sprint(body["code"])}
 	}
 	if r.Status == e2a.StatusFailed {
-		return outcome{state: a2a.TaskStateFailed, message: "failed"}
+		return Outcome{State: a2a.TaskStateFailed, Message: "failed"}
 	}
-	return outcome{state: a2a.TaskStateCompleted}
+	return Outcome{State: a2a.TaskStateCompleted}
 }
 
 func stopReason(body map[string]any) string {
@@ -260,7 +269,9 @@ func stopReason(body map[string]any) string {
 	return e2a.StopEndTurn
 }
 
-func frameTime(r *e2a.Response) *time.Time {
+// FrameTime returns the time a frame carries, in UTC; nil when it has
+// none that parses.
+func FrameTime(r *e2a.Response) *time.Time {
 	t, err := e2a.ParseTime(r.Timestamp)
 	if err != nil {
 		return nil
@@ -499,20 +510,20 @@ func (m *a2aMapper) statusUpdate(state a2a.TaskState, ts *time.Time, msg *a2a.Me
 }
 
 // failureMessage is the agent message of a failed or canceled status.
-func (m *a2aMapper) failureMessage(r *e2a.Response, o outcome) *a2a.Message {
-	errMeta := map[string]any{"code": o.code, "message": o.message, "retryable": o.retry}
-	if len(o.details) > 0 {
-		errMeta["details"] = o.details
+func (m *a2aMapper) failureMessage(r *e2a.Response, o Outcome) *a2a.Message {
+	errMeta := map[string]any{"code": o.Code, "message": o.Message, "retryable": o.Retryable}
+	if len(o.Details) > 0 {
+		errMeta["details"] = o.Details
 	}
 	return &a2a.Message{ID: r.ResponseID, Role: a2a.MessageRoleAgent, TaskID: m.taskID, ContextID: m.contextID,
-		Parts: a2a.ContentParts{a2a.TextPart{Text: o.message}}, Metadata: map[string]any{"error": errMeta}}
+		Parts: a2a.ContentParts{a2a.TextPart{Text: o.Message}}, Metadata: map[string]any{"error": errMeta}}
 }
 
 // events maps one frame to the A2A events a stream carries for it.
 func (m *a2aMapper) events(r *e2a.Response) ([]a2a.Event, error) {
 	m.bind(r)
 	var evs []a2a.Event
-	if c, ok := contentChunk(r); ok {
+	if c, ok := ContentChunk(r); ok {
 		p, ok := chunkPiece(c)
 		if ok {
 			id := m.pieceArtifactID(r, p)
@@ -541,14 +552,14 @@ func (m *a2aMapper) events(r *e2a.Response) ([]a2a.Event, error) {
 	if len(evs) > 0 && isClosing(evs[len(evs)-1]) {
 		return evs, nil
 	}
-	o := finalOutcome(r)
-	ts := frameTime(r)
-	switch o.state {
+	o := FinalOutcome(r)
+	ts := FrameTime(r)
+	switch o.State {
 	case a2a.TaskStateCompleted:
 		last := &a2a.TaskArtifactUpdateEvent{TaskID: m.taskID, ContextID: m.contextID, LastChunk: true,
 			Artifact: &a2a.Artifact{ID: m.last, Parts: a2a.ContentParts{}}}
-		if !m.content && o.hasRes {
-			if parts := resultParts(o.result); len(parts) > 0 {
+		if !m.content && o.HasResult {
+			if parts := resultParts(o.Result); len(parts) > 0 {
 				id := m.artifactID(r)
 				last.Artifact = &a2a.Artifact{ID: id, Parts: parts}
 				last.Append = m.seen[id] || m.resumed
@@ -557,7 +568,7 @@ func (m *a2aMapper) events(r *e2a.Response) ([]a2a.Event, error) {
 		}
 		evs = append(evs, last, m.statusUpdate(a2a.TaskStateCompleted, ts, nil, true))
 	default:
-		evs = append(evs, m.statusUpdate(o.state, ts, m.failureMessage(r, o), true))
+		evs = append(evs, m.statusUpdate(o.State, ts, m.failureMessage(r, o), true))
 	}
 	return evs, nil
 }

@@ -23,12 +23,12 @@ func TestA2AV1StreamGolden(t *testing.T) {
 	old := now
 	now = func() time.Time { return fixedNow }
 	defer func() { now = old }()
-	for _, sc := range scenarios(t) {
-		if sc.from > 0 || len(sc.frames) == 0 {
+	for _, sc := range Scenarios() {
+		if sc.From > 0 || len(sc.Frames) == 0 {
 			continue
 		}
 		for _, interaction := range []bool{true, false} {
-			name := sc.name
+			name := sc.Name
 			if !interaction {
 				name += "_basic"
 			}
@@ -49,11 +49,11 @@ func TestA2AV1StreamGolden(t *testing.T) {
 					out.WriteByte('\n')
 				}
 				write(m.statusUpdate(a2a.TaskStateSubmitted, &ts, nil, false))
-				for _, st := range sc.steps {
-					if st.kind != "frame" {
+				for _, st := range sc.Steps {
+					if st.Kind != "frame" {
 						continue
 					}
-					evs, err := m.events(sc.frames[st.frame])
+					evs, err := m.events(sc.Frames[st.Frame])
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -41,7 +41,7 @@ func (r *acpRenderer) Start() error {
 		s.head(0)
 		return s.comment("ok")
 	}
-	ndjsonHead(r.o)
+	NDJSONHead(r.o)
 	return nil
 }
 
@@ -49,7 +49,7 @@ func (r *acpRenderer) emit(id string, v any) error {
 	if r.p.SSE {
 		return sse{r.o}.eventJSON(id, "", v)
 	}
-	return writeLineJSON(r.o, v)
+	return WriteLineJSON(r.o, v)
 }
 
 func (r *acpRenderer) Frame(f *Frame) error {
@@ -59,7 +59,7 @@ func (r *acpRenderer) Frame(f *Frame) error {
 		}
 		return writeLine(r.o, b)
 	}
-	resp, err := f.decoded()
+	resp, err := f.Decoded()
 	if err != nil {
 		return err
 	}
@@ -154,11 +154,11 @@ func ACPUpdates(r *e2a.Response) ([]acp.SessionUpdate, error) {
 func chunkToACP(c e2a.ChunkBody) (acp.SessionUpdate, bool) {
 	switch c.DeltaKind {
 	case e2a.DeltaText:
-		return acp.UpdateAgentMessageText(deltaText(c.Delta)), true
+		return acp.UpdateAgentMessageText(DeltaText(c.Delta)), true
 	case e2a.DeltaReasoning:
-		return acp.UpdateAgentThoughtText(deltaText(c.Delta)), true
+		return acp.UpdateAgentThoughtText(DeltaText(c.Delta)), true
 	}
-	obj, ok := asMap(c.Delta)
+	obj, ok := AsMap(c.Delta)
 	if !ok {
 		return acp.SessionUpdate{}, false
 	}

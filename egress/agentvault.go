@@ -194,7 +194,7 @@ func (r *avStream) Start() error {
 }
 
 func (r *avStream) Frame(f *Frame) error {
-	resp, err := f.decoded()
+	resp, err := f.Decoded()
 	if err != nil {
 		return err
 	}
@@ -203,7 +203,7 @@ func (r *avStream) Frame(f *Frame) error {
 		return err
 	}
 	ts := resp.Timestamp
-	if t := frameTime(resp); t != nil {
+	if t := FrameTime(resp); t != nil {
 		ts = avTime(t)
 	}
 	type out struct {

@@ -6,9 +6,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,157 +19,6 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-// step is one call of the driver on a renderer.
-type step struct {
-	kind  string // start, frame, heartbeat, end
-	frame int
-	err   error
-}
-
-// scenario is a sequence of frames built from the specification examples,
-// and the driver calls that render it.
-type scenario struct {
-	name   string
-	frames []*e2a.Response
-	from   int64
-	steps  []step
-	final  bool // the steps include the final frame
-}
-
-var fixedNow = time.Date(2025, 1, 23, 10, 30, 0, 0, time.UTC)
-
-func frameAt(id string, seq int64, kind, status string, final bool, body any, meta map[string]any) *e2a.Response {
-	return &e2a.Response{
-		ProtocolVersion: "1.0", ResponseID: fmt.Sprintf("rsp-%s-%d", id, seq), RequestID: id,
-		Sequence: seq, IsFinal: final, Status: status, ResponseKind: kind,
-		Timestamp:  e2a.FormatTime(fixedNow.Add(time.Duration(seq) * time.Second)),
-		Provenance: e2a.Provenance{SourceProtocol: e2a.SourceA2A},
-		Body:       e2a.MarshalBody(body), Metadata: meta,
-		TaskID: "task-002", ContextID: "ctx-001", SessionID: "s1", JSONRPCID: json.RawMessage(`"req-002"`),
-	}
-}
-
-func chunkFrame(id string, seq int64, dk string, delta any, llm string) *e2a.Response {
-	var meta map[string]any
-	if llm != "" {
-		meta = map[string]any{MetaLLMResponseID: llm}
-	}
-	return frameAt(id, seq, e2a.KindChunk, e2a.StatusInProgress, false, e2a.ChunkBody{DeltaKind: dk, Delta: delta}, meta)
-}
-
-// toolCallFrames is the streaming example of a2a-interaction-spec-trpc.md
-// (weather in Beijing) as E2A frames, with a reasoning chunk first.
-func toolCallFrames() []*e2a.Response {
-	id := "req_weather"
-	return []*e2a.Response{
-		chunkFrame(id, 0, e2a.DeltaReasoning, "Let me check the weather.", "chatcmpl-abc123"),
-		chunkFrame(id, 1, e2a.DeltaTool, map[string]any{"type": "function_call", "id": "call_001", "name": "get_weather", "args": `{"city":"Beijing"}`}, "chatcmpl-abc123"),
-		chunkFrame(id, 2, e2a.DeltaTool, map[string]any{"type": "function_response", "id": "call_001", "name": "get_weather", "response": `{"temp":"20°C"}`}, "chatcmpl-abc123"),
-		chunkFrame(id, 3, e2a.DeltaText, "The current", "chatcmpl-def456"),
-		chunkFrame(id, 4, e2a.DeltaText, " temperature in Beijing is 20°C, sunny.", "chatcmpl-def456"),
-		frameAt(id, 5, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "The current temperature in Beijing is 20°C, sunny."}}, nil),
-	}
-}
-
-// specFrames are the three lines of e2a-protocol.md §12.8, verbatim.
-func specFrames(t testing.TB) []*e2a.Response {
-	lines := []string{
-		`{"protocol_version":"1.0","response_id":"r1","request_id":"req_1","sequence":0,"is_final":false,"status":"in_progress","response_kind":"e2a.chunk","timestamp":"2026-03-29T12:00:00+00:00","provenance":{"source_protocol":"e2a"},"body":{"delta_kind":"text","delta":"Hello"}}`,
-		`{"protocol_version":"1.0","response_id":"r2","request_id":"req_1","sequence":1,"is_final":false,"status":"in_progress","response_kind":"e2a.chunk","timestamp":"2026-03-29T12:00:01+00:00","provenance":{"source_protocol":"e2a"},"body":{"delta_kind":"text","delta":" world"}}`,
-		`{"protocol_version":"1.0","response_id":"r3","request_id":"req_1","sequence":2,"is_final":true,"status":"succeeded","response_kind":"e2a.complete","timestamp":"2026-03-29T12:00:02+00:00","provenance":{"source_protocol":"e2a"},"body":{"result":{"content":"Hello world"}}}`,
-	}
-	var out []*e2a.Response
-	for _, l := range lines {
-		r, err := e2a.ResponseFromJSON([]byte(l))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-func allFrames(frames []*e2a.Response, from int64) []step {
-	steps := []step{{kind: "start"}}
-	for i := range frames {
-		if int64(i) >= from {
-			steps = append(steps, step{kind: "frame", frame: i})
-		}
-	}
-	return append(steps, step{kind: "end"})
-}
-
-func scenarios(t testing.TB) []scenario {
-	var out []scenario
-	spec := specFrames(t)
-	s := allFrames(spec, 0)
-	s = append([]step{s[0], {kind: "heartbeat"}}, s[1:]...) // a heartbeat before the first frame
-	out = append(out, scenario{name: "spec_12_8", frames: spec, steps: s, final: true})
-
-	tc := toolCallFrames()
-	out = append(out, scenario{name: "trpc_tool_call", frames: tc, steps: allFrames(tc, 0), final: true})
-	out = append(out, scenario{name: "resume_from_3", frames: tc, from: 3, steps: allFrames(tc, 3), final: true})
-
-	id := "req_code"
-	code := []*e2a.Response{
-		chunkFrame(id, 0, e2a.DeltaCustom, map[string]any{"type": "executable_code", "code": "print(6*7)", "language": "python"}, "chatcmpl-c1"),
-		chunkFrame(id, 1, e2a.DeltaCustom, map[string]any{"type": "code_execution_result", "output": "42", "outcome": "OUTCOME_OK"}, "chatcmpl-c1"),
-		chunkFrame(id, 2, e2a.DeltaText, "The answer is 42.", "chatcmpl-c2"),
-		frameAt(id, 3, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "The answer is 42."}}, nil),
-	}
-	out = append(out, scenario{name: "code_execution", frames: code, steps: allFrames(code, 0), final: true})
-
-	id = "req_single"
-	single := []*e2a.Response{
-		frameAt(id, 0, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "The current temperature in Beijing is 20°C."}}, map[string]any{MetaLLMResponseID: "chatcmpl-ghi789"}),
-	}
-	out = append(out, scenario{name: "single_message", frames: single, steps: allFrames(single, 0), final: true})
-
-	id = "req_err"
-	errFrames := []*e2a.Response{
-		chunkFrame(id, 0, e2a.DeltaText, "Partial", ""),
-		frameAt(id, 1, e2a.KindError, e2a.StatusFailed, true, e2a.ErrorBody{Code: "handler_error", Message: "model overloaded", Retryable: true, Details: map[string]any{"upstream": "llm"}}, nil),
-	}
-	out = append(out, scenario{name: "error", frames: errFrames, steps: allFrames(errFrames, 0), final: true})
-
-	id = "req_cancel"
-	cancel := []*e2a.Response{
-		chunkFrame(id, 0, e2a.DeltaText, "Working on it", ""),
-		frameAt(id, 1, e2a.KindError, e2a.StatusFailed, true, e2a.ErrorBody{Code: e2a.ErrCodeCancelled, Message: "cancelled by the client"}, nil),
-	}
-	out = append(out, scenario{name: "cancel", frames: cancel, steps: allFrames(cancel, 0), final: true})
-
-	id = "req_acp"
-	acpFrames := []*e2a.Response{
-		frameAt(id, 0, e2a.KindACPSessionUpd, e2a.StatusInProgress, false, map[string]any{"sessionId": "s1", "update": map[string]any{"sessionUpdate": "agent_thought_chunk", "content": map[string]any{"type": "text", "text": "Planning"}}}, nil),
-		frameAt(id, 1, e2a.KindACPSessionUpd, e2a.StatusInProgress, false, map[string]any{"sessionUpdate": "plan", "entries": []any{map[string]any{"content": "read the file", "priority": "high", "status": "pending"}}}, nil),
-		frameAt(id, 2, e2a.KindACPSessionUpd, e2a.StatusInProgress, false, map[string]any{"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "read_file", "kind": "read", "status": "pending", "rawInput": map[string]any{"path": "a.txt"}}, nil),
-		frameAt(id, 3, e2a.KindACPSessionUpd, e2a.StatusInProgress, false, map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed", "rawOutput": map[string]any{"text": "hello"}}, nil),
-		frameAt(id, 4, e2a.KindACPSessionUpd, e2a.StatusInProgress, false, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": "The file says hello."}}, nil),
-		frameAt(id, 5, e2a.KindACPPromptRes, e2a.StatusSucceeded, true, map[string]any{"stop_reason": "end_turn"}, nil),
-	}
-	out = append(out, scenario{name: "acp_native", frames: acpFrames, steps: allFrames(acpFrames, 0), final: true})
-
-	id = "req_a2a"
-	a2aFrames := []*e2a.Response{
-		frameAt(id, 0, e2a.KindA2AStreamEvent, e2a.StatusInProgress, false, e2a.StreamEventBody{Branch: e2a.BranchStatusUpdate,
-			Payload: map[string]any{"task_id": "task-002", "context_id": "ctx-001", "status": map[string]any{"state": "TASK_STATE_WORKING"}, "final": false}}, nil),
-		frameAt(id, 1, e2a.KindA2AStreamEvent, e2a.StatusInProgress, false, e2a.StreamEventBody{Branch: e2a.BranchArtifactUpdate,
-			Payload: map[string]any{"task_id": "task-002", "context_id": "ctx-001", "artifact": map[string]any{"artifact_id": "art-1", "parts": []any{map[string]any{"text": "Native A2A text"}}}}}, nil),
-		frameAt(id, 2, e2a.KindA2ATask, e2a.StatusSucceeded, true, map[string]any{"id": "task-002", "context_id": "ctx-001",
-			"status":    map[string]any{"state": "TASK_STATE_COMPLETED", "timestamp": "2025-01-23T10:30:02Z"},
-			"artifacts": []any{map[string]any{"artifact_id": "art-1", "parts": []any{map[string]any{"text": "Native A2A text"}}}}}, nil),
-	}
-	out = append(out, scenario{name: "a2a_native", frames: a2aFrames, steps: allFrames(a2aFrames, 0), final: true})
-
-	out = append(out, scenario{name: "not_found", steps: []step{{kind: "end", err: fmt.Errorf("%w: %q", ErrNotFound, "nope")}}})
-	id = "req_slow"
-	slow := []*e2a.Response{chunkFrame(id, 0, e2a.DeltaText, "Hello", "")}
-	out = append(out, scenario{name: "timeout", frames: slow, steps: []step{{kind: "start"}, {kind: "frame"}, {kind: "heartbeat"},
-		{kind: "end", err: fmt.Errorf("%w: request %q: waited 5m0s", ErrWaitTimeout, id)}}})
-	return out
-}
-
 // rendererCase is one renderer under the suite: how to build it, and what
 // its output must satisfy beyond the golden bytes.
 type rendererCase struct {
@@ -180,8 +26,8 @@ type rendererCase struct {
 	sse  bool
 	// format is the output format (Formats) the renderer writes.
 	format string
-	make   func(o *Output, sc scenario) Renderer
-	check  func(t *testing.T, sc scenario, status int, body []byte)
+	make   func(o *Output, sc Scenario) Renderer
+	check  func(t *testing.T, sc Scenario, status int, body []byte)
 }
 
 // ConformanceFormats returns, for each output format, the renderer cases
@@ -195,57 +41,49 @@ func ConformanceFormats() map[string][]string {
 	return out
 }
 
-func reqID(sc scenario) string {
-	if len(sc.frames) > 0 {
-		return sc.frames[0].RequestID
-	}
-	return "nope"
-}
+func reqID(sc Scenario) string { return sc.RequestID() }
 
 func renderers() []rendererCase {
 	return []rendererCase{
-		{name: "e2a_sse", format: FormatE2ASSE, sse: true, make: func(o *Output, sc scenario) Renderer { return NewE2ASSE(o, 2*time.Second, "") },
+		{name: "e2a_sse", format: FormatE2ASSE, sse: true, make: func(o *Output, sc Scenario) Renderer { return NewE2ASSE(o, 2*time.Second, "") },
 			check: checkE2ASSE},
-		{name: "e2a_ndjson", format: FormatE2ANDJSON, make: func(o *Output, sc scenario) Renderer { return NewE2ANDJSON(o) }, check: checkE2ANDJSON},
-		{name: "e2a_json", format: FormatE2AJSON, make: func(o *Output, sc scenario) Renderer {
-			return NewE2AJSON(o, reqID(sc), []byte(`{"request_id":"`+reqID(sc)+`","method":"chat.send"}`), sc.final, sc.from)
+		{name: "e2a_ndjson", format: FormatE2ANDJSON, make: func(o *Output, sc Scenario) Renderer { return NewE2ANDJSON(o) }, check: checkE2ANDJSON},
+		{name: "e2a_json", format: FormatE2AJSON, make: func(o *Output, sc Scenario) Renderer {
+			return NewE2AJSON(o, reqID(sc), []byte(`{"request_id":"`+reqID(sc)+`","method":"chat.send"}`), sc.Final, sc.From)
 		}, check: checkE2AJSON},
-		{name: "a2a_stream", format: FormatA2ASSE, sse: true, make: func(o *Output, sc scenario) Renderer {
-			return NewA2AStream(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-002"`), TaskID: "task-002", ContextID: "ctx-001", Submitted: fixedNow, Interaction: true}, sc.from)
+		{name: "a2a_stream", format: FormatA2ASSE, sse: true, make: func(o *Output, sc Scenario) Renderer {
+			return NewA2AStream(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-002"`), TaskID: "task-002", ContextID: "ctx-001", Submitted: fixedNow, Interaction: true}, sc.From)
 		}, check: checkA2AStream},
-		{name: "a2a_send", format: FormatA2AJSON, make: func(o *Output, sc scenario) Renderer {
+		{name: "a2a_send", format: FormatA2AJSON, make: func(o *Output, sc Scenario) Renderer {
 			return NewA2ASend(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-001"`), Interaction: true})
 		}, check: checkA2ASend},
-		{name: "a2a_stream_basic", format: FormatA2ASSE, sse: true, make: func(o *Output, sc scenario) Renderer {
-			return NewA2AStream(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-002"`), TaskID: "task-002", ContextID: "ctx-001", Submitted: fixedNow}, sc.from)
+		{name: "a2a_stream_basic", format: FormatA2ASSE, sse: true, make: func(o *Output, sc Scenario) Renderer {
+			return NewA2AStream(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-002"`), TaskID: "task-002", ContextID: "ctx-001", Submitted: fixedNow}, sc.From)
 		}, check: checkBasic(checkA2AStream)},
-		{name: "a2a_send_basic", format: FormatA2AJSON, make: func(o *Output, sc scenario) Renderer {
+		{name: "a2a_send_basic", format: FormatA2AJSON, make: func(o *Output, sc Scenario) Renderer {
 			return NewA2ASend(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-001"`)})
 		}, check: checkBasic(checkA2ASend)},
-		{name: "a2a_stream_text_only", format: FormatA2ASSE, sse: true, make: func(o *Output, sc scenario) Renderer {
+		{name: "a2a_stream_text_only", format: FormatA2ASSE, sse: true, make: func(o *Output, sc Scenario) Renderer {
 			return NewA2AStream(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-002"`), TaskID: "task-002", ContextID: "ctx-001", Submitted: fixedNow,
-				AcceptedOutputModes: []string{"text/plain"}, Interaction: true}, sc.from)
+				AcceptedOutputModes: []string{"text/plain"}, Interaction: true}, sc.From)
 		}, check: checkTextOnly(checkA2AStream)},
-		{name: "a2a_send_text_only", format: FormatA2AJSON, make: func(o *Output, sc scenario) Renderer {
+		{name: "a2a_send_text_only", format: FormatA2AJSON, make: func(o *Output, sc Scenario) Renderer {
 			return NewA2ASend(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-001"`), AcceptedOutputModes: []string{"text/plain"}, Interaction: true})
 		}, check: checkTextOnly(checkA2ASend)},
-		{name: "agentvault_sse", format: FormatAgentVaultSSE, sse: true, make: func(o *Output, sc scenario) Renderer {
+		{name: "agentvault_sse", format: FormatAgentVaultSSE, sse: true, make: func(o *Output, sc Scenario) Renderer {
 			return NewAgentVaultStream(o, reqID(sc), AgentVaultParams{TaskID: "task-abc-123"})
 		}, check: checkAgentVault},
-		{name: "acp_ndjson", format: FormatACP, make: func(o *Output, sc scenario) Renderer {
+		{name: "acp_ndjson", format: FormatACP, make: func(o *Output, sc Scenario) Renderer {
 			return NewACP(o, ACPParams{JSONRPCID: json.RawMessage(`42`), SessionID: "s1"})
 		}, check: checkACP},
-		{name: "acp_sse", format: FormatACP, sse: true, make: func(o *Output, sc scenario) Renderer {
+		{name: "acp_sse", format: FormatACP, sse: true, make: func(o *Output, sc Scenario) Renderer {
 			return NewACP(o, ACPParams{JSONRPCID: json.RawMessage(`42`), SessionID: "s1", SSE: true})
 		}, check: checkACP},
-		{name: "a2e_ndjson", format: FormatA2ENDJSON, make: func(o *Output, sc scenario) Renderer {
-			return NewA2E(o, A2EParams{ReqID: "a1b2c3", ReqType: "tool/call/req"})
-		}, check: checkA2E},
 	}
 }
 
-// TestRendererConformance runs every renderer through every scenario,
-// compares the output step by step with testdata/<renderer>/<scenario>.golden
+// TestRendererConformance runs every renderer through every Scenario,
+// compares the output step by step with testdata/<renderer>/<Scenario>.golden
 // (go test -run Conformance -update rewrites them), and checks what every
 // renderer must do whatever its format.
 func TestRendererConformance(t *testing.T) {
@@ -253,86 +91,30 @@ func TestRendererConformance(t *testing.T) {
 	now = func() time.Time { return fixedNow }
 	defer func() { now = old }()
 	for _, rc := range renderers() {
-		for _, sc := range scenarios(t) {
-			t.Run(rc.name+"/"+sc.name, func(t *testing.T) {
-				rec := httptest.NewRecorder()
-				o := NewOutput(rec, time.Second)
-				rend := rc.make(o, sc)
-				var golden bytes.Buffer
-				mark := 0
-				started := false
-				for _, st := range sc.steps {
-					var err error
-					label := st.kind
-					switch st.kind {
-					case "start":
-						err = rend.Start()
-						started = true
-					case "frame":
-						f := sc.frames[st.frame]
-						raw, _ := json.Marshal(f)
-						err = rend.Frame(&Frame{Response: f, Raw: raw, StreamSeq: uint64(st.frame + 1)})
-						label = fmt.Sprintf("frame %d", f.Sequence)
-					case "heartbeat":
-						err = rend.Heartbeat()
-					case "end":
-						err = rend.End(st.err)
-						if st.err != nil {
-							label = "end: " + st.err.Error()
-						}
-					}
-					if err != nil {
-						t.Fatalf("%s: %v", label, err)
-					}
-					if err := o.Flush(); err != nil {
-						t.Fatal(err)
-					}
-					out := rec.Body.Bytes()[mark:]
-					mark = rec.Body.Len()
-					fmt.Fprintf(&golden, "### %s\n%s", label, out)
-					if len(out) > 0 && out[len(out)-1] != '\n' {
-						golden.WriteString("\n")
-					}
-				}
-				res := rec.Result()
-				head := fmt.Sprintf("# status %d\n", res.StatusCode)
-				for _, h := range []string{"Content-Type", "Cache-Control", "X-Accel-Buffering"} {
-					if v := res.Header.Get(h); v != "" {
-						head += fmt.Sprintf("# %s: %s\n", h, v)
-					}
-				}
-				got := head + golden.String()
-				path := filepath.Join("testdata", rc.name, sc.name+".golden")
-				if *update {
-					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-						t.Fatal(err)
-					}
-					if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
-				want, err := os.ReadFile(path)
+		for _, sc := range Scenarios() {
+			t.Run(rc.name+"/"+sc.Name, func(t *testing.T) {
+				run, err := RunConformance(sc, func(o *Output) Renderer { return rc.make(o, sc) })
 				if err != nil {
-					t.Fatalf("%v (run with -update to create it)", err)
+					t.Fatal(err)
 				}
-				if got != string(want) {
-					t.Errorf("output differs from %s (run with -update after checking):\n--- got\n%s\n--- want\n%s", path, got, want)
+				if err := MatchGolden(GoldenPath(rc.name, sc.Name), run.Golden, *update); err != nil {
+					t.Error(err)
 				}
 				// Invariants shared by every renderer.
-				if started && rc.sse {
+				if run.Started && rc.sse {
 					for h, v := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
-						if res.Header.Get(h) != v {
-							t.Errorf("%s = %q, want %q", h, res.Header.Get(h), v)
+						if run.Header.Get(h) != v {
+							t.Errorf("%s = %q, want %q", h, run.Header.Get(h), v)
 						}
 					}
 				}
-				if rec.Body.Len() == 0 {
+				if len(run.Body) == 0 {
 					t.Errorf("nothing written")
 				}
-				if rc.sse && res.Header.Get("Content-Type") == "text/event-stream" {
-					checkSSESyntax(t, rec.Body.Bytes())
+				if rc.sse && run.Header.Get("Content-Type") == "text/event-stream" {
+					checkSSESyntax(t, run.Body)
 				}
-				rc.check(t, sc, res.StatusCode, rec.Body.Bytes())
+				rc.check(t, sc, run.Status, run.Body)
 			})
 		}
 	}
@@ -340,8 +122,8 @@ func TestRendererConformance(t *testing.T) {
 
 // checkTextOnly: with acceptedOutputModes ["text/plain"] no DataPart is
 // sent (they are dropped), besides what check requires.
-func checkTextOnly(check func(t *testing.T, sc scenario, status int, body []byte)) func(t *testing.T, sc scenario, status int, body []byte) {
-	return func(t *testing.T, sc scenario, status int, body []byte) {
+func checkTextOnly(check func(t *testing.T, sc Scenario, status int, body []byte)) func(t *testing.T, sc Scenario, status int, body []byte) {
+	return func(t *testing.T, sc Scenario, status int, body []byte) {
 		t.Helper()
 		if bytes.Contains(body, []byte(`"kind":"data"`)) {
 			t.Errorf("a DataPart for a text/plain client:\n%s", body)
@@ -352,8 +134,8 @@ func checkTextOnly(check func(t *testing.T, sc scenario, status int, body []byte
 
 // checkBasic: without the interaction-spec extension no thought part and
 // no function_call/function_response DataPart is sent.
-func checkBasic(check func(t *testing.T, sc scenario, status int, body []byte)) func(t *testing.T, sc scenario, status int, body []byte) {
-	return func(t *testing.T, sc scenario, status int, body []byte) {
+func checkBasic(check func(t *testing.T, sc Scenario, status int, body []byte)) func(t *testing.T, sc Scenario, status int, body []byte) {
+	return func(t *testing.T, sc Scenario, status int, body []byte) {
 		t.Helper()
 		for _, bad := range []string{`"thought":true`, `"type":"function_call"`, `"type":"function_response"`} {
 			if bytes.Contains(body, []byte(bad)) {
@@ -398,39 +180,33 @@ func sseData(t *testing.T, body []byte) []sseEvent {
 
 func ndjsonLines(t *testing.T, body []byte) [][]byte {
 	t.Helper()
-	var out [][]byte
-	for _, l := range bytes.Split(body, []byte("\n")) {
-		if len(bytes.TrimSpace(l)) == 0 {
-			continue
-		}
-		if !json.Valid(l) {
-			t.Fatalf("line is not JSON: %s", l)
-		}
-		out = append(out, l)
+	out, err := NDJSONLines(body)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
 
-func wantErr(sc scenario) error {
-	for _, st := range sc.steps {
-		if st.kind == "end" {
-			return st.err
+func wantErr(sc Scenario) error {
+	for _, st := range sc.Steps {
+		if st.Kind == "end" {
+			return st.Err
 		}
 	}
 	return nil
 }
 
-func rendered(sc scenario) []*e2a.Response {
+func rendered(sc Scenario) []*e2a.Response {
 	var out []*e2a.Response
-	for _, st := range sc.steps {
-		if st.kind == "frame" {
-			out = append(out, sc.frames[st.frame])
+	for _, st := range sc.Steps {
+		if st.Kind == "frame" {
+			out = append(out, sc.Frames[st.Frame])
 		}
 	}
 	return out
 }
 
-func checkE2ASSE(t *testing.T, sc scenario, status int, body []byte) {
+func checkE2ASSE(t *testing.T, sc Scenario, status int, body []byte) {
 	if err := wantErr(sc); err != nil && len(rendered(sc)) == 0 {
 		st, _ := Classify(err)
 		if status != st {
@@ -450,7 +226,7 @@ func checkE2ASSE(t *testing.T, sc scenario, status int, body []byte) {
 	}
 }
 
-func checkE2ANDJSON(t *testing.T, sc scenario, status int, body []byte) {
+func checkE2ANDJSON(t *testing.T, sc Scenario, status int, body []byte) {
 	lines := ndjsonLines(t, body)
 	fr := rendered(sc)
 	for i, f := range fr {
@@ -464,7 +240,7 @@ func checkE2ANDJSON(t *testing.T, sc scenario, status int, body []byte) {
 	}
 }
 
-func checkE2AJSON(t *testing.T, sc scenario, status int, body []byte) {
+func checkE2AJSON(t *testing.T, sc Scenario, status int, body []byte) {
 	var v map[string]any
 	if err := json.Unmarshal(body, &v); err != nil {
 		t.Fatalf("not JSON: %v", err)
@@ -480,15 +256,15 @@ func checkE2AJSON(t *testing.T, sc scenario, status int, body []byte) {
 	if len(view.Frames) != len(rendered(sc)) {
 		t.Errorf("%d frames", len(view.Frames))
 	}
-	if sc.final != (status == 200) {
-		t.Errorf("status %d for final=%v", status, sc.final)
+	if sc.Final != (status == 200) {
+		t.Errorf("status %d for final=%v", status, sc.Final)
 	}
 }
 
 // checkA2AStream: every data: is a JSON-RPC response with the request's id
 // whose result decodes as an A2A event; a finished stream ends with a final
 // status-update.
-func checkA2AStream(t *testing.T, sc scenario, status int, body []byte) {
+func checkA2AStream(t *testing.T, sc Scenario, status int, body []byte) {
 	if status != 200 {
 		t.Errorf("status %d", status)
 	}
@@ -516,14 +292,14 @@ func checkA2AStream(t *testing.T, sc scenario, status int, body []byte) {
 		}
 		last = e
 	}
-	if sc.final {
+	if sc.Final {
 		if !isClosing(last) {
 			t.Errorf("stream does not end with a final event: %#v", last)
 		}
 	}
 }
 
-func checkA2ASend(t *testing.T, sc scenario, status int, body []byte) {
+func checkA2ASend(t *testing.T, sc Scenario, status int, body []byte) {
 	var resp struct {
 		ID     string          `json:"id"`
 		Result json.RawMessage `json:"result"`
@@ -542,7 +318,7 @@ func checkA2ASend(t *testing.T, sc scenario, status int, body []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	switch sc.name {
+	switch sc.Name {
 	case "spec_12_8", "single_message", "resume_from_3":
 		if _, ok := e.(*a2a.Message); !ok {
 			t.Errorf("one message must be a Message, got %T", e)
@@ -554,7 +330,7 @@ func checkA2ASend(t *testing.T, sc scenario, status int, body []byte) {
 	}
 }
 
-func checkAgentVault(t *testing.T, sc scenario, status int, body []byte) {
+func checkAgentVault(t *testing.T, sc Scenario, status int, body []byte) {
 	evs := sseData(t, body)
 	for _, ev := range evs {
 		switch ev.Event {
@@ -563,7 +339,7 @@ func checkAgentVault(t *testing.T, sc scenario, status int, body []byte) {
 			t.Errorf("event %q", ev.Event)
 		}
 	}
-	if sc.final {
+	if sc.Final {
 		var st AVStatusEvent
 		last := evs[len(evs)-1]
 		if err := json.Unmarshal([]byte(last.Data), &st); err != nil || last.Event != "task_status" ||
@@ -578,7 +354,7 @@ func checkAgentVault(t *testing.T, sc scenario, status int, body []byte) {
 
 // checkACP: notifications decode as acp.SessionNotification, the last
 // message is the response to id 42 with a stopReason or an error.
-func checkACP(t *testing.T, sc scenario, status int, body []byte) {
+func checkACP(t *testing.T, sc Scenario, status int, body []byte) {
 	var msgs [][]byte
 	if bytes.Contains(body, []byte("data: ")) {
 		for _, ev := range sseData(t, body) {
@@ -598,7 +374,7 @@ func checkACP(t *testing.T, sc scenario, status int, body []byte) {
 		if err := json.Unmarshal(m, &probe); err != nil {
 			t.Fatal(err)
 		}
-		if i < len(msgs)-1 || (!sc.final && wantErr(sc) == nil) {
+		if i < len(msgs)-1 || (!sc.Final && wantErr(sc) == nil) {
 			var n acp.SessionNotification
 			if probe.Method != "session/update" || json.Unmarshal(probe.Params, &n) != nil || n.SessionId != "s1" {
 				t.Errorf("message %d is not a session/update: %s", i, m)
@@ -613,35 +389,6 @@ func checkACP(t *testing.T, sc scenario, status int, body []byte) {
 			if err := json.Unmarshal(probe.Result, &pr); err != nil || pr.StopReason == "" {
 				t.Errorf("result %s", probe.Result)
 			}
-		}
-	}
-}
-
-func checkA2E(t *testing.T, sc scenario, status int, body []byte) {
-	lines := ndjsonLines(t, body)
-	var seq int64 = -1
-	for i, l := range lines {
-		var m A2EMessage
-		if err := json.Unmarshal(l, &m); err != nil || m.A2E != "1.0" || m.ReqID != "a1b2c3" {
-			t.Fatalf("line %d: %s", i, l)
-		}
-		switch m.Type {
-		case A2EEventType:
-			if m.Seq == nil || *m.Seq <= seq {
-				t.Errorf("seq not increasing: %s", l)
-			} else {
-				seq = *m.Seq
-			}
-		case "tool/call/resp":
-			if i != len(lines)-1 {
-				t.Errorf("response before the end")
-			}
-		case A2EErrorType:
-			if m.Retryable == nil || m.Code == "" || m.CapabilityName != "tool" {
-				t.Errorf("error %s", l)
-			}
-		default:
-			t.Errorf("type %q", m.Type)
 		}
 	}
 }

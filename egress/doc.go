@@ -58,7 +58,7 @@
 //	svc.ServeA2AStream(w, r, requestID, A2AParams{…}) // message/stream
 //	svc.ServeA2ASend(w, r, requestID, A2AParams{…})   // message/send: Message or Task
 //	svc.ServeACP(w, r, requestID, ACPParams{…})       // session/prompt: session/update …, {stopReason}
-//	svc.ServeA2E(w, r, requestID, A2EParams{…})       // invoke/event …, …/resp or error
+//	svc.Serve(w, r, requestID, format, newRenderer)  // any renderer, e.g. a protocol package's
 //
 // For existing tasks (request ids from the E2A_TASKS index ingress keeps):
 //
@@ -87,12 +87,17 @@
 // A [Renderer] (Start, Frame, Heartbeat, End) writes one output format to
 // an [Output]; [Service.Stream] drives any renderer with a reader, so a new
 // format is one renderer: [NewE2ASSE], [NewE2ANDJSON], [NewE2AJSON],
-// [NewA2AStream], [NewA2ASend], [NewAgentVaultStream], [NewACP], [NewA2E].
-// One conformance suite (conformance_test.go) runs each through the same
-// scenarios built from the specification examples, frame by frame against
-// testdata/<renderer>/<scenario>.golden (go test ./egress -run Conformance
-// -update rewrites them), including error, cancel, resume and not-found
-// paths.
+// [NewA2AStream], [NewA2ASend], [NewAgentVaultStream], [NewACP], and the
+// renderers of the protocol packages (protocols/a2e), served with
+// [Service.Serve] and built on what egress exports for them ([FrameTime],
+// [FinalOutcome], [ContentChunk], [DeltaText], [AsMap], [NDJSONHead],
+// [WriteLineJSON], [Frame.Decoded], [Classify]). One conformance suite runs
+// each through the same scenarios built from the specification examples
+// ([Scenarios], driven by [RunConformance]), frame by frame against
+// testdata/<renderer>/<scenario>.golden ([MatchGolden]; go test ./egress
+// -run Conformance -update rewrites egress's, go test ./protocols/a2e
+// -update the A2E package's), including error, cancel, resume and
+// not-found paths.
 //
 // Mappings: A2A follows a2a-interaction-spec-trpc.md — text → TextPart,
 // reasoning → TextPart metadata thought=true, tool call → DataPart {id,
@@ -107,7 +112,8 @@
 // or an error; [E2AResponseToACPJSONRPCResponse] and
 // [E2AResponseToA2AStreamPayload] are the spec §8 adapters, and
 // [FillProjections] fills the L3 projections on request (?projections=true
-// on the E2A endpoints), never read back. A2E: invoke/event {kind, req_id,
-// data, seq}, then the response type matching the request type, or error
-// {code, message, detail, retryable, capability_name}.
+// on the E2A endpoints), never read back. A2E (rendered by package
+// protocols/a2e): invoke/event {kind, req_id, data, seq}, then the response
+// type matching the request type, or error {code, message, detail,
+// retryable, capability_name}.
 package egress

@@ -132,7 +132,7 @@ func (s *Service) CancelRequest(ctx context.Context, requestID string, cancel Ca
 	var final *e2a.Response
 	err = Replay(wctx, s.nc, requestID, 0, func(f Frame) error {
 		if f.isFinal() {
-			r, err := f.decoded()
+			r, err := f.Decoded()
 			if err != nil {
 				return err
 			}
@@ -146,7 +146,7 @@ func (s *Service) CancelRequest(ctx context.Context, requestID string, cancel Ca
 	if final == nil {
 		return false, nil
 	}
-	if finalOutcome(final).state != a2a.TaskStateCanceled {
+	if FinalOutcome(final).State != a2a.TaskStateCanceled {
 		return false, fmt.Errorf("%w: %q ended %s", ErrNotCancelable, requestID, final.Status)
 	}
 	return true, nil
@@ -254,15 +254,22 @@ func (s *Service) ACPStream(ctx context.Context, w http.ResponseWriter, requestI
 	s.Stream(ctx, o, NewACP(o, p), FormatACP, requestID, from, WithoutRequestCheck())
 }
 
-// ServeA2E answers an A2E request ingress just accepted: invoke/event
-// lines, then the response or error line.
-func (s *Service) ServeA2E(w http.ResponseWriter, r *http.Request, requestID string, p A2EParams) {
+// NewRenderer builds a renderer on the response it writes to.
+type NewRenderer func(o *Output) Renderer
+
+// Serve answers a request the front door just accepted with the renderer
+// newRenderer builds, in the output format named format (one of
+// [Formats], the metrics' label): its frames from the resume point of r
+// (Last-Event-ID or ?from=; a bad one ends the answer at once) then live,
+// up to the final frame. The renderers of protocol packages are served
+// through it.
+func (s *Service) Serve(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer NewRenderer) {
 	o := NewOutput(w, s.cfg.writeTimeout)
-	rend := NewA2E(o, p)
+	rend := newRenderer(o)
 	from, err := ResumePoint(r)
 	if err != nil {
-		s.finish(o, rend, FormatA2ENDJSON, err)
+		s.finish(o, rend, format, err)
 		return
 	}
-	s.Stream(r.Context(), o, rend, FormatA2ENDJSON, requestID, from, WithoutRequestCheck())
+	s.Stream(r.Context(), o, rend, format, requestID, from, WithoutRequestCheck())
 }

@@ -16,8 +16,7 @@ import (
 )
 
 // now is the clock of the few values not taken from frames (the submitted
-// status-update of a stream without a given time, A2E end-of-stream
-// errors); tests fix it.
+// status-update of a stream without a given time); tests fix it.
 var now = time.Now
 
 // Renderer turns the frames of one request into one output format on one
@@ -283,8 +282,9 @@ func (s sse) eventJSON(id, event string, v any) error {
 
 func seqID(f *Frame) string { return strconv.FormatInt(f.sequence(), 10) }
 
-// ndjsonHead writes the head of an NDJSON response.
-func ndjsonHead(o *Output) {
+// NDJSONHead writes the head of an NDJSON response: 200,
+// application/x-ndjson, no caching or proxy buffering.
+func NDJSONHead(o *Output) {
 	h := o.Header()
 	h.Set("Content-Type", "application/x-ndjson")
 	h.Set("Cache-Control", "no-cache")
@@ -300,7 +300,8 @@ func writeLine(o *Output, b []byte) error {
 	return err
 }
 
-func writeLineJSON(o *Output, v any) error {
+// WriteLineJSON writes v as one compact JSON line (an NDJSON record).
+func WriteLineJSON(o *Output, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -313,7 +314,7 @@ func writeLineJSON(o *Output, v any) error {
 type projecting struct{ Renderer }
 
 func (p projecting) Frame(f *Frame) error {
-	resp, err := f.decoded()
+	resp, err := f.Decoded()
 	if err != nil {
 		return err
 	}

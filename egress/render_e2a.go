@@ -74,7 +74,7 @@ type e2aNDJSON struct{ o *Output }
 func NewE2ANDJSON(o *Output) Renderer { return &e2aNDJSON{o: o} }
 
 func (r *e2aNDJSON) Start() error {
-	ndjsonHead(r.o)
+	NDJSONHead(r.o)
 	return nil
 }
 
@@ -93,7 +93,7 @@ func (r *e2aNDJSON) End(err error) error {
 	if !r.o.Started() {
 		return r.o.writeJSON(st, body)
 	}
-	return writeLineJSON(r.o, body)
+	return WriteLineJSON(r.o, body)
 }
 
 // Request states of the aggregated E2A JSON.
@@ -164,7 +164,7 @@ func (r *e2aJSON) Frame(f *Frame) error {
 	r.next = f.sequence() + 1
 	if f.isFinal() {
 		// Only the final frame is decoded whole, for its status.
-		resp, err := f.decoded()
+		resp, err := f.Decoded()
 		if err != nil {
 			return err
 		}

@@ -23,7 +23,7 @@ import (
 type Frame struct {
 	// Response is the decoded frame. Readers from Open and Replay always
 	// fill it; the readers the Service opens for the E2A pass-through
-	// renderers leave it nil and decode it only on demand (Frame.decoded).
+	// renderers leave it nil and decode it only on demand (Frame.Decoded).
 	Response *e2a.Response
 	// Raw is the frame exactly as stored in E2A_RESPONSES, so that E2A
 	// renderers pass it through without re-encoding. It is shared: do not
@@ -193,9 +193,9 @@ func skipValue(data []byte, i int) int {
 	return i
 }
 
-// decoded returns the decoded frame, decoding Raw on first use when the
+// Decoded returns the decoded frame, decoding Raw on first use when the
 // reader did not (a reader opened withoutDecode).
-func (f *Frame) decoded() (*e2a.Response, error) {
+func (f *Frame) Decoded() (*e2a.Response, error) {
 	if f.Response == nil {
 		resp := new(e2a.Response)
 		if err := json.Unmarshal(f.Raw, resp); err != nil {
@@ -378,7 +378,7 @@ func withMux(m *streams.DirectGetter) ReplayOption { return func(c *replayConfig
 
 // withoutDecode makes the reader decode only the head of each frame
 // (sequence, is_final, response_kind): Frame.Response stays nil and is
-// decoded by Frame.decoded when a renderer needs it. The E2A pass-through
+// decoded by Frame.Decoded when a renderer needs it. The E2A pass-through
 // renderers write Raw and never do.
 func withoutDecode() ReplayOption { return func(c *replayConfig) { c.lazy = true } }
 

@@ -32,7 +32,7 @@ const (
 	FormatA2AJSON       = "a2a_json"
 	FormatAgentVaultSSE = "agentvault_sse"
 	FormatACP           = "acp"
-	FormatA2ENDJSON     = "a2e_ndjson"
+	FormatA2ENDJSON     = "a2e_ndjson" // rendered by package protocols/a2e
 )
 
 // Formats lists every output format, in a stable order.

@@ -44,18 +44,18 @@ func taskGolden(t *testing.T, dir, name string, v any) []byte {
 // testdata/a2a_task and testdata/agentvault_task. No part list is ever
 // null: the reply text of every turn is in the task.
 func TestTasksGetGolden(t *testing.T) {
-	for _, sc := range scenarios(t) {
-		if !sc.final || sc.from > 0 {
+	for _, sc := range Scenarios() {
+		if !sc.Final || sc.From > 0 {
 			continue
 		}
-		t.Run(sc.name, func(t *testing.T) {
+		t.Run(sc.Name, func(t *testing.T) {
 			env := &e2a.Envelope{RequestID: reqID(sc), Params: map[string]any{"text": "question"}}
-			task := BuildA2ATask("task-002", "ctx-001", []A2ARequest{{Envelope: env, Frames: sc.frames}}, nil)
-			b := taskGolden(t, "a2a_task", sc.name, task)
+			task := BuildA2ATask("task-002", "ctx-001", []A2ARequest{{Envelope: env, Frames: sc.Frames}}, nil)
+			b := taskGolden(t, "a2a_task", sc.Name, task)
 			if strings.Contains(string(b), `"parts": null`) {
 				t.Errorf("null parts in tasks/get:\n%s", b)
 			}
-			taskGolden(t, "agentvault_task", sc.name, AgentVaultTask(task, "2025-01-23T10:30:00Z"))
+			taskGolden(t, "agentvault_task", sc.Name, AgentVaultTask(task, "2025-01-23T10:30:00Z"))
 		})
 	}
 }

@@ -6,22 +6,22 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/protocols/a2e"
 )
 
-func readA2E(t *testing.T, p *pipeline, body string) []egress.A2EMessage {
+func readA2E(t *testing.T, p *pipeline, body string) []a2e.Message {
 	t.Helper()
 	resp := p.post(t, "/a2e", "application/x-ndjson", body)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
 		t.Fatalf("status %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	var out []egress.A2EMessage
+	var out []a2e.Message
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		if strings.TrimSpace(sc.Text()) == "" {
 			continue
 		}
-		var m egress.A2EMessage
+		var m a2e.Message
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			t.Fatalf("line %q: %v", sc.Text(), err)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/protocols/a2e"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -114,7 +115,7 @@ func TestAuthEveryEndpoint(t *testing.T) {
 			}
 		}},
 		{"a2e", "/a2e", `{"a2e":"1.0","id":"c1","type":"tool/call/req","req_id":"r"}`, func(t *testing.T, b []byte) {
-			var m egress.A2EMessage
+			var m a2e.Message
 			if json.Unmarshal(b, &m) != nil || m.Type != "error" || m.Code != "unauthenticated" {
 				t.Fatalf("body %s", b)
 			}

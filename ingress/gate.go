@@ -7,21 +7,16 @@ import (
 	"strconv"
 
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
 // failure is a protocol-neutral refusal; each endpoint writes it in its
-// protocol's own error shape (see errorShape).
-type failure struct {
-	Status    int    // HTTP status
-	Code      string // machine-readable code for E2A/A2E bodies
-	Message   string
-	Retryable bool
-	RPCCode   int // JSON-RPC error code
-	Data      any
-}
+// protocol's own error shape (see errorShape). It is the protocol
+// packages' host.Refusal.
+type failure = host.Refusal
 
 // errorShape writes a failure in one protocol's error format.
-type errorShape func(w http.ResponseWriter, f failure)
+type errorShape = host.Refuse
 
 // e2aShape writes {"error":{code,message,retryable}} with the HTTP status.
 func e2aShape(w http.ResponseWriter, f failure) {

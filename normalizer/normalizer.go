@@ -150,6 +150,10 @@ func New(cfg Config) *Normalizer {
 	return n
 }
 
+// A2ETypes returns the A2E type registry the A2E adapter reads (the one
+// of Config.A2ETypes); the A2E handshake lists its types.
+func (n *Normalizer) A2ETypes() *Registry { return n.registry }
+
 // Protocol names accepted by [Normalizer.Adapter]. source_protocol holds
 // only the specification's e2a, acp and a2a: AgentVault is written a2a,
 // A2E (messages and workflows) and a legacy AgentRequest e2a, each with its

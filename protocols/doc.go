@@ -10,9 +10,13 @@
 // completeness against it: a protocol registered here without its
 // normalizer conformance case (normalizer/conformance_test.go) or without
 // a conformance renderer case and golden files for each of its formats
-// (egress/conformance_test.go) fails the tests.
+// (egress/conformance_test.go, or protocols/<name>/conformance_test.go for
+// a protocol that is one package) fails the tests.
 //
-// Adding a protocol is: its adapter (normalizer), its renderer (egress),
-// one entry in [All], its front door if it needs a new endpoint, and the
-// golden files (README, "Design": "Adding a protocol").
+// A protocol that is one package (protocols/a2e: front door, renderer,
+// error lines) is mounted by ingress from its entry's Routes, built over
+// the pipeline as a host.Host (package protocols/host). Adding such a
+// protocol is: its adapter (normalizer), its package, one entry in [All],
+// and the golden files (README, "Design": "Adding a protocol"; docs/design.md,
+// "The protocol seam").
 package protocols

@@ -8,6 +8,8 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols/a2e"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
 // Method is one JSON-RPC method of a protocol.
@@ -43,6 +45,12 @@ type Protocol struct {
 	// Errors maps egress's errors (ErrNotFound, ErrNotCancelable…) to
 	// its JSON-RPC error; nil when it is not JSON-RPC.
 	Errors func(error) *jsonrpc.Error
+	// Routes, set for a protocol that is one package (protocols/<Name>:
+	// front door, renderer, error table), are the HTTP routes of its
+	// front door over the pipeline host; ingress mounts them at Paths.
+	// Its renderer conformance cases are that package's, with their
+	// golden files under protocols/<Name>/testdata/<case>/.
+	Routes func(h host.Host) []host.Route
 }
 
 // Registered protocol names.
@@ -52,7 +60,7 @@ const (
 	A2AV1      = "a2a.v1"
 	AgentVault = "agentvault"
 	ACP        = "acp"
-	A2E        = "a2e"
+	A2E        = a2e.Name
 	Workflow   = "a2e.workflow"
 )
 
@@ -104,9 +112,10 @@ var all = []Protocol{
 		OpenMethods: true,
 		Formats:     []string{egress.FormatACP},
 		Errors:      egress.ACPError},
-	{Name: A2E, Title: "A2E", Version: "1.0", Adapter: normalizer.ProtocolA2E,
-		Paths:   []string{"/a2e"},
-		Formats: []string{egress.FormatA2ENDJSON}},
+	{Name: A2E, Title: "A2E", Version: a2e.Version, Adapter: normalizer.ProtocolA2E,
+		Paths:   []string{a2e.Path},
+		Formats: []string{a2e.Format},
+		Routes:  a2e.Routes},
 	// Workflow executions are answered by package workflow's REST API.
 	{Name: Workflow, Title: "A2E workflows", Version: "1.0", Adapter: normalizer.ProtocolWorkflow,
 		Paths: []string{"/api/v1/workflows/execute"}},

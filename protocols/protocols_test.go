@@ -2,7 +2,10 @@ package protocols_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -49,6 +52,50 @@ func TestRegistryComplete(t *testing.T) {
 	for _, f := range egress.Formats {
 		if !formats[f] {
 			t.Errorf("egress format %q answers no registered protocol", f)
+		}
+	}
+}
+
+// TestPackageConformance: a protocol that is one package (Routes set) runs
+// its renderer for each of its formats through egress's conformance
+// scenarios in protocols/<name>/conformance_test.go, with a golden file for
+// every scenario under protocols/<name>/testdata/<format>/; a protocol
+// package registered without them fails here (egress's
+// TestConformanceCoversRegistry checks the others).
+func TestPackageConformance(t *testing.T) {
+	for _, p := range protocols.All() {
+		if p.Routes == nil {
+			continue
+		}
+		src, err := os.ReadFile(filepath.Join(p.Name, "conformance_test.go"))
+		if err != nil || !strings.Contains(string(src), "egress.RunConformance(") {
+			t.Errorf("protocol %s: no renderer conformance suite in %s/conformance_test.go (egress.RunConformance)", p.Name, p.Name)
+		}
+		if len(p.Formats) == 0 {
+			t.Errorf("protocol %s: a package with no output format", p.Name)
+		}
+		for _, f := range p.Formats {
+			for _, sc := range egress.Scenarios() {
+				path := filepath.Join(p.Name, egress.GoldenPath(f, sc.Name))
+				if _, err := os.Stat(path); err != nil {
+					t.Errorf("protocol %s: format %s: no golden file for scenario %s: %v", p.Name, f, sc.Name, err)
+				}
+			}
+		}
+	}
+}
+
+// TestRoutesAtPaths: the routes of a protocol package are at its
+// registered paths.
+func TestRoutesAtPaths(t *testing.T) {
+	for _, p := range protocols.All() {
+		if p.Routes == nil {
+			continue
+		}
+		for _, rt := range p.Routes(nil) {
+			if !slices.Contains(p.Paths, rt.Path) || rt.Method == "" || rt.Handler == nil {
+				t.Errorf("protocol %s: route %s %s (paths %v)", p.Name, rt.Method, rt.Path, p.Paths)
+			}
 		}
 	}
 }

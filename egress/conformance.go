@@ -1,0 +1,344 @@
+package egress
+
+// The renderer conformance kit: the scenarios every renderer is run over,
+// the driver that renders one scenario step by step, and the golden-file
+// comparison. egress's own renderers (conformance_test.go) and those of
+// the protocol packages (protocols/<name>/conformance_test.go) share it,
+// so that one scenario reads the same in every protocol.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// Step is one call of the conformance driver on a renderer.
+type Step struct {
+	// Kind is the call: StepStart, StepFrame, StepHeartbeat or StepEnd.
+	Kind string
+	// Frame is the index in Scenario.Frames of a StepFrame's frame.
+	Frame int
+	// Err is the error a StepEnd ends with (nil: after the final frame).
+	Err error
+}
+
+// The kinds of [Step].
+const (
+	StepStart     = "start"
+	StepFrame     = "frame"
+	StepHeartbeat = "heartbeat"
+	StepEnd       = "end"
+)
+
+// Scenario is a sequence of frames built from the specification examples,
+// and the driver calls that render it: the input every renderer
+// conformance case is run over (egress's own and those of the protocol
+// packages), one golden file per case and scenario.
+type Scenario struct {
+	Name   string
+	Frames []*e2a.Response
+	// From is the resume point (the first sequence rendered).
+	From  int64
+	Steps []Step
+	// Final reports that the steps include the final frame.
+	Final bool
+}
+
+// fixedNow is the time of the scenarios' frames (the first at fixedNow,
+// each next one second later).
+var fixedNow = time.Date(2025, 1, 23, 10, 30, 0, 0, time.UTC)
+
+// ConformanceTime is the time the scenarios' first frame carries (each
+// next one a second later): a suite fixes its renderer's clock to it.
+func ConformanceTime() time.Time { return fixedNow }
+
+// RequestID returns the request id of the scenario's frames ("nope" for a
+// scenario without frames).
+func (sc Scenario) RequestID() string {
+	if len(sc.Frames) > 0 {
+		return sc.Frames[0].RequestID
+	}
+	return "nope"
+}
+
+func frameAt(id string, seq int64, kind, status string, final bool, body any, meta map[string]any) *e2a.Response {
+	return &e2a.Response{
+		ProtocolVersion: "1.0", ResponseID: fmt.Sprintf("rsp-%s-%d", id, seq), RequestID: id,
+		Sequence: seq, IsFinal: final, Status: status, ResponseKind: kind,
+		Timestamp:  e2a.FormatTime(fixedNow.Add(time.Duration(seq) * time.Second)),
+		Provenance: e2a.Provenance{SourceProtocol: e2a.SourceA2A},
+		Body:       e2a.MarshalBody(body), Metadata: meta,
+		TaskID: "task-002", ContextID: "ctx-001", SessionID: "s1", JSONRPCID: json.RawMessage(`"req-002"`),
+	}
+}
+
+func chunkFrame(id string, seq int64, dk string, delta any, llm string) *e2a.Response {
+	var meta map[string]any
+	if llm != "" {
+		meta = map[string]any{MetaLLMResponseID: llm}
+	}
+	return frameAt(id, seq, e2a.KindChunk, e2a.StatusInProgress, false, e2a.ChunkBody{DeltaKind: dk, Delta: delta}, meta)
+}
+
+// toolCallFrames is the streaming example of a2a-interaction-spec-trpc.md
+// (weather in Beijing) as E2A frames, with a reasoning chunk first.
+func toolCallFrames() []*e2a.Response {
+	id := "req_weather"
+	return []*e2a.Response{
+		chunkFrame(id, 0, e2a.DeltaReasoning, "Let me check the weather.", "chatcmpl-abc123"),
+		chunkFrame(id, 1, e2a.DeltaTool, map[string]any{"type": "function_call", "id": "call_001", "name": "get_weather", "args": `{"city":"Beijing"}`}, "chatcmpl-abc123"),
+		chunkFrame(id, 2, e2a.DeltaTool, map[string]any{"type": "function_response", "id": "call_001", "name": "get_weather", "response": `{"temp":"20°C"}`}, "chatcmpl-abc123"),
+		chunkFrame(id, 3, e2a.DeltaText, "The current", "chatcmpl-def456"),
+		chunkFrame(id, 4, e2a.DeltaText, " temperature in Beijing is 20°C, sunny.", "chatcmpl-def456"),
+		frameAt(id, 5, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "The current temperature in Beijing is 20°C, sunny."}}, nil),
+	}
+}
+
+// specFrames are the three lines of e2a-protocol.md §12.8, verbatim.
+func specFrames() []*e2a.Response {
+	lines := []string{
+		`{"protocol_version":"1.0","response_id":"r1","request_id":"req_1","sequence":0,"is_final":false,"status":"in_progress","response_kind":"e2a.chunk","timestamp":"2026-03-29T12:00:00+00:00","provenance":{"source_protocol":"e2a"},"body":{"delta_kind":"text","delta":"Hello"}}`,
+		`{"protocol_version":"1.0","response_id":"r2","request_id":"req_1","sequence":1,"is_final":false,"status":"in_progress","response_kind":"e2a.chunk","timestamp":"2026-03-29T12:00:01+00:00","provenance":{"source_protocol":"e2a"},"body":{"delta_kind":"text","delta":" world"}}`,
+		`{"protocol_version":"1.0","response_id":"r3","request_id":"req_1","sequence":2,"is_final":true,"status":"succeeded","response_kind":"e2a.complete","timestamp":"2026-03-29T12:00:02+00:00","provenance":{"source_protocol":"e2a"},"body":{"result":{"content":"Hello world"}}}`,
+	}
+	var out []*e2a.Response
+	for _, l := range lines {
+		r, err := e2a.ResponseFromJSON([]byte(l))
+		if err != nil {
+			panic(err) // the lines are constants
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func allFrames(frames []*e2a.Response, from int64) []Step {
+	steps := []Step{{Kind: StepStart}}
+	for i := range frames {
+		if int64(i) >= from {
+			steps = append(steps, Step{Kind: StepFrame, Frame: i})
+		}
+	}
+	return append(steps, Step{Kind: StepEnd})
+}
+
+// Scenarios returns the scenarios of the renderer conformance suite: the
+// streaming examples of the specifications (e2a-protocol.md §12.8, the
+// trpc tool call), a resume, code execution, a single message, an error,
+// a cancel, native ACP and A2A frames, an unknown request and a timeout.
+func Scenarios() []Scenario {
+	var out []Scenario
+	spec := specFrames()
+	s := allFrames(spec, 0)
+	s = append([]Step{s[0], {Kind: StepHeartbeat}}, s[1:]...) // a heartbeat before the first frame
+	out = append(out, Scenario{Name: "spec_12_8", Frames: spec, Steps: s, Final: true})
+
+	tc := toolCallFrames()
+	out = append(out, Scenario{Name: "trpc_tool_call", Frames: tc, Steps: allFrames(tc, 0), Final: true})
+	out = append(out, Scenario{Name: "resume_from_3", Frames: tc, From: 3, Steps: allFrames(tc, 3), Final: true})
+
+	id := "req_code"
+	code := []*e2a.Response{
+		chunkFrame(id, 0, e2a.DeltaCustom, map[string]any{"type": "executable_code", "code": "print(6*7)", "language": "python"}, "chatcmpl-c1"),
+		chunkFrame(id, 1, e2a.DeltaCustom, map[string]any{"type": "code_execution_result", "output": "42", "outcome": "OUTCOME_OK"}, "chatcmpl-c1"),
+		chunkFrame(id, 2, e2a.DeltaText, "The answer is 42.", "chatcmpl-c2"),
+		frameAt(id, 3, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "The answer is 42."}}, nil),
+	}
+	out = append(out, Scenario{Name: "code_execution", Frames: code, Steps: allFrames(code, 0), Final: true})
+
+	id = "req_single"
+	single := []*e2a.Response{
+		frameAt(id, 0, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "The current temperature in Beijing is 20°C."}}, map[string]any{MetaLLMResponseID: "chatcmpl-ghi789"}),
+	}
+	out = append(out, Scenario{Name: "single_message", Frames: single, Steps: allFrames(single, 0), Final: true})
+
+	id = "req_err"
+	errFrames := []*e2a.Response{
+		chunkFrame(id, 0, e2a.DeltaText, "Partial", ""),
+		frameAt(id, 1, e2a.KindError, e2a.StatusFailed, true, e2a.ErrorBody{Code: "handler_error", Message: "model overloaded", Retryable: true, Details: map[string]any{"upstream": "llm"}}, nil),
+	}
+	out = append(out, Scenario{Name: "error", Frames: errFrames, Steps: allFrames(errFrames, 0), Final: true})
+
+	id = "req_cancel"
+	cancel := []*e2a.Response{
+		chunkFrame(id, 0, e2a.DeltaText, "Working on it", ""),
+		frameAt(id, 1, e2a.KindError, e2a.StatusFailed, true, e2a.ErrorBody{Code: e2a.ErrCodeCancelled, Message: "cancelled by the client"}, nil),
+	}
+	out = append(out, Scenario{Name: "cancel", Frames: cancel, Steps: allFrames(cancel, 0), Final: true})
+
+	id = "req_acp"
+	acpFrames := []*e2a.Response{
+		frameAt(id, 0, e2a.KindACPSessionUpd, e2a.StatusInProgress, false, map[string]any{"sessionId": "s1", "update": map[string]any{"sessionUpdate": "agent_thought_chunk", "content": map[string]any{"type": "text", "text": "Planning"}}}, nil),
+		frameAt(id, 1, e2a.KindACPSessionUpd, e2a.StatusInProgress, false, map[string]any{"sessionUpdate": "plan", "entries": []any{map[string]any{"content": "read the file", "priority": "high", "status": "pending"}}}, nil),
+		frameAt(id, 2, e2a.KindACPSessionUpd, e2a.StatusInProgress, false, map[string]any{"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "read_file", "kind": "read", "status": "pending", "rawInput": map[string]any{"path": "a.txt"}}, nil),
+		frameAt(id, 3, e2a.KindACPSessionUpd, e2a.StatusInProgress, false, map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed", "rawOutput": map[string]any{"text": "hello"}}, nil),
+		frameAt(id, 4, e2a.KindACPSessionUpd, e2a.StatusInProgress, false, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": "The file says hello."}}, nil),
+		frameAt(id, 5, e2a.KindACPPromptRes, e2a.StatusSucceeded, true, map[string]any{"stop_reason": "end_turn"}, nil),
+	}
+	out = append(out, Scenario{Name: "acp_native", Frames: acpFrames, Steps: allFrames(acpFrames, 0), Final: true})
+
+	id = "req_a2a"
+	a2aFrames := []*e2a.Response{
+		frameAt(id, 0, e2a.KindA2AStreamEvent, e2a.StatusInProgress, false, e2a.StreamEventBody{Branch: e2a.BranchStatusUpdate,
+			Payload: map[string]any{"task_id": "task-002", "context_id": "ctx-001", "status": map[string]any{"state": "TASK_STATE_WORKING"}, "final": false}}, nil),
+		frameAt(id, 1, e2a.KindA2AStreamEvent, e2a.StatusInProgress, false, e2a.StreamEventBody{Branch: e2a.BranchArtifactUpdate,
+			Payload: map[string]any{"task_id": "task-002", "context_id": "ctx-001", "artifact": map[string]any{"artifact_id": "art-1", "parts": []any{map[string]any{"text": "Native A2A text"}}}}}, nil),
+		frameAt(id, 2, e2a.KindA2ATask, e2a.StatusSucceeded, true, map[string]any{"id": "task-002", "context_id": "ctx-001",
+			"status":    map[string]any{"state": "TASK_STATE_COMPLETED", "timestamp": "2025-01-23T10:30:02Z"},
+			"artifacts": []any{map[string]any{"artifact_id": "art-1", "parts": []any{map[string]any{"text": "Native A2A text"}}}}}, nil),
+	}
+	out = append(out, Scenario{Name: "a2a_native", Frames: a2aFrames, Steps: allFrames(a2aFrames, 0), Final: true})
+
+	out = append(out, Scenario{Name: "not_found", Steps: []Step{{Kind: StepEnd, Err: fmt.Errorf("%w: %q", ErrNotFound, "nope")}}})
+	id = "req_slow"
+	slow := []*e2a.Response{chunkFrame(id, 0, e2a.DeltaText, "Hello", "")}
+	out = append(out, Scenario{Name: "timeout", Frames: slow, Steps: []Step{{Kind: StepStart}, {Kind: StepFrame}, {Kind: StepHeartbeat},
+		{Kind: StepEnd, Err: fmt.Errorf("%w: request %q: waited 5m0s", ErrWaitTimeout, id)}}})
+	return out
+}
+
+// ConformanceRun is what a renderer wrote for one scenario.
+type ConformanceRun struct {
+	// Golden is the text compared with the golden file: the status, the
+	// stream headers, then "### <step>" and what the step wrote.
+	Golden []byte
+	// Status, Header and Body are the whole response.
+	Status int
+	Header http.Header
+	Body   []byte
+	// Started reports that the driver called Start.
+	Started bool
+}
+
+// RunConformance renders sc with the renderer newRenderer builds on a
+// recorded response (write timeout one second), flushing after every
+// step. It returns the first error of a renderer call or flush.
+func RunConformance(sc Scenario, newRenderer NewRenderer) (*ConformanceRun, error) {
+	rec := &recorder{header: http.Header{}}
+	o := NewOutput(rec, time.Second)
+	rend := newRenderer(o)
+	var golden bytes.Buffer
+	mark := 0
+	run := &ConformanceRun{}
+	for _, st := range sc.Steps {
+		var err error
+		label := st.Kind
+		switch st.Kind {
+		case StepStart:
+			err = rend.Start()
+			run.Started = true
+		case StepFrame:
+			f := sc.Frames[st.Frame]
+			raw, _ := json.Marshal(f)
+			err = rend.Frame(&Frame{Response: f, Raw: raw, StreamSeq: uint64(st.Frame + 1)})
+			label = fmt.Sprintf("frame %d", f.Sequence)
+		case StepHeartbeat:
+			err = rend.Heartbeat()
+		case StepEnd:
+			err = rend.End(st.Err)
+			if st.Err != nil {
+				label = "end: " + st.Err.Error()
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", label, err)
+		}
+		if err := o.Flush(); err != nil {
+			return nil, err
+		}
+		out := rec.Body.Bytes()[mark:]
+		mark = rec.Body.Len()
+		fmt.Fprintf(&golden, "### %s\n%s", label, out)
+		if len(out) > 0 && out[len(out)-1] != '\n' {
+			golden.WriteString("\n")
+		}
+	}
+	status := rec.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	head := fmt.Sprintf("# status %d\n", status)
+	for _, h := range []string{"Content-Type", "Cache-Control", "X-Accel-Buffering"} {
+		if v := rec.header.Get(h); v != "" {
+			head += fmt.Sprintf("# %s: %s\n", h, v)
+		}
+	}
+	run.Golden = append([]byte(head), golden.Bytes()...)
+	run.Status, run.Header, run.Body = status, rec.header, rec.Body.Bytes()
+	return run, nil
+}
+
+// GoldenPath is where the golden file of a renderer case and scenario is,
+// under a package's testdata directory: testdata/<case>/<scenario>.golden.
+func GoldenPath(caseName, scenario string) string {
+	return filepath.Join("testdata", caseName, scenario+".golden")
+}
+
+// MatchGolden compares got with the golden file at path; with update it
+// first rewrites the file (go test -update).
+func MatchGolden(path string, got []byte, update bool) error {
+	if update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			return err
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%w (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		return errors.New("output differs from " + path + " (run with -update after checking):\n--- got\n" + string(got) + "\n--- want\n" + string(want))
+	}
+	return nil
+}
+
+// NDJSONLines returns the records of an NDJSON body (blank lines, the
+// heartbeats, skipped), or an error naming the first line that is not
+// JSON.
+func NDJSONLines(body []byte) ([][]byte, error) {
+	var out [][]byte
+	for _, l := range bytes.Split(body, []byte("\n")) {
+		if len(bytes.TrimSpace(l)) == 0 {
+			continue
+		}
+		if !json.Valid(l) {
+			return nil, fmt.Errorf("line is not JSON: %s", l)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// recorder is the http.ResponseWriter the conformance driver renders into:
+// the status (the first WriteHeader, 200 if none) and headers as sent, and
+// the body. (Not net/http/httptest, which production code does not import.)
+type recorder struct {
+	header http.Header
+	status int
+	Body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return r.Body.Write(b)
+}
+
+func (r *recorder) Flush() {}

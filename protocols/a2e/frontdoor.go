@@ -1,0 +1,196 @@
+package a2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
+)
+
+// Name is the protocol's name in the registry and in metric labels.
+const Name = "a2e"
+
+// Path is the endpoint of the front door: POST only.
+const Path = "/a2e"
+
+// MaxLines bounds the messages of one POST /a2e body.
+const MaxLines = 64
+
+// Routes are the HTTP routes of the front door over h, for the registry:
+// POST /a2e.
+func Routes(h host.Host) []host.Route {
+	return []host.Route{{Method: http.MethodPost, Path: Path, Handler: NewHandler(h)}}
+}
+
+// NewHandler returns the handler of POST /a2e over h: an NDJSON body of A2E
+// messages answered as one NDJSON stream, message by message in order.
+// handshake/req → handshake/resp, ping → pong, shutdown ends the answer;
+// any other type is a request: published to its pool, then its
+// invoke/event lines and the response (or error, with retryable) are
+// streamed before the next message is read. A malformed line gets an
+// error line and the others still run; a body that is not valid UTF-8 is
+// refused whole (400, parse_error).
+func NewHandler(h host.Host) http.Handler { return &frontDoor{h: h} }
+
+// frontDoor serves POST /a2e.
+type frontDoor struct{ h host.Host }
+
+var _ http.Handler = (*frontDoor)(nil)
+
+// lineWriter is the one NDJSON answer of a POST /a2e: every message's
+// answer (local replies, then egress's invoke/event lines and response)
+// goes to it in order; the header is written once.
+type lineWriter struct {
+	http.ResponseWriter
+	started bool
+}
+
+func (w *lineWriter) WriteHeader(code int) {
+	if w.started {
+		return
+	}
+	w.started = true
+	w.ResponseWriter.Header().Set("Content-Type", "application/x-ndjson")
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *lineWriter) Write(b []byte) (int, error) {
+	if !w.started {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *lineWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *lineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// line writes one A2E message as a compact JSON line.
+func (w *lineWriter) line(m Message) {
+	b, _ := json.Marshal(m)
+	_, _ = w.Write(append(b, '\n'))
+	w.Flush()
+}
+
+// refuse writes a refusal as one A2E error line with the HTTP status.
+func refuse(w http.ResponseWriter, f host.Refusal) {
+	lw := &lineWriter{ResponseWriter: w}
+	lw.WriteHeader(f.Status)
+	detail := map[string]any{"http_status": f.Status}
+	if f.Data != nil {
+		detail["limit"] = f.Data
+	}
+	lw.line(NewError("", f.Code, f.Message, f.Retryable, detail))
+}
+
+var _ host.Refuse = refuse
+
+func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c, ok := d.h.Admit(w, r, Name, refuse)
+	if !ok {
+		return
+	}
+	maxBody := d.h.MaxBody()
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	var body bytes.Buffer
+	if _, err := body.ReadFrom(r.Body); err != nil {
+		refuse(w, host.Refusal{Status: http.StatusRequestEntityTooLarge, Code: normalizer.A2ECodeInvalidRequest,
+			Message: "body exceeds " + strconv.FormatInt(maxBody, 10) + " bytes"})
+		return
+	}
+	if !utf8.Valid(body.Bytes()) {
+		// Refused whole, before any line runs: encoding/json would replace
+		// the bad bytes with U+FFFD.
+		refuse(w, host.Refusal{Status: http.StatusBadRequest, Code: normalizer.A2ECodeParseError,
+			Message: "the body is not valid UTF-8"})
+		return
+	}
+	lw := &lineWriter{ResponseWriter: w}
+	sc := bufio.NewScanner(&body)
+	sc.Buffer(make([]byte, 0, 64<<10), int(maxBody)+1)
+	n := 0
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		if n++; n > MaxLines {
+			lw.line(NewError("", normalizer.A2ECodeInvalidRequest, "more than "+strconv.Itoa(MaxLines)+" messages in one body", false, nil))
+			return
+		}
+		if !d.message(lw, r, c, line) {
+			return
+		}
+	}
+	if !lw.started {
+		lw.line(NewError("", normalizer.A2ECodeInvalidRequest, "empty body: send one A2E message per line", false, nil))
+	}
+}
+
+// message answers one message; it returns false when the answer ends
+// (shutdown, client gone).
+func (d *frontDoor) message(lw *lineWriter, r *http.Request, c host.Caller, line []byte) bool {
+	norm := d.h.Normalizer()
+	res, err := norm.FromA2E(c.Input(r, line, r.URL.Query().Get("agent")))
+	if err != nil {
+		reqID := ""
+		if ne, ok := err.(*normalizer.Error); ok {
+			reqID = ne.ReqID
+		}
+		lw.line(NewError(reqID, normalizer.A2ECode(err), err.Error(), false, nil))
+		return true
+	}
+	env := res.Envelope
+	reqID := env.CorrelationID
+	if reqID == "" {
+		reqID = env.MessageID
+	}
+	if res.Op == normalizer.OpLocal {
+		switch env.Method {
+		case "handshake/req":
+			m := NewMessage("handshake/resp", reqID)
+			m.Result = map[string]any{"accepted": true, "server": "e2a-pipeline", "version": d.h.Version(),
+				"types": norm.A2ETypes().Types()}
+			lw.line(m)
+		case "ping":
+			lw.line(NewMessage("pong", reqID))
+		case "shutdown":
+			return false
+		default:
+			// pong, handshake/resp, invoke/event, error from a client:
+			// nothing to answer.
+		}
+		return true
+	}
+	acc, err := c.Publish(r.Context(), res.Pool, env)
+	switch {
+	case errors.Is(err, host.ErrUnknownPool):
+		lw.line(NewError(reqID, "unknown_agent", err.Error(), false, nil))
+		return r.Context().Err() == nil
+	case errors.Is(err, host.ErrConflict):
+		lw.line(NewError(reqID, "conflict", "the request id (Idempotency-Key) is already in use; choose another", false, nil))
+		return r.Context().Err() == nil
+	case errors.Is(err, host.ErrTooLarge):
+		lw.line(NewError(reqID, "body_too_large", err.Error(), false, map[string]any{"http_status": http.StatusRequestEntityTooLarge}))
+		return r.Context().Err() == nil
+	case err != nil:
+		lw.line(NewError(reqID, "unavailable", "the pipeline could not accept the request; retry later", true, nil))
+		return r.Context().Err() == nil
+	}
+	d.h.Serve(lw, r, acc.RequestID, Format, func(o *egress.Output) egress.Renderer {
+		return NewRenderer(o, Params{ReqID: reqID, ReqType: env.Method})
+	})
+	return r.Context().Err() == nil
+}

@@ -1,0 +1,103 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/normalizer"
+)
+
+// Errors of [Caller.Publish], matched with errors.Is; the error's text is
+// the pipeline's own.
+var (
+	// ErrUnknownPool: no worker of the pool has ever started (the pool
+	// check is on); nothing was published.
+	ErrUnknownPool = errors.New("host: unknown agent pool")
+	// ErrConflict: the request id is another principal's; the answer must
+	// reveal nothing of the other's request.
+	ErrConflict = errors.New("host: id already in use by another principal")
+	// ErrTooLarge: the encoded envelope is larger than the pipeline
+	// accepts; not retryable.
+	ErrTooLarge = errors.New("host: request too large for the pipeline")
+	// ErrBackpressure: the pipeline did not accept the request in time;
+	// the client should retry.
+	ErrBackpressure = errors.New("host: pipeline unavailable, retry later")
+)
+
+// Refusal is a protocol-neutral refusal (authentication, rate limit, body
+// size…); each protocol writes it in its own error shape with a [Refuse].
+type Refusal struct {
+	Status    int    // HTTP status
+	Code      string // machine-readable code for E2A and A2E bodies
+	Message   string
+	Retryable bool
+	RPCCode   int // JSON-RPC error code
+	Data      any // protocol-neutral detail (the rate limit exceeded)
+}
+
+// Refuse writes a refusal in one protocol's error shape.
+type Refuse func(w http.ResponseWriter, f Refusal)
+
+// Accepted is a request the pipeline accepted.
+type Accepted struct {
+	RequestID string
+	Pool      string
+	// Duplicate: the same request id was already accepted; nothing new
+	// was published.
+	Duplicate bool
+	// Warning: the pool has no live worker right now.
+	Warning string
+}
+
+// Gate admits a request before anything of it is read.
+type Gate interface {
+	// Admit authenticates r, strips its credential headers and charges
+	// the caller's rate limit, counted under protocol. On refusal it
+	// writes the refusal with refuse and returns ok=false; nothing has
+	// been published.
+	Admit(w http.ResponseWriter, r *http.Request, protocol string, refuse Refuse) (c Caller, ok bool)
+}
+
+// Caller is the principal a [Gate] admitted, bound to its request.
+type Caller interface {
+	// Input is the normalizer's view of body, sent by the caller in r,
+	// for the agent pool agent ("" for the routing rule's).
+	Input(r *http.Request, body []byte, agent string) normalizer.Input
+	// Publish publishes env to pool on behalf of the caller (the
+	// ownership rule applies to a duplicate). Its errors match
+	// [ErrUnknownPool], [ErrConflict], [ErrTooLarge] or
+	// [ErrBackpressure], or are the context's.
+	Publish(ctx context.Context, pool string, env *e2a.Envelope) (Accepted, error)
+}
+
+// Answerer answers an accepted request from its frames; *egress.Service
+// is one.
+type Answerer interface {
+	// Serve writes the frames of requestID from the resume point of r
+	// with the renderer newRenderer builds, format naming it in metrics.
+	Serve(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer egress.NewRenderer)
+}
+
+var _ Answerer = (*egress.Service)(nil)
+
+// Host is the pipeline as a protocol's front door sees it.
+type Host interface {
+	Gate
+	Answerer
+	// Normalizer decodes requests (its adapter for the protocol).
+	Normalizer() *normalizer.Normalizer
+	// MaxBody bounds a request body, in bytes.
+	MaxBody() int64
+	// Version is the server's version (handshakes, cards).
+	Version() string
+}
+
+// Route is one HTTP route of a protocol's front door, mounted by the host
+// at "Method Path"; other methods on Path are answered 405.
+type Route struct {
+	Method, Path string
+	Handler      http.Handler
+}
