@@ -61,6 +61,65 @@ type table struct {
 	phrases  [][]string
 	extra    []string // the configured entries, as given (normalized)
 	maxWords int      // longest phrase
+	// memo remembers the class of the keys met (copy on write, at most
+	// memoMax): requests repeat the same few dozen keys, and splitting a
+	// key into words was a tenth of a normalization's allocations.
+	memo atomic.Pointer[map[string]keyClass]
+}
+
+// keyClass is what the policy says of a key.
+type keyClass uint8
+
+const (
+	classSecret    keyClass = 1 << iota // values under it are secrets
+	classReference                      // it names a reference to a secret
+)
+
+// memoMax bounds the keys a table remembers: beyond it (random keys) the
+// class is computed each time.
+const memoMax = 1024
+
+// class returns the class of key, remembered.
+func (t *table) class(key string) keyClass {
+	if m := t.memo.Load(); m != nil {
+		if c, ok := (*m)[key]; ok {
+			return c
+		}
+	}
+	ws := Words(key)
+	var c keyClass
+	if len(ws) > 0 && inList(referenceWords, ws[len(ws)-1]) {
+		c |= classReference
+	}
+	if t.secret(ws) {
+		c |= classSecret
+	}
+	t.remember(key, c)
+	return c
+}
+
+// remember adds key's class to the memo unless it is full.
+func (t *table) remember(key string, c keyClass) {
+	for {
+		old := t.memo.Load()
+		var n int
+		if old != nil {
+			n = len(*old)
+		}
+		if n >= memoMax {
+			return
+		}
+		m := make(map[string]keyClass, n+1)
+		if old != nil {
+			for k, v := range *old {
+				m[k] = v
+			}
+		}
+		m[strings.Clone(key)] = c
+		if t.memo.CompareAndSwap(old, &m) {
+			return
+		}
+	}
 }
 
 // Policy decides which keys are secret and redacts values. It is safe for
@@ -194,7 +253,7 @@ func (p *Policy) IsSecretKey(key string) bool {
 	if key == "" {
 		return false
 	}
-	return p.t.Load().secret(Words(key))
+	return p.t.Load().class(key)&classSecret != 0
 }
 
 func (t *table) secret(ws []string) bool {
@@ -281,7 +340,7 @@ type walker struct {
 	fn Replacer
 }
 
-func (w *walker) isSecret(key string) bool { return key != "" && w.t.secret(Words(key)) }
+func (w *walker) isSecret(key string) bool { return key != "" && w.t.class(key)&classSecret != 0 }
 
 // replace returns the replacement of a secret scalar and whether it
 // changed.
@@ -326,9 +385,10 @@ func (w *walker) object(m map[string]any, secret bool, parent string, depth int)
 		if !ks || key == "" {
 			key = k
 		}
-		if IsReferenceKey(k) {
+		switch c := w.t.class(k); {
+		case c&classReference != 0:
 			ks = false
-		} else if !ks && w.isSecret(k) {
+		case !ks && k != "" && c&classSecret != 0:
 			ks = true
 		}
 		switch t := v.(type) {
