@@ -14,24 +14,13 @@ func TestKeyClassMemo(t *testing.T) {
 	p := New()
 	keys := []string{"", "messageId", "api_key", "apiKeyRef", "credentialRef", "$ref", "token", "tokenCount",
 		"x-api-key", "Authorization", "parts", "pin", "session_token", "secretName", "oauth2Token", "passwd"}
-	direct := func(tb *table, k string) keyClass {
-		ws := Words(k)
-		var c keyClass
-		if len(ws) > 0 && inList(referenceWords, ws[len(ws)-1]) {
-			c |= classReference
-		}
-		if tb.secret(ws) {
-			c |= classSecret
-		}
-		return c
-	}
 	tb := p.t.Load()
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
 			for range 3 {
 				for _, k := range keys {
-					if got, want := tb.class(k), direct(tb, k); got != want {
+					if got, want := tb.class(k), tb.classify(k); got != want {
 						t.Errorf("class(%q) = %b, want %b", k, got, want)
 					}
 				}
@@ -48,7 +37,7 @@ func TestKeyClassMemo(t *testing.T) {
 	if n := len(*tb.memo.Load()); n != memoMax {
 		t.Fatalf("memo grew to %d, bound %d", n, memoMax)
 	}
-	if got, want := tb.class("another_token"), direct(tb, "another_token"); got != want || got&classSecret == 0 {
+	if got, want := tb.class("another_token"), tb.classify("another_token"); got != want || got&classSecret == 0 {
 		t.Fatalf("a key past the bound: %b, want %b", got, want)
 	}
 	if p.IsSecretKey("pin") {

@@ -86,6 +86,13 @@ func (t *table) class(key string) keyClass {
 			return c
 		}
 	}
+	c := t.classify(key)
+	t.remember(key, c)
+	return c
+}
+
+// classify computes the class of key from its words.
+func (t *table) classify(key string) keyClass {
 	ws := Words(key)
 	var c keyClass
 	if len(ws) > 0 && inList(referenceWords, ws[len(ws)-1]) {
@@ -94,7 +101,6 @@ func (t *table) class(key string) keyClass {
 	if t.secret(ws) {
 		c |= classSecret
 	}
-	t.remember(key, c)
 	return c
 }
 
