@@ -61,11 +61,9 @@ func validRPCID(id json.RawMessage) bool {
 	return false
 }
 
-// The JSON-RPC dispatch tables of /a2a and /acp (package protocols).
-var (
-	a2aEndpoint = protocols.At("/a2a")
-	acpEndpoint = protocols.At("/acp")
-)
+// The JSON-RPC dispatch table of /a2a (package protocols; /acp's is
+// package protocols/acp's endpoint).
+var a2aEndpoint = protocols.At("/a2a")
 
 // handleA2A serves POST /a2a: A2A v0.3 (message/send, message/stream,
 // tasks/get, tasks/cancel, tasks/resubscribe) and the AgentVault profile
