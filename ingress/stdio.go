@@ -23,8 +23,9 @@ import (
 // spawns: newline-delimited JSON-RPC 2.0 messages read from in, answers and
 // session/update notifications written to out, one message per line. Each
 // message is decoded and answered by the same code as POST /acp of s
-// (package jsonrpc and the ACP handlers), so both transports behave the
-// same (the envelopes' channel is "stdio"). No credential can be presented
+// (package jsonrpc and the calls of package protocols/acp, its registered
+// endpoint), so both transports behave the same (the envelopes' channel is
+// "stdio"). No credential can be presented
 // on stdio (the local process is the trust boundary): messages run as the
 // anonymous principal, and are refused with -32000 when s has auth without
 // the none scheme. Nothing but protocol messages is written to out.
@@ -35,7 +36,8 @@ import (
 // worker reads at pick-up), ending the prompt with stopReason "cancelled".
 // "$/cancel_request" cancels one request by id: a session/prompt as above,
 // anything else by stopping its handler and answering -32800 (a request it
-// passed to an agent pool is cancelled in the pipeline too). Each line is
+// passed to an agent pool is cancelled in the pipeline too); which call is
+// which is the endpoint's host.Lines. Each line is
 // written with one Write, under a lock, so lines never interleave.
 //
 // It returns nil at the end of in, once every request in flight has been
