@@ -9,104 +9,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
-// ACPParams describes the ACP session/prompt call a response answers.
-type ACPParams struct {
-	// JSONRPCID is the id of the session/prompt request.
-	JSONRPCID json.RawMessage
-	// SessionID names the session in session/update notifications; by
-	// default the frames' session_id.
-	SessionID string
-	// SSE frames every JSON-RPC message as an SSE event (data: the
-	// message); otherwise one message per line (NDJSON, the framing of ACP
-	// over stdio).
-	SSE bool
-}
-
-var _ Renderer = (*acpRenderer)(nil)
-
-// acpRenderer renders a session/prompt turn: session/update notifications
-// (agent_message_chunk, agent_thought_chunk, tool_call, tool_call_update,
-// plan), then the JSON-RPC response: result {stopReason} or error.
-type acpRenderer struct {
-	o *Output
-	p ACPParams
-}
-
-// NewACP returns the ACP renderer.
-func NewACP(o *Output, p ACPParams) Renderer { return &acpRenderer{o: o, p: p} }
-
-func (r *acpRenderer) Start() error {
-	if r.p.SSE {
-		s := sse{r.o}
-		s.head(0)
-		return s.comment("ok")
-	}
-	NDJSONHead(r.o)
-	return nil
-}
-
-func (r *acpRenderer) emit(id string, v any) error {
-	if r.p.SSE {
-		return sse{r.o}.eventJSON(id, "", v)
-	}
-	return WriteLineJSON(r.o, v)
-}
-
-func (r *acpRenderer) Frame(f *Frame) error {
-	if b, ok := r.textUpdate(f); ok {
-		if r.p.SSE {
-			return sse{r.o}.event(seqID(f), "", b)
-		}
-		return writeLine(r.o, b)
-	}
-	resp, err := f.Decoded()
-	if err != nil {
-		return err
-	}
-	if r.p.SessionID == "" {
-		r.p.SessionID = resp.SessionID
-	}
-	ups, err := ACPUpdates(resp)
-	if err != nil {
-		return err
-	}
-	for i, u := range ups {
-		id := ""
-		if i == len(ups)-1 && !resp.IsFinal {
-			id = seqID(f)
-		}
-		n := jsonrpc.Notification{JSONRPC: "2.0", Method: e2a.ACPSessionUpdate,
-			Params: acp.SessionNotification{SessionId: acp.SessionId(r.p.SessionID), Update: u}}
-		if err := r.emit(id, n); err != nil {
-			return err
-		}
-	}
-	if !resp.IsFinal {
-		return nil
-	}
-	return r.emit(seqID(f), acpFinal(resp, r.p.JSONRPCID))
-}
-
-func (r *acpRenderer) Heartbeat() error {
-	if r.p.SSE {
-		return sse{r.o}.comment("keep-alive")
-	}
-	_, err := r.o.WriteString("\n")
-	return err
-}
-
-func (r *acpRenderer) End(err error) error {
-	if err == nil {
-		return nil
-	}
-	if !r.o.Started() {
-		if err := r.Start(); err != nil {
-			return err
-		}
-	}
-	return r.emit("", jsonrpc.ErrorResponse(r.p.JSONRPCID, ACPError(err)))
-}
-
 // ACPUpdates returns the ACP session updates a frame stands for: e2a.chunk
 // text → agent_message_chunk, reasoning → agent_thought_chunk, tool
 // function_call → tool_call, function_response → tool_call_update, custom
@@ -235,12 +137,13 @@ func partToACP(p any) (acp.SessionUpdate, bool) {
 	return acp.SessionUpdate{}, false
 }
 
-// acpFinal returns the JSON-RPC response ending a turn: the spec mapping
+// ACPFinal returns the JSON-RPC response ending a turn: the spec mapping
 // of E2AResponseToACPJSONRPCResponse, extended for the pipeline's own
 // final frames: e2a.complete → {stopReason: end_turn} (or the result's
 // stopReason), e2a.error cancelled / refusal / max_tokens /
-// max_turn_requests → that stopReason.
-func acpFinal(r *e2a.Response, id json.RawMessage) jsonrpc.Response {
+// max_turn_requests → that stopReason. id is the session/prompt's
+// JSON-RPC id (the frame's jsonrpc_id when empty).
+func ACPFinal(r *e2a.Response, id json.RawMessage) jsonrpc.Response {
 	if len(id) == 0 {
 		id = r.JSONRPCID
 	}
@@ -368,7 +271,7 @@ func FillProjections(r *e2a.Response) *e2a.Response {
 		p = map[string]any{}
 	}
 	if r.IsFinal {
-		p["acp"] = roundTrip(acpFinal(r, r.JSONRPCID))
+		p["acp"] = roundTrip(ACPFinal(r, r.JSONRPCID))
 	} else if resp, ok := E2AResponseToACPJSONRPCResponse(r); ok {
 		p["acp"] = roundTrip(resp)
 	} else if ups, err := ACPUpdates(r); err == nil && len(ups) > 0 {

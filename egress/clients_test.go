@@ -296,14 +296,16 @@ func (c *acpRecorder) SessionUpdate(_ context.Context, n acp.SessionNotification
 	return nil
 }
 
-// TestACPClient: acp-go-sdk's client talks to an agent whose session/prompt
-// turn is the egress ACP rendering (NDJSON over HTTP, copied onto the
-// client's stdio-like pipe).
-func TestACPClient(t *testing.T) {
+// runACPClient: acp-go-sdk's client talks to an agent whose session/prompt
+// turn is an ACP rendering the service serves with serve (NDJSON over
+// HTTP, copied onto the client's stdio-like pipe). TestACPClient
+// (acpclient_test.go, package egress_test) runs it with protocols/acp's
+// renderer, which this package cannot import.
+func runACPClient(t *testing.T, serve func(svc *Service, w http.ResponseWriter, r *http.Request, requestID string, rpcID json.RawMessage)) {
 	h := startHTTP(t, WithHeartbeatInterval(10*time.Millisecond))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.URL.Query().Get("request")
-		h.svc.ServeACP(w, r, id, ACPParams{JSONRPCID: json.RawMessage(r.URL.Query().Get("rpcid")), SessionID: "s1"})
+		serve(h.svc, w, r, id, json.RawMessage(r.URL.Query().Get("rpcid")))
 	}))
 	defer srv.Close()
 

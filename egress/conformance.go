@@ -7,6 +7,7 @@ package egress
 // so that one scenario reads the same in every protocol.
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -317,6 +319,33 @@ func NDJSONLines(body []byte) ([][]byte, error) {
 		out = append(out, l)
 	}
 	return out, nil
+}
+
+// SSEData checks the syntax of an SSE body as the pipeline writes it
+// (every line a field it writes or a comment, every data: one JSON value,
+// the body ending with a blank line) and returns the data of its events in
+// order; the error lists every line at fault.
+func SSEData(body []byte) ([][]byte, error) {
+	var out [][]byte
+	var errs []error
+	if len(body) > 0 && !bytes.HasSuffix(body, []byte("\n\n")) {
+		errs = append(errs, errors.New("SSE body does not end with a blank line"))
+	}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	for sc.Scan() {
+		l := sc.Text()
+		switch {
+		case l == "", strings.HasPrefix(l, ": "), strings.HasPrefix(l, "id: "), strings.HasPrefix(l, "event: "), strings.HasPrefix(l, "retry: "):
+		case strings.HasPrefix(l, "data: "):
+			if !json.Valid([]byte(l[6:])) {
+				errs = append(errs, fmt.Errorf("data is not JSON: %s", l))
+			}
+			out = append(out, []byte(l[6:]))
+		default:
+			errs = append(errs, fmt.Errorf("bad SSE line %q", l))
+		}
+	}
+	return out, errors.Join(errs...)
 }
 
 // recorder is the http.ResponseWriter the conformance driver renders into:

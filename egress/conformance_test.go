@@ -1,17 +1,14 @@
 package egress
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
-	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
@@ -73,12 +70,6 @@ func renderers() []rendererCase {
 		{name: "agentvault_sse", format: FormatAgentVaultSSE, sse: true, make: func(o *Output, sc Scenario) Renderer {
 			return NewAgentVaultStream(o, reqID(sc), AgentVaultParams{TaskID: "task-abc-123"})
 		}, check: checkAgentVault},
-		{name: "acp_ndjson", format: FormatACP, make: func(o *Output, sc Scenario) Renderer {
-			return NewACP(o, ACPParams{JSONRPCID: json.RawMessage(`42`), SessionID: "s1"})
-		}, check: checkACP},
-		{name: "acp_sse", format: FormatACP, sse: true, make: func(o *Output, sc Scenario) Renderer {
-			return NewACP(o, ACPParams{JSONRPCID: json.RawMessage(`42`), SessionID: "s1", SSE: true})
-		}, check: checkACP},
 	}
 }
 
@@ -147,24 +138,11 @@ func checkBasic(check func(t *testing.T, sc Scenario, status int, body []byte)) 
 }
 
 // checkSSESyntax: every line is a field we write or a comment, every data:
-// is one JSON value, events end with a blank line.
+// is one JSON value, events end with a blank line (SSEData).
 func checkSSESyntax(t *testing.T, body []byte) {
 	t.Helper()
-	if len(body) > 0 && !bytes.HasSuffix(body, []byte("\n\n")) {
-		t.Errorf("SSE body does not end with a blank line")
-	}
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	for sc.Scan() {
-		l := sc.Text()
-		switch {
-		case l == "", strings.HasPrefix(l, ": "), strings.HasPrefix(l, "id: "), strings.HasPrefix(l, "event: "), strings.HasPrefix(l, "retry: "):
-		case strings.HasPrefix(l, "data: "):
-			if !json.Valid([]byte(l[6:])) {
-				t.Errorf("data is not JSON: %s", l)
-			}
-		default:
-			t.Errorf("bad SSE line %q", l)
-		}
+	if _, err := SSEData(body); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -349,46 +327,5 @@ func checkAgentVault(t *testing.T, sc Scenario, status int, body []byte) {
 	}
 	if wantErr(sc) != nil && evs[len(evs)-1].Event != "error" {
 		t.Errorf("no error event")
-	}
-}
-
-// checkACP: notifications decode as acp.SessionNotification, the last
-// message is the response to id 42 with a stopReason or an error.
-func checkACP(t *testing.T, sc Scenario, status int, body []byte) {
-	var msgs [][]byte
-	if bytes.Contains(body, []byte("data: ")) {
-		for _, ev := range sseData(t, body) {
-			msgs = append(msgs, []byte(ev.Data))
-		}
-	} else {
-		msgs = ndjsonLines(t, body)
-	}
-	for i, m := range msgs {
-		var probe struct {
-			Method string          `json:"method"`
-			Params json.RawMessage `json:"params"`
-			ID     json.RawMessage `json:"id"`
-			Result json.RawMessage `json:"result"`
-			Error  *jsonrpc.Error  `json:"error"`
-		}
-		if err := json.Unmarshal(m, &probe); err != nil {
-			t.Fatal(err)
-		}
-		if i < len(msgs)-1 || (!sc.Final && wantErr(sc) == nil) {
-			var n acp.SessionNotification
-			if probe.Method != "session/update" || json.Unmarshal(probe.Params, &n) != nil || n.SessionId != "s1" {
-				t.Errorf("message %d is not a session/update: %s", i, m)
-			}
-			continue
-		}
-		if string(probe.ID) != "42" {
-			t.Errorf("response id %s", probe.ID)
-		}
-		if probe.Error == nil {
-			var pr acp.PromptResponse
-			if err := json.Unmarshal(probe.Result, &pr); err != nil || pr.StopReason == "" {
-				t.Errorf("result %s", probe.Result)
-			}
-		}
 	}
 }

@@ -57,8 +57,8 @@
 //	svc.ServeE2A(w, r, requestID)                   // negotiates SSE / NDJSON / JSON (?wait=true)
 //	svc.ServeA2AStream(w, r, requestID, A2AParams{…}) // message/stream
 //	svc.ServeA2ASend(w, r, requestID, A2AParams{…})   // message/send: Message or Task
-//	svc.ServeACP(w, r, requestID, ACPParams{…})       // session/prompt: session/update …, {stopReason}
 //	svc.Serve(w, r, requestID, format, newRenderer)  // any renderer, e.g. a protocol package's
+//	svc.ServeFrom(ctx, w, requestID, format, from, newRenderer) // the same without an HTTP request (ACP over stdio)
 //
 // For existing tasks (request ids from the E2A_TASKS index ingress keeps):
 //
@@ -75,10 +75,10 @@
 //	svc.AgentVaultCancel(ctx, requestIDs, cancel)
 //
 // cancel is a [CancelFunc] publishing the cancel on the control subject.
-// Their errors map to each protocol's JSON-RPC error with [A2AError],
-// [AgentVaultError] and [ACPError]. JSON-RPC answers are always HTTP 200 with the protocol's error codes
+// Their errors map to each protocol's JSON-RPC error with [A2AError] and
+// [AgentVaultError] (ACP's table is package protocols/acp's). JSON-RPC answers are always HTTP 200 with the protocol's error codes
 // ([A2AError]: -32001 not found, -32002 not cancelable, -32602, -32603;
-// [AgentVaultError]: -32000…-32004; [ACPError]). Every stream resumes from
+// [AgentVaultError]: -32000…-32004). Every stream resumes from
 // Last-Event-ID (the SSE id of the last event of a frame is its sequence) or
 // ?from=.
 //
@@ -87,16 +87,21 @@
 // A [Renderer] (Start, Frame, Heartbeat, End) writes one output format to
 // an [Output]; [Service.Stream] drives any renderer with a reader, so a new
 // format is one renderer: [NewE2ASSE], [NewE2ANDJSON], [NewE2AJSON],
-// [NewA2AStream], [NewA2ASend], [NewAgentVaultStream], [NewACP], and the
-// renderers of the protocol packages (protocols/a2e), served with
-// [Service.Serve] and built on what egress exports for them ([FrameTime],
-// [FinalOutcome], [ContentChunk], [DeltaText], [AsMap], [NDJSONHead],
-// [WriteLineJSON], [Frame.Decoded], [Classify]). One conformance suite runs
+// [NewA2AStream], [NewA2ASend], [NewAgentVaultStream], and the
+// renderers of the protocol packages (protocols/a2e, protocols/acp), served
+// with [Service.Serve] or [Service.ServeFrom] and built on what egress
+// exports for them ([FrameTime], [FinalOutcome], [ContentChunk],
+// [DeltaText], [AsMap], [NDJSONHead], [WriteLineJSON], [WriteLine],
+// [SSEHead], [SSEComment], [SSEEvent], [SSEEventJSON], [SeqID],
+// [Frame.Decoded], [Classify], [Accepts]; for ACP the frame mapping
+// [ACPUpdates], [ACPFinal] and the text fast path [ACPTextUpdate]; a
+// renderer that reads frames' bytes where it can implements
+// [PassThrough]). One conformance suite runs
 // each through the same scenarios built from the specification examples
 // ([Scenarios], driven by [RunConformance]), frame by frame against
 // testdata/<renderer>/<scenario>.golden ([MatchGolden]; go test ./egress
-// -run Conformance -update rewrites egress's, go test ./protocols/a2e
-// -update the A2E package's), including error, cancel, resume and
+// -run Conformance -update rewrites egress's, go test ./protocols/<name>
+// -update a protocol package's), including error, cancel, resume and
 // not-found paths.
 //
 // Mappings: A2A follows a2a-interaction-spec-trpc.md — text → TextPart,
@@ -108,8 +113,10 @@
 // artifactId; lastChunk=true, then the final status-update (completed,
 // failed, canceled). a2a.* frames pass through (proto-style snake_case is
 // accepted). AgentVault maps the same events to task_status / task_message /
-// task_artifact / error. ACP: [ACPUpdates], then the result {stopReason}
-// or an error; [E2AResponseToACPJSONRPCResponse] and
+// task_artifact / error. ACP (rendered by package protocols/acp):
+// [ACPUpdates], then the result {stopReason} ([ACPFinal]) or an error;
+// they stay here because [FillProjections] uses them too.
+// [E2AResponseToACPJSONRPCResponse] and
 // [E2AResponseToA2AStreamPayload] are the spec §8 adapters, and
 // [FillProjections] fills the L3 projections on request (?projections=true
 // on the E2A endpoints), never read back. A2E (rendered by package

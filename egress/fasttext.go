@@ -33,9 +33,9 @@ type textFrame struct {
 	} `json:"body"`
 }
 
-// passThrough: the A2A stream reads whole frames only where textEvent
+// PassThrough: the A2A stream reads whole frames only where textEvent
 // does not apply (Frame decodes them then).
-func (*a2aStream) passThrough() bool { return fastText }
+func (*a2aStream) PassThrough() bool { return fastText }
 
 // textEvent renders the event of a plain text chunk, the bulk of a
 // streamed answer, straight from the frame's bytes into the JSON-RPC
@@ -295,28 +295,27 @@ func plainString(val []byte) (string, bool) {
 	return string(in), true
 }
 
-// passThrough: the ACP renderer reads whole frames only where textUpdate
-// does not apply (Frame decodes them then).
-func (*acpRenderer) passThrough() bool { return fastText }
-
-// textUpdate renders the session/update of a plain text chunk
-// (agent_message_chunk) straight into its bytes, as json.Marshal writes
-// the notification the general path builds (TestACPFastTextMatches).
-func (r *acpRenderer) textUpdate(f *Frame) ([]byte, bool) {
+// ACPTextUpdate renders the session/update notification of a plain text
+// chunk (agent_message_chunk) straight into its bytes, as json.Marshal
+// writes the notification of the chunk's [ACPUpdates]
+// (TestACPFastTextMatches), for session (the frame's session_id when
+// empty, returned as used). ok is false for any other frame: the renderer
+// then decodes it ([Frame.Decoded]).
+func ACPTextUpdate(f *Frame, session string) (line []byte, used string, ok bool) {
 	tf, text, ok := readTextChunk(f)
 	if !ok {
-		return nil, false
+		return nil, session, false
 	}
-	if r.p.SessionID == "" {
-		r.p.SessionID = tf.SessionID
+	if session == "" {
+		session = tf.SessionID
 	}
-	b := make([]byte, 0, 160+len(text)+len(r.p.SessionID))
+	b := make([]byte, 0, 160+len(text)+len(session))
 	b = append(b, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":`...)
-	b = jsonstr.Append(b, r.p.SessionID)
+	b = jsonstr.Append(b, session)
 	b = append(b, `,"update":{"content":{"text":`...)
 	b = jsonstr.Append(b, text)
 	b = append(b, `,"type":"text"},"sessionUpdate":"agent_message_chunk"}}}`...)
-	return b, true
+	return b, session, true
 }
 
 // encodedRPCID is a JSON-RPC id as json.Marshal writes a RawMessage

@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	acp "github.com/coder/acp-go-sdk"
+
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
 // renderA2AStream renders frames with the A2A SSE renderer, the text fast
@@ -70,28 +73,56 @@ func TestA2AFastTextMatches(t *testing.T) {
 	}
 }
 
-// TestACPFastTextMatches: the ACP text fast path writes what the general
-// path writes, as NDJSON and as SSE, with the session id given or taken
-// from the frames.
+// TestACPFastTextMatches: ACPTextUpdate writes what json.Marshal writes of
+// the session/update notification of the frame's ACPUpdates (the general
+// path of protocols/acp's renderer), for decoded frames and frames read
+// without decode, with the session id given or taken from the frames; it
+// declines every frame that is not a plain text chunk, and all of them
+// when the fast paths are off.
 func TestACPFastTextMatches(t *testing.T) {
 	frames := textFrames()
 	for i, f := range frames {
 		f.SessionID = "sess-<" + fmt.Sprint(i%2) + ">"
 	}
-	for _, sse := range []bool{false, true} {
-		for _, session := range []string{"", "s&1"} {
-			mk := func(o *Output) Renderer {
-				return NewACP(o, ACPParams{JSONRPCID: json.RawMessage(`42`), SessionID: session, SSE: sse})
+	texts := 0
+	for _, session := range []string{"", "s&1"} {
+		for _, f := range frames {
+			raw, _ := json.Marshal(f)
+			want := session
+			if want == "" {
+				want = f.SessionID
 			}
-			slow := renderWith(t, false, false, frames, mk)
+			var general []byte
+			if ups, _ := ACPUpdates(f); len(ups) == 1 && ups[0].AgentMessageChunk != nil && f.ResponseKind == e2a.KindChunk {
+				general, _ = json.Marshal(jsonrpc.Notification{JSONRPC: "2.0", Method: e2a.ACPSessionUpdate,
+					Params: acp.SessionNotification{SessionId: acp.SessionId(want), Update: ups[0]}})
+			}
 			for _, lazy := range []bool{false, true} {
-				if fast := renderWith(t, true, lazy, frames, mk); !bytes.Equal(fast, slow) {
-					t.Fatalf("sse %v session %q lazy %v:\nfast:\n%s\nslow:\n%s", sse, session, lazy, fast, slow)
+				fr := &Frame{Response: f, Raw: raw, StreamSeq: 1}
+				if lazy {
+					fr = &Frame{Raw: raw, StreamSeq: 1, seq: f.Sequence, final: f.IsFinal, rkind: f.ResponseKind}
+				}
+				b, used, ok := ACPTextUpdate(fr, session)
+				if !ok {
+					continue
+				}
+				texts++
+				if used != want || !bytes.Equal(b, general) {
+					t.Fatalf("session %q lazy %v: session %q\nfast:    %s\ngeneral: %s", session, lazy, used, b, general)
 				}
 			}
-			if !bytes.Contains(slow, []byte(`agent_message_chunk`)) {
-				t.Fatalf("no text update:\n%s", slow)
-			}
+		}
+	}
+	if texts == 0 {
+		t.Fatal("no text update")
+	}
+	old := fastText
+	fastText = false
+	defer func() { fastText = old }()
+	for _, f := range frames {
+		raw, _ := json.Marshal(f)
+		if _, _, ok := ACPTextUpdate(&Frame{Response: f, Raw: raw}, ""); ok {
+			t.Fatal("a text update with the fast paths off")
 		}
 	}
 }

@@ -48,14 +48,3 @@ func AgentVaultError(err error) *jsonrpc.Error {
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeAVServerError, Message: err.Error(), Data: d}
 }
-
-// ACPError maps an error of this package to an ACP JSON-RPC error:
-// bad request → -32602, anything else → -32603 with the pipeline code in
-// data.
-func ACPError(err error) *jsonrpc.Error {
-	_, code := Classify(err)
-	if errors.Is(err, ErrBadRequest) {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: errData{Code: code}}
-	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error(), Data: errData{Code: code}}
-}

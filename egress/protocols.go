@@ -230,30 +230,6 @@ func (s *Service) AgentVaultCancel(ctx context.Context, requestIDs []string, can
 	return AgentVaultCancelResult{Success: true, Message: msg}, nil
 }
 
-// ServeACP answers ACP session/prompt for a request ingress just accepted:
-// session/update notifications then the JSON-RPC response, as NDJSON, or
-// as SSE when p.SSE or the client accepts text/event-stream.
-func (s *Service) ServeACP(w http.ResponseWriter, r *http.Request, requestID string, p ACPParams) {
-	if wantsSSE(r) && !wantsNDJSON(r) {
-		p.SSE = true
-	}
-	from, err := ResumePoint(r)
-	if err != nil {
-		o := NewOutput(w, s.cfg.writeTimeout)
-		s.finish(o, NewACP(o, p), FormatACP, err)
-		return
-	}
-	s.ACPStream(r.Context(), w, requestID, p, from)
-}
-
-// ACPStream is ServeACP for a transport without HTTP requests (ACP over
-// stdio): the frames of requestID from sequence from, rendered as p says
-// (NDJSON unless p.SSE), into w.
-func (s *Service) ACPStream(ctx context.Context, w http.ResponseWriter, requestID string, p ACPParams, from int64) {
-	o := NewOutput(w, s.cfg.writeTimeout)
-	s.Stream(ctx, o, NewACP(o, p), FormatACP, requestID, from, WithoutRequestCheck())
-}
-
 // NewRenderer builds a renderer on the response it writes to.
 type NewRenderer func(o *Output) Renderer
 
@@ -272,4 +248,12 @@ func (s *Service) Serve(w http.ResponseWriter, r *http.Request, requestID, forma
 		return
 	}
 	s.Stream(r.Context(), o, rend, format, requestID, from, WithoutRequestCheck())
+}
+
+// ServeFrom is [Service.Serve] for a transport without HTTP requests (ACP
+// over stdio): the frames of requestID from sequence from then live, up to
+// the final frame, rendered into w by the renderer newRenderer builds.
+func (s *Service) ServeFrom(ctx context.Context, w http.ResponseWriter, requestID, format string, from int64, newRenderer NewRenderer) {
+	o := NewOutput(w, s.cfg.writeTimeout)
+	s.Stream(ctx, o, newRenderer(o), format, requestID, from, WithoutRequestCheck())
 }

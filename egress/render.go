@@ -282,6 +282,28 @@ func (s sse) eventJSON(id, event string, v any) error {
 
 func seqID(f *Frame) string { return strconv.FormatInt(f.sequence(), 10) }
 
+// SeqID is the SSE event id of a frame: its sequence, in decimal (what a
+// client resumes from with Last-Event-ID).
+func SeqID(f *Frame) string { return seqID(f) }
+
+// SSEHead writes the head of an SSE response: 200, text/event-stream, no
+// caching or proxy buffering, and the retry interval when retry > 0.
+func SSEHead(o *Output, retry time.Duration) { sse{o}.head(retry) }
+
+// SSEComment writes an SSE comment (": text").
+func SSEComment(o *Output, text string) error { return sse{o}.comment(text) }
+
+// SSEEvent writes one SSE event; id and event are omitted when empty, data
+// is one line of JSON.
+func SSEEvent(o *Output, id, event string, data []byte) error { return sse{o}.event(id, event, data) }
+
+// SSEEventJSON writes one SSE event whose data is v in JSON.
+func SSEEventJSON(o *Output, id, event string, v any) error { return sse{o}.eventJSON(id, event, v) }
+
+// WriteLine writes b, one JSON value, as one compact line (an NDJSON
+// record).
+func WriteLine(o *Output, b []byte) error { return writeLine(o, b) }
+
 // NDJSONHead writes the head of an NDJSON response: 200,
 // application/x-ndjson, no caching or proxy buffering.
 func NDJSONHead(o *Output) {

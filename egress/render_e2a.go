@@ -16,14 +16,16 @@ var (
 	_ Renderer = (*e2aJSON)(nil)
 )
 
-// passThrough is implemented by the renderers that write frames as stored
-// and read only their head (sequence, is_final, response_kind): the
-// [Service] opens their readers without decoding whole frames.
-type passThrough interface{ passThrough() bool }
+// PassThrough is implemented by the renderers that write frames as stored
+// or read only their head (sequence, is_final, response_kind) where they
+// can: when PassThrough returns true, the [Service] opens their readers
+// without decoding whole frames, and their Frame decodes a frame itself
+// ([Frame.Decoded]) where it needs more.
+type PassThrough interface{ PassThrough() bool }
 
-func (*e2aSSE) passThrough() bool    { return true }
-func (*e2aNDJSON) passThrough() bool { return true }
-func (*e2aJSON) passThrough() bool   { return true }
+func (*e2aSSE) PassThrough() bool    { return true }
+func (*e2aNDJSON) PassThrough() bool { return true }
+func (*e2aJSON) PassThrough() bool   { return true }
 
 // e2aSSE renders E2A frames as Server-Sent Events: id: <sequence>,
 // event: <response_kind>, data: <the frame as stored>.

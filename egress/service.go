@@ -341,7 +341,7 @@ func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, 
 		}
 		return o.Flush()
 	})
-	if pt, ok := rend.(passThrough); ok && pt.passThrough() {
+	if pt, ok := rend.(PassThrough); ok && pt.PassThrough() {
 		ropts = append(ropts, withoutDecode())
 	}
 	rd, err := Open(ctx, s.nc, requestID, from, append(ropts, opts...)...)
@@ -638,6 +638,10 @@ func accepts(r *http.Request, mt string) bool {
 	}
 	return false
 }
+
+// Accepts reports whether the Accept headers of r list the media type mt
+// (with a q other than 0).
+func Accepts(r *http.Request, mt string) bool { return accepts(r, mt) }
 
 func wantsSSE(r *http.Request) bool    { return accepts(r, "text/event-stream") }
 func wantsNDJSON(r *http.Request) bool { return accepts(r, "application/x-ndjson") }

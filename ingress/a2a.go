@@ -17,6 +17,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
@@ -60,11 +61,9 @@ func validRPCID(id json.RawMessage) bool {
 	return false
 }
 
-// The JSON-RPC dispatch tables of /a2a and /acp (package protocols).
-var (
-	a2aEndpoint = protocols.At("/a2a")
-	acpEndpoint = protocols.At("/acp")
-)
+// The JSON-RPC dispatch table of /a2a (package protocols; /acp's is
+// package protocols/acp's endpoint).
+var a2aEndpoint = protocols.At("/a2a")
 
 // handleA2A serves POST /a2a: A2A v0.3 (message/send, message/stream,
 // tasks/get, tasks/cancel, tasks/resubscribe) and the AgentVault profile
@@ -152,7 +151,7 @@ func (w *sseErrors) Write(b []byte) (int, error) {
 func (w *sseErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // a2aCall answers one A2A or AgentVault JSON-RPC request.
-func (s *Server) a2aCall(rep rpcReply, in rpcIn, p Principal, req *Request) {
+func (s *Server) a2aCall(rep host.Reply, in host.Call, p Principal, req *Request) {
 	if sw := rep.Stream(); sw != nil && a2aEndpoint.Streaming(req.Method) {
 		rep = httpReply{w: &sseErrors{ResponseWriter: sw}, id: req.ID}
 	}
@@ -171,7 +170,7 @@ func (s *Server) a2aCall(rep rpcReply, in rpcIn, p Principal, req *Request) {
 			ID string `json:"id"`
 		}
 		_ = json.Unmarshal(req.Params, &id)
-		if rec, gerr := s.ownedRecord(in.ctx, p, KindTask, id.ID, tenant.Read); gerr == nil && rec.Protocol == normalizer.ProtocolAgentVault {
+		if rec, gerr := s.ownedRecord(in.Ctx, p, KindTask, id.ID, tenant.Read); gerr == nil && rec.Protocol == normalizer.ProtocolAgentVault {
 			pr, _ = protocols.Lookup(protocols.AgentVault)
 		}
 	}
@@ -187,29 +186,29 @@ func (s *Server) a2aCall(rep rpcReply, in rpcIn, p Principal, req *Request) {
 	case normalizer.OpSubmit:
 		s.a2aSubmit(rep, in, p, protocol, res, req)
 	case normalizer.OpQuery:
-		rec, gerr := s.ownedRecord(in.ctx, p, KindTask, env.TaskID, tenant.Read)
+		rec, gerr := s.ownedRecord(in.Ctx, p, KindTask, env.TaskID, tenant.Read)
 		if gerr != nil {
 			taskNotFound(rep, protocol, env.TaskID)
 			return
 		}
 		if protocol == normalizer.ProtocolAgentVault {
-			answer(rep, pr.Errors)(s.egress.AgentVaultTaskOf(in.ctx, rec.ID, rec.RequestIDs))
+			answer(rep, pr.Errors)(s.egress.AgentVaultTaskOf(in.Ctx, rec.ID, rec.RequestIDs))
 			return
 		}
-		answer(rep, pr.Errors)(s.egress.A2ATask(in.ctx, rec.ID, rec.ContextID, rec.RequestIDs, historyLength(env)))
+		answer(rep, pr.Errors)(s.egress.A2ATask(in.Ctx, rec.ID, rec.ContextID, rec.RequestIDs, historyLength(env)))
 	case normalizer.OpCancel:
-		rec, gerr := s.ownedRecord(in.ctx, p, KindTask, env.TaskID, tenant.Write)
+		rec, gerr := s.ownedRecord(in.Ctx, p, KindTask, env.TaskID, tenant.Write)
 		if gerr != nil {
 			taskNotFound(rep, protocol, env.TaskID)
 			return
 		}
 		if protocol == normalizer.ProtocolAgentVault {
-			answer(rep, pr.Errors)(s.egress.AgentVaultCancel(in.ctx, rec.RequestIDs, s.cancel))
+			answer(rep, pr.Errors)(s.egress.AgentVaultCancel(in.Ctx, rec.RequestIDs, s.cancel))
 			return
 		}
-		answer(rep, pr.Errors)(s.egress.A2ACancel(in.ctx, rec.ID, rec.ContextID, rec.RequestIDs, s.cancel))
+		answer(rep, pr.Errors)(s.egress.A2ACancel(in.Ctx, rec.ID, rec.ContextID, rec.RequestIDs, s.cancel))
 	case normalizer.OpSubscribe:
-		rec, gerr := s.ownedRecord(in.ctx, p, KindTask, env.TaskID, tenant.Read)
+		rec, gerr := s.ownedRecord(in.Ctx, p, KindTask, env.TaskID, tenant.Read)
 		if gerr != nil {
 			taskNotFound(rep, protocol, env.TaskID)
 			return
@@ -224,11 +223,11 @@ func (s *Server) a2aCall(rep rpcReply, in rpcIn, p Principal, req *Request) {
 		}
 		defer release()
 		if protocol == normalizer.ProtocolAgentVault {
-			s.egress.ServeAgentVaultStream(w, in.r, rec.LastRequest(), egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: rec.ID})
+			s.egress.ServeAgentVaultStream(w, in.Request, rec.LastRequest(), egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: rec.ID})
 			return
 		}
-		s.egress.ServeA2AResubscribe(w, in.r, rec.LastRequest(), egress.A2AParams{JSONRPCID: req.ID, TaskID: rec.ID, ContextID: rec.ContextID,
-			Interaction: interaction(in.header, env)})
+		s.egress.ServeA2AResubscribe(w, in.Request, rec.LastRequest(), egress.A2AParams{JSONRPCID: req.ID, TaskID: rec.ID, ContextID: rec.ContextID,
+			Interaction: interaction(in.Header, env)})
 	default:
 		rep.Error(jsonrpc.MethodNotFound(req.Method))
 	}
@@ -236,7 +235,7 @@ func (s *Server) a2aCall(rep rpcReply, in rpcIn, p Principal, req *Request) {
 
 // answer returns the function that answers a result, or its error mapped
 // with toRPC.
-func answer(rep rpcReply, toRPC func(error) *Error) func(any, error) {
+func answer(rep host.Reply, toRPC func(error) *Error) func(any, error) {
 	return func(v any, err error) {
 		if err != nil {
 			rep.Error(toRPC(err))
@@ -283,7 +282,7 @@ func a2aV1Method(m string) bool {
 
 // taskNotFound answers an unknown task (or another principal's) in the
 // protocol's words.
-func taskNotFound(rep rpcReply, protocol string, taskID string) {
+func taskNotFound(rep host.Reply, protocol string, taskID string) {
 	if protocol == normalizer.ProtocolAgentVault {
 		rep.Error(&Error{Code: jsonrpc.CodeAVTaskNotFound, Message: "Task not found: " + taskID})
 		return
@@ -294,16 +293,16 @@ func taskNotFound(rep rpcReply, protocol string, taskID string) {
 // a2aSubmit publishes a message/send, message/stream, tasks/send or
 // tasks/sendSubscribe request, records it on its task, and hands the answer
 // to egress.
-func (s *Server) a2aSubmit(rep rpcReply, in rpcIn, p Principal, protocol string, res *normalizer.Result, req *Request) {
+func (s *Server) a2aSubmit(rep host.Reply, in host.Call, p Principal, protocol string, res *normalizer.Result, req *Request) {
 	env := res.Envelope
 	if env.TaskID != "" && continued(env) {
-		rec, err := s.ownedRecord(in.ctx, p, KindTask, env.TaskID, tenant.Write)
+		rec, err := s.ownedRecord(in.Ctx, p, KindTask, env.TaskID, tenant.Write)
 		if err != nil {
 			taskNotFound(rep, protocol, env.TaskID)
 			return
 		}
 		if protocol == normalizer.ProtocolA2A {
-			if err := s.taskOpen(in.ctx, rec); err != nil {
+			if err := s.taskOpen(in.Ctx, rec); err != nil {
 				s.rpcPublishError(rep, err)
 				return
 			}
@@ -317,7 +316,7 @@ func (s *Server) a2aSubmit(rep rpcReply, in rpcIn, p Principal, protocol string,
 	} else if env.ContextID != "" {
 		// A new context is recorded as the caller's; one the client chose
 		// must be the caller's own already.
-		if err := s.claimContext(in.ctx, p, env.ContextID); err != nil {
+		if err := s.claimContext(in.Ctx, p, env.ContextID); err != nil {
 			s.rpcPublishError(rep, err)
 			return
 		}
@@ -340,7 +339,7 @@ func (s *Server) a2aSubmit(rep rpcReply, in rpcIn, p Principal, protocol string,
 		if !continued(env) {
 			record = s.opts.tasks.AppendNew // the adapter made the id up: one write, no read
 		}
-		if _, err := record(in.ctx, KindTask, TaskRecord{ID: env.TaskID, ContextID: env.ContextID,
+		if _, err := record(in.Ctx, KindTask, TaskRecord{ID: env.TaskID, ContextID: env.ContextID,
 			Protocol: protocol, Pool: res.Pool, Principal: p.UserID}, acc.RequestID, p.Tenant()); err != nil {
 			s.opts.log.Warn("task index update failed", "task_id", env.TaskID, "request_id", acc.RequestID, "err", err)
 		}
@@ -349,14 +348,14 @@ func (s *Server) a2aSubmit(rep rpcReply, in rpcIn, p Principal, protocol string,
 		return // published; nothing to answer
 	}
 	params := egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, HistoryLength: historyLength(env),
-		AcceptedOutputModes: env.ExpectedOutputModes, Interaction: interaction(in.header, env)}
+		AcceptedOutputModes: env.ExpectedOutputModes, Interaction: interaction(in.Header, env)}
 	switch req.Method {
 	case normalizer.A2AMessageStream:
 		if w == nil {
 			return
 		}
-		s.egress.ServeA2AStream(w, in.r, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
-			AcceptedOutputModes: env.ExpectedOutputModes, Interaction: interaction(in.header, env)})
+		s.egress.ServeA2AStream(w, in.Request, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
+			AcceptedOutputModes: env.ExpectedOutputModes, Interaction: interaction(in.Header, env)})
 	case normalizer.A2AMessageSend:
 		if b, ok := env.Params["blocking"].(bool); ok && !b {
 			// configuration.blocking false: the task at once, submitted;
@@ -370,15 +369,15 @@ func (s *Server) a2aSubmit(rep rpcReply, in rpcIn, p Principal, protocol string,
 		if w != nil {
 			// One HTTP answer: rendered as the frames come, with blank
 			// lines while the agent is idle.
-			s.egress.ServeA2ASend(w, in.r, acc.RequestID, params)
+			s.egress.ServeA2ASend(w, in.Request, acc.RequestID, params)
 			return
 		}
-		answer(rep, egress.A2AError)(s.egress.A2AResult(in.ctx, acc.RequestID, params, egress.WithoutRequestCheck()))
+		answer(rep, egress.A2AError)(s.egress.A2AResult(in.Ctx, acc.RequestID, params, egress.WithoutRequestCheck()))
 	case normalizer.AVTasksSendSubscribe:
 		if w == nil {
 			return
 		}
-		s.egress.ServeAgentVaultStream(w, in.r, acc.RequestID, egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: env.TaskID})
+		s.egress.ServeAgentVaultStream(w, in.Request, acc.RequestID, egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: env.TaskID})
 	default: // tasks/send
 		rep.Result(map[string]string{"id": env.TaskID})
 	}
@@ -429,9 +428,9 @@ func historyLength(env *e2a.Envelope) *int {
 
 // publishRPC publishes env for p and answers JSON-RPC errors itself on
 // failure.
-func (s *Server) publishRPC(rep rpcReply, in rpcIn, p Principal, pool string, env *e2a.Envelope) (Accepted, bool) {
+func (s *Server) publishRPC(rep host.Reply, in host.Call, p Principal, pool string, env *e2a.Envelope) (Accepted, bool) {
 	start := time.Now()
-	acc, err := s.publish(in.ctx, p, pool, env)
+	acc, err := s.publish(in.Ctx, p, pool, env)
 	s.metrics.publish.Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.rpcPublishError(rep, err)
@@ -445,7 +444,7 @@ func (s *Server) publishRPC(rep rpcReply, in rpcIn, p Principal, pool string, en
 
 // rpcPublishError answers an error of publish or claimContext on a
 // JSON-RPC endpoint.
-func (s *Server) rpcPublishError(rep rpcReply, err error) {
+func (s *Server) rpcPublishError(rep host.Reply, err error) {
 	switch {
 	case errors.Is(err, context.Canceled):
 		// The caller went away (or, on stdio, cancelled the call, which

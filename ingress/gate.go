@@ -85,7 +85,7 @@ func (s *Server) acquireStream(w http.ResponseWriter, p Principal, shape errorSh
 }
 
 // rpcStreamSlot is streamSlot answering its refusal to a JSON-RPC call.
-func (s *Server) rpcStreamSlot(rep rpcReply, p Principal) (func(), bool) {
+func (s *Server) rpcStreamSlot(rep host.Reply, p Principal) (func(), bool) {
 	release, f := s.streamSlot(p)
 	if f != nil {
 		rep.Header().Set("Retry-After", "1")
@@ -150,15 +150,15 @@ func (s *Server) rateLimit(ctx context.Context, p Principal, protocol string, n 
 // presented there (the local process is the trust boundary), so the
 // principal is the anonymous one (refused when the server's auth has no
 // none scheme), charged n requests of its rate limit.
-func (s *Server) stdioGate(ctx context.Context, n int) (Principal, *failure, bool) {
+func (s *Server) stdioGate(ctx context.Context, protocol string, n int) (Principal, *failure, bool) {
 	p := Principal{UserID: "", IdentityOrigin: "user", Scheme: SchemeNone, Open: true}
 	if s.opts.auth != nil {
 		var err error
 		if p, err = s.opts.auth.Anonymous(); err != nil {
-			s.metrics.authFailures.WithLabelValues("acp").Inc()
+			s.metrics.authFailures.WithLabelValues(protocol).Inc()
 			return p, &failure{Status: AuthStatus(err), Code: "unauthenticated", Message: err.Error(), RPCCode: jsonrpc.CodeACPAuthRequired}, true
 		}
 	}
-	f, canceled := s.rateLimit(ctx, p, "acp", n, http.Header{}, n > 1)
+	f, canceled := s.rateLimit(ctx, p, protocol, n, http.Header{}, n > 1)
 	return p, f, !canceled
 }

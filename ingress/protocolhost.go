@@ -2,16 +2,25 @@ package ingress
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // The protocol packages' side of the front door: a protocol that is one
@@ -20,11 +29,24 @@ import (
 
 // mountProtocols mounts the routes of every registered protocol package on
 // mux, each request counted in e2a_ingress_requests_total under the
-// protocol's name and the route; other methods on a route's path are 405.
+// protocol's name and the route, and the JSON-RPC endpoint of every
+// registered JSON-RPC package at its HTTP paths (POST, served by serveRPC,
+// counted under the protocol and the method); other methods on a path are
+// 405.
 func (s *Server) mountProtocols(mux *http.ServeMux) {
 	h := protocolHost{s: s}
 	paths := map[string]bool{}
 	for _, p := range protocols.All() {
+		if p.RPC != nil {
+			e := s.rpcEndpointOf(p.RPC(h))
+			for _, path := range p.Paths {
+				if !strings.HasPrefix(path, "/") {
+					continue // "stdio": ServeACPStdio
+				}
+				mux.HandleFunc(http.MethodPost+" "+path, func(w http.ResponseWriter, r *http.Request) { s.serveRPC(w, r, e) })
+				mux.HandleFunc(path, egress.MethodNotAllowed(http.MethodPost))
+			}
+		}
 		if p.Routes == nil {
 			continue
 		}
@@ -51,7 +73,7 @@ func (s *Server) counted(protocol, route string, h http.Handler) http.Handler {
 // protocolHost is the server as the protocol packages' host.
 type protocolHost struct{ s *Server }
 
-var _ host.Host = protocolHost{}
+var _ host.RPCHost = protocolHost{}
 
 // Admit is the gate.
 func (h protocolHost) Admit(w http.ResponseWriter, r *http.Request, protocol string, refuse host.Refuse) (host.Caller, bool) {
@@ -66,6 +88,79 @@ func (h protocolHost) Admit(w http.ResponseWriter, r *http.Request, protocol str
 func (h protocolHost) Serve(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer egress.NewRenderer) {
 	h.s.egress.Serve(w, r, requestID, format, newRenderer)
 }
+
+// ServeFrom answers from the request's frames from a sequence with egress.
+func (h protocolHost) ServeFrom(ctx context.Context, w http.ResponseWriter, requestID, format string, from int64, newRenderer egress.NewRenderer) {
+	h.s.egress.ServeFrom(ctx, w, requestID, format, from, newRenderer)
+}
+
+// Replay is egress.Replay of the server's connection, without the request
+// check (the request was just published).
+func (h protocolHost) Replay(ctx context.Context, requestID string, fn func(egress.Frame) error) error {
+	return egress.Replay(ctx, h.s.nc, requestID, 0, fn, egress.WithoutRequestCheck())
+}
+
+// Stored reads the frames stored so far with an egress reader.
+func (h protocolHost) Stored(ctx context.Context, requestID string, fn func(*e2a.Response) error) error {
+	rd, err := egress.Open(ctx, h.s.nc, requestID, 0, egress.WithoutRequestCheck())
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	for {
+		f, ok, err := rd.NextStored(ctx)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if !ok || err != nil {
+			return nil
+		}
+		if err := fn(f.Response); err != nil {
+			return err
+		}
+	}
+}
+
+// Envelope reads the envelope of requestID from E2A_REQUESTS, whatever its
+// pool.
+func (h protocolHost) Envelope(ctx context.Context, requestID string) (*e2a.Envelope, error) {
+	st, err := h.s.js.Stream(ctx, streams.RequestsStream)
+	if err != nil {
+		return nil, err
+	}
+	return loadEnvelope(ctx, st, requestID), nil
+}
+
+// Cancel publishes a cancel on the request's control subject.
+func (h protocolHost) Cancel(ctx context.Context, requestID string) error {
+	return h.s.cancel(ctx, requestID)
+}
+
+// AuthMethods describes each configured scheme a client can use.
+func (h protocolHost) AuthMethods() []host.AuthMethod {
+	var out []host.AuthMethod
+	if h.s.opts.auth == nil {
+		return out
+	}
+	for _, sc := range h.s.opts.auth.Schemes() {
+		var name, desc string
+		switch sc {
+		case SchemeAPIKey:
+			name, desc = "API key", "send the key in the "+HeaderAPIKey+" header"
+		case SchemeBearer:
+			name, desc = "Bearer token", "send Authorization: Bearer <token>"
+		case SchemeOAuth2:
+			name, desc = "OAuth2 client credentials", "get a token from POST /oauth/token, send Authorization: Bearer <token>"
+		default:
+			continue
+		}
+		out = append(out, host.AuthMethod{ID: sc, Name: name, Description: desc})
+	}
+	return out
+}
+
+// Logger is the server's logger.
+func (h protocolHost) Logger() *slog.Logger { return h.s.opts.log }
 
 // Normalizer is the server's normalizer.
 func (h protocolHost) Normalizer() *normalizer.Normalizer { return h.s.opts.norm }
@@ -98,12 +193,93 @@ func (c caller) Publish(ctx context.Context, pool string, env *e2a.Envelope) (ho
 	return host.Accepted{RequestID: acc.RequestID, Pool: acc.Pool, Duplicate: acc.Duplicate, Warning: acc.Warning}, hostError(err)
 }
 
+// rpcCaller is a principal a JSON-RPC transport admitted, as the calls of
+// a protocol package see it.
+type rpcCaller struct {
+	s *Server
+	p Principal
+}
+
+var _ host.RPCCaller = rpcCaller{}
+
+// Input is the server's input of the decoded call.
+func (c rpcCaller) Input(in host.Call, req *Request) normalizer.Input {
+	return c.s.rpcInput(in, c.p, req)
+}
+
+// Publish is publishRPC.
+func (c rpcCaller) Publish(rep host.Reply, in host.Call, pool string, env *e2a.Envelope) (host.Accepted, bool) {
+	acc, ok := c.s.publishRPC(rep, in, c.p, pool, env)
+	return host.Accepted{RequestID: acc.RequestID, Pool: acc.Pool, Duplicate: acc.Duplicate, Warning: acc.Warning}, ok
+}
+
+// StreamSlot is rpcStreamSlot.
+func (c rpcCaller) StreamSlot(rep host.Reply) (func(), bool) { return c.s.rpcStreamSlot(rep, c.p) }
+
+// CreateSession writes a new session record (KindSession) with no request
+// yet.
+func (c rpcCaller) CreateSession(ctx context.Context, protocol, id, pool string) error {
+	now := e2a.FormatTime(c.s.opts.now())
+	rec := TaskRecord{ID: id, Protocol: protocol, Pool: pool, Principal: c.p.UserID, RequestIDs: []string{}, Created: now, Updated: now}
+	key, err := taskKey(KindSession, rec.ID)
+	if err != nil {
+		return err
+	}
+	data, _ := json.Marshal(rec)
+	_, err = c.s.opts.tasks.kv.Create(ctx, key, data)
+	return err
+}
+
+// Session is the owned session record; ErrTaskNotFound (which matches
+// host.ErrSessionNotFound too) for another protocol's.
+func (c rpcCaller) Session(ctx context.Context, protocol, id string, a tenant.Access) (*host.Session, error) {
+	rec, err := c.s.ownedRecord(ctx, c.p, KindSession, id, a)
+	if err == nil && rec.Protocol != protocol {
+		err = ErrTaskNotFound
+	}
+	if err != nil {
+		return nil, hostError(err)
+	}
+	return &host.Session{ID: rec.ID, Protocol: rec.Protocol, Pool: rec.Pool, RequestIDs: rec.RequestIDs}, nil
+}
+
+// AppendSession appends requestID to the session's record.
+func (c rpcCaller) AppendSession(ctx context.Context, protocol, id, pool, requestID string) error {
+	_, err := c.s.opts.tasks.Append(ctx, KindSession, TaskRecord{ID: id, Protocol: protocol, Pool: pool, Principal: c.p.UserID},
+		requestID, c.p.Tenant())
+	return err
+}
+
+// PutSessionData stores data under kind/id in the task bucket.
+func (c rpcCaller) PutSessionData(ctx context.Context, kind, id string, data []byte) error {
+	key, err := taskKey(kind, id)
+	if err != nil {
+		return err
+	}
+	_, err = c.s.opts.tasks.kv.Put(ctx, key, data)
+	return err
+}
+
+// SessionData reads what PutSessionData stored.
+func (c rpcCaller) SessionData(ctx context.Context, kind, id string) ([]byte, error) {
+	key, err := taskKey(kind, id)
+	if err != nil {
+		return nil, err
+	}
+	e, err := c.s.opts.tasks.kv.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return e.Value(), nil
+}
+
 // hostKinds pairs the front door's sentinel errors with the host's.
 var hostKinds = []struct{ ingress, host error }{
 	{ErrUnknownPool, host.ErrUnknownPool},
 	{ErrConflict, host.ErrConflict},
 	{ErrTooLarge, host.ErrTooLarge},
 	{ErrBackpressure, host.ErrBackpressure},
+	{ErrTaskNotFound, host.ErrSessionNotFound},
 }
 
 // hostError returns err matching the host's sentinel of its kind as well,
@@ -126,3 +302,27 @@ type kindError struct{ err, kind error }
 
 func (e kindError) Error() string   { return e.err.Error() }
 func (e kindError) Unwrap() []error { return []error{e.err, e.kind} }
+
+// loadEnvelope reads the envelope of requestID from E2A_REQUESTS, whatever
+// its pool; nil when the stream no longer holds it.
+func loadEnvelope(ctx context.Context, st jetstream.Stream, requestID string) *e2a.Envelope {
+	subj, err := subjects.Request("x", requestID)
+	if err != nil {
+		return nil
+	}
+	pool, _, err := subjects.ParseRequest(subj)
+	if err != nil {
+		return nil
+	}
+	i := strings.Index(subj, "."+pool+".")
+	filter := subj[:i] + ".*." + subj[i+len(pool)+2:]
+	m, err := st.GetLastMsgForSubject(ctx, filter)
+	if err != nil {
+		return nil
+	}
+	env, err := e2a.FromJSON(m.Data)
+	if err != nil {
+		return nil
+	}
+	return env
+}

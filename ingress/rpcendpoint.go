@@ -8,78 +8,56 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
-// rpcEndpoint describes one JSON-RPC 2.0 endpoint (/a2a, /acp): its
-// protocol label, refusal shape, which methods stream (and so cannot be
-// batched), the metric label of a method, and the answer of one call.
+// rpcEndpoint is one JSON-RPC 2.0 endpoint (/a2a, and each registered
+// host.RPCEndpoint: /acp) as ingress's transports serve it: its protocol
+// label, refusal shape, which methods stream (and so cannot be batched),
+// the metric label of a method, and the answer of one call for the
+// principal the gate admitted.
 type rpcEndpoint struct {
 	protocol  string
 	shape     errorShape
 	streaming func(method string) bool
 	metric    func(method string) string
-	call      func(rep rpcReply, in rpcIn, p Principal, req *Request)
+	call      func(rep host.Reply, in host.Call, p Principal, req *Request)
 	// notifyErrors answers an id-less call that fails with its JSON-RPC
 	// error (id null) instead of 204 (A2A: it defines no notifications).
 	notifyErrors bool
+	// lines is how the line transport (stdio) serves it; nil when it is
+	// not served there.
+	lines *host.Lines
 }
 
-// rpcIn is what one JSON-RPC call carries besides its message, whatever
-// the transport.
-type rpcIn struct {
-	ctx     context.Context
-	header  http.Header // the HTTP request's headers; on stdio, the ones the connection sets
-	agent   string      // the agent pool asked for (?agent=)
-	channel string      // the envelope's provenance channel: "http" or "stdio"
-	// r is the HTTP request when the transport is HTTP (streams negotiate
-	// their format and resume from it); nil on stdio.
-	r *http.Request
+// rpcEndpointOf is the endpoint of a protocol package, its calls made for
+// the principal as a host.RPCCaller.
+func (s *Server) rpcEndpointOf(e host.RPCEndpoint) rpcEndpoint {
+	return rpcEndpoint{protocol: e.Protocol, shape: e.Refuse, streaming: e.Streaming, metric: e.Metric,
+		notifyErrors: e.NotifyErrors, lines: e.Lines,
+		call: func(rep host.Reply, in host.Call, p Principal, req *Request) {
+			e.Serve(rep, in, rpcCaller{s: s, p: p}, req)
+		}}
 }
 
-// httpIn is the rpcIn of a call that came over HTTP.
-func httpIn(r *http.Request) rpcIn {
-	return rpcIn{ctx: r.Context(), header: r.Header, agent: r.URL.Query().Get("agent"), channel: "http", r: r}
-}
-
-// withContext returns in with ctx (the context of one batch element).
-func (in rpcIn) withContext(ctx context.Context) rpcIn {
-	in.ctx = ctx
-	if in.r != nil {
-		in.r = in.r.WithContext(ctx)
-	}
-	return in
+// httpIn is the call input of a JSON-RPC call that came over HTTP.
+func httpIn(r *http.Request) host.Call {
+	return host.Call{Ctx: r.Context(), Header: r.Header, Agent: r.URL.Query().Get("agent"), Channel: "http", Request: r}
 }
 
 // rpcInput is the normalizer input of one JSON-RPC call: the request is
 // already decoded, so the adapters read it as is, with no second encode
 // and parse.
-func (s *Server) rpcInput(in rpcIn, p Principal, req *Request) normalizer.Input {
-	nin := s.inputFrom(in.header, nil, p, in.agent)
-	nin.Channel = in.channel
+func (s *Server) rpcInput(in host.Call, p Principal, req *Request) normalizer.Input {
+	nin := s.inputFrom(in.Header, nil, p, in.Agent)
+	nin.Channel = in.Channel
 	nin.RPC = &normalizer.RPCRequest{ID: req.ID, Method: req.Method, Params: req.Params}
 	return nin
 }
 
-// rpcReply is where the answer of one JSON-RPC call goes, whatever carries
-// it: the HTTP response of a single call ([httpReply]), or a value for a
-// batch element or a notification ([valueReply]). A call answers exactly
-// once, with Result, Error or Refuse, or by streaming into Stream.
-type rpcReply interface {
-	// Result answers with a result.
-	Result(v any)
-	// Error answers with a JSON-RPC error.
-	Error(e *Error)
-	// Refuse answers with a refusal that also has an HTTP status (413,
-	// 429, 503…) where the transport has one.
-	Refuse(f failure)
-	// Header holds headers of the answer (Warning, Retry-After); they are
-	// dropped where the transport has none.
-	Header() http.Header
-	// Stream is the writer a streaming method renders its answer into
-	// (SSE, NDJSON), or nil when the answer cannot stream (a batch element,
-	// a notification): the call then acts without rendering.
-	Stream() http.ResponseWriter
-}
+// The answer of one JSON-RPC call (a host.Reply) goes to the HTTP response
+// of a single call ([httpReply]), to a value for a batch element or a
+// notification ([valueReply]), or to lines on stdio ([stdioReply]).
 
 // httpReply answers a single call as the whole HTTP response.
 type httpReply struct {
@@ -87,7 +65,7 @@ type httpReply struct {
 	id json.RawMessage
 }
 
-var _ rpcReply = httpReply{}
+var _ host.Reply = httpReply{}
 
 func (h httpReply) Result(v any)                { _ = jsonrpc.WriteResult(h.w, h.id, v) }
 func (h httpReply) Error(e *Error)              { _ = jsonrpc.WriteError(h.w, h.id, e) }
@@ -104,7 +82,7 @@ type valueReply struct {
 	hdr      http.Header
 }
 
-var _ rpcReply = (*valueReply)(nil)
+var _ host.Reply = (*valueReply)(nil)
 
 func (v *valueReply) Result(x any)   { v.result, v.answered = x, true }
 func (v *valueReply) Error(e *Error) { v.err, v.answered = e, true }
@@ -151,7 +129,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, e rpcEndpoint)
 		}
 		resps := jsonrpc.Batch(r.Context(), calls, e.streaming, func(ctx context.Context, req *Request) (any, *Error) {
 			var v valueReply
-			e.call(&v, httpIn(r).withContext(ctx), p, req)
+			e.call(&v, httpIn(r).WithContext(ctx), p, req)
 			return v.result, v.err
 		})
 		_ = jsonrpc.WriteBatch(w, resps)

@@ -216,6 +216,8 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 //	POST /a2a                                    A2A v0.3 and AgentVault JSON-RPC
 //	POST /a2e                                    A2E NDJSON messages (package protocols/a2e,
 //	                                             mounted from the registry)
+//	POST /acp                                    ACP JSON-RPC (package protocols/acp, its
+//	                                             endpoint served by serveRPC from the registry)
 //	GET  /.well-known/agent-card.json            A2A agent card (also /.well-known/agent.json, and
 //	                                             under /a2a and /a2a/v1 for clients that look
 //	                                             beside the interface URL)
@@ -225,14 +227,13 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /a2a", s.handleA2A)
 	mux.Handle("POST "+A2AV1Path, s.v1rpc)
 	mux.Handle(A2AV1Path+"/", s.v1rest)
-	mux.HandleFunc("POST /acp", s.handleACP)
 	mux.HandleFunc("GET /.well-known/agent-card.json", s.handleCard)
 	mux.HandleFunc("GET /.well-known/agent.json", s.handleCard)
 	// Beside each A2A interface URL too: clients and the A2A TCK that are
 	// given the interface URL look for the card there.
 	mux.HandleFunc("GET /a2a/.well-known/agent-card.json", s.handleCard)
 	mux.HandleFunc("GET "+A2AV1Path+"/.well-known/agent-card.json", s.handleCard)
-	for _, path := range []string{"/v1/requests", "/a2a", A2AV1Path, "/acp"} {
+	for _, path := range []string{"/v1/requests", "/a2a", A2AV1Path} {
 		mux.HandleFunc(path, egress.MethodNotAllowed(http.MethodPost))
 	}
 	s.mountProtocols(mux)

@@ -12,18 +12,20 @@ import (
 	"sync"
 	"sync/atomic"
 
-	acp "github.com/coder/acp-go-sdk"
+	"github.com/google/uuid"
 
-	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/protocols"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
 // ServeACPStdio serves ACP over stdio, as an editor expects of an agent it
 // spawns: newline-delimited JSON-RPC 2.0 messages read from in, answers and
 // session/update notifications written to out, one message per line. Each
 // message is decoded and answered by the same code as POST /acp of s
-// (package jsonrpc and the ACP handlers), so both transports behave the
-// same (the envelopes' channel is "stdio"). No credential can be presented
+// (package jsonrpc and the calls of package protocols/acp, its registered
+// endpoint), so both transports behave the same (the envelopes' channel is
+// "stdio"). No credential can be presented
 // on stdio (the local process is the trust boundary): messages run as the
 // anonymous principal, and are refused with -32000 when s has auth without
 // the none scheme. Nothing but protocol messages is written to out.
@@ -34,7 +36,8 @@ import (
 // worker reads at pick-up), ending the prompt with stopReason "cancelled".
 // "$/cancel_request" cancels one request by id: a session/prompt as above,
 // anything else by stopping its handler and answering -32800 (a request it
-// passed to an agent pool is cancelled in the pipeline too). Each line is
+// passed to an agent pool is cancelled in the pipeline too); which call is
+// which is the endpoint's host.Lines. Each line is
 // written with one Write, under a lock, so lines never interleave.
 //
 // It returns nil at the end of in, once every request in flight has been
@@ -42,9 +45,16 @@ import (
 // blocked on in is abandoned). It returns the error of a failed write to out
 // or of reading in.
 func ServeACPStdio(ctx context.Context, in io.Reader, out io.Writer, s *Server) error {
+	p, _ := protocols.Lookup(protocols.ACP)
+	return s.serveLines(ctx, in, out, s.rpcEndpointOf(p.RPC(protocolHost{s: s})))
+}
+
+// serveLines serves the JSON-RPC endpoint e (its Lines set) over lines of
+// in and out, as ServeACPStdio describes.
+func (s *Server) serveLines(ctx context.Context, in io.Reader, out io.Writer, e rpcEndpoint) error {
 	base, stop := context.WithCancel(ctx)
 	defer stop()
-	c := &stdioConn{s: s, out: &lineOut{w: out}, base: base, calls: map[string]*stdioCall{}, prompts: map[string]map[*stdioCall]bool{}}
+	c := &stdioConn{s: s, e: e, out: &lineOut{w: out}, base: base, calls: map[string]*stdioCall{}, prompts: map[string]map[*stdioCall]bool{}}
 	lines := make(chan stdioLine)
 	go readLines(bufio.NewReaderSize(in, 64<<10), s.opts.maxBody, lines, base.Done())
 	for {
@@ -151,6 +161,7 @@ func (o *lineOut) error() error {
 
 type stdioConn struct {
 	s    *Server
+	e    rpcEndpoint
 	out  *lineOut
 	base context.Context
 	wg   sync.WaitGroup
@@ -164,8 +175,8 @@ type stdioConn struct {
 type stdioCall struct {
 	idKey     string
 	id        json.RawMessage
-	sessionID string // of a session/prompt
-	prompt    bool
+	sessionID string // of a turn (session/prompt)
+	prompt    bool   // a turn: the cancel method cancels its request and lets it end
 	requestID string // the pipeline request id the call publishes, if any
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -176,10 +187,7 @@ type stdioCall struct {
 type peek struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
-	Params struct {
-		SessionID string          `json:"sessionId"`
-		RequestID json.RawMessage `json:"requestId"`
-	} `json:"params"`
+	Params json.RawMessage `json:"params"`
 }
 
 func (c *stdioConn) dispatch(ln stdioLine) {
@@ -192,25 +200,31 @@ func (c *stdioConn) dispatch(ln stdioLine) {
 	if len(ln.data) > 0 && ln.data[0] == '{' {
 		_ = json.Unmarshal(ln.data, &pk) // the handler answers any error
 	}
-	if pk.ID == nil && pk.Method == "$/cancel_request" {
-		c.cancelRequest(pk.Params.RequestID)
+	lines := c.e.lines
+	if pk.ID == nil && pk.Method == lines.CancelMethod {
+		var params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		_ = json.Unmarshal(pk.Params, &params)
+		c.cancelRequest(params.RequestID)
 		return
 	}
+	lc := lines.Classify(pk.Method, pk.Params)
 	call := &stdioCall{id: pk.ID}
 	call.ctx, call.cancel = context.WithCancel(c.base)
 	hdr := http.Header{}
-	if pk.ID != nil && acpPublishes(pk.Method) {
+	if pk.ID != nil && lc.Publishes {
 		// The pipeline request id is fixed before the handler runs, so a
 		// cancel can name the request before it is even published.
-		call.requestID = newSessionID()
+		call.requestID = newRequestID()
 		hdr.Set("Idempotency-Key", call.requestID)
 	}
-	switch pk.Method {
-	case e2a.ACPSessionPrompt:
+	switch {
+	case lc.Turn:
 		call.prompt = true
-		call.sessionID = pk.Params.SessionID
-	case e2a.ACPSessionCancel:
-		c.cancelSession(pk.Params.SessionID)
+		call.sessionID = lc.Session
+	case lc.CancelsTurns:
+		c.cancelSession(lc.Session)
 	}
 	c.register(call)
 	c.wg.Add(1)
@@ -307,11 +321,12 @@ func (c *stdioConn) cancelRequest(id json.RawMessage) {
 }
 
 // run answers one message as POST /acp does, with the same decoding,
-// dispatch and handlers (package jsonrpc, acpCall), and no HTTP between:
+// dispatch and handlers (package jsonrpc, the endpoint's calls), and no
+// HTTP between:
 // answers are written as lines, a streamed answer line by line.
 func (c *stdioConn) run(call *stdioCall, line []byte, hdr http.Header) {
 	s := c.s
-	in := rpcIn{ctx: call.ctx, header: hdr, channel: "stdio"}
+	in := host.Call{Ctx: call.ctx, Header: hdr, Channel: "stdio"}
 	w := &stdioResponse{hdr: http.Header{}, out: c.out}
 	defer func() {
 		w.finish()
@@ -319,7 +334,7 @@ func (c *stdioConn) run(call *stdioCall, line []byte, hdr http.Header) {
 			defer c.cancelPipeline(call.requestID)
 		}
 		if call.canceled.Load() && !w.responded && call.id != nil {
-			w.response(jsonrpc.ErrorResponse(call.id, &Error{Code: jsonrpc.CodeACPRequestCancelled, Message: "Request cancelled"}))
+			w.response(jsonrpc.ErrorResponse(call.id, c.e.lines.Cancelled))
 		}
 	}()
 	calls, batch, derr := jsonrpc.Decode(line, jsonrpc.DecodeOptions{})
@@ -327,7 +342,7 @@ func (c *stdioConn) run(call *stdioCall, line []byte, hdr http.Header) {
 		w.response(jsonrpc.ErrorResponse(nil, derr))
 		return
 	}
-	p, f, ok := s.stdioGate(in.ctx, len(calls))
+	p, f, ok := s.stdioGate(in.Ctx, c.e.protocol, len(calls))
 	if !ok {
 		return // cancelled
 	}
@@ -336,9 +351,9 @@ func (c *stdioConn) run(call *stdioCall, line []byte, hdr http.Header) {
 		return
 	}
 	if batch {
-		resps := jsonrpc.Batch(in.ctx, calls, acpEndpoint.Streaming, func(ctx context.Context, req *Request) (any, *Error) {
+		resps := jsonrpc.Batch(in.Ctx, calls, c.e.streaming, func(ctx context.Context, req *Request) (any, *Error) {
 			var v valueReply
-			s.acpCall(&v, in.withContext(ctx), p, req)
+			c.e.call(&v, in.WithContext(ctx), p, req)
 			return v.result, v.err
 		})
 		if len(resps) > 0 {
@@ -352,10 +367,10 @@ func (c *stdioConn) run(call *stdioCall, line []byte, hdr http.Header) {
 	}
 	req := &calls[0].Request
 	if req.IsNotification() {
-		s.acpCall(&valueReply{}, in, p, req)
+		c.e.call(&valueReply{}, in, p, req)
 		return
 	}
-	s.acpCall(stdioReply{w: w, id: req.ID}, in, p, req)
+	c.e.call(stdioReply{w: w, id: req.ID}, in, p, req)
 }
 
 // stdioReply answers one stdio call: a response line, or the lines of a
@@ -365,7 +380,7 @@ type stdioReply struct {
 	id json.RawMessage
 }
 
-var _ rpcReply = stdioReply{}
+var _ host.Reply = stdioReply{}
 
 func (r stdioReply) Result(v any)   { r.w.response(jsonrpc.ResultResponse(r.id, v)) }
 func (r stdioReply) Error(e *Error) { r.w.response(jsonrpc.ErrorResponse(r.id, e)) }
@@ -440,16 +455,14 @@ func (w *stdioResponse) finish() {
 	}
 }
 
-// acpPublishes reports whether the POST /acp handler publishes a request
-// for method (rather than answering it from the task store).
-func acpPublishes(method string) bool {
-	switch method {
-	case "", e2a.ACPInitialize, e2a.ACPAuthenticate, acp.AgentMethodLogout, e2a.ACPSessionNew, e2a.ACPSessionLoad,
-		e2a.ACPSessionCancel, acp.AgentMethodSessionList, acp.AgentMethodSessionFork, acp.AgentMethodSessionResume,
-		acp.AgentMethodSessionClose, "$/cancel_request":
-		return false
+// newRequestID is a pipeline request id (a UUIDv7) fixed before the call
+// runs.
+func newRequestID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
 	}
-	return true
+	return id.String()
 }
 
 // canonicalID returns a map key for a JSON-RPC id: strings as their JSON

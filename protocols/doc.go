@@ -13,10 +13,13 @@
 // (egress/conformance_test.go, or protocols/<name>/conformance_test.go for
 // a protocol that is one package) fails the tests.
 //
-// A protocol that is one package (protocols/a2e: front door, renderer,
-// error lines) is mounted by ingress from its entry's Routes, built over
-// the pipeline as a host.Host (package protocols/host). Adding such a
-// protocol is: its adapter (normalizer), its package, one entry in [All],
-// and the golden files (README, "Design": "Adding a protocol"; docs/design.md,
-// "The protocol seam").
+// A protocol that is one package is mounted by ingress from its entry:
+// protocols/a2e (front door, renderer, error lines) from its Routes, built
+// over the pipeline as a host.Host; protocols/acp (JSON-RPC calls,
+// renderer, error table) from its RPC endpoint (host.RPCEndpoint), built
+// over the pipeline as a host.RPCHost and served by ingress's JSON-RPC
+// transports (HTTP with batches and notifications at its paths; lines on
+// stdio). Adding such a protocol is: its adapter (normalizer), its
+// package, one entry in [All], and the golden files (README, "Design":
+// "Adding a protocol"; docs/design.md, "The protocol seam").
 package protocols

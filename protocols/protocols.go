@@ -9,16 +9,12 @@ import (
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/a2e"
+	"github.com/e2a-pipeline/pipeline/protocols/acp"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
 // Method is one JSON-RPC method of a protocol.
-type Method struct {
-	Name string
-	// Streaming methods are answered as a stream (SSE or NDJSON) and so
-	// cannot be part of a JSON-RPC batch.
-	Streaming bool
-}
+type Method = host.Method
 
 // Protocol is one protocol the pipeline serves.
 type Protocol struct {
@@ -51,7 +47,17 @@ type Protocol struct {
 	// Its renderer conformance cases are that package's, with their
 	// golden files under protocols/<Name>/testdata/<case>/.
 	Routes func(h host.Host) []host.Route
+	// RPC, set for a JSON-RPC protocol that is one package
+	// (protocols/<Name>: its calls, renderer, error table), is its
+	// endpoint over the pipeline host; ingress serves it at Paths over its
+	// transports (HTTP with batches and notifications; "stdio": lines).
+	// Its renderer conformance cases are that package's, as for Routes.
+	RPC func(h host.RPCHost) host.RPCEndpoint
 }
+
+// Package reports whether the protocol is one package (protocols/<Name>),
+// mounted from its Routes or its RPC endpoint.
+func (p Protocol) Package() bool { return p.Routes != nil || p.RPC != nil }
 
 // Registered protocol names.
 const (
@@ -59,7 +65,7 @@ const (
 	A2A        = "a2a"
 	A2AV1      = "a2a.v1"
 	AgentVault = "agentvault"
-	ACP        = "acp"
+	ACP        = acp.Name
 	A2E        = a2e.Name
 	Workflow   = "a2e.workflow"
 )
@@ -103,15 +109,12 @@ var all = []Protocol{
 			{Name: "DeleteTaskPushNotificationConfig"},
 		}},
 	{Name: ACP, Title: "ACP", Version: "1", Adapter: normalizer.ProtocolACP,
-		Paths: []string{"/acp", "stdio"},
-		Methods: []Method{
-			{Name: e2a.ACPInitialize}, {Name: e2a.ACPAuthenticate}, {Name: "logout"},
-			{Name: e2a.ACPSessionNew}, {Name: e2a.ACPSessionLoad, Streaming: true},
-			{Name: e2a.ACPSessionPrompt, Streaming: true}, {Name: e2a.ACPSessionCancel},
-		},
+		Paths:       []string{acp.Path, "stdio"},
+		Methods:     acp.Methods,
 		OpenMethods: true,
-		Formats:     []string{egress.FormatACP},
-		Errors:      egress.ACPError},
+		Formats:     []string{acp.Format},
+		Errors:      acp.Error,
+		RPC:         acp.Endpoint},
 	{Name: A2E, Title: "A2E", Version: a2e.Version, Adapter: normalizer.ProtocolA2E,
 		Paths:   []string{a2e.Path},
 		Formats: []string{a2e.Format},

@@ -56,15 +56,17 @@ func TestRegistryComplete(t *testing.T) {
 	}
 }
 
-// TestPackageConformance: a protocol that is one package (Routes set) runs
-// its renderer for each of its formats through egress's conformance
-// scenarios in protocols/<name>/conformance_test.go, with a golden file for
-// every scenario under protocols/<name>/testdata/<format>/; a protocol
-// package registered without them fails here (egress's
-// TestConformanceCoversRegistry checks the others).
+// TestPackageConformance: a protocol that is one package (Routes or RPC
+// set) runs its renderer for each of its formats through egress's
+// conformance scenarios in protocols/<name>/conformance_test.go, its cases
+// named after the format (<format>, or <format>_<variant> for several:
+// acp_ndjson, acp_sse), with a golden file for every scenario under
+// protocols/<name>/testdata/<case>/; a protocol package registered without
+// them fails here (egress's TestConformanceCoversRegistry checks the
+// others).
 func TestPackageConformance(t *testing.T) {
 	for _, p := range protocols.All() {
-		if p.Routes == nil {
+		if !p.Package() {
 			continue
 		}
 		src, err := os.ReadFile(filepath.Join(p.Name, "conformance_test.go"))
@@ -75,18 +77,33 @@ func TestPackageConformance(t *testing.T) {
 			t.Errorf("protocol %s: a package with no output format", p.Name)
 		}
 		for _, f := range p.Formats {
-			for _, sc := range egress.Scenarios() {
-				path := filepath.Join(p.Name, egress.GoldenPath(f, sc.Name))
-				if _, err := os.Stat(path); err != nil {
-					t.Errorf("protocol %s: format %s: no golden file for scenario %s: %v", p.Name, f, sc.Name, err)
+			cases, _ := filepath.Glob(filepath.Join(p.Name, "testdata", f+"_*"))
+			if dir := filepath.Join(p.Name, "testdata", f); isDir(dir) {
+				cases = append(cases, dir)
+			}
+			if len(cases) == 0 {
+				t.Errorf("protocol %s: format %s: no conformance case under %s/testdata/%s[_*]/", p.Name, f, p.Name, f)
+			}
+			for _, c := range cases {
+				for _, sc := range egress.Scenarios() {
+					path := filepath.Join(p.Name, egress.GoldenPath(filepath.Base(c), sc.Name))
+					if _, err := os.Stat(path); err != nil {
+						t.Errorf("protocol %s: format %s: no golden file for scenario %s: %v", p.Name, f, sc.Name, err)
+					}
 				}
 			}
 		}
 	}
 }
 
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
+}
+
 // TestRoutesAtPaths: the routes of a protocol package are at its
-// registered paths.
+// registered paths; a JSON-RPC package's endpoint is named after it and
+// answers calls.
 func TestRoutesAtPaths(t *testing.T) {
 	for _, p := range protocols.All() {
 		if p.Routes == nil {
@@ -95,6 +112,20 @@ func TestRoutesAtPaths(t *testing.T) {
 		for _, rt := range p.Routes(nil) {
 			if !slices.Contains(p.Paths, rt.Path) || rt.Method == "" || rt.Handler == nil {
 				t.Errorf("protocol %s: route %s %s (paths %v)", p.Name, rt.Method, rt.Path, p.Paths)
+			}
+		}
+	}
+	for _, p := range protocols.All() {
+		if p.RPC == nil {
+			continue
+		}
+		e := p.RPC(nil)
+		if e.Protocol != p.Name || e.Serve == nil || e.Refuse == nil || e.Streaming == nil || e.Metric == nil || p.Methods == nil {
+			t.Errorf("protocol %s: endpoint %+v", p.Name, e)
+		}
+		for _, m := range p.Methods {
+			if e.Streaming(m.Name) != m.Streaming || e.Metric(m.Name) != m.Name {
+				t.Errorf("protocol %s: method %s: streaming %v, label %q", p.Name, m.Name, e.Streaming(m.Name), e.Metric(m.Name))
 			}
 		}
 	}

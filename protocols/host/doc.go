@@ -1,14 +1,29 @@
-// Package host is what a protocol package's front door needs from the
-// pipeline that mounts it: the gate (authentication and rate limit,
-// refused in the protocol's own error shape), the normalizer and the
-// caller's view of a request for it, the publish of an envelope, and the
-// answer of an accepted request from its frames with one of egress's
-// renderers.
+// Package host is what a protocol package needs from the pipeline that
+// mounts it: the gate (authentication and rate limit, refused in the
+// protocol's own error shape), the normalizer and the caller's view of a
+// request for it, the publish of an envelope, and the answer of an
+// accepted request from its frames with one of egress's renderers.
+//
+// For a JSON-RPC protocol it is also the seam between the package's calls
+// and the host's transports: the package describes its endpoint
+// ([RPCEndpoint]: protocol name, refusal shape, which methods stream, the
+// metric label of a method, the answer of one call, and for stdio its
+// [Lines]), and the host serves it over HTTP (batches, notifications) and
+// lines, handing each call its [Reply] (Result, Error, Refuse, Header,
+// Stream), its [Call] (context, headers, agent, channel, the HTTP request
+// when there is one) and its [RPCCaller] (input, publish, stream slot, and
+// [Sessions]: the caller's sessions in the task store). What such calls
+// need beyond [Host] are small role interfaces, composed in [RPCHost]:
+// [FromAnswerer] (answer from a sequence without an HTTP request),
+// [Frames] (a request's frames and envelope), [Canceler] (a cancel on a
+// request's control subject) and [Authentication] (the schemes a
+// handshake lists).
 //
 // It is a leaf: the protocol packages (protocols/<name>) import it and
-// cannot import ingress, which implements [Host] over its server and
-// mounts each protocol's [Route]s from the registry (package protocols).
-// A protocol package only sees these small interfaces, so it can be tested
-// over a fake host, and ingress stays the one owner of authentication,
-// tenancy, publishing and metrics.
+// cannot import ingress, which implements [Host] and [RPCHost] over its
+// server, mounts each protocol's [Route]s and serves each [RPCEndpoint]
+// from the registry (package protocols). A protocol package only sees
+// these small interfaces, so it can be tested over a fake host, and
+// ingress stays the one owner of authentication, tenancy, publishing,
+// transports and metrics.
 package host

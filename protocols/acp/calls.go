@@ -1,0 +1,577 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+	"github.com/google/uuid"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/tenant"
+)
+
+// Name is the protocol's name in the registry and in metric labels.
+const Name = "acp"
+
+// Path is the HTTP endpoint: POST only.
+const Path = "/acp"
+
+// ProtocolVersion is the ACP protocol version this front door speaks.
+const ProtocolVersion = 1
+
+// MethodLogout is ACP's logout (answered locally).
+const MethodLogout = acpsdk.AgentMethodLogout
+
+// Methods are the ACP methods the front door answers itself; any other
+// method the normalizer accepts is passed to the agent pool.
+var Methods = []host.Method{
+	{Name: e2a.ACPInitialize}, {Name: e2a.ACPAuthenticate}, {Name: MethodLogout},
+	{Name: e2a.ACPSessionNew}, {Name: e2a.ACPSessionLoad, Streaming: true},
+	{Name: e2a.ACPSessionPrompt, Streaming: true}, {Name: e2a.ACPSessionCancel},
+}
+
+// CancelRequest is the notification that cancels one request in flight
+// over stdio.
+const CancelRequest = "$/cancel_request"
+
+// kindSessionConfig keys the cwd and MCP servers of a session in the task
+// store, beside the session's record.
+const kindSessionConfig = "acp_session"
+
+// sessionConfig is what session/new (or session/load) said about the
+// client's environment; secret values of MCP servers are removed.
+type sessionConfig struct {
+	Cwd                   string   `json:"cwd"`
+	McpServers            []any    `json:"mcpServers"`
+	AdditionalDirectories []string `json:"additionalDirectories,omitempty"`
+}
+
+// Endpoint is the JSON-RPC endpoint of ACP over h, for the registry:
+// POST /acp and stdio.
+func Endpoint(h host.RPCHost) host.RPCEndpoint {
+	f := &frontDoor{h: h}
+	return host.RPCEndpoint{Protocol: Name, Refuse: Refuse, Streaming: Streaming, Metric: Label, Serve: f.serve,
+		Lines: &host.Lines{CancelMethod: CancelRequest,
+			Cancelled: &jsonrpc.Error{Code: jsonrpc.CodeACPRequestCancelled, Message: "Request cancelled"},
+			Classify:  classify}}
+}
+
+// Refuse writes a refusal as a JSON-RPC error (id null) with the HTTP
+// status, using ACP's "authentication required" code for 401.
+func Refuse(w http.ResponseWriter, f host.Refusal) {
+	if f.RPCCode == jsonrpc.CodeAuthentication {
+		f.RPCCode = jsonrpc.CodeACPAuthRequired
+	}
+	host.RefuseJSONRPC(w, nil, f)
+}
+
+// method returns the method of the table.
+func method(name string) (host.Method, bool) {
+	for _, m := range Methods {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return host.Method{}, false
+}
+
+// Streaming reports whether method is answered as a stream (and so cannot
+// be batched).
+func Streaming(name string) bool {
+	m, ok := method(name)
+	return ok && m.Streaming
+}
+
+// Label bounds a method name for a metric label: a method of [Methods] or
+// of ACP's schema as is, "_ext" for an extension method, "other" for
+// anything else.
+func Label(name string) string {
+	if _, ok := method(name); ok {
+		return name
+	}
+	if strings.HasPrefix(name, "_") {
+		return "_ext"
+	}
+	if normalizer.IsACPMethod(name) {
+		return name
+	}
+	return "other"
+}
+
+// classify is what stdio needs to know of a call before it runs it.
+func classify(name string, params json.RawMessage) host.LineCall {
+	var p struct {
+		SessionID string `json:"sessionId"`
+	}
+	_ = json.Unmarshal(params, &p)
+	return host.LineCall{Publishes: publishes(name), Session: p.SessionID,
+		Turn: name == e2a.ACPSessionPrompt, CancelsTurns: name == e2a.ACPSessionCancel}
+}
+
+// publishes reports whether the front door publishes a request for method
+// (rather than answering it from the task store).
+func publishes(name string) bool {
+	switch name {
+	case "", e2a.ACPInitialize, e2a.ACPAuthenticate, MethodLogout, e2a.ACPSessionNew, e2a.ACPSessionLoad,
+		e2a.ACPSessionCancel, acpsdk.AgentMethodSessionList, acpsdk.AgentMethodSessionFork, acpsdk.AgentMethodSessionResume,
+		acpsdk.AgentMethodSessionClose, CancelRequest:
+		return false
+	}
+	return true
+}
+
+// notImplemented are the ACP methods answered -32601 whatever their
+// params: session management the pipeline owns, and the mode, model and
+// config-option setters of capabilities session/new never advertises.
+var notImplemented = map[string]bool{
+	acpsdk.AgentMethodSessionList: true, acpsdk.AgentMethodSessionFork: true, acpsdk.AgentMethodSessionResume: true,
+	acpsdk.AgentMethodSessionClose: true, acpsdk.AgentMethodSessionSetMode: true, acpsdk.AgentMethodSessionSetModel: true,
+	acpsdk.AgentMethodSessionSetConfigOption: true,
+}
+
+// frontDoor answers ACP calls over the host.
+type frontDoor struct{ h host.RPCHost }
+
+// serve answers one ACP request; for a notification (no id) it acts but
+// writes nothing worth reading and never waits for an agent.
+func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *jsonrpc.Request) {
+	nin := c.Input(in, req)
+	if notImplemented[req.Method] {
+		rep.Error(jsonrpc.MethodNotFound(req.Method))
+		return
+	}
+	res, err := d.h.Normalizer().FromACP(nin)
+	if err != nil {
+		rep.Error(&jsonrpc.Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()})
+		return
+	}
+	switch req.Method {
+	case e2a.ACPInitialize:
+		d.initialize(rep, req)
+	case e2a.ACPAuthenticate:
+		d.authenticate(rep, req)
+	case MethodLogout:
+		rep.Result(map[string]any{})
+	case e2a.ACPSessionNew:
+		d.sessionNew(rep, in, c, res, req)
+	case e2a.ACPSessionLoad:
+		d.sessionLoad(rep, in, c, res, req)
+	case e2a.ACPSessionPrompt:
+		d.prompt(rep, in, c, res, req)
+	case e2a.ACPSessionCancel:
+		d.cancel(rep, in, c, res, req)
+	default:
+		if res.Op != normalizer.OpSubmit {
+			rep.Error(jsonrpc.MethodNotFound(req.Method))
+			return
+		}
+		d.passThrough(rep, in, c, res, req)
+	}
+}
+
+// authMethods lists one ACP auth method per configured scheme.
+func (d *frontDoor) authMethods() []map[string]any {
+	out := []map[string]any{}
+	for _, m := range d.h.AuthMethods() {
+		out = append(out, map[string]any{"id": m.ID, "name": m.Name, "description": m.Description})
+	}
+	return out
+}
+
+func (d *frontDoor) initialize(rep host.Reply, req *jsonrpc.Request) {
+	var params struct {
+		ProtocolVersion json.RawMessage `json:"protocolVersion"`
+	}
+	_ = json.Unmarshal(req.Params, &params)
+	if _, err := strconv.ParseUint(string(params.ProtocolVersion), 10, 16); err != nil {
+		rep.Error(jsonrpc.InvalidParams("protocolVersion must be an integer"))
+		return
+	}
+	rep.Result(map[string]any{
+		"protocolVersion": ProtocolVersion,
+		"agentCapabilities": map[string]any{
+			"loadSession":        true,
+			"promptCapabilities": map[string]any{"image": true, "audio": true, "embeddedContext": true},
+		},
+		"authMethods": d.authMethods(),
+		"agentInfo":   map[string]any{"name": "e2a-pipeline", "title": "E2A Pipeline", "version": "1"},
+	})
+}
+
+// authenticate accepts a configured method: the request carrying it has
+// already passed auth.
+func (d *frontDoor) authenticate(rep host.Reply, req *jsonrpc.Request) {
+	var params struct {
+		MethodID string `json:"methodId"`
+	}
+	_ = json.Unmarshal(req.Params, &params)
+	if params.MethodID == "" {
+		rep.Error(jsonrpc.InvalidParams("methodId is required"))
+		return
+	}
+	for _, m := range d.h.AuthMethods() {
+		if m.ID == params.MethodID {
+			rep.Result(map[string]any{})
+			return
+		}
+	}
+	rep.Error(jsonrpc.InvalidParams("unknown auth method " + jsonrpc.QuoteForMessage(params.MethodID)))
+}
+
+// readSessionConfig reads cwd, mcpServers and additionalDirectories of
+// session/new or session/load params. cwd is required when need is true.
+func readSessionConfig(raw json.RawMessage, need bool) (*sessionConfig, *jsonrpc.Error) {
+	var params struct {
+		Cwd                   *string         `json:"cwd"`
+		McpServers            json.RawMessage `json:"mcpServers"`
+		AdditionalDirectories []string        `json:"additionalDirectories"`
+	}
+	if err := json.Unmarshal(raw, &params); err != nil && len(raw) > 0 {
+		return nil, jsonrpc.InvalidParams("cwd must be a string, mcpServers an array")
+	}
+	if params.Cwd == nil || *params.Cwd == "" {
+		if need {
+			return nil, jsonrpc.InvalidParams("cwd is required")
+		}
+		return nil, nil
+	}
+	cfg := &sessionConfig{Cwd: *params.Cwd, McpServers: []any{}, AdditionalDirectories: params.AdditionalDirectories}
+	if len(params.McpServers) > 0 && string(params.McpServers) != "null" {
+		if err := json.Unmarshal(params.McpServers, &cfg.McpServers); err != nil {
+			return nil, jsonrpc.InvalidParams("mcpServers must be an array")
+		}
+	}
+	// The secrets of MCP servers: every value of their environment
+	// variables and HTTP headers, and secret args (--token X), by the
+	// normalizer's rule; names stay.
+	normalizer.StripMCPServers(cfg.McpServers)
+	return cfg, nil
+}
+
+// NewSessionID returns a new session id (a UUIDv7).
+func NewSessionID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
+}
+
+func (d *frontDoor) sessionNew(rep host.Reply, in host.Call, c host.RPCCaller, res *normalizer.Result, req *jsonrpc.Request) {
+	cfg, rerr := readSessionConfig(req.Params, true)
+	if rerr != nil {
+		rep.Error(rerr)
+		return
+	}
+	if req.IsNotification() {
+		return // nobody would learn the session id
+	}
+	id := NewSessionID()
+	if err := d.putSessionConfig(in.Ctx, c, id, cfg); err != nil {
+		d.storeFailed(rep, req, "session store", err)
+		return
+	}
+	if err := c.CreateSession(in.Ctx, normalizer.ProtocolACP, id, res.Pool); err != nil {
+		d.storeFailed(rep, req, "session store", err)
+		return
+	}
+	rep.Result(map[string]any{"sessionId": id})
+}
+
+func (d *frontDoor) storeFailed(rep host.Reply, req *jsonrpc.Request, what string, err error) {
+	if errors.Is(err, context.Canceled) {
+		return // the caller went away or cancelled the call: nothing to answer
+	}
+	d.h.Logger().Warn("acp: "+what+" failed", "method", req.Method, "err", err)
+	rep.Header().Set("Retry-After", "1")
+	rep.Refuse(host.Refusal{Status: http.StatusServiceUnavailable, RPCCode: jsonrpc.CodeInternalError,
+		Message: "the pipeline could not store the session; retry later", Data: map[string]any{"retryable": true}})
+}
+
+func (d *frontDoor) putSessionConfig(ctx context.Context, c host.RPCCaller, id string, cfg *sessionConfig) error {
+	data, _ := json.Marshal(cfg)
+	return c.PutSessionData(ctx, kindSessionConfig, id, data)
+}
+
+func (d *frontDoor) sessionConfig(ctx context.Context, c host.RPCCaller, id string) *sessionConfig {
+	data, err := c.SessionData(ctx, kindSessionConfig, id)
+	if err != nil {
+		return nil
+	}
+	var cfg sessionConfig
+	if json.Unmarshal(data, &cfg) != nil {
+		return nil
+	}
+	return &cfg
+}
+
+// session returns the session record of the caller, answering the error
+// itself (when the request has an id) and returning nil otherwise.
+func (d *frontDoor) session(rep host.Reply, in host.Call, c host.RPCCaller, req *jsonrpc.Request, id string, a tenant.Access) *host.Session {
+	rec, err := c.Session(in.Ctx, normalizer.ProtocolACP, id, a)
+	if err != nil {
+		if errors.Is(err, host.ErrSessionNotFound) {
+			rep.Error(&jsonrpc.Error{Code: jsonrpc.CodeACPResourceNotFound, Message: "Resource not found: session " + jsonrpc.QuoteForMessage(id),
+				Data: map[string]any{"sessionId": id}})
+			return nil
+		}
+		d.storeFailed(rep, req, "session lookup", err)
+		return nil
+	}
+	return rec
+}
+
+// prompt publishes a session/prompt and streams its answer.
+func (d *frontDoor) prompt(rep host.Reply, in host.Call, c host.RPCCaller, res *normalizer.Result, req *jsonrpc.Request) {
+	env := res.Envelope
+	if rec := d.session(rep, in, c, req, env.SessionID, tenant.Write); rec == nil {
+		return
+	}
+	liftE2AParams(env)
+	if cfg := d.sessionConfig(in.Ctx, c, env.SessionID); cfg != nil {
+		if _, ok := env.Params["cwd"]; !ok {
+			env.Params["cwd"] = cfg.Cwd
+		}
+		if _, ok := env.Params["mcpServers"]; !ok {
+			env.Params["mcpServers"] = cfg.McpServers
+		}
+	}
+	if !req.IsNotification() {
+		release, ok := c.StreamSlot(rep)
+		if !ok {
+			return
+		}
+		defer release()
+	}
+	acc, ok := c.Publish(rep, in, res.Pool, env)
+	if !ok {
+		return
+	}
+	if err := c.AppendSession(in.Ctx, normalizer.ProtocolACP, env.SessionID, res.Pool, acc.RequestID); err != nil {
+		d.h.Logger().Warn("session index update failed", "session_id", env.SessionID, "request_id", acc.RequestID, "err", err)
+	}
+	w := rep.Stream()
+	if w == nil {
+		return // a notification: published only
+	}
+	params := Params{JSONRPCID: req.ID, SessionID: env.SessionID}
+	if in.Request == nil {
+		// stdio: NDJSON lines, from the first frame.
+		d.h.ServeFrom(in.Ctx, w, acc.RequestID, Format, 0, func(o *egress.Output) egress.Renderer { return NewRenderer(o, params) })
+		return
+	}
+	if egress.Accepts(in.Request, "text/event-stream") && !egress.Accepts(in.Request, "application/x-ndjson") {
+		params.SSE = true
+	}
+	d.h.Serve(w, in.Request, acc.RequestID, Format, func(o *egress.Output) egress.Renderer { return NewRenderer(o, params) })
+}
+
+// liftE2AParams copies the keys of params._meta.e2a_params into params,
+// never overwriting one.
+func liftE2AParams(env *e2a.Envelope) {
+	if env.Params == nil {
+		env.Params = map[string]any{}
+	}
+	meta, _ := env.Params["_meta"].(map[string]any)
+	extra, _ := meta["e2a_params"].(map[string]any)
+	for k, v := range extra {
+		if _, ok := env.Params[k]; !ok {
+			env.Params[k] = v
+		}
+	}
+}
+
+// cancel cancels the session's last request. The worker then writes the
+// final cancelled frame, which ends the pending session/prompt with
+// stopReason "cancelled".
+func (d *frontDoor) cancel(rep host.Reply, in host.Call, c host.RPCCaller, res *normalizer.Result, req *jsonrpc.Request) {
+	rec := d.session(rep, in, c, req, res.Envelope.SessionID, tenant.Write)
+	if rec == nil {
+		return
+	}
+	if last := rec.LastRequest(); last != "" {
+		if err := d.h.Cancel(in.Ctx, last); err != nil {
+			d.h.Logger().Warn("acp: cancel failed", "session_id", rec.ID, "request_id", last, "err", err)
+			rep.Error(jsonrpc.InternalError("the cancel could not be delivered; retry"))
+			return
+		}
+	}
+	rep.Result(nil)
+}
+
+// stream writes the JSON-RPC messages of one streamed answer: NDJSON
+// lines, or SSE events when the client accepts only text/event-stream.
+type stream struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	sse     bool
+	started bool
+}
+
+func newStream(w http.ResponseWriter, header http.Header) *stream {
+	a := header.Get("Accept")
+	sse := strings.Contains(a, "text/event-stream") && !strings.Contains(a, "application/x-ndjson")
+	return &stream{w: w, rc: http.NewResponseController(w), sse: sse}
+}
+
+func (st *stream) emit(v any) error {
+	if !st.started {
+		st.started = true
+		h := st.w.Header()
+		if st.sse {
+			h.Set("Content-Type", "text/event-stream")
+		} else {
+			h.Set("Content-Type", "application/x-ndjson")
+		}
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		st.w.WriteHeader(http.StatusOK)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if st.sse {
+		b = append(append([]byte("data: "), b...), '\n', '\n')
+	} else {
+		b = append(b, '\n')
+	}
+	if _, err := st.w.Write(b); err != nil {
+		return err
+	}
+	_ = st.rc.Flush()
+	return nil
+}
+
+// sessionLoad replays a session's history, then answers a
+// LoadSessionResponse.
+func (d *frontDoor) sessionLoad(rep host.Reply, in host.Call, c host.RPCCaller, res *normalizer.Result, req *jsonrpc.Request) {
+	id := res.Envelope.SessionID
+	cfg, rerr := readSessionConfig(req.Params, false)
+	if rerr != nil {
+		rep.Error(rerr)
+		return
+	}
+	access := tenant.Read
+	if cfg != nil {
+		access = tenant.Write // it replaces the session's configuration
+	}
+	rec := d.session(rep, in, c, req, id, access)
+	if rec == nil || req.IsNotification() {
+		return
+	}
+	if cfg != nil {
+		if err := d.putSessionConfig(in.Ctx, c, id, cfg); err != nil {
+			d.h.Logger().Warn("acp: session config update failed", "session_id", id, "err", err)
+		}
+	}
+	w := rep.Stream()
+	if w == nil {
+		return
+	}
+	release, ok := c.StreamSlot(rep)
+	if !ok {
+		return
+	}
+	defer release()
+	st := newStream(w, in.Header)
+	emit := func(u acpsdk.SessionUpdate) error { return st.emit(notification(id, u)) }
+	if err := d.replaySession(in.Ctx, rec, emit); err != nil {
+		if in.Ctx.Err() != nil {
+			return
+		}
+		d.h.Logger().Warn("acp: session replay failed", "session_id", id, "err", err)
+		_ = st.emit(jsonrpc.ErrorResponse(req.ID, jsonrpc.InternalError("the session history could not be read")))
+		return
+	}
+	_ = st.emit(jsonrpc.ResultResponse(req.ID, acpsdk.LoadSessionResponse{}))
+}
+
+// replaySession calls emit with the session/update notifications of the
+// session's history: each prompt's content blocks as user_message_chunk,
+// then the updates of the frames the agent has written so far.
+func (d *frontDoor) replaySession(ctx context.Context, rec *host.Session, emit func(acpsdk.SessionUpdate) error) error {
+	for _, id := range rec.RequestIDs {
+		env, err := d.h.Envelope(ctx, id)
+		if err != nil {
+			return err
+		}
+		if env != nil {
+			blocks, _ := normalizer.MergeParamsToACPPrompt(env)["prompt"].([]any)
+			for _, b := range blocks {
+				data, _ := json.Marshal(b)
+				var cb acpsdk.ContentBlock
+				if json.Unmarshal(data, &cb) != nil {
+					continue
+				}
+				if err := emit(acpsdk.UpdateUserMessage(cb)); err != nil {
+					return err
+				}
+			}
+		}
+		err = d.h.Stored(ctx, id, func(r *e2a.Response) error {
+			ups, _ := egress.ACPUpdates(r)
+			for _, u := range ups {
+				if err := emit(u); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, egress.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
+// passThrough publishes a method the pipeline does not answer itself and
+// answers with the request's final frame.
+func (d *frontDoor) passThrough(rep host.Reply, in host.Call, c host.RPCCaller, res *normalizer.Result, req *jsonrpc.Request) {
+	acc, ok := c.Publish(rep, in, res.Pool, res.Envelope)
+	if !ok || req.IsNotification() {
+		return
+	}
+	var final *e2a.Response
+	err := d.h.Replay(in.Ctx, acc.RequestID, func(f egress.Frame) error {
+		if f.Response.IsFinal {
+			final = f.Response
+		}
+		return nil
+	})
+	if err != nil || final == nil {
+		if in.Ctx.Err() != nil {
+			return
+		}
+		rep.Error(&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Internal error: no answer from the agent",
+			Data: map[string]any{"retryable": true, "request_id": acc.RequestID}})
+		return
+	}
+	if final.ResponseKind == e2a.KindComplete {
+		c, _ := final.Complete()
+		result := c.Result
+		if result == nil {
+			result = map[string]any{}
+		}
+		rep.Result(result)
+		return
+	}
+	if resp, ok := egress.E2AResponseToACPJSONRPCResponse(final); ok {
+		if resp.Error != nil {
+			rep.Error(&jsonrpc.Error{Code: resp.Error.Code, Message: resp.Error.Message, Data: resp.Error.Data})
+			return
+		}
+		rep.Result(resp.Result)
+		return
+	}
+	rep.Result(map[string]any{})
+}

@@ -1,0 +1,98 @@
+package acp
+
+import (
+	"encoding/json"
+	"flag"
+	"testing"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// rendererCases are the renderer conformance cases of the ACP format, by
+// name (the registry's completeness check looks for their golden files
+// under testdata/<case>/): NDJSON (the framing of stdio) and SSE.
+var rendererCases = map[string]bool{Format + "_ndjson": false, Format + "_sse": true}
+
+// TestRendererConformance runs the renderer through egress's conformance
+// scenarios and compares its output step by step with
+// testdata/<case>/<scenario>.golden (go test -run Conformance -update
+// rewrites them).
+func TestRendererConformance(t *testing.T) {
+	for name, sse := range rendererCases {
+		for _, sc := range egress.Scenarios() {
+			t.Run(name+"/"+sc.Name, func(t *testing.T) {
+				run, err := egress.RunConformance(sc, func(o *egress.Output) egress.Renderer {
+					return NewRenderer(o, Params{JSONRPCID: json.RawMessage(`42`), SessionID: "s1", SSE: sse})
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := egress.MatchGolden(egress.GoldenPath(name, sc.Name), run.Golden, *update); err != nil {
+					t.Error(err)
+				}
+				if len(run.Body) == 0 {
+					t.Errorf("nothing written")
+				}
+				var msgs [][]byte
+				if sse {
+					for h, v := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
+						if run.Started && run.Header.Get(h) != v {
+							t.Errorf("%s = %q, want %q", h, run.Header.Get(h), v)
+						}
+					}
+					if msgs, err = egress.SSEData(run.Body); err != nil {
+						t.Error(err)
+					}
+				} else if msgs, err = egress.NDJSONLines(run.Body); err != nil {
+					t.Fatal(err)
+				}
+				checkMessages(t, sc, msgs)
+			})
+		}
+	}
+}
+
+// checkMessages: notifications decode as acp.SessionNotification, the last
+// message is the response to id 42 with a stopReason or an error.
+func checkMessages(t *testing.T, sc egress.Scenario, msgs [][]byte) {
+	t.Helper()
+	var endErr error
+	for _, st := range sc.Steps {
+		if st.Kind == egress.StepEnd {
+			endErr = st.Err
+		}
+	}
+	for i, m := range msgs {
+		var probe struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+			ID     json.RawMessage `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  *jsonrpc.Error  `json:"error"`
+		}
+		if err := json.Unmarshal(m, &probe); err != nil {
+			t.Fatal(err)
+		}
+		if i < len(msgs)-1 || (!sc.Final && endErr == nil) {
+			var n acpsdk.SessionNotification
+			if probe.Method != "session/update" || json.Unmarshal(probe.Params, &n) != nil || n.SessionId != "s1" {
+				t.Errorf("message %d is not a session/update: %s", i, m)
+			}
+			continue
+		}
+		if string(probe.ID) != "42" {
+			t.Errorf("response id %s", probe.ID)
+		}
+		if probe.Error == nil {
+			var pr acpsdk.PromptResponse
+			if err := json.Unmarshal(probe.Result, &pr); err != nil || pr.StopReason == "" {
+				t.Errorf("result %s", probe.Result)
+			}
+		}
+	}
+}

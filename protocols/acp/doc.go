@@ -1,0 +1,69 @@
+// Package acp is the Agent Client Protocol (ACP, JSON-RPC 2.0) as one
+// package: its calls, its answers from a request's frames (the ACP
+// renderer: session/update notifications, then the session/prompt result
+// {stopReason} or an error) and its error table.
+//
+// ACP is served at POST /acp and over stdio (`e2a acp`); the transports are
+// the host's (ingress: HTTP with batches and notifications, lines on stdio
+// with $/cancel_request), the calls this package's, described by its
+// [Endpoint], which ingress serves from the registry
+// (protocols.Protocol.RPC):
+//
+//   - initialize, authenticate, logout are answered locally: protocol
+//     version 1, loadSession, the prompt capabilities, and one auth method
+//     per scheme the host has (host.Authentication; over HTTP the
+//     credential travels in the headers, so authenticate only checks the
+//     method id).
+//   - session/new creates a session (a UUIDv7) in the host's task store
+//     (host.Sessions) with its cwd and MCP servers (secret values removed)
+//     and answers {sessionId}.
+//   - session/prompt publishes the envelope, appends the request to the
+//     session, and streams session/update notifications then the result
+//     {stopReason}: NDJSON (default, Accept: application/x-ndjson) or SSE
+//     (Accept: text/event-stream), one JSON-RPC message per line or event;
+//     on stdio, lines from the first frame (host.FromAnswerer). The
+//     session's cwd and mcpServers are added to the envelope's params (when
+//     the prompt has no such keys), and the keys of params._meta.e2a_params
+//     are lifted into params (never overwriting): ACP's PromptRequest has
+//     no room for pipeline parameters, and normalizer.EnvelopeToACPPeerCall
+//     moves them to the same place.
+//   - session/load replays the session's history (user_message_chunk for
+//     each prompt, then the agent's updates; host.Frames) as
+//     session/update notifications, framed like session/prompt, then the
+//     result LoadSessionResponse {} (no modes, models or config options).
+//   - session/cancel (a notification) cancels the session's last request
+//     (host.Canceler); the pending session/prompt then ends with
+//     stopReason "cancelled".
+//   - session/list, session/fork, session/resume and session/close: the
+//     pipeline owns sessions and does not implement these: -32601.
+//   - session/set_mode, session/set_model and session/set_config_option:
+//     session/new advertises no modes, models or config options (an agent
+//     pool cannot announce them), so by the schema these are -32601 and are
+//     never forwarded to an agent.
+//   - any other method the normalizer accepts (extension methods "_…",
+//     document and provider methods, …) is passed through to the agent
+//     pool: published, then answered with the request's final frame
+//     (e2a.complete → result, e2a.error → error). As a notification it is
+//     only published.
+//
+// Unknown sessions are answered with ACP's -32002 (resource not found); a
+// session of another principal is unknown. Auth failures use ACP's -32000
+// (authentication required) with HTTP 401 ([Refuse]). Over stdio
+// ([host.Lines]), a session/cancel also cancels the session's prompts in
+// flight on the connection, and $/cancel_request cancels a session/prompt
+// in the pipeline (it then ends with stopReason "cancelled") and stops any
+// other call, answered -32800.
+//
+// Requests are decoded by the normalizer's ACP adapter
+// (normalizer.FromACP); the frame-to-ACP mapping the renderer and
+// session/load share (egress.ACPUpdates, egress.ACPFinal,
+// egress.E2AResponseToACPJSONRPCResponse) stays in egress, whose L3
+// projections use it too.
+//
+// Files: calls.go (the endpoint and its calls), render.go (the renderer),
+// errors.go (the error table); conformance_test.go runs the renderer
+// through egress's conformance scenarios against
+// testdata/acp_ndjson/<scenario>.golden and testdata/acp_sse/ (go test
+// ./protocols/acp -update rewrites them); calls_test.go runs the calls
+// over a fake host.
+package acp

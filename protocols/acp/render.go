@@ -1,0 +1,124 @@
+package acp
+
+import (
+	"encoding/json"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
+)
+
+// Format is the output format of the renderer (egress.Formats, the label
+// of egress's metrics).
+const Format = egress.FormatACP
+
+// Params describes the ACP session/prompt call a response answers.
+type Params struct {
+	// JSONRPCID is the id of the session/prompt request.
+	JSONRPCID json.RawMessage
+	// SessionID names the session in session/update notifications; by
+	// default the frames' session_id.
+	SessionID string
+	// SSE frames every JSON-RPC message as an SSE event (data: the
+	// message); otherwise one message per line (NDJSON, the framing of ACP
+	// over stdio).
+	SSE bool
+}
+
+var (
+	_ egress.Renderer    = (*renderer)(nil)
+	_ egress.PassThrough = (*renderer)(nil)
+)
+
+// renderer renders a session/prompt turn: session/update notifications
+// (agent_message_chunk, agent_thought_chunk, tool_call, tool_call_update,
+// plan), then the JSON-RPC response: result {stopReason} or error.
+type renderer struct {
+	o *egress.Output
+	p Params
+}
+
+// NewRenderer returns the ACP renderer of the session/prompt p describes.
+func NewRenderer(o *egress.Output, p Params) egress.Renderer { return &renderer{o: o, p: p} }
+
+// PassThrough: the renderer reads whole frames only where
+// egress.ACPTextUpdate does not apply (Frame decodes them then).
+func (*renderer) PassThrough() bool { return true }
+
+func (r *renderer) Start() error {
+	if r.p.SSE {
+		egress.SSEHead(r.o, 0)
+		return egress.SSEComment(r.o, "ok")
+	}
+	egress.NDJSONHead(r.o)
+	return nil
+}
+
+func (r *renderer) emit(id string, v any) error {
+	if r.p.SSE {
+		return egress.SSEEventJSON(r.o, id, "", v)
+	}
+	return egress.WriteLineJSON(r.o, v)
+}
+
+func (r *renderer) Frame(f *egress.Frame) error {
+	if b, session, ok := egress.ACPTextUpdate(f, r.p.SessionID); ok {
+		r.p.SessionID = session
+		if r.p.SSE {
+			return egress.SSEEvent(r.o, egress.SeqID(f), "", b)
+		}
+		return egress.WriteLine(r.o, b)
+	}
+	resp, err := f.Decoded()
+	if err != nil {
+		return err
+	}
+	if r.p.SessionID == "" {
+		r.p.SessionID = resp.SessionID
+	}
+	ups, err := egress.ACPUpdates(resp)
+	if err != nil {
+		return err
+	}
+	for i, u := range ups {
+		id := ""
+		if i == len(ups)-1 && !resp.IsFinal {
+			id = egress.SeqID(f)
+		}
+		if err := r.emit(id, notification(r.p.SessionID, u)); err != nil {
+			return err
+		}
+	}
+	if !resp.IsFinal {
+		return nil
+	}
+	return r.emit(egress.SeqID(f), egress.ACPFinal(resp, r.p.JSONRPCID))
+}
+
+func (r *renderer) Heartbeat() error {
+	if r.p.SSE {
+		return egress.SSEComment(r.o, "keep-alive")
+	}
+	_, err := r.o.WriteString("\n")
+	return err
+}
+
+func (r *renderer) End(err error) error {
+	if err == nil {
+		return nil
+	}
+	if !r.o.Started() {
+		if err := r.Start(); err != nil {
+			return err
+		}
+	}
+	return r.emit("", jsonrpc.ErrorResponse(r.p.JSONRPCID, Error(err)))
+}
+
+// notification is the session/update notification of u in session.
+func notification(session string, u acpsdk.SessionUpdate) jsonrpc.Notification {
+	return jsonrpc.Notification{JSONRPC: "2.0", Method: e2a.ACPSessionUpdate,
+		Params: acpsdk.SessionNotification{SessionId: acpsdk.SessionId(session), Update: u}}
+}

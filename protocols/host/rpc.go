@@ -1,0 +1,252 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/tenant"
+)
+
+// The JSON-RPC seam: a JSON-RPC protocol package describes its endpoint
+// ([RPCEndpoint]: its calls and how they are dispatched) and the host
+// keeps the transports (HTTP with batches and notifications, lines on
+// stdio), handing each call its [Reply], its [Call] and its [RPCCaller].
+
+// Method is one JSON-RPC method of a protocol.
+type Method struct {
+	Name string
+	// Streaming methods are answered as a stream (SSE or NDJSON) and so
+	// cannot be part of a JSON-RPC batch.
+	Streaming bool
+}
+
+// Reply is where the answer of one JSON-RPC call goes, whatever carries
+// it: the HTTP response of a single call, a value for a batch element or a
+// notification, or a line on stdio. A call answers exactly once, with
+// Result, Error or Refuse, or by streaming into Stream.
+type Reply interface {
+	// Result answers with a result.
+	Result(v any)
+	// Error answers with a JSON-RPC error.
+	Error(e *jsonrpc.Error)
+	// Refuse answers with a refusal that also has an HTTP status (413,
+	// 429, 503…) where the transport has one.
+	Refuse(f Refusal)
+	// Header holds headers of the answer (Warning, Retry-After); they are
+	// dropped where the transport has none.
+	Header() http.Header
+	// Stream is the writer a streaming method renders its answer into
+	// (SSE, NDJSON), or nil when the answer cannot stream (a batch element,
+	// a notification): the call then acts without rendering.
+	Stream() http.ResponseWriter
+}
+
+// Call is what one JSON-RPC call carries besides its message, whatever
+// the transport.
+type Call struct {
+	Ctx context.Context
+	// Header is the HTTP request's headers; on stdio, the ones the
+	// connection sets (Idempotency-Key).
+	Header http.Header
+	// Agent is the agent pool asked for (?agent=).
+	Agent string
+	// Channel is the envelope's provenance channel: "http" or "stdio".
+	Channel string
+	// Request is the HTTP request when the transport is HTTP (streams
+	// negotiate their format and resume from it); nil on stdio.
+	Request *http.Request
+}
+
+// WithContext returns c with ctx (the context of one batch element).
+func (c Call) WithContext(ctx context.Context) Call {
+	c.Ctx = ctx
+	if c.Request != nil {
+		c.Request = c.Request.WithContext(ctx)
+	}
+	return c
+}
+
+// RPCEndpoint is a JSON-RPC 2.0 protocol as the host's transports serve
+// it: its name (the metrics' protocol label and the gate's), its refusal
+// shape, which methods stream, the metric label of a method and the
+// answer of one call.
+type RPCEndpoint struct {
+	// Protocol labels the endpoint in metrics and the gate.
+	Protocol string
+	// Refuse writes a refusal of the gate (before any call is read) in the
+	// protocol's error shape.
+	Refuse Refuse
+	// Streaming reports the methods answered as a stream (refused inside
+	// a batch).
+	Streaming func(method string) bool
+	// Metric bounds a method name for a metric label.
+	Metric func(method string) string
+	// Serve answers one call; for a notification (no id) it acts but
+	// answers nothing worth reading and never waits for an agent.
+	Serve func(rep Reply, in Call, c RPCCaller, req *jsonrpc.Request)
+	// NotifyErrors answers an id-less call that fails with its JSON-RPC
+	// error (id null) instead of no content (A2A: it defines no
+	// notifications).
+	NotifyErrors bool
+	// Lines, when set, is how the protocol is served over a line transport
+	// (ACP over stdio).
+	Lines *Lines
+}
+
+// Lines is what a line transport (one JSON-RPC message per line, calls
+// running concurrently) needs of a protocol beyond its calls: how a call
+// can be cancelled.
+type Lines struct {
+	// CancelMethod is the notification that cancels one call in flight by
+	// its id (params.requestId), e.g. "$/cancel_request".
+	CancelMethod string
+	// Cancelled is the answer of a call cancelled so that stopped before
+	// answering.
+	Cancelled *jsonrpc.Error
+	// Classify says what a call is before it runs, from its method and
+	// params.
+	Classify func(method string, params json.RawMessage) LineCall
+}
+
+// LineCall is what a line transport knows of a call before it runs it.
+type LineCall struct {
+	// Publishes: the call publishes a pipeline request; the transport fixes
+	// its request id beforehand (the Idempotency-Key header of its Call),
+	// so that a cancel can name the request before it is published.
+	Publishes bool
+	// Turn: the call is a turn of Session (ACP session/prompt): it ends
+	// by itself once cancelled in the pipeline, so the cancel method
+	// cancels its request instead of stopping it.
+	Turn bool
+	// CancelsTurns: the call cancels the turns of Session in flight (ACP
+	// session/cancel).
+	CancelsTurns bool
+	// Session is the session the call names (params.sessionId).
+	Session string
+}
+
+// ErrSessionNotFound is the error of [Sessions] for a session that does
+// not exist, is another protocol's, or belongs to another principal.
+var ErrSessionNotFound = errors.New("host: session not found")
+
+// Session is the ownership record of a protocol's session in the task
+// store: who created it, the pool serving it and its requests.
+type Session struct {
+	ID, Protocol, Pool string
+	// RequestIDs are its requests, oldest first.
+	RequestIDs []string
+}
+
+// LastRequest is the id of the session's latest request ("" when none).
+func (s *Session) LastRequest() string {
+	if len(s.RequestIDs) == 0 {
+		return ""
+	}
+	return s.RequestIDs[len(s.RequestIDs)-1]
+}
+
+// Sessions keeps the sessions of the caller in the task store, where a
+// session of another principal does not exist.
+type Sessions interface {
+	// CreateSession records a new session of the caller with no request
+	// yet; it fails if the id exists.
+	CreateSession(ctx context.Context, protocol, id, pool string) error
+	// Session returns the caller's session id of protocol when it may
+	// have access a to it; [ErrSessionNotFound] otherwise.
+	Session(ctx context.Context, protocol, id string, a tenant.Access) (*Session, error)
+	// AppendSession records requestID as the session's latest request.
+	AppendSession(ctx context.Context, protocol, id, pool, requestID string) error
+	// PutSessionData stores a document of the session under kind
+	// (beside its record; kind is the protocol's own).
+	PutSessionData(ctx context.Context, kind, id string, data []byte) error
+	// SessionData returns the document PutSessionData stored.
+	SessionData(ctx context.Context, kind, id string) ([]byte, error)
+}
+
+// RPCCaller is the principal a JSON-RPC transport admitted, as one call
+// sees it.
+type RPCCaller interface {
+	// Input is the normalizer's view of the decoded call req (read as is,
+	// with no second encode and parse).
+	Input(in Call, req *jsonrpc.Request) normalizer.Input
+	// Publish publishes env to pool on behalf of the caller; on failure it
+	// answers rep itself with the pipeline's JSON-RPC errors (-32602 for
+	// an unknown pool or an id in use, 413 too large, 503 retry later)
+	// and returns ok=false. A Warning goes to rep's headers.
+	Publish(rep Reply, in Call, pool string, env *e2a.Envelope) (acc Accepted, ok bool)
+	// StreamSlot takes one of the caller's concurrent stream slots; when
+	// none is free it answers rep itself (429, Retry-After) and returns
+	// ok=false.
+	StreamSlot(rep Reply) (release func(), ok bool)
+	Sessions
+}
+
+// Frames reads the pipeline's requests and their frames.
+type Frames interface {
+	// Replay calls fn with every frame of requestID, waiting for those not
+	// yet written, up to the final one (egress.Replay).
+	Replay(ctx context.Context, requestID string, fn func(egress.Frame) error) error
+	// Stored calls fn with the frames of requestID stored so far;
+	// egress.ErrNotFound when it has none.
+	Stored(ctx context.Context, requestID string, fn func(*e2a.Response) error) error
+	// Envelope returns the envelope of requestID, nil when the pipeline no
+	// longer holds it; an error when the requests cannot be read at all.
+	Envelope(ctx context.Context, requestID string) (*e2a.Envelope, error)
+}
+
+// Canceler cancels requests in the pipeline.
+type Canceler interface {
+	// Cancel publishes a cancel on the request's control subject (stored
+	// for a worker that has not picked the request up yet).
+	Cancel(ctx context.Context, requestID string) error
+}
+
+// AuthMethod is one way the host authenticates a caller, for a protocol's
+// handshake.
+type AuthMethod struct {
+	ID, Name, Description string
+}
+
+// Authentication describes the host's authentication.
+type Authentication interface {
+	// AuthMethods lists the configured schemes a client can use (none
+	// when the host has no authentication).
+	AuthMethods() []AuthMethod
+}
+
+// FromAnswerer answers an accepted request from its frames where there is
+// no HTTP request to resume from; *egress.Service is one.
+type FromAnswerer interface {
+	// ServeFrom is [Answerer.Serve] for a transport without HTTP requests
+	// (ACP over stdio): the frames of requestID from sequence from, into w.
+	ServeFrom(ctx context.Context, w http.ResponseWriter, requestID, format string, from int64, newRenderer egress.NewRenderer)
+}
+
+var _ FromAnswerer = (*egress.Service)(nil)
+
+// RPCHost is the pipeline as a JSON-RPC protocol package sees it: the
+// [Host], and the roles its calls use.
+type RPCHost interface {
+	Host
+	FromAnswerer
+	Frames
+	Canceler
+	Authentication
+	// Logger is where a protocol logs what an operator must see.
+	Logger() *slog.Logger
+}
+
+// RefuseJSONRPC writes a refusal as a JSON-RPC error response with id
+// (null when nil) and the refusal's HTTP status.
+func RefuseJSONRPC(w http.ResponseWriter, id json.RawMessage, f Refusal) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(f.Status)
+	_ = json.NewEncoder(w).Encode(jsonrpc.ErrorResponse(id, &jsonrpc.Error{Code: f.RPCCode, Message: f.Message, Data: f.Data}))
+}
