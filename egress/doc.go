@@ -75,10 +75,14 @@
 //	svc.AgentVaultCancel(ctx, requestIDs, cancel)
 //
 // cancel is a [CancelFunc] publishing the cancel on the control subject.
-// Their errors map to each protocol's JSON-RPC error with [A2AError] and
-// [AgentVaultError] (ACP's table is package protocols/acp's). JSON-RPC answers are always HTTP 200 with the protocol's error codes
+// Their errors map to A2A's JSON-RPC errors with [A2AError] (its A2A
+// renderers answer with it; AgentVault's table is package protocols/a2a's,
+// ACP's protocols/acp's, both with the pipeline code as [ErrorData]).
+// JSON-RPC answers are always HTTP 200 with the protocol's error codes
 // ([A2AError]: -32001 not found, -32002 not cancelable, -32602, -32603;
-// [AgentVaultError]: -32000…-32004). Every stream resumes from
+// AgentVault: -32000…-32004). The calls of A2A v0.3 and AgentVault are
+// package protocols/a2a's, which reaches these answers through
+// host.TaskAnswers (a [Service] is one). Every stream resumes from
 // Last-Event-ID (the SSE id of the last event of a frame is its sequence) or
 // ?from=.
 //

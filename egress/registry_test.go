@@ -17,7 +17,7 @@ import (
 func TestConformanceCoversRegistry(t *testing.T) {
 	cases := egress.ConformanceFormats()
 	for _, p := range protocols.All() {
-		if p.Package() {
+		if p.PackageRenderers() {
 			continue // protocols.TestPackageConformance
 		}
 		for _, f := range p.Formats {

@@ -25,6 +25,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
@@ -225,7 +226,7 @@ func (h *a2av1Handler) submit(ctx context.Context, req *a2a.SendMessageRequest, 
 		return acc, p, err
 	}
 	env := res.Envelope
-	if env.TaskID != "" && continued(env) {
+	if env.TaskID != "" && a2aproto.Continued(env) {
 		rec, err := s.ownedRecord(ctx, c.p, KindTask, env.TaskID, tenant.Write)
 		if err != nil {
 			return acc, p, a2a.ErrTaskNotFound
@@ -248,7 +249,7 @@ func (h *a2av1Handler) submit(ctx context.Context, req *a2a.SendMessageRequest, 
 	}
 	if env.TaskID != "" {
 		record := s.opts.tasks.Append
-		if !continued(env) {
+		if !a2aproto.Continued(env) {
 			record = s.opts.tasks.AppendNew // the adapter made the id up: one write, no read
 		}
 		if _, err := record(ctx, KindTask, TaskRecord{ID: env.TaskID, ContextID: env.ContextID,
@@ -257,7 +258,7 @@ func (h *a2av1Handler) submit(ctx context.Context, req *a2a.SendMessageRequest, 
 		}
 	}
 	p = egress.A2AParams{TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
-		AcceptedOutputModes: env.ExpectedOutputModes, Interaction: interaction(c.header, env)}
+		AcceptedOutputModes: env.ExpectedOutputModes, Interaction: a2aproto.Interaction(c.header, env)}
 	if req.Config != nil {
 		p.HistoryLength = req.Config.HistoryLength
 	}
@@ -506,7 +507,7 @@ func (h *a2av1Handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeTo
 	if !ok {
 		return errSeq(fmt.Errorf("%w: too many open streams", a2a.ErrServerError))
 	}
-	return v1Events(h.s.egress.A2ASubscription(ctx, rec.ID, rec.ContextID, rec.RequestIDs, interaction(c.header, &e2a.Envelope{})), release)
+	return v1Events(h.s.egress.A2ASubscription(ctx, rec.ID, rec.ContextID, rec.RequestIDs, a2aproto.Interaction(c.header, &e2a.Envelope{})), release)
 }
 
 // The pipeline sends no push notifications (the card says so).

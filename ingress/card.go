@@ -13,6 +13,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 )
 
 // Version is the pipeline version announced in the agent card.
@@ -23,8 +24,8 @@ const Version = "0.1.0"
 const TRPCInteractionVersion = "0.1"
 
 // TRPCInteractionExtension is the URI of the trpc interaction-spec
-// extension in the card and in X-A2A-Extensions.
-const TRPCInteractionExtension = "trpc-a2a-version"
+// extension in the card and in X-A2A-Extensions (protocols/a2a's).
+const TRPCInteractionExtension = a2aproto.InteractionExtension
 
 // baseURL is the externally visible base URL: the configured public URL,
 // else X-Forwarded-Proto/X-Forwarded-Host, else the request's own host.

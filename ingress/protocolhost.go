@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,12 +39,13 @@ func (s *Server) mountProtocols(mux *http.ServeMux) {
 	paths := map[string]bool{}
 	for _, p := range protocols.All() {
 		if p.RPC != nil {
-			e := s.rpcEndpointOf(p.RPC(h))
+			pe := p.RPC(h)
+			e, peek := s.rpcEndpointOf(pe), pe.Peek
 			for _, path := range p.Paths {
 				if !strings.HasPrefix(path, "/") {
 					continue // "stdio": ServeACPStdio
 				}
-				mux.HandleFunc(http.MethodPost+" "+path, func(w http.ResponseWriter, r *http.Request) { s.serveRPC(w, r, e) })
+				mux.HandleFunc(http.MethodPost+" "+path, func(w http.ResponseWriter, r *http.Request) { s.servePeeked(w, r, e, peek) })
 				mux.HandleFunc(path, egress.MethodNotAllowed(http.MethodPost))
 			}
 		}
@@ -61,6 +63,31 @@ func (s *Server) mountProtocols(mux *http.ServeMux) {
 	}
 }
 
+// servePeeked is serveRPC, the body first read and shown to peek when
+// the endpoint has one (before the gate, uncounted): a request peek
+// diverts is served by its handler, the others by serveRPC with the
+// refusal peek chose.
+func (s *Server) servePeeked(w http.ResponseWriter, r *http.Request, e rpcEndpoint, peek func([]byte) (http.Handler, host.Refuse)) {
+	if peek == nil {
+		s.serveRPC(w, r, e)
+		return
+	}
+	body, ok := s.readRPCBody(w, r)
+	if !ok {
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	divert, refuse := peek(body)
+	if divert != nil {
+		divert.ServeHTTP(w, r)
+		return
+	}
+	if refuse != nil {
+		e.shape = refuse
+	}
+	s.serveRPC(w, r, e)
+}
+
 // counted counts every answer of h in the requests metric.
 func (s *Server) counted(protocol, route string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -73,7 +100,10 @@ func (s *Server) counted(protocol, route string, h http.Handler) http.Handler {
 // protocolHost is the server as the protocol packages' host.
 type protocolHost struct{ s *Server }
 
-var _ host.RPCHost = protocolHost{}
+var (
+	_ host.RPCHost  = protocolHost{}
+	_ host.TaskHost = protocolHost{}
+)
 
 // Admit is the gate.
 func (h protocolHost) Admit(w http.ResponseWriter, r *http.Request, protocol string, refuse host.Refuse) (host.Caller, bool) {
@@ -158,6 +188,12 @@ func (h protocolHost) AuthMethods() []host.AuthMethod {
 	}
 	return out
 }
+
+// TaskAnswers is the server's egress service.
+func (h protocolHost) TaskAnswers() host.TaskAnswers { return h.s.egress }
+
+// A2AV1 is the A2A v1.0 JSON-RPC handler (of A2AV1Path).
+func (h protocolHost) A2AV1() http.Handler { return h.s.v1rpc }
 
 // Logger is the server's logger.
 func (h protocolHost) Logger() *slog.Logger { return h.s.opts.log }

@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strconv"
 
@@ -56,22 +55,9 @@ func (s *Server) rpcInput(in host.Call, p Principal, req *Request) normalizer.In
 }
 
 // The answer of one JSON-RPC call (a host.Reply) goes to the HTTP response
-// of a single call ([httpReply]), to a value for a batch element or a
-// notification ([valueReply]), or to lines on stdio ([stdioReply]).
-
-// httpReply answers a single call as the whole HTTP response.
-type httpReply struct {
-	w  http.ResponseWriter
-	id json.RawMessage
-}
-
-var _ host.Reply = httpReply{}
-
-func (h httpReply) Result(v any)                { _ = jsonrpc.WriteResult(h.w, h.id, v) }
-func (h httpReply) Error(e *Error)              { _ = jsonrpc.WriteError(h.w, h.id, e) }
-func (h httpReply) Refuse(f failure)            { rpcRefusal(h.w, h.id, f) }
-func (h httpReply) Header() http.Header         { return h.w.Header() }
-func (h httpReply) Stream() http.ResponseWriter { return h.w }
+// of a single call, to a value for a batch element or a
+// notification ([valueReply]), or to lines on stdio ([stdioReply]);
+// host.HTTPReply is the first.
 
 // valueReply keeps the answer as a value: the result or error of a batch
 // element, or what a notification would have answered.
@@ -151,5 +137,5 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, e rpcEndpoint)
 		jsonrpc.WriteNoReply(w)
 		return
 	}
-	e.call(httpReply{w: w, id: c.Request.ID}, httpIn(r), p, &c.Request)
+	e.call(host.HTTPReply(w, c.Request.ID), httpIn(r), p, &c.Request)
 }

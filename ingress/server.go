@@ -213,7 +213,10 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 // Register mounts the E2A endpoints on mux:
 //
 //	POST /v1/requests[?agent=POOL][&wait=true]   E2A envelope or legacy AgentRequest
-//	POST /a2a                                    A2A v0.3 and AgentVault JSON-RPC
+//	POST /a2a                                    A2A v0.3 and AgentVault JSON-RPC (package
+//	                                             protocols/a2a, its endpoint served by serveRPC
+//	                                             from the registry; a single v1.0 call goes to
+//	                                             the v1.0 handler)
 //	POST /a2e                                    A2E NDJSON messages (package protocols/a2e,
 //	                                             mounted from the registry)
 //	POST /acp                                    ACP JSON-RPC (package protocols/acp, its
@@ -224,7 +227,6 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 //	POST /oauth/token                            OAuth2 client credentials (when enabled)
 func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/requests", s.handleE2A)
-	mux.HandleFunc("POST /a2a", s.handleA2A)
 	mux.Handle("POST "+A2AV1Path, s.v1rpc)
 	mux.Handle(A2AV1Path+"/", s.v1rest)
 	mux.HandleFunc("GET /.well-known/agent-card.json", s.handleCard)
@@ -233,7 +235,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	// given the interface URL look for the card there.
 	mux.HandleFunc("GET /a2a/.well-known/agent-card.json", s.handleCard)
 	mux.HandleFunc("GET "+A2AV1Path+"/.well-known/agent-card.json", s.handleCard)
-	for _, path := range []string{"/v1/requests", "/a2a", A2AV1Path} {
+	for _, path := range []string{"/v1/requests", A2AV1Path} {
 		mux.HandleFunc(path, egress.MethodNotAllowed(http.MethodPost))
 	}
 	s.mountProtocols(mux)

@@ -19,7 +19,11 @@
 // renderer, error table) from its RPC endpoint (host.RPCEndpoint), built
 // over the pipeline as a host.RPCHost and served by ingress's JSON-RPC
 // transports (HTTP with batches and notifications at its paths; lines on
-// stdio). Adding such a protocol is: its adapter (normalizer), its
+// stdio); protocols/a2a (the JSON-RPC calls of A2A v0.3 and the
+// AgentVault profile at /a2a, one endpoint on the A2A entry, the
+// AgentVault entry naming its methods, format and error table) the same
+// way over a host.TaskHost, its renderers still egress's
+// ([Protocol.EgressRenderers]: their conformance cases are egress's). Adding such a protocol is: its adapter (normalizer), its
 // package, one entry in [All], and the golden files (README, "Design":
 // "Adding a protocol"; docs/design.md, "The protocol seam").
 package protocols

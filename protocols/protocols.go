@@ -8,6 +8,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2e"
 	"github.com/e2a-pipeline/pipeline/protocols/acp"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
@@ -53,11 +54,21 @@ type Protocol struct {
 	// transports (HTTP with batches and notifications; "stdio": lines).
 	// Its renderer conformance cases are that package's, as for Routes.
 	RPC func(h host.RPCHost) host.RPCEndpoint
+	// EgressRenderers: the package's renderers (Formats) are still
+	// egress's, with their conformance cases and golden files under
+	// egress/testdata (A2A v0.3: its frame-to-event mapping is shared with
+	// the A2A v1.0 handler); egress's TestConformanceCoversRegistry checks
+	// them instead of protocols.TestPackageConformance.
+	EgressRenderers bool
 }
 
 // Package reports whether the protocol is one package (protocols/<Name>),
 // mounted from its Routes or its RPC endpoint.
 func (p Protocol) Package() bool { return p.Routes != nil || p.RPC != nil }
+
+// PackageRenderers reports whether the protocol's renderers are its
+// package's, with their conformance cases under protocols/<Name>.
+func (p Protocol) PackageRenderers() bool { return p.Package() && !p.EgressRenderers }
 
 // Registered protocol names.
 const (
@@ -74,40 +85,29 @@ var all = []Protocol{
 	{Name: E2A, Title: "E2A", Version: e2a.ProtocolVersion, Adapter: normalizer.ProtocolE2A,
 		Paths:   []string{"/v1/requests"},
 		Formats: []string{egress.FormatE2ASSE, egress.FormatE2ANDJSON, egress.FormatE2AJSON}},
+	// A2A v0.3 and the AgentVault profile share one JSON-RPC endpoint,
+	// package protocols/a2a's (its RPC, on the A2A entry); tasks/get and
+	// tasks/cancel are both theirs, answered in the shape of the protocol
+	// that created the task. Their renderers are still egress's
+	// (EgressRenderers).
 	{Name: A2A, Title: "A2A", Version: "0.3", Adapter: normalizer.ProtocolA2A,
-		Paths: []string{"/a2a"},
-		Methods: []Method{
-			{Name: normalizer.A2AMessageSend}, {Name: normalizer.A2AMessageStream, Streaming: true},
-			{Name: normalizer.A2ATasksGet}, {Name: normalizer.A2ATasksCancel},
-			{Name: normalizer.A2ATasksResubscribe, Streaming: true},
-			{Name: normalizer.A2APushConfigSet}, {Name: normalizer.A2APushConfigGet},
-			{Name: normalizer.A2APushConfigList}, {Name: normalizer.A2APushConfigDelete},
-			{Name: normalizer.A2AGetAuthenticatedExtendedCard},
-		},
-		Formats: []string{egress.FormatA2ASSE, egress.FormatA2AJSON},
-		Errors:  egress.A2AError},
-	// tasks/get and tasks/cancel are both A2A's and AgentVault's: the
-	// front door answers them in the shape of the protocol that created
-	// the task.
+		Paths:           []string{a2a.Path},
+		Methods:         a2a.Methods,
+		Formats:         []string{egress.FormatA2ASSE, egress.FormatA2AJSON},
+		Errors:          a2a.Error,
+		RPC:             a2a.Endpoint,
+		EgressRenderers: true},
 	{Name: AgentVault, Title: "AgentVault A2A profile", Version: "1", Adapter: normalizer.ProtocolAgentVault,
-		Paths: []string{"/a2a"},
-		Methods: []Method{
-			{Name: normalizer.AVTasksSend}, {Name: normalizer.AVTasksSendSubscribe, Streaming: true},
-			{Name: normalizer.AVTasksGet}, {Name: normalizer.AVTasksCancel},
-		},
+		Paths:   []string{a2a.Path},
+		Methods: a2a.AgentVaultMethods,
 		Formats: []string{egress.FormatAgentVaultSSE},
-		Errors:  egress.AgentVaultError},
+		Errors:  a2a.AgentVaultError},
 	// A2A v1.0 requests are read into the A2A adapter's types by the SDK's
-	// transports; the answers are egress's events in v1.0 shapes.
+	// transports; the answers are egress's events in v1.0 shapes. A single
+	// v1.0 call at /a2a is handed to the v1.0 handler by protocols/a2a.
 	{Name: A2AV1, Title: "A2A", Version: "1.0", Adapter: normalizer.ProtocolA2A,
-		Paths: []string{"/a2a/v1", "/a2a", "grpc"},
-		Methods: []Method{
-			{Name: "SendMessage"}, {Name: "SendStreamingMessage", Streaming: true}, {Name: "GetTask"},
-			{Name: "ListTasks"}, {Name: "CancelTask"}, {Name: "SubscribeToTask", Streaming: true},
-			{Name: "GetExtendedAgentCard"}, {Name: "GetTaskPushNotificationConfig"},
-			{Name: "CreateTaskPushNotificationConfig"}, {Name: "ListTaskPushNotificationConfigs"},
-			{Name: "DeleteTaskPushNotificationConfig"},
-		}},
+		Paths:   []string{"/a2a/v1", a2a.Path, "grpc"},
+		Methods: a2a.V1Methods},
 	{Name: ACP, Title: "ACP", Version: "1", Adapter: normalizer.ProtocolACP,
 		Paths:       []string{acp.Path, "stdio"},
 		Methods:     acp.Methods,

@@ -63,10 +63,11 @@ func TestRegistryComplete(t *testing.T) {
 // acp_ndjson, acp_sse), with a golden file for every scenario under
 // protocols/<name>/testdata/<case>/; a protocol package registered without
 // them fails here (egress's TestConformanceCoversRegistry checks the
-// others).
+// others, and the packages whose renderers are still egress's:
+// EgressRenderers).
 func TestPackageConformance(t *testing.T) {
 	for _, p := range protocols.All() {
-		if !p.Package() {
+		if !p.PackageRenderers() {
 			continue
 		}
 		src, err := os.ReadFile(filepath.Join(p.Name, "conformance_test.go"))

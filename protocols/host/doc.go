@@ -17,7 +17,15 @@
 // [FromAnswerer] (answer from a sequence without an HTTP request),
 // [Frames] (a request's frames and envelope), [Canceler] (a cancel on a
 // request's control subject) and [Authentication] (the schemes a
-// handshake lists).
+// handshake lists). An endpoint that must see the body before the gate
+// sets [RPCEndpoint.Peek] (A2A: a single v1.0 call goes to another
+// handler, refusals echo the call's id).
+//
+// A2A v0.3 and AgentVault (protocols/a2a) keep tasks and contexts under
+// the ownership rule: their caller is a [TaskCaller] ([Tasks]: the
+// caller's [Task] record, TaskOpen, ClaimContext, RecordTask), and their
+// host a [TaskHost] ([TaskAnswers]: egress's A2A and AgentVault answers;
+// the A2A v1.0 handler).
 //
 // It is a leaf: the protocol packages (protocols/<name>) import it and
 // cannot import ingress, which implements [Host] and [RPCHost] over its

@@ -98,6 +98,12 @@ type RPCEndpoint struct {
 	// Lines, when set, is how the protocol is served over a line transport
 	// (ACP over stdio).
 	Lines *Lines
+	// Peek, when set, sees the body of each HTTP request before the gate
+	// (read within MaxBody; the host answers 413 itself): it returns the
+	// handler that serves the request instead (A2A: a single v1.0 call,
+	// to the v1.0 handler), or nil and the refusal the gate writes for
+	// this body (A2A: echoing the call's id).
+	Peek func(body []byte) (divert http.Handler, refuse Refuse)
 }
 
 // Lines is what a line transport (one JSON-RPC message per line, calls
@@ -242,6 +248,21 @@ type RPCHost interface {
 	// Logger is where a protocol logs what an operator must see.
 	Logger() *slog.Logger
 }
+
+// HTTPReply answers one JSON-RPC call with id as the whole HTTP response
+// w.
+func HTTPReply(w http.ResponseWriter, id json.RawMessage) Reply { return httpReply{w: w, id: id} }
+
+type httpReply struct {
+	w  http.ResponseWriter
+	id json.RawMessage
+}
+
+func (h httpReply) Result(v any)                { _ = jsonrpc.WriteResult(h.w, h.id, v) }
+func (h httpReply) Error(e *jsonrpc.Error)      { _ = jsonrpc.WriteError(h.w, h.id, e) }
+func (h httpReply) Refuse(f Refusal)            { RefuseJSONRPC(h.w, h.id, f) }
+func (h httpReply) Header() http.Header         { return h.w.Header() }
+func (h httpReply) Stream() http.ResponseWriter { return h.w }
 
 // RefuseJSONRPC writes a refusal as a JSON-RPC error response with id
 // (null when nil) and the refusal's HTTP status.

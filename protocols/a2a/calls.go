@@ -1,0 +1,272 @@
+package a2a
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/tenant"
+)
+
+// InteractionExtension is the URI of the trpc interaction-spec extension
+// a client declares in the X-A2A-Extensions (v0.3) or A2A-Extensions
+// (v1.0) header.
+const InteractionExtension = "trpc-a2a-version"
+
+// Error maps an error of egress to an A2A JSON-RPC error (egress.A2AError:
+// the table stays egress's, whose A2A renderers answer with it).
+func Error(err error) *jsonrpc.Error { return egress.A2AError(err) }
+
+// frontDoor answers A2A v0.3 and AgentVault calls over the host.
+type frontDoor struct{ h host.TaskHost }
+
+// serve answers one A2A or AgentVault JSON-RPC request.
+func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *jsonrpc.Request) {
+	tc, ok := c.(host.TaskCaller)
+	if !ok || d.h == nil {
+		rep.Error(&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the host keeps no tasks"})
+		return
+	}
+	if sw := rep.Stream(); sw != nil && Streaming(req.Method) {
+		rep = host.HTTPReply(&sseErrors{ResponseWriter: sw}, req.ID)
+	}
+	// The request is already decoded: the adapters read it as is, with no
+	// second encode and parse.
+	nin := c.Input(in, req)
+	protocol, toRPC := normalizer.ProtocolA2A, Error
+	if _, t, _ := method(req.Method); t == 1 {
+		protocol, toRPC = normalizer.ProtocolAgentVault, AgentVaultError
+	}
+	if req.Method == normalizer.A2ATasksGet || req.Method == normalizer.A2ATasksCancel {
+		// Shared names: the task's record says which protocol made it.
+		// Only the caller's own tasks are looked at, so the answer's shape
+		// says nothing about another principal's task.
+		var id struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(req.Params, &id)
+		if t, gerr := tc.Task(in.Ctx, id.ID, tenant.Read); gerr == nil && t.Protocol == normalizer.ProtocolAgentVault {
+			protocol, toRPC = normalizer.ProtocolAgentVault, AgentVaultError
+		}
+	}
+	adapt, _ := d.h.Normalizer().Adapter(protocol)
+	res, err := adapt(nin)
+	if err != nil {
+		rep.Error(&jsonrpc.Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()})
+		return
+	}
+	env := res.Envelope
+	ans := d.h.TaskAnswers()
+	// owned is the caller's task the call names, nil (not found answered)
+	// when there is none.
+	owned := func(a tenant.Access) *host.Task {
+		t, err := tc.Task(in.Ctx, env.TaskID, a)
+		if err != nil {
+			taskNotFound(rep, protocol, env.TaskID)
+			return nil
+		}
+		return t
+	}
+	switch res.Op {
+	case normalizer.OpSubmit:
+		d.submit(rep, in, tc, protocol, res, req)
+	case normalizer.OpQuery:
+		t := owned(tenant.Read)
+		if t == nil {
+			return
+		}
+		if protocol == normalizer.ProtocolAgentVault {
+			answer(rep, toRPC)(ans.AgentVaultTaskOf(in.Ctx, t.ID, t.RequestIDs))
+			return
+		}
+		answer(rep, toRPC)(ans.A2ATask(in.Ctx, t.ID, t.ContextID, t.RequestIDs, HistoryLength(env)))
+	case normalizer.OpCancel:
+		t := owned(tenant.Write)
+		if t == nil {
+			return
+		}
+		if protocol == normalizer.ProtocolAgentVault {
+			answer(rep, toRPC)(ans.AgentVaultCancel(in.Ctx, t.RequestIDs, d.h.Cancel))
+			return
+		}
+		answer(rep, toRPC)(ans.A2ACancel(in.Ctx, t.ID, t.ContextID, t.RequestIDs, d.h.Cancel))
+	case normalizer.OpSubscribe:
+		t := owned(tenant.Read)
+		if t == nil {
+			return
+		}
+		w := rep.Stream()
+		if w == nil {
+			return // a notification: nothing to follow
+		}
+		release, ok := c.StreamSlot(rep)
+		if !ok {
+			return
+		}
+		defer release()
+		if protocol == normalizer.ProtocolAgentVault {
+			ans.ServeAgentVaultStream(w, in.Request, t.LastRequest(), egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: t.ID})
+			return
+		}
+		ans.ServeA2AResubscribe(w, in.Request, t.LastRequest(), egress.A2AParams{JSONRPCID: req.ID, TaskID: t.ID, ContextID: t.ContextID,
+			Interaction: Interaction(in.Header, env)})
+	default:
+		rep.Error(jsonrpc.MethodNotFound(req.Method))
+	}
+}
+
+// answer returns the function that answers a result, or its error mapped
+// with toRPC.
+func answer(rep host.Reply, toRPC func(error) *jsonrpc.Error) func(any, error) {
+	return func(v any, err error) {
+		if err != nil {
+			rep.Error(toRPC(err))
+			return
+		}
+		rep.Result(v)
+	}
+}
+
+// taskNotFound answers an unknown task (or another principal's) in the
+// protocol's words.
+func taskNotFound(rep host.Reply, protocol string, taskID string) {
+	if protocol == normalizer.ProtocolAgentVault {
+		rep.Error(&jsonrpc.Error{Code: jsonrpc.CodeAVTaskNotFound, Message: "Task not found: " + taskID})
+		return
+	}
+	rep.Error(&jsonrpc.Error{Code: jsonrpc.CodeA2ATaskNotFound, Message: "Task not found"})
+}
+
+// submit publishes a message/send, message/stream, tasks/send or
+// tasks/sendSubscribe request, records it on its task, and answers it with
+// egress.
+func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, protocol string, res *normalizer.Result, req *jsonrpc.Request) {
+	env := res.Envelope
+	if env.TaskID != "" && Continued(env) {
+		t, err := tc.Task(in.Ctx, env.TaskID, tenant.Write)
+		if err != nil {
+			taskNotFound(rep, protocol, env.TaskID)
+			return
+		}
+		if protocol == normalizer.ProtocolA2A && !tc.TaskOpen(rep, in, t) {
+			return
+		}
+		// A continued task keeps its context when the message names none
+		// (the adapter made up a new one).
+		if created, _ := env.Provenance.Details[normalizer.DetailContextCreated].(bool); env.ContextID == "" || (created && t.ContextID != "") {
+			env.ContextID = t.ContextID
+			delete(env.Provenance.Details, normalizer.DetailContextCreated)
+		}
+	} else if env.ContextID != "" {
+		// A new context is recorded as the caller's; one the client chose
+		// must be the caller's own already.
+		if !tc.ClaimContext(rep, in, env.ContextID) {
+			return
+		}
+	}
+	w := rep.Stream()
+	if w != nil && Streaming(req.Method) {
+		release, ok := tc.StreamSlot(rep)
+		if !ok {
+			return
+		}
+		defer release()
+	}
+	submitted := time.Now()
+	acc, ok := tc.Publish(rep, in, res.Pool, env)
+	if !ok {
+		return
+	}
+	if env.TaskID != "" {
+		tc.RecordTask(in.Ctx, host.Task{Session: host.Session{ID: env.TaskID, Protocol: protocol, Pool: res.Pool}, ContextID: env.ContextID},
+			acc.RequestID, !Continued(env))
+	}
+	if req.IsNotification() {
+		return // published; nothing to answer
+	}
+	ans := d.h.TaskAnswers()
+	params := egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, HistoryLength: HistoryLength(env),
+		AcceptedOutputModes: env.ExpectedOutputModes, Interaction: Interaction(in.Header, env)}
+	switch req.Method {
+	case normalizer.A2AMessageStream:
+		if w == nil {
+			return
+		}
+		ans.ServeA2AStream(w, in.Request, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
+			AcceptedOutputModes: env.ExpectedOutputModes, Interaction: Interaction(in.Header, env)})
+	case normalizer.A2AMessageSend:
+		if b, ok := env.Params["blocking"].(bool); ok && !b {
+			// configuration.blocking false: the task at once, submitted;
+			// the client polls tasks/get or cancels it.
+			t := egress.BuildA2ATask(env.TaskID, env.ContextID, []egress.A2ARequest{{Envelope: env}}, HistoryLength(env))
+			ts := submitted.UTC()
+			t.Status.Timestamp = &ts
+			rep.Result(t)
+			return
+		}
+		if w != nil {
+			// One HTTP answer: rendered as the frames come, with blank
+			// lines while the agent is idle.
+			ans.ServeA2ASend(w, in.Request, acc.RequestID, params)
+			return
+		}
+		answer(rep, Error)(ans.A2AResult(in.Ctx, acc.RequestID, params, egress.WithoutRequestCheck()))
+	case normalizer.AVTasksSendSubscribe:
+		if w == nil {
+			return
+		}
+		ans.ServeAgentVaultStream(w, in.Request, acc.RequestID, egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: env.TaskID})
+	default: // tasks/send
+		rep.Result(map[string]string{"id": env.TaskID})
+	}
+}
+
+// Interaction reports whether the client declared the trpc interaction
+// spec: interaction_spec_version in the message metadata (the spec's way),
+// or [InteractionExtension] in the X-A2A-Extensions (v0.3) or
+// A2A-Extensions (v1.0) header.
+func Interaction(header http.Header, env *e2a.Envelope) bool {
+	if env.Provenance != nil {
+		if v, _ := env.Provenance.Details[normalizer.DetailInteractionSpecVersion].(string); v != "" {
+			return true
+		}
+	}
+	for _, name := range []string{"X-A2A-Extensions", "A2A-Extensions"} {
+		for _, h := range header.Values(name) {
+			for _, u := range strings.Split(h, ",") {
+				if strings.TrimSpace(u) == InteractionExtension {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// Continued reports whether the adapter marked the request as continuing
+// an existing task.
+func Continued(env *e2a.Envelope) bool {
+	if env.Provenance == nil {
+		return false
+	}
+	v, _ := env.Provenance.Details[normalizer.DetailTaskContinued].(bool)
+	return v
+}
+
+// HistoryLength is the historyLength the request asked for, nil when none.
+func HistoryLength(env *e2a.Envelope) *int {
+	if env.Params == nil {
+		return nil
+	}
+	if _, ok := env.Params["history_length"]; !ok {
+		return nil
+	}
+	n := int(env.ParamInt("history_length", 0))
+	return &n
+}

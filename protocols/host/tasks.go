@@ -1,0 +1,92 @@
+package host
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/tenant"
+)
+
+// The task seam: A2A v0.3 and the AgentVault profile (package
+// protocols/a2a) keep tasks and contexts in the host's task store under
+// the ownership rule, are answered by egress's A2A and AgentVault
+// renderers, and share /a2a with the host's A2A v1.0 handler.
+
+// Task is the ownership record of an A2A or AgentVault task in the task
+// store: a session's (who created it with which protocol, the pool
+// serving it, its requests), and its context.
+type Task struct {
+	Session
+	ContextID string
+}
+
+// Tasks keeps the tasks and contexts of the caller in the task store,
+// where another principal's do not exist.
+type Tasks interface {
+	// Task returns the caller's task id when it may have access a to it;
+	// an error both when there is none and when it is another principal's
+	// (the protocol answers its not found).
+	Task(ctx context.Context, id string, a tenant.Access) (*Task, error)
+	// TaskOpen checks that the A2A task t can take a new message: when
+	// its last request has finished it answers rep itself (-32004
+	// UnsupportedOperation; 503 when that cannot be read) and returns
+	// false.
+	TaskOpen(rep Reply, in Call, t *Task) bool
+	// ClaimContext records the context id a client chose as the
+	// caller's, or checks that it is the caller's already; a context of
+	// another principal is answered on rep (-32602, a conflict that says
+	// nothing of the other's), as is a store failure (503), and it returns
+	// false.
+	ClaimContext(rep Reply, in Call, contextID string) bool
+	// RecordTask records requestID as the latest request of t (created:
+	// the adapter made the task id up, so there is nothing to read
+	// first); a failure is logged, not answered.
+	RecordTask(ctx context.Context, t Task, requestID string, created bool)
+}
+
+// TaskCaller is the principal a JSON-RPC transport admitted, as the
+// calls of a task protocol see it.
+type TaskCaller interface {
+	RPCCaller
+	Tasks
+}
+
+// TaskAnswers answers A2A v0.3 and AgentVault calls from their requests'
+// frames with egress's renderers; *egress.Service is one.
+type TaskAnswers interface {
+	// ServeA2AStream writes message/stream's SSE answer.
+	ServeA2AStream(w http.ResponseWriter, r *http.Request, requestID string, p egress.A2AParams)
+	// ServeA2AResubscribe writes tasks/resubscribe's SSE answer.
+	ServeA2AResubscribe(w http.ResponseWriter, r *http.Request, requestID string, p egress.A2AParams)
+	// ServeA2ASend writes message/send's answer (a Message or a Task).
+	ServeA2ASend(w http.ResponseWriter, r *http.Request, requestID string, p egress.A2AParams)
+	// A2AResult is message/send's result as a value (a batch element).
+	A2AResult(ctx context.Context, requestID string, p egress.A2AParams, opts ...egress.ReplayOption) (a2a.SendMessageResult, error)
+	// A2ATask is the task of tasks/get.
+	A2ATask(ctx context.Context, taskID, contextID string, requestIDs []string, historyLength *int) (*a2a.Task, error)
+	// A2ACancel cancels the task's request and answers the task.
+	A2ACancel(ctx context.Context, taskID, contextID string, requestIDs []string, cancel egress.CancelFunc) (*a2a.Task, error)
+	// ServeAgentVaultStream writes tasks/sendSubscribe's SSE answer.
+	ServeAgentVaultStream(w http.ResponseWriter, r *http.Request, requestID string, p egress.AgentVaultParams)
+	// AgentVaultTaskOf is the task of AgentVault's tasks/get.
+	AgentVaultTaskOf(ctx context.Context, taskID string, requestIDs []string) (egress.AVTask, error)
+	// AgentVaultCancel cancels the task's request.
+	AgentVaultCancel(ctx context.Context, requestIDs []string, cancel egress.CancelFunc) (egress.AgentVaultCancelResult, error)
+}
+
+var _ TaskAnswers = (*egress.Service)(nil)
+
+// TaskHost is the pipeline as a task protocol package (A2A v0.3 and
+// AgentVault) sees it: the [RPCHost], egress's answers of its tasks, and
+// the A2A v1.0 handler that also serves single v1.0 calls at its endpoint.
+type TaskHost interface {
+	RPCHost
+	// TaskAnswers answers the calls from their requests' frames.
+	TaskAnswers() TaskAnswers
+	// A2AV1 serves one A2A v1.0 JSON-RPC call over HTTP, gate included
+	// (the handler of /a2a/v1).
+	A2AV1() http.Handler
+}
