@@ -10,8 +10,8 @@ import (
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
-// rpcEndpoint is one JSON-RPC 2.0 endpoint (/a2a, and each registered
-// host.RPCEndpoint: /acp) as ingress's transports serve it: its protocol
+// rpcEndpoint is one JSON-RPC 2.0 endpoint (each registered
+// host.RPCEndpoint: /a2a, /acp) as ingress's transports serve it: its protocol
 // label, refusal shape, which methods stream (and so cannot be batched),
 // the metric label of a method, and the answer of one call for the
 // principal the gate admitted.

@@ -205,7 +205,7 @@ func TestComponent(t *testing.T) {
 	}{
 		{[]string{"encoding/json.Unmarshal", p + "egress.readTextChunk", p + "ingress.(*Server).serveRPC", "net/http.(*conn).serve"}, CompEgress},
 		{[]string{"encoding/json.Unmarshal", "github.com/nats-io/nats.go/jetstream.(*jetStream).publishMsg", p + "agent.(*writer).publish", p + "internal/bench.benchAgent.Serve"}, CompAgent},
-		{[]string{"bytes.growSlice", p + "normalizer.(*req).finish", p + "ingress.(*Server).a2aCall"}, CompIngress},
+		{[]string{"bytes.growSlice", p + "normalizer.(*req).finish", p + "protocols/a2a.(*frontDoor).serve", p + "ingress.(*Server).serveRPC"}, CompIngress},
 		{[]string{"runtime.makeslice", "github.com/nats-io/nats-server/v2/server.(*client).processInboundClientMsg", "github.com/nats-io/nats.go.(*Conn).readLoop"}, CompServer},
 		{[]string{"github.com/nats-io/nats%2ego.(*Conn).processMsg", "github.com/nats-io/nats%2ego.(*Conn).readLoop"}, CompNATSGo},
 		{[]string{"net/textproto.readMIMEHeader", "net/http.(*persistConn).readResponse"}, CompLoadGen},
