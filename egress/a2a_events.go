@@ -105,7 +105,7 @@ func (s *Service) A2AResult(ctx context.Context, requestID string, p A2AParams, 
 // itself is rebuilt whole, as tasks/get answers it).
 func (s *Service) A2ASubscription(ctx context.Context, taskID, contextID string, requestIDs []string, interaction bool) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
-		reqs, err := s.loadRequests(ctx, requestIDs)
+		reqs, err := s.LoadRequests(ctx, requestIDs)
 		if err != nil {
 			yield(nil, err)
 			return

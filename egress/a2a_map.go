@@ -452,6 +452,28 @@ type a2aMapper struct {
 	runID  a2a.ArtifactID
 }
 
+// A2AMapper maps the frames of one request, in order, to the A2A v0.3
+// events the A2A renderers write for them, for the renderer of a protocol
+// that follows A2A's events in its own shape (AgentVault, package
+// protocols/a2a).
+type A2AMapper struct{ m *a2aMapper }
+
+// NewA2AMapper returns the mapper of task taskID; "" names the task
+// requestID.
+func NewA2AMapper(taskID, requestID string) *A2AMapper {
+	m := newA2AMapper(A2AParams{TaskID: taskID}, 0)
+	if m.taskID == "" {
+		m.taskID = a2a.TaskID(requestID)
+	}
+	return &A2AMapper{m: m}
+}
+
+// TaskID is the id of the mapper's task.
+func (m *A2AMapper) TaskID() string { return string(m.m.taskID) }
+
+// Events returns the A2A events of the next frame r.
+func (m *A2AMapper) Events(r *e2a.Response) ([]a2a.Event, error) { return m.m.events(r) }
+
 func newA2AMapper(p A2AParams, from int64) *a2aMapper {
 	return &a2aMapper{taskID: a2a.TaskID(p.TaskID), contextID: p.ContextID, resumed: from > 0, seen: map[a2a.ArtifactID]bool{}}
 }

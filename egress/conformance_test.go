@@ -67,9 +67,6 @@ func renderers() []rendererCase {
 		{name: "a2a_send_text_only", format: FormatA2AJSON, make: func(o *Output, sc Scenario) Renderer {
 			return NewA2ASend(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-001"`), AcceptedOutputModes: []string{"text/plain"}, Interaction: true})
 		}, check: checkTextOnly(checkA2ASend)},
-		{name: "agentvault_sse", format: FormatAgentVaultSSE, sse: true, make: func(o *Output, sc Scenario) Renderer {
-			return NewAgentVaultStream(o, reqID(sc), AgentVaultParams{TaskID: "task-abc-123"})
-		}, check: checkAgentVault},
 	}
 }
 
@@ -305,27 +302,5 @@ func checkA2ASend(t *testing.T, sc Scenario, status int, body []byte) {
 		if _, ok := e.(*a2a.Task); !ok {
 			t.Errorf("several messages must be a Task, got %T", e)
 		}
-	}
-}
-
-func checkAgentVault(t *testing.T, sc Scenario, status int, body []byte) {
-	evs := sseData(t, body)
-	for _, ev := range evs {
-		switch ev.Event {
-		case "task_status", "task_message", "task_artifact", "error":
-		default:
-			t.Errorf("event %q", ev.Event)
-		}
-	}
-	if sc.Final {
-		var st AVStatusEvent
-		last := evs[len(evs)-1]
-		if err := json.Unmarshal([]byte(last.Data), &st); err != nil || last.Event != "task_status" ||
-			(st.State != AVCompleted && st.State != AVFailed && st.State != AVCanceled) {
-			t.Errorf("last event %+v", last)
-		}
-	}
-	if wantErr(sc) != nil && evs[len(evs)-1].Event != "error" {
-		t.Errorf("no error event")
 	}
 }

@@ -63,7 +63,8 @@
 // For existing tasks (request ids from the E2A_TASKS index ingress keeps):
 //
 //	svc.ServeA2AResubscribe(w, r, requestID, A2AParams{…})
-//	svc.ServeAgentVaultStream(w, r, requestID, AgentVaultParams{…}) // tasks/sendSubscribe
+//	svc.ServeExisting(w, r, requestID, format, newRenderer) // a package's renderer, an unknown request answered not found
+//	svc.LoadRequests(ctx, requestIDs)                        // envelopes and stored frames, for a task's view
 //
 // The answers that are one value are returned, not written, so that any
 // transport (one HTTP answer, a batch element, gRPC) can carry them:
@@ -71,8 +72,7 @@
 //	svc.A2ATask(ctx, taskID, contextID, requestIDs, historyLength)  // tasks/get, GetTask
 //	svc.A2ACancel(ctx, taskID, contextID, requestIDs, cancel)       // ErrNotCancelable if final
 //	svc.A2AResult(ctx, requestID, A2AParams{…})                     // message/send in a batch, SendMessage
-//	svc.AgentVaultTaskOf(ctx, taskID, requestIDs)
-//	svc.AgentVaultCancel(ctx, requestIDs, cancel)
+//	svc.CancelRequest(ctx, requestID, cancel)                       // a task's last request
 //
 // cancel is a [CancelFunc] publishing the cancel on the control subject.
 // Their errors map to A2A's JSON-RPC errors with [A2AError] (its A2A
@@ -91,16 +91,18 @@
 // A [Renderer] (Start, Frame, Heartbeat, End) writes one output format to
 // an [Output]; [Service.Stream] drives any renderer with a reader, so a new
 // format is one renderer: [NewE2ASSE], [NewE2ANDJSON], [NewE2AJSON],
-// [NewA2AStream], [NewA2ASend], [NewAgentVaultStream], and the
-// renderers of the protocol packages (protocols/a2e, protocols/acp), served
-// with [Service.Serve] or [Service.ServeFrom] and built on what egress
+// [NewA2AStream], [NewA2ASend], and the renderers of the protocol
+// packages (protocols/a2e, protocols/acp, AgentVault's in
+// protocols/a2a), served
+// with [Service.Serve], [Service.ServeExisting] or [Service.ServeFrom] and built on what egress
 // exports for them ([FrameTime], [FinalOutcome], [ContentChunk],
 // [DeltaText], [AsMap], [NDJSONHead], [WriteLineJSON], [WriteLine],
 // [SSEHead], [SSEComment], [SSEEvent], [SSEEventJSON], [SeqID],
 // [Frame.Decoded], [Classify], [Accepts]; for ACP the frame mapping
 // [ACPUpdates], [ACPFinal] and the text fast path [ACPTextUpdate]; a
 // renderer that reads frames' bytes where it can implements
-// [PassThrough]). One conformance suite runs
+// [PassThrough]; for AgentVault the A2A events of frames, [A2AMapper],
+// and the task [BuildA2ATask] rebuilds). One conformance suite runs
 // each through the same scenarios built from the specification examples
 // ([Scenarios], driven by [RunConformance]), frame by frame against
 // testdata/<renderer>/<scenario>.golden ([MatchGolden]; go test ./egress
@@ -116,7 +118,8 @@
 // code_execution_result with their tags, metadata llm_response_id →
 // artifactId; lastChunk=true, then the final status-update (completed,
 // failed, canceled). a2a.* frames pass through (proto-style snake_case is
-// accepted). AgentVault maps the same events to task_status / task_message /
+// accepted). AgentVault (rendered by package protocols/a2a) maps the same
+// events ([A2AMapper]) to task_status / task_message /
 // task_artifact / error. ACP (rendered by package protocols/acp):
 // [ACPUpdates], then the result {stopReason} ([ACPFinal]) or an error;
 // they stay here because [FillProjections] uses them too.

@@ -47,9 +47,13 @@ func (s *Service) ServeA2ASend(w http.ResponseWriter, r *http.Request, requestID
 	s.Stream(r.Context(), o, NewA2ASend(o, requestID, p), FormatA2AJSON, requestID, 0, WithoutRequestCheck())
 }
 
-// loadRequests reads the envelope and the stored frames of each request.
-// Requests with neither are skipped.
-func (s *Service) loadRequests(ctx context.Context, ids []string) ([]A2ARequest, error) {
+// LoadRequests reads the envelope and the stored frames of each request
+// (in order, e.g. a task's from the E2A_TASKS index ingress keeps), for
+// the views of a task a protocol answers (A2A and AgentVault tasks/get).
+// Requests with neither are skipped; ErrNotFound when none is left. A
+// request whose envelope the pipeline no longer holds gets one with only
+// its id.
+func (s *Service) LoadRequests(ctx context.Context, ids []string) ([]A2ARequest, error) {
 	names := s.streamNames()
 	var out []A2ARequest
 	for _, id := range ids {
@@ -92,7 +96,7 @@ func (s *Service) loadRequests(ctx context.Context, ids []string) ([]A2ARequest,
 // E2A_TASKS index ingress keeps) with BuildA2ATask. It returns ErrNotFound
 // when none of the requests exists.
 func (s *Service) A2ATask(ctx context.Context, taskID, contextID string, requestIDs []string, historyLength *int) (*a2a.Task, error) {
-	reqs, err := s.loadRequests(ctx, requestIDs)
+	reqs, err := s.LoadRequests(ctx, requestIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -178,58 +182,6 @@ func (s *Service) A2ACancel(ctx context.Context, taskID, contextID string, reque
 	return s.A2ATask(ctx, taskID, contextID, requestIDs, nil)
 }
 
-// ServeAgentVaultStream answers AgentVault tasks/sendSubscribe for the
-// request of a task: SSE task_status / task_message / task_artifact /
-// error events.
-func (s *Service) ServeAgentVaultStream(w http.ResponseWriter, r *http.Request, requestID string, p AgentVaultParams) {
-	o := NewOutput(w, s.cfg.writeTimeout)
-	rend := NewAgentVaultStream(o, requestID, p)
-	from, err := ResumePoint(r)
-	if err != nil {
-		s.finish(o, rend, FormatAgentVaultSSE, err)
-		return
-	}
-	s.Stream(r.Context(), o, rend, FormatAgentVaultSSE, requestID, from)
-}
-
-// AgentVaultTaskOf answers AgentVault tasks/get: the task rebuilt from
-// requestIDs in the profile's Task shape, or ErrNotFound.
-func (s *Service) AgentVaultTaskOf(ctx context.Context, taskID string, requestIDs []string) (AVTask, error) {
-	reqs, err := s.loadRequests(ctx, requestIDs)
-	if err != nil {
-		return AVTask{}, err
-	}
-	created := ""
-	if reqs[0].Envelope != nil {
-		created = reqs[0].Envelope.Timestamp
-	}
-	return AgentVaultTask(BuildA2ATask(taskID, "", reqs, nil), created), nil
-}
-
-// AgentVaultCancelResult is the result of AgentVault tasks/cancel.
-type AgentVaultCancelResult struct {
-	Success bool   `json:"success"`
-	Message string `json:"message"`
-}
-
-// AgentVaultCancel answers AgentVault tasks/cancel: the result once the
-// cancel is sent, ErrNotCancelable when the task is already final,
-// ErrNotFound when it has no request.
-func (s *Service) AgentVaultCancel(ctx context.Context, requestIDs []string, cancel CancelFunc) (AgentVaultCancelResult, error) {
-	if len(requestIDs) == 0 {
-		return AgentVaultCancelResult{}, ErrNotFound
-	}
-	canceled, err := s.CancelRequest(ctx, requestIDs[len(requestIDs)-1], cancel)
-	if err != nil {
-		return AgentVaultCancelResult{}, err
-	}
-	msg := "Cancellation request received."
-	if canceled {
-		msg = "Task canceled."
-	}
-	return AgentVaultCancelResult{Success: true, Message: msg}, nil
-}
-
 // NewRenderer builds a renderer on the response it writes to.
 type NewRenderer func(o *Output) Renderer
 
@@ -240,6 +192,17 @@ type NewRenderer func(o *Output) Renderer
 // up to the final frame. The renderers of protocol packages are served
 // through it.
 func (s *Service) Serve(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer NewRenderer) {
+	s.serve(w, r, requestID, format, newRenderer, WithoutRequestCheck())
+}
+
+// ServeExisting is [Service.Serve] for a request that may not exist (a
+// task's, named by the client): an unknown request is answered
+// ErrNotFound by the renderer instead of being waited for.
+func (s *Service) ServeExisting(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer NewRenderer) {
+	s.serve(w, r, requestID, format, newRenderer)
+}
+
+func (s *Service) serve(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer NewRenderer, opts ...ReplayOption) {
 	o := NewOutput(w, s.cfg.writeTimeout)
 	rend := newRenderer(o)
 	from, err := ResumePoint(r)
@@ -247,7 +210,7 @@ func (s *Service) Serve(w http.ResponseWriter, r *http.Request, requestID, forma
 		s.finish(o, rend, format, err)
 		return
 	}
-	s.Stream(r.Context(), o, rend, format, requestID, from, WithoutRequestCheck())
+	s.Stream(r.Context(), o, rend, format, requestID, from, opts...)
 }
 
 // ServeFrom is [Service.Serve] for a transport without HTTP requests (ACP

@@ -21,9 +21,11 @@
 // transports (HTTP with batches and notifications at its paths; lines on
 // stdio); protocols/a2a (the JSON-RPC calls of A2A v0.3 and the
 // AgentVault profile at /a2a, one endpoint on the A2A entry, the
-// AgentVault entry naming its methods, format and error table) the same
-// way over a host.TaskHost, its renderers still egress's
-// ([Protocol.EgressRenderers]: their conformance cases are egress's). Adding such a protocol is: its adapter (normalizer), its
+// AgentVault entry naming its methods, format and error table, and the
+// package, [Protocol.In]) the same way over a host.TaskHost, AgentVault's
+// renderer the package's, A2A's still egress's
+// ([Protocol.EgressRenderers]: their conformance cases are egress's).
+// Adding such a protocol is: its adapter (normalizer), its
 // package, one entry in [All], and the golden files (README, "Design":
 // "Adding a protocol"; docs/design.md, "The protocol seam").
 package protocols

@@ -60,6 +60,11 @@ type Protocol struct {
 	// the A2A v1.0 handler); egress's TestConformanceCoversRegistry checks
 	// them instead of protocols.TestPackageConformance.
 	EgressRenderers bool
+	// In names the protocol package (protocols/<In>) that owns the
+	// protocol when it is not its own entry's: AgentVault is package a2a's
+	// (the endpoint is on the A2A entry), with its renderer, conformance
+	// case and golden files there.
+	In string
 }
 
 // Package reports whether the protocol is one package (protocols/<Name>),
@@ -67,8 +72,17 @@ type Protocol struct {
 func (p Protocol) Package() bool { return p.Routes != nil || p.RPC != nil }
 
 // PackageRenderers reports whether the protocol's renderers are its
-// package's, with their conformance cases under protocols/<Name>.
-func (p Protocol) PackageRenderers() bool { return p.Package() && !p.EgressRenderers }
+// package's, with their conformance cases under protocols/<Dir>.
+func (p Protocol) PackageRenderers() bool { return (p.Package() || p.In != "") && !p.EgressRenderers }
+
+// Dir is the directory of the protocol's package under protocols/: In
+// when set, else Name.
+func (p Protocol) Dir() string {
+	if p.In != "" {
+		return p.In
+	}
+	return p.Name
+}
 
 // Registered protocol names.
 const (
@@ -88,8 +102,8 @@ var all = []Protocol{
 	// A2A v0.3 and the AgentVault profile share one JSON-RPC endpoint,
 	// package protocols/a2a's (its RPC, on the A2A entry); tasks/get and
 	// tasks/cancel are both theirs, answered in the shape of the protocol
-	// that created the task. Their renderers are still egress's
-	// (EgressRenderers).
+	// that created the task. A2A's renderers are still egress's
+	// (EgressRenderers); AgentVault's is the package's (In).
 	{Name: A2A, Title: "A2A", Version: "0.3", Adapter: normalizer.ProtocolA2A,
 		Paths:           []string{a2a.Path},
 		Methods:         a2a.Methods,
@@ -100,8 +114,9 @@ var all = []Protocol{
 	{Name: AgentVault, Title: "AgentVault A2A profile", Version: "1", Adapter: normalizer.ProtocolAgentVault,
 		Paths:   []string{a2a.Path},
 		Methods: a2a.AgentVaultMethods,
-		Formats: []string{egress.FormatAgentVaultSSE},
-		Errors:  a2a.AgentVaultError},
+		Formats: []string{a2a.AgentVaultFormat},
+		Errors:  a2a.AgentVaultError,
+		In:      A2A},
 	// A2A v1.0 requests are read into the A2A adapter's types by the SDK's
 	// transports; the answers are egress's events in v1.0 shapes. A single
 	// v1.0 call at /a2a is handed to the v1.0 handler by protocols/a2a.

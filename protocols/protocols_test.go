@@ -57,11 +57,12 @@ func TestRegistryComplete(t *testing.T) {
 }
 
 // TestPackageConformance: a protocol that is one package (Routes or RPC
-// set) runs its renderer for each of its formats through egress's
-// conformance scenarios in protocols/<name>/conformance_test.go, its cases
-// named after the format (<format>, or <format>_<variant> for several:
+// set, or In naming the package that owns it) runs its renderer for each
+// of its formats through egress's conformance scenarios in
+// protocols/<dir>/conformance_test.go (Protocol.Dir), its cases named
+// after the format (<format>, or <format>_<variant> for several:
 // acp_ndjson, acp_sse), with a golden file for every scenario under
-// protocols/<name>/testdata/<case>/; a protocol package registered without
+// protocols/<dir>/testdata/<case>/; a protocol package registered without
 // them fails here (egress's TestConformanceCoversRegistry checks the
 // others, and the packages whose renderers are still egress's:
 // EgressRenderers).
@@ -70,24 +71,24 @@ func TestPackageConformance(t *testing.T) {
 		if !p.PackageRenderers() {
 			continue
 		}
-		src, err := os.ReadFile(filepath.Join(p.Name, "conformance_test.go"))
+		src, err := os.ReadFile(filepath.Join(p.Dir(), "conformance_test.go"))
 		if err != nil || !strings.Contains(string(src), "egress.RunConformance(") {
-			t.Errorf("protocol %s: no renderer conformance suite in %s/conformance_test.go (egress.RunConformance)", p.Name, p.Name)
+			t.Errorf("protocol %s: no renderer conformance suite in %s/conformance_test.go (egress.RunConformance)", p.Name, p.Dir())
 		}
 		if len(p.Formats) == 0 {
 			t.Errorf("protocol %s: a package with no output format", p.Name)
 		}
 		for _, f := range p.Formats {
-			cases, _ := filepath.Glob(filepath.Join(p.Name, "testdata", f+"_*"))
-			if dir := filepath.Join(p.Name, "testdata", f); isDir(dir) {
+			cases, _ := filepath.Glob(filepath.Join(p.Dir(), "testdata", f+"_*"))
+			if dir := filepath.Join(p.Dir(), "testdata", f); isDir(dir) {
 				cases = append(cases, dir)
 			}
 			if len(cases) == 0 {
-				t.Errorf("protocol %s: format %s: no conformance case under %s/testdata/%s[_*]/", p.Name, f, p.Name, f)
+				t.Errorf("protocol %s: format %s: no conformance case under %s/testdata/%s[_*]/", p.Name, f, p.Dir(), f)
 			}
 			for _, c := range cases {
 				for _, sc := range egress.Scenarios() {
-					path := filepath.Join(p.Name, egress.GoldenPath(filepath.Base(c), sc.Name))
+					path := filepath.Join(p.Dir(), egress.GoldenPath(filepath.Base(c), sc.Name))
 					if _, err := os.Stat(path); err != nil {
 						t.Errorf("protocol %s: format %s: no golden file for scenario %s: %v", p.Name, f, sc.Name, err)
 					}

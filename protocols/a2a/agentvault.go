@@ -1,10 +1,13 @@
 package a2a
 
 import (
+	"context"
 	"errors"
+	"net/http"
 
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
 // AgentVaultError maps an error of egress to an AgentVault JSON-RPC
@@ -22,4 +25,50 @@ func AgentVaultError(err error) *jsonrpc.Error {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: d}
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeAVServerError, Message: err.Error(), Data: d}
+}
+
+// serveAgentVault writes tasks/sendSubscribe's SSE answer (and an
+// AgentVault task's resubscription) for requestID with serve: the frames
+// from the resume point (Last-Event-ID or ?from=), an unknown request
+// answered with an error event.
+func serveAgentVault(serve func(http.ResponseWriter, *http.Request, string, string, egress.NewRenderer), w http.ResponseWriter, r *http.Request, requestID string, p AgentVaultParams) {
+	serve(w, r, requestID, AgentVaultFormat, func(o *egress.Output) egress.Renderer { return NewAgentVaultStream(o, requestID, p) })
+}
+
+// agentVaultTaskOf answers AgentVault tasks/get: the task rebuilt from
+// requestIDs in the profile's Task shape, or egress.ErrNotFound.
+func agentVaultTaskOf(ctx context.Context, ans host.TaskAnswers, taskID string, requestIDs []string) (AVTask, error) {
+	reqs, err := ans.LoadRequests(ctx, requestIDs)
+	if err != nil {
+		return AVTask{}, err
+	}
+	created := ""
+	if reqs[0].Envelope != nil {
+		created = reqs[0].Envelope.Timestamp
+	}
+	return AgentVaultTask(egress.BuildA2ATask(taskID, "", reqs, nil), created), nil
+}
+
+// AgentVaultCancelResult is the result of AgentVault tasks/cancel.
+type AgentVaultCancelResult struct {
+	Success bool   `json:"success"`
+	Message string `json:"message"`
+}
+
+// agentVaultCancel answers AgentVault tasks/cancel: the result once the
+// cancel is sent, egress.ErrNotCancelable when the task is already final,
+// egress.ErrNotFound when it has no request.
+func agentVaultCancel(ctx context.Context, ans host.TaskAnswers, requestIDs []string, cancel egress.CancelFunc) (AgentVaultCancelResult, error) {
+	if len(requestIDs) == 0 {
+		return AgentVaultCancelResult{}, egress.ErrNotFound
+	}
+	canceled, err := ans.CancelRequest(ctx, requestIDs[len(requestIDs)-1], cancel)
+	if err != nil {
+		return AgentVaultCancelResult{}, err
+	}
+	msg := "Cancellation request received."
+	if canceled {
+		msg = "Task canceled."
+	}
+	return AgentVaultCancelResult{Success: true, Message: msg}, nil
 }

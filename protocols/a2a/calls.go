@@ -82,7 +82,7 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 			return
 		}
 		if protocol == normalizer.ProtocolAgentVault {
-			answer(rep, toRPC)(ans.AgentVaultTaskOf(in.Ctx, t.ID, t.RequestIDs))
+			answer(rep, toRPC)(agentVaultTaskOf(in.Ctx, ans, t.ID, t.RequestIDs))
 			return
 		}
 		answer(rep, toRPC)(ans.A2ATask(in.Ctx, t.ID, t.ContextID, t.RequestIDs, HistoryLength(env)))
@@ -92,7 +92,7 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 			return
 		}
 		if protocol == normalizer.ProtocolAgentVault {
-			answer(rep, toRPC)(ans.AgentVaultCancel(in.Ctx, t.RequestIDs, d.h.Cancel))
+			answer(rep, toRPC)(agentVaultCancel(in.Ctx, ans, t.RequestIDs, d.h.Cancel))
 			return
 		}
 		answer(rep, toRPC)(ans.A2ACancel(in.Ctx, t.ID, t.ContextID, t.RequestIDs, d.h.Cancel))
@@ -111,7 +111,7 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 		}
 		defer release()
 		if protocol == normalizer.ProtocolAgentVault {
-			ans.ServeAgentVaultStream(w, in.Request, t.LastRequest(), egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: t.ID})
+			serveAgentVault(ans.ServeExisting, w, in.Request, t.LastRequest(), AgentVaultParams{JSONRPCID: req.ID, TaskID: t.ID})
 			return
 		}
 		ans.ServeA2AResubscribe(w, in.Request, t.LastRequest(), egress.A2AParams{JSONRPCID: req.ID, TaskID: t.ID, ContextID: t.ContextID,
@@ -221,7 +221,7 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 		if w == nil {
 			return
 		}
-		ans.ServeAgentVaultStream(w, in.Request, acc.RequestID, egress.AgentVaultParams{JSONRPCID: req.ID, TaskID: env.TaskID})
+		serveAgentVault(ans.ServeExisting, w, in.Request, acc.RequestID, AgentVaultParams{JSONRPCID: req.ID, TaskID: env.TaskID})
 	default: // tasks/send
 		rep.Result(map[string]string{"id": env.TaskID})
 	}

@@ -1,6 +1,6 @@
 // Package a2a is A2A v0.3 and the AgentVault A2A profile (JSON-RPC 2.0)
-// as one package: the calls of their shared endpoint POST /a2a and the
-// AgentVault error table.
+// as one package: the calls of their shared endpoint POST /a2a, and
+// AgentVault's renderer, task view and error table.
 //
 // The transports are the host's (ingress: HTTP with batches and
 // notifications); the calls are this package's, described by its
@@ -29,15 +29,20 @@
 //     endpoint's Peek): clients that resolve the card's v0.3 url whatever
 //     the version reach v1.0 here too.
 //
-// Answers come from egress's A2A and AgentVault renderers and values
-// ([host.TaskAnswers]); a streaming method's JSON answer (an error) is sent
-// as one SSE event, so its client reads every answer as the stream it asked
-// for. Refusals of the gate are JSON-RPC errors with the HTTP status,
-// echoing the call's id when it is readable. The A2A error table is
-// egress's ([Error] is egress.A2AError), as are the renderers, their
-// conformance cases and golden files, and the frame-to-A2A mapping shared
-// with the A2A v1.0 handler, which imports this package for [Continued],
-// [Interaction] and [HistoryLength].
+// A2A's answers come from egress's A2A renderers and values
+// ([host.TaskAnswers]); AgentVault's are this package's: its SSE renderer
+// ([NewAgentVaultStream], format [AgentVaultFormat], on egress's
+// A2AMapper: the A2A events of the frames, in the profile's events), its
+// task view ([AgentVaultTask], from egress.BuildA2ATask over the task's
+// requests) and cancel result, with their conformance case and golden
+// files under testdata/ (agentvault_sse, agentvault_task). A streaming
+// method's JSON answer (an error) is sent as one SSE event, so its client
+// reads every answer as the stream it asked for. Refusals of the gate are
+// JSON-RPC errors with the HTTP status, echoing the call's id when it is
+// readable. The A2A error table is egress's ([Error] is egress.A2AError),
+// as are A2A's renderers, their conformance cases and golden files, and
+// the frame-to-A2A mapping shared with the A2A v1.0 handler, which imports
+// this package for [Continued], [Interaction] and [HistoryLength].
 //
 // A2A and AgentVault are one package because they are one endpoint: one
 // dispatch table, two shared method names answered by the task's record,

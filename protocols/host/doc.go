@@ -24,8 +24,9 @@
 // A2A v0.3 and AgentVault (protocols/a2a) keep tasks and contexts under
 // the ownership rule: their caller is a [TaskCaller] ([Tasks]: the
 // caller's [Task] record, TaskOpen, ClaimContext, RecordTask), and their
-// host a [TaskHost] ([TaskAnswers]: egress's A2A and AgentVault answers;
-// the A2A v1.0 handler).
+// host a [TaskHost] ([TaskAnswers]: egress's A2A answers, and the
+// existing requests, their frames and their cancel for AgentVault's; the
+// A2A v1.0 handler).
 //
 // It is a leaf: the protocol packages (protocols/<name>) import it and
 // cannot import ingress, which implements [Host] and [RPCHost] over its

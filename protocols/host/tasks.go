@@ -54,8 +54,10 @@ type TaskCaller interface {
 	Tasks
 }
 
-// TaskAnswers answers A2A v0.3 and AgentVault calls from their requests'
-// frames with egress's renderers; *egress.Service is one.
+// TaskAnswers answers A2A v0.3 calls from their requests' frames with
+// egress's renderers, and gives the package what its AgentVault answers
+// need of the pipeline beyond [Host] (existing requests, their frames and
+// envelopes, cancel); *egress.Service is one.
 type TaskAnswers interface {
 	// ServeA2AStream writes message/stream's SSE answer.
 	ServeA2AStream(w http.ResponseWriter, r *http.Request, requestID string, p egress.A2AParams)
@@ -69,12 +71,17 @@ type TaskAnswers interface {
 	A2ATask(ctx context.Context, taskID, contextID string, requestIDs []string, historyLength *int) (*a2a.Task, error)
 	// A2ACancel cancels the task's request and answers the task.
 	A2ACancel(ctx context.Context, taskID, contextID string, requestIDs []string, cancel egress.CancelFunc) (*a2a.Task, error)
-	// ServeAgentVaultStream writes tasks/sendSubscribe's SSE answer.
-	ServeAgentVaultStream(w http.ResponseWriter, r *http.Request, requestID string, p egress.AgentVaultParams)
-	// AgentVaultTaskOf is the task of AgentVault's tasks/get.
-	AgentVaultTaskOf(ctx context.Context, taskID string, requestIDs []string) (egress.AVTask, error)
-	// AgentVaultCancel cancels the task's request.
-	AgentVaultCancel(ctx context.Context, requestIDs []string, cancel egress.CancelFunc) (egress.AgentVaultCancelResult, error)
+	// ServeExisting serves the frames of an existing request (a task's)
+	// with a renderer of the package, as [Answerer.Serve] does, an unknown
+	// request answered egress.ErrNotFound by the renderer.
+	ServeExisting(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer egress.NewRenderer)
+	// LoadRequests reads the envelope and the stored frames of each of a
+	// task's requests (egress.ErrNotFound when none is left).
+	LoadRequests(ctx context.Context, ids []string) ([]egress.A2ARequest, error)
+	// CancelRequest cancels requestID with cancel and awaits its final
+	// frame (egress.ErrNotCancelable when it has finished); it reports
+	// whether the request ended canceled.
+	CancelRequest(ctx context.Context, requestID string, cancel egress.CancelFunc) (bool, error)
 }
 
 var _ TaskAnswers = (*egress.Service)(nil)

@@ -1,4 +1,4 @@
-package egress
+package a2a
 
 import (
 	"encoding/json"
@@ -8,7 +8,12 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
 )
+
+// AgentVaultFormat is the output format of the AgentVault renderer
+// (egress.Formats, the label of egress's metrics).
+const AgentVaultFormat = egress.FormatAgentVaultSSE
 
 // AgentVaultParams describes the AgentVault call (tasks/sendSubscribe,
 // tasks/get) a response answers.
@@ -150,7 +155,7 @@ func avMessage(m *a2a.Message) AVMessage {
 // call is type tool_call, a tool response tool_response, other data its
 // part type.
 func avArtifact(id string, p a2a.DataPart) AVArtifact {
-	typ, _ := p.Metadata[MetaPartType].(string)
+	typ, _ := p.Metadata[egress.MetaPartType].(string)
 	switch typ {
 	case e2a.ToolFunctionCall:
 		typ = "tool_call"
@@ -165,45 +170,40 @@ func avArtifact(id string, p a2a.DataPart) AVArtifact {
 	return AVArtifact{ID: id, Type: typ, Content: p.Data, MediaType: "application/json", Metadata: p.Metadata}
 }
 
-var _ Renderer = (*avStream)(nil)
+var _ egress.Renderer = (*avStream)(nil)
 
 // avStream renders tasks/sendSubscribe: SSE with event: task_status |
 // task_message | task_artifact | error. Text becomes task_message (the
 // reasoning with metadata thought=true), tool calls and other data
 // task_artifact, the end a task_status COMPLETED, FAILED or CANCELED.
 type avStream struct {
-	o       *Output
+	o       *egress.Output
 	p       AgentVaultParams
-	m       *a2aMapper
+	m       *egress.A2AMapper
 	working bool
 }
 
 // NewAgentVaultStream returns the AgentVault SSE renderer.
-func NewAgentVaultStream(o *Output, requestID string, p AgentVaultParams) Renderer {
-	m := newA2AMapper(A2AParams{TaskID: p.TaskID}, 0)
-	if m.taskID == "" {
-		m.taskID = a2a.TaskID(requestID)
-	}
-	return &avStream{o: o, p: p, m: m}
+func NewAgentVaultStream(o *egress.Output, requestID string, p AgentVaultParams) egress.Renderer {
+	return &avStream{o: o, p: p, m: egress.NewA2AMapper(p.TaskID, requestID)}
 }
 
 func (r *avStream) Start() error {
-	s := sse{r.o}
-	s.head(0)
-	return s.comment("ok")
+	egress.SSEHead(r.o, 0)
+	return egress.SSEComment(r.o, "ok")
 }
 
-func (r *avStream) Frame(f *Frame) error {
+func (r *avStream) Frame(f *egress.Frame) error {
 	resp, err := f.Decoded()
 	if err != nil {
 		return err
 	}
-	evs, err := r.m.events(resp)
+	evs, err := r.m.Events(resp)
 	if err != nil {
 		return err
 	}
 	ts := resp.Timestamp
-	if t := FrameTime(resp); t != nil {
+	if t := egress.FrameTime(resp); t != nil {
 		ts = avTime(t)
 	}
 	type out struct {
@@ -211,7 +211,7 @@ func (r *avStream) Frame(f *Frame) error {
 		data  any
 	}
 	var outs []out
-	task := string(r.m.taskID)
+	task := r.m.TaskID()
 	if !r.working {
 		r.working = true
 		outs = append(outs, out{"task_status", AVStatusEvent{TaskID: task, State: AVWorking, Timestamp: ts}})
@@ -226,8 +226,8 @@ func (r *avStream) Frame(f *Frame) error {
 				switch t := p.(type) {
 				case a2a.TextPart:
 					var meta map[string]any
-					if t.Metadata[MetaThought] == true {
-						meta = map[string]any{MetaThought: true}
+					if t.Metadata[egress.MetaThought] == true {
+						meta = map[string]any{egress.MetaThought: true}
 					}
 					outs = append(outs, out{"task_message", AVMessageEvent{TaskID: task, Timestamp: ts,
 						Message: AVMessage{Role: "assistant", Parts: []AVPart{{Type: "text", Content: t.Text}}, Metadata: meta}}})
@@ -262,34 +262,32 @@ func (r *avStream) Frame(f *Frame) error {
 			outs = append(outs, out{"task_status", AVStatusEvent{TaskID: task, State: avState(e.Status.State), Timestamp: ts}})
 		}
 	}
-	s := sse{r.o}
 	for i, o := range outs {
 		id := ""
 		if i == len(outs)-1 {
-			id = seqID(f)
+			id = egress.SeqID(f)
 		}
-		if err := s.eventJSON(id, o.event, o.data); err != nil {
+		if err := egress.SSEEventJSON(r.o, id, o.event, o.data); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (r *avStream) Heartbeat() error { return sse{r.o}.comment("keep-alive") }
+func (r *avStream) Heartbeat() error { return egress.SSEComment(r.o, "keep-alive") }
 
 func (r *avStream) End(err error) error {
 	if err == nil {
 		return nil
 	}
-	s := sse{r.o}
 	if !r.o.Started() {
-		s.head(0)
+		egress.SSEHead(r.o, 0)
 	}
-	_, code := Classify(err)
-	return s.eventJSON("", "error", AVErrorEvent{Error: code, Message: err.Error()})
+	_, code := egress.Classify(err)
+	return egress.SSEEventJSON(r.o, "", "error", AVErrorEvent{Error: code, Message: err.Error()})
 }
 
-// AgentVaultTask translates an A2A task rebuilt by BuildA2ATask into the
+// AgentVaultTask translates an A2A task rebuilt by egress.BuildA2ATask into the
 // AgentVault Task shape: history and the final reply as messages,
 // data parts as artifacts. createdAt is the first request's envelope
 // timestamp.
