@@ -70,10 +70,9 @@ func TestA2ANonBlockingSendThenCancel(t *testing.T) {
 // running task and no contextId stays in the task's context.
 func TestA2AContinuedTaskKeepsContext(t *testing.T) {
 	p := startPipeline(t)
-	_, c := a2aClient(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	first := runningTurn(ctx, t, c, "one")
+	c, first, _ := gatedTurn(ctx, t, p, "one")
 	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "two"})
 	msg.TaskID = first.ID
 	res, err := c.SendMessage(ctx, &a2a.MessageSendParams{Message: msg})
@@ -96,8 +95,8 @@ func TestA2AContinuedTaskKeepsContext(t *testing.T) {
 }
 
 // TestA2ATerminalTaskRefused: a message naming a task whose turn has
-// finished is UnsupportedOperation (-32004), as in every official SDK's
-// server; the same text with the task's contextId and no taskId starts a
+// finished is UnsupportedOperation (-32004), as both specifications say;
+// the same text with the task's contextId and no taskId starts a
 // new task in that context (the trpc interaction spec's multi-turn form).
 func TestA2ATerminalTaskRefused(t *testing.T) {
 	p := startPipeline(t)

@@ -4,13 +4,18 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
@@ -160,15 +165,42 @@ func TestA2AClientSendStreamGetCancel(t *testing.T) {
 	}
 }
 
-// runningTurn starts an A2A task whose first turn runs for about 4 s (the
-// demo agent paced from the message metadata) and answers it as submitted
-// (blocking false): a task that can take another message meanwhile.
-func runningTurn(ctx context.Context, t *testing.T, c *a2aclient.Client, text string) *a2a.Task {
+// gatedTurn starts an A2A task on the pool "gated", served by the demo
+// agent except that the request whose text is text is held until release
+// is called: a running task that can take another message meanwhile,
+// without racing a pace. The client it returns speaks to that pool.
+func gatedTurn(ctx context.Context, t *testing.T, p *pipeline, text string) (c *a2aclient.Client, task *a2a.Task, release func()) {
 	t.Helper()
-	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: text})
-	msg.Metadata = map[string]any{"frames": 1, "delay_ms": 1000}
+	gate, held := make(chan struct{}), make(chan struct{}, 1)
+	actx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = agent.Run(actx, p.nc, "gated", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+			if demo.Text(env) == text {
+				select {
+				case held <- struct{}{}:
+				default:
+				}
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return demo.New().Serve(ctx, env, w)
+		}), agent.WithMetrics(prometheus.NewRegistry()))
+	}()
+	release = sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(func() { release(); cancel(); <-done })
+	c, err := a2aclient.NewFromEndpoints(ctx, []a2a.AgentInterface{{URL: p.url + "/a2a?agent=gated", Transport: a2a.TransportProtocolJSONRPC}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Destroy() })
 	blocking := false
-	res, err := c.SendMessage(ctx, &a2a.MessageSendParams{Message: msg, Config: &a2a.MessageSendConfig{Blocking: &blocking}})
+	res, err := c.SendMessage(ctx, &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: text}),
+		Config: &a2a.MessageSendConfig{Blocking: &blocking}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,25 +208,30 @@ func runningTurn(ctx context.Context, t *testing.T, c *a2aclient.Client, text st
 	if !ok || task.Status.State.Terminal() {
 		t.Fatalf("non-blocking send answered %+v", res)
 	}
-	return task
+	select {
+	case <-held:
+	case <-ctx.Done():
+		t.Fatal("the agent never received the first turn")
+	}
+	return c, task, release
 }
 
 // TestA2ATaskGetKeepsEveryReply: tasks/get rebuilds every turn of a
 // multi-turn task with its text: the last reply in the artifact, earlier
 // replies and the reasoning in history; no part list is empty. The second
-// turn joins the task while the first still runs (a finished task takes no
-// more messages: TestA2ATerminalTaskRefused).
+// turn joins the task while the agent holds the first (a finished task
+// takes no more messages: TestA2ATerminalTaskRefused).
 func TestA2ATaskGetKeepsEveryReply(t *testing.T) {
 	p := startPipeline(t)
-	_, c := a2aClient(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	task := runningTurn(ctx, t, c, "first turn")
+	c, task, release := gatedTurn(ctx, t, p, "first turn")
 	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "second turn"})
 	msg.TaskID, msg.ContextID = task.ID, task.ContextID
 	if _, err := c.SendMessage(ctx, &a2a.MessageSendParams{Message: msg}); err != nil {
 		t.Fatal(err)
 	}
+	release()
 	testkit.Eventually(t, 20*time.Second, "the first turn's reply in the task's history", func() bool {
 		got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID})
 		if err != nil {
