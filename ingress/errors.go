@@ -25,8 +25,8 @@ var (
 	ErrUnknownPool = errors.New("ingress: unknown agent pool")
 	// ErrTaskTerminal reports an A2A message naming a task whose last
 	// request has finished (completed, failed, canceled): a task in a
-	// terminal state accepts no more messages (A2A v1.0 §3.1.1, as every
-	// official SDK's server). The conversation goes on in a new task of the
+	// terminal state accepts no more messages (A2A v0.3 §7.1, v1.0 §3.1.1;
+	// a2a-go's server refuses it too). The conversation goes on in a new task of the
 	// same contextId. AgentVault's tasks/send continues a task whatever its
 	// state, as its profile shows.
 	ErrTaskTerminal = errors.New("ingress: task is in a terminal state")
