@@ -349,8 +349,13 @@ func TestStreamLimit(t *testing.T) {
 		t.Fatalf("first stream: %d", first.StatusCode)
 	}
 	resp, b := do(t, "POST", url+"/v1/requests", `{"request_id":"s-2","params":{}}`, "Accept", "text/event-stream")
-	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), `"too_many_streams"`) {
 		t.Fatalf("second stream: %d %s", resp.StatusCode, b)
+	}
+	// An A2E answer is a stream too: the same bound, in A2E's error shape.
+	resp, b = do(t, "POST", url+"/a2e", `{"a2e":"1.0","id":"p1","type":"ping"}`)
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), `"code":"too_many_streams"`) {
+		t.Fatalf("A2E stream: %d %s", resp.StatusCode, b)
 	}
 }
 

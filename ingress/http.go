@@ -2,11 +2,8 @@ package ingress
 
 import (
 	"encoding/json"
-	"errors"
-	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -37,37 +34,10 @@ func writeError(w http.ResponseWriter, status int, code, msg string, retryable b
 	writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: msg, Retryable: retryable}})
 }
 
-// readBody reads at most limit bytes. It answers 413 itself and returns
-// ok=false when the body is larger, 400 on a read error.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
-	r.Body = http.MaxBytesReader(w, r.Body, limit)
-	data, err := io.ReadAll(r.Body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", "request body exceeds "+itoa(limit)+" bytes", false)
-			return nil, false
-		}
-		writeError(w, http.StatusBadRequest, "read_error", "could not read the request body", true)
-		return nil, false
-	}
-	return data, true
-}
-
-func itoa(n int64) string {
-	b, _ := json.Marshal(n)
-	return string(b)
-}
-
-// wantsStream reports whether the client asked for a streamed answer.
-func wantsStream(r *http.Request) bool {
-	a := r.Header.Get("Accept")
-	return strings.Contains(a, "text/event-stream") || strings.Contains(a, "application/x-ndjson")
-}
-
 type statusRecorder struct {
 	http.ResponseWriter
-	code int
+	code      int
+	requestID string // the request published, for the log line
 }
 
 func (s *statusRecorder) WriteHeader(code int) {

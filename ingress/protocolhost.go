@@ -91,8 +91,12 @@ func (s *Server) servePeeked(w http.ResponseWriter, r *http.Request, e rpcEndpoi
 // counted counts every answer of h in the requests metric.
 func (s *Server) counted(protocol, route string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
-		defer func() { s.metrics.requests.WithLabelValues(protocol, route, strconv.Itoa(rec.code)).Inc() }()
+		defer func() {
+			s.metrics.requests.WithLabelValues(protocol, route, strconv.Itoa(rec.code)).Inc()
+			logRequest(s.opts.log, r, rec.code, start, rec.requestID)
+		}()
 		h.ServeHTTP(rec, r)
 	})
 }
@@ -111,12 +115,33 @@ func (h protocolHost) Admit(w http.ResponseWriter, r *http.Request, protocol str
 	if !ok {
 		return nil, false
 	}
-	return caller{s: h.s, p: p}, true
+	return caller{s: h.s, p: p, rec: recorderOf(w)}, true
+}
+
+// recorderOf finds the statusRecorder of counted under w (nil when w has
+// none), where the caller notes the request id it published for the
+// request's log line.
+func recorderOf(w http.ResponseWriter) *statusRecorder {
+	for {
+		switch v := w.(type) {
+		case *statusRecorder:
+			return v
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = v.Unwrap()
+		default:
+			return nil
+		}
+	}
 }
 
 // Serve answers from the request's frames with egress.
 func (h protocolHost) Serve(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer egress.NewRenderer) {
 	h.s.egress.Serve(w, r, requestID, format, newRenderer)
+}
+
+// ServeE2A is egress's E2A answer.
+func (h protocolHost) ServeE2A(w http.ResponseWriter, r *http.Request, requestID string) {
+	h.s.egress.ServeE2A(w, r, requestID)
 }
 
 // ServeFrom answers from the request's frames from a sequence with egress.
@@ -209,8 +234,9 @@ func (h protocolHost) Version() string { return Version }
 
 // caller is a principal the gate admitted.
 type caller struct {
-	s *Server
-	p Principal
+	s   *Server
+	p   Principal
+	rec *statusRecorder // of the HTTP answer, for its log line; may be nil
 }
 
 var _ host.Caller = caller{}
@@ -226,7 +252,19 @@ func (c caller) Publish(ctx context.Context, pool string, env *e2a.Envelope) (ho
 	start := time.Now()
 	acc, err := c.s.publish(ctx, c.p, pool, env)
 	c.s.metrics.publish.Observe(time.Since(start).Seconds())
+	if c.rec != nil && env != nil {
+		c.rec.requestID = env.RequestID
+	}
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrTooLarge) &&
+		!errors.Is(err, ErrUnknownPool) && !errors.Is(err, ErrInvalidPool) {
+		c.s.opts.log.Warn("publish failed", "request_id", env.RequestID, "err", err)
+	}
 	return host.Accepted{RequestID: acc.RequestID, Pool: acc.Pool, Duplicate: acc.Duplicate, Warning: acc.Warning}, hostError(err)
+}
+
+// StreamSlot is acquireStream.
+func (c caller) StreamSlot(w http.ResponseWriter, refuse host.Refuse) (func(), bool) {
+	return c.s.acquireStream(w, c.p, refuse)
 }
 
 // rpcCaller is a principal a JSON-RPC transport admitted, as the calls of

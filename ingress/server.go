@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
 	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/workflow"
 )
@@ -212,7 +212,8 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 
 // Register mounts the E2A endpoints on mux:
 //
-//	POST /v1/requests[?agent=POOL][&wait=true]   E2A envelope or legacy AgentRequest
+//	POST /v1/requests[?agent=POOL][&wait=true]   E2A envelope or legacy AgentRequest (package
+//	                                             protocols/e2a, mounted from the registry)
 //	POST /a2a                                    A2A v0.3 and AgentVault JSON-RPC (package
 //	                                             protocols/a2a, its endpoint served by serveRPC
 //	                                             from the registry; a single v1.0 call goes to
@@ -226,7 +227,6 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 //	                                             beside the interface URL)
 //	POST /oauth/token                            OAuth2 client credentials (when enabled)
 func (s *Server) Register(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/requests", s.handleE2A)
 	mux.Handle("POST "+A2AV1Path, s.v1rpc)
 	mux.Handle(A2AV1Path+"/", s.v1rest)
 	mux.HandleFunc("GET /.well-known/agent-card.json", s.handleCard)
@@ -235,9 +235,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	// given the interface URL look for the card there.
 	mux.HandleFunc("GET /a2a/.well-known/agent-card.json", s.handleCard)
 	mux.HandleFunc("GET "+A2AV1Path+"/.well-known/agent-card.json", s.handleCard)
-	for _, path := range []string{"/v1/requests", A2AV1Path} {
-		mux.HandleFunc(path, egress.MethodNotAllowed(http.MethodPost))
-	}
+	mux.HandleFunc(A2AV1Path, egress.MethodNotAllowed(http.MethodPost))
 	s.mountProtocols(mux)
 	mux.HandleFunc("GET /{$}", handleRoot)
 	if s.opts.workflow != nil {
@@ -248,99 +246,13 @@ func (s *Server) Register(mux *http.ServeMux) {
 	}
 }
 
-// Accepted is the body of a 202 answer to POST /v1/requests.
-type AcceptedBody struct {
-	RequestID string `json:"request_id"`
-	Pool      string `json:"pool"`
-	Duplicate bool   `json:"duplicate,omitempty"`
-	// Warning says the pool has no live worker right now.
-	Warning string            `json:"warning,omitempty"`
-	Links   map[string]string `json:"links"`
-}
+// AcceptedBody is the body of a 202 answer to POST /v1/requests (package
+// protocols/e2a's).
+type AcceptedBody = e2aproto.AcceptedBody
 
 // HeaderWarning carries Accepted.Warning on every answer of an accepted
 // request (streamed ones included).
-const HeaderWarning = "E2A-Warning"
-
-func (s *Server) handleE2A(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	rec := &statusRecorder{ResponseWriter: w}
-	var reqID string
-	defer func() {
-		s.metrics.requests.WithLabelValues("e2a", "POST /v1/requests", itoa(int64(rec.code))).Inc()
-		logRequest(s.opts.log, r, rec.code, start, reqID)
-	}()
-	w = rec
-	p, ok := s.gate(w, r, "e2a", e2aShape)
-	if !ok {
-		return
-	}
-	body, ok := readBody(w, r, s.opts.maxBody)
-	if !ok {
-		return
-	}
-	res, err := s.opts.norm.FromE2A(s.input(r, body, p, r.URL.Query().Get("agent")))
-	if err != nil {
-		code := "invalid_request"
-		if errors.Is(err, subjects.ErrInvalidID) {
-			code = "invalid_request_id"
-		}
-		writeError(w, normalizer.HTTPStatus(err), code, err.Error(), false)
-		return
-	}
-	env, pool := res.Envelope, res.Pool
-	if !validPool(pool) {
-		writeError(w, http.StatusBadRequest, "invalid_agent", fmt.Sprintf("agent %q must match [A-Za-z0-9_-]{1,64}", pool), false)
-		return
-	}
-	if wantsStream(r) || r.URL.Query().Get("wait") == "true" {
-		env.IsStream = env.IsStream || wantsStream(r)
-	}
-	reqID = env.RequestID
-	pubStart := time.Now()
-	acc, err := s.publish(r.Context(), p, pool, env)
-	s.metrics.publish.Observe(time.Since(pubStart).Seconds())
-	if err != nil {
-		switch {
-		case errors.Is(err, ErrInvalidPool):
-			writeError(w, http.StatusBadRequest, "invalid_agent", err.Error(), false)
-		case errors.Is(err, ErrConflict):
-			writeError(w, http.StatusConflict, "conflict", "request_id is already in use; choose another", false)
-		case errors.Is(err, ErrTooLarge):
-			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", err.Error(), false)
-		case errors.Is(err, ErrUnknownPool):
-			writeError(w, http.StatusNotFound, "unknown_agent", err.Error(), false)
-		case errors.Is(err, context.Canceled):
-			writeError(w, 499, "client_closed", "client went away before the request was accepted", true)
-		default:
-			s.opts.log.Warn("publish failed", "request_id", reqID, "err", err)
-			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusServiceUnavailable, "unavailable", "the pipeline could not accept the request; retry later", true)
-		}
-		return
-	}
-	if acc.Warning != "" {
-		w.Header().Set(HeaderWarning, acc.Warning)
-	}
-	if wantsStream(r) || r.URL.Query().Get("wait") == "true" {
-		// The request is accepted; only the streamed answer is bounded per
-		// principal (the client can still read it with GET …/stream).
-		release, ok := s.acquireStream(w, p, e2aShape)
-		if !ok {
-			return
-		}
-		defer release()
-		s.egress.ServeE2A(w, r, acc.RequestID)
-		return
-	}
-	writeJSON(w, http.StatusAccepted, AcceptedBody{
-		RequestID: acc.RequestID,
-		Pool:      acc.Pool,
-		Duplicate: acc.Duplicate,
-		Warning:   acc.Warning,
-		Links:     links(acc.RequestID),
-	})
-}
+const HeaderWarning = e2aproto.HeaderWarning
 
 // handleRoot answers GET / with where to go: a browser is sent to the
 // console, anything else gets the list of endpoints.
@@ -363,11 +275,6 @@ func handleRoot(w http.ResponseWriter, r *http.Request) {
 		},
 		"docs": "README.md of the repository: quick start, protocols with curl examples, subjects, operations",
 	})
-}
-
-func links(id string) map[string]string {
-	p := "/v1/requests/" + egress.PathSegment(id)
-	return map[string]string{"self": p, "stream": p + "/stream"}
 }
 
 // input builds the normalizer's view of an HTTP request.

@@ -14,7 +14,9 @@
 // a protocol that is one package) fails the tests.
 //
 // A protocol that is one package is mounted by ingress from its entry:
-// protocols/a2e (front door, renderer, error lines) from its Routes, built
+// protocols/e2a (the front door of POST /v1/requests; its answers are
+// egress's own read API, [Protocol.EgressRenderers]) and protocols/a2e
+// (front door, renderer, error lines) from their Routes, built
 // over the pipeline as a host.Host; protocols/acp (JSON-RPC calls,
 // renderer, error table) from its RPC endpoint (host.RPCEndpoint), built
 // over the pipeline as a host.RPCHost and served by ingress's JSON-RPC

@@ -11,6 +11,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2e"
 	"github.com/e2a-pipeline/pipeline/protocols/acp"
+	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
@@ -54,11 +55,13 @@ type Protocol struct {
 	// transports (HTTP with batches and notifications; "stdio": lines).
 	// Its renderer conformance cases are that package's, as for Routes.
 	RPC func(h host.RPCHost) host.RPCEndpoint
-	// EgressRenderers: the package's renderers (Formats) are still
-	// egress's, with their conformance cases and golden files under
-	// egress/testdata (A2A v0.3: its frame-to-event mapping is shared with
-	// the A2A v1.0 handler); egress's TestConformanceCoversRegistry checks
-	// them instead of protocols.TestPackageConformance.
+	// EgressRenderers: the package's renderers (Formats) are egress's,
+	// with their conformance cases and golden files under egress/testdata
+	// (E2A: they are egress's own read API, GET /v1/requests/{id}[/stream]
+	// on a worker without ingress; A2A v0.3: its frame-to-event mapping is
+	// shared with the A2A v1.0 handler); egress's
+	// TestConformanceCoversRegistry checks them instead of
+	// protocols.TestPackageConformance.
 	EgressRenderers bool
 	// In names the protocol package (protocols/<In>) that owns the
 	// protocol when it is not its own entry's: AgentVault is package a2a's
@@ -86,7 +89,7 @@ func (p Protocol) Dir() string {
 
 // Registered protocol names.
 const (
-	E2A        = "e2a"
+	E2A        = e2aproto.Name
 	A2A        = "a2a"
 	A2AV1      = "a2a.v1"
 	AgentVault = "agentvault"
@@ -96,9 +99,14 @@ const (
 )
 
 var all = []Protocol{
+	// E2A's front door is package protocols/e2a's; its answers are
+	// egress's own read API (the format frames are stored in, served by
+	// egress workers without ingress), so its renderers stay egress's.
 	{Name: E2A, Title: "E2A", Version: e2a.ProtocolVersion, Adapter: normalizer.ProtocolE2A,
-		Paths:   []string{"/v1/requests"},
-		Formats: []string{egress.FormatE2ASSE, egress.FormatE2ANDJSON, egress.FormatE2AJSON}},
+		Paths:           []string{e2aproto.Path},
+		Formats:         []string{egress.FormatE2ASSE, egress.FormatE2ANDJSON, egress.FormatE2AJSON},
+		Routes:          e2aproto.Routes,
+		EgressRenderers: true},
 	// A2A v0.3 and the AgentVault profile share one JSON-RPC endpoint,
 	// package protocols/a2a's (its RPC, on the A2A entry); tasks/get and
 	// tasks/cancel are both theirs, answered in the shape of the protocol

@@ -102,6 +102,13 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// The answer is one stream, whatever the messages: it takes one of
+	// the caller's stream slots.
+	release, ok := c.StreamSlot(w, refuse)
+	if !ok {
+		return
+	}
+	defer release()
 	maxBody := d.h.MaxBody()
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	var body bytes.Buffer

@@ -21,6 +21,9 @@ import (
 // and ending its renderer with no frame.
 type fakeHost struct {
 	refusal   *host.Refusal
+	noSlot    bool // every stream slot taken
+	slots     int  // slots held now
+	onServe   func()
 	publish   error
 	published []string
 	served    []string
@@ -38,9 +41,16 @@ func (h *fakeHost) Admit(w http.ResponseWriter, r *http.Request, protocol string
 
 func (h *fakeHost) Serve(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer egress.NewRenderer) {
 	h.served = append(h.served, requestID+" "+format)
+	if h.onServe != nil {
+		h.onServe()
+	}
 	rend := newRenderer(egress.NewOutput(w, 0))
 	_ = rend.Start()
 	_ = rend.End(nil)
+}
+
+func (h *fakeHost) ServeE2A(http.ResponseWriter, *http.Request, string) {
+	panic("A2E answers with its own renderer")
 }
 
 func (h *fakeHost) Normalizer() *normalizer.Normalizer {
@@ -63,6 +73,15 @@ func (c fakeCaller) Publish(ctx context.Context, pool string, env *e2a.Envelope)
 	}
 	c.h.published = append(c.h.published, pool+" "+env.Method)
 	return host.Accepted{RequestID: env.RequestID, Pool: pool}, nil
+}
+
+func (c fakeCaller) StreamSlot(w http.ResponseWriter, refuse host.Refuse) (func(), bool) {
+	if c.h.noSlot {
+		refuse(w, host.Refusal{Status: http.StatusTooManyRequests, Code: "too_many_streams", Message: "too many concurrent streams", Retryable: true})
+		return nil, false
+	}
+	c.h.slots++
+	return func() { c.h.slots-- }, true
 }
 
 func post(t *testing.T, h *fakeHost, body string) (*httptest.ResponseRecorder, []a2e.Message) {
@@ -128,5 +147,26 @@ func TestFrontDoorErrors(t *testing.T) {
 	rec, msgs = post(t, &fakeHost{}, "{\"a2e\":\"1.0\",\"id\":\"\xff\"}")
 	if rec.Code != 400 || len(msgs) != 1 || msgs[0].Code != normalizer.A2ECodeParseError {
 		t.Errorf("bad UTF-8: %d %+v", rec.Code, msgs)
+	}
+}
+
+// A POST /a2e answer is one stream: it holds one of the caller's stream
+// slots while it runs, and is refused (429, an error line, nothing
+// published) when the caller has none left.
+func TestFrontDoorStreamSlot(t *testing.T) {
+	h := &fakeHost{}
+	held := -1
+	h.onServe = func() { held = h.slots }
+	post(t, h, `{"a2e":"1.0","id":"c1","type":"tool/call/req","req_id":"r-1"}`+"\n")
+	if held != 1 || h.slots != 0 {
+		t.Fatalf("slots while answering %d, after %d; want 1 then 0", held, h.slots)
+	}
+	h = &fakeHost{noSlot: true}
+	rec, msgs := post(t, h, `{"a2e":"1.0","id":"c1","type":"tool/call/req","req_id":"r-1"}`+"\n")
+	if rec.Code != http.StatusTooManyRequests || len(msgs) != 1 || msgs[0].Type != "error" || len(h.published) != 0 {
+		t.Fatalf("no slot left: %d %+v published %v", rec.Code, msgs, h.published)
+	}
+	if m := msgs[0]; m.Code != "too_many_streams" || m.Retryable == nil || !*m.Retryable {
+		t.Errorf("error line %+v", m)
 	}
 }

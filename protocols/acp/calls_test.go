@@ -43,6 +43,7 @@ func (h *fakeHost) Admit(http.ResponseWriter, *http.Request, string, host.Refuse
 func (h *fakeHost) Serve(http.ResponseWriter, *http.Request, string, string, egress.NewRenderer) {}
 func (h *fakeHost) ServeFrom(context.Context, http.ResponseWriter, string, string, int64, egress.NewRenderer) {
 }
+func (h *fakeHost) ServeE2A(http.ResponseWriter, *http.Request, string) {}
 func (h *fakeHost) Normalizer() *normalizer.Normalizer {
 	return normalizer.New(normalizer.Config{Routes: normalizer.Routes{Default: "echo"}})
 }

@@ -71,6 +71,11 @@ type Caller interface {
 	// [ErrUnknownPool], [ErrConflict], [ErrTooLarge] or
 	// [ErrBackpressure], or are the context's.
 	Publish(ctx context.Context, pool string, env *e2a.Envelope) (Accepted, error)
+	// StreamSlot takes one of the caller's concurrent stream slots (the
+	// per-principal bound on streamed answers); when all are taken it
+	// writes the refusal with refuse (429, Retry-After: 1) and returns
+	// ok=false. Call release when the answer ends.
+	StreamSlot(w http.ResponseWriter, refuse Refuse) (release func(), ok bool)
 }
 
 // Answerer answers an accepted request from its frames; *egress.Service
@@ -79,6 +84,11 @@ type Answerer interface {
 	// Serve writes the frames of requestID from the resume point of r
 	// with the renderer newRenderer builds, format naming it in metrics.
 	Serve(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer egress.NewRenderer)
+	// ServeE2A writes the E2A answer of requestID as r asks for it: its
+	// frames as SSE or NDJSON (Accept), else its JSON view (?wait=true:
+	// once the final frame is in). It is egress's own read API, the format
+	// frames are stored in.
+	ServeE2A(w http.ResponseWriter, r *http.Request, requestID string)
 }
 
 var _ Answerer = (*egress.Service)(nil)

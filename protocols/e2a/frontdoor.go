@@ -1,0 +1,128 @@
+package e2a
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// Routes are the HTTP routes of the front door over h, for the registry:
+// POST /v1/requests.
+func Routes(h host.Host) []host.Route {
+	return []host.Route{{Method: http.MethodPost, Path: Path, Handler: NewHandler(h)}}
+}
+
+// NewHandler returns the handler of POST /v1/requests over h. The body (an
+// E2A envelope or a legacy AgentRequest, ?agent= naming the pool when the
+// body does not) is published to its pool; the answer is 202 with
+// [AcceptedBody], or, when the client asks for it, the request's frames
+// at once: SSE or NDJSON (Accept), or the JSON view once the final frame
+// is in (?wait=true), each taking one of the caller's stream slots. A
+// refusal is an E2A error body: 400 (invalid_request, invalid_request_id,
+// invalid_agent), 404 unknown_agent, 409 conflict (the request id is
+// another principal's: nothing of it is revealed), 413 body_too_large,
+// 429 (rate limit, stream slots), 503 unavailable (retryable); nothing is
+// published on any of them.
+func NewHandler(h host.Host) http.Handler { return &frontDoor{h: h} }
+
+// frontDoor serves POST /v1/requests.
+type frontDoor struct{ h host.Host }
+
+var _ http.Handler = (*frontDoor)(nil)
+
+// wantsStream reports whether the client asked for a streamed answer.
+func wantsStream(r *http.Request) bool {
+	a := r.Header.Get("Accept")
+	return strings.Contains(a, "text/event-stream") || strings.Contains(a, "application/x-ndjson")
+}
+
+func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c, ok := d.h.Admit(w, r, Name, Refuse)
+	if !ok {
+		return
+	}
+	body, ok := readBody(w, r, d.h.MaxBody())
+	if !ok {
+		return
+	}
+	res, err := d.h.Normalizer().FromE2A(c.Input(r, body, r.URL.Query().Get("agent")))
+	if err != nil {
+		code := CodeInvalidRequest
+		if errors.Is(err, subjects.ErrInvalidID) {
+			code = CodeInvalidRequestID
+		}
+		WriteError(w, normalizer.HTTPStatus(err), code, err.Error(), false)
+		return
+	}
+	env, pool := res.Envelope, res.Pool
+	if subjects.ValidatePool(pool) != nil {
+		WriteError(w, http.StatusBadRequest, CodeInvalidAgent, fmt.Sprintf("agent %q must match [A-Za-z0-9_-]{1,64}", pool), false)
+		return
+	}
+	stream, wait := wantsStream(r), r.URL.Query().Get("wait") == "true"
+	if stream {
+		env.IsStream = true
+	}
+	acc, err := c.Publish(r.Context(), pool, env)
+	if err != nil {
+		switch {
+		case errors.Is(err, host.ErrConflict):
+			WriteError(w, http.StatusConflict, CodeConflict, "request_id is already in use; choose another", false)
+		case errors.Is(err, host.ErrTooLarge):
+			WriteError(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge, err.Error(), false)
+		case errors.Is(err, host.ErrUnknownPool):
+			WriteError(w, http.StatusNotFound, CodeUnknownAgent, err.Error(), false)
+		case errors.Is(err, context.Canceled):
+			WriteError(w, 499, CodeClientClosed, "client went away before the request was accepted", true)
+		default:
+			WriteError(w, http.StatusServiceUnavailable, CodeUnavailable, "the pipeline could not accept the request; retry later", true)
+		}
+		return
+	}
+	if acc.Warning != "" {
+		w.Header().Set(HeaderWarning, acc.Warning)
+	}
+	if stream || wait {
+		// The request is accepted; only the streamed answer is bounded per
+		// principal (the client can still read it with GET …/stream).
+		release, ok := c.StreamSlot(w, Refuse)
+		if !ok {
+			return
+		}
+		defer release()
+		d.h.ServeE2A(w, r, acc.RequestID)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, AcceptedBody{
+		RequestID: acc.RequestID,
+		Pool:      acc.Pool,
+		Duplicate: acc.Duplicate,
+		Warning:   acc.Warning,
+		Links:     Links(acc.RequestID),
+	})
+}
+
+// readBody reads at most limit bytes. It answers 413 itself and returns
+// ok=false when the body is larger, 400 on a read error.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			WriteError(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "request body exceeds "+strconv.FormatInt(limit, 10)+" bytes", false)
+			return nil, false
+		}
+		WriteError(w, http.StatusBadRequest, CodeReadError, "could not read the request body", true)
+		return nil, false
+	}
+	return data, true
+}

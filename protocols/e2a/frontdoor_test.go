@@ -1,0 +1,204 @@
+package e2a_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/normalizer"
+	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
+)
+
+// fakeHost is a pipeline that admits (or refuses) every request, accepts
+// (or fails) every publish with an optional warning, and answers with a
+// marker body naming the request it was asked to serve.
+type fakeHost struct {
+	refusal   *host.Refusal
+	publish   error
+	warning   string
+	noSlot    bool
+	slots     int // held now
+	held      int // held while answering
+	published []*e2a.Envelope
+}
+
+var _ host.Host = (*fakeHost)(nil)
+
+func (h *fakeHost) Admit(w http.ResponseWriter, r *http.Request, protocol string, refuse host.Refuse) (host.Caller, bool) {
+	if protocol != e2aproto.Name {
+		panic("admitted as " + protocol)
+	}
+	if h.refusal != nil {
+		refuse(w, *h.refusal)
+		return nil, false
+	}
+	return fakeCaller{h}, true
+}
+
+func (h *fakeHost) Serve(http.ResponseWriter, *http.Request, string, string, egress.NewRenderer) {
+	panic("E2A answers with egress's own read API")
+}
+
+func (h *fakeHost) ServeE2A(w http.ResponseWriter, r *http.Request, requestID string) {
+	h.held = h.slots
+	fmt.Fprintf(w, "served %s", requestID)
+}
+
+func (h *fakeHost) Normalizer() *normalizer.Normalizer {
+	return normalizer.New(normalizer.Config{Routes: normalizer.Routes{Default: "echo"}})
+}
+
+func (h *fakeHost) MaxBody() int64  { return 1 << 10 }
+func (h *fakeHost) Version() string { return "test" }
+
+type fakeCaller struct{ h *fakeHost }
+
+func (c fakeCaller) Input(r *http.Request, body []byte, agent string) normalizer.Input {
+	return normalizer.Input{Body: body, Header: r.Header, Channel: "http", Agent: agent, RequestID: r.Header.Get("Idempotency-Key")}
+}
+
+func (c fakeCaller) Publish(ctx context.Context, pool string, env *e2a.Envelope) (host.Accepted, error) {
+	if c.h.publish != nil {
+		return host.Accepted{}, c.h.publish
+	}
+	c.h.published = append(c.h.published, env)
+	return host.Accepted{RequestID: env.RequestID, Pool: pool, Warning: c.h.warning}, nil
+}
+
+func (c fakeCaller) StreamSlot(w http.ResponseWriter, refuse host.Refuse) (func(), bool) {
+	if c.h.noSlot {
+		refuse(w, host.Refusal{Status: http.StatusTooManyRequests, Code: "too_many_streams", Message: "too many concurrent streams", Retryable: true})
+		return nil, false
+	}
+	c.h.slots++
+	return func() { c.h.slots-- }, true
+}
+
+func post(h *fakeHost, target, body string, header ...string) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodPost, target, strings.NewReader(body))
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	e2aproto.NewHandler(h).ServeHTTP(rec, r)
+	return rec
+}
+
+func errorOf(t *testing.T, rec *httptest.ResponseRecorder) egress.APIErrorBody {
+	t.Helper()
+	var b egress.APIError
+	if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || b.Error.Code == "" {
+		t.Fatalf("not an E2A error body (%v): %d %s", err, rec.Code, rec.Body)
+	}
+	return b.Error
+}
+
+// An accepted request is 202 with its id, pool and links; nothing is
+// streamed and no stream slot is taken.
+func TestFrontDoorAccepts(t *testing.T) {
+	h := &fakeHost{warning: `agent pool "echo" has no live worker`}
+	rec := post(h, "/v1/requests?agent=echo", `{"request_id":"r-1","params":{"q":"hi"}}`)
+	if rec.Code != http.StatusAccepted || rec.Header().Get(e2aproto.HeaderWarning) == "" {
+		t.Fatalf("%d %v %s", rec.Code, rec.Header(), rec.Body)
+	}
+	var acc e2aproto.AcceptedBody
+	if err := json.Unmarshal(rec.Body.Bytes(), &acc); err != nil {
+		t.Fatal(err)
+	}
+	if acc.RequestID != "r-1" || acc.Pool != "echo" || acc.Warning == "" ||
+		acc.Links["self"] != "/v1/requests/r-1" || acc.Links["stream"] != "/v1/requests/r-1/stream" {
+		t.Fatalf("%+v", acc)
+	}
+	if len(h.published) != 1 || h.published[0].IsStream || h.held != 0 || h.slots != 0 {
+		t.Fatalf("published %d, stream %v, slots held %d/%d", len(h.published), h.published[0].IsStream, h.held, h.slots)
+	}
+}
+
+// A streamed answer (Accept) or a wait (?wait=true) is egress's E2A
+// answer, holding one stream slot while it runs; a streamed one marks the
+// envelope as a stream.
+func TestFrontDoorAnswersAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name, target, accept string
+		stream               bool
+	}{
+		{"sse", "/v1/requests", "text/event-stream", true},
+		{"ndjson", "/v1/requests", "application/x-ndjson", true},
+		{"wait", "/v1/requests?wait=true", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &fakeHost{}
+			rec := post(h, tc.target, `{"request_id":"r-2","params":{}}`, "Accept", tc.accept)
+			if rec.Code != http.StatusOK || rec.Body.String() != "served r-2" {
+				t.Fatalf("%d %s", rec.Code, rec.Body)
+			}
+			if h.held != 1 || h.slots != 0 {
+				t.Fatalf("slots held while answering %d, after %d", h.held, h.slots)
+			}
+			if len(h.published) != 1 || h.published[0].IsStream != tc.stream {
+				t.Fatalf("is_stream %v, want %v", h.published[0].IsStream, tc.stream)
+			}
+		})
+	}
+	// No slot left: 429 in the E2A shape, the request itself accepted.
+	h := &fakeHost{noSlot: true}
+	rec := post(h, "/v1/requests", `{"request_id":"r-3","params":{}}`, "Accept", "text/event-stream")
+	if e := errorOf(t, rec); rec.Code != http.StatusTooManyRequests || e.Code != "too_many_streams" || !e.Retryable || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("%d %+v %v", rec.Code, e, rec.Header())
+	}
+	if len(h.published) != 1 {
+		t.Fatalf("published %d", len(h.published))
+	}
+}
+
+// Every refusal is an E2A error body with its status; none publishes.
+func TestFrontDoorRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		h         *fakeHost
+		target    string
+		body      string
+		header    []string
+		status    int
+		code      string
+		retryable bool
+	}{
+		{"gate", &fakeHost{refusal: &host.Refusal{Status: 401, Code: "unauthenticated", Message: "no credentials"}},
+			"/v1/requests", `{"params":{}}`, nil, 401, "unauthenticated", false},
+		{"rate limit", &fakeHost{refusal: &host.Refusal{Status: 429, Code: "rate_limited", Message: "slow down", Retryable: true}},
+			"/v1/requests", `{"params":{}}`, nil, 429, "rate_limited", true},
+		{"not json", &fakeHost{}, "/v1/requests", `{`, nil, 400, e2aproto.CodeInvalidRequest, false},
+		{"bad request id", &fakeHost{}, "/v1/requests", `{"request_id":" a","params":{}}`, nil, 400, e2aproto.CodeInvalidRequestID, false},
+		{"bad pool", &fakeHost{}, "/v1/requests?agent=no.dots", `{"params":{}}`, nil, 400, e2aproto.CodeInvalidAgent, false},
+		{"too large", &fakeHost{}, "/v1/requests", `{"params":{"x":"` + strings.Repeat("x", 2<<10) + `"}}`, nil, 413, e2aproto.CodeBodyTooLarge, false},
+		{"conflict", &fakeHost{publish: fmt.Errorf("taken: %w", host.ErrConflict)}, "/v1/requests", `{"params":{}}`, nil, 409, e2aproto.CodeConflict, false},
+		{"envelope too large", &fakeHost{publish: host.ErrTooLarge}, "/v1/requests", `{"params":{}}`, nil, 413, e2aproto.CodeBodyTooLarge, false},
+		{"unknown pool", &fakeHost{publish: host.ErrUnknownPool}, "/v1/requests", `{"params":{}}`, nil, 404, e2aproto.CodeUnknownAgent, false},
+		{"client gone", &fakeHost{publish: context.Canceled}, "/v1/requests", `{"params":{}}`, nil, 499, e2aproto.CodeClientClosed, true},
+		{"backpressure", &fakeHost{publish: host.ErrBackpressure}, "/v1/requests", `{"params":{}}`, nil, 503, e2aproto.CodeUnavailable, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := post(tc.h, tc.target, tc.body, tc.header...)
+			e := errorOf(t, rec)
+			if rec.Code != tc.status || e.Code != tc.code || e.Retryable != tc.retryable || e.Message == "" {
+				t.Fatalf("%d %+v, want %d %s retryable=%v", rec.Code, e, tc.status, tc.code, tc.retryable)
+			}
+			if tc.retryable != (rec.Header().Get("Retry-After") != "") {
+				t.Errorf("Retry-After %q with retryable=%v", rec.Header().Get("Retry-After"), tc.retryable)
+			}
+			if tc.code == e2aproto.CodeConflict && strings.Contains(e.Message, "taken") {
+				t.Errorf("a conflict reveals the other principal's request: %q", e.Message)
+			}
+			if tc.h.publish == nil && len(tc.h.published) != 0 {
+				t.Errorf("a refused request was published")
+			}
+		})
+	}
+}
