@@ -18,13 +18,31 @@ func requestLookupSubject(requestID string) (string, error) {
 }
 
 // lookupRequest reads the envelope message of requestID from the request
-// stream; it returns nil when there is none.
+// stream; it returns nil when there is none. A direct get reads it, which
+// any replica may answer; when it finds none, the stream's leader
+// confirms the absence (confirmRequest): in a cluster a follower may lag
+// the leader, more so under load, and a request accepted a moment ago must
+// not be called unknown.
 func lookupRequest(ctx context.Context, m *streams.DirectGetter, stream, requestID string) (*nats.Msg, error) {
 	subj, err := requestLookupSubject(requestID)
 	if err != nil {
 		return nil, nil
 	}
-	return m.GetLast(ctx, stream, subj)
+	msg, err := m.GetLast(ctx, stream, subj)
+	if err != nil || msg != nil {
+		return msg, err
+	}
+	return m.ConfirmLast(ctx, stream, subj)
+}
+
+// confirmRequest is lookupRequest's confirmation alone: the envelope
+// message of requestID as the request stream's leader holds it.
+func confirmRequest(ctx context.Context, m *streams.DirectGetter, stream, requestID string) (*nats.Msg, error) {
+	subj, err := requestLookupSubject(requestID)
+	if err != nil {
+		return nil, nil
+	}
+	return m.ConfirmLast(ctx, stream, subj)
 }
 
 // fetchEnvelope reads and decodes the envelope of requestID; it returns nil

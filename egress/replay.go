@@ -476,28 +476,12 @@ func Open(ctx context.Context, nc *nats.Conn, requestID string, from int64, opts
 			r.Close()
 			return nil, err
 		}
-		// In a cluster any replica answers a direct get and a follower may
-		// lag the leader (more so under load): look again, for the envelope
-		// and for frames, before giving up (see ownerRechecks).
-		for i := 0; !ok && !r.any; i++ {
-			if i == len(ownerRechecks) {
-				r.Close()
-				return nil, fmt.Errorf("%w: %q", ErrNotFound, requestID)
-			}
-			if err := pause(ctx, ownerRechecks[i]); err != nil {
-				r.Close()
-				return nil, err
-			}
-			if err := r.fill(ctx); err != nil {
-				r.Close()
-				return nil, err
-			}
-			if !r.any {
-				if ok, err = requestExists(ctx, r.cfg.mux, cfg.requests, requestID); err != nil {
-					r.Close()
-					return nil, err
-				}
-			}
+		// requestExists asks the stream's leader before it answers no: a
+		// request accepted a moment ago is found even when the replica
+		// that answered the frames' direct get lags.
+		if !ok {
+			r.Close()
+			return nil, fmt.Errorf("%w: %q", ErrNotFound, requestID)
 		}
 	}
 	return r, nil

@@ -671,9 +671,10 @@ func (s *Service) authorized(w http.ResponseWriter, r *http.Request) (*nats.Msg,
 	msg, err := s.findRequest(r.Context(), r.PathValue("id"))
 	found, owner := msg != nil, ownerOf(msg)
 	if err == nil && found && !p.Allows(tenant.Read, owner) {
-		// As long as for an unknown id (Owner looks again before saying
-		// none): the timing does not tell another's request from none.
-		err = pause(r.Context(), ownerRechecks[len(ownerRechecks)-1])
+		// The same work as for an unknown id (whose absence the stream's
+		// leader confirms): the timing does not tell another's request
+		// from none.
+		_, err = confirmRequest(r.Context(), s.mux, s.streamNames().requests, r.PathValue("id"))
 	}
 	if err != nil {
 		WriteError(w, err)
@@ -686,28 +687,9 @@ func (s *Service) authorized(w http.ResponseWriter, r *http.Request) (*nats.Msg,
 	return msg, true
 }
 
-// pause waits d or until ctx ends.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// ownerRechecks are the pauses before Owner looks again for a request it
-// did not find: in a cluster any replica answers a direct get, and a
-// follower may lag the leader (more so under load), so a request accepted a
-// moment ago is looked for during about half a second before it is called
-// unknown.
-var ownerRechecks = []time.Duration{25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond, 200 * time.Millisecond}
-
 // Owner returns the owner of a request: the user_id of its stored envelope.
-// found is false when E2A_REQUESTS does not hold the request (after looking
-// again for about half a second, see ownerRechecks); owner is "" then, and
+// found is false when E2A_REQUESTS does not hold the request (the stream's
+// leader confirms an absence, see lookupRequest); owner is "" then, and
 // when the stored message is not an envelope. Callers check it with
 // tenant.Principal.Allows.
 func (s *Service) Owner(ctx context.Context, requestID string) (owner string, found bool, err error) {
@@ -715,16 +697,10 @@ func (s *Service) Owner(ctx context.Context, requestID string) (owner string, fo
 	return ownerOf(msg), msg != nil, err
 }
 
-// findRequest reads the envelope message of a request, looking again (see
-// ownerRechecks) before answering nil for one not found.
+// findRequest reads the envelope message of a request (nil for one the
+// request stream does not hold, see lookupRequest).
 func (s *Service) findRequest(ctx context.Context, requestID string) (*nats.Msg, error) {
-	msg, err := lookupRequest(ctx, s.mux, s.streamNames().requests, requestID)
-	for i := 0; err == nil && msg == nil && i < len(ownerRechecks); i++ {
-		if err = pause(ctx, ownerRechecks[i]); err == nil {
-			msg, err = lookupRequest(ctx, s.mux, s.streamNames().requests, requestID)
-		}
-	}
-	return msg, err
+	return lookupRequest(ctx, s.mux, s.streamNames().requests, requestID)
 }
 
 // ownerOf returns the user_id of a stored envelope message ("" for none, or

@@ -3,6 +3,7 @@ package streams
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -132,6 +133,21 @@ func (m *DirectGetter) GetBatch(ctx context.Context, stream, subject string, sta
 			return 0, err
 		}
 	}
+}
+
+// ConfirmLast is GetLast's confirmation from the stream's leader
+// ([LeaderLastBySubject]): the last message stored under subject, nil when
+// there is none. Call it when GetLast found none and the absence matters:
+// a replica answering a direct get may lag the leader.
+func (m *DirectGetter) ConfirmLast(ctx context.Context, stream, subject string) (*nats.Msg, error) {
+	rm, err := LeaderLastBySubject(ctx, m.nc, stream, subject)
+	if errors.Is(err, ErrNoMessages) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &nats.Msg{Subject: rm.Subject, Header: rm.Header, Data: rm.Data}, nil
 }
 
 // GetLast reads the last message stored under subject (which may hold

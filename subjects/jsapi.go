@@ -84,3 +84,8 @@ func KV(bucket, key string) string { return "$KV." + bucket + "." + key }
 func KVKey(bucket, subject string) (string, bool) {
 	return strings.CutPrefix(subject, "$KV."+bucket+".")
 }
+
+// MsgGet returns $JS.API.STREAM.MSG.GET.<stream>, the subject of the
+// message get that the stream's leader answers (a direct get may be
+// answered by any replica).
+func MsgGet(stream string) string { return "$JS.API.STREAM.MSG.GET." + stream }
