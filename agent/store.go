@@ -49,6 +49,22 @@ func lastMsg(ctx context.Context, js jetstream.JetStream, stream, subject string
 	return fromRaw(m), nil
 }
 
+// leaderLastMsg is lastMsg as the stream's leader holds it
+// (streams.LeaderLastBySubject): the authoritative last message, for a
+// writer whose fenced publish was refused. A direct get may be answered by
+// a follower that lags the leader, and a stale answer there would look
+// like frames lost or written by another worker.
+func leaderLastMsg(ctx context.Context, js jetstream.JetStream, stream, subject string) (*storedMsg, error) {
+	m, err := streams.LeaderLastBySubject(ctx, js.Conn(), stream, subject)
+	if errors.Is(err, streams.ErrNoMessages) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return fromRaw(m), nil
+}
+
 // msgAt returns the message at stream sequence seq if it is stored under
 // subject (which may hold wildcards), nil otherwise.
 func msgAt(ctx context.Context, js jetstream.JetStream, stream, subject string, seq uint64) (*storedMsg, error) {

@@ -802,7 +802,7 @@ func (wr *writer) publishData(seq int64, expected uint64, data []byte) (streamSe
 		}
 		switch {
 		case isWrongLastSeq(err):
-			last, gerr := lastMsg(ctx, js, wr.w.streams.Responses, wr.subject)
+			last, gerr := leaderLastMsg(ctx, js, wr.w.streams.Responses, wr.subject)
 			if gerr != nil {
 				err = gerr
 				break

@@ -1,8 +1,10 @@
 package egress
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -137,15 +139,52 @@ func (w *writer) publish(r *e2a.Response) {
 	m.Data = data
 	m.Header.Set(subjects.HeaderRequestID, w.env.RequestID)
 	m.Header.Set(subjects.HeaderSequence, strconv.FormatInt(r.Sequence, 10))
-	ack, err := w.js.PublishMsg(context.Background(), m,
-		jetstream.WithMsgID(subjects.FrameMsgID(w.env.RequestID, r.Sequence)),
-		jetstream.WithExpectLastSequencePerSubject(w.lastSeq))
+	seq, err := publishFenced(w.js, m, subjects.FrameMsgID(w.env.RequestID, r.Sequence), w.lastSeq)
 	if err != nil {
 		w.t.Errorf("publish frame %d: %v", r.Sequence, err)
 		return
 	}
-	w.lastSeq = ack.Sequence
+	w.lastSeq = seq
 	w.seq++
+}
+
+// publishFenced publishes m expecting expected as its subject's last stream
+// sequence, as the agent's writer does: on a replicated stream the server
+// also refuses it while an earlier attempt of the same frame (retried by
+// the client after no responders, a leader change) is being proposed, so a
+// refusal is checked against the leader's last message: the frame itself
+// (an earlier attempt landed) is success, an unchanged subject is tried
+// again, anything else is the error.
+func publishFenced(js jetstream.JetStream, m *nats.Msg, msgID string, expected uint64) (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		ack, err := js.PublishMsg(ctx, m, jetstream.WithMsgID(msgID), jetstream.WithExpectLastSequencePerSubject(expected))
+		if err == nil {
+			return ack.Sequence, nil
+		}
+		var apiErr *jetstream.APIError
+		if !errors.As(err, &apiErr) || (apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence &&
+			apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			return 0, err
+		}
+		last, lerr := streams.LeaderLastBySubject(ctx, js.Conn(), DefaultResponsesStream, m.Subject)
+		switch {
+		case lerr == nil && bytes.Equal(last.Data, m.Data):
+			return last.Seq, nil
+		case lerr == nil && last.Seq == expected, errors.Is(lerr, streams.ErrNoMessages) && expected == 0:
+			// A proposal in flight: try again.
+		case lerr != nil:
+			return 0, fmt.Errorf("%w (then reading the last frame: %v)", err, lerr)
+		default:
+			return 0, fmt.Errorf("%w (the subject's last message is at %d)", err, last.Seq)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("%w: %w", err, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 func (w *writer) text(s string) {
