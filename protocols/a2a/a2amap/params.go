@@ -2,16 +2,8 @@ package a2amap
 
 import (
 	"encoding/json"
-	"errors"
 	"time"
 )
-
-// ErrInvalidFrame reports a frame that does not decode or breaks the
-// ordering invariants; here, an a2a.* frame whose body is not the A2A
-// object it names. It is egress's ErrInvalidFrame (declared here, where
-// egress's frame mapping reports it too, since egress imports this
-// package and not the other way round).
-var ErrInvalidFrame = errors.New("egress: invalid stored frame")
 
 // Params describes the A2A v0.3 call a response answers (egress.A2AParams
 // is this type).
