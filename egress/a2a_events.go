@@ -9,26 +9,33 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	a2av1 "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
+
+// A2AParams describes the A2A v0.3 call an answer is for (package a2amap's
+// Params: the task and context ids, the submitted time, resubscription,
+// the history length, the output modes, the interaction spec).
+type A2AParams = a2amap.Params
 
 // A2AEvents yields the A2A events of requestID's frames from sequence from
 // to the final frame, with no transport: the same events, in the same
-// order, as the message/stream and tasks/resubscribe SSE renderer writes
-// (a submitted status-update first unless p.Resubscribe or from > 0, then
+// order, as A2A's message/stream and tasks/resubscribe SSE renderer
+// (package protocols/a2a) writes before its part filters (a submitted status-update first unless p.Resubscribe or from > 0, then
 // each frame's events). It ends after the final frame's events; an error
 // (ErrNotFound for an unknown request unless opts skip the check, the
 // wait limits, ctx) is yielded last. Transports of other A2A generations
 // convert the events (the A2A v1.0 binding does).
 func (s *Service) A2AEvents(ctx context.Context, requestID string, p A2AParams, from int64, opts ...ReplayOption) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
-		m := newStreamMapper(requestID, p, from)
+		m := a2amap.NewStreamMapper(requestID, p, from)
 		if !p.Resubscribe && from == 0 {
 			ts := p.Submitted
 			if ts.IsZero() {
 				ts = now()
 			}
 			ts = ts.UTC()
-			if !yield(m.statusUpdate(a2a.TaskStateSubmitted, &ts, nil, false), nil) {
+			if !yield(m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil, false), nil) {
 				return
 			}
 		}
@@ -52,7 +59,7 @@ func (s *Service) A2AEvents(ctx context.Context, requestID string, p A2AParams, 
 				yield(nil, err)
 				return
 			}
-			evs, err := m.events(resp)
+			evs, err := m.Events(resp)
 			if err != nil {
 				yield(nil, err)
 				return
@@ -68,9 +75,10 @@ func (s *Service) A2AEvents(ctx context.Context, requestID string, p A2AParams, 
 
 // A2AResult waits for requestID's final frame and returns what
 // message/send answers: a Message (the agent answered with one message) or
-// a Task, as the JSON renderer does.
+// a Task, as A2A's JSON renderer (package protocols/a2a) does before its
+// part filters (both aggregate with a2amap.Aggregator).
 func (s *Service) A2AResult(ctx context.Context, requestID string, p A2AParams, opts ...ReplayOption) (a2a.SendMessageResult, error) {
-	agg := newA2AAggregator(requestID, p)
+	agg := a2amap.NewAggregator(requestID, p)
 	rd, err := Open(ctx, s.nc, requestID, 0, append(s.replayOptions(nil), opts...)...)
 	if err != nil {
 		return nil, err
@@ -79,7 +87,7 @@ func (s *Service) A2AResult(ctx context.Context, requestID string, p A2AParams, 
 	for {
 		f, err := rd.Next(ctx)
 		if errors.Is(err, io.EOF) {
-			return agg.result(p.HistoryLength), nil
+			return agg.Result(p.HistoryLength), nil
 		}
 		if err != nil {
 			return nil, err
@@ -88,7 +96,7 @@ func (s *Service) A2AResult(ctx context.Context, requestID string, p A2AParams, 
 		if err != nil {
 			return nil, err
 		}
-		if err := agg.add(resp); err != nil {
+		if err := agg.Add(resp); err != nil {
 			return nil, err
 		}
 	}
@@ -110,7 +118,7 @@ func (s *Service) A2ASubscription(ctx context.Context, taskID, contextID string,
 			yield(nil, err)
 			return
 		}
-		t := BuildA2ATask(taskID, contextID, reqs, nil)
+		t := a2amap.BuildTask(taskID, contextID, reqs, nil)
 		if !yield(t, nil) || t.Status.State.Terminal() {
 			return
 		}

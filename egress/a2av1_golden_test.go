@@ -10,6 +10,8 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 	a2av1 "github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
 // TestA2AV1StreamGolden pins the A2A v1.0 wire of a stream: each
@@ -33,7 +35,7 @@ func TestA2AV1StreamGolden(t *testing.T) {
 				name += "_basic"
 			}
 			t.Run(name, func(t *testing.T) {
-				m := newStreamMapper(reqID(sc), A2AParams{TaskID: "task-002", ContextID: "ctx-001", Interaction: interaction}, 0)
+				m := a2amap.NewStreamMapper(reqID(sc), A2AParams{TaskID: "task-002", ContextID: "ctx-001", Interaction: interaction}, 0)
 				ts := fixedNow
 				var out bytes.Buffer
 				write := func(ev a2a.Event) {
@@ -48,12 +50,12 @@ func TestA2AV1StreamGolden(t *testing.T) {
 					out.Write(b)
 					out.WriteByte('\n')
 				}
-				write(m.statusUpdate(a2a.TaskStateSubmitted, &ts, nil, false))
+				write(m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil, false))
 				for _, st := range sc.Steps {
 					if st.Kind != "frame" {
 						continue
 					}
-					evs, err := m.events(sc.Frames[st.Frame])
+					evs, err := m.Events(sc.Frames[st.Frame])
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
 // ACPUpdates returns the ACP session updates a frame stands for: e2a.chunk
@@ -30,14 +31,14 @@ func ACPUpdates(r *e2a.Response) ([]acp.SessionUpdate, error) {
 		if err != nil {
 			return nil, err
 		}
-		b, _ := json.Marshal(acpUpdate(body))
+		b, _ := json.Marshal(a2amap.ACPUpdate(body))
 		var u acp.SessionUpdate
 		if err := json.Unmarshal(b, &u); err != nil {
 			return nil, err
 		}
 		return []acp.SessionUpdate{u}, nil
 	case e2a.KindA2AStreamEvent, e2a.KindA2ATask, e2a.KindA2AMessage:
-		ev, err := nativeEvents(r)
+		ev, err := a2amap.NativeEvent(r)
 		if err != nil || ev == nil {
 			return nil, err
 		}
@@ -56,11 +57,11 @@ func ACPUpdates(r *e2a.Response) ([]acp.SessionUpdate, error) {
 func chunkToACP(c e2a.ChunkBody) (acp.SessionUpdate, bool) {
 	switch c.DeltaKind {
 	case e2a.DeltaText:
-		return acp.UpdateAgentMessageText(DeltaText(c.Delta)), true
+		return acp.UpdateAgentMessageText(a2amap.DeltaText(c.Delta)), true
 	case e2a.DeltaReasoning:
-		return acp.UpdateAgentThoughtText(DeltaText(c.Delta)), true
+		return acp.UpdateAgentThoughtText(a2amap.DeltaText(c.Delta)), true
 	}
-	obj, ok := AsMap(c.Delta)
+	obj, ok := a2amap.AsMap(c.Delta)
 	if !ok {
 		return acp.SessionUpdate{}, false
 	}
@@ -119,13 +120,13 @@ func partToACP(p any) (acp.SessionUpdate, bool) {
 	switch m["kind"] {
 	case "text":
 		text, _ := m["text"].(string)
-		if meta[MetaThought] == true {
+		if meta[a2amap.MetaThought] == true {
 			return acp.UpdateAgentThoughtText(text), true
 		}
 		return acp.UpdateAgentMessageText(text), true
 	case "data":
 		data, _ := m["data"].(map[string]any)
-		typ, _ := meta[MetaPartType].(string)
+		typ, _ := meta[a2amap.MetaPartType].(string)
 		d := map[string]any{"type": typ}
 		for k, v := range data {
 			if k != "type" {
@@ -152,7 +153,7 @@ func ACPFinal(r *e2a.Response, id json.RawMessage) jsonrpc.Response {
 		c, _ := r.Complete()
 		res := acp.PromptResponse{StopReason: acp.StopReasonEndTurn}
 		if m, ok := c.Result.(map[string]any); ok {
-			if sr := stopReason(m); sr != "" {
+			if sr := a2amap.StopReason(m); sr != "" {
 				res.StopReason = acp.StopReason(sr)
 			}
 		}
@@ -254,10 +255,23 @@ func E2AResponseToA2AStreamPayload(r *e2a.Response) (map[string]any, bool) {
 	if err != nil {
 		return nil, false
 	}
-	if _, known := branchKinds[b.Branch]; !known {
+	if !a2amap.KnownBranch(b.Branch) {
 		return nil, false
 	}
 	return map[string]any{b.Branch: b.Payload}, true
+}
+
+// roundTrip turns any JSON-able value into plain maps and slices.
+func roundTrip(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var out any
+	if json.Unmarshal(b, &out) != nil {
+		return v
+	}
+	return out
 }
 
 // FillProjections returns a copy of r with the L3 projections (spec

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/a2aproject/a2a-go/a2a"
-
 	"github.com/e2a-pipeline/pipeline/e2a"
 )
 
@@ -62,32 +60,5 @@ func TestE2AResponseToA2AStreamPayload(t *testing.T) {
 	acpProj, _ := c.Projections["acp"].(map[string]any)
 	if acpProj["method"] != "session/update" {
 		t.Fatalf("acp projection %v", c.Projections)
-	}
-}
-
-func TestBuildA2ATaskAcrossRequests(t *testing.T) {
-	env1 := &e2a.Envelope{RequestID: "q1", Params: map[string]any{"text": "first"}}
-	env2 := &e2a.Envelope{RequestID: "q2", MessageID: "u2", Params: map[string]any{"message": map[string]any{
-		"message_id": "u2", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "second"}}}}}
-	f1 := []*e2a.Response{chunkFrame("q1", 0, e2a.DeltaText, "one", ""), frameAt("q1", 1, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: "one"}, nil)}
-	f2 := []*e2a.Response{chunkFrame("q2", 0, e2a.DeltaText, "two", "")}
-	task := BuildA2ATask("task-1", "ctx-1", []A2ARequest{{Envelope: env1, Frames: f1}, {Envelope: env2, Frames: f2}}, nil)
-	if task.Status.State != "working" || len(task.History) != 4 {
-		t.Fatalf("task %+v", task)
-	}
-	if task.History[2].ID != "u2" || task.History[2].Role != "user" {
-		t.Fatalf("user message %+v", task.History[2])
-	}
-	one := 1
-	got := BuildA2ATask("task-1", "ctx-1", []A2ARequest{{Envelope: env1, Frames: f1}}, &one)
-	if len(got.History) != 1 || got.Status.State != "completed" || len(got.Artifacts) != 1 {
-		t.Fatalf("finished task %+v", got)
-	}
-	// Every message keeps its text (the aggregate is sealed).
-	if len(got.Artifacts[0].Parts) != 1 || got.Artifacts[0].Parts[0].(a2a.TextPart).Text != "one" {
-		t.Fatalf("artifact parts %+v", got.Artifacts[0].Parts)
-	}
-	if len(task.History[1].Parts) == 0 {
-		t.Fatalf("earlier reply without parts: %+v", task.History[1])
 	}
 }

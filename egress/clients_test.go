@@ -22,6 +22,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
 // script writes the frames of a demo-like agent: reasoning, a tool call and
@@ -52,12 +53,36 @@ type rpcReq struct {
 	Params  json.RawMessage `json:"params"`
 }
 
+// A2ARenderers are A2A v0.3's renderers and error table (package
+// protocols/a2a's, which this package cannot import), for the A2A servers
+// of runA2AClient and runEndToEnd: the tests of package egress_test pass
+// them.
+type A2ARenderers struct {
+	// Stream is message/stream's and tasks/resubscribe's SSE renderer.
+	Stream func(o *Output, requestID string, p A2AParams, from int64) Renderer
+	// Send is message/send's renderer.
+	Send func(o *Output, requestID string, p A2AParams) Renderer
+	// Error is A2A's error table.
+	Error func(error) *jsonrpc.Error
+	// StreamFormat and SendFormat are their formats.
+	StreamFormat, SendFormat string
+}
+
+// serveStream serves message/stream (serve: Service.Serve) or
+// tasks/resubscribe (Service.ServeExisting) as package protocols/a2a does.
+func (a A2ARenderers) serveStream(serve func(http.ResponseWriter, *http.Request, string, string, NewRenderer), w http.ResponseWriter, r *http.Request, requestID string, p A2AParams) {
+	from, _ := ResumePoint(r)
+	serve(w, r, requestID, a.StreamFormat, func(o *Output) Renderer { return a.Stream(o, requestID, p, from) })
+}
+
 // a2aTestServer is a minimal A2A JSON-RPC endpoint on the egress Service,
 // standing in for ingress: it "accepts" a message by submitting an
-// envelope and starting a scripted writer, then lets egress answer.
+// envelope and starting a scripted writer, then lets egress answer with
+// A2A's renderers.
 type a2aTestServer struct {
 	t    *testing.T
 	h    *httpEnv
+	a2a  A2ARenderers
 	mu   sync.Mutex
 	task map[string][]string // task id → request ids
 	hold map[string]chan struct{}
@@ -94,9 +119,9 @@ func (s *a2aTestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		})
 		params := A2AParams{JSONRPCID: req.ID, TaskID: taskID, ContextID: "ctx-1", Interaction: true}
 		if req.Method == "message/send" {
-			s.h.svc.ServeA2ASend(w, r, reqID, params)
+			s.h.svc.ServeFrom(r.Context(), w, reqID, s.a2a.SendFormat, 0, func(o *Output) Renderer { return s.a2a.Send(o, reqID, params) })
 		} else {
-			s.h.svc.ServeA2AStream(w, r, reqID, params)
+			s.a2a.serveStream(s.h.svc.Serve, w, r, reqID, params)
 		}
 	case "tasks/resubscribe":
 		var p a2a.TaskIDParams
@@ -108,7 +133,8 @@ func (s *a2aTestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if len(ids) > 0 {
 			last = ids[len(ids)-1]
 		}
-		s.h.svc.ServeA2AResubscribe(w, r, last, A2AParams{JSONRPCID: req.ID, TaskID: string(p.ID), ContextID: "ctx-1", Interaction: true})
+		s.a2a.serveStream(s.h.svc.ServeExisting, w, r, last, A2AParams{JSONRPCID: req.ID, TaskID: string(p.ID), ContextID: "ctx-1",
+			Resubscribe: true, Interaction: true})
 	case "tasks/get":
 		var p a2a.TaskQueryParams
 		_ = json.Unmarshal(req.Params, &p)
@@ -116,7 +142,7 @@ func (s *a2aTestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ids := s.task[string(p.ID)]
 		s.mu.Unlock()
 		t, err := s.h.svc.A2ATask(r.Context(), string(p.ID), "ctx-1", ids, p.HistoryLength)
-		writeTaskRPC(w, req.ID, t, err)
+		s.writeTaskRPC(w, req.ID, t, err)
 	case "tasks/cancel":
 		var p a2a.TaskIDParams
 		_ = json.Unmarshal(req.Params, &p)
@@ -133,18 +159,20 @@ func (s *a2aTestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			return nil
 		})
-		writeTaskRPC(w, req.ID, t, err)
+		s.writeTaskRPC(w, req.ID, t, err)
 	default:
 		_ = jsonrpc.WriteError(w, req.ID, jsonrpc.MethodNotFound(req.Method))
 	}
 }
 
-// TestA2AClient drives the egress A2A renderers with the a2a-go client's
-// JSON-RPC transport: message/stream, tasks/resubscribe, message/send,
-// tasks/get and tasks/cancel.
-func TestA2AClient(t *testing.T) {
+// runA2AClient drives A2A's renderers over the service with the a2a-go
+// client's JSON-RPC transport: message/stream, tasks/resubscribe,
+// message/send, tasks/get and tasks/cancel. TestA2AClient
+// (a2aclient_test.go, package egress_test) runs it with protocols/a2a's
+// renderers, which this package cannot import.
+func runA2AClient(t *testing.T, rend A2ARenderers) {
 	h := startHTTP(t, WithHeartbeatInterval(10*time.Millisecond))
-	ts := &a2aTestServer{t: t, h: h, task: map[string][]string{}, hold: map[string]chan struct{}{}, canc: map[string]chan struct{}{}}
+	ts := &a2aTestServer{t: t, h: h, a2a: rend, task: map[string][]string{}, hold: map[string]chan struct{}{}, canc: map[string]chan struct{}{}}
 	srv := httptest.NewServer(ts)
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -261,11 +289,11 @@ func checkA2AEvents(t *testing.T, what string, events []a2a.Event, submitted boo
 			for _, p := range au.Artifact.Parts {
 				switch pt := p.(type) {
 				case a2a.TextPart:
-					if pt.Metadata[MetaThought] != true {
+					if pt.Metadata[a2amap.MetaThought] != true {
 						text.WriteString(pt.Text)
 					}
 				case a2a.DataPart:
-					if pt.Metadata[MetaPartType] == e2a.ToolFunctionCall {
+					if pt.Metadata[a2amap.MetaPartType] == e2a.ToolFunctionCall {
 						calls++
 					}
 				}
@@ -399,9 +427,9 @@ func runACPClient(t *testing.T, serve func(svc *Service, w http.ResponseWriter, 
 }
 
 // writeTaskRPC answers a tasks/get or tasks/cancel as ingress does.
-func writeTaskRPC(w http.ResponseWriter, id json.RawMessage, t *a2a.Task, err error) {
+func (s *a2aTestServer) writeTaskRPC(w http.ResponseWriter, id json.RawMessage, t *a2a.Task, err error) {
 	if err != nil {
-		_ = jsonrpc.WriteError(w, id, A2AError(err))
+		_ = jsonrpc.WriteError(w, id, s.a2a.Error(err))
 		return
 	}
 	_ = jsonrpc.WriteResult(w, id, t)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
 // Step is one call of the conformance driver on a renderer.
@@ -84,7 +85,7 @@ func frameAt(id string, seq int64, kind, status string, final bool, body any, me
 func chunkFrame(id string, seq int64, dk string, delta any, llm string) *e2a.Response {
 	var meta map[string]any
 	if llm != "" {
-		meta = map[string]any{MetaLLMResponseID: llm}
+		meta = map[string]any{a2amap.MetaLLMResponseID: llm}
 	}
 	return frameAt(id, seq, e2a.KindChunk, e2a.StatusInProgress, false, e2a.ChunkBody{DeltaKind: dk, Delta: delta}, meta)
 }
@@ -157,7 +158,7 @@ func Scenarios() []Scenario {
 
 	id = "req_single"
 	single := []*e2a.Response{
-		frameAt(id, 0, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "The current temperature in Beijing is 20°C."}}, map[string]any{MetaLLMResponseID: "chatcmpl-ghi789"}),
+		frameAt(id, 0, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "The current temperature in Beijing is 20°C."}}, map[string]any{a2amap.MetaLLMResponseID: "chatcmpl-ghi789"}),
 	}
 	out = append(out, Scenario{Name: "single_message", Frames: single, Steps: allFrames(single, 0), Final: true})
 
@@ -275,6 +276,22 @@ func RunConformance(sc Scenario, newRenderer NewRenderer) (*ConformanceRun, erro
 	run.Golden = append([]byte(head), golden.Bytes()...)
 	run.Status, run.Header, run.Body = status, rec.header, rec.Body.Bytes()
 	return run, nil
+}
+
+// HeadFrame returns the [Frame] a reader delivers to a [PassThrough]
+// renderer for raw, a frame as stored at streamSeq in E2A_RESPONSES: only
+// its head read, Response nil until [Frame.Decoded]. Renderers' tests
+// outside this package drive their fast paths with it (a decoded frame is
+// a Frame with Response set).
+func HeadFrame(raw []byte, streamSeq uint64) (*Frame, error) {
+	var head frameHead
+	if err := head.decode(raw); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidFrame, err)
+	}
+	if head.Sequence == noSequence {
+		head.Sequence = 0 // as when decoding the whole frame
+	}
+	return &Frame{Raw: raw, StreamSeq: streamSeq, seq: head.Sequence, final: head.IsFinal, rkind: head.ResponseKind}, nil
 }
 
 // GoldenPath is where the golden file of a renderer case and scenario is,

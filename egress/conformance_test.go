@@ -8,10 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/a2aproject/a2a-go/a2a"
-
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -48,25 +45,6 @@ func renderers() []rendererCase {
 		{name: "e2a_json", format: FormatE2AJSON, make: func(o *Output, sc Scenario) Renderer {
 			return NewE2AJSON(o, reqID(sc), []byte(`{"request_id":"`+reqID(sc)+`","method":"chat.send"}`), sc.Final, sc.From)
 		}, check: checkE2AJSON},
-		{name: "a2a_stream", format: FormatA2ASSE, sse: true, make: func(o *Output, sc Scenario) Renderer {
-			return NewA2AStream(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-002"`), TaskID: "task-002", ContextID: "ctx-001", Submitted: fixedNow, Interaction: true}, sc.From)
-		}, check: checkA2AStream},
-		{name: "a2a_send", format: FormatA2AJSON, make: func(o *Output, sc Scenario) Renderer {
-			return NewA2ASend(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-001"`), Interaction: true})
-		}, check: checkA2ASend},
-		{name: "a2a_stream_basic", format: FormatA2ASSE, sse: true, make: func(o *Output, sc Scenario) Renderer {
-			return NewA2AStream(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-002"`), TaskID: "task-002", ContextID: "ctx-001", Submitted: fixedNow}, sc.From)
-		}, check: checkBasic(checkA2AStream)},
-		{name: "a2a_send_basic", format: FormatA2AJSON, make: func(o *Output, sc Scenario) Renderer {
-			return NewA2ASend(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-001"`)})
-		}, check: checkBasic(checkA2ASend)},
-		{name: "a2a_stream_text_only", format: FormatA2ASSE, sse: true, make: func(o *Output, sc Scenario) Renderer {
-			return NewA2AStream(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-002"`), TaskID: "task-002", ContextID: "ctx-001", Submitted: fixedNow,
-				AcceptedOutputModes: []string{"text/plain"}, Interaction: true}, sc.From)
-		}, check: checkTextOnly(checkA2AStream)},
-		{name: "a2a_send_text_only", format: FormatA2AJSON, make: func(o *Output, sc Scenario) Renderer {
-			return NewA2ASend(o, reqID(sc), A2AParams{JSONRPCID: json.RawMessage(`"req-001"`), AcceptedOutputModes: []string{"text/plain"}, Interaction: true})
-		}, check: checkTextOnly(checkA2ASend)},
 	}
 }
 
@@ -105,32 +83,6 @@ func TestRendererConformance(t *testing.T) {
 				rc.check(t, sc, run.Status, run.Body)
 			})
 		}
-	}
-}
-
-// checkTextOnly: with acceptedOutputModes ["text/plain"] no DataPart is
-// sent (they are dropped), besides what check requires.
-func checkTextOnly(check func(t *testing.T, sc Scenario, status int, body []byte)) func(t *testing.T, sc Scenario, status int, body []byte) {
-	return func(t *testing.T, sc Scenario, status int, body []byte) {
-		t.Helper()
-		if bytes.Contains(body, []byte(`"kind":"data"`)) {
-			t.Errorf("a DataPart for a text/plain client:\n%s", body)
-		}
-		check(t, sc, status, body)
-	}
-}
-
-// checkBasic: without the interaction-spec extension no thought part and
-// no function_call/function_response DataPart is sent.
-func checkBasic(check func(t *testing.T, sc Scenario, status int, body []byte)) func(t *testing.T, sc Scenario, status int, body []byte) {
-	return func(t *testing.T, sc Scenario, status int, body []byte) {
-		t.Helper()
-		for _, bad := range []string{`"thought":true`, `"type":"function_call"`, `"type":"function_response"`} {
-			if bytes.Contains(body, []byte(bad)) {
-				t.Errorf("%s for a basic A2A client:\n%s", bad, body)
-			}
-		}
-		check(t, sc, status, body)
 	}
 }
 
@@ -233,74 +185,5 @@ func checkE2AJSON(t *testing.T, sc Scenario, status int, body []byte) {
 	}
 	if sc.Final != (status == 200) {
 		t.Errorf("status %d for final=%v", status, sc.Final)
-	}
-}
-
-// checkA2AStream: every data: is a JSON-RPC response with the request's id
-// whose result decodes as an A2A event; a finished stream ends with a final
-// status-update.
-func checkA2AStream(t *testing.T, sc Scenario, status int, body []byte) {
-	if status != 200 {
-		t.Errorf("status %d", status)
-	}
-	evs := sseData(t, body)
-	var last a2a.Event
-	for _, ev := range evs {
-		var resp struct {
-			JSONRPC string          `json:"jsonrpc"`
-			ID      string          `json:"id"`
-			Result  json.RawMessage `json:"result"`
-			Error   *jsonrpc.Error  `json:"error"`
-		}
-		if err := json.Unmarshal([]byte(ev.Data), &resp); err != nil || resp.JSONRPC != "2.0" || resp.ID != "req-002" {
-			t.Fatalf("bad JSON-RPC response %s: %v", ev.Data, err)
-		}
-		if resp.Error != nil {
-			if wantErr(sc) == nil {
-				t.Errorf("unexpected error %+v", resp.Error)
-			}
-			continue
-		}
-		e, err := a2a.UnmarshalEventJSON(resp.Result)
-		if err != nil {
-			t.Fatalf("result is not an A2A event: %v: %s", err, resp.Result)
-		}
-		last = e
-	}
-	if sc.Final {
-		if !isClosing(last) {
-			t.Errorf("stream does not end with a final event: %#v", last)
-		}
-	}
-}
-
-func checkA2ASend(t *testing.T, sc Scenario, status int, body []byte) {
-	var resp struct {
-		ID     string          `json:"id"`
-		Result json.RawMessage `json:"result"`
-		Error  *jsonrpc.Error  `json:"error"`
-	}
-	if err := json.Unmarshal(bytes.TrimSpace(body), &resp); err != nil || resp.ID != "req-001" {
-		t.Fatalf("bad response %s: %v", body, err)
-	}
-	if wantErr(sc) != nil {
-		if resp.Error == nil {
-			t.Errorf("no error")
-		}
-		return
-	}
-	e, err := a2a.UnmarshalEventJSON(resp.Result)
-	if err != nil {
-		t.Fatal(err)
-	}
-	switch sc.Name {
-	case "spec_12_8", "single_message", "resume_from_3":
-		if _, ok := e.(*a2a.Message); !ok {
-			t.Errorf("one message must be a Message, got %T", e)
-		}
-	default:
-		if _, ok := e.(*a2a.Task); !ok {
-			t.Errorf("several messages must be a Task, got %T", e)
-		}
 	}
 }

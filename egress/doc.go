@@ -55,14 +55,11 @@
 // existence lookup):
 //
 //	svc.ServeE2A(w, r, requestID)                   // negotiates SSE / NDJSON / JSON (?wait=true)
-//	svc.ServeA2AStream(w, r, requestID, A2AParams{…}) // message/stream
-//	svc.ServeA2ASend(w, r, requestID, A2AParams{…})   // message/send: Message or Task
 //	svc.Serve(w, r, requestID, format, newRenderer)  // any renderer, e.g. a protocol package's
-//	svc.ServeFrom(ctx, w, requestID, format, from, newRenderer) // the same without an HTTP request (ACP over stdio)
+//	svc.ServeFrom(ctx, w, requestID, format, from, newRenderer) // the same without an HTTP request (ACP over stdio, A2A message/send)
 //
 // For existing tasks (request ids from the E2A_TASKS index ingress keeps):
 //
-//	svc.ServeA2AResubscribe(w, r, requestID, A2AParams{…})
 //	svc.ServeExisting(w, r, requestID, format, newRenderer) // a package's renderer, an unknown request answered not found
 //	svc.LoadRequests(ctx, requestIDs)                        // envelopes and stored frames, for a task's view
 //
@@ -72,55 +69,51 @@
 //	svc.A2ATask(ctx, taskID, contextID, requestIDs, historyLength)  // tasks/get, GetTask
 //	svc.A2ACancel(ctx, taskID, contextID, requestIDs, cancel)       // ErrNotCancelable if final
 //	svc.A2AResult(ctx, requestID, A2AParams{…})                     // message/send in a batch, SendMessage
+//	svc.A2AEvents(ctx, requestID, A2AParams{…}, from)               // a stream's A2A events, no transport (A2A v1.0)
+//	svc.A2ASubscription(ctx, taskID, contextID, requestIDs, interaction) // SubscribeToTask (A2A v1.0)
 //	svc.CancelRequest(ctx, requestID, cancel)                       // a task's last request
 //
 // cancel is a [CancelFunc] publishing the cancel on the control subject.
-// Their errors map to A2A's JSON-RPC errors with [A2AError] (its A2A
-// renderers answer with it; AgentVault's table is package protocols/a2a's,
-// ACP's protocols/acp's, both with the pipeline code as [ErrorData]).
-// JSON-RPC answers are always HTTP 200 with the protocol's error codes
-// ([A2AError]: -32001 not found, -32002 not cancelable, -32602, -32603;
-// AgentVault: -32000…-32004). The calls of A2A v0.3 and AgentVault are
-// package protocols/a2a's, which reaches these answers through
-// host.TaskAnswers (a [Service] is one). Every stream resumes from
-// Last-Event-ID (the SSE id of the last event of a frame is its sequence) or
-// ?from=.
+// The A2A values are made by package protocols/a2a/a2amap (the frame to
+// A2A v0.3 mapping, a leaf this package imports; [A2AParams] is its
+// Params); [A2AV1Event] converts an event to A2A v1.0. Their errors are
+// this package's sentinels; each protocol maps them to its JSON-RPC errors
+// with its own table (A2A's and AgentVault's are package protocols/a2a's,
+// ACP's protocols/acp's, all with the pipeline code as [ErrorData]).
+// JSON-RPC answers are always HTTP 200 with the protocol's error codes.
+// The calls of A2A v0.3 and AgentVault are package protocols/a2a's, which
+// reaches these answers through host.TaskAnswers (a [Service] is one).
+// Every stream resumes from Last-Event-ID (the SSE id of the last event of
+// a frame is its sequence) or ?from=.
 //
 // # Renderers
 //
 // A [Renderer] (Start, Frame, Heartbeat, End) writes one output format to
 // an [Output]; [Service.Stream] drives any renderer with a reader, so a new
-// format is one renderer: [NewE2ASSE], [NewE2ANDJSON], [NewE2AJSON],
-// [NewA2AStream], [NewA2ASend], and the renderers of the protocol
-// packages (protocols/a2e, protocols/acp, AgentVault's in
-// protocols/a2a), served
-// with [Service.Serve], [Service.ServeExisting] or [Service.ServeFrom] and built on what egress
-// exports for them ([FrameTime], [FinalOutcome], [ContentChunk],
-// [DeltaText], [AsMap], [NDJSONHead], [WriteLineJSON], [WriteLine],
-// [SSEHead], [SSEComment], [SSEEvent], [SSEEventJSON], [SeqID],
-// [Frame.Decoded], [Classify], [Accepts]; for ACP the frame mapping
-// [ACPUpdates], [ACPFinal] and the text fast path [ACPTextUpdate]; a
+// format is one renderer: [NewE2ASSE], [NewE2ANDJSON], [NewE2AJSON], and
+// the renderers of the protocol packages (protocols/a2e, protocols/acp,
+// protocols/a2a: A2A v0.3's and AgentVault's), served with
+// [Service.Serve], [Service.ServeExisting] or [Service.ServeFrom] and
+// built on what egress exports for them ([NDJSONHead], [WriteLineJSON],
+// [WriteLine], [SSEHead], [SSEComment], [SSEEvent], [SSEEventJSON],
+// [SeqID], [Frame.Decoded], [Classify], [Accepts], [ResumePoint]; a
 // renderer that reads frames' bytes where it can implements
-// [PassThrough]; for AgentVault the A2A events of frames, [A2AMapper],
-// and the task [BuildA2ATask] rebuilds). One conformance suite runs
-// each through the same scenarios built from the specification examples
-// ([Scenarios], driven by [RunConformance]), frame by frame against
-// testdata/<renderer>/<scenario>.golden ([MatchGolden]; go test ./egress
-// -run Conformance -update rewrites egress's, go test ./protocols/<name>
-// -update a protocol package's), including error, cancel, resume and
-// not-found paths.
+// [PassThrough], and the text fast paths read a plain text chunk from
+// them with [ReadTextChunk]; for ACP the frame mapping [ACPUpdates],
+// [ACPFinal] and its text fast path [ACPTextUpdate]) and on package
+// a2amap (the A2A events of frames, the outcome of a final frame, the
+// chunk a frame stands for). One conformance suite runs each through the
+// same scenarios built from the specification examples ([Scenarios],
+// driven by [RunConformance]; [HeadFrame] for a renderer's fast path),
+// frame by frame against testdata/<renderer>/<scenario>.golden
+// ([MatchGolden]; go test ./egress -run Conformance -update rewrites
+// egress's, go test ./protocols/<name> -update a protocol package's),
+// including error, cancel, resume and not-found paths.
 //
-// Mappings: A2A follows a2a-interaction-spec-trpc.md — text → TextPart,
-// reasoning → TextPart metadata thought=true, tool call → DataPart {id,
-// type: function, name, args} (part type function_call, object_type
-// chat.completion), tool response → DataPart {id, name, response}
-// (function_response, tool.response), executable_code /
-// code_execution_result with their tags, metadata llm_response_id →
-// artifactId; lastChunk=true, then the final status-update (completed,
-// failed, canceled). a2a.* frames pass through (proto-style snake_case is
-// accepted). AgentVault (rendered by package protocols/a2a) maps the same
-// events ([A2AMapper]) to task_status / task_message /
-// task_artifact / error. ACP (rendered by package protocols/acp):
+// Mappings: A2A follows a2a-interaction-spec-trpc.md (package a2amap's
+// Mapper; rendered by package protocols/a2a, which maps the same events
+// to AgentVault's task_status / task_message / task_artifact / error).
+// ACP (rendered by package protocols/acp):
 // [ACPUpdates], then the result {stopReason} ([ACPFinal]) or an error;
 // they stay here because [FillProjections] uses them too.
 // [E2AResponseToACPJSONRPCResponse] and

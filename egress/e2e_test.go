@@ -14,12 +14,14 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
-// TestEndToEndDemoAgent: the demo agent (agent SDK, fenced frames) answers
-// requests while egress streams them as E2A SSE, and replays them to the
-// a2a-go client.
-func TestEndToEndDemoAgent(t *testing.T) {
+// runEndToEnd: the demo agent (agent SDK, fenced frames) answers requests
+// while egress streams them as E2A SSE, and replays them to the a2a-go
+// client with A2A's renderers. TestEndToEndDemoAgent (a2aclient_test.go,
+// package egress_test) runs it with protocols/a2a's.
+func runEndToEnd(t *testing.T, rend A2ARenderers) {
 	h := startHTTP(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -63,7 +65,8 @@ func TestEndToEndDemoAgent(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req rpcReq
 		_ = decodeJSON(r, &req)
-		h.svc.ServeA2AResubscribe(w, r, "e2e_1", A2AParams{JSONRPCID: req.ID, TaskID: "t-e2e", ContextID: "c-e2e", Interaction: true})
+		rend.serveStream(h.svc.ServeExisting, w, r, "e2e_1", A2AParams{JSONRPCID: req.ID, TaskID: "t-e2e", ContextID: "c-e2e",
+			Resubscribe: true, Interaction: true})
 	}))
 	defer srv.Close()
 	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -76,7 +79,7 @@ func TestEndToEndDemoAgent(t *testing.T) {
 		}
 		if au, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok {
 			for _, p := range au.Artifact.Parts {
-				if tp, ok := p.(a2a.TextPart); ok && tp.Metadata[MetaThought] != true {
+				if tp, ok := p.(a2a.TextPart); ok && tp.Metadata[a2amap.MetaThought] != true {
 					text.WriteString(tp.Text)
 				}
 			}

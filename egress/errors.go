@@ -3,6 +3,8 @@ package egress
 import (
 	"errors"
 	"fmt"
+
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
 // Sentinel errors of the replay engine and the HTTP surface. Functions wrap
@@ -19,8 +21,10 @@ var (
 	// the write timeout; the stream was ended.
 	ErrSlowClient = errors.New("egress: slow client")
 	// ErrInvalidFrame reports a stored frame that does not decode or breaks
-	// the ordering invariants (a gap in the stored sequence).
-	ErrInvalidFrame = errors.New("egress: invalid stored frame")
+	// the ordering invariants (a gap in the stored sequence), or an a2a.*
+	// frame whose body is not the A2A object it names: it is declared by
+	// package a2amap, whose frame mapping reports it too.
+	ErrInvalidFrame = a2amap.ErrInvalidFrame
 	// ErrBadRequest reports an invalid argument from the client, e.g. a
 	// malformed resume point.
 	ErrBadRequest = errors.New("egress: bad request")

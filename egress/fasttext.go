@@ -5,17 +5,16 @@ import (
 	"encoding/json"
 	"unicode/utf8"
 
-	"github.com/a2aproject/a2a-go/a2a"
-
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
-// fastText enables textEvent; the differential test turns it off to get
-// the reference bytes.
+// fastText enables the text fast paths ([ReadTextChunk], [ACPTextUpdate]);
+// the differential test turns it off.
 var fastText = true
 
-// textFrame is what textEvent reads of a frame: the fields of
+// textFrame is what the text fast paths read of a frame: the fields of
 // e2a.Response it needs, under the same names, so that encoding/json reads
 // the same values from the same bytes.
 type textFrame struct {
@@ -33,69 +32,43 @@ type textFrame struct {
 	} `json:"body"`
 }
 
-// PassThrough: the A2A stream reads whole frames only where textEvent
-// does not apply (Frame decodes them then).
-func (*a2aStream) PassThrough() bool { return fastText }
+// TextChunk is a plain text chunk (a non-final e2a.chunk whose delta is
+// text and a JSON string) as the text fast paths read it from a frame:
+// its ids, its llm_response_id ("" when it has none that is a string) and
+// its text, as encoding/json reads them from the frame's bytes.
+type TextChunk struct {
+	ResponseID, RequestID, TaskID, ContextID, SessionID string
+	LLMResponseID                                       string
+	Text                                                string
+}
 
-// textEvent renders the event of a plain text chunk, the bulk of a
-// streamed answer, straight from the frame's bytes into the JSON-RPC
-// response bytes: exactly the bytes json.Marshal gives for the
-// TaskArtifactUpdateEvent that a2aMapper.events builds for it
-// (TestA2AFastTextMatches), with one partial decode of the frame and
-// without the event, its maps or the reflection encode. ok is false for
-// any other frame, which takes the general path; nothing is changed then.
+// ReadTextChunk reads a plain text chunk from f: from the decoded frame
+// when the reader decoded it, else with one partial decode of its bytes
+// (the renderer is a [PassThrough]). ok is false for any other frame: the
+// renderer then decodes it ([Frame.Decoded]) and takes its general path.
+// A2A's text fast path (package protocols/a2a) writes its event from it.
 // As for the E2A renderers, which pass frames through reading only their
 // head, a text chunk whose other members (timestamp, provenance…) have the
-// wrong JSON type is rendered rather than refused as an invalid frame.
-func (r *a2aStream) textEvent(f *Frame) (out []byte, ok bool) {
+// wrong JSON type is read rather than refused as an invalid frame.
+func ReadTextChunk(f *Frame) (c TextChunk, ok bool) {
 	tf, text, ok := readTextChunk(f)
 	if !ok {
-		return nil, false
+		return c, false
 	}
-	llm := ""
+	c = TextChunk{ResponseID: tf.ResponseID, RequestID: tf.RequestID, TaskID: tf.TaskID, ContextID: tf.ContextID,
+		SessionID: tf.SessionID, Text: text}
 	if f.Response != nil {
-		llm = llmID(f.Response)
-	} else if raw, ok := tf.Metadata[MetaLLMResponseID]; ok && len(raw) > 0 && raw[0] == '"' {
+		c.LLMResponseID = a2amap.LLMResponseID(f.Response)
+	} else if raw, ok := tf.Metadata[a2amap.MetaLLMResponseID]; ok && len(raw) > 0 && raw[0] == '"' {
+		// Declared here, not decoded into c: the decoder's pointer moves
+		// what it points to to the heap, on this path only.
+		var llm string
 		if json.Unmarshal(raw, &llm) != nil {
-			return nil, false
+			return TextChunk{}, false
 		}
+		c.LLMResponseID = llm
 	}
-	// The mapper's bookkeeping, as events does it for this frame.
-	m := r.m
-	m.bind(&e2a.Response{RequestID: tf.RequestID, TaskID: tf.TaskID, ContextID: tf.ContextID})
-	var id a2a.ArtifactID
-	if llm != "" {
-		id = a2a.ArtifactID(llm)
-	} else {
-		id = m.pieceArtifactID(&e2a.Response{ResponseID: tf.ResponseID, RequestID: tf.RequestID},
-			piece{objectType: ObjectChatCompletionChunk, group: "content"})
-		llm = string(id)
-	}
-	appendTo := m.seen[id] || m.resumed
-	m.seen[id], m.last, m.content = true, id, true
-
-	if r.rpcID == nil {
-		r.rpcID = encodedRPCID(r.p.JSONRPCID)
-	}
-	b := make([]byte, 0, 256+len(text)+len(id)+len(llm)+len(m.taskID)+len(m.contextID))
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, r.rpcID...)
-	b = append(b, `,"result":{"kind":"artifact-update",`...)
-	if appendTo {
-		b = append(b, `"append":true,`...)
-	}
-	b = append(b, `"artifact":{"artifactId":`...)
-	b = jsonstr.Append(b, string(id))
-	b = append(b, `,"parts":[{"kind":"text","text":`...)
-	b = jsonstr.Append(b, text)
-	b = append(b, `}]},"contextId":`...)
-	b = jsonstr.Append(b, m.contextID)
-	b = append(b, `,"taskId":`...)
-	b = jsonstr.Append(b, string(m.taskID))
-	b = append(b, `,"metadata":{"llm_response_id":`...)
-	b = jsonstr.Append(b, llm)
-	b = append(b, `,"object_type":"chat.completion.chunk","tag":""}}}`...)
-	return b, true
+	return c, true
 }
 
 // readTextChunk reads a non-final e2a.chunk frame whose delta is text and
@@ -180,9 +153,9 @@ func (tf *textFrame) scan(data []byte) bool {
 				m = map[string]json.RawMessage{}
 			}
 			ok := scanObject(val, func(k, v []byte) bool {
-				if string(k) == MetaLLMResponseID {
-					m[MetaLLMResponseID] = v
-				} else if bytes.EqualFold(k, []byte(MetaLLMResponseID)) {
+				if string(k) == a2amap.MetaLLMResponseID {
+					m[a2amap.MetaLLMResponseID] = v
+				} else if bytes.EqualFold(k, []byte(a2amap.MetaLLMResponseID)) {
 					return false
 				}
 				return true
@@ -316,21 +289,4 @@ func ACPTextUpdate(f *Frame, session string) (line []byte, used string, ok bool)
 	b = jsonstr.Append(b, text)
 	b = append(b, `,"type":"text"},"sessionUpdate":"agent_message_chunk"}}}`...)
 	return b, session, true
-}
-
-// encodedRPCID is a JSON-RPC id as json.Marshal writes a RawMessage
-// (compacted, HTML-escaped), null when absent.
-func encodedRPCID(id json.RawMessage) []byte {
-	if len(id) == 0 {
-		return []byte("null")
-	}
-	var buf bytes.Buffer
-	if json.Compact(&buf, id) != nil {
-		return []byte("null")
-	}
-	out, err := json.Marshal(json.RawMessage(buf.Bytes()))
-	if err != nil {
-		return []byte("null")
-	}
-	return out
 }

@@ -4,74 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"testing"
-	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
-
-// renderA2AStream renders frames with the A2A SSE renderer, the text fast
-// path on or off.
-func renderA2AStream(t *testing.T, fast, lazy bool, id json.RawMessage, from int64, frames []*e2a.Response) []byte {
-	t.Helper()
-	return renderWith(t, fast, lazy, frames, func(o *Output) Renderer {
-		return NewA2AStream(o, frames[0].RequestID, A2AParams{JSONRPCID: id, TaskID: "task-<1>", ContextID: "ctx &1", Submitted: fixedNow, Interaction: true}, from)
-	})
-}
-
-// renderWith renders frames with the renderer mk makes, the text fast paths
-// on or off, the frames decoded or (lazy) as a reader without decode gives
-// them.
-func renderWith(t *testing.T, fast, lazy bool, frames []*e2a.Response, mk func(*Output) Renderer) []byte {
-	t.Helper()
-	old := fastText
-	fastText = fast
-	defer func() { fastText = old }()
-	rec := httptest.NewRecorder()
-	o := NewOutput(rec, time.Second)
-	rend := mk(o)
-	if err := rend.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for i, f := range frames {
-		raw, _ := json.Marshal(f)
-		fr := &Frame{Response: f, Raw: raw, StreamSeq: uint64(i + 1)}
-		if lazy {
-			// As a reader without decode gives it: the head only.
-			fr = &Frame{Raw: raw, StreamSeq: uint64(i + 1), seq: f.Sequence, final: f.IsFinal, rkind: f.ResponseKind}
-		}
-		if err := rend.Frame(fr); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return rec.Body.Bytes()
-}
-
-// TestA2AFastTextMatches: the text fast path writes byte for byte what the
-// general path (event struct, json.Marshal) writes, for hostile texts and
-// ids, runs of text split by reasoning and tool chunks, with and without
-// llm_response_id, and resumed streams.
-func TestA2AFastTextMatches(t *testing.T) {
-	frames := textFrames()
-	for _, id := range []string{`"req-002"`, `7`, `"<id>&"`, ``, `1.5e3`} {
-		for _, from := range []int64{0, 3} {
-			slow := renderA2AStream(t, false, false, json.RawMessage(id), from, frames)
-			for _, lazy := range []bool{false, true} {
-				fast := renderA2AStream(t, true, lazy, json.RawMessage(id), from, frames)
-				if !bytes.Equal(fast, slow) {
-					t.Fatalf("id %s from %d lazy %v:\nfast:\n%s\nslow:\n%s", id, from, lazy, fast, slow)
-				}
-			}
-			if !bytes.Contains(slow, []byte(`\u003cb\u003e`)) {
-				t.Fatalf("the hostile text is missing:\n%s", slow)
-			}
-		}
-	}
-}
 
 // TestACPFastTextMatches: ACPTextUpdate writes what json.Marshal writes of
 // the session/update notification of the frame's ACPUpdates (the general
@@ -151,7 +91,7 @@ func textFrames() []*e2a.Response {
 	// llm_response_id that is not a string, or under another case, is no
 	// llm_response_id (metadata is a map: exact keys).
 	odd := chunkFrame("req-fast", 0, e2a.DeltaText, "odd meta", "")
-	odd.Metadata = map[string]any{MetaLLMResponseID: 5, "LLM_RESPONSE_ID": "upper"}
+	odd.Metadata = map[string]any{a2amap.MetaLLMResponseID: 5, "LLM_RESPONSE_ID": "upper"}
 	add(odd)
 	// A numeric delta and a non-string one take the general path.
 	add(chunkFrame("req-fast", 0, e2a.DeltaText, json.Number("42"), ""))

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
 // frameHead.decode must give what json.Unmarshal gives, for any input.
@@ -79,10 +81,10 @@ func checkTextFrameScan(t *testing.T, data []byte) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("%q: %+v, json.Unmarshal %+v", data, got, want)
 	}
-	if (gm == nil) != (wm == nil) || string(gm[MetaLLMResponseID]) != string(wm[MetaLLMResponseID]) {
+	if (gm == nil) != (wm == nil) || string(gm[a2amap.MetaLLMResponseID]) != string(wm[a2amap.MetaLLMResponseID]) {
 		t.Fatalf("%q: metadata %v, json.Unmarshal %v", data, gm, wm)
 	}
-	if _, ok := wm[MetaLLMResponseID]; ok != (gm[MetaLLMResponseID] != nil) {
+	if _, ok := wm[a2amap.MetaLLMResponseID]; ok != (gm[a2amap.MetaLLMResponseID] != nil) {
 		t.Fatalf("%q: llm_response_id presence differs", data)
 	}
 }

@@ -9,43 +9,8 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
-
-// ServeA2AStream answers A2A message/stream for a request ingress just
-// accepted: SSE, data: JSON-RPC responses (p.JSONRPCID) with a
-// status-update submitted, artifact-updates, then the final status-update;
-// the body closes after it. Last-Event-ID resumes after a frame.
-func (s *Service) ServeA2AStream(w http.ResponseWriter, r *http.Request, requestID string, p A2AParams) {
-	s.serveA2AStream(w, r, requestID, p, WithoutRequestCheck())
-}
-
-// ServeA2AResubscribe answers A2A tasks/resubscribe for the running or
-// finished request of a task: the frames replayed from the start (or after
-// Last-Event-ID / ?from=) then live, opened by a working status-update (no
-// submitted one). An unknown request is answered with -32001 in the stream.
-func (s *Service) ServeA2AResubscribe(w http.ResponseWriter, r *http.Request, requestID string, p A2AParams) {
-	p.Resubscribe = true
-	s.serveA2AStream(w, r, requestID, p)
-}
-
-func (s *Service) serveA2AStream(w http.ResponseWriter, r *http.Request, requestID string, p A2AParams, opts ...ReplayOption) {
-	o := NewOutput(w, s.cfg.writeTimeout)
-	from, err := ResumePoint(r)
-	rend := NewA2AStream(o, requestID, p, from)
-	if err != nil {
-		s.finish(o, rend, FormatA2ASSE, err)
-		return
-	}
-	s.Stream(r.Context(), o, rend, FormatA2ASSE, requestID, from, opts...)
-}
-
-// ServeA2ASend answers A2A message/send for a request ingress just
-// accepted: it waits for the final frame (writing blank lines while idle)
-// and answers one JSON-RPC response whose result is a Message or a Task.
-func (s *Service) ServeA2ASend(w http.ResponseWriter, r *http.Request, requestID string, p A2AParams) {
-	o := NewOutput(w, s.cfg.writeTimeout)
-	s.Stream(r.Context(), o, NewA2ASend(o, requestID, p), FormatA2AJSON, requestID, 0, WithoutRequestCheck())
-}
 
 // LoadRequests reads the envelope and the stored frames of each request
 // (in order, e.g. a task's from the E2A_TASKS index ingress keeps), for
@@ -53,15 +18,15 @@ func (s *Service) ServeA2ASend(w http.ResponseWriter, r *http.Request, requestID
 // Requests with neither are skipped; ErrNotFound when none is left. A
 // request whose envelope the pipeline no longer holds gets one with only
 // its id.
-func (s *Service) LoadRequests(ctx context.Context, ids []string) ([]A2ARequest, error) {
+func (s *Service) LoadRequests(ctx context.Context, ids []string) ([]a2amap.Request, error) {
 	names := s.streamNames()
-	var out []A2ARequest
+	var out []a2amap.Request
 	for _, id := range ids {
 		env, _, err := fetchEnvelope(ctx, s.mux, names.requests, id)
 		if err != nil {
 			return nil, err
 		}
-		rq := A2ARequest{Envelope: env}
+		rq := a2amap.Request{Envelope: env}
 		rd, err := Open(ctx, s.nc, id, 0, append(s.replayOptions(nil), WithoutRequestCheck())...)
 		if err != nil {
 			return nil, err
@@ -93,14 +58,14 @@ func (s *Service) LoadRequests(ctx context.Context, ids []string) ([]A2ARequest,
 }
 
 // A2ATask rebuilds the A2A Task made of requestIDs (in order, from the
-// E2A_TASKS index ingress keeps) with BuildA2ATask. It returns ErrNotFound
+// E2A_TASKS index ingress keeps) with a2amap.BuildTask. It returns ErrNotFound
 // when none of the requests exists.
 func (s *Service) A2ATask(ctx context.Context, taskID, contextID string, requestIDs []string, historyLength *int) (*a2a.Task, error) {
 	reqs, err := s.LoadRequests(ctx, requestIDs)
 	if err != nil {
 		return nil, err
 	}
-	return BuildA2ATask(taskID, contextID, reqs, historyLength), nil
+	return a2amap.BuildTask(taskID, contextID, reqs, historyLength), nil
 }
 
 // CancelFunc asks the worker holding requestID to stop (ingress publishes
@@ -150,7 +115,7 @@ func (s *Service) CancelRequest(ctx context.Context, requestID string, cancel Ca
 	if final == nil {
 		return false, nil
 	}
-	if FinalOutcome(final).State != a2a.TaskStateCanceled {
+	if a2amap.FinalOutcome(final).State != a2a.TaskStateCanceled {
 		return false, fmt.Errorf("%w: %q ended %s", ErrNotCancelable, requestID, final.Status)
 	}
 	return true, nil

@@ -24,9 +24,10 @@
 // stdio); protocols/a2a (the JSON-RPC calls of A2A v0.3 and the
 // AgentVault profile at /a2a, one endpoint on the A2A entry, the
 // AgentVault entry naming its methods, format and error table, and the
-// package, [Protocol.In]) the same way over a host.TaskHost, AgentVault's
-// renderer the package's, A2A's still egress's
-// ([Protocol.EgressRenderers]: their conformance cases are egress's).
+// package, [Protocol.In]) the same way over a host.TaskHost, with both
+// protocols' renderers, error tables and conformance cases (the
+// frame-to-A2A mapping they share with egress's A2A v1.0 answers is its
+// leaf package protocols/a2a/a2amap, which egress imports).
 // Adding such a protocol is: its adapter (normalizer), its
 // package, one entry in [All], and the golden files (README, "Design":
 // "Adding a protocol"; docs/design.md, "The protocol seam").

@@ -56,12 +56,10 @@ type Protocol struct {
 	// Its renderer conformance cases are that package's, as for Routes.
 	RPC func(h host.RPCHost) host.RPCEndpoint
 	// EgressRenderers: the package's renderers (Formats) are egress's,
-	// with their conformance cases and golden files under egress/testdata
-	// (E2A: they are egress's own read API, GET /v1/requests/{id}[/stream]
-	// on a worker without ingress; A2A v0.3: its frame-to-event mapping is
-	// shared with the A2A v1.0 handler); egress's
-	// TestConformanceCoversRegistry checks them instead of
-	// protocols.TestPackageConformance.
+	// with their conformance cases and golden files under egress/testdata:
+	// E2A's, which are egress's own read API (GET /v1/requests/{id}[/stream]
+	// on a worker without ingress). egress's TestConformanceCoversRegistry
+	// checks them instead of protocols.TestPackageConformance.
 	EgressRenderers bool
 	// In names the protocol package (protocols/<In>) that owns the
 	// protocol when it is not its own entry's: AgentVault is package a2a's
@@ -110,15 +108,15 @@ var all = []Protocol{
 	// A2A v0.3 and the AgentVault profile share one JSON-RPC endpoint,
 	// package protocols/a2a's (its RPC, on the A2A entry); tasks/get and
 	// tasks/cancel are both theirs, answered in the shape of the protocol
-	// that created the task. A2A's renderers are still egress's
-	// (EgressRenderers); AgentVault's is the package's (In).
+	// that created the task. Both protocols' renderers are the package's
+	// (AgentVault's entry names it, In); the frame-to-A2A mapping they
+	// share with egress's A2A v1.0 answers is its package a2amap's.
 	{Name: A2A, Title: "A2A", Version: "0.3", Adapter: normalizer.ProtocolA2A,
-		Paths:           []string{a2a.Path},
-		Methods:         a2a.Methods,
-		Formats:         []string{egress.FormatA2ASSE, egress.FormatA2AJSON},
-		Errors:          a2a.Error,
-		RPC:             a2a.Endpoint,
-		EgressRenderers: true},
+		Paths:   []string{a2a.Path},
+		Methods: a2a.Methods,
+		Formats: []string{a2a.StreamFormat, a2a.SendFormat},
+		Errors:  a2a.Error,
+		RPC:     a2a.Endpoint},
 	{Name: AgentVault, Title: "AgentVault A2A profile", Version: "1", Adapter: normalizer.ProtocolAgentVault,
 		Paths:   []string{a2a.Path},
 		Methods: a2a.AgentVaultMethods,

@@ -64,8 +64,7 @@ func TestRegistryComplete(t *testing.T) {
 // acp_ndjson, acp_sse), with a golden file for every scenario under
 // protocols/<dir>/testdata/<case>/; a protocol package registered without
 // them fails here (egress's TestConformanceCoversRegistry checks the
-// others, and the packages whose renderers are still egress's:
-// EgressRenderers).
+// others: E2A's formats, egress's own).
 func TestPackageConformance(t *testing.T) {
 	for _, p := range protocols.All() {
 		if !p.PackageRenderers() {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
@@ -46,7 +47,7 @@ func agentVaultTaskOf(ctx context.Context, ans host.TaskAnswers, taskID string, 
 	if reqs[0].Envelope != nil {
 		created = reqs[0].Envelope.Timestamp
 	}
-	return AgentVaultTask(egress.BuildA2ATask(taskID, "", reqs, nil), created), nil
+	return AgentVaultTask(a2amap.BuildTask(taskID, "", reqs, nil), created), nil
 }
 
 // AgentVaultCancelResult is the result of AgentVault tasks/cancel.

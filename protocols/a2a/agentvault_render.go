@@ -9,6 +9,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
 // AgentVaultFormat is the output format of the AgentVault renderer
@@ -155,7 +156,7 @@ func avMessage(m *a2a.Message) AVMessage {
 // call is type tool_call, a tool response tool_response, other data its
 // part type.
 func avArtifact(id string, p a2a.DataPart) AVArtifact {
-	typ, _ := p.Metadata[egress.MetaPartType].(string)
+	typ, _ := p.Metadata[a2amap.MetaPartType].(string)
 	switch typ {
 	case e2a.ToolFunctionCall:
 		typ = "tool_call"
@@ -179,13 +180,13 @@ var _ egress.Renderer = (*avStream)(nil)
 type avStream struct {
 	o       *egress.Output
 	p       AgentVaultParams
-	m       *egress.A2AMapper
+	m       *a2amap.Mapper
 	working bool
 }
 
 // NewAgentVaultStream returns the AgentVault SSE renderer.
 func NewAgentVaultStream(o *egress.Output, requestID string, p AgentVaultParams) egress.Renderer {
-	return &avStream{o: o, p: p, m: egress.NewA2AMapper(p.TaskID, requestID)}
+	return &avStream{o: o, p: p, m: a2amap.NewTaskMapper(p.TaskID, requestID)}
 }
 
 func (r *avStream) Start() error {
@@ -203,7 +204,7 @@ func (r *avStream) Frame(f *egress.Frame) error {
 		return err
 	}
 	ts := resp.Timestamp
-	if t := egress.FrameTime(resp); t != nil {
+	if t := a2amap.FrameTime(resp); t != nil {
 		ts = avTime(t)
 	}
 	type out struct {
@@ -226,8 +227,8 @@ func (r *avStream) Frame(f *egress.Frame) error {
 				switch t := p.(type) {
 				case a2a.TextPart:
 					var meta map[string]any
-					if t.Metadata[egress.MetaThought] == true {
-						meta = map[string]any{egress.MetaThought: true}
+					if t.Metadata[a2amap.MetaThought] == true {
+						meta = map[string]any{a2amap.MetaThought: true}
 					}
 					outs = append(outs, out{"task_message", AVMessageEvent{TaskID: task, Timestamp: ts,
 						Message: AVMessage{Role: "assistant", Parts: []AVPart{{Type: "text", Content: t.Text}}, Metadata: meta}}})
@@ -287,7 +288,7 @@ func (r *avStream) End(err error) error {
 	return egress.SSEEventJSON(r.o, "", "error", AVErrorEvent{Error: code, Message: err.Error()})
 }
 
-// AgentVaultTask translates an A2A task rebuilt by egress.BuildA2ATask into the
+// AgentVaultTask translates an A2A task rebuilt by a2amap.BuildTask into the
 // AgentVault Task shape: history and the final reply as messages,
 // data parts as artifacts. createdAt is the first request's envelope
 // timestamp.

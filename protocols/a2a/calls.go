@@ -10,6 +10,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
@@ -18,10 +19,6 @@ import (
 // a client declares in the X-A2A-Extensions (v0.3) or A2A-Extensions
 // (v1.0) header.
 const InteractionExtension = "trpc-a2a-version"
-
-// Error maps an error of egress to an A2A JSON-RPC error (egress.A2AError:
-// the table stays egress's, whose A2A renderers answer with it).
-func Error(err error) *jsonrpc.Error { return egress.A2AError(err) }
 
 // frontDoor answers A2A v0.3 and AgentVault calls over the host.
 type frontDoor struct{ h host.TaskHost }
@@ -114,8 +111,8 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 			serveAgentVault(ans.ServeExisting, w, in.Request, t.LastRequest(), AgentVaultParams{JSONRPCID: req.ID, TaskID: t.ID})
 			return
 		}
-		ans.ServeA2AResubscribe(w, in.Request, t.LastRequest(), egress.A2AParams{JSONRPCID: req.ID, TaskID: t.ID, ContextID: t.ContextID,
-			Interaction: Interaction(in.Header, env)})
+		serveStream(ans.ServeExisting, w, in.Request, t.LastRequest(), a2amap.Params{JSONRPCID: req.ID, TaskID: t.ID, ContextID: t.ContextID,
+			Resubscribe: true, Interaction: Interaction(in.Header, env)})
 	default:
 		rep.Error(jsonrpc.MethodNotFound(req.Method))
 	}
@@ -145,7 +142,7 @@ func taskNotFound(rep host.Reply, protocol string, taskID string) {
 
 // submit publishes a message/send, message/stream, tasks/send or
 // tasks/sendSubscribe request, records it on its task, and answers it with
-// egress.
+// the package's renderers over the host.
 func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, protocol string, res *normalizer.Result, req *jsonrpc.Request) {
 	env := res.Envelope
 	if env.TaskID != "" && Continued(env) {
@@ -191,20 +188,20 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 		return // published; nothing to answer
 	}
 	ans := d.h.TaskAnswers()
-	params := egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, HistoryLength: HistoryLength(env),
+	params := a2amap.Params{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, HistoryLength: HistoryLength(env),
 		AcceptedOutputModes: env.ExpectedOutputModes, Interaction: Interaction(in.Header, env)}
 	switch req.Method {
 	case normalizer.A2AMessageStream:
 		if w == nil {
 			return
 		}
-		ans.ServeA2AStream(w, in.Request, acc.RequestID, egress.A2AParams{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
+		serveStream(d.h.Serve, w, in.Request, acc.RequestID, a2amap.Params{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
 			AcceptedOutputModes: env.ExpectedOutputModes, Interaction: Interaction(in.Header, env)})
 	case normalizer.A2AMessageSend:
 		if b, ok := env.Params["blocking"].(bool); ok && !b {
 			// configuration.blocking false: the task at once, submitted;
 			// the client polls tasks/get or cancels it.
-			t := egress.BuildA2ATask(env.TaskID, env.ContextID, []egress.A2ARequest{{Envelope: env}}, HistoryLength(env))
+			t := a2amap.BuildTask(env.TaskID, env.ContextID, []a2amap.Request{{Envelope: env}}, HistoryLength(env))
 			ts := submitted.UTC()
 			t.Status.Timestamp = &ts
 			rep.Result(t)
@@ -212,8 +209,11 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 		}
 		if w != nil {
 			// One HTTP answer: rendered as the frames come, with blank
-			// lines while the agent is idle.
-			ans.ServeA2ASend(w, in.Request, acc.RequestID, params)
+			// lines while the agent is idle; all of them, whatever resume
+			// point the request names.
+			d.h.ServeFrom(in.Request.Context(), w, acc.RequestID, SendFormat, 0, func(o *egress.Output) egress.Renderer {
+				return NewSend(o, acc.RequestID, params)
+			})
 			return
 		}
 		answer(rep, Error)(ans.A2AResult(in.Ctx, acc.RequestID, params, egress.WithoutRequestCheck()))
@@ -225,6 +225,15 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 	default: // tasks/send
 		rep.Result(map[string]string{"id": env.TaskID})
 	}
+}
+
+// serveStream writes message/stream's or tasks/resubscribe's SSE answer
+// for requestID with serve: the frames from the resume point of r
+// (Last-Event-ID or ?from=; serve ends the answer with the error of a bad
+// one).
+func serveStream(serve func(http.ResponseWriter, *http.Request, string, string, egress.NewRenderer), w http.ResponseWriter, r *http.Request, requestID string, p a2amap.Params) {
+	from, _ := egress.ResumePoint(r)
+	serve(w, r, requestID, StreamFormat, func(o *egress.Output) egress.Renderer { return NewStream(o, requestID, p, from) })
 }
 
 // Interaction reports whether the client declared the trpc interaction

@@ -8,46 +8,199 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/a2aproject/a2a-go/a2a"
+
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-// TestRendererConformance runs the AgentVault renderer (its case is named
-// after its format, agentvault_sse) through egress's conformance
-// scenarios and compares its output step by step with
-// testdata/agentvault_sse/<scenario>.golden (go test -run Conformance
-// -update rewrites them).
+// rendererCase is one renderer of the package under egress's conformance
+// suite: its case name (<format> or <format>_<variant>, the directory of
+// its golden files under testdata/), how to build it, and what its output
+// must satisfy beyond the golden bytes.
+type rendererCase struct {
+	name  string
+	sse   bool
+	make  func(o *egress.Output, sc egress.Scenario) egress.Renderer
+	check func(t *testing.T, sc egress.Scenario, status int, body []byte)
+}
+
+// rendererCases: A2A's SSE (message/stream) and JSON (message/send)
+// renderers for an interaction-spec client, a basic A2A client
+// (_basic) and a text/plain client (_text_only); AgentVault's SSE.
+func rendererCases() []rendererCase {
+	stream := func(p a2amap.Params) func(o *egress.Output, sc egress.Scenario) egress.Renderer {
+		p.JSONRPCID, p.TaskID, p.ContextID, p.Submitted = json.RawMessage(`"req-002"`), "task-002", "ctx-001", egress.ConformanceTime()
+		return func(o *egress.Output, sc egress.Scenario) egress.Renderer {
+			return NewStream(o, sc.RequestID(), p, sc.From)
+		}
+	}
+	send := func(p a2amap.Params) func(o *egress.Output, sc egress.Scenario) egress.Renderer {
+		p.JSONRPCID = json.RawMessage(`"req-001"`)
+		return func(o *egress.Output, sc egress.Scenario) egress.Renderer { return NewSend(o, sc.RequestID(), p) }
+	}
+	textOnly := []string{"text/plain"}
+	return []rendererCase{
+		{name: StreamFormat, sse: true, make: stream(a2amap.Params{Interaction: true}), check: checkStream},
+		{name: SendFormat, make: send(a2amap.Params{Interaction: true}), check: checkSend},
+		{name: StreamFormat + "_basic", sse: true, make: stream(a2amap.Params{}), check: checkBasic(checkStream)},
+		{name: SendFormat + "_basic", make: send(a2amap.Params{}), check: checkBasic(checkSend)},
+		{name: StreamFormat + "_text_only", sse: true, make: stream(a2amap.Params{AcceptedOutputModes: textOnly, Interaction: true}),
+			check: checkTextOnly(checkStream)},
+		{name: SendFormat + "_text_only", make: send(a2amap.Params{AcceptedOutputModes: textOnly, Interaction: true}),
+			check: checkTextOnly(checkSend)},
+		{name: AgentVaultFormat, sse: true, make: func(o *egress.Output, sc egress.Scenario) egress.Renderer {
+			return NewAgentVaultStream(o, sc.RequestID(), AgentVaultParams{TaskID: "task-abc-123"})
+		}, check: checkAgentVault},
+	}
+}
+
+// TestRendererConformance runs every renderer case through egress's
+// conformance scenarios and compares its output step by step with
+// testdata/<case>/<scenario>.golden (go test -run Conformance -update
+// rewrites them).
 func TestRendererConformance(t *testing.T) {
-	for _, sc := range egress.Scenarios() {
-		t.Run(AgentVaultFormat+"/"+sc.Name, func(t *testing.T) {
-			run, err := egress.RunConformance(sc, func(o *egress.Output) egress.Renderer {
-				return NewAgentVaultStream(o, sc.RequestID(), AgentVaultParams{TaskID: "task-abc-123"})
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := egress.MatchGolden(egress.GoldenPath(AgentVaultFormat, sc.Name), run.Golden, *update); err != nil {
-				t.Error(err)
-			}
-			if run.Started {
-				for h, v := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
-					if run.Header.Get(h) != v {
-						t.Errorf("%s = %q, want %q", h, run.Header.Get(h), v)
-					}
+	old := now
+	now = egress.ConformanceTime
+	defer func() { now = old }()
+	for _, rc := range rendererCases() {
+		for _, sc := range egress.Scenarios() {
+			t.Run(rc.name+"/"+sc.Name, func(t *testing.T) {
+				run, err := egress.RunConformance(sc, func(o *egress.Output) egress.Renderer { return rc.make(o, sc) })
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			if len(run.Body) == 0 {
-				t.Errorf("nothing written")
-			}
-			if run.Header.Get("Content-Type") == "text/event-stream" {
-				if _, err := egress.SSEData(run.Body); err != nil {
+				if err := egress.MatchGolden(egress.GoldenPath(rc.name, sc.Name), run.Golden, *update); err != nil {
 					t.Error(err)
 				}
+				if run.Started && rc.sse {
+					for h, v := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
+						if run.Header.Get(h) != v {
+							t.Errorf("%s = %q, want %q", h, run.Header.Get(h), v)
+						}
+					}
+				}
+				if len(run.Body) == 0 {
+					t.Errorf("nothing written")
+				}
+				if rc.sse && run.Header.Get("Content-Type") == "text/event-stream" {
+					if _, err := egress.SSEData(run.Body); err != nil {
+						t.Error(err)
+					}
+				}
+				rc.check(t, sc, run.Status, run.Body)
+			})
+		}
+	}
+}
+
+// wantErr is the error a scenario ends with, nil when none.
+func wantErr(sc egress.Scenario) error {
+	for _, st := range sc.Steps {
+		if st.Kind == egress.StepEnd {
+			return st.Err
+		}
+	}
+	return nil
+}
+
+// checkTextOnly: with acceptedOutputModes ["text/plain"] no DataPart is
+// sent (they are dropped), besides what check requires.
+func checkTextOnly(check func(t *testing.T, sc egress.Scenario, status int, body []byte)) func(t *testing.T, sc egress.Scenario, status int, body []byte) {
+	return func(t *testing.T, sc egress.Scenario, status int, body []byte) {
+		t.Helper()
+		if bytes.Contains(body, []byte(`"kind":"data"`)) {
+			t.Errorf("a DataPart for a text/plain client:\n%s", body)
+		}
+		check(t, sc, status, body)
+	}
+}
+
+// checkBasic: without the interaction-spec extension no thought part and
+// no function_call/function_response DataPart is sent.
+func checkBasic(check func(t *testing.T, sc egress.Scenario, status int, body []byte)) func(t *testing.T, sc egress.Scenario, status int, body []byte) {
+	return func(t *testing.T, sc egress.Scenario, status int, body []byte) {
+		t.Helper()
+		for _, bad := range []string{`"thought":true`, `"type":"function_call"`, `"type":"function_response"`} {
+			if bytes.Contains(body, []byte(bad)) {
+				t.Errorf("%s for a basic A2A client:\n%s", bad, body)
 			}
-			checkAgentVault(t, sc, run.Body)
-		})
+		}
+		check(t, sc, status, body)
+	}
+}
+
+// checkStream: every data: is a JSON-RPC response with the request's id
+// whose result decodes as an A2A event; a finished stream ends with a final
+// status-update.
+func checkStream(t *testing.T, sc egress.Scenario, status int, body []byte) {
+	if status != 200 {
+		t.Errorf("status %d", status)
+	}
+	var last a2a.Event
+	for _, ev := range sseEvents(body) {
+		var resp struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      string          `json:"id"`
+			Result  json.RawMessage `json:"result"`
+			Error   *jsonrpc.Error  `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(ev.data), &resp); err != nil || resp.JSONRPC != "2.0" || resp.ID != "req-002" {
+			t.Fatalf("bad JSON-RPC response %s: %v", ev.data, err)
+		}
+		if resp.Error != nil {
+			if wantErr(sc) == nil {
+				t.Errorf("unexpected error %+v", resp.Error)
+			}
+			continue
+		}
+		e, err := a2a.UnmarshalEventJSON(resp.Result)
+		if err != nil {
+			t.Fatalf("result is not an A2A event: %v: %s", err, resp.Result)
+		}
+		last = e
+	}
+	if sc.Final {
+		if !a2amap.Closing(last) {
+			t.Errorf("stream does not end with a final event: %#v", last)
+		}
+	}
+}
+
+// checkSend: one JSON-RPC response with the request's id: the error, or a
+// Message for one agent message, a Task for several.
+func checkSend(t *testing.T, sc egress.Scenario, status int, body []byte) {
+	var resp struct {
+		ID     string          `json:"id"`
+		Result json.RawMessage `json:"result"`
+		Error  *jsonrpc.Error  `json:"error"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(body), &resp); err != nil || resp.ID != "req-001" {
+		t.Fatalf("bad response %s: %v", body, err)
+	}
+	if wantErr(sc) != nil {
+		if resp.Error == nil {
+			t.Errorf("no error")
+		}
+		return
+	}
+	e, err := a2a.UnmarshalEventJSON(resp.Result)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch sc.Name {
+	case "spec_12_8", "single_message", "resume_from_3":
+		if _, ok := e.(*a2a.Message); !ok {
+			t.Errorf("one message must be a Message, got %T", e)
+		}
+	default:
+		if _, ok := e.(*a2a.Task); !ok {
+			t.Errorf("several messages must be a Task, got %T", e)
+		}
 	}
 }
 
@@ -81,7 +234,7 @@ func sseEvents(body []byte) []sseEvent {
 
 // checkAgentVault: only the profile's events; a finished scenario ends
 // with a final task_status, a failed one with an error event.
-func checkAgentVault(t *testing.T, sc egress.Scenario, body []byte) {
+func checkAgentVault(t *testing.T, sc egress.Scenario, _ int, body []byte) {
 	t.Helper()
 	evs := sseEvents(body)
 	for _, ev := range evs {
@@ -99,13 +252,7 @@ func checkAgentVault(t *testing.T, sc egress.Scenario, body []byte) {
 			t.Errorf("last event %+v", last)
 		}
 	}
-	var endErr error
-	for _, st := range sc.Steps {
-		if st.Kind == egress.StepEnd {
-			endErr = st.Err
-		}
-	}
-	if endErr != nil && evs[len(evs)-1].event != "error" {
+	if wantErr(sc) != nil && evs[len(evs)-1].event != "error" {
 		t.Errorf("no error event")
 	}
 }
@@ -120,7 +267,7 @@ func TestAgentVaultTaskGolden(t *testing.T) {
 		}
 		t.Run(sc.Name, func(t *testing.T) {
 			env := &e2a.Envelope{RequestID: sc.RequestID(), Params: map[string]any{"text": "question"}}
-			task := egress.BuildA2ATask("task-002", "ctx-001", []egress.A2ARequest{{Envelope: env, Frames: sc.Frames}}, nil)
+			task := a2amap.BuildTask("task-002", "ctx-001", []a2amap.Request{{Envelope: env, Frames: sc.Frames}}, nil)
 			b, err := json.MarshalIndent(AgentVaultTask(task, "2025-01-23T10:30:00Z"), "", "  ")
 			if err != nil {
 				t.Fatal(err)
@@ -144,7 +291,7 @@ func TestAgentVaultTaskMessages(t *testing.T) {
 	frames := []*e2a.Response{
 		frame(0, e2a.KindChunk, e2a.StatusInProgress, false, e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: "one"}),
 		frame(1, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: "one"})}
-	av := AgentVaultTask(egress.BuildA2ATask("task-1", "", []egress.A2ARequest{{Envelope: env, Frames: frames}}, nil), "2026-03-28T14:00:00Z")
+	av := AgentVaultTask(a2amap.BuildTask("task-1", "", []a2amap.Request{{Envelope: env, Frames: frames}}, nil), "2026-03-28T14:00:00Z")
 	if len(av.Messages) != 2 || av.Messages[0].Role != "user" || av.Messages[1].Role != "assistant" || av.Messages[1].Parts[0].Content != any("one") {
 		t.Fatalf("AgentVault task messages %+v", av.Messages)
 	}

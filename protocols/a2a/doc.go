@@ -1,6 +1,6 @@
 // Package a2a is A2A v0.3 and the AgentVault A2A profile (JSON-RPC 2.0)
-// as one package: the calls of their shared endpoint POST /a2a, and
-// AgentVault's renderer, task view and error table.
+// as one package: the calls of their shared endpoint POST /a2a, their
+// renderers, AgentVault's task view, and their error tables.
 //
 // The transports are the host's (ingress: HTTP with batches and
 // notifications); the calls are this package's, described by its
@@ -29,20 +29,32 @@
 //     endpoint's Peek): clients that resolve the card's v0.3 url whatever
 //     the version reach v1.0 here too.
 //
-// A2A's answers come from egress's A2A renderers and values
-// ([host.TaskAnswers]); AgentVault's are this package's: its SSE renderer
-// ([NewAgentVaultStream], format [AgentVaultFormat], on egress's
-// A2AMapper: the A2A events of the frames, in the profile's events), its
-// task view ([AgentVaultTask], from egress.BuildA2ATask over the task's
-// requests) and cancel result, with their conformance case and golden
-// files under testdata/ (agentvault_sse, agentvault_task). A streaming
-// method's JSON answer (an error) is sent as one SSE event, so its client
-// reads every answer as the stream it asked for. Refusals of the gate are
-// JSON-RPC errors with the HTTP status, echoing the call's id when it is
-// readable. The A2A error table is egress's ([Error] is egress.A2AError),
-// as are A2A's renderers, their conformance cases and golden files, and
-// the frame-to-A2A mapping shared with the A2A v1.0 handler, which imports
-// this package for [Continued], [Interaction] and [HistoryLength].
+// The answers are this package's renderers, served over the host
+// (message/stream with Serve, message/send with ServeFrom, tasks/resubscribe
+// and AgentVault's streams with [host.TaskAnswers]' ServeExisting):
+// A2A v0.3's SSE renderer ([NewStream], format [StreamFormat]: a JSON-RPC
+// response per A2A event, plain text chunks written straight from the
+// frame's bytes by its text fast path) and message/send's ([NewSend],
+// [SendFormat]: a Message or a Task), both without the parts the client
+// must not get (no DataPart unless its accepted output modes admit JSON,
+// no thought or function parts unless it declared the interaction spec);
+// AgentVault's SSE renderer ([NewAgentVaultStream], [AgentVaultFormat]:
+// the A2A events of the frames in the profile's events), its task view
+// ([AgentVaultTask]) and cancel result. A streaming method's JSON answer
+// (an error) is sent as one SSE event, so its client reads every answer as
+// the stream it asked for. Refusals of the gate are JSON-RPC errors with
+// the HTTP status, echoing the call's id when it is readable. The error
+// tables are this package's ([Error], [AgentVaultError]), and so are the
+// renderers' conformance cases and golden files under testdata/
+// (a2a_sse[_basic|_text_only], a2a_json[…], agentvault_sse; the task views
+// a2a_task, agentvault_task).
+//
+// The mapping of frames to A2A v0.3 events and values is subpackage
+// a2amap's, a leaf that egress imports too: egress's A2A v0.3 values that
+// the A2A v1.0 handler converts (tasks/get's task, message/send's result,
+// a stream's events) are made by the same Mapper and Aggregator as this
+// package's renderers. The A2A v1.0 handler imports this package for
+// [Continued], [Interaction] and [HistoryLength].
 //
 // A2A and AgentVault are one package because they are one endpoint: one
 // dispatch table, two shared method names answered by the task's record,

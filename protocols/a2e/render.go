@@ -8,6 +8,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
 // Format is the output format of the renderer (egress.Formats, the label
@@ -66,7 +67,7 @@ func (r *renderer) Start() error {
 
 func (r *renderer) base(f *e2a.Response, typ string) Message {
 	m := Message{A2E: Version, ID: strings.ReplaceAll(f.ResponseID, "-", ""), Type: typ, Version: Version, ReqID: r.p.ReqID}
-	if t := egress.FrameTime(f); t != nil {
+	if t := a2amap.FrameTime(f); t != nil {
 		m.TS = float64(t.UnixMicro()) / 1e6
 	}
 	if m.ReqID == "" {
@@ -87,7 +88,7 @@ func (r *renderer) messages(f *e2a.Response) []Message {
 	if !f.IsFinal {
 		return out
 	}
-	o := egress.FinalOutcome(f)
+	o := a2amap.FinalOutcome(f)
 	if f.Status != e2a.StatusFailed && o.Code == "" {
 		m := r.base(f, r.p.respType())
 		m.Result = o.Result
@@ -115,14 +116,14 @@ func (r *renderer) messages(f *e2a.Response) []Message {
 // tool deltas → artifact, custom {kind, data} → that kind, other kinds of
 // frames → status {response_kind, body}.
 func event(f *e2a.Response) (string, map[string]any, bool) {
-	if c, ok := egress.ContentChunk(f); ok {
+	if c, ok := a2amap.ContentChunk(f); ok {
 		switch c.DeltaKind {
 		case e2a.DeltaText:
-			return KindProgress, map[string]any{"text": egress.DeltaText(c.Delta)}, true
+			return KindProgress, map[string]any{"text": a2amap.DeltaText(c.Delta)}, true
 		case e2a.DeltaReasoning:
-			return KindLog, map[string]any{"level": "thought", "text": egress.DeltaText(c.Delta)}, true
+			return KindLog, map[string]any{"level": "thought", "text": a2amap.DeltaText(c.Delta)}, true
 		case e2a.DeltaCustom:
-			if obj, ok := egress.AsMap(c.Delta); ok {
+			if obj, ok := a2amap.AsMap(c.Delta); ok {
 				if k, _ := obj["kind"].(string); k == KindProgress || k == KindArtifact || k == KindLog || k == KindStatus {
 					if d, ok := obj["data"].(map[string]any); ok {
 						return k, d, true
@@ -134,7 +135,7 @@ func event(f *e2a.Response) (string, map[string]any, bool) {
 				return KindArtifact, obj, true
 			}
 		}
-		if obj, ok := egress.AsMap(c.Delta); ok {
+		if obj, ok := a2amap.AsMap(c.Delta); ok {
 			return KindArtifact, obj, true
 		}
 		return KindArtifact, map[string]any{"value": c.Delta}, true

@@ -7,13 +7,15 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // The task seam: A2A v0.3 and the AgentVault profile (package
 // protocols/a2a) keep tasks and contexts in the host's task store under
-// the ownership rule, are answered by egress's A2A and AgentVault
-// renderers, and share /a2a with the host's A2A v1.0 handler.
+// the ownership rule, are answered by the package's renderers over the
+// host's requests (and A2A's values egress makes of them), and share
+// /a2a with the host's A2A v1.0 handler.
 
 // Task is the ownership record of an A2A or AgentVault task in the task
 // store: a session's (who created it with which protocol, the pool
@@ -54,34 +56,40 @@ type TaskCaller interface {
 	Tasks
 }
 
-// TaskAnswers answers A2A v0.3 calls from their requests' frames with
-// egress's renderers, and gives the package what its AgentVault answers
-// need of the pipeline beyond [Host] (existing requests, their frames and
-// envelopes, cancel); *egress.Service is one.
-type TaskAnswers interface {
-	// ServeA2AStream writes message/stream's SSE answer.
-	ServeA2AStream(w http.ResponseWriter, r *http.Request, requestID string, p egress.A2AParams)
-	// ServeA2AResubscribe writes tasks/resubscribe's SSE answer.
-	ServeA2AResubscribe(w http.ResponseWriter, r *http.Request, requestID string, p egress.A2AParams)
-	// ServeA2ASend writes message/send's answer (a Message or a Task).
-	ServeA2ASend(w http.ResponseWriter, r *http.Request, requestID string, p egress.A2AParams)
-	// A2AResult is message/send's result as a value (a batch element).
-	A2AResult(ctx context.Context, requestID string, p egress.A2AParams, opts ...egress.ReplayOption) (a2a.SendMessageResult, error)
-	// A2ATask is the task of tasks/get.
-	A2ATask(ctx context.Context, taskID, contextID string, requestIDs []string, historyLength *int) (*a2a.Task, error)
-	// A2ACancel cancels the task's request and answers the task.
-	A2ACancel(ctx context.Context, taskID, contextID string, requestIDs []string, cancel egress.CancelFunc) (*a2a.Task, error)
+// TaskRequests gives a task protocol package the requests of its tasks
+// beyond [Host]: served again, read whole, canceled.
+type TaskRequests interface {
 	// ServeExisting serves the frames of an existing request (a task's)
 	// with a renderer of the package, as [Answerer.Serve] does, an unknown
 	// request answered egress.ErrNotFound by the renderer.
 	ServeExisting(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer egress.NewRenderer)
 	// LoadRequests reads the envelope and the stored frames of each of a
 	// task's requests (egress.ErrNotFound when none is left).
-	LoadRequests(ctx context.Context, ids []string) ([]egress.A2ARequest, error)
+	LoadRequests(ctx context.Context, ids []string) ([]a2amap.Request, error)
 	// CancelRequest cancels requestID with cancel and awaits its final
 	// frame (egress.ErrNotCancelable when it has finished); it reports
 	// whether the request ended canceled.
 	CancelRequest(ctx context.Context, requestID string, cancel egress.CancelFunc) (bool, error)
+}
+
+// A2AAnswers are the A2A v0.3 answers that are one value, which egress
+// makes from a task's requests (the A2A v1.0 handler converts the same).
+type A2AAnswers interface {
+	// A2AResult is message/send's result as a value (a batch element).
+	A2AResult(ctx context.Context, requestID string, p egress.A2AParams, opts ...egress.ReplayOption) (a2a.SendMessageResult, error)
+	// A2ATask is the task of tasks/get.
+	A2ATask(ctx context.Context, taskID, contextID string, requestIDs []string, historyLength *int) (*a2a.Task, error)
+	// A2ACancel cancels the task's request and answers the task.
+	A2ACancel(ctx context.Context, taskID, contextID string, requestIDs []string, cancel egress.CancelFunc) (*a2a.Task, error)
+}
+
+// TaskAnswers is what package protocols/a2a needs of the pipeline to
+// answer A2A v0.3 and AgentVault calls beyond [Host] (whose Serve, with
+// [RPCHost]'s ServeFrom, serves its renderers for a new request);
+// *egress.Service is one.
+type TaskAnswers interface {
+	TaskRequests
+	A2AAnswers
 }
 
 var _ TaskAnswers = (*egress.Service)(nil)

@@ -1,4 +1,4 @@
-package egress
+package a2amap
 
 import (
 	"encoding/json"
@@ -148,7 +148,7 @@ func resultParts(v any) []a2a.Part {
 // acpUpdate extracts the session/update object from an acp.session_update
 // body: either the notification params {sessionId, update} or the update
 // itself {sessionUpdate, …}.
-func acpUpdate(body map[string]any) map[string]any {
+func ACPUpdate(body map[string]any) map[string]any {
 	if u, ok := body["update"].(map[string]any); ok {
 		return u
 	}
@@ -203,7 +203,7 @@ func ContentChunk(r *e2a.Response) (e2a.ChunkBody, bool) {
 		if err != nil {
 			return e2a.ChunkBody{}, false
 		}
-		return acpToChunk(acpUpdate(body))
+		return acpToChunk(ACPUpdate(body))
 	}
 	return e2a.ChunkBody{}, false
 }
@@ -242,7 +242,7 @@ func FinalOutcome(r *e2a.Response) Outcome {
 		return Outcome{State: st, Message: b.Message, Code: b.Code, Retryable: b.Retryable, Details: b.Details}
 	case e2a.KindACPPromptRes:
 		body, _ := r.BodyMap()
-		switch stopReason(body) {
+		switch StopReason(body) {
 		case e2a.StopCancelled:
 			return Outcome{State: a2a.TaskStateCanceled, Message: "cancelled", Code: e2a.ErrCodeCancelled}
 		case e2a.StopRefusal:
@@ -260,7 +260,7 @@ func FinalOutcome(r *e2a.Response) Outcome {
 	return Outcome{State: a2a.TaskStateCompleted}
 }
 
-func stopReason(body map[string]any) string {
+func StopReason(body map[string]any) string {
 	for _, k := range []string{"stopReason", "stop_reason"} {
 		if s, ok := body[k].(string); ok {
 			return s
@@ -280,7 +280,7 @@ func FrameTime(r *e2a.Response) *time.Time {
 	return &t
 }
 
-func llmID(r *e2a.Response) string {
+func LLMResponseID(r *e2a.Response) string {
 	if r.Metadata == nil {
 		return ""
 	}
@@ -363,6 +363,8 @@ func normalizeA2A(v any) any {
 	return v
 }
 
+// branchKinds are the A2A event kinds of the branches of an
+// a2a.stream_event frame.
 var branchKinds = map[string]string{
 	e2a.BranchTask: "task", e2a.BranchMessage: "message",
 	e2a.BranchStatusUpdate: "status-update", e2a.BranchArtifactUpdate: "artifact-update",
@@ -401,8 +403,16 @@ func roundTrip(v any) any {
 	return out
 }
 
-// nativeEvents returns the A2A event carried by an a2a.* frame.
-func nativeEvents(r *e2a.Response) (a2a.Event, error) {
+// KnownBranch reports whether branch is a branch of an a2a.stream_event
+// frame (task, message, status_update, artifact_update).
+func KnownBranch(branch string) bool {
+	_, ok := branchKinds[branch]
+	return ok
+}
+
+// NativeEvent returns the A2A event carried by an a2a.* frame (nil for
+// any other frame).
+func NativeEvent(r *e2a.Response) (a2a.Event, error) {
 	switch r.ResponseKind {
 	case e2a.KindA2AStreamEvent:
 		b, err := r.StreamEvent()
@@ -424,8 +434,8 @@ func nativeEvents(r *e2a.Response) (a2a.Event, error) {
 	return nil, nil
 }
 
-// isClosing reports whether ev ends an A2A stream by itself.
-func isClosing(ev a2a.Event) bool {
+// Closing reports whether ev ends an A2A stream by itself.
+func Closing(ev a2a.Event) bool {
 	switch e := ev.(type) {
 	case *a2a.TaskStatusUpdateEvent:
 		return e.Final
@@ -437,8 +447,11 @@ func isClosing(ev a2a.Event) bool {
 	return false
 }
 
-// a2aMapper turns frames into A2A stream events for one task.
-type a2aMapper struct {
+// Mapper maps the frames of one request, in order, to the A2A v0.3
+// events a stream carries for them (message/stream, tasks/resubscribe,
+// the A2A v1.0 bindings through egress's event iterator, and the
+// protocols that follow A2A's events in their own shape: AgentVault).
+type Mapper struct {
 	taskID    a2a.TaskID
 	contextID string
 	requestID string
@@ -452,33 +465,70 @@ type a2aMapper struct {
 	runID  a2a.ArtifactID
 }
 
-// A2AMapper maps the frames of one request, in order, to the A2A v0.3
-// events the A2A renderers write for them, for the renderer of a protocol
-// that follows A2A's events in its own shape (AgentVault, package
-// protocols/a2a).
-type A2AMapper struct{ m *a2aMapper }
+// newMapper returns the mapper of the call p from sequence from (from >
+// 0: a resumed stream, whose artifacts are appended to); the task and
+// context ids default to the frames'.
+func newMapper(p Params, from int64) *Mapper {
+	return &Mapper{taskID: a2a.TaskID(p.TaskID), contextID: p.ContextID, resumed: from > 0, seen: map[a2a.ArtifactID]bool{}}
+}
 
-// NewA2AMapper returns the mapper of task taskID; "" names the task
+// NewStreamMapper is the mapper of a stream of requestID's events: unless
+// the stream resumes (p.Resubscribe, from > 0) its submitted
+// status-update goes out before any frame, so its ids are fixed now (the
+// task's, else requestID).
+func NewStreamMapper(requestID string, p Params, from int64) *Mapper {
+	m := newMapper(p, from)
+	m.requestID = requestID
+	if !p.Resubscribe && from == 0 {
+		if m.taskID == "" {
+			m.taskID = a2a.TaskID(requestID)
+		}
+		if m.contextID == "" {
+			m.contextID = string(m.taskID)
+		}
+	}
+	return m
+}
+
+// NewTaskMapper returns the mapper of task taskID; "" names the task
 // requestID.
-func NewA2AMapper(taskID, requestID string) *A2AMapper {
-	m := newA2AMapper(A2AParams{TaskID: taskID}, 0)
+func NewTaskMapper(taskID, requestID string) *Mapper {
+	m := newMapper(Params{TaskID: taskID}, 0)
 	if m.taskID == "" {
 		m.taskID = a2a.TaskID(requestID)
 	}
-	return &A2AMapper{m: m}
+	return m
 }
 
-// TaskID is the id of the mapper's task.
-func (m *A2AMapper) TaskID() string { return string(m.m.taskID) }
+// TaskID is the id of the mapper's task (once a frame or a constructor
+// fixed it).
+func (m *Mapper) TaskID() string { return string(m.taskID) }
 
-// Events returns the A2A events of the next frame r.
-func (m *A2AMapper) Events(r *e2a.Response) ([]a2a.Event, error) { return m.m.events(r) }
+// ContextID is the id of the mapper's context (once a frame or a
+// constructor fixed it).
+func (m *Mapper) ContextID() string { return m.contextID }
 
-func newA2AMapper(p A2AParams, from int64) *a2aMapper {
-	return &a2aMapper{taskID: a2a.TaskID(p.TaskID), contextID: p.ContextID, resumed: from > 0, seen: map[a2a.ArtifactID]bool{}}
+// TextArtifact does for a plain text chunk that is not final (the frame's
+// request, task, context and response ids in r; llm its
+// llm_response_id, "" for none) what Events does, and returns what the
+// one TaskArtifactUpdateEvent Events builds for it carries: its artifact
+// id, its append flag and its metadata's llm_response_id. A renderer that
+// writes the event from the frame's bytes (A2A's text fast path) calls it
+// instead of Events.
+func (m *Mapper) TextArtifact(r *e2a.Response, llm string) (id a2a.ArtifactID, appendTo bool, metaLLM string) {
+	m.bind(r)
+	if llm != "" {
+		id = a2a.ArtifactID(llm)
+	} else {
+		id = m.pieceArtifactID(r, piece{objectType: ObjectChatCompletionChunk, group: "content"})
+		llm = string(id)
+	}
+	appendTo = m.seen[id] || m.resumed
+	m.seen[id], m.last, m.content = true, id, true
+	return id, appendTo, llm
 }
 
-func (m *a2aMapper) bind(r *e2a.Response) {
+func (m *Mapper) bind(r *e2a.Response) {
 	if m.requestID == "" {
 		m.requestID = r.RequestID
 	}
@@ -496,8 +546,8 @@ func (m *a2aMapper) bind(r *e2a.Response) {
 	}
 }
 
-func (m *a2aMapper) artifactID(r *e2a.Response) a2a.ArtifactID {
-	if id := llmID(r); id != "" {
+func (m *Mapper) artifactID(r *e2a.Response) a2a.ArtifactID {
+	if id := LLMResponseID(r); id != "" {
 		return a2a.ArtifactID(id)
 	}
 	return a2a.ArtifactID(r.RequestID)
@@ -507,8 +557,8 @@ func (m *a2aMapper) artifactID(r *e2a.Response) a2a.ArtifactID {
 // llm_response_id (trpc spec), else one artifact per run of text or of
 // reasoning chunks and one per tool or other event, named after the
 // frame's response_id.
-func (m *a2aMapper) pieceArtifactID(r *e2a.Response, p piece) a2a.ArtifactID {
-	if id := llmID(r); id != "" {
+func (m *Mapper) pieceArtifactID(r *e2a.Response, p piece) a2a.ArtifactID {
+	if id := LLMResponseID(r); id != "" {
 		return a2a.ArtifactID(id)
 	}
 	key := p.group
@@ -526,13 +576,15 @@ func (m *a2aMapper) pieceArtifactID(r *e2a.Response, p piece) a2a.ArtifactID {
 	return id
 }
 
-func (m *a2aMapper) statusUpdate(state a2a.TaskState, ts *time.Time, msg *a2a.Message, final bool) *a2a.TaskStatusUpdateEvent {
+// StatusUpdate is a status-update of the mapper's task (the submitted or
+// working one a stream opens with).
+func (m *Mapper) StatusUpdate(state a2a.TaskState, ts *time.Time, msg *a2a.Message, final bool) *a2a.TaskStatusUpdateEvent {
 	return &a2a.TaskStatusUpdateEvent{TaskID: m.taskID, ContextID: m.contextID, Final: final,
 		Status: a2a.TaskStatus{State: state, Timestamp: ts, Message: msg}}
 }
 
 // failureMessage is the agent message of a failed or canceled status.
-func (m *a2aMapper) failureMessage(r *e2a.Response, o Outcome) *a2a.Message {
+func (m *Mapper) failureMessage(r *e2a.Response, o Outcome) *a2a.Message {
 	errMeta := map[string]any{"code": o.Code, "message": o.Message, "retryable": o.Retryable}
 	if len(o.Details) > 0 {
 		errMeta["details"] = o.Details
@@ -541,15 +593,19 @@ func (m *a2aMapper) failureMessage(r *e2a.Response, o Outcome) *a2a.Message {
 		Parts: a2a.ContentParts{a2a.TextPart{Text: o.Message}}, Metadata: map[string]any{"error": errMeta}}
 }
 
-// events maps one frame to the A2A events a stream carries for it.
-func (m *a2aMapper) events(r *e2a.Response) ([]a2a.Event, error) {
+// Events maps the next frame r to the A2A events a stream carries for
+// it: a content chunk's artifact-update, an a2a.* frame's own event, and
+// after a final frame the closing artifact-update and status-update
+// (unless its own event closes the stream). An a2a.* body that is not the
+// A2A object it names is ErrInvalidFrame.
+func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 	m.bind(r)
 	var evs []a2a.Event
 	if c, ok := ContentChunk(r); ok {
 		p, ok := chunkPiece(c)
 		if ok {
 			id := m.pieceArtifactID(r, p)
-			llm := llmID(r)
+			llm := LLMResponseID(r)
 			if llm == "" {
 				llm = string(id)
 			}
@@ -560,7 +616,7 @@ func (m *a2aMapper) events(r *e2a.Response) ([]a2a.Event, error) {
 			m.seen[id], m.last, m.content = true, id, true
 		}
 	} else {
-		ev, err := nativeEvents(r)
+		ev, err := NativeEvent(r)
 		if err != nil {
 			return nil, err
 		}
@@ -571,7 +627,7 @@ func (m *a2aMapper) events(r *e2a.Response) ([]a2a.Event, error) {
 	if !r.IsFinal {
 		return evs, nil
 	}
-	if len(evs) > 0 && isClosing(evs[len(evs)-1]) {
+	if len(evs) > 0 && Closing(evs[len(evs)-1]) {
 		return evs, nil
 	}
 	o := FinalOutcome(r)
@@ -585,12 +641,12 @@ func (m *a2aMapper) events(r *e2a.Response) ([]a2a.Event, error) {
 				id := m.artifactID(r)
 				last.Artifact = &a2a.Artifact{ID: id, Parts: parts}
 				last.Append = m.seen[id] || m.resumed
-				last.Metadata = piece{objectType: ObjectChatCompletion}.meta(llmID(r))
+				last.Metadata = piece{objectType: ObjectChatCompletion}.meta(LLMResponseID(r))
 			}
 		}
-		evs = append(evs, last, m.statusUpdate(a2a.TaskStateCompleted, ts, nil, true))
+		evs = append(evs, last, m.StatusUpdate(a2a.TaskStateCompleted, ts, nil, true))
 	default:
-		evs = append(evs, m.statusUpdate(o.State, ts, m.failureMessage(r, o), true))
+		evs = append(evs, m.StatusUpdate(o.State, ts, m.failureMessage(r, o), true))
 	}
 	return evs, nil
 }

@@ -1,0 +1,354 @@
+package a2amap
+
+import (
+	"strings"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// aggMsg is one agent message being assembled from frames.
+type aggMsg struct {
+	group   string
+	llm     string
+	msg     *a2a.Message
+	thought strings.Builder
+	text    strings.Builder
+	texts   bool
+}
+
+// Aggregator assembles the frames of one request into the A2A result of
+// message/send (trpc "Non-streaming" rules) and the pieces of a Task.
+type Aggregator struct {
+	m         *Mapper
+	msgs      []*aggMsg
+	state     a2a.TaskState
+	status    *a2a.Message
+	ts        *time.Time
+	artifacts []*a2a.Artifact
+	native    a2a.SendMessageResult
+}
+
+// NewAggregator returns the aggregator of requestID's frames for the call
+// p (its task and context ids, default the frames').
+func NewAggregator(requestID string, p Params) *Aggregator {
+	m := newMapper(p, 0)
+	m.requestID = requestID
+	return &Aggregator{m: m, state: a2a.TaskStateSubmitted}
+}
+
+func (a *Aggregator) newMsg(r *e2a.Response, group, llm string, p piece) *aggMsg {
+	metaLLM := llm
+	if metaLLM == "" {
+		metaLLM = r.ResponseID
+	}
+	am := &aggMsg{group: group, llm: llm, msg: &a2a.Message{ID: r.ResponseID, Role: a2a.MessageRoleAgent,
+		ContextID: a.m.contextID, Metadata: p.meta(metaLLM)}}
+	if group == "content" {
+		am.msg.Metadata[MetaObjectType] = ObjectChatCompletion
+	}
+	a.msgs = append(a.msgs, am)
+	return am
+}
+
+// Add adds the next frame r; an a2a.* body that is not the A2A object it
+// names is ErrInvalidFrame.
+func (a *Aggregator) Add(r *e2a.Response) error {
+	a.m.bind(r)
+	if a.state == a2a.TaskStateSubmitted {
+		a.state = a2a.TaskStateWorking
+	}
+	a.ts = FrameTime(r)
+	if c, ok := ContentChunk(r); ok {
+		if p, ok := chunkPiece(c); ok {
+			a.addPiece(r, p)
+		}
+	} else {
+		ev, err := NativeEvent(r)
+		if err != nil {
+			return err
+		}
+		switch e := ev.(type) {
+		case *a2a.Task:
+			a.state, a.status = e.Status.State, e.Status.Message
+			a.artifacts = append(a.artifacts, e.Artifacts...)
+			if r.IsFinal {
+				a.native = e
+			}
+		case *a2a.Message:
+			if r.IsFinal {
+				a.native = e
+			} else {
+				a.msgs = append(a.msgs, &aggMsg{group: "native", msg: e})
+			}
+		case *a2a.TaskStatusUpdateEvent:
+			a.state, a.status = e.Status.State, e.Status.Message
+			if e.Status.Timestamp != nil {
+				a.ts = e.Status.Timestamp
+			}
+		case *a2a.TaskArtifactUpdateEvent:
+			a.mergeArtifact(e)
+		}
+	}
+	if !r.IsFinal || a.native != nil {
+		return nil
+	}
+	o := FinalOutcome(r)
+	a.state = o.State
+	if o.State != a2a.TaskStateCompleted {
+		a.status = a.m.failureMessage(r, o)
+		return nil
+	}
+	if o.HasResult && !a.hasContent() {
+		if parts := resultParts(o.Result); len(parts) > 0 {
+			am := a.newMsg(r, "content", LLMResponseID(r), piece{objectType: ObjectChatCompletion})
+			am.msg.Parts = parts
+		}
+	}
+	return nil
+}
+
+func (a *Aggregator) hasContent() bool {
+	for _, m := range a.msgs {
+		if m.group == "content" {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *Aggregator) addPiece(r *e2a.Response, p piece) {
+	llm := LLMResponseID(r)
+	var cur *aggMsg
+	if n := len(a.msgs); n > 0 && a.msgs[n-1].group == p.group && a.msgs[n-1].llm == llm && p.group != "code" && p.group != "other" {
+		cur = a.msgs[n-1]
+	} else {
+		cur = a.newMsg(r, p.group, llm, p)
+	}
+	if p.group == "content" {
+		for _, part := range p.parts {
+			if tp, ok := part.(a2a.TextPart); ok {
+				if p.thought {
+					cur.thought.WriteString(tp.Text)
+				} else {
+					cur.text.WriteString(tp.Text)
+					cur.texts = true
+				}
+			}
+		}
+		return
+	}
+	cur.msg.Parts = append(cur.msg.Parts, p.parts...)
+}
+
+func (a *Aggregator) mergeArtifact(e *a2a.TaskArtifactUpdateEvent) {
+	if e.Artifact == nil {
+		return
+	}
+	for _, art := range a.artifacts {
+		if art.ID == e.Artifact.ID && e.Append {
+			art.Parts = append(art.Parts, e.Artifact.Parts...)
+			return
+		}
+	}
+	c := *e.Artifact
+	a.artifacts = append(a.artifacts, &c)
+}
+
+// seal writes the assembled text of content messages into their parts.
+func (a *Aggregator) seal() {
+	for _, m := range a.msgs {
+		if m.group != "content" || (m.thought.Len() == 0 && !m.texts) {
+			continue
+		}
+		var parts a2a.ContentParts
+		if m.thought.Len() > 0 {
+			parts = append(parts, a2a.TextPart{Text: m.thought.String(), Metadata: map[string]any{MetaThought: true}})
+		}
+		if m.texts {
+			parts = append(parts, a2a.TextPart{Text: m.text.String()})
+		}
+		m.msg.Parts = append(parts, m.msg.Parts...)
+		m.thought.Reset()
+		m.text.Reset()
+		m.texts = false
+	}
+}
+
+// Result returns the message/send result of the frames added: the
+// frame's own Message or Task when an a2a.* final frame carried one, a
+// Message when a completed request answered with one content message and
+// no artifact, else the Task ([Aggregator.Task]).
+func (a *Aggregator) Result(historyLength *int) a2a.SendMessageResult {
+	a.m.bind(&e2a.Response{RequestID: a.m.requestID})
+	if a.native != nil {
+		return a.native
+	}
+	a.seal()
+	if a.state == a2a.TaskStateCompleted && len(a.msgs) == 1 && a.msgs[0].group == "content" && len(a.artifacts) == 0 {
+		return a.msgs[0].msg
+	}
+	return a.Task(historyLength)
+}
+
+// Task returns the pieces of this request as a Task, the last content
+// message of a completed request as its artifact; historyLength keeps the
+// last N history messages (nil: all).
+func (a *Aggregator) Task(historyLength *int) *a2a.Task {
+	a.m.bind(&e2a.Response{RequestID: a.m.requestID})
+	a.seal()
+	t := &a2a.Task{ID: a.m.taskID, ContextID: a.m.contextID,
+		Status: a2a.TaskStatus{State: a.state, Timestamp: a.ts, Message: a.status}}
+	history, arts := a.history(true)
+	t.History = trimHistory(history, historyLength)
+	t.Artifacts = append(append([]*a2a.Artifact(nil), a.artifacts...), arts...)
+	return t
+}
+
+// history returns the agent messages, and the final reply as an artifact
+// when finalReply and the request completed with a content message last.
+func (a *Aggregator) history(finalReply bool) ([]*a2a.Message, []*a2a.Artifact) {
+	var history []*a2a.Message
+	var arts []*a2a.Artifact
+	last := -1
+	if finalReply && a.state == a2a.TaskStateCompleted {
+		for i := len(a.msgs) - 1; i >= 0; i-- {
+			if a.msgs[i].group == "content" {
+				last = i
+				break
+			}
+		}
+	}
+	for i, m := range a.msgs {
+		msg := *m.msg
+		msg.TaskID = a.m.taskID
+		if i != last {
+			history = append(history, &msg)
+			continue
+		}
+		var thoughts, reply a2a.ContentParts
+		for _, p := range msg.Parts {
+			if tp, ok := p.(a2a.TextPart); ok && tp.Metadata[MetaThought] == true {
+				thoughts = append(thoughts, p)
+			} else {
+				reply = append(reply, p)
+			}
+		}
+		if len(thoughts) > 0 {
+			tm := msg
+			tm.Parts = thoughts
+			history = append(history, &tm)
+		}
+		id := a2a.ArtifactID(m.llm)
+		if id == "" {
+			id = a2a.ArtifactID(msg.ID)
+		}
+		arts = append(arts, &a2a.Artifact{ID: id, Parts: reply})
+	}
+	return history, arts
+}
+
+func trimHistory(h []*a2a.Message, n *int) []*a2a.Message {
+	if n == nil || *n < 0 || len(h) <= *n {
+		return h
+	}
+	return h[len(h)-*n:]
+}
+
+// Request is one request of a task, for rebuilding the task: its
+// envelope and its frames (in order, possibly without a final frame).
+type Request struct {
+	Envelope *e2a.Envelope
+	Frames   []*e2a.Response
+}
+
+// BuildTask rebuilds an A2A Task from the requests of the task, in
+// order (tasks/get): each request's user message (from its envelope) and
+// agent messages in history, the last request's final reply in artifacts,
+// the state of the last request (submitted when it has no frame, working
+// while it runs). historyLength keeps the last N history messages.
+func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2a.Task {
+	t := &a2a.Task{ID: a2a.TaskID(taskID), ContextID: contextID, Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted}}
+	var history []*a2a.Message
+	for i, rq := range reqs {
+		id := ""
+		if rq.Envelope != nil {
+			id = rq.Envelope.RequestID
+			if t.ContextID == "" {
+				t.ContextID = rq.Envelope.ContextID
+			}
+		}
+		if t.ContextID == "" {
+			t.ContextID = taskID
+		}
+		agg := NewAggregator(id, Params{TaskID: taskID, ContextID: t.ContextID})
+		if rq.Envelope != nil {
+			if um := userMessage(rq.Envelope, a2a.TaskID(taskID), t.ContextID); um != nil {
+				history = append(history, um)
+			}
+		}
+		for _, f := range rq.Frames {
+			if err := agg.Add(f); err != nil {
+				continue
+			}
+		}
+		lastReq := i == len(reqs)-1
+		if agg.native != nil {
+			switch n := agg.native.(type) {
+			case *a2a.Message:
+				m := *n
+				agg.msgs = append(agg.msgs, &aggMsg{group: "content", msg: &m})
+			case *a2a.Task:
+				history = append(history, n.History...)
+				if lastReq {
+					t.Artifacts = append(t.Artifacts, n.Artifacts...)
+				}
+			}
+		}
+		agg.seal()
+		h, arts := agg.history(lastReq)
+		history = append(history, h...)
+		if lastReq {
+			t.Artifacts = append(t.Artifacts, agg.artifacts...)
+			t.Artifacts = append(t.Artifacts, arts...)
+			t.Status = a2a.TaskStatus{State: agg.state, Timestamp: agg.ts, Message: agg.status}
+			if n, ok := agg.native.(*a2a.Task); ok {
+				t.Status = n.Status
+			}
+			if len(rq.Frames) == 0 {
+				t.Status.State = a2a.TaskStateSubmitted
+			}
+		}
+	}
+	t.History = trimHistory(history, historyLength)
+	return t
+}
+
+// userMessage returns the user message of a request: params.message when
+// it is an A2A message, else the text of params.text/content/query.
+func userMessage(env *e2a.Envelope, taskID a2a.TaskID, contextID string) *a2a.Message {
+	if mv, ok := env.Params["message"].(map[string]any); ok {
+		if ev, err := decodeA2AEvent("message", mv); err == nil {
+			if m, ok := ev.(*a2a.Message); ok {
+				m.TaskID, m.ContextID = taskID, contextID
+				if m.Role == "" {
+					m.Role = a2a.MessageRoleUser
+				}
+				return m
+			}
+		}
+	}
+	for _, k := range []string{"text", "content", "query"} {
+		if s := env.ParamString(k); s != "" {
+			id := env.MessageID
+			if id == "" {
+				id = env.RequestID
+			}
+			return &a2a.Message{ID: id, Role: a2a.MessageRoleUser, TaskID: taskID, ContextID: contextID,
+				Parts: a2a.ContentParts{a2a.TextPart{Text: s}}}
+		}
+	}
+	return nil
+}

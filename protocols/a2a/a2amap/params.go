@@ -1,0 +1,36 @@
+package a2amap
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Params describes the A2A v0.3 call a response answers (egress.A2AParams
+// is this type).
+type Params struct {
+	// JSONRPCID is the id of the JSON-RPC request, echoed in every response
+	// object (null when empty).
+	JSONRPCID json.RawMessage
+	// TaskID and ContextID name the task; by default the frames' task_id
+	// and context_id, else the request id.
+	TaskID    string
+	ContextID string
+	// Submitted is the time of the submitted status-update that opens a
+	// message/stream (default: when the stream starts).
+	Submitted time.Time
+	// Resubscribe marks tasks/resubscribe: no submitted status-update.
+	Resubscribe bool
+	// HistoryLength keeps the last N history messages of a Task (nil: all).
+	HistoryLength *int
+	// AcceptedOutputModes are the client's configuration.acceptedOutputModes
+	// (empty: any). Without application/json (or a wildcard or +json type)
+	// among them, A2A's renderers (package protocols/a2a) drop DataParts
+	// from every event and result.
+	AcceptedOutputModes []string
+	// Interaction is set when the client declared the trpc interaction
+	// spec (message metadata interaction_spec_version, or the
+	// trpc-a2a-version extension in X-A2A-Extensions). Without it the
+	// answer is basic A2A: no thought parts, no function_call or
+	// function_response DataParts (A2A's renderers drop them).
+	Interaction bool
+}

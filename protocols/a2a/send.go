@@ -1,0 +1,78 @@
+package a2a
+
+import (
+	"encoding/json"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+)
+
+var _ egress.Renderer = (*send)(nil)
+
+// send renders message/send: one JSON-RPC response whose result is a
+// Message (the agent answered with one message) or a Task (several: the
+// intermediate messages in history, the final reply in artifacts). While
+// it waits it writes blank lines, which JSON decoders skip.
+type send struct {
+	o   *egress.Output
+	p   a2amap.Params
+	agg *a2amap.Aggregator
+}
+
+// NewSend returns the A2A v0.3 message/send renderer (format
+// [SendFormat]) of requestID: the frames aggregated by a2amap.Aggregator,
+// then one JSON-RPC response (a Message or a Task without the parts the
+// client must not get, or the error, [Error]).
+func NewSend(o *egress.Output, requestID string, p a2amap.Params) egress.Renderer {
+	return &send{o: o, p: p, agg: a2amap.NewAggregator(requestID, p)}
+}
+
+func (r *send) Start() error {
+	r.o.Header().Set("Content-Type", "application/json")
+	r.o.Header().Set("Cache-Control", "no-cache")
+	return nil
+}
+
+func (r *send) Frame(f *egress.Frame) error {
+	resp, err := f.Decoded()
+	if err != nil {
+		return err
+	}
+	return r.agg.Add(resp)
+}
+
+func (r *send) Heartbeat() error {
+	_, err := r.o.WriteString("\n")
+	return err
+}
+
+func (r *send) End(err error) error {
+	if err != nil {
+		return r.writeRPC(jsonrpc.ErrorResponse(r.p.JSONRPCID, Error(err)))
+	}
+	res := r.agg.Result(r.p.HistoryLength)
+	if drop := partFilter(r.p); drop != nil {
+		if e, ok := dropParts(res, drop); ok {
+			res = e.(a2a.SendMessageResult)
+		} else {
+			// A reply of dropped parts only: the task, whose artifacts are
+			// then empty.
+			e, _ := dropParts(r.agg.Task(r.p.HistoryLength), drop)
+			res = e.(a2a.SendMessageResult)
+		}
+	}
+	return r.writeRPC(jsonrpc.ResultResponse(r.p.JSONRPCID, res))
+}
+
+func (r *send) writeRPC(v jsonrpc.Response) error {
+	r.o.Header().Set("Content-Type", "application/json")
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = r.o.Write(append(b, '\n'))
+	return err
+}

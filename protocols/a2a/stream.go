@@ -1,0 +1,197 @@
+package a2a
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+)
+
+// Output formats of A2A v0.3's renderers (egress.Formats, the label of
+// egress's metrics).
+const (
+	// StreamFormat is message/stream's and tasks/resubscribe's SSE.
+	StreamFormat = egress.FormatA2ASSE
+	// SendFormat is message/send's JSON answer.
+	SendFormat = egress.FormatA2AJSON
+)
+
+// now is the clock of the status-update a stream opens with when the call
+// gives no submitted time; tests fix it.
+var now = time.Now
+
+// fastText enables the text fast path (textEvent); the differential test
+// turns it off to get the reference bytes.
+var fastText = true
+
+var (
+	_ egress.Renderer    = (*stream)(nil)
+	_ egress.PassThrough = (*stream)(nil)
+)
+
+// stream renders message/stream and tasks/resubscribe: SSE whose data: is
+// a JSON-RPC response object with an A2A event as result. The SSE id of
+// the last event of each frame is the frame's sequence, so Last-Event-ID
+// resumes after it.
+type stream struct {
+	o     *egress.Output
+	p     a2amap.Params
+	from  int64
+	m     *a2amap.Mapper
+	rpcID []byte // the JSON-RPC id as encoded, for textEvent
+}
+
+// NewStream returns the A2A v0.3 SSE renderer (format [StreamFormat]) of
+// requestID from sequence from (the resume point; p.Resubscribe for
+// tasks/resubscribe): a submitted status-update first (p.Submitted, else
+// now), or a working one for a resubscription, none when resuming; then
+// each frame's events as a2amap.Mapper maps them, without the parts the
+// client must not get (p.AcceptedOutputModes, p.Interaction); an error
+// ends the stream as a JSON-RPC error ([Error]).
+func NewStream(o *egress.Output, requestID string, p a2amap.Params, from int64) egress.Renderer {
+	return &stream{o: o, p: p, from: from, m: a2amap.NewStreamMapper(requestID, p, from)}
+}
+
+func (r *stream) Start() error {
+	egress.SSEHead(r.o, 0)
+	if err := egress.SSEComment(r.o, "ok"); err != nil {
+		return err
+	}
+	if r.from > 0 {
+		return nil
+	}
+	if r.p.Resubscribe {
+		// A resubscribed stream opens with the task's state too (working;
+		// the replayed frames then move it on), never with a later event.
+		ts := now().UTC()
+		return egress.SSEEventJSON(r.o, "", "", jsonrpc.ResultResponse(r.p.JSONRPCID, r.m.StatusUpdate(a2a.TaskStateWorking, &ts, nil, false)))
+	}
+	ts := r.p.Submitted
+	if ts.IsZero() {
+		ts = now()
+	}
+	ts = ts.UTC()
+	return egress.SSEEventJSON(r.o, "", "", jsonrpc.ResultResponse(r.p.JSONRPCID, r.m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil, false)))
+}
+
+func (r *stream) Frame(f *egress.Frame) error {
+	if b, ok := r.textEvent(f); ok {
+		return egress.SSEEvent(r.o, egress.SeqID(f), "", b)
+	}
+	resp, err := f.Decoded()
+	if err != nil {
+		return err
+	}
+	evs, err := r.m.Events(resp)
+	if err != nil {
+		return err
+	}
+	if drop := partFilter(r.p); drop != nil {
+		var kept []a2a.Event
+		for _, ev := range evs {
+			if e, ok := dropParts(ev, drop); ok {
+				kept = append(kept, e.(a2a.Event))
+			}
+		}
+		evs = kept
+	}
+	if len(evs) == 0 {
+		// Nothing of the frame is for this client.
+		return nil
+	}
+	for i, ev := range evs {
+		id := ""
+		if i == len(evs)-1 {
+			id = egress.SeqID(f)
+		}
+		if err := egress.SSEEventJSON(r.o, id, "", jsonrpc.ResultResponse(r.p.JSONRPCID, ev)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *stream) Heartbeat() error { return egress.SSEComment(r.o, "keep-alive") }
+
+func (r *stream) End(err error) error {
+	if err == nil {
+		return nil
+	}
+	if !r.o.Started() {
+		egress.SSEHead(r.o, 0)
+	}
+	return egress.SSEEventJSON(r.o, "", "", jsonrpc.ErrorResponse(r.p.JSONRPCID, Error(err)))
+}
+
+// PassThrough: the stream reads whole frames only where textEvent does
+// not apply (Frame decodes them then).
+func (*stream) PassThrough() bool { return fastText }
+
+// textEvent renders the event of a plain text chunk, the bulk of a
+// streamed answer, straight from the frame's bytes (egress.ReadTextChunk)
+// into the JSON-RPC response bytes: exactly the bytes json.Marshal gives
+// for the TaskArtifactUpdateEvent that a2amap.Mapper.Events builds for it
+// (TestA2AFastTextMatches), with one partial decode of the frame and without
+// the event, its maps or the reflection encode. ok is false for any other
+// frame, which takes the general path; nothing is changed then. A text
+// part is never filtered out, so the part filters do not apply.
+func (r *stream) textEvent(f *egress.Frame) (out []byte, ok bool) {
+	if !fastText {
+		return nil, false
+	}
+	c, ok := egress.ReadTextChunk(f)
+	if !ok {
+		return nil, false
+	}
+	// The mapper's bookkeeping, as Events does it for this frame.
+	id, appendTo, llm := r.m.TextArtifact(&e2a.Response{ResponseID: c.ResponseID, RequestID: c.RequestID,
+		TaskID: c.TaskID, ContextID: c.ContextID}, c.LLMResponseID)
+	taskID, contextID := r.m.TaskID(), r.m.ContextID()
+
+	if r.rpcID == nil {
+		r.rpcID = encodedRPCID(r.p.JSONRPCID)
+	}
+	b := make([]byte, 0, 256+len(c.Text)+len(id)+len(llm)+len(taskID)+len(contextID))
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, r.rpcID...)
+	b = append(b, `,"result":{"kind":"artifact-update",`...)
+	if appendTo {
+		b = append(b, `"append":true,`...)
+	}
+	b = append(b, `"artifact":{"artifactId":`...)
+	b = jsonstr.Append(b, string(id))
+	b = append(b, `,"parts":[{"kind":"text","text":`...)
+	b = jsonstr.Append(b, c.Text)
+	b = append(b, `}]},"contextId":`...)
+	b = jsonstr.Append(b, contextID)
+	b = append(b, `,"taskId":`...)
+	b = jsonstr.Append(b, taskID)
+	b = append(b, `,"metadata":{"llm_response_id":`...)
+	b = jsonstr.Append(b, llm)
+	b = append(b, `,"object_type":"chat.completion.chunk","tag":""}}}`...)
+	return b, true
+}
+
+// encodedRPCID is a JSON-RPC id as json.Marshal writes a RawMessage
+// (compacted, HTML-escaped), null when absent.
+func encodedRPCID(id json.RawMessage) []byte {
+	if len(id) == 0 {
+		return []byte("null")
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, id) != nil {
+		return []byte("null")
+	}
+	out, err := json.Marshal(json.RawMessage(buf.Bytes()))
+	if err != nil {
+		return []byte("null")
+	}
+	return out
+}

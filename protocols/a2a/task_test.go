@@ -1,0 +1,116 @@
+package a2a
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+)
+
+// taskGolden compares v, indented, with testdata/<dir>/<name>.golden
+// (-update rewrites it).
+func taskGolden(t *testing.T, dir, name string, v any) []byte {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, '\n')
+	path := filepath.Join("testdata", dir, name+".golden")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(b, want) {
+		t.Errorf("differs from %s (run with -update after checking):\n--- got\n%s\n--- want\n%s", path, b, want)
+	}
+	return b
+}
+
+// TestTasksGetGolden rebuilds the task of every finished scenario as
+// A2A tasks/get answers it (a2amap.BuildTask) and compares it with
+// testdata/a2a_task (the AgentVault view of the same tasks is
+// testdata/agentvault_task). No part list is ever null: the reply text of
+// every turn is in the task.
+func TestTasksGetGolden(t *testing.T) {
+	for _, sc := range egress.Scenarios() {
+		if !sc.Final || sc.From > 0 {
+			continue
+		}
+		t.Run(sc.Name, func(t *testing.T) {
+			env := &e2a.Envelope{RequestID: sc.RequestID(), Params: map[string]any{"text": "question"}}
+			task := a2amap.BuildTask("task-002", "ctx-001", []a2amap.Request{{Envelope: env, Frames: sc.Frames}}, nil)
+			b := taskGolden(t, "a2a_task", sc.Name, task)
+			if strings.Contains(string(b), `"parts": null`) {
+				t.Errorf("null parts in tasks/get:\n%s", b)
+			}
+		})
+	}
+}
+
+// TestTasksGetMultiTurnKeepsReplies: every earlier turn's reply keeps its
+// text in history.
+func TestTasksGetMultiTurnKeepsReplies(t *testing.T) {
+	turn := func(id, text string) a2amap.Request {
+		return a2amap.Request{Envelope: &e2a.Envelope{RequestID: id, Params: map[string]any{"text": "q " + id}}, Frames: []*e2a.Response{
+			chunkFrame(id, 0, e2a.DeltaReasoning, "thinking "+id, ""),
+			chunkFrame(id, 1, e2a.DeltaText, text, ""),
+			frameAt(id, 2, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: text}, nil)}}
+	}
+	task := a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{turn("q1", "reply one"), turn("q2", "reply two"), turn("q3", "reply three")}, nil)
+	b, _ := json.Marshal(task)
+	for _, want := range []string{"reply one", "reply two", "reply three", "thinking q1", "thinking q3"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("tasks/get lost %q: %s", want, b)
+		}
+	}
+	if strings.Contains(string(b), `"parts":null`) {
+		t.Errorf("null parts: %s", b)
+	}
+	taskGolden(t, "a2a_task", "multi_turn", task)
+}
+
+// TestBuildTaskAcrossRequests: a task of two requests, the second
+// running, and of one finished request with historyLength 1.
+func TestBuildTaskAcrossRequests(t *testing.T) {
+	env1 := &e2a.Envelope{RequestID: "q1", Params: map[string]any{"text": "first"}}
+	env2 := &e2a.Envelope{RequestID: "q2", MessageID: "u2", Params: map[string]any{"message": map[string]any{
+		"message_id": "u2", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "second"}}}}}
+	f1 := []*e2a.Response{chunkFrame("q1", 0, e2a.DeltaText, "one", ""), frameAt("q1", 1, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: "one"}, nil)}
+	f2 := []*e2a.Response{chunkFrame("q2", 0, e2a.DeltaText, "two", "")}
+	task := a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{{Envelope: env1, Frames: f1}, {Envelope: env2, Frames: f2}}, nil)
+	if task.Status.State != "working" || len(task.History) != 4 {
+		t.Fatalf("task %+v", task)
+	}
+	if task.History[2].ID != "u2" || task.History[2].Role != "user" {
+		t.Fatalf("user message %+v", task.History[2])
+	}
+	one := 1
+	got := a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{{Envelope: env1, Frames: f1}}, &one)
+	if len(got.History) != 1 || got.Status.State != "completed" || len(got.Artifacts) != 1 {
+		t.Fatalf("finished task %+v", got)
+	}
+	// Every message keeps its text (the aggregate is sealed).
+	if len(got.Artifacts[0].Parts) != 1 || got.Artifacts[0].Parts[0].(a2a.TextPart).Text != "one" {
+		t.Fatalf("artifact parts %+v", got.Artifacts[0].Parts)
+	}
+	if len(task.History[1].Parts) == 0 {
+		t.Fatalf("earlier reply without parts: %+v", task.History[1])
+	}
+}
