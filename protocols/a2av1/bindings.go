@@ -65,9 +65,9 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 		if !ok {
 			return
 		}
-		max := b.h.MaxBody()
-		r.Body = http.MaxBytesReader(w, r.Body, max)
-		if checkRPC && !checkCall(w, r, max) {
+		limit := b.h.MaxBody()
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		if checkRPC && !checkCall(w, r, limit) {
 			return
 		}
 		ctx := r.Context()
@@ -84,11 +84,11 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 // v0.3 is served (the SDK would answer a bare "method not found"), a batch
 // a -32600 (the SDK reads one call and would answer -32602 with a Go type
 // error; A2A defines no batches). Otherwise r's body is the body read.
-func checkCall(w http.ResponseWriter, r *http.Request, max int64) bool {
+func checkCall(w http.ResponseWriter, r *http.Request, limit int64) bool {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		host.RefuseJSONRPC(w, nil, host.Refusal{Status: http.StatusRequestEntityTooLarge, RPCCode: jsonrpc.CodeInvalidRequest,
-			Message: "Invalid Request: body exceeds " + strconv.FormatInt(max, 10) + " bytes"})
+			Message: "Invalid Request: body exceeds " + strconv.FormatInt(limit, 10) + " bytes"})
 		return false
 	}
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {

@@ -49,9 +49,10 @@
 // (Continued, Interaction): it cannot import this package, which imports
 // it.
 //
-// The v1.0 wire is checked end to end against golden files (ingress's
-// TestA2AV1WireGolden, run over the whole pipeline: the specification's
-// examples on both HTTP bindings, under ingress/testdata/a2av1_wire/), and the
+// The v1.0 wire is checked end to end against golden files under
+// testdata/wire/ (written by ingress's TestA2AV1WireGolden, which needs
+// the whole pipeline: the specification's examples on both HTTP bindings;
+// protocols.TestBindingsWire checks they exist), and the
 // decoding of SendMessage by FuzzNormalizeV1Send (its corpus under
 // testdata/fuzz/).
 package a2av1

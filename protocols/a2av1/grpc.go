@@ -36,12 +36,12 @@ func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 	d.Methods = slices.Clone(desc.Methods)
 	for i := range d.Methods {
 		next := d.Methods[i].Handler
-		d.Methods[i].Handler = func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
+		d.Methods[i].Handler = func(srv any, ctx context.Context, dec func(any) error, intercept grpc.UnaryServerInterceptor) (any, error) {
 			ctx, err := g.admit(ctx)
 			if err != nil {
 				return nil, err
 			}
-			return next(srv, ctx, dec, in)
+			return next(srv, ctx, dec, intercept)
 		}
 	}
 	d.Streams = slices.Clone(desc.Streams)
