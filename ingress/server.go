@@ -221,8 +221,9 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 //	                                             protocols/a2a, its endpoint served by serveRPC
 //	                                             from the registry; a single v1.0 call goes to
 //	                                             the v1.0 handler)
-//	POST /a2a/v1, /a2a/v1/…                      A2A v1.0 JSON-RPC and HTTP+JSON (package
-//	                                             protocols/a2av1's bindings, from the registry)
+//	POST /a2a/v1                                 A2A v1.0 JSON-RPC, and under /a2a/v1/ its
+//	                                             HTTP+JSON binding (package protocols/a2av1's
+//	                                             bindings, from the registry)
 //	POST /a2e                                    A2E NDJSON messages (package protocols/a2e,
 //	                                             mounted from the registry)
 //	POST /acp                                    ACP JSON-RPC (package protocols/acp, its
