@@ -18,7 +18,11 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/ (A2A v1.0 wire: testdata/a2av1_wire)")
+var update = flag.Bool("update", false, "rewrite the golden files (A2A v1.0 wire: package protocols/a2av1's, "+wireGolden+")")
+
+// wireGolden is where the A2A v1.0 wire's golden files are: with the
+// package that owns the wire (protocols.TestPackageConformance checks them).
+var wireGolden = filepath.Join("..", "protocols", "a2av1", "testdata", "wire")
 
 // The request bodies of the specification's examples (§6.1, §6.2, §6.4).
 const (
@@ -133,7 +137,7 @@ func TestA2AV1WireGolden(t *testing.T) {
 			if err := enc.Encode(got); err != nil {
 				t.Fatal(err)
 			}
-			testkit.Golden(t, filepath.Join("testdata", "a2av1_wire", c.name+".json"), buf.Bytes(), *update)
+			testkit.Golden(t, filepath.Join(wireGolden, c.name+".json"), buf.Bytes(), *update)
 		})
 	}
 }

@@ -7,13 +7,11 @@ import (
 	"net/url"
 	"strings"
 
-	a2av1 "github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
-
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
+	"github.com/e2a-pipeline/pipeline/protocols/a2av1"
 )
 
 // Version is the pipeline version announced in the agent card.
@@ -100,7 +98,7 @@ func (s *Server) AgentCard(base string) map[string]any {
 			m["authSchemes"] = av
 		}
 	}
-	addV1Card(m, base, s.grpcURL(base))
+	a2av1.AddCard(m, base, s.grpcURL(base))
 	return m
 }
 
@@ -138,47 +136,6 @@ func isLoopbackHost(h string) bool {
 	}
 	ip := net.ParseIP(h)
 	return ip != nil && ip.IsLoopback()
-}
-
-// addV1Card makes the v0.3 card m one card for both generations: the v1.0
-// supportedInterfaces (v1.0 JSON-RPC and HTTP+JSON at A2AV1Path, v0.3
-// JSON-RPC at /a2a), and each security scheme and requirement also in its
-// v1.0 form, as the SDK's v0.3 compatibility layer writes them (v0.3
-// members kept: v0.3 clients read url, preferredTransport, protocolVersion
-// and the v0.3 scheme members; v1.0 clients the others).
-func addV1Card(m map[string]any, base, grpcURL string) {
-	b, _ := json.Marshal(m)
-	v1, err := a2av0.NewAgentCardParser()(b)
-	if err != nil {
-		return
-	}
-	m["supportedInterfaces"] = []*a2av1.AgentInterface{
-		{URL: base + A2AV1Path, ProtocolBinding: a2av1.TransportProtocolJSONRPC, ProtocolVersion: a2av1.Version},
-		{URL: base + A2AV1Path, ProtocolBinding: a2av1.TransportProtocolHTTPJSON, ProtocolVersion: a2av1.Version},
-		{URL: base + "/a2a", ProtocolBinding: a2av1.TransportProtocolJSONRPC, ProtocolVersion: "0.3"},
-	}
-	if grpcURL != "" {
-		m["supportedInterfaces"] = append(m["supportedInterfaces"].([]*a2av1.AgentInterface),
-			&a2av1.AgentInterface{URL: grpcURL, ProtocolBinding: a2av1.TransportProtocolGRPC, ProtocolVersion: a2av1.Version})
-	}
-	if len(v1.SecuritySchemes) == 0 {
-		return
-	}
-	var v1Schemes map[string]map[string]any
-	if b, err := json.Marshal(v1.SecuritySchemes); err == nil && json.Unmarshal(b, &v1Schemes) == nil {
-		var v03 map[string]map[string]any
-		if b, err := json.Marshal(m["securitySchemes"]); err == nil && json.Unmarshal(b, &v03) == nil {
-			for name, v := range v1Schemes {
-				for k, x := range v {
-					if v03[name] != nil {
-						v03[name][k] = x
-					}
-				}
-			}
-			m["securitySchemes"] = v03
-		}
-	}
-	m["securityRequirements"] = v1.SecurityRequirements
 }
 
 func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {

@@ -107,6 +107,7 @@ type protocolHost struct{ s *Server }
 var (
 	_ host.RPCHost  = protocolHost{}
 	_ host.TaskHost = protocolHost{}
+	_ host.V1Host   = protocolHost{}
 )
 
 // Admit is the gate.
@@ -220,6 +221,9 @@ func (h protocolHost) TaskAnswers() host.TaskAnswers { return h.s.egress }
 // A2AV1 is the A2A v1.0 JSON-RPC handler (of A2AV1Path).
 func (h protocolHost) A2AV1() http.Handler { return h.s.v1rpc }
 
+// V1Answers is the server's egress service.
+func (h protocolHost) V1Answers() host.V1Answers { return h.s.egress }
+
 // Logger is the server's logger.
 func (h protocolHost) Logger() *slog.Logger { return h.s.opts.log }
 
@@ -239,7 +243,10 @@ type caller struct {
 	rec *statusRecorder // of the HTTP answer, for its log line; may be nil
 }
 
-var _ host.Caller = caller{}
+var (
+	_ host.Caller   = caller{}
+	_ host.V1Caller = caller{}
+)
 
 // Input is the server's input for the principal.
 func (c caller) Input(r *http.Request, body []byte, agent string) normalizer.Input {
@@ -265,6 +272,62 @@ func (c caller) Publish(ctx context.Context, pool string, env *e2a.Envelope) (ho
 // StreamSlot is acquireStream.
 func (c caller) StreamSlot(w http.ResponseWriter, refuse host.Refuse) (func(), bool) {
 	return c.s.acquireStream(w, c.p, refuse)
+}
+
+// The A2A v1.0 seam (host.V1Caller): the caller's tasks and contexts
+// under the ownership rule, errors returned.
+
+// HeaderInput is the server's input of a call's headers for the principal.
+func (c caller) HeaderInput(header http.Header, agent string) normalizer.Input {
+	return c.s.inputFrom(header, nil, c.p, agent)
+}
+
+// AcquireStream is streamSlot.
+func (c caller) AcquireStream() (func(), bool) {
+	release, f := c.s.streamSlot(c.p)
+	return release, f == nil
+}
+
+// Task is the owned task record (rpcCaller's).
+func (c caller) Task(ctx context.Context, id string, a tenant.Access) (*host.Task, error) {
+	return rpcCaller{s: c.s, p: c.p}.Task(ctx, id, a)
+}
+
+// CheckTaskOpen is taskOpen, its errors matching the host's sentinels too.
+func (c caller) CheckTaskOpen(ctx context.Context, t *host.Task) error {
+	return hostError(c.s.taskOpen(ctx, &TaskRecord{ID: t.ID, RequestIDs: t.RequestIDs}))
+}
+
+// ClaimContextID is claimContext, its errors matching the host's
+// sentinels too.
+func (c caller) ClaimContextID(ctx context.Context, contextID string) error {
+	return hostError(c.s.claimContext(ctx, c.p, contextID))
+}
+
+// RecordTask appends requestID to the task's record (rpcCaller's).
+func (c caller) RecordTask(ctx context.Context, t host.Task, requestID string, created bool) {
+	rpcCaller{s: c.s, p: c.p}.RecordTask(ctx, t, requestID, created)
+}
+
+// ListTasks lists the task records the principal may read that keep
+// accepts, reading at most max keys.
+func (c caller) ListTasks(ctx context.Context, max int, keep func(*host.ListedTask) bool) ([]*host.ListedTask, error) {
+	var out []*host.ListedTask
+	_, err := c.s.opts.tasks.list(ctx, KindTask, max, func(r *TaskRecord) bool {
+		if !c.p.Tenant().Allows(tenant.Read, r.Principal) {
+			return false
+		}
+		t := &host.ListedTask{Task: host.Task{Session: host.Session{ID: r.ID, Protocol: r.Protocol, Pool: r.Pool,
+			RequestIDs: r.RequestIDs}, ContextID: r.ContextID}, Updated: r.Updated}
+		if keep(t) {
+			out = append(out, t)
+		}
+		return false // kept in out, converted
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // rpcCaller is a principal a JSON-RPC transport admitted, as the calls of
@@ -354,6 +417,8 @@ var hostKinds = []struct{ ingress, host error }{
 	{ErrTooLarge, host.ErrTooLarge},
 	{ErrBackpressure, host.ErrBackpressure},
 	{ErrTaskNotFound, host.ErrSessionNotFound},
+	{ErrInvalidPool, host.ErrInvalidPool},
+	{ErrTaskTerminal, host.ErrTaskTerminal},
 }
 
 // hostError returns err matching the host's sentinel of its kind as well,

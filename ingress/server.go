@@ -17,6 +17,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/workflow"
 )
@@ -31,8 +32,10 @@ type Server struct {
 	metrics *metrics
 	js      jetstream.JetStream
 	nc      *nats.Conn
-	// v1rpc and v1rest serve A2A v1.0 (a2av1Handlers).
-	v1rpc, v1rest http.Handler
+	// v1 are the A2A v1.0 bindings (a2av1Bindings); v1rpc is their
+	// JSON-RPC handler counted in the requests metric (a2a, v1).
+	v1    host.V1Bindings
+	v1rpc http.Handler
 }
 
 type options struct {
@@ -203,7 +206,8 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 	}
 	o.tasks = ts
 	srv := &Server{pub: NewPublisher(js, o.publishTimeout), egress: eg, opts: o, metrics: m, js: js, nc: nc}
-	srv.v1rpc, srv.v1rest = srv.a2av1Handlers()
+	srv.v1 = srv.a2av1Bindings()
+	srv.v1rpc = srv.counted("a2a", "v1", srv.v1.JSONRPC)
 	if o.poolTTL > 0 {
 		srv.pools = newPools(js, o.poolTTL, o.now)
 	}
@@ -218,6 +222,9 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 //	                                             protocols/a2a, its endpoint served by serveRPC
 //	                                             from the registry; a single v1.0 call goes to
 //	                                             the v1.0 handler)
+//	POST /a2a/v1                                 A2A v1.0 JSON-RPC, and under /a2a/v1/ its
+//	                                             HTTP+JSON binding (package protocols/a2av1's
+//	                                             bindings, from the registry)
 //	POST /a2e                                    A2E NDJSON messages (package protocols/a2e,
 //	                                             mounted from the registry)
 //	POST /acp                                    ACP JSON-RPC (package protocols/acp, its
@@ -228,7 +235,7 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 //	POST /oauth/token                            OAuth2 client credentials (when enabled)
 func (s *Server) Register(mux *http.ServeMux) {
 	mux.Handle("POST "+A2AV1Path, s.v1rpc)
-	mux.Handle(A2AV1Path+"/", s.v1rest)
+	mux.Handle(A2AV1Path+"/", s.counted("a2a", "v1", s.v1.REST))
 	mux.HandleFunc("GET /.well-known/agent-card.json", s.handleCard)
 	mux.HandleFunc("GET /.well-known/agent.json", s.handleCard)
 	// Beside each A2A interface URL too: clients and the A2A TCK that are

@@ -9,6 +9,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a"
+	"github.com/e2a-pipeline/pipeline/protocols/a2av1"
 	"github.com/e2a-pipeline/pipeline/protocols/a2e"
 	"github.com/e2a-pipeline/pipeline/protocols/acp"
 	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
@@ -55,6 +56,15 @@ type Protocol struct {
 	// transports (HTTP with batches and notifications; "stdio": lines).
 	// Its renderer conformance cases are that package's, as for Routes.
 	RPC func(h host.RPCHost) host.RPCEndpoint
+	// Bindings, set for a protocol that is one package answered through
+	// an SDK's transports (A2A v1.0, protocols/a2av1: a2a-go's JSON-RPC,
+	// HTTP+JSON and gRPC bindings over the package's request handler), are
+	// its bindings over the pipeline host; ingress serves the HTTP ones at
+	// the first of Paths and registers the gRPC service on its gRPC server
+	// ("grpc"). Its answers are egress's A2A events converted by the SDK,
+	// so it has no Formats and no renderer conformance case; its wire's
+	// golden files are under protocols/<Dir>/testdata/wire/.
+	Bindings func(h host.V1Host) host.V1Bindings
 	// EgressRenderers: the package's renderers (Formats) are egress's,
 	// with their conformance cases and golden files under egress/testdata:
 	// E2A's, which are egress's own read API (GET /v1/requests/{id}[/stream]
@@ -62,19 +72,23 @@ type Protocol struct {
 	// checks them instead of protocols.TestPackageConformance.
 	EgressRenderers bool
 	// In names the protocol package (protocols/<In>) that owns the
-	// protocol when it is not its own entry's: AgentVault is package a2a's
-	// (the endpoint is on the A2A entry), with its renderer, conformance
-	// case and golden files there.
+	// protocol when its directory is not the entry's Name: AgentVault is
+	// package a2a's (the endpoint is on the A2A entry), with its renderer,
+	// conformance case and golden files there; A2A v1.0 is package a2av1
+	// (a name with a dot is no package's).
 	In string
 }
 
-// Package reports whether the protocol is one package (protocols/<Name>),
-// mounted from its Routes or its RPC endpoint.
-func (p Protocol) Package() bool { return p.Routes != nil || p.RPC != nil }
+// Package reports whether the protocol is one package (protocols/<Dir>),
+// mounted from its Routes, its RPC endpoint or its Bindings.
+func (p Protocol) Package() bool { return p.Routes != nil || p.RPC != nil || p.Bindings != nil }
 
 // PackageRenderers reports whether the protocol's renderers are its
-// package's, with their conformance cases under protocols/<Dir>.
-func (p Protocol) PackageRenderers() bool { return (p.Package() || p.In != "") && !p.EgressRenderers }
+// package's, with their conformance cases under protocols/<Dir> (a
+// protocol answered through an SDK's Bindings has no renderer).
+func (p Protocol) PackageRenderers() bool {
+	return (p.Package() || p.In != "") && !p.EgressRenderers && p.Bindings == nil
+}
 
 // Dir is the directory of the protocol's package under protocols/: In
 // when set, else Name.
@@ -123,12 +137,16 @@ var all = []Protocol{
 		Formats: []string{a2a.AgentVaultFormat},
 		Errors:  a2a.AgentVaultError,
 		In:      A2A},
-	// A2A v1.0 requests are read into the A2A adapter's types by the SDK's
-	// transports; the answers are egress's events in v1.0 shapes. A single
-	// v1.0 call at /a2a is handed to the v1.0 handler by protocols/a2a.
+	// A2A v1.0 is package protocols/a2av1 (In): its request handler
+	// behind the SDK's transports (Bindings) reads requests into the A2A
+	// adapter's types and answers with egress's events in v1.0 shapes. A
+	// single v1.0 call at /a2a is handed to its JSON-RPC binding by
+	// protocols/a2a.
 	{Name: A2AV1, Title: "A2A", Version: "1.0", Adapter: normalizer.ProtocolA2A,
-		Paths:   []string{"/a2a/v1", a2a.Path, "grpc"},
-		Methods: a2a.V1Methods},
+		Paths:    []string{a2av1.Path, a2a.Path, "grpc"},
+		Methods:  a2a.V1Methods,
+		Bindings: a2av1.Bindings,
+		In:       "a2av1"},
 	{Name: ACP, Title: "ACP", Version: "1", Adapter: normalizer.ProtocolACP,
 		Paths:       []string{acp.Path, "stdio"},
 		Methods:     acp.Methods,

@@ -53,8 +53,9 @@
 // a2amap's, a leaf that egress imports too: egress's A2A v0.3 values that
 // the A2A v1.0 handler converts (tasks/get's task, message/send's result,
 // a stream's events) are made by the same Mapper and Aggregator as this
-// package's renderers. The A2A v1.0 handler imports this package for
-// [Continued], [Interaction] and [HistoryLength].
+// package's renderers. The A2A v1.0 package (protocols/a2av1) imports
+// this one for [Continued], [Interaction] and [Path]; the v1.0 method
+// names ([V1Methods]) are here because this endpoint's Peek needs them.
 //
 // A2A and AgentVault are one package because they are one endpoint: one
 // dispatch table, two shared method names answered by the task's record,

@@ -28,6 +28,14 @@
 // existing requests, their frames and their cancel for AgentVault's; the
 // A2A v1.0 handler).
 //
+// A2A v1.0 (protocols/a2av1) implements a2a-go's request handler behind
+// the SDK's transports, which write its Go errors in each binding's shape:
+// its caller is a [V1Caller] ([TaskStore]: the caller's tasks, their
+// listing and its contexts, errors returned rather than answered), its
+// host a [V1Host] ([HeaderGate]: the gate of a gRPC call's metadata;
+// [V1Answers]: egress's A2A events and values), and it hands the host its
+// [V1Bindings] to mount.
+//
 // It is a leaf: the protocol packages (protocols/<name>) import it and
 // cannot import ingress, which implements [Host] and [RPCHost] over its
 // server, mounts each protocol's [Route]s and serves each [RPCEndpoint]

@@ -1,4 +1,4 @@
-package ingress
+package a2av1
 
 import (
 	"encoding/json"
@@ -40,7 +40,7 @@ func FuzzNormalizeV1Send(f *testing.F) {
 		if streaming {
 			method = normalizer.A2AMessageStream
 		}
-		res, err := normalizeV1Send(n, normalizer.Input{Channel: "http", Now: now}, &req, method)
+		res, err := normalizeSend(n, normalizer.Input{Channel: "http", Now: now}, &req, method)
 		if err != nil {
 			for _, kind := range []error{a2a.ErrInvalidParams, a2a.ErrInvalidRequest, a2a.ErrUnsupportedOperation, a2a.ErrPushNotificationNotSupported} {
 				if errors.Is(err, kind) {

@@ -1,0 +1,128 @@
+package a2av1
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"google.golang.org/grpc/codes"
+
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
+)
+
+func TestCursor(t *testing.T) {
+	tok := encodeCursor(&host.ListedTask{Task: host.Task{Session: host.Session{ID: "t\n1"}}, Updated: "2026-11-25T12:00:00Z"})
+	c, err := decodeCursor(tok)
+	if err != nil || c.updated != "2026-11-25T12:00:00Z" || c.id != "t\n1" {
+		t.Fatalf("round trip: %+v %v", c, err)
+	}
+	if c, err := decodeCursor(""); c != nil || err != nil {
+		t.Errorf("no token: %+v %v", c, err)
+	}
+	for _, bad := range []string{"!", "bm8tbmV3bGluZQ"} { // not base64url; no newline
+		if _, err := decodeCursor(bad); !errors.Is(err, errCursor) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+func TestSDKError(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want error
+	}{
+		{egress.ErrNotFound, a2a.ErrTaskNotFound},
+		{fmt.Errorf("x: %w", host.ErrSessionNotFound), a2a.ErrTaskNotFound},
+		{egress.ErrNotCancelable, a2a.ErrTaskNotCancelable},
+		{host.ErrInvalidPool, a2a.ErrInvalidParams},
+		{host.ErrUnknownPool, a2a.ErrInvalidParams},
+		{host.ErrConflict, a2a.ErrInvalidParams},
+		{host.ErrTooLarge, a2a.ErrInvalidRequest},
+		{host.ErrTaskTerminal, a2a.ErrUnsupportedOperation},
+		{context.Canceled, context.Canceled},
+		{host.ErrBackpressure, a2a.ErrServerError},
+		{errors.New("anything else"), a2a.ErrServerError},
+	} {
+		if got := sdkError(c.err); !errors.Is(got, c.want) {
+			t.Errorf("%v: %v, want %v", c.err, got, c.want)
+		}
+	}
+	if sdkError(nil) != nil {
+		t.Error("nil")
+	}
+}
+
+func TestGRPCCode(t *testing.T) {
+	for code, want := range map[string]codes.Code{"unauthenticated": codes.Unauthenticated, "forbidden": codes.PermissionDenied,
+		"rate_limit_exceeded": codes.ResourceExhausted, "unavailable": codes.Unavailable} {
+		if got := grpcCode(code); got != want {
+			t.Errorf("%s: %v, want %v", code, got, want)
+		}
+	}
+}
+
+func TestRESTRefuse(t *testing.T) {
+	w := httptest.NewRecorder()
+	restRefuse(w, host.Refusal{Status: http.StatusTooManyRequests, Message: "slow down"})
+	var body struct {
+		Error struct {
+			Code            int
+			Status, Message string
+		}
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != 429 || body.Error.Code != 429 ||
+		body.Error.Status != "RESOURCE_EXHAUSTED" || body.Error.Message != "slow down" {
+		t.Fatalf("%d %s %v", w.Code, w.Body, err)
+	}
+}
+
+// TestCheckCall: a batch and a v0.3 method are answered before the SDK
+// reads the body; another call goes on with its body intact.
+func TestCheckCall(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		ok   bool
+		want string
+	}{
+		{`[{"jsonrpc":"2.0","id":1,"method":"GetTask"}]`, false, `"code":-32600`},
+		{`{"jsonrpc":"2.0","id":"a","method":"message/send"}`, false, `"id":"a"`},
+		{`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t"}}`, true, ""},
+	} {
+		r := httptest.NewRequest(http.MethodPost, Path, strings.NewReader(c.body))
+		w := httptest.NewRecorder()
+		if got := checkCall(w, r, 1<<20); got != c.ok {
+			t.Errorf("%s: %v", c.body, got)
+		}
+		if !strings.Contains(w.Body.String(), c.want) {
+			t.Errorf("%s: answered %s", c.body, w.Body)
+		}
+		if c.ok {
+			if b, _ := io.ReadAll(r.Body); string(b) != c.body {
+				t.Errorf("body %q", b)
+			}
+		}
+	}
+}
+
+// TestCall: a call without the binding's caller is an internal error; an
+// A2A-Version other than 1.0 is refused.
+func TestCall(t *testing.T) {
+	h := &handler{}
+	if _, err := h.GetTask(context.Background(), &a2a.GetTaskRequest{ID: "t"}); !errors.Is(err, a2a.ErrInternalError) {
+		t.Errorf("no caller: %v", err)
+	}
+	for v, ok := range map[string]bool{"": true, "1": true, "1.0": true, "1.0.2": true, "0.3": false, "1.1": false} {
+		_, err := h.call(withCall(context.Background(), call{version: v}))
+		if (err == nil) != ok || (!ok && !errors.Is(err, a2a.ErrVersionNotSupported)) {
+			t.Errorf("version %q: %v", v, err)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package a2av1
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"google.golang.org/grpc"
+
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
+)
+
+// The A2A v1.0 interfaces: JSON-RPC at Path, the HTTP+JSON binding under
+// it (Path + "/message:send", "/tasks/{id}"…), gRPC on the host's gRPC
+// server.
+const (
+	Path = "/a2a/v1"
+	// ListMax bounds the tasks ListTasks reads per call: the task index is
+	// a key-value bucket, listed by scanning the caller's keys.
+	ListMax = 10_000
+	// GRPCAgentMetadata is the gRPC metadata key naming the agent pool of
+	// a call (what ?agent= is over HTTP); absent, the routes and the
+	// default pool decide.
+	GRPCAgentMetadata = "x-e2a-agent"
+)
+
+// gateProtocol labels the v1.0 calls at the gate and in metrics: A2A's
+// label, shared with v0.3.
+const gateProtocol = "a2a"
+
+// Bindings returns the three A2A v1.0 bindings over h, for the registry:
+// the SDK's JSON-RPC and HTTP+JSON handlers and its gRPC service, thin
+// adapters over one handler. Each call passes the host's gate (refusals
+// in the binding's error shape) before the SDK decodes anything.
+func Bindings(h host.V1Host) host.V1Bindings {
+	hd := &handler{h: h}
+	opts := []a2asrv.TransportOption{a2asrv.WithTransportKeepAlive(h.V1Answers().Heartbeat())}
+	b := &bindings{h: h}
+	return host.V1Bindings{
+		// JSON-RPC refusals are JSON-RPC errors (id null); the body is
+		// checked first (v0.3 methods, batches).
+		JSONRPC: b.admit(func(w http.ResponseWriter, f host.Refusal) { host.RefuseJSONRPC(w, nil, f) }, true,
+			a2asrv.NewJSONRPCHandler(hd, opts...)),
+		REST: b.admit(restRefuse, false, http.StripPrefix(Path, a2asrv.NewRESTHandler(hd, opts...))),
+		GRPC: func(s grpc.ServiceRegistrar) { registerGRPC(s, hd, b.admitGRPC) },
+	}
+}
+
+// bindings admits the calls of the bindings over the host.
+type bindings struct{ h host.V1Host }
+
+// admit serves next after the host's gate (refusals written by refuse),
+// the body bounded by the host's limit; for JSON-RPC (checkRPC) a batch or
+// a v0.3 method name is answered here. The call's context carries what
+// the handler reads of it.
+func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, ok := b.h.Admit(w, r, gateProtocol, refuse)
+		if !ok {
+			return
+		}
+		limit := b.h.MaxBody()
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		if checkRPC && !checkCall(w, r, limit) {
+			return
+		}
+		ctx := r.Context()
+		if vc, ok := c.(host.V1Caller); ok {
+			ctx = withCall(ctx, call{header: r.Header, agent: r.URL.Query().Get("agent"),
+				version: requestedVersion(r), channel: "http", c: vc})
+		} // else the handler answers an internal error: no caller
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// checkCall reads a JSON-RPC body and answers what the SDK's transport
+// would answer poorly: a v0.3 method name gets a -32601 that says where
+// v0.3 is served (the SDK would answer a bare "method not found"), a batch
+// a -32600 (the SDK reads one call and would answer -32602 with a Go type
+// error; A2A defines no batches). Otherwise r's body is the body read.
+func checkCall(w http.ResponseWriter, r *http.Request, limit int64) bool {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		host.RefuseJSONRPC(w, nil, host.Refusal{Status: http.StatusRequestEntityTooLarge, RPCCode: jsonrpc.CodeInvalidRequest,
+			Message: "Invalid Request: body exceeds " + strconv.FormatInt(limit, 10) + " bytes"})
+		return false
+	}
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		_ = jsonrpc.WriteError(w, nil, jsonrpc.InvalidRequest("batches are not supported on the A2A v1.0 interface; send each call alone"))
+		return false
+	}
+	var head struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.Unmarshal(body, &head) == nil && strings.Contains(head.Method, "/") {
+		_ = jsonrpc.WriteError(w, head.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found: " +
+			jsonrpc.QuoteForMessage(head.Method) + ": a method of A2A v0.3, served at /a2a (this endpoint speaks A2A v1.0)"})
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return true
+}
+
+// requestedVersion is the A2A-Version the client asked for: the header, or
+// the request parameter of that name. An absent one is taken as 1.0 here
+// (the spec assumes 0.3 when it is absent; this interface serves 1.0 only,
+// and curl users rarely send it).
+func requestedVersion(r *http.Request) string {
+	if v := strings.TrimSpace(r.Header.Get(a2a.SvcParamVersion)); v != "" {
+		return v
+	}
+	return strings.TrimSpace(r.URL.Query().Get(a2a.SvcParamVersion))
+}

@@ -1,0 +1,52 @@
+package a2av1
+
+import (
+	"encoding/json"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+
+	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
+)
+
+// AddCard makes the v0.3 agent card m (the host's, as JSON values) one card
+// for both generations: the v1.0 supportedInterfaces (v1.0 JSON-RPC and
+// HTTP+JSON at base + [Path], v0.3 JSON-RPC at base + /a2a, and gRPC at
+// grpcURL unless it is ""), and each security scheme and requirement also
+// in its v1.0 form, as the SDK's v0.3 compatibility layer writes them
+// (v0.3 members kept: v0.3 clients read url, preferredTransport,
+// protocolVersion and the v0.3 scheme members; v1.0 clients the others).
+func AddCard(m map[string]any, base, grpcURL string) {
+	b, _ := json.Marshal(m)
+	v1, err := a2av0.NewAgentCardParser()(b)
+	if err != nil {
+		return
+	}
+	ifaces := []*a2a.AgentInterface{
+		{URL: base + Path, ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: a2a.Version},
+		{URL: base + Path, ProtocolBinding: a2a.TransportProtocolHTTPJSON, ProtocolVersion: a2a.Version},
+		{URL: base + a2aproto.Path, ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: "0.3"},
+	}
+	if grpcURL != "" {
+		ifaces = append(ifaces, &a2a.AgentInterface{URL: grpcURL, ProtocolBinding: a2a.TransportProtocolGRPC, ProtocolVersion: a2a.Version})
+	}
+	m["supportedInterfaces"] = ifaces
+	if len(v1.SecuritySchemes) == 0 {
+		return
+	}
+	var v1Schemes map[string]map[string]any
+	if b, err := json.Marshal(v1.SecuritySchemes); err == nil && json.Unmarshal(b, &v1Schemes) == nil {
+		var v03 map[string]map[string]any
+		if b, err := json.Marshal(m["securitySchemes"]); err == nil && json.Unmarshal(b, &v03) == nil {
+			for name, v := range v1Schemes {
+				for k, x := range v {
+					if v03[name] != nil {
+						v03[name][k] = x
+					}
+				}
+			}
+			m["securitySchemes"] = v03
+		}
+	}
+	m["securityRequirements"] = v1.SecurityRequirements
+}

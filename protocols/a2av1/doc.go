@@ -1,0 +1,58 @@
+// Package a2av1 is A2A v1.0 as one package: the request handler of
+// a2a-go's server SDK (a2asrv.RequestHandler) over the pipeline, its three
+// bindings as thin adapters over the SDK's transports, its error table and
+// the v1.0 part of the agent card.
+//
+// The handler answers every v1.0 method: SendMessage and
+// SendStreamingMessage (the v1.0 message converted losslessly to v0.3 by
+// the SDK's a2av0 layer and read by the normalizer's A2A adapter, then
+// published and recorded on its task like a v0.3 message/send or
+// message/stream: a message naming a task continues the caller's own,
+// else not found, and a finished one is UnsupportedOperation; a context id
+// the client chose must be the caller's), GetTask, ListTasks (the caller's
+// A2A tasks, newest update first, filtered by context, state and status
+// time, in pages joined by an opaque cursor of the last task's update time
+// and id), CancelTask, SubscribeToTask (the task rebuilt from the durable
+// streams, then its running request live; a finished task too), and the
+// push-config and extended-card methods, refused as the card declares
+// neither. Answers are egress's A2A events and values of the requests'
+// frames ([host.V1Answers]: the v0.3 mapping, shared with A2A v0.3), which
+// the SDK converts to v1.0: one mapping, two generations.
+//
+// [Bindings], the registry's (protocols.Protocol.Bindings on the A2AV1
+// entry), are the SDK's JSON-RPC and HTTP+JSON handlers ([Path]) and its
+// gRPC service (a2agrpc), each call admitted by the host's gate before
+// the SDK decodes anything: over HTTP the [host.Gate] (refusals as
+// JSON-RPC errors, or in the HTTP+JSON binding's google.rpc.Status shape),
+// the JSON-RPC body then checked for what the SDK would answer poorly (a
+// batch, a v0.3 method name); over gRPC the [host.HeaderGate] on the
+// call's metadata read as headers (refusals as gRPC statuses; the agent
+// pool is the [GRPCAgentMetadata] key), wrapped around the service's own
+// method handlers, so the server's other services (reflection) are not
+// gated. The handler reads a transport-free call from the context (its
+// headers, agent pool, A2A-Version and the admitted [host.V1Caller]), and
+// reaches the pipeline only through [host.V1Host] and [host.V1Caller]:
+// the task store under the ownership rule ([host.TaskStore]: every read
+// and listing is the caller's, or the audit and admin roles'), the
+// publish, the stream slots, egress's answers and the cancel. Errors are
+// mapped onto the SDK's (sdkError), whose transports write each binding's
+// code.
+//
+// The host (ingress) keeps the transports' mounting (the HTTP handlers at
+// [Path], the gRPC server and its reflection), the gate, the task store
+// and the agent card's assembly: the card is one for A2A v0.3 and v1.0,
+// the v0.3 card being ingress's (with its AgentVault and security members),
+// to which [AddCard] adds the v1.0 interfaces and security members. A
+// single v1.0 call at /a2a reaches the JSON-RPC binding through package
+// protocols/a2a (host.TaskHost.A2AV1), which also holds the v1.0 method
+// names (a2a.V1Methods) and the helpers this package shares with v0.3
+// (Continued, Interaction): it cannot import this package, which imports
+// it.
+//
+// The v1.0 wire is checked end to end against golden files under
+// testdata/wire/ (written by ingress's TestA2AV1WireGolden, which needs
+// the whole pipeline: the specification's examples on both HTTP bindings;
+// protocols.TestBindingsWire checks they exist), and the
+// decoding of SendMessage by FuzzNormalizeV1Send (its corpus under
+// testdata/fuzz/).
+package a2av1

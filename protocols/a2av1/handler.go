@@ -1,0 +1,392 @@
+package a2av1
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	legacy "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/normalizer"
+	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/tenant"
+)
+
+// handler answers A2A v1.0 (SendMessage, SendStreamingMessage, GetTask,
+// ListTasks, CancelTask, SubscribeToTask, the push-config methods and
+// GetExtendedAgentCard) for the SDK's transports (a2asrv's JSON-RPC and
+// HTTP+JSON handlers, a2agrpc's service: thin adapters over this one
+// handler). A request is normalized by the v0.3 A2A adapter (the SDK
+// converts the v1.0 message to v0.3 losslessly) and answered from its
+// durable frames by egress, whose events the SDK converts back: one
+// mapping, two generations.
+type handler struct {
+	h host.V1Host
+}
+
+var _ a2asrv.RequestHandler = (*handler)(nil)
+
+// call is what a binding (HTTP, gRPC) knows of a call: its headers (HTTP
+// headers, gRPC metadata; they feed the normalizer), the agent pool asked
+// for, the A2A-Version asked for, the envelope's channel, and the caller
+// the host's gate admitted.
+type call struct {
+	header  http.Header
+	agent   string
+	version string
+	channel string
+	c       host.V1Caller
+}
+
+type callKey struct{}
+
+func withCall(ctx context.Context, c call) context.Context {
+	return context.WithValue(ctx, callKey{}, c)
+}
+
+func callFrom(ctx context.Context) (call, bool) {
+	c, ok := ctx.Value(callKey{}).(call)
+	return c, ok
+}
+
+// call returns the call of ctx, checking the A2A-Version asked for.
+func (h *handler) call(ctx context.Context) (call, error) {
+	c, ok := callFrom(ctx)
+	if !ok {
+		return c, fmt.Errorf("%w: no caller", a2a.ErrInternalError)
+	}
+	if v := c.version; v != "" && v != "1" && v != "1.0" && !strings.HasPrefix(v, "1.0.") {
+		return c, fmt.Errorf("%w: A2A-Version %q: this interface serves A2A 1.0 (0.3 is served at /a2a)", a2a.ErrVersionNotSupported, v)
+	}
+	return c, nil
+}
+
+// normalizeSend reads a v1.0 SendMessage request (method: the v0.3 method
+// it stands for, message/send or message/stream) into an envelope with the
+// v0.3 A2A adapter, the SDK converting the message losslessly. Errors are
+// the SDK's kinds (ErrInvalidParams…), which its transports answer in each
+// binding's shape (FuzzNormalizeV1Send).
+func normalizeSend(norm *normalizer.Normalizer, in normalizer.Input, req *a2a.SendMessageRequest, method string) (*normalizer.Result, error) {
+	if req == nil || req.Message == nil {
+		return nil, fmt.Errorf("%w: message is required", a2a.ErrInvalidParams)
+	}
+	params, err := json.Marshal(a2av0.FromV1SendMessageRequest(req))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
+	}
+	in.RPC = &normalizer.RPCRequest{ID: json.RawMessage(`1`), Method: method, Params: params}
+	res, err := norm.FromA2A(in)
+	if err != nil {
+		return nil, sdkError(err)
+	}
+	return res, nil
+}
+
+// submit normalizes and publishes a SendMessage request, as message/send
+// or message/stream of v0.3, and records it on its task.
+func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, method string) (acc host.Accepted, p egress.A2AParams, err error) {
+	c, err := h.call(ctx)
+	if err != nil {
+		return acc, p, err
+	}
+	in := c.c.HeaderInput(c.header, c.agent)
+	in.Channel = c.channel
+	res, err := normalizeSend(h.h.Normalizer(), in, req, method)
+	if err != nil {
+		return acc, p, err
+	}
+	env := res.Envelope
+	continued := a2aproto.Continued(env)
+	if env.TaskID != "" && continued {
+		t, err := c.c.Task(ctx, env.TaskID, tenant.Write)
+		if err != nil {
+			return acc, p, a2a.ErrTaskNotFound
+		}
+		if err := c.c.CheckTaskOpen(ctx, t); err != nil {
+			return acc, p, sdkError(err)
+		}
+		if env.ContextID == "" {
+			env.ContextID = t.ContextID
+		}
+	} else if env.ContextID != "" {
+		if err := c.c.ClaimContextID(ctx, env.ContextID); err != nil {
+			return acc, p, sdkError(err)
+		}
+	}
+	submitted := time.Now()
+	acc, err = c.c.Publish(ctx, res.Pool, env)
+	if err != nil {
+		return acc, p, sdkError(err)
+	}
+	if env.TaskID != "" {
+		// Not continued: the adapter made the id up (one write, no read).
+		c.c.RecordTask(ctx, host.Task{Session: host.Session{ID: env.TaskID, Protocol: normalizer.ProtocolA2A, Pool: res.Pool},
+			ContextID: env.ContextID}, acc.RequestID, !continued)
+	}
+	p = egress.A2AParams{TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
+		AcceptedOutputModes: env.ExpectedOutputModes, Interaction: a2aproto.Interaction(c.header, env)}
+	if req.Config != nil {
+		p.HistoryLength = req.Config.HistoryLength
+	}
+	return acc, p, nil
+}
+
+// SendMessage publishes the message and answers, after the final frame,
+// the agent's Message or the Task; with returnImmediately, the Task as
+// submitted at once (GetTask and SubscribeToTask follow it).
+func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) (a2a.SendMessageResult, error) {
+	acc, p, err := h.submit(ctx, req, normalizer.A2AMessageSend)
+	if err != nil {
+		return nil, err
+	}
+	if req.Config != nil && req.Config.ReturnImmediately {
+		ts := p.Submitted.UTC()
+		id := cmp.Or(p.TaskID, acc.RequestID)
+		return &a2a.Task{ID: a2a.TaskID(id), ContextID: cmp.Or(p.ContextID, id),
+			Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted, Timestamp: &ts}}, nil
+	}
+	res, err := h.h.V1Answers().A2AResult(ctx, acc.RequestID, p, egress.WithoutRequestCheck())
+	if err != nil {
+		return nil, sdkError(err)
+	}
+	return v1Result(res)
+}
+
+func v1Result(res legacy.SendMessageResult) (a2a.SendMessageResult, error) {
+	switch v := res.(type) {
+	case *legacy.Message:
+		return a2av0.ToV1Message(v)
+	case *legacy.Task:
+		return a2av0.ToV1Task(v)
+	}
+	return nil, fmt.Errorf("%w: result %T", a2a.ErrInternalError, res)
+}
+
+// SendStreamingMessage publishes the message and streams its events from
+// the durable frames: the task submitted, its artifacts, then its final
+// status (the stream ends on the terminal state).
+func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {
+	acc, p, err := h.submit(ctx, req, normalizer.A2AMessageStream)
+	if err != nil {
+		return errSeq(err)
+	}
+	release, ok := h.stream(ctx)
+	if !ok {
+		return errSeq(fmt.Errorf("%w: too many open streams", a2a.ErrServerError))
+	}
+	return v1Events(h.h.V1Answers().A2AEvents(ctx, acc.RequestID, p, 0, egress.WithoutRequestCheck()), release)
+}
+
+// stream takes one of the caller's stream slots.
+func (h *handler) stream(ctx context.Context) (func(), bool) {
+	c, _ := callFrom(ctx)
+	return c.c.AcquireStream()
+}
+
+func errSeq(err error) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) { yield(nil, err) }
+}
+
+// v1Events converts egress's events to v1.0 ones (no final flag: the
+// stream ends after the terminal status).
+func v1Events(evs iter.Seq2[legacy.Event, error], release func()) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		defer release()
+		for ev, err := range evs {
+			if err != nil {
+				yield(nil, sdkError(err))
+				return
+			}
+			v, err := egress.A2AV1Event(ev)
+			if err != nil {
+				yield(nil, fmt.Errorf("%w: %v", a2a.ErrInternalError, err))
+				return
+			}
+			if !yield(v, nil) {
+				return
+			}
+		}
+	}
+}
+
+// GetTask answers the caller's task rebuilt from its requests' frames.
+func (h *handler) GetTask(ctx context.Context, req *a2a.GetTaskRequest) (*a2a.Task, error) {
+	c, err := h.call(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if req.HistoryLength != nil && *req.HistoryLength < 0 {
+		return nil, fmt.Errorf("%w: historyLength must not be negative", a2a.ErrInvalidParams)
+	}
+	t, err := c.c.Task(ctx, string(req.ID), tenant.Read)
+	if err != nil {
+		return nil, a2a.ErrTaskNotFound
+	}
+	return h.task(ctx, t, req.HistoryLength)
+}
+
+func (h *handler) task(ctx context.Context, t *host.Task, historyLength *int) (*a2a.Task, error) {
+	v, err := h.h.V1Answers().A2ATask(ctx, t.ID, t.ContextID, t.RequestIDs, historyLength)
+	if err != nil {
+		return nil, sdkError(err)
+	}
+	return a2av0.ToV1Task(v)
+}
+
+// ListTasks lists the caller's tasks (every task for an audit or admin
+// principal: the host's ownership rule), newest update first, filtered by
+// context and state, in pages of pageSize (default 50, at most 100)
+// joined by an opaque cursor.
+func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
+	c, err := h.call(ctx)
+	if err != nil {
+		return nil, err
+	}
+	size := cmp.Or(req.PageSize, 50)
+	if size < 1 || size > 100 {
+		return nil, fmt.Errorf("%w: pageSize must be 1 to 100", a2a.ErrInvalidParams)
+	}
+	if req.HistoryLength != nil && *req.HistoryLength < 0 {
+		return nil, fmt.Errorf("%w: historyLength must not be negative", a2a.ErrInvalidParams)
+	}
+	if req.Status != "" && !slices.Contains(states, req.Status) {
+		return nil, fmt.Errorf("%w: status %q is not a task state", a2a.ErrInvalidParams, req.Status)
+	}
+	after, err := decodeCursor(req.PageToken)
+	if err != nil {
+		return nil, fmt.Errorf("%w: pageToken: %v", a2a.ErrInvalidParams, err)
+	}
+	recs, err := c.c.ListTasks(ctx, ListMax, func(t *host.ListedTask) bool {
+		return t.Protocol == normalizer.ProtocolA2A && (req.ContextID == "" || t.ContextID == req.ContextID)
+	})
+	if err != nil {
+		return nil, sdkError(err)
+	}
+	// Newest update first; ties by id, so the cursor is a total order.
+	slices.SortFunc(recs, func(a, b *host.ListedTask) int {
+		return cmp.Or(cmp.Compare(b.Updated, a.Updated), cmp.Compare(a.ID, b.ID))
+	})
+	filtered := req.Status != "" || req.StatusTimestampAfter != nil
+	var (
+		tasks   []*a2a.Task
+		total   int
+		last    *host.ListedTask
+		hasMore bool
+	)
+	for _, r := range recs {
+		var t *a2a.Task
+		if filtered {
+			if t, err = h.task(ctx, &r.Task, req.HistoryLength); err != nil {
+				continue // its requests aged out of the streams
+			}
+			if req.Status != "" && t.Status.State != req.Status {
+				continue
+			}
+			if req.StatusTimestampAfter != nil && (t.Status.Timestamp == nil || !t.Status.Timestamp.After(*req.StatusTimestampAfter)) {
+				continue
+			}
+		}
+		total++
+		if after != nil && cmp.Or(cmp.Compare(after.updated, r.Updated), cmp.Compare(r.ID, after.id)) <= 0 {
+			continue // on an earlier page
+		}
+		if len(tasks) == size {
+			hasMore = true
+			continue
+		}
+		if t == nil {
+			if t, err = h.task(ctx, &r.Task, req.HistoryLength); err != nil {
+				total--
+				continue
+			}
+		}
+		if !req.IncludeArtifacts {
+			t.Artifacts = nil
+		}
+		tasks, last = append(tasks, t), r
+	}
+	next := ""
+	if hasMore {
+		next = encodeCursor(last)
+	}
+	if tasks == nil {
+		tasks = []*a2a.Task{}
+	}
+	return &a2a.ListTasksResponse{Tasks: tasks, TotalSize: total, PageSize: len(tasks), NextPageToken: next}, nil
+}
+
+// states are the task states a ListTasks filter may name.
+var states = []a2a.TaskState{a2a.TaskStateAuthRequired, a2a.TaskStateCanceled, a2a.TaskStateCompleted, a2a.TaskStateFailed,
+	a2a.TaskStateInputRequired, a2a.TaskStateRejected, a2a.TaskStateSubmitted, a2a.TaskStateWorking}
+
+// CancelTask cancels the task's running request and answers the task once
+// the worker stopped; a finished task is not cancelable.
+func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*a2a.Task, error) {
+	c, err := h.call(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := c.c.Task(ctx, string(req.ID), tenant.Write)
+	if err != nil || len(t.RequestIDs) == 0 {
+		return nil, a2a.ErrTaskNotFound
+	}
+	if _, err := h.h.V1Answers().CancelRequest(ctx, t.LastRequest(), h.h.Cancel); err != nil {
+		return nil, sdkError(err)
+	}
+	return h.task(ctx, t, nil)
+}
+
+// SubscribeToTask answers the task rebuilt from the durable streams first
+// (a finished task too: a2a-go's own server refuses those), then its
+// running request's events live to the terminal state.
+func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
+	c, err := h.call(ctx)
+	if err != nil {
+		return errSeq(err)
+	}
+	t, err := c.c.Task(ctx, string(req.ID), tenant.Read)
+	if err != nil {
+		return errSeq(a2a.ErrTaskNotFound)
+	}
+	release, ok := h.stream(ctx)
+	if !ok {
+		return errSeq(fmt.Errorf("%w: too many open streams", a2a.ErrServerError))
+	}
+	return v1Events(h.h.V1Answers().A2ASubscription(ctx, t.ID, t.ContextID, t.RequestIDs,
+		a2aproto.Interaction(c.header, &e2a.Envelope{})), release)
+}
+
+// The pipeline sends no push notifications (the card says so).
+
+func (h *handler) GetTaskPushConfig(context.Context, *a2a.GetTaskPushConfigRequest) (*a2a.PushConfig, error) {
+	return nil, a2a.ErrPushNotificationNotSupported
+}
+
+func (h *handler) ListTaskPushConfigs(context.Context, *a2a.ListTaskPushConfigRequest) (*a2a.ListTaskPushConfigResponse, error) {
+	return nil, a2a.ErrPushNotificationNotSupported
+}
+
+func (h *handler) CreateTaskPushConfig(context.Context, *a2a.PushConfig) (*a2a.PushConfig, error) {
+	return nil, a2a.ErrPushNotificationNotSupported
+}
+
+func (h *handler) DeleteTaskPushConfig(context.Context, *a2a.DeleteTaskPushConfigRequest) error {
+	return a2a.ErrPushNotificationNotSupported
+}
+
+// GetExtendedAgentCard: the card declares no extended card.
+func (h *handler) GetExtendedAgentCard(context.Context, *a2a.GetExtendedAgentCardRequest) (*a2a.AgentCard, error) {
+	return nil, a2a.ErrExtendedCardNotConfigured
+}

@@ -1,0 +1,293 @@
+package a2av1
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	legacy "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	a2apb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/tenant"
+)
+
+// fakeHost is the pipeline as the package sees it, over a fake caller's
+// task store: the handler is tested without ingress.
+type fakeHost struct {
+	host.Host // unused roles
+	norm      *normalizer.Normalizer
+	caller    *fakeCaller // admitted with an X-Api-Key
+}
+
+// Admit admits a request with an X-Api-Key as the fake caller.
+func (f fakeHost) Admit(w http.ResponseWriter, r *http.Request, _ string, refuse host.Refuse) (host.Caller, bool) {
+	if r.Header.Get("X-Api-Key") == "" {
+		refuse(w, host.Refusal{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "no key"})
+		return nil, false
+	}
+	return f.caller, true
+}
+
+var _ host.V1Host = fakeHost{}
+
+func (f fakeHost) Normalizer() *normalizer.Normalizer   { return f.norm }
+func (f fakeHost) MaxBody() int64                       { return 1 << 20 }
+func (f fakeHost) V1Answers() host.V1Answers            { return fakeAnswers{} }
+func (f fakeHost) Cancel(context.Context, string) error { return nil }
+
+// AdmitHeader admits a call whose metadata has an x-api-key as the fake
+// caller.
+func (f fakeHost) AdmitHeader(_ context.Context, header http.Header, _, _ string) (host.V1Caller, *host.Refusal, error) {
+	if header.Get("X-Api-Key") == "" {
+		return nil, &host.Refusal{Code: "unauthenticated", Message: "no key"}, nil
+	}
+	return f.caller, nil, nil
+}
+
+// fakeAnswers answers every task as completed, its requests' count as its
+// history.
+type fakeAnswers struct{ host.V1Answers }
+
+func (fakeAnswers) A2ATask(_ context.Context, taskID, contextID string, requestIDs []string, _ *int) (*legacy.Task, error) {
+	return &legacy.Task{ID: legacy.TaskID(taskID), ContextID: contextID,
+		Status: legacy.TaskStatus{State: legacy.TaskStateCompleted}}, nil
+}
+
+func (fakeAnswers) A2AEvents(context.Context, string, egress.A2AParams, int64, ...egress.ReplayOption) iter.Seq2[legacy.Event, error] {
+	return func(func(legacy.Event, error) bool) {}
+}
+
+func (fakeAnswers) Heartbeat() time.Duration { return time.Second }
+
+// fakeCaller owns the tasks of tasks; others holds another principal's.
+type fakeCaller struct {
+	tasks     []*host.ListedTask
+	others    map[string]bool // context ids of another principal
+	terminal  map[string]bool // finished tasks
+	published []*e2a.Envelope
+}
+
+var (
+	_ host.Caller   = (*fakeCaller)(nil)
+	_ host.V1Caller = (*fakeCaller)(nil)
+)
+
+func (c *fakeCaller) Input(r *http.Request, _ []byte, agent string) normalizer.Input {
+	return c.HeaderInput(r.Header, agent)
+}
+
+func (c *fakeCaller) HeaderInput(header http.Header, agent string) normalizer.Input {
+	return normalizer.Input{Header: header, Agent: agent, Channel: "http", Now: time.Now}
+}
+
+func (c *fakeCaller) Publish(_ context.Context, pool string, env *e2a.Envelope) (host.Accepted, error) {
+	c.published = append(c.published, env)
+	return host.Accepted{RequestID: "r-" + env.TaskID, Pool: pool}, nil
+}
+
+func (c *fakeCaller) AcquireStream() (func(), bool) { return func() {}, true }
+
+func (c *fakeCaller) StreamSlot(http.ResponseWriter, host.Refuse) (func(), bool) {
+	return func() {}, true
+}
+
+func (c *fakeCaller) Task(_ context.Context, id string, _ tenant.Access) (*host.Task, error) {
+	for _, t := range c.tasks {
+		if t.ID == id {
+			return &t.Task, nil
+		}
+	}
+	return nil, host.ErrSessionNotFound
+}
+
+func (c *fakeCaller) CheckTaskOpen(_ context.Context, t *host.Task) error {
+	if c.terminal[t.ID] {
+		return host.ErrTaskTerminal
+	}
+	return nil
+}
+
+func (c *fakeCaller) ClaimContextID(_ context.Context, id string) error {
+	if c.others[id] {
+		return host.ErrConflict
+	}
+	return nil
+}
+
+func (c *fakeCaller) RecordTask(context.Context, host.Task, string, bool) {}
+
+func (c *fakeCaller) ListTasks(_ context.Context, _ int, keep func(*host.ListedTask) bool) ([]*host.ListedTask, error) {
+	var out []*host.ListedTask
+	for _, t := range c.tasks {
+		if keep(t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func task(id, ctx, protocol, updated string) *host.ListedTask {
+	return &host.ListedTask{Task: host.Task{Session: host.Session{ID: id, Protocol: protocol, RequestIDs: []string{"r-" + id}},
+		ContextID: ctx}, Updated: updated}
+}
+
+func newHandler(c *fakeCaller) (*handler, context.Context) {
+	h := &handler{h: fakeHost{norm: normalizer.New(normalizer.Config{})}}
+	return h, withCall(context.Background(), call{header: http.Header{}, channel: "http", c: c})
+}
+
+// TestListTasksPages: the caller's A2A tasks, newest update first (ties by
+// id), in pages joined by the cursor, filtered by context; another
+// protocol's tasks are not listed.
+func TestListTasksPages(t *testing.T) {
+	c := &fakeCaller{tasks: []*host.ListedTask{
+		task("a", "c1", normalizer.ProtocolA2A, "2026-11-25T10:00:00Z"),
+		task("b", "c1", normalizer.ProtocolA2A, "2026-11-25T12:00:00Z"),
+		task("c", "c2", normalizer.ProtocolA2A, "2026-11-25T11:00:00Z"),
+		task("d", "c2", normalizer.ProtocolA2A, "2026-11-25T12:00:00Z"),
+		task("v", "c1", normalizer.ProtocolAgentVault, "2026-11-25T13:00:00Z"),
+	}}
+	h, ctx := newHandler(c)
+	var ids []string
+	token := ""
+	for page := 0; ; page++ {
+		res, err := h.ListTasks(ctx, &a2a.ListTasksRequest{PageSize: 3, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.TotalSize != 4 || res.PageSize != len(res.Tasks) {
+			t.Fatalf("page %d: total %d, size %d of %d", page, res.TotalSize, res.PageSize, len(res.Tasks))
+		}
+		for _, task := range res.Tasks {
+			ids = append(ids, string(task.ID))
+		}
+		if token = res.NextPageToken; token == "" {
+			break
+		}
+	}
+	if want := []string{"b", "d", "c", "a"}; !slices.Equal(ids, want) {
+		t.Errorf("listed %v, want %v", ids, want)
+	}
+	res, err := h.ListTasks(ctx, &a2a.ListTasksRequest{ContextID: "c2"})
+	if err != nil || len(res.Tasks) != 2 || res.Tasks[0].ID != "d" || res.NextPageToken != "" {
+		t.Errorf("context c2: %+v %v", res, err)
+	}
+	for _, req := range []*a2a.ListTasksRequest{{PageSize: 101}, {PageToken: "!"}, {Status: "TASK_STATE_NONE"}} {
+		if _, err := h.ListTasks(ctx, req); !errors.Is(err, a2a.ErrInvalidParams) {
+			t.Errorf("%+v: %v", req, err)
+		}
+	}
+}
+
+func message(taskID, contextID string) *a2a.SendMessageRequest {
+	m := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("hi"))
+	m.TaskID, m.ContextID = a2a.TaskID(taskID), contextID
+	return &a2a.SendMessageRequest{Message: m, Config: &a2a.SendMessageConfig{ReturnImmediately: true}}
+}
+
+// TestSendMessageOwnership: a message continues only the caller's open
+// task, joins only a context that is not another principal's, and nothing
+// is published otherwise.
+func TestSendMessageOwnership(t *testing.T) {
+	c := &fakeCaller{tasks: []*host.ListedTask{task("mine", "c1", normalizer.ProtocolA2A, ""), task("done", "c1", normalizer.ProtocolA2A, "")},
+		terminal: map[string]bool{"done": true}, others: map[string]bool{"theirs": true}}
+	h, ctx := newHandler(c)
+	for _, tc := range []struct {
+		req  *a2a.SendMessageRequest
+		want error
+	}{
+		{message("unknown", ""), a2a.ErrTaskNotFound},
+		{message("done", ""), a2a.ErrUnsupportedOperation},
+		{message("", "theirs"), a2a.ErrInvalidParams},
+	} {
+		if _, err := h.SendMessage(ctx, tc.req); !errors.Is(err, tc.want) {
+			t.Errorf("task %q context %q: %v, want %v", tc.req.Message.TaskID, tc.req.Message.ContextID, err, tc.want)
+		}
+	}
+	if len(c.published) != 0 {
+		t.Fatalf("published %d", len(c.published))
+	}
+	res, err := h.SendMessage(ctx, message("mine", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := res.(*a2a.Task); !ok || got.ID != "mine" || got.ContextID != "c1" || len(c.published) != 1 {
+		t.Errorf("continued: %+v, published %d", res, len(c.published))
+	}
+}
+
+// TestBindingsGate: each HTTP binding admits through the host's gate,
+// refusing in its own shape, and serves the admitted caller's calls.
+func TestBindingsGate(t *testing.T) {
+	c := &fakeCaller{tasks: []*host.ListedTask{task("a", "c1", normalizer.ProtocolA2A, "2026-11-25T10:00:00Z")}}
+	b := Bindings(fakeHost{norm: normalizer.New(normalizer.Config{}), caller: c})
+	for _, tc := range []struct {
+		name    string
+		h       http.Handler
+		method  string
+		path    string
+		body    string
+		key     string
+		status  int
+		contain string
+	}{
+		{"rest refused", b.REST, "GET", Path + "/tasks", "", "", 401, `"status":"UNAUTHENTICATED"`},
+		{"rest", b.REST, "GET", Path + "/tasks", "", "k", 200, `"id":"a"`},
+		{"jsonrpc refused", b.JSONRPC, "POST", Path, `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`, "", 401, `"id":null`},
+		{"jsonrpc", b.JSONRPC, "POST", Path, `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`, "k", 200, `"id":"a"`},
+	} {
+		r := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
+		if tc.key != "" {
+			r.Header.Set("X-Api-Key", tc.key)
+		}
+		w := httptest.NewRecorder()
+		tc.h.ServeHTTP(w, r)
+		if w.Code != tc.status || !strings.Contains(w.Body.String(), tc.contain) {
+			t.Errorf("%s: %d %s", tc.name, w.Code, w.Body)
+		}
+	}
+}
+
+// TestGRPCGate: the gRPC service admits each call through the host's
+// header gate before the SDK reads it, a refusal a gRPC status.
+func TestGRPCGate(t *testing.T) {
+	c := &fakeCaller{tasks: []*host.ListedTask{task("a", "c1", normalizer.ProtocolA2A, "")}}
+	gs := grpc.NewServer()
+	Bindings(fakeHost{norm: normalizer.New(normalizer.Config{}), caller: c}).GRPC(gs)
+	ln := bufconn.Listen(1 << 20)
+	go func() { _ = gs.Serve(ln) }()
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient("passthrough:///bufnet", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return ln.DialContext(ctx) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := a2apb.NewA2AServiceClient(conn)
+	ctx := context.Background()
+	if _, err := client.GetTask(ctx, &a2apb.GetTaskRequest{Id: "a"}); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("without a key: %v", err)
+	}
+	got, err := client.GetTask(metadata.AppendToOutgoingContext(ctx, "x-api-key", "k"), &a2apb.GetTaskRequest{Id: "a"})
+	if err != nil || got.GetId() != "a" {
+		t.Errorf("with a key: %v %v", got, err)
+	}
+}

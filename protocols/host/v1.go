@@ -1,0 +1,147 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"net/http"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"google.golang.org/grpc"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/tenant"
+)
+
+// The A2A v1.0 seam: package protocols/a2av1 implements a2a-go's request
+// handler (a2asrv.RequestHandler), to which the SDK's transports (its
+// JSON-RPC, HTTP+JSON and gRPC bindings) hand each call; the handler
+// returns values and Go errors that the SDK writes in each binding's shape.
+// So what its calls need of the caller returns errors instead of answering
+// a [Reply], and the gate of a gRPC call reads headers (the call's
+// metadata) instead of an HTTP request.
+
+// Errors of a [V1Caller] beyond [Caller.Publish]'s, matched with
+// errors.Is; the error's text is the pipeline's own.
+var (
+	// ErrInvalidPool: the agent pool asked for is not a valid name;
+	// nothing was published.
+	ErrInvalidPool = errors.New("host: invalid agent pool")
+	// ErrTaskTerminal: the task's last request has finished, so the task
+	// takes no new message (the conversation goes on in a new task of the
+	// same context).
+	ErrTaskTerminal = errors.New("host: task is in a terminal state")
+)
+
+// ListedTask is a task of a listing: its ownership record, and when the
+// record was last updated (the task store's timestamp, whose text sorts in
+// time order).
+type ListedTask struct {
+	Task
+	Updated string
+}
+
+// TaskStore keeps the tasks and contexts of the caller in the task store,
+// where another principal's do not exist, for calls that return their
+// errors ([Tasks] answers a JSON-RPC [Reply] itself).
+type TaskStore interface {
+	// Task returns the caller's task id when it may have access a to it;
+	// an error both when there is none and when it is another principal's
+	// (the protocol answers its not found).
+	Task(ctx context.Context, id string, a tenant.Access) (*Task, error)
+	// CheckTaskOpen checks that the A2A task t can take a new message: an
+	// error matching [ErrTaskTerminal] when its last request has finished,
+	// [ErrBackpressure] when that cannot be read.
+	CheckTaskOpen(ctx context.Context, t *Task) error
+	// ClaimContextID records the context id a client chose as the
+	// caller's, or checks that it is the caller's already: an error
+	// matching [ErrConflict] for another principal's (saying nothing of
+	// it), [ErrBackpressure] when the store fails.
+	ClaimContextID(ctx context.Context, contextID string) error
+	// RecordTask records requestID as the latest request of t (created:
+	// the adapter made the task id up, so there is nothing to read
+	// first); a failure is logged, not returned.
+	RecordTask(ctx context.Context, t Task, requestID string, created bool)
+	// ListTasks returns, in no order, the tasks the caller may read that
+	// keep accepts, reading at most max records (the store is scanned: it
+	// has no secondary index).
+	ListTasks(ctx context.Context, max int, keep func(*ListedTask) bool) ([]*ListedTask, error)
+}
+
+// V1Caller is the principal an A2A v1.0 binding admitted (over HTTP or
+// gRPC), as the handler's calls see it.
+type V1Caller interface {
+	// HeaderInput is the normalizer's view of a call with headers header
+	// (HTTP headers or gRPC metadata, credentials removed) for the agent
+	// pool agent ("" for the routing rule's).
+	HeaderInput(header http.Header, agent string) normalizer.Input
+	// Publish publishes env to pool on behalf of the caller, as
+	// [Caller.Publish]; an invalid pool name matches [ErrInvalidPool].
+	Publish(ctx context.Context, pool string, env *e2a.Envelope) (Accepted, error)
+	// AcquireStream takes one of the caller's concurrent stream slots;
+	// ok=false when none is free.
+	AcquireStream() (release func(), ok bool)
+	TaskStore
+}
+
+// HeaderGate admits a call that carries headers but no HTTP request (a
+// gRPC call, its metadata read as headers).
+type HeaderGate interface {
+	// AdmitHeader authenticates header, strips its credential headers and
+	// charges the caller's rate limit, the call counted in the requests
+	// metric under protocol and route. A refusal is returned with its
+	// Code: "unauthenticated" or "forbidden" (credentials),
+	// "rate_limit_exceeded" or "unavailable" (rate limit); a context that
+	// ended while the call waited is returned as err. Nothing of the call
+	// has been read.
+	AdmitHeader(ctx context.Context, header http.Header, protocol, route string) (c V1Caller, f *Refusal, err error)
+}
+
+// V1Answers answers A2A v1.0 calls from their requests' frames with
+// egress's A2A events and values (the v0.3 mapping, which the SDK
+// converts to v1.0); *egress.Service is one.
+type V1Answers interface {
+	// A2AResult is SendMessage's result: the agent's Message or the Task,
+	// after the request's final frame.
+	A2AResult(ctx context.Context, requestID string, p egress.A2AParams, opts ...egress.ReplayOption) (a2a.SendMessageResult, error)
+	// A2AEvents are SendStreamingMessage's events, up to the terminal
+	// status.
+	A2AEvents(ctx context.Context, requestID string, p egress.A2AParams, from int64, opts ...egress.ReplayOption) iter.Seq2[a2a.Event, error]
+	// A2ASubscription are SubscribeToTask's events: the task rebuilt from
+	// its requests, then its running request's events.
+	A2ASubscription(ctx context.Context, taskID, contextID string, requestIDs []string, interaction bool) iter.Seq2[a2a.Event, error]
+	// A2ATask is the task rebuilt from its requests' frames.
+	A2ATask(ctx context.Context, taskID, contextID string, requestIDs []string, historyLength *int) (*a2a.Task, error)
+	// CancelRequest cancels requestID with cancel and awaits its final
+	// frame (egress.ErrNotCancelable when it has finished).
+	CancelRequest(ctx context.Context, requestID string, cancel egress.CancelFunc) (bool, error)
+	// Heartbeat is the interval of a stream's keep-alives.
+	Heartbeat() time.Duration
+}
+
+var _ V1Answers = (*egress.Service)(nil)
+
+// V1Host is the pipeline as the A2A v1.0 package sees it: the [Host]
+// (whose [Gate] admits HTTP calls: the [Caller] it returns is a
+// [V1Caller]), the gate of gRPC calls, the cancel of a request, and the
+// answers from the frames.
+type V1Host interface {
+	Host
+	HeaderGate
+	Canceler
+	// V1Answers answers the calls from their requests' frames.
+	V1Answers() V1Answers
+}
+
+// V1Bindings are A2A v1.0's bindings: the SDK's transports over the
+// package's handler, each call admitted by the host's gate before the SDK
+// reads anything of it. The host serves JSONRPC (POST) and REST (the
+// HTTP+JSON binding: every path under it) at the protocol's path, and
+// registers GRPC's service on its gRPC server.
+type V1Bindings struct {
+	JSONRPC, REST http.Handler
+	GRPC          func(grpc.ServiceRegistrar)
+}
