@@ -71,6 +71,56 @@ func (sc Scenario) RequestID() string {
 	return "nope"
 }
 
+// ConformanceFrame builds frame seq of request id as the scenarios do (the
+// scenarios' task, context, session and JSON-RPC id; its time
+// ConformanceTime plus seq seconds), for a package's own renderer tests.
+func ConformanceFrame(id string, seq int64, kind, status string, final bool, body any, meta map[string]any) *e2a.Response {
+	return frameAt(id, seq, kind, status, final, body, meta)
+}
+
+// ConformanceChunk is ConformanceFrame of an in-progress e2a.chunk of
+// delta kind dk, with llm_response_id llm when it is not empty.
+func ConformanceChunk(id string, seq int64, dk string, delta any, llm string) *e2a.Response {
+	return chunkFrame(id, seq, dk, delta, llm)
+}
+
+// TextFrames is a request's frames with hostile texts, runs of text split
+// by reasoning and tool chunks, with and without llm_response_id, odd
+// metadata, a numeric delta and the final frame: the input of the text
+// fast paths' differential tests (each protocol's fast path against its
+// general path).
+func TextFrames() []*e2a.Response {
+	texts := []string{"Hello", " world", "", `"quoted" \ back`, "<b>&amp;</b>", "\u2028\u2029", "bad \xff utf8", "tab\tnl\n", "🙂 中文"}
+	var frames []*e2a.Response
+	seq := int64(0)
+	add := func(f *e2a.Response) { f.Sequence = seq; seq++; frames = append(frames, f) }
+	for i, txt := range texts {
+		llm := ""
+		if i%3 == 2 {
+			llm = fmt.Sprintf("chatcmpl-%d", i/3)
+		}
+		add(chunkFrame("req-fast", 0, e2a.DeltaText, txt, llm))
+		if i%4 == 3 {
+			add(chunkFrame("req-fast", 0, e2a.DeltaReasoning, "thinking "+txt, ""))
+		}
+		if i == 5 {
+			add(chunkFrame("req-fast", 0, e2a.DeltaTool, map[string]any{"type": "function_call", "id": "c1", "name": "f", "args": "{}"}, ""))
+		}
+	}
+	// llm_response_id that is not a string, or under another case, is no
+	// llm_response_id (metadata is a map: exact keys).
+	odd := chunkFrame("req-fast", 0, e2a.DeltaText, "odd meta", "")
+	odd.Metadata = map[string]any{a2amap.MetaLLMResponseID: 5, "LLM_RESPONSE_ID": "upper"}
+	add(odd)
+	// A numeric delta and a non-string one take the general path.
+	add(chunkFrame("req-fast", 0, e2a.DeltaText, json.Number("42"), ""))
+	add(frameAt("req-fast", 0, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "done"}}, nil))
+	for i, f := range frames {
+		f.ResponseID = fmt.Sprintf("rsp-%d", i)
+	}
+	return frames
+}
+
 func frameAt(id string, seq int64, kind, status string, final bool, body any, meta map[string]any) *e2a.Response {
 	return &e2a.Response{
 		ProtocolVersion: "1.0", ResponseID: fmt.Sprintf("rsp-%s-%d", id, seq), RequestID: id,

@@ -3,7 +3,6 @@ package a2a
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -50,7 +49,7 @@ func renderStream(t *testing.T, fast, lazy bool, id json.RawMessage, from int64,
 // ids, runs of text split by reasoning and tool chunks, with and without
 // llm_response_id, and resumed streams.
 func TestA2AFastTextMatches(t *testing.T) {
-	frames := textFrames()
+	frames := egress.TextFrames()
 	for _, id := range []string{`"req-002"`, `7`, `"<id>&"`, ``, `1.5e3`} {
 		for _, from := range []int64{0, 3} {
 			slow := renderStream(t, false, false, json.RawMessage(id), from, frames)
@@ -67,66 +66,10 @@ func TestA2AFastTextMatches(t *testing.T) {
 	}
 }
 
-// chunkFrame and frameAt make frames as egress's conformance scenarios
-// do (egress.Scenarios), for the tests of this package's own cases.
-func chunkFrame(id string, seq int64, dk string, delta any, llm string) *e2a.Response {
-	var meta map[string]any
-	if llm != "" {
-		meta = map[string]any{a2amap.MetaLLMResponseID: llm}
-	}
-	return frameAt(id, seq, e2a.KindChunk, e2a.StatusInProgress, false, e2a.ChunkBody{DeltaKind: dk, Delta: delta}, meta)
-}
-
-func frameAt(id string, seq int64, kind, status string, final bool, body any, meta map[string]any) *e2a.Response {
-	return &e2a.Response{
-		ProtocolVersion: "1.0", ResponseID: fmt.Sprintf("rsp-%s-%d", id, seq), RequestID: id,
-		Sequence: seq, IsFinal: final, Status: status, ResponseKind: kind,
-		Timestamp:  e2a.FormatTime(egress.ConformanceTime().Add(time.Duration(seq) * time.Second)),
-		Provenance: e2a.Provenance{SourceProtocol: e2a.SourceA2A},
-		Body:       e2a.MarshalBody(body), Metadata: meta,
-		TaskID: "task-002", ContextID: "ctx-001", SessionID: "s1", JSONRPCID: json.RawMessage(`"req-002"`),
-	}
-}
-
-// textFrames is a request's frames with hostile texts, runs of text split
-// by reasoning and tool chunks, with and without llm_response_id, odd
-// metadata, a numeric delta and the final frame.
-func textFrames() []*e2a.Response {
-	texts := []string{"Hello", " world", "", `"quoted" \ back`, "<b>&amp;</b>", "\u2028\u2029", "bad \xff utf8", "tab\tnl\n", "🙂 中文"}
-	var frames []*e2a.Response
-	seq := int64(0)
-	add := func(f *e2a.Response) { f.Sequence = seq; seq++; frames = append(frames, f) }
-	for i, txt := range texts {
-		llm := ""
-		if i%3 == 2 {
-			llm = fmt.Sprintf("chatcmpl-%d", i/3)
-		}
-		add(chunkFrame("req-fast", 0, e2a.DeltaText, txt, llm))
-		if i%4 == 3 {
-			add(chunkFrame("req-fast", 0, e2a.DeltaReasoning, "thinking "+txt, ""))
-		}
-		if i == 5 {
-			add(chunkFrame("req-fast", 0, e2a.DeltaTool, map[string]any{"type": "function_call", "id": "c1", "name": "f", "args": "{}"}, ""))
-		}
-	}
-	// llm_response_id that is not a string, or under another case, is no
-	// llm_response_id (metadata is a map: exact keys).
-	odd := chunkFrame("req-fast", 0, e2a.DeltaText, "odd meta", "")
-	odd.Metadata = map[string]any{a2amap.MetaLLMResponseID: 5, "LLM_RESPONSE_ID": "upper"}
-	add(odd)
-	// A numeric delta and a non-string one take the general path.
-	add(chunkFrame("req-fast", 0, e2a.DeltaText, json.Number("42"), ""))
-	add(frameAt("req-fast", 0, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "done"}}, nil))
-	for i, f := range frames {
-		f.ResponseID = fmt.Sprintf("rsp-%d", i)
-	}
-	return frames
-}
-
 // BenchmarkStreamText: the A2A SSE renderer writing a plain text chunk
 // read without decode (the text fast path), per frame.
 func BenchmarkStreamText(b *testing.B) {
-	f := chunkFrame("req-bench", 1, e2a.DeltaText, strings.Repeat("token ", 16), "")
+	f := egress.ConformanceChunk("req-bench", 1, e2a.DeltaText, strings.Repeat("token ", 16), "")
 	raw, _ := json.Marshal(f)
 	o := egress.NewOutput(httptest.NewRecorder(), time.Second)
 	rend := NewStream(o, "req-bench", a2amap.Params{JSONRPCID: json.RawMessage(`"req-1"`), TaskID: "task-1", ContextID: "ctx-1"}, 0)

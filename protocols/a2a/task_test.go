@@ -69,9 +69,9 @@ func TestTasksGetGolden(t *testing.T) {
 func TestTasksGetMultiTurnKeepsReplies(t *testing.T) {
 	turn := func(id, text string) a2amap.Request {
 		return a2amap.Request{Envelope: &e2a.Envelope{RequestID: id, Params: map[string]any{"text": "q " + id}}, Frames: []*e2a.Response{
-			chunkFrame(id, 0, e2a.DeltaReasoning, "thinking "+id, ""),
-			chunkFrame(id, 1, e2a.DeltaText, text, ""),
-			frameAt(id, 2, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: text}, nil)}}
+			egress.ConformanceChunk(id, 0, e2a.DeltaReasoning, "thinking "+id, ""),
+			egress.ConformanceChunk(id, 1, e2a.DeltaText, text, ""),
+			egress.ConformanceFrame(id, 2, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: text}, nil)}}
 	}
 	task := a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{turn("q1", "reply one"), turn("q2", "reply two"), turn("q3", "reply three")}, nil)
 	b, _ := json.Marshal(task)
@@ -92,8 +92,8 @@ func TestBuildTaskAcrossRequests(t *testing.T) {
 	env1 := &e2a.Envelope{RequestID: "q1", Params: map[string]any{"text": "first"}}
 	env2 := &e2a.Envelope{RequestID: "q2", MessageID: "u2", Params: map[string]any{"message": map[string]any{
 		"message_id": "u2", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "second"}}}}}
-	f1 := []*e2a.Response{chunkFrame("q1", 0, e2a.DeltaText, "one", ""), frameAt("q1", 1, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: "one"}, nil)}
-	f2 := []*e2a.Response{chunkFrame("q2", 0, e2a.DeltaText, "two", "")}
+	f1 := []*e2a.Response{egress.ConformanceChunk("q1", 0, e2a.DeltaText, "one", ""), egress.ConformanceFrame("q1", 1, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: "one"}, nil)}
+	f2 := []*e2a.Response{egress.ConformanceChunk("q2", 0, e2a.DeltaText, "two", "")}
 	task := a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{{Envelope: env1, Frames: f1}, {Envelope: env2, Frames: f2}}, nil)
 	if task.Status.State != "working" || len(task.History) != 4 {
 		t.Fatalf("task %+v", task)
