@@ -2,6 +2,7 @@ package streams_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -136,4 +137,37 @@ func ExampleConnConfig() {
 	// Output:
 	// true
 	// url=nats://nats-1:4222,nats://nats-2:4222 user=e2a password=[redacted]
+}
+
+// A request looked up by id whatever its pool: a direct get reads it (any
+// replica answers); when that finds none, the stream leader's answer is
+// the one to trust before calling the request unknown.
+func ExampleLeaderLastBySubject() {
+	srv, _ := streams.StartEmbedded(streams.EmbeddedOptions{})
+	defer srv.Shutdown()
+	nc, _ := srv.Connect()
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg := streams.DefaultConfig()
+	cfg.RequestsMaxBytes = 64 << 20
+	if _, err := streams.Apply(ctx, js, cfg); err != nil {
+		fmt.Println(err)
+		return
+	}
+	subj, _ := subjects.Request("demo", "req-42")
+	if _, err := js.Publish(ctx, subj, []byte(`{"request_id":"req-42"}`)); err != nil {
+		fmt.Println(err)
+		return
+	}
+	anyPool, _ := subjects.RequestAnyPool("req-42")
+	m, err := streams.LeaderLastBySubject(ctx, nc, streams.RequestsStream, anyPool)
+	fmt.Println(m.Subject, m.Seq, string(m.Data), err)
+	unknown, _ := subjects.RequestAnyPool("req-43")
+	_, err = streams.LeaderLastBySubject(ctx, nc, streams.RequestsStream, unknown)
+	fmt.Println(errors.Is(err, streams.ErrNoMessages))
+	// Output:
+	// e2a.req.demo.req-42 1 {"request_id":"req-42"} <nil>
+	// true
 }
