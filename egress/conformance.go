@@ -344,6 +344,21 @@ func HeadFrame(raw []byte, streamSeq uint64) (*Frame, error) {
 	return &Frame{Raw: raw, StreamSeq: streamSeq, seq: head.Sequence, final: head.IsFinal, rkind: head.ResponseKind}, nil
 }
 
+// WrapE2A returns rend, one of E2A's renderers, wrapped as the [Service]
+// wraps it for a stream asked with ?projections=true (projections: each
+// frame re-encoded with its projections filled, [FillProjections]) and
+// for the console (redact: each frame's secrets replaced, [RedactFrames]),
+// so that tests outside the package drive the wrappers too.
+func WrapE2A(rend Renderer, projections, redact bool) Renderer {
+	if projections {
+		rend = projecting{rend}
+	}
+	if redact {
+		rend = redacting{rend}
+	}
+	return rend
+}
+
 // GoldenPath is where the golden file of a renderer case and scenario is,
 // under a package's testdata directory: testdata/<case>/<scenario>.golden.
 func GoldenPath(caseName, scenario string) string {

@@ -18,11 +18,6 @@ type failure = host.Refusal
 // errorShape writes a failure in one protocol's error format.
 type errorShape = host.Refuse
 
-// e2aShape writes {"error":{code,message,retryable}} with the HTTP status.
-func e2aShape(w http.ResponseWriter, f failure) {
-	writeError(w, f.Status, f.Code, f.Message, f.Retryable)
-}
-
 // gate authenticates the request, strips its credential headers and
 // applies the principal's rate limit. On refusal it writes the answer in the
 // endpoint's shape and returns ok=false; nothing has been published.

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/e2a-pipeline/pipeline/egress"
 )
 
 // writeJSON writes v with status code.
@@ -15,24 +17,12 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // ErrorBody is the JSON error shape of the E2A HTTP API:
-// {"error":{"code":"...","message":"...","retryable":false}}.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
+// {"error":{"code":"...","message":"...","retryable":false}} (egress's,
+// which protocols/e2a writes for POST /v1/requests).
+type ErrorBody = egress.APIError
 
 // ErrorDetail is the inside of an ErrorBody.
-type ErrorDetail struct {
-	Code      string `json:"code"`
-	Message   string `json:"message"`
-	Retryable bool   `json:"retryable"`
-}
-
-func writeError(w http.ResponseWriter, status int, code, msg string, retryable bool) {
-	if retryable && w.Header().Get("Retry-After") == "" {
-		w.Header().Set("Retry-After", "1")
-	}
-	writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: msg, Retryable: retryable}})
-}
+type ErrorDetail = egress.APIErrorBody
 
 type statusRecorder struct {
 	http.ResponseWriter
