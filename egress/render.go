@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -252,8 +253,12 @@ func (s sse) comment(text string) error {
 }
 
 // event writes one event; id and event are omitted when empty. data must be
-// one line of JSON.
+// one line of JSON. A line break in id or event (an E2A event is named
+// after the frame's response_kind, which an integrator may write with
+// "\n" escapes) is written as a space: it would end the field and let the
+// frame write fields and events of its own into the stream.
 func (s sse) event(id, event string, data []byte) error {
+	id, event = sseField(id), sseField(event)
 	buf := make([]byte, 0, len(data)+len(id)+len(event)+24)
 	if id != "" {
 		buf = append(buf, "id: "...)
@@ -270,6 +275,19 @@ func (s sse) event(id, event string, data []byte) error {
 	buf = append(buf, "\n\n"...)
 	_, err := s.o.Write(buf)
 	return err
+}
+
+// sseField returns v with its line breaks (CR, LF) as spaces.
+func sseField(v string) string {
+	if !strings.ContainsAny(v, "\r\n") {
+		return v
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, v)
 }
 
 func (s sse) eventJSON(id, event string, v any) error {

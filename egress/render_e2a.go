@@ -157,6 +157,20 @@ func (r *e2aJSON) Start() error {
 }
 
 func (r *e2aJSON) Frame(f *Frame) error {
+	state := StateRunning
+	if f.isFinal() {
+		// Only the final frame is decoded whole, for its status; before
+		// anything of it is written, so that a frame that does not decode
+		// leaves the answer whole for End.
+		resp, err := f.Decoded()
+		if err != nil {
+			return err
+		}
+		state = StateSucceeded
+		if resp.Status == e2a.StatusFailed {
+			state = StateFailed
+		}
+	}
 	if r.n > 0 {
 		if _, err := r.o.WriteString(","); err != nil {
 			return err
@@ -164,19 +178,7 @@ func (r *e2aJSON) Frame(f *Frame) error {
 	}
 	r.n++
 	r.next = f.sequence() + 1
-	if f.isFinal() {
-		// Only the final frame is decoded whole, for its status.
-		resp, err := f.Decoded()
-		if err != nil {
-			return err
-		}
-		r.state = StateSucceeded
-		if resp.Status == e2a.StatusFailed {
-			r.state = StateFailed
-		}
-	} else {
-		r.state = StateRunning
-	}
+	r.state = state
 	_, err := r.o.Write(jsonValue(f.Raw))
 	return err
 }
