@@ -537,9 +537,13 @@ func checkMappings(t *testing.T, frames [][]byte, from int64) {
 				}
 				for _, ev := range evs {
 					mustEncode("A2A event", ev)
-					if v1, err := egress.A2AV1Event(ev); err == nil {
-						mustEncode("A2A v1.0 event", v1)
+					// The A2A v1.0 bindings answer an error here as an
+					// internal error: a mapped event always converts.
+					v1, err := egress.A2AV1Event(ev)
+					if err != nil {
+						t.Fatalf("A2AV1Event(%T): %v", ev, err)
 					}
+					mustEncode("A2A v1.0 event", v1)
 				}
 			}
 		}
@@ -554,13 +558,17 @@ func checkMappings(t *testing.T, frames [][]byte, from int64) {
 		mustEncode("Aggregator.Result", res)
 		switch v := res.(type) {
 		case *legacy.Message:
-			if m, err := a2av0.ToV1Message(v); err == nil {
-				mustEncode("A2A v1.0 message", m)
+			m, err := a2av0.ToV1Message(v)
+			if err != nil {
+				t.Fatalf("ToV1Message: %v", err)
 			}
+			mustEncode("A2A v1.0 message", m)
 		case *legacy.Task:
-			if task, err := a2av0.ToV1Task(v); err == nil {
-				mustEncode("A2A v1.0 task", task)
+			task, err := a2av0.ToV1Task(v)
+			if err != nil {
+				t.Fatalf("ToV1Task: %v", err)
 			}
+			mustEncode("A2A v1.0 task", task)
 		}
 		mustEncode("Aggregator.Task", agg.Task(h))
 	}
@@ -572,9 +580,11 @@ func checkMappings(t *testing.T, frames [][]byte, from int64) {
 	} {
 		task := a2amap.BuildTask("task-1", "", reqs, &hl)
 		mustEncode("BuildTask", task)
-		if v1, err := a2av0.ToV1Task(task); err == nil {
-			mustEncode("A2A v1.0 task", v1)
+		v1, err := a2av0.ToV1Task(task)
+		if err != nil {
+			t.Fatalf("ToV1Task: %v", err)
 		}
+		mustEncode("A2A v1.0 task", v1)
 		mustEncode("AgentVaultTask", a2a.AgentVaultTask(task, "2025-01-23T10:30:00Z"))
 	}
 }
