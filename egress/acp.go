@@ -2,6 +2,7 @@ package egress
 
 import (
 	"encoding/json"
+	"fmt"
 
 	acp "github.com/coder/acp-go-sdk"
 
@@ -32,9 +33,9 @@ func ACPUpdates(r *e2a.Response) ([]acp.SessionUpdate, error) {
 			return nil, err
 		}
 		b, _ := json.Marshal(a2amap.ACPUpdate(body))
-		var u acp.SessionUpdate
-		if err := json.Unmarshal(b, &u); err != nil {
-			return nil, err
+		u, err := decodeACPUpdate(b)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s body: %v", ErrInvalidFrame, e2a.KindACPSessionUpd, err)
 		}
 		return []acp.SessionUpdate{u}, nil
 	case e2a.KindA2AStreamEvent, e2a.KindA2ATask, e2a.KindA2AMessage:
@@ -77,12 +78,27 @@ func chunkToACP(c e2a.ChunkBody) (acp.SessionUpdate, bool) {
 			acp.WithUpdateRawOutput(obj["response"])), true
 	case "plan":
 		b, _ := json.Marshal(map[string]any{"sessionUpdate": e2a.UpdatePlan, "entries": obj["entries"]})
-		var u acp.SessionUpdate
-		if json.Unmarshal(b, &u) == nil {
+		if u, err := decodeACPUpdate(b); err == nil {
 			return u, true
 		}
 	}
 	return acp.SessionUpdate{}, false
+}
+
+// decodeACPUpdate reads an ACP session update from its JSON. The SDK
+// reads some objects it cannot write back (no variant: {}; a content
+// block without its type), so the update must also encode: renderers
+// write it, and one that fails there would end the answer with an
+// internal error.
+func decodeACPUpdate(b []byte) (acp.SessionUpdate, error) {
+	var u acp.SessionUpdate
+	if err := json.Unmarshal(b, &u); err != nil {
+		return acp.SessionUpdate{}, err
+	}
+	if _, err := json.Marshal(u); err != nil {
+		return acp.SessionUpdate{}, err
+	}
+	return u, nil
 }
 
 // eventParts returns the content parts an A2A event carries.

@@ -21,9 +21,11 @@ var (
 	// the write timeout; the stream was ended.
 	ErrSlowClient = errors.New("egress: slow client")
 	// ErrInvalidFrame reports a stored frame that does not decode or breaks
-	// the ordering invariants (a gap in the stored sequence), or an a2a.*
-	// frame whose body is not the A2A object it names: it is declared by
-	// package a2amap, whose frame mapping reports it too.
+	// the ordering invariants (a gap in the stored sequence), an a2a.*
+	// frame whose body is not the A2A object it names, or an
+	// acp.session_update frame whose body is no ACP session update
+	// (ACPUpdates): it is declared by package a2amap, whose frame mapping
+	// reports it too.
 	ErrInvalidFrame = a2amap.ErrInvalidFrame
 	// ErrBadRequest reports an invalid argument from the client, e.g. a
 	// malformed resume point.

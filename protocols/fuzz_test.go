@@ -54,7 +54,11 @@ type renderCase struct {
 	// valid UTF-8 or not, are the publisher's; every other renderer
 	// re-encodes and must write UTF-8.
 	stored bool
-	make   func(o *egress.Output, from int64, final bool) egress.Renderer
+	// wallClock: what it writes carries the time it runs (A2A's
+	// resubscription opens with a working status-update stamped now), so
+	// two runs differ.
+	wallClock bool
+	make      func(o *egress.Output, from int64, final bool) egress.Renderer
 }
 
 // renderCases: every renderer of every registered format, with the
@@ -101,7 +105,7 @@ func renderCases() []renderCase {
 			make: a2aStream(a2amap.Params{TaskID: "task-1", ContextID: "ctx-1"})},
 		renderCase{name: a2a.StreamFormat + "_text_only", format: a2a.StreamFormat, shape: shapeSSE, jsonrpc: true,
 			make: a2aStream(a2amap.Params{AcceptedOutputModes: textOnly, Interaction: true})},
-		renderCase{name: a2a.StreamFormat + "_resubscribe", format: a2a.StreamFormat, shape: shapeSSE, jsonrpc: true,
+		renderCase{name: a2a.StreamFormat + "_resubscribe", format: a2a.StreamFormat, shape: shapeSSE, jsonrpc: true, wallClock: true,
 			make: a2aStream(a2amap.Params{Resubscribe: true, TaskID: "task-1", Interaction: true})},
 		renderCase{name: a2a.SendFormat, format: a2a.SendFormat, shape: shapeJSON, jsonrpc: true,
 			make: a2aSend(a2amap.Params{Interaction: true})},
@@ -297,7 +301,9 @@ func fuzzSeeds() [][]byte {
 // never panics and writes a well-formed answer for its format: SSE whose
 // every event has one data: line of JSON and fields the renderer writes
 // only; NDJSON whose every line is JSON; one JSON value for the JSON
-// answers; JSON-RPC 2.0 messages for the JSON-RPC protocols. A frame the
+// answers; JSON-RPC 2.0 messages for the JSON-RPC protocols; UTF-8 from
+// every renderer that re-encodes frames; the same answer on both paths
+// when both read the same frames to the final one. A frame the
 // reader refuses, or the renderer does, ends the answer with the
 // renderer's End(err), which is always callable. The frame mappings the
 // renderers and A2A v1.0 share (a2amap's Mapper, Aggregator and BuildTask,
@@ -337,14 +343,35 @@ func FuzzRenderFrames(f *testing.F) {
 		frames := splitFrames(data)
 		from := int64(fromByte % 4)
 		_, final := frameHead(frames[len(frames)-1])
-		for _, decode := range []bool{true, false} {
+		// Both paths, and when both read the same frames to the final one
+		// without an error, the same answer from each renderer (the fast
+		// paths that read a frame's bytes write what the general path
+		// writes from the decoded frame).
+		bodies := map[string][2][]byte{}
+		clean := [2]bool{}
+		counts := [2]int{}
+		for i, decode := range []bool{true, false} {
 			var read []*egress.Frame
 			endErr := readFrames(frames, from, decode, func(f *egress.Frame) error {
 				read = append(read, f)
 				return nil
 			})
+			clean[i] = endErr == nil
+			counts[i] = len(read)
 			for _, c := range cases {
-				renderOnce(t, c, read, endErr, from, final, decode)
+				b, ok := renderOnce(t, c, read, endErr, from, final, decode)
+				if ok && !c.wallClock {
+					bb := bodies[c.name]
+					bb[i] = b
+					bodies[c.name] = bb
+				}
+			}
+		}
+		if clean[0] && clean[1] && counts[0] == counts[1] {
+			for name, bb := range bodies {
+				if bb[0] != nil && bb[1] != nil && !bytes.Equal(bb[0], bb[1]) {
+					t.Errorf("%s: the decoded and pass-through paths differ:\n%s\n---\n%s", name, bb[0], bb[1])
+				}
 			}
 		}
 		checkMappings(t, frames, from)
@@ -353,8 +380,9 @@ func FuzzRenderFrames(f *testing.F) {
 
 // renderOnce drives one renderer as egress's Service does (Start, a
 // heartbeat, each frame the reader delivers with a flush after it, End
-// with the read's outcome) and checks what it wrote.
-func renderOnce(t *testing.T, c renderCase, read []*egress.Frame, readErr error, from int64, final, decode bool) {
+// with the read's outcome) and checks what it wrote. It returns what it
+// wrote; ok is false when the renderer refused a frame.
+func renderOnce(t *testing.T, c renderCase, read []*egress.Frame, readErr error, from int64, final, decode bool) (body []byte, ok bool) {
 	t.Helper()
 	path := "pass-through"
 	if decode {
@@ -369,11 +397,11 @@ func renderOnce(t *testing.T, c renderCase, read []*egress.Frame, readErr error,
 	if err := rend.Heartbeat(); err != nil {
 		t.Fatalf("%s (%s): Heartbeat: %v", c.name, path, err)
 	}
-	endErr := readErr
+	endErr, ok := readErr, true
 	for _, rf := range read {
 		f := *rf // the renderer may decode it (Frame.Decoded)
 		if err := rend.Frame(&f); err != nil {
-			endErr = err
+			endErr, ok = err, false
 			break
 		}
 		if err := o.Flush(); err != nil {
@@ -392,7 +420,7 @@ func renderOnce(t *testing.T, c renderCase, read []*egress.Frame, readErr error,
 	if err := o.Flush(); err != nil {
 		t.Fatalf("%s (%s): Flush: %v", c.name, path, err)
 	}
-	body := rec.Body.Bytes()
+	body = rec.Body.Bytes()
 	if !c.stored && !utf8.Valid(body) {
 		t.Fatalf("%s (%s): the answer is not UTF-8:\n%q", c.name, path, body)
 	}
@@ -429,6 +457,7 @@ func renderOnce(t *testing.T, c renderCase, read []*egress.Frame, readErr error,
 			}
 		}
 	}
+	return body, ok
 }
 
 // sseMessages checks an SSE body as a client parses it (lines end with
