@@ -45,6 +45,7 @@ var frameHeadSeeds = []string{
 	`{}`,
 	`{"sequence":9223372036854775807}`,
 	`{"sequence":9223372036854775808}`,
+	"{\"sequence\":1,\"is_final\":true,\"response_kind\":\"\x89\"}",
 }
 
 func TestFrameHeadDecode(t *testing.T) {

@@ -121,10 +121,13 @@ func (h *frameHead) scan(data []byte) bool {
 				return false
 			}
 		case "response_kind":
-			if len(val) < 2 || val[0] != '"' || bytes.IndexByte(val, '\\') >= 0 {
+			// A string with escapes or invalid UTF-8 (which
+			// encoding/json reads as U+FFFD) is left to encoding/json.
+			kind, ok := plainString(val)
+			if !ok {
 				return false
 			}
-			h.ResponseKind = string(val[1 : len(val)-1])
+			h.ResponseKind = kind
 		default:
 			// encoding/json matches keys without regard to case.
 			if bytes.EqualFold(key, []byte("sequence")) || bytes.EqualFold(key, []byte("is_final")) || bytes.EqualFold(key, []byte("response_kind")) {
