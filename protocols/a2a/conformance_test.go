@@ -261,23 +261,9 @@ func checkAgentVault(t *testing.T, sc egress.Scenario, _ int, body []byte) {
 // finished scenario, as tasks/get answers it, against
 // testdata/agentvault_task/<scenario>.golden (-update rewrites them).
 func TestAgentVaultTaskGolden(t *testing.T) {
-	for _, sc := range egress.Scenarios() {
-		if !sc.Final || sc.From > 0 {
-			continue
-		}
-		t.Run(sc.Name, func(t *testing.T) {
-			env := &e2a.Envelope{RequestID: sc.RequestID(), Params: map[string]any{"text": "question"}}
-			task := a2amap.BuildTask("task-002", "ctx-001", []a2amap.Request{{Envelope: env, Frames: sc.Frames}}, nil)
-			b, err := json.MarshalIndent(AgentVaultTask(task, "2025-01-23T10:30:00Z"), "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			b = append(b, '\n')
-			if err := egress.MatchGolden(egress.GoldenPath("agentvault_task", sc.Name), b, *update); err != nil {
-				t.Error(err)
-			}
-		})
-	}
+	finishedTasks(t, func(t *testing.T, name string, task *a2a.Task) {
+		taskGolden(t, "agentvault_task", name, AgentVaultTask(task, "2025-01-23T10:30:00Z"))
+	})
 }
 
 // TestAgentVaultTaskMessages: the AgentVault view of a finished task has

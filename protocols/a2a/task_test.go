@@ -1,10 +1,7 @@
 package a2a
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -24,23 +21,25 @@ func taskGolden(t *testing.T, dir, name string, v any) []byte {
 		t.Fatal(err)
 	}
 	b = append(b, '\n')
-	path := filepath.Join("testdata", dir, name+".golden")
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(b, want) {
-		t.Errorf("differs from %s (run with -update after checking):\n--- got\n%s\n--- want\n%s", path, b, want)
+	if err := egress.MatchGolden(egress.GoldenPath(dir, name), b, *update); err != nil {
+		t.Error(err)
 	}
 	return b
+}
+
+// finishedTasks calls fn, in a subtest per scenario, with the task of each
+// finished scenario (one request, its frames from the start), as tasks/get
+// rebuilds it.
+func finishedTasks(t *testing.T, fn func(t *testing.T, name string, task *a2a.Task)) {
+	for _, sc := range egress.Scenarios() {
+		if !sc.Final || sc.From > 0 {
+			continue
+		}
+		t.Run(sc.Name, func(t *testing.T) {
+			env := &e2a.Envelope{RequestID: sc.RequestID(), Params: map[string]any{"text": "question"}}
+			fn(t, sc.Name, a2amap.BuildTask("task-002", "ctx-001", []a2amap.Request{{Envelope: env, Frames: sc.Frames}}, nil))
+		})
+	}
 }
 
 // TestTasksGetGolden rebuilds the task of every finished scenario as
@@ -49,19 +48,11 @@ func taskGolden(t *testing.T, dir, name string, v any) []byte {
 // testdata/agentvault_task). No part list is ever null: the reply text of
 // every turn is in the task.
 func TestTasksGetGolden(t *testing.T) {
-	for _, sc := range egress.Scenarios() {
-		if !sc.Final || sc.From > 0 {
-			continue
+	finishedTasks(t, func(t *testing.T, name string, task *a2a.Task) {
+		if b := taskGolden(t, "a2a_task", name, task); strings.Contains(string(b), `"parts": null`) {
+			t.Errorf("null parts in tasks/get:\n%s", b)
 		}
-		t.Run(sc.Name, func(t *testing.T) {
-			env := &e2a.Envelope{RequestID: sc.RequestID(), Params: map[string]any{"text": "question"}}
-			task := a2amap.BuildTask("task-002", "ctx-001", []a2amap.Request{{Envelope: env, Frames: sc.Frames}}, nil)
-			b := taskGolden(t, "a2a_task", sc.Name, task)
-			if strings.Contains(string(b), `"parts": null`) {
-				t.Errorf("null parts in tasks/get:\n%s", b)
-			}
-		})
-	}
+	})
 }
 
 // TestTasksGetMultiTurnKeepsReplies: every earlier turn's reply keeps its
