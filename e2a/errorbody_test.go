@@ -54,3 +54,17 @@ func TestSpecifyProvenance(t *testing.T) {
 		t.Errorf("%+v", p)
 	}
 }
+
+// PlainJSON reads a typed value as a client decodes it, and keeps a value
+// that does not encode.
+func TestPlainJSON(t *testing.T) {
+	got := e2a.PlainJSON(e2a.ErrorBody{Code: "x", Message: "m", Details: map[string]any{"n": 2}})
+	m, ok := got.(map[string]any)
+	if !ok || m["code"] != "x" || m["retryable"] != false || m["details"].(map[string]any)["n"] != float64(2) {
+		t.Fatalf("%#v", got)
+	}
+	ch := make(chan int)
+	if got := e2a.PlainJSON(ch); got != any(ch) {
+		t.Fatalf("unencodable value replaced: %#v", got)
+	}
+}

@@ -162,6 +162,22 @@ func MarshalBody(v any) json.RawMessage {
 	return b
 }
 
+// PlainJSON returns v as encoding/json decodes its encoding: plain maps,
+// slices, strings, float64s, bools and nil (a frame body or a projection
+// built from typed values, read as a client reads it); v itself when it
+// does not encode.
+func PlainJSON(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var out any
+	if json.Unmarshal(b, &out) != nil {
+		return v
+	}
+	return out
+}
+
 // ResponseFromJSON reads one response frame and validates it with
 // [Response.Validate]. It returns an error wrapping ErrInvalidJSON for input
 // that is not a JSON object and ErrInvalidResponse for a frame that breaks

@@ -277,19 +277,6 @@ func E2AResponseToA2AStreamPayload(r *e2a.Response) (map[string]any, bool) {
 	return map[string]any{b.Branch: b.Payload}, true
 }
 
-// roundTrip turns any JSON-able value into plain maps and slices.
-func roundTrip(v any) any {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return v
-	}
-	var out any
-	if json.Unmarshal(b, &out) != nil {
-		return v
-	}
-	return out
-}
-
 // FillProjections returns a copy of r with the L3 projections (spec
 // §12.1) filled: projections.acp with the JSON-RPC response or the
 // session/update notification the frame maps to, projections.a2a with the
@@ -301,15 +288,15 @@ func FillProjections(r *e2a.Response) *e2a.Response {
 		p = map[string]any{}
 	}
 	if r.IsFinal {
-		p["acp"] = roundTrip(ACPFinal(r, r.JSONRPCID))
+		p["acp"] = e2a.PlainJSON(ACPFinal(r, r.JSONRPCID))
 	} else if resp, ok := E2AResponseToACPJSONRPCResponse(r); ok {
-		p["acp"] = roundTrip(resp)
+		p["acp"] = e2a.PlainJSON(resp)
 	} else if ups, err := ACPUpdates(r); err == nil && len(ups) > 0 {
-		p["acp"] = roundTrip(jsonrpc.Notification{JSONRPC: "2.0", Method: e2a.ACPSessionUpdate,
+		p["acp"] = e2a.PlainJSON(jsonrpc.Notification{JSONRPC: "2.0", Method: e2a.ACPSessionUpdate,
 			Params: acp.SessionNotification{SessionId: acp.SessionId(r.SessionID), Update: ups[0]}})
 	}
 	if sp, ok := E2AResponseToA2AStreamPayload(r); ok {
-		p["a2a"] = roundTrip(sp)
+		p["a2a"] = e2a.PlainJSON(sp)
 	}
 	if len(p) > 0 {
 		c.Projections = p

@@ -50,11 +50,8 @@ func LeaderLastBySubject(ctx context.Context, nc *nats.Conn, stream, subject str
 	if err := checkStreamSubject(stream, subject); err != nil {
 		return RawMsg{}, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultDirectGetTimeout)
-		defer cancel()
-	}
+	ctx, cancel := boundContext(ctx)
+	defer cancel()
 	body, _ := json.Marshal(struct {
 		LastFor string `json:"last_by_subj"`
 	}{subject})

@@ -374,7 +374,7 @@ var branchKinds = map[string]string{
 // decodeA2AEvent decodes an A2A object of the given kind (task, message,
 // status-update, artifact-update) from a frame body.
 func decodeA2AEvent(kind string, v any) (a2a.Event, error) {
-	n := normalizeA2A(roundTrip(v))
+	n := normalizeA2A(e2a.PlainJSON(v))
 	m, ok := n.(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("%w: A2A %s is not an object", ErrInvalidFrame, kind)
@@ -388,19 +388,6 @@ func decodeA2AEvent(kind string, v any) (a2a.Event, error) {
 		return nil, fmt.Errorf("%w: A2A %s: %v", ErrInvalidFrame, kind, err)
 	}
 	return ev, nil
-}
-
-// roundTrip turns any JSON-able value into plain maps and slices.
-func roundTrip(v any) any {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return v
-	}
-	var out any
-	if json.Unmarshal(b, &out) != nil {
-		return v
-	}
-	return out
 }
 
 // KnownBranch reports whether branch is a branch of an a2a.stream_event
