@@ -7,8 +7,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -38,10 +38,10 @@ type frontDoor struct{ h host.Host }
 
 var _ http.Handler = (*frontDoor)(nil)
 
-// wantsStream reports whether the client asked for a streamed answer.
+// wantsStream reports whether the client asked for a streamed answer, as
+// egress negotiates it (ServeE2A).
 func wantsStream(r *http.Request) bool {
-	a := r.Header.Get("Accept")
-	return strings.Contains(a, "text/event-stream") || strings.Contains(a, "application/x-ndjson")
+	return egress.Accepts(r, "text/event-stream") || egress.Accepts(r, "application/x-ndjson")
 }
 
 func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {

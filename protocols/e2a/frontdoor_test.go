@@ -202,3 +202,13 @@ func TestFrontDoorRefusals(t *testing.T) {
 		})
 	}
 }
+
+// An Accept that excludes the stream types (q=0) is no stream: the request
+// is accepted (202), as egress would answer it with the JSON view anyway.
+func TestFrontDoorAcceptExcluded(t *testing.T) {
+	h := &fakeHost{}
+	rec := post(h, "/v1/requests", `{"request_id":"r-4","params":{}}`, "Accept", "text/event-stream;q=0, application/json")
+	if rec.Code != http.StatusAccepted || len(h.published) != 1 || h.published[0].IsStream || h.held != 0 {
+		t.Fatalf("%d %s, published %d", rec.Code, rec.Body, len(h.published))
+	}
+}
