@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -26,8 +27,9 @@ type Frame struct {
 	// renderers leave it nil and decode it only on demand (Frame.Decoded).
 	Response *e2a.Response
 	// Raw is the frame exactly as stored in E2A_RESPONSES, so that E2A
-	// renderers pass it through without re-encoding. It is shared: do not
-	// modify it.
+	// renderers pass it through without re-encoding. It is shared, and the
+	// strings the fast paths read from it ([ReadTextChunk]) share its bytes:
+	// nothing may modify it.
 	Raw []byte
 	// StreamSeq is the sequence of the frame in E2A_RESPONSES.
 	StreamSeq uint64
@@ -72,38 +74,7 @@ func (h *frameHead) decode(data []byte) error {
 // scan reads the head fields of valid JSON data; false: data has a shape
 // it leaves to encoding/json.
 func (h *frameHead) scan(data []byte) bool {
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '{' {
-		return false
-	}
-	i++
-	for {
-		i = skipSpace(data, i)
-		if i >= len(data) {
-			return false
-		}
-		switch data[i] {
-		case '}':
-			return true
-		case ',':
-			i++
-			continue
-		case '"':
-		default:
-			return false
-		}
-		end := skipString(data, i)
-		key := data[i+1 : end-1]
-		if bytes.IndexByte(key, '\\') >= 0 {
-			return false
-		}
-		i = skipSpace(data, end)
-		if i >= len(data) || data[i] != ':' {
-			return false
-		}
-		i = skipSpace(data, i+1)
-		vend := skipValue(data, i)
-		val := data[i:vend]
+	return jsonstr.Members(data, func(key, val []byte) bool {
 		switch string(key) {
 		case "sequence":
 			n, err := strconv.ParseInt(string(val), 10, 64)
@@ -134,66 +105,8 @@ func (h *frameHead) scan(data []byte) bool {
 				return false
 			}
 		}
-		i = vend
-	}
-}
-
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the string starting at data[i] ('"').
-func skipString(data []byte, i int) int {
-	for i++; i < len(data); i++ {
-		switch data[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return len(data)
-}
-
-// skipValue returns the index after the value starting at data[i] (valid
-// JSON).
-func skipValue(data []byte, i int) int {
-	if i >= len(data) {
-		return i
-	}
-	switch data[i] {
-	case '"':
-		return skipString(data, i)
-	case '{', '[':
-		depth := 0
-		for i < len(data) {
-			switch data[i] {
-			case '"':
-				i = skipString(data, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return i
-	}
-	for i < len(data) {
-		switch data[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
-		}
-		i++
-	}
-	return i
+		return true
+	})
 }
 
 // Decoded returns the decoded frame, decoding Raw on first use when the

@@ -274,3 +274,36 @@ func TestSplitCPU(t *testing.T) {
 		t.Errorf("pipeline %.3f, want 0.6", s.Pipeline)
 	}
 }
+
+// FuzzScanRPC checks the load generator's JSON-RPC scan against
+// encoding/json: on valid JSON that it reads, it reads what json.Unmarshal
+// into rpcMsg reads, and it never panics on anything.
+func FuzzScanRPC(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"result":{"kind":"status-update","final":true}}`,
+		`{"jsonrpc":"2.0","id":"x","result":{"kind":"artifact-update","artifact":{"parts":[{"kind":"text","text":"a\"}b"}]},"final":false}}`,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"x"}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"update":{}}}`,
+		`{"jsonrpc":"2.0","id":"a","result":{"stopReason":"end_turn"}}`,
+		`{"id":null,"result":null,"error":null}`, `{"Result":{"final":true}}`, `{"result":{"FINAL":true}}`,
+		`{"result":"x"}`, `{"method":3}`, `{"result":{"kind":1}}`, `[1]`, `{"a`, `{"result":{"final":tru`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		h, ok := scanRPC(msg)
+		if !ok || !json.Valid(msg) {
+			return
+		}
+		var m rpcMsg
+		if err := json.Unmarshal(msg, &m); err != nil {
+			t.Fatalf("scan read %q, json.Unmarshal refused it: %v", msg, err)
+		}
+		want := rpcHead{id: len(m.ID) > 0, method: m.Method != "", err: m.Error,
+			result: m.Result != nil, final: m.Result != nil && m.Result.Final}
+		if h.id != want.id || h.method != want.method || h.result != want.result || h.final != want.final ||
+			!bytes.Equal(h.err, want.err) {
+			t.Fatalf("%q: scan %+v, json.Unmarshal %+v", msg, h, want)
+		}
+	})
+}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 )
 
 // Protocols the harness drives.
@@ -414,6 +415,73 @@ type rpcMsg struct {
 	} `json:"result"`
 }
 
+// rpcHead is what classify reads of a JSON-RPC message: whether it has
+// an id, a method and a result (not null), the raw error, and the
+// result's final flag (A2A).
+type rpcHead struct {
+	id, method, result, final bool
+	err                       []byte
+}
+
+// scanRPC reads msg's rpcHead from its top-level members and its result's,
+// without the reflective decoder, as json.Unmarshal into rpcMsg would;
+// false leaves msg to encoding/json (not an object, keys with escapes or in
+// another case, a value of another type). Like the E2A classifiers it
+// checks what the harness counts, not that every byte is valid JSON: the
+// conformance and golden tests check the bytes; the load generator's work
+// is kept small because it shares the machine with the system it drives.
+func scanRPC(msg []byte) (h rpcHead, ok bool) {
+	ok = jsonstr.Members(msg, func(key, val []byte) bool {
+		switch string(key) {
+		case "id":
+			h.id = true
+		case "method":
+			if len(val) < 2 || val[0] != '"' {
+				return string(val) == "null"
+			}
+			h.method = len(val) > 2
+		case "error":
+			h.err = val
+		case "result":
+			h.result, h.final = false, false
+			if string(val) == "null" {
+				return true
+			}
+			h.result = true
+			return jsonstr.Members(val, func(k, v []byte) bool {
+				switch {
+				case string(k) == "kind":
+					return string(v) == "null" || (len(v) >= 2 && v[0] == '"')
+				case string(k) == "final":
+					switch string(v) {
+					case "true":
+						h.final = true
+					case "false", "null":
+						h.final = false
+					default:
+						return false
+					}
+				case bytes.EqualFold(k, []byte("final")), bytes.EqualFold(k, []byte("kind")):
+					return false
+				}
+				return true
+			})
+		default:
+			for _, k := range rpcKeys {
+				if bytes.EqualFold(key, []byte(k)) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	return h, ok
+}
+
+// rpcKeys are the members rpcMsg reads, for the case-insensitive matches
+// encoding/json would make.
+var rpcKeys = []string{"id", "method", "error", "result"}
+
 // v1Terminal are the terminal task states of A2A v1.0 as they are written.
 var v1Terminal = [][]byte{[]byte(`"TASK_STATE_COMPLETED"`), []byte(`"TASK_STATE_FAILED"`), []byte(`"TASK_STATE_CANCELED"`),
 	[]byte(`"TASK_STATE_REJECTED"`)}
@@ -479,21 +547,26 @@ func classify(proto string, msg []byte, evID, evName string) (isFrame, isFinal b
 		}
 		return true, terminal, -1, nil
 	case ProtoA2AStream, ProtoACP:
-		var m rpcMsg
-		if err := json.Unmarshal(msg, &m); err != nil {
-			return false, false, -1, fmt.Errorf("%s: %w", proto, err)
+		m, ok := scanRPC(msg)
+		if !ok {
+			var full rpcMsg
+			if err := json.Unmarshal(msg, &full); err != nil {
+				return false, false, -1, fmt.Errorf("%s: %w", proto, err)
+			}
+			m = rpcHead{id: len(full.ID) > 0, method: full.Method != "", err: full.Error,
+				result: full.Result != nil, final: full.Result != nil && full.Result.Final}
 		}
-		if len(m.Error) > 0 && string(m.Error) != "null" {
-			return false, false, -1, fmt.Errorf("%s: error %s", proto, m.Error)
+		if len(m.err) > 0 && string(m.err) != "null" {
+			return false, false, -1, fmt.Errorf("%s: error %s", proto, m.err)
 		}
 		if proto == ProtoA2AStream {
-			return m.Result != nil, m.Result != nil && m.Result.Final, -1, nil
+			return m.result, m.final, -1, nil
 		}
-		if m.Method != "" {
+		if m.method {
 			return true, false, -1, nil
 		}
 		// The JSON-RPC response of session/prompt ends the turn.
-		return true, len(m.ID) > 0 && m.Result != nil, -1, nil
+		return true, m.id && m.result, -1, nil
 	}
 	return false, false, -1, fmt.Errorf("unknown protocol %q", proto)
 }
