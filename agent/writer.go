@@ -468,7 +468,7 @@ func (wr *writer) encode(seq int64, f frame) ([]byte, error) {
 	// by the pre-encoded path; other bodies go through json.Marshal.
 	cb, isChunk := f.body.(e2a.ChunkBody)
 	delta, isText := cb.Delta.(string)
-	inPlace := isChunk && isText && wr.enc.ok && !f.raw
+	inPlace := isChunk && isText && wr.enc.ok
 	var body []byte
 	switch {
 	case inPlace:
@@ -491,20 +491,29 @@ func (wr *writer) encode(seq int64, f frame) ([]byte, error) {
 	now := time.Now()
 	if f.raw || !wr.enc.ok {
 		r := wr.tmpl
-		r.ResponseID = id.String()
 		r.Sequence = seq
 		r.IsFinal = f.final
 		r.Status = f.status
 		r.ResponseKind = f.kind
-		r.Timestamp = e2a.FormatTime(now)
 		r.Body = body
+		// The members a full validation (or the reflective encoding) needs
+		// beyond those: the typed bodies of Write are checked without them.
+		complete := func() {
+			r.ResponseID = id.String()
+			r.Timestamp = e2a.FormatTime(now)
+			if r.Body == nil && inPlace {
+				r.Body = appendChunkBody(nil, &cb, delta)
+			}
+		}
 		if f.raw {
-			if err := checkRaw(&r, f.body); err != nil {
+			if err := checkRaw(&r, f.body, complete); err != nil {
 				return nil, &frameError{err}
 			}
 		}
 		if !wr.enc.ok {
-			return json.Marshal(&r)
+			complete()
+			m := r // r itself stays on the stack
+			return json.Marshal(&m)
 		}
 	}
 	n := wr.enc.size() + len(f.status) + len(f.kind) + e2a.TimeLen + len(body)
@@ -522,10 +531,18 @@ func (wr *writer) encode(seq int64, f frame) ([]byte, error) {
 
 // checkRaw validates a frame of Write: the §12.2 rules on kind, status and
 // is_final, and the body; typed bodies are checked without decoding them
-// again.
-func checkRaw(r *e2a.Response, body any) error {
+// again. complete (when not nil) fills in the members of r the full
+// validation needs that the typed checks do not (response id, timestamp,
+// body bytes): they are built only when needed.
+func checkRaw(r *e2a.Response, body any, complete func()) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", e2a.ErrInvalidResponse, fmt.Sprintf(format, a...))
+	}
+	validate := func() error {
+		if complete != nil {
+			complete()
+		}
+		return r.Validate()
 	}
 	switch b := body.(type) {
 	case e2a.ChunkBody:
@@ -533,10 +550,10 @@ func checkRaw(r *e2a.Response, body any) error {
 			return bad("e2a.chunk body needs delta_kind")
 		}
 	case *e2a.ChunkBody, e2a.ErrorBody, *e2a.ErrorBody, e2a.StreamEventBody, *e2a.StreamEventBody:
-		return r.Validate()
+		return validate()
 	case e2a.CompleteBody, *e2a.CompleteBody, e2a.ExtBody, *e2a.ExtBody:
 	default:
-		return r.Validate()
+		return validate()
 	}
 	switch {
 	case !e2a.IsResponseKind(r.ResponseKind):
@@ -550,7 +567,7 @@ func checkRaw(r *e2a.Response, body any) error {
 	case r.IsFinal == (r.Status == e2a.StatusInProgress):
 		return bad("is_final %v with status %q", r.IsFinal, r.Status)
 	case r.ResponseKind == e2a.KindChunk && body != nil && !isChunkBody(body):
-		return r.Validate()
+		return validate()
 	}
 	return nil
 }

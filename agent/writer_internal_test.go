@@ -38,7 +38,7 @@ func TestCheckRaw(t *testing.T) {
 		r := e2a.Response{ProtocolVersion: "1.0", ResponseID: "r", RequestID: "q", Timestamp: e2a.Now(),
 			Provenance: e2a.Provenance{SourceProtocol: "e2a"}, ResponseKind: c.kind, Status: c.status, IsFinal: c.final,
 			Body: e2a.MarshalBody(c.body)}
-		err := checkRaw(&r, c.body)
+		err := checkRaw(&r, c.body, nil)
 		if (err == nil) != c.ok {
 			t.Errorf("%s: %v", c.name, err)
 		}

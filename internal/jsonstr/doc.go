@@ -1,5 +1,6 @@
 // Package jsonstr appends Go strings as JSON strings byte for byte as
-// encoding/json writes them, without reflection or allocation: the frame
-// encoder of agent and the pre-encoded A2A events of egress use it on their
-// hot paths.
+// encoding/json writes them, and scans the members of a JSON object
+// ([Members]), without reflection or allocation: the frame encoder of
+// agent, the pre-encoded A2A events and the frame scans of egress, and the
+// bench's load generator use it on their hot paths.
 package jsonstr
