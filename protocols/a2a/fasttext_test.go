@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/a2a"
+
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
@@ -88,6 +91,38 @@ func BenchmarkStreamText(b *testing.B) {
 		if i%1024 == 0 {
 			o = egress.NewOutput(httptest.NewRecorder(), time.Second)
 			rend.(*stream).o = o
+		}
+	}
+}
+
+// TestResultEventMatches: a stream's result events are byte for byte what
+// json.Marshal writes for the JSON-RPC response around the event, for ids
+// of every shape and events with text to escape.
+func TestResultEventMatches(t *testing.T) {
+	ts := egress.ConformanceTime()
+	msg := a2a.NewMessage(a2a.MessageRoleAgent, a2a.TextPart{Text: "<b>&\u2028 \"quoted\""})
+	events := []any{
+		a2a.TaskStatusUpdateEvent{TaskID: "task-<1>", ContextID: "ctx &1", Final: true,
+			Status: a2a.TaskStatus{State: a2a.TaskStateCompleted, Message: msg, Timestamp: &ts}},
+		&a2a.TaskArtifactUpdateEvent{TaskID: "t", ContextID: "c", LastChunk: true,
+			Artifact: &a2a.Artifact{ID: "a<1>", Parts: a2a.ContentParts{a2a.TextPart{Text: "x > y"}}}},
+		map[string]any{"kind": "task", "id": "é"},
+		nil,
+	}
+	for _, id := range []string{`"req-002"`, `7`, `"<id>&"`, ``, ` { "a" : 1 } `} {
+		for _, ev := range events {
+			rec := httptest.NewRecorder()
+			r := &stream{o: egress.NewOutput(rec, time.Second), p: a2amap.Params{JSONRPCID: json.RawMessage(id)}}
+			if err := r.resultEvent("4", ev); err != nil {
+				t.Fatal(err)
+			}
+			want := httptest.NewRecorder()
+			if err := egress.SSEEventJSON(egress.NewOutput(want, time.Second), "4", "", jsonrpc.ResultResponse(json.RawMessage(id), ev)); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(rec.Body.Bytes(), want.Body.Bytes()) {
+				t.Fatalf("id %s:\ngot  %s\nwant %s", id, rec.Body.Bytes(), want.Body.Bytes())
+			}
 		}
 	}
 }

@@ -71,14 +71,14 @@ func (r *stream) Start() error {
 		// A resubscribed stream opens with the task's state too (working;
 		// the replayed frames then move it on), never with a later event.
 		ts := now().UTC()
-		return egress.SSEEventJSON(r.o, "", "", jsonrpc.ResultResponse(r.p.JSONRPCID, r.m.StatusUpdate(a2a.TaskStateWorking, &ts, nil, false)))
+		return r.resultEvent("", r.m.StatusUpdate(a2a.TaskStateWorking, &ts, nil, false))
 	}
 	ts := r.p.Submitted
 	if ts.IsZero() {
 		ts = now()
 	}
 	ts = ts.UTC()
-	return egress.SSEEventJSON(r.o, "", "", jsonrpc.ResultResponse(r.p.JSONRPCID, r.m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil, false)))
+	return r.resultEvent("", r.m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil, false))
 }
 
 func (r *stream) Frame(f *egress.Frame) error {
@@ -111,7 +111,7 @@ func (r *stream) Frame(f *egress.Frame) error {
 		if i == len(evs)-1 {
 			id = egress.SeqID(f)
 		}
-		if err := egress.SSEEventJSON(r.o, id, "", jsonrpc.ResultResponse(r.p.JSONRPCID, ev)); err != nil {
+		if err := r.resultEvent(id, ev); err != nil {
 			return err
 		}
 	}
@@ -177,6 +177,28 @@ func (r *stream) textEvent(f *egress.Frame) (out []byte, ok bool) {
 	b = jsonstr.Append(b, llm)
 	b = append(b, `,"object_type":"chat.completion.chunk","tag":""}}}`...)
 	return b, true
+}
+
+// resultEvent writes the SSE event (id as given) whose data is the
+// JSON-RPC response with result ev: the bytes json.Marshal writes for
+// jsonrpc.ResultResponse(r.p.JSONRPCID, ev) (TestResultEventMatches), with
+// ev encoded, compacted and checked once instead of once more inside the
+// response's own encoding.
+func (r *stream) resultEvent(id string, ev any) error {
+	res, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	if r.rpcID == nil {
+		r.rpcID = encodedRPCID(r.p.JSONRPCID)
+	}
+	b := make([]byte, 0, len(res)+len(r.rpcID)+36)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, r.rpcID...)
+	b = append(b, `,"result":`...)
+	b = append(b, res...)
+	b = append(b, '}')
+	return egress.SSEEvent(r.o, id, "", b)
 }
 
 // encodedRPCID is a JSON-RPC id as json.Marshal writes a RawMessage
