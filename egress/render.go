@@ -47,6 +47,7 @@ type Output struct {
 	timeout time.Duration
 	armed   time.Time
 	started bool
+	pending bool // written since the last flush
 	err     error
 }
 
@@ -67,6 +68,7 @@ func (o *Output) WriteHeader(code int) {
 		return
 	}
 	o.started = true
+	o.pending = true
 	o.w.WriteHeader(code)
 }
 
@@ -91,6 +93,7 @@ func (o *Output) Write(p []byte) (int, error) {
 		o.WriteHeader(http.StatusOK)
 	}
 	o.arm()
+	o.pending = true
 	n, err := o.w.Write(p)
 	if err != nil {
 		o.err = err
@@ -111,11 +114,20 @@ func (o *Output) Flush() error {
 		o.WriteHeader(http.StatusOK)
 	}
 	o.arm()
+	o.pending = false
 	if err := o.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		o.err = err
 		return err
 	}
 	return nil
+}
+
+// flushPending flushes what was written since the last flush, if anything.
+func (o *Output) flushPending() error {
+	if !o.pending {
+		return o.err
+	}
+	return o.Flush()
 }
 
 // Err returns the first write error.

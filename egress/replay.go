@@ -176,7 +176,9 @@ type replayConfig struct {
 	liveBuffer   int
 	heartbeat    time.Duration
 	onHeartbeat  func() error
+	beforeWait   func() error
 	pollInterval time.Duration
+	firstPoll    time.Duration
 	maxWait      time.Duration
 	idleTimeout  time.Duration
 	checkRequest bool
@@ -199,6 +201,7 @@ func defaultReplayConfig() replayConfig {
 		liveBuffer:   DefaultLiveBuffer,
 		heartbeat:    DefaultHeartbeat,
 		pollInterval: DefaultPollInterval,
+		firstPoll:    firstPoll,
 		maxWait:      DefaultMaxWait,
 		idleTimeout:  DefaultIdleTimeout,
 		checkRequest: true,
@@ -289,6 +292,12 @@ func WithMaxWait(first, idle time.Duration) ReplayOption {
 func WithoutRequestCheck() ReplayOption {
 	return func(c *replayConfig) { c.checkRequest = false }
 }
+
+// withBeforeWait calls fn whenever the reader has nothing to deliver and
+// is about to wait for live frames or to read the stream: the Service
+// flushes its response then, so that frames that arrive together go out
+// in one write, and none waits in a buffer while the reader waits.
+func withBeforeWait(fn func() error) ReplayOption { return func(c *replayConfig) { c.beforeWait = fn } }
 
 func withMux(m *streams.DirectGetter) ReplayOption { return func(c *replayConfig) { c.mux = m } }
 
@@ -451,6 +460,9 @@ func (r *Reader) Next(ctx context.Context) (Frame, error) {
 			return Frame{}, errors.New("egress: reader closed")
 		}
 		if !r.caughtUp || r.lost.Load() {
+			if err := r.idle(); err != nil {
+				return Frame{}, err
+			}
 			if err := r.fill(ctx); err != nil {
 				return Frame{}, err
 			}
@@ -460,6 +472,14 @@ func (r *Reader) Next(ctx context.Context) (Frame, error) {
 			return Frame{}, err
 		}
 	}
+}
+
+// idle runs the before-wait function, if any.
+func (r *Reader) idle() error {
+	if r.cfg.beforeWait == nil {
+		return nil
+	}
+	return r.cfg.beforeWait()
 }
 
 // directGetAttempt bounds one batched direct get (a few ms normally).
@@ -591,7 +611,7 @@ func (r *Reader) wait(ctx context.Context) error {
 	pollEvery := r.cfg.pollInterval
 	if !r.waited {
 		r.waited = true
-		pollEvery = min(pollEvery, firstPoll)
+		pollEvery = min(pollEvery, r.cfg.firstPoll)
 	}
 	// Since Go 1.23 a Reset timer or ticker never delivers a value from
 	// before the Reset, so reusing them across waits is safe.
@@ -612,7 +632,15 @@ func (r *Reader) wait(ctx context.Context) error {
 		defer r.beatT.Stop()
 		beat = r.beatT.C
 	}
+	idle := r.cfg.beforeWait != nil
 	for {
+		if idle && len(r.live) == 0 {
+			// Nothing more to take without blocking.
+			idle = false
+			if err := r.idle(); err != nil {
+				return err
+			}
+		}
 		select {
 		case m := <-r.live:
 			if err := r.accept(headerUint(m, subjects.HeaderStreamSequence), m.Header, m.Data, true); err != nil {

@@ -266,3 +266,46 @@ func TestReplayWithoutLive(t *testing.T) {
 		t.Fatalf("%d frames", len(frames))
 	}
 }
+
+// The before-wait function runs when the reader has delivered what it has
+// and is about to block, before the next frame exists: it is what flushes a
+// stream's response. (No poll can stand in for it here: the first poll is
+// an hour away.)
+func TestReaderBeforeWait(t *testing.T) {
+	e := startEnv(t)
+	env := newEnvelope("req_bw")
+	e.submit(t, env)
+	w := e.writer(t, env)
+	w.text("a")
+	waiting := make(chan struct{}, 8)
+	r, err := Open(context.Background(), e.nc, "req_bw", 0, WithPollInterval(time.Hour),
+		func(c *replayConfig) { c.firstPoll = time.Hour },
+		withBeforeWait(func() error { waiting <- struct{}{}; return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if f, err := r.Next(context.Background()); err != nil || f.Response.Sequence != 0 {
+		t.Fatalf("frame 0: %v", err)
+	}
+	if len(waiting) != 0 {
+		t.Fatal("before-wait ran while a frame was at hand")
+	}
+	next := make(chan error, 1)
+	go func() {
+		f, err := r.Next(context.Background())
+		if err == nil && f.Response.Sequence != 1 {
+			err = fmt.Errorf("frame %d, want 1", f.Response.Sequence)
+		}
+		next <- err
+	}()
+	select { // the reader is idle: only then is frame 1 written
+	case <-waiting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader blocked without running its before-wait function")
+	}
+	w.complete("a")
+	if err := <-next; err != nil {
+		t.Fatal(err)
+	}
+}

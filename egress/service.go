@@ -344,6 +344,10 @@ func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, 
 	if pt, ok := rend.(PassThrough); ok && pt.PassThrough() {
 		ropts = append(ropts, withoutDecode())
 	}
+	// What is written goes out when the reader has nothing more to give
+	// at once: the head with the frames already stored, frames that
+	// arrived together in one write.
+	ropts = append(ropts, withBeforeWait(o.flushPending))
 	rd, err := Open(ctx, s.nc, requestID, from, append(ropts, opts...)...)
 	if err != nil {
 		finish(err)
@@ -351,10 +355,6 @@ func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, 
 	}
 	defer rd.Close()
 	if err := rend.Start(); err != nil {
-		finish(err)
-		return
-	}
-	if err := o.Flush(); err != nil {
 		finish(err)
 		return
 	}
@@ -376,7 +376,7 @@ func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, 
 		}
 		frames.Inc()
 		nFrames++
-		if rd.Buffered() == 0 || f.isFinal() {
+		if f.isFinal() {
 			if err := o.Flush(); err != nil {
 				finish(err)
 				return

@@ -293,3 +293,77 @@ func TestHTTPClientDisconnectStopsReader(t *testing.T) {
 		return h.nc.NumSubscriptions() == base && testutil.ToFloat64(h.svc.m.open.WithLabelValues(FormatE2ASSE)) == 0
 	})
 }
+
+// flushCounter counts the flushes of a response that had something written
+// since the previous one: the writes a client receives.
+type flushCounter struct {
+	http.ResponseWriter
+	dirty   bool
+	flushes int
+}
+
+func (f *flushCounter) Write(p []byte) (int, error) { f.dirty = true; return f.ResponseWriter.Write(p) }
+func (f *flushCounter) WriteHeader(code int)        { f.dirty = true; f.ResponseWriter.WriteHeader(code) }
+func (f *flushCounter) Unwrap() http.ResponseWriter { return f.ResponseWriter }
+func (f *flushCounter) Flush() {
+	if f.dirty {
+		f.flushes++
+		f.dirty = false
+	}
+	http.NewResponseController(f.ResponseWriter).Flush()
+}
+
+// A stream writes what the reader has at once in one write: the whole
+// replay of a finished request goes out in one flush, head included.
+func TestHTTPStreamCoalescesWrites(t *testing.T) {
+	h := startHTTP(t)
+	h.finished(t, "req_co", 5)
+	mux := http.NewServeMux()
+	h.svc.Register(mux)
+	counter := &flushCounter{ResponseWriter: httptest.NewRecorder()}
+	rec := counter.ResponseWriter.(*httptest.ResponseRecorder)
+	req := httptest.NewRequest("GET", "/v1/requests/req_co/stream", nil)
+	mux.ServeHTTP(counter, req)
+	if evs := readSSE(t, rec.Body); len(evs) != 7 {
+		t.Fatalf("events %+v", evs)
+	}
+	if counter.flushes != 1 {
+		t.Fatalf("%d writes for a finished request, want 1", counter.flushes)
+	}
+}
+
+// What is written goes out before the reader waits for the next frame: a
+// client gets frame 0 while frame 1 is not written yet (no heartbeat to
+// flush for it).
+func TestHTTPStreamFlushesBeforeWaiting(t *testing.T) {
+	h := startHTTP(t, WithHeartbeatInterval(time.Hour))
+	env := newEnvelope("req_wait")
+	h.submit(t, env)
+	w := h.writer(t, env)
+	w.text("a")
+	resp := h.get(t, "/v1/requests/req_wait/stream", "Accept", "application/x-ndjson")
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	select {
+	case l := <-lines:
+		if r, err := e2a.ResponseFromJSON([]byte(l)); err != nil || r.Sequence != 0 {
+			t.Fatalf("first line %q: %v", l, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("frame 0 was not sent while the reader waited for frame 1")
+	}
+	w.complete("a")
+	n := 0
+	for range lines {
+		n++
+	}
+	if n != 1 {
+		t.Fatalf("%d more lines, want the final frame", n)
+	}
+}
