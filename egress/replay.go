@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -321,7 +320,10 @@ type Reader struct {
 
 	sub  *nats.Subscription
 	live chan *nats.Msg
-	lost atomic.Bool
+	// dropped is how many live messages the subscription had dropped (its
+	// channel full) when the stream was last read: more since means frames
+	// to read again from the stream.
+	dropped int
 
 	queue []Frame
 	head  int
@@ -380,13 +382,10 @@ func Open(ctx context.Context, nc *nats.Conn, requestID string, from int64, opts
 	// protocol in order, so every frame stored after the read below is
 	// republished to this subscription, and one stored in between is seen
 	// twice and dropped by sequence.
-	r.sub, err = nc.Subscribe(liveSubj, func(m *nats.Msg) {
-		select {
-		case r.live <- m:
-		default:
-			r.lost.Store(true)
-		}
-	})
+	// The connection's reader delivers into the channel (no goroutine and
+	// hand-off per subscription); when it is full the message is dropped
+	// and counted (lost).
+	r.sub, err = nc.ChanSubscribe(liveSubj, r.live)
 	if err != nil {
 		r.Close()
 		return nil, fmt.Errorf("egress: subscribe %s: %w", liveSubj, err)
@@ -459,7 +458,7 @@ func (r *Reader) Next(ctx context.Context) (Frame, error) {
 		if r.closed {
 			return Frame{}, errors.New("egress: reader closed")
 		}
-		if !r.caughtUp || r.lost.Load() {
+		if !r.caughtUp || r.lost() {
 			if err := r.idle(); err != nil {
 				return Frame{}, err
 			}
@@ -472,6 +471,13 @@ func (r *Reader) Next(ctx context.Context) (Frame, error) {
 			return Frame{}, err
 		}
 	}
+}
+
+// lost reports whether the live subscription dropped messages since the
+// stream was last read.
+func (r *Reader) lost() bool {
+	n, err := r.sub.Dropped()
+	return err == nil && n > r.dropped
 }
 
 // idle runs the before-wait function, if any.
@@ -487,7 +493,9 @@ const directGetAttempt = 3 * time.Second
 
 // fill reads one batch from the stream after the last frame read.
 func (r *Reader) fill(ctx context.Context) error {
-	r.lost.Store(false)
+	if n, err := r.sub.Dropped(); err == nil {
+		r.dropped = n
+	}
 	// A direct get whose answering server dies mid-reply is never closed:
 	// each attempt is bounded and retried from the last frame accepted
 	// (accept drops what an earlier attempt already delivered).
@@ -661,7 +669,7 @@ func (r *Reader) wait(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if r.lost.Load() {
+		if r.lost() {
 			return nil
 		}
 	}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 func TestReplayFinished(t *testing.T) {
@@ -307,5 +309,85 @@ func TestReaderBeforeWait(t *testing.T) {
 	w.complete("a")
 	if err := <-next; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Live frames the subscription dropped (its buffer full) are read again
+// from the stream at once, even when nothing after them reveals a gap:
+// here the final frame is among them and the polls are an hour away.
+func TestReaderRecoversDroppedFinal(t *testing.T) {
+	e := startEnv(t)
+	env := newEnvelope("req_drop")
+	e.submit(t, env)
+	w := e.writer(t, env)
+	r, err := Open(context.Background(), e.nc, "req_drop", 0, WithLiveBuffer(1), WithPollInterval(time.Hour),
+		func(c *replayConfig) { c.firstPoll = time.Hour })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for range 3 {
+		w.text("x")
+	}
+	w.complete("done")
+	// Every frame is acknowledged, so republished to the reader's
+	// connection before the pong of this flush: all are taken or dropped.
+	if err := e.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := r.sub.Dropped(); n < 3 {
+		t.Fatalf("%d live frames dropped, want at least 3", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var c e2a.SequenceChecker
+	for !c.Done() {
+		f, err := r.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %d frames: %v", c.Next(), err)
+		}
+		if err := c.Add(f.Response); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// An open reader costs no goroutine: the live subscription delivers into
+// the reader's channel from the connection's own reader. (Many idle SSE
+// clients hold as many readers; the Service's share one direct getter.)
+func TestReaderNoGoroutine(t *testing.T) {
+	e := startEnv(t)
+	mux, err := streams.NewDirectGetter(e.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mux.Close()
+	var readers []*Reader
+	defer func() {
+		for _, r := range readers {
+			r.Close()
+		}
+	}()
+	for i := range 50 {
+		id := fmt.Sprintf("req_g%d", i)
+		e.submit(t, newEnvelope(id))
+		r, err := Open(context.Background(), e.nc, id, 0, withMux(mux))
+		if err != nil {
+			t.Fatal(err)
+		}
+		readers = append(readers, r)
+	}
+	before := runtime.NumGoroutine()
+	for i := range 50 {
+		id := fmt.Sprintf("req_h%d", i)
+		e.submit(t, newEnvelope(id))
+		r, err := Open(context.Background(), e.nc, id, 0, withMux(mux))
+		if err != nil {
+			t.Fatal(err)
+		}
+		readers = append(readers, r)
+	}
+	if after := runtime.NumGoroutine(); after-before >= 10 {
+		t.Fatalf("50 more open readers took %d more goroutines", after-before)
 	}
 }
