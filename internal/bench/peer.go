@@ -65,17 +65,25 @@ type PeerReport struct {
 	Events   int      `json:"frames_per_request"`
 	Pipeline PeerSide `json:"pipeline"`
 	Other    PeerSide `json:"reference"`
+	// E2ASSE is the pipeline answering the same requests (same agent, same
+	// frames) over E2A SSE, in rounds of its own. Its CPU and allocations
+	// include the load generator's (whose E2A reading is lighter than its
+	// A2A reading, so nothing fair could be subtracted).
+	E2ASSE PeerSide `json:"pipeline_e2a_sse"`
 	// RatioRPS is pipeline ÷ reference requests/s; RatioTTFF50/99 are
 	// reference ÷ pipeline (above 1: the pipeline's first frame is sooner).
 	RatioRPS    float64 `json:"ratio_requests_per_s"`
 	RatioTTFF50 float64 `json:"ratio_ttff_p50"`
 	RatioTTFF99 float64 `json:"ratio_ttff_p99"`
+	// RatioE2ASSE is the pipeline over E2A SSE ÷ reference requests/s.
+	RatioE2ASSE float64 `json:"ratio_e2a_sse_requests_per_s"`
 }
 
 // RunPeer drives the in-process pipeline and the reference A2A server
 // (a separate process) with the same load generator over loopback HTTP,
-// A2A message/stream, in alternating rounds (pipeline, reference,
-// pipeline, …) so that the machine's other load weighs on both alike.
+// A2A message/stream, in alternating rounds (pipeline, reference, the
+// pipeline over E2A SSE, pipeline, …) so that the machine's other load
+// weighs on all alike.
 func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 	cfg := pc.Bench
 	cfg.Protocol = ProtoA2AStream
@@ -119,10 +127,11 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 
 	hc := newHTTPClient(max(cfg.Concurrency, 64) * 4)
 	params := map[string]any{"text": "bench", "frames": cfg.Frames, "frame_bytes": cfg.FrameBytes, "delay_ms": 0}
-	mk := func(base string) *client {
-		return &client{base: base, proto: ProtoA2AStream, hc: hc, params: params, sessions: make(chan string, 1)}
+	mk := func(base, proto string) *client {
+		return &client{base: base, proto: proto, hc: hc, params: params, sessions: make(chan string, 1)}
 	}
-	sides := []*client{mk(pipe.URL), mk(peer.url)}
+	sides := []*client{mk(pipe.URL, ProtoA2AStream), mk(peer.url, ProtoA2AStream), mk(pipe.URL, ProtoE2ASSE)}
+	names := [3]string{"pipeline", "reference", "pipeline e2a-sse"}
 	ids := &idGen{prefix: "peer-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
 	round := func(cl *client, name string, n int) Phase {
 		return closedLoop(ctx, name, n, cfg.Concurrency, ids, func(ctx context.Context, id string, start time.Time) result {
@@ -141,11 +150,11 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 	}
 	rep := &PeerReport{Machine: machine(), Peer: PeerA2AGo + " v0.3.3", Rounds: pc.Rounds, Requests: cfg.Requests,
 		Clients: cfg.Concurrency, Events: cfg.Frames}
-	var phases [2][]Phase
+	var phases [3][]Phase
 	var peerCPU, peerAllocs []float64
 	for r := range pc.Rounds {
 		for i, cl := range sides {
-			name := [2]string{"pipeline", "reference"}[i]
+			name := names[i]
 			progress(fmt.Sprintf("round %d/%d: %s, %d requests, %d clients", r+1, pc.Rounds, name, cfg.Requests, cfg.Concurrency))
 			var cpu0 time.Duration
 			var a0 uint64
@@ -182,14 +191,19 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 	rep.Pipeline.AllocsPerRequest = median(field(phases[0], func(p Phase) float64 { return p.AllocsPerRequest })) - genAllocs
 	rep.Other = side(rep.Peer+" (separate process, in memory)", phases[1])
 	rep.Other.CPUPerRequest, rep.Other.AllocsPerRequest = median(peerCPU), median(peerAllocs)
+	rep.E2ASSE = side("pipeline over E2A SSE (incl. the generator)", phases[2])
+	rep.E2ASSE.CPUPerRequest = median(field(phases[2], func(p Phase) float64 { return p.CPUPerRequest }))
+	rep.E2ASSE.AllocsPerRequest = median(field(phases[2], func(p Phase) float64 { return p.AllocsPerRequest }))
 	if rep.Other.MedianRPS > 0 {
 		rep.RatioRPS = rep.Pipeline.MedianRPS / rep.Other.MedianRPS
+		rep.RatioE2ASSE = rep.E2ASSE.MedianRPS / rep.Other.MedianRPS
 	}
 	if rep.Pipeline.TTFF50 > 0 && rep.Pipeline.TTFF99 > 0 {
 		rep.RatioTTFF50, rep.RatioTTFF99 = rep.Other.TTFF50/rep.Pipeline.TTFF50, rep.Other.TTFF99/rep.Pipeline.TTFF99
 	}
-	if rep.Pipeline.Failed > 0 || rep.Other.Failed > 0 {
-		return rep, fmt.Errorf("bench: failed requests: pipeline %d, reference %d", rep.Pipeline.Failed, rep.Other.Failed)
+	if rep.Pipeline.Failed > 0 || rep.Other.Failed > 0 || rep.E2ASSE.Failed > 0 {
+		return rep, fmt.Errorf("bench: failed requests: pipeline %d, reference %d, pipeline over E2A SSE %d",
+			rep.Pipeline.Failed, rep.Other.Failed, rep.E2ASSE.Failed)
 	}
 	return rep, nil
 }
@@ -234,13 +248,19 @@ func (r *PeerReport) WriteText(w io.Writer) error {
 	m := r.Machine
 	fmt.Fprintf(&b, "machine: %s, %d CPUs (GOMAXPROCS %d), %s/%s, %s\n\n", m.CPU, m.NumCPU, m.GOMAXPROCS, m.OS, m.Arch, m.Go)
 	fmt.Fprintf(&b, "  %-48s %10s %10s %10s %12s %12s\n", "system", "req/s", "TTFF p50", "TTFF p99", "CPU ms/req", "allocs/req")
-	for _, s := range []PeerSide{r.Pipeline, r.Other} {
+	for _, s := range []PeerSide{r.Pipeline, r.Other, r.E2ASSE} {
+		if s.Name == "" {
+			continue
+		}
 		fmt.Fprintf(&b, "  %-48s %10.0f %10.2f %10.2f %12.3f %12.0f\n", s.Name, s.MedianRPS, s.TTFF50, s.TTFF99, s.CPUPerRequest, s.AllocsPerRequest)
 	}
 	fmt.Fprintf(&b, "\n  pipeline ÷ reference requests/s: %.2f×   time to first frame, reference ÷ pipeline: p50 %.2f×, p99 %.2f×\n",
 		r.RatioRPS, r.RatioTTFF50, r.RatioTTFF99)
-	fmt.Fprintf(&b, "  (latencies in ms, medians of the rounds; requests/s by round: pipeline %s, reference %s)\n",
-		joinRates(r.Pipeline.RPS), joinRates(r.Other.RPS))
+	if r.E2ASSE.Name != "" {
+		fmt.Fprintf(&b, "  pipeline over E2A SSE ÷ reference requests/s: %.2f×\n", r.RatioE2ASSE)
+	}
+	fmt.Fprintf(&b, "  (latencies in ms, medians of the rounds; requests/s by round: pipeline %s, reference %s, pipeline over E2A SSE %s)\n",
+		joinRates(r.Pipeline.RPS), joinRates(r.Other.RPS), joinRates(r.E2ASSE.RPS))
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -9,8 +9,9 @@ import (
 )
 
 // TestRunPeerSmall builds the reference server (a2a-go v0.3.3, its own
-// module), runs one tiny round of each system and checks the report holds
-// both with positive figures and every request answered. Not a timed test:
+// module), runs one tiny round of each system (the pipeline over A2A and
+// over E2A SSE, the reference) and checks the report holds all three with
+// positive figures and every request answered. Not a timed test:
 // the ratio itself is not checked.
 func TestRunPeerSmall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -21,16 +22,18 @@ func TestRunPeerSmall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("RunPeer: %v", err)
 	}
-	for _, s := range []PeerSide{rep.Pipeline, rep.Other} {
+	for _, s := range []PeerSide{rep.Pipeline, rep.Other, rep.E2ASSE} {
 		if s.MedianRPS <= 0 || s.TTFF50 <= 0 || s.TTFF99 < s.TTFF50 || s.Failed != 0 || len(s.RPS) != 1 {
 			t.Errorf("%s: %+v", s.Name, s)
 		}
 	}
-	if rep.Other.CPUPerRequest <= 0 || rep.Other.AllocsPerRequest <= 0 || rep.RatioRPS <= 0 {
+	if rep.Other.CPUPerRequest <= 0 || rep.Other.AllocsPerRequest <= 0 || rep.RatioRPS <= 0 || rep.RatioE2ASSE <= 0 ||
+		rep.E2ASSE.CPUPerRequest <= 0 || rep.E2ASSE.AllocsPerRequest <= 0 {
 		t.Errorf("report %+v", rep)
 	}
 	var out bytes.Buffer
-	if err := rep.WriteText(&out); err != nil || !strings.Contains(out.String(), "a2a-go v0.3.3") || !strings.Contains(out.String(), "pipeline ÷ reference requests/s") {
+	if err := rep.WriteText(&out); err != nil || !strings.Contains(out.String(), "a2a-go v0.3.3") || !strings.Contains(out.String(), "pipeline ÷ reference requests/s") ||
+		!strings.Contains(out.String(), "pipeline over E2A SSE ÷ reference requests/s") {
 		t.Errorf("text report %q (%v)", out.String(), err)
 	}
 }
