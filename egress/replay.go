@@ -63,7 +63,7 @@ const noSequence = math.MinInt64
 // which walks the whole frame twice through the reflective decoder.
 func (h *frameHead) decode(data []byte) error {
 	*h = frameHead{Sequence: noSequence}
-	if !json.Valid(data) || !h.scan(data) {
+	if !jsonstr.Valid(data) || !h.scan(data) {
 		*h = frameHead{Sequence: noSequence}
 		return json.Unmarshal(data, h)
 	}
