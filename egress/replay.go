@@ -726,9 +726,6 @@ func headerInt(h nats.Header, key string) (int64, bool) {
 	return n, err == nil
 }
 
-// Buffered returns how many frames are read and waiting to be delivered.
-func (r *Reader) Buffered() int { return len(r.queue) - r.head }
-
 // NextStored returns the next frame the stream holds now, without waiting
 // for live frames: ok is false when there is none (yet, or after the final
 // frame).
