@@ -339,3 +339,49 @@ func checkResponse(t *testing.T, r Response) {
 		t.Fatalf("malformed response %s", b)
 	}
 }
+
+// TestScanCallMatches: the scan of a plain request reads what the map
+// decode reads, and leaves every other shape to it.
+func TestScanCallMatches(t *testing.T) {
+	for _, s := range scanCallCases {
+		checkScanCall(t, []byte(s))
+	}
+}
+
+var scanCallCases = []string{
+	`{"jsonrpc":"2.0","method":"message/stream","params":{"message":{"parts":[{"kind":"text","text":"a\"b"}]}},"id":"r-1"}`,
+	`{ "id" : 7 , "method" : "m" , "jsonrpc" : "2.0" }`, `{"jsonrpc":"2.0","method":"m","id":null,"params":null}`,
+	`{"jsonrpc":"2.0","method":"m","params":[1,2],"id":-1.5e3}`, `{"jsonrpc":"2.0","method":"m","method":"n"}`,
+	`{"jsonrpc":"2.0","method":"\u006d"}`, `{"jsonrpc":"2.0","\u006dethod":"m"}`, `{"jsonrpc":"2.0","method":""}`,
+	`{"jsonrpc":"2.0","method":"m","id":true}`, `{"jsonrpc":"2.0","method":"m","params":3}`, `{"jsonrpc":2.0,"method":"m"}`,
+	`{"jsonrpc":"2.0"}`, `{"method":"m"}`, `{"jsonrpc":"2.0","method":5}`, `{"Method":"m","jsonrpc":"2.0"}`, `{}`,
+}
+
+func checkScanCall(t *testing.T, el []byte) {
+	t.Helper()
+	got, ok := scanCall(el)
+	if !ok {
+		return
+	}
+	want := decodeCallMap(el)
+	g, _ := json.Marshal(got)
+	w, _ := json.Marshal(want)
+	if !bytes.Equal(g, w) {
+		t.Fatalf("%s:\nscan %s\nmap  %s", el, g, w)
+	}
+}
+
+// FuzzScanCall: on any JSON object, scanCall reads what decodeCallMap
+// reads or leaves it to it.
+func FuzzScanCall(f *testing.F) {
+	for _, s := range scanCallCases {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, el []byte) {
+		el = bytes.TrimSpace(el)
+		if len(el) == 0 || el[0] != '{' || !json.Valid(el) {
+			return
+		}
+		checkScanCall(t, el)
+	})
+}
