@@ -246,8 +246,10 @@ func Interaction(header http.Header, env *e2a.Envelope) bool {
 			return true
 		}
 	}
-	for _, name := range []string{"X-A2A-Extensions", "A2A-Extensions"} {
-		for _, h := range header.Values(name) {
+	// The names in their canonical form, read from the map: Values would
+	// canonicalise (allocate) them on every call.
+	for _, name := range [...]string{"X-A2a-Extensions", "A2a-Extensions"} {
+		for _, h := range header[name] {
 			for _, u := range strings.Split(h, ",") {
 				if strings.TrimSpace(u) == InteractionExtension {
 					return true
