@@ -68,6 +68,9 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 		return err
 	}
 	c.Header = http.Header(headers)
+	if c.Target == "" {
+		gcForEmbedded() // the pipeline and its NATS server run in this process, as under e2a dev
+	}
 	if !*asJSON {
 		c.Progress = func(s string) { fmt.Fprintln(os.Stderr, "bench:", s) }
 	}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -227,5 +228,19 @@ func TestReplayNotFoundExit(t *testing.T) {
 	code, _, errOut = runBin(t, []string{"E2A_NATS_URL="}, "replay", "nope-xyz")
 	if code != exitFailure || !strings.Contains(errOut, "E2A_NATS_URL") || !strings.Contains(errOut, "e2a dev") {
 		t.Errorf("replay without a URL: exit %d, %s", code, errOut)
+	}
+}
+
+// A process embedding the NATS server sets GOGC=200 unless GOGC is set.
+func TestGCForEmbedded(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(prev)
+	t.Setenv("GOGC", "150")
+	if got := gcForEmbedded(); got != 0 || debug.SetGCPercent(100) != 100 {
+		t.Fatalf("GOGC set: gcForEmbedded %d changed the target", got)
+	}
+	t.Setenv("GOGC", "")
+	if got := gcForEmbedded(); got != embeddedGCPercent || debug.SetGCPercent(100) != embeddedGCPercent {
+		t.Fatalf("GOGC unset: gcForEmbedded %d", got)
 	}
 }
