@@ -168,7 +168,7 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Co
 // every GC cycle marks again, a larger share the fuller the streams. Measured
 // (README, Soak: two pairs of soaks at 1,500 A2A requests/s): 10–25 % less
 // CPU per request once the streams are full, and TTFF p50 ≈ 1 ms instead of
-// spikes to 20–500 ms, for ≈ 35 % more RSS. Production servers run apart
+// spikes to 20–530 ms, for up to ≈ 35 % more RSS. Production servers run apart
 // from the stages, which keep Go's default.
 const embeddedGCPercent = 200
 
