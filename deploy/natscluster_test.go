@@ -218,6 +218,12 @@ func fileTail(n int, paths ...string) string {
 	return string(b)
 }
 
+// fileHead returns the first n bytes of a file.
+func fileHead(n int, path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b[:min(n, len(b))])
+}
+
 // URL lists every node's client URL.
 func (c *natsCluster) URL() string {
 	var urls []string

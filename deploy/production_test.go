@@ -191,6 +191,11 @@ func TestProductionDeployment(t *testing.T) {
 			t.Errorf("tail printed no %s", want)
 		}
 	}
+	if t.Failed() {
+		// What tail did print, to tell a late start from a lost request.
+		t.Logf("tail (--since %s) stdout, head and tail:\n%s\n…\n%s", testStart.UTC().Format(time.RFC3339Nano),
+			fileHead(3000, tail.stdoutPath()), fileTail(3000, tail.stdoutPath()))
+	}
 	_ = tail.cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case <-tail.done:

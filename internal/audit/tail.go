@@ -38,6 +38,7 @@ type tailReq struct {
 	pool    string
 	match   bool
 	emitted bool
+	done    bool   // its final frame was seen: later live copies are ignored
 	lastSeq uint64 // stream sequence of its last frame seen
 	check   *checker
 }
@@ -95,7 +96,17 @@ func (a *Auditor) Tail(ctx context.Context, o TailOptions, emit func(Record) err
 		return nilIfDone(ctx, err)
 	}
 
-	t := &tailer{a: a, q: q, emit: emit, reqs: reqs, resps: resps, tracked: map[string]*tailReq{}, max: o.MaxTracked}
+	// A request stored up to here may have had frames republished before
+	// the subscription was in place (it ran, or finished, before Tail
+	// started: with Since, or in the moment between the state read above
+	// and the subscription): the poll that finds it reads its stored frames
+	// back. Requests stored later get all of theirs live.
+	subscribed, err := a.state(ctx, streams.RequestsStream)
+	if err != nil {
+		return nilIfDone(ctx, err)
+	}
+	t := &tailer{a: a, q: q, emit: emit, reqs: reqs, resps: resps, tracked: map[string]*tailReq{}, max: o.MaxTracked,
+		backfillTo: subscribed.last}
 	filter := subjects.AllRequests
 	if o.Pool != "" {
 		filter, _ = subjects.RequestFilter(o.Pool)
@@ -143,6 +154,9 @@ type tailer struct {
 	tracked map[string]*tailReq
 	order   []string
 	max     int
+	// backfillTo is the last request stored before the live subscription
+	// was in place (see Tail).
+	backfillTo uint64
 }
 
 // poll reads the requests stored from sequence next on and returns the
@@ -174,11 +188,38 @@ func (t *tailer) poll(ctx context.Context, filter string, next uint64) (uint64, 
 					return next, err
 				}
 			}
+			if m.Seq <= t.backfillTo && t.resps.exists {
+				if err := t.backfill(ctx, r); err != nil {
+					return next, err
+				}
+			}
 		}
 		if !more || len(msgs) == 0 {
 			return next, nil
 		}
 	}
+}
+
+// backfill shows the frames of r already stored (it was stored before the
+// live subscription was in place); live copies of them are then skipped by
+// stream sequence.
+func (t *tailer) backfill(ctx context.Context, r *tailReq) error {
+	subj, err := subjects.Response(r.id)
+	if err != nil {
+		return nil
+	}
+	for sm, err := range t.a.seq(ctx, t.resps.name, subj, r.lastSeq+1) {
+		if err != nil {
+			return err
+		}
+		if r.done {
+			return nil
+		}
+		if err := t.add(r, hotMsg(t.resps.name, sm), true); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // track returns the state of request id, creating it.
@@ -219,6 +260,9 @@ func (t *tailer) frame(ctx context.Context, m *nats.Msg) error {
 	seq, _ := strconv.ParseUint(m.Header.Get(subjects.HeaderStreamSequence), 10, 64)
 	prev, _ := strconv.ParseUint(m.Header.Get(subjects.HeaderLastSequence), 10, 64)
 	r := t.tracked[id]
+	if r != nil && r.done {
+		return nil // a live copy of a frame read back, or after the final one
+	}
 	if r == nil {
 		r = t.track(id)
 		// A request met through its frames: look its envelope up.
@@ -280,7 +324,9 @@ func (t *tailer) add(r *tailReq, sm *storedMsg, show bool) error {
 				return err
 			}
 		}
-		delete(t.tracked, r.id)
+		// Kept (until MaxTracked newer ones push it out) as done, so that
+		// a live copy of a frame read back does not show it again.
+		r.done = true
 	}
 	return nil
 }

@@ -215,3 +215,41 @@ func TestPublishAndFollow(t *testing.T) {
 	}
 	_ = js
 }
+
+// With Since, a request stored since then that finished before Tail
+// started is shown whole: its request, every frame read back from the
+// stream, and its summary (its frames were republished before the live
+// subscription existed).
+func TestTailSinceFinished(t *testing.T) {
+	js, nc := server(t)
+	a, _ := audit.New(nc, audit.WithPageSize(16))
+	since := time.Now().Add(-time.Second)
+	completeRequest(t, js, "demo", &e2a.Envelope{RequestID: "past"}, 3) // frames 0–3
+
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	rec := newRecorder()
+	errc := make(chan error, 1)
+	go func() {
+		errc <- a.Tail(ctx, audit.TailOptions{PollInterval: 20 * time.Millisecond, Since: since}, rec.emit)
+	}()
+	sum := rec.waitFor(t, "summary of past", func(r audit.Record) bool { return r.Kind == audit.KindSummary && r.RequestID == "past" })
+	if !sum.Summary.OK() || sum.Summary.State != audit.StateComplete || sum.Summary.Frames != 4 {
+		t.Fatalf("past: %+v", sum.Summary)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("Tail: %v", err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var kinds []string
+	for _, r := range rec.recs {
+		if r.RequestID == "past" {
+			kinds = append(kinds, string(r.Kind))
+		}
+	}
+	if got := strings.Join(kinds, ","); got != "request,frame,frame,frame,frame,summary" {
+		t.Fatalf("records of past: %s", got)
+	}
+}
