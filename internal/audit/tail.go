@@ -188,7 +188,7 @@ func (t *tailer) poll(ctx context.Context, filter string, next uint64) (uint64, 
 					return next, err
 				}
 			}
-			if m.Seq <= t.backfillTo && t.resps.exists {
+			if r.match && m.Seq <= t.backfillTo && t.resps.exists {
 				if err := t.backfill(ctx, r); err != nil {
 					return next, err
 				}
