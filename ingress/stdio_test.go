@@ -377,7 +377,10 @@ func TestStdioLines(t *testing.T) {
 	}
 
 	// A cancel right behind its prompt, before the prompt was published.
-	send(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"x"}],"delay_ms":100}}` + "\n" +
+	// The agent waits 2 s between frames, so that a cancel that comes after
+	// the publish on a loaded machine still finds the prompt running (with
+	// 100 ms, a CI run under load saw the prompt end first).
+	send(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"x"}],"delay_ms":2000}}` + "\n" +
 		`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"` + sid + `"}}` + "\n")
 	if m := next(); m["id"] != float64(3) || m["result"].(map[string]any)["stopReason"] != "cancelled" {
 		t.Fatalf("overtaken prompt: %v", m)
