@@ -41,6 +41,7 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	fs.BoolVar(&c.NoAudit, "no-audit", false, "in process, experiment: delete E2A_AUDIT to measure what auditing costs")
 	fs.BoolVar(&c.SyncAlways, "sync-always", false, "in process: fsync every JetStream write")
 	fs.StringVar(&c.StoreDir, "store-dir", "", "in process: JetStream store directory (default: temporary)")
+	fs.IntVar(&c.WarmMemoryMiB, "warm-mib", 0, "in process and --peer: touch and release this many MiB of memory before measuring (a VM that backs memory lazily; see README, Performance)")
 	fs.StringVar(&c.RemoteAgent, "remote-agent", d.RemoteAgent, "with --target: the agent the pool runs, demo or bench")
 	fs.StringVar(&c.Pool, "pool", "", "E2A requests: agent pool (?agent=)")
 	fs.DurationVar(&c.Timeout, "timeout", d.Timeout, "per-request timeout")
@@ -73,6 +74,9 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	}
 	if !*asJSON {
 		c.Progress = func(s string) { fmt.Fprintln(os.Stderr, "bench:", s) }
+	}
+	if c.WarmMemoryMiB != 0 && (*duration > 0 || *replicas != "") {
+		return errors.New("bench --warm-mib applies to the in-process bench and --peer, not to --duration or --replicas")
 	}
 	if *duration > 0 {
 		sr, err := bench.RunSoak(ctx, bench.SoakConfig{Duration: *duration, Interval: *interval, Rate: *rate,

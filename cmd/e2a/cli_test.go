@@ -100,6 +100,9 @@ func TestCLIHelp(t *testing.T) {
 			t.Errorf("e2a %v: exit %d, stdout %q, stderr:\n%s", c.args, code, out, errOut)
 		}
 	}
+	if code, _, errOut := runBin(t, env, "bench", "--warm-mib", "8", "--duration", "1s", "--rate", "10"); code != 1 || !strings.Contains(errOut, "--warm-mib applies to") {
+		t.Errorf("e2a bench --warm-mib --duration: exit %d, %s", code, errOut)
+	}
 	if code, _, errOut := runBin(t, env, "nope"); code != 2 || !strings.Contains(errOut, "e2a dev") {
 		t.Errorf("e2a nope: exit %d, %s", code, errOut)
 	}

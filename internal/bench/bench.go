@@ -88,6 +88,10 @@ type Config struct {
 	SyncAlways bool `json:"sync_always"`
 	// StoreDir of the embedded server (default: a temporary directory).
 	StoreDir string `json:"-"`
+	// WarmMemoryMiB, when > 0, is memory touched and released right before
+	// the measured phases (WarmMemory), so that a VM whose host backs memory
+	// lazily does not charge the run for faulting in cold pages.
+	WarmMemoryMiB int `json:"warm_memory_mib,omitempty"`
 	// RemoteAgent is the agent a Target runs: "demo" (params.frames counts
 	// its text chunks; it writes 4 frames more) or "bench".
 	RemoteAgent string `json:"remote_agent,omitempty"`
@@ -130,8 +134,8 @@ func (c *Config) fill() error {
 	if c.Requests <= 0 || c.Concurrency <= 0 || c.Frames <= 0 || c.FrameBytes <= 0 {
 		return errors.New("bench: requests, concurrency, frames and frame size must be > 0")
 	}
-	if c.Delay < 0 || c.Warmup < 0 || c.ReplayOpens < 0 || c.BaselineMsgs < 0 {
-		return errors.New("bench: negative delay, warmup, replay opens or baseline")
+	if c.Delay < 0 || c.Warmup < 0 || c.ReplayOpens < 0 || c.BaselineMsgs < 0 || c.WarmMemoryMiB < 0 {
+		return errors.New("bench: negative delay, warmup, replay opens, baseline or warm memory")
 	}
 	for _, f := range c.Sweep {
 		if f <= 0 || f > 2 {
@@ -211,6 +215,8 @@ type Report struct {
 	// ReplayEngine is the in-process replay engine alone (egress.Replay,
 	// no HTTP).
 	ReplayEngine *Phase `json:"replay_engine,omitempty"`
+	// MemoryWarmup is what Config.WarmMemoryMiB measured, when set.
+	MemoryWarmup *MemoryWarmup `json:"memory_warmup,omitempty"`
 	// Ratio is full-load delivered frames/s divided by the baseline rate.
 	Ratio   float64  `json:"frames_to_raw_publish_ratio,omitempty"`
 	Targets []Target `json:"targets"`
@@ -248,6 +254,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("bench: baseline connection: %w", err)
 		}
 		defer nc.Close()
+	}
+
+	if cfg.WarmMemoryMiB > 0 {
+		progress(fmt.Sprintf("warming %d MiB of memory", cfg.WarmMemoryMiB))
+		w, err := WarmMemory(cfg.WarmMemoryMiB)
+		if err != nil {
+			return nil, err
+		}
+		rep.MemoryWarmup = w
+		progress(w.String())
 	}
 
 	// 1. Baseline, on a quiet server, before any load.

@@ -25,7 +25,7 @@ func TestRunSmall(t *testing.T) {
 			cfg := Config{
 				Protocol: proto, Requests: 120, Concurrency: 8, Frames: 8, FrameBytes: 40,
 				Warmup: 20, Sweep: []float64{0.5}, SweepSeconds: 0.2, ReplayOpens: 60,
-				BaselineMsgs: 2000, Timeout: 20 * time.Second,
+				BaselineMsgs: 2000, Timeout: 20 * time.Second, WarmMemoryMiB: 8,
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
@@ -87,7 +87,11 @@ func TestRunSmall(t *testing.T) {
 				t.Fatalf("JSON: %v", err)
 			}
 			var txt bytes.Buffer
-			if err := rep.WriteText(&txt); err != nil || !strings.Contains(txt.String(), "raw JetStream async publish") {
+			if w := rep.MemoryWarmup; w == nil || w.MiB != 8 {
+				t.Errorf("memory warm-up %+v", w)
+			}
+			if err := rep.WriteText(&txt); err != nil || !strings.Contains(txt.String(), "raw JetStream async publish") ||
+				!strings.Contains(txt.String(), "memory warmed before the run: 8 MiB") {
 				t.Fatalf("text: %v\n%s", err, txt.String())
 			}
 			var img bytes.Buffer

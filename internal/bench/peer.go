@@ -77,6 +77,8 @@ type PeerReport struct {
 	RatioTTFF99 float64 `json:"ratio_ttff_p99"`
 	// RatioE2ASSE is the pipeline over E2A SSE ÷ reference requests/s.
 	RatioE2ASSE float64 `json:"ratio_e2a_sse_requests_per_s"`
+	// MemoryWarmup is what Bench.WarmMemoryMiB measured, when set.
+	MemoryWarmup *MemoryWarmup `json:"memory_warmup,omitempty"`
 }
 
 // RunPeer drives the in-process pipeline and the reference A2A server
@@ -140,6 +142,14 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 			return cl.do(ctx, id, start)
 		}, false, true)
 	}
+	var warm *MemoryWarmup
+	if cfg.WarmMemoryMiB > 0 {
+		progress(fmt.Sprintf("warming %d MiB of memory", cfg.WarmMemoryMiB))
+		if warm, err = WarmMemory(cfg.WarmMemoryMiB); err != nil {
+			return nil, err
+		}
+		progress(warm.String())
+	}
 	if cfg.Warmup > 0 {
 		progress(fmt.Sprintf("warm-up: %d requests each", cfg.Warmup))
 		for _, cl := range sides {
@@ -149,7 +159,7 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 		}
 	}
 	rep := &PeerReport{Machine: machine(), Peer: PeerA2AGo + " v0.3.3", Rounds: pc.Rounds, Requests: cfg.Requests,
-		Clients: cfg.Concurrency, Events: cfg.Frames}
+		Clients: cfg.Concurrency, Events: cfg.Frames, MemoryWarmup: warm}
 	var phases [3][]Phase
 	var peerCPU, peerAllocs []float64
 	for r := range pc.Rounds {
@@ -246,7 +256,11 @@ func (r *PeerReport) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "e2a bench --peer %s: A2A message/stream, %d frames per request, %d clients, %d rounds of %d requests each, alternating\n",
 		PeerA2AGo, r.Events, r.Clients, r.Rounds, r.Requests)
 	m := r.Machine
-	fmt.Fprintf(&b, "machine: %s, %d CPUs (GOMAXPROCS %d), %s/%s, %s\n\n", m.CPU, m.NumCPU, m.GOMAXPROCS, m.OS, m.Arch, m.Go)
+	fmt.Fprintf(&b, "machine: %s, %d CPUs (GOMAXPROCS %d), %s/%s, %s\n", m.CPU, m.NumCPU, m.GOMAXPROCS, m.OS, m.Arch, m.Go)
+	if r.MemoryWarmup != nil {
+		b.WriteString(r.MemoryWarmup.String() + "\n")
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "  %-48s %10s %10s %10s %12s %12s\n", "system", "req/s", "TTFF p50", "TTFF p99", "CPU ms/req", "allocs/req")
 	for _, s := range []PeerSide{r.Pipeline, r.Other, r.E2ASSE} {
 		if s.Name == "" {

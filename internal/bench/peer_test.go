@@ -17,7 +17,7 @@ func TestRunPeerSmall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cfg := DefaultConfig()
-	cfg.Requests, cfg.Concurrency, cfg.Warmup = 60, 8, 10
+	cfg.Requests, cfg.Concurrency, cfg.Warmup, cfg.WarmMemoryMiB = 60, 8, 10, 8
 	rep, err := RunPeer(ctx, PeerConfig{Bench: cfg, Rounds: 1, ModuleDir: "../.."})
 	if err != nil {
 		t.Fatalf("RunPeer: %v", err)
@@ -33,7 +33,7 @@ func TestRunPeerSmall(t *testing.T) {
 	}
 	var out bytes.Buffer
 	if err := rep.WriteText(&out); err != nil || !strings.Contains(out.String(), "a2a-go v0.3.3") || !strings.Contains(out.String(), "pipeline ÷ reference requests/s") ||
-		!strings.Contains(out.String(), "pipeline over E2A SSE ÷ reference requests/s") {
+		!strings.Contains(out.String(), "pipeline over E2A SSE ÷ reference requests/s") || !strings.Contains(out.String(), "memory warmed before the run: 8 MiB") {
 		t.Errorf("text report %q (%v)", out.String(), err)
 	}
 }

@@ -34,7 +34,11 @@ func (r *Report) WriteText(w io.Writer) error {
 			b.WriteString(", WITHOUT E2A_AUDIT (experiment)")
 		}
 	}
-	b.WriteString("\n\n")
+	b.WriteString("\n")
+	if r.MemoryWarmup != nil {
+		b.WriteString(r.MemoryWarmup.String() + "\n")
+	}
+	b.WriteString("\n")
 	if bl := r.Baseline; bl != nil {
 		fmt.Fprintf(&b, "raw JetStream async publish (baseline): %.0f msgs/s  (%d × %d B, %d pending max, %.2f s)\n",
 			bl.MsgsPerSec, bl.Messages, bl.MsgBytes, bl.Window, bl.Seconds)
