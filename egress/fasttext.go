@@ -83,12 +83,12 @@ func readTextChunk(f *Frame) (tf textFrame, text string, ok bool) {
 		resp := f.Response
 		tf.ResponseID, tf.RequestID, tf.IsFinal, tf.ResponseKind = resp.ResponseID, resp.RequestID, resp.IsFinal, resp.ResponseKind
 		tf.TaskID, tf.ContextID, tf.SessionID = resp.TaskID, resp.ContextID, resp.SessionID
-		if resp.ResponseKind != e2a.KindChunk || resp.IsFinal || json.Unmarshal(resp.Body, &tf.Body) != nil {
+		if resp.ResponseKind != e2a.KindChunk || resp.IsFinal || !decodeInto(resp.Body, &tf.Body) {
 			return tf, "", false
 		}
 	} else if !tf.scan(f.Raw) {
 		tf = textFrame{}
-		if json.Unmarshal(f.Raw, &tf) != nil {
+		if !decodeInto(f.Raw, &tf) {
 			return tf, "", false
 		}
 	}
@@ -99,10 +99,25 @@ func readTextChunk(f *Frame) (tf textFrame, text string, ok bool) {
 	if t, ok := plainString(tf.Body.Delta); ok {
 		return tf, t, true
 	}
-	if json.Unmarshal(tf.Body.Delta, &text) != nil {
+	if !decodeInto(tf.Body.Delta, &text) {
 		return tf, "", false
 	}
 	return tf, text, true
+}
+
+// decodeInto is json.Unmarshal of data into *out, through a copy: the
+// decoder's pointer moves what it points to to the heap, and a caller's
+// variable passed to it directly would be moved there on every call, not
+// only on this (rare) path.
+//
+//go:noinline
+func decodeInto[T any](data []byte, out *T) bool {
+	var v T
+	if json.Unmarshal(data, &v) != nil {
+		return false
+	}
+	*out = v
+	return true
 }
 
 // scan reads a text frame's fields from valid JSON data (a frame the

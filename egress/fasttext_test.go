@@ -9,6 +9,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
@@ -63,5 +64,46 @@ func TestACPFastTextMatches(t *testing.T) {
 		if _, _, ok := ACPTextUpdate(&Frame{Response: f, Raw: raw}, ""); ok {
 			t.Fatal("a text update with the fast paths off")
 		}
+	}
+}
+
+// TestReadTextChunkAllocs: reading a plain text chunk from the frame's bytes
+// allocates nothing (its strings are views of the bytes); the decoder's
+// fallback, taken for a frame the scan declines, does not move the reader's
+// own variables to the heap on the common path.
+func TestReadTextChunkAllocs(t *testing.T) {
+	for _, f := range TextFrames() {
+		if f.ResponseKind != e2a.KindChunk || f.IsFinal {
+			continue
+		}
+		raw, _ := json.Marshal(f)
+		fr := &Frame{Raw: raw, StreamSeq: 1, seq: f.Sequence, final: f.IsFinal, rkind: f.ResponseKind}
+		if _, _, ok := readTextChunk(fr); !ok {
+			continue
+		}
+		if n := testing.AllocsPerRun(100, func() { _, _, _ = readTextChunk(fr) }); n != 0 {
+			t.Errorf("readTextChunk(%s): %v allocations, want 0", raw, n)
+		}
+		return
+	}
+	t.Fatal("no plain text chunk among TextFrames")
+}
+
+// TestOutputScratchAllocs: SSE events and NDJSON lines are assembled in the
+// output's scratch buffer, reused from one write to the next; one larger
+// than maxScratch is not kept.
+func TestOutputScratchAllocs(t *testing.T) {
+	o := NewOutput(&testkit.DiscardResponseWriter{}, 0)
+	data := []byte(`{"sequence":12,"body":{"delta":"hello"}}`)
+	_ = SSEEvent(o, "12", "", data)
+	if n := testing.AllocsPerRun(100, func() { _ = SSEEvent(o, "12", "", data) }); n != 0 {
+		t.Errorf("SSEEvent: %v allocations, want 0", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = WriteLine(o, data) }); n != 0 {
+		t.Errorf("WriteLine: %v allocations, want 0", n)
+	}
+	_ = WriteLine(o, bytes.Repeat([]byte("x"), maxScratch+1))
+	if cap(o.scratch) > maxScratch {
+		t.Errorf("kept a %d-byte scratch buffer", cap(o.scratch))
 	}
 }

@@ -49,7 +49,34 @@ type Output struct {
 	started bool
 	pending bool // written since the last flush
 	err     error
+	// scratch is reused to assemble what one Write sends (an event, a
+	// line): net/http copies what it is given, so the next can reuse it.
+	scratch []byte
 }
+
+// Scratch returns an empty buffer with room for n bytes, to assemble what
+// the next Write sends; hand it back with Reuse after that Write. It saves an
+// allocation per event on a long stream. The buffer is o's: use it for one
+// Write at a time, from the goroutine writing the response.
+func (o *Output) Scratch(n int) []byte {
+	b := o.scratch[:0]
+	o.scratch = nil
+	if cap(b) < n {
+		return make([]byte, 0, max(n, 2*cap(b)))
+	}
+	return b
+}
+
+// Reuse hands a buffer from Scratch back once it was written. Buffers that
+// grew beyond maxScratch are dropped (one large event keeps no memory).
+func (o *Output) Reuse(b []byte) {
+	if cap(b) <= maxScratch {
+		o.scratch = b[:0]
+	}
+}
+
+// maxScratch bounds the scratch buffer an Output keeps between writes.
+const maxScratch = 64 << 10
 
 // NewOutput wraps w. writeTimeout bounds every write and flush (0: none).
 func NewOutput(w http.ResponseWriter, writeTimeout time.Duration) *Output {
@@ -271,7 +298,7 @@ func (s sse) comment(text string) error {
 // frame write fields and events of its own into the stream.
 func (s sse) event(id, event string, data []byte) error {
 	id, event = sseField(id), sseField(event)
-	buf := make([]byte, 0, len(data)+len(id)+len(event)+24)
+	buf := s.o.Scratch(len(data) + len(id) + len(event) + 24)
 	if id != "" {
 		buf = append(buf, "id: "...)
 		buf = append(buf, id...)
@@ -286,6 +313,7 @@ func (s sse) event(id, event string, data []byte) error {
 	buf = append(buf, compactLine(data)...)
 	buf = append(buf, "\n\n"...)
 	_, err := s.o.Write(buf)
+	s.o.Reuse(buf)
 	return err
 }
 
@@ -346,9 +374,10 @@ func NDJSONHead(o *Output) {
 
 func writeLine(o *Output, b []byte) error {
 	b = compactLine(b)
-	buf := make([]byte, 0, len(b)+1)
+	buf := o.Scratch(len(b) + 1)
 	buf = append(append(buf, b...), '\n')
 	_, err := o.Write(buf)
+	o.Reuse(buf)
 	return err
 }
 

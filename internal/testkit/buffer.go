@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"bytes"
+	"net/http"
 	"sync"
 )
 
@@ -25,3 +26,21 @@ func (l *Buffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// DiscardResponseWriter is an http.ResponseWriter that keeps nothing: for
+// tests that count what writing a response allocates.
+type DiscardResponseWriter struct{ H http.Header }
+
+// Header returns the headers (a new map when H is nil).
+func (d *DiscardResponseWriter) Header() http.Header {
+	if d.H == nil {
+		d.H = http.Header{}
+	}
+	return d.H
+}
+
+// Write discards p.
+func (d *DiscardResponseWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+// WriteHeader does nothing.
+func (d *DiscardResponseWriter) WriteHeader(int) {}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
@@ -124,5 +125,30 @@ func TestResultEventMatches(t *testing.T) {
 				t.Fatalf("id %s:\ngot  %s\nwant %s", id, rec.Body.Bytes(), want.Body.Bytes())
 			}
 		}
+	}
+}
+
+// TestStreamTextAllocs: once a stream has written its first text event, the
+// next ones (the bulk of a streamed answer) allocate nothing: the event and
+// its SSE framing are assembled in buffers the stream and its output reuse.
+func TestStreamTextAllocs(t *testing.T) {
+	f := egress.ConformanceChunk("req-allocs", 1, e2a.DeltaText, strings.Repeat("token ", 16), "")
+	raw, _ := json.Marshal(f)
+	head, err := egress.HeadFrame(raw, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := egress.NewOutput(&testkit.DiscardResponseWriter{}, 0)
+	rend := NewStream(o, "req-allocs", a2amap.Params{JSONRPCID: json.RawMessage(`"req-1"`), TaskID: "task-1", ContextID: "ctx-1"}, 0)
+	fr := new(egress.Frame)
+	write := func() {
+		*fr = *head
+		if err := rend.Frame(fr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write()
+	if n := testing.AllocsPerRun(100, write); n != 0 {
+		t.Errorf("%v allocations per text event, want 0", n)
 	}
 }

@@ -3,6 +3,7 @@ package a2a
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -46,6 +47,7 @@ type stream struct {
 	from  int64
 	m     *a2amap.Mapper
 	rpcID []byte // the JSON-RPC id as encoded, for textEvent
+	buf   []byte // textEvent's buffer, reused once the event is written
 }
 
 // NewStream returns the A2A v0.3 SSE renderer (format [StreamFormat]) of
@@ -83,7 +85,9 @@ func (r *stream) Start() error {
 
 func (r *stream) Frame(f *egress.Frame) error {
 	if b, ok := r.textEvent(f); ok {
-		return egress.SSEEvent(r.o, egress.SeqID(f), "", b)
+		err := egress.SSEEvent(r.o, egress.SeqID(f), "", b)
+		r.buf = b[:0]
+		return err
 	}
 	resp, err := f.Decoded()
 	if err != nil {
@@ -158,7 +162,9 @@ func (r *stream) textEvent(f *egress.Frame) (out []byte, ok bool) {
 	if r.rpcID == nil {
 		r.rpcID = encodedRPCID(r.p.JSONRPCID)
 	}
-	b := make([]byte, 0, 256+len(c.Text)+len(id)+len(llm)+len(taskID)+len(contextID))
+	// The constant parts take 250 bytes; escapes may need more.
+	b := slices.Grow(r.buf[:0], 320+len(r.rpcID)+len(c.Text)+len(id)+len(llm)+len(taskID)+len(contextID))
+	r.buf = nil
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, r.rpcID...)
 	b = append(b, `,"result":{"kind":"artifact-update",`...)
