@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -193,5 +194,35 @@ func BenchmarkEncode(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestEncodeToReuses: a text chunk encoded into a buffer with room allocates
+// nothing but its response id (uuid.NewV7 reads its random bytes through an
+// io.Reader, which moves them to the heap): publish hands the writer's buffer
+// from one frame to the next. Every writer of a worker shares one
+// provenance.details map.
+func TestEncodeToReuses(t *testing.T) {
+	w := &worker{pool: "p", cfg: defaultConfig()}
+	env := &e2a.Envelope{RequestID: "req-1", Channel: "web", UserID: "u", TaskID: "task-1"}
+	wr := newWriter(w, env, env.RequestID, "subj", nil, -1)
+	chunk := frame{kind: e2a.KindChunk, status: e2a.StatusInProgress, body: e2a.ChunkBody{DeltaKind: "text", Delta: "0123456789abcdef"}}
+	want, err := wr.encode(0, chunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 0, 2*len(want))
+	if n := testing.AllocsPerRun(100, func() {
+		out, err := wr.encodeTo(buf, 0, chunk)
+		if err != nil || &out[0] != &buf[:1][0] {
+			t.Fatalf("encodeTo did not write into the buffer (%v)", err)
+		}
+	}); n > 1 {
+		t.Errorf("encodeTo: %v allocations, want at most 1 (the response id)", n)
+	}
+	other := newWriter(w, &e2a.Envelope{RequestID: "req-2"}, "req-2", "subj2", nil, -1)
+	if fmt.Sprintf("%p", wr.tmpl.Provenance.Details) != fmt.Sprintf("%p", other.tmpl.Provenance.Details) ||
+		wr.tmpl.Provenance.Details["pool"] != "p" {
+		t.Errorf("provenance details %v and %v are not the worker's one map", wr.tmpl.Provenance.Details, other.tmpl.Provenance.Details)
 	}
 }

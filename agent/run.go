@@ -77,6 +77,17 @@ type worker struct {
 	wg        sync.WaitGroup
 	hardStop  chan struct{}
 	stopCause error // set by stopAll: requests picked up later stop at once
+
+	detailsOnce sync.Once
+	details     map[string]any // provenance.details of every frame; read only
+}
+
+// provenanceDetails returns the provenance details every frame of the
+// worker carries (pool, worker id): one map for all its requests, which
+// only read it (the frame encoder encodes it once per request).
+func (w *worker) provenanceDetails() map[string]any {
+	w.detailsOnce.Do(func() { w.details = map[string]any{"pool": w.pool, "worker": w.cfg.workerID} })
+	return w.details
 }
 
 // request is one delivery being handled.

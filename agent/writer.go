@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -129,7 +130,13 @@ type writer struct {
 	pubCtx      context.Context
 	pubCancel   context.CancelFunc
 	pubDeadline time.Time
+	// frameBuf is the frame bytes' buffer, reused by the publish in flight
+	// (see publish).
+	frameBuf []byte
 }
+
+// maxFrameBuf bounds the frame buffer a writer keeps between frames.
+const maxFrameBuf = 64 << 10
 
 func newWriter(w *worker, env *e2a.Envelope, requestID, subject string, last *storedMsg, lastSeq int64) *writer {
 	wr := &writer{
@@ -144,7 +151,7 @@ func newWriter(w *worker, env *e2a.Envelope, requestID, subject string, last *st
 	wr.tmpl.Provenance = e2a.Provenance{
 		SourceProtocol: e2a.SourceE2A,
 		Converter:      "agent",
-		Details:        map[string]any{"pool": w.pool, "worker": w.cfg.workerID},
+		Details:        w.provenanceDetails(),
 	}
 	wr.enc = newFrameEncoder(&wr.tmpl)
 	wr.cond = sync.NewCond(&wr.mu)
@@ -463,7 +470,11 @@ func isFrameError(err error) bool {
 
 // encode builds the frame's JSON: the variable fields appended to the
 // request's constant part, encoded once (see frameEncoder).
-func (wr *writer) encode(seq int64, f frame) ([]byte, error) {
+func (wr *writer) encode(seq int64, f frame) ([]byte, error) { return wr.encodeTo(nil, seq, f) }
+
+// encodeTo is encode into dst's array when it has room (dst's contents are
+// dropped).
+func (wr *writer) encodeTo(dst []byte, seq int64, f frame) ([]byte, error) {
 	// A chunk whose delta is a string (text, reasoning) is appended in place
 	// by the pre-encoded path; other bodies go through json.Marshal.
 	cb, isChunk := f.body.(e2a.ChunkBody)
@@ -520,7 +531,7 @@ func (wr *writer) encode(seq int64, f frame) ([]byte, error) {
 	if inPlace {
 		n += 40 + len(cb.DeltaKind) + len(cb.MimeType) + len(delta) + len(delta)/8
 	}
-	out := wr.enc.appendHead(make([]byte, 0, n), id, seq, f.final, f.status, f.kind, now)
+	out := wr.enc.appendHead(slices.Grow(dst[:0], n), id, seq, f.final, f.status, f.kind, now)
 	if inPlace {
 		out = appendChunkBody(out, &cb, delta)
 	} else {
@@ -583,10 +594,18 @@ func isChunkBody(b any) bool {
 // subject's last frame is byte for byte ours) from a frame written by
 // another worker.
 func (wr *writer) publish(seq int64, expected uint64, f frame) (uint64, error) {
-	data, err := wr.encode(seq, f)
+	// Only the publish in flight (one at a time) uses the buffer; nats.go
+	// copies what it sends, so the next frame reuses it.
+	data, err := wr.encodeTo(wr.frameBuf, seq, f)
+	wr.frameBuf = nil
 	if err != nil {
 		return 0, err
 	}
+	defer func() {
+		if cap(data) <= maxFrameBuf {
+			wr.frameBuf = data[:0]
+		}
+	}()
 	// A frame over max_payload would be refused at every attempt until the
 	// request is redelivered to its end: refuse it now.
 	if limit := wr.maxPayload(); limit > 0 {
