@@ -98,7 +98,7 @@ func (s *Server) claimContext(ctx context.Context, p Principal, contextID string
 		Created: e2a.FormatTime(s.opts.now())}
 	rec.Updated = rec.Created
 	data, _ := json.Marshal(rec)
-	if _, err := s.opts.tasks.kv.Create(ctx, key, data); err == nil {
+	if err := s.opts.tasks.create(ctx, key, data); err == nil {
 		return nil
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
 		return fmt.Errorf("%w: context index: %v", ErrBackpressure, err)

@@ -363,8 +363,7 @@ func (c rpcCaller) CreateSession(ctx context.Context, protocol, id, pool string)
 		return err
 	}
 	data, _ := json.Marshal(rec)
-	_, err = c.s.opts.tasks.kv.Create(ctx, key, data)
-	return err
+	return c.s.opts.tasks.create(ctx, key, data)
 }
 
 // Session is the owned session record; ErrTaskNotFound (which matches

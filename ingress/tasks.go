@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -51,6 +52,7 @@ func (t *TaskRecord) LastRequest() string {
 // several replicas are serialized by compare-and-set on the key's revision.
 type TaskStore struct {
 	kv  jetstream.KeyValue
+	nc  *nats.Conn
 	now func() time.Time
 }
 
@@ -68,7 +70,27 @@ func NewTaskStore(ctx context.Context, js jetstream.JetStream) (*TaskStore, erro
 	if err != nil {
 		return nil, fmt.Errorf("ingress: task store: %w", err)
 	}
-	return &TaskStore{kv: kv, now: time.Now}, nil
+	return &TaskStore{kv: kv, nc: js.Conn(), now: time.Now}, nil
+}
+
+// expectNew is the header of a write that only an empty key accepts (read
+// only: nats.go reads a message's header map, never changes it).
+var expectNew = nats.Header{jetstream.ExpectedLastSubjSeqHeader: []string{"0"}}
+
+// create writes data under key when the key holds nothing yet: one publish
+// of the record with expected last subject sequence 0, its PubAck read by
+// streams.Publish (without the reflective decode jetstream's Create does).
+// Any refusal or failure is left to jetstream's Create, which tells a key
+// that exists (ErrKeyExists) from one whose last entry is a delete marker
+// (written over) and from the connection's errors; an attempt that landed
+// after all is then found as the key existing.
+func (s *TaskStore) create(ctx context.Context, key string, data []byte) error {
+	m := &nats.Msg{Subject: subjects.KV(streams.TasksBucket, key), Header: expectNew, Data: data}
+	if _, err := streams.Publish(ctx, s.nc, m); err == nil {
+		return nil
+	}
+	_, err := s.kv.Create(ctx, key, data)
+	return err
 }
 
 // taskKey refuses an id outside the request-id grammar
@@ -117,7 +139,7 @@ func (s *TaskStore) AppendNew(ctx context.Context, kind string, base TaskRecord,
 	rec.RequestIDs = []string{requestID}
 	rec.Created, rec.Updated = now, now
 	data, _ := json.Marshal(rec)
-	if _, err := s.kv.Create(ctx, key, data); err == nil {
+	if err := s.create(ctx, key, data); err == nil {
 		return &rec, nil
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
 		return nil, err
@@ -144,7 +166,7 @@ func (s *TaskStore) Append(ctx context.Context, kind string, base TaskRecord, re
 			rec.RequestIDs = []string{requestID}
 			rec.Created, rec.Updated = now, now
 			data, _ := json.Marshal(rec)
-			if _, err := s.kv.Create(ctx, key, data); err != nil {
+			if err := s.create(ctx, key, data); err != nil {
 				if errors.Is(err, jetstream.ErrKeyExists) {
 					continue
 				}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
@@ -41,6 +42,45 @@ func TestTaskStoreAppendNew(t *testing.T) {
 	}
 	got, err := ts.Get(ctx, ingress.KindTask, "t-1")
 	if err != nil || len(got.RequestIDs) != 2 || got.Principal != "alice" {
+		t.Fatalf("stored: %+v %v", got, err)
+	}
+}
+
+// TestTaskStoreAppendNewOverDeleted: a task id whose key holds a delete
+// marker (deleted, or purged by an operator) is created afresh: the one-write
+// create leaves that case to jetstream's Create, which writes over it.
+func TestTaskStoreAppendNewOverDeleted(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ts, err := ingress.NewTaskStore(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := tenant.Principal{ID: "alice"}
+	base := ingress.TaskRecord{ID: "t-del", Protocol: "a2a", Principal: "alice"}
+	if _, err := ts.AppendNew(ctx, ingress.KindTask, base, "r-1", alice); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, streams.TasksBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, ingress.KindTask+".t-del"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.Get(ctx, ingress.KindTask, "t-del"); !errors.Is(err, ingress.ErrTaskNotFound) {
+		t.Fatalf("deleted record: %v", err)
+	}
+	rec, err := ts.AppendNew(ctx, ingress.KindTask, base, "r-2", alice)
+	if err != nil || len(rec.RequestIDs) != 1 || rec.LastRequest() != "r-2" {
+		t.Fatalf("over the delete marker: %+v %v", rec, err)
+	}
+	got, err := ts.Get(ctx, ingress.KindTask, "t-del")
+	if err != nil || len(got.RequestIDs) != 1 || got.LastRequest() != "r-2" {
 		t.Fatalf("stored: %+v %v", got, err)
 	}
 }
