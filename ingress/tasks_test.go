@@ -13,20 +13,28 @@ import (
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
-// TestTaskStoreAppendNew: a new task is recorded in one write; an id that
-// exists after all is appended to, as Append does, and never taken from
-// another principal.
-func TestTaskStoreAppendNew(t *testing.T) {
+// newTaskStore returns a task store on a server of its own, and the
+// server's JetStream.
+func newTaskStore(t *testing.T) (*ingress.TaskStore, jetstream.JetStream) {
+	t.Helper()
 	_, nc := natstest.RunServer(t)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	ts, err := ingress.NewTaskStore(ctx, js)
+	ts, err := ingress.NewTaskStore(context.Background(), js)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ts, js
+}
+
+// TestTaskStoreAppendNew: a new task is recorded in one write; an id that
+// exists after all is appended to, as Append does, and never taken from
+// another principal.
+func TestTaskStoreAppendNew(t *testing.T) {
+	ctx := context.Background()
+	ts, _ := newTaskStore(t)
 	alice, bob := tenant.Principal{ID: "alice"}, tenant.Principal{ID: "bob"}
 	base := ingress.TaskRecord{ID: "t-1", ContextID: "c-1", Protocol: "a2a", Principal: "alice"}
 	rec, err := ts.AppendNew(ctx, ingress.KindTask, base, "r-1", alice)
@@ -50,16 +58,8 @@ func TestTaskStoreAppendNew(t *testing.T) {
 // marker (deleted, or purged by an operator) is created afresh: the one-write
 // create leaves that case to jetstream's Create, which writes over it.
 func TestTaskStoreAppendNewOverDeleted(t *testing.T) {
-	_, nc := natstest.RunServer(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	ts, err := ingress.NewTaskStore(ctx, js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ts, js := newTaskStore(t)
 	alice := tenant.Principal{ID: "alice"}
 	base := ingress.TaskRecord{ID: "t-del", Protocol: "a2a", Principal: "alice"}
 	if _, err := ts.AppendNew(ctx, ingress.KindTask, base, "r-1", alice); err != nil {
