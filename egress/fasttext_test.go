@@ -91,7 +91,7 @@ func TestReadTextChunkAllocs(t *testing.T) {
 
 // TestOutputScratchAllocs: SSE events and NDJSON lines are assembled in the
 // output's scratch buffer, reused from one write to the next; one larger
-// than maxScratch is not kept.
+// than MaxScratch is not kept.
 func TestOutputScratchAllocs(t *testing.T) {
 	o := NewOutput(&testkit.DiscardResponseWriter{}, 0)
 	data := []byte(`{"sequence":12,"body":{"delta":"hello"}}`)
@@ -102,8 +102,8 @@ func TestOutputScratchAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _ = WriteLine(o, data) }); n != 0 {
 		t.Errorf("WriteLine: %v allocations, want 0", n)
 	}
-	_ = WriteLine(o, bytes.Repeat([]byte("x"), maxScratch+1))
-	if cap(o.scratch) > maxScratch {
+	_ = WriteLine(o, bytes.Repeat([]byte("x"), MaxScratch+1))
+	if cap(o.scratch) > MaxScratch {
 		t.Errorf("kept a %d-byte scratch buffer", cap(o.scratch))
 	}
 }

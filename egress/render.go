@@ -54,11 +54,11 @@ type Output struct {
 	scratch []byte
 }
 
-// Scratch returns an empty buffer with room for n bytes, to assemble what
-// the next Write sends; hand it back with Reuse after that Write. It saves an
-// allocation per event on a long stream. The buffer is o's: use it for one
-// Write at a time, from the goroutine writing the response.
-func (o *Output) Scratch(n int) []byte {
+// scratchBuf returns an empty buffer with room for n bytes, to assemble what
+// the next Write sends; hand it back with reuse after that Write. It saves an
+// allocation per event on a long stream. The buffer is o's: one Write at a
+// time, from the goroutine writing the response.
+func (o *Output) scratchBuf(n int) []byte {
 	b := o.scratch[:0]
 	o.scratch = nil
 	if cap(b) < n {
@@ -67,16 +67,17 @@ func (o *Output) Scratch(n int) []byte {
 	return b
 }
 
-// Reuse hands a buffer from Scratch back once it was written. Buffers that
-// grew beyond maxScratch are dropped (one large event keeps no memory).
-func (o *Output) Reuse(b []byte) {
-	if cap(b) <= maxScratch {
+// reuse hands a buffer from scratchBuf back once it was written. Buffers
+// that grew beyond MaxScratch are dropped (one large event keeps no memory).
+func (o *Output) reuse(b []byte) {
+	if cap(b) <= MaxScratch {
 		o.scratch = b[:0]
 	}
 }
 
-// maxScratch bounds the scratch buffer an Output keeps between writes.
-const maxScratch = 64 << 10
+// MaxScratch bounds the buffer a renderer or an Output keeps between the
+// events it writes (larger ones are not kept).
+const MaxScratch = 64 << 10
 
 // NewOutput wraps w. writeTimeout bounds every write and flush (0: none).
 func NewOutput(w http.ResponseWriter, writeTimeout time.Duration) *Output {
@@ -298,7 +299,7 @@ func (s sse) comment(text string) error {
 // frame write fields and events of its own into the stream.
 func (s sse) event(id, event string, data []byte) error {
 	id, event = sseField(id), sseField(event)
-	buf := s.o.Scratch(len(data) + len(id) + len(event) + 24)
+	buf := s.o.scratchBuf(len(data) + len(id) + len(event) + 24)
 	if id != "" {
 		buf = append(buf, "id: "...)
 		buf = append(buf, id...)
@@ -313,7 +314,7 @@ func (s sse) event(id, event string, data []byte) error {
 	buf = append(buf, compactLine(data)...)
 	buf = append(buf, "\n\n"...)
 	_, err := s.o.Write(buf)
-	s.o.Reuse(buf)
+	s.o.reuse(buf)
 	return err
 }
 
@@ -374,10 +375,10 @@ func NDJSONHead(o *Output) {
 
 func writeLine(o *Output, b []byte) error {
 	b = compactLine(b)
-	buf := o.Scratch(len(b) + 1)
+	buf := o.scratchBuf(len(b) + 1)
 	buf = append(append(buf, b...), '\n')
 	_, err := o.Write(buf)
-	o.Reuse(buf)
+	o.reuse(buf)
 	return err
 }
 

@@ -130,7 +130,8 @@ func TestResultEventMatches(t *testing.T) {
 
 // TestStreamTextAllocs: once a stream has written its first text event, the
 // next ones (the bulk of a streamed answer) allocate nothing: the event and
-// its SSE framing are assembled in buffers the stream and its output reuse.
+// its SSE framing are assembled in buffers the stream and its output reuse,
+// up to egress.MaxScratch.
 func TestStreamTextAllocs(t *testing.T) {
 	f := egress.ConformanceChunk("req-allocs", 1, e2a.DeltaText, strings.Repeat("token ", 16), "")
 	raw, _ := json.Marshal(f)
@@ -150,5 +151,15 @@ func TestStreamTextAllocs(t *testing.T) {
 	write()
 	if n := testing.AllocsPerRun(100, write); n != 0 {
 		t.Errorf("%v allocations per text event, want 0", n)
+	}
+	// A text larger than egress.MaxScratch goes out; its buffer is not kept.
+	big := egress.ConformanceChunk("req-allocs", 2, e2a.DeltaText, strings.Repeat("x", egress.MaxScratch), "")
+	rawBig, _ := json.Marshal(big)
+	if head, err = egress.HeadFrame(rawBig, 2); err != nil {
+		t.Fatal(err)
+	}
+	write()
+	if c := cap(rend.(*stream).buf); c > egress.MaxScratch {
+		t.Errorf("the stream kept a %d-byte buffer", c)
 	}
 }

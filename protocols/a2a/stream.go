@@ -86,7 +86,9 @@ func (r *stream) Start() error {
 func (r *stream) Frame(f *egress.Frame) error {
 	if b, ok := r.textEvent(f); ok {
 		err := egress.SSEEvent(r.o, egress.SeqID(f), "", b)
-		r.buf = b[:0]
+		if cap(b) <= egress.MaxScratch {
+			r.buf = b[:0]
+		}
 		return err
 	}
 	resp, err := f.Decoded()
