@@ -35,6 +35,11 @@ func FromJSON(data []byte) (*Envelope, error) {
 	if err := checkDepth(data, MaxNesting); err != nil {
 		return nil, err
 	}
+	if fastRead {
+		if env, ok, err := fromJSONFast(data); ok {
+			return env, err
+		}
+	}
 	var raw map[string]json.RawMessage
 	// The members stay raw (numbers included): plain Unmarshal reads them
 	// without the Decoder's copy of the whole input.
@@ -47,41 +52,55 @@ func FromJSON(data []byte) (*Envelope, error) {
 	var env Envelope
 	for key, v := range raw {
 		if err := readEnvelopeField(&env, key, v); err != nil {
-			return nil, fmt.Errorf("%w: field %q: %v", ErrInvalidEnvelope, key, err)
+			return nil, fieldError(key, err)
 		}
 	}
+	if err := env.readCompat(func(i int) json.RawMessage { return raw[envelopeKeys[i]] }); err != nil {
+		return nil, err
+	}
+	return &env, nil
+}
+
+// fieldError is the error of a known field of the wrong type.
+func fieldError(key string, err error) error {
+	return fmt.Errorf("%w: field %q: %v", ErrInvalidEnvelope, key, err)
+}
+
+// readCompat applies the compatibility keys to env once its fields are read;
+// get returns the raw value of envelopeKeys[i] (nil when absent).
+func (env *Envelope) readCompat(get func(int) json.RawMessage) error {
 	// Compatibility keys: the new name wins when both are present.
 	if env.Channel == "" {
-		if err := readString(raw["channel_id"], &env.Channel); err != nil {
-			return nil, fmt.Errorf("%w: field \"channel_id\": %v", ErrInvalidEnvelope, err)
+		if err := readString(get(keyChannelID), &env.Channel); err != nil {
+			return fmt.Errorf("%w: field \"channel_id\": %v", ErrInvalidEnvelope, err)
 		}
 	}
 	if env.Method == "" {
-		if err := readString(raw["req_method"], &env.Method); err != nil {
-			return nil, fmt.Errorf("%w: field \"req_method\": %v", ErrInvalidEnvelope, err)
+		if err := readString(get(keyReqMethod), &env.Method); err != nil {
+			return fmt.Errorf("%w: field \"req_method\": %v", ErrInvalidEnvelope, err)
 		}
 	}
 	if len(env.ChannelContext) == 0 {
-		if v, ok := raw["metadata"]; ok && !isNull(v) {
+		if v := get(keyMetadata); v != nil && !isNull(v) {
 			var m map[string]any
 			if err := decodeNumbers(v, &m); err != nil {
-				return nil, fmt.Errorf("%w: field \"metadata\": %v", ErrInvalidEnvelope, err)
+				return fmt.Errorf("%w: field \"metadata\": %v", ErrInvalidEnvelope, err)
 			}
 			if len(m) > 0 {
 				env.ChannelContext = m
 			}
 		}
 	}
-	if v, ok := raw["binding"]; ok && !isNull(v) {
+	if v := get(keyBinding); v != nil && !isNull(v) {
 		// The binding moves two levels deeper (provenance.details); refuse
 		// one that would then nest deeper than MaxNesting, so that every
 		// envelope FromJSON accepts also reads back once written.
 		if err := checkDepth(v, MaxNesting-3); err != nil {
-			return nil, fmt.Errorf("%w: field \"binding\": %v", ErrInvalidEnvelope, err)
+			return fmt.Errorf("%w: field \"binding\": %v", ErrInvalidEnvelope, err)
 		}
 		var b any
 		if err := decodeNumbers(v, &b); err != nil {
-			return nil, fmt.Errorf("%w: field \"binding\": %v", ErrInvalidEnvelope, err)
+			return fmt.Errorf("%w: field \"binding\": %v", ErrInvalidEnvelope, err)
 		}
 		if env.Provenance == nil {
 			env.Provenance = &Provenance{SourceProtocol: SourceE2A}
@@ -91,10 +110,10 @@ func FromJSON(data []byte) (*Envelope, error) {
 		}
 		env.Provenance.Details["migrated_from_binding"] = b
 	}
-	if v, ok := raw["payload"]; ok && !isNull(v) {
+	if v := get(keyPayload); v != nil && !isNull(v) {
 		var p map[string]any
 		if err := decodeNumbers(v, &p); err != nil {
-			return nil, fmt.Errorf("%w: field \"payload\" must be an object: %v", ErrInvalidEnvelope, err)
+			return fmt.Errorf("%w: field \"payload\" must be an object: %v", ErrInvalidEnvelope, err)
 		}
 		if len(p) > 0 && env.Params == nil {
 			env.Params = make(map[string]any, len(p))
@@ -105,7 +124,7 @@ func FromJSON(data []byte) (*Envelope, error) {
 			}
 		}
 	}
-	return &env, nil
+	return nil
 }
 
 func readEnvelopeField(env *Envelope, key string, v json.RawMessage) error {
@@ -145,6 +164,12 @@ func readEnvelopeField(env *Envelope, key string, v json.RawMessage) error {
 	case "provenance":
 		if isNull(v) {
 			return nil
+		}
+		if fastRead {
+			if p, ok := readProvenanceFast(v); ok {
+				env.Provenance = p
+				return nil
+			}
 		}
 		var p Provenance
 		if err := decodeNumbers(v, &p); err != nil {
@@ -282,9 +307,17 @@ func readBool(v json.RawMessage, dst *bool) error {
 	return json.Unmarshal(v, dst)
 }
 
+// readObject reads a free-form object member; v is valid JSON (a member
+// FromJSON found), which readObjectFast requires.
 func readObject(v json.RawMessage, dst *map[string]any) error {
 	if isNull(v) {
 		return nil
+	}
+	if fastRead {
+		if m, ok := readObjectFast(v); ok {
+			*dst = m
+			return nil
+		}
 	}
 	var m map[string]any
 	if err := decodeNumbers(v, &m); err != nil {
