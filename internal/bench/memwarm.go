@@ -12,10 +12,11 @@ import (
 
 // MemoryWarmup is what WarmMemory measured: the time to touch each page of
 // an anonymous mapping, by eighths. On a machine whose memory is backed as
-// the guest uses it (a VM with free page reporting: Firecracker, some
-// clouds), pages the guest has not used recently cost several times more
-// than warm ones, and a run that grows into them (the embedded server's store
-// in the page cache, its heap) slows for that alone.
+// the guest uses it (a VM whose balloon reports free pages to its host),
+// pages the guest has not used recently cost several times more than warm
+// ones (measured on the README's VM: 1.3 against 10-11 µs per page), and a
+// run that grows into them (the embedded server's store in the page cache,
+// its heap) slows for that alone.
 type MemoryWarmup struct {
 	MiB     int     `json:"mib"`
 	Seconds float64 `json:"seconds"`
