@@ -1,7 +1,9 @@
 package e2a
 
 import (
+	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 
 	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
@@ -92,26 +94,31 @@ func fromJSONFast(data []byte) (env *Envelope, ok bool, err error) {
 // readObjectFast reads a free-form object as decodeNumbers does into a
 // map[string]any, from valid JSON; ok is false for a value that is not an
 // object (decodeNumbers then gives its error).
-func readObjectFast(v []byte) (map[string]any, bool) {
+func readObjectFast(v []byte) (map[string]any, bool) { return objectFast(v, false) }
+
+// objectFast is readObjectFast; floats reads numbers as json.Unmarshal
+// does into an any (float64) instead of as json.Number.
+func objectFast(v []byte, floats bool) (map[string]any, bool) {
 	i := jsonstr.SkipSpace(v, 0)
 	if i >= len(v) || v[i] != '{' {
 		return nil, false
 	}
-	m, _, ok := anyObject(v, i)
+	m, _, ok := anyObject(v, i, floats)
 	return m, ok
 }
 
 // anyValue decodes the valid JSON value at v[i:] as json.Decoder with
 // UseNumber decodes into an any: objects as map[string]any, arrays as
-// []any, numbers as json.Number. It returns the index after the value.
-func anyValue(v []byte, i int) (any, int, bool) {
+// []any, numbers as json.Number (float64 with floats, as json.Unmarshal
+// gives them). It returns the index after the value.
+func anyValue(v []byte, i int, floats bool) (any, int, bool) {
 	i = jsonstr.SkipSpace(v, i)
 	if i >= len(v) {
 		return nil, i, false
 	}
 	switch v[i] {
 	case '{':
-		return anyObject(v, i)
+		return anyObject(v, i, floats)
 	case '[':
 		out := []any{}
 		i++
@@ -120,7 +127,7 @@ func anyValue(v []byte, i int) (any, int, bool) {
 			if !ok || done {
 				return out, next, ok
 			}
-			x, end, ok := anyValue(v, next)
+			x, end, ok := anyValue(v, next, floats)
 			if !ok {
 				return nil, end, false
 			}
@@ -144,6 +151,10 @@ func anyValue(v []byte, i int) (any, int, bool) {
 	end := jsonstr.SkipValue(v, i)
 	if end <= i {
 		return nil, end, false
+	}
+	if floats {
+		f, err := strconv.ParseFloat(string(v[i:end]), 64)
+		return f, end, err == nil
 	}
 	return json.Number(string(v[i:end])), end, true
 }
@@ -169,7 +180,7 @@ func nextItem(v []byte, i int, closing byte) (next int, done, ok bool) {
 }
 
 // anyObject decodes the object at v[i] (a '{').
-func anyObject(v []byte, i int) (map[string]any, int, bool) {
+func anyObject(v []byte, i int, floats bool) (map[string]any, int, bool) {
 	m := map[string]any{}
 	i++
 	for {
@@ -193,7 +204,7 @@ func anyObject(v []byte, i int) (map[string]any, int, bool) {
 		if i >= len(v) || v[i] != ':' {
 			return nil, i, false
 		}
-		x, next, ok := anyValue(v, i+1)
+		x, next, ok := anyValue(v, i+1, floats)
 		if !ok {
 			return nil, next, false
 		}
@@ -215,7 +226,11 @@ func anyString(q []byte) (string, bool) {
 // Provenance when its members are plain (each known key once, in its exact
 // case, strings without escapes, details an object or null); ok is false
 // otherwise.
-func readProvenanceFast(v []byte) (*Provenance, bool) {
+func readProvenanceFast(v []byte) (*Provenance, bool) { return provenanceFast(v, false) }
+
+// provenanceFast is readProvenanceFast, numbers in details as floats says
+// (see objectFast).
+func provenanceFast(v []byte, floats bool) (*Provenance, bool) {
 	var p Provenance
 	var seen [4]bool
 	ok := jsonstr.Members(v, func(key, val []byte) bool {
@@ -246,7 +261,7 @@ func readProvenanceFast(v []byte) (*Provenance, bool) {
 			if isNull(val) {
 				return true
 			}
-			m, ok := readObjectFast(val)
+			m, ok := objectFast(val, floats)
 			p.Details = m
 			return ok
 		}
@@ -265,4 +280,137 @@ func readProvenanceFast(v []byte) (*Provenance, bool) {
 		return nil, false
 	}
 	return &p, true
+}
+
+// responseKeys are the members of a Response, in the order of its fields.
+var responseKeys = [...]string{
+	"protocol_version", "response_id", "request_id", "sequence", "is_final", "status", "response_kind", "timestamp",
+	"provenance", "body", "jsonrpc_id", "correlation_id", "task_id", "context_id", "session_id", "message_id",
+	"is_stream", "identity_origin", "channel", "user_id", "source_agent_id", "method", "metadata", "projections",
+	"channel_context", "a2a_metadata", "acp_meta",
+}
+
+// UnmarshalResponse decodes data into a new Response as json.Unmarshal
+// does, with the same values and errors. A frame written plainly (each
+// member once, with its exact name, no null, strings without escapes) is
+// read by a scan of its members; any other input by json.Unmarshal
+// (FuzzUnmarshalResponse compares both).
+func UnmarshalResponse(data []byte) (*Response, error) {
+	r := new(Response)
+	if fastRead && jsonstr.Valid(data) && r.scan(data) {
+		return r, nil
+	}
+	*r = Response{}
+	if err := json.Unmarshal(data, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// scan reads a plainly written frame into r (zero); false leaves the frame
+// to json.Unmarshal.
+func (r *Response) scan(data []byte) bool {
+	var seen uint32
+	return jsonstr.Members(data, func(key, val []byte) bool {
+		i := -1
+		for j, name := range responseKeys {
+			if string(key) == name {
+				i = j
+				break
+			}
+		}
+		if i < 0 {
+			// encoding/json matches fields without regard to case.
+			for _, name := range responseKeys {
+				if strings.EqualFold(string(key), name) {
+					return false
+				}
+			}
+			return true
+		}
+		if seen&(1<<i) != 0 || bytes.Equal(val, []byte("null")) {
+			return false
+		}
+		seen |= 1 << i
+		var s *string
+		switch key := responseKeys[i]; key {
+		case "sequence":
+			n, err := strconv.ParseInt(string(val), 10, 64)
+			r.Sequence = n
+			return err == nil && (val[0] == '-' || (val[0] >= '0' && val[0] <= '9'))
+		case "is_final", "is_stream":
+			b := string(val) == "true"
+			if !b && string(val) != "false" {
+				return false
+			}
+			if key == "is_final" {
+				r.IsFinal = b
+			} else {
+				r.IsStream = b
+			}
+			return true
+		case "provenance":
+			p, ok := provenanceFast(val, true)
+			if ok {
+				r.Provenance = *p
+			}
+			return ok
+		case "body":
+			r.Body = bytes.Clone(val)
+			return true
+		case "jsonrpc_id":
+			r.JSONRPCID = bytes.Clone(val)
+			return true
+		case "metadata", "projections", "channel_context", "a2a_metadata", "acp_meta":
+			m, ok := objectFast(val, true)
+			switch key {
+			case "metadata":
+				r.Metadata = m
+			case "projections":
+				r.Projections = m
+			case "channel_context":
+				r.ChannelContext = m
+			case "a2a_metadata":
+				r.A2AMetadata = m
+			default:
+				r.ACPMeta = m
+			}
+			return ok
+		case "protocol_version":
+			s = &r.ProtocolVersion
+		case "response_id":
+			s = &r.ResponseID
+		case "request_id":
+			s = &r.RequestID
+		case "status":
+			s = &r.Status
+		case "response_kind":
+			s = &r.ResponseKind
+		case "timestamp":
+			s = &r.Timestamp
+		case "correlation_id":
+			s = &r.CorrelationID
+		case "task_id":
+			s = &r.TaskID
+		case "context_id":
+			s = &r.ContextID
+		case "session_id":
+			s = &r.SessionID
+		case "message_id":
+			s = &r.MessageID
+		case "identity_origin":
+			s = &r.IdentityOrigin
+		case "channel":
+			s = &r.Channel
+		case "user_id":
+			s = &r.UserID
+		case "source_agent_id":
+			s = &r.SourceAgentID
+		case "method":
+			s = &r.Method
+		}
+		v, ok := plainString(val)
+		*s = v
+		return ok
+	})
 }

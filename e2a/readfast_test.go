@@ -1,12 +1,15 @@
 package e2a
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 )
 
 // fromJSONSeeds are envelopes of every shape the fast path reads or declines:
@@ -50,15 +53,22 @@ func TestFromJSONFastMatches(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no golden envelopes")
 	}
-	fast := 0
+	checkAll(t, inputs, checkFromJSONFast, func(in []byte) bool { _, ok, _ := fromJSONFast(in); return ok }, 2)
+}
+
+// checkAll runs check on every input and fails unless at least 1/share of
+// them took the fast path (fast tells), so that the comparison covers it.
+func checkAll(t *testing.T, inputs []string, check func(*testing.T, []byte), fast func([]byte) bool, share int) {
+	t.Helper()
+	n := 0
 	for _, in := range inputs {
-		checkFromJSONFast(t, []byte(in))
-		if _, ok, _ := fromJSONFast([]byte(in)); ok {
-			fast++
+		check(t, []byte(in))
+		if fast([]byte(in)) {
+			n++
 		}
 	}
-	if fast < len(inputs)/2 {
-		t.Errorf("the fast path read %d inputs of %d", fast, len(inputs))
+	if n < len(inputs)/share {
+		t.Errorf("the fast path read %d inputs of %d", n, len(inputs))
 	}
 }
 
@@ -90,5 +100,61 @@ func checkFromJSONFast(t *testing.T, data []byte) {
 		g, _ := json.Marshal(got)
 		w, _ := json.Marshal(want)
 		t.Fatalf("%q:\nfast:    %s\ngeneral: %s", data, g, w)
+	}
+}
+
+// responseSeeds are frames of every shape UnmarshalResponse reads or
+// declines.
+var responseSeeds = []string{
+	`{}`, `null`, `[]`, `{"sequence":1.5}`, `{"sequence":"1"}`, `{"sequence":99999999999999999999}`, `{"sequence":-0}`,
+	`{"protocol_version":"1.0","response_id":"01a2","request_id":"r","sequence":3,"is_final":true,"status":"succeeded",` +
+		`"response_kind":"e2a.complete","timestamp":"2026-11-26T00:56:40.234906+00:00","provenance":{"source_protocol":"e2a",` +
+		`"converter":"agent","details":{"pool":"demo","worker":"w","n":2}},"body":{"result":{"content":"x","n":1e2}},` +
+		`"identity_origin":"agent","channel":"http","user_id":"anonymous","task_id":"t","context_id":"c","jsonrpc_id":"req-1"}`,
+	`{"body":{"delta_kind":"text","delta":"hé\nllo"} , "jsonrpc_id": 7 ,"is_stream":false}`,
+	`{"Body":{}}`, `{"status":"a","status":"b"}`, `{"status":null}`, `{"status":7}`, `{"is_final":1}`,
+	`{"provenance":null}`, `{"provenance":{"Converter":"x"}}`, `{"provenance":{"details":{"a":[1,{"b":1e400}]}}}`,
+	`{"metadata":{"a":1,"a":2.5,"b":[true,null,"\u00e9"]},"projections":{},"channel_context":{"x":{}},"a2a_metadata":{"k":-1e-7},"acp_meta":{"z":0}}`,
+	`{"metadata":[1]}`, `{"unknown":{"sequence":"x"},"sequence":2}`, "{\"task_id\":\"\xff\"}", `{"task_id":"a\u0041"}`,
+}
+
+// TestUnmarshalResponseMatches: UnmarshalResponse gives what json.Unmarshal
+// gives, for the seeds and the golden frames.
+func TestUnmarshalResponseMatches(t *testing.T) {
+	inputs := append([]string(nil), responseSeeds...)
+	files, _ := filepath.Glob(filepath.Join("testdata", "golden", "*.ndjson"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			if len(bytes.TrimSpace(line)) > 0 {
+				inputs = append(inputs, string(line))
+			}
+		}
+	}
+	checkAll(t, inputs, checkUnmarshalResponse, func(in []byte) bool { var r Response; return jsonstr.Valid(in) && r.scan(in) }, 3)
+}
+
+func FuzzUnmarshalResponse(f *testing.F) {
+	for _, s := range responseSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { checkUnmarshalResponse(t, data) })
+}
+
+func checkUnmarshalResponse(t *testing.T, data []byte) {
+	t.Helper()
+	got, gerr := UnmarshalResponse(data)
+	var want Response
+	werr := json.Unmarshal(data, &want)
+	if (gerr == nil) != (werr == nil) {
+		t.Fatalf("%q: UnmarshalResponse: %v, json.Unmarshal: %v", data, gerr, werr)
+	}
+	if werr == nil && !reflect.DeepEqual(*got, want) {
+		g, _ := json.Marshal(got)
+		w, _ := json.Marshal(want)
+		t.Fatalf("%q:\nscan:      %s\nUnmarshal: %s", data, g, w)
 	}
 }

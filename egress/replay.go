@@ -112,8 +112,8 @@ func (h *frameHead) scan(data []byte) bool {
 // reader did not (a reader opened withoutDecode).
 func (f *Frame) Decoded() (*e2a.Response, error) {
 	if f.Response == nil {
-		resp := new(e2a.Response)
-		if err := json.Unmarshal(f.Raw, resp); err != nil {
+		resp, err := e2a.UnmarshalResponse(f.Raw)
+		if err != nil {
 			return nil, fmt.Errorf("%w: stream sequence %d: %v", ErrInvalidFrame, f.StreamSeq, err)
 		}
 		f.Response = resp
@@ -577,8 +577,8 @@ func (r *Reader) accept(streamSeq uint64, hdr nats.Header, data []byte, live boo
 		}
 		f.seq, f.final, f.rkind = bodySeq, head.IsFinal, head.ResponseKind
 	} else {
-		resp := new(e2a.Response)
-		if err := json.Unmarshal(data, resp); err != nil {
+		resp, err := e2a.UnmarshalResponse(data)
+		if err != nil {
 			return fmt.Errorf("%w: request %q sequence %d: %v", ErrInvalidFrame, r.requestID, seq, err)
 		}
 		f.Response = resp
