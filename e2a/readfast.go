@@ -32,13 +32,21 @@ const (
 	keyPayload
 )
 
-func envelopeKey(k []byte) int {
-	for i, name := range envelopeKeys {
-		if string(k) == name {
-			return i
+// keyIndex returns the index of key in names, or -1; folded reports a key
+// that is none of names but matches one without regard to case, as
+// encoding/json matches the fields of a struct.
+func keyIndex(names []string, key []byte) (i int, folded bool) {
+	for i, name := range names {
+		if string(key) == name {
+			return i, false
 		}
 	}
-	return -1
+	for _, name := range names {
+		if strings.EqualFold(string(key), name) {
+			return -1, true
+		}
+	}
+	return -1, false
 }
 
 // rawMembers is an envelope's known members, as json.Unmarshal into a
@@ -60,20 +68,19 @@ func fromJSONFast(data []byte) (env *Envelope, ok bool, err error) {
 	}
 	var raw rawMembers
 	var seen uint64
-	dup := false
 	if !jsonstr.Members(data, func(key, val []byte) bool {
-		i := envelopeKey(key)
+		// The envelope's members are map keys on the general path: exact.
+		i, _ := keyIndex(envelopeKeys[:], key)
 		if i < 0 {
 			return true // not read, as on the general path
 		}
 		if seen&(1<<i) != 0 {
-			dup = true // the general path keeps the last: leave it to it
-			return false
+			return false // the general path keeps the last: leave it to it
 		}
 		seen |= 1 << i
 		raw[i] = val
 		return true
-	}) || dup {
+	}) {
 		return nil, false, nil
 	}
 	var e Envelope
@@ -232,25 +239,13 @@ func readProvenanceFast(v []byte) (*Provenance, bool) { return provenanceFast(v,
 // (see objectFast).
 func provenanceFast(v []byte, floats bool) (*Provenance, bool) {
 	var p Provenance
-	var seen [4]bool
+	var seen [len(provenanceKeys)]bool
 	ok := jsonstr.Members(v, func(key, val []byte) bool {
-		var i int
-		switch string(key) {
-		case "source_protocol":
-			i = 0
-		case "converter":
-			i = 1
-		case "converted_at":
-			i = 2
-		case "details":
-			i = 3
-		default:
-			// encoding/json matches struct fields without regard to case.
-			for _, name := range [...]string{"source_protocol", "converter", "converted_at", "details"} {
-				if strings.EqualFold(string(key), name) {
-					return false
-				}
-			}
+		i, folded := keyIndex(provenanceKeys[:], key)
+		if folded {
+			return false
+		}
+		if i < 0 {
 			return true
 		}
 		if seen[i] {
@@ -282,6 +277,9 @@ func provenanceFast(v []byte, floats bool) (*Provenance, bool) {
 	return &p, true
 }
 
+// provenanceKeys are the members of a Provenance, in the order of its fields.
+var provenanceKeys = [...]string{"source_protocol", "converter", "converted_at", "details"}
+
 // responseKeys are the members of a Response, in the order of its fields.
 var responseKeys = [...]string{
 	"protocol_version", "response_id", "request_id", "sequence", "is_final", "status", "response_kind", "timestamp",
@@ -312,20 +310,11 @@ func UnmarshalResponse(data []byte) (*Response, error) {
 func (r *Response) scan(data []byte) bool {
 	var seen uint32
 	return jsonstr.Members(data, func(key, val []byte) bool {
-		i := -1
-		for j, name := range responseKeys {
-			if string(key) == name {
-				i = j
-				break
-			}
+		i, folded := keyIndex(responseKeys[:], key)
+		if folded {
+			return false
 		}
 		if i < 0 {
-			// encoding/json matches fields without regard to case.
-			for _, name := range responseKeys {
-				if strings.EqualFold(string(key), name) {
-					return false
-				}
-			}
 			return true
 		}
 		if seen&(1<<i) != 0 || bytes.Equal(val, []byte("null")) {
