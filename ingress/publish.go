@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -72,7 +71,7 @@ func (p *Publisher) Publish(ctx context.Context, pool string, env *e2a.Envelope)
 		ctx, span = startPublishSpan(ctx, pool, subj, env)
 		defer func() { endSpan(span, acc, err) }()
 	}
-	data, err := json.Marshal(env)
+	data, err := e2a.MarshalEnvelope(env)
 	if err != nil {
 		return Accepted{}, fmt.Errorf("ingress: encode envelope: %w", err)
 	}
