@@ -61,6 +61,7 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	fs.StringVar(&c.MemProfile, "memprofile", "", "write an allocation profile after the full-load phase")
 	fs.StringVar(&c.MutexProfile, "mutexprofile", "", "write a mutex profile of the full-load phase")
 	fs.StringVar(&c.BlockProfile, "blockprofile", "", "write a block profile of the full-load phase")
+	fs.StringVar(&c.Trace, "trace", "", "write a runtime execution trace of the half-load phase (go tool trace)")
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
@@ -77,6 +78,9 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	}
 	if c.WarmMemoryMiB != 0 && (*duration > 0 || *replicas != "") {
 		return errors.New("bench --warm-mib applies to the in-process bench and --peer, not to --duration or --replicas")
+	}
+	if c.Trace != "" && (*duration > 0 || *replicas != "" || *peer != "") {
+		return errors.New("bench --trace traces the half-load phase of the in-process or --target bench, not --duration, --replicas or --peer")
 	}
 	if *duration > 0 {
 		sr, err := bench.RunSoak(ctx, bench.SoakConfig{Duration: *duration, Interval: *interval, Rate: *rate,

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime/debug"
 	"strconv"
@@ -102,6 +103,9 @@ func TestCLIHelp(t *testing.T) {
 	}
 	if code, _, errOut := runBin(t, env, "bench", "--warm-mib", "8", "--duration", "1s", "--rate", "10"); code != 1 || !strings.Contains(errOut, "--warm-mib applies to") {
 		t.Errorf("e2a bench --warm-mib --duration: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut := runBin(t, env, "bench", "--trace", filepath.Join(t.TempDir(), "t.out"), "--peer", "a2a-go"); code != 1 || !strings.Contains(errOut, "--trace traces the half-load phase") {
+		t.Errorf("e2a bench --trace --peer: exit %d, %s", code, errOut)
 	}
 	if code, _, errOut := runBin(t, env, "nope"); code != 2 || !strings.Contains(errOut, "e2a dev") {
 		t.Errorf("e2a nope: exit %d, %s", code, errOut)

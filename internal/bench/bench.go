@@ -26,6 +26,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -107,6 +108,10 @@ type Config struct {
 	MemProfile   string `json:"-"`
 	MutexProfile string `json:"-"`
 	BlockProfile string `json:"-"`
+	// Trace, when set, is a file written with a runtime execution trace of
+	// the half-load phase (go tool trace): where its slowest requests
+	// waited, and on what (README, Performance).
+	Trace string `json:"-"`
 	// Progress, when set, receives one line per phase as it starts.
 	Progress func(string) `json:"-"`
 }
@@ -336,7 +341,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			n := max(int(rate*cfg.SweepSeconds), 200)
 			inflight := max(4*cfg.Concurrency, 256)
 			progress(fmt.Sprintf("open loop: %.0f%% of full load = %.0f requests/s, %d requests", f*100, rate, n))
+			var stopTrace func() error
+			if f == 0.5 && cfg.Trace != "" {
+				if stopTrace, err = startTrace(cfg.Trace); err != nil {
+					return nil, err
+				}
+			}
 			p := openLoop(ctx, fmt.Sprintf("%.0f%%", f*100), n, rate, inflight, ids, do)
+			if stopTrace != nil {
+				if err := stopTrace(); err != nil {
+					return nil, fmt.Errorf("bench: trace: %w", err)
+				}
+			}
 			rep.Sweep = append(rep.Sweep, p)
 			if f == 0.5 {
 				h := p
@@ -430,6 +446,23 @@ func targets(r *Report) []Target {
 			Met: r.Replay.RPS >= 2000})
 	}
 	return t
+}
+
+// startTrace starts a runtime execution trace into the file at path; stop
+// ends it and closes the file.
+func startTrace(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: trace: %w", err)
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: trace: %w", err)
+	}
+	return func() error {
+		trace.Stop()
+		return f.Close()
+	}, nil
 }
 
 // startProfiles starts the profiles asked for; stop writes them.

@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"image/png"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +28,7 @@ func TestRunSmall(t *testing.T) {
 				Protocol: proto, Requests: 120, Concurrency: 8, Frames: 8, FrameBytes: 40,
 				Warmup: 20, Sweep: []float64{0.5}, SweepSeconds: 0.2, ReplayOpens: 60,
 				BaselineMsgs: 2000, Timeout: 20 * time.Second, WarmMemoryMiB: 8,
+				Trace: filepath.Join(t.TempDir(), "half.trace"),
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
@@ -46,6 +49,11 @@ func TestRunSmall(t *testing.T) {
 			}
 			if rep.Half == nil || rep.Half.OK == 0 || rep.Half.Failed != 0 {
 				t.Errorf("half load: %+v", rep.Half)
+			}
+			// The half-load phase's execution trace: a file go tool trace
+			// reads (its header names the Go version).
+			if b, err := os.ReadFile(cfg.Trace); err != nil || !bytes.HasPrefix(b, []byte("go 1.")) || len(b) < 1024 {
+				t.Errorf("trace of the half-load phase: %d bytes, %v", len(b), err)
 			}
 			if rep.Replay == nil || rep.Replay.OK != cfg.ReplayOpens || rep.ReplayEngine == nil || rep.ReplayEngine.OK != cfg.ReplayOpens {
 				t.Errorf("replay %+v engine %+v", rep.Replay, rep.ReplayEngine)

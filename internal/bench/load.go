@@ -63,6 +63,11 @@ type Phase struct {
 	// by the requests.
 	AllocsPerRequest float64 `json:"allocs_per_request"`
 	BytesPerRequest  float64 `json:"bytes_per_request"`
+	// GCCycles is how many garbage collections ran during the phase (the
+	// whole process's; an open-loop phase starts right after one). At half
+	// load the slowest requests are those caught in one (README,
+	// Performance).
+	GCCycles uint32 `json:"gc_cycles"`
 	// Allocs divides AllocsPerRequest between the pipeline's components,
 	// the embedded NATS server and the load generator (in process, full
 	// load only).
@@ -154,6 +159,7 @@ func (c *collector) phase(name, mode string, conc int, offered float64, elapsed,
 	if n > 0 && m0 != nil && m1 != nil {
 		p.AllocsPerRequest = float64(m1.Mallocs-m0.Mallocs) / float64(n)
 		p.BytesPerRequest = float64(m1.TotalAlloc-m0.TotalAlloc) / float64(n)
+		p.GCCycles = m1.NumGC - m0.NumGC
 	}
 	return p
 }

@@ -63,15 +63,15 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tload\treq/s\tframes/s\tok\tfailed\tseq err\tTTFF p50\tp90\tp99\tp99.9\tE2E p50\tp90\tp99\tp99.9\tallocs/req\tCPU ms/req\t")
+	fmt.Fprintln(tw, "phase\tload\treq/s\tframes/s\tok\tfailed\tseq err\tTTFF p50\tp90\tp99\tp99.9\tE2E p50\tp90\tp99\tp99.9\tallocs/req\tCPU ms/req\tGC\t")
 	row := func(p Phase) {
 		load := fmt.Sprintf("%d clients", p.Concurrency)
 		if p.Mode == "open" {
 			load = fmt.Sprintf("%.0f req/s", p.OfferedRPS)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.3f\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.3f\t%d\t\n",
 			p.Name, load, p.RPS, p.FramesPerSec, p.OK, p.Failed, p.SequenceErrors,
-			p.TTFF.P50, p.TTFF.P90, p.TTFF.P99, p.TTFF.P999, p.E2E.P50, p.E2E.P90, p.E2E.P99, p.E2E.P999, p.AllocsPerRequest, p.CPUPerRequest)
+			p.TTFF.P50, p.TTFF.P90, p.TTFF.P99, p.TTFF.P999, p.E2E.P50, p.E2E.P90, p.E2E.P99, p.E2E.P999, p.AllocsPerRequest, p.CPUPerRequest, p.GCCycles)
 	}
 	row(f)
 	for _, p := range sortedPhases(r.Sweep) {
