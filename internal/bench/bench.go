@@ -465,6 +465,19 @@ func startTrace(path string) (stop func() error, err error) {
 	}, nil
 }
 
+// startCPUProfile profiles this process's CPU into memory until stop,
+// which returns the profile (nil when another CPU profile was running).
+func startCPUProfile() (stop func() []byte) {
+	var buf bytes.Buffer
+	if err := pprof.StartCPUProfile(&buf); err != nil {
+		return func() []byte { return nil }
+	}
+	return func() []byte {
+		pprof.StopCPUProfile()
+		return buf.Bytes()
+	}
+}
+
 // startProfiles starts the profiles asked for; stop writes them.
 func startProfiles(cfg Config, cpuSplit bool) (stop func() (cpuProfile []byte, err error), err error) {
 	// The CPU profile goes to memory (the split by component reads it) and

@@ -47,12 +47,21 @@ type PeerSide struct {
 	TTFF50    float64 `json:"ttff_p50_ms"`
 	TTFF99    float64 `json:"ttff_p99_ms"`
 	// CPUPerRequest (ms) and AllocsPerRequest are the system's own: the
-	// peer process's (from /proc and its /allocs), the pipeline's as this
-	// process's minus the load generator's (measured in the peer's rounds,
-	// where this process runs only the generator).
+	// peer process's (from /proc and its /allocs); the pipeline's are this
+	// process's in the pipeline's own rounds minus what its profiles of
+	// those rounds attribute to the load generator by stack (its client
+	// goroutines; the runtime's shared work, the collector and the
+	// scheduler, stays counted as the pipeline's).
 	CPUPerRequest    float64 `json:"cpu_ms_per_request"`
 	AllocsPerRequest float64 `json:"allocs_per_request"`
-	Failed           int     `json:"failed"`
+	// GeneratorCPU (ms) and GeneratorAllocs are the load generator's cost
+	// per request of this system: for the reference, this whole process
+	// during its rounds (it runs only the generator then; the idle
+	// pipeline's timers and the runtime's work included); for the
+	// pipeline, the generator's share of the profiles.
+	GeneratorCPU    float64 `json:"generator_cpu_ms_per_request"`
+	GeneratorAllocs float64 `json:"generator_allocs_per_request"`
+	Failed          int     `json:"failed"`
 }
 
 // PeerReport is the comparison.
@@ -66,9 +75,8 @@ type PeerReport struct {
 	Pipeline PeerSide `json:"pipeline"`
 	Other    PeerSide `json:"reference"`
 	// E2ASSE is the pipeline answering the same requests (same agent, same
-	// frames) over E2A SSE, in rounds of its own. Its CPU and allocations
-	// include the load generator's (whose E2A reading is lighter than its
-	// A2A reading, so nothing fair could be subtracted).
+	// frames) over E2A SSE, in rounds of its own, its CPU and allocations
+	// as the pipeline's.
 	E2ASSE PeerSide `json:"pipeline_e2a_sse"`
 	// RatioRPS is pipeline ÷ reference requests/s; RatioTTFF50/99 are
 	// reference ÷ pipeline (above 1: the pipeline's first frame is sooner).
@@ -162,12 +170,17 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 		Clients: cfg.Concurrency, Events: cfg.Frames, MemoryWarmup: warm}
 	var phases [3][]Phase
 	var peerCPU, peerAllocs []float64
+	// own[i] are the pipeline's CPU and allocations per request in each of
+	// side i's rounds, gen[i] the generator's (i = 0, 2).
+	var own, gen [3]struct{ cpu, allocs []float64 }
 	for r := range pc.Rounds {
 		for i, cl := range sides {
 			name := names[i]
 			progress(fmt.Sprintf("round %d/%d: %s, %d requests, %d clients", r+1, pc.Rounds, name, cfg.Requests, cfg.Concurrency))
 			var cpu0 time.Duration
 			var a0 uint64
+			var prof0 allocProfile
+			var stopCPU func() []byte
 			if i == 1 {
 				if cpu0, err = peer.cpu(); err != nil {
 					return nil, err
@@ -175,9 +188,27 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 				if a0, err = peer.allocs(ctx); err != nil {
 					return nil, err
 				}
+			} else {
+				prof0, stopCPU = readAllocProfile(), startCPUProfile()
 			}
 			p := round(cl, name, cfg.Requests)
 			phases[i] = append(phases[i], p)
+			if i != 1 && p.OK > 0 {
+				// A profile without a sample (a tiny round, or another CPU
+				// profile running) attributes nothing to the generator: the
+				// pipeline's figure is then the whole process's.
+				var g, a float64
+				if cpuSplit := splitCPU(stopCPU(), p.CPUPerRequest); cpuSplit != nil {
+					g = cpuSplit.PerRequest[CompLoadGen]
+				}
+				if allocSplit := splitAllocs(prof0, readAllocProfile(), p.AllocsPerRequest); allocSplit != nil {
+					a = allocSplit.PerRequest[CompLoadGen]
+				}
+				gen[i].cpu, gen[i].allocs = append(gen[i].cpu, g), append(gen[i].allocs, a)
+				own[i].cpu, own[i].allocs = append(own[i].cpu, p.CPUPerRequest-g), append(own[i].allocs, p.AllocsPerRequest-a)
+			} else if stopCPU != nil {
+				stopCPU()
+			}
 			if i == 1 && p.OK > 0 {
 				cpu1, err := peer.cpu()
 				if err != nil {
@@ -192,18 +223,20 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 			}
 		}
 	}
-	// The generator's own cost, per request: this process during the
-	// reference's rounds.
-	genCPU := median(field(phases[1], func(p Phase) float64 { return p.CPUPerRequest }))
-	genAllocs := median(field(phases[1], func(p Phase) float64 { return p.AllocsPerRequest }))
 	rep.Pipeline = side("pipeline (in process, every frame durable)", phases[0])
-	rep.Pipeline.CPUPerRequest = median(field(phases[0], func(p Phase) float64 { return p.CPUPerRequest })) - genCPU
-	rep.Pipeline.AllocsPerRequest = median(field(phases[0], func(p Phase) float64 { return p.AllocsPerRequest })) - genAllocs
 	rep.Other = side(rep.Peer+" (separate process, in memory)", phases[1])
+	rep.E2ASSE = side("pipeline over E2A SSE", phases[2])
+	for i, s := range []*PeerSide{&rep.Pipeline, nil, &rep.E2ASSE} {
+		if s != nil {
+			s.CPUPerRequest, s.AllocsPerRequest = median(own[i].cpu), median(own[i].allocs)
+			s.GeneratorCPU, s.GeneratorAllocs = median(gen[i].cpu), median(gen[i].allocs)
+		}
+	}
 	rep.Other.CPUPerRequest, rep.Other.AllocsPerRequest = median(peerCPU), median(peerAllocs)
-	rep.E2ASSE = side("pipeline over E2A SSE (incl. the generator)", phases[2])
-	rep.E2ASSE.CPUPerRequest = median(field(phases[2], func(p Phase) float64 { return p.CPUPerRequest }))
-	rep.E2ASSE.AllocsPerRequest = median(field(phases[2], func(p Phase) float64 { return p.AllocsPerRequest }))
+	// The generator's cost against the reference: this process during the
+	// reference's rounds, where it runs nothing else.
+	rep.Other.GeneratorCPU = median(field(phases[1], func(p Phase) float64 { return p.CPUPerRequest }))
+	rep.Other.GeneratorAllocs = median(field(phases[1], func(p Phase) float64 { return p.AllocsPerRequest }))
 	if rep.Other.MedianRPS > 0 {
 		rep.RatioRPS = rep.Pipeline.MedianRPS / rep.Other.MedianRPS
 		rep.RatioE2ASSE = rep.E2ASSE.MedianRPS / rep.Other.MedianRPS
@@ -261,12 +294,12 @@ func (r *PeerReport) WriteText(w io.Writer) error {
 		b.WriteString(r.MemoryWarmup.String() + "\n")
 	}
 	b.WriteString("\n")
-	fmt.Fprintf(&b, "  %-48s %10s %10s %10s %12s %12s\n", "system", "req/s", "TTFF p50", "TTFF p99", "CPU ms/req", "allocs/req")
+	fmt.Fprintf(&b, "  %-48s %10s %10s %10s %12s %12s %16s\n", "system", "req/s", "TTFF p50", "TTFF p99", "CPU ms/req", "allocs/req", "generator ms/req")
 	for _, s := range []PeerSide{r.Pipeline, r.Other, r.E2ASSE} {
 		if s.Name == "" {
 			continue
 		}
-		fmt.Fprintf(&b, "  %-48s %10.0f %10.2f %10.2f %12.3f %12.0f\n", s.Name, s.MedianRPS, s.TTFF50, s.TTFF99, s.CPUPerRequest, s.AllocsPerRequest)
+		fmt.Fprintf(&b, "  %-48s %10.0f %10.2f %10.2f %12.3f %12.0f %16.3f\n", s.Name, s.MedianRPS, s.TTFF50, s.TTFF99, s.CPUPerRequest, s.AllocsPerRequest, s.GeneratorCPU)
 	}
 	fmt.Fprintf(&b, "\n  pipeline ÷ reference requests/s: %.2f×   time to first frame, reference ÷ pipeline: p50 %.2f×, p99 %.2f×\n",
 		r.RatioRPS, r.RatioTTFF50, r.RatioTTFF99)

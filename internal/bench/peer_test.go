@@ -31,6 +31,17 @@ func TestRunPeerSmall(t *testing.T) {
 		rep.E2ASSE.CPUPerRequest <= 0 || rep.E2ASSE.AllocsPerRequest <= 0 {
 		t.Errorf("report %+v", rep)
 	}
+	// The generator's share is apart from each system's own figures: the
+	// reference's measured on its rounds, the pipeline's from the profiles
+	// (a profile of 60 requests may hold no sample of it: ≥ 0).
+	for _, s := range []PeerSide{rep.Pipeline, rep.E2ASSE} {
+		if s.CPUPerRequest <= 0 || s.AllocsPerRequest <= 0 || s.GeneratorCPU < 0 || s.GeneratorAllocs < 0 {
+			t.Errorf("%s: own %.3f ms %.0f allocs, generator %.3f ms %.0f allocs", s.Name, s.CPUPerRequest, s.AllocsPerRequest, s.GeneratorCPU, s.GeneratorAllocs)
+		}
+	}
+	if rep.Other.GeneratorCPU <= 0 || rep.Other.GeneratorAllocs <= 0 {
+		t.Errorf("reference: generator %.3f ms %.0f allocs", rep.Other.GeneratorCPU, rep.Other.GeneratorAllocs)
+	}
 	var out bytes.Buffer
 	if err := rep.WriteText(&out); err != nil || !strings.Contains(out.String(), "a2a-go v0.3.3") || !strings.Contains(out.String(), "pipeline ÷ reference requests/s") ||
 		!strings.Contains(out.String(), "pipeline over E2A SSE ÷ reference requests/s") || !strings.Contains(out.String(), "memory warmed before the run: 8 MiB") {
