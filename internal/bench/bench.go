@@ -466,16 +466,17 @@ func startTrace(path string) (stop func() error, err error) {
 }
 
 // startCPUProfile profiles this process's CPU into memory until stop,
-// which returns the profile (nil when another CPU profile was running).
-func startCPUProfile() (stop func() []byte) {
+// which returns the profile. When the profile cannot start (another one is
+// running: go test -cpuprofile), err says why and stop returns nil.
+func startCPUProfile() (stop func() []byte, err error) {
 	var buf bytes.Buffer
 	if err := pprof.StartCPUProfile(&buf); err != nil {
-		return func() []byte { return nil }
+		return func() []byte { return nil }, err
 	}
 	return func() []byte {
 		pprof.StopCPUProfile()
 		return buf.Bytes()
-	}
+	}, nil
 }
 
 // startProfiles starts the profiles asked for; stop writes them.
@@ -483,14 +484,11 @@ func startProfiles(cfg Config, cpuSplit bool) (stop func() (cpuProfile []byte, e
 	// The CPU profile goes to memory (the split by component reads it) and
 	// to cfg.CPUProfile when asked. A profile another caller runs (go test
 	// -cpuprofile) leaves the split out rather than failing the bench.
-	var cpu *bytes.Buffer
+	stopCPU := func() []byte { return nil }
 	if cfg.CPUProfile != "" || cpuSplit {
-		cpu = new(bytes.Buffer)
-		if err := pprof.StartCPUProfile(cpu); err != nil {
-			if cfg.CPUProfile != "" {
-				return nil, err
-			}
-			cpu = nil
+		var err error
+		if stopCPU, err = startCPUProfile(); err != nil && cfg.CPUProfile != "" {
+			return nil, err
 		}
 	}
 	if cfg.MutexProfile != "" {
@@ -501,13 +499,9 @@ func startProfiles(cfg Config, cpuSplit bool) (stop func() (cpuProfile []byte, e
 	}
 	return func() ([]byte, error) {
 		var errs []error
-		var prof []byte
-		if cpu != nil {
-			pprof.StopCPUProfile()
-			prof = cpu.Bytes()
-			if cfg.CPUProfile != "" {
-				errs = append(errs, os.WriteFile(cfg.CPUProfile, prof, 0o644))
-			}
+		prof := stopCPU()
+		if prof != nil && cfg.CPUProfile != "" {
+			errs = append(errs, os.WriteFile(cfg.CPUProfile, prof, 0o644))
 		}
 		write := func(name, path string) {
 			if path == "" {

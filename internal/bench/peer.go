@@ -189,7 +189,8 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 					return nil, err
 				}
 			} else {
-				prof0, stopCPU = readAllocProfile(), startCPUProfile()
+				prof0 = readAllocProfile()
+				stopCPU, _ = startCPUProfile() // not started: no split, see below
 			}
 			p := round(cl, name, cfg.Requests)
 			phases[i] = append(phases[i], p)
