@@ -76,14 +76,19 @@ type PeerReport struct {
 	Other    PeerSide `json:"reference"`
 	// E2ASSE is the pipeline answering the same requests (same agent, same
 	// frames) over E2A SSE, in rounds of its own, its CPU and allocations
-	// as the pipeline's.
-	E2ASSE PeerSide `json:"pipeline_e2a_sse"`
+	// as the pipeline's. Its rounds come after every A2A round (the second
+	// phase), alternating with reference rounds of their own: OtherE2ASSE
+	// (requests/s and TTFF only; Other holds the reference's CPU and
+	// allocations, its generator figures taken over both phases).
+	E2ASSE      PeerSide `json:"pipeline_e2a_sse"`
+	OtherE2ASSE PeerSide `json:"reference_e2a_sse_phase"`
 	// RatioRPS is pipeline ÷ reference requests/s; RatioTTFF50/99 are
 	// reference ÷ pipeline (above 1: the pipeline's first frame is sooner).
 	RatioRPS    float64 `json:"ratio_requests_per_s"`
 	RatioTTFF50 float64 `json:"ratio_ttff_p50"`
 	RatioTTFF99 float64 `json:"ratio_ttff_p99"`
-	// RatioE2ASSE is the pipeline over E2A SSE ÷ reference requests/s.
+	// RatioE2ASSE is the pipeline over E2A SSE ÷ reference requests/s, both
+	// of the second phase.
 	RatioE2ASSE float64 `json:"ratio_e2a_sse_requests_per_s"`
 	// MemoryWarmup is what Bench.WarmMemoryMiB measured, when set.
 	MemoryWarmup *MemoryWarmup `json:"memory_warmup,omitempty"`
@@ -91,9 +96,9 @@ type PeerReport struct {
 
 // RunPeer drives the in-process pipeline and the reference A2A server
 // (a separate process) with the same load generator over loopback HTTP,
-// A2A message/stream, in alternating rounds (pipeline, reference, the
-// pipeline over E2A SSE, pipeline, …) so that the machine's other load
-// weighs on all alike.
+// A2A message/stream, in alternating rounds (pipeline, reference,
+// pipeline, …) so that the machine's other load weighs on both alike; then
+// the pipeline over E2A SSE, alternating with the reference the same way.
 func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 	cfg := pc.Bench
 	cfg.Protocol = ProtoA2AStream
@@ -141,7 +146,7 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 		return &client{base: base, proto: proto, hc: hc, params: params, sessions: make(chan string, 1)}
 	}
 	sides := []*client{mk(pipe.URL, ProtoA2AStream), mk(peer.url, ProtoA2AStream), mk(pipe.URL, ProtoE2ASSE)}
-	names := [3]string{"pipeline", "reference", "pipeline e2a-sse"}
+	names := [4]string{"pipeline", "reference", "pipeline e2a-sse", "reference"}
 	ids := &idGen{prefix: "peer-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
 	round := func(cl *client, name string, n int) Phase {
 		return closedLoop(ctx, name, n, cfg.Concurrency, ids, func(ctx context.Context, id string, start time.Time) result {
@@ -168,65 +173,82 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 	}
 	rep := &PeerReport{Machine: machine(), Peer: PeerA2AGo + " v0.3.3", Rounds: pc.Rounds, Requests: cfg.Requests,
 		Clients: cfg.Concurrency, Events: cfg.Frames, MemoryWarmup: warm}
-	var phases [3][]Phase
+	// Two phases of Rounds cycles each: the pipeline over A2A alternating
+	// with the reference, then the pipeline over E2A SSE alternating with
+	// the reference. Each ratio is taken against the reference rounds of
+	// its own phase, where both systems have served the same number of
+	// requests: the pipeline's cost per request grows with what its streams
+	// hold (README, Performance), so E2A SSE rounds interleaved with the A2A
+	// comparison would weigh on the pipeline's side only.
+	var phases [4][]Phase // pipeline A2A, reference (A2A phase), pipeline E2A SSE, reference (E2A SSE phase)
 	var peerCPU, peerAllocs []float64
 	// own[i] are the pipeline's CPU and allocations per request in each of
-	// side i's rounds, gen[i] the generator's (i = 0, 2).
+	// slot i's rounds, gen[i] the generator's (i = 0, 2).
 	var own, gen [3]struct{ cpu, allocs []float64 }
-	for r := range pc.Rounds {
-		for i, cl := range sides {
-			name := names[i]
-			progress(fmt.Sprintf("round %d/%d: %s, %d requests, %d clients", r+1, pc.Rounds, name, cfg.Requests, cfg.Concurrency))
-			var cpu0 time.Duration
-			var a0 uint64
-			var prof0 allocProfile
-			var stopCPU func() []byte
-			if i == 1 {
-				if cpu0, err = peer.cpu(); err != nil {
-					return nil, err
+	type step struct {
+		cl   *client
+		slot int // index into phases
+	}
+	cycles := [2][2]step{{{sides[0], 0}, {sides[1], 1}}, {{sides[2], 2}, {sides[1], 3}}}
+	for _, cycle := range cycles {
+		for r := range pc.Rounds {
+			for _, st := range cycle {
+				i, cl := st.slot, st.cl
+				reference := cl == sides[1]
+				name := names[i]
+				progress(fmt.Sprintf("round %d/%d: %s, %d requests, %d clients", r+1, pc.Rounds, name, cfg.Requests, cfg.Concurrency))
+				var cpu0 time.Duration
+				var a0 uint64
+				var prof0 allocProfile
+				var stopCPU func() []byte
+				if reference {
+					if cpu0, err = peer.cpu(); err != nil {
+						return nil, err
+					}
+					if a0, err = peer.allocs(ctx); err != nil {
+						return nil, err
+					}
+				} else {
+					prof0 = readAllocProfile()
+					stopCPU, _ = startCPUProfile() // not started: no split, see below
 				}
-				if a0, err = peer.allocs(ctx); err != nil {
-					return nil, err
+				p := round(cl, name, cfg.Requests)
+				phases[i] = append(phases[i], p)
+				if !reference && p.OK > 0 {
+					// A profile without a sample (a tiny round, or another CPU
+					// profile running) attributes nothing to the generator: the
+					// pipeline's figure is then the whole process's.
+					var g, a float64
+					if cpuSplit := splitCPU(stopCPU(), p.CPUPerRequest); cpuSplit != nil {
+						g = cpuSplit.PerRequest[CompLoadGen]
+					}
+					if allocSplit := splitAllocs(prof0, readAllocProfile(), p.AllocsPerRequest); allocSplit != nil {
+						a = allocSplit.PerRequest[CompLoadGen]
+					}
+					gen[i].cpu, gen[i].allocs = append(gen[i].cpu, g), append(gen[i].allocs, a)
+					own[i].cpu, own[i].allocs = append(own[i].cpu, p.CPUPerRequest-g), append(own[i].allocs, p.AllocsPerRequest-a)
+				} else if stopCPU != nil {
+					stopCPU()
 				}
-			} else {
-				prof0 = readAllocProfile()
-				stopCPU, _ = startCPUProfile() // not started: no split, see below
-			}
-			p := round(cl, name, cfg.Requests)
-			phases[i] = append(phases[i], p)
-			if i != 1 && p.OK > 0 {
-				// A profile without a sample (a tiny round, or another CPU
-				// profile running) attributes nothing to the generator: the
-				// pipeline's figure is then the whole process's.
-				var g, a float64
-				if cpuSplit := splitCPU(stopCPU(), p.CPUPerRequest); cpuSplit != nil {
-					g = cpuSplit.PerRequest[CompLoadGen]
+				if reference && p.OK > 0 {
+					cpu1, err := peer.cpu()
+					if err != nil {
+						return nil, err
+					}
+					a1, err := peer.allocs(ctx)
+					if err != nil {
+						return nil, err
+					}
+					peerCPU = append(peerCPU, float64(cpu1-cpu0)/float64(time.Millisecond)/float64(p.OK))
+					peerAllocs = append(peerAllocs, float64(a1-a0)/float64(p.OK))
 				}
-				if allocSplit := splitAllocs(prof0, readAllocProfile(), p.AllocsPerRequest); allocSplit != nil {
-					a = allocSplit.PerRequest[CompLoadGen]
-				}
-				gen[i].cpu, gen[i].allocs = append(gen[i].cpu, g), append(gen[i].allocs, a)
-				own[i].cpu, own[i].allocs = append(own[i].cpu, p.CPUPerRequest-g), append(own[i].allocs, p.AllocsPerRequest-a)
-			} else if stopCPU != nil {
-				stopCPU()
-			}
-			if i == 1 && p.OK > 0 {
-				cpu1, err := peer.cpu()
-				if err != nil {
-					return nil, err
-				}
-				a1, err := peer.allocs(ctx)
-				if err != nil {
-					return nil, err
-				}
-				peerCPU = append(peerCPU, float64(cpu1-cpu0)/float64(time.Millisecond)/float64(p.OK))
-				peerAllocs = append(peerAllocs, float64(a1-a0)/float64(p.OK))
 			}
 		}
 	}
 	rep.Pipeline = side("pipeline (in process, every frame durable)", phases[0])
 	rep.Other = side(rep.Peer+" (separate process, in memory)", phases[1])
 	rep.E2ASSE = side("pipeline over E2A SSE", phases[2])
+	rep.OtherE2ASSE = side(rep.Peer+", rounds of the E2A SSE phase", phases[3])
 	for i, s := range []*PeerSide{&rep.Pipeline, nil, &rep.E2ASSE} {
 		if s != nil {
 			s.CPUPerRequest, s.AllocsPerRequest = median(own[i].cpu), median(own[i].allocs)
@@ -236,18 +258,21 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 	rep.Other.CPUPerRequest, rep.Other.AllocsPerRequest = median(peerCPU), median(peerAllocs)
 	// The generator's cost against the reference: this process during the
 	// reference's rounds, where it runs nothing else.
-	rep.Other.GeneratorCPU = median(field(phases[1], func(p Phase) float64 { return p.CPUPerRequest }))
-	rep.Other.GeneratorAllocs = median(field(phases[1], func(p Phase) float64 { return p.AllocsPerRequest }))
+	refRounds := slices.Concat(phases[1], phases[3])
+	rep.Other.GeneratorCPU = median(field(refRounds, func(p Phase) float64 { return p.CPUPerRequest }))
+	rep.Other.GeneratorAllocs = median(field(refRounds, func(p Phase) float64 { return p.AllocsPerRequest }))
 	if rep.Other.MedianRPS > 0 {
 		rep.RatioRPS = rep.Pipeline.MedianRPS / rep.Other.MedianRPS
-		rep.RatioE2ASSE = rep.E2ASSE.MedianRPS / rep.Other.MedianRPS
+	}
+	if rep.OtherE2ASSE.MedianRPS > 0 {
+		rep.RatioE2ASSE = rep.E2ASSE.MedianRPS / rep.OtherE2ASSE.MedianRPS
 	}
 	if rep.Pipeline.TTFF50 > 0 && rep.Pipeline.TTFF99 > 0 {
 		rep.RatioTTFF50, rep.RatioTTFF99 = rep.Other.TTFF50/rep.Pipeline.TTFF50, rep.Other.TTFF99/rep.Pipeline.TTFF99
 	}
-	if rep.Pipeline.Failed > 0 || rep.Other.Failed > 0 || rep.E2ASSE.Failed > 0 {
+	if rep.Pipeline.Failed > 0 || rep.Other.Failed > 0 || rep.E2ASSE.Failed > 0 || rep.OtherE2ASSE.Failed > 0 {
 		return rep, fmt.Errorf("bench: failed requests: pipeline %d, reference %d, pipeline over E2A SSE %d",
-			rep.Pipeline.Failed, rep.Other.Failed, rep.E2ASSE.Failed)
+			rep.Pipeline.Failed, rep.Other.Failed+rep.OtherE2ASSE.Failed, rep.E2ASSE.Failed)
 	}
 	return rep, nil
 }
@@ -305,10 +330,11 @@ func (r *PeerReport) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "\n  pipeline ÷ reference requests/s: %.2f×   time to first frame, reference ÷ pipeline: p50 %.2f×, p99 %.2f×\n",
 		r.RatioRPS, r.RatioTTFF50, r.RatioTTFF99)
 	if r.E2ASSE.Name != "" {
-		fmt.Fprintf(&b, "  pipeline over E2A SSE ÷ reference requests/s: %.2f×\n", r.RatioE2ASSE)
+		fmt.Fprintf(&b, "  pipeline over E2A SSE ÷ reference requests/s: %.2f× (the reference at %.0f requests/s in the rounds of that phase)\n",
+			r.RatioE2ASSE, r.OtherE2ASSE.MedianRPS)
 	}
-	fmt.Fprintf(&b, "  (latencies in ms, medians of the rounds; requests/s by round: pipeline %s, reference %s, pipeline over E2A SSE %s)\n",
-		joinRates(r.Pipeline.RPS), joinRates(r.Other.RPS), joinRates(r.E2ASSE.RPS))
+	fmt.Fprintf(&b, "  (latencies in ms, medians of the rounds; requests/s by round: pipeline %s, reference %s; then pipeline over E2A SSE %s, reference %s)\n",
+		joinRates(r.Pipeline.RPS), joinRates(r.Other.RPS), joinRates(r.E2ASSE.RPS), joinRates(r.OtherE2ASSE.RPS))
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -22,7 +22,7 @@ func TestRunPeerSmall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("RunPeer: %v", err)
 	}
-	for _, s := range []PeerSide{rep.Pipeline, rep.Other, rep.E2ASSE} {
+	for _, s := range []PeerSide{rep.Pipeline, rep.Other, rep.E2ASSE, rep.OtherE2ASSE} {
 		if s.MedianRPS <= 0 || s.TTFF50 <= 0 || s.TTFF99 < s.TTFF50 || s.Failed != 0 || len(s.RPS) != 1 {
 			t.Errorf("%s: %+v", s.Name, s)
 		}
@@ -44,7 +44,7 @@ func TestRunPeerSmall(t *testing.T) {
 	}
 	var out bytes.Buffer
 	if err := rep.WriteText(&out); err != nil || !strings.Contains(out.String(), "a2a-go v0.3.3") || !strings.Contains(out.String(), "pipeline ÷ reference requests/s") ||
-		!strings.Contains(out.String(), "pipeline over E2A SSE ÷ reference requests/s") || !strings.Contains(out.String(), "memory warmed before the run: 8 MiB") {
+		!strings.Contains(out.String(), "pipeline over E2A SSE ÷ reference requests/s") || !strings.Contains(out.String(), "the reference at ") || !strings.Contains(out.String(), "memory warmed before the run: 8 MiB") {
 		t.Errorf("text report %q (%v)", out.String(), err)
 	}
 }
