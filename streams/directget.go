@@ -230,13 +230,24 @@ func statusError(stream, subject string, m *nats.Msg) error {
 	st, desc := m.Header.Get(statusHeader), m.Header.Get(descriptionHeader)
 	switch st {
 	case statusNotFound:
-		return fmt.Errorf("%w: %s %s", ErrNoMessages, stream, subject)
+		return &noMessagesError{stream: stream, subject: subject}
 	case statusNoResponder:
 		return fmt.Errorf("%w: stream %s does not answer direct gets: %w", ErrDirectGet, stream, nats.ErrNoResponders)
 	default:
 		return fmt.Errorf("%w: %s %s: status %s %s", ErrDirectGet, stream, subject, st, desc)
 	}
 }
+
+// noMessagesError is ErrNoMessages for one stream and subject: the answer
+// to most existence checks (a request with no stored cancel, a stream with
+// no frame yet), so it is one allocation, its message built only when read.
+type noMessagesError struct{ stream, subject string }
+
+func (e *noMessagesError) Error() string {
+	return ErrNoMessages.Error() + ": " + e.stream + " " + e.subject
+}
+
+func (e *noMessagesError) Unwrap() error { return ErrNoMessages }
 
 // directGetHeaders are added by the server to direct get replies.
 var directGetHeaders = []string{

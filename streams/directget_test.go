@@ -140,7 +140,8 @@ func TestDirectGetBatch(t *testing.T) {
 	if err != nil || last.Seq != want[len(want)-1] || last.Header.Get(subjects.HeaderRequestID) != id {
 		t.Fatalf("LastBySubject: %+v, %v", last, err)
 	}
-	if _, err := streams.LastBySubject(ctx(t), nc, streams.ResponsesStream, unknown); !errors.Is(err, streams.ErrNoMessages) {
+	_, err = streams.LastBySubject(ctx(t), nc, streams.ResponsesStream, unknown)
+	if !errors.Is(err, streams.ErrNoMessages) || err.Error() != "streams: no messages: "+streams.ResponsesStream+" "+unknown {
 		t.Fatalf("LastBySubject unknown: %v", err)
 	}
 }
