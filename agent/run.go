@@ -504,12 +504,9 @@ func (w *worker) handle(m jetstream.Msg) (outcome string) {
 		spanCtx, span = w.startHandleSpan(m.Subject(), env, id, meta.NumDelivered)
 		defer func() { endHandleSpan(span, outcome) }()
 	}
-	log := w.log.With("request_id", id, "delivery", meta.NumDelivered)
-	if env.CorrelationID != "" {
-		log = log.With("correlation_id", env.CorrelationID)
-	}
+	log := &reqLogger{base: w.log, id: id, delivery: meta.NumDelivered, correlationID: env.CorrelationID}
 	if env.Trace != nil {
-		log = log.With("traceparent", env.Trace.Traceparent)
+		log.traceparent = env.Trace.Traceparent
 	}
 
 	r := &request{id: id, msg: m}
@@ -526,14 +523,14 @@ func (w *worker) handle(m jetstream.Msg) (outcome string) {
 		last, err = lastMsg(ctx, w.js, w.streams.Responses, respSubj)
 		cancel()
 		if err != nil {
-			log.Warn("cannot read existing frames: handing back", "err", err)
+			log.get().Warn("cannot read existing frames: handing back", "err", err)
 			_ = m.NakWithDelay(time.Second)
 			return OutcomeLost
 		}
 		if last != nil {
 			h, ferr := last.frame()
 			if ferr != nil {
-				log.Error("last stored frame does not decode", "err", ferr)
+				log.get().Error("last stored frame does not decode", "err", ferr)
 				if seq, ok := seqHeader(last); ok {
 					h.Sequence = seq
 				}
@@ -574,7 +571,7 @@ func (w *worker) handle(m jetstream.Msg) (outcome string) {
 		// such an id (ingress refuses it). It is answered, once, with a
 		// final error frame, fenced like every frame by its subject's
 		// expected last sequence.
-		log.Error("request id outside the id grammar: refused", "err", ierr)
+		log.get().Error("request id outside the id grammar: refused", "err", ierr)
 		return w.end(r, errorFrame(e2a.ErrCodeInvalidRequest, ierr.Error(), false, nil), log)
 	}
 	if cancelledLive || w.cancelStored(id, log) {
@@ -657,7 +654,7 @@ func (w *worker) handle(m jetstream.Msg) (outcome string) {
 	var ae *Error
 	switch {
 	case errors.As(herr, &pe):
-		log.Error("handler panicked", "panic", pe.value, "stack", string(pe.stack))
+		log.get().Error("handler panicked", "panic", pe.value, "stack", string(pe.stack))
 		f = errorFrame(e2a.ErrCodeHandlerPanic, "the agent failed unexpectedly", false, nil)
 	case errors.As(herr, &ae):
 		f = errorFrame(ae.Code, ae.Message, ae.Retryable, ae.Details)
@@ -674,14 +671,14 @@ func (w *worker) handle(m jetstream.Msg) (outcome string) {
 }
 
 // end writes f as the final frame unless one exists, then settles.
-func (w *worker) end(r *request, f frame, log *slog.Logger) string {
+func (w *worker) end(r *request, f frame, log *reqLogger) string {
 	_, err := r.wr.finish(f)
 	return w.settle(r, err, log)
 }
 
 // settle acks, or leaves, the delivery according to the writer's state and
 // err (the writer's failure, if any), and returns the outcome.
-func (w *worker) settle(r *request, err error, log *slog.Logger) string {
+func (w *worker) settle(r *request, err error, log *reqLogger) string {
 	w.unregister(r)
 	final, status, code, fatal, published := r.wr.state()
 	if err == nil {
@@ -689,7 +686,7 @@ func (w *worker) settle(r *request, err error, log *slog.Logger) string {
 	}
 	if final {
 		if aerr := r.msg.Ack(); aerr != nil {
-			log.Debug("ack failed", "err", aerr)
+			log.get().Debug("ack failed", "err", aerr)
 		}
 		return outcomeOf(status, code)
 	}
@@ -705,11 +702,11 @@ func (w *worker) settle(r *request, err error, log *slog.Logger) string {
 		}
 		// Another worker owns the request. Neither ack nor nak: either would
 		// act on the current owner's delivery (acks go by stream sequence).
-		log.Info("fenced out by another worker", "err", err)
+		log.get().Info("fenced out by another worker", "err", err)
 		return OutcomeFenced
 	case err != nil:
 		if !isClosed(err) {
-			log.Warn("frames could not be written: handing back", "err", err)
+			log.get().Warn("frames could not be written: handing back", "err", err)
 			_ = r.msg.NakWithDelay(time.Second)
 		}
 		return OutcomeLost
@@ -810,7 +807,7 @@ func isCancel(data []byte) bool {
 // cancelStored reports whether a cancel for id is stored (a cancel sent
 // before the pick-up). A read failure is logged and counts as no cancel; the
 // live subscription still sees later ones.
-func (w *worker) cancelStored(id string, log *slog.Logger) bool {
+func (w *worker) cancelStored(id string, log *reqLogger) bool {
 	subj, err := subjects.Control(id)
 	if err != nil {
 		return false
@@ -819,10 +816,35 @@ func (w *worker) cancelStored(id string, log *slog.Logger) bool {
 	defer cancel()
 	m, err := lastMsg(ctx, w.js, w.streams.Control, subj)
 	if err != nil {
-		log.Warn("cannot read the control subject", "err", err)
+		log.get().Warn("cannot read the control subject", "err", err)
 		return false
 	}
 	return m != nil && isCancel(m.data)
+}
+
+// reqLogger is the logger of one delivery. Its attributes (request id,
+// delivery count, correlation id, traceparent) are added on first use:
+// most deliveries log nothing, and slog's With formats them at once. Used
+// by the delivery's own goroutine only.
+type reqLogger struct {
+	base                           *slog.Logger
+	id, correlationID, traceparent string
+	delivery                       uint64
+	l                              *slog.Logger
+}
+
+func (r *reqLogger) get() *slog.Logger {
+	if r.l == nil {
+		l := r.base.With("request_id", r.id, "delivery", r.delivery)
+		if r.correlationID != "" {
+			l = l.With("correlation_id", r.correlationID)
+		}
+		if r.traceparent != "" {
+			l = l.With("traceparent", r.traceparent)
+		}
+		r.l = l
+	}
+	return r.l
 }
 
 // onControl receives every live control message.
