@@ -49,7 +49,7 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	fs.Var(&headers, "header", "header added to every request, 'Name: value' (repeatable)")
 	peer := fs.String("peer", "", "compare with a reference A2A server: "+bench.PeerA2AGo+" (A2A message/stream; the pipeline over E2A SSE too; alternating rounds)")
 	peerBin := fs.String("peer-bin", "", "with --peer: the reference server's binary (default: built from internal/bench/peer with the go command)")
-	rounds := fs.Int("rounds", 5, "with --peer: rounds of each system")
+	rounds := fs.Int("rounds", 5, "with --peer: rounds of each system in each phase (A2A, then E2A SSE)")
 	duration := fs.Duration("duration", 0, "soak: run the in-process pipeline this long at --rate (open loop) and report slopes")
 	rate := fs.Float64("rate", 0, "soak: requests/s")
 	interval := fs.Duration("interval", 10*time.Second, "soak: sampling interval")

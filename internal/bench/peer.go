@@ -28,7 +28,8 @@ type PeerConfig struct {
 	// Bench is the load (Requests per round, Concurrency, Frames,
 	// FrameBytes, Timeout, Warmup); its Protocol is a2a-stream.
 	Bench Config
-	// Rounds is the number of rounds of each system, alternating.
+	// Rounds is the number of rounds of each system in each phase
+	// (A2A, then E2A SSE), alternating with the reference's.
 	Rounds int
 	// PeerBin is the peer's executable; empty builds it with the go
 	// command from ModuleDir.
