@@ -186,63 +186,67 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 	// own[i] are the pipeline's CPU and allocations per request in each of
 	// slot i's rounds, gen[i] the generator's (i = 0, 2).
 	var own, gen [3]struct{ cpu, allocs []float64 }
-	type step struct {
-		cl   *client
-		slot int // index into phases
+	// referenceRound runs a round of the reference into phases[slot], its
+	// CPU and allocations from its process.
+	referenceRound := func(slot int) error {
+		cpu0, err := peer.cpu()
+		if err != nil {
+			return err
+		}
+		a0, err := peer.allocs(ctx)
+		if err != nil {
+			return err
+		}
+		p := round(sides[1], names[slot], cfg.Requests)
+		phases[slot] = append(phases[slot], p)
+		if p.OK == 0 {
+			return nil
+		}
+		cpu1, err := peer.cpu()
+		if err != nil {
+			return err
+		}
+		a1, err := peer.allocs(ctx)
+		if err != nil {
+			return err
+		}
+		peerCPU = append(peerCPU, float64(cpu1-cpu0)/float64(time.Millisecond)/float64(p.OK))
+		peerAllocs = append(peerAllocs, float64(a1-a0)/float64(p.OK))
+		return nil
 	}
-	cycles := [2][2]step{{{sides[0], 0}, {sides[1], 1}}, {{sides[2], 2}, {sides[1], 3}}}
-	for _, cycle := range cycles {
+	// pipelineRound runs a round of the pipeline into phases[slot], the
+	// generator's share taken out of this process's figures by profile.
+	pipelineRound := func(slot int) {
+		prof0 := readAllocProfile()
+		stopCPU, _ := startCPUProfile() // not started: no split, see below
+		p := round(sides[slot], names[slot], cfg.Requests)
+		phases[slot] = append(phases[slot], p)
+		if p.OK == 0 {
+			if stopCPU != nil {
+				stopCPU()
+			}
+			return
+		}
+		// A profile without a sample (a tiny round, or another CPU profile
+		// running) attributes nothing to the generator: the pipeline's
+		// figure is then the whole process's.
+		var g, a float64
+		if cpuSplit := splitCPU(stopCPU(), p.CPUPerRequest); cpuSplit != nil {
+			g = cpuSplit.PerRequest[CompLoadGen]
+		}
+		if allocSplit := splitAllocs(prof0, readAllocProfile(), p.AllocsPerRequest); allocSplit != nil {
+			a = allocSplit.PerRequest[CompLoadGen]
+		}
+		gen[slot].cpu, gen[slot].allocs = append(gen[slot].cpu, g), append(gen[slot].allocs, a)
+		own[slot].cpu, own[slot].allocs = append(own[slot].cpu, p.CPUPerRequest-g), append(own[slot].allocs, p.AllocsPerRequest-a)
+	}
+	for _, slots := range [2][2]int{{0, 1}, {2, 3}} { // the A2A phase, then the E2A SSE phase
 		for r := range pc.Rounds {
-			for _, st := range cycle {
-				i, cl := st.slot, st.cl
-				reference := cl == sides[1]
-				name := names[i]
-				progress(fmt.Sprintf("round %d/%d: %s, %d requests, %d clients", r+1, pc.Rounds, name, cfg.Requests, cfg.Concurrency))
-				var cpu0 time.Duration
-				var a0 uint64
-				var prof0 allocProfile
-				var stopCPU func() []byte
-				if reference {
-					if cpu0, err = peer.cpu(); err != nil {
-						return nil, err
-					}
-					if a0, err = peer.allocs(ctx); err != nil {
-						return nil, err
-					}
-				} else {
-					prof0 = readAllocProfile()
-					stopCPU, _ = startCPUProfile() // not started: no split, see below
-				}
-				p := round(cl, name, cfg.Requests)
-				phases[i] = append(phases[i], p)
-				if !reference && p.OK > 0 {
-					// A profile without a sample (a tiny round, or another CPU
-					// profile running) attributes nothing to the generator: the
-					// pipeline's figure is then the whole process's.
-					var g, a float64
-					if cpuSplit := splitCPU(stopCPU(), p.CPUPerRequest); cpuSplit != nil {
-						g = cpuSplit.PerRequest[CompLoadGen]
-					}
-					if allocSplit := splitAllocs(prof0, readAllocProfile(), p.AllocsPerRequest); allocSplit != nil {
-						a = allocSplit.PerRequest[CompLoadGen]
-					}
-					gen[i].cpu, gen[i].allocs = append(gen[i].cpu, g), append(gen[i].allocs, a)
-					own[i].cpu, own[i].allocs = append(own[i].cpu, p.CPUPerRequest-g), append(own[i].allocs, p.AllocsPerRequest-a)
-				} else if stopCPU != nil {
-					stopCPU()
-				}
-				if reference && p.OK > 0 {
-					cpu1, err := peer.cpu()
-					if err != nil {
-						return nil, err
-					}
-					a1, err := peer.allocs(ctx)
-					if err != nil {
-						return nil, err
-					}
-					peerCPU = append(peerCPU, float64(cpu1-cpu0)/float64(time.Millisecond)/float64(p.OK))
-					peerAllocs = append(peerAllocs, float64(a1-a0)/float64(p.OK))
-				}
+			progress(fmt.Sprintf("round %d/%d: %s, %d requests, %d clients", r+1, pc.Rounds, names[slots[0]], cfg.Requests, cfg.Concurrency))
+			pipelineRound(slots[0])
+			progress(fmt.Sprintf("round %d/%d: %s, %d requests, %d clients", r+1, pc.Rounds, names[slots[1]], cfg.Requests, cfg.Concurrency))
+			if err := referenceRound(slots[1]); err != nil {
+				return nil, err
 			}
 		}
 	}
