@@ -189,11 +189,7 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 	// referenceRound runs a round of the reference into phases[slot], its
 	// CPU and allocations from its process.
 	referenceRound := func(slot int) error {
-		cpu0, err := peer.cpu()
-		if err != nil {
-			return err
-		}
-		a0, err := peer.allocs(ctx)
+		cpu0, a0, err := peer.counters(ctx)
 		if err != nil {
 			return err
 		}
@@ -202,11 +198,7 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 		if p.OK == 0 {
 			return nil
 		}
-		cpu1, err := peer.cpu()
-		if err != nil {
-			return err
-		}
-		a1, err := peer.allocs(ctx)
+		cpu1, a1, err := peer.counters(ctx)
 		if err != nil {
 			return err
 		}
@@ -394,6 +386,16 @@ func (p *peerProc) stop() {
 
 // cpu is the peer process's user + system CPU time.
 func (p *peerProc) cpu() (time.Duration, error) { return procCPU(p.cmd.Process.Pid) }
+
+// counters reads the peer's CPU time and allocation count.
+func (p *peerProc) counters(ctx context.Context) (time.Duration, uint64, error) {
+	cpu, err := p.cpu()
+	if err != nil {
+		return 0, 0, err
+	}
+	a, err := p.allocs(ctx)
+	return cpu, a, err
+}
 
 // procCPU is a process's user + system CPU time (/proc/PID/stat).
 func procCPU(pid int) (time.Duration, error) {
