@@ -9,7 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 )
 
 // MaxNesting is the deepest JSON nesting [FromJSON] and [ResponseFromJSON]
@@ -267,20 +268,8 @@ func readString(v json.RawMessage, dst *string) error {
 // json.Unmarshal would; ok is false for any other value, which the caller
 // hands to json.Unmarshal. Most of an envelope's strings are plain.
 func plainString(v []byte) (string, bool) {
-	v = bytes.TrimSpace(v)
-	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
-		return "", false
-	}
-	in := v[1 : len(v)-1]
-	for _, c := range in {
-		if c < 0x20 || c == '"' || c == '\\' {
-			return "", false
-		}
-	}
-	if !utf8.Valid(in) {
-		return "", false
-	}
-	return string(in), true
+	in, ok := jsonstr.Plain(bytes.TrimSpace(v))
+	return string(in), ok
 }
 
 // readStringOrNumber accepts a string, or a number written as its decimal text.

@@ -3,7 +3,6 @@ package egress
 import (
 	"bytes"
 	"encoding/json"
-	"unicode/utf8"
 	"unsafe"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -232,20 +231,9 @@ func scanString(val []byte, dst *string) bool {
 // itself is. This saves one allocation per id and text of every frame on
 // the fast paths.
 func plainString(val []byte) (string, bool) {
-	if len(val) < 2 || val[0] != '"' || val[len(val)-1] != '"' {
-		return "", false
-	}
-	in := val[1 : len(val)-1]
-	for _, c := range in {
-		if c < 0x20 || c == '"' || c == '\\' {
-			return "", false
-		}
-	}
-	if !utf8.Valid(in) {
-		return "", false
-	}
-	if len(in) == 0 {
-		return "", true
+	in, ok := jsonstr.Plain(val)
+	if !ok || len(in) == 0 {
+		return "", ok
 	}
 	return unsafe.String(&in[0], len(in)), true
 }
