@@ -107,8 +107,10 @@ func (n *Normalizer) FromA2A(in Input) (*Result, error) {
 
 func (r *req) a2aSend(rq *rpcRequest) (*Result, error) {
 	var p a2aSendParamsWire
-	if err := rq.decodeParams(ProtocolA2A, &p); err != nil {
-		return nil, err
+	if !readA2ASendFast(rq.Params, &p) {
+		if err := rq.decodeParams(ProtocolA2A, &p); err != nil {
+			return nil, err
+		}
 	}
 	bad := func(format string, a ...any) (*Result, error) {
 		return nil, rq.errf(ErrInvalidParams, ProtocolA2A, format, a...)
