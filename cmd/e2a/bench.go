@@ -38,7 +38,7 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	fs.IntVar(&c.AgentConcurrency, "agent-concurrency", 0, "in-process agent pool concurrency (default max(256, 2×concurrency))")
 	fs.BoolVar(&c.SplitConns, "split-conns", false, "in process: give the agent pool its own NATS connection")
 	fs.BoolVar(&c.TCP, "tcp", false, "in process: connect the stages over loopback TCP instead of in process")
-	fs.BoolVar(&c.NoAudit, "no-audit", false, "in process, experiment: delete E2A_AUDIT to measure what auditing costs")
+	fs.BoolVar(&c.NoAudit, "no-audit", false, "in process and --peer, experiment: delete E2A_AUDIT to measure what auditing costs")
 	fs.BoolVar(&c.SyncAlways, "sync-always", false, "in process: fsync every JetStream write")
 	fs.StringVar(&c.StoreDir, "store-dir", "", "in process: JetStream store directory (default: temporary)")
 	fs.IntVar(&c.WarmMemoryMiB, "warm-mib", 0, "in process and --peer: touch and release this many MiB of memory before measuring (a VM that backs memory lazily; see README, Performance)")

@@ -67,12 +67,15 @@ type PeerSide struct {
 
 // PeerReport is the comparison.
 type PeerReport struct {
-	Machine  Machine  `json:"machine"`
-	Peer     string   `json:"peer"`
-	Rounds   int      `json:"rounds"`
-	Requests int      `json:"requests_per_round"`
-	Clients  int      `json:"clients"`
-	Events   int      `json:"frames_per_request"`
+	Machine  Machine `json:"machine"`
+	Peer     string  `json:"peer"`
+	Rounds   int     `json:"rounds"`
+	Requests int     `json:"requests_per_round"`
+	Clients  int     `json:"clients"`
+	Events   int     `json:"frames_per_request"`
+	// NoAudit: the pipeline ran without E2A_AUDIT (Bench.NoAudit, an
+	// experiment that gives up the audit promises).
+	NoAudit  bool     `json:"no_audit,omitempty"`
 	Pipeline PeerSide `json:"pipeline"`
 	Other    PeerSide `json:"reference"`
 	// E2ASSE is the pipeline answering the same requests (same agent, same
@@ -135,7 +138,7 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 	defer peer.stop()
 
 	progress("starting the in-process pipeline")
-	pipe, err := StartPipeline(ctx, PipelineOptions{AgentConcurrency: cfg.AgentConcurrency, Frames: cfg.Frames, FrameBytes: cfg.FrameBytes})
+	pipe, err := StartPipeline(ctx, PipelineOptions{AgentConcurrency: cfg.AgentConcurrency, Frames: cfg.Frames, FrameBytes: cfg.FrameBytes, NoAudit: cfg.NoAudit})
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +176,7 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 		}
 	}
 	rep := &PeerReport{Machine: machine(), Peer: PeerA2AGo + " v0.3.3", Rounds: pc.Rounds, Requests: cfg.Requests,
-		Clients: cfg.Concurrency, Events: cfg.Frames, MemoryWarmup: warm}
+		Clients: cfg.Concurrency, Events: cfg.Frames, NoAudit: cfg.NoAudit, MemoryWarmup: warm}
 	// Two phases of Rounds cycles each: the pipeline over A2A alternating
 	// with the reference, then the pipeline over E2A SSE alternating with
 	// the reference. Each ratio is taken against the reference rounds of
@@ -313,6 +316,9 @@ func (r *PeerReport) WriteText(w io.Writer) error {
 		PeerA2AGo, r.Events, r.Clients, r.Rounds, r.Requests)
 	m := r.Machine
 	fmt.Fprintf(&b, "machine: %s, %d CPUs (GOMAXPROCS %d), %s/%s, %s\n", m.CPU, m.NumCPU, m.GOMAXPROCS, m.OS, m.Arch, m.Go)
+	if r.NoAudit {
+		b.WriteString("the pipeline WITHOUT E2A_AUDIT (experiment: no audit copy, its promises given up)\n")
+	}
 	if r.MemoryWarmup != nil {
 		b.WriteString(r.MemoryWarmup.String() + "\n")
 	}

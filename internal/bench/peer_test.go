@@ -47,4 +47,13 @@ func TestRunPeerSmall(t *testing.T) {
 		!strings.Contains(out.String(), "pipeline over E2A SSE ÷ reference requests/s") || !strings.Contains(out.String(), "the reference at ") || !strings.Contains(out.String(), "memory warmed before the run: 8 MiB") {
 		t.Errorf("text report %q (%v)", out.String(), err)
 	}
+	// Only a run without E2A_AUDIT (--no-audit) says so.
+	if strings.Contains(out.String(), "WITHOUT E2A_AUDIT") {
+		t.Errorf("a run with audit reads as one without: %q", out.String())
+	}
+	rep.NoAudit = true
+	out.Reset()
+	if err := rep.WriteText(&out); err != nil || !strings.Contains(out.String(), "WITHOUT E2A_AUDIT") {
+		t.Errorf("text report without audit %q (%v)", out.String(), err)
+	}
 }
