@@ -110,6 +110,22 @@ func TestResultEventMatches(t *testing.T) {
 		map[string]any{"kind": "task", "id": "é"},
 		nil,
 	}
+	// Status updates take appendStatusUpdate's path when they have no
+	// message or metadata; these check it writes json.Marshal's bytes, and
+	// the others that they are left to it.
+	paris := ts.In(time.FixedZone("CET", 3600))
+	nanos := time.Date(2026, 11, 26, 5, 4, 3, 120, time.UTC)
+	for _, su := range []a2a.TaskStatusUpdateEvent{
+		{TaskID: "task-<1>", ContextID: "ctx &1\u2028\xff", Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted, Timestamp: &ts}},
+		{TaskID: "t", ContextID: "c", Final: true, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted, Timestamp: &nanos}},
+		{TaskID: "t", ContextID: "", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}},
+		{TaskID: "t", ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateWorking, Timestamp: &paris}},
+		{TaskID: "t", ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateFailed, Message: msg}},
+		{TaskID: "t", ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}, Metadata: map[string]any{"k": 1}},
+		{TaskID: "t", ContextID: "c", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}, Metadata: map[string]any{}},
+	} {
+		events = append(events, &su)
+	}
 	for _, id := range []string{`"req-002"`, `7`, `"<id>&"`, ``, ` { "a" : 1 } `} {
 		for _, ev := range events {
 			rec := httptest.NewRecorder()

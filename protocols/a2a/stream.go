@@ -193,20 +193,67 @@ func (r *stream) textEvent(f *egress.Frame) (out []byte, ok bool) {
 // ev encoded, compacted and checked once instead of once more inside the
 // response's own encoding.
 func (r *stream) resultEvent(id string, ev any) error {
+	if r.rpcID == nil {
+		r.rpcID = encodedRPCID(r.p.JSONRPCID)
+	}
+	head := len(r.rpcID) + 36
+	if su, ok := ev.(*a2a.TaskStatusUpdateEvent); ok && fastText {
+		// A status without message or metadata (submitted, working,
+		// completed), written as json.Marshal writes it.
+		b := slices.Grow(r.buf[:0], head+160+len(su.TaskID)+len(su.ContextID)+len(su.Status.State))
+		r.buf = nil
+		b = append(b, `{"jsonrpc":"2.0","id":`...)
+		b = append(b, r.rpcID...)
+		b = append(b, `,"result":`...)
+		if b, ok = appendStatusUpdate(b, su); ok {
+			b = append(b, '}')
+			err := egress.SSEEvent(r.o, id, "", b)
+			if cap(b) <= egress.MaxScratch {
+				r.buf = b[:0]
+			}
+			return err
+		}
+		r.buf = b[:0]
+	}
 	res, err := json.Marshal(ev)
 	if err != nil {
 		return err
 	}
-	if r.rpcID == nil {
-		r.rpcID = encodedRPCID(r.p.JSONRPCID)
-	}
-	b := make([]byte, 0, len(res)+len(r.rpcID)+36)
+	b := make([]byte, 0, len(res)+head)
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, r.rpcID...)
 	b = append(b, `,"result":`...)
 	b = append(b, res...)
 	b = append(b, '}')
 	return egress.SSEEvent(r.o, id, "", b)
+}
+
+// appendStatusUpdate appends ev as json.Marshal writes it, when its status
+// has no message, it has no metadata and its timestamp, if any, is in UTC
+// within the years time.Time.MarshalJSON writes (0–9999); false otherwise,
+// b unchanged then.
+func appendStatusUpdate(b []byte, ev *a2a.TaskStatusUpdateEvent) ([]byte, bool) {
+	ts := ev.Status.Timestamp
+	if ev.Status.Message != nil || len(ev.Metadata) != 0 || ts != nil && (ts.Location() != time.UTC || ts.Year() < 0 || ts.Year() > 9999) {
+		return b, false
+	}
+	b = append(b, `{"kind":"status-update","contextId":`...)
+	b = jsonstr.Append(b, ev.ContextID)
+	if ev.Final {
+		b = append(b, `,"final":true`...)
+	} else {
+		b = append(b, `,"final":false`...)
+	}
+	b = append(b, `,"status":{"state":`...)
+	b = jsonstr.Append(b, string(ev.Status.State))
+	if ts != nil {
+		b = append(b, `,"timestamp":"`...)
+		b = ts.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	}
+	b = append(b, `},"taskId":`...)
+	b = jsonstr.Append(b, string(ev.TaskID))
+	return append(b, '}'), true
 }
 
 // encodedRPCID is a JSON-RPC id as json.Marshal writes a RawMessage
