@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -24,6 +25,17 @@ func rpcShape(w http.ResponseWriter, f failure) { host.RefuseJSONRPC(w, nil, f) 
 // JSON-RPC error when it is too large.
 func (s *Server) readRPCBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	r.Body = http.MaxBytesReader(w, r.Body, s.opts.maxBody)
+	if n := r.ContentLength; n >= 0 && n <= s.opts.maxBody {
+		// A declared length within the limit: read into a buffer of that
+		// size (the server's body reader ends there). A body ending short
+		// is a read error, as on the general path.
+		b := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, b); err != nil {
+			rpcShape(w, failure{Status: http.StatusBadRequest, RPCCode: jsonrpc.CodeParseError, Message: "Parse error: could not read the body"})
+			return nil, false
+		}
+		return b, true
+	}
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(r.Body); err != nil {
 		var mbe *http.MaxBytesError
