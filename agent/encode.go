@@ -63,7 +63,7 @@ func newFrameEncoder(tmpl *e2a.Response) frameEncoder {
 	r.ResponseKind = sentinel + "k"
 	r.Timestamp = sentinel + "t"
 	r.Body = sentinelBody
-	out, err := json.Marshal(&r)
+	out, err := e2a.MarshalResponse(&r)
 	if err != nil {
 		return frameEncoder{}
 	}

@@ -524,7 +524,7 @@ func (wr *writer) encodeTo(dst []byte, seq int64, f frame) ([]byte, error) {
 		if !wr.enc.ok {
 			complete()
 			m := r // r itself stays on the stack
-			return json.Marshal(&m)
+			return e2a.MarshalResponse(&m)
 		}
 	}
 	n := wr.enc.size() + len(f.status) + len(f.kind) + e2a.TimeLen + len(body)

@@ -94,14 +94,7 @@ func appendEnvelope(dst []byte, env *Envelope) ([]byte, bool) {
 	w.str("source_agent_id", env.SourceAgentID)
 	w.object("params", env.Params, 1)
 	if p := env.Provenance; p != nil {
-		w.key("provenance")
-		w.b, w.sep = append(w.b, '{'), false
-		w.key("source_protocol")
-		w.b = jsonstr.Append(w.b, p.SourceProtocol)
-		w.str("converter", p.Converter)
-		w.str("converted_at", p.ConvertedAt)
-		w.object("details", p.Details, 2)
-		w.b, w.sep = append(w.b, '}'), true
+		w.provenance(p)
 	}
 	w.str("ext_method", env.ExtMethod)
 	w.str("session_update_kind", env.SessionUpdateKind)
@@ -134,6 +127,93 @@ func appendEnvelope(dst []byte, env *Envelope) ([]byte, bool) {
 		w.str("tracestate", t.Tracestate)
 		w.b, w.sep = append(w.b, '}'), true
 	}
+	if !w.ok {
+		return nil, false
+	}
+	return append(w.b, '}'), true
+}
+
+// provenance writes the provenance member.
+func (w *writer) provenance(p *Provenance) {
+	w.key("provenance")
+	w.b, w.sep = append(w.b, '{'), false
+	w.key("source_protocol")
+	w.b = jsonstr.Append(w.b, p.SourceProtocol)
+	w.str("converter", p.Converter)
+	w.str("converted_at", p.ConvertedAt)
+	w.object("details", p.Details, 2)
+	w.b, w.sep = append(w.b, '}'), true
+}
+
+// raw writes the member k with the raw value v, json.Marshal's null for
+// nil; a value json.Marshal would compact, escape or refuse turns ok false.
+func (w *writer) raw(k string, v json.RawMessage) {
+	if v == nil {
+		w.key(k)
+		w.b = append(w.b, "null"...)
+		return
+	}
+	if !plainRaw(v) {
+		w.ok = false
+		return
+	}
+	w.key(k)
+	w.b = append(w.b, v...)
+}
+
+// MarshalResponse returns exactly what json.Marshal(r) returns, as
+// MarshalEnvelope does for an envelope: a response of the pipeline's own
+// values is written directly, any other goes to json.Marshal whole. The
+// agent's writer encodes each request's frame template with it.
+func MarshalResponse(r *Response) ([]byte, error) {
+	if r != nil && fastWrite {
+		if b, ok := appendResponse(make([]byte, 0, 512+len(r.Body)), r); ok {
+			return b, nil
+		}
+	}
+	return json.Marshal(r)
+}
+
+// appendResponse writes r as json.Marshal does; ok is false when it met a
+// value it leaves to json.Marshal.
+func appendResponse(dst []byte, r *Response) ([]byte, bool) {
+	w := &writer{b: append(dst, '{'), ok: true}
+	for _, m := range [...]struct{ k, v string }{{"protocol_version", r.ProtocolVersion}, {"response_id", r.ResponseID}, {"request_id", r.RequestID}} {
+		w.key(m.k)
+		w.b = jsonstr.Append(w.b, m.v)
+	}
+	w.key("sequence")
+	w.b = strconv.AppendInt(w.b, r.Sequence, 10)
+	w.key("is_final")
+	w.b = strconv.AppendBool(w.b, r.IsFinal)
+	for _, m := range [...]struct{ k, v string }{{"status", r.Status}, {"response_kind", r.ResponseKind}, {"timestamp", r.Timestamp}} {
+		w.key(m.k)
+		w.b = jsonstr.Append(w.b, m.v)
+	}
+	w.provenance(&r.Provenance)
+	w.raw("body", r.Body)
+	if len(r.JSONRPCID) > 0 {
+		w.raw("jsonrpc_id", r.JSONRPCID)
+	}
+	w.str("correlation_id", r.CorrelationID)
+	w.str("task_id", r.TaskID)
+	w.str("context_id", r.ContextID)
+	w.str("session_id", r.SessionID)
+	w.str("message_id", r.MessageID)
+	if r.IsStream {
+		w.key("is_stream")
+		w.b = append(w.b, "true"...)
+	}
+	w.str("identity_origin", r.IdentityOrigin)
+	w.str("channel", r.Channel)
+	w.str("user_id", r.UserID)
+	w.str("source_agent_id", r.SourceAgentID)
+	w.str("method", r.Method)
+	w.object("metadata", r.Metadata, 1)
+	w.object("projections", r.Projections, 1)
+	w.object("channel_context", r.ChannelContext, 1)
+	w.object("a2a_metadata", r.A2AMetadata, 1)
+	w.object("acp_meta", r.ACPMeta, 1)
 	if !w.ok {
 		return nil, false
 	}

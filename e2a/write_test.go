@@ -174,3 +174,73 @@ func BenchmarkMarshalEnvelope(b *testing.B) {
 		})
 	}
 }
+
+// checkMarshalResponse fails unless MarshalResponse answers as
+// json.Marshal: the same bytes, or an error where it gives one.
+func checkMarshalResponse(t *testing.T, r *Response) {
+	t.Helper()
+	want, wantErr := json.Marshal(r)
+	got, err := MarshalResponse(r)
+	if (err != nil) != (wantErr != nil) {
+		t.Fatalf("MarshalResponse error %v, json.Marshal error %v", err, wantErr)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("MarshalResponse differs from json.Marshal:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestMarshalResponseMatches: MarshalResponse writes what json.Marshal
+// writes, for responses with every member and kind of value, and for every
+// response the read seeds give; the writer handles most itself.
+func TestMarshalResponseMatches(t *testing.T) {
+	rs := []*Response{
+		{},
+		{Body: json.RawMessage(`{"a":1}`), JSONRPCID: json.RawMessage(`"x"`), IsStream: true, Sequence: -3, IsFinal: true},
+		{Body: json.RawMessage(`{"a": 1}`)},
+		{Body: json.RawMessage(`{"h":"<"}`)},
+		{Body: json.RawMessage(`nope`)},
+		{Body: json.RawMessage{}},
+		{Body: json.RawMessage(`{}`), JSONRPCID: json.RawMessage("\"\u2028\"")},
+		{Provenance: Provenance{SourceProtocol: "<e2a>", Converter: "agent", ConvertedAt: "t", Details: map[string]any{"pool": "p", "n": json.Number("1")}}},
+		{Metadata: map[string]any{"nan": math.NaN()}},
+		{Metadata: map[string]any{"t": struct{ A int }{1}}},
+		{
+			ProtocolVersion: "1.0", ResponseID: "r-\xff", RequestID: "q&", Sequence: math.MaxInt64, Status: "in_progress", ResponseKind: "e2a.chunk",
+			Timestamp: "2026-11-26T00:56:40.232415Z", Body: json.RawMessage(`{"delta_kind":"text","delta":"hi"}`),
+			CorrelationID: "c", TaskID: "t", ContextID: "ctx", SessionID: "s", MessageID: "m", IdentityOrigin: "user", Channel: "http",
+			UserID: "u", SourceAgentID: "a", Method: "message/stream", Metadata: map[string]any{"m": 1.5}, Projections: map[string]any{"p": []any{"x"}},
+			ChannelContext: map[string]any{"c": nil}, A2AMetadata: map[string]any{"k": "v"}, ACPMeta: map[string]any{"_": true},
+		},
+	}
+	for _, s := range responseSeeds {
+		var r Response
+		if json.Unmarshal([]byte(s), &r) == nil {
+			rs = append(rs, &r)
+		}
+	}
+	fast := 0
+	for _, r := range rs {
+		checkMarshalResponse(t, r)
+		if _, ok := appendResponse(nil, r); ok {
+			fast++
+		}
+	}
+	if fast < len(rs)*2/3 {
+		t.Errorf("the writer wrote %d responses of %d itself", fast, len(rs))
+	}
+}
+
+// FuzzMarshalResponse compares MarshalResponse with json.Marshal on every
+// response json.Unmarshal reads.
+func FuzzMarshalResponse(f *testing.F) {
+	for _, s := range responseSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var r Response
+		if json.Unmarshal(data, &r) != nil {
+			return
+		}
+		checkMarshalResponse(t, &r)
+	})
+}
