@@ -9,18 +9,23 @@ import (
 	"testing"
 )
 
-// checkMarshalEnvelope fails unless MarshalEnvelope answers as json.Marshal:
-// the same bytes, or an error where it gives one.
-func checkMarshalEnvelope(t *testing.T, env *Envelope) {
+// checkMarshal fails unless marshal (MarshalEnvelope, MarshalResponse)
+// answers as json.Marshal: the same bytes, or an error where it gives one.
+func checkMarshal[T any](t *testing.T, v *T, marshal func(*T) ([]byte, error)) {
 	t.Helper()
-	want, wantErr := json.Marshal(env)
-	got, err := MarshalEnvelope(env)
+	want, wantErr := json.Marshal(v)
+	got, err := marshal(v)
 	if (err != nil) != (wantErr != nil) {
-		t.Fatalf("MarshalEnvelope error %v, json.Marshal error %v", err, wantErr)
+		t.Fatalf("error %v, json.Marshal error %v", err, wantErr)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("MarshalEnvelope differs from json.Marshal:\n got %s\nwant %s", got, want)
+		t.Fatalf("differs from json.Marshal:\n got %s\nwant %s", got, want)
 	}
+}
+
+func checkMarshalEnvelope(t *testing.T, env *Envelope) {
+	t.Helper()
+	checkMarshal(t, env, MarshalEnvelope)
 }
 
 // writeFast reports whether appendEnvelope writes env itself.
@@ -175,20 +180,6 @@ func BenchmarkMarshalEnvelope(b *testing.B) {
 	}
 }
 
-// checkMarshalResponse fails unless MarshalResponse answers as
-// json.Marshal: the same bytes, or an error where it gives one.
-func checkMarshalResponse(t *testing.T, r *Response) {
-	t.Helper()
-	want, wantErr := json.Marshal(r)
-	got, err := MarshalResponse(r)
-	if (err != nil) != (wantErr != nil) {
-		t.Fatalf("MarshalResponse error %v, json.Marshal error %v", err, wantErr)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("MarshalResponse differs from json.Marshal:\n got %s\nwant %s", got, want)
-	}
-}
-
 // TestMarshalResponseMatches: MarshalResponse writes what json.Marshal
 // writes, for responses with every member and kind of value, and for every
 // response the read seeds give; the writer handles most itself.
@@ -220,7 +211,7 @@ func TestMarshalResponseMatches(t *testing.T) {
 	}
 	fast := 0
 	for _, r := range rs {
-		checkMarshalResponse(t, r)
+		checkMarshal(t, r, MarshalResponse)
 		if _, ok := appendResponse(nil, r); ok {
 			fast++
 		}
@@ -241,6 +232,6 @@ func FuzzMarshalResponse(f *testing.F) {
 		if json.Unmarshal(data, &r) != nil {
 			return
 		}
-		checkMarshalResponse(t, &r)
+		checkMarshal(t, &r, MarshalResponse)
 	})
 }
