@@ -3,9 +3,13 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
@@ -92,5 +96,78 @@ func TestCancelFinished(t *testing.T) {
 	after, _ := storedFrames(t, s.nc, "done-1")
 	if len(after) != len(before) {
 		t.Fatalf("frames changed: %d → %d", len(before), len(after))
+	}
+}
+
+// Point 5: a cancel sent while the request waits behind a busy worker is
+// received live and seen at pick-up (final cancelled frame 0, no handler
+// call), and neither that request nor another one stored after the worker
+// started reads E2A_CONTROL at pick-up: the live cancels answer for them.
+func TestCancelQueuedSeenLive(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	var mu sync.Mutex
+	var gets []string
+	sub, err := s.nc.Subscribe("$JS.API.DIRECT.GET."+streams.ControlStream+".>", func(m *nats.Msg) {
+		mu.Lock()
+		gets = append(gets, m.Subject)
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := s.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan string, 4)
+	release := make(chan struct{})
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		started <- env.RequestID
+		if env.RequestID == "busy-1" {
+			if err := w.Chunk(e2a.DeltaText, "working"); err != nil {
+				return err
+			}
+			<-release
+		}
+		return w.Complete(nil)
+	})
+	startWorker(t, s.connect(t), "queued", h, agent.WithConcurrency(1))
+	waitConsumer(t, s.js, "queued")
+	publish(t, s.js, "queued", request("busy-1", nil))
+	if id := <-started; id != "busy-1" {
+		t.Fatalf("first handler call for %s", id)
+	}
+	// The worker's only slot is taken: these wait in the stream, stored
+	// after the worker read its anchor (it was pulling already).
+	publish(t, s.js, "queued", request("queued-2", nil))
+	publish(t, s.js, "queued", request("queued-3", nil))
+	if res, err := agent.Cancel(tctx(t), s.js, "queued-2"); err != nil || !res.Published {
+		t.Fatalf("Cancel: %+v %v", res, err)
+	}
+	close(release)
+	fr := waitFinal(t, s.nc, "queued-2", 10*time.Second)
+	if e, _ := fr[0].Error(); len(fr) != 1 || e.Code != e2a.ErrCodeCancelled {
+		t.Fatalf("queued-2: %d frames, error %+v", len(fr), e)
+	}
+	if fr := waitFinal(t, s.nc, "queued-3", 10*time.Second); fr[len(fr)-1].Status != e2a.StatusSucceeded {
+		t.Fatalf("queued-3: final %+v", fr[len(fr)-1])
+	}
+	waitFinal(t, s.nc, "busy-1", 10*time.Second)
+	if id := <-started; id != "queued-3" {
+		t.Fatalf("handler called for %s", id)
+	}
+	// The direct gets a pick-up makes are sent before its frames: every one
+	// made is in gets by now (the test's connection received it before it
+	// read the final frames).
+	if err := s.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, subj := range gets {
+		if strings.HasSuffix(subj, "queued-2") || strings.HasSuffix(subj, "queued-3") {
+			t.Errorf("pick-up read the stored cancel: %s", subj)
+		}
 	}
 }

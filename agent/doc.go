@@ -32,9 +32,13 @@
 //     [WithDefaultDeadline]) gets deadline_exceeded; both fenced like any
 //     frame, so they can never follow a real final frame.
 //   - Cancellation: [Cancel] stores a cancel on e2a.ctl.<request_id>
-//     (E2A_CONTROL keeps the last one), checked at pick-up and delivered live
-//     while the handler runs; the handler's context is cancelled
-//     ([ErrCancelled]) and the final frame is e2a.error cancelled.
+//     (E2A_CONTROL keeps the last one), delivered live to every worker; a
+//     request cancelled before its pick-up gets the final frame without a
+//     handler call (the worker remembers the cancels it received, and reads
+//     the stored one for a request stored before it could have received
+//     them: at start-up, after a reconnect or a dropped message); while the
+//     handler runs, its context is cancelled ([ErrCancelled]) and the final
+//     frame is e2a.error cancelled.
 //   - A handler's panic or error becomes a final e2a.error; the process keeps
 //     serving.
 //   - Graceful shutdown: when Run's context is done it stops pulling, lets

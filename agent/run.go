@@ -78,6 +78,8 @@ type worker struct {
 	hardStop  chan struct{}
 	stopCause error // set by stopAll: requests picked up later stop at once
 
+	cancels *cancelWatch // the cancels received live, and what they prove
+
 	detailsOnce sync.Once
 	details     map[string]any // provenance.details of every frame; read only
 }
@@ -150,6 +152,7 @@ func Run(ctx context.Context, nc *nats.Conn, pool string, h Handler, opts ...Opt
 		active:   map[*request]struct{}{},
 		byID:     map[string][]*request{},
 		hardStop: make(chan struct{}),
+		cancels:  newCancelWatch(cancelSetLimit),
 	}
 	w.resumable = cfg.resumable
 	if r, ok := h.(Resumer); ok {
@@ -233,6 +236,12 @@ func (w *worker) run(ctx context.Context) error {
 	// stored control message, so no cancel falls between the two.
 	if err := nc.FlushWithContext(setup); err != nil {
 		return err
+	}
+	w.cancels.nc, w.cancels.sub = nc, ctlSub
+	w.cancels.read = lastSeqReader(w.js, w.streams.Requests)
+	if err := w.cancels.anchorNow(setup); err != nil {
+		// Every pick-up reads the stored cancel until a later read works.
+		w.log.Warn("cannot read the requests stream's last sequence: every pick-up reads its stored cancel", "err", err)
 	}
 
 	hbDone := make(chan struct{})
@@ -574,7 +583,7 @@ func (w *worker) handle(m jetstream.Msg) (outcome string) {
 		log.get().Error("request id outside the id grammar: refused", "err", ierr)
 		return w.end(r, errorFrame(e2a.ErrCodeInvalidRequest, ierr.Error(), false, nil), log)
 	}
-	if cancelledLive || w.cancelStored(id, log) {
+	if cancelledLive || w.cancelledAtPickUp(id, meta.Sequence.Stream, log) {
 		return w.end(r, cancelFrame(), log)
 	}
 	deadline, hasDeadline := w.deadline(env, meta)
@@ -804,6 +813,17 @@ func isCancel(data []byte) bool {
 	return json.Unmarshal(data, &c) == nil && c.Type == ControlCancel
 }
 
+// cancelledAtPickUp reports whether the request id, stored at stream
+// sequence seq, was cancelled before its pick-up: from the cancels received
+// live when they answer for it (cancelWatch), else from the stored cancel.
+func (w *worker) cancelledAtPickUp(id string, seq uint64, log *reqLogger) bool {
+	cancelled, covered := w.cancels.check(id, seq)
+	if cancelled || covered {
+		return cancelled
+	}
+	return w.cancelStored(id, log)
+}
+
 // cancelStored reports whether a cancel for id is stored (a cancel sent
 // before the pick-up). A read failure is logged and counts as no cancel; the
 // live subscription still sees later ones.
@@ -853,6 +873,9 @@ func (w *worker) onControl(m *nats.Msg) {
 	if err != nil || !isCancel(m.Data) {
 		return
 	}
+	// Recorded before the requests are looked at: a pick-up registers its
+	// request before it checks the record, so either sees the other.
+	w.cancels.record(id)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, r := range w.byID[id] {
