@@ -4,16 +4,14 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -106,20 +104,9 @@ func TestCancelFinished(t *testing.T) {
 func TestCancelQueuedSeenLive(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
-	var mu sync.Mutex
-	var gets []string
-	sub, err := s.nc.Subscribe("$JS.API.DIRECT.GET."+streams.ControlStream+".>", func(m *nats.Msg) {
-		mu.Lock()
-		gets = append(gets, m.Subject)
-		mu.Unlock()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := s.nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	// What the worker's connection sends: it is made here to be counted.
+	wnc := s.connect(t)
+	gets := natstest.DirectGets(t, wnc, streams.ControlStream)
 	started := make(chan string, 4)
 	release := make(chan struct{})
 	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
@@ -132,7 +119,7 @@ func TestCancelQueuedSeenLive(t *testing.T) {
 		}
 		return w.Complete(nil)
 	})
-	startWorker(t, s.connect(t), "queued", h, agent.WithConcurrency(1))
+	startWorker(t, wnc, "queued", h, agent.WithConcurrency(1))
 	waitConsumer(t, s.js, "queued")
 	publish(t, s.js, "queued", request("busy-1", nil))
 	if id := <-started; id != "busy-1" {
@@ -157,15 +144,9 @@ func TestCancelQueuedSeenLive(t *testing.T) {
 	if id := <-started; id != "queued-3" {
 		t.Fatalf("handler called for %s", id)
 	}
-	// The direct gets a pick-up makes are sent before its frames: every one
-	// made is in gets by now (the test's connection received it before it
-	// read the final frames).
-	if err := s.nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, subj := range gets {
+	// Every direct get the worker sent is counted (the flush of its
+	// connection answers after them).
+	for _, subj := range gets.Subjects(t) {
 		if strings.HasSuffix(subj, "queued-2") || strings.HasSuffix(subj, "queued-3") {
 			t.Errorf("pick-up read the stored cancel: %s", subj)
 		}

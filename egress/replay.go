@@ -184,6 +184,7 @@ type replayConfig struct {
 	lazy         bool // Frame.Response is left nil: decoded on demand
 	mux          *streams.DirectGetter
 	get          batchGetter
+	prepared     *Prepared // a subscription made before the publish (Prepare)
 }
 
 // batchGetter reads up to batch messages stored under subject in stream
@@ -377,18 +378,30 @@ func Open(ctx context.Context, nc *nats.Conn, requestID string, from int64, opts
 	if r.cfg.get == nil {
 		r.cfg.get = r.cfg.mux.GetBatch
 	}
-	r.live = make(chan *nats.Msg, cfg.liveBuffer)
-	// Subscribe before the first read: the server handles a connection's
-	// protocol in order, so every frame stored after the read below is
-	// republished to this subscription, and one stored in between is seen
-	// twice and dropped by sequence.
-	// The connection's reader delivers into the channel (no goroutine and
-	// hand-off per subscription); when it is full the message is dropped
-	// and counted (lost).
-	r.sub, err = nc.ChanSubscribe(liveSubj, r.live)
-	if err != nil {
-		r.Close()
-		return nil, fmt.Errorf("egress: subscribe %s: %w", liveSubj, err)
+	fresh := false
+	if p := cfg.prepared; p != nil && p.sub != nil && p.requestID == requestID {
+		// Subscribed before the publish (Prepare): a fresh request has no
+		// frame stored before the subscription, so there is nothing to read.
+		r.sub, r.live, fresh = p.sub, p.live, p.fresh
+		p.sub = nil
+	} else {
+		r.live = make(chan *nats.Msg, cfg.liveBuffer)
+		// Subscribe before the first read: the server handles a
+		// connection's protocol in order, so every frame stored after the
+		// read below is republished to this subscription, and one stored in
+		// between is seen twice and dropped by sequence.
+		// The connection's reader delivers into the channel (no goroutine
+		// and hand-off per subscription); when it is full the message is
+		// dropped and counted (lost).
+		r.sub, err = nc.ChanSubscribe(liveSubj, r.live)
+		if err != nil {
+			r.Close()
+			return nil, fmt.Errorf("egress: subscribe %s: %w", liveSubj, err)
+		}
+	}
+	if fresh {
+		r.caughtUp = true // the stream holds nothing the subscription will not bring
+		return r, nil
 	}
 	if err := r.fill(ctx); err != nil {
 		r.Close()

@@ -47,6 +47,9 @@ type Service struct {
 	cfg config
 	m   *metrics
 	log *slog.Logger
+	// liveBuffer is the live channel's size of the readers (WithReplay's
+	// WithLiveBuffer), for subscriptions made by Prepare.
+	liveBuffer int
 }
 
 type config struct {
@@ -205,7 +208,11 @@ func New(nc *nats.Conn, opts ...Option) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{nc: nc, mux: mux, cfg: cfg, m: m, log: cfg.log}, nil
+	rc := defaultReplayConfig()
+	for _, o := range cfg.replay {
+		o(&rc)
+	}
+	return &Service{nc: nc, mux: mux, cfg: cfg, m: m, log: cfg.log, liveBuffer: rc.liveBuffer}, nil
 }
 
 // Close releases the Service's subscription. Streams in progress end with
@@ -348,6 +355,10 @@ func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, 
 	// at once: the head with the frames already stored, frames that
 	// arrived together in one write.
 	ropts = append(ropts, withBeforeWait(o.flushPending))
+	if p := takePrepared(ctx, requestID); p != nil {
+		ropts = append(ropts, withPrepared(p))
+		defer p.Close() // when Open did not take it
+	}
 	rd, err := Open(ctx, s.nc, requestID, from, append(ropts, opts...)...)
 	if err != nil {
 		finish(err)

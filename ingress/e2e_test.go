@@ -330,3 +330,43 @@ func TestE2EBadInputPublishesNothing(t *testing.T) {
 }
 
 func jsonDecode(r *http.Response, v any) error { return json.NewDecoder(r.Body).Decode(v) }
+
+// A call that publishes and streams subscribes to the frames before the
+// publish: the stream of a new request opens without reading
+// E2A_RESPONSES (E2A SSE, A2A message/stream, a blocking message/send),
+// and a duplicate of a finished request still reads every frame from it.
+func TestE2EStreamOfNewRequestReadsNoStoredFrame(t *testing.T) {
+	p := startPipeline(t)
+	gets := natstest.DirectGets(t, p.nc, streams.ResponsesStream)
+	frames := framesOf(t, readSSE(t, p.post(t, "/v1/requests", "text/event-stream", `{"request_id":"pre-1","params":{"text":"hi","frames":3}}`).Body))
+	if err := e2a.CheckFrames(frames); err != nil || !frames[len(frames)-1].IsFinal {
+		t.Fatalf("E2A SSE: %d frames, %v", len(frames), err)
+	}
+	a2a := func(method, id string) []sseEvent {
+		body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{"message":{"role":"user","messageId":"` + id +
+			`","parts":[{"kind":"text","text":"hi"}]}}}`
+		return readSSE(t, p.post(t, "/a2a", "text/event-stream", body).Body)
+	}
+	if evs := a2a("message/stream", "m-1"); len(evs) < 2 || !bytes.Contains(evs[len(evs)-1].data, []byte(`"final":true`)) {
+		t.Fatalf("message/stream: %d events, last %s", len(evs), evs[len(evs)-1].data)
+	}
+	send := p.post(t, "/a2a", "", `{"jsonrpc":"2.0","id":2,"method":"message/send","params":{"message":{"role":"user","messageId":"m-2","parts":[{"kind":"text","text":"hi"}]}}}`)
+	var res struct {
+		Result struct {
+			Status struct{ State string } `json:"status"`
+		} `json:"result"`
+	}
+	if err := jsonDecode(send, &res); err != nil || res.Result.Status.State != "completed" {
+		t.Fatalf("message/send: %+v %v", res, err)
+	}
+	if n := gets.Count(t); n != 0 {
+		t.Fatalf("%d direct gets on %s for new requests: %v", n, streams.ResponsesStream, gets.Subjects(t))
+	}
+	again := framesOf(t, readSSE(t, p.post(t, "/v1/requests", "text/event-stream", `{"request_id":"pre-1","params":{"text":"hi","frames":3}}`).Body))
+	if len(again) != len(frames) {
+		t.Fatalf("duplicate: %d frames, the original %d", len(again), len(frames))
+	}
+	if n := gets.Count(t); n == 0 {
+		t.Fatal("a duplicate's stream did not read the stored frames")
+	}
+}

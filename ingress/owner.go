@@ -30,7 +30,21 @@ func (s *Server) publish(ctx context.Context, p Principal, pool string, env *e2a
 	if err != nil {
 		return Accepted{}, err
 	}
+	// A call that streams the frames next subscribes to them first
+	// (egress.ExpectStream): a new request then needs no read at open. A
+	// failed subscription only loses that.
+	pre, perr := s.egress.Prepare(ctx, env.RequestID)
+	if perr != nil {
+		s.opts.log.Warn("live subscription before publish failed", "request_id", env.RequestID, "err", perr)
+	}
 	acc, err := s.pub.Publish(ctx, pool, env)
+	if pre != nil {
+		if err != nil {
+			pre.Close()
+		} else {
+			pre.Published(!acc.Duplicate && s.pub.js.Conn() == s.egress.Conn())
+		}
+	}
 	acc.Warning = warning
 	if err == nil && !acc.Duplicate {
 		s.metrics.accepted.WithLabelValues(acceptedProtocol(env)).Inc()

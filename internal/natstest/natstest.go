@@ -335,3 +335,72 @@ func freePorts(t testing.TB, n int) []int {
 	}
 	return ports
 }
+
+// Counter counts the messages a connection publishes on some subjects (the
+// JetStream API requests of a stage, say): a synchronous subscription on
+// that same connection receives a copy of each, queued before the answer
+// to a later flush, so Count sees every one published before it.
+type Counter struct {
+	nc   *nats.Conn
+	subs []*nats.Subscription
+}
+
+// CountOn starts counting what nc publishes on subjs (wildcards allowed).
+func CountOn(t testing.TB, nc *nats.Conn, subjs ...string) *Counter {
+	t.Helper()
+	c := &Counter{nc: nc}
+	for _, subj := range subjs {
+		sub, err := nc.SubscribeSync(subj)
+		if err != nil {
+			t.Fatalf("natstest: subscribe %s: %v", subj, err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+		c.subs = append(c.subs, sub)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatalf("natstest: flush: %v", err)
+	}
+	return c
+}
+
+// DirectGets counts the direct gets nc sends to stream (batched and by
+// subject).
+func DirectGets(t testing.TB, nc *nats.Conn, stream string) *Counter {
+	t.Helper()
+	return CountOn(t, nc, "$JS.API.DIRECT.GET."+stream, "$JS.API.DIRECT.GET."+stream+".>")
+}
+
+// Count returns how many messages were counted so far.
+func (c *Counter) Count(t testing.TB) int {
+	t.Helper()
+	if err := c.nc.Flush(); err != nil {
+		t.Fatalf("natstest: flush: %v", err)
+	}
+	n := 0
+	for _, s := range c.subs {
+		p, _, err := s.Pending()
+		if err != nil {
+			t.Fatalf("natstest: %v", err)
+		}
+		n += p
+	}
+	return n
+}
+
+// Subjects returns the subjects of the messages counted so far, and
+// counts them no more.
+func (c *Counter) Subjects(t testing.TB) []string {
+	t.Helper()
+	n := c.Count(t)
+	var out []string
+	for _, s := range c.subs {
+		for len(out) < n {
+			m, err := s.NextMsg(0)
+			if err != nil {
+				break // this subscription has no more
+			}
+			out = append(out, m.Subject)
+		}
+	}
+	return out
+}

@@ -168,6 +168,15 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 		}
 	}
 	w := rep.Stream()
+	if w != nil && in.Request != nil && !req.IsNotification() && (req.Method == normalizer.A2AMessageStream ||
+		(req.Method == normalizer.A2AMessageSend && blockingSend(env))) {
+		// The frames are streamed in this call: subscribed to before the
+		// publish, a new request's stream opens without reading
+		// E2A_RESPONSES (egress.ExpectStream).
+		ctx, end := egress.ExpectStream(in.Ctx)
+		defer end()
+		in.Ctx, in.Request = ctx, in.Request.WithContext(ctx)
+	}
 	if w != nil && Streaming(req.Method) {
 		release, ok := tc.StreamSlot(rep)
 		if !ok {
@@ -198,7 +207,7 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 		serveStream(d.h.Serve, w, in.Request, acc.RequestID, a2amap.Params{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
 			AcceptedOutputModes: env.ExpectedOutputModes, Interaction: Interaction(in.Header, env)})
 	case normalizer.A2AMessageSend:
-		if b, ok := env.Params["blocking"].(bool); ok && !b {
+		if !blockingSend(env) {
 			// configuration.blocking false: the task at once, submitted;
 			// the client polls tasks/get or cancels it.
 			t := a2amap.BuildTask(env.TaskID, env.ContextID, []a2amap.Request{{Envelope: env}}, HistoryLength(env))
@@ -225,6 +234,13 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 	default: // tasks/send
 		rep.Result(map[string]string{"id": env.TaskID})
 	}
+}
+
+// blockingSend reports whether a message/send waits for its answer (not
+// configuration.blocking false).
+func blockingSend(env *e2a.Envelope) bool {
+	b, ok := env.Params["blocking"].(bool)
+	return !ok || b
 }
 
 // serveStream writes message/stream's or tasks/resubscribe's SSE answer

@@ -70,6 +70,11 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	stream, wait := wantsStream(r), r.URL.Query().Get("wait") == "true"
 	if stream {
 		env.IsStream = true
+		// Subscribed to the frames before the publish: a new request's
+		// stream then opens without reading E2A_RESPONSES.
+		ctx, end := egress.ExpectStream(r.Context())
+		defer end()
+		r = r.WithContext(ctx)
 	}
 	acc, err := c.Publish(r.Context(), pool, env)
 	if err != nil {
