@@ -39,7 +39,7 @@ func (s *Service) A2AEvents(ctx context.Context, requestID string, p A2AParams, 
 				return
 			}
 		}
-		rd, err := Open(ctx, s.nc, requestID, from, append(s.replayOptions(nil), opts...)...)
+		rd, err := s.open(ctx, requestID, from, append(s.replayOptions(nil), opts...)...)
 		if err != nil {
 			yield(nil, err)
 			return

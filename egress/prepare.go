@@ -122,3 +122,13 @@ func takePrepared(ctx context.Context, requestID string) *Prepared {
 // withPrepared makes Open use p's subscription; when p is fresh, the first
 // read of the stream is skipped.
 func withPrepared(p *Prepared) ReplayOption { return func(c *replayConfig) { c.prepared = p } }
+
+// open is Open on the service's connection, with the subscription prepared
+// in ctx for requestID when there is one.
+func (s *Service) open(ctx context.Context, requestID string, from int64, opts ...ReplayOption) (*Reader, error) {
+	if p := takePrepared(ctx, requestID); p != nil {
+		defer p.Close() // when Open did not take it
+		opts = append(opts, withPrepared(p))
+	}
+	return Open(ctx, s.nc, requestID, from, opts...)
+}

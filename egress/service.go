@@ -355,11 +355,7 @@ func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, 
 	// at once: the head with the frames already stored, frames that
 	// arrived together in one write.
 	ropts = append(ropts, withBeforeWait(o.flushPending))
-	if p := takePrepared(ctx, requestID); p != nil {
-		ropts = append(ropts, withPrepared(p))
-		defer p.Close() // when Open did not take it
-	}
-	rd, err := Open(ctx, s.nc, requestID, from, append(ropts, opts...)...)
+	rd, err := s.open(ctx, requestID, from, append(ropts, opts...)...)
 	if err != nil {
 		finish(err)
 		return

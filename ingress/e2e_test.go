@@ -333,7 +333,8 @@ func jsonDecode(r *http.Response, v any) error { return json.NewDecoder(r.Body).
 
 // A call that publishes and streams subscribes to the frames before the
 // publish: the stream of a new request opens without reading
-// E2A_RESPONSES (E2A SSE, A2A message/stream, a blocking message/send),
+// E2A_RESPONSES (E2A SSE, A2A message/stream, a blocking message/send, A2A
+// v1.0 SendStreamingMessage),
 // and a duplicate of a finished request still reads every frame from it.
 func TestE2EStreamOfNewRequestReadsNoStoredFrame(t *testing.T) {
 	p := startPipeline(t)
@@ -358,6 +359,21 @@ func TestE2EStreamOfNewRequestReadsNoStoredFrame(t *testing.T) {
 	}
 	if err := jsonDecode(send, &res); err != nil || res.Result.Status.State != "completed" {
 		t.Fatalf("message/send: %+v %v", res, err)
+	}
+	v1, err := http.NewRequest("POST", p.url+"/a2a/v1", strings.NewReader(`{"jsonrpc":"2.0","id":3,"method":"SendStreamingMessage",`+
+		`"params":{"message":{"role":"ROLE_USER","parts":[{"text":"hi"}],"messageId":"m-3"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1.Header.Set("A2A-Version", "1.0")
+	v1.Header.Set("Accept", "text/event-stream")
+	v1resp, err := http.DefaultClient.Do(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v1resp.Body.Close()
+	if evs := readSSE(t, v1resp.Body); len(evs) < 2 || !bytes.Contains(evs[len(evs)-1].data, []byte("TASK_STATE_COMPLETED")) {
+		t.Fatalf("SendStreamingMessage: %d events", len(evs))
 	}
 	if n := gets.Count(t); n != 0 {
 		t.Fatalf("%d direct gets on %s for new requests: %v", n, streams.ResponsesStream, gets.Subjects(t))

@@ -178,15 +178,20 @@ func v1Result(res legacy.SendMessageResult) (a2a.SendMessageResult, error) {
 // the durable frames: the task submitted, its artifacts, then its final
 // status (the stream ends on the terminal state).
 func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {
+	// Subscribed to the frames before the publish: a new request's stream
+	// opens without reading E2A_RESPONSES (egress.ExpectStream).
+	ctx, end := egress.ExpectStream(ctx)
 	acc, p, err := h.submit(ctx, req, normalizer.A2AMessageStream)
 	if err != nil {
+		end()
 		return errSeq(err)
 	}
 	release, ok := h.stream(ctx)
 	if !ok {
+		end()
 		return errSeq(fmt.Errorf("%w: too many open streams", a2a.ErrServerError))
 	}
-	return v1Events(h.h.V1Answers().A2AEvents(ctx, acc.RequestID, p, 0, egress.WithoutRequestCheck()), release)
+	return v1Events(h.h.V1Answers().A2AEvents(ctx, acc.RequestID, p, 0, egress.WithoutRequestCheck()), func() { release(); end() })
 }
 
 // stream takes one of the caller's stream slots.
