@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,17 +24,23 @@ type watchFixture struct {
 	block    chan struct{}
 	srv      *streams.Embedded
 	spawned  atomic.Int32
+	// disconnected is closed when nc loses its server.
+	disconnected chan struct{}
 }
 
 func newWatchFixture(t *testing.T, limit int, blocked bool) *watchFixture {
 	t.Helper()
 	srv, pub := natstest.RunServer(t, natstest.WithConfig(testConfigInternal()))
-	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1))
+	disconnected := make(chan struct{})
+	var once sync.Once
+	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1),
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { once.Do(func() { close(disconnected) }) }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	f := &watchFixture{c: newCancelWatch(limit), nc: nc, pub: pub, recorded: make(chan string, 16), block: make(chan struct{}), srv: srv}
+	f := &watchFixture{c: newCancelWatch(limit), nc: nc, pub: pub, recorded: make(chan string, 16), block: make(chan struct{}), srv: srv,
+		disconnected: disconnected}
 	if !blocked {
 		close(f.block)
 	}
@@ -190,9 +197,7 @@ func TestCancelWatchDisconnectedCoversNothing(t *testing.T) {
 	seq := f.storeRequest(t, "r")
 	wantCheck(t, f.c, "r", seq, false, true)
 	f.srv.Shutdown()
-	for f.nc.IsConnected() {
-		time.Sleep(time.Millisecond)
-	}
+	<-f.disconnected
 	wantCheck(t, f.c, "r", seq, false, false)
 	if f.valid() || f.spawned.Load() != 1 {
 		t.Fatalf("while disconnected: anchor valid %v, %d reads started", f.valid(), f.spawned.Load())

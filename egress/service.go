@@ -47,7 +47,7 @@ type Service struct {
 	cfg config
 	m   *metrics
 	log *slog.Logger
-	// liveBuffer is the live channel's size of the readers (WithReplay's
+	// liveBuffer is the live channel's size of the readers (WithReplayOptions'
 	// WithLiveBuffer), for subscriptions made by Prepare.
 	liveBuffer int
 }
