@@ -30,7 +30,7 @@ type watchFixture struct {
 
 func newWatchFixture(t *testing.T, limit int, blocked bool) *watchFixture {
 	t.Helper()
-	srv, pub := natstest.RunServer(t, natstest.WithConfig(testConfigInternal()))
+	srv, pub := natstest.RunServer(t)
 	disconnected := make(chan struct{})
 	var once sync.Once
 	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1),
@@ -61,8 +61,6 @@ func newWatchFixture(t *testing.T, limit int, blocked bool) *watchFixture {
 	return f
 }
 
-func testConfigInternal() streams.Config { return natstest.Config() }
-
 func (f *watchFixture) anchor(t *testing.T) uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -75,10 +73,16 @@ func (f *watchFixture) anchor(t *testing.T) uint64 {
 	return f.c.anchor
 }
 
-func (f *watchFixture) valid() bool {
+// wantInvalid checks that the anchor is invalid and that one read of it
+// was started, after what.
+func (f *watchFixture) wantInvalid(t *testing.T, what string) {
+	t.Helper()
 	f.c.mu.Lock()
-	defer f.c.mu.Unlock()
-	return f.c.valid
+	valid := f.c.valid
+	f.c.mu.Unlock()
+	if valid || f.spawned.Load() != 1 {
+		t.Fatalf("after %s: anchor valid %v, %d reads started", what, valid, f.spawned.Load())
+	}
 }
 
 // storeRequest stores a request and returns its stream sequence.
@@ -162,9 +166,7 @@ func TestCancelWatchDroppedMessageInvalidates(t *testing.T) {
 	close(f.block)
 	<-f.recorded // what the subscription kept
 	wantCheck(t, f.c, "r", seq, false, false)
-	if f.valid() || f.spawned.Load() != 1 {
-		t.Fatalf("after a dropped message: anchor valid %v, %d reads started", f.valid(), f.spawned.Load())
-	}
+	f.wantInvalid(t, "a dropped message")
 	// A new anchor covers what is stored after it again.
 	f.anchor(t)
 	seq = f.storeRequest(t, "r2")
@@ -182,9 +184,7 @@ func TestCancelWatchEvictionInvalidates(t *testing.T) {
 	}
 	wantCheck(t, f.c, "x", seq, false, false) // "a" is forgotten: nothing stored yet is covered
 	wantCheck(t, f.c, "c", seq, true, true)
-	if f.valid() || f.spawned.Load() != 1 {
-		t.Fatalf("after an eviction: anchor valid %v, %d reads started", f.valid(), f.spawned.Load())
-	}
+	f.wantInvalid(t, "an eviction")
 	f.anchor(t)
 	wantCheck(t, f.c, "x", seq, false, false) // stored before the new anchor
 	wantCheck(t, f.c, "y", f.storeRequest(t, "y"), false, true)
@@ -199,7 +199,5 @@ func TestCancelWatchDisconnectedCoversNothing(t *testing.T) {
 	f.srv.Shutdown()
 	<-f.disconnected
 	wantCheck(t, f.c, "r", seq, false, false)
-	if f.valid() || f.spawned.Load() != 1 {
-		t.Fatalf("while disconnected: anchor valid %v, %d reads started", f.valid(), f.spawned.Load())
-	}
+	f.wantInvalid(t, "the disconnect")
 }

@@ -45,24 +45,39 @@ func readAll(t *testing.T, ctx context.Context, nc *nats.Conn, id string) []Fram
 	}
 }
 
+// preparedCall is a call expecting a stream (its end runs at cleanup) with
+// the subscription to id prepared on svc.
+func preparedCall(t *testing.T, svc *Service, id string) (context.Context, *Prepared) {
+	t.Helper()
+	ctx, end := ExpectStream(context.Background())
+	t.Cleanup(end)
+	p, err := svc.Prepare(ctx, id)
+	if err != nil || p == nil {
+		t.Fatalf("Prepare: %v %v", p, err)
+	}
+	return ctx, p
+}
+
+// newService is a Service on e's connection.
+func newService(t *testing.T, e *testEnv, opts ...Option) *Service {
+	t.Helper()
+	svc, err := New(e.nc, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
 // A request published after Prepare on the service's connection opens its
 // stream without reading E2A_RESPONSES, and every frame, all of them stored
 // before the reader opened, comes from the subscription in order.
 func TestPreparedFreshRequestReadsNothing(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t)
-	svc, err := New(e.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := newService(t, e)
 	gets := natstest.DirectGets(t, e.nc, streams.ResponsesStream)
-	ctx, end := ExpectStream(context.Background())
-	defer end()
 	env := newEnvelope("prep-fresh")
-	p, err := svc.Prepare(ctx, env.RequestID)
-	if err != nil || p == nil {
-		t.Fatalf("Prepare: %v %v", p, err)
-	}
+	ctx, p := preparedCall(t, svc, env.RequestID)
 	e.submit(t, env) // on e.nc, the service's connection
 	p.Published(true)
 	w := e.writer(t, env)
@@ -84,18 +99,10 @@ func TestPreparedFreshRequestReadsNothing(t *testing.T) {
 func TestPreparedDuplicateReadsTheStream(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t)
-	svc, err := New(e.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := newService(t, e)
 	e.finished(t, "prep-dup", 2) // the original, answered before the retry
 	gets := natstest.DirectGets(t, e.nc, streams.ResponsesStream)
-	ctx, end := ExpectStream(context.Background())
-	defer end()
-	p, err := svc.Prepare(ctx, "prep-dup")
-	if err != nil || p == nil {
-		t.Fatalf("Prepare: %v %v", p, err)
-	}
+	ctx, p := preparedCall(t, svc, "prep-dup")
 	p.Published(false)
 	fr := readAll(t, ctx, e.nc, "prep-dup")
 	if len(fr) != 3 {
@@ -112,17 +119,9 @@ func TestPreparedDuplicateReadsTheStream(t *testing.T) {
 func TestPreparedOverflowReadsWhatWasDropped(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t)
-	svc, err := New(e.nc, WithReplayOptions(WithLiveBuffer(4)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, end := ExpectStream(context.Background())
-	defer end()
+	svc := newService(t, e, WithReplayOptions(WithLiveBuffer(4)))
 	env := newEnvelope("prep-over")
-	p, err := svc.Prepare(ctx, env.RequestID)
-	if err != nil || p == nil {
-		t.Fatalf("Prepare: %v %v", p, err)
-	}
+	ctx, p := preparedCall(t, svc, env.RequestID)
 	e.submit(t, env)
 	p.Published(true)
 	w := e.writer(t, env)
@@ -143,10 +142,7 @@ func TestPreparedOverflowReadsWhatWasDropped(t *testing.T) {
 func TestPrepareOnlyWhenExpected(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t)
-	svc, err := New(e.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := newService(t, e)
 	if p, err := svc.Prepare(context.Background(), "x"); p != nil || err != nil {
 		t.Fatalf("Prepare without ExpectStream: %v %v", p, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // Config returns streams.DefaultConfig adjusted for tests: E2A_REQUESTS
@@ -367,7 +368,7 @@ func CountOn(t testing.TB, nc *nats.Conn, subjs ...string) *Counter {
 // subject).
 func DirectGets(t testing.TB, nc *nats.Conn, stream string) *Counter {
 	t.Helper()
-	return CountOn(t, nc, "$JS.API.DIRECT.GET."+stream, "$JS.API.DIRECT.GET."+stream+".>")
+	return CountOn(t, nc, subjects.DirectGet(stream), subjects.DirectGetLast(stream, ">"))
 }
 
 // Count returns how many messages were counted so far.
