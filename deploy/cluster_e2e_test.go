@@ -87,6 +87,7 @@ func TestNATSClusterSecurityAndFailover(t *testing.T) {
 	adminNC, _ := c.connect("admin")
 	adminJS, _ := jetstream.New(adminNC)
 	applyUntil(t, ctx, adminJS, cfg)
+	waitDirect(t, ctx, adminNC, probeSubjects)
 	for _, user := range []string{"serve", "ingress", "egress", "agent-demo", "audit"} {
 		nc, _ := c.connect(user)
 		js, _ := jetstream.New(nc)
@@ -292,6 +293,43 @@ func applyUntil(t *testing.T, ctx context.Context, js jetstream.JetStream, cfg s
 	}
 }
 
+// probeSubjects maps each stream the direct gets of this test read to a
+// subject a refused publish tried to store in it.
+var probeSubjects = map[string]string{
+	streams.RequestsStream:  "e2a.req.demo.x",
+	streams.ResponsesStream: "e2a.resp.x",
+	streams.ControlStream:   "e2a.ctl.x",
+}
+
+// waitDirect waits until each stream answers a direct get. A replicated
+// stream just created subscribes its direct-get responders once its
+// replicas are elected and current, which can come seconds after the
+// create's answer on a busy machine; until then the stages see
+// "pipeline unavailable, retry later", and this test could not tell a
+// stored message from a silent stream.
+func waitDirect(t *testing.T, ctx context.Context, nc *nats.Conn, probes map[string]string) {
+	t.Helper()
+	start := time.Now()
+	for name, subj := range probes {
+		if _, err := directLast(ctx, nc, name, subj); err != nil && !errors.Is(err, streams.ErrNoMessages) {
+			t.Fatalf("stream %s answers no direct get: %v", name, err)
+		}
+	}
+	t.Logf("direct gets answered %v after provisioning", time.Since(start).Round(time.Millisecond))
+}
+
+// directLast is streams.LastBySubject asked again while the stream has no
+// direct-get responder (see waitDirect), until ctx ends.
+func directLast(ctx context.Context, nc *nats.Conn, stream, subj string) (streams.RawMsg, error) {
+	for {
+		m, err := streams.LastBySubject(ctx, nc, stream, subj)
+		if !errors.Is(err, nats.ErrNoResponders) || ctx.Err() != nil {
+			return m, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func streamLeader(t *testing.T, ctx context.Context, js jetstream.JetStream, name string) string {
 	t.Helper()
 	s, err := js.Stream(ctx, name)
@@ -355,12 +393,8 @@ func checkRefusals(t *testing.T, ctx context.Context, c *natsCluster, adminNC *n
 		nc.Close()
 	}
 	// Nothing of it was stored; the streams are all there.
-	for stream, subj := range map[string]string{
-		streams.RequestsStream:  "e2a.req.demo.x",
-		streams.ResponsesStream: "e2a.resp.x",
-		streams.ControlStream:   "e2a.ctl.x",
-	} {
-		if _, err := streams.LastBySubject(ctx, adminNC, stream, subj); !errors.Is(err, streams.ErrNoMessages) {
+	for stream, subj := range probeSubjects {
+		if _, err := directLast(ctx, adminNC, stream, subj); !errors.Is(err, streams.ErrNoMessages) {
 			t.Errorf("%s holds %s: %v", stream, subj, err)
 		}
 	}
