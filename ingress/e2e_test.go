@@ -334,8 +334,8 @@ func jsonDecode(r *http.Response, v any) error { return json.NewDecoder(r.Body).
 // A call that publishes and streams subscribes to the frames before the
 // publish: the stream of a new request opens without reading
 // E2A_RESPONSES (E2A SSE, A2A message/stream, a blocking message/send, A2A
-// v1.0 SendStreamingMessage),
-// and a duplicate of a finished request still reads every frame from it.
+// v1.0 SendStreamingMessage, ACP session/prompt in NDJSON and SSE), and a
+// duplicate of a finished request still reads every frame from it.
 func TestE2EStreamOfNewRequestReadsNoStoredFrame(t *testing.T) {
 	p := startPipeline(t)
 	gets := natstest.DirectGets(t, p.nc, streams.ResponsesStream)
@@ -374,6 +374,19 @@ func TestE2EStreamOfNewRequestReadsNoStoredFrame(t *testing.T) {
 	defer v1resp.Body.Close()
 	if evs := readSSE(t, v1resp.Body); len(evs) < 2 || !bytes.Contains(evs[len(evs)-1].data, []byte("TASK_STATE_COMPLETED")) {
 		t.Fatalf("SendStreamingMessage: %d events", len(evs))
+	}
+	sid := p.acpSession(t)
+	for _, accept := range []string{"", "text/event-stream"} {
+		prompt := p.post(t, "/acp", accept, `{"jsonrpc":"2.0","id":"p","method":"session/prompt","params":{"sessionId":"`+sid+`","prompt":[{"type":"text","text":"hi"}]}}`)
+		var msgs []rpcMsg
+		if accept == "" {
+			msgs = ndjsonMsgs(t, prompt.Body)
+		} else {
+			for _, ev := range readSSE(t, prompt.Body) {
+				msgs = append(msgs, decodeMsg(t, ev.data))
+			}
+		}
+		checkTurn(t, msgs, sid, `"p"`, "hi", "end_turn")
 	}
 	if n := gets.Count(t); n != 0 {
 		t.Fatalf("%d direct gets on %s for new requests: %v", n, streams.ResponsesStream, gets.Subjects(t))

@@ -351,6 +351,17 @@ func (d *frontDoor) prompt(rep host.Reply, in host.Call, c host.RPCCaller, res *
 			return
 		}
 		defer release()
+		if rep.Stream() != nil {
+			// The turn's frames are streamed in this call: subscribed to
+			// before the publish, a new prompt's stream opens without
+			// reading E2A_RESPONSES (egress.ExpectStream).
+			ctx, end := egress.ExpectStream(in.Ctx)
+			defer end()
+			in.Ctx = ctx
+			if in.Request != nil {
+				in.Request = in.Request.WithContext(ctx)
+			}
+		}
 	}
 	acc, ok := c.Publish(rep, in, res.Pool, env)
 	if !ok {
