@@ -1,0 +1,141 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// brokerWork is what one request of 8 frames costs the broker: the
+// messages the pipeline's connections send to the server and receive from
+// it (client messages only: the server's own sourcing and republishing are
+// not counted here), and the messages each stream stores.
+type brokerWork struct {
+	in, out float64
+	stored  map[string]uint64
+}
+
+// wantBrokerWork is the README's table ("Broker work per request"). The
+// E2A calls send the request, 8 frames and the agent's ack (10), and get
+// a PubAck for each of the 9 publishes, the request's delivery to the
+// agent and the 8 frames republished live to egress (18). An A2A or ACP
+// call adds the task or session index write and its PubAck; ACP reads the
+// session record and the session's configuration too (two direct gets).
+// E2A_AUDIT copies the request and its frames.
+var wantBrokerWork = map[string]brokerWork{
+	ProtoE2ASSE:      {10, 18, stored(0)},
+	ProtoE2ANDJSON:   {10, 18, stored(0)},
+	ProtoA2AStream:   {11, 19, stored(1)},
+	ProtoA2ASend:     {11, 19, stored(1)},
+	ProtoA2AV1Stream: {11, 19, stored(1)},
+	ProtoACP:         {14, 22, stored(1)},
+}
+
+func stored(taskWrites uint64) map[string]uint64 {
+	m := map[string]uint64{streams.RequestsStream: 1, streams.ResponsesStream: 8, streams.AuditStream: 9}
+	if taskWrites > 0 {
+		m["KV_"+streams.TasksBucket] = taskWrites
+	}
+	return m
+}
+
+// TestBrokerWorkPerRequest counts, on the in-process pipeline, the client
+// messages and the stored messages of each protocol's requests: a change
+// that adds a round trip or a stored message per request fails here (and
+// updates the README's table when it is worth it).
+func TestBrokerWorkPerRequest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a pipeline")
+	}
+	for _, proto := range Protocols {
+		if _, ok := wantBrokerWork[proto]; !ok {
+			t.Errorf("protocol %s has no broker work in the table", proto)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pipe, err := StartPipeline(ctx, PipelineOptions{Frames: 8, FrameBytes: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pipe.Close()
+	srv := pipe.Embedded.Server()
+	lastSeqs := func() map[string]uint64 {
+		jsz, err := srv.Jsz(&server.JSzOptions{Accounts: true, Streams: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]uint64{}
+		for _, a := range jsz.AccountDetails {
+			for _, s := range a.Streams {
+				m[s.Name] = s.State.LastSeq
+			}
+		}
+		return m
+	}
+	clientMsgs := func() (in, out int64) {
+		v, err := srv.Varz(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.InMsgs, v.OutMsgs
+	}
+	for _, proto := range Protocols {
+		want := wantBrokerWork[proto]
+		t.Run(proto, func(t *testing.T) {
+			cl := &client{base: pipe.URL, proto: proto, hc: newHTTPClient(64), sessions: make(chan string, 64),
+				params: map[string]any{"text": "bench", "frames": 8, "frame_bytes": 100, "delay_ms": 0}, expectFrames: 8}
+			ids := &idGen{prefix: "work-" + proto}
+			do := func(ctx context.Context, id string, start time.Time) result { return cl.do(ctx, id, start) }
+			// Warm-up: connections, and ACP's sessions (session/new is not
+			// part of a prompt's work).
+			if w := closedLoop(ctx, "warmup", 50, 8, ids, do, false, false); w.Failed != 0 {
+				t.Fatalf("warm-up: %+v", w.Errors)
+			}
+			settle(t, lastSeqs)
+			const n = 400
+			in0, out0 := clientMsgs()
+			seq0 := lastSeqs()
+			if ph := closedLoop(ctx, "count", n, 8, ids, do, false, false); ph.OK != n {
+				t.Fatalf("%d of %d ok: %v", ph.OK, n, ph.Errors)
+			}
+			seq1 := settle(t, lastSeqs)
+			in1, out1 := clientMsgs()
+			// Periodic traffic (pull requests, heartbeats) adds a little.
+			const slack = 0.1
+			if got := float64(in1-in0) / n; got < want.in || got > want.in+slack {
+				t.Errorf("%.2f client messages in per request, want %v", got, want.in)
+			}
+			if got := float64(out1-out0) / n; got < want.out || got > want.out+slack {
+				t.Errorf("%.2f client messages out per request, want %v", got, want.out)
+			}
+			for name, s := range seq1 {
+				if got := s - seq0[name]; got != want.stored[name]*n {
+					t.Errorf("%s stored %d messages for %d requests, want %d per request", name, got, n, want.stored[name])
+				}
+			}
+		})
+	}
+}
+
+// settle waits until E2A_AUDIT has copied every request and frame (it
+// sources them asynchronously; the other streams are complete once the
+// calls are answered) and returns the streams' last sequences.
+func settle(t *testing.T, lastSeqs func() map[string]uint64) map[string]uint64 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cur := lastSeqs()
+		if cur[streams.AuditStream] == cur[streams.RequestsStream]+cur[streams.ResponsesStream] {
+			return cur
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("E2A_AUDIT did not catch up: %v", cur)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
