@@ -22,7 +22,18 @@
 //     nacked (acks go by stream sequence and would end the new owner's
 //     delivery). Text and reasoning deltas written faster than frames are
 //     acknowledged are coalesced ([WithCoalesce]).
-//   - Redelivery: the new worker reads the last stored frame. Final → ack.
+//   - Bursts: on an E2A_RESPONSES of one replica that allows fast batches,
+//     the frames written with [Writer.Write] after a delivery's first go out
+//     in a JetStream fast batch ("gap: fail": none is stored after one the
+//     server refused), without waiting for each other's PubAck. They are
+//     fenced on the request's lease subject (e2a.resp.<request_id>.lease),
+//     which a redelivered worker writes before it reads the stored frames:
+//     no batched frame of an older delivery lands after that. A batch that
+//     fails is resolved with a new lease, a read of the last stored frame
+//     from the stream leader, and the frames that did not land published
+//     again one at a time (batch.go).
+//   - Redelivery: the new worker (after storing its lease, where frames go
+//     out in batches) reads the last stored frame. Final → ack.
 //     Partial → a resumable handler ([WithResumable], [Resumer]) continues
 //     after it ([Writer.ResumeAfter]); any other gets a final e2a.error
 //     agent_interrupted, retryable. Never sequence 0 again.

@@ -80,6 +80,10 @@ type worker struct {
 
 	cancels *cancelWatch // the cancels received live, and what they prove
 
+	// batches routes the replies of the writers' fast batches; nil when
+	// the responses stream does not take them (batch.go).
+	batches *batchRouter
+
 	detailsOnce sync.Once
 	details     map[string]any // provenance.details of every frame; read only
 }
@@ -159,6 +163,20 @@ func Run(ctx context.Context, nc *nats.Conn, pool string, h Handler, opts ...Opt
 		w.resumable = r.Resumable()
 	}
 	return w.run(ctx)
+}
+
+// batchesAllowed reports whether the responses stream takes the writers'
+// fast batches: it allows them and has one replica (a replicated stream
+// refuses a second in-flight expectation on one subject). A stream whose
+// configuration cannot be read gets one frame at a time.
+func (w *worker) batchesAllowed(ctx context.Context) bool {
+	s, err := w.js.Stream(ctx, w.streams.Responses)
+	if err != nil {
+		w.log.Warn("cannot read the responses stream's configuration: frames go out one at a time", "err", err)
+		return false
+	}
+	cfg := s.CachedInfo().Config
+	return cfg.AllowBatchPublish && cfg.Replicas <= 1
 }
 
 func (w *worker) consumerConfig() (jetstream.ConsumerConfig, error) {
@@ -242,6 +260,13 @@ func (w *worker) run(ctx context.Context) error {
 	if err := w.cancels.anchorNow(setup); err != nil {
 		// Every pick-up reads the stored cancel until a later read works.
 		w.log.Warn("cannot read the requests stream's last sequence: every pick-up reads its stored cancel", "err", err)
+	}
+
+	if w.batchesAllowed(setup) {
+		if w.batches, err = newBatchRouter(nc); err != nil {
+			return err
+		}
+		defer w.batches.close()
 	}
 
 	hbDone := make(chan struct{})
@@ -524,11 +549,23 @@ func (w *worker) handle(m jetstream.Msg) (outcome string) {
 
 	// A redelivery reads what the response subject already holds. A first
 	// delivery assumes nothing is there; if something is, its first publish
-	// is refused and tells.
+	// is refused and tells. Where frames go out in batches, a redelivery
+	// first stores its lease: from then on no batched frame of an earlier
+	// delivery lands, so what it reads is where the older ones end.
 	var last *storedMsg
+	var lease uint64
 	lastSeq := int64(-1)
 	if meta.NumDelivered > 1 {
 		ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+		if w.batches != nil {
+			leaseSubj, _ := subjects.ResponseLease(id)
+			if lease, err = storeLease(ctx, w.js.Conn(), leaseSubj, id, w.cfg.workerID); err != nil {
+				cancel()
+				log.get().Warn("cannot store the lease: handing back", "err", err)
+				_ = m.NakWithDelay(time.Second)
+				return OutcomeLost
+			}
+		}
 		last, err = lastMsg(ctx, w.js, w.streams.Responses, respSubj)
 		cancel()
 		if err != nil {
@@ -552,6 +589,7 @@ func (w *worker) handle(m jetstream.Msg) (outcome string) {
 		}
 	}
 	wr := newWriter(w, env, id, respSubj, last, lastSeq)
+	wr.lease = lease
 	if tracing.Enabled() {
 		wr.spanCtx = spanCtx
 		wr.trace = tracing.Inject(spanCtx)

@@ -26,9 +26,11 @@ import (
 
 // Writer writes the ordered frames of one request. The runtime assigns
 // sequence, response_id and timestamp, echoes the request's ids and sets
-// provenance. Each frame is published on the request's response subject with
-// the expected last subject sequence and a Nats-Msg-Id, one frame in flight
-// at a time.
+// provenance. Each frame is published on the request's response subject,
+// fenced: with the previous frame's stream sequence as the expected last
+// subject sequence, one frame in flight at a time, or, for the frames of
+// Write after the first where the stream takes fast batches, in a batch
+// fenced on the request's lease (see the package documentation).
 //
 // A Writer is not safe for concurrent use: one goroutine (the handler's)
 // writes. After the final frame every write returns ErrFinalWritten; once
@@ -52,6 +54,10 @@ type Writer interface {
 	// Write writes a frame of any kind (acp.*, a2a.*, ext, or an e2a kind
 	// without coalescing). body must encode as a JSON object; the frame is
 	// validated (§12.2: a final frame is not in_progress, failed ⇔ error kind).
+	// A non-final frame sent in a batch (after the delivery's first, where
+	// the stream takes them) is not waited for: Write returns once it is
+	// sent, a failure is reported by a later write (the final one waits for
+	// the batch), and a fence cancels the handler's context at once.
 	//
 	// Every write refuses a frame larger than the server's max_payload
 	// (headers included) with an error wrapping ErrFrameTooLarge, at once
@@ -133,6 +139,13 @@ type writer struct {
 	// frameBuf is the frame bytes' buffer, reused by the publish in flight
 	// (see publish).
 	frameBuf []byte
+
+	// Batched frames (batch.go): the lease subject (in a header value
+	// slice), the lease they expect (0: none stored), and the open batch.
+	leaseSubj string
+	leaseHdr  [1]string
+	lease     uint64
+	fb        *fastBatch
 }
 
 // maxFrameBuf bounds the frame buffer a writer keeps between frames.
@@ -155,6 +168,8 @@ func newWriter(w *worker, env *e2a.Envelope, requestID, subject string, last *st
 	}
 	wr.enc = newFrameEncoder(&wr.tmpl)
 	wr.cond = sync.NewCond(&wr.mu)
+	wr.leaseSubj, _ = subjects.ResponseLease(requestID) // the id made subject
+	wr.leaseHdr[0] = wr.leaseSubj
 	if last != nil {
 		wr.resumeAfter = lastSeq
 		wr.nextSeq = lastSeq + 1
@@ -289,12 +304,30 @@ func (wr *writer) writeSync(f frame, runtime bool) error {
 		wr.cond.Wait()
 	}
 	wr.inflight = true
-	seq, expected := wr.nextSeq, wr.lastStreamSeq
+	seq, batched := wr.nextSeq, wr.batchable(f)
 	wr.mu.Unlock()
 
-	streamSeq, err := wr.publish(seq, expected, f)
-	wr.done(f, streamSeq, err)
+	var streamSeq uint64
+	var err error
+	if batched {
+		streamSeq, err = wr.sendBatched(seq, f)
+	} else {
+		streamSeq, err = wr.publishAlone(seq, f)
+	}
+	wr.done(f, streamSeq, err, batched && !f.final)
 	return err
+}
+
+// publishAlone publishes f on its own, expecting the frame before it, after
+// ending the open batch (whose PubAck gives that frame's sequence).
+func (wr *writer) publishAlone(seq int64, f frame) (uint64, error) {
+	if err := wr.endBatch(); err != nil {
+		return 0, err
+	}
+	wr.mu.Lock()
+	expected := wr.lastStreamSeq
+	wr.mu.Unlock()
+	return wr.publish(seq, expected, f)
 }
 
 // schedule starts publishing the pending text when nothing is in flight and
@@ -324,10 +357,10 @@ func (wr *writer) schedule() {
 		wr.timer = nil
 	}
 	wr.pending, wr.flushNow, wr.inflight = nil, false, true
-	seq, expected := wr.nextSeq, wr.lastStreamSeq
+	seq := wr.nextSeq
 	f := frame{kind: e2a.KindChunk, status: e2a.StatusInProgress, body: e2a.ChunkBody{DeltaKind: p.kind, Delta: p.b.String()}}
 	go func() {
-		streamSeq, err := wr.publish(seq, expected, f)
+		streamSeq, err := wr.publishAlone(seq, f)
 		if errors.Is(err, ErrFrameTooLarge) {
 			// Its Chunk has returned: the next write reports it.
 			wr.mu.Lock()
@@ -336,18 +369,22 @@ func (wr *writer) schedule() {
 			}
 			wr.mu.Unlock()
 		}
-		wr.done(f, streamSeq, err)
+		wr.done(f, streamSeq, err, false)
 	}()
 }
 
-// done records the outcome of the frame in flight.
-func (wr *writer) done(f frame, streamSeq uint64, err error) {
+// done records the outcome of the frame in flight. A frame sent in an open
+// batch (sentInBatch) has no stream sequence yet: the batch's PubAck sets
+// the last one.
+func (wr *writer) done(f frame, streamSeq uint64, err error, sentInBatch bool) {
 	wr.mu.Lock()
 	wr.inflight = false
 	notify := false
 	if err == nil {
 		wr.nextSeq++
-		wr.lastStreamSeq = streamSeq
+		if !sentInBatch {
+			wr.lastStreamSeq = streamSeq
+		}
 		wr.published++
 		if f.final {
 			wr.final = true
@@ -401,6 +438,12 @@ func (wr *writer) close(err error, drop bool) {
 		wr.cond.Wait()
 	}
 	wr.releaseCtx()
+	if fb := wr.fb; fb != nil && drop {
+		// Handed back: the next delivery's lease fences whatever of the
+		// batch is still in flight.
+		wr.fb = nil
+		wr.w.batches.remove(fb)
+	}
 	wr.cond.Broadcast()
 	wr.mu.Unlock()
 }
@@ -675,10 +718,11 @@ func (wr *writer) textBudget(deltaKind string, n int) (int, bool) {
 }
 
 // cheapHeaderBound bounds headerBound without building headers: the
-// request id in two headers (three times, for an escaped message id),
-// the trace context, and 256 bytes of names, sequences and framing.
+// request id in two headers (three times, for an escaped message id) and
+// in the lease subject, the trace context, and 320 bytes of names,
+// sequences and framing.
 func (wr *writer) cheapHeaderBound() int64 {
-	n := 3*len(wr.requestID) + 256
+	n := 3*len(wr.requestID) + len(wr.leaseSubj) + 320
 	if wr.trace != nil {
 		n += len(wr.trace.Traceparent) + len(wr.trace.Tracestate)
 	}
@@ -702,6 +746,7 @@ func (wr *writer) headerBound() int {
 	}
 	h.Set(subjects.HeaderSequence, strconv.FormatInt(math.MaxInt64, 10))
 	h.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(math.MaxUint64, 10))
+	h.Set(headerExpectedSubject, wr.leaseSubj) // a batched frame's lease
 	return int(streams.MessageSize(&nats.Msg{Header: h}))
 }
 
@@ -783,6 +828,7 @@ func (wr *writer) expect(m *nats.Msg, expected uint64) {
 		wr.hdr[1], wr.hdrExpected = strconv.FormatUint(expected, 10), expected
 	}
 	m.Header[jetstream.ExpectedLastSubjSeqHeader] = wr.hdr[1:2:2]
+	delete(m.Header, headerExpectedSubject) // the frame subject's own
 }
 
 // attemptCtx returns a context whose deadline bounds an attempt of d. The

@@ -71,8 +71,10 @@ func TestPublishRetryDeduplicatedAndZombieFenced(t *testing.T) {
 
 // Point 2: a worker whose delivery was redelivered elsewhere (it stalled
 // without heartbeats) is fenced out when it writes again: its write fails
-// with ErrFenced, its context is cancelled with that cause, and the response
-// subject holds one gapless sequence written by the new owner after it.
+// with ErrFenced (a write sent in a batch: its context is cancelled when the
+// server refuses it, and the next write fails), its context is cancelled
+// with that cause, and the response subject holds one gapless sequence
+// written by the new owner after it.
 func TestZombieWorkerFencedOut(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
@@ -85,6 +87,12 @@ func TestZombieWorkerFencedOut(t *testing.T) {
 		}
 		<-release
 		err := w.Write(e2a.KindChunk, e2a.StatusInProgress, e2a.ChunkBody{DeltaKind: "text", Delta: "a1"}, false)
+		if err == nil {
+			// Sent in a batch: the server's refusal cancels the context,
+			// and the next write reports it.
+			<-ctx.Done()
+			err = w.Write(e2a.KindChunk, e2a.StatusInProgress, e2a.ChunkBody{DeltaKind: "text", Delta: "a2"}, false)
+		}
 		zombieErr <- err
 		<-ctx.Done()
 		zombieCause <- context.Cause(ctx)

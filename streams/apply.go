@@ -323,6 +323,7 @@ var streamFields = []field{
 		fixed: removed(func(c jetstream.StreamConfig) bool { return c.DenyPurge })},
 	{name: "AllowRollup", get: str(func(c jetstream.StreamConfig) bool { return c.AllowRollup })},
 	{name: "AllowDirect", get: str(func(c jetstream.StreamConfig) bool { return c.AllowDirect })},
+	{name: "AllowBatchPublish", get: str(func(c jetstream.StreamConfig) bool { return c.AllowBatchPublish })},
 	{name: "MirrorDirect", get: str(func(c jetstream.StreamConfig) bool { return c.MirrorDirect })},
 	{name: "Compression", get: str(func(c jetstream.StreamConfig) jetstream.StoreCompression { return c.Compression })},
 	{name: "AllowMsgTTL", get: str(func(c jetstream.StreamConfig) bool { return c.AllowMsgTTL }),

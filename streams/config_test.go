@@ -75,8 +75,8 @@ func TestDefinitions(t *testing.T) {
 		t.Errorf("requests: %+v", req)
 	}
 	resp := c.ResponsesStreamConfig()
-	if resp.Subjects[0] != subjects.AllResponses || !resp.AllowDirect || resp.RePublish == nil ||
-		resp.RePublish.Source != subjects.AllResponses || resp.RePublish.Destination != subjects.AllLive || resp.RePublish.HeadersOnly {
+	if resp.Subjects[0] != subjects.AllResponses || !resp.AllowDirect || !resp.AllowBatchPublish || resp.RePublish == nil ||
+		resp.RePublish.Source != subjects.AllResponseFrames || resp.RePublish.Destination != subjects.LiveOfFrames || resp.RePublish.HeadersOnly {
 		t.Errorf("responses: %+v", resp)
 	}
 	ctl := c.ControlStreamConfig()

@@ -46,12 +46,14 @@ func (c Config) RequestsStreamConfig() jetstream.StreamConfig {
 }
 
 // ResponsesStreamConfig returns the definition of E2A_RESPONSES: subjects
-// e2a.resp.>, limits retention, ResponsesMaxAge and ResponsesMaxBytes
-// (DiscardOld), the Duplicates window,
-// direct gets allowed, and every stored frame republished by the server to
-// e2a.live.<id> with the headers Nats-Stream, Nats-Subject, Nats-Sequence,
-// Nats-Time-Stamp and Nats-Last-Sequence (stream sequence of the previous
-// message on the same subject, 0 for the first).
+// e2a.resp.> (frames on e2a.resp.<id>, a redelivered worker's lease on
+// e2a.resp.<id>.lease), limits retention, ResponsesMaxAge and
+// ResponsesMaxBytes (DiscardOld), the Duplicates window, direct gets
+// allowed, fast batch publishing allowed (a worker's frames after its first,
+// fenced by the lease), and every stored frame — not a lease — republished
+// by the server to e2a.live.<id> with the headers Nats-Stream, Nats-Subject,
+// Nats-Sequence, Nats-Time-Stamp and Nats-Last-Sequence (stream sequence of
+// the previous message on the same subject, 0 for the first).
 func (c Config) ResponsesStreamConfig() jetstream.StreamConfig {
 	s := c.base(ResponsesStream, "E2A response frames, e2a.resp.<request_id>, republished to e2a.live.<request_id>")
 	s.Subjects = []string{subjects.AllResponses}
@@ -59,7 +61,8 @@ func (c Config) ResponsesStreamConfig() jetstream.StreamConfig {
 	s.MaxBytes = c.ResponsesMaxBytes
 	s.Duplicates = c.Duplicates
 	s.AllowDirect = true
-	s.RePublish = &jetstream.RePublish{Source: subjects.AllResponses, Destination: subjects.AllLive}
+	s.AllowBatchPublish = true
+	s.RePublish = &jetstream.RePublish{Source: subjects.AllResponseFrames, Destination: subjects.LiveOfFrames}
 	return s
 }
 

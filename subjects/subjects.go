@@ -86,6 +86,33 @@ func Request(agent, requestID string) (string, error) {
 // It returns ErrIDTooLong when requestID is too long.
 func Response(requestID string) (string, error) { return withID(prefixResp, requestID) }
 
+// ResponseLease returns e2a.resp.<token>.lease, the subject in
+// E2A_RESPONSES whose last stream sequence fences the frames a worker writes
+// in batches: a redelivered worker stores a lease message there before its
+// first frame, and every batched frame expects the lease its worker holds
+// (0, none, for a first delivery), so the frames of an older delivery are
+// refused from then on. It is no response subject (ParseResponse refuses
+// it) and is not republished.
+//
+// It returns ErrIDTooLong when requestID is too long.
+func ResponseLease(requestID string) (string, error) {
+	s, err := withID(prefixResp, requestID)
+	if err != nil {
+		return "", err
+	}
+	return s + leaseSuffix, nil
+}
+
+// leaseSuffix ends a ResponseLease subject.
+const leaseSuffix = ".lease"
+
+// AllResponseFrames matches every response subject and no lease: the source
+// of E2A_RESPONSES's RePublish.
+const AllResponseFrames = "e2a.resp.*"
+
+// LiveOfFrames is the RePublish destination for AllResponseFrames.
+const LiveOfFrames = "e2a.live.{{wildcard(1)}}"
+
 // Live returns e2a.live.<token>, the subject the server republishes the
 // response frames of a request on.
 //

@@ -21,18 +21,19 @@ type brokerWork struct {
 
 // wantBrokerWork is the README's table ("Broker work per request"). The
 // E2A calls send the request, 8 frames and the agent's ack (10), and get
-// a PubAck for each of the 9 publishes, the request's delivery to the
-// agent and the 8 frames republished live to egress (18). An A2A or ACP
-// call adds the task or session index write and its PubAck; ACP reads the
-// session record and the session's configuration too (two direct gets).
-// E2A_AUDIT copies the request and its frames.
+// the request's PubAck, the first frame's, one for the batch of the other
+// seven (agent/batch.go) and its first flow acknowledgement, the request's
+// delivery to the agent and the 8 frames republished live to egress (13).
+// An A2A or ACP call adds the task or session index write and its PubAck;
+// ACP reads the session record and the session's configuration too (two
+// direct gets). E2A_AUDIT copies the request and its frames.
 var wantBrokerWork = map[string]brokerWork{
-	ProtoE2ASSE:      {10, 18, stored(0)},
-	ProtoE2ANDJSON:   {10, 18, stored(0)},
-	ProtoA2AStream:   {11, 19, stored(1)},
-	ProtoA2ASend:     {11, 19, stored(1)},
-	ProtoA2AV1Stream: {11, 19, stored(1)},
-	ProtoACP:         {14, 22, stored(1)},
+	ProtoE2ASSE:      {10, 13, stored(0)},
+	ProtoE2ANDJSON:   {10, 13, stored(0)},
+	ProtoA2AStream:   {11, 14, stored(1)},
+	ProtoA2ASend:     {11, 14, stored(1)},
+	ProtoA2AV1Stream: {11, 14, stored(1)},
+	ProtoACP:         {14, 17, stored(1)},
 }
 
 func stored(taskWrites uint64) map[string]uint64 {
@@ -105,8 +106,10 @@ func TestBrokerWorkPerRequest(t *testing.T) {
 			}
 			seq1 := settle(t, lastSeqs)
 			in1, out1 := clientMsgs()
-			// Periodic traffic (pull requests, heartbeats) adds a little.
-			const slack = 0.1
+			// Periodic traffic (pull requests, heartbeats) adds a little,
+			// and the server acknowledges some batches' first messages
+			// twice while it ramps its flow control up (≈ 0.3 per request).
+			const slack = 0.5
 			if got := float64(in1-in0) / n; got < want.in || got > want.in+slack {
 				t.Errorf("%.2f client messages in per request, want %v", got, want.in)
 			}

@@ -1,0 +1,522 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// On an R1 E2A_RESPONSES that allows fast batches (the embedded server, a
+// single-server deployment), the frames a handler writes with Write after
+// the delivery's first go out in a JetStream fast batch, without waiting for
+// each other's PubAck, so that a burst reaches egress at once:
+//
+//   - Batched frames cannot expect the frame subject's last sequence (the
+//     writer does not know it before the previous PubAck). They expect the
+//     last sequence of the request's lease subject (subjects.ResponseLease)
+//     instead: 0 for a first delivery, which never writes a lease; a
+//     redelivered worker stores a lease message before it reads the stored
+//     frames, and expects that. Once a newer delivery has stored its lease,
+//     every batched frame of an older one is refused (fenced), wherever it
+//     is in flight. Frames published alone keep expecting the previous
+//     frame, as always.
+//   - The batch is in "gap: fail" mode: the server stores its frames in order
+//     and none after one it refused, so a refused or lost frame never leaves
+//     a hole. Its PubAck (at its final frame, or at an end-of-batch marker
+//     before a frame published alone) confirms it.
+//   - A batch that failed, or whose PubAck did not come, is resolved the way
+//     a redelivery starts: store a new lease (nothing of ours sent before can
+//     land after it), read the last stored frame from the stream leader, and
+//     publish again, one at a time, what did not land.
+//
+// On a replicated stream the server refuses a second in-flight expectation
+// on the same subject, so batches are off there (R3 deployments write one
+// frame at a time, as before).
+
+// batchFlow is how often the server acknowledges a batch's messages
+// (every batchFlow messages): the writer frees the frames confirmed.
+const batchFlow = 32
+
+// maxBatchFrames bounds the frames a batch holds unconfirmed: at this many
+// the writer ends the batch and waits for its PubAck.
+const maxBatchFrames = 256
+
+// batchIdle ends a batch before the next frame when the previous one went
+// out this long ago (the server forgets a batch idle for 10 s).
+const batchIdle = 5 * time.Second
+
+// Fast batch reply subject operations (nats-server's FastBatchOp*).
+const (
+	batchOpStart     = 0
+	batchOpAppend    = 1
+	batchOpCommit    = 2
+	batchOpCommitEOB = 3
+)
+
+// errCodeBatchPublishDisabled is nats-server's JSBatchPublishDisabledErr.
+const errCodeBatchPublishDisabled jetstream.ErrorCode = 10205
+
+// headerExpectedSubject names the subject whose last sequence
+// Nats-Expected-Last-Subject-Sequence checks (the lease's).
+const headerExpectedSubject = "Nats-Expected-Last-Subject-Sequence-Subject"
+
+// batchRouter receives the replies of one worker's fast batches (flow
+// acknowledgements, errors, PubAcks) on one subscription and hands each to
+// its batch.
+type batchRouter struct {
+	prefix string // <inbox>: replies are <prefix>.<batch id>.<flow>.fail.<seq>.<op>.$FI
+	sub    *nats.Subscription
+	mu     sync.Mutex
+	open   map[string]*fastBatch
+	// off is set when the stream refuses fast batches (a deployment whose
+	// E2A_RESPONSES predates allow_batched): frames go out one at a time.
+	off atomic.Bool
+}
+
+func newBatchRouter(nc *nats.Conn) (*batchRouter, error) {
+	r := &batchRouter{prefix: nc.NewInbox(), open: map[string]*fastBatch{}}
+	sub, err := nc.Subscribe(r.prefix+".>", r.onReply)
+	if err != nil {
+		return nil, err
+	}
+	r.sub = sub
+	return r, nil
+}
+
+func (r *batchRouter) close() {
+	if r != nil && r.sub != nil {
+		_ = r.sub.Unsubscribe()
+	}
+}
+
+func (r *batchRouter) add(b *fastBatch) {
+	r.mu.Lock()
+	r.open[b.id] = b
+	r.mu.Unlock()
+}
+
+func (r *batchRouter) remove(b *fastBatch) {
+	r.mu.Lock()
+	if r.open[b.id] == b {
+		delete(r.open, b.id)
+	}
+	r.mu.Unlock()
+}
+
+// replySubject is the reply subject of message seq of batch id.
+func (r *batchRouter) replySubject(id string, seq, op int) string {
+	return r.prefix + "." + id + "." + strconv.Itoa(batchFlow) + ".fail." + strconv.Itoa(seq) + "." + strconv.Itoa(op) + ".$FI"
+}
+
+// batchReply is any reply to a fast batch message: a flow
+// acknowledgement, a gap, an error ({"type":...}), or the batch's PubAck.
+type batchReply struct {
+	Type   string              `json:"type"`
+	Seq    uint64              `json:"seq"`
+	Stream string              `json:"stream"`
+	Count  int                 `json:"count"`
+	Error  *jetstream.APIError `json:"error"`
+}
+
+func (r *batchRouter) onReply(m *nats.Msg) {
+	rest, ok := strings.CutPrefix(m.Subject, r.prefix+".")
+	if !ok {
+		return
+	}
+	id, _, _ := strings.Cut(rest, ".")
+	r.mu.Lock()
+	b := r.open[id]
+	r.mu.Unlock()
+	if b == nil {
+		return
+	}
+	var rep batchReply
+	if err := json.Unmarshal(m.Data, &rep); err != nil {
+		b.wr.batchEvent(b, func() { b.fail(fmt.Errorf("agent: batch reply does not decode: %w", err)) })
+		return
+	}
+	b.wr.batchEvent(b, func() { b.reply(&rep) })
+}
+
+// fastBatch is a writer's open batch. Its fields are guarded by the
+// writer's mu.
+type fastBatch struct {
+	wr    *writer
+	id    string
+	sent  int       // messages sent (batch sequences 1..sent)
+	first int64     // frame sequence of batch message 1
+	data  [][]byte  // frames of batch messages confirmed+1..sent
+	base  int       // batch sequence of data[0] minus one (confirmed)
+	last  time.Time // when the last message went out
+	err   error     // the first failure the server reported
+	// fenceSeen: the writer was told of err being a fence.
+	fenceSeen bool
+	ack       *batchReply
+	done      chan struct{} // closed when the PubAck (or a failure) arrives
+}
+
+// reply records a reply. Lock held.
+func (b *fastBatch) reply(rep *batchReply) {
+	switch rep.Type {
+	case "ack":
+		if n := int(rep.Seq) - b.base; n > 0 && n <= len(b.data) {
+			clear(b.data[:n])
+			b.data, b.base = b.data[n:], int(rep.Seq)
+		}
+	case "gap":
+		b.fail(fmt.Errorf("agent: batch %s: gap before message %d", b.id, rep.Seq))
+	case "err":
+		if rep.Error != nil {
+			b.fail(fmt.Errorf("nats: %w", rep.Error))
+		} else {
+			b.fail(fmt.Errorf("agent: batch %s: message %d refused", b.id, rep.Seq))
+		}
+	default: // the PubAck
+		if rep.Error != nil {
+			b.fail(fmt.Errorf("nats: %w", rep.Error))
+		}
+		if b.ack == nil {
+			b.ack = rep
+			close(b.done)
+		}
+	}
+}
+
+// fail records the batch's first failure and wakes its waiter. Lock held.
+func (b *fastBatch) fail(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+	if b.ack == nil {
+		b.ack = &batchReply{}
+		close(b.done)
+	}
+}
+
+// batchEvent runs f on batch b under the writer's lock. When the server
+// refused a frame of the batch as fenced, the writer fails at once (its
+// handler's context is cancelled with ErrFenced), as it would have at the
+// frame's own write.
+func (wr *writer) batchEvent(b *fastBatch, f func()) {
+	wr.mu.Lock()
+	f()
+	fence := b.err != nil && isLeaseRefusal(b.err) && !b.fenceSeen
+	if fence {
+		b.fenceSeen = true
+	}
+	wr.mu.Unlock()
+	if fence {
+		go wr.failFenced()
+	}
+}
+
+// failFenced makes the writer fail with the fence the server reported.
+func (wr *writer) failFenced() {
+	err := wr.fencedNow()
+	wr.mu.Lock()
+	notify := wr.fatal == nil
+	if notify {
+		wr.fatal = err
+		wr.pending = nil
+	}
+	wr.cond.Broadcast()
+	wr.mu.Unlock()
+	if notify && wr.onFatal != nil {
+		wr.onFatal(err)
+	}
+}
+
+// batchable reports whether f goes out in a fast batch: a Write after the
+// delivery's first frame, or the final frame while a batch is open. Lock
+// held.
+func (wr *writer) batchable(f frame) bool {
+	if wr.published == 0 || wr.w.batches == nil || wr.w.batches.off.Load() {
+		return false
+	}
+	if wr.fb != nil {
+		return f.raw || f.final
+	}
+	return f.raw && !f.final
+}
+
+// sendBatched sends frame seq as the next message of the writer's batch
+// (opening one), and for a final frame waits for the batch's PubAck. It
+// returns the final frame's stream sequence (0 for the others, whose
+// failure a later write reports).
+func (wr *writer) sendBatched(seq int64, f frame) (uint64, error) {
+	if err := wr.batchCheck(); err != nil {
+		return 0, err
+	}
+	data, err := wr.encode(seq, f)
+	if err != nil {
+		return 0, err
+	}
+	m := wr.message(seq, data)
+	wr.expectLease(m)
+	if limit := wr.maxPayload(); limit > 0 {
+		if size := streams.MessageSize(m); size > limit {
+			return 0, &frameError{&frameTooLargeError{kind: f.kind, size: size, limit: limit}}
+		}
+	}
+	wr.mu.Lock()
+	b := wr.fb
+	if b == nil {
+		b = &fastBatch{wr: wr, id: nats.NewInbox()[len(nats.InboxPrefix):], first: seq, done: make(chan struct{})}
+		wr.fb = b
+		wr.w.batches.add(b)
+	}
+	b.sent++
+	b.data = append(b.data, data)
+	b.last = time.Now()
+	n := b.sent
+	wr.mu.Unlock()
+	op := batchOpAppend
+	switch {
+	case f.final:
+		op = batchOpCommit
+	case n == 1:
+		op = batchOpStart
+	}
+	m.Reply = wr.w.batches.replySubject(b.id, n, op)
+	if wr.spanCtx != nil {
+		endFrameSpan(wr.frameSpan(m.Header, seq), 0, nil)
+	}
+	err = wr.w.js.Conn().PublishMsg(m)
+	m.Reply = ""
+	if err != nil {
+		wr.mu.Lock()
+		b.fail(err)
+		wr.mu.Unlock()
+	}
+	wr.w.metrics.frames.WithLabelValues(wr.w.pool).Inc()
+	if !f.final {
+		return 0, nil
+	}
+	return wr.settleBatch(b, seq)
+}
+
+// batchCheck ends the open batch, waiting for its PubAck, when it failed,
+// holds too many unconfirmed frames, or has been idle too long.
+func (wr *writer) batchCheck() error {
+	wr.mu.Lock()
+	b := wr.fb
+	end := b != nil && (b.err != nil || len(b.data) >= maxBatchFrames || time.Since(b.last) > batchIdle)
+	wr.mu.Unlock()
+	if !end {
+		return nil
+	}
+	return wr.endBatch()
+}
+
+// endBatch closes the open batch, if any, with an end-of-batch marker (not
+// stored) and waits for its PubAck; on a failure it writes again what did
+// not land. Frames written after it go out alone or in a new batch.
+func (wr *writer) endBatch() error {
+	wr.mu.Lock()
+	b := wr.fb
+	wr.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	m := nats.NewMsg(wr.subject)
+	m.Reply = wr.w.batches.replySubject(b.id, b.sent+1, batchOpCommitEOB)
+	if err := wr.w.js.Conn().PublishMsg(m); err != nil {
+		wr.mu.Lock()
+		b.fail(err)
+		wr.mu.Unlock()
+	}
+	_, err := wr.settleBatch(b, -1)
+	return err
+}
+
+// settleBatch waits for batch b's PubAck and closes it. final is the frame
+// sequence of its final frame (-1: none). It returns the stream sequence
+// of the batch's last frame, after writing again, when the batch failed,
+// the frames that did not land.
+func (wr *writer) settleBatch(b *fastBatch, final int64) (uint64, error) {
+	timer := time.NewTimer(wr.w.cfg.publishTimeout)
+	defer timer.Stop()
+	select {
+	case <-b.done:
+	case <-timer.C:
+		wr.mu.Lock()
+		b.fail(fmt.Errorf("agent: batch of %q not acknowledged within %v", wr.requestID, wr.w.cfg.publishTimeout))
+		wr.mu.Unlock()
+	}
+	wr.mu.Lock()
+	wr.fb = nil
+	berr, ack := b.err, b.ack
+	wr.mu.Unlock()
+	wr.w.batches.remove(b)
+	if berr == nil && ack != nil && ack.Seq > 0 && ack.Count == b.sent {
+		wr.mu.Lock()
+		wr.lastStreamSeq = ack.Seq
+		wr.mu.Unlock()
+		return ack.Seq, nil
+	}
+	if berr == nil {
+		berr = fmt.Errorf("agent: batch of %q acknowledged %d of %d frames", wr.requestID, ack.Count, b.sent)
+	}
+	if isLeaseRefusal(berr) {
+		return 0, wr.fencedNow()
+	}
+	switch apiErrCode(berr) {
+	case errCodeBatchPublishDisabled, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+		// The stream stopped taking batches, or became replicated (it
+		// refuses a second expectation in flight on the lease subject):
+		// this worker's frames go out one at a time from now on.
+		wr.w.batches.off.Store(true)
+	}
+	return wr.rewrite(b, berr)
+}
+
+// isLeaseRefusal reports a batched frame refused because the lease it
+// expects is no longer the last one: a newer delivery owns the request.
+func isLeaseRefusal(err error) bool {
+	return apiErrCode(err) == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+func apiErrCode(err error) jetstream.ErrorCode {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode
+	}
+	return 0
+}
+
+// rewrite resolves a failed batch: it stores a new lease (from then on
+// nothing of ours sent before can land), reads the last stored frame from
+// the stream leader, and publishes one at a time, each expecting the one
+// before, the batch's frames after it. A last frame that is none of ours
+// means another worker wrote it: fenced.
+func (wr *writer) rewrite(b *fastBatch, cause error) (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), wr.w.cfg.publishTimeout)
+	defer cancel()
+	if err := wr.renewLease(ctx); err != nil {
+		return 0, fmt.Errorf("agent: frames of %q: %w (after %v)", wr.requestID, err, cause)
+	}
+	last, err := leaderLastMsg(ctx, wr.w.js, wr.w.streams.Responses, wr.subject)
+	if err != nil {
+		return 0, fmt.Errorf("agent: frames of %q: %w (after %v)", wr.requestID, err, cause)
+	}
+	wr.mu.Lock()
+	frames, base, prev := b.data, b.base, wr.lastStreamSeq
+	wr.mu.Unlock()
+	// frames[i] is the frame of batch message base+1+i, frame sequence
+	// b.first+base+i; the messages up to base are confirmed stored.
+	from := 0
+	switch {
+	case last == nil:
+		return 0, &fencedError{lastSeq: -1} // the subject lost its frames
+	case last.seq == prev && base == 0:
+		// Nothing of the batch landed.
+	default:
+		h, ferr := last.frame()
+		if ferr != nil {
+			return 0, &fencedError{lastSeq: -1}
+		}
+		i := int(h.Sequence - b.first - int64(base))
+		switch {
+		case i >= 0 && i < len(frames) && bytes.Equal(last.data, frames[i]):
+			from = i + 1
+		case i == -1 && (base > 0 || last.seq == prev):
+			// The last confirmed frame.
+		default:
+			return 0, wr.fenced(last)
+		}
+	}
+	wr.mu.Lock()
+	wr.lastStreamSeq = last.seq
+	wr.mu.Unlock()
+	seqOf := last.seq
+	for i := from; i < len(frames); i++ {
+		s, err := wr.publishData(b.first+int64(base+i), seqOf, frames[i])
+		if err != nil {
+			return 0, err
+		}
+		seqOf = s
+		wr.mu.Lock()
+		wr.lastStreamSeq = s
+		wr.mu.Unlock()
+	}
+	return seqOf, nil
+}
+
+// renewLease stores a new lease message for the request and fences the
+// writer's next batched frames on it.
+func (wr *writer) renewLease(ctx context.Context) error {
+	seq, err := storeLease(ctx, wr.w.js.Conn(), wr.leaseSubj, wr.requestID, wr.w.cfg.workerID)
+	if err != nil {
+		return err
+	}
+	wr.mu.Lock()
+	wr.lease = seq
+	wr.mu.Unlock()
+	return nil
+}
+
+// storeLease stores a lease message on subject and returns its stream
+// sequence, retrying while the outcome is unknown (a later lease only
+// fences more).
+func storeLease(ctx context.Context, nc *nats.Conn, subject, requestID, workerID string) (uint64, error) {
+	m := nats.NewMsg(subject)
+	if headerSafe(requestID) {
+		m.Header.Set(subjects.HeaderRequestID, requestID)
+	}
+	m.Data = fmt.Appendf(nil, `{"worker":%q}`, workerID)
+	backoff := 5 * time.Millisecond
+	for {
+		attempt, cancel := context.WithTimeout(ctx, maxAttempt)
+		ack, err := streams.Publish(attempt, nc, m)
+		cancel()
+		if err == nil {
+			return ack.Seq, nil
+		}
+		if isClosed(err) || ctx.Err() != nil {
+			return 0, fmt.Errorf("lease %s: %w", subject, err)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("lease %s: %w", subject, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// fencedNow reads the last stored frame to tell who fenced the writer.
+func (wr *writer) fencedNow() error {
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	last, err := leaderLastMsg(ctx, wr.w.js, wr.w.streams.Responses, wr.subject)
+	if err != nil || last == nil {
+		return &fencedError{lastSeq: -1}
+	}
+	return wr.fenced(last)
+}
+
+// expectLease sets the message's fence on the lease: the lease subject's
+// last sequence must be the writer's lease.
+func (wr *writer) expectLease(m *nats.Msg) {
+	wr.mu.Lock()
+	lease := wr.lease
+	wr.mu.Unlock()
+	if wr.hdr[1] == "" || wr.hdrExpected != lease {
+		wr.hdr[1], wr.hdrExpected = strconv.FormatUint(lease, 10), lease
+	}
+	m.Header[jetstream.ExpectedLastSubjSeqHeader] = wr.hdr[1:2:2]
+	m.Header[headerExpectedSubject] = wr.leaseHdr[:]
+}

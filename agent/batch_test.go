@@ -1,0 +1,220 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// chunk writes text as a raw chunk frame (Write: no coalescing).
+func chunk(w agent.Writer, text string) error {
+	return w.Write(e2a.KindChunk, e2a.StatusInProgress, e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: text}, false)
+}
+
+// burst is a handler writing n chunks "0", "1"… at once, then the final.
+func burst(n int) agent.Handler {
+	return agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		for i := range n {
+			if err := chunk(w, fmt.Sprint(i)); err != nil {
+				return err
+			}
+		}
+		return w.Complete("done")
+	})
+}
+
+// A handler's burst of frames goes out at once: after the first frame's
+// PubAck, the other seven of a request share one batch, acknowledged by
+// the server a few times instead of once per frame (counted on the
+// worker's connection: the request's delivery, the PubAcks and the batch's
+// flow acknowledgements).
+func TestBatchedFramesShareAcks(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	h := burst(7)
+	nc := s.connect(t)
+	startWorker(t, nc, "burst", h, agent.WithoutHeartbeats())
+	waitConsumer(t, s.js, "burst")
+	publish(t, s.js, "burst", request("burst-0", nil)) // warm: consumer, subscriptions
+	waitFinal(t, s.nc, "burst-0", 10*time.Second)
+	before := nc.Stats().InMsgs
+	publish(t, s.js, "burst", request("burst-1", nil))
+	fr := waitFinal(t, s.nc, "burst-1", 10*time.Second)
+	if len(fr) != 8 || text(t, fr) != "0123456" {
+		t.Fatalf("%d frames %q, want 8 frames 0123456 and the final", len(fr), text(t, fr))
+	}
+	// One at a time it was 9: the delivery and 8 PubAcks.
+	if got := nc.Stats().InMsgs - before; got > 6 {
+		t.Errorf("the worker received %d messages for one request of 8 frames, want at most 6", got)
+	}
+}
+
+// A lease stored by a newer delivery refuses the rest of an open batch: the
+// frames written after it are not stored, the writer reports ErrFenced (at
+// a write, and as its context's cause), and the subject holds exactly the
+// frames written before the lease.
+func TestBatchFencedByNewerLease(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	const id = "lease-1"
+	wrote, leased := make(chan struct{}), make(chan struct{})
+	result := make(chan error, 1)
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		for _, tx := range []string{"a", "b", "c"} {
+			if err := chunk(w, tx); err != nil {
+				result <- err
+				return err
+			}
+		}
+		close(wrote)
+		<-leased
+		var err error
+		for _, tx := range []string{"d", "e", "f", "g"} {
+			if err = chunk(w, tx); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = w.Complete("done")
+		}
+		<-ctx.Done()
+		result <- errors.Join(err, context.Cause(ctx))
+		return err
+	})
+	startWorker(t, s.connect(t), "lease", h, agent.WithAckWait(time.Minute), agent.WithoutHeartbeats())
+	waitConsumer(t, s.js, "lease")
+	publish(t, s.js, "lease", request(id, nil))
+	<-wrote
+	waitFrames(t, s, id, 3)
+	leaseSubj, err := subjects.ResponseLease(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.js.Publish(context.Background(), leaseSubj, []byte(`{"worker":"newer"}`)); err != nil {
+		t.Fatal(err)
+	}
+	close(leased)
+	select {
+	case err := <-result:
+		if !errors.Is(err, agent.ErrFenced) {
+			t.Fatalf("the fenced writer got %v, want ErrFenced", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the writer was not fenced")
+	}
+	fr, _ := storedFrames(t, s.nc, id)
+	if len(fr) != 3 || text(t, fr) != "abc" {
+		t.Fatalf("stored %d frames %q, want exactly a b c", len(fr), text(t, fr))
+	}
+}
+
+// A batch the server refuses (here: the stream stopped taking batches
+// after the worker started) is written again, one frame at a time, after a
+// new lease: every frame lands once, in order, and the worker's later
+// requests go out one at a time.
+func TestBatchRefusedIsWrittenAgain(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	h := burst(5)
+	startWorker(t, s.connect(t), "refused", h, agent.WithoutHeartbeats())
+	waitConsumer(t, s.js, "refused")
+	// A request handled means the worker has read the stream's
+	// configuration (batches allowed) before it pulled.
+	publish(t, s.js, "refused", request("refused-0", nil))
+	waitFinal(t, s.nc, "refused-0", 10*time.Second)
+	ctx := context.Background()
+	str, err := s.js.Stream(ctx, streams.ResponsesStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := str.CachedInfo().Config
+	cfg.AllowBatchPublish = false
+	if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"refused-1", "refused-2"} {
+		publish(t, s.js, "refused", request(id, nil))
+		fr := waitFinal(t, s.nc, id, 20*time.Second)
+		if len(fr) != 6 || text(t, fr) != "01234" || !fr[5].IsFinal {
+			t.Fatalf("%s: %d frames %q, want 01234 and the final", id, len(fr), text(t, fr))
+		}
+	}
+	// The first request's batch was resolved with a new lease; the second
+	// went out one frame at a time and stored none.
+	for id, want := range map[string]bool{"refused-1": true, "refused-2": false} {
+		leaseSubj, _ := subjects.ResponseLease(id)
+		_, err := streams.LastBySubject(ctx, s.nc, streams.ResponsesStream, leaseSubj)
+		if got := err == nil; got != want {
+			t.Errorf("%s: lease stored %v (%v), want %v", id, got, err, want)
+		}
+	}
+}
+
+// A worker that started on an E2A_RESPONSES of one replica keeps writing
+// whole frame sequences after the stream is scaled to three: a replicated
+// stream may refuse a batched frame while another expectation on the lease
+// subject is in flight, which the worker takes for "no batches here" (not
+// for a fence), writing what did not land again one frame at a time.
+func TestBatchesAfterScaleUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	c := natstest.RunCluster(t, 3)
+	nc := c.Connect()
+	js := natstest.JetStream(t, nc)
+	ctx := context.Background()
+	scale := func(n int) {
+		t.Helper()
+		str, err := js.Stream(ctx, streams.ResponsesStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := str.CachedInfo().Config
+		cfg.Replicas = n
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			info, err := str.Info(ctx)
+			if err == nil && info.Cluster != nil && info.Cluster.Leader != "" && len(info.Cluster.Replicas) == n-1 {
+				current := true
+				for _, r := range info.Cluster.Replicas {
+					current = current && r.Current
+				}
+				if current {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("E2A_RESPONSES not at %d replicas: %+v %v", n, info, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	scale(1)
+	h := burst(6)
+	startWorker(t, c.Connect(), "scale", h, agent.WithConcurrency(16))
+	waitConsumer(t, js, "scale")
+	publish(t, js, "scale", request("scale-r1", nil))
+	waitFinal(t, nc, "scale-r1", 20*time.Second)
+	scale(3)
+	const n = 20
+	for i := range n {
+		publish(t, js, "scale", request(fmt.Sprintf("scale-r3-%d", i), nil))
+	}
+	for i := range n {
+		id := fmt.Sprintf("scale-r3-%d", i)
+		if fr := waitFinal(t, nc, id, 30*time.Second); len(fr) != 7 || text(t, fr) != "012345" {
+			t.Fatalf("%s: %d frames %q, want 012345 and the final", id, len(fr), text(t, fr))
+		}
+	}
+}
