@@ -390,3 +390,35 @@ func TestRequestAnyPool(t *testing.T) {
 		}
 	}
 }
+
+// The lease subject is inside E2A_RESPONSES's subjects and outside the
+// frames' republish source and every response parser.
+func TestResponseLease(t *testing.T) {
+	for name, id := range hostileIDs {
+		lease, err := subjects.ResponseLease(id)
+		resp, rerr := subjects.Response(id)
+		if (err == nil) != (rerr == nil) {
+			t.Fatalf("%s: lease err %v, response err %v", name, err, rerr)
+		}
+		if err != nil {
+			continue
+		}
+		mustPublishable(t, lease)
+		if lease != resp+".lease" {
+			t.Errorf("%s: lease %q for frames on %q", name, lease, resp)
+		}
+		if !server.SubjectMatchesFilter(lease, subjects.AllResponses) || server.SubjectMatchesFilter(lease, subjects.AllResponseFrames) {
+			t.Errorf("%s: %q: in %s %v, in %s %v", name, lease, subjects.AllResponses, server.SubjectMatchesFilter(lease, subjects.AllResponses),
+				subjects.AllResponseFrames, server.SubjectMatchesFilter(lease, subjects.AllResponseFrames))
+		}
+		if !server.SubjectMatchesFilter(resp, subjects.AllResponseFrames) {
+			t.Errorf("%s: frames on %q are not republished", name, resp)
+		}
+		if _, err := subjects.ParseResponse(lease); !errors.Is(err, subjects.ErrNotE2ASubject) {
+			t.Errorf("%s: ParseResponse(%q) = %v", name, lease, err)
+		}
+		if _, err := subjects.Parse(lease); err == nil {
+			t.Errorf("%s: Parse(%q) accepted a lease", name, lease)
+		}
+	}
+}
