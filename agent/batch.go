@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -131,6 +132,47 @@ type batchReply struct {
 	Error  *jetstream.APIError `json:"error"`
 }
 
+// decode reads a reply: the flow acknowledgements and PubAcks, which come
+// several times per batch, without reflection; an error reply through
+// encoding/json.
+func (rep *batchReply) decode(data []byte) error {
+	ok := jsonstr.Members(data, func(key, val []byte) bool {
+		switch string(key) {
+		case "type", "stream":
+			s, ok := jsonstr.String(val)
+			if string(key) == "type" {
+				rep.Type = s
+			} else {
+				rep.Stream = s
+			}
+			return ok
+		case "seq":
+			n, err := strconv.ParseUint(string(val), 10, 64)
+			rep.Seq = n
+			return err == nil
+		case "count":
+			n, err := strconv.Atoi(string(val))
+			rep.Count = n
+			return err == nil
+		case "error":
+			return false // the full decode below
+		}
+		// encoding/json matches keys without regard to case: leave such
+		// a key to it.
+		for _, k := range [...]string{"type", "stream", "seq", "count", "error"} {
+			if strings.EqualFold(string(key), k) {
+				return false
+			}
+		}
+		return true
+	})
+	if ok {
+		return nil
+	}
+	*rep = batchReply{}
+	return json.Unmarshal(data, rep)
+}
+
 func (r *batchRouter) onReply(m *nats.Msg) {
 	rest, ok := strings.CutPrefix(m.Subject, r.prefix+".")
 	if !ok {
@@ -144,7 +186,7 @@ func (r *batchRouter) onReply(m *nats.Msg) {
 		return
 	}
 	var rep batchReply
-	if err := json.Unmarshal(m.Data, &rep); err != nil {
+	if err := rep.decode(m.Data); err != nil {
 		b.wr.batchEvent(b, func() { b.fail(fmt.Errorf("agent: batch reply does not decode: %w", err)) })
 		return
 	}
