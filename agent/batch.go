@@ -347,7 +347,7 @@ func (wr *writer) sendBatched(seq int64, f frame) (uint64, error) {
 	if !f.final {
 		return 0, nil
 	}
-	return wr.settleBatch(b, seq)
+	return wr.settleBatch(b)
 }
 
 // batchCheck ends the open batch, waiting for its PubAck, when it failed,
@@ -380,22 +380,23 @@ func (wr *writer) endBatch() error {
 		b.fail(err)
 		wr.mu.Unlock()
 	}
-	_, err := wr.settleBatch(b, -1)
+	_, err := wr.settleBatch(b)
 	return err
 }
 
-// settleBatch waits for batch b's PubAck and closes it. final is the frame
-// sequence of its final frame (-1: none). It returns the stream sequence
-// of the batch's last frame, after writing again, when the batch failed,
-// the frames that did not land.
-func (wr *writer) settleBatch(b *fastBatch, final int64) (uint64, error) {
-	timer := time.NewTimer(wr.w.cfg.publishTimeout)
+// settleBatch waits for batch b's PubAck and closes it. It returns the
+// stream sequence of the batch's last frame, after writing again, when the
+// batch failed or its PubAck did not come within an attempt's time, the
+// frames that did not land.
+func (wr *writer) settleBatch(b *fastBatch) (uint64, error) {
+	wait := min(wr.w.cfg.publishTimeout, maxAttempt)
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case <-b.done:
 	case <-timer.C:
 		wr.mu.Lock()
-		b.fail(fmt.Errorf("agent: batch of %q not acknowledged within %v", wr.requestID, wr.w.cfg.publishTimeout))
+		b.fail(fmt.Errorf("agent: batch of %q not acknowledged within %v", wr.requestID, wait))
 		wr.mu.Unlock()
 	}
 	wr.mu.Lock()
