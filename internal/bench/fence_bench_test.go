@@ -34,11 +34,12 @@ import (
 //     refused frame the server stores none of the batch's later ones), each
 //     fenced on a lease subject's last sequence
 //     (Nats-Expected-Last-Subject-Sequence-Subject), which a redelivered
-//     worker would write before its first frame; the lease is written here
-//     before every request (a first delivery could expect it empty).
+//     worker writes before its first frame; the lease is written here
+//     before every request (a first delivery expects it empty instead).
 //
-// The pipeline does not use the batches (docs/performance.md, seventh
-// session): this is the measurement behind that note.
+// The agent writes bursts the lease-fast-batch way on a stream of one
+// replica (agent/batch.go) and never uses atomic batches
+// (docs/performance.md, seventh session).
 func BenchmarkFencedFrames(b *testing.B) {
 	_, nc := natstest.RunServer(b, natstest.WithoutStreams())
 	js, err := jetstream.New(nc)
