@@ -17,6 +17,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 )
 
 // TestMain removes the e2a binary built for the test binary (e2aBinary).
@@ -141,7 +143,7 @@ func (d *deployment) start(name, user string, extra map[string]string, args ...s
 		vars[k] = v
 	}
 	if args[0] == "serve" || args[0] == "agent" {
-		p.addr = fmt.Sprintf("127.0.0.1:%d", freeLoopbackPorts(t, 1)[0])
+		p.addr = fmt.Sprintf("127.0.0.1:%d", natstest.FreePorts(t, 1)[0])
 		vars["E2A_HTTP_ADDR"] = p.addr
 	}
 	vars["E2A_NATS_USER"] = user

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -75,23 +75,6 @@ func randomSecret(t testing.TB) string {
 	return hex.EncodeToString(b)
 }
 
-func freeLoopbackPorts(t testing.TB, n int) []int {
-	t.Helper()
-	ls := make([]net.Listener, n)
-	ports := make([]int, n)
-	for i := range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls[i], ports[i] = l, l.Addr().(*net.TCPAddr).Port
-	}
-	for _, l := range ls {
-		_ = l.Close()
-	}
-	return ports
-}
-
 // startNATSCluster starts n nats-server processes with the shipped
 // configuration: the loopback ports and routes come from the command line
 // (they override the file), the server name, the store directory, the
@@ -107,7 +90,7 @@ func startNATSCluster(t testing.TB, n int) *natsCluster {
 		c.passwords[user] = randomSecret(t)
 		env = append(env, v+"="+c.passwords[user])
 	}
-	ports := freeLoopbackPorts(t, 3*n)
+	ports := natstest.FreePorts(t, 3*n)
 	var routes []string
 	for i := range n {
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[3*i+2]))

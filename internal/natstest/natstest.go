@@ -133,7 +133,7 @@ func RunCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	}
 	t.Cleanup(c.shutdown)
 	// Every node routes to every node, so the route ports are chosen first.
-	ports := freePorts(t, n)
+	ports := FreePorts(t, n)
 	routes := make([]string, n)
 	for i, p := range ports {
 		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", p)
@@ -308,13 +308,15 @@ func (c *Cluster) shutdown() {
 	}
 }
 
-// freePorts returns n distinct loopback ports that were free a moment ago.
+// FreePorts returns n distinct loopback ports that were free a moment ago,
+// for servers started a moment later (the in-process cluster's routes, the
+// deployment tests' nats-server and e2a processes).
 // They are drawn below the kernel's ephemeral range (Linux: from 32768):
 // a port freed here and bound by the node a moment later cannot meanwhile
 // become the local port of some other test's outgoing connection or
 // port-0 listener, which left a node without its route listener ("no
 // client listener after 10s") when the suite ran beside other load.
-func freePorts(t testing.TB, n int) []int {
+func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
 	const lo, hi = 20000, 32000
 	ls := make([]net.Listener, 0, n)
