@@ -340,12 +340,16 @@ func waitDirect(t *testing.T, ctx context.Context, nc *nats.Conn, probes map[str
 	t.Logf("direct gets answered %v after provisioning", time.Since(start).Round(time.Millisecond))
 }
 
-// directLast is streams.LastBySubject asked again while the stream has no
-// direct-get responder (see waitDirect), until ctx ends.
+// directLast is streams.LastBySubject asked again, in 5-second attempts,
+// while the stream has no direct-get responder (see waitDirect) or an
+// attempt goes unanswered, until ctx ends.
 func directLast(ctx context.Context, nc *nats.Conn, stream, subj string) (streams.RawMsg, error) {
 	for {
-		m, err := streams.LastBySubject(ctx, nc, stream, subj)
-		if !errors.Is(err, nats.ErrNoResponders) || ctx.Err() != nil {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		m, err := streams.LastBySubject(actx, nc, stream, subj)
+		cancel()
+		again := errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded)
+		if !again || ctx.Err() != nil {
 			return m, err
 		}
 		time.Sleep(100 * time.Millisecond)
