@@ -274,20 +274,11 @@ func diagnose(t *testing.T, js jetstream.JetStream, nc *nats.Conn, ids []string)
 	}
 }
 
+// applyUntil provisions the streams (streams.Apply), asking again in
+// 5-second attempts while the new cluster settles.
 func applyUntil(t *testing.T, ctx context.Context, js jetstream.JetStream, cfg streams.Config) {
 	t.Helper()
-	for {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		rep, err := streams.Apply(actx, js, cfg)
-		cancel()
-		if err == nil {
-			return
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("apply streams: %v\n%s", err, rep)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	applyAgain(t, ctx, js, cfg, "apply streams")
 }
 
 // startupCheckUntil runs a stage's start-up check (streams.Apply, which
@@ -297,20 +288,27 @@ func applyUntil(t *testing.T, ctx context.Context, js jetstream.JetStream, cfg s
 // answers must report no change.
 func startupCheckUntil(t *testing.T, ctx context.Context, js jetstream.JetStream, cfg streams.Config, user string) {
 	t.Helper()
+	if rep := applyAgain(t, ctx, js, cfg, "start-up check as "+user); rep.Changed() {
+		t.Fatalf("start-up check as %s changed the streams:\n%s", user, rep)
+	}
+}
+
+// applyAgain runs streams.Apply in 5-second attempts until one answers
+// without error (or ctx ends: the test fails with what) and returns its
+// report.
+func applyAgain(t *testing.T, ctx context.Context, js jetstream.JetStream, cfg streams.Config, what string) streams.Report {
+	t.Helper()
 	for {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		rep, err := streams.Apply(actx, js, cfg)
 		cancel()
 		if err == nil {
-			if rep.Changed() {
-				t.Fatalf("start-up check as %s changed the streams:\n%s", user, rep)
-			}
-			return
+			return rep
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("start-up check as %s: %v\n%s", user, err, rep)
+			t.Fatalf("%s: %v\n%s", what, err, rep)
 		}
-		t.Logf("start-up check as %s, again: %v", user, err)
+		t.Logf("%s, again: %v", what, err)
 		time.Sleep(200 * time.Millisecond)
 	}
 }
