@@ -70,10 +70,6 @@ const (
 // errCodeBatchPublishDisabled is nats-server's JSBatchPublishDisabledErr.
 const errCodeBatchPublishDisabled jetstream.ErrorCode = 10205
 
-// headerExpectedSubject names the subject whose last sequence
-// Nats-Expected-Last-Subject-Sequence checks (the lease's).
-const headerExpectedSubject = "Nats-Expected-Last-Subject-Sequence-Subject"
-
 // batchRouter receives the replies of one worker's fast batches (flow
 // acknowledgements, errors, PubAcks) on one subscription and hands each to
 // its batch.
@@ -561,5 +557,5 @@ func (wr *writer) expectLease(m *nats.Msg) {
 		wr.hdr[1], wr.hdrExpected = strconv.FormatUint(lease, 10), lease
 	}
 	m.Header[jetstream.ExpectedLastSubjSeqHeader] = wr.hdr[1:2:2]
-	m.Header[headerExpectedSubject] = wr.leaseHdr[:]
+	m.Header[jetstream.ExpectedLastSubjSeqSubjHeader] = wr.leaseHdr[:]
 }

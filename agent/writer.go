@@ -746,7 +746,7 @@ func (wr *writer) headerBound() int {
 	}
 	h.Set(subjects.HeaderSequence, strconv.FormatInt(math.MaxInt64, 10))
 	h.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(math.MaxUint64, 10))
-	h.Set(headerExpectedSubject, wr.leaseSubj) // a batched frame's lease
+	h.Set(jetstream.ExpectedLastSubjSeqSubjHeader, wr.leaseSubj) // a batched frame's lease
 	return int(streams.MessageSize(&nats.Msg{Header: h}))
 }
 
@@ -828,7 +828,7 @@ func (wr *writer) expect(m *nats.Msg, expected uint64) {
 		wr.hdr[1], wr.hdrExpected = strconv.FormatUint(expected, 10), expected
 	}
 	m.Header[jetstream.ExpectedLastSubjSeqHeader] = wr.hdr[1:2:2]
-	delete(m.Header, headerExpectedSubject) // the frame subject's own
+	delete(m.Header, jetstream.ExpectedLastSubjSeqSubjHeader) // the frame subject's own
 }
 
 // attemptCtx returns a context whose deadline bounds an attempt of d. The

@@ -126,7 +126,7 @@ func BenchmarkFencedFrames(b *testing.B) {
 				m := nats.NewMsg(subj)
 				m.Data = data
 				m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(lease, 10))
-				m.Header.Set("Nats-Expected-Last-Subject-Sequence-Subject", subj+".lease")
+				m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, subj+".lease")
 				op := 1 // append
 				switch f {
 				case 1:
