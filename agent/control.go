@@ -35,10 +35,12 @@ type CancelResult struct {
 // A request that finishes between the check and the cancel keeps its final
 // frame; the stored cancel then changes nothing.
 //
-// Cancel a request after it is published (ingress always does: it reads
-// the request's owner first). A worker proves that a request stored after
-// it started has no cancel from the cancels it received live, so a cancel
-// stored before its request, while no worker ran, can be missed.
+// Cancel a request after it is published (ingress always does: over HTTP
+// it reads the request's owner first; ACP stdio, which knows a prompt's id
+// before publishing it, waits for the publish). A worker proves that a
+// request stored after it started has no cancel from the cancels it
+// received live, so a cancel stored before its request can be missed by a
+// worker that started between the two.
 func Cancel(ctx context.Context, js jetstream.JetStream, requestID string) (CancelResult, error) {
 	var res CancelResult
 	respSubj, err := subjects.Response(requestID)

@@ -38,6 +38,7 @@ func (s *Server) publish(ctx context.Context, p Principal, pool string, env *e2a
 		s.opts.log.Warn("live subscription before publish failed", "request_id", env.RequestID, "err", perr)
 	}
 	acc, err := s.pub.Publish(ctx, pool, env)
+	publishSent(ctx)
 	if pre != nil {
 		if err != nil {
 			pre.Close()
@@ -125,4 +126,21 @@ func (s *Server) claimContext(ctx context.Context, p Principal, contextID string
 		return ErrConflict
 	}
 	return nil
+}
+
+// publishSentKey is the context key of a function publish calls once its
+// publish was sent (whatever its outcome).
+type publishSentKey struct{}
+
+// withPublishSent returns ctx carrying f, which publish calls once the
+// request's publish was sent: a stdio cancel that overtook its request
+// waits for it.
+func withPublishSent(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, publishSentKey{}, f)
+}
+
+func publishSent(ctx context.Context) {
+	if f, ok := ctx.Value(publishSentKey{}).(func()); ok {
+		f()
+	}
 }

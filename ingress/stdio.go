@@ -32,8 +32,10 @@ import (
 //
 // Requests run concurrently: several prompts may stream at once, and a
 // session/cancel read while a prompt streams cancels it (also before its
-// request was published: the cancel is stored on the control subject the
-// worker reads at pick-up), ending the prompt with stopReason "cancelled".
+// request was published: the cancel then waits until the request's publish
+// was sent, so it is stored after the request, which is what the workers'
+// cancel watch needs to see it), ending the prompt with stopReason
+// "cancelled".
 // "$/cancel_request" cancels one request by id: a session/prompt as above,
 // anything else by stopping its handler and answering -32800 (a request it
 // passed to an agent pool is cancelled in the pipeline too); which call is
@@ -181,6 +183,10 @@ type stdioCall struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 	canceled  atomic.Bool // by $/cancel_request
+	// published is closed once the call's publish was sent (whatever its
+	// outcome): a cancel of its request waits for it (cancelPipeline).
+	published     chan struct{}
+	publishedOnce sync.Once
 }
 
 // peek is what the dispatcher reads of a message before handing it over.
@@ -218,6 +224,8 @@ func (c *stdioConn) dispatch(ln stdioLine) {
 		// cancel can name the request before it is even published.
 		call.requestID = newRequestID()
 		hdr.Set("Idempotency-Key", call.requestID)
+		call.published = make(chan struct{})
+		call.ctx = withPublishSent(call.ctx, func() { call.publishedOnce.Do(func() { close(call.published) }) })
 	}
 	switch {
 	case lc.Turn:
@@ -275,22 +283,37 @@ func (c *stdioConn) unregister(call *stdioCall) {
 // flight (the handler then cancels the session's last recorded request too).
 func (c *stdioConn) cancelSession(sessionID string) {
 	c.mu.Lock()
-	var ids []string
+	var calls []*stdioCall
 	for call := range c.prompts[sessionID] {
-		ids = append(ids, call.requestID)
+		calls = append(calls, call)
 	}
 	c.mu.Unlock()
-	for _, id := range ids {
-		c.cancelPipeline(id)
+	for _, call := range calls {
+		c.cancelPipeline(call)
 	}
 }
 
-func (c *stdioConn) cancelPipeline(requestID string) {
+// cancelPipeline cancels call's request in the pipeline once its publish
+// was sent. A cancel stored before its request can be missed by a worker
+// that starts in between (agent.Cancel: cancel a request after it is
+// published), and the request is published on the same connection as the
+// cancel, so the server stores it first. A call that ended without
+// publishing has nothing to cancel.
+func (c *stdioConn) cancelPipeline(call *stdioCall) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		if err := c.s.cancel(c.base, requestID); err != nil && c.base.Err() == nil {
-			c.s.opts.log.Warn("acp stdio: cancel failed", "request_id", requestID, "err", err)
+		select {
+		case <-call.published:
+		case <-call.ctx.Done():
+			select {
+			case <-call.published:
+			default:
+				return // never published
+			}
+		}
+		if err := c.s.cancel(c.base, call.requestID); err != nil && c.base.Err() == nil {
+			c.s.opts.log.Warn("acp stdio: cancel failed", "request_id", call.requestID, "err", err)
 		}
 	}()
 }
@@ -309,7 +332,7 @@ func (c *stdioConn) cancelRequest(id json.RawMessage) {
 	}
 	if call.prompt {
 		if call.requestID != "" {
-			c.cancelPipeline(call.requestID)
+			c.cancelPipeline(call)
 		}
 		return // it ends with stopReason "cancelled"
 	}
@@ -331,7 +354,7 @@ func (c *stdioConn) run(call *stdioCall, line []byte, hdr http.Header) {
 	defer func() {
 		w.finish()
 		if call.canceled.Load() && call.requestID != "" {
-			defer c.cancelPipeline(call.requestID)
+			defer c.cancelPipeline(call)
 		}
 		if call.canceled.Load() && !w.responded && call.id != nil {
 			w.response(jsonrpc.ErrorResponse(call.id, c.e.lines.Cancelled))

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/agent"
@@ -20,13 +22,21 @@ import (
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // startStdio runs ServeACPStdio over pipes against an embedded pipeline
 // with the demo agent. Closing in ends it; done reports its return.
 func startStdio(t *testing.T, opts ...ingress.Option) (in io.WriteCloser, out io.Reader, done <-chan error) {
 	t.Helper()
-	_, nc := natstest.RunServer(t)
+	in, out, done, _ = startStdioConn(t, opts...)
+	return in, out, done
+}
+
+// startStdioConn is startStdio, also returning a connection to its server.
+func startStdioConn(t *testing.T, opts ...ingress.Option) (in io.WriteCloser, out io.Reader, done <-chan error, nc *nats.Conn) {
+	t.Helper()
+	_, nc = natstest.RunServer(t)
 	reg := prometheus.NewRegistry()
 	eg, err := egress.New(nc, egress.WithRegisterer(reg))
 	if err != nil {
@@ -55,7 +65,58 @@ func startStdio(t *testing.T, opts ...ingress.Option) (in io.WriteCloser, out io
 		cancel()
 		<-agentDone
 	})
-	return inW, outR, errc
+	return inW, outR, errc, nc
+}
+
+// stdioReader reads a stdio server's output: every line must be a JSON
+// object.
+type stdioReader struct {
+	t     *testing.T
+	lines chan map[string]any
+}
+
+func readStdio(t *testing.T, out io.Reader) *stdioReader {
+	r := &stdioReader{t: t, lines: make(chan map[string]any, 256)}
+	go func() {
+		defer close(r.lines)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				t.Errorf("stdout line is not JSON: %q", sc.Text())
+				continue
+			}
+			r.lines <- m
+		}
+	}()
+	return r
+}
+
+// next returns the next response (skipping notifications).
+func (r *stdioReader) next() map[string]any {
+	r.t.Helper()
+	for {
+		select {
+		case m, ok := <-r.lines:
+			if !ok {
+				r.t.Fatal("stdout closed")
+			}
+			if _, isResp := m["id"]; isResp {
+				return m
+			}
+		case <-time.After(15 * time.Second):
+			r.t.Fatal("no answer")
+		}
+	}
+}
+
+// send writes s to in.
+func send(t *testing.T, in io.Writer, s string) {
+	t.Helper()
+	if _, err := io.WriteString(in, s); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // recClient is an ACP client that records the session updates it gets.
@@ -315,42 +376,11 @@ func TestStdioSDKClient(t *testing.T) {
 // $/cancel_request of a call waiting for an agent.
 func TestStdioLines(t *testing.T) {
 	in, out, done := startStdio(t, ingress.WithMaxBodyBytes(4096))
-	lines := make(chan map[string]any, 256)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			var m map[string]any
-			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-				t.Errorf("stdout line is not JSON: %q", sc.Text())
-				continue
-			}
-			lines <- m
-		}
-	}()
+	r := readStdio(t, out)
+	next := r.next
 	send := func(s string) {
 		t.Helper()
-		if _, err := io.WriteString(in, s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// next returns the next response (skipping notifications).
-	next := func() map[string]any {
-		t.Helper()
-		for {
-			select {
-			case m, ok := <-lines:
-				if !ok {
-					t.Fatal("stdout closed")
-				}
-				if _, isResp := m["id"]; isResp {
-					return m
-				}
-			case <-time.After(15 * time.Second):
-				t.Fatal("no answer")
-			}
-		}
+		send(t, in, s)
 	}
 	code := func(m map[string]any) int {
 		e, _ := m["error"].(map[string]any)
@@ -397,8 +427,73 @@ func TestStdioLines(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	for m := range lines {
+	for m := range r.lines {
 		t.Fatalf("unexpected output after the end: %v", m)
+	}
+}
+
+// TestStdioCancelFollowsItsRequest: a session/cancel read right behind its
+// prompt, before the prompt's request is published, is published after the
+// request. A worker proves a request it picks up has no cancel from the
+// cancels it received live since it started, so a cancel stored before its
+// request, by a worker starting in between, is missed (CI once saw the
+// overtaken prompt of TestStdioLines end with end_turn). Every prompt still
+// ends cancelled.
+func TestStdioCancelFollowsItsRequest(t *testing.T) {
+	in, out, done, nc := startStdioConn(t)
+	// One subscription sees the requests and cancels in the order the
+	// server received them.
+	seen := make(chan *nats.Msg, 64)
+	sub, err := nc.ChanSubscribe("e2a.>", seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r := readStdio(t, out)
+	send(t, in, `{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":1}}`+"\n")
+	r.next()
+	const prompts = 4
+	for i := range prompts {
+		send(t, in, `{"jsonrpc":"2.0","id":"s","method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`+"\n")
+		sid, _ := r.next()["result"].(map[string]any)["sessionId"].(string)
+		if sid == "" {
+			t.Fatal("no session")
+		}
+		send(t, in, `{"jsonrpc":"2.0","id":`+strconv.Itoa(i)+`,"method":"session/prompt","params":{"sessionId":"`+sid+`","prompt":[{"type":"text","text":"x"}],"delay_ms":2000}}`+"\n"+
+			`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"`+sid+`"}}`+"\n")
+		if m := r.next(); m["id"] != float64(i) || m["result"].(map[string]any)["stopReason"] != "cancelled" {
+			t.Fatalf("prompt %d: %v", i, m)
+		}
+	}
+	_ = in.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	requested := map[string]bool{}
+	cancels := 0
+	for cancels < prompts {
+		var m *nats.Msg
+		select {
+		case m = <-seen:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d cancels seen of %d", cancels, prompts)
+		}
+		if _, id, err := subjects.ParseRequest(m.Subject); err == nil {
+			requested[id] = true
+			continue
+		}
+		id, err := subjects.ParseControl(m.Subject)
+		if err != nil {
+			continue
+		}
+		cancels++
+		if !requested[id] {
+			t.Errorf("the cancel of %s was published before its request", id)
+		}
 	}
 }
 
