@@ -21,12 +21,17 @@ import (
 )
 
 // On an R1 E2A_RESPONSES that allows fast batches (the embedded server, a
-// single-server deployment), the frames a handler writes with Write after
-// the delivery's first go out in a JetStream fast batch, without waiting for
-// each other's PubAck, so that a burst reaches egress at once:
+// single-server deployment), the frames a handler writes with Write go out
+// in a JetStream fast batch, without waiting for each other's PubAck, so
+// that a burst reaches egress at once: a first delivery's from frame 0 on, a
+// redelivery's after its first (published alone, expecting the last stored
+// frame).
 //
-//   - Batched frames cannot expect the frame subject's last sequence (the
-//     writer does not know it before the previous PubAck). They expect the
+//   - A first delivery's frame 0 expects the frame subject to be empty, as
+//     when it is published alone: a frame already there (another writer's)
+//     refuses it, and by the gap rule below every frame after it.
+//   - Later batched frames cannot expect the frame subject's last sequence
+//     (the writer does not know it before the previous PubAck). They expect the
 //     last sequence of the request's lease subject (subjects.ResponseLease)
 //     instead: 0 for a first delivery, which never writes a lease; a
 //     redelivered worker stores a lease message before it reads the stored
@@ -277,12 +282,17 @@ func (wr *writer) failFenced() {
 	}
 }
 
-// batchable reports whether f goes out in a fast batch: a Write after the
-// delivery's first frame, or the final frame while a batch is open. Lock
-// held.
+// batchable reports whether f goes out in a fast batch: a Write (after the
+// delivery's first frame, or as a first delivery's frame 0), or the final
+// frame while a batch is open. Lock held.
 func (wr *writer) batchable(f frame) bool {
-	if wr.published == 0 || wr.w.batches == nil || wr.w.batches.off.Load() {
+	if wr.w.batches == nil || wr.w.batches.off.Load() {
 		return false
+	}
+	if wr.published == 0 {
+		// Frame 0 of a first delivery (nothing stored, no lease) opens a
+		// batch; a redelivery's first frame goes alone.
+		return wr.lastStreamSeq == 0 && wr.resumeAfter < 0 && wr.lease == 0 && f.raw && !f.final
 	}
 	if wr.fb != nil {
 		return f.raw || f.final
@@ -303,7 +313,11 @@ func (wr *writer) sendBatched(seq int64, f frame) (uint64, error) {
 		return 0, err
 	}
 	m := wr.message(seq, data)
-	wr.expectLease(m)
+	if seq == 0 {
+		wr.expect(m, 0) // an empty frame subject
+	} else {
+		wr.expectLease(m)
+	}
 	if limit := wr.maxPayload(); limit > 0 {
 		if size := streams.MessageSize(m); size > limit {
 			return 0, &frameError{&frameTooLargeError{kind: f.kind, size: size, limit: limit}}
@@ -458,6 +472,8 @@ func (wr *writer) rewrite(b *fastBatch, cause error) (uint64, error) {
 	// b.first+base+i; the messages up to base are confirmed stored.
 	from := 0
 	switch {
+	case last == nil && prev == 0 && base == 0:
+		// Nothing of a batch that began with frame 0 landed.
 	case last == nil:
 		return 0, &fencedError{lastSeq: -1} // the subject lost its frames
 	case last.seq == prev && base == 0:
@@ -477,10 +493,13 @@ func (wr *writer) rewrite(b *fastBatch, cause error) (uint64, error) {
 			return 0, wr.fenced(last)
 		}
 	}
+	var seqOf uint64 // 0: the subject holds no frame
+	if last != nil {
+		seqOf = last.seq
+	}
 	wr.mu.Lock()
-	wr.lastStreamSeq = last.seq
+	wr.lastStreamSeq = seqOf
 	wr.mu.Unlock()
-	seqOf := last.seq
 	for i := from; i < len(frames); i++ {
 		s, err := wr.publishData(b.first+int64(base+i), seqOf, frames[i])
 		if err != nil {

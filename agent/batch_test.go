@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
@@ -31,11 +33,10 @@ func burst(n int) agent.Handler {
 	})
 }
 
-// A handler's burst of frames goes out at once: after the first frame's
-// PubAck, the other seven of a request share one batch, acknowledged by
-// the server a few times instead of once per frame (counted on the
-// worker's connection: the request's delivery, the PubAcks and the batch's
-// flow acknowledgements).
+// A handler's burst of frames goes out at once: a first delivery's eight
+// frames, frame 0 included, share one batch, acknowledged by the server a
+// few times instead of once per frame (counted on the worker's connection:
+// the request's delivery, the batch's flow acknowledgement and its PubAck).
 func TestBatchedFramesShareAcks(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
@@ -51,9 +52,35 @@ func TestBatchedFramesShareAcks(t *testing.T) {
 	if len(fr) != 8 || text(t, fr) != "0123456" {
 		t.Fatalf("%d frames %q, want 8 frames 0123456 and the final", len(fr), text(t, fr))
 	}
-	// One at a time it was 9: the delivery and 8 PubAcks.
-	if got := nc.Stats().InMsgs - before; got > 6 {
-		t.Errorf("the worker received %d messages for one request of 8 frames, want at most 6", got)
+	// One at a time it was 9: the delivery and 8 PubAcks; with frame 0
+	// published alone before the batch, 4.
+	if got := nc.Stats().InMsgs - before; got > 3 {
+		t.Errorf("the worker received %d messages for one request of 8 frames, want at most 3", got)
+	}
+}
+
+// A first delivery's frame 0 opens its batch expecting the frame subject to
+// be empty. A frame already stored there (another writer's) refuses it
+// and, the batch failing on a gap, every frame after it: the worker is
+// fenced out, and the subject keeps the other writer's frame alone.
+func TestBatchFirstFrameFencedByStoredFrame(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	reg := prometheus.NewRegistry()
+	startWorker(t, s.connect(t), "taken", burst(5), agent.WithoutHeartbeats(), agent.WithMetrics(reg))
+	waitConsumer(t, s.js, "taken")
+	publish(t, s.js, "taken", request("taken-0", nil)) // the worker knows batches are allowed
+	waitFinal(t, s.nc, "taken-0", 10*time.Second)
+	other := `{"protocol_version":"1.0","response_id":"other-0","request_id":"taken-1","sequence":0,"is_final":false,"status":"in_progress",` +
+		`"response_kind":"e2a.chunk","timestamp":"2026-01-01T00:00:00+00:00","provenance":{"source_protocol":"e2a"},"body":{"delta_kind":"text","delta":"other"}}`
+	if _, err := agent.PublishRaw(s.js, "taken-1", 0, 0, []byte(other)); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, s.js, "taken", request("taken-1", nil))
+	waitMetric(t, reg, "e2a_agent_requests_handled_total", map[string]string{"outcome": agent.OutcomeFenced}, 1)
+	fr, _ := storedFrames(t, s.nc, "taken-1")
+	if len(fr) != 1 || text(t, fr) != "other" {
+		t.Fatalf("%d frames %q, want the other writer's frame alone", len(fr), text(t, fr))
 	}
 }
 

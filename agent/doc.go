@@ -23,12 +23,15 @@
 //     delivery). Text and reasoning deltas written faster than frames are
 //     acknowledged are coalesced ([WithCoalesce]).
 //   - Bursts: on an E2A_RESPONSES of one replica that allows fast batches,
-//     the frames written with [Writer.Write] after a delivery's first go out
-//     in a JetStream fast batch ("gap: fail": none is stored after one the
-//     server refused), without waiting for each other's PubAck. They are
-//     fenced on the request's lease subject (e2a.resp.<request_id>.lease),
-//     which a redelivered worker writes before it reads the stored frames:
-//     no batched frame of an older delivery lands after that. A batch that
+//     the frames written with [Writer.Write] go out in a JetStream fast
+//     batch ("gap: fail": none is stored after one the server refused),
+//     without waiting for each other's PubAck: a first delivery's from
+//     frame 0 on (frame 0 expecting an empty frame subject), a
+//     redelivery's after its first. The frames after a delivery's first
+//     are fenced on the request's lease subject
+//     (e2a.resp.<request_id>.lease), which a redelivered worker writes
+//     before it reads the stored frames: no batched frame of an older
+//     delivery lands after that. A batch that
 //     fails is resolved with a new lease, a read of the last stored frame
 //     from the stream leader, and the frames that did not land published
 //     again one at a time (batch.go).

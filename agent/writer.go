@@ -54,8 +54,9 @@ type Writer interface {
 	// Write writes a frame of any kind (acp.*, a2a.*, ext, or an e2a kind
 	// without coalescing). body must encode as a JSON object; the frame is
 	// validated (§12.2: a final frame is not in_progress, failed ⇔ error kind).
-	// A non-final frame sent in a batch (after the delivery's first, where
-	// the stream takes them) is not waited for: Write returns once it is
+	// A non-final frame sent in a batch (where the stream takes them: a
+	// first delivery's from frame 0, a redelivery's after its first) is not
+	// waited for: Write returns once it is
 	// sent, a failure is reported by a later write (the final one waits for
 	// the batch), and a fence cancels the handler's context at once.
 	//

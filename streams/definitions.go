@@ -49,8 +49,8 @@ func (c Config) RequestsStreamConfig() jetstream.StreamConfig {
 // e2a.resp.> (frames on e2a.resp.<id>, a redelivered worker's lease on
 // e2a.resp.<id>.lease), limits retention, ResponsesMaxAge and
 // ResponsesMaxBytes (DiscardOld), the Duplicates window, direct gets
-// allowed, fast batch publishing allowed (a worker's frames after its first,
-// fenced by the lease), and every stored frame — not a lease — republished
+// allowed, fast batch publishing allowed (a worker's bursts of frames,
+// fenced by the lease after a delivery's first frame), and every stored frame — not a lease — republished
 // by the server to e2a.live.<id> with the headers Nats-Stream, Nats-Subject,
 // Nats-Sequence, Nats-Time-Stamp and Nats-Last-Sequence (stream sequence of
 // the previous message on the same subject, 0 for the first).

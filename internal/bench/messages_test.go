@@ -21,19 +21,19 @@ type brokerWork struct {
 
 // wantBrokerWork is the README's table ("Broker work per request"). The
 // E2A calls send the request, 8 frames and the agent's ack (10), and get
-// the request's PubAck, the first frame's, one for the batch of the other
-// seven (agent/batch.go) and its first flow acknowledgement, the request's
-// delivery to the agent and the 8 frames republished live to egress (13).
+// the request's PubAck, one for the batch of the 8 frames (agent/batch.go)
+// and its first flow acknowledgement, the request's delivery to the agent
+// and the 8 frames republished live to egress (12).
 // An A2A or ACP call adds the task or session index write and its PubAck;
 // ACP reads the session record and the session's configuration too (two
 // direct gets). E2A_AUDIT copies the request and its frames.
 var wantBrokerWork = map[string]brokerWork{
-	ProtoE2ASSE:      {10, 13, stored(0)},
-	ProtoE2ANDJSON:   {10, 13, stored(0)},
-	ProtoA2AStream:   {11, 14, stored(1)},
-	ProtoA2ASend:     {11, 14, stored(1)},
-	ProtoA2AV1Stream: {11, 14, stored(1)},
-	ProtoACP:         {14, 17, stored(1)},
+	ProtoE2ASSE:      {10, 12, stored(0)},
+	ProtoE2ANDJSON:   {10, 12, stored(0)},
+	ProtoA2AStream:   {11, 13, stored(1)},
+	ProtoA2ASend:     {11, 13, stored(1)},
+	ProtoA2AV1Stream: {11, 13, stored(1)},
+	ProtoACP:         {14, 16, stored(1)},
 }
 
 func stored(taskWrites uint64) map[string]uint64 {
