@@ -47,6 +47,11 @@ import (
 //     a redelivery starts: store a new lease (nothing of ours sent before can
 //     land after it), read the last stored frame from the stream leader, and
 //     publish again, one at a time, what did not land.
+//   - The server keeps at most max_batch_inflight_per_stream batches open on
+//     a stream (1,000 by default; a batch stays open while its handler
+//     streams). A batch it refuses to open stored nothing, and nothing of it
+//     can land later, so its frames go out one at a time without a lease or
+//     a read, and the worker opens no batch for batchBusyPause.
 //
 // On a replicated stream the server refuses a second in-flight expectation
 // on the same subject, so batches are off there (R3 deployments write one
@@ -75,6 +80,17 @@ const (
 // errCodeBatchPublishDisabled is nats-server's JSBatchPublishDisabledErr.
 const errCodeBatchPublishDisabled jetstream.ErrorCode = 10205
 
+// errCodeBatchTooManyInflight is nats-server's
+// JSBatchPublishTooManyInflightErr: the stream already has its limit of
+// open fast batches (max_batch_inflight_per_stream, 1,000 by default) and
+// refused to open another.
+const errCodeBatchTooManyInflight jetstream.ErrorCode = 10211
+
+// batchBusyPause is how long a worker opens no batch after the server
+// refused one for having too many open: its frames go out one at a time
+// meanwhile.
+const batchBusyPause = 2 * time.Second
+
 // batchRouter receives the replies of one worker's fast batches (flow
 // acknowledgements, errors, PubAcks) on one subscription and hands each to
 // its batch.
@@ -86,10 +102,23 @@ type batchRouter struct {
 	// off is set when the stream refuses fast batches (a deployment whose
 	// E2A_RESPONSES predates allow_batched): frames go out one at a time.
 	off atomic.Bool
+	// busyUntil (Unix nanoseconds): until then the worker opens no batch
+	// (the server refused one for having too many open).
+	busyUntil atomic.Int64
+	busyPause time.Duration // batchBusyPause, but in tests
 }
 
-func newBatchRouter(nc *nats.Conn) (*batchRouter, error) {
-	r := &batchRouter{prefix: nc.NewInbox(), open: map[string]*fastBatch{}}
+// pause makes the worker open no batch for a while.
+func (r *batchRouter) pause() { r.busyUntil.Store(time.Now().Add(r.busyPause).UnixNano()) }
+
+// paused reports whether the worker opens no batch now.
+func (r *batchRouter) paused() bool {
+	u := r.busyUntil.Load()
+	return u != 0 && time.Now().UnixNano() < u
+}
+
+func newBatchRouter(nc *nats.Conn, busyPause time.Duration) (*batchRouter, error) {
+	r := &batchRouter{prefix: nc.NewInbox(), open: map[string]*fastBatch{}, busyPause: busyPause}
 	sub, err := nc.Subscribe(r.prefix+".>", r.onReply)
 	if err != nil {
 		return nil, err
@@ -289,15 +318,15 @@ func (wr *writer) batchable(f frame) bool {
 	if wr.w.batches == nil || wr.w.batches.off.Load() {
 		return false
 	}
-	if wr.published == 0 {
-		// Frame 0 of a first delivery (nothing stored, no lease) opens a
-		// batch; a redelivery's first frame goes alone.
-		return wr.lastStreamSeq == 0 && wr.resumeAfter < 0 && wr.lease == 0 && f.raw && !f.final
-	}
 	if wr.fb != nil {
 		return f.raw || f.final
 	}
-	return f.raw && !f.final
+	if !f.raw || f.final || wr.w.batches.paused() {
+		return false
+	}
+	// Frame 0 of a first delivery (nothing stored, no lease) opens a batch;
+	// a redelivery's first frame goes alone.
+	return wr.published > 0 || wr.lastStreamSeq == 0 && wr.resumeAfter < 0 && wr.lease == 0
 }
 
 // sendBatched sends frame seq as the next message of the writer's batch
@@ -426,6 +455,18 @@ func (wr *writer) settleBatch(b *fastBatch) (uint64, error) {
 	if isLeaseRefusal(berr) {
 		return 0, wr.fencedNow()
 	}
+	if apiErrCode(berr) == errCodeBatchTooManyInflight {
+		// The server refused to open the batch: nothing of it was stored,
+		// nor can be (its later messages name a batch the server does not
+		// know), so no lease or read is needed: its frames go out one at a
+		// time after the last one confirmed, and this worker opens no batch
+		// for a while.
+		wr.w.batches.pause()
+		wr.mu.Lock()
+		frames, prev := b.data, wr.lastStreamSeq
+		wr.mu.Unlock()
+		return wr.publishEach(b.first, prev, frames)
+	}
 	switch apiErrCode(berr) {
 	case errCodeBatchPublishDisabled, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
 		// The stream stopped taking batches, or became replicated (it
@@ -493,24 +534,32 @@ func (wr *writer) rewrite(b *fastBatch, cause error) (uint64, error) {
 			return 0, wr.fenced(last)
 		}
 	}
-	var seqOf uint64 // 0: the subject holds no frame
+	var prevSeq uint64 // 0: the subject holds no frame
 	if last != nil {
-		seqOf = last.seq
+		prevSeq = last.seq
 	}
 	wr.mu.Lock()
-	wr.lastStreamSeq = seqOf
+	wr.lastStreamSeq = prevSeq
 	wr.mu.Unlock()
-	for i := from; i < len(frames); i++ {
-		s, err := wr.publishData(b.first+int64(base+i), seqOf, frames[i])
+	return wr.publishEach(b.first+int64(base+from), prevSeq, frames[from:])
+}
+
+// publishEach publishes frames (frame sequences first, first+1, …) one at a
+// time, the first expecting stream sequence prev, each later one the
+// frame before it, and returns the last one's stream sequence (prev when
+// frames is empty).
+func (wr *writer) publishEach(first int64, prev uint64, frames [][]byte) (uint64, error) {
+	for i, data := range frames {
+		s, err := wr.publishData(first+int64(i), prev, data)
 		if err != nil {
 			return 0, err
 		}
-		seqOf = s
+		prev = s
 		wr.mu.Lock()
 		wr.lastStreamSeq = s
 		wr.mu.Unlock()
 	}
-	return seqOf, nil
+	return prev, nil
 }
 
 // renewLease stores a new lease message for the request and fences the

@@ -185,6 +185,59 @@ func TestBatchRefusedIsWrittenAgain(t *testing.T) {
 	}
 }
 
+// A server that refuses to open a batch because the stream has its limit
+// of open ones (max_batch_inflight_per_stream: 1,000 by default, 1 here)
+// gets that batch's frames one at a time: nothing of the refused batch was
+// stored, so the worker neither stores a lease nor reads the stream, and
+// every frame lands once, in order. The request holding the open batch
+// finishes too.
+func TestBatchRefusedForTooManyOpen(t *testing.T) {
+	t.Parallel()
+	e, nc := natstest.RunServer(t, natstest.WithConfig(testConfig()), natstest.WithMaxBatchesPerStream(1))
+	s := &server{e: e, nc: nc, js: natstest.JetStream(t, nc)}
+	release := make(chan struct{})
+	holder := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if err := chunk(w, "h"); err != nil { // opens a batch, kept open
+			return err
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return w.Complete("done")
+	})
+	startWorker(t, s.connect(t), "hold", holder, agent.WithoutHeartbeats())
+	many := s.connect(t)
+	startWorker(t, many, "many", burst(5), agent.WithoutHeartbeats(), agent.WithBatchPause(time.Hour))
+	waitConsumer(t, s.js, "hold")
+	waitConsumer(t, s.js, "many")
+	publish(t, s.js, "hold", request("hold-1", nil))
+	waitFrames(t, s, "hold-1", 1)
+	for _, id := range []string{"many-1", "many-2"} {
+		before := many.Stats().InMsgs
+		publish(t, s.js, "many", request(id, nil))
+		fr := waitFinal(t, s.nc, id, 10*time.Second)
+		if len(fr) != 6 || text(t, fr) != "01234" || !fr[5].IsFinal {
+			t.Fatalf("%s: %d frames %q, want 01234 and the final", id, len(fr), text(t, fr))
+		}
+		leaseSubj, _ := subjects.ResponseLease(id)
+		if _, err := streams.LastBySubject(context.Background(), s.nc, streams.ResponsesStream, leaseSubj); err == nil {
+			t.Errorf("%s: a lease was stored: the refused batch was resolved as a failed one", id)
+		}
+		// Right after a refusal the worker opens no batch: many-2's frames go
+		// out alone at once (the delivery and 6 PubAcks), instead of being
+		// refused again one by one first.
+		if got := many.Stats().InMsgs - before; id == "many-2" && got > 7 {
+			t.Errorf("%s: the worker received %d messages, want at most 7", id, got)
+		}
+	}
+	close(release)
+	if fr := waitFinal(t, s.nc, "hold-1", 10*time.Second); len(fr) != 2 || text(t, fr) != "h" {
+		t.Fatalf("hold-1: %d frames %q, want h and the final", len(fr), text(t, fr))
+	}
+}
+
 // A worker that started on an E2A_RESPONSES of one replica keeps writing
 // whole frame sequences after the stream is scaled to three: a replicated
 // stream may refuse a batched frame while another expectation on the lease

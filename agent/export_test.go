@@ -13,6 +13,7 @@ import (
 var (
 	WithFetchWait     = withFetchWait
 	WithoutHeartbeats = withoutHeartbeats
+	WithBatchPause    = withBatchPause
 )
 
 // PublishRaw publishes data as frame seq of requestID with the writer's

@@ -43,10 +43,12 @@ type config struct {
 	workerID       string
 	provision      bool
 	noHeartbeat    bool
+	batchPause     time.Duration // no batch opened this long after a refusal for too many open
 }
 
 func defaultConfig() config {
 	return config{
+		batchPause:     batchBusyPause,
 		concurrency:    DefaultConcurrency,
 		maxAckPending:  DefaultMaxAckPending,
 		ackWait:        DefaultAckWait,
@@ -267,6 +269,15 @@ func withFetchWait(d time.Duration) Option {
 func withoutHeartbeats() Option {
 	return func(c *config) error {
 		c.noHeartbeat = true
+		return nil
+	}
+}
+
+// withBatchPause sets how long a worker opens no batch after the server
+// refused one for having too many open (tests: longer than the test).
+func withBatchPause(d time.Duration) Option {
+	return func(c *config) error {
+		c.batchPause = d
 		return nil
 	}
 }

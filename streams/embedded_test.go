@@ -25,6 +25,9 @@ func TestEmbeddedOptions(t *testing.T) {
 	if _, err := streams.StartEmbedded(streams.EmbeddedOptions{ServerName: "a b"}); !errors.Is(err, streams.ErrInvalidOptions) {
 		t.Fatalf("bad server name: %v", err)
 	}
+	if _, err := streams.StartEmbedded(streams.EmbeddedOptions{MaxBatchesPerStream: -1}); !errors.Is(err, streams.ErrInvalidOptions) {
+		t.Fatalf("negative max batches per stream: %v", err)
+	}
 }
 
 func TestEmbeddedTempDirAndTCP(t *testing.T) {

@@ -50,6 +50,12 @@ func WithSyncAlways() Option { return func(o *options) { o.embedded.SyncAlways =
 // headers included, they accept) to n bytes instead of the default 1 MiB.
 func WithMaxPayload(n int32) Option { return func(o *options) { o.embedded.MaxPayload = n } }
 
+// WithMaxBatchesPerStream bounds the fast batches the servers keep open at
+// once on one stream to n instead of the default 1,000.
+func WithMaxBatchesPerStream(n int) Option {
+	return func(o *options) { o.embedded.MaxBatchesPerStream = n }
+}
+
 func buildOptions(opts []Option) options {
 	o := options{cfg: Config()}
 	for _, opt := range opts {
