@@ -138,7 +138,7 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 	defer peer.stop()
 
 	progress("starting the in-process pipeline")
-	pipe, err := StartPipeline(ctx, PipelineOptions{AgentConcurrency: cfg.AgentConcurrency, Frames: cfg.Frames, FrameBytes: cfg.FrameBytes, NoAudit: cfg.NoAudit})
+	pipe, err := StartPipeline(ctx, PipelineOptions{AgentConcurrency: cfg.AgentConcurrency, Frames: cfg.Frames, FrameBytes: cfg.FrameBytes, NoAudit: cfg.NoAudit, TCP: cfg.TCP})
 	if err != nil {
 		return nil, err
 	}
