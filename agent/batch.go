@@ -46,7 +46,10 @@ import (
 //   - A batch that failed, or whose PubAck did not come, is resolved the way
 //     a redelivery starts: store a new lease (nothing of ours sent before can
 //     land after it), read the last stored frame from the stream leader, and
-//     publish again, one at a time, what did not land.
+//     publish again, one at a time, what did not land. So is a batch the
+//     server forgot while its handler paused (a batch idle for its
+//     max_batch_timeout, 10 s by default; the writer itself ends a batch idle
+//     for batchIdle at the next frame): the frames sent after are refused.
 //   - The server keeps at most max_batch_inflight_per_stream batches open on
 //     a stream (1,000 by default; a batch stays open while its handler
 //     streams). A batch it refuses to open stored nothing, and nothing of it

@@ -238,6 +238,47 @@ func TestBatchRefusedForTooManyOpen(t *testing.T) {
 	}
 }
 
+// A handler that pauses longer than the server keeps an idle batch (10 s
+// by default, 200 ms here) finds its batch forgotten: the frames it writes
+// next are refused as naming an unknown batch, and the writer resolves that
+// as a failed batch (a new lease, the last frame read, the rest written
+// again). Every frame lands once, in order.
+func TestBatchForgottenByServer(t *testing.T) {
+	t.Parallel()
+	e, nc := natstest.RunServer(t, natstest.WithConfig(testConfig()), natstest.WithBatchTimeout(200*time.Millisecond))
+	s := &server{e: e, nc: nc, js: natstest.JetStream(t, nc)}
+	pausing := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if err := chunk(w, "a"); err != nil {
+			return err
+		}
+		// Ten times the server's batch timeout: no event tells that the
+		// server forgot the batch.
+		select {
+		case <-time.After(2 * time.Second):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		for _, text := range []string{"b", "c"} {
+			if err := chunk(w, text); err != nil {
+				return err
+			}
+		}
+		return w.Complete("done")
+	})
+	startWorker(t, s.connect(t), "pause", pausing, agent.WithoutHeartbeats())
+	waitConsumer(t, s.js, "pause")
+	publish(t, s.js, "pause", request("pause-1", nil))
+	fr := waitFinal(t, s.nc, "pause-1", 20*time.Second)
+	if len(fr) != 4 || text(t, fr) != "abc" || !fr[3].IsFinal {
+		t.Fatalf("%d frames %q, want a b c and the final", len(fr), text(t, fr))
+	}
+	// The refusal was resolved as a failed batch: with a new lease.
+	leaseSubj, _ := subjects.ResponseLease("pause-1")
+	if _, err := streams.LastBySubject(context.Background(), s.nc, streams.ResponsesStream, leaseSubj); err != nil {
+		t.Errorf("no lease stored (%v): the forgotten batch was not resolved as a failed one", err)
+	}
+}
+
 // A worker that started on an E2A_RESPONSES of one replica keeps writing
 // whole frame sequences after the stream is scaled to three: a replicated
 // stream may refuse a batched frame while another expectation on the lease

@@ -66,6 +66,10 @@ type EmbeddedOptions struct {
 	// 0 = the server's default (1,000). Past it the server refuses a new
 	// batch, and a worker writes that batch's frames one at a time.
 	MaxBatchesPerStream int
+	// BatchTimeout is how long the server keeps a fast batch that receives
+	// nothing before it forgets it (its JetStream limit max_batch_timeout);
+	// 0 = the server's default (10 s).
+	BatchTimeout time.Duration
 }
 
 // Embedded is a JetStream server running in this process.
@@ -101,8 +105,8 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	if opts.MaxMemory < 0 || opts.MaxStore < 0 {
 		return nil, fmt.Errorf("%w: negative JetStream limits", ErrInvalidOptions)
 	}
-	if opts.MaxBatchesPerStream < 0 {
-		return nil, fmt.Errorf("%w: max batches per stream %d", ErrInvalidOptions, opts.MaxBatchesPerStream)
+	if opts.MaxBatchesPerStream < 0 || opts.BatchTimeout < 0 {
+		return nil, fmt.Errorf("%w: max batches per stream %d, batch timeout %v", ErrInvalidOptions, opts.MaxBatchesPerStream, opts.BatchTimeout)
 	}
 	if opts.MaxPayload < 0 {
 		return nil, fmt.Errorf("%w: max payload %d", ErrInvalidOptions, opts.MaxPayload)
@@ -130,6 +134,7 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		MaxPayload:         opts.MaxPayload,
 	}
 	sopts.JetStreamLimits.MaxBatchInflightPerStream = opts.MaxBatchesPerStream
+	sopts.JetStreamLimits.MaxBatchTimeout = opts.BatchTimeout
 	if c := opts.Cluster; c != nil {
 		if c.Name == "" || strings.ContainsAny(c.Name, " \t\r\n") {
 			e.cleanup()

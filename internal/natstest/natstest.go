@@ -56,6 +56,12 @@ func WithMaxBatchesPerStream(n int) Option {
 	return func(o *options) { o.embedded.MaxBatchesPerStream = n }
 }
 
+// WithBatchTimeout makes the servers forget a fast batch that received
+// nothing for d instead of the default 10 s.
+func WithBatchTimeout(d time.Duration) Option {
+	return func(o *options) { o.embedded.BatchTimeout = d }
+}
+
 func buildOptions(opts []Option) options {
 	o := options{cfg: Config()}
 	for _, opt := range opts {
