@@ -367,8 +367,13 @@ func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, 
 	}
 	frames := s.m.frames.WithLabelValues(format)
 	first := true
+	// One Frame for the whole stream: rend.Frame takes its address, which
+	// would move a per-iteration variable to the heap for every frame.
+	// Renderers do not keep the pointer.
+	var f Frame
 	for {
-		f, err := rd.Next(ctx)
+		var err error
+		f, err = rd.Next(ctx)
 		if err == io.EOF {
 			finish(nil)
 			return
