@@ -48,8 +48,9 @@ import (
 //     land after it), read the last stored frame from the stream leader, and
 //     publish again, one at a time, what did not land. So is a batch the
 //     server forgot while its handler paused (a batch idle for its
-//     max_batch_timeout, 10 s by default; the writer itself ends a batch idle
-//     for batchIdle at the next frame): the frames sent after are refused.
+//     max_batch_timeout, 10 s by default, which the worker's own ending of
+//     batches idle for batchIdle normally prevents): the frames sent after
+//     are refused.
 //   - The server keeps at most max_batch_inflight_per_stream batches open on
 //     a stream (1,000 by default; a batch stays open while its handler
 //     streams). A batch it refuses to open stored nothing, and nothing of it
@@ -68,8 +69,11 @@ const batchFlow = 32
 // the writer ends the batch and waits for its PubAck.
 const maxBatchFrames = 256
 
-// batchIdle ends a batch before the next frame when the previous one went
-// out this long ago (the server forgets a batch idle for 10 s).
+// batchIdle ends a batch that sent nothing for this long: the worker's
+// sweep (every half of it) or the next frame sends its end-of-batch marker,
+// before the server forgets it (a batch idle for 10 s, its default
+// max_batch_timeout) and so that a handler waiting, on a tool say, does not
+// hold one of the stream's open batches.
 const batchIdle = 5 * time.Second
 
 // Fast batch reply subject operations (nats-server's FastBatchOp*).
@@ -109,6 +113,8 @@ type batchRouter struct {
 	// (the server refused one for having too many open).
 	busyUntil atomic.Int64
 	busyPause time.Duration // batchBusyPause, but in tests
+	idle      time.Duration // batchIdle, but in tests
+	done      chan struct{} // closed by close: the sweep stops
 }
 
 // pause makes the worker open no batch for a while.
@@ -120,19 +126,51 @@ func (r *batchRouter) paused() bool {
 	return u != 0 && time.Now().UnixNano() < u
 }
 
-func newBatchRouter(nc *nats.Conn, busyPause time.Duration) (*batchRouter, error) {
-	r := &batchRouter{prefix: nc.NewInbox(), open: map[string]*fastBatch{}, busyPause: busyPause}
+func newBatchRouter(nc *nats.Conn, busyPause, idle time.Duration) (*batchRouter, error) {
+	r := &batchRouter{prefix: nc.NewInbox(), open: map[string]*fastBatch{}, busyPause: busyPause, idle: idle, done: make(chan struct{})}
 	sub, err := nc.Subscribe(r.prefix+".>", r.onReply)
 	if err != nil {
 		return nil, err
 	}
 	r.sub = sub
+	go r.sweep()
 	return r, nil
 }
 
 func (r *batchRouter) close() {
-	if r != nil && r.sub != nil {
+	if r == nil {
+		return
+	}
+	close(r.done)
+	if r.sub != nil {
 		_ = r.sub.Unsubscribe()
+	}
+}
+
+// sweep ends, every half of r.idle, the open batches that sent nothing for
+// r.idle (endIdleBatch), until close.
+func (r *batchRouter) sweep() {
+	t := time.NewTicker(r.idle / 2)
+	defer t.Stop()
+	var open []*fastBatch
+	for {
+		select {
+		case <-r.done:
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		for _, b := range r.open {
+			open = append(open, b)
+		}
+		r.mu.Unlock()
+		for i, b := range open {
+			if b.wr.idleBatch(b, r.idle) {
+				go b.wr.endIdleBatch(b, r.idle)
+			}
+			open[i] = nil
+		}
+		open = open[:0]
 	}
 }
 
@@ -397,12 +435,48 @@ func (wr *writer) sendBatched(seq int64, f frame) (uint64, error) {
 func (wr *writer) batchCheck() error {
 	wr.mu.Lock()
 	b := wr.fb
-	end := b != nil && (b.err != nil || len(b.data) >= maxBatchFrames || time.Since(b.last) > batchIdle)
+	end := b != nil && (b.err != nil || len(b.data) >= maxBatchFrames || time.Since(b.last) > wr.w.batches.idle)
 	wr.mu.Unlock()
 	if !end {
 		return nil
 	}
 	return wr.endBatch()
+}
+
+// idleBatch reports whether b is the writer's open batch, sent nothing for
+// idle and has no write in flight.
+func (wr *writer) idleBatch(b *fastBatch, idle time.Duration) bool {
+	wr.mu.Lock()
+	defer wr.mu.Unlock()
+	return wr.fb == b && !wr.inflight && wr.fatal == nil && time.Since(b.last) >= idle
+}
+
+// endIdleBatch ends batch b with its end-of-batch marker when it is still
+// idle (idleBatch), taking the writer's publishing turn as a write does: a
+// failure is the writer's, as a failed write's would be. The handler's next
+// frame goes alone or opens a new batch.
+func (wr *writer) endIdleBatch(b *fastBatch, idle time.Duration) {
+	wr.mu.Lock()
+	if wr.fb != b || wr.inflight || wr.fatal != nil || time.Since(b.last) < idle {
+		wr.mu.Unlock()
+		return
+	}
+	wr.inflight = true
+	wr.mu.Unlock()
+	err := wr.endBatch()
+	wr.mu.Lock()
+	wr.inflight = false
+	notify := err != nil && wr.fatal == nil
+	if notify {
+		wr.fatal = err
+		wr.pending = nil
+	}
+	wr.schedule()
+	wr.cond.Broadcast()
+	wr.mu.Unlock()
+	if notify && wr.onFatal != nil {
+		wr.onFatal(err)
+	}
 }
 
 // endBatch closes the open batch, if any, with an end-of-batch marker (not

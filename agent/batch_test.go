@@ -279,6 +279,46 @@ func TestBatchForgottenByServer(t *testing.T) {
 	}
 }
 
+// A batch that sends nothing for the worker's idle time (5 s by default,
+// 100 ms here) is ended by the worker's sweep with its end-of-batch marker,
+// before the server forgets it (10 s by default, 1 s here) and without the
+// handler writing again: when the handler does write after its pause, its
+// frames open a new batch, and nothing needs resolving (no lease stored).
+func TestBatchEndedWhenIdle(t *testing.T) {
+	t.Parallel()
+	e, nc := natstest.RunServer(t, natstest.WithConfig(testConfig()), natstest.WithBatchTimeout(time.Second))
+	s := &server{e: e, nc: nc, js: natstest.JetStream(t, nc)}
+	pausing := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if err := chunk(w, "a"); err != nil {
+			return err
+		}
+		// Past the server's batch timeout: no event tells that the server
+		// would have forgotten the batch.
+		select {
+		case <-time.After(2500 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		for _, text := range []string{"b", "c"} {
+			if err := chunk(w, text); err != nil {
+				return err
+			}
+		}
+		return w.Complete("done")
+	})
+	startWorker(t, s.connect(t), "idle", pausing, agent.WithoutHeartbeats(), agent.WithBatchIdle(100*time.Millisecond))
+	waitConsumer(t, s.js, "idle")
+	publish(t, s.js, "idle", request("idle-1", nil))
+	fr := waitFinal(t, s.nc, "idle-1", 20*time.Second)
+	if len(fr) != 4 || text(t, fr) != "abc" || !fr[3].IsFinal {
+		t.Fatalf("%d frames %q, want a b c and the final", len(fr), text(t, fr))
+	}
+	leaseSubj, _ := subjects.ResponseLease("idle-1")
+	if _, err := streams.LastBySubject(context.Background(), s.nc, streams.ResponsesStream, leaseSubj); err == nil {
+		t.Error("a lease was stored: the idle batch was forgotten by the server instead of ended by the worker")
+	}
+}
+
 // A worker that started on an E2A_RESPONSES of one replica keeps writing
 // whole frame sequences after the stream is scaled to three: a replicated
 // stream may refuse a batched frame while another expectation on the lease

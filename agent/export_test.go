@@ -14,6 +14,7 @@ var (
 	WithFetchWait     = withFetchWait
 	WithoutHeartbeats = withoutHeartbeats
 	WithBatchPause    = withBatchPause
+	WithBatchIdle     = withBatchIdle
 )
 
 // PublishRaw publishes data as frame seq of requestID with the writer's

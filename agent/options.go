@@ -44,11 +44,13 @@ type config struct {
 	provision      bool
 	noHeartbeat    bool
 	batchPause     time.Duration // no batch opened this long after a refusal for too many open
+	batchIdle      time.Duration // a batch that sent nothing this long is ended
 }
 
 func defaultConfig() config {
 	return config{
 		batchPause:     batchBusyPause,
+		batchIdle:      batchIdle,
 		concurrency:    DefaultConcurrency,
 		maxAckPending:  DefaultMaxAckPending,
 		ackWait:        DefaultAckWait,
@@ -278,6 +280,15 @@ func withoutHeartbeats() Option {
 func withBatchPause(d time.Duration) Option {
 	return func(c *config) error {
 		c.batchPause = d
+		return nil
+	}
+}
+
+// withBatchIdle sets how long a batch may send nothing before the worker
+// ends it (tests: shorter than the server's batch timeout).
+func withBatchIdle(d time.Duration) Option {
+	return func(c *config) error {
+		c.batchIdle = d
 		return nil
 	}
 }

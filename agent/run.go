@@ -263,7 +263,7 @@ func (w *worker) run(ctx context.Context) error {
 	}
 
 	if w.batchesAllowed(setup) {
-		if w.batches, err = newBatchRouter(nc, w.cfg.batchPause); err != nil {
+		if w.batches, err = newBatchRouter(nc, w.cfg.batchPause, w.cfg.batchIdle); err != nil {
 			return err
 		}
 		defer w.batches.close()
