@@ -238,23 +238,22 @@ func TestBatchRefusedForTooManyOpen(t *testing.T) {
 	}
 }
 
-// A handler that pauses longer than the server keeps an idle batch (10 s
-// by default, 200 ms here) finds its batch forgotten: the frames it writes
-// next are refused as naming an unknown batch, and the writer resolves that
-// as a failed batch (a new lease, the last frame read, the rest written
-// again). Every frame lands once, in order.
-func TestBatchForgottenByServer(t *testing.T) {
-	t.Parallel()
-	e, nc := natstest.RunServer(t, natstest.WithConfig(testConfig()), natstest.WithBatchTimeout(200*time.Millisecond))
+// runPausing runs one request of a handler that writes "a", waits pause
+// (past the server's batch timeout: no event tells that the server forgot a
+// batch), writes "b" and "c" and completes, on a server that forgets a batch
+// idle for batchTimeout, and checks that every frame landed once, in order.
+// It reports whether a lease was stored for the request: whether a batch
+// was resolved as a failed one.
+func runPausing(t *testing.T, batchTimeout, pause time.Duration, opts ...agent.Option) (leaseStored bool) {
+	t.Helper()
+	e, nc := natstest.RunServer(t, natstest.WithConfig(testConfig()), natstest.WithBatchTimeout(batchTimeout))
 	s := &server{e: e, nc: nc, js: natstest.JetStream(t, nc)}
 	pausing := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
 		if err := chunk(w, "a"); err != nil {
 			return err
 		}
-		// Ten times the server's batch timeout: no event tells that the
-		// server forgot the batch.
 		select {
-		case <-time.After(2 * time.Second):
+		case <-time.After(pause):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -265,17 +264,28 @@ func TestBatchForgottenByServer(t *testing.T) {
 		}
 		return w.Complete("done")
 	})
-	startWorker(t, s.connect(t), "pause", pausing, agent.WithoutHeartbeats())
+	startWorker(t, s.connect(t), "pause", pausing, append([]agent.Option{agent.WithoutHeartbeats()}, opts...)...)
 	waitConsumer(t, s.js, "pause")
 	publish(t, s.js, "pause", request("pause-1", nil))
 	fr := waitFinal(t, s.nc, "pause-1", 20*time.Second)
 	if len(fr) != 4 || text(t, fr) != "abc" || !fr[3].IsFinal {
 		t.Fatalf("%d frames %q, want a b c and the final", len(fr), text(t, fr))
 	}
-	// The refusal was resolved as a failed batch: with a new lease.
 	leaseSubj, _ := subjects.ResponseLease("pause-1")
-	if _, err := streams.LastBySubject(context.Background(), s.nc, streams.ResponsesStream, leaseSubj); err != nil {
-		t.Errorf("no lease stored (%v): the forgotten batch was not resolved as a failed one", err)
+	_, err := streams.LastBySubject(context.Background(), s.nc, streams.ResponsesStream, leaseSubj)
+	return err == nil
+}
+
+// A handler that pauses longer than the server keeps an idle batch (10 s
+// by default, 200 ms here) while the worker would end it later (5 s) finds
+// its batch forgotten: the frames it writes next are refused as naming an
+// unknown batch, and the writer resolves that as a failed batch (a new
+// lease, the last frame read, the rest written again). Every frame lands
+// once, in order.
+func TestBatchForgottenByServer(t *testing.T) {
+	t.Parallel()
+	if !runPausing(t, 200*time.Millisecond, 2*time.Second) {
+		t.Error("no lease stored: the forgotten batch was not resolved as a failed one")
 	}
 }
 
@@ -286,35 +296,7 @@ func TestBatchForgottenByServer(t *testing.T) {
 // frames open a new batch, and nothing needs resolving (no lease stored).
 func TestBatchEndedWhenIdle(t *testing.T) {
 	t.Parallel()
-	e, nc := natstest.RunServer(t, natstest.WithConfig(testConfig()), natstest.WithBatchTimeout(time.Second))
-	s := &server{e: e, nc: nc, js: natstest.JetStream(t, nc)}
-	pausing := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
-		if err := chunk(w, "a"); err != nil {
-			return err
-		}
-		// Past the server's batch timeout: no event tells that the server
-		// would have forgotten the batch.
-		select {
-		case <-time.After(2500 * time.Millisecond):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		for _, text := range []string{"b", "c"} {
-			if err := chunk(w, text); err != nil {
-				return err
-			}
-		}
-		return w.Complete("done")
-	})
-	startWorker(t, s.connect(t), "idle", pausing, agent.WithoutHeartbeats(), agent.WithBatchIdle(100*time.Millisecond))
-	waitConsumer(t, s.js, "idle")
-	publish(t, s.js, "idle", request("idle-1", nil))
-	fr := waitFinal(t, s.nc, "idle-1", 20*time.Second)
-	if len(fr) != 4 || text(t, fr) != "abc" || !fr[3].IsFinal {
-		t.Fatalf("%d frames %q, want a b c and the final", len(fr), text(t, fr))
-	}
-	leaseSubj, _ := subjects.ResponseLease("idle-1")
-	if _, err := streams.LastBySubject(context.Background(), s.nc, streams.ResponsesStream, leaseSubj); err == nil {
+	if runPausing(t, time.Second, 2500*time.Millisecond, agent.WithBatchIdle(100*time.Millisecond)) {
 		t.Error("a lease was stored: the idle batch was forgotten by the server instead of ended by the worker")
 	}
 }
