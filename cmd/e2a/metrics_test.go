@@ -99,8 +99,18 @@ func httpGet(t *testing.T, url string) (int, string) {
 // only, and /healthz and /readyz on main only.
 func checkSplit(t *testing.T, main, metrics string) {
 	t.Helper()
-	if code, body := httpGet(t, metrics+"/metrics"); code != 200 || !strings.Contains(body, "e2a_") {
-		t.Errorf("metrics listener /metrics: %d %.200s", code, body)
+	// A stage logs its listeners as it starts its work, which registers the
+	// e2a_ metrics (`e2a agent` runs the pool in a goroutine): wait for them.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		code, body := httpGet(t, metrics+"/metrics")
+		if code == 200 && strings.Contains(body, "e2a_") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("metrics listener /metrics: %d %.200s", code, body)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if code, _ := httpGet(t, main+"/metrics"); code == 200 {
 		t.Errorf("main listener still serves /metrics")
