@@ -465,18 +465,7 @@ func (wr *writer) endIdleBatch(b *fastBatch, idle time.Duration) {
 	wr.mu.Unlock()
 	err := wr.endBatch()
 	wr.mu.Lock()
-	wr.inflight = false
-	notify := err != nil && wr.fatal == nil
-	if notify {
-		wr.fatal = err
-		wr.pending = nil
-	}
-	wr.schedule()
-	wr.cond.Broadcast()
-	wr.mu.Unlock()
-	if notify && wr.onFatal != nil {
-		wr.onFatal(err)
-	}
+	wr.endTurnLocked(err)
 }
 
 // endBatch closes the open batch, if any, with an end-of-batch marker (not

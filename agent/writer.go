@@ -379,8 +379,6 @@ func (wr *writer) schedule() {
 // the last one.
 func (wr *writer) done(f frame, streamSeq uint64, err error, sentInBatch bool) {
 	wr.mu.Lock()
-	wr.inflight = false
-	notify := false
 	if err == nil {
 		wr.nextSeq++
 		if !sentInBatch {
@@ -394,10 +392,20 @@ func (wr *writer) done(f frame, streamSeq uint64, err error, sentInBatch bool) {
 				wr.finalCode = b.Code
 			}
 		}
-	} else if wr.fatal == nil && !isFrameError(err) {
+	}
+	wr.endTurnLocked(err)
+}
+
+// endTurnLocked ends the publishing turn (inflight): err, unless nil or a
+// frame's own error, becomes the writer's failure; waiters wake and the
+// pending text is scheduled. It unlocks wr.mu, then tells onFatal of a new
+// failure.
+func (wr *writer) endTurnLocked(err error) {
+	wr.inflight = false
+	notify := err != nil && wr.fatal == nil && !isFrameError(err)
+	if notify {
 		wr.fatal = err
 		wr.pending = nil
-		notify = true
 	}
 	wr.schedule()
 	wr.cond.Broadcast()
