@@ -279,6 +279,9 @@ func withoutHeartbeats() Option {
 // refused one for having too many open (tests: longer than the test).
 func withBatchPause(d time.Duration) Option {
 	return func(c *config) error {
+		if d <= 0 {
+			return invalid("batchPause %v: want > 0", d)
+		}
 		c.batchPause = d
 		return nil
 	}
@@ -288,6 +291,9 @@ func withBatchPause(d time.Duration) Option {
 // ends it (tests: shorter than the server's batch timeout).
 func withBatchIdle(d time.Duration) Option {
 	return func(c *config) error {
+		if d <= 0 {
+			return invalid("batchIdle %v: want > 0", d)
+		}
 		c.batchIdle = d
 		return nil
 	}
