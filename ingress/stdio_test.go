@@ -441,14 +441,17 @@ func TestStdioLines(t *testing.T) {
 // ends cancelled.
 func TestStdioCancelFollowsItsRequest(t *testing.T) {
 	in, out, done, nc := startStdioConn(t)
-	// One subscription sees the requests and cancels in the order the
-	// server received them.
+	// The requests and the cancels reach one channel in the order the
+	// server received them (one connection's messages are delivered in
+	// order, and its reader pushes both subscriptions' into the channel).
 	seen := make(chan *nats.Msg, 64)
-	sub, err := nc.ChanSubscribe("e2a.>", seen)
-	if err != nil {
-		t.Fatal(err)
+	for _, subj := range []string{subjects.AllRequests, subjects.AllControl} {
+		sub, err := nc.ChanSubscribe(subj, seen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
 	}
-	defer func() { _ = sub.Unsubscribe() }()
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
