@@ -155,7 +155,9 @@ type NewRenderer func(o *Output) Renderer
 // [Formats], the metrics' label): its frames from the resume point of r
 // (Last-Event-ID or ?from=; a bad one ends the answer at once) then live,
 // up to the final frame. The renderers of protocol packages are served
-// through it.
+// through it. The end of a completed stream is left buffered: net/http
+// sends it with the end of the response, in one write, when the handler
+// returns; a handler that writes more or waits after Serve flushes first.
 func (s *Service) Serve(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer NewRenderer) {
 	s.serve(w, r, requestID, format, newRenderer, WithoutRequestCheck())
 }
@@ -175,6 +177,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, requestID, forma
 		s.finish(o, rend, format, err)
 		return
 	}
+	o.endsResponse = true
 	s.Stream(r.Context(), o, rend, format, requestID, from, opts...)
 }
 

@@ -48,7 +48,14 @@ type Output struct {
 	armed   time.Time
 	started bool
 	pending bool // written since the last flush
-	err     error
+	// endsResponse: the HTTP handler returns when the stream ends, so a
+	// completed stream's end is left to net/http, which sends it with the
+	// response's last chunk in one write (Service.serve and the E2A
+	// stream endpoint set it; ServeFrom, over stdio, does not).
+	endsResponse bool
+	// headHeld: the head waits for the first frame (Service.Stream).
+	headHeld bool
+	err      error
 	// scratch is reused to assemble what one Write sends (an event, a
 	// line): net/http copies what it is given, so the next can reuse it.
 	scratch []byte
@@ -156,6 +163,23 @@ func (o *Output) flushPending() error {
 		return o.err
 	}
 	return o.Flush()
+}
+
+var _ waitHooks = (*Output)(nil)
+
+// beforeWait flushes what is pending, unless the head is held for the
+// first frame.
+func (o *Output) beforeWait() error {
+	if o.headHeld {
+		return nil
+	}
+	return o.flushPending()
+}
+
+// headHoldOver sends the held head: the first frame is late.
+func (o *Output) headHoldOver() error {
+	o.headHeld = false
+	return o.flushPending()
 }
 
 // Err returns the first write error.

@@ -175,7 +175,8 @@ type replayConfig struct {
 	liveBuffer   int
 	heartbeat    time.Duration
 	onHeartbeat  func() error
-	beforeWait   func() error
+	waits        waitHooks
+	headHold     time.Duration
 	pollInterval time.Duration
 	firstPoll    time.Duration
 	maxWait      time.Duration
@@ -293,11 +294,27 @@ func WithoutRequestCheck() ReplayOption {
 	return func(c *replayConfig) { c.checkRequest = false }
 }
 
-// withBeforeWait calls fn whenever the reader has nothing to deliver and
-// is about to wait for live frames or to read the stream: the Service
-// flushes its response then, so that frames that arrive together go out
-// in one write, and none waits in a buffer while the reader waits.
-func withBeforeWait(fn func() error) ReplayOption { return func(c *replayConfig) { c.beforeWait = fn } }
+// waitHooks are what a reader calls around its waits: the Service's
+// [Output] (an interface, so that no closure is made per stream).
+type waitHooks interface {
+	// beforeWait runs whenever the reader has nothing to deliver and is
+	// about to wait for live frames or to read the stream: the Service
+	// flushes its response then, so that frames that arrive together go
+	// out in one write, and none waits in a buffer while the reader waits.
+	beforeWait() error
+	// headHoldOver runs once when the reader has waited its head hold, in
+	// one wait or several, without a frame of the request.
+	headHoldOver() error
+}
+
+// withWaitHooks has the reader call h around its waits; hold > 0 arms the
+// head hold: the Service holds the head of its response (status line,
+// headers, the renderer's opening event) until the first frame, so that
+// both go out in one write, and sends it alone only when the first frame
+// is that late.
+func withWaitHooks(h waitHooks, hold time.Duration) ReplayOption {
+	return func(c *replayConfig) { c.waits, c.headHold = h, hold }
+}
 
 func withMux(m *streams.DirectGetter) ReplayOption { return func(c *replayConfig) { c.mux = m } }
 
@@ -338,12 +355,14 @@ type Reader struct {
 	any      bool   // some frame of this request was seen
 	closed   bool
 	waited   bool // the first wait happened
+	held     bool // the head hold ran out (headHoldOver was called)
 
 	// Timers of wait, reused from one wait to the next (created on first
 	// use, stopped when wait returns).
 	deadlineT *time.Timer
 	pollT     *time.Timer
 	beatT     *time.Ticker
+	holdT     *time.Timer // runs from the first wait until a frame or the hold's end
 }
 
 // Open subscribes to the live subject of requestID, then reads the first
@@ -439,6 +458,9 @@ func (r *Reader) Close() {
 		return
 	}
 	r.closed = true
+	if r.holdT != nil {
+		r.holdT.Stop()
+	}
 	if r.sub != nil {
 		_ = r.sub.Unsubscribe()
 	}
@@ -495,10 +517,10 @@ func (r *Reader) lost() bool {
 
 // idle runs the before-wait function, if any.
 func (r *Reader) idle() error {
-	if r.cfg.beforeWait == nil {
+	if r.cfg.waits == nil {
 		return nil
 	}
-	return r.cfg.beforeWait()
+	return r.cfg.waits.beforeWait()
 }
 
 // directGetAttempt bounds one batched direct get (a few ms normally).
@@ -653,7 +675,14 @@ func (r *Reader) wait(ctx context.Context) error {
 		defer r.beatT.Stop()
 		beat = r.beatT.C
 	}
-	idle := r.cfg.beforeWait != nil
+	var hold <-chan time.Time
+	if r.cfg.waits != nil && r.cfg.headHold > 0 && !r.any && !r.held {
+		if r.holdT == nil {
+			r.holdT = time.NewTimer(r.cfg.headHold)
+		}
+		hold = r.holdT.C
+	}
+	idle := r.cfg.waits != nil
 	for {
 		if idle && len(r.live) == 0 {
 			// Nothing more to take without blocking.
@@ -673,6 +702,11 @@ func (r *Reader) wait(ctx context.Context) error {
 		case <-poll.C:
 			r.caughtUp = false
 			return nil
+		case <-hold:
+			r.held, hold = true, nil
+			if err := r.cfg.waits.headHoldOver(); err != nil {
+				return err
+			}
 		case <-beat:
 			if err := r.cfg.onHeartbeat(); err != nil {
 				return err

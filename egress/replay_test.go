@@ -273,6 +273,12 @@ func TestReplayWithoutLive(t *testing.T) {
 // and is about to block, before the next frame exists: it is what flushes a
 // stream's response. (No poll can stand in for it here: the first poll is
 // an hour away.)
+// waitFunc is waitHooks whose beforeWait is the function (no head hold).
+type waitFunc func() error
+
+func (f waitFunc) beforeWait() error   { return f() }
+func (f waitFunc) headHoldOver() error { return nil }
+
 func TestReaderBeforeWait(t *testing.T) {
 	e := startEnv(t)
 	env := newEnvelope("req_bw")
@@ -282,7 +288,7 @@ func TestReaderBeforeWait(t *testing.T) {
 	waiting := make(chan struct{}, 8)
 	r, err := Open(context.Background(), e.nc, "req_bw", 0, WithPollInterval(time.Hour),
 		func(c *replayConfig) { c.firstPoll = time.Hour },
-		withBeforeWait(func() error { waiting <- struct{}{}; return nil }))
+		withWaitHooks(waitFunc(func() error { waiting <- struct{}{}; return nil }), 0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,6 +63,7 @@ type config struct {
 	cancelWait   time.Duration
 	replay       []ReplayOption
 	authorize    func(*http.Request) (tenant.Principal, error)
+	headHold     time.Duration // headHold; tests change it
 }
 
 // WithAuthorizer guards the endpoints Register mounts: f authenticates the
@@ -193,6 +194,7 @@ func New(nc *nats.Conn, opts ...Option) (*Service, error) {
 		maxWait:      DefaultMaxWait,
 		idleTimeout:  DefaultIdleTimeout,
 		cancelWait:   10 * time.Second,
+		headHold:     headHold,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -317,13 +319,22 @@ func (s *Service) serveE2AStream(w http.ResponseWriter, r *http.Request, id, for
 			return
 		}
 	}
+	o.endsResponse = true
 	s.Stream(r.Context(), o, rend, format, id, from, opts...)
 }
 
+// headHold is how long a stream's head (status line, headers, the
+// renderer's opening event) waits for the request's first frame, to go out
+// in the same write: normally well under a millisecond at half load, a few
+// at full load. A later first frame finds the head sent already.
+const headHold = 20 * time.Millisecond
+
 // Stream drives rend with the frames of requestID from sequence from to
 // the final frame: the generic loop every streaming endpoint uses. It
-// returns when the final frame was written, the request context ended
-// (client gone), the client was too slow, or the wait limits passed.
+// returns when the final frame was written and flushed (left buffered for
+// net/http to send with the end of the response when o ends the response,
+// see endsResponse), the request context ended (client gone), the client
+// was too slow, or the wait limits passed.
 func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, requestID string, from int64, opts ...ReplayOption) {
 	start := time.Now()
 	var (
@@ -352,9 +363,11 @@ func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, 
 		ropts = append(ropts, withoutDecode())
 	}
 	// What is written goes out when the reader has nothing more to give
-	// at once: the head with the frames already stored, frames that
-	// arrived together in one write.
-	ropts = append(ropts, withBeforeWait(o.flushPending))
+	// at once: frames that arrived together in one write. The head waits
+	// for the first frame (headHold at most), so that a request's first
+	// frame and a finished request's whole replay go out with it.
+	o.headHeld = true
+	ropts = append(ropts, withWaitHooks(o, s.cfg.headHold))
 	rd, err := s.open(ctx, requestID, from, append(ropts, opts...)...)
 	if err != nil {
 		finish(err)
@@ -388,12 +401,7 @@ func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, 
 		}
 		frames.Inc()
 		nFrames++
-		if f.isFinal() {
-			if err := o.Flush(); err != nil {
-				finish(err)
-				return
-			}
-		}
+		o.headHeld = false
 		if first {
 			first = false
 			s.m.ttff.WithLabelValues(format).Observe(time.Since(start).Seconds())
@@ -433,6 +441,11 @@ func (s *Service) finish(o *Output, rend Renderer, format string, err error) {
 		s.log.Error("egress: stream ended with an error", "format", format, "err", err)
 	}
 	_ = rend.End(err)
+	if err == nil && o.endsResponse {
+		// net/http sends what is buffered with the end of the response
+		// (the last chunk) when the handler returns: one write.
+		return
+	}
 	_ = o.Flush()
 }
 

@@ -5,10 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -294,41 +298,152 @@ func TestHTTPClientDisconnectStopsReader(t *testing.T) {
 	})
 }
 
-// flushCounter counts the flushes of a response that had something written
-// since the previous one: the writes a client receives.
-type flushCounter struct {
-	http.ResponseWriter
-	dirty   bool
-	flushes int
+// writeLog records what a server's connections write, one entry per
+// Write on the connection: the segments a client receives.
+type writeLog struct {
+	mu     sync.Mutex
+	writes []string
 }
 
-func (f *flushCounter) Write(p []byte) (int, error) { f.dirty = true; return f.ResponseWriter.Write(p) }
-func (f *flushCounter) WriteHeader(code int)        { f.dirty = true; f.ResponseWriter.WriteHeader(code) }
-func (f *flushCounter) Unwrap() http.ResponseWriter { return f.ResponseWriter }
-func (f *flushCounter) Flush() {
-	if f.dirty {
-		f.flushes++
-		f.dirty = false
+func (l *writeLog) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.writes)
+}
+
+type loggedListener struct {
+	net.Listener
+	log *writeLog
+}
+
+func (l loggedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
 	}
-	http.NewResponseController(f.ResponseWriter).Flush()
+	return loggedConn{Conn: c, log: l.log}, nil
 }
 
-// A stream writes what the reader has at once in one write: the whole
-// replay of a finished request goes out in one flush, head included.
+type loggedConn struct {
+	net.Conn
+	log *writeLog
+}
+
+func (c loggedConn) Write(p []byte) (int, error) {
+	c.log.mu.Lock()
+	c.log.writes = append(c.log.writes, string(p))
+	c.log.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+// serveLogged serves h's endpoints on a second loopback server whose
+// connections record their writes.
+func (h *httpEnv) serveLogged(t testing.TB) (url string, log *writeLog) {
+	mux := http.NewServeMux()
+	h.svc.Register(mux)
+	srv := httptest.NewUnstartedServer(mux)
+	log = &writeLog{}
+	srv.Listener = loggedListener{Listener: srv.Listener, log: log}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.URL, log
+}
+
+func getNDJSON(url string) (*http.Response, error) {
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/x-ndjson")
+	return http.DefaultClient.Do(req)
+}
+
+// A finished request's stream is one write: the head, every frame and the
+// end of the chunked body (net/http writes the last chunk when the handler
+// returns; egress leaves the final frame buffered for it).
 func TestHTTPStreamCoalescesWrites(t *testing.T) {
 	h := startHTTP(t)
 	h.finished(t, "req_co", 5)
-	mux := http.NewServeMux()
-	h.svc.Register(mux)
-	counter := &flushCounter{ResponseWriter: httptest.NewRecorder()}
-	rec := counter.ResponseWriter.(*httptest.ResponseRecorder)
-	req := httptest.NewRequest("GET", "/v1/requests/req_co/stream", nil)
-	mux.ServeHTTP(counter, req)
-	if evs := readSSE(t, rec.Body); len(evs) != 7 {
+	url, log := h.serveLogged(t)
+	resp, err := http.Get(url + "/v1/requests/req_co/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if evs := readSSE(t, resp.Body); len(evs) != 7 {
 		t.Fatalf("events %+v", evs)
 	}
-	if counter.flushes != 1 {
-		t.Fatalf("%d writes for a finished request, want 1", counter.flushes)
+	w := log.all()
+	if len(w) != 1 || !strings.HasPrefix(w[0], "HTTP/1.1 200") || !strings.HasSuffix(w[0], "0\r\n\r\n") {
+		t.Fatalf("%d writes for a finished request, want 1 with the head and the last chunk: %q", len(w), w)
+	}
+}
+
+// The head of a stream waits for the request's first frame and goes out
+// with it; the final frame goes out with the end of the response.
+func TestHTTPStreamHeadWaitsForFirstFrame(t *testing.T) {
+	h := startHTTP(t, WithHeartbeatInterval(time.Hour), func(c *config) { c.headHold = time.Hour })
+	env := newEnvelope("req_hold")
+	h.submit(t, env)
+	url, log := h.serveLogged(t)
+	got := make(chan *http.Response, 1)
+	go func() {
+		resp, err := getNDJSON(url + "/v1/requests/req_hold/stream")
+		if err != nil {
+			t.Error(err)
+			close(got)
+			return
+		}
+		got <- resp
+	}()
+	// Frame 0 is written once the reader waits for it live (without the
+	// hold, the head would have gone out alone before that wait).
+	testkit.Eventually(t, 10*time.Second, "the reader to wait", func() bool {
+		buf := make([]byte, 1<<20)
+		return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "egress.(*Reader).wait(")
+	})
+	w := h.writer(t, env)
+	w.text("first")
+	resp, ok := <-got
+	if !ok {
+		return
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	if line, err := rd.ReadString('\n'); err != nil || !strings.Contains(line, "first") {
+		t.Fatalf("first line %q: %v", line, err)
+	}
+	if w := log.all(); len(w) != 1 || !strings.HasPrefix(w[0], "HTTP/1.1 200") || !strings.Contains(w[0], "first") {
+		t.Fatalf("writes %q: want the head and frame 0 in one", w)
+	}
+	w.complete("done")
+	if _, err := io.ReadAll(rd); err != nil {
+		t.Fatal(err)
+	}
+	if w := log.all(); len(w) != 2 || !strings.Contains(w[1], "done") || !strings.HasSuffix(w[1], "0\r\n\r\n") {
+		t.Fatalf("writes %q: want the final frame and the last chunk in the second", w)
+	}
+}
+
+// A first frame later than the hold finds the head sent: a client sees
+// the response start while the agent has not answered yet.
+func TestHTTPStreamHeadSentWhenFirstFrameIsLate(t *testing.T) {
+	h := startHTTP(t, WithHeartbeatInterval(time.Hour))
+	env := newEnvelope("req_late")
+	h.submit(t, env)
+	url, log := h.serveLogged(t)
+	resp, err := getNDJSON(url + "/v1/requests/req_late/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if w := log.all(); len(w) != 1 || !strings.HasPrefix(w[0], "HTTP/1.1 200") {
+		t.Fatalf("writes %q: want the head alone", w)
+	}
+	w := h.writer(t, env)
+	w.complete("done")
+	if b, err := io.ReadAll(resp.Body); err != nil || !strings.Contains(string(b), "done") {
+		t.Fatalf("body %q: %v", b, err)
 	}
 }
 

@@ -199,5 +199,8 @@ func (d *frontDoor) message(lw *lineWriter, r *http.Request, c host.Caller, line
 	d.h.Serve(lw, r, acc.RequestID, Format, func(o *egress.Output) egress.Renderer {
 		return NewRenderer(o, Params{ReqID: reqID, ReqType: env.Method})
 	})
+	// Serve leaves the end of the stream buffered for the end of the
+	// response; the next message's answer may take a while.
+	lw.Flush()
 	return r.Context().Err() == nil
 }
