@@ -37,7 +37,7 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	fs.IntVar(&c.BaselineBytes, "baseline-bytes", d.BaselineBytes, "bytes per baseline message")
 	fs.IntVar(&c.AgentConcurrency, "agent-concurrency", 0, "in-process agent pool concurrency (default max(256, 2×concurrency))")
 	fs.BoolVar(&c.SplitConns, "split-conns", false, "in process: give the agent pool its own NATS connection")
-	fs.BoolVar(&c.TCP, "tcp", false, "in process: connect the stages over loopback TCP instead of in process")
+	fs.BoolVar(&c.TCP, "tcp", true, "in process and --duration: connect the stages to the embedded server over loopback TCP, as to a NATS cluster in a deployment (--tcp=false: in-memory pipes, as e2a dev)")
 	fs.BoolVar(&c.NoAudit, "no-audit", false, "in process and --peer, experiment: delete E2A_AUDIT to measure what auditing costs")
 	fs.BoolVar(&c.SyncAlways, "sync-always", false, "in process: fsync every JetStream write")
 	fs.StringVar(&c.StoreDir, "store-dir", "", "in process: JetStream store directory (default: temporary)")
@@ -84,7 +84,7 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	}
 	if *duration > 0 {
 		sr, err := bench.RunSoak(ctx, bench.SoakConfig{Duration: *duration, Interval: *interval, Rate: *rate,
-			Protocol: c.Protocol, Console: c.Console, Frames: c.Frames, FrameBytes: c.FrameBytes, Timeout: c.Timeout, Progress: c.Progress})
+			Protocol: c.Protocol, Console: c.Console, TCP: c.TCP, Frames: c.Frames, FrameBytes: c.FrameBytes, Timeout: c.Timeout, Progress: c.Progress})
 		if err != nil {
 			return err
 		}

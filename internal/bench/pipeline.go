@@ -36,8 +36,10 @@ type PipelineOptions struct {
 	// SplitConns gives the agent pool its own NATS connection (e2a dev
 	// shares one connection between every stage).
 	SplitConns bool
-	// TCP connects the stages over the loopback TCP listener instead of
-	// in process (nats.InProcessServer, a synchronous net.Pipe).
+	// TCP connects the stages over the loopback TCP listener, as they
+	// connect to a NATS cluster in a deployment, instead of in process
+	// (nats.InProcessServer, a synchronous net.Pipe, as e2a dev does).
+	// e2a bench sets it unless --tcp=false.
 	TCP bool
 	// NoAudit deletes E2A_AUDIT after provisioning: an experiment that
 	// measures what sourcing every message into the audit stream costs.

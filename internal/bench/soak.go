@@ -22,7 +22,9 @@ type SoakConfig struct {
 	Protocol           string
 	Frames, FrameBytes int
 	// Console runs the console's indexer too, as `e2a dev` does.
-	Console  bool
+	Console bool
+	// TCP connects the stages over loopback TCP (PipelineOptions.TCP).
+	TCP      bool
 	Timeout  time.Duration
 	Progress func(string) `json:"-"`
 }
@@ -122,7 +124,7 @@ func RunSoak(ctx context.Context, sc SoakConfig) (*SoakReport, error) {
 	if !slices.Contains(Protocols, sc.Protocol) {
 		return nil, fmt.Errorf("bench: unknown protocol %q (one of %s)", sc.Protocol, strings.Join(Protocols, ", "))
 	}
-	pipe, err := StartPipeline(ctx, PipelineOptions{StoreDir: dir, Frames: sc.Frames, FrameBytes: sc.FrameBytes, Console: sc.Console})
+	pipe, err := StartPipeline(ctx, PipelineOptions{StoreDir: dir, Frames: sc.Frames, FrameBytes: sc.FrameBytes, Console: sc.Console, TCP: sc.TCP})
 	if err != nil {
 		return nil, err
 	}
