@@ -10,6 +10,7 @@ import (
 	a2av1 "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
@@ -39,14 +40,17 @@ func (s *Service) A2AEvents(ctx context.Context, requestID string, p A2AParams, 
 				return
 			}
 		}
-		rd, err := s.open(ctx, requestID, from, append(s.replayOptions(nil), opts...)...)
+		// Frames are decoded on demand: a plain text chunk's event is
+		// built from its bytes (frameA2AEvents).
+		rd, err := s.open(ctx, requestID, from, append(append(s.replayOptions(nil), withoutDecode()), opts...)...)
 		if err != nil {
 			yield(nil, err)
 			return
 		}
 		defer rd.Close()
+		var f Frame
 		for {
-			f, err := rd.Next(ctx)
+			f, err = rd.Next(ctx)
 			if errors.Is(err, io.EOF) {
 				return
 			}
@@ -54,23 +58,42 @@ func (s *Service) A2AEvents(ctx context.Context, requestID string, p A2AParams, 
 				yield(nil, err)
 				return
 			}
-			resp, err := f.Decoded()
-			if err != nil {
-				yield(nil, err)
+			if !frameA2AEvents(m, &f, yield) {
 				return
-			}
-			evs, err := m.Events(resp)
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			for _, ev := range evs {
-				if !yield(ev, nil) {
-					return
-				}
 			}
 		}
 	}
+}
+
+// frameA2AEvents yields the A2A events of frame f: a plain text chunk's
+// one event built from a partial decode of its bytes ([ReadTextChunk],
+// the same event Mapper.Events builds: TestA2AEventsFastTextMatches), any
+// other frame's through Mapper.Events. It returns false once yield did or
+// after yielding an error.
+func frameA2AEvents(m *a2amap.Mapper, f *Frame, yield func(a2a.Event, error) bool) bool {
+	if c, ok := ReadTextChunk(f); ok {
+		id, appendTo, llm := m.TextArtifact(&e2a.Response{ResponseID: c.ResponseID, RequestID: c.RequestID,
+			TaskID: c.TaskID, ContextID: c.ContextID}, c.LLMResponseID)
+		return yield(&a2a.TaskArtifactUpdateEvent{TaskID: a2a.TaskID(m.TaskID()), ContextID: m.ContextID(), Append: appendTo,
+			Artifact: &a2a.Artifact{ID: id, Parts: a2a.ContentParts{a2a.TextPart{Text: c.Text}}},
+			Metadata: map[string]any{a2amap.MetaLLMResponseID: llm, a2amap.MetaObjectType: a2amap.ObjectChatCompletionChunk, a2amap.MetaTag: ""}}, nil)
+	}
+	resp, err := f.Decoded()
+	if err != nil {
+		yield(nil, err)
+		return false
+	}
+	evs, err := m.Events(resp)
+	if err != nil {
+		yield(nil, err)
+		return false
+	}
+	for _, ev := range evs {
+		if !yield(ev, nil) {
+			return false
+		}
+	}
+	return true
 }
 
 // A2AResult waits for requestID's final frame and returns what
