@@ -650,24 +650,11 @@ func storeLease(ctx context.Context, nc *nats.Conn, subject, requestID, workerID
 		m.Header.Set(subjects.HeaderRequestID, requestID)
 	}
 	m.Data = fmt.Appendf(nil, `{"worker":%q}`, workerID)
-	backoff := 5 * time.Millisecond
-	for {
-		attempt, cancel := context.WithTimeout(ctx, maxAttempt)
-		ack, err := streams.Publish(attempt, nc, m)
-		cancel()
-		if err == nil {
-			return ack.Seq, nil
-		}
-		if isClosed(err) || ctx.Err() != nil {
-			return 0, fmt.Errorf("lease %s: %w", subject, err)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, fmt.Errorf("lease %s: %w", subject, err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 500*time.Millisecond)
+	ack, err := publishAcked(ctx, nc, m)
+	if err != nil {
+		return 0, fmt.Errorf("lease %s: %w", subject, err)
 	}
+	return ack.Seq, nil
 }
 
 // fencedNow reads the last stored frame to tell who fenced the writer.

@@ -152,3 +152,47 @@ func TestCancelQueuedSeenLive(t *testing.T) {
 		}
 	}
 }
+
+// A cancel whose publish gets no answer (lost while a cluster's routes
+// change, as seen in the deployment test) is published again: each attempt
+// is bounded. Here the control stream is gone and a plain subscriber takes
+// the first attempt without answering; once the stream is back, the next
+// attempt is stored.
+func TestCancelRetriesAnUnansweredPublish(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	ctx := tctx(t)
+	if err := s.js.DeleteStream(ctx, streams.ControlStream); err != nil {
+		t.Fatal(err)
+	}
+	ctl, _ := subjects.Control("lost-1")
+	sink, err := s.connect(t).SubscribeSync(ctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		res agent.CancelResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := agent.Cancel(ctx, s.js, "lost-1")
+		done <- result{res, err}
+	}()
+	if _, err := sink.NextMsg(10 * time.Second); err != nil {
+		t.Fatalf("the first attempt: %v", err)
+	}
+	if err := sink.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.js.CreateStream(ctx, testConfig().ControlStreamConfig()); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || !r.res.Published {
+		t.Fatalf("cancel: %+v, %v", r.res, r.err)
+	}
+	if _, err := streams.LastBySubject(ctx, s.nc, streams.ControlStream, ctl); err != nil {
+		t.Fatalf("the cancel is not stored: %v", err)
+	}
+}

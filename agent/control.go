@@ -27,6 +27,9 @@ type CancelResult struct {
 	Published bool
 }
 
+// cancelPublishTimeout bounds Cancel's publish, its retries included.
+const cancelPublishTimeout = 10 * time.Second
+
 // Cancel asks for the cancellation of a request: it publishes a cancel on
 // e2a.ctl.<id> (stream E2A_CONTROL keeps the latest per request, so a late
 // pick-up still sees it), unless the request already has its final frame, in
@@ -67,7 +70,13 @@ func Cancel(ctx context.Context, js jetstream.JetStream, requestID string) (Canc
 	if headerSafe(requestID) {
 		m.Header.Set(subjects.HeaderRequestID, requestID)
 	}
-	if _, err := js.PublishMsg(ctx, m); err != nil {
+	// Attempts are bounded and retried (publishAcked): a publish lost while
+	// a cluster's routes change would otherwise wait for ctx's end. The
+	// whole is bounded too: a cluster without a control stream answers
+	// within cancelPublishTimeout.
+	pctx, cancel := context.WithTimeout(ctx, cancelPublishTimeout)
+	defer cancel()
+	if _, err := publishAcked(pctx, js.Conn(), m); err != nil {
 		return res, fmt.Errorf("agent: cancel %q: %w", requestID, err)
 	}
 	res.Published = true

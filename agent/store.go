@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -103,6 +104,32 @@ func isWrongLastSeq(err error) bool {
 
 // isClosed reports an error after which nothing more can be sent on this
 // connection.
+// publishAcked publishes m and waits for its PubAck, each attempt bounded
+// by maxAttempt and retried after a growing pause while the outcome is
+// unknown: no answer (a message lost while a cluster's routes change, a
+// stream leader being elected) or no stream responding yet. A refusal by
+// the stream (an API error), a closed connection or the end of ctx is
+// returned at once. Use it for messages a second copy of which changes
+// nothing (a lease only fences more, a cancel is kept once per request).
+func publishAcked(ctx context.Context, nc *nats.Conn, m *nats.Msg) (streams.PubAck, error) {
+	backoff := 5 * time.Millisecond
+	for {
+		attempt, cancel := context.WithTimeout(ctx, maxAttempt)
+		ack, err := streams.Publish(attempt, nc, m)
+		cancel()
+		var apiErr *jetstream.APIError
+		if err == nil || isClosed(err) || ctx.Err() != nil || errors.As(err, &apiErr) {
+			return ack, err
+		}
+		select {
+		case <-ctx.Done():
+			return ack, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
 func isClosed(err error) bool {
 	return errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, jetstream.ErrConnectionClosed) ||
 		errors.Is(err, nats.ErrConnectionDraining)
