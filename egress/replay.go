@@ -303,7 +303,8 @@ type waitHooks interface {
 	// out in one write, and none waits in a buffer while the reader waits.
 	beforeWait() error
 	// headHoldOver runs once when the reader has waited its head hold, in
-	// one wait or several, without a frame of the request.
+	// one wait or several, before giving its first frame (frames before
+	// the resume point, read and dropped, do not count).
 	headHoldOver() error
 }
 
@@ -356,13 +357,14 @@ type Reader struct {
 	closed   bool
 	waited   bool // the first wait happened
 	held     bool // the head hold ran out (headHoldOver was called)
+	gave     bool // Next returned a frame (frames before the resume point are not given)
 
 	// Timers of wait, reused from one wait to the next (created on first
 	// use, stopped when wait returns).
 	deadlineT *time.Timer
 	pollT     *time.Timer
 	beatT     *time.Ticker
-	holdT     *time.Timer // runs from the first wait until a frame or the hold's end
+	holdT     *time.Timer // runs from the first wait until a frame is given or the hold ends
 }
 
 // Open subscribes to the live subject of requestID, then reads the first
@@ -485,6 +487,7 @@ func (r *Reader) Next(ctx context.Context) (Frame, error) {
 			if f.isFinal() {
 				r.done = true
 			}
+			r.gave = true
 			return f, nil
 		}
 		if r.done {
@@ -676,7 +679,7 @@ func (r *Reader) wait(ctx context.Context) error {
 		beat = r.beatT.C
 	}
 	var hold <-chan time.Time
-	if r.cfg.waits != nil && r.cfg.headHold > 0 && !r.any && !r.held {
+	if r.cfg.waits != nil && r.cfg.headHold > 0 && !r.gave && !r.held {
 		if r.holdT == nil {
 			r.holdT = time.NewTimer(r.cfg.headHold)
 		}

@@ -447,6 +447,48 @@ func TestHTTPStreamHeadSentWhenFirstFrameIsLate(t *testing.T) {
 	}
 }
 
+// A resumed stream of a running request holds its head for the next frame
+// no longer than a new one: the frames before the resume point, read and
+// dropped, are not a first frame.
+func TestHTTPStreamResumedHeadSentWhenNextFrameIsLate(t *testing.T) {
+	h := startHTTP(t, WithHeartbeatInterval(time.Hour))
+	env := newEnvelope("req_resume_late")
+	h.submit(t, env)
+	w := h.writer(t, env)
+	w.text("a")
+	w.text("b")
+	url, log := h.serveLogged(t)
+	got := make(chan *http.Response, 1)
+	go func() {
+		resp, err := getNDJSON(url + "/v1/requests/req_resume_late/stream?from=2")
+		if err != nil {
+			t.Error(err)
+			close(got)
+			return
+		}
+		got <- resp
+	}()
+	var resp *http.Response
+	select {
+	case r, ok := <-got:
+		if !ok {
+			return
+		}
+		resp = r
+	case <-time.After(10 * time.Second):
+		w.complete("done") // lets the request end for the cleanup
+		t.Fatal("no response head while the next frame is late")
+	}
+	defer resp.Body.Close()
+	if w := log.all(); len(w) != 1 || !strings.HasPrefix(w[0], "HTTP/1.1 200") {
+		t.Fatalf("writes %q: want the head alone", w)
+	}
+	w.complete("done")
+	if b, err := io.ReadAll(resp.Body); err != nil || !strings.Contains(string(b), "done") || strings.Contains(string(b), `"delta":"a"`) {
+		t.Fatalf("body %q: %v", b, err)
+	}
+}
+
 // What is written goes out before the reader waits for the next frame: a
 // client gets frame 0 while frame 1 is not written yet (no heartbeat to
 // flush for it).
