@@ -358,6 +358,37 @@ func getNDJSON(url string) (*http.Response, error) {
 	return http.DefaultClient.Do(req)
 }
 
+// getLater starts a GET of the NDJSON stream at url: its response comes on
+// the channel once its head arrives (the channel is closed on an error).
+func getLater(t *testing.T, url string) <-chan *http.Response {
+	got := make(chan *http.Response, 1)
+	go func() {
+		resp, err := getNDJSON(url)
+		if err != nil {
+			t.Error(err)
+			close(got)
+			return
+		}
+		got <- resp
+	}()
+	return got
+}
+
+// finishAfterHead checks that the head went out alone (the only write so
+// far), completes the request with w and returns the rest of the body.
+func finishAfterHead(t *testing.T, log *writeLog, resp *http.Response, w *writer) string {
+	t.Helper()
+	if writes := log.all(); len(writes) != 1 || !strings.HasPrefix(writes[0], "HTTP/1.1 200") {
+		t.Fatalf("writes %q: want the head alone", writes)
+	}
+	w.complete("done")
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || !strings.Contains(string(b), "done") {
+		t.Fatalf("body %q: %v", b, err)
+	}
+	return string(b)
+}
+
 // A finished request's stream is one write: the head, every frame and the
 // end of the chunked body (net/http writes the last chunk when the handler
 // returns; egress leaves the final frame buffered for it).
@@ -386,16 +417,7 @@ func TestHTTPStreamHeadWaitsForFirstFrame(t *testing.T) {
 	env := newEnvelope("req_hold")
 	h.submit(t, env)
 	url, log := h.serveLogged(t)
-	got := make(chan *http.Response, 1)
-	go func() {
-		resp, err := getNDJSON(url + "/v1/requests/req_hold/stream")
-		if err != nil {
-			t.Error(err)
-			close(got)
-			return
-		}
-		got <- resp
-	}()
+	got := getLater(t, url+"/v1/requests/req_hold/stream")
 	// Frame 0 is written once the reader waits for it live (without the
 	// hold, the head would have gone out alone before that wait).
 	testkit.Eventually(t, 10*time.Second, "the reader to wait", func() bool {
@@ -437,14 +459,7 @@ func TestHTTPStreamHeadSentWhenFirstFrameIsLate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if w := log.all(); len(w) != 1 || !strings.HasPrefix(w[0], "HTTP/1.1 200") {
-		t.Fatalf("writes %q: want the head alone", w)
-	}
-	w := h.writer(t, env)
-	w.complete("done")
-	if b, err := io.ReadAll(resp.Body); err != nil || !strings.Contains(string(b), "done") {
-		t.Fatalf("body %q: %v", b, err)
-	}
+	finishAfterHead(t, log, resp, h.writer(t, env))
 }
 
 // A resumed stream of a running request holds its head for the next frame
@@ -458,16 +473,7 @@ func TestHTTPStreamResumedHeadSentWhenNextFrameIsLate(t *testing.T) {
 	w.text("a")
 	w.text("b")
 	url, log := h.serveLogged(t)
-	got := make(chan *http.Response, 1)
-	go func() {
-		resp, err := getNDJSON(url + "/v1/requests/req_resume_late/stream?from=2")
-		if err != nil {
-			t.Error(err)
-			close(got)
-			return
-		}
-		got <- resp
-	}()
+	got := getLater(t, url+"/v1/requests/req_resume_late/stream?from=2")
 	var resp *http.Response
 	select {
 	case r, ok := <-got:
@@ -480,12 +486,8 @@ func TestHTTPStreamResumedHeadSentWhenNextFrameIsLate(t *testing.T) {
 		t.Fatal("no response head while the next frame is late")
 	}
 	defer resp.Body.Close()
-	if w := log.all(); len(w) != 1 || !strings.HasPrefix(w[0], "HTTP/1.1 200") {
-		t.Fatalf("writes %q: want the head alone", w)
-	}
-	w.complete("done")
-	if b, err := io.ReadAll(resp.Body); err != nil || !strings.Contains(string(b), "done") || strings.Contains(string(b), `"delta":"a"`) {
-		t.Fatalf("body %q: %v", b, err)
+	if b := finishAfterHead(t, log, resp, w); strings.Contains(b, `"delta":"a"`) {
+		t.Fatalf("a frame before the resume point was sent: %q", b)
 	}
 }
 
