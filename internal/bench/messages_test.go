@@ -101,14 +101,18 @@ func TestBrokerWorkPerRequest(t *testing.T) {
 			const n = 400
 			in0, out0 := clientMsgs()
 			seq0 := lastSeqs()
-			if ph := closedLoop(ctx, "count", n, 8, ids, do, false, false); ph.OK != n {
+			// One request at a time: the server sizes a batch's flow
+			// acknowledgements by the batches open at once (one each for
+			// a batch opened while others are open), so overlapping
+			// requests add a number of them that depends on the machine's
+			// speed (16.52 against 16 once in CI with 8 clients).
+			if ph := closedLoop(ctx, "count", n, 1, ids, do, false, false); ph.OK != n {
 				t.Fatalf("%d of %d ok: %v", ph.OK, n, ph.Errors)
 			}
 			seq1 := settle(t, lastSeqs)
 			in1, out1 := clientMsgs()
-			// Periodic traffic (pull requests, heartbeats) adds a little,
-			// and the server acknowledges some batches' first messages
-			// twice while it ramps its flow control up (≈ 0.3 per request).
+			t.Logf("%.2f in, %.2f out per request", float64(in1-in0)/n, float64(out1-out0)/n)
+			// Periodic traffic (pull requests, heartbeats) adds a little.
 			const slack = 0.5
 			if got := float64(in1-in0) / n; got < want.in || got > want.in+slack {
 				t.Errorf("%.2f client messages in per request, want %v", got, want.in)
