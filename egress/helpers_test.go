@@ -107,6 +107,14 @@ type writer struct {
 	clock   time.Time
 }
 
+// running submits a new request with id and returns the writer of its
+// frames.
+func (e *testEnv) running(t testing.TB, id string) *writer {
+	env := newEnvelope(id)
+	e.submit(t, env)
+	return e.writer(t, env)
+}
+
 func (e *testEnv) writer(t testing.TB, env *e2a.Envelope) *writer {
 	return &writer{t: t, js: e.js, env: env, clock: time.Date(2026, 3, 29, 12, 0, 0, 0, time.UTC)}
 }

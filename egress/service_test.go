@@ -123,9 +123,7 @@ func TestHTTPStreamSSE(t *testing.T) {
 
 func TestHTTPStreamNDJSONLive(t *testing.T) {
 	h := startHTTP(t, WithHeartbeatInterval(20*time.Millisecond))
-	env := newEnvelope("req_live")
-	h.submit(t, env)
-	w := h.writer(t, env)
+	w := h.running(t, "req_live")
 	resp := h.get(t, "/v1/requests/req_live/stream", "Accept", "application/x-ndjson")
 	if ct := resp.Header.Get("Content-Type"); ct != "application/x-ndjson" {
 		t.Fatalf("content type %q", ct)
@@ -179,9 +177,7 @@ func TestHTTPHeartbeatBeforeFirstFrame(t *testing.T) {
 
 func TestHTTPAggregateJSON(t *testing.T) {
 	h := startHTTP(t)
-	env := newEnvelope("req_agg")
-	h.submit(t, env)
-	w := h.writer(t, env)
+	w := h.running(t, "req_agg")
 	decode := func(resp *http.Response) RequestView {
 		t.Helper()
 		var v RequestView
@@ -467,9 +463,7 @@ func TestHTTPStreamHeadSentWhenFirstFrameIsLate(t *testing.T) {
 // dropped, are not a first frame.
 func TestHTTPStreamResumedHeadSentWhenNextFrameIsLate(t *testing.T) {
 	h := startHTTP(t, WithHeartbeatInterval(time.Hour))
-	env := newEnvelope("req_resume_late")
-	h.submit(t, env)
-	w := h.writer(t, env)
+	w := h.running(t, "req_resume_late")
 	w.text("a")
 	w.text("b")
 	url, log := h.serveLogged(t)
@@ -496,9 +490,7 @@ func TestHTTPStreamResumedHeadSentWhenNextFrameIsLate(t *testing.T) {
 // flush for it).
 func TestHTTPStreamFlushesBeforeWaiting(t *testing.T) {
 	h := startHTTP(t, WithHeartbeatInterval(time.Hour))
-	env := newEnvelope("req_wait")
-	h.submit(t, env)
-	w := h.writer(t, env)
+	w := h.running(t, "req_wait")
 	w.text("a")
 	resp := h.get(t, "/v1/requests/req_wait/stream", "Accept", "application/x-ndjson")
 	lines := make(chan string)
