@@ -31,6 +31,7 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	fs.DurationVar(&c.Delay, "delay", 0, "agent delay between frames")
 	fs.IntVar(&c.Warmup, "warmup", d.Warmup, "warm-up requests")
 	sweep := fs.String("sweep", joinFloats(d.Sweep), "open-loop loads as fractions of the full-load rate (0.5 always runs)")
+	rates := fs.String("rates", "", "open-loop loads at fixed rates, requests/s, comma-separated (builds compare at the same offered load)")
 	fs.Float64Var(&c.SweepSeconds, "sweep-seconds", d.SweepSeconds, "seconds per open-loop load")
 	fs.IntVar(&c.ReplayOpens, "replay-opens", d.ReplayOpens, "stream opens of finished requests (0: none)")
 	fs.IntVar(&c.BaselineMsgs, "baseline-msgs", d.BaselineMsgs, "raw async publishes of the baseline (0: none)")
@@ -66,7 +67,10 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 		return err
 	}
 	var err error
-	if c.Sweep, err = parseFloats(*sweep); err != nil {
+	if c.Sweep, err = parseFloats("sweep", *sweep); err != nil {
+		return err
+	}
+	if c.Rates, err = parseFloats("rates", *rates); err != nil {
 		return err
 	}
 	c.Header = http.Header(headers)
@@ -177,7 +181,7 @@ func parseInts(s string) ([]int, error) {
 	return out, nil
 }
 
-func parseFloats(s string) ([]float64, error) {
+func parseFloats(flag, s string) ([]float64, error) {
 	var out []float64
 	for _, p := range strings.Split(s, ",") {
 		if p = strings.TrimSpace(p); p == "" {
@@ -185,7 +189,7 @@ func parseFloats(s string) ([]float64, error) {
 		}
 		f, err := strconv.ParseFloat(p, 64)
 		if err != nil {
-			return nil, fmt.Errorf("bench: --sweep %q: %w", s, err)
+			return nil, fmt.Errorf("bench: --%s %q: %w", flag, s, err)
 		}
 		out = append(out, f)
 	}

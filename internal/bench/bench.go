@@ -64,6 +64,10 @@ type Config struct {
 	// it is the half load of the targets.
 	Sweep        []float64 `json:"sweep"`
 	SweepSeconds float64   `json:"sweep_seconds"`
+	// Rates are open-loop loads at fixed rates, requests/s, run after the
+	// sweep for SweepSeconds each: the half load moves with the full-load
+	// rate, so builds compare at the same offered load only here.
+	Rates []float64 `json:"rates,omitempty"`
 	// ReplayOpens is the number of stream opens of finished requests
 	// (0: no replay phase).
 	ReplayOpens int `json:"replay_opens"`
@@ -145,6 +149,11 @@ func (c *Config) fill() error {
 	for _, f := range c.Sweep {
 		if f <= 0 || f > 2 {
 			return fmt.Errorf("bench: sweep load %v not in (0, 2]", f)
+		}
+	}
+	for _, r := range c.Rates {
+		if r <= 0 || r > 1e6 {
+			return fmt.Errorf("bench: rate %v requests/s not in (0, 1e6]", r)
 		}
 	}
 	if !slices.Contains(c.Sweep, 0.5) {
@@ -361,6 +370,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
+		}
+	}
+	for _, rate := range cfg.Rates {
+		n := max(int(rate*cfg.SweepSeconds), 200)
+		progress(fmt.Sprintf("open loop: %.0f requests/s, %d requests", rate, n))
+		rep.Sweep = append(rep.Sweep, openLoop(ctx, fmt.Sprintf("%.0f/s", rate), n, rate, max(4*cfg.Concurrency, 256), ids, do))
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
 	}
 

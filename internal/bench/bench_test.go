@@ -8,6 +8,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,9 @@ func TestRunSmall(t *testing.T) {
 				BaselineMsgs: 2000, Timeout: 20 * time.Second, WarmMemoryMiB: 8,
 				Trace: filepath.Join(t.TempDir(), "half.trace"),
 			}
+			if proto == ProtoE2ASSE {
+				cfg.Rates = []float64{400}
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			rep, err := Run(ctx, cfg)
@@ -49,6 +53,14 @@ func TestRunSmall(t *testing.T) {
 			}
 			if rep.Half == nil || rep.Half.OK == 0 || rep.Half.Failed != 0 {
 				t.Errorf("half load: %+v", rep.Half)
+			}
+			// A fixed rate runs its own phase, at that rate whatever the
+			// full load was: 200 requests at least.
+			if len(cfg.Rates) > 0 {
+				i := slices.IndexFunc(rep.Sweep, func(p Phase) bool { return p.Name == "400/s" })
+				if i < 0 || rep.Sweep[i].OfferedRPS != 400 || rep.Sweep[i].OK != 200 || rep.Sweep[i].Failed != 0 {
+					t.Errorf("fixed-rate phase missing or wrong: %+v", rep.Sweep)
+				}
 			}
 			// The half-load phase's execution trace: a file go tool trace
 			// reads (its header names the Go version).
@@ -110,6 +122,26 @@ func TestRunSmall(t *testing.T) {
 				t.Fatalf("chart: %v", err)
 			}
 		})
+	}
+}
+
+// TestConfigRejectsBadLoads: sweep fractions and fixed rates outside their
+// ranges are refused before anything starts.
+func TestConfigRejectsBadLoads(t *testing.T) {
+	for name, set := range map[string]func(*Config){
+		"sweep 0":   func(c *Config) { c.Sweep = []float64{0} },
+		"sweep 3":   func(c *Config) { c.Sweep = []float64{3} },
+		"rate 0":    func(c *Config) { c.Rates = []float64{0} },
+		"rate -5":   func(c *Config) { c.Rates = []float64{-5} },
+		"rate 2e6":  func(c *Config) { c.Rates = []float64{2e6} },
+		"rate okay": func(c *Config) { c.Rates = []float64{100, 1154} },
+	} {
+		c := DefaultConfig()
+		set(&c)
+		err := c.fill()
+		if (err == nil) != (name == "rate okay") {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
 
