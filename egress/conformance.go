@@ -344,6 +344,36 @@ func HeadFrame(raw []byte, streamSeq uint64) (*Frame, error) {
 	return &Frame{Raw: raw, StreamSeq: streamSeq, seq: head.Sequence, final: head.IsFinal, rkind: head.ResponseKind}, nil
 }
 
+// RenderFrames renders frames (stored at stream sequences 1, 2…) with the
+// renderer newRenderer builds on a recorded response, after its Start,
+// and returns what it wrote: each frame decoded, or (lazy) as a reader
+// without decode gives it to a [PassThrough] renderer ([HeadFrame]). The
+// text fast paths' differential tests compare the two paths' bytes with
+// it.
+func RenderFrames(newRenderer NewRenderer, frames []*e2a.Response, lazy bool) ([]byte, error) {
+	rec := &recorder{header: http.Header{}}
+	rend := newRenderer(NewOutput(rec, time.Second))
+	if err := rend.Start(); err != nil {
+		return nil, err
+	}
+	for i, f := range frames {
+		raw, err := json.Marshal(f)
+		if err != nil {
+			return nil, err
+		}
+		fr := &Frame{Response: f, Raw: raw, StreamSeq: uint64(i + 1)}
+		if lazy {
+			if fr, err = HeadFrame(raw, uint64(i+1)); err != nil {
+				return nil, err
+			}
+		}
+		if err := rend.Frame(fr); err != nil {
+			return nil, fmt.Errorf("frame %d: %w", i, err)
+		}
+	}
+	return rec.Body.Bytes(), nil
+}
+
 // WrapE2A returns rend, one of E2A's renderers, wrapped as the [Service]
 // wraps it for a stream asked with ?projections=true (projections: each
 // frame re-encoded with its projections filled, [FillProjections]) and

@@ -33,10 +33,11 @@ const (
 	FormatAgentVaultSSE = "agentvault_sse"
 	FormatACP           = "acp"
 	FormatA2ENDJSON     = "a2e_ndjson" // rendered by package protocols/a2e
+	FormatA2AV1SSE      = "a2av1_sse"  // rendered by package protocols/a2av1
 )
 
 // Formats lists every output format, in a stable order.
-var Formats = []string{FormatE2ASSE, FormatE2ANDJSON, FormatE2AJSON, FormatA2ASSE, FormatA2AJSON, FormatAgentVaultSSE, FormatACP, FormatA2ENDJSON}
+var Formats = []string{FormatE2ASSE, FormatE2ANDJSON, FormatE2AJSON, FormatA2ASSE, FormatA2AJSON, FormatAgentVaultSSE, FormatACP, FormatA2ENDJSON, FormatA2AV1SSE}
 
 // Service serves the frames of requests over HTTP in every output format.
 // It holds no state of its own beyond a connection: any egress process can

@@ -19,6 +19,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/protocols"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/protocols/a2av1"
 	"github.com/e2a-pipeline/pipeline/protocols/a2e"
 	"github.com/e2a-pipeline/pipeline/protocols/acp"
 )
@@ -113,6 +114,16 @@ func renderCases() []renderCase {
 			make: a2aSend(a2amap.Params{HistoryLength: &one})},
 		renderCase{name: a2a.SendFormat + "_text_only", format: a2a.SendFormat, shape: shapeJSON, jsonrpc: true,
 			make: a2aSend(a2amap.Params{AcceptedOutputModes: textOnly, Interaction: true})},
+		// A2A v1.0's JSON-RPC stream: an error's ErrorInfo carries the
+		// time it is written.
+		renderCase{name: a2av1.StreamFormat, format: a2av1.StreamFormat, shape: shapeSSE, jsonrpc: true, wallClock: true,
+			make: func(o *egress.Output, from int64, _ bool) egress.Renderer {
+				return a2av1.NewStream(o, fuzzRequestID, a2amap.Params{Interaction: true, Submitted: submitted}, json.RawMessage(`"rpc-1"`), from)
+			}},
+		renderCase{name: a2av1.StreamFormat + "_basic", format: a2av1.StreamFormat, shape: shapeSSE, jsonrpc: true, wallClock: true,
+			make: func(o *egress.Output, from int64, _ bool) egress.Renderer {
+				return a2av1.NewStream(o, fuzzRequestID, a2amap.Params{TaskID: "task-1", ContextID: "ctx-1", Submitted: submitted}, json.RawMessage(`7`), from)
+			}},
 		renderCase{name: a2a.AgentVaultFormat, format: a2a.AgentVaultFormat, shape: shapeSSE,
 			make: func(o *egress.Output, _ int64, _ bool) egress.Renderer {
 				return a2a.NewAgentVaultStream(o, fuzzRequestID, a2a.AgentVaultParams{JSONRPCID: json.RawMessage(`"av"`)})

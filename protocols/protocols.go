@@ -38,8 +38,9 @@ type Protocol struct {
 	// (ACP's extension and agent methods).
 	OpenMethods bool
 	// Formats are the egress renderers (egress.Formats) that answer it
-	// from a request's frames; nil when it is answered otherwise (A2A
-	// v1.0: the SDK's transports over egress's event iterator).
+	// from a request's frames. A2A v1.0 has one, its JSON-RPC binding's
+	// SendStreamingMessage SSE; its other answers are the SDK's
+	// transports over egress's event iterator (Bindings).
 	Formats []string
 	// Errors maps egress's errors (ErrNotFound, ErrNotCancelable…) to
 	// its JSON-RPC error; nil when it is not JSON-RPC.
@@ -62,8 +63,9 @@ type Protocol struct {
 	// its bindings over the pipeline host; ingress serves the HTTP ones at
 	// the first of Paths and registers the gRPC service on its gRPC server
 	// ("grpc"). Its answers are egress's A2A events converted by the SDK,
-	// so it has no Formats and no renderer conformance case; its wire's
-	// golden files are under protocols/<Dir>/testdata/wire/.
+	// but for the streams the package renders itself (Formats, with their
+	// conformance cases as for Routes); its wire's golden files are under
+	// protocols/<Dir>/testdata/wire/.
 	Bindings func(h host.V1Host) host.V1Bindings
 	// EgressRenderers: the package's renderers (Formats) are egress's,
 	// with their conformance cases and golden files under egress/testdata:
@@ -85,9 +87,10 @@ func (p Protocol) Package() bool { return p.Routes != nil || p.RPC != nil || p.B
 
 // PackageRenderers reports whether the protocol's renderers are its
 // package's, with their conformance cases under protocols/<Dir> (a
-// protocol answered through an SDK's Bindings has no renderer).
+// protocol answered through an SDK's Bindings has them only for the
+// Formats it renders itself).
 func (p Protocol) PackageRenderers() bool {
-	return (p.Package() || p.In != "") && !p.EgressRenderers && p.Bindings == nil
+	return (p.Package() || p.In != "") && !p.EgressRenderers && (p.Bindings == nil || len(p.Formats) > 0)
 }
 
 // Dir is the directory of the protocol's package under protocols/: In
@@ -139,12 +142,15 @@ var all = []Protocol{
 		In:      A2A},
 	// A2A v1.0 is package protocols/a2av1 (In): its request handler
 	// behind the SDK's transports (Bindings) reads requests into the A2A
-	// adapter's types and answers with egress's events in v1.0 shapes. A
-	// single v1.0 call at /a2a is handed to its JSON-RPC binding by
-	// protocols/a2a.
+	// adapter's types and answers with egress's events in v1.0 shapes;
+	// the JSON-RPC binding's SendStreamingMessage is rendered by the
+	// package (Formats). A single v1.0 call at /a2a is handed to its
+	// JSON-RPC binding by protocols/a2a.
 	{Name: A2AV1, Title: "A2A", Version: "1.0", Adapter: normalizer.ProtocolA2A,
 		Paths:    []string{a2av1.Path, a2a.Path, "grpc"},
 		Methods:  a2a.V1Methods,
+		Formats:  []string{a2av1.StreamFormat},
+		Errors:   a2av1.Error,
 		Bindings: a2av1.Bindings,
 		In:       "a2av1"},
 	{Name: ACP, Title: "ACP", Version: "1", Adapter: normalizer.ProtocolACP,

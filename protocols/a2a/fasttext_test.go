@@ -25,27 +25,14 @@ func renderStream(t *testing.T, fast, lazy bool, id json.RawMessage, from int64,
 	old := fastText
 	fastText = fast
 	defer func() { fastText = old }()
-	rec := httptest.NewRecorder()
-	o := egress.NewOutput(rec, time.Second)
-	rend := NewStream(o, frames[0].RequestID, a2amap.Params{JSONRPCID: id, TaskID: "task-<1>", ContextID: "ctx &1",
-		Submitted: egress.ConformanceTime(), Interaction: true}, from)
-	if err := rend.Start(); err != nil {
+	out, err := egress.RenderFrames(func(o *egress.Output) egress.Renderer {
+		return NewStream(o, frames[0].RequestID, a2amap.Params{JSONRPCID: id, TaskID: "task-<1>", ContextID: "ctx &1",
+			Submitted: egress.ConformanceTime(), Interaction: true}, from)
+	}, frames, lazy)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for i, f := range frames {
-		raw, _ := json.Marshal(f)
-		fr := &egress.Frame{Response: f, Raw: raw, StreamSeq: uint64(i + 1)}
-		if lazy {
-			var err error
-			if fr, err = egress.HeadFrame(raw, uint64(i+1)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := rend.Frame(fr); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return rec.Body.Bytes()
+	return out
 }
 
 // TestA2AFastTextMatches: the text fast path writes byte for byte what the

@@ -98,7 +98,7 @@ func TestCheckCall(t *testing.T) {
 	} {
 		r := httptest.NewRequest(http.MethodPost, Path, strings.NewReader(c.body))
 		w := httptest.NewRecorder()
-		if got := checkCall(w, r, 1<<20); got != c.ok {
+		if _, got := checkCall(w, r, 1<<20); got != c.ok {
 			t.Errorf("%s: %v", c.body, got)
 		}
 		if !strings.Contains(w.Body.String(), c.want) {

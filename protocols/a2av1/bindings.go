@@ -12,7 +12,9 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"google.golang.org/grpc"
 
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
@@ -41,10 +43,11 @@ const gateProtocol = "a2a"
 func Bindings(h host.V1Host) host.V1Bindings {
 	hd := &handler{h: h}
 	opts := []a2asrv.TransportOption{a2asrv.WithTransportKeepAlive(h.V1Answers().Heartbeat())}
-	b := &bindings{h: h}
+	b := &bindings{h: h, hd: hd}
 	return host.V1Bindings{
 		// JSON-RPC refusals are JSON-RPC errors (id null); the body is
-		// checked first (v0.3 methods, batches).
+		// checked first (v0.3 methods, batches), and SendStreamingMessage
+		// is streamed by egress (streamRPC).
 		JSONRPC: b.admit(func(w http.ResponseWriter, f host.Refusal) { host.RefuseJSONRPC(w, nil, f) }, true,
 			a2asrv.NewJSONRPCHandler(hd, opts...)),
 		REST: b.admit(restRefuse, false, http.StripPrefix(Path, a2asrv.NewRESTHandler(hd, opts...))),
@@ -53,7 +56,10 @@ func Bindings(h host.V1Host) host.V1Bindings {
 }
 
 // bindings admits the calls of the bindings over the host.
-type bindings struct{ h host.V1Host }
+type bindings struct {
+	h  host.V1Host
+	hd *handler
+}
 
 // admit serves next after the host's gate (refusals written by refuse),
 // the body bounded by the host's limit; for JSON-RPC (checkRPC) a batch or
@@ -67,15 +73,85 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 		}
 		limit := b.h.MaxBody()
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
-		if checkRPC && !checkCall(w, r, limit) {
-			return
+		var head rpcHead
+		if checkRPC {
+			var ok bool
+			if head, ok = checkCall(w, r, limit); !ok {
+				return
+			}
 		}
 		ctx := r.Context()
-		if vc, ok := c.(host.V1Caller); ok {
+		vc, ok := c.(host.V1Caller)
+		if ok {
 			ctx = withCall(ctx, call{header: r.Header, agent: r.URL.Query().Get("agent"),
 				version: requestedVersion(r), channel: "http", c: vc})
 		} // else the handler answers an internal error: no caller
-		next.ServeHTTP(w, r.WithContext(ctx))
+		r = r.WithContext(ctx)
+		if ok && head.nativeStream() {
+			b.streamRPC(w, r, head, next)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// rpcHead is what checkCall reads of a JSON-RPC call.
+type rpcHead struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
+}
+
+// nativeStream reports whether the call is a SendStreamingMessage the SDK
+// would stream (a JSON-RPC 2.0 call whose id, if any, is a string or a
+// number): streamRPC answers it. The SDK answers any other call, and these
+// with a malformed envelope, in its own words.
+func (h rpcHead) nativeStream() bool {
+	if h.Method != methodSendStreamingMessage || h.JSONRPC != "2.0" {
+		return false
+	}
+	id := bytes.TrimSpace(h.ID)
+	return len(id) == 0 || bytes.Equal(id, []byte("null")) || id[0] == '"' || id[0] == '-' || id[0] >= '0' && id[0] <= '9'
+}
+
+// methodSendStreamingMessage is the JSON-RPC method streamRPC answers.
+const methodSendStreamingMessage = "SendStreamingMessage"
+
+// streamRPC answers a JSON-RPC SendStreamingMessage with the SSE egress
+// renders from the request's frames (NewStream): the events the SDK's
+// transport would write for the handler's SendStreamingMessage, without
+// the transport's goroutine, channel and flush per event. What is refused
+// before the stream opens is still answered by the SDK, in its words: a
+// params decode error (it decodes the params again), and the handler's
+// refusal (submit's, the stream slots'), which its SendStreamingMessage
+// yields when the context carries it (withRefusal).
+func (b *bindings) streamRPC(w http.ResponseWriter, r *http.Request, head rpcHead, sdk http.Handler) {
+	var req a2a.SendMessageRequest
+	if len(head.Params) == 0 || json.Unmarshal(head.Params, &req) != nil {
+		sdk.ServeHTTP(w, r)
+		return
+	}
+	// Subscribed to the frames before the publish, as the handler's
+	// SendStreamingMessage does (egress.ExpectStream).
+	ctx, end := egress.ExpectStream(r.Context())
+	defer end()
+	acc, p, err := b.hd.submit(ctx, &req, normalizer.A2AMessageStream)
+	if err == nil {
+		release, ok := b.hd.stream(ctx)
+		if !ok {
+			err = errTooManyStreams
+		} else {
+			defer release()
+		}
+	}
+	if err != nil {
+		sdk.ServeHTTP(w, r.WithContext(withRefusal(r.Context(), err)))
+		return
+	}
+	from, _ := egress.ResumePoint(r) // a bad one: Serve answers its error
+	b.h.Serve(w, r.WithContext(ctx), acc.RequestID, StreamFormat, func(o *egress.Output) egress.Renderer {
+		return NewStream(o, acc.RequestID, p, head.ID, from)
 	})
 }
 
@@ -83,29 +159,29 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 // would answer poorly: a v0.3 method name gets a -32601 that says where
 // v0.3 is served (the SDK would answer a bare "method not found"), a batch
 // a -32600 (the SDK reads one call and would answer -32602 with a Go type
-// error; A2A defines no batches). Otherwise r's body is the body read.
-func checkCall(w http.ResponseWriter, r *http.Request, limit int64) bool {
+// error; A2A defines no batches). Otherwise r's body is the body read,
+// and the head is what could be read of the call (zero if it is no JSON
+// object: the SDK answers that).
+func checkCall(w http.ResponseWriter, r *http.Request, limit int64) (head rpcHead, ok bool) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		host.RefuseJSONRPC(w, nil, host.Refusal{Status: http.StatusRequestEntityTooLarge, RPCCode: jsonrpc.CodeInvalidRequest,
 			Message: "Invalid Request: body exceeds " + strconv.FormatInt(limit, 10) + " bytes"})
-		return false
+		return head, false
 	}
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
 		_ = jsonrpc.WriteError(w, nil, jsonrpc.InvalidRequest("batches are not supported on the A2A v1.0 interface; send each call alone"))
-		return false
+		return head, false
 	}
-	var head struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-	}
-	if json.Unmarshal(body, &head) == nil && strings.Contains(head.Method, "/") {
+	if json.Unmarshal(body, &head) != nil {
+		head = rpcHead{}
+	} else if strings.Contains(head.Method, "/") {
 		_ = jsonrpc.WriteError(w, head.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found: " +
 			jsonrpc.QuoteForMessage(head.Method) + ": a method of A2A v0.3, served at /a2a (this endpoint speaks A2A v1.0)"})
-		return false
+		return head, false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	return true
+	return head, true
 }
 
 // requestedVersion is the A2A-Version the client asked for: the header, or

@@ -178,6 +178,11 @@ func v1Result(res legacy.SendMessageResult) (a2a.SendMessageResult, error) {
 // the durable frames: the task submitted, its artifacts, then its final
 // status (the stream ends on the terminal state).
 func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {
+	if err, ok := refusalFrom(ctx); ok {
+		// The JSON-RPC binding's streamRPC was refused before its stream
+		// opened: the refusal, written by the SDK.
+		return errSeq(err)
+	}
 	// Subscribed to the frames before the publish: a new request's stream
 	// opens without reading E2A_RESPONSES (egress.ExpectStream).
 	ctx, end := egress.ExpectStream(ctx)
@@ -189,7 +194,7 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessage
 	release, ok := h.stream(ctx)
 	if !ok {
 		end()
-		return errSeq(fmt.Errorf("%w: too many open streams", a2a.ErrServerError))
+		return errSeq(errTooManyStreams)
 	}
 	return v1Events(h.h.V1Answers().A2AEvents(ctx, acc.RequestID, p, 0, egress.WithoutRequestCheck()), func() { release(); end() })
 }
@@ -198,6 +203,22 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessage
 func (h *handler) stream(ctx context.Context) (func(), bool) {
 	c, _ := callFrom(ctx)
 	return c.c.AcquireStream()
+}
+
+// errTooManyStreams refuses a stream when the caller's slots are taken.
+var errTooManyStreams = fmt.Errorf("%w: too many open streams", a2a.ErrServerError)
+
+type refusalKey struct{}
+
+// withRefusal returns ctx carrying err, the refusal of a call the
+// JSON-RPC binding's streamRPC hands back to the SDK to answer.
+func withRefusal(ctx context.Context, err error) context.Context {
+	return context.WithValue(ctx, refusalKey{}, err)
+}
+
+func refusalFrom(ctx context.Context) (error, bool) {
+	err, ok := ctx.Value(refusalKey{}).(error)
+	return err, ok
 }
 
 func errSeq(err error) iter.Seq2[a2a.Event, error] {
@@ -367,7 +388,7 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskR
 	}
 	release, ok := h.stream(ctx)
 	if !ok {
-		return errSeq(fmt.Errorf("%w: too many open streams", a2a.ErrServerError))
+		return errSeq(errTooManyStreams)
 	}
 	return v1Events(h.h.V1Answers().A2ASubscription(ctx, t.ID, t.ContextID, t.RequestIDs,
 		a2aproto.Interaction(c.header, &e2a.Envelope{})), release)

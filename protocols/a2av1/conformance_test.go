@@ -1,0 +1,231 @@
+package a2av1
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"iter"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+
+	legacy "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// streamCases are the package's renderer cases: the JSON-RPC stream for a
+// client that declared the trpc interaction extension, and for a basic one
+// (_basic).
+var streamCases = []struct {
+	name string
+	p    egress.A2AParams
+}{
+	{StreamFormat, egress.A2AParams{Interaction: true}},
+	{StreamFormat + "_basic", egress.A2AParams{}},
+}
+
+// streamParams are the call's parameters the cases render with.
+func streamParams(p egress.A2AParams) egress.A2AParams {
+	p.TaskID, p.ContextID, p.Submitted = "task-002", "ctx-001", egress.ConformanceTime()
+	return p
+}
+
+// TestRendererConformance runs the stream through egress's conformance
+// scenarios and compares its output step by step with
+// testdata/<case>/<scenario>.golden (go test -run Conformance -update
+// rewrites them); every data: is a JSON-RPC response with the call's id
+// whose result is a v1.0 StreamResponse, a finished stream ends with the
+// task's terminal state.
+func TestRendererConformance(t *testing.T) {
+	old := now
+	now = egress.ConformanceTime
+	defer func() { now = old }()
+	for _, c := range streamCases {
+		for _, sc := range egress.Scenarios() {
+			t.Run(c.name+"/"+sc.Name, func(t *testing.T) {
+				run, err := egress.RunConformance(sc, func(o *egress.Output) egress.Renderer {
+					return NewStream(o, sc.RequestID(), streamParams(c.p), json.RawMessage(`"req-002"`), sc.From)
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := egress.MatchGolden(egress.GoldenPath(c.name, sc.Name), run.Golden, *update); err != nil {
+					t.Error(err)
+				}
+				for h, v := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
+					if run.Header.Get(h) != v {
+						t.Errorf("%s = %q, want %q", h, run.Header.Get(h), v)
+					}
+				}
+				data, err := egress.SSEData(run.Body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var last a2a.Event
+				for _, d := range data {
+					var resp struct {
+						JSONRPC string              `json:"jsonrpc"`
+						ID      string              `json:"id"`
+						Result  *a2a.StreamResponse `json:"result"`
+						Error   *struct {
+							Code int `json:"code"`
+						} `json:"error"`
+					}
+					if err := json.Unmarshal(d, &resp); err != nil || resp.JSONRPC != "2.0" || resp.ID != "req-002" ||
+						(resp.Result == nil) == (resp.Error == nil) {
+						t.Fatalf("not a JSON-RPC response with a StreamResponse or an error: %s (%v)", d, err)
+					}
+					if resp.Result != nil {
+						last = resp.Result.Event
+					}
+				}
+				if sc.Final && !terminal(last) {
+					t.Errorf("a finished stream ends with %#v", last)
+				}
+			})
+		}
+	}
+}
+
+// terminal reports whether ev ends a v1.0 stream: a task or a status in a
+// terminal or interrupted state, or a message.
+func terminal(ev a2a.Event) bool {
+	switch e := ev.(type) {
+	case *a2a.Task:
+		return e.Status.State.Terminal() || e.Status.State == a2a.TaskStateInputRequired || e.Status.State == a2a.TaskStateAuthRequired
+	case *a2a.TaskStatusUpdateEvent:
+		return e.Status.State.Terminal() || e.Status.State == a2a.TaskStateInputRequired || e.Status.State == a2a.TaskStateAuthRequired
+	case *a2a.Message:
+		return true
+	}
+	return false
+}
+
+// scenarioAnswers yields a scenario's events for the handler's
+// SendStreamingMessage as egress.Service.A2AEvents does: the submitted
+// status, each frame's events, the error the scenario ends with.
+type scenarioAnswers struct {
+	host.V1Answers
+	sc egress.Scenario
+}
+
+func (a scenarioAnswers) A2AEvents(_ context.Context, requestID string, p egress.A2AParams, _ int64, _ ...egress.ReplayOption) iter.Seq2[legacy.Event, error] {
+	return func(yield func(legacy.Event, error) bool) {
+		m := a2amap.NewStreamMapper(requestID, p, 0)
+		ts := p.Submitted.UTC()
+		if !yield(m.StatusUpdate(legacy.TaskStateSubmitted, &ts, nil, false), nil) {
+			return
+		}
+		for _, st := range a.sc.Steps {
+			switch st.Kind {
+			case egress.StepFrame:
+				evs, err := m.Events(a.sc.Frames[st.Frame])
+				if err != nil {
+					yield(nil, err)
+					return
+				}
+				for _, ev := range evs {
+					if !yield(ev, nil) {
+						return
+					}
+				}
+			case egress.StepEnd:
+				if st.Err != nil {
+					yield(nil, st.Err)
+				}
+				return
+			}
+		}
+	}
+}
+
+// sdkHost is fakeHost answering from a scenario.
+type sdkHost struct {
+	fakeHost
+	sc egress.Scenario
+}
+
+func (h sdkHost) V1Answers() host.V1Answers { return scenarioAnswers{sc: h.sc} }
+
+// errorTime is the timestamp of an error's ErrorInfo, which the SDK sets
+// from the clock.
+var errorTime = regexp.MustCompile(`"timestamp":"[^"]*"`)
+
+// TestStreamMatchesSDK: for every scenario a new request streams (from the
+// start), the stream's data: are the bytes the SDK's own JSON-RPC
+// transport writes for the same call, the handler's SendStreamingMessage
+// yielding the same events (what the binding answered before it streamed
+// with egress): the same StreamResponse of every event, in the same
+// JSON-RPC response, the same error. Only the SSE ids and the error's
+// timestamp may differ.
+func TestStreamMatchesSDK(t *testing.T) {
+	old := now
+	now = egress.ConformanceTime
+	defer func() { now = old }()
+	body := `{"jsonrpc":"2.0","id":"req-002","method":"SendStreamingMessage","params":{"message":` +
+		`{"messageId":"m-1","contextId":"ctx-001","taskId":"task-002","role":"ROLE_USER","parts":[{"text":"hi"}]}}}`
+	for _, c := range streamCases {
+		for _, sc := range egress.Scenarios() {
+			if sc.From > 0 || len(sc.Frames) == 0 {
+				continue
+			}
+			t.Run(c.name+"/"+sc.Name, func(t *testing.T) {
+				run, err := egress.RunConformance(sc, func(o *egress.Output) egress.Renderer {
+					return NewStream(o, sc.RequestID(), streamParams(c.p), json.RawMessage(`"req-002"`), 0)
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ours, err := egress.SSEData(run.Body)
+				if err != nil {
+					t.Fatal(err)
+				}
+
+				// The SDK's transport over the handler, its
+				// SendStreamingMessage answering from the same frames.
+				hd := &handler{h: sdkHost{fakeHost: fakeHost{norm: normalizer.New(normalizer.Config{})}, sc: sc}}
+				sdk := a2asrv.NewJSONRPCHandler(sdkAnswers{hd, sc.RequestID(), c.p})
+				r := httptest.NewRequest(http.MethodPost, Path, strings.NewReader(body))
+				w := httptest.NewRecorder()
+				sdk.ServeHTTP(w, r)
+				theirs, err := egress.SSEData(w.Body.Bytes())
+				if err != nil {
+					t.Fatalf("%v: %s", err, w.Body)
+				}
+				if len(ours) != len(theirs) {
+					t.Fatalf("%d events, the SDK's %d:\n%s\n--- SDK\n%s", len(ours), len(theirs), run.Body, w.Body)
+				}
+				for i := range ours {
+					a, b := errorTime.ReplaceAll(ours[i], []byte(`"timestamp":"T"`)), errorTime.ReplaceAll(theirs[i], []byte(`"timestamp":"T"`))
+					if !bytes.Equal(a, b) {
+						t.Errorf("event %d:\n%s\nthe SDK's:\n%s", i, a, b)
+					}
+				}
+			})
+		}
+	}
+}
+
+// sdkAnswers is the handler with its SendStreamingMessage answering
+// requestID's scenario with parameters p (the publish, the task records
+// and the parameters of a real call are the bindings' tests').
+type sdkAnswers struct {
+	*handler
+	requestID string
+	p         egress.A2AParams
+}
+
+func (s sdkAnswers) SendStreamingMessage(ctx context.Context, _ *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {
+	return v1Events(s.h.V1Answers().A2AEvents(ctx, s.requestID, streamParams(s.p), 0), func() {})
+}

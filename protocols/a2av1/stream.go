@@ -1,0 +1,247 @@
+package a2av1
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"time"
+
+	legacy "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/errordetails"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+)
+
+// StreamFormat is the output format of the JSON-RPC binding's streams
+// (egress.Formats, the label of egress's metrics): SendStreamingMessage's
+// SSE, rendered by [NewStream].
+const StreamFormat = egress.FormatA2AV1SSE
+
+// now is the clock of the submitted status a stream opens with when the
+// call gives no submitted time, and of the timestamp of an error's
+// ErrorInfo; tests fix it.
+var now = time.Now
+
+var (
+	_ egress.Renderer    = (*stream)(nil)
+	_ egress.PassThrough = (*stream)(nil)
+)
+
+// stream renders SendStreamingMessage of the JSON-RPC binding: SSE whose
+// data: is a JSON-RPC response with a v1.0 StreamResponse as result, the
+// bytes the SDK's JSON-RPC transport writes for the same events
+// (TestStreamMatchesSDK), written through egress's Output: the events of a
+// burst of frames go out in one write, where the SDK's transport flushes
+// each event alone. The SSE id of each frame's last event is the frame's
+// sequence (Last-Event-ID resumes after it); the SDK gives each event a
+// random one.
+type stream struct {
+	o     *egress.Output
+	p     egress.A2AParams
+	from  int64
+	m     *a2amap.Mapper
+	rpcID []byte // the JSON-RPC id as the SDK writes it
+	buf   []byte // the event being assembled, reused once it is written
+}
+
+// NewStream returns the renderer of SendStreamingMessage's JSON-RPC SSE
+// (format [StreamFormat]) for requestID from sequence from (the resume
+// point): a submitted status first (p.Submitted, else now) unless
+// resuming, then each frame's events as egress.Service.A2AEvents yields
+// them, converted to v1.0 (egress.A2AV1Event); an error ends the stream as
+// a JSON-RPC error in the SDK's shape. rpcID is the call's JSON-RPC id as
+// sent (absent: null).
+func NewStream(o *egress.Output, requestID string, p egress.A2AParams, rpcID json.RawMessage, from int64) egress.Renderer {
+	return &stream{o: o, p: p, from: from, m: a2amap.NewStreamMapper(requestID, p, from), rpcID: sdkRPCID(rpcID)}
+}
+
+func (r *stream) Start() error {
+	egress.SSEHead(r.o, 0)
+	if r.from > 0 {
+		return nil
+	}
+	ts := r.p.Submitted
+	if ts.IsZero() {
+		ts = now()
+	}
+	ts = ts.UTC()
+	return r.event("", r.m.StatusUpdate(legacy.TaskStateSubmitted, &ts, nil, false))
+}
+
+func (r *stream) Frame(f *egress.Frame) error {
+	if b, ok := r.textEvent(f); ok {
+		err := egress.SSEEvent(r.o, egress.SeqID(f), "", b)
+		if cap(b) <= egress.MaxScratch {
+			r.buf = b[:0]
+		}
+		return err
+	}
+	resp, err := f.Decoded()
+	if err != nil {
+		return err
+	}
+	evs, err := r.m.Events(resp)
+	if err != nil {
+		return err
+	}
+	for i, ev := range evs {
+		id := ""
+		if i == len(evs)-1 {
+			id = egress.SeqID(f)
+		}
+		if err := r.event(id, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PassThrough: frames are read without a full decode; textEvent renders
+// a plain text chunk from its bytes, Frame decodes the others.
+func (*stream) PassThrough() bool { return fastText }
+
+// fastText enables the text fast path (textEvent); the differential test
+// turns it off to get the reference bytes.
+var fastText = true
+
+// textEvent renders the event of a plain text chunk, the bulk of a
+// streamed answer, straight from the frame's bytes (egress.ReadTextChunk)
+// into the JSON-RPC response: exactly the bytes event writes for the
+// TaskArtifactUpdateEvent a2amap.Mapper.Events builds for it, converted
+// to v1.0 (TestStreamFastTextMatches), without the event, its conversion,
+// its maps or the reflection encode. ok is false for any other frame,
+// which takes the general path; nothing is changed then.
+func (r *stream) textEvent(f *egress.Frame) (out []byte, ok bool) {
+	if !fastText {
+		return nil, false
+	}
+	c, ok := egress.ReadTextChunk(f)
+	if !ok {
+		return nil, false
+	}
+	// The mapper's bookkeeping, as Events does it for this frame.
+	id, appendTo, llm := r.m.TextArtifact(&e2a.Response{ResponseID: c.ResponseID, RequestID: c.RequestID,
+		TaskID: c.TaskID, ContextID: c.ContextID}, c.LLMResponseID)
+	taskID, contextID := r.m.TaskID(), r.m.ContextID()
+	// The constant parts take 230 bytes; escapes may need more.
+	b := slices.Grow(r.buf[:0], 300+len(r.rpcID)+len(c.Text)+len(id)+len(llm)+len(taskID)+len(contextID))
+	r.buf = nil
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, r.rpcID...)
+	b = append(b, `,"result":{"artifactUpdate":{`...)
+	if appendTo {
+		b = append(b, `"append":true,`...)
+	}
+	b = append(b, `"artifact":{"artifactId":`...)
+	b = jsonstr.Append(b, string(id))
+	b = append(b, `,"parts":[{"text":`...)
+	b = jsonstr.Append(b, c.Text)
+	b = append(b, `}]},"contextId":`...)
+	b = jsonstr.Append(b, contextID)
+	b = append(b, `,"taskId":`...)
+	b = jsonstr.Append(b, taskID)
+	b = append(b, `,"metadata":{"llm_response_id":`...)
+	b = jsonstr.Append(b, llm)
+	b = append(b, `,"object_type":"chat.completion.chunk","tag":""}}}}`...)
+	return b, true
+}
+
+func (r *stream) Heartbeat() error { return egress.SSEComment(r.o, "keep-alive") }
+
+func (r *stream) End(err error) error {
+	if err == nil {
+		return nil
+	}
+	if !r.o.Started() {
+		egress.SSEHead(r.o, 0)
+	}
+	return egress.SSEEventJSON(r.o, "", "", jsonrpc.ErrorResponse(r.rpcID, Error(err)))
+}
+
+// event writes ev, converted to v1.0, as one SSE event with SSE id id.
+func (r *stream) event(id string, ev legacy.Event) error {
+	v, err := egress.A2AV1Event(ev)
+	if err != nil {
+		return err
+	}
+	res, err := json.Marshal(a2a.StreamResponse{Event: v})
+	if err != nil {
+		return err
+	}
+	b := slices.Grow(r.buf[:0], len(res)+len(r.rpcID)+32)
+	r.buf = nil
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, r.rpcID...)
+	b = append(b, `,"result":`...)
+	b = append(b, res...)
+	b = append(b, '}')
+	err = egress.SSEEvent(r.o, id, "", b)
+	if cap(b) <= egress.MaxScratch {
+		r.buf = b[:0]
+	}
+	return err
+}
+
+// sdkRPCID is a JSON-RPC id as the SDK's transport writes it back: decoded
+// into a Go value (a number becomes a float64) and encoded again; null
+// when absent or not a valid id (the SDK refuses those before streaming).
+func sdkRPCID(raw json.RawMessage) []byte {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+		return []byte("null")
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return []byte("null")
+	}
+	return b
+}
+
+// rpcCodes are the JSON-RPC codes of the SDK's errors, as its transports
+// write them (a2a-go's JSON-RPC error table).
+var rpcCodes = []struct {
+	code int
+	err  error
+}{
+	{-32700, a2a.ErrParseError},
+	{-32600, a2a.ErrInvalidRequest},
+	{-32601, a2a.ErrMethodNotFound},
+	{-32602, a2a.ErrInvalidParams},
+	{-32603, a2a.ErrInternalError},
+	{-32000, a2a.ErrServerError},
+	{-32001, a2a.ErrTaskNotFound},
+	{-32002, a2a.ErrTaskNotCancelable},
+	{-32003, a2a.ErrPushNotificationNotSupported},
+	{-32004, a2a.ErrUnsupportedOperation},
+	{-32005, a2a.ErrUnsupportedContentType},
+	{-32006, a2a.ErrInvalidAgentResponse},
+	{-32007, a2a.ErrExtendedCardNotConfigured},
+	{-32008, a2a.ErrExtensionSupportRequired},
+	{-32009, a2a.ErrVersionNotSupported},
+	{-31401, a2a.ErrUnauthenticated},
+	{-31403, a2a.ErrUnauthorized},
+}
+
+// Error is the JSON-RPC error a stream of the JSON-RPC binding ends with
+// for err (egress's, the host's: sdkError's table), as the SDK's transport
+// writes it: the code of the SDK's error (-32603 for none), the error's
+// text as message, and a google.rpc.ErrorInfo with the error's reason,
+// A2A's domain and the time (TestStreamMatchesSDK).
+func Error(err error) *jsonrpc.Error {
+	err = sdkError(err)
+	code := -32603
+	for _, c := range rpcCodes {
+		if errors.Is(err, c.err) {
+			code = c.code
+			break
+		}
+	}
+	info := errordetails.NewErrorInfo(a2a.ErrorReason(err), a2a.ProtocolDomain,
+		map[string]string{"timestamp": now().UTC().Format(time.RFC3339)})
+	return &jsonrpc.Error{Code: code, Message: err.Error(), Data: []*errordetails.Typed{info}}
+}
