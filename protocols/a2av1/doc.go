@@ -38,6 +38,20 @@
 // mapped onto the SDK's (sdkError), whose transports write each binding's
 // code.
 //
+// One call does not take the SDK's transport once it is published: the
+// JSON-RPC binding's SendStreamingMessage, the stream every official
+// client opens by default. The SDK's transport sends each event through a
+// goroutine and a channel and flushes it alone; the binding (streamRPC)
+// instead has egress serve the request's frames with the package's
+// renderer ([NewStream], format [StreamFormat]), which writes the bytes
+// the SDK's transport writes for the same events and errors ([Error]),
+// through egress's Output: a burst of frames in one write, a plain text
+// chunk straight from the frame's bytes. What is refused before the
+// stream opens is still the SDK's answer (the refusal handed to the
+// handler's SendStreamingMessage through the context). Its conformance
+// goldens are under testdata/a2av1_sse[_basic]/, and TestStreamMatchesSDK
+// compares it with the SDK's transport over the same frames.
+//
 // The host (ingress) keeps the transports' mounting (the HTTP handlers at
 // [Path], the gRPC server and its reflection), the gate, the task store
 // and the agent card's assembly: the card is one for A2A v0.3 and v1.0,
