@@ -124,6 +124,10 @@ func renderCases() []renderCase {
 			make: func(o *egress.Output, from int64, _ bool) egress.Renderer {
 				return a2av1.NewStream(o, fuzzRequestID, a2amap.Params{TaskID: "task-1", ContextID: "ctx-1", Submitted: submitted}, json.RawMessage(`7`), from)
 			}},
+		renderCase{name: a2av1.StreamFormat + "_rest", format: a2av1.StreamFormat, shape: shapeSSE, wallClock: true,
+			make: func(o *egress.Output, from int64, _ bool) egress.Renderer {
+				return a2av1.NewRESTStream(o, fuzzRequestID, a2amap.Params{Interaction: true, Submitted: submitted}, from)
+			}},
 		renderCase{name: a2a.AgentVaultFormat, format: a2a.AgentVaultFormat, shape: shapeSSE,
 			make: func(o *egress.Output, _ int64, _ bool) egress.Renderer {
 				return a2a.NewAgentVaultStream(o, fuzzRequestID, a2a.AgentVaultParams{JSONRPCID: json.RawMessage(`"av"`)})

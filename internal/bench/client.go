@@ -29,10 +29,13 @@ const (
 	// ProtoA2AV1Stream is A2A v1.0 SendStreamingMessage (JSON-RPC binding),
 	// what today's official A2A SDKs speak by default.
 	ProtoA2AV1Stream = "a2av1-stream"
+	// ProtoA2AV1RESTStream is A2A v1.0 SendStreamingMessage on the
+	// HTTP+JSON binding (POST /a2a/v1/message:stream).
+	ProtoA2AV1RESTStream = "a2av1-rest-stream"
 )
 
 // Protocols lists every protocol, in the order of the usage text.
-var Protocols = []string{ProtoE2ASSE, ProtoE2ANDJSON, ProtoA2AStream, ProtoA2ASend, ProtoACP, ProtoA2AV1Stream}
+var Protocols = []string{ProtoE2ASSE, ProtoE2ANDJSON, ProtoA2AStream, ProtoA2ASend, ProtoACP, ProtoA2AV1Stream, ProtoA2AV1RESTStream}
 
 // Paths of the endpoints each protocol posts to.
 const (
@@ -41,6 +44,8 @@ const (
 	PathACP = "/acp"
 	// PathA2AV1 is the A2A v1.0 JSON-RPC endpoint.
 	PathA2AV1 = "/a2a/v1"
+	// PathA2AV1Stream is the A2A v1.0 HTTP+JSON binding's stream.
+	PathA2AV1Stream = "/a2a/v1/message:stream"
 )
 
 // result is the outcome of one request.
@@ -151,6 +156,10 @@ func (c *client) makeTemplate() {
 			`","role":"ROLE_USER","parts":[{"text":"bench request"}]},"metadata":` + P + `}}`}
 		c.slots = []int{slotID, slotID}
 		c.path = PathA2AV1
+	case ProtoA2AV1RESTStream:
+		c.tmpl = []string{`{"message":{"messageId":"`, `","role":"ROLE_USER","parts":[{"text":"bench request"}]},"metadata":` + P + `}`}
+		c.slots = []int{slotID}
+		c.path = PathA2AV1Stream
 	case ProtoACP:
 		// Pipeline parameters travel in _meta.e2a_params (see ingress ACP).
 		c.tmpl = []string{`{"jsonrpc":"2.0","id":"`, `","method":"session/prompt","params":{"sessionId":"`,
@@ -164,7 +173,7 @@ func (c *client) makeTemplate() {
 
 func (c *client) accept() string {
 	switch c.proto {
-	case ProtoE2ASSE, ProtoA2AStream, ProtoA2AV1Stream:
+	case ProtoE2ASSE, ProtoA2AStream, ProtoA2AV1Stream, ProtoA2AV1RESTStream:
 		return "text/event-stream"
 	case ProtoE2ANDJSON:
 		return "application/x-ndjson"
@@ -524,13 +533,19 @@ func classify(proto string, msg []byte, evID, evName string) (isFrame, isFinal b
 			return false, false, -1, fmt.Errorf("bad sequence in %.200s", msg)
 		}
 		return true, bytes.Contains(msg, finalMark), seq, nil
-	case ProtoA2AV1Stream:
+	case ProtoA2AV1Stream, ProtoA2AV1RESTStream:
 		// v1.0 has no final flag: the stream ends on a terminal state.
 		var m struct {
 			Result json.RawMessage `json:"result"`
 			Error  json.RawMessage `json:"error"`
 		}
-		if err := json.Unmarshal(msg, &m); err != nil {
+		if proto == ProtoA2AV1RESTStream {
+			// A StreamResponse alone, or the binding's error.
+			if bytes.HasPrefix(msg, []byte(`{"error"`)) {
+				return false, false, -1, fmt.Errorf("%s: error %s", proto, msg)
+			}
+			m.Result = msg
+		} else if err := json.Unmarshal(msg, &m); err != nil {
 			return false, false, -1, fmt.Errorf("%s: %w", proto, err)
 		}
 		if len(m.Error) > 0 && string(m.Error) != "null" {

@@ -28,12 +28,13 @@ type brokerWork struct {
 // ACP reads the session record and the session's configuration too (two
 // direct gets). E2A_AUDIT copies the request and its frames.
 var wantBrokerWork = map[string]brokerWork{
-	ProtoE2ASSE:      {10, 12, stored(0)},
-	ProtoE2ANDJSON:   {10, 12, stored(0)},
-	ProtoA2AStream:   {11, 13, stored(1)},
-	ProtoA2ASend:     {11, 13, stored(1)},
-	ProtoA2AV1Stream: {11, 13, stored(1)},
-	ProtoACP:         {14, 16, stored(1)},
+	ProtoE2ASSE:          {10, 12, stored(0)},
+	ProtoE2ANDJSON:       {10, 12, stored(0)},
+	ProtoA2AStream:       {11, 13, stored(1)},
+	ProtoA2ASend:         {11, 13, stored(1)},
+	ProtoA2AV1Stream:     {11, 13, stored(1)},
+	ProtoA2AV1RESTStream: {11, 13, stored(1)},
+	ProtoACP:             {14, 16, stored(1)},
 }
 
 func stored(taskWrites uint64) map[string]uint64 {

@@ -50,6 +50,7 @@ func Bindings(h host.V1Host) host.V1Bindings {
 		// is streamed by egress (streamRPC).
 		JSONRPC: b.admit(func(w http.ResponseWriter, f host.Refusal) { host.RefuseJSONRPC(w, nil, f) }, true,
 			a2asrv.NewJSONRPCHandler(hd, opts...)),
+		// message:stream is streamed by egress too (streamREST).
 		REST: b.admit(restRefuse, false, http.StripPrefix(Path, a2asrv.NewRESTHandler(hd, opts...))),
 		GRPC: func(s grpc.ServiceRegistrar) { registerGRPC(s, hd, b.admitGRPC) },
 	}
@@ -87,11 +88,14 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 				version: requestedVersion(r), channel: "http", c: vc})
 		} // else the handler answers an internal error: no caller
 		r = r.WithContext(ctx)
-		if ok && head.nativeStream() {
+		switch {
+		case ok && checkRPC && head.nativeStream():
 			b.streamRPC(w, r, head, next)
-			return
+		case ok && !checkRPC && r.Method == http.MethodPost && r.URL.Path == restStreamPath:
+			b.streamREST(w, r, next)
+		default:
+			next.ServeHTTP(w, r)
 		}
-		next.ServeHTTP(w, r)
 	})
 }
 
@@ -118,6 +122,38 @@ func (h rpcHead) nativeStream() bool {
 // methodSendStreamingMessage is the JSON-RPC method streamRPC answers.
 const methodSendStreamingMessage = "SendStreamingMessage"
 
+// restStreamPath is the HTTP+JSON binding's SendStreamingMessage, which
+// streamREST answers.
+const restStreamPath = Path + "/message:stream"
+
+// streamREST is streamRPC for the HTTP+JSON binding's message:stream: the
+// body is the SendMessageRequest, the stream NewRESTStream's. A body that
+// cannot be read or decoded is handed to the SDK as it came, for its
+// answer.
+func (b *bindings) streamREST(w http.ResponseWriter, r *http.Request, sdk http.Handler) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
+		sdk.ServeHTTP(w, r)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var req a2a.SendMessageRequest
+	if json.Unmarshal(body, &req) != nil {
+		sdk.ServeHTTP(w, r)
+		return
+	}
+	b.stream(w, r, &req, sdk, func(requestID string, p egress.A2AParams, from int64) egress.NewRenderer {
+		return func(o *egress.Output) egress.Renderer { return NewRESTStream(o, requestID, p, from) }
+	})
+}
+
+// errReader fails every read with its error (a body that could not be
+// read, handed on).
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
 // streamRPC answers a JSON-RPC SendStreamingMessage with the SSE egress
 // renders from the request's frames (NewStream): the events the SDK's
 // transport would write for the handler's SendStreamingMessage, without
@@ -132,11 +168,21 @@ func (b *bindings) streamRPC(w http.ResponseWriter, r *http.Request, head rpcHea
 		sdk.ServeHTTP(w, r)
 		return
 	}
+	b.stream(w, r, &req, sdk, func(requestID string, p egress.A2AParams, from int64) egress.NewRenderer {
+		return func(o *egress.Output) egress.Renderer { return NewStream(o, requestID, p, head.ID, from) }
+	})
+}
+
+// stream publishes req and has egress serve its frames with the renderer
+// newRenderer builds; a refusal before the stream opens is handed to sdk
+// (withRefusal) for its answer.
+func (b *bindings) stream(w http.ResponseWriter, r *http.Request, req *a2a.SendMessageRequest, sdk http.Handler,
+	newRenderer func(requestID string, p egress.A2AParams, from int64) egress.NewRenderer) {
 	// Subscribed to the frames before the publish, as the handler's
 	// SendStreamingMessage does (egress.ExpectStream).
 	ctx, end := egress.ExpectStream(r.Context())
 	defer end()
-	acc, p, err := b.hd.submit(ctx, &req, normalizer.A2AMessageStream)
+	acc, p, err := b.hd.submit(ctx, req, normalizer.A2AMessageStream)
 	if err == nil {
 		release, ok := b.hd.stream(ctx)
 		if !ok {
@@ -150,9 +196,7 @@ func (b *bindings) streamRPC(w http.ResponseWriter, r *http.Request, head rpcHea
 		return
 	}
 	from, _ := egress.ResumePoint(r) // a bad one: Serve answers its error
-	b.h.Serve(w, r.WithContext(ctx), acc.RequestID, StreamFormat, func(o *egress.Output) egress.Renderer {
-		return NewStream(o, acc.RequestID, p, head.ID, from)
-	})
+	b.h.Serve(w, r.WithContext(ctx), acc.RequestID, StreamFormat, newRenderer(acc.RequestID, p, from))
 }
 
 // checkCall reads a JSON-RPC body and answers what the SDK's transport

@@ -24,15 +24,29 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-// streamCases are the package's renderer cases: the JSON-RPC stream for a
-// client that declared the trpc interaction extension, and for a basic one
-// (_basic).
-var streamCases = []struct {
+// streamCase is one of the package's renderer cases.
+type streamCase struct {
 	name string
 	p    egress.A2AParams
-}{
-	{StreamFormat, egress.A2AParams{Interaction: true}},
-	{StreamFormat + "_basic", egress.A2AParams{}},
+	rest bool // the HTTP+JSON binding's stream
+}
+
+// streamCases: the JSON-RPC stream for a client that declared the trpc
+// interaction extension, for a basic one (_basic), and the HTTP+JSON
+// binding's (_rest).
+var streamCases = []streamCase{
+	{StreamFormat, egress.A2AParams{Interaction: true}, false},
+	{StreamFormat + "_basic", egress.A2AParams{}, false},
+	{StreamFormat + "_rest", egress.A2AParams{Interaction: true}, true},
+}
+
+// newStream is the case's renderer of requestID's frames from from, the
+// JSON-RPC id "req-002".
+func (c streamCase) newStream(o *egress.Output, requestID string, from int64) egress.Renderer {
+	if c.rest {
+		return NewRESTStream(o, requestID, streamParams(c.p), from)
+	}
+	return NewStream(o, requestID, streamParams(c.p), json.RawMessage(`"req-002"`), from)
 }
 
 // streamParams are the call's parameters the cases render with.
@@ -55,7 +69,7 @@ func TestRendererConformance(t *testing.T) {
 		for _, sc := range egress.Scenarios() {
 			t.Run(c.name+"/"+sc.Name, func(t *testing.T) {
 				run, err := egress.RunConformance(sc, func(o *egress.Output) egress.Renderer {
-					return NewStream(o, sc.RequestID(), streamParams(c.p), json.RawMessage(`"req-002"`), sc.From)
+					return c.newStream(o, sc.RequestID(), sc.From)
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -74,6 +88,27 @@ func TestRendererConformance(t *testing.T) {
 				}
 				var last a2a.Event
 				for _, d := range data {
+					if c.rest {
+						// A StreamResponse, or the binding's error.
+						var resp struct {
+							Error *struct {
+								Code   int    `json:"code"`
+								Status string `json:"status"`
+							} `json:"error"`
+						}
+						if bytes.HasPrefix(d, []byte(`{"error":`)) {
+							if json.Unmarshal(d, &resp) != nil || resp.Error == nil || resp.Error.Status == "" {
+								t.Fatalf("not the binding's error: %s", d)
+							}
+							continue
+						}
+						var ev a2a.StreamResponse
+						if err := json.Unmarshal(d, &ev); err != nil {
+							t.Fatalf("not a StreamResponse: %s (%v)", d, err)
+						}
+						last = ev.Event
+						continue
+					}
 					var resp struct {
 						JSONRPC string              `json:"jsonrpc"`
 						ID      string              `json:"id"`
@@ -163,8 +198,8 @@ func (h sdkHost) V1Answers() host.V1Answers { return scenarioAnswers{sc: h.sc} }
 var errorTime = regexp.MustCompile(`"timestamp":"[^"]*"`)
 
 // TestStreamMatchesSDK: for every scenario a new request streams (from the
-// start), the stream's data: are the bytes the SDK's own JSON-RPC
-// transport writes for the same call, the handler's SendStreamingMessage
+// start), the stream's data: are the bytes the SDK's own transport (the
+// JSON-RPC one, the HTTP+JSON one for _rest) writes for the same call, the handler's SendStreamingMessage
 // yielding the same events (what the binding answered before it streamed
 // with egress): the same StreamResponse of every event, in the same
 // JSON-RPC response, the same error. Only the SSE ids and the error's
@@ -173,8 +208,8 @@ func TestStreamMatchesSDK(t *testing.T) {
 	old := now
 	now = egress.ConformanceTime
 	defer func() { now = old }()
-	body := `{"jsonrpc":"2.0","id":"req-002","method":"SendStreamingMessage","params":{"message":` +
-		`{"messageId":"m-1","contextId":"ctx-001","taskId":"task-002","role":"ROLE_USER","parts":[{"text":"hi"}]}}}`
+	restBody := `{"message":{"messageId":"m-1","contextId":"ctx-001","taskId":"task-002","role":"ROLE_USER","parts":[{"text":"hi"}]}}`
+	body := `{"jsonrpc":"2.0","id":"req-002","method":"SendStreamingMessage","params":` + restBody + `}`
 	for _, c := range streamCases {
 		for _, sc := range egress.Scenarios() {
 			if sc.From > 0 || len(sc.Frames) == 0 {
@@ -182,7 +217,7 @@ func TestStreamMatchesSDK(t *testing.T) {
 			}
 			t.Run(c.name+"/"+sc.Name, func(t *testing.T) {
 				run, err := egress.RunConformance(sc, func(o *egress.Output) egress.Renderer {
-					return NewStream(o, sc.RequestID(), streamParams(c.p), json.RawMessage(`"req-002"`), 0)
+					return c.newStream(o, sc.RequestID(), 0)
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -195,8 +230,14 @@ func TestStreamMatchesSDK(t *testing.T) {
 				// The SDK's transport over the handler, its
 				// SendStreamingMessage answering from the same frames.
 				hd := &handler{h: sdkHost{fakeHost: fakeHost{norm: normalizer.New(normalizer.Config{})}, sc: sc}}
-				sdk := a2asrv.NewJSONRPCHandler(sdkAnswers{hd, sc.RequestID(), c.p})
+				var sdk http.Handler
 				r := httptest.NewRequest(http.MethodPost, Path, strings.NewReader(body))
+				if c.rest {
+					sdk = a2asrv.NewRESTHandler(sdkAnswers{hd, sc.RequestID(), c.p})
+					r = httptest.NewRequest(http.MethodPost, "/message:stream", strings.NewReader(restBody))
+				} else {
+					sdk = a2asrv.NewJSONRPCHandler(sdkAnswers{hd, sc.RequestID(), c.p})
+				}
 				w := httptest.NewRecorder()
 				sdk.ServeHTTP(w, r)
 				theirs, err := egress.SSEData(w.Body.Bytes())

@@ -38,19 +38,21 @@
 // mapped onto the SDK's (sdkError), whose transports write each binding's
 // code.
 //
-// One call does not take the SDK's transport once it is published: the
-// JSON-RPC binding's SendStreamingMessage, the stream every official
-// client opens by default. The SDK's transport sends each event through a
-// goroutine and a channel and flushes it alone; the binding (streamRPC)
-// instead has egress serve the request's frames with the package's
-// renderer ([NewStream], format [StreamFormat]), which writes the bytes
-// the SDK's transport writes for the same events and errors ([Error]),
+// One call does not take the SDK's transport once it is published:
+// SendStreamingMessage on the JSON-RPC and HTTP+JSON bindings, the stream
+// every official client opens. The SDK's transport sends each event
+// through a goroutine and a channel and flushes it alone; the binding
+// (streamRPC, streamREST) instead has egress serve the request's frames
+// with the package's renderer ([NewStream], [NewRESTStream], format
+// [StreamFormat]), which writes the bytes the SDK's transports write for
+// the same events and errors ([Error], restError),
 // through egress's Output: a burst of frames in one write, a plain text
 // chunk straight from the frame's bytes. What is refused before the
 // stream opens is still the SDK's answer (the refusal handed to the
 // handler's SendStreamingMessage through the context). Its conformance
-// goldens are under testdata/a2av1_sse[_basic]/, and TestStreamMatchesSDK
-// compares it with the SDK's transport over the same frames.
+// goldens are under testdata/a2av1_sse[_basic|_rest]/, and
+// TestStreamMatchesSDK compares it with the SDK's transports over the
+// same frames.
 //
 // The host (ingress) keeps the transports' mounting (the HTTP handlers at
 // [Path], the gRPC server and its reflection), the gate, the task store

@@ -12,14 +12,17 @@ import (
 // renderStream renders frames with the JSON-RPC stream, the text fast
 // path on or off, the frames decoded or (lazy) as a reader without decode
 // gives them.
-func renderStream(t *testing.T, fast, lazy bool, id json.RawMessage, from int64, frames []*e2a.Response) []byte {
+func renderStream(t *testing.T, fast, lazy, rest bool, id json.RawMessage, from int64, frames []*e2a.Response) []byte {
 	t.Helper()
 	old := fastText
 	fastText = fast
 	defer func() { fastText = old }()
 	out, err := egress.RenderFrames(func(o *egress.Output) egress.Renderer {
-		return NewStream(o, frames[0].RequestID, egress.A2AParams{TaskID: "task-<1>", ContextID: "ctx &1",
-			Submitted: egress.ConformanceTime(), Interaction: true}, id, from)
+		p := egress.A2AParams{TaskID: "task-<1>", ContextID: "ctx &1", Submitted: egress.ConformanceTime(), Interaction: true}
+		if rest {
+			return NewRESTStream(o, frames[0].RequestID, p, from)
+		}
+		return NewStream(o, frames[0].RequestID, p, id, from)
 	}, frames, lazy)
 	if err != nil {
 		t.Fatal(err)
@@ -30,14 +33,16 @@ func renderStream(t *testing.T, fast, lazy bool, id json.RawMessage, from int64,
 // TestStreamFastTextMatches: the text fast path writes byte for byte what
 // the general path (the v0.3 event, the SDK's conversion, json.Marshal)
 // writes, for hostile texts and ids, runs of text split by reasoning and
-// tool chunks, with and without llm_response_id, and resumed streams.
+// tool chunks, with and without llm_response_id, and resumed streams; on
+// both bindings (REST: the HTTP+JSON one's events, without JSON-RPC).
 func TestStreamFastTextMatches(t *testing.T) {
 	frames := egress.TextFrames()
-	for _, id := range []string{`"req-002"`, `7`, `"<id>&"`, ``, `1.5e3`} {
+	for _, id := range []string{`"req-002"`, `7`, `"<id>&"`, ``, `1.5e3`, `REST`} {
+		rest := id == `REST`
 		for _, from := range []int64{0, 3} {
-			slow := renderStream(t, false, false, json.RawMessage(id), from, frames)
+			slow := renderStream(t, false, false, rest, json.RawMessage(id), from, frames)
 			for _, lazy := range []bool{false, true} {
-				fast := renderStream(t, true, lazy, json.RawMessage(id), from, frames)
+				fast := renderStream(t, true, lazy, rest, json.RawMessage(id), from, frames)
 				if !bytes.Equal(fast, slow) {
 					t.Fatalf("id %s from %d lazy %v:\nfast:\n%s\nslow:\n%s", id, from, lazy, fast, slow)
 				}

@@ -308,44 +308,56 @@ func (h servingHost) Serve(w http.ResponseWriter, _ *http.Request, requestID, fo
 	}
 }
 
-// TestStreamRPCRoutes: the JSON-RPC binding streams SendStreamingMessage
-// with egress (Serve, format a2av1_sse) once the call is published; what
-// is refused before (params the SDK cannot decode, the handler's refusal,
-// an envelope the SDK refuses) is the SDK's answer, nothing published and
-// no stream served.
+// TestStreamRPCRoutes: the JSON-RPC binding streams SendStreamingMessage,
+// and the HTTP+JSON binding message:stream, with egress (Serve, format
+// a2av1_sse) once the call is published; what is refused before (params
+// or a body the SDK cannot decode, the handler's refusal, an envelope the
+// SDK refuses) is the SDK's answer, nothing published and no stream
+// served; other calls are the SDK's.
 func TestStreamRPCRoutes(t *testing.T) {
 	msg := `{"message":{"messageId":"m-1","role":"ROLE_USER","parts":[{"text":"hi"}]}}`
 	for _, tc := range []struct {
 		name      string
+		path      string // "": JSON-RPC
 		body      string
 		version   string
 		native    bool
 		contain   string
 		published int
 	}{
-		{"streamed", `{"jsonrpc":"2.0","id":"s-1","method":"SendStreamingMessage","params":` + msg + `}`, "", true,
+		{"streamed", "", `{"jsonrpc":"2.0","id":"s-1","method":"SendStreamingMessage","params":` + msg + `}`, "", true,
 			`"id":"s-1","result":{"statusUpdate":`, 1},
-		{"numeric id", `{"jsonrpc":"2.0","id":7,"method":"SendStreamingMessage","params":` + msg + `}`, "", true, `"id":7,"result"`, 1},
-		{"params not decoded", `{"jsonrpc":"2.0","id":2,"method":"SendStreamingMessage","params":{"message":5}}`, "", false, `"id":2,"error":{"code":-32602`, 0},
-		{"no params", `{"jsonrpc":"2.0","id":3,"method":"SendStreamingMessage"}`, "", false, `"id":3,"error"`, 0},
-		{"refused by the handler", `{"jsonrpc":"2.0","id":4,"method":"SendStreamingMessage","params":` + msg + `}`, "0.5", false,
+		{"numeric id", "", `{"jsonrpc":"2.0","id":7,"method":"SendStreamingMessage","params":` + msg + `}`, "", true, `"id":7,"result"`, 1},
+		{"params not decoded", "", `{"jsonrpc":"2.0","id":2,"method":"SendStreamingMessage","params":{"message":5}}`, "", false, `"id":2,"error":{"code":-32602`, 0},
+		{"no params", "", `{"jsonrpc":"2.0","id":3,"method":"SendStreamingMessage"}`, "", false, `"id":3,"error"`, 0},
+		{"refused by the handler", "", `{"jsonrpc":"2.0","id":4,"method":"SendStreamingMessage","params":` + msg + `}`, "0.5", false,
 			`"id":4,"error":{"code":-32009`, 0},
-		{"unknown task", `{"jsonrpc":"2.0","id":6,"method":"SendStreamingMessage","params":{"message":{"messageId":"m-2","taskId":"t-9",` +
+		{"unknown task", "", `{"jsonrpc":"2.0","id":6,"method":"SendStreamingMessage","params":{"message":{"messageId":"m-2","taskId":"t-9",` +
 			`"role":"ROLE_USER","parts":[{"text":"hi"}]}}}`, "", false, `"id":6,"error":{"code":-32001`, 0},
-		{"object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"SendStreamingMessage","params":` + msg + `}`, "", false, `"code":-32600`, 0},
-		{"not 2.0", `{"jsonrpc":"1.0","id":5,"method":"SendStreamingMessage","params":` + msg + `}`, "", false, `"code":-32600`, 0},
+		{"object id", "", `{"jsonrpc":"2.0","id":{"a":1},"method":"SendStreamingMessage","params":` + msg + `}`, "", false, `"code":-32600`, 0},
+		{"not 2.0", "", `{"jsonrpc":"1.0","id":5,"method":"SendStreamingMessage","params":` + msg + `}`, "", false, `"code":-32600`, 0},
+		{"rest streamed", restStreamPath, msg, "", true, `data: {"statusUpdate":`, 1},
+		{"rest body not decoded", restStreamPath, `{"message":5`, "", false, `"status":"INVALID_ARGUMENT"`, 0},
+		{"rest refused by the handler", restStreamPath, msg, "0.5", false, `"status":"FAILED_PRECONDITION"`, 0},
+		{"rest body too large", restStreamPath, `{"message":"` + strings.Repeat("x", 1<<20) + `"}`, "", false, `"reason":"PARSE_ERROR"`, 0},
+		{"rest send", Path + "/message:send", `{"message":{"messageId":"m-3","taskId":"t-9","role":"ROLE_USER","parts":[{"text":"hi"}]}}`,
+			"", false, `"status":"NOT_FOUND"`, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var served []string
 			c := &fakeCaller{}
 			b := Bindings(servingHost{fakeHost: fakeHost{norm: normalizer.New(normalizer.Config{}), caller: c}, served: &served})
-			r := httptest.NewRequest(http.MethodPost, Path, strings.NewReader(tc.body))
+			h, path := b.JSONRPC, Path
+			if tc.path != "" {
+				h, path = b.REST, tc.path
+			}
+			r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(tc.body))
 			r.Header.Set("X-Api-Key", "k")
 			if tc.version != "" {
 				r.Header.Set("A2A-Version", tc.version)
 			}
 			w := httptest.NewRecorder()
-			b.JSONRPC.ServeHTTP(w, r)
+			h.ServeHTTP(w, r)
 			if got := len(served) == 1 && strings.HasPrefix(served[0], StreamFormat+" r-"); got != tc.native {
 				t.Errorf("served by egress %v (%q), want %v", got, served, tc.native)
 			}

@@ -1,8 +1,10 @@
 package a2av1
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"slices"
 	"time"
 
@@ -41,6 +43,7 @@ var (
 // sequence (Last-Event-ID resumes after it); the SDK gives each event a
 // random one.
 type stream struct {
+	rest  bool // the HTTP+JSON binding's: no JSON-RPC response around the events, REST errors
 	o     *egress.Output
 	p     egress.A2AParams
 	from  int64
@@ -58,6 +61,14 @@ type stream struct {
 // sent (absent: null).
 func NewStream(o *egress.Output, requestID string, p egress.A2AParams, rpcID json.RawMessage, from int64) egress.Renderer {
 	return &stream{o: o, p: p, from: from, m: a2amap.NewStreamMapper(requestID, p, from), rpcID: sdkRPCID(rpcID)}
+}
+
+// NewRESTStream is [NewStream] for the HTTP+JSON binding's
+// message:stream: each data: is the v1.0 StreamResponse alone, and an
+// error ends the stream as the binding's google.rpc.Status (restError),
+// as the SDK's HTTP+JSON transport writes them.
+func NewRESTStream(o *egress.Output, requestID string, p egress.A2AParams, from int64) egress.Renderer {
+	return &stream{rest: true, o: o, p: p, from: from, m: a2amap.NewStreamMapper(requestID, p, from)}
 }
 
 func (r *stream) Start() error {
@@ -131,9 +142,12 @@ func (r *stream) textEvent(f *egress.Frame) (out []byte, ok bool) {
 	// The constant parts take 230 bytes; escapes may need more.
 	b := slices.Grow(r.buf[:0], 300+len(r.rpcID)+len(c.Text)+len(id)+len(llm)+len(taskID)+len(contextID))
 	r.buf = nil
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, r.rpcID...)
-	b = append(b, `,"result":{"artifactUpdate":{`...)
+	if !r.rest {
+		b = append(b, `{"jsonrpc":"2.0","id":`...)
+		b = append(b, r.rpcID...)
+		b = append(b, `,"result":`...)
+	}
+	b = append(b, `{"artifactUpdate":{`...)
 	if appendTo {
 		b = append(b, `"append":true,`...)
 	}
@@ -147,7 +161,10 @@ func (r *stream) textEvent(f *egress.Frame) (out []byte, ok bool) {
 	b = jsonstr.Append(b, taskID)
 	b = append(b, `,"metadata":{"llm_response_id":`...)
 	b = jsonstr.Append(b, llm)
-	b = append(b, `,"object_type":"chat.completion.chunk","tag":""}}}}`...)
+	b = append(b, `,"object_type":"chat.completion.chunk","tag":""}}}`...)
+	if !r.rest {
+		b = append(b, '}')
+	}
 	return b, true
 }
 
@@ -159,6 +176,9 @@ func (r *stream) End(err error) error {
 	}
 	if !r.o.Started() {
 		egress.SSEHead(r.o, 0)
+	}
+	if r.rest {
+		return egress.SSEEventJSON(r.o, "", "", restError(err))
 	}
 	return egress.SSEEventJSON(r.o, "", "", jsonrpc.ErrorResponse(r.rpcID, Error(err)))
 }
@@ -172,6 +192,9 @@ func (r *stream) event(id string, ev legacy.Event) error {
 	res, err := json.Marshal(a2a.StreamResponse{Event: v})
 	if err != nil {
 		return err
+	}
+	if r.rest {
+		return egress.SSEEvent(r.o, id, "", res)
 	}
 	b := slices.Grow(r.buf[:0], len(res)+len(r.rpcID)+32)
 	r.buf = nil
@@ -244,4 +267,64 @@ func Error(err error) *jsonrpc.Error {
 	info := errordetails.NewErrorInfo(a2a.ErrorReason(err), a2a.ProtocolDomain,
 		map[string]string{"timestamp": now().UTC().Format(time.RFC3339)})
 	return &jsonrpc.Error{Code: code, Message: err.Error(), Data: []*errordetails.Typed{info}}
+}
+
+// restCodes are the HTTP and google.rpc statuses of the SDK's errors, as
+// its HTTP+JSON transport writes them (a2a-go's REST error table).
+var restCodes = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{a2a.ErrParseError, http.StatusBadRequest, "INVALID_ARGUMENT"},
+	{a2a.ErrInvalidRequest, http.StatusBadRequest, "INVALID_ARGUMENT"},
+	{a2a.ErrMethodNotFound, http.StatusNotImplemented, "UNIMPLEMENTED"},
+	{a2a.ErrInvalidParams, http.StatusBadRequest, "INVALID_ARGUMENT"},
+	{a2a.ErrInternalError, http.StatusInternalServerError, "INTERNAL"},
+	{a2a.ErrServerError, http.StatusInternalServerError, "INTERNAL"},
+	{a2a.ErrTaskNotFound, http.StatusNotFound, "NOT_FOUND"},
+	{a2a.ErrTaskNotCancelable, http.StatusBadRequest, "FAILED_PRECONDITION"},
+	{a2a.ErrPushNotificationNotSupported, http.StatusBadRequest, "FAILED_PRECONDITION"},
+	{a2a.ErrUnsupportedOperation, http.StatusBadRequest, "FAILED_PRECONDITION"},
+	{a2a.ErrUnsupportedContentType, http.StatusBadRequest, "INVALID_ARGUMENT"},
+	{a2a.ErrInvalidAgentResponse, http.StatusInternalServerError, "INTERNAL"},
+	{a2a.ErrExtendedCardNotConfigured, http.StatusBadRequest, "FAILED_PRECONDITION"},
+	{a2a.ErrExtensionSupportRequired, http.StatusBadRequest, "FAILED_PRECONDITION"},
+	{a2a.ErrVersionNotSupported, http.StatusBadRequest, "FAILED_PRECONDITION"},
+	{a2a.ErrUnauthenticated, http.StatusUnauthorized, "UNAUTHENTICATED"},
+	{a2a.ErrUnauthorized, http.StatusForbidden, "PERMISSION_DENIED"},
+	{context.Canceled, 499, "CANCELLED"},
+	{context.DeadlineExceeded, http.StatusGatewayTimeout, "DEADLINE_EXCEEDED"},
+}
+
+// restStatus is the HTTP+JSON binding's error body (google.rpc.Status).
+type restStatus struct {
+	Error struct {
+		Code    int                   `json:"code"`
+		Status  string                `json:"status"`
+		Message string                `json:"message"`
+		Details []*errordetails.Typed `json:"details,omitempty"`
+	} `json:"error"`
+}
+
+// restError is the google.rpc.Status an HTTP+JSON stream ends with for
+// err (egress's, the host's: sdkError's table), as the SDK's transport
+// writes it: the HTTP status and status name of the SDK's error (500
+// INTERNAL for none), the error's text, and a google.rpc.ErrorInfo with
+// the error's reason, A2A's domain and the time (TestStreamMatchesSDK).
+func restError(err error) restStatus {
+	err = sdkError(err)
+	var out restStatus
+	out.Error.Code, out.Error.Status = http.StatusInternalServerError, "INTERNAL"
+	reason := "INTERNAL_ERROR"
+	for _, c := range restCodes {
+		if errors.Is(err, c.err) {
+			out.Error.Code, out.Error.Status, reason = c.status, c.code, a2a.ErrorReason(c.err)
+			break
+		}
+	}
+	out.Error.Message = err.Error()
+	out.Error.Details = []*errordetails.Typed{errordetails.NewErrorInfo(reason, a2a.ProtocolDomain,
+		map[string]string{"timestamp": now().UTC().Format(time.RFC3339)})}
+	return out
 }
