@@ -31,11 +31,7 @@ func (s *Service) A2AEvents(ctx context.Context, requestID string, p A2AParams, 
 	return func(yield func(a2a.Event, error) bool) {
 		m := a2amap.NewStreamMapper(requestID, p, from)
 		if !p.Resubscribe && from == 0 {
-			ts := p.Submitted
-			if ts.IsZero() {
-				ts = now()
-			}
-			ts = ts.UTC()
+			ts := p.SubmittedTime(now)
 			if !yield(m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil, false), nil) {
 				return
 			}

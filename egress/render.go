@@ -86,6 +86,32 @@ func (o *Output) reuse(b []byte) {
 // events it writes (larger ones are not kept).
 const MaxScratch = 64 << 10
 
+// KeepScratch is what a renderer keeps of b, a buffer it assembled an
+// event in once the event is written: b emptied, or nil when it grew
+// beyond MaxScratch.
+func KeepScratch(b []byte) []byte {
+	if cap(b) <= MaxScratch {
+		return b[:0]
+	}
+	return nil
+}
+
+// FrameEvents writes evs, the events of frame f, with write, giving the
+// last one the frame's SSE id (SeqID: Last-Event-ID resumes after the
+// frame) and the others none.
+func FrameEvents[E any](f *Frame, evs []E, write func(id string, ev E) error) error {
+	for i, ev := range evs {
+		id := ""
+		if i == len(evs)-1 {
+			id = SeqID(f)
+		}
+		if err := write(id, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // NewOutput wraps w. writeTimeout bounds every write and flush (0: none).
 func NewOutput(w http.ResponseWriter, writeTimeout time.Duration) *Output {
 	return &Output{w: w, rc: http.NewResponseController(w), timeout: writeTimeout}

@@ -75,20 +75,14 @@ func (r *stream) Start() error {
 		ts := now().UTC()
 		return r.resultEvent("", r.m.StatusUpdate(a2a.TaskStateWorking, &ts, nil, false))
 	}
-	ts := r.p.Submitted
-	if ts.IsZero() {
-		ts = now()
-	}
-	ts = ts.UTC()
+	ts := r.p.SubmittedTime(now)
 	return r.resultEvent("", r.m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil, false))
 }
 
 func (r *stream) Frame(f *egress.Frame) error {
 	if b, ok := r.textEvent(f); ok {
 		err := egress.SSEEvent(r.o, egress.SeqID(f), "", b)
-		if cap(b) <= egress.MaxScratch {
-			r.buf = b[:0]
-		}
+		r.buf = egress.KeepScratch(b)
 		return err
 	}
 	resp, err := f.Decoded()
@@ -112,16 +106,7 @@ func (r *stream) Frame(f *egress.Frame) error {
 		// Nothing of the frame is for this client.
 		return nil
 	}
-	for i, ev := range evs {
-		id := ""
-		if i == len(evs)-1 {
-			id = egress.SeqID(f)
-		}
-		if err := r.resultEvent(id, ev); err != nil {
-			return err
-		}
-	}
-	return nil
+	return egress.FrameEvents(f, evs, func(id string, ev a2a.Event) error { return r.resultEvent(id, ev) })
 }
 
 func (r *stream) Heartbeat() error { return egress.SSEComment(r.o, "keep-alive") }
@@ -208,9 +193,7 @@ func (r *stream) resultEvent(id string, ev any) error {
 		if b, ok = appendStatusUpdate(b, su); ok {
 			b = append(b, '}')
 			err := egress.SSEEvent(r.o, id, "", b)
-			if cap(b) <= egress.MaxScratch {
-				r.buf = b[:0]
-			}
+			r.buf = egress.KeepScratch(b)
 			return err
 		}
 		r.buf = b[:0]

@@ -76,20 +76,14 @@ func (r *stream) Start() error {
 	if r.from > 0 {
 		return nil
 	}
-	ts := r.p.Submitted
-	if ts.IsZero() {
-		ts = now()
-	}
-	ts = ts.UTC()
+	ts := r.p.SubmittedTime(now)
 	return r.event("", r.m.StatusUpdate(legacy.TaskStateSubmitted, &ts, nil, false))
 }
 
 func (r *stream) Frame(f *egress.Frame) error {
 	if b, ok := r.textEvent(f); ok {
 		err := egress.SSEEvent(r.o, egress.SeqID(f), "", b)
-		if cap(b) <= egress.MaxScratch {
-			r.buf = b[:0]
-		}
+		r.buf = egress.KeepScratch(b)
 		return err
 	}
 	resp, err := f.Decoded()
@@ -100,16 +94,7 @@ func (r *stream) Frame(f *egress.Frame) error {
 	if err != nil {
 		return err
 	}
-	for i, ev := range evs {
-		id := ""
-		if i == len(evs)-1 {
-			id = egress.SeqID(f)
-		}
-		if err := r.event(id, ev); err != nil {
-			return err
-		}
-	}
-	return nil
+	return egress.FrameEvents(f, evs, r.event)
 }
 
 // PassThrough: frames are read without a full decode; textEvent renders
@@ -204,9 +189,7 @@ func (r *stream) event(id string, ev legacy.Event) error {
 	b = append(b, res...)
 	b = append(b, '}')
 	err = egress.SSEEvent(r.o, id, "", b)
-	if cap(b) <= egress.MaxScratch {
-		r.buf = b[:0]
-	}
+	r.buf = egress.KeepScratch(b)
 	return err
 }
 

@@ -34,3 +34,13 @@ type Params struct {
 	// function_response DataParts (A2A's renderers drop them).
 	Interaction bool
 }
+
+// SubmittedTime is the time of the submitted status-update a stream of
+// the call opens with: p.Submitted, else now(), in UTC.
+func (p Params) SubmittedTime(now func() time.Time) time.Time {
+	ts := p.Submitted
+	if ts.IsZero() {
+		ts = now()
+	}
+	return ts.UTC()
+}
