@@ -388,3 +388,99 @@ func TestA2AV1SubscribeRunning(t *testing.T) {
 		t.Fatalf("reply across snapshot and live events %q", text)
 	}
 }
+
+// v1Parts counts what a client got in events: thought parts, the trpc
+// interaction spec's function_call/function_response DataParts, and
+// DataParts in all.
+func v1Parts(evs ...a2a.Event) (thoughts, tools, data int) {
+	count := func(parts a2a.ContentParts) {
+		for _, p := range parts {
+			if th, _ := p.Metadata["thought"].(bool); th {
+				thoughts++
+			}
+			if p.Data() != nil {
+				data++
+				if typ, _ := p.Metadata["type"].(string); typ == "function_call" || typ == "function_response" {
+					tools++
+				}
+			}
+		}
+	}
+	msg := func(m *a2a.Message) {
+		if m != nil {
+			count(m.Parts)
+		}
+	}
+	for _, ev := range evs {
+		switch e := ev.(type) {
+		case *a2a.TaskArtifactUpdateEvent:
+			count(e.Artifact.Parts)
+		case *a2a.TaskStatusUpdateEvent:
+			msg(e.Status.Message)
+		case *a2a.Message:
+			msg(e)
+		case *a2a.Task:
+			msg(e.Status.Message)
+			for _, m := range e.History {
+				msg(m)
+			}
+			for _, a := range e.Artifacts {
+				count(a.Parts)
+			}
+		}
+	}
+	return thoughts, tools, data
+}
+
+// TestA2AV1InteractionAndOutputModes: on every binding, as on v0.3, a
+// basic client gets no thought parts and no function_call/function_response
+// DataParts, one that declares the trpc interaction spec (message metadata)
+// gets them, and one whose acceptedOutputModes admit no JSON gets no
+// DataPart; streamed and sent alike.
+func TestA2AV1InteractionAndOutputModes(t *testing.T) {
+	p, _ := startGRPCPipeline(t)
+	req := func(interaction bool, modes ...string) *a2a.SendMessageRequest {
+		r := userMessage("parts please")
+		if interaction {
+			r.Message.Metadata = map[string]any{"interaction_spec_version": "0.1"}
+		}
+		if len(modes) > 0 {
+			r.Config = &a2a.SendMessageConfig{AcceptedOutputModes: modes}
+		}
+		return r
+	}
+	for _, binding := range []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.TransportProtocolHTTPJSON, a2a.TransportProtocolGRPC} {
+		t.Run(string(binding), func(t *testing.T) {
+			_, c := v1Client(t, p, binding)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for _, tc := range []struct {
+				name                  string
+				req                   *a2a.SendMessageRequest
+				thoughts, tools, data bool // whether any is wanted
+			}{
+				{"basic", req(false), false, false, false},
+				{"interaction", req(true), true, true, true},
+				{"text only", req(true, "text/plain"), true, false, false},
+			} {
+				var evs []a2a.Event
+				for ev, err := range c.SendStreamingMessage(ctx, tc.req) {
+					if err != nil {
+						t.Fatalf("%s: SendStreamingMessage: %v", tc.name, err)
+					}
+					evs = append(evs, ev)
+				}
+				res, err := c.SendMessage(ctx, tc.req)
+				if err != nil {
+					t.Fatalf("%s: SendMessage: %v", tc.name, err)
+				}
+				for what, got := range map[string][]a2a.Event{"stream": evs, "send": {res}} {
+					th, tools, data := v1Parts(got...)
+					if (th > 0) != tc.thoughts || (tools > 0) != tc.tools || (data > 0) != tc.data {
+						t.Errorf("%s %s: %d thought parts, %d tool parts, %d DataParts", tc.name, what, th, tools, data)
+					}
+				}
+			}
+		})
+	}
+}

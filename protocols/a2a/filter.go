@@ -84,6 +84,49 @@ func msgWithout(m *a2a.Message, drop func(a2a.Part) bool) *a2a.Message {
 	return &c
 }
 
+// FilterEvent returns ev without the parts the client of p must not get
+// (partFilter: DataParts unless its output modes admit JSON, the
+// interaction spec's parts unless it declared the extension), and false
+// when nothing of it is left to send. This package's renderers filter
+// with it, and package a2av1 A2A v1.0's answers.
+func FilterEvent(p a2amap.Params, ev a2a.Event) (a2a.Event, bool) {
+	drop := partFilter(p)
+	if drop == nil {
+		return ev, true
+	}
+	e, ok := dropParts(ev, drop)
+	if !ok {
+		return nil, false
+	}
+	return e.(a2a.Event), true
+}
+
+// FilterEvents is FilterEvent over a frame's events, those left empty
+// dropped; evs itself when the client of p gets every part.
+func FilterEvents(p a2amap.Params, evs []a2a.Event) []a2a.Event {
+	if partFilter(p) == nil {
+		return evs
+	}
+	var kept []a2a.Event
+	for _, ev := range evs {
+		if e, ok := FilterEvent(p, ev); ok {
+			kept = append(kept, e)
+		}
+	}
+	return kept
+}
+
+// FilterResult is FilterEvent for message/send's result; false when it
+// is a message of dropped parts only (answer the task then, filtered:
+// FilterEvent of it).
+func FilterResult(p a2amap.Params, res a2a.SendMessageResult) (a2a.SendMessageResult, bool) {
+	e, ok := FilterEvent(p, res)
+	if !ok {
+		return nil, false
+	}
+	return e.(a2a.SendMessageResult), true
+}
+
 // dropParts returns ev without the parts drop reports, and false when
 // nothing of the event is left to send.
 func dropParts(ev any, drop func(a2a.Part) bool) (any, bool) {

@@ -53,16 +53,12 @@ func (r *send) End(err error) error {
 	if err != nil {
 		return r.writeRPC(jsonrpc.ErrorResponse(r.p.JSONRPCID, Error(err)))
 	}
-	res := r.agg.Result(r.p.HistoryLength)
-	if drop := partFilter(r.p); drop != nil {
-		if e, ok := dropParts(res, drop); ok {
-			res = e.(a2a.SendMessageResult)
-		} else {
-			// A reply of dropped parts only: the task, whose artifacts are
-			// then empty.
-			e, _ := dropParts(r.agg.Task(r.p.HistoryLength), drop)
-			res = e.(a2a.SendMessageResult)
-		}
+	res, ok := FilterResult(r.p, r.agg.Result(r.p.HistoryLength))
+	if !ok {
+		// A reply of dropped parts only: the task, whose artifacts are
+		// then empty.
+		t, _ := FilterEvent(r.p, r.agg.Task(r.p.HistoryLength))
+		res = t.(a2a.SendMessageResult)
 	}
 	return r.writeRPC(jsonrpc.ResultResponse(r.p.JSONRPCID, res))
 }

@@ -93,16 +93,7 @@ func (r *stream) Frame(f *egress.Frame) error {
 	if err != nil {
 		return err
 	}
-	if drop := partFilter(r.p); drop != nil {
-		var kept []a2a.Event
-		for _, ev := range evs {
-			if e, ok := dropParts(ev, drop); ok {
-				kept = append(kept, e.(a2a.Event))
-			}
-		}
-		evs = kept
-	}
-	if len(evs) == 0 {
+	if evs = FilterEvents(r.p, evs); len(evs) == 0 {
 		// Nothing of the frame is for this client.
 		return nil
 	}

@@ -32,12 +32,31 @@ type streamCase struct {
 }
 
 // streamCases: the JSON-RPC stream for a client that declared the trpc
-// interaction extension, for a basic one (_basic), and the HTTP+JSON
-// binding's (_rest).
+// interaction extension, for a basic one (_basic: no thought parts, no
+// function_call/function_response DataParts), for a text/plain one
+// (_text_only: no DataParts), and the HTTP+JSON binding's (_rest).
 var streamCases = []streamCase{
 	{StreamFormat, egress.A2AParams{Interaction: true}, false},
 	{StreamFormat + "_basic", egress.A2AParams{}, false},
+	{StreamFormat + "_text_only", egress.A2AParams{Interaction: true, AcceptedOutputModes: []string{"text/plain"}}, false},
 	{StreamFormat + "_rest", egress.A2AParams{Interaction: true}, true},
+}
+
+// checkParts: what the case's client must not get is not in body.
+func (c streamCase) checkParts(t *testing.T, body []byte) {
+	t.Helper()
+	var bad []string
+	if !c.p.Interaction {
+		bad = append(bad, `"thought":true`, `"type":"function_call"`, `"type":"function_response"`)
+	}
+	if len(c.p.AcceptedOutputModes) > 0 {
+		bad = append(bad, `{"data":`)
+	}
+	for _, b := range bad {
+		if bytes.Contains(body, []byte(b)) {
+			t.Errorf("%s for this client:\n%s", b, body)
+		}
+	}
 }
 
 // newStream is the case's renderer of requestID's frames from from, the
@@ -86,6 +105,7 @@ func TestRendererConformance(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				c.checkParts(t, run.Body)
 				var last a2a.Event
 				for _, d := range data {
 					if c.rest {
@@ -268,5 +288,6 @@ type sdkAnswers struct {
 }
 
 func (s sdkAnswers) SendStreamingMessage(ctx context.Context, _ *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {
-	return v1Events(s.h.V1Answers().A2AEvents(ctx, s.requestID, streamParams(s.p), 0), func() {})
+	p := streamParams(s.p)
+	return v1Events(s.h.V1Answers().A2AEvents(ctx, s.requestID, p, 0), p, func() {})
 }

@@ -161,7 +161,19 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 	if err != nil {
 		return nil, sdkError(err)
 	}
-	return v1Result(res)
+	// The client's parts only (output modes, interaction spec), as v0.3's
+	// message/send: a reply of dropped parts only is answered with the task.
+	kept, ok := a2aproto.FilterResult(p, res)
+	if !ok {
+		id := cmp.Or(p.TaskID, acc.RequestID)
+		t, err := h.h.V1Answers().A2ATask(ctx, id, cmp.Or(p.ContextID, id), []string{acc.RequestID}, p.HistoryLength)
+		if err != nil {
+			return nil, sdkError(err)
+		}
+		e, _ := a2aproto.FilterEvent(p, t)
+		kept = e.(legacy.SendMessageResult)
+	}
+	return v1Result(kept)
 }
 
 func v1Result(res legacy.SendMessageResult) (a2a.SendMessageResult, error) {
@@ -196,7 +208,7 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessage
 		end()
 		return errSeq(errTooManyStreams)
 	}
-	return v1Events(h.h.V1Answers().A2AEvents(ctx, acc.RequestID, p, 0, egress.WithoutRequestCheck()), func() { release(); end() })
+	return v1Events(h.h.V1Answers().A2AEvents(ctx, acc.RequestID, p, 0, egress.WithoutRequestCheck()), p, func() { release(); end() })
 }
 
 // stream takes one of the caller's stream slots.
@@ -226,14 +238,20 @@ func errSeq(err error) iter.Seq2[a2a.Event, error] {
 }
 
 // v1Events converts egress's events to v1.0 ones (no final flag: the
-// stream ends after the terminal status).
-func v1Events(evs iter.Seq2[legacy.Event, error], release func()) iter.Seq2[a2a.Event, error] {
+// stream ends after the terminal status), without the parts the client of
+// p must not get (a2aproto.FilterEvent: its output modes, the interaction
+// spec).
+func v1Events(evs iter.Seq2[legacy.Event, error], p egress.A2AParams, release func()) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		defer release()
 		for ev, err := range evs {
 			if err != nil {
 				yield(nil, sdkError(err))
 				return
+			}
+			ev, ok := a2aproto.FilterEvent(p, ev)
+			if !ok {
+				continue
 			}
 			v, err := egress.A2AV1Event(ev)
 			if err != nil {
@@ -390,8 +408,11 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskR
 	if !ok {
 		return errSeq(errTooManyStreams)
 	}
-	return v1Events(h.h.V1Answers().A2ASubscription(ctx, t.ID, t.ContextID, t.RequestIDs,
-		a2aproto.Interaction(c.header, &e2a.Envelope{})), release)
+	// The task and its live events without the parts a basic client
+	// must not get (no output modes here: all of them otherwise).
+	interaction := a2aproto.Interaction(c.header, &e2a.Envelope{})
+	return v1Events(h.h.V1Answers().A2ASubscription(ctx, t.ID, t.ContextID, t.RequestIDs, interaction),
+		egress.A2AParams{Interaction: interaction}, release)
 }
 
 // The pipeline sends no push notifications (the card says so).

@@ -16,6 +16,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
@@ -94,7 +95,9 @@ func (r *stream) Frame(f *egress.Frame) error {
 	if err != nil {
 		return err
 	}
-	return egress.FrameEvents(f, evs, r.event)
+	// The client's parts only (its output modes, the interaction spec), as
+	// v0.3's stream; a frame left with nothing is not sent.
+	return egress.FrameEvents(f, a2aproto.FilterEvents(r.p, evs), r.event)
 }
 
 // PassThrough: frames are read without a full decode; textEvent renders
