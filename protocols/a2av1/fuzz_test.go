@@ -1,13 +1,18 @@
 package a2av1
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 )
 
@@ -54,6 +59,66 @@ func FuzzNormalizeV1Send(f *testing.F) {
 		}
 		if _, err := json.Marshal(res.Envelope); err != nil {
 			t.Fatalf("%q: envelope does not encode: %v", data, err)
+		}
+	})
+}
+
+// FuzzStreamBindings: whatever body a caller posts to the JSON-RPC
+// binding, or to the HTTP+JSON binding's message:stream, the binding
+// (checkCall, the SendStreamingMessage it streams with egress, the SDK
+// for the rest) never panics, publishes at most one request, hands a
+// stream to egress only for a request it published, and answers well-formed:
+// SSE whose every data: is one JSON value, or one JSON value.
+func FuzzStreamBindings(f *testing.F) {
+	msg := `{"message":{"messageId":"m-1","role":"ROLE_USER","parts":[{"text":"hi"}]}}`
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":"s-1","method":"SendStreamingMessage","params":` + msg + `}`,
+		`{"jsonrpc":"2.0","id":7,"method":"SendStreamingMessage","params":` + msg + `}`,
+		`{"jsonrpc":"2.0","id":-1.5e3,"method":"SendStreamingMessage","params":` + msg + `}`,
+		`{"jsonrpc":"2.0","method":"SendStreamingMessage","params":` + msg + `}`,
+		`{"jsonrpc":"2.0","id":null,"method":"SendStreamingMessage","params":` + msg + `}`,
+		`{"jsonrpc":"2.0","id":"x","method":"SendStreamingMessage","params":{"message":5}}`,
+		`{"jsonrpc":"2.0","id":{"a":1},"method":"SendStreamingMessage","params":` + msg + `}`,
+		`{"jsonrpc":"1.0","id":1,"method":"SendStreamingMessage","params":` + msg + `}`,
+		`{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":{"messageId":"m","taskId":"t-9","role":"ROLE_USER","parts":[{"text":"x"}]}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t"}}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage"}]`,
+		`{"jsonrpc":"2.0","id":"\u003c\u2028","method":"SendStreamingMessage","params":` + msg + `} trailing`,
+		msg, `{"message":5`, ``, `null`,
+	} {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, rest bool) {
+		var served []string
+		c := &fakeCaller{}
+		b := Bindings(servingHost{fakeHost: fakeHost{norm: normalizer.New(normalizer.Config{}), caller: c}, served: &served})
+		h, path := b.JSONRPC, Path
+		if rest {
+			h, path = b.REST, restStreamPath
+		}
+		r := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+		r.Header.Set("X-Api-Key", "k")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if len(c.published) > 1 || len(served) > len(c.published) {
+			t.Fatalf("%q: %d published, %d streams served", body, len(c.published), len(served))
+		}
+		out := w.Body.Bytes()
+		if strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
+			data, err := egress.SSEData(out)
+			if err != nil {
+				t.Fatalf("%q: %v:\n%s", body, err, out)
+			}
+			for _, d := range data {
+				if !json.Valid(d) {
+					t.Fatalf("%q: data is not JSON: %s", body, d)
+				}
+			}
+			return
+		}
+		if !json.Valid(bytes.TrimSpace(out)) {
+			t.Fatalf("%q: answer is not JSON: %s", body, out)
 		}
 	})
 }

@@ -77,6 +77,21 @@ func (fakeAnswers) A2AEvents(context.Context, string, egress.A2AParams, int64, .
 
 func (fakeAnswers) Heartbeat() time.Duration { return time.Second }
 
+func (fakeAnswers) A2AResult(_ context.Context, requestID string, p egress.A2AParams, _ ...egress.ReplayOption) (legacy.SendMessageResult, error) {
+	return &legacy.Task{ID: legacy.TaskID(p.TaskID), ContextID: p.ContextID, Status: legacy.TaskStatus{State: legacy.TaskStateCompleted}}, nil
+}
+
+func (a fakeAnswers) A2ASubscription(ctx context.Context, taskID, contextID string, requestIDs []string, _ bool) iter.Seq2[legacy.Event, error] {
+	return func(yield func(legacy.Event, error) bool) {
+		t, _ := a.A2ATask(ctx, taskID, contextID, requestIDs, nil)
+		yield(t, nil)
+	}
+}
+
+func (fakeAnswers) CancelRequest(context.Context, string, egress.CancelFunc) (bool, error) {
+	return false, egress.ErrNotCancelable
+}
+
 // fakeCaller owns the tasks of tasks; others holds another principal's.
 type fakeCaller struct {
 	tasks     []*host.ListedTask
