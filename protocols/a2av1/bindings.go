@@ -115,8 +115,20 @@ func (h rpcHead) nativeStream() bool {
 	if h.Method != methodSendStreamingMessage || h.JSONRPC != "2.0" {
 		return false
 	}
-	id := bytes.TrimSpace(h.ID)
-	return len(id) == 0 || bytes.Equal(id, []byte("null")) || id[0] == '"' || id[0] == '-' || id[0] >= '0' && id[0] <= '9'
+	if len(h.ID) == 0 {
+		return true
+	}
+	// As the SDK decodes and checks it (a number beyond float64, say, is
+	// its parse error).
+	var id any
+	if json.Unmarshal(h.ID, &id) != nil {
+		return false
+	}
+	switch id.(type) {
+	case nil, string, float64:
+		return true
+	}
+	return false
 }
 
 // methodSendStreamingMessage is the JSON-RPC method streamRPC answers.

@@ -350,6 +350,7 @@ func TestStreamRPCRoutes(t *testing.T) {
 		{"unknown task", "", `{"jsonrpc":"2.0","id":6,"method":"SendStreamingMessage","params":{"message":{"messageId":"m-2","taskId":"t-9",` +
 			`"role":"ROLE_USER","parts":[{"text":"hi"}]}}}`, "", false, `"id":6,"error":{"code":-32001`, 0},
 		{"object id", "", `{"jsonrpc":"2.0","id":{"a":1},"method":"SendStreamingMessage","params":` + msg + `}`, "", false, `"code":-32600`, 0},
+		{"id beyond float64", "", `{"jsonrpc":"2.0","id":1e400,"method":"SendStreamingMessage","params":` + msg + `}`, "", false, `"id":null,"error":{"code":-32602`, 0},
 		{"not 2.0", "", `{"jsonrpc":"1.0","id":5,"method":"SendStreamingMessage","params":` + msg + `}`, "", false, `"code":-32600`, 0},
 		{"rest streamed", restStreamPath, msg, "", true, `data: {"statusUpdate":`, 1},
 		{"rest body not decoded", restStreamPath, `{"message":5`, "", false, `"status":"INVALID_ARGUMENT"`, 0},
