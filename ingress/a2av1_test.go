@@ -1,8 +1,10 @@
 package ingress_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -222,7 +224,7 @@ func TestA2AV1ListPages(t *testing.T) {
 
 // runSlowAgent runs pool "slow": an agent that reports each request on
 // started and then waits to be cancelled.
-func runSlowAgent(t *testing.T, p *pipeline, started chan<- struct{}) {
+func runSlowAgent(t *testing.T, p *pipeline, started chan<- struct{}, opts ...agent.Option) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -235,7 +237,7 @@ func runSlowAgent(t *testing.T, p *pipeline, started chan<- struct{}) {
 			}
 			<-ctx.Done()
 			return ctx.Err()
-		}))
+		}), opts...)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 }
@@ -482,5 +484,57 @@ func TestA2AV1InteractionAndOutputModes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestA2AV1StreamSlotReleased: a v1.0 stream (streamed by egress) holds
+// one of the caller's stream slots while it is open and gives it back
+// when its client goes away mid-stream: with one slot, a second stream is
+// refused while the first is open and served once its client has gone.
+func TestA2AV1StreamSlotReleased(t *testing.T) {
+	lim := ingress.NewStreamLimiter(1)
+	p := startPipelineWith(t, ingress.WithStreamLimiter(lim))
+	started := make(chan struct{}, 1)
+	// Its requests are never finished: no drain when the test ends.
+	runSlowAgent(t, p, started, agent.WithDrainTimeout(0))
+	body := func(id int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"SendStreamingMessage","params":{"message":`+
+			`{"messageId":"m-%d","role":"ROLE_USER","parts":[{"text":"wait"}]}}}`, id, id)
+	}
+	open := func(id int) (*http.Response, context.CancelFunc) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url+ingress.A2AV1Path+"?agent=slow", strings.NewReader(body(id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, cancel
+	}
+	first, cancelFirst := open(1)
+	<-started // the agent has the first request: its stream is open
+	second, cancelSecond := open(2)
+	b, _ := io.ReadAll(second.Body)
+	cancelSecond()
+	if !strings.Contains(string(b), "too many open streams") {
+		t.Fatalf("a second stream with the slot taken: %s", b)
+	}
+	// The first client goes away mid-stream: its slot comes back.
+	cancelFirst()
+	first.Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for lim.Total() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d stream slots still held after the client left", lim.Total())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	third, cancelThird := open(3)
+	defer cancelThird()
+	ev, err := bufio.NewReader(third.Body).ReadString('\n')
+	if err != nil || !strings.Contains(ev, `"TASK_STATE_SUBMITTED"`) {
+		t.Fatalf("the stream after the slot came back: %q %v", ev, err)
 	}
 }
