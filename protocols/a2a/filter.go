@@ -104,13 +104,14 @@ func FilterEvent(p a2amap.Params, ev a2a.Event) (a2a.Event, bool) {
 // FilterEvents is FilterEvent over a frame's events, those left empty
 // dropped; evs itself when the client of p gets every part.
 func FilterEvents(p a2amap.Params, evs []a2a.Event) []a2a.Event {
-	if partFilter(p) == nil {
+	drop := partFilter(p)
+	if drop == nil {
 		return evs
 	}
 	var kept []a2a.Event
 	for _, ev := range evs {
-		if e, ok := FilterEvent(p, ev); ok {
-			kept = append(kept, e)
+		if e, ok := dropParts(ev, drop); ok {
+			kept = append(kept, e.(a2a.Event))
 		}
 	}
 	return kept
