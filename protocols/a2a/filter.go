@@ -84,25 +84,27 @@ func msgWithout(m *a2a.Message, drop func(a2a.Part) bool) *a2a.Message {
 	return &c
 }
 
-// FilterEvent returns ev without the parts the client of p must not get
-// (partFilter: DataParts unless its output modes admit JSON, the
-// interaction spec's parts unless it declared the extension), and false
-// when nothing of it is left to send. This package's renderers filter
-// with it, and package a2av1 A2A v1.0's answers.
-func FilterEvent(p a2amap.Params, ev a2a.Event) (a2a.Event, bool) {
+// EventFilter returns the filter of the client of p: an event without the
+// parts that client must not get (partFilter: DataParts unless its output
+// modes admit JSON, the interaction spec's parts unless it declared the
+// extension), and false when nothing of it is left to send. Build it once
+// per answer. Package a2av1 filters A2A v1.0's answers with it.
+func EventFilter(p a2amap.Params) func(a2a.Event) (a2a.Event, bool) {
 	drop := partFilter(p)
 	if drop == nil {
-		return ev, true
+		return func(ev a2a.Event) (a2a.Event, bool) { return ev, true }
 	}
-	e, ok := dropParts(ev, drop)
-	if !ok {
-		return nil, false
+	return func(ev a2a.Event) (a2a.Event, bool) {
+		e, ok := dropParts(ev, drop)
+		if !ok {
+			return nil, false
+		}
+		return e.(a2a.Event), true
 	}
-	return e.(a2a.Event), true
 }
 
-// FilterEvents is FilterEvent over a frame's events, those left empty
-// dropped; evs itself when the client of p gets every part.
+// FilterEvents filters a frame's events for the client of p (EventFilter),
+// dropping those left empty; evs itself when that client gets every part.
 func FilterEvents(p a2amap.Params, evs []a2a.Event) []a2a.Event {
 	drop := partFilter(p)
 	if drop == nil {
@@ -115,17 +117,6 @@ func FilterEvents(p a2amap.Params, evs []a2a.Event) []a2a.Event {
 		}
 	}
 	return kept
-}
-
-// FilterResult is FilterEvent for message/send's result; false when it
-// is a message of dropped parts only (answer the task then, filtered:
-// FilterEvent of it).
-func FilterResult(p a2amap.Params, res a2a.SendMessageResult) (a2a.SendMessageResult, bool) {
-	e, ok := FilterEvent(p, res)
-	if !ok {
-		return nil, false
-	}
-	return e.(a2a.SendMessageResult), true
 }
 
 // dropParts returns ev without the parts drop reports, and false when

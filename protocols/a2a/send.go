@@ -3,8 +3,6 @@ package a2a
 import (
 	"encoding/json"
 
-	"github.com/a2aproject/a2a-go/a2a"
-
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
@@ -53,12 +51,12 @@ func (r *send) End(err error) error {
 	if err != nil {
 		return r.writeRPC(jsonrpc.ErrorResponse(r.p.JSONRPCID, Error(err)))
 	}
-	res, ok := FilterResult(r.p, r.agg.Result(r.p.HistoryLength))
+	keep := EventFilter(r.p)
+	res, ok := keep(r.agg.Result(r.p.HistoryLength))
 	if !ok {
 		// A reply of dropped parts only: the task, whose artifacts are
 		// then empty.
-		t, _ := FilterEvent(r.p, r.agg.Task(r.p.HistoryLength))
-		res = t.(a2a.SendMessageResult)
+		res, _ = keep(r.agg.Task(r.p.HistoryLength))
 	}
 	return r.writeRPC(jsonrpc.ResultResponse(r.p.JSONRPCID, res))
 }

@@ -173,7 +173,7 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 // before the stream opens is still answered by the SDK, in its words: a
 // params decode error (it decodes the params again), and the handler's
 // refusal (submit's, the stream slots'), which its SendStreamingMessage
-// yields when the context carries it (withRefusal).
+// yields when the call carries it (call.refusal).
 func (b *bindings) streamRPC(w http.ResponseWriter, r *http.Request, head rpcHead, sdk http.Handler) {
 	var req a2a.SendMessageRequest
 	if len(head.Params) == 0 || json.Unmarshal(head.Params, &req) != nil {
@@ -187,7 +187,7 @@ func (b *bindings) streamRPC(w http.ResponseWriter, r *http.Request, head rpcHea
 
 // stream publishes req and has egress serve its frames with the renderer
 // newRenderer builds; a refusal before the stream opens is handed to sdk
-// (withRefusal) for its answer.
+// (call.refusal) for its answer.
 func (b *bindings) stream(w http.ResponseWriter, r *http.Request, req *a2a.SendMessageRequest, sdk http.Handler,
 	newRenderer func(requestID string, p egress.A2AParams, from int64) egress.NewRenderer) {
 	// Subscribed to the frames before the publish, as the handler's
@@ -204,7 +204,11 @@ func (b *bindings) stream(w http.ResponseWriter, r *http.Request, req *a2a.SendM
 		}
 	}
 	if err != nil {
-		sdk.ServeHTTP(w, r.WithContext(withRefusal(r.Context(), err)))
+		// The SDK answers the refusal: the handler's SendStreamingMessage
+		// yields it.
+		c, _ := callFrom(r.Context())
+		c.refusal = err
+		sdk.ServeHTTP(w, r.WithContext(withCall(r.Context(), c)))
 		return
 	}
 	from, _ := egress.ResumePoint(r) // a bad one: Serve answers its error

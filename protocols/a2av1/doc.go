@@ -49,8 +49,8 @@
 // through egress's Output: a burst of frames in one write, a plain text
 // chunk straight from the frame's bytes. What is refused before the
 // stream opens is still the SDK's answer (the refusal handed to the
-// handler's SendStreamingMessage through the context). Its conformance
-// goldens are under testdata/a2av1_sse[_basic|_rest]/, and
+// handler's SendStreamingMessage on the call). Its conformance
+// goldens are under testdata/a2av1_sse[_basic|_text_only|_rest]/, and
 // TestStreamMatchesSDK compares it with the SDK's transports over the
 // same frames.
 //

@@ -48,6 +48,10 @@ type call struct {
 	version string
 	channel string
 	c       host.V1Caller
+	// refusal, when set, is what the JSON-RPC binding's streamRPC was
+	// refused before its stream opened, handed back to the SDK for its
+	// answer: SendStreamingMessage yields it.
+	refusal error
 }
 
 type callKey struct{}
@@ -163,17 +167,17 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 	}
 	// The client's parts only (output modes, interaction spec), as v0.3's
 	// message/send: a reply of dropped parts only is answered with the task.
-	kept, ok := a2aproto.FilterResult(p, res)
+	keep := a2aproto.EventFilter(p)
+	kept, ok := keep(res)
 	if !ok {
 		id := cmp.Or(p.TaskID, acc.RequestID)
 		t, err := h.h.V1Answers().A2ATask(ctx, id, cmp.Or(p.ContextID, id), []string{acc.RequestID}, p.HistoryLength)
 		if err != nil {
 			return nil, sdkError(err)
 		}
-		e, _ := a2aproto.FilterEvent(p, t)
-		kept = e.(legacy.SendMessageResult)
+		kept, _ = keep(t)
 	}
-	return v1Result(kept)
+	return v1Result(kept.(legacy.SendMessageResult))
 }
 
 func v1Result(res legacy.SendMessageResult) (a2a.SendMessageResult, error) {
@@ -190,10 +194,10 @@ func v1Result(res legacy.SendMessageResult) (a2a.SendMessageResult, error) {
 // the durable frames: the task submitted, its artifacts, then its final
 // status (the stream ends on the terminal state).
 func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {
-	if err, ok := refusalFrom(ctx); ok {
-		// The JSON-RPC binding's streamRPC was refused before its stream
-		// opened: the refusal, written by the SDK.
-		return errSeq(err)
+	if c, ok := callFrom(ctx); ok && c.refusal != nil {
+		// A binding's stream refused before it opened: the refusal, written
+		// by the SDK.
+		return errSeq(c.refusal)
 	}
 	// Subscribed to the frames before the publish: a new request's stream
 	// opens without reading E2A_RESPONSES (egress.ExpectStream).
@@ -220,36 +224,24 @@ func (h *handler) stream(ctx context.Context) (func(), bool) {
 // errTooManyStreams refuses a stream when the caller's slots are taken.
 var errTooManyStreams = fmt.Errorf("%w: too many open streams", a2a.ErrServerError)
 
-type refusalKey struct{}
-
-// withRefusal returns ctx carrying err, the refusal of a call the
-// JSON-RPC binding's streamRPC hands back to the SDK to answer.
-func withRefusal(ctx context.Context, err error) context.Context {
-	return context.WithValue(ctx, refusalKey{}, err)
-}
-
-func refusalFrom(ctx context.Context) (error, bool) {
-	err, ok := ctx.Value(refusalKey{}).(error)
-	return err, ok
-}
-
 func errSeq(err error) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) { yield(nil, err) }
 }
 
 // v1Events converts egress's events to v1.0 ones (no final flag: the
 // stream ends after the terminal status), without the parts the client of
-// p must not get (a2aproto.FilterEvent: its output modes, the interaction
+// p must not get (a2aproto.EventFilter: its output modes, the interaction
 // spec).
 func v1Events(evs iter.Seq2[legacy.Event, error], p egress.A2AParams, release func()) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		defer release()
+		keep := a2aproto.EventFilter(p)
 		for ev, err := range evs {
 			if err != nil {
 				yield(nil, sdkError(err))
 				return
 			}
-			ev, ok := a2aproto.FilterEvent(p, ev)
+			ev, ok := keep(ev)
 			if !ok {
 				continue
 			}
