@@ -524,12 +524,10 @@ func TestA2AV1StreamSlotReleased(t *testing.T) {
 	// The first client goes away mid-stream: its slot comes back.
 	cancelFirst()
 	first.Body.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for lim.Total() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d stream slots still held after the client left", lim.Total())
-		}
-		time.Sleep(5 * time.Millisecond)
+	idle, cancelIdle := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelIdle()
+	if err := lim.WaitIdle(idle); err != nil {
+		t.Fatalf("%d stream slots still held after the client left: %v", lim.Total(), err)
 	}
 	third, cancelThird := open(3)
 	defer cancelThird()

@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -24,6 +25,9 @@ type StreamLimiter struct {
 	max    int
 	mu     sync.Mutex
 	active map[string]int
+	// ended, when someone waits for streams to end (WaitIdle), is
+	// broadcast at every release.
+	ended *sync.Cond
 }
 
 // NewStreamLimiter returns a limiter allowing max concurrent streams per
@@ -67,6 +71,9 @@ func (s *StreamLimiter) AcquireStream(principal string) (release func(), ok bool
 			} else {
 				s.active[principal]--
 			}
+			if s.ended != nil {
+				s.ended.Broadcast()
+			}
 		})
 	}, true
 }
@@ -88,11 +95,42 @@ func (s *StreamLimiter) Total() int {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.totalLocked()
+}
+
+func (s *StreamLimiter) totalLocked() int {
 	n := 0
 	for _, c := range s.active {
 		n += c
 	}
 	return n
+}
+
+// WaitIdle waits until no stream holds a slot on this replica (every
+// stream has ended), or ctx ends (its error then): a drain, and the way a
+// test waits for a stream to give its slot back.
+func (s *StreamLimiter) WaitIdle(ctx context.Context) error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended == nil {
+		s.ended = sync.NewCond(&s.mu)
+	}
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.ended.Broadcast()
+	})
+	defer stop()
+	for s.totalLocked() != 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s.ended.Wait()
+	}
+	return nil
 }
 
 // StreamLimitBody is the 429 body for too many concurrent streams, in the

@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"context"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -91,5 +92,36 @@ func TestStreamLimitConcurrent(t *testing.T) {
 	wg.Wait()
 	if peak.Load() > 5 || s.Total() != 0 {
 		t.Fatalf("peak %d total %d", peak.Load(), s.Total())
+	}
+}
+
+// TestStreamLimitWaitIdle: WaitIdle returns once the last slot is released
+// (not before), at once when none is held, and with ctx's error when ctx
+// ends first.
+func TestStreamLimitWaitIdle(t *testing.T) {
+	s := NewStreamLimiter(2)
+	if err := s.WaitIdle(context.Background()); err != nil {
+		t.Fatalf("idle limiter: %v", err)
+	}
+	r1, _ := s.AcquireStream("alice")
+	r2, _ := s.AcquireStream("bob")
+	done := make(chan error, 1)
+	go func() { done <- s.WaitIdle(context.Background()) }()
+	r1()
+	select {
+	case err := <-done:
+		t.Fatalf("returned with a slot held: %v", err)
+	default:
+	}
+	r2()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	r3, _ := s.AcquireStream("alice")
+	defer r3()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.WaitIdle(ctx); err != context.Canceled {
+		t.Fatalf("ended ctx: %v", err)
 	}
 }
