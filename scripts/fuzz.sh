@@ -4,6 +4,8 @@
 #   scripts/fuzz.sh                 every target, FUZZTIME (default 30s) each
 #   FUZZTIME=5m scripts/fuzz.sh     longer
 #   scripts/fuzz.sh ./e2a ./ingress only these packages
+#   FUZZ_MINIMIZE=60s scripts/fuzz.sh  the fuzzer's own minimizing budget
+#                                   (default 200x: see below)
 #   KEEP_CORPUS=1 scripts/fuzz.sh   also copy the inputs the fuzzer found
 #                                   interesting into <pkg>/testdata/fuzz/<Target>/
 #
@@ -21,6 +23,13 @@ cd "$(dirname "$0")/.."
 
 FUZZTIME=${FUZZTIME:-30s}
 KEEP_CORPUS=${KEEP_CORPUS:-0}
+# How long the fuzzer shrinks each new interesting input. Go's default, 60s,
+# is also the coordinator's deadline for a worker's answer: on inputs of a
+# few KB that cost milliseconds (the renderers' conformance seeds), every
+# shrink ran the whole minute, the worker was killed at the deadline and its
+# minute discarded — FuzzRenderFrames spent most of a run at "0 execs/s" and
+# missed nil-element panics a count-bounded shrink found in a minute.
+FUZZ_MINIMIZE=${FUZZ_MINIMIZE:-200x}
 # The fuzzer's worker count; a shared 2-core machine is best left one core.
 PARALLEL=${FUZZ_PARALLEL:-$(( $(nproc) > 1 ? $(nproc) - 1 : 1 ))}
 
@@ -48,7 +57,7 @@ for pkg in "${pkgs[@]}"; do
   for t in "${targets[@]}"; do
     echo "== $importpath $t ($FUZZTIME, $PARALLEL workers)"
     ran=$((ran + 1))
-    if ! go test "$pkg" -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" -parallel "$PARALLEL"; then
+    if ! go test "$pkg" -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZ_MINIMIZE" -parallel "$PARALLEL"; then
       failed+=("$importpath $t")
       # The fuzzer wrote the crasher under testdata/fuzz/$t: show it.
       ls -t "$pkg/testdata/fuzz/$t" 2>/dev/null | head -3 | sed "s#^#   crasher: $pkg/testdata/fuzz/$t/#"

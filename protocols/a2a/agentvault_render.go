@@ -311,11 +311,16 @@ func AgentVaultTask(t *a2a.Task, createdAt string) AVTask {
 			out.Messages = append(out.Messages, AVMessage{Role: avRole(role), Parts: avParts(text), Metadata: meta})
 		}
 	}
+	// A stored task's "history":[null] or "artifacts":[null]: nothing to add.
 	for _, m := range t.History {
-		add(m.ID, m.Role, m.Parts, nil)
+		if m != nil {
+			add(m.ID, m.Role, m.Parts, nil)
+		}
 	}
 	for _, a := range t.Artifacts {
-		add(string(a.ID), a2a.MessageRoleAgent, a.Parts, nil)
+		if a != nil {
+			add(string(a.ID), a2a.MessageRoleAgent, a.Parts, nil)
+		}
 	}
 	if t.Status.Message != nil && (t.Status.State == a2a.TaskStateFailed || t.Status.State == a2a.TaskStateCanceled) {
 		add(t.Status.Message.ID, a2a.MessageRoleAgent, t.Status.Message.Parts, t.Status.Message.Metadata)

@@ -154,6 +154,9 @@ func dropParts(ev any, drop func(a2a.Part) bool) (any, bool) {
 		}
 		c.Artifacts = nil
 		for _, a := range e.Artifacts {
+			if a == nil { // a stored task's "artifacts":[null]: nothing to send
+				continue
+			}
 			ac := *a
 			if ac.Parts = withoutData(a.Parts); len(ac.Parts) > 0 {
 				c.Artifacts = append(c.Artifacts, &ac)
