@@ -54,6 +54,7 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	duration := fs.Duration("duration", 0, "soak: run the in-process pipeline this long at --rate (open loop) and report slopes")
 	rate := fs.Float64("rate", 0, "soak: requests/s")
 	interval := fs.Duration("interval", 10*time.Second, "soak: sampling interval")
+	retention := fs.Duration("retention", 0, "soak: the hot streams' max age (E2A_REQUESTS_MAX_AGE, E2A_RESPONSES_MAX_AGE), which bounds the embedded server's memory (default: 24h, bounded by the streams' bytes)")
 	fs.BoolVar(&c.Console, "console", false, "in process and soak: run the console's indexer too, as e2a dev does")
 	replicas := fs.String("replicas", "", "scaling: N serve + N agent processes of this binary on one JetStream server, for each N of a list (e.g. 1,2,3)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -86,9 +87,13 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	if c.Trace != "" && (*duration > 0 || *replicas != "" || *peer != "") {
 		return errors.New("bench --trace traces the half-load phase of the in-process or --target bench, not --duration, --replicas or --peer")
 	}
+	if *retention != 0 && *duration == 0 {
+		return errors.New("bench --retention applies to the soak (--duration)")
+	}
 	if *duration > 0 {
 		sr, err := bench.RunSoak(ctx, bench.SoakConfig{Duration: *duration, Interval: *interval, Rate: *rate,
-			Protocol: c.Protocol, Console: c.Console, TCP: c.TCP, Frames: c.Frames, FrameBytes: c.FrameBytes, Timeout: c.Timeout, Progress: c.Progress})
+			Protocol: c.Protocol, Console: c.Console, TCP: c.TCP, Frames: c.Frames, FrameBytes: c.FrameBytes, Timeout: c.Timeout, Progress: c.Progress,
+			Retention: *retention})
 		if err != nil {
 			return err
 		}

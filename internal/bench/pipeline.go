@@ -47,6 +47,12 @@ type PipelineOptions struct {
 	// Console runs the web console's indexer beside the stages, as `e2a
 	// dev` does (its index bucket is provisioned with the streams).
 	Console bool
+	// Retention, when positive, is the hot streams' max age
+	// (RequestsMaxAge, ResponsesMaxAge; the dedupe window is cut to it when
+	// longer): how long a request keeps its subjects in the embedded
+	// server, hence its memory (README, Capacity: Memory). Zero keeps the
+	// defaults (24 h, bounded by the streams' bytes).
+	Retention time.Duration
 	// Log receives the stages' logs (default: discarded).
 	Log *slog.Logger
 }
@@ -109,6 +115,10 @@ func StartPipeline(ctx context.Context, o PipelineOptions) (p *Pipeline, err err
 	}
 	cfg := streams.DefaultConfig()
 	cfg.Replicas = 1
+	if o.Retention > 0 {
+		cfg.RequestsMaxAge, cfg.ResponsesMaxAge = o.Retention, o.Retention
+		cfg.Duplicates = min(cfg.Duplicates, o.Retention)
+	}
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var applyOpts []streams.ApplyOption

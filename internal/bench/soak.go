@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -24,9 +26,14 @@ type SoakConfig struct {
 	// Console runs the console's indexer too, as `e2a dev` does.
 	Console bool
 	// TCP connects the stages over loopback TCP (PipelineOptions.TCP).
-	TCP      bool
-	Timeout  time.Duration
-	Progress func(string) `json:"-"`
+	TCP bool
+	// Retention is the hot streams' max age (PipelineOptions.Retention;
+	// zero: the defaults, 24 h bounded by bytes, which a soak at
+	// thousands of requests/s fills: E2A_REQUESTS then refuses new
+	// requests, by design).
+	Retention time.Duration `json:"retention,omitempty"`
+	Timeout   time.Duration
+	Progress  func(string) `json:"-"`
 }
 
 // SoakSample is one interval.
@@ -41,6 +48,8 @@ type SoakSample struct {
 	// the per-request cost shows a decline before the rate does.
 	TTFF          Percentiles `json:"ttff"`
 	CPUPerRequest float64     `json:"cpu_ms_per_request"`
+	// Errors are the interval's first distinct failures with their counts.
+	Errors map[string]int `json:"errors,omitempty"`
 }
 
 // SoakReport holds the samples and their least-squares slopes per minute.
@@ -124,7 +133,11 @@ func RunSoak(ctx context.Context, sc SoakConfig) (*SoakReport, error) {
 	if !slices.Contains(Protocols, sc.Protocol) {
 		return nil, fmt.Errorf("bench: unknown protocol %q (one of %s)", sc.Protocol, strings.Join(Protocols, ", "))
 	}
-	pipe, err := StartPipeline(ctx, PipelineOptions{StoreDir: dir, Frames: sc.Frames, FrameBytes: sc.FrameBytes, Console: sc.Console, TCP: sc.TCP})
+	if sc.Retention < 0 {
+		return nil, fmt.Errorf("bench: soak --retention %v: want a positive duration, or 0 for the defaults", sc.Retention)
+	}
+	pipe, err := StartPipeline(ctx, PipelineOptions{StoreDir: dir, Frames: sc.Frames, FrameBytes: sc.FrameBytes, Console: sc.Console, TCP: sc.TCP,
+		Retention: sc.Retention})
 	if err != nil {
 		return nil, err
 	}
@@ -147,10 +160,10 @@ func RunSoak(ctx context.Context, sc SoakConfig) (*SoakReport, error) {
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
 		s := SoakSample{At: time.Since(start).Seconds(), RPS: ph.RPS, Failed: ph.Failed, HeapBytes: m.HeapAlloc, RSSBytes: rss(), StoreBytes: dirSize(dir),
-			TTFF: ph.TTFF, CPUPerRequest: ph.CPUPerRequest}
+			TTFF: ph.TTFF, CPUPerRequest: ph.CPUPerRequest, Errors: ph.Errors}
 		rep.Samples = append(rep.Samples, s)
-		progress(fmt.Sprintf("soak %.0fs: %.0f req/s, %d failed, TTFF p99 %.1f ms, %.3f ms CPU/req, heap %d MiB, RSS %d MiB, store %d MiB",
-			s.At, s.RPS, s.Failed, s.TTFF.P99, s.CPUPerRequest, s.HeapBytes>>20, s.RSSBytes>>20, s.StoreBytes>>20))
+		progress(fmt.Sprintf("soak %.0fs: %.0f req/s, %d failed, TTFF p99 %.1f ms, %.3f ms CPU/req, heap %d MiB, RSS %d MiB, store %d MiB%s",
+			s.At, s.RPS, s.Failed, s.TTFF.P99, s.CPUPerRequest, s.HeapBytes>>20, s.RSSBytes>>20, s.StoreBytes>>20, firstError(s.Errors)))
 		xs = append(xs, s.At/60)
 		rps, heap, rs, store = append(rps, s.RPS), append(heap, float64(s.HeapBytes)), append(rs, float64(s.RSSBytes)), append(store, float64(s.StoreBytes))
 		cpu = append(cpu, s.CPUPerRequest)
@@ -169,6 +182,9 @@ func (r *SoakReport) Text() string {
 	if r.Config.Console {
 		console = ", console indexer on"
 	}
+	if r.Config.Retention > 0 {
+		console += fmt.Sprintf(", hot streams kept %s", r.Config.Retention)
+	}
 	fmt.Fprintf(&b, "soak: %s, %s at %.0f req/s (open loop)%s, samples every %s\n", r.Config.Protocol, r.Config.Duration, r.Config.Rate, console, r.Config.Interval)
 	fmt.Fprintf(&b, "%8s %10s %8s %10s %10s %12s %10s %10s %10s\n", "at", "req/s", "failed", "TTFF p50", "TTFF p99", "CPU ms/req", "heap MiB", "RSS MiB", "store MiB")
 	for _, s := range r.Samples {
@@ -177,5 +193,35 @@ func (r *SoakReport) Text() string {
 	}
 	fmt.Fprintf(&b, "slopes per minute: req/s %+.1f, CPU %+.4f ms/request, heap %+.2f MiB, RSS %+.2f MiB, store %+.2f MiB\n",
 		r.RPSSlope, r.CPUSlope, r.HeapSlope/(1<<20), r.RSSSlope/(1<<20), r.StoreBytesPerMin/(1<<20))
+	// Failures by message, with the interval each was first seen in.
+	total, first := map[string]int{}, map[string]float64{}
+	for _, s := range r.Samples {
+		for msg, n := range s.Errors {
+			if _, ok := first[msg]; !ok {
+				first[msg] = s.At
+			}
+			total[msg] += n
+		}
+	}
+	msgs := slices.Sorted(maps.Keys(total))
+	slices.SortStableFunc(msgs, func(a, b string) int { return cmp.Compare(first[a], first[b]) })
+	for _, msg := range msgs {
+		fmt.Fprintf(&b, "failed from %.0fs: %d × %s\n", first[msg], total[msg], msg)
+	}
 	return b.String()
+}
+
+// firstError renders the most frequent of a sample's failures for the
+// progress line ("" when none).
+func firstError(errs map[string]int) string {
+	top, n := "", 0
+	for msg, c := range errs {
+		if c > n || c == n && msg < top {
+			top, n = msg, c
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d × %s)", n, top)
 }

@@ -3,12 +3,14 @@ package bench
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/egress/console"
+	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 func TestSlope(t *testing.T) {
@@ -86,5 +88,67 @@ func TestPipelineConsole(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("%d of 10 requests indexed", n)
 		}
+	}
+}
+
+// TestPipelineRetention: the soak's --retention sets the hot streams' max
+// age and cuts the dedupe window (one setting of the three) to it;
+// E2A_CONTROL keeps its age.
+func TestPipelineRetention(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the pipeline")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := StartPipeline(ctx, PipelineOptions{Frames: 2, FrameBytes: 16, Retention: 90 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	js, err := jetstream.New(p.NC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := streams.DefaultConfig()
+	for name, want := range map[string]struct{ age, dup time.Duration }{
+		streams.RequestsStream:  {90 * time.Second, 90 * time.Second},
+		streams.ResponsesStream: {90 * time.Second, 90 * time.Second},
+		streams.ControlStream:   {def.ControlMaxAge, 90 * time.Second},
+	} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := s.CachedInfo().Config
+		if c.MaxAge != want.age || c.Duplicates != want.dup {
+			t.Errorf("%s: max age %v, duplicates %v; want %v, %v", name, c.MaxAge, c.Duplicates, want.age, want.dup)
+		}
+	}
+	if _, err := RunSoak(ctx, SoakConfig{Duration: time.Second, Rate: 1, Retention: -time.Second}); err == nil {
+		t.Error("a negative retention was accepted")
+	}
+}
+
+// TestSoakTextFailures: a soak's failures are reported by message, with
+// the interval each first appeared in (a soak that fills E2A_REQUESTS
+// reports why its requests fail, not only how many).
+func TestSoakTextFailures(t *testing.T) {
+	rep := &SoakReport{Config: SoakConfig{Protocol: ProtoE2ASSE, Duration: time.Minute, Rate: 10, Interval: 30 * time.Second, Retention: time.Minute},
+		Samples: []SoakSample{
+			{At: 30, RPS: 10},
+			{At: 60, RPS: 5, Failed: 3, Errors: map[string]int{"HTTP 503: full": 2, "timeout": 1}},
+			{At: 90, Failed: 4, Errors: map[string]int{"HTTP 503: full": 4}},
+		}}
+	txt := rep.Text()
+	for _, want := range []string{"hot streams kept 1m0s", "failed from 60s: 6 × HTTP 503: full\n", "failed from 60s: 1 × timeout\n"} {
+		if !strings.Contains(txt, want) {
+			t.Errorf("report lacks %q:\n%s", want, txt)
+		}
+	}
+	if got := firstError(rep.Samples[1].Errors); got != " (2 × HTTP 503: full)" {
+		t.Errorf("firstError = %q", got)
+	}
+	if got := firstError(nil); got != "" {
+		t.Errorf("firstError(nil) = %q", got)
 	}
 }
