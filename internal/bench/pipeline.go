@@ -201,6 +201,24 @@ func waitConsumer(ctx context.Context, js jetstream.JetStream) error {
 	}
 }
 
+// subjects sums the distinct subjects of every stream (KV buckets
+// included) of the embedded server; 0 when they cannot be listed.
+func (p *Pipeline) subjects(ctx context.Context) uint64 {
+	js, err := jetstream.New(p.NC)
+	if err != nil {
+		return 0
+	}
+	var n uint64
+	l := js.ListStreams(ctx)
+	for si := range l.Info() {
+		n += si.State.NumSubjects
+	}
+	if l.Err() != nil {
+		return 0
+	}
+	return n
+}
+
 // Close stops every stage and the server.
 func (p *Pipeline) Close() {
 	if p.cancel != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,12 +39,20 @@ type SoakConfig struct {
 
 // SoakSample is one interval.
 type SoakSample struct {
-	At         float64 `json:"at_s"`
-	RPS        float64 `json:"requests_per_s"`
-	Failed     int     `json:"failed"`
-	HeapBytes  uint64  `json:"heap_bytes"`
-	RSSBytes   uint64  `json:"rss_bytes"`
-	StoreBytes int64   `json:"store_bytes"`
+	At        float64 `json:"at_s"`
+	RPS       float64 `json:"requests_per_s"`
+	Failed    int     `json:"failed"`
+	HeapBytes uint64  `json:"heap_bytes"`
+	// LiveHeapBytes is the heap the last collection found live
+	// (/gc/heap/live:bytes), what README's memory formula models; HeapBytes
+	// adds the garbage allocated since (up to GOGC % more).
+	LiveHeapBytes uint64 `json:"live_heap_bytes"`
+	// Subjects is how many distinct subjects the embedded server holds in
+	// every stream and bucket: its per-subject index, the memory that grows
+	// with the requests kept (README, Capacity: Memory).
+	Subjects   uint64 `json:"subjects"`
+	RSSBytes   uint64 `json:"rss_bytes"`
+	StoreBytes int64  `json:"store_bytes"`
 	// TTFF of the interval's requests, and the process CPU per request:
 	// the per-request cost shows a decline before the rate does.
 	TTFF          Percentiles `json:"ttff"`
@@ -160,10 +169,10 @@ func RunSoak(ctx context.Context, sc SoakConfig) (*SoakReport, error) {
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
 		s := SoakSample{At: time.Since(start).Seconds(), RPS: ph.RPS, Failed: ph.Failed, HeapBytes: m.HeapAlloc, RSSBytes: rss(), StoreBytes: dirSize(dir),
-			TTFF: ph.TTFF, CPUPerRequest: ph.CPUPerRequest, Errors: ph.Errors}
+			TTFF: ph.TTFF, CPUPerRequest: ph.CPUPerRequest, Errors: ph.Errors, LiveHeapBytes: liveHeap(), Subjects: pipe.subjects(ctx)}
 		rep.Samples = append(rep.Samples, s)
-		progress(fmt.Sprintf("soak %.0fs: %.0f req/s, %d failed, TTFF p99 %.1f ms, %.3f ms CPU/req, heap %d MiB, RSS %d MiB, store %d MiB%s",
-			s.At, s.RPS, s.Failed, s.TTFF.P99, s.CPUPerRequest, s.HeapBytes>>20, s.RSSBytes>>20, s.StoreBytes>>20, firstError(s.Errors)))
+		progress(fmt.Sprintf("soak %.0fs: %.0f req/s, %d failed, TTFF p99 %.1f ms, %.3f ms CPU/req, heap %d MiB (live %d), RSS %d MiB, store %d MiB, %d subjects%s",
+			s.At, s.RPS, s.Failed, s.TTFF.P99, s.CPUPerRequest, s.HeapBytes>>20, s.LiveHeapBytes>>20, s.RSSBytes>>20, s.StoreBytes>>20, s.Subjects, firstError(s.Errors)))
 		xs = append(xs, s.At/60)
 		rps, heap, rs, store = append(rps, s.RPS), append(heap, float64(s.HeapBytes)), append(rs, float64(s.RSSBytes)), append(store, float64(s.StoreBytes))
 		cpu = append(cpu, s.CPUPerRequest)
@@ -186,10 +195,10 @@ func (r *SoakReport) Text() string {
 		console += fmt.Sprintf(", hot streams kept %s", r.Config.Retention)
 	}
 	fmt.Fprintf(&b, "soak: %s, %s at %.0f req/s (open loop)%s, samples every %s\n", r.Config.Protocol, r.Config.Duration, r.Config.Rate, console, r.Config.Interval)
-	fmt.Fprintf(&b, "%8s %10s %8s %10s %10s %12s %10s %10s %10s\n", "at", "req/s", "failed", "TTFF p50", "TTFF p99", "CPU ms/req", "heap MiB", "RSS MiB", "store MiB")
+	fmt.Fprintf(&b, "%8s %10s %8s %10s %10s %12s %10s %10s %10s %10s %10s\n", "at", "req/s", "failed", "TTFF p50", "TTFF p99", "CPU ms/req", "heap MiB", "live MiB", "RSS MiB", "store MiB", "subjects")
 	for _, s := range r.Samples {
-		fmt.Fprintf(&b, "%7.0fs %10.0f %8d %10.2f %10.2f %12.3f %10.1f %10.1f %10.1f\n", s.At, s.RPS, s.Failed, s.TTFF.P50, s.TTFF.P99, s.CPUPerRequest,
-			float64(s.HeapBytes)/(1<<20), float64(s.RSSBytes)/(1<<20), float64(s.StoreBytes)/(1<<20))
+		fmt.Fprintf(&b, "%7.0fs %10.0f %8d %10.2f %10.2f %12.3f %10.1f %10.1f %10.1f %10.1f %10d\n", s.At, s.RPS, s.Failed, s.TTFF.P50, s.TTFF.P99, s.CPUPerRequest,
+			float64(s.HeapBytes)/(1<<20), float64(s.LiveHeapBytes)/(1<<20), float64(s.RSSBytes)/(1<<20), float64(s.StoreBytes)/(1<<20), s.Subjects)
 	}
 	fmt.Fprintf(&b, "slopes per minute: req/s %+.1f, CPU %+.4f ms/request, heap %+.2f MiB, RSS %+.2f MiB, store %+.2f MiB\n",
 		r.RPSSlope, r.CPUSlope, r.HeapSlope/(1<<20), r.RSSSlope/(1<<20), r.StoreBytesPerMin/(1<<20))
@@ -209,6 +218,16 @@ func (r *SoakReport) Text() string {
 		fmt.Fprintf(&b, "failed from %.0fs: %d × %s\n", first[msg], total[msg], msg)
 	}
 	return b.String()
+}
+
+// liveHeap is the heap the last collection marked live.
+func liveHeap() uint64 {
+	m := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(m)
+	if m[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return m[0].Value.Uint64()
 }
 
 // firstError renders the most frequent of a sample's failures for the

@@ -36,9 +36,14 @@ func TestRunSoak(t *testing.T) {
 	if len(rep.Samples) < 2 {
 		t.Fatalf("samples: %d", len(rep.Samples))
 	}
-	for _, s := range rep.Samples {
-		if s.RPS <= 0 || s.HeapBytes == 0 || s.RSSBytes == 0 || s.StoreBytes <= 0 || s.Failed != 0 || s.TTFF.P50 <= 0 || s.CPUPerRequest <= 0 {
+	for i, s := range rep.Samples {
+		if s.RPS <= 0 || s.HeapBytes == 0 || s.LiveHeapBytes == 0 || s.RSSBytes == 0 || s.StoreBytes <= 0 || s.Failed != 0 || s.TTFF.P50 <= 0 || s.CPUPerRequest <= 0 {
 			t.Errorf("sample %+v", s)
+		}
+		// Every finished request keeps at least two subjects (its
+		// envelope's and its frames'); 50 requests per interval.
+		if done := uint64(50 * (i + 1)); s.Subjects < 2*done {
+			t.Errorf("sample %d: %d subjects for %d requests", i, s.Subjects, done)
 		}
 	}
 }
