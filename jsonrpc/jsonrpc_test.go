@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestJSONRPCDecodeSingle(t *testing.T) {
@@ -264,13 +265,15 @@ func FuzzDecode(f *testing.F) {
 			if err.Code != CodeParseError && err.Code != CodeInvalidRequest {
 				t.Fatalf("body error code %d", err.Code)
 			}
-			if err.Code == CodeParseError && json.Valid(body) {
+			// Valid JSON is UTF-8 (RFC 8259 section 8.1; doc.go: invalid
+			// UTF-8 is -32700); json.Valid passes bad bytes in strings.
+			if err.Code == CodeParseError && json.Valid(body) && utf8.Valid(body) {
 				t.Fatal("parse error for valid JSON")
 			}
 			checkResponse(t, ErrorResponse(nil, err))
 			return
 		}
-		if !json.Valid(body) || jsonDepth(body, 1<<30) > opts.MaxDepth {
+		if !json.Valid(body) || !utf8.Valid(body) || jsonDepth(body, 1<<30) > opts.MaxDepth {
 			t.Fatal("accepted invalid or too deep body")
 		}
 		if len(calls) == 0 || (!batch && len(calls) != 1) || len(calls) > opts.MaxBatch {
