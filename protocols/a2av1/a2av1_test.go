@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
@@ -48,6 +49,9 @@ func TestSDKError(t *testing.T) {
 		{host.ErrTooLarge, a2a.ErrInvalidRequest},
 		{host.ErrTaskTerminal, a2a.ErrUnsupportedOperation},
 		{context.Canceled, context.Canceled},
+		{fmt.Errorf("x: %w", normalizer.ErrContentTypeNotSupported), a2a.ErrUnsupportedContentType},
+		{fmt.Errorf("x: %w", normalizer.ErrPushNotificationNotSupported), a2a.ErrPushNotificationNotSupported},
+		{fmt.Errorf("x: %w", normalizer.ErrExtendedCardNotConfigured), a2a.ErrExtendedCardNotConfigured},
 		{host.ErrBackpressure, a2a.ErrServerError},
 		{errors.New("anything else"), a2a.ErrServerError},
 	} {

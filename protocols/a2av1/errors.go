@@ -42,6 +42,12 @@ func sdkError(err error) error {
 		return fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
 	case jsonrpc.CodeMethodNotFound, jsonrpc.CodeA2AUnsupportedOperation:
 		return fmt.Errorf("%w: %v", a2a.ErrUnsupportedOperation, err)
+	case jsonrpc.CodeA2AContentTypeNotSupported: // a part's media type is not an input mode
+		return fmt.Errorf("%w: %v", a2a.ErrUnsupportedContentType, err)
+	case jsonrpc.CodeA2APushNotificationNotSupported:
+		return fmt.Errorf("%w: %v", a2a.ErrPushNotificationNotSupported, err)
+	case jsonrpc.CodeA2AExtendedCardNotConfigured:
+		return fmt.Errorf("%w: %v", a2a.ErrExtendedCardNotConfigured, err)
 	}
 	return fmt.Errorf("%w: the pipeline could not answer; retry later", a2a.ErrServerError)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 )
 
 // FuzzNormalizeV1Send: whatever SendMessage body the SDK's transports
@@ -47,15 +48,22 @@ func FuzzNormalizeV1Send(f *testing.F) {
 		}
 		res, err := normalizeSend(n, normalizer.Input{Channel: "http", Now: now}, &req, method)
 		if err != nil {
-			for _, kind := range []error{a2a.ErrInvalidParams, a2a.ErrInvalidRequest, a2a.ErrUnsupportedOperation, a2a.ErrPushNotificationNotSupported} {
+			for _, kind := range []error{a2a.ErrInvalidParams, a2a.ErrInvalidRequest, a2a.ErrUnsupportedOperation, a2a.ErrPushNotificationNotSupported, a2a.ErrUnsupportedContentType} {
 				if errors.Is(err, kind) {
 					return
 				}
 			}
 			t.Fatalf("%q: error of an unexpected kind: %v", data, err)
 		}
-		if res.Envelope == nil || res.Envelope.TaskID == "" || res.Envelope.ContextID == "" || res.Op != normalizer.OpSubmit {
+		if res.Envelope == nil || res.Envelope.TaskID == "" || res.Op != normalizer.OpSubmit {
 			t.Fatalf("%q: result %+v", data, res)
+		}
+		// A new task gets a context; a continued one keeps the message's,
+		// and without one its task's, which submit reads from the task's
+		// record (handler.go), not the adapter.
+		if env := res.Envelope; a2aproto.Continued(env) && env.ContextID != req.Message.ContextID ||
+			!a2aproto.Continued(env) && env.ContextID == "" {
+			t.Fatalf("%q: task %q, context %q (continued %v)", data, env.TaskID, env.ContextID, a2aproto.Continued(env))
 		}
 		if _, err := json.Marshal(res.Envelope); err != nil {
 			t.Fatalf("%q: envelope does not encode: %v", data, err)
