@@ -232,9 +232,9 @@ func Words(key string) []string {
 			switch {
 			case unicode.IsDigit(r) != unicode.IsDigit(prev):
 				flush(i)
-			case unicode.IsUpper(r) && !unicode.IsUpper(prev) && !unicode.IsDigit(prev):
+			case isUpper(r) && !isUpper(prev) && !unicode.IsDigit(prev):
 				flush(i)
-			case unicode.IsLower(r) && unicode.IsUpper(prev):
+			case unicode.IsLower(r) && isUpper(prev):
 				// "APIKey": at 'e', the word began before 'K' if the run
 				// of capitals is longer than one.
 				pi := i - utf8.RuneLen(prev)
@@ -252,6 +252,13 @@ func Words(key string) []string {
 	flush(len(key))
 	return out
 }
+
+// isUpper reports whether r is an upper-case letter that lower-casing
+// changes. A capital without a lower-case form ('ⅅ', U+2145) is still one
+// after strings.ToLower, so a word's case boundaries at it would move when
+// the lowered word is split again ("ⅅⅅA" -> [ⅅⅅa], but "ⅅⅅa" -> [ⅅ ⅅa]):
+// it is taken as caseless, like a letter of a script without case.
+func isUpper(r rune) bool { return unicode.IsUpper(r) && unicode.ToLower(r) != r }
 
 // IsSecretKey reports whether values under key are secrets (see the package
 // documentation for the rule).
