@@ -94,6 +94,11 @@ func DecodeID(tok string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: %.80q: %v", ErrInvalidToken, tok, err)
 	}
+	if len(enc) != b64.EncodedLen(len(raw)) {
+		// encoding/base64 skips '\r' and '\n', even in strict mode:
+		// "=\r" would decode to the empty id, "=Zm9v\nLmJhcg" to "foo.bar".
+		return "", fmt.Errorf("%w: %.80q: line breaks in the encoding", ErrInvalidToken, tok)
+	}
 	id := string(raw)
 	if isPlain(id) {
 		return "", fmt.Errorf("%w: %.80q encodes plain id %q", ErrInvalidToken, tok, id)
