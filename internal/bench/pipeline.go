@@ -48,8 +48,9 @@ type PipelineOptions struct {
 	// dev` does (its index bucket is provisioned with the streams).
 	Console bool
 	// Retention, when positive, is the hot streams' max age
-	// (RequestsMaxAge, ResponsesMaxAge; the dedupe window is cut to it when
-	// longer): how long a request keeps its subjects in the embedded
+	// (RequestsMaxAge, ResponsesMaxAge) and the task index's TTL (TasksTTL:
+	// an A2A task's record, one subject per task, would otherwise stay 72
+	// h); the dedupe window is cut to it when longer. It is how long a request keeps its subjects in the embedded
 	// server, hence its memory (README, Capacity: Memory). Zero keeps the
 	// defaults (24 h, bounded by the streams' bytes).
 	Retention time.Duration
@@ -116,7 +117,7 @@ func StartPipeline(ctx context.Context, o PipelineOptions) (p *Pipeline, err err
 	cfg := streams.DefaultConfig()
 	cfg.Replicas = 1
 	if o.Retention > 0 {
-		cfg.RequestsMaxAge, cfg.ResponsesMaxAge = o.Retention, o.Retention
+		cfg.RequestsMaxAge, cfg.ResponsesMaxAge, cfg.TasksTTL = o.Retention, o.Retention, o.Retention
 		cfg.Duplicates = min(cfg.Duplicates, o.Retention)
 	}
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -97,8 +97,8 @@ func TestPipelineConsole(t *testing.T) {
 }
 
 // TestPipelineRetention: the soak's --retention sets the hot streams' max
-// age and cuts the dedupe window (one setting of the three) to it;
-// E2A_CONTROL keeps its age.
+// age and the task index's TTL, and cuts the dedupe window (one setting of
+// the three) to it; E2A_CONTROL keeps its age.
 func TestPipelineRetention(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the pipeline")
@@ -116,16 +116,17 @@ func TestPipelineRetention(t *testing.T) {
 	}
 	def := streams.DefaultConfig()
 	for name, want := range map[string]struct{ age, dup time.Duration }{
-		streams.RequestsStream:  {90 * time.Second, 90 * time.Second},
-		streams.ResponsesStream: {90 * time.Second, 90 * time.Second},
-		streams.ControlStream:   {def.ControlMaxAge, 90 * time.Second},
+		streams.RequestsStream:      {90 * time.Second, 90 * time.Second},
+		streams.ResponsesStream:     {90 * time.Second, 90 * time.Second},
+		streams.ControlStream:       {def.ControlMaxAge, 90 * time.Second},
+		"KV_" + streams.TasksBucket: {90 * time.Second, 0},
 	} {
 		s, err := js.Stream(ctx, name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		c := s.CachedInfo().Config
-		if c.MaxAge != want.age || c.Duplicates != want.dup {
+		if c.MaxAge != want.age || want.dup != 0 && c.Duplicates != want.dup {
 			t.Errorf("%s: max age %v, duplicates %v; want %v, %v", name, c.MaxAge, c.Duplicates, want.age, want.dup)
 		}
 	}
