@@ -280,7 +280,10 @@ func (c *client) read(req *http.Request, id string, start time.Time, proto strin
 	}()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return result{err: fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b))}
+		// The request's own id out, so that the report counts one
+		// refusal's many answers as one kind (JSON-RPC echoes the id).
+		b = bytes.ReplaceAll(bytes.TrimSpace(b), []byte(id), []byte("<id>"))
+		return result{err: fmt.Errorf("HTTP %d: %s", resp.StatusCode, b)}
 	}
 	if proto == ProtoA2ASend {
 		b, err := io.ReadAll(resp.Body)

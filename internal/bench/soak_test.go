@@ -2,7 +2,11 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +160,30 @@ func TestSoakTextFailures(t *testing.T) {
 	}
 	if got := firstError(nil); got != "" {
 		t.Errorf("firstError(nil) = %q", got)
+	}
+}
+
+// TestClientRefusalCountsOnce: an HTTP refusal's body is reported without
+// the request's own id (a JSON-RPC error echoes it), so a full E2A_REQUESTS
+// refusing every request of a soak is one kind of failure in the report,
+// not eight distinct ones and the rest uncounted.
+func TestClientRefusalCountsOnce(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ ID string }
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%q,"error":{"code":-32603,"message":"full"}}`, req.ID)
+	}))
+	defer srv.Close()
+	cl := &client{base: srv.URL, proto: ProtoA2AStream, hc: srv.Client(), params: map[string]any{}}
+	col := newCollector(20, false)
+	for i := range 20 {
+		id := fmt.Sprintf("req-%d", i)
+		col.add(id, cl.do(context.Background(), id, time.Now()))
+	}
+	ph := col.phase("p", "open", 1, 1, time.Second, time.Millisecond, nil, nil)
+	want := `HTTP 503: {"jsonrpc":"2.0","id":"<id>","error":{"code":-32603,"message":"full"}}`
+	if ph.Failed != 20 || len(ph.Errors) != 1 || ph.Errors[want] != 20 {
+		t.Errorf("failed %d, errors %v; want 20 × %s", ph.Failed, ph.Errors, want)
 	}
 }
