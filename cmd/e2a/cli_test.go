@@ -251,3 +251,47 @@ func TestGCForEmbedded(t *testing.T) {
 		t.Fatalf("GOGC unset: gcForEmbedded %d", got)
 	}
 }
+
+// TestTasksTTLConfig: E2A_TASKS_TTL reaches E2A_TASKS's TTL (the memory
+// lever of an A2A deployment's task records, README Capacity), defaults to
+// 72h, may be 0 (forever), and is refused below E2A_RESPONSES_MAX_AGE.
+func TestTasksTTLConfig(t *testing.T) {
+	for _, c := range []struct {
+		ttl, responses string
+		want           time.Duration
+		bad            bool
+	}{
+		{"", "", 72 * time.Hour, false},
+		{"2m", "2m", 2 * time.Minute, false},
+		{"0", "", 0, false},
+		{"1h", "24h", 0, true},
+	} {
+		dedupe := ""
+		if c.responses != "" {
+			dedupe = "1m"
+		}
+		for k, v := range map[string]string{"E2A_TASKS_TTL": c.ttl, "E2A_RESPONSES_MAX_AGE": c.responses,
+			"E2A_REQUESTS_MAX_AGE": c.responses, "E2A_DEDUPE_WINDOW": dedupe} {
+			t.Setenv(k, v) // restored after the test
+			if v == "" {
+				_ = os.Unsetenv(k) // the default
+			}
+		}
+		cfg, err := LoadConfig()
+		if c.bad {
+			if err == nil || !strings.Contains(err.Error(), "E2A_TASKS_TTL") {
+				t.Errorf("E2A_TASKS_TTL=%s with responses kept %s: err %v", c.ttl, c.responses, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("E2A_TASKS_TTL=%q: %v", c.ttl, err)
+		}
+		if got := cfg.StreamsConfig().TasksTTL; got != c.want {
+			t.Errorf("E2A_TASKS_TTL=%q: TasksTTL %v, want %v", c.ttl, got, c.want)
+		}
+		if err := cfg.StreamsConfig().Validate(); err != nil {
+			t.Errorf("E2A_TASKS_TTL=%q: %v", c.ttl, err)
+		}
+	}
+}

@@ -56,6 +56,12 @@ type Config struct {
 	AuditMaxBytes int64         `envconfig:"AUDIT_MAX_BYTES" default:"2147483648"`
 	// DedupeWindow is how long the same request_id is recognized as one.
 	DedupeWindow time.Duration `envconfig:"DEDUPE_WINDOW" default:"10m"`
+	// TasksTTL is how long a record of E2A_TASKS (an A2A task or context,
+	// an ACP session) lives after its last update; 0 keeps records forever.
+	// Each is a subject in the NATS server's memory (README, Capacity:
+	// Memory), so shorten it with the hot streams; at least
+	// E2A_RESPONSES_MAX_AGE, whose frames GetTask rebuilds a task from.
+	TasksTTL time.Duration `envconfig:"TASKS_TTL" default:"72h"`
 
 	// DefaultPool receives requests that name no agent and match no route.
 	DefaultPool string `envconfig:"DEFAULT_POOL" default:"demo"`
@@ -101,6 +107,9 @@ func LoadConfig() (Config, error) {
 	if c.DedupeWindow > c.RequestsMaxAge {
 		return c, fmt.Errorf("config: E2A_DEDUPE_WINDOW (%s) must not exceed E2A_REQUESTS_MAX_AGE (%s)", c.DedupeWindow, c.RequestsMaxAge)
 	}
+	if c.TasksTTL != 0 && c.TasksTTL < c.ResponsesMaxAge {
+		return c, fmt.Errorf("config: E2A_TASKS_TTL (%s) must be 0 (forever) or at least E2A_RESPONSES_MAX_AGE (%s)", c.TasksTTL, c.ResponsesMaxAge)
+	}
 	return c, nil
 }
 
@@ -116,5 +125,6 @@ func (c Config) StreamsConfig() streams.Config {
 	s.AuditMaxAge = c.AuditMaxAge
 	s.AuditMaxBytes = c.AuditMaxBytes
 	s.Duplicates = c.DedupeWindow
+	s.TasksTTL = c.TasksTTL
 	return s
 }

@@ -118,7 +118,7 @@ var helps = map[string]commandHelp{
 `},
 	"streams": {usage: "e2a streams apply", about: "Creates or updates every stream and KV bucket (run it as the NATS admin user, first).",
 		env: fmt.Sprintf(natsEnv, "required") + `  E2A_REPLICAS              replicas of every stream (3 in production)
-  E2A_REQUESTS_MAX_AGE, E2A_RESPONSES_MAX_AGE, E2A_REQUESTS_MAX_BYTES, E2A_DEDUPE_WINDOW
+  E2A_REQUESTS_MAX_AGE, E2A_RESPONSES_MAX_AGE, E2A_REQUESTS_MAX_BYTES, E2A_DEDUPE_WINDOW, E2A_TASKS_TTL
                             the streams' limits (use the same values everywhere)
 `},
 	"vault": {usage: "e2a vault key | seal CREDENTIAL-ID < value | rotate CREDENTIALS-FILE",
