@@ -54,7 +54,7 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	duration := fs.Duration("duration", 0, "soak: run the in-process pipeline this long at --rate (open loop) and report slopes")
 	rate := fs.Float64("rate", 0, "soak: requests/s")
 	interval := fs.Duration("interval", 10*time.Second, "soak: sampling interval")
-	retention := fs.Duration("retention", 0, "soak: the hot streams' max age (E2A_REQUESTS_MAX_AGE, E2A_RESPONSES_MAX_AGE), which bounds the embedded server's memory (default: 24h, bounded by the streams' bytes)")
+	retention := fs.Duration("retention", 0, "soak: the hot streams' max age and the task index's TTL (E2A_REQUESTS_MAX_AGE, E2A_RESPONSES_MAX_AGE, E2A_TASKS_TTL), which bound the embedded server's memory (default: 24h and 72h, bounded by the streams' bytes)")
 	fs.BoolVar(&c.Console, "console", false, "in process and soak: run the console's indexer too, as e2a dev does")
 	replicas := fs.String("replicas", "", "scaling: N serve + N agent processes of this binary on one JetStream server, for each N of a list (e.g. 1,2,3)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")

@@ -49,10 +49,11 @@ type PipelineOptions struct {
 	Console bool
 	// Retention, when positive, is the hot streams' max age
 	// (RequestsMaxAge, ResponsesMaxAge) and the task index's TTL (TasksTTL:
-	// an A2A task's record, one subject per task, would otherwise stay 72
-	// h); the dedupe window is cut to it when longer. It is how long a request keeps its subjects in the embedded
-	// server, hence its memory (README, Capacity: Memory). Zero keeps the
-	// defaults (24 h, bounded by the streams' bytes).
+	// an A2A task's record, one subject per task, would otherwise stay
+	// 72 h); the dedupe window is cut to it when longer. It is how long a
+	// request keeps its subjects in the embedded server, hence its memory
+	// (README, Capacity: Memory). Zero keeps the defaults (24 h, bounded by
+	// the streams' bytes).
 	Retention time.Duration
 	// Log receives the stages' logs (default: discarded).
 	Log *slog.Logger
