@@ -409,6 +409,16 @@ func SSEEvent(o *Output, id, event string, data []byte) error { return sse{o}.ev
 // SSEEventJSON writes one SSE event whose data is v in JSON.
 func SSEEventJSON(o *Output, id, event string, v any) error { return sse{o}.eventJSON(id, event, v) }
 
+// SSEEndEvent writes a stream's last event, v in JSON (its error), opening
+// the SSE response first when nothing was written yet: what a renderer's
+// End writes for a stream that failed before or after it started.
+func SSEEndEvent(o *Output, event string, v any) error {
+	if !o.Started() {
+		SSEHead(o, 0)
+	}
+	return SSEEventJSON(o, "", event, v)
+}
+
 // WriteLine writes b, one JSON value, as one compact line (an NDJSON
 // record).
 func WriteLine(o *Output, b []byte) error { return writeLine(o, b) }

@@ -281,11 +281,8 @@ func (r *avStream) End(err error) error {
 	if err == nil {
 		return nil
 	}
-	if !r.o.Started() {
-		egress.SSEHead(r.o, 0)
-	}
 	_, code := egress.Classify(err)
-	return egress.SSEEventJSON(r.o, "", "error", AVErrorEvent{Error: code, Message: err.Error()})
+	return egress.SSEEndEvent(r.o, "error", AVErrorEvent{Error: code, Message: err.Error()})
 }
 
 // AgentVaultTask translates an A2A task rebuilt by a2amap.BuildTask into the

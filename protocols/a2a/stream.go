@@ -106,10 +106,7 @@ func (r *stream) End(err error) error {
 	if err == nil {
 		return nil
 	}
-	if !r.o.Started() {
-		egress.SSEHead(r.o, 0)
-	}
-	return egress.SSEEventJSON(r.o, "", "", jsonrpc.ErrorResponse(r.p.JSONRPCID, Error(err)))
+	return egress.SSEEndEvent(r.o, "", jsonrpc.ErrorResponse(r.p.JSONRPCID, Error(err)))
 }
 
 // PassThrough: the stream reads whole frames only where textEvent does

@@ -162,13 +162,10 @@ func (r *stream) End(err error) error {
 	if err == nil {
 		return nil
 	}
-	if !r.o.Started() {
-		egress.SSEHead(r.o, 0)
-	}
 	if r.rest {
-		return egress.SSEEventJSON(r.o, "", "", restError(err))
+		return egress.SSEEndEvent(r.o, "", restError(err))
 	}
-	return egress.SSEEventJSON(r.o, "", "", jsonrpc.ErrorResponse(r.rpcID, Error(err)))
+	return egress.SSEEndEvent(r.o, "", jsonrpc.ErrorResponse(r.rpcID, Error(err)))
 }
 
 // event writes ev, converted to v1.0, as one SSE event with SSE id id.
