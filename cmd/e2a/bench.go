@@ -31,7 +31,7 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	fs.DurationVar(&c.Delay, "delay", 0, "agent delay between frames")
 	fs.IntVar(&c.Warmup, "warmup", d.Warmup, "warm-up requests")
 	sweep := fs.String("sweep", joinFloats(d.Sweep), "open-loop loads as fractions of the full-load rate (0.5 always runs)")
-	rates := fs.String("rates", "", "open-loop loads at fixed rates, requests/s, comma-separated (builds compare at the same offered load)")
+	rates := fs.String("rates", "", "open-loop loads at fixed rates, requests/s, comma-separated (builds compare at the same offered load); with --replicas, run on each N's processes")
 	fs.Float64Var(&c.SweepSeconds, "sweep-seconds", d.SweepSeconds, "seconds per open-loop load")
 	fs.IntVar(&c.ReplayOpens, "replay-opens", d.ReplayOpens, "stream opens of finished requests (0: none)")
 	fs.IntVar(&c.BaselineMsgs, "baseline-msgs", d.BaselineMsgs, "raw async publishes of the baseline (0: none)")

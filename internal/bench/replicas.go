@@ -47,6 +47,22 @@ type ReplicasRow struct {
 	CPUServe float64 `json:"cpu_ms_per_request_serve"`
 	CPUAgent float64 `json:"cpu_ms_per_request_agent"`
 	CPUBench float64 `json:"cpu_ms_per_request_nats_and_generator"`
+	// Rates are the open-loop phases at the bench's fixed rates (--rates),
+	// run after the closed loop on the same processes.
+	Rates []ReplicasRate `json:"rates,omitempty"`
+}
+
+// ReplicasRate is one open-loop phase of an N: latencies at a fixed
+// offered rate, counted from the instant each request was due.
+type ReplicasRate struct {
+	Offered float64     `json:"offered_rps"`
+	RPS     float64     `json:"requests_per_s"`
+	OK      int         `json:"ok"`
+	Failed  int         `json:"failed"`
+	TTFF    Percentiles `json:"ttff"`
+	// CPU per request (ms) of the serve and agent processes.
+	CPUServe float64 `json:"cpu_ms_per_request_serve"`
+	CPUAgent float64 `json:"cpu_ms_per_request_agent"`
 }
 
 // ReplicasReport is the scaling curve.
@@ -184,28 +200,61 @@ func runReplicasN(ctx context.Context, cfg Config, bin, natsURL string, n int, i
 	progress(fmt.Sprintf("replicas %d: %d requests, %d clients, %s", n, cfg.Requests, cfg.Concurrency, cfg.Protocol))
 	ph := closedLoop(ctx, fmt.Sprintf("replicas-%d", n), cfg.Requests, cfg.Concurrency, ids, do, false, false)
 	benchCPU := processCPU() - bench0
-	var serveCPU, agentCPU time.Duration
-	for _, p := range procs {
-		c, err := procCPU(p.cmd.Process.Pid)
-		if err != nil {
-			return row, err
-		}
-		if p.role == "serve" {
-			serveCPU += c - cpu0[p]
-		} else {
-			agentCPU += c - cpu0[p]
-		}
+	serveCPU, agentCPU, err := stagesCPU(procs, cpu0)
+	if err != nil {
+		return row, err
 	}
 	row.RPS, row.OK, row.Failed = ph.RPS, ph.OK, ph.Failed
 	row.TTFF50, row.TTFF99 = ph.TTFF.P50, ph.TTFF.P99
 	if ph.OK > 0 {
-		per := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(ph.OK) }
-		row.CPUServe, row.CPUAgent, row.CPUBench = per(serveCPU), per(agentCPU), per(benchCPU)
+		row.CPUServe, row.CPUAgent, row.CPUBench = perRequest(serveCPU, ph.OK), perRequest(agentCPU, ph.OK), perRequest(benchCPU, ph.OK)
 	}
 	if ph.Failed > 0 {
 		return row, fmt.Errorf("bench: %d failed requests with %d replicas: %v", ph.Failed, n, ph.Errors)
 	}
+	for _, rate := range cfg.Rates {
+		m := max(int(rate*cfg.SweepSeconds), 200)
+		progress(fmt.Sprintf("replicas %d: open loop, %.0f requests/s, %d requests", n, rate, m))
+		for _, p := range procs {
+			cpu0[p], _ = procCPU(p.cmd.Process.Pid)
+		}
+		op := openLoop(ctx, fmt.Sprintf("replicas-%d-%.0f/s", n, rate), m, rate, max(4*cfg.Concurrency, 256), ids, do)
+		serveCPU, agentCPU, err := stagesCPU(procs, cpu0)
+		if err != nil {
+			return row, err
+		}
+		rr := ReplicasRate{Offered: rate, RPS: op.RPS, OK: op.OK, Failed: op.Failed, TTFF: op.TTFF}
+		if op.OK > 0 {
+			rr.CPUServe, rr.CPUAgent = perRequest(serveCPU, op.OK), perRequest(agentCPU, op.OK)
+		}
+		row.Rates = append(row.Rates, rr)
+		if op.Failed > 0 {
+			return row, fmt.Errorf("bench: %d failed requests at %.0f requests/s with %d replicas: %v", op.Failed, rate, n, op.Errors)
+		}
+	}
 	return row, nil
+}
+
+// stagesCPU sums the CPU time of the serve and of the agent processes
+// since cpu0.
+func stagesCPU(procs []*stageProc, cpu0 map[*stageProc]time.Duration) (serve, agent time.Duration, err error) {
+	for _, p := range procs {
+		c, err := procCPU(p.cmd.Process.Pid)
+		if err != nil {
+			return 0, 0, err
+		}
+		if p.role == "serve" {
+			serve += c - cpu0[p]
+		} else {
+			agent += c - cpu0[p]
+		}
+	}
+	return serve, agent, nil
+}
+
+// perRequest is d in ms per request of n.
+func perRequest(d time.Duration, n int) float64 {
+	return float64(d) / float64(time.Millisecond) / float64(n)
 }
 
 // stageProc is one running stage process.
@@ -334,6 +383,16 @@ func (r *ReplicasReport) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "  %3d %8.0f %6.2f× %9.2f %9.2f %10.3f %10.3f %16.3f\n", row.N, row.RPS, row.Ratio, row.TTFF50, row.TTFF99, row.CPUServe, row.CPUAgent, row.CPUBench)
 	}
 	b.WriteString("  (latencies in ms; CPU in ms per request, summed over the processes of each kind)\n")
+	for i, row := range r.Rows {
+		if i == 0 && len(row.Rates) > 0 {
+			fmt.Fprintf(&b, "\nopen loop at fixed rates (latencies from the instant each request was due):\n")
+			fmt.Fprintf(&b, "  %3s %8s %8s %7s %9s %9s %9s %10s %10s\n", "N", "offered", "req/s", "failed", "TTFF p50", "TTFF p99", "p99.9", "CPU serve", "CPU agent")
+		}
+		for _, rr := range row.Rates {
+			fmt.Fprintf(&b, "  %3d %8.0f %8.0f %7d %9.2f %9.2f %9.2f %10.3f %10.3f\n", row.N, rr.Offered, rr.RPS, rr.Failed,
+				rr.TTFF.P50, rr.TTFF.P99, rr.TTFF.P999, rr.CPUServe, rr.CPUAgent)
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
