@@ -76,7 +76,7 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	}
 	c.Header = http.Header(headers)
 	if c.Target == "" {
-		gcForEmbedded() // the pipeline and its NATS server run in this process, as under e2a dev
+		gcDefault() // the pipeline and its NATS server run in this process, as under e2a dev
 	}
 	if !*asJSON {
 		c.Progress = func(s string) { fmt.Fprintln(os.Stderr, "bench:", s) }

@@ -36,7 +36,8 @@ func TestBenchReplicas(t *testing.T) {
 		t.Fatalf("rows %+v", rep.Rows)
 	}
 	for _, r := range rep.Rows {
-		if r.OK != 200 || r.Failed != 0 || r.RPS <= 0 || r.CPUServe <= 0 || r.CPUAgent <= 0 || r.TTFF99 <= 0 {
+		if r.OK != 200 || r.Failed != 0 || r.RPS <= 0 || r.CPUServe <= 0 || r.CPUAgent <= 0 || r.TTFF99 <= 0 ||
+			r.PeakRSSServe < 1 || r.PeakRSSAgent < 1 {
 			t.Fatalf("N=%d: %+v", r.N, r)
 		}
 		// One open-loop phase at 100 requests/s: at least 200 requests.

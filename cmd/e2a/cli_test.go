@@ -238,17 +238,17 @@ func TestReplayNotFoundExit(t *testing.T) {
 	}
 }
 
-// A process embedding the NATS server sets GOGC=200 unless GOGC is set.
-func TestGCForEmbedded(t *testing.T) {
+// e2a's long-running processes set GOGC=200 unless GOGC is set.
+func TestGCDefault(t *testing.T) {
 	prev := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(prev)
 	t.Setenv("GOGC", "150")
-	if got := gcForEmbedded(); got != 0 || debug.SetGCPercent(100) != 100 {
-		t.Fatalf("GOGC set: gcForEmbedded %d changed the target", got)
+	if got := gcDefault(); got != 0 || debug.SetGCPercent(100) != 100 {
+		t.Fatalf("GOGC set: gcDefault %d changed the target", got)
 	}
 	t.Setenv("GOGC", "")
-	if got := gcForEmbedded(); got != embeddedGCPercent || debug.SetGCPercent(100) != embeddedGCPercent {
-		t.Fatalf("GOGC unset: gcForEmbedded %d", got)
+	if got := gcDefault(); got != defaultGCPercent || debug.SetGCPercent(100) != defaultGCPercent {
+		t.Fatalf("GOGC unset: gcDefault %d", got)
 	}
 }
 

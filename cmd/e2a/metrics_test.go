@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -115,6 +116,9 @@ func checkSplit(t *testing.T, main, metrics string) {
 	if code, _ := httpGet(t, main+"/metrics"); code == 200 {
 		t.Errorf("main listener still serves /metrics")
 	}
+	if _, body := httpGet(t, metrics+"/metrics"); !strings.Contains(body, "\ngo_gc_gogc_percent "+strconv.Itoa(defaultGCPercent)+"\n") {
+		t.Errorf("GOGC unset: go_gc_gogc_percent is not %d", defaultGCPercent)
+	}
 	if code, body := httpGet(t, metrics+"/debug/pprof/heap?debug=1"); code != 200 || !strings.Contains(body, "heap profile") {
 		t.Errorf("metrics listener /debug/pprof/heap: %d %.200s", code, body)
 	}
@@ -132,12 +136,13 @@ func checkSplit(t *testing.T, main, metrics string) {
 }
 
 // TestMetricsAddr: with E2A_METRICS_ADDR, `e2a dev` and `e2a agent` serve
-// /metrics only there, /healthz and /readyz on E2A_HTTP_ADDR; and `e2a dev`
+// /metrics only there, /healthz and /readyz on E2A_HTTP_ADDR; `e2a dev`
 // warns that E2A_MAX_BODY_BYTES exceeds the embedded server's max_payload,
-// naming the setting to change.
+// naming the setting to change; and with GOGC unset both run the collector
+// at defaultGCPercent (go_gc_gogc_percent).
 func TestMetricsAddr(t *testing.T) {
 	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_METRICS_ADDR=127.0.0.1:0",
-		"E2A_LOG_FORMAT=json", "E2A_MAX_BODY_BYTES=16777216"}
+		"E2A_LOG_FORMAT=json", "E2A_MAX_BODY_BYTES=16777216", "GOGC="}
 	t.Run("dev", func(t *testing.T) {
 		stdout, stderr := startBin(t, env, "dev")
 		m, _ := waitLine(t, stdout, regexp.MustCompile(`^\s+metrics\s+(http://\S+)/metrics\s+health (http://\S+)/healthz`))

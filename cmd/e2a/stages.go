@@ -32,6 +32,9 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
+	if pct := gcDefault(); pct > 0 {
+		log.Debug("GC target (GOGC unset)", "GOGC", pct)
+	}
 	stopTracing, err := startTracing(ctx, log, "e2a-serve")
 	if err != nil {
 		return err
@@ -80,6 +83,9 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 	log, err := obs.NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
 		return err
+	}
+	if pct := gcDefault(); pct > 0 {
+		log.Debug("GC target (GOGC unset)", "GOGC", pct)
 	}
 	stopTracing, err := startTracing(ctx, log, "e2a-agent")
 	if err != nil {

@@ -424,6 +424,25 @@ func procCPU(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / ticks, nil
 }
 
+// procPeakRSS is the largest resident set size process pid has had
+// (VmHWM in /proc/<pid>/status), in bytes.
+func procPeakRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("bench: /proc/%d/status VmHWM %q: %w", pid, v, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("bench: /proc/%d/status has no VmHWM", pid)
+}
+
 // allocs is the peer's runtime.MemStats.Mallocs.
 func (p *peerProc) allocs(ctx context.Context) (uint64, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.url+"/allocs", nil)

@@ -47,6 +47,10 @@ type ReplicasRow struct {
 	CPUServe float64 `json:"cpu_ms_per_request_serve"`
 	CPUAgent float64 `json:"cpu_ms_per_request_agent"`
 	CPUBench float64 `json:"cpu_ms_per_request_nats_and_generator"`
+	// PeakRSSServe and PeakRSSAgent are the largest peak resident set
+	// (VmHWM, MiB) of a serve and of an agent process over the N's run.
+	PeakRSSServe float64 `json:"peak_rss_mib_serve"`
+	PeakRSSAgent float64 `json:"peak_rss_mib_agent"`
 	// Rates are the open-loop phases at the bench's fixed rates (--rates),
 	// run after the closed loop on the same processes.
 	Rates []ReplicasRate `json:"rates,omitempty"`
@@ -232,6 +236,18 @@ func runReplicasN(ctx context.Context, cfg Config, bin, natsURL string, n int, i
 			return row, fmt.Errorf("bench: %d failed requests at %.0f requests/s with %d replicas: %v", op.Failed, rate, n, op.Errors)
 		}
 	}
+	for _, p := range procs {
+		b, err := procPeakRSS(p.cmd.Process.Pid)
+		if err != nil {
+			return row, err
+		}
+		mib := float64(b) / (1 << 20)
+		if p.role == "serve" {
+			row.PeakRSSServe = max(row.PeakRSSServe, mib)
+		} else {
+			row.PeakRSSAgent = max(row.PeakRSSAgent, mib)
+		}
+	}
 	return row, nil
 }
 
@@ -378,11 +394,12 @@ func (r *ReplicasReport) WriteText(w io.Writer) error {
 	m := r.Machine
 	fmt.Fprintf(&b, "e2a bench --replicas: %s, %d requests per N, %d clients, N serve + N agent processes on one JetStream server\n", r.Protocol, r.Requests, r.Clients)
 	fmt.Fprintf(&b, "machine: %s, %d CPUs (GOMAXPROCS %d), %s/%s, %s\n\n", m.CPU, m.NumCPU, m.GOMAXPROCS, m.OS, m.Arch, m.Go)
-	fmt.Fprintf(&b, "  %3s %8s %7s %9s %9s %10s %10s %16s\n", "N", "req/s", "÷ N=1", "TTFF p50", "TTFF p99", "CPU serve", "CPU agent", "CPU NATS+loadgen")
+	fmt.Fprintf(&b, "  %3s %8s %7s %9s %9s %10s %10s %16s %10s %10s\n", "N", "req/s", "÷ N=1", "TTFF p50", "TTFF p99", "CPU serve", "CPU agent", "CPU NATS+loadgen", "RSS serve", "RSS agent")
 	for _, row := range r.Rows {
-		fmt.Fprintf(&b, "  %3d %8.0f %6.2f× %9.2f %9.2f %10.3f %10.3f %16.3f\n", row.N, row.RPS, row.Ratio, row.TTFF50, row.TTFF99, row.CPUServe, row.CPUAgent, row.CPUBench)
+		fmt.Fprintf(&b, "  %3d %8.0f %6.2f× %9.2f %9.2f %10.3f %10.3f %16.3f %10.1f %10.1f\n", row.N, row.RPS, row.Ratio, row.TTFF50, row.TTFF99,
+			row.CPUServe, row.CPUAgent, row.CPUBench, row.PeakRSSServe, row.PeakRSSAgent)
 	}
-	b.WriteString("  (latencies in ms; CPU in ms per request, summed over the processes of each kind)\n")
+	b.WriteString("  (latencies in ms; CPU in ms per request, summed over the processes of each kind; RSS: the largest peak of a process of the kind, MiB)\n")
 	for i, row := range r.Rows {
 		if i == 0 && len(row.Rates) > 0 {
 			fmt.Fprintf(&b, "\nopen loop at fixed rates (latencies from the instant each request was due):\n")
