@@ -205,7 +205,7 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 		if err != nil {
 			return err
 		}
-		peerCPU = append(peerCPU, float64(cpu1-cpu0)/float64(time.Millisecond)/float64(p.OK))
+		peerCPU = append(peerCPU, perRequest(cpu1-cpu0, p.OK))
 		peerAllocs = append(peerAllocs, float64(a1-a0)/float64(p.OK))
 		return nil
 	}
