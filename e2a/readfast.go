@@ -288,3 +288,33 @@ func (r *Response) scan(data []byte) bool {
 		return ok
 	})
 }
+
+// completeKeys are the members of a CompleteBody.
+var completeKeys = [...]string{"result"}
+
+// completeFast reads an e2a.complete body as decodeNumbers does into a
+// CompleteBody, without a json.Decoder, when it is plain: valid JSON, an
+// object whose "result" appears at most once and with its exact name (the
+// other members ignored, as encoding/json ignores them); ok is false
+// otherwise (FuzzComplete compares both).
+func completeFast(body []byte) (CompleteBody, bool) {
+	var b CompleteBody
+	if !jsonstr.Valid(body) {
+		return b, false
+	}
+	seen := false
+	ok := jsonstr.Members(body, func(key, val []byte) bool {
+		i, folded := keyIndex(completeKeys[:], key)
+		if folded || (i == 0 && seen) {
+			return false
+		}
+		if i < 0 {
+			return true
+		}
+		seen = true
+		v, end, ok := jsonstr.Value(val, 0, false)
+		b.Result = v
+		return ok && end == len(val)
+	})
+	return b, ok
+}

@@ -158,3 +158,53 @@ func checkUnmarshalResponse(t *testing.T, data []byte) {
 		t.Fatalf("%q:\nscan:      %s\nUnmarshal: %s", data, g, w)
 	}
 }
+
+// completeSeeds are e2a.complete bodies of every shape completeFast reads or
+// declines.
+var completeSeeds = []string{
+	`{"result":{"content":"x","n":1e2,"parts":[{"kind":"text","text":"hé"},null,true]}}`, `{"result":null}`, `{}`,
+	`{"result":"a\u00e9\n"}`, `{"result":-0.5e-3}`, `{"other":1,"result":[]}`, `{"result":1,"result":2}`,
+	`{"Result":1}`, `{"RESULT":{}}`, `{"re\u0073ult":1}`, `null`, `[]`, `"x"`, `{"result":1`, `{"result":1}x`,
+	"{\"result\":\"\xff\"}", ` { "result" : { "a" : [ 1 , { } ] } } `, `{"result":{"a":1,"a":2}}`,
+	`{"result":123456789012345678901234567890}`, `{"result":{"\u0061":1}}`,
+}
+
+// TestCompleteFastMatches: Complete answers the same with and without its
+// fast path, for the seeds and the golden frames' e2a.complete bodies.
+func TestCompleteFastMatches(t *testing.T) {
+	inputs := append([]string(nil), completeSeeds...)
+	files, _ := filepath.Glob(filepath.Join("testdata", "golden", "*.ndjson"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			if r, err := UnmarshalResponse(line); err == nil && r.ResponseKind == KindComplete {
+				inputs = append(inputs, string(r.Body))
+			}
+		}
+	}
+	checkAll(t, inputs, checkComplete, func(in []byte) bool { _, ok := completeFast(in); return ok }, 2)
+}
+
+func FuzzComplete(f *testing.F) {
+	for _, s := range completeSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { checkComplete(t, data) })
+}
+
+// checkComplete compares Complete of a frame with body with the fast path
+// on and off.
+func checkComplete(t *testing.T, body []byte) {
+	t.Helper()
+	r := &Response{ResponseKind: KindComplete, Body: body}
+	got, gerr := r.Complete()
+	fastRead = false
+	want, werr := r.Complete()
+	fastRead = true
+	if (gerr == nil) != (werr == nil) || !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q:\nfast:    %#v %v\ngeneral: %#v %v", body, got, gerr, want, werr)
+	}
+}

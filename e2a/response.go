@@ -117,6 +117,11 @@ func (r *Response) Chunk() (ChunkBody, error) {
 
 // Complete decodes the body of an e2a.complete frame.
 func (r *Response) Complete() (CompleteBody, error) {
+	if fastRead && r.ResponseKind == KindComplete {
+		if b, ok := completeFast(r.Body); ok {
+			return b, nil
+		}
+	}
 	var b CompleteBody
 	return b, r.decodeBody(KindComplete, &b)
 }
