@@ -56,6 +56,45 @@ func TestFromJSONFastMatches(t *testing.T) {
 	checkAll(t, inputs, checkFromJSONFast, func(in []byte) bool { _, ok, _ := fromJSONFast(in); return ok }, 2)
 }
 
+// goldenFrames are the lines of the golden frame files.
+func goldenFrames(t *testing.T) [][]byte {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join("testdata", "golden", "*.ndjson"))
+	if len(files) == 0 {
+		t.Fatal("no golden frames")
+	}
+	var out [][]byte
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			if len(bytes.TrimSpace(line)) > 0 {
+				out = append(out, line)
+			}
+		}
+	}
+	return out
+}
+
+// fuzzSeeds fuzzes check from seeds.
+func fuzzSeeds(f *testing.F, seeds []string, check func(*testing.T, []byte)) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(check)
+}
+
+// bothWays runs read with the fast paths on, then off.
+func bothWays[T any](read func() (T, error)) (fast T, ferr error, general T, gerr error) {
+	fast, ferr = read()
+	fastRead = false
+	defer func() { fastRead = true }()
+	general, gerr = read()
+	return fast, ferr, general, gerr
+}
+
 // checkAll runs check on every input and fails unless at least 1/share of
 // them took the fast path (fast tells), so that the comparison covers it.
 func checkAll(t *testing.T, inputs []string, check func(*testing.T, []byte), fast func([]byte) bool, share int) {
@@ -72,20 +111,12 @@ func checkAll(t *testing.T, inputs []string, check func(*testing.T, []byte), fas
 	}
 }
 
-func FuzzFromJSONFast(f *testing.F) {
-	for _, s := range fromJSONSeeds {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) { checkFromJSONFast(t, data) })
-}
+func FuzzFromJSONFast(f *testing.F) { fuzzSeeds(f, fromJSONSeeds, checkFromJSONFast) }
 
 // checkFromJSONFast compares FromJSON with the fast path on and off.
 func checkFromJSONFast(t *testing.T, data []byte) {
 	t.Helper()
-	got, gerr := FromJSON(data)
-	fastRead = false
-	want, werr := FromJSON(data)
-	fastRead = true
+	got, gerr, want, werr := bothWays(func() (*Envelope, error) { return FromJSON(data) })
 	if (gerr == nil) != (werr == nil) ||
 		errors.Is(gerr, ErrInvalidJSON) != errors.Is(werr, ErrInvalidJSON) ||
 		errors.Is(gerr, ErrInvalidEnvelope) != errors.Is(werr, ErrInvalidEnvelope) {
@@ -122,27 +153,13 @@ var responseSeeds = []string{
 // gives, for the seeds and the golden frames.
 func TestUnmarshalResponseMatches(t *testing.T) {
 	inputs := append([]string(nil), responseSeeds...)
-	files, _ := filepath.Glob(filepath.Join("testdata", "golden", "*.ndjson"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range bytes.Split(b, []byte("\n")) {
-			if len(bytes.TrimSpace(line)) > 0 {
-				inputs = append(inputs, string(line))
-			}
-		}
+	for _, line := range goldenFrames(t) {
+		inputs = append(inputs, string(line))
 	}
 	checkAll(t, inputs, checkUnmarshalResponse, func(in []byte) bool { var r Response; return jsonstr.Valid(in) && r.scan(in) }, 3)
 }
 
-func FuzzUnmarshalResponse(f *testing.F) {
-	for _, s := range responseSeeds {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) { checkUnmarshalResponse(t, data) })
-}
+func FuzzUnmarshalResponse(f *testing.F) { fuzzSeeds(f, responseSeeds, checkUnmarshalResponse) }
 
 func checkUnmarshalResponse(t *testing.T, data []byte) {
 	t.Helper()
@@ -173,37 +190,22 @@ var completeSeeds = []string{
 // fast path, for the seeds and the golden frames' e2a.complete bodies.
 func TestCompleteFastMatches(t *testing.T) {
 	inputs := append([]string(nil), completeSeeds...)
-	files, _ := filepath.Glob(filepath.Join("testdata", "golden", "*.ndjson"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range bytes.Split(b, []byte("\n")) {
-			if r, err := UnmarshalResponse(line); err == nil && r.ResponseKind == KindComplete {
-				inputs = append(inputs, string(r.Body))
-			}
+	for _, line := range goldenFrames(t) {
+		if r, err := UnmarshalResponse(line); err == nil && r.ResponseKind == KindComplete {
+			inputs = append(inputs, string(r.Body))
 		}
 	}
 	checkAll(t, inputs, checkComplete, func(in []byte) bool { _, ok := completeFast(in); return ok }, 2)
 }
 
-func FuzzComplete(f *testing.F) {
-	for _, s := range completeSeeds {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) { checkComplete(t, data) })
-}
+func FuzzComplete(f *testing.F) { fuzzSeeds(f, completeSeeds, checkComplete) }
 
 // checkComplete compares Complete of a frame with body with the fast path
 // on and off.
 func checkComplete(t *testing.T, body []byte) {
 	t.Helper()
 	r := &Response{ResponseKind: KindComplete, Body: body}
-	got, gerr := r.Complete()
-	fastRead = false
-	want, werr := r.Complete()
-	fastRead = true
+	got, gerr, want, werr := bothWays(r.Complete)
 	if (gerr == nil) != (werr == nil) || !reflect.DeepEqual(got, want) {
 		t.Fatalf("%q:\nfast:    %#v %v\ngeneral: %#v %v", body, got, gerr, want, werr)
 	}
