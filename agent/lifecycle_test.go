@@ -13,6 +13,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 // Point 6: a panic, an error, an *agent.Error each become a final e2a.error
@@ -153,6 +154,44 @@ func TestShutdownHandsBack(t *testing.T) {
 	c, _ := fr[len(fr)-1].Complete()
 	if len(fr) != 3+8+1 || c.Result.(map[string]any)["content"] != text(t, fr) {
 		t.Fatalf("%d frames (partial %d), content %v vs %q", len(fr), len(partial), c.Result, text(t, fr))
+	}
+}
+
+// A stopped worker pulls no more requests: the pull in flight when ctx is
+// cancelled is the last. Each round cancels right after the worker's pull
+// request shows on the consumer's next-message subject (the pull waits the
+// fetch wait, so the cancel lands while it is in flight) and counts the
+// pulls that follow. A loop that lets a free slot win over the done ctx
+// pulls again in half the rounds and holds the stop for another fetch wait
+// each time.
+func TestStopPullsNoMore(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	name, _ := streams.AgentConsumerName("nomore")
+	pulls, err := s.nc.SubscribeSync("$JS.API.CONSUMER.MSG.NEXT." + streams.RequestsStream + "." + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 6 {
+		nc := s.connect(t)
+		w := startWorker(t, nc, "nomore", demo.New(), agent.WithFetchWait(time.Second))
+		if _, err := pulls.NextMsg(10 * time.Second); err != nil {
+			t.Fatalf("round %d: no pull: %v", round, err)
+		}
+		w.cancel()
+		if err := w.stop(); err != nil {
+			t.Fatalf("round %d: Run: %v", round, err)
+		}
+		// Whatever the worker published has reached the subscription.
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if n, _, _ := pulls.Pending(); n != 0 {
+			t.Fatalf("round %d: %d pulls after the stop", round, n)
+		}
 	}
 }
 

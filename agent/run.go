@@ -343,6 +343,12 @@ func (w *worker) fetchLoop(ctx context.Context, cons jetstream.Consumer) error {
 	slots := make(chan struct{}, n)
 	backoff := 10 * time.Millisecond
 	for {
+		// A done ctx wins over a free slot: select picks at random among
+		// ready cases, and every extra pull would hold the stop for up to
+		// the fetch wait.
+		if ctx.Err() != nil {
+			return nil
+		}
 		select {
 		case <-ctx.Done():
 			return nil
