@@ -79,6 +79,25 @@ func TestBrokerWorkPerRequest(t *testing.T) {
 		}
 		return m
 	}
+	// acked reports whether the agent's consumer holds no request unacked:
+	// an agent acks after the final frame, so a call can be answered before
+	// its ack reaches the server (and is counted).
+	acked := func() bool {
+		jsz, err := srv.Jsz(&server.JSzOptions{Accounts: true, Streams: true, Consumer: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range jsz.AccountDetails {
+			for _, s := range a.Streams {
+				for _, c := range s.Consumer {
+					if c.NumAckPending != 0 {
+						return false
+					}
+				}
+			}
+		}
+		return true
+	}
 	clientMsgs := func() (in, out int64) {
 		v, err := srv.Varz(nil)
 		if err != nil {
@@ -98,7 +117,7 @@ func TestBrokerWorkPerRequest(t *testing.T) {
 			if w := closedLoop(ctx, "warmup", 50, 8, ids, do, false, false); w.Failed != 0 {
 				t.Fatalf("warm-up: %+v", w.Errors)
 			}
-			settle(t, lastSeqs)
+			settle(t, lastSeqs, acked)
 			const n = 400
 			in0, out0 := clientMsgs()
 			seq0 := lastSeqs()
@@ -110,16 +129,16 @@ func TestBrokerWorkPerRequest(t *testing.T) {
 			if ph := closedLoop(ctx, "count", n, 1, ids, do, false, false); ph.OK != n {
 				t.Fatalf("%d of %d ok: %v", ph.OK, n, ph.Errors)
 			}
-			seq1 := settle(t, lastSeqs)
+			seq1 := settle(t, lastSeqs, acked)
 			in1, out1 := clientMsgs()
-			t.Logf("%.2f in, %.2f out per request", float64(in1-in0)/n, float64(out1-out0)/n)
+			t.Logf("%.4f in, %.4f out per request", float64(in1-in0)/n, float64(out1-out0)/n)
 			// Periodic traffic (pull requests, heartbeats) adds a little.
 			const slack = 0.5
 			if got := float64(in1-in0) / n; got < want.in || got > want.in+slack {
-				t.Errorf("%.2f client messages in per request, want %v", got, want.in)
+				t.Errorf("%.4f client messages in per request, want %v", got, want.in)
 			}
 			if got := float64(out1-out0) / n; got < want.out || got > want.out+slack {
-				t.Errorf("%.2f client messages out per request, want %v", got, want.out)
+				t.Errorf("%.4f client messages out per request, want %v", got, want.out)
 			}
 			for name, s := range seq1 {
 				if got := s - seq0[name]; got != want.stored[name]*n {
@@ -132,17 +151,18 @@ func TestBrokerWorkPerRequest(t *testing.T) {
 
 // settle waits until E2A_AUDIT has copied every request and frame (it
 // sources them asynchronously; the other streams are complete once the
-// calls are answered) and returns the streams' last sequences.
-func settle(t *testing.T, lastSeqs func() map[string]uint64) map[string]uint64 {
+// calls are answered) and every request is acked, and returns the streams'
+// last sequences.
+func settle(t *testing.T, lastSeqs func() map[string]uint64, acked func() bool) map[string]uint64 {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		cur := lastSeqs()
-		if cur[streams.AuditStream] == cur[streams.RequestsStream]+cur[streams.ResponsesStream] {
+		if cur[streams.AuditStream] == cur[streams.RequestsStream]+cur[streams.ResponsesStream] && acked() {
 			return cur
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("E2A_AUDIT did not catch up: %v", cur)
+			t.Fatalf("E2A_AUDIT did not catch up or requests are unacked: %v", cur)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
