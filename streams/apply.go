@@ -169,6 +169,10 @@ func applyStream(ctx context.Context, js jetstream.JetStream, want jetstream.Str
 		return c
 	}
 	have := s.CachedInfo().Config
+	// A stream's persist mode is fixed at its creation and changes only
+	// how soon its writes reach the disk: a stream created by an earlier
+	// definition keeps its mode instead of failing the whole apply.
+	want.PersistMode = have.PersistMode
 	var fixed []string
 	c.Drift, fixed = streamDrift(have, want, nil)
 	switch {

@@ -312,3 +312,57 @@ func TestAuditPartitions(t *testing.T) {
 		t.Fatal("audit message deleted")
 	}
 }
+
+// On one server E2A_AUDIT is written in async persist mode (its copies can
+// be sourced again), replicated or in memory in the default mode; a stream
+// created in the other mode keeps it (the mode is fixed at creation) and
+// Apply does not fail on it.
+func TestAuditPersistMode(t *testing.T) {
+	cfg := testConfig()
+	if m := cfg.AuditStreamConfig().PersistMode; m != jetstream.AsyncPersistMode {
+		t.Errorf("one server, file: %v", m)
+	}
+	for _, name := range []string{streams.RequestsStream, streams.ResponsesStream, streams.ControlStream} {
+		all, _ := cfg.StreamConfigs()
+		for _, s := range all {
+			if s.Name == name && s.PersistMode != jetstream.DefaultPersistMode {
+				t.Errorf("%s: %v", name, s.PersistMode)
+			}
+		}
+	}
+	r3 := cfg
+	r3.Replicas = 3
+	mem := cfg
+	mem.Storage = jetstream.MemoryStorage
+	for _, c := range []streams.Config{r3, mem} {
+		if m := c.AuditStreamConfig().PersistMode; m != jetstream.DefaultPersistMode {
+			t.Errorf("replicas %d, %v: %v", c.Replicas, c.Storage, m)
+		}
+	}
+
+	_, _, js := startServer(t)
+	if _, err := streams.Apply(ctx(t), js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := js.Stream(ctx(t), streams.AuditStream); s.CachedInfo().Config.PersistMode != jetstream.AsyncPersistMode {
+		t.Fatalf("created in mode %v", s.CachedInfo().Config.PersistMode)
+	}
+
+	// E2A_AUDIT as an earlier definition created it.
+	_, _, js = startServer(t)
+	old := cfg.AuditStreamConfig()
+	old.PersistMode = jetstream.DefaultPersistMode
+	if _, err := js.CreateStream(ctx(t), old); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := streams.Apply(ctx(t), js, cfg)
+	if err != nil {
+		t.Fatalf("Apply over the default mode: %v\n%s", err, rep)
+	}
+	if c, _ := rep.Get(streams.AuditStream); c.Action != streams.ActionUnchanged || len(c.Drift) != 0 {
+		t.Fatalf("audit: %+v", c)
+	}
+	if s, _ := js.Stream(ctx(t), streams.AuditStream); s.CachedInfo().Config.PersistMode != jetstream.DefaultPersistMode {
+		t.Fatalf("mode %v", s.CachedInfo().Config.PersistMode)
+	}
+}

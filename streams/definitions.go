@@ -91,6 +91,14 @@ func (c Config) ControlStreamConfig() jetstream.StreamConfig {
 // make it append-only; it does not deduplicate (sourcing is exactly once).
 // AuditMaxAge and AuditMaxBytes bound it, dropping the oldest messages
 // (DiscardOld, see Config.AuditMaxBytes).
+//
+// On one server (Replicas 1, file storage) it is written in nats-server's
+// async persist mode: its copies reach the disk in batches a moment after
+// they are stored, instead of one write per message. A hard kill of the
+// server may lose the newest copies; the sources copy them again at restart,
+// from where E2A_AUDIT's stored messages end, out of E2A_REQUESTS and
+// E2A_RESPONSES, which are written before each PubAck. Replicated, the
+// stream keeps the default mode (its writes go through the cluster's log).
 func (c Config) AuditStreamConfig() jetstream.StreamConfig {
 	s := c.base(AuditStream, "E2A audit: requests and frames in bounded partitions")
 	rs, rd := subjects.AuditRequestMapping(c.AuditPartitions)
@@ -110,6 +118,9 @@ func (c Config) AuditStreamConfig() jetstream.StreamConfig {
 	s.DenyDelete = true
 	s.DenyPurge = true
 	s.AllowDirect = true
+	if c.Replicas <= 1 && c.Storage == jetstream.FileStorage {
+		s.PersistMode = jetstream.AsyncPersistMode
+	}
 	return s
 }
 
