@@ -175,6 +175,11 @@ func applyStream(ctx context.Context, js jetstream.JetStream, want jetstream.Str
 	want.PersistMode = have.PersistMode
 	var fixed []string
 	c.Drift, fixed = streamDrift(have, want, nil)
+	if have.PersistMode == jetstream.AsyncPersistMode && want.Replicas > 1 && have.Replicas != want.Replicas {
+		// The server refuses to replicate a stream in async persist mode
+		// and to change the mode of a stream.
+		fixed = append(fixed, fmt.Sprintf("Replicas: %d -> %d (the stream is in async persist mode, which one server only has: delete it and apply again)", have.Replicas, want.Replicas))
+	}
 	switch {
 	case len(fixed) > 0:
 		c.Action = ActionFailed

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -364,5 +365,38 @@ func TestAuditPersistMode(t *testing.T) {
 	}
 	if s, _ := js.Stream(ctx(t), streams.AuditStream); s.CachedInfo().Config.PersistMode != jetstream.DefaultPersistMode {
 		t.Fatalf("mode %v", s.CachedInfo().Config.PersistMode)
+	}
+}
+
+// E2A_AUDIT created on one server of a cluster with one replica (async
+// persist mode) cannot be replicated: Apply says so and what to do, and
+// leaves it as it is.
+func TestAuditAsyncNotReplicated(t *testing.T) {
+	c := natstest.RunCluster(t, 3, natstest.WithoutStreams())
+	nc := c.Connect()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1 := testConfig()
+	if _, err := streams.Apply(ctx(t), js, r1); err != nil {
+		t.Fatal(err)
+	}
+	r3 := r1
+	r3.Replicas = 3
+	rep, err := streams.Apply(ctx(t), js, r3)
+	if !errors.Is(err, streams.ErrDriftNotUpdatable) {
+		t.Fatalf("err %v\n%s", err, rep)
+	}
+	if a, _ := rep.Get(streams.AuditStream); a.Action != streams.ActionFailed || !strings.Contains(a.Err.Error(), "async persist mode") {
+		t.Fatalf("audit: %+v", a)
+	}
+	for _, name := range []string{streams.RequestsStream, streams.ResponsesStream} {
+		if s, _ := rep.Get(name); s.Action != streams.ActionUpdated {
+			t.Errorf("%s: %+v", name, s)
+		}
+	}
+	if s, _ := js.Stream(ctx(t), streams.AuditStream); s.CachedInfo().Config.Replicas != 1 {
+		t.Fatalf("audit replicas %d", s.CachedInfo().Config.Replicas)
 	}
 }
