@@ -14,6 +14,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // Point 6: a panic, an error, an *agent.Error each become a final e2a.error
@@ -168,7 +169,7 @@ func TestStopPullsNoMore(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
 	name, _ := streams.AgentConsumerName("nomore")
-	pulls, err := s.nc.SubscribeSync("$JS.API.CONSUMER.MSG.NEXT." + streams.RequestsStream + "." + name)
+	pulls, err := s.nc.SubscribeSync(subjects.ConsumerNext(streams.RequestsStream, name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,13 @@ func DirectGetLast(stream, subject string) string {
 	return "$JS.API.DIRECT.GET." + stream + "." + subject
 }
 
+// ConsumerNext returns $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>, the
+// subject a pull consumer's clients request messages on (one pull request
+// per fetch).
+func ConsumerNext(stream, consumer string) string {
+	return "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer
+}
+
 // MaxDeliveriesAdvisory returns the subject of the advisory the server
 // publishes when a message of consumer on stream exhausted MaxDeliver.
 func MaxDeliveriesAdvisory(stream, consumer string) string {

@@ -281,7 +281,7 @@ func TestConstantsAreValid(t *testing.T) {
 			t.Errorf("%q is not a valid subject", f)
 		}
 	}
-	for _, s := range []string{subjects.DirectGet("E2A_RESPONSES"), subjects.MaxDeliveriesAdvisory("E2A_REQUESTS", "agent-x"), subjects.AuditRequest(3), subjects.AuditResponse(15)} {
+	for _, s := range []string{subjects.DirectGet("E2A_RESPONSES"), subjects.MaxDeliveriesAdvisory("E2A_REQUESTS", "agent-x"), subjects.ConsumerNext("E2A_REQUESTS", "agent-x"), subjects.AuditRequest(3), subjects.AuditResponse(15)} {
 		mustPublishable(t, s)
 	}
 }
