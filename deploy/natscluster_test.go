@@ -113,23 +113,7 @@ func startNATSCluster(t testing.TB, n int) *natsCluster {
 			"--routes", strings.Join(routes, ","),
 			"-l", nd.logPath,
 		}
-		nd.cmd = exec.Command(bin, args...)
-		nd.cmd.Env = append(append([]string(nil), env...), "SERVER_NAME="+nd.name, "E2A_NATS_STORE_DIR="+filepath.Join(nd.dir, "js"))
-		// Before the log file is open, errors go to stderr.
-		out, err := os.Create(filepath.Join(nd.dir, "stderr.log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		nd.cmd.Stdout, nd.cmd.Stderr = out, out
-		if err := nd.cmd.Start(); err != nil {
-			t.Fatalf("start %s: %v", nd.name, err)
-		}
-		nd.done = make(chan struct{})
-		go func(nd *natsNode) {
-			_ = nd.cmd.Wait()
-			_ = out.Close()
-			close(nd.done)
-		}(nd)
+		nd.run(t, bin, args, append(append([]string(nil), env...), "SERVER_NAME="+nd.name, "E2A_NATS_STORE_DIR="+filepath.Join(nd.dir, "js")))
 	}
 	c.waitHealthy(30 * time.Second)
 	return c
@@ -226,15 +210,44 @@ func (c *natsCluster) node(name string) *natsNode {
 	return nil
 }
 
-// kill crashes a node: SIGKILL, no lame duck, no leadership hand-over.
-func (c *natsCluster) kill(nd *natsNode) {
+// run starts nd's nats-server process (bin with args, environment env; nil:
+// this process's). Its output, before the log file is open, is appended to
+// stderr.log in nd.dir: a restarted node keeps the earlier lines.
+func (nd *natsNode) run(t testing.TB, bin string, args, env []string) {
+	t.Helper()
+	out, err := os.OpenFile(filepath.Join(nd.dir, "stderr.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd.cmd = exec.Command(bin, args...)
+	nd.cmd.Env = env
+	nd.cmd.Stdout, nd.cmd.Stderr = out, out
+	if err := nd.cmd.Start(); err != nil {
+		_ = out.Close()
+		t.Fatalf("start %s: %v", nd.name, err)
+	}
+	nd.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) {
+		_ = cmd.Wait()
+		_ = out.Close()
+		close(done)
+	}(nd.cmd, nd.done)
+}
+
+// kill crashes a node: SIGKILL, no lame duck, no leadership hand-over,
+// nothing flushed.
+func (nd *natsNode) kill(t testing.TB) {
+	t.Helper()
 	_ = nd.cmd.Process.Signal(syscall.SIGKILL)
 	select {
 	case <-nd.done:
 	case <-time.After(10 * time.Second):
-		c.t.Fatalf("%s did not die", nd.name)
+		t.Fatalf("%s did not die", nd.name)
 	}
 }
+
+// kill crashes one of c's nodes (natsNode.kill).
+func (c *natsCluster) kill(nd *natsNode) { nd.kill(c.t) }
 
 func (c *natsCluster) stop() {
 	for _, nd := range c.nodes {

@@ -3,13 +3,10 @@ package deploy
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,56 +21,31 @@ import (
 // singleServer is one real nats-server process with JetStream on a store
 // directory that outlives its restarts.
 type singleServer struct {
-	t    testing.TB
-	bin  string
-	dir  string
-	port int
-	cmd  *exec.Cmd
-	done chan struct{}
+	t   testing.TB
+	bin string
+	nd  *natsNode
 }
 
 func startSingleServer(t testing.TB) *singleServer {
 	t.Helper()
-	s := &singleServer{t: t, bin: natsServerBinary(t), dir: t.TempDir(), port: natstest.FreePorts(t, 1)[0]}
+	s := &singleServer{t: t, bin: natsServerBinary(t), nd: &natsNode{name: "nats", dir: t.TempDir(), port: natstest.FreePorts(t, 1)[0]}}
+	s.nd.logPath = filepath.Join(s.nd.dir, "server.log")
 	s.start()
 	t.Cleanup(func() {
-		if !closed(s.done) {
-			s.kill()
+		if !s.nd.exited() {
+			s.nd.kill(t)
 		}
 	})
 	return s
 }
 
-func (s *singleServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.port) }
+func (s *singleServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.nd.port) }
 
+// start starts (or restarts) the server on its store directory.
 func (s *singleServer) start() {
 	s.t.Helper()
-	s.cmd = exec.Command(s.bin, "-js", "-sd", filepath.Join(s.dir, "js"), "-a", "127.0.0.1", "-p", strconv.Itoa(s.port),
-		"-l", filepath.Join(s.dir, "server.log"))
-	out, err := os.OpenFile(filepath.Join(s.dir, "stderr.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	s.cmd.Stdout, s.cmd.Stderr = out, out
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	s.done = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) {
-		_ = cmd.Wait()
-		_ = out.Close()
-		close(done)
-	}(s.cmd, s.done)
-}
-
-// kill is a hard crash: SIGKILL, nothing flushed.
-func (s *singleServer) kill() {
-	_ = s.cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		s.t.Fatal("nats-server did not die")
-	}
+	s.nd.run(s.t, s.bin, []string{"-js", "-sd", filepath.Join(s.nd.dir, "js"), "-a", "127.0.0.1", "-p", strconv.Itoa(s.nd.port),
+		"-l", s.nd.logPath}, nil)
 }
 
 // connect connects once the server accepts connections and JetStream
@@ -95,7 +67,7 @@ func (s *singleServer) connect() (*nats.Conn, jetstream.JetStream) {
 			nc.Close()
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("nats-server on %s not ready: %v\n%s", s.url(), err, fileTail(20, filepath.Join(s.dir, "server.log"), filepath.Join(s.dir, "stderr.log")))
+			s.t.Fatalf("nats-server on %s not ready: %v\n%s", s.url(), err, s.nd.logTail())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -161,7 +133,7 @@ func TestSingleServerAuditAfterKill(t *testing.T) {
 	}()
 	waitUntil(t, time.Minute, "20,000 acknowledged publishes", func() bool { return acked.Load() >= 20000 })
 	before, _ := streamLast(ctx, js, streams.AuditStream)
-	srv.kill()
+	srv.nd.kill(t)
 	close(stop)
 	<-publishing
 	nc.Close()

@@ -320,15 +320,17 @@ func TestAuditPartitions(t *testing.T) {
 // Apply does not fail on it.
 func TestAuditPersistMode(t *testing.T) {
 	cfg := testConfig()
-	if m := cfg.AuditStreamConfig().PersistMode; m != jetstream.AsyncPersistMode {
-		t.Errorf("one server, file: %v", m)
+	all, err := cfg.StreamConfigs()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, name := range []string{streams.RequestsStream, streams.ResponsesStream, streams.ControlStream} {
-		all, _ := cfg.StreamConfigs()
-		for _, s := range all {
-			if s.Name == name && s.PersistMode != jetstream.DefaultPersistMode {
-				t.Errorf("%s: %v", name, s.PersistMode)
-			}
+	for _, s := range all {
+		want := jetstream.DefaultPersistMode // the hot streams' messages are PubAck'd
+		if s.Name == streams.AuditStream {
+			want = jetstream.AsyncPersistMode
+		}
+		if s.PersistMode != want {
+			t.Errorf("one server, file: %s in mode %v", s.Name, s.PersistMode)
 		}
 	}
 	r3 := cfg
