@@ -90,6 +90,11 @@ func DirectGetBatch(ctx context.Context, nc *nats.Conn, stream, subject string, 
 	if fromSeq == 0 {
 		fromSeq = 1
 	}
+	// A context already done sends nothing: waiting below would race the
+	// reply against ctx.Done() (select picks among ready cases at random).
+	if err := ctx.Err(); err != nil {
+		return nil, false, fmt.Errorf("direct get %s %s from %d: %w", stream, subject, fromSeq, err)
+	}
 	body, err := json.Marshal(directGetRequest{Seq: fromSeq, NextBySubj: subject, Batch: batch})
 	if err != nil {
 		return nil, false, err

@@ -163,11 +163,22 @@ func TestDirectGetErrors(t *testing.T) {
 			t.Errorf("%+v: %v", tc, err)
 		}
 	}
-	// A cancelled context.
+	// A cancelled context sends nothing (before, the request went out and
+	// its reply raced the cancel: under load the reply won).
+	sent, err := nc.SubscribeSync(subjects.DirectGet(streams.ResponsesStream))
+	if err != nil {
+		t.Fatal(err)
+	}
 	c, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, _, err := streams.DirectGetBatch(c, nc, streams.ResponsesStream, subj, 0, 5); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, _ := sent.Pending(); n != 0 {
+		t.Fatalf("%d direct gets sent with a cancelled context", n)
 	}
 }
 

@@ -93,6 +93,9 @@ func (m *DirectGetter) GetBatch(ctx context.Context, stream, subject string, sta
 	if start == 0 {
 		start = 1
 	}
+	if err := ctx.Err(); err != nil { // sends nothing (see DirectGetBatch)
+		return 0, err
+	}
 	body, _ := json.Marshal(directGetBatchRequest{Seq: start, NextFor: subject, Batch: batch, MaxBytes: maxBytes})
 	tok := strconv.FormatUint(m.next.Add(1), 36)
 	ch := make(chan *nats.Msg, batch+2)
@@ -155,6 +158,9 @@ func (m *DirectGetter) ConfirmLast(ctx context.Context, stream, subject string) 
 func (m *DirectGetter) GetLast(ctx context.Context, stream, subject string) (*nats.Msg, error) {
 	ctx, cancel := boundContext(ctx)
 	defer cancel()
+	if err := ctx.Err(); err != nil { // sends nothing (see DirectGetBatch)
+		return nil, err
+	}
 	body, _ := json.Marshal(directGetBatchRequest{LastFor: subject})
 	tok := strconv.FormatUint(m.next.Add(1), 36)
 	ch := make(chan *nats.Msg, 2)

@@ -1,6 +1,8 @@
 package streams_test
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"testing"
 
@@ -76,6 +78,32 @@ func TestDirectGetterSharedInbox(t *testing.T) {
 	}
 	if m, err := g.GetLast(ctx(t), streams.ResponsesStream, none); err != nil || m != nil {
 		t.Fatalf("last of unknown: %v %v", m, err)
+	}
+
+	// A context already cancelled sends nothing and reads nothing, though
+	// the frames are there to be read (before, the request went out and its
+	// reply raced the cancel: under load the reply won about half the time).
+	sent, err := nc.SubscribeSync(subjects.DirectGet(streams.ResponsesStream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, cancel := context.WithCancel(context.Background())
+	cancel()
+	subj, _ := subjects.Response("req-0")
+	for range 20 {
+		n := 0
+		if _, err := g.GetBatch(c, streams.ResponsesStream, subj, 0, 5, 0, func(uint64, nats.Header, []byte) error { n++; return nil }); !errors.Is(err, context.Canceled) || n != 0 {
+			t.Fatalf("cancelled GetBatch: %d frames, %v", n, err)
+		}
+		if m, err := g.GetLast(c, streams.ResponsesStream, subj); !errors.Is(err, context.Canceled) || m != nil {
+			t.Fatalf("cancelled GetLast: %v, %v", m, err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, _ := sent.Pending(); n != 0 {
+		t.Fatalf("%d direct gets sent with a cancelled context", n)
 	}
 }
 
