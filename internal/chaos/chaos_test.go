@@ -487,7 +487,11 @@ func TestChaos(t *testing.T) {
 	elapsed := time.Since(began)
 
 	// What the stream holds: every request gapless with exactly one final
-	// frame, read back with batched direct gets.
+	// frame, read back with batched direct gets, which any replica may
+	// answer: once every replica holds what the leader acknowledged (a
+	// follower a frame behind answered one request's read without its final
+	// frame, which its client had seen).
+	c.WaitStreamsSynced(streams.ResponsesStream)
 	stored := 0
 	var storedErrs []string
 	rctx, rcancel := context.WithTimeout(context.Background(), 60*time.Second)

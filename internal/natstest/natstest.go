@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -208,6 +211,52 @@ func (c *Cluster) allCurrent() bool {
 	defer c.mu.Unlock()
 	for _, e := range c.nodes {
 		if e != nil && (!e.Server().JetStreamEnabled() || !e.Server().JetStreamIsCurrent()) {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitStreamsSynced waits until every running node's replica of each
+// stream holds the same last sequence, and fails the test after 30 s. A
+// direct get may be answered by any replica: a read that must see every
+// message the leader acknowledged (a test's final check of what is
+// stored) waits for this first, once the writers are done.
+func (c *Cluster) WaitStreamsSynced(names ...string) {
+	c.t.Helper()
+	testkit.Eventually(c.t, 30*time.Second, fmt.Sprintf("every replica of %v at the same last sequence", names), func() bool {
+		return c.streamsSynced(names)
+	})
+}
+
+func (c *Cluster) streamsSynced(names []string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	last := map[string]uint64{}
+	replicas := map[string]int{}
+	for _, e := range c.nodes {
+		if e == nil {
+			continue
+		}
+		jsz, err := e.Server().Jsz(&server.JSzOptions{Accounts: true, Streams: true})
+		if err != nil {
+			return false
+		}
+		for _, a := range jsz.AccountDetails {
+			for _, st := range a.Streams {
+				if !slices.Contains(names, st.Name) {
+					continue
+				}
+				if n, ok := last[st.Name]; ok && n != st.State.LastSeq {
+					return false
+				}
+				last[st.Name] = st.State.LastSeq
+				replicas[st.Name]++
+			}
+		}
+	}
+	for _, name := range names {
+		if replicas[name] == 0 {
 			return false
 		}
 	}
