@@ -53,3 +53,33 @@ func TestFormatTime(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAppendTime: AppendTime writes what time.Time.AppendFormat writes for
+// its layouts, at any instant (the years time.Unix reaches, negative ones
+// and those past 9999 included).
+func FuzzAppendTime(f *testing.F) {
+	for _, s := range [][2]int64{{0, 0}, {1774700000, 5000}, {1774700000, 999}, {-62135596800, 0}, {253402300799, 999999999},
+		{253402300800, 1000}, {-62167219201, 123456000}, {951782400, 0}, {4107542400, 1}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, sec, nsec int64) {
+		tm := time.Unix(sec, nsec%1e9).In(time.FixedZone("z", int(sec%50400)))
+		u := tm.UTC()
+		layout := "2006-01-02T15:04:05"
+		if u.Nanosecond()/1000 != 0 {
+			layout += ".000000"
+		}
+		want := "x" + u.Format(layout) + "+00:00"
+		if got := string(e2a.AppendTime([]byte("x"), tm)); got != want {
+			t.Fatalf("AppendTime(%v) = %q, want %q", tm, got, want)
+		}
+	})
+}
+
+func BenchmarkAppendTime(b *testing.B) {
+	buf := make([]byte, 0, e2a.TimeLen)
+	tm := time.Date(2026, 11, 26, 23, 54, 41, 123456789, time.UTC)
+	for b.Loop() {
+		buf = e2a.AppendTime(buf[:0], tm)
+	}
+}
