@@ -337,7 +337,7 @@ func BenchmarkFrameDecode(b *testing.B) {
 	})
 	b.Run("head", func(b *testing.B) {
 		b.ReportAllocs()
-		var h frameHead
+		var h headScan
 		b.SetBytes(int64(len(data)))
 		for b.Loop() {
 			if err := h.decode(data); err != nil || h.Sequence == noSequence {
@@ -345,4 +345,35 @@ func BenchmarkFrameDecode(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkTextChunkRead: what the A2A and ACP text fast paths spend per
+// chunk frame: the reader's head scan, then the chunk read from what it
+// kept (a frame built without the head's text is scanned again).
+func BenchmarkTextChunkRead(b *testing.B) {
+	w := &writer{env: newEnvelope("text_bench"), clock: time.Now()}
+	data, err := json.Marshal(w.frame(e2a.KindChunk, false, e2a.StatusInProgress, e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: strings.Repeat("token ", 16)}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, keep := range []bool{true, false} {
+		name := map[bool]string{true: "head-kept", false: "rescanned"}[keep]
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(data)))
+			var h headScan
+			for b.Loop() {
+				if err := h.decode(data); err != nil {
+					b.Fatal(err)
+				}
+				f := Frame{Raw: data, seq: h.Sequence, final: h.IsFinal, rkind: h.ResponseKind}
+				if keep {
+					f.text = h.text
+				}
+				if _, _, ok := readTextChunk(&f); !ok {
+					b.Fatal("not a text chunk")
+				}
+			}
+		})
+	}
 }

@@ -334,14 +334,14 @@ func RunConformance(sc Scenario, newRenderer NewRenderer) (*ConformanceRun, erro
 // outside this package drive their fast paths with it (a decoded frame is
 // a Frame with Response set).
 func HeadFrame(raw []byte, streamSeq uint64) (*Frame, error) {
-	var head frameHead
+	var head headScan
 	if err := head.decode(raw); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidFrame, err)
 	}
 	if head.Sequence == noSequence {
 		head.Sequence = 0 // as when decoding the whole frame
 	}
-	return &Frame{Raw: raw, StreamSeq: streamSeq, seq: head.Sequence, final: head.IsFinal, rkind: head.ResponseKind}, nil
+	return &Frame{Raw: raw, StreamSeq: streamSeq, seq: head.Sequence, final: head.IsFinal, rkind: head.ResponseKind, text: head.text}, nil
 }
 
 // RenderFrames renders frames (stored at stream sequences 1, 2…) with the

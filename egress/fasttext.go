@@ -3,6 +3,7 @@ package egress
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -85,7 +86,9 @@ func readTextChunk(f *Frame) (tf textFrame, text string, ok bool) {
 		if resp.ResponseKind != e2a.KindChunk || resp.IsFinal || !decodeInto(resp.Body, &tf.Body) {
 			return tf, "", false
 		}
-	} else if !tf.scan(f.Raw) {
+	} else if tf, ok = f.text.textFrame(); !ok && (f.text.ok || !tf.scan(f.Raw)) {
+		// The reader's head scan gave no textFrame (or a frame made
+		// without one): scanned here, or decoded when the scan declines.
 		tf = textFrame{}
 		if !decodeInto(f.Raw, &tf) {
 			return tf, "", false
@@ -128,81 +131,157 @@ func decodeInto[T any](data []byte, out *T) bool {
 // type (FuzzTextFrameScan).
 func (tf *textFrame) scan(data []byte) bool {
 	*tf = textFrame{}
-	return jsonstr.Members(data, func(key, val []byte) bool {
-		switch string(key) {
-		case "response_id":
-			return scanString(val, &tf.ResponseID)
-		case "request_id":
-			return scanString(val, &tf.RequestID)
-		case "response_kind":
-			return scanString(val, &tf.ResponseKind)
-		case "task_id":
-			return scanString(val, &tf.TaskID)
-		case "context_id":
-			return scanString(val, &tf.ContextID)
-		case "session_id":
-			return scanString(val, &tf.SessionID)
-		case "is_final":
-			switch string(val) {
-			case "true":
-				tf.IsFinal = true
-			case "false":
-				tf.IsFinal = false
-			default:
-				return false
-			}
-			return true
-		case "metadata":
-			if string(val) == "null" {
-				tf.Metadata = nil
-				return true
-			}
-			if len(val) == 0 || val[0] != '{' {
-				return false
-			}
-			// Only llm_response_id is read; the map holds it alone. A
-			// repeated metadata member adds to the map, as encoding/json
-			// does.
-			m := tf.Metadata
-			if m == nil {
-				m = map[string]json.RawMessage{}
-			}
-			ok := jsonstr.Members(val, func(k, v []byte) bool {
-				if string(k) == a2amap.MetaLLMResponseID {
-					m[a2amap.MetaLLMResponseID] = v
-				} else if bytes.EqualFold(k, []byte(a2amap.MetaLLMResponseID)) {
-					return false
-				}
-				return true
-			})
-			tf.Metadata = m
-			return ok
-		case "body":
-			if string(val) == "null" {
-				return true
-			}
-			if len(val) == 0 || val[0] != '{' {
-				return false
-			}
-			return jsonstr.Members(val, func(k, v []byte) bool {
-				switch string(k) {
-				case "delta_kind":
-					return scanString(v, &tf.Body.DeltaKind)
-				case "delta":
-					// json.RawMessage keeps null as written too.
-					tf.Body.Delta = v
-					return true
-				}
-				return !bytes.EqualFold(k, []byte("delta_kind")) && !bytes.EqualFold(k, []byte("delta"))
-			})
+	return jsonstr.Members(data, tf.member)
+}
+
+// member reads one top-level member of a frame into tf (see scan).
+func (tf *textFrame) member(key, val []byte) bool {
+	switch string(key) {
+	case "response_id":
+		return scanString(val, &tf.ResponseID)
+	case "request_id":
+		return scanString(val, &tf.RequestID)
+	case "response_kind":
+		return scanString(val, &tf.ResponseKind)
+	case "task_id":
+		return scanString(val, &tf.TaskID)
+	case "context_id":
+		return scanString(val, &tf.ContextID)
+	case "session_id":
+		return scanString(val, &tf.SessionID)
+	case "is_final":
+		switch string(val) {
+		case "true":
+			tf.IsFinal = true
+		case "false":
+			tf.IsFinal = false
+		default:
+			return false
 		}
-		for _, k := range textFrameKeys {
-			if bytes.EqualFold(key, []byte(k)) {
-				return false
-			}
+		return true
+	case "metadata":
+		return tf.scanMetadata(val)
+	case "body":
+		return tf.scanBody(val)
+	}
+	return !textFrameKey(key)
+}
+
+// scanMetadata reads the metadata member's value val (nil: no member).
+func (tf *textFrame) scanMetadata(val []byte) bool {
+	if val == nil {
+		return true
+	}
+	if string(val) == "null" {
+		tf.Metadata = nil
+		return true
+	}
+	if len(val) == 0 || val[0] != '{' {
+		return false
+	}
+	// Only llm_response_id is read; the map holds it alone. A repeated
+	// metadata member adds to the map, as encoding/json does.
+	m := tf.Metadata
+	if m == nil {
+		m = map[string]json.RawMessage{}
+	}
+	ok := jsonstr.Members(val, func(k, v []byte) bool {
+		if string(k) == a2amap.MetaLLMResponseID {
+			m[a2amap.MetaLLMResponseID] = v
+		} else if bytes.EqualFold(k, []byte(a2amap.MetaLLMResponseID)) {
+			return false
 		}
 		return true
 	})
+	tf.Metadata = m
+	return ok
+}
+
+// scanBody reads the body member's value val (nil: no member).
+func (tf *textFrame) scanBody(val []byte) bool {
+	if val == nil || string(val) == "null" {
+		return true
+	}
+	if len(val) == 0 || val[0] != '{' {
+		return false
+	}
+	return jsonstr.Members(val, func(k, v []byte) bool {
+		switch string(k) {
+		case "delta_kind":
+			return scanString(v, &tf.Body.DeltaKind)
+		case "delta":
+			// json.RawMessage keeps null as written too.
+			tf.Body.Delta = v
+			return true
+		}
+		return !bytes.EqualFold(k, []byte("delta_kind")) && !bytes.EqualFold(k, []byte("delta"))
+	})
+}
+
+// textFrameKey reports whether encoding/json would match key (not one of
+// them exactly) to a member textFrame reads: keys match without regard to
+// case.
+func textFrameKey(key []byte) bool { return foldsTo(key, textFrameKeys) }
+
+// foldsTo reports whether key equals one of keys without regard to case,
+// as encoding/json matches member names to fields (bytes.EqualFold, Unicode
+// folding: "ſ" matches "s", the Kelvin sign "k"). An ASCII key can only
+// match a key of its length, which spares the comparisons for the other
+// members of a frame, read on every frame.
+func foldsTo(key []byte, keys []string) bool {
+	ascii := true
+	for _, c := range key {
+		if c >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	for _, k := range keys {
+		if (!ascii || len(k) == len(key)) && bytes.EqualFold(key, []byte(k)) {
+			return true
+		}
+	}
+	return false
+}
+
+// textHead is what a reader's head scan ([headScan]) keeps of a frame for
+// the text fast paths, in the same pass: the top-level members textFrame
+// reads, with body and metadata kept as their raw values and read only
+// when a renderer asks (readTextChunk). A frame whose members the scan
+// does not handle, or with body or metadata twice (encoding/json merges
+// repeated objects), has ok false and is scanned again as before.
+type textHead struct {
+	tf             textFrame // Body and Metadata unset
+	body, metadata []byte    // the raw values; nil when absent
+	ok             bool
+}
+
+// member takes one top-level member of the frame (see textHead).
+func (th *textHead) member(key, val []byte) {
+	if !th.ok {
+		return
+	}
+	switch string(key) {
+	case "body":
+		th.ok = th.body == nil
+		th.body = val
+	case "metadata":
+		th.ok = th.metadata == nil
+		th.metadata = val
+	default:
+		th.ok = th.tf.member(key, val)
+	}
+}
+
+// textFrame returns the frame's textFrame from the head, with body and
+// metadata read; false when the head cannot give it.
+func (th *textHead) textFrame() (tf textFrame, ok bool) {
+	if !th.ok {
+		return tf, false
+	}
+	tf = th.tf
+	ok = tf.scanBody(th.body) && tf.scanMetadata(th.metadata)
+	return tf, ok
 }
 
 // textFrameKeys are the members textFrame reads, for the case-insensitive

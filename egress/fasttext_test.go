@@ -87,6 +87,15 @@ func TestReadTextChunkAllocs(t *testing.T) {
 		if n := testing.AllocsPerRun(100, func() { _, _, _ = readTextChunk(fr) }); n != 0 {
 			t.Errorf("readTextChunk(%s): %v allocations, want 0", raw, n)
 		}
+		// As a reader gives it, with what its head scan read.
+		hf, err := HeadFrame(raw, 1)
+		if err != nil || !hf.text.ok {
+			t.Fatalf("HeadFrame(%s): %+v, %v", raw, hf, err)
+		}
+		var head headScan
+		if n := testing.AllocsPerRun(100, func() { _ = head.decode(raw); _, _, _ = readTextChunk(hf) }); n != 0 {
+			t.Errorf("head scan and readTextChunk(%s): %v allocations, want 0", raw, n)
+		}
 		return
 	}
 	t.Fatal("no plain text chunk among TextFrames")

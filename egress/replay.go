@@ -39,6 +39,7 @@ type Frame struct {
 	seq   int64
 	final bool
 	rkind string
+	text  textHead // what the head scan read for the text fast paths
 }
 
 // frameHead is the part of a frame a reader needs to deliver it and the
@@ -53,60 +54,72 @@ type frameHead struct {
 // noSequence marks a frameHead whose frame has no sequence field.
 const noSequence = math.MinInt64
 
+// headScan is a frame's head as a reader reads it, with what the text
+// fast paths read of the frame ([textHead]), in one pass over its bytes.
+type headScan struct {
+	frameHead
+	text textHead
+}
+
 // decode decodes the head of data into h, which a reader reuses from one
 // frame to the next. data is checked to be valid JSON as a whole (a broken
-// frame is still an invalid frame), then its top-level object is scanned
-// for the three fields; any shape the scan does not handle (escaped or
-// differently cased keys, null or non-integer values, not an object) is
-// left to encoding/json, so that the result is always what json.Unmarshal
-// gives. This is several times cheaper than json.Unmarshal into frameHead,
-// which walks the whole frame twice through the reflective decoder.
-func (h *frameHead) decode(data []byte) error {
-	*h = frameHead{Sequence: noSequence}
-	if !jsonstr.Valid(data) || !h.scan(data) {
-		*h = frameHead{Sequence: noSequence}
-		return json.Unmarshal(data, h)
+// frame is still an invalid frame) in the same pass that reads its
+// top-level members (jsonstr.ValidMembers); any shape the scan does not
+// handle (escaped or differently cased keys, null or non-integer values,
+// not an object) is left to encoding/json, so that the result is always
+// what json.Unmarshal gives. This is several times cheaper than
+// json.Unmarshal into frameHead, which walks the whole frame twice through
+// the reflective decoder.
+func (h *headScan) decode(data []byte) error {
+	h.frameHead = frameHead{Sequence: noSequence}
+	h.text = textHead{ok: true}
+	if !jsonstr.ValidMembers(data, h.member) {
+		h.frameHead = frameHead{Sequence: noSequence}
+		h.text = textHead{}
+		return json.Unmarshal(data, &h.frameHead)
 	}
 	return nil
 }
 
-// scan reads the head fields of valid JSON data; false: data has a shape
-// it leaves to encoding/json.
-func (h *frameHead) scan(data []byte) bool {
-	return jsonstr.Members(data, func(key, val []byte) bool {
-		switch string(key) {
-		case "sequence":
-			n, err := strconv.ParseInt(string(val), 10, 64)
-			if err != nil {
-				return false
-			}
-			h.Sequence = n
-		case "is_final":
-			switch string(val) {
-			case "true":
-				h.IsFinal = true
-			case "false":
-				h.IsFinal = false
-			default:
-				return false
-			}
-		case "response_kind":
-			// A string with escapes or invalid UTF-8 (which
-			// encoding/json reads as U+FFFD) is left to encoding/json.
-			kind, ok := plainString(val)
-			if !ok {
-				return false
-			}
-			h.ResponseKind = kind
-		default:
-			// encoding/json matches keys without regard to case.
-			if bytes.EqualFold(key, []byte("sequence")) || bytes.EqualFold(key, []byte("is_final")) || bytes.EqualFold(key, []byte("response_kind")) {
-				return false
-			}
+// member reads one top-level member of a valid frame; false: a shape it
+// leaves to encoding/json.
+func (h *headScan) member(key, val []byte) bool {
+	h.text.member(key, val)
+	switch string(key) {
+	case "sequence":
+		n, err := strconv.ParseInt(string(val), 10, 64)
+		if err != nil {
+			return false
 		}
-		return true
-	})
+		h.Sequence = n
+	case "is_final":
+		switch string(val) {
+		case "true":
+			h.IsFinal = true
+		case "false":
+			h.IsFinal = false
+		default:
+			return false
+		}
+	case "response_kind":
+		// A string with escapes or invalid UTF-8 (which
+		// encoding/json reads as U+FFFD) is left to encoding/json.
+		kind, ok := plainString(val)
+		if !ok {
+			return false
+		}
+		h.ResponseKind = kind
+	default:
+		// encoding/json matches keys without regard to case.
+		if foldsTo(key, frameHeadKeys) {
+			return false
+		}
+	}
+	return true
 }
+
+// frameHeadKeys are the members frameHead reads.
+var frameHeadKeys = []string{"sequence", "is_final", "response_kind"}
 
 // Decoded returns the decoded frame, decoding Raw on first use when the
 // reader did not (a reader opened withoutDecode).
@@ -347,7 +360,7 @@ type Reader struct {
 	queue []Frame
 	head  int
 
-	scratch frameHead // the head of the frame being accepted
+	scratch headScan // the head of the frame being accepted
 
 	next     int64  // E2A sequence of the next frame to deliver
 	lastSeq  uint64 // stream sequence of the last frame read for this request
@@ -613,7 +626,7 @@ func (r *Reader) accept(streamSeq uint64, hdr nats.Header, data []byte, live boo
 		if bodySeq == noSequence {
 			bodySeq = 0 // as when decoding the whole frame
 		}
-		f.seq, f.final, f.rkind = bodySeq, head.IsFinal, head.ResponseKind
+		f.seq, f.final, f.rkind, f.text = bodySeq, head.IsFinal, head.ResponseKind, head.text
 	} else {
 		resp, err := e2a.UnmarshalResponse(data)
 		if err != nil {

@@ -1,5 +1,7 @@
 package jsonstr
 
+import "bytes"
+
 // maxDepth is encoding/json's nesting limit: Valid refuses deeper input as
 // json.Valid does.
 const maxDepth = 10000
@@ -12,19 +14,75 @@ const maxDepth = 10000
 // refuses nesting deeper than 10,000, and is iterative: its memory is one
 // byte per open container, whatever the input.
 func Valid(data []byte) bool {
+	i, ok := value(data, SkipSpace(data, 0), maxDepth)
+	return ok && SkipSpace(data, i) == len(data)
+}
+
+// ValidMembers is [Valid] and [Members] in one pass over data: it reports
+// whether data is a valid JSON object (surrounded by white space at most),
+// calling fn with each member's key (without its quotes) and value as it
+// goes. It returns false when data is not valid JSON (as json.Valid
+// judges it), when it is valid but not an object, when a key is written
+// with escapes (encoding/json would unescape it: leave such input to it),
+// or as soon as fn returns false; fn may have been called for the members
+// before the one that made it false.
+func ValidMembers(data []byte, fn func(key, val []byte) bool) bool {
+	i := SkipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return false
+	}
+	if i = SkipSpace(data, i+1); i < len(data) && data[i] == '}' {
+		return SkipSpace(data, i+1) == len(data)
+	}
+	for {
+		if i >= len(data) || data[i] != '"' {
+			return false
+		}
+		kend, ok := str(data, i)
+		if !ok {
+			return false
+		}
+		key := data[i+1 : kend-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return false
+		}
+		if i = SkipSpace(data, kend); i >= len(data) || data[i] != ':' {
+			return false
+		}
+		i = SkipSpace(data, i+1)
+		vend, ok := value(data, i, maxDepth-1) // the object is one level
+		if !ok || !fn(key, data[i:vend]) {
+			return false
+		}
+		if i = SkipSpace(data, vend); i >= len(data) {
+			return false
+		}
+		switch data[i] {
+		case ',':
+			i = SkipSpace(data, i+1)
+		case '}':
+			return SkipSpace(data, i+1) == len(data)
+		default:
+			return false
+		}
+	}
+}
+
+// value checks the JSON value starting at data[i], nested at most depth
+// containers deep, and returns the index after it.
+func value(data []byte, i, depth int) (int, bool) {
 	var buf [64]byte
 	stack := buf[:0] // the open containers, '{' or '['
-	i := SkipSpace(data, 0)
 	for {
 		// A value starts at i.
 		if i >= len(data) {
-			return false
+			return i, false
 		}
 		var ok bool
 		switch c := data[i]; {
 		case c == '{' || c == '[':
-			if len(stack) >= maxDepth {
-				return false
+			if len(stack) >= depth {
+				return i, false
 			}
 			end := byte('}')
 			if c == '[' {
@@ -37,7 +95,7 @@ func Valid(data []byte) bool {
 			stack = append(stack, c)
 			if c == '{' {
 				if i, ok = member(data, i); !ok {
-					return false
+					return i, false
 				}
 			}
 			continue
@@ -53,16 +111,15 @@ func Valid(data []byte) bool {
 			i, ok = number(data, i)
 		}
 		if !ok {
-			return false
+			return i, false
 		}
 		// After a value: close containers, or go on to the next value.
 		for {
-			i = SkipSpace(data, i)
 			if len(stack) == 0 {
-				return i == len(data)
+				return i, true
 			}
-			if i >= len(data) {
-				return false
+			if i = SkipSpace(data, i); i >= len(data) {
+				return i, false
 			}
 			top := stack[len(stack)-1]
 			if c := data[i]; (top == '{' && c == '}') || (top == '[' && c == ']') {
@@ -70,12 +127,12 @@ func Valid(data []byte) bool {
 				i++
 				continue
 			} else if c != ',' {
-				return false
+				return i, false
 			}
 			i = SkipSpace(data, i+1)
 			if top == '{' {
 				if i, ok = member(data, i); !ok {
-					return false
+					return i, false
 				}
 			}
 			break
