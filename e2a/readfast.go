@@ -63,12 +63,10 @@ func (r *rawMembers) get(i int) json.RawMessage { return r[i] }
 // FromJSON reads on its general path (its answer is the same:
 // TestFromJSONFastMatches, FuzzFromJSONFast).
 func fromJSONFast(data []byte) (env *Envelope, ok bool, err error) {
-	if !jsonstr.Valid(data) {
-		return nil, false, nil
-	}
 	var raw rawMembers
 	var seen uint64
-	if !jsonstr.Members(data, func(key, val []byte) bool {
+	// Validated as it is scanned: invalid JSON takes the general path too.
+	if !jsonstr.ValidMembers(data, func(key, val []byte) bool {
 		// The envelope's members are map keys on the general path: exact.
 		i, _ := keyIndex(envelopeKeys[:], key)
 		if i < 0 {
@@ -180,7 +178,7 @@ var responseKeys = [...]string{
 // (FuzzUnmarshalResponse compares both).
 func UnmarshalResponse(data []byte) (*Response, error) {
 	r := new(Response)
-	if fastRead && jsonstr.Valid(data) && r.scan(data) {
+	if fastRead && r.scan(data) {
 		return r, nil
 	}
 	*r = Response{}
@@ -190,11 +188,11 @@ func UnmarshalResponse(data []byte) (*Response, error) {
 	return r, nil
 }
 
-// scan reads a plainly written frame into r (zero); false leaves the frame
-// to json.Unmarshal.
+// scan reads a plainly written frame into r (zero), validating it in the
+// same pass; false (invalid JSON too) leaves the frame to json.Unmarshal.
 func (r *Response) scan(data []byte) bool {
 	var seen uint32
-	return jsonstr.Members(data, func(key, val []byte) bool {
+	return jsonstr.ValidMembers(data, func(key, val []byte) bool {
 		i, folded := keyIndex(responseKeys[:], key)
 		if folded {
 			return false
