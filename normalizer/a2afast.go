@@ -21,12 +21,13 @@ var fastParams = true
 // decodeParams reads on its general path (its answer is the same:
 // TestA2ASendFastMatches, FuzzA2ASendFast). p is only written when ok.
 func readA2ASendFast(params []byte, p *a2aSendParamsWire) (ok bool) {
-	if !fastParams || len(params) == 0 || params[0] != '{' || !jsonstr.Valid(params) {
+	if !fastParams || len(params) == 0 || params[0] != '{' {
 		return false
 	}
 	var out a2aSendParamsWire
 	var seen [3]bool
-	if !jsonstr.Members(params, func(key, val []byte) bool {
+	// Validated as it is scanned (each value before fn reads it).
+	if !jsonstr.ValidMembers(params, func(key, val []byte) bool {
 		i, keep := pick(seen[:], key, "message", "configuration", "metadata")
 		if i < 0 {
 			return keep
