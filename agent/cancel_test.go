@@ -119,7 +119,8 @@ func TestCancelQueuedSeenLive(t *testing.T) {
 		}
 		return w.Complete(nil)
 	})
-	startWorker(t, wnc, "queued", h, agent.WithConcurrency(1))
+	seen := make(chan string, 4)
+	startWorker(t, wnc, "queued", h, agent.WithConcurrency(1), agent.WithCancelSeen(func(id string) { seen <- id }))
 	waitConsumer(t, s.js, "queued")
 	publish(t, s.js, "queued", request("busy-1", nil))
 	if id := <-started; id != "busy-1" {
@@ -131,6 +132,17 @@ func TestCancelQueuedSeenLive(t *testing.T) {
 	publish(t, s.js, "queued", request("queued-3", nil))
 	if res, err := agent.Cancel(tctx(t), s.js, "queued-2"); err != nil || !res.Published {
 		t.Fatalf("Cancel: %+v %v", res, err)
+	}
+	// The worker has recorded the cancel before the pick-ups: on a loaded
+	// machine its subscription may still hold it otherwise, and a pick-up
+	// then reads the stored cancel, as it must (a flake of this test).
+	select {
+	case id := <-seen:
+		if id != "queued-2" {
+			t.Fatalf("cancel of %s recorded", id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker did not receive the cancel")
 	}
 	close(release)
 	fr := waitFinal(t, s.nc, "queued-2", 10*time.Second)

@@ -15,6 +15,7 @@ var (
 	WithoutHeartbeats = withoutHeartbeats
 	WithBatchPause    = withBatchPause
 	WithBatchIdle     = withBatchIdle
+	WithCancelSeen    = withCancelSeen
 )
 
 // PublishRaw publishes data as frame seq of requestID with the writer's

@@ -40,9 +40,9 @@ func startServer(t testing.TB) *server {
 	return &server{e: e, nc: nc, js: natstest.JetStream(t, nc)}
 }
 
-func (s *server) connect(t testing.TB) *nats.Conn {
+func (s *server) connect(t testing.TB, opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(s.e.ClientURL(), nats.MaxReconnects(-1))
+	nc, err := nats.Connect(s.e.ClientURL(), append([]nats.Option{nats.MaxReconnects(-1)}, opts...)...)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}

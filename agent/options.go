@@ -43,8 +43,9 @@ type config struct {
 	workerID       string
 	provision      bool
 	noHeartbeat    bool
-	batchPause     time.Duration // no batch opened this long after a refusal for too many open
-	batchIdle      time.Duration // a batch that sent nothing this long is ended
+	cancelSeen     func(id string) // tests: see withCancelSeen
+	batchPause     time.Duration   // no batch opened this long after a refusal for too many open
+	batchIdle      time.Duration   // a batch that sent nothing this long is ended
 }
 
 func defaultConfig() config {
@@ -263,6 +264,15 @@ func WithProvisionConsumer(ok bool) Option {
 func withFetchWait(d time.Duration) Option {
 	return func(c *config) error {
 		c.fetchWait = d
+		return nil
+	}
+}
+
+// withCancelSeen calls f with the id of each cancel the worker's control
+// subscription has recorded (tests: a pick-up after it is covered).
+func withCancelSeen(f func(id string)) Option {
+	return func(c *config) error {
+		c.cancelSeen = f
 		return nil
 	}
 }

@@ -920,6 +920,9 @@ func (w *worker) onControl(m *nats.Msg) {
 	// Recorded before the requests are looked at: a pick-up registers its
 	// request before it checks the record, so either sees the other.
 	w.cancels.record(id)
+	if w.cfg.cancelSeen != nil {
+		w.cfg.cancelSeen(id)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, r := range w.byID[id] {
