@@ -230,6 +230,9 @@ func TestNATSClusterSecurityAndFailover(t *testing.T) {
 	}()
 	auditNC, _ := c.connect("audit")
 	checkAllComplete(t, ctx, auditNC, ids, audit.SourceHot)
+	// What each request stored, read back below, is in every replica (the
+	// direct gets may be answered by any of them).
+	c.waitStreamsSynced(30*time.Second, streams.ResponsesStream)
 	checkReceived(t, ctx, auditNC, ids, received)
 	// The cancelled request ended with e2a.error cancelled.
 	fr := storedFrames(t, ctx, auditNC, "cancel-me")

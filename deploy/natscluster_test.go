@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
@@ -323,12 +325,65 @@ func (c *natsCluster) connect(user string) (*nats.Conn, *errSink) {
 	return nc, sink
 }
 
-// jsz reads a node's /jsz.
-func (nd *natsNode) jsz(v any) error {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/jsz", nd.httpPort))
+// jsz reads a node's /jsz with every account's streams.
+func (nd *natsNode) jsz() (*server.JSInfo, error) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/jsz?accounts=true&streams=true", nd.httpPort))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	return json.NewDecoder(resp.Body).Decode(v)
+	var z server.JSInfo
+	return &z, json.NewDecoder(resp.Body).Decode(&z)
+}
+
+// waitStreamsSynced waits until every running node's replica of each
+// stream holds the same last sequence. A direct get may be answered by any
+// replica: a test's read of what is stored, once the writers are done,
+// waits for this first (a follower a message behind answers without it).
+func (c *natsCluster) waitStreamsSynced(within time.Duration, names ...string) {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		last, err := c.lastSeqs(names)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("replicas of %v not at one last sequence after %v: %v (%v)", names, within, err, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// lastSeqs returns each stream's last sequence, or an error when the
+// running nodes' replicas differ or one is missing.
+func (c *natsCluster) lastSeqs(names []string) (map[string]uint64, error) {
+	last := map[string]uint64{}
+	for _, nd := range c.nodes {
+		if nd.exited() {
+			continue
+		}
+		z, err := nd.jsz()
+		if err != nil {
+			return last, err
+		}
+		seen := map[string]bool{}
+		for _, a := range z.AccountDetails {
+			for _, st := range a.Streams {
+				if !slices.Contains(names, st.Name) {
+					continue
+				}
+				if n, ok := last[st.Name]; ok && n != st.State.LastSeq {
+					return last, fmt.Errorf("%s: %s at %d, another replica at %d", nd.name, st.Name, st.State.LastSeq, n)
+				}
+				last[st.Name], seen[st.Name] = st.State.LastSeq, true
+			}
+		}
+		for _, name := range names {
+			if !seen[name] {
+				return last, fmt.Errorf("%s holds no replica of %s", nd.name, name)
+			}
+		}
+	}
+	return last, nil
 }
