@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -344,46 +343,29 @@ func (c *natsCluster) waitStreamsSynced(within time.Duration, names ...string) {
 	c.t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		last, err := c.lastSeqs(names)
+		err := c.streamsSynced(names)
 		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("replicas of %v not at one last sequence after %v: %v (%v)", names, within, err, last)
+			c.t.Fatalf("replicas of %v not at one last sequence after %v: %v", names, within, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-// lastSeqs returns each stream's last sequence, or an error when the
-// running nodes' replicas differ or one is missing.
-func (c *natsCluster) lastSeqs(names []string) (map[string]uint64, error) {
-	last := map[string]uint64{}
+func (c *natsCluster) streamsSynced(names []string) error {
+	var nodes []*server.JSInfo
 	for _, nd := range c.nodes {
 		if nd.exited() {
 			continue
 		}
 		z, err := nd.jsz()
 		if err != nil {
-			return last, err
+			return fmt.Errorf("%s: %w", nd.name, err)
 		}
-		seen := map[string]bool{}
-		for _, a := range z.AccountDetails {
-			for _, st := range a.Streams {
-				if !slices.Contains(names, st.Name) {
-					continue
-				}
-				if n, ok := last[st.Name]; ok && n != st.State.LastSeq {
-					return last, fmt.Errorf("%s: %s at %d, another replica at %d", nd.name, st.Name, st.State.LastSeq, n)
-				}
-				last[st.Name], seen[st.Name] = st.State.LastSeq, true
-			}
-		}
-		for _, name := range names {
-			if !seen[name] {
-				return last, fmt.Errorf("%s holds no replica of %s", nd.name, name)
-			}
-		}
+		nodes = append(nodes, z)
 	}
-	return last, nil
+	_, err := natstest.SameLastSeqs(nodes, names...)
+	return err
 }

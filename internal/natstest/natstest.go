@@ -225,42 +225,54 @@ func (c *Cluster) allCurrent() bool {
 func (c *Cluster) WaitStreamsSynced(names ...string) {
 	c.t.Helper()
 	testkit.Eventually(c.t, 30*time.Second, fmt.Sprintf("every replica of %v at the same last sequence", names), func() bool {
-		return c.streamsSynced(names)
+		return c.streamsSynced(names) == nil
 	})
 }
 
-func (c *Cluster) streamsSynced(names []string) bool {
+func (c *Cluster) streamsSynced(names []string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	last := map[string]uint64{}
-	replicas := map[string]int{}
+	var nodes []*server.JSInfo
 	for _, e := range c.nodes {
 		if e == nil {
 			continue
 		}
-		jsz, err := e.Server().Jsz(&server.JSzOptions{Accounts: true, Streams: true})
+		z, err := e.Server().Jsz(&server.JSzOptions{Accounts: true, Streams: true})
 		if err != nil {
-			return false
+			return err
 		}
-		for _, a := range jsz.AccountDetails {
+		nodes = append(nodes, z)
+	}
+	_, err := SameLastSeqs(nodes, names...)
+	return err
+}
+
+// SameLastSeqs returns the last sequence of each named stream when every
+// node's JetStream report (one per node: nats-server's Jsz, or /jsz with
+// accounts and streams) holds a replica of it at the same last sequence,
+// and an error naming the first difference otherwise.
+func SameLastSeqs(nodes []*server.JSInfo, names ...string) (map[string]uint64, error) {
+	last := map[string]uint64{}
+	for i, z := range nodes {
+		seen := map[string]bool{}
+		for _, a := range z.AccountDetails {
 			for _, st := range a.Streams {
 				if !slices.Contains(names, st.Name) {
 					continue
 				}
 				if n, ok := last[st.Name]; ok && n != st.State.LastSeq {
-					return false
+					return last, fmt.Errorf("%s at %d on node %d, %d on another", st.Name, st.State.LastSeq, i, n)
 				}
-				last[st.Name] = st.State.LastSeq
-				replicas[st.Name]++
+				last[st.Name], seen[st.Name] = st.State.LastSeq, true
+			}
+		}
+		for _, name := range names {
+			if !seen[name] {
+				return last, fmt.Errorf("node %d holds no replica of %s", i, name)
 			}
 		}
 	}
-	for _, name := range names {
-		if replicas[name] == 0 {
-			return false
-		}
-	}
-	return true
+	return last, nil
 }
 
 // MetaLeader returns the index of the node leading the meta group, or -1.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -124,5 +125,31 @@ func TestClusterSurvivesNodeLoss(t *testing.T) {
 		if err != nil || len(all) != 20 {
 			t.Fatalf("after restart: %d messages, %v", len(all), err)
 		}
+	}
+}
+
+// TestSameLastSeqs: equal last sequences give them; a replica behind or
+// missing is named.
+func TestSameLastSeqs(t *testing.T) {
+	node := func(seqs map[string]uint64) *server.JSInfo {
+		var a server.AccountDetail
+		for name, seq := range seqs {
+			a.Streams = append(a.Streams, server.StreamDetail{Name: name, State: server.StreamState{LastSeq: seq}})
+		}
+		return &server.JSInfo{AccountDetails: []*server.AccountDetail{&a}}
+	}
+	both := map[string]uint64{"A": 7, "B": 3}
+	last, err := natstest.SameLastSeqs([]*server.JSInfo{node(both), node(both), node(both)}, "A", "B")
+	if err != nil || last["A"] != 7 || last["B"] != 3 {
+		t.Fatalf("in sync: %v, %v", last, err)
+	}
+	if _, err := natstest.SameLastSeqs([]*server.JSInfo{node(both), node(map[string]uint64{"A": 6, "B": 3})}, "A"); err == nil {
+		t.Fatal("a replica behind was not seen")
+	}
+	if _, err := natstest.SameLastSeqs([]*server.JSInfo{node(both), node(map[string]uint64{"B": 3})}, "A"); err == nil {
+		t.Fatal("a missing replica was not seen")
+	}
+	if _, err := natstest.SameLastSeqs([]*server.JSInfo{node(both), node(map[string]uint64{"A": 7, "B": 4})}, "A"); err != nil {
+		t.Fatalf("a stream not asked for was compared: %v", err)
 	}
 }
