@@ -150,15 +150,7 @@ func (tf *textFrame) member(key, val []byte) bool {
 	case "session_id":
 		return scanString(val, &tf.SessionID)
 	case "is_final":
-		switch string(val) {
-		case "true":
-			tf.IsFinal = true
-		case "false":
-			tf.IsFinal = false
-		default:
-			return false
-		}
-		return true
+		return scanBool(val, &tf.IsFinal)
 	case "metadata":
 		return tf.scanMetadata(val)
 	case "body":
@@ -287,6 +279,21 @@ func (th *textHead) textFrame() (tf textFrame, ok bool) {
 // textFrameKeys are the members textFrame reads, for the case-insensitive
 // matches encoding/json would make.
 var textFrameKeys = []string{"response_id", "request_id", "response_kind", "task_id", "context_id", "session_id", "is_final", "metadata", "body"}
+
+// scanBool sets *dst to the JSON boolean val; false for any other value
+// (null included: encoding/json would leave *dst as it is, a shape left to
+// it).
+func scanBool(val []byte, dst *bool) bool {
+	switch string(val) {
+	case "true":
+		*dst = true
+	case "false":
+		*dst = false
+	default:
+		return false
+	}
+	return true
+}
 
 // scanString sets *dst to the JSON string val when it needs no decoding;
 // null leaves *dst as it is (as json.Unmarshal does).

@@ -93,14 +93,7 @@ func (h *headScan) member(key, val []byte) bool {
 		}
 		h.Sequence = n
 	case "is_final":
-		switch string(val) {
-		case "true":
-			h.IsFinal = true
-		case "false":
-			h.IsFinal = false
-		default:
-			return false
-		}
+		return scanBool(val, &h.IsFinal)
 	case "response_kind":
 		// A string with escapes or invalid UTF-8 (which
 		// encoding/json reads as U+FFFD) is left to encoding/json.
