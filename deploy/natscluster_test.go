@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -341,17 +342,16 @@ func (nd *natsNode) jsz() (*server.JSInfo, error) {
 // waits for this first (a follower a message behind answers without it).
 func (c *natsCluster) waitStreamsSynced(within time.Duration, names ...string) {
 	c.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := c.streamsSynced(names)
-		if err == nil {
-			return
+	var err error
+	defer func() {
+		if c.t.Failed() && err != nil {
+			c.t.Logf("last difference: %v", err)
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("replicas of %v not at one last sequence after %v: %v", names, within, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	}()
+	testkit.Eventually(c.t, within, fmt.Sprintf("every replica of %v at the same last sequence", names), func() bool {
+		err = c.streamsSynced(names)
+		return err == nil
+	})
 }
 
 func (c *natsCluster) streamsSynced(names []string) error {

@@ -508,5 +508,6 @@ func (p redacting) Frame(f *Frame) error {
 	if err != nil {
 		return err
 	}
+	// Not f.text: what the head scan kept are views of the unredacted bytes.
 	return p.Renderer.Frame(&Frame{Raw: raw, StreamSeq: f.StreamSeq, seq: f.sequence(), final: f.isFinal(), rkind: f.kind()})
 }
