@@ -12,4 +12,7 @@ var (
 	ErrInvalidResponse = errors.New("e2a: invalid response")
 	// ErrFrameSequence reports frames that break the invariants of §12.3.
 	ErrFrameSequence = errors.New("e2a: frame sequence violation")
+	// ErrInvalidBurst reports a stored response message whose frame count
+	// (its E2A-Frames header) or payload does not make a burst of frames.
+	ErrInvalidBurst = errors.New("e2a: invalid frame burst")
 )

@@ -18,8 +18,16 @@ const (
 	// other strings exactly (leading and trailing blanks are dropped, line
 	// breaks are rewritten), so the subject token stays authoritative.
 	HeaderRequestID = "E2A-Request-Id"
-	// HeaderSequence carries the frame sequence (0, 1, 2, …) on frames.
+	// HeaderSequence carries the frame sequence (0, 1, 2, …) on frames: on
+	// a burst (HeaderFrames), the sequence of its first frame.
 	HeaderSequence = "E2A-Sequence"
+	// HeaderFrames is the number of frames a response message holds, when
+	// more than one (a burst): decimal, 2 to e2a.MaxBurstFrames. The payload
+	// is then the frames in order, each compact JSON (no raw line break),
+	// joined by single line feeds; their sequences follow each other from
+	// HeaderSequence's. A message without it holds one frame. See
+	// e2a.SplitBurst.
+	HeaderFrames = "E2A-Frames"
 	// HeaderTraceparent is the W3C trace context header, when present.
 	HeaderTraceparent = "traceparent"
 	// HeaderTracestate is the W3C trace state header, when present.
