@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -479,4 +481,36 @@ func (c *Counter) Subjects(t testing.TB) []string {
 		}
 	}
 	return out
+}
+
+// PublishBurst stores frames, consecutive frames of requestID from sequence
+// first, as one message on its response subject, as the agent runtime
+// writes them: E2A-Request-Id, E2A-Sequence (first), E2A-Frames (when more
+// than one) and the payload joined by line feeds (e2a.AppendBurst), fenced
+// with the expected last subject sequence expected (the previous message's
+// stream sequence, 0 for the first). It returns the message's stream
+// sequence and fails the test when the server refuses it.
+func PublishBurst(t testing.TB, nc *nats.Conn, requestID string, first int64, expected uint64, frames ...[]byte) uint64 {
+	t.Helper()
+	subj, err := subjects.Response(requestID)
+	if err != nil {
+		t.Fatalf("PublishBurst: %v", err)
+	}
+	m := nats.NewMsg(subj)
+	m.Header.Set(subjects.HeaderRequestID, requestID)
+	m.Header.Set(subjects.HeaderSequence, strconv.FormatInt(first, 10))
+	if len(frames) > 1 {
+		m.Header.Set(subjects.HeaderFrames, strconv.Itoa(len(frames)))
+	}
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expected, 10))
+	for _, f := range frames {
+		m.Data = e2a.AppendBurst(m.Data, f)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ack, err := streams.Publish(ctx, nc, m)
+	if err != nil {
+		t.Fatalf("PublishBurst %q from %d: %v", requestID, first, err)
+	}
+	return ack.Seq
 }
