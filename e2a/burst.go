@@ -75,3 +75,24 @@ func AppendBurst(dst, frame []byte) []byte {
 	}
 	return append(dst, frame...)
 }
+
+// BurstResponses decodes the frames of a stored response message whose
+// E2A-Frames header is count (see SplitBurst), each with ResponseFromJSON.
+func BurstResponses(count string, data []byte) ([]*Response, error) {
+	frames, err := SplitBurst(count, data)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Response, 0, len(frames))
+	for i, f := range frames {
+		r, err := ResponseFromJSON(f)
+		if err != nil {
+			if len(frames) > 1 {
+				return nil, fmt.Errorf("frame %d of %d: %w", i+1, len(frames), err)
+			}
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
