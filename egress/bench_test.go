@@ -377,3 +377,47 @@ func BenchmarkTextChunkRead(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReaderAccept: what a reader spends on one stored message, with
+// no network: the head scan (lazy, the E2A pass-through readers) or the
+// whole decode, the checks and the queueing; of one frame, or of a burst
+// of benchFrames frames in one message.
+func BenchmarkReaderAccept(b *testing.B) {
+	w := &writer{env: newEnvelope("accept_bench"), clock: time.Now()}
+	var burst []byte
+	for w.seq = 0; w.seq < benchFrames; w.seq++ {
+		data, err := json.Marshal(w.frame(e2a.KindChunk, false, e2a.StatusInProgress, e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: strings.Repeat("token ", 16)}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		burst = e2a.AppendBurst(burst, data)
+	}
+	single, _ := e2a.NextInBurst(burst)
+	for _, c := range []struct {
+		name   string
+		frames int
+	}{{"single", 1}, {"burst", benchFrames}} {
+		hdr := nats.Header{}
+		hdr.Set(subjects.HeaderSequence, "0")
+		data := single
+		if c.frames > 1 {
+			hdr.Set(subjects.HeaderFrames, strconv.Itoa(c.frames))
+			data = burst
+		}
+		for _, lazy := range []bool{true, false} {
+			name := c.name + "-" + map[bool]string{true: "head", false: "decode"}[lazy]
+			b.Run(name, func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(len(data)))
+				r := &Reader{cfg: defaultReplayConfig(), requestID: "accept_bench"}
+				r.cfg.lazy = lazy
+				for b.Loop() {
+					r.queue, r.head, r.next, r.lastSeq = r.queue[:0], 0, 0, 0
+					if err := r.accept(1, hdr, data, false); err != nil || len(r.queue) != c.frames {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

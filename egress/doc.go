@@ -12,7 +12,11 @@
 // frames, dropping what it already delivered (by E2A-Sequence / stream
 // sequence) and reading the stream again on a gap, on a live buffer
 // overflow, or after a quiet poll interval (live delivery is at most once).
-// Memory per reader is bounded by one direct get batch and the live buffer.
+// A stored message may hold a burst of consecutive frames (E2A-Frames,
+// e2a.SplitBurst): the reader takes it whole and delivers its frames one
+// by one, each [Frame.Raw] the frame's own bytes, so renderers never see a
+// burst. Memory per reader is bounded by one direct get batch and the live
+// buffer.
 // A request with no frame yet is looked up in E2A_REQUESTS: unknown →
 // [ErrNotFound]; accepted but unanswered → the reader waits, calling the
 // heartbeat function, up to the wait limits ([ErrWaitTimeout]).

@@ -26,11 +26,14 @@ type Frame struct {
 	// renderers leave it nil and decode it only on demand (Frame.Decoded).
 	Response *e2a.Response
 	// Raw is the frame exactly as stored in E2A_RESPONSES, so that E2A
-	// renderers pass it through without re-encoding. It is shared, and the
+	// renderers pass it through without re-encoding: the message's payload,
+	// or the frame's own line of a burst (a message holding several frames,
+	// e2a.SplitBurst), never more than the frame. It is shared, and the
 	// strings the fast paths read from it ([ReadTextChunk]) share its bytes:
 	// nothing may modify it.
 	Raw []byte
-	// StreamSeq is the sequence of the frame in E2A_RESPONSES.
+	// StreamSeq is the sequence in E2A_RESPONSES of the message holding the
+	// frame: the frames of a burst share it.
 	StreamSeq uint64
 
 	// The few fields read without decoding the whole frame (readers opened
@@ -335,7 +338,9 @@ func withoutDecode() ReplayOption { return func(c *replayConfig) { c.lazy = true
 // resume point to the final frame: first what E2A_RESPONSES already holds
 // (batched direct gets, no consumer), then the live frames republished on
 // e2a.live.<id>, refilling from the stream whatever the live subscription
-// missed. It is not safe for concurrent use.
+// missed. A message holding a burst of frames (its E2A-Frames header) is
+// taken whole: its frames are delivered one by one, in order, those before
+// the resume point dropped. It is not safe for concurrent use.
 type Reader struct {
 	nc        *nats.Conn
 	cfg       replayConfig
@@ -356,7 +361,7 @@ type Reader struct {
 	scratch headScan // the head of the frame being accepted
 
 	next     int64  // E2A sequence of the next frame to deliver
-	lastSeq  uint64 // stream sequence of the last frame read for this request
+	lastSeq  uint64 // stream sequence of the last message read for this request
 	caughtUp bool   // the stream held nothing more at the last read
 	done     bool   // the final frame was delivered, or lies before the resume point
 	any      bool   // some frame of this request was seen
@@ -563,22 +568,114 @@ func (r *Reader) fill(ctx context.Context) error {
 	return nil
 }
 
-// accept takes one stored or live message. Frames before the resume point
-// or already delivered are dropped; a frame after a gap triggers a read of
-// the stream (live) or is an error (stored: the stream itself has a hole).
+// accept takes one stored or live message: one frame, or a burst of them
+// (acceptBurst). Frames before the resume point or already delivered are
+// dropped; a frame after a gap triggers a read of the stream (live) or is
+// an error (stored: the stream itself has a hole).
 func (r *Reader) accept(streamSeq uint64, hdr nats.Header, data []byte, live bool) error {
 	if streamSeq != 0 && streamSeq <= r.lastSeq {
 		return nil // already read
 	}
+	if count := hdr.Get(subjects.HeaderFrames); count != "" {
+		return r.acceptBurst(streamSeq, hdr, count, data, live)
+	}
 	seq, ok := headerInt(hdr, subjects.HeaderSequence)
-	head := &r.scratch
 	haveHead := false
 	if !ok {
+		head := &r.scratch
 		if err := head.decode(data); err != nil || head.Sequence == noSequence {
 			return fmt.Errorf("%w: request %q stream sequence %d: no sequence", ErrInvalidFrame, r.requestID, streamSeq)
 		}
 		seq, haveHead = head.Sequence, true
 	}
+	_, err := r.acceptFrame(streamSeq, seq, haveHead, data, live)
+	return err
+}
+
+// acceptBurst takes a message holding count frames (its E2A-Frames header,
+// e2a.BurstCount): frame i has sequence first+i, first being its
+// E2A-Sequence header (else the first frame's own sequence). The message is
+// taken whole or not at all: its frames are checked and queued in order,
+// those before the next sequence to deliver dropped, and any error (a
+// malformed burst, a frame that does not decode or whose sequence is not
+// its place's, a final frame before its last) leaves the reader as it was.
+// The frames' Raw are sub-slices of data.
+func (r *Reader) acceptBurst(streamSeq uint64, hdr nats.Header, count string, data []byte, live bool) error {
+	n, err := burstCount(count, data)
+	if err != nil {
+		return fmt.Errorf("%w: request %q stream sequence %d: %w", ErrInvalidFrame, r.requestID, streamSeq, err)
+	}
+	first, ok := headerInt(hdr, subjects.HeaderSequence)
+	haveHead := false
+	if !ok {
+		head := &r.scratch
+		if frame, _ := e2a.NextInBurst(data); head.decode(frame) != nil || head.Sequence == noSequence {
+			return fmt.Errorf("%w: request %q stream sequence %d: no sequence", ErrInvalidFrame, r.requestID, streamSeq)
+		}
+		first, haveHead = head.Sequence, true
+	}
+	if n == 1 {
+		_, err := r.acceptFrame(streamSeq, first, haveHead, data, live)
+		return err
+	}
+	if first > r.next {
+		// A gap before the burst: acceptFrame reads the stream (live) or
+		// fails (stored) without looking at the frame.
+		_, err := r.acceptFrame(streamSeq, first, false, nil, live)
+		return err
+	}
+	queued, next, lastSeq, anyFrame, done, caughtUp := len(r.queue), r.next, r.lastSeq, r.any, r.done, r.caughtUp
+	rest := data
+	for i := range n {
+		var frame []byte
+		frame, rest = e2a.NextInBurst(rest)
+		final, err := r.acceptFrame(streamSeq, first+int64(i), haveHead && i == 0, frame[:len(frame):len(frame)], live)
+		if err == nil && final && i < n-1 {
+			err = fmt.Errorf("%w: request %q stream sequence %d: final frame %d of a burst of %d is not its last", ErrInvalidFrame, r.requestID, streamSeq, first+int64(i), n)
+		}
+		if err != nil {
+			clear(r.queue[queued:])
+			r.queue = r.queue[:queued]
+			r.next, r.lastSeq, r.any, r.done, r.caughtUp = next, lastSeq, anyFrame, done, caughtUp
+			return err
+		}
+	}
+	return nil
+}
+
+// burstCount returns how many frames a stored response message holds,
+// given its E2A-Frames header count: 1 when count is empty, else the count
+// once data is checked to hold that many non-empty frames joined by single
+// line feeds (what e2a.SplitBurst checks, without allocating). Its error
+// wraps e2a.ErrInvalidBurst.
+func burstCount(count string, data []byte) (int, error) {
+	n, err := e2a.BurstCount(count)
+	if err != nil || n == 1 {
+		return n, err
+	}
+	if bytes.Count(data, []byte{'\n'}) != n-1 || data[0] == '\n' || data[len(data)-1] == '\n' || bytes.Contains(data, []byte("\n\n")) {
+		return 0, fmt.Errorf("%w: payload of %d bytes does not hold %d frames joined by line feeds", e2a.ErrInvalidBurst, len(data), n)
+	}
+	return n, nil
+}
+
+// lastInMessage returns the last frame of a stored response message with
+// headers hdr and payload data: data itself, or the last frame of a burst.
+// Its error wraps e2a.ErrInvalidBurst.
+func lastInMessage(hdr nats.Header, data []byte) ([]byte, error) {
+	n, err := burstCount(hdr.Get(subjects.HeaderFrames), data)
+	if err != nil || n == 1 {
+		return data, err
+	}
+	return data[bytes.LastIndexByte(data, '\n')+1:], nil
+}
+
+// acceptFrame takes frame seq of a message (data is the frame alone),
+// stored at streamSeq; haveHead reports that r.scratch holds its head
+// already. final reports a final frame, queued now or lying before the
+// resume point (a frame queued earlier is not looked at again).
+func (r *Reader) acceptFrame(streamSeq uint64, seq int64, haveHead bool, data []byte, live bool) (final bool, err error) {
+	head := &r.scratch
 	pending := int64(len(r.queue) - r.head)
 	expect := r.next
 	switch {
@@ -590,7 +687,7 @@ func (r *Reader) accept(streamSeq uint64, hdr nats.Header, data []byte, live boo
 		}
 		r.any = true
 		if seq >= expect-pending {
-			return nil // queued already
+			return false, nil // queued already
 		}
 		if bytes.Contains(data, []byte(`"is_final"`)) {
 			var probe struct {
@@ -598,21 +695,22 @@ func (r *Reader) accept(streamSeq uint64, hdr nats.Header, data []byte, live boo
 			}
 			if json.Unmarshal(data, &probe) == nil && probe.IsFinal {
 				r.done = true
+				return true, nil
 			}
 		}
-		return nil
+		return false, nil
 	case seq > expect:
 		if live {
 			r.caughtUp = false // a gap: read the stream
-			return nil
+			return false, nil
 		}
-		return fmt.Errorf("%w: request %q: stored sequence %d where %d was expected", ErrInvalidFrame, r.requestID, seq, expect)
+		return false, fmt.Errorf("%w: request %q: stored sequence %d where %d was expected", ErrInvalidFrame, r.requestID, seq, expect)
 	}
 	f := Frame{Raw: data, StreamSeq: streamSeq}
 	if r.cfg.lazy {
 		if !haveHead {
 			if err := head.decode(data); err != nil {
-				return fmt.Errorf("%w: request %q sequence %d: %v", ErrInvalidFrame, r.requestID, seq, err)
+				return false, fmt.Errorf("%w: request %q sequence %d: %v", ErrInvalidFrame, r.requestID, seq, err)
 			}
 		}
 		bodySeq := head.Sequence
@@ -623,13 +721,13 @@ func (r *Reader) accept(streamSeq uint64, hdr nats.Header, data []byte, live boo
 	} else {
 		resp, err := e2a.UnmarshalResponse(data)
 		if err != nil {
-			return fmt.Errorf("%w: request %q sequence %d: %v", ErrInvalidFrame, r.requestID, seq, err)
+			return false, fmt.Errorf("%w: request %q sequence %d: %v", ErrInvalidFrame, r.requestID, seq, err)
 		}
 		f.Response = resp
 		f.seq, f.final, f.rkind = resp.Sequence, resp.IsFinal, resp.ResponseKind
 	}
 	if f.seq != seq {
-		return fmt.Errorf("%w: request %q: header sequence %d, body sequence %d", ErrInvalidFrame, r.requestID, seq, f.seq)
+		return false, fmt.Errorf("%w: request %q: header sequence %d, body sequence %d", ErrInvalidFrame, r.requestID, seq, f.seq)
 	}
 	r.queue = append(r.queue, f)
 	r.next = seq + 1
@@ -640,7 +738,7 @@ func (r *Reader) accept(streamSeq uint64, hdr nats.Header, data []byte, live boo
 	if f.final {
 		r.caughtUp = true
 	}
-	return nil
+	return f.final, nil
 }
 
 // wait blocks for live messages until something is queued, a read of the

@@ -546,8 +546,8 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 				return
 			}
 			s.m.frames.WithLabelValues(FormatE2AJSON).Inc()
-			if f.StreamSeq == last.streamSeq {
-				break
+			if f.StreamSeq == last.streamSeq && f.sequence() >= last.seq {
+				break // the last frame of the snapshot's last message
 			}
 		}
 	}
@@ -584,13 +584,17 @@ func (s *Service) waitFinal(ctx context.Context, id string, known bool) (*lastIn
 	}
 }
 
+// lastInfo is where the last (or the final) frame of a request is: the
+// stream sequence of its message, its own sequence (a burst holds several
+// frames under one stream sequence), and whether it is final.
 type lastInfo struct {
 	streamSeq uint64
 	seq       int64
 	final     bool
 }
 
-// lastFrame reads the last stored frame of a request (nil when none).
+// lastFrame reads the last stored frame of a request (nil when none): the
+// last frame of its last stored message, which may be a burst.
 func (s *Service) lastFrame(ctx context.Context, id string) (*lastInfo, error) {
 	subj, err := responseSubject(id)
 	if err != nil {
@@ -601,11 +605,15 @@ func (s *Service) lastFrame(ctx context.Context, id string) (*lastInfo, error) {
 		return nil, err
 	}
 	li := &lastInfo{streamSeq: headerUint(msg, subjects.HeaderStreamSequence)}
+	data, err := lastInMessage(msg.Header, msg.Data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: request %q stream sequence %d: %w", ErrInvalidFrame, id, li.streamSeq, err)
+	}
 	var probe struct {
 		Sequence int64 `json:"sequence"`
 		IsFinal  bool  `json:"is_final"`
 	}
-	if err := jsonUnmarshal(msg.Data, &probe); err != nil {
+	if err := jsonUnmarshal(data, &probe); err != nil {
 		return nil, err
 	}
 	li.seq, li.final = probe.Sequence, probe.IsFinal

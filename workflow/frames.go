@@ -15,6 +15,8 @@ import (
 // StreamFrames is a FrameSource reading a request's frames from the
 // E2A_RESPONSES stream with batched direct gets (no consumer), so any
 // replica answers, after restarts, as long as the stream keeps the frames.
+// A stored message holding a burst of frames (E2A-Frames) gives each of
+// them, in order.
 type StreamFrames struct {
 	Conn *nats.Conn
 	// Stream defaults to streams.ResponsesStream.
@@ -40,11 +42,21 @@ func (s *StreamFrames) Frames(ctx context.Context, requestID string) ([]*e2a.Res
 	}
 	out := make([]*e2a.Response, 0, len(msgs))
 	for _, m := range msgs {
-		r, err := e2a.ResponseFromJSON(m.Data)
+		// A message may hold a burst of consecutive frames (E2A-Frames).
+		frames, err := e2a.SplitBurst(m.Header.Get(subjects.HeaderFrames), m.Data)
 		if err != nil {
-			return nil, fmt.Errorf("workflow: frame at stream sequence %d: %w", m.Seq, err)
+			return nil, fmt.Errorf("workflow: message at stream sequence %d: %w", m.Seq, err)
 		}
-		out = append(out, r)
+		for i, data := range frames {
+			r, err := e2a.ResponseFromJSON(data)
+			if err != nil && len(frames) > 1 {
+				return nil, fmt.Errorf("workflow: frame %d of %d at stream sequence %d: %w", i+1, len(frames), m.Seq, err)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("workflow: frame at stream sequence %d: %w", m.Seq, err)
+			}
+			out = append(out, r)
+		}
 	}
 	return out, nil
 }

@@ -38,9 +38,11 @@
 //   - Frames are not indexed. A row's progress (status pending / running /
 //     succeeded / failed, frame count, first frame time, end time, error
 //     code) is read from the request's frames when a page shows it: its
-//     last frame (direct get last by subject) and, when there are several,
-//     its first (direct get by subject from sequence 1). A request whose
-//     frames the responses stream no longer keeps shows as pending.
+//     last stored message (direct get last by subject), whose last frame
+//     counts when it holds a burst of frames (E2A-Frames), and, when it
+//     does not hold frame 0, its first message (direct get by subject from
+//     sequence 1). A request whose frames the responses stream no longer
+//     keeps shows as pending.
 //   - The index is best effort: a failed update is counted
 //     (e2a_console_index_errors_total), logged and skipped; the streams stay
 //     the truth, and opening a request reads the streams, not the index.

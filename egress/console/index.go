@@ -102,7 +102,8 @@ type record struct {
 }
 
 // progress is what a request's frames say of it: read from its first and
-// last frame in E2A_RESPONSES when a page shows the request (lister.progress).
+// last message in E2A_RESPONSES (the last frame of a burst) when a page
+// shows the request (lister.progress).
 type progress struct {
 	Status     string
 	Frames     int64

@@ -144,8 +144,9 @@ func (l *lister) Get(ctx context.Context, requestID string) (*Entry, error) {
 }
 
 // progress reads a request's progress from its frames in E2A_RESPONSES: the
-// last frame gives the frame count and, when final, the outcome, its error
-// code and the end time; the first frame's stored time is when the agent
+// last frame (the last of its last message, which may hold a burst of
+// frames) gives the frame count and, when final, the outcome, its error
+// code and the end time; the first message's stored time is when the agent
 // started answering. nil when the request has no frame yet (pending) or
 // its frames are no longer kept. Two direct gets by subject, answered by
 // any replica: the index itself is not written per frame.
@@ -161,10 +162,12 @@ func (l *lister) progress(ctx context.Context, requestID string) (*progress, err
 	if err != nil {
 		return nil, fmt.Errorf("console: read frames: %w", err)
 	}
+	// The last message may hold a burst of frames: its last one counts.
+	frames, err := e2a.SplitBurst(last.Header.Get(subjects.HeaderFrames), last.Data)
 	var f frameFields
-	if err := json.Unmarshal(last.Data, &f); err != nil || f.Sequence < 0 {
-		// An undecodable frame: the request has frames, what they say is
-		// for the stream view.
+	if err != nil || json.Unmarshal(frames[len(frames)-1], &f) != nil || f.Sequence < int64(len(frames)-1) {
+		// An undecodable frame (or burst): the request has frames, what
+		// they say is for the stream view.
 		return &progress{Status: StatusRunning}, nil
 	}
 	p := &progress{Status: StatusRunning, Frames: f.Sequence + 1}
@@ -174,7 +177,8 @@ func (l *lister) progress(ctx context.Context, requestID string) (*progress, err
 			p.Status, p.ErrorCode = StatusFailed, f.Body.Code
 		}
 	}
-	if f.Sequence == 0 {
+	if f.Sequence == int64(len(frames)-1) {
+		// The last message holds frame 0 too: it is also the first.
 		p.FirstFrame = last.Time.UTC()
 		return p, nil
 	}
