@@ -16,6 +16,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/audit"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
@@ -207,5 +208,88 @@ func TestTailCommand(t *testing.T) {
 	}
 	if frames != 5 || !strings.Contains(out.String(), `"kind":"request","request_id":"tailed"`) {
 		t.Fatalf("tail output:\n%s", out.String())
+	}
+}
+
+// burstFrame builds frame seq of id: a text chunk, or the final e2a.complete.
+func burstFrame(t *testing.T, id string, seq int64, final bool) []byte {
+	t.Helper()
+	r := e2a.ResponseFor(&e2a.Envelope{RequestID: id})
+	r.ResponseID = id + "-" + strconv.FormatInt(seq, 10)
+	r.Sequence, r.Timestamp = seq, e2a.Now()
+	r.Provenance = e2a.Provenance{SourceProtocol: e2a.SourceE2A}
+	if final {
+		r.IsFinal, r.Status, r.ResponseKind = true, e2a.StatusSucceeded, e2a.KindComplete
+		r.Body = e2a.MarshalBody(e2a.CompleteBody{Result: map[string]any{"content": "done"}})
+	} else {
+		r.Status, r.ResponseKind = e2a.StatusInProgress, e2a.KindChunk
+		r.Body = e2a.MarshalBody(e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: "piece"})
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestReplayCommandBursts: `e2a replay` prints a frame record per frame of
+// a burst (with its place in the burst) and exits 0; a burst whose
+// payload does not hold the frames E2A-Frames counts makes it exit 1.
+func TestReplayCommandBursts(t *testing.T) {
+	cfg, nc := auditEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Pool "nobody": no agent answers, the test writes the frames.
+	if _, err := runPublishOne(ctx, cfg, `{"request_id":"cli-burst","params":{"text":"x"}}`, "nobody"); err != nil {
+		t.Fatal(err)
+	}
+	s0 := natstest.PublishBurst(t, nc, "cli-burst", 0, 0, burstFrame(t, "cli-burst", 0, false))
+	s1 := natstest.PublishBurst(t, nc, "cli-burst", 1, s0, burstFrame(t, "cli-burst", 1, false), burstFrame(t, "cli-burst", 2, false))
+	natstest.PublishBurst(t, nc, "cli-burst", 3, s1, burstFrame(t, "cli-burst", 3, false), burstFrame(t, "cli-burst", 4, true))
+	var out, errOut bytes.Buffer
+	if err := runReplay(ctx, cfg, []string{"cli-burst"}, &out, &errOut); err != nil {
+		t.Fatalf("replay: %v\n%s\n%s", err, errOut.String(), out.String())
+	}
+	recs := decodeRecords(t, out.Bytes())
+	if got := kinds(recs); got != "request,frame,frame,frame,frame,frame,summary" {
+		t.Fatalf("replay output kinds %s\n%s", got, out.String())
+	}
+	for i, r := range recs[1:6] {
+		if r.Sequence == nil || *r.Sequence != int64(i) {
+			t.Fatalf("frame record %d: %+v", i, r)
+		}
+	}
+	if recs[1].Burst != nil || recs[2].Burst == nil || *recs[2].Burst != (audit.BurstPos{Index: 0, Frames: 2}) ||
+		*recs[3].Burst != (audit.BurstPos{Index: 1, Frames: 2}) || recs[2].StreamSeq != recs[3].StreamSeq {
+		t.Fatalf("burst places: %s", out.String())
+	}
+	if !strings.Contains(out.String(), `"burst":{"index":1,"frames":2}`) || strings.Contains(strings.SplitN(out.String(), "\n", 3)[1], `"burst"`) {
+		t.Fatalf("burst field: %s", out.String())
+	}
+	if s := recs[6].Summary; !s.OK() || s.State != audit.StateComplete || s.Frames != 5 || !strings.Contains(errOut.String(), "5 frames, 0 with violations") {
+		t.Fatalf("summary %+v, stderr %q", s, errOut.String())
+	}
+
+	// E2A-Frames says 3, the payload holds 2 frames.
+	if _, err := runPublishOne(ctx, cfg, `{"request_id":"cli-bad-burst","params":{"text":"x"}}`, "nobody"); err != nil {
+		t.Fatal(err)
+	}
+	subj, _ := subjects.Response("cli-bad-burst")
+	m := nats.NewMsg(subj)
+	m.Header.Set(subjects.HeaderRequestID, "cli-bad-burst")
+	m.Header.Set(subjects.HeaderSequence, "0")
+	m.Header.Set(subjects.HeaderFrames, "3")
+	m.Data = e2a.AppendBurst(burstFrame(t, "cli-bad-burst", 0, false), burstFrame(t, "cli-bad-burst", 1, true))
+	if _, err := nc.RequestMsg(m, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	err := runReplay(ctx, cfg, []string{"cli-bad-burst"}, &out, io.Discard)
+	if !errors.Is(err, errViolations) || exitCode(err, io.Discard) != exitFailure {
+		t.Fatalf("replay of a bad burst: %v\n%s", err, out.String())
+	}
+	recs = decodeRecords(t, out.Bytes())
+	if s := recs[len(recs)-1].Summary; s == nil || len(s.Violations) != 1 || !strings.Contains(s.Violations[0], `header E2A-Frames is "3": e2a: invalid frame burst`) {
+		t.Fatalf("bad burst summary: %s", out.String())
 	}
 }

@@ -15,8 +15,16 @@
 //     (subjects.AuditPartition), so finding one request there scans one
 //     partition, not the whole stream.
 //
+// A stored response message holds one frame, or a burst of consecutive
+// frames (header E2A-Frames, e2a.SplitBurst): each frame of a burst is
+// checked as a frame stored alone, and the headers of the message
+// (E2A-Sequence, Nats-Msg-Id) against its first frame; a burst whose
+// payload does not hold the frames its header counts is a violation.
+//
 // Every result is a stream of [Record] values (the commands print them as
-// NDJSON): for each request, its envelope, its frames in stream order, then
-// a summary with the invariant violations found. The package never
-// modifies a stream; a read-only NATS user can run replay and tail.
+// NDJSON): for each request, its envelope, its frames in stream order (one
+// record per frame, the frames of a burst sharing the stream sequence of
+// their message, [Record.Burst] placing them in it), then a summary with
+// the invariant violations found. The package never modifies a stream; a
+// read-only NATS user can run replay and tail.
 package audit

@@ -81,7 +81,8 @@ func Publish(ctx context.Context, nc *nats.Conn, body []byte, o PublishOptions) 
 
 // Follow streams the frames of requestID with the egress replay engine
 // (history, then live) until its final frame, calls emit with each
-// (KindFrame) and ends with a KindSummary record. wait bounds the wait for
+// (KindFrame: the frames of a burst share its StreamSeq, without
+// Record.Burst) and ends with a KindSummary record. wait bounds the wait for
 // the first frame and between frames (0: egress defaults). It returns the
 // summary, the error of emit, or egress errors (egress.ErrNotFound,
 // egress.ErrWaitTimeout, the context's).
@@ -95,8 +96,16 @@ func Follow(ctx context.Context, nc *nats.Conn, requestID string, wait time.Dura
 	err := egress.Replay(ctx, nc, requestID, 0, func(f egress.Frame) error {
 		subj, _ := subjects.Response(requestID)
 		sm := &storedMsg{stream: streams.ResponsesStream, seq: f.StreamSeq, subject: subj, data: f.Raw, header: nats.Header{}}
-		seq := c.add(sm)
-		return emit(frameRecord(sm, requestID, pool, seq))
+		// egress.Replay delivers frames one by one, those of a burst too
+		// (Raw is one frame, without the message's headers): each is
+		// checked and shown as a frame stored alone.
+		var err error
+		for _, fr := range c.add(sm) {
+			if err = emit(frameRecord(sm, requestID, pool, fr)); err != nil {
+				break
+			}
+		}
+		return err
 	}, opts...)
 	sum := c.summary(true)
 	if err != nil && !errors.Is(err, context.Canceled) {

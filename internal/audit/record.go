@@ -17,7 +17,8 @@ import (
 const (
 	// KindRequest: the envelope of a request as stored.
 	KindRequest = "request"
-	// KindFrame: one response frame as stored.
+	// KindFrame: one response frame as stored: a stored message holding a
+	// burst of frames (header E2A-Frames) gives one record per frame.
 	KindFrame = "frame"
 	// KindSummary: the end of a request's records, with the result of the
 	// invariant checks.
@@ -44,7 +45,8 @@ type Record struct {
 	// Pool is the agent pool of the request (from its subject).
 	Pool string `json:"pool,omitempty"`
 	// Stream is the stream the message was read from; StreamSeq its
-	// sequence there; Time when that stream stored it.
+	// sequence there; Time when that stream stored it. The frames of a
+	// burst share them (and Subject, Origin and Headers): see Burst.
 	Stream    string `json:"stream,omitempty"`
 	StreamSeq uint64 `json:"stream_seq,omitempty"`
 	Time      string `json:"time,omitempty"`
@@ -56,8 +58,14 @@ type Record struct {
 	Origin string `json:"origin,omitempty"`
 	// Sequence is the frame sequence (frames only).
 	Sequence *int64 `json:"sequence,omitempty"`
+	// Burst places the frame in the stored message holding it, when that
+	// message holds several frames (frames only; nil for a message of one
+	// frame).
+	Burst *BurstPos `json:"burst,omitempty"`
 	// Headers are the headers the publisher set (Nats-Msg-Id,
-	// E2A-Request-Id, E2A-Sequence, traceparent, tracestate).
+	// E2A-Request-Id, E2A-Sequence, E2A-Frames, traceparent, tracestate):
+	// on the frames of a burst, those of the message holding them, whose
+	// E2A-Sequence is its first frame's.
 	Headers map[string]string `json:"headers,omitempty"`
 	// Envelope (requests) and Frame (frames) are the payloads as stored.
 	Envelope json.RawMessage `json:"envelope,omitempty"`
@@ -69,11 +77,22 @@ type Record struct {
 	Duplicate bool `json:"duplicate,omitempty"`
 }
 
+// BurstPos is the place of a frame in a stored response message holding a
+// burst of frames (e2a.SplitBurst).
+type BurstPos struct {
+	// Index is the position of the frame in the message, from 0.
+	Index int `json:"index"`
+	// Frames is the number of frames the message holds (its E2A-Frames
+	// header; when that header does not match the payload, the pieces the
+	// checker found).
+	Frames int `json:"frames"`
+}
+
 // Summary is the result of the checks of one request's frames.
 type Summary struct {
 	// State is StateComplete, StateIncomplete or StateNoFrames.
 	State string `json:"state"`
-	// Frames is the number of frames read.
+	// Frames is the number of frames read (a burst counts its frames).
 	Frames int `json:"frames"`
 	// Status and ResponseKind are those of the final frame.
 	Status       string `json:"status,omitempty"`
@@ -88,8 +107,9 @@ type Summary struct {
 	LastFrame  string `json:"last_frame,omitempty"`
 	// Violations lists every broken invariant: invalid frames (spec §12.4),
 	// sequence gaps, repeats, frames after the final one, frames of another
-	// request, headers that disagree with the frame. Empty when the
-	// request is sound.
+	// request, headers that disagree with the frame (or, on a burst, with
+	// its first frame), bursts whose payload does not hold the frames their
+	// E2A-Frames header counts. Empty when the request is sound.
 	Violations []string `json:"violations,omitempty"`
 }
 
@@ -99,7 +119,7 @@ func (s *Summary) OK() bool { return len(s.Violations) == 0 }
 // publisherHeaders are the headers copied into records.
 var publisherHeaders = []string{
 	subjects.HeaderMsgID, subjects.HeaderRequestID, subjects.HeaderSequence,
-	subjects.HeaderTraceparent, subjects.HeaderTracestate,
+	subjects.HeaderFrames, subjects.HeaderTraceparent, subjects.HeaderTracestate,
 }
 
 func recordHeaders(h nats.Header) map[string]string {
@@ -126,7 +146,8 @@ func formatTime(t time.Time) string {
 }
 
 // storedMsg is a message read from a stream, with its original subject
-// when it was read from E2A_AUDIT.
+// when it was read from E2A_AUDIT. A response message holds one frame, or
+// a burst of them (see frames).
 type storedMsg struct {
 	stream  string
 	seq     uint64
@@ -137,6 +158,39 @@ type storedMsg struct {
 	data    []byte
 }
 
+// frames returns the frames a stored response message holds: its payload,
+// or the pieces of a burst (header E2A-Frames, e2a.SplitBurst). When the
+// payload does not hold what the header counts, it returns an error
+// wrapping e2a.ErrInvalidBurst and, so that they are still checked, what
+// the payload holds: itself when it is one JSON value, else its non-empty
+// lines.
+func (m *storedMsg) frames() ([][]byte, error) {
+	v := m.header.Get(subjects.HeaderFrames)
+	pieces, err := e2a.SplitBurst(v, m.data)
+	if err == nil {
+		return pieces, nil
+	}
+	err = fmt.Errorf("header %s is %.40q: %w", subjects.HeaderFrames, v, err)
+	if json.Valid(m.data) {
+		return [][]byte{m.data}, err
+	}
+	for _, p := range bytes.Split(m.data, []byte{'\n'}) {
+		if len(p) > 0 {
+			pieces = append(pieces, p)
+		}
+	}
+	if len(pieces) == 0 {
+		pieces = [][]byte{m.data}
+	}
+	return pieces, err
+}
+
+// firstFrame returns the first frame of a stored response message.
+func (m *storedMsg) firstFrame() []byte {
+	f, _ := m.frames()
+	return f[0]
+}
+
 // frameHead is what the checker needs of a frame that does not validate.
 type frameHead struct {
 	RequestID string `json:"request_id"`
@@ -144,11 +198,23 @@ type frameHead struct {
 	IsFinal   bool   `json:"is_final"`
 }
 
+// checkedFrame is one frame of a stored message, as the checker read it.
+type checkedFrame struct {
+	data []byte
+	// seq is the frame's sequence, -1 when unknown.
+	seq int64
+	// index is the frame's position in the message, count the number of
+	// frames found in it (1: not a burst).
+	index, count int
+}
+
 // checker checks the frames of one request as they come, with
 // e2a.SequenceChecker for the ordering invariants and Response.Validate for
 // each frame. After a sequence violation it starts a new SequenceChecker
 // at the frame that broke it, so that one gap is reported once and the
-// frames after it are still checked against each other.
+// frames after it are still checked against each other. The frames of a
+// burst are checked one by one, as if stored alone, and the headers of the
+// message holding them once, against its first frame.
 type checker struct {
 	requestID string
 	seq       e2a.SequenceChecker
@@ -169,18 +235,38 @@ func (c *checker) violation(format string, a ...any) {
 	c.violations = append(c.violations, fmt.Sprintf(format, a...))
 }
 
-// add checks one stored frame and returns its sequence (-1 when unknown).
-func (c *checker) add(m *storedMsg) int64 {
+// add checks the frames of one stored response message and returns them.
+func (c *checker) add(m *storedMsg) []checkedFrame {
+	pieces, err := m.frames()
+	if err != nil {
+		c.violation("message at %s %d: %v", m.stream, m.seq, err)
+	}
+	out := make([]checkedFrame, len(pieces))
+	for i, p := range pieces {
+		out[i] = checkedFrame{data: p, index: i, count: len(pieces)}
+		out[i].seq = c.addFrame(m, p, i, len(pieces))
+	}
+	c.checkHeaders(m, out)
+	return out
+}
+
+// addFrame checks one frame, data, the frame at index of the n found in m,
+// and returns its sequence (-1 when unknown).
+func (c *checker) addFrame(m *storedMsg, data []byte, index, n int) int64 {
 	c.frames++
 	if c.first.IsZero() {
 		c.first = m.time
 	}
 	c.last = m.time
-	r, err := e2a.ResponseFromJSON(m.data)
+	r, err := e2a.ResponseFromJSON(data)
 	if err != nil {
-		c.violation("frame at %s %d: %v", m.stream, m.seq, err)
+		if n > 1 {
+			c.violation("frame at %s %d (frame %d of %d in the message): %v", m.stream, m.seq, index, n, err)
+		} else {
+			c.violation("frame at %s %d: %v", m.stream, m.seq, err)
+		}
 		var h frameHead
-		if json.Unmarshal(m.data, &h) != nil || h.Sequence == nil {
+		if json.Unmarshal(data, &h) != nil || h.Sequence == nil {
 			return -1
 		}
 		r = &e2a.Response{RequestID: h.RequestID, Sequence: *h.Sequence, IsFinal: h.IsFinal}
@@ -188,7 +274,6 @@ func (c *checker) add(m *storedMsg) int64 {
 	if r.RequestID != c.requestID {
 		c.violation("frame %d has request_id %q, stored under request %q", r.Sequence, r.RequestID, c.requestID)
 	}
-	c.checkHeaders(m, r.Sequence)
 	if c.afterFinal || c.final != nil {
 		c.violation("frame %d stored after the final frame %d", r.Sequence, c.final.Sequence)
 		c.afterFinal = true
@@ -222,16 +307,27 @@ func gapOrRepeat(got, want int64) string {
 	return "repeated or out of order"
 }
 
-// checkHeaders compares the headers of a stored frame with its body.
-func (c *checker) checkHeaders(m *storedMsg, seq int64) {
+// checkHeaders compares the headers of a stored message with the frames
+// found in it: E2A-Sequence and Nats-Msg-Id name its first frame. They are
+// not checked when the first frame's sequence is unknown (that frame is
+// reported invalid).
+func (c *checker) checkHeaders(m *storedMsg, frames []checkedFrame) {
+	first := frames[0].seq
+	if first < 0 {
+		return
+	}
+	what := fmt.Sprintf("frame %d", first)
+	if len(frames) > 1 {
+		what = fmt.Sprintf("burst of %d frames at %s %d (first frame %d)", len(frames), m.stream, m.seq, first)
+	}
 	if v := m.header.Get(subjects.HeaderSequence); v != "" {
-		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n != seq {
-			c.violation("frame %d: header %s is %q", seq, subjects.HeaderSequence, v)
+		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n != first {
+			c.violation("%s: header %s is %q", what, subjects.HeaderSequence, v)
 		}
 	}
 	if v := m.header.Get(subjects.HeaderMsgID); v != "" {
-		if id, n, err := subjects.ParseFrameMsgID(v); err != nil || n != seq || id != c.requestID {
-			c.violation("frame %d: header %s is %q, want %q", seq, subjects.HeaderMsgID, v, subjects.FrameMsgID(c.requestID, seq))
+		if id, n, err := subjects.ParseFrameMsgID(v); err != nil || n != first || id != c.requestID {
+			c.violation("%s: header %s is %q, want %q", what, subjects.HeaderMsgID, v, subjects.FrameMsgID(c.requestID, first))
 		}
 	}
 }
@@ -266,15 +362,20 @@ func requestRecord(m *storedMsg, id, pool string) Record {
 	}
 }
 
-func frameRecord(m *storedMsg, id, pool string, seq int64) Record {
+// frameRecord is the record of frame f of the stored message m.
+func frameRecord(m *storedMsg, id, pool string, f checkedFrame) Record {
 	r := Record{
 		Kind: KindFrame, RequestID: id, Pool: pool,
 		Stream: m.stream, StreamSeq: m.seq, Time: formatTime(m.time),
 		Subject: m.subject, Origin: m.origin, Headers: recordHeaders(m.header),
-		Frame: rawJSON(m.data),
+		Frame: rawJSON(f.data),
 	}
-	if seq >= 0 {
+	if f.seq >= 0 {
+		seq := f.seq
 		r.Sequence = &seq
+	}
+	if f.count > 1 {
+		r.Burst = &BurstPos{Index: f.index, Frames: f.count}
 	}
 	return r
 }

@@ -147,9 +147,11 @@ func (s *Stats) add(sum *Summary) {
 
 // found is one request's messages.
 type found struct {
-	id     string
-	pool   string
-	req    *storedMsg
+	id   string
+	pool string
+	req  *storedMsg
+	// frames are its stored response messages, each holding one frame or
+	// a burst of them.
 	frames []*storedMsg
 }
 
@@ -218,7 +220,7 @@ func needAudit(f *found) bool {
 		return true
 	}
 	var h frameHead
-	return jsonUnmarshal(f.frames[0].data, &h) != nil || h.Sequence == nil || *h.Sequence != 0
+	return jsonUnmarshal(f.frames[0].firstFrame(), &h) != nil || h.Sequence == nil || *h.Sequence != 0
 }
 
 // requestTime is the earliest plausible time of a request: its store time,
@@ -283,9 +285,10 @@ func (rc *replayCtx) report(f *found) error {
 	c := newChecker(f.id)
 	var frameRecs []Record
 	for _, m := range f.frames {
-		seq := c.add(m)
-		if !rc.q.NoFrames {
-			frameRecs = append(frameRecs, frameRecord(m, f.id, f.pool, seq))
+		for _, fr := range c.add(m) {
+			if !rc.q.NoFrames {
+				frameRecs = append(frameRecs, frameRecord(m, f.id, f.pool, fr))
+			}
 		}
 	}
 	sum := c.summary(f.req != nil)
@@ -386,8 +389,9 @@ func (a *Auditor) scan(ctx context.Context, rc *replayCtx) error {
 	return a.scanAudit(ctx, rc, end, done)
 }
 
-// maxEarlyFrames bounds the frames scanAudit keeps for requests it has not
-// met yet (sourcing may store a frame before its request).
+// maxEarlyFrames bounds the response messages (frames or bursts) scanAudit
+// keeps for requests it has not met yet (sourcing may store a frame before
+// its request).
 const maxEarlyFrames = 10000
 
 // scanAudit reads E2A_AUDIT once from the query's Since: requests stored up
@@ -437,7 +441,7 @@ func (a *Auditor) scanAudit(ctx context.Context, rc *replayCtx, end time.Time, d
 			earlyN -= len(early[s.RequestID])
 			delete(early, s.RequestID)
 			for _, fr := range f.frames {
-				if isFinal(fr.data) {
+				if isFinal(fr) {
 					final[f.id] = true
 				}
 			}
@@ -456,7 +460,7 @@ func (a *Auditor) scanAudit(ctx context.Context, rc *replayCtx, end time.Time, d
 					continue
 				}
 				f.frames = append(f.frames, sm)
-				if isFinal(sm.data) {
+				if isFinal(sm) {
 					final[f.id] = true
 					open--
 				}

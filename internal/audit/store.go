@@ -290,7 +290,8 @@ func (a *Auditor) hotRequest(ctx context.Context, st streamState, id, pool strin
 	return hotMsg(st.name, msgs[0]), nil
 }
 
-// hotFrames returns every frame of id stored in E2A_RESPONSES.
+// hotFrames returns every response message (a frame or a burst) of id
+// stored in E2A_RESPONSES.
 func (a *Auditor) hotFrames(ctx context.Context, st streamState, id string) ([]*storedMsg, error) {
 	if !st.exists {
 		return nil, nil
@@ -340,7 +341,8 @@ func (a *Auditor) auditRequest(ctx context.Context, st streamState, id string, f
 }
 
 // auditFrames scans id's partition of E2A_AUDIT from sequence from for its
-// frames, up to its final frame (or the end of the stream).
+// response messages (frames or bursts), up to the one holding its final
+// frame (or the end of the stream).
 func (a *Auditor) auditFrames(ctx context.Context, st streamState, id string, from uint64) ([]*storedMsg, error) {
 	p, err := subjects.AuditPartition(id, a.auditPartitions(st))
 	if err != nil {
@@ -357,15 +359,22 @@ func (a *Auditor) auditFrames(ctx context.Context, st streamState, id string, fr
 			continue
 		}
 		out = append(out, sm)
-		if isFinal(sm.data) {
+		if isFinal(sm) {
 			break
 		}
 	}
 	return out, nil
 }
 
-// isFinal reports whether a stored frame says is_final.
-func isFinal(data []byte) bool {
-	var h frameHead
-	return jsonUnmarshal(data, &h) == nil && h.IsFinal
+// isFinal reports whether a frame of a stored response message says
+// is_final (the last one, in a sound burst).
+func isFinal(m *storedMsg) bool {
+	frames, _ := m.frames()
+	for _, f := range frames {
+		var h frameHead
+		if jsonUnmarshal(f, &h) == nil && h.IsFinal {
+			return true
+		}
+	}
+	return false
 }

@@ -39,23 +39,25 @@ type tailReq struct {
 	match   bool
 	emitted bool
 	done    bool   // its final frame was seen: later live copies are ignored
-	lastSeq uint64 // stream sequence of its last frame seen
+	lastSeq uint64 // stream sequence of its last response message seen
 	check   *checker
 }
 
-// liveBuffer is how many live frames Tail queues; beyond it frames are read
-// back from E2A_RESPONSES (the gap is seen on the next live frame).
+// liveBuffer is how many live messages (frames or bursts) Tail queues;
+// beyond it they are read back from E2A_RESPONSES (the gap is seen on the
+// next live message).
 const liveBuffer = 8192
 
 // Tail follows live traffic until ctx is done: new requests (read from
 // E2A_REQUESTS every PollInterval, batched direct gets, no consumer) and
-// their frames (the server's republish on e2a.live.>), each checked as it
-// comes. A frame whose predecessor on its subject was not seen (a request
-// already running when Tail started, or a live message lost) is read back
-// from E2A_RESPONSES first. Each request ends with a KindSummary record
-// when its final frame arrives. Records of different requests interleave;
-// a request record may follow the first frames of its request by up to
-// PollInterval. It returns nil when ctx ends, or the error of emit.
+// their frames (the server's republish on e2a.live.>, one message per frame
+// or burst of frames), each checked as it comes. A message whose
+// predecessor on its subject was not seen (a request already running when
+// Tail started, or a live message lost) is read back from E2A_RESPONSES
+// first. Each request ends with a KindSummary record when the message
+// holding its final frame arrives. Records of different requests
+// interleave; a request record may follow the first frames of its request
+// by up to PollInterval. It returns nil when ctx ends, or the error of emit.
 func (a *Auditor) Tail(ctx context.Context, o TailOptions, emit func(Record) error) error {
 	if o.PollInterval <= 0 {
 		o.PollInterval = 200 * time.Millisecond
@@ -247,7 +249,7 @@ func (t *tailer) track(id string) *tailReq {
 	return r
 }
 
-// frame handles one live frame.
+// frame handles one live response message (a frame or a burst).
 func (t *tailer) frame(ctx context.Context, m *nats.Msg) error {
 	stored := m.Header.Get(subjects.HeaderSubject)
 	if stored == "" {
@@ -307,17 +309,22 @@ func (t *tailer) frame(ctx context.Context, m *nats.Msg) error {
 	return t.add(r, hotMsg(t.resps.name, rm), true)
 }
 
-// add checks a frame, emits it when show is set and the request matches,
-// and closes the request at its final frame.
+// add checks the frames of a stored response message (one, or a burst),
+// emits them when show is set and the request matches, and closes the
+// request at the message holding its final frame (frames after it in that
+// message are checked, and reported in the summary).
 func (t *tailer) add(r *tailReq, sm *storedMsg, show bool) error {
-	seqNo := r.check.add(sm)
+	hadFinal := r.check.final != nil
+	frames := r.check.add(sm)
 	r.lastSeq = sm.seq
 	if show && r.match {
-		if err := t.emit(frameRecord(sm, r.id, r.pool, seqNo)); err != nil {
-			return err
+		for _, f := range frames {
+			if err := t.emit(frameRecord(sm, r.id, r.pool, f)); err != nil {
+				return err
+			}
 		}
 	}
-	if r.check.final != nil && !r.check.afterFinal && r.check.final.Sequence == seqNo {
+	if !hadFinal && r.check.final != nil {
 		if r.match {
 			sum := r.check.summary(r.emitted)
 			if err := t.emit(Record{Kind: KindSummary, RequestID: r.id, Pool: r.pool, Summary: sum}); err != nil {
