@@ -78,7 +78,7 @@ func TestChaosWorkerKilledMidStream(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if f, err := e2a.ResponseFromJSON(m.Data); err == nil && f.IsFinal {
+			if fr, err := e2a.BurstResponses(m.Header.Get(subjects.HeaderFrames), m.Data); err == nil && fr[len(fr)-1].IsFinal {
 				delete(pending, id)
 			}
 		}

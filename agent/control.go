@@ -59,8 +59,9 @@ func Cancel(ctx context.Context, js jetstream.JetStream, requestID string) (Canc
 		return res, fmt.Errorf("agent: cancel %q: reading frames: %w", requestID, err)
 	}
 	if last != nil {
-		if f, ferr := e2a.ResponseFromJSON(last.data); ferr == nil && f.IsFinal {
-			res.AlreadyFinished, res.Final = true, f
+		// The last message's last frame (a message may hold a burst).
+		if fr, ferr := e2a.BurstResponses(last.header.Get(subjects.HeaderFrames), last.data); ferr == nil && fr[len(fr)-1].IsFinal {
+			res.AlreadyFinished, res.Final = true, fr[len(fr)-1]
 			return res, nil
 		}
 	}

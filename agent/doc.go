@@ -11,32 +11,27 @@
 //     bounds the pool ([WithMaxAckPending]). A request being handled is
 //     reported in progress every heartbeat, so AckWait redelivers only the
 //     requests of dead or stalled workers.
-//   - Ordered, exactly-once frames: frame n is published with the stream
-//     sequence of frame n−1 as the expected last subject sequence (0 for
-//     frame 0), one frame in flight per request; frames carry no
-//     Nats-Msg-Id (the expected sequence alone orders and fences them, and
-//     the server keeps no deduplication entry per frame). A retry is
-//     recognised (the stored bytes are ours); a frame
-//     written by another worker fences this one out ([ErrFenced]): its
-//     handler's context is cancelled and the delivery is neither acked nor
-//     nacked (acks go by stream sequence and would end the new owner's
-//     delivery). Text and reasoning deltas written faster than frames are
-//     acknowledged are coalesced ([WithCoalesce]).
-//   - Bursts: on an E2A_RESPONSES of one replica that allows fast batches,
-//     the frames written with [Writer.Write] go out in a JetStream fast
-//     batch ("gap: fail": none is stored after one the server refused),
-//     without waiting for each other's PubAck: a first delivery's from
-//     frame 0 on (frame 0 expecting an empty frame subject), a
-//     redelivery's after its first. The frames after a delivery's first
-//     are fenced on the request's lease subject
-//     (e2a.resp.<request_id>.lease), which a redelivered worker writes
-//     before it reads the stored frames: no batched frame of an older
-//     delivery lands after that. A batch that
-//     fails is resolved with a new lease, a read of the last stored frame
-//     from the stream leader, and the frames that did not land published
-//     again one at a time (batch.go).
-//   - Redelivery: the new worker (after storing its lease, where frames go
-//     out in batches) reads the last stored frame. Final → ack.
+//   - Ordered, exactly-once frames: a request's frames are stored one
+//     message in flight at a time, each message published with the stream
+//     sequence of the one before as the expected last subject sequence (0
+//     for the first); they carry no Nats-Msg-Id (the expected sequence
+//     alone orders and fences them, and the server keeps no deduplication
+//     entry per frame). A retry is recognised (the stored bytes are ours);
+//     a message written by another worker fences this one out
+//     ([ErrFenced]): its handler's context is cancelled and the delivery is
+//     neither acked nor nacked (acks go by stream sequence and would end
+//     the new owner's delivery). Text and reasoning deltas written faster
+//     than frames are acknowledged are coalesced ([WithCoalesce]).
+//   - Bursts: the frames written while a message is in flight wait, encoded,
+//     and are stored together as the next message, a burst (header
+//     E2A-Frames, the frames joined by line feeds: e2a.SplitBurst), fenced
+//     as one frame is: the broker stores, republishes and audits one
+//     message per acknowledgement instead of one per frame, on one replica
+//     or three. A non-final [Writer.Write] returns once its frame is queued;
+//     the final frame waits until it is stored. A burst is bounded by the
+//     server's max_payload and by 256 frames (burst.go).
+//   - Redelivery: the new worker reads the last stored message's last
+//     frame. Final → ack.
 //     Partial → a resumable handler ([WithResumable], [Resumer]) continues
 //     after it ([Writer.ResumeAfter]); any other gets a final e2a.error
 //     agent_interrupted, retryable. Never sequence 0 again.

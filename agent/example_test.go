@@ -71,12 +71,19 @@ func Example() {
 		if err != nil {
 			panic(err)
 		}
-		f, _ := e2a.ResponseFromJSON(m.Data)
-		if c, err := f.Chunk(); err == nil {
-			text.WriteString(c.Delta.(string))
+		// A message holds one frame, or a burst of them (E2A-Frames).
+		burst, _ := e2a.BurstResponses(m.Header.Get(subjects.HeaderFrames), m.Data)
+		final := false
+		for _, f := range burst {
+			if c, err := f.Chunk(); err == nil {
+				text.WriteString(c.Delta.(string))
+			}
+			if f.IsFinal {
+				fmt.Printf("streamed: %s\nfinal: %s %s %s\n", strings.TrimSpace(text.String()), f.ResponseKind, f.Status, f.Body)
+				final = true
+			}
 		}
-		if f.IsFinal {
-			fmt.Printf("streamed: %s\nfinal: %s %s %s\n", strings.TrimSpace(text.String()), f.ResponseKind, f.Status, f.Body)
+		if final {
 			break
 		}
 	}

@@ -13,9 +13,8 @@ import (
 var (
 	WithFetchWait     = withFetchWait
 	WithoutHeartbeats = withoutHeartbeats
-	WithBatchPause    = withBatchPause
-	WithBatchIdle     = withBatchIdle
 	WithCancelSeen    = withCancelSeen
+	WithBeforeBurst   = withBeforeBurst
 )
 
 // PublishRaw publishes data as frame seq of requestID with the writer's
@@ -29,7 +28,7 @@ func PublishRaw(js jetstream.JetStream, requestID string, seq int64, expected ui
 		return 0, err
 	}
 	wr := newWriter(w, &e2a.Envelope{RequestID: requestID}, requestID, subj, nil, -1)
-	return wr.publishData(seq, expected, data)
+	return wr.publishData(seq, 1, expected, data)
 }
 
 // ConflictRetries returns how many publishes were retried after a

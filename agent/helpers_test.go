@@ -115,11 +115,7 @@ func storedFrames(t testing.TB, nc *nats.Conn, id string) ([]*e2a.Response, []st
 	}
 	out := make([]*e2a.Response, 0, len(msgs))
 	for _, m := range msgs {
-		r, err := e2a.ResponseFromJSON(m.Data)
-		if err != nil {
-			t.Fatalf("frame of %s at %d: %v", id, m.Seq, err)
-		}
-		out = append(out, r)
+		out = append(out, msgFrames(t, m.Header, m.Data)...)
 	}
 	return out, msgs
 }
@@ -255,4 +251,15 @@ func text(t testing.TB, frames []*e2a.Response) string {
 		}
 	}
 	return s
+}
+
+// msgFrames decodes the frames of a stored or live response message: one
+// frame, or a burst.
+func msgFrames(t testing.TB, h nats.Header, data []byte) []*e2a.Response {
+	t.Helper()
+	fr, err := e2a.BurstResponses(h.Get(subjects.HeaderFrames), data)
+	if err != nil {
+		t.Fatalf("response message: %v", err)
+	}
+	return fr
 }

@@ -279,8 +279,6 @@ func TestOptionsValidate(t *testing.T) {
 		"nil registerer":      {agent.WithMetrics(nil)},
 		"deadline negative":   {agent.WithDefaultDeadline(-time.Second)},
 		"publish timeout 1ms": {agent.WithPublishTimeout(time.Millisecond)},
-		"batch pause 0":       {agent.WithBatchPause(0)},
-		"batch idle 0":        {agent.WithBatchIdle(0)},
 	}
 	for name, opts := range bad {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

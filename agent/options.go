@@ -44,14 +44,13 @@ type config struct {
 	provision      bool
 	noHeartbeat    bool
 	cancelSeen     func(id string) // tests: see withCancelSeen
-	batchPause     time.Duration   // no batch opened this long after a refusal for too many open
-	batchIdle      time.Duration   // a batch that sent nothing this long is ended
+	// beforeBurst (tests) is called before each message of frames is
+	// published: n frames of request id from sequence first.
+	beforeBurst func(id string, first int64, n int)
 }
 
 func defaultConfig() config {
 	return config{
-		batchPause:     batchBusyPause,
-		batchIdle:      batchIdle,
 		concurrency:    DefaultConcurrency,
 		maxAckPending:  DefaultMaxAckPending,
 		ackWait:        DefaultAckWait,
@@ -285,26 +284,11 @@ func withoutHeartbeats() Option {
 	}
 }
 
-// withBatchPause sets how long a worker opens no batch after the server
-// refused one for having too many open (tests: longer than the test).
-func withBatchPause(d time.Duration) Option {
+// withBeforeBurst calls f before each message of frames a writer publishes
+// (tests: hold a burst back while the handler queues more).
+func withBeforeBurst(f func(id string, first int64, n int)) Option {
 	return func(c *config) error {
-		if d <= 0 {
-			return invalid("batchPause %v: want > 0", d)
-		}
-		c.batchPause = d
-		return nil
-	}
-}
-
-// withBatchIdle sets how long a batch may send nothing before the worker
-// ends it (tests: shorter than the server's batch timeout).
-func withBatchIdle(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return invalid("batchIdle %v: want > 0", d)
-		}
-		c.batchIdle = d
+		c.beforeBurst = f
 		return nil
 	}
 }

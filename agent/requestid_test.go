@@ -39,12 +39,12 @@ func TestInvalidRequestIDFromIntegrator(t *testing.T) {
 	// Every frame arrives on e2a.live.<token>: wait for the finals there.
 	finals := make(chan string, 4*len(ids))
 	sub, err := s.nc.Subscribe(subjects.AllLive, func(m *nats.Msg) {
-		f, err := e2a.ResponseFromJSON(m.Data)
+		fr, err := e2a.BurstResponses(m.Header.Get(subjects.HeaderFrames), m.Data)
 		if err != nil {
 			t.Errorf("live frame on %s: %v", m.Subject, err)
 			return
 		}
-		if f.IsFinal {
+		if f := fr[len(fr)-1]; f.IsFinal {
 			p, _ := subjects.Parse(m.Subject)
 			finals <- p.RequestID
 		}

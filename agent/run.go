@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 
@@ -79,10 +80,6 @@ type worker struct {
 	stopCause error // set by stopAll: requests picked up later stop at once
 
 	cancels *cancelWatch // the cancels received live, and what they prove
-
-	// batches routes the replies of the writers' fast batches; nil when
-	// the responses stream does not take them (batch.go).
-	batches *batchRouter
 
 	detailsOnce sync.Once
 	details     map[string]any // provenance.details of every frame; read only
@@ -163,20 +160,6 @@ func Run(ctx context.Context, nc *nats.Conn, pool string, h Handler, opts ...Opt
 		w.resumable = r.Resumable()
 	}
 	return w.run(ctx)
-}
-
-// batchesAllowed reports whether the responses stream takes the writers'
-// fast batches: it allows them and has one replica (a replicated stream
-// refuses a second in-flight expectation on one subject). A stream whose
-// configuration cannot be read gets one frame at a time.
-func (w *worker) batchesAllowed(ctx context.Context) bool {
-	s, err := w.js.Stream(ctx, w.streams.Responses)
-	if err != nil {
-		w.log.Warn("cannot read the responses stream's configuration: frames go out one at a time", "err", err)
-		return false
-	}
-	cfg := s.CachedInfo().Config
-	return cfg.AllowBatchPublish && cfg.Replicas <= 1
 }
 
 func (w *worker) consumerConfig() (jetstream.ConsumerConfig, error) {
@@ -260,13 +243,6 @@ func (w *worker) run(ctx context.Context) error {
 	if err := w.cancels.anchorNow(setup); err != nil {
 		// Every pick-up reads the stored cancel until a later read works.
 		w.log.Warn("cannot read the requests stream's last sequence: every pick-up reads its stored cancel", "err", err)
-	}
-
-	if w.batchesAllowed(setup) {
-		if w.batches, err = newBatchRouter(nc, w.cfg.batchPause, w.cfg.batchIdle); err != nil {
-			return err
-		}
-		defer w.batches.close()
 	}
 
 	hbDone := make(chan struct{})
@@ -553,24 +529,24 @@ func (w *worker) handle(m jetstream.Msg) (outcome string) {
 	w.register(r)
 	defer w.unregister(r)
 
-	// A redelivery reads what the response subject already holds. A first
-	// delivery assumes nothing is there; if something is, its first publish
-	// is refused and tells. Where frames go out in batches, a redelivery
-	// first stores its lease: from then on no batched frame of an earlier
-	// delivery lands, so what it reads is where the older ones end.
+	// A redelivery reads what the response subject already holds (its
+	// last message's last frame). A first delivery assumes nothing is
+	// there; if something is, its first publish is refused and tells. An
+	// earlier delivery still writing is fenced: each of its messages
+	// expects the one before, and ours come after what we read. Workers of
+	// earlier versions sent frames in fast batches fenced on the request's
+	// lease subject instead: a redelivery first stores a lease, so that
+	// none of those lands after what it reads (during a rolling upgrade).
 	var last *storedMsg
-	var lease uint64
 	lastSeq := int64(-1)
 	if meta.NumDelivered > 1 {
 		ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
-		if w.batches != nil {
-			leaseSubj, _ := subjects.ResponseLease(id)
-			if lease, err = storeLease(ctx, w.js.Conn(), leaseSubj, id, w.cfg.workerID); err != nil {
-				cancel()
-				log.get().Warn("cannot store the lease: handing back", "err", err)
-				_ = m.NakWithDelay(time.Second)
-				return OutcomeLost
-			}
+		leaseSubj, _ := subjects.ResponseLease(id)
+		if _, err := storeLease(ctx, w.js.Conn(), leaseSubj, id, w.cfg.workerID); err != nil {
+			cancel()
+			log.get().Warn("cannot store the lease: handing back", "err", err)
+			_ = m.NakWithDelay(time.Second)
+			return OutcomeLost
 		}
 		last, err = lastMsg(ctx, w.js, w.streams.Responses, respSubj)
 		cancel()
@@ -595,7 +571,6 @@ func (w *worker) handle(m jetstream.Msg) (outcome string) {
 		}
 	}
 	wr := newWriter(w, env, id, respSubj, last, lastSeq)
-	wr.lease = lease
 	if tracing.Enabled() {
 		wr.spanCtx = spanCtx
 		wr.trace = tracing.Inject(spanCtx)
@@ -833,12 +808,18 @@ func (w *worker) deadline(env *e2a.Envelope, meta *jetstream.MsgMetadata) (time.
 	return dl, !dl.IsZero()
 }
 
+// seqHeader is the sequence of the last frame m holds, by its headers
+// (E2A-Sequence, and E2A-Frames on a burst).
 func seqHeader(m *storedMsg) (int64, bool) {
-	var n int64
-	if _, err := fmt.Sscan(m.header.Get(subjects.HeaderSequence), &n); err != nil {
+	n, err := strconv.ParseInt(m.header.Get(subjects.HeaderSequence), 10, 64)
+	if err != nil {
 		return 0, false
 	}
-	return n, true
+	count, err := e2a.BurstCount(m.header.Get(subjects.HeaderFrames))
+	if err != nil {
+		return 0, false
+	}
+	return n + int64(count) - 1, true
 }
 
 // controlMsg is the body of a control message.

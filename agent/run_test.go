@@ -43,16 +43,22 @@ func TestDemoFramesOrderedWithHeaders(t *testing.T) {
 		if f.Provenance.SourceProtocol != e2a.SourceE2A || f.Provenance.Details["pool"] != "demo" {
 			t.Errorf("frame %d provenance %+v", i, f.Provenance)
 		}
-		h := raw[i].Header
+	}
+	// Each stored message (one frame, or a burst) carries the headers, its
+	// E2A-Sequence being its first frame's.
+	next := 0
+	for _, m := range raw {
+		h := m.Header
 		if got := h.Get(subjects.HeaderMsgID); got != "" {
-			t.Errorf("frame %d carries Nats-Msg-Id %q: frames are fenced by the expected last subject sequence alone", i, got)
+			t.Errorf("frame %d carries Nats-Msg-Id %q: frames are fenced by the expected last subject sequence alone", next, got)
 		}
-		if h.Get(subjects.HeaderRequestID) != env.RequestID || h.Get(subjects.HeaderSequence) != itoa(i) {
-			t.Errorf("frame %d headers %v", i, h)
+		if h.Get(subjects.HeaderRequestID) != env.RequestID || h.Get(subjects.HeaderSequence) != itoa(next) {
+			t.Errorf("frame %d headers %v", next, h)
 		}
 		if h.Get(subjects.HeaderTraceparent) != env.Trace.Traceparent || h.Get(subjects.HeaderTracestate) != "k=v" {
-			t.Errorf("frame %d trace headers %v", i, h)
+			t.Errorf("frame %d trace headers %v", next, h)
 		}
+		next += len(msgFrames(t, h, m.Data))
 	}
 	// reasoning, tool call, tool response, 4 text chunks, complete
 	c0, _ := fr[0].Chunk()

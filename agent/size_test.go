@@ -51,23 +51,23 @@ func followFrames(t *testing.T, nc *nats.Conn, id string) func() ([]*e2a.Respons
 		for {
 			select {
 			case m := <-ch:
-				r, err := e2a.ResponseFromJSON(m.Data)
-				if err != nil {
-					t.Fatalf("frame: %v", err)
-				}
+				burst := msgFrames(t, m.Header, m.Data)
 				// The size as published: republishing adds the stream's
-				// headers.
+				// headers. Each frame of a burst gets its message's.
 				h := nats.Header{}
 				for k, v := range m.Header {
 					if !strings.HasPrefix(k, "Nats-") {
 						h[k] = v
 					}
 				}
-				h.Set("Nats-Msg-Id", subjects.FrameMsgID(id, r.Sequence))
+				h.Set("Nats-Msg-Id", subjects.FrameMsgID(id, burst[0].Sequence))
 				h.Set("Nats-Expected-Last-Subject-Sequence", m.Header.Get("Nats-Last-Sequence"))
-				frames = append(frames, r)
-				sizes = append(sizes, streams.MessageSize(&nats.Msg{Header: h, Data: m.Data}))
-				if r.IsFinal {
+				size := streams.MessageSize(&nats.Msg{Header: h, Data: m.Data})
+				for range burst {
+					sizes = append(sizes, size)
+				}
+				frames = append(frames, burst...)
+				if r := burst[len(burst)-1]; r.IsFinal {
 					if err := e2a.CheckFrames(frames); err != nil {
 						t.Fatalf("frames of %s: %v", id, err)
 					}

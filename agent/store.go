@@ -11,7 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // storedMsg is a message read back from a stream.
@@ -29,9 +31,14 @@ type frameHead struct {
 	ResponseID string `json:"response_id"`
 }
 
+// frame reads the last frame m holds: m itself, or the last of a burst.
 func (m *storedMsg) frame() (frameHead, error) {
 	var h frameHead
-	if err := json.Unmarshal(m.data, &h); err != nil {
+	frames, err := e2a.SplitBurst(m.header.Get(subjects.HeaderFrames), m.data)
+	if err != nil {
+		return h, fmt.Errorf("agent: stored message at stream sequence %d: %w", m.seq, err)
+	}
+	if err := json.Unmarshal(frames[len(frames)-1], &h); err != nil {
 		return h, fmt.Errorf("agent: stored frame at stream sequence %d does not decode: %w", m.seq, err)
 	}
 	return h, nil
@@ -138,4 +145,22 @@ func isClosed(err error) bool {
 // headerSafe reports whether s can be a NATS header value as is.
 func headerSafe(s string) bool {
 	return s != "" && !strings.ContainsAny(s, "\r\n") && strings.TrimSpace(s) == s
+}
+
+// storeLease stores a lease message on subject (subjects.ResponseLease) and
+// returns its stream sequence, retrying while the outcome is unknown (a
+// later lease only fences more). Workers of earlier versions fenced the
+// frames they sent in fast batches on the request's lease: a redelivery
+// stores one so that none of those lands after it (a rolling upgrade).
+func storeLease(ctx context.Context, nc *nats.Conn, subject, requestID, workerID string) (uint64, error) {
+	m := nats.NewMsg(subject)
+	if headerSafe(requestID) {
+		m.Header.Set(subjects.HeaderRequestID, requestID)
+	}
+	m.Data = fmt.Appendf(nil, `{"worker":%q}`, workerID)
+	ack, err := publishAcked(ctx, nc, m)
+	if err != nil {
+		return 0, fmt.Errorf("lease %s: %w", subject, err)
+	}
+	return ack.Seq, nil
 }

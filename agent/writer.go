@@ -26,11 +26,11 @@ import (
 
 // Writer writes the ordered frames of one request. The runtime assigns
 // sequence, response_id and timestamp, echoes the request's ids and sets
-// provenance. Each frame is published on the request's response subject,
-// fenced: with the previous frame's stream sequence as the expected last
-// subject sequence, one frame in flight at a time, or, for the frames of
-// Write after the first where the stream takes fast batches, in a batch
-// fenced on the request's lease (see the package documentation).
+// provenance. Frames are published on the request's response subject, one
+// message in flight at a time, fenced: with the previous message's stream
+// sequence as the expected last subject sequence. The frames written while
+// a message is in flight are stored together as the next message, a burst
+// (e2a.SplitBurst; see the package documentation).
 //
 // A Writer is not safe for concurrent use: one goroutine (the handler's)
 // writes. After the final frame every write returns ErrFinalWritten; once
@@ -54,11 +54,12 @@ type Writer interface {
 	// Write writes a frame of any kind (acp.*, a2a.*, ext, or an e2a kind
 	// without coalescing). body must encode as a JSON object; the frame is
 	// validated (§12.2: a final frame is not in_progress, failed ⇔ error kind).
-	// A non-final frame sent in a batch (where the stream takes them: a
-	// first delivery's from frame 0, a redelivery's after its first) is not
-	// waited for: Write returns once it is
-	// sent, a failure is reported by a later write (the final one waits for
-	// the batch), and a fence cancels the handler's context at once.
+	// A non-final frame is not waited for: Write returns once it is queued
+	// (published at once when nothing is in flight, else in the next burst),
+	// a failure to store it is reported by a later write (the final one
+	// waits until every frame before it and itself are stored), and a fence
+	// cancels the handler's context at once. Write waits only while the
+	// queue holds a full burst (max_payload, or maxBurstFrames frames).
 	//
 	// Every write refuses a frame larger than the server's max_payload
 	// (headers included) with an error wrapping ErrFrameTooLarge, at once
@@ -112,14 +113,22 @@ type writer struct {
 
 	mu            sync.Mutex
 	cond          *sync.Cond
-	nextSeq       int64
-	lastStreamSeq uint64
-	published     int // frames this delivery published
+	nextSeq       int64  // the sequence of the next frame to be stored
+	lastStreamSeq uint64 // the stream sequence of the last message stored
+	published     int    // frames this delivery published
 	inflight      bool
-	pending       *pendingText
-	flushNow      bool
-	timer         *time.Timer
-	closedErr     error // handler writes are refused with this error
+	// The burst queue (burst.go): frames encoded and waiting, in order,
+	// from sequence nextSeq+sending; bursting while drain publishes them
+	// (inflight is then set), sending the frames of its message in flight.
+	queue      []queuedFrame
+	queueBytes int
+	bursting   bool
+	sending    int
+	hdrSize    int // headerSize, once computed
+	pending    *pendingText
+	flushNow   bool
+	timer      *time.Timer
+	closedErr  error // handler writes are refused with this error
 	// tooLarge is the ErrFrameTooLarge of a coalesced frame published after
 	// its Chunk returned: the next handler write reports it, and the
 	// runtime's final frame becomes frame_too_large.
@@ -132,21 +141,17 @@ type writer struct {
 	// Publishing state, used by the goroutine publishing the frame in
 	// flight (ordered by mu and inflight).
 	msg         *nats.Msg
-	hdr         [2]string // the values of msg's sequence and expected-last-sequence headers
+	hdr         [3]string // the values of msg's sequence, expected-last-sequence and frame count headers
 	hdrExpected uint64    // the expected last sequence hdr[1] holds
+	hdrFrames   int       // the frame count hdr[2] holds
 	pubCtx      context.Context
 	pubCancel   context.CancelFunc
 	pubDeadline time.Time
 	// frameBuf is the frame bytes' buffer, reused by the publish in flight
-	// (see publish).
+	// (see publish); burstBuf the payload of the burst in flight.
 	frameBuf []byte
-
-	// Batched frames (batch.go): the lease subject (in a header value
-	// slice), the lease they expect (0: none stored), and the open batch.
-	leaseSubj string
-	leaseHdr  [1]string
-	lease     uint64
-	fb        *fastBatch
+	burstBuf []byte
+	sent     []queuedFrame // the frames of the burst in flight
 }
 
 // maxFrameBuf bounds the frame buffer a writer keeps between frames.
@@ -169,8 +174,6 @@ func newWriter(w *worker, env *e2a.Envelope, requestID, subject string, last *st
 	}
 	wr.enc = newFrameEncoder(&wr.tmpl)
 	wr.cond = sync.NewCond(&wr.mu)
-	wr.leaseSubj, _ = subjects.ResponseLease(requestID) // the id made subject
-	wr.leaseHdr[0] = wr.leaseSubj
 	if last != nil {
 		wr.resumeAfter = lastSeq
 		wr.nextSeq = lastSeq + 1
@@ -288,43 +291,19 @@ func (wr *writer) Write(kind, status string, body any, final bool) error {
 	return wr.writeSync(frame{kind: kind, status: status, body: body, final: final, raw: true}, false)
 }
 
-// writeSync publishes f after everything pending, before returning. With
-// runtime set it ignores closedErr (the runtime's own final frame).
+// writeSync queues f after everything pending (see enqueue) and, unless f
+// is a non-final frame of Write, waits until it is stored. With runtime set
+// it ignores closedErr (the runtime's own final frame).
 func (wr *writer) writeSync(f frame, runtime bool) error {
-	wr.mu.Lock()
-	for {
-		if err := wr.writable(runtime); err != nil {
-			wr.mu.Unlock()
-			return err
-		}
-		if wr.pending == nil && !wr.inflight {
-			break
-		}
-		wr.flushNow = true
-		wr.schedule()
-		wr.cond.Wait()
+	seq, err := wr.enqueue(f, runtime)
+	if err != nil || (f.raw && !f.final) {
+		return err
 	}
-	wr.inflight = true
-	seq, batched := wr.nextSeq, wr.batchable(f)
-	wr.mu.Unlock()
-
-	var streamSeq uint64
-	var err error
-	if batched {
-		streamSeq, err = wr.sendBatched(seq, f)
-	} else {
-		streamSeq, err = wr.publishAlone(seq, f)
-	}
-	wr.done(f, streamSeq, err, batched && !f.final)
-	return err
+	return wr.stored(seq)
 }
 
-// publishAlone publishes f on its own, expecting the frame before it, after
-// ending the open batch (whose PubAck gives that frame's sequence).
+// publishAlone publishes f on its own, expecting the message before it.
 func (wr *writer) publishAlone(seq int64, f frame) (uint64, error) {
-	if err := wr.endBatch(); err != nil {
-		return 0, err
-	}
 	wr.mu.Lock()
 	expected := wr.lastStreamSeq
 	wr.mu.Unlock()
@@ -335,7 +314,7 @@ func (wr *writer) publishAlone(seq int64, f frame) (uint64, error) {
 // it has waited long enough (or is full, or a flush is asked). Lock held.
 func (wr *writer) schedule() {
 	p := wr.pending
-	if wr.inflight || p == nil || wr.fatal != nil {
+	if wr.inflight || p == nil || wr.fatal != nil || len(wr.queue) > 0 {
 		return
 	}
 	cfg := &wr.w.cfg
@@ -370,42 +349,37 @@ func (wr *writer) schedule() {
 			}
 			wr.mu.Unlock()
 		}
-		wr.done(f, streamSeq, err, false)
+		wr.done(f, streamSeq, err)
 	}()
 }
 
-// done records the outcome of the frame in flight. A frame sent in an open
-// batch (sentInBatch) has no stream sequence yet: the batch's PubAck sets
-// the last one.
-func (wr *writer) done(f frame, streamSeq uint64, err error, sentInBatch bool) {
+// done records the outcome of the coalesced text frame in flight.
+func (wr *writer) done(f frame, streamSeq uint64, err error) {
 	wr.mu.Lock()
 	if err == nil {
 		wr.nextSeq++
-		if !sentInBatch {
-			wr.lastStreamSeq = streamSeq
-		}
+		wr.lastStreamSeq = streamSeq
 		wr.published++
-		if f.final {
-			wr.final = true
-			wr.finalStatus = f.status
-			if b, ok := f.body.(e2a.ErrorBody); ok {
-				wr.finalCode = b.Code
-			}
-		}
 	}
 	wr.endTurnLocked(err)
 }
 
 // endTurnLocked ends the publishing turn (inflight): err, unless nil or a
-// frame's own error, becomes the writer's failure; waiters wake and the
-// pending text is scheduled. It unlocks wr.mu, then tells onFatal of a new
-// failure.
+// frame's own error, becomes the writer's failure; waiters wake, and the
+// queued frames are drained or else the pending text is scheduled. It
+// unlocks wr.mu, then tells onFatal of a new failure.
 func (wr *writer) endTurnLocked(err error) {
 	wr.inflight = false
 	notify := err != nil && wr.fatal == nil && !isFrameError(err)
 	if notify {
 		wr.fatal = err
 		wr.pending = nil
+	}
+	if wr.fatal != nil {
+		wr.dropQueueLocked()
+	}
+	if len(wr.queue) > 0 {
+		wr.startDrainLocked()
 	}
 	wr.schedule()
 	wr.cond.Broadcast()
@@ -419,7 +393,7 @@ func (wr *writer) endTurnLocked(err error) {
 func (wr *writer) flush() error {
 	wr.mu.Lock()
 	defer wr.mu.Unlock()
-	for (wr.pending != nil || wr.inflight) && wr.fatal == nil {
+	for (wr.pending != nil || wr.inflight || len(wr.queue) > 0) && wr.fatal == nil {
 		wr.flushNow = true
 		wr.schedule()
 		wr.cond.Wait()
@@ -437,22 +411,20 @@ func (wr *writer) close(err error, drop bool) {
 		wr.closedErr = err
 	}
 	if drop {
+		// Handed back: the frames not yet sent are not (the next delivery
+		// writes from the last frame stored); the message in flight is
+		// waited for.
 		wr.pending = nil
 		if wr.timer != nil {
 			wr.timer.Stop()
 			wr.timer = nil
 		}
+		wr.dropQueueLocked()
 	}
 	for wr.inflight {
 		wr.cond.Wait()
 	}
 	wr.releaseCtx()
-	if fb := wr.fb; fb != nil && drop {
-		// Handed back: the next delivery's lease fences whatever of the
-		// batch is still in flight.
-		wr.fb = nil
-		wr.w.batches.remove(fb)
-	}
 	wr.cond.Broadcast()
 	wr.mu.Unlock()
 }
@@ -661,13 +633,13 @@ func (wr *writer) publish(seq int64, expected uint64, f frame) (uint64, error) {
 	// A frame over max_payload would be refused at every attempt until the
 	// request is redelivered to its end: refuse it now.
 	if limit := wr.maxPayload(); limit > 0 {
-		m := wr.message(seq, data)
+		m := wr.message(seq, 1, data)
 		wr.expect(m, expected)
 		if size := streams.MessageSize(m); size > limit {
 			return 0, &frameError{&frameTooLargeError{kind: f.kind, size: size, limit: limit}}
 		}
 	}
-	return wr.publishData(seq, expected, data)
+	return wr.publishData(seq, 1, expected, data)
 }
 
 // maxPayload is the max_payload of the server the connection is on (0:
@@ -727,11 +699,10 @@ func (wr *writer) textBudget(deltaKind string, n int) (int, bool) {
 }
 
 // cheapHeaderBound bounds headerBound without building headers: the
-// request id in two headers (three times, for an escaped message id) and
-// in the lease subject, the trace context, and 320 bytes of names,
-// sequences and framing.
+// request id in two headers (three times, for an escaped message id), the
+// trace context, and 320 bytes of names, sequences, counts and framing.
 func (wr *writer) cheapHeaderBound() int64 {
-	n := 3*len(wr.requestID) + len(wr.leaseSubj) + 320
+	n := 3*len(wr.requestID) + 320
 	if wr.trace != nil {
 		n += len(wr.trace.Traceparent) + len(wr.trace.Tracestate)
 	}
@@ -755,7 +726,7 @@ func (wr *writer) headerBound() int {
 	}
 	h.Set(subjects.HeaderSequence, strconv.FormatInt(math.MaxInt64, 10))
 	h.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(math.MaxUint64, 10))
-	h.Set(jetstream.ExpectedLastSubjSeqSubjHeader, wr.leaseSubj) // a batched frame's lease
+	h.Set(subjects.HeaderFrames, strconv.Itoa(e2a.MaxBurstFrames)) // a burst's
 	return int(streams.MessageSize(&nats.Msg{Header: h}))
 }
 
@@ -800,11 +771,12 @@ func jsonByteLen(c byte) int {
 // maxAttempt bounds one publish attempt.
 const maxAttempt = 2 * time.Second
 
-// message returns the writer's message for frame seq, carrying data. The
-// headers fixed for the request (request id, trace context) are set once;
-// the message is reused frame after frame, which is safe as one frame at a
-// time is in flight and streams.Publish does not keep it.
-func (wr *writer) message(seq int64, data []byte) *nats.Msg {
+// message returns the writer's message for frame seq, carrying data: one
+// frame, or a burst of n frames from seq (n > 1: its E2A-Frames header).
+// The headers fixed for the request (request id, trace context) are set
+// once; the message is reused message after message, which is safe as one
+// message at a time is in flight and streams.Publish does not keep it.
+func (wr *writer) message(seq int64, n int, data []byte) *nats.Msg {
 	m := wr.msg
 	if m == nil {
 		m = nats.NewMsg(wr.subject)
@@ -826,6 +798,14 @@ func (wr *writer) message(seq int64, data []byte) *nats.Msg {
 	// Header.Set would allocate one per frame).
 	wr.hdr[0] = strconv.FormatInt(seq, 10)
 	m.Header[subjects.HeaderSequence] = wr.hdr[0:1:1]
+	if n > 1 {
+		if wr.hdrFrames != n {
+			wr.hdr[2], wr.hdrFrames = strconv.Itoa(n), n
+		}
+		m.Header[subjects.HeaderFrames] = wr.hdr[2:3:3]
+	} else {
+		delete(m.Header, subjects.HeaderFrames)
+	}
 	return m
 }
 
@@ -837,7 +817,6 @@ func (wr *writer) expect(m *nats.Msg, expected uint64) {
 		wr.hdr[1], wr.hdrExpected = strconv.FormatUint(expected, 10), expected
 	}
 	m.Header[jetstream.ExpectedLastSubjSeqHeader] = wr.hdr[1:2:2]
-	delete(m.Header, jetstream.ExpectedLastSubjSeqSubjHeader) // the frame subject's own
 }
 
 // attemptCtx returns a context whose deadline bounds an attempt of d. The
@@ -865,9 +844,10 @@ func (wr *writer) releaseCtx() {
 	}
 }
 
-// publishData publishes the encoded frame seq (see publish).
-func (wr *writer) publishData(seq int64, expected uint64, data []byte) (streamSeq uint64, err error) {
-	m := wr.message(seq, data)
+// publishData publishes data, the encoded frame seq or the burst of n
+// frames from seq (see publish).
+func (wr *writer) publishData(seq int64, n int, expected uint64, data []byte) (streamSeq uint64, err error) {
+	m := wr.message(seq, n, data)
 	wr.expect(m, expected)
 	if wr.spanCtx != nil {
 		span := wr.frameSpan(m.Header, seq)
@@ -888,7 +868,7 @@ func (wr *writer) publishData(seq int64, expected uint64, data []byte) (streamSe
 		ctx := wr.attemptCtx(min(time.Until(deadline), maxAttempt))
 		ack, err := streams.Publish(ctx, js.Conn(), m)
 		if err == nil {
-			wr.w.metrics.frames.WithLabelValues(wr.w.pool).Inc()
+			wr.w.metrics.frames.WithLabelValues(wr.w.pool).Add(float64(n))
 			return ack.Seq, nil
 		}
 		switch {

@@ -263,11 +263,10 @@ func diagnose(t *testing.T, js jetstream.JetStream, nc *nats.Conn, ids []string)
 		msgs, err := streams.DirectGetAll(ctx, nc, streams.ResponsesStream, subj, 0, 256)
 		var final bool
 		if len(msgs) > 0 {
-			var h struct {
-				IsFinal bool `json:"is_final"`
+			last := msgs[len(msgs)-1] // one frame, or a burst
+			if fr, ferr := e2a.BurstResponses(last.Header.Get(subjects.HeaderFrames), last.Data); ferr == nil {
+				final = fr[len(fr)-1].IsFinal
 			}
-			_ = json.Unmarshal(msgs[len(msgs)-1].Data, &h)
-			final = h.IsFinal
 		}
 		if !final {
 			reqSubj, _ := subjects.Request(demo.Pool, id)
@@ -568,7 +567,8 @@ func readSSE(ctx context.Context, base func() string, hdr http.Header, id string
 	return seqs, fmt.Errorf("no final frame: %v", lastErr)
 }
 
-// waitFrames waits until id has at least n frames.
+// waitFrames waits until id has at least n stored messages (each one frame
+// or a burst: at least n frames).
 func waitFrames(t *testing.T, ctx context.Context, nc *nats.Conn, id string, n int) {
 	t.Helper()
 	subj, _ := subjects.Response(id)
@@ -605,11 +605,11 @@ func storedFrames(t *testing.T, ctx context.Context, nc *nats.Conn, id string) [
 	}
 	var out []*e2a.Response
 	for _, m := range msgs {
-		r, err := e2a.ResponseFromJSON(m.Data)
+		fr, err := e2a.BurstResponses(m.Header.Get(subjects.HeaderFrames), m.Data)
 		if err != nil {
 			t.Fatalf("%s: frame at %d: %v", id, m.Seq, err)
 		}
-		out = append(out, r)
+		out = append(out, fr...)
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package ingress_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -194,12 +195,18 @@ func checkAcceptedID(p *pipeline, id, self string, fail func(string, ...any)) {
 		return
 	}
 	fs, _ := subjects.Response(id)
-	frames, err := streams.DirectGetAll(ctx, p.nc, streams.ResponsesStream, fs, 0, 256)
-	if err != nil || len(frames) != len(got.Frames) {
-		fail("id %+q: %d stored frames, %v", id, len(frames), err)
+	msgs, err := streams.DirectGetAll(ctx, p.nc, streams.ResponsesStream, fs, 0, 256)
+	stored := 0
+	for _, m := range msgs {
+		n, cerr := e2a.BurstCount(m.Header.Get(subjects.HeaderFrames))
+		err = errors.Join(err, cerr)
+		stored += n // a message holds one frame or a burst
+	}
+	if err != nil || stored != len(got.Frames) {
+		fail("id %+q: %d stored frames, %v", id, stored, err)
 		return
 	}
-	for i, f := range frames {
+	for i, f := range msgs {
 		if a, b := f.Header.Get(subjects.HeaderMsgID), f.Header.Get(subjects.HeaderRequestID); a != "" || b != id {
 			fail("id %+q: frame %d headers Nats-Msg-Id %+q, E2A-Request-Id %+q", id, i, a, b)
 			return

@@ -46,11 +46,14 @@ func (c Config) RequestsStreamConfig() jetstream.StreamConfig {
 }
 
 // ResponsesStreamConfig returns the definition of E2A_RESPONSES: subjects
-// e2a.resp.> (frames on e2a.resp.<id>, a redelivered worker's lease on
-// e2a.resp.<id>.lease), limits retention, ResponsesMaxAge and
-// ResponsesMaxBytes (DiscardOld), the Duplicates window, direct gets
-// allowed, fast batch publishing allowed (a worker's bursts of frames,
-// fenced by the lease after a delivery's first frame), and every stored frame — not a lease — republished
+// e2a.resp.> (messages of one frame or a burst of frames on e2a.resp.<id>;
+// e2a.resp.<id>.lease held the leases of earlier versions' workers),
+// limits retention, ResponsesMaxAge and ResponsesMaxBytes (DiscardOld), the
+// Duplicates window, direct gets allowed, fast batch publishing allowed
+// (workers of earlier versions wrote frames in fast batches fenced on the
+// lease: kept so that a rolling upgrade does not change their path; the
+// runtime now stores a burst as one message), and every stored message on
+// e2a.resp.<id> republished
 // by the server to e2a.live.<id> with the headers Nats-Stream, Nats-Subject,
 // Nats-Sequence, Nats-Time-Stamp and Nats-Last-Sequence (stream sequence of
 // the previous message on the same subject, 0 for the first).

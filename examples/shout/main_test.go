@@ -47,12 +47,16 @@ func TestShout(t *testing.T) {
 		if err != nil {
 			t.Fatalf("frames: %v (logs: %s)", err, logs.String())
 		}
-		f, err := e2a.ResponseFromJSON(m.Data)
+		// One frame, or a burst of them (E2A-Frames).
+		burst, err := e2a.BurstResponses(m.Header.Get(subjects.HeaderFrames), m.Data)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c, err := f.Chunk(); err == nil {
-			text.WriteString(c.Delta.(string))
+		f := burst[len(burst)-1]
+		for _, g := range burst {
+			if c, err := g.Chunk(); err == nil {
+				text.WriteString(c.Delta.(string))
+			}
 		}
 		if f.IsFinal {
 			if got := strings.TrimSpace(text.String()); got != "HELLO FROM THE PIPELINE" || f.Status != e2a.StatusSucceeded {

@@ -505,12 +505,12 @@ func TestChaos(t *testing.T) {
 		}
 		frames := make([]*e2a.Response, 0, len(msgs))
 		for _, m := range msgs {
-			f, err := e2a.ResponseFromJSON(m.Data)
+			fr, err := e2a.BurstResponses(m.Header.Get(subjects.HeaderFrames), m.Data)
 			if err != nil {
 				storedErrs = append(storedErrs, fmt.Sprintf("%s: %v", id, err))
 				break
 			}
-			frames = append(frames, f)
+			frames = append(frames, fr...)
 		}
 		if err := e2a.CheckFrames(frames); err != nil {
 			storedErrs = append(storedErrs, fmt.Sprintf("%s: %v", id, err))

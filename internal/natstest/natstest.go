@@ -55,18 +55,6 @@ func WithSyncAlways() Option { return func(o *options) { o.embedded.SyncAlways =
 // headers included, they accept) to n bytes instead of the default 1 MiB.
 func WithMaxPayload(n int32) Option { return func(o *options) { o.embedded.MaxPayload = n } }
 
-// WithMaxBatchesPerStream bounds the fast batches the servers keep open at
-// once on one stream to n instead of the default 1,000.
-func WithMaxBatchesPerStream(n int) Option {
-	return func(o *options) { o.embedded.MaxBatchesPerStream = n }
-}
-
-// WithBatchTimeout makes the servers forget a fast batch that received
-// nothing for d instead of the default 10 s.
-func WithBatchTimeout(d time.Duration) Option {
-	return func(o *options) { o.embedded.BatchTimeout = d }
-}
-
 func buildOptions(opts []Option) options {
 	o := options{cfg: Config()}
 	for _, opt := range opts {
