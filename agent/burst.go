@@ -2,6 +2,8 @@ package agent
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 )
@@ -25,17 +27,27 @@ import (
 // maxBurstFrames bounds the frames of one burst.
 const maxBurstFrames = 256
 
-// queuedFrame is an encoded frame waiting in the burst queue.
-type queuedFrame struct {
-	data         []byte
-	final        bool
-	status, code string
+// burstBufs holds the writers' queue and burst buffers between requests
+// (at most maxFrameBuf each), so that a request's frames are encoded into a
+// buffer that has served before.
+var burstBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// getBurstBuf returns an empty buffer from burstBufs.
+func getBurstBuf() []byte { return (*burstBufs.Get().(*[]byte))[:0] }
+
+// putBurstBuf returns b to burstBufs unless it grew past maxFrameBuf.
+func putBurstBuf(b []byte) {
+	if b != nil && cap(b) <= maxFrameBuf {
+		b = b[:0]
+		burstBufs.Put(&b)
+	}
 }
 
-// enqueue encodes f as the frame after everything queued or in flight and
-// queues it, starting the drain when nothing is in flight. It returns the
-// frame's sequence, or the writer's failure, or f's own error (a frameError:
-// invalid, or too large for one message) without queueing anything.
+// enqueue encodes f as the frame after everything queued or in flight,
+// appended to the queued burst, and starts the drain when nothing is in
+// flight. It returns the frame's sequence, or the writer's failure, or f's
+// own error (a frameError: invalid, or too large for one message) without
+// queueing anything.
 func (wr *writer) enqueue(f frame, runtime bool) (int64, error) {
 	wr.mu.Lock()
 	defer wr.mu.Unlock()
@@ -53,33 +65,51 @@ func (wr *writer) enqueue(f frame, runtime bool) (int64, error) {
 		wr.schedule()
 		wr.cond.Wait()
 	}
-	seq := wr.nextSeq + int64(wr.sending+len(wr.queue))
-	data, err := wr.encode(seq, f)
+	seq := wr.nextSeq + int64(wr.sending+wr.queued)
+	if wr.queueBuf == nil {
+		wr.queueBuf = getBurstBuf()
+	}
+	start := len(wr.queueBuf)
+	if start > 0 {
+		wr.queueBuf = append(wr.queueBuf, '\n')
+	}
+	buf, err := wr.appendFrame(wr.queueBuf, seq, f)
 	if err != nil {
+		wr.queueBuf = wr.queueBuf[:start]
 		return 0, err
+	}
+	wr.queueBuf = buf
+	size := len(buf) - start
+	if start > 0 {
+		size--
 	}
 	limit := wr.maxPayload()
 	if limit > 0 {
-		if size := int64(wr.headerSize() + len(data)); size > limit {
-			return 0, &frameError{&frameTooLargeError{kind: f.kind, size: size, limit: limit}}
+		if n := int64(wr.headerSize() + size); n > limit {
+			wr.queueBuf = wr.queueBuf[:start]
+			return 0, &frameError{&frameTooLargeError{kind: f.kind, size: n, limit: limit}}
 		}
 	}
-	// Room in the queued burst: wait while it is full (the drain takes it
-	// whole; the sequence fixed above stays this frame's).
-	for len(wr.queue) > 0 && !wr.fits(len(data), limit) {
-		wr.cond.Wait()
-		if err := wr.writable(runtime); err != nil {
-			return 0, err
+	if start > 0 && !wr.fits(len(wr.queueBuf), limit) {
+		// The queued burst is full: take the frame out, wait until the
+		// drain takes the burst (the sequence fixed above stays this
+		// frame's), and queue it then.
+		data := slices.Clone(wr.queueBuf[len(wr.queueBuf)-size:])
+		wr.queueBuf = wr.queueBuf[:start]
+		for wr.queued > 0 {
+			wr.cond.Wait()
+			if err := wr.writable(runtime); err != nil {
+				return 0, err
+			}
 		}
+		wr.queueBuf = append(wr.queueBuf[:0], data...)
 	}
-	q := queuedFrame{data: data, final: f.final, status: f.status}
+	wr.queued++
+	wr.queueFinal, wr.queueStatus, wr.queueCode = f.final, f.status, ""
 	if b, ok := f.body.(e2a.ErrorBody); ok {
-		q.code = b.Code
+		wr.queueCode = b.Code
 	}
-	wr.queue = append(wr.queue, q)
-	wr.queueBytes += len(data)
 	if !wr.inflight {
-		wr.inflight = true
 		wr.startDrainLocked()
 	}
 	return seq, nil
@@ -94,13 +124,14 @@ func (wr *writer) headerSize() int {
 	return wr.hdrSize
 }
 
-// fits reports whether a frame of n bytes joins the queued burst within
-// limit (0: unknown) and maxBurstFrames. Lock held.
+// fits reports whether a burst payload of n bytes holding the queued
+// frames and one more stays within limit (0: unknown) and maxBurstFrames.
+// Lock held.
 func (wr *writer) fits(n int, limit int64) bool {
-	if len(wr.queue) >= maxBurstFrames {
+	if wr.queued+1 > maxBurstFrames {
 		return false
 	}
-	return limit <= 0 || int64(wr.queueBytes+len(wr.queue)+n+wr.headerSize()) <= limit
+	return limit <= 0 || int64(n+wr.headerSize()) <= limit
 }
 
 // stored waits until frame seq is stored, or the writer fails.
@@ -116,7 +147,7 @@ func (wr *writer) stored(seq int64) error {
 	return wr.fatal
 }
 
-// startDrainLocked starts publishing the queue, inflight being set. Lock
+// startDrainLocked starts publishing the queue, setting inflight. Lock
 // held.
 func (wr *writer) startDrainLocked() {
 	wr.inflight, wr.bursting = true, true
@@ -125,66 +156,56 @@ func (wr *writer) startDrainLocked() {
 
 // dropQueueLocked forgets the frames not yet sent. Lock held.
 func (wr *writer) dropQueueLocked() {
-	clear(wr.queue)
-	wr.queue, wr.queueBytes = wr.queue[:0], 0
+	wr.queued, wr.queueFinal = 0, false
+	if wr.queueBuf != nil {
+		wr.queueBuf = wr.queueBuf[:0]
+	}
 }
 
 // drain publishes the queue, a burst at a time, each expecting the message
 // before it, until it is empty or the writer fails; then it ends the
-// publishing turn.
+// publishing turn. Once the final frame is stored the buffers go back to
+// burstBufs.
 func (wr *writer) drain() {
 	wr.mu.Lock()
-	for len(wr.queue) > 0 && wr.fatal == nil {
-		first, expected := wr.nextSeq, wr.lastStreamSeq
-		wr.sent, wr.queue = append(wr.sent[:0], wr.queue...), wr.queue[:0]
-		wr.sending, wr.queueBytes = len(wr.sent), 0
+	for wr.queued > 0 && wr.fatal == nil {
+		first, expected, n := wr.nextSeq, wr.lastStreamSeq, wr.queued
+		final, status, code := wr.queueFinal, wr.queueStatus, wr.queueCode
+		// The queue's buffer is the burst's payload; the next frames go
+		// into the other one.
+		if wr.sentBuf == nil {
+			wr.sentBuf = getBurstBuf()
+		}
+		data := wr.queueBuf
+		wr.queueBuf, wr.sentBuf = wr.sentBuf[:0], data
+		wr.sending, wr.queued, wr.queueFinal = n, 0, false
 		wr.cond.Broadcast() // room in the queue
 		wr.mu.Unlock()
 		if wr.w.cfg.beforeBurst != nil {
-			wr.w.cfg.beforeBurst(wr.requestID, first, len(wr.sent))
+			wr.w.cfg.beforeBurst(wr.requestID, first, n)
 		}
-		streamSeq, err := wr.publishBurst(first, expected, wr.sent)
+		streamSeq, err := wr.publishData(first, n, expected, data)
 		wr.mu.Lock()
 		wr.sending = 0
 		if err != nil {
 			wr.bursting = false
-			clear(wr.sent)
+			if n > 1 {
+				err = fmt.Errorf("burst of %d frames: %w", n, err)
+			}
 			wr.endTurnLocked(err)
 			return
 		}
-		n := len(wr.sent)
 		wr.nextSeq += int64(n)
 		wr.lastStreamSeq = streamSeq
 		wr.published += n
-		if last := wr.sent[n-1]; last.final {
-			wr.final, wr.finalStatus, wr.finalCode = true, last.status, last.code
+		if final {
+			wr.final, wr.finalStatus, wr.finalCode = true, status, code
+			putBurstBuf(wr.queueBuf)
+			putBurstBuf(wr.sentBuf)
+			wr.queueBuf, wr.sentBuf = nil, nil
 		}
-		clear(wr.sent)
 		wr.cond.Broadcast()
 	}
 	wr.bursting = false
 	wr.endTurnLocked(nil)
-}
-
-// publishBurst publishes frames (sequences first, first+1, …) as one message
-// expecting stream sequence expected: the frame itself when there is one,
-// else a burst.
-func (wr *writer) publishBurst(first int64, expected uint64, frames []queuedFrame) (uint64, error) {
-	if len(frames) == 1 {
-		return wr.publishData(first, 1, expected, frames[0].data)
-	}
-	buf := wr.burstBuf[:0]
-	for _, q := range frames {
-		buf = e2a.AppendBurst(buf, q.data)
-	}
-	streamSeq, err := wr.publishData(first, len(frames), expected, buf)
-	if cap(buf) <= maxFrameBuf {
-		wr.burstBuf = buf[:0]
-	} else {
-		wr.burstBuf = nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("burst of %d frames: %w", len(frames), err)
-	}
-	return streamSeq, nil
 }

@@ -117,18 +117,25 @@ type writer struct {
 	lastStreamSeq uint64 // the stream sequence of the last message stored
 	published     int    // frames this delivery published
 	inflight      bool
-	// The burst queue (burst.go): frames encoded and waiting, in order,
-	// from sequence nextSeq+sending; bursting while drain publishes them
-	// (inflight is then set), sending the frames of its message in flight.
-	queue      []queuedFrame
-	queueBytes int
-	bursting   bool
-	sending    int
-	hdrSize    int // headerSize, once computed
-	pending    *pendingText
-	flushNow   bool
-	timer      *time.Timer
-	closedErr  error // handler writes are refused with this error
+	// The burst queue (burst.go): queued frames encoded and waiting, in
+	// order, from sequence nextSeq+sending, joined by line feeds in
+	// queueBuf (a burst's payload as built); queueFinal when the last is
+	// final, with its status and error code. bursting while drain
+	// publishes them (inflight is then set), sending the frames of its
+	// message in flight, whose payload is sentBuf.
+	queueBuf    []byte
+	queued      int
+	queueFinal  bool
+	queueStatus string
+	queueCode   string
+	bursting    bool
+	sending     int
+	sentBuf     []byte
+	hdrSize     int // headerSize, once computed
+	pending     *pendingText
+	flushNow    bool
+	timer       *time.Timer
+	closedErr   error // handler writes are refused with this error
 	// tooLarge is the ErrFrameTooLarge of a coalesced frame published after
 	// its Chunk returned: the next handler write reports it, and the
 	// runtime's final frame becomes frame_too_large.
@@ -144,14 +151,9 @@ type writer struct {
 	hdr         [3]string // the values of msg's sequence, expected-last-sequence and frame count headers
 	hdrExpected uint64    // the expected last sequence hdr[1] holds
 	hdrFrames   int       // the frame count hdr[2] holds
-	pubCtx      context.Context
-	pubCancel   context.CancelFunc
-	pubDeadline time.Time
 	// frameBuf is the frame bytes' buffer, reused by the publish in flight
-	// (see publish); burstBuf the payload of the burst in flight.
+	// (see publish).
 	frameBuf []byte
-	burstBuf []byte
-	sent     []queuedFrame // the frames of the burst in flight
 }
 
 // maxFrameBuf bounds the frame buffer a writer keeps between frames.
@@ -314,7 +316,7 @@ func (wr *writer) publishAlone(seq int64, f frame) (uint64, error) {
 // it has waited long enough (or is full, or a flush is asked). Lock held.
 func (wr *writer) schedule() {
 	p := wr.pending
-	if wr.inflight || p == nil || wr.fatal != nil || len(wr.queue) > 0 {
+	if wr.inflight || p == nil || wr.fatal != nil || wr.queued > 0 {
 		return
 	}
 	cfg := &wr.w.cfg
@@ -378,7 +380,7 @@ func (wr *writer) endTurnLocked(err error) {
 	if wr.fatal != nil {
 		wr.dropQueueLocked()
 	}
-	if len(wr.queue) > 0 {
+	if wr.queued > 0 {
 		wr.startDrainLocked()
 	}
 	wr.schedule()
@@ -393,7 +395,7 @@ func (wr *writer) endTurnLocked(err error) {
 func (wr *writer) flush() error {
 	wr.mu.Lock()
 	defer wr.mu.Unlock()
-	for (wr.pending != nil || wr.inflight || len(wr.queue) > 0) && wr.fatal == nil {
+	for (wr.pending != nil || wr.inflight || wr.queued > 0) && wr.fatal == nil {
 		wr.flushNow = true
 		wr.schedule()
 		wr.cond.Wait()
@@ -424,7 +426,6 @@ func (wr *writer) close(err error, drop bool) {
 	for wr.inflight {
 		wr.cond.Wait()
 	}
-	wr.releaseCtx()
 	wr.cond.Broadcast()
 	wr.mu.Unlock()
 }
@@ -435,7 +436,6 @@ func (wr *writer) close(err error, drop bool) {
 // handler, the final frame is e2a.error frame_too_large instead: the
 // request ends at once rather than being redelivered.
 func (wr *writer) finish(f frame) (bool, error) {
-	defer wr.idle()
 	if err := wr.flush(); err != nil {
 		return false, err
 	}
@@ -464,16 +464,6 @@ func tooLargeFrame(err error) frame {
 	return errorFrame(e2a.ErrCodeFrameTooLarge, err.Error(), false, nil)
 }
 
-// idle releases the attempt context unless a frame is in flight (then its
-// timer just expires).
-func (wr *writer) idle() {
-	wr.mu.Lock()
-	if !wr.inflight {
-		wr.releaseCtx()
-	}
-	wr.mu.Unlock()
-}
-
 func (wr *writer) state() (final bool, status, code string, fatal error, published int) {
 	wr.mu.Lock()
 	defer wr.mu.Unlock()
@@ -499,6 +489,12 @@ func (wr *writer) encode(seq int64, f frame) ([]byte, error) { return wr.encodeT
 // encodeTo is encode into dst's array when it has room (dst's contents are
 // dropped).
 func (wr *writer) encodeTo(dst []byte, seq int64, f frame) ([]byte, error) {
+	return wr.appendFrame(dst[:0], seq, f)
+}
+
+// appendFrame appends the frame's JSON to dst (see encode). On an error dst
+// is returned unchanged in length.
+func (wr *writer) appendFrame(dst []byte, seq int64, f frame) ([]byte, error) {
 	// A chunk whose delta is a string (text, reasoning) is appended in place
 	// by the pre-encoded path; other bodies go through json.Marshal.
 	cb, isChunk := f.body.(e2a.ChunkBody)
@@ -548,14 +544,18 @@ func (wr *writer) encodeTo(dst []byte, seq int64, f frame) ([]byte, error) {
 		if !wr.enc.ok {
 			complete()
 			m := r // r itself stays on the stack
-			return e2a.MarshalResponse(&m)
+			b, err := e2a.MarshalResponse(&m)
+			if err != nil {
+				return dst, err
+			}
+			return append(dst, b...), nil
 		}
 	}
 	n := wr.enc.size() + len(f.status) + len(f.kind) + e2a.TimeLen + len(body)
 	if inPlace {
 		n += 40 + len(cb.DeltaKind) + len(cb.MimeType) + len(delta) + len(delta)/8
 	}
-	out := wr.enc.appendHead(slices.Grow(dst[:0], n), id, seq, f.final, f.status, f.kind, now)
+	out := wr.enc.appendHead(slices.Grow(dst, n), id, seq, f.final, f.status, f.kind, now)
 	if inPlace {
 		out = appendChunkBody(out, &cb, delta)
 	} else {
@@ -819,31 +819,6 @@ func (wr *writer) expect(m *nats.Msg, expected uint64) {
 	m.Header[jetstream.ExpectedLastSubjSeqHeader] = wr.hdr[1:2:2]
 }
 
-// attemptCtx returns a context whose deadline bounds an attempt of d. The
-// context of the previous attempt is reused while its deadline is within
-// d/8 of the one asked for (the frames of a request follow each other
-// closely): no new context and timer per frame. Used by the publishing
-// goroutine only (one frame in flight).
-func (wr *writer) attemptCtx(d time.Duration) context.Context {
-	want := time.Now().Add(d)
-	if wr.pubCtx != nil && wr.pubCtx.Err() == nil && !wr.pubDeadline.After(want) && want.Sub(wr.pubDeadline) <= d/8 {
-		return wr.pubCtx
-	}
-	wr.releaseCtx()
-	wr.pubCtx, wr.pubCancel = context.WithDeadline(context.Background(), want)
-	wr.pubDeadline = want
-	return wr.pubCtx
-}
-
-// releaseCtx stops the timer of the attempt context, if any. Nothing may be
-// publishing.
-func (wr *writer) releaseCtx() {
-	if wr.pubCancel != nil {
-		wr.pubCancel()
-		wr.pubCtx, wr.pubCancel = nil, nil
-	}
-}
-
 // publishData publishes data, the encoded frame seq or the burst of n
 // frames from seq (see publish).
 func (wr *writer) publishData(seq int64, n int, expected uint64, data []byte) (streamSeq uint64, err error) {
@@ -865,15 +840,16 @@ func (wr *writer) publishData(seq int64, n int, expected uint64, data []byte) (s
 		return nil
 	}
 	for {
-		ctx := wr.attemptCtx(min(time.Until(deadline), maxAttempt))
-		ack, err := streams.Publish(ctx, js.Conn(), m)
+		ack, err := streams.PublishWithin(js.Conn(), m, max(min(time.Until(deadline), maxAttempt), time.Millisecond))
 		if err == nil {
 			wr.w.metrics.frames.WithLabelValues(wr.w.pool).Add(float64(n))
 			return ack.Seq, nil
 		}
 		switch {
 		case isWrongLastSeq(err):
+			ctx, cancel := context.WithTimeout(context.Background(), max(min(time.Until(deadline), maxAttempt), time.Millisecond))
 			last, gerr := leaderLastMsg(ctx, js, wr.w.streams.Responses, wr.subject)
+			cancel()
 			if gerr != nil {
 				err = gerr
 				break

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -37,6 +38,21 @@ type PubAck struct {
 // allocations. m is not kept.
 func Publish(ctx context.Context, nc *nats.Conn, m *nats.Msg) (PubAck, error) {
 	resp, err := nc.RequestMsgWithContext(ctx, m)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return PubAck{}, jetstream.ErrNoStreamResponse
+		}
+		return PubAck{}, err
+	}
+	return readPubAck(resp.Data)
+}
+
+// PublishWithin is Publish bounded by timeout instead of a context: the
+// request waits on a timer from nats.go's pool, so a writer publishing
+// message after message allocates no context and timer for each. A
+// timeout is nats.ErrTimeout; the other errors are Publish's.
+func PublishWithin(nc *nats.Conn, m *nats.Msg, timeout time.Duration) (PubAck, error) {
+	resp, err := nc.RequestMsg(m, timeout)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
 			return PubAck{}, jetstream.ErrNoStreamResponse

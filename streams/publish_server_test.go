@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -52,5 +53,27 @@ func TestPublishAgainstServer(t *testing.T) {
 	}
 	if _, err := streams.Publish(ctx, nc, nats.NewMsg("nostream")); !errors.Is(err, jetstream.ErrNoStreamResponse) {
 		t.Fatalf("no stream: %v", err)
+	}
+	// PublishWithin: the same acknowledgements and errors, bounded by a
+	// timeout.
+	m = nats.NewMsg("pub.a")
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "3")
+	if a, err := streams.PublishWithin(nc, m, 5*time.Second); err != nil || a.Seq != 5 {
+		t.Fatalf("PublishWithin: %+v %v", a, err)
+	}
+	if _, err := streams.PublishWithin(nc, m, 5*time.Second); !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
+		t.Fatalf("PublishWithin, wrong last sequence: %v", err)
+	}
+	if _, err := streams.PublishWithin(nc, nats.NewMsg("nostream"), 5*time.Second); !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		t.Fatalf("PublishWithin, no stream: %v", err)
+	}
+	// A subject someone answers too late: the timeout.
+	sub, err := nc.Subscribe("slow.reply", func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if _, err := streams.PublishWithin(nc, nats.NewMsg("slow.reply"), 50*time.Millisecond); !errors.Is(err, nats.ErrTimeout) {
+		t.Fatalf("PublishWithin, no answer: %v", err)
 	}
 }
