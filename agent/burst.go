@@ -98,9 +98,9 @@ func (wr *writer) enqueue(f frame, runtime bool) (int64, error) {
 		wr.queueBuf = wr.queueBuf[:start]
 		for wr.queued > 0 {
 			wr.cond.Wait()
-			if err := wr.writable(runtime); err != nil {
-				return 0, err
-			}
+		}
+		if err := wr.writable(runtime); err != nil {
+			return 0, err
 		}
 		wr.queueBuf = append(wr.queueBuf[:0], data...)
 	}
@@ -134,11 +134,19 @@ func (wr *writer) fits(n int, limit int64) bool {
 	return limit <= 0 || int64(n+wr.headerSize()) <= limit
 }
 
-// stored waits until frame seq is stored, or the writer fails.
+// stored waits until frame seq (queued) is stored, the writer fails, or
+// the frame is dropped unsent (the request handed back: close): then it
+// returns the error the writer was closed with.
 func (wr *writer) stored(seq int64) error {
 	wr.mu.Lock()
 	defer wr.mu.Unlock()
 	for wr.nextSeq <= seq && wr.fatal == nil {
+		if seq >= wr.nextSeq+int64(wr.sending+wr.queued) {
+			if wr.closedErr != nil {
+				return wr.closedErr
+			}
+			return ErrWriterClosed
+		}
 		wr.cond.Wait()
 	}
 	if wr.nextSeq > seq {
@@ -154,12 +162,14 @@ func (wr *writer) startDrainLocked() {
 	go wr.drain()
 }
 
-// dropQueueLocked forgets the frames not yet sent. Lock held.
+// dropQueueLocked forgets the frames not yet sent, and wakes whoever waits
+// for one of them. Lock held.
 func (wr *writer) dropQueueLocked() {
 	wr.queued, wr.queueFinal = 0, false
 	if wr.queueBuf != nil {
 		wr.queueBuf = wr.queueBuf[:0]
 	}
+	wr.cond.Broadcast()
 }
 
 // drain publishes the queue, a burst at a time, each expecting the message

@@ -272,3 +272,47 @@ func TestRedeliveryResumesAfterBurst(t *testing.T) {
 		t.Fatalf("%d frames %q, want 012345 and the final", len(fr), text(t, fr))
 	}
 }
+
+// A request handed back at shutdown while its final frame waits behind a
+// message in flight drops the frames not yet sent: the handler's Complete
+// returns (with the shutdown) instead of waiting for a frame that will
+// never be stored, and only what was sent is stored.
+func TestHandBackDropsQueuedFinal(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	const id = "dropfinal-1"
+	hold, taken, release := holdFirst(id)
+	completed := make(chan error, 1)
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if err := chunk(w, "a"); err != nil {
+			return err
+		}
+		<-taken // frame 0 is in flight, held
+		err := w.Complete("done")
+		completed <- err
+		return err
+	})
+	w := startWorker(t, s.connect(t), "dropfinal", h, agent.WithDrainTimeout(100*time.Millisecond),
+		agent.WithAckWait(30*time.Second), hold)
+	waitConsumer(t, s.js, "dropfinal")
+	publish(t, s.js, "dropfinal", request(id, nil))
+	<-taken
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.stop() }()
+	select {
+	case err := <-completed:
+		if err == nil {
+			t.Fatal("Complete returned nil: the dropped final frame was reported stored")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Complete still waits for a final frame the hand-back dropped")
+	}
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	fr, _ := storedFrames(t, s.nc, id)
+	if len(fr) != 1 || text(t, fr) != "a" {
+		t.Fatalf("stored %d frames %q, want frame 0 alone", len(fr), text(t, fr))
+	}
+}
