@@ -37,14 +37,7 @@ type PubAck struct {
 // publish once per frame, and that decode was a tenth of their
 // allocations. m is not kept.
 func Publish(ctx context.Context, nc *nats.Conn, m *nats.Msg) (PubAck, error) {
-	resp, err := nc.RequestMsgWithContext(ctx, m)
-	if err != nil {
-		if errors.Is(err, nats.ErrNoResponders) {
-			return PubAck{}, jetstream.ErrNoStreamResponse
-		}
-		return PubAck{}, err
-	}
-	return readPubAck(resp.Data)
+	return pubAckOf(nc.RequestMsgWithContext(ctx, m))
 }
 
 // PublishWithin is Publish bounded by timeout instead of a context: the
@@ -52,7 +45,12 @@ func Publish(ctx context.Context, nc *nats.Conn, m *nats.Msg) (PubAck, error) {
 // message after message allocates no context and timer for each. A
 // timeout is nats.ErrTimeout; the other errors are Publish's.
 func PublishWithin(nc *nats.Conn, m *nats.Msg, timeout time.Duration) (PubAck, error) {
-	resp, err := nc.RequestMsg(m, timeout)
+	return pubAckOf(nc.RequestMsg(m, timeout))
+}
+
+// pubAckOf reads the outcome of a publish's request: its reply, or its
+// error (no responders: no stream listens on the subject).
+func pubAckOf(resp *nats.Msg, err error) (PubAck, error) {
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
 			return PubAck{}, jetstream.ErrNoStreamResponse

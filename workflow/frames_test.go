@@ -1,11 +1,8 @@
 package workflow
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,20 +19,8 @@ import (
 func TestStreamFramesBursts(t *testing.T) {
 	_, nc := natstest.RunServer(t)
 	const id = "wf-burst-1"
-	frame := func(seq int64, final bool) []byte {
-		r := e2a.Response{ProtocolVersion: "1.0", ResponseID: fmt.Sprintf("r%d", seq), RequestID: id, Sequence: seq,
-			IsFinal: final, Status: e2a.StatusInProgress, ResponseKind: e2a.KindChunk, Timestamp: e2a.FormatTime(time.Now()),
-			Provenance: e2a.Provenance{SourceProtocol: e2a.SourceA2E},
-			Body:       e2a.MarshalBody(e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: "x"})}
-		if final {
-			r.Status, r.ResponseKind, r.Body = e2a.StatusSucceeded, e2a.KindComplete, e2a.MarshalBody(e2a.CompleteBody{Result: "ok"})
-		}
-		data, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
-	}
+	frame := func(seq int64, final bool) []byte { return natstest.Frame(id, seq, final) }
+
 	// frame 0 alone, a burst of 1..3, a burst of 4..5 ending with the final frame
 	last := natstest.PublishBurst(t, nc, id, 0, 0, frame(0, false))
 	last = natstest.PublishBurst(t, nc, id, 1, last, frame(1, false), frame(2, false), frame(3, false))

@@ -211,27 +211,6 @@ func TestTailCommand(t *testing.T) {
 	}
 }
 
-// burstFrame builds frame seq of id: a text chunk, or the final e2a.complete.
-func burstFrame(t *testing.T, id string, seq int64, final bool) []byte {
-	t.Helper()
-	r := e2a.ResponseFor(&e2a.Envelope{RequestID: id})
-	r.ResponseID = id + "-" + strconv.FormatInt(seq, 10)
-	r.Sequence, r.Timestamp = seq, e2a.Now()
-	r.Provenance = e2a.Provenance{SourceProtocol: e2a.SourceE2A}
-	if final {
-		r.IsFinal, r.Status, r.ResponseKind = true, e2a.StatusSucceeded, e2a.KindComplete
-		r.Body = e2a.MarshalBody(e2a.CompleteBody{Result: map[string]any{"content": "done"}})
-	} else {
-		r.Status, r.ResponseKind = e2a.StatusInProgress, e2a.KindChunk
-		r.Body = e2a.MarshalBody(e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: "piece"})
-	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // TestReplayCommandBursts: `e2a replay` prints a frame record per frame of
 // a burst (with its place in the burst) and exits 0; a burst whose
 // payload does not hold the frames E2A-Frames counts makes it exit 1.
@@ -243,9 +222,9 @@ func TestReplayCommandBursts(t *testing.T) {
 	if _, err := runPublishOne(ctx, cfg, `{"request_id":"cli-burst","params":{"text":"x"}}`, "nobody"); err != nil {
 		t.Fatal(err)
 	}
-	s0 := natstest.PublishBurst(t, nc, "cli-burst", 0, 0, burstFrame(t, "cli-burst", 0, false))
-	s1 := natstest.PublishBurst(t, nc, "cli-burst", 1, s0, burstFrame(t, "cli-burst", 1, false), burstFrame(t, "cli-burst", 2, false))
-	natstest.PublishBurst(t, nc, "cli-burst", 3, s1, burstFrame(t, "cli-burst", 3, false), burstFrame(t, "cli-burst", 4, true))
+	s0 := natstest.PublishBurst(t, nc, "cli-burst", 0, 0, natstest.Frame("cli-burst", 0, false))
+	s1 := natstest.PublishBurst(t, nc, "cli-burst", 1, s0, natstest.Frame("cli-burst", 1, false), natstest.Frame("cli-burst", 2, false))
+	natstest.PublishBurst(t, nc, "cli-burst", 3, s1, natstest.Frame("cli-burst", 3, false), natstest.Frame("cli-burst", 4, true))
 	var out, errOut bytes.Buffer
 	if err := runReplay(ctx, cfg, []string{"cli-burst"}, &out, &errOut); err != nil {
 		t.Fatalf("replay: %v\n%s\n%s", err, errOut.String(), out.String())
@@ -279,7 +258,7 @@ func TestReplayCommandBursts(t *testing.T) {
 	m.Header.Set(subjects.HeaderRequestID, "cli-bad-burst")
 	m.Header.Set(subjects.HeaderSequence, "0")
 	m.Header.Set(subjects.HeaderFrames, "3")
-	m.Data = e2a.AppendBurst(burstFrame(t, "cli-bad-burst", 0, false), burstFrame(t, "cli-bad-burst", 1, true))
+	m.Data = e2a.AppendBurst(natstest.Frame("cli-bad-burst", 0, false), natstest.Frame("cli-bad-burst", 1, true))
 	if _, err := nc.RequestMsg(m, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -43,22 +43,7 @@ func publishRequest(t *testing.T, js jetstream.JetStream, pool string, env *e2a.
 }
 
 // frame builds frame seq of id: text chunks, and a final e2a.complete.
-func frame(id string, seq int64, final bool) []byte {
-	r := e2a.ResponseFor(&e2a.Envelope{RequestID: id})
-	r.ResponseID = id + "-" + strconv.FormatInt(seq, 10)
-	r.Sequence = seq
-	r.Timestamp = e2a.Now()
-	r.Provenance = e2a.Provenance{SourceProtocol: e2a.SourceE2A}
-	if final {
-		r.IsFinal, r.Status, r.ResponseKind = true, e2a.StatusSucceeded, e2a.KindComplete
-		r.Body = e2a.MarshalBody(e2a.CompleteBody{Result: map[string]any{"content": "done"}})
-	} else {
-		r.Status, r.ResponseKind = e2a.StatusInProgress, e2a.KindChunk
-		r.Body = e2a.MarshalBody(e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: "piece " + strconv.FormatInt(seq, 10)})
-	}
-	b, _ := json.Marshal(r)
-	return b
-}
+func frame(id string, seq int64, final bool) []byte { return natstest.Frame(id, seq, final) }
 
 // publishFrame stores a frame with the headers the agent writer sets
 // (without fencing, so that tests can store broken sequences).

@@ -502,3 +502,26 @@ func PublishBurst(t testing.TB, nc *nats.Conn, requestID string, first int64, ex
 	}
 	return ack.Seq
 }
+
+// Frame returns frame seq of request id as an agent would store it: a text
+// chunk ("piece <seq>", in progress), or, when final, the final
+// e2a.complete frame (result {"content":"done"}).
+func Frame(id string, seq int64, final bool) []byte {
+	r := e2a.ResponseFor(&e2a.Envelope{RequestID: id})
+	r.ResponseID = id + "-" + strconv.FormatInt(seq, 10)
+	r.Sequence = seq
+	r.Timestamp = e2a.Now()
+	r.Provenance = e2a.Provenance{SourceProtocol: e2a.SourceE2A}
+	if final {
+		r.IsFinal, r.Status, r.ResponseKind = true, e2a.StatusSucceeded, e2a.KindComplete
+		r.Body = e2a.MarshalBody(e2a.CompleteBody{Result: map[string]any{"content": "done"}})
+	} else {
+		r.Status, r.ResponseKind = e2a.StatusInProgress, e2a.KindChunk
+		r.Body = e2a.MarshalBody(e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: "piece " + strconv.FormatInt(seq, 10)})
+	}
+	b, err := e2a.MarshalResponse(&r)
+	if err != nil {
+		panic(err) // a frame built above always encodes
+	}
+	return b
+}
