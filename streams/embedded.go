@@ -61,15 +61,6 @@ type EmbeddedOptions struct {
 	// MaxPayload is the server's max_payload, the largest message (headers
 	// included) it accepts; 0 = the server's default (1 MiB).
 	MaxPayload int32
-	// MaxBatchesPerStream bounds the fast batches open at once on one
-	// stream (the server's JetStream limit max_batch_inflight_per_stream);
-	// 0 = the server's default (1,000). Past it the server refuses a new
-	// batch, and a worker writes that batch's frames one at a time.
-	MaxBatchesPerStream int
-	// BatchTimeout is how long the server keeps a fast batch that receives
-	// nothing before it forgets it (its JetStream limit max_batch_timeout);
-	// 0 = the server's default (10 s).
-	BatchTimeout time.Duration
 }
 
 // Embedded is a JetStream server running in this process.
@@ -105,9 +96,6 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	if opts.MaxMemory < 0 || opts.MaxStore < 0 {
 		return nil, fmt.Errorf("%w: negative JetStream limits", ErrInvalidOptions)
 	}
-	if opts.MaxBatchesPerStream < 0 || opts.BatchTimeout < 0 {
-		return nil, fmt.Errorf("%w: max batches per stream %d, batch timeout %v", ErrInvalidOptions, opts.MaxBatchesPerStream, opts.BatchTimeout)
-	}
 	if opts.MaxPayload < 0 {
 		return nil, fmt.Errorf("%w: max payload %d", ErrInvalidOptions, opts.MaxPayload)
 	}
@@ -133,8 +121,6 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		JetStreamMaxStore:  opts.MaxStore,
 		MaxPayload:         opts.MaxPayload,
 	}
-	sopts.JetStreamLimits.MaxBatchInflightPerStream = opts.MaxBatchesPerStream
-	sopts.JetStreamLimits.MaxBatchTimeout = opts.BatchTimeout
 	if c := opts.Cluster; c != nil {
 		if c.Name == "" || strings.ContainsAny(c.Name, " \t\r\n") {
 			e.cleanup()

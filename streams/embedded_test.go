@@ -25,12 +25,6 @@ func TestEmbeddedOptions(t *testing.T) {
 	if _, err := streams.StartEmbedded(streams.EmbeddedOptions{ServerName: "a b"}); !errors.Is(err, streams.ErrInvalidOptions) {
 		t.Fatalf("bad server name: %v", err)
 	}
-	if _, err := streams.StartEmbedded(streams.EmbeddedOptions{MaxBatchesPerStream: -1}); !errors.Is(err, streams.ErrInvalidOptions) {
-		t.Fatalf("negative max batches per stream: %v", err)
-	}
-	if _, err := streams.StartEmbedded(streams.EmbeddedOptions{BatchTimeout: -time.Second}); !errors.Is(err, streams.ErrInvalidOptions) {
-		t.Fatalf("negative batch timeout: %v", err)
-	}
 }
 
 func TestEmbeddedTempDirAndTCP(t *testing.T) {
