@@ -112,15 +112,27 @@ func (s *TaskStore) Get(ctx context.Context, kind, id string) (*TaskRecord, erro
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrTaskNotFound, err)
 	}
+	var value []byte
 	e, err := s.kv.Get(ctx, key)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		// A direct get may be answered by a replica a write behind: a
+		// record created a moment ago (ACP session/new, then its first
+		// session/prompt) would read as missing. The bucket's leader
+		// confirms the absence.
+		if value, err = s.leaderValue(ctx, key); err != nil {
+			return nil, err
+		}
+		if value == nil {
 			return nil, ErrTaskNotFound
 		}
+	case err != nil:
 		return nil, err
+	default:
+		value = e.Value()
 	}
 	var rec TaskRecord
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+	if err := json.Unmarshal(value, &rec); err != nil {
 		return nil, fmt.Errorf("ingress: task record %s: %w", key, err)
 	}
 	return &rec, nil
@@ -237,4 +249,21 @@ func (s *TaskStore) list(ctx context.Context, kind string, max int, keep func(*T
 		}
 	}
 	return out, nil
+}
+
+// leaderValue reads key's value as the bucket stream's leader holds it
+// (streams.LeaderLastBySubject): nil when the key holds nothing, or its last
+// entry is a delete or purge marker.
+func (s *TaskStore) leaderValue(ctx context.Context, key string) ([]byte, error) {
+	m, err := streams.LeaderLastBySubject(ctx, s.nc, "KV_"+streams.TasksBucket, subjects.KV(streams.TasksBucket, key))
+	if errors.Is(err, streams.ErrNoMessages) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ingress: task record %s: %w", key, err)
+	}
+	if op := m.Header.Get(subjects.HeaderKVOperation); op == "DEL" || op == "PURGE" {
+		return nil, nil
+	}
+	return m.Data, nil
 }

@@ -52,6 +52,9 @@ const (
 	// HeaderNumPending is the number of messages left after a batched direct
 	// get reply.
 	HeaderNumPending = "Nats-Num-Pending"
+	// HeaderKVOperation marks a key-value entry that deletes ("DEL") or
+	// purges ("PURGE") its key (nats.go's KeyValue writes it).
+	HeaderKVOperation = "KV-Operation"
 	// HeaderStreamSource describes the origin of a sourced message:
 	// "<stream> <seq> <filter> <transform> <original subject>".
 	HeaderStreamSource = "Nats-Stream-Source"

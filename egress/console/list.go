@@ -292,7 +292,7 @@ func (l *lister) readRange(ctx context.Context, filter string, lo, hi uint64) ([
 			if m.Seq >= hi {
 				return out, nil
 			}
-			if m.Header.Get(kvOperationHeader) != "" {
+			if m.Header.Get(subjects.HeaderKVOperation) != "" {
 				continue // delete or purge marker
 			}
 			out = append(out, m)
@@ -360,6 +360,3 @@ func (l *lister) resolve(ctx context.Context, msgs []streams.RawMsg, isRecord bo
 	wg.Wait()
 	return out
 }
-
-// kvOperationHeader marks KV delete and purge markers.
-const kvOperationHeader = "KV-Operation"
