@@ -455,6 +455,14 @@ func fixedBase(base string) func() string { return func() string { return base }
 // elects new leaders, each attempt to the URL base gives (another replica
 // after one died), with the headers hdr.
 func postUntilAccepted(client *http.Client, base func() string, hdr http.Header, id string) bool {
+	_, ok := postUntilAcceptedWhy(client, base, hdr, id)
+	return ok
+}
+
+// postUntilAcceptedWhy is postUntilAccepted, which also returns what the
+// last refused attempt got (an HTTP status and the start of its body, or
+// the client's error): the clue when a test sees no request accepted.
+func postUntilAcceptedWhy(client *http.Client, base func() string, hdr http.Header, id string) (last string, ok bool) {
 	for attempt := 0; attempt < 40; attempt++ {
 		req, _ := http.NewRequest(http.MethodPost, base()+"/v1/requests", strings.NewReader(requestBody(id, `"frames":3,"delay_ms":20`)))
 		req.Header.Set("Content-Type", "application/json")
@@ -463,15 +471,19 @@ func postUntilAccepted(client *http.Client, base func() string, hdr http.Header,
 		}
 		resp, err := client.Do(req)
 		if err == nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusAccepted {
-				return true
+				return "", true
 			}
+			last = fmt.Sprintf("%s: %d %q", req.URL.Host, resp.StatusCode, body)
+		} else {
+			last = err.Error()
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	return false
+	return last, false
 }
 
 // sseStalls counts SSE attempts abandoned because nothing arrived for

@@ -107,6 +107,7 @@ func TestProductionDeployment(t *testing.T) {
 		wg          sync.WaitGroup
 		firstAfterN atomic.Int64
 		natsKilled  time.Time
+		lastRefusal atomic.Value // what the last request given up on got
 	)
 	for cl := range 3 {
 		wg.Add(1)
@@ -114,7 +115,9 @@ func TestProductionDeployment(t *testing.T) {
 			defer wg.Done()
 			for !stop.Load() && ctx.Err() == nil {
 				id := fmt.Sprintf("load-%d-%d", cl, n.Add(1))
-				if !postUntilAccepted(client, pick, auth, id) {
+				why, ok := postUntilAcceptedWhy(client, pick, auth, id)
+				if !ok {
+					lastRefusal.Store(why)
 					continue
 				}
 				ph := phase.Load()
@@ -160,7 +163,7 @@ func TestProductionDeployment(t *testing.T) {
 		len(ids), perPhase[0].Load(), perPhase[1].Load(), perPhase[2].Load())
 	for ph := range perPhase {
 		if perPhase[ph].Load() == 0 {
-			t.Fatalf("no request accepted in phase %d", ph)
+			t.Fatalf("no request accepted in phase %d (the last refused POST got: %v)", ph, lastRefusal.Load())
 		}
 	}
 
