@@ -316,3 +316,39 @@ func TestHandBackDropsQueuedFinal(t *testing.T) {
 		t.Fatalf("stored %d frames %q, want frame 0 alone", len(fr), text(t, fr))
 	}
 }
+
+// A burst holds at most 256 frames: with frame 0 held in flight, chunks
+// 1…256 fill the queued burst, and chunk 257 waits until that burst is
+// taken, then starts the next one.
+func TestBurstBoundedByFrames(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	const id = "manyframes-1"
+	hold, taken, release := holdFirst(id)
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		for i := range 300 {
+			if i == 257 {
+				close(release) // chunks 1…256 are queued: the burst is full
+			}
+			if err := chunk(w, "x"); err != nil {
+				return err
+			}
+			if i == 0 {
+				<-taken
+			}
+		}
+		return w.Complete("done")
+	})
+	startWorker(t, s.connect(t), "manyframes", h, agent.WithoutHeartbeats(), hold)
+	waitConsumer(t, s.js, "manyframes")
+	publish(t, s.js, "manyframes", request(id, nil))
+	fr := waitFinal(t, s.nc, id, 20*time.Second)
+	if len(fr) != 301 {
+		t.Fatalf("%d frames, want 301", len(fr))
+	}
+	_, msgs := storedFrames(t, s.nc, id)
+	counts := frameCounts(t, msgs)
+	if len(counts) < 3 || counts[0] != 1 || counts[1] != 256 {
+		t.Fatalf("frames per stored message %v, want 1, then 256, then the rest", counts)
+	}
+}

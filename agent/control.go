@@ -60,9 +60,11 @@ func Cancel(ctx context.Context, js jetstream.JetStream, requestID string) (Canc
 	}
 	if last != nil {
 		// The last message's last frame (a message may hold a burst).
-		if fr, ferr := e2a.BurstResponses(last.header.Get(subjects.HeaderFrames), last.data); ferr == nil && fr[len(fr)-1].IsFinal {
-			res.AlreadyFinished, res.Final = true, fr[len(fr)-1]
-			return res, nil
+		if data, _, ferr := e2a.LastInBurst(last.header.Get(subjects.HeaderFrames), last.data); ferr == nil {
+			if f, ferr := e2a.ResponseFromJSON(data); ferr == nil && f.IsFinal {
+				res.AlreadyFinished, res.Final = true, f
+				return res, nil
+			}
 		}
 	}
 	body, _ := json.Marshal(controlMsg{Type: ControlCancel, RequestID: requestID, Timestamp: e2a.FormatTime(time.Now())})

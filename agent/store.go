@@ -34,11 +34,11 @@ type frameHead struct {
 // frame reads the last frame m holds: m itself, or the last of a burst.
 func (m *storedMsg) frame() (frameHead, error) {
 	var h frameHead
-	frames, err := e2a.SplitBurst(m.header.Get(subjects.HeaderFrames), m.data)
+	last, _, err := e2a.LastInBurst(m.header.Get(subjects.HeaderFrames), m.data)
 	if err != nil {
 		return h, fmt.Errorf("agent: stored message at stream sequence %d: %w", m.seq, err)
 	}
-	if err := json.Unmarshal(frames[len(frames)-1], &h); err != nil {
+	if err := json.Unmarshal(last, &h); err != nil {
 		return h, fmt.Errorf("agent: stored frame at stream sequence %d does not decode: %w", m.seq, err)
 	}
 	return h, nil

@@ -58,6 +58,33 @@ func SplitBurst(count string, data []byte) ([][]byte, error) {
 	return out, nil
 }
 
+// CheckBurst returns how many frames a stored response message whose
+// E2A-Frames header is count holds, after checking, without allocating,
+// what SplitBurst checks: for a count above 1, that data holds that many
+// non-empty frames joined by single line feeds. Its error wraps
+// ErrInvalidBurst.
+func CheckBurst(count string, data []byte) (int, error) {
+	n, err := BurstCount(count)
+	if err != nil || n == 1 {
+		return n, err
+	}
+	if bytes.Count(data, []byte{'\n'}) != n-1 || data[0] == '\n' || data[len(data)-1] == '\n' || bytes.Contains(data, []byte("\n\n")) {
+		return 0, fmt.Errorf("%w: payload of %d bytes does not hold %d frames joined by line feeds", ErrInvalidBurst, len(data), n)
+	}
+	return n, nil
+}
+
+// LastInBurst returns the last frame of a stored response message whose
+// E2A-Frames header is count (data itself for one frame), and how many
+// frames it holds, checked as CheckBurst does, without allocating.
+func LastInBurst(count string, data []byte) (last []byte, n int, err error) {
+	n, err = CheckBurst(count, data)
+	if err != nil || n == 1 {
+		return data, n, err
+	}
+	return data[bytes.LastIndexByte(data, '\n')+1:], n, nil
+}
+
 // NextInBurst cuts the first frame of a burst's payload: frame is what
 // precedes the first line feed (all of data when there is none) and rest
 // what follows it. It allocates nothing; SplitBurst checks the count.

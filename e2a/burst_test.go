@@ -69,9 +69,18 @@ func FuzzSplitBurst(f *testing.F) {
 			if !errors.Is(err, e2a.ErrInvalidBurst) {
 				t.Fatalf("error %v does not wrap ErrInvalidBurst", err)
 			}
+			if _, cerr := e2a.CheckBurst(count, data); cerr == nil {
+				t.Fatalf("CheckBurst accepts what SplitBurst refuses (%v)", err)
+			}
 			return
 		}
 		n, _ := e2a.BurstCount(count)
+		if m, cerr := e2a.CheckBurst(count, data); cerr != nil || m != n {
+			t.Fatalf("CheckBurst = %d, %v where SplitBurst holds %d frames", m, cerr, n)
+		}
+		if last, m, lerr := e2a.LastInBurst(count, data); lerr != nil || m != n || !bytes.Equal(last, frames[n-1]) {
+			t.Fatalf("LastInBurst = %q, %d, %v; want %q", last, m, lerr, frames[n-1])
+		}
 		if len(frames) != n {
 			t.Fatalf("%d frames for count %q", len(frames), count)
 		}

@@ -601,7 +601,7 @@ func (r *Reader) accept(streamSeq uint64, hdr nats.Header, data []byte, live boo
 // its place's, a final frame before its last) leaves the reader as it was.
 // The frames' Raw are sub-slices of data.
 func (r *Reader) acceptBurst(streamSeq uint64, hdr nats.Header, count string, data []byte, live bool) error {
-	n, err := burstCount(count, data)
+	n, err := e2a.CheckBurst(count, data)
 	if err != nil {
 		return fmt.Errorf("%w: request %q stream sequence %d: %w", ErrInvalidFrame, r.requestID, streamSeq, err)
 	}
@@ -641,33 +641,6 @@ func (r *Reader) acceptBurst(streamSeq uint64, hdr nats.Header, count string, da
 		}
 	}
 	return nil
-}
-
-// burstCount returns how many frames a stored response message holds,
-// given its E2A-Frames header count: 1 when count is empty, else the count
-// once data is checked to hold that many non-empty frames joined by single
-// line feeds (what e2a.SplitBurst checks, without allocating). Its error
-// wraps e2a.ErrInvalidBurst.
-func burstCount(count string, data []byte) (int, error) {
-	n, err := e2a.BurstCount(count)
-	if err != nil || n == 1 {
-		return n, err
-	}
-	if bytes.Count(data, []byte{'\n'}) != n-1 || data[0] == '\n' || data[len(data)-1] == '\n' || bytes.Contains(data, []byte("\n\n")) {
-		return 0, fmt.Errorf("%w: payload of %d bytes does not hold %d frames joined by line feeds", e2a.ErrInvalidBurst, len(data), n)
-	}
-	return n, nil
-}
-
-// lastInMessage returns the last frame of a stored response message with
-// headers hdr and payload data: data itself, or the last frame of a burst.
-// Its error wraps e2a.ErrInvalidBurst.
-func lastInMessage(hdr nats.Header, data []byte) ([]byte, error) {
-	n, err := burstCount(hdr.Get(subjects.HeaderFrames), data)
-	if err != nil || n == 1 {
-		return data, err
-	}
-	return data[bytes.LastIndexByte(data, '\n')+1:], nil
 }
 
 // acceptFrame takes frame seq of a message (data is the frame alone),

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/tracing"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -605,7 +606,7 @@ func (s *Service) lastFrame(ctx context.Context, id string) (*lastInfo, error) {
 		return nil, err
 	}
 	li := &lastInfo{streamSeq: headerUint(msg, subjects.HeaderStreamSequence)}
-	data, err := lastInMessage(msg.Header, msg.Data)
+	data, _, err := e2a.LastInBurst(msg.Header.Get(subjects.HeaderFrames), msg.Data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: request %q stream sequence %d: %w", ErrInvalidFrame, id, li.streamSeq, err)
 	}

@@ -255,7 +255,7 @@ func (s *TaskStore) list(ctx context.Context, kind string, max int, keep func(*T
 // (streams.LeaderLastBySubject): nil when the key holds nothing, or its last
 // entry is a delete or purge marker.
 func (s *TaskStore) leaderValue(ctx context.Context, key string) ([]byte, error) {
-	m, err := streams.LeaderLastBySubject(ctx, s.nc, "KV_"+streams.TasksBucket, subjects.KV(streams.TasksBucket, key))
+	m, err := streams.LeaderLastBySubject(ctx, s.nc, streams.KVStream(streams.TasksBucket), subjects.KV(streams.TasksBucket, key))
 	if errors.Is(err, streams.ErrNoMessages) {
 		return nil, nil
 	}

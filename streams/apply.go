@@ -198,7 +198,7 @@ func applyStream(ctx context.Context, js jetstream.JetStream, want jetstream.Str
 
 func applyKeyValue(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) Change {
 	c := Change{Kind: KindKeyValue, Name: want.Bucket}
-	s, err := js.Stream(ctx, kvStreamName(want.Bucket))
+	s, err := js.Stream(ctx, KVStream(want.Bucket))
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		if _, err := js.CreateKeyValue(ctx, want); err != nil {
 			c.Action, c.Err = ActionFailed, err
@@ -229,8 +229,10 @@ func applyKeyValue(ctx context.Context, js jetstream.JetStream, want jetstream.K
 	return c
 }
 
-// kvStreamName is the name of the stream backing a bucket.
-func kvStreamName(bucket string) string { return "KV_" + bucket }
+// KVStream is the name of the stream backing key-value bucket bucket
+// (the JetStream convention, KV_<bucket>): for direct and leader reads of
+// a bucket's entries.
+func KVStream(bucket string) string { return "KV_" + bucket }
 
 // kvStreamView returns the fields of the stream backing bucket kv that a
 // KeyValueConfig controls, with the client library's defaults applied.
@@ -257,7 +259,7 @@ func kvStreamView(kv jetstream.KeyValueConfig) jetstream.StreamConfig {
 		comp = jetstream.S2Compression
 	}
 	return jetstream.StreamConfig{
-		Name:                   kvStreamName(kv.Bucket),
+		Name:                   KVStream(kv.Bucket),
 		Description:            kv.Description,
 		MaxMsgsPerSubject:      history,
 		MaxAge:                 kv.TTL,

@@ -43,20 +43,11 @@ func (s *StreamFrames) Frames(ctx context.Context, requestID string) ([]*e2a.Res
 	out := make([]*e2a.Response, 0, len(msgs))
 	for _, m := range msgs {
 		// A message may hold a burst of consecutive frames (E2A-Frames).
-		frames, err := e2a.SplitBurst(m.Header.Get(subjects.HeaderFrames), m.Data)
+		frames, err := e2a.BurstResponses(m.Header.Get(subjects.HeaderFrames), m.Data)
 		if err != nil {
 			return nil, fmt.Errorf("workflow: message at stream sequence %d: %w", m.Seq, err)
 		}
-		for i, data := range frames {
-			r, err := e2a.ResponseFromJSON(data)
-			if err != nil && len(frames) > 1 {
-				return nil, fmt.Errorf("workflow: frame %d of %d at stream sequence %d: %w", i+1, len(frames), m.Seq, err)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("workflow: frame at stream sequence %d: %w", m.Seq, err)
-			}
-			out = append(out, r)
-		}
+		out = append(out, frames...)
 	}
 	return out, nil
 }

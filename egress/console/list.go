@@ -163,9 +163,9 @@ func (l *lister) progress(ctx context.Context, requestID string) (*progress, err
 		return nil, fmt.Errorf("console: read frames: %w", err)
 	}
 	// The last message may hold a burst of frames: its last one counts.
-	frames, err := e2a.SplitBurst(last.Header.Get(subjects.HeaderFrames), last.Data)
+	data, n, err := e2a.LastInBurst(last.Header.Get(subjects.HeaderFrames), last.Data)
 	var f frameFields
-	if err != nil || json.Unmarshal(frames[len(frames)-1], &f) != nil || f.Sequence < int64(len(frames)-1) {
+	if err != nil || json.Unmarshal(data, &f) != nil || f.Sequence < int64(n-1) {
 		// An undecodable frame (or burst): the request has frames, what
 		// they say is for the stream view.
 		return &progress{Status: StatusRunning}, nil
@@ -177,7 +177,7 @@ func (l *lister) progress(ctx context.Context, requestID string) (*progress, err
 			p.Status, p.ErrorCode = StatusFailed, f.Body.Code
 		}
 	}
-	if f.Sequence == int64(len(frames)-1) {
+	if f.Sequence == int64(n-1) {
 		// The last message holds frame 0 too: it is also the first.
 		p.FirstFrame = last.Time.UTC()
 		return p, nil
