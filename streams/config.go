@@ -38,6 +38,11 @@ const (
 	WorkflowLocalBucket   = "A2E_LOCAL"
 	WorkflowSessionBucket = "A2E_SESSION"
 	WorkflowCacheBucket   = "A2E_CACHE"
+	// BridgeBucket holds the bridges' conversations (package bridge): per
+	// pool, principal and conversation, the upstream's task and context ids
+	// and the request ids of its turns; keys expire after Config.TasksTTL.
+	// The bridge pools create or update it at start-up.
+	BridgeBucket = "E2A_BRIDGE"
 )
 
 const (

@@ -152,6 +152,7 @@ var validBucket = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 //   - E2A_RATELIMIT: one revision, RateLimitTTL.
 //   - A2E_LOCAL (no TTL), A2E_SESSION (24 h), A2E_CACHE (10 min): the
 //     workflow executor's buckets, created by the workflow pool.
+//   - E2A_BRIDGE: one revision, TasksTTL; created by the bridge pools.
 //
 // Any other valid bucket name gets one revision and no TTL; adjust the
 // returned value as needed and pass it to Apply with WithKeyValue.
@@ -187,6 +188,9 @@ func (c Config) KeyValueConfig(bucket string) (jetstream.KeyValueConfig, error) 
 	case WorkflowCacheBucket:
 		kv.Description = "A2E workflow operation cache"
 		kv.TTL = 10 * time.Minute
+	case BridgeBucket:
+		kv.Description = "E2A bridges: upstream task and context ids and turns per conversation"
+		kv.TTL = c.TasksTTL
 	}
 	return kv, nil
 }

@@ -1,0 +1,243 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// Upstream is an agent outside the pipeline, reached by one protocol.
+type Upstream interface {
+	// Name names the upstream in metrics and logs: its kind and address,
+	// never a credential (e.g. "openai http://localhost:8000").
+	Name() string
+	// Call sends env to the upstream and writes its answer through w as
+	// the request's frames, ending with the final one (or returning an
+	// error for the runtime to end it: an *Error, or any error Classify
+	// reads). ctx is done when the request is cancelled, past its deadline
+	// or handed back.
+	Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) error
+}
+
+// Option configures New.
+type Option func(*config) error
+
+type config struct {
+	maxInFlight int
+	retries     int
+	base, cap   time.Duration
+	reg         prometheus.Registerer
+	log         *slog.Logger
+	sleep       func(context.Context, time.Duration) error
+}
+
+// WithMaxInFlight bounds the upstream calls in flight at once in this
+// process (≥ 1, default 64); requests beyond it wait for a slot.
+func WithMaxInFlight(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("%w: max in flight %d must be ≥ 1", ErrInvalidOption, n)
+		}
+		c.maxInFlight = n
+		return nil
+	}
+}
+
+// WithRetry sets how a call that failed retryably before writing anything
+// is retried: at most retries more times (0..20, default 3), waiting a
+// random time up to base·2^attempt, at most max (full jitter), or the
+// upstream's Retry-After when it is longer (bounded by max).
+func WithRetry(retries int, base, max time.Duration) Option {
+	return func(c *config) error {
+		if retries < 0 || retries > 20 || base <= 0 || max < base {
+			return fmt.Errorf("%w: retry %d, %v..%v (want 0..20 retries, 0 < base ≤ max)", ErrInvalidOption, retries, base, max)
+		}
+		c.retries, c.base, c.cap = retries, base, max
+		return nil
+	}
+}
+
+// WithMetrics registers the bridge's metrics (e2a_bridge_*) with r.
+func WithMetrics(r prometheus.Registerer) Option {
+	return func(c *config) error {
+		if r == nil {
+			return fmt.Errorf("%w: nil registerer", ErrInvalidOption)
+		}
+		c.reg = r
+		return nil
+	}
+}
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		c.log = l
+		return nil
+	}
+}
+
+// Handler is an Upstream served as an agent.Handler (see the package
+// documentation for what it adds).
+type Handler struct {
+	pool  string
+	up    Upstream
+	cfg   config
+	slots chan struct{}
+	m     *metrics
+}
+
+var (
+	_ agent.Handler = (*Handler)(nil)
+	_ agent.Resumer = (*Handler)(nil)
+)
+
+// New returns the handler of pool that calls up. Errors wrap
+// ErrInvalidOption, or are the metrics' registration errors.
+func New(pool string, up Upstream, opts ...Option) (*Handler, error) {
+	if up == nil || pool == "" {
+		return nil, fmt.Errorf("%w: a pool and an upstream are required", ErrInvalidOption)
+	}
+	c := config{maxInFlight: 64, retries: 3, base: 200 * time.Millisecond, cap: 10 * time.Second, log: slog.Default(), sleep: sleepCtx}
+	for _, o := range opts {
+		if err := o(&c); err != nil {
+			return nil, err
+		}
+	}
+	m, err := newMetrics(c.reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Handler{pool: pool, up: up, cfg: c, slots: make(chan struct{}, c.maxInFlight), m: m}, nil
+}
+
+// Resumable reports whether the upstream can resume a request another
+// worker started (an Upstream implementing agent.Resumer says so itself).
+func (h *Handler) Resumable() bool {
+	r, ok := h.up.(agent.Resumer)
+	return ok && r.Resumable()
+}
+
+// Serve calls the upstream for env, bounded, retried and measured.
+func (h *Handler) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+	name := h.up.Name()
+	select {
+	case h.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-h.slots }()
+	h.m.inFlight.WithLabelValues(h.pool, name).Inc()
+	defer h.m.inFlight.WithLabelValues(h.pool, name).Dec()
+
+	start := time.Now()
+	cw := &countingWriter{Writer: w, first: func() {
+		h.m.ttft.WithLabelValues(h.pool, name).Observe(time.Since(start).Seconds())
+	}}
+	var err error
+	for attempt := 0; ; attempt++ {
+		err = Classify(h.up.Call(ctx, env, cw))
+		if err == nil || cw.n > 0 || attempt >= h.cfg.retries || ctx.Err() != nil {
+			break
+		}
+		var be *Error
+		if !errors.As(err, &be) || !be.Retryable {
+			break
+		}
+		wait := h.backoff(attempt, be.RetryAfter)
+		h.m.retries.WithLabelValues(h.pool, name).Inc()
+		h.cfg.log.Info("upstream call failed before any frame; retrying", "pool", h.pool, "upstream", name,
+			"request_id", env.RequestID, "code", be.Code, "attempt", attempt+1, "wait", wait)
+		if serr := h.cfg.sleep(ctx, wait); serr != nil {
+			break
+		}
+	}
+	h.m.duration.WithLabelValues(h.pool, name).Observe(time.Since(start).Seconds())
+	h.m.calls.WithLabelValues(h.pool, name, outcome(err)).Inc()
+	var be *Error
+	if errors.As(err, &be) {
+		h.cfg.log.Warn("upstream call failed", "pool", h.pool, "upstream", name, "request_id", env.RequestID,
+			"code", be.Code, "retryable", be.Retryable, "frames_written", cw.n, "err", be.Message)
+		return be.AgentError()
+	}
+	return err
+}
+
+// backoff is the wait before retry attempt+1: full jitter up to
+// base·2^attempt (at most the cap), or the upstream's Retry-After when
+// longer (at most the cap).
+func (h *Handler) backoff(attempt int, after time.Duration) time.Duration {
+	ceil := min(h.cfg.base<<min(attempt, 20), h.cfg.cap)
+	d := time.Duration(rand.Int64N(int64(ceil) + 1))
+	return min(max(d, after), h.cfg.cap)
+}
+
+// outcome is a call's outcome label: ok, the error code, or cancelled.
+func outcome(err error) string {
+	var be *Error
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.As(err, &be):
+		return be.Code
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "cancelled"
+	}
+	return "error"
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// countingWriter counts the frames written through it: a call that wrote
+// any is never retried from the start.
+type countingWriter struct {
+	agent.Writer
+	n     int
+	first func()
+}
+
+func (c *countingWriter) wrote() {
+	if c.n == 0 && c.first != nil {
+		c.first()
+	}
+	c.n++
+}
+
+func (c *countingWriter) Chunk(kind string, delta any) error {
+	c.wrote()
+	return c.Writer.Chunk(kind, delta)
+}
+
+func (c *countingWriter) Complete(result any) error {
+	c.wrote()
+	return c.Writer.Complete(result)
+}
+
+func (c *countingWriter) Fail(code, message string, retryable bool) error {
+	c.wrote()
+	return c.Writer.Fail(code, message, retryable)
+}
+
+func (c *countingWriter) Write(kind, status string, body any, final bool) error {
+	c.wrote()
+	return c.Writer.Write(kind, status, body, final)
+}

@@ -1,0 +1,292 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/tracing"
+)
+
+// Credentials are what the bridge sends the upstream to authenticate: an
+// API key (sent as "Authorization: Bearer <key>", the OpenAI convention and
+// A2A's bearer scheme) and extra headers (e.g. "X-API-Key"). They are
+// secrets: String and LogValue print only which are set, and nothing of
+// them is ever written to a frame, a stream or a log.
+type Credentials struct {
+	APIKey  string
+	Headers map[string]string
+}
+
+// String names the credentials without their values.
+func (c Credentials) String() string {
+	var parts []string
+	if c.APIKey != "" {
+		parts = append(parts, "api key")
+	}
+	for k := range c.Headers {
+		parts = append(parts, "header "+http.CanonicalHeaderKey(k))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// LogValue keeps the values out of structured logs.
+func (c Credentials) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
+// GoString keeps the values out of %#v.
+func (c Credentials) GoString() string { return "bridge.Credentials{" + c.String() + "}" }
+
+// apply sets the credentials on h.
+func (c Credentials) apply(h http.Header) {
+	if c.APIKey != "" {
+		h.Set("Authorization", "Bearer "+c.APIKey)
+	}
+	for k, v := range c.Headers {
+		h.Set(k, v)
+	}
+}
+
+// ClientOption configures a Client.
+type ClientOption func(*Client) error
+
+// WithConnectTimeout bounds connecting to the upstream (TCP and TLS); > 0,
+// default 5 s.
+func WithConnectTimeout(d time.Duration) ClientOption {
+	return func(c *Client) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: connect timeout %v must be > 0", ErrInvalidOption, d)
+		}
+		c.connect = d
+		return nil
+	}
+}
+
+// WithIdleTimeout bounds the wait for the answer's headers and, once it
+// streams, the silence between two reads of its body; > 0, default 60 s.
+// An answer idle for longer fails with ErrIdleTimeout (code
+// upstream_timeout).
+func WithIdleTimeout(d time.Duration) ClientOption {
+	return func(c *Client) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: idle timeout %v must be > 0", ErrInvalidOption, d)
+		}
+		c.idle = d
+		return nil
+	}
+}
+
+// WithCredentials sets what the client sends the upstream to authenticate.
+// Header names must be valid; Authorization in Headers and an API key
+// together are refused (one would overwrite the other).
+func WithCredentials(cr Credentials) ClientOption {
+	return func(c *Client) error {
+		for k := range cr.Headers {
+			if k == "" || strings.ContainsAny(k, " :\r\n") {
+				return fmt.Errorf("%w: header name %q", ErrInvalidOption, k)
+			}
+			if cr.APIKey != "" && http.CanonicalHeaderKey(k) == "Authorization" {
+				return fmt.Errorf("%w: an API key and an Authorization header together", ErrInvalidOption)
+			}
+		}
+		c.creds = cr
+		return nil
+	}
+}
+
+// WithTransport replaces the client's transport (tests, proxies). The
+// connect timeout is then the transport's own.
+func WithTransport(rt http.RoundTripper) ClientOption {
+	return func(c *Client) error {
+		if rt == nil {
+			return fmt.Errorf("%w: nil transport", ErrInvalidOption)
+		}
+		c.rt = rt
+		return nil
+	}
+}
+
+// Client calls one upstream over HTTP: the bridges' shared transport,
+// timeouts, credentials and trace propagation. It is safe for concurrent
+// use.
+type Client struct {
+	base    *url.URL
+	connect time.Duration
+	idle    time.Duration
+	creds   Credentials
+	rt      http.RoundTripper
+	http    *http.Client
+}
+
+// NewClient returns the client of the upstream at base (an absolute http or
+// https URL: ErrBadUpstreamURL otherwise).
+func NewClient(base string, opts ...ClientOption) (*Client, error) {
+	u, err := ParseURL(base)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{base: u, connect: 5 * time.Second, idle: 60 * time.Second}
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			return nil, err
+		}
+	}
+	if c.rt == nil {
+		d := &net.Dialer{Timeout: c.connect, KeepAlive: 30 * time.Second}
+		c.rt = &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           d.DialContext,
+			TLSHandshakeTimeout:   c.connect,
+			ResponseHeaderTimeout: c.idle,
+			MaxIdleConnsPerHost:   256,
+			IdleConnTimeout:       90 * time.Second,
+			ForceAttemptHTTP2:     true,
+		}
+	}
+	c.http = &http.Client{
+		Transport: c.rt,
+		// Redirects are not followed: the upstream is what the operator
+		// configured, and a redirect would carry its credentials elsewhere.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return c, nil
+}
+
+// ParseURL checks an upstream URL: absolute, http or https, with a host,
+// without user info (credentials go in Credentials, never in a URL that
+// logs print).
+func ParseURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%w: %q", ErrBadUpstreamURL, s)
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("%w: %q holds credentials (use E2A_UPSTREAM_API_KEY or headers)", ErrBadUpstreamURL, u.Redacted())
+	}
+	return u, nil
+}
+
+// Base is the upstream's base URL.
+func (c *Client) Base() *url.URL { u := *c.base; return &u }
+
+// Name is the upstream's scheme and host, what metrics and logs name it
+// by.
+func (c *Client) Name() string { return c.base.Scheme + "://" + c.base.Host }
+
+// IdleTimeout is the client's idle timeout.
+func (c *Client) IdleTimeout() time.Duration { return c.idle }
+
+// HTTP returns an *http.Client that sets the credentials and the trace
+// context on every request, for SDKs that take one (the A2A client); it
+// applies no idle timeout to bodies (the SDK reads them), only the
+// transport's header timeout.
+func (c *Client) HTTP() *http.Client {
+	return &http.Client{Transport: headerTransport{c}, CheckRedirect: c.http.CheckRedirect}
+}
+
+type headerTransport struct{ c *Client }
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	t.c.SetHeaders(r.Context(), r.Header, nil)
+	return t.c.rt.RoundTrip(r)
+}
+
+// SetHeaders sets the credentials and the W3C trace context on h: the
+// context of ctx's span when tracing is on, else the request's own
+// (env.Trace, as the client sent it), so the upstream joins the request's
+// trace either way.
+func (c *Client) SetHeaders(ctx context.Context, h http.Header, env *e2a.Envelope) {
+	c.creds.apply(h)
+	tc := tracing.Inject(ctx)
+	if (tc == nil || tc.Traceparent == "") && env != nil {
+		tc = env.Trace
+	}
+	if tc != nil && tc.Traceparent != "" {
+		h.Set("traceparent", tc.Traceparent)
+		if tc.Tracestate != "" {
+			h.Set("tracestate", tc.Tracestate)
+		}
+	}
+}
+
+// Do sends req (its headers completed by SetHeaders with env) and returns
+// the answer when it is 2xx; any other status is an *Error (FromResponse),
+// a transport failure is classified (Classify). The body of the answer is
+// guarded by the idle timeout: a read that waits longer fails with
+// ErrIdleTimeout and the request is cancelled. The caller closes it.
+func (c *Client) Do(req *http.Request, env *e2a.Envelope) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(req.Context())
+	req = req.WithContext(ctx)
+	c.SetHeaders(ctx, req.Header, env)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		cancel(nil)
+		if cause := context.Cause(ctx); errors.Is(cause, ErrIdleTimeout) {
+			err = cause
+		}
+		return nil, Classify(err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer cancel(nil)
+		return nil, FromResponse(resp)
+	}
+	resp.Body = newIdleBody(resp.Body, c.idle, cancel)
+	return resp, nil
+}
+
+// idleBody fails a read that waits longer than idle, cancelling the
+// request (which unblocks the read) with ErrIdleTimeout as the cause.
+type idleBody struct {
+	rc     io.ReadCloser
+	idle   time.Duration
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+	mu     sync.Mutex
+	fired  bool
+}
+
+func newIdleBody(rc io.ReadCloser, idle time.Duration, cancel context.CancelCauseFunc) *idleBody {
+	b := &idleBody{rc: rc, idle: idle, cancel: cancel}
+	b.timer = time.AfterFunc(idle, b.fire)
+	return b
+}
+
+func (b *idleBody) fire() {
+	b.mu.Lock()
+	b.fired = true
+	b.mu.Unlock()
+	b.cancel(ErrIdleTimeout)
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	b.mu.Lock()
+	fired := b.fired
+	b.mu.Unlock()
+	if fired {
+		return n, ErrIdleTimeout
+	}
+	if n > 0 {
+		b.timer.Reset(b.idle)
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	b.timer.Stop()
+	err := b.rc.Close()
+	b.cancel(nil)
+	return err
+}

@@ -1,0 +1,213 @@
+package bridge
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// MaxTurns bounds the request ids a conversation keeps; the oldest go first.
+const MaxTurns = 64
+
+// Conversation is what a bridge keeps of one conversation with its
+// upstream.
+type Conversation struct {
+	// UpstreamTaskID and UpstreamContextID are the upstream's own ids (an
+	// A2A agent's task and context), so a continuation reaches them.
+	UpstreamTaskID    string `json:"upstream_task_id,omitempty"`
+	UpstreamContextID string `json:"upstream_context_id,omitempty"`
+	// UpstreamTaskOpen is true while the upstream task accepts more
+	// messages (its last turn ended input-required or auth-required).
+	UpstreamTaskOpen bool `json:"upstream_task_open,omitempty"`
+	// RequestIDs are the pipeline requests of the conversation's turns,
+	// oldest first (at most MaxTurns).
+	RequestIDs []string `json:"request_ids,omitempty"`
+	Updated    string   `json:"updated,omitempty"`
+}
+
+// ConversationOf names the conversation env belongs to: its A2A context,
+// else its session (ACP session, E2A session_id), else its task; ok is
+// false for a request that names none (a conversation of one turn).
+func ConversationOf(env *e2a.Envelope) (kind, id string, ok bool) {
+	switch {
+	case env.ContextID != "":
+		return "context", env.ContextID, true
+	case env.SessionID != "":
+		return "session", env.SessionID, true
+	case env.TaskID != "":
+		return "task", env.TaskID, true
+	}
+	return "", "", false
+}
+
+// Conversations keeps conversations in the E2A_BRIDGE bucket. Keys are a
+// hash of the pool, the request's principal (user_id) and the
+// conversation: a principal naming another's context or session id
+// reaches a conversation of its own, never the other's. It is safe for
+// concurrent use; concurrent updates are serialized by compare-and-set.
+type Conversations struct {
+	kv jetstream.KeyValue
+	js jetstream.JetStream
+}
+
+// OpenConversations creates or updates the E2A_BRIDGE bucket (cfg's
+// replicas, storage and TasksTTL) and returns its store.
+func OpenConversations(ctx context.Context, js jetstream.JetStream, cfg streams.Config) (*Conversations, error) {
+	kvc, err := cfg.KeyValueConfig(streams.BridgeBucket)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, kvc)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: conversations bucket: %w", err)
+	}
+	return &Conversations{kv: kv, js: js}, nil
+}
+
+// key is the conversation's key, "" when env names none.
+func conversationKey(pool string, env *e2a.Envelope) string {
+	kind, id, ok := ConversationOf(env)
+	if !ok {
+		return ""
+	}
+	h := sha256.New()
+	for _, s := range []string{pool, env.UserID, kind, id} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return "c." + hex.EncodeToString(h.Sum(nil)[:20])
+}
+
+// Get returns env's conversation in pool (found false when it has none
+// yet, or env names none).
+func (c *Conversations) Get(ctx context.Context, pool string, env *e2a.Envelope) (conv Conversation, found bool, err error) {
+	key := conversationKey(pool, env)
+	if key == "" {
+		return Conversation{}, false, nil
+	}
+	e, err := c.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Conversation{}, false, nil
+	}
+	if err != nil {
+		return Conversation{}, false, fmt.Errorf("bridge: conversation: %w", err)
+	}
+	if err := json.Unmarshal(e.Value(), &conv); err != nil {
+		return Conversation{}, false, fmt.Errorf("bridge: conversation record: %w", err)
+	}
+	return conv, true, nil
+}
+
+// Update applies fn to env's conversation in pool (the zero Conversation
+// when there is none yet) and stores the result, retrying on a concurrent
+// update. A request that names no conversation is a no-op. The request's
+// id is appended to RequestIDs (once) before fn sees it.
+func (c *Conversations) Update(ctx context.Context, pool string, env *e2a.Envelope, fn func(*Conversation)) error {
+	key := conversationKey(pool, env)
+	if key == "" {
+		return nil
+	}
+	for range 16 {
+		var conv Conversation
+		var rev uint64
+		e, err := c.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return fmt.Errorf("bridge: conversation: %w", err)
+		default:
+			rev = e.Revision()
+			if err := json.Unmarshal(e.Value(), &conv); err != nil {
+				return fmt.Errorf("bridge: conversation record: %w", err)
+			}
+		}
+		if n := len(conv.RequestIDs); n == 0 || conv.RequestIDs[n-1] != env.RequestID {
+			conv.RequestIDs = append(conv.RequestIDs, env.RequestID)
+			if len(conv.RequestIDs) > MaxTurns {
+				conv.RequestIDs = conv.RequestIDs[len(conv.RequestIDs)-MaxTurns:]
+			}
+		}
+		fn(&conv)
+		conv.Updated = time.Now().UTC().Format(time.RFC3339Nano)
+		b, _ := json.Marshal(conv)
+		if rev == 0 {
+			_, err = c.kv.Create(ctx, key, b)
+		} else {
+			_, err = c.kv.Update(ctx, key, b, rev)
+		}
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !isWrongSeq(err) {
+			return fmt.Errorf("bridge: conversation update: %w", err)
+		}
+	}
+	return errors.New("bridge: conversation update: too many concurrent updates")
+}
+
+func isWrongSeq(err error) bool {
+	var ae *jetstream.APIError
+	return errors.As(err, &ae) && ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+// Turn is one earlier turn of a conversation as the pipeline stored it:
+// the request's envelope and its final frame (nil while it runs or when
+// its frames have expired).
+type Turn struct {
+	Envelope *e2a.Envelope
+	Final    *e2a.Response
+}
+
+// History returns the stored turns of conv's request ids in pool, oldest
+// first, leaving out the request `except` (the one being served) and any
+// whose envelope is no longer stored. Only requests of env's principal
+// are returned (the conversation key already scopes them; the envelope's
+// user_id is checked again).
+func (c *Conversations) History(ctx context.Context, pool string, env *e2a.Envelope, conv Conversation) ([]Turn, error) {
+	nc := c.js.Conn()
+	var out []Turn
+	for _, id := range conv.RequestIDs {
+		if id == env.RequestID {
+			continue
+		}
+		reqSubj, err := subjects.Request(pool, id)
+		if err != nil {
+			continue
+		}
+		m, err := streams.LastBySubject(ctx, nc, streams.RequestsStream, reqSubj)
+		if errors.Is(err, streams.ErrNoMessages) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bridge: history: %w", err)
+		}
+		prev, err := e2a.FromJSON(m.Data)
+		if err != nil || prev.UserID != env.UserID {
+			continue
+		}
+		t := Turn{Envelope: prev}
+		respSubj, _ := subjects.Response(id)
+		r, err := streams.LastBySubject(ctx, nc, streams.ResponsesStream, respSubj)
+		if err == nil {
+			if last, _, err := e2a.LastInBurst(r.Header.Get(subjects.HeaderFrames), r.Data); err == nil {
+				if f, err := e2a.ResponseFromJSON(last); err == nil && f.IsFinal {
+					t.Final = f
+				}
+			}
+		} else if !errors.Is(err, streams.ErrNoMessages) {
+			return nil, fmt.Errorf("bridge: history: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}

@@ -1,0 +1,37 @@
+// Package bridge puts an agent that already exists behind the pipeline,
+// unchanged: an A2A server (bridge/a2abridge), an OpenAI-compatible chat
+// completions server (bridge/openai) or any HTTP service that answers E2A
+// frames (bridge/httpagent). Each is an [Upstream]; [New] makes it an
+// agent.Handler served by agent.Run like any pool, so every request's
+// upstream answer becomes the request's ordered, fenced frames and every
+// protocol, resume, replay, audit, the console and cancellation work for it
+// unchanged.
+//
+// What [New] adds around every upstream call:
+//
+//   - a bound on the pool's in-flight upstream calls per process
+//     ([WithMaxInFlight]); a request waiting for a slot keeps its delivery
+//     alive (the agent runtime's heartbeats) and gives up on cancel;
+//   - retries with exponential backoff and full jitter, honouring an
+//     upstream's Retry-After, only while nothing was written for the
+//     request ([WithRetry]): a request whose frames have started is never
+//     re-run from the start (an upstream that can resume does so itself);
+//   - upstream errors mapped to e2a.error codes with retryable set
+//     truthfully ([Error], [Classify]);
+//   - metrics per pool and upstream ([WithMetrics]): calls by outcome,
+//     retries, latency, time to first frame, in-flight calls.
+//
+// [Client] is the HTTP side every bridge shares: connect and idle timeouts
+// (an answer that stops sending bytes for the idle timeout fails with
+// code upstream_timeout), no redirects, the upstream's credentials
+// ([Credentials]: never logged, never published, never stored), and W3C
+// trace context (traceparent) propagated to the upstream.
+//
+// [Conversations] keeps, per pool and conversation (A2A context, ACP
+// session, E2A session_id, A2A task), the upstream's own task and context
+// ids and the pipeline request ids of its turns, in the KV bucket
+// E2A_BRIDGE, keyed by a hash that includes the request's principal
+// (user_id): a continuation reaches the same upstream task or context, a
+// stateless model server gets the earlier turns from the pipeline's durable
+// history, and no principal ever reaches another's.
+package bridge

@@ -1,0 +1,185 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+)
+
+// Sentinel errors. Functions wrap them with detail; test with errors.Is.
+var (
+	// ErrInvalidOption reports an option value New or NewClient refuses.
+	ErrInvalidOption = errors.New("bridge: invalid option")
+	// ErrIdleTimeout is the cause of an upstream call whose answer sent
+	// nothing for the idle timeout (or whose headers did not come in it).
+	ErrIdleTimeout = errors.New("bridge: upstream idle timeout")
+	// ErrBadUpstreamURL reports an upstream URL that is not absolute http(s).
+	ErrBadUpstreamURL = errors.New("bridge: upstream URL must be an absolute http or https URL")
+)
+
+// Error codes of the e2a.error frames an upstream failure ends a request with.
+const (
+	// CodeUnreachable: the upstream could not be connected to (retryable).
+	CodeUnreachable = "upstream_unreachable"
+	// CodeTimeout: no answer, or no byte of it, within the timeouts (retryable).
+	CodeTimeout = "upstream_timeout"
+	// CodeRateLimited: the upstream answered 429 (retryable).
+	CodeRateLimited = "upstream_rate_limited"
+	// CodeUnavailable: the upstream answered 408, 5xx, or closed an answer
+	// before its end (retryable).
+	CodeUnavailable = "upstream_unavailable"
+	// CodeAuth: the upstream refused the bridge's credentials (401, 403).
+	CodeAuth = "upstream_auth"
+	// CodeRejected: the upstream refused the request (another 4xx).
+	CodeRejected = "upstream_rejected"
+	// CodeProtocol: the upstream's answer is not its protocol (garbage).
+	CodeProtocol = "upstream_protocol_error"
+	// CodeFailed: the upstream reported the task failed, in its protocol.
+	CodeFailed = "upstream_failed"
+	// CodeCannotResume: a request taken over after a worker died cannot be
+	// resumed upstream (a v0.3 agent without resubscribe, a task gone).
+	CodeCannotResume = "upstream_cannot_resume"
+)
+
+// Error is an upstream failure: the e2a.error code, message and
+// retryability it ends a request with, the HTTP status when there was one,
+// and how long the upstream asked to wait before a retry.
+type Error struct {
+	Code       string
+	Message    string
+	Retryable  bool
+	Status     int           // the upstream's HTTP status (0: none)
+	RetryAfter time.Duration // the upstream's Retry-After (0: none)
+	Err        error         // the cause, if any
+}
+
+func (e *Error) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("bridge: %s (HTTP %d): %s", e.Code, e.Status, e.Message)
+	}
+	return fmt.Sprintf("bridge: %s: %s", e.Code, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// AgentError is the *agent.Error the runtime writes for e.
+func (e *Error) AgentError() *agent.Error {
+	return &agent.Error{Code: e.Code, Message: e.Message, Retryable: e.Retryable}
+}
+
+// Errorf returns an *Error of code (retryable as given).
+func Errorf(code string, retryable bool, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Retryable: retryable}
+}
+
+// maxErrorBody bounds what is read of an upstream's error answer.
+const maxErrorBody = 2 << 10
+
+// FromResponse is the *Error of an upstream's non-2xx HTTP answer: 429 →
+// rate limited, 408 and 5xx → unavailable (all retryable), 401/403 → auth,
+// any other → rejected. The message holds the status and the start of the
+// body (at most 200 characters, one line). It reads and closes the body.
+func FromResponse(resp *http.Response) *Error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	_ = resp.Body.Close()
+	msg := strings.Join(strings.Fields(string(b)), " ")
+	if len([]rune(msg)) > 200 {
+		msg = string([]rune(msg)[:200]) + "…"
+	}
+	if msg == "" {
+		msg = http.StatusText(resp.StatusCode)
+	}
+	e := &Error{Status: resp.StatusCode, Message: "upstream answered " + strconv.Itoa(resp.StatusCode) + ": " + msg}
+	switch s := resp.StatusCode; {
+	case s == http.StatusTooManyRequests:
+		e.Code, e.Retryable = CodeRateLimited, true
+	case s == http.StatusRequestTimeout || s >= 500:
+		e.Code, e.Retryable = CodeUnavailable, true
+	case s == http.StatusUnauthorized || s == http.StatusForbidden:
+		e.Code = CodeAuth
+	default:
+		e.Code = CodeRejected
+	}
+	e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	return e
+}
+
+// retryAfter reads a Retry-After value (seconds or an HTTP date); 0 when
+// absent or unreadable, bounded to 5 minutes.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+		d = time.Duration(n) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = t.Sub(now)
+	}
+	return min(max(d, 0), 5*time.Minute)
+}
+
+// Classify returns err as an *Error: itself when it is one (or wraps one),
+// and otherwise by what it is: an idle timeout or a deadline → timeout; a
+// refused or failed connection, a DNS failure → unreachable; an answer cut
+// short (unexpected EOF, reset) → unavailable; anything else → protocol
+// error. A nil err and a cancelled context (the request's own cancel,
+// deadline or shutdown, which the runtime ends) are returned as they are.
+func Classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var be *Error
+	if errors.As(err, &be) {
+		return be
+	}
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	switch {
+	case errors.Is(err, ErrIdleTimeout), errors.Is(err, context.DeadlineExceeded):
+		return &Error{Code: CodeTimeout, Message: "upstream did not answer in time", Retryable: true, Err: err}
+	case isDialError(err):
+		return &Error{Code: CodeUnreachable, Message: "upstream unreachable: " + errMessage(err), Retryable: true, Err: err}
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF):
+		return &Error{Code: CodeUnavailable, Message: "upstream closed the answer before its end", Retryable: true, Err: err}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return &Error{Code: CodeTimeout, Message: "upstream did not answer in time", Retryable: true, Err: err}
+	}
+	return &Error{Code: CodeProtocol, Message: "upstream answer not understood: " + errMessage(err), Err: err}
+}
+
+// isDialError reports a failure to reach the upstream at all.
+func isDialError(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// errMessage is err's message without the request URL's query (Go's
+// url.Error prints the URL; a query may hold a key).
+func errMessage(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '?'); i >= 0 {
+		if j := strings.IndexAny(s[i:], "\": "); j > 0 {
+			s = s[:i] + s[i+j:]
+		} else {
+			s = s[:i]
+		}
+	}
+	return s
+}

@@ -1,0 +1,132 @@
+// Package pipetest starts the whole pipeline in a test process: an embedded
+// JetStream server on a random loopback port, ingress and egress on an
+// httptest server (and, on request, the A2A v1.0 gRPC binding on its own
+// listener), and any agent pools. It is what tests of agents and bridges
+// use to drive a pool through every front door with the real clients.
+package pipetest
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+)
+
+// Pipeline is a running pipeline.
+type Pipeline struct {
+	URL      string // the HTTP front door (ingress and egress)
+	GRPCAddr string // the A2A v1.0 gRPC binding ("" unless WithGRPC)
+	NC       *nats.Conn
+	JS       jetstream.JetStream
+	Ingress  *ingress.Server
+	Registry *prometheus.Registry
+	ctx      context.Context
+	t        testing.TB
+}
+
+type options struct {
+	grpc    bool
+	ingress []ingress.Option
+	nc      *nats.Conn
+}
+
+// Option configures Start.
+type Option func(*options)
+
+// WithGRPC serves the A2A v1.0 gRPC binding too (listed in the card).
+func WithGRPC() Option { return func(o *options) { o.grpc = true } }
+
+// WithIngress adds ingress options (auth, limits).
+func WithIngress(opts ...ingress.Option) Option {
+	return func(o *options) { o.ingress = append(o.ingress, opts...) }
+}
+
+// WithConn uses an existing connection (a server the test started)
+// instead of a new embedded server.
+func WithConn(nc *nats.Conn) Option { return func(o *options) { o.nc = nc } }
+
+// Start starts the pipeline; everything stops at the test's cleanup.
+func Start(t testing.TB, opts ...Option) *Pipeline {
+	t.Helper()
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	nc := o.nc
+	if nc == nil {
+		_, nc = natstest.RunServer(t)
+	}
+	reg := prometheus.NewRegistry()
+	eg, err := egress.New(nc, egress.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inOpts := append([]ingress.Option{ingress.WithRegisterer(reg)}, o.ingress...)
+	var grpcLn net.Listener
+	if o.grpc {
+		if grpcLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		inOpts = append(inOpts, ingress.WithA2AGRPCAddress(grpcLn.Addr().String()))
+	}
+	in, err := ingress.New(nc, eg, inOpts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	in.Register(mux)
+	eg.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	p := &Pipeline{URL: srv.URL, NC: nc, JS: natstest.JetStream(t, nc), Ingress: in, Registry: reg, ctx: ctx, t: t}
+	if grpcLn != nil {
+		gs := in.A2AGRPC()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := gs.Serve(grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				t.Errorf("gRPC: %v", err)
+			}
+		}()
+		t.Cleanup(func() { gs.Stop(); <-done })
+		p.GRPCAddr = grpcLn.Addr().String()
+	}
+	return p
+}
+
+// Pool serves pool with h until the test ends (or the returned stop is
+// called, which waits for agent.Run to return). Options are agent.Run's;
+// the pipeline's registry is used for metrics unless opts set one.
+func (p *Pipeline) Pool(pool string, h agent.Handler, opts ...agent.Option) (stop func()) {
+	p.t.Helper()
+	ctx, cancel := context.WithCancel(p.ctx)
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(ctx, p.NC, pool, h, opts...) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			p.t.Errorf("agent pool %s: %v", pool, err)
+		}
+	}
+	p.t.Cleanup(stop)
+	return stop
+}
