@@ -67,6 +67,12 @@ type Writer interface {
 	// writer stays usable, and a handler that returns the error ends the
 	// request with a final e2a.error frame_too_large.
 	Write(kind, status string, body any, final bool) error
+	// SetMetadata sets the metadata object of the frames written after it
+	// (nil or empty: none), e.g. {"llm_response_id": id}, with which the A2A
+	// renderers group the events of one model response into one artifact.
+	// Text still coalescing is written first, with the metadata it was
+	// written under. m must encode as JSON; it is copied.
+	SetMetadata(m map[string]any) error
 	// ResumeAfter is -1 for a fresh request, and n when frames 0..n already
 	// exist (a redelivery to a resumable handler): the next frame written is
 	// n+1, and the handler must not repeat what frames 0..n hold.
@@ -185,6 +191,38 @@ func newWriter(w *worker, env *e2a.Envelope, requestID, subject string, last *st
 }
 
 func (wr *writer) ResumeAfter() int64 { return wr.resumeAfter }
+
+func (wr *writer) SetMetadata(m map[string]any) error {
+	var md map[string]any
+	if len(m) > 0 {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("agent: frame metadata does not encode as JSON: %w", err)
+		}
+		if err := json.Unmarshal(b, &md); err != nil {
+			return fmt.Errorf("agent: frame metadata: %w", err)
+		}
+	}
+	wr.mu.Lock()
+	defer wr.mu.Unlock()
+	// As enqueue: pending text goes first, and a text frame in flight
+	// (encoded by its own goroutine with wr.enc) must be stored before the
+	// encoder changes.
+	for {
+		if err := wr.writable(false); err != nil {
+			return err
+		}
+		if wr.pending == nil && !(wr.inflight && !wr.bursting) {
+			break
+		}
+		wr.flushNow = true
+		wr.schedule()
+		wr.cond.Wait()
+	}
+	wr.tmpl.Metadata = md
+	wr.enc = newFrameEncoder(&wr.tmpl)
+	return nil
+}
 
 // writable reports why the handler (or, with runtime, the runtime) may not
 // write now. Lock held.

@@ -69,6 +69,7 @@ func (w *memWriter) Fail(c, m string, retry bool) error {
 }
 func (w *memWriter) Write(k, s string, b any, f bool) error { return w.add(k, s, b, f) }
 func (w *memWriter) ResumeAfter() int64                     { return -1 }
+func (w *memWriter) SetMetadata(map[string]any) error       { return nil }
 
 type memSubmitter struct {
 	m     *memFrames

@@ -40,7 +40,8 @@ func (r *recorder) Fail(code, msg string, retry bool) error {
 func (r *recorder) Write(kind, status string, body any, final bool) error {
 	return r.add(kind, status, body, final)
 }
-func (r *recorder) ResumeAfter() int64 { return r.resume }
+func (r *recorder) ResumeAfter() int64               { return r.resume }
+func (r *recorder) SetMetadata(map[string]any) error { return nil }
 
 func env(params map[string]any) *e2a.Envelope {
 	return &e2a.Envelope{RequestID: "r1", Params: params}
