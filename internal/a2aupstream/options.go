@@ -1,0 +1,152 @@
+package a2aupstream
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+)
+
+// The protocol bindings a Server speaks, as the agent card names them.
+const (
+	JSONRPC  = a2a.TransportProtocolJSONRPC
+	HTTPJSON = a2a.TransportProtocolHTTPJSON
+	GRPC     = a2a.TransportProtocolGRPC
+)
+
+// Options choose what one Server is.
+type Options struct {
+	// Binding is the one protocol binding served and declared in the card
+	// (its only, so preferred, interface): JSONRPC (the default when
+	// empty), HTTPJSON or GRPC.
+	Binding a2a.TransportProtocol
+
+	// NoStreaming declares capabilities.streaming false in the card and
+	// refuses SendStreamingMessage and SubscribeToTask with the
+	// protocol's unsupported-operation error, so a client must use
+	// SendMessage (with returnImmediately, or blocking) and poll GetTask.
+	NoStreaming bool
+
+	// V03 serves A2A v0.3 instead of v1.0 (a2a-go/v2's server-side compat
+	// layer a2acompat/a2av0, and a2agrpc/v0 for gRPC) with a v0.3 agent
+	// card (url, preferredTransport, protocolVersion 0.3.0; no
+	// supportedInterfaces): what a v0.3-only agent publishes.
+	V03 bool
+
+	// Bearer, when set, is the token every A2A call must carry
+	// ("Authorization: Bearer <token>", as an HTTP header or gRPC
+	// metadata); the card declares a bearer security scheme. A call
+	// without it is refused with the protocol's unauthenticated error and
+	// recorded with Call.Refused. The card itself stays public.
+	Bearer string
+
+	// Headers are further headers (or gRPC metadata) every A2A call must
+	// carry with exactly these values, refused like a missing bearer.
+	Headers map[string]string
+
+	// SlowInterval is the time between two chunks of the "slow:"
+	// scenario (default 50 ms); SlowChunks bounds how many it sends
+	// before completing on its own (default 1200, a minute at 50 ms).
+	SlowInterval time.Duration
+	SlowChunks   int
+
+	// Fault makes the server misbehave from the start (see Fault and
+	// Server.SetFault).
+	Fault Fault
+
+	// Logger receives a2a-go's server logs (default: discarded).
+	Logger *slog.Logger
+}
+
+func (o *Options) normalize() error {
+	switch o.Binding {
+	case "":
+		o.Binding = JSONRPC
+	case JSONRPC, HTTPJSON, GRPC:
+	default:
+		return fmt.Errorf("%w: binding %q (want %s, %s or %s)", ErrInvalidOption, o.Binding, JSONRPC, HTTPJSON, GRPC)
+	}
+	if o.SlowInterval < 0 || o.SlowChunks < 0 {
+		return fmt.Errorf("%w: negative slow interval or chunk count", ErrInvalidOption)
+	}
+	if o.SlowInterval == 0 {
+		o.SlowInterval = 50 * time.Millisecond
+	}
+	if o.SlowChunks == 0 {
+		o.SlowChunks = 1200
+	}
+	for k := range o.Headers {
+		if k == "" || http.CanonicalHeaderKey(k) == "Authorization" {
+			return fmt.Errorf("%w: required header %q (use Bearer for Authorization)", ErrInvalidOption, k)
+		}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o.Fault.validate(o.Binding)
+}
+
+// FaultKind is how a faulty server misbehaves.
+type FaultKind int
+
+// The ways a server can misbehave on an A2A call.
+const (
+	// NoFault serves every call.
+	NoFault FaultKind = iota
+	// FaultStatus answers with Fault.Status (503, 429…) and Fault.RetryAfter
+	// as the Retry-After header; on gRPC the matching code (429 →
+	// ResourceExhausted, 503 → Unavailable, 401 → Unauthenticated, other
+	// 5xx → Internal or Unavailable).
+	FaultStatus
+	// FaultHang accepts the call and never answers, until the caller gives
+	// up or the server closes.
+	FaultHang
+	// FaultGarbage answers 200 with bytes that are not the protocol: an
+	// event stream whose data is not JSON when the caller accepts
+	// text/event-stream, else a body that is not JSON. HTTP bindings only.
+	FaultGarbage
+	// FaultCloseMidEvent serves the call, but drops the connection in the
+	// middle of the second server-sent event of a stream (the first gets
+	// through whole) or in the middle of a JSON answer. On gRPC a stream
+	// ends with codes.Unavailable after its first event, as a dropped
+	// connection does, and a unary call fails with it.
+	FaultCloseMidEvent
+)
+
+// Fault is a misbehaviour of the server's A2A endpoint.
+type Fault struct {
+	Kind       FaultKind
+	Status     int    // FaultStatus: the HTTP status (default 503)
+	RetryAfter string // FaultStatus: the Retry-After header value, if any
+	// Times is how many calls misbehave before the server serves normally
+	// again; 0 means every call until the fault is changed.
+	Times int
+	// OnCard applies the fault to the agent card's URL too (by default
+	// the card is always served, so a client can start).
+	OnCard bool
+}
+
+func (f *Fault) validate(b a2a.TransportProtocol) error {
+	switch f.Kind {
+	case NoFault, FaultHang, FaultCloseMidEvent:
+	case FaultStatus:
+		if f.Status == 0 {
+			f.Status = http.StatusServiceUnavailable
+		}
+		if f.Status < 400 || f.Status > 599 {
+			return fmt.Errorf("%w: fault status %d is not an HTTP error status", ErrInvalidOption, f.Status)
+		}
+	case FaultGarbage:
+		if b == GRPC {
+			return fmt.Errorf("%w: a garbage answer has no gRPC form", ErrInvalidOption)
+		}
+	default:
+		return fmt.Errorf("%w: fault kind %d", ErrInvalidOption, f.Kind)
+	}
+	if f.Times < 0 {
+		return fmt.Errorf("%w: negative fault count %d", ErrInvalidOption, f.Times)
+	}
+	return nil
+}

@@ -1,0 +1,324 @@
+package a2aupstream
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+
+	a2alegacy "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	grpcv0 "github.com/a2aproject/a2a-go/v2/a2agrpc/v0"
+	grpcv1 "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"google.golang.org/grpc"
+)
+
+// Paths of the HTTP bindings under the server's base URL.
+const (
+	JSONRPCPath  = "/a2a/jsonrpc"
+	HTTPJSONPath = "/a2a/rest"
+)
+
+// Server is one upstream A2A agent on loopback: a2a-go/v2's server with
+// the scenario executor, one binding, its agent card, and a record of the
+// calls it received.
+type Server struct {
+	opts    Options
+	base    string // the card's (and the HTTP bindings') base URL
+	iface   string // the A2A interface URL the card declares
+	httpSrv *http.Server
+	grpcSrv *grpc.Server
+	closing chan struct{}
+	once    sync.Once
+
+	mu      sync.Mutex
+	calls   []Call
+	execs   []Execution
+	cancels []a2a.TaskID
+	parks   map[a2a.TaskID]*parking
+	fault   Fault
+	left    int // calls the fault still answers; -1: every call
+	faulted int
+}
+
+// Call is one A2A call the server received.
+type Call struct {
+	Method    string       // SendMessage, SendStreamingMessage, GetTask, CancelTask, SubscribeToTask, ListTasks…
+	TaskID    a2a.TaskID   // the task the call names (the message's taskId, or the request's id)
+	ContextID string       // the message's contextId
+	Text      string       // the message's first text part
+	Message   *a2a.Message // the message sent, for SendMessage and SendStreamingMessage
+	Header    http.Header  // the HTTP headers or gRPC metadata it carried
+	Refused   bool         // refused for missing or wrong credentials
+}
+
+// Execution is one turn the agent ran, with what it saw.
+type Execution struct {
+	Scenario  string
+	TaskID    a2a.TaskID
+	ContextID string
+	Message   *a2a.Message   // the user message of the turn
+	History   []*a2a.Message // the task's history given to the agent (a continuation)
+	Continued bool           // the turn continues an existing task
+}
+
+type parking struct {
+	task   a2a.TaskID
+	answer chan *a2a.Message
+}
+
+// Start starts a server for a test and closes it at the test's cleanup;
+// options it cannot serve fail the test.
+func Start(t testing.TB, o Options) *Server {
+	t.Helper()
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// New starts a server on loopback ports chosen by the system; Close stops
+// it.
+func New(o Options) (*Server, error) {
+	if err := o.normalize(); err != nil {
+		return nil, err
+	}
+	s := &Server{opts: o, closing: make(chan struct{}), parks: map[a2a.TaskID]*parking{}}
+	s.setFault(o.Fault)
+	cardLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s.base = "http://" + cardLn.Addr().String()
+	h := &handler{s: s, RequestHandler: a2asrv.NewHandler(&executor{s: s}, a2asrv.WithLogger(o.Logger))}
+	mux := http.NewServeMux()
+	switch o.Binding {
+	case GRPC:
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			_ = cardLn.Close()
+			return nil, err
+		}
+		s.iface = ln.Addr().String()
+		s.grpcSrv = grpc.NewServer(grpc.UnaryInterceptor(s.faultUnary), grpc.StreamInterceptor(s.faultStream))
+		if o.V03 {
+			grpcv0.NewHandler(h).RegisterWith(s.grpcSrv)
+		} else {
+			grpcv1.NewHandler(h).RegisterWith(s.grpcSrv)
+		}
+		go func() { _ = s.grpcSrv.Serve(ln) }()
+	case HTTPJSON:
+		s.iface = s.base + HTTPJSONPath
+		rest := a2asrv.NewRESTHandler(h)
+		if o.V03 {
+			rest = a2av0.NewRESTHandler(h)
+		}
+		mux.Handle(HTTPJSONPath+"/", s.faulty(http.StripPrefix(HTTPJSONPath, rest)))
+	default:
+		s.iface = s.base + JSONRPCPath
+		rpc := a2asrv.NewJSONRPCHandler(h)
+		if o.V03 {
+			rpc = a2av0.NewJSONRPCHandler(h)
+		}
+		mux.Handle(JSONRPCPath, s.faulty(rpc))
+	}
+	card, err := s.cardHandler()
+	if err != nil {
+		_ = cardLn.Close()
+		s.stopGRPC()
+		return nil, err
+	}
+	mux.Handle(a2asrv.WellKnownAgentCardPath, card)
+	s.httpSrv = &http.Server{Handler: mux, ErrorLog: slogLogger(o)}
+	go func() { _ = s.httpSrv.Serve(cardLn) }()
+	return s, nil
+}
+
+// Card is the agent card the server publishes (in v1.0 form; a V03 server
+// serves its v0.3 translation).
+func (s *Server) Card() *a2a.AgentCard {
+	card := &a2a.AgentCard{
+		Name:        "a2aupstream " + string(s.opts.Binding),
+		Description: "Test agent: stream, tool, ask, auth, fail, slow, message, file, echo scenarios",
+		Version:     "1.0.0",
+		SupportedInterfaces: []*a2a.AgentInterface{
+			a2a.NewAgentInterface(s.iface, s.opts.Binding),
+		},
+		Capabilities:       a2a.AgentCapabilities{Streaming: !s.opts.NoStreaming},
+		DefaultInputModes:  []string{"text/plain"},
+		DefaultOutputModes: []string{"text/plain", "application/json"},
+		Skills: []a2a.AgentSkill{{
+			ID: "scenarios", Name: "Scenarios", Tags: []string{"test"},
+			Description: "Answers by the prefix of the message: " + fmt.Sprint(scenarios),
+			Examples:    []string{"stream: hello", "ask: hi"},
+		}},
+	}
+	if s.opts.V03 {
+		card.SupportedInterfaces[0].ProtocolVersion = "0.3.0"
+	}
+	if s.opts.Bearer != "" {
+		card.SecuritySchemes = a2a.NamedSecuritySchemes{"bearer": a2a.HTTPAuthSecurityScheme{Scheme: "Bearer"}}
+		card.SecurityRequirements = a2a.SecurityRequirementsOptions{{"bearer": {}}}
+	}
+	return card
+}
+
+func (s *Server) cardHandler() (http.Handler, error) {
+	card := s.Card()
+	var h http.Handler = a2asrv.NewStaticAgentCardHandler(card)
+	if s.opts.V03 {
+		legacy := a2av0.FromV1AgentCard(card)
+		legacy.AdditionalInterfaces = nil
+		if s.opts.Bearer != "" {
+			legacy.SecuritySchemes = a2alegacy.NamedSecuritySchemes{"bearer": a2alegacy.HTTPAuthSecurityScheme{Scheme: "Bearer"}}
+			legacy.Security = []a2alegacy.SecurityRequirements{{"bearer": {}}}
+		}
+		b, err := json.Marshal(legacy)
+		if err != nil {
+			return nil, err
+		}
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(b)
+		})
+	}
+	return s.faultyCard(h), nil
+}
+
+// BaseURL is the server's base URL: agentcard.Resolver.Resolve takes it
+// (and appends /.well-known/agent-card.json).
+func (s *Server) BaseURL() string { return s.base }
+
+// CardURL is the full URL of the agent card.
+func (s *Server) CardURL() string { return s.base + a2asrv.WellKnownAgentCardPath }
+
+// InterfaceURL is the A2A endpoint the card declares (host:port for gRPC).
+func (s *Server) InterfaceURL() string { return s.iface }
+
+// Close stops the server: waiting and slow executions end (failed),
+// connections close.
+func (s *Server) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.closing)
+		err = s.httpSrv.Close()
+		s.stopGRPC()
+	})
+	return err
+}
+
+func (s *Server) stopGRPC() {
+	if s.grpcSrv != nil {
+		s.grpcSrv.Stop()
+	}
+}
+
+// authorized reports whether h carries the credentials the options ask for.
+func (s *Server) authorized(h http.Header) bool {
+	if s.opts.Bearer != "" && h.Get("Authorization") != "Bearer "+s.opts.Bearer {
+		return false
+	}
+	for k, v := range s.opts.Headers {
+		if h.Get(k) != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Calls returns the calls received so far, in order.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+// CallsOf returns the calls of one method.
+func (s *Server) CallsOf(method string) []Call {
+	var out []Call
+	for _, c := range s.Calls() {
+		if c.Method == method {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// LastMessage returns the last message a SendMessage or
+// SendStreamingMessage carried (nil before any).
+func (s *Server) LastMessage() *a2a.Message {
+	calls := s.Calls()
+	for i := len(calls) - 1; i >= 0; i-- {
+		if calls[i].Message != nil {
+			return calls[i].Message
+		}
+	}
+	return nil
+}
+
+// Executions returns the turns the agent ran, in order.
+func (s *Server) Executions() []Execution {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.execs)
+}
+
+// Cancels returns the tasks the agent was asked to cancel (CancelTask
+// calls that reached it), in order.
+func (s *Server) Cancels() []a2a.TaskID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.cancels)
+}
+
+func (s *Server) recordCall(c Call) {
+	s.mu.Lock()
+	s.calls = append(s.calls, c)
+	s.mu.Unlock()
+}
+
+func (s *Server) recordExecution(e Execution) {
+	s.mu.Lock()
+	s.execs = append(s.execs, e)
+	s.mu.Unlock()
+}
+
+func (s *Server) recordCancel(id a2a.TaskID) {
+	s.mu.Lock()
+	s.cancels = append(s.cancels, id)
+	s.mu.Unlock()
+}
+
+func (s *Server) park(id a2a.TaskID) *parking {
+	p := &parking{task: id, answer: make(chan *a2a.Message)}
+	s.mu.Lock()
+	s.parks[id] = p
+	s.mu.Unlock()
+	return p
+}
+
+func (s *Server) unpark(id a2a.TaskID) {
+	s.mu.Lock()
+	delete(s.parks, id)
+	s.mu.Unlock()
+}
+
+// parked returns the waiting execution a message answers, if any.
+func (s *Server) parked(req *a2a.SendMessageRequest) *parking {
+	if req == nil || req.Message == nil || req.Message.TaskID == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.parks[req.Message.TaskID]
+}
+
+var errClosed = errors.New("a2aupstream: server closed")
