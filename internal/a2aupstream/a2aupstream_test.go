@@ -3,7 +3,6 @@ package a2aupstream_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -435,4 +434,3 @@ func TestOptionsRefused(t *testing.T) {
 	}
 }
 
-var _ = fmt.Sprint
