@@ -433,4 +433,3 @@ func TestOptionsRefused(t *testing.T) {
 		}
 	}
 }
-
