@@ -3,7 +3,6 @@ package a2aupstream_test
 import (
 	"context"
 	"errors"
-	"reflect"
 	"testing"
 	"time"
 
@@ -86,80 +85,16 @@ func reply(task a2a.TaskInfoProvider, text string) *a2a.SendMessageRequest {
 	return &a2a.SendMessageRequest{Message: a2a.NewMessageForTask(a2a.MessageRoleUser, task, a2a.NewTextPart(text))}
 }
 
-// view folds a turn's events (or a result) into what a client sees.
-type view struct {
-	events    int
-	states    []a2a.TaskState
-	status    string // text of the last status message
-	task      a2a.TaskInfo
-	message   *a2a.Message
-	artifacts map[a2a.ArtifactID]*a2a.Artifact
-	chunks    map[a2a.ArtifactID]int
-	last      map[a2a.ArtifactID]bool
-}
-
-func newView() *view {
-	return &view{artifacts: map[a2a.ArtifactID]*a2a.Artifact{}, chunks: map[a2a.ArtifactID]int{}, last: map[a2a.ArtifactID]bool{}}
-}
-
-func (v *view) add(ev a2a.Event) {
-	v.events++
-	switch e := ev.(type) {
-	case *a2a.Message:
-		v.message = e
-	case *a2a.Task:
-		v.task = e.TaskInfo()
-		v.setStatus(e.Status)
-		for _, a := range e.Artifacts {
-			v.artifacts[a.ID] = a
-		}
-	case *a2a.TaskStatusUpdateEvent:
-		v.task = e.TaskInfo()
-		v.setStatus(e.Status)
-	case *a2a.TaskArtifactUpdateEvent:
-		v.task = e.TaskInfo()
-		a := v.artifacts[e.Artifact.ID]
-		if a == nil || !e.Append {
-			a = &a2a.Artifact{ID: e.Artifact.ID}
-			v.artifacts[a.ID] = a
-		}
-		a.Parts = append(a.Parts, e.Artifact.Parts...)
-		v.chunks[a.ID]++
-		v.last[a.ID] = e.LastChunk
-	}
-}
-
-func (v *view) setStatus(st a2a.TaskStatus) {
-	v.states = append(v.states, st.State)
-	if st.Message != nil {
-		v.status = up.TextOf(st.Message.Parts)
-	}
-}
-
-func (v *view) state() a2a.TaskState {
-	if len(v.states) == 0 {
-		return a2a.TaskStateUnspecified
-	}
-	return v.states[len(v.states)-1]
-}
-
-func (v *view) text(id a2a.ArtifactID) string {
-	if a := v.artifacts[id]; a != nil {
-		return up.TextOf(a.Parts)
-	}
-	return ""
-}
-
 // stream runs a streaming call to its end; stop, when set, ends reading
-// early (the view so far is returned).
-func stream(t *testing.T, events func(func(a2a.Event, error) bool), stop func(*view) bool) *view {
+// early (the turn so far is returned).
+func stream(t *testing.T, events func(func(a2a.Event, error) bool), stop func(*up.Turn) bool) *up.Turn {
 	t.Helper()
-	v := newView()
+	v := up.NewTurn()
 	for ev, err := range events {
 		if err != nil {
-			t.Fatalf("after %d events: %v", v.events, err)
+			t.Fatalf("after %d events: %v", v.Events, err)
 		}
-		v.add(ev)
+		v.Add(ev)
 		if stop != nil && stop(v) {
 			break
 		}
@@ -167,14 +102,14 @@ func stream(t *testing.T, events func(func(a2a.Event, error) bool), stop func(*v
 	return v
 }
 
-func send(t *testing.T, c *a2aclient.Client, req *a2a.SendMessageRequest) *view {
+func send(t *testing.T, c *a2aclient.Client, req *a2a.SendMessageRequest) *up.Turn {
 	t.Helper()
 	res, err := c.SendMessage(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := newView()
-	v.add(res)
+	v := up.NewTurn()
+	v.Add(res)
 	return v
 }
 
@@ -193,95 +128,19 @@ func TestScenarios(t *testing.T) {
 						if sc == up.Echo {
 							text = "just words"
 						}
-						var v *view
+						var v *up.Turn
 						if how == "stream" {
 							v = stream(t, c.SendStreamingMessage(context.Background(), msg(text)), nil)
 						} else {
 							v = send(t, c, msg(text))
 						}
-						checkScenario(t, sc, "some body", text, v, how == "stream" && vr.stream)
+						if err := v.Check(text, how == "stream" && vr.stream); err != nil {
+							t.Error(err)
+						}
 					})
 				}
 			}
 		})
-	}
-}
-
-func checkScenario(t *testing.T, sc, body, text string, v *view, streamed bool) {
-	t.Helper()
-	want := map[a2a.ArtifactID]string{}
-	state := a2a.TaskStateCompleted
-	switch sc {
-	case up.Stream:
-		want = map[a2a.ArtifactID]string{up.ThoughtArtifact: up.Thought(body), up.TextArtifact: up.StreamText(body)}
-		checkStreamParts(t, body, v, streamed)
-	case up.Tool:
-		want[up.TextArtifact] = up.ToolText(body)
-		checkData(t, v, up.ToolCallArtifact, up.ToolCall(body), "function_call")
-		checkData(t, v, up.ToolResponseArtifact, up.ToolResponse(body), "function_response")
-	case up.Fail:
-		state = a2a.TaskStateFailed
-		if v.status != up.FailText(body) {
-			t.Errorf("status message %q, want %q", v.status, up.FailText(body))
-		}
-	case up.Message:
-		if v.message == nil || up.TextOf(v.message.Parts) != up.MessageText(body) || v.events != 1 {
-			t.Fatalf("want one direct message %q, got %d events, message %+v", up.MessageText(body), v.events, v.message)
-		}
-		return
-	case up.File:
-		checkFiles(t, body, v)
-	case up.Echo:
-		want[up.EchoArtifact] = up.EchoText(text)
-	}
-	if v.state() != state {
-		t.Errorf("states %v, want the last %s", v.states, state)
-	}
-	for id, w := range want {
-		if got := v.text(id); got != w {
-			t.Errorf("artifact %s: %q, want %q", id, got, w)
-		}
-	}
-}
-
-func checkStreamParts(t *testing.T, body string, v *view, streamed bool) {
-	t.Helper()
-	th := v.artifacts[up.ThoughtArtifact]
-	if th == nil || len(th.Parts) != 1 || th.Parts[0].Metadata["thought"] != true {
-		t.Errorf("thought artifact %+v, want one part with metadata thought=true", th)
-	}
-	checkData(t, v, up.DataArtifact, up.StreamData(), "")
-	if n := len(up.StreamChunks(body)); streamed && (v.chunks[up.TextArtifact] != n || !v.last[up.TextArtifact]) {
-		t.Errorf("text artifact in %d chunks (last %v), want %d ending with lastChunk", v.chunks[up.TextArtifact], v.last[up.TextArtifact], n)
-	}
-	if streamed && (v.states[0] != a2a.TaskStateSubmitted || v.states[1] != a2a.TaskStateWorking) {
-		t.Errorf("states %v, want submitted, working … completed", v.states)
-	}
-}
-
-func checkData(t *testing.T, v *view, id a2a.ArtifactID, want map[string]any, typ string) {
-	t.Helper()
-	a := v.artifacts[id]
-	if a == nil || len(a.Parts) != 1 {
-		t.Fatalf("artifact %s: %+v, want one DataPart", id, a)
-	}
-	if got := a.Parts[0].Data(); !reflect.DeepEqual(got, want) {
-		t.Errorf("artifact %s data %#v, want %#v", id, got, want)
-	}
-	if typ != "" && a.Parts[0].Metadata["type"] != typ {
-		t.Errorf("artifact %s part metadata %v, want type %s", id, a.Parts[0].Metadata, typ)
-	}
-}
-
-func checkFiles(t *testing.T, body string, v *view) {
-	t.Helper()
-	b, u := v.artifacts[up.FileBytesArtifact], v.artifacts[up.FileURLArtifact]
-	if b == nil || len(b.Parts) != 1 || string(b.Parts[0].Raw()) != string(up.FileBytes(body)) ||
-		b.Parts[0].Filename != up.FileName || b.Parts[0].MediaType != up.FileMIME {
-		t.Errorf("file bytes artifact %+v", b)
-	}
-	if u == nil || len(u.Parts) != 1 || string(u.Parts[0].URL()) != up.FileURL(body) {
-		t.Errorf("file URL artifact %+v, want %s", u, up.FileURL(body))
 	}
 }
 
@@ -295,22 +154,22 @@ func TestAskContinues(t *testing.T) {
 			s := vr.start(t, up.Options{})
 			c := connect(t, s, vr.v03)
 			first := stream(t, c.SendStreamingMessage(context.Background(), msg("ask: hi")), nil)
-			if first.state() != a2a.TaskStateInputRequired || first.status != up.AskQuestion {
-				t.Fatalf("first turn: states %v, status %q", first.states, first.status)
+			if first.State() != a2a.TaskStateInputRequired || first.Status != up.AskQuestion {
+				t.Fatalf("first turn: states %v, status %q", first.States, first.Status)
 			}
-			if vr.stream && first.text(up.AskArtifact) != up.AskChunk {
-				t.Errorf("first turn streamed %q, want %q", first.text(up.AskArtifact), up.AskChunk)
+			if vr.stream && first.Text(up.AskArtifact) != up.AskChunk {
+				t.Errorf("first turn streamed %q, want %q", first.Text(up.AskArtifact), up.AskChunk)
 			}
-			second := stream(t, c.SendStreamingMessage(context.Background(), reply(first.task, "Ada")), nil)
-			if second.state() != a2a.TaskStateCompleted || second.text(up.ReplyArtifact) != up.AskReply("Ada") {
-				t.Fatalf("second turn: states %v, reply %q", second.states, second.text(up.ReplyArtifact))
+			second := stream(t, c.SendStreamingMessage(context.Background(), reply(first.Task, "Ada")), nil)
+			if second.State() != a2a.TaskStateCompleted || second.Text(up.ReplyArtifact) != up.AskReply("Ada") {
+				t.Fatalf("second turn: states %v, reply %q", second.States, second.Text(up.ReplyArtifact))
 			}
-			if m := s.LastMessage(); m.TaskID != first.task.TaskID || m.ContextID != first.task.ContextID {
-				t.Errorf("last message on %s/%s, want %s/%s", m.TaskID, m.ContextID, first.task.TaskID, first.task.ContextID)
+			if m := s.LastMessage(); m.TaskID != first.Task.TaskID || m.ContextID != first.Task.ContextID {
+				t.Errorf("last message on %s/%s, want %s/%s", m.TaskID, m.ContextID, first.Task.TaskID, first.Task.ContextID)
 			}
 			ex := s.Executions()
 			last := ex[len(ex)-1]
-			if last.Scenario != up.Answer || !last.Continued || last.TaskID != first.task.TaskID ||
+			if last.Scenario != up.Answer || !last.Continued || last.TaskID != first.Task.TaskID ||
 				len(last.History) < 2 || up.TextOf(last.History[0].Parts) != "ask: hi" || up.TextOf(last.History[len(last.History)-1].Parts) != "Ada" {
 				t.Errorf("agent's second turn %+v", last)
 			}
@@ -328,23 +187,23 @@ func TestAuthContinues(t *testing.T) {
 			s := vr.start(t, up.Options{})
 			c := connect(t, s, vr.v03)
 			ctx, cancel := context.WithCancel(context.Background())
-			atAuth := func(v *view) bool { return v.state() == a2a.TaskStateAuthRequired }
+			atAuth := func(v *up.Turn) bool { return v.State() == a2a.TaskStateAuthRequired }
 			first := stream(t, c.SendStreamingMessage(ctx, msg("auth: please")), atAuth)
 			cancel()
-			if first.state() != a2a.TaskStateAuthRequired || first.status != up.AuthPrompt {
-				t.Fatalf("first turn: states %v, status %q", first.states, first.status)
+			if first.State() != a2a.TaskStateAuthRequired || first.Status != up.AuthPrompt {
+				t.Fatalf("first turn: states %v, status %q", first.States, first.Status)
 			}
-			var second *view
+			var second *up.Turn
 			if vr.stream {
-				second = stream(t, c.SendStreamingMessage(context.Background(), reply(first.task, "token-1")), nil)
+				second = stream(t, c.SendStreamingMessage(context.Background(), reply(first.Task, "token-1")), nil)
 			} else {
-				second = send(t, c, reply(first.task, "token-1"))
+				second = send(t, c, reply(first.Task, "token-1"))
 			}
-			if second.state() != a2a.TaskStateCompleted || second.text(up.ReplyArtifact) != up.AuthReply("token-1") {
-				t.Fatalf("second turn: states %v, reply %q", second.states, second.text(up.ReplyArtifact))
+			if second.State() != a2a.TaskStateCompleted || second.Text(up.ReplyArtifact) != up.AuthReply("token-1") {
+				t.Fatalf("second turn: states %v, reply %q", second.States, second.Text(up.ReplyArtifact))
 			}
 			ex := s.Executions()
-			if last := ex[len(ex)-1]; last.Scenario != up.Authed || last.TaskID != first.task.TaskID || up.TextOf(last.Message.Parts) != "token-1" {
+			if last := ex[len(ex)-1]; last.Scenario != up.Authed || last.TaskID != first.Task.TaskID || up.TextOf(last.Message.Parts) != "token-1" {
 				t.Errorf("agent's second turn %+v", last)
 			}
 		})
@@ -362,9 +221,9 @@ func TestCancelSlow(t *testing.T) {
 			ctx := context.Background()
 			var id a2a.TaskID
 			if vr.stream {
-				v := stream(t, c.SendStreamingMessage(ctx, msg("slow: x")), func(v *view) bool { return v.chunks[up.SlowArtifact] == 3 })
-				id = v.task.TaskID
-				if got := v.text(up.SlowArtifact); got != up.SlowChunk(1)+up.SlowChunk(2)+up.SlowChunk(3) {
+				v := stream(t, c.SendStreamingMessage(ctx, msg("slow: x")), func(v *up.Turn) bool { return v.Chunks[up.SlowArtifact] == 3 })
+				id = v.Task.TaskID
+				if got := v.Text(up.SlowArtifact); got != up.SlowChunk(1)+up.SlowChunk(2)+up.SlowChunk(3) {
 					t.Errorf("slow chunks %q", got)
 				}
 			} else {
@@ -431,5 +290,24 @@ func TestOptionsRefused(t *testing.T) {
 		if _, err := up.New(o); !errors.Is(err, up.ErrInvalidOption) {
 			t.Errorf("New(%+v): %v, want %v", o, err, up.ErrInvalidOption)
 		}
+	}
+}
+
+// TestCheckCatches: Turn.Check reports a turn that differs from the
+// scenario (so the checks above are not vacuous).
+func TestCheckCatches(t *testing.T) {
+	s := up.Start(t, up.Options{})
+	c := connect(t, s, false)
+	for _, tc := range []struct{ sent, checked string }{
+		{"stream: a", "stream: b"}, {"tool: a", "tool: b"}, {"fail: a", "fail: b"},
+		{"message: a", "message: b"}, {"file: a", "file: b"}, {"stream: a", "tool: a"}, {"echo a", "fail: a"},
+	} {
+		v := stream(t, c.SendStreamingMessage(context.Background(), msg(tc.sent)), nil)
+		if err := v.Check(tc.checked, true); err == nil {
+			t.Errorf("the turn of %q passes the check of %q", tc.sent, tc.checked)
+		}
+	}
+	if err := up.NewTurn().Check("slow: x", false); err == nil {
+		t.Error("Check of a multi-turn scenario passes")
 	}
 }
