@@ -59,6 +59,12 @@ func firstToken(v string) string {
 // AgentCard returns the A2A v0.3 agent card of the pipeline's /a2a
 // endpoint for base URL base.
 func (s *Server) AgentCard(base string) map[string]any {
+	return s.agentCard(base, s.grpcURL(base))
+}
+
+// agentCard is the card of the endpoints under base, listing the gRPC
+// binding at grpcURL when it is not empty.
+func (s *Server) agentCard(base, grpcURL string) map[string]any {
 	card := a2a.AgentCard{
 		Name:               "E2A Pipeline",
 		Description:        "Durable, horizontally scaled agent traffic on NATS JetStream: A2A v0.3 and the AgentVault profile on one JSON-RPC endpoint.",
@@ -98,7 +104,7 @@ func (s *Server) AgentCard(base string) map[string]any {
 			m["authSchemes"] = av
 		}
 	}
-	a2av1.AddCard(m, base, s.grpcURL(base))
+	a2av1.AddCard(m, base, grpcURL)
 	return m
 }
 
@@ -139,6 +145,12 @@ func isLoopbackHost(h string) bool {
 }
 
 func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {
+	if pool, ok := poolFromContext(r.Context()); ok {
+		s.handlePoolCard(w, r, pool)
+		return
+	}
 	w.Header().Set("Cache-Control", "public, max-age=60")
-	writeJSON(w, http.StatusOK, s.AgentCard(s.baseURL(r)))
+	card := s.AgentCard(s.baseURL(r))
+	s.listPools(r.Context(), card, s.baseURL(r))
+	writeJSON(w, http.StatusOK, card)
 }

@@ -25,13 +25,15 @@ import (
 // Server is the HTTP front door. Create it with [New]; it is safe for
 // concurrent use and holds no per-request state between calls.
 type Server struct {
-	pools   *pools // nil: every pool accepted
-	pub     *Publisher
-	egress  *egress.Service
-	opts    options
-	metrics *metrics
-	js      jetstream.JetStream
-	nc      *nats.Conn
+	pools *pools // nil: every pool accepted
+	// poolList caches the pool names the pipeline's card lists.
+	poolList poolCache
+	pub      *Publisher
+	egress   *egress.Service
+	opts     options
+	metrics  *metrics
+	js       jetstream.JetStream
+	nc       *nats.Conn
 	// v1 are the A2A v1.0 bindings (a2av1Bindings); v1rpc is their
 	// JSON-RPC handler counted in the requests metric (a2a, v1).
 	v1    host.V1Bindings
@@ -245,6 +247,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc(A2AV1Path, egress.MethodNotAllowed(http.MethodPost))
 	s.mountProtocols(mux)
 	mux.HandleFunc("GET /{$}", handleRoot)
+	s.mountPools(mux)
 	if s.opts.workflow != nil {
 		s.workflowAPI().Register(mux)
 	}

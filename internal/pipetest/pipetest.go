@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,6 +23,8 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 // Pipeline is a running pipeline.
@@ -109,8 +112,9 @@ func Start(t testing.TB, opts ...Option) *Pipeline {
 }
 
 // Pool serves pool with h until the test ends (or the returned stop is
-// called, which waits for agent.Run to return). Options are agent.Run's;
-// the pipeline's registry is used for metrics unless opts set one.
+// called, which waits for agent.Run to return), and returns once the pool's
+// consumer exists (so a request's pool check finds it). Options are
+// agent.Run's.
 func (p *Pipeline) Pool(pool string, h agent.Handler, opts ...agent.Option) (stop func()) {
 	p.t.Helper()
 	ctx, cancel := context.WithCancel(p.ctx)
@@ -128,5 +132,13 @@ func (p *Pipeline) Pool(pool string, h agent.Handler, opts ...agent.Option) (sto
 		}
 	}
 	p.t.Cleanup(stop)
+	name, err := streams.AgentConsumerName(pool)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	testkit.Eventually(p.t, 30*time.Second, "the consumer of pool "+pool, func() bool {
+		_, err := p.JS.Consumer(ctx, streams.RequestsStream, name)
+		return err == nil
+	})
 	return stop
 }
