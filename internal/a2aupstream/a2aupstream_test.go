@@ -161,8 +161,8 @@ func TestAskContinues(t *testing.T) {
 				t.Errorf("first turn streamed %q, want %q", first.Text(up.AskArtifact), up.AskChunk)
 			}
 			second := stream(t, c.SendStreamingMessage(context.Background(), reply(first.Task, "Ada")), nil)
-			if second.State() != a2a.TaskStateCompleted || second.Text(up.ReplyArtifact) != up.AskReply("Ada") {
-				t.Fatalf("second turn: states %v, reply %q", second.States, second.Text(up.ReplyArtifact))
+			if second.State() != a2a.TaskStateCompleted || second.Text(up.ReplyArtifact) != up.AskReply("Ada") || vr.stream && second.States[0] != a2a.TaskStateWorking {
+				t.Fatalf("second turn: states %v (want working … completed), reply %q", second.States, second.Text(up.ReplyArtifact))
 			}
 			if m := s.LastMessage(); m.TaskID != first.Task.TaskID || m.ContextID != first.Task.ContextID {
 				t.Errorf("last message on %s/%s, want %s/%s", m.TaskID, m.ContextID, first.Task.TaskID, first.Task.ContextID)
@@ -199,7 +199,7 @@ func TestAuthContinues(t *testing.T) {
 			} else {
 				second = send(t, c, reply(first.Task, "token-1"))
 			}
-			if second.State() != a2a.TaskStateCompleted || second.Text(up.ReplyArtifact) != up.AuthReply("token-1") {
+			if second.State() != a2a.TaskStateCompleted || second.Text(up.ReplyArtifact) != up.AuthReply("token-1") || vr.stream && second.States[0] != a2a.TaskStateWorking {
 				t.Fatalf("second turn: states %v, reply %q", second.States, second.Text(up.ReplyArtifact))
 			}
 			ex := s.Executions()

@@ -5,4 +5,8 @@
 // pinned packages with `npm ci` when node_modules is missing (.ci/run does
 // it first). Without node the test is skipped, except under CI=true (which
 // .ci/run sets), where it fails.
+//
+// server.mjs, beside client.mjs, is the other side: an A2A agent on the
+// same pinned SDK's server, that package internal/jsupstream starts as an
+// upstream for the A2A bridge's tests.
 package jsclient
