@@ -3,6 +3,7 @@ package a2aupstream_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -310,4 +311,72 @@ func TestCheckCatches(t *testing.T) {
 	if err := up.NewTurn().Check("slow: x", false); err == nil {
 		t.Error("Check of a multi-turn scenario passes")
 	}
+}
+
+// TestResubscribe: a client that drops a "slow:" stream (a worker that
+// dies) gets the task back with SubscribeToTask, v1.0 and v0.3 over every
+// binding: the task as it stands (the chunks sent so far), then the
+// chunks that follow, then the canceled status once it is canceled. A
+// finished task cannot be subscribed to.
+func TestResubscribe(t *testing.T) {
+	for _, vr := range variants() {
+		if !vr.stream {
+			continue
+		}
+		t.Run(vr.String(), func(t *testing.T) {
+			s := vr.start(t, up.Options{})
+			c := connect(t, s, vr.v03)
+			ctx, drop := context.WithCancel(context.Background())
+			first := stream(t, c.SendStreamingMessage(ctx, msg("slow: x")), func(v *up.Turn) bool { return v.Chunks[up.SlowArtifact] == 2 })
+			drop()
+			id := first.Task.TaskID
+			canceled := false
+			again := stream(t, c.SubscribeToTask(context.Background(), &a2a.SubscribeToTaskRequest{ID: id}), func(v *up.Turn) bool {
+				if v.Chunks[up.SlowArtifact] == 2 && !canceled {
+					canceled = true
+					if _, err := c.CancelTask(context.Background(), &a2a.CancelTaskRequest{ID: id}); err != nil {
+						t.Error(err)
+					}
+				}
+				return false
+			})
+			if again.State() != a2a.TaskStateCanceled || again.Task.TaskID != id {
+				t.Fatalf("subscription: states %v on %s, want … canceled on %s", again.States, again.Task.TaskID, id)
+			}
+			if got := again.Text(up.SlowArtifact); got != slowText(strings.Count(got, "tick")) || strings.Count(got, "tick") < 4 {
+				t.Errorf("subscription's slow text %q, want every chunk once from the first, more than the 2 streamed before", got)
+			}
+			for _, err := range c.SubscribeToTask(context.Background(), &a2a.SubscribeToTaskRequest{ID: id}) {
+				if err == nil {
+					t.Error("a canceled task was subscribed to")
+				}
+				break
+			}
+		})
+	}
+}
+
+// TestContextContinues: a message naming only the context of an earlier
+// task starts a new task in that context; the agent's turns show both.
+func TestContextContinues(t *testing.T) {
+	s := up.Start(t, up.Options{})
+	c := connect(t, s, false)
+	first := send(t, c, msg("one"))
+	next := msg("two")
+	next.Message.ContextID = first.Task.ContextID
+	second := send(t, c, next)
+	ex := s.Executions()
+	if second.Task.ContextID != first.Task.ContextID || second.Task.TaskID == first.Task.TaskID ||
+		len(ex) != 2 || ex[1].ContextID != first.Task.ContextID || ex[1].Continued {
+		t.Errorf("second task %+v after %+v; agent's turns %+v", second.Task, first.Task, ex)
+	}
+}
+
+// slowText is the text of the first n chunks of "slow:".
+func slowText(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		b.WriteString(up.SlowChunk(i))
+	}
+	return b.String()
 }

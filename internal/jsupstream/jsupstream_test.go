@@ -127,6 +127,9 @@ func TestJSUpstream(t *testing.T) {
 			t.Run("ask", func(t *testing.T) { ask(t, s, c, vr.stream) })
 			t.Run("auth", func(t *testing.T) { auth(t, s, c, vr.stream) })
 			t.Run("slow", func(t *testing.T) { slow(t, s, c, vr.stream) })
+			if vr.stream {
+				t.Run("resubscribe", func(t *testing.T) { resubscribe(t, c) })
+			}
 		})
 	}
 }
@@ -203,6 +206,37 @@ func slow(t *testing.T, s *js.Server, c *a2aclient.Client, streaming bool) {
 	if r := record(t, s); len(r.Cancels) != 1 || r.Cancels[0] != string(id) {
 		t.Errorf("cancels %v, want [%s]", r.Cancels, id)
 	}
+}
+
+// resubscribe: a client that drops a "slow:" stream gets the task back
+// with SubscribeToTask, every chunk once, and its end once canceled.
+func resubscribe(t *testing.T, c *a2aclient.Client) {
+	ctx, drop := context.WithCancel(context.Background())
+	first := stream(t, c.SendStreamingMessage(ctx, msg("slow: x")), func(v *up.Turn) bool { return v.Chunks[up.SlowArtifact] == 2 })
+	drop()
+	id := first.Task.TaskID
+	canceled := false
+	again := stream(t, c.SubscribeToTask(context.Background(), &a2a.SubscribeToTaskRequest{ID: id}), func(v *up.Turn) bool {
+		if v.Chunks[up.SlowArtifact] == 2 && !canceled {
+			canceled = true
+			if _, err := c.CancelTask(context.Background(), &a2a.CancelTaskRequest{ID: id}); err != nil {
+				t.Error(err)
+			}
+		}
+		return false
+	})
+	got := again.Text(up.SlowArtifact)
+	if again.State() != a2a.TaskStateCanceled || got != slowText(strings.Count(got, "tick")) || strings.Count(got, "tick") < 4 {
+		t.Errorf("subscription: states %v, slow text %q; want … canceled and every chunk once from the first", again.States, got)
+	}
+}
+
+func slowText(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		b.WriteString(up.SlowChunk(i))
+	}
+	return b.String()
 }
 
 // TestJSBearer: with a bearer token required, the card declares the
