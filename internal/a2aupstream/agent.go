@@ -125,7 +125,7 @@ func (e *executor) file(ec *a2asrv.ExecutorContext, body string, out emit) {
 // request handler hands over (handler.resume).
 func (e *executor) auth(ctx context.Context, ec *a2asrv.ExecutorContext, out emit) {
 	p := e.s.park(ec.TaskID)
-	defer e.s.unpark(ec.TaskID)
+	defer e.s.unpark(p)
 	if !out(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateAuthRequired, agentMessage(ec, "auth", AuthPrompt))) {
 		return
 	}

@@ -13,18 +13,17 @@ import (
 // message that starts a task ("stream: hello" → Stream with body
 // "hello"); a message naming a task waiting for input is its answer.
 const (
-	Stream   = "stream"
-	Tool     = "tool"
-	Ask      = "ask"
-	Answer   = "answer" // the message that answers an ask: task
-	Auth     = "auth"
-	Authed   = "authorized" // the message that answers an auth: task
-	Fail     = "fail"
-	Slow     = "slow"
-	Message  = "message"
-	File     = "file"
-	Echo     = "echo" // anything else
-	Canceled = "canceled"
+	Stream  = "stream"
+	Tool    = "tool"
+	Ask     = "ask"
+	Answer  = "answer" // the message that answers an ask: task
+	Auth    = "auth"
+	Authed  = "authorized" // the message that answers an auth: task
+	Fail    = "fail"
+	Slow    = "slow"
+	Message = "message"
+	File    = "file"
+	Echo    = "echo" // anything else
 )
 
 var scenarios = []string{Stream, Tool, Ask, Auth, Fail, Slow, Message, File}

@@ -96,6 +96,11 @@ func (s *Server) faultHTTP(next http.Handler, card bool) http.Handler {
 
 var errCut = errors.New("a2aupstream: connection cut by the fault")
 
+var (
+	_ http.Flusher      = (*cutWriter)(nil)
+	_ grpc.ServerStream = (*cutStream)(nil)
+)
+
 // cutWriter passes an answer through until the middle of its second
 // server-sent event (of its body, when it is not an event stream), writes
 // half of what comes then, and drops the connection.

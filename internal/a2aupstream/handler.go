@@ -101,6 +101,9 @@ func (h *handler) resume(ctx context.Context, p *parking, req *a2a.SendMessageRe
 		}
 		select {
 		case p.answer <- req.Message:
+		case <-p.gone:
+			yield(nil, fmt.Errorf("task %s no longer waits for auth: %w", p.task, a2a.ErrTaskNotFound))
+			return
 		case <-ctx.Done():
 			yield(nil, ctx.Err())
 			return

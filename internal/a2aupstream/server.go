@@ -68,9 +68,11 @@ type Execution struct {
 	Continued bool           // the turn continues an existing task
 }
 
+// parking is an execution waiting in auth-required for its credential.
 type parking struct {
 	task   a2a.TaskID
 	answer chan *a2a.Message
+	gone   chan struct{} // closed when the execution stops waiting
 }
 
 // Start starts a server for a test and closes it at the test's cleanup;
@@ -298,17 +300,18 @@ func (s *Server) recordCancel(id a2a.TaskID) {
 }
 
 func (s *Server) park(id a2a.TaskID) *parking {
-	p := &parking{task: id, answer: make(chan *a2a.Message)}
+	p := &parking{task: id, answer: make(chan *a2a.Message), gone: make(chan struct{})}
 	s.mu.Lock()
 	s.parks[id] = p
 	s.mu.Unlock()
 	return p
 }
 
-func (s *Server) unpark(id a2a.TaskID) {
+func (s *Server) unpark(p *parking) {
 	s.mu.Lock()
-	delete(s.parks, id)
+	delete(s.parks, p.task)
 	s.mu.Unlock()
+	close(p.gone)
 }
 
 // parked returns the waiting execution a message answers, if any.
