@@ -99,7 +99,8 @@ type request struct {
 	msg       jetstream.Msg
 	stop      context.CancelCauseFunc
 	wr        *writer
-	cancelled bool // a live cancel arrived before stop was set
+	slot      *slot // the fetch loop's slot it holds
+	cancelled bool  // a live cancel arrived before stop was set
 }
 
 // Run serves agent pool pool with handler h on nc until ctx is done. It
@@ -368,8 +369,9 @@ func (w *worker) fetchLoop(ctx context.Context, cons jetstream.Consumer) error {
 			w.wg.Add(1)
 			go func() {
 				defer w.wg.Done()
-				defer func() { <-slots }()
-				w.process(m)
+				sl := &slot{c: slots, held: true}
+				defer sl.release()
+				w.process(m, sl)
 			}()
 		}
 		for range want - got {
@@ -449,12 +451,12 @@ func (w *worker) unregister(r *request) {
 	}
 }
 
-// process handles one delivery and records its metrics.
-func (w *worker) process(m jetstream.Msg) {
+// process handles one delivery, holding slot sl, and records its metrics.
+func (w *worker) process(m jetstream.Msg, sl *slot) {
 	start := time.Now()
 	g := w.metrics.inFlight.WithLabelValues(w.pool)
 	g.Inc()
-	outcome := w.handle(m)
+	outcome := w.handle(m, sl)
 	g.Dec()
 	w.metrics.handled.WithLabelValues(w.pool, outcome).Inc()
 	w.metrics.duration.WithLabelValues(w.pool).Observe(time.Since(start).Seconds())
@@ -468,7 +470,7 @@ const maxErrorMessage = 1024
 const ioTimeout = 5 * time.Second
 
 // handle runs one delivery to its end and returns its outcome.
-func (w *worker) handle(m jetstream.Msg) (outcome string) {
+func (w *worker) handle(m jetstream.Msg, sl *slot) (outcome string) {
 	meta, err := m.Metadata()
 	if err != nil {
 		w.log.Error("request without JetStream metadata", "subject", m.Subject(), "err", err)
@@ -525,7 +527,7 @@ func (w *worker) handle(m jetstream.Msg) (outcome string) {
 		log.traceparent = env.Trace.Traceparent
 	}
 
-	r := &request{id: id, msg: m}
+	r := &request{id: id, msg: m, slot: sl}
 	w.register(r)
 	defer w.unregister(r)
 
@@ -619,6 +621,14 @@ func (w *worker) handle(m jetstream.Msg) (outcome string) {
 		hctx, cancelDL = context.WithDeadlineCause(hctx, deadline, ErrDeadlineExceeded)
 		defer cancelDL()
 	}
+	if after := turnAfter(m, id); after != "" && last == nil {
+		// A later turn of a task or session: the handler runs once the
+		// turn before has ended (turns.go). A request with frames already
+		// waited before it wrote them.
+		if out, wait := w.awaitTurn(hctx, r, after, meta, log); wait {
+			return out
+		}
+	}
 	wr.mu.Lock()
 	wr.hctx = hctx
 	wr.mu.Unlock()
@@ -641,34 +651,7 @@ func (w *worker) handle(m jetstream.Msg) (outcome string) {
 		}
 	}
 	if hctx.Err() != nil {
-		cause := context.Cause(hctx)
-		switch {
-		case errors.Is(cause, ErrCancelled):
-			wr.close(ErrWriterClosed, false)
-			out := w.end(r, cancelFrame(), log)
-			wait()
-			return out
-		case errors.Is(cause, ErrDeadlineExceeded):
-			wr.close(ErrWriterClosed, false)
-			out := w.end(r, deadlineFrame(), log)
-			wait()
-			return out
-		case errors.Is(cause, ErrShutdown):
-			wr.close(ErrShutdown, true)
-			if final, _, _, _, _ := wr.state(); final {
-				out := w.settle(r, nil, log)
-				wait()
-				return out
-			}
-			w.unregister(r)
-			_ = m.Nak()
-			wait()
-			return OutcomeHandedBack
-		case cause != nil && !errors.Is(cause, context.Canceled):
-			// Fenced or the connection lost: the writer failed.
-			wr.close(cause, true)
-			out := w.settle(r, cause, log)
-			wait()
+		if out, ok := w.stopped(r, hctx, log, wait); ok {
 			return out
 		}
 	}
@@ -696,6 +679,46 @@ func (w *worker) handle(m jetstream.Msg) (outcome string) {
 		f = frame{kind: e2a.KindComplete, status: e2a.StatusSucceeded, body: e2a.CompleteBody{}, final: true}
 	}
 	return w.end(r, f, log)
+}
+
+// stopped ends r, whose context hctx is done, by the cause: a cancel or
+// the deadline writes the final frame, a shutdown hands r back, a
+// writer's failure (fenced, the connection lost) settles it; wait waits
+// for the handler. ok is false for a context cancelled without a cause of
+// the runtime's: the caller goes on as if the handler returned.
+func (w *worker) stopped(r *request, hctx context.Context, log *reqLogger, wait func()) (outcome string, ok bool) {
+	wr := r.wr
+	cause := context.Cause(hctx)
+	switch {
+	case errors.Is(cause, ErrCancelled):
+		wr.close(ErrWriterClosed, false)
+		out := w.end(r, cancelFrame(), log)
+		wait()
+		return out, true
+	case errors.Is(cause, ErrDeadlineExceeded):
+		wr.close(ErrWriterClosed, false)
+		out := w.end(r, deadlineFrame(), log)
+		wait()
+		return out, true
+	case errors.Is(cause, ErrShutdown):
+		wr.close(ErrShutdown, true)
+		if final, _, _, _, _ := wr.state(); final {
+			out := w.settle(r, nil, log)
+			wait()
+			return out, true
+		}
+		w.unregister(r)
+		_ = r.msg.Nak()
+		wait()
+		return OutcomeHandedBack, true
+	case cause != nil && !errors.Is(cause, context.Canceled):
+		// Fenced or the connection lost: the writer failed.
+		wr.close(cause, true)
+		out := w.settle(r, cause, log)
+		wait()
+		return out, true
+	}
+	return "", false
 }
 
 // end writes f as the final frame unless one exists, then settles.

@@ -135,16 +135,68 @@ func (s *Service) Finished(ctx context.Context, requestID string) (bool, error) 
 
 // A2ACancel answers A2A tasks/cancel (v0.3 and v1.0): ErrNotCancelable
 // when the task's last request is already final, ErrNotFound when it has
-// none; otherwise cancel is called, the final frame awaited, and the Task
+// none; otherwise its turns are cancelled (CancelTurns), and the Task
 // returned (state canceled once the worker stopped).
 func (s *Service) A2ACancel(ctx context.Context, taskID, contextID string, requestIDs []string, cancel CancelFunc) (*a2a.Task, error) {
-	if len(requestIDs) == 0 {
-		return nil, ErrNotFound
-	}
-	if _, err := s.CancelRequest(ctx, requestIDs[len(requestIDs)-1], cancel); err != nil {
+	if _, err := s.CancelTurns(ctx, requestIDs, cancel); err != nil {
 		return nil, err
 	}
 	return s.A2ATask(ctx, taskID, contextID, requestIDs, nil)
+}
+
+// CancelTurns cancels the turns of a task (requestIDs, oldest first) that
+// have not ended, newest first, each as CancelRequest does (its final frame
+// awaited); it reports whether the newest ended canceled. Turns of a task
+// run one after another (the agent runtime starts one when the one before
+// has its final frame), so the newest may be waiting for earlier ones still
+// running: cancelled first, it ends without running, and the task is never
+// left canceled while an earlier turn runs on. ErrNotCancelable when no
+// turn is left running, ErrNotFound for a task without requests.
+func (s *Service) CancelTurns(ctx context.Context, requestIDs []string, cancel CancelFunc) (bool, error) {
+	if len(requestIDs) == 0 {
+		return false, ErrNotFound
+	}
+	earlier, err := s.unendedTurns(ctx, requestIDs[:len(requestIDs)-1])
+	if err != nil {
+		return false, err
+	}
+	canceled, err := s.CancelRequest(ctx, requestIDs[len(requestIDs)-1], cancel)
+	if err != nil && (len(earlier) == 0 || !errors.Is(err, ErrNotCancelable)) {
+		return false, err
+	}
+	for _, id := range earlier {
+		if _, err := s.CancelRequest(ctx, id, cancel); err != nil && !errors.Is(err, ErrNotCancelable) {
+			return canceled, err
+		}
+	}
+	return canceled, nil
+}
+
+// unendedTurns returns the requests of ids (oldest first) that have not
+// ended, newest first: walking back from the newest, up to one with its
+// final frame, or one no longer stored (ended long ago, or never published).
+func (s *Service) unendedTurns(ctx context.Context, ids []string) ([]string, error) {
+	var out []string
+	for i := len(ids) - 1; i >= 0; i-- {
+		last, err := s.lastFrame(ctx, ids[i])
+		if err != nil {
+			return nil, err
+		}
+		if last != nil && last.final {
+			break
+		}
+		if last == nil {
+			ok, err := requestExists(ctx, s.mux, s.streamNames().requests, ids[i])
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				break
+			}
+		}
+		out = append(out, ids[i])
+	}
+	return out, nil
 }
 
 // NewRenderer builds a renderer on the response it writes to.

@@ -67,7 +67,8 @@ func TestA2ANonBlockingSendThenCancel(t *testing.T) {
 }
 
 // TestA2AContinuedTaskKeepsContext: message/send with the taskId of a
-// running task and no contextId stays in the task's context.
+// running task and no contextId stays in the task's context (sent
+// non-blocking: the turn runs once the held one ends).
 func TestA2AContinuedTaskKeepsContext(t *testing.T) {
 	p := startPipeline(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -75,7 +76,8 @@ func TestA2AContinuedTaskKeepsContext(t *testing.T) {
 	c, first, _ := gatedTurn(ctx, t, p, "one")
 	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "two"})
 	msg.TaskID = first.ID
-	res, err := c.SendMessage(ctx, &a2a.MessageSendParams{Message: msg})
+	nonBlocking := false
+	res, err := c.SendMessage(ctx, &a2a.MessageSendParams{Message: msg, Config: &a2a.MessageSendConfig{Blocking: &nonBlocking}})
 	if err != nil {
 		t.Fatal(err)
 	}

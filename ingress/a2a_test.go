@@ -219,8 +219,9 @@ func gatedTurn(ctx context.Context, t *testing.T, p *pipeline, text string) (c *
 // TestA2ATaskGetKeepsEveryReply: tasks/get rebuilds every turn of a
 // multi-turn task with its text: the last reply in the artifact, earlier
 // replies and the reasoning in history; no part list is empty. The second
-// turn joins the task while the agent holds the first (a finished task
-// takes no more messages: TestA2ATerminalTaskRefused).
+// turn is sent (non-blocking: it runs after the first) while the agent
+// holds the first (a finished task takes no more messages:
+// TestA2ATerminalTaskRefused).
 func TestA2ATaskGetKeepsEveryReply(t *testing.T) {
 	p := startPipeline(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -228,13 +229,14 @@ func TestA2ATaskGetKeepsEveryReply(t *testing.T) {
 	c, task, release := gatedTurn(ctx, t, p, "first turn")
 	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "second turn"})
 	msg.TaskID, msg.ContextID = task.ID, task.ContextID
-	if _, err := c.SendMessage(ctx, &a2a.MessageSendParams{Message: msg}); err != nil {
+	nonBlocking := false
+	if _, err := c.SendMessage(ctx, &a2a.MessageSendParams{Message: msg, Config: &a2a.MessageSendConfig{Blocking: &nonBlocking}}); err != nil {
 		t.Fatal(err)
 	}
 	release()
-	testkit.Eventually(t, 20*time.Second, "the first turn's reply in the task's history", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the task's end, the first turn's reply in its history", func() bool {
 		got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID})
-		if err != nil {
+		if err != nil || !got.Status.State.Terminal() {
 			return false
 		}
 		for _, m := range got.History {

@@ -375,8 +375,10 @@ func TestE2EStreamOfNewRequestReadsNoStoredFrame(t *testing.T) {
 	if evs := readSSE(t, v1resp.Body); len(evs) < 2 || !bytes.Contains(evs[len(evs)-1].data, []byte("TASK_STATE_COMPLETED")) {
 		t.Fatalf("SendStreamingMessage: %d events", len(evs))
 	}
-	sid := p.acpSession(t)
 	for _, accept := range []string{"", "text/event-stream"} {
+		// A session each: a session's second prompt runs after its first,
+		// which the agent runtime reads (agent/turns.go).
+		sid := p.acpSession(t)
 		prompt := p.post(t, "/acp", accept, `{"jsonrpc":"2.0","id":"p","method":"session/prompt","params":{"sessionId":"`+sid+`","prompt":[{"type":"text","text":"hi"}]}}`)
 		var msgs []rpcMsg
 		if accept == "" {

@@ -26,6 +26,12 @@ import (
 // (nothing is published) and Accepted.Warning tells of a pool with no live
 // worker.
 func (s *Server) publish(ctx context.Context, p Principal, pool string, env *e2a.Envelope) (Accepted, error) {
+	return s.publishAfter(ctx, p, pool, env, "")
+}
+
+// publishAfter is publish for a turn that runs after the request after
+// (Publisher.PublishAfter; none when "").
+func (s *Server) publishAfter(ctx context.Context, p Principal, pool string, env *e2a.Envelope, after string) (Accepted, error) {
 	warning, err := s.checkPool(ctx, pool)
 	if err != nil {
 		return Accepted{}, err
@@ -37,7 +43,7 @@ func (s *Server) publish(ctx context.Context, p Principal, pool string, env *e2a
 	if perr != nil {
 		s.opts.log.Warn("live subscription before publish failed", "request_id", env.RequestID, "err", perr)
 	}
-	acc, err := s.pub.Publish(ctx, pool, env)
+	acc, err := s.pub.PublishAfter(ctx, pool, env, after)
 	publishSent(ctx)
 	if pre != nil {
 		if err != nil {

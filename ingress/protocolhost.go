@@ -304,11 +304,6 @@ func (c caller) ClaimContextID(ctx context.Context, contextID string) error {
 	return hostError(c.s.claimContext(ctx, c.p, contextID))
 }
 
-// RecordTask appends requestID to the task's record (rpcCaller's).
-func (c caller) RecordTask(ctx context.Context, t host.Task, requestID string, created bool) {
-	rpcCaller{s: c.s, p: c.p}.RecordTask(ctx, t, requestID, created)
-}
-
 // ListTasks lists the task records the principal may read that keep
 // accepts, reading at most max keys.
 func (c caller) ListTasks(ctx context.Context, max int, keep func(*host.ListedTask) bool) ([]*host.ListedTask, error) {
@@ -377,13 +372,6 @@ func (c rpcCaller) Session(ctx context.Context, protocol, id string, a tenant.Ac
 		return nil, hostError(err)
 	}
 	return &host.Session{ID: rec.ID, Protocol: rec.Protocol, Pool: rec.Pool, RequestIDs: rec.RequestIDs}, nil
-}
-
-// AppendSession appends requestID to the session's record.
-func (c rpcCaller) AppendSession(ctx context.Context, protocol, id, pool, requestID string) error {
-	_, err := c.s.opts.tasks.Append(ctx, KindSession, TaskRecord{ID: id, Protocol: protocol, Pool: pool, Principal: c.p.UserID},
-		requestID, c.p.Tenant())
-	return err
 }
 
 // PutSessionData stores data under kind/id in the task bucket.

@@ -62,6 +62,14 @@ func NewPublisher(js jetstream.JetStream, timeout time.Duration) *Publisher {
 // else of the trace context env carries) and env.Trace becomes that span's
 // context, so that the agent's spans are its children.
 func (p *Publisher) Publish(ctx context.Context, pool string, env *e2a.Envelope) (acc Accepted, err error) {
+	return p.PublishAfter(ctx, pool, env, "")
+}
+
+// PublishAfter is Publish for a turn that runs after the request after (the
+// previous turn of its task or session; none when ""): the message carries
+// it in subjects.HeaderAfterRequest, and the agent runtime starts the turn
+// once after's final frame is stored.
+func (p *Publisher) PublishAfter(ctx context.Context, pool string, env *e2a.Envelope, after string) (acc Accepted, err error) {
 	subj, err := subjects.Request(pool, env.RequestID)
 	if err != nil {
 		return Accepted{}, fmt.Errorf("%w: %v", ErrInvalidPool, err)
@@ -78,6 +86,9 @@ func (p *Publisher) Publish(ctx context.Context, pool string, env *e2a.Envelope)
 	msg := &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}
 	msg.Header.Set(subjects.HeaderMsgID, env.RequestID)
 	msg.Header.Set(subjects.HeaderRequestID, env.RequestID)
+	if after != "" {
+		msg.Header.Set(subjects.HeaderAfterRequest, after)
+	}
 	if env.Trace != nil {
 		if env.Trace.Traceparent != "" {
 			msg.Header.Set(subjects.HeaderTraceparent, env.Trace.Traceparent)

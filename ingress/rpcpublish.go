@@ -131,16 +131,3 @@ func (c rpcCaller) ClaimContext(rep host.Reply, in host.Call, contextID string) 
 	}
 	return true
 }
-
-// RecordTask appends requestID to the task's record (AppendNew for a new
-// task: one write, no read), logging a failure.
-func (c rpcCaller) RecordTask(ctx context.Context, t host.Task, requestID string, created bool) {
-	record := c.s.opts.tasks.Append
-	if created {
-		record = c.s.opts.tasks.AppendNew
-	}
-	if _, err := record(ctx, KindTask, TaskRecord{ID: t.ID, ContextID: t.ContextID,
-		Protocol: t.Protocol, Pool: t.Pool, Principal: c.p.UserID}, requestID, c.p.Tenant()); err != nil {
-		c.s.opts.log.Warn("task index update failed", "task_id", t.ID, "request_id", requestID, "err", err)
-	}
-}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -44,6 +45,17 @@ func (t *TaskRecord) LastRequest() string {
 		return ""
 	}
 	return t.RequestIDs[len(t.RequestIDs)-1]
+}
+
+// Before returns the request that precedes requestID in the record: the
+// turn it runs after ("" when requestID is the first, or not in the
+// record).
+func (t *TaskRecord) Before(requestID string) string {
+	i := slices.Index(t.RequestIDs, requestID)
+	if i < 1 {
+		return ""
+	}
+	return t.RequestIDs[i-1]
 }
 
 // TaskStore keeps TaskRecords in the E2A_TASKS KV bucket. Keys are
@@ -142,9 +154,16 @@ func (s *TaskStore) Get(ctx context.Context, kind, id string) (*TaskRecord, erro
 // id): it creates the record in one step, without reading it first, and is
 // Append when the record exists after all.
 func (s *TaskStore) AppendNew(ctx context.Context, kind string, base TaskRecord, requestID string, by tenant.Principal) (*TaskRecord, error) {
+	rec, _, err := s.appendNew(ctx, kind, base, requestID, by)
+	return rec, err
+}
+
+// appendNew is AppendNew, reporting whether requestID was added (false: the
+// record held it already).
+func (s *TaskStore) appendNew(ctx context.Context, kind string, base TaskRecord, requestID string, by tenant.Principal) (*TaskRecord, bool, error) {
 	key, err := taskKey(kind, base.ID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	now := e2a.FormatTime(s.now())
 	rec := base
@@ -152,24 +171,32 @@ func (s *TaskStore) AppendNew(ctx context.Context, kind string, base TaskRecord,
 	rec.Created, rec.Updated = now, now
 	data, _ := json.Marshal(rec)
 	if err := s.create(ctx, key, data); err == nil {
-		return &rec, nil
+		return &rec, true, nil
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
-		return nil, err
+		return nil, false, err
 	}
-	return s.Append(ctx, kind, base, requestID, by)
+	return s.appendRequest(ctx, kind, base, requestID, by)
 }
 
 // Append adds requestID to the record kind/id, creating it with the other
-// fields when it does not exist. Retries on a concurrent update. An existing
-// record that by may not continue (tenant.Write on its principal) is left
-// alone and ErrTaskNotFound returned: the check is made on the revision the
-// update is conditioned on, so no concurrent writer slips past it.
+// fields when it does not exist. Retries on a concurrent update. A request
+// the record holds already is not added again (a retry): the record is
+// returned as it is. An existing record that by may not continue
+// (tenant.Write on its principal) is left alone and ErrTaskNotFound
+// returned: the check is made on the revision the update is conditioned
+// on, so no concurrent writer slips past it.
 func (s *TaskStore) Append(ctx context.Context, kind string, base TaskRecord, requestID string, by tenant.Principal) (*TaskRecord, error) {
+	rec, _, err := s.appendRequest(ctx, kind, base, requestID, by)
+	return rec, err
+}
+
+// appendRequest is Append, reporting whether requestID was added.
+func (s *TaskStore) appendRequest(ctx context.Context, kind string, base TaskRecord, requestID string, by tenant.Principal) (*TaskRecord, bool, error) {
 	key, err := taskKey(kind, base.ID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	for attempt := 0; attempt < 16; attempt++ {
+	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
 		now := e2a.FormatTime(s.now())
 		e, err := s.kv.Get(ctx, key)
 		switch {
@@ -182,21 +209,21 @@ func (s *TaskStore) Append(ctx context.Context, kind string, base TaskRecord, re
 				if errors.Is(err, jetstream.ErrKeyExists) {
 					continue
 				}
-				return nil, err
+				return nil, false, err
 			}
-			return &rec, nil
+			return &rec, true, nil
 		case err != nil:
-			return nil, err
+			return nil, false, err
 		}
 		var rec TaskRecord
 		if err := json.Unmarshal(e.Value(), &rec); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if !by.Allows(tenant.Write, rec.Principal) {
-			return nil, ErrTaskNotFound
+			return nil, false, ErrTaskNotFound
 		}
-		if rec.LastRequest() == requestID {
-			return &rec, nil // idempotent retry
+		if slices.Contains(rec.RequestIDs, requestID) {
+			return &rec, false, nil // idempotent retry
 		}
 		rec.RequestIDs = append(rec.RequestIDs, requestID)
 		if len(rec.RequestIDs) > MaxRequestsPerTask {
@@ -206,17 +233,65 @@ func (s *TaskStore) Append(ctx context.Context, kind string, base TaskRecord, re
 			rec.ContextID = base.ContextID
 		}
 		rec.Updated = now
-		data, _ := json.Marshal(rec)
-		if _, err := s.kv.Update(ctx, key, data, e.Revision()); err != nil {
-			var apiErr *jetstream.APIError
-			if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
-				continue
-			}
-			return nil, err
+		if ok, err := s.update(ctx, key, &rec, e.Revision()); err != nil {
+			return nil, false, err
+		} else if ok {
+			return &rec, true, nil
 		}
-		return &rec, nil
 	}
-	return nil, fmt.Errorf("ingress: task %s: too many concurrent updates", key)
+	return nil, false, fmt.Errorf("ingress: task %s: too many concurrent updates", key)
+}
+
+// maxUpdateAttempts bounds the compare-and-set retries of one record
+// update.
+const maxUpdateAttempts = 16
+
+// update writes rec under key if the key is still at revision rev: false
+// (no error) when another writer came first.
+func (s *TaskStore) update(ctx context.Context, key string, rec *TaskRecord, rev uint64) (bool, error) {
+	data, _ := json.Marshal(rec)
+	if _, err := s.kv.Update(ctx, key, data, rev); err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// Remove takes requestID out of the record kind/id: a turn appended before
+// its publish, which then failed, so that the task's next turn does not
+// wait for a request that does not exist. A record without it (or none at
+// all) is left alone.
+func (s *TaskStore) Remove(ctx context.Context, kind, id, requestID string) error {
+	key, err := taskKey(kind, id)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		e, err := s.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var rec TaskRecord
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			return err
+		}
+		i := slices.Index(rec.RequestIDs, requestID)
+		if i < 0 {
+			return nil
+		}
+		rec.RequestIDs = slices.Delete(rec.RequestIDs, i, i+1)
+		rec.Updated = e2a.FormatTime(s.now())
+		if ok, err := s.update(ctx, key, &rec, e.Revision()); err != nil || ok {
+			return err
+		}
+	}
+	return fmt.Errorf("ingress: task %s: too many concurrent updates", key)
 }
 
 // list returns the records of kind that keep accepts, reading at most max

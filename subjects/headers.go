@@ -28,6 +28,12 @@ const (
 	// HeaderSequence's. A message without it holds one frame. See
 	// e2a.SplitBurst.
 	HeaderFrames = "E2A-Frames"
+	// HeaderAfterRequest, on a request, names the request it must wait
+	// for: the previous turn of the same task or session (ingress sets it
+	// when it appends the request to a task record that already has one).
+	// The agent runtime runs the request only once that one's final frame
+	// is stored. Its value is the raw request id.
+	HeaderAfterRequest = "E2A-After-Request"
 	// HeaderTraceparent is the W3C trace context header, when present.
 	HeaderTraceparent = "traceparent"
 	// HeaderTracestate is the W3C trace state header, when present.

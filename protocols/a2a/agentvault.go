@@ -63,7 +63,7 @@ func agentVaultCancel(ctx context.Context, ans host.TaskAnswers, requestIDs []st
 	if len(requestIDs) == 0 {
 		return AgentVaultCancelResult{}, egress.ErrNotFound
 	}
-	canceled, err := ans.CancelRequest(ctx, requestIDs[len(requestIDs)-1], cancel)
+	canceled, err := ans.CancelTurns(ctx, requestIDs, cancel)
 	if err != nil {
 		return AgentVaultCancelResult{}, err
 	}

@@ -185,13 +185,18 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 		defer release()
 	}
 	submitted := time.Now()
-	acc, ok := tc.Publish(rep, in, res.Pool, env)
+	var acc host.Accepted
+	var ok bool
+	if env.TaskID != "" {
+		// A turn of the task: recorded first, run after the task's
+		// earlier turn.
+		acc, ok = tc.PublishTurn(rep, in, res.Pool, env, host.Turn{Task: host.Task{Session: host.Session{ID: env.TaskID, Protocol: protocol,
+			Pool: res.Pool}, ContextID: env.ContextID}, Created: !Continued(env)})
+	} else {
+		acc, ok = tc.Publish(rep, in, res.Pool, env)
+	}
 	if !ok {
 		return
-	}
-	if env.TaskID != "" {
-		tc.RecordTask(in.Ctx, host.Task{Session: host.Session{ID: env.TaskID, Protocol: protocol, Pool: res.Pool}, ContextID: env.ContextID},
-			acc.RequestID, !Continued(env))
 	}
 	if req.IsNotification() {
 		return // published; nothing to answer

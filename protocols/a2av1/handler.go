@@ -130,14 +130,17 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 		}
 	}
 	submitted := time.Now()
-	acc, err = c.c.Publish(ctx, res.Pool, env)
+	if env.TaskID != "" {
+		// A turn of the task: recorded first, run after the task's earlier
+		// turn. Not continued: the adapter made the id up (one write, no
+		// read).
+		acc, err = c.c.PublishTurn(ctx, res.Pool, env, host.Turn{Task: host.Task{Session: host.Session{ID: env.TaskID,
+			Protocol: normalizer.ProtocolA2A, Pool: res.Pool}, ContextID: env.ContextID}, Created: !continued})
+	} else {
+		acc, err = c.c.Publish(ctx, res.Pool, env)
+	}
 	if err != nil {
 		return acc, p, sdkError(err)
-	}
-	if env.TaskID != "" {
-		// Not continued: the adapter made the id up (one write, no read).
-		c.c.RecordTask(ctx, host.Task{Session: host.Session{ID: env.TaskID, Protocol: normalizer.ProtocolA2A, Pool: res.Pool},
-			ContextID: env.ContextID}, acc.RequestID, !continued)
 	}
 	p = egress.A2AParams{TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
 		AcceptedOutputModes: env.ExpectedOutputModes, Interaction: a2aproto.Interaction(c.header, env)}
@@ -367,8 +370,9 @@ func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2
 var states = []a2a.TaskState{a2a.TaskStateAuthRequired, a2a.TaskStateCanceled, a2a.TaskStateCompleted, a2a.TaskStateFailed,
 	a2a.TaskStateInputRequired, a2a.TaskStateRejected, a2a.TaskStateSubmitted, a2a.TaskStateWorking}
 
-// CancelTask cancels the task's running request and answers the task once
-// the worker stopped; a finished task is not cancelable.
+// CancelTask cancels the task's running turns (egress.Service.CancelTurns)
+// and answers the task once the workers stopped; a finished task is not
+// cancelable.
 func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*a2a.Task, error) {
 	c, err := h.call(ctx)
 	if err != nil {
@@ -378,7 +382,7 @@ func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*
 	if err != nil || len(t.RequestIDs) == 0 {
 		return nil, a2a.ErrTaskNotFound
 	}
-	if _, err := h.h.V1Answers().CancelRequest(ctx, t.LastRequest(), h.h.Cancel); err != nil {
+	if _, err := h.h.V1Answers().CancelTurns(ctx, t.RequestIDs, h.h.Cancel); err != nil {
 		return nil, sdkError(err)
 	}
 	return h.task(ctx, t, nil)

@@ -88,7 +88,7 @@ func (a fakeAnswers) A2ASubscription(ctx context.Context, taskID, contextID stri
 	}
 }
 
-func (fakeAnswers) CancelRequest(context.Context, string, egress.CancelFunc) (bool, error) {
+func (fakeAnswers) CancelTurns(context.Context, []string, egress.CancelFunc) (bool, error) {
 	return false, egress.ErrNotCancelable
 }
 
@@ -147,7 +147,9 @@ func (c *fakeCaller) ClaimContextID(_ context.Context, id string) error {
 	return nil
 }
 
-func (c *fakeCaller) RecordTask(context.Context, host.Task, string, bool) {}
+func (c *fakeCaller) PublishTurn(ctx context.Context, pool string, env *e2a.Envelope, _ host.Turn) (host.Accepted, error) {
+	return c.Publish(ctx, pool, env)
+}
 
 func (c *fakeCaller) ListTasks(_ context.Context, _ int, keep func(*host.ListedTask) bool) ([]*host.ListedTask, error) {
 	var out []*host.ListedTask

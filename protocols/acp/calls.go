@@ -363,12 +363,13 @@ func (d *frontDoor) prompt(rep host.Reply, in host.Call, c host.RPCCaller, res *
 			}
 		}
 	}
-	acc, ok := c.Publish(rep, in, res.Pool, env)
+	// A turn of the session: recorded first, run after the session's
+	// earlier prompt (a client that sends a prompt before the last one
+	// ended gets its answer after that one's).
+	acc, ok := c.PublishTurn(rep, in, res.Pool, env, host.Turn{Task: host.Task{Session: host.Session{ID: env.SessionID,
+		Protocol: normalizer.ProtocolACP, Pool: res.Pool}}, Session: true})
 	if !ok {
 		return
-	}
-	if err := c.AppendSession(in.Ctx, normalizer.ProtocolACP, env.SessionID, res.Pool, acc.RequestID); err != nil {
-		d.h.Logger().Warn("session index update failed", "session_id", env.SessionID, "request_id", acc.RequestID, "err", err)
 	}
 	w := rep.Stream()
 	if w == nil {

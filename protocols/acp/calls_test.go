@@ -88,9 +88,10 @@ func (c fakeCaller) Session(_ context.Context, protocol, id string, _ tenant.Acc
 	}
 	return s, nil
 }
-func (c fakeCaller) AppendSession(_ context.Context, _, id, _, requestID string) error {
-	c.h.sessions[id].RequestIDs = append(c.h.sessions[id].RequestIDs, requestID)
-	return nil
+func (c fakeCaller) PublishTurn(rep host.Reply, in host.Call, pool string, env *e2a.Envelope, of host.Turn) (host.Accepted, bool) {
+	acc, ok := c.Publish(rep, in, pool, env)
+	c.h.sessions[of.Task.ID].RequestIDs = append(c.h.sessions[of.Task.ID].RequestIDs, acc.RequestID)
+	return acc, ok
 }
 func (c fakeCaller) PutSessionData(_ context.Context, kind, id string, data []byte) error {
 	c.h.data[kind+"/"+id] = data

@@ -23,7 +23,8 @@
 //
 // A2A v0.3 and AgentVault (protocols/a2a) keep tasks and contexts under
 // the ownership rule: their caller is a [TaskCaller] ([Tasks]: the
-// caller's [Task] record, TaskOpen, ClaimContext, RecordTask), and their
+// caller's [Task] record, TaskOpen, ClaimContext; a message is published
+// as a [Turn] of its task with [RPCCaller.PublishTurn]), and their
 // host a [TaskHost] ([TaskAnswers]: egress's A2A answers, and the
 // existing requests, their frames and their cancel for AgentVault's; the
 // A2A v1.0 handler).

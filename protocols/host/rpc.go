@@ -158,6 +158,23 @@ func (s *Session) LastRequest() string {
 	return s.RequestIDs[len(s.RequestIDs)-1]
 }
 
+// Turn names the task (A2A, AgentVault) or session (ACP) record a
+// request is a turn of. Turns of one record run one after another in the
+// order they were appended: the host appends the request before it
+// publishes it, and the request it published names the record's previous
+// request (subjects.HeaderAfterRequest), which the agent runtime waits
+// for.
+type Turn struct {
+	// Task is the record: its ID, Protocol and Pool, and for a task its
+	// ContextID.
+	Task Task
+	// Session: the record is a session's (ACP), not a task's.
+	Session bool
+	// Created: the adapter made the task id up, so there is no record to
+	// read first.
+	Created bool
+}
+
 // Sessions keeps the sessions of the caller in the task store, where a
 // session of another principal does not exist.
 type Sessions interface {
@@ -167,8 +184,6 @@ type Sessions interface {
 	// Session returns the caller's session id of protocol when it may
 	// have access a to it; [ErrSessionNotFound] otherwise.
 	Session(ctx context.Context, protocol, id string, a tenant.Access) (*Session, error)
-	// AppendSession records requestID as the session's latest request.
-	AppendSession(ctx context.Context, protocol, id, pool, requestID string) error
 	// PutSessionData stores a document of the session under kind
 	// (beside its record; kind is the protocol's own).
 	PutSessionData(ctx context.Context, kind, id string, data []byte) error
@@ -187,6 +202,12 @@ type RPCCaller interface {
 	// an unknown pool or an id in use, 413 too large, 503 retry later)
 	// and returns ok=false. A Warning goes to rep's headers.
 	Publish(rep Reply, in Call, pool string, env *e2a.Envelope) (acc Accepted, ok bool)
+	// PublishTurn is Publish for a request that is a turn of a task or
+	// session: env's request is first appended to the record, and, when
+	// the record had an earlier request, published to run after it
+	// ([Turn]). A record that cannot be written is answered as a failed
+	// publish.
+	PublishTurn(rep Reply, in Call, pool string, env *e2a.Envelope, of Turn) (acc Accepted, ok bool)
 	// StreamSlot takes one of the caller's concurrent stream slots; when
 	// none is free it answers rep itself (429, Retry-After) and returns
 	// ok=false.

@@ -43,10 +43,6 @@ type Tasks interface {
 	// nothing of the other's), as is a store failure (503), and it returns
 	// false.
 	ClaimContext(rep Reply, in Call, contextID string) bool
-	// RecordTask records requestID as the latest request of t (created:
-	// the adapter made the task id up, so there is nothing to read
-	// first); a failure is logged, not answered.
-	RecordTask(ctx context.Context, t Task, requestID string, created bool)
 }
 
 // TaskCaller is the principal a JSON-RPC transport admitted, as the
@@ -66,10 +62,11 @@ type TaskRequests interface {
 	// LoadRequests reads the envelope and the stored frames of each of a
 	// task's requests (egress.ErrNotFound when none is left).
 	LoadRequests(ctx context.Context, ids []string) ([]a2amap.Request, error)
-	// CancelRequest cancels requestID with cancel and awaits its final
-	// frame (egress.ErrNotCancelable when it has finished); it reports
-	// whether the request ended canceled.
-	CancelRequest(ctx context.Context, requestID string, cancel egress.CancelFunc) (bool, error)
+	// CancelTurns cancels a task's turns (its requests, oldest first)
+	// that have not ended, newest first, each with cancel, awaiting their
+	// final frames (egress.ErrNotCancelable when all have finished); it
+	// reports whether the newest ended canceled.
+	CancelTurns(ctx context.Context, requestIDs []string, cancel egress.CancelFunc) (bool, error)
 }
 
 // A2AAnswers are the A2A v0.3 answers that are one value, which egress

@@ -61,10 +61,6 @@ type TaskStore interface {
 	// matching [ErrConflict] for another principal's (saying nothing of
 	// it), [ErrBackpressure] when the store fails.
 	ClaimContextID(ctx context.Context, contextID string) error
-	// RecordTask records requestID as the latest request of t (created:
-	// the adapter made the task id up, so there is nothing to read
-	// first); a failure is logged, not returned.
-	RecordTask(ctx context.Context, t Task, requestID string, created bool)
 	// ListTasks returns, in no order, the tasks the caller may read that
 	// keep accepts, reading at most max records (the store is scanned: it
 	// has no secondary index).
@@ -81,6 +77,11 @@ type V1Caller interface {
 	// Publish publishes env to pool on behalf of the caller, as
 	// [Caller.Publish]; an invalid pool name matches [ErrInvalidPool].
 	Publish(ctx context.Context, pool string, env *e2a.Envelope) (Accepted, error)
+	// PublishTurn is Publish for a request that is a turn of a task
+	// ([Turn]): appended to the task's record first, and run after the
+	// record's earlier request. A record that cannot be written is an
+	// error matching [ErrBackpressure].
+	PublishTurn(ctx context.Context, pool string, env *e2a.Envelope, of Turn) (Accepted, error)
 	// AcquireStream takes one of the caller's concurrent stream slots;
 	// ok=false when none is free.
 	AcquireStream() (release func(), ok bool)
@@ -115,9 +116,10 @@ type V1Answers interface {
 	A2ASubscription(ctx context.Context, taskID, contextID string, requestIDs []string, interaction bool) iter.Seq2[a2a.Event, error]
 	// A2ATask is the task rebuilt from its requests' frames.
 	A2ATask(ctx context.Context, taskID, contextID string, requestIDs []string, historyLength *int) (*a2a.Task, error)
-	// CancelRequest cancels requestID with cancel and awaits its final
-	// frame (egress.ErrNotCancelable when it has finished).
-	CancelRequest(ctx context.Context, requestID string, cancel egress.CancelFunc) (bool, error)
+	// CancelTurns cancels a task's turns that have not ended, newest
+	// first, awaiting their final frames (egress.ErrNotCancelable when all
+	// have finished).
+	CancelTurns(ctx context.Context, requestIDs []string, cancel egress.CancelFunc) (bool, error)
 	// Heartbeat is the interval of a stream's keep-alives.
 	Heartbeat() time.Duration
 }

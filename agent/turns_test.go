@@ -1,0 +1,227 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// publishAfter stores env as a request for pool that runs after the
+// request after, as ingress publishes a later turn of a task.
+func publishAfter(t testing.TB, js jetstream.JetStream, pool string, env *e2a.Envelope, after string) {
+	t.Helper()
+	subj, err := subjects.Request(pool, env.RequestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg(subj)
+	m.Data = data
+	m.Header.Set(subjects.HeaderRequestID, env.RequestID)
+	m.Header.Set(subjects.HeaderAfterRequest, after)
+	if _, err := js.PublishMsg(tctx(t), m, jetstream.WithMsgID(env.RequestID)); err != nil {
+		t.Fatalf("publish request %s: %v", env.RequestID, err)
+	}
+}
+
+// waitPending waits until n requests of pool are delivered and not
+// acknowledged: a later turn picked up and waiting is one of them.
+func waitPending(t testing.TB, js jetstream.JetStream, pool string, n int) {
+	t.Helper()
+	name, _ := streams.AgentConsumerName(pool)
+	testkit.Eventually(t, 10*time.Second, "requests delivered and pending", func() bool {
+		c, err := js.Consumer(tctx(t), streams.RequestsStream, name)
+		return err == nil && c.CachedInfo().NumAckPending == n
+	})
+}
+
+// finalSeq is the stream sequence of the message holding a request's final
+// frame; firstSeq that of its first message.
+func finalSeq(t testing.TB, s *server, id string) (first, final uint64) {
+	t.Helper()
+	waitFinal(t, s.nc, id, 10*time.Second)
+	_, msgs := storedFrames(t, s.nc, id)
+	return msgs[0].Seq, msgs[len(msgs)-1].Seq
+}
+
+// A later turn picked up while the earlier one runs waits: its handler
+// starts only once the earlier turn's final frame is stored (it reads it
+// there), and its first frame is stored after that final frame.
+func TestTurnRunsAfterEarlierTurn(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	sawFinal := make(chan bool, 1)
+	var calls2 atomic.Int32
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if env.RequestID == "turn-1" {
+			if err := w.Chunk(e2a.DeltaText, "one"); err != nil {
+				return err
+			}
+			close(started)
+			<-release
+			return w.Complete("one")
+		}
+		calls2.Add(1)
+		fr, _ := storedFrames(t, s.nc, "turn-1")
+		sawFinal <- len(fr) > 0 && fr[len(fr)-1].IsFinal
+		return w.Complete("two")
+	})
+	startWorker(t, s.connect(t), "turns", h, agent.WithConcurrency(2))
+	waitConsumer(t, s.js, "turns")
+	publish(t, s.js, "turns", request("turn-1", nil))
+	<-started
+	publishAfter(t, s.js, "turns", request("turn-2", nil), "turn-1")
+	waitPending(t, s.js, "turns", 2)
+	if n := calls2.Load(); n != 0 {
+		t.Fatalf("turn 2 ran while turn 1 runs (%d calls)", n)
+	}
+	close(release)
+	first2, _ := finalSeq(t, s, "turn-2")
+	_, final1 := finalSeq(t, s, "turn-1")
+	if !<-sawFinal {
+		t.Error("turn 2's handler started before turn 1's final frame was stored")
+	}
+	if first2 <= final1 {
+		t.Errorf("turn 2's first frame at stream sequence %d, turn 1's final at %d", first2, final1)
+	}
+}
+
+// A waiting turn gives its slot back: with one slot, a later turn stored
+// (and picked up) before the turn it names still lets that one run, then
+// runs. Holding the slot would leave both waiting forever.
+func TestTurnGivesSlotBack(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		return w.Complete(env.RequestID)
+	})
+	startWorker(t, s.connect(t), "oneslot", h, agent.WithConcurrency(1))
+	waitConsumer(t, s.js, "oneslot")
+	publishAfter(t, s.js, "oneslot", request("slot-2", nil), "slot-1")
+	waitPending(t, s.js, "oneslot", 1) // slot-2 picked up, waiting
+	publish(t, s.js, "oneslot", request("slot-1", nil))
+	first2, _ := finalSeq(t, s, "slot-2")
+	_, final1 := finalSeq(t, s, "slot-1")
+	if first2 <= final1 {
+		t.Errorf("slot-2's first frame at stream sequence %d, slot-1's final at %d", first2, final1)
+	}
+}
+
+// An earlier turn that ends cancelled ends the wait like any final frame:
+// the later turn runs.
+func TestTurnAfterCancelledTurn(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	started := make(chan struct{})
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if env.RequestID == "canc-turn-1" {
+			close(started)
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return w.Complete("ran")
+	})
+	startWorker(t, s.connect(t), "cturns", h, agent.WithConcurrency(2))
+	waitConsumer(t, s.js, "cturns")
+	publish(t, s.js, "cturns", request("canc-turn-1", nil))
+	<-started
+	publishAfter(t, s.js, "cturns", request("canc-turn-2", nil), "canc-turn-1")
+	waitPending(t, s.js, "cturns", 2)
+	if _, err := agent.Cancel(tctx(t), s.js, "canc-turn-1"); err != nil {
+		t.Fatal(err)
+	}
+	fr1 := waitFinal(t, s.nc, "canc-turn-1", 10*time.Second)
+	if e, _ := fr1[len(fr1)-1].Error(); e.Code != e2a.ErrCodeCancelled {
+		t.Fatalf("turn 1 final %+v", fr1[len(fr1)-1])
+	}
+	fr2 := waitFinal(t, s.nc, "canc-turn-2", 10*time.Second)
+	if last := fr2[len(fr2)-1]; last.Status != e2a.StatusSucceeded {
+		t.Fatalf("turn 2 final %+v", last)
+	}
+}
+
+// A turn cancelled, or past its deadline, while it waits ends with its
+// final frame (cancelled, deadline_exceeded) and its handler never runs;
+// the earlier turn goes on.
+func TestTurnStoppedWhileWaiting(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	var later atomic.Int32
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if env.RequestID == "wait-1" {
+			close(started)
+			<-release
+			return w.Complete("one")
+		}
+		later.Add(1)
+		return w.Complete("ran")
+	})
+	startWorker(t, s.connect(t), "wturns", h, agent.WithConcurrency(2))
+	waitConsumer(t, s.js, "wturns")
+	publish(t, s.js, "wturns", request("wait-1", nil))
+	<-started
+	publishAfter(t, s.js, "wturns", request("wait-2", nil), "wait-1")
+	waitPending(t, s.js, "wturns", 2)
+	if _, err := agent.Cancel(tctx(t), s.js, "wait-2"); err != nil {
+		t.Fatal(err)
+	}
+	fr := waitFinal(t, s.nc, "wait-2", 10*time.Second)
+	if e, _ := fr[0].Error(); len(fr) != 1 || e.Code != e2a.ErrCodeCancelled {
+		t.Fatalf("cancelled waiting turn: %d frames, %+v", len(fr), fr[0])
+	}
+	deadlined := request("wait-3", nil)
+	deadlined.Deadline = e2a.FormatTime(time.Now().Add(300 * time.Millisecond))
+	publishAfter(t, s.js, "wturns", deadlined, "wait-1")
+	fr = waitFinal(t, s.nc, "wait-3", 10*time.Second)
+	if e, _ := fr[0].Error(); len(fr) != 1 || e.Code != e2a.ErrCodeDeadlineExceeded {
+		t.Fatalf("waiting turn past its deadline: %d frames, %+v", len(fr), fr[0])
+	}
+	if n := later.Load(); n != 0 {
+		t.Errorf("the handler ran %d times for turns stopped while waiting", n)
+	}
+	close(release)
+	if fr := waitFinal(t, s.nc, "wait-1", 10*time.Second); fr[len(fr)-1].Status != e2a.StatusSucceeded {
+		t.Errorf("turn 1 final %+v", fr[len(fr)-1])
+	}
+}
+
+// A turn naming a request that is never stored (its publish failed) runs
+// once the grace has passed; one naming itself, or an id outside the
+// grammar, runs at once. Not parallel: it shortens the package's grace.
+func TestTurnAfterMissingRequest(t *testing.T) {
+	defer agent.SetTurnGrace(300 * time.Millisecond)()
+	s := startServer(t)
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		return w.Complete(env.RequestID)
+	})
+	wk := startWorker(t, s.connect(t), "ghost", h)
+	waitConsumer(t, s.js, "ghost")
+	start := time.Now()
+	publishAfter(t, s.js, "ghost", request("ghost-2", nil), "ghost-1")
+	publishAfter(t, s.js, "ghost", request("self-1", nil), "self-1")
+	for _, id := range []string{"ghost-2", "self-1"} {
+		if fr := waitFinal(t, s.nc, id, 10*time.Second); fr[len(fr)-1].Status != e2a.StatusSucceeded {
+			t.Errorf("%s final %+v", id, fr[len(fr)-1])
+		}
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("ghost-2 ran %v after it was stored, before the grace", d)
+	}
+	_ = wk.stop() // before the grace is restored
+}

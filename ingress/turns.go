@@ -1,0 +1,90 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
+)
+
+// Turns of one task or session never overlap. A request that is a turn of
+// an A2A or AgentVault task or of an ACP session is appended to the
+// record before it is published (a compare-and-set on the record's
+// revision, so two turns accepted at once, by one replica or two, are
+// appended one after the other), and published naming the request the
+// record held before it (subjects.HeaderAfterRequest): two concurrent
+// turns form a chain, each naming the one before, never both the same
+// one. The agent runtime starts a turn once the turn it names has its
+// final frame (agent/turns.go). A publish that fails takes the request out
+// of the record again.
+
+// removeTimeout bounds the removal of a turn whose publish failed (the
+// call's context may be the reason it failed).
+const removeTimeout = 5 * time.Second
+
+// publishTurn is publish for a turn of the record of: the request is
+// appended to the record, then published after the record's previous
+// request. A record that cannot be written is ErrBackpressure (nothing is
+// published); the publish metric observes the publish alone.
+func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env *e2a.Envelope, of host.Turn) (Accepted, error) {
+	kind := KindTask
+	if of.Session {
+		kind = KindSession
+	}
+	base := TaskRecord{ID: of.Task.ID, ContextID: of.Task.ContextID, Protocol: of.Task.Protocol, Pool: of.Task.Pool, Principal: p.UserID}
+	appendTo := s.opts.tasks.appendRequest
+	if of.Created {
+		appendTo = s.opts.tasks.appendNew
+	}
+	rec, added, err := appendTo(ctx, kind, base, env.RequestID, p.Tenant())
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return Accepted{}, err
+		}
+		s.opts.log.Warn("task index update failed: request refused", "kind", kind, "task_id", of.Task.ID, "request_id", env.RequestID, "err", err)
+		return Accepted{}, fmt.Errorf("%w: task index: %v", ErrBackpressure, err)
+	}
+	start := time.Now()
+	acc, err := s.publishAfter(ctx, p, pool, env, rec.Before(env.RequestID))
+	s.metrics.publish.Observe(time.Since(start).Seconds())
+	if err != nil && added {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+		defer cancel()
+		if rerr := s.opts.tasks.Remove(rctx, kind, of.Task.ID, env.RequestID); rerr != nil {
+			// The next turn names this one, never stored: the agent runtime
+			// runs it after a grace period (agent/turns.go).
+			s.opts.log.Warn("unpublished turn left in the task index", "kind", kind, "task_id", of.Task.ID, "request_id", env.RequestID, "err", rerr)
+		}
+	}
+	return acc, err
+}
+
+// PublishTurn is publishTurn, its errors answered as publishRPC's.
+func (c rpcCaller) PublishTurn(rep host.Reply, in host.Call, pool string, env *e2a.Envelope, of host.Turn) (host.Accepted, bool) {
+	acc, err := c.s.publishTurn(in.Ctx, c.p, pool, env, of)
+	if err != nil {
+		c.s.rpcPublishError(rep, err)
+		return host.Accepted{}, false
+	}
+	if acc.Warning != "" {
+		rep.Header().Set(HeaderWarning, acc.Warning)
+	}
+	return host.Accepted{RequestID: acc.RequestID, Pool: acc.Pool, Duplicate: acc.Duplicate, Warning: acc.Warning}, true
+}
+
+// PublishTurn is publishTurn, its errors matching the host's sentinels
+// too (caller.Publish's).
+func (c caller) PublishTurn(ctx context.Context, pool string, env *e2a.Envelope, of host.Turn) (host.Accepted, error) {
+	acc, err := c.s.publishTurn(ctx, c.p, pool, env, of)
+	if c.rec != nil && env != nil {
+		c.rec.requestID = env.RequestID
+	}
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrTooLarge) &&
+		!errors.Is(err, ErrUnknownPool) && !errors.Is(err, ErrInvalidPool) {
+		c.s.opts.log.Warn("publish failed", "request_id", env.RequestID, "err", err)
+	}
+	return host.Accepted{RequestID: acc.RequestID, Pool: acc.Pool, Duplicate: acc.Duplicate, Warning: acc.Warning}, hostError(err)
+}
