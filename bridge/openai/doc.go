@@ -1,0 +1,54 @@
+// Package openai is the bridge to an OpenAI-compatible chat completions
+// endpoint (vLLM, Ollama, llama.cpp's server, OpenAI itself): the upstream
+// of `e2a agent --pool P --openai URL --model NAME`. [New] returns a
+// bridge.Upstream; bridge.New serves it as a pool.
+//
+// Each request is one POST {base}/chat/completions with stream: true and
+// stream_options.include_usage: true, the bridge.Client's credentials
+// (Authorization: Bearer <E2A_UPSTREAM_API_KEY>) and trace context, and
+// the messages:
+//
+//   - the system prompt: [WithSystem], else the request's params.system
+//     (an operator's prompt is never replaced by a client's);
+//   - with [WithHistory], the earlier turns of the request's conversation
+//     (A2A context, ACP session or E2A session_id, of the same principal
+//     only: bridge.Conversations) as the pipeline stored them: each turn's
+//     user text and the content of its final e2a.complete frame; a turn
+//     without a text reply (failed, interrupted, tool calls only, expired)
+//     is left out whole;
+//   - the request's text ([UserText]).
+//
+// The answer, a server-sent event stream read with a bounded line reader
+// ([WithMaxEventBytes]), becomes the request's frames:
+//
+//   - choices[0].delta.content (and refusal) → e2a.chunk text deltas;
+//   - delta.reasoning_content, or delta.reasoning → e2a.chunk reasoning;
+//   - streamed tool_calls (index, id, function.name, argument fragments)
+//     → one e2a.chunk tool delta {type: function_call, id, name, args: the
+//     assembled arguments, a JSON string} per call, written when the call
+//     is whole: at the finish reason, or as soon as a later index starts
+//     when its arguments already form a whole JSON value (fragments of
+//     several calls may interleave);
+//   - the final frame: e2a.complete {"content": the full text,
+//     "finish_reason", "usage" (when the server sent it), "model"}.
+//
+// Every frame of the call carries the completion's id as metadata
+// llm_response_id ([MetadataResponseID]), with which the A2A renderers put
+// the events of one model response in one artifact.
+//
+// Failures end the request with the bridge's error codes: a non-2xx answer
+// by its status (bridge.FromResponse: 429 and 5xx are retried before any
+// frame by bridge.Handler, never after); an error object in the stream by
+// its type or code (rate limit and server errors retryable, a refused
+// request or credentials not, anything else upstream_failed); a line that
+// is not SSE, an event that is not a chunk, or an answer that is not an
+// event stream → upstream_protocol_error; a stream that ends with neither
+// a finish_reason nor [DONE], or is cut → upstream_unavailable; silence
+// past the client's idle timeout → upstream_timeout. A request with no
+// text gets invalid_request; a history the pipeline cannot read,
+// history_unavailable (retryable).
+//
+// Not sent: file and image parts (the user message is text only), tools
+// (the model's own tool calls are passed through, never executed), and
+// sampling parameters.
+package openai

@@ -1,0 +1,122 @@
+package openai_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/e2a-pipeline/pipeline/bridge"
+)
+
+// call is a tool call a fixture holds.
+type call struct{ ID, Name, Args string }
+
+// want is what a fixture's stream holds, as the official client reads it
+// and as the bridge must write it.
+type want struct {
+	id, model, content, reasoning, finish string
+	calls                                 []call
+	totalTokens                           int64 // 0: no usage chunk
+	errCode                               string
+}
+
+var fixtures = map[string]want{
+	"text": {id: "chatcmpl-BtextPlain0001", model: "gpt-4.1-mini-2025-04-14",
+		content: "Hello! How can I help you today?", finish: "stop"},
+	"usage": {id: "chatcmpl-BusageChunk0002", model: "gpt-4.1-mini-2025-04-14",
+		content: "Paris is the capital.", finish: "stop", totalTokens: 23},
+	"reasoning": {id: "0f6c2b3e-7a41-4d1c-9b8e-reasoning003", model: "deepseek-reasoner",
+		content: "2 + 2 = 4.", reasoning: "The user asks for 2+2. That is 4.", finish: "stop", totalTokens: 30},
+	"tools": {id: "chatcmpl-BparallelTools004", model: "gpt-4.1-mini-2025-04-14", finish: "tool_calls", totalTokens: 126,
+		calls: []call{{"call_Wp1XeR4fA2", "get_weather", `{"city": "Paris"}`},
+			{"call_Kz7LmQ9sB3", "get_weather", `{"city": "Tokyo", "unit": "c"}`}}},
+	"tools_sequential": {id: "chatcmpl-BsequentialTools5", model: "gpt-4.1-mini-2025-04-14", finish: "tool_calls",
+		calls: []call{{"call_seq0", "lookup", `{"q": "e2a"}`}, {"call_seq1", "now", `{}`}}},
+	"error": {id: "chatcmpl-BmidStreamError06", model: "gpt-4.1-mini-2025-04-14", content: "Once upon a time",
+		errCode: bridge.CodeUnavailable},
+}
+
+// TestFixturesAreTheWireFormat: every fixture, served by the test server,
+// is read by the official openai-go client (its SSE stream and
+// ChatCompletionAccumulator) to what the fixture is said to hold: the
+// fixtures are the real chat completions wire format, so the bridge's
+// tests against them test the real thing.
+func TestFixturesAreTheWireFormat(t *testing.T) {
+	srv := newModelServer(t)
+	client := openai.NewClient(option.WithBaseURL(srv.base()), option.WithAPIKey("sk-fixture"), option.WithMaxRetries(0))
+	for name, w := range fixtures {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+				Model:         "m",
+				Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("fixture:" + name)},
+				StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+			})
+			var acc openai.ChatCompletionAccumulator
+			var reasoning string
+			for stream.Next() {
+				ch := stream.Current()
+				if !acc.AddChunk(ch) {
+					t.Fatalf("the accumulator refused chunk %s", ch.RawJSON())
+				}
+				for _, c := range ch.Choices {
+					if f, ok := c.Delta.JSON.ExtraFields["reasoning_content"]; ok && f.Raw() != "null" {
+						var s string
+						if err := unmarshalString(f.Raw(), &s); err != nil {
+							t.Fatalf("reasoning_content %s: %v", f.Raw(), err)
+						}
+						reasoning += s
+					}
+				}
+			}
+			var se *ssestream.StreamError
+			switch err := stream.Err(); {
+			case w.errCode != "" && !errors.As(err, &se):
+				t.Fatalf("stream error %v, want the stream's error event", err)
+			case w.errCode == "" && err != nil:
+				t.Fatalf("stream: %v", err)
+			}
+			if acc.ID != w.id || acc.Model != w.model || len(acc.Choices) != 1 {
+				t.Fatalf("accumulated id %q model %q, %d choices", acc.ID, acc.Model, len(acc.Choices))
+			}
+			got := acc.Choices[0]
+			if got.Message.Content != w.content || reasoning != w.reasoning {
+				t.Errorf("content %q reasoning %q, want %q and %q", got.Message.Content, reasoning, w.content, w.reasoning)
+			}
+			if w.errCode == "" && string(got.FinishReason) != w.finish {
+				t.Errorf("finish_reason %q, want %q", got.FinishReason, w.finish)
+			}
+			if acc.Usage.TotalTokens != w.totalTokens {
+				t.Errorf("total tokens %d, want %d", acc.Usage.TotalTokens, w.totalTokens)
+			}
+			var calls []call
+			for _, tc := range got.Message.ToolCalls {
+				calls = append(calls, call{tc.ID, tc.Function.Name, tc.Function.Arguments})
+			}
+			if !equalCalls(calls, w.calls) {
+				t.Errorf("tool calls %+v, want %+v", calls, w.calls)
+			}
+		})
+	}
+}
+
+func equalCalls(a, b []call) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func unmarshalString(raw string, s *string) error { return json.Unmarshal([]byte(raw), s) }

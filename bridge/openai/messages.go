@@ -1,0 +1,117 @@
+package openai
+
+import (
+	"context"
+	"strings"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// message is one chat message sent upstream.
+type message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// messages is the conversation sent for env: the system prompt, the
+// earlier turns of env's conversation (user text and the model's reply, as
+// the pipeline stored them), then env's own text.
+func (u *Upstream) messages(ctx context.Context, env *e2a.Envelope) ([]message, error) {
+	text := UserText(env)
+	if text == "" {
+		return nil, agent.Errorf(e2a.ErrCodeInvalidRequest, false, "the request holds no text for the model")
+	}
+	var msgs []message
+	if s := u.system; s != "" {
+		msgs = append(msgs, message{"system", s})
+	} else if s := env.ParamString("system"); s != "" {
+		msgs = append(msgs, message{"system", s})
+	}
+	past, err := u.history(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	msgs = append(msgs, past...)
+	return append(msgs, message{"user", text}), nil
+}
+
+// history is the user and assistant messages of env's earlier turns, at
+// most maxTurns of them, oldest first. A turn without a text reply (it
+// failed, was interrupted, ended in tool calls, or its frames expired) is
+// left out whole, so the messages alternate.
+func (u *Upstream) history(ctx context.Context, env *e2a.Envelope) ([]message, error) {
+	if u.convs == nil || u.maxTurns == 0 {
+		return nil, nil
+	}
+	conv, found, err := u.convs.Get(ctx, u.pool, env)
+	if err != nil || !found {
+		return nil, historyError(err)
+	}
+	turns, err := u.convs.History(ctx, u.pool, env, conv)
+	if err != nil {
+		return nil, historyError(err)
+	}
+	var out []message
+	for _, t := range turns {
+		user, reply := UserText(t.Envelope), replyText(t.Final)
+		if user == "" || reply == "" {
+			continue
+		}
+		out = append(out, message{"user", user}, message{"assistant", reply})
+	}
+	if n := 2 * u.maxTurns; len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out, nil
+}
+
+// historyError is a failure to read the pipeline's own history: retryable,
+// and not the upstream's.
+func historyError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return agent.Errorf("history_unavailable", true, "the conversation's earlier turns could not be read: %v", err)
+}
+
+// UserText is the text of a request for the model: params.text (A2A text
+// parts, joined), params.content or params.query (E2A), or the text blocks
+// of params.prompt (ACP), joined by line feeds.
+func UserText(env *e2a.Envelope) string {
+	for _, k := range []string{"text", "content", "query"} {
+		if s := env.ParamString(k); s != "" {
+			return s
+		}
+	}
+	blocks, _ := env.Params["prompt"].([]any)
+	var texts []string
+	for _, b := range blocks {
+		if m, ok := b.(map[string]any); ok && m["type"] == "text" {
+			if s, ok := m["text"].(string); ok && s != "" {
+				texts = append(texts, s)
+			}
+		}
+	}
+	return strings.Join(texts, "\n")
+}
+
+// replyText is the content of a turn's final e2a.complete frame ("" for
+// any other final frame, or none).
+func replyText(f *e2a.Response) string {
+	if f == nil || f.ResponseKind != e2a.KindComplete {
+		return ""
+	}
+	b, err := f.Complete()
+	if err != nil {
+		return ""
+	}
+	switch r := b.Result.(type) {
+	case string:
+		return r
+	case map[string]any:
+		s, _ := r["content"].(string)
+		return s
+	}
+	return ""
+}

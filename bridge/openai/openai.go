@@ -1,0 +1,214 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// Defaults and bounds of the options.
+const (
+	// DefaultMaxEventBytes bounds one line, and one event, of the
+	// upstream's stream.
+	DefaultMaxEventBytes = 1 << 20
+	// MaxSystemBytes bounds the system prompt.
+	MaxSystemBytes = 256 << 10
+	// updateTimeout bounds recording a turn in the conversation.
+	updateTimeout = 5 * time.Second
+)
+
+// Option configures New.
+type Option func(*Upstream) error
+
+// WithSystem sets the system prompt sent first in every conversation
+// (valid UTF-8, 1 byte .. MaxSystemBytes). It takes precedence over the
+// request's own (params.system), which is used only when no system prompt
+// is configured.
+func WithSystem(prompt string) Option {
+	return func(u *Upstream) error {
+		if prompt == "" || len(prompt) > MaxSystemBytes || !utf8.ValidString(prompt) {
+			return fmt.Errorf("%w: system prompt must be valid UTF-8 of 1..%d bytes", bridge.ErrInvalidOption, MaxSystemBytes)
+		}
+		u.system = prompt
+		return nil
+	}
+}
+
+// WithHistory makes the upstream multi-turn: the earlier turns of a
+// request's conversation (its A2A context, ACP session or E2A session_id,
+// of the same principal only) are read from the pipeline's durable history
+// of pool through c and sent before the request's own message, and each
+// turn is recorded in c before its final frame. Without it every request
+// is a conversation of one turn.
+func WithHistory(pool string, c *bridge.Conversations) Option {
+	return func(u *Upstream) error {
+		if pool == "" || c == nil {
+			return fmt.Errorf("%w: history needs a pool and a conversation store", bridge.ErrInvalidOption)
+		}
+		u.pool, u.convs = pool, c
+		return nil
+	}
+}
+
+// WithMaxHistoryTurns bounds the earlier turns sent upstream: the last n
+// (0..bridge.MaxTurns, default bridge.MaxTurns; 0 sends none).
+func WithMaxHistoryTurns(n int) Option {
+	return func(u *Upstream) error {
+		if n < 0 || n > bridge.MaxTurns {
+			return fmt.Errorf("%w: max history turns %d (want 0..%d)", bridge.ErrInvalidOption, n, bridge.MaxTurns)
+		}
+		u.maxTurns = n
+		return nil
+	}
+}
+
+// WithMaxEventBytes bounds one line, and the data of one event, of the
+// upstream's stream (1 KiB .. 64 MiB, default DefaultMaxEventBytes); a
+// longer one fails the call with upstream_protocol_error.
+func WithMaxEventBytes(n int) Option {
+	return func(u *Upstream) error {
+		if n < 1<<10 || n > 64<<20 {
+			return fmt.Errorf("%w: max event bytes %d (want 1 KiB..64 MiB)", bridge.ErrInvalidOption, n)
+		}
+		u.maxEvent = n
+		return nil
+	}
+}
+
+// WithLogger sets the logger (default slog.Default()); it logs only what
+// fails around the call (recording a turn), never a credential.
+func WithLogger(l *slog.Logger) Option {
+	return func(u *Upstream) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", bridge.ErrInvalidOption)
+		}
+		u.log = l
+		return nil
+	}
+}
+
+// Upstream is an OpenAI-compatible chat completions endpoint, called with
+// stream: true. It is safe for concurrent use.
+type Upstream struct {
+	client   *bridge.Client
+	endpoint string
+	model    string
+	system   string
+	pool     string
+	convs    *bridge.Conversations
+	maxTurns int
+	maxEvent int
+	log      *slog.Logger
+}
+
+var _ bridge.Upstream = (*Upstream)(nil)
+
+// New returns the upstream serving model at client's base URL (e.g.
+// http://localhost:8000/v1: requests go to {base}/chat/completions).
+// Errors wrap bridge.ErrInvalidOption.
+func New(client *bridge.Client, model string, opts ...Option) (*Upstream, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil client", bridge.ErrInvalidOption)
+	}
+	if strings.TrimSpace(model) == "" || len(model) > 256 || !utf8.ValidString(model) {
+		return nil, fmt.Errorf("%w: model %q (want a name of 1..256 bytes)", bridge.ErrInvalidOption, model)
+	}
+	base := client.Base()
+	base.Path = strings.TrimSuffix(base.Path, "/") + "/chat/completions"
+	base.RawPath = ""
+	u := &Upstream{client: client, endpoint: base.String(), model: model, maxTurns: bridge.MaxTurns,
+		maxEvent: DefaultMaxEventBytes, log: slog.Default()}
+	for _, o := range opts {
+		if err := o(u); err != nil {
+			return nil, err
+		}
+	}
+	return u, nil
+}
+
+// Name is "openai" and the upstream's scheme and host.
+func (u *Upstream) Name() string { return "openai " + u.client.Name() }
+
+// Model is the model the upstream is asked for.
+func (u *Upstream) Model() string { return u.model }
+
+// request is the body of a chat completions call.
+type request struct {
+	Model         string         `json:"model"`
+	Messages      []message      `json:"messages"`
+	Stream        bool           `json:"stream"`
+	StreamOptions map[string]any `json:"stream_options"`
+}
+
+// Call sends env's conversation to the model and writes its streamed
+// answer as env's frames (see the package documentation).
+func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+	msgs, err := u.messages(ctx, env)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(request{Model: u.model, Messages: msgs, Stream: true,
+		StreamOptions: map[string]any{"include_usage": true}})
+	if err != nil {
+		return agent.Errorf(e2a.ErrCodeInvalidRequest, false, "request does not encode: %v", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("openai: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := u.client.Do(req, env)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		return bridge.Errorf(bridge.CodeProtocol, false, "upstream answered %q, not an event stream", mt)
+	}
+	t := &turn{w: w, maxEvent: u.maxEvent}
+	if err := t.read(ctx, resp.Body); err != nil {
+		return err
+	}
+	if err := t.flushCalls(-1); err != nil {
+		return err
+	}
+	u.record(ctx, env)
+	err = w.Complete(t.result())
+	if errors.Is(err, agent.ErrFrameTooLarge) {
+		// The text was streamed in frames that fit; the final frame holds
+		// everything else.
+		r := t.result()
+		delete(r, "content")
+		r["content_omitted"] = "larger than a frame: concatenate the text deltas"
+		err = w.Complete(r)
+	}
+	return err
+}
+
+// record adds env to its conversation, before the final frame so that a
+// next turn sent as soon as the client sees it finds this one. A failure
+// is logged: the answer is still given, the next turn lacks this one.
+func (u *Upstream) record(ctx context.Context, env *e2a.Envelope) {
+	if u.convs == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), updateTimeout)
+	defer cancel()
+	if err := u.convs.Update(ctx, u.pool, env, func(*bridge.Conversation) {}); err != nil {
+		u.log.Warn("openai bridge: turn not recorded in its conversation", "pool", u.pool,
+			"request_id", env.RequestID, "err", err)
+	}
+}

@@ -1,0 +1,143 @@
+package openai_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// chatRequest is what the test server records of a chat completions call.
+type chatRequest struct {
+	Model    string `json:"model"`
+	Messages []struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	} `json:"messages"`
+	Stream        bool           `json:"stream"`
+	StreamOptions map[string]any `json:"stream_options"`
+}
+
+// lastUser is the request's last user message.
+func (r chatRequest) lastUser() string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == "user" {
+			return r.Messages[i].Content
+		}
+	}
+	return ""
+}
+
+// roles is the request's messages as "role: content" lines.
+func (r chatRequest) roles() []string {
+	out := make([]string, len(r.Messages))
+	for i, m := range r.Messages {
+		out[i] = m.Role + ": " + m.Content
+	}
+	return out
+}
+
+type recorded struct {
+	Header http.Header
+	Body   chatRequest
+}
+
+// modelServer is an OpenAI-compatible chat completions server on
+// httptest that replays the wire-format streams of testdata: a request
+// whose last user message is "fixture:NAME" gets testdata/NAME.sse, event
+// by event (flushed); any other gets a stream replying "echo: TEXT". A
+// test can take over the answer with script (n counts calls from 1).
+type modelServer struct {
+	*httptest.Server
+	t      testing.TB
+	mu     sync.Mutex
+	calls  []recorded
+	script func(n int, w http.ResponseWriter, r *http.Request, body chatRequest) bool
+}
+
+func newModelServer(t testing.TB) *modelServer {
+	s := &modelServer{t: t}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// base is the server's API base, as a user configures it.
+func (s *modelServer) base() string { return s.URL + "/v1" }
+
+func (s *modelServer) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+		http.Error(w, `{"error":{"message":"not found","type":"invalid_request_error"}}`, http.StatusNotFound)
+		return
+	}
+	var body chatRequest
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		http.Error(w, `{"error":{"message":"bad json","type":"invalid_request_error"}}`, http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.calls = append(s.calls, recorded{Header: r.Header.Clone(), Body: body})
+	n, script := len(s.calls), s.script
+	s.mu.Unlock()
+	if script != nil && script(n, w, r, body) {
+		return
+	}
+	if name, ok := strings.CutPrefix(body.lastUser(), "fixture:"); ok {
+		b, err := os.ReadFile(filepath.Join("testdata", name+".sse"))
+		if err != nil {
+			http.Error(w, `{"error":{"message":"no such fixture","type":"invalid_request_error"}}`, http.StatusBadRequest)
+			return
+		}
+		replay(w, b)
+		return
+	}
+	replay(w, echoStream("chatcmpl-echo-"+fmt.Sprint(n), body.Model, "echo: "+body.lastUser()))
+}
+
+// replay writes an SSE body event by event, flushing each.
+func replay(w http.ResponseWriter, b []byte) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	for ev := range bytes.SplitAfterSeq(b, []byte("\n\n")) {
+		_, _ = w.Write(ev)
+		w.(http.Flusher).Flush()
+	}
+}
+
+// echoStream is a completion stream answering text in two deltas.
+func echoStream(id, model, text string) []byte {
+	var b bytes.Buffer
+	ev := func(delta map[string]any, finish any) {
+		c, _ := json.Marshal(map[string]any{"id": id, "object": "chat.completion.chunk", "created": 1767225600,
+			"model": model, "choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
+		fmt.Fprintf(&b, "data: %s\n\n", c)
+	}
+	ev(map[string]any{"role": "assistant", "content": ""}, nil)
+	half := len(text) / 2
+	ev(map[string]any{"content": text[:half]}, nil)
+	ev(map[string]any{"content": text[half:]}, nil)
+	ev(map[string]any{}, "stop")
+	b.WriteString("data: [DONE]\n\n")
+	return b.Bytes()
+}
+
+// recordedCalls is a copy of the calls so far.
+func (s *modelServer) recordedCalls() []recorded {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]recorded(nil), s.calls...)
+}
+
+// setScript replaces the answer (nil: fixtures and echoes again).
+func (s *modelServer) setScript(f func(n int, w http.ResponseWriter, r *http.Request, body chatRequest) bool) {
+	s.mu.Lock()
+	s.script = f
+	s.mu.Unlock()
+}

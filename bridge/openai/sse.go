@@ -1,0 +1,112 @@
+package openai
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// sseReader reads server-sent events with a bound: a line, and the data of
+// one event, may hold at most max bytes (a longer one is a protocol error,
+// never an unbounded allocation).
+type sseReader struct {
+	r   *bufio.Reader
+	max int
+	buf []byte // the line being read, when longer than the bufio buffer
+}
+
+func newSSEReader(r io.Reader, max int) *sseReader {
+	return &sseReader{r: bufio.NewReaderSize(r, min(max, 64<<10)), max: max}
+}
+
+// errSSE reports an answer that is not an event stream (a line that is not
+// an SSE field, or one too long).
+var errSSE = errors.New("not a server-sent event stream")
+
+// readLine returns the next line without its line ending (LF or CRLF). At
+// the end of the stream it returns io.EOF, after a last line without a
+// line ending if there is one.
+func (s *sseReader) readLine() ([]byte, error) {
+	s.buf = s.buf[:0]
+	for {
+		frag, err := s.r.ReadSlice('\n')
+		if len(s.buf)+len(frag) > s.max+2 {
+			return nil, fmt.Errorf("%w: a line longer than %d bytes", errSSE, s.max)
+		}
+		switch {
+		case err == nil:
+			line := frag
+			if len(s.buf) > 0 {
+				s.buf = append(s.buf, frag...)
+				line = s.buf
+			}
+			line = line[:len(line)-1]
+			return bytes.TrimSuffix(line, []byte{'\r'}), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			s.buf = append(s.buf, frag...)
+		case errors.Is(err, io.EOF):
+			s.buf = append(s.buf, frag...)
+			if len(s.buf) > 0 {
+				return bytes.TrimSuffix(s.buf, []byte{'\r'}), nil
+			}
+			return nil, io.EOF
+		default:
+			return nil, err
+		}
+	}
+}
+
+// next returns the next event: its type ("" unless an event field named
+// one) and its data lines joined by line feeds. Comments, id and retry
+// fields are skipped; an event without data is skipped. At the end of the
+// stream it returns io.EOF (an event not ended by a blank line is
+// returned first). Any other line is errSSE.
+func (s *sseReader) next() (event string, data []byte, err error) {
+	var has bool
+	for {
+		line, err := s.readLine()
+		if errors.Is(err, io.EOF) && has {
+			return event, data, nil
+		}
+		if err != nil {
+			return "", nil, err
+		}
+		if len(line) == 0 {
+			if has {
+				return event, data, nil
+			}
+			event = ""
+			continue
+		}
+		name, value, _ := bytes.Cut(line, []byte{':'})
+		value = bytes.TrimPrefix(value, []byte{' '})
+		switch string(name) {
+		case "": // a comment (":" first), e.g. a keep-alive
+		case "data":
+			if has {
+				data = append(data, '\n')
+			}
+			if len(data)+len(value) > s.max {
+				return "", nil, fmt.Errorf("%w: an event larger than %d bytes", errSSE, s.max)
+			}
+			data, has = append(data, value...), true
+		case "event":
+			event = string(value)
+		case "id", "retry":
+		default:
+			return "", nil, fmt.Errorf("%w: line %s", errSSE, quote(line))
+		}
+	}
+}
+
+// quote is the start of an upstream's line, for an error message.
+func quote(b []byte) string {
+	const n = 60
+	if len(b) > n {
+		return strconv.Quote(string(b[:n])) + "…"
+	}
+	return strconv.Quote(string(b))
+}
