@@ -48,6 +48,25 @@
 //     them: at start-up, after a reconnect or a dropped message); while the
 //     handler runs, its context is cancelled ([ErrCancelled]) and the final
 //     frame is e2a.error cancelled.
+//   - Turns never overlap: a request whose message carries E2A-After-Request
+//     (ingress sets it on a later turn of an A2A or AgentVault task or of an
+//     ACP session: the request the record held before it) runs its handler
+//     only once that request's final frame is stored, whatever it says
+//     (completed, failed, cancelled, interrupted). The wait is on
+//     e2a.live.<id>, with reads of the stored frames backing off from
+//     250 ms to 5 s (turns.go). While it waits the request is held like a
+//     running one: heartbeats keep its delivery; a cancel or its deadline
+//     (counted from when it was stored: the wait counts) ends it with its
+//     final frame and no handler call; a shutdown hands it back. Its
+//     [WithConcurrency] slot is given back while it waits (a turn picked up
+//     before the one it waits for never keeps that one from being pulled),
+//     but its delivery stays unacknowledged: waiting turns count against
+//     the pool's MaxAckPending ([WithMaxAckPending]), which must stay above
+//     the number of turns that may wait at once, or the turns they wait for
+//     are never delivered. A named request not stored is waited for until
+//     15 s after this one was stored (its publish may still be in flight),
+//     then not; one of the pool acknowledged with no frame left (its frames
+//     aged out) is not waited for.
 //   - A handler's panic or error becomes a final e2a.error; the process keeps
 //     serving.
 //   - Graceful shutdown: when Run's context is done it stops pulling, lets

@@ -96,28 +96,27 @@ func (w *worker) awaitTurn(hctx context.Context, r *request, after string, meta 
 
 // waitTurn returns nil once the request after has its final frame stored
 // (seen live on e2a.live.<after>, or read from E2A_RESPONSES), or is known
-// never to have one; the cause of ctx's end if it ends first. From the
-// first read that finds after still running until it has ended, r's slot
-// is given back.
+// never to have one; the cause of ctx's end if it ends first. Most turns
+// find the turn before ended at the first read, with no subscription; one
+// that waits gives r's slot back until it has ended.
 func (w *worker) waitTurn(ctx context.Context, r *request, after string, meta *jetstream.MsgMetadata, log *reqLogger) error {
-	ended := make(chan struct{})
-	var once sync.Once
-	if live, err := subjects.Live(after); err == nil {
-		sub, err := w.js.Conn().Subscribe(live, func(m *nats.Msg) {
-			sm := storedMsg{data: m.Data, header: m.Header}
-			if h, err := sm.frame(); err == nil && h.IsFinal {
-				once.Do(func() { close(ended) })
-			}
-		})
-		if err != nil {
-			log.get().Warn("cannot listen to the earlier turn's frames: reading them instead", "after_request_id", after, "err", err)
-		} else {
-			defer func() { _ = sub.Unsubscribe() }()
-		}
+	done, err := w.turnEnded(ctx, after, meta, log)
+	if done {
+		return nil
 	}
-	var timer *time.Timer
+	if err != nil && ctx.Err() == nil {
+		log.get().Warn("cannot read the earlier turn's state: reading it again", "after_request_id", after, "err", err)
+	}
+	log.get().Debug("waiting for the earlier turn", "after_request_id", after)
+	ended, unsubscribe := w.listenTurn(after, log)
+	defer unsubscribe()
+	r.slot.release()
 	recheck := turnRecheckMin
+	timer := time.NewTimer(recheck)
+	defer timer.Stop()
 	for {
+		// Read at once after subscribing: a final frame stored before the
+		// subscription took effect is not seen live.
 		done, err := w.turnEnded(ctx, after, meta, log)
 		if err != nil && ctx.Err() == nil {
 			log.get().Warn("cannot read the earlier turn's state: reading it again", "after_request_id", after, "err", err)
@@ -125,20 +124,13 @@ func (w *worker) waitTurn(ctx context.Context, r *request, after string, meta *j
 		if done {
 			break
 		}
-		if timer == nil {
-			log.get().Debug("waiting for the earlier turn", "after_request_id", after)
-			r.slot.release()
-			timer = time.NewTimer(recheck)
-			defer timer.Stop()
-		} else {
-			timer.Reset(recheck)
-		}
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		case <-ended:
 		case <-timer.C:
 			recheck = min(2*recheck, turnRecheckMax)
+			timer.Reset(recheck)
 			continue
 		}
 		break
@@ -147,6 +139,29 @@ func (w *worker) waitTurn(ctx context.Context, r *request, after string, meta *j
 		return context.Cause(ctx)
 	}
 	return nil
+}
+
+// listenTurn subscribes to the live frames of the request after: ended is
+// closed by its final frame. A subscription that fails is logged (the
+// reads alone then end the wait).
+func (w *worker) listenTurn(after string, log *reqLogger) (ended <-chan struct{}, unsubscribe func()) {
+	c := make(chan struct{})
+	live, err := subjects.Live(after)
+	if err != nil {
+		return c, func() {}
+	}
+	var once sync.Once
+	sub, err := w.js.Conn().Subscribe(live, func(m *nats.Msg) {
+		sm := storedMsg{data: m.Data, header: m.Header}
+		if h, err := sm.frame(); err == nil && h.IsFinal {
+			once.Do(func() { close(c) })
+		}
+	})
+	if err != nil {
+		log.get().Warn("cannot listen to the earlier turn's frames: reading them instead", "after_request_id", after, "err", err)
+		return c, func() {}
+	}
+	return c, func() { _ = sub.Unsubscribe() }
 }
 
 // turnEnded reads whether the request after has ended: its last stored

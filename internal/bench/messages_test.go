@@ -27,8 +27,10 @@ type brokerWork struct {
 // the m messages' PubAcks, the request's delivery to the agent and the m
 // messages republished live to egress (2+2m). An A2A or ACP call adds the
 // task or session index write and its PubAck; ACP reads the session record
-// and the session's configuration too (two direct gets). E2A_AUDIT copies
-// the request and its m messages.
+// and the session's configuration too (two direct gets), and, its sessions
+// being reused, each prompt names the session's previous one, whose last
+// frame the agent reads before it runs the prompt (one direct get:
+// agent/turns.go). E2A_AUDIT copies the request and its m messages.
 var wantBrokerWork = map[string]brokerWork{
 	ProtoE2ASSE:          {2, 2, 0},
 	ProtoE2ANDJSON:       {2, 2, 0},
@@ -36,7 +38,7 @@ var wantBrokerWork = map[string]brokerWork{
 	ProtoA2ASend:         {3, 3, 1},
 	ProtoA2AV1Stream:     {3, 3, 1},
 	ProtoA2AV1RESTStream: {3, 3, 1},
-	ProtoACP:             {6, 6, 1},
+	ProtoACP:             {7, 7, 1},
 }
 
 // maxResponseMsgs bounds the response messages per request of 8 frames
