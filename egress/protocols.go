@@ -156,7 +156,7 @@ func (s *Service) CancelTurns(ctx context.Context, requestIDs []string, cancel C
 	if len(requestIDs) == 0 {
 		return false, ErrNotFound
 	}
-	earlier, err := s.unendedTurns(ctx, requestIDs[:len(requestIDs)-1])
+	earlier, err := s.UnendedTurns(ctx, requestIDs[:len(requestIDs)-1])
 	if err != nil {
 		return false, err
 	}
@@ -172,10 +172,12 @@ func (s *Service) CancelTurns(ctx context.Context, requestIDs []string, cancel C
 	return canceled, nil
 }
 
-// unendedTurns returns the requests of ids (oldest first) that have not
-// ended, newest first: walking back from the newest, up to one with its
-// final frame, or one no longer stored (ended long ago, or never published).
-func (s *Service) unendedTurns(ctx context.Context, ids []string) ([]string, error) {
+// UnendedTurns returns the turns of a task or session (ids, oldest first)
+// that have not ended, newest first: walking back from the newest, up to
+// one with its final frame, or one no longer stored (ended long ago, or
+// never published). Turns run one after another, so none before those has
+// anything left to do.
+func (s *Service) UnendedTurns(ctx context.Context, ids []string) ([]string, error) {
 	var out []string
 	for i := len(ids) - 1; i >= 0; i-- {
 		last, err := s.lastFrame(ctx, ids[i])

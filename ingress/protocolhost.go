@@ -192,6 +192,24 @@ func (h protocolHost) Cancel(ctx context.Context, requestID string) error {
 	return h.s.cancel(ctx, requestID)
 }
 
+// CancelTurns cancels the turns of requestIDs not ended
+// (egress.Service.UnendedTurns), the newest first.
+func (h protocolHost) CancelTurns(ctx context.Context, requestIDs []string) error {
+	if len(requestIDs) == 0 {
+		return nil
+	}
+	earlier, err := h.s.egress.UnendedTurns(ctx, requestIDs[:len(requestIDs)-1])
+	if err != nil {
+		return err
+	}
+	for _, id := range append([]string{requestIDs[len(requestIDs)-1]}, earlier...) {
+		if err := h.s.cancel(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // AuthMethods describes each configured scheme a client can use.
 func (h protocolHost) AuthMethods() []host.AuthMethod {
 	var out []host.AuthMethod

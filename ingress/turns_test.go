@@ -1,7 +1,9 @@
 package ingress_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -320,5 +322,53 @@ func TestA2ACancelQueuedTask(t *testing.T) {
 		if i == 1 && len(fr) != 1 {
 			t.Errorf("the waiting turn wrote %d frames: its handler ran", len(fr))
 		}
+	}
+}
+
+// TestACPCancelQueuedPrompts: over HTTP, a session with a prompt running
+// and a second one queued after it: session/cancel ends both with
+// stopReason cancelled, the queued one without running (one final frame).
+func TestACPCancelQueuedPrompts(t *testing.T) {
+	p := startPipeline(t)
+	sid := p.acpSession(t)
+	prompt := func(id, delay string) *bufio.Scanner {
+		resp := p.post(t, "/acp", "", `{"jsonrpc":"2.0","id":"`+id+`","method":"session/prompt","params":{"sessionId":"`+sid+
+			`","prompt":[{"type":"text","text":"`+id+`"}],"_meta":{"e2a_params":{"delay_ms":`+delay+`}}}}`)
+		return bufio.NewScanner(resp.Body)
+	}
+	first := prompt("one", "300")
+	if !first.Scan() {
+		t.Fatal("no update of the first prompt")
+	}
+	stops := make(chan string, 2)
+	readStop := func(sc *bufio.Scanner) {
+		var last rpcMsg
+		for sc.Scan() {
+			if strings.TrimSpace(sc.Text()) != "" {
+				last = decodeMsg(t, sc.Bytes())
+			}
+		}
+		var res struct {
+			StopReason string `json:"stopReason"`
+		}
+		_ = json.Unmarshal(last.Result, &res)
+		stops <- res.StopReason
+	}
+	go readStop(first)
+	go readStop(prompt("two", "0"))
+	testkit.Eventually(t, 10*time.Second, "the second prompt recorded", func() bool {
+		return len(record(t, p.js, ingress.KindSession, sid).RequestIDs) == 2
+	})
+	if m := p.acpCall(t, `{"jsonrpc":"2.0","id":"c","method":"session/cancel","params":{"sessionId":"`+sid+`"}}`); m.Error != nil {
+		t.Fatalf("session/cancel: %+v", m.Error)
+	}
+	for range 2 {
+		if stop := <-stops; stop != "cancelled" {
+			t.Errorf("a prompt ended %q", stop)
+		}
+	}
+	rec := record(t, p.js, ingress.KindSession, sid)
+	if fr := framesOfRequest(t, p.nc, rec.RequestIDs[1]); len(fr) != 1 {
+		t.Errorf("the queued prompt wrote %d frames: it ran", len(fr))
 	}
 }

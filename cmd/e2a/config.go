@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
@@ -89,6 +90,10 @@ type Config struct {
 	LogFormat string `envconfig:"LOG_FORMAT" default:"json"`
 	LogLevel  string `envconfig:"LOG_LEVEL" default:"info"`
 
+	// Upstream configures the bridge of `e2a agent --pool P --a2a|--openai|
+	// --http URL` (E2A_UPSTREAM_*; the flags win over the variables).
+	Upstream UpstreamConfig `envconfig:"UPSTREAM"`
+
 	// SecretKeys are extra words or keys (comma-separated) whose values are
 	// secrets, added to the policy of package redact at start-up.
 	SecretKeys []string `envconfig:"SECRET_KEYS"`
@@ -127,4 +132,58 @@ func (c Config) StreamsConfig() streams.Config {
 	s.Duplicates = c.DedupeWindow
 	s.TasksTTL = c.TasksTTL
 	return s
+}
+
+// UpstreamConfig is a bridge pool's upstream (E2A_UPSTREAM_*). APIKey and
+// the header values are secrets: never logged (bridge.Credentials), never
+// published.
+type UpstreamConfig struct {
+	// Kind is a2a, openai or http (set by --a2a, --openai, --http).
+	Kind string `envconfig:"KIND"`
+	// URL: the A2A agent's card URL (or its base), the OpenAI-compatible
+	// base URL (http://localhost:8000/v1), the HTTP agent's URL.
+	URL string `envconfig:"URL"`
+	// Model and System: the OpenAI-compatible model and system prompt.
+	Model  string `envconfig:"MODEL"`
+	System string `envconfig:"SYSTEM"`
+	// APIKey is sent as "Authorization: Bearer <key>".
+	APIKey string `envconfig:"API_KEY"`
+	// Headers are extra headers sent upstream, "Name: value" pairs
+	// separated by ";" (values may be secrets).
+	Headers string `envconfig:"HEADERS"`
+	// ConnectTimeout bounds connecting; IdleTimeout the wait for the answer
+	// and the silence between its bytes.
+	ConnectTimeout time.Duration `envconfig:"CONNECT_TIMEOUT" default:"5s"`
+	IdleTimeout    time.Duration `envconfig:"IDLE_TIMEOUT" default:"60s"`
+	// MaxInFlight bounds the upstream calls in flight per process.
+	MaxInFlight int `envconfig:"MAX_IN_FLIGHT" default:"64"`
+	// Retries before the first frame (backoff from RetryBase, at most
+	// RetryMax, full jitter, Retry-After honoured).
+	Retries   int           `envconfig:"RETRIES" default:"3"`
+	RetryBase time.Duration `envconfig:"RETRY_BASE" default:"200ms"`
+	RetryMax  time.Duration `envconfig:"RETRY_MAX" default:"10s"`
+	// Name and Description describe the pool in its agent card (an A2A
+	// upstream's card gives its own).
+	Name        string `envconfig:"NAME"`
+	Description string `envconfig:"DESCRIPTION"`
+}
+
+// headers parses Headers ("Name: value; Name2: value2").
+func (u UpstreamConfig) headers() (map[string]string, error) {
+	if strings.TrimSpace(u.Headers) == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, kv := range strings.Split(u.Headers, ";") {
+		if strings.TrimSpace(kv) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, ":")
+		if !ok || strings.TrimSpace(k) == "" {
+			// The value may be a secret: name the position, not the text.
+			return nil, fmt.Errorf("E2A_UPSTREAM_HEADERS: an entry without \"Name: value\" (entry %d)", len(out)+1)
+		}
+		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return out, nil
 }

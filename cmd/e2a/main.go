@@ -21,7 +21,9 @@ const usage = `e2a — the E2A Pipeline
 Usage:
   e2a dev                   run everything in one process on an embedded JetStream server
   e2a serve                 run ingress and egress against E2A_NATS_URL
-  e2a agent --pool NAME     run a built-in agent pool (demo) against E2A_NATS_URL
+  e2a agent --pool NAME     run a built-in agent pool (demo, workflow) against E2A_NATS_URL
+  e2a agent --pool NAME --a2a URL | --openai URL --model M | --http URL
+                            put an existing agent behind the pipeline as pool NAME
   e2a acp [--pool NAME]     an ACP agent on stdio for editors (E2A_NATS_URL, or embedded + demo agent)
   e2a streams apply         create or update streams and KV buckets on E2A_NATS_URL
   e2a replay [ID...]        print requests and frames from the durable streams, check invariants (-h for filters)
@@ -107,10 +109,22 @@ var helps = map[string]commandHelp{
   E2A_METRICS_ADDR          its own listener for /metrics and /debug/pprof/ (then /metrics not on E2A_HTTP_ADDR)
   E2A_AUTH_*, E2A_API_KEYS  auth (ingress/AUTH.md); and every E2A_* of the README's Configuration table
 `},
-	"agent": {usage: "e2a agent [--pool demo|workflow] [--concurrency N]", about: "Runs a built-in agent pool against a NATS cluster, with /metrics, /healthz and /readyz.",
+	"agent": {usage: "e2a agent [--pool demo|workflow] [--concurrency N]\n       e2a agent --pool NAME (--a2a CARD-URL | --openai BASE-URL --model M [--system S] | --http URL)",
+		about: "Runs an agent pool against a NATS cluster, with /metrics, /healthz and /readyz: a built-in one, or a bridge\n" +
+			"that puts an existing agent behind the pipeline (an A2A server, an OpenAI-compatible model server, any HTTP\n" +
+			"service answering E2A frames): every request's upstream answer becomes its durable, ordered frames.",
 		env: fmt.Sprintf(natsEnv, "empty = an embedded server") + `  E2A_HTTP_ADDR             operations listener (default 127.0.0.1:8080)
   E2A_METRICS_ADDR          its own listener for /metrics and /debug/pprof/ (then /metrics not on E2A_HTTP_ADDR)
   E2A_WORKFLOW_*            the workflow pool's policy, vault and cache (workflow/doc.go)
+  E2A_UPSTREAM_KIND, E2A_UPSTREAM_URL, E2A_UPSTREAM_MODEL, E2A_UPSTREAM_SYSTEM
+                            the upstream, as the flags give it (the flags win)
+  E2A_UPSTREAM_API_KEY      sent upstream as "Authorization: Bearer <key>" (never logged or stored)
+  E2A_UPSTREAM_HEADERS      extra headers sent upstream, "Name: value; Name2: value2"
+  E2A_UPSTREAM_CONNECT_TIMEOUT (5s), E2A_UPSTREAM_IDLE_TIMEOUT (60s), E2A_UPSTREAM_MAX_IN_FLIGHT (64),
+  E2A_UPSTREAM_RETRIES (3), E2A_UPSTREAM_RETRY_BASE (200ms), E2A_UPSTREAM_RETRY_MAX (10s)
+                            timeouts, bound and retries (retried only before the first frame)
+  E2A_UPSTREAM_NAME, E2A_UPSTREAM_DESCRIPTION
+                            the pool's name and description in its agent card
 `},
 	"acp": {usage: "e2a acp [--pool NAME]", about: "Speaks ACP on stdin/stdout (logs on stderr), for editors that spawn an agent.",
 		env: fmt.Sprintf(natsEnv, "empty = an embedded server with the demo agent") + `  E2A_DEFAULT_POOL, E2A_ROUTES

@@ -75,11 +75,24 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 // E2A_METRICS_ADDR instead when set).
 func runAgent(ctx context.Context, cfg Config, args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	pool := fs.String("pool", "demo", "built-in agent pool to run: demo or workflow")
+	pool := fs.String("pool", "demo", "agent pool to serve: a built-in one (demo, workflow), or any name with an upstream")
 	concurrency := fs.Int("concurrency", 64, "requests handled at once")
+	var bf bridgeFlags
+	fs.StringVar(&bf.a2a, "a2a", "", "bridge an A2A agent: the URL its agent card is served at (or its base URL)")
+	fs.StringVar(&bf.openai, "openai", "", "bridge an OpenAI-compatible chat completions server: its base URL (http://localhost:8000/v1)")
+	fs.StringVar(&bf.http, "http", "", "bridge an HTTP agent: the URL the E2A envelope is POSTed to")
+	fs.StringVar(&bf.model, "model", "", "with --openai: the model")
+	fs.StringVar(&bf.system, "system", "", "with --openai: the system prompt")
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
+	up, err := bf.upstream(cfg.Upstream)
+	if err != nil && !errors.Is(err, errNoUpstream) {
+		fmt.Fprintf(os.Stderr, "e2a agent: %v\n\n", err)
+		printHelp(os.Stderr, fs)
+		return errFlags
+	}
+	bridged := err == nil
 	log, err := obs.NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
 		return err
@@ -103,15 +116,19 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 		return err
 	}
 	var h agent.Handler
-	switch *pool {
-	case "demo":
+	switch {
+	case bridged:
+		if h, err = newBridge(ctx, js, cfg, *pool, up, reg, log); err != nil {
+			return fmt.Errorf("pool %s: %w", *pool, err)
+		}
+	case *pool == "demo":
 		h = demo.New()
-	case workflow.Pool:
+	case *pool == workflow.Pool:
 		if h, err = newWorkflowExecutor(ctx, js, cfg, log); err != nil {
 			return err
 		}
 	default:
-		return fmt.Errorf("no built-in agent for pool %q (built-in: demo, workflow)", *pool)
+		return fmt.Errorf("no built-in agent for pool %q (built-in: demo, workflow; or give an upstream: --a2a, --openai, --http)", *pool)
 	}
 	mux := http.NewServeMux()
 	mountOps(mux, cfg, newOpsMux(reg, nc, js))

@@ -53,6 +53,8 @@ func (f fakeHost) MaxBody() int64                       { return 1 << 20 }
 func (f fakeHost) V1Answers() host.V1Answers            { return fakeAnswers{} }
 func (f fakeHost) Cancel(context.Context, string) error { return nil }
 
+func (f fakeHost) CancelTurns(context.Context, []string) error { return nil }
+
 // AdmitHeader admits a call whose metadata has an x-api-key as the fake
 // caller.
 func (f fakeHost) AdmitHeader(_ context.Context, header http.Header, _, _ string) (host.V1Caller, *host.Refusal, error) {

@@ -402,17 +402,18 @@ func liftE2AParams(env *e2a.Envelope) {
 	}
 }
 
-// cancel cancels the session's last request. The worker then writes the
-// final cancelled frame, which ends the pending session/prompt with
-// stopReason "cancelled".
+// cancel cancels the session's prompts not ended: the running one and any
+// queued after it (turns of a session run one after another). The worker
+// then writes each one's final cancelled frame, which ends its pending
+// session/prompt with stopReason "cancelled".
 func (d *frontDoor) cancel(rep host.Reply, in host.Call, c host.RPCCaller, res *normalizer.Result, req *jsonrpc.Request) {
 	rec := d.session(rep, in, c, req, res.Envelope.SessionID, tenant.Write)
 	if rec == nil {
 		return
 	}
-	if last := rec.LastRequest(); last != "" {
-		if err := d.h.Cancel(in.Ctx, last); err != nil {
-			d.h.Logger().Warn("acp: cancel failed", "session_id", rec.ID, "request_id", last, "err", err)
+	if len(rec.RequestIDs) > 0 {
+		if err := d.h.CancelTurns(in.Ctx, rec.RequestIDs); err != nil {
+			d.h.Logger().Warn("acp: cancel failed", "session_id", rec.ID, "request_id", rec.LastRequest(), "err", err)
 			rep.Error(jsonrpc.InternalError("the cancel could not be delivered; retry"))
 			return
 		}

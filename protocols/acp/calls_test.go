@@ -60,6 +60,10 @@ func (h *fakeHost) Cancel(_ context.Context, id string) error {
 	h.canceled = append(h.canceled, id)
 	return nil
 }
+func (h *fakeHost) CancelTurns(_ context.Context, ids []string) error {
+	h.canceled = append(h.canceled, ids[len(ids)-1]) // the fake's requests have all ended but the last
+	return nil
+}
 func (h *fakeHost) AuthMethods() []host.AuthMethod {
 	return []host.AuthMethod{{ID: "apiKey", Name: "API key", Description: "send the key"}}
 }

@@ -233,6 +233,10 @@ type Canceler interface {
 	// Cancel publishes a cancel on the request's control subject (stored
 	// for a worker that has not picked the request up yet).
 	Cancel(ctx context.Context, requestID string) error
+	// CancelTurns cancels the turns of a session or task (its requests,
+	// oldest first) that have not ended, newest first (so that a turn
+	// waiting for an earlier one never runs), without awaiting them.
+	CancelTurns(ctx context.Context, requestIDs []string) error
 }
 
 // AuthMethod is one way the host authenticates a caller, for a protocol's

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/bridge/openai"
+)
+
+// Upstream kinds of `e2a agent --a2a|--openai|--http`.
+const (
+	upstreamA2A    = "a2a"
+	upstreamOpenAI = "openai"
+	upstreamHTTP   = "http"
+)
+
+// errNoUpstream: the agent command names no upstream (a built-in pool).
+var errNoUpstream = errors.New("no upstream")
+
+// bridgeFlags are the flags of `e2a agent` that name an upstream; each
+// wins over its E2A_UPSTREAM_* variable.
+type bridgeFlags struct {
+	a2a, openai, http, model, system string
+}
+
+// upstream returns the configured upstream: the flags over cfg.Upstream.
+// errNoUpstream when neither names one; an error when they name two.
+func (f bridgeFlags) upstream(cfg UpstreamConfig) (UpstreamConfig, error) {
+	u := cfg
+	set := 0
+	for _, kv := range []struct{ kind, url string }{{upstreamA2A, f.a2a}, {upstreamOpenAI, f.openai}, {upstreamHTTP, f.http}} {
+		if kv.url != "" {
+			u.Kind, u.URL = kv.kind, kv.url
+			set++
+		}
+	}
+	if set > 1 {
+		return u, errors.New("give one of --a2a, --openai and --http")
+	}
+	if f.model != "" {
+		u.Model = f.model
+	}
+	if f.system != "" {
+		u.System = f.system
+	}
+	if u.Kind == "" && u.URL == "" {
+		return u, errNoUpstream
+	}
+	switch u.Kind {
+	case upstreamA2A, upstreamOpenAI, upstreamHTTP:
+	default:
+		return u, fmt.Errorf("E2A_UPSTREAM_KIND %q: want a2a, openai or http", u.Kind)
+	}
+	if u.URL == "" {
+		return u, fmt.Errorf("the %s upstream needs a URL (--%s URL or E2A_UPSTREAM_URL)", u.Kind, u.Kind)
+	}
+	if u.Kind == upstreamOpenAI && u.Model == "" {
+		return u, errors.New("the openai upstream needs a model (--model or E2A_UPSTREAM_MODEL)")
+	}
+	return u, nil
+}
+
+// newBridge builds the handler of pool for upstream u: its client, its
+// conversations store and pool card (E2A_BRIDGE), and the bridge around
+// it. An unreachable A2A card fails here, before the pool starts.
+func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool string, u UpstreamConfig, reg prometheus.Registerer, log *slog.Logger) (agent.Handler, error) {
+	headers, err := u.headers()
+	if err != nil {
+		return nil, err
+	}
+	client, err := bridge.NewClient(u.URL, bridge.WithConnectTimeout(u.ConnectTimeout), bridge.WithIdleTimeout(u.IdleTimeout),
+		bridge.WithCredentials(bridge.Credentials{APIKey: u.APIKey, Headers: headers}))
+	if err != nil {
+		return nil, err
+	}
+	conv, err := bridge.OpenConversations(ctx, js, cfg.StreamsConfig())
+	if err != nil {
+		return nil, err
+	}
+	info := bridge.PoolInfo{Pool: pool, Kind: u.Kind, Upstream: client.Name(), Name: u.Name, Description: u.Description, Streaming: true}
+	var up bridge.Upstream
+	switch u.Kind {
+	case upstreamOpenAI:
+		opts := []openai.Option{openai.WithHistory(pool, conv), openai.WithLogger(log)}
+		if u.System != "" {
+			opts = append(opts, openai.WithSystem(u.System))
+		}
+		if up, err = openai.New(client, u.Model, opts...); err != nil {
+			return nil, err
+		}
+		if info.Description == "" {
+			info.Description = "The model " + u.Model + " behind the E2A Pipeline: multi-turn from the pipeline's durable history."
+		}
+	default:
+		up, err = newUpstream(ctx, client, conv, pool, u, &info, log)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if info.Name == "" {
+		info.Name = pool
+	}
+	if err := conv.PublishPool(ctx, info); err != nil {
+		return nil, err
+	}
+	log.Info("bridge", "pool", pool, "upstream", up.Name(), "credentials", bridge.Credentials{APIKey: u.APIKey, Headers: headers})
+	return bridge.New(pool, up, bridge.WithMaxInFlight(u.MaxInFlight), bridge.WithRetry(u.Retries, u.RetryBase, u.RetryMax),
+		bridge.WithMetrics(reg), bridge.WithLogger(log))
+}

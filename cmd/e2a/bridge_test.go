@@ -1,0 +1,126 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+)
+
+// TestAgentBridgeArgs: a bridge's arguments are checked before anything
+// starts: two upstreams, an OpenAI upstream without a model, an unknown
+// kind are usage errors (exit 2, the command's help); a URL that is not
+// http(s) fails at once (exit 1) naming the problem.
+func TestAgentBridgeArgs(t *testing.T) {
+	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}
+	for _, c := range []struct {
+		env  []string
+		args []string
+		code int
+		want string
+	}{
+		{nil, []string{"agent", "--pool", "p", "--openai", "http://x/v1", "--http", "http://y"}, 2, "give one of --a2a, --openai and --http"},
+		{nil, []string{"agent", "--pool", "p", "--openai", "http://x/v1"}, 2, "needs a model"},
+		{[]string{"E2A_UPSTREAM_KIND=grpc", "E2A_UPSTREAM_URL=http://x"}, []string{"agent", "--pool", "p"}, 2, `E2A_UPSTREAM_KIND "grpc"`},
+		{[]string{"E2A_UPSTREAM_KIND=http"}, []string{"agent", "--pool", "p"}, 2, "needs a URL"},
+		{nil, []string{"agent", "--pool", "p", "--http", "ftp://x/agent"}, 1, "absolute http or https URL"},
+		{nil, []string{"agent", "--pool", "p", "--http", "http://user:pw@x/agent"}, 1, "holds credentials"},
+		{[]string{"E2A_UPSTREAM_HEADERS=X-Key secret"}, []string{"agent", "--pool", "p", "--http", "http://x/agent"}, 1, "E2A_UPSTREAM_HEADERS"},
+	} {
+		code, _, errOut := runBin(t, append(append([]string{}, env...), c.env...), c.args...)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v %v: exit %d, stderr:\n%s", c.env, c.args, code, errOut)
+		}
+		if strings.Contains(errOut, "secret") || strings.Contains(errOut, "pw@") {
+			t.Errorf("%v %v: a credential in the error: %s", c.env, c.args, errOut)
+		}
+	}
+}
+
+// TestAgentBridgeOpenAI: `e2a agent --pool llm --openai URL --model M`
+// beside `e2a dev` serves the pool from an OpenAI-compatible server (a
+// recorded chat completions stream): the pool's own endpoint answers with
+// the model's text, its card is named after the configuration, the API key
+// reaches the upstream as a bearer token and appears in neither process's
+// output.
+func TestAgentBridgeOpenAI(t *testing.T) {
+	fixture, err := os.ReadFile("../../bridge/openai/testdata/text.sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "sk-test-4f9c2b1e77d0"
+	auth := make(chan string, 16)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth <- r.Header.Get("Authorization")
+		if r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write(fixture)
+	}))
+	defer upstream.Close()
+
+	devOut, devErr := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
+	m, _ := waitLine(t, devOut, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	base := m[1]
+	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
+	natsURL := m[1]
+	_, agentErr := startBin(t, []string{"E2A_NATS_URL=" + natsURL, "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_API_KEY=" + key,
+		"E2A_UPSTREAM_NAME=Test Model", "E2A_LOG_LEVEL=debug"},
+		"agent", "--pool", "llm", "--openai", upstream.URL+"/v1", "--model", "test-model")
+	waitLine(t, agentErr, regexp.MustCompile(`agent pool running`))
+
+	var card struct {
+		Name string `json:"name"`
+	}
+	testkit.Eventually(t, 30*time.Second, "the pool's card", func() bool {
+		code, body := httpGet(t, base+"/pools/llm/.well-known/agent-card.json")
+		return code == 200 && json.Unmarshal([]byte(body), &card) == nil
+	})
+	if card.Name != "Test Model" {
+		t.Errorf("pool card name %q", card.Name)
+	}
+	resp, err := http.Post(base+"/pools/llm/v1/requests?wait=true", "application/json", strings.NewReader(`{"params":{"text":"hello"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var got struct {
+		State  string            `json:"state"`
+		Frames []json.RawMessage `json:"frames"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil || len(got.Frames) < 2 {
+		t.Fatalf("answer %d: %s", resp.StatusCode, b)
+	}
+	if !strings.Contains(string(got.Frames[len(got.Frames)-1]), `"e2a.complete"`) {
+		t.Errorf("last frame is not e2a.complete: %s", got.Frames[len(got.Frames)-1])
+	}
+	if a := <-auth; a != "Bearer "+key {
+		t.Errorf("upstream got Authorization %q", a)
+	}
+	if strings.Contains(string(b), key) {
+		t.Error("the API key is in the request's frames")
+	}
+	for _, ch := range []<-chan string{devErr, agentErr} {
+		for done := false; !done; {
+			select {
+			case l := <-ch:
+				if strings.Contains(l, key) {
+					t.Errorf("the API key is in a log line: %s", l)
+				}
+			default:
+				done = true
+			}
+		}
+	}
+}
