@@ -205,12 +205,12 @@ func TestTurnStoppedWhileWaiting(t *testing.T) {
 // once the grace has passed; one naming itself, or an id outside the
 // grammar, runs at once. Not parallel: it shortens the package's grace.
 func TestTurnAfterMissingRequest(t *testing.T) {
-	defer agent.SetTurnGrace(300 * time.Millisecond)()
+	t.Cleanup(agent.SetTurnGrace(300 * time.Millisecond)) // after the worker's stop (cleanups run last first)
 	s := startServer(t)
 	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
 		return w.Complete(env.RequestID)
 	})
-	wk := startWorker(t, s.connect(t), "ghost", h)
+	startWorker(t, s.connect(t), "ghost", h)
 	waitConsumer(t, s.js, "ghost")
 	start := time.Now()
 	publishAfter(t, s.js, "ghost", request("ghost-2", nil), "ghost-1")
@@ -223,5 +223,4 @@ func TestTurnAfterMissingRequest(t *testing.T) {
 	if d := time.Since(start); d < 300*time.Millisecond {
 		t.Errorf("ghost-2 ran %v after it was stored, before the grace", d)
 	}
-	_ = wk.stop() // before the grace is restored
 }
