@@ -36,7 +36,19 @@ func describePermissions(u *server.User) []string {
 		return []string{"everything in the account", "", "", "", "", "", ""}
 	}
 	set := func() map[string]bool { return map[string]bool{} }
-	pub, kv, direct, info, other := set(), set(), set(), set(), set()
+	pub, info, other := set(), set(), set()
+	// Buckets and streams with the keys or subjects allowed (">" when all).
+	kv, direct := map[string]map[string]bool{}, map[string]map[string]bool{}
+	addScoped := func(m map[string]map[string]bool, rest string) {
+		name, filter, _ := strings.Cut(rest, ".")
+		if filter == "" {
+			filter = ">"
+		}
+		if m[name] == nil {
+			m[name] = set()
+		}
+		m[name][filter] = true
+	}
 	consumers := map[string]map[string]bool{}
 	addConsumer := func(name, op string) {
 		if consumers[name] == nil {
@@ -49,9 +61,9 @@ func describePermissions(u *server.User) []string {
 		case !strings.HasPrefix(s, "$"):
 			pub["`"+s+"`"] = true
 		case strings.HasPrefix(s, "$KV."):
-			kv[strings.Split(s, ".")[1]] = true
+			addScoped(kv, strings.TrimPrefix(s, "$KV."))
 		case strings.HasPrefix(s, "$JS.API.DIRECT.GET."):
-			direct[strings.Split(strings.TrimPrefix(s, "$JS.API.DIRECT.GET."), ".")[0]] = true
+			addScoped(direct, strings.TrimPrefix(s, "$JS.API.DIRECT.GET."))
 		case strings.HasPrefix(s, "$JS.API.STREAM.INFO."):
 			info[strings.TrimPrefix(s, "$JS.API.STREAM.INFO.")] = true
 		case consumerAPI.MatchString(s):
@@ -78,6 +90,23 @@ func describePermissions(u *server.User) []string {
 	join := func(m map[string]bool) string {
 		return strings.Join(slices.Sorted(func(yield func(string) bool) { forKeys(m, yield) }), ", ")
 	}
+	// A name alone when everything in it is allowed, else the name and
+	// the keys or subjects allowed: "E2A_BRIDGE (`c.*`, `pool.demo`)".
+	joinScoped := func(m map[string]map[string]bool) string {
+		names := set()
+		for name, filters := range m {
+			if filters[">"] {
+				names[name] = true
+				continue
+			}
+			var fs []string
+			for _, f := range slices.Sorted(func(yield func(string) bool) { forKeys(filters, yield) }) {
+				fs = append(fs, "`"+f+"`")
+			}
+			names[name+" ("+strings.Join(fs, ", ")+")"] = true
+		}
+		return join(names)
+	}
 	var cons []string
 	for _, name := range slices.Sorted(func(yield func(string) bool) { forKeys(consumers, yield) }) {
 		var ops []string
@@ -93,10 +122,13 @@ func describePermissions(u *server.User) []string {
 		subs = append(subs, "`"+s+"`")
 	}
 	infoCol := join(info)
-	if len(info) == len(allE2AStreams) {
-		infoCol = "every E2A stream and bucket"
+	if !slices.ContainsFunc(allE2AStreams, func(s string) bool { return !info[s] }) {
+		for _, s := range allE2AStreams {
+			delete(info, s)
+		}
+		infoCol = strings.Join(append([]string{"every E2A stream and bucket"}, slices.Sorted(func(yield func(string) bool) { forKeys(info, yield) })...), ", ")
 	}
-	return []string{join(pub), join(kv), join(direct), strings.Join(cons, "; "), infoCol, strings.Join(subs, ", "), join(other)}
+	return []string{join(pub), joinScoped(kv), joinScoped(direct), strings.Join(cons, "; "), infoCol, strings.Join(subs, ", "), join(other)}
 }
 
 // allE2AStreams are the streams and buckets whose info every stage reads
@@ -121,7 +153,7 @@ func usersTable(t *testing.T) string {
 		t.Fatal(err)
 	}
 	users := userPerms(t, opts)
-	order := []string{"admin", "ingress", "egress", "serve", "agent-demo", "agent-workflow", "audit", "sys"}
+	order := []string{"admin", "ingress", "egress", "serve", "agent-demo", "agent-workflow", "agent-bridge", "audit", "sys"}
 	if len(order) != len(users) {
 		t.Fatalf("users %d, table order %v", len(users), order)
 	}
