@@ -124,7 +124,8 @@ func (s *Service) A2AResult(ctx context.Context, requestID string, p A2AParams, 
 // A2ASubscription answers A2A v1.0 SubscribeToTask: the task rebuilt from
 // the stored frames of requestIDs first (the current state, whatever it
 // is: a finished task is replayed from the durable streams this way), then,
-// unless that state is terminal, the events of the last request's later
+// unless that state is terminal or interrupted (input-required,
+// auth-required: the turn is over), the events of the last request's later
 // frames as they are written, to its final frame. It yields ErrNotFound
 // when none of the requests exists.
 //
@@ -138,7 +139,9 @@ func (s *Service) A2ASubscription(ctx context.Context, taskID, contextID string,
 			return
 		}
 		t := a2amap.BuildTask(taskID, contextID, reqs, nil)
-		if !yield(t, nil) || t.Status.State.Terminal() {
+		// An interrupted task's turn is over too: its stream ends at the
+		// question (the answer starts a new request).
+		if !yield(t, nil) || t.Status.State.Terminal() || a2amap.Interrupted(t.Status.State) {
 			return
 		}
 		last := reqs[len(reqs)-1]

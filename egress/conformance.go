@@ -185,7 +185,8 @@ func allFrames(frames []*e2a.Response, from int64) []Step {
 // Scenarios returns the scenarios of the renderer conformance suite: the
 // streaming examples of the specifications (e2a-protocol.md §12.8, the
 // trpc tool call), a resume, code execution, a single message, an error,
-// a cancel, native ACP and A2A frames, an unknown request and a timeout.
+// a cancel, turns interrupted for input and for authorization, native ACP
+// and A2A frames, an unknown request and a timeout.
 func Scenarios() []Scenario {
 	var out []Scenario
 	spec := specFrames()
@@ -225,6 +226,22 @@ func Scenarios() []Scenario {
 		frameAt(id, 1, e2a.KindError, e2a.StatusFailed, true, e2a.ErrorBody{Code: e2a.ErrCodeCancelled, Message: "cancelled by the client"}, nil),
 	}
 	out = append(out, Scenario{Name: "cancel", Frames: cancel, Steps: allFrames(cancel, 0), Final: true})
+
+	// Interrupted turns (agent.Interrupt, e2a.InterruptBody): the agent
+	// thinks, says a little, then ends its turn asking for input; another
+	// asks for authorization at once.
+	id = "req_input"
+	input := []*e2a.Response{
+		chunkFrame(id, 0, e2a.DeltaReasoning, "The user did not say which city.", ""),
+		chunkFrame(id, 1, e2a.DeltaText, "I can look up the weather.", ""),
+		frameAt(id, 2, e2a.KindA2AStreamEvent, e2a.StatusSucceeded, true, e2a.InterruptBody(e2a.StateInputRequired, "Which city?"), nil),
+	}
+	out = append(out, Scenario{Name: "input_required", Frames: input, Steps: allFrames(input, 0), Final: true})
+	id = "req_auth"
+	auth := []*e2a.Response{
+		frameAt(id, 0, e2a.KindA2AStreamEvent, e2a.StatusSucceeded, true, e2a.InterruptBody(e2a.StateAuthRequired, "Sign in to your calendar to go on."), nil),
+	}
+	out = append(out, Scenario{Name: "auth_required", Frames: auth, Steps: allFrames(auth, 0), Final: true})
 
 	id = "req_acp"
 	acpFrames := []*e2a.Response{

@@ -10,6 +10,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // LoadRequests reads the envelope and the stored frames of each request
@@ -131,6 +132,37 @@ func (s *Service) Finished(ctx context.Context, requestID string) (bool, error) 
 		return false, err
 	}
 	return last != nil && last.final, nil
+}
+
+// Continuable reports whether a task whose newest request is requestID
+// takes a new message: the request has no final frame (it runs, or its
+// frames have aged out of the responses stream), or its final frame
+// interrupts the turn (input-required, auth-required:
+// e2a.Response.Interrupt). A turn that finished otherwise (completed,
+// failed, canceled) leaves the task terminal: ingress refuses further
+// messages to it.
+func (s *Service) Continuable(ctx context.Context, requestID string) (bool, error) {
+	subj, err := responseSubject(requestID)
+	if err != nil {
+		return true, nil
+	}
+	msg, err := s.mux.GetLast(ctx, s.streamNames().responses, subj)
+	if err != nil || msg == nil {
+		return err == nil, err
+	}
+	data, _, err := e2a.LastInBurst(msg.Header.Get(subjects.HeaderFrames), msg.Data)
+	if err != nil {
+		return false, fmt.Errorf("%w: request %q: %w", ErrInvalidFrame, requestID, err)
+	}
+	r, err := e2a.ResponseFromJSON(data)
+	if err != nil {
+		return false, fmt.Errorf("%w: request %q: %v", ErrInvalidFrame, requestID, err)
+	}
+	if !r.IsFinal {
+		return true, nil
+	}
+	_, _, interrupted := r.Interrupt()
+	return interrupted, nil
 }
 
 // A2ACancel answers A2A tasks/cancel (v0.3 and v1.0): ErrNotCancelable

@@ -104,6 +104,11 @@ const (
 	StateRunning   = "running"   // frames, no final frame yet
 	StateSucceeded = "succeeded" // final frame with status succeeded
 	StateFailed    = "failed"    // final frame with status failed
+	// StateInputRequired and StateAuthRequired: the final frame
+	// interrupts the turn (e2a.Response.Interrupt); the task waits for
+	// the client's next message.
+	StateInputRequired = e2a.StateInputRequired
+	StateAuthRequired  = e2a.StateAuthRequired
 )
 
 // RequestView is the aggregated E2A JSON of GET /v1/requests/{id}: the
@@ -169,6 +174,8 @@ func (r *e2aJSON) Frame(f *Frame) error {
 		state = StateSucceeded
 		if resp.Status == e2a.StatusFailed {
 			state = StateFailed
+		} else if st, _, ok := resp.Interrupt(); ok {
+			state = st
 		}
 	}
 	if r.n > 0 {

@@ -24,8 +24,9 @@ var (
 	// durable consumer), refused when the pool check is on (WithPoolCheck).
 	ErrUnknownPool = errors.New("ingress: unknown agent pool")
 	// ErrTaskTerminal reports an A2A message naming a task whose last
-	// request has finished (completed, failed, canceled): a task in a
-	// terminal state accepts no more messages (A2A v0.3 §7.1, v1.0 §3.1.1;
+	// request has finished (completed, failed, canceled; not one whose
+	// turn was interrupted, input-required or auth-required, which the
+	// message answers): a task in a terminal state accepts no more messages (A2A v0.3 §7.1, v1.0 §3.1.1;
 	// a2a-go's server refuses it too). The conversation goes on in a new task of the
 	// same contextId. AgentVault's tasks/send continues a task whatever its
 	// state, as its profile shows.

@@ -86,18 +86,20 @@ func (s *Server) ownedRecord(ctx context.Context, p Principal, kind, id string, 
 }
 
 // taskOpen checks that an A2A task named by a new message can take it:
-// ErrTaskTerminal when its last request has finished, ErrBackpressure when
-// that cannot be read.
+// ErrTaskTerminal when its last request has finished (completed, failed,
+// canceled; an interrupted turn, input-required or auth-required, leaves
+// the task open: the message is the answer), ErrBackpressure when that
+// cannot be read.
 func (s *Server) taskOpen(ctx context.Context, rec *TaskRecord) error {
 	last := rec.LastRequest()
 	if last == "" {
 		return nil
 	}
-	done, err := s.egress.Finished(ctx, last)
+	open, err := s.egress.Continuable(ctx, last)
 	if err != nil {
 		return fmt.Errorf("%w: task state: %v", ErrBackpressure, err)
 	}
-	if done {
+	if !open {
 		return fmt.Errorf("%w (task %s has finished); send the message without taskId, with its contextId to continue the conversation", ErrTaskTerminal, rec.ID)
 	}
 	return nil

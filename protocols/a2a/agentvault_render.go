@@ -286,7 +286,8 @@ func (r *avStream) End(err error) error {
 }
 
 // AgentVaultTask translates an A2A task rebuilt by a2amap.BuildTask into the
-// AgentVault Task shape: history and the final reply as messages,
+// AgentVault Task shape: history and the final reply as messages (then a
+// failure's message, or the question of a task waiting for input),
 // data parts as artifacts. createdAt is the first request's envelope
 // timestamp.
 func AgentVaultTask(t *a2a.Task, createdAt string) AVTask {
@@ -319,7 +320,9 @@ func AgentVaultTask(t *a2a.Task, createdAt string) AVTask {
 			add(string(a.ID), a2a.MessageRoleAgent, a.Parts, nil)
 		}
 	}
-	if t.Status.Message != nil && (t.Status.State == a2a.TaskStateFailed || t.Status.State == a2a.TaskStateCanceled) {
+	// A failure's message, or the question of a task waiting for input
+	// (input-required, auth-required: both INPUT_REQUIRED here).
+	if t.Status.Message != nil && (t.Status.State == a2a.TaskStateFailed || t.Status.State == a2a.TaskStateCanceled || a2amap.Interrupted(t.Status.State)) {
 		add(t.Status.Message.ID, a2a.MessageRoleAgent, t.Status.Message.Parts, t.Status.Message.Metadata)
 	}
 	return out

@@ -248,7 +248,7 @@ func checkAgentVault(t *testing.T, sc egress.Scenario, _ int, body []byte) {
 		var st AVStatusEvent
 		last := evs[len(evs)-1]
 		if err := json.Unmarshal([]byte(last.data), &st); err != nil || last.event != "task_status" ||
-			(st.State != AVCompleted && st.State != AVFailed && st.State != AVCanceled) {
+			(st.State != AVCompleted && st.State != AVFailed && st.State != AVCanceled && st.State != AVInputRequired) {
 			t.Errorf("last event %+v", last)
 		}
 	}

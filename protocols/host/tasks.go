@@ -33,7 +33,8 @@ type Tasks interface {
 	// (the protocol answers its not found).
 	Task(ctx context.Context, id string, a tenant.Access) (*Task, error)
 	// TaskOpen checks that the A2A task t can take a new message: when
-	// its last request has finished it answers rep itself (-32004
+	// its last request has finished (not interrupted: an input-required
+	// or auth-required task takes the answer) it answers rep itself (-32004
 	// UnsupportedOperation; 503 when that cannot be read) and returns
 	// false.
 	TaskOpen(rep Reply, in Call, t *Task) bool

@@ -30,8 +30,8 @@ var (
 	// ErrInvalidPool: the agent pool asked for is not a valid name;
 	// nothing was published.
 	ErrInvalidPool = errors.New("host: invalid agent pool")
-	// ErrTaskTerminal: the task's last request has finished, so the task
-	// takes no new message (the conversation goes on in a new task of the
+	// ErrTaskTerminal: the task's last request has finished (completed,
+	// failed, canceled; not interrupted), so the task takes no new message (the conversation goes on in a new task of the
 	// same context).
 	ErrTaskTerminal = errors.New("host: task is in a terminal state")
 )
@@ -53,8 +53,9 @@ type TaskStore interface {
 	// (the protocol answers its not found).
 	Task(ctx context.Context, id string, a tenant.Access) (*Task, error)
 	// CheckTaskOpen checks that the A2A task t can take a new message: an
-	// error matching [ErrTaskTerminal] when its last request has finished,
-	// [ErrBackpressure] when that cannot be read.
+	// error matching [ErrTaskTerminal] when its last request has finished
+	// (an interrupted one, input-required or auth-required, takes the
+	// answer), [ErrBackpressure] when that cannot be read.
 	CheckTaskOpen(ctx context.Context, t *Task) error
 	// ClaimContextID records the context id a client chose as the
 	// caller's, or checks that it is the caller's already: an error

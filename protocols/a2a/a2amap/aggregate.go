@@ -70,6 +70,7 @@ func (a *Aggregator) Add(r *e2a.Response) error {
 		if err != nil {
 			return err
 		}
+		a.m.ownIDs(ev, r)
 		switch e := ev.(type) {
 		case *a2a.Task:
 			a.state, a.status = e.Status.State, e.Status.Message
@@ -97,6 +98,11 @@ func (a *Aggregator) Add(r *e2a.Response) error {
 	}
 	o := FinalOutcome(r)
 	a.state = o.State
+	if Interrupted(o.State) {
+		// The agent's question stays the status message (the frame's
+		// own status-update set it).
+		return nil
+	}
 	if o.State != a2a.TaskStateCompleted {
 		a.status = a.m.failureMessage(r, o)
 		return nil
@@ -266,9 +272,12 @@ type Request struct {
 
 // BuildTask rebuilds an A2A Task from the requests of the task, in
 // order (tasks/get): each request's user message (from its envelope) and
-// agent messages in history, the last request's final reply in artifacts,
-// the state of the last request (submitted when it has no frame, working
-// while it runs). historyLength keeps the last N history messages.
+// agent messages in history (an interrupted earlier turn's question too),
+// the last request's final reply in artifacts, the state of the last
+// request (submitted when it has no frame, working while it runs,
+// input-required or auth-required with the agent's question as the status
+// message when it was interrupted). historyLength keeps the last N history
+// messages.
 func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2a.Task {
 	t := &a2a.Task{ID: a2a.TaskID(taskID), ContextID: contextID, Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted}}
 	var history []*a2a.Message
@@ -310,6 +319,12 @@ func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2
 		agg.seal()
 		h, arts := agg.history(lastReq)
 		history = append(history, h...)
+		if !lastReq && Interrupted(agg.state) && agg.status != nil {
+			// An earlier turn's question, answered by the next turn's
+			// user message: history, as a status message becomes once the
+			// task moves on.
+			history = append(history, agg.status)
+		}
 		if lastReq {
 			t.Artifacts = append(t.Artifacts, agg.artifacts...)
 			t.Artifacts = append(t.Artifacts, arts...)

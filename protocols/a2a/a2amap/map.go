@@ -226,8 +226,9 @@ type Outcome struct {
 }
 
 // FinalOutcome reads the outcome of a final frame: e2a.complete,
-// e2a.error, an ACP prompt response or JSON-RPC error, or the frame's
-// status otherwise.
+// e2a.error, an ACP prompt response or JSON-RPC error, an interrupted
+// turn (state input-required or auth-required, Message the agent's text:
+// e2a.Response.Interrupt), or the frame's status otherwise.
 func FinalOutcome(r *e2a.Response) Outcome {
 	switch r.ResponseKind {
 	case e2a.KindComplete:
@@ -253,6 +254,12 @@ func FinalOutcome(r *e2a.Response) Outcome {
 		body, _ := r.BodyMap()
 		msg, _ := body["message"].(string)
 		return Outcome{State: a2a.TaskStateFailed, Message: msg, Code: fmt.Sprint(body["code"])}
+	case e2a.KindA2AStreamEvent:
+		// An interrupted turn (agent.Interrupt): the task waits for the
+		// client's next message; Message is the agent's text.
+		if state, text, ok := r.Interrupt(); ok {
+			return Outcome{State: a2a.TaskState(state), Message: text}
+		}
 	}
 	if r.Status == e2a.StatusFailed {
 		return Outcome{State: a2a.TaskStateFailed, Message: "failed"}
@@ -419,6 +426,64 @@ func NativeEvent(r *e2a.Response) (a2a.Event, error) {
 		return decodeA2AEvent(kind, body)
 	}
 	return nil, nil
+}
+
+// Interrupted reports whether s is the state of an interrupted turn
+// (input-required, auth-required): the task is not terminal, its next
+// message continues it.
+func Interrupted(s a2a.TaskState) bool {
+	return s == a2a.TaskStateInputRequired || s == a2a.TaskStateAuthRequired
+}
+
+// ownIDs gives an agent's own status or artifact event the ids of the
+// mapper's task and context where it names none (agent.Interrupt's
+// status-update knows neither), the status a final frame carries the
+// frame's time when it has none, and its status message an id, a role and those ids too: clients
+// key messages by them.
+func (m *Mapper) ownIDs(ev a2a.Event, r *e2a.Response) {
+	switch e := ev.(type) {
+	case *a2a.TaskStatusUpdateEvent:
+		if e.TaskID == "" {
+			e.TaskID = m.taskID
+		}
+		if e.ContextID == "" {
+			e.ContextID = m.contextID
+		}
+		if e.Status.Timestamp == nil && r.IsFinal {
+			e.Status.Timestamp = FrameTime(r)
+		}
+		m.ownMessage(e.Status.Message, r)
+	case *a2a.TaskArtifactUpdateEvent:
+		if e.TaskID == "" {
+			e.TaskID = m.taskID
+		}
+		if e.ContextID == "" {
+			e.ContextID = m.contextID
+		}
+	}
+}
+
+// ownMessage fills an agent status message's missing id (the frame's
+// response_id, else its request_id), role, task and context.
+func (m *Mapper) ownMessage(msg *a2a.Message, r *e2a.Response) {
+	if msg == nil {
+		return
+	}
+	if msg.ID == "" {
+		msg.ID = r.ResponseID
+		if msg.ID == "" {
+			msg.ID = r.RequestID
+		}
+	}
+	if msg.Role == "" {
+		msg.Role = a2a.MessageRoleAgent
+	}
+	if msg.TaskID == "" {
+		msg.TaskID = m.taskID
+	}
+	if msg.ContextID == "" {
+		msg.ContextID = m.contextID
+	}
 }
 
 // Closing reports whether ev ends an A2A stream by itself.
@@ -608,6 +673,7 @@ func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 			return nil, err
 		}
 		if ev != nil {
+			m.ownIDs(ev, r)
 			evs = append(evs, ev)
 		}
 	}
@@ -619,6 +685,14 @@ func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 	}
 	o := FinalOutcome(r)
 	ts := FrameTime(r)
+	if Interrupted(o.State) && len(evs) > 0 {
+		// The frame's own status-update, written without final: it ends
+		// the stream all the same (the turn is over).
+		if su, ok := evs[len(evs)-1].(*a2a.TaskStatusUpdateEvent); ok {
+			su.Final = true
+			return evs, nil
+		}
+	}
 	switch o.State {
 	case a2a.TaskStateCompleted:
 		last := &a2a.TaskArtifactUpdateEvent{TaskID: m.taskID, ContextID: m.contextID, LastChunk: true,
