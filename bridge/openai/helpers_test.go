@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/bridge/openai"
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -32,6 +34,7 @@ type setup struct {
 	client  []bridge.ClientOption
 	up      []openai.Option
 	base    string // the upstream's base URL (default: the model server's)
+	conn    *nats.Conn
 	log     *testkit.Buffer
 }
 
@@ -40,7 +43,11 @@ type setup struct {
 // every log (the bridge's, the upstream's) in s.log when set.
 func startBridge(t *testing.T, srv *modelServer, s setup) *pipetest.Pipeline {
 	t.Helper()
-	p := pipetest.Start(t, pipetest.WithIngress(append([]ingress.Option{ingress.WithDefaultPool(pool)}, s.ingress...)...))
+	opts := []pipetest.Option{pipetest.WithIngress(append([]ingress.Option{ingress.WithDefaultPool(pool)}, s.ingress...)...)}
+	if s.conn != nil {
+		opts = append(opts, pipetest.WithConn(s.conn))
+	}
+	p := pipetest.Start(t, opts...)
 	ctx := context.Background()
 	convs, err := bridge.OpenConversations(ctx, p.JS, natstest.Config())
 	if err != nil {
@@ -75,11 +82,14 @@ func startBridge(t *testing.T, srv *modelServer, s setup) *pipetest.Pipeline {
 
 // post sends an E2A request (with the API key when key is set) and fails
 // the test unless it is accepted.
-func post(t *testing.T, p *pipetest.Pipeline, key string, body map[string]any) {
+func post(t *testing.T, p *pipetest.Pipeline, key string, body map[string]any, headers ...string) {
 	t.Helper()
 	b, _ := json.Marshal(body)
 	req, _ := http.NewRequest(http.MethodPost, p.URL+"/v1/requests", bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
 	if key != "" {
 		req.Header.Set("X-API-Key", key)
 	}
@@ -134,12 +144,18 @@ func frames(t *testing.T, p *pipetest.Pipeline, key, id string) []*e2a.Response 
 // fields) and returns its frames.
 func ask(t *testing.T, p *pipetest.Pipeline, key, id, text string, extra map[string]any) []*e2a.Response {
 	t.Helper()
-	body := map[string]any{"request_id": id, "method": "chat.send", "is_stream": true,
-		"params": map[string]any{"content": text}}
+	return askWith(t, p, key, id, map[string]any{"content": text}, extra)
+}
+
+// askWith posts a request with params (and the given extra fields, and
+// headers) and returns its frames.
+func askWith(t *testing.T, p *pipetest.Pipeline, key, id string, params, extra map[string]any, headers ...string) []*e2a.Response {
+	t.Helper()
+	body := map[string]any{"request_id": id, "method": "chat.send", "is_stream": true, "params": params}
 	for k, v := range extra {
 		body[k] = v
 	}
-	post(t, p, key, body)
+	post(t, p, key, body, headers...)
 	return frames(t, p, key, id)
 }
 

@@ -296,6 +296,9 @@ func streamError(raw []byte) error {
 	code := strings.Trim(string(ue.Code), `"`)
 	n, _ := strconv.Atoi(code)
 	kind := strings.ToLower(ue.Type + " " + code)
+	if ue.Type == "" && code == "" {
+		kind = strings.ToLower(ue.Message) // {"error": "overloaded"}
+	}
 	msg := "upstream error in the stream: " + oneLine(ue.Message)
 	switch {
 	case n == 429 || strings.Contains(kind, "rate_limit"):
