@@ -18,6 +18,20 @@
 // params.fail_after frames (default 0), params.retryable sets the error's
 // retryable flag, and params.panic = true makes it panic (for tests).
 //
+// It can also end its turn asking the client for something ([Ask]):
+// params.ask = "input" or "auth" (or a2a_metadata.ask), or a text starting
+// with "ask:input" or "ask:auth" (what any A2A, AgentVault or ACP client
+// can send), makes it stream
+//
+//	frame 0      e2a.chunk reasoning  "Thinking about: TOPIC"
+//	frame 1      e2a.chunk text       "I need more from you first." (auth: "I need your authorization first.")
+//	final        agent.Interrupt      input-required "What should I say about TOPIC? Answer in this task."
+//	                                  (auth-required "Authorization required to look up TOPIC: answer in this task to approve.")
+//
+// where TOPIC is the text after the prefix (or the whole text). The task
+// stays open: the client's next message naming it is a new turn, which
+// the demo answers as usual ("You said: <the answer>").
+//
 // The echo agent ([Echo]) writes one text chunk with the text and completes
 // with {"content": text}.
 package demo
@@ -121,17 +135,92 @@ func script(env *e2a.Envelope) ([]event, string) {
 	return ev, strings.Join(pieces, "")
 }
 
+// Prefixes of a text that asks the demo to interrupt its turn ([Ask]).
+const (
+	AskInputPrefix = "ask:input"
+	AskAuthPrefix  = "ask:auth"
+)
+
+// Ask reports whether env asks the demo to end its turn asking for input
+// or for authorization: params.ask (else the A2A message metadata's ask)
+// "input" or "auth", or a text starting with [AskInputPrefix] or
+// [AskAuthPrefix]. state is e2a.StateInputRequired or
+// e2a.StateAuthRequired ("" when it does not ask); topic is the text
+// after the prefix, trimmed (the whole text when asked by params).
+func Ask(env *e2a.Envelope) (state, topic string) {
+	text := Text(env)
+	ask := env.ParamString("ask")
+	if _, set := env.Params["ask"]; !set {
+		ask, _ = env.A2AMetadata["ask"].(string)
+	}
+	switch ask {
+	case "input":
+		return e2a.StateInputRequired, text
+	case "auth":
+		return e2a.StateAuthRequired, text
+	}
+	for prefix, st := range map[string]string{AskInputPrefix: e2a.StateInputRequired, AskAuthPrefix: e2a.StateAuthRequired} {
+		if rest, ok := strings.CutPrefix(text, prefix); ok {
+			return st, strings.TrimSpace(rest)
+		}
+	}
+	return "", ""
+}
+
+// Question is the demo's message when it interrupts its turn in state
+// about topic.
+func Question(state, topic string) string {
+	if state == e2a.StateAuthRequired {
+		if topic == "" {
+			return "Authorization required: answer in this task to approve."
+		}
+		return "Authorization required to look up " + topic + ": answer in this task to approve."
+	}
+	if topic == "" {
+		return "What should I say? Answer in this task."
+	}
+	return "What should I say about " + topic + "? Answer in this task."
+}
+
+// askScript returns the chunk events of an interrupted turn.
+func askScript(state, topic string) []event {
+	said := "I need more from you first."
+	if state == e2a.StateAuthRequired {
+		said = "I need your authorization first."
+	}
+	return []event{{e2a.DeltaReasoning, "Thinking about: " + topic}, {e2a.DeltaText, said}}
+}
+
 // Serve streams the demo reply, skipping the frames already written.
 func (Agent) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
 	if env.Params["panic"] == true {
 		panic("demo: panic requested")
 	}
 	delay := time.Duration(min(max(num(env, "delay_ms", 0), 0), MaxDelay.Milliseconds())) * time.Millisecond
+	if state, topic := Ask(env); state != "" {
+		if err := stream(ctx, w, askScript(state, topic), delay); err != nil {
+			return err
+		}
+		return agent.Interrupt(w, state, Question(state, topic))
+	}
 	events, content := script(env)
 	failCode := env.ParamString("fail")
 	if failCode != "" {
 		events = events[:min(max(env.ParamInt("fail_after", 0), 0), int64(len(events)))]
 	}
+	if err := stream(ctx, w, events, delay); err != nil {
+		return err
+	}
+	if failCode != "" {
+		retryable, _ := env.Params["retryable"].(bool)
+		return w.Fail(failCode, "demo failure requested", retryable)
+	}
+	return w.Complete(map[string]any{"content": content})
+}
+
+// stream writes events as chunk frames, delay apart and delay before the
+// final frame, skipping those already written (w.ResumeAfter).
+func stream(ctx context.Context, w agent.Writer, events []event, delay time.Duration) error {
 	resume := w.ResumeAfter()
 	for i, e := range events {
 		if int64(i) <= resume {
@@ -147,15 +236,9 @@ func (Agent) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) error
 		}
 	}
 	if delay > 0 && len(events) > 0 {
-		if err := sleep(ctx, delay); err != nil {
-			return err
-		}
+		return sleep(ctx, delay)
 	}
-	if failCode != "" {
-		retryable, _ := env.Params["retryable"].(bool)
-		return w.Fail(failCode, "demo failure requested", retryable)
-	}
-	return w.Complete(map[string]any{"content": content})
+	return nil
 }
 
 // Echo returns the echo agent: one text chunk with the request's text, then
