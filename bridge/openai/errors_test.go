@@ -2,6 +2,7 @@ package openai_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/bridge/openai"
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -222,5 +224,36 @@ func TestLongAnswer(t *testing.T) {
 	}
 	if _, has := a.result["content"]; has || a.result["content_omitted"] == nil || a.result["finish_reason"] != "stop" {
 		t.Fatalf("final result %v", a.result)
+	}
+}
+
+// TestCancelReachesUpstream: cancelling a request whose model call is
+// streaming ends it with e2a.error cancelled and closes the call to the
+// model server (how an OpenAI-compatible call is cancelled).
+func TestCancelReachesUpstream(t *testing.T) {
+	srv := newModelServer(t)
+	p := startBridge(t, srv, setup{})
+	started, gone := make(chan struct{}), make(chan struct{})
+	srv.setScript(func(n int, w http.ResponseWriter, r *http.Request, body chatRequest) bool {
+		firstEvents(w)
+		close(started)
+		<-r.Context().Done()
+		close(gone)
+		return true
+	})
+	post(t, p, "", map[string]any{"request_id": "to-cancel", "method": "chat.send", "is_stream": true,
+		"params": map[string]any{"content": "talk forever"}})
+	<-started
+	if _, err := agent.Cancel(context.Background(), p.JS, "to-cancel"); err != nil {
+		t.Fatal(err)
+	}
+	a := read(t, frames(t, p, "", "to-cancel"))
+	if a.final.ResponseKind != e2a.KindError || a.errBody.Code != e2a.ErrCodeCancelled {
+		t.Fatalf("final %s %+v, text %q", a.final.ResponseKind, a.errBody, a.text)
+	}
+	select {
+	case <-gone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the model call is still open after the cancel")
 	}
 }

@@ -188,3 +188,19 @@ func FuzzTurn(f *testing.F) {
 		}
 	})
 }
+
+// TestUserText: the text of each front door's envelope: A2A's text parts
+// (params.text), E2A's content or query, ACP's prompt text blocks, joined.
+func TestUserText(t *testing.T) {
+	for want, params := range map[string]map[string]any{
+		"a2a":      {"text": "a2a", "content": "not this"},
+		"e2a":      {"content": "e2a"},
+		"query":    {"query": "query"},
+		"one\ntwo": {"prompt": []any{map[string]any{"type": "text", "text": "one"}, map[string]any{"type": "image", "data": "x"}, map[string]any{"type": "text", "text": "two"}}},
+		"":         {"prompt": "not blocks", "attachments": []any{}},
+	} {
+		if got := UserText(&e2a.Envelope{Params: params}); got != want {
+			t.Errorf("%v: %q, want %q", params, got, want)
+		}
+	}
+}
