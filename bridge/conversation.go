@@ -50,9 +50,9 @@ func ConversationOf(env *e2a.Envelope) (kind, id string, ok bool) {
 	return "", "", false
 }
 
-// Conversations keeps conversations in the E2A_BRIDGE bucket. Keys are a
-// hash of the pool, the request's principal (user_id) and the
-// conversation: a principal naming another's context or session id
+// Conversations keeps conversations in the E2A_BRIDGE bucket. Keys are
+// c.<pool>.<hash of the pool, the request's principal (user_id) and the
+// conversation>: a principal naming another's context or session id
 // reaches a conversation of its own, never the other's. It is safe for
 // concurrent use; concurrent updates are serialized by compare-and-set.
 type Conversations struct {
@@ -80,12 +80,17 @@ func conversationKey(pool string, env *e2a.Envelope) string {
 	if !ok {
 		return ""
 	}
+	if subjects.ValidatePool(pool) != nil {
+		return ""
+	}
 	h := sha256.New()
 	for _, s := range []string{pool, env.UserID, kind, id} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
-	return "c." + hex.EncodeToString(h.Sum(nil)[:20])
+	// The pool in clear too: a pool's NATS user may be allowed its own
+	// records only ($KV.E2A_BRIDGE.c.<pool>.*).
+	return "c." + pool + "." + hex.EncodeToString(h.Sum(nil)[:20])
 }
 
 // Get returns env's conversation in pool (found false when it has none

@@ -132,8 +132,10 @@ func retryAfter(v string, now time.Time) time.Duration {
 // and otherwise by what it is: an idle timeout or a deadline → timeout; a
 // refused or failed connection, a DNS failure → unreachable; an answer cut
 // short (unexpected EOF, reset) → unavailable; anything else → protocol
-// error. A nil err and a cancelled context (the request's own cancel,
-// deadline or shutdown, which the runtime ends) are returned as they are.
+// error. A nil err, a cancelled context (the request's own cancel,
+// deadline or shutdown, which the runtime ends) and the agent runtime's own
+// errors (an *agent.Error such as frame_too_large, a Writer fenced or
+// closed) are returned as they are.
 func Classify(err error) error {
 	if err == nil {
 		return nil
@@ -142,7 +144,7 @@ func Classify(err error) error {
 	if errors.As(err, &be) {
 		return be
 	}
-	if errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) || isRuntimeError(err) {
 		return err
 	}
 	switch {
@@ -158,6 +160,17 @@ func Classify(err error) error {
 		return &Error{Code: CodeTimeout, Message: "upstream did not answer in time", Retryable: true, Err: err}
 	}
 	return &Error{Code: CodeProtocol, Message: "upstream answer not understood: " + errMessage(err), Err: err}
+}
+
+// isRuntimeError reports an error of the agent runtime rather than of the
+// upstream: an *agent.Error (frame_too_large among them) or a Writer's
+// refusal (fenced, final written, closed). The runtime ends the request
+// for those itself; classifying one as an upstream error would mislabel
+// it (a frame too large would become upstream_protocol_error).
+func isRuntimeError(err error) bool {
+	var ae *agent.Error
+	return errors.As(err, &ae) || errors.Is(err, agent.ErrFenced) || errors.Is(err, agent.ErrFinalWritten) ||
+		errors.Is(err, agent.ErrWriterClosed)
 }
 
 // isDialError reports a failure to reach the upstream at all.

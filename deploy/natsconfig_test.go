@@ -122,7 +122,7 @@ func TestNATSServerConfig(t *testing.T) {
 		{"agent-demo", pub("agent-demo"), []string{"e2a.resp.>", "$JS.API.CONSUMER.MSG.NEXT.E2A_REQUESTS.agent-demo"}, []string{"e2a.req.>", "e2a.ctl.>"}},
 		// A bridge pool writes its own card and conversation records, never
 		// another pool's card; ingress reads cards, never a conversation.
-		{"agent-bridge", pub("agent-bridge"), []string{"e2a.resp.>", "$KV.E2A_BRIDGE.pool.bridge", "$KV.E2A_BRIDGE.c.*", "$JS.API.STREAM.CREATE.KV_E2A_BRIDGE"},
+		{"agent-bridge", pub("agent-bridge"), []string{"e2a.resp.>", "$KV.E2A_BRIDGE.pool.bridge", "$KV.E2A_BRIDGE.c.bridge.*", "$JS.API.STREAM.CREATE.KV_E2A_BRIDGE"},
 			[]string{"e2a.req.>", "e2a.ctl.>", "$KV.E2A_BRIDGE.>", "$KV.E2A_BRIDGE.pool.*", "$JS.API.DIRECT.GET.KV_E2A_BRIDGE.>", "$JS.API.STREAM.DELETE.KV_E2A_BRIDGE"}},
 		{"ingress", pub("ingress"), []string{"$JS.API.DIRECT.GET.KV_E2A_BRIDGE.$KV.E2A_BRIDGE.pool.*", "$JS.API.CONSUMER.LIST.E2A_REQUESTS"},
 			[]string{"$KV.E2A_BRIDGE.>", "$JS.API.DIRECT.GET.KV_E2A_BRIDGE.>", "$JS.API.DIRECT.GET.KV_E2A_BRIDGE"}},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -110,7 +111,29 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 	if err := conv.PublishPool(ctx, info); err != nil {
 		return nil, err
 	}
+	go republishPool(ctx, conv, info, cfg.TasksTTL, log)
 	log.Info("bridge", "pool", pool, "upstream", up.Name(), "credentials", bridge.Credentials{APIKey: u.APIKey, Headers: headers})
 	return bridge.New(pool, up, bridge.WithMaxInFlight(u.MaxInFlight), bridge.WithRetry(u.Retries, u.RetryBase, u.RetryMax),
 		bridge.WithMetrics(reg), bridge.WithLogger(log))
+}
+
+// republishPool publishes info again at a third of the bucket's TTL (at
+// most hourly) until ctx ends, so that a pool running longer than the TTL
+// keeps its card.
+func republishPool(ctx context.Context, conv *bridge.Conversations, info bridge.PoolInfo, ttl time.Duration, log *slog.Logger) {
+	if ttl <= 0 {
+		return
+	}
+	t := time.NewTicker(min(ttl/3, time.Hour))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := conv.PublishPool(ctx, info); err != nil && ctx.Err() == nil {
+				log.Warn("bridge: pool card not republished", "pool", info.Pool, "err", err)
+			}
+		}
+	}
 }
