@@ -81,6 +81,13 @@ func TestA2AV1WireGolden(t *testing.T) {
 		{name: "jsonrpc_unknown_method", method: "POST", path: "/a2a/v1", body: rpc(11, "NoSuchMethod", `{}`), version: "1.0"},
 		{name: "jsonrpc_batch", method: "POST", path: "/a2a/v1", body: "[" + rpc(12, "GetTask", `{"id":"x"}`) + "]", version: "1.0"},
 		{name: "v03_endpoint_v1_method", method: "POST", path: "/a2a", body: rpc(13, "SendMessage", specHelloBody)},
+		// An interrupted task (the demo asks for input), then its answer.
+		{name: "jsonrpc_stream_input_required", method: "POST", path: "/a2a/v1", body: rpc("s-2", "SendStreamingMessage",
+			`{"message":{"role":"ROLE_USER","parts":[{"text":"ask:input the weather"}],"messageId":"msg-uuid"}}`), version: "1.0"},
+		{name: "rest_get_input_required", method: "GET", path: "/a2a/v1/tasks/{{task}}", version: "1.0"},
+		{name: "rest_send_answer", method: "POST", path: "/a2a/v1/message:send",
+			body: `{"message":{"role":"ROLE_USER","taskId":"{{task}}","parts":[{"text":"Paris"}],"messageId":"msg-uuid-2"}}`, version: "1.0"},
+		{name: "jsonrpc_get_answered", method: "POST", path: "/a2a/v1", body: rpc(14, "GetTask", `{"id":"{{task}}"}`), version: "1.0"},
 	}
 	task := ""
 	for _, c := range cases {
