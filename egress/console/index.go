@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -45,10 +46,15 @@ const (
 	StatusRunning   = "running"   // frames, no final frame yet
 	StatusSucceeded = "succeeded" // final frame, status succeeded
 	StatusFailed    = "failed"    // final frame, status failed
+	// StatusInputRequired and StatusAuthRequired: the final frame
+	// interrupts the turn (e2a.Response.Interrupt); its task waits for
+	// the client's answer.
+	StatusInputRequired = e2a.StateInputRequired
+	StatusAuthRequired  = e2a.StateAuthRequired
 )
 
 // Statuses lists the request states, for filters.
-var Statuses = []string{StatusPending, StatusRunning, StatusSucceeded, StatusFailed}
+var Statuses = []string{StatusPending, StatusRunning, StatusSucceeded, StatusFailed, StatusInputRequired, StatusAuthRequired}
 
 // Index key families. Every key ends with the request id token
 // (subjects.EncodeID), which is a legal KV key.

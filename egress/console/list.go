@@ -145,7 +145,8 @@ func (l *lister) Get(ctx context.Context, requestID string) (*Entry, error) {
 
 // progress reads a request's progress from its frames in E2A_RESPONSES: the
 // last frame (the last of its last message, which may hold a burst of
-// frames) gives the frame count and, when final, the outcome, its error
+// frames) gives the frame count and, when final, the outcome (succeeded,
+// failed, or the state of an interrupted turn), its error
 // code and the end time; the first message's stored time is when the agent
 // started answering. nil when the request has no frame yet (pending) or
 // its frames are no longer kept. Two direct gets by subject, answered by
@@ -175,6 +176,12 @@ func (l *lister) progress(ctx context.Context, requestID string) (*progress, err
 		p.Status, p.Finished = StatusSucceeded, last.Time.UTC()
 		if f.Status == e2a.StatusFailed {
 			p.Status, p.ErrorCode = StatusFailed, f.Body.Code
+		} else if f.Kind == e2a.KindA2AStreamEvent {
+			if r, err := e2a.ResponseFromJSON(data); err == nil {
+				if st, _, ok := r.Interrupt(); ok {
+					p.Status = st
+				}
+			}
 		}
 	}
 	if f.Sequence == int64(n-1) {

@@ -289,6 +289,29 @@ async function loadInfo(id) {
   renderSummary();
 }
 
+// FINAL_STATUSES are the states of a request whose final frame is written.
+const FINAL_STATUSES = ['succeeded', 'failed', 'input-required', 'auth-required'];
+
+// interruptOf returns the state and the question of a frame that ends an
+// interrupted turn (a final a2a.stream_event status_update in state
+// input-required or auth-required, e2a.Response.Interrupt), else null.
+function interruptOf(f) {
+  const b = f.body || {};
+  if (!f.is_final || f.response_kind !== 'a2a.stream_event' || (b.branch !== 'status_update' && b.branch !== 'status-update')) return null;
+  const st = (b.payload && b.payload.status) || {};
+  const state = String(st.state || '').toLowerCase().replace(/^task_state_/, '').replace(/_/g, '-');
+  if (state !== 'input-required' && state !== 'auth-required') return null;
+  const parts = (st.message && st.message.parts) || [];
+  return {state, text: parts.filter((p) => typeof p.text === 'string' && (!p.kind || p.kind === 'text')).map((p) => p.text).join('')};
+}
+
+// frameStatus is the state a final frame ends its request in.
+function frameStatus(f) {
+  if (f.status === 'failed') return 'failed';
+  const i = interruptOf(f);
+  return i ? i.state : 'succeeded';
+}
+
 // pollFinalInfo reloads the summary until the index has the final state
 // (it trails the stream by up to a fetch batch).
 async function pollFinalInfo(id, tries) {
@@ -296,7 +319,7 @@ async function pollFinalInfo(id, tries) {
     await new Promise((r) => setTimeout(r, 600));
     await loadInfo(id);
     const e = detail.info && detail.info.entry;
-    if (e && (e.status === 'succeeded' || e.status === 'failed')) return;
+    if (e && FINAL_STATUSES.includes(e.status)) return;
   }
 }
 
@@ -307,7 +330,7 @@ function renderSummary() {
   const env = d.envelope || {};
   let status = e.status || (detail.frames.length ? 'running' : 'pending');
   const lastFrame = detail.frames[detail.frames.length - 1];
-  if (detail.final && lastFrame) status = lastFrame.f.status === 'failed' ? 'failed' : 'succeeded';
+  if (detail.final && lastFrame) status = frameStatus(lastFrame.f);
   $('d-status').replaceChildren(badge(status));
   const rows = [
     ['time', fmtTime(e.time || env.timestamp)],
@@ -447,7 +470,7 @@ function frameItem(f) {
     el('div', {class: 'fhead'},
       el('span', {class: 'seq', text: '#' + f.sequence}),
       el('span', {class: 'kind', text: f.response_kind + (f.body && f.body.delta_kind ? ' · ' + f.body.delta_kind : '')}),
-      f.is_final ? badge(f.status === 'failed' ? 'failed' : 'succeeded') : null,
+      f.is_final ? badge(frameStatus(f)) : null,
       el('span', {class: 'time muted', text: fmtTime(f.timestamp)}),
       toggle),
     frameBody(f), raw);
@@ -475,7 +498,7 @@ function renderTranscript() {
         t.name = t.name || b.delta.name;
         tools.set(id, t);
       } else other.push(f);
-    } else if (f.response_kind === 'e2a.complete' || f.response_kind === 'e2a.error') {
+    } else if (f.response_kind === 'e2a.complete' || f.response_kind === 'e2a.error' || interruptOf(f)) {
       end = f;
     } else {
       other.push(f);
@@ -493,7 +516,10 @@ function renderTranscript() {
   }
   if (text) parts.push(el('section', {class: 't-text'}, el('h4', {text: 'Answer'}), el('p', {class: 'answer', text: text})));
   for (const f of other) parts.push(el('section', {class: 't-other'}, el('h4', {text: f.response_kind}), el('pre', {class: 'json', text: pretty(f.body)})));
-  if (end && end.response_kind === 'e2a.error') parts.push(el('section', {class: 't-error'}, el('h4', {text: 'Failed'}), errorBox(end.body || {})));
+  const asked = end && interruptOf(end);
+  if (asked) parts.push(el('section', {class: 't-interrupt', 'data-state': asked.state},
+    el('h4', {text: asked.state === 'auth-required' ? 'Authorization required' : 'Input required'}), el('p', {class: 'question', text: asked.text})));
+  else if (end && end.response_kind === 'e2a.error') parts.push(el('section', {class: 't-error'}, el('h4', {text: 'Failed'}), errorBox(end.body || {})));
   else if (end) parts.push(el('section', {class: 't-complete'}, el('h4', {text: 'Completed'}), el('pre', {class: 'json', text: pretty(end.body && end.body.result)})));
   else if (detail.frames.length) parts.push(el('p', {class: 'muted typing', text: 'streaming…'}));
   else parts.push(el('p', {class: 'muted', text: 'no frame yet'}));
