@@ -14,7 +14,8 @@
 //     host's task store ([host.Tasks]). A message naming a task continues
 //     it (the caller's own, else not found), keeping its context; a
 //     message to a finished A2A task is -32004 UnsupportedOperation
-//     (TaskOpen). A context id the client chose must be the caller's
+//     (TaskOpen), one to a task whose turn was interrupted
+//     (input-required, auth-required) is its answer, a new turn. A context id the client chose must be the caller's
 //     (ClaimContext: another principal's is a conflict). Streams take one
 //     of the caller's stream slots.
 //   - tasks/get and tasks/cancel are both protocols' names: they are
