@@ -22,7 +22,11 @@
 //     executable_code / code_execution_result with their tags, metadata
 //     llm_response_id → artifactId; lastChunk=true, then the final
 //     status-update (completed, failed, canceled). a2a.* frames pass
-//     through (proto-style snake_case is accepted, [NativeEvent]).
+//     through (proto-style snake_case is accepted, [NativeEvent]), an
+//     agent's own status given the task's ids where it has none: the
+//     status-update of an interrupted turn (agent.Interrupt: input-required
+//     or auth-required with the agent's question, [Interrupted]) ends the
+//     stream.
 //   - [Aggregator]: message/send's result from the frames (a Message or a
 //     Task, trpc "Non-streaming" rules); [BuildTask] rebuilds a task from
 //     its requests ([Request]) as tasks/get answers it.
