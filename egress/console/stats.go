@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -63,6 +64,9 @@ type ConsumerStats struct {
 	// set when no worker of it is pulling (requests for it wait).
 	Pool         string `json:"pool,omitempty"`
 	NoLiveWorker bool   `json:"no_live_worker,omitempty"`
+	// Upstream names a bridge pool's upstream ("openai http://host:8000"),
+	// as its bridge published it (bridge.PoolInfo; no credential).
+	Upstream string `json:"upstream,omitempty"`
 }
 
 // StreamStats is the size of one stream.
@@ -283,6 +287,9 @@ func (s *statsSource) streamState(ctx context.Context) ([]ConsumerStats, []Strea
 				AckPending: ci.NumAckPending, Redelivered: ci.NumRedelivered, Waiting: ci.NumWaiting}
 			if pool, ok := strings.CutPrefix(ci.Name, "agent-"); ok && name == streams.RequestsStream {
 				cs.Pool, cs.NoLiveWorker = pool, ci.NumWaiting == 0
+				if info, found, err := bridge.LookupPool(ctx, s.js, pool); err == nil && found {
+					cs.Upstream = info.Kind + " " + info.Upstream
+				}
 			}
 			consumers = append(consumers, cs)
 		}

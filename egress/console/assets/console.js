@@ -110,6 +110,7 @@ async function refreshStats() {
       el('tr', {}, el('th', {text: 'consumer'}), el('th', {class: 'num', text: 'pending'}), el('th', {class: 'num', text: 'acks'}), el('th', {class: 'num', text: 'redeliv.'})),
       st.consumers.map((c) => el('tr', c.no_live_worker ? {class: 'no-worker', 'data-pool': c.pool} : {},
         el('td', {}, el('span', {text: c.name, title: c.stream}),
+          c.upstream ? el('span', {class: 'upstream', title: 'bridged upstream of pool ' + c.pool, text: ' → ' + c.upstream}) : null,
           c.no_live_worker ? el('span', {class: 'badge failed', title: 'requests for pool ' + c.pool + ' wait until a worker starts', text: 'no live worker'}) : null),
         el('td', {class: 'num', text: fmtNum(c.pending, 0)}),
         el('td', {class: 'num', text: fmtNum(c.ack_pending, 0)}), el('td', {class: 'num', text: fmtNum(c.redelivered, 0)})))));

@@ -1,0 +1,44 @@
+package console_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/egress/console"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// TestStatsNameUpstream: the console's consumers name a bridge pool's
+// upstream as its bridge published it, and only a bridge pool's.
+func TestStatsNameUpstream(t *testing.T) {
+	t.Parallel()
+	p := startPipeline(t, pipelineOptions{})
+	ctx := context.Background()
+	js := natstest.JetStream(t, p.nc)
+	conv, err := bridge.OpenConversations(ctx, js, streams.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conv.PublishPool(ctx, bridge.PoolInfo{Pool: "demo", Kind: "openai", Upstream: "http://models.internal:8000"}); err != nil {
+		t.Fatal(err)
+	}
+	_, b := p.do(t, "GET", "/console/api/stats", "")
+	st := decode[console.Stats](t, b)
+	found := false
+	for _, c := range st.Consumers {
+		switch {
+		case c.Name == "agent-demo":
+			found = true
+			if c.Upstream != "openai http://models.internal:8000" {
+				t.Errorf("agent-demo upstream %q", c.Upstream)
+			}
+		case c.Upstream != "":
+			t.Errorf("consumer %s names an upstream %q", c.Name, c.Upstream)
+		}
+	}
+	if !found {
+		t.Fatalf("no agent-demo consumer: %s", b)
+	}
+}
