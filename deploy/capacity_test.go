@@ -103,7 +103,7 @@ func (p *pipeline) streamInfo(t *testing.T, name string) *jetstream.StreamInfo {
 // reasoning chunk, a tool call and its result, 5 text chunks and the final
 // frame = 9 frames, written at once, so stored as a burst) through ingress, the agent pool and the console's
 // indexer on an embedded server, then stream state bytes ÷ requests (and
-// ÷ frames). The README's Capacity section quotes these figures.
+// ÷ frames). docs/capacity.md quotes these figures.
 func TestCapacityPerRequest(t *testing.T) {
 	cfg := natstest.Config()
 	p := startPipeline(t, cfg, true)
@@ -160,7 +160,7 @@ func TestCapacityPerRequest(t *testing.T) {
 	t.Logf("KV_E2A_TASKS  %6.0f B/request (A2A tasks and contexts, ACP sessions: none for E2A requests)", float64(tasksBytes)/n)
 	t.Logf("KV_E2A_INDEX  %6.0f B/request (console index)", float64(indexBytes)/n)
 	t.Logf("all streams   %6.0f B/request", float64(reqBytes+respBytes+auditBytes+tasksBytes+indexBytes)/n)
-	// The README's figures hold within 25 % (they change with the demo
+	// The figures of docs/capacity.md hold within 25 % (they change with the demo
 	// agent's answer and the envelope's fields).
 	// Live subjects per request: what nats-server's memory grows with (see
 	// TestMemoryPerLiveSubject). E2A_AUDIT's are a fixed 2 × partitions.
@@ -179,19 +179,19 @@ func TestCapacityPerRequest(t *testing.T) {
 		{"E2A_AUDIT B/request", float64(auditBytes) / n, readmeBytesPerRequest["E2A_AUDIT"]},
 	} {
 		if c.got < 0.75*c.want || c.got > 1.25*c.want {
-			t.Errorf("%s: measured %.0f, README says %.0f", c.what, c.got, c.want)
+			t.Errorf("%s: measured %.0f, docs/capacity.md says %.0f", c.what, c.got, c.want)
 		}
 	}
 }
 
-// readmeBytesPerRequest are the README's figures (Capacity).
+// readmeBytesPerRequest are the figures of docs/capacity.md.
 var readmeBytesPerRequest = map[string]float64{
 	"E2A_REQUESTS":  520,
 	"E2A_RESPONSES": 5085,
 	"E2A_AUDIT":     5786,
 }
 
-// The README's memory figures (Capacity, Memory): live subjects of an E2A
+// The memory figures of docs/capacity.md (Memory): live subjects of an E2A
 // request with a session, and nats-server's heap per live subject.
 const (
 	readmeSubjectsPerRequest = 4
@@ -202,7 +202,7 @@ const (
 // each distinct subject a stream holds (its per-subject index), the term of
 // the README's memory formula that grows with the requests kept: messages
 // on n new subjects shaped like the pipeline's (a UUID token), heap in use
-// after a GC before and after. The README's figure holds within a factor
+// after a GC before and after. The figure of docs/capacity.md holds within a factor
 // of 2 (it moves with nats-server versions).
 func TestMemoryPerLiveSubject(t *testing.T) {
 	_, nc := natstest.RunServer(t, natstest.WithoutStreams())
@@ -238,7 +238,7 @@ func TestMemoryPerLiveSubject(t *testing.T) {
 	perSubject := (float64(after) - float64(before)) / n
 	t.Logf("nats-server %s: %.0f B of heap per live subject (%d subjects)", serverVersion(nc), perSubject, 2*n)
 	if perSubject < readmeBytesPerSubject/2 || perSubject > 2*readmeBytesPerSubject {
-		t.Errorf("%.0f B per live subject, README says %d", perSubject, readmeBytesPerSubject)
+		t.Errorf("%.0f B per live subject, docs/capacity.md says %d", perSubject, readmeBytesPerSubject)
 	}
 }
 

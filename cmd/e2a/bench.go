@@ -42,7 +42,7 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	fs.BoolVar(&c.NoAudit, "no-audit", false, "in process and --peer, experiment: delete E2A_AUDIT to measure what auditing costs")
 	fs.BoolVar(&c.SyncAlways, "sync-always", false, "in process: fsync every JetStream write")
 	fs.StringVar(&c.StoreDir, "store-dir", "", "in process: JetStream store directory (default: temporary)")
-	fs.IntVar(&c.WarmMemoryMiB, "warm-mib", 0, "in process and --peer: touch and release this many MiB of memory before measuring (a VM that backs memory lazily; see README, Performance)")
+	fs.IntVar(&c.WarmMemoryMiB, "warm-mib", 0, "in process and --peer: touch and release this many MiB of memory before measuring (a VM that backs memory lazily; see docs/benchmarks.md)")
 	fs.StringVar(&c.RemoteAgent, "remote-agent", d.RemoteAgent, "with --target: the agent the pool runs, demo or bench")
 	fs.StringVar(&c.Pool, "pool", "", "E2A requests: agent pool (?agent=)")
 	fs.DurationVar(&c.Timeout, "timeout", d.Timeout, "per-request timeout")
@@ -50,7 +50,9 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	fs.Var(&headers, "header", "header added to every request, 'Name: value' (repeatable)")
 	peer := fs.String("peer", "", "compare with a reference A2A server: "+bench.PeerA2AGo+" (A2A message/stream; the pipeline over E2A SSE too; alternating rounds)")
 	peerBin := fs.String("peer-bin", "", "with --peer: the reference server's binary (default: built from internal/bench/peer with the go command)")
-	rounds := fs.Int("rounds", 5, "with --peer: rounds of each system in each phase (A2A, then E2A SSE)")
+	rounds := fs.Int("rounds", 5, "with --peer: rounds of each system in each phase (A2A, then E2A SSE); with --bridge: rounds of each system")
+	bridgeKind := fs.String("bridge", "", "measure what a bridge adds: "+bench.BridgeOpenAI+" (an OpenAI-compatible server in process, called directly and through the pipeline and the bridge, and the pipeline's own agent; alternating rounds)")
+	coalesce := fs.Bool("coalesce", true, "with --bridge: the bridge pool coalesces text deltas as e2a agent does (--coalesce=false: each upstream chunk its own frame)")
 	duration := fs.Duration("duration", 0, "soak: run the in-process pipeline this long at --rate (open loop) and report slopes")
 	rate := fs.Float64("rate", 0, "soak: requests/s")
 	interval := fs.Duration("interval", 10*time.Second, "soak: sampling interval")
@@ -84,8 +86,8 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	if c.WarmMemoryMiB != 0 && (*duration > 0 || *replicas != "") {
 		return errors.New("bench --warm-mib applies to the in-process bench and --peer, not to --duration or --replicas")
 	}
-	if c.Trace != "" && (*duration > 0 || *replicas != "" || *peer != "") {
-		return errors.New("bench --trace traces the half-load phase of the in-process or --target bench, not --duration, --replicas or --peer")
+	if c.Trace != "" && (*duration > 0 || *replicas != "" || *peer != "" || *bridgeKind != "") {
+		return errors.New("bench --trace traces the half-load phase of the in-process or --target bench, not --duration, --replicas, --peer or --bridge")
 	}
 	if *retention != 0 && *duration == 0 {
 		return errors.New("bench --retention applies to the soak (--duration)")
@@ -122,6 +124,9 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 			}
 		}
 		return err
+	}
+	if *bridgeKind != "" {
+		return runBridgeBench(ctx, c, *bridgeKind, *rounds, !*coalesce, *peer != "" || *duration > 0 || *replicas != "", *asJSON)
 	}
 	if *peer != "" {
 		if *peer != bench.PeerA2AGo {
@@ -161,6 +166,22 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 		return rep.WriteJSON(os.Stdout)
 	}
 	return rep.WriteText(os.Stdout)
+}
+
+// runBridgeBench runs `e2a bench --bridge KIND` and prints its report.
+func runBridgeBench(ctx context.Context, c bench.Config, kind string, rounds int, noCoalesce, otherMode, asJSON bool) error {
+	if c.Target != "" || otherMode {
+		return errors.New("bench --bridge runs the pipeline, the bridge and the upstream in process: no --target, --peer, --duration or --replicas")
+	}
+	rep, err := bench.RunBridge(ctx, bench.BridgeConfig{Bench: c, Upstream: kind, Rounds: rounds, NoCoalesce: noCoalesce})
+	if rep != nil {
+		if asJSON {
+			_ = rep.WriteJSON(os.Stdout)
+		} else {
+			_ = rep.WriteText(os.Stdout)
+		}
+	}
+	return err
 }
 
 func joinFloats(fs []float64) string {

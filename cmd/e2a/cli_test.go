@@ -253,7 +253,7 @@ func TestGCDefault(t *testing.T) {
 }
 
 // TestTasksTTLConfig: E2A_TASKS_TTL reaches E2A_TASKS's TTL (the memory
-// lever of an A2A deployment's task records, README Capacity), defaults to
+// lever of an A2A deployment's task records, docs/capacity.md), defaults to
 // 72h, may be 0 (forever), and is refused below E2A_RESPONSES_MAX_AGE.
 func TestTasksTTLConfig(t *testing.T) {
 	for _, c := range []struct {

@@ -114,7 +114,7 @@ type Config struct {
 	BlockProfile string `json:"-"`
 	// Trace, when set, is a file written with a runtime execution trace of
 	// the half-load phase (go tool trace): where its slowest requests
-	// waited, and on what (README, Performance).
+	// waited, and on what (docs/benchmarks.md).
 	Trace string `json:"-"`
 	// Progress, when set, receives one line per phase as it starts.
 	Progress func(string) `json:"-"`

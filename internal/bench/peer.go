@@ -182,7 +182,7 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 	// the reference. Each ratio is taken against the reference rounds of
 	// its own phase, where both systems have served the same number of
 	// requests: the pipeline's cost per request grows with what its streams
-	// hold (README, Performance), so E2A SSE rounds interleaved with the A2A
+	// hold (docs/benchmarks.md), so E2A SSE rounds interleaved with the A2A
 	// comparison would weigh on the pipeline's side only.
 	var phases [4][]Phase // pipeline A2A, reference (A2A phase), pipeline E2A SSE, reference (E2A SSE phase)
 	var peerCPU, peerAllocs []float64

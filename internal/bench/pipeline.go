@@ -52,7 +52,7 @@ type PipelineOptions struct {
 	// an A2A task's record, one subject per task, would otherwise stay
 	// 72 h); the dedupe window is cut to it when longer. It is how long a
 	// request keeps its subjects in the embedded server, hence its memory
-	// (README, Capacity: Memory). Zero keeps the defaults (24 h, bounded by
+	// (docs/capacity.md, Memory). Zero keeps the defaults (24 h, bounded by
 	// the streams' bytes).
 	Retention time.Duration
 	// Log receives the stages' logs (default: discarded).
@@ -175,16 +175,16 @@ func StartPipeline(ctx context.Context, o PipelineOptions) (p *Pipeline, err err
 			agent.WithMaxAckPending(max(o.AgentConcurrency, agent.DefaultMaxAckPending)),
 			agent.WithMetrics(reg), agent.WithLogger(o.Log))
 	}()
-	if err := waitConsumer(ctx, js); err != nil {
+	if err := waitConsumer(ctx, js, Pool); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-// waitConsumer waits until the agent pool's consumer exists, so that the
-// first requests do not wait for the pool to start.
-func waitConsumer(ctx context.Context, js jetstream.JetStream) error {
-	name, err := streams.AgentConsumerName(Pool)
+// waitConsumer waits until pool's consumer exists, so that the first
+// requests do not wait for the pool to start.
+func waitConsumer(ctx context.Context, js jetstream.JetStream, pool string) error {
+	name, err := streams.AgentConsumerName(pool)
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ type SoakSample struct {
 	LiveHeapBytes uint64 `json:"live_heap_bytes"`
 	// Subjects is how many distinct subjects the embedded server holds in
 	// every stream and bucket: its per-subject index, the memory that grows
-	// with the requests kept (README, Capacity: Memory).
+	// with the requests kept (docs/capacity.md, Memory).
 	Subjects   uint64 `json:"subjects"`
 	RSSBytes   uint64 `json:"rss_bytes"`
 	StoreBytes int64  `json:"store_bytes"`
