@@ -34,6 +34,13 @@ const (
 	ProtoA2AV1RESTStream = "a2av1-rest-stream"
 )
 
+// ProtoOpenAIChat is an OpenAI-compatible chat completions stream (POST
+// /v1/chat/completions, stream: true): the upstream called directly by
+// `e2a bench --bridge openai`, not a protocol of the pipeline (it is not in
+// Protocols). Its frames are the content chunks and data: [DONE], the
+// final one.
+const ProtoOpenAIChat = "openai-chat"
+
 // Protocols lists every protocol, in the order of the usage text.
 var Protocols = []string{ProtoE2ASSE, ProtoE2ANDJSON, ProtoA2AStream, ProtoA2ASend, ProtoACP, ProtoA2AV1Stream, ProtoA2AV1RESTStream}
 
@@ -160,6 +167,12 @@ func (c *client) makeTemplate() {
 		c.tmpl = []string{`{"message":{"messageId":"`, `","role":"ROLE_USER","parts":[{"text":"bench request"}]},"metadata":` + P + `}`}
 		c.slots = []int{slotID}
 		c.path = PathA2AV1Stream
+	case ProtoOpenAIChat:
+		// The request's id in the user message, as a client's text varies.
+		c.tmpl = []string{`{"model":"bench-model","messages":[{"role":"user","content":"bench request `,
+			`"}],"stream":true,"stream_options":{"include_usage":true}}`}
+		c.slots = []int{slotID}
+		c.path = PathChatCompletions
 	case ProtoACP:
 		// Pipeline parameters travel in _meta.e2a_params (see ingress ACP).
 		c.tmpl = []string{`{"jsonrpc":"2.0","id":"`, `","method":"session/prompt","params":{"sessionId":"`,
@@ -173,7 +186,7 @@ func (c *client) makeTemplate() {
 
 func (c *client) accept() string {
 	switch c.proto {
-	case ProtoE2ASSE, ProtoA2AStream, ProtoA2AV1Stream, ProtoA2AV1RESTStream:
+	case ProtoE2ASSE, ProtoA2AStream, ProtoA2AV1Stream, ProtoA2AV1RESTStream, ProtoOpenAIChat:
 		return "text/event-stream"
 	case ProtoE2ANDJSON:
 		return "application/x-ndjson"
@@ -360,7 +373,7 @@ func (c *client) read(req *http.Request, id string, start time.Time, proto strin
 	}
 	if !final {
 		res.err = errNoFinal
-	} else if c.expectFrames > 0 && (proto == ProtoE2ASSE || proto == ProtoE2ANDJSON) && res.frames != c.expectFrames {
+	} else if c.expectFrames > 0 && (proto == ProtoE2ASSE || proto == ProtoE2ANDJSON || proto == ProtoOpenAIChat) && res.frames != c.expectFrames {
 		res.err = fmt.Errorf("%d frames, expected %d", res.frames, c.expectFrames)
 	}
 	return res
@@ -536,6 +549,8 @@ func classify(proto string, msg []byte, evID, evName string) (isFrame, isFinal b
 			return false, false, -1, fmt.Errorf("bad sequence in %.200s", msg)
 		}
 		return true, bytes.Contains(msg, finalMark), seq, nil
+	case ProtoOpenAIChat:
+		return classifyChat(msg)
 	case ProtoA2AV1Stream, ProtoA2AV1RESTStream:
 		// v1.0 has no final flag: the stream ends on a terminal state.
 		var m struct {
@@ -587,4 +602,24 @@ func classify(proto string, msg []byte, evID, evName string) (isFrame, isFinal b
 		return true, m.id && m.result, -1, nil
 	}
 	return false, false, -1, fmt.Errorf("unknown protocol %q", proto)
+}
+
+var (
+	chatDone    = []byte("[DONE]")
+	chatContent = []byte(`"delta":{"content":"`)
+)
+
+// classifyChat reads one event of a chat completions stream: a content
+// chunk (a delta with text) is a frame, data: [DONE] the final one; the
+// role, finish and usage chunks are not frames; an error object fails the
+// request. Like the E2A classifiers it checks what the harness counts.
+func classifyChat(msg []byte) (isFrame, isFinal bool, seq int64, err error) {
+	switch {
+	case bytes.Equal(bytes.TrimSpace(msg), chatDone):
+		return true, true, -1, nil
+	case bytes.HasPrefix(msg, []byte(`{"error"`)):
+		return false, false, -1, fmt.Errorf("%s: error %.200s", ProtoOpenAIChat, msg)
+	}
+	i := bytes.Index(msg, chatContent)
+	return i >= 0 && len(msg) > i+len(chatContent) && msg[i+len(chatContent)] != '"', false, -1, nil
 }
