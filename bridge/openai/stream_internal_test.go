@@ -54,7 +54,7 @@ func TestSSEReader(t *testing.T) {
 // TestSSEReaderBounds: a line or an event past the bound is errSSE, also
 // when it spans several reads of the buffer; one within it is read whole.
 func TestSSEReaderBounds(t *testing.T) {
-	const max = 200 << 10 // more than the 64 KiB buffer
+	const max = 200 << 10 // more than the read buffer
 	ok := "data: " + strings.Repeat("a", max-10) + "\n\n"
 	if _, data, err := newSSEReader(strings.NewReader(ok), max).next(); err != nil || len(data) != max-10 {
 		t.Fatalf("a line within the bound: %d bytes, %v", len(data), err)
