@@ -67,6 +67,7 @@ type BridgeSide struct {
 	// the load generator all run in it) over the round's requests.
 	CPUPerRequest    float64 `json:"cpu_ms_per_request"`
 	AllocsPerRequest float64 `json:"allocs_per_request"`
+	BytesPerRequest  float64 `json:"bytes_per_request"`
 	// FramesPerRequest is the frames a request delivered, on average: for
 	// the upstream called directly its content chunks and [DONE].
 	FramesPerRequest float64 `json:"frames_per_request"`
@@ -363,6 +364,7 @@ func bridgeSide(s *bridgeSystem) BridgeSide {
 	out.E2E50 = median(field(s.phases, func(p Phase) float64 { return p.E2E.P50 }))
 	out.CPUPerRequest = median(field(s.phases, func(p Phase) float64 { return p.CPUPerRequest }))
 	out.AllocsPerRequest = median(field(s.phases, func(p Phase) float64 { return p.AllocsPerRequest }))
+	out.BytesPerRequest = median(field(s.phases, func(p Phase) float64 { return p.BytesPerRequest }))
 	if out.OK > 0 {
 		out.FramesPerRequest = float64(frames) / float64(out.OK+out.Failed)
 	}
@@ -407,10 +409,10 @@ func (r *BridgeReport) WriteText(w io.Writer) error {
 		b.WriteString(r.MemoryWarmup.String() + "\n")
 	}
 	b.WriteString("\n")
-	fmt.Fprintf(&b, "  %-40s %9s %9s %9s %9s %11s %11s %11s %7s\n", "system", "req/s", "TTFF p50", "TTFF p99", "E2E p50", "CPU ms/req", "allocs/req", "frames/req", "failed")
+	fmt.Fprintf(&b, "  %-40s %9s %9s %9s %9s %11s %11s %11s %11s %7s\n", "system", "req/s", "TTFF p50", "TTFF p99", "E2E p50", "CPU ms/req", "allocs/req", "KiB/req", "frames/req", "failed")
 	for _, s := range []BridgeSide{r.Direct, r.Bridged, r.Native} {
-		fmt.Fprintf(&b, "  %-40s %9.0f %9.2f %9.2f %9.2f %11.3f %11.0f %11.2f %7d\n", s.Name, s.MedianRPS, s.TTFF50, s.TTFF99, s.E2E50,
-			s.CPUPerRequest, s.AllocsPerRequest, s.FramesPerRequest, s.Failed+s.SequenceErrors)
+		fmt.Fprintf(&b, "  %-40s %9.0f %9.2f %9.2f %9.2f %11.3f %11.0f %11.1f %11.2f %7d\n", s.Name, s.MedianRPS, s.TTFF50, s.TTFF99, s.E2E50,
+			s.CPUPerRequest, s.AllocsPerRequest, s.BytesPerRequest/1024, s.FramesPerRequest, s.Failed+s.SequenceErrors)
 	}
 	fmt.Fprintf(&b, "\n  added by the pipeline and the bridge (bridged − direct, median of the rounds): TTFF p50 %+.2f ms, p99 %+.2f ms; CPU %+.3f ms per request; %+.0f allocations per request\n",
 		r.AddedTTFF50, r.AddedTTFF99, r.AddedCPU, r.AddedAllocs)

@@ -114,7 +114,7 @@ func TestRunBridgeSmall(t *testing.T) {
 			}
 			for _, s := range []BridgeSide{rep.Direct, rep.Bridged, rep.Native} {
 				if s.OK != rounds*cfg.Requests || s.Failed != 0 || s.SequenceErrors != 0 || len(s.RPS) != rounds || s.MedianRPS <= 0 ||
-					s.TTFF50 <= 0 || s.TTFF99 < s.TTFF50 || s.E2E50 < s.TTFF50 || s.CPUPerRequest <= 0 || s.AllocsPerRequest <= 0 {
+					s.TTFF50 <= 0 || s.TTFF99 < s.TTFF50 || s.E2E50 < s.TTFF50 || s.CPUPerRequest <= 0 || s.AllocsPerRequest <= 0 || s.BytesPerRequest <= 0 {
 					t.Errorf("%s: %+v", s.Name, s)
 				}
 			}
