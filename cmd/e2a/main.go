@@ -147,7 +147,7 @@ var helps = map[string]commandHelp{
 	"replay":  replayHelp,
 	"tail":    tailHelp,
 	"publish": publishHelp,
-	"bench": {usage: "e2a bench [flags]", about: "Load benchmark: the whole pipeline in this process, or running endpoints with --target;\n--peer a2a-go compares with the A2A reference server, --duration/--rate soaks at a fixed rate.",
+	"bench": {usage: "e2a bench [flags]", about: "Load benchmark: the whole pipeline in this process, or running endpoints with --target;\n--peer a2a-go compares with the A2A reference server, --bridge openai measures what a bridge adds to its upstream,\n--duration/--rate soaks at a fixed rate.",
 		env: "  none (flags only)\n"},
 }
 
