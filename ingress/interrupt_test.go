@@ -121,14 +121,14 @@ func TestInterruptACPStdio(t *testing.T) {
 	if res := prompt("ask:auth the calendar"); res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("stop reason %s", res.StopReason)
 	}
-	kinds, text := updateKinds(client.take(s.SessionId))
+	kinds, text := updateKinds(client.Take(s.SessionId))
 	if want := "I need your authorization first." + demo.Question(e2a.StateAuthRequired, "the calendar"); kinds != "agent_thought_chunk agent_message_chunk" || text != want {
 		t.Fatalf("updates %q %q, want the question %q", kinds, text, want)
 	}
 	if res := prompt("approved"); res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("stop reason %s", res.StopReason)
 	}
-	if kinds, text := updateKinds(client.take(s.SessionId)); kinds != demoTurn || text != "You said: approved" {
+	if kinds, text := updateKinds(client.Take(s.SessionId)); kinds != demoTurn || text != "You said: approved" {
 		t.Fatalf("the answer's updates %q %q", kinds, text)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/acptest"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -119,90 +119,10 @@ func send(t *testing.T, in io.Writer, s string) {
 	}
 }
 
-// recClient is an ACP client that records the session updates it gets.
-type recClient struct {
-	mu      sync.Mutex
-	updates map[acp.SessionId][]acp.SessionUpdate
-	seen    chan acp.SessionId
-}
+// recClient is the shared recording ACP client (internal/acptest).
+type recClient = acptest.Recorder
 
-func newRecClient() *recClient {
-	return &recClient{updates: map[acp.SessionId][]acp.SessionUpdate{}, seen: make(chan acp.SessionId, 1024)}
-}
-
-func (c *recClient) SessionUpdate(_ context.Context, n acp.SessionNotification) error {
-	c.mu.Lock()
-	c.updates[n.SessionId] = append(c.updates[n.SessionId], n.Update)
-	c.mu.Unlock()
-	select {
-	case c.seen <- n.SessionId:
-	default:
-	}
-	return nil
-}
-
-func (c *recClient) take(id acp.SessionId) []acp.SessionUpdate {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	u := c.updates[id]
-	delete(c.updates, id)
-	return u
-}
-
-// forget drops the record of updates seen so far (call it before the
-// prompt whose first update waitUpdate should wait for).
-func (c *recClient) forget() {
-	for {
-		select {
-		case <-c.seen:
-		default:
-			return
-		}
-	}
-}
-
-// waitUpdate waits for an update of session id.
-func (c *recClient) waitUpdate(t *testing.T, id acp.SessionId) {
-	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for {
-		select {
-		case s := <-c.seen:
-			if s == id {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("no update for session %s", id)
-		}
-	}
-}
-
-var errNotSupported = errors.New("not supported by this test client")
-
-func (c *recClient) ReadTextFile(context.Context, acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
-	return acp.ReadTextFileResponse{}, errNotSupported
-}
-func (c *recClient) WriteTextFile(context.Context, acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
-	return acp.WriteTextFileResponse{}, errNotSupported
-}
-func (c *recClient) RequestPermission(context.Context, acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
-	return acp.RequestPermissionResponse{}, errNotSupported
-}
-func (c *recClient) CreateTerminal(context.Context, acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
-	return acp.CreateTerminalResponse{}, errNotSupported
-}
-func (c *recClient) KillTerminal(context.Context, acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
-	return acp.KillTerminalResponse{}, errNotSupported
-}
-func (c *recClient) TerminalOutput(context.Context, acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
-	return acp.TerminalOutputResponse{}, errNotSupported
-}
-func (c *recClient) ReleaseTerminal(context.Context, acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
-	return acp.ReleaseTerminalResponse{}, errNotSupported
-}
-func (c *recClient) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
-	return acp.WaitForTerminalExitResponse{}, errNotSupported
-}
+func newRecClient() *recClient { return acptest.NewRecorder() }
 
 // updateKinds returns the kinds of updates, consecutive repeats folded, and
 // the joined agent message text.
@@ -267,7 +187,7 @@ func TestStdioSDKClient(t *testing.T) {
 	if err != nil || res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("prompt: %+v %v", res, err)
 	}
-	if kinds, text := updateKinds(client.take(sid)); kinds != demoTurn || text != "You said: hello" {
+	if kinds, text := updateKinds(client.Take(sid)); kinds != demoTurn || text != "You said: hello" {
 		t.Fatalf("updates %q %q", kinds, text)
 	}
 
@@ -286,7 +206,7 @@ func TestStdioSDKClient(t *testing.T) {
 	}
 	wg.Wait()
 	for i, s := range sessions {
-		if kinds, text := updateKinds(client.take(s)); kinds != demoTurn || text != "You said: parallel "+string(rune('a'+i)) {
+		if kinds, text := updateKinds(client.Take(s)); kinds != demoTurn || text != "You said: parallel "+string(rune('a'+i)) {
 			t.Fatalf("session %d: %q %q", i, kinds, text)
 		}
 	}
@@ -297,12 +217,12 @@ func TestStdioSDKClient(t *testing.T) {
 		err error
 	}
 	rc := make(chan result, 1)
-	client.forget()
+	client.Forget()
 	go func() {
 		res, err := prompt(ctx, sid, "slow", map[string]any{"delay_ms": 200})
 		rc <- result{res, err}
 	}()
-	client.waitUpdate(t, sid)
+	client.WaitUpdate(t, sid)
 	if err := conn.Cancel(ctx, acp.CancelNotification{SessionId: sid}); err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +230,7 @@ func TestStdioSDKClient(t *testing.T) {
 	if r.err != nil || r.res.StopReason != acp.StopReasonCancelled {
 		t.Fatalf("cancelled prompt: %+v %v", r.res, r.err)
 	}
-	if n := len(client.take(sid)); n > 3 {
+	if n := len(client.Take(sid)); n > 3 {
 		t.Fatalf("%d updates after a cancel at the first", n)
 	}
 
@@ -318,12 +238,12 @@ func TestStdioSDKClient(t *testing.T) {
 	// session/cancel): the pipeline request is cancelled too, and the
 	// session keeps working.
 	pctx, pcancel := context.WithCancel(ctx)
-	client.forget()
+	client.Forget()
 	go func() {
 		_, err := prompt(pctx, sid, "abandoned", map[string]any{"delay_ms": 200})
 		rc <- result{err: err}
 	}()
-	client.waitUpdate(t, sid)
+	client.WaitUpdate(t, sid)
 	pcancel()
 	if r := <-rc; r.err == nil {
 		t.Fatal("abandoned prompt returned no error")
@@ -332,7 +252,7 @@ func TestStdioSDKClient(t *testing.T) {
 	if err != nil || res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("prompt after cancels: %+v %v", res, err)
 	}
-	client.take(sid)
+	client.Take(sid)
 
 	// session/load replays the history: 4 prompts, each with its user
 	// message first.
@@ -340,7 +260,7 @@ func TestStdioSDKClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	users := 0
-	for _, u := range client.take(sid) {
+	for _, u := range client.Take(sid) {
 		if u.UserMessageChunk != nil {
 			users++
 		}

@@ -223,7 +223,7 @@ func TestACPPromptsQueued(t *testing.T) {
 		return conn.Prompt(ctx, acp.PromptRequest{SessionId: s.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock(text)},
 			Meta: map[string]any{"e2a_params": map[string]any{"delay_ms": delay}}})
 	}
-	client.forget()
+	client.Forget()
 	results := make(chan error, 2)
 	go func() {
 		res, err := prompt("one", 80)
@@ -232,7 +232,7 @@ func TestACPPromptsQueued(t *testing.T) {
 		}
 		results <- err
 	}()
-	client.waitUpdate(t, s.SessionId) // the first prompt runs
+	client.WaitUpdate(t, s.SessionId) // the first prompt runs
 	go func() {
 		res, err := prompt("two", 10)
 		if err == nil && res.StopReason != acp.StopReasonEndTurn {
@@ -245,7 +245,7 @@ func TestACPPromptsQueued(t *testing.T) {
 			t.Fatalf("prompt: %v", err)
 		}
 	}
-	if kinds, text := updateKinds(client.take(s.SessionId)); kinds != demoTurn+" "+demoTurn || text != "You said: oneYou said: two" {
+	if kinds, text := updateKinds(client.Take(s.SessionId)); kinds != demoTurn+" "+demoTurn || text != "You said: oneYou said: two" {
 		t.Fatalf("updates %q, text %q", kinds, text)
 	}
 	js, err := jetstream.New(nc)
