@@ -1,0 +1,98 @@
+// Package httpagent bridges a plain HTTP agent, in any language, to the
+// pipeline: `e2a agent --pool P --http URL`. It is the smallest contract an
+// agent can have: one POST per request, answered with E2A frames.
+//
+// # The request
+//
+// For every request of the pool, [Upstream.Call] POSTs the request's E2A
+// envelope to URL: the JSON e2a.MarshalEnvelope writes (spec §4: request_id,
+// method, params, session_id, task_id, context_id, user_id, …), with
+// Content-Type application/json and Accept "application/x-ndjson,
+// text/event-stream, application/json". The envelope carries no secret (the
+// normalizer strips the client's bearer token and header values before the
+// envelope is stored; the bridge drops them again should one be left). The
+// upstream's own credentials (an API key sent as a bearer token, headers)
+// and the W3C trace context (traceparent) are set by the bridge.Client.
+//
+// # The answer
+//
+// A 2xx answer is read by its Content-Type:
+//
+//   - application/x-ndjson (or application/ndjson, application/jsonl): one
+//     frame per line; blank lines are skipped.
+//   - text/event-stream: the data of each event (its data: lines joined by
+//     line feeds) is one frame; event names, ids, retry fields and comments
+//     are ignored.
+//   - application/json (or any +json type): one JSON value. An object with
+//     a "response_kind" member is a frame, and must be the final one. Any
+//     other value (an object without "response_kind", an array, a string,
+//     a number, true, false, null) is the request's result: the bridge
+//     writes e2a.complete {"result": value}. The smallest agent answers
+//     {"reply": "…"} and is done.
+//
+// Any other 2xx Content-Type is upstream_protocol_error. A non-2xx answer,
+// a connection refused or an answer that stalls is an upstream error
+// (bridge.FromResponse, bridge.Classify): 429, 408 and 5xx, unreachable and
+// timeouts are retryable, and retried with backoff by bridge.New while no
+// frame was written.
+//
+// # What counts as a frame
+//
+// A frame is a JSON object (valid UTF-8, nested at most e2a.MaxNesting
+// deep) with these members, an E2A response frame (spec §12) of which the
+// bridge reads only the payload:
+//
+//   - response_kind (required): one of spec §12.5's kinds (e2a.chunk,
+//     e2a.complete, e2a.error, a2a.stream_event, acp.session_update, …);
+//   - body (required): the kind's body, a JSON object;
+//   - is_final (optional): defaults to true for e2a.complete, e2a.error,
+//     acp.prompt_result and acp.jsonrpc_error, false for every other kind;
+//   - status (optional): defaults to failed for e2a.error and
+//     acp.jsonrpc_error, else succeeded for a final frame and in_progress
+//     for the others;
+//   - metadata (optional): an object, the frame's metadata (e.g.
+//     {"llm_response_id": …}, with which the A2A renderers group the events
+//     of one model response); a frame without it has none.
+//
+// Every other member (protocol_version, response_id, request_id, sequence,
+// timestamp, provenance, the echoed ids, projections) is the pipeline's
+// own and is ignored: the agent runtime assigns sequence,
+// response_id, timestamp and provenance and echoes the request's ids. The
+// frame must then satisfy spec §12.2 (status failed ⇔ e2a.error, a final
+// frame is not in_progress) and its kind's body rules (e2a.chunk needs
+// delta_kind, e2a.error needs code and message, a2a.stream_event a known
+// branch). So the smallest stream is
+//
+//	{"response_kind":"e2a.chunk","body":{"delta_kind":"text","delta":"Hel"}}
+//	{"response_kind":"e2a.chunk","body":{"delta_kind":"text","delta":"lo"}}
+//	{"response_kind":"e2a.complete","body":{"result":{"text":"Hello"}}}
+//
+// Each frame is written as it arrives with agent.Writer.Write, as the
+// upstream wrote it: frames the agent wrote apart are never coalesced, and
+// its e2a.error frames (with their code and retryable) pass through. An
+// interrupted turn (e2a/interrupt.go: a final a2a.stream_event of branch
+// status_update in state input-required or auth-required, status
+// succeeded) passes through unchanged, so every protocol renders the
+// agent's question and the client's next message continues the task.
+//
+// # Bad answers
+//
+// A line, event or JSON answer that is not a frame as above, is larger than
+// the frame bound ([WithMaxFrameBytes], 1 MiB by default: the NATS
+// server's default max_payload), or beyond the bound on frames per request
+// ([WithMaxFrames]) ends the request with upstream_protocol_error, not
+// retryable. An answer that ends before its final frame (the connection
+// closed, cut mid-line or mid-event) ends it with upstream_unavailable,
+// retryable ("closed mid-stream"); one silent for the client's idle
+// timeout with upstream_timeout. Frames after the final one are ignored
+// (and logged when they were already received); the answer is closed at the
+// final frame.
+//
+// # Resumption
+//
+// An HTTP agent cannot be resumed: the upstream holds no durable stream to
+// reattach to. [Upstream] is not an agent.Resumer, so a request redelivered
+// after its worker died once frames were written ends with the runtime's
+// e2a.error agent_interrupted (retryable); one redelivered before any frame
+// is called again from the start.
+package httpagent

@@ -1,0 +1,250 @@
+package httpagent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// Accept is the Accept header of every call: the three answers the bridge
+// reads.
+const Accept = "application/x-ndjson, text/event-stream, application/json"
+
+// Upstream is an HTTP agent: it POSTs each request's envelope to its URL
+// and writes the answer through as the request's frames (see the package
+// documentation). It is safe for concurrent use.
+type Upstream struct {
+	c   *bridge.Client
+	url string
+	cfg config
+}
+
+var _ bridge.Upstream = (*Upstream)(nil)
+
+// New returns the upstream that POSTs to c's base URL (credentials,
+// timeouts and trace context are c's). Errors wrap bridge.ErrInvalidOption.
+func New(c *bridge.Client, opts ...Option) (*Upstream, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: nil client", bridge.ErrInvalidOption)
+	}
+	cfg := config{maxFrameBytes: DefaultMaxFrameBytes, maxFrames: DefaultMaxFrames, log: slog.Default()}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	return &Upstream{c: c, url: c.Base().String(), cfg: cfg}, nil
+}
+
+// Name is "http" and the upstream's scheme and host (never its path,
+// query or credentials).
+func (u *Upstream) Name() string { return "http " + u.c.Name() }
+
+// Call POSTs env and writes the answer's frames through w.
+func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+	body, err := e2a.MarshalEnvelope(withoutSecrets(env))
+	if err != nil {
+		return fmt.Errorf("httpagent: envelope: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.url, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("httpagent: request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", Accept)
+	resp, err := u.c.Do(req, env)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	c := &call{u: u, ctx: ctx, env: env, w: w}
+	ct := resp.Header.Get("Content-Type")
+	switch mediaType(ct) {
+	case "application/x-ndjson", "application/ndjson", "application/jsonl":
+		br := bufio.NewReaderSize(resp.Body, 64<<10)
+		return c.stream(&ndjsonReader{r: br, max: u.cfg.maxFrameBytes})
+	case "text/event-stream":
+		br := bufio.NewReaderSize(resp.Body, 64<<10)
+		return c.stream(&sseReader{r: br, max: u.cfg.maxFrameBytes})
+	case "application/json":
+		return c.single(resp.Body)
+	}
+	return protocolError(ErrContentType, "upstream answered %d with Content-Type %q (want application/x-ndjson, text/event-stream or application/json)",
+		resp.StatusCode, clip(ct))
+}
+
+// mediaType is ct's media type, lower case; any +json type is
+// application/json.
+func mediaType(ct string) string {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return ""
+	}
+	if strings.HasSuffix(mt, "+json") {
+		return "application/json"
+	}
+	return mt
+}
+
+// withoutSecrets returns env, or a copy without the client's bearer token
+// and header values should the normalizer have left any.
+func withoutSecrets(env *e2a.Envelope) *e2a.Envelope {
+	if env.Auth == nil || (env.Auth.BearerToken == "" && len(env.Auth.ExtraHeaders) == 0) {
+		return env
+	}
+	c := env.Clone()
+	c.Auth.BearerToken = ""
+	c.Auth.ExtraHeaders = nil
+	return c
+}
+
+// call is one upstream call's answer being written through.
+type call struct {
+	u   *Upstream
+	ctx context.Context
+	env *e2a.Envelope
+	w   agent.Writer
+	n   int // frames written
+	// meta is the metadata member of the last frame written.
+	meta json.RawMessage
+}
+
+// frameSource yields an answer's frames: io.EOF at its clean end,
+// errTruncated when it ended inside a line or event.
+type frameSource interface {
+	next() ([]byte, error)
+	// more reports whether anything but blank space was already received
+	// after the last frame returned.
+	more() bool
+}
+
+// stream writes the frames of src until the final one.
+func (c *call) stream(src frameSource) error {
+	for {
+		data, err := src.next()
+		if err != nil {
+			return c.readError(err)
+		}
+		final, err := c.write(data)
+		if err != nil {
+			return err
+		}
+		if final {
+			if src.more() {
+				c.u.cfg.log.Warn("upstream wrote more after its final frame; ignored", "upstream", c.u.Name(),
+					"request_id", c.env.RequestID, "frames", c.n)
+			}
+			return nil
+		}
+	}
+}
+
+// readError is the error a call ends with when its answer cannot be read
+// further.
+func (c *call) readError(err error) error {
+	if c.ctx.Err() != nil {
+		return context.Cause(c.ctx)
+	}
+	switch {
+	case errors.Is(err, io.EOF):
+		return &bridge.Error{Code: bridge.CodeUnavailable, Retryable: true, Err: ErrNoFinalFrame,
+			Message: fmt.Sprintf("upstream closed the answer mid-stream: no final frame after %d frames", c.n)}
+	case errors.Is(err, errTruncated):
+		return &bridge.Error{Code: bridge.CodeUnavailable, Retryable: true, Err: ErrNoFinalFrame,
+			Message: fmt.Sprintf("upstream closed the answer mid-frame after %d frames", c.n)}
+	case errors.Is(err, ErrFrameTooLarge):
+		return protocolError(ErrFrameTooLarge, "upstream frame %d is larger than %d bytes", c.n, c.u.cfg.maxFrameBytes)
+	}
+	return bridge.Classify(err)
+}
+
+// write writes one frame of the answer and reports whether it was final.
+func (c *call) write(data []byte) (final bool, err error) {
+	f, err := parseFrame(data)
+	if err != nil {
+		return false, protocolError(ErrBadFrame, "upstream frame %d: %v", c.n, err)
+	}
+	if c.n >= c.u.cfg.maxFrames {
+		return false, protocolError(ErrTooManyFrames, "upstream answer has more than %d frames", c.u.cfg.maxFrames)
+	}
+	return f.final, c.writeFrame(f)
+}
+
+// writeFrame writes f through the writer; a frame the writer finds
+// invalid (spec §12.2, its kind's body) is the upstream's protocol error.
+func (c *call) writeFrame(f frame) error {
+	if !bytes.Equal(f.meta, c.meta) {
+		var m map[string]any
+		if len(f.meta) > 0 {
+			if err := json.Unmarshal(f.meta, &m); err != nil {
+				return protocolError(ErrBadFrame, "upstream frame %d: metadata: %v", c.n, err)
+			}
+		}
+		if err := c.w.SetMetadata(m); err != nil {
+			return err
+		}
+		c.meta = f.meta
+	}
+	c.n++
+	err := c.w.Write(f.kind, f.status, f.body, f.final)
+	if errors.Is(err, e2a.ErrInvalidResponse) {
+		return protocolError(ErrBadFrame, "upstream frame %d: %v", c.n-1, err)
+	}
+	return err
+}
+
+// single writes a JSON answer: a final frame, or any other value as the
+// request's result.
+func (c *call) single(body io.Reader) error {
+	max := c.u.cfg.maxFrameBytes
+	data, err := io.ReadAll(io.LimitReader(body, int64(max)+1))
+	if err != nil {
+		return c.readError(err)
+	}
+	if len(data) > max {
+		return protocolError(ErrFrameTooLarge, "upstream JSON answer is larger than %d bytes", max)
+	}
+	data = bytes.TrimSpace(data)
+	if err := checkJSON(data); err != nil {
+		return protocolError(ErrBadFrame, "upstream JSON answer: %v", err)
+	}
+	if isFrame(data) {
+		f, err := parseFrame(data)
+		if err != nil {
+			return protocolError(ErrBadFrame, "upstream JSON answer: %v", err)
+		}
+		if !f.final {
+			return protocolError(ErrBadFrame, "upstream JSON answer is a frame that is not final (%s)", f.kind)
+		}
+		return c.writeFrame(f)
+	}
+	c.n++
+	return c.w.Complete(rawResult(data))
+}
+
+// protocolError is the not retryable upstream_protocol_error of cause.
+func protocolError(cause error, format string, args ...any) *bridge.Error {
+	e := bridge.Errorf(bridge.CodeProtocol, false, format, args...)
+	e.Err = cause
+	return e
+}
+
+// clip keeps a header value from the upstream short in a message.
+func clip(s string) string {
+	if len(s) > 100 {
+		return s[:100] + "…"
+	}
+	return s
+}

@@ -1,0 +1,68 @@
+package httpagent
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/e2a-pipeline/pipeline/bridge"
+)
+
+// Bounds of the options.
+const (
+	// DefaultMaxFrameBytes is the default bound on a line, an event's data
+	// or a JSON answer: the NATS server's default max_payload.
+	DefaultMaxFrameBytes = 1 << 20
+	// DefaultMaxFrames is the default bound on the frames of one answer.
+	DefaultMaxFrames = 100_000
+
+	minFrameBytes = 1 << 10
+	maxFrameBytes = 64 << 20
+	maxFrames     = 10_000_000
+)
+
+// Option configures New.
+type Option func(*config) error
+
+type config struct {
+	maxFrameBytes int
+	maxFrames     int
+	log           *slog.Logger
+}
+
+// WithMaxFrameBytes bounds a line of NDJSON, the data of an SSE event and a
+// JSON answer (1 KiB..64 MiB, default DefaultMaxFrameBytes). A frame that
+// fits here but not in the NATS server's max_payload with its headers ends
+// the request with the runtime's frame_too_large.
+func WithMaxFrameBytes(n int) Option {
+	return func(c *config) error {
+		if n < minFrameBytes || n > maxFrameBytes {
+			return fmt.Errorf("%w: max frame bytes %d (want %d..%d)", bridge.ErrInvalidOption, n, minFrameBytes, maxFrameBytes)
+		}
+		c.maxFrameBytes = n
+		return nil
+	}
+}
+
+// WithMaxFrames bounds the frames of one answer (1..10,000,000, default
+// DefaultMaxFrames).
+func WithMaxFrames(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > maxFrames {
+			return fmt.Errorf("%w: max frames %d (want 1..%d)", bridge.ErrInvalidOption, n, maxFrames)
+		}
+		c.maxFrames = n
+		return nil
+	}
+}
+
+// WithLogger sets the logger (default slog.Default()). It logs no frame
+// content and no credential.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", bridge.ErrInvalidOption)
+		}
+		c.log = l
+		return nil
+	}
+}
