@@ -48,6 +48,20 @@ func (c Credentials) LogValue() slog.Value { return slog.StringValue(c.String())
 // GoString keeps the values out of %#v.
 func (c Credentials) GoString() string { return "bridge.Credentials{" + c.String() + "}" }
 
+// scrub replaces the credentials' values in s (an upstream's answer
+// quoted in an error message) with "[redacted]".
+func (c Credentials) scrub(s string) string {
+	if c.APIKey != "" {
+		s = strings.ReplaceAll(s, c.APIKey, "[redacted]")
+	}
+	for _, v := range c.Headers {
+		if v != "" {
+			s = strings.ReplaceAll(s, v, "[redacted]")
+		}
+	}
+	return s
+}
+
 // apply sets the credentials on h.
 func (c Credentials) apply(h http.Header) {
 	if c.APIKey != "" {
@@ -240,7 +254,8 @@ func (c *Client) Do(req *http.Request, env *e2a.Envelope) (*http.Response, error
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer cancel(nil)
-		return nil, FromResponse(resp)
+		// An upstream may echo the request's headers in its error page.
+		return nil, fromResponse(resp, c.creds.scrub)
 	}
 	resp.Body = newIdleBody(resp.Body, c.idle, cancel)
 	return resp, nil

@@ -88,10 +88,18 @@ const maxErrorBody = 2 << 10
 // rate limited, 408 and 5xx → unavailable (all retryable), 401/403 → auth,
 // any other → rejected. The message holds the status and the start of the
 // body (at most 200 characters, one line). It reads and closes the body.
-func FromResponse(resp *http.Response) *Error {
+func FromResponse(resp *http.Response) *Error { return fromResponse(resp, nil) }
+
+// fromResponse is FromResponse, with scrub (when not nil) applied to the
+// body before it is quoted.
+func fromResponse(resp *http.Response, scrub func(string) string) *Error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	_ = resp.Body.Close()
-	msg := strings.Join(strings.Fields(string(b)), " ")
+	body := string(b)
+	if scrub != nil {
+		body = scrub(body)
+	}
+	msg := strings.Join(strings.Fields(body), " ")
 	if len([]rune(msg)) > 200 {
 		msg = string([]rune(msg)[:200]) + "…"
 	}

@@ -1,0 +1,344 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+)
+
+// TestClassify: every kind of failure gets its code and a truthful
+// retryable; the request's own cancel and the runtime's errors are left
+// as they are.
+func TestClassify(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	for _, c := range []struct {
+		name      string
+		err       error
+		code      string
+		retryable bool
+	}{
+		{"idle timeout", fmt.Errorf("read: %w", ErrIdleTimeout), CodeTimeout, true},
+		{"deadline", context.DeadlineExceeded, CodeTimeout, true},
+		{"net timeout", &net.OpError{Op: "read", Err: timeoutErr{}}, CodeTimeout, true},
+		{"dial refused", &url.Error{Op: "Post", URL: "http://x", Err: refused}, CodeUnreachable, true},
+		{"dns", &net.DNSError{Err: "no such host", Name: "nowhere.invalid"}, CodeUnreachable, true},
+		{"unexpected EOF", io.ErrUnexpectedEOF, CodeUnavailable, true},
+		{"EOF", io.EOF, CodeUnavailable, true},
+		{"reset", &net.OpError{Op: "read", Err: syscall.ECONNRESET}, CodeUnavailable, true},
+		{"anything else", errors.New("tls: bad certificate"), CodeProtocol, false},
+		{"an *Error stays", Errorf(CodeAuth, false, "no"), CodeAuth, false},
+		{"a wrapped *Error", fmt.Errorf("x: %w", Errorf(CodeFailed, true, "f")), CodeFailed, true},
+	} {
+		var be *Error
+		if !errors.As(Classify(c.err), &be) || be.Code != c.code || be.Retryable != c.retryable {
+			t.Errorf("%s: %#v, want %s retryable=%v", c.name, Classify(c.err), c.code, c.retryable)
+		}
+	}
+	for _, err := range []error{
+		context.Canceled, fmt.Errorf("x: %w", context.Canceled), agent.ErrFenced, agent.ErrWriterClosed,
+		agent.ErrFinalWritten, agent.Errorf(e2a.ErrCodeFrameTooLarge, false, "big"),
+	} {
+		if got := Classify(err); got != err {
+			t.Errorf("Classify(%v) = %v, want it unchanged", err, got)
+		}
+	}
+	if Classify(nil) != nil {
+		t.Error("Classify(nil) is not nil")
+	}
+	// The message keeps no query string (a key may be in it).
+	be := Classify(&url.Error{Op: "Post", URL: "http://h/p?key=sk-123", Err: errors.New("boom")}).(*Error)
+	if strings.Contains(be.Message, "sk-123") {
+		t.Errorf("message %q holds the query", be.Message)
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+// TestFromResponse: the status decides the code and retryable; the
+// message quotes the body's start on one line; Retry-After is read in
+// both forms, bounded.
+func TestFromResponse(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		status    int
+		code      string
+		retryable bool
+	}{
+		{429, CodeRateLimited, true}, {408, CodeUnavailable, true}, {500, CodeUnavailable, true},
+		{503, CodeUnavailable, true}, {504, CodeUnavailable, true}, {401, CodeAuth, false},
+		{403, CodeAuth, false}, {400, CodeRejected, false}, {404, CodeRejected, false}, {422, CodeRejected, false},
+	} {
+		e := FromResponse(&http.Response{StatusCode: c.status, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("  line one\n\tline two "))})
+		if e.Code != c.code || e.Retryable != c.retryable || e.Status != c.status ||
+			e.Message != fmt.Sprintf("upstream answered %d: line one line two", c.status) {
+			t.Errorf("%d: %+v", c.status, e)
+		}
+	}
+	e := FromResponse(&http.Response{StatusCode: 502, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(strings.Repeat("é", 300)))})
+	if n := len([]rune(e.Message)); n > len("upstream answered 502: ")+201 || !strings.HasSuffix(e.Message, "…") {
+		t.Errorf("long body: %d runes %q", n, e.Message)
+	}
+	e = FromResponse(&http.Response{StatusCode: 503, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(""))})
+	if e.Message != "upstream answered 503: Service Unavailable" {
+		t.Errorf("empty body: %q", e.Message)
+	}
+	for v, want := range map[string]time.Duration{
+		"":       0,
+		"7":      7 * time.Second,
+		" 2 ":    2 * time.Second,
+		"-3":     0,
+		"soon":   0,
+		"100000": 5 * time.Minute,
+		now.Add(-time.Hour).UTC().Format(http.TimeFormat): 0,
+	} {
+		if got := retryAfter(v, now); got != want {
+			t.Errorf("Retry-After %q: %v, want %v", v, got, want)
+		}
+	}
+	if got := retryAfter(now.Add(90*time.Second).UTC().Format(http.TimeFormat), now); got < 88*time.Second || got > 90*time.Second {
+		t.Errorf("Retry-After date: %v", got)
+	}
+	e = FromResponse(&http.Response{StatusCode: 429, Header: http.Header{"Retry-After": {"3"}}, Body: io.NopCloser(strings.NewReader(""))})
+	if e.RetryAfter != 3*time.Second {
+		t.Errorf("429 Retry-After: %v", e.RetryAfter)
+	}
+}
+
+// TestCredentialsHidden: no printing of credentials shows a value.
+func TestCredentialsHidden(t *testing.T) {
+	cr := Credentials{APIKey: "sk-secret-1", Headers: map[string]string{"x-api-key": "hdr-secret-2"}}
+	var log testkit.Buffer
+	slog.New(slog.NewJSONHandler(&log, nil)).Info("creds", "c", cr, "p", &cr)
+	slog.New(slog.NewTextHandler(&log, nil)).Info("creds", "c", cr)
+	for _, s := range []string{cr.String(), fmt.Sprint(cr), fmt.Sprintf("%v %+v %#v %s", cr, cr, cr, cr), log.String()} {
+		if strings.Contains(s, "secret") {
+			t.Errorf("a credential shows: %s", s)
+		}
+	}
+	if cr.String() != "api key, header X-Api-Key" || (Credentials{}).String() != "none" {
+		t.Errorf("String: %q", cr.String())
+	}
+	if got := cr.scrub("echo: Bearer sk-secret-1 / hdr-secret-2"); got != "echo: Bearer [redacted] / [redacted]" {
+		t.Errorf("scrub: %q", got)
+	}
+}
+
+// TestParseURL: only absolute http(s) URLs with a host and no user info.
+func TestParseURL(t *testing.T) {
+	for _, s := range []string{"", "localhost:8000", "/v1", "ftp://h/x", "http://", "http:///path", "://x", "http://user:pw@h/", "https://key@h/", "http://h/%zz"} {
+		if _, err := ParseURL(s); !errors.Is(err, ErrBadUpstreamURL) {
+			t.Errorf("ParseURL(%q): %v", s, err)
+		}
+	}
+	_, err := ParseURL("http://user:pw@h/")
+	if err == nil || strings.Contains(err.Error(), "pw") {
+		t.Errorf("user info error shows the password: %v", err)
+	}
+	for _, s := range []string{"http://localhost:8000/v1", "https://api.example.com", "http://[::1]:9/a?b=c"} {
+		if _, err := ParseURL(s); err != nil {
+			t.Errorf("ParseURL(%q): %v", s, err)
+		}
+	}
+}
+
+// TestClientOptions: every option refuses bad values with
+// ErrInvalidOption.
+func TestClientOptions(t *testing.T) {
+	for name, o := range map[string]ClientOption{
+		"connect 0":          WithConnectTimeout(0),
+		"connect < 0":        WithConnectTimeout(-time.Second),
+		"idle 0":             WithIdleTimeout(0),
+		"nil transport":      WithTransport(nil),
+		"empty header name":  WithCredentials(Credentials{Headers: map[string]string{"": "v"}}),
+		"header with colon":  WithCredentials(Credentials{Headers: map[string]string{"X-A:": "v"}}),
+		"header with CRLF":   WithCredentials(Credentials{Headers: map[string]string{"X-A\r\nB": "v"}}),
+		"key and auth both":  WithCredentials(Credentials{APIKey: "k", Headers: map[string]string{"authorization": "v"}}),
+		"header with spaces": WithCredentials(Credentials{Headers: map[string]string{"X A": "v"}}),
+	} {
+		if _, err := NewClient("http://127.0.0.1:1", o); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	c, err := NewClient("https://example.com:8443/agent?x=1", WithIdleTimeout(time.Second))
+	if err != nil || c.Name() != "https://example.com:8443" || c.IdleTimeout() != time.Second || c.Base().Path != "/agent" {
+		t.Fatalf("client: %v %v", c, err)
+	}
+}
+
+// TestClientHeaders: the upstream gets the credentials and the request's
+// trace context; a redirect is not followed (credentials stay with the
+// configured upstream); an error page echoing the key is scrubbed.
+func TestClientHeaders(t *testing.T) {
+	const key, hdr = "sk-client-test-9", "hdr-client-test-8"
+	got := make(chan http.Header, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+		switch r.URL.Path {
+		case "/redirect":
+			http.Redirect(w, r, "http://elsewhere.invalid/", http.StatusFound)
+		case "/echo":
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprintf(w, "bad credentials: %s %s", r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"))
+		default:
+			_, _ = io.WriteString(w, "ok")
+		}
+	}))
+	defer srv.Close()
+	c, err := NewClient(srv.URL, WithCredentials(Credentials{APIKey: key, Headers: map[string]string{"x-api-key": hdr}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &e2a.Envelope{RequestID: "r1", Trace: &e2a.TraceContext{
+		Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Tracestate: "v=1"}}
+	do := func(path string) (*http.Response, error) {
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		return c.Do(req, env)
+	}
+	resp, err := do("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	h := <-got
+	if h.Get("Authorization") != "Bearer "+key || h.Get("X-Api-Key") != hdr || h.Get("Traceparent") != env.Trace.Traceparent || h.Get("Tracestate") != "v=1" {
+		t.Fatalf("upstream headers %v", h)
+	}
+	_, err = do("/redirect")
+	var be *Error
+	if !errors.As(err, &be) || be.Status != http.StatusFound || be.Code != CodeRejected {
+		t.Fatalf("redirect: %v", err)
+	}
+	<-got
+	_, err = do("/echo")
+	if !errors.As(err, &be) || be.Code != CodeAuth || strings.Contains(be.Message, key) || strings.Contains(be.Message, hdr) ||
+		!strings.Contains(be.Message, "[redacted]") {
+		t.Fatalf("echoing 401: %v", err)
+	}
+	<-got
+	// HTTP() sets them too, for SDKs.
+	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+	resp, err = c.HTTP().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if h := <-got; h.Get("Authorization") != "Bearer "+key || h.Get("X-Api-Key") != hdr {
+		t.Fatalf("HTTP() headers %v", h)
+	}
+}
+
+// TestClientIdleTimeout: an answer whose headers do not come, or whose
+// body stops, within the idle timeout fails with upstream_timeout; a body
+// that keeps sending does not.
+func TestClientIdleTimeout(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/no-headers" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		_, _ = io.WriteString(w, "first bytes")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	c, err := NewClient(srv.URL, WithIdleTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/no-headers", nil)
+	_, err = c.Do(req, nil)
+	var be *Error
+	if !errors.As(err, &be) || be.Code != CodeTimeout || !be.Retryable {
+		t.Fatalf("no headers: %v", err)
+	}
+	req, _ = http.NewRequest("GET", srv.URL+"/stops", nil)
+	resp, err := c.Do(req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if string(b) != "first bytes" || !errors.Is(err, ErrIdleTimeout) || Classify(err).(*Error).Code != CodeTimeout {
+		t.Fatalf("stopped body: %q %v", b, err)
+	}
+}
+
+// TestIdleBodyTimer: the idle timer restarts at every read that returns
+// bytes, and fires only after a silence of the idle timeout (fake time).
+func TestIdleBodyTimer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pr, pw := io.Pipe()
+		var cause error
+		b := newIdleBody(pr, time.Second, func(err error) {
+			cause = err
+			_ = pr.CloseWithError(err)
+		})
+		defer b.Close()
+		go func() {
+			for range 5 {
+				time.Sleep(900 * time.Millisecond) // fake time: under the idle timeout each
+				_, _ = pw.Write([]byte("x"))
+			}
+			// then silence
+		}()
+		start := time.Now()
+		buf := make([]byte, 8)
+		n := 0
+		var err error
+		for err == nil {
+			var k int
+			k, err = b.Read(buf)
+			n += k
+		}
+		if n != 5 || !errors.Is(err, ErrIdleTimeout) || !errors.Is(cause, ErrIdleTimeout) {
+			t.Fatalf("read %d bytes, %v (cause %v)", n, err, cause)
+		}
+		if d := time.Since(start); d != 5*900*time.Millisecond+time.Second {
+			t.Fatalf("timed out after %v", d)
+		}
+	})
+}
+
+// TestUnreachable: a refused connection is upstream_unreachable,
+// retryable.
+func TestUnreachable(t *testing.T) {
+	port := natstest.FreePorts(t, 1)[0]
+	c, err := NewClient(fmt.Sprintf("http://127.0.0.1:%d/", port), WithConnectTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", c.Base().String(), strings.NewReader("{}"))
+	_, err = c.Do(req, nil)
+	var be *Error
+	if !errors.As(err, &be) || be.Code != CodeUnreachable || !be.Retryable {
+		t.Fatalf("refused: %v", err)
+	}
+}
