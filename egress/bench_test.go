@@ -118,7 +118,7 @@ func BenchmarkReplayFinished(b *testing.B) {
 	}
 	b.Run("direct-get-shared-inbox", func(b *testing.B) { run(b, withMux(mux)) })
 	b.Run("direct-get-streams-pkg", func(b *testing.B) {
-		run(b, withMux(mux), func(c *replayConfig) { c.get = streamsGetter(be.nc) })
+		run(b, withMux(mux), func(c *replayConfig) error { c.get = streamsGetter(be.nc); return nil })
 	})
 	b.Run("ordered-consumer", func(b *testing.B) {
 		var frames int64

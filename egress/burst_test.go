@@ -160,7 +160,7 @@ func TestReplayBursts(t *testing.T) {
 // livePolls keeps a reader on its live subscription: its polls of the
 // stream are an hour away.
 func livePolls() []ReplayOption {
-	return []ReplayOption{WithPollInterval(time.Hour), func(c *replayConfig) { c.firstPoll = time.Hour }}
+	return []ReplayOption{WithPollInterval(time.Hour), func(c *replayConfig) error { c.firstPoll = time.Hour; return nil }}
 }
 
 // readAllFrames reads r to its end.
@@ -224,7 +224,7 @@ func TestReplayBurstSeenTwice(t *testing.T) {
 			once.Do(func() { want = append(want, b.write(5, false)...) })
 			return mux.GetBatch(ctx, stream, subject, start, batch, maxBytes, fn)
 		}
-		r, err := Open(t.Context(), e.nc, id, from, append(livePolls(), withMux(mux), func(c *replayConfig) { c.get = get })...)
+		r, err := Open(t.Context(), e.nc, id, from, append(livePolls(), withMux(mux), func(c *replayConfig) error { c.get = get; return nil })...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -33,7 +33,13 @@ var (
 	// ErrNotCancelable reports a cancel of a request whose final frame was
 	// already written.
 	ErrNotCancelable = errors.New("egress: request already final")
+	// ErrInvalidOption reports an option value New, Open or Replay refuses.
+	ErrInvalidOption = errors.New("egress: invalid option")
 )
+
+func invalid(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, a...))
+}
 
 func badRequest(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, a...))

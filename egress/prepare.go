@@ -121,7 +121,9 @@ func takePrepared(ctx context.Context, requestID string) *Prepared {
 
 // withPrepared makes Open use p's subscription; when p is fresh, the first
 // read of the stream is skipped.
-func withPrepared(p *Prepared) ReplayOption { return func(c *replayConfig) { c.prepared = p } }
+func withPrepared(p *Prepared) ReplayOption {
+	return func(c *replayConfig) error { c.prepared = p; return nil }
+}
 
 // open is Open on the service's connection, with the subscription prepared
 // in ctx for requestID when there is one.

@@ -24,7 +24,7 @@ func readAll(t *testing.T, ctx context.Context, nc *nats.Conn, id string) []Fram
 	}
 	// No poll of the stream while waiting: what is read comes from the
 	// subscription, or from the reads the reader decides on.
-	noPoll := func(c *replayConfig) { c.firstPoll, c.pollInterval = time.Hour, time.Hour }
+	noPoll := func(c *replayConfig) error { c.firstPoll, c.pollInterval = time.Hour, time.Hour; return nil }
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	rd, err := Open(ctx, nc, id, 0, append(opts, WithoutRequestCheck(), noPoll)...)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -173,8 +174,10 @@ const (
 	firstPoll = 200 * time.Millisecond
 )
 
-// ReplayOption configures a [Reader].
-type ReplayOption func(*replayConfig)
+// ReplayOption configures a [Reader]. Options validate their arguments:
+// Open, Replay and New (through WithReplayOptions) return an error wrapping
+// ErrInvalidOption for a bad one.
+type ReplayOption func(*replayConfig) error
 
 type replayConfig struct {
 	responses    string
@@ -219,51 +222,69 @@ func defaultReplayConfig() replayConfig {
 }
 
 // WithStreams names the response and request streams (defaults
-// E2A_RESPONSES and E2A_REQUESTS).
+// E2A_RESPONSES and E2A_REQUESTS; an empty name keeps the default). A name
+// with a dot, a wildcard or white space is refused.
 func WithStreams(responses, requests string) ReplayOption {
-	return func(c *replayConfig) {
+	return func(c *replayConfig) error {
+		if strings.ContainsAny(responses, streamNameRefused) || strings.ContainsAny(requests, streamNameRefused) {
+			return invalid("stream names %q, %q", responses, requests)
+		}
 		if responses != "" {
 			c.responses = responses
 		}
 		if requests != "" {
 			c.requests = requests
 		}
+		return nil
 	}
 }
 
+// streamNameRefused are the characters no JetStream stream name holds.
+const streamNameRefused = ".*> \t\r\n/\\"
+
 // WithBatch sets how many frames one direct get reads (default 64) and the
-// byte bound of one batch (default 1 MiB). Together with the live buffer it
-// bounds the memory a reader holds.
+// byte bound of one batch (default 1 MiB); zero keeps a default, a negative
+// value is refused. Together with the live buffer it bounds the memory a
+// reader holds.
 func WithBatch(frames, maxBytes int) ReplayOption {
-	return func(c *replayConfig) {
+	return func(c *replayConfig) error {
+		if frames < 0 || maxBytes < 0 {
+			return invalid("batch of %d frames, %d bytes", frames, maxBytes)
+		}
 		if frames > 0 {
 			c.batch = frames
 		}
 		if maxBytes > 0 {
 			c.batchBytes = maxBytes
 		}
+		return nil
 	}
 }
 
 // WithLiveBuffer sets how many live messages a reader buffers (default 64).
 // Live messages beyond it are dropped and read again from the stream.
+// n < 1 is refused.
 func WithLiveBuffer(n int) ReplayOption {
-	return func(c *replayConfig) {
-		if n > 0 {
-			c.liveBuffer = n
+	return func(c *replayConfig) error {
+		if n < 1 {
+			return invalid("live buffer %d < 1", n)
 		}
+		c.liveBuffer = n
+		return nil
 	}
 }
 
 // WithHeartbeat calls fn after every interval spent waiting for a frame,
 // including before the first one. fn runs on the goroutine that called
-// Next; an error from fn ends the read with that error.
+// Next; an error from fn ends the read with that error. interval ≤ 0 and
+// a nil fn are refused.
 func WithHeartbeat(interval time.Duration, fn func() error) ReplayOption {
-	return func(c *replayConfig) {
-		if interval > 0 {
-			c.heartbeat = interval
+	return func(c *replayConfig) error {
+		if interval <= 0 || fn == nil {
+			return invalid("heartbeat every %v (func set: %t)", interval, fn != nil)
 		}
-		c.onHeartbeat = fn
+		c.heartbeat, c.onHeartbeat = interval, fn
+		return nil
 	}
 }
 
@@ -271,12 +292,14 @@ func WithHeartbeat(interval time.Duration, fn func() error) ReplayOption {
 // it also reads the stream (default 2 s). Live delivery is at most once
 // (republish is core NATS, and in a cluster the interest of a new
 // subscription reaches the stream leader asynchronously), so the poll is
-// what guarantees progress.
+// what guarantees progress. d ≤ 0 is refused.
 func WithPollInterval(d time.Duration) ReplayOption {
-	return func(c *replayConfig) {
-		if d > 0 {
-			c.pollInterval = d
+	return func(c *replayConfig) error {
+		if d <= 0 {
+			return invalid("poll interval %v ≤ 0", d)
 		}
+		c.pollInterval = d
+		return nil
 	}
 }
 
@@ -284,15 +307,16 @@ func WithPollInterval(d time.Duration) ReplayOption {
 // that has not been answered yet (default 5 min), and the wait for any
 // next frame (idle, default 10 min). A zero duration keeps the default; a
 // negative one waits without limit. Exceeding either ends the read with
-// ErrWaitTimeout.
+// ErrWaitTimeout. Every duration has a meaning, so none is refused.
 func WithMaxWait(first, idle time.Duration) ReplayOption {
-	return func(c *replayConfig) {
+	return func(c *replayConfig) error {
 		if first != 0 {
 			c.maxWait = first
 		}
 		if idle != 0 {
 			c.idleTimeout = idle
 		}
+		return nil
 	}
 }
 
@@ -300,7 +324,7 @@ func WithMaxWait(first, idle time.Duration) ReplayOption {
 // the request has no frame yet (the caller knows the request exists, e.g.
 // ingress right after its publish was acknowledged).
 func WithoutRequestCheck() ReplayOption {
-	return func(c *replayConfig) { c.checkRequest = false }
+	return func(c *replayConfig) error { c.checkRequest = false; return nil }
 }
 
 // waitHooks are what a reader calls around its waits: the Service's
@@ -317,22 +341,38 @@ type waitHooks interface {
 	headHoldOver() error
 }
 
+// applyReplay applies opts to c; a nil option or one that refuses its
+// arguments is an error wrapping ErrInvalidOption.
+func applyReplay(c *replayConfig, opts []ReplayOption) error {
+	for _, o := range opts {
+		if o == nil {
+			return invalid("nil replay option")
+		}
+		if err := o(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // withWaitHooks has the reader call h around its waits; hold > 0 arms the
 // head hold: the Service holds the head of its response (status line,
 // headers, the renderer's opening event) until the first frame, so that
 // both go out in one write, and sends it alone only when the first frame
 // is that late.
 func withWaitHooks(h waitHooks, hold time.Duration) ReplayOption {
-	return func(c *replayConfig) { c.waits, c.headHold = h, hold }
+	return func(c *replayConfig) error { c.waits, c.headHold = h, hold; return nil }
 }
 
-func withMux(m *streams.DirectGetter) ReplayOption { return func(c *replayConfig) { c.mux = m } }
+func withMux(m *streams.DirectGetter) ReplayOption {
+	return func(c *replayConfig) error { c.mux = m; return nil }
+}
 
 // withoutDecode makes the reader decode only the head of each frame
 // (sequence, is_final, response_kind): Frame.Response stays nil and is
 // decoded by Frame.Decoded when a renderer needs it. The E2A pass-through
 // renderers write Raw and never do.
-func withoutDecode() ReplayOption { return func(c *replayConfig) { c.lazy = true } }
+func withoutDecode() ReplayOption { return func(c *replayConfig) error { c.lazy = true; return nil } }
 
 // Reader delivers the frames of one request in order, exactly once, from a
 // resume point to the final frame: first what E2A_RESPONSES already holds
@@ -388,8 +428,8 @@ func Open(ctx context.Context, nc *nats.Conn, requestID string, from int64, opts
 		return nil, badRequest("resume point %d is negative", from)
 	}
 	cfg := defaultReplayConfig()
-	for _, o := range opts {
-		o(&cfg)
+	if err := applyReplay(&cfg, opts); err != nil {
+		return nil, err
 	}
 	respSubj, err := subjects.Response(requestID)
 	if err != nil {

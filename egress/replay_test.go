@@ -287,7 +287,7 @@ func TestReaderBeforeWait(t *testing.T) {
 	w.text("a")
 	waiting := make(chan struct{}, 8)
 	r, err := Open(context.Background(), e.nc, "req_bw", 0, WithPollInterval(time.Hour),
-		func(c *replayConfig) { c.firstPoll = time.Hour },
+		func(c *replayConfig) error { c.firstPoll = time.Hour; return nil },
 		withWaitHooks(waitFunc(func() error { waiting <- struct{}{}; return nil }), 0))
 	if err != nil {
 		t.Fatal(err)
@@ -327,7 +327,7 @@ func TestReaderRecoversDroppedFinal(t *testing.T) {
 	e.submit(t, env)
 	w := e.writer(t, env)
 	r, err := Open(context.Background(), e.nc, "req_drop", 0, WithLiveBuffer(1), WithPollInterval(time.Hour),
-		func(c *replayConfig) { c.firstPoll = time.Hour })
+		func(c *replayConfig) error { c.firstPoll = time.Hour; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}

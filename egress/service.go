@@ -79,70 +79,118 @@ type config struct {
 // used instead of calling f. Ingress's Auth.Tenant is the usual f. Without
 // it the endpoints are open (auth scheme none).
 func WithAuthorizer(f func(*http.Request) (tenant.Principal, error)) Option {
-	return func(c *config) { c.authorize = f }
+	return func(c *config) error {
+		if f == nil {
+			return invalid("nil authorizer")
+		}
+		c.authorize = f
+		return nil
+	}
 }
 
-// Option configures a Service.
-type Option func(*config)
+// Option configures a Service. Options validate their arguments: New
+// returns an error wrapping ErrInvalidOption for a bad one.
+type Option func(*config) error
 
-// WithRegisterer registers the egress metrics on reg (default: none).
-func WithRegisterer(reg prometheus.Registerer) Option { return func(c *config) { c.reg = reg } }
+// WithRegisterer registers the egress metrics on reg (default: none; nil
+// is refused).
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return func(c *config) error {
+		if reg == nil {
+			return invalid("nil registerer")
+		}
+		c.reg = reg
+		return nil
+	}
+}
 
-// WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+// WithLogger sets the logger (default slog.Default(); nil is refused).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return invalid("nil logger")
+		}
+		c.log = l
+		return nil
+	}
+}
 
 // WithHeartbeatInterval sets the idle time after which streams write a
-// keep-alive (default 15 s).
+// keep-alive (default 15 s; d ≤ 0 is refused).
 func WithHeartbeatInterval(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			c.heartbeat = d
+	return func(c *config) error {
+		if d <= 0 {
+			return invalid("heartbeat interval %v ≤ 0", d)
 		}
+		c.heartbeat = d
+		return nil
 	}
 }
 
 // WithSSERetry sets the retry: delay announced on E2A SSE streams
-// (default 2 s).
-func WithSSERetry(d time.Duration) Option { return func(c *config) { c.retry = d } }
+// (default 2 s; 0 announces none, a negative delay is refused).
+func WithSSERetry(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return invalid("SSE retry %v < 0", d)
+		}
+		c.retry = d
+		return nil
+	}
+}
 
 // WithWriteTimeout sets how long a write to a client may block before the
 // client is disconnected as slow (default 10 s; the socket buffers are the
-// bounded buffer).
+// bounded buffer; d ≤ 0 is refused).
 func WithWriteTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			c.writeTimeout = d
+	return func(c *config) error {
+		if d <= 0 {
+			return invalid("write timeout %v ≤ 0", d)
 		}
+		c.writeTimeout = d
+		return nil
 	}
 }
 
 // WithWaitLimits sets the wait for the first frame of an accepted request
-// (default 5 min) and between frames (default 10 min); negative: no limit.
+// (default 5 min) and between frames (default 10 min); zero keeps a
+// default, negative: no limit. Every duration has a meaning, so none is
+// refused.
 func WithWaitLimits(first, idle time.Duration) Option {
-	return func(c *config) {
+	return func(c *config) error {
 		if first != 0 {
 			c.maxWait = first
 		}
 		if idle != 0 {
 			c.idleTimeout = idle
 		}
+		return nil
 	}
 }
 
 // WithCancelWait sets how long a cancel waits for the final frame before
-// answering with the task as it is (default 10 s).
+// answering with the task as it is (default 10 s; d ≤ 0 is refused).
 func WithCancelWait(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			c.cancelWait = d
+	return func(c *config) error {
+		if d <= 0 {
+			return invalid("cancel wait %v ≤ 0", d)
 		}
+		c.cancelWait = d
+		return nil
 	}
 }
 
 // WithReplayOptions passes options to every reader (stream names, batch
-// size, live buffer, poll interval).
+// size, live buffer, poll interval). They are checked once, by New.
 func WithReplayOptions(opts ...ReplayOption) Option {
-	return func(c *config) { c.replay = append(c.replay, opts...) }
+	return func(c *config) error {
+		rc := defaultReplayConfig()
+		if err := applyReplay(&rc, opts); err != nil {
+			return err
+		}
+		c.replay = append(c.replay, opts...)
+		return nil
+	}
 }
 
 type metrics struct {
@@ -199,7 +247,12 @@ func New(nc *nats.Conn, opts ...Option) (*Service, error) {
 		headHold:     headHold,
 	}
 	for _, o := range opts {
-		o(&cfg)
+		if o == nil {
+			return nil, invalid("nil option")
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.log == nil {
 		cfg.log = slog.Default()
@@ -213,8 +266,8 @@ func New(nc *nats.Conn, opts ...Option) (*Service, error) {
 		return nil, err
 	}
 	rc := defaultReplayConfig()
-	for _, o := range cfg.replay {
-		o(&rc)
+	if err := applyReplay(&rc, cfg.replay); err != nil {
+		return nil, err
 	}
 	return &Service{nc: nc, mux: mux, cfg: cfg, m: m, log: cfg.log, liveBuffer: rc.liveBuffer}, nil
 }

@@ -409,7 +409,7 @@ func TestHTTPStreamCoalescesWrites(t *testing.T) {
 // The head of a stream waits for the request's first frame and goes out
 // with it; the final frame goes out with the end of the response.
 func TestHTTPStreamHeadWaitsForFirstFrame(t *testing.T) {
-	h := startHTTP(t, WithHeartbeatInterval(time.Hour), func(c *config) { c.headHold = time.Hour })
+	h := startHTTP(t, WithHeartbeatInterval(time.Hour), func(c *config) error { c.headHold = time.Hour; return nil })
 	env := newEnvelope("req_hold")
 	h.submit(t, env)
 	url, log := h.serveLogged(t)

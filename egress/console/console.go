@@ -68,45 +68,115 @@ type options struct {
 	budget    int
 }
 
-// Option configures a Console.
-type Option func(*options)
+// Option configures a Console. Options validate their arguments: New
+// returns an error wrapping ErrInvalidOption for a bad one.
+type Option func(*options) error
 
 // WithAuth requires every page and API of the console to authenticate with
-// fn (default: none, as when ingress runs without auth).
-func WithAuth(fn AuthFunc) Option { return func(o *options) { o.auth = fn } }
+// fn (default: none, as when ingress runs without auth; nil is refused).
+func WithAuth(fn AuthFunc) Option {
+	return func(o *options) error {
+		if fn == nil {
+			return invalid("nil auth func")
+		}
+		o.auth = fn
+		return nil
+	}
+}
 
-// WithRegisterer registers the console's metrics (e2a_console_*) on reg.
-func WithRegisterer(reg prometheus.Registerer) Option { return func(o *options) { o.reg = reg } }
+// WithRegisterer registers the console's metrics (e2a_console_*) on reg
+// (nil is refused).
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return func(o *options) error {
+		if reg == nil {
+			return invalid("nil registerer")
+		}
+		o.reg = reg
+		return nil
+	}
+}
 
 // WithGatherer is the registry the live counters are read from: the
-// process's one registry (default: none, only stream state is shown).
-func WithGatherer(g prometheus.Gatherer) Option { return func(o *options) { o.gatherer = g } }
+// process's one registry (default: none, only stream state is shown; nil
+// is refused).
+func WithGatherer(g prometheus.Gatherer) Option {
+	return func(o *options) error {
+		if g == nil {
+			return invalid("nil gatherer")
+		}
+		o.gatherer = g
+		return nil
+	}
+}
 
-// WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+// WithLogger sets the logger (default slog.Default(); nil is refused).
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return invalid("nil logger")
+		}
+		o.log = l
+		return nil
+	}
+}
 
 // WithStreamsConfig sizes the index bucket from the pipeline's streams
 // configuration: its replicas, storage, and (unless WithIndexTTL) its key
-// TTL, ResponsesMaxAge.
-func WithStreamsConfig(c streams.Config) Option { return func(o *options) { o.streams = c } }
+// TTL, ResponsesMaxAge. A configuration that fails c.Validate is refused.
+func WithStreamsConfig(c streams.Config) Option {
+	return func(o *options) error {
+		if err := c.Validate(); err != nil {
+			return invalid("streams config: %v", err)
+		}
+		o.streams = c
+		return nil
+	}
+}
 
-// WithIndexTTL sets how long index keys live (see doc.go for sizing).
-func WithIndexTTL(d time.Duration) Option { return func(o *options) { o.ttl = d } }
+// WithIndexTTL sets how long index keys live (see doc.go for sizing;
+// d ≤ 0 is refused).
+func WithIndexTTL(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return invalid("index TTL %v ≤ 0", d)
+		}
+		o.ttl = d
+		return nil
+	}
+}
 
 // WithoutIndexer serves the console from the index without feeding it
 // (another process runs the indexer).
-func WithoutIndexer() Option { return func(o *options) { o.noIndexer = true } }
+func WithoutIndexer() Option { return func(o *options) error { o.noIndexer = true; return nil } }
 
 // WithDemo shows a "start a demo request" form. The console publishes
 // nothing itself: it hands POST /v1/requests?agent=pool, with the caller's
-// credential, to h (the ingress mux).
+// credential, to h (the ingress mux). A nil h or an invalid pool name
+// (subjects.ValidatePool) is refused.
 func WithDemo(h http.Handler, pool string) Option {
-	return func(o *options) { o.demo, o.demoPool = h, pool }
+	return func(o *options) error {
+		if h == nil {
+			return invalid("nil demo handler")
+		}
+		if err := subjects.ValidatePool(pool); err != nil {
+			return invalid("demo pool: %v", err)
+		}
+		o.demo, o.demoPool = h, pool
+		return nil
+	}
 }
 
 // WithScanBudget bounds the index keys one list call examines (default
-// DefaultScanBudget).
-func WithScanBudget(n int) Option { return func(o *options) { o.budget = n } }
+// DefaultScanBudget; n < 1 is refused).
+func WithScanBudget(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return invalid("scan budget %d < 1", n)
+		}
+		o.budget = n
+		return nil
+	}
+}
 
 // New provisions the index bucket (idempotently), starts the indexer
 // (unless WithoutIndexer) and returns the console. eg serves the frames of
@@ -115,7 +185,12 @@ func WithScanBudget(n int) Option { return func(o *options) { o.budget = n } }
 func New(ctx context.Context, nc *nats.Conn, eg *egress.Service, opts ...Option) (*Console, error) {
 	o := options{streams: streams.DefaultConfig(), budget: DefaultScanBudget}
 	for _, opt := range opts {
-		opt(&o)
+		if opt == nil {
+			return nil, invalid("nil option")
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
 	}
 	if o.log == nil {
 		o.log = slog.Default()
