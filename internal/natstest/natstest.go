@@ -38,27 +38,66 @@ type options struct {
 	embedded streams.EmbeddedOptions
 }
 
-// Option configures RunServer and RunCluster.
-type Option func(*options)
+// Option configures RunServer and RunCluster. Options validate their
+// arguments; a bad one fails the test with an error wrapping
+// ErrInvalidOption.
+type Option func(*options) error
 
 // WithConfig applies cfg instead of Config(). RunCluster still sets
-// Replicas to min(n, 3).
-func WithConfig(cfg streams.Config) Option { return func(o *options) { o.cfg = cfg } }
+// Replicas to min(n, 3). A cfg that fails cfg.Validate is refused.
+func WithConfig(cfg streams.Config) Option {
+	return func(o *options) error {
+		if err := cfg.Validate(); err != nil {
+			return invalid("streams config: %v", err)
+		}
+		o.cfg = cfg
+		return nil
+	}
+}
 
 // WithoutStreams starts the servers without applying any stream.
-func WithoutStreams() Option { return func(o *options) { o.noApply = true } }
+func WithoutStreams() Option { return func(o *options) error { o.noApply = true; return nil } }
 
 // WithSyncAlways makes the servers fsync every write, as production does.
-func WithSyncAlways() Option { return func(o *options) { o.embedded.SyncAlways = true } }
+func WithSyncAlways() Option {
+	return func(o *options) error { o.embedded.SyncAlways = true; return nil }
+}
+
+// maxPayloadLimit is the largest max_payload a NATS server accepts.
+const maxPayloadLimit = 64 << 20
 
 // WithMaxPayload sets the servers' max_payload (the largest message,
-// headers included, they accept) to n bytes instead of the default 1 MiB.
-func WithMaxPayload(n int32) Option { return func(o *options) { o.embedded.MaxPayload = n } }
+// headers included, they accept) to n bytes instead of the default 1 MiB;
+// n outside [1, 64 MiB] is refused.
+func WithMaxPayload(n int32) Option {
+	return func(o *options) error {
+		if n < 1 || n > maxPayloadLimit {
+			return invalid("max payload %d not in [1, %d]", n, maxPayloadLimit)
+		}
+		o.embedded.MaxPayload = n
+		return nil
+	}
+}
 
-func buildOptions(opts []Option) options {
+func buildOptions(opts []Option) (options, error) {
 	o := options{cfg: Config()}
 	for _, opt := range opts {
-		opt(&o)
+		if opt == nil {
+			return o, invalid("nil option")
+		}
+		if err := opt(&o); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// mustBuildOptions is buildOptions failing t on a bad option.
+func mustBuildOptions(t testing.TB, opts []Option) options {
+	t.Helper()
+	o, err := buildOptions(opts)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
 	}
 	return o
 }
@@ -70,7 +109,7 @@ func buildOptions(opts []Option) options {
 // connections can use srv.ClientURL().
 func RunServer(t testing.TB, opts ...Option) (*streams.Embedded, *nats.Conn) {
 	t.Helper()
-	o := buildOptions(opts)
+	o := mustBuildOptions(t, opts)
 	eo := o.embedded
 	eo.StoreDir = t.TempDir()
 	srv, err := streams.StartEmbedded(eo)
@@ -128,7 +167,7 @@ func RunCluster(t testing.TB, n int, opts ...Option) *Cluster {
 	if n < 1 {
 		t.Fatalf("natstest: cluster of %d nodes", n)
 	}
-	o := buildOptions(opts)
+	o := mustBuildOptions(t, opts)
 	c := &Cluster{t: t, nodes: make([]*streams.Embedded, n), opts: make([]streams.EmbeddedOptions, n)}
 	// Directories first: cleanups run last registered first, and the nodes
 	// must stop before their directories go.
