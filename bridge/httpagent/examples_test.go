@@ -1,0 +1,169 @@
+package httpagent_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	a2a03 "github.com/a2aproject/a2a-go/a2a"
+	a2aclient03 "github.com/a2aproject/a2a-go/a2aclient"
+	agentcard03 "github.com/a2aproject/a2a-go/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/acptest"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/internal/proctest"
+)
+
+// TestExamples: the README's smallest agents (examples/httpagent: Python's
+// http.server with Debian's python3, Node's node:http) behind the bridge
+// answer every front door: E2A SSE with resume, A2A v1.0 (a2a-go/v2 from
+// the pool's card), A2A v0.3 (a2a-go), ACP (acp-go-sdk over stdio).
+func TestExamples(t *testing.T) {
+	t.Parallel()
+	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithDefaultPool("py")))
+	bridgePool(t, p, "py", startExample(t, proctest.Python3(t), "agent.py"))
+	bridgePool(t, p, "js", startExample(t, proctest.Node(t), "agent.mjs"))
+	for _, c := range []struct{ pool, who string }{{"py", "Python"}, {"js", "Node"}} {
+		t.Run(c.pool, func(t *testing.T) {
+			// E2A, streamed, then resumed after frame 1.
+			req, _ := http.NewRequest(http.MethodPost, p.URL+"/pools/"+c.pool+"/v1/requests",
+				strings.NewReader(`{"request_id":"ex-`+c.pool+`","params":{"text":"hello there"}}`))
+			req.Header.Set("Accept", "text/event-stream")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			frames := sseFrames(t, resp.Body)
+			resp.Body.Close()
+			got := answer{Frames: frames}
+			if want := c.who + " heard: hello there "; got.text() != want {
+				t.Errorf("E2A text %q, want %q", got.text(), want)
+			}
+			if f := got.final(); f == nil || f.ResponseKind != "e2a.complete" || !strings.Contains(string(f.Body), `"words":2`) {
+				t.Errorf("E2A final frame %+v", f)
+			}
+			req, _ = http.NewRequest(http.MethodGet, p.URL+"/v1/requests/ex-"+c.pool+"/stream", nil)
+			req.Header.Set("Last-Event-ID", "1")
+			resp, err = http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rest := sseFrames(t, resp.Body)
+			resp.Body.Close()
+			if len(rest) != len(frames)-2 || rest[0].Sequence != 2 {
+				t.Errorf("resume after 1: %d frames from %d, want %d from 2", len(rest), rest[0].Sequence, len(frames)-2)
+			}
+
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			card, err := agentcard.DefaultResolver.Resolve(ctx, p.URL+"/pools/"+c.pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl, err := a2aclient.NewFromCard(ctx, card)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = cl.Destroy() }()
+			res, err := cl.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("hi v1"))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := v1Text(res); !strings.Contains(got, c.who+" heard: hi v1") {
+				t.Errorf("A2A v1.0 answer %q", got)
+			}
+
+			card03, err := agentcard03.DefaultResolver.Resolve(ctx, p.URL+"/pools/"+c.pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl03, err := a2aclient03.NewFromCard(ctx, card03)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res03, err := cl03.SendMessage(ctx, &a2a03.MessageSendParams{Message: a2a03.NewMessage(a2a03.MessageRoleUser, a2a03.TextPart{Text: "hi v03"})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := v03Text(res03); !strings.Contains(got, c.who+" heard: hi v03") {
+				t.Errorf("A2A v0.3 answer %q", got)
+			}
+		})
+	}
+
+	// ACP over stdio, to the default pool (py).
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	go func() { _ = ingress.ServeACPStdio(ctx, inR, outW, p.Ingress); _ = outW.Close() }()
+	defer inW.Close()
+	rec := acptest.NewRecorder()
+	conn := acp.NewClientSideConnection(rec, inW, outR)
+	if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: "/work", McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := conn.Prompt(ctx, acp.PromptRequest{SessionId: s.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("hi acp")}})
+	if err != nil || pr.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("ACP prompt: %+v %v", pr, err)
+	}
+	var said strings.Builder
+	for _, u := range rec.Take(s.SessionId) {
+		if u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.Text != nil {
+			said.WriteString(u.AgentMessageChunk.Content.Text.Text)
+		}
+	}
+	if !strings.Contains(said.String(), "Python heard: hi acp") {
+		t.Errorf("ACP agent messages %q", said.String())
+	}
+}
+
+func v1Text(res a2a.SendMessageResult) string {
+	var parts a2a.ContentParts
+	switch r := res.(type) {
+	case *a2a.Message:
+		parts = r.Parts
+	case *a2a.Task:
+		for _, a := range r.Artifacts {
+			parts = append(parts, a.Parts...)
+		}
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if th, _ := p.Metadata["thought"].(bool); !th {
+			b.WriteString(p.Text())
+		}
+	}
+	return b.String()
+}
+
+func v03Text(res a2a03.SendMessageResult) string {
+	var parts a2a03.ContentParts
+	switch r := res.(type) {
+	case *a2a03.Message:
+		parts = r.Parts
+	case *a2a03.Task:
+		for _, a := range r.Artifacts {
+			parts = append(parts, a.Parts...)
+		}
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if tp, ok := p.(a2a03.TextPart); ok {
+			b.WriteString(tp.Text)
+		}
+	}
+	return b.String()
+}
