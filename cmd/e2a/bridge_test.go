@@ -7,10 +7,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/e2a-pipeline/pipeline/internal/proctest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
@@ -78,6 +80,7 @@ func TestAgentBridgeOpenAI(t *testing.T) {
 		"E2A_UPSTREAM_NAME=Test Model", "E2A_LOG_LEVEL=debug"},
 		"agent", "--pool", "llm", "--openai", upstream.URL+"/v1", "--model", "test-model")
 	waitLine(t, agentErr, regexp.MustCompile(`agent pool running`))
+	waitPoolLive(t, base, "llm")
 
 	var card struct {
 		Name string `json:"name"`
@@ -123,4 +126,41 @@ func TestAgentBridgeOpenAI(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestAgentBridgeHTTP: `e2a agent --pool py --http URL` beside `e2a dev`
+// serves the pool from the README's Python example.
+func TestAgentBridgeHTTP(t *testing.T) {
+	port := proctest.Start(t, proctest.Python3(t), "../../examples/httpagent/agent.py", "0")
+	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
+	m, _ := waitLine(t, devOut, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	base := m[1]
+	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
+	_, agentErr := startBin(t, []string{"E2A_NATS_URL=" + m[1], "E2A_HTTP_ADDR=127.0.0.1:0"},
+		"agent", "--pool", "py", "--http", "http://127.0.0.1:"+strconv.Itoa(port)+"/")
+	waitLine(t, agentErr, regexp.MustCompile(`agent pool running`))
+	waitPoolLive(t, base, "py")
+	resp, err := http.Post(base+"/pools/py/v1/requests?wait=true", "application/json", strings.NewReader(`{"params":{"text":"hi there"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"Python `) || !strings.Contains(string(b), `"words":2`) {
+		t.Errorf("answer %d: %s", resp.StatusCode, b)
+	}
+}
+
+// waitPoolLive waits until /readyz reports a worker of pool pulling.
+func waitPoolLive(t *testing.T, base, pool string) {
+	t.Helper()
+	testkit.Eventually(t, 30*time.Second, "pool "+pool+" live in /readyz", func() bool {
+		var ready struct {
+			Details struct {
+				Pools map[string]string `json:"pools"`
+			} `json:"details"`
+		}
+		_, body := httpGet(t, base+"/readyz")
+		return json.Unmarshal([]byte(body), &ready) == nil && ready.Details.Pools[pool] == "live"
+	})
 }
