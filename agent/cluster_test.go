@@ -13,6 +13,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -51,7 +52,9 @@ func TestCluster(t *testing.T) {
 		for i := range n {
 			publish(t, js, "fo", request(fmt.Sprintf("fo-%d", i), map[string]any{"frames": 10, "delay_ms": 40}))
 		}
-		time.Sleep(200 * time.Millisecond)
+		testkit.Eventually(t, 20*time.Second, "the requests streaming", func() bool {
+			return metricValue(t, reg, "e2a_agent_frames_published_total", nil) >= n
+		})
 		leader := c.StreamLeader(streams.ResponsesStream)
 		if leader < 0 {
 			t.Fatal("no leader for E2A_RESPONSES")

@@ -15,6 +15,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -97,21 +98,14 @@ func storedFrames(t testing.TB, nc *nats.Conn, id string) ([]*e2a.Response, []st
 	// Short attempts, retried: a request in flight to a node that dies is
 	// never answered.
 	var msgs []streams.RawMsg
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.Eventually(t, 30*time.Second, "the frames of "+id+" read", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		msgs, err = streams.DirectGetAll(ctx, nc, streams.ResponsesStream, subj, 0, 256)
 		cancel()
-		if errors.Is(err, streams.ErrNoMessages) {
-			return nil, nil
-		}
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("read frames of %s: %v", id, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err == nil || errors.Is(err, streams.ErrNoMessages)
+	})
+	if err != nil {
+		return nil, nil
 	}
 	out := make([]*e2a.Response, 0, len(msgs))
 	for _, m := range msgs {
@@ -124,20 +118,15 @@ func storedFrames(t testing.TB, nc *nats.Conn, id string) ([]*e2a.Response, []st
 // checked with e2a.CheckFrames.
 func waitFinal(t testing.TB, nc *nats.Conn, id string, d time.Duration) []*e2a.Response {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		fr, _ := storedFrames(t, nc, id)
-		if n := len(fr); n > 0 && fr[n-1].IsFinal {
-			if err := e2a.CheckFrames(fr); err != nil {
-				t.Fatalf("frames of %s: %v", id, err)
-			}
-			return fr
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("request %s: no final frame after %v (%d frames)", id, d, len(fr))
-		}
-		time.Sleep(10 * time.Millisecond)
+	var fr []*e2a.Response
+	testkit.Eventually(t, d, "the final frame of "+id, func() bool {
+		fr, _ = storedFrames(t, nc, id)
+		return len(fr) > 0 && fr[len(fr)-1].IsFinal
+	})
+	if err := e2a.CheckFrames(fr); err != nil {
+		t.Fatalf("frames of %s: %v", id, err)
 	}
+	return fr
 }
 
 // worker runs agent.Run in the background.
@@ -181,21 +170,14 @@ func (w *worker) stop() error {
 func waitConsumer(t testing.TB, js jetstream.JetStream, pool string) {
 	t.Helper()
 	name, _ := streams.AgentConsumerName(pool)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.Eventually(t, 30*time.Second, "consumer "+name, func() bool {
 		// Short attempts: a clustered consumer without a leader yet may leave
 		// an info request unanswered.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
 		_, err := js.Consumer(ctx, streams.RequestsStream, name)
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("consumer %s not created: %v", name, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil
+	})
 }
 
 // counter reads a counter or gauge value from a registry.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,7 +91,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 	started := make(chan struct{})
 	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
 		close(started)
-		time.Sleep(400 * time.Millisecond)
+		time.Sleep(400 * time.Millisecond) // the behaviour: a turn still running when shutdown begins
 		return w.Complete("finished")
 	})
 	w := startWorker(t, s.connect(t), "drain", h, agent.WithDrainTimeout(5*time.Second))
@@ -218,14 +217,15 @@ func TestMetricsRegistered(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
 	reg := prometheus.NewRegistry()
-	var slow atomic.Bool
+	release := make(chan struct{})
 	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
-		for slow.Load() {
-			time.Sleep(5 * time.Millisecond)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 		return demo.New().Serve(ctx, env, w)
 	})
-	slow.Store(true)
 	startWorker(t, s.connect(t), "metrics", h, agent.WithMetrics(reg))
 	// A second worker sharing the registry reuses the collectors.
 	startWorker(t, s.connect(t), "metrics2", demo.New(), agent.WithMetrics(reg))
@@ -233,7 +233,7 @@ func TestMetricsRegistered(t *testing.T) {
 	waitConsumer(t, s.js, "metrics2")
 	publish(t, s.js, "metrics", request("m-1", map[string]any{"frames": 2}))
 	waitMetric(t, reg, "e2a_agent_in_flight", map[string]string{"pool": "metrics"}, 1)
-	slow.Store(false)
+	close(release)
 	publish(t, s.js, "metrics2", request("m-2", map[string]any{"frames": 2}))
 	waitFinal(t, s.nc, "m-1", 10*time.Second)
 	waitFinal(t, s.nc, "m-2", 10*time.Second)

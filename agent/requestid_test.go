@@ -12,6 +12,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -117,8 +118,7 @@ func TestInvalidRequestIDFromIntegrator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, "every delivery acknowledged", func() bool {
 		info, err := cons.Info(tctx(t))
 		if err != nil {
 			t.Fatal(err)
@@ -126,12 +126,6 @@ func TestInvalidRequestIDFromIntegrator(t *testing.T) {
 		if info.NumRedelivered != 0 {
 			t.Fatalf("%d redelivered", info.NumRedelivered)
 		}
-		if info.NumAckPending == 0 && info.NumPending == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("consumer still has %d unacknowledged, %d pending", info.NumAckPending, info.NumPending)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return info.NumAckPending == 0 && info.NumPending == 0
+	})
 }

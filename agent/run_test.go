@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
@@ -90,17 +92,9 @@ func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
 func waitMetric(t testing.TB, reg *prometheus.Registry, name string, labels map[string]string, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := metricValue(t, reg, name, labels)
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s%v = %v, want %v", name, labels, got, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("%s%v = %v", name, labels, want), func() bool {
+		return metricValue(t, reg, name, labels) == want
+	})
 }
 
 var _ = context.Background

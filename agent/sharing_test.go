@@ -12,6 +12,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // Point 1: two workers on one durable consumer share the load; each runs at
@@ -37,7 +38,7 @@ func TestWorkSharingBoundedByConcurrencyAndMaxAckPending(t *testing.T) {
 			handledBy[name]++
 			handledID[env.RequestID]++
 			mu.Unlock()
-			time.Sleep(150 * time.Millisecond)
+			time.Sleep(150 * time.Millisecond) // the behaviour: turns long enough to overlap
 			mu.Lock()
 			cur--
 			curBy[name]--
@@ -83,17 +84,18 @@ func TestWorkSharingBoundedByConcurrencyAndMaxAckPending(t *testing.T) {
 func TestInProgressKeepsLongHandler(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
-	slow := func(calls *atomic.Int32) agent.Handler {
+	slow := func(calls, returned *atomic.Int32) agent.Handler {
 		return agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
 			calls.Add(1)
-			time.Sleep(2500 * time.Millisecond)
+			defer returned.Add(1)
+			time.Sleep(2500 * time.Millisecond) // the behaviour: a handler running 2.5× the AckWait
 			return w.Complete("done")
 		})
 	}
-	var withHB, withoutHB atomic.Int32
+	var withHB, withoutHB, withHBReturned, withoutHBReturned atomic.Int32
 	reg := prometheus.NewRegistry()
-	startWorker(t, s.connect(t), "slow", slow(&withHB), agent.WithAckWait(time.Second), agent.WithMetrics(reg))
-	startWorker(t, s.connect(t), "stall", slow(&withoutHB), agent.WithAckWait(time.Second), agent.WithoutHeartbeats())
+	startWorker(t, s.connect(t), "slow", slow(&withHB, &withHBReturned), agent.WithAckWait(time.Second), agent.WithMetrics(reg))
+	startWorker(t, s.connect(t), "stall", slow(&withoutHB, &withoutHBReturned), agent.WithAckWait(time.Second), agent.WithoutHeartbeats())
 	waitConsumer(t, s.js, "slow")
 	waitConsumer(t, s.js, "stall")
 	publish(t, s.js, "slow", request("slow-1", nil))
@@ -106,7 +108,10 @@ func TestInProgressKeepsLongHandler(t *testing.T) {
 		t.Errorf("redeliveries %v, want 0", r)
 	}
 	fr = waitFinal(t, s.nc, "stall-1", 10*time.Second)
-	time.Sleep(1500 * time.Millisecond) // let the redelivered duplicates finish
+	testkit.Eventually(t, 10*time.Second, "the redelivered duplicates to return", func() bool {
+		n := withoutHB.Load()
+		return n >= 2 && withoutHBReturned.Load() == n
+	})
 	fr2, _ := storedFrames(t, s.nc, "stall-1")
 	if withoutHB.Load() < 2 || len(fr) != 1 || len(fr2) != 1 {
 		t.Errorf("without heartbeats: %d handler calls (want ≥ 2), %d then %d frames (want 1)", withoutHB.Load(), len(fr), len(fr2))

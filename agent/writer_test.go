@@ -14,6 +14,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -133,17 +134,12 @@ func TestZombieWorkerFencedOut(t *testing.T) {
 
 func waitFrames(t testing.TB, s *server, id string, n int) []*e2a.Response {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		fr, _ := storedFrames(t, s.nc, id)
-		if len(fr) >= n {
-			return fr
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d frames, waiting for %d", id, len(fr), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var fr []*e2a.Response
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("%d frames of %s", n, id), func() bool {
+		fr, _ = storedFrames(t, s.nc, id)
+		return len(fr) >= n
+	})
+	return fr
 }
 
 // Point 2: a producer faster than the stream gets its text deltas coalesced
@@ -177,7 +173,7 @@ func TestCoalescing(t *testing.T) {
 			if err := w.Chunk(e2a.DeltaText, fmt.Sprintf("%d", i)); err != nil {
 				return err
 			}
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // the behaviour: chunks spread over time, for the linger
 		}
 		return w.Complete(nil)
 	})
