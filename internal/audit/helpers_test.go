@@ -3,6 +3,7 @@ package audit_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/audit"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -123,17 +125,10 @@ func count(recs []audit.Record, kind, id string) int {
 // waitAudit waits until E2A_AUDIT holds at least n messages.
 func waitAudit(t *testing.T, js jetstream.JetStream, n uint64) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testkit.Eventually(t, 15*time.Second, fmt.Sprintf("E2A_AUDIT to reach %d messages", n), func() bool {
 		s, err := js.Stream(testCtx(t), streams.AuditStream)
-		if err == nil && s.CachedInfo().State.Msgs >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("E2A_AUDIT did not reach %d messages", n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && s.CachedInfo().State.Msgs >= n
+	})
 }
 
 // recorder collects records from concurrent emitters.

@@ -150,6 +150,8 @@ func TestReplayScan(t *testing.T) {
 	completeRequest(t, js, "demo", &e2a.Envelope{RequestID: "a1", TaskID: "task-A", ContextID: "ctx-1"}, 1)
 	completeRequest(t, js, "demo", &e2a.Envelope{RequestID: "a2", TaskID: "task-A", ContextID: "ctx-1"}, 2)
 	completeRequest(t, js, "other", &e2a.Envelope{RequestID: "b1", TaskID: "task-B", ContextID: "ctx-1", SessionID: "s-9"}, 1)
+	// The behaviour: a time query needs stored timestamps on both sides of
+	// mid, apart by more than the clock's granularity.
 	time.Sleep(20 * time.Millisecond)
 	mid := time.Now()
 	time.Sleep(20 * time.Millisecond)

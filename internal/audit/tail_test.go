@@ -118,11 +118,12 @@ func TestTailFilters(t *testing.T) {
 		errc <- a.Tail(ctx, audit.TailOptions{Pool: "demo", TaskID: "keep", Since: since, PollInterval: 20 * time.Millisecond}, rec.emit)
 	}()
 	rec.waitFor(t, "request x1 (since)", func(r audit.Record) bool { return r.Kind == audit.KindRequest && r.RequestID == "x1" })
-	time.Sleep(100 * time.Millisecond)
 	completeRequest(t, js, "demo", &e2a.Envelope{RequestID: "x3", TaskID: "keep"}, 1)
 	completeRequest(t, js, "other", &e2a.Envelope{RequestID: "x4", TaskID: "keep"}, 1)
 	rec.waitFor(t, "summary x3", func(r audit.Record) bool { return r.Kind == audit.KindSummary && r.RequestID == "x3" })
-	time.Sleep(100 * time.Millisecond)
+	// x5, stored after x4 and shown: the tail has read past x4.
+	completeRequest(t, js, "demo", &e2a.Envelope{RequestID: "x5", TaskID: "keep"}, 1)
+	rec.waitFor(t, "summary x5", func(r audit.Record) bool { return r.Kind == audit.KindSummary && r.RequestID == "x5" })
 	cancel()
 	<-errc
 	rec.mu.Lock()
