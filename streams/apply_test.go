@@ -2,6 +2,7 @@ package streams_test
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -260,23 +262,16 @@ func TestAuditPartitions(t *testing.T) {
 		}
 	}
 	s, _ := js.Stream(ctx(t), streams.AuditStream)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("%d audit messages", 3*len(ids)), func() bool {
 		info, err := s.Info(ctx(t), jetstream.WithSubjectFilter(subjects.AllAudit))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info.State.Msgs == uint64(3*len(ids)) {
-			if len(info.State.Subjects) > 2*16 {
-				t.Fatalf("unbounded audit subjects: %v", info.State.Subjects)
-			}
-			break
+		if len(info.State.Subjects) > 2*16 {
+			t.Fatalf("unbounded audit subjects: %v", info.State.Subjects)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("audit has %d messages", info.State.Msgs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return info.State.Msgs == uint64(3*len(ids))
+	})
 	cfg := testConfig()
 	for _, id := range ids {
 		p, _ := subjects.AuditPartition(id, cfg.AuditPartitions)

@@ -169,25 +169,23 @@ func TestTailCommand(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- runTail(tctx, cfg, []string{"--pool", "demo", "--poll", "20ms"}, &out, io.Discard) }()
 	waitOutput := func(s string) {
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(out.String(), s) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s in tail output:\n%s", s, out.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		t.Helper()
+		testkit.Eventually(t, 10*time.Second, s+" in the tail output", func() bool { return strings.Contains(out.String(), s) })
 	}
 	// A request shown means the live subscription is in place; markers
-	// stored before the tail found the end of the stream are not shown.
-	for i := 0; !strings.Contains(out.String(), `"kind":"request","request_id":"marker-`); i++ {
-		if i == 200 {
-			t.Fatalf("no marker in tail output:\n%s", out.String())
+	// stored before the tail found the end of the stream are not shown, so
+	// one is published at each look until one is.
+	marker := 0
+	testkit.Eventually(t, 10*time.Second, "a marker in the tail output", func() bool {
+		if strings.Contains(out.String(), `"kind":"request","request_id":"marker-`) {
+			return true
 		}
-		if _, err := runPublishOne(ctx, cfg, `{"request_id":"marker-`+strconv.Itoa(i)+`","params":{"text":"m"}}`, "demo"); err != nil {
+		if _, err := runPublishOne(ctx, cfg, `{"request_id":"marker-`+strconv.Itoa(marker)+`","params":{"text":"m"}}`, "demo"); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		marker++
+		return false
+	})
 	if _, err := runPublishOne(ctx, cfg, `{"request_id":"tailed","params":{"text":"x","frames":1}}`, "demo"); err != nil {
 		t.Fatal(err)
 	}

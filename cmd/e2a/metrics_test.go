@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // startBin starts the e2a binary with args and extra environment, and
@@ -102,17 +104,10 @@ func checkSplit(t *testing.T, main, metrics string) {
 	t.Helper()
 	// A stage logs its listeners as it starts its work, which registers the
 	// e2a_ metrics (`e2a agent` runs the pool in a goroutine): wait for them.
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	testkit.Eventually(t, 10*time.Second, "the e2a_ metrics on the metrics listener", func() bool {
 		code, body := httpGet(t, metrics+"/metrics")
-		if code == 200 && strings.Contains(body, "e2a_") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("metrics listener /metrics: %d %.200s", code, body)
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return code == 200 && strings.Contains(body, "e2a_")
+	})
 	if code, _ := httpGet(t, main+"/metrics"); code == 200 {
 		t.Errorf("main listener still serves /metrics")
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -254,16 +255,7 @@ func (s *suite) waitAudit() {
 		}
 		return st.CachedInfo().State.Msgs
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		want := count(streams.RequestsStream) + count(streams.ResponsesStream)
-		got := count(streams.AuditStream)
-		if got >= want {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("E2A_AUDIT holds %d messages, the hot streams %d", got, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(s.t, 20*time.Second, "E2A_AUDIT to hold every message of the hot streams", func() bool {
+		return count(streams.AuditStream) >= count(streams.RequestsStream)+count(streams.ResponsesStream)
+	})
 }

@@ -42,6 +42,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/bench"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/tenant"
@@ -253,18 +254,12 @@ func start(t *testing.T, mods ...func(*ingress.AuthConfig)) *suite {
 // waitConsumer waits for the durable consumer of an agent pool.
 func waitConsumer(t *testing.T, js jetstream.JetStream, pool string) {
 	cname, _ := streams.AgentConsumerName(pool)
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	testkit.Eventually(t, 20*time.Second, "agent consumer "+cname, func() bool {
 		c, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		_, err := js.Consumer(c, streams.RequestsStream, cname)
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agent consumer: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil
+	})
 }
 
 // echoPool's agent answers every request with its params as text, so that
