@@ -120,9 +120,11 @@ func TestAPIs(t *testing.T) {
 		}
 	}
 	// A second reading a second later has rates.
-	time.Sleep(1100 * time.Millisecond)
-	_, b = p.do(t, "GET", "/console/api/stats", "")
-	st = decode[console.Stats](t, b)
+	waitFor(t, 5*time.Second, "a reading with rates over a second", func() bool {
+		_, b = p.do(t, "GET", "/console/api/stats", "")
+		st = decode[console.Stats](t, b)
+		return st.Window >= 1 && st.Stages[0].Rate != nil
+	})
 	if st.Window < 1 || st.Stages[0].Rate == nil {
 		t.Errorf("second reading without rates: %s", b)
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // chromiumPath finds the browser: $E2A_CHROMIUM, else chromium on PATH.
@@ -141,20 +143,22 @@ func eval[T any](b *browser, expr string) T {
 // waitJS waits until the boolean expression holds.
 func (b *browser) waitJS(what, expr string, d time.Duration) {
 	b.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
+	// The screenshot is taken at nine tenths of the wait, once, so that it
+	// exists when Eventually gives up.
+	shotAt, shot := time.Now().Add(d*9/10), false
+	testkit.Eventually(b.t, d, what+" ("+expr+")", func() bool {
 		ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
 		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
 		cancel()
 		if err == nil && ok {
-			return
+			return true
 		}
-		if time.Now().After(deadline) {
+		if !shot && time.Now().After(shotAt) {
 			b.shot("timeout")
-			b.t.Fatalf("timed out waiting for %s (%s)", what, expr)
+			shot = true
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 const frameSeqsJS = `Array.from(document.querySelectorAll('#frames li.frame')).map(li => Number(li.dataset.seq))`

@@ -202,13 +202,7 @@ func (p *pipeline) submit(t *testing.T, body string, hdr ...string) string {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	testkit.Eventually(t, d, what, cond)
 }
 
 // waitFinal waits until the index shows every id final.
