@@ -113,8 +113,7 @@ func (s *a2aTestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.task[taskID] = append(s.task[taskID], reqID)
 		hold, canc := s.hold[p.Message.ID], s.canc[p.Message.ID]
 		s.mu.Unlock()
-		s.h.async(func() {
-			time.Sleep(20 * time.Millisecond) // frames arrive while the stream is open
+		s.h.whenLive(reqID, func() { // frames arrive while the stream is open
 			script(wr, []string{"Hel", "lo"}, hold, &canc)
 		})
 		params := A2AParams{JSONRPCID: req.ID, TaskID: taskID, ContextID: "ctx-1", Interaction: true}
@@ -361,8 +360,7 @@ func runACPClient(t *testing.T, serve func(svc *Service, w http.ResponseWriter, 
 				env.SessionID, env.Method = "s1", e2a.ACPSessionPrompt
 				h.submit(t, env)
 				w := h.writer(t, env)
-				h.async(func() {
-					time.Sleep(20 * time.Millisecond)
+				h.whenLive(env.RequestID, func() { // frames arrive while the stream is open
 					script(w, []string{"Hel", "lo"}, nil, nil)
 				})
 				resp, err := http.Get(srv.URL + "?request=" + env.RequestID + "&rpcid=" + string(req.ID))

@@ -67,6 +67,32 @@ func (e *testEnv) async(fn func()) {
 	}()
 }
 
+// whenLive runs fn in a goroutine (as async) once a reader of request id
+// has subscribed to its live subject, so that fn's frames arrive while the
+// reader is open. It gives up after 10 s and runs fn anyway: the reader
+// then finds the frames stored, and the test sees whatever that breaks.
+func (e *testEnv) whenLive(id string, fn func()) {
+	subj, _ := subjects.Live(id)
+	acc := e.srv.Server().GlobalAccount()
+	e.async(func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for deadline := time.Now().Add(10 * time.Second); !acc.SubscriptionInterest(subj) && time.Now().Before(deadline); {
+			<-tick.C
+		}
+		fn()
+	})
+}
+
+// waiting returns a reader option that closes the returned channel when
+// the reader first waits for a frame (its heartbeat, every millisecond
+// from the start of the wait): everything stored was read by then.
+func waiting() (ReplayOption, <-chan struct{}) {
+	ch := make(chan struct{})
+	var once sync.Once
+	return WithHeartbeat(time.Millisecond, func() error { once.Do(func() { close(ch) }); return nil }), ch
+}
+
 // conn opens another connection to the server.
 func (e *testEnv) conn(t testing.TB) *nats.Conn {
 	t.Helper()

@@ -254,12 +254,13 @@ func TestReplayWithoutLive(t *testing.T) {
 	env := newEnvelope("req_poll")
 	e.submit(t, env)
 	w := e.writer(t, env)
+	wait, waited := waiting()
 	e.async(func() {
-		time.Sleep(50 * time.Millisecond)
+		<-waited // the reader found nothing stored: only the poll can bring the frames
 		w.text("a")
 		w.complete("a")
 	})
-	frames, err := collect(t, context.Background(), e.nc, "req_poll", 0, WithPollInterval(30*time.Millisecond))
+	frames, err := collect(t, context.Background(), e.nc, "req_poll", 0, WithPollInterval(30*time.Millisecond), wait)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,18 +128,19 @@ func TestHTTPStreamNDJSONLive(t *testing.T) {
 	if ct := resp.Header.Get("Content-Type"); ct != "application/x-ndjson" {
 		t.Fatalf("content type %q", ct)
 	}
-	h.async(func() {
-		time.Sleep(80 * time.Millisecond)
-		w.text("a")
-		w.text("b")
-		w.complete("ab")
-	})
 	sc := bufio.NewScanner(resp.Body)
 	var c e2a.SequenceChecker
 	blank := 0
 	for sc.Scan() {
 		if sc.Text() == "" {
 			blank++
+			if blank == 2 { // the stream is live and idle: now the frames
+				h.async(func() {
+					w.text("a")
+					w.text("b")
+					w.complete("ab")
+				})
+			}
 			continue
 		}
 		r, err := e2a.ResponseFromJSON(sc.Bytes())
@@ -197,8 +198,7 @@ func TestHTTPAggregateJSON(t *testing.T) {
 	if resp.StatusCode != 202 || v.State != StateRunning || len(v.Frames) != 1 || v.NextSequence != 1 {
 		t.Fatalf("running: %d %+v", resp.StatusCode, v)
 	}
-	h.async(func() {
-		time.Sleep(50 * time.Millisecond)
+	h.whenLive("req_agg", func() { // the waiting GET below has subscribed
 		w.text("b")
 		w.complete("ab")
 	})
