@@ -36,8 +36,9 @@ type Conversation struct {
 }
 
 // ConversationOf names the conversation env belongs to: its A2A context,
-// else its session (ACP session, E2A session_id), else its task; ok is
-// false for a request that names none (a conversation of one turn).
+// else its session (ACP session, E2A session_id), else its task, else the
+// request alone (a conversation of one turn, where a bridge still keeps the
+// upstream's ids for a worker that takes the request over).
 func ConversationOf(env *e2a.Envelope) (kind, id string, ok bool) {
 	switch {
 	case env.ContextID != "":
@@ -46,6 +47,8 @@ func ConversationOf(env *e2a.Envelope) (kind, id string, ok bool) {
 		return "session", env.SessionID, true
 	case env.TaskID != "":
 		return "task", env.TaskID, true
+	case env.RequestID != "":
+		return "request", env.RequestID, true
 	}
 	return "", "", false
 }
@@ -73,6 +76,10 @@ func OpenConversations(ctx context.Context, js jetstream.JetStream, cfg streams.
 	}
 	return &Conversations{kv: kv, js: js}, nil
 }
+
+// JetStream is the store's JetStream context (the bridges read stored
+// frames with its connection).
+func (c *Conversations) JetStream() jetstream.JetStream { return c.js }
 
 // key is the conversation's key, "" when env names none.
 func conversationKey(pool string, env *e2a.Envelope) string {

@@ -85,13 +85,20 @@ func TestConversations(t *testing.T) {
 	if _, found, _ := convs.Get(ctx, "q", a3); found {
 		t.Fatal("pool q reached pool p's conversation")
 	}
-	// No conversation named: Get finds none, Update is a no-op.
+	// A request that names no conversation is a conversation of its own
+	// (its upstream ids are kept for a worker that takes it over).
 	lone := &e2a.Envelope{RequestID: "x", UserID: "alice"}
-	if err := convs.Update(ctx, "p", lone, func(*Conversation) { t.Error("fn called for a request without a conversation") }); err != nil {
+	if err := convs.Update(ctx, "p", lone, func(c *Conversation) { c.UpstreamTaskID = "up-x" }); err != nil {
 		t.Fatal(err)
 	}
-	if _, found, err := convs.Get(ctx, "p", lone); found || err != nil {
-		t.Fatalf("lone request: %v %v", found, err)
+	if c, found, err := convs.Get(ctx, "p", lone); !found || err != nil || c.UpstreamTaskID != "up-x" {
+		t.Fatalf("lone request: %+v %v %v", c, found, err)
+	}
+	if _, found, _ := convs.Get(ctx, "p", &e2a.Envelope{RequestID: "x", UserID: "mallory"}); found {
+		t.Fatal("mallory reached alice's request's record")
+	}
+	if err := convs.Update(ctx, "p", &e2a.Envelope{}, func(*Conversation) { t.Error("fn called for an envelope without ids") }); err != nil {
+		t.Fatal(err)
 	}
 
 	// Concurrent updates of one conversation all land (compare-and-set).

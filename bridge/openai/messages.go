@@ -2,9 +2,9 @@ package openai
 
 import (
 	"context"
-	"strings"
 
 	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
 )
 
@@ -75,26 +75,8 @@ func historyError(err error) error {
 	return agent.Errorf("history_unavailable", true, "the conversation's earlier turns could not be read: %v", err)
 }
 
-// UserText is the text of a request for the model: params.text (A2A text
-// parts, joined), params.content or params.query (E2A), or the text blocks
-// of params.prompt (ACP), joined by line feeds.
-func UserText(env *e2a.Envelope) string {
-	for _, k := range []string{"text", "content", "query"} {
-		if s := env.ParamString(k); s != "" {
-			return s
-		}
-	}
-	blocks, _ := env.Params["prompt"].([]any)
-	var texts []string
-	for _, b := range blocks {
-		if m, ok := b.(map[string]any); ok && m["type"] == "text" {
-			if s, ok := m["text"].(string); ok && s != "" {
-				texts = append(texts, s)
-			}
-		}
-	}
-	return strings.Join(texts, "\n")
-}
+// UserText is the text of a request for the model (bridge.UserText).
+func UserText(env *e2a.Envelope) string { return bridge.UserText(env) }
 
 // replyText is the content of a turn's final e2a.complete frame ("" for
 // any other final frame, or none).

@@ -1,0 +1,298 @@
+package a2abridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	grpcv0 "github.com/a2aproject/a2a-go/v2/a2agrpc/v0"
+	grpcv1 "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// Option configures New.
+type Option func(*config) error
+
+type config struct {
+	pool  string
+	convs *bridge.Conversations
+	poll  time.Duration
+	log   *slog.Logger
+}
+
+// WithConversations keeps the upstream's task and context ids of pool's
+// conversations in c, so that continuations reach them (without it, every
+// request starts a new upstream task and context).
+func WithConversations(pool string, c *bridge.Conversations) Option {
+	return func(o *config) error {
+		if pool == "" || c == nil {
+			return fmt.Errorf("%w: conversations need a pool and a store", bridge.ErrInvalidOption)
+		}
+		o.pool, o.convs = pool, c
+		return nil
+	}
+}
+
+// WithPollInterval is how often GetTask is polled for an agent that does
+// not stream (10 ms..1 min, default 250 ms).
+func WithPollInterval(d time.Duration) Option {
+	return func(o *config) error {
+		if d < 10*time.Millisecond || d > time.Minute {
+			return fmt.Errorf("%w: poll interval %v (want 10ms..1m)", bridge.ErrInvalidOption, d)
+		}
+		o.poll = d
+		return nil
+	}
+}
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return func(o *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", bridge.ErrInvalidOption)
+		}
+		o.log = l
+		return nil
+	}
+}
+
+// Upstream is an A2A agent reached with a2a-go/v2's client. It is safe for
+// concurrent use.
+type Upstream struct {
+	card      *a2a.AgentCard
+	client    *a2aclient.Client
+	http      *bridge.Client
+	streaming bool
+	cfg       config
+}
+
+var (
+	_ bridge.Upstream = (*Upstream)(nil)
+	_ agent.Resumer   = (*Upstream)(nil)
+)
+
+// New reads the agent's card at c's base URL (the card's own URL, or the
+// agent's base URL whose /.well-known/agent-card.json is read) and builds
+// its client. A card that cannot be read or names no interface the client
+// speaks is an error: the pool does not start.
+func New(ctx context.Context, c *bridge.Client, opts ...Option) (*Upstream, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: nil client", bridge.ErrInvalidOption)
+	}
+	cfg := config{poll: 250 * time.Millisecond, log: slog.Default()}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	card, err := resolveCard(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	hc := c.HTTP()
+	var creds grpc.DialOption = grpc.WithTransportCredentials(insecure.NewCredentials())
+	if c.Base().Scheme == "https" {
+		creds = grpc.WithTransportCredentials(credentials.NewClientTLSFromCert(nil, ""))
+	}
+	client, err := a2aclient.NewFromCard(ctx, card,
+		a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc), grpcv1.WithGRPCTransport(creds),
+		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: hc}),
+		a2av0.WithRESTTransport(a2av0.RESTTransportConfig{Client: hc}), grpcv0.WithGRPCTransport(creds))
+	if err != nil {
+		return nil, fmt.Errorf("a2abridge: no interface of the card at %s can be used: %w", c.Name(), err)
+	}
+	return &Upstream{card: card, client: client, http: c, streaming: card.Capabilities.Streaming, cfg: cfg}, nil
+}
+
+// resolveCard reads the card, as v1.0 and, when that gives no interface, as
+// v0.3.
+func resolveCard(ctx context.Context, c *bridge.Client) (*a2a.AgentCard, error) {
+	base := c.Base()
+	var path []agentcard.ResolveOption
+	if strings.HasSuffix(base.Path, ".json") {
+		path = append(path, agentcard.WithPath(base.Path))
+		base.Path = ""
+	}
+	root := (&url.URL{Scheme: base.Scheme, Host: base.Host, Path: base.Path}).String()
+	var lastErr error
+	for _, parser := range []agentcard.Parser{agentcard.DefaultCardParser, a2av0.NewAgentCardParser()} {
+		r := &agentcard.Resolver{Client: c.HTTP(), CardParser: parser}
+		card, err := r.Resolve(ctx, root, path...)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		if len(card.SupportedInterfaces) > 0 {
+			return card, nil
+		}
+		lastErr = errors.New("the card names no interface")
+	}
+	return nil, fmt.Errorf("a2abridge: agent card of %s: %w", c.Name(), bridge.Classify(lastErr))
+}
+
+// Card is the agent's card as read at start.
+func (u *Upstream) Card() *a2a.AgentCard { return u.card }
+
+// Name is "a2a" and the agent's scheme and host.
+func (u *Upstream) Name() string { return "a2a " + u.http.Name() }
+
+// Resumable: a request another worker started is resumed by subscribing
+// to the upstream task.
+func (u *Upstream) Resumable() bool { return true }
+
+// Close releases the client's transports.
+func (u *Upstream) Close() error { return u.client.Destroy() }
+
+// Call sends env's text to the agent and writes its answer as frames.
+func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+	conv, _, err := u.conversation(ctx, env)
+	if err != nil {
+		return err
+	}
+	t := &turn{u: u, env: env, w: w, taskID: a2a.TaskID(conv.UpstreamTaskID), contextID: conv.UpstreamContextID}
+	if w.ResumeAfter() >= 0 {
+		return t.resume(ctx)
+	}
+	text := bridge.UserText(env)
+	if text == "" {
+		return agent.Errorf(e2a.ErrCodeInvalidRequest, false, "the request has no text for the A2A agent")
+	}
+	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text))
+	msg.ContextID = conv.UpstreamContextID
+	if conv.UpstreamTaskOpen {
+		msg.TaskID = a2a.TaskID(conv.UpstreamTaskID)
+	}
+	req := &a2a.SendMessageRequest{Message: msg}
+	defer t.forwardCancel(ctx)
+	if u.streaming {
+		return t.follow(ctx, u.client.SendStreamingMessage(ctx, req))
+	}
+	return t.sendAndPoll(ctx, req)
+}
+
+// conversation returns env's conversation (the zero one without a store).
+func (u *Upstream) conversation(ctx context.Context, env *e2a.Envelope) (bridge.Conversation, bool, error) {
+	if u.cfg.convs == nil {
+		return bridge.Conversation{}, false, nil
+	}
+	c, found, err := u.cfg.convs.Get(ctx, u.cfg.pool, env)
+	if err != nil {
+		return c, false, &bridge.Error{Code: "history_unavailable", Retryable: true, Message: err.Error(), Err: err}
+	}
+	return c, found, nil
+}
+
+// sendAndPoll sends the message and polls the task until it ends or is
+// interrupted.
+func (t *turn) sendAndPoll(ctx context.Context, req *a2a.SendMessageRequest) error {
+	res, err := t.u.client.SendMessage(ctx, req)
+	if err != nil {
+		return upstreamError(err)
+	}
+	if err := t.event(ctx, res); err != nil || t.done {
+		return err
+	}
+	return t.pollTask(ctx)
+}
+
+// pollTask polls the task until it ends or is interrupted.
+func (t *turn) pollTask(ctx context.Context) error {
+	tick := time.NewTicker(t.u.cfg.poll)
+	defer tick.Stop()
+	for !t.done {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		task, err := t.u.client.GetTask(ctx, &a2a.GetTaskRequest{ID: t.taskID})
+		if err != nil {
+			return upstreamError(err)
+		}
+		if err := t.event(ctx, task); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// follow writes the events of a stream until the turn ends.
+func (t *turn) follow(ctx context.Context, events func(func(a2a.Event, error) bool)) error {
+	for ev, err := range events {
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return upstreamError(err)
+		}
+		if err := t.event(ctx, ev); err != nil {
+			return err
+		}
+		if t.done {
+			return nil
+		}
+	}
+	if !t.done {
+		return &bridge.Error{Code: bridge.CodeUnavailable, Retryable: true,
+			Message: "the agent's stream ended before the task ended or asked for input"}
+	}
+	return nil
+}
+
+// forwardCancel tells the agent when the request was cancelled while its
+// task runs.
+func (t *turn) forwardCancel(ctx context.Context) {
+	if t.done || t.taskID == "" || !errors.Is(context.Cause(ctx), agent.ErrCancelled) {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := t.u.client.CancelTask(cctx, &a2a.CancelTaskRequest{ID: t.taskID}); err != nil {
+		t.u.cfg.log.Warn("a2a bridge: cancel not forwarded", "task", t.taskID, "err", err)
+	}
+}
+
+// upstreamError maps an a2a-go client error: the SDK's transport errors
+// as bridge.Classify reads them; an A2A error the agent answered is its
+// refusal.
+func upstreamError(err error) error {
+	var be *bridge.Error
+	if errors.As(err, &be) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	if errors.Is(err, a2a.ErrUnauthenticated) || errors.Is(err, a2a.ErrUnauthorized) {
+		return &bridge.Error{Code: bridge.CodeAuth, Message: "the agent refused the bridge's credentials: " + err.Error(), Err: err}
+	}
+	for _, refusal := range []error{a2a.ErrTaskNotFound, a2a.ErrTaskNotCancelable, a2a.ErrUnsupportedOperation,
+		a2a.ErrInvalidParams, a2a.ErrInvalidRequest, a2a.ErrUnsupportedContentType, a2a.ErrMethodNotFound,
+		a2a.ErrVersionNotSupported, a2a.ErrExtensionSupportRequired} {
+		if errors.Is(err, refusal) {
+			return &bridge.Error{Code: bridge.CodeRejected, Message: "the agent refused: " + err.Error(), Err: err}
+		}
+	}
+	if errors.Is(err, a2a.ErrInvalidAgentResponse) || errors.Is(err, a2a.ErrParseError) {
+		return &bridge.Error{Code: bridge.CodeProtocol, Message: "the agent's answer is not A2A: " + err.Error(), Err: err}
+	}
+	return bridge.Classify(err)
+}
+
+// terminal reports a state the task does not leave.
+func terminal(s a2a.TaskState) bool {
+	return slices.Contains([]a2a.TaskState{a2a.TaskStateCompleted, a2a.TaskStateFailed, a2a.TaskStateCanceled,
+		a2a.TaskStateRejected}, s)
+}

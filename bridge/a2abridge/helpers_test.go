@@ -1,0 +1,132 @@
+package a2abridge_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/bridge/a2abridge"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// newHandler is the bridge of pool to the A2A agent at url, with its
+// conversations on p.
+func newHandler(t *testing.T, p *pipetest.Pipeline, pool, url string, copts ...bridge.ClientOption) *bridge.Handler {
+	t.Helper()
+	ctx := context.Background()
+	client, err := bridge.NewClient(url, copts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv, err := bridge.OpenConversations(ctx, p.JS, streams.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := a2abridge.New(ctx, client, a2abridge.WithConversations(pool, conv), a2abridge.WithPollInterval(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = up.Close() })
+	h, err := bridge.New(pool, up, bridge.WithRetry(2, 5*time.Millisecond, 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// bridgePool serves pool on p from the agent at url.
+func bridgePool(t *testing.T, p *pipetest.Pipeline, pool, url string, opts ...agent.Option) {
+	t.Helper()
+	p.Pool(pool, newHandler(t, p, pool, url), opts...)
+}
+
+// v1Client is the a2a-go/v2 client of pool's card.
+func v1Client(t *testing.T, p *pipetest.Pipeline, pool string) *a2aclient.Client {
+	t.Helper()
+	ctx := context.Background()
+	card, err := agentcard.DefaultResolver.Resolve(ctx, p.URL+"/pools/"+pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := a2aclient.NewFromCard(ctx, card)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Destroy() })
+	return c
+}
+
+// answer is the E2A JSON answer of a finished request.
+type answer struct {
+	State  string          `json:"state"`
+	Frames []*e2a.Response `json:"frames"`
+}
+
+func (a answer) final() *e2a.Response {
+	if len(a.Frames) == 0 {
+		return nil
+	}
+	return a.Frames[len(a.Frames)-1]
+}
+
+// text is the text deltas of kind, joined.
+func (a answer) text(kind string) string {
+	var b strings.Builder
+	for _, f := range a.Frames {
+		if c, err := f.Chunk(); err == nil && c.DeltaKind == kind {
+			s, _ := c.Delta.(string)
+			b.WriteString(s)
+		}
+	}
+	return b.String()
+}
+
+// ask posts an E2A request to pool and waits for its answer.
+func ask(t *testing.T, p *pipetest.Pipeline, pool, body string) answer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+"/pools/"+pool+"/v1/requests?wait=true", strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var a answer
+	if err := json.Unmarshal(b, &a); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("answer %d: %s", resp.StatusCode, b)
+	}
+	return a
+}
+
+// taskText is the text of a task's artifacts (thoughts left out) and the
+// text of its status message.
+func taskText(task *a2a.Task) (artifacts, status string) {
+	var b strings.Builder
+	for _, a := range task.Artifacts {
+		for _, p := range a.Parts {
+			if th, _ := p.Metadata["thought"].(bool); !th {
+				b.WriteString(p.Text())
+			}
+		}
+	}
+	if task.Status.Message != nil {
+		for _, p := range task.Status.Message.Parts {
+			status += p.Text()
+		}
+	}
+	return b.String(), status
+}
