@@ -92,7 +92,7 @@ func (s *memSubmitter) Submit(ctx context.Context, env *e2a.Envelope) error {
 		}
 	}
 	if s.delay > 0 {
-		go func() { time.Sleep(s.delay); run() }()
+		go func() { time.Sleep(s.delay); run() }() // the behaviour: a pool that answers late
 		return nil
 	}
 	run()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -388,7 +389,11 @@ func TestWorkerKilledMidWorkflow(t *testing.T) {
 	exec := New(Options{Policy: examplePolicy(t, "127.0.0.1")})
 	opts := []agent.Option{agent.WithAckWait(time.Second), agent.WithHeartbeat(200 * time.Millisecond)}
 	ncA := n.connect(t)
-	runPool(t, ncA, exec, opts...)
+	aReturned := make(chan struct{}) // worker A's handler returned (the one of killed-1)
+	runPool(t, ncA, agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		defer close(aReturned)
+		return exec.Serve(ctx, env, w)
+	}), opts...)
 
 	wf := strings.ReplaceAll(lines(
 		op("fetch", `{"ApiCall":{"method":"GET","url":"https://api.example.com/users","outputPath":"/workflow/users"}}`),
@@ -402,17 +407,10 @@ func TestWorkerKilledMidWorkflow(t *testing.T) {
 	}
 	src := &StreamFrames{Conn: n.nc}
 	// wait until the Wait operation started (frames 0..2), then kill worker A
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, "the workflow's Wait to start (3 frames)", func() bool {
 		fr, _ := src.Frames(tctx(t), "killed-1")
-		if len(fr) >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the workflow did not start (%d frames)", len(fr))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(fr) >= 3
+	})
 	ncA.Close() // abrupt: no drain, no ack
 
 	// worker B takes the redelivery: the request already has frames, so it
@@ -430,7 +428,11 @@ func TestWorkerKilledMidWorkflow(t *testing.T) {
 	if eb.Code != e2a.ErrCodeAgentInterrupted || !eb.Retryable {
 		t.Errorf("final: %s", final.Body)
 	}
-	time.Sleep(3 * time.Second) // worker A's handler wakes up and is fenced
+	select { // worker A's handler wakes up and is fenced
+	case <-aReturned:
+	case <-time.After(20 * time.Second):
+		t.Fatal("worker A's handler did not return")
+	}
 	frames2, _ := src.Frames(tctx(t), "killed-1")
 	if len(frames2) != len(frames) || api.hit("POST /users") != 0 || api.hit("GET /users") != 1 {
 		t.Errorf("after the kill: %d→%d frames, %d POST, %d GET", len(frames), len(frames2), api.hit("POST /users"), api.hit("GET /users"))

@@ -3,6 +3,7 @@ package natstest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -75,28 +77,23 @@ func TestClusterSurvivesNodeLoss(t *testing.T) {
 		t.Helper()
 		m := nats.NewMsg(subj)
 		m.Header.Set(subjects.HeaderMsgID, subjects.FrameMsgID("req-1", int64(seq)))
-		for {
+		dl, _ := ctx.Deadline()
+		testkit.Eventually(t, time.Until(dl), fmt.Sprintf("publish %d acknowledged", seq), func() bool {
 			pctx, pcancel := context.WithTimeout(ctx, time.Second)
+			defer pcancel()
 			_, err := js.PublishMsg(pctx, m)
-			pcancel()
-			if err == nil {
-				return
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("publish %d: %v", seq, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return err == nil
+		})
 	}
 	for i := range 10 {
 		publish(i)
 	}
 
 	leader := -1
-	for leader < 0 && ctx.Err() == nil {
+	testkit.Eventually(t, 10*time.Second, "a leader of E2A_RESPONSES", func() bool {
 		leader = c.StreamLeader(streams.ResponsesStream)
-		time.Sleep(10 * time.Millisecond)
-	}
+		return leader >= 0
+	})
 	c.Kill(leader)
 	start := time.Now()
 	for i := 10; i < 20; i++ {
