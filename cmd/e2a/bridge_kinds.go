@@ -2,16 +2,27 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
 	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/bridge/a2abridge"
 	"github.com/e2a-pipeline/pipeline/bridge/httpagent"
 )
 
 // newUpstream builds the A2A and HTTP upstreams.
 func newUpstream(ctx context.Context, client *bridge.Client, conv *bridge.Conversations, pool string, u UpstreamConfig, info *bridge.PoolInfo, log *slog.Logger) (bridge.Upstream, error) {
 	switch u.Kind {
+	case upstreamA2A:
+		up, err := a2abridge.New(ctx, client, a2abridge.WithConversations(pool, conv), a2abridge.WithLogger(log))
+		if err != nil {
+			return nil, err
+		}
+		describeA2A(info, up.Card())
+		return up, nil
 	case upstreamHTTP:
 		if info.Description == "" {
 			info.Description = "An HTTP agent behind the E2A Pipeline: durable, resumable, on every A2A binding, ACP and E2A."
@@ -19,4 +30,24 @@ func newUpstream(ctx context.Context, client *bridge.Client, conv *bridge.Conver
 		return httpagent.New(client, httpagent.WithLogger(log))
 	}
 	return nil, fmt.Errorf("upstream kind %s: not available in this build", u.Kind)
+}
+
+// describeA2A fills the pool's card from the agent's own: its name,
+// description, version, skills and modes (the configuration's name and
+// description win).
+func describeA2A(info *bridge.PoolInfo, card *a2a.AgentCard) {
+	if info.Name == "" {
+		info.Name = card.Name
+	}
+	if info.Description == "" {
+		info.Description = card.Description
+	}
+	info.Version = card.Version
+	info.InputModes, info.OutputModes = card.DefaultInputModes, card.DefaultOutputModes
+	for _, s := range card.Skills {
+		var m map[string]any
+		if b, err := json.Marshal(s); err == nil && json.Unmarshal(b, &m) == nil {
+			info.Skills = append(info.Skills, m)
+		}
+	}
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/proctest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
@@ -163,4 +165,48 @@ func waitPoolLive(t *testing.T, base, pool string) {
 		_, body := httpGet(t, base+"/readyz")
 		return json.Unmarshal([]byte(body), &ready) == nil && ready.Details.Pools[pool] == "live"
 	})
+}
+
+// TestAgentBridgeA2A: `e2a agent --pool travel --a2a URL` beside `e2a dev`
+// serves the pool from a real A2A agent (a2a-go/v2's server); the pool's
+// card carries the agent's own name and skills. An A2A URL where no agent
+// answers fails at start, naming it.
+func TestAgentBridgeA2A(t *testing.T) {
+	srv := up.Start(t, up.Options{Binding: up.JSONRPC})
+	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
+	m, _ := waitLine(t, devOut, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	base := m[1]
+	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
+	natsURL := m[1]
+
+	dead := natstest.FreePorts(t, 1)[0]
+	code, _, errOut := runBin(t, []string{"E2A_NATS_URL=" + natsURL, "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_CONNECT_TIMEOUT=2s"},
+		"agent", "--pool", "nobody", "--a2a", "http://127.0.0.1:"+strconv.Itoa(dead))
+	if code != 1 || !strings.Contains(errOut, "agent card") || !strings.Contains(errOut, "upstream_unreachable") {
+		t.Errorf("unreachable A2A agent: exit %d: %s", code, errOut)
+	}
+
+	_, agentErr := startBin(t, []string{"E2A_NATS_URL=" + natsURL, "E2A_HTTP_ADDR=127.0.0.1:0"},
+		"agent", "--pool", "travel", "--a2a", srv.CardURL())
+	waitLine(t, agentErr, regexp.MustCompile(`agent pool running`))
+	waitPoolLive(t, base, "travel")
+	var card struct {
+		Name   string `json:"name"`
+		Skills []struct {
+			ID string `json:"id"`
+		} `json:"skills"`
+	}
+	code2, body := httpGet(t, base+"/pools/travel/.well-known/agent-card.json")
+	if code2 != 200 || json.Unmarshal([]byte(body), &card) != nil || card.Name != srv.Card().Name || len(card.Skills) != len(srv.Card().Skills) {
+		t.Errorf("pool card %d: %s (agent's name %q)", code2, body, srv.Card().Name)
+	}
+	resp, err := http.Post(base+"/pools/travel/v1/requests?wait=true", "application/json", strings.NewReader(`{"params":{"text":"stream: Lisbon"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "Lisbon") || !strings.Contains(string(b), `"e2a.complete"`) {
+		t.Errorf("answer %d: %s", resp.StatusCode, b)
+	}
 }
