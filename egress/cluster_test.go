@@ -48,7 +48,7 @@ func TestReplayCluster(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				time.Sleep(time.Duration(rand.IntN(40)) * time.Millisecond)
+				time.Sleep(time.Duration(rand.IntN(40)) * time.Millisecond) // the behaviour: readers join at random points of the write
 				from := int64(j * 5)
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()
@@ -75,7 +75,7 @@ func TestReplayCluster(t *testing.T) {
 			for k := 0; k < frames; k++ {
 				w.text("c")
 				if k%5 == 0 {
-					time.Sleep(2 * time.Millisecond)
+					time.Sleep(2 * time.Millisecond) // the behaviour: a paced writer, so readers overlap it
 				}
 			}
 			w.complete("done")

@@ -167,7 +167,7 @@ func TestReplaySeam(t *testing.T) {
 			}
 			go func() {
 				defer wg.Done()
-				time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
+				time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond) // the behaviour: readers join at random points of the write
 				got, err := collect(t, context.Background(), nc, id, from, WithBatch(3, 0), WithLiveBuffer(4))
 				if err != nil {
 					errs <- fmt.Errorf("%s from %d: %w", id, from, err)
@@ -191,7 +191,7 @@ func TestReplaySeam(t *testing.T) {
 			for k := 0; k < frames; k++ {
 				w.text("x")
 				if k%7 == 0 {
-					time.Sleep(time.Millisecond)
+					time.Sleep(time.Millisecond) // the behaviour: a paced writer, so readers overlap it
 				}
 			}
 			w.complete("done")
@@ -236,7 +236,7 @@ func TestReplaySlowReaderBoundedBuffer(t *testing.T) {
 			t.Fatal(err)
 		}
 		if f.Response.Sequence%10 == 0 {
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(2 * time.Millisecond) // the behaviour: a reader slower than the writer
 		}
 		if len(r.queue) > 4 || cap(r.live) != 1 {
 			t.Fatalf("reader holds %d queued frames", len(r.queue))
