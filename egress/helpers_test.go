@@ -17,6 +17,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -75,11 +76,7 @@ func (e *testEnv) whenLive(id string, fn func()) {
 	subj, _ := subjects.Live(id)
 	acc := e.srv.Server().GlobalAccount()
 	e.async(func() {
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for deadline := time.Now().Add(10 * time.Second); !acc.SubscriptionInterest(subj) && time.Now().Before(deadline); {
-			<-tick.C
-		}
+		testkit.Until(10*time.Second, func() bool { return acc.SubscriptionInterest(subj) })
 		fn()
 	})
 }

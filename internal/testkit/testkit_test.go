@@ -32,3 +32,17 @@ func TestEventually(t *testing.T) {
 	}()
 	Eventually(t, 10*time.Second, "three increments", func() bool { return n.Load() == 3 })
 }
+
+func TestUntil(t *testing.T) {
+	n := 0
+	if !Until(time.Second, func() bool { n++; return n == 3 }) || n != 3 {
+		t.Fatalf("Until: cond called %d times", n)
+	}
+	start := time.Now()
+	if Until(30*time.Millisecond, func() bool { return false }) {
+		t.Fatal("Until held a condition that never holds")
+	}
+	if d := time.Since(start); d < 30*time.Millisecond {
+		t.Fatalf("gave up after %v, before the timeout", d)
+	}
+}
