@@ -31,6 +31,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -398,18 +399,12 @@ func TestChaos(t *testing.T) {
 	checkNC := c.Connect(nats.Name("chaos-check"))
 	js := natstest.JetStream(t, checkNC)
 	cname, _ := streams.AgentConsumerName(chaosPool)
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	testkit.Eventually(t, 30*time.Second, "agent consumer "+cname, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		_, err := js.Consumer(ctx, streams.RequestsStream, cname)
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agent consumer: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil
+	})
 
 	env := &clientEnv{
 		hc:       &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: chaosClients, DisableCompression: true}},
@@ -430,14 +425,11 @@ func TestChaos(t *testing.T) {
 	killsDone := make(chan struct{})
 	go func() {
 		defer close(killsDone)
+		// Off the test goroutine: testkit.Until, until the count or the
+		// end of the run.
 		waitAccepted := func(n int64) bool {
-			for env.accepted.Load() < n {
-				if ctx.Err() != nil {
-					return false
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			return true
+			testkit.Until(time.Hour, func() bool { return env.accepted.Load() >= n || ctx.Err() != nil })
+			return ctx.Err() == nil
 		}
 		if !waitAccepted(250) {
 			return

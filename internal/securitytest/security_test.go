@@ -563,7 +563,7 @@ func (s *suite) slowCases(alice map[string]string) {
 	}
 	body := `{"request_id":"sec-slow-reader","params":{"text":"x","frames":3000,"frame_bytes":16000}}`
 	fmt.Fprintf(conn, "POST /v1/requests HTTP/1.1\r\nHost: x\r\nX-Api-Key: %s\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", keyAlice, len(body), body)
-	time.Sleep(4 * time.Second)
+	time.Sleep(4 * time.Second) // the behaviour: a client that reads nothing for longer than the write timeout
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	n, rerr := io.Copy(io.Discard, conn)
 	conn.Close()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
@@ -119,15 +120,10 @@ func (s *suite) createBobsData(bob map[string]string) bobsData {
 	if d.avTask = field(r.body, "result.id"); d.avTask == "" {
 		t.Fatalf("bob's AgentVault task: %s", r)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	testkit.Eventually(t, 10*time.Second, "bob's AgentVault task to finish", func() bool {
 		r = s.do(http.MethodPost, "/a2a", rpcBody("tasks/get", `{"id":"`+d.avTask+`"}`), bob)
-		if field(r.body, "result.state") == "COMPLETED" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bob's AgentVault task does not finish: %s", r)
-		}
-	}
+		return field(r.body, "result.state") == "COMPLETED"
+	})
 	r = s.do(http.MethodPost, "/acp?agent=echo", rpcBody("session/new", `{"cwd":"/tmp","mcpServers":[]}`), bob)
 	if d.session = field(r.body, "result.sessionId"); d.session == "" {
 		t.Fatalf("bob's ACP session: %s", r)
