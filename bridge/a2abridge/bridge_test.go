@@ -65,6 +65,15 @@ func TestBridge(t *testing.T) {
 				t.Errorf("fail: final %+v", f)
 			}
 
+			a = ask(t, p, "agent", `{"session_id":"auth-1","params":{"text":"auth: calendar"}}`)
+			if st, msg, ok := a.final().Interrupt(); !ok || st != e2a.StateAuthRequired || msg != up.AuthPrompt || a.State != e2a.StateAuthRequired {
+				t.Errorf("auth: %v %q %q (state %q)", ok, st, msg, a.State)
+			}
+			a = ask(t, p, "agent", `{"session_id":"auth-1","params":{"text":"token-ok"}}`)
+			if got := a.text(e2a.DeltaText); !strings.Contains(got, up.AuthReply("token-ok")) {
+				t.Errorf("auth answer %q, want %q in it", got, up.AuthReply("token-ok"))
+			}
+
 			// ask → input-required → the answer continues the same upstream task.
 			c := v1Client(t, p, "agent")
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
