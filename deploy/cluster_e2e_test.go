@@ -28,6 +28,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/audit"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -197,7 +198,11 @@ func TestNATSClusterSecurityAndFailover(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(2500 * time.Millisecond)
+	testkit.Eventually(t, 25*time.Second, "40 requests accepted before the kill", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(accepted) >= 40
+	})
 	mu.Lock()
 	before := len(accepted)
 	mu.Unlock()
@@ -207,9 +212,7 @@ func TestNATSClusterSecurityAndFailover(t *testing.T) {
 	killed.Store(true)
 	// Traffic goes on until a dozen requests were accepted after the
 	// crash and at least 4 s passed (bounded at 25 s).
-	for time.Since(killedAt) < 25*time.Second && (afterKill.Load() < 12 || time.Since(killedAt) < 4*time.Second) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	testkit.Until(25*time.Second, func() bool { return afterKill.Load() >= 12 && time.Since(killedAt) >= 4*time.Second })
 	stop.Store(true)
 	wg.Wait()
 	t.Logf("first request accepted %v after the crash; %d SSE reads stalled %v and resumed", time.Duration(firstAfter.Load()).Round(time.Millisecond), sseStalls.Load(), sseStallTimeout)
@@ -300,19 +303,23 @@ func startupCheckUntil(t *testing.T, ctx context.Context, js jetstream.JetStream
 // report.
 func applyAgain(t *testing.T, ctx context.Context, js jetstream.JetStream, cfg streams.Config, what string) streams.Report {
 	t.Helper()
-	for {
+	var (
+		rep streams.Report
+		err error
+	)
+	testkit.Until(time.Hour, func() bool { // until ctx ends
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		rep, err := streams.Apply(actx, js, cfg)
-		cancel()
-		if err == nil {
-			return rep
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("%s: %v\n%s", what, err, rep)
+		defer cancel()
+		if rep, err = streams.Apply(actx, js, cfg); err == nil || ctx.Err() != nil {
+			return true
 		}
 		t.Logf("%s, again: %v", what, err)
-		time.Sleep(200 * time.Millisecond)
+		return false
+	})
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, rep)
 	}
+	return rep
 }
 
 // probeSubjects maps each stream the direct gets of this test read to a
@@ -343,17 +350,15 @@ func waitDirect(t *testing.T, ctx context.Context, nc *nats.Conn, probes map[str
 // directLast is streams.LastBySubject asked again, in 5-second attempts,
 // while the stream has no direct-get responder (see waitDirect) or an
 // attempt goes unanswered, until ctx ends.
-func directLast(ctx context.Context, nc *nats.Conn, stream, subj string) (streams.RawMsg, error) {
-	for {
+func directLast(ctx context.Context, nc *nats.Conn, stream, subj string) (m streams.RawMsg, err error) {
+	testkit.Until(time.Hour, func() bool { // until ctx ends
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		m, err := streams.LastBySubject(actx, nc, stream, subj)
-		cancel()
+		defer cancel()
+		m, err = streams.LastBySubject(actx, nc, stream, subj)
 		again := errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded)
-		if !again || ctx.Err() != nil {
-			return m, err
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return !again || ctx.Err() != nil
+	})
+	return m, err
 }
 
 func streamLeader(t *testing.T, ctx context.Context, js jetstream.JetStream, name string) string {
@@ -463,7 +468,7 @@ func postUntilAccepted(client *http.Client, base func() string, hdr http.Header,
 // last refused attempt got (an HTTP status and the start of its body, or
 // the client's error): the clue when a test sees no request accepted.
 func postUntilAcceptedWhy(client *http.Client, base func() string, hdr http.Header, id string) (last string, ok bool) {
-	for attempt := 0; attempt < 40; attempt++ {
+	ok = testkit.Until(10*time.Second, func() bool {
 		req, _ := http.NewRequest(http.MethodPost, base()+"/v1/requests", strings.NewReader(requestBody(id, `"frames":3,"delay_ms":20`)))
 		req.Header.Set("Content-Type", "application/json")
 		for k, v := range hdr {
@@ -475,13 +480,16 @@ func postUntilAcceptedWhy(client *http.Client, base func() string, hdr http.Head
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusAccepted {
-				return "", true
+				return true
 			}
 			last = fmt.Sprintf("%s: %d %q", req.URL.Host, resp.StatusCode, body)
 		} else {
 			last = err.Error()
 		}
-		time.Sleep(250 * time.Millisecond)
+		return false
+	})
+	if ok {
+		return "", true
 	}
 	return last, false
 }
@@ -584,17 +592,23 @@ func readSSE(ctx context.Context, base func() string, hdr http.Header, id string
 func waitFrames(t *testing.T, ctx context.Context, nc *nats.Conn, id string, n int) {
 	t.Helper()
 	subj, _ := subjects.Response(id)
-	for {
+	var err error
+	testkit.Until(time.Hour, func() bool { // until ctx ends
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		msgs, err := streams.DirectGetAll(cctx, nc, streams.ResponsesStream, subj, 0, 64)
-		cancel()
+		defer cancel()
+		var msgs []streams.RawMsg
+		msgs, err = streams.DirectGetAll(cctx, nc, streams.ResponsesStream, subj, 0, 64)
 		if err == nil && len(msgs) >= n {
-			return
+			err = nil
+			return true
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("%s: fewer than %d frames: %v", id, n, err)
+		if err == nil {
+			err = fmt.Errorf("%d stored", len(msgs))
 		}
-		time.Sleep(50 * time.Millisecond)
+		return ctx.Err() != nil
+	})
+	if ctx.Err() != nil && err != nil {
+		t.Fatalf("%s: fewer than %d frames: %v", id, n, err)
 	}
 }
 
@@ -659,29 +673,27 @@ func checkAllComplete(t *testing.T, ctx context.Context, nc *nats.Conn, ids []st
 		t.Fatal(err)
 	}
 	var last map[string]*audit.Summary
-	for {
+	pending := 0
+	testkit.Until(time.Hour, func() bool { // until ctx ends
 		last = map[string]*audit.Summary{}
 		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		_, err := a.Replay(rctx, audit.Query{RequestIDs: ids, Source: source, NoFrames: true}, func(r audit.Record) error {
+		_, err = a.Replay(rctx, audit.Query{RequestIDs: ids, Source: source, NoFrames: true}, func(r audit.Record) error {
 			if r.Kind == audit.KindSummary {
 				last[r.RequestID] = r.Summary
 			}
 			return nil
 		})
 		cancel()
-		pending := 0
+		pending = 0
 		for _, id := range ids {
 			if s := last[id]; s == nil || s.State != audit.StateComplete {
 				pending++
 			}
 		}
-		if err == nil && pending == 0 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("%s: %d of %d requests not complete (last error %v)", source, pending, len(ids), err)
-		}
-		time.Sleep(250 * time.Millisecond)
+		return (err == nil && pending == 0) || ctx.Err() != nil
+	})
+	if err != nil || pending > 0 {
+		t.Fatalf("%s: %d of %d requests not complete (last error %v)", source, pending, len(ids), err)
 	}
 	for _, id := range ids {
 		if s := last[id]; !s.OK() {

@@ -20,6 +20,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // recordingRegisterer registers on a real registry and remembers every
@@ -232,16 +233,10 @@ func registeredMetrics(t *testing.T) map[string][]string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- agent.Run(ctx, nc, demo.Pool, demo.New(), agent.WithMetrics(rec)) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, ok := rec.names()["e2a_agent_in_flight"]; ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("agent metrics not registered")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, "the agent metrics registered", func() bool {
+		_, ok := rec.names()["e2a_agent_in_flight"]
+		return ok
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

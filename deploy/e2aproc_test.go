@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // TestMain removes the e2a binary built for the test binary (e2aBinary).
@@ -204,20 +205,20 @@ func (d *deployment) run(name, user string, within time.Duration, args ...string
 // connected, streams present), failing when the process exits first.
 func (d *deployment) waitReady(p *e2aProc, within time.Duration) {
 	d.t.Helper()
-	deadline := time.Now().Add(within)
 	client := &http.Client{Timeout: 2 * time.Second}
-	for {
-		ok, err := getOK(client, p.url()+"/readyz")
-		if ok {
-			return
+	var err error
+	ready := testkit.Until(within, func() bool {
+		var ok bool
+		if ok, err = getOK(client, p.url()+"/readyz"); ok {
+			return true
 		}
 		if p.exited() {
 			d.t.Fatalf("%s (user %s) exited at start-up: %v\n%s", p.name, p.user, p.err, p.stderrTail())
 		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("%s not ready after %v (last: %v)\n%s", p.name, within, err, p.stderrTail())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	})
+	if !ready {
+		d.t.Fatalf("%s not ready after %v (last: %v)\n%s", p.name, within, err, p.stderrTail())
 	}
 }
 

@@ -131,18 +131,19 @@ func (c *natsCluster) waitHealthy(within time.Duration) {
 		if nd.exited() {
 			continue
 		}
-		for {
-			ok, err := getOK(http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/healthz", nd.httpPort))
-			if ok {
-				break
+		var err error
+		healthy := testkit.Until(time.Until(deadline), func() bool {
+			var ok bool
+			if ok, err = getOK(http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/healthz", nd.httpPort)); ok {
+				return true
 			}
 			if nd.exited() {
 				c.t.Fatalf("%s exited:\n%s", nd.name, nd.logTail())
 			}
-			if time.Now().After(deadline) {
-				c.t.Fatalf("%s not healthy after %v: %v\n%s", nd.name, within, err, nd.logTail())
-			}
-			time.Sleep(50 * time.Millisecond)
+			return false
+		})
+		if !healthy {
+			c.t.Fatalf("%s not healthy after %v: %v\n%s", nd.name, within, err, nd.logTail())
 		}
 	}
 }

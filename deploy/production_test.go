@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/internal/audit"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -139,9 +140,7 @@ func TestProductionDeployment(t *testing.T) {
 	}
 	waitCount := func(ph int, min int64, atLeast time.Duration) {
 		start := time.Now()
-		for time.Since(start) < 30*time.Second && (perPhase[ph].Load() < min || time.Since(start) < atLeast) {
-			time.Sleep(50 * time.Millisecond)
-		}
+		testkit.Until(30*time.Second, func() bool { return perPhase[ph].Load() >= min && time.Since(start) >= atLeast })
 	}
 	waitCount(0, 20, time.Second)
 	t.Logf("killing %s (leader of %s) after %d accepted requests", victim.name, streams.ResponsesStream, perPhase[0].Load())
@@ -339,12 +338,7 @@ func summaries(t *testing.T, ndjson string) map[string]*audit.Summary {
 // when it never holds.
 func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Errorf("%v passed and not: %s", within, what)
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testkit.Until(within, cond) {
+		t.Errorf("%v passed and not: %s", within, what)
 	}
 }

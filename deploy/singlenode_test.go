@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -52,25 +53,29 @@ func (s *singleServer) start() {
 // answers (after a restart it first recovers its streams).
 func (s *singleServer) connect() (*nats.Conn, jetstream.JetStream) {
 	s.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		nc, err := nats.Connect(s.url(), nats.MaxReconnects(0))
-		if err == nil {
-			js, _ := jetstream.New(nc)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_, err = js.AccountInfo(ctx)
-			cancel()
-			if err == nil {
-				s.t.Cleanup(nc.Close)
-				return nc, js
-			}
+	var (
+		nc  *nats.Conn
+		js  jetstream.JetStream
+		err error
+	)
+	ready := testkit.Until(30*time.Second, func() bool {
+		if nc, err = nats.Connect(s.url(), nats.MaxReconnects(0)); err != nil {
+			return false
+		}
+		js, _ = jetstream.New(nc)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if _, err = js.AccountInfo(ctx); err != nil {
 			nc.Close()
+			return false
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("nats-server on %s not ready: %v\n%s", s.url(), err, s.nd.logTail())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return true
+	})
+	if !ready {
+		s.t.Fatalf("nats-server on %s not ready: %v\n%s", s.url(), err, s.nd.logTail())
 	}
+	s.t.Cleanup(nc.Close)
+	return nc, js
 }
 
 // On one server E2A_AUDIT is written in async persist mode: a SIGKILL can
