@@ -23,6 +23,8 @@ var sleepAllowed = map[string]string{
 	"agent/sharing_test.go:TestInProgressKeepsLongHandler":                      "a handler running 2.5× the AckWait",
 	"agent/sharing_test.go:TestWorkSharingBoundedByConcurrencyAndMaxAckPending": "turns long enough to overlap, so the peak in flight shows the bounds",
 	"agent/writer_test.go:TestCoalescing":                                       "chunks spread over time, for the coalescing linger",
+	"bridge/client_test.go:TestIdleBodyTimer":                                   "inside a testing/synctest bubble: the sleep advances the fake clock",
+	"deploy/cluster_e2e_test.go:readSSE":                                        "a reconnecting SSE client's delay between attempts, as an EventSource's retry",
 	"egress/cluster_test.go:TestReplayCluster":                                  "readers join at random points of a paced write",
 	"egress/replay_test.go:TestReplaySeam":                                      "readers join at random points of a paced write",
 	"egress/replay_test.go:TestReplaySlowReaderBoundedBuffer":                   "a reader slower than the writer",
@@ -33,24 +35,10 @@ var sleepAllowed = map[string]string{
 
 // sleepPending are sleeps that still wait for something and are not yet
 // replaced by a wait on the event (issue 39). Shrink this list; never add
-// to it. bridge/ and internal/bench were being changed by others when the
-// rest was done; deploy's are the polls of its multi-process tests.
+// to it. internal/bench was being changed by others when the rest was
+// done.
 var sleepPending = map[string]string{
-	"bridge/client_test.go:TestIdleBodyTimer":                       "bridge/: not converted yet",
-	"internal/bench/messages_test.go:settle":                        "internal/bench: not converted yet",
-	"deploy/cluster_e2e_test.go:TestNATSClusterSecurityAndFailover": "deploy: not converted yet",
-	"deploy/cluster_e2e_test.go:applyAgain":                         "deploy: not converted yet",
-	"deploy/cluster_e2e_test.go:checkAllComplete":                   "deploy: not converted yet",
-	"deploy/cluster_e2e_test.go:directLast":                         "deploy: not converted yet",
-	"deploy/cluster_e2e_test.go:postUntilAcceptedWhy":               "deploy: not converted yet",
-	"deploy/cluster_e2e_test.go:readSSE":                            "deploy: not converted yet",
-	"deploy/cluster_e2e_test.go:waitFrames":                         "deploy: not converted yet",
-	"deploy/dashboard_test.go:registeredMetrics":                    "deploy: not converted yet",
-	"deploy/e2aproc_test.go:waitReady":                              "deploy: not converted yet",
-	"deploy/natscluster_test.go:waitHealthy":                        "deploy: not converted yet",
-	"deploy/production_test.go:TestProductionDeployment":            "deploy: not converted yet",
-	"deploy/production_test.go:waitUntil":                           "deploy: not converted yet",
-	"deploy/singlenode_test.go:connect":                             "deploy: not converted yet",
+	"internal/bench/messages_test.go:settle": "internal/bench: not converted yet",
 }
 
 // TestNoSleepInTests fails for a test file that calls (or takes) time.Sleep
