@@ -19,7 +19,9 @@
 // buffer.
 // A request with no frame yet is looked up in E2A_REQUESTS: unknown →
 // [ErrNotFound]; accepted but unanswered → the reader waits, calling the
-// heartbeat function, up to the wait limits ([ErrWaitTimeout]).
+// heartbeat function, up to the wait limits ([ErrWaitTimeout]). Options
+// validate their values: a bad one makes [Open], [Replay] or [New] return
+// an error wrapping [ErrInvalidOption].
 //
 //	rd, err := egress.Open(ctx, nc, requestID, from, egress.WithHeartbeat(15*time.Second, beat))
 //	defer rd.Close()

@@ -9,6 +9,9 @@
 //		console.WithAuth(authFunc), console.WithDemo(mux, "demo"))
 //	con.Register(mux) // GET /console, /console/assets/…, /console/api/…
 //
+// Options validate their values: a bad one makes New return an error
+// wrapping ErrInvalidOption.
+//
 // # The index
 //
 // The list is read from the key-value bucket E2A_INDEX, which an indexer in

@@ -4,5 +4,7 @@
 // nodes can be killed and restarted.
 //
 // Servers listen on random loopback ports, keep their data in t.TempDir(),
-// and are shut down by t.Cleanup. Nothing is ever skipped.
+// and are shut down by t.Cleanup. Nothing is ever skipped. Options
+// validate their values: a bad one fails the test with an error wrapping
+// ErrInvalidOption.
 package natstest
