@@ -1,0 +1,6 @@
+// Package pipetest starts the whole pipeline in a test process: an embedded
+// JetStream server on a random loopback port, ingress and egress on an
+// httptest server (and, on request, the A2A v1.0 gRPC binding on its own
+// listener), and any agent pools. It is what tests of agents and bridges
+// use to drive a pool through every front door with the real clients.
+package pipetest
