@@ -39,14 +39,14 @@ func TestBridge(t *testing.T) {
 			p := pipetest.Start(t)
 			bridgePool(t, p, "agent", srv.BaseURL())
 
-			a := ask(t, p, "agent", `{"params":{"text":"stream: hello"}}`)
-			if got := a.text(e2a.DeltaText); got != up.StreamText("hello") {
+			a := p.Ask(t, "agent", `{"params":{"text":"stream: hello"}}`)
+			if got := a.Text(e2a.DeltaText); got != up.StreamText("hello") {
 				t.Errorf("stream text %q, want %q", got, up.StreamText("hello"))
 			}
-			if got := a.text(e2a.DeltaReasoning); got != up.Thought("hello") {
+			if got := a.Text(e2a.DeltaReasoning); got != up.Thought("hello") {
 				t.Errorf("thought %q, want %q", got, up.Thought("hello"))
 			}
-			if f := a.final(); f == nil || f.ResponseKind != e2a.KindComplete {
+			if f := a.Final(); f == nil || f.ResponseKind != e2a.KindComplete {
 				t.Errorf("final frame %+v", f)
 			}
 			data := 0
@@ -59,18 +59,18 @@ func TestBridge(t *testing.T) {
 				t.Errorf("data parts %d, want 1", data)
 			}
 
-			a = ask(t, p, "agent", `{"params":{"text":"fail: boom"}}`)
-			if f := a.final(); f == nil || f.ResponseKind != e2a.KindError || !strings.Contains(string(f.Body), bridge.CodeFailed) ||
+			a = p.Ask(t, "agent", `{"params":{"text":"fail: boom"}}`)
+			if f := a.Final(); f == nil || f.ResponseKind != e2a.KindError || !strings.Contains(string(f.Body), bridge.CodeFailed) ||
 				!strings.Contains(string(f.Body), up.FailText("boom")) {
 				t.Errorf("fail: final %+v", f)
 			}
 
-			a = ask(t, p, "agent", `{"session_id":"auth-1","params":{"text":"auth: calendar"}}`)
-			if st, msg, ok := a.final().Interrupt(); !ok || st != e2a.StateAuthRequired || msg != up.AuthPrompt || a.State != e2a.StateAuthRequired {
+			a = p.Ask(t, "agent", `{"session_id":"auth-1","params":{"text":"auth: calendar"}}`)
+			if st, msg, ok := a.Final().Interrupt(); !ok || st != e2a.StateAuthRequired || msg != up.AuthPrompt || a.State != e2a.StateAuthRequired {
 				t.Errorf("auth: %v %q %q (state %q)", ok, st, msg, a.State)
 			}
-			a = ask(t, p, "agent", `{"session_id":"auth-1","params":{"text":"token-ok"}}`)
-			if got := a.text(e2a.DeltaText); !strings.Contains(got, up.AuthReply("token-ok")) {
+			a = p.Ask(t, "agent", `{"session_id":"auth-1","params":{"text":"token-ok"}}`)
+			if got := a.Text(e2a.DeltaText); !strings.Contains(got, up.AuthReply("token-ok")) {
 				t.Errorf("auth answer %q, want %q in it", got, up.AuthReply("token-ok"))
 			}
 

@@ -14,8 +14,8 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/ingress"
-	"github.com/e2a-pipeline/pipeline/internal/acptest"
 	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
+	"github.com/e2a-pipeline/pipeline/internal/acptest"
 	"github.com/e2a-pipeline/pipeline/internal/jsupstream"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 )
@@ -110,16 +110,16 @@ func TestFrontDoors(t *testing.T) {
 
 	// The JavaScript agent over E2A: a stream, then an ask answered in the
 	// same session.
-	a := ask(t, p, "js", `{"params":{"text":"stream: node"}}`)
-	if got := a.text(e2a.DeltaText); got != up.StreamText("node") {
+	a := p.Ask(t, "js", `{"params":{"text":"stream: node"}}`)
+	if got := a.Text(e2a.DeltaText); got != up.StreamText("node") {
 		t.Errorf("JS stream %q, want %q", got, up.StreamText("node"))
 	}
-	a = ask(t, p, "js", `{"session_id":"js-s1","params":{"text":"ask: js"}}`)
-	if st, q, ok := a.final().Interrupt(); !ok || st != e2a.StateInputRequired || q != up.AskQuestion {
+	a = p.Ask(t, "js", `{"session_id":"js-s1","params":{"text":"ask: js"}}`)
+	if st, q, ok := a.Final().Interrupt(); !ok || st != e2a.StateInputRequired || q != up.AskQuestion {
 		t.Errorf("JS ask: %v %q %q (state %q)", ok, st, q, a.State)
 	}
-	a = ask(t, p, "js", `{"session_id":"js-s1","params":{"text":"Linus"}}`)
-	if got := a.text(e2a.DeltaText); !strings.Contains(got, up.AskReply("Linus")) {
+	a = p.Ask(t, "js", `{"session_id":"js-s1","params":{"text":"Linus"}}`)
+	if got := a.Text(e2a.DeltaText); !strings.Contains(got, up.AskReply("Linus")) {
 		t.Errorf("JS answer %q, want %q in it", got, up.AskReply("Linus"))
 	}
 }

@@ -2,9 +2,6 @@ package a2abridge_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +13,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/bridge/a2abridge"
-	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
@@ -66,50 +62,6 @@ func v1Client(t *testing.T, p *pipetest.Pipeline, pool string) *a2aclient.Client
 	}
 	t.Cleanup(func() { _ = c.Destroy() })
 	return c
-}
-
-// answer is the E2A JSON answer of a finished request.
-type answer struct {
-	State  string          `json:"state"`
-	Frames []*e2a.Response `json:"frames"`
-}
-
-func (a answer) final() *e2a.Response {
-	if len(a.Frames) == 0 {
-		return nil
-	}
-	return a.Frames[len(a.Frames)-1]
-}
-
-// text is the text deltas of kind, joined.
-func (a answer) text(kind string) string {
-	var b strings.Builder
-	for _, f := range a.Frames {
-		if c, err := f.Chunk(); err == nil && c.DeltaKind == kind {
-			s, _ := c.Delta.(string)
-			b.WriteString(s)
-		}
-	}
-	return b.String()
-}
-
-// ask posts an E2A request to pool and waits for its answer.
-func ask(t *testing.T, p *pipetest.Pipeline, pool, body string) answer {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+"/pools/"+pool+"/v1/requests?wait=true", strings.NewReader(body))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var a answer
-	if err := json.Unmarshal(b, &a); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("answer %d: %s", resp.StatusCode, b)
-	}
-	return a
 }
 
 // taskText is the text of a task's artifacts (thoughts left out) and the

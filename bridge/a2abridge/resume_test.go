@@ -61,15 +61,15 @@ func TestWorkerKilledMidStream(t *testing.T) {
 	go func() { doneB <- agent.Run(ctx, ncB, "agent", newHandler(t, p, "agent", srv.BaseURL()), opts...) }()
 	defer func() { cancel(); <-doneB }()
 
-	a := ask(t, p, "agent", `{"request_id":"killed-1","params":{"text":"slow: x"}}`)
+	a := p.Ask(t, "agent", `{"request_id":"killed-1","params":{"text":"slow: x"}}`)
 	var want strings.Builder
 	for i := 1; i <= chunks; i++ {
 		want.WriteString(up.SlowChunk(i))
 	}
-	if got := a.text(e2a.DeltaText); got != want.String() {
+	if got := a.Text(e2a.DeltaText); got != want.String() {
 		t.Errorf("text after the takeover:\n got %q\nwant %q", got, want.String())
 	}
-	if f := a.final(); f == nil || f.ResponseKind != e2a.KindComplete {
+	if f := a.Final(); f == nil || f.ResponseKind != e2a.KindComplete {
 		t.Errorf("final frame %+v", f)
 	}
 	for i, f := range a.Frames {

@@ -16,6 +16,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	acp "github.com/coder/acp-go-sdk"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/acptest"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
@@ -43,11 +44,11 @@ func TestExamples(t *testing.T) {
 			}
 			frames := sseFrames(t, resp.Body)
 			resp.Body.Close()
-			got := answer{Frames: frames}
-			if want := c.who + " heard: hello there "; got.text() != want {
-				t.Errorf("E2A text %q, want %q", got.text(), want)
+			got := pipetest.Answer{Frames: frames}
+			if want := c.who + " heard: hello there "; got.Text(e2a.DeltaText) != want {
+				t.Errorf("E2A text %q, want %q", got.Text(e2a.DeltaText), want)
 			}
-			if f := got.final(); f == nil || f.ResponseKind != "e2a.complete" || !strings.Contains(string(f.Body), `"words":2`) {
+			if f := got.Final(); f == nil || f.ResponseKind != "e2a.complete" || !strings.Contains(string(f.Body), `"words":2`) {
 				t.Errorf("E2A final frame %+v", f)
 			}
 			req, _ = http.NewRequest(http.MethodGet, p.URL+"/v1/requests/ex-"+c.pool+"/stream", nil)

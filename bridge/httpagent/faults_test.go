@@ -100,9 +100,9 @@ func TestFaults(t *testing.T) {
 		calls      int64 // upstream calls the request made (0: not counted)
 		code       string
 		retryable  bool
-		check      func(answer) bool
+		check      func(pipetest.Answer) bool
 	}{
-		{"503-then-ok", "faulty", 2, "", false, func(a answer) bool { return a.text() == "one " }},
+		{"503-then-ok", "faulty", 2, "", false, func(a pipetest.Answer) bool { return a.Text(e2a.DeltaText) == "one " }},
 		{"429", "faulty", 4, bridge.CodeRateLimited, true, nil},
 		{"404", "faulty", 1, bridge.CodeRejected, false, nil},
 		{"cut-after-frame", "faulty", 1, bridge.CodeUnavailable, true, nil},
@@ -110,21 +110,21 @@ func TestFaults(t *testing.T) {
 		{"hang", "faulty", 1, bridge.CodeTimeout, true, nil},
 		{"html", "faulty", 1, bridge.CodeProtocol, false, nil},
 		{"error-frame", "faulty", 1, "no_weather", true, nil},
-		{"json-result", "faulty", 1, "", false, func(a answer) bool {
-			return strings.Contains(string(a.final().Body), `"reply":"plain object"`)
+		{"json-result", "faulty", 1, "", false, func(a pipetest.Answer) bool {
+			return strings.Contains(string(a.Final().Body), `"reply":"plain object"`)
 		}},
-		{"sse", "faulty", 1, "", false, func(a answer) bool { return a.text() == "one " }},
-		{"interrupt", "faulty", 1, "", false, func(a answer) bool {
-			st, text, ok := a.final().Interrupt()
+		{"sse", "faulty", 1, "", false, func(a pipetest.Answer) bool { return a.Text(e2a.DeltaText) == "one " }},
+		{"interrupt", "faulty", 1, "", false, func(a pipetest.Answer) bool {
+			st, text, ok := a.Final().Interrupt()
 			return ok && st == e2a.StateInputRequired && text == "Which city?" && a.State == e2a.StateInputRequired
 		}},
 		{"unreachable", "dead", 0, bridge.CodeUnreachable, true, nil},
 	} {
 		before := calls.Load()
-		a := ask(t, p, c.pool, `{"request_id":"fault-`+c.name+`","params":{"text":"x","case":"`+c.name+`"}}`)
-		code, retryable := a.errorCode()
+		a := p.Ask(t, c.pool, `{"request_id":"fault-`+c.name+`","params":{"text":"x","case":"`+c.name+`"}}`)
+		code, retryable := a.ErrorCode()
 		if code != c.code || (code != "" && retryable != c.retryable) {
-			t.Errorf("%s: final %+v, want code %q retryable %v", c.name, a.final(), c.code, c.retryable)
+			t.Errorf("%s: final %+v, want code %q retryable %v", c.name, a.Final(), c.code, c.retryable)
 		}
 		if got := calls.Load() - before; c.calls > 0 && got != c.calls {
 			t.Errorf("%s: %d upstream calls, want %d", c.name, got, c.calls)

@@ -2,8 +2,6 @@ package httpagent_test
 
 import (
 	"bufio"
-	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -43,60 +41,6 @@ func bridgePool(t *testing.T, p *pipetest.Pipeline, pool, url string, copts ...b
 		t.Fatal(err)
 	}
 	p.Pool(pool, h)
-}
-
-// answer is the E2A JSON answer of a finished request.
-type answer struct {
-	State  string          `json:"state"`
-	Frames []*e2a.Response `json:"frames"`
-}
-
-func (a answer) final() *e2a.Response {
-	if len(a.Frames) == 0 {
-		return nil
-	}
-	return a.Frames[len(a.Frames)-1]
-}
-
-func (a answer) text() string {
-	var b strings.Builder
-	for _, f := range a.Frames {
-		if c, err := f.Chunk(); err == nil && c.DeltaKind == e2a.DeltaText {
-			s, _ := c.Delta.(string)
-			b.WriteString(s)
-		}
-	}
-	return b.String()
-}
-
-// errorCode is the code of the final e2a.error ("" when it is none).
-func (a answer) errorCode() (string, bool) {
-	f := a.final()
-	if f == nil || f.ResponseKind != e2a.KindError {
-		return "", false
-	}
-	b, _ := f.Error()
-	return b.Code, b.Retryable
-}
-
-// ask posts an E2A request to pool and waits for its answer.
-func ask(t *testing.T, p *pipetest.Pipeline, pool, body string) answer {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+"/pools/"+pool+"/v1/requests?wait=true", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var a answer
-	if err := json.Unmarshal(b, &a); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("answer %d: %s", resp.StatusCode, b)
-	}
-	return a
 }
 
 // sseFrames reads the frames of an E2A SSE stream.
