@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -160,15 +161,10 @@ func TestBrokerWorkPerRequest(t *testing.T) {
 // last sequences.
 func settle(t *testing.T, lastSeqs func() map[string]uint64, acked func() bool) map[string]uint64 {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		cur := lastSeqs()
-		if cur[streams.AuditStream] == cur[streams.RequestsStream]+cur[streams.ResponsesStream] && acked() {
-			return cur
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("E2A_AUDIT did not catch up or requests are unacked: %v", cur)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var cur map[string]uint64
+	testkit.Eventually(t, 10*time.Second, "E2A_AUDIT caught up and every request acked", func() bool {
+		cur = lastSeqs()
+		return cur[streams.AuditStream] == cur[streams.RequestsStream]+cur[streams.ResponsesStream] && acked()
+	})
+	return cur
 }

@@ -37,9 +37,7 @@ var sleepAllowed = map[string]string{
 // replaced by a wait on the event (issue 39). Shrink this list; never add
 // to it. internal/bench was being changed by others when the rest was
 // done.
-var sleepPending = map[string]string{
-	"internal/bench/messages_test.go:settle": "internal/bench: not converted yet",
-}
+var sleepPending = map[string]string{}
 
 // TestNoSleepInTests fails for a test file that calls (or takes) time.Sleep
 // in a function neither list names, and for a listed function that no
