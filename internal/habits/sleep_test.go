@@ -34,9 +34,7 @@ var sleepAllowed = map[string]string{
 }
 
 // sleepPending are sleeps that still wait for something and are not yet
-// replaced by a wait on the event (issue 39). Shrink this list; never add
-// to it. internal/bench was being changed by others when the rest was
-// done.
+// replaced by a wait on the event (issue 39). It is empty: keep it so.
 var sleepPending = map[string]string{}
 
 // TestNoSleepInTests fails for a test file that calls (or takes) time.Sleep
