@@ -1,0 +1,486 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/tracing"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// One delivery's life, in phases (handle): pick up (pickUp: decode, the
+// request id, the response subject), resume (resume: what the response
+// subject already holds), start (the writer and the handler's context),
+// the checks before the handler (refusal: invalid, cancelled at pick-up,
+// past its deadline, partial and not resumable), the wait for the previous
+// turn (awaitTurn, turns.go), run (runHandler: the handler with its writer)
+// and settle (stopped, end, settle: the outcome, ack, nak or term).
+
+// maxErrorMessage bounds the message of a handler_error frame, taken from
+// the handler's error.
+const maxErrorMessage = 1024
+
+// ioTimeout bounds the reads of the pick-up.
+const ioTimeout = 5 * time.Second
+
+// delivery is what the phases of handle know of one delivery.
+type delivery struct {
+	m        jetstream.Msg
+	meta     *jetstream.MsgMetadata
+	env      *e2a.Envelope // never nil; its RequestID is id
+	perr     error         // the envelope's decoding error, answered before the handler
+	id       string
+	respSubj string
+	log      *reqLogger
+	spanCtx  context.Context // the delivery's span (context.Background without tracing)
+
+	last    *storedMsg // the last stored message of a redelivery, if any
+	lastSeq int64      // the sequence of its last frame; -1 with none
+
+	deadline    time.Time
+	hasDeadline bool
+}
+
+// handle runs one delivery to its end, phase by phase, and returns its
+// outcome.
+func (w *worker) handle(m jetstream.Msg, sl *slot) (outcome string) {
+	d, outcome, ok := w.pickUp(m)
+	if !ok {
+		return outcome
+	}
+	// With tracing on, the delivery is a consumer span, child of the
+	// request's publish; frames and the handler's own spans are its
+	// children.
+	if tracing.Enabled() {
+		var span trace.Span
+		d.spanCtx, span = w.startHandleSpan(m.Subject(), d.env, d.id, d.meta.NumDelivered)
+		defer func() { endHandleSpan(span, outcome) }()
+	}
+	r := &request{id: d.id, msg: m, slot: sl}
+	w.register(r)
+	defer w.unregister(r)
+	if out, ok := w.resume(d); !ok {
+		return out
+	}
+	hctx, stop, cancelledLive := w.start(d, r)
+	defer stop(nil)
+	if f, refused := w.refusal(d, cancelledLive); refused {
+		return w.end(r, f, d.log)
+	}
+	if d.hasDeadline {
+		var cancelDL context.CancelFunc
+		hctx, cancelDL = context.WithDeadlineCause(hctx, d.deadline, ErrDeadlineExceeded)
+		defer cancelDL()
+	}
+	if after := turnAfter(m, d.id); after != "" && d.last == nil {
+		// A later turn of a task or session: the handler runs once the
+		// turn before has ended (turns.go). A request with frames already
+		// waited before it wrote them.
+		if out, wait := w.awaitTurn(hctx, r, after, d.meta, d.log); wait {
+			return out
+		}
+	}
+	return w.runHandler(d, r, hctx)
+}
+
+// pickUp reads the delivery m: its metadata, envelope, request id and
+// response subject. ok is false when no frame can be written for it: m is
+// terminated and outcome is OutcomeInvalid. An envelope that does not
+// decode is picked up (d.perr) and answered with a final error frame.
+func (w *worker) pickUp(m jetstream.Msg) (d *delivery, outcome string, ok bool) {
+	meta, err := m.Metadata()
+	if err != nil {
+		w.log.Error("request without JetStream metadata", "subject", m.Subject(), "err", err)
+		_ = m.Term()
+		return nil, OutcomeInvalid, false
+	}
+	if meta.NumDelivered > 1 {
+		w.metrics.redeliveries.WithLabelValues(w.pool).Inc()
+	}
+	env, perr := e2a.FromJSON(m.Data())
+	id, ok := w.requestID(m, env, perr)
+	if !ok {
+		return nil, OutcomeInvalid, false
+	}
+	if env == nil {
+		env = &e2a.Envelope{}
+	}
+	env.RequestID = id // the subject token is authoritative
+	if env.Trace == nil {
+		// An integrator publishing straight onto the subject carries trace
+		// context in the message headers only.
+		if h := m.Headers(); h != nil && h.Get(subjects.HeaderTraceparent) != "" {
+			env.Trace = &e2a.TraceContext{Traceparent: h.Get(subjects.HeaderTraceparent), Tracestate: h.Get(subjects.HeaderTracestate)}
+		}
+	}
+	respSubj, err := subjects.Response(id)
+	if err != nil {
+		w.log.Error("request id unusable: terminated", "err", err)
+		_ = m.TermWithReason("request id unusable")
+		return nil, OutcomeInvalid, false
+	}
+	log := &reqLogger{base: w.log, id: id, delivery: meta.NumDelivered, correlationID: env.CorrelationID}
+	if env.Trace != nil {
+		log.traceparent = env.Trace.Traceparent
+	}
+	d = &delivery{m: m, meta: meta, env: env, perr: perr, id: id, respSubj: respSubj, log: log,
+		spanCtx: context.Background(), lastSeq: -1}
+	return d, "", true
+}
+
+// requestID is m's request id: its subject's token, else the envelope's.
+// ok is false when it has none (m is terminated).
+func (w *worker) requestID(m jetstream.Msg, env *e2a.Envelope, perr error) (id string, ok bool) {
+	_, id, serr := subjects.ParseRequest(m.Subject())
+	if serr != nil {
+		if perr != nil || env.RequestID == "" {
+			w.log.Error("request without a request id: terminated", "subject", m.Subject(), "err", serr)
+			_ = m.TermWithReason("no request id")
+			return "", false
+		}
+		id = env.RequestID
+	}
+	if id == "" {
+		// No frame can be written for it (a frame requires a request id).
+		w.log.Error("request with an empty request id: terminated", "subject", m.Subject())
+		_ = m.TermWithReason("empty request id")
+		return "", false
+	}
+	return id, true
+}
+
+// resume reads, for a redelivery, what the response subject already holds
+// (its last message's last frame) into d.last and d.lastSeq. ok is false
+// when the delivery ended here: its final frame is stored (acked,
+// OutcomeAlreadyFinal) or the reads failed (handed back, OutcomeLost).
+//
+// A first delivery assumes nothing is there; if something is, its first
+// publish is refused and tells. An earlier delivery still writing is
+// fenced: each of its messages expects the one before, and ours come after
+// what we read. Workers of earlier versions sent frames in fast batches
+// fenced on the request's lease subject instead: a redelivery first stores
+// a lease, so that none of those lands after what it reads (during a
+// rolling upgrade).
+func (w *worker) resume(d *delivery) (outcome string, ok bool) {
+	if d.meta.NumDelivered <= 1 {
+		return "", true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	leaseSubj, _ := subjects.ResponseLease(d.id)
+	if _, err := storeLease(ctx, w.js.Conn(), leaseSubj, d.id, w.cfg.workerID); err != nil {
+		cancel()
+		d.log.get().Warn("cannot store the lease: handing back", "err", err)
+		_ = d.m.NakWithDelay(time.Second)
+		return OutcomeLost, false
+	}
+	last, err := lastMsg(ctx, w.js, w.streams.Responses, d.respSubj)
+	cancel()
+	if err != nil {
+		d.log.get().Warn("cannot read existing frames: handing back", "err", err)
+		_ = d.m.NakWithDelay(time.Second)
+		return OutcomeLost, false
+	}
+	if last == nil {
+		return "", true
+	}
+	h, ferr := last.frame()
+	if ferr != nil {
+		d.log.get().Error("last stored frame does not decode", "err", ferr)
+		if seq, ok := seqHeader(last); ok {
+			h.Sequence = seq
+		}
+	}
+	if h.IsFinal {
+		_ = d.m.Ack()
+		return OutcomeAlreadyFinal, false
+	}
+	d.last, d.lastSeq = last, h.Sequence
+	return "", true
+}
+
+// start makes r's writer (after what resume read) and the handler's
+// context hctx, stopped by stop with the runtime's cause (a cancel, a
+// shutdown, the writer's failure). cancelledLive reports a live cancel
+// received before stop was set.
+func (w *worker) start(d *delivery, r *request) (hctx context.Context, stop context.CancelCauseFunc, cancelledLive bool) {
+	wr := newWriter(w, d.env, d.id, d.respSubj, d.last, d.lastSeq)
+	if tracing.Enabled() {
+		wr.spanCtx = d.spanCtx
+		wr.trace = tracing.Inject(d.spanCtx)
+	}
+	r.wr = wr
+
+	hctx, stop = context.WithCancelCause(withTrace(d.spanCtx, wr.trace))
+	w.mu.Lock()
+	r.stop = stop
+	cancelledLive = r.cancelled
+	stopping := w.stopCause
+	w.mu.Unlock()
+	if stopping != nil {
+		stop(stopping)
+	}
+	wr.onFatal = func(err error) { stop(err) }
+	return hctx, stop, cancelledLive
+}
+
+// refusal is the final frame of a request answered before its handler
+// runs: invalid, cancelled, past its deadline, or partial and not
+// resumable. It sets d's deadline.
+func (w *worker) refusal(d *delivery, cancelledLive bool) (f frame, refused bool) {
+	if d.perr != nil {
+		return errorFrame(e2a.ErrCodeInvalidRequest, d.perr.Error(), false, nil), true
+	}
+	if ierr := subjects.ValidateRequestID(d.id); ierr != nil {
+		// Only an integrator publishing on the subject directly can send
+		// such an id (ingress refuses it). It is answered, once, with a
+		// final error frame, fenced like every frame by its subject's
+		// expected last sequence.
+		d.log.get().Error("request id outside the id grammar: refused", "err", ierr)
+		return errorFrame(e2a.ErrCodeInvalidRequest, ierr.Error(), false, nil), true
+	}
+	if cancelledLive || w.cancelledAtPickUp(d.id, d.meta.Sequence.Stream, d.log) {
+		return cancelFrame(), true
+	}
+	d.deadline, d.hasDeadline = w.deadline(d.env, d.meta)
+	if d.hasDeadline && !time.Now().Before(d.deadline) {
+		return deadlineFrame(), true
+	}
+	if d.last != nil && !w.resumable {
+		return errorFrame(e2a.ErrCodeAgentInterrupted,
+			fmt.Sprintf("the agent was interrupted after frame %d and cannot resume", d.lastSeq), true, nil), true
+	}
+	return frame{}, false
+}
+
+// runHandler runs the handler with hctx and r's writer, then settles r by
+// how it ended: the context's cause (stopped), or the handler's return
+// (the frames it left unwritten, then its final frame: handlerFinal).
+func (w *worker) runHandler(d *delivery, r *request, hctx context.Context) string {
+	wr := r.wr
+	wr.mu.Lock()
+	wr.hctx = hctx
+	wr.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- w.serve(hctx, d.env, wr) }()
+
+	var herr error
+	returned := false
+	select {
+	case herr = <-done:
+		returned = true
+	case <-hctx.Done():
+	}
+	wait := func() {
+		if !returned {
+			select {
+			case <-done:
+			case <-w.hardStop:
+			}
+		}
+	}
+	if hctx.Err() != nil {
+		if out, ok := w.stopped(r, hctx, d.log, wait); ok {
+			return out
+		}
+	}
+	wait()
+	// The handler returned: write what it left unwritten.
+	if ferr := wr.flush(); ferr != nil {
+		return w.settle(r, ferr, d.log)
+	}
+	return w.end(r, handlerFinal(herr, d.log), d.log)
+}
+
+// handlerFinal is the final frame of a handler that returned herr (unless
+// it wrote one): e2a.complete for nil, the *Error's e2a.error,
+// handler_panic for a panic, handler_error for any other error.
+func handlerFinal(herr error, log *reqLogger) frame {
+	var pe *panicError
+	var ae *Error
+	switch {
+	case errors.As(herr, &pe):
+		log.get().Error("handler panicked", "panic", pe.value, "stack", string(pe.stack))
+		return errorFrame(e2a.ErrCodeHandlerPanic, "the agent failed unexpectedly", false, nil)
+	case errors.As(herr, &ae):
+		return errorFrame(ae.Code, ae.Message, ae.Retryable, ae.Details)
+	case herr != nil:
+		msg := herr.Error()
+		if len(msg) > maxErrorMessage {
+			msg = msg[:maxErrorMessage] + "…"
+		}
+		return errorFrame(e2a.ErrCodeHandlerError, msg, false, nil)
+	}
+	return frame{kind: e2a.KindComplete, status: e2a.StatusSucceeded, body: e2a.CompleteBody{}, final: true}
+}
+
+// stopped ends r, whose context hctx is done, by the cause: a cancel or
+// the deadline writes the final frame, a shutdown hands r back, a
+// writer's failure (fenced, the connection lost) settles it; wait waits
+// for the handler. ok is false for a context cancelled without a cause of
+// the runtime's: the caller goes on as if the handler returned.
+func (w *worker) stopped(r *request, hctx context.Context, log *reqLogger, wait func()) (outcome string, ok bool) {
+	wr := r.wr
+	cause := context.Cause(hctx)
+	switch {
+	case errors.Is(cause, ErrCancelled):
+		wr.close(ErrWriterClosed, false)
+		out := w.end(r, cancelFrame(), log)
+		wait()
+		return out, true
+	case errors.Is(cause, ErrDeadlineExceeded):
+		wr.close(ErrWriterClosed, false)
+		out := w.end(r, deadlineFrame(), log)
+		wait()
+		return out, true
+	case errors.Is(cause, ErrShutdown):
+		wr.close(ErrShutdown, true)
+		if final, _, _, _, _ := wr.state(); final {
+			out := w.settle(r, nil, log)
+			wait()
+			return out, true
+		}
+		w.unregister(r)
+		_ = r.msg.Nak()
+		wait()
+		return OutcomeHandedBack, true
+	case cause != nil && !errors.Is(cause, context.Canceled):
+		// Fenced or the connection lost: the writer failed.
+		wr.close(cause, true)
+		out := w.settle(r, cause, log)
+		wait()
+		return out, true
+	}
+	return "", false
+}
+
+// end writes f as the final frame unless one exists, then settles.
+func (w *worker) end(r *request, f frame, log *reqLogger) string {
+	_, err := r.wr.finish(f)
+	return w.settle(r, err, log)
+}
+
+// settle acks, or leaves, the delivery according to the writer's state and
+// err (the writer's failure, if any), and returns the outcome.
+func (w *worker) settle(r *request, err error, log *reqLogger) string {
+	w.unregister(r)
+	final, status, code, fatal, published := r.wr.state()
+	if err == nil {
+		err = fatal
+	}
+	if final {
+		if aerr := r.msg.Ack(); aerr != nil {
+			log.get().Debug("ack failed", "err", aerr)
+		}
+		return outcomeOf(status, code)
+	}
+	var fe *fencedError
+	switch {
+	case errors.As(err, &fe):
+		if fe.lastFinal {
+			// The request is finished by someone: nothing left to do.
+			_ = r.msg.Ack()
+			if published == 0 {
+				return OutcomeAlreadyFinal
+			}
+		}
+		// Another worker owns the request. Neither ack nor nak: either would
+		// act on the current owner's delivery (acks go by stream sequence).
+		log.get().Info("fenced out by another worker", "err", err)
+		return OutcomeFenced
+	case err != nil:
+		if !isClosed(err) {
+			log.get().Warn("frames could not be written: handing back", "err", err)
+			_ = r.msg.NakWithDelay(time.Second)
+		}
+		return OutcomeLost
+	}
+	// Not reached: finish writes a final frame or fails.
+	_ = r.msg.Nak()
+	return OutcomeLost
+}
+
+func outcomeOf(status, code string) string {
+	if status == e2a.StatusSucceeded {
+		return OutcomeSucceeded
+	}
+	switch code {
+	case e2a.ErrCodeCancelled:
+		return OutcomeCancelled
+	case e2a.ErrCodeDeadlineExceeded:
+		return OutcomeDeadline
+	case e2a.ErrCodeAgentInterrupted:
+		return OutcomeInterrupted
+	case e2a.ErrCodeHandlerPanic:
+		return OutcomePanic
+	case e2a.ErrCodeInvalidRequest:
+		return OutcomeInvalid
+	case e2a.ErrCodeMaxDeliveries:
+		return OutcomeMaxDeliveries
+	}
+	return OutcomeFailed
+}
+
+func cancelFrame() frame {
+	return errorFrame(e2a.ErrCodeCancelled, "the request was cancelled", false, nil)
+}
+
+func deadlineFrame() frame {
+	return errorFrame(e2a.ErrCodeDeadlineExceeded, "the request passed its deadline", true, nil)
+}
+
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (p *panicError) Error() string { return fmt.Sprintf("agent: handler panic: %v", p.value) }
+
+// serve runs the handler, turning a panic into a *panicError.
+func (w *worker) serve(ctx context.Context, env *e2a.Envelope, wr *writer) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &panicError{value: v, stack: debug.Stack()}
+		}
+	}()
+	return w.h.Serve(ctx, env, wr)
+}
+
+// deadline returns the request's deadline: the earlier of the envelope's
+// and the stored time plus the default deadline.
+func (w *worker) deadline(env *e2a.Envelope, meta *jetstream.MsgMetadata) (time.Time, bool) {
+	var dl time.Time
+	if env.Deadline != "" {
+		if t, err := e2a.ParseTime(env.Deadline); err == nil {
+			dl = t
+		}
+	}
+	if w.cfg.defaultDL > 0 {
+		d := meta.Timestamp.Add(w.cfg.defaultDL)
+		if dl.IsZero() || d.Before(dl) {
+			dl = d
+		}
+	}
+	return dl, !dl.IsZero()
+}
+
+// seqHeader is the sequence of the last frame m holds, by its headers
+// (E2A-Sequence, and E2A-Frames on a burst).
+func seqHeader(m *storedMsg) (int64, bool) {
+	n, err := strconv.ParseInt(m.header.Get(subjects.HeaderSequence), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	count, err := e2a.BurstCount(m.header.Get(subjects.HeaderFrames))
+	if err != nil {
+		return 0, false
+	}
+	return n + int64(count) - 1, true
+}
