@@ -78,26 +78,8 @@ type Embedded struct {
 // the server did not become ready within ReadyTimeout, and the server's
 // error when it cannot be configured.
 func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
-	if opts.Port < 0 {
-		return nil, fmt.Errorf("%w: port %d: the embedded server always listens; use 0 for a free port", ErrInvalidOptions, opts.Port)
-	}
-	if opts.Host == "" {
-		opts.Host = DefaultHost
-	}
-	if opts.ServerName == "" {
-		opts.ServerName = "e2a-embedded"
-	}
-	if strings.ContainsAny(opts.ServerName, " \t\r\n") {
-		return nil, fmt.Errorf("%w: server name %q", ErrInvalidOptions, opts.ServerName)
-	}
-	if opts.ReadyTimeout <= 0 {
-		opts.ReadyTimeout = 10 * time.Second
-	}
-	if opts.MaxMemory < 0 || opts.MaxStore < 0 {
-		return nil, fmt.Errorf("%w: negative JetStream limits", ErrInvalidOptions)
-	}
-	if opts.MaxPayload < 0 {
-		return nil, fmt.Errorf("%w: max payload %d", ErrInvalidOptions, opts.MaxPayload)
+	if err := opts.check(); err != nil {
+		return nil, err
 	}
 	e := &Embedded{}
 	if opts.StoreDir == "" {
@@ -108,40 +90,7 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		e.tempDir = dir
 		opts.StoreDir = dir
 	}
-	sopts := &server.Options{
-		ServerName:         opts.ServerName,
-		Host:               opts.Host,
-		Port:               randomIfZero(opts.Port),
-		NoLog:              !opts.Logging,
-		NoSigs:             true,
-		JetStream:          true,
-		StoreDir:           opts.StoreDir,
-		SyncAlways:         opts.SyncAlways,
-		JetStreamMaxMemory: opts.MaxMemory,
-		JetStreamMaxStore:  opts.MaxStore,
-		MaxPayload:         opts.MaxPayload,
-	}
-	if c := opts.Cluster; c != nil {
-		if c.Name == "" || strings.ContainsAny(c.Name, " \t\r\n") {
-			e.cleanup()
-			return nil, fmt.Errorf("%w: cluster name %q", ErrInvalidOptions, c.Name)
-		}
-		if c.Port < 0 {
-			e.cleanup()
-			return nil, fmt.Errorf("%w: cluster port %d", ErrInvalidOptions, c.Port)
-		}
-		if len(c.Routes) == 0 {
-			e.cleanup()
-			return nil, fmt.Errorf("%w: a clustered JetStream node needs routes (its own URL may be among them)", ErrInvalidOptions)
-		}
-		host := c.Host
-		if host == "" {
-			host = opts.Host
-		}
-		sopts.Cluster = server.ClusterOpts{Name: c.Name, Host: host, Port: randomIfZero(c.Port)}
-		sopts.Routes = server.RoutesFromStr(strings.Join(c.Routes, ","))
-	}
-	srv, err := server.NewServer(sopts)
+	srv, err := server.NewServer(opts.serverOptions())
 	if err != nil {
 		e.cleanup()
 		return nil, err
@@ -151,33 +100,108 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	}
 	e.srv = srv
 	srv.Start()
-	if !srv.ReadyForConnections(opts.ReadyTimeout) {
+	if err := waitReady(srv, opts.ReadyTimeout); err != nil {
 		e.Shutdown()
-		return nil, fmt.Errorf("%w: no client listener after %v", ErrServerNotReady, opts.ReadyTimeout)
+		return nil, err
 	}
-	deadline := time.Now().Add(opts.ReadyTimeout)
+	e.opts = opts.withAddrs(srv)
+	return e, nil
+}
+
+// check fills in o's defaults and validates it (ErrInvalidOptions).
+func (o *EmbeddedOptions) check() error {
+	if o.Port < 0 {
+		return fmt.Errorf("%w: port %d: the embedded server always listens; use 0 for a free port", ErrInvalidOptions, o.Port)
+	}
+	if o.Host == "" {
+		o.Host = DefaultHost
+	}
+	if o.ServerName == "" {
+		o.ServerName = "e2a-embedded"
+	}
+	if strings.ContainsAny(o.ServerName, " \t\r\n") {
+		return fmt.Errorf("%w: server name %q", ErrInvalidOptions, o.ServerName)
+	}
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = 10 * time.Second
+	}
+	if o.MaxMemory < 0 || o.MaxStore < 0 {
+		return fmt.Errorf("%w: negative JetStream limits", ErrInvalidOptions)
+	}
+	if o.MaxPayload < 0 {
+		return fmt.Errorf("%w: max payload %d", ErrInvalidOptions, o.MaxPayload)
+	}
+	if c := o.Cluster; c != nil {
+		if c.Name == "" || strings.ContainsAny(c.Name, " \t\r\n") {
+			return fmt.Errorf("%w: cluster name %q", ErrInvalidOptions, c.Name)
+		}
+		if c.Port < 0 {
+			return fmt.Errorf("%w: cluster port %d", ErrInvalidOptions, c.Port)
+		}
+		if len(c.Routes) == 0 {
+			return fmt.Errorf("%w: a clustered JetStream node needs routes (its own URL may be among them)", ErrInvalidOptions)
+		}
+	}
+	return nil
+}
+
+// serverOptions are the NATS server's options for o (checked).
+func (o *EmbeddedOptions) serverOptions() *server.Options {
+	sopts := &server.Options{
+		ServerName:         o.ServerName,
+		Host:               o.Host,
+		Port:               randomIfZero(o.Port),
+		NoLog:              !o.Logging,
+		NoSigs:             true,
+		JetStream:          true,
+		StoreDir:           o.StoreDir,
+		SyncAlways:         o.SyncAlways,
+		JetStreamMaxMemory: o.MaxMemory,
+		JetStreamMaxStore:  o.MaxStore,
+		MaxPayload:         o.MaxPayload,
+	}
+	if c := o.Cluster; c != nil {
+		host := c.Host
+		if host == "" {
+			host = o.Host
+		}
+		sopts.Cluster = server.ClusterOpts{Name: c.Name, Host: host, Port: randomIfZero(c.Port)}
+		sopts.Routes = server.RoutesFromStr(strings.Join(c.Routes, ","))
+	}
+	return sopts
+}
+
+// waitReady waits until srv accepts connections and JetStream is enabled,
+// at most timeout for each (ErrServerNotReady).
+func waitReady(srv *server.Server, timeout time.Duration) error {
+	if !srv.ReadyForConnections(timeout) {
+		return fmt.Errorf("%w: no client listener after %v", ErrServerNotReady, timeout)
+	}
+	deadline := time.Now().Add(timeout)
 	for !srv.JetStreamEnabled() {
 		if time.Now().After(deadline) {
-			e.Shutdown()
-			return nil, fmt.Errorf("%w: JetStream not enabled after %v", ErrServerNotReady, opts.ReadyTimeout)
+			return fmt.Errorf("%w: JetStream not enabled after %v", ErrServerNotReady, timeout)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	// Record the ports actually used, so that Options can restart the
-	// server at the same addresses.
+	return nil
+}
+
+// withAddrs is o with the ports srv actually listens on, so that Options
+// can restart the server at the same addresses.
+func (o EmbeddedOptions) withAddrs(srv *server.Server) EmbeddedOptions {
 	if a, ok := srv.Addr().(*net.TCPAddr); ok {
-		opts.Port = a.Port
+		o.Port = a.Port
 	}
-	if opts.Cluster != nil {
-		c := *opts.Cluster
+	if o.Cluster != nil {
+		c := *o.Cluster
 		c.Routes = append([]string(nil), c.Routes...)
 		if a := srv.ClusterAddr(); a != nil {
 			c.Port = a.Port
 		}
-		opts.Cluster = &c
+		o.Cluster = &c
 	}
-	e.opts = opts
-	return e, nil
+	return o
 }
 
 func randomIfZero(port int) int {
