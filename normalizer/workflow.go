@@ -60,18 +60,9 @@ type WorkflowOperation struct {
 //     earlier operationUpdate; exactly one beginExecution, on the last
 //     non-blank line.
 func ParseWorkflow(jsonl string) (*Workflow, []LineError) {
-	w := &Workflow{}
-	var errs []LineError
-	add := func(line int, field, format string, a ...any) {
-		if len(errs) < MaxWorkflowErrors {
-			errs = append(errs, LineError{Line: line, Field: field, Message: sprintf(format, a...)})
-		}
-	}
-	defined := map[string]int{} // id → index in w.Operations
-	beginLine := 0
+	p := &workflowParser{w: &Workflow{}, defined: map[string]int{}}
 	lastLine := 0
-	lines := strings.Split(jsonl, "\n")
-	for i, raw := range lines {
+	for i, raw := range strings.Split(jsonl, "\n") {
 		ln := i + 1
 		line := strings.TrimSpace(raw)
 		if line == "" {
@@ -79,91 +70,118 @@ func ParseWorkflow(jsonl string) (*Workflow, []LineError) {
 		}
 		lastLine = ln
 		if err := e2a.CheckDepth([]byte(line), e2a.MaxNesting); err != nil {
-			add(ln, "", "JSON nests deeper than %d", e2a.MaxNesting)
+			p.add(ln, "", "JSON nests deeper than %d", e2a.MaxNesting)
 			continue
 		}
 		var m map[string]any
 		if err := decodeStrict([]byte(line), &m); err != nil || m == nil {
-			add(ln, "", "not a JSON object")
+			p.add(ln, "", "not a JSON object")
 			continue
 		}
-		w.Lines = append(w.Lines, m)
+		p.w.Lines = append(p.w.Lines, m)
 		typ, _ := m["type"].(string)
 		switch typ {
 		case WorkflowOperationUpdate:
-			id, ok := m["operationId"].(string)
-			if !ok || !workflowID.MatchString(id) {
-				add(ln, "operationId", "required, must match ^[a-zA-Z0-9_-]+$")
-			}
-			op, isObj := m["operation"].(map[string]any)
-			opType := ""
-			switch {
-			case !isObj:
-				add(ln, "operation", "required, must be an object")
-			case len(op) != 1:
-				add(ln, "operation", "must have exactly one property (the operation type), has %d", len(op))
-			default:
-				for k, v := range op {
-					opType = k
-					if _, ok := v.(map[string]any); !ok {
-						add(ln, "operation."+k, "must be an object")
-					}
-				}
-			}
-			if ok && workflowID.MatchString(id) && isObj && len(op) == 1 {
-				wo := WorkflowOperation{ID: id, Type: opType, Operation: op}
-				if j, seen := defined[id]; seen {
-					w.Operations[j] = wo
-				} else {
-					defined[id] = len(w.Operations)
-					w.Operations = append(w.Operations, wo)
-				}
-			}
+			p.operationUpdate(ln, m)
 		case WorkflowBeginExecution:
-			if beginLine != 0 {
-				add(ln, "type", "a second beginExecution (first on line %d)", beginLine)
-				continue
-			}
-			beginLine = ln
-			id, ok := m["executionId"].(string)
-			if !ok || !workflowID.MatchString(id) {
-				add(ln, "executionId", "required, must match ^[a-zA-Z0-9_-]+$")
-			}
-			w.ExecutionID = id
-			order, isArr := m["operationOrder"].([]any)
-			if !isArr || len(order) == 0 {
-				add(ln, "operationOrder", "required, must be a non-empty array of operation ids")
-				continue
-			}
-			for k, o := range order {
-				s, isStr := o.(string)
-				if !isStr {
-					add(ln, sprintf("operationOrder[%d]", k), "must be a string")
-					continue
-				}
-				if _, seen := defined[s]; !seen {
-					add(ln, sprintf("operationOrder[%d]", k), "operation %q is not defined by an earlier operationUpdate", s)
-				}
-				w.OperationOrder = append(w.OperationOrder, s)
-			}
+			p.beginExecution(ln, m)
 		case "":
-			add(ln, "type", "required, must be operationUpdate or beginExecution")
+			p.add(ln, "type", "required, must be operationUpdate or beginExecution")
 		default:
-			add(ln, "type", "unknown type %q (want operationUpdate or beginExecution)", typ)
+			p.add(ln, "type", "unknown type %q (want operationUpdate or beginExecution)", typ)
 		}
 	}
 	switch {
 	case lastLine == 0:
-		add(1, "", "empty workflow")
-	case beginLine == 0:
-		add(lastLine, "", "no beginExecution line")
-	case beginLine != lastLine:
-		add(beginLine, "type", "beginExecution must be the last line (line %d follows)", lastLine)
+		p.add(1, "", "empty workflow")
+	case p.beginLine == 0:
+		p.add(lastLine, "", "no beginExecution line")
+	case p.beginLine != lastLine:
+		p.add(p.beginLine, "type", "beginExecution must be the last line (line %d follows)", lastLine)
 	}
-	if len(errs) > 0 {
-		return nil, errs
+	if len(p.errs) > 0 {
+		return nil, p.errs
 	}
-	return w, nil
+	return p.w, nil
+}
+
+// workflowParser is ParseWorkflow's state.
+type workflowParser struct {
+	w         *Workflow
+	errs      []LineError
+	defined   map[string]int // operation id → index in w.Operations
+	beginLine int            // the beginExecution's line; 0 before it
+}
+
+// add records an error, up to MaxWorkflowErrors.
+func (p *workflowParser) add(line int, field, format string, a ...any) {
+	if len(p.errs) < MaxWorkflowErrors {
+		p.errs = append(p.errs, LineError{Line: line, Field: field, Message: sprintf(format, a...)})
+	}
+}
+
+// operationUpdate reads the operationUpdate m of line ln: a valid one
+// defines its operation (a later one of the same id replaces it).
+func (p *workflowParser) operationUpdate(ln int, m map[string]any) {
+	id, ok := m["operationId"].(string)
+	if !ok || !workflowID.MatchString(id) {
+		p.add(ln, "operationId", "required, must match ^[a-zA-Z0-9_-]+$")
+	}
+	op, isObj := m["operation"].(map[string]any)
+	opType := ""
+	switch {
+	case !isObj:
+		p.add(ln, "operation", "required, must be an object")
+	case len(op) != 1:
+		p.add(ln, "operation", "must have exactly one property (the operation type), has %d", len(op))
+	default:
+		for k, v := range op {
+			opType = k
+			if _, ok := v.(map[string]any); !ok {
+				p.add(ln, "operation."+k, "must be an object")
+			}
+		}
+	}
+	if ok && workflowID.MatchString(id) && isObj && len(op) == 1 {
+		wo := WorkflowOperation{ID: id, Type: opType, Operation: op}
+		if j, seen := p.defined[id]; seen {
+			p.w.Operations[j] = wo
+		} else {
+			p.defined[id] = len(p.w.Operations)
+			p.w.Operations = append(p.w.Operations, wo)
+		}
+	}
+}
+
+// beginExecution reads the beginExecution m of line ln: the execution id
+// and the order of operations, each defined by an earlier operationUpdate.
+func (p *workflowParser) beginExecution(ln int, m map[string]any) {
+	if p.beginLine != 0 {
+		p.add(ln, "type", "a second beginExecution (first on line %d)", p.beginLine)
+		return
+	}
+	p.beginLine = ln
+	id, ok := m["executionId"].(string)
+	if !ok || !workflowID.MatchString(id) {
+		p.add(ln, "executionId", "required, must match ^[a-zA-Z0-9_-]+$")
+	}
+	p.w.ExecutionID = id
+	order, isArr := m["operationOrder"].([]any)
+	if !isArr || len(order) == 0 {
+		p.add(ln, "operationOrder", "required, must be a non-empty array of operation ids")
+		return
+	}
+	for k, o := range order {
+		s, isStr := o.(string)
+		if !isStr {
+			p.add(ln, sprintf("operationOrder[%d]", k), "must be a string")
+			continue
+		}
+		if _, seen := p.defined[s]; !seen {
+			p.add(ln, sprintf("operationOrder[%d]", k), "operation %q is not defined by an earlier operationUpdate", s)
+		}
+		p.w.OperationOrder = append(p.w.OperationOrder, s)
+	}
 }
 
 // FromWorkflow normalizes an A2E workflow, sent either as JSONL (one

@@ -45,7 +45,6 @@ var exceptions = map[string]exception{
 	"internal/bench.StartPipeline":        {101, 21, "internal/bench is being changed by issue 38 (split it after)"},
 	"internal/bench.runReplicasN":         {101, 23, "internal/bench is being changed by issue 38 (split it after)"},
 	"normalizer.(*req).a2aSend":           {118, 39, "A2A message/send params to the envelope; the seam work of issue 39 moves it (split it there)"},
-	"normalizer.ParseWorkflow":            {106, 33, "the workflow document's checks, one per field; to split"},
 }
 
 // fn is one measured function.
