@@ -236,3 +236,48 @@ func complexity(fd *ast.FuncDecl) int {
 	})
 	return c
 }
+
+// TestComplexityCount checks the count on a function of known complexity
+// and the keys of a function, a method and a generic method.
+func TestComplexityCount(t *testing.T) {
+	const src = `package p
+func F(a, b bool, c chan int, xs []int) {
+	if a && b || !a { // if, &&, ||
+	}
+	for i := 0; i < 1; i++ { // for
+	}
+	for range xs { // range
+	}
+	switch { // two cases, default not counted
+	case a:
+	case b:
+	default:
+	}
+	select { // one comm clause, default not counted
+	case <-c:
+	default:
+	}
+	go func() {
+		if a { // a literal counts toward F
+		}
+	}()
+}
+func (t *T) M() {}
+func (l L[K, V]) G() {}
+`
+	fset := token.NewFileSet()
+	file, err := parser.ParseFile(fset, "p.go", src, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := measureFile(fset, "p", file)
+	if len(got) != 3 {
+		t.Fatalf("measured %d functions, want 3", len(got))
+	}
+	if f := got[0]; f.key != "p.F" || f.complexity != 1+3+1+1+2+1+1 || f.lines != 21 {
+		t.Errorf("F = %+v, want key p.F, complexity 10, 21 lines", f)
+	}
+	if got[1].key != "p.(*T).M" || got[2].key != "p.L.G" {
+		t.Errorf("keys %q, %q; want p.(*T).M, p.L.G", got[1].key, got[2].key)
+	}
+}
