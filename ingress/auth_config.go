@@ -303,57 +303,19 @@ func NewAuth(cfg *AuthConfig, opts ...AuthOption) (*Auth, error) {
 	}
 	a.anonymous = Principal{UserID: anon, IdentityOrigin: e2a.IdentityUser, Scheme: SchemeNone}
 
-	enabled := map[string]bool{}
-	for _, s := range cfg.Schemes {
-		c, ok := canonicalScheme(s)
-		if !ok {
-			return nil, fmt.Errorf("%w: unknown scheme %q (want none, apiKey, bearer, oauth2)", ErrAuthConfig, s)
-		}
-		enabled[c] = true
-	}
-	if len(enabled) == 0 {
-		enabled[SchemeAPIKey] = len(cfg.APIKeys) > 0
-		enabled[SchemeBearer] = len(cfg.BearerTokens) > 0
-		enabled[SchemeOAuth2] = len(cfg.OAuth2.Clients) > 0
-		enabled[SchemeNone] = !enabled[SchemeAPIKey] && !enabled[SchemeBearer] && !enabled[SchemeOAuth2]
+	enabled, err := enabledSchemes(cfg)
+	if err != nil {
+		return nil, err
 	}
 	for _, s := range []string{SchemeNone, SchemeAPIKey, SchemeBearer, SchemeOAuth2} {
 		if enabled[s] {
 			a.schemes = append(a.schemes, s)
 		}
 	}
-
-	load := func(list []Credential, set credSet, scheme, what string) error {
-		if enabled[scheme] && len(list) == 0 {
-			return fmt.Errorf("%w: scheme %s is enabled but no %s are configured", ErrAuthConfig, scheme, what)
-		}
-		for i, c := range list {
-			label := fmt.Sprintf("%s[%d]", what, i)
-			if !validPrincipalName(c.Principal) {
-				return fmt.Errorf("%w: %s: invalid principal (1..256 bytes, no control characters, ':' or ',')", ErrAuthConfig, label)
-			}
-			origin := c.IdentityOrigin
-			if origin == "" {
-				origin = e2a.IdentityUser
-			}
-			if !validIdentityOrigin(origin) {
-				return fmt.Errorf("%w: %s: identity_origin %q must be system, user, agent or service", ErrAuthConfig, label, origin)
-			}
-			sum, err := loadDigest(c.Secret, c.SecretSHA256, label)
-			if err != nil {
-				return err
-			}
-			if err := set.add(&credential{sum: sum, disabled: c.Disabled,
-				principal: Principal{UserID: c.Principal, IdentityOrigin: origin, Scheme: scheme}}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if err := load(cfg.APIKeys, a.apiKeys, SchemeAPIKey, "api_keys"); err != nil {
+	if err := loadCredentials(cfg.APIKeys, a.apiKeys, SchemeAPIKey, "api_keys", enabled[SchemeAPIKey]); err != nil {
 		return nil, err
 	}
-	if err := load(cfg.BearerTokens, a.bearers, SchemeBearer, "bearer_tokens"); err != nil {
+	if err := loadCredentials(cfg.BearerTokens, a.bearers, SchemeBearer, "bearer_tokens", enabled[SchemeBearer]); err != nil {
 		return nil, err
 	}
 	if enabled[SchemeOAuth2] {
@@ -377,6 +339,57 @@ func NewAuth(cfg *AuthConfig, opts ...AuthOption) (*Auth, error) {
 		a.bearers = credSet{}
 	}
 	return a, nil
+}
+
+// enabledSchemes are the schemes cfg enables: those it names, else those
+// it has credentials for, else none.
+func enabledSchemes(cfg *AuthConfig) (map[string]bool, error) {
+	enabled := map[string]bool{}
+	for _, s := range cfg.Schemes {
+		c, ok := canonicalScheme(s)
+		if !ok {
+			return nil, fmt.Errorf("%w: unknown scheme %q (want none, apiKey, bearer, oauth2)", ErrAuthConfig, s)
+		}
+		enabled[c] = true
+	}
+	if len(enabled) == 0 {
+		enabled[SchemeAPIKey] = len(cfg.APIKeys) > 0
+		enabled[SchemeBearer] = len(cfg.BearerTokens) > 0
+		enabled[SchemeOAuth2] = len(cfg.OAuth2.Clients) > 0
+		enabled[SchemeNone] = !enabled[SchemeAPIKey] && !enabled[SchemeBearer] && !enabled[SchemeOAuth2]
+	}
+	return enabled, nil
+}
+
+// loadCredentials checks the credentials list of scheme (configured as
+// what; some are required when the scheme is enabled) and adds their
+// digests to set.
+func loadCredentials(list []Credential, set credSet, scheme, what string, enabled bool) error {
+	if enabled && len(list) == 0 {
+		return fmt.Errorf("%w: scheme %s is enabled but no %s are configured", ErrAuthConfig, scheme, what)
+	}
+	for i, c := range list {
+		label := fmt.Sprintf("%s[%d]", what, i)
+		if !validPrincipalName(c.Principal) {
+			return fmt.Errorf("%w: %s: invalid principal (1..256 bytes, no control characters, ':' or ',')", ErrAuthConfig, label)
+		}
+		origin := c.IdentityOrigin
+		if origin == "" {
+			origin = e2a.IdentityUser
+		}
+		if !validIdentityOrigin(origin) {
+			return fmt.Errorf("%w: %s: identity_origin %q must be system, user, agent or service", ErrAuthConfig, label, origin)
+		}
+		sum, err := loadDigest(c.Secret, c.SecretSHA256, label)
+		if err != nil {
+			return err
+		}
+		if err := set.add(&credential{sum: sum, disabled: c.Disabled,
+			principal: Principal{UserID: c.Principal, IdentityOrigin: origin, Scheme: scheme}}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // loadRoles checks the roles of cfg and that no configured principal can be
