@@ -13,6 +13,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // TestBridge: real A2A agents (a2a-go/v2's server) over each binding, with
@@ -152,15 +153,5 @@ func TestBridgeCancel(t *testing.T) {
 	if _, err := c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: taskID}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(srv.Cancels()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the agent's task was not cancelled")
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	testkit.Eventually(t, 30*time.Second, "the agent's task cancelled", func() bool { return len(srv.Cancels()) > 0 })
 }
