@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -158,31 +159,56 @@ func (u *Upstream) Resumable() bool { return true }
 // Close releases the client's transports.
 func (u *Upstream) Close() error { return u.client.Destroy() }
 
-// Call sends env's text to the agent and writes its answer as frames.
+// Call sends env's text, files and data to the agent as a user message
+// and writes its answer as frames.
 func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
 	conv, _, err := u.conversation(ctx, env)
 	if err != nil {
 		return err
 	}
-	t := &turn{u: u, env: env, w: w, taskID: a2a.TaskID(conv.UpstreamTaskID), contextID: conv.UpstreamContextID}
+	ctx = u.serviceParams(ctx, env)
+	t := &turn{u: u, env: env, w: w, contextID: conv.UpstreamContextID}
 	if w.ResumeAfter() >= 0 {
+		// The task is this request's when the request recorded it (its id
+		// is the conversation's last).
+		if n := len(conv.RequestIDs); n > 0 && conv.RequestIDs[n-1] == env.RequestID {
+			t.taskID = a2a.TaskID(conv.UpstreamTaskID)
+		}
 		return t.resume(ctx)
 	}
-	text := bridge.UserText(env)
-	if text == "" {
-		return agent.Errorf(e2a.ErrCodeInvalidRequest, false, "the request has no text for the A2A agent")
+	parts := userParts(env)
+	if len(parts) == 0 {
+		return agent.Errorf(e2a.ErrCodeInvalidRequest, false, "the request has no text, file or data for the A2A agent")
 	}
-	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text))
+	msg := a2a.NewMessage(a2a.MessageRoleUser, parts...)
 	msg.ContextID = conv.UpstreamContextID
 	if conv.UpstreamTaskOpen {
-		msg.TaskID = a2a.TaskID(conv.UpstreamTaskID)
+		t.taskID = a2a.TaskID(conv.UpstreamTaskID)
+		msg.TaskID = t.taskID
 	}
 	req := &a2a.SendMessageRequest{Message: msg}
 	defer t.forwardCancel(ctx)
 	if u.streaming {
 		return t.follow(ctx, u.client.SendStreamingMessage(ctx, req))
 	}
+	// Without a stream, the task is asked for at once and polled: its
+	// progress reaches the client while it works, and a cancel finds it.
+	req.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
 	return t.sendAndPoll(ctx, req)
+}
+
+// serviceParams attaches the credentials and the request's trace context
+// to every call made with ctx, as A2A service parameters: HTTP headers on
+// JSON-RPC and HTTP+JSON (where the HTTP client sets them too), gRPC
+// metadata on gRPC.
+func (u *Upstream) serviceParams(ctx context.Context, env *e2a.Envelope) context.Context {
+	h := http.Header{}
+	u.http.SetHeaders(ctx, h, env)
+	sp := a2aclient.ServiceParams{}
+	for k, v := range h {
+		sp.Append(k, v...)
+	}
+	return a2aclient.AttachServiceParams(ctx, sp)
 }
 
 // conversation returns env's conversation (the zero one without a store).

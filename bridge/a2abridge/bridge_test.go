@@ -2,7 +2,13 @@ package a2abridge_test
 
 import (
 	"context"
-	"fmt"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -10,19 +16,20 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/bridge/a2abridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
-	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
-// TestBridge: real A2A agents (a2a-go/v2's server) over each binding, with
-// and without streaming, and a v0.3 agent, behind the bridge: the text,
-// thoughts and data of a stream reach E2A; an agent asking for input
-// interrupts the turn with its question, and the answer, sent by the
-// a2a-go/v2 client to the pipeline's task, reaches the same upstream task;
-// a failure is upstream_failed with the agent's message.
-func TestBridge(t *testing.T) {
+// TestContent: what the agent sends reaches an A2A client of the
+// pipeline as the agent sent it (a2aupstream.Turn.Check, the scenario's
+// exact content): tool calls and responses as the interaction spec's
+// DataParts, files (bytes with name and type, and URLs) as FileParts, a
+// direct Message, a Task answered whole, each artifact under the agent's
+// id; over each binding, without streaming (GetTask polled) and from a
+// v0.3 agent.
+func TestContent(t *testing.T) {
 	t.Parallel()
 	for _, v := range []struct {
 		name string
@@ -31,127 +38,158 @@ func TestBridge(t *testing.T) {
 		{"jsonrpc", up.Options{Binding: up.JSONRPC}},
 		{"rest", up.Options{Binding: up.HTTPJSON}},
 		{"grpc", up.Options{Binding: up.GRPC}},
-		{"jsonrpc-nostream", up.Options{Binding: up.JSONRPC, NoStreaming: true}},
-		{"v03-jsonrpc", up.Options{Binding: up.JSONRPC, V03: true}},
+		{"nostream", up.Options{Binding: up.JSONRPC, NoStreaming: true}},
+		{"v03", up.Options{Binding: up.JSONRPC, V03: true}},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			srv := up.Start(t, v.o)
 			p := pipetest.Start(t)
 			bridgePool(t, p, "agent", srv.BaseURL())
-
-			a := p.Ask(t, "agent", `{"params":{"text":"stream: hello"}}`)
-			if got := a.Text(e2a.DeltaText); got != up.StreamText("hello") {
-				t.Errorf("stream text %q, want %q", got, up.StreamText("hello"))
-			}
-			if got := a.Text(e2a.DeltaReasoning); got != up.Thought("hello") {
-				t.Errorf("thought %q, want %q", got, up.Thought("hello"))
-			}
-			if f := a.Final(); f == nil || f.ResponseKind != e2a.KindComplete {
-				t.Errorf("final frame %+v", f)
-			}
-			data := 0
-			for _, f := range a.Frames {
-				if c, err := f.Chunk(); err == nil && c.DeltaKind == e2a.DeltaCustom && strings.Contains(fmt.Sprint(c.Delta), "k:v") {
-					data++
-				}
-			}
-			if data != 1 {
-				t.Errorf("data parts %d, want 1", data)
-			}
-
-			a = p.Ask(t, "agent", `{"params":{"text":"fail: boom"}}`)
-			if f := a.Final(); f == nil || f.ResponseKind != e2a.KindError || !strings.Contains(string(f.Body), bridge.CodeFailed) ||
-				!strings.Contains(string(f.Body), up.FailText("boom")) {
-				t.Errorf("fail: final %+v", f)
-			}
-
-			a = p.Ask(t, "agent", `{"session_id":"auth-1","params":{"text":"auth: calendar"}}`)
-			if st, msg, ok := a.Final().Interrupt(); !ok || st != e2a.StateAuthRequired || msg != up.AuthPrompt || a.State != e2a.StateAuthRequired {
-				t.Errorf("auth: %v %q %q (state %q)", ok, st, msg, a.State)
-			}
-			a = p.Ask(t, "agent", `{"session_id":"auth-1","params":{"text":"token-ok"}}`)
-			if got := a.Text(e2a.DeltaText); !strings.Contains(got, up.AuthReply("token-ok")) {
-				t.Errorf("auth answer %q, want %q in it", got, up.AuthReply("token-ok"))
-			}
-
-			// ask → input-required → the answer continues the same upstream task.
 			c := v1Client(t, p, "agent")
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("ask: name"))})
+			for _, text := range []string{"tool: weather", "file: report", "echo this"} {
+				turn := up.NewTurn()
+				for ev, err := range c.SendStreamingMessage(ctx, &a2a.SendMessageRequest{Message: userMessage(text)}) {
+					if err != nil {
+						t.Fatalf("%s: %v", text, err)
+					}
+					fold(turn, ev)
+				}
+				if err := turn.Check(text, false); err != nil {
+					t.Errorf("%s: %v", text, err)
+				}
+			}
+			// A direct Message answer is a Message to message/send.
+			res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: userMessage("message: hi")})
 			if err != nil {
 				t.Fatal(err)
 			}
-			task, ok := res.(*a2a.Task)
-			if !ok || task.Status.State != a2a.TaskStateInputRequired {
-				t.Fatalf("ask: %+v", res)
-			}
-			if _, q := taskText(task); q != up.AskQuestion {
-				t.Errorf("question %q", q)
-			}
-			first := srv.LastMessage()
-			res, err = c.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessageForTask(a2a.MessageRoleUser, task, a2a.NewTextPart("Ada"))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// The pipeline answers a text-only turn with a Message, or with
-			// the task (its own rendering rules, not the bridge's).
-			var reply string
-			switch r := res.(type) {
-			case *a2a.Task:
-				if r.ID != task.ID || r.Status.State != a2a.TaskStateCompleted {
-					t.Fatalf("answer: %+v", r)
-				}
-				reply, _ = taskText(r)
-			case *a2a.Message:
-				for _, p := range r.Parts {
-					reply += p.Text()
-				}
-			}
-			if !strings.Contains(reply, up.AskReply("Ada")) {
-				t.Errorf("reply %q, want %q", reply, up.AskReply("Ada"))
-			}
-			got, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID})
-			if err != nil || got.Status.State != a2a.TaskStateCompleted {
-				t.Errorf("GetTask after the answer: %+v %v", got, err)
-			}
-			calls := srv.Executions()
-			if len(calls) < 2 {
-				t.Fatalf("executions %d", len(calls))
-			}
-			if last := srv.LastMessage(); last.TaskID == "" || (first != nil && first.TaskID != "" && last.TaskID != first.TaskID) {
-				t.Errorf("the answer reached upstream task %q, the question came from %q", last.TaskID, first.TaskID)
+			turn := up.NewTurn()
+			turn.Add(res)
+			if err := turn.Check("message: hi", false); err != nil {
+				t.Errorf("message: %v", err)
 			}
 		})
 	}
 }
 
-// TestBridgeCancel: cancelling the pipeline's task of a long agent task
-// cancels the agent's task (CancelTask reaches it).
-func TestBridgeCancel(t *testing.T) {
+// TestUserParts: the files and data parts of a request reach the agent
+// as parts of its message: from A2A (a FilePart's bytes, a DataPart) and
+// from E2A (params.files with a data: URI and a URL, params.data_parts).
+func TestUserParts(t *testing.T) {
 	t.Parallel()
-	srv := up.Start(t, up.Options{Binding: up.JSONRPC, SlowInterval: 20 * time.Millisecond, SlowChunks: 1000})
+	srv := up.Start(t, up.Options{Binding: up.JSONRPC})
 	p := pipetest.Start(t)
 	bridgePool(t, p, "agent", srv.BaseURL())
-	c := v1Client(t, p, "agent")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var taskID a2a.TaskID
-	for ev, err := range c.SendStreamingMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("slow: x"))}) {
+
+	file := a2a.NewRawPart([]byte("a note"))
+	file.Filename, file.MediaType = "note.txt", "text/plain"
+	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("echo parts"), file, a2a.NewDataPart(map[string]any{"n": 1.0}))
+	if _, err := v1Client(t, p, "agent").SendMessage(ctx, &a2a.SendMessageRequest{Message: msg}); err != nil {
+		t.Fatal(err)
+	}
+	got := srv.LastMessage()
+	if got == nil || len(got.Parts) != 3 || got.Parts[0].Text() != "echo parts" || string(got.Parts[1].Raw()) != "a note" ||
+		got.Parts[1].Filename != "note.txt" || got.Parts[1].MediaType != "text/plain" || !reflect.DeepEqual(got.Parts[2].Data(), map[string]any{"n": 1.0}) {
+		t.Errorf("from A2A, the agent got %s", partsString(got))
+	}
+
+	b64 := base64.StdEncoding.EncodeToString([]byte("bytes"))
+	p.Ask(t, "agent", `{"params":{"text":"echo e2a","files":[{"uri":"data:text/plain;base64,`+b64+`","name":"b.txt"},`+
+		`{"uri":"https://example.com/x.png","mime_type":"image/png"}],"data_parts":[{"data":{"k":"v"}}]}}`)
+	got = srv.LastMessage()
+	if got == nil || len(got.Parts) != 4 || string(got.Parts[1].Raw()) != "bytes" || got.Parts[1].Filename != "b.txt" ||
+		got.Parts[1].MediaType != "text/plain" || string(got.Parts[2].URL()) != "https://example.com/x.png" ||
+		got.Parts[2].MediaType != "image/png" || !reflect.DeepEqual(got.Parts[3].Data(), map[string]any{"k": "v"}) {
+		t.Errorf("from E2A, the agent got %s", partsString(got))
+	}
+	if a := p.Ask(t, "agent", `{"params":{"nothing":true}}`); a.Final() == nil || a.Final().ResponseKind != e2a.KindError {
+		t.Errorf("a request with nothing to send: %+v", a.Final())
+	}
+}
+
+func partsString(m *a2a.Message) string {
+	if m == nil {
+		return "no message"
+	}
+	b, _ := json.Marshal(m.Parts)
+	return string(b)
+}
+
+// TestNew: the card is read from the agent's base URL or the card's own
+// URL, a v0.3 card too; an address where nobody listens, a page that is
+// not a card, and a card naming no interface the client speaks are
+// errors at start (upstream_unreachable; the card's problem); options
+// are validated.
+func TestNew(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	newUp := func(url string) (*a2abridge.Upstream, error) {
+		c, err := bridge.NewClient(url, bridge.WithConnectTimeout(2*time.Second), bridge.WithIdleTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ae, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok {
-			taskID = ae.TaskID
-			break
+		return a2abridge.New(ctx, c)
+	}
+	for _, o := range []up.Options{{Binding: up.GRPC}, {Binding: up.HTTPJSON, V03: true}} {
+		srv := up.Start(t, o)
+		for _, url := range []string{srv.BaseURL(), srv.CardURL()} {
+			u, err := newUp(url)
+			if err != nil {
+				t.Fatalf("%s: %v", url, err)
+			}
+			if u.Card().Name != srv.Card().Name || !strings.Contains(u.Name(), "a2a ") {
+				t.Errorf("%s: card %q, name %q", url, u.Card().Name, u.Name())
+			}
+			_ = u.Close()
 		}
 	}
-	if taskID == "" {
-		t.Fatal("no artifact event")
-	}
-	if _, err := c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: taskID}); err != nil {
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 30*time.Second, "the agent's task cancelled", func() bool { return len(srv.Cancels()) > 0 })
+	dead := "http://" + ln.Addr().String()
+	_ = ln.Close()
+	_, err = newUp(dead)
+	var be *bridge.Error
+	if !errors.As(err, &be) || be.Code != bridge.CodeUnreachable || !strings.Contains(err.Error(), "agent card") {
+		t.Errorf("nobody listening: %v", err)
+	}
+
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/notjson/.well-known/agent-card.json", "/.well-known/agent-card.json":
+			_, _ = w.Write([]byte("<html>not a card</html>"))
+		case "/nointerface.json":
+			_, _ = w.Write([]byte(`{"name":"x","description":"d","version":"1","capabilities":{},"skills":[],"defaultInputModes":["text/plain"],"defaultOutputModes":["text/plain"],"supportedInterfaces":[{"url":"ws://x","protocolBinding":"WEBSOCKET","protocolVersion":"1.0"}]}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer bad.Close()
+	for _, url := range []string{bad.URL, bad.URL + "/nointerface.json", bad.URL + "/missing"} {
+		if u, err := newUp(url); err == nil {
+			_ = u.Close()
+			t.Errorf("%s: no error", url)
+		} else if !strings.Contains(err.Error(), "a2abridge") {
+			t.Errorf("%s: %v", url, err)
+		}
+	}
+
+	c, _ := bridge.NewClient(dead)
+	for _, o := range []a2abridge.Option{a2abridge.WithConversations("", nil), a2abridge.WithPollInterval(time.Millisecond),
+		a2abridge.WithPollInterval(time.Hour), a2abridge.WithLogger(nil)} {
+		if _, err := a2abridge.New(ctx, c, o); !errors.Is(err, bridge.ErrInvalidOption) {
+			t.Errorf("option: %v, want ErrInvalidOption", err)
+		}
+	}
+	if _, err := a2abridge.New(ctx, nil); !errors.Is(err, bridge.ErrInvalidOption) {
+		t.Errorf("nil client: %v", err)
+	}
 }

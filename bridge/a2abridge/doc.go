@@ -10,26 +10,38 @@
 // is all the card offers. Credentials and the trace context go with every
 // HTTP call (bridge.Client.HTTP).
 //
-// [Upstream.Call] sends the request's text as the user message, streaming
-// (SendStreamingMessage) when the card says the agent streams, else
-// SendMessage and GetTask polled until the task ends or is interrupted.
-// Every event becomes frames:
+// [Upstream.Call] sends the request's user message: its text
+// (bridge.UserText), its files (params.files: bytes from a data: URI, or
+// a URL) and data parts (params.data_parts), or the image, audio and
+// resource blocks of an ACP prompt. It streams (SendStreamingMessage)
+// when the card says the agent streams, else sends with returnImmediately
+// and polls GetTask until the task ends or is interrupted. Every event
+// becomes frames:
 //
 //   - a text part: an e2a.chunk text delta; a text part whose metadata says
 //     thought: true: a reasoning delta;
 //   - a data part holding a function_call or function_response (the trpc
-//     interaction spec's DataParts): a tool delta (e2a.ToolDelta); any other
-//     data part: a custom delta {"data": …};
-//   - a file part: a custom delta {"file": {"uri"|"bytes", "name",
-//     "mime_type"}};
-//   - an artifact's parts carry the artifact id as the frames'
+//     interaction spec's DataParts): a tool delta (e2a.ToolDelta);
+//   - the deltas of an artifact carry its id as the frames'
 //     llm_response_id (agent.Writer.SetMetadata), so the pipeline's A2A
-//     renderers keep them in one artifact;
-//   - a status message while the task works: text deltas; input-required
+//     renderers keep them in one artifact of that id;
+//   - any other data part, and a file part (bytes or URL): an
+//     a2a.stream_event frame of branch artifact_update (the A2A v0.3
+//     TaskArtifactUpdateEvent with the part, the artifact's id, its name
+//     and description, append when frames of it were written before),
+//     which the A2A renderers pass through as the agent sent it; the later
+//     parts of that artifact are written the same way, so that its
+//     appends stay in order;
+//   - the data and file parts of a message (a status message, a direct
+//     Message answer) likewise, as an artifact named after the message;
+//   - a status message while the task works: its parts; input-required
 //     and auth-required: the turn ends interrupted with the agent's message
-//     (agent.Interrupt); completed: e2a.complete {"upstream_task_id",
-//     "upstream_context_id"}; failed or rejected: e2a.error upstream_failed
-//     with the agent's message; canceled: e2a.error upstream_canceled;
+//     (agent.Interrupt); completed: e2a.complete, whose result is
+//     {"upstream_task_id", "upstream_context_id", "text"} when deltas were
+//     written and none otherwise (the renderers would make a part of it);
+//     failed or rejected: e2a.error upstream_failed with the agent's
+//     message; canceled: e2a.error upstream_canceled (a cancel of the
+//     request ends as the runtime's cancelled);
 //   - a Message answer (no task): its parts, then e2a.complete.
 //
 // The upstream's task and context ids are kept with the conversation
@@ -40,11 +52,15 @@
 // is forwarded (CancelTask).
 //
 // A worker that dies mid-stream: the worker taking the request over
-// (agent.Writer.ResumeAfter ≥ 0) subscribes to the upstream task
-// (SubscribeToTask), whose first event is the task as it stands, and writes
-// what the stored frames do not already hold: the text of each artifact
-// beyond what was written, and the parts after those written. An upstream
-// that cannot be subscribed to (no streaming, v0.3 without resubscribe, a
-// task that has ended and is gone) ends the request with
-// upstream_cannot_resume.
+// (agent.Writer.ResumeAfter ≥ 0) reads the request's stored frames
+// (E2A_RESPONSES) into what each artifact holds (the text and reasoning
+// written, the count of other parts), subscribes to the upstream task
+// (SubscribeToTask), whose first event is the task as it stands, and
+// writes only what the frames lack: the text of each artifact beyond what
+// was written, the parts after those written; then the events that follow.
+// An agent that does not stream is read with GetTask and polled the same
+// way; a task that ended is read whole (GetTask) when the agent refuses
+// the subscription. The request ends upstream_cannot_resume when the task
+// is unknown to the worker (the first worker stopped before the agent
+// named it; retryable) or gone from the agent (not retryable).
 package a2abridge

@@ -21,11 +21,13 @@ type turn struct {
 	taskID    a2a.TaskID
 	contextID string
 	recorded  bool
-	artifact  a2a.ArtifactID // the artifact whose id the frames carry now
+	artifact  a2a.ArtifactID // the artifact whose id the frames' metadata carries now
 	done      bool
-	// seen is what the request's frames hold of each artifact ("" for
-	// messages): a task snapshot (GetTask, the first event of a
-	// subscription) writes only what is beyond it.
+	deltas    bool            // e2a.chunk frames were written
+	text      strings.Builder // the text deltas written
+	// seen is what the request's frames hold of each artifact (a
+	// message's parts under the message's id): a task snapshot (GetTask,
+	// the first event of a subscription) writes only what is beyond it.
 	seen map[a2a.ArtifactID]*written
 }
 
@@ -33,11 +35,17 @@ type turn struct {
 func (t *turn) event(ctx context.Context, ev a2a.Event) error {
 	switch e := ev.(type) {
 	case *a2a.Message:
-		if err := t.parts("", e.Parts); err != nil {
+		// A direct answer: no task; the next turn goes to its context.
+		t.taskID = ""
+		if e.ContextID != "" {
+			t.contextID = e.ContextID
+		}
+		_ = t.record(ctx, false)
+		if err := t.message(e); err != nil {
 			return err
 		}
 		t.done = true
-		return t.w.Complete(map[string]any{"upstream_context_id": e.ContextID})
+		return t.complete()
 	case *a2a.Task:
 		if err := t.ids(ctx, e.ID, e.ContextID); err != nil {
 			return err
@@ -60,7 +68,7 @@ func (t *turn) event(ctx context.Context, ev a2a.Event) error {
 		if e.Artifact == nil {
 			return nil
 		}
-		return t.artifactParts(e.Artifact)
+		return t.parts(e.Artifact, e.Artifact.Parts)
 	}
 	return nil
 }
@@ -119,12 +127,10 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 	case a2a.TaskStateCompleted:
 		t.done = true
 		_ = t.record(ctx, false)
-		if st.Message != nil {
-			if err := t.parts("", st.Message.Parts); err != nil {
-				return err
-			}
+		if err := t.message(st.Message); err != nil {
+			return err
 		}
-		return t.w.Complete(map[string]any{"upstream_task_id": string(t.taskID), "upstream_context_id": t.contextID})
+		return t.complete()
 	case a2a.TaskStateFailed, a2a.TaskStateRejected:
 		t.done = true
 		_ = t.record(ctx, false)
@@ -140,23 +146,61 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 		}
 		return t.w.Fail("upstream_canceled", "the agent canceled the task", false)
 	}
-	if working && st.Message != nil {
-		return t.parts("", st.Message.Parts)
+	if working {
+		return t.message(st.Message)
 	}
 	return nil
 }
 
-// artifactParts writes an artifact update's parts under its id.
-func (t *turn) artifactParts(a *a2a.Artifact) error {
-	return t.parts(a.ID, a.Parts)
+// complete writes the final e2a.complete frame. Its result names the
+// upstream's task and context and holds the answer's text, when the
+// answer had text, reasoning or tool deltas; else it has none: the A2A
+// renderers make a part of the result of an answer without deltas, and
+// an answer of files or data parts has nothing to add.
+func (t *turn) complete() error {
+	if !t.deltas {
+		return t.w.Complete(nil)
+	}
+	res := map[string]any{"upstream_context_id": t.contextID, "text": t.text.String()}
+	if t.taskID != "" {
+		res["upstream_task_id"] = string(t.taskID)
+	}
+	return t.w.Complete(res)
 }
 
-// parts writes parts (of artifact id, "" for a message), each as its
-// delta.
-func (t *turn) parts(id a2a.ArtifactID, parts a2a.ContentParts) error {
+// message writes a message's parts: its text as deltas of no artifact,
+// its data and file parts as an artifact named after the message.
+func (t *turn) message(m *a2a.Message) error {
+	if m == nil {
+		return nil
+	}
+	id := a2a.ArtifactID(m.ID)
+	if id == "" {
+		id = "message"
+	}
+	for _, p := range m.Parts {
+		pc := pieceOf(p)
+		if pc.kind == "" {
+			continue
+		}
+		var err error
+		if textual(pc.kind) {
+			err = t.write("", nil, pc)
+		} else {
+			err = t.write(id, nil, pc)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parts writes an artifact update's parts, each as its frame.
+func (t *turn) parts(a *a2a.Artifact, parts a2a.ContentParts) error {
 	for _, p := range parts {
-		if kind, delta := partDelta(p); kind != "" {
-			if err := t.write(id, kind, delta); err != nil {
+		if pc := pieceOf(p); pc.kind != "" {
+			if err := t.write(a.ID, a, pc); err != nil {
 				return err
 			}
 		}
@@ -170,53 +214,78 @@ func (t *turn) parts(id a2a.ArtifactID, parts a2a.ContentParts) error {
 func (t *turn) snapshot(a *a2a.Artifact) error {
 	full := map[string]string{}
 	var kinds []string
-	var others []any
+	var others []piece
 	for _, p := range a.Parts {
-		kind, delta := partDelta(p)
-		switch s, ok := delta.(string); {
-		case kind == "":
+		pc := pieceOf(p)
+		switch s, ok := pc.delta.(string); {
+		case pc.kind == "":
 		case ok:
-			if _, seen := full[kind]; !seen {
-				kinds = append(kinds, kind)
+			if _, seen := full[pc.kind]; !seen {
+				kinds = append(kinds, pc.kind)
 			}
-			full[kind] += s
+			full[pc.kind] += s
 		default:
-			others = append(others, delta)
+			others = append(others, pc)
 		}
 	}
 	w := t.seenOf(a.ID)
 	for _, kind := range kinds {
 		if done := w.text[kind]; strings.HasPrefix(full[kind], done) && len(full[kind]) > len(done) {
-			if err := t.write(a.ID, kind, full[kind][len(done):]); err != nil {
+			if err := t.write(a.ID, a, textPiece(kind, full[kind][len(done):])); err != nil {
 				return err
 			}
 		}
 	}
-	for _, d := range others[min(w.others, len(others)):] {
-		if err := t.write(a.ID, e2a.DeltaCustom, d); err != nil {
+	for _, pc := range others[min(w.others, len(others)):] {
+		if err := t.write(a.ID, a, pc); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// write writes one delta of artifact id, with the artifact's id as the
-// frames' llm_response_id, and records it.
-func (t *turn) write(id a2a.ArtifactID, kind string, delta any) error {
-	if id != t.artifact {
-		var md map[string]any
-		if id != "" {
-			md = map[string]any{"llm_response_id": string(id)}
-		}
-		if err := t.w.SetMetadata(md); err != nil {
-			return err
-		}
-		t.artifact = id
-	}
-	if err := t.w.Chunk(kind, delta); err != nil {
+// write writes one piece of artifact id (a of its first frame; "" for a
+// message's text) and records it. Text, reasoning and tool deltas are
+// e2a.chunk frames with the artifact's id as their llm_response_id; data
+// and file parts, and every later part of an artifact that had one, are
+// a2a.stream_event artifact_update frames (native), so that A2A clients
+// get the parts and the artifact as the agent sent them.
+func (t *turn) write(id a2a.ArtifactID, a *a2a.Artifact, pc piece) error {
+	if err := t.metadata(id); err != nil {
 		return err
 	}
-	t.seenOf(id).add(kind, delta)
+	w := t.seenOf(id)
+	var err error
+	if textual(pc.kind) && !w.native {
+		err = t.w.Chunk(pc.kind, pc.delta)
+		t.deltas = true
+		if pc.kind == e2a.DeltaText {
+			t.text.WriteString(pc.delta.(string))
+		}
+	} else {
+		err = t.writeNative(id, a, pc.part, w.any)
+		w.native = true
+	}
+	if err != nil {
+		return err
+	}
+	w.add(pc)
+	return nil
+}
+
+// metadata sets the frames' llm_response_id to artifact id (none for "").
+func (t *turn) metadata(id a2a.ArtifactID) error {
+	if id == t.artifact {
+		return nil
+	}
+	var md map[string]any
+	if id != "" {
+		md = map[string]any{"llm_response_id": string(id)}
+	}
+	if err := t.w.SetMetadata(md); err != nil {
+		return err
+	}
+	t.artifact = id
 	return nil
 }
 
@@ -232,32 +301,57 @@ func (t *turn) seenOf(id a2a.ArtifactID) *written {
 	return w
 }
 
-// partDelta is the delta kind and delta of an A2A part ("" for a part
-// that carries nothing).
-func partDelta(p *a2a.Part) (string, any) {
+// piece is what one A2A part becomes: a delta kind ("" for a part that
+// carries nothing) and delta, with the part itself.
+type piece struct {
+	kind  string
+	delta any
+	part  *a2a.Part
+}
+
+// textual reports a delta kind written as an e2a.chunk (text, reasoning,
+// tool).
+func textual(kind string) bool {
+	return kind == e2a.DeltaText || kind == e2a.DeltaReasoning || kind == e2a.DeltaTool
+}
+
+// pieceOf is the piece of an A2A part: a text part a text delta (a
+// reasoning delta when its metadata says thought: true), a
+// function_call or function_response data part a tool delta, any other
+// data part and a file part a custom delta (written natively).
+func pieceOf(p *a2a.Part) piece {
 	if p == nil {
-		return "", nil
+		return piece{}
 	}
 	switch c := p.Content.(type) {
 	case a2a.Text:
 		if c == "" {
-			return "", nil
+			return piece{}
 		}
 		if th, _ := p.Metadata["thought"].(bool); th {
-			return e2a.DeltaReasoning, string(c)
+			return piece{e2a.DeltaReasoning, string(c), p}
 		}
-		return e2a.DeltaText, string(c)
+		return piece{e2a.DeltaText, string(c), p}
 	case a2a.Data:
 		if d, ok := toolDelta(p, c.Value); ok {
-			return e2a.DeltaTool, d
+			return piece{e2a.DeltaTool, d, p}
 		}
-		return e2a.DeltaCustom, map[string]any{"data": c.Value}
+		return piece{e2a.DeltaCustom, map[string]any{"data": c.Value}, p}
 	case a2a.Raw:
-		return e2a.DeltaCustom, map[string]any{"file": fileOf(p, map[string]any{"bytes": base64.StdEncoding.EncodeToString(c)})}
+		return piece{e2a.DeltaCustom, map[string]any{"file": fileOf(p, map[string]any{"bytes": base64.StdEncoding.EncodeToString(c)})}, p}
 	case a2a.URL:
-		return e2a.DeltaCustom, map[string]any{"file": fileOf(p, map[string]any{"uri": string(c)})}
+		return piece{e2a.DeltaCustom, map[string]any{"file": fileOf(p, map[string]any{"uri": string(c)})}, p}
 	}
-	return "", nil
+	return piece{}
+}
+
+// textPiece is a text (or reasoning) piece of its own.
+func textPiece(kind, s string) piece {
+	p := a2a.NewTextPart(s)
+	if kind == e2a.DeltaReasoning {
+		p.Metadata = map[string]any{"thought": true}
+	}
+	return piece{kind, s, p}
 }
 
 func fileOf(p *a2a.Part, f map[string]any) map[string]any {
@@ -293,8 +387,8 @@ func toolDelta(p *a2a.Part, v any) (e2a.ToolDelta, bool) {
 func partsText(parts a2a.ContentParts) string {
 	var b strings.Builder
 	for _, p := range parts {
-		if k, d := partDelta(p); k == e2a.DeltaText {
-			b.WriteString(d.(string))
+		if pc := pieceOf(p); pc.kind == e2a.DeltaText {
+			b.WriteString(pc.delta.(string))
 		}
 	}
 	return b.String()
@@ -302,13 +396,16 @@ func partsText(parts a2a.ContentParts) string {
 
 // written is what the frames of one artifact hold.
 type written struct {
-	text   map[string]string // delta kind → the text written
-	others int               // other deltas written
+	text   map[string]string // text and reasoning written
+	others int               // other parts written (tool, data, file)
+	any    bool              // anything was written
+	native bool              // a native frame was written: the later parts are native too
 }
 
-func (w *written) add(kind string, delta any) {
-	if s, ok := delta.(string); ok {
-		w.text[kind] += s
+func (w *written) add(pc piece) {
+	w.any = true
+	if s, ok := pc.delta.(string); ok {
+		w.text[pc.kind] += s
 		return
 	}
 	w.others++

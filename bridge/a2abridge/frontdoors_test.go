@@ -2,124 +2,216 @@ package a2abridge_test
 
 import (
 	"context"
-	"io"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	a2a03 "github.com/a2aproject/a2a-go/a2a"
-	a2aclient03 "github.com/a2aproject/a2a-go/a2aclient"
-	agentcard03 "github.com/a2aproject/a2a-go/a2aclient/agentcard"
-	acp "github.com/coder/acp-go-sdk"
+	"github.com/a2aproject/a2a-go/v2/a2a"
 
-	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
-	"github.com/e2a-pipeline/pipeline/internal/acptest"
 	"github.com/e2a-pipeline/pipeline/internal/jsupstream"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
-// TestFrontDoors: agents behind the bridge seen from the other front
-// doors: the a2a-go v0.3 client from the pool's card, ACP (acp-go-sdk over
-// stdio: a question asked in one prompt, answered by the next, reaching the
-// same upstream task), and an @a2a-js/sdk 1.3 agent in Node over E2A (a
-// stream, then an ask answered in the same E2A session).
+// agentUnderTest is a running upstream agent and what it recorded.
+type agentUnderTest struct {
+	url string
+	// task is the upstream task of the turn the agent ran for the user
+	// message text, and whether that turn continued an existing task.
+	task func(t *testing.T, text string) (taskID string, continued bool)
+	// cancels are the upstream tasks the agent was asked to cancel.
+	cancels func(t *testing.T) []string
+}
+
+type upstreamKind struct {
+	name  string
+	start func(t *testing.T) agentUnderTest
+}
+
+// goAgent is a2aupstream's a2a-go/v2 server.
+func goAgent(o up.Options) func(*testing.T) agentUnderTest {
+	return func(t *testing.T) agentUnderTest {
+		if o.SlowInterval == 0 {
+			o.SlowInterval, o.SlowChunks = 20*time.Millisecond, 1500
+		}
+		srv := up.Start(t, o)
+		return agentUnderTest{url: srv.BaseURL(),
+			task: func(t *testing.T, text string) (string, bool) {
+				for _, e := range srv.Executions() {
+					if e.Message != nil && up.TextOf(e.Message.Parts) == text {
+						return string(e.TaskID), e.Continued
+					}
+				}
+				return "", false
+			},
+			cancels: func(*testing.T) []string {
+				var out []string
+				for _, id := range srv.Cancels() {
+					out = append(out, string(id))
+				}
+				return out
+			}}
+	}
+}
+
+// jsAgent is an @a2a-js/sdk 1.3 server in Node.
+func jsAgent(o jsupstream.Options) func(*testing.T) agentUnderTest {
+	return func(t *testing.T) agentUnderTest {
+		o.SlowInterval, o.SlowChunks = 20*time.Millisecond, 1500
+		srv := jsupstream.Start(t, o)
+		record := func(t *testing.T) jsupstream.Record {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			r, err := srv.Record(ctx)
+			if err != nil {
+				t.Fatalf("the JS agent's record: %v", err)
+			}
+			return r
+		}
+		return agentUnderTest{url: srv.BaseURL(),
+			task: func(t *testing.T, text string) (string, bool) {
+				for _, e := range record(t).Executions {
+					if e.Text == text {
+						return e.TaskID, e.Continued
+					}
+				}
+				return "", false
+			},
+			cancels: func(t *testing.T) []string { return record(t).Cancels }}
+	}
+}
+
+var upstreamKinds = []upstreamKind{
+	{"go-jsonrpc", goAgent(up.Options{Binding: up.JSONRPC})},
+	{"go-rest", goAgent(up.Options{Binding: up.HTTPJSON})},
+	{"go-grpc", goAgent(up.Options{Binding: up.GRPC})},
+	{"go-jsonrpc-nostream", goAgent(up.Options{Binding: up.JSONRPC, NoStreaming: true})},
+	{"go-v03-jsonrpc", goAgent(up.Options{Binding: up.JSONRPC, V03: true})},
+	{"go-v03-rest", goAgent(up.Options{Binding: up.HTTPJSON, V03: true})},
+	{"go-v03-grpc", goAgent(up.Options{Binding: up.GRPC, V03: true})},
+	{"js", jsAgent(jsupstream.Options{})},
+	{"js-nostream", jsAgent(jsupstream.Options{NoStreaming: true})},
+	{"js-v03", jsAgent(jsupstream.Options{V03: true})},
+}
+
+// TestFrontDoors: every kind of upstream A2A agent (a2a-go/v2's server
+// over JSON-RPC, HTTP+JSON and gRPC, without streaming, and as a v0.3
+// agent over each binding; @a2a-js/sdk 1.3's server in Node, v1.0, without
+// streaming and v0.3) behind the bridge, driven from every front door
+// (a2a-go/v2's client over the pipeline's three A2A v1.0 bindings, the
+// a2a-go v0.3 client, E2A over SSE dropped after two frames and resumed
+// with Last-Event-ID, acp-go-sdk over stdio): a stream's text, thoughts
+// and data part (in the agent's artifacts, under their ids, for A2A
+// clients); a question whose answer continues the same upstream task; an
+// auth-required turn whose next message completes the task; a failure
+// with the agent's message; a long task cancelled through the door, the
+// cancel reaching the agent (CancelTask).
 func TestFrontDoors(t *testing.T) {
 	t.Parallel()
-	goAgent := up.Start(t, up.Options{Binding: up.JSONRPC})
-	jsAgent := jsupstream.Start(t, jsupstream.Options{})
-	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithDefaultPool("go")))
-	bridgePool(t, p, "go", goAgent.BaseURL())
-	bridgePool(t, p, "js", jsAgent.BaseURL())
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-
-	// A2A v0.3.
-	card03, err := agentcard03.DefaultResolver.Resolve(ctx, p.URL+"/pools/go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c03, err := a2aclient03.NewFromCard(ctx, card03)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := c03.SendMessage(ctx, &a2a03.MessageSendParams{Message: a2a03.NewMessage(a2a03.MessageRoleUser, a2a03.TextPart{Text: "stream: v03"})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got string
-	switch r := res.(type) {
-	case *a2a03.Task:
-		for _, a := range r.Artifacts {
-			for _, part := range a.Parts {
-				if tp, ok := part.(a2a03.TextPart); ok && tp.Metadata["thought"] != true {
-					got += tp.Text
-				}
+	for _, u := range upstreamKinds {
+		t.Run(u.name, func(t *testing.T) {
+			t.Parallel()
+			a := u.start(t)
+			p := pipetest.Start(t, pipetest.WithGRPC(), pipetest.WithIngress(ingress.WithDefaultPool("agent")))
+			bridgePool(t, p, "agent", a.url)
+			for _, d := range doors {
+				t.Run(d.name, func(t *testing.T) {
+					tag := u.name + "/" + d.name
+					checkStream(t, d, d.open(t, p, "agent").send(t, "stream: "+tag), tag)
+					checkAsk(t, d, a, d.open(t, p, "agent"), tag)
+					checkAuth(t, d, d.open(t, p, "agent"), tag)
+					checkFail(t, d.open(t, p, "agent").send(t, "fail: "+tag), tag)
+					checkCancel(t, a, d.open(t, p, "agent"), tag)
+				})
 			}
-		}
-	case *a2a03.Message:
-		for _, part := range r.Parts {
-			if tp, ok := part.(a2a03.TextPart); ok {
-				got += tp.Text
-			}
-		}
+		})
 	}
-	if !strings.Contains(got, up.StreamText("v03")) {
-		t.Errorf("A2A v0.3 answer %q, want %q in it", got, up.StreamText("v03"))
-	}
+}
 
-	// ACP over stdio (the default pool, go): ask, then answer.
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	go func() { _ = ingress.ServeACPStdio(ctx, inR, outW, p.Ingress); _ = outW.Close() }()
-	defer inW.Close()
-	rec := acptest.NewRecorder()
-	conn := acp.NewClientSideConnection(rec, inW, outR)
-	if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
-		t.Fatal(err)
+func checkStream(t *testing.T, d door, s seen, tag string) {
+	t.Helper()
+	if s.state != "completed" || s.text != up.StreamText(tag) || s.reasoning != up.Thought(tag) {
+		t.Errorf("stream: %s, text %q, reasoning %q; want completed, %q, %q", s.state, s.text, s.reasoning, up.StreamText(tag), up.Thought(tag))
 	}
-	s, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: "/work", McpServers: []acp.McpServer{}})
-	if err != nil {
-		t.Fatal(err)
+	if d.data && (len(s.data) != 1 || !reflect.DeepEqual(s.data[0], up.StreamData())) {
+		t.Errorf("stream: data parts %v, want one %v", s.data, up.StreamData())
 	}
-	prompt := func(text string) string {
-		t.Helper()
-		res, err := conn.Prompt(ctx, acp.PromptRequest{SessionId: s.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock(text)}})
-		if err != nil || res.StopReason != acp.StopReasonEndTurn {
-			t.Fatalf("prompt %q: %+v %v", text, res, err)
+	if s.artifacts != nil {
+		// The agent's artifacts under their ids (message/send's answer
+		// puts the thoughts in the task's history).
+		want := map[a2a.ArtifactID]string{up.TextArtifact: up.StreamText(tag), up.ThoughtArtifact: up.Thought(tag), up.DataArtifact: ""}
+		if _, ok := s.artifacts[up.ThoughtArtifact]; !ok {
+			delete(want, up.ThoughtArtifact)
 		}
-		var b strings.Builder
-		for _, u := range rec.Take(s.SessionId) {
-			if u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.Text != nil {
-				b.WriteString(u.AgentMessageChunk.Content.Text.Text)
-			}
+		if !reflect.DeepEqual(s.artifacts, want) {
+			t.Errorf("stream: artifacts %q, want the agent's %q", s.artifacts, want)
 		}
-		return b.String()
 	}
-	if said := prompt("ask: acp"); !strings.Contains(said, up.AskQuestion) {
-		t.Errorf("ACP: the question %q is not in %q", up.AskQuestion, said)
-	}
-	asked := goAgent.LastMessage()
-	if said := prompt("Grace"); !strings.Contains(said, up.AskReply("Grace")) {
-		t.Errorf("ACP: the reply %q is not in %q", up.AskReply("Grace"), said)
-	}
-	if last := goAgent.LastMessage(); asked == nil || last.TaskID == "" {
-		t.Errorf("ACP: the answer named no upstream task")
-	}
+}
 
-	// The JavaScript agent over E2A: a stream, then an ask answered in the
-	// same session.
-	a := p.Ask(t, "js", `{"params":{"text":"stream: node"}}`)
-	if got := a.Text(e2a.DeltaText); got != up.StreamText("node") {
-		t.Errorf("JS stream %q, want %q", got, up.StreamText("node"))
+func checkAsk(t *testing.T, d door, a agentUnderTest, c conv, tag string) {
+	t.Helper()
+	ask, answer := "ask: "+tag, "Ada of "+tag
+	s := c.send(t, ask)
+	if d.interrupts && (s.state != "input-required" || s.message != up.AskQuestion) {
+		t.Errorf("ask: %s %q, want input-required %q", s.state, s.message, up.AskQuestion)
 	}
-	a = p.Ask(t, "js", `{"session_id":"js-s1","params":{"text":"ask: js"}}`)
-	if st, q, ok := a.Final().Interrupt(); !ok || st != e2a.StateInputRequired || q != up.AskQuestion {
-		t.Errorf("JS ask: %v %q %q (state %q)", ok, st, q, a.State)
+	if !d.interrupts && (s.state != "completed" || !strings.Contains(s.text, up.AskQuestion)) {
+		t.Errorf("ask: %s %q, want the turn to end with %q", s.state, s.text, up.AskQuestion)
 	}
-	a = p.Ask(t, "js", `{"session_id":"js-s1","params":{"text":"Linus"}}`)
-	if got := a.Text(e2a.DeltaText); !strings.Contains(got, up.AskReply("Linus")) {
-		t.Errorf("JS answer %q, want %q in it", got, up.AskReply("Linus"))
+	question := s
+	s = c.send(t, answer)
+	if s.state != "completed" || !strings.Contains(s.text, up.AskReply(answer)) {
+		t.Errorf("answer: %s %q, want completed with %q", s.state, s.text, up.AskReply(answer))
 	}
+	if v, ok := c.(*v1Conv); ok {
+		// The pipeline's task is the one that asked, and it is completed.
+		task, err := v.c.GetTask(testCtx(t), &a2a.GetTaskRequest{ID: a2a.TaskID(question.taskID)})
+		if err != nil || task.Status.State != a2a.TaskStateCompleted || (s.taskID != "" && s.taskID != question.taskID) {
+			t.Errorf("GetTask %s after the answer (answered in %s): %+v %v", question.taskID, s.taskID, task, err)
+		}
+	}
+	asked, _ := a.task(t, ask)
+	answered, continued := a.task(t, answer)
+	if asked == "" || answered != asked || !continued {
+		t.Errorf("the answer reached upstream task %q (continued %v), the question came from %q", answered, continued, asked)
+	}
+}
+
+func checkAuth(t *testing.T, d door, c conv, tag string) {
+	t.Helper()
+	s := c.send(t, "auth: "+tag)
+	if d.interrupts && (s.state != "auth-required" || s.message != up.AuthPrompt) {
+		t.Errorf("auth: %s %q, want auth-required %q", s.state, s.message, up.AuthPrompt)
+	}
+	if !d.interrupts && (s.state != "completed" || !strings.Contains(s.text, up.AuthPrompt)) {
+		t.Errorf("auth: %s %q, want the turn to end with %q", s.state, s.text, up.AuthPrompt)
+	}
+	token := "token of " + tag
+	if s = c.send(t, token); s.state != "completed" || !strings.Contains(s.text, up.AuthReply(token)) {
+		t.Errorf("after auth: %s %q, want completed with %q", s.state, s.text, up.AuthReply(token))
+	}
+}
+
+func checkFail(t *testing.T, s seen, tag string) {
+	t.Helper()
+	if s.state != "failed" || !strings.Contains(s.message, up.FailText(tag)) {
+		t.Errorf("fail: %s %q, want failed with %q", s.state, s.message, up.FailText(tag))
+	}
+}
+
+func checkCancel(t *testing.T, a agentUnderTest, c conv, tag string) {
+	t.Helper()
+	slow := "slow: " + tag
+	if s := c.cancel(t, slow); s.state != "canceled" || !strings.HasPrefix(s.text, up.SlowChunk(1)) {
+		t.Errorf("cancel: %s, text %q; want canceled after %q", s.state, s.text, up.SlowChunk(1))
+	}
+	task, _ := a.task(t, slow)
+	testkit.Eventually(t, 20*time.Second, "the agent's task "+task+" cancelled", func() bool {
+		return task != "" && slices.Contains(a.cancels(t), task)
+	})
 }

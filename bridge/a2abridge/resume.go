@@ -68,14 +68,38 @@ func (t *turn) readStored(ctx context.Context) error {
 			return err
 		}
 		for _, f := range frames {
-			c, err := f.Chunk()
-			if err != nil {
-				continue
+			if err := t.stored(f); err != nil {
+				return err
 			}
-			id, _ := f.Metadata["llm_response_id"].(string)
-			t.seenOf(a2a.ArtifactID(id)).add(c.DeltaKind, c.Delta)
 		}
 	}
 	t.artifact = "\x00" // the next write sets the metadata
+	return nil
+}
+
+// stored records what one stored frame holds: a chunk under its
+// llm_response_id, the parts of a native artifact_update under its
+// artifact.
+func (t *turn) stored(f *e2a.Response) error {
+	if c, err := f.Chunk(); err == nil {
+		id, _ := f.Metadata["llm_response_id"].(string)
+		pc := piece{kind: c.DeltaKind, delta: c.Delta}
+		if s, ok := c.Delta.(string); ok {
+			pc.delta = s
+		}
+		t.seenOf(a2a.ArtifactID(id)).add(pc)
+		return nil
+	}
+	a, err := nativeArtifact(f)
+	if err != nil || a == nil {
+		return err
+	}
+	w := t.seenOf(a.ID)
+	w.native = true
+	for _, p := range a.Parts {
+		if pc := pieceOf(p); pc.kind != "" {
+			w.add(pc)
+		}
+	}
 	return nil
 }

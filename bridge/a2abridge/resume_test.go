@@ -2,79 +2,306 @@ package a2abridge_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
+	"github.com/e2a-pipeline/pipeline/internal/jsupstream"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
-	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
-// TestWorkerKilledMidStream: the worker streaming an agent's long task
-// loses its connection (as a killed process does); the request is
-// redelivered to another worker, which subscribes to the agent's task and
-// writes only what the stored frames do not hold: the client's answer has
-// every chunk of the agent exactly once, in order.
-func TestWorkerKilledMidStream(t *testing.T) {
-	t.Parallel()
-	const chunks = 40
-	srv := up.Start(t, up.Options{Binding: up.JSONRPC, SlowInterval: 40 * time.Millisecond, SlowChunks: chunks})
-	p := pipetest.Start(t)
-	opts := []agent.Option{agent.WithAckWait(time.Second), agent.WithHeartbeat(200 * time.Millisecond)}
-	connect := func() *nats.Conn {
-		nc, err := nats.Connect(p.NC.ConnectedUrl())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ncA := connect()
-	doneA := make(chan error, 1)
-	go func() { doneA <- agent.Run(ctx, ncA, "agent", newHandler(t, p, "agent", srv.BaseURL()), opts...) }()
+const slowChunks = 100
 
-	resp, err := http.Post(p.URL+"/pools/agent/v1/requests", "application/json", strings.NewReader(`{"request_id":"killed-1","params":{"text":"slow: x"}}`))
+// takeover is a request served by worker A, whose connection is closed
+// (as a killed process's is) once the client saw a few chunks; worker B
+// then gets the request redelivered.
+type takeover struct {
+	p      *pipetest.Pipeline
+	events chan a2a.Event
+	errs   chan error
+	stopA  func()
+}
+
+// startTakeover starts worker A on url and an A2A v1.0 stream of
+// "slow: x" through the pool, and kills A after three artifact events.
+func startTakeover(t *testing.T, url string) *takeover {
+	t.Helper()
+	p := pipetest.Start(t)
+	tk := &takeover{p: p, events: make(chan a2a.Event, 1024), errs: make(chan error, 1)}
+	tk.stopA = tk.worker(t, url)
+	c := v1Client(t, p, "agent")
+	go func() {
+		defer close(tk.events)
+		for ev, err := range c.SendStreamingMessage(testCtx(t), &a2a.SendMessageRequest{Message: userMessage("slow: x")}) {
+			if err != nil {
+				tk.errs <- err
+				return
+			}
+			tk.events <- ev
+		}
+	}()
+	return tk
+}
+
+// worker runs a bridge worker on a connection of its own; the returned
+// func closes the connection and waits for the worker to stop.
+func (tk *takeover) worker(t *testing.T, url string) func() {
+	t.Helper()
+	nc, err := nats.Connect(tk.p.NC.ConnectedUrl())
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	subj, _ := subjects.Response("killed-1")
-	testkit.Eventually(t, 30*time.Second, "a few frames stored by the first worker", func() bool {
-		msgs, err := streams.DirectGetAll(context.Background(), p.NC, streams.ResponsesStream, subj, 1, 256)
-		return err == nil && len(msgs) >= 3
-	})
-	ncA.Close() // the first worker is gone: no heartbeat, no publish
-	<-doneA
-
-	ncB := connect()
-	doneB := make(chan error, 1)
-	go func() { doneB <- agent.Run(ctx, ncB, "agent", newHandler(t, p, "agent", srv.BaseURL()), opts...) }()
-	defer func() { cancel(); <-doneB }()
-
-	a := p.Ask(t, "agent", `{"request_id":"killed-1","params":{"text":"slow: x"}}`)
-	var want strings.Builder
-	for i := 1; i <= chunks; i++ {
-		want.WriteString(up.SlowChunk(i))
-	}
-	if got := a.Text(e2a.DeltaText); got != want.String() {
-		t.Errorf("text after the takeover:\n got %q\nwant %q", got, want.String())
-	}
-	if f := a.Final(); f == nil || f.ResponseKind != e2a.KindComplete {
-		t.Errorf("final frame %+v", f)
-	}
-	for i, f := range a.Frames {
-		if f.Sequence != int64(i) {
-			t.Fatalf("frame %d has sequence %d", i, f.Sequence)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	h := newHandler(t, tk.p, "agent", url)
+	go func() {
+		done <- agent.Run(ctx, nc, "agent", h, agent.WithAckWait(time.Second), agent.WithHeartbeat(200*time.Millisecond))
+	}()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			nc.Close()
+			cancel()
+			<-done
 		}
 	}
+	t.Cleanup(stop)
+	name, _ := streams.AgentConsumerName("agent")
+	testkit.Eventually(t, 30*time.Second, "the pool's consumer", func() bool {
+		_, err := tk.p.JS.Consumer(testCtx(t), streams.RequestsStream, name)
+		return err == nil
+	})
+	return stop
+}
+
+// killAfter folds the client's events until n artifact events came, then
+// kills worker A.
+func (tk *takeover) killAfter(t *testing.T, turn *up.Turn, n int) {
+	t.Helper()
+	for seen := 0; seen < n; {
+		ev, ok := <-tk.events
+		if !ok {
+			t.Fatalf("the stream ended before the kill: %v", <-tk.errs)
+		}
+		fold(turn, ev)
+		if _, art := ev.(*a2a.TaskArtifactUpdateEvent); art {
+			seen++
+		}
+	}
+	tk.stopA()
+}
+
+// finish folds the rest of the client's stream.
+func (tk *takeover) finish(t *testing.T, turn *up.Turn) {
+	t.Helper()
+	for ev := range tk.events {
+		fold(turn, ev)
+	}
+	select {
+	case err := <-tk.errs:
+		t.Fatalf("the client's stream: %v", err)
+	default:
+	}
+}
+
+func slowText(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		b.WriteString(up.SlowChunk(i))
+	}
+	return b.String()
+}
+
+// TestWorkerKilledMidStream: the worker streaming an agent's long task
+// loses its connection mid-stream; the request is redelivered to another
+// worker, which subscribes to the agent's task (or, without streaming,
+// reads it with GetTask and polls) and writes only what the stored frames
+// do not hold: the A2A client's stream, open throughout, completes with
+// every chunk of the agent exactly once, in order, and the stored frames
+// follow one another without gap.
+func TestWorkerKilledMidStream(t *testing.T) {
+	t.Parallel()
+	for _, v := range []struct {
+		name  string
+		start func(*testing.T) (string, func(*testing.T) []string)
+	}{
+		{"go-jsonrpc", goSlow(up.Options{Binding: up.JSONRPC})},
+		{"go-rest", goSlow(up.Options{Binding: up.HTTPJSON})},
+		{"go-grpc", goSlow(up.Options{Binding: up.GRPC})},
+		{"go-nostream", goSlow(up.Options{Binding: up.JSONRPC, NoStreaming: true})},
+		{"go-v03-jsonrpc", goSlow(up.Options{Binding: up.JSONRPC, V03: true})},
+		{"js", jsSlow(jsupstream.Options{})},
+		{"js-v03", jsSlow(jsupstream.Options{V03: true})},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			url, methods := v.start(t)
+			tk := startTakeover(t, url)
+			turn := up.NewTurn()
+			tk.killAfter(t, turn, 3)
+			tk.worker(t, url)
+			tk.finish(t, turn)
+			if got := turn.Text(up.SlowArtifact); got != slowText(slowChunks) || turn.State() != a2a.TaskStateCompleted {
+				t.Errorf("after the takeover: %s\n got %q\nwant %q", turn.State(), got, slowText(slowChunks))
+			}
+			// The takeover came while the task ran (it streams for 3 s, the
+			// redelivery comes after 1 s): worker B subscribed to it, or,
+			// without streaming, read it and polled.
+			calls := methods(t)
+			want := []string{"SubscribeToTask", "tasks/resubscribe"}
+			if strings.Contains(v.name, "nostream") {
+				want = []string{"GetTask"}
+			}
+			if !slices.ContainsFunc(calls, func(m string) bool { return slices.Contains(want, m) }) {
+				t.Errorf("no %v call reached the agent: %v", want, calls)
+			}
+			a := stored(t, tk.p)
+			if len(a.Frames) == 0 || a.Text(e2a.DeltaText) != slowText(slowChunks) {
+				t.Errorf("stored text %q", a.Text(e2a.DeltaText))
+			}
+			for i, f := range a.Frames {
+				if f.Sequence != int64(i) {
+					t.Fatalf("stored frame %d has sequence %d", i, f.Sequence)
+				}
+			}
+		})
+	}
+}
+
+// goSlow and jsSlow start an agent whose "slow:" lasts 3 s, and return
+// its URL and the methods it was called with.
+func goSlow(o up.Options) func(*testing.T) (string, func(*testing.T) []string) {
+	return func(t *testing.T) (string, func(*testing.T) []string) {
+		o.SlowInterval, o.SlowChunks = 30*time.Millisecond, slowChunks
+		srv := up.Start(t, o)
+		return srv.BaseURL(), func(*testing.T) []string {
+			var out []string
+			for _, c := range srv.Calls() {
+				out = append(out, c.Method)
+			}
+			return out
+		}
+	}
+}
+
+func jsSlow(o jsupstream.Options) func(*testing.T) (string, func(*testing.T) []string) {
+	return func(t *testing.T) (string, func(*testing.T) []string) {
+		o.SlowInterval, o.SlowChunks = 30*time.Millisecond, slowChunks
+		srv := jsupstream.Start(t, o)
+		return srv.BaseURL(), func(t *testing.T) []string {
+			r, err := srv.Record(testCtx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, c := range r.Calls {
+				out = append(out, c.Method)
+			}
+			return out
+		}
+	}
+}
+
+// TestTakeoverAfterTheTaskEnded: the agent's task completes while no
+// worker holds the request; the worker taking it over finds it ended,
+// reads it whole (GetTask) and writes only the chunks the stored frames
+// lack, then completes. When the agent no longer knows the task (another
+// agent answers at the URL), the request ends upstream_cannot_resume,
+// not retryable.
+func TestTakeoverAfterTheTaskEnded(t *testing.T) {
+	t.Parallel()
+	const chunks = 8
+	srv := up.Start(t, up.Options{Binding: up.JSONRPC, SlowInterval: 30 * time.Millisecond, SlowChunks: chunks})
+	tk := startTakeover(t, srv.BaseURL())
+	turn := up.NewTurn()
+	tk.killAfter(t, turn, 3)
+	waitUpstreamState(t, srv, a2a.TaskStateCompleted)
+	tk.worker(t, srv.BaseURL())
+	tk.finish(t, turn)
+	if got := turn.Text(up.SlowArtifact); got != slowText(chunks) || turn.State() != a2a.TaskStateCompleted {
+		t.Errorf("after the takeover: %s\n got %q\nwant %q", turn.State(), got, slowText(chunks))
+	}
+
+	other := up.Start(t, up.Options{Binding: up.JSONRPC})
+	tk = startTakeover(t, srv.BaseURL())
+	turn = up.NewTurn()
+	tk.killAfter(t, turn, 2)
+	tk.worker(t, other.BaseURL())
+	tk.finish(t, turn)
+	if turn.State() != a2a.TaskStateFailed || !strings.Contains(turn.Status, "the agent's task is gone") {
+		t.Errorf("a task the agent does not know: %s %q", turn.State(), turn.Status)
+	}
+	a := stored(t, tk.p)
+	if code, retryable := a.ErrorCode(); code != bridge.CodeCannotResume || retryable {
+		t.Errorf("final error %s (retryable %v), want %s, not retryable", code, retryable, bridge.CodeCannotResume)
+	}
+}
+
+// waitUpstreamState waits until srv's last task is in state st, asked
+// with a2a-go/v2's client.
+func waitUpstreamState(t *testing.T, srv *up.Server, st a2a.TaskState) {
+	t.Helper()
+	ctx := testCtx(t)
+	card, err := agentcard.DefaultResolver.Resolve(ctx, srv.BaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := a2aclient.NewFromCard(ctx, card)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Destroy() }()
+	execs := srv.Executions()
+	if len(execs) == 0 {
+		t.Fatal("the agent ran nothing")
+	}
+	id := execs[len(execs)-1].TaskID
+	testkit.Eventually(t, 20*time.Second, "the agent's task "+string(id)+" in "+string(st), func() bool {
+		task, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: id})
+		return err == nil && task.Status.State == st
+	})
+}
+
+// stored is the E2A answer of the pipeline's last request to the pool.
+func stored(t *testing.T, p *pipetest.Pipeline) pipetest.Answer {
+	t.Helper()
+	s, err := p.JS.Stream(testCtx(t), streams.RequestsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(testCtx(t), "e2a.req.agent.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := e2a.FromJSON(m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := env.RequestID
+	req, _ := http.NewRequestWithContext(testCtx(t), http.MethodGet, p.URL+"/v1/requests/"+id+"?wait=true", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a pipetest.Answer
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/requests/%s: %d %v", id, resp.StatusCode, err)
+	}
+	return a
 }

@@ -1,0 +1,56 @@
+package a2abridge
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+
+	a2alegacy "github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// writeNative writes part of artifact id as an a2a.stream_event frame of
+// branch artifact_update: the A2A v0.3 TaskArtifactUpdateEvent (the shape
+// §12.5 gives a2a.* bodies) naming no task or context, which the
+// pipeline's renderers give the pipeline's own. The artifact's name,
+// description and metadata go with its first frame; appendTo says that
+// frames of the artifact were written before.
+func (t *turn) writeNative(id a2a.ArtifactID, a *a2a.Artifact, part *a2a.Part, appendTo bool) error {
+	art := &a2a.Artifact{ID: id, Parts: a2a.ContentParts{part}}
+	if a != nil && !appendTo {
+		art.Name, art.Description, art.Metadata, art.Extensions = a.Name, a.Description, a.Metadata, a.Extensions
+	}
+	ev := a2av0.FromV1TaskArtifactUpdateEvent(&a2a.TaskArtifactUpdateEvent{Artifact: art, Append: appendTo})
+	return t.w.Write(e2a.KindA2AStreamEvent, e2a.StatusInProgress,
+		e2a.StreamEventBody{Branch: e2a.BranchArtifactUpdate, Payload: ev}, false)
+}
+
+// nativeArtifact reads the artifact of a stored a2a.stream_event frame
+// of branch artifact_update (nil for any other frame).
+func nativeArtifact(f *e2a.Response) (*a2a.Artifact, error) {
+	if f.ResponseKind != e2a.KindA2AStreamEvent {
+		return nil, nil
+	}
+	var body struct {
+		Branch  string          `json:"branch"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	if err := json.Unmarshal(f.Body, &body); err != nil {
+		return nil, fmt.Errorf("a2abridge: stored frame %d: %w", f.Sequence, err)
+	}
+	if body.Branch != e2a.BranchArtifactUpdate {
+		return nil, nil
+	}
+	var ev a2alegacy.TaskArtifactUpdateEvent
+	if err := json.Unmarshal(body.Payload, &ev); err != nil {
+		return nil, fmt.Errorf("a2abridge: stored frame %d: %w", f.Sequence, err)
+	}
+	v1, err := a2av0.ToV1TaskArtifactUpdateEvent(&ev)
+	if err != nil || v1.Artifact == nil {
+		return nil, err
+	}
+	return v1.Artifact, nil
+}
