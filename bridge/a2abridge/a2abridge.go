@@ -168,12 +168,15 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	}
 	ctx = u.serviceParams(ctx, env)
 	t := &turn{u: u, env: env, w: w, contextID: conv.UpstreamContextID}
-	if w.ResumeAfter() >= 0 {
-		// The task is this request's when the request recorded it (its id
-		// is the conversation's last).
-		if n := len(conv.RequestIDs); n > 0 && conv.RequestIDs[n-1] == env.RequestID {
-			t.taskID = a2a.TaskID(conv.UpstreamTaskID)
-		}
+	// The task is this request's when the request recorded it (its id is
+	// the conversation's last): a takeover, or a call retried (or
+	// redelivered) after the agent made the task but before any frame,
+	// follows that task instead of starting another.
+	mine := len(conv.RequestIDs) > 0 && conv.RequestIDs[len(conv.RequestIDs)-1] == env.RequestID
+	if mine {
+		t.taskID = a2a.TaskID(conv.UpstreamTaskID)
+	}
+	if w.ResumeAfter() >= 0 || (mine && t.taskID != "") {
 		return t.resume(ctx)
 	}
 	parts := userParts(env)

@@ -358,7 +358,7 @@ func (e *e2aConv) post(t *testing.T, text string) (string, io.ReadCloser) {
 func (e *e2aConv) send(t *testing.T, text string) seen {
 	t.Helper()
 	id, body := e.post(t, text)
-	frames := readFrames(t, body, 2)
+	frames := newSSE(body).read(t, 2)
 	body.Close()
 	if last := frames[len(frames)-1]; !last.IsFinal {
 		req, _ := http.NewRequestWithContext(testCtx(t), http.MethodGet, e.p.URL+"/pools/"+e.pool+"/v1/requests/"+id+"/stream", nil)
@@ -367,7 +367,7 @@ func (e *e2aConv) send(t *testing.T, text string) seen {
 		if err != nil {
 			t.Fatal(err)
 		}
-		frames = append(frames, readFrames(t, resp.Body, 0)...)
+		frames = append(frames, newSSE(resp.Body).read(t, 0)...)
 		resp.Body.Close()
 	}
 	return framesSeen(t, frames)
@@ -377,22 +377,31 @@ func (e *e2aConv) cancel(t *testing.T, text string) seen {
 	t.Helper()
 	id, body := e.post(t, text)
 	defer body.Close()
-	frames := readFrames(t, body, 1)
+	sse := newSSE(body)
+	frames := sse.read(t, 1)
 	for frames[len(frames)-1].ResponseKind != e2a.KindChunk {
-		frames = append(frames, readFrames(t, body, 1)...)
+		frames = append(frames, sse.read(t, 1)...)
 	}
 	if _, err := agent.Cancel(testCtx(t), e.p.JS, id); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
-	return framesSeen(t, append(frames, readFrames(t, body, 0)...))
+	return framesSeen(t, append(frames, sse.read(t, 0)...))
 }
 
-// readFrames reads up to n SSE frames (0: to the final one).
-func readFrames(t *testing.T, r io.Reader, n int) []*e2a.Response {
-	t.Helper()
-	var out []*e2a.Response
+// sse reads the frames of an E2A SSE stream.
+type sse struct{ sc *bufio.Scanner }
+
+func newSSE(r io.Reader) *sse {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 4<<20)
+	return &sse{sc}
+}
+
+// read reads up to n frames (0: to the final one).
+func (s *sse) read(t *testing.T, n int) []*e2a.Response {
+	t.Helper()
+	var out []*e2a.Response
+	sc := s.sc
 	for sc.Scan() {
 		d, ok := strings.CutPrefix(sc.Text(), "data: ")
 		if !ok {

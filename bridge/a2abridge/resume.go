@@ -83,11 +83,7 @@ func (t *turn) readStored(ctx context.Context) error {
 func (t *turn) stored(f *e2a.Response) error {
 	if c, err := f.Chunk(); err == nil {
 		id, _ := f.Metadata["llm_response_id"].(string)
-		pc := piece{kind: c.DeltaKind, delta: c.Delta}
-		if s, ok := c.Delta.(string); ok {
-			pc.delta = s
-		}
-		t.seenOf(a2a.ArtifactID(id)).add(pc)
+		t.seenOf(a2a.ArtifactID(id)).add(piece{kind: c.DeltaKind, delta: c.Delta})
 		return nil
 	}
 	a, err := nativeArtifact(f)

@@ -305,3 +305,21 @@ func stored(t *testing.T, p *pipetest.Pipeline) pipetest.Answer {
 	}
 	return a
 }
+
+// TestRetryFollowsTheTask: the agent's stream is cut after its first
+// event (the task, no frame written yet); the bridge's retry follows that
+// task (SubscribeToTask) instead of sending the message again: the answer
+// is whole, and the agent ran one turn.
+func TestRetryFollowsTheTask(t *testing.T) {
+	t.Parallel()
+	srv := up.Start(t, up.Options{Binding: up.JSONRPC, Fault: up.Fault{Kind: up.FaultCloseMidEvent, Times: 1}})
+	p := pipetest.Start(t)
+	bridgePool(t, p, "agent", srv.BaseURL())
+	a := p.Ask(t, "agent", `{"params":{"text":"stream: once"}}`)
+	if a.Text(e2a.DeltaText) != up.StreamText("once") || a.Final().ResponseKind != e2a.KindComplete {
+		t.Errorf("answer %q, final %s", a.Text(e2a.DeltaText), a.Final().Body)
+	}
+	if n := len(srv.Executions()); n != 1 || len(srv.CallsOf("SubscribeToTask")) != 1 {
+		t.Errorf("the agent ran %d turns, was subscribed to %d times; want 1 and 1", n, len(srv.CallsOf("SubscribeToTask")))
+	}
+}
