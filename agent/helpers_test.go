@@ -69,8 +69,9 @@ func request(id string, params map[string]any) *e2a.Envelope {
 	}
 }
 
-// publish stores env as a request for pool.
-func publish(t testing.TB, js jetstream.JetStream, pool string, env *e2a.Envelope) {
+// publish stores env as a request for pool, with the extra headers given
+// as name, value pairs.
+func publish(t testing.TB, js jetstream.JetStream, pool string, env *e2a.Envelope, headers ...string) {
 	t.Helper()
 	subj, err := subjects.Request(pool, env.RequestID)
 	if err != nil {
@@ -83,6 +84,9 @@ func publish(t testing.TB, js jetstream.JetStream, pool string, env *e2a.Envelop
 	m := nats.NewMsg(subj)
 	m.Data = data
 	m.Header.Set(subjects.HeaderRequestID, env.RequestID)
+	for i := 0; i+1 < len(headers); i += 2 {
+		m.Header.Set(headers[i], headers[i+1])
+	}
 	if _, err := js.PublishMsg(tctx(t), m, jetstream.WithMsgID(env.RequestID)); err != nil {
 		t.Fatalf("publish request %s: %v", env.RequestID, err)
 	}

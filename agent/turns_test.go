@@ -2,12 +2,10 @@ package agent_test
 
 import (
 	"context"
-	"encoding/json"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/agent"
@@ -21,21 +19,7 @@ import (
 // request after, as ingress publishes a later turn of a task.
 func publishAfter(t testing.TB, js jetstream.JetStream, pool string, env *e2a.Envelope, after string) {
 	t.Helper()
-	subj, err := subjects.Request(pool, env.RequestID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := json.Marshal(env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := nats.NewMsg(subj)
-	m.Data = data
-	m.Header.Set(subjects.HeaderRequestID, env.RequestID)
-	m.Header.Set(subjects.HeaderAfterRequest, after)
-	if _, err := js.PublishMsg(tctx(t), m, jetstream.WithMsgID(env.RequestID)); err != nil {
-		t.Fatalf("publish request %s: %v", env.RequestID, err)
-	}
+	publish(t, js, pool, env, subjects.HeaderAfterRequest, after)
 }
 
 // waitPending waits until n requests of pool are delivered and not

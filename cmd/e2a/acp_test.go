@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/e2a-pipeline/pipeline/internal/acptest"
 )
 
 // e2aBin is the e2a binary built once by TestMain.
@@ -70,59 +71,6 @@ func (j *jsonLines) Write(p []byte) (int, error) {
 	}
 }
 
-// editor is an ACP client recording the session updates it gets.
-type editor struct {
-	mu      sync.Mutex
-	updates map[acp.SessionId][]acp.SessionUpdate
-	seen    chan acp.SessionId
-}
-
-func (e *editor) SessionUpdate(_ context.Context, n acp.SessionNotification) error {
-	e.mu.Lock()
-	e.updates[n.SessionId] = append(e.updates[n.SessionId], n.Update)
-	e.mu.Unlock()
-	select {
-	case e.seen <- n.SessionId:
-	default:
-	}
-	return nil
-}
-
-func (e *editor) take(id acp.SessionId) []acp.SessionUpdate {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	u := e.updates[id]
-	delete(e.updates, id)
-	return u
-}
-
-var errUnsupported = errors.New("not supported by this test editor")
-
-func (e *editor) ReadTextFile(context.Context, acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
-	return acp.ReadTextFileResponse{}, errUnsupported
-}
-func (e *editor) WriteTextFile(context.Context, acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
-	return acp.WriteTextFileResponse{}, errUnsupported
-}
-func (e *editor) RequestPermission(context.Context, acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
-	return acp.RequestPermissionResponse{}, errUnsupported
-}
-func (e *editor) CreateTerminal(context.Context, acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
-	return acp.CreateTerminalResponse{}, errUnsupported
-}
-func (e *editor) KillTerminal(context.Context, acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
-	return acp.KillTerminalResponse{}, errUnsupported
-}
-func (e *editor) TerminalOutput(context.Context, acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
-	return acp.TerminalOutputResponse{}, errUnsupported
-}
-func (e *editor) ReleaseTerminal(context.Context, acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
-	return acp.ReleaseTerminalResponse{}, errUnsupported
-}
-func (e *editor) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
-	return acp.WaitForTerminalExitResponse{}, errUnsupported
-}
-
 // TestACPStdioBinary spawns `e2a acp` as an editor does (it embeds its own
 // JetStream server and demo agent) and talks to it with acp-go-sdk's
 // client: initialize, session/new, a prompt turn, and a cancelled turn.
@@ -159,7 +107,7 @@ func TestACPStdioBinary(t *testing.T) {
 		}
 	})
 
-	ed := &editor{updates: map[acp.SessionId][]acp.SessionUpdate{}, seen: make(chan acp.SessionId, 256)}
+	ed := acptest.NewRecorder()
 	conn := acp.NewClientSideConnection(ed, stdin, io.TeeReader(stdout, &check))
 
 	ini, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber,
@@ -179,7 +127,7 @@ func TestACPStdioBinary(t *testing.T) {
 	}
 	var kinds []string
 	var text strings.Builder
-	for _, u := range ed.take(sid) {
+	for _, u := range ed.Take(sid) {
 		k := "?"
 		switch {
 		case u.AgentThoughtChunk != nil:
@@ -205,9 +153,7 @@ func TestACPStdioBinary(t *testing.T) {
 
 	// Cancel a slow turn after its first update (the demo agent's delay
 	// travels in _meta.e2a_params).
-	for len(ed.seen) > 0 {
-		<-ed.seen
-	}
+	ed.Forget()
 	type result struct {
 		res acp.PromptResponse
 		err error
@@ -218,11 +164,7 @@ func TestACPStdioBinary(t *testing.T) {
 			Meta: map[string]any{"e2a_params": map[string]any{"delay_ms": 300}}})
 		rc <- result{res, err}
 	}()
-	select {
-	case <-ed.seen:
-	case <-ctx.Done():
-		t.Fatal("no update")
-	}
+	ed.WaitUpdate(t, sid)
 	if err := conn.Cancel(ctx, acp.CancelNotification{SessionId: sid}); err != nil {
 		t.Fatal(err)
 	}
