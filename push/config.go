@@ -1,0 +1,186 @@
+package push
+
+import (
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	a2a03 "github.com/a2aproject/a2a-go/a2a"
+	a2a "github.com/a2aproject/a2a-go/v2/a2a"
+)
+
+// Versions of A2A a config was registered with; they decide the body and
+// the token header of its deliveries.
+const (
+	// V1 configs get A2A v1.0 StreamResponse JSON and A2A-Notification-Token.
+	V1 = "1.0"
+	// V03 configs get A2A v0.3 event JSON (kind status-update or
+	// artifact-update) and X-A2A-Notification-Token.
+	V03 = "0.3"
+)
+
+// Auth schemes a config may carry.
+const (
+	SchemeBearer = "Bearer"
+	SchemeBasic  = "Basic"
+)
+
+// Limits of a config's fields.
+const (
+	maxIDLen    = 256
+	maxTokenLen = 4096
+	maxURLLen   = 2048
+	maxCredLen  = 8192
+)
+
+// Auth is a config's authentication: Authorization: <Scheme> <Credentials>
+// on every delivery. Credentials are stored in the bucket and sent to the
+// webhook only: never logged, never in a dead-lettered update, never in
+// the console.
+type Auth struct {
+	Scheme      string `json:"scheme"`
+	Credentials string `json:"credentials,omitempty"`
+}
+
+// Config is one push notification config of a task, in either generation
+// of A2A ([FromV1], [FromV03], [Config.V1], [Config.V03]).
+type Config struct {
+	// TaskID is the task whose updates are delivered.
+	TaskID string `json:"task_id"`
+	// ID names the config within its task; Store.Create assigns one when
+	// it is empty.
+	ID string `json:"id"`
+	// URL is the webhook, checked by Store.Create.
+	URL string `json:"url"`
+	// Token is sent as the version's notification token header.
+	Token string `json:"token,omitempty"`
+	// Auth, when set, is sent as Authorization.
+	Auth *Auth `json:"auth,omitempty"`
+	// Version is V1 or V03 (default V1).
+	Version string `json:"version"`
+	// Created is set by Store.Create: updates stored before it are not
+	// delivered to this config.
+	Created time.Time `json:"created"`
+}
+
+// FromV1 is the config of an A2A v1.0 TaskPushNotificationConfig.
+func FromV1(c *a2a.PushConfig) Config {
+	out := Config{TaskID: string(c.TaskID), ID: c.ID, URL: c.URL, Token: c.Token, Version: V1}
+	if c.Auth != nil {
+		out.Auth = &Auth{Scheme: c.Auth.Scheme, Credentials: c.Auth.Credentials}
+	}
+	return out
+}
+
+// V1 is c as an A2A v1.0 TaskPushNotificationConfig (tenant left empty).
+func (c Config) V1() *a2a.PushConfig {
+	out := &a2a.PushConfig{TaskID: a2a.TaskID(c.TaskID), ID: c.ID, URL: c.URL, Token: c.Token}
+	if c.Auth != nil {
+		out.Auth = &a2a.PushAuthInfo{Scheme: c.Auth.Scheme, Credentials: c.Auth.Credentials}
+	}
+	return out
+}
+
+// FromV03 is the config of an A2A v0.3 TaskPushNotificationConfig (its
+// first Bearer or Basic scheme is kept; none is ErrInvalidConfig at
+// creation when credentials are given).
+func FromV03(c *a2a03.TaskPushConfig) Config {
+	out := Config{TaskID: string(c.TaskID), ID: c.Config.ID, URL: c.Config.URL, Token: c.Config.Token, Version: V03}
+	if a := c.Config.Auth; a != nil {
+		out.Auth = &Auth{Credentials: a.Credentials}
+		for _, s := range a.Schemes {
+			if sc, ok := canonicalScheme(s); ok {
+				out.Auth.Scheme = sc
+				break
+			}
+		}
+		if out.Auth.Scheme == "" && len(a.Schemes) > 0 {
+			out.Auth.Scheme = a.Schemes[0]
+		}
+	}
+	return out
+}
+
+// V03 is c as an A2A v0.3 TaskPushNotificationConfig.
+func (c Config) V03() *a2a03.TaskPushConfig {
+	out := &a2a03.TaskPushConfig{TaskID: a2a03.TaskID(c.TaskID),
+		Config: a2a03.PushConfig{ID: c.ID, URL: c.URL, Token: c.Token}}
+	if c.Auth != nil {
+		out.Config.Auth = &a2a03.PushAuthInfo{Schemes: []string{c.Auth.Scheme}, Credentials: c.Auth.Credentials}
+	}
+	return out
+}
+
+// String names the config without its URL's query, token or credentials.
+func (c Config) String() string {
+	return fmt.Sprintf("push config %q of task %q (%s)", c.ID, c.TaskID, redactURL(c.URL))
+}
+
+func canonicalScheme(s string) (string, bool) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "bearer":
+		return SchemeBearer, true
+	case "basic":
+		return SchemeBasic, true
+	}
+	return "", false
+}
+
+// check validates every field but the URL's host rules, normalizing the
+// version and the scheme.
+func (c *Config) check() error {
+	switch {
+	case c.TaskID == "":
+		return fmt.Errorf("%w: no task id", ErrInvalidConfig)
+	case len(c.TaskID) > maxIDLen || !utf8.ValidString(c.TaskID):
+		return fmt.Errorf("%w: task id longer than %d bytes or not UTF-8", ErrInvalidConfig, maxIDLen)
+	case len(c.ID) > maxIDLen || !utf8.ValidString(c.ID):
+		return fmt.Errorf("%w: id longer than %d bytes or not UTF-8", ErrInvalidConfig, maxIDLen)
+	case len(c.Token) > maxTokenLen || strings.ContainsAny(c.Token, "\r\n\x00"):
+		return fmt.Errorf("%w: token longer than %d bytes or not a header value", ErrInvalidConfig, maxTokenLen)
+	case c.URL == "":
+		return fmt.Errorf("%w: no url", ErrInvalidConfig)
+	case len(c.URL) > maxURLLen:
+		return fmt.Errorf("%w: url longer than %d bytes", ErrURLRefused, maxURLLen)
+	}
+	switch c.Version {
+	case "", V1:
+		c.Version = V1
+	case V03:
+	default:
+		return fmt.Errorf("%w: version %q (want %q or %q)", ErrInvalidConfig, c.Version, V1, V03)
+	}
+	if c.Auth == nil {
+		return nil
+	}
+	sc, ok := canonicalScheme(c.Auth.Scheme)
+	if !ok {
+		return fmt.Errorf("%w: authentication scheme %q (want Bearer or Basic)", ErrInvalidConfig, c.Auth.Scheme)
+	}
+	if len(c.Auth.Credentials) > maxCredLen || strings.ContainsAny(c.Auth.Credentials, "\r\n\x00") {
+		return fmt.Errorf("%w: credentials longer than %d bytes or not a header value", ErrInvalidConfig, maxCredLen)
+	}
+	c.Auth = &Auth{Scheme: sc, Credentials: c.Auth.Credentials}
+	return nil
+}
+
+// tok encodes an id as a subject token: never empty, only [A-Za-z0-9_-].
+func tok(s string) string { return "t" + base64.RawURLEncoding.EncodeToString([]byte(s)) }
+
+// taskKey is the bucket key of the configs of principal's task.
+func taskKey(principal, taskID string) string { return "cfg." + tok(principal) + "." + tok(taskID) }
+
+// principalKeys matches the config keys of every task of principal.
+func principalKeys(principal string) string { return "cfg." + tok(principal) + ".*" }
+
+// configRef names one config of one principal's task: its cursor key and
+// its dead-letter subject.
+type configRef struct{ principal, taskID, id string }
+
+func (r configRef) tokens() string { return tok(r.principal) + "." + tok(r.taskID) + "." + tok(r.id) }
+
+func (r configRef) cursorKey() string { return "cur." + r.tokens() }
+
+func (r configRef) deadSubject() string { return "e2a.push.dead." + r.tokens() }

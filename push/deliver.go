@@ -1,0 +1,370 @@
+package push
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// Headers of a delivery.
+const (
+	// HeaderEventID is the stable id of the update: the same on every
+	// attempt and redelivery, so a receiver can drop duplicates.
+	HeaderEventID = "E2A-Event-Id"
+	// HeaderTokenV1 and HeaderTokenV03 carry the config's token.
+	HeaderTokenV1  = "A2A-Notification-Token"
+	HeaderTokenV03 = "X-A2A-Notification-Token"
+)
+
+// cursor is a config's delivery position, in the bucket under its
+// cursorKey: every update up to event Event of the message at stream
+// sequence Seq (of request Request) is handled (delivered or
+// dead-lettered).
+type cursor struct {
+	Request string `json:"request,omitempty"`
+	Seq     uint64 `json:"seq,omitempty"`
+	Event   int    `json:"event"`
+	// Done: every update of the message at Seq is handled.
+	Done bool `json:"done,omitempty"`
+	// Final: Done, and that message held its request's final frame.
+	Final bool `json:"final,omitempty"`
+	// Dead: an update was dead-lettered at the end of its retry window;
+	// the next ones go to the dead-letter stream too, in order, until a
+	// redelivery empties it.
+	Dead         bool      `json:"dead,omitempty"`
+	FailingSince time.Time `json:"failing_since,omitzero"`
+	Attempts     int       `json:"attempts,omitempty"`
+	NextAttempt  time.Time `json:"next_attempt,omitzero"`
+}
+
+func readCursor(ctx context.Context, kv jetstream.KeyValue, key string) (cursor, uint64, error) {
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return cursor{Event: -1}, 0, nil
+	}
+	if err != nil {
+		return cursor{}, 0, err
+	}
+	var c cursor
+	if err := json.Unmarshal(e.Value(), &c); err != nil {
+		return cursor{Event: -1}, e.Revision(), nil
+	}
+	return c, e.Revision(), nil
+}
+
+// errMoved: another replica changed the cursor first.
+var errMoved = errors.New("push: cursor moved")
+
+func writeCursor(ctx context.Context, kv jetstream.KeyValue, key string, c cursor, rev uint64) (uint64, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return 0, err
+	}
+	if rev == 0 {
+		rev, err = kv.Create(ctx, key, b)
+	} else {
+		rev, err = kv.Update(ctx, key, b, rev)
+	}
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return 0, errMoved
+	}
+	return rev, err
+}
+
+// deliverItem delivers one message's updates to one config, as far as it
+// can: done, or retry after a delay (its webhook failed, or an earlier
+// message of the config is not handled yet).
+func (s *stage) deliverItem(it item) result {
+	for range 4 {
+		r, err := s.tryItem(it)
+		if errors.Is(err, errMoved) {
+			continue
+		}
+		if err != nil {
+			if s.ctx.Err() == nil {
+				s.log.Warn("push: delivery state unavailable; retrying", "config", it.cfg.String(), "err", err)
+			}
+			return result{retry: true, after: s.o.orderWait}
+		}
+		return r
+	}
+	return result{retry: true, after: s.o.orderWait}
+}
+
+func (s *stage) tryItem(it item) (result, error) {
+	ctx := s.ctx
+	m := it.job.m
+	key := it.ref.cursorKey()
+	cur, rev, err := readCursor(ctx, s.kv, key)
+	if err != nil {
+		return result{}, err
+	}
+	start := 0
+	switch {
+	case m.seq < cur.Seq || (m.seq == cur.Seq && cur.Done):
+		return result{}, nil // handled already
+	case m.seq == cur.Seq:
+		start = cur.Event + 1
+	case m.stored.Before(it.cfg.Created):
+		return result{}, nil // stored before the config
+	default:
+		ok, err := s.isNext(ctx, it, cur)
+		if err != nil {
+			return result{}, err
+		}
+		if !ok {
+			if time.Since(m.stored) < s.o.retryWindow {
+				return result{retry: true, after: s.o.orderWait}, nil
+			}
+			s.log.Warn("push: an earlier update never came; delivering on", "config", it.cfg.String(), "request_id", m.requestID)
+		}
+	}
+	if wait := time.Until(cur.NextAttempt); wait > 0 && !cur.Dead {
+		return result{retry: true, after: wait}, nil
+	}
+	return s.deliverFrom(it, cur, rev, start)
+}
+
+// isNext reports whether the item's message is the next one of its
+// config after cur: the request's next stored message after the cursor's,
+// or the first message of a request after the previous request's final
+// one, or (a config made during a request) the first of the request's
+// messages stored after the config.
+func (s *stage) isNext(ctx context.Context, it item, cur cursor) (bool, error) {
+	m := it.job.m
+	subj, err := subjects.Response(m.requestID)
+	if err != nil {
+		return false, err
+	}
+	if cur.Request == m.requestID {
+		if !cur.Done {
+			return false, nil
+		}
+		page, _, err := streams.DirectGetBatch(ctx, s.nc, streams.ResponsesStream, subj, cur.Seq+1, 1)
+		if err != nil {
+			return false, err
+		}
+		return page[0].Seq == m.seq, nil
+	}
+	if cur.Request != "" && !cur.Final {
+		return false, nil
+	}
+	if m.firstSeq == 0 {
+		return true, nil
+	}
+	var prev time.Time
+	for raw, err := range streams.DirectGetSeq(ctx, s.nc, streams.ResponsesStream, subj, 0, 64) {
+		if err != nil {
+			return false, err
+		}
+		if raw.Seq >= m.seq {
+			break
+		}
+		prev = raw.Time
+	}
+	return prev.Before(it.cfg.Created), nil
+}
+
+// deliverFrom delivers the message's updates from index start, moving
+// the cursor after each.
+func (s *stage) deliverFrom(it item, cur cursor, rev uint64, start int) (result, error) {
+	m := it.job.m
+	key := it.ref.cursorKey()
+	advance := func(i int) error {
+		cur.Request, cur.Seq, cur.Event = m.requestID, m.seq, i
+		cur.Done = i >= len(m.events)-1
+		cur.Final = cur.Done && m.final
+		cur.FailingSince, cur.Attempts, cur.NextAttempt = time.Time{}, 0, time.Time{}
+		var err error
+		rev, err = writeCursor(s.ctx, s.kv, key, cur, rev)
+		return err
+	}
+	if len(m.events) == 0 || start >= len(m.events) {
+		return result{}, advance(len(m.events) - 1)
+	}
+	for i := start; i < len(m.events); i++ {
+		ev := m.events[i]
+		if cur.Dead {
+			if err := s.deadLetter(it, ev, "earlier updates of the config were dead-lettered", 0, cur); err != nil {
+				return result{}, err
+			}
+			if err := advance(i); err != nil {
+				return result{}, err
+			}
+			continue
+		}
+		out := s.post(s.ctx, it.cfg, ev.id, ev.body(it.cfg.Version))
+		if s.ctx.Err() != nil {
+			return result{retry: true}, nil
+		}
+		if r, stop, err := s.outcome(it, ev, &cur, rev, out); stop || err != nil {
+			return r, err
+		}
+		if err := advance(i); err != nil {
+			return result{}, err
+		}
+	}
+	return result{}, nil
+}
+
+// outcome records one attempt: stop with a retry for a transient failure
+// within the retry window; otherwise the caller advances past the update
+// (delivered, or dead-lettered).
+func (s *stage) outcome(it item, ev event, cur *cursor, rev uint64, out attempt) (result, bool, error) {
+	now := time.Now()
+	switch {
+	case out.ok:
+		s.metrics.delivered.Inc()
+		s.metrics.lag.Observe(now.Sub(ev.time).Seconds())
+		return result{}, false, nil
+	case out.permanent:
+		s.metrics.failed.Inc()
+		s.log.Warn("push: webhook refused an update; dead-lettered", "config", it.cfg.String(), "event_id", ev.id, "status", out.status)
+		return result{}, false, s.deadLetter(it, ev, out.reason, out.status, *cur)
+	}
+	s.metrics.failed.Inc()
+	if cur.FailingSince.IsZero() {
+		cur.FailingSince = now
+	}
+	cur.Attempts++
+	if now.Sub(cur.FailingSince) >= s.o.retryWindow {
+		s.log.Warn("push: webhook failing past the retry window; dead-lettering", "config", it.cfg.String(),
+			"event_id", ev.id, "attempts", cur.Attempts, "reason", out.reason)
+		cur.Dead = true
+		return result{}, false, s.deadLetter(it, ev, out.reason, out.status, *cur)
+	}
+	s.metrics.retried.Inc()
+	delay := backoff(s.o.backoffBase, s.o.backoffMax, cur.Attempts, rand.Float64())
+	delay = max(delay, out.retryAfter)
+	if left := s.o.retryWindow - now.Sub(cur.FailingSince); delay > left {
+		delay = left
+	}
+	cur.NextAttempt = now.Add(delay)
+	if _, err := writeCursor(s.ctx, s.kv, it.ref.cursorKey(), *cur, rev); err != nil {
+		return result{}, true, err
+	}
+	return result{retry: true, after: delay}, true, nil
+}
+
+// backoff is the delay before attempt n+1 after n failures: base·2^(n-1)
+// capped at max, the upper half of it jittered by j in [0,1).
+func backoff(base, max time.Duration, n int, j float64) time.Duration {
+	d := base
+	for i := 1; i < n && d < max; i++ {
+		d *= 2
+	}
+	d = min(d, max)
+	return d/2 + time.Duration(j*float64(d/2))
+}
+
+// attempt is the outcome of one POST.
+type attempt struct {
+	ok, permanent bool
+	status        int
+	retryAfter    time.Duration
+	reason        string
+}
+
+// post sends one update to cfg's webhook: its token and authentication,
+// the event id, no redirect followed, the response body read up to 64 KiB
+// and dropped. A 2xx is ok; another 4xx than 408 and 429 permanent; any
+// other answer or error transient (Retry-After read on 429 and 503).
+func (s *stage) post(ctx context.Context, cfg Config, eventID string, body []byte) attempt {
+	return postUpdate(ctx, s.client, s.o, cfg, eventID, body)
+}
+
+func postUpdate(ctx context.Context, client *http.Client, o options, cfg Config, eventID string, body []byte) attempt {
+	if len(body) > o.maxBody {
+		return attempt{permanent: true, reason: fmt.Sprintf("update of %d bytes over the %d-byte limit", len(body), o.maxBody)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return attempt{permanent: true, reason: "invalid webhook URL"}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(HeaderEventID, eventID)
+	if cfg.Token != "" {
+		h := HeaderTokenV1
+		if cfg.Version == V03 {
+			h = HeaderTokenV03
+		}
+		req.Header.Set(h, cfg.Token)
+	}
+	if cfg.Auth != nil && cfg.Auth.Credentials != "" {
+		req.Header.Set("Authorization", cfg.Auth.Scheme+" "+cfg.Auth.Credentials)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return attempt{reason: "request failed: " + errorClass(err)}
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	a := attempt{status: resp.StatusCode, reason: "status " + strconv.Itoa(resp.StatusCode)}
+	switch c := resp.StatusCode; {
+	case c >= 200 && c < 300:
+		a.ok = true
+	case c == http.StatusRequestTimeout || c == http.StatusTooManyRequests:
+		a.retryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	case c >= 400 && c < 500:
+		a.permanent = true
+	default:
+		a.retryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
+	return a
+}
+
+// errorClass names a transport failure without the URL (which may hold
+// a secret in its query).
+func errorClass(err error) string {
+	var ue interface{ Unwrap() error }
+	if errors.As(err, &ue) && ue.Unwrap() != nil {
+		err = ue.Unwrap()
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	return err.Error()
+}
+
+// retryAfter parses a Retry-After value (seconds or an HTTP date), 0 when
+// absent or invalid, at most 24 h.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		d = time.Duration(n) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = t.Sub(now)
+	}
+	return max(0, min(d, 24*time.Hour))
+}
+
+// httpClient is the client of deliveries: the URL policy's transport, no
+// redirects.
+func (o options) httpClient() *http.Client {
+	return &http.Client{
+		Transport: o.urls.transport(min(o.timeout, 10*time.Second)),
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}

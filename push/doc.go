@@ -1,0 +1,83 @@
+// Package push delivers A2A push notifications durably: every update of a
+// task with push notification configs is POSTed to each config's webhook,
+// in the task's order, at least once, through crashes of the stage, from
+// the response frames JetStream already holds.
+//
+// # Configs (Store)
+//
+// A [Store] keeps configs in the E2A_PUSH bucket, one key per principal
+// and task ("cfg.<principal>.<task>", encoded tokens) holding that task's
+// configs, so every read, list, replace and delete is scoped to the
+// caller's principal (the envelope user_id): another principal's config
+// is ErrNotFound, like one that does not exist. Keys expire with the
+// tasks (the bucket's TTL is streams.Config.TasksTTL). Limits: configs
+// per task (WithMaxPerTask) and tasks with configs per principal
+// (WithMaxTasksPerPrincipal), ErrLimit. [Store.Create] checks the URL
+// before storing (ErrURLRefused): https, or http to a host of the
+// allow-list (E2A_PUSH_ALLOW_HOSTS, [WithAllowHosts]); no user
+// information; every address the host resolves to passes the workflow
+// executor's address rules (no loopback, private, link-local, metadata,
+// multicast, reserved or unspecified address) unless the host is
+// allow-listed. A config carries its A2A generation ([V1], [V03]):
+// [FromV1], [FromV03], [Config.V1] and [Config.V03] convert the SDKs'
+// types. The token and credentials are stored in the bucket and sent to
+// the webhook only: never logged, never dead-lettered.
+//
+// The A2A layer calls, with the caller's principal, after checking that
+// the task is the caller's in its task store:
+//
+//	Create(ctx, principal, push.FromV1(cfg)) / Create(ctx, principal, push.FromV03(cfg))
+//	Get(ctx, principal, taskID, id)
+//	List(ctx, principal, taskID, pageSize, pageToken)
+//	Delete(ctx, principal, taskID, id)
+//
+// and for a config inline in SendMessage (configuration's
+// taskPushNotificationConfig / pushNotificationConfig) Create before the
+// request is published, so its first frame is delivered.
+//
+// # Delivery (Run)
+//
+// [Run] is one replica of the stage (`e2a push`, also in `e2a dev` and
+// `e2a serve`). Replicas share one durable consumer on E2A_RESPONSES
+// (e2a.resp.*). For each stored response message it reads the request's
+// envelope (principal and task) and the task's configs; a message of a
+// task without configs is acked at once. Otherwise the message's frames
+// are mapped to task updates by the A2A mapper the streaming bindings use
+// (protocols/a2a/a2amap, then egress.A2AV1Event): A2A v1.0 StreamResponse
+// JSON for V1 configs, A2A v0.3 event JSON (kind status-update or
+// artifact-update) for V03 ones. The mapper is fed the request's earlier
+// frames when this replica has not seen them, so an update's id
+// (E2A-Event-Id: <request_id>:<frame sequence>:<n>) and body are the same
+// whichever replica renders it.
+//
+// Each config has a lane in a replica (its updates one after another) and
+// a cursor in the bucket: the last update handled, written after each
+// one. A message is delivered to a config only when it is the config's
+// next one (the request's next message after the cursor, or the first
+// message of the task's next request after the previous request's final
+// frame, or the first message stored after the config was made); an
+// earlier one still in flight elsewhere makes it wait (WithOrderWait).
+// Lanes are independent: a slow or failing webhook delays only its own
+// config. The message is acked when every config is done with it, else
+// negatively acknowledged with the shortest delay a config asked for;
+// it is kept in progress while a slow webhook answers.
+//
+// A 2xx is delivered; another 4xx than 408 and 429 is permanent (the
+// update is dead-lettered at once, the next ones go on); anything else
+// (5xx, 408, 429, 3xx: redirects are not followed, connection errors,
+// timeouts) is transient: retried with exponential backoff and jitter
+// (WithBackoff), honouring Retry-After, for the retry window
+// (WithRetryWindow, default 24 h) from the first failure. Past it the
+// update and every later one of the config go to the E2A_PUSH_DEAD stream
+// in order, until [Redeliver] posts them again (`e2a push redeliver`) and
+// the config leaves dead-letter mode. [ListDead] lists them.
+//
+// Each connection resolves the webhook's host itself and connects only to
+// an address that passes the rules (pinned for the connection: DNS cannot
+// move it to a private address after the check); bodies are bounded
+// (WithMaxBody) and every POST has a timeout (WithTimeout).
+//
+// Metrics: e2a_push_delivered_total, e2a_push_retried_total,
+// e2a_push_failed_total, e2a_push_dead_lettered_total and
+// e2a_push_lag_seconds (frame to 2xx).
+package push

@@ -1,0 +1,44 @@
+package push
+
+import "errors"
+
+var (
+	// ErrInvalidOption is returned by Run, NewStore, Redeliver and ListDead
+	// when an option is out of range or a required argument is missing.
+	ErrInvalidOption = errors.New("push: invalid option")
+
+	// ErrInvalidConfig is returned by Store.Create for a config that is not
+	// acceptable apart from its URL: no task id, an id or token too long, an
+	// authentication scheme other than Bearer or Basic, credentials without
+	// a scheme. The A2A layers answer it with InvalidParams (-32602).
+	ErrInvalidConfig = errors.New("push: invalid push notification config")
+
+	// ErrURLRefused is returned by Store.Create when the webhook URL breaks
+	// the URL rules: not https (unless its host is allow-listed), user
+	// information in the URL, no host, a host that does not resolve, or an
+	// address that is loopback, private, link-local, metadata, multicast
+	// or unspecified (the workflow executor's SSRF rules) unless allow-
+	// listed. The A2A layers answer it with InvalidParams (-32602); the
+	// message names the rule, never the credentials.
+	ErrURLRefused = errors.New("push: webhook URL refused")
+
+	// ErrLimit is returned by Store.Create when the task already has
+	// MaxPerTask configs, or the principal MaxTasksPerPrincipal tasks with
+	// configs. The A2A layers answer it with InvalidParams (-32602) or
+	// their resource-exhausted error.
+	ErrLimit = errors.New("push: push notification config limit reached")
+
+	// ErrNotFound is returned by Store.Get and Store.Delete when the
+	// principal has no such config: the same whether it does not exist or
+	// is another principal's (the A2A layers answer TaskNotFound or
+	// their not-found error).
+	ErrNotFound = errors.New("push: push notification config not found")
+
+	// ErrInvalidPageToken is returned by Store.List for a page token it did
+	// not issue (InvalidParams in A2A).
+	ErrInvalidPageToken = errors.New("push: invalid page token")
+
+	// ErrUnavailable wraps a failure of the store (NATS) itself; the A2A
+	// layers answer it as an internal or unavailable error.
+	ErrUnavailable = errors.New("push: store unavailable")
+)

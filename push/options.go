@@ -1,0 +1,282 @@
+package push
+
+import (
+	"encoding/base64"
+	"fmt"
+	"log/slog"
+	"net"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// Defaults of the options.
+const (
+	DefaultRetryWindow   = 24 * time.Hour
+	DefaultBackoffBase   = time.Second
+	DefaultBackoffMax    = 10 * time.Minute
+	DefaultTimeout       = 10 * time.Second
+	DefaultMaxBody       = 1 << 20
+	DefaultMaxAckPending = 10000
+	DefaultAckWait       = time.Minute
+	DefaultOrderWait     = time.Second
+	DefaultConsumer      = "push"
+	// AllowHostsEnv is the environment variable of the allow-list (read by
+	// cmd/e2a, passed with WithAllowHosts).
+	AllowHostsEnv = "E2A_PUSH_ALLOW_HOSTS"
+)
+
+// Option configures NewStore, Run, ListDead and Redeliver; each reads the
+// options that concern it. Every option validates its value and returns
+// an error wrapping ErrInvalidOption.
+type Option func(*options) error
+
+type options struct {
+	urls                 urlPolicy
+	streams              streams.Config
+	maxPerTask           int
+	maxTasksPerPrincipal int
+	retryWindow          time.Duration
+	backoffBase          time.Duration
+	backoffMax           time.Duration
+	timeout              time.Duration
+	maxBody              int
+	maxAckPending        int
+	ackWait              time.Duration
+	orderWait            time.Duration
+	consumer             string
+	log                  *slog.Logger
+	registerer           prometheus.Registerer
+}
+
+func buildOptions(opts []Option) (options, error) {
+	o := options{
+		urls:                 urlPolicy{resolver: net.DefaultResolver},
+		streams:              streams.DefaultConfig(),
+		maxPerTask:           DefaultMaxPerTask,
+		maxTasksPerPrincipal: DefaultMaxTasksPerPrincipal,
+		retryWindow:          DefaultRetryWindow,
+		backoffBase:          DefaultBackoffBase,
+		backoffMax:           DefaultBackoffMax,
+		timeout:              DefaultTimeout,
+		maxBody:              DefaultMaxBody,
+		maxAckPending:        DefaultMaxAckPending,
+		ackWait:              DefaultAckWait,
+		orderWait:            DefaultOrderWait,
+		consumer:             DefaultConsumer,
+		log:                  slog.New(slog.DiscardHandler),
+	}
+	for _, opt := range opts {
+		if opt == nil {
+			return o, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := opt(&o); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+func invalid(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, a...)...)
+}
+
+// WithAllowHosts adds host[:port] patterns (a name, "*.example.com" for
+// its subdomains, an IP literal, "[::1]:8443"; items may be comma
+// separated, as in E2A_PUSH_ALLOW_HOSTS) whose webhooks may use http and
+// may resolve to loopback or private addresses (e2a dev: localhost).
+func WithAllowHosts(patterns ...string) Option {
+	return func(o *options) error {
+		rules, err := parseAllowHosts(patterns)
+		if err != nil {
+			return err
+		}
+		o.urls.allow = append(o.urls.allow, rules...)
+		return nil
+	}
+}
+
+// WithResolver sets the resolver of webhook hosts (default
+// net.DefaultResolver), at creation and at every connection.
+func WithResolver(r Resolver) Option {
+	return func(o *options) error {
+		if r == nil {
+			return invalid("nil resolver")
+		}
+		o.urls.resolver = r
+		return nil
+	}
+}
+
+// WithStreamsConfig sets the sizes E2A_PUSH and E2A_PUSH_DEAD are created
+// with when they do not exist (default streams.DefaultConfig()).
+func WithStreamsConfig(c streams.Config) Option {
+	return func(o *options) error {
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidOption, err)
+		}
+		o.streams = c
+		return nil
+	}
+}
+
+// WithMaxPerTask bounds the configs of one task, 1..100 (default 10).
+func WithMaxPerTask(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > 100 {
+			return invalid("max configs per task %d (1..100)", n)
+		}
+		o.maxPerTask = n
+		return nil
+	}
+}
+
+// WithMaxTasksPerPrincipal bounds the tasks with configs of one principal,
+// 1..1000000 (default 1000).
+func WithMaxTasksPerPrincipal(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > 1_000_000 {
+			return invalid("max tasks per principal %d (1..1000000)", n)
+		}
+		o.maxTasksPerPrincipal = n
+		return nil
+	}
+}
+
+// WithRetryWindow sets how long an update is retried before it is
+// dead-lettered, 1 ms..30 days (default 24 h).
+func WithRetryWindow(d time.Duration) Option {
+	return func(o *options) error {
+		if d < time.Millisecond || d > 30*24*time.Hour {
+			return invalid("retry window %s (1ms..720h)", d)
+		}
+		o.retryWindow = d
+		return nil
+	}
+}
+
+// WithBackoff sets the first retry delay and its cap: attempt n waits
+// base·2^(n-1), at most max, with full jitter over its upper half
+// (defaults 1 s and 10 min). 1 ms ≤ base ≤ max ≤ 24 h.
+func WithBackoff(base, max time.Duration) Option {
+	return func(o *options) error {
+		if base < time.Millisecond || max < base || max > 24*time.Hour {
+			return invalid("backoff %s..%s (1ms ≤ base ≤ max ≤ 24h)", base, max)
+		}
+		o.backoffBase, o.backoffMax = base, max
+		return nil
+	}
+}
+
+// WithTimeout bounds one delivery (connect, TLS, request and response
+// headers), 10 ms..5 min (default 10 s).
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 10*time.Millisecond || d > 5*time.Minute {
+			return invalid("timeout %s (10ms..5m)", d)
+		}
+		o.timeout = d
+		return nil
+	}
+}
+
+// WithMaxBody bounds a delivery's body, 1 KiB..64 MiB (default 1 MiB); a
+// larger update is dead-lettered at once.
+func WithMaxBody(n int) Option {
+	return func(o *options) error {
+		if n < 1<<10 || n > 64<<20 {
+			return invalid("max body %d (1KiB..64MiB)", n)
+		}
+		o.maxBody = n
+		return nil
+	}
+}
+
+// WithMaxAckPending bounds the response messages in flight across the
+// stage's replicas (the consumer's MaxAckPending, 1..1000000, default
+// 10000). Every replica must use the same value.
+func WithMaxAckPending(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > 1_000_000 {
+			return invalid("max ack pending %d (1..1000000)", n)
+		}
+		o.maxAckPending = n
+		return nil
+	}
+}
+
+// WithAckWait sets the consumer's ack wait, 1 s..10 min (default 1 min):
+// how soon a dead replica's messages go to another one (a live replica
+// extends it while it delivers).
+func WithAckWait(d time.Duration) Option {
+	return func(o *options) error {
+		if d < time.Second || d > 10*time.Minute {
+			return invalid("ack wait %s (1s..10m)", d)
+		}
+		o.ackWait = d
+		return nil
+	}
+}
+
+// WithOrderWait sets how soon a message whose predecessor (for a config)
+// is still being delivered elsewhere is looked at again, 1 ms..1 min
+// (default 1 s).
+func WithOrderWait(d time.Duration) Option {
+	return func(o *options) error {
+		if d < time.Millisecond || d > time.Minute {
+			return invalid("order wait %s (1ms..1m)", d)
+		}
+		o.orderWait = d
+		return nil
+	}
+}
+
+var validConsumer = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// WithConsumerName sets the durable consumer's name (default "push"):
+// replicas sharing it share the work.
+func WithConsumerName(name string) Option {
+	return func(o *options) error {
+		if !validConsumer.MatchString(name) {
+			return invalid("consumer name %q", name)
+		}
+		o.consumer = name
+		return nil
+	}
+}
+
+// WithLogger sets the logger (default: none). Logs name configs by task,
+// id and redacted URL; never a token, credentials or body.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return invalid("nil logger")
+		}
+		o.log = l
+		return nil
+	}
+}
+
+// WithRegisterer registers the stage's metrics (e2a_push_*) with r.
+func WithRegisterer(r prometheus.Registerer) Option {
+	return func(o *options) error {
+		if r == nil {
+			return invalid("nil registerer")
+		}
+		o.registerer = r
+		return nil
+	}
+}
+
+// untok decodes a token of tok.
+func untok(s string) (string, error) {
+	if !strings.HasPrefix(s, "t") {
+		return "", fmt.Errorf("not a token")
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s[1:])
+	return string(b), err
+}

@@ -1,0 +1,282 @@
+package push
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// stage is one replica of the delivery stage.
+type stage struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	kv      jetstream.KeyValue
+	getter  *streams.DirectGetter
+	o       options
+	log     *slog.Logger
+	client  *http.Client
+	metrics *metrics
+	ctx     context.Context
+
+	// Read and written by the consumer's callback only.
+	requests requestCache
+	mappers  map[string]*mapState
+
+	mu    sync.Mutex
+	lanes map[string]*lane
+	jobs  sync.WaitGroup
+}
+
+// Run runs one replica of the push delivery stage on nc until ctx is done.
+// It binds E2A_PUSH and E2A_PUSH_DEAD (creating them with the options'
+// streams.Config when missing), creates or updates the durable consumer
+// (WithConsumerName, default "push") on E2A_RESPONSES for e2a.resp.*,
+// delivering new messages only when it is first made, and delivers every
+// task update of a task with configs to each of its configs' webhooks:
+// in the task's order per config, at least once, retried with backoff for
+// the retry window, then dead-lettered. Replicas sharing the consumer
+// split the work. It returns nil when ctx is done, an error when the
+// options are invalid or the streams cannot be bound.
+func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
+	if nc == nil {
+		return fmt.Errorf("%w: nil connection", ErrInvalidOption)
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return err
+	}
+	s, err := newStage(ctx, nc, o)
+	if err != nil {
+		return err
+	}
+	defer s.getter.Close()
+	cons, err := s.js.CreateOrUpdateConsumer(ctx, streams.ResponsesStream, s.consumerConfig())
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("push: consumer %s: %w", o.consumer, err)
+	}
+	cc, err := cons.Consume(s.intake, jetstream.PullMaxMessages(256))
+	if err != nil {
+		return fmt.Errorf("push: consume: %w", err)
+	}
+	s.log.Info("push stage started", "consumer", o.consumer, "retry_window", o.retryWindow)
+	<-ctx.Done()
+	cc.Drain()
+	<-cc.Closed()
+	s.jobs.Wait()
+	return nil
+}
+
+func newStage(ctx context.Context, nc *nats.Conn, o options) (*stage, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := bindBucket(ctx, js, o.streams)
+	if err != nil {
+		return nil, err
+	}
+	if err := bindDead(ctx, js, o.streams); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(o.registerer)
+	if err != nil {
+		return nil, err
+	}
+	getter, err := streams.NewDirectGetter(nc)
+	if err != nil {
+		return nil, err
+	}
+	return &stage{nc: nc, js: js, kv: kv, getter: getter, o: o, log: o.log, client: o.httpClient(),
+		metrics: m, ctx: ctx, requests: requestCache{max: 10000}, mappers: map[string]*mapState{},
+		lanes: map[string]*lane{}}, nil
+}
+
+func (s *stage) consumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       s.o.consumer,
+		Description:   "E2A push notification delivery",
+		DeliverPolicy: jetstream.DeliverNewPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       s.o.ackWait,
+		MaxDeliver:    -1,
+		FilterSubject: subjects.AllResponseFrames,
+		MaxAckPending: s.o.maxAckPending,
+		ReplayPolicy:  jetstream.ReplayInstantPolicy,
+	}
+}
+
+// intake handles one response message, in the consumer's order: a
+// message of no task with configs is acked at once; otherwise it is
+// rendered and handed to the lane of each config, and settled when
+// every lane is done with it.
+func (s *stage) intake(msg jetstream.Msg) {
+	if s.ctx.Err() != nil {
+		_ = msg.Nak()
+		return
+	}
+	job, err := s.prepare(msg)
+	if err != nil {
+		s.log.Warn("push: cannot read a response message; retrying", "subject", msg.Subject(), "err", err)
+		_ = msg.NakWithDelay(s.o.orderWait)
+		return
+	}
+	if job == nil {
+		_ = msg.Ack()
+		return
+	}
+	s.jobs.Add(1)
+	go job.settle(s)
+	for _, c := range job.configs {
+		s.enqueue(item{job: job, cfg: c.cfg, ref: c.ref})
+	}
+}
+
+type jobConfig struct {
+	cfg Config
+	ref configRef
+}
+
+// prepare reads what intake needs: nil for a message to ack at once.
+func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	md, err := msg.Metadata()
+	if err != nil {
+		return nil, nil
+	}
+	requestID, err := subjects.ParseResponse(msg.Subject())
+	if err != nil {
+		return nil, nil
+	}
+	r, err := s.requestOf(ctx, requestID)
+	if err != nil || !r.found {
+		return nil, err
+	}
+	tc, _, err := readConfigs(ctx, s.kv, taskKey(r.principal, r.taskID))
+	if err != nil || len(tc.Configs) == 0 {
+		return nil, err
+	}
+	fs, err := frames(msg.Headers(), msg.Data())
+	if err != nil || len(fs) == 0 {
+		s.log.Warn("push: undecodable response message skipped", "request_id", requestID, "seq", md.Sequence.Stream)
+		return nil, nil
+	}
+	m := &message{requestID: requestID, seq: md.Sequence.Stream, stored: md.Timestamp,
+		firstSeq: fs[0].Sequence, final: fs[len(fs)-1].IsFinal}
+	if err := s.render(ctx, r, m, fs); err != nil {
+		delete(s.mappers, requestID)
+		return nil, err
+	}
+	if len(s.mappers) > 10000 {
+		s.mappers = map[string]*mapState{}
+	}
+	j := &job{msg: msg, m: m, done: make(chan result, len(tc.Configs)), n: len(tc.Configs)}
+	for _, c := range tc.Configs {
+		j.configs = append(j.configs, jobConfig{cfg: c, ref: configRef{r.principal, r.taskID, c.ID}})
+	}
+	return j, nil
+}
+
+// result is a lane's verdict on a message: done, or look again after
+// retry.
+type result struct {
+	retry bool
+	after time.Duration
+}
+
+// job is a message being delivered to its configs.
+type job struct {
+	msg     jetstream.Msg
+	m       *message
+	configs []jobConfig
+	n       int
+	done    chan result
+}
+
+// settle acks the message once every lane is done with it, or naks it
+// with the shortest delay a lane asked for; it keeps the message in
+// progress meanwhile.
+func (j *job) settle(s *stage) {
+	defer s.jobs.Done()
+	tick := time.NewTicker(s.o.ackWait / 3)
+	defer tick.Stop()
+	var retry bool
+	var after time.Duration
+	for got := 0; got < j.n; {
+		select {
+		case r := <-j.done:
+			got++
+			if r.retry && (!retry || r.after < after) {
+				retry, after = true, r.after
+			}
+		case <-tick.C:
+			_ = j.msg.InProgress()
+		}
+	}
+	if !retry {
+		_ = j.msg.Ack()
+		return
+	}
+	_ = j.msg.NakWithDelay(max(after, time.Millisecond))
+}
+
+// item is one message for one config.
+type item struct {
+	job *job
+	cfg Config
+	ref configRef
+}
+
+// lane delivers the messages of one config one after another, in the
+// order they came: a slow or failing webhook holds only its own lane.
+type lane struct {
+	key     string
+	s       *stage
+	queue   []item
+	running bool
+}
+
+// enqueue appends it to its config's lane, starting the lane when idle.
+func (s *stage) enqueue(it item) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := it.ref.cursorKey()
+	l := s.lanes[k]
+	if l == nil {
+		l = &lane{key: k, s: s}
+		s.lanes[k] = l
+	}
+	l.queue = append(l.queue, it)
+	if !l.running {
+		l.running = true
+		go l.run()
+	}
+}
+
+func (l *lane) run() {
+	for {
+		l.s.mu.Lock()
+		if len(l.queue) == 0 {
+			l.running = false
+			delete(l.s.lanes, l.key)
+			l.s.mu.Unlock()
+			return
+		}
+		it := l.queue[0]
+		l.queue = l.queue[1:]
+		l.s.mu.Unlock()
+		it.job.done <- l.s.deliverItem(it)
+	}
+}

@@ -1,0 +1,283 @@
+package push
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// Store defaults.
+const (
+	DefaultMaxPerTask           = 10
+	DefaultMaxTasksPerPrincipal = 1000
+	DefaultPageSize             = 50
+	MaxPageSize                 = 100
+)
+
+// taskConfigs is the value of a task's key: its configs, ordered by id.
+type taskConfigs struct {
+	Configs []Config `json:"configs"`
+}
+
+// Store keeps the push notification configs of tasks in the E2A_PUSH
+// bucket. Every call takes the caller's principal (the envelope's user_id
+// of the task's requests): a config is stored under its principal's key,
+// so another principal's config is not found, cannot be listed, replaced
+// or deleted, and a caller cannot tell it from one that does not exist.
+// Checking that the task exists and is the caller's is the A2A layer's
+// (its task store); the Store keeps only configs. It is safe for
+// concurrent use.
+type Store struct {
+	kv  jetstream.KeyValue
+	o   options
+	now func() time.Time
+}
+
+// NewStore binds the E2A_PUSH bucket on nc, creating it with the options'
+// streams.Config when it does not exist.
+func NewStore(ctx context.Context, nc *nats.Conn, opts ...Option) (*Store, error) {
+	if nc == nil {
+		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := bindBucket(ctx, js, o.streams)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{kv: kv, o: o, now: time.Now}, nil
+}
+
+func bindBucket(ctx context.Context, js jetstream.JetStream, cfg streams.Config) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, streams.PushBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, cfg.PushBucketConfig())
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, streams.PushBucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: bucket %s: %v", ErrUnavailable, streams.PushBucket, err)
+	}
+	return kv, nil
+}
+
+// read returns the configs of a task key and the key's revision (0 when
+// there is none).
+func readConfigs(ctx context.Context, kv jetstream.KeyValue, key string) (taskConfigs, uint64, error) {
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return taskConfigs{}, 0, nil
+	}
+	if err != nil {
+		return taskConfigs{}, 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	var tc taskConfigs
+	if err := json.Unmarshal(e.Value(), &tc); err != nil {
+		return taskConfigs{}, 0, fmt.Errorf("%w: key %s: %v", ErrUnavailable, key, err)
+	}
+	return tc, e.Revision(), nil
+}
+
+// Create stores c for principal's task c.TaskID, replacing the task's
+// config of the same id (A2A's set), and returns it as stored: an id
+// assigned when c.ID is empty, Version V1 when empty, Created set. The URL
+// rules are checked first (ErrURLRefused); other bad fields are
+// ErrInvalidConfig; a full task or principal ErrLimit.
+func (s *Store) Create(ctx context.Context, principal string, c Config) (Config, error) {
+	if err := c.check(); err != nil {
+		return Config{}, err
+	}
+	if err := s.o.urls.check(ctx, c.URL); err != nil {
+		return Config{}, err
+	}
+	if c.ID == "" {
+		c.ID = uuid.NewString()
+	}
+	c.Created = s.now().UTC()
+	key := taskKey(principal, c.TaskID)
+	for range 8 {
+		tc, rev, err := readConfigs(ctx, s.kv, key)
+		if err != nil {
+			return Config{}, err
+		}
+		i := slices.IndexFunc(tc.Configs, func(x Config) bool { return x.ID == c.ID })
+		switch {
+		case i >= 0:
+			tc.Configs[i] = c
+		case len(tc.Configs) >= s.o.maxPerTask:
+			return Config{}, fmt.Errorf("%w: task has %d configs", ErrLimit, len(tc.Configs))
+		default:
+			tc.Configs = append(tc.Configs, c)
+			slices.SortFunc(tc.Configs, func(a, b Config) int { return cmpString(a.ID, b.ID) })
+		}
+		if rev == 0 {
+			if err := s.checkPrincipal(ctx, principal); err != nil {
+				return Config{}, err
+			}
+		}
+		ok, err := s.write(ctx, key, tc, rev)
+		if err != nil {
+			return Config{}, err
+		}
+		if ok {
+			return c, nil
+		}
+	}
+	return Config{}, fmt.Errorf("%w: too many concurrent changes to the task's configs", ErrUnavailable)
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// write stores tc under key at revision rev (0: a new key); false when
+// another writer changed the key first.
+func (s *Store) write(ctx context.Context, key string, tc taskConfigs, rev uint64) (bool, error) {
+	b, err := json.Marshal(tc)
+	if err != nil {
+		return false, err
+	}
+	if rev == 0 {
+		_, err = s.kv.Create(ctx, key, b)
+	} else {
+		_, err = s.kv.Update(ctx, key, b, rev)
+	}
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return true, nil
+}
+
+// checkPrincipal refuses a new task key when principal has
+// maxTasksPerPrincipal of them.
+func (s *Store) checkPrincipal(ctx context.Context, principal string) error {
+	l, err := s.kv.ListKeysFiltered(ctx, principalKeys(principal))
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	defer func() { _ = l.Stop() }()
+	n := 0
+	for range l.Keys() {
+		n++
+	}
+	if n >= s.o.maxTasksPerPrincipal {
+		return fmt.Errorf("%w: %d tasks with push notification configs", ErrLimit, n)
+	}
+	return nil
+}
+
+// Get returns principal's config id of task taskID, ErrNotFound when
+// there is none (or it is another principal's).
+func (s *Store) Get(ctx context.Context, principal, taskID, id string) (Config, error) {
+	tc, _, err := readConfigs(ctx, s.kv, taskKey(principal, taskID))
+	if err != nil {
+		return Config{}, err
+	}
+	for _, c := range tc.Configs {
+		if c.ID == id {
+			return c, nil
+		}
+	}
+	return Config{}, ErrNotFound
+}
+
+// List returns one page of principal's configs of task taskID, ordered by
+// id, and the token of the next page ("" after the last). pageSize 0 is
+// DefaultPageSize, more than MaxPageSize is MaxPageSize; a token List did
+// not issue is ErrInvalidPageToken. A task without configs (or another
+// principal's) lists nothing.
+func (s *Store) List(ctx context.Context, principal, taskID string, pageSize int, pageToken string) ([]Config, string, error) {
+	switch {
+	case pageSize <= 0:
+		pageSize = DefaultPageSize
+	case pageSize > MaxPageSize:
+		pageSize = MaxPageSize
+	}
+	after := ""
+	if pageToken != "" {
+		var err error
+		if after, err = untok(pageToken); err != nil {
+			return nil, "", ErrInvalidPageToken
+		}
+	}
+	tc, _, err := readConfigs(ctx, s.kv, taskKey(principal, taskID))
+	if err != nil {
+		return nil, "", err
+	}
+	out := []Config{}
+	for _, c := range tc.Configs {
+		if pageToken != "" && c.ID <= after {
+			continue
+		}
+		if len(out) == pageSize {
+			return out, tok(out[len(out)-1].ID), nil
+		}
+		out = append(out, c)
+	}
+	return out, "", nil
+}
+
+// Delete removes principal's config id of task taskID and its delivery
+// cursor; ErrNotFound when there is none. Updates of it already
+// dead-lettered stay in E2A_PUSH_DEAD until their age ends (a redelivery
+// drops them).
+func (s *Store) Delete(ctx context.Context, principal, taskID, id string) error {
+	key := taskKey(principal, taskID)
+	for range 8 {
+		tc, rev, err := readConfigs(ctx, s.kv, key)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(tc.Configs, func(x Config) bool { return x.ID == id })
+		if i < 0 {
+			return ErrNotFound
+		}
+		tc.Configs = slices.Delete(tc.Configs, i, i+1)
+		var ok bool
+		if len(tc.Configs) == 0 {
+			err = s.kv.Delete(ctx, key, jetstream.LastRevision(rev))
+			ok = err == nil
+			if errors.Is(err, jetstream.ErrKeyExists) {
+				err = nil
+			}
+			if err != nil {
+				err = fmt.Errorf("%w: %v", ErrUnavailable, err)
+			}
+		} else {
+			ok, err = s.write(ctx, key, tc, rev)
+		}
+		if err != nil {
+			return err
+		}
+		if ok {
+			_ = s.kv.Delete(ctx, configRef{principal, taskID, id}.cursorKey())
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: too many concurrent changes to the task's configs", ErrUnavailable)
+}

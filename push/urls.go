@@ -1,0 +1,201 @@
+package push
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/workflow"
+)
+
+// Resolver resolves webhook host names (net.DefaultResolver by default;
+// the workflow executor's interface).
+type Resolver = workflow.Resolver
+
+// hostRule is one allow-list entry: host[:port], "*.example.com" for its
+// subdomains, an IP literal, or "[::1]:8443".
+type hostRule struct {
+	host string // lower case, "*.x" for subdomains of x
+	port string // "" any
+}
+
+// parseAllowHosts parses E2A_PUSH_ALLOW_HOSTS: comma or space separated
+// host[:port] patterns.
+func parseAllowHosts(list []string) ([]hostRule, error) {
+	var out []hostRule
+	for _, item := range list {
+		for _, s := range strings.FieldsFunc(item, func(r rune) bool { return r == ',' || r == ' ' }) {
+			s = strings.ToLower(strings.TrimSpace(s))
+			host, port := s, ""
+			if h, p, err := net.SplitHostPort(s); err == nil {
+				host, port = h, p
+			} else if strings.HasPrefix(s, "[") {
+				host = strings.Trim(s, "[]")
+			}
+			host = strings.TrimSuffix(host, ".")
+			if host == "" || strings.Contains(host, "/") ||
+				(strings.Contains(host, "*") && (!strings.HasPrefix(host, "*.") || strings.Count(host, "*") > 1)) {
+				return nil, fmt.Errorf("%w: allow-list entry %q (host[:port], *.domain)", ErrInvalidOption, s)
+			}
+			out = append(out, hostRule{host: host, port: port})
+		}
+	}
+	return out, nil
+}
+
+func (r hostRule) match(host, port string) bool {
+	if r.port != "" && r.port != port {
+		return false
+	}
+	if strings.HasPrefix(r.host, "*.") {
+		return strings.HasSuffix(host, r.host[1:]) && len(host) > len(r.host)-1
+	}
+	if a, err := netip.ParseAddr(r.host); err == nil {
+		b, err := netip.ParseAddr(host)
+		return err == nil && a.Unmap() == b.Unmap()
+	}
+	return host == r.host
+}
+
+// urlPolicy holds the URL rules of creation and delivery.
+type urlPolicy struct {
+	allow    []hostRule
+	resolver Resolver
+}
+
+func (p *urlPolicy) allowed(host, port string) bool {
+	for _, r := range p.allow {
+		if r.match(host, port) {
+			return true
+		}
+	}
+	return false
+}
+
+func hostPort(u *url.URL) (string, string) {
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	port := u.Port()
+	if port == "" {
+		port = "443"
+		if u.Scheme == "http" {
+			port = "80"
+		}
+	}
+	return host, port
+}
+
+// check applies the URL rules to raw (ErrURLRefused): https, or http to
+// an allow-listed host; no user information; every address the host
+// resolves to passes the workflow executor's address check, unless the
+// host is allow-listed.
+func (p *urlPolicy) check(ctx context.Context, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() || u.Opaque != "" {
+		return fmt.Errorf("%w: not an absolute URL", ErrURLRefused)
+	}
+	if u.User != nil {
+		return fmt.Errorf("%w: user information in the URL (use authentication)", ErrURLRefused)
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return fmt.Errorf("%w: no host", ErrURLRefused)
+	}
+	host, port := hostPort(u)
+	allowed := p.allowed(host, port)
+	switch {
+	case u.Scheme == "https":
+	case u.Scheme == "http" && allowed:
+	case u.Scheme == "http":
+		return fmt.Errorf("%w: http to %s (https is required unless E2A_PUSH_ALLOW_HOSTS lists the host)", ErrURLRefused, host)
+	default:
+		return fmt.Errorf("%w: scheme %q", ErrURLRefused, u.Scheme)
+	}
+	if allowed {
+		return nil
+	}
+	ips, err := p.resolve(ctx, host)
+	if err != nil {
+		return fmt.Errorf("%w: host %s does not resolve", ErrURLRefused, host)
+	}
+	for _, ip := range ips {
+		if err := (*workflow.Policy)(nil).CheckAddr(host, ip); err != nil {
+			return fmt.Errorf("%w: %v", ErrURLRefused, err)
+		}
+	}
+	return nil
+}
+
+func (p *urlPolicy) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
+	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		return []netip.Addr{ip}, nil
+	}
+	ips, err := p.resolver.LookupNetIP(ctx, "ip", host)
+	if err == nil && len(ips) == 0 {
+		err = &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}
+	}
+	return ips, err
+}
+
+// transport is the HTTP transport of deliveries: no proxy, no redirects
+// (the client's CheckRedirect), and a dialer that resolves the host
+// itself, checks every address as check does and connects to a checked
+// address only (the address is pinned for the connection: DNS cannot
+// change it between check and use).
+func (p *urlPolicy) transport(dialTimeout time.Duration) *http.Transport {
+	dialer := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy: nil,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			host, port, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			host = strings.TrimSuffix(strings.ToLower(host), ".")
+			ips, err := p.resolve(ctx, host)
+			if err != nil {
+				return nil, err
+			}
+			allowed := p.allowed(host, port)
+			var lastErr error
+			for _, ip := range ips {
+				if !allowed {
+					if err := (*workflow.Policy)(nil).CheckAddr(host, ip); err != nil {
+						lastErr = err
+						continue
+					}
+				}
+				c, err := dialer.DialContext(ctx, network, net.JoinHostPort(ip.Unmap().String(), port))
+				if err == nil {
+					return c, nil
+				}
+				lastErr = err
+			}
+			return nil, lastErr
+		},
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           256,
+		MaxIdleConnsPerHost:    8,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    dialTimeout,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: 16 << 10,
+	}
+}
+
+// redactURL is raw without user information, query values or fragment.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(invalid url)"
+	}
+	u.User = nil
+	if u.RawQuery != "" {
+		u.RawQuery = "…"
+	}
+	u.Fragment = ""
+	return u.String()
+}
