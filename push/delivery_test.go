@@ -1,0 +1,209 @@
+package push_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/push"
+)
+
+// TestDeliveryInOrder: three tasks of two principals, two turns each, a
+// v1.0 and a v0.3 config per task with token and auth; two replicas of the
+// stage share the consumer. Every receiver gets every update of its task,
+// in order (duplicates with the same id and body), with its token and
+// authorization.
+func TestDeliveryInOrder(t *testing.T) {
+	e := newEnv(t)
+	e.startStage()
+	e.startStage()
+	const chunks = 12
+	type hook struct {
+		r       *receiver
+		version string
+		token   string
+		auth    string
+	}
+	hooks := map[string][]hook{}
+	for i := range 3 {
+		principal := []string{"alice", "bob"}[i%2]
+		task := fmt.Sprintf("task-%d", i)
+		for _, v := range []string{push.V1, push.V03} {
+			h := hook{r: newReceiver(t, nil), version: v, token: "tok-" + task + v}
+			c := push.Config{TaskID: task, URL: h.r.srv.URL + "/hook", Token: h.token, Version: v}
+			if v == push.V1 {
+				c.Auth = &push.Auth{Scheme: "bearer", Credentials: "secret-" + task}
+				h.auth = "Bearer secret-" + task
+			} else {
+				c.Auth = &push.Auth{Scheme: "Basic", Credentials: "dXNlcjpwdw=="}
+				h.auth = "Basic dXNlcjpwdw=="
+			}
+			e.create(principal, c)
+			hooks[task] = append(hooks[task], h)
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			principal := []string{"alice", "bob"}[i%2]
+			task := fmt.Sprintf("task-%d", i)
+			first := e.turn(principal, task, "", "a", chunks)
+			e.turn(principal, task, first, "b", chunks)
+		}()
+	}
+	wg.Wait()
+	want := expectText([]string{"a", "b"}, chunks)
+	for task, hs := range hooks {
+		for _, h := range hs {
+			testkit.Eventually(t, 30*time.Second, task+" "+h.version+" completed twice", func() bool {
+				return completedCount(t, h.version, h.r.all()) >= 2
+			})
+			got := h.r.all()
+			for _, u := range ordered(t, h.version, got, []string{"a", "b"}, want) {
+				if u.taskID != task {
+					t.Errorf("%s got an update of task %q", task, u.taskID)
+				}
+			}
+			for _, d := range got {
+				if d.token != h.token || d.auth != h.auth {
+					t.Errorf("%s %s: token %q auth %q, want %q %q", task, h.version, d.token, d.auth, h.token, h.auth)
+					break
+				}
+			}
+		}
+	}
+	if l := e.log.String(); strings.Contains(l, "secret-task") || strings.Contains(l, "tok-task") {
+		t.Errorf("a token or credentials in the log:\n%s", l)
+	}
+}
+
+func completedCount(t testing.TB, version string, got []delivery) int {
+	seen := map[string]bool{}
+	n := 0
+	for _, d := range got {
+		if seen[d.eventID] {
+			continue
+		}
+		seen[d.eventID] = true
+		u := decode(t, version, d)
+		if u.state == "completed" || u.state == "TASK_STATE_COMPLETED" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestReceiverRecovers: the webhook answers 503 (then 429 with
+// Retry-After: 0) for its first 8 calls, then 200: every update arrives,
+// in order.
+func TestReceiverRecovers(t *testing.T) {
+	e := newEnv(t)
+	e.startStage()
+	r := newReceiver(t, func(n int, w http.ResponseWriter) int {
+		switch {
+		case n < 5:
+			return http.StatusServiceUnavailable
+		case n < 8:
+			w.Header().Set("Retry-After", "0")
+			return http.StatusTooManyRequests
+		}
+		return http.StatusOK
+	})
+	e.create("alice", push.Config{TaskID: "t1", URL: r.srv.URL})
+	e.turn("alice", "t1", "", "", 6)
+	testkit.Eventually(t, 30*time.Second, "completed", func() bool { return completedCount(t, push.V1, r.all()) == 1 })
+	got := r.all()
+	ordered(t, push.V1, got, []string{""}, expectText([]string{""}, 6))
+	if len(got) < 9 {
+		t.Errorf("%d calls, want the 8 failures retried", len(got))
+	}
+}
+
+// TestSlowReceiver: a webhook that does not answer until the test lets it
+// delays neither another task's webhook nor another webhook of its own
+// task.
+func TestSlowReceiver(t *testing.T) {
+	e := newEnv(t)
+	e.startStage(push.WithTimeout(time.Minute))
+	release := make(chan struct{})
+	var once sync.Once
+	defer once.Do(func() { close(release) })
+	slow := newReceiver(t, func(int, http.ResponseWriter) int { <-release; return http.StatusOK })
+	fast := newReceiver(t, nil)
+	sibling := newReceiver(t, nil)
+	e.create("alice", push.Config{TaskID: "slow", URL: slow.srv.URL})
+	e.create("alice", push.Config{TaskID: "slow", ID: "sibling", URL: sibling.srv.URL})
+	e.create("alice", push.Config{TaskID: "fast", URL: fast.srv.URL})
+	e.turn("alice", "slow", "", "", 5)
+	testkit.Eventually(t, 10*time.Second, "the slow webhook called", func() bool { return len(slow.all()) == 1 })
+	e.turn("alice", "fast", "", "", 5)
+	testkit.Eventually(t, 20*time.Second, "the fast task delivered", func() bool { return completedCount(t, push.V1, fast.all()) == 1 })
+	testkit.Eventually(t, 20*time.Second, "the sibling delivered", func() bool { return completedCount(t, push.V1, sibling.all()) == 1 })
+	if n := len(slow.all()); n != 1 {
+		t.Errorf("the slow webhook got %d calls while the first hung", n)
+	}
+	once.Do(func() { close(release) })
+	testkit.Eventually(t, 20*time.Second, "the slow task delivered", func() bool { return completedCount(t, push.V1, slow.all()) == 1 })
+	ordered(t, push.V1, slow.all(), []string{""}, expectText([]string{""}, 5))
+	ordered(t, push.V1, fast.all(), []string{""}, expectText([]string{""}, 5))
+}
+
+// TestStageCrash: the stage's connection is closed while a webhook holds
+// an update; a new replica delivers everything, in order, each update
+// once or again with the same id.
+func TestStageCrash(t *testing.T) {
+	e := newEnv(t)
+	first := e.startStage()
+	hold := make(chan struct{})
+	r := newReceiver(t, func(n int, _ http.ResponseWriter) int {
+		if n == 2 {
+			<-hold
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	e.create("alice", push.Config{TaskID: "t1", URL: r.srv.URL})
+	e.turn("alice", "t1", "", "", 10)
+	testkit.Eventually(t, 10*time.Second, "third update held", func() bool { return len(r.all()) == 3 })
+	first.crash()
+	close(hold)
+	e.startStage()
+	testkit.Eventually(t, 30*time.Second, "completed", func() bool { return completedCount(t, push.V1, r.all()) == 1 })
+	ordered(t, push.V1, r.all(), []string{""}, expectText([]string{""}, 10))
+}
+
+// TestPermanentRefusal: a 400 dead-letters that update at once; the next
+// ones are delivered.
+func TestPermanentRefusal(t *testing.T) {
+	e := newEnv(t)
+	e.startStage()
+	r := newReceiver(t, func(n int, _ http.ResponseWriter) int {
+		if n == 1 {
+			return http.StatusBadRequest
+		}
+		return http.StatusOK
+	})
+	c := e.create("alice", push.Config{TaskID: "t1", URL: r.srv.URL})
+	e.turn("alice", "t1", "", "", 4)
+	testkit.Eventually(t, 20*time.Second, "completed", func() bool { return completedCount(t, push.V1, r.all()) == 1 })
+	dead, err := push.ListDead(tctx(t), e.nc, push.DeadFilter{Principal: "alice", TaskID: "t1", ConfigID: c.ID}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dead) != 1 || dead[0].Status != http.StatusBadRequest || dead[0].EventID != r.all()[1].eventID {
+		t.Fatalf("dead letters %+v, want the second update with status 400", dead)
+	}
+	ids := map[string]bool{}
+	for _, d := range r.all() {
+		if ids[d.eventID] {
+			t.Errorf("update %s sent again (the refused one is not retried, the others succeeded)", d.eventID)
+		}
+		ids[d.eventID] = true
+	}
+}

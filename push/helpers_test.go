@@ -1,0 +1,307 @@
+package push_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	a2a03 "github.com/a2aproject/a2a-go/a2a"
+	a2a "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/push"
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+const pool = "pushtest"
+
+func tctx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// env is a pipeline for push tests: a real NATS server, an agent pool
+// writing one text chunk "c<i>;" per step then completing, and the store.
+type env struct {
+	t     testing.TB
+	srv   *streams.Embedded
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	pub   *ingress.Publisher
+	store *push.Store
+	log   *testkit.Buffer
+}
+
+func newEnv(t *testing.T, opts ...push.Option) *env {
+	t.Helper()
+	srv, nc := natstest.RunServer(t)
+	js := natstest.JetStream(t, nc)
+	e := &env{t: t, srv: srv, nc: nc, js: js, pub: ingress.NewPublisher(js, 10*time.Second), log: &testkit.Buffer{}}
+	store, err := push.NewStore(tctx(t), nc, append([]push.Option{push.WithAllowHosts("127.0.0.1")}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.store = store
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- agent.Run(ctx, nc, pool, agent.HandlerFunc(writeChunks), agent.WithConcurrency(16))
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return e
+}
+
+// writeChunks writes params.chunks text chunks, then completes.
+func writeChunks(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+	n, _ := strconv.ParseFloat(fmt.Sprint(env.Params["chunks"]), 64)
+	turn, _ := env.Params["turn"].(string)
+	for i := range int(n) {
+		if err := w.Chunk("text", fmt.Sprintf("%sc%d;", turn, i)); err != nil {
+			return err
+		}
+	}
+	return w.Complete(nil)
+}
+
+// stage runs one replica of the stage on its own connection until the
+// test ends or stop is called; stop returns once Run has returned.
+type stage struct {
+	nc     *nats.Conn
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (e *env) startStage(opts ...push.Option) *stage {
+	e.t.Helper()
+	nc, err := e.srv.Connect(nats.Name("push-stage"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &stage{nc: nc, cancel: cancel, done: make(chan error, 1)}
+	base := []push.Option{push.WithAllowHosts("127.0.0.1"), push.WithBackoff(5*time.Millisecond, 50*time.Millisecond),
+		push.WithOrderWait(5 * time.Millisecond), push.WithAckWait(time.Second), push.WithLogger(slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+		push.WithTimeout(5 * time.Second)}
+	go func() { s.done <- push.Run(ctx, nc, append(base, opts...)...) }()
+	e.t.Cleanup(s.stop)
+	// The consumer delivers new messages only: wait until it exists.
+	testkit.Eventually(e.t, 10*time.Second, "push consumer", func() bool {
+		_, err := e.js.Consumer(context.Background(), streams.ResponsesStream, push.DefaultConsumer)
+		return err == nil
+	})
+	return s
+}
+
+func (s *stage) stop() {
+	s.cancel()
+	if s.done != nil {
+		if err := <-s.done; err != nil {
+			panic(err)
+		}
+		s.done = nil
+	}
+	s.nc.Close()
+}
+
+// crash closes the stage's connection under it: nothing acked or nacked
+// after that.
+func (s *stage) crash() { s.nc.Close() }
+
+// turn publishes one request of task taskID for principal, after the
+// request after ("" for the first turn); it returns the request id.
+func (e *env) turn(principal, taskID, after, label string, chunks int) string {
+	e.t.Helper()
+	id := uuid.NewString()
+	en := &e2a.Envelope{ProtocolVersion: e2a.ProtocolVersion, RequestID: id, Method: "message/stream", IsStream: true,
+		UserID: principal, TaskID: taskID, ContextID: "ctx-" + taskID, Channel: "test",
+		Params:     map[string]any{"chunks": float64(chunks), "turn": label},
+		Provenance: &e2a.Provenance{SourceProtocol: e2a.SourceE2A}}
+	if _, err := e.pub.PublishAfter(tctx(e.t), pool, en, after); err != nil {
+		e.t.Fatal(err)
+	}
+	return id
+}
+
+// expectText is the text a task's turns write.
+func expectText(turns []string, chunks int) string {
+	var b strings.Builder
+	for _, label := range turns {
+		for i := range chunks {
+			fmt.Fprintf(&b, "%sc%d;", label, i)
+		}
+	}
+	return b.String()
+}
+
+// delivery is one POST a receiver got.
+type delivery struct {
+	eventID, token, auth string
+	body                 []byte
+}
+
+// receiver is a webhook on loopback recording every POST in arrival order;
+// answer decides each status (nil: 200).
+type receiver struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	got []delivery
+	// answer is called with the 0-based number of the POST.
+	answer func(n int, w http.ResponseWriter) int
+}
+
+func newReceiver(t testing.TB, answer func(n int, w http.ResponseWriter) int) *receiver {
+	r := &receiver{answer: answer}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		n := len(r.got)
+		r.got = append(r.got, delivery{eventID: req.Header.Get(push.HeaderEventID),
+			token: req.Header.Get(push.HeaderTokenV1) + req.Header.Get(push.HeaderTokenV03),
+			auth:  req.Header.Get("Authorization"), body: body})
+		r.mu.Unlock()
+		code := http.StatusOK
+		if r.answer != nil {
+			code = r.answer(n, w)
+		}
+		w.WriteHeader(code)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) all() []delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]delivery(nil), r.got...)
+}
+
+// update is a delivered update decoded with the SDK of its version.
+type update struct {
+	id     string
+	text   string // the text of an artifact-update
+	state  string // the state of a status-update
+	taskID string
+}
+
+func decode(t testing.TB, version string, d delivery) update {
+	t.Helper()
+	u := update{id: d.eventID}
+	if version == push.V03 {
+		ev, err := a2a03.UnmarshalEventJSON(d.body)
+		if err != nil {
+			t.Fatalf("v0.3 body %s: %v", d.body, err)
+		}
+		switch e := ev.(type) {
+		case *a2a03.TaskArtifactUpdateEvent:
+			u.taskID = string(e.TaskID)
+			for _, p := range e.Artifact.Parts {
+				if tp, ok := p.(a2a03.TextPart); ok {
+					u.text += tp.Text
+				}
+			}
+		case *a2a03.TaskStatusUpdateEvent:
+			u.taskID, u.state = string(e.TaskID), string(e.Status.State)
+		}
+		return u
+	}
+	var sr a2a.StreamResponse
+	if err := json.Unmarshal(d.body, &sr); err != nil {
+		t.Fatalf("v1.0 body %s: %v", d.body, err)
+	}
+	switch e := sr.Event.(type) {
+	case *a2a.TaskArtifactUpdateEvent:
+		u.taskID = string(e.TaskID)
+		for _, p := range e.Artifact.Parts {
+			u.text += p.Text()
+		}
+	case *a2a.TaskStatusUpdateEvent:
+		u.taskID, u.state = string(e.TaskID), string(e.Status.State)
+	}
+	return u
+}
+
+// ordered checks a receiver's POSTs: duplicates carry the same event id
+// and body, the distinct updates come in the order of their ids (turn
+// order, then frame sequence and index), their text is want and each turn
+// ends with a completed status. It returns the distinct updates.
+func ordered(t testing.TB, version string, got []delivery, turns []string, want string) []update {
+	t.Helper()
+	seen := map[string][]byte{}
+	var distinct []update
+	for _, d := range got {
+		if b, ok := seen[d.eventID]; ok {
+			if string(b) != string(d.body) {
+				t.Errorf("event %s delivered twice with different bodies", d.eventID)
+			}
+			continue
+		}
+		seen[d.eventID] = d.body
+		distinct = append(distinct, decode(t, version, d))
+	}
+	var text strings.Builder
+	completed := 0
+	for i, u := range distinct {
+		text.WriteString(u.text)
+		if u.state == string(a2a.TaskStateCompleted) || u.state == string(a2a03.TaskStateCompleted) {
+			completed++
+		}
+		if i > 0 && !after(distinct[i-1].id, u.id, turns) {
+			t.Errorf("update %s after %s: out of order", u.id, distinct[i-1].id)
+		}
+	}
+	if text.String() != want {
+		t.Errorf("text %q, want %q", text.String(), want)
+	}
+	if completed != len(turns) {
+		t.Errorf("%d completed statuses, want %d", completed, len(turns))
+	}
+	return distinct
+}
+
+// after reports whether event id b follows a: the same request with a
+// larger (frame, index), or a later request (its frame 0 after a's
+// request's last).
+func after(a, b string, _ []string) bool {
+	ra, fa, ia := splitID(a)
+	rb, fb, ib := splitID(b)
+	if ra != rb {
+		return fb == 0 && ib == 0
+	}
+	return fb > fa || (fb == fa && ib > ia)
+}
+
+func splitID(id string) (string, int, int) {
+	p := strings.Split(id, ":")
+	if len(p) != 3 {
+		return id, -1, -1
+	}
+	f, _ := strconv.Atoi(p[1])
+	i, _ := strconv.Atoi(p[2])
+	return p[0], f, i
+}
+
+func (e *env) create(principal string, c push.Config) push.Config {
+	e.t.Helper()
+	got, err := e.store.Create(tctx(e.t), principal, c)
+	if err != nil {
+		e.t.Fatalf("create %s: %v", c.URL, err)
+	}
+	return got
+}
