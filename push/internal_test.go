@@ -1,0 +1,134 @@
+package push
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// TestBackoff: doubling from base, capped, the upper half jittered.
+func TestBackoff(t *testing.T) {
+	base, max := 100*time.Millisecond, 2*time.Second
+	for _, tc := range []struct {
+		n      int
+		j      float64
+		want   time.Duration
+		window [2]time.Duration
+	}{
+		{n: 1, j: 0, want: 50 * time.Millisecond},
+		{n: 1, j: 0.999999, window: [2]time.Duration{99 * time.Millisecond, 100 * time.Millisecond}},
+		{n: 2, j: 0, want: 100 * time.Millisecond},
+		{n: 3, j: 0.5, want: 300 * time.Millisecond},
+		{n: 5, j: 0, want: 800 * time.Millisecond},
+		{n: 6, j: 0, want: time.Second},
+		{n: 60, j: 1, want: 2 * time.Second},
+	} {
+		got := backoff(base, max, tc.n, tc.j)
+		if tc.window[1] > 0 {
+			if got < tc.window[0] || got > tc.window[1] {
+				t.Errorf("backoff(%d, %v) = %v, want in %v", tc.n, tc.j, got, tc.window)
+			}
+			continue
+		}
+		if got != tc.want {
+			t.Errorf("backoff(%d, %v) = %v, want %v", tc.n, tc.j, got, tc.want)
+		}
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for v, want := range map[string]time.Duration{
+		"":          0,
+		"7":         7 * time.Second,
+		"-3":        0,
+		"soon":      0,
+		"999999999": 24 * time.Hour,
+		now.Add(90 * time.Second).Format(http.TimeFormat): 90 * time.Second,
+		now.Add(-time.Hour).Format(http.TimeFormat):       0,
+	} {
+		if got := retryAfter(v, now); got != want {
+			t.Errorf("retryAfter(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// TestOptions: every option refuses a bad value with ErrInvalidOption.
+func TestOptions(t *testing.T) {
+	bad := map[string]Option{
+		"allow host":     WithAllowHosts("a/b"),
+		"allow wildcard": WithAllowHosts("a.*.com"),
+		"resolver":       WithResolver(nil),
+		"streams":        WithStreamsConfig(streams.Config{}),
+		"per task":       WithMaxPerTask(0),
+		"per principal":  WithMaxTasksPerPrincipal(0),
+		"window":         WithRetryWindow(0),
+		"backoff":        WithBackoff(time.Second, time.Millisecond),
+		"timeout":        WithTimeout(time.Millisecond),
+		"max body":       WithMaxBody(10),
+		"ack pending":    WithMaxAckPending(0),
+		"ack wait":       WithAckWait(time.Millisecond),
+		"order wait":     WithOrderWait(0),
+		"consumer":       WithConsumerName("a.b"),
+		"logger":         WithLogger(nil),
+		"registerer":     WithRegisterer(nil),
+		"nil":            nil,
+	}
+	for name, o := range bad {
+		if _, err := buildOptions([]Option{o}); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("%s: %v, want ErrInvalidOption", name, err)
+		}
+	}
+	if _, err := buildOptions([]Option{WithAllowHosts("localhost, *.dev.test [::1]:8443"), WithLogger(slog.Default()),
+		WithBackoff(time.Millisecond, time.Hour), WithRetryWindow(time.Hour)}); err != nil {
+		t.Errorf("good options: %v", err)
+	}
+	if err := Run(t.Context(), nil); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("Run without a connection: %v", err)
+	}
+}
+
+func TestAllowList(t *testing.T) {
+	rules, err := parseAllowHosts([]string{"localhost,*.dev.test", "[::1]:8443 127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := urlPolicy{allow: rules}
+	for _, tc := range []struct {
+		host, port string
+		want       bool
+	}{
+		{"localhost", "80", true}, {"a.dev.test", "1", true}, {"dev.test", "443", false},
+		{"::1", "8443", true}, {"::1", "80", false}, {"127.0.0.1", "9", true}, {"127.0.0.2", "9", false},
+		{"evil-localhost", "80", false},
+	} {
+		if got := p.allowed(tc.host, tc.port); got != tc.want {
+			t.Errorf("allowed(%s, %s) = %v", tc.host, tc.port, got)
+		}
+	}
+}
+
+// TestConfigString: a config names itself without token, credentials or
+// query.
+func TestConfigString(t *testing.T) {
+	c := Config{TaskID: "t", ID: "i", URL: "https://h.test/p?key=secret", Token: "tok", Auth: &Auth{Scheme: "Bearer", Credentials: "cred"}}
+	s := c.String()
+	for _, secret := range []string{"secret", "tok", "cred"} {
+		if contains(s, secret) {
+			t.Errorf("%q shows %q", s, secret)
+		}
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
