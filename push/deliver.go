@@ -125,10 +125,9 @@ func (s *stage) tryItem(it item) (result, error) {
 			return result{}, err
 		}
 		if !ok {
-			if time.Since(m.stored) < s.o.retryWindow {
-				return result{retry: true, after: s.o.orderWait}, nil
-			}
-			s.log.Warn("push: an earlier update never came; delivering on", "config", it.cfg.String(), "request_id", m.requestID)
+			// An earlier message is in flight or backing off: look again
+			// when it may be done.
+			return result{retry: true, after: max(s.o.orderWait, time.Until(cur.NextAttempt))}, nil
 		}
 	}
 	if wait := time.Until(cur.NextAttempt); wait > 0 && !cur.Dead {
@@ -138,17 +137,22 @@ func (s *stage) tryItem(it item) (result, error) {
 }
 
 // isNext reports whether the item's message is the next one of its
-// config after cur: the request's next stored message after the cursor's,
-// or the first message of a request after the previous request's final
-// one, or (a config made during a request) the first of the request's
-// messages stored after the config.
+// config after cur. Within a request: its next stored message after the
+// cursor's. The first message of a request (the task's turns are chained
+// by E2A-After-Request): when the cursor is on the previous turn and that
+// turn is over (its final frame handled, or nothing of it left in the
+// stream), or when the cursor is empty and the previous turn (if any) had
+// nothing stored after the config was made. A later message of a request
+// the cursor is not on (a config made during the request): when the
+// request's message before it was stored before the config.
 func (s *stage) isNext(ctx context.Context, it item, cur cursor) (bool, error) {
 	m := it.job.m
 	subj, err := subjects.Response(m.requestID)
 	if err != nil {
 		return false, err
 	}
-	if cur.Request == m.requestID {
+	switch {
+	case cur.Request == m.requestID:
 		if !cur.Done {
 			return false, nil
 		}
@@ -157,24 +161,69 @@ func (s *stage) isNext(ctx context.Context, it item, cur cursor) (bool, error) {
 			return false, err
 		}
 		return page[0].Seq == m.seq, nil
+	case m.firstSeq > 0:
+		var prev time.Time
+		for raw, err := range streams.DirectGetSeq(ctx, s.nc, streams.ResponsesStream, subj, 0, 64) {
+			if err != nil {
+				return false, err
+			}
+			if raw.Seq >= m.seq {
+				break
+			}
+			prev = raw.Time
+		}
+		return prev.Before(it.cfg.Created), nil
+	case m.after == "":
+		return cur.Request == "", nil
+	case cur.Request == m.after:
+		if cur.Final {
+			return true, nil
+		}
+		if !cur.Done {
+			return false, nil
+		}
+		return s.turnOver(ctx, it, cur.Request, cur.Seq)
+	case cur.Request == "":
+		last, err := s.lastStored(ctx, m.after)
+		return err == nil && last.Before(it.cfg.Created), err
 	}
-	if cur.Request != "" && !cur.Final {
+	// The cursor is on an older turn: the previous turn goes first, unless
+	// nothing of it is stored.
+	return s.turnOver(ctx, it, m.after, 0)
+}
+
+// turnOver reports whether request id has no message after stream
+// sequence seq: its rest will never come (lost, or gone with
+// E2A_RESPONSES' age), so the task's next turn goes on.
+func (s *stage) turnOver(ctx context.Context, it item, id string, seq uint64) (bool, error) {
+	subj, err := subjects.Response(id)
+	if err != nil {
+		return false, err
+	}
+	_, _, err = streams.DirectGetBatch(ctx, s.nc, streams.ResponsesStream, subj, seq+1, 1)
+	if err == nil {
 		return false, nil
 	}
-	if m.firstSeq == 0 {
-		return true, nil
+	if !errors.Is(err, streams.ErrNoMessages) {
+		return false, err
 	}
-	var prev time.Time
-	for raw, err := range streams.DirectGetSeq(ctx, s.nc, streams.ResponsesStream, subj, 0, 64) {
-		if err != nil {
-			return false, err
-		}
-		if raw.Seq >= m.seq {
-			break
-		}
-		prev = raw.Time
+	s.log.Warn("push: the previous turn of the task has no final frame; going on", "config", it.cfg.String(),
+		"previous_request_id", id, "request_id", it.job.m.requestID)
+	return true, nil
+}
+
+// lastStored is when request id's last message was stored (zero when
+// none is).
+func (s *stage) lastStored(ctx context.Context, id string) (time.Time, error) {
+	subj, err := subjects.Response(id)
+	if err != nil {
+		return time.Time{}, err
 	}
-	return prev.Before(it.cfg.Created), nil
+	raw, err := streams.LastBySubject(ctx, s.nc, streams.ResponsesStream, subj)
+	if errors.Is(err, streams.ErrNoMessages) {
+		return time.Time{}, nil
+	}
+	return raw.Time, err
 }
 
 // deliverFrom delivers the message's updates from index start, moving

@@ -83,6 +83,7 @@ func writeChunks(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
 // stage runs one replica of the stage on its own connection until the
 // test ends or stop is called; stop returns once Run has returned.
 type stage struct {
+	t      testing.TB
 	nc     *nats.Conn
 	cancel context.CancelFunc
 	done   chan error
@@ -95,7 +96,7 @@ func (e *env) startStage(opts ...push.Option) *stage {
 		e.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &stage{nc: nc, cancel: cancel, done: make(chan error, 1)}
+	s := &stage{t: e.t, nc: nc, cancel: cancel, done: make(chan error, 1)}
 	base := []push.Option{push.WithAllowHosts("127.0.0.1"), push.WithBackoff(5*time.Millisecond, 50*time.Millisecond),
 		push.WithOrderWait(5 * time.Millisecond), push.WithAckWait(time.Second), push.WithLogger(slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))),
 		push.WithTimeout(5 * time.Second)}
@@ -113,7 +114,7 @@ func (s *stage) stop() {
 	s.cancel()
 	if s.done != nil {
 		if err := <-s.done; err != nil {
-			panic(err)
+			s.t.Errorf("push.Run: %v", err)
 		}
 		s.done = nil
 	}
@@ -154,14 +155,16 @@ func expectText(turns []string, chunks int) string {
 type delivery struct {
 	eventID, token, auth string
 	body                 []byte
+	code                 int
 }
 
 // receiver is a webhook on loopback recording every POST in arrival order;
 // answer decides each status (nil: 200).
 type receiver struct {
 	srv *httptest.Server
-	mu  sync.Mutex
-	got []delivery
+	mu    sync.Mutex
+	calls int
+	got   []delivery // answered calls, in the order they were answered
 	// answer is called with the 0-based number of the POST.
 	answer func(n int, w http.ResponseWriter) int
 }
@@ -171,25 +174,47 @@ func newReceiver(t testing.TB, answer func(n int, w http.ResponseWriter) int) *r
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
-		n := len(r.got)
-		r.got = append(r.got, delivery{eventID: req.Header.Get(push.HeaderEventID),
-			token: req.Header.Get(push.HeaderTokenV1) + req.Header.Get(push.HeaderTokenV03),
-			auth:  req.Header.Get("Authorization"), body: body})
+		n := r.calls
+		r.calls++
 		r.mu.Unlock()
 		code := http.StatusOK
 		if r.answer != nil {
 			code = r.answer(n, w)
 		}
+		r.mu.Lock()
+		r.got = append(r.got, delivery{eventID: req.Header.Get(push.HeaderEventID),
+			token: req.Header.Get(push.HeaderTokenV1) + req.Header.Get(push.HeaderTokenV03),
+			auth:  req.Header.Get("Authorization"), body: body, code: code})
+		r.mu.Unlock()
 		w.WriteHeader(code)
 	}))
 	t.Cleanup(r.srv.Close)
 	return r
 }
 
+// all returns every answered call.
 func (r *receiver) all() []delivery {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]delivery(nil), r.got...)
+}
+
+// accepted returns the calls answered 2xx: what the receiver got.
+func (r *receiver) accepted() []delivery {
+	var out []delivery
+	for _, d := range r.all() {
+		if d.code/100 == 2 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// started is the number of calls received (answered or not).
+func (r *receiver) started() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls
 }
 
 // update is a delivered update decoded with the SDK of its version.

@@ -9,7 +9,7 @@ import (
 // metrics are the stage's series (e2a_push_*).
 type metrics struct {
 	delivered, retried, failed, dead prometheus.Counter
-	lag                                           prometheus.Histogram
+	lag                              prometheus.Histogram
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {

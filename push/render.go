@@ -43,8 +43,9 @@ type message struct {
 	requestID string
 	seq       uint64
 	stored    time.Time
-	firstSeq  int64 // e2a sequence of its first frame
-	final     bool  // it holds the request's final frame
+	after     string // the task's previous turn (E2A-After-Request)
+	firstSeq  int64  // e2a sequence of its first frame
+	final     bool   // it holds the request's final frame
 	events    []event
 }
 
@@ -52,6 +53,7 @@ type message struct {
 // (none when its envelope is gone or names no task).
 type request struct {
 	principal, taskID, contextID string
+	after                        string // the previous turn of the task
 	params                       a2amap.Params
 	found                        bool
 }
@@ -82,6 +84,7 @@ func (s *stage) requestOf(ctx context.Context, requestID string) (*request, erro
 	if msg != nil {
 		if env, err := e2a.FromJSON(msg.Data); err == nil && env.TaskID != "" {
 			r = &request{principal: env.UserID, taskID: env.TaskID, contextID: env.ContextID, found: true,
+				after: msg.Header.Get(subjects.HeaderAfterRequest),
 				params: a2amap.Params{TaskID: env.TaskID, ContextID: env.ContextID,
 					AcceptedOutputModes: env.ExpectedOutputModes, Interaction: a2aproto.Interaction(nil, env)}}
 		}

@@ -56,6 +56,9 @@ func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
 	}
 	s, err := newStage(ctx, nc, o)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it started
+		}
 		return err
 	}
 	defer s.getter.Close()
@@ -173,7 +176,7 @@ func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
 		s.log.Warn("push: undecodable response message skipped", "request_id", requestID, "seq", md.Sequence.Stream)
 		return nil, nil
 	}
-	m := &message{requestID: requestID, seq: md.Sequence.Stream, stored: md.Timestamp,
+	m := &message{requestID: requestID, after: r.after, seq: md.Sequence.Stream, stored: md.Timestamp,
 		firstSeq: fs[0].Sequence, final: fs[len(fs)-1].IsFinal}
 	if err := s.render(ctx, r, m, fs); err != nil {
 		delete(s.mappers, requestID)

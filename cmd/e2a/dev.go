@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/e2a-pipeline/pipeline/agent"
-	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/agent/tck"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/egress/console"
 	"github.com/e2a-pipeline/pipeline/ingress"
@@ -80,10 +80,19 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
-	agentDone := make(chan error, 2)
-	go func() {
-		agentDone <- agent.Run(ctx, nc, cfg.DefaultPool, demo.New(), agent.WithMetrics(reg), agent.WithLogger(log))
-	}()
+	pools, err := devPools(cfg.DefaultPool)
+	if err != nil {
+		return err
+	}
+	agentDone := make(chan error, 2+len(pools))
+	if _, err := startPush(ctx, nc, cfg, true, reg, log, agentDone); err != nil {
+		return err
+	}
+	for _, p := range pools {
+		go func() {
+			agentDone <- agent.Run(ctx, nc, p.name, p.h, agent.WithMetrics(reg), agent.WithLogger(log))
+		}()
+	}
 	go func() {
 		agentDone <- agent.Run(ctx, nc, workflow.Pool, wf, agent.WithMetrics(reg), agent.WithLogger(log), agent.WithWorkerID("dev-workflow"))
 	}()
@@ -98,11 +107,11 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
   agent card %s/.well-known/agent-card.json%s
   metrics    %s/metrics   health %s/healthz   ready %s/readyz
   NATS       %s   (JetStream; subjects e2a.req.>, e2a.resp.>, e2a.live.>)
-  agent pools %q (demo) and "workflow" (A2E workflows)
+  agent pools %q (default), %q (A2A TCK scenarios) and "workflow" (A2E workflows)
 Try:
   curl -N %s/v1/requests -H 'Accept: text/event-stream' -d '{"params":{"text":"hello"}}'
 Ctrl-C stops.
-`, base, base, base, grpcLine(cfg), metrics, base, base, natsURL, cfg.DefaultPool, base)
+`, base, base, base, grpcLine(cfg), metrics, base, base, natsURL, cfg.DefaultPool, tck.Pool, base)
 	return serveUntil(ctx, srv, ln, log, agentDone)
 }
 

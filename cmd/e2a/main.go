@@ -31,6 +31,7 @@ Usage:
   e2a publish [FILE|-]      publish envelopes straight onto the request subjects (--follow for frames)
   e2a bench [flags]         load benchmark: the whole pipeline in process, or --target URL (-h for flags)
   e2a vault key|seal|rotate seal workflow credentials for the encrypted vault (-h for details)
+  e2a push [dead|redeliver] run the push notification delivery stage; list or redeliver dead-lettered updates
   e2a help                  this text
 
 Configuration comes from E2A_* environment variables (see README); e2a COMMAND -h
@@ -144,6 +145,7 @@ var helps = map[string]commandHelp{
   E2A_WORKFLOW_VAULT_KEY_FILE
                             a file with one key per line, instead
 `},
+	"push":    pushHelp,
 	"replay":  replayHelp,
 	"tail":    tailHelp,
 	"publish": publishHelp,
@@ -222,6 +224,8 @@ func run(ctx context.Context, args []string) error {
 		return runBench(ctx, cfg, args[1:])
 	case "vault":
 		return runVault(ctx, cfg, args[1:], os.Stdin, os.Stdout)
+	case "push":
+		return runPush(ctx, cfg, args[1:], os.Stdout)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return nil

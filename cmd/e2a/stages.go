@@ -13,6 +13,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/agent/tck"
 	"github.com/e2a-pipeline/pipeline/egress/console"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
@@ -66,8 +67,16 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
+	pushDone := make(chan error, 1)
+	on, err := startPush(ctx, nc, cfg, false, reg, log, pushDone)
+	if err != nil {
+		return err
+	}
+	if !on {
+		pushDone = nil
+	}
 	log.Info("serving", "addr", ln.Addr().String())
-	return serveUntil(ctx, srv, ln, log, nil)
+	return serveUntil(ctx, srv, ln, log, pushDone)
 }
 
 // runAgent runs one built-in agent pool against E2A_NATS_URL, with
@@ -75,7 +84,7 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 // E2A_METRICS_ADDR instead when set).
 func runAgent(ctx context.Context, cfg Config, args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	pool := fs.String("pool", "demo", "agent pool to serve: a built-in one (demo, workflow), or any name with an upstream")
+	pool := fs.String("pool", "demo", "agent pool to serve: a built-in one (demo, tck, workflow), or any name with an upstream")
 	concurrency := fs.Int("concurrency", 64, "requests handled at once")
 	var bf bridgeFlags
 	fs.StringVar(&bf.a2a, "a2a", "", "bridge an A2A agent: the URL its agent card is served at (or its base URL)")
@@ -123,12 +132,16 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 		}
 	case *pool == "demo":
 		h = demo.New()
+	case *pool == tck.Pool:
+		if h, err = tck.New(); err != nil {
+			return err
+		}
 	case *pool == workflow.Pool:
 		if h, err = newWorkflowExecutor(ctx, js, cfg, log); err != nil {
 			return err
 		}
 	default:
-		return fmt.Errorf("no built-in agent for pool %q (built-in: demo, workflow; or give an upstream: --a2a, --openai, --http)", *pool)
+		return fmt.Errorf("no built-in agent for pool %q (built-in: demo, tck, workflow; or give an upstream: --a2a, --openai, --http)", *pool)
 	}
 	mux := http.NewServeMux()
 	mountOps(mux, cfg, newOpsMux(reg, nc, js))

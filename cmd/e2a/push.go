@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/internal/obs"
+	"github.com/e2a-pipeline/pipeline/push"
+)
+
+var pushHelp = commandHelp{usage: "e2a push\n       e2a push dead [--principal P [--task T [--config C]]] [--limit N]\n       e2a push redeliver [--principal P [--task T [--config C]]]",
+	about: `Runs the push notification delivery stage against a NATS cluster (any number of replicas share the
+work; e2a dev and e2a serve run it too unless E2A_PUSH=off), with /metrics, /healthz and /readyz.
+dead lists the task updates given up on (NDJSON, no credentials); redeliver posts them again to their
+webhooks, each config's in order, and takes a config whose updates all went out out of dead-letter mode.
+Without --principal both act on every principal's updates.`,
+	env: fmt.Sprintf(natsEnv, "required") + `  E2A_HTTP_ADDR             operations listener (default 127.0.0.1:8080)
+  E2A_PUSH                  "off" keeps e2a dev and e2a serve from running the stage
+  E2A_PUSH_ALLOW_HOSTS      host[:port] patterns (comma separated, *.domain) whose webhooks may use http and
+                            private or loopback addresses (e2a dev adds localhost, 127.0.0.1 and [::1])
+  E2A_PUSH_RETRY_WINDOW     how long an update is retried before it is dead-lettered (default 24h)
+  E2A_PUSH_TIMEOUT          one delivery's timeout (default 10s)
+`}
+
+// pushEnv is the push stage's part of the environment.
+type pushEnv struct {
+	Push        string        `envconfig:"PUSH"`
+	AllowHosts  string        `envconfig:"PUSH_ALLOW_HOSTS"`
+	RetryWindow time.Duration `envconfig:"PUSH_RETRY_WINDOW" default:"24h"`
+	Timeout     time.Duration `envconfig:"PUSH_TIMEOUT" default:"10s"`
+}
+
+// pushOptions are the push package's options from the environment; dev
+// adds the loopback hosts to the allow-list.
+func pushOptions(cfg Config, dev bool, reg prometheus.Registerer, log *slog.Logger) (pushEnv, []push.Option, error) {
+	var pe pushEnv
+	if err := envconfig.Process("E2A", &pe); err != nil {
+		return pe, nil, fmt.Errorf("config: %w", err)
+	}
+	opts := []push.Option{push.WithStreamsConfig(cfg.StreamsConfig()), push.WithRetryWindow(pe.RetryWindow),
+		push.WithTimeout(pe.Timeout)}
+	if pe.AllowHosts != "" {
+		opts = append(opts, push.WithAllowHosts(pe.AllowHosts))
+	}
+	if dev {
+		opts = append(opts, push.WithAllowHosts("localhost", "127.0.0.1", "[::1]"))
+	}
+	if reg != nil {
+		opts = append(opts, push.WithRegisterer(reg))
+	}
+	if log != nil {
+		opts = append(opts, push.WithLogger(log.With("stage", "push")))
+	}
+	return pe, opts, nil
+}
+
+// startPush runs the push stage beside dev's or serve's other stages,
+// unless E2A_PUSH=off (it reports whether it started); done gets Run's
+// result.
+func startPush(ctx context.Context, nc *nats.Conn, cfg Config, dev bool, reg prometheus.Registerer, log *slog.Logger, done chan<- error) (bool, error) {
+	pe, opts, err := pushOptions(cfg, dev, reg, log)
+	if err != nil {
+		return false, err
+	}
+	switch pe.Push {
+	case "off":
+		log.Info("push notification stage off (E2A_PUSH=off)")
+		return false, nil
+	case "", "on":
+	default:
+		return false, fmt.Errorf("config: E2A_PUSH=%q (on or off)", pe.Push)
+	}
+	go func() {
+		if err := push.Run(ctx, nc, opts...); err != nil {
+			done <- fmt.Errorf("push: %w", err)
+			return
+		}
+		done <- nil
+	}()
+	return true, nil
+}
+
+// runPush runs the stage, or lists or redelivers dead-lettered updates.
+func runPush(ctx context.Context, cfg Config, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("push", flag.ContinueOnError)
+	var f push.DeadFilter
+	fs.StringVar(&f.Principal, "principal", "", "dead, redeliver: the principal (user id) whose updates")
+	fs.StringVar(&f.TaskID, "task", "", "dead, redeliver: with --principal, one task's updates")
+	fs.StringVar(&f.ConfigID, "config", "", "dead, redeliver: with --task, one config's updates")
+	limit := fs.Int("limit", 1000, "dead: at most this many updates (1..10000)")
+	if err := parseFlags(fs, args, -1); err != nil {
+		return err
+	}
+	action := fs.Arg(0)
+	if fs.NArg() > 0 {
+		if err := parseFlags(fs, fs.Args()[1:], 0); err != nil {
+			return err
+		}
+	}
+	f.All = f.Principal == "" && f.TaskID == "" && f.ConfigID == ""
+	switch action {
+	case "":
+		return runPushStage(ctx, cfg)
+	case "dead", "redeliver":
+	default:
+		fmt.Fprintf(os.Stderr, "e2a push: unknown action %q\n\n", action)
+		printHelp(os.Stderr, fs)
+		return errFlags
+	}
+	if cfg.NatsURL == "" {
+		return errors.New("push " + action + " needs E2A_NATS_URL")
+	}
+	_, opts, err := pushOptions(cfg, false, nil, nil)
+	if err != nil {
+		return err
+	}
+	nc, stop, _, err := connectOrEmbed(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if action == "dead" {
+		ds, err := push.ListDead(ctx, nc, f, *limit, opts...)
+		if err != nil {
+			return err
+		}
+		enc := json.NewEncoder(stdout)
+		for _, d := range ds {
+			if err := enc.Encode(d); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	rep, err := push.Redeliver(ctx, nc, f, opts...)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "delivered %d, dropped %d (config gone), kept %d\n", rep.Delivered, rep.Dropped, rep.Kept)
+	for _, s := range rep.Failures {
+		fmt.Fprintln(stdout, "  failed:", s)
+	}
+	if rep.Kept > 0 {
+		return errors.New("some updates are still dead-lettered")
+	}
+	return nil
+}
+
+// runPushStage is `e2a push`: the stage with its operations listener.
+func runPushStage(ctx context.Context, cfg Config) error {
+	if cfg.NatsURL == "" {
+		return errors.New("push needs E2A_NATS_URL (e2a dev runs the stage on its embedded server)")
+	}
+	log, err := obs.NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	nc, stop, _, err := connectOrEmbed(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	reg := obs.NewRegistry()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	_, opts, err := pushOptions(cfg, false, reg, log)
+	if err != nil {
+		return err
+	}
+	mux := newOpsMux(reg, nc, js)
+	_, stopMetrics, err := serveMetrics(ctx, cfg, reg, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	srv := newOpsServer(ctx, mux)
+	done := make(chan error, 1)
+	go func() { done <- push.Run(ctx, nc, opts...) }()
+	log.Info("push notification stage running", "ops", ln.Addr().String())
+	return serveUntil(ctx, srv, ln, log, done)
+}
