@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/push"
+)
+
+// TestPushCommand: `e2a push` runs the stage as a process of its own
+// against a NATS server: a webhook down longer than E2A_PUSH_RETRY_WINDOW
+// gets nothing, `e2a push dead` lists the dead-lettered updates (NDJSON,
+// no token), and once the webhook is up `e2a push redeliver` posts them in
+// order with the config's token. Its help and a wrong action are the
+// command's own.
+func TestPushCommand(t *testing.T) {
+	if code, out, _ := runBin(t, []string{"E2A_NATS_URL="}, "push", "-h"); code != 0 ||
+		!strings.Contains(out, "Usage: e2a push") || !strings.Contains(out, "E2A_PUSH_ALLOW_HOSTS") {
+		t.Errorf("e2a push -h: exit %d\n%s", code, out)
+	}
+	if code, _, errOut := runBin(t, []string{"E2A_NATS_URL="}, "push", "nuke"); code != 2 || !strings.Contains(errOut, `unknown action "nuke"`) {
+		t.Errorf("e2a push nuke: exit %d, %s", code, errOut)
+	}
+	srv, nc := natstest.RunServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var up atomic.Bool
+	var mu sync.Mutex
+	var got []string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !up.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		mu.Lock()
+		got = append(got, r.Header.Get(push.HeaderEventID)+" "+r.Header.Get(push.HeaderTokenV1))
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	store, err := push.NewStore(ctx, nc, push.WithAllowHosts("127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Create(ctx, "alice", push.Config{TaskID: "t1", URL: hook.URL, Token: "tok-cli"}); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"E2A_NATS_URL=" + srv.ClientURL(), "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_PUSH_ALLOW_HOSTS=127.0.0.1",
+		"E2A_PUSH_RETRY_WINDOW=200ms"}
+	stageLog := &testkit.Buffer{}
+	stage := exec.CommandContext(ctx, e2aBin, "push")
+	stage.Env = append(os.Environ(), env...)
+	stage.Stderr = stageLog
+	if err := stage.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = stage.Process.Signal(os.Interrupt)
+		_ = stage.Wait()
+		if t.Failed() {
+			t.Logf("e2a push's log:\n%s", stageLog)
+		}
+	}()
+	agentCtx, stopAgent := context.WithCancel(ctx)
+	agentDone := make(chan error, 1)
+	go func() {
+		agentDone <- agent.Run(agentCtx, nc, "cli", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+			for i := range 3 {
+				if err := w.Chunk("text", fmt.Sprintf("c%d;", i)); err != nil {
+					return err
+				}
+			}
+			return w.Complete(nil)
+		}))
+	}()
+	defer func() { stopAgent(); <-agentDone }()
+	js := natstest.JetStream(t, nc)
+	testkit.Eventually(t, 20*time.Second, "the push consumer", func() bool {
+		_, err := js.Consumer(ctx, "E2A_RESPONSES", push.DefaultConsumer)
+		return err == nil
+	})
+	en := &e2a.Envelope{ProtocolVersion: e2a.ProtocolVersion, RequestID: uuid.NewString(), Method: "message/stream",
+		IsStream: true, UserID: "alice", TaskID: "t1", Channel: "test", Provenance: &e2a.Provenance{SourceProtocol: e2a.SourceE2A}}
+	if _, err := ingress.NewPublisher(js, 10*time.Second).Publish(ctx, "cli", en); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	testkit.Eventually(t, 30*time.Second, "the final update dead-lettered", func() bool {
+		_, out, _ := runBin(t, env, "push", "dead", "--principal", "alice")
+		lines = strings.Split(strings.TrimSpace(out), "\n")
+		return strings.Contains(lines[len(lines)-1], "TASK_STATE_COMPLETED")
+	})
+	var ids []string
+	for _, l := range lines {
+		var d push.DeadLetter
+		if err := json.Unmarshal([]byte(l), &d); err != nil || strings.Contains(l, "tok-cli") {
+			t.Fatalf("dead letter line %q: %v (or the token)", l, err)
+		}
+		ids = append(ids, d.EventID)
+	}
+	up.Store(true)
+	code, out, errOut := runBin(t, env, "push", "redeliver", "--principal", "alice")
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("delivered %d,", len(ids))) {
+		t.Fatalf("e2a push redeliver: exit %d\n%s%s", code, out, errOut)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, id := range ids {
+		if i >= len(got) || got[i] != id+" tok-cli" {
+			t.Fatalf("the webhook got %q, want the dead letters %q in order with the token", got, ids)
+		}
+	}
+	if _, out, _ := runBin(t, env, "push", "dead"); strings.TrimSpace(out) != "" {
+		t.Errorf("dead letters left: %s", out)
+	}
+}
