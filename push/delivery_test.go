@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/push"
 )
@@ -104,7 +107,8 @@ func completedCount(t testing.TB, version string, got []delivery) int {
 // in order.
 func TestReceiverRecovers(t *testing.T) {
 	e := newEnv(t)
-	e.startStage()
+	reg := prometheus.NewRegistry()
+	e.startStage(push.WithRegisterer(reg))
 	r := newReceiver(t, func(n int, w http.ResponseWriter) int {
 		switch {
 		case n < 5:
@@ -123,6 +127,55 @@ func TestReceiverRecovers(t *testing.T) {
 	if len(got) < 9 {
 		t.Errorf("%d calls, want the 8 failures retried", len(got))
 	}
+	delivered := counter(t, reg, "e2a_push_delivered_total")
+	retried := counter(t, reg, "e2a_push_retried_total")
+	failed := counter(t, reg, "e2a_push_failed_total")
+	if int(delivered) != len(r.accepted()) || retried != 8 || failed != 8 {
+		t.Errorf("metrics: delivered %v (receiver accepted %d), retried %v, failed %v; want 8 retried and failed",
+			delivered, len(r.accepted()), retried, failed)
+	}
+	if n, err := testutil.GatherAndCount(reg, "e2a_push_lag_seconds"); err != nil || n != 1 {
+		t.Errorf("e2a_push_lag_seconds: %d series (%v)", n, err)
+	}
+}
+
+// counter is the value of a registered counter.
+func counter(t testing.TB, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no %s", name)
+	return 0
+}
+
+// TestStageStop: the stage is stopped (its context) while a webhook holds
+// an update; the update is handed back at once and a new replica delivers
+// it and the rest in order.
+func TestStageStop(t *testing.T) {
+	e := newEnv(t)
+	first := e.startStage()
+	hold := make(chan struct{})
+	defer close(hold)
+	r := newReceiver(t, func(n int, _ http.ResponseWriter) int {
+		if n == 1 {
+			<-hold
+		}
+		return http.StatusOK
+	})
+	e.create("alice", push.Config{TaskID: "t1", URL: r.srv.URL})
+	e.turn("alice", "t1", "", "", 10)
+	testkit.Eventually(t, 10*time.Second, "second update held", func() bool { return r.started() == 2 })
+	first.stop()
+	e.startStage()
+	testkit.Eventually(t, 30*time.Second, "completed", func() bool { return completedCount(t, push.V1, r.accepted()) == 1 })
+	ordered(t, push.V1, r.accepted(), []string{""}, expectText([]string{""}, 10))
 }
 
 // TestSlowReceiver: a webhook that does not answer until the test lets it

@@ -161,7 +161,7 @@ type delivery struct {
 // receiver is a webhook on loopback recording every POST in arrival order;
 // answer decides each status (nil: 200).
 type receiver struct {
-	srv *httptest.Server
+	srv   *httptest.Server
 	mu    sync.Mutex
 	calls int
 	got   []delivery // answered calls, in the order they were answered
