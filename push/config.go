@@ -60,9 +60,13 @@ type Config struct {
 	Auth *Auth `json:"auth,omitempty"`
 	// Version is V1 or V03 (default V1).
 	Version string `json:"version"`
-	// Created is set by Store.Create: updates stored before it are not
-	// delivered to this config.
+	// Created is set by Store.Create (informative).
 	Created time.Time `json:"created"`
+	// From is set by Store.Create: the last sequence of E2A_RESPONSES when
+	// the config was made. Updates stored at or before it are not
+	// delivered to this config (a sequence, not a time: the stream's
+	// server and the caller's clocks may disagree).
+	From uint64 `json:"from"`
 }
 
 // FromV1 is the config of an A2A v1.0 TaskPushNotificationConfig.

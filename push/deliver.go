@@ -117,7 +117,7 @@ func (s *stage) tryItem(it item) (result, error) {
 		return result{}, nil // handled already
 	case m.seq == cur.Seq:
 		start = cur.Event + 1
-	case m.stored.Before(it.cfg.Created):
+	case m.seq <= it.cfg.From:
 		return result{}, nil // stored before the config
 	default:
 		ok, err := s.isNext(ctx, it, cur)
@@ -162,7 +162,7 @@ func (s *stage) isNext(ctx context.Context, it item, cur cursor) (bool, error) {
 		}
 		return page[0].Seq == m.seq, nil
 	case m.firstSeq > 0:
-		var prev time.Time
+		var prev uint64
 		for raw, err := range streams.DirectGetSeq(ctx, s.nc, streams.ResponsesStream, subj, 0, 64) {
 			if err != nil {
 				return false, err
@@ -170,9 +170,9 @@ func (s *stage) isNext(ctx context.Context, it item, cur cursor) (bool, error) {
 			if raw.Seq >= m.seq {
 				break
 			}
-			prev = raw.Time
+			prev = raw.Seq
 		}
-		return prev.Before(it.cfg.Created), nil
+		return prev <= it.cfg.From, nil
 	case m.after == "":
 		return cur.Request == "", nil
 	case cur.Request == m.after:
@@ -185,7 +185,7 @@ func (s *stage) isNext(ctx context.Context, it item, cur cursor) (bool, error) {
 		return s.turnOver(ctx, it, cur.Request, cur.Seq)
 	case cur.Request == "":
 		last, err := s.lastStored(ctx, m.after)
-		return err == nil && last.Before(it.cfg.Created), err
+		return err == nil && last <= it.cfg.From, err
 	}
 	// The cursor is on an older turn: the previous turn goes first, unless
 	// nothing of it is stored.
@@ -212,18 +212,18 @@ func (s *stage) turnOver(ctx context.Context, it item, id string, seq uint64) (b
 	return true, nil
 }
 
-// lastStored is when request id's last message was stored (zero when
-// none is).
-func (s *stage) lastStored(ctx context.Context, id string) (time.Time, error) {
+// lastStored is the stream sequence of request id's last message (0
+// when none is stored).
+func (s *stage) lastStored(ctx context.Context, id string) (uint64, error) {
 	subj, err := subjects.Response(id)
 	if err != nil {
-		return time.Time{}, err
+		return 0, err
 	}
 	raw, err := streams.LastBySubject(ctx, s.nc, streams.ResponsesStream, subj)
 	if errors.Is(err, streams.ErrNoMessages) {
-		return time.Time{}, nil
+		return 0, nil
 	}
-	return raw.Time, err
+	return raw.Seq, err
 }
 
 // deliverFrom delivers the message's updates from index start, moving

@@ -1,6 +1,7 @@
 package push_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -8,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/push"
+	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 // TestDeliveryInOrder: three tasks of two principals, two turns each, a
@@ -269,4 +272,23 @@ func TestPermanentRefusal(t *testing.T) {
 		}
 		ids[d.eventID] = true
 	}
+}
+
+// TestConfigDuringRequest: a config made while its task's request runs
+// gets the updates stored after it was made, in order, and none before.
+func TestConfigDuringRequest(t *testing.T) {
+	e := newEnv(t)
+	e.startStage()
+	r := newReceiver(t, nil)
+	gate := uuid.NewString()
+	id := e.turnWith("alice", "t1", "", "", 4, map[string]any{"gate": gate})
+	subj := "e2a.resp." + id
+	testkit.Eventually(t, 10*time.Second, "the first chunk stored", func() bool {
+		_, err := streams.LastBySubject(context.Background(), e.nc, streams.ResponsesStream, subj)
+		return err == nil
+	})
+	e.create("alice", push.Config{TaskID: "t1", URL: r.srv.URL})
+	openGate(gate)
+	testkit.Eventually(t, 20*time.Second, "completed", func() bool { return completedCount(t, push.V1, r.accepted()) == 1 })
+	ordered(t, push.V1, r.accepted(), []string{""}, "c1;c2;c3;")
 }

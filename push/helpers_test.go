@@ -68,6 +68,15 @@ func newEnv(t *testing.T, opts ...push.Option) *env {
 	return e
 }
 
+// gates hold writeChunks after its first chunk, by params.gate.
+var gates sync.Map
+
+// openGate lets the requests waiting on gate g go on.
+func openGate(g string) {
+	ch, _ := gates.LoadOrStore(g, make(chan struct{}))
+	close(ch.(chan struct{}))
+}
+
 // writeChunks writes params.chunks text chunks, then completes.
 func writeChunks(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
 	n, _ := strconv.ParseFloat(fmt.Sprint(env.Params["chunks"]), 64)
@@ -75,6 +84,16 @@ func writeChunks(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
 	for i := range int(n) {
 		if err := w.Chunk("text", fmt.Sprintf("%sc%d;", turn, i)); err != nil {
 			return err
+		}
+		if g, ok := env.Params["gate"].(string); ok && i == 0 {
+			// The first chunk is written; wait until the test opens
+			// the gate.
+			ch, _ := gates.LoadOrStore(g, make(chan struct{}))
+			select {
+			case <-ch.(chan struct{}):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}
 	return w.Complete(nil)
@@ -129,11 +148,20 @@ func (s *stage) crash() { s.nc.Close() }
 // request after ("" for the first turn); it returns the request id.
 func (e *env) turn(principal, taskID, after, label string, chunks int) string {
 	e.t.Helper()
+	return e.turnWith(principal, taskID, after, label, chunks, nil)
+}
+
+// turnWith is turn with more params.
+func (e *env) turnWith(principal, taskID, after, label string, chunks int, params map[string]any) string {
+	e.t.Helper()
 	id := uuid.NewString()
 	en := &e2a.Envelope{ProtocolVersion: e2a.ProtocolVersion, RequestID: id, Method: "message/stream", IsStream: true,
 		UserID: principal, TaskID: taskID, ContextID: "ctx-" + taskID, Channel: "test",
 		Params:     map[string]any{"chunks": float64(chunks), "turn": label},
 		Provenance: &e2a.Provenance{SourceProtocol: e2a.SourceE2A}}
+	for k, v := range params {
+		en.Params[k] = v
+	}
 	if _, err := e.pub.PublishAfter(tctx(e.t), pool, en, after); err != nil {
 		e.t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package push
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -42,7 +40,6 @@ func (e event) body(version string) []byte {
 type message struct {
 	requestID string
 	seq       uint64
-	stored    time.Time
 	after     string // the task's previous turn (E2A-After-Request)
 	firstSeq  int64  // e2a sequence of its first frame
 	final     bool   // it holds the request's final frame
@@ -204,10 +201,4 @@ func (c *requestCache) put(id string, r *request) {
 		c.m = make(map[string]*request, 256)
 	}
 	c.m[id] = r
-}
-
-var errStopped = errors.New("push: stage stopped")
-
-func wrapf(err error, format string, a ...any) error {
-	return fmt.Errorf(format+": %w", append(a, err)...)
 }

@@ -176,7 +176,7 @@ func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
 		s.log.Warn("push: undecodable response message skipped", "request_id", requestID, "seq", md.Sequence.Stream)
 		return nil, nil
 	}
-	m := &message{requestID: requestID, after: r.after, seq: md.Sequence.Stream, stored: md.Timestamp,
+	m := &message{requestID: requestID, after: r.after, seq: md.Sequence.Stream,
 		firstSeq: fs[0].Sequence, final: fs[len(fs)-1].IsFinal}
 	if err := s.render(ctx, r, m, fs); err != nil {
 		delete(s.mappers, requestID)

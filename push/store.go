@@ -37,6 +37,7 @@ type taskConfigs struct {
 // (its task store); the Store keeps only configs. It is safe for
 // concurrent use.
 type Store struct {
+	js  jetstream.JetStream
 	kv  jetstream.KeyValue
 	o   options
 	now func() time.Time
@@ -60,7 +61,7 @@ func NewStore(ctx context.Context, nc *nats.Conn, opts ...Option) (*Store, error
 	if err != nil {
 		return nil, err
 	}
-	return &Store{kv: kv, o: o, now: time.Now}, nil
+	return &Store{js: js, kv: kv, o: o, now: time.Now}, nil
 }
 
 func bindBucket(ctx context.Context, js jetstream.JetStream, cfg streams.Config) (jetstream.KeyValue, error) {
@@ -75,6 +76,19 @@ func bindBucket(ctx context.Context, js jetstream.JetStream, cfg streams.Config)
 		return nil, fmt.Errorf("%w: bucket %s: %v", ErrUnavailable, streams.PushBucket, err)
 	}
 	return kv, nil
+}
+
+// lastResponse is the last sequence of E2A_RESPONSES.
+func (s *Store) lastResponse(ctx context.Context) (uint64, error) {
+	st, err := s.js.Stream(ctx, streams.ResponsesStream)
+	if err != nil {
+		return 0, fmt.Errorf("%w: stream %s: %v", ErrUnavailable, streams.ResponsesStream, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("%w: stream %s: %v", ErrUnavailable, streams.ResponsesStream, err)
+	}
+	return info.State.LastSeq, nil
 }
 
 // read returns the configs of a task key and the key's revision (0 when
@@ -96,20 +110,25 @@ func readConfigs(ctx context.Context, kv jetstream.KeyValue, key string) (taskCo
 
 // Create stores c for principal's task c.TaskID, replacing the task's
 // config of the same id (A2A's set), and returns it as stored: an id
-// assigned when c.ID is empty, Version V1 when empty, Created set. The URL
+// assigned when c.ID is empty, Version V1 when empty, Created and From set
+// (updates stored before the call are not delivered to it). The URL
 // rules are checked first (ErrURLRefused); other bad fields are
 // ErrInvalidConfig; a full task or principal ErrLimit.
 func (s *Store) Create(ctx context.Context, principal string, c Config) (Config, error) {
 	if err := c.check(); err != nil {
 		return Config{}, err
 	}
-	if err := s.o.urls.check(ctx, c.URL); err != nil {
+	err := s.o.urls.check(ctx, c.URL)
+	if err != nil {
 		return Config{}, err
 	}
 	if c.ID == "" {
 		c.ID = uuid.NewString()
 	}
 	c.Created = s.now().UTC()
+	if c.From, err = s.lastResponse(ctx); err != nil {
+		return Config{}, err
+	}
 	key := taskKey(principal, c.TaskID)
 	for range 8 {
 		tc, rev, err := readConfigs(ctx, s.kv, key)
