@@ -210,9 +210,10 @@ func TestSlowReceiver(t *testing.T) {
 	ordered(t, push.V1, fast.accepted(), []string{""}, expectText([]string{""}, 5))
 }
 
-// TestStageCrash: the stage's connection is closed while a webhook holds
-// an update; a new replica delivers everything, in order, each update
-// once or again with the same id.
+// TestStageCrash: one of two replicas has its connection closed while a
+// webhook holds an update it sent (the other started after that); the
+// other delivers everything, in order, each update once or again with the
+// same id, the held one again.
 func TestStageCrash(t *testing.T) {
 	e := newEnv(t)
 	first := e.startStage()
@@ -227,9 +228,9 @@ func TestStageCrash(t *testing.T) {
 	e.create("alice", push.Config{TaskID: "t1", URL: r.srv.URL})
 	e.turn("alice", "t1", "", "", 10)
 	testkit.Eventually(t, 10*time.Second, "second update held", func() bool { return r.started() == 2 })
+	e.startStage()
 	first.crash()
 	close(hold)
-	e.startStage()
 	testkit.Eventually(t, 30*time.Second, "completed", func() bool { return completedCount(t, push.V1, r.accepted()) == 1 })
 	ordered(t, push.V1, r.accepted(), []string{""}, expectText([]string{""}, 10))
 	got := r.all()
