@@ -12,7 +12,8 @@ import (
 const (
 	DefaultConcurrency    = 32
 	DefaultMaxAckPending  = 1000
-	DefaultAckWait        = 60 * time.Second
+	DefaultAckWait        = 4 * time.Second
+	DefaultHeartbeat      = DefaultAckWait / 4
 	DefaultMaxDeliver     = 5
 	DefaultDrainTimeout   = 25 * time.Second
 	DefaultCoalesceBytes  = 16 << 10
@@ -96,7 +97,12 @@ func WithMaxAckPending(n int) Option {
 
 // WithAckWait sets the consumer's AckWait: how long a delivery may go without
 // an ack or a heartbeat before the server redelivers it (≥ 1 s): how soon
-// a dead worker's request is picked up again.
+// a dead worker's request is picked up again (default 4 s, with a heartbeat
+// every second). It is also how long a live worker may be cut off from the
+// consumer's leader (a NATS node's failover, a stalled process) before its
+// requests are taken over: fenced, so still exactly once, but a handler that
+// is not resumable then ends with agent_interrupted. Raise it for such
+// handlers on a cluster whose failovers take longer.
 func WithAckWait(d time.Duration) Option {
 	return func(c *config) error {
 		if d < time.Second {
@@ -108,9 +114,11 @@ func WithAckWait(d time.Duration) Option {
 }
 
 // WithHeartbeat sets how often an in-flight request is reported in progress
-// (InProgress), which restarts its AckWait. The default is a third of the
-// shortest of AckWait and the BackOff steps; it must be shorter than that
-// shortest wait.
+// (InProgress), which restarts its AckWait. The default is a quarter of the
+// shortest of AckWait and the BackOff steps (1 s with the default AckWait):
+// a delivery is redelivered only after 3 heartbeats in a row were lost. It
+// must be shorter than that shortest wait. Each heartbeat is one message per
+// request held (on a replicated consumer, one proposal to its group).
 func WithHeartbeat(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 10*time.Millisecond {
@@ -309,7 +317,7 @@ func (c *config) finish() error {
 		return invalid("max deliver %d must exceed the %d back-off steps", c.maxDeliver, len(c.backOff))
 	}
 	if c.heartbeat == 0 {
-		c.heartbeat = c.minWait() / 3
+		c.heartbeat = c.minWait() / 4
 	} else if c.heartbeat >= c.minWait() {
 		return invalid("heartbeat %v must be shorter than the ack wait %v", c.heartbeat, c.minWait())
 	}
