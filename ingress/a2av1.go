@@ -17,6 +17,10 @@ const (
 	// A2AV1ListMax bounds the tasks ListTasks reads per call: the task
 	// index is a key-value bucket, listed by scanning the caller's keys.
 	A2AV1ListMax = a2av1.ListMax
+	// A2AReplayExtension is the URI of the A2A extension (declared in the
+	// card) that has SubscribeToTask replay a finished task instead of
+	// answering UnsupportedOperationError.
+	A2AReplayExtension = a2av1.ReplayExtension
 )
 
 // a2av1Bindings returns the bindings of the registry's A2A v1.0 entry over

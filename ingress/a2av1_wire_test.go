@@ -45,6 +45,7 @@ type wireCase struct {
 	body    string
 	version string // A2A-Version header ("" none)
 	key     string // API key ("" alice's)
+	hdr     []string
 }
 
 // TestA2AV1WireGolden runs the v1.0 wire, both bindings, against golden files
@@ -72,6 +73,20 @@ func TestA2AV1WireGolden(t *testing.T) {
 		{name: "jsonrpc_stream", method: "POST", path: "/a2a/v1", body: rpc("s-1", "SendStreamingMessage", specStreamBody), version: "1.0"},
 		{name: "jsonrpc_subscribe_finished", method: "POST", path: "/a2a/v1", body: rpc(3, "SubscribeToTask", `{"id":"{{task}}"}`), version: "1.0"},
 		{name: "jsonrpc_cancel_finished", method: "POST", path: "/a2a/v1", body: rpc(4, "CancelTask", `{"id":"{{task}}"}`), version: "1.0"},
+		// The finished task replayed by the pipeline's extension; the
+		// interface URL with a trailing slash; a body that is not JSON by
+		// its Content-Type, a part of a media type the agent does not take.
+		{name: "jsonrpc_subscribe_replay", method: "POST", path: "/a2a/v1", body: rpc(15, "SubscribeToTask", `{"id":"{{task}}"}`), version: "1.0",
+			hdr: []string{"A2A-Extensions", ingress.A2AReplayExtension}},
+		{name: "rest_subscribe_replay", method: "POST", path: "/a2a/v1/tasks/{{task}}:subscribe", version: "1.0",
+			hdr: []string{"A2A-Extensions", ingress.A2AReplayExtension}},
+		{name: "jsonrpc_trailing_slash", method: "POST", path: "/a2a/v1/", body: rpc(16, "GetTask", `{"id":"{{task}}","historyLength":0}`), version: "1.0"},
+		{name: "rest_send_text_plain", method: "POST", path: "/a2a/v1/message:send", body: specHelloBody, version: "1.0",
+			hdr: []string{"Content-Type", "text/plain"}},
+		{name: "jsonrpc_send_text_plain", method: "POST", path: "/a2a/v1", body: rpc(17, "SendMessage", specHelloBody), version: "1.0",
+			hdr: []string{"Content-Type", "text/plain"}},
+		{name: "rest_send_unsupported_media", method: "POST", path: "/a2a/v1/message:send", version: "1.0",
+			body: `{"message":{"role":"ROLE_USER","parts":[{"raw":"dGNr","mediaType":"application/x-unsupported"}],"messageId":"msg-uuid"}}`},
 		{name: "jsonrpc_list", method: "POST", path: "/a2a/v1", body: rpc(5, "ListTasks", `{"pageSize":2}`), version: "1.0"},
 		{name: "jsonrpc_get_unknown", method: "POST", path: "/a2a/v1", body: rpc(6, "GetTask", `{"id":"task-uuid"}`), version: "1.0"},
 		{name: "jsonrpc_invalid_params", method: "POST", path: "/a2a/v1", body: rpc(7, "SendMessage", `{"message":{"role":"ROLE_USER","parts":[],"messageId":"m"}}`), version: "1.0"},
@@ -104,6 +119,9 @@ func TestA2AV1WireGolden(t *testing.T) {
 			if c.version != "" {
 				req.Header.Set("A2A-Version", c.version)
 			}
+			for i := 0; i+1 < len(c.hdr); i += 2 {
+				req.Header.Set(c.hdr[i], c.hdr[i+1])
+			}
 			switch c.key {
 			case "":
 				req.Header.Set(ingress.HeaderAPIKey, testKey)
@@ -135,8 +153,14 @@ func TestA2AV1WireGolden(t *testing.T) {
 			if id := taskIDOf(values); id != "" {
 				task = id
 			}
-			got := map[string]any{"request": map[string]any{"method": c.method, "path": c.path, "a2a-version": c.version},
-				"status": resp.StatusCode, "contentType": ct, "body": maskWire(values)}
+			request := map[string]any{"method": c.method, "path": c.path, "a2a-version": c.version}
+			if len(c.hdr) > 0 {
+				request["headers"] = c.hdr
+			}
+			got := map[string]any{"request": request, "status": resp.StatusCode, "contentType": ct, "body": maskWire(values)}
+			if e := resp.Header.Get("A2A-Extensions"); e != "" {
+				got["a2a-extensions"] = e
+			}
 			var buf bytes.Buffer
 			enc := json.NewEncoder(&buf)
 			enc.SetEscapeHTML(false)

@@ -1,11 +1,15 @@
 package ingress
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 
@@ -152,5 +156,93 @@ func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "public, max-age=60")
 	card := s.AgentCard(s.baseURL(r))
 	s.listPools(r.Context(), card, s.baseURL(r))
-	writeJSON(w, http.StatusOK, card)
+	s.writeCard(w, r, card)
+}
+
+// wantsV1Card reports whether r is an A2A v1.0 client's: it asks the card
+// beside the v1.0 interface (/a2a/v1/.well-known/…, also under a pool's
+// path) or sends A2A-Version 1.x (header or query parameter). Anyone else
+// gets the card of both generations (a v1.0 client that sends no version
+// reads its members; v0.3 clients need url, preferredTransport and
+// protocolVersion, which the v1.0 card schema forbids).
+func wantsV1Card(r *http.Request) bool {
+	if strings.HasPrefix(r.URL.Path, A2AV1Path+"/") {
+		return true
+	}
+	v := strings.TrimSpace(r.Header.Get("A2A-Version"))
+	if v == "" {
+		v = strings.TrimSpace(r.URL.Query().Get("A2A-Version"))
+	}
+	return v == "1" || strings.HasPrefix(v, "1.")
+}
+
+// writeCard answers a card: the v1.0 card alone for a v1.0 client
+// (wantsV1Card, a2av1.V1Card), else card as it is; with an ETag (a hash
+// of the bytes) and Last-Modified (when this server first served those
+// bytes), 304 Not Modified when If-None-Match names the ETag (A2A v1.0
+// §8.6.1). Vary: A2A-Version, since the header chooses the card.
+func (s *Server) writeCard(w http.ResponseWriter, r *http.Request, card map[string]any) {
+	var v any = card
+	if wantsV1Card(r) {
+		if v1, err := a2av1.V1Card(card); err == nil {
+			v = v1
+		} else {
+			s.opts.log.Warn("agent card: no v1.0 form", "err", err)
+		}
+	}
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, ErrorBody{Error: ErrorDetail{Code: "internal", Message: "agent card"}})
+		return
+	}
+	body = append(body, '\n')
+	sum := sha256.Sum256(body)
+	etag := `"` + hex.EncodeToString(sum[:12]) + `"`
+	h := w.Header()
+	h.Set("ETag", etag)
+	h.Set("Last-Modified", cardModified(etag).UTC().Format(http.TimeFormat))
+	h.Add("Vary", "A2A-Version")
+	if etagMatch(r.Header.Get("If-None-Match"), etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// etagMatch reports whether an If-None-Match value names etag (weak
+// comparison, or *).
+func etagMatch(ifNoneMatch, etag string) bool {
+	for t := range strings.SplitSeq(ifNoneMatch, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == "*" || t == etag {
+			return true
+		}
+	}
+	return false
+}
+
+// cardTimes remembers when each card (by its ETag) was first served:
+// its Last-Modified. The cards are few (generations, pools, base URLs);
+// the map is emptied past cardTimesMax.
+var cardTimes = struct {
+	sync.Mutex
+	m map[string]time.Time
+}{m: map[string]time.Time{}}
+
+const cardTimesMax = 1024
+
+func cardModified(etag string) time.Time {
+	cardTimes.Lock()
+	defer cardTimes.Unlock()
+	t, ok := cardTimes.m[etag]
+	if !ok {
+		if len(cardTimes.m) >= cardTimesMax {
+			clear(cardTimes.m)
+		}
+		t = time.Now().Truncate(time.Second)
+		cardTimes.m[etag] = t
+	}
+	return t
 }

@@ -100,7 +100,7 @@ func (s *Server) handlePoolCard(w http.ResponseWriter, r *http.Request, pool str
 		card["defaultOutputModes"] = info.OutputModes
 	}
 	w.Header().Set("Cache-Control", "public, max-age=60")
-	writeJSON(w, http.StatusOK, card)
+	s.writeCard(w, r, card)
 }
 
 // PoolsExtension is the URI of the card extension listing the pipeline's

@@ -45,7 +45,11 @@ func (s *Server) mountProtocols(mux *http.ServeMux) {
 				if !strings.HasPrefix(path, "/") {
 					continue // "stdio": ServeACPStdio
 				}
-				mux.HandleFunc(http.MethodPost+" "+path, func(w http.ResponseWriter, r *http.Request) { s.servePeeked(w, r, e, peek) })
+				serve := func(w http.ResponseWriter, r *http.Request) { s.servePeeked(w, r, e, peek) }
+				mux.HandleFunc(http.MethodPost+" "+path, serve)
+				// With a trailing slash too ("/a2a/"): httpx-based clients
+				// post to "<url>/".
+				mux.HandleFunc(http.MethodPost+" "+path+"/{$}", serve)
 				mux.HandleFunc(path, egress.MethodNotAllowed(http.MethodPost))
 			}
 		}

@@ -237,6 +237,9 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 //	POST /oauth/token                            OAuth2 client credentials (when enabled)
 func (s *Server) Register(mux *http.ServeMux) {
 	mux.Handle("POST "+A2AV1Path, s.v1rpc)
+	// The interface URL with a trailing slash is the same endpoint (httpx
+	// and the A2A TCK post to "<url>/").
+	mux.Handle("POST "+A2AV1Path+"/{$}", s.v1rpc)
 	mux.Handle(A2AV1Path+"/", s.counted("a2a", "v1", s.v1.REST))
 	mux.HandleFunc("GET /.well-known/agent-card.json", s.handleCard)
 	mux.HandleFunc("GET /.well-known/agent.json", s.handleCard)

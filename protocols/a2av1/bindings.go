@@ -51,7 +51,8 @@ func Bindings(h host.V1Host) host.V1Bindings {
 		JSONRPC: b.admit(func(w http.ResponseWriter, f host.Refusal) { host.RefuseJSONRPC(w, nil, f) }, true,
 			a2asrv.NewJSONRPCHandler(hd, opts...)),
 		// message:stream is streamed by egress too (streamREST).
-		REST: b.admit(restRefuse, false, http.StripPrefix(Path, a2asrv.NewRESTHandler(hd, opts...))),
+		// Its error answers get §5.4's HTTP statuses (specREST).
+		REST: b.admit(restRefuse, false, specREST(http.StripPrefix(Path, a2asrv.NewRESTHandler(hd, opts...)))),
 		GRPC: func(s grpc.ServiceRegistrar) { registerGRPC(s, hd, b.admitGRPC) },
 	}
 }
@@ -72,6 +73,10 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 		if !ok {
 			return
 		}
+		if r.Method == http.MethodPost && !jsonBody(r.Header.Get("Content-Type")) {
+			refuseContentType(w, r, !checkRPC)
+			return
+		}
 		limit := b.h.MaxBody()
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		var head rpcHead
@@ -81,6 +86,10 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 				return
 			}
 		}
+		if ReplayRequested(r.Header) && (head.Method == methodSubscribeToTask || strings.HasSuffix(r.URL.Path, ":subscribe")) {
+			// The extension the call activates, echoed (A2A §4.6).
+			w.Header().Set(a2a.SvcParamExtensions, ReplayExtension)
+		}
 		ctx := r.Context()
 		vc, ok := c.(host.V1Caller)
 		if ok {
@@ -89,6 +98,9 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 		} // else the handler answers an internal error: no caller
 		r = r.WithContext(ctx)
 		switch {
+		case ok && b.refuseFinished(w, r, head, !checkRPC):
+			// SubscribeToTask of a finished task: refused before a stream
+			// opens (the SDK's transports open one first).
 		case ok && checkRPC && head.nativeStream():
 			b.streamRPC(w, r, head, next)
 		case ok && !checkRPC && r.Method == http.MethodPost && r.URL.Path == restStreamPath:
@@ -131,8 +143,12 @@ func (h rpcHead) nativeStream() bool {
 	return false
 }
 
-// methodSendStreamingMessage is the JSON-RPC method streamRPC answers.
-const methodSendStreamingMessage = "SendStreamingMessage"
+// methodSendStreamingMessage is the JSON-RPC method streamRPC answers;
+// methodSubscribeToTask the one ReplayExtension applies to.
+const (
+	methodSendStreamingMessage = "SendStreamingMessage"
+	methodSubscribeToTask      = "SubscribeToTask"
+)
 
 // restStreamPath is the HTTP+JSON binding's SendStreamingMessage, which
 // streamREST answers.
@@ -253,4 +269,51 @@ func requestedVersion(r *http.Request) string {
 		return v
 	}
 	return strings.TrimSpace(r.URL.Query().Get(a2a.SvcParamVersion))
+}
+
+// refuseFinished answers SubscribeToTask on a task in a terminal state
+// with UnsupportedOperationError (A2A v1.0 §3.1.6) as a plain error answer,
+// as the specification's examples show it (the SDK's transports would
+// open the stream first and send the error as its one event), and reports
+// whether it did. A call that activates ReplayExtension, any other call,
+// and a task the caller has not or that is not finished are the
+// handler's to answer.
+func (b *bindings) refuseFinished(w http.ResponseWriter, r *http.Request, head rpcHead, rest bool) bool {
+	var id string
+	switch {
+	case ReplayRequested(r.Header):
+		return false
+	case rest:
+		p, ok := strings.CutSuffix(r.URL.Path, ":subscribe")
+		if !ok || (r.Method != http.MethodPost && r.Method != http.MethodGet) {
+			return false
+		}
+		id, ok = strings.CutPrefix(p, Path+"/tasks/")
+		if !ok || id == "" || strings.Contains(id, "/") {
+			return false
+		}
+	case head.Method == methodSubscribeToTask && head.JSONRPC == "2.0":
+		var req a2a.SubscribeToTaskRequest
+		if json.Unmarshal(head.Params, &req) != nil || req.ID == "" {
+			return false
+		}
+		id = string(req.ID)
+	default:
+		return false
+	}
+	zero := 0
+	t, err := b.hd.GetTask(r.Context(), &a2a.GetTaskRequest{ID: a2a.TaskID(id), HistoryLength: &zero})
+	if err != nil || !t.Status.State.Terminal() {
+		return false
+	}
+	err = finishedError(t.ID, t.Status.State)
+	if rest {
+		st := restError(err)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(st.Error.Code)
+		_ = json.NewEncoder(w).Encode(st)
+		return true
+	}
+	_ = jsonrpc.WriteError(w, sdkRPCID(head.ID), Error(err))
+	return true
 }

@@ -31,6 +31,11 @@ func AddCard(m map[string]any, base, grpcURL string) {
 		ifaces = append(ifaces, &a2a.AgentInterface{URL: grpcURL, ProtocolBinding: a2a.TransportProtocolGRPC, ProtocolVersion: a2a.Version})
 	}
 	m["supportedInterfaces"] = ifaces
+	if caps, ok := m["capabilities"].(map[string]any); ok {
+		exts, _ := caps["extensions"].([]any)
+		caps["extensions"] = append(exts, map[string]any{"uri": ReplayExtension,
+			"description": "SubscribeToTask on a finished task replays it (the task, rebuilt from the durable streams) instead of UnsupportedOperationError"})
+	}
 	if len(v1.SecuritySchemes) == 0 {
 		return
 	}
@@ -49,4 +54,25 @@ func AddCard(m map[string]any, base, grpcURL string) {
 		}
 	}
 	m["securityRequirements"] = v1.SecurityRequirements
+}
+
+// V1Card is the card m (AddCard's, for both generations) as an A2A v1.0
+// client gets it: the v1.0 AgentCard alone, as the SDK's compatibility
+// layer reads m, with m's supportedInterfaces, and none of the v0.3
+// members (url, preferredTransport, protocolVersion, additionalInterfaces,
+// capabilities.stateTransitionHistory, the v0.3 security members,
+// AgentVault's authSchemes), which A2A v1.0's card schema does not allow.
+func V1Card(m map[string]any) (*a2a.AgentCard, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	v1, err := a2av0.NewAgentCardParser()(b)
+	if err != nil {
+		return nil, err
+	}
+	if ifaces, ok := m["supportedInterfaces"].([]*a2a.AgentInterface); ok {
+		v1.SupportedInterfaces = ifaces
+	}
+	return v1, nil
 }

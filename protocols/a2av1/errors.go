@@ -24,6 +24,8 @@ func sdkError(err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case isSDKError(err): // the handler's own, already in the SDK's kinds
+		return err
 	case errors.Is(err, egress.ErrNotFound), errors.Is(err, host.ErrSessionNotFound):
 		return a2a.ErrTaskNotFound
 	case errors.Is(err, egress.ErrNotCancelable):
@@ -50,6 +52,16 @@ func sdkError(err error) error {
 		return fmt.Errorf("%w: %v", a2a.ErrExtendedCardNotConfigured, err)
 	}
 	return fmt.Errorf("%w: the pipeline could not answer; retry later", a2a.ErrServerError)
+}
+
+// isSDKError reports whether err is one of the SDK's A2A errors.
+func isSDKError(err error) bool {
+	for _, c := range rpcCodes {
+		if errors.Is(err, c.err) {
+			return true
+		}
+	}
+	return false
 }
 
 // restRefuse writes a refusal of the gate in the HTTP+JSON binding's error

@@ -9,6 +9,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	a2agrpc "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
 	a2apb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -41,7 +42,8 @@ func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 			if err != nil {
 				return nil, err
 			}
-			return next(srv, ctx, dec, intercept)
+			resp, err := next(srv, ctx, dec, intercept)
+			return resp, specStatus(err)
 		}
 	}
 	d.Streams = slices.Clone(desc.Streams)
@@ -52,7 +54,7 @@ func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 			if err != nil {
 				return err
 			}
-			return next(srv, ctxStream{ServerStream: ss, ctx: ctx})
+			return specStatus(next(srv, ctxStream{ServerStream: ss, ctx: ctx}))
 		}
 	}
 	g.ServiceRegistrar.RegisterService(&d, impl)
@@ -104,4 +106,36 @@ func grpcCode(code string) codes.Code {
 		return codes.Unavailable
 	}
 	return codes.ResourceExhausted
+}
+
+// unimplementedReasons are the A2A errors whose gRPC status is
+// UNIMPLEMENTED (A2A v1.0 §5.4), which the SDK's transport answers as
+// FAILED_PRECONDITION: PushNotificationNotSupportedError and
+// VersionNotSupportedError. UnsupportedOperationError (also UNIMPLEMENTED
+// in §5.4) keeps the SDK's FAILED_PRECONDITION: a2a-go/v2's client reads
+// a status back only with the code its table pairs with the reason, and
+// that error is what a2a-go/v2 clients of the pipeline meet daily
+// (a message to a finished task); docs/a2a-tck.md records it.
+var unimplementedReasons = map[string]bool{
+	a2a.ErrorReason(a2a.ErrPushNotificationNotSupported): true,
+	a2a.ErrorReason(a2a.ErrVersionNotSupported):          true,
+}
+
+// specStatus is err with the gRPC code §5.4 gives its A2A error
+// (unimplementedReasons), its message and details kept.
+func specStatus(err error) error {
+	st, ok := status.FromError(err)
+	if !ok || err == nil || st.Code() != codes.FailedPrecondition {
+		return err
+	}
+	for _, d := range st.Details() {
+		info, ok := d.(*errdetails.ErrorInfo)
+		if !ok || info.GetDomain() != a2a.ProtocolDomain || !unimplementedReasons[info.GetReason()] {
+			continue
+		}
+		p := st.Proto()
+		p.Code = int32(codes.Unimplemented)
+		return status.FromProto(p).Err()
+	}
+	return err
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -388,9 +390,10 @@ func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*
 	return h.task(ctx, t, nil)
 }
 
-// SubscribeToTask answers the task rebuilt from the durable streams first
-// (a finished task too: a2a-go's own server refuses those), then its
-// running request's events live to the terminal state.
+// SubscribeToTask answers the task rebuilt from the durable streams first,
+// then its running request's events live to the terminal state. A task in
+// a terminal state is UnsupportedOperationError (§3.1.6) unless the call
+// activates ReplayExtension: then the task alone, and the stream ends.
 func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
 	c, err := h.call(ctx)
 	if err != nil {
@@ -407,8 +410,39 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskR
 	// The task and its live events without the parts a basic client
 	// must not get (no output modes here: all of them otherwise).
 	interaction := a2aproto.Interaction(c.header, &e2a.Envelope{})
-	return v1Events(h.h.V1Answers().A2ASubscription(ctx, t.ID, t.ContextID, t.RequestIDs, interaction),
-		egress.A2AParams{Interaction: interaction}, release)
+	evs := h.h.V1Answers().A2ASubscription(ctx, t.ID, t.ContextID, t.RequestIDs, interaction)
+	if !ReplayRequested(c.header) {
+		evs = refuseFinished(evs)
+	} else if c.channel == "grpc" {
+		// The extension the call activates, echoed (A2A §4.6).
+		_ = grpc.SetHeader(ctx, metadata.Pairs(strings.ToLower(a2a.SvcParamExtensions), ReplayExtension))
+	}
+	return v1Events(evs, egress.A2AParams{Interaction: interaction}, release)
+}
+
+// finishedError is SubscribeToTask's answer for a task in a terminal
+// state (without ReplayExtension).
+func finishedError(id a2a.TaskID, state a2a.TaskState) error {
+	return fmt.Errorf("%w: task %s has finished (%s): SubscribeToTask follows a task that has not; "+
+		"read it with GetTask, or activate the extension %s to have it replayed", a2a.ErrUnsupportedOperation, id, state, ReplayExtension)
+}
+
+// refuseFinished is a subscription's events, or UnsupportedOperationError
+// when its first, the task, is in a terminal state (A2A v1.0 §3.1.6).
+func refuseFinished(evs iter.Seq2[legacy.Event, error]) iter.Seq2[legacy.Event, error] {
+	return func(yield func(legacy.Event, error) bool) {
+		first := true
+		for ev, err := range evs {
+			if t, ok := ev.(*legacy.Task); ok && first && t.Status.State.Terminal() {
+				yield(nil, finishedError(a2a.TaskID(t.ID), a2a.TaskState(t.Status.State)))
+				return
+			}
+			first = false
+			if !yield(ev, err) {
+				return
+			}
+		}
+	}
 }
 
 // The pipeline sends no push notifications (the card says so).

@@ -306,6 +306,9 @@ func restError(err error) restStatus {
 			break
 		}
 	}
+	if c, ok := specHTTPStatus[reason]; ok {
+		out.Error.Code = c // §5.4's, where the SDK's differs
+	}
 	out.Error.Message = err.Error()
 	out.Error.Details = []*errordetails.Typed{errordetails.NewErrorInfo(reason, a2a.ProtocolDomain,
 		map[string]string{"timestamp": now().UTC().Format(time.RFC3339)})}

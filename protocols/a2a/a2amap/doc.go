@@ -20,8 +20,11 @@
 //     function_call, object_type chat.completion), tool response →
 //     DataPart {id, name, response} (function_response, tool.response),
 //     executable_code / code_execution_result with their tags, metadata
-//     llm_response_id → artifactId; lastChunk=true, then the final
-//     status-update (completed, failed, canceled). a2a.* frames pass
+//     llm_response_id → artifactId, then the final status-update
+//     (completed, failed, canceled): streamed content gets no closing
+//     artifact-update (one without parts is invalid, and without append it
+//     would replace the artifact); a result streamed as no chunk is one
+//     artifact-update with lastChunk=true. a2a.* frames pass
 //     through (proto-style snake_case is accepted, [NativeEvent]), an
 //     agent's own status given the task's ids where it has none: the
 //     status-update of an interrupted turn (agent.Interrupt: input-required

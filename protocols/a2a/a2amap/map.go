@@ -509,7 +509,6 @@ type Mapper struct {
 	requestID string
 	resumed   bool
 	seen      map[a2a.ArtifactID]bool
-	last      a2a.ArtifactID
 	content   bool
 	// runKey and runID: without llm_response_id, consecutive text (or
 	// reasoning) chunks share one artifact; every other event has its own.
@@ -576,7 +575,7 @@ func (m *Mapper) TextArtifact(r *e2a.Response, llm string) (id a2a.ArtifactID, a
 		llm = string(id)
 	}
 	appendTo = m.seen[id] || m.resumed
-	m.seen[id], m.last, m.content = true, id, true
+	m.seen[id], m.content = true, true
 	return id, appendTo, llm
 }
 
@@ -665,7 +664,7 @@ func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 				Artifact: &a2a.Artifact{ID: id, Parts: p.parts},
 				Append:   m.seen[id] || m.resumed,
 				Metadata: p.meta(llm)})
-			m.seen[id], m.last, m.content = true, id, true
+			m.seen[id], m.content = true, true
 		}
 	} else {
 		ev, err := NativeEvent(r)
@@ -695,17 +694,21 @@ func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 	}
 	switch o.State {
 	case a2a.TaskStateCompleted:
-		last := &a2a.TaskArtifactUpdateEvent{TaskID: m.taskID, ContextID: m.contextID, LastChunk: true,
-			Artifact: &a2a.Artifact{ID: m.last, Parts: a2a.ContentParts{}}}
+		// The result of a request that streamed no content is its one
+		// artifact, sent whole (lastChunk). Streamed content is not
+		// closed by an artifact-update of its own: one without parts is
+		// invalid (a2a.proto: parts REQUIRED, at least one), and without
+		// append it would replace the artifact; the completed status
+		// ends every artifact of the task.
 		if !m.content && o.HasResult {
 			if parts := resultParts(o.Result); len(parts) > 0 {
 				id := m.artifactID(r)
-				last.Artifact = &a2a.Artifact{ID: id, Parts: parts}
-				last.Append = m.seen[id] || m.resumed
-				last.Metadata = piece{objectType: ObjectChatCompletion}.meta(LLMResponseID(r))
+				evs = append(evs, &a2a.TaskArtifactUpdateEvent{TaskID: m.taskID, ContextID: m.contextID, LastChunk: true,
+					Artifact: &a2a.Artifact{ID: id, Parts: parts}, Append: m.seen[id] || m.resumed,
+					Metadata: piece{objectType: ObjectChatCompletion}.meta(LLMResponseID(r))})
 			}
 		}
-		evs = append(evs, last, m.StatusUpdate(a2a.TaskStateCompleted, ts, nil, true))
+		evs = append(evs, m.StatusUpdate(a2a.TaskStateCompleted, ts, nil, true))
 	default:
 		evs = append(evs, m.StatusUpdate(o.State, ts, m.failureMessage(r, o), true))
 	}

@@ -1,0 +1,182 @@
+package a2av1
+
+import (
+	"bytes"
+	"encoding/json"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/errordetails"
+
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
+)
+
+// Where the SDK's transports and A2A v1.0 (§5.4, §9, §11) part, the
+// bindings answer as the specification says: a request body that is not
+// JSON by its Content-Type is ContentTypeNotSupportedError on both HTTP
+// bindings, and the HTTP+JSON binding's error statuses are §5.4's
+// (TaskNotCancelableError 409, ContentTypeNotSupportedError 415,
+// InvalidAgentResponseError 502, where the SDK writes 400, 400 and 500).
+
+// ReplayExtension is the URI of the pipeline's A2A extension that replays
+// a finished task: SubscribeToTask on a task in a terminal state answers
+// UnsupportedOperationError (A2A v1.0 §3.1.6) unless the call activates
+// this extension (the A2A-Extensions service parameter: HTTP header or gRPC
+// metadata), when it answers the task rebuilt from the durable streams and
+// ends. The card declares it (capabilities.extensions).
+const ReplayExtension = "https://e2a-pipeline.dev/extensions/task-replay/v1"
+
+// ReplayRequested reports whether header (HTTP headers, or gRPC metadata
+// read as headers) activates ReplayExtension: A2A-Extensions lists
+// URIs, comma-separated, in one or more values.
+func ReplayRequested(header http.Header) bool {
+	for _, v := range header.Values(a2a.SvcParamExtensions) {
+		for u := range strings.SplitSeq(v, ",") {
+			if strings.TrimSpace(u) == ReplayExtension {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// jsonBody reports whether a request's Content-Type names JSON: absent,
+// application/json, application/a2a+json or any other +json type, or
+// application/x-www-form-urlencoded (what curl -d sends when told
+// nothing; the README's examples rely on it). Anything else (text/plain,
+// multipart/form-data…) is ContentTypeNotSupportedError.
+func jsonBody(contentType string) bool {
+	if strings.TrimSpace(contentType) == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) ||
+		mt == "application/x-www-form-urlencoded"
+}
+
+// refuseContentType answers a request whose body is not JSON by its
+// Content-Type with ContentTypeNotSupportedError: HTTP 415 and the
+// binding's error body (a JSON-RPC error -32005 with id null: the body is
+// not read; the HTTP+JSON binding's google.rpc.Status).
+func refuseContentType(w http.ResponseWriter, r *http.Request, rest bool) {
+	msg := "Content-Type " + jsonrpc.QuoteForMessage(r.Header.Get("Content-Type")) +
+		" is not supported: send the request as application/json"
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusUnsupportedMediaType)
+	info := []*errordetails.Typed{errordetails.NewErrorInfo(a2a.ErrorReason(a2a.ErrUnsupportedContentType), a2a.ProtocolDomain,
+		map[string]string{"timestamp": now().UTC().Format(time.RFC3339)})}
+	if rest {
+		var out restStatus
+		out.Error.Code, out.Error.Status, out.Error.Message, out.Error.Details = http.StatusUnsupportedMediaType, "INVALID_ARGUMENT", msg, info
+		_ = json.NewEncoder(w).Encode(out)
+		return
+	}
+	_ = json.NewEncoder(w).Encode(jsonrpc.ErrorResponse(nil, &jsonrpc.Error{Code: -32005, Message: msg, Data: info}))
+}
+
+// specHTTPStatus is the HTTP status of an A2A error by its ErrorInfo
+// reason where §5.4 and the SDK's HTTP+JSON transport differ.
+var specHTTPStatus = map[string]int{
+	a2a.ErrorReason(a2a.ErrTaskNotCancelable):      http.StatusConflict,
+	a2a.ErrorReason(a2a.ErrUnsupportedContentType): http.StatusUnsupportedMediaType,
+	a2a.ErrorReason(a2a.ErrInvalidAgentResponse):   http.StatusBadGateway,
+}
+
+// specREST serves next (the SDK's HTTP+JSON handler) with its error
+// answers given §5.4's HTTP status (specHTTPStatus): the status line and
+// the body's code. Everything else passes through as written.
+func specREST(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &specStatusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		sw.finish()
+	})
+}
+
+// specStatusWriter holds back a JSON error answer (status >= 400,
+// Content-Type application/json) until the handler returns, to rewrite
+// its status by the reason its body names.
+type specStatusWriter struct {
+	http.ResponseWriter
+	wrote bool
+	held  int // the status held back, 0 for none
+	body  bytes.Buffer
+}
+
+func (s *specStatusWriter) WriteHeader(code int) {
+	if s.wrote {
+		return
+	}
+	s.wrote = true
+	if code >= http.StatusBadRequest && strings.HasPrefix(s.Header().Get("Content-Type"), "application/json") {
+		s.held = code
+		return
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *specStatusWriter) Write(b []byte) (int, error) {
+	if !s.wrote {
+		s.WriteHeader(http.StatusOK)
+	}
+	if s.held != 0 {
+		return s.body.Write(b)
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Flush flushes a stream; a held error answer is written by finish.
+func (s *specStatusWriter) Flush() {
+	if s.held != 0 {
+		return
+	}
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *specStatusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// finish writes a held error answer with §5.4's status for its reason.
+func (s *specStatusWriter) finish() {
+	if s.held == 0 {
+		return
+	}
+	code, body := s.held, s.body.Bytes()
+	var st struct {
+		Error struct {
+			Code    int               `json:"code"`
+			Status  string            `json:"status"`
+			Message string            `json:"message"`
+			Details []json.RawMessage `json:"details,omitempty"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &st) == nil {
+		for _, d := range st.Error.Details {
+			var info struct {
+				Type   string `json:"@type"`
+				Reason string `json:"reason"`
+				Domain string `json:"domain"`
+			}
+			if json.Unmarshal(d, &info) != nil || info.Type != errordetails.ErrorInfoType || info.Domain != a2a.ProtocolDomain {
+				continue
+			}
+			if c, ok := specHTTPStatus[info.Reason]; ok && c != code {
+				code, st.Error.Code = c, c
+				if b, err := json.Marshal(st); err == nil {
+					body = append(b, '\n')
+				}
+			}
+			break
+		}
+	}
+	s.ResponseWriter.WriteHeader(code)
+	_, _ = s.ResponseWriter.Write(body)
+}
