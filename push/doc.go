@@ -37,9 +37,9 @@
 //
 // # Delivery (Run)
 //
-// [Run] is one replica of the stage (`e2a push`, also in `e2a dev` and
-// `e2a serve`). Replicas share one durable consumer on E2A_RESPONSES
-// (e2a.resp.*). For each stored response message it reads the request's
+// [Run] is one replica of the stage (`e2a push`, also in `e2a dev`, and
+// in `e2a serve` with E2A_PUSH=on). Replicas share one durable consumer on
+// E2A_RESPONSES (e2a.resp.*). For each stored response message it reads the request's
 // envelope (principal and task) and the task's configs; a message of a
 // task without configs is acked at once. Otherwise the message's frames
 // are mapped to task updates by the A2A mapper the streaming bindings use
