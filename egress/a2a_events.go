@@ -23,18 +23,22 @@ type A2AParams = a2amap.Params
 // to the final frame, with no transport: the same events, in the same
 // order, as A2A's message/stream and tasks/resubscribe SSE renderer
 // (package protocols/a2a) writes before its part filters (a submitted status-update first unless p.Resubscribe or from > 0, then
-// each frame's events). It ends after the final frame's events; an error
+// each frame's events; the submitted status-update is yielded with the
+// first frame, and not at all when that frame is the agent's Message).
+// It ends after the final frame's events; an error
 // (ErrNotFound for an unknown request unless opts skip the check, the
 // wait limits, ctx) is yielded last. Transports of other A2A generations
 // convert the events (the A2A v1.0 binding does).
 func (s *Service) A2AEvents(ctx context.Context, requestID string, p A2AParams, from int64, opts ...ReplayOption) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		m := a2amap.NewStreamMapper(requestID, p, from)
+		// The submitted status-update goes with the first frame, unless
+		// that frame is the agent's direct answer, a Message: that stream
+		// is the message alone, no task.
+		var submitted a2a.Event
 		if !p.Resubscribe && from == 0 {
 			ts := p.SubmittedTime(now)
-			if !yield(m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil, false), nil) {
-				return
-			}
+			submitted = m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil, false)
 		}
 		// Frames are decoded on demand: a plain text chunk's event is
 		// built from its bytes (frameA2AEvents).
@@ -54,11 +58,29 @@ func (s *Service) A2AEvents(ctx context.Context, requestID string, p A2AParams, 
 				yield(nil, err)
 				return
 			}
+			if submitted != nil && !replyFrame(&f) && !yield(submitted, nil) {
+				return
+			}
+			submitted = nil
 			if !frameA2AEvents(m, &f, yield) {
 				return
 			}
 		}
 	}
+}
+
+// replyFrame reports whether f is the final frame of a turn the agent
+// answered with a Message (e2a.Response.Reply).
+func replyFrame(f *Frame) bool {
+	if !f.isFinal() || (f.kind() != e2a.KindA2AStreamEvent && f.kind() != e2a.KindA2AMessage) {
+		return false
+	}
+	r, err := f.Decoded()
+	if err != nil {
+		return false
+	}
+	_, ok := r.Reply()
+	return ok
 }
 
 // frameA2AEvents yields the A2A events of frame f: a plain text chunk's

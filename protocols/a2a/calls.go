@@ -89,10 +89,10 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 			return
 		}
 		if protocol == normalizer.ProtocolAgentVault {
-			answer(rep, toRPC)(agentVaultCancel(in.Ctx, ans, t.RequestIDs, d.h.Cancel))
+			answer(rep, toRPC)(agentVaultCancelTask(in.Ctx, ans, tc, t, d.h.Cancel))
 			return
 		}
-		answer(rep, toRPC)(ans.A2ACancel(in.Ctx, t.ID, t.ContextID, t.RequestIDs, d.h.Cancel))
+		answer(rep, toRPC)(a2aCancel(in.Ctx, ans, tc, t, d.h.Cancel))
 	case normalizer.OpSubscribe:
 		t := owned(tenant.Read)
 		if t == nil {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"net/http"
@@ -385,7 +386,19 @@ func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*
 		return nil, a2a.ErrTaskNotFound
 	}
 	if _, err := h.h.V1Answers().CancelTurns(ctx, t.RequestIDs, h.h.Cancel); err != nil {
-		return nil, sdkError(err)
+		// Nothing running: an interrupted task (input-required,
+		// auth-required) is canceled by a cancel turn of its own.
+		if !errors.Is(err, egress.ErrNotCancelable) {
+			return nil, sdkError(err)
+		}
+		id, ierr := c.c.CancelInterrupted(ctx, t)
+		if errors.Is(ierr, egress.ErrNotCancelable) {
+			return nil, sdkError(err)
+		}
+		if ierr != nil {
+			return nil, sdkError(ierr)
+		}
+		t.RequestIDs = append(slices.Clone(t.RequestIDs), id)
 	}
 	return h.task(ctx, t, nil)
 }

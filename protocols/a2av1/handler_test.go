@@ -149,6 +149,10 @@ func (c *fakeCaller) ClaimContextID(_ context.Context, id string) error {
 	return nil
 }
 
+func (c *fakeCaller) CancelInterrupted(context.Context, *host.Task) (string, error) {
+	return "", egress.ErrNotCancelable
+}
+
 func (c *fakeCaller) PublishTurn(ctx context.Context, pool string, env *e2a.Envelope, _ host.Turn) (host.Accepted, error) {
 	return c.Publish(ctx, pool, env)
 }
@@ -322,7 +326,10 @@ func (h servingHost) Serve(w http.ResponseWriter, _ *http.Request, requestID, fo
 	*h.served = append(*h.served, format+" "+requestID)
 	o := egress.NewOutput(w, time.Second)
 	rend := newRenderer(o)
-	if rend.Start() == nil && rend.End(nil) == nil {
+	// One frame: the submitted status-update goes with the first frame.
+	f := &egress.Frame{Response: &e2a.Response{RequestID: requestID, ResponseID: requestID + "-0", ResponseKind: e2a.KindChunk,
+		Status: e2a.StatusInProgress, Timestamp: "2025-01-23T10:30:00Z", Body: []byte(`{"delta_kind":"text","delta":"hi"}`)}}
+	if rend.Start() == nil && rend.Frame(f) == nil && rend.End(nil) == nil {
 		_ = o.Flush()
 	}
 }

@@ -51,13 +51,16 @@ type stream struct {
 	m     *a2amap.Mapper
 	rpcID []byte // the JSON-RPC id as the SDK writes it
 	buf   []byte // the event being assembled, reused once it is written
+	// opening: the submitted status-update is still to be written (open).
+	opening bool
 }
 
 // NewStream returns the renderer of SendStreamingMessage's JSON-RPC SSE
 // (format [StreamFormat]) for requestID from sequence from (the resume
 // point): a submitted status first (p.Submitted, else now) unless
-// resuming, then each frame's events as egress.Service.A2AEvents yields
-// them, converted to v1.0 (egress.A2AV1Event); an error ends the stream as
+// resuming or the agent answers with a Message (written with the first
+// frame: the stream is then that message alone), then each frame's
+// events as egress.Service.A2AEvents yields them, converted to v1.0 (egress.A2AV1Event); an error ends the stream as
 // a JSON-RPC error in the SDK's shape. rpcID is the call's JSON-RPC id as
 // sent (absent: null).
 func NewStream(o *egress.Output, requestID string, p egress.A2AParams, rpcID json.RawMessage, from int64) egress.Renderer {
@@ -74,7 +77,20 @@ func NewRESTStream(o *egress.Output, requestID string, p egress.A2AParams, from 
 
 func (r *stream) Start() error {
 	egress.SSEHead(r.o, 0)
-	if r.from > 0 {
+	r.opening = r.from == 0
+	return nil
+}
+
+// open writes the submitted status-update a stream opens with, before the
+// first frame's events, unless that frame is the agent's direct answer,
+// a Message (e2a.Response.Reply): that stream is the one message event,
+// no task (A2A §3.1.2).
+func (r *stream) open(reply bool) error {
+	if !r.opening {
+		return nil
+	}
+	r.opening = false
+	if reply {
 		return nil
 	}
 	ts := r.p.SubmittedTime(now)
@@ -83,6 +99,9 @@ func (r *stream) Start() error {
 
 func (r *stream) Frame(f *egress.Frame) error {
 	if b, ok := r.textEvent(f); ok {
+		if err := r.open(false); err != nil {
+			return err
+		}
 		err := egress.SSEEvent(r.o, egress.SeqID(f), "", b)
 		r.buf = egress.KeepScratch(b)
 		return err
@@ -90,6 +109,12 @@ func (r *stream) Frame(f *egress.Frame) error {
 	resp, err := f.Decoded()
 	if err != nil {
 		return err
+	}
+	if r.opening {
+		_, reply := resp.Reply()
+		if err := r.open(reply); err != nil {
+			return err
+		}
 	}
 	evs, err := r.m.Events(resp)
 	if err != nil {

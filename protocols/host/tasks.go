@@ -44,6 +44,9 @@ type Tasks interface {
 	// nothing of the other's), as is a store failure (503), and it returns
 	// false.
 	ClaimContext(rep Reply, in Call, contextID string) bool
+	// CancelInterrupted is [TaskStore.CancelInterrupted]: the cancel of
+	// a task whose last turn ended interrupted.
+	CancelInterrupted(ctx context.Context, t *Task) (requestID string, err error)
 }
 
 // TaskCaller is the principal a JSON-RPC transport admitted, as the

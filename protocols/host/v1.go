@@ -66,6 +66,14 @@ type TaskStore interface {
 	// keep accepts, reading at most max records (the store is scanned: it
 	// has no secondary index).
 	ListTasks(ctx context.Context, max int, keep func(*ListedTask) bool) ([]*ListedTask, error)
+	// CancelInterrupted cancels the task t whose last turn ended
+	// interrupted (input-required, auth-required: nothing is running to
+	// stop, and the task is not terminal) with a turn of its own that the
+	// agent runtime ends canceled without calling the agent; it awaits
+	// that turn's final frame and returns its request id, the task's
+	// newest. egress.ErrNotCancelable when the last turn is not an
+	// interrupted one.
+	CancelInterrupted(ctx context.Context, t *Task) (requestID string, err error)
 }
 
 // V1Caller is the principal an A2A v1.0 binding admitted (over HTTP or

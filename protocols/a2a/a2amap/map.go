@@ -260,6 +260,13 @@ func FinalOutcome(r *e2a.Response) Outcome {
 		if state, text, ok := r.Interrupt(); ok {
 			return Outcome{State: a2a.TaskState(state), Message: text}
 		}
+		// The agent's own final status-update in a terminal state
+		// (rejected, failed, canceled, completed).
+		if ev, err := NativeEvent(r); err == nil {
+			if su, ok := ev.(*a2a.TaskStatusUpdateEvent); ok && su.Status.State.Terminal() {
+				return Outcome{State: su.Status.State, Message: messageText(su.Status.Message)}
+			}
+		}
 	}
 	if r.Status == e2a.StatusFailed {
 		return Outcome{State: a2a.TaskStateFailed, Message: "failed"}
@@ -460,6 +467,12 @@ func (m *Mapper) ownIDs(ev a2a.Event, r *e2a.Response) {
 		if e.ContextID == "" {
 			e.ContextID = m.contextID
 		}
+	case *a2a.Message:
+		// The agent's direct answer (agent.Reply): an id, a role and the
+		// context, but no task (the answer makes none).
+		taskID := e.TaskID
+		m.ownMessage(e, r)
+		e.TaskID = taskID
 	}
 }
 
