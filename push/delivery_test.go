@@ -293,3 +293,19 @@ func TestConfigDuringRequest(t *testing.T) {
 	testkit.Eventually(t, 20*time.Second, "completed", func() bool { return completedCount(t, push.V1, r.accepted()) == 1 })
 	ordered(t, push.V1, r.accepted(), []string{""}, "c1;c2;c3;")
 }
+
+// TestDeliveryScopedToPrincipal: bob's config of a task id alice also
+// uses gets nothing of alice's task; alice's gets all of it.
+func TestDeliveryScopedToPrincipal(t *testing.T) {
+	e := newEnv(t)
+	e.startStage()
+	alice, bob := newReceiver(t, nil), newReceiver(t, nil)
+	e.create("alice", push.Config{TaskID: "same", URL: alice.srv.URL})
+	e.create("bob", push.Config{TaskID: "same", URL: bob.srv.URL})
+	e.turn("alice", "same", "", "", 3)
+	testkit.Eventually(t, 20*time.Second, "alice's task delivered", func() bool { return completedCount(t, push.V1, alice.accepted()) == 1 })
+	ordered(t, push.V1, alice.accepted(), []string{""}, expectText([]string{""}, 3))
+	if n := bob.started(); n != 0 {
+		t.Errorf("bob's webhook got %d calls of alice's task", n)
+	}
+}
