@@ -23,6 +23,8 @@ import (
 )
 
 // resolver answers names from a table the test may change.
+var _ push.Resolver = (*resolver)(nil)
+
 type resolver struct {
 	mu sync.Mutex
 	m  map[string][]string

@@ -17,6 +17,8 @@ import (
 // the workflow executor's interface).
 type Resolver = workflow.Resolver
 
+var _ Resolver = (*net.Resolver)(nil)
+
 // hostRule is one allow-list entry: host[:port], "*.example.com" for its
 // subdomains, an IP literal, or "[::1]:8443".
 type hostRule struct {
