@@ -2,6 +2,7 @@ package push_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -243,6 +245,10 @@ func TestStageCrash(t *testing.T) {
 	if again < 2 {
 		t.Errorf("the update held at the crash was sent %d times; the new replica must send it again", again)
 	}
+	if err := <-first.done; !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Errorf("the crashed replica's Run returned %v, want nats.ErrConnectionClosed", err)
+	}
+	first.done = nil
 }
 
 // TestPermanentRefusal: a 400 dead-letters that update at once; the next

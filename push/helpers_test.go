@@ -3,6 +3,7 @@ package push_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -102,10 +103,11 @@ func writeChunks(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
 // stage runs one replica of the stage on its own connection until the
 // test ends or stop is called; stop returns once Run has returned.
 type stage struct {
-	t      testing.TB
-	nc     *nats.Conn
-	cancel context.CancelFunc
-	done   chan error
+	t       testing.TB
+	nc      *nats.Conn
+	cancel  context.CancelFunc
+	done    chan error
+	crashed bool
 }
 
 func (e *env) startStage(opts ...push.Option) *stage {
@@ -132,7 +134,7 @@ func (e *env) startStage(opts ...push.Option) *stage {
 func (s *stage) stop() {
 	s.cancel()
 	if s.done != nil {
-		if err := <-s.done; err != nil {
+		if err := <-s.done; err != nil && !(s.crashed && errors.Is(err, nats.ErrConnectionClosed)) {
 			s.t.Errorf("push.Run: %v", err)
 		}
 		s.done = nil
@@ -142,7 +144,7 @@ func (s *stage) stop() {
 
 // crash closes the stage's connection under it: nothing acked or nacked
 // after that.
-func (s *stage) crash() { s.nc.Close() }
+func (s *stage) crash() { s.crashed = true; s.nc.Close() }
 
 // turn publishes one request of task taskID for principal, after the
 // request after ("" for the first turn); it returns the request id.

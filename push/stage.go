@@ -45,7 +45,8 @@ type stage struct {
 // in the task's order per config, at least once, retried with backoff for
 // the retry window, then dead-lettered. Replicas sharing the consumer
 // split the work. It returns nil when ctx is done, an error when the
-// options are invalid or the streams cannot be bound.
+// options are invalid, the streams cannot be bound, or the connection is
+// closed under it (nats.ErrConnectionClosed).
 func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
 	if nc == nil {
 		return fmt.Errorf("%w: nil connection", ErrInvalidOption)
@@ -74,11 +75,31 @@ func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
 		return fmt.Errorf("push: consume: %w", err)
 	}
 	s.log.Info("push stage started", "consumer", o.consumer, "retry_window", o.retryWindow)
-	<-ctx.Done()
+	closed := s.waitStop(ctx)
 	cc.Drain()
 	<-cc.Closed()
 	s.jobs.Wait()
+	if closed {
+		return fmt.Errorf("push: %w", nats.ErrConnectionClosed)
+	}
 	return nil
+}
+
+// waitStop waits until ctx is done (false) or the connection is closed
+// under the stage (true: nothing can be read, acked or written any more).
+func (s *stage) waitStop(ctx context.Context) bool {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+			if s.nc.IsClosed() {
+				return true
+			}
+		}
+	}
 }
 
 func newStage(ctx context.Context, nc *nats.Conn, o options) (*stage, error) {
