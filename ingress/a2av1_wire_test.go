@@ -81,6 +81,8 @@ func TestA2AV1WireGolden(t *testing.T) {
 		{name: "rest_subscribe_replay", method: "POST", path: "/a2a/v1/tasks/{{task}}:subscribe", version: "1.0",
 			hdr: []string{"A2A-Extensions", ingress.A2AReplayExtension}},
 		{name: "jsonrpc_trailing_slash", method: "POST", path: "/a2a/v1/", body: rpc(16, "GetTask", `{"id":"{{task}}","historyLength":0}`), version: "1.0"},
+		// Params with proto field names (ProtoJSON accepts both).
+		{name: "jsonrpc_get_proto_names", method: "POST", path: "/a2a/v1", body: rpc(18, "GetTask", `{"id":"{{task}}","history_length":0}`), version: "1.0"},
 		{name: "rest_send_text_plain", method: "POST", path: "/a2a/v1/message:send", body: specHelloBody, version: "1.0",
 			hdr: []string{"Content-Type", "text/plain"}},
 		{name: "jsonrpc_send_text_plain", method: "POST", path: "/a2a/v1", body: rpc(17, "SendMessage", specHelloBody), version: "1.0",

@@ -251,6 +251,15 @@ func checkCall(w http.ResponseWriter, r *http.Request, limit int64) (head rpcHea
 	}
 	if json.Unmarshal(body, &head) != nil {
 		head = rpcHead{}
+	} else if p := protoJSONParams(head.Params); !strings.Contains(head.Method, "/") && !bytes.Equal(p, head.Params) {
+		// The call again, its params with JSON names (ProtoJSON).
+		var call map[string]json.RawMessage
+		if json.Unmarshal(body, &call) == nil {
+			call["params"] = p
+			if b, err := json.Marshal(call); err == nil {
+				body, head.Params = b, p
+			}
+		}
 	} else if strings.Contains(head.Method, "/") {
 		_ = jsonrpc.WriteError(w, head.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found: " +
 			jsonrpc.QuoteForMessage(head.Method) + ": a method of A2A v0.3, served at /a2a (this endpoint speaks A2A v1.0)"})

@@ -180,3 +180,108 @@ func (s *specStatusWriter) finish() {
 	s.ResponseWriter.WriteHeader(code)
 	_, _ = s.ResponseWriter.Write(body)
 }
+
+// protoJSONParams returns the params of a JSON-RPC call with the proto
+// field names a ProtoJSON parser accepts beside the JSON names
+// (history_length for historyLength, message_id, task_id…: A2A's JSON is
+// ProtoJSON, and the TCK's JSON-RPC client sends them) written as JSON
+// names, which is all the SDK's transport reads. Values are unchanged, and
+// so are the members of the free-form fields (metadata, a data part's
+// data: google.protobuf.Struct and Value in a2a.proto). Params without an
+// underscore, or that are not JSON, are returned as they are.
+func protoJSONParams(params json.RawMessage) json.RawMessage {
+	if !bytes.Contains(params, []byte("_")) {
+		return params
+	}
+	out, changed := jsonNames(params)
+	if !changed {
+		return params
+	}
+	return out
+}
+
+// jsonNames rewrites the snake_case member names of v (recursively, not
+// inside metadata or data) to lowerCamelCase; changed reports whether any
+// was.
+func jsonNames(v json.RawMessage) (out json.RawMessage, changed bool) {
+	t := bytes.TrimLeft(v, " \t\r\n")
+	switch {
+	case len(t) > 0 && t[0] == '{':
+		var m map[string]json.RawMessage
+		if json.Unmarshal(v, &m) != nil {
+			return v, false
+		}
+		n := make(map[string]json.RawMessage, len(m))
+		for k, x := range m {
+			if k != "metadata" && k != "data" {
+				var c bool
+				if x, c = jsonNames(x); c {
+					changed = true
+				}
+			}
+			if ck := lowerCamel(k); ck != k {
+				if _, dup := m[ck]; !dup {
+					k, changed = ck, true
+				}
+			}
+			n[k] = x
+		}
+		if !changed {
+			return v, false
+		}
+		b, err := json.Marshal(n)
+		if err != nil {
+			return v, false
+		}
+		return b, true
+	case len(t) > 0 && t[0] == '[':
+		var a []json.RawMessage
+		if json.Unmarshal(v, &a) != nil {
+			return v, false
+		}
+		for i := range a {
+			var c bool
+			if a[i], c = jsonNames(a[i]); c {
+				changed = true
+			}
+		}
+		if !changed {
+			return v, false
+		}
+		b, err := json.Marshal(a)
+		if err != nil {
+			return v, false
+		}
+		return b, true
+	}
+	return v, false
+}
+
+// lowerCamel is a proto field name's JSON name (history_length:
+// historyLength); a name that is not lower snake_case is returned as it
+// is.
+func lowerCamel(k string) string {
+	if !strings.Contains(k, "_") || strings.HasPrefix(k, "_") || strings.HasSuffix(k, "_") || strings.Contains(k, "__") {
+		return k
+	}
+	var b strings.Builder
+	up := false
+	for _, r := range k {
+		switch {
+		case r == '_':
+			up = true
+		case r >= 'a' && r <= 'z':
+			if up {
+				r -= 'a' - 'A'
+			}
+			b.WriteRune(r)
+			up = false
+		case r >= '0' && r <= '9':
+			b.WriteRune(r)
+			up = false
+		default:
+			return k
+		}
+	}
+	return b.String()
+}
