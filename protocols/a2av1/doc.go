@@ -14,7 +14,8 @@
 // A2A tasks, newest update first, filtered by context, state and status
 // time, in pages joined by an opaque cursor of the last task's update time
 // and id), CancelTask, SubscribeToTask (the task rebuilt from the durable
-// streams, then its running request live; a finished task too), and the
+// streams, then its running request live; a finished task is
+// UnsupportedOperation unless the call activates [ReplayExtension]), and the
 // push-config and extended-card methods, refused as the card declares
 // neither. Answers are egress's A2A events and values of the requests'
 // frames ([host.V1Answers]: the v0.3 mapping, shared with A2A v0.3), which
@@ -26,7 +27,11 @@
 // the SDK decodes anything: over HTTP the [host.Gate] (refusals as
 // JSON-RPC errors, or in the HTTP+JSON binding's google.rpc.Status shape),
 // the JSON-RPC body then checked for what the SDK would answer poorly (a
-// batch, a v0.3 method name); over gRPC the [host.HeaderGate] on the
+// batch, a v0.3 method name, params with proto field names), and what
+// the SDK answers unlike the specification answered as it says (wire.go: a
+// body that is not JSON by its Content-Type, the HTTP+JSON binding's §5.4
+// statuses, SubscribeToTask on a finished task before a stream opens);
+// over gRPC the [host.HeaderGate] on the
 // call's metadata read as headers (refusals as gRPC statuses; the agent
 // pool is the [GRPCAgentMetadata] key), wrapped around the service's own
 // method handlers, so the server's other services (reflection) are not
@@ -37,7 +42,7 @@
 // and listing is the caller's, or the audit and admin roles'), the
 // publish, the stream slots, egress's answers and the cancel. Errors are
 // mapped onto the SDK's (sdkError), whose transports write each binding's
-// code.
+// code, but for gRPC's UNIMPLEMENTED where §5.4 says so (specStatus).
 //
 // One call does not take the SDK's transport once it is published:
 // SendStreamingMessage on the JSON-RPC and HTTP+JSON bindings, the stream
@@ -57,9 +62,11 @@
 //
 // The host (ingress) keeps the transports' mounting (the HTTP handlers at
 // [Path], the gRPC server and its reflection), the gate, the task store
-// and the agent card's assembly: the card is one for A2A v0.3 and v1.0,
-// the v0.3 card being ingress's (with its AgentVault and security members),
-// to which [AddCard] adds the v1.0 interfaces and security members. A
+// and the agent card's assembly: the card of both generations is
+// ingress's v0.3 card (with its AgentVault and security members), to which
+// [AddCard] adds the v1.0 interfaces, security members and
+// [ReplayExtension]; a v1.0 client gets [V1Card] of it, the v1.0 card
+// alone. A
 // single v1.0 call at /a2a reaches the JSON-RPC binding through package
 // protocols/a2a (host.TaskHost.A2AV1), which also holds the v1.0 method
 // names (a2a.V1Methods) and the helpers this package shares with v0.3
