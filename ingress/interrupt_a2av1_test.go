@@ -33,9 +33,10 @@ func v1Answer(task a2a.TaskInfoProvider, text string) *a2a.SendMessageRequest {
 // TestInterruptA2AV1: with the a2a-go/v2 client over each binding
 // (JSON-RPC, HTTP+JSON, gRPC), a streamed turn that asks for input ends
 // with the status TASK_STATE_INPUT_REQUIRED carrying the agent's question;
-// GetTask, SubscribeToTask (which then ends) and ListTasks show it; the
-// answer (SendMessage with the task's id) is a new turn of the same task
-// and context that completes, and GetTask then holds both turns. A turn
+// GetTask, ListTasks and SubscribeToTask show it; the answer (SendMessage
+// with the task's id) is a new turn of the same task and context that
+// completes, which the subscription follows to that end (STREAM-SUB-002),
+// and GetTask then holds both turns. A turn
 // asking for auth by SendMessage answers the task TASK_STATE_AUTH_REQUIRED
 // and a streamed answer completes it.
 func TestInterruptA2AV1(t *testing.T) {
@@ -68,27 +69,32 @@ func TestInterruptA2AV1(t *testing.T) {
 			if task.ContextID != su.ContextID {
 				t.Fatalf("GetTask context %q, the stream's %q", task.ContextID, su.ContextID)
 			}
-			var subscribed []a2a.Event
-			for ev, err := range c.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: su.TaskID}) {
-				if err != nil {
-					t.Fatalf("subscribe: %v", err)
-				}
-				subscribed = append(subscribed, ev)
-			}
-			if len(subscribed) != 1 {
-				t.Fatalf("SubscribeToTask of an interrupted task: %d events, want the task alone", len(subscribed))
-			}
-			st, _ := subscribed[0].(*a2a.Task)
-			v1Interrupted(t, "SubscribeToTask", st, a2a.TaskStateInputRequired, q)
 			list, err := c.ListTasks(ctx, &a2a.ListTasksRequest{Status: a2a.TaskStateInputRequired, ContextID: su.ContextID})
 			if err != nil || len(list.Tasks) != 1 || list.Tasks[0].ID != su.TaskID {
 				t.Fatalf("ListTasks input-required: %+v %v", list, err)
 			}
 			v1Interrupted(t, "ListTasks", list.Tasks[0], a2a.TaskStateInputRequired, q)
 
-			res, err := c.SendMessage(ctx, v1Answer(task, "Paris"))
-			if err != nil {
-				t.Fatalf("the answer: %v", err)
+			// SubscribeToTask answers the task as it stands; the answer
+			// starts the next turn, which the subscription follows to the
+			// terminal state (the task was not terminal).
+			var subscribed []a2a.Event
+			var res a2a.SendMessageResult
+			for ev, err := range c.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: su.TaskID}) {
+				if err != nil {
+					t.Fatalf("subscribe: %v", err)
+				}
+				subscribed = append(subscribed, ev)
+				if len(subscribed) == 1 {
+					if res, err = c.SendMessage(ctx, v1Answer(task, "Paris")); err != nil {
+						t.Fatalf("the answer: %v", err)
+					}
+				}
+			}
+			st, _ := subscribed[0].(*a2a.Task)
+			v1Interrupted(t, "SubscribeToTask", st, a2a.TaskStateInputRequired, q)
+			if end, ok := subscribed[len(subscribed)-1].(*a2a.TaskStatusUpdateEvent); !ok || end.Status.State != a2a.TaskStateCompleted {
+				t.Fatalf("SubscribeToTask's last event %T %+v, want the answer's completed status", subscribed[len(subscribed)-1], subscribed[len(subscribed)-1])
 			}
 			done, ok := res.(*a2a.Task)
 			if !ok || done.ID != su.TaskID || done.ContextID != su.ContextID || done.Status.State != a2a.TaskStateCompleted {

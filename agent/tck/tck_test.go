@@ -432,3 +432,48 @@ func TestCancelInterrupted(t *testing.T) {
 		t.Errorf("the agent was called %d times, want %d", n, len(bindings))
 	}
 }
+
+// TestSubscribeFollowsTheAnswer: SubscribeToTask on an input-required
+// task (the TCK's STREAM-SUB-002) answers the task, then, once the
+// client's answer starts the next turn, that turn's events to the
+// terminal state, where the stream ends; on every binding.
+func TestSubscribeFollowsTheAnswer(t *testing.T) {
+	p := start(t, nil)
+	for _, b := range bindings {
+		t.Run(string(b), func(t *testing.T) {
+			ctx := testCtx(t)
+			c := client(t, p, b)
+			res, err := c.SendMessage(ctx, send(tck.InputRequired+"-sub-"+string(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			task, ok := res.(*a2a.Task)
+			if !ok || task.Status.State != a2a.TaskStateInputRequired {
+				t.Fatalf("result %+v, want an input-required task", res)
+			}
+			a := &answer{}
+			answered := false
+			for ev, err := range c.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: task.ID}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				a.add(ev)
+				if !answered {
+					// The task as it stands came: answer it.
+					answered = true
+					next := send(tck.CompleteTask + "-sub-" + string(b))
+					next.Message.TaskID = task.ID
+					if _, err := c.SendMessage(ctx, next); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if len(a.states) < 2 || a.states[0] != a2a.TaskStateInputRequired || a.last() != a2a.TaskStateCompleted {
+				t.Errorf("states %v, want input-required first and completed last", a.states)
+			}
+			if a.status != "Hello from TCK" {
+				t.Errorf("status message %q", a.status)
+			}
+		})
+	}
+}

@@ -404,9 +404,11 @@ func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*
 }
 
 // SubscribeToTask answers the task rebuilt from the durable streams first,
-// then its running request's events live to the terminal state. A task in
-// a terminal state is UnsupportedOperationError (§3.1.6) unless the call
-// activates ReplayExtension: then the task alone, and the stream ends.
+// then its running request's events live to the terminal state; an
+// interrupted task's stream goes on with the turn the client's answer
+// starts (followTurns). A task in a terminal state is
+// UnsupportedOperationError (§3.1.6) unless the call activates
+// ReplayExtension: then the task alone, and the stream ends.
 func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
 	c, err := h.call(ctx)
 	if err != nil {
@@ -424,6 +426,7 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskR
 	// must not get (no output modes here: all of them otherwise).
 	interaction := a2aproto.Interaction(c.header, &e2a.Envelope{})
 	evs := h.h.V1Answers().A2ASubscription(ctx, t.ID, t.ContextID, t.RequestIDs, interaction)
+	evs = h.followTurns(ctx, c.c, t, interaction, evs)
 	if !ReplayRequested(c.header) {
 		evs = refuseFinished(evs)
 	} else if c.channel == "grpc" {

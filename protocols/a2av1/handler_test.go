@@ -153,6 +153,11 @@ func (c *fakeCaller) CancelInterrupted(context.Context, *host.Task) (string, err
 	return "", egress.ErrNotCancelable
 }
 
+func (c *fakeCaller) NextTurn(ctx context.Context, _ *host.Task, _ string) (string, error) {
+	<-ctx.Done()
+	return "", ctx.Err()
+}
+
 func (c *fakeCaller) PublishTurn(ctx context.Context, pool string, env *e2a.Envelope, _ host.Turn) (host.Accepted, error) {
 	return c.Publish(ctx, pool, env)
 }

@@ -74,6 +74,10 @@ type TaskStore interface {
 	// newest. egress.ErrNotCancelable when the last turn is not an
 	// interrupted one.
 	CancelInterrupted(ctx context.Context, t *Task) (requestID string, err error)
+	// NextTurn waits until the task t's record holds a request after the
+	// request after (the next turn) and returns it; the context's error
+	// when it ends first.
+	NextTurn(ctx context.Context, t *Task, after string) (requestID string, err error)
 }
 
 // V1Caller is the principal an A2A v1.0 binding admitted (over HTTP or

@@ -1,0 +1,73 @@
+package ingress
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/protocols/host"
+)
+
+// NextTurn waits until the record of kind/id holds a request after
+// after (the request that follows it; the newest when after is no longer
+// in the record, trimmed by MaxRequestsPerTask) and returns it. It watches
+// the record's key, whose first value is the record as it stands, so a
+// turn appended before the watch began is found too. ErrTaskNotFound when
+// the record is deleted; the context's error when it ends first.
+func (s *TaskStore) NextTurn(ctx context.Context, kind, id, after string) (string, error) {
+	key, err := taskKey(kind, id)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrTaskNotFound, err)
+	}
+	w, err := s.kv.Watch(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
+		case e = <-w.Updates():
+		}
+		if e == nil {
+			continue // the initial values delivered
+		}
+		if e.Operation() != jetstream.KeyValuePut {
+			return "", ErrTaskNotFound
+		}
+		var rec TaskRecord
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			return "", fmt.Errorf("ingress: task record %s: %w", key, err)
+		}
+		if next := nextAfter(rec.RequestIDs, after); next != "" {
+			return next, nil
+		}
+	}
+}
+
+// nextAfter is the request after after in ids ("" when none; the newest
+// when after is not in ids).
+func nextAfter(ids []string, after string) string {
+	i := slices.Index(ids, after)
+	switch {
+	case len(ids) == 0:
+		return ""
+	case i < 0:
+		return ids[len(ids)-1]
+	case i < len(ids)-1:
+		return ids[i+1]
+	}
+	return ""
+}
+
+// NextTurn is TaskStore.NextTurn for the caller's task t (read already
+// under the ownership rule).
+func (c caller) NextTurn(ctx context.Context, t *host.Task, after string) (string, error) {
+	id, err := c.s.opts.tasks.NextTurn(ctx, KindTask, t.ID, after)
+	return id, hostError(err)
+}
