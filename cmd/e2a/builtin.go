@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/agent/tck"
@@ -26,4 +29,21 @@ func devPools(defaultPool string) ([]devPool, error) {
 		return []devPool{{tck.Pool, t}}, nil
 	}
 	return []devPool{{defaultPool, demo.New()}, {tck.Pool, t}}, nil
+}
+
+// poolsLine names the pools for the start-up banner: the default one
+// first, each with what serves it.
+func poolsLine(pools []devPool) string {
+	var parts []string
+	for i, p := range pools {
+		what := "demo"
+		if _, ok := p.h.(*tck.Agent); ok {
+			what = "A2A TCK scenarios"
+		}
+		if i == 0 {
+			what += ", default"
+		}
+		parts = append(parts, fmt.Sprintf("%q (%s)", p.name, what))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/e2a-pipeline/pipeline/agent"
-	"github.com/e2a-pipeline/pipeline/agent/tck"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/egress/console"
 	"github.com/e2a-pipeline/pipeline/ingress"
@@ -107,11 +106,11 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
   agent card %s/.well-known/agent-card.json%s
   metrics    %s/metrics   health %s/healthz   ready %s/readyz
   NATS       %s   (JetStream; subjects e2a.req.>, e2a.resp.>, e2a.live.>)
-  agent pools %q (default), %q (A2A TCK scenarios) and "workflow" (A2E workflows)
+  agent pools %s and "workflow" (A2E workflows)
 Try:
   curl -N %s/v1/requests -H 'Accept: text/event-stream' -d '{"params":{"text":"hello"}}'
 Ctrl-C stops.
-`, base, base, base, grpcLine(cfg), metrics, base, base, natsURL, cfg.DefaultPool, tck.Pool, base)
+`, base, base, base, grpcLine(cfg), metrics, base, base, natsURL, poolsLine(pools), base)
 	return serveUntil(ctx, srv, ln, log, agentDone)
 }
 
