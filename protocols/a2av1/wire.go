@@ -99,6 +99,11 @@ func specREST(next http.Handler) http.Handler {
 	})
 }
 
+var _ interface {
+	http.ResponseWriter
+	http.Flusher
+} = (*specStatusWriter)(nil)
+
 // specStatusWriter holds back a JSON error answer (status >= 400,
 // Content-Type application/json) until the handler returns, to rewrite
 // its status by the reason its body names.
@@ -193,19 +198,26 @@ func protoJSONParams(params json.RawMessage) json.RawMessage {
 	if !bytes.Contains(params, []byte("_")) {
 		return params
 	}
-	out, changed := jsonNames(params)
+	out, changed := jsonNames(params, 0)
 	if !changed {
 		return params
 	}
 	return out
 }
 
+// jsonNamesDepth bounds the nesting jsonNames descends into: A2A's
+// request messages nest a few levels outside their free-form fields, and
+// each level decodes its subtree again.
+const jsonNamesDepth = 16
+
 // jsonNames rewrites the snake_case member names of v (recursively, not
-// inside metadata or data) to lowerCamelCase; changed reports whether any
-// was.
-func jsonNames(v json.RawMessage) (out json.RawMessage, changed bool) {
+// inside metadata or data, to depth jsonNamesDepth) to lowerCamelCase;
+// changed reports whether any was.
+func jsonNames(v json.RawMessage, depth int) (out json.RawMessage, changed bool) {
 	t := bytes.TrimLeft(v, " \t\r\n")
 	switch {
+	case depth >= jsonNamesDepth:
+		return v, false
 	case len(t) > 0 && t[0] == '{':
 		var m map[string]json.RawMessage
 		if json.Unmarshal(v, &m) != nil {
@@ -215,7 +227,7 @@ func jsonNames(v json.RawMessage) (out json.RawMessage, changed bool) {
 		for k, x := range m {
 			if k != "metadata" && k != "data" {
 				var c bool
-				if x, c = jsonNames(x); c {
+				if x, c = jsonNames(x, depth+1); c {
 					changed = true
 				}
 			}
@@ -241,7 +253,7 @@ func jsonNames(v json.RawMessage) (out json.RawMessage, changed bool) {
 		}
 		for i := range a {
 			var c bool
-			if a[i], c = jsonNames(a[i]); c {
+			if a[i], c = jsonNames(a[i], depth+1); c {
 				changed = true
 			}
 		}

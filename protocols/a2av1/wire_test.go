@@ -2,6 +2,7 @@ package a2av1
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -19,6 +20,8 @@ func TestProtoJSONParams(t *testing.T) {
 		{`{"metadata":{"a_b":1},"id":"x_y"}`, `{"metadata":{"a_b":1},"id":"x_y"}`},
 		{`{"history_length":1,"historyLength":2}`, `{"history_length":1,"historyLength":2}`},
 		{`not json_at all`, `not json_at all`},
+		// Deeper than jsonNamesDepth: left as it is.
+		{strings.Repeat(`[`, 20) + `{"a_b":1}` + strings.Repeat(`]`, 20), strings.Repeat(`[`, 20) + `{"a_b":1}` + strings.Repeat(`]`, 20)},
 	} {
 		got := protoJSONParams(json.RawMessage(c.in))
 		if string(got) != c.want {
