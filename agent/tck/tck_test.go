@@ -477,3 +477,33 @@ func TestSubscribeFollowsTheAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestScenarioPrefix: the longest prefix wins (tck-artifact-file-url over
+// tck-artifact-file, tck-stream-artifact-file over nothing shorter), and
+// an id with none is the default.
+func TestScenarioPrefix(t *testing.T) {
+	for id, want := range map[string]string{
+		"tck-artifact-file-url-1a2b":       tck.ArtifactFileURL,
+		"tck-artifact-file-1a2b":           tck.ArtifactFile,
+		"tck-stream-artifact-file-1a2b":    tck.StreamArtifactFile,
+		"tck-stream-artifact-chunked-1a2b": tck.StreamArtifactChunked,
+		"tck-stream-ordering-001-1a2b":     tck.StreamOrdering001,
+		"test-resubscribe-message-id-1":    tck.ResubscribeLongRunning,
+		"tck-send-003-1a2b":                "",
+		"":                                 "",
+	} {
+		if got := tck.Scenario(id); got != want {
+			t.Errorf("%q: %q, want %q", id, got, want)
+		}
+	}
+}
+
+// TestOptions: a long wait that is not positive is refused with
+// ErrInvalidOption, which is agent.ErrInvalidOption.
+func TestOptions(t *testing.T) {
+	for _, d := range []time.Duration{0, -time.Second} {
+		if _, err := tck.New(tck.WithLongWait(d)); !errors.Is(err, tck.ErrInvalidOption) || !errors.Is(err, agent.ErrInvalidOption) {
+			t.Errorf("%v: %v", d, err)
+		}
+	}
+}
