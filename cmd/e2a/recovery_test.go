@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -183,11 +184,16 @@ func (c *streamClient) open(ctx context.Context, base string, conn int, seen fun
 }
 
 // follow streams the request from base(0), then, whenever the stream
-// breaks, resumes it from base(conn) (which may wait for a server).
-func (c *streamClient) follow(ctx context.Context, base func(conn int) string, seen func(*streamClient)) error {
+// breaks, resumes it from base(conn), which waits for a server to resume
+// on, or says why there is none (a break before the kill).
+func (c *streamClient) follow(ctx context.Context, base func(conn int) (string, error), seen func(*streamClient)) error {
 	var err error
 	for conn := 0; ctx.Err() == nil; conn++ {
-		if err = c.open(ctx, base(conn), conn, seen); err == nil {
+		url, berr := base(conn)
+		if berr != nil {
+			return fmt.Errorf("%s: %w (%s)", c.id, berr, c)
+		}
+		if err = c.open(ctx, url, conn, seen); err == nil {
 			return nil
 		}
 		c.mu.Lock()
@@ -203,6 +209,28 @@ func (c *streamClient) follow(ctx context.Context, base func(conn int) string, s
 		}
 	}
 	return fmt.Errorf("%s: %w (last: %v)", c.id, ctx.Err(), err)
+}
+
+// resumeAfter is the base of clients whose first server (first) is killed
+// once (killed closed) and whose streams resume on next (which may wait
+// for it: ready closed). A stream broken before the kill is an error.
+func resumeAfter(ctx context.Context, first string, killed, ready <-chan struct{}, next func() string) func(conn int) (string, error) {
+	return func(conn int) (string, error) {
+		if conn == 0 {
+			return first, nil
+		}
+		select {
+		case <-killed:
+		default:
+			return "", errors.New("stream broke before the kill")
+		}
+		select {
+		case <-ready:
+			return next(), nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
 }
 
 // check verifies what the client received: frames 0..n in order, each
@@ -233,7 +261,7 @@ func (c *streamClient) check() error {
 
 // runClients starts n clients and returns them, a channel closed once each
 // received 3 frames, and one that gets each client's end.
-func runClients(ctx context.Context, n int, key string, base func(conn int) string) ([]*streamClient, <-chan struct{}, <-chan error) {
+func runClients(ctx context.Context, n int, key string, base func(conn int) (string, error)) ([]*streamClient, <-chan struct{}, <-chan error) {
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n, DisableCompression: true}}
 	clients := make([]*streamClient, n)
 	var mu sync.Mutex
@@ -311,19 +339,10 @@ func TestDevKilledMidStream(t *testing.T) {
 	store := t.TempDir()
 	env := []string{"E2A_STORE_DIR=" + store, "E2A_NATS_URL="}
 	first := startE2A(t, devAddr, env, "dev")
-	restarted := make(chan struct{})
+	waitPoolLive(t, first.url, "demo")
+	killing, restarted := make(chan struct{}), make(chan struct{})
 	var second *e2aProc
-	base := func(conn int) string {
-		if conn == 0 {
-			return first.url
-		}
-		select {
-		case <-restarted:
-			return second.url
-		case <-ctx.Done():
-			return first.url
-		}
-	}
+	base := resumeAfter(ctx, first.url, killing, restarted, func() string { return second.url })
 	clients, started, ends := runClients(ctx, recoveryRequests, "", base)
 	select {
 	case <-started:
@@ -331,6 +350,7 @@ func TestDevKilledMidStream(t *testing.T) {
 		t.Fatalf("the requests did not all start streaming: %q", notStarted(clients))
 	}
 	killed := time.Now()
+	close(killing)
 	first.kill()
 	second = startE2A(t, devAddr, env, "dev")
 	t.Logf("e2a dev SIGKILLed mid-stream and restarted on its store in %v", time.Since(killed).Round(time.Millisecond))
@@ -380,7 +400,9 @@ func TestServeReplicaKilled(t *testing.T) {
 	const key = "recovery-key-5b1f0c"
 	env := []string{"E2A_NATS_URL=" + srv.ClientURL(), "E2A_API_KEYS=tester:" + key, "E2A_LOG_LEVEL=info"}
 	replicas := []*e2aProc{startE2A(t, serveAddr, env, "serve"), startE2A(t, serveAddr, env, "serve")}
-	base := func(conn int) string { return replicas[min(conn, 1)].url }
+	killing, ready := make(chan struct{}), make(chan struct{})
+	close(ready)
+	base := resumeAfter(ctx, replicas[0].url, killing, ready, func() string { return replicas[1].url })
 	clients, started, ends := runClients(ctx, recoveryRequests, key, base)
 	select {
 	case <-started:
@@ -388,6 +410,7 @@ func TestServeReplicaKilled(t *testing.T) {
 		t.Fatalf("the requests did not all start streaming: %q", notStarted(clients))
 	}
 	killed := time.Now()
+	close(killing)
 	replicas[0].kill()
 	waitEnds(t, clients, ends)
 	delays := make([]time.Duration, 0, len(clients))
