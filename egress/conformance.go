@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
 // Step is one call of the conformance driver on a renderer.
@@ -110,7 +109,7 @@ func TextFrames() []*e2a.Response {
 	// llm_response_id that is not a string, or under another case, is no
 	// llm_response_id (metadata is a map: exact keys).
 	odd := chunkFrame("req-fast", 0, e2a.DeltaText, "odd meta", "")
-	odd.Metadata = map[string]any{a2amap.MetaLLMResponseID: 5, "LLM_RESPONSE_ID": "upper"}
+	odd.Metadata = map[string]any{metaLLMResponseID: 5, "LLM_RESPONSE_ID": "upper"}
 	add(odd)
 	// A numeric delta and a non-string one take the general path.
 	add(chunkFrame("req-fast", 0, e2a.DeltaText, json.Number("42"), ""))
@@ -135,7 +134,7 @@ func frameAt(id string, seq int64, kind, status string, final bool, body any, me
 func chunkFrame(id string, seq int64, dk string, delta any, llm string) *e2a.Response {
 	var meta map[string]any
 	if llm != "" {
-		meta = map[string]any{a2amap.MetaLLMResponseID: llm}
+		meta = map[string]any{metaLLMResponseID: llm}
 	}
 	return frameAt(id, seq, e2a.KindChunk, e2a.StatusInProgress, false, e2a.ChunkBody{DeltaKind: dk, Delta: delta}, meta)
 }
@@ -209,7 +208,7 @@ func Scenarios() []Scenario {
 
 	id = "req_single"
 	single := []*e2a.Response{
-		frameAt(id, 0, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "The current temperature in Beijing is 20°C."}}, map[string]any{a2amap.MetaLLMResponseID: "chatcmpl-ghi789"}),
+		frameAt(id, 0, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: map[string]any{"content": "The current temperature in Beijing is 20°C."}}, map[string]any{metaLLMResponseID: "chatcmpl-ghi789"}),
 	}
 	out = append(out, Scenario{Name: "single_message", Frames: single, Steps: allFrames(single, 0), Final: true})
 
@@ -392,13 +391,14 @@ func RenderFrames(newRenderer NewRenderer, frames []*e2a.Response, lazy bool) ([
 }
 
 // WrapE2A returns rend, one of E2A's renderers, wrapped as the [Service]
-// wraps it for a stream asked with ?projections=true (projections: each
-// frame re-encoded with its projections filled, [FillProjections]) and
-// for the console (redact: each frame's secrets replaced, [RedactFrames]),
-// so that tests outside the package drive the wrappers too.
-func WrapE2A(rend Renderer, projections, redact bool) Renderer {
-	if projections {
-		rend = projecting{rend}
+// wraps it for a stream asked with ?projections=true (fill not nil: each
+// frame re-encoded with its projections filled by fill, as with
+// [WithProjections]) and for the console (redact: each frame's secrets
+// replaced, [RedactFrames]), so that tests outside the package drive the
+// wrappers too.
+func WrapE2A(rend Renderer, fill func(*e2a.Response) *e2a.Response, redact bool) Renderer {
+	if fill != nil {
+		rend = projecting{rend, fill}
 	}
 	if redact {
 		rend = redacting{rend}

@@ -8,12 +8,15 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
-	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
-// fastText enables the text fast paths ([ReadTextChunk], [ACPTextUpdate]);
+// fastText enables the text fast path ([ReadTextChunk], [ReadPlainText]);
 // the differential test turns it off.
 var fastText = true
+
+// metaLLMResponseID is the metadata key of the LLM response a chunk is
+// part of (A2A's artifacts are grouped by it).
+const metaLLMResponseID = "llm_response_id"
 
 // textFrame is what the text fast paths read of a frame: the fields of
 // e2a.Response it needs, under the same names, so that encoding/json reads
@@ -59,8 +62,8 @@ func ReadTextChunk(f *Frame) (c TextChunk, ok bool) {
 	c = TextChunk{ResponseID: tf.ResponseID, RequestID: tf.RequestID, TaskID: tf.TaskID, ContextID: tf.ContextID,
 		SessionID: tf.SessionID, Text: text}
 	if f.Response != nil {
-		c.LLMResponseID = a2amap.LLMResponseID(f.Response)
-	} else if raw, ok := tf.Metadata[a2amap.MetaLLMResponseID]; ok && len(raw) > 0 && raw[0] == '"' {
+		c.LLMResponseID, _ = f.Response.Metadata[metaLLMResponseID].(string)
+	} else if raw, ok := tf.Metadata[metaLLMResponseID]; ok && len(raw) > 0 && raw[0] == '"' {
 		// Declared here, not decoded into c: the decoder's pointer moves
 		// what it points to to the heap, on this path only.
 		var llm string
@@ -70,6 +73,18 @@ func ReadTextChunk(f *Frame) (c TextChunk, ok bool) {
 		c.LLMResponseID = llm
 	}
 	return c, true
+}
+
+// ReadPlainText is [ReadTextChunk] without the llm_response_id (left
+// ""), for a fast path that does not write it (ACP's): nothing but the
+// ids, the session and the text is read.
+func ReadPlainText(f *Frame) (c TextChunk, ok bool) {
+	tf, text, ok := readTextChunk(f)
+	if !ok {
+		return c, false
+	}
+	return TextChunk{ResponseID: tf.ResponseID, RequestID: tf.RequestID, TaskID: tf.TaskID, ContextID: tf.ContextID,
+		SessionID: tf.SessionID, Text: text}, true
 }
 
 // readTextChunk reads a non-final e2a.chunk frame whose delta is text and
@@ -178,9 +193,9 @@ func (tf *textFrame) scanMetadata(val []byte) bool {
 		m = map[string]json.RawMessage{}
 	}
 	ok := jsonstr.Members(val, func(k, v []byte) bool {
-		if string(k) == a2amap.MetaLLMResponseID {
-			m[a2amap.MetaLLMResponseID] = v
-		} else if bytes.EqualFold(k, []byte(a2amap.MetaLLMResponseID)) {
+		if string(k) == metaLLMResponseID {
+			m[metaLLMResponseID] = v
+		} else if bytes.EqualFold(k, []byte(metaLLMResponseID)) {
 			return false
 		}
 		return true
@@ -322,27 +337,4 @@ func plainString(val []byte) (string, bool) {
 		return "", ok
 	}
 	return unsafe.String(&in[0], len(in)), true
-}
-
-// ACPTextUpdate renders the session/update notification of a plain text
-// chunk (agent_message_chunk) straight into its bytes, as json.Marshal
-// writes the notification of the chunk's [ACPUpdates]
-// (TestACPFastTextMatches), for session (the frame's session_id when
-// empty, returned as used). ok is false for any other frame: the renderer
-// then decodes it ([Frame.Decoded]).
-func ACPTextUpdate(f *Frame, session string) (line []byte, used string, ok bool) {
-	tf, text, ok := readTextChunk(f)
-	if !ok {
-		return nil, session, false
-	}
-	if session == "" {
-		session = tf.SessionID
-	}
-	b := make([]byte, 0, 160+len(text)+len(session))
-	b = append(b, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":`...)
-	b = jsonstr.Append(b, session)
-	b = append(b, `,"update":{"content":{"text":`...)
-	b = jsonstr.Append(b, text)
-	b = append(b, `,"type":"text"},"sessionUpdate":"agent_message_chunk"}}}`...)
-	return b, session, true
 }

@@ -3,72 +3,15 @@ package egress
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"reflect"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/a2a"
-	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
-	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
-
-// TestACPFastTextMatches: ACPTextUpdate writes what json.Marshal writes of
-// the session/update notification of the frame's ACPUpdates (the general
-// path of protocols/acp's renderer), for decoded frames and frames read
-// without decode, with the session id given or taken from the frames; it
-// declines every frame that is not a plain text chunk, and all of them
-// when the fast paths are off.
-func TestACPFastTextMatches(t *testing.T) {
-	frames := TextFrames()
-	for i, f := range frames {
-		f.SessionID = "sess-<" + fmt.Sprint(i%2) + ">"
-	}
-	texts := 0
-	for _, session := range []string{"", "s&1"} {
-		for _, f := range frames {
-			raw, _ := json.Marshal(f)
-			want := session
-			if want == "" {
-				want = f.SessionID
-			}
-			var general []byte
-			if ups, _ := ACPUpdates(f); len(ups) == 1 && ups[0].AgentMessageChunk != nil && f.ResponseKind == e2a.KindChunk {
-				general, _ = json.Marshal(jsonrpc.Notification{JSONRPC: "2.0", Method: e2a.ACPSessionUpdate,
-					Params: acp.SessionNotification{SessionId: acp.SessionId(want), Update: ups[0]}})
-			}
-			for _, lazy := range []bool{false, true} {
-				fr := &Frame{Response: f, Raw: raw, StreamSeq: 1}
-				if lazy {
-					fr = &Frame{Raw: raw, StreamSeq: 1, seq: f.Sequence, final: f.IsFinal, rkind: f.ResponseKind}
-				}
-				b, used, ok := ACPTextUpdate(fr, session)
-				if !ok {
-					continue
-				}
-				texts++
-				if used != want || !bytes.Equal(b, general) {
-					t.Fatalf("session %q lazy %v: session %q\nfast:    %s\ngeneral: %s", session, lazy, used, b, general)
-				}
-			}
-		}
-	}
-	if texts == 0 {
-		t.Fatal("no text update")
-	}
-	old := fastText
-	fastText = false
-	defer func() { fastText = old }()
-	for _, f := range frames {
-		raw, _ := json.Marshal(f)
-		if _, _, ok := ACPTextUpdate(&Frame{Response: f, Raw: raw}, ""); ok {
-			t.Fatal("a text update with the fast paths off")
-		}
-	}
-}
 
 // TestReadTextChunkAllocs: reading a plain text chunk from the frame's bytes
 // allocates nothing (its strings are views of the bytes); the decoder's

@@ -64,6 +64,7 @@ func TestOptionsRefuseBadValues(t *testing.T) {
 		"nil option":                nil,
 		"bad replay option":         WithReplayOptions(WithLiveBuffer(0)),
 		"nil option in replay ones": WithReplayOptions(WithLiveBuffer(1), nil),
+		"nil projections":           WithProjections(nil),
 	}
 	for name, o := range service {
 		t.Run("New/"+name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/redact"
 )
 
@@ -451,16 +452,20 @@ func WriteLineJSON(o *Output, v any) error {
 	return writeLine(o, b)
 }
 
-// projecting re-encodes each frame with its L3 projections filled
-// ([FillProjections]) before the wrapped E2A renderer writes it.
-type projecting struct{ Renderer }
+// projecting re-encodes each frame with its L3 projections filled (the
+// projector of [WithProjections]) before the wrapped E2A renderer writes
+// it.
+type projecting struct {
+	Renderer
+	fill func(*e2a.Response) *e2a.Response
+}
 
 func (p projecting) Frame(f *Frame) error {
 	resp, err := f.Decoded()
 	if err != nil {
 		return err
 	}
-	r := FillProjections(resp)
+	r := p.fill(resp)
 	raw, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -468,9 +473,9 @@ func (p projecting) Frame(f *Frame) error {
 	return p.Renderer.Frame(&Frame{Response: r, Raw: raw, StreamSeq: f.StreamSeq})
 }
 
-func maybeProjecting(r *http.Request, rend Renderer) Renderer {
-	if isTrue(r.URL.Query().Get("projections")) {
-		rend = projecting{rend}
+func maybeProjecting(r *http.Request, rend Renderer, fill func(*e2a.Response) *e2a.Response) Renderer {
+	if fill != nil && isTrue(r.URL.Query().Get("projections")) {
+		rend = projecting{rend, fill}
 	}
 	if redactingFrames(r.Context()) {
 		rend = redacting{rend}

@@ -66,6 +66,22 @@ type config struct {
 	replay       []ReplayOption
 	authorize    func(*http.Request) (tenant.Principal, error)
 	headHold     time.Duration // headHold; tests change it
+	projections  func(*e2a.Response) *e2a.Response
+}
+
+// WithProjections makes the E2A endpoints answer ?projections=true with
+// each frame re-encoded with its L3 projections (spec §12.1) filled by
+// fill (protocols.FillProjections: the frame as ACP and A2A see it).
+// Without it such a stream gives the frames as stored. fill must return a
+// copy: the frame it is given is not changed.
+func WithProjections(fill func(*e2a.Response) *e2a.Response) Option {
+	return func(c *config) error {
+		if fill == nil {
+			return invalid("nil projections")
+		}
+		c.projections = fill
+		return nil
+	}
 }
 
 // WithAuthorizer guards the endpoints Register mounts: f authenticates the
@@ -358,7 +374,7 @@ func (s *Service) serveE2AStream(w http.ResponseWriter, r *http.Request, id, for
 	} else {
 		rend = NewE2ASSE(o, s.cfg.retry, "")
 	}
-	rend = maybeProjecting(r, rend)
+	rend = maybeProjecting(r, rend, s.cfg.projections)
 	from, err := ResumePoint(r)
 	if err != nil {
 		s.finish(o, rend, format, err)
@@ -564,7 +580,7 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 		return
 	}
 	final := last != nil && last.final
-	rend := maybeProjecting(r, NewE2AJSON(o, id, envRaw, final, from))
+	rend := maybeProjecting(r, NewE2AJSON(o, id, envRaw, final, from), s.cfg.projections)
 	if err := rend.Start(); err != nil {
 		s.finish(o, rend, FormatE2AJSON, err)
 		return

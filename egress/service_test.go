@@ -38,7 +38,7 @@ type httpEnv struct {
 func startHTTP(t testing.TB, opts ...Option) *httpEnv {
 	e := startEnv(t)
 	reg := prometheus.NewRegistry()
-	svc, err := New(e.nc, append([]Option{WithRegisterer(reg)}, opts...)...)
+	svc, err := New(e.nc, append([]Option{WithRegisterer(reg), WithProjections(testProjections)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,4 +517,13 @@ func TestHTTPStreamFlushesBeforeWaiting(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("%d more lines, want the final frame", n)
 	}
+}
+
+// testProjections stands for the projector of the pipeline
+// (protocols.FillProjections, tested in package protocols): it fills
+// projections.acp, as that one does for every frame of the stream tested.
+func testProjections(r *e2a.Response) *e2a.Response {
+	c := *r
+	c.Projections = map[string]any{"acp": map[string]any{"seq": r.Sequence}}
+	return &c
 }

@@ -87,15 +87,15 @@ func renderCases() []renderCase {
 		cases = append(cases,
 			renderCase{name: egress.FormatE2ASSE + w.suffix, format: egress.FormatE2ASSE, shape: shapeSSE, stored: true,
 				make: func(o *egress.Output, _ int64, _ bool) egress.Renderer {
-					return egress.WrapE2A(egress.NewE2ASSE(o, 2*time.Second, "ok"), w.projections, w.redac)
+					return egress.WrapE2A(egress.NewE2ASSE(o, 2*time.Second, "ok"), projector(w.projections), w.redac)
 				}},
 			renderCase{name: egress.FormatE2ANDJSON + w.suffix, format: egress.FormatE2ANDJSON, shape: shapeNDJSON, stored: true,
 				make: func(o *egress.Output, _ int64, _ bool) egress.Renderer {
-					return egress.WrapE2A(egress.NewE2ANDJSON(o), w.projections, w.redac)
+					return egress.WrapE2A(egress.NewE2ANDJSON(o), projector(w.projections), w.redac)
 				}},
 			renderCase{name: egress.FormatE2AJSON + w.suffix, format: egress.FormatE2AJSON, shape: shapeJSON, stored: true,
 				make: func(o *egress.Output, from int64, final bool) egress.Renderer {
-					return egress.WrapE2A(egress.NewE2AJSON(o, fuzzRequestID, env, final, from), w.projections, w.redac)
+					return egress.WrapE2A(egress.NewE2AJSON(o, fuzzRequestID, env, final, from), projector(w.projections), w.redac)
 				}},
 		)
 	}
@@ -547,18 +547,18 @@ func checkMappings(t *testing.T, frames [][]byte, from int64) {
 		if json.Unmarshal(raw, &r) != nil {
 			continue
 		}
-		if ups, err := egress.ACPUpdates(&r); err == nil {
+		if ups, err := acp.Updates(&r); err == nil {
 			mustEncode("ACPUpdates", ups)
 		}
-		mustEncode("ACPFinal", egress.ACPFinal(&r, nil))
-		mustEncode("ACPFinal", egress.ACPFinal(&r, json.RawMessage(`1`)))
-		if resp, ok := egress.E2AResponseToACPJSONRPCResponse(&r); ok {
+		mustEncode("ACPFinal", acp.Final(&r, nil))
+		mustEncode("ACPFinal", acp.Final(&r, json.RawMessage(`1`)))
+		if resp, ok := acp.E2AResponseToACPJSONRPCResponse(&r); ok {
 			mustEncode("E2AResponseToACPJSONRPCResponse", resp)
 		}
-		if p, ok := egress.E2AResponseToA2AStreamPayload(&r); ok {
+		if p, ok := a2amap.E2AResponseToA2AStreamPayload(&r); ok {
 			mustEncode("E2AResponseToA2AStreamPayload", p)
 		}
-		mustEncode("FillProjections", egress.FillProjections(&r))
+		mustEncode("FillProjections", protocols.FillProjections(&r))
 		a2amap.FinalOutcome(&r)
 	}
 
@@ -631,4 +631,13 @@ func checkMappings(t *testing.T, frames [][]byte, from int64) {
 		mustEncode("A2A v1.0 task", v1)
 		mustEncode("AgentVaultTask", a2a.AgentVaultTask(task, "2025-01-23T10:30:00Z"))
 	}
+}
+
+// projector is the projector of egress.WrapE2A for a stream with
+// (on) or without projections.
+func projector(on bool) func(*e2a.Response) *e2a.Response {
+	if on {
+		return protocols.FillProjections
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols"
 )
 
 // runACP serves ACP over stdio (an editor spawns `e2a acp` as its agent):
@@ -49,7 +50,7 @@ func runACP(ctx context.Context, cfg Config, args []string) error {
 		close(agentDone)
 	}
 	defer func() { stopAgent(); <-agentDone }()
-	eg, err := egress.New(nc, egress.WithRegisterer(reg), egress.WithLogger(log))
+	eg, err := egress.New(nc, egress.WithRegisterer(reg), egress.WithLogger(log), egress.WithProjections(protocols.FillProjections))
 	if err != nil {
 		return err
 	}

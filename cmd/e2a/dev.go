@@ -25,6 +25,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/internal/tracing"
+	"github.com/e2a-pipeline/pipeline/protocols"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/tenant"
 	"github.com/e2a-pipeline/pipeline/workflow"
@@ -239,7 +240,7 @@ func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Reg
 	if err != nil {
 		return nil, err
 	}
-	eopts := []egress.Option{egress.WithRegisterer(reg), egress.WithLogger(log)}
+	eopts := []egress.Option{egress.WithRegisterer(reg), egress.WithLogger(log), egress.WithProjections(protocols.FillProjections)}
 	if f := egressAuthorizer(auth); f != nil {
 		eopts = append(eopts, egress.WithAuthorizer(f))
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress/console"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
+	"github.com/e2a-pipeline/pipeline/protocols"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -136,7 +137,7 @@ func StartPipeline(ctx context.Context, o PipelineOptions) (p *Pipeline, err err
 		}
 	}
 	reg := obs.NewRegistry()
-	p.egress, err = egress.New(p.NC, egress.WithRegisterer(reg), egress.WithLogger(o.Log))
+	p.egress, err = egress.New(p.NC, egress.WithRegisterer(reg), egress.WithLogger(o.Log), egress.WithProjections(protocols.FillProjections))
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/protocols"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -67,7 +68,7 @@ func Start(t testing.TB, opts ...Option) *Pipeline {
 		_, nc = natstest.RunServer(t)
 	}
 	reg := prometheus.NewRegistry()
-	eg, err := egress.New(nc, egress.WithRegisterer(reg))
+	eg, err := egress.New(nc, egress.WithRegisterer(reg), egress.WithProjections(protocols.FillProjections))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -532,7 +532,7 @@ func (d *frontDoor) replaySession(ctx context.Context, rec *host.Session, emit f
 			}
 		}
 		err = d.h.Stored(ctx, id, func(r *e2a.Response) error {
-			ups, _ := egress.ACPUpdates(r)
+			ups, _ := Updates(r)
 			for _, u := range ups {
 				if err := emit(u); err != nil {
 					return err
@@ -578,7 +578,7 @@ func (d *frontDoor) passThrough(rep host.Reply, in host.Call, c host.RPCCaller, 
 		rep.Result(result)
 		return
 	}
-	if resp, ok := egress.E2AResponseToACPJSONRPCResponse(final); ok {
+	if resp, ok := E2AResponseToACPJSONRPCResponse(final); ok {
 		if resp.Error != nil {
 			rep.Error(&jsonrpc.Error{Code: resp.Error.Code, Message: resp.Error.Message, Data: resp.Error.Data})
 			return

@@ -56,9 +56,9 @@
 //
 // Requests are decoded by the normalizer's ACP adapter
 // (normalizer.FromACP); the frame-to-ACP mapping the renderer and
-// session/load share (egress.ACPUpdates, egress.ACPFinal,
-// egress.E2AResponseToACPJSONRPCResponse) stays in egress, whose L3
-// projections use it too.
+// session/load share ([Updates], [Final], [TextUpdate] for plain text
+// chunks, [E2AResponseToACPJSONRPCResponse]) is mapping.go's; the L3
+// projections (package protocols' FillProjections) use it too.
 //
 // Files: calls.go (the endpoint and its calls), render.go (the renderer),
 // errors.go (the error table); conformance_test.go runs the renderer

@@ -44,7 +44,7 @@ type renderer struct {
 func NewRenderer(o *egress.Output, p Params) egress.Renderer { return &renderer{o: o, p: p} }
 
 // PassThrough: the renderer reads whole frames only where
-// egress.ACPTextUpdate does not apply (Frame decodes them then).
+// TextUpdate does not apply (Frame decodes them then).
 func (*renderer) PassThrough() bool { return true }
 
 func (r *renderer) Start() error {
@@ -64,7 +64,7 @@ func (r *renderer) emit(id string, v any) error {
 }
 
 func (r *renderer) Frame(f *egress.Frame) error {
-	if b, session, ok := egress.ACPTextUpdate(f, r.p.SessionID); ok {
+	if b, session, ok := TextUpdate(f, r.p.SessionID); ok {
 		r.p.SessionID = session
 		if r.p.SSE {
 			return egress.SSEEvent(r.o, egress.SeqID(f), "", b)
@@ -78,7 +78,7 @@ func (r *renderer) Frame(f *egress.Frame) error {
 	if r.p.SessionID == "" {
 		r.p.SessionID = resp.SessionID
 	}
-	ups, err := egress.ACPUpdates(resp)
+	ups, err := Updates(resp)
 	if err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func (r *renderer) Frame(f *egress.Frame) error {
 	if !resp.IsFinal {
 		return nil
 	}
-	return r.emit(egress.SeqID(f), egress.ACPFinal(resp, r.p.JSONRPCID))
+	return r.emit(egress.SeqID(f), Final(resp, r.p.JSONRPCID))
 }
 
 func (r *renderer) Heartbeat() error {

@@ -1,15 +1,16 @@
-package egress
+package acp
 
 import (
 	"encoding/json"
 	"testing"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
 )
 
 func TestE2AResponseToACPJSONRPCResponse(t *testing.T) {
 	mk := func(kind, status string, body any) *e2a.Response {
-		r := frameAt("r", 3, kind, status, true, body, nil)
+		r := egress.ConformanceFrame("r", 3, kind, status, true, body, nil)
 		r.JSONRPCID = json.RawMessage(`42`)
 		return r
 	}
@@ -36,29 +37,7 @@ func TestE2AResponseToACPJSONRPCResponse(t *testing.T) {
 			t.Errorf("%s:\n got %s\nwant %s", tc.name, b, tc.want)
 		}
 	}
-	if _, ok := E2AResponseToACPJSONRPCResponse(chunkFrame("r", 0, e2a.DeltaText, "x", "")); ok {
+	if _, ok := E2AResponseToACPJSONRPCResponse(egress.ConformanceChunk("r", 0, e2a.DeltaText, "x", "")); ok {
 		t.Error("a chunk has no JSON-RPC response")
-	}
-}
-
-func TestE2AResponseToA2AStreamPayload(t *testing.T) {
-	r := frameAt("r", 0, e2a.KindA2AStreamEvent, e2a.StatusInProgress, false, e2a.StreamEventBody{Branch: e2a.BranchStatusUpdate,
-		Payload: map[string]any{"task_id": "t", "status": map[string]any{"state": "TASK_STATE_WORKING"}}}, nil)
-	got, ok := E2AResponseToA2AStreamPayload(r)
-	if !ok || len(got) != 1 || got[e2a.BranchStatusUpdate] == nil {
-		t.Fatalf("%v %v", got, ok)
-	}
-	if _, ok := E2AResponseToA2AStreamPayload(chunkFrame("r", 0, e2a.DeltaText, "x", "")); ok {
-		t.Error("a chunk is not a stream payload")
-	}
-	// Projections are filled on request and do not change the frame.
-	p := FillProjections(r)
-	if p.Projections["a2a"] == nil || r.Projections != nil {
-		t.Fatalf("projections %v / original %v", p.Projections, r.Projections)
-	}
-	c := FillProjections(chunkFrame("r", 0, e2a.DeltaText, "x", ""))
-	acpProj, _ := c.Projections["acp"].(map[string]any)
-	if acpProj["method"] != "session/update" {
-		t.Fatalf("acp projection %v", c.Projections)
 	}
 }

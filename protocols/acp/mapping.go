@@ -1,30 +1,37 @@
-package egress
+package acp
+
+// The ACP mapping of frames (spec §8, §12.6): the session updates a frame
+// stands for, the JSON-RPC response ending a turn, and the text fast path
+// of a plain text chunk's notification. The renderer, session/load and
+// the L3 projections (package protocols) share it.
 
 import (
 	"encoding/json"
 	"fmt"
 
-	acp "github.com/coder/acp-go-sdk"
+	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
-// ACPUpdates returns the ACP session updates a frame stands for: e2a.chunk
+// Updates returns the ACP session updates a frame stands for: e2a.chunk
 // text → agent_message_chunk, reasoning → agent_thought_chunk, tool
 // function_call → tool_call, function_response → tool_call_update, custom
-// {type: plan, entries} → plan; acp.session_update frames as they are;
+// {type: plan, entries} → plan; acpsdk.session_update frames as they are;
 // a2a.* frames through their parts. Frames without content give none.
-func ACPUpdates(r *e2a.Response) ([]acp.SessionUpdate, error) {
+func Updates(r *e2a.Response) ([]acpsdk.SessionUpdate, error) {
 	switch r.ResponseKind {
 	case e2a.KindChunk:
 		c, err := r.Chunk()
 		if err != nil {
 			return nil, err
 		}
-		if u, ok := chunkToACP(c); ok {
-			return []acp.SessionUpdate{u}, nil
+		if u, ok := chunkUpdate(c); ok {
+			return []acpsdk.SessionUpdate{u}, nil
 		}
 		return nil, nil
 	case e2a.KindACPSessionUpd:
@@ -33,19 +40,19 @@ func ACPUpdates(r *e2a.Response) ([]acp.SessionUpdate, error) {
 			return nil, err
 		}
 		b, _ := json.Marshal(a2amap.ACPUpdate(body))
-		u, err := decodeACPUpdate(b)
+		u, err := decodeUpdate(b)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s body: %v", ErrInvalidFrame, e2a.KindACPSessionUpd, err)
+			return nil, fmt.Errorf("%w: %s body: %v", egress.ErrInvalidFrame, e2a.KindACPSessionUpd, err)
 		}
-		return []acp.SessionUpdate{u}, nil
+		return []acpsdk.SessionUpdate{u}, nil
 	case e2a.KindA2AStreamEvent, e2a.KindA2ATask, e2a.KindA2AMessage:
 		ev, err := a2amap.NativeEvent(r)
 		if err != nil || ev == nil {
 			return nil, err
 		}
-		var out []acp.SessionUpdate
+		var out []acpsdk.SessionUpdate
 		for _, p := range eventParts(ev) {
-			if u, ok := partToACP(p); ok {
+			if u, ok := partUpdate(p); ok {
 				out = append(out, u)
 			}
 		}
@@ -54,49 +61,49 @@ func ACPUpdates(r *e2a.Response) ([]acp.SessionUpdate, error) {
 	return nil, nil
 }
 
-// chunkToACP maps one e2a.chunk body to an ACP session update.
-func chunkToACP(c e2a.ChunkBody) (acp.SessionUpdate, bool) {
+// chunkUpdate maps one e2a.chunk body to an ACP session update.
+func chunkUpdate(c e2a.ChunkBody) (acpsdk.SessionUpdate, bool) {
 	switch c.DeltaKind {
 	case e2a.DeltaText:
-		return acp.UpdateAgentMessageText(a2amap.DeltaText(c.Delta)), true
+		return acpsdk.UpdateAgentMessageText(a2amap.DeltaText(c.Delta)), true
 	case e2a.DeltaReasoning:
-		return acp.UpdateAgentThoughtText(a2amap.DeltaText(c.Delta)), true
+		return acpsdk.UpdateAgentThoughtText(a2amap.DeltaText(c.Delta)), true
 	}
 	obj, ok := a2amap.AsMap(c.Delta)
 	if !ok {
-		return acp.SessionUpdate{}, false
+		return acpsdk.SessionUpdate{}, false
 	}
 	typ, _ := obj["type"].(string)
 	id, _ := obj["id"].(string)
 	name, _ := obj["name"].(string)
 	switch typ {
 	case e2a.ToolFunctionCall:
-		return acp.StartToolCall(acp.ToolCallId(id), name, acp.WithStartKind(acp.ToolKindOther),
-			acp.WithStartStatus(acp.ToolCallStatusInProgress), acp.WithStartRawInput(obj["args"])), true
+		return acpsdk.StartToolCall(acpsdk.ToolCallId(id), name, acpsdk.WithStartKind(acpsdk.ToolKindOther),
+			acpsdk.WithStartStatus(acpsdk.ToolCallStatusInProgress), acpsdk.WithStartRawInput(obj["args"])), true
 	case e2a.ToolFunctionResponse:
-		return acp.UpdateToolCall(acp.ToolCallId(id), acp.WithUpdateStatus(acp.ToolCallStatusCompleted),
-			acp.WithUpdateRawOutput(obj["response"])), true
+		return acpsdk.UpdateToolCall(acpsdk.ToolCallId(id), acpsdk.WithUpdateStatus(acpsdk.ToolCallStatusCompleted),
+			acpsdk.WithUpdateRawOutput(obj["response"])), true
 	case "plan":
 		b, _ := json.Marshal(map[string]any{"sessionUpdate": e2a.UpdatePlan, "entries": obj["entries"]})
-		if u, err := decodeACPUpdate(b); err == nil {
+		if u, err := decodeUpdate(b); err == nil {
 			return u, true
 		}
 	}
-	return acp.SessionUpdate{}, false
+	return acpsdk.SessionUpdate{}, false
 }
 
-// decodeACPUpdate reads an ACP session update from its JSON. The SDK
+// decodeUpdate reads an ACP session update from its JSON. The SDK
 // reads some objects it cannot write back (no variant: {}; a content
 // block without its type), so the update must also encode: renderers
 // write it, and one that fails there would end the answer with an
 // internal error.
-func decodeACPUpdate(b []byte) (acp.SessionUpdate, error) {
-	var u acp.SessionUpdate
+func decodeUpdate(b []byte) (acpsdk.SessionUpdate, error) {
+	var u acpsdk.SessionUpdate
 	if err := json.Unmarshal(b, &u); err != nil {
-		return acp.SessionUpdate{}, err
+		return acpsdk.SessionUpdate{}, err
 	}
 	if _, err := json.Marshal(u); err != nil {
-		return acp.SessionUpdate{}, err
+		return acpsdk.SessionUpdate{}, err
 	}
 	return u, nil
 }
@@ -126,20 +133,20 @@ func eventParts(ev any) []any {
 	return out
 }
 
-// partToACP maps an A2A part (as JSON) to an ACP session update.
-func partToACP(p any) (acp.SessionUpdate, bool) {
+// partUpdate maps an A2A part (as JSON) to an ACP session update.
+func partUpdate(p any) (acpsdk.SessionUpdate, bool) {
 	m, ok := p.(map[string]any)
 	if !ok {
-		return acp.SessionUpdate{}, false
+		return acpsdk.SessionUpdate{}, false
 	}
 	meta, _ := m["metadata"].(map[string]any)
 	switch m["kind"] {
 	case "text":
 		text, _ := m["text"].(string)
 		if meta[a2amap.MetaThought] == true {
-			return acp.UpdateAgentThoughtText(text), true
+			return acpsdk.UpdateAgentThoughtText(text), true
 		}
-		return acp.UpdateAgentMessageText(text), true
+		return acpsdk.UpdateAgentMessageText(text), true
 	case "data":
 		data, _ := m["data"].(map[string]any)
 		typ, _ := meta[a2amap.MetaPartType].(string)
@@ -149,28 +156,28 @@ func partToACP(p any) (acp.SessionUpdate, bool) {
 				d[k] = v
 			}
 		}
-		return chunkToACP(e2a.ChunkBody{DeltaKind: e2a.DeltaTool, Delta: d})
+		return chunkUpdate(e2a.ChunkBody{DeltaKind: e2a.DeltaTool, Delta: d})
 	}
-	return acp.SessionUpdate{}, false
+	return acpsdk.SessionUpdate{}, false
 }
 
-// ACPFinal returns the JSON-RPC response ending a turn: the spec mapping
+// Final returns the JSON-RPC response ending a turn: the spec mapping
 // of E2AResponseToACPJSONRPCResponse, extended for the pipeline's own
 // final frames: e2a.complete → {stopReason: end_turn} (or the result's
 // stopReason), e2a.error cancelled / refusal / max_tokens /
 // max_turn_requests → that stopReason. id is the session/prompt's
 // JSON-RPC id (the frame's jsonrpc_id when empty).
-func ACPFinal(r *e2a.Response, id json.RawMessage) jsonrpc.Response {
+func Final(r *e2a.Response, id json.RawMessage) jsonrpc.Response {
 	if len(id) == 0 {
 		id = r.JSONRPCID
 	}
 	switch r.ResponseKind {
 	case e2a.KindComplete:
 		c, _ := r.Complete()
-		res := acp.PromptResponse{StopReason: acp.StopReasonEndTurn}
+		res := acpsdk.PromptResponse{StopReason: acpsdk.StopReasonEndTurn}
 		if m, ok := c.Result.(map[string]any); ok {
 			if sr := a2amap.StopReason(m); sr != "" {
-				res.StopReason = acp.StopReason(sr)
+				res.StopReason = acpsdk.StopReason(sr)
 			}
 		}
 		return jsonrpc.ResultResponse(id, res)
@@ -178,22 +185,22 @@ func ACPFinal(r *e2a.Response, id json.RawMessage) jsonrpc.Response {
 		b, _ := r.Error()
 		switch b.Code {
 		case e2a.ErrCodeCancelled:
-			return jsonrpc.ResultResponse(id, acp.PromptResponse{StopReason: acp.StopReasonCancelled})
+			return jsonrpc.ResultResponse(id, acpsdk.PromptResponse{StopReason: acpsdk.StopReasonCancelled})
 		case e2a.StopRefusal, e2a.StopMaxTokens, e2a.StopMaxTurnRequests:
-			return jsonrpc.ResultResponse(id, acp.PromptResponse{StopReason: acp.StopReason(b.Code)})
+			return jsonrpc.ResultResponse(id, acpsdk.PromptResponse{StopReason: acpsdk.StopReason(b.Code)})
 		}
 	}
 	if resp, ok := E2AResponseToACPJSONRPCResponse(r); ok {
 		resp.ID = id
 		return *resp
 	}
-	return jsonrpc.ResultResponse(id, acp.PromptResponse{StopReason: acp.StopReasonEndTurn})
+	return jsonrpc.ResultResponse(id, acpsdk.PromptResponse{StopReason: acpsdk.StopReasonEndTurn})
 }
 
 // E2AResponseToACPJSONRPCResponse is e2a_response_to_acp_jsonrpc_response
 // (spec §8, §12.6): one JSON-RPC response object from a frame's
-// jsonrpc_id and an acp.prompt_result (result, stop_reason written as
-// stopReason) or an e2a.error / acp.jsonrpc_error (error). ok is false for
+// jsonrpc_id and an acpsdk.prompt_result (result, stop_reason written as
+// stopReason) or an e2a.error / acpsdk.jsonrpc_error (error). ok is false for
 // any other kind. An e2a.error becomes the error its external member
 // describes when that is an ACP error, else -32603 with the E2A code,
 // details and retryable in data.
@@ -259,47 +266,33 @@ func E2AResponseToACPJSONRPCResponse(r *e2a.Response) (*jsonrpc.Response, bool) 
 	return nil, false
 }
 
-// E2AResponseToA2AStreamPayload is e2a_response_to_a2a_stream_payload
-// (spec §8, §12.6): for an a2a.stream_event frame, the A2A StreamResponse
-// with exactly one branch, {"<branch>": payload}, branch one of task,
-// message, status_update, artifact_update. ok is false for any other kind.
-func E2AResponseToA2AStreamPayload(r *e2a.Response) (map[string]any, bool) {
-	if r.ResponseKind != e2a.KindA2AStreamEvent {
-		return nil, false
-	}
-	b, err := r.StreamEvent()
-	if err != nil {
-		return nil, false
-	}
-	if !a2amap.KnownBranch(b.Branch) {
-		return nil, false
-	}
-	return map[string]any{b.Branch: b.Payload}, true
-}
+// fastText enables the text fast path ([TextUpdate]); the differential
+// test turns it off.
+var fastText = true
 
-// FillProjections returns a copy of r with the L3 projections (spec
-// §12.1) filled: projections.acp with the JSON-RPC response or the
-// session/update notification the frame maps to, projections.a2a with the
-// stream payload. Projections are auxiliary: renderers never read them.
-func FillProjections(r *e2a.Response) *e2a.Response {
-	c := *r
-	p := e2a.CloneMap(r.Projections)
-	if p == nil {
-		p = map[string]any{}
+// TextUpdate renders the session/update notification of a plain text
+// chunk (agent_message_chunk) straight into its bytes, as json.Marshal
+// writes the notification of the chunk's [Updates]
+// (TestACPFastTextMatches), for session (the frame's session_id when
+// empty, returned as used). ok is false for any other frame: the renderer
+// then decodes it ([egress.Frame.Decoded]).
+func TextUpdate(f *egress.Frame, session string) (line []byte, used string, ok bool) {
+	if !fastText {
+		return nil, session, false
 	}
-	if r.IsFinal {
-		p["acp"] = e2a.PlainJSON(ACPFinal(r, r.JSONRPCID))
-	} else if resp, ok := E2AResponseToACPJSONRPCResponse(r); ok {
-		p["acp"] = e2a.PlainJSON(resp)
-	} else if ups, err := ACPUpdates(r); err == nil && len(ups) > 0 {
-		p["acp"] = e2a.PlainJSON(jsonrpc.Notification{JSONRPC: "2.0", Method: e2a.ACPSessionUpdate,
-			Params: acp.SessionNotification{SessionId: acp.SessionId(r.SessionID), Update: ups[0]}})
+	c, ok := egress.ReadPlainText(f)
+	if !ok {
+		return nil, session, false
 	}
-	if sp, ok := E2AResponseToA2AStreamPayload(r); ok {
-		p["a2a"] = e2a.PlainJSON(sp)
+	text := c.Text
+	if session == "" {
+		session = c.SessionID
 	}
-	if len(p) > 0 {
-		c.Projections = p
-	}
-	return &c
+	b := make([]byte, 0, 160+len(text)+len(session))
+	b = append(b, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":`...)
+	b = jsonstr.Append(b, session)
+	b = append(b, `,"update":{"content":{"text":`...)
+	b = jsonstr.Append(b, text)
+	b = append(b, `,"type":"text"},"sessionUpdate":"agent_message_chunk"}}}`...)
+	return b, session, true
 }
