@@ -134,7 +134,7 @@ func checkBurstFrames(t testing.TB, got []Frame, want [][]byte, from int64) {
 var decodeModes = []struct {
 	name string
 	opts []ReplayOption
-}{{"decoded", nil}, {"head", []ReplayOption{withoutDecode()}}}
+}{{"decoded", nil}, {"head", []ReplayOption{WithoutDecode()}}}
 
 // TestReplayBursts: a request stored as frame 0 alone, a burst of frames
 // 1..5 and a burst of 6..8 ending with the final frame replays as frames

@@ -22,7 +22,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
-	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
 // script writes the frames of a demo-like agent: reasoning, a tool call and
@@ -53,7 +52,16 @@ type rpcReq struct {
 	Params  json.RawMessage `json:"params"`
 }
 
-// A2ARenderers are A2A v0.3's renderers and error table (package
+// A2AParams are the members of an A2A call's parameters (package
+// a2amap's Params, which this package cannot import: a2amap imports it)
+// that the A2A servers of these tests set.
+type A2AParams struct {
+	JSONRPCID                json.RawMessage
+	TaskID, ContextID        string
+	Resubscribe, Interaction bool
+}
+
+// A2ARenderers are A2A v0.3's renderers, answers and error table (package
 // protocols/a2a's, which this package cannot import), for the A2A servers
 // of runA2AClient and runEndToEnd: the tests of package egress_test pass
 // them.
@@ -62,6 +70,10 @@ type A2ARenderers struct {
 	Stream func(o *Output, requestID string, p A2AParams, from int64) Renderer
 	// Send is message/send's renderer.
 	Send func(o *Output, requestID string, p A2AParams) Renderer
+	// Task and Cancel answer tasks/get and tasks/cancel from the frames
+	// of the task's requests ids, read with svc.
+	Task   func(ctx context.Context, svc *Service, taskID, contextID string, ids []string, historyLength *int) (*a2a.Task, error)
+	Cancel func(ctx context.Context, svc *Service, taskID, contextID string, ids []string, cancel CancelFunc) (*a2a.Task, error)
 	// Error is A2A's error table.
 	Error func(error) *jsonrpc.Error
 	// StreamFormat and SendFormat are their formats.
@@ -140,7 +152,7 @@ func (s *a2aTestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		ids := s.task[string(p.ID)]
 		s.mu.Unlock()
-		t, err := s.h.svc.A2ATask(r.Context(), string(p.ID), "ctx-1", ids, p.HistoryLength)
+		t, err := s.a2a.Task(r.Context(), s.h.svc, string(p.ID), "ctx-1", ids, p.HistoryLength)
 		s.writeTaskRPC(w, req.ID, t, err)
 	case "tasks/cancel":
 		var p a2a.TaskIDParams
@@ -148,7 +160,7 @@ func (s *a2aTestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		ids := s.task[string(p.ID)]
 		s.mu.Unlock()
-		t, err := s.h.svc.A2ACancel(r.Context(), string(p.ID), "ctx-1", ids, func(ctx context.Context, requestID string) error {
+		t, err := s.a2a.Cancel(r.Context(), s.h.svc, string(p.ID), "ctx-1", ids, func(ctx context.Context, requestID string) error {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			for msgID, ch := range s.canc {
@@ -288,11 +300,11 @@ func checkA2AEvents(t *testing.T, what string, events []a2a.Event, submitted boo
 			for _, p := range au.Artifact.Parts {
 				switch pt := p.(type) {
 				case a2a.TextPart:
-					if pt.Metadata[a2amap.MetaThought] != true {
+					if pt.Metadata["thought"] != true {
 						text.WriteString(pt.Text)
 					}
 				case a2a.DataPart:
-					if pt.Metadata[a2amap.MetaPartType] == e2a.ToolFunctionCall {
+					if pt.Metadata["type"] == e2a.ToolFunctionCall {
 						calls++
 					}
 				}

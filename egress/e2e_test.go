@@ -14,7 +14,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
 // runEndToEnd: the demo agent (agent SDK, fenced frames) answers requests
@@ -79,7 +78,7 @@ func runEndToEnd(t *testing.T, rend A2ARenderers) {
 		}
 		if au, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok {
 			for _, p := range au.Artifact.Parts {
-				if tp, ok := p.(a2a.TextPart); ok && tp.Metadata[a2amap.MetaThought] != true {
+				if tp, ok := p.(a2a.TextPart); ok && tp.Metadata["thought"] != true {
 					text.WriteString(tp.Text)
 				}
 			}

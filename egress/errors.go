@@ -3,8 +3,6 @@ package egress
 import (
 	"errors"
 	"fmt"
-
-	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
 // Sentinel errors of the replay engine and the HTTP surface. Functions wrap
@@ -24,9 +22,9 @@ var (
 	// the ordering invariants (a gap in the stored sequence), an a2a.*
 	// frame whose body is not the A2A object it names, or an
 	// acp.session_update frame whose body is no ACP session update
-	// (ACPUpdates): it is declared by package a2amap, whose frame mapping
-	// reports it too.
-	ErrInvalidFrame = a2amap.ErrInvalidFrame
+	// (package protocols/acp's Updates); package a2amap, whose frame
+	// mapping reports it too, declares its ErrInvalidFrame as this one.
+	ErrInvalidFrame = errors.New("egress: invalid stored frame")
 	// ErrBadRequest reports an invalid argument from the client, e.g. a
 	// malformed resume point.
 	ErrBadRequest = errors.New("egress: bad request")

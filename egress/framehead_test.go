@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
-
-	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
 // frameHead.decode must give what json.Unmarshal gives, for any input.
@@ -98,10 +96,10 @@ func checkTextFrameScan(t *testing.T, data []byte) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("%q: %+v, json.Unmarshal %+v", data, got, want)
 	}
-	if (gm == nil) != (wm == nil) || string(gm[a2amap.MetaLLMResponseID]) != string(wm[a2amap.MetaLLMResponseID]) {
+	if (gm == nil) != (wm == nil) || string(gm[metaLLMResponseID]) != string(wm[metaLLMResponseID]) {
 		t.Fatalf("%q: metadata %v, json.Unmarshal %v", data, gm, wm)
 	}
-	if _, ok := wm[a2amap.MetaLLMResponseID]; ok != (gm[a2amap.MetaLLMResponseID] != nil) {
+	if _, ok := wm[metaLLMResponseID]; ok != (gm[metaLLMResponseID] != nil) {
 		t.Fatalf("%q: llm_response_id presence differs", data)
 	}
 }

@@ -125,6 +125,20 @@ func withPrepared(p *Prepared) ReplayOption {
 	return func(c *replayConfig) error { c.prepared = p; return nil }
 }
 
+// OpenReader is [Open] on the service's connection with its replay
+// options (its wait limits, then opts), for a protocol's answers that are
+// values or events rather than a rendered stream (package protocols/a2a's).
+func (s *Service) OpenReader(ctx context.Context, requestID string, from int64, opts ...ReplayOption) (*Reader, error) {
+	return Open(ctx, s.nc, requestID, from, append(s.replayOptions(nil), opts...)...)
+}
+
+// OpenPrepared is [Service.OpenReader] taking over the live subscription
+// prepared in ctx for requestID ([ExpectStream], [Service.Prepare]) when
+// there is one, as the service's own streams do.
+func (s *Service) OpenPrepared(ctx context.Context, requestID string, from int64, opts ...ReplayOption) (*Reader, error) {
+	return s.open(ctx, requestID, from, append(s.replayOptions(nil), opts...)...)
+}
+
 // open is Open on the service's connection, with the subscription prepared
 // in ctx for requestID when there is one.
 func (s *Service) open(ctx context.Context, requestID string, from int64, opts ...ReplayOption) (*Reader, error) {

@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/a2aproject/a2a-go/a2a"
-
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
+
+// StoredRequest is a request as the pipeline holds it: its envelope and
+// its stored frames, in order (what a protocol rebuilds a task from).
+type StoredRequest struct {
+	Envelope *e2a.Envelope
+	Frames   []*e2a.Response
+}
 
 // LoadRequests reads the envelope and the stored frames of each request
 // (in order, e.g. a task's from the E2A_TASKS index ingress keeps), for
@@ -19,15 +23,15 @@ import (
 // Requests with neither are skipped; ErrNotFound when none is left. A
 // request whose envelope the pipeline no longer holds gets one with only
 // its id.
-func (s *Service) LoadRequests(ctx context.Context, ids []string) ([]a2amap.Request, error) {
+func (s *Service) LoadRequests(ctx context.Context, ids []string) ([]StoredRequest, error) {
 	names := s.streamNames()
-	var out []a2amap.Request
+	var out []StoredRequest
 	for _, id := range ids {
 		env, _, err := fetchEnvelope(ctx, s.mux, names.requests, id)
 		if err != nil {
 			return nil, err
 		}
-		rq := a2amap.Request{Envelope: env}
+		rq := StoredRequest{Envelope: env}
 		rd, err := Open(ctx, s.nc, id, 0, append(s.replayOptions(nil), WithoutRequestCheck())...)
 		if err != nil {
 			return nil, err
@@ -56,17 +60,6 @@ func (s *Service) LoadRequests(ctx context.Context, ids []string) ([]a2amap.Requ
 		return nil, fmt.Errorf("%w: none of %d requests", ErrNotFound, len(ids))
 	}
 	return out, nil
-}
-
-// A2ATask rebuilds the A2A Task made of requestIDs (in order, from the
-// E2A_TASKS index ingress keeps) with a2amap.BuildTask. It returns ErrNotFound
-// when none of the requests exists.
-func (s *Service) A2ATask(ctx context.Context, taskID, contextID string, requestIDs []string, historyLength *int) (*a2a.Task, error) {
-	reqs, err := s.LoadRequests(ctx, requestIDs)
-	if err != nil {
-		return nil, err
-	}
-	return a2amap.BuildTask(taskID, contextID, reqs, historyLength), nil
 }
 
 // CancelFunc asks the worker holding requestID to stop (ingress publishes
@@ -109,17 +102,37 @@ func (s *Service) CancelRequest(ctx context.Context, requestID string, cancel Ca
 			final = r
 		}
 		return nil
-	}, append(s.replayOptions(nil), WithoutRequestCheck(), withoutDecode())...)
+	}, append(s.replayOptions(nil), WithoutRequestCheck(), WithoutDecode())...)
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return false, err
 	}
 	if final == nil {
 		return false, nil
 	}
-	if a2amap.FinalOutcome(final).State != a2a.TaskStateCanceled {
+	if !endedCanceled(final) {
 		return false, fmt.Errorf("%w: %q ended %s", ErrNotCancelable, requestID, final.Status)
 	}
 	return true, nil
+}
+
+// endedCanceled reports whether the final frame r ends its request
+// canceled: an e2a.error cancelled, or an ACP prompt result whose stop
+// reason is cancelled (the frames A2A's outcome maps to the canceled
+// state, package a2amap's FinalOutcome).
+func endedCanceled(r *e2a.Response) bool {
+	switch r.ResponseKind {
+	case e2a.KindError:
+		b, _ := r.Error()
+		return b.Code == e2a.ErrCodeCancelled
+	case e2a.KindACPPromptRes:
+		body, _ := r.BodyMap()
+		for _, k := range []string{"stopReason", "stop_reason"} {
+			if sr, ok := body[k].(string); ok {
+				return sr == e2a.StopCancelled
+			}
+		}
+	}
+	return false
 }
 
 // Finished reports whether the final frame of requestID is written (false
@@ -163,17 +176,6 @@ func (s *Service) Continuable(ctx context.Context, requestID string) (bool, erro
 	}
 	_, _, interrupted := r.Interrupt()
 	return interrupted, nil
-}
-
-// A2ACancel answers A2A tasks/cancel (v0.3 and v1.0): ErrNotCancelable
-// when the task's last request is already final, ErrNotFound when it has
-// none; otherwise its turns are cancelled (CancelTurns), and the Task
-// returned (state canceled once the worker stopped).
-func (s *Service) A2ACancel(ctx context.Context, taskID, contextID string, requestIDs []string, cancel CancelFunc) (*a2a.Task, error) {
-	if _, err := s.CancelTurns(ctx, requestIDs, cancel); err != nil {
-		return nil, err
-	}
-	return s.A2ATask(ctx, taskID, contextID, requestIDs, nil)
 }
 
 // CancelTurns cancels the turns of a task (requestIDs, oldest first) that

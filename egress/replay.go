@@ -132,6 +132,13 @@ func (f *Frame) Decoded() (*e2a.Response, error) {
 }
 
 // sequence returns the E2A sequence of the frame.
+// IsFinal reports whether f is its request's final frame, read from its
+// head: f need not be decoded.
+func (f *Frame) IsFinal() bool { return f.isFinal() }
+
+// Kind is f's response_kind, read from its head: f need not be decoded.
+func (f *Frame) Kind() string { return f.kind() }
+
 func (f *Frame) sequence() int64 {
 	if f.Response != nil {
 		return f.Response.Sequence
@@ -368,11 +375,12 @@ func withMux(m *streams.DirectGetter) ReplayOption {
 	return func(c *replayConfig) error { c.mux = m; return nil }
 }
 
-// withoutDecode makes the reader decode only the head of each frame
+// WithoutDecode makes the reader decode only the head of each frame
 // (sequence, is_final, response_kind): Frame.Response stays nil and is
 // decoded by Frame.Decoded when a renderer needs it. The E2A pass-through
-// renderers write Raw and never do.
-func withoutDecode() ReplayOption { return func(c *replayConfig) error { c.lazy = true; return nil } }
+// renderers write Raw and never do; a protocol's answers that read plain
+// text chunks with [ReadTextChunk] decode the other frames.
+func WithoutDecode() ReplayOption { return func(c *replayConfig) error { c.lazy = true; return nil } }
 
 // Reader delivers the frames of one request in order, exactly once, from a
 // resume point to the final frame: first what E2A_RESPONSES already holds

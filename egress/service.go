@@ -431,7 +431,7 @@ func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, 
 		return o.Flush()
 	})
 	if pt, ok := rend.(PassThrough); ok && pt.PassThrough() {
-		ropts = append(ropts, withoutDecode())
+		ropts = append(ropts, WithoutDecode())
 	}
 	// What is written goes out when the reader has nothing more to give
 	// at once: frames that arrived together in one write. The head waits
@@ -586,7 +586,7 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 		return
 	}
 	if last != nil {
-		rd, err := Open(ctx, s.nc, id, from, append(s.replayOptions(nil), WithoutRequestCheck(), withoutDecode())...)
+		rd, err := Open(ctx, s.nc, id, from, append(s.replayOptions(nil), WithoutRequestCheck(), WithoutDecode())...)
 		if err != nil {
 			s.finish(o, rend, FormatE2AJSON, err)
 			return
@@ -627,7 +627,7 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 // waitFinal reads the request to its final frame without keeping frames,
 // and returns where the final frame is.
 func (s *Service) waitFinal(ctx context.Context, id string, known bool) (*lastInfo, error) {
-	opts := append(s.replayOptions(nil), withoutDecode())
+	opts := append(s.replayOptions(nil), WithoutDecode())
 	if known {
 		opts = append(opts, WithoutRequestCheck())
 	}

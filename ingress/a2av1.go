@@ -8,7 +8,7 @@ import (
 
 // A2A v1.0 is package protocols/a2av1 (its request handler, its bindings
 // over the SDK's transports, its error table); ingress is its host
-// (protocolHost: host.V1Host), mounts its HTTP bindings (Register) and
+// (protocolHost: a2av1.Host), mounts its HTTP bindings (Register) and
 // serves its gRPC binding (A2AGRPC).
 const (
 	// A2AV1Path is the A2A v1.0 JSON-RPC endpoint, with the HTTP+JSON

@@ -10,6 +10,8 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
@@ -71,7 +73,7 @@ func (s *Server) cancelInterrupted(ctx context.Context, p Principal, t *host.Tas
 	// Its final frame, written at once by a worker of the pool.
 	wctx, stop := context.WithTimeout(ctx, cancelTurnWait)
 	defer stop()
-	if _, err := s.egress.A2AResult(wctx, env.RequestID, egress.A2AParams{TaskID: t.ID, ContextID: t.ContextID},
+	if _, err := a2aproto.NewAnswers(s.egress).A2AResult(wctx, env.RequestID, a2amap.Params{TaskID: t.ID, ContextID: t.ContextID},
 		egress.WithoutRequestCheck()); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return "", err
 	}

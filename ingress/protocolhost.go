@@ -18,6 +18,8 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a"
+	"github.com/e2a-pipeline/pipeline/protocols/a2av1"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -111,7 +113,7 @@ type protocolHost struct{ s *Server }
 var (
 	_ host.RPCHost  = protocolHost{}
 	_ host.TaskHost = protocolHost{}
-	_ host.V1Host   = protocolHost{}
+	_ a2av1.Host    = protocolHost{}
 )
 
 // Admit is the gate.
@@ -237,14 +239,15 @@ func (h protocolHost) AuthMethods() []host.AuthMethod {
 	return out
 }
 
-// TaskAnswers is the server's egress service.
-func (h protocolHost) TaskAnswers() host.TaskAnswers { return h.s.egress }
+// TaskFrames is the server's egress service.
+func (h protocolHost) TaskFrames() host.TaskFrames { return h.s.egress }
 
 // A2AV1 is the A2A v1.0 JSON-RPC handler (of A2AV1Path).
 func (h protocolHost) A2AV1() http.Handler { return h.s.v1rpc }
 
-// V1Answers is the server's egress service.
-func (h protocolHost) V1Answers() host.V1Answers { return h.s.egress }
+// V1Answers are package protocols/a2a's answers over the server's egress
+// service.
+func (h protocolHost) V1Answers() a2av1.Answers { return a2a.NewAnswers(h.s.egress) }
 
 // Logger is the server's logger.
 func (h protocolHost) Logger() *slog.Logger { return h.s.opts.log }

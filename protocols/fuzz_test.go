@@ -583,7 +583,7 @@ func checkMappings(t *testing.T, frames [][]byte, from int64) {
 					mustEncode("A2A event", ev)
 					// The A2A v1.0 bindings answer an error here as an
 					// internal error: a mapped event always converts.
-					v1, err := egress.A2AV1Event(ev)
+					v1, err := a2a.V1Event(ev)
 					if err != nil {
 						t.Fatalf("A2AV1Event(%T): %v", ev, err)
 					}

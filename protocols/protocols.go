@@ -66,7 +66,7 @@ type Protocol struct {
 	// but for the streams the package renders itself (Formats, with their
 	// conformance cases as for Routes); its wire's golden files are under
 	// protocols/<Dir>/testdata/wire/.
-	Bindings func(h host.V1Host) host.V1Bindings
+	Bindings func(h a2av1.Host) host.V1Bindings
 	// EgressRenderers: the package's renderers (Formats) are egress's,
 	// with their conformance cases and golden files under egress/testdata:
 	// E2A's, which are egress's own read API (GET /v1/requests/{id}[/stream]

@@ -43,7 +43,7 @@
 // envelope (principal and task) and the task's configs; a message of a
 // task without configs is acked at once. Otherwise the message's frames
 // are mapped to task updates by the A2A mapper the streaming bindings use
-// (protocols/a2a/a2amap, then egress.A2AV1Event): A2A v1.0 StreamResponse
+// (protocols/a2a/a2amap, then protocols/a2a.V1Event): A2A v1.0 StreamResponse
 // JSON for V1 configs, A2A v0.3 event JSON (kind status-update or
 // artifact-update) for V03 ones. The mapper is fed the request's earlier
 // frames when this replica has not seen them, so an update's id

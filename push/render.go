@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/egress"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -168,13 +167,13 @@ func (s *stage) catchUp(ctx context.Context, st *mapState, m *message) error {
 }
 
 // renderEvent is ev as A2A v1.0 StreamResponse JSON (the v1.0 bindings'
-// conversion, egress.A2AV1Event) and as A2A v0.3 event JSON.
+// conversion, a2aproto.V1Event) and as A2A v0.3 event JSON.
 func renderEvent(ev a2a03.Event) (event, error) {
 	v03, err := json.Marshal(ev)
 	if err != nil {
 		return event{}, err
 	}
-	v, err := egress.A2AV1Event(ev)
+	v, err := a2aproto.V1Event(ev)
 	if err != nil {
 		return event{}, err
 	}

@@ -2,5 +2,7 @@
 // read the whole module's source with go/parser: size_test.go fails for a
 // non-test function over 100 lines or above cyclomatic complexity 30 that
 // its exceptions list does not name; sleep_test.go for a test that sleeps
-// to wait for something. It has no code of its own.
+// to wait for something; imports_test.go for a protocol SDK or protocol
+// package imported by egress or protocols/host (the neutral layers). It
+// has no code of its own.
 package habits

@@ -38,7 +38,7 @@ func serveAgentVault(serve func(http.ResponseWriter, *http.Request, string, stri
 
 // agentVaultTaskOf answers AgentVault tasks/get: the task rebuilt from
 // requestIDs in the profile's Task shape, or egress.ErrNotFound.
-func agentVaultTaskOf(ctx context.Context, ans host.TaskAnswers, taskID string, requestIDs []string) (AVTask, error) {
+func agentVaultTaskOf(ctx context.Context, ans host.TaskFrames, taskID string, requestIDs []string) (AVTask, error) {
 	reqs, err := ans.LoadRequests(ctx, requestIDs)
 	if err != nil {
 		return AVTask{}, err
@@ -59,7 +59,7 @@ type AgentVaultCancelResult struct {
 // agentVaultCancel answers AgentVault tasks/cancel: the result once the
 // cancel is sent, egress.ErrNotCancelable when the task is already final,
 // egress.ErrNotFound when it has no request.
-func agentVaultCancel(ctx context.Context, ans host.TaskAnswers, requestIDs []string, cancel egress.CancelFunc) (AgentVaultCancelResult, error) {
+func agentVaultCancel(ctx context.Context, ans host.TaskFrames, requestIDs []string, cancel egress.CancelFunc) (AgentVaultCancelResult, error) {
 	if len(requestIDs) == 0 {
 		return AgentVaultCancelResult{}, egress.ErrNotFound
 	}

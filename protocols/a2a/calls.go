@@ -59,7 +59,7 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 		return
 	}
 	env := res.Envelope
-	ans := d.h.TaskAnswers()
+	ans := NewAnswers(d.h.TaskFrames())
 	// owned is the caller's task the call names, nil (not found answered)
 	// when there is none.
 	owned := func(a tenant.Access) *host.Task {
@@ -79,7 +79,7 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 			return
 		}
 		if protocol == normalizer.ProtocolAgentVault {
-			answer(rep, toRPC)(agentVaultTaskOf(in.Ctx, ans, t.ID, t.RequestIDs))
+			answer(rep, toRPC)(agentVaultTaskOf(in.Ctx, d.h.TaskFrames(), t.ID, t.RequestIDs))
 			return
 		}
 		answer(rep, toRPC)(ans.A2ATask(in.Ctx, t.ID, t.ContextID, t.RequestIDs, HistoryLength(env)))
@@ -89,7 +89,7 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 			return
 		}
 		if protocol == normalizer.ProtocolAgentVault {
-			answer(rep, toRPC)(agentVaultCancelTask(in.Ctx, ans, tc, t, d.h.Cancel))
+			answer(rep, toRPC)(agentVaultCancelTask(in.Ctx, d.h.TaskFrames(), tc, t, d.h.Cancel))
 			return
 		}
 		answer(rep, toRPC)(a2aCancel(in.Ctx, ans, tc, t, d.h.Cancel))
@@ -108,10 +108,10 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 		}
 		defer release()
 		if protocol == normalizer.ProtocolAgentVault {
-			serveAgentVault(ans.ServeExisting, w, in.Request, t.LastRequest(), AgentVaultParams{JSONRPCID: req.ID, TaskID: t.ID})
+			serveAgentVault(d.h.TaskFrames().ServeExisting, w, in.Request, t.LastRequest(), AgentVaultParams{JSONRPCID: req.ID, TaskID: t.ID})
 			return
 		}
-		serveStream(ans.ServeExisting, w, in.Request, t.LastRequest(), a2amap.Params{JSONRPCID: req.ID, TaskID: t.ID, ContextID: t.ContextID,
+		serveStream(d.h.TaskFrames().ServeExisting, w, in.Request, t.LastRequest(), a2amap.Params{JSONRPCID: req.ID, TaskID: t.ID, ContextID: t.ContextID,
 			Resubscribe: true, Interaction: Interaction(in.Header, env)})
 	default:
 		rep.Error(jsonrpc.MethodNotFound(req.Method))
@@ -201,7 +201,7 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 	if req.IsNotification() {
 		return // published; nothing to answer
 	}
-	ans := d.h.TaskAnswers()
+	ans := NewAnswers(d.h.TaskFrames())
 	params := a2amap.Params{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, HistoryLength: HistoryLength(env),
 		AcceptedOutputModes: env.ExpectedOutputModes, Interaction: Interaction(in.Header, env)}
 	switch req.Method {
@@ -235,7 +235,7 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 		if w == nil {
 			return
 		}
-		serveAgentVault(ans.ServeExisting, w, in.Request, acc.RequestID, AgentVaultParams{JSONRPCID: req.ID, TaskID: env.TaskID})
+		serveAgentVault(d.h.TaskFrames().ServeExisting, w, in.Request, acc.RequestID, AgentVaultParams{JSONRPCID: req.ID, TaskID: env.TaskID})
 	default: // tasks/send
 		rep.Result(map[string]string{"id": env.TaskID})
 	}

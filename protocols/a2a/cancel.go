@@ -16,7 +16,7 @@ import (
 // last ended interrupted (input-required, auth-required: not terminal), a
 // cancel turn ends the task canceled (host.Tasks.CancelInterrupted). The
 // task after either.
-func a2aCancel(ctx context.Context, ans host.TaskAnswers, tc host.Tasks, t *host.Task, cancel egress.CancelFunc) (*a2a.Task, error) {
+func a2aCancel(ctx context.Context, ans Answers, tc host.Tasks, t *host.Task, cancel egress.CancelFunc) (*a2a.Task, error) {
 	v, err := ans.A2ACancel(ctx, t.ID, t.ContextID, t.RequestIDs, cancel)
 	if !errors.Is(err, egress.ErrNotCancelable) {
 		return v, err
@@ -33,7 +33,7 @@ func a2aCancel(ctx context.Context, ans host.TaskAnswers, tc host.Tasks, t *host
 
 // agentVaultCancelTask is agentVaultCancel, with the cancel turn of an
 // interrupted task (INPUT_REQUIRED) as a2aCancel has it.
-func agentVaultCancelTask(ctx context.Context, ans host.TaskAnswers, tc host.Tasks, t *host.Task, cancel egress.CancelFunc) (AgentVaultCancelResult, error) {
+func agentVaultCancelTask(ctx context.Context, ans host.TaskFrames, tc host.Tasks, t *host.Task, cancel egress.CancelFunc) (AgentVaultCancelResult, error) {
 	res, err := agentVaultCancel(ctx, ans, t.RequestIDs, cancel)
 	if !errors.Is(err, egress.ErrNotCancelable) {
 		return res, err

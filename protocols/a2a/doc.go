@@ -32,7 +32,7 @@
 //
 // The answers are this package's renderers, served over the host
 // (message/stream with Serve, message/send with ServeFrom, tasks/resubscribe
-// and AgentVault's streams with [host.TaskAnswers]' ServeExisting):
+// and AgentVault's streams with [host.TaskFrames]' ServeExisting):
 // A2A v0.3's SSE renderer ([NewStream], format [StreamFormat]: a JSON-RPC
 // response per A2A event, plain text chunks written straight from the
 // frame's bytes by its text fast path) and message/send's ([NewSend],

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -164,5 +165,57 @@ func TestStreamTextAllocs(t *testing.T) {
 	write()
 	if c := cap(rend.(*stream).buf); c > egress.MaxScratch {
 		t.Errorf("the stream kept a %d-byte buffer", c)
+	}
+}
+
+func a2aEventsOf(t *testing.T, fast, lazy bool, from int64, frames []*e2a.Response) []a2a.Event {
+	t.Helper()
+	old := fastText
+	fastText = fast
+	defer func() { fastText = old }()
+	m := a2amap.NewStreamMapper(frames[0].RequestID, a2amap.Params{TaskID: "task-<1>", ContextID: "ctx &1", Interaction: true}, from)
+	var evs []a2a.Event
+	for i, f := range frames {
+		raw, _ := json.Marshal(f)
+		fr := &egress.Frame{Response: f, Raw: raw, StreamSeq: uint64(i + 1)}
+		if lazy {
+			var err error
+			if fr, err = egress.HeadFrame(raw, uint64(i+1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !frameA2AEvents(m, fr, func(ev a2a.Event, err error) bool {
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs = append(evs, ev)
+			return true
+		}) {
+			t.Fatalf("frame %d: stopped", i)
+		}
+	}
+	return evs
+}
+
+// TestA2AEventsFastTextMatches: the events A2AEvents (the A2A v1.0
+// binding's stream) builds for plain text chunks from their bytes are the
+// ones Mapper.Events builds, for hostile texts, runs of text split by
+// reasoning and tool chunks, with and without llm_response_id, and resumed
+// streams.
+func TestA2AEventsFastTextMatches(t *testing.T) {
+	frames := egress.TextFrames()
+	for _, from := range []int64{0, 3} {
+		slow := a2aEventsOf(t, false, false, from, frames)
+		for _, lazy := range []bool{false, true} {
+			fast := a2aEventsOf(t, true, lazy, from, frames)
+			if !reflect.DeepEqual(fast, slow) {
+				f, _ := json.Marshal(fast)
+				s, _ := json.Marshal(slow)
+				t.Fatalf("from %d lazy %v:\nfast: %s\nslow: %s", from, lazy, f, s)
+			}
+		}
+		if len(slow) < len(frames) {
+			t.Fatalf("%d events for %d frames", len(slow), len(frames))
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
@@ -40,7 +41,7 @@ const gateProtocol = "a2a"
 // the SDK's JSON-RPC and HTTP+JSON handlers and its gRPC service, thin
 // adapters over one handler. Each call passes the host's gate (refusals
 // in the binding's error shape) before the SDK decodes anything.
-func Bindings(h host.V1Host) host.V1Bindings {
+func Bindings(h Host) host.V1Bindings {
 	hd := &handler{h: h}
 	opts := []a2asrv.TransportOption{a2asrv.WithTransportKeepAlive(h.V1Answers().Heartbeat())}
 	b := &bindings{h: h, hd: hd}
@@ -59,7 +60,7 @@ func Bindings(h host.V1Host) host.V1Bindings {
 
 // bindings admits the calls of the bindings over the host.
 type bindings struct {
-	h  host.V1Host
+	h  Host
 	hd *handler
 }
 
@@ -171,7 +172,7 @@ func (b *bindings) streamREST(w http.ResponseWriter, r *http.Request, sdk http.H
 		sdk.ServeHTTP(w, r)
 		return
 	}
-	b.stream(w, r, &req, sdk, func(requestID string, p egress.A2AParams, from int64) egress.NewRenderer {
+	b.stream(w, r, &req, sdk, func(requestID string, p a2amap.Params, from int64) egress.NewRenderer {
 		return func(o *egress.Output) egress.Renderer { return NewRESTStream(o, requestID, p, from) }
 	})
 }
@@ -196,7 +197,7 @@ func (b *bindings) streamRPC(w http.ResponseWriter, r *http.Request, head rpcHea
 		sdk.ServeHTTP(w, r)
 		return
 	}
-	b.stream(w, r, &req, sdk, func(requestID string, p egress.A2AParams, from int64) egress.NewRenderer {
+	b.stream(w, r, &req, sdk, func(requestID string, p a2amap.Params, from int64) egress.NewRenderer {
 		return func(o *egress.Output) egress.Renderer { return NewStream(o, requestID, p, head.ID, from) }
 	})
 }
@@ -205,7 +206,7 @@ func (b *bindings) streamRPC(w http.ResponseWriter, r *http.Request, head rpcHea
 // newRenderer builds; a refusal before the stream opens is handed to sdk
 // (call.refusal) for its answer.
 func (b *bindings) stream(w http.ResponseWriter, r *http.Request, req *a2a.SendMessageRequest, sdk http.Handler,
-	newRenderer func(requestID string, p egress.A2AParams, from int64) egress.NewRenderer) {
+	newRenderer func(requestID string, p a2amap.Params, from int64) egress.NewRenderer) {
 	// Subscribed to the frames before the publish, as the handler's
 	// SendStreamingMessage does (egress.ExpectStream).
 	ctx, end := egress.ExpectStream(r.Context())

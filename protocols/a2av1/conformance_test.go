@@ -19,7 +19,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
-	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -27,7 +26,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // streamCase is one of the package's renderer cases.
 type streamCase struct {
 	name string
-	p    egress.A2AParams
+	p    a2amap.Params
 	rest bool // the HTTP+JSON binding's stream
 }
 
@@ -36,10 +35,10 @@ type streamCase struct {
 // function_call/function_response DataParts), for a text/plain one
 // (_text_only: no DataParts), and the HTTP+JSON binding's (_rest).
 var streamCases = []streamCase{
-	{StreamFormat, egress.A2AParams{Interaction: true}, false},
-	{StreamFormat + "_basic", egress.A2AParams{}, false},
-	{StreamFormat + "_text_only", egress.A2AParams{Interaction: true, AcceptedOutputModes: []string{"text/plain"}}, false},
-	{StreamFormat + "_rest", egress.A2AParams{Interaction: true}, true},
+	{StreamFormat, a2amap.Params{Interaction: true}, false},
+	{StreamFormat + "_basic", a2amap.Params{}, false},
+	{StreamFormat + "_text_only", a2amap.Params{Interaction: true, AcceptedOutputModes: []string{"text/plain"}}, false},
+	{StreamFormat + "_rest", a2amap.Params{Interaction: true}, true},
 }
 
 // checkParts: what the case's client must not get is not in body.
@@ -69,7 +68,7 @@ func (c streamCase) newStream(o *egress.Output, requestID string, from int64) eg
 }
 
 // streamParams are the call's parameters the cases render with.
-func streamParams(p egress.A2AParams) egress.A2AParams {
+func streamParams(p a2amap.Params) a2amap.Params {
 	p.TaskID, p.ContextID, p.Submitted = "task-002", "ctx-001", egress.ConformanceTime()
 	return p
 }
@@ -171,11 +170,11 @@ func terminal(ev a2a.Event) bool {
 // SendStreamingMessage as egress.Service.A2AEvents does: the submitted
 // status, each frame's events, the error the scenario ends with.
 type scenarioAnswers struct {
-	host.V1Answers
+	Answers
 	sc egress.Scenario
 }
 
-func (a scenarioAnswers) A2AEvents(_ context.Context, requestID string, p egress.A2AParams, _ int64, _ ...egress.ReplayOption) iter.Seq2[legacy.Event, error] {
+func (a scenarioAnswers) A2AEvents(_ context.Context, requestID string, p a2amap.Params, _ int64, _ ...egress.ReplayOption) iter.Seq2[legacy.Event, error] {
 	return func(yield func(legacy.Event, error) bool) {
 		m := a2amap.NewStreamMapper(requestID, p, 0)
 		ts := p.Submitted.UTC()
@@ -211,7 +210,7 @@ type sdkHost struct {
 	sc egress.Scenario
 }
 
-func (h sdkHost) V1Answers() host.V1Answers { return scenarioAnswers{sc: h.sc} }
+func (h sdkHost) V1Answers() Answers { return scenarioAnswers{sc: h.sc} }
 
 // errorTime is the timestamp of an error's ErrorInfo, which the SDK sets
 // from the clock.
@@ -284,7 +283,7 @@ func TestStreamMatchesSDK(t *testing.T) {
 type sdkAnswers struct {
 	*handler
 	requestID string
-	p         egress.A2AParams
+	p         a2amap.Params
 }
 
 func (s sdkAnswers) SendStreamingMessage(ctx context.Context, _ *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {

@@ -18,7 +18,7 @@
 // UnsupportedOperation unless the call activates [ReplayExtension]), and the
 // push-config and extended-card methods, refused as the card declares
 // neither. Answers are egress's A2A events and values of the requests'
-// frames ([host.V1Answers]: the v0.3 mapping, shared with A2A v0.3), which
+// frames ([Answers]: the v0.3 mapping, shared with A2A v0.3), which
 // the SDK converts to v1.0: one mapping, two generations.
 //
 // [Bindings], the registry's (protocols.Protocol.Bindings on the A2AV1
@@ -37,7 +37,7 @@
 // method handlers, so the server's other services (reflection) are not
 // gated. The handler reads a transport-free call from the context (its
 // headers, agent pool, A2A-Version and the admitted [host.V1Caller]), and
-// reaches the pipeline only through [host.V1Host] and [host.V1Caller]:
+// reaches the pipeline only through [Host] and [host.V1Caller]:
 // the task store under the ownership rule ([host.TaskStore]: every read
 // and listing is the caller's, or the audit and admin roles'), the
 // publish, the stream slots, egress's answers and the cancel. Errors are

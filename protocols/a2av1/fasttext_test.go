@@ -7,6 +7,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
 // renderStream renders frames with the JSON-RPC stream, the text fast
@@ -18,7 +19,7 @@ func renderStream(t *testing.T, fast, lazy, rest bool, id json.RawMessage, from 
 	fastText = fast
 	defer func() { fastText = old }()
 	out, err := egress.RenderFrames(func(o *egress.Output) egress.Renderer {
-		p := egress.A2AParams{TaskID: "task-<1>", ContextID: "ctx &1", Submitted: egress.ConformanceTime(), Interaction: true}
+		p := a2amap.Params{TaskID: "task-<1>", ContextID: "ctx &1", Submitted: egress.ConformanceTime(), Interaction: true}
 		if rest {
 			return NewRESTStream(o, frames[0].RequestID, p, from)
 		}

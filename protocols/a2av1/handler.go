@@ -23,6 +23,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
@@ -36,7 +37,7 @@ import (
 // durable frames by egress, whose events the SDK converts back: one
 // mapping, two generations.
 type handler struct {
-	h host.V1Host
+	h Host
 }
 
 var _ a2asrv.RequestHandler = (*handler)(nil)
@@ -103,7 +104,7 @@ func normalizeSend(norm *normalizer.Normalizer, in normalizer.Input, req *a2a.Se
 
 // submit normalizes and publishes a SendMessage request, as message/send
 // or message/stream of v0.3, and records it on its task.
-func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, method string) (acc host.Accepted, p egress.A2AParams, err error) {
+func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, method string) (acc host.Accepted, p a2amap.Params, err error) {
 	c, err := h.call(ctx)
 	if err != nil {
 		return acc, p, err
@@ -145,7 +146,7 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 	if err != nil {
 		return acc, p, sdkError(err)
 	}
-	p = egress.A2AParams{TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
+	p = a2amap.Params{TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
 		AcceptedOutputModes: env.ExpectedOutputModes, Interaction: a2aproto.Interaction(c.header, env)}
 	if req.Config != nil {
 		p.HistoryLength = req.Config.HistoryLength
@@ -238,7 +239,7 @@ func errSeq(err error) iter.Seq2[a2a.Event, error] {
 // stream ends after the terminal status), without the parts the client of
 // p must not get (a2aproto.EventFilter: its output modes, the interaction
 // spec).
-func v1Events(evs iter.Seq2[legacy.Event, error], p egress.A2AParams, release func()) iter.Seq2[a2a.Event, error] {
+func v1Events(evs iter.Seq2[legacy.Event, error], p a2amap.Params, release func()) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		defer release()
 		keep := a2aproto.EventFilter(p)
@@ -251,7 +252,7 @@ func v1Events(evs iter.Seq2[legacy.Event, error], p egress.A2AParams, release fu
 			if !ok {
 				continue
 			}
-			v, err := egress.A2AV1Event(ev)
+			v, err := a2aproto.V1Event(ev)
 			if err != nil {
 				yield(nil, fmt.Errorf("%w: %v", a2a.ErrInternalError, err))
 				return
@@ -433,7 +434,7 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskR
 		// The extension the call activates, echoed (A2A §4.6).
 		_ = grpc.SetHeader(ctx, metadata.Pairs(strings.ToLower(a2a.SvcParamExtensions), ReplayExtension))
 	}
-	return v1Events(evs, egress.A2AParams{Interaction: interaction}, release)
+	return v1Events(evs, a2amap.Params{Interaction: interaction}, release)
 }
 
 // finishedError is SubscribeToTask's answer for a task in a terminal

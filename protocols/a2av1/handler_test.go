@@ -25,6 +25,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
@@ -46,11 +47,11 @@ func (f fakeHost) Admit(w http.ResponseWriter, r *http.Request, _ string, refuse
 	return f.caller, true
 }
 
-var _ host.V1Host = fakeHost{}
+var _ Host = fakeHost{}
 
 func (f fakeHost) Normalizer() *normalizer.Normalizer   { return f.norm }
 func (f fakeHost) MaxBody() int64                       { return 1 << 20 }
-func (f fakeHost) V1Answers() host.V1Answers            { return fakeAnswers{} }
+func (f fakeHost) V1Answers() Answers                   { return fakeAnswers{} }
 func (f fakeHost) Cancel(context.Context, string) error { return nil }
 
 func (f fakeHost) CancelTurns(context.Context, []string) error { return nil }
@@ -66,20 +67,20 @@ func (f fakeHost) AdmitHeader(_ context.Context, header http.Header, _, _ string
 
 // fakeAnswers answers every task as completed, its requests' count as its
 // history.
-type fakeAnswers struct{ host.V1Answers }
+type fakeAnswers struct{ Answers }
 
 func (fakeAnswers) A2ATask(_ context.Context, taskID, contextID string, requestIDs []string, _ *int) (*legacy.Task, error) {
 	return &legacy.Task{ID: legacy.TaskID(taskID), ContextID: contextID,
 		Status: legacy.TaskStatus{State: legacy.TaskStateCompleted}}, nil
 }
 
-func (fakeAnswers) A2AEvents(context.Context, string, egress.A2AParams, int64, ...egress.ReplayOption) iter.Seq2[legacy.Event, error] {
+func (fakeAnswers) A2AEvents(context.Context, string, a2amap.Params, int64, ...egress.ReplayOption) iter.Seq2[legacy.Event, error] {
 	return func(func(legacy.Event, error) bool) {}
 }
 
 func (fakeAnswers) Heartbeat() time.Duration { return time.Second }
 
-func (fakeAnswers) A2AResult(_ context.Context, requestID string, p egress.A2AParams, _ ...egress.ReplayOption) (legacy.SendMessageResult, error) {
+func (fakeAnswers) A2AResult(_ context.Context, requestID string, p a2amap.Params, _ ...egress.ReplayOption) (legacy.SendMessageResult, error) {
 	return &legacy.Task{ID: legacy.TaskID(p.TaskID), ContextID: p.ContextID, Status: legacy.TaskStatus{State: legacy.TaskStateCompleted}}, nil
 }
 

@@ -46,7 +46,7 @@ var (
 type stream struct {
 	rest  bool // the HTTP+JSON binding's: no JSON-RPC response around the events, REST errors
 	o     *egress.Output
-	p     egress.A2AParams
+	p     a2amap.Params
 	from  int64
 	m     *a2amap.Mapper
 	rpcID []byte // the JSON-RPC id as the SDK writes it
@@ -63,7 +63,7 @@ type stream struct {
 // events as egress.Service.A2AEvents yields them, converted to v1.0 (egress.A2AV1Event); an error ends the stream as
 // a JSON-RPC error in the SDK's shape. rpcID is the call's JSON-RPC id as
 // sent (absent: null).
-func NewStream(o *egress.Output, requestID string, p egress.A2AParams, rpcID json.RawMessage, from int64) egress.Renderer {
+func NewStream(o *egress.Output, requestID string, p a2amap.Params, rpcID json.RawMessage, from int64) egress.Renderer {
 	return &stream{o: o, p: p, from: from, m: a2amap.NewStreamMapper(requestID, p, from), rpcID: sdkRPCID(rpcID)}
 }
 
@@ -71,7 +71,7 @@ func NewStream(o *egress.Output, requestID string, p egress.A2AParams, rpcID jso
 // message:stream: each data: is the v1.0 StreamResponse alone, and an
 // error ends the stream as the binding's google.rpc.Status (restError),
 // as the SDK's HTTP+JSON transport writes them.
-func NewRESTStream(o *egress.Output, requestID string, p egress.A2AParams, from int64) egress.Renderer {
+func NewRESTStream(o *egress.Output, requestID string, p a2amap.Params, from int64) egress.Renderer {
 	return &stream{rest: true, o: o, p: p, from: from, m: a2amap.NewStreamMapper(requestID, p, from)}
 }
 
@@ -195,7 +195,7 @@ func (r *stream) End(err error) error {
 
 // event writes ev, converted to v1.0, as one SSE event with SSE id id.
 func (r *stream) event(id string, ev legacy.Event) error {
-	v, err := egress.A2AV1Event(ev)
+	v, err := a2aproto.V1Event(ev)
 	if err != nil {
 		return err
 	}

@@ -25,17 +25,18 @@
 // the ownership rule: their caller is a [TaskCaller] ([Tasks]: the
 // caller's [Task] record, TaskOpen, ClaimContext; a message is published
 // as a [Turn] of its task with [RPCCaller.PublishTurn]), and their
-// host a [TaskHost] ([TaskAnswers]: egress's A2A answers, and the
-// existing requests, their frames and their cancel for AgentVault's; the
-// A2A v1.0 handler).
+// host a [TaskHost] ([TaskFrames]: the existing requests, their frames
+// and their cancel, of which the package makes its A2A answers; the A2A
+// v1.0 handler).
 //
 // A2A v1.0 (protocols/a2av1) implements a2a-go's request handler behind
 // the SDK's transports, which write its Go errors in each binding's shape:
 // its caller is a [V1Caller] ([TaskStore]: the caller's tasks, their
 // listing and its contexts, errors returned rather than answered), its
-// host a [V1Host] ([HeaderGate]: the gate of a gRPC call's metadata;
-// [V1Answers]: egress's A2A events and values), and it hands the host its
-// [V1Bindings] to mount.
+// host its own a2av1.Host ([HeaderGate]: the gate of a gRPC call's
+// metadata; its answers: package protocols/a2a's A2A events and values),
+// and it hands the host its [V1Bindings] to mount. This package names no
+// protocol's types: what is one protocol's is declared in its package.
 //
 // It is a leaf: the protocol packages (protocols/<name>) import it and
 // cannot import ingress, which implements [Host] and [RPCHost] over its

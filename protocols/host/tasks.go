@@ -3,19 +3,17 @@ package host
 import (
 	"context"
 	"net/http"
-
-	"github.com/a2aproject/a2a-go/a2a"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/egress"
-	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // The task seam: A2A v0.3 and the AgentVault profile (package
 // protocols/a2a) keep tasks and contexts in the host's task store under
 // the ownership rule, are answered by the package's renderers over the
-// host's requests (and A2A's values egress makes of them), and share
-// /a2a with the host's A2A v1.0 handler.
+// host's requests (and A2A's values the package makes of their frames),
+// and share /a2a with the host's A2A v1.0 handler.
 
 // Task is the ownership record of an A2A or AgentVault task in the task
 // store: a session's (who created it with which protocol, the pool
@@ -65,7 +63,7 @@ type TaskRequests interface {
 	ServeExisting(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer egress.NewRenderer)
 	// LoadRequests reads the envelope and the stored frames of each of a
 	// task's requests (egress.ErrNotFound when none is left).
-	LoadRequests(ctx context.Context, ids []string) ([]a2amap.Request, error)
+	LoadRequests(ctx context.Context, ids []string) ([]egress.StoredRequest, error)
 	// CancelTurns cancels a task's turns (its requests, oldest first)
 	// that have not ended, newest first, each with cancel, awaiting their
 	// final frames (egress.ErrNotCancelable when all have finished); it
@@ -73,35 +71,31 @@ type TaskRequests interface {
 	CancelTurns(ctx context.Context, requestIDs []string, cancel egress.CancelFunc) (bool, error)
 }
 
-// A2AAnswers are the A2A v0.3 answers that are one value, which egress
-// makes from a task's requests (the A2A v1.0 handler converts the same).
-type A2AAnswers interface {
-	// A2AResult is message/send's result as a value (a batch element).
-	A2AResult(ctx context.Context, requestID string, p egress.A2AParams, opts ...egress.ReplayOption) (a2a.SendMessageResult, error)
-	// A2ATask is the task of tasks/get.
-	A2ATask(ctx context.Context, taskID, contextID string, requestIDs []string, historyLength *int) (*a2a.Task, error)
-	// A2ACancel cancels the task's request and answers the task.
-	A2ACancel(ctx context.Context, taskID, contextID string, requestIDs []string, cancel egress.CancelFunc) (*a2a.Task, error)
-}
-
-// TaskAnswers is what package protocols/a2a needs of the pipeline to
-// answer A2A v0.3 and AgentVault calls beyond [Host] (whose Serve, with
-// [RPCHost]'s ServeFrom, serves its renderers for a new request);
-// *egress.Service is one.
-type TaskAnswers interface {
+// TaskFrames reads the frames of a task's requests for the answers a
+// protocol makes of them beyond a rendered stream (values, events, tasks:
+// package protocols/a2a's Answers); *egress.Service is one.
+type TaskFrames interface {
 	TaskRequests
-	A2AAnswers
+	// OpenReader opens a reader of requestID's frames from the resume
+	// point from with the pipeline's wait limits, then opts.
+	OpenReader(ctx context.Context, requestID string, from int64, opts ...egress.ReplayOption) (*egress.Reader, error)
+	// OpenPrepared is OpenReader taking over the live subscription
+	// prepared in ctx for requestID (egress.ExpectStream) when there is
+	// one.
+	OpenPrepared(ctx context.Context, requestID string, from int64, opts ...egress.ReplayOption) (*egress.Reader, error)
+	// Heartbeat is the interval of a stream's keep-alives.
+	Heartbeat() time.Duration
 }
 
-var _ TaskAnswers = (*egress.Service)(nil)
+var _ TaskFrames = (*egress.Service)(nil)
 
 // TaskHost is the pipeline as a task protocol package (A2A v0.3 and
-// AgentVault) sees it: the [RPCHost], egress's answers of its tasks, and
+// AgentVault) sees it: the [RPCHost], the frames of its tasks, and
 // the A2A v1.0 handler that also serves single v1.0 calls at its endpoint.
 type TaskHost interface {
 	RPCHost
-	// TaskAnswers answers the calls from their requests' frames.
-	TaskAnswers() TaskAnswers
+	// TaskFrames reads the frames of its tasks' requests.
+	TaskFrames() TaskFrames
 	// A2AV1 serves one A2A v1.0 JSON-RPC call over HTTP, gate included
 	// (the handler of /a2a/v1).
 	A2AV1() http.Handler

@@ -3,15 +3,11 @@ package host
 import (
 	"context"
 	"errors"
-	"iter"
 	"net/http"
-	"time"
 
-	"github.com/a2aproject/a2a-go/a2a"
 	"google.golang.org/grpc"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
@@ -112,43 +108,6 @@ type HeaderGate interface {
 	// ended while the call waited is returned as err. Nothing of the call
 	// has been read.
 	AdmitHeader(ctx context.Context, header http.Header, protocol, route string) (c V1Caller, f *Refusal, err error)
-}
-
-// V1Answers answers A2A v1.0 calls from their requests' frames with
-// egress's A2A events and values (the v0.3 mapping, which the SDK
-// converts to v1.0); *egress.Service is one.
-type V1Answers interface {
-	// A2AResult is SendMessage's result: the agent's Message or the Task,
-	// after the request's final frame.
-	A2AResult(ctx context.Context, requestID string, p egress.A2AParams, opts ...egress.ReplayOption) (a2a.SendMessageResult, error)
-	// A2AEvents are SendStreamingMessage's events, up to the terminal
-	// status.
-	A2AEvents(ctx context.Context, requestID string, p egress.A2AParams, from int64, opts ...egress.ReplayOption) iter.Seq2[a2a.Event, error]
-	// A2ASubscription are SubscribeToTask's events: the task rebuilt from
-	// its requests, then its running request's events.
-	A2ASubscription(ctx context.Context, taskID, contextID string, requestIDs []string, interaction bool) iter.Seq2[a2a.Event, error]
-	// A2ATask is the task rebuilt from its requests' frames.
-	A2ATask(ctx context.Context, taskID, contextID string, requestIDs []string, historyLength *int) (*a2a.Task, error)
-	// CancelTurns cancels a task's turns that have not ended, newest
-	// first, awaiting their final frames (egress.ErrNotCancelable when all
-	// have finished).
-	CancelTurns(ctx context.Context, requestIDs []string, cancel egress.CancelFunc) (bool, error)
-	// Heartbeat is the interval of a stream's keep-alives.
-	Heartbeat() time.Duration
-}
-
-var _ V1Answers = (*egress.Service)(nil)
-
-// V1Host is the pipeline as the A2A v1.0 package sees it: the [Host]
-// (whose [Gate] admits HTTP calls: the [Caller] it returns is a
-// [V1Caller]), the gate of gRPC calls, the cancel of a request, and the
-// answers from the frames.
-type V1Host interface {
-	Host
-	HeaderGate
-	Canceler
-	// V1Answers answers the calls from their requests' frames.
-	V1Answers() V1Answers
 }
 
 // V1Bindings are A2A v1.0's bindings: the SDK's transports over the

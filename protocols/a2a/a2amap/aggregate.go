@@ -7,6 +7,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
 )
 
 // aggMsg is one agent message being assembled from frames.
@@ -265,10 +266,7 @@ func trimHistory(h []*a2a.Message, n *int) []*a2a.Message {
 
 // Request is one request of a task, for rebuilding the task: its
 // envelope and its frames (in order, possibly without a final frame).
-type Request struct {
-	Envelope *e2a.Envelope
-	Frames   []*e2a.Response
-}
+type Request = egress.StoredRequest
 
 // BuildTask rebuilds an A2A Task from the requests of the task, in
 // order (tasks/get): each request's user message (from its envelope) and

@@ -1,4 +1,4 @@
-package egress
+package a2a
 
 import (
 	"bytes"
@@ -6,11 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	a2av1 "github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
@@ -23,9 +23,9 @@ import (
 // members, no final flag. -update rewrites testdata/a2av1_stream.
 func TestA2AV1StreamGolden(t *testing.T) {
 	old := now
-	now = func() time.Time { return fixedNow }
+	now = egress.ConformanceTime
 	defer func() { now = old }()
-	for _, sc := range Scenarios() {
+	for _, sc := range egress.Scenarios() {
 		if sc.From > 0 || len(sc.Frames) == 0 {
 			continue
 		}
@@ -35,11 +35,11 @@ func TestA2AV1StreamGolden(t *testing.T) {
 				name += "_basic"
 			}
 			t.Run(name, func(t *testing.T) {
-				m := a2amap.NewStreamMapper(reqID(sc), A2AParams{TaskID: "task-002", ContextID: "ctx-001", Interaction: interaction}, 0)
-				ts := fixedNow
+				m := a2amap.NewStreamMapper(sc.RequestID(), A2AParams{TaskID: "task-002", ContextID: "ctx-001", Interaction: interaction}, 0)
+				ts := egress.ConformanceTime()
 				var out bytes.Buffer
 				write := func(ev a2a.Event) {
-					v1, err := A2AV1Event(ev)
+					v1, err := V1Event(ev)
 					if err != nil {
 						t.Fatalf("convert %T: %v", ev, err)
 					}

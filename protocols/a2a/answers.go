@@ -1,23 +1,71 @@
-package egress
+package a2a
+
+// The A2A answers that are values or events rather than a rendered
+// stream: message/send's result, the events of a stream for the v1.0
+// bindings, the task of tasks/get and tasks/cancel, SubscribeToTask's
+// events. They read the frames through host.TaskFrames (egress's Service).
 
 import (
 	"context"
 	"errors"
 	"io"
 	"iter"
+	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	a2av1 "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
 // A2AParams describes the A2A v0.3 call an answer is for (package a2amap's
 // Params: the task and context ids, the submitted time, resubscription,
 // the history length, the output modes, the interaction spec).
 type A2AParams = a2amap.Params
+
+// Answers makes the A2A answers from the frames f reads; the zero value
+// is not usable.
+type Answers struct{ f host.TaskFrames }
+
+// NewAnswers returns the A2A answers over f (the host's frames: egress's
+// Service).
+func NewAnswers(f host.TaskFrames) Answers { return Answers{f: f} }
+
+// A2ATask rebuilds the A2A Task made of requestIDs (in order, from the
+// E2A_TASKS index ingress keeps) with a2amap.BuildTask. It returns
+// egress.ErrNotFound when none of the requests exists.
+func (a Answers) A2ATask(ctx context.Context, taskID, contextID string, requestIDs []string, historyLength *int) (*a2a.Task, error) {
+	reqs, err := a.f.LoadRequests(ctx, requestIDs)
+	if err != nil {
+		return nil, err
+	}
+	return a2amap.BuildTask(taskID, contextID, reqs, historyLength), nil
+}
+
+// A2ACancel answers A2A tasks/cancel (v0.3 and v1.0):
+// egress.ErrNotCancelable when the task's last request is already final,
+// egress.ErrNotFound when it has none; otherwise its turns are cancelled
+// (host.TaskFrames' CancelTurns), and the Task returned (state canceled once
+// the worker stopped).
+func (a Answers) A2ACancel(ctx context.Context, taskID, contextID string, requestIDs []string, cancel egress.CancelFunc) (*a2a.Task, error) {
+	if _, err := a.f.CancelTurns(ctx, requestIDs, cancel); err != nil {
+		return nil, err
+	}
+	return a.A2ATask(ctx, taskID, contextID, requestIDs, nil)
+}
+
+// CancelTurns is host.TaskFrames' CancelTurns (A2A v1.0 CancelTask answers
+// the task after it).
+func (a Answers) CancelTurns(ctx context.Context, requestIDs []string, cancel egress.CancelFunc) (bool, error) {
+	return a.f.CancelTurns(ctx, requestIDs, cancel)
+}
+
+// Heartbeat is the interval of a stream's keep-alives.
+func (a Answers) Heartbeat() time.Duration { return a.f.Heartbeat() }
 
 // A2AEvents yields the A2A events of requestID's frames from sequence from
 // to the final frame, with no transport: the same events, in the same
@@ -26,10 +74,10 @@ type A2AParams = a2amap.Params
 // each frame's events; the submitted status-update is yielded with the
 // first frame, and not at all when that frame is the agent's Message).
 // It ends after the final frame's events; an error
-// (ErrNotFound for an unknown request unless opts skip the check, the
+// (egress.ErrNotFound for an unknown request unless opts skip the check, the
 // wait limits, ctx) is yielded last. Transports of other A2A generations
 // convert the events (the A2A v1.0 binding does).
-func (s *Service) A2AEvents(ctx context.Context, requestID string, p A2AParams, from int64, opts ...ReplayOption) iter.Seq2[a2a.Event, error] {
+func (a Answers) A2AEvents(ctx context.Context, requestID string, p A2AParams, from int64, opts ...egress.ReplayOption) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		m := a2amap.NewStreamMapper(requestID, p, from)
 		// The submitted status-update goes with the first frame, unless
@@ -42,13 +90,13 @@ func (s *Service) A2AEvents(ctx context.Context, requestID string, p A2AParams, 
 		}
 		// Frames are decoded on demand: a plain text chunk's event is
 		// built from its bytes (frameA2AEvents).
-		rd, err := s.open(ctx, requestID, from, append(append(s.replayOptions(nil), withoutDecode()), opts...)...)
+		rd, err := a.f.OpenPrepared(ctx, requestID, from, append([]egress.ReplayOption{egress.WithoutDecode()}, opts...)...)
 		if err != nil {
 			yield(nil, err)
 			return
 		}
 		defer rd.Close()
-		var f Frame
+		var f egress.Frame
 		for {
 			f, err = rd.Next(ctx)
 			if errors.Is(err, io.EOF) {
@@ -71,8 +119,8 @@ func (s *Service) A2AEvents(ctx context.Context, requestID string, p A2AParams, 
 
 // replyFrame reports whether f is the final frame of a turn the agent
 // answered with a Message (e2a.Response.Reply).
-func replyFrame(f *Frame) bool {
-	if !f.isFinal() || (f.kind() != e2a.KindA2AStreamEvent && f.kind() != e2a.KindA2AMessage) {
+func replyFrame(f *egress.Frame) bool {
+	if !f.IsFinal() || (f.Kind() != e2a.KindA2AStreamEvent && f.Kind() != e2a.KindA2AMessage) {
 		return false
 	}
 	r, err := f.Decoded()
@@ -84,12 +132,12 @@ func replyFrame(f *Frame) bool {
 }
 
 // frameA2AEvents yields the A2A events of frame f: a plain text chunk's
-// one event built from a partial decode of its bytes ([ReadTextChunk],
+// one event built from a partial decode of its bytes (egress.ReadTextChunk,
 // the same event Mapper.Events builds: TestA2AEventsFastTextMatches), any
 // other frame's through Mapper.Events. It returns false once yield did or
 // after yielding an error.
-func frameA2AEvents(m *a2amap.Mapper, f *Frame, yield func(a2a.Event, error) bool) bool {
-	if c, ok := ReadTextChunk(f); ok {
+func frameA2AEvents(m *a2amap.Mapper, f *egress.Frame, yield func(a2a.Event, error) bool) bool {
+	if c, ok := egress.ReadTextChunk(f); ok && fastText {
 		id, appendTo, llm := m.TextArtifact(&e2a.Response{ResponseID: c.ResponseID, RequestID: c.RequestID,
 			TaskID: c.TaskID, ContextID: c.ContextID}, c.LLMResponseID)
 		return yield(&a2a.TaskArtifactUpdateEvent{TaskID: a2a.TaskID(m.TaskID()), ContextID: m.ContextID(), Append: appendTo,
@@ -118,9 +166,9 @@ func frameA2AEvents(m *a2amap.Mapper, f *Frame, yield func(a2a.Event, error) boo
 // message/send answers: a Message (the agent answered with one message) or
 // a Task, as A2A's JSON renderer (package protocols/a2a) does before its
 // part filters (both aggregate with a2amap.Aggregator).
-func (s *Service) A2AResult(ctx context.Context, requestID string, p A2AParams, opts ...ReplayOption) (a2a.SendMessageResult, error) {
+func (a Answers) A2AResult(ctx context.Context, requestID string, p A2AParams, opts ...egress.ReplayOption) (a2a.SendMessageResult, error) {
 	agg := a2amap.NewAggregator(requestID, p)
-	rd, err := Open(ctx, s.nc, requestID, 0, append(s.replayOptions(nil), opts...)...)
+	rd, err := a.f.OpenReader(ctx, requestID, 0, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -148,14 +196,14 @@ func (s *Service) A2AResult(ctx context.Context, requestID string, p A2AParams, 
 // is: a finished task is replayed from the durable streams this way), then,
 // unless that state is terminal or interrupted (input-required,
 // auth-required: the turn is over), the events of the last request's later
-// frames as they are written, to its final frame. It yields ErrNotFound
+// frames as they are written, to its final frame. It yields egress.ErrNotFound
 // when none of the requests exists.
 //
 // interaction is A2AParams.Interaction for the live events (the task
 // itself is rebuilt whole, as tasks/get answers it).
-func (s *Service) A2ASubscription(ctx context.Context, taskID, contextID string, requestIDs []string, interaction bool) iter.Seq2[a2a.Event, error] {
+func (a Answers) A2ASubscription(ctx context.Context, taskID, contextID string, requestIDs []string, interaction bool) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
-		reqs, err := s.LoadRequests(ctx, requestIDs)
+		reqs, err := a.f.LoadRequests(ctx, requestIDs)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -168,7 +216,7 @@ func (s *Service) A2ASubscription(ctx context.Context, taskID, contextID string,
 		}
 		last := reqs[len(reqs)-1]
 		p := A2AParams{TaskID: taskID, ContextID: t.ContextID, Resubscribe: true, Interaction: interaction}
-		for ev, err := range s.A2AEvents(ctx, last.Envelope.RequestID, p, int64(len(last.Frames))) {
+		for ev, err := range a.A2AEvents(ctx, last.Envelope.RequestID, p, int64(len(last.Frames))) {
 			if !yield(ev, err) || err != nil {
 				return
 			}
@@ -176,11 +224,12 @@ func (s *Service) A2ASubscription(ctx context.Context, taskID, contextID string,
 	}
 }
 
-// A2AV1Event converts an event of A2AEvents (A2A v0.3 types) to A2A v1.0
-// with the SDK's compatibility layer, for the v1.0 bindings: no kind, state
-// and role enums, parts as members. An artifact or message without parts
-// gets an empty list, never null (clients require the member).
-func A2AV1Event(ev a2a.Event) (a2av1.Event, error) {
+// V1Event converts an event of A2AEvents (A2A v0.3 types) to A2A v1.0
+// with the SDK's compatibility layer, for the v1.0 bindings and push
+// notifications: no kind, state and role enums, parts as members. An
+// artifact or message without parts gets an empty list, never null
+// (clients require the member).
+func V1Event(ev a2a.Event) (a2av1.Event, error) {
 	v, err := a2av0.ToV1Event(ev)
 	if err != nil {
 		return nil, err

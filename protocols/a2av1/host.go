@@ -1,0 +1,51 @@
+package a2av1
+
+import (
+	"context"
+	"iter"
+	"time"
+
+	legacy "github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/e2a-pipeline/pipeline/egress"
+	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
+)
+
+// Answers answers A2A v1.0 calls from their requests' frames with the A2A
+// events and values of package protocols/a2a (the v0.3 mapping, which
+// the handler converts to v1.0); protocols/a2a's Answers is one.
+type Answers interface {
+	// A2AResult is SendMessage's result: the agent's Message or the Task,
+	// after the request's final frame.
+	A2AResult(ctx context.Context, requestID string, p a2amap.Params, opts ...egress.ReplayOption) (legacy.SendMessageResult, error)
+	// A2AEvents are SendStreamingMessage's events, up to the terminal
+	// status.
+	A2AEvents(ctx context.Context, requestID string, p a2amap.Params, from int64, opts ...egress.ReplayOption) iter.Seq2[legacy.Event, error]
+	// A2ASubscription are SubscribeToTask's events: the task rebuilt from
+	// its requests, then its running request's events.
+	A2ASubscription(ctx context.Context, taskID, contextID string, requestIDs []string, interaction bool) iter.Seq2[legacy.Event, error]
+	// A2ATask is the task rebuilt from its requests' frames.
+	A2ATask(ctx context.Context, taskID, contextID string, requestIDs []string, historyLength *int) (*legacy.Task, error)
+	// CancelTurns cancels a task's turns that have not ended, newest
+	// first, awaiting their final frames (egress.ErrNotCancelable when all
+	// have finished).
+	CancelTurns(ctx context.Context, requestIDs []string, cancel egress.CancelFunc) (bool, error)
+	// Heartbeat is the interval of a stream's keep-alives.
+	Heartbeat() time.Duration
+}
+
+var _ Answers = a2aproto.Answers{}
+
+// Host is the pipeline as the A2A v1.0 package sees it: the host.Host
+// (whose Gate admits HTTP calls: the Caller it returns is a
+// host.V1Caller), the gate of gRPC calls, the cancel of a request, and the
+// answers from the frames.
+type Host interface {
+	host.Host
+	host.HeaderGate
+	host.Canceler
+	// V1Answers answers the calls from their requests' frames.
+	V1Answers() Answers
+}
