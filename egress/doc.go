@@ -69,26 +69,24 @@
 //	svc.ServeExisting(w, r, requestID, format, newRenderer) // a package's renderer, an unknown request answered not found
 //	svc.LoadRequests(ctx, requestIDs)                        // envelopes and stored frames, for a task's view
 //
-// The answers that are one value are returned, not written, so that any
-// transport (one HTTP answer, a batch element, gRPC) can carry them:
+// A protocol's answers that are values or events rather than a rendered
+// stream (A2A's message/send result, tasks/get, the v1.0 bindings' events)
+// are made by its package from neutral reads:
 //
-//	svc.A2ATask(ctx, taskID, contextID, requestIDs, historyLength)  // tasks/get, GetTask
-//	svc.A2ACancel(ctx, taskID, contextID, requestIDs, cancel)       // ErrNotCancelable if final
-//	svc.A2AResult(ctx, requestID, A2AParams{…})                     // message/send in a batch, SendMessage
-//	svc.A2AEvents(ctx, requestID, A2AParams{…}, from)               // a stream's A2A events, no transport (A2A v1.0)
-//	svc.A2ASubscription(ctx, taskID, contextID, requestIDs, interaction) // SubscribeToTask (A2A v1.0)
-//	svc.CancelRequest(ctx, requestID, cancel)                       // a task's last request
+//	svc.OpenReader(ctx, requestID, from, opts...)   // a Reader with the service's wait limits
+//	svc.OpenPrepared(ctx, requestID, from, opts...) // the same, taking over a prepared live subscription
+//	svc.CancelTurns(ctx, requestIDs, cancel)        // a task's unended turns, newest first
+//	svc.CancelRequest(ctx, requestID, cancel)       // one request; ErrNotCancelable if final
 //
 // cancel is a [CancelFunc] publishing the cancel on the control subject.
-// The A2A values are made by package protocols/a2a/a2amap (the frame to
-// A2A v0.3 mapping, a leaf this package imports; [A2AParams] is its
-// Params); [A2AV1Event] converts an event to A2A v1.0. Their errors are
-// this package's sentinels; each protocol maps them to its JSON-RPC errors
-// with its own table (A2A's and AgentVault's are package protocols/a2a's,
-// ACP's protocols/acp's, all with the pipeline code as [ErrorData]).
-// JSON-RPC answers are always HTTP 200 with the protocol's error codes.
-// The calls of A2A v0.3 and AgentVault are package protocols/a2a's, which
-// reaches these answers through host.TaskAnswers (a [Service] is one).
+// This package imports no protocol SDK and no protocols/* package
+// (internal/habits TestLayerImports): A2A's answers are package
+// protocols/a2a's Answers (over host.TaskFrames, which a [Service] is),
+// ACP's frame mapping is protocols/acp's. Errors are this package's
+// sentinels; each protocol maps them to its JSON-RPC errors with its own
+// table (A2A's and AgentVault's are package protocols/a2a's, ACP's
+// protocols/acp's, all with the pipeline code as [ErrorData]). JSON-RPC
+// answers are always HTTP 200 with the protocol's error codes.
 // Every stream resumes from Last-Event-ID (the SSE id of the last event of
 // a frame is its sequence) or ?from=.
 //
@@ -105,28 +103,17 @@
 // [SeqID], [Frame.Decoded], [Classify], [Accepts], [ResumePoint]; a
 // renderer that reads frames' bytes where it can implements
 // [PassThrough], and the text fast paths read a plain text chunk from
-// them with [ReadTextChunk]; for ACP the frame mapping [ACPUpdates],
-// [ACPFinal] and its text fast path [ACPTextUpdate]) and on package
-// a2amap (the A2A events of frames, the outcome of a final frame, the
-// chunk a frame stands for). One conformance suite runs each through the
-// same scenarios built from the specification examples ([Scenarios],
-// driven by [RunConformance]; [HeadFrame] for a renderer's fast path),
-// frame by frame against testdata/<renderer>/<scenario>.golden
-// ([MatchGolden]; go test ./egress -run Conformance -update rewrites
-// egress's, go test ./protocols/<name> -update a protocol package's),
-// including error, cancel, resume and not-found paths.
+// them with [ReadTextChunk] or [ReadPlainText]). One conformance suite
+// runs each through the same scenarios built from the specification
+// examples ([Scenarios], driven by [RunConformance]; [HeadFrame] for a
+// renderer's fast path), frame by frame against
+// testdata/<renderer>/<scenario>.golden ([MatchGolden]; go test ./egress
+// -run Conformance -update rewrites egress's, go test
+// ./protocols/<name> -update a protocol package's), including error,
+// cancel, resume and not-found paths.
 //
-// Mappings: A2A follows a2a-interaction-spec-trpc.md (package a2amap's
-// Mapper; rendered by package protocols/a2a, which maps the same events
-// to AgentVault's task_status / task_message / task_artifact / error).
-// ACP (rendered by package protocols/acp):
-// [ACPUpdates], then the result {stopReason} ([ACPFinal]) or an error;
-// they stay here because [FillProjections] uses them too.
-// [E2AResponseToACPJSONRPCResponse] and
-// [E2AResponseToA2AStreamPayload] are the spec §8 adapters, and
-// [FillProjections] fills the L3 projections on request (?projections=true
-// on the E2A endpoints), never read back. A2E (rendered by package
-// protocols/a2e): invoke/event {kind, req_id, data, seq}, then the response
-// type matching the request type, or error {code, message, detail,
-// retryable, capability_name}.
+// The L3 projections (spec §12.1: each frame as ACP and A2A see it) are
+// filled on request (?projections=true on the E2A endpoints), never read
+// back, by the projector given with [WithProjections]
+// (protocols.FillProjections).
 package egress

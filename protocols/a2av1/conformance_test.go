@@ -167,7 +167,7 @@ func terminal(ev a2a.Event) bool {
 }
 
 // scenarioAnswers yields a scenario's events for the handler's
-// SendStreamingMessage as egress.Service.A2AEvents does: the submitted
+// SendStreamingMessage as protocols/a2a's Answers.A2AEvents does: the submitted
 // status, each frame's events, the error the scenario ends with.
 type scenarioAnswers struct {
 	Answers

@@ -17,8 +17,8 @@
 // streams, then its running request live; a finished task is
 // UnsupportedOperation unless the call activates [ReplayExtension]), and the
 // push-config and extended-card methods, refused as the card declares
-// neither. Answers are egress's A2A events and values of the requests'
-// frames ([Answers]: the v0.3 mapping, shared with A2A v0.3), which
+// neither. Answers are package protocols/a2a's A2A events and values of
+// the requests' frames ([Answers]: the v0.3 mapping, shared with A2A v0.3), which
 // the SDK converts to v1.0: one mapping, two generations.
 //
 // [Bindings], the registry's (protocols.Protocol.Bindings on the A2AV1
@@ -40,7 +40,7 @@
 // reaches the pipeline only through [Host] and [host.V1Caller]:
 // the task store under the ownership rule ([host.TaskStore]: every read
 // and listing is the caller's, or the audit and admin roles'), the
-// publish, the stream slots, egress's answers and the cancel. Errors are
+// publish, the stream slots, the A2A answers and the cancel. Errors are
 // mapped onto the SDK's (sdkError), whose transports write each binding's
 // code, but for gRPC's UNIMPLEMENTED where §5.4 says so (specStatus).
 //

@@ -60,7 +60,7 @@ type stream struct {
 // point): a submitted status first (p.Submitted, else now) unless
 // resuming or the agent answers with a Message (written with the first
 // frame: the stream is then that message alone), then each frame's
-// events as egress.Service.A2AEvents yields them, converted to v1.0 (egress.A2AV1Event); an error ends the stream as
+// events as protocols/a2a's Answers.A2AEvents yields them, converted to v1.0 (a2aproto.V1Event); an error ends the stream as
 // a JSON-RPC error in the SDK's shape. rpcID is the call's JSON-RPC id as
 // sent (absent: null).
 func NewStream(o *egress.Output, requestID string, p a2amap.Params, rpcID json.RawMessage, from int64) egress.Renderer {

@@ -1,15 +1,17 @@
 // Package a2amap maps the frames of a request (e2a.Response) to A2A v0.3
 // events and values, for every answer that speaks A2A or follows its
 // events: A2A v0.3's renderers and AgentVault's (package protocols/a2a),
-// egress's event iterator, message/send result and task view that the A2A
-// v1.0 bindings convert (egress.Service.A2AEvents, A2AResult, A2ATask,
-// A2ASubscription), egress's L3 projections and ACP's reading of a2a.*
-// frames (egress.ACPUpdates), and the outcome of a final frame that every
+// the event iterator, message/send result and task view that the A2A
+// v1.0 bindings convert (package protocols/a2a's Answers: A2AEvents,
+// A2AResult, A2ATask, A2ASubscription), the L3 projections
+// (protocols.FillProjections) and ACP's reading of a2a.* frames
+// (protocols/acp's Updates), and the outcome of a final frame that every
 // protocol's renderer reads ([FinalOutcome]).
 //
-// It is a leaf: it imports the frame types (package e2a) and a2a-go's
-// v0.3 types, never egress or a protocol package, so that egress and the
-// protocol packages (which import egress) can both import it.
+// It imports the frame types (package e2a), a2a-go's v0.3 types and
+// egress (its ErrInvalidFrame and StoredRequest), never a protocol
+// package, so that every protocol package can import it; egress imports
+// no protocol code.
 //
 //   - [Mapper]: a stream's events, frame by frame ([Mapper.Events]; the
 //     status-update a stream opens with, [Mapper.StatusUpdate]; the
@@ -33,7 +35,7 @@
 //   - [Aggregator]: message/send's result from the frames (a Message or a
 //     Task, trpc "Non-streaming" rules); [BuildTask] rebuilds a task from
 //     its requests ([Request]) as tasks/get answers it.
-//   - [Params]: the A2A call an answer is for (egress.A2AParams).
+//   - [Params]: the A2A call an answer is for (protocols/a2a.A2AParams).
 //   - The pieces the other protocols' renderers read: [ContentChunk] (an
 //     e2a.chunk or acp.session_update frame as a chunk), [FinalOutcome],
 //     [FrameTime], [DeltaText], [AsMap], [ACPUpdate], [StopReason],
