@@ -49,7 +49,7 @@ func (h *handler) followTurns(ctx context.Context, c host.V1Caller, t *host.Task
 				return
 			}
 			last = next
-			p := egress.A2AParams{TaskID: t.ID, ContextID: t.ContextID, Resubscribe: true, Interaction: interaction}
+			p := a2amap.Params{TaskID: t.ID, ContextID: t.ContextID, Resubscribe: true, Interaction: interaction}
 			evs = h.h.V1Answers().A2AEvents(ctx, next, p, 0, egress.WithoutRequestCheck())
 		}
 	}
