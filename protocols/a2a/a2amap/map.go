@@ -659,8 +659,9 @@ func (m *Mapper) failureMessage(r *e2a.Response, o Outcome) *a2a.Message {
 
 // Events maps the next frame r to the A2A events a stream carries for
 // it: a content chunk's artifact-update, an a2a.* frame's own event, and
-// after a final frame the closing artifact-update and status-update
-// (unless its own event closes the stream). An a2a.* body that is not the
+// after a final frame the status-update, preceded by the result's
+// artifact-update when the request streamed no content (unless its own
+// event closes the stream). An a2a.* body that is not the
 // A2A object it names is ErrInvalidFrame.
 func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 	m.bind(r)
