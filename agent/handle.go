@@ -246,7 +246,9 @@ func (w *worker) refusal(d *delivery, cancelledLive bool) (f frame, refused bool
 		d.log.get().Error("request id outside the id grammar: refused", "err", ierr)
 		return errorFrame(e2a.ErrCodeInvalidRequest, ierr.Error(), false, nil), true
 	}
-	if cancelledLive || w.cancelledAtPickUp(d.id, d.meta.Sequence.Stream, d.log) {
+	// A cancel turn (e2a.MethodCancelTurn) is cancelled whether or not its
+	// stored cancel reached this worker.
+	if cancelledLive || d.env.Method == e2a.MethodCancelTurn || w.cancelledAtPickUp(d.id, d.meta.Sequence.Stream, d.log) {
 		return cancelFrame(), true
 	}
 	d.deadline, d.hasDeadline = w.deadline(d.env, d.meta)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
@@ -20,12 +21,12 @@ import (
 // interrupted, and CancelTask moves them to canceled), but that turn's
 // request has its final frame, so there is nothing running to stop, and a
 // frame after a request's final frame does not exist. The cancel is a turn
-// of its own: a request of the task (method tasks/cancel, no message)
-// whose cancel is stored on its control subject before it is published,
-// appended to the task's record and run after the interrupted turn like
-// any turn. The agent runtime ends a request cancelled before its pick-up
-// with its final e2a.error cancelled without calling the handler, so the
-// agent never sees it; every reader of the task (tasks/get, ListTasks,
+// of its own: a request of the task (method e2a.MethodCancelTurn, no
+// message) whose cancel is stored on its control subject before it is
+// published, appended to the task's record and run after the interrupted
+// turn like any turn. The agent runtime ends a request cancelled before
+// its pick-up, and any cancel turn, with its final e2a.error cancelled
+// without calling the handler, so the agent never sees it; every reader of the task (tasks/get, ListTasks,
 // SubscribeToTask, the push stage, the audit) finds the task canceled in
 // the streams, where all task state lives, and the terminal-task check
 // refuses further messages. Like any cancel, it needs a worker of the pool
@@ -62,7 +63,7 @@ func (s *Server) cancelInterrupted(ctx context.Context, p Principal, t *host.Tas
 		return "", err
 	}
 	env := res.Envelope
-	env.ContextID = t.ContextID
+	env.ContextID, env.Method = t.ContextID, e2a.MethodCancelTurn
 	// The cancel first: the request is never picked up without it.
 	if err := s.cancel(ctx, env.RequestID); err != nil {
 		return "", fmt.Errorf("%w: cancel: %v", ErrBackpressure, err)
