@@ -137,12 +137,10 @@ func replyFrame(f *egress.Frame) bool {
 // other frame's through Mapper.Events. It returns false once yield did or
 // after yielding an error.
 func frameA2AEvents(m *a2amap.Mapper, f *egress.Frame, yield func(a2a.Event, error) bool) bool {
-	if c, ok := egress.ReadTextChunk(f); ok && fastText {
-		id, appendTo, llm := m.TextArtifact(&e2a.Response{ResponseID: c.ResponseID, RequestID: c.RequestID,
-			TaskID: c.TaskID, ContextID: c.ContextID}, c.LLMResponseID)
-		return yield(&a2a.TaskArtifactUpdateEvent{TaskID: a2a.TaskID(m.TaskID()), ContextID: m.ContextID(), Append: appendTo,
-			Artifact: &a2a.Artifact{ID: id, Parts: a2a.ContentParts{a2a.TextPart{Text: c.Text}}},
-			Metadata: map[string]any{a2amap.MetaLLMResponseID: llm, a2amap.MetaObjectType: a2amap.ObjectChatCompletionChunk, a2amap.MetaTag: ""}}, nil)
+	if u, ok := readTextUpdate(m, f); ok {
+		return yield(&a2a.TaskArtifactUpdateEvent{TaskID: a2a.TaskID(u.TaskID), ContextID: u.ContextID, Append: u.Append,
+			Artifact: &a2a.Artifact{ID: a2a.ArtifactID(u.ArtifactID), Parts: a2a.ContentParts{a2a.TextPart{Text: u.Text}}},
+			Metadata: map[string]any{a2amap.MetaLLMResponseID: u.LLMResponseID, a2amap.MetaObjectType: a2amap.ObjectChatCompletionChunk, a2amap.MetaTag: ""}}, nil)
 	}
 	resp, err := f.Decoded()
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
-	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
@@ -125,38 +124,21 @@ func (r *stream) textEvent(f *egress.Frame) (out []byte, ok bool) {
 	if !fastText {
 		return nil, false
 	}
-	c, ok := egress.ReadTextChunk(f)
+	u, ok := ReadTextUpdate(r.m, f)
 	if !ok {
 		return nil, false
 	}
-	// The mapper's bookkeeping, as Events does it for this frame.
-	id, appendTo, llm := r.m.TextArtifact(&e2a.Response{ResponseID: c.ResponseID, RequestID: c.RequestID,
-		TaskID: c.TaskID, ContextID: c.ContextID}, c.LLMResponseID)
-	taskID, contextID := r.m.TaskID(), r.m.ContextID()
-
 	if r.rpcID == nil {
 		r.rpcID = encodedRPCID(r.p.JSONRPCID)
 	}
 	// The constant parts take 250 bytes; escapes may need more.
-	b := slices.Grow(r.buf[:0], 320+len(r.rpcID)+len(c.Text)+len(id)+len(llm)+len(taskID)+len(contextID))
+	b := slices.Grow(r.buf[:0], 320+len(r.rpcID)+u.Len())
 	r.buf = nil
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, r.rpcID...)
 	b = append(b, `,"result":{"kind":"artifact-update",`...)
-	if appendTo {
-		b = append(b, `"append":true,`...)
-	}
-	b = append(b, `"artifact":{"artifactId":`...)
-	b = jsonstr.Append(b, string(id))
-	b = append(b, `,"parts":[{"kind":"text","text":`...)
-	b = jsonstr.Append(b, c.Text)
-	b = append(b, `}]},"contextId":`...)
-	b = jsonstr.Append(b, contextID)
-	b = append(b, `,"taskId":`...)
-	b = jsonstr.Append(b, taskID)
-	b = append(b, `,"metadata":{"llm_response_id":`...)
-	b = jsonstr.Append(b, llm)
-	b = append(b, `,"object_type":"chat.completion.chunk","tag":""}}}`...)
+	b = u.AppendMembers(b, false)
+	b = append(b, '}')
 	return b, true
 }
 

@@ -12,9 +12,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/errordetails"
 
-	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
-	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
@@ -144,16 +142,12 @@ func (r *stream) textEvent(f *egress.Frame) (out []byte, ok bool) {
 	if !fastText {
 		return nil, false
 	}
-	c, ok := egress.ReadTextChunk(f)
+	u, ok := a2aproto.ReadTextUpdate(r.m, f)
 	if !ok {
 		return nil, false
 	}
-	// The mapper's bookkeeping, as Events does it for this frame.
-	id, appendTo, llm := r.m.TextArtifact(&e2a.Response{ResponseID: c.ResponseID, RequestID: c.RequestID,
-		TaskID: c.TaskID, ContextID: c.ContextID}, c.LLMResponseID)
-	taskID, contextID := r.m.TaskID(), r.m.ContextID()
 	// The constant parts take 230 bytes; escapes may need more.
-	b := slices.Grow(r.buf[:0], 300+len(r.rpcID)+len(c.Text)+len(id)+len(llm)+len(taskID)+len(contextID))
+	b := slices.Grow(r.buf[:0], 300+len(r.rpcID)+u.Len())
 	r.buf = nil
 	if !r.rest {
 		b = append(b, `{"jsonrpc":"2.0","id":`...)
@@ -161,20 +155,8 @@ func (r *stream) textEvent(f *egress.Frame) (out []byte, ok bool) {
 		b = append(b, `,"result":`...)
 	}
 	b = append(b, `{"artifactUpdate":{`...)
-	if appendTo {
-		b = append(b, `"append":true,`...)
-	}
-	b = append(b, `"artifact":{"artifactId":`...)
-	b = jsonstr.Append(b, string(id))
-	b = append(b, `,"parts":[{"text":`...)
-	b = jsonstr.Append(b, c.Text)
-	b = append(b, `}]},"contextId":`...)
-	b = jsonstr.Append(b, contextID)
-	b = append(b, `,"taskId":`...)
-	b = jsonstr.Append(b, taskID)
-	b = append(b, `,"metadata":{"llm_response_id":`...)
-	b = jsonstr.Append(b, llm)
-	b = append(b, `,"object_type":"chat.completion.chunk","tag":""}}}`...)
+	b = u.AppendMembers(b, true)
+	b = append(b, '}')
 	if !r.rest {
 		b = append(b, '}')
 	}

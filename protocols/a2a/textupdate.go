@@ -1,0 +1,77 @@
+package a2a
+
+import (
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+)
+
+// TextUpdate is the artifact-update event of a plain text chunk, the bulk
+// of a streamed answer, as the text fast paths write it straight into
+// bytes: A2A v0.3's stream, the A2A v1.0 bindings' (package
+// protocols/a2av1) and the events of [Answers.A2AEvents].
+type TextUpdate struct {
+	ArtifactID        string
+	Append            bool
+	LLMResponseID     string
+	TaskID, ContextID string
+	Text              string
+}
+
+// ReadTextUpdate reads the plain text chunk of f (egress.ReadTextChunk:
+// from its bytes when f is not decoded) and does m's bookkeeping for it,
+// as m.Events does for that frame. ok is false for any other frame, and
+// m is unchanged then; the caller takes its general path.
+func ReadTextUpdate(m *a2amap.Mapper, f *egress.Frame) (u TextUpdate, ok bool) {
+	c, ok := egress.ReadTextChunk(f)
+	if !ok {
+		return u, false
+	}
+	id, appendTo, llm := m.TextArtifact(&e2a.Response{ResponseID: c.ResponseID, RequestID: c.RequestID,
+		TaskID: c.TaskID, ContextID: c.ContextID}, c.LLMResponseID)
+	return TextUpdate{ArtifactID: string(id), Append: appendTo, LLMResponseID: llm,
+		TaskID: m.TaskID(), ContextID: m.ContextID(), Text: c.Text}, true
+}
+
+// Len is the length of u's strings, for sizing the buffer an event is
+// written into (escapes may need more).
+func (u TextUpdate) Len() int {
+	return len(u.ArtifactID) + len(u.LLMResponseID) + len(u.TaskID) + len(u.ContextID) + len(u.Text)
+}
+
+// AppendMembers appends the members of u's event after its opening brace
+// and the generation's discriminator, through the brace that closes the
+// event: exactly what json.Marshal writes for the
+// TaskArtifactUpdateEvent a2amap.Mapper.Events builds for the chunk, in
+// A2A v0.3 (a text part with its kind) or, v1, as the SDK's v1.0
+// conversion writes it (a text part without kind).
+func (u TextUpdate) AppendMembers(b []byte, v1 bool) []byte {
+	if u.Append {
+		b = append(b, `"append":true,`...)
+	}
+	b = append(b, `"artifact":{"artifactId":`...)
+	b = jsonstr.Append(b, u.ArtifactID)
+	if v1 {
+		b = append(b, `,"parts":[{"text":`...)
+	} else {
+		b = append(b, `,"parts":[{"kind":"text","text":`...)
+	}
+	b = jsonstr.Append(b, u.Text)
+	b = append(b, `}]},"contextId":`...)
+	b = jsonstr.Append(b, u.ContextID)
+	b = append(b, `,"taskId":`...)
+	b = jsonstr.Append(b, u.TaskID)
+	b = append(b, `,"metadata":{"llm_response_id":`...)
+	b = jsonstr.Append(b, u.LLMResponseID)
+	b = append(b, `,"object_type":"chat.completion.chunk","tag":""}}`...)
+	return b
+}
+
+// readTextUpdate is ReadTextUpdate when the fast path is on.
+func readTextUpdate(m *a2amap.Mapper, f *egress.Frame) (TextUpdate, bool) {
+	if !fastText {
+		return TextUpdate{}, false
+	}
+	return ReadTextUpdate(m, f)
+}
