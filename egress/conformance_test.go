@@ -1,4 +1,4 @@
-package egress
+package egress_test
 
 import (
 	"bytes"
@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	. "github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -20,14 +23,14 @@ type rendererCase struct {
 	sse  bool
 	// format is the output format (Formats) the renderer writes.
 	format string
-	make   func(o *Output, sc Scenario) Renderer
-	check  func(t *testing.T, sc Scenario, status int, body []byte)
+	make   func(o *Output, sc conformance.Scenario) Renderer
+	check  func(t *testing.T, sc conformance.Scenario, status int, body []byte)
 }
 
-// ConformanceFormats returns, for each output format, the renderer cases
+// conformanceFormats returns, for each output format, the renderer cases
 // of the conformance suite that write it (their golden files are under
 // testdata/<case>/): the registry's completeness check reads it.
-func ConformanceFormats() map[string][]string {
+func conformanceFormats() map[string][]string {
 	out := map[string][]string{}
 	for _, rc := range renderers() {
 		out[rc.format] = append(out[rc.format], rc.name)
@@ -35,35 +38,33 @@ func ConformanceFormats() map[string][]string {
 	return out
 }
 
-func reqID(sc Scenario) string { return sc.RequestID() }
+func reqID(sc conformance.Scenario) string { return sc.RequestID() }
 
 func renderers() []rendererCase {
 	return []rendererCase{
-		{name: "e2a_sse", format: FormatE2ASSE, sse: true, make: func(o *Output, sc Scenario) Renderer { return NewE2ASSE(o, 2*time.Second, "") },
+		{name: "e2a_sse", format: FormatE2ASSE, sse: true, make: func(o *Output, sc conformance.Scenario) Renderer { return NewE2ASSE(o, 2*time.Second, "") },
 			check: checkE2ASSE},
-		{name: "e2a_ndjson", format: FormatE2ANDJSON, make: func(o *Output, sc Scenario) Renderer { return NewE2ANDJSON(o) }, check: checkE2ANDJSON},
-		{name: "e2a_json", format: FormatE2AJSON, make: func(o *Output, sc Scenario) Renderer {
+		{name: "e2a_ndjson", format: FormatE2ANDJSON, make: func(o *Output, sc conformance.Scenario) Renderer { return NewE2ANDJSON(o) }, check: checkE2ANDJSON},
+		{name: "e2a_json", format: FormatE2AJSON, make: func(o *Output, sc conformance.Scenario) Renderer {
 			return NewE2AJSON(o, reqID(sc), []byte(`{"request_id":"`+reqID(sc)+`","method":"chat.send"}`), sc.Final, sc.From)
 		}, check: checkE2AJSON},
 	}
 }
 
-// TestRendererConformance runs every renderer through every Scenario,
-// compares the output step by step with testdata/<renderer>/<Scenario>.golden
+// TestRendererConformance runs every renderer through every conformance.Scenario,
+// compares the output step by step with testdata/<renderer>/<conformance.Scenario>.golden
 // (go test -run Conformance -update rewrites them), and checks what every
 // renderer must do whatever its format.
 func TestRendererConformance(t *testing.T) {
-	old := now
-	now = func() time.Time { return fixedNow }
-	defer func() { now = old }()
+	defer SetNow(conformance.Time)()
 	for _, rc := range renderers() {
-		for _, sc := range Scenarios() {
+		for _, sc := range conformance.Scenarios() {
 			t.Run(rc.name+"/"+sc.Name, func(t *testing.T) {
-				run, err := RunConformance(sc, func(o *Output) Renderer { return rc.make(o, sc) })
+				run, err := conformance.Run(sc, func(o *Output) Renderer { return rc.make(o, sc) })
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := MatchGolden(GoldenPath(rc.name, sc.Name), run.Golden, *update); err != nil {
+				if err := conformance.MatchGolden(conformance.GoldenPath(rc.name, sc.Name), run.Golden, *update); err != nil {
 					t.Error(err)
 				}
 				// Invariants shared by every renderer.
@@ -90,14 +91,14 @@ func TestRendererConformance(t *testing.T) {
 // is one JSON value, events end with a blank line (SSEData).
 func checkSSESyntax(t *testing.T, body []byte) {
 	t.Helper()
-	if _, err := SSEData(body); err != nil {
+	if _, err := conformance.SSEData(body); err != nil {
 		t.Error(err)
 	}
 }
 
-func sseData(t *testing.T, body []byte) []sseEvent {
-	var evs []sseEvent
-	for _, ev := range readSSE(t, bytes.NewReader(body)) {
+func sseData(t *testing.T, body []byte) []testkit.SSEEvent {
+	var evs []testkit.SSEEvent
+	for _, ev := range testkit.MustReadSSE(t, bytes.NewReader(body)) {
 		if !ev.Comment {
 			evs = append(evs, ev)
 		}
@@ -107,14 +108,14 @@ func sseData(t *testing.T, body []byte) []sseEvent {
 
 func ndjsonLines(t *testing.T, body []byte) [][]byte {
 	t.Helper()
-	out, err := NDJSONLines(body)
+	out, err := conformance.NDJSONLines(body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out
 }
 
-func wantErr(sc Scenario) error {
+func wantErr(sc conformance.Scenario) error {
 	for _, st := range sc.Steps {
 		if st.Kind == "end" {
 			return st.Err
@@ -123,7 +124,7 @@ func wantErr(sc Scenario) error {
 	return nil
 }
 
-func rendered(sc Scenario) []*e2a.Response {
+func rendered(sc conformance.Scenario) []*e2a.Response {
 	var out []*e2a.Response
 	for _, st := range sc.Steps {
 		if st.Kind == "frame" {
@@ -133,7 +134,7 @@ func rendered(sc Scenario) []*e2a.Response {
 	return out
 }
 
-func checkE2ASSE(t *testing.T, sc Scenario, status int, body []byte) {
+func checkE2ASSE(t *testing.T, sc conformance.Scenario, status int, body []byte) {
 	if err := wantErr(sc); err != nil && len(rendered(sc)) == 0 {
 		st, _ := Classify(err)
 		if status != st {
@@ -153,7 +154,7 @@ func checkE2ASSE(t *testing.T, sc Scenario, status int, body []byte) {
 	}
 }
 
-func checkE2ANDJSON(t *testing.T, sc Scenario, status int, body []byte) {
+func checkE2ANDJSON(t *testing.T, sc conformance.Scenario, status int, body []byte) {
 	lines := ndjsonLines(t, body)
 	fr := rendered(sc)
 	for i, f := range fr {
@@ -167,7 +168,7 @@ func checkE2ANDJSON(t *testing.T, sc Scenario, status int, body []byte) {
 	}
 }
 
-func checkE2AJSON(t *testing.T, sc Scenario, status int, body []byte) {
+func checkE2AJSON(t *testing.T, sc conformance.Scenario, status int, body []byte) {
 	var v map[string]any
 	if err := json.Unmarshal(body, &v); err != nil {
 		t.Fatalf("not JSON: %v", err)

@@ -105,9 +105,10 @@
 // [PassThrough], and the text fast paths read a plain text chunk from
 // them with [ReadTextChunk] or [ReadPlainText]). One conformance suite
 // runs each through the same scenarios built from the specification
-// examples ([Scenarios], driven by [RunConformance]; [HeadFrame] for a
-// renderer's fast path), frame by frame against
-// testdata/<renderer>/<scenario>.golden ([MatchGolden]; go test ./egress
+// examples (package protocols/conformance: its Scenarios driven by its
+// Run; [HeadFrame] gives a renderer's fast path a frame read without
+// decode, [WrapE2A] the E2A renderers as the service wraps them), frame by
+// frame against testdata/<renderer>/<scenario>.golden (go test ./egress
 // -run Conformance -update rewrites egress's, go test
 // ./protocols/<name> -update a protocol package's), including error,
 // cancel, resume and not-found paths.

@@ -3,6 +3,7 @@ package egress
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -14,10 +15,7 @@ import (
 // fallback, taken for a frame the scan declines, does not move the reader's
 // own variables to the heap on the common path.
 func TestReadTextChunkAllocs(t *testing.T) {
-	for _, f := range TextFrames() {
-		if f.ResponseKind != e2a.KindChunk || f.IsFinal {
-			continue
-		}
+	for _, f := range textChunks() {
 		raw, _ := json.Marshal(f)
 		fr := &Frame{Raw: raw, StreamSeq: 1, seq: f.Sequence, final: f.IsFinal, rkind: f.ResponseKind}
 		if _, _, ok := readTextChunk(fr); !ok {
@@ -37,7 +35,22 @@ func TestReadTextChunkAllocs(t *testing.T) {
 		}
 		return
 	}
-	t.Fatal("no plain text chunk among TextFrames")
+	t.Fatal("no plain text chunk among textChunks")
+}
+
+// textChunks are plain text chunks as the agents write them, with and
+// without llm_response_id, without escapes (package
+// protocols/conformance's TextFrames has the hostile cases; this package
+// cannot import it).
+func textChunks() []*e2a.Response {
+	var out []*e2a.Response
+	for i, meta := range []map[string]any{nil, {metaLLMResponseID: "chatcmpl-1"}} {
+		out = append(out, &e2a.Response{ProtocolVersion: "1.0", ResponseID: fmt.Sprintf("rsp-%d", i), RequestID: "req-text",
+			Sequence: int64(i), Status: e2a.StatusInProgress, ResponseKind: e2a.KindChunk, Timestamp: "2025-01-23T10:30:00Z",
+			Body: e2a.MarshalBody(e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: "Hello, world"}), Metadata: meta,
+			TaskID: "task-002", ContextID: "ctx-001", SessionID: "s1"})
+	}
+	return out
 }
 
 // TestOutputScratchAllocs: SSE events and NDJSON lines are assembled in the

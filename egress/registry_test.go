@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols"
 )
 
@@ -15,7 +14,7 @@ import (
 // that is one package (Routes set) has its cases in its package:
 // protocols.TestPackageConformance checks those.
 func TestConformanceCoversRegistry(t *testing.T) {
-	cases := egress.ConformanceFormats()
+	cases := conformanceFormats()
 	for _, p := range protocols.All() {
 		if p.PackageRenderers() {
 			continue // protocols.TestPackageConformance

@@ -22,6 +22,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/protocols/a2av1"
 	"github.com/e2a-pipeline/pipeline/protocols/a2e"
 	"github.com/e2a-pipeline/pipeline/protocols/acp"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 )
 
 // fuzzSep separates the frames of one fuzz input: the record separator of
@@ -65,7 +66,7 @@ type renderCase struct {
 // renderCases: every renderer of every registered format, with the
 // variants of its parameters that change what it writes.
 func renderCases() []renderCase {
-	submitted := egress.ConformanceTime()
+	submitted := conformance.Time()
 	a2aStream := func(p a2amap.Params) func(o *egress.Output, from int64, _ bool) egress.Renderer {
 		p.JSONRPCID, p.Submitted = json.RawMessage(`"rpc-1"`), submitted
 		return func(o *egress.Output, from int64, _ bool) egress.Renderer {
@@ -241,12 +242,12 @@ func fuzzSeeds() [][]byte {
 		return bytes.Join(parts, []byte(fuzzSep))
 	}
 	var seeds [][]byte
-	for _, sc := range egress.Scenarios() {
+	for _, sc := range conformance.Scenarios() {
 		if len(sc.Frames) > 0 {
 			seeds = append(seeds, join(sc.Frames))
 		}
 	}
-	tf := egress.TextFrames()
+	tf := conformance.TextFrames()
 	for i := 0; i < len(tf); i += fuzzMaxFrames - 1 {
 		end := min(i+fuzzMaxFrames-1, len(tf))
 		chunk := tf[i:end]
@@ -448,7 +449,7 @@ func renderOnce(t *testing.T, c renderCase, read []*egress.Frame, readErr error,
 		}
 		msgs, err = sseMessages(body)
 	case shapeNDJSON:
-		msgs, err = egress.NDJSONLines(body)
+		msgs, err = conformance.NDJSONLines(body)
 	case shapeJSON:
 		v := bytes.TrimLeft(body, "\n")
 		if !json.Valid(v) {

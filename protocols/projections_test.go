@@ -4,22 +4,22 @@ import (
 	"testing"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 )
 
 // TestE2AResponseToA2AStreamPayload: an a2a.stream_event frame is its
 // payload under its branch, a chunk none; the projections of a frame are
 // filled on a copy, the ACP one a session/update for a text chunk.
 func TestE2AResponseToA2AStreamPayload(t *testing.T) {
-	r := egress.ConformanceFrame("r", 0, e2a.KindA2AStreamEvent, e2a.StatusInProgress, false, e2a.StreamEventBody{Branch: e2a.BranchStatusUpdate,
+	r := conformance.Frame("r", 0, e2a.KindA2AStreamEvent, e2a.StatusInProgress, false, e2a.StreamEventBody{Branch: e2a.BranchStatusUpdate,
 		Payload: map[string]any{"task_id": "t", "status": map[string]any{"state": "TASK_STATE_WORKING"}}}, nil)
 	got, ok := a2amap.E2AResponseToA2AStreamPayload(r)
 	if !ok || len(got) != 1 || got[e2a.BranchStatusUpdate] == nil {
 		t.Fatalf("%v %v", got, ok)
 	}
-	if _, ok := a2amap.E2AResponseToA2AStreamPayload(egress.ConformanceChunk("r", 0, e2a.DeltaText, "x", "")); ok {
+	if _, ok := a2amap.E2AResponseToA2AStreamPayload(conformance.Chunk("r", 0, e2a.DeltaText, "x", "")); ok {
 		t.Error("a chunk is not a stream payload")
 	}
 	// Projections are filled on request and do not change the frame.
@@ -27,7 +27,7 @@ func TestE2AResponseToA2AStreamPayload(t *testing.T) {
 	if p.Projections["a2a"] == nil || r.Projections != nil {
 		t.Fatalf("projections %v / original %v", p.Projections, r.Projections)
 	}
-	c := protocols.FillProjections(egress.ConformanceChunk("r", 0, e2a.DeltaText, "x", ""))
+	c := protocols.FillProjections(conformance.Chunk("r", 0, e2a.DeltaText, "x", ""))
 	acpProj, _ := c.Projections["acp"].(map[string]any)
 	if acpProj["method"] != "session/update" {
 		t.Fatalf("acp projection %v", c.Projections)

@@ -11,6 +11,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 )
 
 // TestRegistryComplete: every protocol names an adapter the normalizer
@@ -58,7 +59,7 @@ func TestRegistryComplete(t *testing.T) {
 
 // TestPackageConformance: a protocol that is one package (Routes or RPC
 // set, or In naming the package that owns it) runs its renderer for each
-// of its formats through egress's conformance scenarios in
+// of its formats through protocols/conformance's scenarios in
 // protocols/<dir>/conformance_test.go (Protocol.Dir), its cases named
 // after the format (<format>, or <format>_<variant> for several:
 // acp_ndjson, acp_sse), with a golden file for every scenario under
@@ -71,8 +72,8 @@ func TestPackageConformance(t *testing.T) {
 			continue
 		}
 		src, err := os.ReadFile(filepath.Join(p.Dir(), "conformance_test.go"))
-		if err != nil || !strings.Contains(string(src), "egress.RunConformance(") {
-			t.Errorf("protocol %s: no renderer conformance suite in %s/conformance_test.go (egress.RunConformance)", p.Name, p.Dir())
+		if err != nil || !strings.Contains(string(src), "conformance.Run(") {
+			t.Errorf("protocol %s: no renderer conformance suite in %s/conformance_test.go (conformance.Run)", p.Name, p.Dir())
 		}
 		if len(p.Formats) == 0 {
 			t.Errorf("protocol %s: a package with no output format", p.Name)
@@ -86,8 +87,8 @@ func TestPackageConformance(t *testing.T) {
 				t.Errorf("protocol %s: format %s: no conformance case under %s/testdata/%s[_*]/", p.Name, f, p.Dir(), f)
 			}
 			for _, c := range cases {
-				for _, sc := range egress.Scenarios() {
-					path := filepath.Join(p.Dir(), egress.GoldenPath(filepath.Base(c), sc.Name))
+				for _, sc := range conformance.Scenarios() {
+					path := filepath.Join(p.Dir(), conformance.GoldenPath(filepath.Base(c), sc.Name))
 					if _, err := os.Stat(path); err != nil {
 						t.Errorf("protocol %s: format %s: no golden file for scenario %s: %v", p.Name, f, sc.Name, err)
 					}

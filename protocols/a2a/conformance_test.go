@@ -14,34 +14,35 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-// rendererCase is one renderer of the package under egress's conformance
+// rendererCase is one renderer of the package under the conformance (package protocols/conformance)
 // suite: its case name (<format> or <format>_<variant>, the directory of
 // its golden files under testdata/), how to build it, and what its output
 // must satisfy beyond the golden bytes.
 type rendererCase struct {
 	name  string
 	sse   bool
-	make  func(o *egress.Output, sc egress.Scenario) egress.Renderer
-	check func(t *testing.T, sc egress.Scenario, status int, body []byte)
+	make  func(o *egress.Output, sc conformance.Scenario) egress.Renderer
+	check func(t *testing.T, sc conformance.Scenario, status int, body []byte)
 }
 
 // rendererCases: A2A's SSE (message/stream) and JSON (message/send)
 // renderers for an interaction-spec client, a basic A2A client
 // (_basic) and a text/plain client (_text_only); AgentVault's SSE.
 func rendererCases() []rendererCase {
-	stream := func(p a2amap.Params) func(o *egress.Output, sc egress.Scenario) egress.Renderer {
-		p.JSONRPCID, p.TaskID, p.ContextID, p.Submitted = json.RawMessage(`"req-002"`), "task-002", "ctx-001", egress.ConformanceTime()
-		return func(o *egress.Output, sc egress.Scenario) egress.Renderer {
+	stream := func(p a2amap.Params) func(o *egress.Output, sc conformance.Scenario) egress.Renderer {
+		p.JSONRPCID, p.TaskID, p.ContextID, p.Submitted = json.RawMessage(`"req-002"`), "task-002", "ctx-001", conformance.Time()
+		return func(o *egress.Output, sc conformance.Scenario) egress.Renderer {
 			return NewStream(o, sc.RequestID(), p, sc.From)
 		}
 	}
-	send := func(p a2amap.Params) func(o *egress.Output, sc egress.Scenario) egress.Renderer {
+	send := func(p a2amap.Params) func(o *egress.Output, sc conformance.Scenario) egress.Renderer {
 		p.JSONRPCID = json.RawMessage(`"req-001"`)
-		return func(o *egress.Output, sc egress.Scenario) egress.Renderer { return NewSend(o, sc.RequestID(), p) }
+		return func(o *egress.Output, sc conformance.Scenario) egress.Renderer { return NewSend(o, sc.RequestID(), p) }
 	}
 	textOnly := []string{"text/plain"}
 	return []rendererCase{
@@ -53,7 +54,7 @@ func rendererCases() []rendererCase {
 			check: checkTextOnly(checkStream)},
 		{name: SendFormat + "_text_only", make: send(a2amap.Params{AcceptedOutputModes: textOnly, Interaction: true}),
 			check: checkTextOnly(checkSend)},
-		{name: AgentVaultFormat, sse: true, make: func(o *egress.Output, sc egress.Scenario) egress.Renderer {
+		{name: AgentVaultFormat, sse: true, make: func(o *egress.Output, sc conformance.Scenario) egress.Renderer {
 			return NewAgentVaultStream(o, sc.RequestID(), AgentVaultParams{TaskID: "task-abc-123"})
 		}, check: checkAgentVault},
 	}
@@ -65,16 +66,16 @@ func rendererCases() []rendererCase {
 // rewrites them).
 func TestRendererConformance(t *testing.T) {
 	old := now
-	now = egress.ConformanceTime
+	now = conformance.Time
 	defer func() { now = old }()
 	for _, rc := range rendererCases() {
-		for _, sc := range egress.Scenarios() {
+		for _, sc := range conformance.Scenarios() {
 			t.Run(rc.name+"/"+sc.Name, func(t *testing.T) {
-				run, err := egress.RunConformance(sc, func(o *egress.Output) egress.Renderer { return rc.make(o, sc) })
+				run, err := conformance.Run(sc, func(o *egress.Output) egress.Renderer { return rc.make(o, sc) })
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := egress.MatchGolden(egress.GoldenPath(rc.name, sc.Name), run.Golden, *update); err != nil {
+				if err := conformance.MatchGolden(conformance.GoldenPath(rc.name, sc.Name), run.Golden, *update); err != nil {
 					t.Error(err)
 				}
 				if run.Started && rc.sse {
@@ -88,7 +89,7 @@ func TestRendererConformance(t *testing.T) {
 					t.Errorf("nothing written")
 				}
 				if rc.sse && run.Header.Get("Content-Type") == "text/event-stream" {
-					if _, err := egress.SSEData(run.Body); err != nil {
+					if _, err := conformance.SSEData(run.Body); err != nil {
 						t.Error(err)
 					}
 				}
@@ -99,9 +100,9 @@ func TestRendererConformance(t *testing.T) {
 }
 
 // wantErr is the error a scenario ends with, nil when none.
-func wantErr(sc egress.Scenario) error {
+func wantErr(sc conformance.Scenario) error {
 	for _, st := range sc.Steps {
-		if st.Kind == egress.StepEnd {
+		if st.Kind == conformance.StepEnd {
 			return st.Err
 		}
 	}
@@ -110,8 +111,8 @@ func wantErr(sc egress.Scenario) error {
 
 // checkTextOnly: with acceptedOutputModes ["text/plain"] no DataPart is
 // sent (they are dropped), besides what check requires.
-func checkTextOnly(check func(t *testing.T, sc egress.Scenario, status int, body []byte)) func(t *testing.T, sc egress.Scenario, status int, body []byte) {
-	return func(t *testing.T, sc egress.Scenario, status int, body []byte) {
+func checkTextOnly(check func(t *testing.T, sc conformance.Scenario, status int, body []byte)) func(t *testing.T, sc conformance.Scenario, status int, body []byte) {
+	return func(t *testing.T, sc conformance.Scenario, status int, body []byte) {
 		t.Helper()
 		if bytes.Contains(body, []byte(`"kind":"data"`)) {
 			t.Errorf("a DataPart for a text/plain client:\n%s", body)
@@ -122,8 +123,8 @@ func checkTextOnly(check func(t *testing.T, sc egress.Scenario, status int, body
 
 // checkBasic: without the interaction-spec extension no thought part and
 // no function_call/function_response DataPart is sent.
-func checkBasic(check func(t *testing.T, sc egress.Scenario, status int, body []byte)) func(t *testing.T, sc egress.Scenario, status int, body []byte) {
-	return func(t *testing.T, sc egress.Scenario, status int, body []byte) {
+func checkBasic(check func(t *testing.T, sc conformance.Scenario, status int, body []byte)) func(t *testing.T, sc conformance.Scenario, status int, body []byte) {
+	return func(t *testing.T, sc conformance.Scenario, status int, body []byte) {
 		t.Helper()
 		for _, bad := range []string{`"thought":true`, `"type":"function_call"`, `"type":"function_response"`} {
 			if bytes.Contains(body, []byte(bad)) {
@@ -137,7 +138,7 @@ func checkBasic(check func(t *testing.T, sc egress.Scenario, status int, body []
 // checkStream: every data: is a JSON-RPC response with the request's id
 // whose result decodes as an A2A event; a finished stream ends with a final
 // status-update.
-func checkStream(t *testing.T, sc egress.Scenario, status int, body []byte) {
+func checkStream(t *testing.T, sc conformance.Scenario, status int, body []byte) {
 	if status != 200 {
 		t.Errorf("status %d", status)
 	}
@@ -173,7 +174,7 @@ func checkStream(t *testing.T, sc egress.Scenario, status int, body []byte) {
 
 // checkSend: one JSON-RPC response with the request's id: the error, or a
 // Message for one agent message, a Task for several.
-func checkSend(t *testing.T, sc egress.Scenario, status int, body []byte) {
+func checkSend(t *testing.T, sc conformance.Scenario, status int, body []byte) {
 	var resp struct {
 		ID     string          `json:"id"`
 		Result json.RawMessage `json:"result"`
@@ -234,7 +235,7 @@ func sseEvents(body []byte) []sseEvent {
 
 // checkAgentVault: only the profile's events; a finished scenario ends
 // with a final task_status, a failed one with an error event.
-func checkAgentVault(t *testing.T, sc egress.Scenario, _ int, body []byte) {
+func checkAgentVault(t *testing.T, sc conformance.Scenario, _ int, body []byte) {
 	t.Helper()
 	evs := sseEvents(body)
 	for _, ev := range evs {

@@ -16,6 +16,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 )
 
 // renderStream renders frames with the A2A SSE renderer, the text fast
@@ -26,9 +27,9 @@ func renderStream(t *testing.T, fast, lazy bool, id json.RawMessage, from int64,
 	old := fastText
 	fastText = fast
 	defer func() { fastText = old }()
-	out, err := egress.RenderFrames(func(o *egress.Output) egress.Renderer {
+	out, err := conformance.RenderFrames(func(o *egress.Output) egress.Renderer {
 		return NewStream(o, frames[0].RequestID, a2amap.Params{JSONRPCID: id, TaskID: "task-<1>", ContextID: "ctx &1",
-			Submitted: egress.ConformanceTime(), Interaction: true}, from)
+			Submitted: conformance.Time(), Interaction: true}, from)
 	}, frames, lazy)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +42,7 @@ func renderStream(t *testing.T, fast, lazy bool, id json.RawMessage, from int64,
 // ids, runs of text split by reasoning and tool chunks, with and without
 // llm_response_id, and resumed streams.
 func TestA2AFastTextMatches(t *testing.T) {
-	frames := egress.TextFrames()
+	frames := conformance.TextFrames()
 	for _, id := range []string{`"req-002"`, `7`, `"<id>&"`, ``, `1.5e3`} {
 		for _, from := range []int64{0, 3} {
 			slow := renderStream(t, false, false, json.RawMessage(id), from, frames)
@@ -61,7 +62,7 @@ func TestA2AFastTextMatches(t *testing.T) {
 // BenchmarkStreamText: the A2A SSE renderer writing a plain text chunk
 // read without decode (the text fast path), per frame.
 func BenchmarkStreamText(b *testing.B) {
-	f := egress.ConformanceChunk("req-bench", 1, e2a.DeltaText, strings.Repeat("token ", 16), "")
+	f := conformance.Chunk("req-bench", 1, e2a.DeltaText, strings.Repeat("token ", 16), "")
 	raw, _ := json.Marshal(f)
 	o := egress.NewOutput(httptest.NewRecorder(), time.Second)
 	rend := NewStream(o, "req-bench", a2amap.Params{JSONRPCID: json.RawMessage(`"req-1"`), TaskID: "task-1", ContextID: "ctx-1"}, 0)
@@ -88,7 +89,7 @@ func BenchmarkStreamText(b *testing.B) {
 // json.Marshal writes for the JSON-RPC response around the event, for ids
 // of every shape and events with text to escape.
 func TestResultEventMatches(t *testing.T) {
-	ts := egress.ConformanceTime()
+	ts := conformance.Time()
 	msg := a2a.NewMessage(a2a.MessageRoleAgent, a2a.TextPart{Text: "<b>&\u2028 \"quoted\""})
 	events := []any{
 		a2a.TaskStatusUpdateEvent{TaskID: "task-<1>", ContextID: "ctx &1", Final: true,
@@ -137,7 +138,7 @@ func TestResultEventMatches(t *testing.T) {
 // its SSE framing are assembled in buffers the stream and its output reuse,
 // up to egress.MaxScratch.
 func TestStreamTextAllocs(t *testing.T) {
-	f := egress.ConformanceChunk("req-allocs", 1, e2a.DeltaText, strings.Repeat("token ", 16), "")
+	f := conformance.Chunk("req-allocs", 1, e2a.DeltaText, strings.Repeat("token ", 16), "")
 	raw, _ := json.Marshal(f)
 	head, err := egress.HeadFrame(raw, 1)
 	if err != nil {
@@ -157,7 +158,7 @@ func TestStreamTextAllocs(t *testing.T) {
 		t.Errorf("%v allocations per text event, want 0", n)
 	}
 	// A text larger than egress.MaxScratch goes out; its buffer is not kept.
-	big := egress.ConformanceChunk("req-allocs", 2, e2a.DeltaText, strings.Repeat("x", egress.MaxScratch), "")
+	big := conformance.Chunk("req-allocs", 2, e2a.DeltaText, strings.Repeat("x", egress.MaxScratch), "")
 	rawBig, _ := json.Marshal(big)
 	if head, err = egress.HeadFrame(rawBig, 2); err != nil {
 		t.Fatal(err)
@@ -203,7 +204,7 @@ func a2aEventsOf(t *testing.T, fast, lazy bool, from int64, frames []*e2a.Respon
 // reasoning and tool chunks, with and without llm_response_id, and resumed
 // streams.
 func TestA2AEventsFastTextMatches(t *testing.T) {
-	frames := egress.TextFrames()
+	frames := conformance.TextFrames()
 	for _, from := range []int64{0, 3} {
 		slow := a2aEventsOf(t, false, false, from, frames)
 		for _, lazy := range []bool{false, true} {

@@ -8,8 +8,8 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 )
 
 // taskGolden compares v, indented, with testdata/<dir>/<name>.golden
@@ -21,7 +21,7 @@ func taskGolden(t *testing.T, dir, name string, v any) []byte {
 		t.Fatal(err)
 	}
 	b = append(b, '\n')
-	if err := egress.MatchGolden(egress.GoldenPath(dir, name), b, *update); err != nil {
+	if err := conformance.MatchGolden(conformance.GoldenPath(dir, name), b, *update); err != nil {
 		t.Error(err)
 	}
 	return b
@@ -31,7 +31,7 @@ func taskGolden(t *testing.T, dir, name string, v any) []byte {
 // finished scenario (one request, its frames from the start), as tasks/get
 // rebuilds it.
 func finishedTasks(t *testing.T, fn func(t *testing.T, name string, task *a2a.Task)) {
-	for _, sc := range egress.Scenarios() {
+	for _, sc := range conformance.Scenarios() {
 		if !sc.Final || sc.From > 0 {
 			continue
 		}
@@ -60,9 +60,9 @@ func TestTasksGetGolden(t *testing.T) {
 func TestTasksGetMultiTurnKeepsReplies(t *testing.T) {
 	turn := func(id, text string) a2amap.Request {
 		return a2amap.Request{Envelope: &e2a.Envelope{RequestID: id, Params: map[string]any{"text": "q " + id}}, Frames: []*e2a.Response{
-			egress.ConformanceChunk(id, 0, e2a.DeltaReasoning, "thinking "+id, ""),
-			egress.ConformanceChunk(id, 1, e2a.DeltaText, text, ""),
-			egress.ConformanceFrame(id, 2, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: text}, nil)}}
+			conformance.Chunk(id, 0, e2a.DeltaReasoning, "thinking "+id, ""),
+			conformance.Chunk(id, 1, e2a.DeltaText, text, ""),
+			conformance.Frame(id, 2, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: text}, nil)}}
 	}
 	task := a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{turn("q1", "reply one"), turn("q2", "reply two"), turn("q3", "reply three")}, nil)
 	b, _ := json.Marshal(task)
@@ -83,8 +83,8 @@ func TestBuildTaskAcrossRequests(t *testing.T) {
 	env1 := &e2a.Envelope{RequestID: "q1", Params: map[string]any{"text": "first"}}
 	env2 := &e2a.Envelope{RequestID: "q2", MessageID: "u2", Params: map[string]any{"message": map[string]any{
 		"message_id": "u2", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "second"}}}}}
-	f1 := []*e2a.Response{egress.ConformanceChunk("q1", 0, e2a.DeltaText, "one", ""), egress.ConformanceFrame("q1", 1, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: "one"}, nil)}
-	f2 := []*e2a.Response{egress.ConformanceChunk("q2", 0, e2a.DeltaText, "two", "")}
+	f1 := []*e2a.Response{conformance.Chunk("q1", 0, e2a.DeltaText, "one", ""), conformance.Frame("q1", 1, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: "one"}, nil)}
+	f2 := []*e2a.Response{conformance.Chunk("q2", 0, e2a.DeltaText, "two", "")}
 	task := a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{{Envelope: env1, Frames: f1}, {Envelope: env2, Frames: f2}}, nil)
 	if task.Status.State != "working" || len(task.History) != 4 {
 		t.Fatalf("task %+v", task)

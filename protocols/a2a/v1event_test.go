@@ -10,8 +10,8 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	a2av1 "github.com/a2aproject/a2a-go/v2/a2a"
 
-	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 )
 
 // TestA2AV1StreamGolden pins the A2A v1.0 wire of a stream: each
@@ -23,9 +23,9 @@ import (
 // members, no final flag. -update rewrites testdata/a2av1_stream.
 func TestA2AV1StreamGolden(t *testing.T) {
 	old := now
-	now = egress.ConformanceTime
+	now = conformance.Time
 	defer func() { now = old }()
-	for _, sc := range egress.Scenarios() {
+	for _, sc := range conformance.Scenarios() {
 		if sc.From > 0 || len(sc.Frames) == 0 {
 			continue
 		}
@@ -36,7 +36,7 @@ func TestA2AV1StreamGolden(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				m := a2amap.NewStreamMapper(sc.RequestID(), A2AParams{TaskID: "task-002", ContextID: "ctx-001", Interaction: interaction}, 0)
-				ts := egress.ConformanceTime()
+				ts := conformance.Time()
 				var out bytes.Buffer
 				write := func(ev a2a.Event) {
 					v1, err := V1Event(ev)

@@ -19,6 +19,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -69,11 +70,11 @@ func (c streamCase) newStream(o *egress.Output, requestID string, from int64) eg
 
 // streamParams are the call's parameters the cases render with.
 func streamParams(p a2amap.Params) a2amap.Params {
-	p.TaskID, p.ContextID, p.Submitted = "task-002", "ctx-001", egress.ConformanceTime()
+	p.TaskID, p.ContextID, p.Submitted = "task-002", "ctx-001", conformance.Time()
 	return p
 }
 
-// TestRendererConformance runs the stream through egress's conformance
+// TestRendererConformance runs the stream through the conformance (package protocols/conformance)
 // scenarios and compares its output step by step with
 // testdata/<case>/<scenario>.golden (go test -run Conformance -update
 // rewrites them); every data: is a JSON-RPC response with the call's id
@@ -81,18 +82,18 @@ func streamParams(p a2amap.Params) a2amap.Params {
 // task's terminal state.
 func TestRendererConformance(t *testing.T) {
 	old := now
-	now = egress.ConformanceTime
+	now = conformance.Time
 	defer func() { now = old }()
 	for _, c := range streamCases {
-		for _, sc := range egress.Scenarios() {
+		for _, sc := range conformance.Scenarios() {
 			t.Run(c.name+"/"+sc.Name, func(t *testing.T) {
-				run, err := egress.RunConformance(sc, func(o *egress.Output) egress.Renderer {
+				run, err := conformance.Run(sc, func(o *egress.Output) egress.Renderer {
 					return c.newStream(o, sc.RequestID(), sc.From)
 				})
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := egress.MatchGolden(egress.GoldenPath(c.name, sc.Name), run.Golden, *update); err != nil {
+				if err := conformance.MatchGolden(conformance.GoldenPath(c.name, sc.Name), run.Golden, *update); err != nil {
 					t.Error(err)
 				}
 				for h, v := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
@@ -100,7 +101,7 @@ func TestRendererConformance(t *testing.T) {
 						t.Errorf("%s = %q, want %q", h, run.Header.Get(h), v)
 					}
 				}
-				data, err := egress.SSEData(run.Body)
+				data, err := conformance.SSEData(run.Body)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -171,7 +172,7 @@ func terminal(ev a2a.Event) bool {
 // status, each frame's events, the error the scenario ends with.
 type scenarioAnswers struct {
 	Answers
-	sc egress.Scenario
+	sc conformance.Scenario
 }
 
 func (a scenarioAnswers) A2AEvents(_ context.Context, requestID string, p a2amap.Params, _ int64, _ ...egress.ReplayOption) iter.Seq2[legacy.Event, error] {
@@ -183,7 +184,7 @@ func (a scenarioAnswers) A2AEvents(_ context.Context, requestID string, p a2amap
 		}
 		for _, st := range a.sc.Steps {
 			switch st.Kind {
-			case egress.StepFrame:
+			case conformance.StepFrame:
 				evs, err := m.Events(a.sc.Frames[st.Frame])
 				if err != nil {
 					yield(nil, err)
@@ -194,7 +195,7 @@ func (a scenarioAnswers) A2AEvents(_ context.Context, requestID string, p a2amap
 						return
 					}
 				}
-			case egress.StepEnd:
+			case conformance.StepEnd:
 				if st.Err != nil {
 					yield(nil, st.Err)
 				}
@@ -207,7 +208,7 @@ func (a scenarioAnswers) A2AEvents(_ context.Context, requestID string, p a2amap
 // sdkHost is fakeHost answering from a scenario.
 type sdkHost struct {
 	fakeHost
-	sc egress.Scenario
+	sc conformance.Scenario
 }
 
 func (h sdkHost) V1Answers() Answers { return scenarioAnswers{sc: h.sc} }
@@ -225,23 +226,23 @@ var errorTime = regexp.MustCompile(`"timestamp":"[^"]*"`)
 // timestamp may differ.
 func TestStreamMatchesSDK(t *testing.T) {
 	old := now
-	now = egress.ConformanceTime
+	now = conformance.Time
 	defer func() { now = old }()
 	restBody := `{"message":{"messageId":"m-1","contextId":"ctx-001","taskId":"task-002","role":"ROLE_USER","parts":[{"text":"hi"}]}}`
 	body := `{"jsonrpc":"2.0","id":"req-002","method":"SendStreamingMessage","params":` + restBody + `}`
 	for _, c := range streamCases {
-		for _, sc := range egress.Scenarios() {
+		for _, sc := range conformance.Scenarios() {
 			if sc.From > 0 || len(sc.Frames) == 0 {
 				continue
 			}
 			t.Run(c.name+"/"+sc.Name, func(t *testing.T) {
-				run, err := egress.RunConformance(sc, func(o *egress.Output) egress.Renderer {
+				run, err := conformance.Run(sc, func(o *egress.Output) egress.Renderer {
 					return c.newStream(o, sc.RequestID(), 0)
 				})
 				if err != nil {
 					t.Fatal(err)
 				}
-				ours, err := egress.SSEData(run.Body)
+				ours, err := conformance.SSEData(run.Body)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -259,7 +260,7 @@ func TestStreamMatchesSDK(t *testing.T) {
 				}
 				w := httptest.NewRecorder()
 				sdk.ServeHTTP(w, r)
-				theirs, err := egress.SSEData(w.Body.Bytes())
+				theirs, err := conformance.SSEData(w.Body.Bytes())
 				if err != nil {
 					t.Fatalf("%v: %s", err, w.Body)
 				}

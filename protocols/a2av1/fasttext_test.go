@@ -8,6 +8,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 )
 
 // renderStream renders frames with the JSON-RPC stream, the text fast
@@ -18,8 +19,8 @@ func renderStream(t *testing.T, fast, lazy, rest bool, id json.RawMessage, from 
 	old := fastText
 	fastText = fast
 	defer func() { fastText = old }()
-	out, err := egress.RenderFrames(func(o *egress.Output) egress.Renderer {
-		p := a2amap.Params{TaskID: "task-<1>", ContextID: "ctx &1", Submitted: egress.ConformanceTime(), Interaction: true}
+	out, err := conformance.RenderFrames(func(o *egress.Output) egress.Renderer {
+		p := a2amap.Params{TaskID: "task-<1>", ContextID: "ctx &1", Submitted: conformance.Time(), Interaction: true}
 		if rest {
 			return NewRESTStream(o, frames[0].RequestID, p, from)
 		}
@@ -37,7 +38,7 @@ func renderStream(t *testing.T, fast, lazy, rest bool, id json.RawMessage, from 
 // tool chunks, with and without llm_response_id, and resumed streams; on
 // both bindings (REST: the HTTP+JSON one's events, without JSON-RPC).
 func TestStreamFastTextMatches(t *testing.T) {
-	frames := egress.TextFrames()
+	frames := conformance.TextFrames()
 	for _, id := range []string{`"req-002"`, `7`, `"<id>&"`, ``, `1.5e3`, `REST`} {
 		rest := id == `REST`
 		for _, from := range []int64{0, 3} {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
-	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 )
 
 // FuzzNormalizeV1Send: whatever SendMessage body the SDK's transports
@@ -114,7 +114,7 @@ func FuzzStreamBindings(f *testing.F) {
 		}
 		out := w.Body.Bytes()
 		if strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
-			data, err := egress.SSEData(out)
+			data, err := conformance.SSEData(out)
 			if err != nil {
 				t.Fatalf("%q: %v:\n%s", body, err, out)
 			}

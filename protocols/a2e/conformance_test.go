@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -15,23 +16,23 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // testdata/<Format>/).
 const rendererCase = Format
 
-// TestRendererConformance runs the renderer through egress's conformance
+// TestRendererConformance runs the renderer through the conformance (package protocols/conformance)
 // scenarios and compares its output step by step with
 // testdata/a2e_ndjson/<scenario>.golden (go test -run Conformance -update
 // rewrites them).
 func TestRendererConformance(t *testing.T) {
 	old := now
-	now = egress.ConformanceTime
+	now = conformance.Time
 	defer func() { now = old }()
-	for _, sc := range egress.Scenarios() {
+	for _, sc := range conformance.Scenarios() {
 		t.Run(rendererCase+"/"+sc.Name, func(t *testing.T) {
-			run, err := egress.RunConformance(sc, func(o *egress.Output) egress.Renderer {
+			run, err := conformance.Run(sc, func(o *egress.Output) egress.Renderer {
 				return NewRenderer(o, Params{ReqID: "a1b2c3", ReqType: "tool/call/req"})
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := egress.MatchGolden(egress.GoldenPath(rendererCase, sc.Name), run.Golden, *update); err != nil {
+			if err := conformance.MatchGolden(conformance.GoldenPath(rendererCase, sc.Name), run.Golden, *update); err != nil {
 				t.Error(err)
 			}
 			if len(run.Body) == 0 {
@@ -46,7 +47,7 @@ func TestRendererConformance(t *testing.T) {
 // increasing seq, the response last, errors with retryable, a code and
 // the capability.
 func checkLines(t *testing.T, body []byte) {
-	lines, err := egress.NDJSONLines(body)
+	lines, err := conformance.NDJSONLines(body)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@
 //
 // Files: message.go (the wire message, constants, error lines),
 // render.go (the renderer), frontdoor.go (the handler);
-// conformance_test.go runs the renderer through egress's conformance
+// conformance_test.go runs the renderer through the conformance (package protocols/conformance)
 // scenarios against testdata/a2e_ndjson/<scenario>.golden (go test
 // ./protocols/a2e -update rewrites them).
 package a2e

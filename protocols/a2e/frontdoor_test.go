@@ -13,6 +13,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/a2e"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
@@ -88,7 +89,7 @@ func post(t *testing.T, h *fakeHost, body string) (*httptest.ResponseRecorder, [
 	t.Helper()
 	rec := httptest.NewRecorder()
 	a2e.NewHandler(h).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, a2e.Path, strings.NewReader(body)))
-	lines, err := egress.NDJSONLines(rec.Body.Bytes())
+	lines, err := conformance.NDJSONLines(rec.Body.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}

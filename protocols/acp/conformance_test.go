@@ -9,6 +9,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -18,21 +19,21 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // under testdata/<case>/): NDJSON (the framing of stdio) and SSE.
 var rendererCases = map[string]bool{Format + "_ndjson": false, Format + "_sse": true}
 
-// TestRendererConformance runs the renderer through egress's conformance
+// TestRendererConformance runs the renderer through the conformance (package protocols/conformance)
 // scenarios and compares its output step by step with
 // testdata/<case>/<scenario>.golden (go test -run Conformance -update
 // rewrites them).
 func TestRendererConformance(t *testing.T) {
 	for name, sse := range rendererCases {
-		for _, sc := range egress.Scenarios() {
+		for _, sc := range conformance.Scenarios() {
 			t.Run(name+"/"+sc.Name, func(t *testing.T) {
-				run, err := egress.RunConformance(sc, func(o *egress.Output) egress.Renderer {
+				run, err := conformance.Run(sc, func(o *egress.Output) egress.Renderer {
 					return NewRenderer(o, Params{JSONRPCID: json.RawMessage(`42`), SessionID: "s1", SSE: sse})
 				})
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := egress.MatchGolden(egress.GoldenPath(name, sc.Name), run.Golden, *update); err != nil {
+				if err := conformance.MatchGolden(conformance.GoldenPath(name, sc.Name), run.Golden, *update); err != nil {
 					t.Error(err)
 				}
 				if len(run.Body) == 0 {
@@ -45,10 +46,10 @@ func TestRendererConformance(t *testing.T) {
 							t.Errorf("%s = %q, want %q", h, run.Header.Get(h), v)
 						}
 					}
-					if msgs, err = egress.SSEData(run.Body); err != nil {
+					if msgs, err = conformance.SSEData(run.Body); err != nil {
 						t.Error(err)
 					}
-				} else if msgs, err = egress.NDJSONLines(run.Body); err != nil {
+				} else if msgs, err = conformance.NDJSONLines(run.Body); err != nil {
 					t.Fatal(err)
 				}
 				checkMessages(t, sc, msgs)
@@ -59,11 +60,11 @@ func TestRendererConformance(t *testing.T) {
 
 // checkMessages: notifications decode as acp.SessionNotification, the last
 // message is the response to id 42 with a stopReason or an error.
-func checkMessages(t *testing.T, sc egress.Scenario, msgs [][]byte) {
+func checkMessages(t *testing.T, sc conformance.Scenario, msgs [][]byte) {
 	t.Helper()
 	var endErr error
 	for _, st := range sc.Steps {
-		if st.Kind == egress.StepEnd {
+		if st.Kind == conformance.StepEnd {
 			endErr = st.Err
 		}
 	}

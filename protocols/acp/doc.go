@@ -62,7 +62,7 @@
 //
 // Files: calls.go (the endpoint and its calls), render.go (the renderer),
 // errors.go (the error table); conformance_test.go runs the renderer
-// through egress's conformance scenarios against
+// through protocols/conformance's scenarios against
 // testdata/acp_ndjson/<scenario>.golden and testdata/acp_sse/ (go test
 // ./protocols/acp -update rewrites them); calls_test.go runs the calls
 // over a fake host.

@@ -11,6 +11,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 )
 
 // TestACPFastTextMatches: TextUpdate writes what json.Marshal writes of
@@ -20,7 +21,7 @@ import (
 // declines every frame that is not a plain text chunk, and all of them
 // when the fast paths are off.
 func TestACPFastTextMatches(t *testing.T) {
-	frames := egress.TextFrames()
+	frames := conformance.TextFrames()
 	for i, f := range frames {
 		f.SessionID = "sess-<" + fmt.Sprint(i%2) + ">"
 	}

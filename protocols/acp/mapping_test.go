@@ -5,12 +5,12 @@ import (
 	"testing"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 )
 
 func TestE2AResponseToACPJSONRPCResponse(t *testing.T) {
 	mk := func(kind, status string, body any) *e2a.Response {
-		r := egress.ConformanceFrame("r", 3, kind, status, true, body, nil)
+		r := conformance.Frame("r", 3, kind, status, true, body, nil)
 		r.JSONRPCID = json.RawMessage(`42`)
 		return r
 	}
@@ -37,7 +37,7 @@ func TestE2AResponseToACPJSONRPCResponse(t *testing.T) {
 			t.Errorf("%s:\n got %s\nwant %s", tc.name, b, tc.want)
 		}
 	}
-	if _, ok := E2AResponseToACPJSONRPCResponse(egress.ConformanceChunk("r", 0, e2a.DeltaText, "x", "")); ok {
+	if _, ok := E2AResponseToACPJSONRPCResponse(conformance.Chunk("r", 0, e2a.DeltaText, "x", "")); ok {
 		t.Error("a chunk has no JSON-RPC response")
 	}
 }

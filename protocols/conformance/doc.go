@@ -1,0 +1,19 @@
+// Package conformance is the renderer conformance kit every output format
+// is checked with: the scenarios built from the specification examples
+// ([Scenarios]: text, tool calls, native A2A and ACP frames, the
+// interaction spec's cases, errors, cancel, resume, not found, timeout),
+// the driver that renders one scenario step by step on a recorded
+// response ([Run]: Start, each frame, heartbeats, End, flushing after
+// every step), the golden-file comparison ([GoldenPath], [MatchGolden];
+// each package's go test -update rewrites its own), the frames the text
+// fast paths' differential tests use ([TextFrames], [RenderFrames]) and
+// the body checks ([NDJSONLines], [SSEData]).
+//
+// egress's own renderers (E2A SSE, NDJSON, JSON) and those of the protocol
+// packages (protocols/<name>/conformance_test.go) share it, so that one
+// scenario reads the same in every protocol; the registry's tests
+// (package protocols) fail for a registered protocol without its case or
+// golden files. It imports egress (the renderer seam: Renderer, Output,
+// Frame, HeadFrame for a frame read without decode) and the frame types,
+// and no protocol package (it was egress/conformance.go until issue 39).
+package conformance
