@@ -7,7 +7,11 @@
 // every step), the golden-file comparison ([GoldenPath], [MatchGolden];
 // each package's go test -update rewrites its own), the frames the text
 // fast paths' differential tests use ([TextFrames], [RenderFrames]) and
-// the body checks ([NDJSONLines], [SSEData]).
+// the body checks ([NDJSONLines], [SSEData]), and a fake pipeline
+// ([Host], a host.Host: admits or refuses, records publishes, holds
+// stream slots, serves a request's frames through the package's renderer)
+// so that a protocol package tests its front door without ingress or
+// NATS (protocols/a2e's tests use it).
 //
 // egress's own renderers (E2A SSE, NDJSON, JSON) and those of the protocol
 // packages (protocols/<name>/conformance_test.go) share it, so that one

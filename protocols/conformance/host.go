@@ -1,0 +1,193 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
+)
+
+// Host is a fake pipeline (a host.Host) for a protocol package's tests of
+// its front door without ingress or NATS: it admits every request (or
+// refuses it with Refusal), accepts every publish (or fails it with
+// PublishErr), gives stream slots (none with NoSlot), and answers an
+// accepted request by running the renderer over the request's Frames
+// (Start, each frame, End(nil): none, Start then End). What it was asked
+// is recorded: [Host.Published], [Host.Served], [Host.Slots]. Its zero
+// value is ready; it is safe for concurrent use.
+type Host struct {
+	// Refusal, when set, refuses every request with it.
+	Refusal *host.Refusal
+	// PublishErr, when set, fails every publish with it.
+	PublishErr error
+	// Warning is the warning of every accepted request.
+	Warning string
+	// NoSlot refuses every stream slot (429, too_many_streams).
+	NoSlot bool
+	// Norm decodes requests; nil: a normalizer routing to pool "echo".
+	Norm *normalizer.Normalizer
+	// BodyLimit bounds a body; 0: 1 MiB.
+	BodyLimit int64
+	// Frames are what Serve renders for a request id.
+	Frames map[string][]*e2a.Response
+	// OnServe, when set, is called as Serve or ServeE2A starts (the slot
+	// of a streamed answer is held then).
+	OnServe func(requestID, format string)
+
+	mu        sync.Mutex
+	published []*e2a.Envelope
+	pools     []string
+	served    []string
+	slots     int
+}
+
+var _ host.Host = (*Host)(nil)
+
+// Admit admits r as a caller of the host, unless Refusal is set.
+func (h *Host) Admit(w http.ResponseWriter, r *http.Request, protocol string, refuse host.Refuse) (host.Caller, bool) {
+	if h.Refusal != nil {
+		refuse(w, *h.Refusal)
+		return nil, false
+	}
+	return caller{h}, true
+}
+
+// Serve records the request and format, then renders the request's Frames
+// with the renderer newRenderer builds.
+func (h *Host) Serve(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer egress.NewRenderer) {
+	h.serving(requestID, format)
+	o := egress.NewOutput(w, 0)
+	rend := newRenderer(o)
+	if err := rend.Start(); err != nil {
+		return
+	}
+	for i, f := range h.framesOf(requestID) {
+		raw, err := json.Marshal(f)
+		if err != nil {
+			_ = rend.End(err)
+			return
+		}
+		if err := rend.Frame(&egress.Frame{Response: f, Raw: raw, StreamSeq: uint64(i + 1)}); err != nil {
+			_ = rend.End(err)
+			return
+		}
+	}
+	_ = rend.End(nil)
+	_ = o.Flush()
+}
+
+// ServeE2A records the request (format e2a) and answers its Frames as
+// egress's NDJSON stream does: one frame per line.
+func (h *Host) ServeE2A(w http.ResponseWriter, r *http.Request, requestID string) {
+	h.Serve(w, r, requestID, egress.FormatE2ANDJSON, egress.NewE2ANDJSON)
+}
+
+// Normalizer is Norm, or one routing every request to pool "echo".
+func (h *Host) Normalizer() *normalizer.Normalizer {
+	if h.Norm != nil {
+		return h.Norm
+	}
+	return normalizer.New(normalizer.Config{Routes: normalizer.Routes{Default: "echo"}})
+}
+
+// MaxBody is BodyLimit, or 1 MiB.
+func (h *Host) MaxBody() int64 {
+	if h.BodyLimit > 0 {
+		return h.BodyLimit
+	}
+	return 1 << 20
+}
+
+// Version is "test".
+func (h *Host) Version() string { return "test" }
+
+// Published returns the envelopes published so far, in order.
+func (h *Host) Published() []*e2a.Envelope {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]*e2a.Envelope(nil), h.published...)
+}
+
+// Pools returns the pool of each published envelope, in order.
+func (h *Host) Pools() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.pools...)
+}
+
+// Served returns "<request id> <format>" for each answer served so far.
+func (h *Host) Served() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.served...)
+}
+
+// Slots returns the stream slots held now.
+func (h *Host) Slots() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.slots
+}
+
+func (h *Host) serving(requestID, format string) {
+	h.mu.Lock()
+	h.served = append(h.served, requestID+" "+format)
+	h.mu.Unlock()
+	if h.OnServe != nil {
+		h.OnServe(requestID, format)
+	}
+}
+
+func (h *Host) framesOf(requestID string) []*e2a.Response {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.Frames[requestID]
+}
+
+// caller is the principal the fake host admitted.
+type caller struct{ h *Host }
+
+var _ host.Caller = caller{}
+
+// Input is the normalizer's view of the call: its body and headers over
+// HTTP, its Idempotency-Key as the request id.
+func (c caller) Input(r *http.Request, body []byte, agent string) normalizer.Input {
+	return normalizer.Input{Body: body, Header: r.Header, Channel: "http", Agent: agent, RequestID: r.Header.Get("Idempotency-Key")}
+}
+
+// Publish records env, or fails with PublishErr.
+func (c caller) Publish(_ context.Context, pool string, env *e2a.Envelope) (host.Accepted, error) {
+	if c.h.PublishErr != nil {
+		return host.Accepted{}, c.h.PublishErr
+	}
+	c.h.mu.Lock()
+	c.h.published = append(c.h.published, env)
+	c.h.pools = append(c.h.pools, pool)
+	c.h.mu.Unlock()
+	return host.Accepted{RequestID: env.RequestID, Pool: pool, Warning: c.h.Warning}, nil
+}
+
+// StreamSlot takes a slot, or refuses with 429 too_many_streams when
+// NoSlot is set.
+func (c caller) StreamSlot(w http.ResponseWriter, refuse host.Refuse) (func(), bool) {
+	if c.h.NoSlot {
+		refuse(w, host.Refusal{Status: http.StatusTooManyRequests, Code: "too_many_streams", Message: "too many concurrent streams", Retryable: true})
+		return nil, false
+	}
+	c.h.mu.Lock()
+	c.h.slots++
+	c.h.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.h.mu.Lock()
+			c.h.slots--
+			c.h.mu.Unlock()
+		})
+	}, true
+}
