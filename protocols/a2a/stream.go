@@ -47,12 +47,16 @@ type stream struct {
 	m     *a2amap.Mapper
 	rpcID []byte // the JSON-RPC id as encoded, for textEvent
 	buf   []byte // textEvent's buffer, reused once the event is written
+	// opening: the submitted status-update is still to be written (open).
+	opening bool
 }
 
 // NewStream returns the A2A v0.3 SSE renderer (format [StreamFormat]) of
 // requestID from sequence from (the resume point; p.Resubscribe for
 // tasks/resubscribe): a submitted status-update first (p.Submitted, else
-// now), or a working one for a resubscription, none when resuming; then
+// now; written with the first frame, and not at all when that frame is
+// the agent's Message), or a working one for a resubscription, none when
+// resuming; then
 // each frame's events as a2amap.Mapper maps them, without the parts the
 // client must not get (p.AcceptedOutputModes, p.Interaction); an error
 // ends the stream as a JSON-RPC error ([Error]).
@@ -74,12 +78,31 @@ func (r *stream) Start() error {
 		ts := now().UTC()
 		return r.resultEvent("", r.m.StatusUpdate(a2a.TaskStateWorking, &ts, nil, false))
 	}
+	r.opening = true
+	return nil
+}
+
+// open writes the submitted status-update a message/stream opens with,
+// before the first frame's events, unless that frame is the agent's
+// direct answer, a Message (e2a.Response.Reply): that stream is the one
+// message event, no task.
+func (r *stream) open(reply bool) error {
+	if !r.opening {
+		return nil
+	}
+	r.opening = false
+	if reply {
+		return nil
+	}
 	ts := r.p.SubmittedTime(now)
 	return r.resultEvent("", r.m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil, false))
 }
 
 func (r *stream) Frame(f *egress.Frame) error {
 	if b, ok := r.textEvent(f); ok {
+		if err := r.open(false); err != nil {
+			return err
+		}
 		err := egress.SSEEvent(r.o, egress.SeqID(f), "", b)
 		r.buf = egress.KeepScratch(b)
 		return err
@@ -87,6 +110,12 @@ func (r *stream) Frame(f *egress.Frame) error {
 	resp, err := f.Decoded()
 	if err != nil {
 		return err
+	}
+	if r.opening {
+		_, reply := resp.Reply()
+		if err := r.open(reply); err != nil {
+			return err
+		}
 	}
 	evs, err := r.m.Events(resp)
 	if err != nil {
