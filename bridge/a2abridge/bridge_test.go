@@ -55,7 +55,7 @@ func TestContent(t *testing.T) {
 					if err != nil {
 						t.Fatalf("%s: %v", text, err)
 					}
-					fold(turn, ev)
+					turn.Add(ev)
 				}
 				if err := turn.Check(text, false); err != nil {
 					t.Errorf("%s: %v", text, err)

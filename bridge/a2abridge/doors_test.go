@@ -136,17 +136,6 @@ func userMessage(text string) *a2a.Message {
 	return msg
 }
 
-// fold adds an event to a turn, but for the pipeline's closing
-// artifact-update (lastChunk, no parts), which names the last artifact
-// without append: folded as A2A says (a2a-go's task manager does the
-// same), it would empty that artifact. See the report of this change.
-func fold(turn *up.Turn, ev a2a.Event) {
-	if ae, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok && ae.LastChunk && !ae.Append && ae.Artifact != nil && len(ae.Artifact.Parts) == 0 {
-		return
-	}
-	turn.Add(ev)
-}
-
 func (v *v1Conv) send(t *testing.T, text string) seen {
 	t.Helper()
 	ctx := testCtx(t)
@@ -156,7 +145,7 @@ func (v *v1Conv) send(t *testing.T, text string) seen {
 			if err != nil {
 				t.Fatalf("A2A v1.0 stream of %q: %v", text, err)
 			}
-			fold(turn, ev)
+			turn.Add(ev)
 		}
 	} else {
 		res, err := v.c.SendMessage(ctx, v.request(text))
@@ -199,7 +188,7 @@ func (v *v1Conv) cancel(t *testing.T, text string) seen {
 		if err != nil {
 			t.Fatalf("A2A v1.0 stream of %q: %v", text, err)
 		}
-		fold(turn, ev)
+		turn.Add(ev)
 		if ae, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok && once.CompareAndSwap(false, true) {
 			if _, err := v.c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: ae.TaskID}); err != nil {
 				t.Fatalf("CancelTask: %v", err)
@@ -209,7 +198,7 @@ func (v *v1Conv) cancel(t *testing.T, text string) seen {
 	return turnSeen(turn)
 }
 
-// turnSeen reads a folded A2A turn.
+// turnSeen reads an A2A turn.
 func turnSeen(turn *up.Turn) seen {
 	s := seen{state: v03State(turn.State()), message: turn.Status, artifacts: map[a2a.ArtifactID]string{},
 		taskID: string(turn.Task.TaskID), contextID: turn.Task.ContextID}
@@ -274,7 +263,7 @@ func (v *v03Conv) params(text string) *a2a03.MessageSendParams {
 	return &a2a03.MessageSendParams{Message: msg}
 }
 
-// stream folds the v0.3 events of a message/stream (as v1.0 events), and
+// stream adds the v0.3 events of a message/stream (as v1.0 events), and
 // calls each on every event.
 func (v *v03Conv) stream(t *testing.T, text string, each func(a2a03.Event)) *up.Turn {
 	t.Helper()
@@ -287,7 +276,7 @@ func (v *v03Conv) stream(t *testing.T, text string, each func(a2a03.Event)) *up.
 		if err != nil {
 			t.Fatalf("A2A v0.3 event %+v: %v", ev, err)
 		}
-		fold(turn, v1)
+		turn.Add(v1)
 		if each != nil {
 			each(ev)
 		}

@@ -98,7 +98,7 @@ func (tk *takeover) killAfter(t *testing.T, turn *up.Turn, n int) {
 		if !ok {
 			t.Fatalf("the stream ended before the kill: %v", <-tk.errs)
 		}
-		fold(turn, ev)
+		turn.Add(ev)
 		if _, art := ev.(*a2a.TaskArtifactUpdateEvent); art {
 			seen++
 		}
@@ -110,7 +110,7 @@ func (tk *takeover) killAfter(t *testing.T, turn *up.Turn, n int) {
 func (tk *takeover) finish(t *testing.T, turn *up.Turn) {
 	t.Helper()
 	for ev := range tk.events {
-		fold(turn, ev)
+		turn.Add(ev)
 	}
 	select {
 	case err := <-tk.errs:

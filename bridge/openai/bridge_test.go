@@ -95,9 +95,7 @@ func TestBridgeA2AV1(t *testing.T) {
 			}
 			switch e := ev.(type) {
 			case *a2a.TaskArtifactUpdateEvent:
-				// (The closing lastChunk event, without parts, carries no
-				// metadata.)
-				if id, _ := e.Metadata["llm_response_id"].(string); len(e.Artifact.Parts) > 0 && id != string(e.Artifact.ID) {
+				if id, _ := e.Metadata["llm_response_id"].(string); id != string(e.Artifact.ID) {
 					t.Errorf("artifact %s with llm_response_id %q", e.Artifact.ID, id)
 				}
 				for _, p := range e.Artifact.Parts {
