@@ -36,6 +36,7 @@ var natsUsers = map[string]string{
 	"agent-demo":     "E2A_NATS_AGENT_DEMO_PASSWORD",
 	"agent-workflow": "E2A_NATS_AGENT_WORKFLOW_PASSWORD",
 	"agent-bridge":   "E2A_NATS_AGENT_BRIDGE_PASSWORD",
+	"push":           "E2A_NATS_PUSH_PASSWORD",
 	"audit":          "E2A_NATS_AUDIT_PASSWORD",
 	"sys":            "E2A_NATS_SYS_PASSWORD",
 }

@@ -128,6 +128,12 @@ func TestNATSServerConfig(t *testing.T) {
 			[]string{"$KV.E2A_BRIDGE.>", "$JS.API.DIRECT.GET.KV_E2A_BRIDGE.>", "$JS.API.DIRECT.GET.KV_E2A_BRIDGE"}},
 		{"audit", pub("audit"), []string{"$JS.API.DIRECT.GET.E2A_AUDIT"}, []string{"e2a.req.>", "e2a.resp.>", "e2a.ctl.>"}},
 		{"serve", pub("serve"), []string{"e2a.req.>"}, []string{"e2a.resp.>"}},
+		// The push stage reads frames and envelopes, keeps cursors and
+		// dead-letters: it publishes no request, frame or cancel and
+		// creates no stream.
+		{"push", pub("push"), []string{"$JS.API.CONSUMER.MSG.NEXT.E2A_RESPONSES.push", "e2a.push.dead.>", "$KV.E2A_PUSH.>"},
+			[]string{"e2a.req.>", "e2a.resp.>", "e2a.ctl.>", "$JS.API.STREAM.CREATE.E2A_PUSH_DEAD", "$JS.API.STREAM.CREATE.KV_E2A_PUSH"}},
+		{"ingress", pub("ingress"), []string{"$KV.E2A_PUSH.>", "$JS.API.STREAM.INFO.E2A_RESPONSES"}, []string{"e2a.push.dead.>"}},
 	} {
 		for _, w := range c.want {
 			if !slices.Contains(c.list, w) {
@@ -140,9 +146,9 @@ func TestNATSServerConfig(t *testing.T) {
 			}
 		}
 	}
-	// serve is exactly ingress + egress.
+	// serve is exactly ingress + egress + push.
 	union := map[string]bool{}
-	for _, s := range append(pub("ingress"), pub("egress")...) {
+	for _, s := range slices.Concat(pub("ingress"), pub("egress"), pub("push")) {
 		union[s] = true
 	}
 	var want []string
@@ -152,7 +158,7 @@ func TestNATSServerConfig(t *testing.T) {
 	sort.Strings(want)
 	got := slices.Sorted(slices.Values(pub("serve")))
 	if !slices.Equal(got, want) {
-		t.Errorf("serve publish %v, want ingress ∪ egress %v", got, want)
+		t.Errorf("serve publish %v, want ingress ∪ egress ∪ push %v", got, want)
 	}
 }
 

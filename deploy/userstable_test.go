@@ -153,7 +153,7 @@ func usersTable(t *testing.T) string {
 		t.Fatal(err)
 	}
 	users := userPerms(t, opts)
-	order := []string{"admin", "ingress", "egress", "serve", "agent-demo", "agent-workflow", "agent-bridge", "audit", "sys"}
+	order := []string{"admin", "ingress", "egress", "serve", "push", "agent-demo", "agent-workflow", "agent-bridge", "audit", "sys"}
 	if len(order) != len(users) {
 		t.Fatalf("users %d, table order %v", len(users), order)
 	}

@@ -87,7 +87,8 @@ func (r Report) String() string {
 }
 
 type applyOptions struct {
-	extraKV []jetstream.KeyValueConfig
+	extraKV      []jetstream.KeyValueConfig
+	extraStreams []jetstream.StreamConfig
 }
 
 // ApplyOption configures Apply.
@@ -101,6 +102,19 @@ func WithKeyValue(cfg jetstream.KeyValueConfig) ApplyOption {
 			return fmt.Errorf("%w: bucket name %q", ErrInvalidOptions, cfg.Bucket)
 		}
 		o.extraKV = append(o.extraKV, cfg)
+		return nil
+	}
+}
+
+// WithStream makes Apply also provision stream cfg (as
+// Config.PushDeadStreamConfig). It returns ErrInvalidOptions for a name
+// that is not a valid stream name or a stream without subjects.
+func WithStream(cfg jetstream.StreamConfig) ApplyOption {
+	return func(o *applyOptions) error {
+		if !validBucket.MatchString(cfg.Name) || len(cfg.Subjects) == 0 {
+			return fmt.Errorf("%w: stream %q with subjects %q", ErrInvalidOptions, cfg.Name, cfg.Subjects)
+		}
+		o.extraStreams = append(o.extraStreams, cfg)
 		return nil
 	}
 }
@@ -131,6 +145,7 @@ func Apply(ctx context.Context, js jetstream.JetStream, cfg Config, opts ...Appl
 		return Report{}, err
 	}
 	kvs = append(kvs, o.extraKV...)
+	streams = append(streams, o.extraStreams...)
 
 	var (
 		rep  Report

@@ -23,14 +23,13 @@ import (
 
 var pushHelp = commandHelp{usage: "e2a push\n       e2a push dead [--principal P [--task T [--config C]]] [--limit N]\n       e2a push redeliver [--principal P [--task T [--config C]]]",
 	about: `Runs the push notification delivery stage against a NATS cluster (any number of replicas share the
-work; e2a dev runs it too unless E2A_PUSH=off, e2a serve with E2A_PUSH=on), with /metrics, /healthz and
+work; e2a dev and e2a serve run it too unless E2A_PUSH=off), with /metrics, /healthz and
 /readyz.
 dead lists the task updates given up on (NDJSON, no credentials); redeliver posts them again to their
 webhooks, each config's in order, and takes a config whose updates all went out out of dead-letter mode.
 Without --principal both act on every principal's updates.`,
 	env: fmt.Sprintf(natsEnv, "required") + `  E2A_HTTP_ADDR             operations listener (default 127.0.0.1:8080)
-  E2A_PUSH                  "off": e2a dev does not run the stage; "on": e2a serve runs it too (its NATS user
-                            then needs the stage's permissions)
+  E2A_PUSH                  "off": e2a dev and e2a serve do not run the stage (leave it to e2a push)
   E2A_PUSH_ALLOW_HOSTS      host[:port] patterns (comma separated, *.domain) whose webhooks may use http and
                             private or loopback addresses (e2a dev adds localhost, 127.0.0.1 and [::1])
   E2A_PUSH_RETRY_WINDOW     how long an update is retried before it is dead-lettered (default 24h)
@@ -69,10 +68,10 @@ func pushOptions(cfg Config, dev bool, reg prometheus.Registerer, log *slog.Logg
 	return pe, opts, nil
 }
 
-// startPush runs the push stage beside dev's other stages unless
-// E2A_PUSH=off, beside serve's with E2A_PUSH=on (the serve user of
-// deploy/nats has no permission for the stage yet); it reports whether it
-// started, and done gets Run's result.
+// startPush runs the push stage beside dev's or serve's other stages
+// unless E2A_PUSH=off (deploy/nats's serve user holds the stage's
+// permissions); it reports whether it started, and done gets Run's
+// result.
 func startPush(ctx context.Context, nc *nats.Conn, cfg Config, dev bool, reg prometheus.Registerer, log *slog.Logger, done chan<- error) (bool, error) {
 	pe, opts, err := pushOptions(cfg, dev, reg, log)
 	if err != nil {
@@ -82,11 +81,7 @@ func startPush(ctx context.Context, nc *nats.Conn, cfg Config, dev bool, reg pro
 	case "off":
 		log.Info("push notification stage off (E2A_PUSH=off)")
 		return false, nil
-	case "":
-		if !dev {
-			return false, nil
-		}
-	case "on":
+	case "", "on":
 	default:
 		return false, fmt.Errorf("config: E2A_PUSH=%q (on or off)", pe.Push)
 	}

@@ -193,7 +193,9 @@ func runStreams(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
-	rep, err := streams.Apply(ctx, js, cfg.StreamsConfig(), streams.WithKeyValue(console.BucketConfig(cfg.StreamsConfig(), 0)))
+	sc := cfg.StreamsConfig()
+	rep, err := streams.Apply(ctx, js, sc, streams.WithKeyValue(console.BucketConfig(sc, 0)),
+		streams.WithKeyValue(sc.PushBucketConfig()), streams.WithStream(sc.PushDeadStreamConfig()))
 	fmt.Println(rep.String())
 	return err
 }
