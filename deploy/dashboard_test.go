@@ -21,6 +21,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/push"
 )
 
 // recordingRegisterer registers on a real registry and remembers every
@@ -231,15 +232,23 @@ func registeredMetrics(t *testing.T) map[string][]string {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	done := make(chan error, 2)
 	go func() { done <- agent.Run(ctx, nc, demo.Pool, demo.New(), agent.WithMetrics(rec)) }()
 	testkit.Eventually(t, 10*time.Second, "the agent metrics registered", func() bool {
 		_, ok := rec.names()["e2a_agent_in_flight"]
 		return ok
 	})
+	// The push stage's.
+	go func() { done <- push.Run(ctx, nc, push.WithRegisterer(rec)) }()
+	testkit.Eventually(t, 10*time.Second, "the push metrics registered", func() bool {
+		_, ok := rec.names()["e2a_push_lag_seconds"]
+		return ok
+	})
 	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 	return rec.names()
 }
