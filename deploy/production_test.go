@@ -172,6 +172,25 @@ func TestProductionDeployment(t *testing.T) {
 	checkAllComplete(t, ctx, auditNC, ids, audit.SourceHot)
 	checkReceived(t, ctx, auditNC, ids, received)
 
+	// The push stage runs in serve by default, as the NATS user serve:
+	// its consumer handed out every frame (each request's envelope and
+	// configs looked up; none has a config) through the kills, without a
+	// permissions violation (checkLogs below). What the SIGKILLed serve-1
+	// held stays pending an ack until the consumer's ack wait (1 min)
+	// gives it to serve-2 (push's TestStageCrash proves that part).
+	var pushState string
+	waitUntil(t, 30*time.Second, "the push consumer handed out every frame", func() bool {
+		ci, err := adminJS.Consumer(ctx, streams.ResponsesStream, "push")
+		if err != nil {
+			pushState = err.Error()
+			return false
+		}
+		info := ci.CachedInfo()
+		pushState = fmt.Sprintf("delivered %d, pending %d, ack pending %d, redelivered %d", info.Delivered.Consumer, info.NumPending, info.NumAckPending, info.NumRedelivered)
+		return info.Delivered.Consumer > 0 && info.NumPending == 0
+	})
+	t.Logf("push consumer: %s", pushState)
+
 	// `e2a replay` as an operator runs it: the first protocol requests
 	// and a sample of the load, every one complete and sound.
 	sample := append([]string{"p-e2a-202", "p-e2a-sse", "p-e2a-wait"}, ids[:min(len(ids), 20)]...)
