@@ -346,6 +346,9 @@ func postUpdate(ctx context.Context, client *http.Client, o options, cfg Config,
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(HeaderEventID, eventID)
+	if o.signer != nil {
+		req.Header.Set(HeaderSignature, o.signer.Sign(eventID, body))
+	}
 	if cfg.Token != "" {
 		h := HeaderTokenV1
 		if cfg.Version == V03 {

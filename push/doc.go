@@ -77,6 +77,17 @@
 // move it to a private address after the check); bodies are bounded
 // (WithMaxBody) and every POST has a timeout (WithTimeout).
 //
+// # Signing
+//
+// With a [Signer] ([WithSigner]; `e2a` loads E2A_PUSH_SIGNING_KEY, an
+// Ed25519 PKCS #8 PEM file) every POST carries E2A-Signature, a detached
+// JWS (RFC 7515 appendix F, alg EdDSA) over the body as sent, its
+// protected header naming the key (kid, the RFC 7638 thumbprint) and the
+// event (eid). Detached so the body stays the A2A JSON receivers parse.
+// The Signer serves its public key as a JWK Set (ingress mounts it at
+// [JWKSPath]); a receiver verifies with any JOSE library. The private key
+// is never logged or published.
+//
 // Metrics: e2a_push_delivered_total, e2a_push_retried_total,
 // e2a_push_failed_total, e2a_push_dead_lettered_total and
 // e2a_push_lag_seconds (frame to 2xx).

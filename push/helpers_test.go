@@ -184,6 +184,7 @@ func expectText(turns []string, chunks int) string {
 // delivery is one POST a receiver got.
 type delivery struct {
 	eventID, token, auth string
+	signature            string
 	body                 []byte
 	code                 int
 }
@@ -214,7 +215,7 @@ func newReceiver(t testing.TB, answer func(n int, w http.ResponseWriter) int) *r
 		r.mu.Lock()
 		r.got = append(r.got, delivery{eventID: req.Header.Get(push.HeaderEventID),
 			token: req.Header.Get(push.HeaderTokenV1) + req.Header.Get(push.HeaderTokenV03),
-			auth:  req.Header.Get("Authorization"), body: body, code: code})
+			auth:  req.Header.Get("Authorization"), signature: req.Header.Get(push.HeaderSignature), body: body, code: code})
 		r.mu.Unlock()
 		w.WriteHeader(code)
 	}))

@@ -51,6 +51,7 @@ type options struct {
 	consumer             string
 	log                  *slog.Logger
 	registerer           prometheus.Registerer
+	signer               *Signer
 }
 
 func buildOptions(opts []Option) (options, error) {

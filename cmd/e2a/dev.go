@@ -26,6 +26,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/internal/tracing"
 	"github.com/e2a-pipeline/pipeline/protocols"
+	"github.com/e2a-pipeline/pipeline/push"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/tenant"
 	"github.com/e2a-pipeline/pipeline/workflow"
@@ -287,6 +288,13 @@ func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Reg
 		return nil, err
 	}
 	con.Register(mux)
+	signer, err := pushSigner()
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if signer != nil {
+		mux.Handle("GET "+push.JWKSPath, signer)
+	}
 	mountOps(mux, cfg, newOpsMux(reg, nc, js, obs.Detail{Name: "pools", Get: func(ctx context.Context) (any, error) { return in.Pools(ctx) }}))
 	warnBodyLimit(cfg, nc, log)
 	return &http.Server{

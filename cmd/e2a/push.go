@@ -34,6 +34,8 @@ Without --principal both act on every principal's updates.`,
                             private or loopback addresses (e2a dev adds localhost, 127.0.0.1 and [::1])
   E2A_PUSH_RETRY_WINDOW     how long an update is retried before it is dead-lettered (default 24h)
   E2A_PUSH_TIMEOUT          one delivery's timeout (default 10s)
+  E2A_PUSH_SIGNING_KEY      file of an Ed25519 private key (PKCS #8 PEM): every delivery is signed (E2A-Signature,
+                            detached JWS); e2a serve and e2a dev serve the public key at /.well-known/jwks.json
 `}
 
 // pushEnv is the push stage's part of the environment.
@@ -42,6 +44,16 @@ type pushEnv struct {
 	AllowHosts  string        `envconfig:"PUSH_ALLOW_HOSTS"`
 	RetryWindow time.Duration `envconfig:"PUSH_RETRY_WINDOW" default:"24h"`
 	Timeout     time.Duration `envconfig:"PUSH_TIMEOUT" default:"10s"`
+	SigningKey  string        `envconfig:"PUSH_SIGNING_KEY"`
+}
+
+// pushSigner is the signer of E2A_PUSH_SIGNING_KEY, nil when it is unset.
+func pushSigner() (*push.Signer, error) {
+	path := os.Getenv(push.SigningKeyEnv)
+	if path == "" {
+		return nil, nil
+	}
+	return push.LoadSigner(path)
 }
 
 // pushOptions are the push package's options from the environment; dev
@@ -55,6 +67,13 @@ func pushOptions(cfg Config, dev bool, reg prometheus.Registerer, log *slog.Logg
 		push.WithTimeout(pe.Timeout)}
 	if pe.AllowHosts != "" {
 		opts = append(opts, push.WithAllowHosts(pe.AllowHosts))
+	}
+	if pe.SigningKey != "" {
+		signer, err := push.LoadSigner(pe.SigningKey)
+		if err != nil {
+			return pe, nil, fmt.Errorf("config: %w", err)
+		}
+		opts = append(opts, push.WithSigner(signer))
 	}
 	if dev {
 		opts = append(opts, push.WithAllowHosts("localhost", "127.0.0.1", "[::1]"))

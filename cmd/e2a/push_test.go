@@ -2,18 +2,26 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
 	"github.com/google/uuid"
 
 	"github.com/e2a-pipeline/pipeline/agent"
@@ -28,8 +36,10 @@ import (
 // against a NATS server: a webhook down longer than E2A_PUSH_RETRY_WINDOW
 // gets nothing, `e2a push dead` lists the dead-lettered updates (NDJSON,
 // no token), and once the webhook is up `e2a push redeliver` posts them in
-// order with the config's token. Its help and a wrong action are the
-// command's own.
+// order with the config's token, each signed with E2A_PUSH_SIGNING_KEY: go-jose
+// verifies every signature over the body received with the JWK Set `e2a
+// serve` serves at /.well-known/jwks.json. Its help and a wrong action are
+// the command's own.
 func TestPushCommand(t *testing.T) {
 	if code, out, _ := runBin(t, []string{"E2A_NATS_URL="}, "push", "-h"); code != 0 ||
 		!strings.Contains(out, "Usage: e2a push") || !strings.Contains(out, "E2A_PUSH_ALLOW_HOSTS") {
@@ -44,13 +54,20 @@ func TestPushCommand(t *testing.T) {
 	var up atomic.Bool
 	var mu sync.Mutex
 	var got []string
+	type signed struct {
+		sig  string
+		body []byte
+	}
+	var sigs []signed
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !up.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
+		body, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		got = append(got, r.Header.Get(push.HeaderEventID)+" "+r.Header.Get(push.HeaderTokenV1))
+		sigs = append(sigs, signed{r.Header.Get(push.HeaderSignature), body})
 		mu.Unlock()
 	}))
 	defer hook.Close()
@@ -62,7 +79,7 @@ func TestPushCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := []string{"E2A_NATS_URL=" + srv.ClientURL(), "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_PUSH_ALLOW_HOSTS=127.0.0.1",
-		"E2A_PUSH_RETRY_WINDOW=200ms"}
+		"E2A_PUSH_RETRY_WINDOW=200ms", push.SigningKeyEnv + "=" + signingKey(t)}
 	stageLog := &testkit.Buffer{}
 	stage := exec.CommandContext(ctx, e2aBin, "push")
 	stage.Env = append(os.Environ(), env...)
@@ -128,5 +145,58 @@ func TestPushCommand(t *testing.T) {
 	}
 	if _, out, _ := runBin(t, env, "push", "dead"); strings.TrimSpace(out) != "" {
 		t.Errorf("dead letters left: %s", out)
+	}
+	serve := startE2A(t, serveAddr, append(slices.Clone(env), "E2A_API_KEYS=tester:push-key-7c1e0a9b3d5f", "E2A_LOG_LEVEL=info"), "serve")
+	verifySignatures(t, serve.url+push.JWKSPath, len(sigs), func(i int) (string, []byte) { return sigs[i].sig, sigs[i].body })
+}
+
+// signingKey writes a fresh Ed25519 key (PKCS #8 PEM, as openssl genpkey
+// -algorithm ed25519 writes it) and returns its path.
+func signingKey(t *testing.T) string {
+	t.Helper()
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "push-signing.pem")
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// verifySignatures fetches the JWK Set at jwksURL and verifies the n
+// detached signatures over their bodies with go-jose.
+func verifySignatures(t *testing.T, jwksURL string, n int, get func(i int) (string, []byte)) {
+	t.Helper()
+	resp, err := http.Get(jwksURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var set jose.JSONWebKeySet
+	if err := json.NewDecoder(resp.Body).Decode(&set); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d, %v", jwksURL, resp.StatusCode, err)
+	}
+	if n == 0 {
+		t.Fatal("no signed delivery")
+	}
+	for i := range n {
+		sig, body := get(i)
+		jws, err := jose.ParseDetached(sig, body, []jose.SignatureAlgorithm{jose.EdDSA})
+		if err != nil {
+			t.Fatalf("delivery %d: signature %q: %v", i, sig, err)
+		}
+		keys := set.Key(jws.Signatures[0].Protected.KeyID)
+		if len(keys) != 1 {
+			t.Fatalf("delivery %d: kid %q not in the served JWK Set", i, jws.Signatures[0].Protected.KeyID)
+		}
+		if _, err := jws.Verify(keys[0].Key); err != nil {
+			t.Errorf("delivery %d: %v", i, err)
+		}
 	}
 }
