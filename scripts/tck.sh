@@ -6,7 +6,10 @@
 # the v1.0 card), stops e2a, and applies the rule:
 #
 #   fail on any MUST test failed (or errored), and on any MUST test skipped other than the push-notification
-#   tests (file test_push_notifications.py, requirement PUSH-*) while the card declares no push notifications.
+#   tests (file test_push_notifications.py, requirement PUSH-*) while the card declares no push notifications;
+#   except a known TCK defect (KNOWN_DEFECTS below: requirement, transport, upstream reference, and the exact
+#   failure text expected), which is reported and does not fail the rule. A known defect that fails with any
+#   other text fails the rule; one that passes is reported (the list wants pruning).
 #
 # Usage:  scripts/tck.sh [OUT_DIR]        (default: a new temporary directory; it keeps the TCK's logs,
 #                                          outcomes.json, summary.txt and the e2a log)
@@ -75,22 +78,54 @@ rc=$?
 [ "$rc" -le 1 ] || die "run.sh failed (exit $rc)"
 
 /usr/bin/python3 - "$OUT/outcomes.json" "$OUT/agent-card.json" <<'PY'
-import json, sys
+import json, re, sys
 rows = json.load(open(sys.argv[1]))
 card = json.load(open(sys.argv[2]))
+
+# Known TCK defects: (requirement, transport, upstream reference, regular expression the failure's text must match).
+# CORE-SEND-003: the requirement asks for ContentTypeNotSupportedError, which the pipeline answers, but its entry in
+# tck/requirements/core_operations.py has no expected_error, so the generic test asserts the call succeeds.
+CORE_SEND_003 = "a2aproject/a2a-tck#202 (fix: PR #203)"
+KNOWN_DEFECTS = [
+    ("CORE-SEND-003", "grpc", CORE_SEND_003,
+     r"failed on grpc: Operation failed: incompatible content types: .*content type not supported: .*application/x-unsupported-tck-type"),
+    ("CORE-SEND-003", "jsonrpc", CORE_SEND_003,
+     r"failed on jsonrpc: Operation failed: incompatible content types: .*content type not supported: .*application/x-unsupported-tck-type"),
+    ("CORE-SEND-003", "http_json", CORE_SEND_003,
+     r"failed on http_json: Operation failed: \[415\] incompatible content types: .*content type not supported: .*application/x-unsupported-tck-type"),
+]
+
+def transport(r):
+    m = re.search(r"-(grpc|jsonrpc|http_json)\]$", r["nodeid"])
+    return m.group(1) if m else None
+
+def known(r):
+    for req, tr, ref, text in KNOWN_DEFECTS:
+        if r.get("req") == req and transport(r) == tr and re.search(text, r.get("reason") or ""):
+            return ref
+    return None
+
 push_declared = bool((card.get("capabilities") or {}).get("pushNotifications"))
 must = [r for r in rows if "must" in (r.get("levels") or [])]
 def is_push(r):
     return "test_push_notifications.py" in r["nodeid"] or (r.get("req") or "").startswith("PUSH-")
-failed = [r for r in must if r["outcome"] in ("failed", "error")]
+bad = [r for r in must if r["outcome"] in ("failed", "error")]
+defects = [(r, known(r)) for r in bad if known(r)]
+failed = [r for r in bad if not known(r)]
 skipped = [r for r in must if r["outcome"] == "skipped" and (push_declared or not is_push(r))]
 allowed = sum(1 for r in must if r["outcome"] == "skipped") - len(skipped)
+fixed = [(req, tr) for req, tr, _, _ in KNOWN_DEFECTS
+         if any(r.get("req") == req and transport(r) == tr and r["outcome"] == "passed" for r in must)]
+for r, ref in defects:
+    print("known TCK defect (%s): %s %s" % (ref, r.get("req"), r["nodeid"]))
+for req, tr in fixed:
+    print("known TCK defect passes now, prune it from KNOWN_DEFECTS: %s %s" % (req, tr))
 for title, rs in (("MUST failed", failed), ("MUST skipped (not allowed)", skipped)):
     if rs:
         print("%s: %d" % (title, len(rs)))
         for r in rs:
             print("  %s %s: %s" % (r.get("req") or "?", r["nodeid"], (r.get("reason") or "")[:160]))
-print("tck rule: %d MUST failed, %d MUST skipped not allowed, %d push-notification MUST skips allowed (card declares push: %s)" % (
-    len(failed), len(skipped), allowed, push_declared))
+print("tck rule: %d MUST failed, %d known TCK defects, %d MUST skipped not allowed, %d push-notification MUST skips allowed (card declares push: %s)" % (
+    len(failed), len(defects), len(skipped), allowed, push_declared))
 sys.exit(1 if failed or skipped else 0)
 PY
