@@ -254,7 +254,9 @@ func (s *stage) deliverFrom(it item, cur cursor, rev uint64, start int) (result,
 			}
 			continue
 		}
-		out := s.post(s.ctx, it.cfg, ev.id, ev.body(it.cfg.Version))
+		ctx, span := deliverySpan(s.ctx, it, ev)
+		out := s.post(ctx, it.cfg, ev.id, ev.body(it.cfg.Version))
+		endDeliverySpan(span, out)
 		if s.ctx.Err() != nil {
 			return result{retry: true}, nil
 		}

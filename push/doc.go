@@ -91,4 +91,10 @@
 // Metrics: e2a_push_delivered_total, e2a_push_retried_total,
 // e2a_push_failed_total, e2a_push_dead_lettered_total and
 // e2a_push_lag_seconds (frame to 2xx).
+//
+// Tracing (internal/tracing, when on): each POST is a client span "push
+// POST", child of the trace context of the response frame it renders, so
+// it sits in the request's trace; it records the request id, event id,
+// config id, status and outcome (delivered, retry, refused), never the
+// URL, token or credentials.
 package push
