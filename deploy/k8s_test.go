@@ -388,6 +388,10 @@ func TestKubernetesManifests(t *testing.T) {
 			if !auth {
 				t.Errorf("deployment %s: E2A_API_KEYS not from the secret e2a-ingress-auth", d.Name)
 			}
+		case len(args) == 1 && args[0] == "push":
+			if u := d.Spec.Template.Spec.Containers[0].Env[1].Value; u != "push" {
+				t.Errorf("deployment %s: the push stage runs as NATS user %q, want push", d.Name, u)
+			}
 		case len(args) >= 3 && args[0] == "agent" && args[1] == "--pool":
 			if want := "agent-" + args[2]; d.Spec.Template.Spec.Containers[0].Env[1].Value != want {
 				t.Errorf("deployment %s: pool %s runs as NATS user %q, want %q", d.Name, args[2], d.Spec.Template.Spec.Containers[0].Env[1].Value, want)
@@ -439,7 +443,6 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Errorf("ScaledObject %s targets %q", so.Metadata.Name, so.Spec.ScaleTargetRef.Name)
 			continue
 		}
-		pool := d.Spec.Template.Spec.Containers[0].Args[2]
 		if len(so.Spec.Triggers) != 1 {
 			t.Fatalf("ScaledObject %s: %d triggers", so.Metadata.Name, len(so.Spec.Triggers))
 		}
@@ -452,17 +455,28 @@ func TestKubernetesManifests(t *testing.T) {
 				t.Errorf("ScaledObject %s: unknown nats-jetstream metadata %q", so.Metadata.Name, k)
 			}
 		}
-		want := map[string]string{"account": "E2A", "stream": "E2A_REQUESTS", "consumer": "agent-" + pool}
-		for k, v := range want {
-			if tr.Metadata[k] != v {
-				t.Errorf("ScaledObject %s: %s = %q, want %q", so.Metadata.Name, k, tr.Metadata[k], v)
-			}
-		}
 		if !strings.HasSuffix(tr.Metadata["natsServerMonitoringEndpoint"], ":8222") || tr.Metadata["lagThreshold"] == "" {
 			t.Errorf("ScaledObject %s: metadata %v", so.Metadata.Name, tr.Metadata)
 		}
 		if so.Spec.MinReplicaCount == nil || *so.Spec.MinReplicaCount < 1 {
 			t.Errorf("ScaledObject %s: min replicas must be ≥ 1", so.Metadata.Name)
+		}
+		if args := d.Spec.Template.Spec.Containers[0].Args; len(args) == 1 && args[0] == "push" {
+			// The push stage scales on its consumer of the frames.
+			want := map[string]string{"account": "E2A", "stream": "E2A_RESPONSES", "consumer": "push"}
+			for k, v := range want {
+				if tr.Metadata[k] != v {
+					t.Errorf("ScaledObject %s: %s = %q, want %q", so.Metadata.Name, k, tr.Metadata[k], v)
+				}
+			}
+			continue
+		}
+		pool := d.Spec.Template.Spec.Containers[0].Args[2]
+		want := map[string]string{"account": "E2A", "stream": "E2A_REQUESTS", "consumer": "agent-" + pool}
+		for k, v := range want {
+			if tr.Metadata[k] != v {
+				t.Errorf("ScaledObject %s: %s = %q, want %q", so.Metadata.Name, k, tr.Metadata[k], v)
+			}
 		}
 		// More workers than the consumer lets have requests in flight
 		// would idle: replicas × concurrency ≤ MaxAckPending.
