@@ -143,6 +143,34 @@ func TestApplyExtraKeyValue(t *testing.T) {
 	}
 }
 
+// TestApplyExtraStream: WithStream provisions E2A_PUSH_DEAD beside the
+// standard streams, leaves it alone the second time, updates it when its
+// definition changes, and refuses a stream without subjects.
+func TestApplyExtraStream(t *testing.T) {
+	_, _, js := startServer(t)
+	cfg := testConfig()
+	dead := cfg.PushDeadStreamConfig()
+	rep, err := streams.Apply(ctx(t), js, cfg, streams.WithStream(dead))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := rep.Get(streams.PushDeadStream); !ok || c.Action != streams.ActionCreated || c.Kind != streams.KindStream {
+		t.Fatalf("extra stream: %+v", c)
+	}
+	if rep, err = streams.Apply(ctx(t), js, cfg, streams.WithStream(dead)); err != nil || rep.Changed() {
+		t.Fatalf("second Apply: %v\n%s", err, rep)
+	}
+	dead.MaxBytes /= 2
+	if rep, err = streams.Apply(ctx(t), js, cfg, streams.WithStream(dead)); err != nil {
+		t.Fatal(err)
+	} else if c, _ := rep.Get(streams.PushDeadStream); c.Action != streams.ActionUpdated {
+		t.Fatalf("changed MaxBytes: %+v", c)
+	}
+	if _, err := streams.Apply(ctx(t), js, cfg, streams.WithStream(jetstream.StreamConfig{Name: "NO_SUBJECTS"})); !errors.Is(err, streams.ErrInvalidOptions) {
+		t.Fatalf("no subjects: %v", err)
+	}
+}
+
 // TestRePublish checks the live subject carries what egress relies on.
 func TestRePublish(t *testing.T) {
 	_, nc, js := startApplied(t)
