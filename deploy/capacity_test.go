@@ -28,6 +28,7 @@ import (
 // pipeline is ingress + egress + console on one loopback HTTP server over
 // an embedded JetStream server, with an optional demo agent pool.
 type pipeline struct {
+	srv *streams.Embedded
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	url string
@@ -35,7 +36,7 @@ type pipeline struct {
 
 func startPipeline(t *testing.T, cfg streams.Config, withAgent bool) *pipeline {
 	t.Helper()
-	_, nc := natstest.RunServer(t, natstest.WithConfig(cfg))
+	srv, nc := natstest.RunServer(t, natstest.WithConfig(cfg))
 	js := natstest.JetStream(t, nc)
 	eg, err := egress.New(nc)
 	if err != nil {
@@ -67,7 +68,7 @@ func startPipeline(t *testing.T, cfg streams.Config, withAgent bool) *pipeline {
 			}
 		}()
 	}
-	return &pipeline{nc: nc, js: js, url: web.URL}
+	return &pipeline{srv: srv, nc: nc, js: js, url: web.URL}
 }
 
 // streamState returns the messages and bytes of a stream.

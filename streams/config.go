@@ -106,6 +106,19 @@ type Config struct {
 	// affects messages sourced afterwards.
 	AuditPartitions int
 
+	// RequestsCompression, ResponsesCompression and AuditCompression are
+	// the storage compression of E2A_REQUESTS, E2A_RESPONSES and E2A_AUDIT:
+	// jetstream.NoCompression or jetstream.S2Compression (nats-server
+	// compresses each file-store block when it is full, so it costs a
+	// little CPU per block, not per message, and nothing on memory
+	// storage). A change applies to an existing stream through Apply
+	// (nats-server updates it in place); blocks already written stay as
+	// they were. Default: none for the hot streams, S2 for the audit
+	// (docs/capacity.md, Bytes).
+	RequestsCompression  jetstream.StoreCompression
+	ResponsesCompression jetstream.StoreCompression
+	AuditCompression     jetstream.StoreCompression
+
 	// TasksHistory is the number of revisions kept per key of E2A_TASKS.
 	// 1..64. Default 5.
 	TasksHistory uint8
@@ -139,6 +152,7 @@ func DefaultConfig() Config {
 		AuditMaxAge:       90 * 24 * time.Hour,
 		AuditMaxBytes:     2 * GiB,
 		AuditPartitions:   16,
+		AuditCompression:  jetstream.S2Compression,
 		TasksHistory:      5,
 		TasksTTL:          72 * time.Hour,
 		IdempotencyTTL:    24 * time.Hour,
@@ -191,6 +205,14 @@ func (c Config) Validate() error {
 	size("ResponsesMaxBytes", c.ResponsesMaxBytes)
 	size("ControlMaxBytes", c.ControlMaxBytes)
 	size("AuditMaxBytes", c.AuditMaxBytes)
+	for _, z := range []struct {
+		name string
+		c    jetstream.StoreCompression
+	}{{"RequestsCompression", c.RequestsCompression}, {"ResponsesCompression", c.ResponsesCompression}, {"AuditCompression", c.AuditCompression}} {
+		if z.c != jetstream.NoCompression && z.c != jetstream.S2Compression {
+			bad("%s %d is neither none nor s2", z.name, z.c)
+		}
+	}
 	if c.AuditPartitions < 1 || c.AuditPartitions > 1024 {
 		bad("AuditPartitions %d not in 1..1024", c.AuditPartitions)
 	}

@@ -42,6 +42,7 @@ func (c Config) RequestsStreamConfig() jetstream.StreamConfig {
 	s.Discard = jetstream.DiscardNew
 	s.Duplicates = c.Duplicates
 	s.AllowDirect = true
+	s.Compression = c.RequestsCompression
 	return s
 }
 
@@ -66,6 +67,7 @@ func (c Config) ResponsesStreamConfig() jetstream.StreamConfig {
 	s.AllowDirect = true
 	s.AllowBatchPublish = true
 	s.RePublish = &jetstream.RePublish{Source: subjects.AllResponseFrames, Destination: subjects.LiveOfFrames}
+	s.Compression = c.ResponsesCompression
 	return s
 }
 
@@ -121,6 +123,7 @@ func (c Config) AuditStreamConfig() jetstream.StreamConfig {
 	s.DenyDelete = true
 	s.DenyPurge = true
 	s.AllowDirect = true
+	s.Compression = c.AuditCompression
 	if c.Replicas <= 1 && c.Storage == jetstream.FileStorage {
 		s.PersistMode = jetstream.AsyncPersistMode
 	}
