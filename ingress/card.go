@@ -78,6 +78,7 @@ func (s *Server) agentCard(base, grpcURL string) map[string]any {
 		Version:            Version,
 		Capabilities: a2a.AgentCapabilities{
 			Streaming:              true,
+			PushNotifications:      s.opts.push != nil,
 			StateTransitionHistory: true,
 			Extensions: []a2a.AgentExtension{{
 				URI:    TRPCInteractionExtension,

@@ -18,6 +18,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/push"
 	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/workflow"
 )
@@ -60,6 +61,7 @@ type options struct {
 	workflowLimits *RateLimits // WithWorkflowRateLimits; nil: the spec's defaults
 	a2eTypes       *normalizer.Registry
 	poolTTL        time.Duration
+	push           *push.Store // WithPushStore; nil: no push notifications
 }
 
 // WithA2ETypes sets the A2E type registry (the base map plus the types

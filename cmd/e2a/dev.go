@@ -77,7 +77,11 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := newHTTP(ctx, cfg, nc, reg, log, cfg.DefaultPool, ingress.WithWorkflow(wf))
+	pushAPI, err := pushStoreOption(ctx, nc, cfg, true)
+	if err != nil {
+		return err
+	}
+	srv, err := newHTTP(ctx, cfg, nc, reg, log, cfg.DefaultPool, ingress.WithWorkflow(wf), pushAPI)
 	if err != nil {
 		return err
 	}

@@ -59,7 +59,11 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 		return err
 	}
 	defer stopMetrics()
-	srv, err := newHTTP(ctx, cfg, nc, reg, log, "", ingress.WithWorkflow(wf))
+	pushAPI, err := pushStoreOption(ctx, nc, cfg, false)
+	if err != nil {
+		return err
+	}
+	srv, err := newHTTP(ctx, cfg, nc, reg, log, "", ingress.WithWorkflow(wf), pushAPI)
 	if err != nil {
 		return err
 	}

@@ -95,7 +95,7 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 		vc, ok := c.(host.V1Caller)
 		if ok {
 			ctx = withCall(ctx, call{header: r.Header, agent: r.URL.Query().Get("agent"),
-				version: requestedVersion(r), channel: "http", c: vc})
+				version: requestedVersion(r), channel: "http", c: vc, query: r.URL.Query()})
 		} // else the handler answers an internal error: no caller
 		r = r.WithContext(ctx)
 		switch {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -52,6 +53,10 @@ type call struct {
 	version string
 	channel string
 	c       host.V1Caller
+	// query is an HTTP call's URL query: HTTP+JSON's
+	// ListTaskPushNotificationConfigs reads pageSize and pageToken there
+	// (the SDK's REST handler does not).
+	query url.Values
 	// refusal, when set, is what the JSON-RPC binding's streamRPC was
 	// refused before its stream opened, handed back to the SDK for its
 	// answer: SendStreamingMessage yields it.
@@ -132,6 +137,9 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 		if err := c.c.ClaimContextID(ctx, env.ContextID); err != nil {
 			return acc, p, sdkError(err)
 		}
+	}
+	if err := h.inlinePush(ctx, req, in, env.TaskID); err != nil {
+		return acc, p, err
 	}
 	submitted := time.Now()
 	if env.TaskID != "" {
@@ -462,23 +470,7 @@ func refuseFinished(evs iter.Seq2[legacy.Event, error]) iter.Seq2[legacy.Event, 
 	}
 }
 
-// The pipeline sends no push notifications (the card says so).
-
-func (h *handler) GetTaskPushConfig(context.Context, *a2a.GetTaskPushConfigRequest) (*a2a.PushConfig, error) {
-	return nil, a2a.ErrPushNotificationNotSupported
-}
-
-func (h *handler) ListTaskPushConfigs(context.Context, *a2a.ListTaskPushConfigRequest) (*a2a.ListTaskPushConfigResponse, error) {
-	return nil, a2a.ErrPushNotificationNotSupported
-}
-
-func (h *handler) CreateTaskPushConfig(context.Context, *a2a.PushConfig) (*a2a.PushConfig, error) {
-	return nil, a2a.ErrPushNotificationNotSupported
-}
-
-func (h *handler) DeleteTaskPushConfig(context.Context, *a2a.DeleteTaskPushConfigRequest) error {
-	return a2a.ErrPushNotificationNotSupported
-}
+// The push-config methods are in push.go.
 
 // GetExtendedAgentCard: the card declares no extended card.
 func (h *handler) GetExtendedAgentCard(context.Context, *a2a.GetExtendedAgentCardRequest) (*a2a.AgentCard, error) {

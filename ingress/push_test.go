@@ -1,0 +1,382 @@
+package ingress_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/push"
+)
+
+// delivery is one POST the receiver got.
+type delivery struct {
+	path, token, auth, eventID string
+	taskID, kind, state        string
+}
+
+// receiver records what push delivers (a webhook on loopback).
+type receiver struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	got []delivery
+}
+
+func newReceiver(t *testing.T) *receiver {
+	r := &receiver{}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		var sr struct {
+			StatusUpdate *struct {
+				TaskID string `json:"taskId"`
+				Status struct {
+					State string `json:"state"`
+				} `json:"status"`
+			} `json:"statusUpdate"`
+			ArtifactUpdate *struct {
+				TaskID string `json:"taskId"`
+			} `json:"artifactUpdate"`
+			Task *struct {
+				ID string `json:"id"`
+			} `json:"task"`
+		}
+		_ = json.Unmarshal(body, &sr)
+		d := delivery{path: req.URL.Path, token: req.Header.Get("A2A-Notification-Token"),
+			auth: req.Header.Get("Authorization"), eventID: req.Header.Get("E2A-Event-Id")}
+		switch {
+		case sr.StatusUpdate != nil:
+			d.taskID, d.kind, d.state = sr.StatusUpdate.TaskID, "status", sr.StatusUpdate.Status.State
+		case sr.ArtifactUpdate != nil:
+			d.taskID, d.kind = sr.ArtifactUpdate.TaskID, "artifact"
+		case sr.Task != nil:
+			d.taskID, d.kind = sr.Task.ID, "task"
+		default:
+			d.kind = "unknown: " + string(body)
+		}
+		r.mu.Lock()
+		r.got = append(r.got, d)
+		r.mu.Unlock()
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+// of returns the deliveries to path.
+func (r *receiver) of(path string) []delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []delivery
+	for _, d := range r.got {
+		if d.path == path {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// startPushPipeline is a pipeline (API-key auth for alice and bob, the
+// gRPC binding) whose ingress keeps push configs and beside which the
+// push stage runs, loopback allow-listed.
+func startPushPipeline(t *testing.T) *pipeline {
+	t.Helper()
+	_, nc := natstest.RunServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	store, err := push.NewStore(ctx, nc, push.WithAllowHosts("127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	eg, err := egress.New(nc, egress.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := ingress.New(nc, eg, ingress.WithRegisterer(reg), ingress.WithAuth(aliceAndBob(t)),
+		ingress.WithPushStore(store), ingress.WithA2AGRPCAddress(ln.Addr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := in.A2AGRPC()
+	go func() { _ = gs.Serve(ln) }()
+	t.Cleanup(gs.Stop)
+	mux := http.NewServeMux()
+	in.Register(mux)
+	eg.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = agent.Run(ctx, nc, "demo", demo.New(), agent.WithMetrics(reg)) }()
+	go func() { defer wg.Done(); _ = push.Run(ctx, nc, push.WithAllowHosts("127.0.0.1")) }()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pipeline{url: srv.URL, nc: nc, js: js, in: in}
+}
+
+// keyTransport sends an API key on every request.
+type keyTransport struct{ key string }
+
+func (k keyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(ingress.HeaderAPIKey, k.key)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// keyClient is the a2a-go/v2 client of the principal of key over binding.
+func keyClient(t *testing.T, p *pipeline, binding a2a.TransportProtocol, key string) *a2aclient.Client {
+	t.Helper()
+	if binding == a2a.TransportProtocolGRPC {
+		return grpcClient(t, p, key)
+	}
+	ctx := context.Background()
+	card, err := agentcard.DefaultResolver.Resolve(ctx, p.url)
+	if err != nil {
+		t.Fatalf("resolve card: %v", err)
+	}
+	if !card.Capabilities.PushNotifications {
+		t.Fatalf("card capabilities %+v: no pushNotifications", card.Capabilities)
+	}
+	hc := &http.Client{Transport: keyTransport{key}}
+	c, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc),
+		a2aclient.WithConfig(a2aclient.Config{PreferredTransports: []a2a.TransportProtocol{binding}}))
+	if err != nil {
+		t.Fatalf("client from card: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Destroy() })
+	return c
+}
+
+var pushBindings = []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.TransportProtocolHTTPJSON, a2a.TransportProtocolGRPC}
+
+// TestPushInline: the a2a-go/v2 client sends several concurrent messages
+// with an inline taskPushNotificationConfig over each binding; the
+// receiver gets every update of each task, in order (event ids
+// increasing), ending with its completed status, each with the config's
+// token and Bearer credentials.
+func TestPushInline(t *testing.T) {
+	p := startPushPipeline(t)
+	r := newReceiver(t)
+	for _, binding := range pushBindings {
+		t.Run(string(binding), func(t *testing.T) {
+			c := keyClient(t, p, binding, testKey)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			const n = 4
+			tasks := make([]string, n)
+			errs := make(chan error, n)
+			for i := range n {
+				go func() {
+					req := userMessage(fmt.Sprintf("push %d", i))
+					req.Config = &a2a.SendMessageConfig{PushConfig: &a2a.PushConfig{
+						URL:   fmt.Sprintf("%s/%s/%d", r.srv.URL, binding, i),
+						Token: fmt.Sprintf("tok-%d", i), Auth: &a2a.PushAuthInfo{Scheme: "Bearer", Credentials: fmt.Sprintf("cred-%d", i)}}}
+					res, err := c.SendMessage(ctx, req)
+					if err == nil {
+						task, ok := res.(*a2a.Task)
+						if !ok {
+							err = fmt.Errorf("result %T", res)
+						} else {
+							tasks[i] = string(task.ID)
+						}
+					}
+					errs <- err
+				}()
+			}
+			for range n {
+				if err := <-errs; err != nil {
+					t.Fatalf("SendMessage: %v", err)
+				}
+			}
+			for i := range n {
+				path := fmt.Sprintf("/%s/%d", binding, i)
+				testkit.Eventually(t, 20*time.Second, "the completed status at "+path, func() bool {
+					ds := r.of(path)
+					return len(ds) > 0 && ds[len(ds)-1].state == "TASK_STATE_COMPLETED"
+				})
+				checkDeliveries(t, r.of(path), tasks[i], fmt.Sprintf("tok-%d", i), fmt.Sprintf("Bearer cred-%d", i))
+			}
+		})
+	}
+}
+
+// checkDeliveries checks one config's deliveries: all of task, token and
+// auth as configured, event ids distinct and increasing, one terminal
+// status, last.
+func checkDeliveries(t *testing.T, ds []delivery, task, token, auth string) {
+	t.Helper()
+	var last [2]int
+	for i, d := range ds {
+		if d.taskID != task || d.token != token || d.auth != auth {
+			t.Fatalf("delivery %d %+v: want task %s token %s auth %s", i, d, task, token, auth)
+		}
+		parts := strings.Split(d.eventID, ":")
+		if len(parts) != 3 {
+			t.Fatalf("delivery %d event id %q", i, d.eventID)
+		}
+		seq, _ := strconv.Atoi(parts[1])
+		k, _ := strconv.Atoi(parts[2])
+		if i > 0 && (seq < last[0] || seq == last[0] && k <= last[1]) {
+			t.Fatalf("delivery %d event id %q after %v: out of order", i, d.eventID, last)
+		}
+		last = [2]int{seq, k}
+		if d.state == "TASK_STATE_COMPLETED" && i != len(ds)-1 {
+			t.Fatalf("delivery %d: completed before the end (%d deliveries)", i, len(ds))
+		}
+	}
+	if len(ds) < 2 {
+		t.Fatalf("%d deliveries: want the updates and the final status", len(ds))
+	}
+}
+
+// TestPushConfigMethods: Create, Get, List (paginated) and Delete over
+// each binding with the a2a-go/v2 client, and the tenant matrix: bob
+// neither reads, lists, replaces nor deletes alice's config, each answered
+// TaskNotFound as a task that does not exist; a URL the rules refuse is
+// InvalidParams at creation.
+func TestPushConfigMethods(t *testing.T) {
+	p := startPushPipeline(t)
+	r := newReceiver(t)
+	for _, binding := range pushBindings {
+		t.Run(string(binding), func(t *testing.T) {
+			alice := keyClient(t, p, binding, testKey)
+			bob := keyClient(t, p, binding, bobKey)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res, err := alice.SendMessage(ctx, userMessage("configs"))
+			if err != nil {
+				t.Fatalf("SendMessage: %v", err)
+			}
+			task := res.(*a2a.Task).ID
+			var ids []string
+			for i := range 3 {
+				c, err := alice.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: task, ID: fmt.Sprintf("c%d", i), URL: r.srv.URL + "/x", Token: "secret"})
+				if err != nil || c.ID != fmt.Sprintf("c%d", i) || c.TaskID != task || c.URL != r.srv.URL+"/x" {
+					t.Fatalf("Create %d: %+v %v", i, c, err)
+				}
+				ids = append(ids, c.ID)
+			}
+			got, err := alice.GetTaskPushConfig(ctx, &a2a.GetTaskPushConfigRequest{TaskID: task, ID: "c1"})
+			if err != nil || got.ID != "c1" || got.Token != "secret" {
+				t.Fatalf("Get: %+v %v", got, err)
+			}
+			// The client answers the configs of one page (it drops
+			// nextPageToken): the first page of 2, then all.
+			if binding == a2a.TransportProtocolHTTPJSON {
+				// Its client sends no pageSize: the binding's wire.
+				checkRESTPages(t, p, string(task), ids)
+			}
+			for size, want := range map[int][]string{2: ids[:2], 0: ids} {
+				if binding == a2a.TransportProtocolHTTPJSON && size != 0 {
+					continue
+				}
+				page, err := alice.ListTaskPushConfigs(ctx, &a2a.ListTaskPushConfigRequest{TaskID: task, PageSize: size})
+				if err != nil {
+					t.Fatalf("List: %v", err)
+				}
+				var listed []string
+				for _, c := range page {
+					listed = append(listed, c.ID)
+				}
+				if strings.Join(listed, ",") != strings.Join(want, ",") {
+					t.Fatalf("listed %v with pageSize %d, want %v", listed, size, want)
+				}
+			}
+			if _, err := alice.ListTaskPushConfigs(ctx, &a2a.ListTaskPushConfigRequest{TaskID: task, PageToken: "not-ours"}); binding != a2a.TransportProtocolHTTPJSON && !errors.Is(err, a2a.ErrInvalidParams) {
+				t.Fatalf("List with a bad token: %v", err)
+			}
+			if _, err := alice.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: task, URL: "http://10.0.0.1/hook"}); !errors.Is(err, a2a.ErrInvalidParams) {
+				t.Fatalf("Create to a private address: %v", err)
+			}
+
+			// The tenant matrix: bob on alice's task.
+			if _, err := bob.GetTaskPushConfig(ctx, &a2a.GetTaskPushConfigRequest{TaskID: task, ID: "c1"}); !errors.Is(err, a2a.ErrTaskNotFound) {
+				t.Fatalf("bob Get: %v", err)
+			}
+			if _, err := bob.ListTaskPushConfigs(ctx, &a2a.ListTaskPushConfigRequest{TaskID: task}); !errors.Is(err, a2a.ErrTaskNotFound) {
+				t.Fatalf("bob List: %v", err)
+			}
+			if _, err := bob.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: task, ID: "c1", URL: r.srv.URL + "/bob"}); !errors.Is(err, a2a.ErrTaskNotFound) {
+				t.Fatalf("bob Create (replace): %v", err)
+			}
+			if err := bob.DeleteTaskPushConfig(ctx, &a2a.DeleteTaskPushConfigRequest{TaskID: task, ID: "c1"}); !errors.Is(err, a2a.ErrTaskNotFound) {
+				t.Fatalf("bob Delete: %v", err)
+			}
+			// Answered as for a task that does not exist.
+			if _, err := bob.GetTaskPushConfig(ctx, &a2a.GetTaskPushConfigRequest{TaskID: "no-such-task", ID: "c1"}); !errors.Is(err, a2a.ErrTaskNotFound) {
+				t.Fatalf("bob Get of no task: %v", err)
+			}
+			got, err = alice.GetTaskPushConfig(ctx, &a2a.GetTaskPushConfigRequest{TaskID: task, ID: "c1"})
+			if err != nil || got.URL != r.srv.URL+"/x" {
+				t.Fatalf("alice's config after bob: %+v %v", got, err)
+			}
+
+			if err := alice.DeleteTaskPushConfig(ctx, &a2a.DeleteTaskPushConfigRequest{TaskID: task, ID: "c1"}); err != nil {
+				t.Fatalf("Delete: %v", err)
+			}
+			if _, err := alice.GetTaskPushConfig(ctx, &a2a.GetTaskPushConfigRequest{TaskID: task, ID: "c1"}); !errors.Is(err, a2a.ErrTaskNotFound) {
+				t.Fatalf("Get after Delete: %v", err)
+			}
+			if err := alice.DeleteTaskPushConfig(ctx, &a2a.DeleteTaskPushConfigRequest{TaskID: task, ID: "c1"}); !errors.Is(err, a2a.ErrTaskNotFound) {
+				t.Fatalf("Delete again: %v", err)
+			}
+		})
+	}
+}
+
+// checkRESTPages lists alice's configs of task over HTTP+JSON in pages of
+// 2 (GET /tasks/{id}/pushNotificationConfigs?pageSize=&pageToken=).
+func checkRESTPages(t *testing.T, p *pipeline, task string, want []string) {
+	t.Helper()
+	var listed []string
+	token := ""
+	for range 5 {
+		req, _ := http.NewRequest("GET", p.url+ingress.A2AV1Path+"/tasks/"+task+"/pushNotificationConfigs?pageSize=2&pageToken="+token, nil)
+		req.Header.Set(ingress.HeaderAPIKey, testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page a2a.ListTaskPushConfigResponse
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		_ = resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || len(page.Configs) > 2 {
+			t.Fatalf("page: %d %+v %v", resp.StatusCode, page, err)
+		}
+		for _, c := range page.Configs {
+			listed = append(listed, c.ID)
+		}
+		if token = page.NextPageToken; token == "" {
+			break
+		}
+	}
+	if strings.Join(listed, ",") != strings.Join(want, ",") {
+		t.Fatalf("listed %v in pages of 2, want %v", listed, want)
+	}
+}

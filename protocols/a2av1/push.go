@@ -1,0 +1,179 @@
+package a2av1
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/push"
+	"github.com/e2a-pipeline/pipeline/tenant"
+)
+
+// PushHost is a Host that keeps push notification configs: the four
+// push-config methods and SendMessage's inline taskPushNotificationConfig
+// are served from its store (nil: PushNotificationNotSupportedError, and
+// the card says pushNotifications: false).
+type PushHost interface {
+	PushStore() *push.Store
+}
+
+// pushStore is the host's push config store, or nil.
+func (h *handler) pushStore() *push.Store {
+	if ph, ok := h.h.(PushHost); ok {
+		return ph.PushStore()
+	}
+	return nil
+}
+
+// principal is the user id the normalizer gives the caller's requests'
+// envelopes (the push stage finds a task's configs by it): the
+// authenticated principal's unless it asserts users, then X-User-ID,
+// then the principal's.
+func principal(in normalizer.Input) string {
+	p := in.Principal
+	if p != nil && p.UserID != "" && !p.AssertsUser {
+		return p.UserID
+	}
+	if in.Header != nil {
+		if u := in.Header.Get("X-User-ID"); u != "" {
+			return u
+		}
+	}
+	if p != nil {
+		return p.UserID
+	}
+	return ""
+}
+
+// pushCall is a push-config call's store and principal, after checking
+// that the task is the caller's (another principal's is TaskNotFound, as
+// one that does not exist).
+func (h *handler) pushCall(ctx context.Context, taskID a2a.TaskID, access tenant.Access) (*push.Store, string, error) {
+	c, err := h.call(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	st := h.pushStore()
+	if st == nil {
+		return nil, "", a2a.ErrPushNotificationNotSupported
+	}
+	if taskID == "" {
+		return nil, "", fmt.Errorf("%w: taskId is required", a2a.ErrInvalidParams)
+	}
+	if _, err := c.c.Task(ctx, string(taskID), access); err != nil {
+		return nil, "", a2a.ErrTaskNotFound
+	}
+	return st, principal(c.c.HeaderInput(c.header, c.agent)), nil
+}
+
+// pushError is the SDK's kind of a push store error.
+func pushError(err error) error {
+	switch {
+	case errors.Is(err, push.ErrInvalidConfig), errors.Is(err, push.ErrURLRefused),
+		errors.Is(err, push.ErrInvalidPageToken), errors.Is(err, push.ErrLimit):
+		return fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
+	case errors.Is(err, push.ErrNotFound):
+		return fmt.Errorf("%w: push notification config not found", a2a.ErrTaskNotFound)
+	case errors.Is(err, context.Canceled):
+		return err
+	}
+	return fmt.Errorf("%w: push notification configs unavailable", a2a.ErrInternalError)
+}
+
+// CreateTaskPushConfig stores a config of the caller's task.
+func (h *handler) CreateTaskPushConfig(ctx context.Context, req *a2a.PushConfig) (*a2a.PushConfig, error) {
+	if req == nil {
+		return nil, fmt.Errorf("%w: config is required", a2a.ErrInvalidParams)
+	}
+	st, p, err := h.pushCall(ctx, req.TaskID, tenant.Write)
+	if err != nil {
+		return nil, err
+	}
+	c, err := st.Create(ctx, p, push.FromV1(req))
+	if err != nil {
+		return nil, pushError(err)
+	}
+	return c.V1(), nil
+}
+
+// GetTaskPushConfig answers one config of the caller's task.
+func (h *handler) GetTaskPushConfig(ctx context.Context, req *a2a.GetTaskPushConfigRequest) (*a2a.PushConfig, error) {
+	st, p, err := h.pushCall(ctx, req.TaskID, tenant.Read)
+	if err != nil {
+		return nil, err
+	}
+	c, err := st.Get(ctx, p, string(req.TaskID), req.ID)
+	if err != nil {
+		return nil, pushError(err)
+	}
+	return c.V1(), nil
+}
+
+// ListTaskPushConfigs answers a page of the caller's task's configs.
+func (h *handler) ListTaskPushConfigs(ctx context.Context, req *a2a.ListTaskPushConfigRequest) (*a2a.ListTaskPushConfigResponse, error) {
+	if c, ok := callFrom(ctx); ok && req.PageSize == 0 && req.PageToken == "" && c.query != nil {
+		// HTTP+JSON: GET /tasks/{id}/pushNotificationConfigs?pageSize=&pageToken=
+		if v := c.query.Get("pageSize"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return nil, fmt.Errorf("%w: pageSize %q is not a number", a2a.ErrInvalidParams, v)
+			}
+			req.PageSize = n
+		}
+		req.PageToken = c.query.Get("pageToken")
+	}
+	if req.PageSize < 0 {
+		return nil, fmt.Errorf("%w: pageSize must not be negative", a2a.ErrInvalidParams)
+	}
+	st, p, err := h.pushCall(ctx, req.TaskID, tenant.Read)
+	if err != nil {
+		return nil, err
+	}
+	cs, next, err := st.List(ctx, p, string(req.TaskID), req.PageSize, req.PageToken)
+	if err != nil {
+		return nil, pushError(err)
+	}
+	out := &a2a.ListTaskPushConfigResponse{Configs: make([]*a2a.PushConfig, 0, len(cs)), NextPageToken: next}
+	for _, c := range cs {
+		out.Configs = append(out.Configs, c.V1())
+	}
+	return out, nil
+}
+
+// DeleteTaskPushConfig deletes one config of the caller's task.
+func (h *handler) DeleteTaskPushConfig(ctx context.Context, req *a2a.DeleteTaskPushConfigRequest) error {
+	st, p, err := h.pushCall(ctx, req.TaskID, tenant.Write)
+	if err != nil {
+		return err
+	}
+	if err := st.Delete(ctx, p, string(req.TaskID), req.ID); err != nil {
+		return pushError(err)
+	}
+	return nil
+}
+
+// inlinePush stores SendMessage's inline config for the task of env's
+// request before the request is published, so its first update is
+// delivered.
+func (h *handler) inlinePush(ctx context.Context, req *a2a.SendMessageRequest, in normalizer.Input, taskID string) error {
+	if req.Config == nil || req.Config.PushConfig == nil {
+		return nil
+	}
+	st := h.pushStore()
+	if st == nil {
+		return a2a.ErrPushNotificationNotSupported
+	}
+	if taskID == "" {
+		return fmt.Errorf("%w: a push notification config needs a task (the message's answer here is no task)", a2a.ErrInvalidParams)
+	}
+	cfg := *req.Config.PushConfig
+	cfg.TaskID = a2a.TaskID(taskID)
+	if _, err := st.Create(ctx, principal(in), push.FromV1(&cfg)); err != nil {
+		return pushError(err)
+	}
+	return nil
+}
