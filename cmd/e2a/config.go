@@ -55,6 +55,13 @@ type Config struct {
 	// = bytes only).
 	AuditMaxAge   time.Duration `envconfig:"AUDIT_MAX_AGE" default:"2160h"`
 	AuditMaxBytes int64         `envconfig:"AUDIT_MAX_BYTES" default:"2147483648"`
+	// RequestsCompression, ResponsesCompression and AuditCompression are
+	// the streams' storage compression, none or s2 (docs/capacity.md,
+	// Bytes); a change applies to an existing stream through e2a streams
+	// apply, for the blocks written afterwards.
+	RequestsCompression  compression `envconfig:"REQUESTS_COMPRESSION" default:"none"`
+	ResponsesCompression compression `envconfig:"RESPONSES_COMPRESSION" default:"none"`
+	AuditCompression     compression `envconfig:"AUDIT_COMPRESSION" default:"s2"`
 	// DedupeWindow is how long the same request_id is recognized as one.
 	DedupeWindow time.Duration `envconfig:"DEDUPE_WINDOW" default:"10m"`
 	// TasksTTL is how long a record of E2A_TASKS (an A2A task or context,
@@ -129,6 +136,9 @@ func (c Config) StreamsConfig() streams.Config {
 	s.ControlMaxBytes = c.ControlMaxBytes
 	s.AuditMaxAge = c.AuditMaxAge
 	s.AuditMaxBytes = c.AuditMaxBytes
+	s.RequestsCompression = c.RequestsCompression.store()
+	s.ResponsesCompression = c.ResponsesCompression.store()
+	s.AuditCompression = c.AuditCompression.store()
 	s.Duplicates = c.DedupeWindow
 	s.TasksTTL = c.TasksTTL
 	return s
