@@ -9,7 +9,9 @@
 #   tests (file test_push_notifications.py, requirement PUSH-*) while the card declares no push notifications;
 #   except a known TCK defect (KNOWN_DEFECTS below: requirement, transport, upstream reference, and the exact
 #   failure text expected), which is reported and does not fail the rule. A known defect that fails with any
-#   other text fails the rule; one that passes is reported (the list wants pruning).
+#   other text fails the rule; one that passes is reported (the list wants pruning). And, while issue 42 is open,
+#   the 12 MUST tests listed by exact id in PENDING_SKIPS (the extended agent card; a second, non-streaming profile)
+#   are reported and allowed to skip: this is what is not built yet, not a pass.
 #
 # Usage:  scripts/tck.sh [OUT_DIR]        (default: a new temporary directory; it keeps the TCK's logs,
 #                                          outcomes.json, summary.txt and the e2a log)
@@ -58,8 +60,11 @@ for s in ss: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in ss])
 for s in ss: s.close()')
 base="http://127.0.0.1:$http_port"
+# The TCK's push CRUD tests register https://example.com/tck-push-webhook (never called back); allow-listed, its
+# host is not resolved at creation (a runner without DNS would refuse it). Its delivery tests' webhook is on
+# loopback, which e2a dev allow-lists.
 (cd "$work" && E2A_HTTP_ADDR="127.0.0.1:$http_port" E2A_GRPC_ADDR="127.0.0.1:$grpc_port" E2A_NATS_PORT=0 \
-  E2A_DEFAULT_POOL=tck exec "$work/e2a" dev >"$work/e2a.log" 2>&1) &
+  E2A_DEFAULT_POOL=tck E2A_PUSH_ALLOW_HOSTS=example.com exec "$work/e2a" dev >"$work/e2a.log" 2>&1) &
 pid=$!
 
 # The card, once e2a answers (at most 60 s).
@@ -95,6 +100,31 @@ KNOWN_DEFECTS = [
      r"failed on http_json: Operation failed: \[415\] incompatible content types: .*content type not supported: .*application/x-unsupported-tck-type"),
 ]
 
+# Pending (issue 42, not built yet): MUST tests that skip because the card under test does not offer what they need.
+# They are reported and allowed by exact test id, so any other skip still fails the rule. Remove an entry once
+# its test runs: the extended agent card (capabilities.extendedAgentCard, GetExtendedAgentCard), and a second
+# profile whose card does not stream and requires the TCK's extension (urn:a2a:tck:required-extension).
+EXT_CARD = "pending: the extended agent card is not served (capabilities.extendedAgentCard)"
+NO_STREAM = "pending: needs a second run against a card without streaming"
+REQ_EXT = "pending: needs a second run against a card requiring urn:a2a:tck:required-extension"
+PENDING_SKIPS = {
+    "test_must_requirement[CARD-EXT-001-grpc]": EXT_CARD,
+    "test_must_requirement[CARD-EXT-001-jsonrpc]": EXT_CARD,
+    "test_must_requirement[CARD-EXT-001-http_json]": EXT_CARD,
+    "test_must_requirement[CARD-EXT-002-grpc]": EXT_CARD,
+    "test_must_requirement[CARD-EXT-002-jsonrpc]": EXT_CARD,
+    "test_must_requirement[CARD-EXT-002-http_json]": EXT_CARD,
+    "TestCapabilityStreaming::test_streaming_not_supported_jsonrpc": NO_STREAM,
+    "TestGrpcStatusCodes::test_unsupported_operation_returns_unimplemented": NO_STREAM,
+    "TestHttpJsonStatusCodes::test_unsupported_operation_returns_400": NO_STREAM,
+    "TestJsonRpcErrorCodeMappings::test_unsupported_operation_error": NO_STREAM,
+    "TestCapabilityExtensionRequired::test_missing_required_extension_returns_error_jsonrpc": REQ_EXT,
+    "TestCapabilityExtensionRequired::test_missing_required_extension_returns_error_http_json": REQ_EXT,
+}
+
+def pending(r):
+    return PENDING_SKIPS.get(r["nodeid"].split("::", 1)[1] if "::" in r["nodeid"] else r["nodeid"])
+
 def transport(r):
     m = re.search(r"-(grpc|jsonrpc|http_json)\]$", r["nodeid"])
     return m.group(1) if m else None
@@ -112,12 +142,19 @@ def is_push(r):
 bad = [r for r in must if r["outcome"] in ("failed", "error")]
 defects = [(r, known(r)) for r in bad if known(r)]
 failed = [r for r in bad if not known(r)]
-skipped = [r for r in must if r["outcome"] == "skipped" and (push_declared or not is_push(r))]
-allowed = sum(1 for r in must if r["outcome"] == "skipped") - len(skipped)
+skips = [r for r in must if r["outcome"] == "skipped"]
+pend = [r for r in skips if pending(r)]
+skipped = [r for r in skips if not pending(r) and (push_declared or not is_push(r))]
+allowed = len(skips) - len(skipped) - len(pend)
 fixed = [(req, tr) for req, tr, _, _ in KNOWN_DEFECTS
          if any(r.get("req") == req and transport(r) == tr and r["outcome"] == "passed" for r in must)]
 for r, ref in defects:
     print("known TCK defect (%s): %s %s" % (ref, r.get("req"), r["nodeid"]))
+for r in pend:
+    print("MUST skip allowed while pending (%s): %s" % (pending(r), r["nodeid"]))
+ran = {r["nodeid"].split("::", 1)[-1] for r in must if r["outcome"] != "skipped"}
+for k in sorted(set(PENDING_SKIPS) & ran):
+    print("pending skip runs now, prune it from PENDING_SKIPS: %s" % k)
 for req, tr in fixed:
     print("known TCK defect passes now, prune it from KNOWN_DEFECTS: %s %s" % (req, tr))
 for title, rs in (("MUST failed", failed), ("MUST skipped (not allowed)", skipped)):
@@ -125,7 +162,7 @@ for title, rs in (("MUST failed", failed), ("MUST skipped (not allowed)", skippe
         print("%s: %d" % (title, len(rs)))
         for r in rs:
             print("  %s %s: %s" % (r.get("req") or "?", r["nodeid"], (r.get("reason") or "")[:160]))
-print("tck rule: %d MUST failed, %d known TCK defects, %d MUST skipped not allowed, %d push-notification MUST skips allowed (card declares push: %s)" % (
-    len(failed), len(defects), len(skipped), allowed, push_declared))
+print("tck rule: %d MUST failed, %d known TCK defects, %d MUST skipped not allowed, %d pending MUST skips allowed, %d push-notification MUST skips allowed (card declares push: %s)" % (
+    len(failed), len(defects), len(skipped), len(pend), allowed, push_declared))
 sys.exit(1 if failed or skipped else 0)
 PY
