@@ -95,7 +95,9 @@ func (c Config) ControlStreamConfig() jetstream.StreamConfig {
 // Nats-Stream-Source with the original subject. DenyDelete and DenyPurge
 // make it append-only; it does not deduplicate (sourcing is exactly once).
 // AuditMaxAge and AuditMaxBytes bound it, dropping the oldest messages
-// (DiscardOld, see Config.AuditMaxBytes).
+// (DiscardOld, see Config.AuditMaxBytes). Its blocks are compressed as
+// Config.AuditCompression says (S2 by default); the limits count bytes
+// before compression.
 //
 // On one server (Replicas 1, file storage) it is written in nats-server's
 // async persist mode: its copies reach the disk in batches a moment after
