@@ -1,8 +1,14 @@
 package ingress
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
+	legacy "github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2av1"
 	"github.com/e2a-pipeline/pipeline/push"
 )
@@ -25,3 +31,72 @@ var _ a2av1.PushHost = protocolHost{}
 
 // PushStore is the push config store (nil without WithPushStore).
 func (h protocolHost) PushStore() *push.Store { return h.s.opts.push }
+
+var _ a2aproto.PushHost = protocolHost{}
+
+// PushConfigsV03 serves A2A v0.3's push-config methods from the push
+// store (nil without WithPushStore).
+func (h protocolHost) PushConfigsV03() a2aproto.PushConfigs {
+	if h.s.opts.push == nil {
+		return nil
+	}
+	return v03Push{h.s.opts.push}
+}
+
+// v03Push is the push store in A2A v0.3's types and JSON-RPC errors.
+type v03Push struct{ st *push.Store }
+
+var _ a2aproto.PushConfigs = v03Push{}
+
+func (p v03Push) SetV03(ctx context.Context, principal string, c *legacy.TaskPushConfig) (*legacy.TaskPushConfig, error) {
+	out, err := p.st.Create(ctx, principal, push.FromV03(c))
+	if err != nil {
+		return nil, v03PushError(err)
+	}
+	return out.V03(), nil
+}
+
+func (p v03Push) GetV03(ctx context.Context, principal, taskID, id string) (*legacy.TaskPushConfig, error) {
+	out, err := p.st.Get(ctx, principal, taskID, id)
+	if err != nil {
+		return nil, v03PushError(err)
+	}
+	return out.V03(), nil
+}
+
+// ListV03 lists every config of the task (v0.3's list has no pages).
+func (p v03Push) ListV03(ctx context.Context, principal, taskID string) ([]*legacy.TaskPushConfig, error) {
+	out := []*legacy.TaskPushConfig{}
+	token := ""
+	for {
+		cs, next, err := p.st.List(ctx, principal, taskID, push.MaxPageSize, token)
+		if err != nil {
+			return nil, v03PushError(err)
+		}
+		for _, c := range cs {
+			out = append(out, c.V03())
+		}
+		if token = next; token == "" {
+			return out, nil
+		}
+	}
+}
+
+func (p v03Push) DeleteV03(ctx context.Context, principal, taskID, id string) error {
+	if err := p.st.Delete(ctx, principal, taskID, id); err != nil {
+		return v03PushError(err)
+	}
+	return nil
+}
+
+// v03PushError is a push store error as A2A v0.3's JSON-RPC error.
+func v03PushError(err error) error {
+	switch {
+	case errors.Is(err, push.ErrInvalidConfig), errors.Is(err, push.ErrURLRefused),
+		errors.Is(err, push.ErrInvalidPageToken), errors.Is(err, push.ErrLimit):
+		return jsonrpc.InvalidParams(err.Error())
+	case errors.Is(err, push.ErrNotFound):
+		return &jsonrpc.Error{Code: jsonrpc.CodeA2ATaskNotFound, Message: "Task not found: push notification config not found"}
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "push notification configs unavailable"}
+}

@@ -60,15 +60,25 @@ func newReceiver(t *testing.T) *receiver {
 			Task *struct {
 				ID string `json:"id"`
 			} `json:"task"`
+			// A2A v0.3's event
+			Kind   string `json:"kind"`
+			TaskID string `json:"taskId"`
+			Status struct {
+				State string `json:"state"`
+			} `json:"status"`
 		}
 		_ = json.Unmarshal(body, &sr)
-		d := delivery{path: req.URL.Path, token: req.Header.Get("A2A-Notification-Token"),
+		d := delivery{path: req.URL.Path, token: req.Header.Get("A2A-Notification-Token") + req.Header.Get("X-A2A-Notification-Token"),
 			auth: req.Header.Get("Authorization"), eventID: req.Header.Get("E2A-Event-Id")}
 		switch {
 		case sr.StatusUpdate != nil:
 			d.taskID, d.kind, d.state = sr.StatusUpdate.TaskID, "status", sr.StatusUpdate.Status.State
 		case sr.ArtifactUpdate != nil:
 			d.taskID, d.kind = sr.ArtifactUpdate.TaskID, "artifact"
+		case sr.Kind == "status-update":
+			d.taskID, d.kind, d.state = sr.TaskID, "status", sr.Status.State
+		case sr.Kind == "artifact-update":
+			d.taskID, d.kind = sr.TaskID, "artifact"
 		case sr.Task != nil:
 			d.taskID, d.kind = sr.Task.ID, "task"
 		default:
@@ -220,7 +230,7 @@ func TestPushInline(t *testing.T) {
 					ds := r.of(path)
 					return len(ds) > 0 && ds[len(ds)-1].state == "TASK_STATE_COMPLETED"
 				})
-				checkDeliveries(t, r.of(path), tasks[i], fmt.Sprintf("tok-%d", i), fmt.Sprintf("Bearer cred-%d", i))
+				checkDeliveries(t, r.of(path), tasks[i], fmt.Sprintf("tok-%d", i), fmt.Sprintf("Bearer cred-%d", i), "TASK_STATE_COMPLETED")
 			}
 		})
 	}
@@ -229,7 +239,7 @@ func TestPushInline(t *testing.T) {
 // checkDeliveries checks one config's deliveries: all of task, token and
 // auth as configured, event ids distinct and increasing, one terminal
 // status, last.
-func checkDeliveries(t *testing.T, ds []delivery, task, token, auth string) {
+func checkDeliveries(t *testing.T, ds []delivery, task, token, auth, completed string) {
 	t.Helper()
 	var last [2]int
 	for i, d := range ds {
@@ -246,7 +256,7 @@ func checkDeliveries(t *testing.T, ds []delivery, task, token, auth string) {
 			t.Fatalf("delivery %d event id %q after %v: out of order", i, d.eventID, last)
 		}
 		last = [2]int{seq, k}
-		if d.state == "TASK_STATE_COMPLETED" && i != len(ds)-1 {
+		if d.state == completed && i != len(ds)-1 {
 			t.Fatalf("delivery %d: completed before the end (%d deliveries)", i, len(ds))
 		}
 	}

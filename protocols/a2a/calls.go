@@ -52,6 +52,10 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 			protocol, toRPC = normalizer.ProtocolAgentVault, AgentVaultError
 		}
 	}
+	if protocol == normalizer.ProtocolA2A && isPushMethod(req.Method) {
+		d.servePush(rep, in, tc, nin, req)
+		return
+	}
 	adapt, _ := d.h.Normalizer().Adapter(protocol)
 	res, err := adapt(nin)
 	if err != nil {
@@ -183,6 +187,9 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 			return
 		}
 		defer release()
+	}
+	if protocol == normalizer.ProtocolA2A && !d.inlinePush(rep, in, tc, req, env.TaskID) {
+		return
 	}
 	submitted := time.Now()
 	var acc host.Accepted

@@ -1,0 +1,180 @@
+package a2a
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	legacy "github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/tenant"
+)
+
+// PushConfigs keeps A2A v0.3 push notification configs for the caller
+// principal (the envelope user_id). Its errors are *jsonrpc.Error, the
+// answer as it is (InvalidParams for a refused config or URL, TaskNotFound
+// for a config that is not the principal's); any other is internal.
+type PushConfigs interface {
+	SetV03(ctx context.Context, principal string, c *legacy.TaskPushConfig) (*legacy.TaskPushConfig, error)
+	GetV03(ctx context.Context, principal, taskID, id string) (*legacy.TaskPushConfig, error)
+	ListV03(ctx context.Context, principal, taskID string) ([]*legacy.TaskPushConfig, error)
+	DeleteV03(ctx context.Context, principal, taskID, id string) error
+}
+
+// PushHost is a host that keeps push notification configs: without it
+// (or with nil configs) tasks/pushNotificationConfig/* and an inline
+// configuration.pushNotificationConfig answer PushNotificationNotSupported
+// (-32003).
+type PushHost interface {
+	PushConfigsV03() PushConfigs
+}
+
+var errPushNotSupported = &jsonrpc.Error{Code: jsonrpc.CodeA2APushNotificationNotSupported,
+	Message: "Push Notification is not supported"}
+
+func (d *frontDoor) pushConfigs() PushConfigs {
+	if ph, ok := d.h.(PushHost); ok {
+		return ph.PushConfigsV03()
+	}
+	return nil
+}
+
+// Principal is the user id the normalizer gives the caller's requests'
+// envelopes (the push stage finds a task's configs by it): the
+// authenticated principal's unless it asserts users, then X-User-ID,
+// then the principal's.
+func Principal(in normalizer.Input) string {
+	p := in.Principal
+	if p != nil && p.UserID != "" && !p.AssertsUser {
+		return p.UserID
+	}
+	if in.Header != nil {
+		if u := in.Header.Get("X-User-ID"); u != "" {
+			return u
+		}
+	}
+	if p != nil {
+		return p.UserID
+	}
+	return ""
+}
+
+// isPushMethod reports whether method is one of v0.3's push-config
+// methods.
+func isPushMethod(method string) bool {
+	switch method {
+	case normalizer.A2APushConfigSet, normalizer.A2APushConfigGet, normalizer.A2APushConfigList, normalizer.A2APushConfigDelete:
+		return true
+	}
+	return false
+}
+
+// pushAnswer answers v with err as the configs' error.
+func pushAnswer(rep host.Reply, v any, err error) {
+	var je *jsonrpc.Error
+	switch {
+	case err == nil:
+		rep.Result(v)
+	case errors.As(err, &je):
+		rep.Error(je)
+	default:
+		rep.Error(&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "push notification configs unavailable"})
+	}
+}
+
+// servePush answers tasks/pushNotificationConfig/{set,get,list,delete}
+// after checking that the task is the caller's (another principal's is
+// TaskNotFound, as one that does not exist).
+func (d *frontDoor) servePush(rep host.Reply, in host.Call, tc host.TaskCaller, nin normalizer.Input, req *jsonrpc.Request) {
+	pc := d.pushConfigs()
+	if pc == nil {
+		rep.Error(errPushNotSupported)
+		return
+	}
+	var p struct {
+		ID       string `json:"id"`     // get, list, delete
+		TaskID   string `json:"taskId"` // set
+		ConfigID string `json:"pushNotificationConfigId"`
+	}
+	if err := json.Unmarshal(req.Params, &p); err != nil {
+		rep.Error(jsonrpc.InvalidParams(err.Error()))
+		return
+	}
+	taskID, access := p.ID, tenant.Read
+	if req.Method == normalizer.A2APushConfigSet {
+		taskID = p.TaskID
+	}
+	if req.Method == normalizer.A2APushConfigSet || req.Method == normalizer.A2APushConfigDelete {
+		access = tenant.Write
+	}
+	if taskID == "" {
+		rep.Error(jsonrpc.InvalidParams("the task id is required"))
+		return
+	}
+	if _, err := tc.Task(in.Ctx, taskID, access); err != nil {
+		taskNotFound(rep, normalizer.ProtocolA2A, taskID)
+		return
+	}
+	principal := Principal(nin)
+	switch req.Method {
+	case normalizer.A2APushConfigSet:
+		var c legacy.TaskPushConfig
+		if err := json.Unmarshal(req.Params, &c); err != nil {
+			rep.Error(jsonrpc.InvalidParams(err.Error()))
+			return
+		}
+		v, err := pc.SetV03(in.Ctx, principal, &c)
+		pushAnswer(rep, v, err)
+	case normalizer.A2APushConfigGet:
+		id := p.ConfigID
+		if id == "" {
+			id = taskID // v0.3: a config set without id has the task's
+		}
+		v, err := pc.GetV03(in.Ctx, principal, taskID, id)
+		pushAnswer(rep, v, err)
+	case normalizer.A2APushConfigList:
+		v, err := pc.ListV03(in.Ctx, principal, taskID)
+		pushAnswer(rep, v, err)
+	case normalizer.A2APushConfigDelete:
+		if p.ConfigID == "" {
+			rep.Error(jsonrpc.InvalidParams("pushNotificationConfigId is required"))
+			return
+		}
+		pushAnswer(rep, nil, pc.DeleteV03(in.Ctx, principal, taskID, p.ConfigID))
+	}
+}
+
+// inlinePush stores message/send's or message/stream's inline
+// configuration.pushNotificationConfig for the request's task before it
+// is published; false when it answered rep with a refusal.
+func (d *frontDoor) inlinePush(rep host.Reply, in host.Call, tc host.TaskCaller, req *jsonrpc.Request, taskID string) bool {
+	if req.Method != normalizer.A2AMessageSend && req.Method != normalizer.A2AMessageStream {
+		return true
+	}
+	var p struct {
+		Configuration *struct {
+			PushConfig *legacy.PushConfig `json:"pushNotificationConfig"`
+		} `json:"configuration"`
+	}
+	if json.Unmarshal(req.Params, &p) != nil || p.Configuration == nil || p.Configuration.PushConfig == nil {
+		return true
+	}
+	pc := d.pushConfigs()
+	if pc == nil {
+		rep.Error(errPushNotSupported)
+		return false
+	}
+	if taskID == "" {
+		rep.Error(jsonrpc.InvalidParams("a push notification config needs a task"))
+		return false
+	}
+	_, err := pc.SetV03(in.Ctx, Principal(tc.Input(in, req)), &legacy.TaskPushConfig{TaskID: legacy.TaskID(taskID), Config: *p.Configuration.PushConfig})
+	if err != nil {
+		pushAnswer(rep, nil, err)
+		return false
+	}
+	return true
+}
