@@ -144,13 +144,15 @@ func (h *handler) ListTaskPushConfigs(ctx context.Context, req *a2a.ListTaskPush
 	return out, nil
 }
 
-// DeleteTaskPushConfig deletes one config of the caller's task.
+// DeleteTaskPushConfig deletes one config of the caller's task,
+// idempotently (A2A v1.0 §3.1.10): a config already gone is no error;
+// another principal's task is TaskNotFound.
 func (h *handler) DeleteTaskPushConfig(ctx context.Context, req *a2a.DeleteTaskPushConfigRequest) error {
 	st, p, err := h.pushCall(ctx, req.TaskID, tenant.Write)
 	if err != nil {
 		return err
 	}
-	if err := st.Delete(ctx, p, string(req.TaskID), req.ID); err != nil {
+	if err := st.Delete(ctx, p, string(req.TaskID), req.ID); err != nil && !errors.Is(err, push.ErrNotFound) {
 		return pushError(err)
 	}
 	return nil
