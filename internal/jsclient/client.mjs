@@ -5,6 +5,7 @@
 //
 //   node client.mjs <base-url> v1 JSONRPC|HTTP+JSON
 //   node client.mjs <base-url> v03
+//   node client.mjs <base-url> push JSONRPC|HTTP+JSON <webhook-url>
 import { randomUUID } from 'node:crypto';
 
 const [base, generation, binding] = process.argv.slice(2);
@@ -90,8 +91,36 @@ async function v03() {
   };
 }
 
+// push: a message with an inline taskPushNotificationConfig to hook
+// (token js-token), then a second config created, got, listed and
+// deleted on the same task.
+async function push(hook) {
+  const { ClientFactory, ClientFactoryOptions } = await import('@a2a-js/sdk/client');
+  const sdk = await import('@a2a-js/sdk');
+  const options = ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { preferredTransports: [binding] });
+  const client = await new ClientFactory(options).createFromUrl(base);
+  const sent = await client.sendMessage(sdk.SendMessageRequest.fromJSON({
+    message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'push from js' }] },
+    configuration: { taskPushNotificationConfig: { url: hook, token: 'js-token' } },
+  }));
+  const taskId = sent.id ?? taskIdOf(sent) ?? sent.payload?.value?.id;
+  const created = await client.createTaskPushNotificationConfig(sdk.TaskPushNotificationConfig.fromJSON({
+    taskId, id: 'js-second', url: hook + '/second', token: 'js-second-token' }));
+  const got = await client.getTaskPushNotificationConfig(sdk.GetTaskPushNotificationConfigRequest.fromJSON({ taskId, id: 'js-second' }));
+  const listed = await client.listTaskPushNotificationConfig(sdk.ListTaskPushNotificationConfigsRequest.fromJSON({ taskId }));
+  await client.deleteTaskPushNotificationConfig(sdk.DeleteTaskPushNotificationConfigRequest.fromJSON({ taskId, id: 'js-second' }));
+  const after = await client.listTaskPushNotificationConfig(sdk.ListTaskPushNotificationConfigsRequest.fromJSON({ taskId }));
+  return {
+    task_id: taskId,
+    created_id: created.id,
+    got_url: got.url,
+    listed: (listed.configs ?? []).length,
+    after_delete: (after.configs ?? []).length,
+  };
+}
+
 try {
-  const summary = generation === 'v1' ? await v1() : await v03();
+  const summary = generation === 'v1' ? await v1() : generation === 'push' ? await push(process.argv[5]) : await v03();
   console.log(JSON.stringify(summary));
 } catch (e) {
   console.error(e?.stack ?? String(e));

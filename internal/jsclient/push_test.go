@@ -1,0 +1,124 @@
+package jsclient
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/push"
+)
+
+// pushSummary is what client.mjs push prints.
+type pushSummary struct {
+	TaskID      string `json:"task_id"`
+	CreatedID   string `json:"created_id"`
+	GotURL      string `json:"got_url"`
+	Listed      int    `json:"listed"`
+	AfterDelete int    `json:"after_delete"`
+}
+
+// pushPipeline is pipeline with the push config store and the push stage
+// (loopback allow-listed).
+func pushPipeline(t *testing.T) string {
+	t.Helper()
+	_, nc := natstest.RunServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	store, err := push.NewStore(ctx, nc, push.WithAllowHosts("127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	eg, err := egress.New(nc, egress.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := ingress.New(nc, eg, ingress.WithRegisterer(reg), ingress.WithPushStore(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	in.Register(mux)
+	eg.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = agent.Run(ctx, nc, demo.Pool, demo.New()) }()
+	go func() { defer wg.Done(); _ = push.Run(ctx, nc, push.WithAllowHosts("127.0.0.1")) }()
+	return srv.URL
+}
+
+// TestA2AJavaScriptPush: @a2a-js/sdk 1.3.0's client over JSON-RPC sends
+// a message with an inline taskPushNotificationConfig (the receiver gets
+// the task's updates, the completed status last, each with the token),
+// then creates, gets, lists and deletes a second config of the task.
+func TestA2AJavaScriptPush(t *testing.T) {
+	installed(t)
+	base := pushPipeline(t)
+	var mu sync.Mutex
+	var states []string
+	var tokens []string
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var sr struct {
+			StatusUpdate *struct {
+				Status struct {
+					State string `json:"state"`
+				} `json:"status"`
+			} `json:"statusUpdate"`
+		}
+		_ = json.Unmarshal(body, &sr)
+		mu.Lock()
+		defer mu.Unlock()
+		tokens = append(tokens, r.Header.Get("A2A-Notification-Token"))
+		if sr.StatusUpdate != nil {
+			states = append(states, sr.StatusUpdate.Status.State)
+		}
+	}))
+	t.Cleanup(recv.Close)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "client.mjs", base, "push", "JSONRPC", recv.URL+"/hook")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node client.mjs push: %v\n%s", err, stderr.String())
+	}
+	var s pushSummary
+	if err := json.Unmarshal(out, &s); err != nil {
+		t.Fatalf("summary %q: %v", out, err)
+	}
+	if s.TaskID == "" || s.CreatedID != "js-second" || s.GotURL != recv.URL+"/hook/second" || s.Listed != 2 || s.AfterDelete != 1 {
+		t.Fatalf("summary %+v", s)
+	}
+	testkit.Eventually(t, 20*time.Second, "the completed status at the webhook", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(states) > 0 && states[len(states)-1] == "TASK_STATE_COMPLETED"
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for i, tok := range tokens {
+		if tok != "js-token" {
+			t.Fatalf("delivery %d token %q", i, tok)
+		}
+	}
+}
