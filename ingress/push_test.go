@@ -392,3 +392,39 @@ func checkRESTPages(t *testing.T, p *pipeline, task string, want []string) {
 		t.Fatalf("listed %v in pages of 2, want %v", listed, want)
 	}
 }
+
+// TestPushWireGolden: the JSON-RPC wire of CreateTaskPushNotificationConfig
+// and ListTaskPushNotificationConfigs (A2A v1.0, the spec's §9 shapes), the
+// task id replaced by TASK, against testdata/golden/push_*.json.
+func TestPushWireGolden(t *testing.T) {
+	p := startPushPipeline(t)
+	alice := keyClient(t, p, a2a.TransportProtocolJSONRPC, testKey)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := alice.SendMessage(ctx, userMessage("golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := string(res.(*a2a.Task).ID)
+	for _, c := range []struct{ name, body string }{
+		{"push_create", `{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"TASK","id":"cfg-1","url":"https://127.0.0.1/hook","token":"tok","authentication":{"scheme":"Bearer","credentials":"cred"}}}`},
+		{"push_list", `{"jsonrpc":"2.0","id":2,"method":"ListTaskPushNotificationConfigs","params":{"taskId":"TASK"}}`},
+	} {
+		req, _ := http.NewRequest("POST", p.url+ingress.A2AV1Path, strings.NewReader(strings.ReplaceAll(c.body, "TASK", task)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("A2A-Version", "1.0")
+		req.Header.Set(ingress.HeaderAPIKey, testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		var v any
+		if err := json.Unmarshal(body, &v); err != nil {
+			t.Fatalf("%s: %s", c.name, body)
+		}
+		got, _ := json.MarshalIndent(v, "", "  ")
+		testkit.Golden(t, "testdata/golden/"+c.name+".json", []byte(strings.ReplaceAll(string(got), task, "TASK")+"\n"), *update)
+	}
+}
