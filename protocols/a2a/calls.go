@@ -149,27 +149,8 @@ func taskNotFound(rep host.Reply, protocol string, taskID string) {
 // the package's renderers over the host.
 func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, protocol string, res *normalizer.Result, req *jsonrpc.Request) {
 	env := res.Envelope
-	if env.TaskID != "" && Continued(env) {
-		t, err := tc.Task(in.Ctx, env.TaskID, tenant.Write)
-		if err != nil {
-			taskNotFound(rep, protocol, env.TaskID)
-			return
-		}
-		if protocol == normalizer.ProtocolA2A && !tc.TaskOpen(rep, in, t) {
-			return
-		}
-		// A continued task keeps its context when the message names none
-		// (the adapter made up a new one).
-		if created, _ := env.Provenance.Details[normalizer.DetailContextCreated].(bool); env.ContextID == "" || (created && t.ContextID != "") {
-			env.ContextID = t.ContextID
-			delete(env.Provenance.Details, normalizer.DetailContextCreated)
-		}
-	} else if env.ContextID != "" {
-		// A new context is recorded as the caller's; one the client chose
-		// must be the caller's own already.
-		if !tc.ClaimContext(rep, in, env.ContextID) {
-			return
-		}
+	if !admitTurn(rep, in, tc, protocol, env) {
+		return
 	}
 	w := rep.Stream()
 	if w != nil && in.Request != nil && !req.IsNotification() && (req.Method == normalizer.A2AMessageStream ||
@@ -246,6 +227,33 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 	default: // tasks/send
 		rep.Result(map[string]string{"id": env.TaskID})
 	}
+}
+
+// admitTurn checks env's task or context against the caller before
+// anything is published: a continued task must be the caller's and open
+// (it then keeps its context when the message names none); a new context
+// is claimed as the caller's. It answered rep when it returns false.
+func admitTurn(rep host.Reply, in host.Call, tc host.TaskCaller, protocol string, env *e2a.Envelope) bool {
+	if env.TaskID != "" && Continued(env) {
+		t, err := tc.Task(in.Ctx, env.TaskID, tenant.Write)
+		if err != nil {
+			taskNotFound(rep, protocol, env.TaskID)
+			return false
+		}
+		if protocol == normalizer.ProtocolA2A && !tc.TaskOpen(rep, in, t) {
+			return false
+		}
+		// A continued task keeps its context when the message names none
+		// (the adapter made up a new one).
+		if created, _ := env.Provenance.Details[normalizer.DetailContextCreated].(bool); env.ContextID == "" || (created && t.ContextID != "") {
+			env.ContextID = t.ContextID
+			delete(env.Provenance.Details, normalizer.DetailContextCreated)
+		}
+		return true
+	}
+	// A new context is recorded as the caller's; one the client chose must
+	// be the caller's own already.
+	return env.ContextID == "" || tc.ClaimContext(rep, in, env.ContextID)
 }
 
 // blockingSend reports whether a message/send waits for its answer (not
