@@ -754,8 +754,12 @@ func (s *suite) injectionCases(alice map[string]string) {
 func (s *suite) secretBodies(alice map[string]string) {
 	bodies := []struct{ name, path, body string }{
 		{"E2A auth block", "/v1/requests?wait=true", fmt.Sprintf(`{"request_id":"sec-secret-1","params":{"text":"s","password":%q},"auth":{"bearer_token":%q,"api_key_ref":"ref","extra_headers":{"X-Upstream-Key":%q}}}`, bodyParamsPass, bodyBearer, bodyExtra)},
-		{"A2A push notification token", "/a2a", fmt.Sprintf(`{"jsonrpc":"2.0","id":9,"method":"message/send","params":{"message":{"kind":"message","messageId":"sm1","role":"user","parts":[{"kind":"text","text":"s"}]},"configuration":{"pushNotificationConfig":{"url":"https://hook.example/x","token":%q,"authentication":{"schemes":["Bearer"],"credentials":%q}}}}}`, bodyPushToken, bodyBearer)},
 	}
+	// A push config inline: this pipeline has no push store, so the message
+	// is refused (PushNotificationNotSupported) before anything is
+	// published; the scan below finds the token nowhere.
+	r0 := s.do(http.MethodPost, "/a2a", fmt.Appendf(nil, `{"jsonrpc":"2.0","id":9,"method":"message/send","params":{"message":{"kind":"message","messageId":"sm1","role":"user","parts":[{"kind":"text","text":"s"}]},"configuration":{"pushNotificationConfig":{"url":"https://hook.example/x","token":%q,"authentication":{"schemes":["Bearer"],"credentials":%q}}}}}`, bodyPushToken, bodyBearer), alice)
+	s.check("secrets", "A2A message with a push notification token refused without a push store", r0.err == nil && bytes.Contains(r0.body, []byte(`"code":-32003`)), "%s", r0)
 	// ACP: a session whose MCP server carries a secret, then a prompt with
 	// one in _meta.
 	r := s.do(http.MethodPost, "/acp", fmt.Appendf(nil, `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[{"name":"m","command":"mcp","args":[],"env":[{"name":"API_KEY","value":%q}]}]}}`, bodyMCPEnv), alice)
