@@ -109,30 +109,9 @@ func TestCapacityPerRequest(t *testing.T) {
 	cfg := natstest.Config()
 	p := startPipeline(t, cfg, true)
 	const n = 200
-	client := &http.Client{Timeout: 30 * time.Second}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			// A chat request as a client sends it; ?wait=true answers after
-			// the final frame.
-			body := fmt.Sprintf(`{"request_id":"cap-%d","session_id":"sess-%d","method":"chat.send","params":{"text":"What is the weather in London tomorrow, and should I take an umbrella? (%d)"}}`, i, i%10, i)
-			resp, err := client.Post(p.url+"/v1/requests?wait=true", "application/json", strings.NewReader(body))
-			if err != nil {
-				t.Errorf("request %d: %v", i, err)
-				return
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Errorf("request %d: %d", i, resp.StatusCode)
-			}
-		}()
-	}
-	wg.Wait()
+	// Chat requests as a client sends them; ?wait=true answers after the
+	// final frame.
+	sendDemoRequests(t, p, "cap", n)
 	// Copies into E2A_AUDIT and the console's index trail the streams a
 	// little: wait until they hold everything.
 	reqMsgs, reqBytes := p.streamState(t, streams.RequestsStream)

@@ -157,6 +157,14 @@ func strict(t *testing.T, where string, doc []byte, v any) {
 	}
 }
 
+// decodeTo decodes doc strictly into a new T and appends it to list.
+func decodeTo[T any](t *testing.T, where string, doc []byte, list *[]*T) {
+	t.Helper()
+	v := new(T)
+	strict(t, where, doc, v)
+	*list = append(*list, v)
+}
+
 func loadManifests(t *testing.T) *manifests {
 	t.Helper()
 	paths, err := filepath.Glob(filepath.Join("k8s", "*.yaml"))
@@ -181,53 +189,29 @@ func loadManifests(t *testing.T) *manifests {
 			}
 			switch tm.APIVersion + " " + tm.Kind {
 			case "v1 Namespace":
-				v := &corev1.Namespace{}
-				strict(t, where, doc, v)
-				m.namespaces = append(m.namespaces, v)
+				decodeTo(t, where, doc, &m.namespaces)
 			case "v1 ConfigMap":
-				v := &corev1.ConfigMap{}
-				strict(t, where, doc, v)
-				m.configMaps = append(m.configMaps, v)
+				decodeTo(t, where, doc, &m.configMaps)
 			case "v1 Secret":
-				v := &corev1.Secret{}
-				strict(t, where, doc, v)
-				m.secrets = append(m.secrets, v)
+				decodeTo(t, where, doc, &m.secrets)
 			case "v1 Service":
-				v := &corev1.Service{}
-				strict(t, where, doc, v)
-				m.services = append(m.services, v)
+				decodeTo(t, where, doc, &m.services)
 			case "apps/v1 Deployment":
-				v := &appsv1.Deployment{}
-				strict(t, where, doc, v)
-				m.deployments = append(m.deployments, v)
+				decodeTo(t, where, doc, &m.deployments)
 			case "batch/v1 Job":
-				v := &batchv1.Job{}
-				strict(t, where, doc, v)
-				m.jobs = append(m.jobs, v)
+				decodeTo(t, where, doc, &m.jobs)
 			case "autoscaling/v2 HorizontalPodAutoscaler":
-				v := &autoscalingv2.HorizontalPodAutoscaler{}
-				strict(t, where, doc, v)
-				m.hpas = append(m.hpas, v)
+				decodeTo(t, where, doc, &m.hpas)
 			case "policy/v1 PodDisruptionBudget":
-				v := &policyv1.PodDisruptionBudget{}
-				strict(t, where, doc, v)
-				m.pdbs = append(m.pdbs, v)
+				decodeTo(t, where, doc, &m.pdbs)
 			case "networking.k8s.io/v1 NetworkPolicy":
-				v := &networkingv1.NetworkPolicy{}
-				strict(t, where, doc, v)
-				m.netpols = append(m.netpols, v)
+				decodeTo(t, where, doc, &m.netpols)
 			case "monitoring.coreos.com/v1 PodMonitor":
-				v := &podMonitor{}
-				strict(t, where, doc, v)
-				m.podMonitors = append(m.podMonitors, v)
+				decodeTo(t, where, doc, &m.podMonitors)
 			case "monitoring.coreos.com/v1 PrometheusRule":
-				v := &prometheusRule{}
-				strict(t, where, doc, v)
-				m.promRules = append(m.promRules, v)
+				decodeTo(t, where, doc, &m.promRules)
 			case "keda.sh/v1alpha1 ScaledObject":
-				v := &scaledObject{}
-				strict(t, where, doc, v)
-				m.scaledObject = append(m.scaledObject, v)
+				decodeTo(t, where, doc, &m.scaledObject)
 			default:
 				t.Fatalf("%s: unexpected kind %q %q", where, tm.APIVersion, tm.Kind)
 			}
