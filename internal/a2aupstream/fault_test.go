@@ -71,13 +71,13 @@ func TestCredentials(t *testing.T) {
 			if _, ok := s.Card().SecuritySchemes["bearer"]; !ok {
 				t.Error("card declares no bearer scheme")
 			}
-			c := connect(t, s, false)
-			if _, err := c.SendMessage(context.Background(), msg("hi")); err == nil {
+			c := up.Connect(t, s.BaseURL(), false)
+			if _, err := c.SendMessage(context.Background(), up.Msg("hi")); err == nil {
 				t.Fatal("a call without credentials was served")
 			}
 			ctx := a2aclient.AttachServiceParams(context.Background(), a2aclient.ServiceParams{
 				"authorization": {"Bearer s3cret"}, "x-tenant": {"t1"}})
-			if _, err := c.SendMessage(ctx, msg("hi")); err != nil {
+			if _, err := c.SendMessage(ctx, up.Msg("hi")); err != nil {
 				t.Fatal(err)
 			}
 			calls := s.Calls()
@@ -95,7 +95,7 @@ func TestFaultStatus(t *testing.T) {
 	for _, b := range bindings {
 		t.Run(string(b), func(t *testing.T) {
 			s := up.Start(t, up.Options{Binding: b})
-			c := connect(t, s, false)
+			c := up.Connect(t, s.BaseURL(), false)
 			if err := s.SetFault(up.Fault{Kind: up.FaultStatus, Status: http.StatusTooManyRequests, RetryAfter: "2", Times: 2}); err != nil {
 				t.Fatal(err)
 			}
@@ -104,13 +104,13 @@ func TestFaultStatus(t *testing.T) {
 				if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "2" {
 					t.Errorf("status %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
 				}
-			} else if _, err := c.SendMessage(context.Background(), msg("hi")); err == nil || !strings.Contains(err.Error(), "ResourceExhausted") && !strings.Contains(err.Error(), "Too Many Requests") {
+			} else if _, err := c.SendMessage(context.Background(), up.Msg("hi")); err == nil || !strings.Contains(err.Error(), "ResourceExhausted") && !strings.Contains(err.Error(), "Too Many Requests") {
 				t.Errorf("gRPC fault: %v", err)
 			}
-			if _, err := c.SendMessage(context.Background(), msg("hi")); err == nil {
+			if _, err := c.SendMessage(context.Background(), up.Msg("hi")); err == nil {
 				t.Error("second call served")
 			}
-			if _, err := c.SendMessage(context.Background(), msg("hi")); err != nil {
+			if _, err := c.SendMessage(context.Background(), up.Msg("hi")); err != nil {
 				t.Errorf("third call: %v", err)
 			}
 			if s.Faulted() != 2 {
@@ -152,10 +152,10 @@ func TestFaultHang(t *testing.T) {
 	for _, b := range bindings {
 		t.Run(string(b), func(t *testing.T) {
 			s := up.Start(t, up.Options{Binding: b, Fault: up.Fault{Kind: up.FaultHang}})
-			c := connect(t, s, false)
+			c := up.Connect(t, s.BaseURL(), false)
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			defer cancel()
-			_, err := c.SendMessage(ctx, msg("hi"))
+			_, err := c.SendMessage(ctx, up.Msg("hi"))
 			if err == nil || ctx.Err() == nil {
 				t.Fatalf("hung call returned %v before the deadline", err)
 			}
@@ -169,11 +169,11 @@ func TestFaultGarbage(t *testing.T) {
 	for _, b := range []a2a.TransportProtocol{up.JSONRPC, up.HTTPJSON} {
 		t.Run(string(b), func(t *testing.T) {
 			s := up.Start(t, up.Options{Binding: b, Fault: up.Fault{Kind: up.FaultGarbage}})
-			c := connect(t, s, false)
-			if res, err := c.SendMessage(context.Background(), msg("hi")); err == nil {
+			c := up.Connect(t, s.BaseURL(), false)
+			if res, err := c.SendMessage(context.Background(), up.Msg("hi")); err == nil {
 				t.Errorf("garbage answer read as %v", res)
 			}
-			for ev, err := range c.SendStreamingMessage(context.Background(), msg("stream: x")) {
+			for ev, err := range c.SendStreamingMessage(context.Background(), up.Msg("stream: x")) {
 				if err == nil {
 					t.Errorf("garbage stream read as %v", ev)
 				}
@@ -202,10 +202,10 @@ func TestFaultCloseMidEvent(t *testing.T) {
 	for _, b := range bindings {
 		t.Run(string(b), func(t *testing.T) {
 			s := up.Start(t, up.Options{Binding: b, Fault: up.Fault{Kind: up.FaultCloseMidEvent}})
-			c := connect(t, s, false)
+			c := up.Connect(t, s.BaseURL(), false)
 			var events int
 			var last error
-			for _, err := range c.SendStreamingMessage(context.Background(), msg("stream: x")) {
+			for _, err := range c.SendStreamingMessage(context.Background(), up.Msg("stream: x")) {
 				if err != nil {
 					last = err
 					break
@@ -215,7 +215,7 @@ func TestFaultCloseMidEvent(t *testing.T) {
 			if events != 1 || last == nil {
 				t.Errorf("stream: %d events then %v, want 1 then an error", events, last)
 			}
-			if res, err := c.SendMessage(context.Background(), msg("hi")); err == nil {
+			if res, err := c.SendMessage(context.Background(), up.Msg("hi")); err == nil {
 				t.Errorf("cut answer read as %v", res)
 			}
 			if b != up.GRPC {
