@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	legacy "github.com/a2aproject/a2a-go/a2a"
@@ -64,22 +63,20 @@ func (p v03Push) GetV03(ctx context.Context, principal, taskID, id string) (*leg
 	return out.V03(), nil
 }
 
-// ListV03 lists every config of the task (v0.3's list has no pages).
+// ListV03 lists every config of the task: A2A v0.3's
+// tasks/pushNotificationConfig/list has no page parameters (its params
+// are the task id and metadata), and one page of push.MaxPageSize holds
+// them all, the per-task limit (push.WithMaxPerTask) being at most that.
 func (p v03Push) ListV03(ctx context.Context, principal, taskID string) ([]*legacy.TaskPushConfig, error) {
-	out := []*legacy.TaskPushConfig{}
-	token := ""
-	for {
-		cs, next, err := p.st.List(ctx, principal, taskID, push.MaxPageSize, token)
-		if err != nil {
-			return nil, v03PushError(err)
-		}
-		for _, c := range cs {
-			out = append(out, c.V03())
-		}
-		if token = next; token == "" {
-			return out, nil
-		}
+	cs, _, err := p.st.List(ctx, principal, taskID, push.MaxPageSize, "")
+	if err != nil {
+		return nil, v03PushError(err)
 	}
+	out := make([]*legacy.TaskPushConfig, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, c.V03())
+	}
+	return out, nil
 }
 
 func (p v03Push) DeleteV03(ctx context.Context, principal, taskID, id string) error {
@@ -89,13 +86,13 @@ func (p v03Push) DeleteV03(ctx context.Context, principal, taskID, id string) er
 	return nil
 }
 
-// v03PushError is a push store error as A2A v0.3's JSON-RPC error.
+// v03PushError is a push store error as A2A v0.3's JSON-RPC error
+// (push.KindOf).
 func v03PushError(err error) error {
-	switch {
-	case errors.Is(err, push.ErrInvalidConfig), errors.Is(err, push.ErrURLRefused),
-		errors.Is(err, push.ErrInvalidPageToken), errors.Is(err, push.ErrLimit):
+	switch push.KindOf(err) {
+	case push.KindInvalidParams:
 		return jsonrpc.InvalidParams(err.Error())
-	case errors.Is(err, push.ErrNotFound):
+	case push.KindNotFound:
 		return &jsonrpc.Error{Code: jsonrpc.CodeA2ATaskNotFound, Message: "Task not found: push notification config not found"}
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "push notification configs unavailable"}

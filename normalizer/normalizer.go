@@ -382,6 +382,28 @@ func (r *req) checkIDs(env *e2a.Envelope) error {
 	return nil
 }
 
+// CallerUserID is the user id the adapters give the envelope of a request
+// from in that claims none in its body: the authenticated principal's
+// unless it AssertsUser, then the X-User-ID header, then the principal's
+// ("" for none). Calls that make no envelope but act on the caller's
+// tenant data (A2A's push notification configs, found by the push stage
+// under the envelopes' user_id) scope themselves with it.
+func CallerUserID(in Input) string {
+	p := in.Principal
+	if p != nil && p.UserID != "" && !p.AssertsUser {
+		return p.UserID
+	}
+	if in.Header != nil {
+		if u := in.Header.Get("X-User-ID"); u != "" {
+			return u
+		}
+	}
+	if p != nil {
+		return p.UserID
+	}
+	return ""
+}
+
 // applyIdentity sets user_id and identity_origin: an authenticated principal
 // wins unless it AssertsUser; otherwise the X-User-ID header, then the ids
 // the request claims, then the principal.

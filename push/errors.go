@@ -1,6 +1,9 @@
 package push
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
 var (
 	// ErrInvalidOption is returned by Run, NewStore, Redeliver and ListDead
@@ -42,3 +45,38 @@ var (
 	// layers answer it as an internal or unavailable error.
 	ErrUnavailable = errors.New("push: store unavailable")
 )
+
+// Kind is the class of a Store error an A2A layer answers: each
+// generation maps it to its own error, so which store error is the
+// caller's fault and which hides a config is decided here once.
+type Kind int
+
+const (
+	// KindInternal: the store failed (ErrUnavailable, anything unknown):
+	// an internal error, without the cause's text.
+	KindInternal Kind = iota
+	// KindInvalidParams: ErrInvalidConfig, ErrURLRefused,
+	// ErrInvalidPageToken, ErrLimit (InvalidParams, -32602, the error's
+	// text as message: it names the rule, never a credential).
+	KindInvalidParams
+	// KindNotFound: ErrNotFound (TaskNotFound, -32001: another principal's
+	// config is answered as no config).
+	KindNotFound
+	// KindCanceled: the caller's context ended; answered as the context's
+	// error.
+	KindCanceled
+)
+
+// KindOf classifies an error of the Store.
+func KindOf(err error) Kind {
+	switch {
+	case errors.Is(err, ErrInvalidConfig), errors.Is(err, ErrURLRefused),
+		errors.Is(err, ErrInvalidPageToken), errors.Is(err, ErrLimit):
+		return KindInvalidParams
+	case errors.Is(err, ErrNotFound):
+		return KindNotFound
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return KindCanceled
+	}
+	return KindInternal
+}

@@ -2,6 +2,8 @@ package push
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -63,7 +65,7 @@ func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
 		return err
 	}
 	defer s.getter.Close()
-	cons, err := s.js.CreateOrUpdateConsumer(ctx, streams.ResponsesStream, s.consumerConfig())
+	cons, err := s.bindConsumer(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -125,6 +127,65 @@ func newStage(ctx context.Context, nc *nats.Conn, o options) (*stage, error) {
 	return &stage{nc: nc, js: js, kv: kv, getter: getter, o: o, log: o.log, client: o.httpClient(),
 		metrics: m, ctx: ctx, requests: requestCache{max: 10000}, mappers: map[string]*mapState{},
 		lanes: map[string]*lane{}}, nil
+}
+
+// bindConsumer creates the durable consumer, or updates it keeping where
+// it started. Made for the first time, it starts at the first response
+// message any stored config may be waiting for (see startSeq), not at the
+// next new one: a config made before the stage's first start (ingress
+// stores configs whether the stage runs or not) would otherwise miss the
+// frames stored in between, and its lane would wait for them for ever.
+func (s *stage) bindConsumer(ctx context.Context) (jetstream.Consumer, error) {
+	for range 3 {
+		cfg := s.consumerConfig()
+		c, err := s.js.Consumer(ctx, streams.ResponsesStream, s.o.consumer)
+		switch {
+		case err == nil:
+			ci := c.CachedInfo().Config
+			cfg.DeliverPolicy, cfg.OptStartSeq = ci.DeliverPolicy, ci.OptStartSeq
+		case errors.Is(err, jetstream.ErrConsumerNotFound):
+			start, err := s.startSeq(ctx)
+			if err != nil {
+				return nil, err
+			}
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
+		default:
+			return nil, err
+		}
+		c, err = s.js.CreateOrUpdateConsumer(ctx, streams.ResponsesStream, cfg)
+		if err == nil || ctx.Err() != nil {
+			return c, err
+		}
+		// Another replica made it first, from another start: bind to it.
+		s.log.Info("push: consumer changed while binding; again", "err", err)
+	}
+	return nil, fmt.Errorf("the consumer changed under every attempt to bind it")
+}
+
+// startSeq is where a new consumer starts: after the last response
+// message stored before any config was made (the smallest From of the
+// stored configs), or after the stream's last message when there is no
+// config. The stream's last sequence is read before the configs, so a
+// config made meanwhile has a From at least as large.
+func (s *stage) startSeq(ctx context.Context) (uint64, error) {
+	st, err := s.js.Stream(ctx, streams.ResponsesStream)
+	if err != nil {
+		return 0, err
+	}
+	start := st.CachedInfo().State.LastSeq
+	for raw, err := range streams.DirectGetSeq(ctx, s.nc, "KV_"+streams.PushBucket, "$KV."+streams.PushBucket+".cfg.>", 0, 256) {
+		if err != nil {
+			return 0, err
+		}
+		var tc taskConfigs
+		if json.Unmarshal(raw.Data, &tc) != nil {
+			continue // a delete marker
+		}
+		for _, c := range tc.Configs {
+			start = min(start, c.From)
+		}
+	}
+	return start + 1, nil
 }
 
 func (s *stage) consumerConfig() jetstream.ConsumerConfig {

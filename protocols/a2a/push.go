@@ -42,26 +42,6 @@ func (d *frontDoor) pushConfigs() PushConfigs {
 	return nil
 }
 
-// Principal is the user id the normalizer gives the caller's requests'
-// envelopes (the push stage finds a task's configs by it): the
-// authenticated principal's unless it asserts users, then X-User-ID,
-// then the principal's.
-func Principal(in normalizer.Input) string {
-	p := in.Principal
-	if p != nil && p.UserID != "" && !p.AssertsUser {
-		return p.UserID
-	}
-	if in.Header != nil {
-		if u := in.Header.Get("X-User-ID"); u != "" {
-			return u
-		}
-	}
-	if p != nil {
-		return p.UserID
-	}
-	return ""
-}
-
 // isPushMethod reports whether method is one of v0.3's push-config
 // methods.
 func isPushMethod(method string) bool {
@@ -118,7 +98,7 @@ func (d *frontDoor) servePush(rep host.Reply, in host.Call, tc host.TaskCaller, 
 		taskNotFound(rep, normalizer.ProtocolA2A, taskID)
 		return
 	}
-	principal := Principal(nin)
+	principal := normalizer.CallerUserID(nin)
 	switch req.Method {
 	case normalizer.A2APushConfigSet:
 		var c legacy.TaskPushConfig
@@ -171,7 +151,7 @@ func (d *frontDoor) inlinePush(rep host.Reply, in host.Call, tc host.TaskCaller,
 		rep.Error(jsonrpc.InvalidParams("a push notification config needs a task"))
 		return false
 	}
-	_, err := pc.SetV03(in.Ctx, Principal(tc.Input(in, req)), &legacy.TaskPushConfig{TaskID: legacy.TaskID(taskID), Config: *p.Configuration.PushConfig})
+	_, err := pc.SetV03(in.Ctx, normalizer.CallerUserID(tc.Input(in, req)), &legacy.TaskPushConfig{TaskID: legacy.TaskID(taskID), Config: *p.Configuration.PushConfig})
 	if err != nil {
 		pushAnswer(rep, nil, err)
 		return false

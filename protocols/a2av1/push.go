@@ -29,26 +29,6 @@ func (h *handler) pushStore() *push.Store {
 	return nil
 }
 
-// principal is the user id the normalizer gives the caller's requests'
-// envelopes (the push stage finds a task's configs by it): the
-// authenticated principal's unless it asserts users, then X-User-ID,
-// then the principal's.
-func principal(in normalizer.Input) string {
-	p := in.Principal
-	if p != nil && p.UserID != "" && !p.AssertsUser {
-		return p.UserID
-	}
-	if in.Header != nil {
-		if u := in.Header.Get("X-User-ID"); u != "" {
-			return u
-		}
-	}
-	if p != nil {
-		return p.UserID
-	}
-	return ""
-}
-
 // pushCall is a push-config call's store and principal, after checking
 // that the task is the caller's (another principal's is TaskNotFound, as
 // one that does not exist).
@@ -67,18 +47,17 @@ func (h *handler) pushCall(ctx context.Context, taskID a2a.TaskID, access tenant
 	if _, err := c.c.Task(ctx, string(taskID), access); err != nil {
 		return nil, "", a2a.ErrTaskNotFound
 	}
-	return st, principal(c.c.HeaderInput(c.header, c.agent)), nil
+	return st, normalizer.CallerUserID(c.c.HeaderInput(c.header, c.agent)), nil
 }
 
-// pushError is the SDK's kind of a push store error.
+// pushError is the SDK's kind of a push store error (push.KindOf).
 func pushError(err error) error {
-	switch {
-	case errors.Is(err, push.ErrInvalidConfig), errors.Is(err, push.ErrURLRefused),
-		errors.Is(err, push.ErrInvalidPageToken), errors.Is(err, push.ErrLimit):
+	switch push.KindOf(err) {
+	case push.KindInvalidParams:
 		return fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
-	case errors.Is(err, push.ErrNotFound):
+	case push.KindNotFound:
 		return fmt.Errorf("%w: push notification config not found", a2a.ErrTaskNotFound)
-	case errors.Is(err, context.Canceled):
+	case push.KindCanceled:
 		return err
 	}
 	return fmt.Errorf("%w: push notification configs unavailable", a2a.ErrInternalError)
@@ -174,7 +153,7 @@ func (h *handler) inlinePush(ctx context.Context, req *a2a.SendMessageRequest, i
 	}
 	cfg := *req.Config.PushConfig
 	cfg.TaskID = a2a.TaskID(taskID)
-	if _, err := st.Create(ctx, principal(in), push.FromV1(&cfg)); err != nil {
+	if _, err := st.Create(ctx, normalizer.CallerUserID(in), push.FromV1(&cfg)); err != nil {
 		return pushError(err)
 	}
 	return nil
