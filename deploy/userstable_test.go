@@ -13,11 +13,13 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-var updateREADME = flag.Bool("update", false, "rewrite the generated NATS users table of the README")
+var updateUsersTable = flag.Bool("update", false, "rewrite the generated NATS users table of docs/operations.md")
 
-// README markers around the generated users table.
+// usersTablePath is the document holding the generated users table, and
+// the markers around it.
 const (
-	usersTableBegin = "<!-- nats-users: generated from deploy/nats/accounts.conf by go test ./deploy/ -run TestREADMENATSUsers -update -->"
+	usersTablePath  = "../docs/operations.md"
+	usersTableBegin = "<!-- nats-users: generated from deploy/nats/accounts.conf by go test ./deploy/ -run TestNATSUsersTable -update -->"
 	usersTableEnd   = "<!-- nats-users: end -->"
 )
 
@@ -27,7 +29,7 @@ var (
 )
 
 // describePermissions sorts a user's subjects into the columns of the
-// README table.
+// users table.
 func describePermissions(u *server.User) []string {
 	if u.Permissions == nil {
 		if u.Account != nil && u.Account.Name == "SYS" {
@@ -143,7 +145,7 @@ func forKeys[V any](m map[string]V, yield func(string) bool) {
 	}
 }
 
-// usersTable renders the README's table of NATS users from accounts.conf
+// usersTable renders the table of NATS users (docs/operations.md) from accounts.conf
 // as the server parses it.
 func usersTable(t *testing.T) string {
 	t.Helper()
@@ -170,11 +172,12 @@ func usersTable(t *testing.T) string {
 	return b.String()
 }
 
-// TestREADMENATSUsers checks that the README's NATS users table is the
-// one generated from deploy/nats/accounts.conf (-update rewrites it).
-func TestREADMENATSUsers(t *testing.T) {
+// TestNATSUsersTable checks that the NATS users table of
+// docs/operations.md is the one generated from deploy/nats/accounts.conf
+// (-update rewrites it).
+func TestNATSUsersTable(t *testing.T) {
 	want := usersTable(t)
-	path := filepath.Join("..", "README.md")
+	path := filepath.FromSlash(usersTablePath)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -182,18 +185,18 @@ func TestREADMENATSUsers(t *testing.T) {
 	s := string(data)
 	i, j := strings.Index(s, usersTableBegin), strings.Index(s, usersTableEnd)
 	if i < 0 || j < i {
-		t.Fatalf("README.md lacks the markers %q … %q around the NATS users table; it should be:\n%s", usersTableBegin, usersTableEnd, want)
+		t.Fatalf("%s lacks the markers %q … %q around the NATS users table; it should be:\n%s", path, usersTableBegin, usersTableEnd, want)
 	}
 	got := s[i+len(usersTableBegin)+1 : j]
 	if got == want {
 		return
 	}
-	if *updateREADME {
+	if *updateUsersTable {
 		s = s[:i+len(usersTableBegin)+1] + want + s[j:]
 		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	t.Errorf("README.md's NATS users table differs from accounts.conf (go test ./deploy/ -run TestREADMENATSUsers -update); want:\n%s\ngot:\n%s", want, got)
+	t.Errorf("%s's NATS users table differs from accounts.conf (go test ./deploy/ -run TestNATSUsersTable -update); want:\n%s\ngot:\n%s", path, want, got)
 }
