@@ -157,7 +157,7 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Co
 		stop()
 		return nil, nil, "", err
 	}
-	rep, err := streams.Apply(ctx, js, cfg.StreamsConfig(), streams.WithKeyValue(console.BucketConfig(cfg.StreamsConfig(), 0)))
+	rep, err := streams.Apply(ctx, js, cfg.StreamsConfig(), streams.WithStream(console.IndexStreamConfig(cfg.StreamsConfig(), 0)))
 	if err != nil {
 		stop()
 		return nil, nil, "", fmt.Errorf("provision streams: %w", err)

@@ -198,7 +198,7 @@ func runStreams(ctx context.Context, cfg Config, args []string) error {
 		return err
 	}
 	sc := cfg.StreamsConfig()
-	rep, err := streams.Apply(ctx, js, sc, streams.WithKeyValue(console.BucketConfig(sc, 0)),
+	rep, err := streams.Apply(ctx, js, sc, streams.WithStream(console.IndexStreamConfig(sc, 0)),
 		streams.WithKeyValue(sc.PushBucketConfig()), streams.WithStream(sc.PushDeadStreamConfig()))
 	fmt.Println(rep.String())
 	return err

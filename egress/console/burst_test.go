@@ -38,6 +38,7 @@ func TestProgressFromBursts(t *testing.T) {
 			e, err = p.con.Lookup(ctx, id)
 			return err == nil && e != nil
 		})
+		waitIndexed(t, p, id)
 		return e
 	}
 	submit := func(id string) {

@@ -34,7 +34,6 @@ var assetFS embed.FS
 type Console struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	kv     jetstream.KeyValue
 	o      options
 	list   *lister
 	stats  *statsSource
@@ -178,7 +177,7 @@ func WithScanBudget(n int) Option {
 	}
 }
 
-// New provisions the index bucket (idempotently), starts the indexer
+// New provisions the index stream (idempotently), starts the indexer
 // (unless WithoutIndexer) and returns the console. eg serves the frames of
 // a request (its GET /v1/requests/{id}/stream endpoint is mounted under
 // the console's auth). The indexer stops when ctx ends or on Close.
@@ -202,19 +201,18 @@ func New(ctx context.Context, nc *nats.Conn, eg *egress.Service, opts ...Option)
 	if err != nil {
 		return nil, err
 	}
-	bcfg := BucketConfig(o.streams, o.ttl)
+	icfg := IndexStreamConfig(o.streams, o.ttl)
 	actx, acancel := context.WithTimeout(ctx, 15*time.Second)
 	defer acancel()
-	kv, err := ensureBucket(actx, js, bcfg)
-	if err != nil {
+	if err := ensureIndex(actx, js, icfg); err != nil {
 		return nil, err
 	}
 	sub, err := fs.Sub(assetFS, "assets")
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{nc: nc, js: js, kv: kv, o: o, done: make(chan struct{}),
-		list:   &lister{nc: nc, js: js, kv: kv, budget: o.budget},
+	c := &Console{nc: nc, js: js, o: o, done: make(chan struct{}),
+		list:   &lister{nc: nc, js: js, budget: o.budget},
 		stats:  &statsSource{gatherer: o.gatherer, js: js, index: !o.noIndexer, minInterval: 500 * time.Millisecond},
 		assets: http.StripPrefix("/console/assets/", http.FileServerFS(sub)),
 	}
@@ -241,7 +239,7 @@ func New(ctx context.Context, nc *nats.Conn, eg *egress.Service, opts ...Option)
 			}
 		}
 	}
-	ix := &indexer{js: js, kv: kv, ttl: bcfg.TTL, log: o.log, indexed: indexed, errors: ixErrors}
+	ix := &indexer{js: js, ttl: icfg.MaxAge, log: o.log, indexed: indexed, errors: ixErrors}
 	ready := make(chan error, 1)
 	go func() {
 		defer close(c.done)

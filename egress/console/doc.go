@@ -14,9 +14,12 @@
 //
 // # The index
 //
-// The list is read from the key-value bucket E2A_INDEX, which an indexer in
-// every egress process keeps up to date; a page never scans E2A_REQUESTS or
-// E2A_RESPONSES.
+// The list is read from the index stream KV_E2A_INDEX (named after the
+// key-value bucket E2A_INDEX it was in earlier builds, so that the stages'
+// NATS permissions stay), which an indexer in every egress process keeps up
+// to date; a page never scans E2A_REQUESTS or E2A_RESPONSES. The index
+// keeps no subject per request (a NATS server's memory grows with the
+// subjects it holds): its subjects are shared, at most MaxIndexSubjects.
 //
 //   - One durable pull consumer, console-index-requests on E2A_REQUESTS,
 //     is shared by all egress processes: each request is indexed by one of
@@ -29,15 +32,16 @@
 //     (InactiveThreshold). (Earlier builds also consumed E2A_RESPONSES into
 //     a progress key per request; that consumer, console-index-responses,
 //     is no longer read and the server removes it after one TTL.)
-//   - A request writes q.<token> (time, pool, protocol = provenance
+//   - A request writes its record (time, pool, protocol = provenance
 //     source_protocol, method, principal = user_id, task, session, context,
-//     channel) once, and a secondary key x.<field>.<hash>.<token> with an
-//     empty value for each of task_id, session_id, context_id and user_id
-//     that is set. The writes of a batch are asynchronous publishes on the
-//     bucket's subjects expecting no previous value (KeyValue.Create without
-//     a round trip each), in stream order, so that request records sit in
-//     the bucket's stream in the order of E2A_REQUESTS. <token> is the
-//     request id token of package subjects, a legal key.
+//     channel) once on q.<u>, u = the first 3 hex digits of SHA-256 of its
+//     user_id (4,096 subjects at most), with its E2A_REQUESTS sequence as
+//     Nats-Msg-Id (a batch delivered again is not indexed twice); then, for
+//     each of task_id, session_id and context_id that is set, a pointer
+//     {"v": id, "s": the record's sequence} on x.<field>.<h>, h = the first
+//     3 hex digits of SHA-256 of the id. The writes of a batch are
+//     asynchronous publishes, records first in the order of E2A_REQUESTS
+//     (so records sit in the stream in that order), then the pointers.
 //   - Frames are not indexed. A row's progress (status pending / running /
 //     succeeded / failed, frame count, first frame time, end time, error
 //     code) is read from the request's frames when a page shows it: its
@@ -52,17 +56,20 @@
 //
 // # Listing without a scan per page
 //
-// A request record is written once and never updated, so the bucket's
-// stream (KV_E2A_INDEX) holds the q.* keys in request order. A page is read
+// A request record is written once and never updated, so the index
+// stream holds the q.* records in request order. A page is read
 // newest first, from a cursor (a stream sequence) downwards, with batched
 // direct gets filtered by subject (streams.DirectGetBatch): no consumer is
 // created per page, any replica can answer, and the cost is the page size
 // plus the progress of each row (one or two direct gets on E2A_RESPONSES,
 // 16 rows in parallel).
-// request_id is one key lookup. task, session, context and user walk their
-// secondary keys instead of every record, so they cost the size of the
-// page too; the most selective one is walked and the others, status and
-// the time range are checked on the rows. Until is found by a binary search
+// request_id is one direct get of the envelope in E2A_REQUESTS (the index
+// is not read). user walks the records of the user's bucket; task, session
+// and context walk the pointers of the id's bucket and read each matching
+// record by sequence: they cost the page, plus the rows of other users or
+// ids that share the bucket (skipped, and counted as examined); the most
+// selective one is walked and the others, status and the time range are
+// checked on the rows. Until is found by a binary search
 // on stored times (a few direct gets); since stops the walk. Only filters
 // that no secondary key serves (status alone, or a second id filter) may
 // examine many keys: a call examines at most DefaultScanBudget keys and
@@ -72,18 +79,13 @@
 //
 // # Sizes
 //
-// Keys live one TTL (default: ResponsesMaxAge, 24 h in development, since a
-// request whose frames are gone cannot be opened anyway): the bucket is
-// bounded in time, not in count, because KV buckets refuse writes when full
-// (DiscardNew). A request costs two to six keys of about 300 bytes. A stream
-// should stay well under a million live subjects, so at a sustained rate R
-// requests/s set the index TTL (WithIndexTTL) near 1e6 / (4·R) seconds: 24 h
-// holds about 3 req/s, 1 h about 70 req/s; beyond that, run the indexer in
-// fewer processes with WithoutIndexer elsewhere and a short TTL, or rely on
-// `e2a replay` over E2A_AUDIT for older requests. The indexer reads every
-// frame once (one delivery per frame to one process), which is the price of
-// a status that is always current; the in-process benchmark does not mount
-// the console.
+// Messages live one TTL (default: ResponsesMaxAge, 24 h in development,
+// since a request whose frames are gone cannot be opened anyway): the
+// stream is bounded in time. A request costs one record of about 300 bytes
+// and up to three pointers of about 60; the subjects stay at most
+// MaxIndexSubjects (16,384) whatever the rate and the TTL, so the index
+// adds no per-request term to a NATS server's memory (docs/capacity.md,
+// Subjects per request).
 //
 // # One request
 //

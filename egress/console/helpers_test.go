@@ -224,7 +224,38 @@ func waitFinal(t *testing.T, p *pipeline, ids ...string) map[string]console.Entr
 		}
 		return len(out) == len(ids)
 	})
+	waitIndexed(t, p, ids...)
 	return out
+}
+
+// waitIndexed waits until the list (newest first, pages of MaxPageSize)
+// shows every id: Lookup reads E2A_REQUESTS, the list reads the index,
+// which trails it by a batch.
+func waitIndexed(t *testing.T, p *pipeline, ids ...string) {
+	t.Helper()
+	waitFor(t, 20*time.Second, "every request in the index", func() bool {
+		seen := map[string]bool{}
+		var before uint64
+		for {
+			pg, err := p.con.List(context.Background(), console.Query{Limit: console.MaxPageSize, Before: before})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range pg.Entries {
+				seen[e.RequestID] = true
+			}
+			if pg.Next == 0 {
+				break
+			}
+			before = pg.Next
+		}
+		for _, id := range ids {
+			if !seen[id] {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // sseEvent is one parsed server-sent event.

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -56,16 +58,26 @@ const (
 // Statuses lists the request states, for filters.
 var Statuses = []string{StatusPending, StatusRunning, StatusSucceeded, StatusFailed, StatusInputRequired, StatusAuthRequired}
 
-// Index key families. Every key ends with the request id token
-// (subjects.EncodeID), which is a legal KV key.
+// Index subjects. The index keeps no subject per request: every message
+// is on a subject of a family whose size is fixed by design, many messages
+// per subject (docs/capacity.md, Subjects per request).
 //
-//	q.<token>                    the request record (written once)
-//	x.<field>.<hash>.<token>     secondary keys, empty values: field task,
-//	                             session, context or user; hash = first 12
-//	                             bytes of SHA-256(value), hex
+//	q.<bucket>             the request record, bucket = valueBucket(user_id)
+//	x.<field>.<bucket>     a pointer to a record: field task, session or
+//	                       context, bucket = valueBucket(the field's value)
+//
+// An index written by earlier builds also holds q.<token> records (read by
+// the q.* walk, as the shape is the same) and x.<field>.<hash>.<token>
+// keys (not read any more; they expire with the TTL).
 const (
 	prefixRequest = "q."
 	prefixSecond  = "x."
+	// bucketDigits is the number of hex digits of a bucket: 16^3 = 4,096
+	// subjects per family at most.
+	bucketDigits = 3
+	// MaxIndexSubjects is the most subjects the index holds: records and
+	// three pointer families of 4,096 buckets each.
+	MaxIndexSubjects = 4 << (4 * bucketDigits)
 )
 
 // Secondary index fields.
@@ -73,22 +85,31 @@ const (
 	fieldTask    = "task"
 	fieldSession = "session"
 	fieldContext = "context"
-	fieldUser    = "user"
 )
 
-// kvSubject is the subject of key in Bucket (the JetStream KV convention
-// $KV.<bucket>.<key>; keys here are built from subject-safe tokens).
+// kvSubject is the subject of key in the index stream ($KV.<bucket>.<key>:
+// the stream keeps the subjects of the former key-value bucket, which the
+// stages' NATS permissions name).
 func kvSubject(key string) string { return subjects.KV(Bucket, key) }
 
-func keyFromSubject(subj string) string { k, _ := subjects.KVKey(Bucket, subj); return k }
-
-func valueHash(v string) string {
+// valueBucket returns the bucket of v: the first bucketDigits hex digits
+// of SHA-256(v).
+func valueBucket(v string) string {
 	h := sha256.Sum256([]byte(v))
-	return hex.EncodeToString(h[:12])
+	return hex.EncodeToString(h[:2])[:bucketDigits]
 }
 
-func secondaryPrefix(field, value string) string {
-	return prefixSecond + field + "." + valueHash(value) + "."
+// recordKey is the subject key of the records of user's requests.
+func recordKey(user string) string { return prefixRequest + valueBucket(user) }
+
+// pointerKey is the subject key of the pointers of field = value.
+func pointerKey(field, value string) string { return prefixSecond + field + "." + valueBucket(value) }
+
+// pointer is the value of an x.<field>.<bucket> message: the id it
+// indexes and the stream sequence of the request record.
+type pointer struct {
+	Value string `json:"v"`
+	Seq   uint64 `json:"s"`
 }
 
 // record is the stored value of q.<token>.
@@ -167,54 +188,75 @@ func joinEntry(r record, p *progress, cursor uint64) Entry {
 	return e
 }
 
-// BucketConfig returns the definition of the index bucket for the streams
-// configuration cfg: its replicas and storage, one revision per key, and
-// keys expiring after ttl (cfg.ResponsesMaxAge when ttl is 0: a request
-// whose frames are gone cannot be opened anyway). Pass it to streams.Apply
-// with streams.WithKeyValue to provision it with the rest.
-func BucketConfig(cfg streams.Config, ttl time.Duration) jetstream.KeyValueConfig {
-	kv, err := cfg.KeyValueConfig(Bucket)
-	if err != nil { // the name is valid: only a zero Config gets here
-		kv = jetstream.KeyValueConfig{Bucket: Bucket, History: 1, Replicas: 1}
-	}
-	if kv.Replicas < 1 {
-		kv.Replicas = 1
-	}
+// IndexStreamConfig returns the definition of the index stream
+// (KV_E2A_INDEX) for the streams configuration cfg: its replicas and
+// storage, no limit of messages per subject (its subjects are shared by
+// many requests), a duplicate window for a redelivered batch, direct gets,
+// and messages expiring after ttl (cfg.ResponsesMaxAge when ttl is 0: a
+// request whose frames are gone cannot be opened anyway). Pass it to
+// streams.Apply with streams.WithStream to provision it with the rest: on
+// a stream an earlier build made as a key-value bucket (one message per
+// subject), Apply lifts the limit in place.
+func IndexStreamConfig(cfg streams.Config, ttl time.Duration) jetstream.StreamConfig {
 	if ttl <= 0 {
 		ttl = cfg.ResponsesMaxAge
 	}
 	if ttl <= 0 {
 		ttl = DefaultIndexTTL
 	}
-	kv.Description = "E2A console index of recent requests"
-	kv.TTL = ttl
-	return kv
+	replicas := max(cfg.Replicas, 1)
+	return jetstream.StreamConfig{
+		Name:              kvStream,
+		Description:       "E2A console index of recent requests",
+		Subjects:          []string{kvSubject(">")},
+		Retention:         jetstream.LimitsPolicy,
+		MaxMsgsPerSubject: -1,
+		MaxMsgs:           -1,
+		MaxBytes:          -1,
+		MaxMsgSize:        -1,
+		MaxConsumers:      -1,
+		MaxAge:            ttl,
+		Discard:           jetstream.DiscardOld,
+		Storage:           cfg.Storage,
+		Replicas:          replicas,
+		Duplicates:        min(indexDuplicates, ttl),
+		AllowDirect:       true,
+		AllowRollup:       true,
+		DenyDelete:        true,
+	}
 }
+
+// indexDuplicates is the index stream's duplicate window: longer than the
+// index consumer's ack wait (30 s), after which a batch whose ack was lost
+// is delivered again.
+const indexDuplicates = 2 * time.Minute
 
 // indexer feeds the index from the durable consumer of E2A_REQUESTS.
 type indexer struct {
 	js      jetstream.JetStream
-	kv      jetstream.KeyValue
 	ttl     time.Duration
 	log     *slog.Logger
 	indexed *prometheus.CounterVec
 	errors  *prometheus.CounterVec
 }
 
-// ensureBucket creates or updates the index bucket.
-func ensureBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, cfg.Bucket)
+// ensureIndex checks the index stream, creating or updating it when it is
+// missing, keeps one message per subject (a key-value bucket of an earlier
+// build) or has another max age. A stream that keeps one message per
+// subject and cannot be updated (a NATS user without the right) is an
+// error: records on shared subjects would replace each other.
+func ensureIndex(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	s, err := js.Stream(ctx, cfg.Name)
 	if err == nil {
-		st, err := kv.Status(ctx)
-		if err == nil && st.TTL() == cfg.TTL {
-			return kv, nil
+		have := s.CachedInfo().Config
+		if have.MaxMsgsPerSubject <= 0 && have.MaxAge == cfg.MaxAge {
+			return nil
 		}
 	}
-	kv, err = js.CreateOrUpdateKeyValue(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("console: index bucket %s: %w", cfg.Bucket, err)
+	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("console: index stream %s (run e2a streams apply of this version): %w", cfg.Name, err)
 	}
-	return kv, nil
+	return nil
 }
 
 // consumer returns the durable consumer name of stream, creating it when
@@ -330,76 +372,111 @@ type envelopeFields struct {
 	} `json:"provenance"`
 }
 
-type write struct {
-	key   string
-	value []byte
+// recordOf returns the record of a request message stored in E2A_REQUESTS
+// under subj at seq and t; false when subj is not a request subject.
+func recordOf(subj string, data []byte, t time.Time, seq uint64) (record, bool) {
+	pool, id, err := subjects.ParseRequest(subj)
+	if err != nil {
+		return record{}, false
+	}
+	var f envelopeFields
+	_ = json.Unmarshal(data, &f) // an undecodable envelope is still listed
+	r := record{RequestID: id, Pool: pool, Method: f.Method, Principal: f.UserID, TaskID: f.TaskID,
+		SessionID: f.SessionID, ContextID: f.ContextID, Channel: f.Channel, Stream: f.IsStream,
+		Time: t.UTC(), Seq: seq}
+	if f.Provenance != nil {
+		// the finer origin (agentvault, a2e, agent_request) when there is one
+		r.Protocol = f.Provenance.SourceProtocol
+		if o, ok := f.Provenance.Details.IngressProtocol.(string); ok && o != "" {
+			r.Protocol = o
+		}
+	}
+	return r, true
 }
 
-// indexRequests writes the request record and the secondary keys of each
-// request message.
+// indexRequests indexes a batch of request messages in two rounds of
+// asynchronous publishes: the records first, in the order of E2A_REQUESTS
+// (the order the list walks), then, once each record's sequence is known,
+// the pointers of its task, session and context. A record carries the
+// request's E2A_REQUESTS sequence as its Nats-Msg-Id: a batch delivered
+// again (an ack lost) within the duplicate window is not indexed twice,
+// and a record the stream reports as a duplicate gets no pointers.
 func (ix *indexer) indexRequests(ctx context.Context, msgs []jetstream.Msg) error {
-	var writes []write
+	recs := make([]record, 0, len(msgs))
+	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	var first error
 	for _, m := range msgs {
-		pool, id, err := subjects.ParseRequest(m.Subject())
+		md, err := m.Metadata()
 		if err != nil {
 			continue
 		}
-		tok, err := subjects.EncodeID(id)
-		if err != nil {
+		r, ok := recordOf(m.Subject(), m.Data(), md.Timestamp, md.Sequence.Stream)
+		if !ok {
 			continue
-		}
-		var f envelopeFields
-		_ = json.Unmarshal(m.Data(), &f) // an undecodable envelope is still listed
-		r := record{RequestID: id, Pool: pool, Method: f.Method, Principal: f.UserID, TaskID: f.TaskID,
-			SessionID: f.SessionID, ContextID: f.ContextID, Channel: f.Channel, Stream: f.IsStream}
-		if f.Provenance != nil {
-			// the finer origin (agentvault, a2e, agent_request) when there is one
-			r.Protocol = f.Provenance.SourceProtocol
-			if o, ok := f.Provenance.Details.IngressProtocol.(string); ok && o != "" {
-				r.Protocol = o
-			}
-		}
-		if md, err := m.Metadata(); err == nil {
-			r.Time, r.Seq = md.Timestamp.UTC(), md.Sequence.Stream
 		}
 		val, err := json.Marshal(r)
 		if err != nil {
 			return err
 		}
-		writes = append(writes, write{prefixRequest + tok, val})
-		for _, s := range []struct{ field, value string }{
-			{fieldTask, r.TaskID}, {fieldSession, r.SessionID}, {fieldContext, r.ContextID}, {fieldUser, r.Principal},
-		} {
-			if s.value != "" {
-				writes = append(writes, write{secondaryPrefix(s.field, s.value) + tok, nil})
-			}
-		}
-	}
-	return ix.createAll(ctx, writes)
-}
-
-// createAll creates the keys of writes, in order, with asynchronous
-// publishes on the bucket's subjects expecting no previous value (what
-// KeyValue.Create does, without one round trip per key): request records
-// land in the index stream in the order of E2A_REQUESTS, which is the order
-// the list walks. A key that exists already (a redelivered batch) is left
-// as it is.
-func (ix *indexer) createAll(ctx context.Context, writes []write) error {
-	futures := make([]jetstream.PubAckFuture, 0, len(writes))
-	var first error
-	for _, w := range writes {
-		f, err := ix.js.PublishAsync(kvSubject(w.key), w.value, jetstream.WithExpectLastSequencePerSubject(0))
+		f, err := ix.js.PublishAsync(kvSubject(recordKey(r.Principal)), val,
+			jetstream.WithMsgID("ix."+strconv.FormatUint(r.Seq, 10)))
 		if err != nil {
 			first = err
 			break
 		}
-		futures = append(futures, f)
+		recs, futures = append(recs, r), append(futures, f)
 	}
+	var ptrs []jetstream.PubAckFuture
+	for i, f := range futures {
+		select {
+		case ack := <-f.Ok():
+			if ack.Duplicate {
+				continue
+			}
+			if err := ix.publishPointers(recs[i], ack.Sequence, &ptrs); err != nil && first == nil {
+				first = err
+			}
+		case err := <-f.Err():
+			if first == nil {
+				first = err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return cmp.Or(first, wait(ctx, ptrs))
+}
+
+// publishPointers publishes the pointers of r (stored at seq) and appends
+// their futures to out.
+func (ix *indexer) publishPointers(r record, seq uint64, out *[]jetstream.PubAckFuture) error {
+	for _, s := range []struct{ field, value string }{
+		{fieldTask, r.TaskID}, {fieldSession, r.SessionID}, {fieldContext, r.ContextID},
+	} {
+		if s.value == "" {
+			continue
+		}
+		val, err := json.Marshal(pointer{Value: s.value, Seq: seq})
+		if err != nil {
+			return err
+		}
+		f, err := ix.js.PublishAsync(kvSubject(pointerKey(s.field, s.value)), val)
+		if err != nil {
+			return err
+		}
+		*out = append(*out, f)
+	}
+	return nil
+}
+
+// wait waits for every publish of futures, returning the first error.
+func wait(ctx context.Context, futures []jetstream.PubAckFuture) error {
+	var first error
 	for _, f := range futures {
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
-			if !isConflict(err) && first == nil {
+			if first == nil {
 				first = err
 			}
 		case <-ctx.Done():
@@ -418,12 +495,6 @@ type frameFields struct {
 	Body     struct {
 		Code string `json:"code"`
 	} `json:"body"`
-}
-
-func isConflict(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.Is(err, jetstream.ErrKeyExists) ||
-		(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence)
 }
 
 func sleep(ctx context.Context, d time.Duration) {

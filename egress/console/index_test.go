@@ -112,10 +112,7 @@ func TestIndexPaging(t *testing.T) {
 	ids := publishRequests(t, p.nc, "idle", n, func(i int) string {
 		return fmt.Sprintf(`{"request_id":"bulk-%04d","user_id":"u%d","task_id":"t%d","params":{}}`, i, i%3, i%10)
 	})
-	waitFor(t, 20*time.Second, "every request indexed", func() bool {
-		e, err := p.con.Lookup(ctx, ids[n-1])
-		return err == nil && e != nil
-	})
+	waitIndexed(t, p, ids...)
 	// Newest first, all of them, pages of 17.
 	var all []string
 	var before uint64
@@ -224,18 +221,18 @@ func TestIndexSharedByTwoProcesses(t *testing.T) {
 	}
 }
 
-// TestBucketProvisioning checks that the bucket definition goes through
-// streams.Apply and that New accepts the bucket Apply made.
-func TestBucketProvisioning(t *testing.T) {
+// TestIndexProvisioning checks that the index stream's definition goes
+// through streams.Apply and that New accepts the stream Apply made.
+func TestIndexProvisioning(t *testing.T) {
 	_, nc := natstest.RunServer(t)
 	js := natstest.JetStream(t, nc)
 	ctx := context.Background()
 	cfg := natstest.Config()
-	bc := console.BucketConfig(cfg, 0)
-	if bc.Bucket != console.Bucket || bc.TTL != cfg.ResponsesMaxAge || bc.History != 1 {
-		t.Fatalf("bucket config %+v", bc)
+	sc := console.IndexStreamConfig(cfg, 0)
+	if sc.Name != "KV_"+console.Bucket || sc.MaxAge != cfg.ResponsesMaxAge || sc.MaxMsgsPerSubject != -1 || !sc.AllowDirect {
+		t.Fatalf("index stream config %+v", sc)
 	}
-	if rep, err := streams.Apply(ctx, js, cfg, streams.WithKeyValue(bc)); err != nil {
+	if rep, err := streams.Apply(ctx, js, cfg, streams.WithStream(sc)); err != nil {
 		t.Fatal(err, rep)
 	}
 	c, err := console.New(ctx, nc, nil, console.WithStreamsConfig(cfg))
@@ -243,11 +240,11 @@ func TestBucketProvisioning(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
-	rep, err := streams.Apply(ctx, js, cfg, streams.WithKeyValue(bc))
+	rep, err := streams.Apply(ctx, js, cfg, streams.WithStream(sc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ch, ok := rep.Get(console.Bucket); !ok || ch.Action != streams.ActionUnchanged {
+	if ch, ok := rep.Get(sc.Name); !ok || ch.Action != streams.ActionUnchanged {
 		t.Fatalf("after New, Apply reports %+v", ch)
 	}
 	// The consumers exist, durable, ack-all.
@@ -288,6 +285,7 @@ func TestProgressFromFrames(t *testing.T) {
 		e, err = p.con.Lookup(ctx, id)
 		return err == nil && e != nil
 	})
+	waitIndexed(t, p, id)
 	if e.Status != console.StatusPending || e.Frames != 0 || e.FirstFrame != nil {
 		t.Fatalf("before any frame: %+v", e)
 	}

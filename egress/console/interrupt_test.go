@@ -31,6 +31,7 @@ func TestIndexInterrupted(t *testing.T) {
 		}
 		return len(got) == len(want)
 	})
+	waitIndexed(t, p, in, au, done)
 	if e := got[in]; e.Frames != 3 || e.Finished == nil || e.ErrorCode != "" || e.TaskID != "task-ask" {
 		t.Fatalf("input-required entry %+v", e)
 	}

@@ -68,7 +68,6 @@ var ErrBadQuery = errors.New("console: bad query")
 type lister struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	kv     jetstream.KeyValue
 	budget int
 }
 
@@ -101,45 +100,49 @@ func (q *Query) match(e *Entry) bool {
 	return true
 }
 
-// keyFilter returns the key family the scan walks: the most selective
-// secondary key of the query, else every request record.
-func (q *Query) keyFilter() string {
+// keyFilter returns the subject key the scan walks and, for a pointer
+// family, the id its pointers must hold: the bucket of the most selective
+// id of the query (task, session, context), else the records of the
+// user's bucket, else every record.
+func (q *Query) keyFilter() (key, pointerValue string) {
 	switch {
 	case q.TaskID != "":
-		return secondaryPrefix(fieldTask, q.TaskID) + "*"
+		return pointerKey(fieldTask, q.TaskID), q.TaskID
 	case q.SessionID != "":
-		return secondaryPrefix(fieldSession, q.SessionID) + "*"
+		return pointerKey(fieldSession, q.SessionID), q.SessionID
 	case q.ContextID != "":
-		return secondaryPrefix(fieldContext, q.ContextID) + "*"
+		return pointerKey(fieldContext, q.ContextID), q.ContextID
 	case q.User != "":
-		return secondaryPrefix(fieldUser, q.User) + "*"
+		return recordKey(q.User), ""
 	}
-	return prefixRequest + "*"
+	return prefixRequest + "*", ""
 }
 
-// Get returns the entry of one request, or nil when the index does not
-// hold it.
+// Get returns the entry of one request, or nil when E2A_REQUESTS does not
+// hold it. The index is not read (it keeps no subject per request): the
+// record is made from the stored envelope, one direct get on
+// e2a.req.*.<id>, as egress finds a request; its Cursor is 0.
 func (l *lister) Get(ctx context.Context, requestID string) (*Entry, error) {
-	tok, err := subjects.EncodeID(requestID)
+	subj, err := subjects.RequestAnyPool(requestID)
 	if err != nil {
 		return nil, nil
 	}
-	kve, err := l.kv.Get(ctx, prefixRequest+tok)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+	m, err := streams.LastBySubject(ctx, l.nc, streams.RequestsStream, subj)
+	if errors.Is(err, streams.ErrNoMessages) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("console: read request: %w", err)
 	}
-	var r record
-	if err := json.Unmarshal(kve.Value(), &r); err != nil {
+	r, ok := recordOf(m.Subject, m.Data, m.Time, m.Seq)
+	if !ok {
 		return nil, nil
 	}
 	p, err := l.progress(ctx, r.RequestID)
 	if err != nil {
 		return nil, err
 	}
-	e := joinEntry(r, p, kve.Revision())
+	e := joinEntry(r, p, 0)
 	return &e, nil
 }
 
@@ -225,7 +228,8 @@ func (l *lister) List(ctx context.Context, q Query) (Page, error) {
 	if last == 0 || last < first {
 		return page, nil
 	}
-	filter := kvSubject(q.keyFilter())
+	key, want := q.keyFilter()
+	filter := kvSubject(key)
 	hi := last + 1 // exclusive bound
 	if q.Before != 0 {
 		hi = min(hi, q.Before)
@@ -237,7 +241,6 @@ func (l *lister) List(ctx context.Context, q Query) (Page, error) {
 		}
 		hi = b
 	}
-	isRecord := strings.HasPrefix(q.keyFilter(), prefixRequest)
 	window := uint64(max(4*q.Limit, 64))
 	for hi > first {
 		if page.Scanned >= l.budget {
@@ -254,7 +257,7 @@ func (l *lister) List(ctx context.Context, q Query) (Page, error) {
 		// does not fetch what it will not show.
 		for i := 0; i < len(msgs); {
 			n := min(len(msgs)-i, max(q.Limit-len(page.Entries), 8))
-			entries := l.resolve(ctx, msgs[i:i+n], isRecord)
+			entries := l.resolve(ctx, msgs[i:i+n], want)
 			for j, e := range entries {
 				page.Scanned++
 				if e == nil {
@@ -276,6 +279,12 @@ func (l *lister) List(ctx context.Context, q Query) (Page, error) {
 				}
 			}
 			i += n
+			if page.Scanned >= l.budget && i < len(msgs) {
+				// The budget ran out inside the window: go on below the
+				// last message examined.
+				page.Partial, page.Next = true, msgs[i-1].Seq
+				return page, nil
+			}
 		}
 		hi = lo
 		window = min(2*window, maxWindow)
@@ -335,10 +344,12 @@ func (l *lister) seqAfter(ctx context.Context, filter string, lo, hi uint64, t t
 	return hi, nil
 }
 
-// resolve turns index messages into entries (nil for keys that no longer
-// resolve): the record comes with the message for q.<token> keys and is
-// read for secondary keys; the progress is read from the frames of each.
-func (l *lister) resolve(ctx context.Context, msgs []streams.RawMsg, isRecord bool) []*Entry {
+// resolve turns index messages into entries (nil for messages that do not
+// resolve): a record message holds the record; a pointer (want != "")
+// that points at want is resolved by reading its record by sequence, any
+// other (another id of the same bucket) is nil. The progress is read from
+// the frames of each.
+func (l *lister) resolve(ctx context.Context, msgs []streams.RawMsg, want string) []*Entry {
 	out := make([]*Entry, len(msgs))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, writeWorkers)
@@ -346,18 +357,9 @@ func (l *lister) resolve(ctx context.Context, msgs []streams.RawMsg, isRecord bo
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			key := keyFromSubject(m.Subject)
-			tok := key[strings.LastIndexByte(key, '.')+1:]
-			var r record
-			if isRecord {
-				if json.Unmarshal(m.Data, &r) != nil {
-					return
-				}
-			} else {
-				kve, err := l.kv.Get(ctx, prefixRequest+tok)
-				if err != nil || json.Unmarshal(kve.Value(), &r) != nil {
-					return
-				}
+			r, ok := l.record(ctx, m, want)
+			if !ok {
+				return
 			}
 			p, _ := l.progress(ctx, r.RequestID)
 			e := joinEntry(r, p, m.Seq)
@@ -366,4 +368,22 @@ func (l *lister) resolve(ctx context.Context, msgs []streams.RawMsg, isRecord bo
 	}
 	wg.Wait()
 	return out
+}
+
+// record returns the record an index message holds or points at (want !=
+// "": a pointer, kept only when it points at want).
+func (l *lister) record(ctx context.Context, m streams.RawMsg, want string) (record, bool) {
+	var r record
+	if want == "" {
+		return r, json.Unmarshal(m.Data, &r) == nil && r.RequestID != ""
+	}
+	var p pointer
+	if json.Unmarshal(m.Data, &p) != nil || p.Value != want || p.Seq == 0 {
+		return r, false
+	}
+	msgs, _, err := streams.DirectGetBatch(ctx, l.nc, kvStream, kvSubject(prefixRequest+"*"), p.Seq, 1)
+	if err != nil || len(msgs) != 1 || msgs[0].Seq != p.Seq {
+		return r, false // expired or not a record
+	}
+	return r, json.Unmarshal(msgs[0].Data, &r) == nil && r.RequestID != ""
 }

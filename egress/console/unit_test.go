@@ -53,8 +53,11 @@ func TestQueryFromURL(t *testing.T) {
 	if q.TaskID != "t" || !q.Since.Equal(now.Add(-15*time.Minute)) || q.Until.Minute() != 59 || q.Before != 42 || q.Limit != 9 {
 		t.Fatalf("%+v", q)
 	}
-	if q.keyFilter() != secondaryPrefix(fieldTask, "t")+"*" {
-		t.Fatalf("key filter %s", q.keyFilter())
+	if key, want := q.keyFilter(); key != pointerKey(fieldTask, "t") || want != "t" || !strings.HasPrefix(key, "x.task.") || len(key) != len("x.task.")+bucketDigits {
+		t.Fatalf("key filter %s %s", key, want)
+	}
+	if key, want := (&Query{User: "u"}).keyFilter(); key != recordKey("u") || want != "" {
+		t.Fatalf("user filter %s %s", key, want)
 	}
 	if err := (&Query{Since: now, Until: now.Add(-time.Second)}).validate(); err == nil {
 		t.Fatal("until before since accepted")

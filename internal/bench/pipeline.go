@@ -126,7 +126,7 @@ func StartPipeline(ctx context.Context, o PipelineOptions) (p *Pipeline, err err
 	defer cancel()
 	var applyOpts []streams.ApplyOption
 	if o.Console {
-		applyOpts = append(applyOpts, streams.WithKeyValue(console.BucketConfig(cfg, 0)))
+		applyOpts = append(applyOpts, streams.WithStream(console.IndexStreamConfig(cfg, 0)))
 	}
 	if rep, err := streams.Apply(actx, js, cfg, applyOpts...); err != nil {
 		return nil, fmt.Errorf("bench: provision streams: %w\n%s", err, rep)

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/egress/console"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -77,27 +78,22 @@ func TestPipelineConsole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := js.KeyValue(ctx, console.Bucket)
+	// The index's request records (on the records' shared subjects q.*).
+	s, err := js.Stream(ctx, "KV_"+console.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The index's request records, those written already then new ones.
-	w, err := kv.Watch(ctx, "q.>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	n := 0
-	for n < 10 {
-		select {
-		case e := <-w.Updates():
-			if e != nil {
-				n++
-			}
-		case <-ctx.Done():
-			t.Fatalf("%d of 10 requests indexed", n)
+	testkit.Eventually(t, 20*time.Second, "10 requests indexed", func() bool {
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter("$KV."+console.Bucket+".q.>"))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		var n uint64
+		for _, c := range info.State.Subjects {
+			n += c
+		}
+		return n >= 10
+	})
 }
 
 // TestPipelineRetention: the soak's --retention sets the hot streams' max
