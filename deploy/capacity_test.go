@@ -6,12 +6,16 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -142,18 +146,10 @@ func TestCapacityPerRequest(t *testing.T) {
 	t.Logf("all streams   %6.0f B/request", float64(reqBytes+respBytes+auditBytes+tasksBytes+indexBytes)/n)
 	// The figures of docs/capacity.md hold within 25 % (they change with the demo
 	// agent's answer and the envelope's fields).
-	// Live subjects per request: what nats-server's memory grows with (see
-	// TestMemoryPerLiveSubject). E2A_AUDIT's are a fixed 2 × partitions.
-	var subjectsPerRequest float64
-	for _, name := range []string{streams.RequestsStream, streams.ResponsesStream, "KV_" + streams.TasksBucket, "KV_" + console.Bucket} {
-		subjectsPerRequest += float64(p.numSubjects(t, name)) / n
-	}
-	t.Logf("live subjects %6.1f /request (E2A_REQUESTS, E2A_RESPONSES, KV_E2A_TASKS, KV_E2A_INDEX)", subjectsPerRequest)
 	for _, c := range []struct {
 		what      string
 		got, want float64
 	}{
-		{"live subjects per request", subjectsPerRequest, readmeSubjectsPerRequest},
 		{"E2A_REQUESTS B/request", float64(reqBytes) / n, readmeBytesPerRequest["E2A_REQUESTS"]},
 		{"E2A_RESPONSES B/request", float64(respBytes) / n, readmeBytesPerRequest["E2A_RESPONSES"]},
 		{"E2A_AUDIT B/request", float64(auditBytes) / n, readmeBytesPerRequest["E2A_AUDIT"]},
@@ -162,6 +158,96 @@ func TestCapacityPerRequest(t *testing.T) {
 			t.Errorf("%s: measured %.0f, docs/capacity.md says %.0f", c.what, c.got, c.want)
 		}
 	}
+	// Live subjects per request: what nats-server's memory grows with (see
+	// TestMemoryPerLiveSubject). E2A_AUDIT's are a fixed 2 × partitions, the
+	// console index's at most console.MaxIndexSubjects (checked by name).
+	e2aSubjects := p.requestSubjects(t)
+	t.Logf("live subjects %6.2f /request (E2A_REQUESTS, E2A_RESPONSES, KV_E2A_TASKS), E2A with a session; the index %d in all",
+		float64(e2aSubjects)/n, p.indexSubjects(t))
+	if e2aSubjects != readmeSubjectsPerE2ARequest*n {
+		t.Errorf("%d subjects for %d E2A requests, docs/capacity.md says %d each", e2aSubjects, n, readmeSubjectsPerE2ARequest)
+	}
+	// A2A v1.0 message/send through the a2a-go/v2 client, each a new task.
+	const m = 50
+	p.sendA2A(t, m)
+	a2aSubjects := p.requestSubjects(t) - e2aSubjects
+	_, tasksAfter := p.streamState(t, "KV_"+streams.TasksBucket)
+	_, indexAfter := p.streamState(t, "KV_"+console.Bucket)
+	t.Logf("A2A: KV_E2A_TASKS %4.0f B/request, KV_E2A_INDEX %4.0f B/request", float64(tasksAfter-tasksBytes)/m, float64(indexAfter-indexBytes)/m)
+	t.Logf("live subjects %6.2f /request (E2A_REQUESTS, E2A_RESPONSES, KV_E2A_TASKS), A2A new task; the index %d in all",
+		float64(a2aSubjects)/m, p.indexSubjects(t))
+	if a2aSubjects != readmeSubjectsPerA2ARequest*m {
+		t.Errorf("%d subjects for %d A2A requests, docs/capacity.md says %d each", a2aSubjects, m, readmeSubjectsPerA2ARequest)
+	}
+}
+
+// requestSubjects returns the subjects E2A_REQUESTS, E2A_RESPONSES and
+// KV_E2A_TASKS hold.
+func (p *pipeline) requestSubjects(t *testing.T) uint64 {
+	t.Helper()
+	var sum uint64
+	for _, name := range []string{streams.RequestsStream, streams.ResponsesStream, "KV_" + streams.TasksBucket} {
+		sum += p.numSubjects(t, name)
+	}
+	return sum
+}
+
+// indexSubject is the shape of every subject of the console index: shared
+// subjects named by a 3-hex-digit bucket, never by a request.
+var indexSubject = regexp.MustCompile(`^\$KV\.` + console.Bucket + `\.(q|x\.(task|session|context))\.[0-9a-f]{3}$`)
+
+// indexSubjects returns the number of subjects of the console index,
+// failing the test on one that is not a shared bucket subject.
+func (p *pipeline) indexSubjects(t *testing.T) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := p.js.Stream(ctx, "KV_"+console.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(">"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for subj := range info.State.Subjects {
+		if !indexSubject.MatchString(subj) {
+			t.Errorf("console index subject %s is not a shared bucket subject", subj)
+		}
+	}
+	if len(info.State.Subjects) > console.MaxIndexSubjects {
+		t.Errorf("console index: %d subjects, more than %d", len(info.State.Subjects), console.MaxIndexSubjects)
+	}
+	return len(info.State.Subjects)
+}
+
+// sendA2A sends n A2A v1.0 messages (each a new task) with the a2a-go/v2
+// client over JSON-RPC and waits for the console to index them.
+func (p *pipeline) sendA2A(t *testing.T, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	indexed, _ := p.streamState(t, "KV_"+console.Bucket)
+	card, err := agentcard.DefaultResolver.Resolve(ctx, p.url+"/pools/"+demo.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := a2aclient.NewFromCard(ctx, card)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Destroy() }()
+	for i := range n {
+		msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(fmt.Sprintf("What is the weather in London tomorrow? (%d)", i)))
+		if _, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: msg}); err != nil {
+			t.Fatalf("A2A message %d: %v", i, err)
+		}
+	}
+	// A record, a task and a context pointer each.
+	waitUntil(t, 20*time.Second, "the console index holds every A2A request", func() bool {
+		m, _ := p.streamState(t, "KV_"+console.Bucket)
+		return m >= indexed+3*uint64(n)
+	})
 }
 
 // readmeBytesPerRequest are the figures of docs/capacity.md.
@@ -172,10 +258,13 @@ var readmeBytesPerRequest = map[string]float64{
 }
 
 // The memory figures of docs/capacity.md (Memory): live subjects of an E2A
-// request with a session, and nats-server's heap per live subject.
+// request with a session and of an A2A request starting a task (the
+// console index's shared subjects apart), and nats-server's heap per live
+// subject.
 const (
-	readmeSubjectsPerRequest = 4
-	readmeBytesPerSubject    = 250
+	readmeSubjectsPerE2ARequest = 2
+	readmeSubjectsPerA2ARequest = 3
+	readmeBytesPerSubject       = 250
 )
 
 // TestMemoryPerLiveSubject measures what nats-server keeps in memory for
