@@ -54,25 +54,7 @@ func TestScenarios(t *testing.T) {
 		t.Run(vr.String(), func(t *testing.T) {
 			s := vr.start(t, up.Options{})
 			c := up.Connect(t, s.BaseURL(), vr.v03)
-			for _, how := range []string{"stream", "send"} {
-				for _, sc := range []string{up.Stream, up.Tool, up.Fail, up.Message, up.File, up.Echo} {
-					t.Run(how+"/"+sc, func(t *testing.T) {
-						text := sc + ": some body"
-						if sc == up.Echo {
-							text = "just words"
-						}
-						var v *up.Turn
-						if how == "stream" {
-							v = up.Collect(t, c.SendStreamingMessage(context.Background(), up.Msg(text)), nil)
-						} else {
-							v = up.Send(t, c, up.Msg(text))
-						}
-						if err := v.Check(text, how == "stream" && vr.stream); err != nil {
-							t.Error(err)
-						}
-					})
-				}
-			}
+			up.SingleTurns(t, c, vr.stream)
 		})
 	}
 }

@@ -99,6 +99,31 @@ func SlowText(n int) string {
 	return b.String()
 }
 
+// SingleTurns plays every single-turn scenario (stream, tool, fail,
+// message, file, and an echo), each streamed and with SendMessage, as
+// subtests named "stream/<text>" and "send/<text>", and checks each
+// turn's exact content (event by event when streamed from a server that
+// streams, serverStreams).
+func SingleTurns(t *testing.T, c *a2aclient.Client, serverStreams bool) {
+	t.Helper()
+	texts := []string{Stream + ": some body", Tool + ": some body", Fail + ": some body", Message + ": some body", File + ": some body", "just words"}
+	for _, how := range []string{"stream", "send"} {
+		for _, text := range texts {
+			t.Run(how+"/"+text, func(t *testing.T) {
+				var v *Turn
+				if how == "stream" {
+					v = Collect(t, c.SendStreamingMessage(context.Background(), Msg(text)), nil)
+				} else {
+					v = Send(t, c, Msg(text))
+				}
+				if err := v.Check(text, how == "stream" && serverStreams); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+}
+
 // AskTurns plays "ask:" streamed: the first turn must stop in
 // input-required with AskQuestion, and the answer "Ada", streamed on the
 // same task, must complete it with AskReply (after a working status when

@@ -56,21 +56,7 @@ func TestJSUpstream(t *testing.T) {
 	for _, vr := range variants {
 		t.Run(vr.String(), func(t *testing.T) {
 			s, c := vr.server(t)
-			for _, how := range []string{"stream", "send"} {
-				for _, text := range []string{"stream: some body", "tool: some body", "fail: some body", "message: some body", "file: some body", "just words"} {
-					t.Run(how+"/"+text, func(t *testing.T) {
-						var v *up.Turn
-						if how == "stream" {
-							v = up.Collect(t, c.SendStreamingMessage(context.Background(), up.Msg(text)), nil)
-						} else {
-							v = up.Send(t, c, up.Msg(text))
-						}
-						if err := v.Check(text, how == "stream" && vr.stream); err != nil {
-							t.Error(err)
-						}
-					})
-				}
-			}
+			up.SingleTurns(t, c, vr.stream)
 			t.Run("ask", func(t *testing.T) { ask(t, s, c, vr.stream) })
 			t.Run("auth", func(t *testing.T) { auth(t, s, c, vr.stream) })
 			t.Run("slow", func(t *testing.T) { slow(t, s, c, vr.stream) })
