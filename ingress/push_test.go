@@ -26,84 +26,10 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pushtest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/push"
 )
-
-// delivery is one POST the receiver got.
-type delivery struct {
-	path, token, auth, eventID string
-	taskID, kind, state        string
-}
-
-// receiver records what push delivers (a webhook on loopback).
-type receiver struct {
-	srv *httptest.Server
-	mu  sync.Mutex
-	got []delivery
-}
-
-func newReceiver(t *testing.T) *receiver {
-	r := &receiver{}
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, _ := io.ReadAll(req.Body)
-		var sr struct {
-			StatusUpdate *struct {
-				TaskID string `json:"taskId"`
-				Status struct {
-					State string `json:"state"`
-				} `json:"status"`
-			} `json:"statusUpdate"`
-			ArtifactUpdate *struct {
-				TaskID string `json:"taskId"`
-			} `json:"artifactUpdate"`
-			Task *struct {
-				ID string `json:"id"`
-			} `json:"task"`
-			// A2A v0.3's event
-			Kind   string `json:"kind"`
-			TaskID string `json:"taskId"`
-			Status struct {
-				State string `json:"state"`
-			} `json:"status"`
-		}
-		_ = json.Unmarshal(body, &sr)
-		d := delivery{path: req.URL.Path, token: req.Header.Get("A2A-Notification-Token") + req.Header.Get("X-A2A-Notification-Token"),
-			auth: req.Header.Get("Authorization"), eventID: req.Header.Get("E2A-Event-Id")}
-		switch {
-		case sr.StatusUpdate != nil:
-			d.taskID, d.kind, d.state = sr.StatusUpdate.TaskID, "status", sr.StatusUpdate.Status.State
-		case sr.ArtifactUpdate != nil:
-			d.taskID, d.kind = sr.ArtifactUpdate.TaskID, "artifact"
-		case sr.Kind == "status-update":
-			d.taskID, d.kind, d.state = sr.TaskID, "status", sr.Status.State
-		case sr.Kind == "artifact-update":
-			d.taskID, d.kind = sr.TaskID, "artifact"
-		case sr.Task != nil:
-			d.taskID, d.kind = sr.Task.ID, "task"
-		default:
-			d.kind = "unknown: " + string(body)
-		}
-		r.mu.Lock()
-		r.got = append(r.got, d)
-		r.mu.Unlock()
-	}))
-	t.Cleanup(r.srv.Close)
-	return r
-}
-
-// of returns the deliveries to path.
-func (r *receiver) of(path string) []delivery {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []delivery
-	for _, d := range r.got {
-		if d.path == path {
-			out = append(out, d)
-		}
-	}
-	return out
-}
 
 // startPushPipeline is a pipeline (API-key auth for alice and bob, the
 // gRPC binding) whose ingress keeps push configs and beside which the
@@ -192,7 +118,7 @@ var pushBindings = []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.Tra
 // token and Bearer credentials.
 func TestPushInline(t *testing.T) {
 	p := startPushPipeline(t)
-	r := newReceiver(t)
+	r := pushtest.NewReceiver(t)
 	for _, binding := range pushBindings {
 		t.Run(string(binding), func(t *testing.T) {
 			c := keyClient(t, p, binding, testKey)
@@ -205,7 +131,7 @@ func TestPushInline(t *testing.T) {
 				go func() {
 					req := userMessage(fmt.Sprintf("push %d", i))
 					req.Config = &a2a.SendMessageConfig{PushConfig: &a2a.PushConfig{
-						URL:   fmt.Sprintf("%s/%s/%d", r.srv.URL, binding, i),
+						URL:   fmt.Sprintf("%s/%s/%d", r.URL, binding, i),
 						Token: fmt.Sprintf("tok-%d", i), Auth: &a2a.PushAuthInfo{Scheme: "Bearer", Credentials: fmt.Sprintf("cred-%d", i)}}}
 					res, err := c.SendMessage(ctx, req)
 					if err == nil {
@@ -227,10 +153,10 @@ func TestPushInline(t *testing.T) {
 			for i := range n {
 				path := fmt.Sprintf("/%s/%d", binding, i)
 				testkit.Eventually(t, 20*time.Second, "the completed status at "+path, func() bool {
-					ds := r.of(path)
-					return len(ds) > 0 && ds[len(ds)-1].state == "TASK_STATE_COMPLETED"
+					ds := r.Of(path)
+					return len(ds) > 0 && ds[len(ds)-1].State == "TASK_STATE_COMPLETED"
 				})
-				checkDeliveries(t, r.of(path), tasks[i], fmt.Sprintf("tok-%d", i), fmt.Sprintf("Bearer cred-%d", i), "TASK_STATE_COMPLETED")
+				checkDeliveries(t, r.Of(path), tasks[i], fmt.Sprintf("tok-%d", i), fmt.Sprintf("Bearer cred-%d", i), "TASK_STATE_COMPLETED")
 			}
 		})
 	}
@@ -239,24 +165,24 @@ func TestPushInline(t *testing.T) {
 // checkDeliveries checks one config's deliveries: all of task, token and
 // auth as configured, event ids distinct and increasing, one terminal
 // status, last.
-func checkDeliveries(t *testing.T, ds []delivery, task, token, auth, completed string) {
+func checkDeliveries(t *testing.T, ds []pushtest.Delivery, task, token, auth, completed string) {
 	t.Helper()
 	var last [2]int
 	for i, d := range ds {
-		if d.taskID != task || d.token != token || d.auth != auth {
+		if d.TaskID != task || d.Token != token || d.Auth != auth {
 			t.Fatalf("delivery %d %+v: want task %s token %s auth %s", i, d, task, token, auth)
 		}
-		parts := strings.Split(d.eventID, ":")
+		parts := strings.Split(d.EventID, ":")
 		if len(parts) != 3 {
-			t.Fatalf("delivery %d event id %q", i, d.eventID)
+			t.Fatalf("delivery %d event id %q", i, d.EventID)
 		}
 		seq, _ := strconv.Atoi(parts[1])
 		k, _ := strconv.Atoi(parts[2])
 		if i > 0 && (seq < last[0] || seq == last[0] && k <= last[1]) {
-			t.Fatalf("delivery %d event id %q after %v: out of order", i, d.eventID, last)
+			t.Fatalf("delivery %d event id %q after %v: out of order", i, d.EventID, last)
 		}
 		last = [2]int{seq, k}
-		if d.state == completed && i != len(ds)-1 {
+		if d.State == completed && i != len(ds)-1 {
 			t.Fatalf("delivery %d: completed before the end (%d deliveries)", i, len(ds))
 		}
 	}
@@ -273,7 +199,7 @@ func checkDeliveries(t *testing.T, ds []delivery, task, token, auth, completed s
 // InvalidParams at creation.
 func TestPushConfigMethods(t *testing.T) {
 	p := startPushPipeline(t)
-	r := newReceiver(t)
+	r := pushtest.NewReceiver(t)
 	for _, binding := range pushBindings {
 		t.Run(string(binding), func(t *testing.T) {
 			alice := keyClient(t, p, binding, testKey)
@@ -287,8 +213,8 @@ func TestPushConfigMethods(t *testing.T) {
 			task := res.(*a2a.Task).ID
 			var ids []string
 			for i := range 3 {
-				c, err := alice.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: task, ID: fmt.Sprintf("c%d", i), URL: r.srv.URL + "/x", Token: "secret"})
-				if err != nil || c.ID != fmt.Sprintf("c%d", i) || c.TaskID != task || c.URL != r.srv.URL+"/x" {
+				c, err := alice.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: task, ID: fmt.Sprintf("c%d", i), URL: r.URL + "/x", Token: "secret"})
+				if err != nil || c.ID != fmt.Sprintf("c%d", i) || c.TaskID != task || c.URL != r.URL+"/x" {
 					t.Fatalf("Create %d: %+v %v", i, c, err)
 				}
 				ids = append(ids, c.ID)
@@ -333,7 +259,7 @@ func TestPushConfigMethods(t *testing.T) {
 			if _, err := bob.ListTaskPushConfigs(ctx, &a2a.ListTaskPushConfigRequest{TaskID: task}); !errors.Is(err, a2a.ErrTaskNotFound) {
 				t.Fatalf("bob List: %v", err)
 			}
-			if _, err := bob.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: task, ID: "c1", URL: r.srv.URL + "/bob"}); !errors.Is(err, a2a.ErrTaskNotFound) {
+			if _, err := bob.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: task, ID: "c1", URL: r.URL + "/bob"}); !errors.Is(err, a2a.ErrTaskNotFound) {
 				t.Fatalf("bob Create (replace): %v", err)
 			}
 			if err := bob.DeleteTaskPushConfig(ctx, &a2a.DeleteTaskPushConfigRequest{TaskID: task, ID: "c1"}); !errors.Is(err, a2a.ErrTaskNotFound) {
@@ -344,7 +270,7 @@ func TestPushConfigMethods(t *testing.T) {
 				t.Fatalf("bob Get of no task: %v", err)
 			}
 			got, err = alice.GetTaskPushConfig(ctx, &a2a.GetTaskPushConfigRequest{TaskID: task, ID: "c1"})
-			if err != nil || got.URL != r.srv.URL+"/x" {
+			if err != nil || got.URL != r.URL+"/x" {
 				t.Fatalf("alice's config after bob: %+v %v", got, err)
 			}
 

@@ -12,6 +12,7 @@ import (
 	a2aclient03 "github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 
+	"github.com/e2a-pipeline/pipeline/internal/pushtest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
@@ -44,7 +45,7 @@ func v03KeyClient(t *testing.T, p *pipeline, key string) *a2aclient03.Client {
 // TaskNotFound, as for a task that does not exist.
 func TestPushV03(t *testing.T) {
 	p := startPushPipeline(t)
-	r := newReceiver(t)
+	r := pushtest.NewReceiver(t)
 	alice, bob := v03KeyClient(t, p, testKey), v03KeyClient(t, p, bobKey)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -55,7 +56,7 @@ func TestPushV03(t *testing.T) {
 		go func() {
 			res, err := alice.SendMessage(ctx, &a2a03.MessageSendParams{
 				Message: a2a03.NewMessage(a2a03.MessageRoleUser, a2a03.TextPart{Text: fmt.Sprintf("v03 push %d", i)}),
-				Config: &a2a03.MessageSendConfig{PushConfig: &a2a03.PushConfig{URL: fmt.Sprintf("%s/v03/%d", r.srv.URL, i),
+				Config: &a2a03.MessageSendConfig{PushConfig: &a2a03.PushConfig{URL: fmt.Sprintf("%s/v03/%d", r.URL, i),
 					Token: fmt.Sprintf("tok-%d", i), Auth: &a2a03.PushAuthInfo{Schemes: []string{"Bearer"}, Credentials: fmt.Sprintf("cred-%d", i)}}},
 			})
 			if err == nil {
@@ -76,19 +77,19 @@ func TestPushV03(t *testing.T) {
 	for i := range n {
 		path := fmt.Sprintf("/v03/%d", i)
 		testkit.Eventually(t, 20*time.Second, "the completed status at "+path, func() bool {
-			ds := r.of(path)
-			return len(ds) > 0 && ds[len(ds)-1].state == "completed"
+			ds := r.Of(path)
+			return len(ds) > 0 && ds[len(ds)-1].State == "completed"
 		})
-		checkDeliveries(t, r.of(path), tasks[i], fmt.Sprintf("tok-%d", i), fmt.Sprintf("Bearer cred-%d", i), "completed")
+		checkDeliveries(t, r.Of(path), tasks[i], fmt.Sprintf("tok-%d", i), fmt.Sprintf("Bearer cred-%d", i), "completed")
 	}
 
 	task := a2a03.TaskID(tasks[0])
-	set, err := alice.SetTaskPushConfig(ctx, &a2a03.TaskPushConfig{TaskID: task, Config: a2a03.PushConfig{ID: "second", URL: r.srv.URL + "/second", Token: "t2"}})
+	set, err := alice.SetTaskPushConfig(ctx, &a2a03.TaskPushConfig{TaskID: task, Config: a2a03.PushConfig{ID: "second", URL: r.URL + "/second", Token: "t2"}})
 	if err != nil || set.Config.ID != "second" || set.TaskID != task {
 		t.Fatalf("set: %+v %v", set, err)
 	}
 	got, err := alice.GetTaskPushConfig(ctx, &a2a03.GetTaskPushConfigParams{TaskID: task, ConfigID: "second"})
-	if err != nil || got.Config.URL != r.srv.URL+"/second" || got.Config.Token != "t2" {
+	if err != nil || got.Config.URL != r.URL+"/second" || got.Config.Token != "t2" {
 		t.Fatalf("get: %+v %v", got, err)
 	}
 	list, err := alice.ListTaskPushConfig(ctx, &a2a03.ListTaskPushConfigParams{TaskID: task})
@@ -107,14 +108,14 @@ func TestPushV03(t *testing.T) {
 		if _, err := bob.ListTaskPushConfig(ctx, &a2a03.ListTaskPushConfigParams{TaskID: id}); !errors.Is(err, a2a03.ErrTaskNotFound) {
 			t.Fatalf("bob list %s: %v", id, err)
 		}
-		if _, err := bob.SetTaskPushConfig(ctx, &a2a03.TaskPushConfig{TaskID: id, Config: a2a03.PushConfig{ID: "second", URL: r.srv.URL + "/bob"}}); !errors.Is(err, a2a03.ErrTaskNotFound) {
+		if _, err := bob.SetTaskPushConfig(ctx, &a2a03.TaskPushConfig{TaskID: id, Config: a2a03.PushConfig{ID: "second", URL: r.URL + "/bob"}}); !errors.Is(err, a2a03.ErrTaskNotFound) {
 			t.Fatalf("bob set %s: %v", id, err)
 		}
 		if err := bob.DeleteTaskPushConfig(ctx, &a2a03.DeleteTaskPushConfigParams{TaskID: id, ConfigID: "second"}); !errors.Is(err, a2a03.ErrTaskNotFound) {
 			t.Fatalf("bob delete %s: %v", id, err)
 		}
 	}
-	if got, err := alice.GetTaskPushConfig(ctx, &a2a03.GetTaskPushConfigParams{TaskID: task, ConfigID: "second"}); err != nil || got.Config.URL != r.srv.URL+"/second" {
+	if got, err := alice.GetTaskPushConfig(ctx, &a2a03.GetTaskPushConfigParams{TaskID: task, ConfigID: "second"}); err != nil || got.Config.URL != r.URL+"/second" {
 		t.Fatalf("alice's config after bob: %+v %v", got, err)
 	}
 	if err := alice.DeleteTaskPushConfig(ctx, &a2a03.DeleteTaskPushConfigParams{TaskID: task, ConfigID: "second"}); err != nil {

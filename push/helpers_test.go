@@ -251,8 +251,8 @@ func (r *receiver) started() int {
 // update is a delivered update decoded with the SDK of its version.
 type update struct {
 	id     string
-	text   string // the text of an artifact-update
-	state  string // the state of a status-update
+	text   string // the text of an artifact-update; v0.3: the task's agent text so far
+	state  string // the state of a status-update; v0.3: the task's
 	taskID string
 }
 
@@ -260,20 +260,19 @@ func decode(t testing.TB, version string, d delivery) update {
 	t.Helper()
 	u := update{id: d.eventID}
 	if version == push.V03 {
-		ev, err := a2a03.UnmarshalEventJSON(d.body)
-		if err != nil {
-			t.Fatalf("v0.3 body %s: %v", d.body, err)
+		// The whole Task, as the v0.3 SDKs' senders post it.
+		var task a2a03.Task
+		if err := json.Unmarshal(d.body, &task); err != nil || task.ID == "" {
+			t.Fatalf("v0.3 body %s: not a Task: %v", d.body, err)
 		}
-		switch e := ev.(type) {
-		case *a2a03.TaskArtifactUpdateEvent:
-			u.taskID = string(e.TaskID)
-			for _, p := range e.Artifact.Parts {
-				if tp, ok := p.(a2a03.TextPart); ok {
-					u.text += tp.Text
-				}
+		u.taskID, u.state = string(task.ID), string(task.Status.State)
+		for _, m := range task.History {
+			if m.Role == a2a03.MessageRoleAgent {
+				u.text += text03(m.Parts)
 			}
-		case *a2a03.TaskStatusUpdateEvent:
-			u.taskID, u.state = string(e.TaskID), string(e.Status.State)
+		}
+		for _, a := range task.Artifacts {
+			u.text += text03(a.Parts)
 		}
 		return u
 	}
@@ -314,6 +313,9 @@ func ordered(t testing.TB, version string, got []delivery, turns []string, want 
 	var text strings.Builder
 	completed := 0
 	for i, u := range distinct {
+		if version == push.V03 {
+			text.Reset() // each Task holds the text so far
+		}
 		text.WriteString(u.text)
 		if u.state == string(a2a.TaskStateCompleted) || u.state == string(a2a03.TaskStateCompleted) {
 			completed++
@@ -360,4 +362,15 @@ func (e *env) create(principal string, c push.Config) push.Config {
 		e.t.Fatalf("create %s: %v", c.URL, err)
 	}
 	return got
+}
+
+// text03 is the text of v0.3 parts.
+func text03(ps a2a03.ContentParts) string {
+	var b strings.Builder
+	for _, p := range ps {
+		if tp, ok := p.(a2a03.TextPart); ok {
+			b.WriteString(tp.Text)
+		}
+	}
+	return b.String()
 }

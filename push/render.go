@@ -3,6 +3,7 @@ package push
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"time"
 
@@ -18,13 +19,13 @@ import (
 )
 
 // event is one task update of a stored response message, rendered for
-// both generations.
+// the generations of the task's configs.
 type event struct {
 	// id is stable across redeliveries: <request_id>:<frame sequence>:<n>
 	// (the n-th update its frame maps to).
 	id   string
 	v1   []byte // A2A v1.0 StreamResponse JSON
-	v03  []byte // A2A v0.3 event JSON
+	v03  []byte // A2A v0.3: the Task as tasks/get answers it after the update
 	time time.Time
 }
 
@@ -55,32 +56,55 @@ type request struct {
 }
 
 // mapState is the mapper of one request, fed up to stream sequence fed.
+// With tasks (the task has a v0.3 config) it also keeps what rebuilds
+// the task: the task's earlier turns, the request's frames fed so far,
+// and the task's status after them.
 type mapState struct {
-	m   *a2amap.Mapper
-	fed uint64
+	m      *a2amap.Mapper
+	fed    uint64
+	tasks  bool
+	env    *e2a.Envelope
+	prev   []a2amap.Request
+	frames []*e2a.Response
+	status a2a03.TaskStatus
 }
 
-// requestOf reads (and caches) the envelope of requestID.
-func (s *stage) requestOf(ctx context.Context, requestID string) (*request, error) {
-	if r, ok := s.requests.get(requestID); ok {
-		return r, nil
-	}
+// envelope reads the envelope of requestID and its headers (nil when
+// the stream no longer holds it, or it does not decode).
+func (s *stage) envelope(ctx context.Context, requestID string) (*e2a.Envelope, nats.Header, error) {
 	subj, err := subjects.RequestAnyPool(requestID)
 	if err != nil {
-		return &request{}, nil
+		return nil, nil, nil
 	}
 	msg, err := s.getter.GetLast(ctx, streams.RequestsStream, subj)
 	if err == nil && msg == nil {
 		msg, err = s.getter.ConfirmLast(ctx, streams.RequestsStream, subj)
 	}
+	if err != nil || msg == nil {
+		return nil, nil, err
+	}
+	env, err := e2a.FromJSON(msg.Data)
+	if err != nil {
+		return nil, nil, nil
+	}
+	return env, msg.Header, nil
+}
+
+// requestOf reads (and caches) what the stage needs of requestID's
+// envelope.
+func (s *stage) requestOf(ctx context.Context, requestID string) (*request, error) {
+	if r, ok := s.requests.get(requestID); ok {
+		return r, nil
+	}
+	env, h, err := s.envelope(ctx, requestID)
 	if err != nil {
 		return nil, err
 	}
 	r := &request{}
-	if msg != nil {
-		if env, err := e2a.FromJSON(msg.Data); err == nil && env.TaskID != "" {
+	if env != nil {
+		if env.TaskID != "" {
 			r = &request{principal: env.UserID, taskID: env.TaskID, contextID: env.ContextID, found: true,
-				after: msg.Header.Get(subjects.HeaderAfterRequest),
+				after: h.Get(subjects.HeaderAfterRequest),
 				params: a2amap.Params{TaskID: env.TaskID, ContextID: env.ContextID,
 					AcceptedOutputModes: env.ExpectedOutputModes, Interaction: a2aproto.Interaction(nil, env)}}
 		}
@@ -99,11 +123,16 @@ func frames(h nats.Header, data []byte) ([]*e2a.Response, error) {
 // seen them (another replica had them, or the stage restarted), so that
 // the updates (artifact ids, append flags) and their ids are the same
 // whichever replica renders them.
-func (s *stage) render(ctx context.Context, r *request, m *message, fs []*e2a.Response) error {
+func (s *stage) render(ctx context.Context, r *request, m *message, fs []*e2a.Response, tasks bool) error {
 	st := s.mappers[m.requestID]
-	if st == nil || st.fed >= m.seq {
-		st = &mapState{m: a2amap.NewStreamMapper(m.requestID, r.params, 0)}
+	if st == nil || st.fed >= m.seq || tasks && !st.tasks {
+		st = &mapState{m: a2amap.NewStreamMapper(m.requestID, r.params, 0), tasks: tasks}
 		s.mappers[m.requestID] = st
+		if tasks {
+			if err := s.loadTurns(ctx, m.requestID, r, st); err != nil {
+				return err
+			}
+		}
 	}
 	if err := s.catchUp(ctx, st, m); err != nil {
 		return err
@@ -118,10 +147,19 @@ func (s *stage) render(ctx context.Context, r *request, m *message, fs []*e2a.Re
 		if t := a2amap.FrameTime(f); t != nil {
 			ts = *t
 		}
+		var v03 [][]byte
+		if st.tasks {
+			if v03, err = st.taskBodies(f, evs); err != nil {
+				return err
+			}
+		}
 		for i, ev := range evs {
 			e, err := renderEvent(ev)
 			if err != nil {
 				return err
+			}
+			if st.tasks {
+				e.v03 = v03[i]
 			}
 			e.id = m.requestID + ":" + strconv.FormatInt(f.Sequence, 10) + ":" + strconv.Itoa(i)
 			e.time = ts
@@ -161,18 +199,18 @@ func (s *stage) catchUp(ctx context.Context, st *mapState, m *message) error {
 				return err
 			}
 		}
+		if st.tasks {
+			st.frames = append(st.frames, fs...)
+			st.status = st.task().Status
+		}
 		st.fed = raw.Seq
 	}
 	return nil
 }
 
 // renderEvent is ev as A2A v1.0 StreamResponse JSON (the v1.0 bindings'
-// conversion, a2aproto.V1Event) and as A2A v0.3 event JSON.
+// conversion, a2aproto.V1Event).
 func renderEvent(ev a2a03.Event) (event, error) {
-	v03, err := json.Marshal(ev)
-	if err != nil {
-		return event{}, err
-	}
 	v, err := a2aproto.V1Event(ev)
 	if err != nil {
 		return event{}, err
@@ -181,7 +219,103 @@ func renderEvent(ev a2a03.Event) (event, error) {
 	if err != nil {
 		return event{}, err
 	}
-	return event{v1: v1, v03: v03}, nil
+	return event{v1: v1}, nil
+}
+
+// maxTurns bounds the earlier turns of a task read to rebuild it.
+const maxTurns = 100
+
+// loadTurns reads request id's envelope and the earlier turns of its task
+// (E2A-After-Request, back to the first, at most maxTurns): their
+// envelopes and stored frames.
+func (s *stage) loadTurns(ctx context.Context, id string, r *request, st *mapState) error {
+	env, _, err := s.envelope(ctx, id)
+	if err != nil {
+		return err
+	}
+	if env == nil {
+		env = &e2a.Envelope{RequestID: id}
+	}
+	st.env = env
+	var ids []string
+	seen := map[string]bool{}
+	for id := r.after; id != "" && !seen[id] && len(ids) < maxTurns; {
+		seen[id] = true
+		ids = append(ids, id)
+		pr, err := s.requestOf(ctx, id)
+		if err != nil {
+			return err
+		}
+		id = pr.after
+	}
+	st.prev = make([]a2amap.Request, 0, len(ids))
+	for i := len(ids) - 1; i >= 0; i-- {
+		penv, _, err := s.envelope(ctx, ids[i])
+		if err != nil {
+			return err
+		}
+		rq := a2amap.Request{Envelope: penv}
+		if rq.Envelope == nil {
+			rq.Envelope = &e2a.Envelope{RequestID: ids[i]}
+		}
+		subj, err := subjects.Response(ids[i])
+		if err != nil {
+			return err
+		}
+		for raw, err := range streams.DirectGetSeq(ctx, s.nc, streams.ResponsesStream, subj, 0, 64) {
+			if err != nil {
+				return err
+			}
+			fs, err := frames(raw.Header, raw.Data)
+			if err != nil {
+				return err
+			}
+			rq.Frames = append(rq.Frames, fs...)
+		}
+		st.prev = append(st.prev, rq)
+	}
+	st.status = st.task().Status
+	return nil
+}
+
+// task is the task as tasks/get answers it after st.frames.
+func (st *mapState) task() *a2a03.Task {
+	reqs := append(slices.Clone(st.prev), a2amap.Request{Envelope: st.env, Frames: st.frames})
+	return a2amap.BuildTask(st.m.TaskID(), st.m.ContextID(), reqs, nil)
+}
+
+// taskBodies are the v0.3 bodies of the updates evs of frame f: the Task
+// as tasks/get answers it once f is stored (a2amap.BuildTask over the
+// task's turns), what the v0.3 SDKs' senders post after each event. An
+// update before the frame's status update carries the status the task had
+// before the frame, so a terminal state comes only with the last update.
+func (st *mapState) taskBodies(f *e2a.Response, evs []a2a03.Event) ([][]byte, error) {
+	st.frames = append(st.frames, f)
+	before := st.status
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	t := st.task()
+	st.status = t.Status
+	statusAt := -1
+	for i, ev := range evs {
+		if _, ok := ev.(*a2a03.TaskStatusUpdateEvent); ok {
+			statusAt = i
+		}
+	}
+	out := make([][]byte, len(evs))
+	for i := range evs {
+		tt := *t
+		if i < statusAt {
+			tt.Status = before
+		}
+		b, err := json.Marshal(&tt)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = b
+	}
+	return out, nil
 }
 
 // requestCache keeps the last requests looked up (cleared when full).

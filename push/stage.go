@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -260,7 +261,8 @@ func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
 	}
 	m := &message{requestID: requestID, after: r.after, seq: md.Sequence.Stream,
 		firstSeq: fs[0].Sequence, final: fs[len(fs)-1].IsFinal}
-	if err := s.render(ctx, r, m, fs); err != nil {
+	tasks := slices.ContainsFunc(tc.Configs, func(c Config) bool { return c.Version == V03 })
+	if err := s.render(ctx, r, m, fs, tasks); err != nil {
 		delete(s.mappers, requestID)
 		return nil, err
 	}

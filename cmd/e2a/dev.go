@@ -77,11 +77,11 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
-	pushAPI, err := pushStoreOption(ctx, nc, cfg, true)
+	pushAPI, err := pushStoreOptions(ctx, nc, cfg, true)
 	if err != nil {
 		return err
 	}
-	srv, err := newHTTP(ctx, cfg, nc, reg, log, cfg.DefaultPool, ingress.WithWorkflow(wf), pushAPI)
+	srv, err := newHTTP(ctx, cfg, nc, reg, log, cfg.DefaultPool, append(pushAPI, ingress.WithWorkflow(wf))...)
 	if err != nil {
 		return err
 	}

@@ -23,13 +23,15 @@ import (
 
 var pushHelp = commandHelp{usage: "e2a push\n       e2a push dead [--principal P [--task T [--config C]]] [--limit N]\n       e2a push redeliver [--principal P [--task T [--config C]]]",
 	about: `Runs the push notification delivery stage against a NATS cluster (any number of replicas share the
-work; e2a dev and e2a serve run it too unless E2A_PUSH=off), with /metrics, /healthz and
+work; e2a dev and e2a serve run it too unless E2A_PUSH is api or off), with /metrics, /healthz and
 /readyz.
 dead lists the task updates given up on (NDJSON, no credentials); redeliver posts them again to their
 webhooks, each config's in order, and takes a config whose updates all went out out of dead-letter mode.
 Without --principal both act on every principal's updates.`,
 	env: fmt.Sprintf(natsEnv, "required") + `  E2A_HTTP_ADDR             operations listener (default 127.0.0.1:8080)
-  E2A_PUSH                  "off": e2a dev and e2a serve do not run the stage (leave it to e2a push)
+  E2A_PUSH                  e2a dev and e2a serve: "on" (default) serve the push config methods and run the stage;
+                            "api" serve the methods, leave delivery to e2a push; "off" neither (no E2A_PUSH
+                            bucket; the card says pushNotifications false)
   E2A_PUSH_ALLOW_HOSTS      host[:port] patterns (comma separated, *.domain) whose webhooks may use http and
                             private or loopback addresses (e2a dev adds localhost, 127.0.0.1 and [::1])
   E2A_PUSH_RETRY_WINDOW     how long an update is retried before it is dead-lettered (default 24h)
@@ -40,11 +42,26 @@ Without --principal both act on every principal's updates.`,
 
 // pushEnv is the push stage's part of the environment.
 type pushEnv struct {
-	Push        string        `envconfig:"PUSH"`
+	Push        string        `envconfig:"PUSH"` // pushOn, pushAPI or pushOff ("" is pushOn)
 	AllowHosts  string        `envconfig:"PUSH_ALLOW_HOSTS"`
 	RetryWindow time.Duration `envconfig:"PUSH_RETRY_WINDOW" default:"24h"`
 	Timeout     time.Duration `envconfig:"PUSH_TIMEOUT" default:"10s"`
 	SigningKey  string        `envconfig:"PUSH_SIGNING_KEY"`
+}
+
+// Values of E2A_PUSH for e2a dev and e2a serve.
+const (
+	pushOn  = "on"  // the push config methods and the stage
+	pushAPI = "api" // the methods only: e2a push replicas deliver
+	pushOff = "off" // neither, and no E2A_PUSH bucket
+)
+
+// mode is E2A_PUSH ("" is on); pushOptions refuses any other value.
+func (pe pushEnv) mode() string {
+	if pe.Push == "" {
+		return pushOn
+	}
+	return pe.Push
 }
 
 // pushSigner is the signer of E2A_PUSH_SIGNING_KEY, nil when it is unset.
@@ -62,6 +79,11 @@ func pushOptions(cfg Config, dev bool, reg prometheus.Registerer, log *slog.Logg
 	var pe pushEnv
 	if err := envconfig.Process("E2A", &pe); err != nil {
 		return pe, nil, fmt.Errorf("config: %w", err)
+	}
+	switch pe.mode() {
+	case pushOn, pushAPI, pushOff:
+	default:
+		return pe, nil, fmt.Errorf("config: E2A_PUSH=%q (on, api or off)", pe.Push)
 	}
 	opts := []push.Option{push.WithStreamsConfig(cfg.StreamsConfig()), push.WithRetryWindow(pe.RetryWindow),
 		push.WithTimeout(pe.Timeout)}
@@ -88,21 +110,17 @@ func pushOptions(cfg Config, dev bool, reg prometheus.Registerer, log *slog.Logg
 }
 
 // startPush runs the push stage beside dev's or serve's other stages
-// unless E2A_PUSH=off (deploy/nats's serve user holds the stage's
-// permissions); it reports whether it started, and done gets Run's
-// result.
+// unless E2A_PUSH is api or off (deploy/nats's serve user holds the
+// stage's permissions); it reports whether it started, and done gets
+// Run's result.
 func startPush(ctx context.Context, nc *nats.Conn, cfg Config, dev bool, reg prometheus.Registerer, log *slog.Logger, done chan<- error) (bool, error) {
 	pe, opts, err := pushOptions(cfg, dev, reg, log)
 	if err != nil {
 		return false, err
 	}
-	switch pe.Push {
-	case "off":
-		log.Info("push notification stage off (E2A_PUSH=off)")
+	if m := pe.mode(); m != pushOn {
+		log.Info("push notification stage not run here", "E2A_PUSH", m)
 		return false, nil
-	case "", "on":
-	default:
-		return false, fmt.Errorf("config: E2A_PUSH=%q (on or off)", pe.Push)
 	}
 	go func() {
 		if err := push.Run(ctx, nc, opts...); err != nil {

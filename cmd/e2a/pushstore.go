@@ -10,17 +10,23 @@ import (
 	"github.com/e2a-pipeline/pipeline/push"
 )
 
-// pushStoreOption is the ingress option that serves A2A's push config
+// pushStoreOptions are the ingress options that serve A2A's push config
 // methods from the E2A_PUSH bucket, with the URL rules of the push stage
-// (pushOptions: E2A_PUSH_ALLOW_HOSTS; dev adds the loopback hosts).
-func pushStoreOption(ctx context.Context, nc *nats.Conn, cfg Config, dev bool) (ingress.Option, error) {
-	_, opts, err := pushOptions(cfg, dev, nil, nil)
+// (pushOptions: E2A_PUSH_ALLOW_HOSTS; dev adds the loopback hosts); none
+// with E2A_PUSH=off, which neither opens nor creates the bucket: the cards
+// then say pushNotifications false and the methods answer
+// PushNotificationNotSupported.
+func pushStoreOptions(ctx context.Context, nc *nats.Conn, cfg Config, dev bool) ([]ingress.Option, error) {
+	pe, opts, err := pushOptions(cfg, dev, nil, nil)
 	if err != nil {
 		return nil, err
+	}
+	if pe.mode() == pushOff {
+		return nil, nil
 	}
 	st, err := push.NewStore(ctx, nc, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("push config store: %w", err)
 	}
-	return ingress.WithPushStore(st), nil
+	return []ingress.Option{ingress.WithPushStore(st)}, nil
 }

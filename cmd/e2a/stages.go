@@ -59,11 +59,11 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 		return err
 	}
 	defer stopMetrics()
-	pushAPI, err := pushStoreOption(ctx, nc, cfg, false)
+	pushAPI, err := pushStoreOptions(ctx, nc, cfg, false)
 	if err != nil {
 		return err
 	}
-	srv, err := newHTTP(ctx, cfg, nc, reg, log, "", ingress.WithWorkflow(wf), pushAPI)
+	srv, err := newHTTP(ctx, cfg, nc, reg, log, "", append(pushAPI, ingress.WithWorkflow(wf))...)
 	if err != nil {
 		return err
 	}

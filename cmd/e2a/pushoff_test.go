@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	a2a03 "github.com/a2aproject/a2a-go/a2a"
+	a2aclient03 "github.com/a2aproject/a2a-go/a2aclient"
+	agentcard03 "github.com/a2aproject/a2a-go/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/push"
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// apiKeyTransport sends an API key on every request.
+type apiKeyTransport struct{ key string }
+
+func (k apiKeyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(ingress.HeaderAPIKey, k.key)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestPushOff: `e2a serve` and `e2a dev` with E2A_PUSH=off neither open
+// nor create the E2A_PUSH bucket (serve's NATS has none after it served),
+// run no push consumer, their cards (v1.0 and v0.3) say
+// pushNotifications false, and the push-config methods answer
+// PushNotificationNotSupported to the a2a-go/v2 client (JSON-RPC and
+// HTTP+JSON) and the a2a-go v0.3 client.
+func TestPushOff(t *testing.T) {
+	const key = "push-off-key-5b1d9e"
+	srv, nc := natstest.RunServer(t)
+	serve := startE2A(t, serveAddr, []string{"E2A_NATS_URL=" + srv.ClientURL(), "E2A_API_KEYS=tester:" + key, "E2A_PUSH=off", "E2A_LOG_LEVEL=info"}, "serve")
+	checkPushOff(t, serve.url, key)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	js := natstest.JetStream(t, nc)
+	if _, err := js.KeyValue(ctx, streams.PushBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Errorf("bucket %s with E2A_PUSH=off: %v (want none)", streams.PushBucket, err)
+	}
+	if _, err := js.Consumer(ctx, streams.ResponsesStream, push.DefaultConsumer); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Errorf("consumer %s with E2A_PUSH=off: %v (want none)", push.DefaultConsumer, err)
+	}
+	dev := startE2A(t, devAddr, []string{"E2A_NATS_URL=", "E2A_API_KEYS=tester:" + key, "E2A_PUSH=off"}, "dev")
+	checkPushOff(t, dev.url, key)
+}
+
+func checkPushOff(t *testing.T, base, key string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	hc := &http.Client{Transport: apiKeyTransport{key}}
+	card, err := agentcard.NewResolver(hc).Resolve(ctx, base)
+	if err != nil {
+		t.Fatalf("v1.0 card: %v", err)
+	}
+	if card.Capabilities.PushNotifications {
+		t.Errorf("v1.0 card capabilities %+v: pushNotifications with E2A_PUSH=off", card.Capabilities)
+	}
+	for _, binding := range []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.TransportProtocolHTTPJSON} {
+		c, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc),
+			a2aclient.WithConfig(a2aclient.Config{PreferredTransports: []a2a.TransportProtocol{binding}}))
+		if err != nil {
+			t.Fatalf("%s client: %v", binding, err)
+		}
+		_, err = c.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: "t-1", URL: "https://example.com/hook"})
+		if !errors.Is(err, a2a.ErrPushNotificationNotSupported) {
+			t.Errorf("%s CreateTaskPushConfig: %v, want PushNotificationNotSupported", binding, err)
+		}
+		if _, err := c.ListTaskPushConfigs(ctx, &a2a.ListTaskPushConfigRequest{TaskID: "t-1"}); !errors.Is(err, a2a.ErrPushNotificationNotSupported) {
+			t.Errorf("%s ListTaskPushConfigs: %v, want PushNotificationNotSupported", binding, err)
+		}
+		_ = c.Destroy()
+	}
+	card03, err := agentcard03.NewResolver(hc).Resolve(ctx, base)
+	if err != nil {
+		t.Fatalf("v0.3 card: %v", err)
+	}
+	if card03.Capabilities.PushNotifications {
+		t.Errorf("v0.3 card capabilities %+v: pushNotifications with E2A_PUSH=off", card03.Capabilities)
+	}
+	c03, err := a2aclient03.NewFromCard(ctx, card03, a2aclient03.WithJSONRPCTransport(hc))
+	if err != nil {
+		t.Fatalf("v0.3 client: %v", err)
+	}
+	defer func() { _ = c03.Destroy() }()
+	_, err = c03.SetTaskPushConfig(ctx, &a2a03.TaskPushConfig{TaskID: "t-1", Config: a2a03.PushConfig{URL: "https://example.com/hook"}})
+	if !errors.Is(err, a2a03.ErrPushNotificationNotSupported) {
+		t.Errorf("v0.3 tasks/pushNotificationConfig/set: %v, want PushNotificationNotSupported", err)
+	}
+}

@@ -1,0 +1,7 @@
+// Package pushtest holds the test helpers of push notifications shared
+// by the packages that test them (push, ingress, internal/jsclient,
+// cmd/e2a): a webhook receiver on loopback that records every POST and
+// decodes its body in either generation of A2A, and the signing helpers
+// (an Ed25519 key file as e2a loads it, the served JWK Set, detached JWS
+// verification with go-jose).
+package pushtest

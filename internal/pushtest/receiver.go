@@ -1,0 +1,126 @@
+package pushtest
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/e2a-pipeline/pipeline/push"
+)
+
+// Delivery is one POST a Receiver got, its body decoded.
+type Delivery struct {
+	Path string
+	// Token is the notification token of either generation's header.
+	Token, Auth, EventID, Signature string
+	Body                            []byte
+	// TaskID, Kind and State come from the body: Kind is "status" or
+	// "artifact" for an A2A v1.0 StreamResponse update or an A2A v0.3
+	// event, "task" for a Task (v1.0 StreamResponse task, or a v0.3 Task
+	// as the v0.3 SDKs post it), "message", or "unknown"; State is the
+	// status update's or the task's state.
+	TaskID, Kind, State string
+}
+
+// Receiver is a webhook on loopback recording every POST in arrival
+// order (answered 200).
+type Receiver struct {
+	// URL is the server's base URL.
+	URL string
+	mu  sync.Mutex
+	got []Delivery
+}
+
+// NewReceiver starts a Receiver, closed with the test.
+func NewReceiver(t testing.TB) *Receiver {
+	t.Helper()
+	r := &Receiver{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		d := Decode(body)
+		d.Path, d.Body = req.URL.Path, body
+		d.Token = req.Header.Get(push.HeaderTokenV1) + req.Header.Get(push.HeaderTokenV03)
+		d.Auth, d.EventID = req.Header.Get("Authorization"), req.Header.Get(push.HeaderEventID)
+		d.Signature = req.Header.Get(push.HeaderSignature)
+		r.mu.Lock()
+		r.got = append(r.got, d)
+		r.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	r.URL = srv.URL
+	return r
+}
+
+// All returns every delivery so far.
+func (r *Receiver) All() []Delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Delivery(nil), r.got...)
+}
+
+// Of returns the deliveries to path.
+func (r *Receiver) Of(path string) []Delivery {
+	var out []Delivery
+	for _, d := range r.All() {
+		if d.Path == path {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+type status struct {
+	State string `json:"state"`
+}
+
+// body is every shape a delivery may have, decoded at once.
+type body struct {
+	// A2A v1.0 StreamResponse
+	StatusUpdate *struct {
+		TaskID string `json:"taskId"`
+		Status status `json:"status"`
+	} `json:"statusUpdate"`
+	ArtifactUpdate *struct {
+		TaskID string `json:"taskId"`
+	} `json:"artifactUpdate"`
+	Task *struct {
+		ID     string `json:"id"`
+		Status status `json:"status"`
+	} `json:"task"`
+	Message *struct {
+		TaskID string `json:"taskId"`
+	} `json:"message"`
+	// A2A v0.3: an event or a Task (kind)
+	Kind   string `json:"kind"`
+	ID     string `json:"id"`
+	TaskID string `json:"taskId"`
+	Status status `json:"status"`
+}
+
+// Decode reads a delivery's body (TaskID, Kind and State only).
+func Decode(b []byte) Delivery {
+	var v body
+	if json.Unmarshal(b, &v) != nil {
+		return Delivery{Kind: "unknown"}
+	}
+	switch {
+	case v.StatusUpdate != nil:
+		return Delivery{TaskID: v.StatusUpdate.TaskID, Kind: "status", State: v.StatusUpdate.Status.State}
+	case v.ArtifactUpdate != nil:
+		return Delivery{TaskID: v.ArtifactUpdate.TaskID, Kind: "artifact"}
+	case v.Task != nil:
+		return Delivery{TaskID: v.Task.ID, Kind: "task", State: v.Task.Status.State}
+	case v.Message != nil:
+		return Delivery{TaskID: v.Message.TaskID, Kind: "message"}
+	case v.Kind == "status-update":
+		return Delivery{TaskID: v.TaskID, Kind: "status", State: v.Status.State}
+	case v.Kind == "artifact-update":
+		return Delivery{TaskID: v.TaskID, Kind: "artifact"}
+	case v.Kind == "task":
+		return Delivery{TaskID: v.ID, Kind: "task", State: v.Status.State}
+	}
+	return Delivery{Kind: "unknown"}
+}
