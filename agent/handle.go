@@ -247,8 +247,11 @@ func (w *worker) refusal(d *delivery, cancelledLive bool) (f frame, refused bool
 		return errorFrame(e2a.ErrCodeInvalidRequest, ierr.Error(), false, nil), true
 	}
 	// A cancel turn (e2a.MethodCancelTurn) is cancelled whether or not its
-	// stored cancel reached this worker.
-	if cancelledLive || d.env.Method == e2a.MethodCancelTurn || w.cancelledAtPickUp(d.id, d.meta.Sequence.Stream, d.log) {
+	// stored cancel reached this worker; a TurnCanceller handler is told.
+	if d.env.Method == e2a.MethodCancelTurn {
+		return w.cancelTurnFrame(d), true
+	}
+	if cancelledLive || w.cancelledAtPickUp(d.id, d.meta.Sequence.Stream, d.log) {
 		return cancelFrame(), true
 	}
 	d.deadline, d.hasDeadline = w.deadline(d.env, d.meta)

@@ -98,8 +98,9 @@ type Handler struct {
 }
 
 var (
-	_ agent.Handler = (*Handler)(nil)
-	_ agent.Resumer = (*Handler)(nil)
+	_ agent.Handler       = (*Handler)(nil)
+	_ agent.Resumer       = (*Handler)(nil)
+	_ agent.TurnCanceller = (*Handler)(nil)
 )
 
 // New returns the handler of pool that calls up. Errors wrap
@@ -126,6 +127,21 @@ func New(pool string, up Upstream, opts ...Option) (*Handler, error) {
 func (h *Handler) Resumable() bool {
 	r, ok := h.up.(agent.Resumer)
 	return ok && r.Resumable()
+}
+
+// CancelTurn tells an upstream that implements agent.TurnCanceller of a
+// cancel turn (the cancel of a task whose last turn ended interrupted:
+// an A2A upstream cancels its own task); for any other upstream there is
+// nothing to tell. The turn ends cancelled whatever it returns; an error
+// is the upstream's refusal (an *Error), which the runtime records.
+func (h *Handler) CancelTurn(ctx context.Context, env *e2a.Envelope) error {
+	tc, ok := h.up.(agent.TurnCanceller)
+	if !ok {
+		return nil
+	}
+	err := Classify(tc.CancelTurn(ctx, env))
+	h.m.calls.WithLabelValues(h.pool, h.up.Name(), "cancel_"+outcome(err)).Inc()
+	return err
 }
 
 // Serve calls the upstream for env, bounded, retried and measured.

@@ -26,8 +26,11 @@ type Conversation struct {
 	// A2A agent's task and context), so a continuation reaches them.
 	UpstreamTaskID    string `json:"upstream_task_id,omitempty"`
 	UpstreamContextID string `json:"upstream_context_id,omitempty"`
-	// UpstreamTaskOpen is true while the upstream task accepts more
-	// messages (its last turn ended input-required or auth-required).
+	// UpstreamTaskOpen was written by earlier bridges (true while the
+	// upstream task accepted more messages). Whether it does is now read
+	// from the last turn's final frame (Conversations.Interrupted), so
+	// that a request writes its record once; a record that still has it
+	// is honoured until its next write clears it.
 	UpstreamTaskOpen bool `json:"upstream_task_open,omitempty"`
 	// RequestIDs are the pipeline requests of the conversation's turns,
 	// oldest first (at most MaxTurns).
@@ -207,19 +210,61 @@ func (c *Conversations) History(ctx context.Context, pool string, env *e2a.Envel
 		if err != nil || prev.UserID != env.UserID {
 			continue
 		}
-		t := Turn{Envelope: prev}
-		respSubj, _ := subjects.Response(id)
-		r, err := streams.LastBySubject(ctx, nc, streams.ResponsesStream, respSubj)
-		if err == nil {
-			if last, _, err := e2a.LastInBurst(r.Header.Get(subjects.HeaderFrames), r.Data); err == nil {
-				if f, err := e2a.ResponseFromJSON(last); err == nil && f.IsFinal {
-					t.Final = f
-				}
-			}
-		} else if !errors.Is(err, streams.ErrNoMessages) {
+		final, err := c.Final(ctx, id)
+		if err != nil {
 			return nil, fmt.Errorf("bridge: history: %w", err)
 		}
-		out = append(out, t)
+		out = append(out, Turn{Envelope: prev, Final: final})
 	}
 	return out, nil
+}
+
+// Final returns the final frame of the request id (nil while it runs, or
+// when its frames have expired).
+func (c *Conversations) Final(ctx context.Context, id string) (*e2a.Response, error) {
+	respSubj, err := subjects.Response(id)
+	if err != nil {
+		return nil, err
+	}
+	r, err := streams.LastBySubject(ctx, c.js.Conn(), streams.ResponsesStream, respSubj)
+	if errors.Is(err, streams.ErrNoMessages) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	last, _, err := e2a.LastInBurst(r.Header.Get(subjects.HeaderFrames), r.Data)
+	if err != nil {
+		return nil, nil
+	}
+	if f, err := e2a.ResponseFromJSON(last); err == nil && f.IsFinal {
+		return f, nil
+	}
+	return nil, nil
+}
+
+// Interrupted reports whether conv's upstream task waits for the next
+// message: the conversation's last turn other than env's ended
+// input-required or auth-required (its final frame says so), or an
+// earlier bridge recorded it open.
+func (c *Conversations) Interrupted(ctx context.Context, env *e2a.Envelope, conv Conversation) (bool, error) {
+	if conv.UpstreamTaskID == "" {
+		return false, nil
+	}
+	if conv.UpstreamTaskOpen {
+		return true, nil
+	}
+	ids := conv.RequestIDs
+	if n := len(ids); n > 0 && ids[n-1] == env.RequestID {
+		ids = ids[:n-1]
+	}
+	if len(ids) == 0 {
+		return false, nil
+	}
+	f, err := c.Final(ctx, ids[len(ids)-1])
+	if err != nil || f == nil {
+		return false, err
+	}
+	_, _, open := f.Interrupt()
+	return open, nil
 }

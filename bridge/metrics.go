@@ -20,7 +20,7 @@ var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10,
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "e2a_bridge_calls_total",
-			Help: "Upstream calls by pool, upstream and outcome (ok, an upstream_* error code, cancelled)."},
+			Help: "Upstream calls by pool, upstream and outcome (ok, an upstream_* error code, cancelled; a cancel turn's call: cancel_ and its outcome)."},
 			[]string{"pool", "upstream", "outcome"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "e2a_bridge_retries_total",
 			Help: "Upstream calls retried before any frame was written."}, []string{"pool", "upstream"}),

@@ -32,6 +32,13 @@ type PoolInfo struct {
 	InputModes  []string         `json:"input_modes,omitempty"`
 	OutputModes []string         `json:"output_modes,omitempty"`
 	Updated     string           `json:"updated,omitempty"`
+	// RequiredExtensions are the URIs of the A2A extensions a request to
+	// the pool must activate (A2A-Extensions): ingress refuses one that
+	// does not with ExtensionSupportRequiredError, and the pool's card
+	// lists them as required. With Streaming false, SendStreamingMessage
+	// and SubscribeToTask are refused (UnsupportedOperationError) and the
+	// card says streaming false; a pool without info streams.
+	RequiredExtensions []string `json:"required_extensions,omitempty"`
 }
 
 // poolKey is the E2A_BRIDGE key of pool's PoolInfo.

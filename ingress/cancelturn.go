@@ -26,7 +26,9 @@ import (
 // published, appended to the task's record and run after the interrupted
 // turn like any turn. The agent runtime ends a request cancelled before
 // its pick-up, and any cancel turn, with its final e2a.error cancelled
-// without calling the handler, so the agent never sees it; every reader of the task (tasks/get, ListTasks,
+// without calling the handler's Serve (a handler implementing
+// agent.TurnCanceller is told of the cancel turn first: the A2A bridge
+// cancels its upstream's task); every reader of the task (tasks/get, ListTasks,
 // SubscribeToTask, the push stage, the audit) finds the task canceled in
 // the streams, where all task state lives, and the terminal-task check
 // refuses further messages. Like any cancel, it needs a worker of the pool

@@ -174,7 +174,9 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	// follows that task instead of starting another.
 	mine := len(conv.RequestIDs) > 0 && conv.RequestIDs[len(conv.RequestIDs)-1] == env.RequestID
 	if mine {
-		t.taskID = a2a.TaskID(conv.UpstreamTaskID)
+		// The record already holds this request and its task: it is not
+		// written again.
+		t.taskID, t.recorded = a2a.TaskID(conv.UpstreamTaskID), conv.UpstreamTaskID != ""
 	}
 	if w.ResumeAfter() >= 0 || (mine && t.taskID != "") {
 		return t.resume(ctx)
@@ -185,7 +187,11 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	}
 	msg := a2a.NewMessage(a2a.MessageRoleUser, parts...)
 	msg.ContextID = conv.UpstreamContextID
-	if conv.UpstreamTaskOpen {
+	open, err := u.interrupted(ctx, env, conv)
+	if err != nil {
+		return err
+	}
+	if open {
 		t.taskID = a2a.TaskID(conv.UpstreamTaskID)
 		msg.TaskID = t.taskID
 	}
@@ -224,6 +230,19 @@ func (u *Upstream) conversation(ctx context.Context, env *e2a.Envelope) (bridge.
 		return c, false, &bridge.Error{Code: "history_unavailable", Retryable: true, Message: err.Error(), Err: err}
 	}
 	return c, found, nil
+}
+
+// interrupted reports whether conv's upstream task waits for env's message
+// (its last turn ended input-required or auth-required).
+func (u *Upstream) interrupted(ctx context.Context, env *e2a.Envelope, conv bridge.Conversation) (bool, error) {
+	if u.cfg.convs == nil {
+		return false, nil
+	}
+	open, err := u.cfg.convs.Interrupted(ctx, env, conv)
+	if err != nil {
+		return false, &bridge.Error{Code: "history_unavailable", Retryable: true, Message: err.Error(), Err: err}
+	}
+	return open, nil
 }
 
 // sendAndPoll sends the message and polls the task until it ends or is

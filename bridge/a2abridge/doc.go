@@ -46,10 +46,14 @@
 //
 // The upstream's task and context ids are kept with the conversation
 // (bridge.Conversations, by A2A context, ACP session, E2A session_id, per
-// principal) as soon as they are known: the next turn of the conversation
-// goes to the same upstream context, and to the same task while that task
-// waits for input (its last turn was interrupted). A cancel of the request
-// is forwarded (CancelTask).
+// principal) as soon as they are known, one write per request: the next
+// turn of the conversation goes to the same upstream context, and to the
+// same task while that task waits for input (its last turn's final frame is
+// an interrupt: read, not written). A cancel of the request is forwarded
+// (CancelTask), and so is the cancel of a task whose turn ended interrupted
+// (a cancel turn, agent.TurnCanceller: the agent's refusal, e.g. a task it
+// already ended, is recorded in the turn's final frame, which ends
+// cancelled all the same).
 //
 // A worker that dies mid-stream: the worker taking the request over
 // (agent.Writer.ResumeAfter ≥ 0) reads the request's stored frames

@@ -40,7 +40,7 @@ func (t *turn) event(ctx context.Context, ev a2a.Event) error {
 		if e.ContextID != "" {
 			t.contextID = e.ContextID
 		}
-		_ = t.record(ctx, false)
+		_ = t.record(ctx)
 		if err := t.message(e); err != nil {
 			return err
 		}
@@ -87,12 +87,14 @@ func (t *turn) ids(ctx context.Context, task a2a.TaskID, contextID string) error
 		return nil
 	}
 	t.recorded = true
-	return t.record(ctx, false)
+	return t.record(ctx)
 }
 
-// record writes the conversation's upstream ids; open says whether the task
-// waits for the next message.
-func (t *turn) record(ctx context.Context, open bool) error {
+// record writes the conversation's upstream ids, once per request: when
+// the task (or a direct answer's context) is first known. Whether the task
+// then waits for the next message is read from the turn's final frame by
+// the next turn (bridge.Conversations.Interrupted), not written.
+func (t *turn) record(ctx context.Context) error {
 	c := t.u.cfg.convs
 	if c == nil {
 		return nil
@@ -100,7 +102,7 @@ func (t *turn) record(ctx context.Context, open bool) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err := c.Update(ctx, t.u.cfg.pool, t.env, func(conv *bridge.Conversation) {
-		conv.UpstreamTaskID, conv.UpstreamContextID, conv.UpstreamTaskOpen = string(t.taskID), t.contextID, open
+		conv.UpstreamTaskID, conv.UpstreamContextID, conv.UpstreamTaskOpen = string(t.taskID), t.contextID, false
 	})
 	if err != nil {
 		t.u.cfg.log.Warn("a2a bridge: upstream ids not recorded", "request_id", t.env.RequestID, "err", err)
@@ -122,25 +124,21 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 			state = e2a.StateAuthRequired
 		}
 		t.done = true
-		_ = t.record(ctx, true)
 		return agent.Interrupt(t.w, state, text)
 	case a2a.TaskStateCompleted:
 		t.done = true
-		_ = t.record(ctx, false)
 		if err := t.message(st.Message); err != nil {
 			return err
 		}
 		return t.complete()
 	case a2a.TaskStateFailed, a2a.TaskStateRejected:
 		t.done = true
-		_ = t.record(ctx, false)
 		if text == "" {
 			text = "the agent's task " + strings.ToLower(strings.TrimPrefix(string(st.State), "TASK_STATE_"))
 		}
 		return t.w.Fail(bridge.CodeFailed, text, false)
 	case a2a.TaskStateCanceled:
 		t.done = true
-		_ = t.record(ctx, false)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -1,0 +1,45 @@
+package a2abridge
+
+import (
+	"context"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+var _ agent.TurnCanceller = (*Upstream)(nil)
+
+// CancelTurn forwards the cancel of an interrupted task (a cancel turn,
+// e2a.MethodCancelTurn) to the agent: when env's conversation's last turn
+// ended input-required or auth-required, its upstream task is cancelled
+// with CancelTask. The cancel turn is then recorded as the conversation's
+// last turn (its final frame, cancelled, is not an interrupt), so the
+// next message of the context starts a new upstream task. An agent's
+// refusal (a task already terminal, not cancelable) is returned as a
+// bridge.Error for the runtime to record; the turn ends cancelled anyway.
+func (u *Upstream) CancelTurn(ctx context.Context, env *e2a.Envelope) error {
+	conv, found, err := u.conversation(ctx, env)
+	if err != nil || !found {
+		return err
+	}
+	open, err := u.interrupted(ctx, env, conv)
+	if err != nil {
+		return err
+	}
+	var refused error
+	if open {
+		task := a2a.TaskID(conv.UpstreamTaskID)
+		if _, err := u.client.CancelTask(u.serviceParams(ctx, env), &a2a.CancelTaskRequest{ID: task}); err != nil {
+			refused = upstreamError(err)
+			u.cfg.log.Warn("a2a bridge: the agent refused the cancel of its interrupted task", "task", task,
+				"request_id", env.RequestID, "err", refused)
+		}
+	}
+	if err := u.cfg.convs.Update(ctx, u.cfg.pool, env, func(c *bridge.Conversation) { c.UpstreamTaskOpen = false }); err != nil {
+		u.cfg.log.Warn("a2a bridge: cancel turn not recorded", "request_id", env.RequestID, "err", err)
+	}
+	return refused
+}
