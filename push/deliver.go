@@ -36,6 +36,9 @@ type cursor struct {
 	Request string `json:"request,omitempty"`
 	Seq     uint64 `json:"seq,omitempty"`
 	Event   int    `json:"event"`
+	// EventID is the E2A-Event-Id of the last update handled (shown by
+	// the console).
+	EventID string `json:"event_id,omitempty"`
 	// Done: every update of the message at Seq is handled.
 	Done bool `json:"done,omitempty"`
 	// Final: Done, and that message held its request's final frame.
@@ -233,6 +236,9 @@ func (s *stage) deliverFrom(it item, cur cursor, rev uint64, start int) (result,
 	key := it.ref.cursorKey()
 	advance := func(i int) error {
 		cur.Request, cur.Seq, cur.Event = m.requestID, m.seq, i
+		if i >= 0 && i < len(m.events) {
+			cur.EventID = m.events[i].id
+		}
 		cur.Done = i >= len(m.events)-1
 		cur.Final = cur.Done && m.final
 		cur.FailingSince, cur.Attempts, cur.NextAttempt = time.Time{}, 0, time.Time{}

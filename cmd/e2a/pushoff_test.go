@@ -59,6 +59,11 @@ func checkPushOff(t *testing.T, base, key string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	hc := &http.Client{Transport: apiKeyTransport{key}}
+	if resp, err := hc.Get(base + "/console/api/tasks/t-1/push"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("console push view with E2A_PUSH=off: %v %v, want 404", resp, err)
+	} else {
+		_ = resp.Body.Close()
+	}
 	card, err := agentcard.NewResolver(hc).Resolve(ctx, base)
 	if err != nil {
 		t.Fatalf("v1.0 card: %v", err)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/e2a-pipeline/pipeline/egress/console"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/push"
 )
@@ -29,4 +30,29 @@ func pushStoreOptions(ctx context.Context, nc *nats.Conn, cfg Config, dev bool) 
 		return nil, fmt.Errorf("push config store: %w", err)
 	}
 	return []ingress.Option{ingress.WithPushStore(st)}, nil
+}
+
+// pushConsoleOptions show each task's push configs and their delivery
+// state in the console (GET /console/api/tasks/{task}/push, for the
+// task's owner); none with E2A_PUSH=off.
+func pushConsoleOptions(ctx context.Context, nc *nats.Conn, cfg Config) ([]console.Option, error) {
+	pe, opts, err := pushOptions(cfg, false, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	if pe.mode() == pushOff {
+		return nil, nil
+	}
+	st, err := push.NewStore(ctx, nc, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("push config store: %w", err)
+	}
+	return []console.Option{console.WithPushView(func(ctx context.Context, principal, taskID string) ([]console.PushDelivery, error) {
+		ds, err := st.Deliveries(ctx, principal, taskID)
+		out := make([]console.PushDelivery, 0, len(ds))
+		for _, d := range ds {
+			out = append(out, console.PushDelivery(d))
+		}
+		return out, err
+	})}, nil
 }

@@ -65,6 +65,7 @@ type options struct {
 	demo      http.Handler
 	demoPool  string
 	budget    int
+	push      PushView
 }
 
 // Option configures a Console. Options validate their arguments: New
@@ -291,6 +292,7 @@ func (c *Console) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /console/api/requests/{id}", c.gate(c.getRequest))
 	mux.HandleFunc("GET /console/api/requests/{id}/stream", c.gate(c.streamRequest))
 	mux.HandleFunc("GET /console/api/stats", c.gate(c.getStats))
+	mux.HandleFunc("GET /console/api/tasks/{task}/push", c.gate(c.taskPush))
 	mux.HandleFunc("POST /console/api/demo", c.gate(c.startDemo))
 }
 

@@ -1,0 +1,94 @@
+package push
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// DeliveryState is one config's delivery state as the console shows it
+// to the task's owner: the webhook's host, never its path, query, token
+// or credentials.
+type DeliveryState struct {
+	ConfigID string    `json:"config_id"`
+	Host     string    `json:"host"`
+	Version  string    `json:"version"`
+	Created  time.Time `json:"created"`
+	// LastEvent is the E2A-Event-Id of the last update handled (delivered,
+	// or dead-lettered); empty before the first.
+	LastEvent string `json:"last_event,omitempty"`
+	// FailingSince, Attempts and NextAttempt describe the update being
+	// retried (zero when none is).
+	FailingSince time.Time `json:"failing_since,omitzero"`
+	Attempts     int       `json:"attempts,omitempty"`
+	NextAttempt  time.Time `json:"next_attempt,omitzero"`
+	// DeadLetterMode: an update outlived the retry window; the config's
+	// next updates go to E2A_PUSH_DEAD until `e2a push redeliver`.
+	DeadLetterMode bool `json:"dead_letter_mode,omitempty"`
+	// DeadLetters is the number of the config's updates in E2A_PUSH_DEAD.
+	DeadLetters uint64 `json:"dead_letters"`
+}
+
+// Deliveries returns the delivery state of each of principal's configs
+// of task taskID, ordered by config id (none for another principal's
+// task: the same answer as a task without configs). It costs one read of
+// the task's configs, one of each config's cursor and one stream info of
+// E2A_PUSH_DEAD filtered by the task's subjects: the stage keeps one
+// cursor per config, not a record per update.
+func (s *Store) Deliveries(ctx context.Context, principal, taskID string) ([]DeliveryState, error) {
+	tc, _, err := readConfigs(ctx, s.kv, taskKey(principal, taskID))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DeliveryState, 0, len(tc.Configs))
+	if len(tc.Configs) == 0 {
+		return out, nil
+	}
+	dead, err := s.deadCounts(ctx, principal, taskID)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range tc.Configs {
+		ref := configRef{principal, taskID, c.ID}
+		cur, _, err := readCursor(ctx, s.kv, ref.cursorKey())
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		d := DeliveryState{ConfigID: c.ID, Version: c.Version, Created: c.Created, LastEvent: cur.EventID,
+			FailingSince: cur.FailingSince, Attempts: cur.Attempts, NextAttempt: cur.NextAttempt,
+			DeadLetterMode: cur.Dead, DeadLetters: dead[ref.deadSubject()]}
+		if u, err := url.Parse(c.URL); err == nil {
+			d.Host = u.Host
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// deadCounts counts the dead-lettered updates of each config of
+// principal's task (by subject); none when the stage never made
+// E2A_PUSH_DEAD.
+func (s *Store) deadCounts(ctx context.Context, principal, taskID string) (map[string]uint64, error) {
+	st, err := s.js.Stream(ctx, streams.PushDeadStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return map[string]uint64{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: stream %s: %v", ErrUnavailable, streams.PushDeadStream, err)
+	}
+	subj := "e2a.push.dead." + tok(principal) + "." + tok(taskID) + ".*"
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		return nil, fmt.Errorf("%w: stream %s: %v", ErrUnavailable, streams.PushDeadStream, err)
+	}
+	if info.State.Subjects == nil {
+		return map[string]uint64{}, nil
+	}
+	return info.State.Subjects, nil
+}
