@@ -12,7 +12,7 @@ import (
 )
 
 // Config is the process configuration, read from environment variables with
-// the prefix E2A_ (see the README's Configuration table).
+// the prefix E2A_ (see docs/configuration.md).
 type Config struct {
 	// HTTPAddr is where ingress, egress, /metrics, /healthz and /readyz listen.
 	HTTPAddr string `envconfig:"HTTP_ADDR" default:"127.0.0.1:8080"`
@@ -25,6 +25,9 @@ type Config struct {
 	// GRPCAddr, when set, is where the A2A v1.0 gRPC binding listens
 	// (its own listener; the agent card then lists it). Empty: off.
 	GRPCAddr string `envconfig:"GRPC_ADDR"`
+	// ExtendedCard: the agent cards declare the extended agent card and
+	// GetExtendedAgentCard serves it (false: neither, UnsupportedOperation).
+	ExtendedCard bool `envconfig:"EXTENDED_CARD" default:"true"`
 
 	// ConnConfig holds E2A_NATS_URL (empty starts an embedded JetStream
 	// server in the process) and the credentials for an external cluster:

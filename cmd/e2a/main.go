@@ -103,12 +103,12 @@ var helps = map[string]commandHelp{
   E2A_METRICS_ADDR          its own listener for /metrics and /debug/pprof/ (then /metrics not on E2A_HTTP_ADDR)
   E2A_NATS_PORT             embedded server's client port (default 4222; 0 = random)
   E2A_STORE_DIR             embedded server's store (default: a temporary directory)
-  E2A_AUTH_*, E2A_API_KEYS  auth (ingress/AUTH.md); and every E2A_* of the README's Configuration table
+  E2A_AUTH_*, E2A_API_KEYS  auth (ingress/AUTH.md); and every E2A_* of docs/configuration.md
 `},
 	"serve": {usage: "e2a serve", about: "Runs ingress and egress (and the console) against a NATS cluster; run any number of replicas.",
 		env: fmt.Sprintf(natsEnv, "required") + `  E2A_HTTP_ADDR             HTTP listener (default 127.0.0.1:8080)
   E2A_METRICS_ADDR          its own listener for /metrics and /debug/pprof/ (then /metrics not on E2A_HTTP_ADDR)
-  E2A_AUTH_*, E2A_API_KEYS  auth (ingress/AUTH.md); and every E2A_* of the README's Configuration table
+  E2A_AUTH_*, E2A_API_KEYS  auth (ingress/AUTH.md); and every E2A_* of docs/configuration.md
 `},
 	"agent": {usage: "e2a agent [--pool demo|workflow] [--concurrency N]\n       e2a agent --pool NAME (--a2a CARD-URL | --openai BASE-URL --model M [--system S] | --http URL)",
 		about: "Runs an agent pool against a NATS cluster, with /metrics, /healthz and /readyz: a built-in one, or a bridge\n" +
