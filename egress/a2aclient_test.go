@@ -9,15 +9,16 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // a2aRenderers are protocols/a2a's A2A v0.3 renderers, answers and error
 // table.
 var a2aRenderers = egress.A2ARenderers{
-	Stream: func(o *egress.Output, requestID string, p egress.A2AParams, from int64) egress.Renderer {
+	Stream: func(o *render.Output, requestID string, p egress.A2AParams, from int64) render.Renderer {
 		return a2a.NewStream(o, requestID, a2aParams(p), from)
 	},
-	Send: func(o *egress.Output, requestID string, p egress.A2AParams) egress.Renderer {
+	Send: func(o *render.Output, requestID string, p egress.A2AParams) render.Renderer {
 		return a2a.NewSend(o, requestID, a2aParams(p))
 	},
 	Task: func(ctx context.Context, svc *egress.Service, taskID, contextID string, ids []string, historyLength *int) (*legacy.Task, error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -106,7 +107,7 @@ func BenchmarkReplayFinished(b *testing.B) {
 	run := func(b *testing.B, opts ...ReplayOption) {
 		var frames int64
 		for i := 0; b.Loop(); i++ {
-			err := Replay(ctx, be.nc, be.ids[i%len(be.ids)], 0, func(Frame) error { frames++; return nil }, append(opts, WithoutRequestCheck())...)
+			err := Replay(ctx, be.nc, be.ids[i%len(be.ids)], 0, func(render.Frame) error { frames++; return nil }, append(opts, WithoutRequestCheck())...)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -161,7 +162,7 @@ func BenchmarkReplayFinishedParallel(b *testing.B) {
 	b.Run("direct-get-shared-inbox", func(b *testing.B) {
 		run(b, func(id string) (int64, error) {
 			var n int64
-			err := Replay(ctx, be.nc, id, 0, func(Frame) error { n++; return nil }, withMux(mux), WithoutRequestCheck())
+			err := Replay(ctx, be.nc, id, 0, func(render.Frame) error { n++; return nil }, withMux(mux), WithoutRequestCheck())
 			return n, err
 		})
 	})
@@ -337,45 +338,14 @@ func BenchmarkFrameDecode(b *testing.B) {
 	})
 	b.Run("head", func(b *testing.B) {
 		b.ReportAllocs()
-		var h headScan
+		var h render.Head
 		b.SetBytes(int64(len(data)))
 		for b.Loop() {
-			if err := h.decode(data); err != nil || h.Sequence == noSequence {
+			if err := h.Decode(data); err != nil || h.Sequence == render.NoSequence {
 				b.Fatal(err)
 			}
 		}
 	})
-}
-
-// BenchmarkTextChunkRead: what the A2A and ACP text fast paths spend per
-// chunk frame: the reader's head scan, then the chunk read from what it
-// kept (a frame built without the head's text is scanned again).
-func BenchmarkTextChunkRead(b *testing.B) {
-	w := &writer{env: newEnvelope("text_bench"), clock: time.Now()}
-	data, err := json.Marshal(w.frame(e2a.KindChunk, false, e2a.StatusInProgress, e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: strings.Repeat("token ", 16)}))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, keep := range []bool{true, false} {
-		name := map[bool]string{true: "head-kept", false: "rescanned"}[keep]
-		b.Run(name, func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetBytes(int64(len(data)))
-			var h headScan
-			for b.Loop() {
-				if err := h.decode(data); err != nil {
-					b.Fatal(err)
-				}
-				f := Frame{Raw: data, seq: h.Sequence, final: h.IsFinal, rkind: h.ResponseKind}
-				if keep {
-					f.text = h.text
-				}
-				if _, _, ok := readTextChunk(&f); !ok {
-					b.Fatal("not a text chunk")
-				}
-			}
-		})
-	}
 }
 
 // BenchmarkReaderAccept: what a reader spends on one stored message, with

@@ -18,6 +18,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -104,7 +105,7 @@ func publishRaw(t testing.TB, js jetstream.JetStream, id string, first int64, co
 // checkBurstFrames checks that got are the frames want[from:], in order,
 // each Raw exactly its own frame's bytes (not the burst's), with the
 // sequence, finality and kind of its body, decoded or read from its head.
-func checkBurstFrames(t testing.TB, got []Frame, want [][]byte, from int64) {
+func checkBurstFrames(t testing.TB, got []render.Frame, want [][]byte, from int64) {
 	t.Helper()
 	if from > int64(len(want)) {
 		from = int64(len(want))
@@ -118,11 +119,11 @@ func checkBurstFrames(t testing.TB, got []Frame, want [][]byte, from int64) {
 		if !bytes.Equal(f.Raw, want[seq]) || cap(f.Raw) != len(f.Raw) {
 			t.Fatalf("from %d: frame %d is %q (cap %d), want %q", from, seq, f.Raw, cap(f.Raw), want[seq])
 		}
-		if f.sequence() != seq || f.isFinal() != (seq == int64(len(want))-1) || f.StreamSeq == 0 {
-			t.Fatalf("from %d: frame %d read as sequence %d, final %v, stream sequence %d", from, seq, f.sequence(), f.isFinal(), f.StreamSeq)
+		if f.Sequence() != seq || f.IsFinal() != (seq == int64(len(want))-1) || f.StreamSeq == 0 {
+			t.Fatalf("from %d: frame %d read as sequence %d, final %v, stream sequence %d", from, seq, f.Sequence(), f.IsFinal(), f.StreamSeq)
 		}
 		r, err := f.Decoded()
-		if err != nil || r.Sequence != seq || r.ResponseKind != f.kind() {
+		if err != nil || r.Sequence != seq || r.ResponseKind != f.Kind() {
 			t.Fatalf("from %d: frame %d decodes as %+v, %v", from, seq, r, err)
 		}
 	}
@@ -164,11 +165,11 @@ func livePolls() []ReplayOption {
 }
 
 // readAllFrames reads r to its end.
-func readAllFrames(t testing.TB, r *Reader) []Frame {
+func readAllFrames(t testing.TB, r *Reader) []render.Frame {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	var out []Frame
+	var out []render.Frame
 	for {
 		f, err := r.Next(ctx)
 		if err == io.EOF {
@@ -229,7 +230,7 @@ func TestReplayBurstSeenTwice(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer r.Close()
-		var got []Frame
+		var got []render.Frame
 		for range 6 - from {
 			f, ok, err := r.NextStored(t.Context())
 			if err != nil || !ok {
@@ -322,11 +323,11 @@ func TestReplayInvalidBurst(t *testing.T) {
 				first, count, data := c.write(b)
 				publishRaw(t, e.js, id, first, count, data, b.last)
 				var err error
-				var got []Frame
+				var got []render.Frame
 				if live {
 					ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 					for err == nil {
-						var f Frame
+						var f render.Frame
 						if f, err = r.Next(ctx); err == nil {
 							got = append(got, f)
 						}
@@ -339,7 +340,7 @@ func TestReplayInvalidBurst(t *testing.T) {
 					t.Errorf("%s: %v, want an invalid frame (an invalid burst: %v)", name, err, c.burst)
 				}
 				// Frame 0 only: none of the burst's, valid or not.
-				if len(got) != 1 || got[0].sequence() != 0 {
+				if len(got) != 1 || got[0].Sequence() != 0 {
 					t.Errorf("%s: %d frames delivered, want frame 0 alone", name, len(got))
 				}
 			}
@@ -426,10 +427,10 @@ func FuzzReaderAcceptBurst(f *testing.F) {
 		}
 		n, _ := e2a.BurstCount(count)
 		for i, f := range r.queue {
-			if f.sequence() != next+int64(i) || f.StreamSeq != 7 || (n > 1 && (bytes.IndexByte(f.Raw, '\n') >= 0 || cap(f.Raw) != len(f.Raw))) {
-				t.Fatalf("frame %d of %d: sequence %d, stream sequence %d, %q", i, len(r.queue), f.sequence(), f.StreamSeq, f.Raw)
+			if f.Sequence() != next+int64(i) || f.StreamSeq != 7 || (n > 1 && (bytes.IndexByte(f.Raw, '\n') >= 0 || cap(f.Raw) != len(f.Raw))) {
+				t.Fatalf("frame %d of %d: sequence %d, stream sequence %d, %q", i, len(r.queue), f.Sequence(), f.StreamSeq, f.Raw)
 			}
-			if f.isFinal() && i != len(r.queue)-1 {
+			if f.IsFinal() && i != len(r.queue)-1 {
 				t.Fatalf("final frame %d of %d", i, len(r.queue))
 			}
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // script writes the frames of a demo-like agent: reasoning, a tool call and
@@ -67,9 +68,9 @@ type A2AParams struct {
 // them.
 type A2ARenderers struct {
 	// Stream is message/stream's and tasks/resubscribe's SSE renderer.
-	Stream func(o *Output, requestID string, p A2AParams, from int64) Renderer
+	Stream func(o *render.Output, requestID string, p A2AParams, from int64) render.Renderer
 	// Send is message/send's renderer.
-	Send func(o *Output, requestID string, p A2AParams) Renderer
+	Send func(o *render.Output, requestID string, p A2AParams) render.Renderer
 	// Task and Cancel answer tasks/get and tasks/cancel from the frames
 	// of the task's requests ids, read with svc.
 	Task   func(ctx context.Context, svc *Service, taskID, contextID string, ids []string, historyLength *int) (*a2a.Task, error)
@@ -82,9 +83,9 @@ type A2ARenderers struct {
 
 // serveStream serves message/stream (serve: Service.Serve) or
 // tasks/resubscribe (Service.ServeExisting) as package protocols/a2a does.
-func (a A2ARenderers) serveStream(serve func(http.ResponseWriter, *http.Request, string, string, NewRenderer), w http.ResponseWriter, r *http.Request, requestID string, p A2AParams) {
+func (a A2ARenderers) serveStream(serve func(http.ResponseWriter, *http.Request, string, string, render.NewRenderer), w http.ResponseWriter, r *http.Request, requestID string, p A2AParams) {
 	from, _ := ResumePoint(r)
-	serve(w, r, requestID, a.StreamFormat, func(o *Output) Renderer { return a.Stream(o, requestID, p, from) })
+	serve(w, r, requestID, a.StreamFormat, func(o *render.Output) render.Renderer { return a.Stream(o, requestID, p, from) })
 }
 
 // a2aTestServer is a minimal A2A JSON-RPC endpoint on the egress Service,
@@ -130,7 +131,7 @@ func (s *a2aTestServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		})
 		params := A2AParams{JSONRPCID: req.ID, TaskID: taskID, ContextID: "ctx-1", Interaction: true}
 		if req.Method == "message/send" {
-			s.h.svc.ServeFrom(r.Context(), w, reqID, s.a2a.SendFormat, 0, func(o *Output) Renderer { return s.a2a.Send(o, reqID, params) })
+			s.h.svc.ServeFrom(r.Context(), w, reqID, s.a2a.SendFormat, 0, func(o *render.Output) render.Renderer { return s.a2a.Send(o, reqID, params) })
 		} else {
 			s.a2a.serveStream(s.h.svc.Serve, w, r, reqID, params)
 		}

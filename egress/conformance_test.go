@@ -12,6 +12,7 @@ import (
 	. "github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/protocols/conformance"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -23,7 +24,7 @@ type rendererCase struct {
 	sse  bool
 	// format is the output format (Formats) the renderer writes.
 	format string
-	make   func(o *Output, sc conformance.Scenario) Renderer
+	make   func(o *render.Output, sc conformance.Scenario) render.Renderer
 	check  func(t *testing.T, sc conformance.Scenario, status int, body []byte)
 }
 
@@ -42,10 +43,12 @@ func reqID(sc conformance.Scenario) string { return sc.RequestID() }
 
 func renderers() []rendererCase {
 	return []rendererCase{
-		{name: "e2a_sse", format: FormatE2ASSE, sse: true, make: func(o *Output, sc conformance.Scenario) Renderer { return NewE2ASSE(o, 2*time.Second, "") },
+		{name: "e2a_sse", format: FormatE2ASSE, sse: true, make: func(o *render.Output, sc conformance.Scenario) render.Renderer {
+			return NewE2ASSE(o, 2*time.Second, "")
+		},
 			check: checkE2ASSE},
-		{name: "e2a_ndjson", format: FormatE2ANDJSON, make: func(o *Output, sc conformance.Scenario) Renderer { return NewE2ANDJSON(o) }, check: checkE2ANDJSON},
-		{name: "e2a_json", format: FormatE2AJSON, make: func(o *Output, sc conformance.Scenario) Renderer {
+		{name: "e2a_ndjson", format: FormatE2ANDJSON, make: func(o *render.Output, sc conformance.Scenario) render.Renderer { return NewE2ANDJSON(o) }, check: checkE2ANDJSON},
+		{name: "e2a_json", format: FormatE2AJSON, make: func(o *render.Output, sc conformance.Scenario) render.Renderer {
 			return NewE2AJSON(o, reqID(sc), []byte(`{"request_id":"`+reqID(sc)+`","method":"chat.send"}`), sc.Final, sc.From)
 		}, check: checkE2AJSON},
 	}
@@ -56,11 +59,10 @@ func renderers() []rendererCase {
 // (go test -run Conformance -update rewrites them), and checks what every
 // renderer must do whatever its format.
 func TestRendererConformance(t *testing.T) {
-	defer SetNow(conformance.Time)()
 	for _, rc := range renderers() {
 		for _, sc := range conformance.Scenarios() {
 			t.Run(rc.name+"/"+sc.Name, func(t *testing.T) {
-				run, err := conformance.Run(sc, func(o *Output) Renderer { return rc.make(o, sc) })
+				run, err := conformance.Run(sc, func(o *render.Output) render.Renderer { return rc.make(o, sc) })
 				if err != nil {
 					t.Fatal(err)
 				}

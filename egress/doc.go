@@ -14,7 +14,7 @@
 // overflow, or after a quiet poll interval (live delivery is at most once).
 // A stored message may hold a burst of consecutive frames (E2A-Frames,
 // e2a.SplitBurst): the reader takes it whole and delivers its frames one
-// by one, each [Frame.Raw] the frame's own bytes, so renderers never see a
+// by one, each [render.Frame.Raw] the frame's own bytes, so renderers never see a
 // burst. Memory per reader is bounded by one direct get batch and the live
 // buffer.
 // A request with no frame yet is looked up in E2A_REQUESTS: unknown →
@@ -26,7 +26,7 @@
 //	rd, err := egress.Open(ctx, nc, requestID, from, egress.WithHeartbeat(15*time.Second, beat))
 //	defer rd.Close()
 //	for {
-//		f, err := rd.Next(ctx) // f.Response (decoded), f.Raw (bytes as stored)
+//		f, err := rd.Next(ctx) // a render.Frame: f.Response (decoded), f.Raw (bytes as stored)
 //		if err == io.EOF { break } // after the final frame
 //		...
 //	}
@@ -92,21 +92,20 @@
 //
 // # Renderers
 //
-// A [Renderer] (Start, Frame, Heartbeat, End) writes one output format to
-// an [Output]; [Service.Stream] drives any renderer with a reader, so a new
-// format is one renderer: [NewE2ASSE], [NewE2ANDJSON], [NewE2AJSON], and
-// the renderers of the protocol packages (protocols/a2e, protocols/acp,
-// protocols/a2a: A2A v0.3's and AgentVault's), served with
-// [Service.Serve], [Service.ServeExisting] or [Service.ServeFrom] and
-// built on what egress exports for them ([NDJSONHead], [WriteLineJSON],
-// [WriteLine], [SSEHead], [SSEComment], [SSEEvent], [SSEEventJSON],
-// [SeqID], [Frame.Decoded], [Classify], [Accepts], [ResumePoint]; a
-// renderer that reads frames' bytes where it can implements
-// [PassThrough], and the text fast paths read a plain text chunk from
-// them with [ReadTextChunk] or [ReadPlainText]). One conformance suite
-// runs each through the same scenarios built from the specification
-// examples (package protocols/conformance: its Scenarios driven by its
-// Run; [HeadFrame] gives a renderer's fast path a frame read without
+// A renderer (package render: render.Renderer, Start, Frame, Heartbeat,
+// End) writes one output format to a render.Output; [Service.Stream]
+// drives any renderer with a reader, so a new format is one renderer:
+// E2A's [NewE2ASSE], [NewE2ANDJSON], [NewE2AJSON], and the renderers of
+// the protocol packages (protocols/a2e, protocols/acp, protocols/a2a,
+// protocols/a2av1), served with [Service.Serve], [Service.ServeExisting]
+// or [Service.ServeFrom] and built on package render's toolkit (the
+// Output, the SSE and NDJSON writers, the text fast path) with this
+// package's [Classify], [Accepts] and [ResumePoint]. A renderer that
+// reads frames' bytes where it can implements render.PassThrough: its
+// reader decodes only each frame's head. One conformance suite runs each
+// through the same scenarios built from the specification examples
+// (package protocols/conformance: its Scenarios driven by its Run;
+// render.HeadFrame gives a renderer's fast path a frame read without
 // decode, [WrapE2A] the E2A renderers as the service wraps them), frame by
 // frame against testdata/<renderer>/<scenario>.golden (go test ./egress
 // -run Conformance -update rewrites egress's, go test

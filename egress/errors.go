@@ -3,6 +3,8 @@ package egress
 import (
 	"errors"
 	"fmt"
+
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // Sentinel errors of the replay engine and the HTTP surface. Functions wrap
@@ -19,12 +21,11 @@ var (
 	// the write timeout; the stream was ended.
 	ErrSlowClient = errors.New("egress: slow client")
 	// ErrInvalidFrame reports a stored frame that does not decode or breaks
-	// the ordering invariants (a gap in the stored sequence), an a2a.*
-	// frame whose body is not the A2A object it names, or an
-	// acp.session_update frame whose body is no ACP session update
-	// (package protocols/acp's Updates); package a2amap, whose frame
-	// mapping reports it too, declares its ErrInvalidFrame as this one.
-	ErrInvalidFrame = errors.New("egress: invalid stored frame")
+	// the ordering invariants (a gap in the stored sequence): it is
+	// render.ErrInvalidFrame, which the renderers report too (an a2a.*
+	// frame whose body is not the A2A object it names, an
+	// acp.session_update frame whose body is no ACP session update).
+	ErrInvalidFrame = render.ErrInvalidFrame
 	// ErrBadRequest reports an invalid argument from the client, e.g. a
 	// malformed resume point.
 	ErrBadRequest = errors.New("egress: bad request")

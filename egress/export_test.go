@@ -1,15 +1,5 @@
 package egress
 
-import "time"
-
-// SetNow makes the renderers' clock f, for the conformance suite of
-// package egress_test, and returns the function that restores it.
-func SetNow(f func() time.Time) (restore func()) {
-	old := now
-	now = f
-	return func() { now = old }
-}
-
 // RunACPClient runs acp-go-sdk's client against an ACP rendering served by
 // serve, for the tests of package egress_test.
 var RunACPClient = runACPClient

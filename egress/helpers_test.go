@@ -18,6 +18,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -278,17 +279,17 @@ func (e *testEnv) finished(t testing.TB, id string, n int) *writer {
 }
 
 // collect replays a request and checks the frame invariants from `from`.
-func collect(t testing.TB, ctx context.Context, nc *nats.Conn, id string, from int64, opts ...ReplayOption) ([]Frame, error) {
+func collect(t testing.TB, ctx context.Context, nc *nats.Conn, id string, from int64, opts ...ReplayOption) ([]render.Frame, error) {
 	t.Helper()
-	var out []Frame
-	err := Replay(ctx, nc, id, from, func(f Frame) error {
+	var out []render.Frame
+	err := Replay(ctx, nc, id, from, func(f render.Frame) error {
 		out = append(out, f)
 		return nil
 	}, opts...)
 	return out, err
 }
 
-func checkSeq(t testing.TB, frames []Frame, from int64, wantFinal bool) {
+func checkSeq(t testing.TB, frames []render.Frame, from int64, wantFinal bool) {
 	t.Helper()
 	for i, f := range frames {
 		if f.Response.Sequence != from+int64(i) {

@@ -11,12 +11,13 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 // readAll reads a request's frames with a reader given ctx's prepared
 // subscription, as Service.Stream does.
-func readAll(t *testing.T, ctx context.Context, nc *nats.Conn, id string) []Frame {
+func readAll(t *testing.T, ctx context.Context, nc *nats.Conn, id string) []render.Frame {
 	t.Helper()
 	var opts []ReplayOption
 	if p := takePrepared(ctx, id); p != nil {
@@ -32,7 +33,7 @@ func readAll(t *testing.T, ctx context.Context, nc *nats.Conn, id string) []Fram
 		t.Fatal(err)
 	}
 	defer rd.Close()
-	var out []Frame
+	var out []render.Frame
 	for {
 		f, err := rd.Next(ctx)
 		if errors.Is(err, io.EOF) {

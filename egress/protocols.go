@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
@@ -93,8 +94,8 @@ func (s *Service) CancelRequest(ctx context.Context, requestID string, cancel Ca
 	wctx, stop := context.WithTimeout(ctx, s.cfg.cancelWait)
 	defer stop()
 	var final *e2a.Response
-	err = Replay(wctx, s.nc, requestID, 0, func(f Frame) error {
-		if f.isFinal() {
+	err = Replay(wctx, s.nc, requestID, 0, func(f render.Frame) error {
+		if f.IsFinal() {
 			r, err := f.Decoded()
 			if err != nil {
 				return err
@@ -235,9 +236,6 @@ func (s *Service) UnendedTurns(ctx context.Context, ids []string) ([]string, err
 	return out, nil
 }
 
-// NewRenderer builds a renderer on the response it writes to.
-type NewRenderer func(o *Output) Renderer
-
 // Serve answers a request the front door just accepted with the renderer
 // newRenderer builds, in the output format named format (one of
 // [Formats], the metrics' label): its frames from the resume point of r
@@ -246,33 +244,33 @@ type NewRenderer func(o *Output) Renderer
 // through it. The end of a completed stream is left buffered: net/http
 // sends it with the end of the response, in one write, when the handler
 // returns; a handler that writes more or waits after Serve flushes first.
-func (s *Service) Serve(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer NewRenderer) {
+func (s *Service) Serve(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer render.NewRenderer) {
 	s.serve(w, r, requestID, format, newRenderer, WithoutRequestCheck())
 }
 
 // ServeExisting is [Service.Serve] for a request that may not exist (a
 // task's, named by the client): an unknown request is answered
 // ErrNotFound by the renderer instead of being waited for.
-func (s *Service) ServeExisting(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer NewRenderer) {
+func (s *Service) ServeExisting(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer render.NewRenderer) {
 	s.serve(w, r, requestID, format, newRenderer)
 }
 
-func (s *Service) serve(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer NewRenderer, opts ...ReplayOption) {
-	o := NewOutput(w, s.cfg.writeTimeout)
+func (s *Service) serve(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer render.NewRenderer, opts ...ReplayOption) {
+	o := render.NewOutput(w, s.cfg.writeTimeout)
 	rend := newRenderer(o)
 	from, err := ResumePoint(r)
 	if err != nil {
 		s.finish(o, rend, format, err)
 		return
 	}
-	o.endsResponse = true
+	o.SetEndsResponse()
 	s.Stream(r.Context(), o, rend, format, requestID, from, opts...)
 }
 
 // ServeFrom is [Service.Serve] for a transport without HTTP requests (ACP
 // over stdio): the frames of requestID from sequence from then live, up to
 // the final frame, rendered into w by the renderer newRenderer builds.
-func (s *Service) ServeFrom(ctx context.Context, w http.ResponseWriter, requestID, format string, from int64, newRenderer NewRenderer) {
-	o := NewOutput(w, s.cfg.writeTimeout)
+func (s *Service) ServeFrom(ctx context.Context, w http.ResponseWriter, requestID, format string, from int64, newRenderer render.NewRenderer) {
+	o := render.NewOutput(w, s.cfg.writeTimeout)
 	s.Stream(ctx, o, newRenderer(o), format, requestID, from, WithoutRequestCheck())
 }

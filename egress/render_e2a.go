@@ -1,27 +1,24 @@
 package egress
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/redact"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // Compile-time checks: every renderer implements Renderer.
 var (
-	_ Renderer = (*e2aSSE)(nil)
-	_ Renderer = (*e2aNDJSON)(nil)
-	_ Renderer = (*e2aJSON)(nil)
+	_ render.Renderer = (*e2aSSE)(nil)
+	_ render.Renderer = (*e2aNDJSON)(nil)
+	_ render.Renderer = (*e2aJSON)(nil)
 )
-
-// PassThrough is implemented by the renderers that write frames as stored
-// or read only their head (sequence, is_final, response_kind) where they
-// can: when PassThrough returns true, the [Service] opens their readers
-// without decoding whole frames, and their Frame decodes a frame itself
-// ([Frame.Decoded]) where it needs more.
-type PassThrough interface{ PassThrough() bool }
 
 func (*e2aSSE) PassThrough() bool    { return true }
 func (*e2aNDJSON) PassThrough() bool { return true }
@@ -30,7 +27,7 @@ func (*e2aJSON) PassThrough() bool   { return true }
 // e2aSSE renders E2A frames as Server-Sent Events: id: <sequence>,
 // event: <response_kind>, data: <the frame as stored>.
 type e2aSSE struct {
-	o     *Output
+	o     *render.Output
 	retry time.Duration
 	intro string
 }
@@ -38,24 +35,23 @@ type e2aSSE struct {
 // NewE2ASSE returns the E2A SSE renderer. retry is the reconnection delay
 // announced to the client (0: none); intro is the comment written first, so
 // that the client sees the stream open before the first frame.
-func NewE2ASSE(o *Output, retry time.Duration, intro string) Renderer {
+func NewE2ASSE(o *render.Output, retry time.Duration, intro string) render.Renderer {
 	return &e2aSSE{o: o, retry: retry, intro: intro}
 }
 
 func (r *e2aSSE) Start() error {
-	s := sse{r.o}
-	s.head(r.retry)
+	render.SSEHead(r.o, r.retry)
 	if r.intro == "" {
 		r.intro = "ok"
 	}
-	return s.comment(r.intro)
+	return render.SSEComment(r.o, r.intro)
 }
 
-func (r *e2aSSE) Frame(f *Frame) error {
-	return sse{r.o}.event(seqID(f), f.kind(), f.Raw)
+func (r *e2aSSE) Frame(f *render.Frame) error {
+	return render.SSEEvent(r.o, render.SeqID(f), f.Kind(), f.Raw)
 }
 
-func (r *e2aSSE) Heartbeat() error { return sse{r.o}.comment("keep-alive") }
+func (r *e2aSSE) Heartbeat() error { return render.SSEComment(r.o, "keep-alive") }
 
 func (r *e2aSSE) End(err error) error {
 	if err == nil {
@@ -63,24 +59,24 @@ func (r *e2aSSE) End(err error) error {
 	}
 	st, body := apiError(err)
 	if !r.o.Started() {
-		return r.o.writeJSON(st, body)
+		return r.o.WriteJSON(st, body)
 	}
-	return sse{r.o}.eventJSON("", "error", body)
+	return render.SSEEventJSON(r.o, "", "error", body)
 }
 
 // e2aNDJSON renders one E2A frame per line (spec §12.7). A heartbeat is an
 // empty line; an error after the head is one line {"error":{…}}.
-type e2aNDJSON struct{ o *Output }
+type e2aNDJSON struct{ o *render.Output }
 
 // NewE2ANDJSON returns the E2A NDJSON renderer.
-func NewE2ANDJSON(o *Output) Renderer { return &e2aNDJSON{o: o} }
+func NewE2ANDJSON(o *render.Output) render.Renderer { return &e2aNDJSON{o: o} }
 
 func (r *e2aNDJSON) Start() error {
-	NDJSONHead(r.o)
+	render.NDJSONHead(r.o)
 	return nil
 }
 
-func (r *e2aNDJSON) Frame(f *Frame) error { return writeLine(r.o, f.Raw) }
+func (r *e2aNDJSON) Frame(f *render.Frame) error { return render.WriteLine(r.o, f.Raw) }
 
 func (r *e2aNDJSON) Heartbeat() error {
 	_, err := r.o.WriteString("\n")
@@ -93,9 +89,9 @@ func (r *e2aNDJSON) End(err error) error {
 	}
 	st, body := apiError(err)
 	if !r.o.Started() {
-		return r.o.writeJSON(st, body)
+		return r.o.WriteJSON(st, body)
 	}
-	return WriteLineJSON(r.o, body)
+	return render.WriteLineJSON(r.o, body)
 }
 
 // Request states of the aggregated E2A JSON.
@@ -125,7 +121,7 @@ type RequestView struct {
 // e2aJSON writes a RequestView incrementally, frame by frame, so that a
 // request with many frames is never held in memory.
 type e2aJSON struct {
-	o        *Output
+	o        *render.Output
 	id       string
 	envelope []byte
 	final    bool
@@ -138,7 +134,7 @@ type e2aJSON struct {
 // frames to come include the final frame (status 200) or not (202);
 // envelope is the stored envelope (nil when it aged out); from is the
 // first sequence to come.
-func NewE2AJSON(o *Output, requestID string, envelope []byte, final bool, from int64) Renderer {
+func NewE2AJSON(o *render.Output, requestID string, envelope []byte, final bool, from int64) render.Renderer {
 	return &e2aJSON{o: o, id: requestID, envelope: envelope, final: final, next: from}
 }
 
@@ -161,9 +157,9 @@ func (r *e2aJSON) Start() error {
 	return err
 }
 
-func (r *e2aJSON) Frame(f *Frame) error {
+func (r *e2aJSON) Frame(f *render.Frame) error {
 	state := StateRunning
-	if f.isFinal() {
+	if f.IsFinal() {
 		// Only the final frame is decoded whole, for its status; before
 		// anything of it is written, so that a frame that does not decode
 		// leaves the answer whole for End.
@@ -184,7 +180,7 @@ func (r *e2aJSON) Frame(f *Frame) error {
 		}
 	}
 	r.n++
-	r.next = f.sequence() + 1
+	r.next = f.Sequence() + 1
 	r.state = state
 	_, err := r.o.Write(jsonValue(f.Raw))
 	return err
@@ -196,7 +192,7 @@ func (r *e2aJSON) Frame(f *Frame) error {
 // valid JSON.
 func jsonValue(raw []byte) []byte {
 	if json.Valid(raw) {
-		return compactLine(raw)
+		return render.CompactLine(raw)
 	}
 	b, _ := json.Marshal(string(raw))
 	return b
@@ -207,7 +203,7 @@ func (r *e2aJSON) Heartbeat() error { return nil }
 func (r *e2aJSON) End(err error) error {
 	if err != nil && !r.o.Started() {
 		st, body := apiError(err)
-		return r.o.writeJSON(st, body)
+		return r.o.WriteJSON(st, body)
 	}
 	state := r.state
 	if state == "" {
@@ -221,4 +217,68 @@ func (r *e2aJSON) End(err error) error {
 	}
 	_, werr := r.o.WriteString(tail + "}\n")
 	return werr
+}
+
+// projecting re-encodes each frame with its L3 projections filled (the
+// projector of [WithProjections]) before the wrapped E2A renderer writes
+// it.
+type projecting struct {
+	render.Renderer
+	fill func(*e2a.Response) *e2a.Response
+}
+
+func (p projecting) Frame(f *render.Frame) error {
+	resp, err := f.Decoded()
+	if err != nil {
+		return err
+	}
+	r := p.fill(resp)
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return p.Renderer.Frame(&render.Frame{Response: r, Raw: raw, StreamSeq: f.StreamSeq})
+}
+
+func maybeProjecting(r *http.Request, rend render.Renderer, fill func(*e2a.Response) *e2a.Response) render.Renderer {
+	if fill != nil && isTrue(r.URL.Query().Get("projections")) {
+		rend = projecting{rend, fill}
+	}
+	if redactingFrames(r.Context()) {
+		rend = redacting{rend}
+	}
+	return rend
+}
+
+type redactKey struct{}
+
+// RedactFrames returns ctx marked so that the E2A streams served under it
+// replace the value of every secret-named key of each frame (package redact,
+// the rule the normalizer and the logger use). The console serves its
+// streams so; API clients get frames as stored.
+func RedactFrames(ctx context.Context) context.Context {
+	return context.WithValue(ctx, redactKey{}, true)
+}
+
+func redactingFrames(ctx context.Context) bool {
+	v, _ := ctx.Value(redactKey{}).(bool)
+	return v
+}
+
+// redacting re-encodes each frame with its secrets replaced before the
+// wrapped E2A renderer writes it; frames without any pass unchanged.
+type redacting struct{ render.Renderer }
+
+func (p redacting) Frame(f *render.Frame) error {
+	dec := json.NewDecoder(bytes.NewReader(f.Raw))
+	dec.UseNumber()
+	var m map[string]any
+	if dec.Decode(&m) != nil || redact.Redact(m, nil) == 0 {
+		return p.Renderer.Frame(f)
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return p.Renderer.Frame(f.WithRaw(raw))
 }

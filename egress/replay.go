@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -15,152 +14,10 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
+	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
-
-// Frame is one response frame delivered by a [Reader].
-type Frame struct {
-	// Response is the decoded frame. Readers from Open and Replay always
-	// fill it; the readers the Service opens for the E2A pass-through
-	// renderers leave it nil and decode it only on demand (Frame.Decoded).
-	Response *e2a.Response
-	// Raw is the frame exactly as stored in E2A_RESPONSES, so that E2A
-	// renderers pass it through without re-encoding: the message's payload,
-	// or the frame's own line of a burst (a message holding several frames,
-	// e2a.SplitBurst), never more than the frame. It is shared, and the
-	// strings the fast paths read from it ([ReadTextChunk]) share its bytes:
-	// nothing may modify it.
-	Raw []byte
-	// StreamSeq is the sequence in E2A_RESPONSES of the message holding the
-	// frame: the frames of a burst share it.
-	StreamSeq uint64
-
-	// The few fields read without decoding the whole frame (readers opened
-	// withoutDecode leave Response nil): see sequence, isFinal, kind and
-	// decoded.
-	seq   int64
-	final bool
-	rkind string
-	text  textHead // what the head scan read for the text fast paths
-}
-
-// frameHead is the part of a frame a reader needs to deliver it and the
-// E2A pass-through renderers need to write it: decoding only these fields
-// costs a fraction of decoding the whole [e2a.Response] (no maps, no body).
-type frameHead struct {
-	Sequence     int64  `json:"sequence"`
-	IsFinal      bool   `json:"is_final"`
-	ResponseKind string `json:"response_kind"`
-}
-
-// noSequence marks a frameHead whose frame has no sequence field.
-const noSequence = math.MinInt64
-
-// headScan is a frame's head as a reader reads it, with what the text
-// fast paths read of the frame ([textHead]), in one pass over its bytes.
-type headScan struct {
-	frameHead
-	text textHead
-}
-
-// decode decodes the head of data into h, which a reader reuses from one
-// frame to the next. data is checked to be valid JSON as a whole (a broken
-// frame is still an invalid frame) in the same pass that reads its
-// top-level members (jsonstr.ValidMembers); any shape the scan does not
-// handle (escaped or differently cased keys, null or non-integer values,
-// not an object) is left to encoding/json, so that the result is always
-// what json.Unmarshal gives. This is several times cheaper than
-// json.Unmarshal into frameHead, which walks the whole frame twice through
-// the reflective decoder.
-func (h *headScan) decode(data []byte) error {
-	h.frameHead = frameHead{Sequence: noSequence}
-	h.text = textHead{ok: true}
-	if !jsonstr.ValidMembers(data, h.member) {
-		h.frameHead = frameHead{Sequence: noSequence}
-		h.text = textHead{}
-		return json.Unmarshal(data, &h.frameHead)
-	}
-	return nil
-}
-
-// member reads one top-level member of a valid frame; false: a shape it
-// leaves to encoding/json.
-func (h *headScan) member(key, val []byte) bool {
-	h.text.member(key, val)
-	switch string(key) {
-	case "sequence":
-		n, err := strconv.ParseInt(string(val), 10, 64)
-		if err != nil {
-			return false
-		}
-		h.Sequence = n
-	case "is_final":
-		return scanBool(val, &h.IsFinal)
-	case "response_kind":
-		// A string with escapes or invalid UTF-8 (which
-		// encoding/json reads as U+FFFD) is left to encoding/json.
-		kind, ok := plainString(val)
-		if !ok {
-			return false
-		}
-		h.ResponseKind = kind
-	default:
-		// encoding/json matches keys without regard to case.
-		if foldsTo(key, frameHeadKeys) {
-			return false
-		}
-	}
-	return true
-}
-
-// frameHeadKeys are the members frameHead reads.
-var frameHeadKeys = []string{"sequence", "is_final", "response_kind"}
-
-// Decoded returns the decoded frame, decoding Raw on first use when the
-// reader did not (a reader opened withoutDecode).
-func (f *Frame) Decoded() (*e2a.Response, error) {
-	if f.Response == nil {
-		resp, err := e2a.UnmarshalResponse(f.Raw)
-		if err != nil {
-			return nil, fmt.Errorf("%w: stream sequence %d: %v", ErrInvalidFrame, f.StreamSeq, err)
-		}
-		f.Response = resp
-	}
-	return f.Response, nil
-}
-
-// sequence returns the E2A sequence of the frame.
-// IsFinal reports whether f is its request's final frame, read from its
-// head: f need not be decoded.
-func (f *Frame) IsFinal() bool { return f.isFinal() }
-
-// Kind is f's response_kind, read from its head: f need not be decoded.
-func (f *Frame) Kind() string { return f.kind() }
-
-func (f *Frame) sequence() int64 {
-	if f.Response != nil {
-		return f.Response.Sequence
-	}
-	return f.seq
-}
-
-// isFinal reports whether the frame is the final one of its request.
-func (f *Frame) isFinal() bool {
-	if f.Response != nil {
-		return f.Response.IsFinal
-	}
-	return f.final
-}
-
-// kind returns the response_kind of the frame.
-func (f *Frame) kind() string {
-	if f.Response != nil {
-		return f.Response.ResponseKind
-	}
-	return f.rkind
-}
 
 // Defaults of the replay engine.
 const (
@@ -201,7 +58,7 @@ type replayConfig struct {
 	maxWait      time.Duration
 	idleTimeout  time.Duration
 	checkRequest bool
-	lazy         bool // Frame.Response is left nil: decoded on demand
+	lazy         bool // render.Frame.Response is left nil: decoded on demand
 	mux          *streams.DirectGetter
 	get          batchGetter
 	prepared     *Prepared // a subscription made before the publish (Prepare)
@@ -335,17 +192,17 @@ func WithoutRequestCheck() ReplayOption {
 }
 
 // waitHooks are what a reader calls around its waits: the Service's
-// [Output] (an interface, so that no closure is made per stream).
+// [render.Output] (an interface, so that no closure is made per stream).
 type waitHooks interface {
-	// beforeWait runs whenever the reader has nothing to deliver and is
+	// BeforeWait runs whenever the reader has nothing to deliver and is
 	// about to wait for live frames or to read the stream: the Service
 	// flushes its response then, so that frames that arrive together go
 	// out in one write, and none waits in a buffer while the reader waits.
-	beforeWait() error
-	// headHoldOver runs once when the reader has waited its head hold, in
+	BeforeWait() error
+	// HeadHoldOver runs once when the reader has waited its head hold, in
 	// one wait or several, before giving its first frame (frames before
 	// the resume point, read and dropped, do not count).
-	headHoldOver() error
+	HeadHoldOver() error
 }
 
 // applyReplay applies opts to c; a nil option or one that refuses its
@@ -379,7 +236,7 @@ func withMux(m *streams.DirectGetter) ReplayOption {
 // (sequence, is_final, response_kind): Frame.Response stays nil and is
 // decoded by Frame.Decoded when a renderer needs it. The E2A pass-through
 // renderers write Raw and never do; a protocol's answers that read plain
-// text chunks with [ReadTextChunk] decode the other frames.
+// text chunks with [render.ReadTextChunk] decode the other frames.
 func WithoutDecode() ReplayOption { return func(c *replayConfig) error { c.lazy = true; return nil } }
 
 // Reader delivers the frames of one request in order, exactly once, from a
@@ -403,10 +260,10 @@ type Reader struct {
 	// to read again from the stream.
 	dropped int
 
-	queue []Frame
+	queue []render.Frame
 	head  int
 
-	scratch headScan // the head of the frame being accepted
+	scratch render.Head // the head of the frame being accepted
 
 	next     int64  // E2A sequence of the next frame to deliver
 	lastSeq  uint64 // stream sequence of the last message read for this request
@@ -534,38 +391,38 @@ func (r *Reader) Close() {
 // It blocks while the request is running, calling the heartbeat function
 // while idle, and returns ErrWaitTimeout when the wait limits pass, or
 // the context's error.
-func (r *Reader) Next(ctx context.Context) (Frame, error) {
+func (r *Reader) Next(ctx context.Context) (render.Frame, error) {
 	for {
 		if r.head < len(r.queue) {
 			f := r.queue[r.head]
-			r.queue[r.head] = Frame{}
+			r.queue[r.head] = render.Frame{}
 			r.head++
 			if r.head == len(r.queue) {
 				r.queue, r.head = r.queue[:0], 0
 			}
-			if f.isFinal() {
+			if f.IsFinal() {
 				r.done = true
 			}
 			r.gave = true
 			return f, nil
 		}
 		if r.done {
-			return Frame{}, io.EOF
+			return render.Frame{}, io.EOF
 		}
 		if r.closed {
-			return Frame{}, errors.New("egress: reader closed")
+			return render.Frame{}, errors.New("egress: reader closed")
 		}
 		if !r.caughtUp || r.lost() {
 			if err := r.idle(); err != nil {
-				return Frame{}, err
+				return render.Frame{}, err
 			}
 			if err := r.fill(ctx); err != nil {
-				return Frame{}, err
+				return render.Frame{}, err
 			}
 			continue
 		}
 		if err := r.wait(ctx); err != nil {
-			return Frame{}, err
+			return render.Frame{}, err
 		}
 	}
 }
@@ -582,7 +439,7 @@ func (r *Reader) idle() error {
 	if r.cfg.waits == nil {
 		return nil
 	}
-	return r.cfg.waits.beforeWait()
+	return r.cfg.waits.BeforeWait()
 }
 
 // directGetAttempt bounds one batched direct get (a few ms normally).
@@ -631,7 +488,7 @@ func (r *Reader) accept(streamSeq uint64, hdr nats.Header, data []byte, live boo
 	haveHead := false
 	if !ok {
 		head := &r.scratch
-		if err := head.decode(data); err != nil || head.Sequence == noSequence {
+		if err := head.Decode(data); err != nil || head.Sequence == render.NoSequence {
 			return fmt.Errorf("%w: request %q stream sequence %d: no sequence", ErrInvalidFrame, r.requestID, streamSeq)
 		}
 		seq, haveHead = head.Sequence, true
@@ -657,7 +514,7 @@ func (r *Reader) acceptBurst(streamSeq uint64, hdr nats.Header, count string, da
 	haveHead := false
 	if !ok {
 		head := &r.scratch
-		if frame, _ := e2a.NextInBurst(data); head.decode(frame) != nil || head.Sequence == noSequence {
+		if frame, _ := e2a.NextInBurst(data); head.Decode(frame) != nil || head.Sequence == render.NoSequence {
 			return fmt.Errorf("%w: request %q stream sequence %d: no sequence", ErrInvalidFrame, r.requestID, streamSeq)
 		}
 		first, haveHead = head.Sequence, true
@@ -727,28 +584,23 @@ func (r *Reader) acceptFrame(streamSeq uint64, seq int64, haveHead bool, data []
 		}
 		return false, fmt.Errorf("%w: request %q: stored sequence %d where %d was expected", ErrInvalidFrame, r.requestID, seq, expect)
 	}
-	f := Frame{Raw: data, StreamSeq: streamSeq}
+	var f render.Frame
 	if r.cfg.lazy {
 		if !haveHead {
-			if err := head.decode(data); err != nil {
+			if err := head.Decode(data); err != nil {
 				return false, fmt.Errorf("%w: request %q sequence %d: %v", ErrInvalidFrame, r.requestID, seq, err)
 			}
 		}
-		bodySeq := head.Sequence
-		if bodySeq == noSequence {
-			bodySeq = 0 // as when decoding the whole frame
-		}
-		f.seq, f.final, f.rkind, f.text = bodySeq, head.IsFinal, head.ResponseKind, head.text
+		f = head.Frame(data, streamSeq)
 	} else {
 		resp, err := e2a.UnmarshalResponse(data)
 		if err != nil {
 			return false, fmt.Errorf("%w: request %q sequence %d: %v", ErrInvalidFrame, r.requestID, seq, err)
 		}
-		f.Response = resp
-		f.seq, f.final, f.rkind = resp.Sequence, resp.IsFinal, resp.ResponseKind
+		f = render.Frame{Response: resp, Raw: data, StreamSeq: streamSeq}
 	}
-	if f.seq != seq {
-		return false, fmt.Errorf("%w: request %q: header sequence %d, body sequence %d", ErrInvalidFrame, r.requestID, seq, f.seq)
+	if f.Sequence() != seq {
+		return false, fmt.Errorf("%w: request %q: header sequence %d, body sequence %d", ErrInvalidFrame, r.requestID, seq, f.Sequence())
 	}
 	r.queue = append(r.queue, f)
 	r.next = seq + 1
@@ -756,10 +608,11 @@ func (r *Reader) acceptFrame(streamSeq uint64, seq int64, haveHead bool, data []
 	if streamSeq > r.lastSeq {
 		r.lastSeq = streamSeq
 	}
-	if f.final {
+	final = f.IsFinal()
+	if final {
 		r.caughtUp = true
 	}
-	return f.final, nil
+	return final, nil
 }
 
 // wait blocks for live messages until something is queued, a read of the
@@ -832,7 +685,7 @@ func (r *Reader) wait(ctx context.Context) error {
 			return nil
 		case <-hold:
 			r.held, hold = true, nil
-			if err := r.cfg.waits.headHoldOver(); err != nil {
+			if err := r.cfg.waits.HeadHoldOver(); err != nil {
 				return err
 			}
 		case <-beat:
@@ -854,7 +707,7 @@ func (r *Reader) wait(ctx context.Context) error {
 // frame and calls fn with each, in order. It returns nil after the final
 // frame, ErrNotFound for an unknown request, ErrWaitTimeout, the error of
 // fn, or the context's error.
-func Replay(ctx context.Context, nc *nats.Conn, requestID string, from int64, fn func(Frame) error, opts ...ReplayOption) error {
+func Replay(ctx context.Context, nc *nats.Conn, requestID string, from int64, fn func(render.Frame) error, opts ...ReplayOption) error {
 	r, err := Open(ctx, nc, requestID, from, opts...)
 	if err != nil {
 		return err
@@ -904,17 +757,17 @@ func headerInt(h nats.Header, key string) (int64, bool) {
 // NextStored returns the next frame the stream holds now, without waiting
 // for live frames: ok is false when there is none (yet, or after the final
 // frame).
-func (r *Reader) NextStored(ctx context.Context) (f Frame, ok bool, err error) {
+func (r *Reader) NextStored(ctx context.Context) (f render.Frame, ok bool, err error) {
 	for {
 		if r.head < len(r.queue) {
 			f, err := r.Next(ctx)
 			return f, err == nil, err
 		}
 		if r.done || r.caughtUp {
-			return Frame{}, false, nil
+			return render.Frame{}, false, nil
 		}
 		if err := r.fill(ctx); err != nil {
-			return Frame{}, false, err
+			return render.Frame{}, false, err
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -79,7 +80,7 @@ func TestReplayWaitsWithHeartbeats(t *testing.T) {
 	w := e.writer(t, env)
 	beats := make(chan struct{}, 64)
 	done := make(chan error, 1)
-	var frames []Frame
+	var frames []render.Frame
 	go func() {
 		var err error
 		frames, err = collect(t, context.Background(), e.nc, "req_wait", 0,
@@ -274,11 +275,11 @@ func TestReplayWithoutLive(t *testing.T) {
 // and is about to block, before the next frame exists: it is what flushes a
 // stream's response. (No poll can stand in for it here: the first poll is
 // an hour away.)
-// waitFunc is waitHooks whose beforeWait is the function (no head hold).
+// waitFunc is waitHooks whose BeforeWait is the function (no head hold).
 type waitFunc func() error
 
-func (f waitFunc) beforeWait() error   { return f() }
-func (f waitFunc) headHoldOver() error { return nil }
+func (f waitFunc) BeforeWait() error   { return f() }
+func (f waitFunc) HeadHoldOver() error { return nil }
 
 func TestReaderBeforeWait(t *testing.T) {
 	e := startEnv(t)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/tracing"
+	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/tenant"
@@ -343,8 +344,8 @@ func PathSegment(id string) string {
 func MethodNotAllowed(allow ...string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		o := NewOutput(w, 0)
-		_ = o.writeJSON(http.StatusMethodNotAllowed, APIError{Error: APIErrorBody{Code: "method_not_allowed",
+		o := render.NewOutput(w, 0)
+		_ = o.WriteJSON(http.StatusMethodNotAllowed, APIError{Error: APIErrorBody{Code: "method_not_allowed",
 			Message: r.Method + " is not allowed here; use " + strings.Join(allow, " or ")}})
 	}
 }
@@ -367,8 +368,8 @@ func (s *Service) ServeE2A(w http.ResponseWriter, r *http.Request, requestID str
 }
 
 func (s *Service) serveE2AStream(w http.ResponseWriter, r *http.Request, id, format string, opts ...ReplayOption) {
-	o := NewOutput(w, s.cfg.writeTimeout)
-	var rend Renderer
+	o := render.NewOutput(w, s.cfg.writeTimeout)
+	var rend render.Renderer
 	if format == FormatE2ANDJSON {
 		rend = NewE2ANDJSON(o)
 	} else {
@@ -390,7 +391,7 @@ func (s *Service) serveE2AStream(w http.ResponseWriter, r *http.Request, id, for
 			return
 		}
 	}
-	o.endsResponse = true
+	o.SetEndsResponse()
 	s.Stream(r.Context(), o, rend, format, id, from, opts...)
 }
 
@@ -406,7 +407,7 @@ const headHold = 20 * time.Millisecond
 // net/http to send with the end of the response when o ends the response,
 // see endsResponse), the request context ended (client gone), the client
 // was too slow, or the wait limits passed.
-func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, requestID string, from int64, opts ...ReplayOption) {
+func (s *Service) Stream(ctx context.Context, o *render.Output, rend render.Renderer, format, requestID string, from int64, opts ...ReplayOption) {
 	start := time.Now()
 	var (
 		span    trace.Span
@@ -430,14 +431,14 @@ func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, 
 		}
 		return o.Flush()
 	})
-	if pt, ok := rend.(PassThrough); ok && pt.PassThrough() {
+	if pt, ok := rend.(render.PassThrough); ok && pt.PassThrough() {
 		ropts = append(ropts, WithoutDecode())
 	}
 	// What is written goes out when the reader has nothing more to give
 	// at once: frames that arrived together in one write. The head waits
 	// for the first frame (headHold at most), so that a request's first
 	// frame and a finished request's whole replay go out with it.
-	o.headHeld = true
+	o.HoldHead(true)
 	ropts = append(ropts, withWaitHooks(o, s.cfg.headHold))
 	rd, err := s.open(ctx, requestID, from, append(ropts, opts...)...)
 	if err != nil {
@@ -454,7 +455,7 @@ func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, 
 	// One Frame for the whole stream: rend.Frame takes its address, which
 	// would move a per-iteration variable to the heap for every frame.
 	// Renderers do not keep the pointer.
-	var f Frame
+	var f render.Frame
 	for {
 		var err error
 		f, err = rd.Next(ctx)
@@ -472,7 +473,7 @@ func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, 
 		}
 		frames.Inc()
 		nFrames++
-		o.headHeld = false
+		o.HoldHead(false)
 		if first {
 			first = false
 			s.m.ttff.WithLabelValues(format).Observe(time.Since(start).Seconds())
@@ -482,11 +483,11 @@ func (s *Service) Stream(ctx context.Context, o *Output, rend Renderer, format, 
 
 // finish ends a response: End on the renderer unless the client is gone,
 // a flush, the outcome metric and a log line for unusual endings.
-func (s *Service) finish(o *Output, rend Renderer, format string, err error) {
+func (s *Service) finish(o *render.Output, rend render.Renderer, format string, err error) {
 	outcome := "final"
 	switch {
 	case err == nil:
-	case o.slow():
+	case o.SlowClient():
 		outcome = "slow_client"
 		s.m.slow.WithLabelValues(format).Inc()
 		s.log.Warn("egress: slow client disconnected", "format", format, "reason", "write blocked longer than the write timeout", "timeout", s.cfg.writeTimeout)
@@ -512,7 +513,7 @@ func (s *Service) finish(o *Output, rend Renderer, format string, err error) {
 		s.log.Error("egress: stream ended with an error", "format", format, "err", err)
 	}
 	_ = rend.End(err)
-	if err == nil && o.endsResponse {
+	if err == nil && o.EndsResponse() {
 		// net/http sends what is buffered with the end of the response
 		// (the last chunk) when the handler returns: one write.
 		return
@@ -542,7 +543,7 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 		ctx, span = s.startStreamSpan(withRequestTrace(ctx, env), FormatE2AJSON, id, 0)
 		defer span.End()
 	}
-	o := NewOutput(w, s.cfg.writeTimeout)
+	o := render.NewOutput(w, s.cfg.writeTimeout)
 	g := s.m.open.WithLabelValues(FormatE2AJSON)
 	g.Inc()
 	defer g.Dec()
@@ -593,7 +594,7 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 		}
 		defer rd.Close()
 		for {
-			var f Frame
+			var f render.Frame
 			ok := true
 			if final {
 				// Up to the final frame, which exists: Next waits out a
@@ -616,7 +617,7 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 				return
 			}
 			s.m.frames.WithLabelValues(FormatE2AJSON).Inc()
-			if f.StreamSeq == last.streamSeq && f.sequence() >= last.seq {
+			if f.StreamSeq == last.streamSeq && f.Sequence() >= last.seq {
 				break // the last frame of the snapshot's last message
 			}
 		}
@@ -648,8 +649,8 @@ func (s *Service) waitFinal(ctx context.Context, id string, known bool) (*lastIn
 		if err != nil {
 			return nil, err
 		}
-		if f.isFinal() {
-			last = &lastInfo{streamSeq: f.StreamSeq, seq: f.sequence(), final: true}
+		if f.IsFinal() {
+			last = &lastInfo{streamSeq: f.StreamSeq, seq: f.Sequence(), final: true}
 		}
 	}
 }

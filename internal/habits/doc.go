@@ -3,6 +3,7 @@
 // non-test function over 100 lines or above cyclomatic complexity 30 that
 // its exceptions list does not name; sleep_test.go for a test that sleeps
 // to wait for something; imports_test.go for a protocol SDK or protocol
-// package imported by egress or protocols/host (the neutral layers). It
+// package imported by egress, render or protocols/host (the neutral
+// layers), and for egress imported by render. It
 // has no code of its own.
 package habits

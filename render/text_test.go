@@ -1,9 +1,10 @@
-package egress
+package render
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -29,8 +30,8 @@ func TestReadTextChunkAllocs(t *testing.T) {
 		if err != nil || !hf.text.ok {
 			t.Fatalf("HeadFrame(%s): %+v, %v", raw, hf, err)
 		}
-		var head headScan
-		if n := testing.AllocsPerRun(100, func() { _ = head.decode(raw); _, _, _ = readTextChunk(hf) }); n != 0 {
+		var head Head
+		if n := testing.AllocsPerRun(100, func() { _ = head.Decode(raw); _, _, _ = readTextChunk(hf) }); n != 0 {
 			t.Errorf("head scan and readTextChunk(%s): %v allocations, want 0", raw, n)
 		}
 		return
@@ -75,3 +76,35 @@ func TestOutputScratchAllocs(t *testing.T) {
 // a2aEventsOf collects frameA2AEvents over frames, the text fast path on
 // or off, the frames decoded or (lazy) as a reader without decode gives
 // them.
+
+// BenchmarkTextChunkRead: what the A2A and ACP text fast paths spend per
+// chunk frame: the reader's head scan, then the chunk read from what it
+// kept (a frame built without the head's text is scanned again).
+func BenchmarkTextChunkRead(b *testing.B) {
+	chunk := textChunks()[1]
+	chunk.Body = e2a.MarshalBody(e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: strings.Repeat("token ", 16)})
+	data, err := json.Marshal(chunk)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, keep := range []bool{true, false} {
+		name := map[bool]string{true: "head-kept", false: "rescanned"}[keep]
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(data)))
+			var h Head
+			for b.Loop() {
+				if err := h.Decode(data); err != nil {
+					b.Fatal(err)
+				}
+				f := Frame{Raw: data, seq: h.Sequence, final: h.IsFinal, rkind: h.ResponseKind}
+				if keep {
+					f.text = h.text
+				}
+				if _, _, ok := readTextChunk(&f); !ok {
+					b.Fatal("not a text chunk")
+				}
+			}
+		})
+	}
+}

@@ -1,4 +1,4 @@
-package egress
+package render
 
 import (
 	"encoding/json"
@@ -6,18 +6,25 @@ import (
 	"testing"
 )
 
-// frameHead.decode must give what json.Unmarshal gives, for any input.
+// frameHead is what Head reads, as json.Unmarshal reads it.
+type frameHead struct {
+	Sequence     int64  `json:"sequence"`
+	IsFinal      bool   `json:"is_final"`
+	ResponseKind string `json:"response_kind"`
+}
+
+// Head.Decode must give what json.Unmarshal gives, for any input.
 func checkFrameHead(t *testing.T, data []byte) {
 	t.Helper()
-	want := frameHead{Sequence: noSequence}
+	want := frameHead{Sequence: NoSequence}
 	werr := json.Unmarshal(data, &want)
-	var got headScan
-	gerr := got.decode(data)
+	var got Head
+	gerr := got.Decode(data)
 	if (werr == nil) != (gerr == nil) {
 		t.Fatalf("%q: error %v, json.Unmarshal %v", data, gerr, werr)
 	}
-	if werr == nil && got.frameHead != want {
-		t.Fatalf("%q: %+v, json.Unmarshal %+v", data, got.frameHead, want)
+	if g := (frameHead{got.Sequence, got.IsFinal, got.ResponseKind}); werr == nil && g != want {
+		t.Fatalf("%q: %+v, json.Unmarshal %+v", data, g, want)
 	}
 }
 
@@ -72,9 +79,9 @@ func checkTextFrameScan(t *testing.T, data []byte) {
 		return // the reader refuses invalid frames before any renderer
 	}
 	// The head scan's textFrame, when it gives one, is the scan's.
-	var head headScan
+	var head Head
 	fromHead, headOK := textFrame{}, false
-	if head.decode(data) == nil {
+	if head.Decode(data) == nil {
 		fromHead, headOK = head.text.textFrame()
 	}
 	var got textFrame

@@ -1,0 +1,28 @@
+package render
+
+// Renderer turns the frames of one request into one output format on one
+// HTTP response. A driver (package egress's Service.Stream) drives it: Start once the request is known to
+// exist, Frame for each frame in order, Heartbeat while idle, End exactly
+// once. A renderer writes to its [Output] and never flushes: the driver
+// flushes when no frame is waiting, after heartbeats and at the end.
+//
+// End(nil) follows the final frame. End(err) ends early: when Start was not
+// called (unknown request, bad resume point) the renderer writes the whole
+// error response in its protocol's shape and status; after Start it writes
+// the error in-band when its format has a way to say it.
+type Renderer interface {
+	Start() error
+	Frame(f *Frame) error
+	Heartbeat() error
+	End(err error) error
+}
+
+// NewRenderer builds a renderer on the response it writes to.
+type NewRenderer func(o *Output) Renderer
+
+// PassThrough is implemented by the renderers that write frames as stored
+// or read only their head (sequence, is_final, response_kind) where they
+// can: when PassThrough returns true, the driver opens their readers
+// without decoding whole frames, and their Frame decodes a frame itself
+// ([Frame.Decoded]) where it needs more.
+type PassThrough interface{ PassThrough() bool }
