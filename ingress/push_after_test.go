@@ -11,7 +11,6 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/internal/pushtest"
-	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // oneRequest checks that every delivery belongs to one request (the
@@ -68,11 +67,7 @@ func TestPushAfterRegistration(t *testing.T) {
 			if done, ok := res.(*a2a.Task); !ok || done.Status.State != a2a.TaskStateCompleted {
 				t.Fatalf("the answer's result %T %+v", res, res)
 			}
-			testkit.Eventually(t, 20*time.Second, "the completed status at "+path, func() bool {
-				ds := r.Of(path)
-				return len(ds) > 0 && ds[len(ds)-1].State == "TASK_STATE_COMPLETED"
-			})
-			ds := r.Of(path)
+			ds := r.Await(t, 20*time.Second, path, "TASK_STATE_COMPLETED")
 			checkDeliveries(t, ds, string(task.ID), "tok-after", "Bearer cred-after", "TASK_STATE_COMPLETED")
 			oneRequest(t, ds)
 		})
@@ -108,11 +103,7 @@ func TestPushV03AfterRegistration(t *testing.T) {
 	if _, err := c.SendMessage(ctx, &a2a03.MessageSendParams{Message: answer}); err != nil {
 		t.Fatalf("the answer: %v", err)
 	}
-	testkit.Eventually(t, 20*time.Second, "the completed task at the webhook", func() bool {
-		ds := r.Of("/v03after")
-		return len(ds) > 0 && ds[len(ds)-1].State == "completed"
-	})
-	ds := r.Of("/v03after")
+	ds := r.Await(t, 20*time.Second, "/v03after", "completed")
 	checkDeliveries(t, ds, string(task.ID), "tok-v03", "Bearer cred-v03", "completed")
 	oneRequest(t, ds)
 	for i, d := range ds {

@@ -152,10 +152,7 @@ func TestPushInline(t *testing.T) {
 			}
 			for i := range n {
 				path := fmt.Sprintf("/%s/%d", binding, i)
-				testkit.Eventually(t, 20*time.Second, "the completed status at "+path, func() bool {
-					ds := r.Of(path)
-					return len(ds) > 0 && ds[len(ds)-1].State == "TASK_STATE_COMPLETED"
-				})
+				r.Await(t, 20*time.Second, path, "TASK_STATE_COMPLETED")
 				checkDeliveries(t, r.Of(path), tasks[i], fmt.Sprintf("tok-%d", i), fmt.Sprintf("Bearer cred-%d", i), "TASK_STATE_COMPLETED")
 			}
 		})

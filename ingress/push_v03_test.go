@@ -13,7 +13,6 @@ import (
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 
 	"github.com/e2a-pipeline/pipeline/internal/pushtest"
-	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // v03KeyClient is the a2a-go v0.3 client of the principal of key (its
@@ -76,10 +75,7 @@ func TestPushV03(t *testing.T) {
 	}
 	for i := range n {
 		path := fmt.Sprintf("/v03/%d", i)
-		testkit.Eventually(t, 20*time.Second, "the completed status at "+path, func() bool {
-			ds := r.Of(path)
-			return len(ds) > 0 && ds[len(ds)-1].State == "completed"
-		})
+		r.Await(t, 20*time.Second, path, "completed")
 		checkDeliveries(t, r.Of(path), tasks[i], fmt.Sprintf("tok-%d", i), fmt.Sprintf("Bearer cred-%d", i), "completed")
 	}
 

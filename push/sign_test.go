@@ -2,16 +2,9 @@ package push_test
 
 import (
 	"bytes"
-	"crypto/ed25519"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
-	"io"
-	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,52 +13,25 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pushtest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/push"
 )
-
-// signingKeyFile writes a fresh Ed25519 key as `openssl genpkey
-// -algorithm ed25519` does (PKCS #8 PEM) and returns its path.
-func signingKeyFile(t *testing.T) string {
-	t.Helper()
-	_, key, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "push-signing.pem")
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // TestSignedDeliveries: with a signing key every delivery carries a
 // detached JWS that go-jose verifies over the body as received, with the
 // key of its kid from the JWK Set the Signer serves; a changed body or
 // another event's signature does not verify.
 func TestSignedDeliveries(t *testing.T) {
-	signer, err := push.LoadSigner(signingKeyFile(t))
+	signer, err := push.LoadSigner(pushtest.SigningKeyFile(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	jwksSrv := httptest.NewServer(signer)
 	t.Cleanup(jwksSrv.Close)
-	resp, err := http.Get(jwksSrv.URL + push.JWKSPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
+	set, resp, raw := pushtest.FetchJWKS(t, jwksSrv.URL+push.JWKSPath)
 	if ct := resp.Header.Get("Content-Type"); ct != "application/jwk-set+json" {
 		t.Errorf("JWKS content type %q", ct)
-	}
-	var set jose.JSONWebKeySet
-	if err := json.Unmarshal(raw, &set); err != nil {
-		t.Fatalf("JWKS %s: %v", raw, err)
 	}
 	keys := set.Key(signer.KeyID())
 	if len(keys) != 1 || !keys[0].IsPublic() || keys[0].Algorithm != "EdDSA" {
@@ -83,12 +49,7 @@ func TestSignedDeliveries(t *testing.T) {
 	testkit.Eventually(t, 30*time.Second, "completed", func() bool { return completedCount(t, push.V1, r.accepted()) == 1 })
 	got := r.accepted()
 	verify := func(sig string, body []byte) ([]byte, *jose.JSONWebSignature, error) {
-		jws, err := jose.ParseDetached(sig, body, []jose.SignatureAlgorithm{jose.EdDSA})
-		if err != nil {
-			return nil, nil, err
-		}
-		p, err := jws.Verify(keys[0].Key)
-		return p, jws, err
+		return pushtest.Verify(set, sig, body)
 	}
 	for _, d := range got {
 		p, jws, err := verify(d.signature, d.body)

@@ -2,18 +2,13 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -21,13 +16,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
 	"github.com/google/uuid"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pushtest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/push"
 )
@@ -79,7 +74,7 @@ func TestPushCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := []string{"E2A_NATS_URL=" + srv.ClientURL(), "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_PUSH_ALLOW_HOSTS=127.0.0.1",
-		"E2A_PUSH_RETRY_WINDOW=200ms", push.SigningKeyEnv + "=" + signingKey(t)}
+		"E2A_PUSH_RETRY_WINDOW=200ms", push.SigningKeyEnv + "=" + pushtest.SigningKeyFile(t)}
 	stageLog := &testkit.Buffer{}
 	stage := exec.CommandContext(ctx, e2aBin, "push")
 	stage.Env = append(os.Environ(), env...)
@@ -150,53 +145,18 @@ func TestPushCommand(t *testing.T) {
 	verifySignatures(t, serve.url+push.JWKSPath, len(sigs), func(i int) (string, []byte) { return sigs[i].sig, sigs[i].body })
 }
 
-// signingKey writes a fresh Ed25519 key (PKCS #8 PEM, as openssl genpkey
-// -algorithm ed25519 writes it) and returns its path.
-func signingKey(t *testing.T) string {
-	t.Helper()
-	_, key, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "push-signing.pem")
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// verifySignatures fetches the JWK Set at jwksURL and verifies the n
-// detached signatures over their bodies with go-jose.
+// verifySignatures verifies the n detached signatures over their bodies
+// with go-jose, with the JWK Set served at jwksURL.
 func verifySignatures(t *testing.T, jwksURL string, n int, get func(i int) (string, []byte)) {
 	t.Helper()
-	resp, err := http.Get(jwksURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var set jose.JSONWebKeySet
-	if err := json.NewDecoder(resp.Body).Decode(&set); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d, %v", jwksURL, resp.StatusCode, err)
-	}
+	set, _, _ := pushtest.FetchJWKS(t, jwksURL)
 	if n == 0 {
 		t.Fatal("no signed delivery")
 	}
 	for i := range n {
 		sig, body := get(i)
-		jws, err := jose.ParseDetached(sig, body, []jose.SignatureAlgorithm{jose.EdDSA})
-		if err != nil {
-			t.Fatalf("delivery %d: signature %q: %v", i, sig, err)
-		}
-		keys := set.Key(jws.Signatures[0].Protected.KeyID)
-		if len(keys) != 1 {
-			t.Fatalf("delivery %d: kid %q not in the served JWK Set", i, jws.Signatures[0].Protected.KeyID)
-		}
-		if _, err := jws.Verify(keys[0].Key); err != nil {
-			t.Errorf("delivery %d: %v", i, err)
+		if _, _, err := pushtest.Verify(set, sig, body); err != nil {
+			t.Errorf("delivery %d: signature %q: %v", i, sig, err)
 		}
 	}
 }

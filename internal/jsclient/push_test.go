@@ -3,7 +3,6 @@ package jsclient
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -19,7 +18,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
-	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/internal/pushtest"
 	"github.com/e2a-pipeline/pipeline/push"
 )
 
@@ -71,27 +70,7 @@ func pushPipeline(t *testing.T) string {
 func TestA2AJavaScriptPush(t *testing.T) {
 	installed(t)
 	base := pushPipeline(t)
-	var mu sync.Mutex
-	var states []string
-	var tokens []string
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var sr struct {
-			StatusUpdate *struct {
-				Status struct {
-					State string `json:"state"`
-				} `json:"status"`
-			} `json:"statusUpdate"`
-		}
-		_ = json.Unmarshal(body, &sr)
-		mu.Lock()
-		defer mu.Unlock()
-		tokens = append(tokens, r.Header.Get("A2A-Notification-Token"))
-		if sr.StatusUpdate != nil {
-			states = append(states, sr.StatusUpdate.Status.State)
-		}
-	}))
-	t.Cleanup(recv.Close)
+	recv := pushtest.NewReceiver(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -109,16 +88,9 @@ func TestA2AJavaScriptPush(t *testing.T) {
 	if s.TaskID == "" || s.CreatedID != "js-second" || s.GotURL != recv.URL+"/hook/second" || s.Listed != 2 || s.AfterDelete != 1 {
 		t.Fatalf("summary %+v", s)
 	}
-	testkit.Eventually(t, 20*time.Second, "the completed status at the webhook", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(states) > 0 && states[len(states)-1] == "TASK_STATE_COMPLETED"
-	})
-	mu.Lock()
-	defer mu.Unlock()
-	for i, tok := range tokens {
-		if tok != "js-token" {
-			t.Fatalf("delivery %d token %q", i, tok)
+	for i, d := range recv.Await(t, 20*time.Second, "/hook", "TASK_STATE_COMPLETED") {
+		if d.Token != "js-token" {
+			t.Fatalf("delivery %d token %q", i, d.Token)
 		}
 	}
 }

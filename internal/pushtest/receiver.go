@@ -7,7 +7,9 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/push"
 )
 
@@ -123,4 +125,15 @@ func Decode(b []byte) Delivery {
 		return Delivery{TaskID: v.ID, Kind: "task", State: v.Status.State}
 	}
 	return Delivery{Kind: "unknown"}
+}
+
+// Await waits up to d until the last delivery to path is in state (its
+// status update's or task's) and returns the deliveries to path.
+func (r *Receiver) Await(t testing.TB, d time.Duration, path, state string) []Delivery {
+	t.Helper()
+	testkit.Eventually(t, d, "a delivery in state "+state+" last at "+path, func() bool {
+		ds := r.Of(path)
+		return len(ds) > 0 && ds[len(ds)-1].State == state
+	})
+	return r.Of(path)
 }
