@@ -61,7 +61,8 @@ type door struct {
 	// interrupts: an interrupted turn shows its state (ACP shows only the
 	// question, and ends the turn).
 	interrupts bool
-	// data: plain data parts reach the client (ACP has no form for them).
+	// data: plain data parts reach the client (ACP: as embedded JSON
+	// resources).
 	data bool
 	open func(t *testing.T, p *pipetest.Pipeline, pool string) conv
 }
@@ -72,7 +73,7 @@ var doors = []door{
 	{"a2a-v1-grpc", true, true, v1Door(a2a.TransportProtocolGRPC, true)},
 	{"a2a-v03", true, true, openV03},
 	{"e2a-sse", true, true, openE2A},
-	{"acp-stdio", false, false, openACP},
+	{"acp-stdio", false, true, openACP},
 }
 
 func testCtx(t *testing.T) context.Context {
@@ -489,6 +490,7 @@ type acpConv struct {
 	conn *acp.ClientSideConnection
 	rec  *acptest.Recorder
 	sid  acp.SessionId
+	last []acp.SessionUpdate // the updates of the last prompt
 }
 
 // openACP serves ACP over stdio from the pipeline (its default pool) to
@@ -524,9 +526,13 @@ func (a *acpConv) prompt(t *testing.T, text string) seen {
 	case res.StopReason != acp.StopReasonEndTurn:
 		s.state = "stop " + string(res.StopReason)
 	}
-	for _, u := range a.rec.Take(a.sid) {
+	a.last = a.rec.Take(a.sid)
+	for _, u := range a.last {
 		if c := u.AgentMessageChunk; c != nil && c.Content.Text != nil {
 			s.text += c.Content.Text.Text
+		}
+		if d, ok := acpData(u); ok {
+			s.data = append(s.data, d)
 		}
 		if c := u.AgentThoughtChunk; c != nil && c.Content.Text != nil {
 			s.reasoning += c.Content.Text.Text

@@ -133,7 +133,9 @@ func eventParts(ev any) []any {
 	return out
 }
 
-// partUpdate maps an A2A part (as JSON) to an ACP session update.
+// partUpdate maps an A2A part (as JSON) to an ACP session update: text
+// to a message or thought chunk, tool data parts to tool calls, other data
+// and file parts to content blocks (parts.go).
 func partUpdate(p any) (acpsdk.SessionUpdate, bool) {
 	m, ok := p.(map[string]any)
 	if !ok {
@@ -156,7 +158,14 @@ func partUpdate(p any) (acpsdk.SessionUpdate, bool) {
 				d[k] = v
 			}
 		}
-		return chunkUpdate(e2a.ChunkBody{DeltaKind: e2a.DeltaTool, Delta: d})
+		if u, ok := chunkUpdate(e2a.ChunkBody{DeltaKind: e2a.DeltaTool, Delta: d}); ok {
+			return u, true
+		}
+		// Plain data: an embedded JSON resource (parts.go).
+		return dataUpdate(m["data"], typ)
+	case "file":
+		f, _ := m["file"].(map[string]any)
+		return fileUpdate(f)
 	}
 	return acpsdk.SessionUpdate{}, false
 }
