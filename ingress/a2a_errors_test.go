@@ -20,7 +20,6 @@ func TestA2AErrorCodes(t *testing.T) {
 		{"push_get", `{"jsonrpc":"2.0","id":"p1","method":"tasks/pushNotificationConfig/get","params":{"id":"t"}}`, -32003},
 		{"push_list", `{"jsonrpc":"2.0","id":"p1","method":"tasks/pushNotificationConfig/list","params":{"id":"t"}}`, -32003},
 		{"push_delete", `{"jsonrpc":"2.0","id":"p1","method":"tasks/pushNotificationConfig/delete","params":{"id":"t","pushNotificationConfigId":"c"}}`, -32003},
-		{"extended_card", `{"jsonrpc":"2.0","id":"p1","method":"agent/getAuthenticatedExtendedCard"}`, -32007},
 		{"history_negative_get", `{"jsonrpc":"2.0","id":"p1","method":"tasks/get","params":{"id":"t","historyLength":-1}}`, -32602},
 		{"history_negative_send", `{"jsonrpc":"2.0","id":"p1","method":"message/send","params":{"message":{"kind":"message","role":"user","messageId":"m","parts":[{"kind":"text","text":"x"}]},"configuration":{"historyLength":-1}}}`, -32602},
 		{"file_pdf", `{"jsonrpc":"2.0","id":"p1","method":"message/send","params":{"message":{"kind":"message","role":"user","messageId":"m","parts":[{"kind":"file","file":{"uri":"https://example.com/a.pdf","mimeType":"application/pdf"}}]}}}`, -32005},

@@ -76,6 +76,8 @@ func (s *Server) agentCard(base, grpcURL string) map[string]any {
 		PreferredTransport: a2a.TransportProtocolJSONRPC,
 		ProtocolVersion:    "0.3.0",
 		Version:            Version,
+		// capabilities.extendedAgentCard in the v1.0 card (extcard.go).
+		SupportsAuthenticatedExtendedCard: !s.opts.noExtendedCard,
 		Capabilities: a2a.AgentCapabilities{
 			Streaming:              true,
 			PushNotifications:      s.opts.push != nil,
@@ -157,6 +159,7 @@ func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "public, max-age=60")
 	card := s.AgentCard(s.baseURL(r))
 	s.listPools(r.Context(), card, s.baseURL(r))
+	s.cardProfile(r.Context(), card, s.opts.defaultPool)
 	s.writeCard(w, r, card)
 }
 

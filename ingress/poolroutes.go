@@ -20,8 +20,8 @@ import (
 // /pools/<pool>/v1/requests, /pools/<pool>/a2e, and the pool's own agent
 // card at /pools/<pool>/.well-known/agent-card.json, whose interfaces point
 // there. An A2A client given that card talks to the pool's agent without
-// knowing about pools. The gRPC binding has no path to carry the pool: a
-// pool's card does not list it.
+// knowing about pools. The gRPC binding, which has no path to carry the
+// pool, is listed with A2A v1.0's `tenant: <pool>` (pooltenant.go).
 const PoolsPath = "/pools/"
 
 type poolCtxKey struct{}
@@ -56,27 +56,39 @@ func (s *Server) mountPools(mux *http.ServeMux) {
 // input and output modes), or after the pool alone. A pool no worker ever
 // served and no bridge published is 404.
 func (s *Server) handlePoolCard(w http.ResponseWriter, r *http.Request, pool string) {
-	info, found, err := bridge.LookupPool(r.Context(), s.js, pool)
+	card, ok := s.poolCard(r.Context(), s.baseURL(r), pool)
+	if !ok {
+		e2aproto.WriteError(w, http.StatusNotFound, "unknown_agent", "no agent pool named "+pool, false)
+		return
+	}
+	w.Header().Set("Cache-Control", "public, max-age=60")
+	s.writeCard(w, r, card)
+}
+
+// poolCard is the card handlePoolCard answers for the pipeline at base
+// (ok false: no such pool), with the pool's profile (cardProfile).
+func (s *Server) poolCard(ctx context.Context, base, pool string) (map[string]any, bool) {
+	info, found, err := bridge.LookupPool(ctx, s.js, pool)
 	if err != nil {
 		s.opts.log.Warn("pool card: bridge pool info unreadable", "pool", pool, "err", err)
 	}
 	if !found {
 		known := false
 		if s.pools != nil {
-			st, err := s.pools.state(r.Context(), pool)
+			st, err := s.pools.state(ctx, pool)
 			known = err == nil && st.known
 		} else {
-			names, _ := s.poolNames(r.Context())
+			names, _ := s.poolNames(ctx)
 			known = slices.Contains(names, pool)
 		}
 		if !known {
-			e2aproto.WriteError(w, http.StatusNotFound, "unknown_agent", "no agent pool named "+pool, false)
-			return
+			return nil, false
 		}
 		info = bridge.PoolInfo{Pool: pool}
 	}
-	base := s.baseURL(r) + PoolsPath + pool
-	card := s.agentCard(base, "")
+	base += PoolsPath + pool
+	card := s.agentCard(base, s.grpcURL(base))
+	poolGRPCTenant(card, pool)
 	card["name"] = info.Name
 	if info.Name == "" {
 		card["name"] = "E2A Pipeline: " + pool
@@ -99,8 +111,8 @@ func (s *Server) handlePoolCard(w http.ResponseWriter, r *http.Request, pool str
 	if len(info.OutputModes) > 0 {
 		card["defaultOutputModes"] = info.OutputModes
 	}
-	w.Header().Set("Cache-Control", "public, max-age=60")
-	s.writeCard(w, r, card)
+	s.cardProfile(ctx, card, pool)
+	return card, true
 }
 
 // PoolsExtension is the URI of the card extension listing the pipeline's

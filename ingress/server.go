@@ -29,6 +29,8 @@ type Server struct {
 	pools *pools // nil: every pool accepted
 	// poolList caches the pool names the pipeline's card lists.
 	poolList poolCache
+	// profiles caches the pools' profiles (extcard.go).
+	profiles profileCache
 	pub      *Publisher
 	egress   *egress.Service
 	opts     options
@@ -62,6 +64,7 @@ type options struct {
 	a2eTypes       *normalizer.Registry
 	poolTTL        time.Duration
 	push           *push.Store // WithPushStore; nil: no push notifications
+	noExtendedCard bool        // WithExtendedCard(false)
 }
 
 // WithA2ETypes sets the A2E type registry (the base map plus the types

@@ -1,34 +1,73 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/agent/tck"
+	"github.com/e2a-pipeline/pipeline/bridge"
 )
 
 // devPool is a built-in agent pool the development server serves.
 type devPool struct {
 	name string
 	h    agent.Handler
+	// info, when set, is the pool's info (its profile: streaming,
+	// required extensions), published before its workers start.
+	info *bridge.PoolInfo
 }
 
 // devPools are the built-in pools of `e2a dev`: the default pool
 // (E2A_DEFAULT_POOL, the demo agent, or the TCK scenario agent when it is
-// "tck") and the TCK scenario agent's pool "tck". E2A_DEFAULT_POOL=tck
-// sends what the root A2A interfaces receive (JSON-RPC, HTTP+JSON, gRPC) to
-// the TCK agent: the official A2A TCK runs against the root card.
+// "tck" or "tck-basic") and the TCK scenario agent's pools "tck" and
+// "tck-basic" (its second profile: no streaming, the TCK's extension
+// required). E2A_DEFAULT_POOL=tck sends what the root A2A interfaces
+// receive (JSON-RPC, HTTP+JSON, gRPC) to the TCK agent: the official A2A
+// TCK runs against the root card; E2A_DEFAULT_POOL=tck-basic gives the
+// root card that pool's profile.
 func devPools(defaultPool string) ([]devPool, error) {
 	t, err := tck.New()
 	if err != nil {
 		return nil, err
 	}
-	if defaultPool == tck.Pool {
-		return []devPool{{tck.Pool, t}}, nil
+	info := tck.BasicPoolInfo()
+	full, basic := devPool{tck.Pool, t, nil}, devPool{tck.BasicPool, t, &info}
+	switch defaultPool {
+	case tck.Pool:
+		return []devPool{full, basic}, nil
+	case tck.BasicPool:
+		return []devPool{basic, full}, nil
 	}
-	return []devPool{{defaultPool, demo.New()}, {tck.Pool, t}}, nil
+	return []devPool{{defaultPool, demo.New(), nil}, full, basic}, nil
+}
+
+// publishDevPools publishes the info of the pools that have one (in
+// E2A_BRIDGE, as a bridge publishes its pool's), again at a third of
+// the bucket's TTL until ctx ends.
+func publishDevPools(ctx context.Context, js jetstream.JetStream, cfg Config, pools []devPool, log *slog.Logger) error {
+	var conv *bridge.Conversations
+	for _, p := range pools {
+		if p.info == nil {
+			continue
+		}
+		if conv == nil {
+			var err error
+			if conv, err = bridge.OpenConversations(ctx, js, cfg.StreamsConfig()); err != nil {
+				return err
+			}
+		}
+		if err := conv.PublishPool(ctx, *p.info); err != nil {
+			return err
+		}
+		go republishPool(ctx, conv, *p.info, cfg.TasksTTL, log)
+	}
+	return nil
 }
 
 // poolsLine names the pools for the start-up banner: the default one
@@ -39,6 +78,12 @@ func poolsLine(pools []devPool) string {
 		what := "demo"
 		if _, ok := p.h.(*tck.Agent); ok {
 			what = "A2A TCK scenarios"
+		}
+		if p.info != nil && !p.info.Streaming {
+			what += ", no streaming"
+		}
+		if p.info != nil && len(p.info.RequiredExtensions) > 0 {
+			what += ", requires " + strings.Join(p.info.RequiredExtensions, " ")
 		}
 		if i == 0 {
 			what += ", default"

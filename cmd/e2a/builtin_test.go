@@ -7,12 +7,15 @@ import (
 )
 
 // TestDevBuiltinPools: e2a dev serves the default pool (the demo agent, or the
-// TCK agent when the default is tck) and the pool tck, once each.
+// TCK agent when the default is tck or tck-basic) and the pools tck and
+// tck-basic (no streaming, the TCK's extension required), once each.
 func TestDevBuiltinPools(t *testing.T) {
+	basic := `"tck-basic" (A2A TCK scenarios, no streaming, requires urn:a2a:tck:required-extension`
 	for _, tc := range []struct{ def, line string }{
-		{"demo", `"demo" (demo, default), "tck" (A2A TCK scenarios)`},
-		{"mine", `"mine" (demo, default), "tck" (A2A TCK scenarios)`},
-		{tck.Pool, `"tck" (A2A TCK scenarios, default)`},
+		{"demo", `"demo" (demo, default), "tck" (A2A TCK scenarios), ` + basic + `)`},
+		{"mine", `"mine" (demo, default), "tck" (A2A TCK scenarios), ` + basic + `)`},
+		{tck.Pool, `"tck" (A2A TCK scenarios, default), ` + basic + `)`},
+		{tck.BasicPool, basic + `, default), "tck" (A2A TCK scenarios)`},
 	} {
 		pools, err := devPools(tc.def)
 		if err != nil {

@@ -99,7 +99,7 @@ func ingressOptions(ctx context.Context, js jetstream.JetStream, cfg Config, aut
 		}
 		opts = append(opts, ingress.WithRoutes(routes))
 	}
-	opts = append(opts, ingress.WithAuth(auth))
+	opts = append(opts, ingress.WithAuth(auth), ingress.WithExtendedCard(cfg.ExtendedCard))
 	if !cfg.AcceptUnknownPools {
 		opts = append(opts, ingress.WithPoolCheck(0))
 	}

@@ -56,6 +56,10 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 		d.servePush(rep, in, tc, nin, req)
 		return
 	}
+	if protocol == normalizer.ProtocolA2A && req.Method == normalizer.A2AGetAuthenticatedExtendedCard {
+		d.serveExtendedCard(rep, in, c)
+		return
+	}
 	adapt, _ := d.h.Normalizer().Adapter(protocol)
 	res, err := adapt(nin)
 	if err != nil {

@@ -95,7 +95,7 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 		vc, ok := c.(host.V1Caller)
 		if ok {
 			ctx = withCall(ctx, call{header: r.Header, agent: r.URL.Query().Get("agent"),
-				version: requestedVersion(r), channel: "http", c: vc, query: r.URL.Query()})
+				version: requestedVersion(r), channel: "http", c: vc, query: r.URL.Query(), r: r})
 		} // else the handler answers an internal error: no caller
 		r = r.WithContext(ctx)
 		switch {
@@ -172,7 +172,7 @@ func (b *bindings) streamREST(w http.ResponseWriter, r *http.Request, sdk http.H
 		sdk.ServeHTTP(w, r)
 		return
 	}
-	b.stream(w, r, &req, sdk, func(requestID string, p a2amap.Params, from int64) egress.NewRenderer {
+	b.stream(w, r, &req, sdk, nil, true, func(requestID string, p a2amap.Params, from int64) egress.NewRenderer {
 		return func(o *egress.Output) egress.Renderer { return NewRESTStream(o, requestID, p, from) }
 	})
 }
@@ -197,15 +197,16 @@ func (b *bindings) streamRPC(w http.ResponseWriter, r *http.Request, head rpcHea
 		sdk.ServeHTTP(w, r)
 		return
 	}
-	b.stream(w, r, &req, sdk, func(requestID string, p a2amap.Params, from int64) egress.NewRenderer {
+	b.stream(w, r, &req, sdk, head.ID, false, func(requestID string, p a2amap.Params, from int64) egress.NewRenderer {
 		return func(o *egress.Output) egress.Renderer { return NewStream(o, requestID, p, head.ID, from) }
 	})
 }
 
 // stream publishes req and has egress serve its frames with the renderer
 // newRenderer builds; a refusal before the stream opens is handed to sdk
-// (call.refusal) for its answer.
-func (b *bindings) stream(w http.ResponseWriter, r *http.Request, req *a2a.SendMessageRequest, sdk http.Handler,
+// (call.refusal) for its answer, but for a pool profile's, answered
+// plainly (writePlain: a JSON-RPC call's id, or HTTP+JSON's when rest).
+func (b *bindings) stream(w http.ResponseWriter, r *http.Request, req *a2a.SendMessageRequest, sdk http.Handler, id json.RawMessage, rest bool,
 	newRenderer func(requestID string, p a2amap.Params, from int64) egress.NewRenderer) {
 	// Subscribed to the frames before the publish, as the handler's
 	// SendStreamingMessage does (egress.ExpectStream).
@@ -219,6 +220,11 @@ func (b *bindings) stream(w http.ResponseWriter, r *http.Request, req *a2a.SendM
 		} else {
 			defer release()
 		}
+	}
+	if err != nil && plainRefusal(err) {
+		// A pool's profile refused it: one plain error answer.
+		writePlain(w, err, id, rest)
+		return
 	}
 	if err != nil {
 		// The SDK answers the refusal: the handler's SendStreamingMessage
@@ -311,19 +317,16 @@ func (b *bindings) refuseFinished(w http.ResponseWriter, r *http.Request, head r
 	default:
 		return false
 	}
+	if err := b.hd.subscribeRefusal(r.Context(), id); err != nil {
+		// The task's pool does not stream (its profile).
+		writePlain(w, err, head.ID, rest)
+		return true
+	}
 	zero := 0
 	t, err := b.hd.GetTask(r.Context(), &a2a.GetTaskRequest{ID: a2a.TaskID(id), HistoryLength: &zero})
 	if err != nil || !t.Status.State.Terminal() {
 		return false
 	}
-	err = finishedError(t.ID, t.Status.State)
-	if rest {
-		st := restError(err)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(st.Error.Code)
-		_ = json.NewEncoder(w).Encode(st)
-		return true
-	}
-	_ = jsonrpc.WriteError(w, sdkRPCID(head.ID), Error(err))
+	writePlain(w, finishedError(t.ID, t.Status.State), head.ID, rest)
 	return true
 }

@@ -122,7 +122,9 @@ var unimplementedReasons = map[string]bool{
 }
 
 // specStatus is err with the gRPC code §5.4 gives its A2A error
-// (unimplementedReasons), its message and details kept.
+// (unimplementedReasons, and UnsupportedOperationError for a capability
+// the card does not declare: CapabilityUnsupported), its message and
+// details kept.
 func specStatus(err error) error {
 	st, ok := status.FromError(err)
 	if !ok || err == nil || st.Code() != codes.FailedPrecondition {
@@ -130,7 +132,8 @@ func specStatus(err error) error {
 	}
 	for _, d := range st.Details() {
 		info, ok := d.(*errdetails.ErrorInfo)
-		if !ok || info.GetDomain() != a2a.ProtocolDomain || !unimplementedReasons[info.GetReason()] {
+		if !ok || info.GetDomain() != a2a.ProtocolDomain || !unimplementedReasons[info.GetReason()] &&
+			(info.GetReason() != a2a.ErrorReason(a2a.ErrUnsupportedOperation) || info.GetMetadata()[capabilityKey] == "") {
 			continue
 		}
 		p := st.Proto()

@@ -61,6 +61,9 @@ type call struct {
 	// refused before its stream opened, handed back to the SDK for its
 	// answer: SendStreamingMessage yields it.
 	refusal error
+	// r is an HTTP call's request (nil for gRPC): the extended card's
+	// base URL.
+	r *http.Request
 }
 
 type callKey struct{}
@@ -110,7 +113,7 @@ func normalizeSend(norm *normalizer.Normalizer, in normalizer.Input, req *a2a.Se
 // submit normalizes and publishes a SendMessage request, as message/send
 // or message/stream of v0.3, and records it on its task.
 func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, method string) (acc host.Accepted, p a2amap.Params, err error) {
-	c, err := h.call(ctx)
+	c, err := h.callFor(ctx, sendTenant(req))
 	if err != nil {
 		return acc, p, err
 	}
@@ -118,6 +121,9 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 	in.Channel = c.channel
 	res, err := normalizeSend(h.h.Normalizer(), in, req, method)
 	if err != nil {
+		return acc, p, err
+	}
+	if err := h.checkProfile(ctx, c, res.Pool, method == normalizer.A2AMessageStream); err != nil {
 		return acc, p, err
 	}
 	env := res.Envelope
@@ -427,6 +433,9 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskR
 	if err != nil {
 		return errSeq(a2a.ErrTaskNotFound)
 	}
+	if err := h.checkProfile(ctx, c, t.Pool, true); err != nil {
+		return errSeq(err)
+	}
 	release, ok := h.stream(ctx)
 	if !ok {
 		return errSeq(errTooManyStreams)
@@ -472,7 +481,25 @@ func refuseFinished(evs iter.Seq2[legacy.Event, error]) iter.Seq2[legacy.Event, 
 
 // The push-config methods are in push.go.
 
-// GetExtendedAgentCard: the card declares no extended card.
-func (h *handler) GetExtendedAgentCard(context.Context, *a2a.GetExtendedAgentCardRequest) (*a2a.AgentCard, error) {
-	return nil, a2a.ErrExtendedCardNotConfigured
+// GetExtendedAgentCard answers the host's extended card for the caller
+// (CardHost.ExtendedCard: the card of the pool called, with what the
+// caller may use), in its v1.0 form.
+func (h *handler) GetExtendedAgentCard(ctx context.Context, _ *a2a.GetExtendedAgentCardRequest) (*a2a.AgentCard, error) {
+	c, err := h.call(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ch, ok := h.h.(CardHost)
+	if !ok {
+		return nil, CapabilityUnsupported("extendedAgentCard", "this agent declares no extended agent card")
+	}
+	m, err := ch.ExtendedCard(ctx, c.c, c.r, c.agent)
+	if err != nil {
+		return nil, err
+	}
+	card, err := V1Card(m)
+	if err != nil {
+		return nil, fmt.Errorf("%w: extended card: %v", a2a.ErrInternalError, err)
+	}
+	return card, nil
 }

@@ -1,0 +1,151 @@
+package a2av1
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/tenant"
+)
+
+// Profile is what an agent pool declares of the A2A capabilities it
+// offers (its pool info): whether it streams, and the A2A extensions a
+// request to it must activate. The zero Profile is a pool that does not
+// stream; a pool with no info streams and requires nothing
+// (DefaultProfile).
+type Profile struct {
+	Streaming          bool
+	RequiredExtensions []string
+}
+
+// DefaultProfile is the profile of a pool whose info declares nothing.
+var DefaultProfile = Profile{Streaming: true}
+
+// CardHost is the optional role of a [Host] that knows the pools'
+// profiles and serves the extended agent card; without it every pool
+// streams and requires nothing, and GetExtendedAgentCard is
+// UnsupportedOperationError.
+type CardHost interface {
+	// PoolProfile is the profile of pool ("" for the routing rule's
+	// default pool).
+	PoolProfile(ctx context.Context, pool string) Profile
+	// ExtendedCard is the agent card of pool ("" for the pipeline's) for
+	// the caller c, extended with what c may use: r is the HTTP call (nil
+	// for a gRPC call). Its errors are the SDK's kinds (a2a.Err…): the
+	// caller unauthenticated, the card not declared
+	// ([CapabilityUnsupported]).
+	ExtendedCard(ctx context.Context, c host.V1Caller, r *http.Request, pool string) (map[string]any, error)
+}
+
+// capabilityKey is the ErrorInfo metadata key naming the capability an
+// UnsupportedOperationError is about (CapabilityUnsupported).
+const capabilityKey = "capability"
+
+// CapabilityUnsupported is UnsupportedOperationError for a capability the
+// card does not declare (streaming, extendedAgentCard: A2A v1.0 §3.3.4),
+// its ErrorInfo naming the capability: on gRPC it is UNIMPLEMENTED, as
+// §5.4 says (specStatus), where the error of a finished task keeps the
+// SDK's FAILED_PRECONDITION.
+func CapabilityUnsupported(capability, msg string) error {
+	return a2a.NewError(a2a.ErrUnsupportedOperation, msg).WithErrorInfoMeta(map[string]string{capabilityKey: capability})
+}
+
+// unsupportedCapability reports whether err is CapabilityUnsupported's.
+func unsupportedCapability(err error) bool {
+	var e *a2a.Error
+	if !errors.As(err, &e) || !errors.Is(err, a2a.ErrUnsupportedOperation) {
+		return false
+	}
+	for _, d := range e.TypedDetails {
+		if m, ok := d.Value["metadata"].(map[string]string); ok && m[capabilityKey] != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// check refuses a call to a pool of profile p: SendStreamingMessage or
+// SubscribeToTask (streaming) to a pool that does not stream is
+// UnsupportedOperationError, a call that does not activate every required
+// extension (the A2A-Extensions service parameter: HTTP header, gRPC
+// metadata) ExtensionSupportRequiredError. Nothing has been published.
+func (p Profile) check(pool string, header http.Header, streaming bool) error {
+	if streaming && !p.Streaming {
+		return CapabilityUnsupported("streaming", fmt.Sprintf("agent pool %q does not stream (its card says capabilities.streaming false): "+
+			"send the message with SendMessage", pool))
+	}
+	var missing []string
+	for _, uri := range p.RequiredExtensions {
+		if !extensionActivated(header, uri) {
+			missing = append(missing, uri)
+		}
+	}
+	if len(missing) > 0 {
+		return a2a.NewError(a2a.ErrExtensionSupportRequired, fmt.Sprintf("agent pool %q requires the extension(s) %s: "+
+			"activate them with the %s service parameter", pool, strings.Join(missing, ", "), a2a.SvcParamExtensions))
+	}
+	return nil
+}
+
+// extensionActivated reports whether header's A2A-Extensions lists uri.
+func extensionActivated(header http.Header, uri string) bool {
+	for _, v := range header.Values(a2a.SvcParamExtensions) {
+		if slices.ContainsFunc(strings.Split(v, ","), func(u string) bool { return strings.TrimSpace(u) == uri }) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkProfile applies the profile of pool to the call c (streaming: a
+// SendStreamingMessage or SubscribeToTask).
+func (h *handler) checkProfile(ctx context.Context, c call, pool string, streaming bool) error {
+	ch, ok := h.h.(CardHost)
+	if !ok {
+		return nil
+	}
+	return ch.PoolProfile(ctx, pool).check(pool, c.header, streaming)
+}
+
+// subscribeRefusal is the profile's refusal of SubscribeToTask on the
+// caller's task id (nil when the task is not the caller's: the handler
+// answers that).
+func (h *handler) subscribeRefusal(ctx context.Context, id string) error {
+	c, ok := callFrom(ctx)
+	if !ok {
+		return nil
+	}
+	t, err := c.c.Task(ctx, id, tenant.Read)
+	if err != nil {
+		return nil
+	}
+	return h.checkProfile(ctx, c, t.Pool, true)
+}
+
+// plainRefusal reports whether err is answered as a plain error before a
+// stream opens (writePlain): a profile's refusal, which the A2A v1.0
+// examples and the TCK read as one JSON answer, not an SSE event.
+func plainRefusal(err error) bool {
+	return unsupportedCapability(err) || errors.Is(err, a2a.ErrExtensionSupportRequired)
+}
+
+// writePlain answers err as a plain JSON error: HTTP+JSON's (rest) or
+// JSON-RPC's with the call's id.
+func writePlain(w http.ResponseWriter, err error, id json.RawMessage, rest bool) {
+	if rest {
+		st := restError(err)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(st.Error.Code)
+		_ = json.NewEncoder(w).Encode(st)
+		return
+	}
+	_ = jsonrpc.WriteError(w, sdkRPCID(id), Error(err))
+}
