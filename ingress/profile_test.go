@@ -136,7 +136,7 @@ func TestPoolProfile(t *testing.T) {
 	}
 	// A plain JSON answer, not a stream (the TCK reads it with .json()).
 	for path, body := range map[string]string{
-		ingress.A2AV1Path: `{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":{"role":"ROLE_USER","messageId":"m","parts":[{"text":"x"}]}}}`,
+		ingress.A2AV1Path:                     `{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":{"role":"ROLE_USER","messageId":"m","parts":[{"text":"x"}]}}}`,
 		ingress.A2AV1Path + "/message:stream": `{"message":{"role":"ROLE_USER","messageId":"m","parts":[{"text":"x"}]}}`,
 	} {
 		resp, b := do(t, "POST", p.url+path, body, "Content-Type", "application/json")
