@@ -89,6 +89,9 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := publishDevPools(ctx, js, cfg, pools, log); err != nil {
+		return err
+	}
 	agentDone := make(chan error, 2+len(pools)) // the pools, workflow, push
 	if _, err := startPush(ctx, nc, cfg, true, reg, log, agentDone); err != nil {
 		return err
