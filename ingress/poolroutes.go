@@ -87,7 +87,8 @@ func (s *Server) poolCard(ctx context.Context, base, pool string) (map[string]an
 		info = bridge.PoolInfo{Pool: pool}
 	}
 	base += PoolsPath + pool
-	card := s.agentCard(base, "")
+	card := s.agentCard(base, s.grpcURL(base))
+	poolGRPCTenant(card, pool)
 	card["name"] = info.Name
 	if info.Name == "" {
 		card["name"] = "E2A Pipeline: " + pool

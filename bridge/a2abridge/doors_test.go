@@ -24,7 +24,6 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -92,22 +91,17 @@ type v1Conv struct {
 }
 
 // v1Door opens conversations with a2a-go/v2's client over binding b, from
-// the pool's card (gRPC: the pipeline's card, the pool named in the
-// call's metadata); stream chooses SendStreamingMessage over SendMessage.
+// the pool's card (gRPC: its interface's tenant names the pool); stream
+// chooses SendStreamingMessage over SendMessage.
 func v1Door(b a2a.TransportProtocol, stream bool) func(*testing.T, *pipetest.Pipeline, string) conv {
 	return func(t *testing.T, p *pipetest.Pipeline, pool string) conv {
 		ctx := testCtx(t)
 		cardURL := p.URL + "/pools/" + pool
 		opts := []a2aclient.FactoryOption{a2aclient.WithConfig(a2aclient.Config{PreferredTransports: []a2a.TransportProtocol{b}})}
 		if b == a2a.TransportProtocolGRPC {
-			cardURL = p.URL
-			opts = append(opts, a2agrpc.WithGRPCTransport(grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithUnaryInterceptor(func(ctx context.Context, m string, req, reply any, cc *grpc.ClientConn, inv grpc.UnaryInvoker, o ...grpc.CallOption) error {
-					return inv(metadata.AppendToOutgoingContext(ctx, ingress.GRPCAgentMetadata, pool), m, req, reply, cc, o...)
-				}),
-				grpc.WithStreamInterceptor(func(ctx context.Context, d *grpc.StreamDesc, cc *grpc.ClientConn, m string, s grpc.Streamer, o ...grpc.CallOption) (grpc.ClientStream, error) {
-					return s(metadata.AppendToOutgoingContext(ctx, ingress.GRPCAgentMetadata, pool), d, cc, m, o...)
-				})))
+			// The pool's card lists gRPC with tenant <pool>, which the
+			// client sends in every request.
+			opts = append(opts, a2agrpc.WithGRPCTransport(grpc.WithTransportCredentials(insecure.NewCredentials())))
 		}
 		card, err := agentcard.DefaultResolver.Resolve(ctx, cardURL)
 		if err != nil {

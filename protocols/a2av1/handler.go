@@ -113,7 +113,7 @@ func normalizeSend(norm *normalizer.Normalizer, in normalizer.Input, req *a2a.Se
 // submit normalizes and publishes a SendMessage request, as message/send
 // or message/stream of v0.3, and records it on its task.
 func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, method string) (acc host.Accepted, p a2amap.Params, err error) {
-	c, err := h.call(ctx)
+	c, err := h.callFor(ctx, sendTenant(req))
 	if err != nil {
 		return acc, p, err
 	}
