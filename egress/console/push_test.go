@@ -25,6 +25,33 @@ func pushView(st *push.Store) console.PushView {
 	}
 }
 
+// startPushConsole is startPipeline with API keys, a push store the
+// console views and the push stage; alice has a config (cfg-1, to the
+// receiver, with a secret path, query, token and credentials) of her task
+// t-alice.
+func startPushConsole(t *testing.T) (*pipeline, *pushtest.Receiver) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var st *push.Store
+	view := func(ctx context.Context, principal, taskID string) ([]console.PushDelivery, error) {
+		return pushView(st)(ctx, principal, taskID)
+	}
+	p := startPipeline(t, pipelineOptions{auth: true, console: []console.Option{console.WithPushView(view)}})
+	var err error
+	if st, err = push.NewStore(ctx, p.nc, push.WithAllowHosts("127.0.0.1")); err != nil {
+		t.Fatal(err)
+	}
+	stageDone := make(chan error, 1)
+	go func() { stageDone <- push.Run(ctx, p.nc, push.WithAllowHosts("127.0.0.1")) }()
+	t.Cleanup(func() { cancel(); <-stageDone })
+	r := pushtest.NewReceiver(t)
+	if _, err := st.Create(ctx, "alice", push.Config{TaskID: "t-alice", ID: "cfg-1", URL: r.URL + "/secret-path?q=secret-query",
+		Token: "tok-secret", Auth: &push.Auth{Scheme: "Bearer", Credentials: "cred-secret"}}); err != nil {
+		t.Fatal(err)
+	}
+	return p, r
+}
+
 // TestTaskPush: GET /console/api/tasks/{task}/push shows alice her
 // task's config (the webhook's host, the last update handled, no
 // failure) once the push stage delivered the request's updates, and
@@ -40,25 +67,7 @@ func TestTaskPush(t *testing.T) {
 		t.Errorf("without a push view: %d, want 404", resp.StatusCode)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var st *push.Store
-	var view console.PushView = func(ctx context.Context, principal, taskID string) ([]console.PushDelivery, error) {
-		return pushView(st)(ctx, principal, taskID)
-	}
-	p := startPipeline(t, pipelineOptions{auth: true, console: []console.Option{console.WithPushView(view)}})
-	var err error
-	if st, err = push.NewStore(ctx, p.nc, push.WithAllowHosts("127.0.0.1")); err != nil {
-		t.Fatal(err)
-	}
-	stageDone := make(chan error, 1)
-	go func() { stageDone <- push.Run(ctx, p.nc, push.WithAllowHosts("127.0.0.1")) }()
-	defer func() { cancel(); <-stageDone }()
-	r := pushtest.NewReceiver(t)
-	if _, err := st.Create(ctx, "alice", push.Config{TaskID: "t-alice", ID: "cfg-1", URL: r.URL + "/secret-path?q=secret-query",
-		Token: "tok-secret", Auth: &push.Auth{Scheme: "Bearer", Credentials: "cred-secret"}}); err != nil {
-		t.Fatal(err)
-	}
+	p, r := startPushConsole(t)
 	id := p.submit(t, `{"task_id":"t-alice","params":{"text":"push view","frames":2}}`, "X-Api-Key", keyAlice)
 	waitFinal(t, p, id)
 	var got console.TaskPush

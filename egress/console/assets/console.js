@@ -248,6 +248,7 @@ async function openDetail(id) {
   $('d-id').title = id;
   $('d-status').replaceChildren();
   $('d-summary').replaceChildren();
+  $('d-push').hidden = true;
   $('envelope').textContent = '';
   $('frames').replaceChildren();
   $('transcript').replaceChildren();
@@ -288,6 +289,34 @@ async function loadInfo(id) {
   $('replay-cmd').textContent = d.replay_command;
   $('envelope').textContent = d.envelope ? pretty(d.envelope) : 'E2A_REQUESTS no longer holds this envelope.';
   renderSummary();
+  loadPush(id, d.envelope || {});
+}
+
+// loadPush shows the push notification configs of the request's task and
+// their delivery state (GET /console/api/tasks/{task}/push: the owner's
+// only; the webhook's host, never its URL, token or credentials).
+async function loadPush(id, env) {
+  const box = $('d-push');
+  box.hidden = true;
+  box.replaceChildren();
+  if (!env.task_id) return;
+  let p;
+  try {
+    p = await api('/console/api/tasks/' + pathSegment(env.task_id) + '/push?user=' + encodeURIComponent(env.user_id || ''));
+  } catch (e) {
+    return; // no push view in this process, or none readable
+  }
+  if (detail.id !== id || !p || !p.configs || !p.configs.length) return;
+  const rows = p.configs.map((c) => el('tr', {'data-config': c.config_id},
+    el('td', {text: c.config_id}), el('td', {text: c.host}),
+    el('td', {text: c.last_event || '—'}),
+    el('td', {text: c.attempts ? c.attempts + ' attempts since ' + c.failing_since : (c.dead_letter_mode ? 'dead-lettering' : 'ok')}),
+    el('td', {text: String(c.dead_letters)})));
+  box.replaceChildren(el('h3', {text: 'Push notifications of task ' + env.task_id}),
+    el('table', {class: 'push-table'},
+      el('thead', {}, el('tr', {}, ...['config', 'host', 'last update', 'state', 'dead letters'].map((h) => el('th', {text: h})))),
+      el('tbody', {}, ...rows)));
+  box.hidden = false;
 }
 
 // FINAL_STATUSES are the states of a request whose final frame is written.
