@@ -365,7 +365,11 @@ func newConsole(ctx context.Context, cfg Config, nc *nats.Conn, eg *egress.Servi
 	if demoPool != "" {
 		opts = append(opts, console.WithDemo(mux, demoPool))
 	}
-	return console.New(ctx, nc, eg, opts...)
+	pushView, err := pushConsoleOptions(ctx, nc, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return console.New(ctx, nc, eg, append(opts, pushView...)...)
 }
 
 // serveUntil serves until ctx is done, then shuts the server down.
