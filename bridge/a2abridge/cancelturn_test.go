@@ -19,14 +19,14 @@ import (
 )
 
 // TestCancelInterrupted: CancelTask on a pipeline task whose turn ended
-// input-required reaches the upstream agent (a2a-go/v2 over JSON-RPC and
+// input-required or auth-required reaches the upstream agent (a2a-go/v2 over JSON-RPC and
 // gRPC, @a2a-js/sdk 1.3 in Node): the agent receives CancelTask for its
 // own task, and the pipeline's task ends canceled. An agent that refuses
 // (its task was cancelled directly, so it is terminal) still leaves ours
 // canceled, and the cancel turn's final frame records the refusal. Each
 // request writes its conversation record once (the bucket's stream
 // grows by one message per request: the stream, the question, the
-// answer, the cancel turn).
+// answer, each cancel turn).
 func TestCancelInterrupted(t *testing.T) {
 	t.Parallel()
 	for _, u := range []upstreamKind{
@@ -57,13 +57,15 @@ func TestCancelInterrupted(t *testing.T) {
 			}
 			writes.check(t, "the answer", 1)
 
-			// Cancelled while it asks: the agent's task is cancelled.
-			ask = "ask: again, " + u.name
-			upTask := askAndCancel(t, c, a, ask)
-			if !slices.Contains(a.cancels(t), upTask) {
-				t.Errorf("the agent's cancels %v lack its task %s", a.cancels(t), upTask)
+			// Cancelled while it asks (for input, for credentials): the
+			// agent's task is cancelled.
+			for _, ask := range []string{"ask: again, " + u.name, "auth: " + u.name} {
+				upTask := askAndCancel(t, c, a, ask)
+				if !slices.Contains(a.cancels(t), upTask) {
+					t.Errorf("%s: the agent's cancels %v lack its task %s", ask, a.cancels(t), upTask)
+				}
+				writes.check(t, ask+": the question and the cancel turn", 2)
 			}
-			writes.check(t, "the question and the cancel turn", 2)
 			if f := cancelTurnFinal(t, p, "refused"); f != nil {
 				t.Errorf("a cancel the agent took recorded as refused: %+v", f)
 			}
@@ -75,7 +77,7 @@ func TestCancelInterrupted(t *testing.T) {
 			ask = "ask: answered upstream, " + u.name
 			c.taskID, c.contextID = "", ""
 			s = c.send(t, ask)
-			upTask, _ = a.task(t, ask)
+			upTask, _ := a.task(t, ask)
 			answer := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("Bob"))
 			answer.TaskID = a2a.TaskID(upTask)
 			if _, err := upstreamClient(t, a.url).SendMessage(testCtx(t), &a2a.SendMessageRequest{Message: answer}); err != nil {
@@ -96,13 +98,13 @@ func TestCancelInterrupted(t *testing.T) {
 	}
 }
 
-// askAndCancel sends text (an ask: scenario) and cancels the pipeline's
-// task once it asks; it returns the agent's task.
+// askAndCancel sends text (an ask: or auth: scenario) and cancels the
+// pipeline's task once it asks; it returns the agent's task.
 func askAndCancel(t *testing.T, c *v1Conv, a agentUnderTest, text string) string {
 	t.Helper()
 	c.taskID, c.contextID = "", ""
 	s := c.send(t, text)
-	if s.state != "input-required" {
+	if !e2a.InterruptState(s.state) {
 		t.Fatalf("%s: %s", text, s.state)
 	}
 	task, err := c.c.CancelTask(testCtx(t), &a2a.CancelTaskRequest{ID: a2a.TaskID(s.taskID)})
