@@ -58,7 +58,9 @@
 //     the stored one for a request stored before it could have received
 //     them: at start-up, after a reconnect or a dropped message); while the
 //     handler runs, its context is cancelled ([ErrCancelled]) and the final
-//     frame is e2a.error cancelled.
+//     frame is e2a.error cancelled. A cancel turn (the cancel of a task whose
+//     last turn ended interrupted) ends cancelled without a Serve call; a
+//     handler implementing [TurnCanceller] is told of it first.
 //   - Turns never overlap: a request whose message carries E2A-After-Request
 //     (ingress sets it on a later turn of an A2A or AgentVault task or of an
 //     ACP session: the request the record held before it) runs its handler
