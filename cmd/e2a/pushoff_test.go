@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"testing"
@@ -101,5 +102,25 @@ func checkPushOff(t *testing.T, base, key string) {
 	_, err = c03.SetTaskPushConfig(ctx, &a2a03.TaskPushConfig{TaskID: "t-1", Config: a2a03.PushConfig{URL: "https://example.com/hook"}})
 	if !errors.Is(err, a2a03.ErrPushNotificationNotSupported) {
 		t.Errorf("v0.3 tasks/pushNotificationConfig/set: %v, want PushNotificationNotSupported", err)
+	}
+}
+
+// TestPushConsoleWired: `e2a dev` with E2A_PUSH=on serves the console's view of
+// a task's push deliveries: a task without configs answers 200 with none.
+func TestPushConsoleWired(t *testing.T) {
+	const key = "push-console-key-8a2c4e"
+	dev := startE2A(t, devAddr, []string{"E2A_NATS_URL=", "E2A_API_KEYS=tester:" + key, "E2A_PUSH=on"}, "dev")
+	hc := &http.Client{Transport: apiKeyTransport{key}}
+	resp, err := hc.Get(dev.url + "/console/api/tasks/t-1/push")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var tp struct {
+		TaskID  string            `json:"task_id"`
+		Configs []json.RawMessage `json:"configs"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&tp); err != nil || resp.StatusCode != http.StatusOK || tp.TaskID != "t-1" || tp.Configs == nil || len(tp.Configs) != 0 {
+		t.Fatalf("GET /console/api/tasks/t-1/push: %d %+v %v", resp.StatusCode, tp, err)
 	}
 }
