@@ -52,12 +52,7 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 			protocol, toRPC = normalizer.ProtocolAgentVault, AgentVaultError
 		}
 	}
-	if protocol == normalizer.ProtocolA2A && isPushMethod(req.Method) {
-		d.servePush(rep, in, tc, nin, req)
-		return
-	}
-	if protocol == normalizer.ProtocolA2A && req.Method == normalizer.A2AGetAuthenticatedExtendedCard {
-		d.serveExtendedCard(rep, in, c)
+	if protocol == normalizer.ProtocolA2A && d.serveDirect(rep, in, tc, nin, req) {
 		return
 	}
 	adapt, _ := d.h.Normalizer().Adapter(protocol)

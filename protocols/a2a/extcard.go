@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
@@ -16,6 +17,21 @@ type ExtendedCards interface {
 	// the call in (the agent pool it names, its base URL), or the
 	// refusal to answer.
 	AuthenticatedExtendedCard(in host.Call, c host.RPCCaller) (map[string]any, *host.Refusal)
+}
+
+// serveDirect answers the A2A v0.3 methods that are not normalized into
+// an envelope (the push-config methods, the extended card) and reports
+// whether req was one.
+func (d *frontDoor) serveDirect(rep host.Reply, in host.Call, tc host.TaskCaller, nin normalizer.Input, req *jsonrpc.Request) bool {
+	switch {
+	case isPushMethod(req.Method):
+		d.servePush(rep, in, tc, nin, req)
+	case req.Method == normalizer.A2AGetAuthenticatedExtendedCard:
+		d.serveExtendedCard(rep, in, tc)
+	default:
+		return false
+	}
+	return true
 }
 
 // serveExtendedCard answers agent/getAuthenticatedExtendedCard from the
