@@ -11,23 +11,30 @@ import (
 	"github.com/e2a-pipeline/pipeline/push"
 )
 
-// pushStoreOptions are the ingress options that serve A2A's push config
-// methods from the E2A_PUSH bucket, with the URL rules of the push stage
-// (pushOptions: E2A_PUSH_ALLOW_HOSTS; dev adds the loopback hosts); none
-// with E2A_PUSH=off, which neither opens nor creates the bucket: the cards
-// then say pushNotifications false and the methods answer
-// PushNotificationNotSupported.
-func pushStoreOptions(ctx context.Context, nc *nats.Conn, cfg Config, dev bool) ([]ingress.Option, error) {
+// openPushStore opens the E2A_PUSH bucket (creating it when missing) with
+// the URL rules of the push stage (pushOptions: E2A_PUSH_ALLOW_HOSTS; dev
+// adds the loopback hosts); nil with E2A_PUSH=off, which neither opens
+// nor creates it.
+func openPushStore(ctx context.Context, nc *nats.Conn, cfg Config, dev bool) (*push.Store, error) {
 	pe, opts, err := pushOptions(cfg, dev, nil, nil)
-	if err != nil {
+	if err != nil || pe.mode() == pushOff {
 		return nil, err
-	}
-	if pe.mode() == pushOff {
-		return nil, nil
 	}
 	st, err := push.NewStore(ctx, nc, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("push config store: %w", err)
+	}
+	return st, nil
+}
+
+// pushStoreOptions are the ingress options that serve A2A's push config
+// methods from the push store; none with E2A_PUSH=off: the cards then say
+// pushNotifications false and the methods answer
+// PushNotificationNotSupported.
+func pushStoreOptions(ctx context.Context, nc *nats.Conn, cfg Config, dev bool) ([]ingress.Option, error) {
+	st, err := openPushStore(ctx, nc, cfg, dev)
+	if err != nil || st == nil {
+		return nil, err
 	}
 	return []ingress.Option{ingress.WithPushStore(st)}, nil
 }
@@ -36,16 +43,9 @@ func pushStoreOptions(ctx context.Context, nc *nats.Conn, cfg Config, dev bool) 
 // state in the console (GET /console/api/tasks/{task}/push, for the
 // task's owner); none with E2A_PUSH=off.
 func pushConsoleOptions(ctx context.Context, nc *nats.Conn, cfg Config) ([]console.Option, error) {
-	pe, opts, err := pushOptions(cfg, false, nil, nil)
-	if err != nil {
+	st, err := openPushStore(ctx, nc, cfg, false)
+	if err != nil || st == nil {
 		return nil, err
-	}
-	if pe.mode() == pushOff {
-		return nil, nil
-	}
-	st, err := push.NewStore(ctx, nc, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("push config store: %w", err)
 	}
 	return []console.Option{console.WithPushView(func(ctx context.Context, principal, taskID string) ([]console.PushDelivery, error) {
 		ds, err := st.Deliveries(ctx, principal, taskID)

@@ -11,6 +11,9 @@ import (
 // PushDelivery is the console's view of one push notification config of
 // a task and its delivery state: the webhook's host only, never its path,
 // query, token or credentials (which the view function must not return).
+// It has the fields of push.DeliveryState, which converts to it: the
+// console does not import the push stage, whose A2A SDK dependencies
+// would follow it into egress.
 type PushDelivery struct {
 	ConfigID string    `json:"config_id"`
 	Host     string    `json:"host"`
