@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,9 @@ func TestPushOff(t *testing.T) {
 	}
 	if _, err := js.Consumer(ctx, streams.ResponsesStream, push.DefaultConsumer); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		t.Errorf("consumer %s with E2A_PUSH=off: %v (want none)", push.DefaultConsumer, err)
+	}
+	if l := serve.log.String(); !strings.Contains(l, "push notification stage not run here") {
+		t.Errorf("serve's log does not say the stage is not run:\n%s", l)
 	}
 	dev := startE2A(t, devAddr, []string{"E2A_NATS_URL=", "E2A_API_KEYS=tester:" + key, "E2A_PUSH=off"}, "dev")
 	checkPushOff(t, dev.url, key)
@@ -122,5 +126,32 @@ func TestPushConsoleWired(t *testing.T) {
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&tp); err != nil || resp.StatusCode != http.StatusOK || tp.TaskID != "t-1" || tp.Configs == nil || len(tp.Configs) != 0 {
 		t.Fatalf("GET /console/api/tasks/t-1/push: %d %+v %v", resp.StatusCode, tp, err)
+	}
+}
+
+// TestPushAPIOnly: `e2a serve` with E2A_PUSH=api (serve in Kubernetes,
+// beside e2a push replicas) serves the push config methods (its card
+// declares pushNotifications, E2A_PUSH exists) but runs no stage: no push
+// consumer on E2A_RESPONSES.
+func TestPushAPIOnly(t *testing.T) {
+	const key = "push-api-key-3f7a1c"
+	srv, nc := natstest.RunServer(t)
+	serve := startE2A(t, serveAddr, []string{"E2A_NATS_URL=" + srv.ClientURL(), "E2A_API_KEYS=tester:" + key, "E2A_PUSH=api", "E2A_LOG_LEVEL=info"}, "serve")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	card, err := agentcard.NewResolver(&http.Client{Transport: apiKeyTransport{key}}).Resolve(ctx, serve.url)
+	if err != nil || !card.Capabilities.PushNotifications {
+		t.Fatalf("card with E2A_PUSH=api: %+v %v, want pushNotifications", card, err)
+	}
+	js := natstest.JetStream(t, nc)
+	if _, err := js.KeyValue(ctx, streams.PushBucket); err != nil {
+		t.Errorf("bucket %s with E2A_PUSH=api: %v", streams.PushBucket, err)
+	}
+	if _, err := js.Consumer(ctx, streams.ResponsesStream, push.DefaultConsumer); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Errorf("consumer %s with E2A_PUSH=api: %v (want none: e2a push delivers)", push.DefaultConsumer, err)
+	}
+	// Logged before "serving", which startE2A waited for.
+	if l := serve.log.String(); !strings.Contains(l, "push notification stage not run here") {
+		t.Errorf("serve's log does not say the stage is not run:\n%s", l)
 	}
 }
