@@ -123,6 +123,15 @@ func (h protocolHost) PoolProfile(ctx context.Context, pool string) a2av1.Profil
 
 var _ a2av1.CardHost = protocolHost{}
 
+// PoolCapabilities is the pool's profile for the A2A v0.3 endpoint
+// (a2aproto.Profiles).
+func (h protocolHost) PoolCapabilities(ctx context.Context, pool string) (bool, []string) {
+	p := h.s.poolProfile(ctx, pool)
+	return p.Streaming, p.RequiredExtensions
+}
+
+var _ a2aproto.Profiles = protocolHost{}
+
 // Why extendedCard refuses.
 var (
 	errExtendedCardOff       = errors.New("this agent serves no extended agent card (its card does not declare capabilities.extendedAgentCard)")

@@ -98,7 +98,7 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 		answer(rep, toRPC)(a2aCancel(in.Ctx, ans, tc, t, d.h.Cancel))
 	case normalizer.OpSubscribe:
 		t := owned(tenant.Read)
-		if t == nil {
+		if t == nil || !d.admitProfile(rep, in, protocol, t.Pool, req.Method) {
 			return
 		}
 		w := rep.Stream()
@@ -148,7 +148,7 @@ func taskNotFound(rep host.Reply, protocol string, taskID string) {
 // the package's renderers over the host.
 func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, protocol string, res *normalizer.Result, req *jsonrpc.Request) {
 	env := res.Envelope
-	if !admitTurn(rep, in, tc, protocol, env) {
+	if !d.admitProfile(rep, in, protocol, res.Pool, req.Method) || !admitTurn(rep, in, tc, protocol, env) {
 		return
 	}
 	w := rep.Stream()

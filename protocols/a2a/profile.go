@@ -1,0 +1,70 @@
+package a2a
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
+)
+
+// CodeExtensionSupportRequired is A2A v1.0's ExtensionSupportRequiredError
+// code, which the v0.3 endpoint answers too (v0.3 defines no code for a
+// required extension the client did not declare).
+const CodeExtensionSupportRequired = -32008
+
+// Profiles is the optional role of a [host.TaskHost] that knows what each
+// agent pool offers (its pool info): whether it streams, and the
+// extensions a request to it must declare. Without it every pool streams
+// and requires nothing.
+type Profiles interface {
+	// PoolCapabilities is pool's profile ("" for the default pool's).
+	PoolCapabilities(ctx context.Context, pool string) (streaming bool, requiredExtensions []string)
+}
+
+// admitProfile applies the profile of pool to an A2A v0.3 call of method
+// before anything is published: message/stream and tasks/resubscribe to a
+// pool that does not stream are -32004 (UnsupportedOperation), a call
+// that does not declare every required extension in X-A2A-Extensions (or
+// A2A-Extensions) -32008. It answered rep when it returns false.
+func (d *frontDoor) admitProfile(rep host.Reply, in host.Call, protocol, pool, method string) bool {
+	pr, ok := d.h.(Profiles)
+	if !ok || protocol != normalizer.ProtocolA2A {
+		return true
+	}
+	streaming, required := pr.PoolCapabilities(in.Ctx, pool)
+	if Streaming(method) && !streaming {
+		rep.Error(&jsonrpc.Error{Code: jsonrpc.CodeA2AUnsupportedOperation, Message: fmt.Sprintf(
+			"agent pool %q does not stream (its card says capabilities.streaming false): send the message with message/send", pool)})
+		return false
+	}
+	var missing []string
+	for _, uri := range required {
+		if !declared(in.Header, uri) {
+			missing = append(missing, uri)
+		}
+	}
+	if len(missing) > 0 {
+		rep.Error(&jsonrpc.Error{Code: CodeExtensionSupportRequired, Message: fmt.Sprintf(
+			"agent pool %q requires the extension(s) %s: declare them in X-A2A-Extensions", pool, strings.Join(missing, ", "))})
+		return false
+	}
+	return true
+}
+
+// declared reports whether header's X-A2A-Extensions (v0.3) or
+// A2A-Extensions (v1.0) lists uri.
+func declared(header http.Header, uri string) bool {
+	for _, name := range [...]string{"X-A2a-Extensions", "A2a-Extensions"} {
+		for _, h := range header[name] {
+			if slices.ContainsFunc(strings.Split(h, ","), func(u string) bool { return strings.TrimSpace(u) == uri }) {
+				return true
+			}
+		}
+	}
+	return false
+}
