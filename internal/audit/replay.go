@@ -224,15 +224,15 @@ func needAudit(f *found) bool {
 }
 
 // requestTime is the earliest plausible time of a request: its store time,
-// or the envelope's timestamp when earlier, less a margin for clocks.
-func requestTime(m *storedMsg) time.Time {
+// or the envelope's timestamp when earlier, less margin for clocks.
+func requestTime(m *storedMsg, margin time.Duration) time.Time {
 	t := m.time
 	if env, err := e2a.FromJSON(m.data); err == nil && env.Timestamp != "" {
 		if ts, err := e2a.ParseTime(env.Timestamp); err == nil && ts.Before(t) {
 			t = ts
 		}
 	}
-	return t.Add(-time.Minute)
+	return t.Add(-margin)
 }
 
 func (a *Auditor) findByID(ctx context.Context, rc *replayCtx, id string) (*found, error) {
@@ -252,13 +252,13 @@ func (a *Auditor) findByID(ctx context.Context, rc *replayCtx, id string) (*foun
 			return nil, err
 		}
 		if f.req == nil {
-			if f.req, err = a.auditRequest(ctx, rc.audit, id, from); err != nil {
+			if f.req, err = a.auditRequestHinted(ctx, rc, id, from); err != nil {
 				return nil, err
 			}
 		}
 		ffrom := from
 		if f.req != nil {
-			at, err := a.seqAtTime(ctx, rc.audit, subjects.AllAudit, requestTime(f.req))
+			at, err := a.seqAtTime(ctx, rc.audit, subjects.AllAudit, requestTime(f.req, a.margin))
 			if err != nil {
 				return nil, err
 			}
@@ -278,6 +278,27 @@ func (a *Auditor) findByID(ctx context.Context, rc *replayCtx, id string) (*foun
 		}
 	}
 	return f, nil
+}
+
+// auditRequestHinted is auditRequest from the time in id (hintSince),
+// and from from when the hint finds nothing (an id whose clock ran ahead
+// of the stream's): a UUIDv7 request older than the hot retention is found
+// after log2(messages) direct gets and a scan of its partition over the
+// margin, whatever the audit holds.
+func (a *Auditor) auditRequestHinted(ctx context.Context, rc *replayCtx, id string, from uint64) (*storedMsg, error) {
+	since, ok := hintSince(id, rc.q.Since, a.margin)
+	if !ok {
+		return a.auditRequest(ctx, rc.audit, id, from)
+	}
+	hinted, err := a.seqAtTime(ctx, rc.audit, subjects.AllAudit, since)
+	if err != nil {
+		return nil, err
+	}
+	m, err := a.auditRequest(ctx, rc.audit, id, hinted)
+	if m != nil || err != nil || hinted <= from {
+		return m, err
+	}
+	return a.auditRequest(ctx, rc.audit, id, from)
 }
 
 // report emits the records of one request.
@@ -352,7 +373,7 @@ func (a *Auditor) scan(ctx context.Context, rc *replayCtx) error {
 				return err
 			}
 			if rc.useAudit() && needAudit(f) {
-				at, err := a.seqAtTime(ctx, rc.audit, subjects.AllAudit, requestTime(sm))
+				at, err := a.seqAtTime(ctx, rc.audit, subjects.AllAudit, requestTime(sm, a.margin))
 				if err != nil {
 					return err
 				}

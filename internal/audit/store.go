@@ -34,6 +34,7 @@ type Auditor struct {
 	page       int
 	partitions int
 	timeout    time.Duration
+	margin     time.Duration
 }
 
 // Option configures an Auditor.
@@ -44,7 +45,7 @@ type Option func(*Auditor) error
 func WithPageSize(n int) Option {
 	return func(a *Auditor) error {
 		if n < 1 || n > streams.MaxDirectGetBatch {
-			return fmt.Errorf("audit: page size %d not in 1..%d", n, streams.MaxDirectGetBatch)
+			return fmt.Errorf("%w: page size %d not in 1..%d", ErrInvalidOption, n, streams.MaxDirectGetBatch)
 		}
 		a.page = n
 		return nil
@@ -56,7 +57,7 @@ func WithPageSize(n int) Option {
 func WithAuditPartitions(n int) Option {
 	return func(a *Auditor) error {
 		if n < 1 || n > 1024 {
-			return fmt.Errorf("audit: %d partitions not in 1..1024", n)
+			return fmt.Errorf("%w: %d partitions not in 1..1024", ErrInvalidOption, n)
 		}
 		a.partitions = n
 		return nil
@@ -68,9 +69,24 @@ func WithAuditPartitions(n int) Option {
 func WithCallTimeout(d time.Duration) Option {
 	return func(a *Auditor) error {
 		if d <= 0 {
-			return fmt.Errorf("audit: call timeout %v", d)
+			return fmt.Errorf("%w: call timeout %v", ErrInvalidOption, d)
 		}
 		a.timeout = d
+		return nil
+	}
+}
+
+// WithClockMargin sets how far the clock that made a request id or stamped
+// an envelope may run ahead of the stream leader's that stored it
+// (default DefaultClockMargin, 1 h at most): a search of E2A_AUDIT for a
+// request starts that much before the time its UUIDv7 id (or for its
+// frames, its envelope) says. A shorter margin reads less of the history.
+func WithClockMargin(d time.Duration) Option {
+	return func(a *Auditor) error {
+		if d <= 0 || d > time.Hour {
+			return fmt.Errorf("%w: clock margin %v not in (0, 1h]", ErrInvalidOption, d)
+		}
+		a.margin = d
 		return nil
 	}
 }
@@ -86,7 +102,7 @@ func New(nc *nats.Conn, opts ...Option) (*Auditor, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Auditor{nc: nc, js: js, page: DefaultPageSize, timeout: DefaultCallTimeout}
+	a := &Auditor{nc: nc, js: js, page: DefaultPageSize, timeout: DefaultCallTimeout, margin: DefaultClockMargin}
 	for _, o := range opts {
 		if err := o(a); err != nil {
 			return nil, err
@@ -215,6 +231,9 @@ func (a *Auditor) state(ctx context.Context, name string) (streamState, error) {
 func (a *Auditor) seqAtTime(ctx context.Context, st streamState, filter string, t time.Time) (uint64, error) {
 	if t.IsZero() || !st.firstTime.IsZero() && !st.firstTime.Before(t) || st.first > st.last {
 		return st.first, nil
+	}
+	if seq, ok := a.seqFromTime(ctx, st, filter, t); ok {
+		return seq, nil
 	}
 	lo, hi := st.first, st.last+1
 	for lo < hi {

@@ -1,0 +1,92 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// DefaultClockMargin is how much earlier than the time in its id (or its
+// envelope's timestamp) a request may have been stored by default: the
+// clocks of the process that made the id and of the stream's leader
+// differ (WithClockMargin).
+const DefaultClockMargin = time.Minute
+
+// idTime returns the time a UUIDv7 request id carries (its first 48 bits,
+// milliseconds since the Unix epoch): the request ids the pipeline makes
+// (normalizer, agent, ACP, stdio) are UUIDv7s. false for any other id
+// (a client's own request_id), which gives no hint.
+func idTime(id string) (time.Time, bool) {
+	u, err := uuid.Parse(id)
+	if err != nil || u.Version() != 7 || u.Variant() != uuid.RFC4122 {
+		return time.Time{}, false
+	}
+	sec, nsec := u.Time().UnixTime()
+	return time.Unix(sec, nsec), true
+}
+
+// hintSince returns where a search for id in E2A_AUDIT may start: the
+// time in a UUIDv7 id less margin when that is later than since.
+// The audit's store times grow with its sequence, so a binary search
+// (seqAtTime) turns the time into a sequence in log2(messages) direct
+// gets: the id is the index, no subject or key per request is kept for it.
+func hintSince(id string, since time.Time, margin time.Duration) (time.Time, bool) {
+	t, ok := idTime(id)
+	if !ok {
+		return since, false
+	}
+	t = t.Add(-margin)
+	if !t.After(since) {
+		return since, false
+	}
+	return t, true
+}
+
+// startTimeRequest is the body of a direct get by time: the first message
+// of next_by_subj stored at or after start_time (nats-server 2.11+).
+type startTimeRequest struct {
+	StartTime  time.Time `json:"start_time"`
+	NextBySubj string    `json:"next_by_subj"`
+}
+
+// seqFromTime asks the stream for the first message of filter stored at
+// or after t in one direct get: the server finds the block by its time
+// range in memory and reads that block alone, where a binary search of
+// single-message gets loads a block per probe (on an S2-compressed
+// E2A_AUDIT, a decompressed block each). It returns st.last+1 when no
+// message is that recent, and false when the server does not answer such
+// a get (the caller's binary search follows).
+func (a *Auditor) seqFromTime(ctx context.Context, st streamState, filter string, t time.Time) (uint64, bool) {
+	body, err := json.Marshal(startTimeRequest{StartTime: t.UTC(), NextBySubj: filter})
+	if err != nil {
+		return 0, false
+	}
+	var reply *nats.Msg
+	err = a.call(ctx, func(c context.Context) error {
+		var e error
+		reply, e = a.nc.RequestWithContext(c, subjects.DirectGet(st.name), body)
+		return e
+	})
+	if err != nil {
+		return 0, false
+	}
+	switch reply.Header.Get("Status") {
+	case "":
+	case "404":
+		return st.last + 1, true
+	default:
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(reply.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil || seq == 0 {
+		return 0, false
+	}
+	return seq, true
+}

@@ -1,0 +1,167 @@
+package audit_test
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/audit"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// v7At returns a UUIDv7 whose time is t.
+func v7At(t time.Time) string {
+	u := uuid.Must(uuid.NewV7())
+	var ms [8]byte
+	binary.BigEndian.PutUint64(ms[:], uint64(t.UnixMilli()))
+	copy(u[:6], ms[2:])
+	return u.String()
+}
+
+// storeOld stores n complete requests (an envelope and a final frame each)
+// whose ids come from id, in chunks, each chunk aged out of the hot
+// streams (purged) once E2A_AUDIT holds it: the store of a long history.
+func storeOld(t *testing.T, js jetstream.JetStream, n int, id func(i int) string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	const chunk = 20_000
+	var stored uint64
+	for from := 0; from < n; from += chunk {
+		for i := from; i < min(n, from+chunk); i++ {
+			rid := id(i)
+			env, _ := json.Marshal(&e2a.Envelope{ProtocolVersion: e2a.ProtocolVersion, RequestID: rid, Method: "chat.send",
+				UserID: "alice", Params: map[string]any{"text": "what is the weather in London tomorrow? " + strconv.Itoa(i)}})
+			rsubj, _ := subjects.Request("demo", rid)
+			fsubj, _ := subjects.Response(rid)
+			f := nats.NewMsg(fsubj)
+			f.Data = natstest.Frame(rid, 0, true)
+			f.Header.Set(subjects.HeaderRequestID, rid)
+			f.Header.Set(subjects.HeaderSequence, "0")
+			if _, err := js.PublishAsync(rsubj, env); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := js.PublishMsgAsync(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-ctx.Done():
+			t.Fatal("publishes not acknowledged")
+		}
+		stored += 2 * uint64(min(n, from+chunk)-from)
+		waitAuditCtx(t, ctx, js, stored)
+		for _, name := range []string{streams.RequestsStream, streams.ResponsesStream} {
+			s, err := js.Stream(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Purge(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func waitAuditCtx(t *testing.T, ctx context.Context, js jetstream.JetStream, n uint64) {
+	t.Helper()
+	for {
+		s, err := js.Stream(ctx, streams.AuditStream)
+		if err == nil && s.CachedInfo().State.Msgs >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("E2A_AUDIT never reached %d messages", n)
+		case <-time.After(50 * time.Millisecond): // polling the stream's state
+		}
+	}
+}
+
+// TestReplayOldRequestByIDTime: a request older than the hot retention,
+// in a long audit history, is replayed from E2A_AUDIT from the time its
+// UUIDv7 id carries (a binary search on the audit's store times, then its
+// partition over the clock margin), not by scanning the history: the id is
+// the index, nothing is stored per request for it. A client's own id (no
+// time) is still found, by the scan, and so is a UUIDv7 whose clock ran
+// ahead of the stream's (the hint finds nothing, the scan follows). What
+// each replay reads is counted as the messages its connection receives.
+// E2A_AUDIT_STORE_REQUESTS sets the history's size (default 40,000;
+// docs/capacity.md quotes a million).
+func TestReplayOldRequestByIDTime(t *testing.T) {
+	n := 40_000
+	if v := os.Getenv("E2A_AUDIT_STORE_REQUESTS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 100 {
+			t.Fatalf("E2A_AUDIT_STORE_REQUESTS=%q", v)
+		}
+	}
+	js, nc := server(t)
+	anc, err := nats.Connect(nc.ConnectedUrl())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anc.Close()
+	// One machine's clock: the margin can be short.
+	a, err := audit.New(anc, audit.WithClockMargin(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientID := "client-chosen-1"
+	ahead := v7At(time.Now().Add(10 * time.Minute))
+	ids := make([]string, n)
+	start := time.Now()
+	storeOld(t, js, n, func(i int) string {
+		switch i {
+		case n - 2:
+			ids[i] = clientID
+		case n - 3:
+			ids[i] = ahead
+		default:
+			ids[i] = uuid.Must(uuid.NewV7()).String()
+		}
+		return ids[i]
+	})
+	t.Logf("stored %d requests in E2A_AUDIT (hot streams purged) in %v", n, time.Since(start).Round(time.Millisecond))
+	read := map[string]uint64{}
+	for _, c := range []struct{ name, id string }{
+		{"UUIDv7, a third in, from its time", ids[n/3]},
+		{"UUIDv7, newest, from its time", ids[n-1]},
+		{"client's id, newest but 2, by scan", clientID},
+		{"UUIDv7 ahead of the clock, hint then scan", ahead},
+	} {
+		before := anc.Stats().InMsgs
+		t0 := time.Now()
+		recs, st := collect(t, a, audit.Query{RequestIDs: []string{c.id}})
+		took := time.Since(t0)
+		read[c.name] = anc.Stats().InMsgs - before
+		sum := summaries(recs)[c.id]
+		if st.Requests != 1 || sum == nil || sum.State != audit.StateComplete || !sum.RequestFound || !sum.OK() {
+			t.Fatalf("%s %s: %+v %+v", c.name, c.id, st, sum)
+		}
+		t.Logf("%-45s %8.1f ms, %7d messages read (%d requests in the history)", c.name, float64(took)/float64(time.Millisecond), read[c.name], n)
+	}
+	// The scan reads the partition's requests up to the one it looks for
+	// (n/16 of them and more); the hint, its margin's worth.
+	scan := read["client's id, newest but 2, by scan"]
+	if scan < uint64(n/16) {
+		t.Errorf("the scan read %d messages of a history of %d requests", scan, n)
+	}
+	for _, name := range []string{"UUIDv7, a third in, from its time", "UUIDv7, newest, from its time"} {
+		if read[name]*4 > scan {
+			t.Errorf("%s: %d messages read, the scan %d", name, read[name], scan)
+		}
+	}
+}
