@@ -1,15 +1,14 @@
 package ingress
 
 import (
-	"github.com/e2a-pipeline/pipeline/protocols"
 	"github.com/e2a-pipeline/pipeline/protocols/a2av1"
-	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
 // A2A v1.0 is package protocols/a2av1 (its request handler, its bindings
 // over the SDK's transports, its error table); ingress is its host
-// (protocolHost: a2av1.Host), mounts its HTTP bindings (Register) and
-// serves its gRPC binding (A2AGRPC).
+// (protocolHost: host.BindingHost), mounts its HTTP bindings from the
+// registry (mountProtocols: its service is a host.BindingServer) and serves
+// its gRPC binding (A2AGRPC).
 const (
 	// A2AV1Path is the A2A v1.0 JSON-RPC endpoint, with the HTTP+JSON
 	// binding under it (A2AV1Path + "/message:send", "/tasks/{id}"…).
@@ -22,10 +21,3 @@ const (
 	// answering UnsupportedOperationError.
 	A2AReplayExtension = a2av1.ReplayExtension
 )
-
-// a2av1Bindings returns the bindings of the registry's A2A v1.0 entry over
-// the server.
-func (s *Server) a2av1Bindings() host.V1Bindings {
-	p, _ := protocols.Lookup(protocols.A2AV1)
-	return p.Bindings(protocolHost{s: s})
-}

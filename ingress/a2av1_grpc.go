@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/reflection"
@@ -31,7 +32,11 @@ const GRPCAgentMetadata = a2av1.GRPCAgentMetadata
 // card lists it when WithA2AGRPCAddress is set).
 func (s *Server) A2AGRPC(opts ...grpc.ServerOption) *grpc.Server {
 	gs := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(int(s.opts.maxBody))}, opts...)...)
-	s.v1.GRPC(gs)
+	for _, p := range s.opts.protocols.All() {
+		if b, ok := s.bound[p.Name]; ok && b.GRPC != nil && slices.Contains(p.Paths, "grpc") {
+			b.GRPC(gs) // the gRPC services of the registry's binding servers
+		}
+	}
 	// Server reflection: grpcurl and other tools list and call the service
 	// without its proto files.
 	reflection.Register(gs)

@@ -33,4 +33,7 @@ var (
 	ErrTaskTerminal = errors.New("ingress: task is in a terminal state")
 	// ErrInvalidRateLimits reports negative rate limits given as an option.
 	ErrInvalidRateLimits = errors.New("ingress: invalid rate limits")
+	// ErrInvalidOption reports an option value New refuses (WithProtocols
+	// without a registry).
+	ErrInvalidOption = errors.New("ingress: invalid option")
 )

@@ -30,35 +30,29 @@ import (
 // package (protocols/<name>) is mounted from the registry, its routes built
 // over protocolHost, the server as host.Host.
 
-// mountProtocols mounts the routes of every registered protocol package on
-// mux, each request counted in e2a_ingress_requests_total under the
-// protocol's name and the route, and the JSON-RPC endpoint of every
-// registered JSON-RPC package at its HTTP paths (POST, served by serveRPC,
-// counted under the protocol and the method); other methods on a path are
-// 405.
+// mountProtocols mounts every protocol of the registry (WithProtocols) on
+// mux, in one loop, by the roles its service implements:
+// host.RouteServer's routes, each request counted in
+// e2a_ingress_requests_total under the protocol's name and the route; a
+// JSON-RPC endpoint (host.RPCServer, host.TaskRPCServer) at each of its
+// HTTP paths (POST, served by serveRPC, counted under the protocol and the
+// method); host.BindingServer's bindings at its first path (bindProtocols).
+// Other methods on a path are 405.
 func (s *Server) mountProtocols(mux *http.ServeMux) {
 	h := protocolHost{s: s}
 	paths := map[string]bool{}
-	for _, p := range protocols.All() {
-		if p.RPC != nil {
-			pe := p.RPC(h)
-			e, peek := s.rpcEndpointOf(pe), pe.Peek
-			for _, path := range p.Paths {
-				if !strings.HasPrefix(path, "/") {
-					continue // "stdio": ServeACPStdio
-				}
-				serve := func(w http.ResponseWriter, r *http.Request) { s.servePeeked(w, r, e, peek) }
-				mux.HandleFunc(http.MethodPost+" "+path, serve)
-				// With a trailing slash too ("/a2a/"): httpx-based clients
-				// post to "<url>/".
-				mux.HandleFunc(http.MethodPost+" "+path+"/{$}", serve)
-				mux.HandleFunc(path, egress.MethodNotAllowed(http.MethodPost))
-			}
+	for _, p := range s.opts.protocols.All() {
+		if pe, ok := endpointOf(h, p.Service); ok {
+			s.mountRPC(mux, p, pe)
 		}
-		if p.Routes == nil {
+		if b, ok := s.bound[p.Name]; ok {
+			s.mountBindings(mux, p, b)
+		}
+		rs, ok := p.Service.(host.RouteServer)
+		if !ok {
 			continue
 		}
-		for _, rt := range p.Routes(h) {
+		for _, rt := range rs.Routes(h) {
 			pattern := rt.Method + " " + rt.Path
 			mux.Handle(pattern, s.counted(p.Name, pattern, rt.Handler))
 			if !paths[rt.Path] {
@@ -66,6 +60,76 @@ func (s *Server) mountProtocols(mux *http.ServeMux) {
 				mux.HandleFunc(rt.Path, egress.MethodNotAllowed(rt.Method))
 			}
 		}
+	}
+}
+
+// endpointOf is the JSON-RPC endpoint of a protocol's service over h, if
+// it serves one.
+func endpointOf(h protocolHost, service any) (host.RPCEndpoint, bool) {
+	switch sv := service.(type) {
+	case host.TaskRPCServer:
+		return sv.TaskEndpoint(h), true
+	case host.RPCServer:
+		return sv.RPCEndpoint(h), true
+	}
+	return host.RPCEndpoint{}, false
+}
+
+// mountRPC serves the JSON-RPC endpoint pe of p at each of p's HTTP paths
+// ("stdio" is ServeACPStdio's).
+func (s *Server) mountRPC(mux *http.ServeMux, p protocols.Protocol, pe host.RPCEndpoint) {
+	e, peek := s.rpcEndpointOf(pe), pe.Peek
+	for _, path := range p.Paths {
+		if !strings.HasPrefix(path, "/") {
+			continue
+		}
+		serve := func(w http.ResponseWriter, r *http.Request) { s.servePeeked(w, r, e, peek) }
+		mux.HandleFunc(http.MethodPost+" "+path, serve)
+		// With a trailing slash too ("/a2a/"): httpx-based clients
+		// post to "<url>/".
+		mux.HandleFunc(http.MethodPost+" "+path+"/{$}", serve)
+		mux.HandleFunc(path, egress.MethodNotAllowed(http.MethodPost))
+	}
+}
+
+// mountBindings serves b, p's bindings, at p's first path: JSON-RPC
+// (POST, with a trailing slash too: httpx and the A2A TCK post to
+// "<url>/") and the REST binding under it, counted in the requests metric
+// under p's name split at its first dot ("a2a.v1": protocol a2a, route
+// v1).
+func (s *Server) mountBindings(mux *http.ServeMux, p protocols.Protocol, b host.V1Bindings) {
+	path := p.Paths[0]
+	protocol, route, _ := strings.Cut(p.Name, ".")
+	rpc := s.counted(protocol, route, b.JSONRPC)
+	if p.Name == s.v1name {
+		rpc = s.v1rpc
+	}
+	mux.Handle("POST "+path, rpc)
+	mux.Handle("POST "+path+"/{$}", rpc)
+	mux.Handle(path+"/", s.counted(protocol, route, b.REST))
+	mux.HandleFunc(path, egress.MethodNotAllowed(http.MethodPost))
+}
+
+// bindProtocols builds the bindings of the registry's binding servers
+// over the server, once; the first is A2A v1.0's, whose JSON-RPC handler
+// also serves single v1.0 calls at /a2a (protocolHost.A2AV1) and whose
+// gRPC service is A2AGRPC's.
+func (s *Server) bindProtocols() {
+	s.bound = map[string]host.V1Bindings{}
+	for _, p := range s.opts.protocols.All() {
+		bs, ok := p.Service.(host.BindingServer)
+		if !ok {
+			continue
+		}
+		b := bs.Bindings(protocolHost{s: s})
+		s.bound[p.Name] = b
+		if s.v1name == "" {
+			protocol, route, _ := strings.Cut(p.Name, ".")
+			s.v1, s.v1name, s.v1rpc = b, p.Name, s.counted(protocol, route, b.JSONRPC)
+		}
+	}
+	if s.v1rpc == nil {
+		s.v1rpc = http.NotFoundHandler()
 	}
 }
 
@@ -111,9 +175,10 @@ func (s *Server) counted(protocol, route string, h http.Handler) http.Handler {
 type protocolHost struct{ s *Server }
 
 var (
-	_ host.RPCHost  = protocolHost{}
-	_ host.TaskHost = protocolHost{}
-	_ a2av1.Host    = protocolHost{}
+	_ host.RPCHost     = protocolHost{}
+	_ host.TaskHost    = protocolHost{}
+	_ a2av1.Host       = protocolHost{}
+	_ host.BindingHost = protocolHost{}
 )
 
 // Admit is the gate.

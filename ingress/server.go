@@ -16,6 +16,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols"
 	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/push"
@@ -37,10 +38,13 @@ type Server struct {
 	metrics  *metrics
 	js       jetstream.JetStream
 	nc       *nats.Conn
-	// v1 are the A2A v1.0 bindings (a2av1Bindings); v1rpc is their
+	// bound are the bindings of the registry's binding servers, by
+	// protocol (bindProtocols); v1 is the first's (A2A v1.0's), v1rpc its
 	// JSON-RPC handler counted in the requests metric (a2a, v1).
-	v1    host.V1Bindings
-	v1rpc http.Handler
+	bound  map[string]host.V1Bindings
+	v1     host.V1Bindings
+	v1name string
+	v1rpc  http.Handler
 }
 
 type options struct {
@@ -62,6 +66,7 @@ type options struct {
 	workflow       *workflow.Executor
 	workflowLimits *RateLimits // WithWorkflowRateLimits; nil: the spec's defaults
 	a2eTypes       *normalizer.Registry
+	protocols      *protocols.Registry // WithProtocols
 	poolTTL        time.Duration
 	push           *push.Store // WithPushStore; nil: no push notifications
 	noExtendedCard bool        // WithExtendedCard(false)
@@ -134,6 +139,20 @@ func WithA2AGRPCAddress(addr string) Option {
 // Option configures a Server.
 type Option func(*options) error
 
+// WithProtocols sets the protocols the server mounts (default
+// protocols.Default(), every protocol of the pipeline): each protocol's
+// service, by the roles it implements (Server.Register). A protocol added
+// beside the pipeline's is served this way, with no other change.
+func WithProtocols(r *protocols.Registry) Option {
+	return func(o *options) error {
+		if r == nil {
+			return fmt.Errorf("%w: nil protocol registry", ErrInvalidOption)
+		}
+		o.protocols = r
+		return nil
+	}
+}
+
 // WithDefaultPool sets the pool for requests that name none (default "demo").
 func WithDefaultPool(pool string) Option {
 	return func(o *options) error {
@@ -180,7 +199,8 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 // New returns a Server publishing through nc's JetStream and handing
 // streamed answers to eg.
 func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
-	o := options{defaultPool: "demo", maxBody: 4 << 20, publishTimeout: 5 * time.Second, log: slog.Default(), now: time.Now}
+	o := options{defaultPool: "demo", maxBody: 4 << 20, publishTimeout: 5 * time.Second, log: slog.Default(), now: time.Now,
+		protocols: protocols.Default()}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
@@ -213,8 +233,7 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 	}
 	o.tasks = ts
 	srv := &Server{pub: NewPublisher(js, o.publishTimeout), egress: eg, opts: o, metrics: m, js: js, nc: nc}
-	srv.v1 = srv.a2av1Bindings()
-	srv.v1rpc = srv.counted("a2a", "v1", srv.v1.JSONRPC)
+	srv.bindProtocols()
 	if o.poolTTL > 0 {
 		srv.pools = newPools(js, o.poolTTL, o.now)
 	}
@@ -241,18 +260,12 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 //	                                             beside the interface URL)
 //	POST /oauth/token                            OAuth2 client credentials (when enabled)
 func (s *Server) Register(mux *http.ServeMux) {
-	mux.Handle("POST "+A2AV1Path, s.v1rpc)
-	// The interface URL with a trailing slash is the same endpoint (httpx
-	// and the A2A TCK post to "<url>/").
-	mux.Handle("POST "+A2AV1Path+"/{$}", s.v1rpc)
-	mux.Handle(A2AV1Path+"/", s.counted("a2a", "v1", s.v1.REST))
 	mux.HandleFunc("GET /.well-known/agent-card.json", s.handleCard)
 	mux.HandleFunc("GET /.well-known/agent.json", s.handleCard)
 	// Beside each A2A interface URL too: clients and the A2A TCK that are
 	// given the interface URL look for the card there.
 	mux.HandleFunc("GET /a2a/.well-known/agent-card.json", s.handleCard)
 	mux.HandleFunc("GET "+A2AV1Path+"/.well-known/agent-card.json", s.handleCard)
-	mux.HandleFunc(A2AV1Path, egress.MethodNotAllowed(http.MethodPost))
 	s.mountProtocols(mux)
 	mux.HandleFunc("GET /{$}", handleRoot)
 	s.mountPools(mux)

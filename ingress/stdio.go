@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,7 +16,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
-	"github.com/e2a-pipeline/pipeline/protocols"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
@@ -47,8 +47,12 @@ import (
 // blocked on in is abandoned). It returns the error of a failed write to out
 // or of reading in.
 func ServeACPStdio(ctx context.Context, in io.Reader, out io.Writer, s *Server) error {
-	p, _ := protocols.Lookup(protocols.ACP)
-	return s.serveLines(ctx, in, out, s.rpcEndpointOf(p.RPC(protocolHost{s: s})))
+	for _, p := range s.opts.protocols.All() {
+		if pe, ok := endpointOf(protocolHost{s: s}, p.Service); ok && slices.Contains(p.Paths, "stdio") {
+			return s.serveLines(ctx, in, out, s.rpcEndpointOf(pe))
+		}
+	}
+	return errors.New("ingress: no protocol of the registry is served over stdio")
 }
 
 // serveLines serves the JSON-RPC endpoint e (its Lines set) over lines of

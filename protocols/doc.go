@@ -13,22 +13,26 @@
 // (egress/conformance_test.go, or protocols/<name>/conformance_test.go for
 // a protocol that is one package) fails the tests.
 //
-// A protocol that is one package is mounted by ingress from its entry:
-// protocols/e2a (the front door of POST /v1/requests; its answers are
-// egress's own read API, [Protocol.EgressRenderers]) and protocols/a2e
-// (front door, renderer, error lines) from their Routes, built
-// over the pipeline as a host.Host; protocols/acp (JSON-RPC calls,
-// renderer, error table) from its RPC endpoint (host.RPCEndpoint), built
-// over the pipeline as a host.RPCHost and served by ingress's JSON-RPC
-// transports (HTTP with batches and notifications at its paths; lines on
-// stdio); protocols/a2a (the JSON-RPC calls of A2A v0.3 and the
-// AgentVault profile at /a2a, one endpoint on the A2A entry, the
-// AgentVault entry naming its methods, format and error table, and the
-// package, [Protocol.In]) the same way over a host.TaskHost, with both
-// protocols' renderers, error tables and conformance cases (the
-// frame-to-A2A mapping they share with egress's A2A v1.0 answers is its
-// leaf package protocols/a2a/a2amap, which egress imports).
-// Adding such a protocol is: its adapter (normalizer), its
-// package, one entry in [All], and the golden files (README, "Design":
-// "Adding a protocol"; docs/design.md, "The protocol seam").
+// A protocol declares what it serves in one value, its [Protocol]: name,
+// adapter, paths, JSON-RPC methods, formats, error table, and its
+// Service, which implements the host's roles (package protocols/host):
+// host.RouteServer (HTTP routes: protocols/e2a, protocols/a2e),
+// host.RPCServer or host.TaskRPCServer (a JSON-RPC endpoint served over
+// HTTP at its paths with batches and notifications, and over lines for
+// "stdio": protocols/acp; protocols/a2a, A2A v0.3 and the AgentVault
+// profile, whose AgentVault entry names its methods, format and error
+// table, and the package, [Protocol.In]), host.BindingServer (an SDK's
+// transports over the package's handler: protocols/a2av1's JSON-RPC,
+// HTTP+JSON and gRPC). [New] checks each declaration against its
+// service's roles and refuses ([ErrInvalidProtocol]) what cannot be
+// served (a path "stdio" without a JSON-RPC endpoint, "grpc" without
+// bindings, methods without an endpoint, an adapter the normalizer lacks
+// unless the service normalizes itself, [Adapting]) and a name, format or
+// mounted path taken twice; [Default], the pipeline's registry, is checked
+// at start. Ingress mounts every role of every protocol of its registry in
+// one loop (ingress.WithProtocols). Adding a protocol is its package, one
+// entry in a registry and its golden files: TestAddedProtocol registers
+// protocols/testdata/echo beside the pipeline's protocols and has it
+// served, normalized and conformance-checked with no other file touched
+// (docs/protocols.md, "Adding a protocol").
 package protocols

@@ -45,28 +45,20 @@ type Protocol struct {
 	// Errors maps egress's errors (ErrNotFound, ErrNotCancelable…) to
 	// its JSON-RPC error; nil when it is not JSON-RPC.
 	Errors func(error) *jsonrpc.Error
-	// Routes, set for a protocol that is one package (protocols/<Name>:
-	// front door, renderer, error table), are the HTTP routes of its
-	// front door over the pipeline host; ingress mounts them at Paths.
-	// Its renderer conformance cases are that package's, with their
-	// golden files under protocols/<Name>/testdata/<case>/.
-	Routes func(h host.Host) []host.Route
-	// RPC, set for a JSON-RPC protocol that is one package
-	// (protocols/<Name>: its calls, renderer, error table), is its
-	// endpoint over the pipeline host; ingress serves it at Paths over its
-	// transports (HTTP with batches and notifications; "stdio": lines).
-	// Its renderer conformance cases are that package's, as for Routes.
-	RPC func(h host.RPCHost) host.RPCEndpoint
-	// Bindings, set for a protocol that is one package answered through
-	// an SDK's transports (A2A v1.0, protocols/a2av1: a2a-go's JSON-RPC,
-	// HTTP+JSON and gRPC bindings over the package's request handler), are
-	// its bindings over the pipeline host; ingress serves the HTTP ones at
-	// the first of Paths and registers the gRPC service on its gRPC server
-	// ("grpc"). Its answers are egress's A2A events converted by the SDK,
-	// but for the streams the package renders itself (Formats, with their
-	// conformance cases as for Routes); its wire's golden files are under
+	// Service is the one value through which its package serves it,
+	// implementing one or more of the host's roles: host.RouteServer
+	// (HTTP routes, mounted as declared), host.RPCServer or
+	// host.TaskRPCServer (a JSON-RPC endpoint, served at each HTTP path of
+	// Paths and over lines for "stdio"), host.BindingServer (an SDK's
+	// transports: HTTP at the first of Paths, gRPC for "grpc"). New checks
+	// the roles against Paths and Methods; ingress mounts every role it
+	// finds in one loop. nil: the protocol is mounted outside the registry
+	// (workflows, by package workflow's API) or by the entry In names.
+	// Its renderer conformance cases are its package's, with their golden
+	// files under protocols/<Dir>/testdata/<case>/ (but for
+	// EgressRenderers); a BindingServer's wire golden files are under
 	// protocols/<Dir>/testdata/wire/.
-	Bindings func(h a2av1.Host) host.V1Bindings
+	Service any
 	// EgressRenderers: the package's renderers (Formats) are egress's,
 	// with their conformance cases and golden files under egress/testdata:
 	// E2A's, which are egress's own read API (GET /v1/requests/{id}[/stream]
@@ -82,15 +74,16 @@ type Protocol struct {
 }
 
 // Package reports whether the protocol is one package (protocols/<Dir>),
-// mounted from its Routes, its RPC endpoint or its Bindings.
-func (p Protocol) Package() bool { return p.Routes != nil || p.RPC != nil || p.Bindings != nil }
+// mounted from its Service.
+func (p Protocol) Package() bool { return p.Service != nil }
 
 // PackageRenderers reports whether the protocol's renderers are its
 // package's, with their conformance cases under protocols/<Dir> (a
 // protocol answered through an SDK's Bindings has them only for the
 // Formats it renders itself).
 func (p Protocol) PackageRenderers() bool {
-	return (p.Package() || p.In != "") && !p.EgressRenderers && (p.Bindings == nil || len(p.Formats) > 0)
+	_, bindings := p.Service.(host.BindingServer)
+	return (p.Package() || p.In != "") && !p.EgressRenderers && (!bindings || len(p.Formats) > 0)
 }
 
 // Dir is the directory of the protocol's package under protocols/: In
@@ -120,7 +113,7 @@ var all = []Protocol{
 	{Name: E2A, Title: "E2A", Version: e2a.ProtocolVersion, Adapter: normalizer.ProtocolE2A,
 		Paths:           []string{e2aproto.Path},
 		Formats:         []string{egress.FormatE2ASSE, egress.FormatE2ANDJSON, egress.FormatE2AJSON},
-		Routes:          e2aproto.Routes,
+		Service:         host.RoutesFunc(e2aproto.Routes),
 		EgressRenderers: true},
 	// A2A v0.3 and the AgentVault profile share one JSON-RPC endpoint,
 	// package protocols/a2a's (its RPC, on the A2A entry); tasks/get and
@@ -133,7 +126,7 @@ var all = []Protocol{
 		Methods: a2a.Methods,
 		Formats: []string{a2a.StreamFormat, a2a.SendFormat},
 		Errors:  a2a.Error,
-		RPC:     a2a.Endpoint},
+		Service: host.TaskRPCFunc(a2a.TaskEndpoint)},
 	{Name: AgentVault, Title: "AgentVault A2A profile", Version: "1", Adapter: normalizer.ProtocolAgentVault,
 		Paths:   []string{a2a.Path},
 		Methods: a2a.AgentVaultMethods,
@@ -147,38 +140,26 @@ var all = []Protocol{
 	// package (Formats). A single v1.0 call at /a2a is handed to its
 	// JSON-RPC binding by protocols/a2a.
 	{Name: A2AV1, Title: "A2A", Version: "1.0", Adapter: normalizer.ProtocolA2A,
-		Paths:    []string{a2av1.Path, a2a.Path, "grpc"},
-		Methods:  a2a.V1Methods,
-		Formats:  []string{a2av1.StreamFormat},
-		Errors:   a2av1.Error,
-		Bindings: a2av1.Bindings,
-		In:       "a2av1"},
+		Paths:   []string{a2av1.Path, a2a.Path, "grpc"},
+		Methods: a2a.V1Methods,
+		Formats: []string{a2av1.StreamFormat},
+		Errors:  a2av1.Error,
+		Service: host.BindingsFunc(a2av1.Serve),
+		In:      "a2av1"},
 	{Name: ACP, Title: "ACP", Version: "1", Adapter: normalizer.ProtocolACP,
 		Paths:       []string{acp.Path, "stdio"},
 		Methods:     acp.Methods,
 		OpenMethods: true,
 		Formats:     []string{acp.Format},
 		Errors:      acp.Error,
-		RPC:         acp.Endpoint},
+		Service:     host.RPCFunc(acp.Endpoint)},
 	{Name: A2E, Title: "A2E", Version: a2e.Version, Adapter: normalizer.ProtocolA2E,
 		Paths:   []string{a2e.Path},
 		Formats: []string{a2e.Format},
-		Routes:  a2e.Routes},
+		Service: host.RoutesFunc(a2e.Routes)},
 	// Workflow executions are answered by package workflow's REST API.
 	{Name: Workflow, Title: "A2E workflows", Version: "1.0", Adapter: normalizer.ProtocolWorkflow,
 		Paths: []string{"/api/v1/workflows/execute"}},
-}
-
-// All returns every registered protocol, in a stable order.
-func All() []Protocol { return slices.Clone(all) }
-
-// Lookup returns the protocol named name.
-func Lookup(name string) (Protocol, bool) {
-	i := slices.IndexFunc(all, func(p Protocol) bool { return p.Name == name })
-	if i < 0 {
-		return Protocol{}, false
-	}
-	return all[i], true
 }
 
 // Endpoint is the JSON-RPC dispatch table of one path: which protocol a
@@ -186,18 +167,6 @@ func Lookup(name string) (Protocol, bool) {
 type Endpoint struct {
 	path      string
 	protocols []Protocol
-}
-
-// At returns the endpoint of path.
-func At(path string) Endpoint {
-	var e Endpoint
-	e.path = path
-	for _, p := range all {
-		if p.Methods != nil && slices.Contains(p.Paths, path) {
-			e.protocols = append(e.protocols, p)
-		}
-	}
-	return e
 }
 
 // Method returns the protocol that defines method at this endpoint (the

@@ -1,6 +1,7 @@
 package protocols_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,9 +10,11 @@ import (
 	"testing"
 
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols"
 	"github.com/e2a-pipeline/pipeline/protocols/conformance"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
 // TestRegistryComplete: every protocol names an adapter the normalizer
@@ -105,7 +108,7 @@ func TestPackageConformance(t *testing.T) {
 // itself (TestPackageConformance covers those).
 func TestBindingsWire(t *testing.T) {
 	for _, p := range protocols.All() {
-		if p.Bindings == nil {
+		if _, ok := p.Service.(host.BindingServer); !ok {
 			continue
 		}
 		if len(p.Formats) > 0 && !p.PackageRenderers() {
@@ -128,20 +131,21 @@ func isDir(path string) bool {
 // answers calls.
 func TestRoutesAtPaths(t *testing.T) {
 	for _, p := range protocols.All() {
-		if p.Routes == nil {
+		rs, ok := p.Service.(host.RouteServer)
+		if !ok {
 			continue
 		}
-		for _, rt := range p.Routes(nil) {
+		for _, rt := range rs.Routes(nil) {
 			if !slices.Contains(p.Paths, rt.Path) || rt.Method == "" || rt.Handler == nil {
 				t.Errorf("protocol %s: route %s %s (paths %v)", p.Name, rt.Method, rt.Path, p.Paths)
 			}
 		}
 	}
 	for _, p := range protocols.All() {
-		if p.RPC == nil {
+		e, ok := endpointOf(p.Service)
+		if !ok {
 			continue
 		}
-		e := p.RPC(nil)
 		if e.Protocol != p.Name || e.Serve == nil || e.Refuse == nil || e.Streaming == nil || e.Metric == nil || p.Methods == nil {
 			t.Errorf("protocol %s: endpoint %+v", p.Name, e)
 		}
@@ -150,6 +154,51 @@ func TestRoutesAtPaths(t *testing.T) {
 				t.Errorf("protocol %s: method %s: streaming %v, label %q", p.Name, m.Name, e.Streaming(m.Name), e.Metric(m.Name))
 			}
 		}
+	}
+}
+
+// endpointOf is the JSON-RPC endpoint of a service, over no host.
+func endpointOf(s any) (host.RPCEndpoint, bool) {
+	switch s := s.(type) {
+	case host.RPCServer:
+		return s.RPCEndpoint(nil), true
+	case host.TaskRPCServer:
+		return s.TaskEndpoint(nil), true
+	}
+	return host.RPCEndpoint{}, false
+}
+
+// TestRegistryRefuses: New refuses, with ErrInvalidProtocol, every
+// declaration its service cannot serve, and a name, format or mounted
+// path taken twice; the pipeline's own registry passes.
+func TestRegistryRefuses(t *testing.T) {
+	routes := host.RoutesFunc(func(host.Host) []host.Route { return nil })
+	rpc := host.RPCFunc(func(host.RPCHost) host.RPCEndpoint { return host.RPCEndpoint{} })
+	ok := protocols.Protocol{Name: "x", Adapter: normalizer.ProtocolE2A, Paths: []string{"/x"}, Service: routes}
+	for name, ps := range map[string][]protocols.Protocol{
+		"no name":            {{Adapter: normalizer.ProtocolE2A}},
+		"unknown adapter":    {{Name: "x", Adapter: "nope", Service: routes}},
+		"service, no role":   {{Name: "x", Adapter: normalizer.ProtocolE2A, Service: 42}},
+		"stdio without rpc":  {{Name: "x", Adapter: normalizer.ProtocolE2A, Paths: []string{"stdio"}, Service: routes}},
+		"grpc without bind":  {{Name: "x", Adapter: normalizer.ProtocolE2A, Paths: []string{"grpc"}, Service: rpc}},
+		"bad path":           {{Name: "x", Adapter: normalizer.ProtocolE2A, Paths: []string{"x"}, Service: routes}},
+		"methods, no server": {{Name: "x", Adapter: normalizer.ProtocolE2A, Methods: []protocols.Method{{Name: "m"}}, Service: routes}},
+		"errors, no methods": {{Name: "x", Adapter: normalizer.ProtocolE2A, Service: routes, Errors: func(error) *jsonrpc.Error { return nil }}},
+		"name twice":         {ok, ok},
+		"format twice": {{Name: "x", Adapter: normalizer.ProtocolE2A, Formats: []string{"f"}, Service: routes},
+			{Name: "y", Adapter: normalizer.ProtocolE2A, Formats: []string{"f"}, Service: routes}},
+		"path twice": {{Name: "x", Adapter: normalizer.ProtocolE2A, Paths: []string{"/p"}, Methods: []protocols.Method{}, Service: rpc},
+			{Name: "y", Adapter: normalizer.ProtocolE2A, Paths: []string{"/p"}, Methods: []protocols.Method{}, Service: rpc}},
+	} {
+		if _, err := protocols.New(ps...); !errors.Is(err, protocols.ErrInvalidProtocol) {
+			t.Errorf("%s: %v, want ErrInvalidProtocol", name, err)
+		}
+	}
+	if _, err := protocols.New(ok); err != nil {
+		t.Errorf("a route protocol: %v", err)
+	}
+	if _, err := protocols.New(protocols.All()...); err != nil {
+		t.Errorf("the pipeline's registry: %v", err)
 	}
 }
 

@@ -5,7 +5,7 @@
 // The transports are the host's (ingress: HTTP with batches and
 // notifications); the calls are this package's, described by its
 // [Endpoint], which ingress serves from the registry
-// (protocols.Protocol.RPC, on the A2A entry; the AgentVault entry names
+// (protocols.Protocol.Service, a host.TaskRPCServer through [TaskEndpoint], on the A2A entry; the AgentVault entry names
 // [AgentVaultMethods], its format and [AgentVaultError]):
 //
 //   - message/send and message/stream (A2A), tasks/send and

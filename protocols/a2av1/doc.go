@@ -21,7 +21,7 @@
 // the requests' frames ([Answers]: the v0.3 mapping, shared with A2A v0.3), which
 // the SDK converts to v1.0: one mapping, two generations.
 //
-// [Bindings], the registry's (protocols.Protocol.Bindings on the A2AV1
+// [Bindings], the registry's (protocols.Protocol.Service, a host.BindingServer through [Serve], on the A2AV1
 // entry), are the SDK's JSON-RPC and HTTP+JSON handlers ([Path]) and its
 // gRPC service (a2agrpc), each call admitted by the host's gate before
 // the SDK decodes anything: over HTTP the [host.Gate] (refusals as

@@ -8,7 +8,7 @@
 // (normalizer.FromA2E, its type registry normalizer.Registry); everything
 // else the front door needs from the pipeline (the gate, the publish, the
 // answer from frames) comes through a [host.Host], which ingress
-// implements and mounts from the registry (protocols.Protocol.Routes) with
+// implements and mounts from the registry (protocols.Protocol.Service, a host.RouteServer) with
 // [Routes].
 //
 // Files: message.go (the wire message, constants, error lines),

@@ -7,7 +7,7 @@
 // the host's (ingress: HTTP with batches and notifications, lines on stdio
 // with $/cancel_request), the calls this package's, described by its
 // [Endpoint], which ingress serves from the registry
-// (protocols.Protocol.RPC):
+// (protocols.Protocol.Service, a host.RPCServer):
 //
 //   - initialize, authenticate, logout are answered locally: protocol
 //     version 1, loadSession, the prompt capabilities, and one auth method

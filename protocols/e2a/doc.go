@@ -7,7 +7,7 @@
 // Requests are decoded by the normalizer's E2A adapter
 // (normalizer.FromE2A); the gate, the publish, the caller's stream slot and
 // the answer come through a [host.Host], which ingress implements and
-// mounts from the registry (protocols.Protocol.Routes) with [Routes].
+// mounts from the registry (protocols.Protocol.Service, a host.RouteServer) with [Routes].
 //
 // The answers are egress's own ([host.Answerer.ServeE2A]): E2A is the
 // format frames are stored in, and egress serves it without ingress (GET
