@@ -106,14 +106,15 @@ func New(ctx context.Context, c *bridge.Client, opts ...Option) (*Upstream, erro
 		return nil, err
 	}
 	hc := c.HTTP()
-	var creds grpc.DialOption = grpc.WithTransportCredentials(insecure.NewCredentials())
+	creds := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if c.Base().Scheme == "https" {
-		creds = grpc.WithTransportCredentials(credentials.NewClientTLSFromCert(nil, ""))
+		creds[0] = grpc.WithTransportCredentials(credentials.NewClientTLSFromCert(nil, ""))
 	}
+	creds = append(creds, grpcIdle(c.IdleTimeout())...)
 	client, err := a2aclient.NewFromCard(ctx, card,
-		a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc), grpcv1.WithGRPCTransport(creds),
+		a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc), grpcv1.WithGRPCTransport(creds...),
 		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: hc}),
-		a2av0.WithRESTTransport(a2av0.RESTTransportConfig{Client: hc}), grpcv0.WithGRPCTransport(creds))
+		a2av0.WithRESTTransport(a2av0.RESTTransportConfig{Client: hc}), grpcv0.WithGRPCTransport(creds...))
 	if err != nil {
 		return nil, fmt.Errorf("a2abridge: no interface of the card at %s can be used: %w", c.Name(), err)
 	}

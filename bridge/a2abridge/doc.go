@@ -8,7 +8,9 @@
 // builds a client speaking A2A v1.0 over the binding the card prefers among
 // JSON-RPC, HTTP+JSON and gRPC, or v0.3 (JSON-RPC, HTTP+JSON, gRPC) when that
 // is all the card offers. Credentials and the trace context go with every
-// HTTP call (bridge.Client.HTTP).
+// HTTP call (bridge.Client.HTTP). The client's idle timeout bounds the wait
+// for an answer on every binding: HTTP's response headers, and on gRPC a
+// unary call's answer and a stream's first message (grpcidle.go).
 //
 // [Upstream.Call] sends the request's user message: its text
 // (bridge.UserText), its files (params.files: bytes from a data: URI, or
