@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/audit"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -55,11 +57,13 @@ func storeOld(t *testing.T, js jetstream.JetStream, n int, id func(i int) string
 			if _, err := js.PublishMsgAsync(f); err != nil {
 				t.Fatal(err)
 			}
-		}
-		select {
-		case <-js.PublishAsyncComplete():
-		case <-ctx.Done():
-			t.Fatal("publishes not acknowledged")
+			if i%1000 == 999 || i == n-1 {
+				select {
+				case <-js.PublishAsyncComplete():
+				case <-ctx.Done():
+					t.Fatal("publishes not acknowledged")
+				}
+			}
 		}
 		stored += 2 * uint64(min(n, from+chunk)-from)
 		waitAuditCtx(t, ctx, js, stored)
@@ -77,17 +81,10 @@ func storeOld(t *testing.T, js jetstream.JetStream, n int, id func(i int) string
 
 func waitAuditCtx(t *testing.T, ctx context.Context, js jetstream.JetStream, n uint64) {
 	t.Helper()
-	for {
+	testkit.Eventually(t, 5*time.Minute, fmt.Sprintf("E2A_AUDIT to reach %d messages", n), func() bool {
 		s, err := js.Stream(ctx, streams.AuditStream)
-		if err == nil && s.CachedInfo().State.Msgs >= n {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("E2A_AUDIT never reached %d messages", n)
-		case <-time.After(50 * time.Millisecond): // polling the stream's state
-		}
-	}
+		return err == nil && s.CachedInfo().State.Msgs >= n
+	})
 }
 
 // TestReplayOldRequestByIDTime: a request older than the hot retention,
