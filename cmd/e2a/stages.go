@@ -88,7 +88,7 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 // E2A_METRICS_ADDR instead when set).
 func runAgent(ctx context.Context, cfg Config, args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	pool := fs.String("pool", "demo", "agent pool to serve: a built-in one (demo, tck, workflow), or any name with an upstream")
+	pool := fs.String("pool", "demo", "agent pool to serve: a built-in one (demo, tck, tck-basic, workflow), or any name with an upstream")
 	concurrency := fs.Int("concurrency", 64, "requests handled at once")
 	var bf bridgeFlags
 	fs.StringVar(&bf.a2a, "a2a", "", "bridge an A2A agent: the URL its agent card is served at (or its base URL)")
@@ -140,12 +140,20 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 		if h, err = tck.New(); err != nil {
 			return err
 		}
+	case *pool == tck.BasicPool:
+		if h, err = tck.New(); err != nil {
+			return err
+		}
+		info := tck.BasicPoolInfo() // no streaming, the TCK's extension required
+		if err := publishDevPools(ctx, js, cfg, []devPool{{*pool, h, &info}}, log); err != nil {
+			return err
+		}
 	case *pool == workflow.Pool:
 		if h, err = newWorkflowExecutor(ctx, js, cfg, log); err != nil {
 			return err
 		}
 	default:
-		return fmt.Errorf("no built-in agent for pool %q (built-in: demo, tck, workflow; or give an upstream: --a2a, --openai, --http)", *pool)
+		return fmt.Errorf("no built-in agent for pool %q (built-in: demo, tck, tck-basic, workflow; or give an upstream: --a2a, --openai, --http)", *pool)
 	}
 	mux := http.NewServeMux()
 	mountOps(mux, cfg, newOpsMux(reg, nc, js))
