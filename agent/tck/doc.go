@@ -34,5 +34,8 @@
 // `e2a dev` serves the pool beside the demo; `E2A_DEFAULT_POOL=tck e2a dev`
 // routes the pipeline's root A2A interfaces (JSON-RPC, HTTP+JSON and gRPC,
 // all listed in /.well-known/agent-card.json) to it, which is how the TCK
-// runs against the pipeline.
+// runs against the pipeline. The same agent also serves [BasicPool],
+// tck-basic, whose pool info ([BasicPoolInfo]: no streaming, the TCK's
+// extension required) gives the suite's second run the card it needs;
+// `E2A_DEFAULT_POOL=tck-basic e2a dev` routes the root interfaces there.
 package tck
