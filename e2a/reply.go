@@ -64,6 +64,7 @@ func (r *Response) Reply() (text string, ok bool) {
 // MethodCancelTurn is the method of a cancel turn: a request of a task
 // whose last turn ended interrupted (input-required, auth-required), which
 // ingress publishes for A2A's CancelTask with its cancel stored first. The
-// agent runtime ends it cancelled at pick-up without calling the handler,
+// agent runtime ends it cancelled at pick-up without calling the handler's
+// Serve (a handler implementing agent.TurnCanceller is told of it first),
 // so the task ends canceled in the streams.
 const MethodCancelTurn = "tasks/cancel"
