@@ -57,8 +57,8 @@ type request struct {
 
 // mapState is the mapper of one request, fed up to stream sequence fed.
 // With tasks (the task has a v0.3 config) it also keeps what rebuilds
-// the task: the task's earlier turns, the request's frames fed so far,
-// and the task's status after them.
+// the task: the request's envelope, the task's earlier turns and the
+// request's frames fed so far.
 type mapState struct {
 	m      *a2amap.Mapper
 	fed    uint64
@@ -66,7 +66,6 @@ type mapState struct {
 	env    *e2a.Envelope
 	prev   []a2amap.Request
 	frames []*e2a.Response
-	status a2a03.TaskStatus
 }
 
 // envelope reads the envelope of requestID and its headers (nil when
@@ -201,7 +200,6 @@ func (s *stage) catchUp(ctx context.Context, st *mapState, m *message) error {
 		}
 		if st.tasks {
 			st.frames = append(st.frames, fs...)
-			st.status = st.task().Status
 		}
 		st.fed = raw.Seq
 	}
@@ -274,7 +272,6 @@ func (s *stage) loadTurns(ctx context.Context, id string, r *request, st *mapSta
 		}
 		st.prev = append(st.prev, rq)
 	}
-	st.status = st.task().Status
 	return nil
 }
 
@@ -290,19 +287,21 @@ func (st *mapState) task() *a2a03.Task {
 // update before the frame's status update carries the status the task had
 // before the frame, so a terminal state comes only with the last update.
 func (st *mapState) taskBodies(f *e2a.Response, evs []a2a03.Event) ([][]byte, error) {
-	st.frames = append(st.frames, f)
-	before := st.status
-	if len(evs) == 0 {
-		return nil, nil
-	}
-	t := st.task()
-	st.status = t.Status
 	statusAt := -1
 	for i, ev := range evs {
 		if _, ok := ev.(*a2a03.TaskStatusUpdateEvent); ok {
 			statusAt = i
 		}
 	}
+	var before a2a03.TaskStatus
+	if statusAt > 0 {
+		before = st.task().Status // after the frames before f: the same on every replica
+	}
+	st.frames = append(st.frames, f)
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	t := st.task()
 	out := make([][]byte, len(evs))
 	for i := range evs {
 		tt := *t
