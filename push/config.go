@@ -16,8 +16,9 @@ import (
 const (
 	// V1 configs get A2A v1.0 StreamResponse JSON and A2A-Notification-Token.
 	V1 = "1.0"
-	// V03 configs get A2A v0.3 event JSON (kind status-update or
-	// artifact-update) and X-A2A-Notification-Token.
+	// V03 configs get the A2A v0.3 Task (kind task) as tasks/get answers
+	// it after each update, as the v0.3 SDKs post it, and
+	// X-A2A-Notification-Token.
 	V03 = "0.3"
 )
 

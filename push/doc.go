@@ -37,15 +37,23 @@
 //
 // # Delivery (Run)
 //
+// [Store.Deliveries] gives the console each config's state: the
+// webhook's host, the last update handled, the failure being retried,
+// dead-letter mode and the dead letters (never the URL's path or query,
+// the token or the credentials).
+//
 // [Run] is one replica of the stage (`e2a push`, also in `e2a dev`, and
 // in `e2a serve` with E2A_PUSH=on). Replicas share one durable consumer on
-// E2A_RESPONSES (e2a.resp.*). For each stored response message it reads the request's
+// E2A_RESPONSES (e2a.resp.*), which starts, when first made, after the
+// last message stored before the oldest stored config was made. For each stored response message it reads the request's
 // envelope (principal and task) and the task's configs; a message of a
 // task without configs is acked at once. Otherwise the message's frames
 // are mapped to task updates by the A2A mapper the streaming bindings use
 // (protocols/a2a/a2amap, then protocols/a2a.V1Event): A2A v1.0 StreamResponse
-// JSON for V1 configs, A2A v0.3 event JSON (kind status-update or
-// artifact-update) for V03 ones. The mapper is fed the request's earlier
+// JSON for V1 configs; for V03 ones the A2A v0.3 Task as tasks/get
+// answers it once the update's frame is stored (a2amap.BuildTask over the
+// task's turns, found by E2A-After-Request), what the v0.3 SDKs' senders
+// post after each event. The mapper is fed the request's earlier
 // frames when this replica has not seen them, so an update's id
 // (E2A-Event-Id: <request_id>:<frame sequence>:<n>) and body are the same
 // whichever replica renders it.

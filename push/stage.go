@@ -43,7 +43,8 @@ type stage struct {
 // It binds E2A_PUSH and E2A_PUSH_DEAD (creating them with the options'
 // streams.Config when missing), creates or updates the durable consumer
 // (WithConsumerName, default "push") on E2A_RESPONSES for e2a.resp.*,
-// delivering new messages only when it is first made, and delivers every
+// starting, when it is first made, after the last response message
+// stored before the oldest stored config was made, and delivers every
 // task update of a task with configs to each of its configs' webhooks:
 // in the task's order per config, at least once, retried with backoff for
 // the retry window, then dead-lettered. Replicas sharing the consumer
