@@ -110,6 +110,16 @@
 // stage per process the counters are this egress process's; the consumer
 // and stream figures are shared.
 //
+// # Push notifications
+//
+// With [WithPushView] (cmd/e2a passes the push store's Deliveries), GET
+// /console/api/tasks/{task}/push answers the push notification configs of
+// a task and their delivery state ([TaskPush]), for the task's owner only
+// (another principal's task lists no config; the audit and admin roles
+// name the owner with ?user=); a request's detail shows them for its task.
+// Only the webhook's host is shown, never its path, query, token or
+// credentials.
+//
 // # Secrets and auth
 //
 // Envelopes were stripped of secrets by the normalizer before they were
