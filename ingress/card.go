@@ -76,8 +76,9 @@ func (s *Server) agentCard(base, grpcURL string) map[string]any {
 		PreferredTransport: a2a.TransportProtocolJSONRPC,
 		ProtocolVersion:    "0.3.0",
 		Version:            Version,
-		// capabilities.extendedAgentCard in the v1.0 card (extcard.go).
-		SupportsAuthenticatedExtendedCard: !s.opts.noExtendedCard,
+		// v0.3's authenticated extended card: only with authentication
+		// (extcard.go, extendedCardMembers).
+		SupportsAuthenticatedExtendedCard: s.v03ExtendedCard(),
 		Capabilities: a2a.AgentCapabilities{
 			Streaming:              true,
 			PushNotifications:      s.opts.push != nil,
@@ -111,6 +112,7 @@ func (s *Server) agentCard(base, grpcURL string) map[string]any {
 			m["authSchemes"] = av
 		}
 	}
+	s.extendedCardMembers(m)
 	a2av1.AddCard(m, base, grpcURL)
 	return m
 }

@@ -35,6 +35,28 @@ import (
 // each pool's own skills as its bridge published them, and each pool's
 // profile (streaming, required extensions) in the pools extension.
 
+// extendedCardMembers declares the extended card in card (v0.3's JSON
+// values): capabilities.extendedAgentCard, A2A v1.0's member, unless
+// WithExtendedCard(false). v0.3's supportsAuthenticatedExtendedCard is
+// set by agentCard only when authentication is configured
+// (v03ExtendedCard).
+func (s *Server) extendedCardMembers(card map[string]any) {
+	if caps, ok := card["capabilities"].(map[string]any); ok && !s.opts.noExtendedCard {
+		caps["extendedAgentCard"] = true
+	}
+}
+
+// v03ExtendedCard reports whether the v0.3 card declares the
+// authenticated extended card: served, and authentication configured.
+// v0.3 names it for authentication and its TCK requires the method to
+// refuse a call without credentials (test_authenticated_extended_card_
+// without_auth); with authentication off nobody has any, so v0.3 does not
+// declare it and answers -32007, while v1.0 serves it to every caller of a
+// card that declares no security scheme (the v1.0 TCK's CARD-EXT-001).
+func (s *Server) v03ExtendedCard() bool {
+	return !s.opts.noExtendedCard && s.opts.auth != nil && !s.opts.auth.Open()
+}
+
 // PrincipalExtension is the URI of the extended card's extension that
 // tells the caller who the pipeline takes it for and what it may use.
 const PrincipalExtension = "https://e2a-pipeline.dev/extensions/principal/v1"
@@ -164,19 +186,25 @@ var _ a2aproto.ExtendedCards = protocolHost{}
 // AuthenticatedExtendedCard answers A2A v0.3's
 // agent/getAuthenticatedExtendedCard (a2aproto.ExtendedCards): the card of
 // both generations, as the well-known path serves it, extended as
-// ExtendedCard's; refused with -32007 when not declared, HTTP 401 for the
-// anonymous caller.
+// ExtendedCard's; refused with -32007 when the v0.3 card does not declare
+// it (off, or authentication off: v03ExtendedCard), HTTP 401 and -32007
+// for the anonymous caller.
 func (h protocolHost) AuthenticatedExtendedCard(in host.Call, c host.RPCCaller) (map[string]any, *host.Refusal) {
 	rc, ok := c.(rpcCaller)
 	if !ok {
 		return nil, &host.Refusal{Status: http.StatusOK, RPCCode: jsonrpc.CodeInternalError, Message: "extended card: no caller"}
+	}
+	if !h.s.v03ExtendedCard() {
+		return nil, &host.Refusal{Status: http.StatusOK, RPCCode: jsonrpc.CodeA2AExtendedCardNotConfigured,
+			Message: "no authenticated extended card: it needs authentication, which this pipeline does not configure (A2A v1.0's GetExtendedAgentCard serves the extended card)"}
 	}
 	card, err := h.s.extendedCard(in.Ctx, rc.p, in.Request, in.Agent)
 	switch {
 	case errors.Is(err, errExtendedCardOff):
 		return nil, &host.Refusal{Status: http.StatusOK, RPCCode: jsonrpc.CodeA2AExtendedCardNotConfigured, Message: err.Error()}
 	case errors.Is(err, errExtendedCardAnonymous):
-		return nil, &host.Refusal{Status: http.StatusUnauthorized, Code: "unauthenticated", RPCCode: jsonrpc.CodeAuthentication, Message: err.Error()}
+		// HTTP 401, and v0.3's code for the card not available.
+		return nil, &host.Refusal{Status: http.StatusUnauthorized, Code: "unauthenticated", RPCCode: jsonrpc.CodeA2AExtendedCardNotConfigured, Message: err.Error()}
 	case err != nil:
 		return nil, &host.Refusal{Status: http.StatusOK, RPCCode: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}

@@ -125,8 +125,32 @@ func TestExtendedAgentCard(t *testing.T) {
 		t.Fatalf("v0.3 extended card for alice: %d %s", resp.StatusCode, b)
 	}
 	resp, b = do(t, "POST", p.url+"/a2a", call, "Content-Type", "application/json")
-	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), `"id":"c1"`) {
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), `"id":"c1"`) || !strings.Contains(string(b), `"code":-32007`) {
 		t.Fatalf("anonymous v0.3 extended card: %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestExtendedAgentCardOpen: with authentication off, the v1.0 card
+// declares the extended card and GetExtendedAgentCard serves it to every
+// caller (the card declares no security scheme to authenticate with: the
+// v1.0 TCK's CARD-EXT-001), while v0.3, whose method its TCK requires to
+// refuse a call without credentials, declares no authenticated extended
+// card and answers -32007.
+func TestExtendedAgentCardOpen(t *testing.T) {
+	p := startPipeline(t)
+	ctx := tckCtx(t)
+	_, c := v1Client(t, p, a2a.TransportProtocolJSONRPC)
+	ext, err := c.GetExtendedAgentCard(ctx, &a2a.GetExtendedAgentCardRequest{})
+	if err != nil || principalOf(ext) == nil {
+		t.Fatalf("GetExtendedAgentCard without auth: %+v, %v", ext, err)
+	}
+	resp, b := do(t, "GET", p.url+"/.well-known/agent-card.json", "")
+	if resp.StatusCode != http.StatusOK || strings.Contains(string(b), `supportsAuthenticatedExtendedCard`) || !strings.Contains(string(b), `"extendedAgentCard":true`) {
+		t.Fatalf("card of both generations without auth: %d %s", resp.StatusCode, b)
+	}
+	_, b = do(t, "POST", p.url+"/a2a", `{"jsonrpc":"2.0","id":1,"method":"agent/getAuthenticatedExtendedCard"}`, "Content-Type", "application/json")
+	if !strings.Contains(string(b), `"code":-32007`) {
+		t.Errorf("v0.3 agent/getAuthenticatedExtendedCard without auth: %s", b)
 	}
 }
 

@@ -12,8 +12,7 @@ import (
 // AddCard makes the v0.3 agent card m (the host's, as JSON values) one card
 // for both generations: the v1.0 supportedInterfaces (v1.0 JSON-RPC and
 // HTTP+JSON at base + [Path], v0.3 JSON-RPC at base + /a2a, and gRPC at
-// grpcURL unless it is ""), capabilities.extendedAgentCard when m
-// supportsAuthenticatedExtendedCard, and each security scheme and requirement also
+// grpcURL unless it is ""), and each security scheme and requirement also
 // in its v1.0 form, as the SDK's v0.3 compatibility layer writes them
 // (v0.3 members kept: v0.3 clients read url, preferredTransport,
 // protocolVersion and the v0.3 scheme members; v1.0 clients the others).
@@ -33,9 +32,6 @@ func AddCard(m map[string]any, base, grpcURL string) {
 	}
 	m["supportedInterfaces"] = ifaces
 	if caps, ok := m["capabilities"].(map[string]any); ok {
-		if ext, _ := m["supportsAuthenticatedExtendedCard"].(bool); ext {
-			caps["extendedAgentCard"] = true // v1.0's name of it
-		}
 		exts, _ := caps["extensions"].([]any)
 		caps["extensions"] = append(exts, map[string]any{"uri": ReplayExtension,
 			"description": "SubscribeToTask on a finished task replays it (the task, rebuilt from the durable streams) instead of UnsupportedOperationError"})
@@ -77,6 +73,12 @@ func V1Card(m map[string]any) (*a2a.AgentCard, error) {
 	}
 	if ifaces, ok := m["supportedInterfaces"].([]*a2a.AgentInterface); ok {
 		v1.SupportedInterfaces = ifaces
+	}
+	if caps, ok := m["capabilities"].(map[string]any); ok {
+		// v1.0's member, which the host may set apart from v0.3's
+		// supportsAuthenticatedExtendedCard.
+		ext, _ := caps["extendedAgentCard"].(bool)
+		v1.Capabilities.ExtendedAgentCard = v1.Capabilities.ExtendedAgentCard || ext
 	}
 	return v1, nil
 }
