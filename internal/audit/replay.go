@@ -286,17 +286,28 @@ func (a *Auditor) findByID(ctx context.Context, rc *replayCtx, id string) (*foun
 // after log2(messages) direct gets and a scan of its partition over the
 // margin, whatever the audit holds.
 func (a *Auditor) auditRequestHinted(ctx context.Context, rc *replayCtx, id string, from uint64) (*storedMsg, error) {
-	since, ok := hintSince(id, rc.q.Since, a.margin)
+	t, ok := idTime(id)
 	if !ok {
 		return a.auditRequest(ctx, rc.audit, id, from)
 	}
-	hinted, err := a.seqAtTime(ctx, rc.audit, subjects.AllAudit, since)
-	if err != nil {
-		return nil, err
-	}
-	m, err := a.auditRequest(ctx, rc.audit, id, hinted)
-	if m != nil || err != nil || hinted <= from {
-		return m, err
+	// Clocks in step (NTP) first: a window of nearClock each side of the
+	// id's time; then the margin's.
+	for _, d := range []time.Duration{min(nearClock, a.margin), a.margin} {
+		since, ok := hintSince(id, rc.q.Since, d)
+		if !ok {
+			break
+		}
+		hinted, err := a.seqAtTime(ctx, rc.audit, subjects.AllAudit, since)
+		if err != nil {
+			return nil, err
+		}
+		if hinted <= from {
+			break
+		}
+		m, err := a.auditRequestUntil(ctx, rc.audit, id, hinted, t.Add(d+copyLag))
+		if m != nil || err != nil {
+			return m, err
+		}
 	}
 	return a.auditRequest(ctx, rc.audit, id, from)
 }

@@ -343,13 +343,22 @@ func (a *Auditor) auditPartitions(st streamState) int {
 // auditRequest scans id's partition of E2A_AUDIT from sequence from for
 // its envelope.
 func (a *Auditor) auditRequest(ctx context.Context, st streamState, id string, from uint64) (*storedMsg, error) {
+	return a.auditRequestUntil(ctx, st, id, from, time.Time{})
+}
+
+// auditRequestUntil is auditRequest stopping at the first message stored
+// after until (none when zero).
+func (a *Auditor) auditRequestUntil(ctx context.Context, st streamState, id string, from uint64, until time.Time) (*storedMsg, error) {
 	p, err := subjects.AuditPartition(id, a.auditPartitions(st))
 	if err != nil {
 		return nil, err
 	}
-	for m, err := range a.seq(ctx, st.name, subjects.AuditRequest(p), from) {
+	for m, err := range a.seqFrom(ctx, st.name, subjects.AuditRequest(p), from) {
 		if err != nil {
 			return nil, err
+		}
+		if !until.IsZero() && m.Time.After(until) {
+			return nil, nil
 		}
 		sm := auditMsg(st.name, m)
 		if s, err := subjects.Parse(sm.subject); err == nil && s.Kind == subjects.KindRequest && s.RequestID == id {
@@ -368,7 +377,7 @@ func (a *Auditor) auditFrames(ctx context.Context, st streamState, id string, fr
 		return nil, err
 	}
 	var out []*storedMsg
-	for m, err := range a.seq(ctx, st.name, subjects.AuditResponse(p), from) {
+	for m, err := range a.seqFrom(ctx, st.name, subjects.AuditResponse(p), from) {
 		if err != nil {
 			return nil, err
 		}
