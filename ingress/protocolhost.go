@@ -21,6 +21,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2av1"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/tenant"
@@ -207,7 +208,7 @@ func recorderOf(w http.ResponseWriter) *statusRecorder {
 }
 
 // Serve answers from the request's frames with egress.
-func (h protocolHost) Serve(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer egress.NewRenderer) {
+func (h protocolHost) Serve(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer render.NewRenderer) {
 	h.s.egress.Serve(w, r, requestID, format, newRenderer)
 }
 
@@ -217,13 +218,13 @@ func (h protocolHost) ServeE2A(w http.ResponseWriter, r *http.Request, requestID
 }
 
 // ServeFrom answers from the request's frames from a sequence with egress.
-func (h protocolHost) ServeFrom(ctx context.Context, w http.ResponseWriter, requestID, format string, from int64, newRenderer egress.NewRenderer) {
+func (h protocolHost) ServeFrom(ctx context.Context, w http.ResponseWriter, requestID, format string, from int64, newRenderer render.NewRenderer) {
 	h.s.egress.ServeFrom(ctx, w, requestID, format, from, newRenderer)
 }
 
 // Replay is egress.Replay of the server's connection, without the request
 // check (the request was just published).
-func (h protocolHost) Replay(ctx context.Context, requestID string, fn func(egress.Frame) error) error {
+func (h protocolHost) Replay(ctx context.Context, requestID string, fn func(render.Frame) error) error {
 	return egress.Replay(ctx, h.s.nc, requestID, 0, fn, egress.WithoutRequestCheck())
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/protocols/a2e"
 	"github.com/e2a-pipeline/pipeline/protocols/acp"
 	"github.com/e2a-pipeline/pipeline/protocols/conformance"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // fuzzSep separates the frames of one fuzz input: the record separator of
@@ -60,22 +61,22 @@ type renderCase struct {
 	// resubscription opens with a working status-update stamped now), so
 	// two runs differ.
 	wallClock bool
-	make      func(o *egress.Output, from int64, final bool) egress.Renderer
+	make      func(o *render.Output, from int64, final bool) render.Renderer
 }
 
 // renderCases: every renderer of every registered format, with the
 // variants of its parameters that change what it writes.
 func renderCases() []renderCase {
 	submitted := conformance.Time()
-	a2aStream := func(p a2amap.Params) func(o *egress.Output, from int64, _ bool) egress.Renderer {
+	a2aStream := func(p a2amap.Params) func(o *render.Output, from int64, _ bool) render.Renderer {
 		p.JSONRPCID, p.Submitted = json.RawMessage(`"rpc-1"`), submitted
-		return func(o *egress.Output, from int64, _ bool) egress.Renderer {
+		return func(o *render.Output, from int64, _ bool) render.Renderer {
 			return a2a.NewStream(o, fuzzRequestID, p, from)
 		}
 	}
-	a2aSend := func(p a2amap.Params) func(o *egress.Output, _ int64, _ bool) egress.Renderer {
+	a2aSend := func(p a2amap.Params) func(o *render.Output, _ int64, _ bool) render.Renderer {
 		p.JSONRPCID = json.RawMessage(`7`)
-		return func(o *egress.Output, _ int64, _ bool) egress.Renderer { return a2a.NewSend(o, fuzzRequestID, p) }
+		return func(o *render.Output, _ int64, _ bool) render.Renderer { return a2a.NewSend(o, fuzzRequestID, p) }
 	}
 	one := 1
 	textOnly := []string{"text/plain"}
@@ -87,15 +88,15 @@ func renderCases() []renderCase {
 	}{{"", false, false}, {"_projections", true, false}, {"_redacted", false, true}, {"_projections_redacted", true, true}} {
 		cases = append(cases,
 			renderCase{name: egress.FormatE2ASSE + w.suffix, format: egress.FormatE2ASSE, shape: shapeSSE, stored: true,
-				make: func(o *egress.Output, _ int64, _ bool) egress.Renderer {
+				make: func(o *render.Output, _ int64, _ bool) render.Renderer {
 					return egress.WrapE2A(egress.NewE2ASSE(o, 2*time.Second, "ok"), projector(w.projections), w.redac)
 				}},
 			renderCase{name: egress.FormatE2ANDJSON + w.suffix, format: egress.FormatE2ANDJSON, shape: shapeNDJSON, stored: true,
-				make: func(o *egress.Output, _ int64, _ bool) egress.Renderer {
+				make: func(o *render.Output, _ int64, _ bool) render.Renderer {
 					return egress.WrapE2A(egress.NewE2ANDJSON(o), projector(w.projections), w.redac)
 				}},
 			renderCase{name: egress.FormatE2AJSON + w.suffix, format: egress.FormatE2AJSON, shape: shapeJSON, stored: true,
-				make: func(o *egress.Output, from int64, final bool) egress.Renderer {
+				make: func(o *render.Output, from int64, final bool) render.Renderer {
 					return egress.WrapE2A(egress.NewE2AJSON(o, fuzzRequestID, env, final, from), projector(w.projections), w.redac)
 				}},
 		)
@@ -118,35 +119,35 @@ func renderCases() []renderCase {
 		// A2A v1.0's JSON-RPC stream: an error's ErrorInfo carries the
 		// time it is written.
 		renderCase{name: a2av1.StreamFormat, format: a2av1.StreamFormat, shape: shapeSSE, jsonrpc: true, wallClock: true,
-			make: func(o *egress.Output, from int64, _ bool) egress.Renderer {
+			make: func(o *render.Output, from int64, _ bool) render.Renderer {
 				return a2av1.NewStream(o, fuzzRequestID, a2amap.Params{Interaction: true, Submitted: submitted}, json.RawMessage(`"rpc-1"`), from)
 			}},
 		renderCase{name: a2av1.StreamFormat + "_basic", format: a2av1.StreamFormat, shape: shapeSSE, jsonrpc: true, wallClock: true,
-			make: func(o *egress.Output, from int64, _ bool) egress.Renderer {
+			make: func(o *render.Output, from int64, _ bool) render.Renderer {
 				return a2av1.NewStream(o, fuzzRequestID, a2amap.Params{TaskID: "task-1", ContextID: "ctx-1", Submitted: submitted}, json.RawMessage(`7`), from)
 			}},
 		renderCase{name: a2av1.StreamFormat + "_rest", format: a2av1.StreamFormat, shape: shapeSSE, wallClock: true,
-			make: func(o *egress.Output, from int64, _ bool) egress.Renderer {
+			make: func(o *render.Output, from int64, _ bool) render.Renderer {
 				return a2av1.NewRESTStream(o, fuzzRequestID, a2amap.Params{Interaction: true, Submitted: submitted}, from)
 			}},
 		renderCase{name: a2a.AgentVaultFormat, format: a2a.AgentVaultFormat, shape: shapeSSE,
-			make: func(o *egress.Output, _ int64, _ bool) egress.Renderer {
+			make: func(o *render.Output, _ int64, _ bool) render.Renderer {
 				return a2a.NewAgentVaultStream(o, fuzzRequestID, a2a.AgentVaultParams{JSONRPCID: json.RawMessage(`"av"`)})
 			}},
 		renderCase{name: acp.Format + "_ndjson", format: acp.Format, shape: shapeNDJSON, jsonrpc: true,
-			make: func(o *egress.Output, _ int64, _ bool) egress.Renderer {
+			make: func(o *render.Output, _ int64, _ bool) render.Renderer {
 				return acp.NewRenderer(o, acp.Params{JSONRPCID: json.RawMessage(`42`)})
 			}},
 		renderCase{name: acp.Format + "_sse", format: acp.Format, shape: shapeSSE, jsonrpc: true,
-			make: func(o *egress.Output, _ int64, _ bool) egress.Renderer {
+			make: func(o *render.Output, _ int64, _ bool) render.Renderer {
 				return acp.NewRenderer(o, acp.Params{JSONRPCID: json.RawMessage(`"p"`), SessionID: "s1", SSE: true})
 			}},
 		renderCase{name: a2e.Format, format: a2e.Format, shape: shapeNDJSON,
-			make: func(o *egress.Output, _ int64, _ bool) egress.Renderer {
+			make: func(o *render.Output, _ int64, _ bool) render.Renderer {
 				return a2e.NewRenderer(o, a2e.Params{ReqID: "a1", ReqType: "tool/call/req"})
 			}},
 		renderCase{name: a2e.Format + "_defaults", format: a2e.Format, shape: shapeNDJSON,
-			make: func(o *egress.Output, _ int64, _ bool) egress.Renderer {
+			make: func(o *render.Output, _ int64, _ bool) render.Renderer {
 				return a2e.NewRenderer(o, a2e.Params{})
 			}},
 	)
@@ -171,15 +172,15 @@ func splitFrames(data []byte) [][]byte {
 // the final frame, the reader's error, deliver's, or ErrWaitTimeout when
 // the frames end without a final one (the reader waits for more, then
 // gives up).
-func readFrames(frames [][]byte, from int64, decode bool, deliver func(f *egress.Frame) error) error {
+func readFrames(frames [][]byte, from int64, decode bool, deliver func(f *render.Frame) error) error {
 	expect := from
 	for i, raw := range frames {
 		streamSeq := uint64(i + 1)
-		f, err := egress.HeadFrame(raw, streamSeq)
+		f, err := render.HeadFrame(raw, streamSeq)
 		if err != nil {
 			return err
 		}
-		seq := egress.SeqID(f)
+		seq := render.SeqID(f)
 		n, final := frameHead(raw)
 		switch {
 		case n < expect:
@@ -198,7 +199,7 @@ func readFrames(frames [][]byte, from int64, decode bool, deliver func(f *egress
 			if resp.Sequence != n {
 				return fmt.Errorf("%w: header sequence %d, body sequence %d", egress.ErrInvalidFrame, n, resp.Sequence)
 			}
-			f = &egress.Frame{Response: resp, Raw: raw, StreamSeq: streamSeq}
+			f = &render.Frame{Response: resp, Raw: raw, StreamSeq: streamSeq}
 		}
 		if err := deliver(f); err != nil {
 			return err
@@ -367,8 +368,8 @@ func FuzzRenderFrames(f *testing.F) {
 		clean := [2]bool{}
 		counts := [2]int{}
 		for i, decode := range []bool{true, false} {
-			var read []*egress.Frame
-			endErr := readFrames(frames, from, decode, func(f *egress.Frame) error {
+			var read []*render.Frame
+			endErr := readFrames(frames, from, decode, func(f *render.Frame) error {
 				read = append(read, f)
 				return nil
 			})
@@ -398,14 +399,14 @@ func FuzzRenderFrames(f *testing.F) {
 // heartbeat, each frame the reader delivers with a flush after it, End
 // with the read's outcome) and checks what it wrote. It returns what it
 // wrote; ok is false when the renderer refused a frame.
-func renderOnce(t *testing.T, c renderCase, read []*egress.Frame, readErr error, from int64, final, decode bool) (body []byte, ok bool) {
+func renderOnce(t *testing.T, c renderCase, read []*render.Frame, readErr error, from int64, final, decode bool) (body []byte, ok bool) {
 	t.Helper()
 	path := "pass-through"
 	if decode {
 		path = "decoded"
 	}
 	rec := httptest.NewRecorder()
-	o := egress.NewOutput(rec, 0)
+	o := render.NewOutput(rec, 0)
 	rend := c.make(o, from, final)
 	if err := rend.Start(); err != nil {
 		t.Fatalf("%s (%s): Start: %v", c.name, path, err)
@@ -564,7 +565,7 @@ func checkMappings(t *testing.T, frames [][]byte, from int64) {
 	}
 
 	var delivered []*e2a.Response
-	_ = readFrames(frames, from, true, func(f *egress.Frame) error {
+	_ = readFrames(frames, from, true, func(f *render.Frame) error {
 		delivered = append(delivered, f.Response)
 		return nil
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -93,7 +94,7 @@ func Follow(ctx context.Context, nc *nats.Conn, requestID string, wait time.Dura
 	if wait > 0 {
 		opts = append(opts, egress.WithMaxWait(wait, wait))
 	}
-	err := egress.Replay(ctx, nc, requestID, 0, func(f egress.Frame) error {
+	err := egress.Replay(ctx, nc, requestID, 0, func(f render.Frame) error {
 		subj, _ := subjects.Response(requestID)
 		sm := &storedMsg{stream: streams.ResponsesStream, seq: f.StreamSeq, subject: subj, data: f.Raw, header: nats.Header{}}
 		// egress.Replay delivers frames one by one, those of a burst too

@@ -36,6 +36,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -427,7 +428,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 func replayEngine(ctx context.Context, nc *nats.Conn, id string, start time.Time, expect int) (res result) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	err := egress.Replay(ctx, nc, id, 0, func(f egress.Frame) error {
+	err := egress.Replay(ctx, nc, id, 0, func(f render.Frame) error {
 		if res.frames == 0 {
 			res.ttff = time.Since(start)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // AgentVaultError maps an error of egress to an AgentVault JSON-RPC
@@ -32,8 +33,8 @@ func AgentVaultError(err error) *jsonrpc.Error {
 // AgentVault task's resubscription) for requestID with serve: the frames
 // from the resume point (Last-Event-ID or ?from=), an unknown request
 // answered with an error event.
-func serveAgentVault(serve func(http.ResponseWriter, *http.Request, string, string, egress.NewRenderer), w http.ResponseWriter, r *http.Request, requestID string, p AgentVaultParams) {
-	serve(w, r, requestID, AgentVaultFormat, func(o *egress.Output) egress.Renderer { return NewAgentVaultStream(o, requestID, p) })
+func serveAgentVault(serve func(http.ResponseWriter, *http.Request, string, string, render.NewRenderer), w http.ResponseWriter, r *http.Request, requestID string, p AgentVaultParams) {
+	serve(w, r, requestID, AgentVaultFormat, func(o *render.Output) render.Renderer { return NewAgentVaultStream(o, requestID, p) })
 }
 
 // agentVaultTaskOf answers AgentVault tasks/get: the task rebuilt from

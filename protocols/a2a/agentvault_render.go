@@ -10,6 +10,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // AgentVaultFormat is the output format of the AgentVault renderer
@@ -171,30 +172,30 @@ func avArtifact(id string, p a2a.DataPart) AVArtifact {
 	return AVArtifact{ID: id, Type: typ, Content: p.Data, MediaType: "application/json", Metadata: p.Metadata}
 }
 
-var _ egress.Renderer = (*avStream)(nil)
+var _ render.Renderer = (*avStream)(nil)
 
 // avStream renders tasks/sendSubscribe: SSE with event: task_status |
 // task_message | task_artifact | error. Text becomes task_message (the
 // reasoning with metadata thought=true), tool calls and other data
 // task_artifact, the end a task_status COMPLETED, FAILED or CANCELED.
 type avStream struct {
-	o       *egress.Output
+	o       *render.Output
 	p       AgentVaultParams
 	m       *a2amap.Mapper
 	working bool
 }
 
 // NewAgentVaultStream returns the AgentVault SSE renderer.
-func NewAgentVaultStream(o *egress.Output, requestID string, p AgentVaultParams) egress.Renderer {
+func NewAgentVaultStream(o *render.Output, requestID string, p AgentVaultParams) render.Renderer {
 	return &avStream{o: o, p: p, m: a2amap.NewTaskMapper(p.TaskID, requestID)}
 }
 
 func (r *avStream) Start() error {
-	egress.SSEHead(r.o, 0)
-	return egress.SSEComment(r.o, "ok")
+	render.SSEHead(r.o, 0)
+	return render.SSEComment(r.o, "ok")
 }
 
-func (r *avStream) Frame(f *egress.Frame) error {
+func (r *avStream) Frame(f *render.Frame) error {
 	resp, err := f.Decoded()
 	if err != nil {
 		return err
@@ -266,23 +267,23 @@ func (r *avStream) Frame(f *egress.Frame) error {
 	for i, o := range outs {
 		id := ""
 		if i == len(outs)-1 {
-			id = egress.SeqID(f)
+			id = render.SeqID(f)
 		}
-		if err := egress.SSEEventJSON(r.o, id, o.event, o.data); err != nil {
+		if err := render.SSEEventJSON(r.o, id, o.event, o.data); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (r *avStream) Heartbeat() error { return egress.SSEComment(r.o, "keep-alive") }
+func (r *avStream) Heartbeat() error { return render.SSEComment(r.o, "keep-alive") }
 
 func (r *avStream) End(err error) error {
 	if err == nil {
 		return nil
 	}
 	_, code := egress.Classify(err)
-	return egress.SSEEndEvent(r.o, "error", AVErrorEvent{Error: code, Message: err.Error()})
+	return render.SSEEndEvent(r.o, "error", AVErrorEvent{Error: code, Message: err.Error()})
 }
 
 // AgentVaultTask translates an A2A task rebuilt by a2amap.BuildTask into the

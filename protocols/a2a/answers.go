@@ -20,6 +20,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // A2AParams describes the A2A v0.3 call an answer is for (package a2amap's
@@ -96,7 +97,7 @@ func (a Answers) A2AEvents(ctx context.Context, requestID string, p A2AParams, f
 			return
 		}
 		defer rd.Close()
-		var f egress.Frame
+		var f render.Frame
 		for {
 			f, err = rd.Next(ctx)
 			if errors.Is(err, io.EOF) {
@@ -119,7 +120,7 @@ func (a Answers) A2AEvents(ctx context.Context, requestID string, p A2AParams, f
 
 // replyFrame reports whether f is the final frame of a turn the agent
 // answered with a Message (e2a.Response.Reply).
-func replyFrame(f *egress.Frame) bool {
+func replyFrame(f *render.Frame) bool {
 	if !f.IsFinal() || (f.Kind() != e2a.KindA2AStreamEvent && f.Kind() != e2a.KindA2AMessage) {
 		return false
 	}
@@ -132,11 +133,11 @@ func replyFrame(f *egress.Frame) bool {
 }
 
 // frameA2AEvents yields the A2A events of frame f: a plain text chunk's
-// one event built from a partial decode of its bytes (egress.ReadTextChunk,
+// one event built from a partial decode of its bytes (render.ReadTextChunk,
 // the same event Mapper.Events builds: TestA2AEventsFastTextMatches), any
 // other frame's through Mapper.Events. It returns false once yield did or
 // after yielding an error.
-func frameA2AEvents(m *a2amap.Mapper, f *egress.Frame, yield func(a2a.Event, error) bool) bool {
+func frameA2AEvents(m *a2amap.Mapper, f *render.Frame, yield func(a2a.Event, error) bool) bool {
 	if u, ok := readTextUpdate(m, f); ok {
 		return yield(&a2a.TaskArtifactUpdateEvent{TaskID: a2a.TaskID(u.TaskID), ContextID: u.ContextID, Append: u.Append,
 			Artifact: &a2a.Artifact{ID: a2a.ArtifactID(u.ArtifactID), Parts: a2a.ContentParts{a2a.TextPart{Text: u.Text}}},

@@ -12,6 +12,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
@@ -212,7 +213,7 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 			// One HTTP answer: rendered as the frames come, with blank
 			// lines while the agent is idle; all of them, whatever resume
 			// point the request names.
-			d.h.ServeFrom(in.Request.Context(), w, acc.RequestID, SendFormat, 0, func(o *egress.Output) egress.Renderer {
+			d.h.ServeFrom(in.Request.Context(), w, acc.RequestID, SendFormat, 0, func(o *render.Output) render.Renderer {
 				return NewSend(o, acc.RequestID, params)
 			})
 			return
@@ -266,9 +267,9 @@ func blockingSend(env *e2a.Envelope) bool {
 // for requestID with serve: the frames from the resume point of r
 // (Last-Event-ID or ?from=; serve ends the answer with the error of a bad
 // one).
-func serveStream(serve func(http.ResponseWriter, *http.Request, string, string, egress.NewRenderer), w http.ResponseWriter, r *http.Request, requestID string, p a2amap.Params) {
+func serveStream(serve func(http.ResponseWriter, *http.Request, string, string, render.NewRenderer), w http.ResponseWriter, r *http.Request, requestID string, p a2amap.Params) {
 	from, _ := egress.ResumePoint(r)
-	serve(w, r, requestID, StreamFormat, func(o *egress.Output) egress.Renderer { return NewStream(o, requestID, p, from) })
+	serve(w, r, requestID, StreamFormat, func(o *render.Output) render.Renderer { return NewStream(o, requestID, p, from) })
 }
 
 // Interaction reports whether the client declared the trpc interaction

@@ -11,10 +11,10 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/conformance"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -26,7 +26,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 type rendererCase struct {
 	name  string
 	sse   bool
-	make  func(o *egress.Output, sc conformance.Scenario) egress.Renderer
+	make  func(o *render.Output, sc conformance.Scenario) render.Renderer
 	check func(t *testing.T, sc conformance.Scenario, status int, body []byte)
 }
 
@@ -34,15 +34,15 @@ type rendererCase struct {
 // renderers for an interaction-spec client, a basic A2A client
 // (_basic) and a text/plain client (_text_only); AgentVault's SSE.
 func rendererCases() []rendererCase {
-	stream := func(p a2amap.Params) func(o *egress.Output, sc conformance.Scenario) egress.Renderer {
+	stream := func(p a2amap.Params) func(o *render.Output, sc conformance.Scenario) render.Renderer {
 		p.JSONRPCID, p.TaskID, p.ContextID, p.Submitted = json.RawMessage(`"req-002"`), "task-002", "ctx-001", conformance.Time()
-		return func(o *egress.Output, sc conformance.Scenario) egress.Renderer {
+		return func(o *render.Output, sc conformance.Scenario) render.Renderer {
 			return NewStream(o, sc.RequestID(), p, sc.From)
 		}
 	}
-	send := func(p a2amap.Params) func(o *egress.Output, sc conformance.Scenario) egress.Renderer {
+	send := func(p a2amap.Params) func(o *render.Output, sc conformance.Scenario) render.Renderer {
 		p.JSONRPCID = json.RawMessage(`"req-001"`)
-		return func(o *egress.Output, sc conformance.Scenario) egress.Renderer { return NewSend(o, sc.RequestID(), p) }
+		return func(o *render.Output, sc conformance.Scenario) render.Renderer { return NewSend(o, sc.RequestID(), p) }
 	}
 	textOnly := []string{"text/plain"}
 	return []rendererCase{
@@ -54,7 +54,7 @@ func rendererCases() []rendererCase {
 			check: checkTextOnly(checkStream)},
 		{name: SendFormat + "_text_only", make: send(a2amap.Params{AcceptedOutputModes: textOnly, Interaction: true}),
 			check: checkTextOnly(checkSend)},
-		{name: AgentVaultFormat, sse: true, make: func(o *egress.Output, sc conformance.Scenario) egress.Renderer {
+		{name: AgentVaultFormat, sse: true, make: func(o *render.Output, sc conformance.Scenario) render.Renderer {
 			return NewAgentVaultStream(o, sc.RequestID(), AgentVaultParams{TaskID: "task-abc-123"})
 		}, check: checkAgentVault},
 	}
@@ -71,7 +71,7 @@ func TestRendererConformance(t *testing.T) {
 	for _, rc := range rendererCases() {
 		for _, sc := range conformance.Scenarios() {
 			t.Run(rc.name+"/"+sc.Name, func(t *testing.T) {
-				run, err := conformance.Run(sc, func(o *egress.Output) egress.Renderer { return rc.make(o, sc) })
+				run, err := conformance.Run(sc, func(o *render.Output) render.Renderer { return rc.make(o, sc) })
 				if err != nil {
 					t.Fatal(err)
 				}

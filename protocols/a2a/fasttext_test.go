@@ -12,11 +12,11 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/conformance"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // renderStream renders frames with the A2A SSE renderer, the text fast
@@ -27,7 +27,7 @@ func renderStream(t *testing.T, fast, lazy bool, id json.RawMessage, from int64,
 	old := fastText
 	fastText = fast
 	defer func() { fastText = old }()
-	out, err := conformance.RenderFrames(func(o *egress.Output) egress.Renderer {
+	out, err := conformance.RenderFrames(func(o *render.Output) render.Renderer {
 		return NewStream(o, frames[0].RequestID, a2amap.Params{JSONRPCID: id, TaskID: "task-<1>", ContextID: "ctx &1",
 			Submitted: conformance.Time(), Interaction: true}, from)
 	}, frames, lazy)
@@ -64,22 +64,22 @@ func TestA2AFastTextMatches(t *testing.T) {
 func BenchmarkStreamText(b *testing.B) {
 	f := conformance.Chunk("req-bench", 1, e2a.DeltaText, strings.Repeat("token ", 16), "")
 	raw, _ := json.Marshal(f)
-	o := egress.NewOutput(httptest.NewRecorder(), time.Second)
+	o := render.NewOutput(httptest.NewRecorder(), time.Second)
 	rend := NewStream(o, "req-bench", a2amap.Params{JSONRPCID: json.RawMessage(`"req-1"`), TaskID: "task-1", ContextID: "ctx-1"}, 0)
-	head, err := egress.HeadFrame(raw, 1)
+	head, err := render.HeadFrame(raw, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		fr := new(egress.Frame)
+		fr := new(render.Frame)
 		*fr = *head
 		fr.StreamSeq = uint64(i + 1)
 		if err := rend.Frame(fr); err != nil {
 			b.Fatal(err)
 		}
 		if i%1024 == 0 {
-			o = egress.NewOutput(httptest.NewRecorder(), time.Second)
+			o = render.NewOutput(httptest.NewRecorder(), time.Second)
 			rend.(*stream).o = o
 		}
 	}
@@ -118,12 +118,12 @@ func TestResultEventMatches(t *testing.T) {
 	for _, id := range []string{`"req-002"`, `7`, `"<id>&"`, ``, ` { "a" : 1 } `} {
 		for _, ev := range events {
 			rec := httptest.NewRecorder()
-			r := &stream{o: egress.NewOutput(rec, time.Second), p: a2amap.Params{JSONRPCID: json.RawMessage(id)}}
+			r := &stream{o: render.NewOutput(rec, time.Second), p: a2amap.Params{JSONRPCID: json.RawMessage(id)}}
 			if err := r.resultEvent("4", ev); err != nil {
 				t.Fatal(err)
 			}
 			want := httptest.NewRecorder()
-			if err := egress.SSEEventJSON(egress.NewOutput(want, time.Second), "4", "", jsonrpc.ResultResponse(json.RawMessage(id), ev)); err != nil {
+			if err := render.SSEEventJSON(render.NewOutput(want, time.Second), "4", "", jsonrpc.ResultResponse(json.RawMessage(id), ev)); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(rec.Body.Bytes(), want.Body.Bytes()) {
@@ -136,17 +136,17 @@ func TestResultEventMatches(t *testing.T) {
 // TestStreamTextAllocs: once a stream has written its first text event, the
 // next ones (the bulk of a streamed answer) allocate nothing: the event and
 // its SSE framing are assembled in buffers the stream and its output reuse,
-// up to egress.MaxScratch.
+// up to render.MaxScratch.
 func TestStreamTextAllocs(t *testing.T) {
 	f := conformance.Chunk("req-allocs", 1, e2a.DeltaText, strings.Repeat("token ", 16), "")
 	raw, _ := json.Marshal(f)
-	head, err := egress.HeadFrame(raw, 1)
+	head, err := render.HeadFrame(raw, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := egress.NewOutput(&testkit.DiscardResponseWriter{}, 0)
+	o := render.NewOutput(&testkit.DiscardResponseWriter{}, 0)
 	rend := NewStream(o, "req-allocs", a2amap.Params{JSONRPCID: json.RawMessage(`"req-1"`), TaskID: "task-1", ContextID: "ctx-1"}, 0)
-	fr := new(egress.Frame)
+	fr := new(render.Frame)
 	write := func() {
 		*fr = *head
 		if err := rend.Frame(fr); err != nil {
@@ -157,14 +157,14 @@ func TestStreamTextAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, write); n != 0 {
 		t.Errorf("%v allocations per text event, want 0", n)
 	}
-	// A text larger than egress.MaxScratch goes out; its buffer is not kept.
-	big := conformance.Chunk("req-allocs", 2, e2a.DeltaText, strings.Repeat("x", egress.MaxScratch), "")
+	// A text larger than render.MaxScratch goes out; its buffer is not kept.
+	big := conformance.Chunk("req-allocs", 2, e2a.DeltaText, strings.Repeat("x", render.MaxScratch), "")
 	rawBig, _ := json.Marshal(big)
-	if head, err = egress.HeadFrame(rawBig, 2); err != nil {
+	if head, err = render.HeadFrame(rawBig, 2); err != nil {
 		t.Fatal(err)
 	}
 	write()
-	if c := cap(rend.(*stream).buf); c > egress.MaxScratch {
+	if c := cap(rend.(*stream).buf); c > render.MaxScratch {
 		t.Errorf("the stream kept a %d-byte buffer", c)
 	}
 }
@@ -178,10 +178,10 @@ func a2aEventsOf(t *testing.T, fast, lazy bool, from int64, frames []*e2a.Respon
 	var evs []a2a.Event
 	for i, f := range frames {
 		raw, _ := json.Marshal(f)
-		fr := &egress.Frame{Response: f, Raw: raw, StreamSeq: uint64(i + 1)}
+		fr := &render.Frame{Response: f, Raw: raw, StreamSeq: uint64(i + 1)}
 		if lazy {
 			var err error
-			if fr, err = egress.HeadFrame(raw, uint64(i+1)); err != nil {
+			if fr, err = render.HeadFrame(raw, uint64(i+1)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -3,19 +3,19 @@ package a2a
 import (
 	"encoding/json"
 
-	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
-var _ egress.Renderer = (*send)(nil)
+var _ render.Renderer = (*send)(nil)
 
 // send renders message/send: one JSON-RPC response whose result is a
 // Message (the agent answered with one message) or a Task (several: the
 // intermediate messages in history, the final reply in artifacts). While
 // it waits it writes blank lines, which JSON decoders skip.
 type send struct {
-	o   *egress.Output
+	o   *render.Output
 	p   a2amap.Params
 	agg *a2amap.Aggregator
 }
@@ -24,7 +24,7 @@ type send struct {
 // [SendFormat]) of requestID: the frames aggregated by a2amap.Aggregator,
 // then one JSON-RPC response (a Message or a Task without the parts the
 // client must not get, or the error, [Error]).
-func NewSend(o *egress.Output, requestID string, p a2amap.Params) egress.Renderer {
+func NewSend(o *render.Output, requestID string, p a2amap.Params) render.Renderer {
 	return &send{o: o, p: p, agg: a2amap.NewAggregator(requestID, p)}
 }
 
@@ -34,7 +34,7 @@ func (r *send) Start() error {
 	return nil
 }
 
-func (r *send) Frame(f *egress.Frame) error {
+func (r *send) Frame(f *render.Frame) error {
 	resp, err := f.Decoded()
 	if err != nil {
 		return err

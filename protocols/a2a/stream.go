@@ -12,6 +12,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // Output formats of A2A v0.3's renderers (egress.Formats, the label of
@@ -32,8 +33,8 @@ var now = time.Now
 var fastText = true
 
 var (
-	_ egress.Renderer    = (*stream)(nil)
-	_ egress.PassThrough = (*stream)(nil)
+	_ render.Renderer    = (*stream)(nil)
+	_ render.PassThrough = (*stream)(nil)
 )
 
 // stream renders message/stream and tasks/resubscribe: SSE whose data: is
@@ -41,7 +42,7 @@ var (
 // the last event of each frame is the frame's sequence, so Last-Event-ID
 // resumes after it.
 type stream struct {
-	o     *egress.Output
+	o     *render.Output
 	p     a2amap.Params
 	from  int64
 	m     *a2amap.Mapper
@@ -60,13 +61,13 @@ type stream struct {
 // each frame's events as a2amap.Mapper maps them, without the parts the
 // client must not get (p.AcceptedOutputModes, p.Interaction); an error
 // ends the stream as a JSON-RPC error ([Error]).
-func NewStream(o *egress.Output, requestID string, p a2amap.Params, from int64) egress.Renderer {
+func NewStream(o *render.Output, requestID string, p a2amap.Params, from int64) render.Renderer {
 	return &stream{o: o, p: p, from: from, m: a2amap.NewStreamMapper(requestID, p, from)}
 }
 
 func (r *stream) Start() error {
-	egress.SSEHead(r.o, 0)
-	if err := egress.SSEComment(r.o, "ok"); err != nil {
+	render.SSEHead(r.o, 0)
+	if err := render.SSEComment(r.o, "ok"); err != nil {
 		return err
 	}
 	if r.from > 0 {
@@ -98,13 +99,13 @@ func (r *stream) open(reply bool) error {
 	return r.resultEvent("", r.m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil, false))
 }
 
-func (r *stream) Frame(f *egress.Frame) error {
+func (r *stream) Frame(f *render.Frame) error {
 	if b, ok := r.textEvent(f); ok {
 		if err := r.open(false); err != nil {
 			return err
 		}
-		err := egress.SSEEvent(r.o, egress.SeqID(f), "", b)
-		r.buf = egress.KeepScratch(b)
+		err := render.SSEEvent(r.o, render.SeqID(f), "", b)
+		r.buf = render.KeepScratch(b)
 		return err
 	}
 	resp, err := f.Decoded()
@@ -125,16 +126,16 @@ func (r *stream) Frame(f *egress.Frame) error {
 		// Nothing of the frame is for this client.
 		return nil
 	}
-	return egress.FrameEvents(f, evs, func(id string, ev a2a.Event) error { return r.resultEvent(id, ev) })
+	return render.FrameEvents(f, evs, func(id string, ev a2a.Event) error { return r.resultEvent(id, ev) })
 }
 
-func (r *stream) Heartbeat() error { return egress.SSEComment(r.o, "keep-alive") }
+func (r *stream) Heartbeat() error { return render.SSEComment(r.o, "keep-alive") }
 
 func (r *stream) End(err error) error {
 	if err == nil {
 		return nil
 	}
-	return egress.SSEEndEvent(r.o, "", jsonrpc.ErrorResponse(r.p.JSONRPCID, Error(err)))
+	return render.SSEEndEvent(r.o, "", jsonrpc.ErrorResponse(r.p.JSONRPCID, Error(err)))
 }
 
 // PassThrough: the stream reads whole frames only where textEvent does
@@ -142,14 +143,14 @@ func (r *stream) End(err error) error {
 func (*stream) PassThrough() bool { return fastText }
 
 // textEvent renders the event of a plain text chunk, the bulk of a
-// streamed answer, straight from the frame's bytes (egress.ReadTextChunk)
+// streamed answer, straight from the frame's bytes (render.ReadTextChunk)
 // into the JSON-RPC response bytes: exactly the bytes json.Marshal gives
 // for the TaskArtifactUpdateEvent that a2amap.Mapper.Events builds for it
 // (TestA2AFastTextMatches), with one partial decode of the frame and without
 // the event, its maps or the reflection encode. ok is false for any other
 // frame, which takes the general path; nothing is changed then. A text
 // part is never filtered out, so the part filters do not apply.
-func (r *stream) textEvent(f *egress.Frame) (out []byte, ok bool) {
+func (r *stream) textEvent(f *render.Frame) (out []byte, ok bool) {
 	if !fastText {
 		return nil, false
 	}
@@ -191,8 +192,8 @@ func (r *stream) resultEvent(id string, ev any) error {
 		b = append(b, `,"result":`...)
 		if b, ok = appendStatusUpdate(b, su); ok {
 			b = append(b, '}')
-			err := egress.SSEEvent(r.o, id, "", b)
-			r.buf = egress.KeepScratch(b)
+			err := render.SSEEvent(r.o, id, "", b)
+			r.buf = render.KeepScratch(b)
 			return err
 		}
 		r.buf = b[:0]
@@ -207,7 +208,7 @@ func (r *stream) resultEvent(id string, ev any) error {
 	b = append(b, `,"result":`...)
 	b = append(b, res...)
 	b = append(b, '}')
-	return egress.SSEEvent(r.o, id, "", b)
+	return render.SSEEvent(r.o, id, "", b)
 }
 
 // appendStatusUpdate appends ev as json.Marshal writes it, when its status

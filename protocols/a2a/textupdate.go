@@ -2,9 +2,9 @@ package a2a
 
 import (
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // TextUpdate is the artifact-update event of a plain text chunk, the bulk
@@ -19,12 +19,12 @@ type TextUpdate struct {
 	Text              string
 }
 
-// ReadTextUpdate reads the plain text chunk of f (egress.ReadTextChunk:
+// ReadTextUpdate reads the plain text chunk of f (render.ReadTextChunk:
 // from its bytes when f is not decoded) and does m's bookkeeping for it,
 // as m.Events does for that frame. ok is false for any other frame, and
 // m is unchanged then; the caller takes its general path.
-func ReadTextUpdate(m *a2amap.Mapper, f *egress.Frame) (u TextUpdate, ok bool) {
-	c, ok := egress.ReadTextChunk(f)
+func ReadTextUpdate(m *a2amap.Mapper, f *render.Frame) (u TextUpdate, ok bool) {
+	c, ok := render.ReadTextChunk(f)
 	if !ok {
 		return u, false
 	}
@@ -69,7 +69,7 @@ func (u TextUpdate) AppendMembers(b []byte, v1 bool) []byte {
 }
 
 // readTextUpdate is ReadTextUpdate when the fast path is on.
-func readTextUpdate(m *a2amap.Mapper, f *egress.Frame) (TextUpdate, bool) {
+func readTextUpdate(m *a2amap.Mapper, f *render.Frame) (TextUpdate, bool) {
 	if !fastText {
 		return TextUpdate{}, false
 	}

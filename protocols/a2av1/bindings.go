@@ -17,6 +17,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // The A2A v1.0 interfaces: JSON-RPC at Path, the HTTP+JSON binding under
@@ -172,8 +173,8 @@ func (b *bindings) streamREST(w http.ResponseWriter, r *http.Request, sdk http.H
 		sdk.ServeHTTP(w, r)
 		return
 	}
-	b.stream(w, r, &req, sdk, nil, true, func(requestID string, p a2amap.Params, from int64) egress.NewRenderer {
-		return func(o *egress.Output) egress.Renderer { return NewRESTStream(o, requestID, p, from) }
+	b.stream(w, r, &req, sdk, nil, true, func(requestID string, p a2amap.Params, from int64) render.NewRenderer {
+		return func(o *render.Output) render.Renderer { return NewRESTStream(o, requestID, p, from) }
 	})
 }
 
@@ -197,8 +198,8 @@ func (b *bindings) streamRPC(w http.ResponseWriter, r *http.Request, head rpcHea
 		sdk.ServeHTTP(w, r)
 		return
 	}
-	b.stream(w, r, &req, sdk, head.ID, false, func(requestID string, p a2amap.Params, from int64) egress.NewRenderer {
-		return func(o *egress.Output) egress.Renderer { return NewStream(o, requestID, p, head.ID, from) }
+	b.stream(w, r, &req, sdk, head.ID, false, func(requestID string, p a2amap.Params, from int64) render.NewRenderer {
+		return func(o *render.Output) render.Renderer { return NewStream(o, requestID, p, head.ID, from) }
 	})
 }
 
@@ -207,7 +208,7 @@ func (b *bindings) streamRPC(w http.ResponseWriter, r *http.Request, head rpcHea
 // (call.refusal) for its answer, but for a pool profile's, answered
 // plainly (writePlain: a JSON-RPC call's id, or HTTP+JSON's when rest).
 func (b *bindings) stream(w http.ResponseWriter, r *http.Request, req *a2a.SendMessageRequest, sdk http.Handler, id json.RawMessage, rest bool,
-	newRenderer func(requestID string, p a2amap.Params, from int64) egress.NewRenderer) {
+	newRenderer func(requestID string, p a2amap.Params, from int64) render.NewRenderer) {
 	// Subscribed to the frames before the publish, as the handler's
 	// SendStreamingMessage does (egress.ExpectStream).
 	ctx, end := egress.ExpectStream(r.Context())

@@ -20,6 +20,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/conformance"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -61,7 +62,7 @@ func (c streamCase) checkParts(t *testing.T, body []byte) {
 
 // newStream is the case's renderer of requestID's frames from from, the
 // JSON-RPC id "req-002".
-func (c streamCase) newStream(o *egress.Output, requestID string, from int64) egress.Renderer {
+func (c streamCase) newStream(o *render.Output, requestID string, from int64) render.Renderer {
 	if c.rest {
 		return NewRESTStream(o, requestID, streamParams(c.p), from)
 	}
@@ -87,7 +88,7 @@ func TestRendererConformance(t *testing.T) {
 	for _, c := range streamCases {
 		for _, sc := range conformance.Scenarios() {
 			t.Run(c.name+"/"+sc.Name, func(t *testing.T) {
-				run, err := conformance.Run(sc, func(o *egress.Output) egress.Renderer {
+				run, err := conformance.Run(sc, func(o *render.Output) render.Renderer {
 					return c.newStream(o, sc.RequestID(), sc.From)
 				})
 				if err != nil {
@@ -236,7 +237,7 @@ func TestStreamMatchesSDK(t *testing.T) {
 				continue
 			}
 			t.Run(c.name+"/"+sc.Name, func(t *testing.T) {
-				run, err := conformance.Run(sc, func(o *egress.Output) egress.Renderer {
+				run, err := conformance.Run(sc, func(o *render.Output) render.Renderer {
 					return c.newStream(o, sc.RequestID(), 0)
 				})
 				if err != nil {

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/conformance"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // renderStream renders frames with the JSON-RPC stream, the text fast
@@ -19,7 +19,7 @@ func renderStream(t *testing.T, fast, lazy, rest bool, id json.RawMessage, from 
 	old := fastText
 	fastText = fast
 	defer func() { fastText = old }()
-	out, err := conformance.RenderFrames(func(o *egress.Output) egress.Renderer {
+	out, err := conformance.RenderFrames(func(o *render.Output) render.Renderer {
 		p := a2amap.Params{TaskID: "task-<1>", ContextID: "ctx &1", Submitted: conformance.Time(), Interaction: true}
 		if rest {
 			return NewRESTStream(o, frames[0].RequestID, p, from)

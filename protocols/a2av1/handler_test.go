@@ -27,6 +27,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
@@ -328,12 +329,12 @@ type servingHost struct {
 	served *[]string
 }
 
-func (h servingHost) Serve(w http.ResponseWriter, _ *http.Request, requestID, format string, newRenderer egress.NewRenderer) {
+func (h servingHost) Serve(w http.ResponseWriter, _ *http.Request, requestID, format string, newRenderer render.NewRenderer) {
 	*h.served = append(*h.served, format+" "+requestID)
-	o := egress.NewOutput(w, time.Second)
+	o := render.NewOutput(w, time.Second)
 	rend := newRenderer(o)
 	// One frame: the submitted status-update goes with the first frame.
-	f := &egress.Frame{Response: &e2a.Response{RequestID: requestID, ResponseID: requestID + "-0", ResponseKind: e2a.KindChunk,
+	f := &render.Frame{Response: &e2a.Response{RequestID: requestID, ResponseID: requestID + "-0", ResponseKind: e2a.KindChunk,
 		Status: e2a.StatusInProgress, Timestamp: "2025-01-23T10:30:00Z", Body: []byte(`{"delta_kind":"text","delta":"hi"}`)}}
 	if rend.Start() == nil && rend.Frame(f) == nil && rend.End(nil) == nil {
 		_ = o.Flush()

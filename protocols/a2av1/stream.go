@@ -16,6 +16,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // StreamFormat is the output format of the JSON-RPC binding's streams
@@ -29,8 +30,8 @@ const StreamFormat = egress.FormatA2AV1SSE
 var now = time.Now
 
 var (
-	_ egress.Renderer    = (*stream)(nil)
-	_ egress.PassThrough = (*stream)(nil)
+	_ render.Renderer    = (*stream)(nil)
+	_ render.PassThrough = (*stream)(nil)
 )
 
 // stream renders SendStreamingMessage of the JSON-RPC binding: SSE whose
@@ -43,7 +44,7 @@ var (
 // random one.
 type stream struct {
 	rest  bool // the HTTP+JSON binding's: no JSON-RPC response around the events, REST errors
-	o     *egress.Output
+	o     *render.Output
 	p     a2amap.Params
 	from  int64
 	m     *a2amap.Mapper
@@ -61,7 +62,7 @@ type stream struct {
 // events as protocols/a2a's Answers.A2AEvents yields them, converted to v1.0 (a2aproto.V1Event); an error ends the stream as
 // a JSON-RPC error in the SDK's shape. rpcID is the call's JSON-RPC id as
 // sent (absent: null).
-func NewStream(o *egress.Output, requestID string, p a2amap.Params, rpcID json.RawMessage, from int64) egress.Renderer {
+func NewStream(o *render.Output, requestID string, p a2amap.Params, rpcID json.RawMessage, from int64) render.Renderer {
 	return &stream{o: o, p: p, from: from, m: a2amap.NewStreamMapper(requestID, p, from), rpcID: sdkRPCID(rpcID)}
 }
 
@@ -69,12 +70,12 @@ func NewStream(o *egress.Output, requestID string, p a2amap.Params, rpcID json.R
 // message:stream: each data: is the v1.0 StreamResponse alone, and an
 // error ends the stream as the binding's google.rpc.Status (restError),
 // as the SDK's HTTP+JSON transport writes them.
-func NewRESTStream(o *egress.Output, requestID string, p a2amap.Params, from int64) egress.Renderer {
+func NewRESTStream(o *render.Output, requestID string, p a2amap.Params, from int64) render.Renderer {
 	return &stream{rest: true, o: o, p: p, from: from, m: a2amap.NewStreamMapper(requestID, p, from)}
 }
 
 func (r *stream) Start() error {
-	egress.SSEHead(r.o, 0)
+	render.SSEHead(r.o, 0)
 	r.opening = r.from == 0
 	return nil
 }
@@ -95,13 +96,13 @@ func (r *stream) open(reply bool) error {
 	return r.event("", r.m.StatusUpdate(legacy.TaskStateSubmitted, &ts, nil, false))
 }
 
-func (r *stream) Frame(f *egress.Frame) error {
+func (r *stream) Frame(f *render.Frame) error {
 	if b, ok := r.textEvent(f); ok {
 		if err := r.open(false); err != nil {
 			return err
 		}
-		err := egress.SSEEvent(r.o, egress.SeqID(f), "", b)
-		r.buf = egress.KeepScratch(b)
+		err := render.SSEEvent(r.o, render.SeqID(f), "", b)
+		r.buf = render.KeepScratch(b)
 		return err
 	}
 	resp, err := f.Decoded()
@@ -120,7 +121,7 @@ func (r *stream) Frame(f *egress.Frame) error {
 	}
 	// The client's parts only (its output modes, the interaction spec), as
 	// v0.3's stream; a frame left with nothing is not sent.
-	return egress.FrameEvents(f, a2aproto.FilterEvents(r.p, evs), r.event)
+	return render.FrameEvents(f, a2aproto.FilterEvents(r.p, evs), r.event)
 }
 
 // PassThrough: frames are read without a full decode; textEvent renders
@@ -132,13 +133,13 @@ func (*stream) PassThrough() bool { return fastText }
 var fastText = true
 
 // textEvent renders the event of a plain text chunk, the bulk of a
-// streamed answer, straight from the frame's bytes (egress.ReadTextChunk)
+// streamed answer, straight from the frame's bytes (render.ReadTextChunk)
 // into the JSON-RPC response: exactly the bytes event writes for the
 // TaskArtifactUpdateEvent a2amap.Mapper.Events builds for it, converted
 // to v1.0 (TestStreamFastTextMatches), without the event, its conversion,
 // its maps or the reflection encode. ok is false for any other frame,
 // which takes the general path; nothing is changed then.
-func (r *stream) textEvent(f *egress.Frame) (out []byte, ok bool) {
+func (r *stream) textEvent(f *render.Frame) (out []byte, ok bool) {
 	if !fastText {
 		return nil, false
 	}
@@ -163,16 +164,16 @@ func (r *stream) textEvent(f *egress.Frame) (out []byte, ok bool) {
 	return b, true
 }
 
-func (r *stream) Heartbeat() error { return egress.SSEComment(r.o, "keep-alive") }
+func (r *stream) Heartbeat() error { return render.SSEComment(r.o, "keep-alive") }
 
 func (r *stream) End(err error) error {
 	if err == nil {
 		return nil
 	}
 	if r.rest {
-		return egress.SSEEndEvent(r.o, "", restError(err))
+		return render.SSEEndEvent(r.o, "", restError(err))
 	}
-	return egress.SSEEndEvent(r.o, "", jsonrpc.ErrorResponse(r.rpcID, Error(err)))
+	return render.SSEEndEvent(r.o, "", jsonrpc.ErrorResponse(r.rpcID, Error(err)))
 }
 
 // event writes ev, converted to v1.0, as one SSE event with SSE id id.
@@ -186,7 +187,7 @@ func (r *stream) event(id string, ev legacy.Event) error {
 		return err
 	}
 	if r.rest {
-		return egress.SSEEvent(r.o, id, "", res)
+		return render.SSEEvent(r.o, id, "", res)
 	}
 	b := slices.Grow(r.buf[:0], len(res)+len(r.rpcID)+32)
 	r.buf = nil
@@ -195,8 +196,8 @@ func (r *stream) event(id string, ev legacy.Event) error {
 	b = append(b, `,"result":`...)
 	b = append(b, res...)
 	b = append(b, '}')
-	err = egress.SSEEvent(r.o, id, "", b)
-	r.buf = egress.KeepScratch(b)
+	err = render.SSEEvent(r.o, id, "", b)
+	r.buf = render.KeepScratch(b)
 	return err
 }
 

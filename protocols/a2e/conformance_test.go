@@ -5,8 +5,8 @@ import (
 	"flag"
 	"testing"
 
-	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols/conformance"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -26,7 +26,7 @@ func TestRendererConformance(t *testing.T) {
 	defer func() { now = old }()
 	for _, sc := range conformance.Scenarios() {
 		t.Run(rendererCase+"/"+sc.Name, func(t *testing.T) {
-			run, err := conformance.Run(sc, func(o *egress.Output) egress.Renderer {
+			run, err := conformance.Run(sc, func(o *render.Output) render.Renderer {
 				return NewRenderer(o, Params{ReqID: "a1b2c3", ReqType: "tool/call/req"})
 			})
 			if err != nil {

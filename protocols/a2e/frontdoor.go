@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // Name is the protocol's name in the registry and in metric labels.
@@ -196,7 +196,7 @@ func (d *frontDoor) message(lw *lineWriter, r *http.Request, c host.Caller, line
 		lw.line(NewError(reqID, "unavailable", "the pipeline could not accept the request; retry later", true, nil))
 		return r.Context().Err() == nil
 	}
-	d.h.Serve(lw, r, acc.RequestID, Format, func(o *egress.Output) egress.Renderer {
+	d.h.Serve(lw, r, acc.RequestID, Format, func(o *render.Output) render.Renderer {
 		return NewRenderer(o, Params{ReqID: reqID, ReqType: env.Method})
 	})
 	// Serve leaves the end of the stream buffered for the end of the

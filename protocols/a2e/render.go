@@ -9,6 +9,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // Format is the output format of the renderer (egress.Formats, the label
@@ -46,22 +47,22 @@ func (p Params) capability() string {
 	return c
 }
 
-var _ egress.Renderer = (*renderer)(nil)
+var _ render.Renderer = (*renderer)(nil)
 
 // renderer renders A2E NDJSON: each content frame as invoke/event
 // {kind, req_id, data, seq = frame sequence}, then the response of the
 // request's type with the result, or error {code, message, detail,
 // retryable, capability_name}. A heartbeat is an empty line.
 type renderer struct {
-	o *egress.Output
+	o *render.Output
 	p Params
 }
 
 // NewRenderer returns the A2E NDJSON renderer of the request p describes.
-func NewRenderer(o *egress.Output, p Params) egress.Renderer { return &renderer{o: o, p: p} }
+func NewRenderer(o *render.Output, p Params) render.Renderer { return &renderer{o: o, p: p} }
 
 func (r *renderer) Start() error {
-	egress.NDJSONHead(r.o)
+	render.NDJSONHead(r.o)
 	return nil
 }
 
@@ -154,13 +155,13 @@ func event(f *e2a.Response) (string, map[string]any, bool) {
 	return KindStatus, map[string]any{"response_kind": f.ResponseKind, "body": body}, true
 }
 
-func (r *renderer) Frame(f *egress.Frame) error {
+func (r *renderer) Frame(f *render.Frame) error {
 	resp, err := f.Decoded()
 	if err != nil {
 		return err
 	}
 	for _, m := range r.messages(resp) {
-		if err := egress.WriteLineJSON(r.o, m); err != nil {
+		if err := render.WriteLineJSON(r.o, m); err != nil {
 			return err
 		}
 	}
@@ -186,5 +187,5 @@ func (r *renderer) End(err error) error {
 		r.o.Header().Set("Content-Type", "application/x-ndjson")
 		r.o.WriteHeader(st)
 	}
-	return egress.WriteLineJSON(r.o, m)
+	return render.WriteLineJSON(r.o, m)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
@@ -378,13 +379,13 @@ func (d *frontDoor) prompt(rep host.Reply, in host.Call, c host.RPCCaller, res *
 	params := Params{JSONRPCID: req.ID, SessionID: env.SessionID}
 	if in.Request == nil {
 		// stdio: NDJSON lines, from the first frame.
-		d.h.ServeFrom(in.Ctx, w, acc.RequestID, Format, 0, func(o *egress.Output) egress.Renderer { return NewRenderer(o, params) })
+		d.h.ServeFrom(in.Ctx, w, acc.RequestID, Format, 0, func(o *render.Output) render.Renderer { return NewRenderer(o, params) })
 		return
 	}
 	if egress.Accepts(in.Request, "text/event-stream") && !egress.Accepts(in.Request, "application/x-ndjson") {
 		params.SSE = true
 	}
-	d.h.Serve(w, in.Request, acc.RequestID, Format, func(o *egress.Output) egress.Renderer { return NewRenderer(o, params) })
+	d.h.Serve(w, in.Request, acc.RequestID, Format, func(o *render.Output) render.Renderer { return NewRenderer(o, params) })
 }
 
 // liftE2AParams copies the keys of params._meta.e2a_params into params,
@@ -555,7 +556,7 @@ func (d *frontDoor) passThrough(rep host.Reply, in host.Call, c host.RPCCaller, 
 		return
 	}
 	var final *e2a.Response
-	err := d.h.Replay(in.Ctx, acc.RequestID, func(f egress.Frame) error {
+	err := d.h.Replay(in.Ctx, acc.RequestID, func(f render.Frame) error {
 		if f.Response.IsFinal {
 			final = f.Response
 		}

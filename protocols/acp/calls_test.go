@@ -16,6 +16,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/acp"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
@@ -40,8 +41,8 @@ func newFakeHost() *fakeHost {
 func (h *fakeHost) Admit(http.ResponseWriter, *http.Request, string, host.Refuse) (host.Caller, bool) {
 	return nil, false
 }
-func (h *fakeHost) Serve(http.ResponseWriter, *http.Request, string, string, egress.NewRenderer) {}
-func (h *fakeHost) ServeFrom(context.Context, http.ResponseWriter, string, string, int64, egress.NewRenderer) {
+func (h *fakeHost) Serve(http.ResponseWriter, *http.Request, string, string, render.NewRenderer) {}
+func (h *fakeHost) ServeFrom(context.Context, http.ResponseWriter, string, string, int64, render.NewRenderer) {
 }
 func (h *fakeHost) ServeE2A(http.ResponseWriter, *http.Request, string) {}
 func (h *fakeHost) Normalizer() *normalizer.Normalizer {
@@ -49,7 +50,7 @@ func (h *fakeHost) Normalizer() *normalizer.Normalizer {
 }
 func (h *fakeHost) MaxBody() int64  { return 1 << 20 }
 func (h *fakeHost) Version() string { return "test" }
-func (h *fakeHost) Replay(context.Context, string, func(egress.Frame) error) error {
+func (h *fakeHost) Replay(context.Context, string, func(render.Frame) error) error {
 	return egress.ErrNotFound
 }
 func (h *fakeHost) Stored(context.Context, string, func(*e2a.Response) error) error {

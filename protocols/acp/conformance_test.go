@@ -7,9 +7,9 @@ import (
 
 	acpsdk "github.com/coder/acp-go-sdk"
 
-	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/protocols/conformance"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -27,7 +27,7 @@ func TestRendererConformance(t *testing.T) {
 	for name, sse := range rendererCases {
 		for _, sc := range conformance.Scenarios() {
 			t.Run(name+"/"+sc.Name, func(t *testing.T) {
-				run, err := conformance.Run(sc, func(o *egress.Output) egress.Renderer {
+				run, err := conformance.Run(sc, func(o *render.Output) render.Renderer {
 					return NewRenderer(o, Params{JSONRPCID: json.RawMessage(`42`), SessionID: "s1", SSE: sse})
 				})
 				if err != nil {

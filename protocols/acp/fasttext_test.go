@@ -9,9 +9,9 @@ import (
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/protocols/conformance"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // TestACPFastTextMatches: TextUpdate writes what json.Marshal writes of
@@ -39,10 +39,10 @@ func TestACPFastTextMatches(t *testing.T) {
 					Params: acpsdk.SessionNotification{SessionId: acpsdk.SessionId(want), Update: ups[0]}})
 			}
 			for _, lazy := range []bool{false, true} {
-				fr := &egress.Frame{Response: f, Raw: raw, StreamSeq: 1}
+				fr := &render.Frame{Response: f, Raw: raw, StreamSeq: 1}
 				if lazy {
 					var err error
-					if fr, err = egress.HeadFrame(raw, 1); err != nil {
+					if fr, err = render.HeadFrame(raw, 1); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -65,7 +65,7 @@ func TestACPFastTextMatches(t *testing.T) {
 	defer func() { fastText = old }()
 	for _, f := range frames {
 		raw, _ := json.Marshal(f)
-		if _, _, ok := TextUpdate(&egress.Frame{Response: f, Raw: raw}, ""); ok {
+		if _, _, ok := TextUpdate(&render.Frame{Response: f, Raw: raw}, ""); ok {
 			t.Fatal("a text update with the fast paths off")
 		}
 	}

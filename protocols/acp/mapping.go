@@ -16,6 +16,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // Updates returns the ACP session updates a frame stands for: e2a.chunk
@@ -284,12 +285,12 @@ var fastText = true
 // writes the notification of the chunk's [Updates]
 // (TestACPFastTextMatches), for session (the frame's session_id when
 // empty, returned as used). ok is false for any other frame: the renderer
-// then decodes it ([egress.Frame.Decoded]).
-func TextUpdate(f *egress.Frame, session string) (line []byte, used string, ok bool) {
+// then decodes it ([render.Frame.Decoded]).
+func TextUpdate(f *render.Frame, session string) (line []byte, used string, ok bool) {
 	if !fastText {
 		return nil, session, false
 	}
-	c, ok := egress.ReadPlainText(f)
+	c, ok := render.ReadPlainText(f)
 	if !ok {
 		return nil, session, false
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // Format is the output format of the renderer (egress.Formats, the label
@@ -28,20 +29,20 @@ type Params struct {
 }
 
 var (
-	_ egress.Renderer    = (*renderer)(nil)
-	_ egress.PassThrough = (*renderer)(nil)
+	_ render.Renderer    = (*renderer)(nil)
+	_ render.PassThrough = (*renderer)(nil)
 )
 
 // renderer renders a session/prompt turn: session/update notifications
 // (agent_message_chunk, agent_thought_chunk, tool_call, tool_call_update,
 // plan), then the JSON-RPC response: result {stopReason} or error.
 type renderer struct {
-	o *egress.Output
+	o *render.Output
 	p Params
 }
 
 // NewRenderer returns the ACP renderer of the session/prompt p describes.
-func NewRenderer(o *egress.Output, p Params) egress.Renderer { return &renderer{o: o, p: p} }
+func NewRenderer(o *render.Output, p Params) render.Renderer { return &renderer{o: o, p: p} }
 
 // PassThrough: the renderer reads whole frames only where
 // TextUpdate does not apply (Frame decodes them then).
@@ -49,27 +50,27 @@ func (*renderer) PassThrough() bool { return true }
 
 func (r *renderer) Start() error {
 	if r.p.SSE {
-		egress.SSEHead(r.o, 0)
-		return egress.SSEComment(r.o, "ok")
+		render.SSEHead(r.o, 0)
+		return render.SSEComment(r.o, "ok")
 	}
-	egress.NDJSONHead(r.o)
+	render.NDJSONHead(r.o)
 	return nil
 }
 
 func (r *renderer) emit(id string, v any) error {
 	if r.p.SSE {
-		return egress.SSEEventJSON(r.o, id, "", v)
+		return render.SSEEventJSON(r.o, id, "", v)
 	}
-	return egress.WriteLineJSON(r.o, v)
+	return render.WriteLineJSON(r.o, v)
 }
 
-func (r *renderer) Frame(f *egress.Frame) error {
+func (r *renderer) Frame(f *render.Frame) error {
 	if b, session, ok := TextUpdate(f, r.p.SessionID); ok {
 		r.p.SessionID = session
 		if r.p.SSE {
-			return egress.SSEEvent(r.o, egress.SeqID(f), "", b)
+			return render.SSEEvent(r.o, render.SeqID(f), "", b)
 		}
-		return egress.WriteLine(r.o, b)
+		return render.WriteLine(r.o, b)
 	}
 	resp, err := f.Decoded()
 	if err != nil {
@@ -85,7 +86,7 @@ func (r *renderer) Frame(f *egress.Frame) error {
 	for i, u := range ups {
 		id := ""
 		if i == len(ups)-1 && !resp.IsFinal {
-			id = egress.SeqID(f)
+			id = render.SeqID(f)
 		}
 		if err := r.emit(id, notification(r.p.SessionID, u)); err != nil {
 			return err
@@ -94,12 +95,12 @@ func (r *renderer) Frame(f *egress.Frame) error {
 	if !resp.IsFinal {
 		return nil
 	}
-	return r.emit(egress.SeqID(f), Final(resp, r.p.JSONRPCID))
+	return r.emit(render.SeqID(f), Final(resp, r.p.JSONRPCID))
 }
 
 func (r *renderer) Heartbeat() error {
 	if r.p.SSE {
-		return egress.SSEComment(r.o, "keep-alive")
+		return render.SSEComment(r.o, "keep-alive")
 	}
 	_, err := r.o.WriteString("\n")
 	return err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // metaLLMResponseID is the metadata key of the LLM response a chunk is
@@ -288,9 +289,9 @@ type Result struct {
 // Run renders sc with the renderer newRenderer builds on a
 // recorded response (write timeout one second), flushing after every
 // step. It returns the first error of a renderer call or flush.
-func Run(sc Scenario, newRenderer egress.NewRenderer) (*Result, error) {
+func Run(sc Scenario, newRenderer render.NewRenderer) (*Result, error) {
 	rec := &recorder{header: http.Header{}}
-	o := egress.NewOutput(rec, time.Second)
+	o := render.NewOutput(rec, time.Second)
 	rend := newRenderer(o)
 	var golden bytes.Buffer
 	mark := 0
@@ -305,7 +306,7 @@ func Run(sc Scenario, newRenderer egress.NewRenderer) (*Result, error) {
 		case StepFrame:
 			f := sc.Frames[st.Frame]
 			raw, _ := json.Marshal(f)
-			err = rend.Frame(&egress.Frame{Response: f, Raw: raw, StreamSeq: uint64(st.Frame + 1)})
+			err = rend.Frame(&render.Frame{Response: f, Raw: raw, StreamSeq: uint64(st.Frame + 1)})
 			label = fmt.Sprintf("frame %d", f.Sequence)
 		case StepHeartbeat:
 			err = rend.Heartbeat()
@@ -346,13 +347,13 @@ func Run(sc Scenario, newRenderer egress.NewRenderer) (*Result, error) {
 // RenderFrames renders frames (stored at stream sequences 1, 2…) with the
 // renderer newRenderer builds on a recorded response, after its Start,
 // and returns what it wrote: each frame decoded, or (lazy) as a reader
-// without decode gives it to an egress.PassThrough renderer
-// (egress.HeadFrame). The
+// without decode gives it to an render.PassThrough renderer
+// (render.HeadFrame). The
 // text fast paths' differential tests compare the two paths' bytes with
 // it.
-func RenderFrames(newRenderer egress.NewRenderer, frames []*e2a.Response, lazy bool) ([]byte, error) {
+func RenderFrames(newRenderer render.NewRenderer, frames []*e2a.Response, lazy bool) ([]byte, error) {
 	rec := &recorder{header: http.Header{}}
-	rend := newRenderer(egress.NewOutput(rec, time.Second))
+	rend := newRenderer(render.NewOutput(rec, time.Second))
 	if err := rend.Start(); err != nil {
 		return nil, err
 	}
@@ -361,9 +362,9 @@ func RenderFrames(newRenderer egress.NewRenderer, frames []*e2a.Response, lazy b
 		if err != nil {
 			return nil, err
 		}
-		fr := &egress.Frame{Response: f, Raw: raw, StreamSeq: uint64(i + 1)}
+		fr := &render.Frame{Response: f, Raw: raw, StreamSeq: uint64(i + 1)}
 		if lazy {
-			if fr, err = egress.HeadFrame(raw, uint64(i+1)); err != nil {
+			if fr, err = render.HeadFrame(raw, uint64(i+1)); err != nil {
 				return nil, err
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // Host is a fake pipeline (a host.Host) for a protocol package's tests of
@@ -59,9 +60,9 @@ func (h *Host) Admit(w http.ResponseWriter, r *http.Request, protocol string, re
 
 // Serve records the request and format, then renders the request's Frames
 // with the renderer newRenderer builds.
-func (h *Host) Serve(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer egress.NewRenderer) {
+func (h *Host) Serve(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer render.NewRenderer) {
 	h.serving(requestID, format)
-	o := egress.NewOutput(w, 0)
+	o := render.NewOutput(w, 0)
 	rend := newRenderer(o)
 	if err := rend.Start(); err != nil {
 		return
@@ -72,7 +73,7 @@ func (h *Host) Serve(w http.ResponseWriter, r *http.Request, requestID, format s
 			_ = rend.End(err)
 			return
 		}
-		if err := rend.Frame(&egress.Frame{Response: f, Raw: raw, StreamSeq: uint64(i + 1)}); err != nil {
+		if err := rend.Frame(&render.Frame{Response: f, Raw: raw, StreamSeq: uint64(i + 1)}); err != nil {
 			_ = rend.End(err)
 			return
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // fakeHost is a pipeline that admits (or refuses) every request, accepts
@@ -42,7 +43,7 @@ func (h *fakeHost) Admit(w http.ResponseWriter, r *http.Request, protocol string
 	return fakeCaller{h}, true
 }
 
-func (h *fakeHost) Serve(http.ResponseWriter, *http.Request, string, string, egress.NewRenderer) {
+func (h *fakeHost) Serve(http.ResponseWriter, *http.Request, string, string, render.NewRenderer) {
 	panic("E2A answers with egress's own read API")
 }
 

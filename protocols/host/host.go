@@ -8,6 +8,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // Errors of [Caller.Publish], matched with errors.Is; the error's text is
@@ -83,7 +84,7 @@ type Caller interface {
 type Answerer interface {
 	// Serve writes the frames of requestID from the resume point of r
 	// with the renderer newRenderer builds, format naming it in metrics.
-	Serve(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer egress.NewRenderer)
+	Serve(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer render.NewRenderer)
 	// ServeE2A writes the E2A answer of requestID as r asks for it: its
 	// frames as SSE or NDJSON (Accept), else its JSON view (?wait=true:
 	// once the final frame is in). It is egress's own read API, the format

@@ -11,6 +11,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
@@ -219,7 +220,7 @@ type RPCCaller interface {
 type Frames interface {
 	// Replay calls fn with every frame of requestID, waiting for those not
 	// yet written, up to the final one (egress.Replay).
-	Replay(ctx context.Context, requestID string, fn func(egress.Frame) error) error
+	Replay(ctx context.Context, requestID string, fn func(render.Frame) error) error
 	// Stored calls fn with the frames of requestID stored so far;
 	// egress.ErrNotFound when it has none.
 	Stored(ctx context.Context, requestID string, fn func(*e2a.Response) error) error
@@ -257,7 +258,7 @@ type Authentication interface {
 type FromAnswerer interface {
 	// ServeFrom is [Answerer.Serve] for a transport without HTTP requests
 	// (ACP over stdio): the frames of requestID from sequence from, into w.
-	ServeFrom(ctx context.Context, w http.ResponseWriter, requestID, format string, from int64, newRenderer egress.NewRenderer)
+	ServeFrom(ctx context.Context, w http.ResponseWriter, requestID, format string, from int64, newRenderer render.NewRenderer)
 }
 
 var _ FromAnswerer = (*egress.Service)(nil)

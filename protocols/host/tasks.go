@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
@@ -60,7 +61,7 @@ type TaskRequests interface {
 	// ServeExisting serves the frames of an existing request (a task's)
 	// with a renderer of the package, as [Answerer.Serve] does, an unknown
 	// request answered egress.ErrNotFound by the renderer.
-	ServeExisting(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer egress.NewRenderer)
+	ServeExisting(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer render.NewRenderer)
 	// LoadRequests reads the envelope and the stored frames of each of a
 	// task's requests (egress.ErrNotFound when none is left).
 	LoadRequests(ctx context.Context, ids []string) ([]egress.StoredRequest, error)
