@@ -112,10 +112,32 @@ func (r *req) a2aSend(rq *rpcRequest) (*Result, error) {
 			return nil, err
 		}
 	}
-	bad := func(format string, a ...any) (*Result, error) {
+	msg, err := a2aSendMessage(rq, p.Message)
+	if err != nil {
+		return nil, err
+	}
+	env := r.newEnvelope(rq.Method)
+	rq.setJSONRPC(env)
+	env.IsStream = rq.Method == A2AMessageStream
+	env.MessageID = msg.ID
+	r.a2aTaskIDs(env, msg)
+	env.Params = a2aMessageParams(msg)
+	if err := r.a2aSendConfig(rq, env, p.Config); err != nil {
+		return nil, err
+	}
+	claimed := a2aSendMetadata(env, msg, p.Metadata)
+	if msg.Role == a2a.MessageRoleAgent && env.IdentityOrigin == "" && (r.Principal == nil || r.Principal.AssertsUser) {
+		env.IdentityOrigin = e2a.IdentityAgent
+	}
+	return r.finish(env, OpSubmit, !rq.HasID, claimed...)
+}
+
+// a2aSendMessage checks the message of message/send or message/stream and
+// decodes its parts (the first error is the call's).
+func a2aSendMessage(rq *rpcRequest, w *a2aMessageWire) (*a2a.Message, error) {
+	bad := func(format string, a ...any) (*a2a.Message, error) {
 		return nil, rq.errf(ErrInvalidParams, ProtocolA2A, format, a...)
 	}
-	w := p.Message
 	switch {
 	case w == nil:
 		return bad("message is required")
@@ -128,7 +150,7 @@ func (r *req) a2aSend(rq *rpcRequest) (*Result, error) {
 	case len(w.Parts) == 0:
 		return bad("message.parts must not be empty")
 	}
-	msg := a2a.Message{
+	msg := &a2a.Message{
 		ID: w.ID, ContextID: w.ContextID, TaskID: w.TaskID, Role: w.Role,
 		Metadata: w.Metadata, Extensions: w.Extensions, ReferenceTasks: w.ReferenceTasks,
 		Parts: make(a2a.ContentParts, 0, len(w.Parts)),
@@ -145,12 +167,13 @@ func (r *req) a2aSend(rq *rpcRequest) (*Result, error) {
 		}
 		msg.Parts = append(msg.Parts, part)
 	}
+	return msg, nil
+}
 
-	env := r.newEnvelope(rq.Method)
-	rq.setJSONRPC(env)
+// a2aTaskIDs sets env's context and task from msg, making new ones (and
+// saying so in the provenance details) where the message names none.
+func (r *req) a2aTaskIDs(env *e2a.Envelope, msg *a2a.Message) {
 	d := env.Provenance.Details
-	env.IsStream = rq.Method == A2AMessageStream
-	env.MessageID = msg.ID
 	env.ContextID = msg.ContextID
 	if env.ContextID == "" && msg.TaskID == "" {
 		// A new task without a context starts one; a continued task keeps
@@ -165,46 +188,65 @@ func (r *req) a2aSend(rq *rpcRequest) (*Result, error) {
 	} else {
 		d[DetailTaskContinued] = true
 	}
-	env.Params = a2aPartsToParams(msg.Parts)
+}
+
+// a2aMessageParams are the envelope params of msg: its parts, its role
+// when the agent's, its reference tasks and extensions.
+func a2aMessageParams(msg *a2a.Message) map[string]any {
+	params := a2aPartsToParams(msg.Parts)
 	if msg.Role == a2a.MessageRoleAgent {
-		env.Params["role"] = string(msg.Role)
+		params["role"] = string(msg.Role)
 	}
 	if len(msg.ReferenceTasks) > 0 {
 		ids := make([]any, len(msg.ReferenceTasks))
 		for i, t := range msg.ReferenceTasks {
 			ids[i] = string(t)
 		}
-		env.Params["reference_task_ids"] = ids
+		params["reference_task_ids"] = ids
 	}
 	if len(msg.Extensions) > 0 {
 		ext := make([]any, len(msg.Extensions))
 		for i, x := range msg.Extensions {
 			ext[i] = x
 		}
-		env.Params["extensions"] = ext
+		params["extensions"] = ext
 	}
-	if c := p.Config; c != nil {
-		if c.HistoryLength != nil && *c.HistoryLength < 0 {
-			return bad("configuration.historyLength must not be negative")
-		}
-		if len(c.AcceptedOutputModes) > 0 {
-			env.ExpectedOutputModes = c.AcceptedOutputModes
-		}
-		if c.Blocking != nil {
-			env.Params["blocking"] = *c.Blocking
-		}
-		if c.HistoryLength != nil {
-			env.Params["history_length"] = json.Number(itoa(*c.HistoryLength))
-		}
-		if c.PushConfig != nil {
-			pc, stripped := r.pushConfig(c.PushConfig)
-			env.Params["push_notification_config"] = pc
-			if stripped > 0 {
-				d[DetailStrippedSecrets] = stripped
-			}
+	return params
+}
+
+// a2aSendConfig puts the send configuration c (nil: none) in env: output
+// modes, blocking, history length, the inline push config with its
+// secrets stripped.
+func (r *req) a2aSendConfig(rq *rpcRequest, env *e2a.Envelope, c *a2a.MessageSendConfig) error {
+	if c == nil {
+		return nil
+	}
+	if c.HistoryLength != nil && *c.HistoryLength < 0 {
+		return rq.errf(ErrInvalidParams, ProtocolA2A, "configuration.historyLength must not be negative")
+	}
+	if len(c.AcceptedOutputModes) > 0 {
+		env.ExpectedOutputModes = c.AcceptedOutputModes
+	}
+	if c.Blocking != nil {
+		env.Params["blocking"] = *c.Blocking
+	}
+	if c.HistoryLength != nil {
+		env.Params["history_length"] = json.Number(itoa(*c.HistoryLength))
+	}
+	if c.PushConfig != nil {
+		pc, stripped := r.pushConfig(c.PushConfig)
+		env.Params["push_notification_config"] = pc
+		if stripped > 0 {
+			env.Provenance.Details[DetailStrippedSecrets] = stripped
 		}
 	}
-	var claimed []string
+	return nil
+}
+
+// a2aSendMetadata puts the message's and the request's metadata in env and
+// returns the user ids the message claims.
+func a2aSendMetadata(env *e2a.Envelope, msg *a2a.Message, reqMeta map[string]any) (claimed []string) {
+	d := env.Provenance.Details
 	if len(msg.Metadata) > 0 {
 		env.A2AMetadata = msg.Metadata
 		if v := str(msg.Metadata, A2AMetaInteractionSpecVersion); v != "" {
@@ -215,13 +257,10 @@ func (r *req) a2aSend(rq *rpcRequest) (*Result, error) {
 			claimed = append(claimed, u)
 		}
 	}
-	if len(p.Metadata) > 0 {
-		env.ChannelContext = map[string]any{"a2a_request_metadata": p.Metadata}
+	if len(reqMeta) > 0 {
+		env.ChannelContext = map[string]any{"a2a_request_metadata": reqMeta}
 	}
-	if msg.Role == a2a.MessageRoleAgent && env.IdentityOrigin == "" && (r.Principal == nil || r.Principal.AssertsUser) {
-		env.IdentityOrigin = e2a.IdentityAgent
-	}
-	return r.finish(env, OpSubmit, !rq.HasID, claimed...)
+	return claimed
 }
 
 func (r *req) a2aTask(rq *rpcRequest) (*Result, error) {

@@ -43,7 +43,6 @@ var exceptions = map[string]exception{
 	"internal/bench.RunPeer":              {173, 34, "internal/bench is being changed by issue 38 (split it after)"},
 	"internal/bench.StartPipeline":        {101, 21, "internal/bench is being changed by issue 38 (split it after)"},
 	"internal/bench.runReplicasN":         {101, 23, "internal/bench is being changed by issue 38 (split it after)"},
-	"normalizer.(*req).a2aSend":           {118, 39, "A2A message/send params to the envelope; the seam work of issue 39 moves it (split it there)"},
 }
 
 // fn is one measured function.
