@@ -98,7 +98,7 @@ func (s *Server) mountRPC(mux *http.ServeMux, p protocols.Protocol, pe host.RPCE
 // "<url>/") and the REST binding under it, counted in the requests metric
 // under p's name split at its first dot ("a2a.v1": protocol a2a, route
 // v1).
-func (s *Server) mountBindings(mux *http.ServeMux, p protocols.Protocol, b host.V1Bindings) {
+func (s *Server) mountBindings(mux *http.ServeMux, p protocols.Protocol, b host.Bindings) {
 	path := p.Paths[0]
 	protocol, route, _ := strings.Cut(p.Name, ".")
 	rpc := s.counted(protocol, route, b.JSONRPC)
@@ -116,7 +116,7 @@ func (s *Server) mountBindings(mux *http.ServeMux, p protocols.Protocol, b host.
 // also serves single v1.0 calls at /a2a (protocolHost.A2AV1) and whose
 // gRPC service is A2AGRPC's.
 func (s *Server) bindProtocols() {
-	s.bound = map[string]host.V1Bindings{}
+	s.bound = map[string]host.Bindings{}
 	for _, p := range s.opts.protocols.All() {
 		bs, ok := p.Service.(host.BindingServer)
 		if !ok {

@@ -41,8 +41,8 @@ type Server struct {
 	// bound are the bindings of the registry's binding servers, by
 	// protocol (bindProtocols); v1 is the first's (A2A v1.0's), v1rpc its
 	// JSON-RPC handler counted in the requests metric (a2a, v1).
-	bound  map[string]host.V1Bindings
-	v1     host.V1Bindings
+	bound  map[string]host.Bindings
+	v1     host.Bindings
 	v1name string
 	v1rpc  http.Handler
 }

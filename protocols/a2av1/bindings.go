@@ -42,11 +42,11 @@ const gateProtocol = "a2a"
 // the SDK's JSON-RPC and HTTP+JSON handlers and its gRPC service, thin
 // adapters over one handler. Each call passes the host's gate (refusals
 // in the binding's error shape) before the SDK decodes anything.
-func Bindings(h Host) host.V1Bindings {
+func Bindings(h Host) host.Bindings {
 	hd := &handler{h: h}
 	opts := []a2asrv.TransportOption{a2asrv.WithTransportKeepAlive(h.V1Answers().Heartbeat())}
 	b := &bindings{h: h, hd: hd}
-	return host.V1Bindings{
+	return host.Bindings{
 		// JSON-RPC refusals are JSON-RPC errors (id null); the body is
 		// checked first (v0.3 methods, batches), and SendStreamingMessage
 		// is streamed by egress (streamRPC).

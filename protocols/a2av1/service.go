@@ -10,7 +10,7 @@ import (
 // here, by package protocols/a2a's Answers over the host's task frames,
 // unless the host is a [Host] with answers of its own. A host's optional
 // role [PushHost] is kept.
-func Serve(h host.BindingHost) host.V1Bindings {
+func Serve(h host.BindingHost) host.Bindings {
 	if full, ok := h.(Host); ok {
 		return Bindings(full)
 	}

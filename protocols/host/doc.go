@@ -35,7 +35,7 @@
 // listing and its contexts, errors returned rather than answered), its
 // host its own a2av1.Host ([HeaderGate]: the gate of a gRPC call's
 // metadata; its answers: package protocols/a2a's A2A events and values),
-// and it hands the host its [V1Bindings] to mount. This package names no
+// and it hands the host its [Bindings] to mount. This package names no
 // protocol's types: what is one protocol's is declared in its package.
 //
 // It is a leaf: the protocol packages (protocols/<name>) import it and

@@ -27,11 +27,11 @@ type TaskRPCServer interface {
 }
 
 // BindingServer serves transports an SDK implements over the protocol's
-// request handler ([V1Bindings]): JSONRPC (POST) and REST (every path
+// request handler ([Bindings]): JSONRPC (POST) and REST (every path
 // under it) at the protocol's first path, GRPC's service on the host's
 // gRPC server ("grpc" among its paths).
 type BindingServer interface {
-	Bindings(h BindingHost) V1Bindings
+	Bindings(h BindingHost) Bindings
 }
 
 // BindingHost is the pipeline as a [BindingServer] sees it: the [Host]
@@ -65,10 +65,10 @@ type TaskRPCFunc func(h TaskHost) RPCEndpoint
 func (f TaskRPCFunc) TaskEndpoint(h TaskHost) RPCEndpoint { return f(h) }
 
 // BindingsFunc is a [BindingServer] of a function.
-type BindingsFunc func(h BindingHost) V1Bindings
+type BindingsFunc func(h BindingHost) Bindings
 
 // Bindings returns f(h).
-func (f BindingsFunc) Bindings(h BindingHost) V1Bindings { return f(h) }
+func (f BindingsFunc) Bindings(h BindingHost) Bindings { return f(h) }
 
 // Compile-time checks: the Func types are their roles.
 var (

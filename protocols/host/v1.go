@@ -110,12 +110,12 @@ type HeaderGate interface {
 	AdmitHeader(ctx context.Context, header http.Header, protocol, route string) (c V1Caller, f *Refusal, err error)
 }
 
-// V1Bindings are A2A v1.0's bindings: the SDK's transports over the
-// package's handler, each call admitted by the host's gate before the SDK
+// Bindings are the transports an SDK implements over a protocol package's
+// request handler ([BindingServer]; A2A v1.0's), each call admitted by the host's gate before the SDK
 // reads anything of it. The host serves JSONRPC (POST) and REST (the
 // HTTP+JSON binding: every path under it) at the protocol's path, and
 // registers GRPC's service on its gRPC server.
-type V1Bindings struct {
+type Bindings struct {
 	JSONRPC, REST http.Handler
 	GRPC          func(grpc.ServiceRegistrar)
 }
