@@ -96,7 +96,7 @@ func waitAuditCtx(t *testing.T, ctx context.Context, js jetstream.JetStream, n u
 // ahead of the stream's (the hint finds nothing, the scan follows). What
 // each replay reads is counted as the messages its connection receives.
 // E2A_AUDIT_STORE_REQUESTS sets the history's size (default 40,000;
-// docs/capacity.md quotes a million).
+// docs/capacity.md quotes a million), E2A_AUDIT_CLOCK_MARGIN the margin.
 func TestReplayOldRequestByIDTime(t *testing.T) {
 	n := 40_000
 	if v := os.Getenv("E2A_AUDIT_STORE_REQUESTS"); v != "" {
@@ -111,8 +111,15 @@ func TestReplayOldRequestByIDTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer anc.Close()
-	// One machine's clock: the margin can be short.
-	a, err := audit.New(anc, audit.WithClockMargin(20*time.Millisecond))
+	// One machine's clock: the margin can be short
+	// (E2A_AUDIT_CLOCK_MARGIN sets it, e.g. to the default 1m).
+	margin := 20 * time.Millisecond
+	if v := os.Getenv("E2A_AUDIT_CLOCK_MARGIN"); v != "" {
+		if margin, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("E2A_AUDIT_CLOCK_MARGIN=%q", v)
+		}
+	}
+	a, err := audit.New(anc, audit.WithClockMargin(margin))
 	if err != nil {
 		t.Fatal(err)
 	}

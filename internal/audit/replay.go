@@ -256,15 +256,7 @@ func (a *Auditor) findByID(ctx context.Context, rc *replayCtx, id string) (*foun
 				return nil, err
 			}
 		}
-		ffrom := from
-		if f.req != nil {
-			at, err := a.seqAtTime(ctx, rc.audit, subjects.AllAudit, requestTime(f.req, a.margin))
-			if err != nil {
-				return nil, err
-			}
-			ffrom = max(from, at)
-		}
-		frames, err := a.auditFrames(ctx, rc.audit, id, ffrom)
+		frames, err := a.auditFramesOf(ctx, rc, id, f.req, from)
 		if err != nil {
 			return nil, err
 		}
@@ -278,6 +270,35 @@ func (a *Auditor) findByID(ctx context.Context, rc *replayCtx, id string) (*foun
 		}
 	}
 	return f, nil
+}
+
+// auditFramesOf reads id's frames from E2A_AUDIT, from sequence from on
+// when its request was not found. Frames are copied after their request
+// was stored, give or take the order of the two sources' copies: they are
+// read from nearClock before the request's copy first, and kept when they
+// start at frame 0; else from the clock margin before the request's time
+// (requestTime), as before.
+func (a *Auditor) auditFramesOf(ctx context.Context, rc *replayCtx, id string, req *storedMsg, from uint64) ([]*storedMsg, error) {
+	if req == nil {
+		return a.auditFrames(ctx, rc.audit, id, from)
+	}
+	if d := min(nearClock, a.margin); d < a.margin {
+		near, err := a.seqAtTime(ctx, rc.audit, subjects.AllAudit, req.time.Add(-d))
+		if err != nil {
+			return nil, err
+		}
+		if near > from {
+			frames, err := a.auditFrames(ctx, rc.audit, id, near)
+			if err != nil || len(frames) > 0 && !needAudit(&found{req: req, frames: frames}) {
+				return frames, err
+			}
+		}
+	}
+	at, err := a.seqAtTime(ctx, rc.audit, subjects.AllAudit, requestTime(req, a.margin))
+	if err != nil {
+		return nil, err
+	}
+	return a.auditFrames(ctx, rc.audit, id, max(from, at))
 }
 
 // auditRequestHinted is auditRequest from the time in id (hintSince),
