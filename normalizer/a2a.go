@@ -120,12 +120,15 @@ func (r *req) a2aSend(rq *rpcRequest) (*Result, error) {
 	rq.setJSONRPC(env)
 	env.IsStream = rq.Method == A2AMessageStream
 	env.MessageID = msg.ID
-	r.a2aTaskIDs(env, msg)
-	env.Params = a2aMessageParams(msg)
+	r.a2aTaskIDs(env, &msg)
+	env.Params = a2aMessageParams(&msg)
 	if err := r.a2aSendConfig(rq, env, p.Config); err != nil {
 		return nil, err
 	}
-	claimed := a2aSendMetadata(env, msg, p.Metadata)
+	var claimed []string
+	if u := a2aSendMetadata(env, &msg, p.Metadata); u != "" {
+		claimed = append(claimed, u)
+	}
 	if msg.Role == a2a.MessageRoleAgent && env.IdentityOrigin == "" && (r.Principal == nil || r.Principal.AssertsUser) {
 		env.IdentityOrigin = e2a.IdentityAgent
 	}
@@ -134,9 +137,9 @@ func (r *req) a2aSend(rq *rpcRequest) (*Result, error) {
 
 // a2aSendMessage checks the message of message/send or message/stream and
 // decodes its parts (the first error is the call's).
-func a2aSendMessage(rq *rpcRequest, w *a2aMessageWire) (*a2a.Message, error) {
-	bad := func(format string, a ...any) (*a2a.Message, error) {
-		return nil, rq.errf(ErrInvalidParams, ProtocolA2A, format, a...)
+func a2aSendMessage(rq *rpcRequest, w *a2aMessageWire) (a2a.Message, error) {
+	bad := func(format string, a ...any) (a2a.Message, error) {
+		return a2a.Message{}, rq.errf(ErrInvalidParams, ProtocolA2A, format, a...)
 	}
 	switch {
 	case w == nil:
@@ -150,7 +153,7 @@ func a2aSendMessage(rq *rpcRequest, w *a2aMessageWire) (*a2a.Message, error) {
 	case len(w.Parts) == 0:
 		return bad("message.parts must not be empty")
 	}
-	msg := &a2a.Message{
+	msg := a2a.Message{
 		ID: w.ID, ContextID: w.ContextID, TaskID: w.TaskID, Role: w.Role,
 		Metadata: w.Metadata, Extensions: w.Extensions, ReferenceTasks: w.ReferenceTasks,
 		Parts: make(a2a.ContentParts, 0, len(w.Parts)),
@@ -162,7 +165,7 @@ func a2aSendMessage(rq *rpcRequest, w *a2aMessageWire) (*a2a.Message, error) {
 		}
 		if fp, ok := part.(a2a.FilePart); ok {
 			if mt := fileMIME(fp); mt != "" && !AcceptsInputMode(mt) {
-				return nil, rq.errf(ErrContentTypeNotSupported, ProtocolA2A, "message.parts[%d]: media type %q is not accepted (input modes %v)", i, mt, A2AInputModes)
+				return a2a.Message{}, rq.errf(ErrContentTypeNotSupported, ProtocolA2A, "message.parts[%d]: media type %q is not accepted (input modes %v)", i, mt, A2AInputModes)
 			}
 		}
 		msg.Parts = append(msg.Parts, part)
@@ -244,8 +247,8 @@ func (r *req) a2aSendConfig(rq *rpcRequest, env *e2a.Envelope, c *a2a.MessageSen
 }
 
 // a2aSendMetadata puts the message's and the request's metadata in env and
-// returns the user ids the message claims.
-func a2aSendMetadata(env *e2a.Envelope, msg *a2a.Message, reqMeta map[string]any) (claimed []string) {
+// returns the user id the message claims ("" for none).
+func a2aSendMetadata(env *e2a.Envelope, msg *a2a.Message, reqMeta map[string]any) (claimed string) {
 	d := env.Provenance.Details
 	if len(msg.Metadata) > 0 {
 		env.A2AMetadata = msg.Metadata
@@ -253,9 +256,7 @@ func a2aSendMetadata(env *e2a.Envelope, msg *a2a.Message, reqMeta map[string]any
 			d[DetailInteractionSpecVersion] = v
 		}
 		env.CorrelationID = str(msg.Metadata, A2AMetaInvocationID)
-		if u := str(msg.Metadata, A2AMetaUserID); u != "" {
-			claimed = append(claimed, u)
-		}
+		claimed = str(msg.Metadata, A2AMetaUserID)
 	}
 	if len(reqMeta) > 0 {
 		env.ChannelContext = map[string]any{"a2a_request_metadata": reqMeta}
