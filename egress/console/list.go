@@ -381,9 +381,28 @@ func (l *lister) record(ctx context.Context, m streams.RawMsg, want string) (rec
 	if json.Unmarshal(m.Data, &p) != nil || p.Value != want || p.Seq == 0 {
 		return r, false
 	}
-	msgs, _, err := streams.DirectGetBatch(ctx, l.nc, kvStream, kvSubject(prefixRequest+"*"), p.Seq, 1)
-	if err != nil || len(msgs) != 1 || msgs[0].Seq != p.Seq {
+	data, subj, err := l.getSeq(ctx, p.Seq)
+	if err != nil || !strings.HasPrefix(subj, kvSubject(prefixRequest)) {
 		return r, false // expired or not a record
 	}
-	return r, json.Unmarshal(msgs[0].Data, &r) == nil && r.RequestID != ""
+	return r, json.Unmarshal(data, &r) == nil && r.RequestID != ""
+}
+
+// getSeq reads the index message at seq with a direct get by sequence
+// alone (no batch, no subject: the server loads that message and counts
+// nothing), returning its data and subject.
+func (l *lister) getSeq(ctx context.Context, seq uint64) (data []byte, subj string, err error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, streams.DefaultDirectGetTimeout)
+		defer cancel()
+	}
+	reply, err := l.nc.RequestWithContext(ctx, subjects.DirectGet(kvStream), fmt.Appendf(nil, `{"seq":%d}`, seq))
+	if err != nil {
+		return nil, "", err
+	}
+	if st := reply.Header.Get("Status"); st != "" {
+		return nil, "", fmt.Errorf("console: index message %d: %s %s", seq, st, reply.Header.Get("Description"))
+	}
+	return reply.Data, reply.Header.Get(jetstream.SubjectHeader), nil
 }
