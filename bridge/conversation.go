@@ -19,6 +19,14 @@ import (
 // MaxTurns bounds the request ids a conversation keeps; the oldest go first.
 const MaxTurns = 64
 
+// MaxThreads bounds the tasks a conversation keeps the upstream ids of
+// (Conversation.Threads); the one written longest ago goes first.
+const MaxThreads = 64
+
+// MaxThreadTurns bounds the request ids a thread keeps: its last turns,
+// all that finding its last turn (other than the one being served) needs.
+const MaxThreadTurns = 4
+
 // Conversation is what a bridge keeps of one conversation with its
 // upstream.
 type Conversation struct {
@@ -36,6 +44,84 @@ type Conversation struct {
 	// oldest first (at most MaxTurns).
 	RequestIDs []string `json:"request_ids,omitempty"`
 	Updated    string   `json:"updated,omitempty"`
+	// Threads are the conversation's pipeline tasks (ThreadOf), each with
+	// its own upstream task: a continuation of pipeline task T reaches T's
+	// upstream task, whatever other tasks of the context did since. The
+	// fields above are the conversation's latest (UpstreamContextID is
+	// the one a new task of the conversation is sent in). A record an
+	// earlier bridge wrote has none: its upstream task is the thread of
+	// its last request (read from the request's envelope when the record
+	// is read, and written as such at its next write).
+	Threads map[string]*Thread `json:"threads,omitempty"`
+}
+
+// Thread is what a bridge keeps of one pipeline task of a conversation:
+// its upstream task and its last turns.
+type Thread struct {
+	UpstreamTaskID    string `json:"upstream_task_id,omitempty"`
+	UpstreamContextID string `json:"upstream_context_id,omitempty"`
+	// UpstreamTaskOpen is carried over from a record an earlier bridge
+	// wrote (see Conversation.UpstreamTaskOpen).
+	UpstreamTaskOpen bool `json:"upstream_task_open,omitempty"`
+	// RequestIDs are the thread's last requests, oldest first (at most
+	// MaxThreadTurns).
+	RequestIDs []string `json:"request_ids,omitempty"`
+	// Last is when the thread was last written (Unix nanoseconds): the
+	// thread written longest ago goes first past MaxThreads.
+	Last int64 `json:"last,omitempty"`
+}
+
+// Thread returns env's thread of c (nil when it has none yet). The
+// returned thread is c's own: changes to it are written by Update's fn.
+func (c *Conversation) Thread(env *e2a.Envelope) *Thread {
+	return c.Threads[ThreadOf(env)]
+}
+
+// thread returns env's thread, made when c has none, with env's request
+// appended to its turns.
+func (c *Conversation) thread(env *e2a.Envelope, now int64) *Thread {
+	key := ThreadOf(env)
+	if c.Threads == nil {
+		c.Threads = map[string]*Thread{}
+	}
+	th := c.Threads[key]
+	if th == nil {
+		th = &Thread{}
+		c.Threads[key] = th
+	}
+	if n := len(th.RequestIDs); n == 0 || th.RequestIDs[n-1] != env.RequestID {
+		th.RequestIDs = append(th.RequestIDs, env.RequestID)
+		if len(th.RequestIDs) > MaxThreadTurns {
+			th.RequestIDs = th.RequestIDs[len(th.RequestIDs)-MaxThreadTurns:]
+		}
+	}
+	th.Last = now
+	for len(c.Threads) > MaxThreads {
+		oldest := ""
+		for k, t := range c.Threads {
+			if k != key && (oldest == "" || t.Last < c.Threads[oldest].Last) {
+				oldest = k
+			}
+		}
+		delete(c.Threads, oldest)
+	}
+	return th
+}
+
+// ThreadOf names the thread of its conversation env belongs to: its
+// pipeline task (A2A's task, which several tasks of one context each
+// have), else the conversation itself (an ACP session, an E2A session_id
+// or context_id naming no task: the conversation's turns are one thread),
+// "" when env names neither.
+func ThreadOf(env *e2a.Envelope) string {
+	if env.TaskID != "" {
+		return "task:" + env.TaskID
+	}
+	kind, id, ok := ConversationOf(env)
+	if !ok {
+		return ""
+	}
+	return kind + ":" + id
 }
 
 // ConversationOf names the conversation env belongs to: its A2A context,
@@ -120,13 +206,51 @@ func (c *Conversations) Get(ctx context.Context, pool string, env *e2a.Envelope)
 	if err := json.Unmarshal(e.Value(), &conv); err != nil {
 		return Conversation{}, false, fmt.Errorf("bridge: conversation record: %w", err)
 	}
+	if err := c.migrate(ctx, pool, env, &conv); err != nil {
+		return Conversation{}, false, err
+	}
 	return conv, true, nil
+}
+
+// migrate gives a record an earlier bridge wrote (no Threads, an upstream
+// task) its one thread: that of its last request, whose envelope is read
+// (env's own thread when env is that request). A last request no longer
+// stored, or another principal's, leaves the record without a thread: its
+// upstream context is still the one the conversation's new tasks go to.
+func (c *Conversations) migrate(ctx context.Context, pool string, env *e2a.Envelope, conv *Conversation) error {
+	n := len(conv.RequestIDs)
+	if conv.Threads != nil || conv.UpstreamTaskID == "" || n == 0 {
+		return nil
+	}
+	last := conv.RequestIDs[n-1]
+	conv.Threads = map[string]*Thread{}
+	key := ""
+	if last == env.RequestID {
+		key = ThreadOf(env)
+	} else if subj, err := subjects.Request(pool, last); err == nil {
+		m, err := streams.LastBySubject(ctx, c.js.Conn(), streams.RequestsStream, subj)
+		switch {
+		case errors.Is(err, streams.ErrNoMessages):
+		case err != nil:
+			return fmt.Errorf("bridge: conversation: the last request of an earlier record: %w", err)
+		default:
+			if prev, err := e2a.FromJSON(m.Data); err == nil && prev.UserID == env.UserID {
+				key = ThreadOf(prev)
+			}
+		}
+	}
+	if key != "" {
+		conv.Threads[key] = &Thread{UpstreamTaskID: conv.UpstreamTaskID, UpstreamContextID: conv.UpstreamContextID,
+			UpstreamTaskOpen: conv.UpstreamTaskOpen, RequestIDs: []string{last}}
+	}
+	return nil
 }
 
 // Update applies fn to env's conversation in pool (the zero Conversation
 // when there is none yet) and stores the result, retrying on a concurrent
 // update. A request that names no conversation is a no-op. The request's
-// id is appended to RequestIDs (once) before fn sees it.
+// id is appended to RequestIDs and to its thread's (once; the thread made
+// when there is none, Conversation.Thread(env)) before fn sees it.
 func (c *Conversations) Update(ctx context.Context, pool string, env *e2a.Envelope, fn func(*Conversation)) error {
 	key := conversationKey(pool, env)
 	if key == "" {
@@ -145,6 +269,9 @@ func (c *Conversations) Update(ctx context.Context, pool string, env *e2a.Envelo
 			if err := json.Unmarshal(e.Value(), &conv); err != nil {
 				return fmt.Errorf("bridge: conversation record: %w", err)
 			}
+			if err := c.migrate(ctx, pool, env, &conv); err != nil {
+				return err
+			}
 		}
 		if n := len(conv.RequestIDs); n == 0 || conv.RequestIDs[n-1] != env.RequestID {
 			conv.RequestIDs = append(conv.RequestIDs, env.RequestID)
@@ -152,8 +279,10 @@ func (c *Conversations) Update(ctx context.Context, pool string, env *e2a.Envelo
 				conv.RequestIDs = conv.RequestIDs[len(conv.RequestIDs)-MaxTurns:]
 			}
 		}
+		now := time.Now()
+		conv.thread(env, now.UnixNano())
 		fn(&conv)
-		conv.Updated = time.Now().UTC().Format(time.RFC3339Nano)
+		conv.Updated = now.UTC().Format(time.RFC3339Nano)
 		b, _ := json.Marshal(conv)
 		if rev == 0 {
 			_, err = c.kv.Create(ctx, key, b)
@@ -243,18 +372,21 @@ func (c *Conversations) Final(ctx context.Context, id string) (*e2a.Response, er
 	return nil, nil
 }
 
-// Interrupted reports whether conv's upstream task waits for the next
-// message: the conversation's last turn other than env's ended
+// Interrupted reports whether the upstream task of env's thread waits
+// for env's message: the thread's last turn other than env's ended
 // input-required or auth-required (its final frame says so), or an
-// earlier bridge recorded it open.
+// earlier bridge recorded it open. Another task of the conversation,
+// interrupted or not, is not env's: env's message goes to its own task's
+// upstream task, or starts a new one.
 func (c *Conversations) Interrupted(ctx context.Context, env *e2a.Envelope, conv Conversation) (bool, error) {
-	if conv.UpstreamTaskID == "" {
+	th := conv.Thread(env)
+	if th == nil || th.UpstreamTaskID == "" {
 		return false, nil
 	}
-	if conv.UpstreamTaskOpen {
+	if th.UpstreamTaskOpen {
 		return true, nil
 	}
-	ids := conv.RequestIDs
+	ids := th.RequestIDs
 	if n := len(ids); n > 0 && ids[n-1] == env.RequestID {
 		ids = ids[:n-1]
 	}

@@ -137,3 +137,168 @@ func TestConversationOf(t *testing.T) {
 		}
 	}
 }
+
+// TestConversationThreads: each pipeline task of a context is a thread
+// with its own upstream task. Task t1 interrupted, then a new task t2 of
+// the context: t2 is not interrupted (its message starts a new upstream
+// task in the context's upstream context), t1 still is, and a turn of t1
+// after t2's finds t1's upstream task. A session's turns naming no task
+// are one thread. A record written by the previous version (no threads)
+// is read as the thread of its last request; the other tasks of its
+// context are new threads; its next write keeps that thread.
+func TestConversationThreads(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	js := natstest.JetStream(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	convs, err := OpenConversations(ctx, js, natstest.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// request publishes a request's envelope as ingress does.
+	request := func(id, contextID, task string) *e2a.Envelope {
+		env := &e2a.Envelope{RequestID: id, UserID: "alice", ContextID: contextID, TaskID: task}
+		b, err := e2a.MarshalEnvelope(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subj, _ := subjects.Request("p", id)
+		if _, err := js.Publish(ctx, subj, b); err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	// asks stores a request's final frame: its turn ended input-required.
+	asks := func(id string) {
+		r := e2a.ResponseFor(&e2a.Envelope{RequestID: id})
+		r.ResponseID, r.Timestamp, r.Provenance = id+"-0", e2a.Now(), e2a.Provenance{SourceProtocol: e2a.SourceE2A}
+		r.IsFinal, r.Status, r.ResponseKind = true, e2a.StatusSucceeded, e2a.KindA2AStreamEvent
+		r.Body = e2a.MarshalBody(e2a.InterruptBody(e2a.StateInputRequired, "who?"))
+		b, err := e2a.MarshalResponse(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		natstest.PublishBurst(t, nc, id, 0, 0, b)
+	}
+	record := func(env *e2a.Envelope, upTask string) {
+		t.Helper()
+		if err := convs.Update(ctx, "p", env, func(c *Conversation) {
+			c.UpstreamContextID, c.UpstreamTaskID = "up-ctx", upTask
+			th := c.Thread(env)
+			th.UpstreamTaskID, th.UpstreamContextID = upTask, "up-ctx"
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	interrupted := func(env *e2a.Envelope) (bool, *Thread, Conversation) {
+		t.Helper()
+		conv, _, err := convs.Get(ctx, "p", env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open, err := convs.Interrupted(ctx, env, conv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return open, conv.Thread(env), conv
+	}
+	record(request("r1", "ctx", "t1"), "up-1") // t1 asks
+	asks("r1")
+	r2 := request("r2", "ctx", "t2") // a new task of the context
+	if open, th, conv := interrupted(r2); open || th != nil || conv.UpstreamContextID != "up-ctx" {
+		t.Fatalf("new task t2: interrupted %v, thread %+v, upstream context %q", open, th, conv.UpstreamContextID)
+	}
+	record(r2, "up-2")
+	asks("r2") // t2 asks too
+	r3 := request("r3", "ctx", "t2")
+	if open, th, _ := interrupted(r3); !open || th.UpstreamTaskID != "up-2" {
+		t.Fatalf("t2's answer: interrupted %v, thread %+v", open, th)
+	}
+	record(r3, "up-2")
+	natstest.PublishBurst(t, nc, "r3", 0, 0, natstest.Frame("r3", 0, true)) // t2 completed
+	r4 := request("r4", "ctx", "t1")                                        // t1's answer, after t2's turns
+	if open, th, _ := interrupted(r4); !open || th.UpstreamTaskID != "up-1" {
+		t.Fatalf("t1's answer after t2's: interrupted %v, thread %+v", open, th)
+	}
+	if err := convs.Update(ctx, "p", r4, func(*Conversation) {}); err != nil {
+		t.Fatal(err)
+	}
+	// The turn being served is left out: r4 recorded as its thread's last
+	// turn, r1's interrupt is still what r4 answers.
+	if open, th, conv := interrupted(r4); !open || len(th.RequestIDs) != 2 || len(conv.RequestIDs) != 4 {
+		t.Fatalf("r4 recorded: interrupted %v, thread %+v, conversation %+v", open, th, conv)
+	}
+	r5 := request("r5", "ctx", "t2") // t2 is completed: a new upstream task
+	if open, th, _ := interrupted(r5); open || th.UpstreamTaskID != "up-2" {
+		t.Fatalf("t2 after its completion: interrupted %v, thread %+v", open, th)
+	}
+
+	// A session's turns naming no task are one thread; an A2A task is one.
+	s1 := &e2a.Envelope{RequestID: "s1", SessionID: "sess"}
+	s2 := &e2a.Envelope{RequestID: "s2", SessionID: "sess"}
+	if ThreadOf(s1) != "session:sess" || ThreadOf(s2) != ThreadOf(s1) || ThreadOf(r4) != "task:t1" || ThreadOf(&e2a.Envelope{}) != "" {
+		t.Fatalf("threads: %q %q %q", ThreadOf(s1), ThreadOf(s2), ThreadOf(r4))
+	}
+
+	// A record of the previous version, its last request l1 of task lt1
+	// interrupted.
+	l1 := request("l1", "legacy-ctx", "lt1")
+	asks("l1")
+	kv, err := js.KeyValue(ctx, "E2A_BRIDGE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := `{"upstream_task_id":"up-l","upstream_context_id":"up-lctx","request_ids":["l0","l1"]}`
+	if _, err := kv.Put(ctx, conversationKey("p", l1), []byte(old)); err != nil {
+		t.Fatal(err)
+	}
+	lt1 := &e2a.Envelope{RequestID: "l2", UserID: "alice", ContextID: "legacy-ctx", TaskID: "lt1"}
+	lt2 := &e2a.Envelope{RequestID: "l3", UserID: "alice", ContextID: "legacy-ctx", TaskID: "lt2"}
+	if open, th, _ := interrupted(lt1); !open || th.UpstreamTaskID != "up-l" || th.UpstreamContextID != "up-lctx" {
+		t.Fatalf("the earlier record's task: interrupted %v, thread %+v", open, th)
+	}
+	if open, th, conv := interrupted(lt2); open || th != nil || conv.UpstreamContextID != "up-lctx" {
+		t.Fatalf("a new task of the earlier record's context: interrupted %v, thread %+v, %+v", open, th, conv)
+	}
+	if err := convs.Update(ctx, "p", lt2, func(*Conversation) {}); err != nil {
+		t.Fatal(err)
+	}
+	if open, th, conv := interrupted(lt1); !open || th.UpstreamTaskID != "up-l" || len(conv.Threads) != 2 {
+		t.Fatalf("the earlier record's task after a write: interrupted %v, thread %+v, %+v", open, th, conv)
+	}
+	// An earlier record with upstream_task_open: honoured for its task.
+	old = `{"upstream_task_id":"up-o","upstream_context_id":"up-octx","upstream_task_open":true,"request_ids":["o1"]}`
+	o1 := request("o1", "open-ctx", "ot1")
+	if _, err := kv.Put(ctx, conversationKey("p", o1), []byte(old)); err != nil {
+		t.Fatal(err)
+	}
+	if open, th, _ := interrupted(&e2a.Envelope{RequestID: "o2", UserID: "alice", ContextID: "open-ctx", TaskID: "ot1"}); !open || th.UpstreamTaskID != "up-o" {
+		t.Fatalf("an earlier record left open: interrupted %v, thread %+v", open, th)
+	}
+	// Mallory's request of the same ids reaches none of it.
+	if _, found, err := convs.Get(ctx, "p", &e2a.Envelope{RequestID: "m", UserID: "mallory", ContextID: "legacy-ctx", TaskID: "lt1"}); found || err != nil {
+		t.Fatalf("mallory reached alice's conversation (%v)", err)
+	}
+}
+
+// TestConversationThreadsBounded: past MaxThreads the thread written
+// longest ago goes; a thread keeps its last MaxThreadTurns requests.
+func TestConversationThreadsBounded(t *testing.T) {
+	var c Conversation
+	for i := range MaxThreads + 3 {
+		env := &e2a.Envelope{RequestID: "r" + strconv.Itoa(i), ContextID: "c", TaskID: "t" + strconv.Itoa(i)}
+		c.thread(env, int64(i+1))
+	}
+	if len(c.Threads) != MaxThreads || c.Threads["task:t0"] != nil || c.Threads["task:t2"] != nil || c.Threads["task:t3"] == nil {
+		t.Fatalf("%d threads; t0 %v, t3 %v", len(c.Threads), c.Threads["task:t0"], c.Threads["task:t3"])
+	}
+	env := &e2a.Envelope{ContextID: "c", TaskID: "t5"}
+	for i := range MaxThreadTurns + 2 {
+		env.RequestID = "x" + strconv.Itoa(i)
+		c.thread(env, int64(1000+i))
+		c.thread(env, int64(1000+i)) // once per request
+	}
+	if th := c.Threads["task:t5"]; len(th.RequestIDs) != MaxThreadTurns || th.RequestIDs[MaxThreadTurns-1] != "x5" {
+		t.Fatalf("thread turns: %v", th.RequestIDs)
+	}
+}

@@ -168,16 +168,25 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		return err
 	}
 	ctx = u.serviceParams(ctx, env)
+	// A new task of the conversation goes to its upstream context; a turn
+	// of a task the conversation knows (env's thread), to that task's.
 	t := &turn{u: u, env: env, w: w, contextID: conv.UpstreamContextID}
+	var th bridge.Thread
+	if p := conv.Thread(env); p != nil {
+		th = *p
+		if th.UpstreamContextID != "" {
+			t.contextID = th.UpstreamContextID
+		}
+	}
 	// The task is this request's when the request recorded it (its id is
-	// the conversation's last): a takeover, or a call retried (or
-	// redelivered) after the agent made the task but before any frame,
-	// follows that task instead of starting another.
-	mine := len(conv.RequestIDs) > 0 && conv.RequestIDs[len(conv.RequestIDs)-1] == env.RequestID
+	// its thread's last): a takeover, or a call retried (or redelivered)
+	// after the agent made the task but before any frame, follows that
+	// task instead of starting another.
+	mine := len(th.RequestIDs) > 0 && th.RequestIDs[len(th.RequestIDs)-1] == env.RequestID
 	if mine {
 		// The record already holds this request and its task: it is not
 		// written again.
-		t.taskID, t.recorded = a2a.TaskID(conv.UpstreamTaskID), conv.UpstreamTaskID != ""
+		t.taskID, t.recorded = a2a.TaskID(th.UpstreamTaskID), th.UpstreamTaskID != ""
 	}
 	if w.ResumeAfter() >= 0 || (mine && t.taskID != "") {
 		return t.resume(ctx)
@@ -187,13 +196,13 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		return agent.Errorf(e2a.ErrCodeInvalidRequest, false, "the request has no text, file or data for the A2A agent")
 	}
 	msg := a2a.NewMessage(a2a.MessageRoleUser, parts...)
-	msg.ContextID = conv.UpstreamContextID
+	msg.ContextID = t.contextID
 	open, err := u.interrupted(ctx, env, conv)
 	if err != nil {
 		return err
 	}
 	if open {
-		t.taskID = a2a.TaskID(conv.UpstreamTaskID)
+		t.taskID = a2a.TaskID(th.UpstreamTaskID)
 		msg.TaskID = t.taskID
 	}
 	req := &a2a.SendMessageRequest{Message: msg}
@@ -233,8 +242,9 @@ func (u *Upstream) conversation(ctx context.Context, env *e2a.Envelope) (bridge.
 	return c, found, nil
 }
 
-// interrupted reports whether conv's upstream task waits for env's message
-// (its last turn ended input-required or auth-required).
+// interrupted reports whether the upstream task of env's thread of conv
+// waits for env's message (its last turn ended input-required or
+// auth-required).
 func (u *Upstream) interrupted(ctx context.Context, env *e2a.Envelope, conv bridge.Conversation) (bool, error) {
 	if u.cfg.convs == nil {
 		return false, nil

@@ -13,11 +13,11 @@ import (
 var _ agent.TurnCanceller = (*Upstream)(nil)
 
 // CancelTurn forwards the cancel of an interrupted task (a cancel turn,
-// e2a.MethodCancelTurn) to the agent: when env's conversation's last turn
-// ended input-required or auth-required, its upstream task is cancelled
-// with CancelTask. The cancel turn is then recorded as the conversation's
-// last turn (its final frame, cancelled, is not an interrupt), so the
-// next message of the context starts a new upstream task. An agent's
+// e2a.MethodCancelTurn) to the agent: when the last turn of env's task
+// (its thread of the conversation) ended input-required or auth-required,
+// that task's upstream task is cancelled with CancelTask; other tasks of
+// the context are not touched. The cancel turn is then recorded as the
+// thread's last turn (its final frame, cancelled, is not an interrupt). An agent's
 // refusal (a task already terminal, not cancelable) is returned as a
 // bridge.Error for the runtime to record; the turn ends cancelled anyway.
 func (u *Upstream) CancelTurn(ctx context.Context, env *e2a.Envelope) error {
@@ -31,14 +31,17 @@ func (u *Upstream) CancelTurn(ctx context.Context, env *e2a.Envelope) error {
 	}
 	var refused error
 	if open {
-		task := a2a.TaskID(conv.UpstreamTaskID)
+		task := a2a.TaskID(conv.Thread(env).UpstreamTaskID)
 		if _, err := u.client.CancelTask(u.serviceParams(ctx, env), &a2a.CancelTaskRequest{ID: task}); err != nil {
 			refused = upstreamError(err)
 			u.cfg.log.Warn("a2a bridge: the agent refused the cancel of its interrupted task", "task", task,
 				"request_id", env.RequestID, "err", refused)
 		}
 	}
-	if err := u.cfg.convs.Update(ctx, u.cfg.pool, env, func(c *bridge.Conversation) { c.UpstreamTaskOpen = false }); err != nil {
+	if err := u.cfg.convs.Update(ctx, u.cfg.pool, env, func(c *bridge.Conversation) {
+		c.UpstreamTaskOpen = false
+		c.Thread(env).UpstreamTaskOpen = false
+	}); err != nil {
 		u.cfg.log.Warn("a2a bridge: cancel turn not recorded", "request_id", env.RequestID, "err", err)
 	}
 	return refused

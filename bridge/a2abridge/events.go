@@ -90,7 +90,8 @@ func (t *turn) ids(ctx context.Context, task a2a.TaskID, contextID string) error
 	return t.record(ctx)
 }
 
-// record writes the conversation's upstream ids, once per request: when
+// record writes the upstream ids of the request's thread (its pipeline
+// task) and the conversation's upstream context, once per request: when
 // the task (or a direct answer's context) is first known. Whether the task
 // then waits for the next message is read from the turn's final frame by
 // the next turn (bridge.Conversations.Interrupted), not written.
@@ -102,7 +103,12 @@ func (t *turn) record(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err := c.Update(ctx, t.u.cfg.pool, t.env, func(conv *bridge.Conversation) {
-		conv.UpstreamTaskID, conv.UpstreamContextID, conv.UpstreamTaskOpen = string(t.taskID), t.contextID, false
+		conv.UpstreamTaskID, conv.UpstreamTaskOpen = string(t.taskID), false
+		if t.contextID != "" {
+			conv.UpstreamContextID = t.contextID
+		}
+		th := conv.Thread(t.env)
+		th.UpstreamTaskID, th.UpstreamContextID, th.UpstreamTaskOpen = string(t.taskID), t.contextID, false
 	})
 	if err != nil {
 		t.u.cfg.log.Warn("a2a bridge: upstream ids not recorded", "request_id", t.env.RequestID, "err", err)

@@ -23,6 +23,9 @@ type agentUnderTest struct {
 	// task is the upstream task of the turn the agent ran for the user
 	// message text, and whether that turn continued an existing task.
 	task func(t *testing.T, text string) (taskID string, continued bool)
+	// contextOf is the upstream context of the turn the agent ran for
+	// the user message text.
+	contextOf func(t *testing.T, text string) string
 	// cancels are the upstream tasks the agent was asked to cancel.
 	cancels func(t *testing.T) []string
 }
@@ -47,6 +50,14 @@ func goAgent(o up.Options) func(*testing.T) agentUnderTest {
 					}
 				}
 				return "", false
+			},
+			contextOf: func(t *testing.T, text string) string {
+				for _, e := range srv.Executions() {
+					if e.Message != nil && up.TextOf(e.Message.Parts) == text {
+						return e.ContextID
+					}
+				}
+				return ""
 			},
 			cancels: func(*testing.T) []string {
 				var out []string
@@ -80,6 +91,14 @@ func jsAgent(o jsupstream.Options) func(*testing.T) agentUnderTest {
 					}
 				}
 				return "", false
+			},
+			contextOf: func(t *testing.T, text string) string {
+				for _, e := range record(t).Executions {
+					if e.Text == text {
+						return e.ContextID
+					}
+				}
+				return ""
 			},
 			cancels: func(t *testing.T) []string { return record(t).Cancels }}
 	}

@@ -1,0 +1,113 @@
+package a2abridge_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/e2a-pipeline/pipeline/ingress"
+	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
+	"github.com/e2a-pipeline/pipeline/internal/jsupstream"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+)
+
+// taskConv is a front door's conversation whose next message names the
+// task and context given.
+type taskConv interface {
+	conv
+	next(taskID, contextID string)
+}
+
+type v1TaskConv struct{ *v1Conv }
+
+func (v v1TaskConv) next(taskID, contextID string) {
+	v.taskID, v.contextID = a2a.TaskID(taskID), contextID
+}
+
+type v03TaskConv struct{ *v03Conv }
+
+func (v v03TaskConv) next(taskID, contextID string) { v.taskID, v.contextID = taskID, contextID }
+
+// TestTasksOfOneContext: two pipeline tasks of one context, each with its
+// own upstream task. Task 1 asks (input-required); task 2 starts in the
+// same context and asks too; task 2 is answered, then task 1: each answer
+// reaches its own upstream task (the agent records the task of every
+// turn it runs), task 2's first message started a new upstream task in
+// task 1's upstream context, and both pipeline tasks end completed with
+// their own answers. Upstreams: a2a-go/v2's server (streaming, and
+// without streaming) and @a2a-js/sdk 1.3's; front doors: a2a-go/v2's
+// v1.0 client (JSON-RPC) and a2a-go's v0.3 client. Every request writes
+// the conversation record once.
+func TestTasksOfOneContext(t *testing.T) {
+	t.Parallel()
+	doorsOf := []struct {
+		name string
+		open func(*testing.T, *pipetest.Pipeline) taskConv
+	}{
+		{"a2a-v1-jsonrpc", func(t *testing.T, p *pipetest.Pipeline) taskConv {
+			return v1TaskConv{v1Door(a2a.TransportProtocolJSONRPC, true)(t, p, "agent").(*v1Conv)}
+		}},
+		{"a2a-v03", func(t *testing.T, p *pipetest.Pipeline) taskConv {
+			return v03TaskConv{openV03(t, p, "agent").(*v03Conv)}
+		}},
+	}
+	for _, u := range []upstreamKind{
+		{"go-jsonrpc", goAgent(up.Options{Binding: up.JSONRPC})},
+		{"go-jsonrpc-nostream", goAgent(up.Options{Binding: up.JSONRPC, NoStreaming: true})},
+		{"js", jsAgent(jsupstream.Options{})},
+	} {
+		t.Run(u.name, func(t *testing.T) {
+			t.Parallel()
+			a := u.start(t)
+			p := pipetest.Start(t, pipetest.WithIngress(ingress.WithDefaultPool("agent")))
+			bridgePool(t, p, "agent", a.url)
+			writes := recordWrites(t, p)
+			for _, d := range doorsOf {
+				t.Run(d.name, func(t *testing.T) {
+					checkTwoTasks(t, a, d.open(t, p), writes, u.name+"/"+d.name)
+				})
+			}
+		})
+	}
+}
+
+func checkTwoTasks(t *testing.T, a agentUnderTest, c taskConv, writes *writes, tag string) {
+	t.Helper()
+	send := func(text, taskID, contextID, want string) seen {
+		t.Helper()
+		c.next(taskID, contextID)
+		s := c.send(t, text)
+		if s.state != want {
+			t.Fatalf("%q: %s %q, want %s", text, s.state, s.text, want)
+		}
+		writes.check(t, text, 1)
+		return s
+	}
+	ask1, ask2 := "ask: first of "+tag, "ask: second of "+tag
+	ans1, ans2 := "Ada of "+tag, "Bob of "+tag
+	first := send(ask1, "", "", "input-required")
+	second := send(ask2, "", first.contextID, "input-required")
+	if second.contextID != first.contextID || second.taskID == first.taskID || second.taskID == "" {
+		t.Fatalf("the second task %s in context %s; the first %s in %s", second.taskID, second.contextID, first.taskID, first.contextID)
+	}
+	if s := send(ans2, second.taskID, second.contextID, "completed"); !strings.Contains(s.text, up.AskReply(ans2)) {
+		t.Errorf("the second task's answer: %q, want %q", s.text, up.AskReply(ans2))
+	}
+	if s := send(ans1, first.taskID, first.contextID, "completed"); !strings.Contains(s.text, up.AskReply(ans1)) {
+		t.Errorf("the first task's answer: %q, want %q", s.text, up.AskReply(ans1))
+	}
+	up1, cont1 := a.task(t, ask1)
+	up2, cont2 := a.task(t, ask2)
+	if up1 == "" || up2 == "" || up1 == up2 || cont1 || cont2 {
+		t.Errorf("upstream tasks: first %q (continued %v), second %q (continued %v); want two new tasks", up1, cont1, up2, cont2)
+	}
+	if ctx1, ctx2 := a.contextOf(t, ask1), a.contextOf(t, ask2); ctx1 == "" || ctx1 != ctx2 {
+		t.Errorf("upstream contexts: first %q, second %q; want one", ctx1, ctx2)
+	}
+	for _, c := range []struct{ answer, task string }{{ans1, up1}, {ans2, up2}} {
+		if got, continued := a.task(t, c.answer); got != c.task || !continued {
+			t.Errorf("%q reached upstream task %q (continued %v), want %q", c.answer, got, continued, c.task)
+		}
+	}
+}
