@@ -28,10 +28,12 @@
 // trace context (traceparent) propagated to the upstream.
 //
 // [Conversations] keeps, per pool and conversation (A2A context, ACP
-// session, E2A session_id, A2A task), the upstream's own task and context
-// ids and the pipeline request ids of its turns, in the KV bucket
+// session, E2A session_id, A2A task), the upstream's context id, per
+// pipeline task of the conversation (a [Thread], [ThreadOf]) the upstream's
+// own task id, and the pipeline request ids of its turns, in the KV bucket
 // E2A_BRIDGE, keyed by a hash that includes the request's principal
-// (user_id): a continuation reaches the same upstream task or context, a
-// stateless model server gets the earlier turns from the pipeline's durable
-// history, and no principal ever reaches another's.
+// (user_id): a continuation of a task reaches that task's upstream task, a
+// new task of the conversation a new upstream task in its upstream context,
+// a stateless model server gets the earlier turns from the pipeline's
+// durable history, and no principal ever reaches another's.
 package bridge

@@ -48,10 +48,13 @@
 //
 // The upstream's task and context ids are kept with the conversation
 // (bridge.Conversations, by A2A context, ACP session, E2A session_id, per
-// principal) as soon as they are known, one write per request: the next
-// turn of the conversation goes to the same upstream context, and to the
-// same task while that task waits for input (its last turn's final frame is
-// an interrupt: read, not written). A cancel of the request is forwarded
+// principal) as soon as they are known, one write per request: the
+// upstream task per pipeline task (bridge.Thread; an ACP session's prompts
+// are one), the upstream context per conversation. A new task of the
+// conversation goes to the same upstream context as a new upstream task;
+// the next turn of a task goes to that task's upstream task while it waits
+// for input (the task's last turn's final frame is an interrupt: read, not
+// written), whatever the context's other tasks did meanwhile. A cancel of the request is forwarded
 // (CancelTask), and so is the cancel of a task whose turn ended interrupted
 // (a cancel turn, agent.TurnCanceller: the agent's refusal, e.g. a task it
 // already ended, is recorded in the turn's final frame, which ends
