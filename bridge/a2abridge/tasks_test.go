@@ -1,9 +1,11 @@
 package a2abridge_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	a2a03 "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/ingress"
@@ -17,6 +19,24 @@ import (
 type taskConv interface {
 	conv
 	next(taskID, contextID string)
+	// cancelTask cancels the pipeline's task through the door.
+	cancelTask(t *testing.T, taskID string)
+}
+
+func (v v1TaskConv) cancelTask(t *testing.T, taskID string) {
+	t.Helper()
+	task, err := v.c.CancelTask(testCtx(t), &a2a.CancelTaskRequest{ID: a2a.TaskID(taskID)})
+	if err != nil || task.Status.State != a2a.TaskStateCanceled {
+		t.Fatalf("CancelTask %s: %+v, %v", taskID, task, err)
+	}
+}
+
+func (v v03TaskConv) cancelTask(t *testing.T, taskID string) {
+	t.Helper()
+	task, err := v.c.CancelTask(testCtx(t), &a2a03.TaskIDParams{ID: a2a03.TaskID(taskID)})
+	if err != nil || task.Status.State != a2a03.TaskStateCanceled {
+		t.Fatalf("tasks/cancel %s: %+v, %v", taskID, task, err)
+	}
 }
 
 type v1TaskConv struct{ *v1Conv }
@@ -35,7 +55,9 @@ func (v v03TaskConv) next(taskID, contextID string) { v.taskID, v.contextID = ta
 // reaches its own upstream task (the agent records the task of every
 // turn it runs), task 2's first message started a new upstream task in
 // task 1's upstream context, and both pipeline tasks end completed with
-// their own answers. Upstreams: a2a-go/v2's server (streaming, and
+// their own answers. Then two more tasks of one context ask, and the
+// first is cancelled: the agent is asked to cancel its task and not the
+// other's, which its answer then completes. Upstreams: a2a-go/v2's server (streaming, and
 // without streaming) and @a2a-js/sdk 1.3's; front doors: a2a-go/v2's
 // v1.0 client (JSON-RPC) and a2a-go's v0.3 client. Every request writes
 // the conversation record once.
@@ -65,7 +87,9 @@ func TestTasksOfOneContext(t *testing.T) {
 			writes := recordWrites(t, p)
 			for _, d := range doorsOf {
 				t.Run(d.name, func(t *testing.T) {
-					checkTwoTasks(t, a, d.open(t, p), writes, u.name+"/"+d.name)
+					c := d.open(t, p)
+					checkTwoTasks(t, a, c, writes, u.name+"/"+d.name)
+					checkCancelOneTask(t, a, c, writes, u.name+"/"+d.name)
 				})
 			}
 		})
@@ -109,5 +133,33 @@ func checkTwoTasks(t *testing.T, a agentUnderTest, c taskConv, writes *writes, t
 		if got, continued := a.task(t, c.answer); got != c.task || !continued {
 			t.Errorf("%q reached upstream task %q (continued %v), want %q", c.answer, got, continued, c.task)
 		}
+	}
+}
+
+func checkCancelOneTask(t *testing.T, a agentUnderTest, c taskConv, writes *writes, tag string) {
+	t.Helper()
+	ask1, ask2, ans2 := "ask: cancelled of "+tag, "ask: kept of "+tag, "Cy of "+tag
+	c.next("", "")
+	first := c.send(t, ask1)
+	c.next("", first.contextID)
+	second := c.send(t, ask2)
+	if first.state != "input-required" || second.state != "input-required" || second.contextID != first.contextID {
+		t.Fatalf("two questions in one context: %+v, %+v", first, second)
+	}
+	writes.check(t, "two questions", 2)
+	c.cancelTask(t, first.taskID)
+	writes.check(t, "the cancel turn", 1)
+	up1, _ := a.task(t, ask1)
+	up2, _ := a.task(t, ask2)
+	if cancels := a.cancels(t); !slices.Contains(cancels, up1) || slices.Contains(cancels, up2) {
+		t.Errorf("the agent's cancels %v: want its task %s (cancelled), not %s", cancels, up1, up2)
+	}
+	c.next(second.taskID, second.contextID)
+	if s := c.send(t, ans2); s.state != "completed" || !strings.Contains(s.text, up.AskReply(ans2)) {
+		t.Errorf("the kept task's answer: %s %q, want completed with %q", s.state, s.text, up.AskReply(ans2))
+	}
+	writes.check(t, "the kept task's answer", 1)
+	if got, continued := a.task(t, ans2); got != up2 || !continued {
+		t.Errorf("%q reached upstream task %q (continued %v), want %q", ans2, got, continued, up2)
 	}
 }
