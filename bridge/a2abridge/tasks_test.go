@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	a2a03 "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -161,5 +162,91 @@ func checkCancelOneTask(t *testing.T, a agentUnderTest, c taskConv, writes *writ
 	writes.check(t, "the kept task's answer", 1)
 	if got, continued := a.task(t, ans2); got != up2 || !continued {
 		t.Errorf("%q reached upstream task %q (continued %v), want %q", ans2, got, continued, up2)
+	}
+}
+
+// TestTakeoverAmongTasks: a worker streaming a task of a context dies;
+// before the request is redelivered, another task of the context takes a
+// turn (its answer, recorded after the long task's request): the worker
+// taking the long task over still finds that task's own upstream task and
+// subscribes to it (a2a-go/v2 and @a2a-js/sdk agents): the client's stream
+// completes with every chunk exactly once, and the agent ran the long task
+// once.
+func TestTakeoverAmongTasks(t *testing.T) {
+	t.Parallel()
+	for _, v := range []struct {
+		name  string
+		start func(*testing.T) (url string, runs func(t *testing.T, text string) int)
+	}{
+		{"go-jsonrpc", func(t *testing.T) (string, func(*testing.T, string) int) {
+			srv := up.Start(t, up.Options{Binding: up.JSONRPC, SlowInterval: 30 * time.Millisecond, SlowChunks: slowChunks})
+			return srv.BaseURL(), func(_ *testing.T, text string) int {
+				n := 0
+				for _, e := range srv.Executions() {
+					if e.Message != nil && up.TextOf(e.Message.Parts) == text {
+						n++
+					}
+				}
+				return n
+			}
+		}},
+		{"js", func(t *testing.T) (string, func(*testing.T, string) int) {
+			srv := jsupstream.Start(t, jsupstream.Options{SlowInterval: 30 * time.Millisecond, SlowChunks: slowChunks})
+			return srv.BaseURL(), func(t *testing.T, text string) int {
+				r, err := srv.Record(testCtx(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := 0
+				for _, e := range r.Executions {
+					if e.Text == text {
+						n++
+					}
+				}
+				return n
+			}
+		}},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			url, runs := v.start(t)
+			p := pipetest.Start(t)
+			tk := &takeover{p: p, events: make(chan a2a.Event, 1024), errs: make(chan error, 1)}
+			tk.stopA = tk.worker(t, url)
+			c := v1TaskConv{&v1Conv{c: v1Client(t, p, "agent"), stream: true}}
+			ask, answer := "ask: beside a long task", "Ada beside a long task"
+			first := c.send(t, ask)
+			if first.state != "input-required" {
+				t.Fatalf("ask: %s", first.state)
+			}
+			go func() {
+				defer close(tk.events)
+				msg := userMessage("slow: x")
+				msg.ContextID = first.contextID
+				for ev, err := range c.c.SendStreamingMessage(testCtx(t), &a2a.SendMessageRequest{Message: msg}) {
+					if err != nil {
+						tk.errs <- err
+						return
+					}
+					tk.events <- ev
+				}
+			}()
+			turn := up.NewTurn()
+			tk.killAfter(t, turn, 1)
+			// Worker A is gone: B answers the other task at once, then
+			// gets the long task redelivered (after the ack wait).
+			tk.worker(t, url)
+			c.next(first.taskID, first.contextID)
+			if s := c.send(t, answer); s.state != "completed" || !strings.Contains(s.text, up.AskReply(answer)) {
+				t.Errorf("the other task's answer: %s %q", s.state, s.text)
+			}
+			tk.finish(t, turn)
+			if got := turn.Text(up.SlowArtifact); got != slowText(slowChunks) || turn.State() != a2a.TaskStateCompleted {
+				t.Errorf("after the takeover: %s\n got %q\nwant %q", turn.State(), got, slowText(slowChunks))
+			}
+			if n := runs(t, "slow: x"); n != 1 {
+				t.Errorf("the agent ran the long task %d times, want once (the takeover subscribes to it)", n)
+			}
+		})
 	}
 }
