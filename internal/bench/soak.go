@@ -43,10 +43,13 @@ type SoakSample struct {
 	RPS       float64 `json:"requests_per_s"`
 	Failed    int     `json:"failed"`
 	HeapBytes uint64  `json:"heap_bytes"`
-	// LiveHeapBytes is the heap the last collection found live
-	// (/gc/heap/live:bytes), what README's memory formula models; HeapBytes
-	// adds the garbage allocated since (up to GOGC % more).
+	// LiveHeapBytes is the heap a collection forced once the interval's
+	// requests are done (none in flight) found live (/gc/heap/live:bytes),
+	// what the memory formula of docs/capacity.md models; HeapBytes, read
+	// before it, adds the garbage allocated since the last cycle.
 	LiveHeapBytes uint64 `json:"live_heap_bytes"`
+	// Requests is how many requests the soak has sent so far.
+	Requests int `json:"requests"`
 	// Subjects is how many distinct subjects the embedded server holds in
 	// every stream and bucket: its per-subject index, the memory that grows
 	// with the requests kept (docs/capacity.md, Memory).
@@ -71,6 +74,9 @@ type SoakReport struct {
 	HeapSlope        float64      `json:"heap_bytes_per_min"`
 	RSSSlope         float64      `json:"rss_bytes_per_min"`
 	StoreBytesPerMin float64      `json:"store_bytes_per_min"`
+	// LivePerRequest is the least-squares slope of the live heap over the
+	// requests sent: the bytes each request leaves in memory.
+	LivePerRequest float64 `json:"live_heap_bytes_per_request"`
 }
 
 func rss() uint64 {
@@ -162,13 +168,19 @@ func RunSoak(ctx context.Context, sc SoakConfig) (*SoakReport, error) {
 	ids := &idGen{prefix: "soak-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
 	rep := &SoakReport{Machine: machine(), Config: sc}
 	start := time.Now()
-	var xs, rps, heap, rs, store, cpu []float64
+	var xs, rps, heap, rs, store, cpu, sent, live []float64
+	requests := 0
 	for time.Since(start) < sc.Duration && ctx.Err() == nil {
 		n := max(int(sc.Rate*sc.Interval.Seconds()), 1)
 		ph := openLoop(ctx, "soak", n, sc.Rate, 4096, ids, do)
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
-		s := SoakSample{At: time.Since(start).Seconds(), RPS: ph.RPS, Failed: ph.Failed, HeapBytes: m.HeapAlloc, RSSBytes: rss(), StoreBytes: dirSize(dir),
+		at := time.Since(start).Seconds()
+		// The live heap of a collection at a point where no request is in
+		// flight: what the requests kept hold, not when the last cycle ran.
+		runtime.GC()
+		requests += ph.Requests
+		s := SoakSample{At: at, RPS: ph.RPS, Failed: ph.Failed, HeapBytes: m.HeapAlloc, RSSBytes: rss(), StoreBytes: dirSize(dir), Requests: requests,
 			TTFF: ph.TTFF, CPUPerRequest: ph.CPUPerRequest, Errors: ph.Errors, LiveHeapBytes: liveHeap(), Subjects: pipe.subjects(ctx)}
 		rep.Samples = append(rep.Samples, s)
 		progress(fmt.Sprintf("soak %.0fs: %.0f req/s, %d failed, TTFF p99 %.1f ms, %.3f ms CPU/req, heap %d MiB (live %d), RSS %d MiB, store %d MiB, %d subjects%s",
@@ -176,9 +188,10 @@ func RunSoak(ctx context.Context, sc SoakConfig) (*SoakReport, error) {
 		xs = append(xs, s.At/60)
 		rps, heap, rs, store = append(rps, s.RPS), append(heap, float64(s.HeapBytes)), append(rs, float64(s.RSSBytes)), append(store, float64(s.StoreBytes))
 		cpu = append(cpu, s.CPUPerRequest)
+		sent, live = append(sent, float64(requests)), append(live, float64(s.LiveHeapBytes))
 	}
 	rep.RPSSlope, rep.HeapSlope, rep.RSSSlope, rep.StoreBytesPerMin = slope(xs, rps), slope(xs, heap), slope(xs, rs), slope(xs, store)
-	rep.CPUSlope = slope(xs, cpu)
+	rep.CPUSlope, rep.LivePerRequest = slope(xs, cpu), slope(sent, live)
 	return rep, nil
 }
 
@@ -202,6 +215,7 @@ func (r *SoakReport) Text() string {
 	}
 	fmt.Fprintf(&b, "slopes per minute: req/s %+.1f, CPU %+.4f ms/request, heap %+.2f MiB, RSS %+.2f MiB, store %+.2f MiB\n",
 		r.RPSSlope, r.CPUSlope, r.HeapSlope/(1<<20), r.RSSSlope/(1<<20), r.StoreBytesPerMin/(1<<20))
+	fmt.Fprintf(&b, "live heap after a forced collection: %+.0f B per request sent (slope)\n", r.LivePerRequest)
 	// Failures by message, with the interval each was first seen in.
 	total, first := map[string]int{}, map[string]float64{}
 	for _, s := range r.Samples {

@@ -50,6 +50,12 @@ func TestRunSoak(t *testing.T) {
 		if done := uint64(50 * (i + 1)); s.Subjects < 2*done {
 			t.Errorf("sample %d: %d subjects for %d requests", i, s.Subjects, done)
 		}
+		if s.Requests != 50*(i+1) {
+			t.Errorf("sample %d: %d requests sent, want %d", i, s.Requests, 50*(i+1))
+		}
+	}
+	if !strings.Contains(rep.Text(), "B per request sent") {
+		t.Errorf("report without the live heap per request:\n%s", rep.Text())
 	}
 }
 
