@@ -157,10 +157,12 @@ func TestReplayOldRequestByIDTime(t *testing.T) {
 		}
 		t.Logf("%-45s %8.1f ms, %7d messages read (%d requests in the history)", c.name, float64(took)/float64(time.Millisecond), read[c.name], n)
 	}
-	// The scan reads the partition's requests up to the one it looks for
-	// (n/16 of them and more); the hint, its margin's worth.
+	// The scan reads the partition's requests up to the one it looks for:
+	// about n/16 of them, as many as the ids' hashes put in that partition
+	// (2,492 of 40,000 in one CI run), so the bound is half of that; the
+	// hint reads its margin's worth.
 	scan := read["client's id, newest but 2, by scan"]
-	if scan < uint64(n/16) {
+	if scan < uint64(n/32) {
 		t.Errorf("the scan read %d messages of a history of %d requests", scan, n)
 	}
 	for _, name := range []string{"UUIDv7, a third in, from its time", "UUIDv7, newest, from its time"} {
