@@ -15,12 +15,21 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/bench"
 )
 
-// runBench runs the load harness (internal/bench): the whole pipeline in
-// this process, or running endpoints with --target.
-func runBench(ctx context.Context, _ Config, args []string) error {
-	d := bench.DefaultConfig()
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	c := d
+// benchFlags are the flags of e2a bench beyond bench.Config's fields: the
+// modes and their own settings.
+type benchFlags struct {
+	sweep, rates, peer, peerBin, bridgeKind, replicas, chart *string
+	rounds                                                   *int
+	coalesce, asJSON                                         *bool
+	duration, interval, retention                            *time.Duration
+	rate                                                     *float64
+	headers                                                  headerFlag
+}
+
+// newBenchFlags defines e2a bench's flags on fs: c's fields (defaults d)
+// and the modes' (the returned benchFlags).
+func newBenchFlags(fs *flag.FlagSet, c *bench.Config, d bench.Config) *benchFlags {
+	m := &benchFlags{}
 	fs.StringVar(&c.Target, "target", "", "base URL of running endpoints (default: the pipeline in this process)")
 	fs.StringVar(&c.NATSURL, "nats", "", "with --target: NATS URL whose raw publish rate is the baseline")
 	fs.StringVar(&c.Protocol, "protocol", d.Protocol, "one of "+strings.Join(bench.Protocols, ", "))
@@ -30,8 +39,8 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	fs.IntVar(&c.FrameBytes, "frame-bytes", d.FrameBytes, "bytes of text per chunk frame")
 	fs.DurationVar(&c.Delay, "delay", 0, "agent delay between frames")
 	fs.IntVar(&c.Warmup, "warmup", d.Warmup, "warm-up requests")
-	sweep := fs.String("sweep", joinFloats(d.Sweep), "open-loop loads as fractions of the full-load rate (0.5 always runs)")
-	rates := fs.String("rates", "", "open-loop loads at fixed rates, requests/s, comma-separated (builds compare at the same offered load); with --replicas, run on each N's processes")
+	m.sweep = fs.String("sweep", joinFloats(d.Sweep), "open-loop loads as fractions of the full-load rate (0.5 always runs)")
+	m.rates = fs.String("rates", "", "open-loop loads at fixed rates, requests/s, comma-separated (builds compare at the same offered load); with --replicas, run on each N's processes")
 	fs.Float64Var(&c.SweepSeconds, "sweep-seconds", d.SweepSeconds, "seconds per open-loop load")
 	fs.IntVar(&c.ReplayOpens, "replay-opens", d.ReplayOpens, "stream opens of finished requests (0: none)")
 	fs.IntVar(&c.BaselineMsgs, "baseline-msgs", d.BaselineMsgs, "raw async publishes of the baseline (0: none)")
@@ -46,111 +55,148 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	fs.StringVar(&c.RemoteAgent, "remote-agent", d.RemoteAgent, "with --target: the agent the pool runs, demo or bench")
 	fs.StringVar(&c.Pool, "pool", "", "E2A requests: agent pool (?agent=)")
 	fs.DurationVar(&c.Timeout, "timeout", d.Timeout, "per-request timeout")
-	var headers headerFlag
-	fs.Var(&headers, "header", "header added to every request, 'Name: value' (repeatable)")
-	peer := fs.String("peer", "", "compare with a reference A2A server: "+bench.PeerA2AGo+" (A2A message/stream; the pipeline over E2A SSE too; alternating rounds)")
-	peerBin := fs.String("peer-bin", "", "with --peer: the reference server's binary (default: built from internal/bench/peer with the go command)")
-	rounds := fs.Int("rounds", 5, "with --peer: rounds of each system in each phase (A2A, then E2A SSE); with --bridge: rounds of each system")
-	bridgeKind := fs.String("bridge", "", "measure what a bridge adds: "+bench.BridgeOpenAI+" (an OpenAI-compatible server in process, called directly and through the pipeline and the bridge, and the pipeline's own agent; alternating rounds)")
-	coalesce := fs.Bool("coalesce", true, "with --bridge: the bridge pool coalesces text deltas as e2a agent does (--coalesce=false: each upstream chunk its own frame)")
-	duration := fs.Duration("duration", 0, "soak: run the in-process pipeline this long at --rate (open loop) and report slopes")
-	rate := fs.Float64("rate", 0, "soak: requests/s")
-	interval := fs.Duration("interval", 10*time.Second, "soak: sampling interval")
-	retention := fs.Duration("retention", 0, "soak: the hot streams' max age and the task index's TTL (E2A_REQUESTS_MAX_AGE, E2A_RESPONSES_MAX_AGE, E2A_TASKS_TTL), which bound the embedded server's memory (default: 24h and 72h, bounded by the streams' bytes)")
+	fs.Var(&m.headers, "header", "header added to every request, 'Name: value' (repeatable)")
+	m.peer = fs.String("peer", "", "compare with a reference A2A server: "+bench.PeerA2AGo+" (A2A message/stream; the pipeline over E2A SSE too; alternating rounds)")
+	m.peerBin = fs.String("peer-bin", "", "with --peer: the reference server's binary (default: built from internal/bench/peer with the go command)")
+	m.rounds = fs.Int("rounds", 5, "with --peer: rounds of each system in each phase (A2A, then E2A SSE); with --bridge: rounds of each system")
+	m.bridgeKind = fs.String("bridge", "", "measure what a bridge adds: "+bench.BridgeOpenAI+" (an OpenAI-compatible server in process, called directly and through the pipeline and the bridge, and the pipeline's own agent; alternating rounds)")
+	m.coalesce = fs.Bool("coalesce", true, "with --bridge: the bridge pool coalesces text deltas as e2a agent does (--coalesce=false: each upstream chunk its own frame)")
+	m.duration = fs.Duration("duration", 0, "soak: run the in-process pipeline this long at --rate (open loop) and report slopes")
+	m.rate = fs.Float64("rate", 0, "soak: requests/s")
+	m.interval = fs.Duration("interval", 10*time.Second, "soak: sampling interval")
+	m.retention = fs.Duration("retention", 0, "soak: the hot streams' max age and the task index's TTL (E2A_REQUESTS_MAX_AGE, E2A_RESPONSES_MAX_AGE, E2A_TASKS_TTL), which bound the embedded server's memory (default: 24h and 72h, bounded by the streams' bytes)")
 	fs.BoolVar(&c.Console, "console", false, "in process and soak: run the console's indexer too, as e2a dev does")
-	replicas := fs.String("replicas", "", "scaling: N serve + N agent processes of this binary on one JetStream server, for each N of a list (e.g. 1,2,3)")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	chart := fs.String("chart", "", "write a PNG chart of latency percentiles against offered load")
+	m.replicas = fs.String("replicas", "", "scaling: N serve + N agent processes of this binary on one JetStream server, for each N of a list (e.g. 1,2,3)")
+	m.asJSON = fs.Bool("json", false, "print the report as JSON")
+	m.chart = fs.String("chart", "", "write a PNG chart of latency percentiles against offered load")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the full-load phase")
 	fs.StringVar(&c.MemProfile, "memprofile", "", "write an allocation profile after the full-load phase")
 	fs.StringVar(&c.MutexProfile, "mutexprofile", "", "write a mutex profile of the full-load phase")
 	fs.StringVar(&c.BlockProfile, "blockprofile", "", "write a block profile of the full-load phase")
 	fs.StringVar(&c.Trace, "trace", "", "write a runtime execution trace of the half-load phase (go tool trace)")
+	return m
+}
+
+// runBench runs the load harness (internal/bench): the whole pipeline in
+// this process, or running endpoints with --target.
+func runBench(ctx context.Context, _ Config, args []string) error {
+	d := bench.DefaultConfig()
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	c := d
+	m := newBenchFlags(fs, &c, d)
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
+	if err := m.apply(&c); err != nil {
+		return err
+	}
+	switch {
+	case *m.duration > 0:
+		return runBenchSoak(ctx, c, m)
+	case *m.replicas != "":
+		return runBenchReplicas(ctx, c, m)
+	case *m.bridgeKind != "":
+		return runBridgeBench(ctx, c, *m.bridgeKind, *m.rounds, !*m.coalesce, *m.peer != "" || *m.duration > 0 || *m.replicas != "", *m.asJSON)
+	case *m.peer != "":
+		return runBenchPeer(ctx, c, m)
+	}
+	return runBenchInProcess(ctx, c, *m.chart, *m.asJSON)
+}
+
+// apply completes c from the flags and refuses the combinations no mode
+// takes.
+func (m *benchFlags) apply(c *bench.Config) error {
 	var err error
-	if c.Sweep, err = parseFloats("sweep", *sweep); err != nil {
+	if c.Sweep, err = parseFloats("sweep", *m.sweep); err != nil {
 		return err
 	}
-	if c.Rates, err = parseFloats("rates", *rates); err != nil {
+	if c.Rates, err = parseFloats("rates", *m.rates); err != nil {
 		return err
 	}
-	c.Header = http.Header(headers)
+	c.Header = http.Header(m.headers)
 	if c.Target == "" {
 		gcDefault() // the pipeline and its NATS server run in this process, as under e2a dev
 	}
-	if !*asJSON {
+	if !*m.asJSON {
 		c.Progress = func(s string) { fmt.Fprintln(os.Stderr, "bench:", s) }
 	}
-	if c.WarmMemoryMiB != 0 && (*duration > 0 || *replicas != "") {
+	if c.WarmMemoryMiB != 0 && (*m.duration > 0 || *m.replicas != "") {
 		return errors.New("bench --warm-mib applies to the in-process bench and --peer, not to --duration or --replicas")
 	}
-	if c.Trace != "" && (*duration > 0 || *replicas != "" || *peer != "" || *bridgeKind != "") {
+	if c.Trace != "" && (*m.duration > 0 || *m.replicas != "" || *m.peer != "" || *m.bridgeKind != "") {
 		return errors.New("bench --trace traces the half-load phase of the in-process or --target bench, not --duration, --replicas, --peer or --bridge")
 	}
-	if *retention != 0 && *duration == 0 {
+	if *m.retention != 0 && *m.duration == 0 {
 		return errors.New("bench --retention applies to the soak (--duration)")
 	}
-	if *duration > 0 {
-		sr, err := bench.RunSoak(ctx, bench.SoakConfig{Duration: *duration, Interval: *interval, Rate: *rate,
-			Protocol: c.Protocol, Console: c.Console, TCP: c.TCP, Frames: c.Frames, FrameBytes: c.FrameBytes, Timeout: c.Timeout, Progress: c.Progress,
-			Retention: *retention})
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			e := json.NewEncoder(os.Stdout)
-			e.SetIndent("", "  ")
-			return e.Encode(sr)
-		}
-		_, err = fmt.Fprint(os.Stdout, sr.Text())
+	return nil
+}
+
+// runBenchSoak runs e2a bench --duration and prints its report.
+func runBenchSoak(ctx context.Context, c bench.Config, m *benchFlags) error {
+	sr, err := bench.RunSoak(ctx, bench.SoakConfig{Duration: *m.duration, Interval: *m.interval, Rate: *m.rate,
+		Protocol: c.Protocol, Console: c.Console, TCP: c.TCP, Frames: c.Frames, FrameBytes: c.FrameBytes, Timeout: c.Timeout, Progress: c.Progress,
+		Retention: *m.retention})
+	if err != nil {
 		return err
 	}
-	if *replicas != "" {
-		if c.Target != "" || *peer != "" || *duration > 0 {
-			return errors.New("bench --replicas starts its own processes: no --target, --peer or --duration")
-		}
-		ns, err := parseInts(*replicas)
-		if err != nil {
-			return fmt.Errorf("bench --replicas: %w", err)
-		}
-		rr, err := bench.RunReplicas(ctx, bench.ReplicasConfig{Bench: c, Replicas: ns})
-		if rr != nil && len(rr.Rows) > 0 {
-			if *asJSON {
-				_ = rr.WriteJSON(os.Stdout)
-			} else {
-				_ = rr.WriteText(os.Stdout)
-			}
-		}
-		return err
+	if *m.asJSON {
+		e := json.NewEncoder(os.Stdout)
+		e.SetIndent("", "  ")
+		return e.Encode(sr)
 	}
-	if *bridgeKind != "" {
-		return runBridgeBench(ctx, c, *bridgeKind, *rounds, !*coalesce, *peer != "" || *duration > 0 || *replicas != "", *asJSON)
+	_, err = fmt.Fprint(os.Stdout, sr.Text())
+	return err
+}
+
+// runBenchReplicas runs e2a bench --replicas and prints its report.
+func runBenchReplicas(ctx context.Context, c bench.Config, m *benchFlags) error {
+	if c.Target != "" || *m.peer != "" || *m.duration > 0 {
+		return errors.New("bench --replicas starts its own processes: no --target, --peer or --duration")
 	}
-	if *peer != "" {
-		if *peer != bench.PeerA2AGo {
-			return fmt.Errorf("bench --peer %q: the reference servers are: %s", *peer, bench.PeerA2AGo)
-		}
-		if c.Target != "" {
-			return errors.New("bench --peer runs the pipeline in process: no --target")
-		}
-		prep, err := bench.RunPeer(ctx, bench.PeerConfig{Bench: c, Rounds: *rounds, PeerBin: *peerBin})
-		if prep != nil {
-			if *asJSON {
-				_ = prep.WriteJSON(os.Stdout)
-			} else {
-				_ = prep.WriteText(os.Stdout)
-			}
-		}
-		return err
+	ns, err := parseInts(*m.replicas)
+	if err != nil {
+		return fmt.Errorf("bench --replicas: %w", err)
 	}
+	rr, err := bench.RunReplicas(ctx, bench.ReplicasConfig{Bench: c, Replicas: ns})
+	if rr != nil && len(rr.Rows) > 0 {
+		if *m.asJSON {
+			_ = rr.WriteJSON(os.Stdout)
+		} else {
+			_ = rr.WriteText(os.Stdout)
+		}
+	}
+	return err
+}
+
+// runBenchPeer runs e2a bench --peer and prints its report.
+func runBenchPeer(ctx context.Context, c bench.Config, m *benchFlags) error {
+	if *m.peer != bench.PeerA2AGo {
+		return fmt.Errorf("bench --peer %q: the reference servers are: %s", *m.peer, bench.PeerA2AGo)
+	}
+	if c.Target != "" {
+		return errors.New("bench --peer runs the pipeline in process: no --target")
+	}
+	prep, err := bench.RunPeer(ctx, bench.PeerConfig{Bench: c, Rounds: *m.rounds, PeerBin: *m.peerBin})
+	if prep != nil {
+		if *m.asJSON {
+			_ = prep.WriteJSON(os.Stdout)
+		} else {
+			_ = prep.WriteText(os.Stdout)
+		}
+	}
+	return err
+}
+
+// runBenchInProcess runs the in-process (or --target) bench, writes its
+// chart when asked, and prints its report.
+func runBenchInProcess(ctx context.Context, c bench.Config, chart string, asJSON bool) error {
 	rep, err := bench.Run(ctx, c)
 	if err != nil {
 		return err
 	}
-	if *chart != "" {
-		f, err := os.Create(*chart)
+	if chart != "" {
+		f, err := os.Create(chart)
 		if err != nil {
 			return err
 		}
@@ -162,7 +208,7 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 			return err
 		}
 	}
-	if *asJSON {
+	if asJSON {
 		return rep.WriteJSON(os.Stdout)
 	}
 	return rep.WriteText(os.Stdout)
