@@ -57,10 +57,13 @@ func (c *Recorder) Forget() {
 	}
 }
 
-// WaitUpdate waits for an update of session id.
+// WaitUpdate waits for an update of session id, up to 30 s (the bound
+// only decides when a missing update fails the test: 10 s was once too
+// short for a prompt queued behind a cancelled turn at a load of 10 on 2
+// cores).
 func (c *Recorder) WaitUpdate(t testing.TB, id acp.SessionId) {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(30 * time.Second)
 	for {
 		select {
 		case s := <-c.seen:
