@@ -16,6 +16,8 @@ import (
 // Delivery is one POST a Receiver got, its body decoded.
 type Delivery struct {
 	Path string
+	// Remote is the sender's address (host:port of its connection).
+	Remote string
 	// Token is the notification token of either generation's header.
 	Token, Auth, EventID, Signature string
 	Body                            []byte
@@ -31,9 +33,18 @@ type Delivery struct {
 // order (answered 200).
 type Receiver struct {
 	// URL is the server's base URL.
-	URL string
-	mu  sync.Mutex
-	got []Delivery
+	URL  string
+	mu   sync.Mutex
+	got  []Delivery
+	hold *hold
+}
+
+// hold is a POST a Receiver is to hold (Hold).
+type hold struct {
+	path    string
+	taken   bool
+	held    chan Delivery
+	release chan struct{}
 }
 
 // NewReceiver starts a Receiver, closed with the test.
@@ -47,13 +58,36 @@ func NewReceiver(t testing.TB) *Receiver {
 		d.Token = req.Header.Get(push.HeaderTokenV1) + req.Header.Get(push.HeaderTokenV03)
 		d.Auth, d.EventID = req.Header.Get("Authorization"), req.Header.Get(push.HeaderEventID)
 		d.Signature = req.Header.Get(push.HeaderSignature)
+		d.Remote = req.RemoteAddr
 		r.mu.Lock()
+		if h := r.hold; h != nil && !h.taken && h.path == d.Path {
+			h.taken = true
+			r.mu.Unlock()
+			h.held <- d
+			<-h.release
+			r.mu.Lock()
+		}
 		r.got = append(r.got, d)
 		r.mu.Unlock()
 	}))
 	t.Cleanup(srv.Close)
 	r.URL = srv.URL
 	return r
+}
+
+// Hold makes the next POST to path wait, before it is recorded, until
+// release is called (or the test ends); held gets that POST when it
+// arrives. Release records it then, as a receiver that processed it
+// would, whether or not its sender is still there to get the answer.
+func (r *Receiver) Hold(t testing.TB, path string) (held <-chan Delivery, release func()) {
+	h := &hold{path: path, held: make(chan Delivery, 1), release: make(chan struct{})}
+	r.mu.Lock()
+	r.hold = h
+	r.mu.Unlock()
+	var once sync.Once
+	release = func() { once.Do(func() { close(h.release) }) }
+	t.Cleanup(release)
+	return h.held, release
 }
 
 // All returns every delivery so far.
