@@ -40,6 +40,14 @@ func storeOld(t *testing.T, js jetstream.JetStream, n int, id func(i int) string
 	defer cancel()
 	const chunk = 20_000
 	var stored uint64
+	var block []*nats.Msg
+	complete := func() {
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-ctx.Done():
+			t.Fatal("publishes not acknowledged")
+		}
+	}
 	for from := 0; from < n; from += chunk {
 		for i := from; i < min(n, from+chunk); i++ {
 			rid := id(i)
@@ -54,18 +62,26 @@ func storeOld(t *testing.T, js jetstream.JetStream, n int, id func(i int) string
 			if _, err := js.PublishAsync(rsubj, env); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := js.PublishMsgAsync(f); err != nil {
-				t.Fatal(err)
-			}
+			block = append(block, f)
 			if i%1000 == 999 || i == n-1 {
-				select {
-				case <-js.PublishAsyncComplete():
-				case <-ctx.Done():
-					t.Fatal("publishes not acknowledged")
+				// A block's frames follow its requests' copies in
+				// E2A_AUDIT, as a request's answer follows the request:
+				// the two sources' copies are not ordered otherwise, and
+				// a burst lets one trail the other by more than the
+				// test's 20 ms margin.
+				complete()
+				stored += uint64(len(block))
+				waitAuditCtx(t, ctx, js, stored)
+				for _, f := range block {
+					if _, err := js.PublishMsgAsync(f); err != nil {
+						t.Fatal(err)
+					}
 				}
+				complete()
+				stored += uint64(len(block))
+				block = block[:0]
 			}
 		}
-		stored += 2 * uint64(min(n, from+chunk)-from)
 		waitAuditCtx(t, ctx, js, stored)
 		for _, name := range []string{streams.RequestsStream, streams.ResponsesStream} {
 			s, err := js.Stream(ctx, name)
@@ -169,5 +185,50 @@ func TestReplayOldRequestByIDTime(t *testing.T) {
 		if read[name]*4 > scan {
 			t.Errorf("%s: %d messages read, the scan %d", name, read[name], scan)
 		}
+	}
+}
+
+// TestReplayFramesBeforeTheirRequest: E2A_AUDIT copies the requests and
+// the frames from two sources, not ordered with each other, so a
+// request's frames may be stored before its own copy, by more than the
+// clock margin when one source trails. The replay still finds them (from
+// the scan's start), instead of calling the request one without frames.
+func TestReplayFramesBeforeTheirRequest(t *testing.T) {
+	js, nc := server(t)
+	ctx := t.Context()
+	a, err := audit.New(nc, audit.WithClockMargin(time.Nanosecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rid := uuid.Must(uuid.NewV7()).String()
+	fsubj, _ := subjects.Response(rid)
+	f := nats.NewMsg(fsubj)
+	f.Data = natstest.Frame(rid, 0, true)
+	f.Header.Set(subjects.HeaderRequestID, rid)
+	f.Header.Set(subjects.HeaderSequence, "0")
+	if _, err := js.PublishMsg(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	waitAuditCtx(t, ctx, js, 1)
+	env, _ := json.Marshal(&e2a.Envelope{ProtocolVersion: e2a.ProtocolVersion, RequestID: rid, Method: "chat.send",
+		UserID: "alice", Params: map[string]any{"text": "frames first"}})
+	rsubj, _ := subjects.Request("demo", rid)
+	if _, err := js.Publish(ctx, rsubj, env); err != nil {
+		t.Fatal(err)
+	}
+	waitAuditCtx(t, ctx, js, 2)
+	for _, name := range []string{streams.RequestsStream, streams.ResponsesStream} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Purge(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, st := collect(t, a, audit.Query{RequestIDs: []string{rid}})
+	sum := summaries(recs)[rid]
+	if st.Requests != 1 || sum == nil || sum.State != audit.StateComplete || !sum.RequestFound || !sum.OK() {
+		t.Fatalf("%+v %+v", st, sum)
 	}
 }

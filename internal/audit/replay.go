@@ -298,7 +298,15 @@ func (a *Auditor) auditFramesOf(ctx context.Context, rc *replayCtx, id string, r
 	if err != nil {
 		return nil, err
 	}
-	return a.auditFrames(ctx, rc.audit, id, max(from, at))
+	frames, err := a.auditFrames(ctx, rc.audit, id, max(from, at))
+	if err != nil || at <= from || len(frames) > 0 && !needAudit(&found{req: req, frames: frames}) {
+		return frames, err
+	}
+	// The two sources' copies are not ordered: when one trailed the other
+	// by more than the margin, the frames' copies precede the window. Read
+	// them from from (the scan's start): slower, never "no frames" for a
+	// request whose frames are stored.
+	return a.auditFrames(ctx, rc.audit, id, from)
 }
 
 // auditRequestHinted is auditRequest from the time in id (hintSince),
