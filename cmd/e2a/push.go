@@ -36,6 +36,8 @@ Without --principal both act on every principal's updates.`,
                             private or loopback addresses (e2a dev adds localhost, 127.0.0.1 and [::1])
   E2A_PUSH_RETRY_WINDOW     how long an update is retried before it is dead-lettered (default 24h)
   E2A_PUSH_TIMEOUT          one delivery's timeout (default 10s)
+  E2A_PUSH_ACK_WAIT         how soon a killed replica's updates go to another (default 1m, 1s..10m; a live
+                            replica extends it every third of it while it delivers)
   E2A_PUSH_SIGNING_KEY      file of an Ed25519 private key (PKCS #8 PEM): every delivery is signed (E2A-Signature,
                             detached JWS); e2a serve and e2a dev serve the public key at /.well-known/jwks.json
 `}
@@ -46,6 +48,7 @@ type pushEnv struct {
 	AllowHosts  string        `envconfig:"PUSH_ALLOW_HOSTS"`
 	RetryWindow time.Duration `envconfig:"PUSH_RETRY_WINDOW" default:"24h"`
 	Timeout     time.Duration `envconfig:"PUSH_TIMEOUT" default:"10s"`
+	AckWait     time.Duration `envconfig:"PUSH_ACK_WAIT" default:"1m"`
 	SigningKey  string        `envconfig:"PUSH_SIGNING_KEY"`
 }
 
@@ -86,7 +89,7 @@ func pushOptions(cfg Config, dev bool, reg prometheus.Registerer, log *slog.Logg
 		return pe, nil, fmt.Errorf("config: E2A_PUSH=%q (on, api or off)", pe.Push)
 	}
 	opts := []push.Option{push.WithStreamsConfig(cfg.StreamsConfig()), push.WithRetryWindow(pe.RetryWindow),
-		push.WithTimeout(pe.Timeout)}
+		push.WithTimeout(pe.Timeout), push.WithAckWait(pe.AckWait)}
 	if pe.AllowHosts != "" {
 		opts = append(opts, push.WithAllowHosts(pe.AllowHosts))
 	}

@@ -55,7 +55,7 @@ func TestPushKilledMidDelivery(t *testing.T) {
 		return m != nil
 	})
 	waitPoolLive(t, dev.url, "demo")
-	env := []string{"E2A_NATS_URL=" + natsURL, "E2A_PUSH_ALLOW_HOSTS=127.0.0.1", "E2A_LOG_LEVEL=info"}
+	env := []string{"E2A_NATS_URL=" + natsURL, "E2A_PUSH_ALLOW_HOSTS=127.0.0.1", "E2A_LOG_LEVEL=info", "E2A_PUSH_ACK_WAIT=3s"}
 	stages := []*e2aProc{startE2A(t, pushStageAddr, env, "push"), startE2A(t, pushStageAddr, env, "push")}
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
