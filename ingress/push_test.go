@@ -6,29 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
-	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
-	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/pushtest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
-	"github.com/e2a-pipeline/pipeline/push"
 )
 
 // startPushPipeline is a pipeline (API-key auth for alice and bob, the
@@ -36,44 +29,10 @@ import (
 // push stage runs, loopback allow-listed.
 func startPushPipeline(t *testing.T) *pipeline {
 	t.Helper()
-	_, nc := natstest.RunServer(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	store, err := push.NewStore(ctx, nc, push.WithAllowHosts("127.0.0.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	eg, err := egress.New(nc, egress.WithRegisterer(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := ingress.New(nc, eg, ingress.WithRegisterer(reg), ingress.WithAuth(aliceAndBob(t)),
-		ingress.WithPushStore(store), ingress.WithA2AGRPCAddress(ln.Addr().String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := in.A2AGRPC()
-	go func() { _ = gs.Serve(ln) }()
-	t.Cleanup(gs.Stop)
-	mux := http.NewServeMux()
-	in.Register(mux)
-	eg.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	wg.Add(2)
-	go func() { defer wg.Done(); _ = agent.Run(ctx, nc, "demo", demo.New(), agent.WithMetrics(reg)) }()
-	go func() { defer wg.Done(); _ = push.Run(ctx, nc, push.WithAllowHosts("127.0.0.1")) }()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &pipeline{url: srv.URL, nc: nc, js: js, in: in}
+	p := pipetest.Start(t, pipetest.WithGRPC(), pipetest.WithPush("127.0.0.1"),
+		pipetest.WithIngress(ingress.WithAuth(aliceAndBob(t))))
+	p.Pool("demo", demo.New(), agent.WithMetrics(p.Registry))
+	return &pipeline{url: p.URL, nc: p.NC, js: p.JS, in: p.Ingress}
 }
 
 // keyTransport sends an API key on every request.

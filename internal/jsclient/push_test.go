@@ -3,23 +3,14 @@ package jsclient
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
-	"github.com/e2a-pipeline/pipeline/egress"
-	"github.com/e2a-pipeline/pipeline/ingress"
-	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/pushtest"
-	"github.com/e2a-pipeline/pipeline/push"
 )
 
 // pushSummary is what client.mjs push prints.
@@ -35,32 +26,9 @@ type pushSummary struct {
 // (loopback allow-listed).
 func pushPipeline(t *testing.T) string {
 	t.Helper()
-	_, nc := natstest.RunServer(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	store, err := push.NewStore(ctx, nc, push.WithAllowHosts("127.0.0.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	eg, err := egress.New(nc, egress.WithRegisterer(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := ingress.New(nc, eg, ingress.WithRegisterer(reg), ingress.WithPushStore(store))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	in.Register(mux)
-	eg.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	wg.Add(2)
-	go func() { defer wg.Done(); _ = agent.Run(ctx, nc, demo.Pool, demo.New()) }()
-	go func() { defer wg.Done(); _ = push.Run(ctx, nc, push.WithAllowHosts("127.0.0.1")) }()
-	return srv.URL
+	p := pipetest.Start(t, pipetest.WithPush("127.0.0.1"))
+	p.Pool(demo.Pool, demo.New())
+	return p.URL
 }
 
 // TestA2AJavaScriptPush: @a2a-js/sdk 1.3.0's client over JSON-RPC sends

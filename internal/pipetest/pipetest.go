@@ -20,6 +20,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/protocols"
+	"github.com/e2a-pipeline/pipeline/push"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -36,9 +37,11 @@ type Pipeline struct {
 }
 
 type options struct {
-	grpc    bool
-	ingress []ingress.Option
-	nc      *nats.Conn
+	grpc      bool
+	ingress   []ingress.Option
+	nc        *nats.Conn
+	push      bool
+	pushHosts []string
 }
 
 // Option configures Start.
@@ -50,6 +53,13 @@ func WithGRPC() Option { return func(o *options) { o.grpc = true } }
 // WithIngress adds ingress options (auth, limits).
 func WithIngress(opts ...ingress.Option) Option {
 	return func(o *options) { o.ingress = append(o.ingress, opts...) }
+}
+
+// WithPush keeps push configs (ingress.WithPushStore) and runs the push
+// stage beside the pipeline until the test ends; hosts are allow-listed
+// for webhooks (push.WithAllowHosts: a test's receiver on loopback).
+func WithPush(hosts ...string) Option {
+	return func(o *options) { o.push, o.pushHosts = true, hosts }
 }
 
 // WithConn uses an existing connection (a server the test started)
@@ -72,7 +82,12 @@ func Start(t testing.TB, opts ...Option) *Pipeline {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	inOpts := append([]ingress.Option{ingress.WithRegisterer(reg)}, o.ingress...)
+	if o.push {
+		inOpts = append(inOpts, ingress.WithPushStore(startPush(t, ctx, nc, o.pushHosts)))
+	}
 	var grpcLn net.Listener
 	if o.grpc {
 		if grpcLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
@@ -89,8 +104,6 @@ func Start(t testing.TB, opts ...Option) *Pipeline {
 	eg.Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	p := &Pipeline{URL: srv.URL, NC: nc, JS: natstest.JetStream(t, nc), Ingress: in, Registry: reg, ctx: ctx, t: t}
 	if grpcLn != nil {
 		gs := in.A2AGRPC()
@@ -105,6 +118,26 @@ func Start(t testing.TB, opts ...Option) *Pipeline {
 		p.GRPCAddr = grpcLn.Addr().String()
 	}
 	return p
+}
+
+// startPush opens the push config store and runs the push stage until
+// ctx ends (the test's cleanup waits for it).
+func startPush(t testing.TB, ctx context.Context, nc *nats.Conn, hosts []string) *push.Store {
+	t.Helper()
+	store, err := push.NewStore(ctx, nc, push.WithAllowHosts(hosts...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- push.Run(ctx, nc, push.WithAllowHosts(hosts...)) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("push stage: %v", err)
+		}
+	})
+	return store
 }
 
 // Pool serves pool with h until the test ends (or the returned stop is
