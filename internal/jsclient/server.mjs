@@ -1,16 +1,27 @@
 // An A2A agent served by the official JavaScript SDK (@a2a-js/sdk 1.3.0's
-// DefaultRequestHandler and JsonRpcTransportHandler, over node:http: the
-// SDK's express glue needs express, which the lockfile does not pin), for
-// the A2A bridge's tests. Started by internal/jsupstream:
+// DefaultRequestHandler and its transports), for the A2A bridge's tests.
+// Started by internal/jsupstream:
 //
-//   node server.mjs [--v03] [--no-streaming] [--bearer TOKEN] [--slow-ms N]
+//   node server.mjs [--binding jsonrpc|rest|grpc] [--v03] [--no-streaming]
+//                   [--bearer TOKEN] [--slow-ms N] [--slow-chunks N]
 //
 // It listens on a free loopback port and prints one line,
-// {"url": "http://127.0.0.1:PORT"}; the agent card is at
-// /.well-known/agent-card.json, JSON-RPC at /a2a/jsonrpc (A2A v1.0, or
-// v0.3 with --v03 through the SDK's LegacyJsonRpcTransportHandler and a
-// v0.3 card). GET /_fixture/record answers what the server received:
-// {calls, executions, cancels}.
+// {"url": "http://127.0.0.1:PORT", "interface": "..."}; the agent card is
+// at /.well-known/agent-card.json and declares one interface, the
+// binding's, as the SDK's multi-transport sample does:
+//   - jsonrpc (default): JSON-RPC at /a2a/jsonrpc, through the SDK's
+//     JsonRpcTransportHandler (v1.0) or LegacyJsonRpcTransportHandler
+//     (v0.3, with --v03 and a v0.3 card) on node:http;
+//   - rest: HTTP+JSON under /a2a/rest, the SDK's express restHandler (with
+//     legacyCompat for --v03: v0.3's /v1/... routes);
+//   - grpc: gRPC on a second loopback port ("127.0.0.1:PORT" in the card),
+//     the SDK's grpcService (legacyGrpcService for --v03) on @grpc/grpc-js.
+// GET /_fixture/record answers what the server received:
+// {calls, executions, cancels}. JSON-RPC calls are recorded as they
+// arrive, under the request's method; HTTP+JSON and gRPC calls at the
+// request handler, under their v1.0 method names (SendMessage,
+// SendStreamingMessage, GetTask, CancelTask, SubscribeToTask ...), a call
+// refused for want of the bearer token at the transport.
 //
 // The scenarios and their content are internal/a2aupstream's (content.go):
 // the message's first text part chooses by its prefix.
@@ -31,7 +42,14 @@ const STREAMING = !flag('--no-streaming');
 const BEARER = value('--bearer', '');
 const SLOW_MS = Number(value('--slow-ms', '50'));
 const SLOW_CHUNKS = Number(value('--slow-chunks', '1200'));
+const BINDING = value('--binding', 'jsonrpc');
 const RPC_PATH = '/a2a/jsonrpc';
+const REST_PATH = '/a2a/rest';
+const BINDINGS = { jsonrpc: 'JSONRPC', rest: 'HTTP+JSON', grpc: 'GRPC' };
+if (!BINDINGS[BINDING]) {
+  process.stderr.write('server.mjs: --binding ' + BINDING + ': want jsonrpc, rest or grpc\n');
+  process.exit(2);
+}
 
 const record = { calls: [], executions: [], cancels: [] };
 
@@ -173,12 +191,13 @@ class Executor {
 
 // The card, in v1.0 form (served as v0.3 with --v03), as proto JSON.
 let base = '';
+let iface = ''; // the binding's URL: base + RPC_PATH, base + REST_PATH, or the gRPC host:port
 function cardJSON() {
   const c = {
     name: 'jsupstream',
     description: 'Test agent on @a2a-js/sdk: stream, tool, ask, auth, fail, slow, message, file, echo scenarios',
     version: '1.0.0',
-    supportedInterfaces: [{ url: base + RPC_PATH, protocolBinding: 'JSONRPC', protocolVersion: V03 ? '0.3' : '1.0' }],
+    supportedInterfaces: [{ url: iface, protocolBinding: BINDINGS[BINDING], protocolVersion: V03 ? '0.3' : '1.0' }],
     capabilities: { streaming: STREAMING },
     defaultInputModes: ['text/plain'],
     defaultOutputModes: ['text/plain', 'application/json'],
@@ -195,7 +214,7 @@ function v03Card() {
   const c = cardJSON();
   const out = {
     name: c.name, description: c.description, version: c.version,
-    url: base + RPC_PATH, preferredTransport: 'JSONRPC', protocolVersion: '0.3.0',
+    url: iface, preferredTransport: BINDINGS[BINDING], protocolVersion: '0.3.0',
     capabilities: { streaming: STREAMING }, defaultInputModes: c.defaultInputModes, defaultOutputModes: c.defaultOutputModes,
     skills: c.skills.map(({ id, name, description, tags, examples }) => ({ id, name, description, tags, examples })),
   };
@@ -269,6 +288,81 @@ async function serveRPC(req, res, handlers) {
 
 let handlers; // set once the port, so the card's URL, is known
 
+// HTTP+JSON and gRPC: the SDK's own transports over the request handler,
+// which records each call it is given (recording); a call without the
+// bearer token is refused by the transport's gate before the SDK sees it.
+const v1Methods = {
+  sendMessage: 'SendMessage', sendMessageStream: 'SendStreamingMessage', getTask: 'GetTask', listTasks: 'ListTasks',
+  cancelTask: 'CancelTask', resubscribe: 'SubscribeToTask', getAuthenticatedExtendedAgentCard: 'GetExtendedAgentCard',
+  createTaskPushNotificationConfig: 'CreateTaskPushNotificationConfig', getTaskPushNotificationConfig: 'GetTaskPushNotificationConfig',
+  listTaskPushNotificationConfigs: 'ListTaskPushNotificationConfigs', deleteTaskPushNotificationConfig: 'DeleteTaskPushNotificationConfig',
+};
+
+function recording(request) {
+  return new Proxy(request, {
+    get(target, prop) {
+      const v = Reflect.get(target, prop, target);
+      if (typeof v !== 'function') return v;
+      if (!Object.hasOwn(v1Methods, prop)) return v.bind(target);
+      return (params, context) => {
+        const m = params?.message;
+        const headers = { ...(context?.state?.get('headers') ?? {}) };
+        record.calls.push({
+          method: v1Methods[prop], taskId: m?.taskId || params?.id || params?.taskId || '', contextId: m?.contextId ?? '',
+          text: firstText(m), headers, refused: false,
+        });
+        return v.call(target, params, context);
+      };
+    },
+  });
+}
+
+const authorized = (value) => !BEARER || value === 'Bearer ' + BEARER;
+const refuse = (method, headers) => record.calls.push({ method, taskId: '', contextId: '', text: '', headers, refused: true });
+
+async function restApp(requestHandler) {
+  const express = (await import('express')).default;
+  const { restHandler, UserBuilder } = await import('@a2a-js/sdk/server/express');
+  const app = express();
+  app.use(REST_PATH, (req, res, next) => {
+    if (authorized(req.headers.authorization)) return next();
+    refuse(req.method + ' ' + req.path, { ...req.headers });
+    res.status(401).set('WWW-Authenticate', 'Bearer').json({ error: 'unauthenticated' });
+  });
+  app.use(REST_PATH, restHandler({ requestHandler, userBuilder: UserBuilder.noAuthentication, legacyCompat: V03 ? { enabled: true } : undefined }));
+  return app;
+}
+
+function bindGRPC(server) {
+  return import('@grpc/grpc-js').then(
+    (grpc) =>
+      new Promise((resolve, reject) =>
+        server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port)))),
+  );
+}
+
+async function serveGRPC(server, requestHandler) {
+  const grpc = await import('@grpc/grpc-js');
+  const v1 = await import('@a2a-js/sdk/server/grpc');
+  const legacy = await import('@a2a-js/sdk/compat/v0_3/server/grpc');
+  const opts = { requestHandler, userBuilder: v1.UserBuilder.noAuthentication };
+  const impl = V03 ? legacy.legacyGrpcService(opts) : v1.grpcService(opts);
+  const gated = {};
+  for (const [name, fn] of Object.entries(impl)) {
+    gated[name] = (call, callback) => {
+      const md = call.metadata.getMap();
+      if (authorized(String(md.authorization ?? ''))) return fn(call, callback);
+      const headers = {};
+      for (const [k, v] of Object.entries(md)) headers[k] = v.toString();
+      refuse(name, headers);
+      const err = { code: grpc.status.UNAUTHENTICATED, details: 'unauthenticated' };
+      if (callback) callback(err);
+      else call.emit('error', err);
+    };
+  }
+  server.addService(V03 ? legacy.LegacyA2AService : v1.A2AService, gated);
+}
+
 const srv = http.createServer((req, res) => {
   const path = req.url.split('?')[0];
   if (req.method === 'GET' && path === '/.well-known/agent-card.json') {
@@ -277,7 +371,9 @@ const srv = http.createServer((req, res) => {
   } else if (req.method === 'GET' && path === '/_fixture/record') {
     res.writeHead(200, { 'Content-Type': 'application/json' });
     res.end(JSON.stringify(record));
-  } else if (req.method === 'POST' && path === RPC_PATH) {
+  } else if (BINDING === 'rest' && (path === REST_PATH || path.startsWith(REST_PATH + '/'))) {
+    handlers.rest(req, res);
+  } else if (BINDING === 'jsonrpc' && req.method === 'POST' && path === RPC_PATH) {
     serveRPC(req, res, handlers).catch((err) => {
       if (!res.headersSent) res.writeHead(500);
       res.end(String(err));
@@ -288,12 +384,21 @@ const srv = http.createServer((req, res) => {
   }
 });
 
-srv.listen(0, '127.0.0.1', () => {
+srv.listen(0, '127.0.0.1', async () => {
   base = 'http://127.0.0.1:' + srv.address().port;
+  iface = base + RPC_PATH;
+  let grpcServer;
+  if (BINDING === 'rest') iface = base + REST_PATH;
+  if (BINDING === 'grpc') {
+    grpcServer = new (await import('@grpc/grpc-js')).Server();
+    iface = '127.0.0.1:' + (await bindGRPC(grpcServer));
+  }
   const card = AgentCard.fromJSON(cardJSON());
   const request = new DefaultRequestHandler(card, new InMemoryTaskStore(), new Executor());
   handlers = { card, request, rpc: new JsonRpcTransportHandler(request), legacy: new compat.LegacyJsonRpcTransportHandler(request) };
-  process.stdout.write(JSON.stringify({ url: base }) + '\n');
+  if (BINDING === 'rest') handlers.rest = await restApp(recording(request));
+  if (BINDING === 'grpc') await serveGRPC(grpcServer, recording(request));
+  process.stdout.write(JSON.stringify({ url: base, interface: iface }) + '\n');
 });
 
 process.on('SIGTERM', () => process.exit(0));

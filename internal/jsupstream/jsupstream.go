@@ -18,12 +18,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // Options choose what one Server is.
 type Options struct {
-	V03          bool          // A2A v0.3 (JSON-RPC, v0.3 card) instead of v1.0
+	// Binding is the one interface the card declares and the server
+	// serves: a2a.TransportProtocolJSONRPC (the default when empty),
+	// a2a.TransportProtocolHTTPJSON or a2a.TransportProtocolGRPC.
+	Binding      a2a.TransportProtocol
+	V03          bool          // A2A v0.3 (the SDK's compat layer, a v0.3 card) instead of v1.0
 	NoStreaming  bool          // capabilities.streaming false; streaming calls refused
 	Bearer       string        // a token every A2A call must carry (else HTTP 401)
 	SlowInterval time.Duration // between "slow:" chunks (default 50 ms)
@@ -33,13 +39,17 @@ type Options struct {
 // Server is one running server.mjs.
 type Server struct {
 	base   string
+	iface  string
 	cmd    *exec.Cmd
 	cancel context.CancelFunc
 	stderr *testkit.Buffer
 	done   chan struct{}
 }
 
-// Call is one JSON-RPC call the server received.
+// Call is one call the server received: over JSON-RPC under the request's
+// method (v1.0's or v0.3's), over HTTP+JSON and gRPC under its v1.0 method
+// name as the SDK's request handler got it (a call refused for want of the
+// bearer token: the HTTP method and path, or the gRPC method).
 type Call struct {
 	Method    string         `json:"method"`
 	TaskID    string         `json:"taskId"`
@@ -89,11 +99,23 @@ func Dir() string {
 
 var installMu sync.Mutex
 
-// install runs npm ci in dir when the pinned SDK is not installed.
+// installed are the packages server.mjs loads: the SDK and the peers its
+// HTTP+JSON (express) and gRPC (@grpc/grpc-js, @bufbuild/protobuf)
+// transports need.
+var installed = []string{"@a2a-js/sdk", "a2a-js-sdk-03", "express", "@grpc/grpc-js", "@bufbuild/protobuf"}
+
+// install runs npm ci in dir when one of the pinned packages is not
+// installed (a node_modules from before the lockfile pinned it).
 func install(dir string) error {
 	installMu.Lock()
 	defer installMu.Unlock()
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@a2a-js", "sdk", "package.json")); err == nil {
+	missing := false
+	for _, p := range installed {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", filepath.FromSlash(p), "package.json")); err != nil {
+			missing = true
+		}
+	}
+	if !missing {
 		return nil
 	}
 	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
@@ -108,7 +130,17 @@ func (o Options) args() ([]string, error) {
 	if o.SlowInterval < 0 || o.SlowChunks < 0 {
 		return nil, fmt.Errorf("%w: negative slow interval or chunk count", ErrInvalidOption)
 	}
+
 	args := []string{"server.mjs"}
+	switch o.Binding {
+	case "", a2a.TransportProtocolJSONRPC:
+	case a2a.TransportProtocolHTTPJSON:
+		args = append(args, "--binding", "rest")
+	case a2a.TransportProtocolGRPC:
+		args = append(args, "--binding", "grpc")
+	default:
+		return nil, fmt.Errorf("%w: binding %q", ErrInvalidOption, o.Binding)
+	}
 	if o.V03 {
 		args = append(args, "--v03")
 	}
@@ -179,11 +211,11 @@ func (s *Server) readURL(out io.Reader) error {
 	case <-time.After(time.Minute):
 		return fmt.Errorf("node server.mjs printed no URL in a minute: %s", s.stderr.String())
 	}
-	var v struct{ URL string }
-	if err := json.Unmarshal([]byte(l), &v); err != nil || !strings.HasPrefix(v.URL, "http://127.0.0.1:") {
+	var v struct{ URL, Interface string }
+	if err := json.Unmarshal([]byte(l), &v); err != nil || !strings.HasPrefix(v.URL, "http://127.0.0.1:") || v.Interface == "" {
 		return fmt.Errorf("node server.mjs printed %q (%v): %s", l, err, s.stderr.String())
 	}
-	s.base = v.URL
+	s.base, s.iface = v.URL, v.Interface
 	return nil
 }
 
@@ -199,8 +231,9 @@ func (s *Server) BaseURL() string { return s.base }
 // CardURL is the full URL of the agent card.
 func (s *Server) CardURL() string { return s.base + "/.well-known/agent-card.json" }
 
-// InterfaceURL is the JSON-RPC endpoint the card declares.
-func (s *Server) InterfaceURL() string { return s.base + "/a2a/jsonrpc" }
+// InterfaceURL is the one interface the card declares: the JSON-RPC or
+// HTTP+JSON endpoint's URL, or the gRPC server's host:port.
+func (s *Server) InterfaceURL() string { return s.iface }
 
 // Stderr is what the node process wrote to its standard error.
 func (s *Server) Stderr() string { return s.stderr.String() }

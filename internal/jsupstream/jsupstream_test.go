@@ -10,33 +10,48 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
-	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	grpcv1 "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	js "github.com/e2a-pipeline/pipeline/internal/jsupstream"
 )
 
-type variant struct{ v03, stream bool }
+type variant struct {
+	binding     a2a.TransportProtocol
+	v03, stream bool
+}
 
 func (v variant) String() string {
 	s := "v1.0"
 	if v.v03 {
 		s = "v0.3"
 	}
+	s += "/" + string(v.binding)
 	if !v.stream {
 		s += "/no-streaming"
 	}
 	return s
 }
 
-var variants = []variant{{false, true}, {false, false}, {true, true}, {true, false}}
+var (
+	jsonrpc   = a2a.TransportProtocolJSONRPC
+	httpjson  = a2a.TransportProtocolHTTPJSON
+	grpcproto = a2a.TransportProtocolGRPC
+	variants  = []variant{
+		{jsonrpc, false, true}, {jsonrpc, false, false}, {jsonrpc, true, true}, {jsonrpc, true, false},
+		{httpjson, false, true}, {httpjson, false, false},
+		{grpcproto, false, true}, {grpcproto, false, false},
+	}
+)
 
 // server starts one node server for the variant (startup is the slow
 // part: the tests share one per variant).
 func (v variant) server(t *testing.T) (*js.Server, *a2aclient.Client) {
 	t.Helper()
-	s := js.Start(t, js.Options{V03: v.v03, NoStreaming: !v.stream, SlowInterval: 5 * time.Millisecond})
-	return s, up.Connect(t, s.BaseURL(), v.v03, a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{}))
+	s := js.Start(t, js.Options{Binding: v.binding, V03: v.v03, NoStreaming: !v.stream, SlowInterval: 5 * time.Millisecond})
+	return s, up.Connect(t, s.BaseURL(), v.v03)
 }
 
 func record(t *testing.T, s *js.Server) js.Record {
@@ -48,8 +63,9 @@ func record(t *testing.T, s *js.Server) js.Record {
 	return r
 }
 
-// TestJSUpstream: @a2a-js/sdk's server, driven by a2a-go/v2's client from
-// its card, v1.0 and v0.3, with and without streaming: every single-turn
+// TestJSUpstream: @a2a-js/sdk's server on each of its three transports
+// (JSON-RPC, HTTP+JSON, gRPC), driven by a2a-go/v2's client from its card,
+// v1.0 and v0.3, with and without streaming: every single-turn
 // scenario's exact content (streamed event by event, and as SendMessage's
 // task), ask and auth continued on the same task, slow canceled.
 func TestJSUpstream(t *testing.T) {
@@ -99,16 +115,24 @@ func slow(t *testing.T, s *js.Server, c *a2aclient.Client, streaming bool) {
 // scheme and requirement as @a2a-js/sdk writes them (proto JSON:
 // "schemes": {"bearer": {}}), which a2a-go/v2 v2.4.0's card parser
 // refuses (it reads the scopes as a JSON array): a client of such an
-// agent must read its card tolerantly. A call without the token is
-// refused (HTTP 401) and recorded as refused; with it, served.
+// agent must read its card tolerantly. On each binding, a call without
+// the token is refused (HTTP 401, gRPC UNAUTHENTICATED) and recorded as
+// refused; with it, served.
 func TestJSBearer(t *testing.T) {
-	s := js.Start(t, js.Options{Bearer: "s3cret"})
+	for _, b := range []a2a.TransportProtocol{jsonrpc, httpjson, grpcproto} {
+		t.Run(string(b), func(t *testing.T) { bearer(t, b) })
+	}
+}
+
+func bearer(t *testing.T, b a2a.TransportProtocol) {
+	s := js.Start(t, js.Options{Binding: b, Bearer: "s3cret"})
 	ctx := context.Background()
 	_, err := agentcard.DefaultResolver.Resolve(ctx, s.BaseURL())
 	if err == nil || !strings.Contains(err.Error(), "securityRequirements") {
 		t.Errorf("a2a-go/v2 read the SDK's security requirements (%v): the interop gap this test documents is gone", err)
 	}
-	c, err := a2aclient.NewFromEndpoints(ctx, []*a2a.AgentInterface{a2a.NewAgentInterface(s.InterfaceURL(), a2a.TransportProtocolJSONRPC)})
+	c, err := a2aclient.NewFromEndpoints(ctx, []*a2a.AgentInterface{a2a.NewAgentInterface(s.InterfaceURL(), b)},
+		grpcv1.WithGRPCTransport(grpc.WithTransportCredentials(insecure.NewCredentials())))
 	if err != nil {
 		t.Fatal(err)
 	}
