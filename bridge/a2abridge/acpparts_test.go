@@ -40,6 +40,8 @@ func TestACPFiles(t *testing.T) {
 	for _, u := range []upstreamKind{
 		{"go-jsonrpc", goAgent(up.Options{Binding: up.JSONRPC})},
 		{"js", jsAgent(jsupstream.Options{})},
+		{"js-rest", jsAgent(jsupstream.Options{Binding: up.HTTPJSON})},
+		{"js-grpc", jsAgent(jsupstream.Options{Binding: up.GRPC})},
 	} {
 		t.Run(u.name, func(t *testing.T) {
 			t.Parallel()

@@ -7,7 +7,10 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/ingress"
@@ -20,7 +23,7 @@ import (
 
 // TestCancelInterrupted: CancelTask on a pipeline task whose turn ended
 // input-required or auth-required reaches the upstream agent (a2a-go/v2 over JSON-RPC and
-// gRPC, @a2a-js/sdk 1.3 in Node): the agent receives CancelTask for its
+// gRPC, @a2a-js/sdk 1.3 in Node over JSON-RPC and gRPC): the agent receives CancelTask for its
 // own task, and the pipeline's task ends canceled. An agent that refuses
 // (its task was cancelled directly, so it is terminal) still leaves ours
 // canceled, and the cancel turn's final frame records the refusal. Each
@@ -33,6 +36,7 @@ func TestCancelInterrupted(t *testing.T) {
 		{"go-jsonrpc", goAgent(up.Options{Binding: up.JSONRPC})},
 		{"go-grpc", goAgent(up.Options{Binding: up.GRPC})},
 		{"js", jsAgent(jsupstream.Options{})},
+		{"js-grpc", jsAgent(jsupstream.Options{Binding: up.GRPC})},
 	} {
 		t.Run(u.name, func(t *testing.T) {
 			t.Parallel()
@@ -68,9 +72,6 @@ func TestCancelInterrupted(t *testing.T) {
 			}
 			if f := cancelTurnFinal(t, p, "refused"); f != nil {
 				t.Errorf("a cancel the agent took recorded as refused: %+v", f)
-			}
-			if u.name == "go-grpc" {
-				return
 			}
 			// Refused: the agent's task was answered straight at the
 			// agent, so it is completed and not cancelable.
@@ -125,7 +126,7 @@ func upstreamClient(t *testing.T, url string) *a2aclient.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := a2aclient.NewFromCard(testCtx(t), card)
+	c, err := a2aclient.NewFromCard(testCtx(t), card, a2agrpc.WithGRPCTransport(grpc.WithTransportCredentials(insecure.NewCredentials())))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,12 +115,14 @@ var upstreamKinds = []upstreamKind{
 	{"js", jsAgent(jsupstream.Options{})},
 	{"js-nostream", jsAgent(jsupstream.Options{NoStreaming: true})},
 	{"js-v03", jsAgent(jsupstream.Options{V03: true})},
+	{"js-rest", jsAgent(jsupstream.Options{Binding: up.HTTPJSON})},
+	{"js-grpc", jsAgent(jsupstream.Options{Binding: up.GRPC})},
 }
 
 // TestFrontDoors: every kind of upstream A2A agent (a2a-go/v2's server
 // over JSON-RPC, HTTP+JSON and gRPC, without streaming, and as a v0.3
-// agent over each binding; @a2a-js/sdk 1.3's server in Node, v1.0, without
-// streaming and v0.3) behind the bridge, driven from every front door
+// agent over each binding; @a2a-js/sdk 1.3's server in Node, v1.0 over
+// its three bindings, without streaming and v0.3) behind the bridge, driven from every front door
 // (a2a-go/v2's client over the pipeline's three A2A v1.0 bindings, the
 // a2a-go v0.3 client, E2A over SSE dropped after two frames and resumed
 // with Last-Event-ID, acp-go-sdk over stdio): a stream's text, thoughts

@@ -147,6 +147,8 @@ func TestWorkerKilledMidStream(t *testing.T) {
 		{"go-v03-jsonrpc", goSlow(up.Options{Binding: up.JSONRPC, V03: true})},
 		{"js", jsSlow(jsupstream.Options{})},
 		{"js-v03", jsSlow(jsupstream.Options{V03: true})},
+		{"js-rest", jsSlow(jsupstream.Options{Binding: up.HTTPJSON})},
+		{"js-grpc", jsSlow(jsupstream.Options{Binding: up.GRPC})},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
