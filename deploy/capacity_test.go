@@ -263,7 +263,7 @@ var readmeBytesPerRequest = map[string]float64{
 // subject.
 const (
 	readmeSubjectsPerE2ARequest = 2
-	readmeSubjectsPerA2ARequest = 3
+	readmeSubjectsPerA2ARequest = 2
 	readmeBytesPerSubject       = 250
 )
 

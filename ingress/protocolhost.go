@@ -395,11 +395,12 @@ func (c caller) ClaimContextID(ctx context.Context, contextID string) error {
 	return hostError(c.s.claimContext(ctx, c.p, contextID))
 }
 
-// ListTasks lists the task records the principal may read that keep
-// accepts, reading at most max keys.
+// ListTasks lists the tasks the principal may read that keep accepts:
+// their records (at most max keys) and the one-turn tasks among the newest
+// max requests (TaskStore.listTasks).
 func (c caller) ListTasks(ctx context.Context, max int, keep func(*host.ListedTask) bool) ([]*host.ListedTask, error) {
 	var out []*host.ListedTask
-	_, err := c.s.opts.tasks.list(ctx, KindTask, max, func(r *TaskRecord) bool {
+	_, err := c.s.opts.tasks.listTasks(ctx, max, func(r *TaskRecord) bool {
 		if !c.p.Tenant().Allows(tenant.Read, r.Principal) {
 			return false
 		}

@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/tenant"
@@ -28,6 +30,15 @@ const MaxRequestsPerTask = 256
 // that served it, in order. It is what tasks/get, tasks/cancel,
 // tasks/resubscribe and continued tasks read; every replica shares it
 // through the E2A_TASKS bucket.
+//
+// A task the adapter creates is named by its first request's id
+// (normalizer: DetailTaskCreated), and that request stands for its record
+// until a second turn: the first turn writes nothing to the bucket (its
+// request's subject and its frames' are its only subjects), and every read
+// of a task without a record finds its first request in E2A_REQUESTS
+// ([TaskStore.Get]: the envelope's user_id is the owner). The second turn
+// creates the record from it (a create, the compare-and-set that orders it
+// after the first); later turns update it on its revision.
 type TaskRecord struct {
 	ID         string   `json:"id"`
 	ContextID  string   `json:"context_id,omitempty"`
@@ -135,13 +146,16 @@ func (s *TaskStore) Get(ctx context.Context, kind, id string) (*TaskRecord, erro
 		if value, err = s.leaderValue(ctx, key); err != nil {
 			return nil, err
 		}
-		if value == nil {
-			return nil, ErrTaskNotFound
-		}
 	case err != nil:
 		return nil, err
 	default:
 		value = e.Value()
+	}
+	if value == nil && kind == KindTask {
+		return s.firstTurn(ctx, id)
+	}
+	if value == nil {
+		return nil, ErrTaskNotFound
 	}
 	var rec TaskRecord
 	if err := json.Unmarshal(value, &rec); err != nil {
@@ -201,9 +215,13 @@ func (s *TaskStore) appendRequest(ctx context.Context, kind string, base TaskRec
 		e, err := s.kv.Get(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
-			rec := base
-			rec.RequestIDs = []string{requestID}
-			rec.Created, rec.Updated = now, now
+			rec, write, err := s.newRecord(ctx, kind, base, requestID, by, now)
+			if err != nil {
+				return nil, false, err
+			}
+			if !write {
+				return rec, false, nil // the first turn again: its request is the record
+			}
 			data, _ := json.Marshal(rec)
 			if err := s.create(ctx, key, data); err != nil {
 				if errors.Is(err, jetstream.ErrKeyExists) {
@@ -211,7 +229,7 @@ func (s *TaskStore) appendRequest(ctx context.Context, kind string, base TaskRec
 				}
 				return nil, false, err
 			}
-			return &rec, true, nil
+			return rec, true, nil
 		case err != nil:
 			return nil, false, err
 		}
@@ -342,3 +360,160 @@ func (s *TaskStore) leaderValue(ctx context.Context, key string) ([]byte, error)
 	}
 	return m.Data, nil
 }
+
+// newRecord is the record a task's or session's first write creates: base
+// with requestID, or, for an A2A or AgentVault task named by its first
+// request (a second turn), that request's record with requestID after it,
+// its owner the first request's (by must be allowed to write it, else
+// ErrTaskNotFound). write is false when requestID is that first request
+// (a retry of the first turn): its request is the record, nothing to
+// write.
+func (s *TaskStore) newRecord(ctx context.Context, kind string, base TaskRecord, requestID string, by tenant.Principal, now string) (rec *TaskRecord, write bool, err error) {
+	fresh := base
+	fresh.RequestIDs = []string{requestID}
+	fresh.Created, fresh.Updated = now, now
+	if kind != KindTask || (base.Protocol != normalizer.ProtocolA2A && base.Protocol != normalizer.ProtocolAgentVault) {
+		return &fresh, true, nil
+	}
+	first, err := s.firstTurn(ctx, base.ID)
+	switch {
+	case errors.Is(err, ErrTaskNotFound):
+		return &fresh, true, nil
+	case err != nil:
+		return nil, false, err
+	case !by.Allows(tenant.Write, first.Principal):
+		return nil, false, ErrTaskNotFound
+	case requestID == first.ID:
+		return first, false, nil
+	}
+	first.RequestIDs = append(first.RequestIDs, requestID)
+	first.Updated = now
+	if first.ContextID == "" {
+		first.ContextID = base.ContextID
+	}
+	return first, true, nil
+}
+
+// firstTurn returns the record that the first request of the task id
+// stands for when the task has none yet: the request whose id is id, in
+// E2A_REQUESTS, when its envelope says it created the A2A or AgentVault
+// task id (firstTurnRecord). A direct get reads it; when it finds none the
+// stream's leader confirms the absence (a follower may trail it).
+// ErrTaskNotFound when there is no such request.
+func (s *TaskStore) firstTurn(ctx context.Context, id string) (*TaskRecord, error) {
+	subj, err := subjects.RequestAnyPool(id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrTaskNotFound, err)
+	}
+	m, err := streams.LastBySubject(ctx, s.nc, streams.RequestsStream, subj)
+	if errors.Is(err, streams.ErrNoMessages) {
+		m, err = streams.LeaderLastBySubject(ctx, s.nc, streams.RequestsStream, subj)
+	}
+	if errors.Is(err, streams.ErrNoMessages) {
+		return nil, ErrTaskNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ingress: first request of task %q: %w", id, err)
+	}
+	rec, ok := firstTurnRecord(m)
+	if !ok {
+		return nil, ErrTaskNotFound
+	}
+	return rec, nil
+}
+
+// firstTurnProbe is what firstTurnRecord reads of a stored envelope.
+type firstTurnProbe struct {
+	RequestID  string `json:"request_id"`
+	TaskID     string `json:"task_id"`
+	ContextID  string `json:"context_id"`
+	UserID     string `json:"user_id"`
+	Provenance *struct {
+		SourceProtocol string `json:"source_protocol"`
+		Details        struct {
+			TaskCreated     bool   `json:"task_created"`
+			IngressProtocol string `json:"ingress_protocol"`
+		} `json:"details"`
+	} `json:"provenance"`
+}
+
+// taskCreatedMark is in every envelope that created a task (a cheap test
+// before the decode; the decode decides).
+var taskCreatedMark = []byte(`"task_created":true`)
+
+// firstTurnRecord reads the stored request m as the record of the task it
+// created: an A2A or AgentVault request whose envelope says it created the
+// task named by its own request id (normalizer.DetailTaskCreated). Its
+// owner is the envelope's user_id, its pool the subject's, its times the
+// time it was stored. ok is false for any other request.
+func firstTurnRecord(m streams.RawMsg) (rec *TaskRecord, ok bool) {
+	if !bytes.Contains(m.Data, taskCreatedMark) {
+		return nil, false
+	}
+	pool, id, err := subjects.ParseRequest(m.Subject)
+	if err != nil {
+		return nil, false
+	}
+	var p firstTurnProbe
+	if json.Unmarshal(m.Data, &p) != nil || p.RequestID != id || p.TaskID != id || p.Provenance == nil ||
+		!p.Provenance.Details.TaskCreated || p.Provenance.SourceProtocol != e2a.SourceA2A {
+		return nil, false
+	}
+	protocol := normalizer.ProtocolA2A
+	switch p.Provenance.Details.IngressProtocol {
+	case "":
+	case normalizer.ProtocolAgentVault:
+		protocol = normalizer.ProtocolAgentVault
+	default:
+		return nil, false
+	}
+	at := e2a.FormatTime(m.Time)
+	return &TaskRecord{ID: id, ContextID: p.ContextID, Protocol: protocol, Pool: pool, Principal: p.UserID,
+		RequestIDs: []string{id}, Created: at, Updated: at}, true
+}
+
+// listTasks is list for the task records and the tasks that have none
+// yet: those of the newest max requests of E2A_REQUESTS that created a
+// task (firstTurnRecord) whose record the listing did not read. keep is
+// called once per task.
+func (s *TaskStore) listTasks(ctx context.Context, max int, keep func(*TaskRecord) bool) ([]*TaskRecord, error) {
+	seen := map[string]bool{}
+	out, err := s.list(ctx, KindTask, max, func(r *TaskRecord) bool {
+		seen[r.ID] = true
+		return keep(r)
+	})
+	if err != nil {
+		return nil, err
+	}
+	last, err := streams.LastBySubject(ctx, s.nc, streams.RequestsStream, subjects.AllRequests)
+	if errors.Is(err, streams.ErrNoMessages) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	from := uint64(1)
+	if last.Seq > uint64(max) {
+		from = last.Seq - uint64(max) + 1
+	}
+	for m, err := range streams.DirectGetSeq(ctx, s.nc, streams.RequestsStream, subjects.AllRequests, from, listPage) {
+		if err != nil {
+			return nil, err
+		}
+		if m.Seq > last.Seq {
+			break
+		}
+		rec, ok := firstTurnRecord(m)
+		if !ok || seen[rec.ID] {
+			continue
+		}
+		seen[rec.ID] = true
+		if keep(rec) {
+			out = append(out, rec)
+		}
+	}
+	return out, nil
+}
+
+// listPage is the direct get batch of listTasks' read of E2A_REQUESTS.
+const listPage = 256

@@ -12,7 +12,8 @@ import (
 
 // Turns of one task or session never overlap. A request that is a turn of
 // an A2A or AgentVault task or of an ACP session is appended to the
-// record before it is published (a compare-and-set on the record's
+// record before it is published (but the first turn of a task named by its
+// request, which writes no record: TaskRecord) (a compare-and-set on the record's
 // revision, so two turns accepted at once, by one replica or two, are
 // appended one after the other), and published naming the request the
 // record held before it (subjects.HeaderAfterRequest): two concurrent
@@ -33,6 +34,14 @@ func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env 
 	kind := KindTask
 	if of.Session {
 		kind = KindSession
+	}
+	if of.Created && !of.Session && of.Task.ID == env.RequestID {
+		// A new task named by its first request: that request is its
+		// record (TaskRecord), nothing is written before it.
+		start := time.Now()
+		acc, err := s.publishAfter(ctx, p, pool, env, "")
+		s.metrics.publish.Observe(time.Since(start).Seconds())
+		return acc, err
 	}
 	base := TaskRecord{ID: of.Task.ID, ContextID: of.Task.ContextID, Protocol: of.Task.Protocol, Pool: of.Task.Pool, Principal: p.UserID}
 	appendTo := s.opts.tasks.appendRequest

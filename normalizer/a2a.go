@@ -186,8 +186,7 @@ func (r *req) a2aTaskIDs(env *e2a.Envelope, msg *a2a.Message) {
 	}
 	env.TaskID = string(msg.TaskID)
 	if env.TaskID == "" {
-		env.TaskID = r.NewID()
-		d[DetailTaskCreated] = true
+		d[DetailTaskCreated] = true // named by finish: its request id
 	} else {
 		d[DetailTaskContinued] = true
 	}

@@ -115,8 +115,7 @@ func (n *Normalizer) FromAgentVault(in Input) (*Result, error) {
 	}
 	env.IsStream = rq.Method == AVTasksSendSubscribe
 	if taskID == "" {
-		env.TaskID = r.NewID()
-		d[DetailTaskCreated] = true
+		d[DetailTaskCreated] = true // named by finish: its request id
 	} else {
 		env.TaskID = taskID
 		d[DetailTaskContinued] = true

@@ -20,10 +20,11 @@ func printJSON(v any) {
 }
 
 // An A2A message/send with the trpc-agent-go headers becomes an envelope
-// for the default pool; the Authorization header is never copied.
+// for the default pool; the Authorization header is never copied. The new
+// task is named by its first request's id.
 func ExampleNormalizer_FromA2A() {
 	n := normalizer.New(normalizer.Config{Routes: normalizer.Routes{Default: "demo"}})
-	ids := []string{"task-1", "req-1"}
+	ids := []string{"req-1"}
 	res, err := n.FromA2A(normalizer.Input{
 		Body: []byte(`{"jsonrpc":"2.0","id":"req-001","method":"message/send","params":{"message":{"kind":"message","messageId":"msg-001","role":"user","contextId":"ctx-001","parts":[{"kind":"text","text":"What's the weather in Beijing?"}],"metadata":{"invocation_id":"inv-001"}}}}`),
 		Header: http.Header{
@@ -46,7 +47,7 @@ func ExampleNormalizer_FromA2A() {
 	//   "request_id": "req-1",
 	//   "jsonrpc_id": "req-001",
 	//   "correlation_id": "inv-001",
-	//   "task_id": "task-1",
+	//   "task_id": "req-1",
 	//   "context_id": "ctx-001",
 	//   "channel": "a2a",
 	//   "method": "message/send",

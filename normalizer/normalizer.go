@@ -207,7 +207,7 @@ const (
 	// DetailNotification: true when a JSON-RPC request had no id (no answer).
 	DetailNotification = "jsonrpc_notification"
 	// DetailTaskCreated: the adapter assigned a new task_id (A2A message
-	// without taskId, AgentVault tasks/send without id).
+	// without taskId, AgentVault tasks/send without id): the request id.
 	DetailTaskCreated = "task_created"
 	// DetailTaskContinued: the request continues an existing task.
 	DetailTaskContinued = "task_continued"
@@ -292,6 +292,12 @@ func (r *req) finish(env *e2a.Envelope, op Op, notification bool, claimedUsers .
 	}
 	if env.RequestID == "" {
 		env.RequestID = r.NewID()
+	}
+	if env.Provenance != nil && env.TaskID == "" && env.Provenance.Details[DetailTaskCreated] == true {
+		// A task the adapter creates is named by its first request: that
+		// request (its envelope, its principal) stands for the task's
+		// record until a second turn writes one (ingress/tasks.go).
+		env.TaskID = env.RequestID
 	}
 	if err := r.checkIDs(env); err != nil {
 		return nil, err

@@ -59,8 +59,9 @@ type TaskStore interface {
 	// it), [ErrBackpressure] when the store fails.
 	ClaimContextID(ctx context.Context, contextID string) error
 	// ListTasks returns, in no order, the tasks the caller may read that
-	// keep accepts, reading at most max records (the store is scanned: it
-	// has no secondary index).
+	// keep accepts, reading at most max records and the newest max
+	// requests (a one-turn task has no record: its request stands for it;
+	// the store is scanned, it has no secondary index).
 	ListTasks(ctx context.Context, max int, keep func(*ListedTask) bool) ([]*ListedTask, error)
 	// CancelInterrupted cancels the task t whose last turn ended
 	// interrupted (input-required, auth-required: nothing is running to
