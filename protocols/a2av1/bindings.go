@@ -92,6 +92,9 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 			// The extension the call activates, echoed (A2A §4.6).
 			w.Header().Set(a2a.SvcParamExtensions, ReplayExtension)
 		}
+		if !checkRPC && !restTenant(w, &r) {
+			return // a path tenant naming another pool (pooltenant.go)
+		}
 		ctx := r.Context()
 		vc, ok := c.(host.V1Caller)
 		if ok {

@@ -3,6 +3,8 @@ package a2av1
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 )
@@ -18,6 +20,12 @@ import (
 // to it (an invalid name, a pool no worker ever served with the pool
 // check on: InvalidParams in each binding's shape), and a tenant naming
 // another pool than the call's path or metadata is InvalidParams.
+//
+// The HTTP+JSON binding carries the tenant in the path too: a2a.proto's
+// HTTP annotations give every route an additional binding under
+// `/{tenant}` (`/{tenant}/message:send`, `/{tenant}/tasks/{id}` ...), and
+// a client sends a tenanted interface's calls there. restTenant takes
+// that prefix off and makes it the call's pool, as ?agent= would.
 
 // callFor is call, with the request's tenant as the call's pool.
 func (h *handler) callFor(ctx context.Context, tenant string) (call, error) {
@@ -26,7 +34,7 @@ func (h *handler) callFor(ctx context.Context, tenant string) (call, error) {
 		return c, err
 	}
 	if c.agent != "" && c.agent != tenant {
-		return c, fmt.Errorf("%w: tenant %q names another agent pool than this interface's (%q)", a2a.ErrInvalidParams, tenant, c.agent)
+		return c, tenantMismatch(tenant, c.agent)
 	}
 	c.agent = tenant
 	return c, nil
@@ -38,4 +46,56 @@ func sendTenant(req *a2a.SendMessageRequest) string {
 		return ""
 	}
 	return req.Tenant
+}
+
+// tenantMismatch is the InvalidParams of a tenant naming another pool
+// than the interface's.
+func tenantMismatch(tenant, agent string) error {
+	return fmt.Errorf("%w: tenant %q names another agent pool than this interface's (%q)", a2a.ErrInvalidParams, tenant, agent)
+}
+
+// restRouteHeads are the first path segments of the HTTP+JSON binding's
+// routes (a2a.proto): a path under Path that starts with one has no
+// tenant. (So a pool named "tasks" or "extendedAgentCard" cannot be a
+// path tenant; ?agent= and the pool's path still name it.)
+var restRouteHeads = map[string]bool{"message:send": true, "message:stream": true, "tasks": true, "extendedAgentCard": true}
+
+// pathTenant splits an HTTP+JSON path into its `/{tenant}` prefix and the
+// route's path under Path without it; tenant is "" for a path without
+// one (or none of the binding's routes: the SDK answers it).
+func pathTenant(path string) (tenant, route string) {
+	sub, ok := strings.CutPrefix(path, Path+"/")
+	if !ok {
+		return "", path
+	}
+	seg, rest, found := strings.Cut(sub, "/")
+	if !found || seg == "" || restRouteHeads[seg] {
+		return "", path
+	}
+	if head, _, _ := strings.Cut(rest, "/"); !restRouteHeads[head] {
+		return "", path
+	}
+	return seg, Path + "/" + rest
+}
+
+// restTenant takes an HTTP+JSON call's path tenant off *r's path and sets
+// it as the call's pool (?agent=), and reports whether the call goes on:
+// a tenant naming another pool than the interface's (the pool's path, or
+// ?agent=) is answered InvalidParams here.
+func restTenant(w http.ResponseWriter, r **http.Request) bool {
+	tenant, route := pathTenant((*r).URL.Path)
+	if tenant == "" {
+		return true
+	}
+	q := (*r).URL.Query()
+	if agent := q.Get("agent"); agent != "" && agent != tenant {
+		writePlain(w, tenantMismatch(tenant, agent), nil, true)
+		return false
+	}
+	r2 := (*r).Clone((*r).Context())
+	q.Set("agent", tenant)
+	r2.URL.Path, r2.URL.RawPath, r2.URL.RawQuery = route, "", q.Encode()
+	r2.RequestURI = r2.URL.RequestURI()
+	*r = r2
+	return true
 }
