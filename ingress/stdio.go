@@ -42,6 +42,17 @@ import (
 // which is the endpoint's host.Lines. Each line is
 // written with one Write, under a lock, so lines never interleave.
 //
+// A cancel ends only the turns it names, as of when it is read:
+// "$/cancel_request" the request in flight with that JSON-RPC id (none if
+// it has ended), session/cancel the session's turns read before it (this
+// connection's prompts in flight, and the unended turns its handler finds
+// recorded in the session). A prompt of the session read after a
+// session/cancel runs once that cancel's handler returned, as over HTTP,
+// where the notification is answered after its handler: otherwise the
+// handler, reading the session late, would cancel the new prompt (a client
+// that abandons a prompt and prompts again at once saw the second end
+// "cancelled").
+//
 // It returns nil at the end of in, once every request in flight has been
 // answered, or when ctx is done (in-flight handlers are stopped; a read
 // blocked on in is abandoned). It returns the error of a failed write to out
@@ -60,7 +71,9 @@ func ServeACPStdio(ctx context.Context, in io.Reader, out io.Writer, s *Server) 
 func (s *Server) serveLines(ctx context.Context, in io.Reader, out io.Writer, e rpcEndpoint) error {
 	base, stop := context.WithCancel(ctx)
 	defer stop()
-	c := &stdioConn{s: s, e: e, out: &lineOut{w: out}, base: base, calls: map[string]*stdioCall{}, prompts: map[string]map[*stdioCall]bool{}}
+	c := &stdioConn{s: s, e: e, out: &lineOut{w: out}, base: base, calls: map[string]*stdioCall{},
+		prompts: map[string]map[*stdioCall]bool{}, cancels: map[string]map[*stdioCall]bool{}}
+	c.hook, _ = ctx.Value(stdioHookKey{}).(func(event, method string))
 	lines := make(chan stdioLine)
 	go readLines(bufio.NewReaderSize(in, 64<<10), s.opts.maxBody, lines, base.Done())
 	for {
@@ -175,7 +188,16 @@ type stdioConn struct {
 	mu      sync.Mutex
 	calls   map[string]*stdioCall          // in flight, by canonical JSON-RPC id
 	prompts map[string]map[*stdioCall]bool // session id → prompts in flight
+	cancels map[string]map[*stdioCall]bool // session id → session/cancel calls being handled
+
+	hook func(event, method string) // tests only (stdioHookKey)
 }
+
+// stdioHookKey is the context key of a test hook of ServeACPStdio, called
+// with event "wait" when a call waits for a session/cancel read before it,
+// "run" when its handler starts and "done" when it returned
+// (stdio_export_test.go).
+type stdioHookKey struct{}
 
 // stdioCall is one request in flight.
 type stdioCall struct {
@@ -191,6 +213,11 @@ type stdioCall struct {
 	// outcome): a cancel of its request waits for it (cancelPipeline).
 	published     chan struct{}
 	publishedOnce sync.Once
+	// handled, of a session/cancel, is closed when its handler returned;
+	// after are those of the session's cancels read before a turn, which
+	// it waits for.
+	handled chan struct{}
+	after   []chan struct{}
 }
 
 // peek is what the dispatcher reads of a message before handing it over.
@@ -237,14 +264,38 @@ func (c *stdioConn) dispatch(ln stdioLine) {
 		call.sessionID = lc.Session
 	case lc.CancelsTurns:
 		c.cancelSession(lc.Session)
+		call.sessionID = lc.Session
+		call.handled = make(chan struct{})
 	}
 	c.register(call)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		defer c.unregister(call)
+		c.waitCancels(call, pk.Method)
+		if c.hook != nil {
+			c.hook("run", pk.Method)
+		}
 		c.run(call, ln.data, hdr)
+		if c.hook != nil {
+			c.hook("done", pk.Method)
+		}
 	}()
+}
+
+// waitCancels waits until the handlers of the session/cancel calls read
+// before call (a turn) returned, so they cannot cancel it.
+func (c *stdioConn) waitCancels(call *stdioCall, method string) {
+	if len(call.after) > 0 && c.hook != nil {
+		c.hook("wait", method)
+	}
+	for _, ch := range call.after {
+		select {
+		case <-ch:
+		case <-call.ctx.Done():
+			return
+		}
+	}
 }
 
 func (c *stdioConn) register(call *stdioCall) {
@@ -258,13 +309,36 @@ func (c *stdioConn) register(call *stdioCall) {
 			}
 		}
 	}
-	if call.prompt && call.requestID != "" {
-		m := c.prompts[call.sessionID]
-		if m == nil {
-			m = map[*stdioCall]bool{}
-			c.prompts[call.sessionID] = m
+	if call.prompt {
+		for cc := range c.cancels[call.sessionID] {
+			call.after = append(call.after, cc.handled)
 		}
-		m[call] = true
+	}
+	if call.prompt && call.requestID != "" {
+		addCall(c.prompts, call)
+	}
+	if call.handled != nil {
+		addCall(c.cancels, call)
+	}
+}
+
+// addCall adds call to m under its session id.
+func addCall(m map[string]map[*stdioCall]bool, call *stdioCall) {
+	calls := m[call.sessionID]
+	if calls == nil {
+		calls = map[*stdioCall]bool{}
+		m[call.sessionID] = calls
+	}
+	calls[call] = true
+}
+
+// removeCall removes call from m.
+func removeCall(m map[string]map[*stdioCall]bool, call *stdioCall) {
+	if calls := m[call.sessionID]; calls != nil {
+		delete(calls, call)
+		if len(calls) == 0 {
+			delete(m, call.sessionID)
+		}
 	}
 }
 
@@ -275,11 +349,12 @@ func (c *stdioConn) unregister(call *stdioCall) {
 	if call.idKey != "" && c.calls[call.idKey] == call {
 		delete(c.calls, call.idKey)
 	}
-	if m := c.prompts[call.sessionID]; m != nil {
-		delete(m, call)
-		if len(m) == 0 {
-			delete(c.prompts, call.sessionID)
-		}
+	if call.prompt {
+		removeCall(c.prompts, call)
+	}
+	if call.handled != nil {
+		removeCall(c.cancels, call)
+		close(call.handled)
 	}
 }
 

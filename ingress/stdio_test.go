@@ -17,6 +17,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/acptest"
@@ -36,6 +37,13 @@ func startStdio(t *testing.T, opts ...ingress.Option) (in io.WriteCloser, out io
 // startStdioConn is startStdio, also returning a connection to its server.
 func startStdioConn(t *testing.T, opts ...ingress.Option) (in io.WriteCloser, out io.Reader, done <-chan error, nc *nats.Conn) {
 	t.Helper()
+	return startStdioHooked(t, nil, nil, opts...)
+}
+
+// startStdioHooked is startStdioConn with a hook of ServeACPStdio
+// (ingress.WithStdioHook) and an agent instead of the demo, if not nil.
+func startStdioHooked(t *testing.T, hook func(event, method string), h agent.Handler, opts ...ingress.Option) (in io.WriteCloser, out io.Reader, done <-chan error, nc *nats.Conn) {
+	t.Helper()
 	_, nc = natstest.RunServer(t)
 	reg := prometheus.NewRegistry()
 	eg, err := egress.New(nc, egress.WithRegisterer(reg))
@@ -50,13 +58,20 @@ func startStdioConn(t *testing.T, opts ...ingress.Option) (in io.WriteCloser, ou
 	agentDone := make(chan struct{})
 	go func() {
 		defer close(agentDone)
-		_ = agent.Run(ctx, nc, "demo", demo.New(), agent.WithMetrics(reg))
+		if h == nil {
+			h = demo.New()
+		}
+		_ = agent.Run(ctx, nc, "demo", h, agent.WithMetrics(reg))
 	}()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	errc := make(chan error, 1)
+	sctx := ctx
+	if hook != nil {
+		sctx = ingress.WithStdioHook(ctx, hook)
+	}
 	go func() {
-		err := ingress.ServeACPStdio(ctx, inR, outW, srv)
+		err := ingress.ServeACPStdio(sctx, inR, outW, srv)
 		_ = outW.Close()
 		errc <- err
 	}()
@@ -466,4 +481,270 @@ func TestStdioBatchAndAuth(t *testing.T) {
 			t.Fatalf("stdio under auth: %s", line)
 		}
 	})
+}
+
+// cancelBeforePrompt holds the handler of the first session/cancel of a
+// stdio server until the prompt read after it either published its request
+// (the cancel then finds it recorded in the session) or waits for the
+// cancel: the order in which a cancel handled late cancelled the next
+// prompt. It watches the pipeline's requests and cancels on the wire, and
+// its agent (the demo) holds a request with params.hold until that was
+// checked, so the cancel cannot find it ended.
+type cancelBeforePrompt struct {
+	held    chan struct{} // closed when the cancel's handler is held
+	handled chan struct{} // closed when it returned
+	gated   chan struct{} // closed when a prompt waits for a cancel
+	release chan struct{}
+	checked chan struct{} // closed by notCancelled: held requests run
+	hold    sync.Once
+	done    sync.Once
+	gate    sync.Once
+	stop    <-chan struct{}
+
+	nc       *nats.Conn
+	requests chan *nats.Msg
+	cancels  chan *nats.Msg
+}
+
+func newCancelBeforePrompt(t *testing.T) *cancelBeforePrompt {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return &cancelBeforePrompt{held: make(chan struct{}), handled: make(chan struct{}), gated: make(chan struct{}),
+		release: make(chan struct{}), checked: make(chan struct{}), stop: ctx.Done(),
+		requests: make(chan *nats.Msg, 64), cancels: make(chan *nats.Msg, 64)}
+}
+
+func (h *cancelBeforePrompt) hook(event, method string) {
+	switch {
+	case event == "run" && method == "session/cancel":
+		first := false
+		h.hold.Do(func() { first = true; close(h.held) })
+		if first {
+			select {
+			case <-h.release:
+			case <-h.stop:
+			}
+		}
+	case event == "done" && method == "session/cancel":
+		h.done.Do(func() { close(h.handled) })
+	case event == "wait" && method == "session/prompt":
+		h.gate.Do(func() { close(h.gated) })
+	}
+}
+
+// agent is the demo agent, holding a request with params.hold = true until
+// notCancelled checked it (or it is cancelled).
+func (h *cancelBeforePrompt) agent() agent.Handler {
+	return agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if env.Params["hold"] == true {
+			select {
+			case <-h.checked:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return demo.New().Serve(ctx, env, w)
+	})
+}
+
+// watch subscribes to the requests and cancels of the pipeline of nc.
+func (h *cancelBeforePrompt) watch(t *testing.T, nc *nats.Conn) {
+	t.Helper()
+	h.nc = nc
+	for subj, c := range map[string]chan *nats.Msg{subjects.AllRequests: h.requests, subjects.AllControl: h.cancels} {
+		sub, err := nc.ChanSubscribe(subj, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// request returns the id of the next request published.
+func (h *cancelBeforePrompt) request(t *testing.T) string {
+	t.Helper()
+	select {
+	case m := <-h.requests:
+		_, id, err := subjects.ParseRequest(m.Subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	case <-time.After(15 * time.Second):
+		t.Fatal("no request published")
+		return ""
+	}
+}
+
+// releaseAfter releases the held cancel once the next request is published
+// or a prompt waits for the cancel; it returns that request's id (after
+// the release, once published).
+func (h *cancelBeforePrompt) releaseAfter(t *testing.T) string {
+	t.Helper()
+	select {
+	case <-h.held:
+	case <-time.After(15 * time.Second):
+		t.Fatal("no session/cancel was handled")
+	}
+	var m *nats.Msg
+	select {
+	case m = <-h.requests:
+	case <-h.gated:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the prompt after the cancel neither published nor waited")
+	}
+	close(h.release)
+	if m == nil {
+		return h.request(t)
+	}
+	_, id, err := subjects.ParseRequest(m.Subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// notCancelled fails t if the held cancel's handler, once returned,
+// cancelled request id: its cancels were acknowledged before it returned,
+// and a flush brings what the server sent before.
+func (h *cancelBeforePrompt) notCancelled(t *testing.T, id string) {
+	t.Helper()
+	select {
+	case <-h.handled:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the session/cancel's handler did not return")
+	}
+	if err := h.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	defer close(h.checked)
+	for {
+		select {
+		case m := <-h.cancels:
+			if cid, err := subjects.ParseControl(m.Subject); err == nil && cid == id {
+				t.Errorf("request %s, read after the session/cancel, was cancelled", id)
+			}
+		default:
+			return
+		}
+	}
+}
+
+// TestStdioPromptAfterAbandoned: acp-go-sdk's client gives up on a prompt
+// (its context ends: it queues $/cancel_request, sends session/cancel) and
+// prompts again at once. The session/cancel's handler is held until the
+// new prompt published its request or waits for the cancel, the order in
+// which the handler, reading the session after the new prompt was recorded
+// there, cancelled it (TestStdioSDKClient's flake "prompt after cancels:
+// StopReason cancelled"). The new prompt is answered end_turn, with its
+// text.
+func TestStdioPromptAfterAbandoned(t *testing.T) {
+	h := newCancelBeforePrompt(t)
+	in, out, _, nc := startStdioHooked(t, h.hook, h.agent())
+	h.watch(t, nc)
+	client := newRecClient()
+	conn := acp.NewClientSideConnection(client, in, out)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: "/work", McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := s.SessionId
+	prompt := func(ctx context.Context, text string, params map[string]any) (acp.PromptResponse, error) {
+		return conn.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock(text)},
+			Meta: map[string]any{"e2a_params": params}})
+	}
+
+	pctx, pcancel := context.WithCancel(ctx)
+	abandoned := make(chan error, 1)
+	go func() {
+		_, err := prompt(pctx, "abandoned", map[string]any{"delay_ms": 2000})
+		abandoned <- err
+	}()
+	client.WaitUpdate(t, sid)
+	h.request(t) // the abandoned prompt's
+	pcancel()
+	if err := <-abandoned; err == nil {
+		t.Fatal("abandoned prompt returned no error")
+	}
+	client.Take(sid)
+	type result struct {
+		res acp.PromptResponse
+		err error
+	}
+	again := make(chan result, 1)
+	go func() {
+		res, err := prompt(ctx, "again", map[string]any{"hold": true})
+		again <- result{res, err}
+	}()
+	h.notCancelled(t, h.releaseAfter(t))
+	r := <-again
+	if r.err != nil || r.res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt after the abandoned one: %+v %v", r.res, r.err)
+	}
+	if _, text := updateKinds(client.Take(sid)); text != "You said: again" {
+		t.Fatalf("prompt after the abandoned one: text %q", text)
+	}
+}
+
+// TestStdioCancelsNameTheirTurn drives the order on the wire: a prompt
+// streams; then, in one write, session/cancel, a new prompt, and the
+// $/cancel_request of the first prompt (acp-go-sdk sends that one from a
+// goroutine of its own, so it can trail the new prompt). The cancel's
+// handler is held as in TestStdioPromptAfterAbandoned. Each cancel ends
+// only the turn it names: the first prompt ends cancelled, the second
+// end_turn, and no cancel names the second's request; a late
+// $/cancel_request of the answered second prompt leaves a third alone.
+func TestStdioCancelsNameTheirTurn(t *testing.T) {
+	h := newCancelBeforePrompt(t)
+	in, out, done, nc := startStdioHooked(t, h.hook, h.agent())
+	h.watch(t, nc)
+	r := readStdio(t, out)
+	send(t, in, `{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":1}}`+"\n")
+	r.next()
+	send(t, in, `{"jsonrpc":"2.0","id":"s","method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`+"\n")
+	sid, _ := r.next()["result"].(map[string]any)["sessionId"].(string)
+	if sid == "" {
+		t.Fatal("no session")
+	}
+	promptLine := func(id int, text, params string) string {
+		return `{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"session/prompt","params":{"sessionId":"` + sid +
+			`","prompt":[{"type":"text","text":"` + text + `"}]` + params + "}}\n"
+	}
+	send(t, in, promptLine(1, "first", `,"delay_ms":2000`))
+	for m := range r.lines {
+		if m["method"] == "session/update" {
+			break
+		}
+	}
+	h.request(t) // the first prompt's
+	send(t, in, `{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"`+sid+`"}}`+"\n"+
+		promptLine(2, "second", `,"hold":true`)+
+		`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}`+"\n")
+	h.notCancelled(t, h.releaseAfter(t))
+	stop := map[float64]any{}
+	for len(stop) < 2 {
+		m := r.next()
+		res, _ := m["result"].(map[string]any)
+		id, _ := m["id"].(float64)
+		stop[id] = res["stopReason"]
+	}
+	if stop[1] != "cancelled" || stop[2] != "end_turn" {
+		t.Fatalf("stop reasons %v, want 1 cancelled, 2 end_turn", stop)
+	}
+	send(t, in, `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":2}}`+"\n"+promptLine(3, "third", ""))
+	if m := r.next(); m["id"] != float64(3) || m["result"].(map[string]any)["stopReason"] != "end_turn" {
+		t.Fatalf("prompt after a stale $/cancel_request: %v", m)
+	}
+	_ = in.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
