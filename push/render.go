@@ -3,7 +3,6 @@ package push
 import (
 	"context"
 	"encoding/json"
-	"slices"
 	"strconv"
 	"time"
 
@@ -56,16 +55,15 @@ type request struct {
 }
 
 // mapState is the mapper of one request, fed up to stream sequence fed.
-// With tasks (the task has a v0.3 config) it also keeps what rebuilds
-// the task: the request's envelope, the task's earlier turns and the
-// request's frames fed so far.
+// With tasks (the task has a v0.3 config) it also keeps the task built so
+// far (tb: the task's earlier turns, read once by loadTurns, and the
+// request's frames fed so far), so that each update's body costs its own
+// frame and not a rebuild of the task.
 type mapState struct {
-	m      *a2amap.Mapper
-	fed    uint64
-	tasks  bool
-	env    *e2a.Envelope
-	prev   []a2amap.Request
-	frames []*e2a.Response
+	m     *a2amap.Mapper
+	fed   uint64
+	tasks bool
+	tb    *a2amap.TaskBuilder
 }
 
 // envelope reads the envelope of requestID and its headers (nil when
@@ -137,39 +135,51 @@ func (s *stage) render(ctx context.Context, r *request, m *message, fs []*e2a.Re
 		return err
 	}
 	for _, f := range fs {
-		evs, err := st.m.Events(f)
+		evs, err := st.renderFrame(m.requestID, r.params, f)
 		if err != nil {
 			return err
 		}
-		evs = a2aproto.FilterEvents(r.params, evs)
-		ts := time.Now()
-		if t := a2amap.FrameTime(f); t != nil {
-			ts = *t
-		}
-		var v03 [][]byte
-		if st.tasks {
-			if v03, err = st.taskBodies(f, evs); err != nil {
-				return err
-			}
-		}
-		for i, ev := range evs {
-			e, err := renderEvent(ev)
-			if err != nil {
-				return err
-			}
-			if st.tasks {
-				e.v03 = v03[i]
-			}
-			e.id = m.requestID + ":" + strconv.FormatInt(f.Sequence, 10) + ":" + strconv.Itoa(i)
-			e.time = ts
-			m.events = append(m.events, e)
-		}
+		m.events = append(m.events, evs...)
 	}
 	st.fed = m.seq
 	if m.final {
 		delete(s.mappers, m.requestID)
 	}
 	return nil
+}
+
+// renderFrame maps frame f of requestID (the call p) to its task
+// updates, each with its id, time and bodies.
+func (st *mapState) renderFrame(requestID string, p a2amap.Params, f *e2a.Response) ([]event, error) {
+	evs, err := st.m.Events(f)
+	if err != nil {
+		return nil, err
+	}
+	evs = a2aproto.FilterEvents(p, evs)
+	ts := time.Now()
+	if t := a2amap.FrameTime(f); t != nil {
+		ts = *t
+	}
+	var v03 [][]byte
+	if st.tasks {
+		if v03, err = st.taskBodies(f, evs); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]event, 0, len(evs))
+	for i, ev := range evs {
+		e, err := renderEvent(ev)
+		if err != nil {
+			return nil, err
+		}
+		if st.tasks {
+			e.v03 = v03[i]
+		}
+		e.id = requestID + ":" + strconv.FormatInt(f.Sequence, 10) + ":" + strconv.Itoa(i)
+		e.time = ts
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 // catchUp feeds st the request's messages stored after st.fed and before
@@ -199,7 +209,7 @@ func (s *stage) catchUp(ctx context.Context, st *mapState, m *message) error {
 			}
 		}
 		if st.tasks {
-			st.frames = append(st.frames, fs...)
+			st.addFrames(fs)
 		}
 		st.fed = raw.Seq
 	}
@@ -223,18 +233,28 @@ func renderEvent(ev a2a03.Event) (event, error) {
 // maxTurns bounds the earlier turns of a task read to rebuild it.
 const maxTurns = 100
 
-// loadTurns reads request id's envelope and the earlier turns of its task
-// (E2A-After-Request, back to the first, at most maxTurns): their
-// envelopes and stored frames.
+// loadTurns starts st's task builder from the earlier turns of request
+// id's task and its envelope (turns).
 func (s *stage) loadTurns(ctx context.Context, id string, r *request, st *mapState) error {
-	env, _, err := s.envelope(ctx, id)
+	prev, env, err := s.turns(ctx, id, r)
 	if err != nil {
 		return err
+	}
+	st.tb = a2amap.NewTaskBuilder(st.m.TaskID(), st.m.ContextID(), prev, env)
+	return nil
+}
+
+// turns reads request id's envelope (a stub with its id when it is gone)
+// and the earlier turns of its task (E2A-After-Request, back to the
+// first, at most maxTurns): their envelopes and stored frames.
+func (s *stage) turns(ctx context.Context, id string, r *request) ([]a2amap.Request, *e2a.Envelope, error) {
+	env, _, err := s.envelope(ctx, id)
+	if err != nil {
+		return nil, nil, err
 	}
 	if env == nil {
 		env = &e2a.Envelope{RequestID: id}
 	}
-	st.env = env
 	var ids []string
 	seen := map[string]bool{}
 	for id := r.after; id != "" && !seen[id] && len(ids) < maxTurns; {
@@ -242,50 +262,63 @@ func (s *stage) loadTurns(ctx context.Context, id string, r *request, st *mapSta
 		ids = append(ids, id)
 		pr, err := s.requestOf(ctx, id)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		id = pr.after
 	}
-	st.prev = make([]a2amap.Request, 0, len(ids))
+	prev := make([]a2amap.Request, 0, len(ids))
 	for i := len(ids) - 1; i >= 0; i-- {
-		penv, _, err := s.envelope(ctx, ids[i])
+		rq, err := s.storedTurn(ctx, ids[i])
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		rq := a2amap.Request{Envelope: penv}
-		if rq.Envelope == nil {
-			rq.Envelope = &e2a.Envelope{RequestID: ids[i]}
-		}
-		subj, err := subjects.Response(ids[i])
-		if err != nil {
-			return err
-		}
-		for raw, err := range streams.DirectGetSeq(ctx, s.nc, streams.ResponsesStream, subj, 0, 64) {
-			if err != nil {
-				return err
-			}
-			fs, err := frames(raw.Header, raw.Data)
-			if err != nil {
-				return err
-			}
-			rq.Frames = append(rq.Frames, fs...)
-		}
-		st.prev = append(st.prev, rq)
+		prev = append(prev, rq)
 	}
-	return nil
+	return prev, env, nil
 }
 
-// task is the task as tasks/get answers it after st.frames.
-func (st *mapState) task() *a2a03.Task {
-	reqs := append(slices.Clone(st.prev), a2amap.Request{Envelope: st.env, Frames: st.frames})
-	return a2amap.BuildTask(st.m.TaskID(), st.m.ContextID(), reqs, nil)
+// storedTurn is request id's envelope (a stub when it is gone) and its
+// stored frames.
+func (s *stage) storedTurn(ctx context.Context, id string) (a2amap.Request, error) {
+	penv, _, err := s.envelope(ctx, id)
+	if err != nil {
+		return a2amap.Request{}, err
+	}
+	rq := a2amap.Request{Envelope: penv}
+	if rq.Envelope == nil {
+		rq.Envelope = &e2a.Envelope{RequestID: id}
+	}
+	subj, err := subjects.Response(id)
+	if err != nil {
+		return a2amap.Request{}, err
+	}
+	for raw, err := range streams.DirectGetSeq(ctx, s.nc, streams.ResponsesStream, subj, 0, 64) {
+		if err != nil {
+			return a2amap.Request{}, err
+		}
+		fs, err := frames(raw.Header, raw.Data)
+		if err != nil {
+			return a2amap.Request{}, err
+		}
+		rq.Frames = append(rq.Frames, fs...)
+	}
+	return rq, nil
+}
+
+// addFrames adds the request's next frames to st's task.
+func (st *mapState) addFrames(fs []*e2a.Response) {
+	for _, f := range fs {
+		// A frame that does not decode adds nothing, as tasks/get skips it.
+		_ = st.tb.Add(f)
+	}
 }
 
 // taskBodies are the v0.3 bodies of the updates evs of frame f: the Task
-// as tasks/get answers it once f is stored (a2amap.BuildTask over the
-// task's turns), what the v0.3 SDKs' senders post after each event. An
-// update before the frame's status update carries the status the task had
-// before the frame, so a terminal state comes only with the last update.
+// as tasks/get answers it once f is stored (what a2amap.BuildTask builds
+// over the task's turns; st.tb builds it one frame at a time), what the
+// v0.3 SDKs' senders post after each event. An update before the frame's
+// status update carries the status the task had before the frame, so a
+// terminal state comes only with the last update.
 func (st *mapState) taskBodies(f *e2a.Response, evs []a2a03.Event) ([][]byte, error) {
 	statusAt := -1
 	for i, ev := range evs {
@@ -295,24 +328,28 @@ func (st *mapState) taskBodies(f *e2a.Response, evs []a2a03.Event) ([][]byte, er
 	}
 	var before a2a03.TaskStatus
 	if statusAt > 0 {
-		before = st.task().Status // after the frames before f: the same on every replica
+		before = st.tb.Status() // after the frames before f: the same on every replica
 	}
-	st.frames = append(st.frames, f)
+	st.addFrames([]*e2a.Response{f})
 	if len(evs) == 0 {
 		return nil, nil
 	}
-	t := st.task()
+	after, err := st.tb.MarshalTask(nil)
+	if err != nil {
+		return nil, err
+	}
 	out := make([][]byte, len(evs))
-	for i := range evs {
-		tt := *t
-		if i < statusAt {
-			tt.Status = before
-		}
-		b, err := json.Marshal(&tt)
+	for i := range out {
+		out[i] = after
+	}
+	if statusAt > 0 {
+		b, err := st.tb.MarshalTask(&before)
 		if err != nil {
 			return nil, err
 		}
-		out[i] = b
+		for i := range statusAt {
+			out[i] = b
+		}
 	}
 	return out, nil
 }

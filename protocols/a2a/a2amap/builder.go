@@ -1,0 +1,218 @@
+package a2amap
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// TaskBuilder builds the task of a request frame by frame: after each
+// Add, Task is what BuildTask returns for the task's earlier turns and
+// this request with the frames added so far, at the cost of the new frame
+// instead of a rebuild from every frame (the earlier turns are built
+// once, when the builder is made). MarshalTask is its JSON, with the texts
+// of the request's content messages escaped as they grow rather than at
+// each call.
+type TaskBuilder struct {
+	taskID string
+	base   *a2a.Task // the earlier turns' history, this turn's user message and the context id
+	agg    *Aggregator
+	frames int
+	// mark starts the placeholders MarshalTask puts in place of texts
+	// (random, so that no text can hold one).
+	mark    string
+	mirrors map[*strings.Builder]*textMirror
+}
+
+// textMirror is the JSON escape of a content message's text (or
+// thought), kept up with the text.
+type textMirror struct {
+	n   int    // bytes of the text escaped
+	esc []byte // their escape, without quotes
+	bad bool   // a piece was not valid UTF-8: the text is marshaled whole
+}
+
+// NewTaskBuilder returns the builder of the task taskID (context
+// contextID, as BuildTask takes them) whose earlier turns are prev and
+// whose current request is env's (nil: no envelope).
+func NewTaskBuilder(taskID, contextID string, prev []Request, env *e2a.Envelope) *TaskBuilder {
+	reqs := make([]Request, 0, len(prev)+1)
+	reqs = append(append(reqs, prev...), Request{Envelope: env})
+	// With no frame, the last request adds only its user message: the
+	// rest is what every later Task starts from.
+	base := BuildTask(taskID, contextID, reqs, nil)
+	id := ""
+	if env != nil {
+		id = env.RequestID
+	}
+	return &TaskBuilder{taskID: taskID, base: base,
+		agg:  NewAggregator(id, Params{TaskID: taskID, ContextID: base.ContextID}),
+		mark: "\x00" + rand.Text(), mirrors: map[*strings.Builder]*textMirror{}}
+}
+
+// Add adds the request's next frame. A frame that does not decode is
+// ErrInvalidFrame and counts as a frame without content, as BuildTask
+// skips it.
+func (b *TaskBuilder) Add(f *e2a.Response) error {
+	b.frames++
+	return b.agg.Add(f)
+}
+
+// Status is Task().Status, without building the rest.
+func (b *TaskBuilder) Status() a2a.TaskStatus {
+	a := b.agg
+	st := a2a.TaskStatus{State: a.state, Timestamp: a.ts, Message: a.status}
+	if n, ok := a.native.(*a2a.Task); ok {
+		st = n.Status
+	}
+	if b.frames == 0 {
+		st.State = a2a.TaskStateSubmitted
+	}
+	return st
+}
+
+// Task is the task after the frames added so far, as BuildTask builds it
+// (no history limit). It shares the builder's messages and artifacts:
+// use it (marshal it) before the next Add.
+func (b *TaskBuilder) Task() *a2a.Task {
+	return b.task((*strings.Builder).String)
+}
+
+// task is Task with text(sb) for the text of each content message's
+// builder sb.
+func (b *TaskBuilder) task(text func(sb *strings.Builder) string) *a2a.Task {
+	t := &a2a.Task{ID: a2a.TaskID(b.taskID), ContextID: b.base.ContextID, Status: b.Status()}
+	history := append([]*a2a.Message(nil), b.base.History...)
+	view := *b.agg
+	view.msgs = b.agg.sealedMsgs(text)
+	switch n := b.agg.native.(type) {
+	case *a2a.Message:
+		m := *n
+		view.msgs = append(view.msgs, &aggMsg{group: "content", msg: &m})
+	case *a2a.Task:
+		history = append(history, n.History...)
+		t.Artifacts = append(t.Artifacts, n.Artifacts...)
+	}
+	h, arts := view.history(true)
+	t.History = append(history, h...)
+	t.Artifacts = append(t.Artifacts, b.agg.artifacts...)
+	t.Artifacts = append(t.Artifacts, arts...)
+	return t
+}
+
+// MarshalTask is the JSON of Task, with status st when st is not nil:
+// the bytes json.Marshal makes of it, the texts of content messages
+// copied from escapes kept up as they grow (a placeholder marshaled in
+// their place, then replaced).
+func (b *TaskBuilder) MarshalTask(st *a2a.TaskStatus) ([]byte, error) {
+	var subs [][]byte
+	t := b.task(func(sb *strings.Builder) string {
+		m := b.mirror(sb)
+		if m.bad {
+			return sb.String()
+		}
+		subs = append(subs, m.esc)
+		return b.mark + strconv.Itoa(len(subs)-1) + "\x00"
+	})
+	if st != nil {
+		t.Status = *st
+	}
+	out, err := json.Marshal(t)
+	if err != nil || len(subs) == 0 {
+		return out, err
+	}
+	if res, ok := b.splice(out, subs); ok {
+		return res, nil
+	}
+	t = b.Task() // not expected: marshal the texts whole
+	if st != nil {
+		t.Status = *st
+	}
+	return json.Marshal(t)
+}
+
+// mirror is the escape of sb's text, brought up to date: each new piece
+// escaped alone, which is its part of the whole's escape as long as every
+// piece is valid UTF-8 (pieces of whole runes; json.Marshal replaces an
+// invalid byte, and a rune split across pieces would be two).
+func (b *TaskBuilder) mirror(sb *strings.Builder) *textMirror {
+	m := b.mirrors[sb]
+	if m == nil {
+		m = &textMirror{}
+		b.mirrors[sb] = m
+	}
+	if m.bad || sb.Len() == m.n {
+		return m
+	}
+	piece := sb.String()[m.n:]
+	q, err := json.Marshal(piece)
+	if err != nil || !utf8.ValidString(piece) {
+		m.bad, m.esc = true, nil
+		return m
+	}
+	m.esc = append(m.esc, q[1:len(q)-1]...)
+	m.n = sb.Len()
+	return m
+}
+
+// splice replaces the placeholders in out (each escaped as json.Marshal
+// escapes it: \u0000, mark, its index, \u0000) with subs; false when one
+// does not parse.
+func (b *TaskBuilder) splice(out []byte, subs [][]byte) ([]byte, bool) {
+	const nul = `\u0000`
+	open := []byte(nul + b.mark[1:])
+	n := len(out)
+	for _, s := range subs {
+		n += len(s)
+	}
+	res := make([]byte, 0, n)
+	for {
+		i := bytes.Index(out, open)
+		if i < 0 {
+			return append(res, out...), true
+		}
+		res = append(res, out[:i]...)
+		out = out[i+len(open):]
+		j := bytes.Index(out, []byte(nul))
+		if j < 0 {
+			return nil, false
+		}
+		k, err := strconv.Atoi(string(out[:j]))
+		if err != nil || k < 0 || k >= len(subs) {
+			return nil, false
+		}
+		res = append(res, subs[k]...)
+		out = out[j+len(nul):]
+	}
+}
+
+// sealedMsgs is a.msgs as seal leaves them, without changing them: a
+// content message with text in its builders is a copy whose parts start
+// with that text (text(builder)).
+func (a *Aggregator) sealedMsgs(text func(sb *strings.Builder) string) []*aggMsg {
+	out := make([]*aggMsg, len(a.msgs), len(a.msgs)+1)
+	for i, m := range a.msgs {
+		out[i] = m
+		if m.group != "content" || (m.thought.Len() == 0 && !m.texts) {
+			continue
+		}
+		var parts a2a.ContentParts
+		if m.thought.Len() > 0 {
+			parts = append(parts, a2a.TextPart{Text: text(&m.thought), Metadata: map[string]any{MetaThought: true}})
+		}
+		if m.texts {
+			parts = append(parts, a2a.TextPart{Text: text(&m.text)})
+		}
+		msg := *m.msg
+		msg.Parts = append(parts, m.msg.Parts...)
+		out[i] = &aggMsg{group: m.group, llm: m.llm, msg: &msg}
+	}
+	return out
+}

@@ -1,0 +1,124 @@
+package a2amap_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
+)
+
+// TestTaskBuilderMatchesBuildTask: after every frame of every conformance
+// scenario (text, reasoning, tools, code, errors, cancel, input- and
+// auth-required, ACP and A2A native frames, a frame that does not decode),
+// as the only turn of its task and after earlier turns (one interrupted),
+// with each kind of user message, the builder's Task marshals to the same
+// bytes as BuildTask's over the same frames, Status is its status, and
+// asking twice changes nothing.
+func TestTaskBuilderMatchesBuildTask(t *testing.T) {
+	byName := map[string]conformance.Scenario{}
+	var current []conformance.Scenario
+	for _, sc := range conformance.Scenarios() {
+		byName[sc.Name] = sc
+		if sc.From == 0 && len(sc.Frames) > 0 {
+			current = append(current, sc)
+		}
+	}
+	current = append(current, conformance.Scenario{Name: "text_frames", Frames: conformance.TextFrames()},
+		conformance.Scenario{Name: "bad_frame", Frames: withBadFrame(byName["a2a_native"].Frames)})
+	turn := func(name string) a2amap.Request {
+		sc := byName[name]
+		return a2amap.Request{Envelope: &e2a.Envelope{RequestID: sc.RequestID(), Params: map[string]any{"text": "q " + name}}, Frames: sc.Frames}
+	}
+	histories := map[string][]a2amap.Request{
+		"first":       nil,
+		"after_two":   {turn("trpc_tool_call"), turn("input_required")},
+		"after_auth":  {turn("auth_required")},
+		"no_envelope": {{Frames: byName["spec_12_8"].Frames}},
+	}
+	envs := map[string]func(id string) *e2a.Envelope{
+		"text": func(id string) *e2a.Envelope {
+			return &e2a.Envelope{RequestID: id, Params: map[string]any{"text": "the question"}}
+		},
+		"a2a_message": func(id string) *e2a.Envelope {
+			return &e2a.Envelope{RequestID: id, ContextID: "ctx-env", Params: map[string]any{"message": map[string]any{
+				"kind": "message", "messageId": "m-1", "role": "user", "parts": []any{map[string]any{"kind": "text", "text": "hi"}}}}}
+		},
+		"none": func(string) *e2a.Envelope { return nil },
+	}
+	for _, sc := range current {
+		for hn, prev := range histories {
+			for en, mk := range envs {
+				t.Run(sc.Name+"/"+hn+"/"+en, func(t *testing.T) {
+					for _, ids := range [][2]string{{"task-002", "ctx-001"}, {"task-002", ""}} {
+						bad := compareBuilder(t, ids[0], ids[1], prev, mk(sc.RequestID()), sc.Frames)
+						if sc.Name == "bad_frame" && bad != 1 {
+							t.Errorf("%d frames refused, want 1", bad)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// compareBuilder compares the builder with BuildTask after each of
+// frames; it returns how many frames Add refused.
+func compareBuilder(t *testing.T, taskID, contextID string, prev []a2amap.Request, env *e2a.Envelope, frames []*e2a.Response) (refused int) {
+	t.Helper()
+	b := a2amap.NewTaskBuilder(taskID, contextID, prev, env)
+	before := b.Status()
+	for k := 0; k <= len(frames); k++ {
+		if k > 0 {
+			before = b.Status()
+			if b.Add(frames[k-1]) != nil { // BuildTask skips what does not decode
+				refused++
+			}
+		}
+		reqs := append(slices.Clone(prev), a2amap.Request{Envelope: env, Frames: frames[:k]})
+		full := a2amap.BuildTask(taskID, contextID, reqs, nil)
+		want := marshal(t, full)
+		task := b.Task()
+		got := marshal(t, task)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("after %d of %d frames:\nbuilder   %s\nBuildTask %s", k, len(frames), got, want)
+		}
+		if again := marshal(t, b.Task()); !bytes.Equal(again, got) {
+			t.Fatalf("after %d frames, a second Task differs:\n%s\n%s", k, again, got)
+		}
+		if st, want := marshal(t, b.Status()), marshal(t, task.Status); !bytes.Equal(st, want) {
+			t.Fatalf("after %d frames, Status %s, Task's %s", k, st, want)
+		}
+		if m, err := b.MarshalTask(nil); err != nil || !bytes.Equal(m, want) {
+			t.Fatalf("after %d frames, MarshalTask %s (%v), BuildTask %s", k, m, err, want)
+		}
+		// With the status before the frame, as push posts an update
+		// that comes before its frame's status update.
+		full.Status = before
+		if m, err := b.MarshalTask(&before); err != nil || !bytes.Equal(m, marshal(t, full)) {
+			t.Fatalf("after %d frames, MarshalTask with the earlier status %s (%v), want %s", k, m, err, marshal(t, full))
+		}
+	}
+	return refused
+}
+
+// withBadFrame is frames with an a2a.stream_event that does not decode
+// before the last.
+func withBadFrame(frames []*e2a.Response) []*e2a.Response {
+	bad := *frames[0]
+	bad.ResponseKind, bad.Body = "a2a.stream_event", json.RawMessage(`{"kind":"status-update","status":7}`)
+	out := slices.Clone(frames[:len(frames)-1])
+	return append(out, &bad, frames[len(frames)-1])
+}
+
+func marshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -1,0 +1,193 @@
+package push_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	a2a03 "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2aclient"
+	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
+	"github.com/google/uuid"
+
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/agent/tck"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/internal/pushtest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/push"
+)
+
+// v03Turn is one message of a task: its text, message id prefix (the TCK
+// agent's scenario) and metadata.
+type v03Turn struct {
+	text, idPrefix string
+	meta           map[string]any
+}
+
+// TestV03BodiesMatchRebuild: tasks of the demo and TCK agents with an A2A
+// v0.3 config (the a2a-go v0.3 client's inline
+// configuration.pushNotificationConfig), single turns and tasks of two and
+// three turns after input- and auth-required ones, every TCK scenario
+// (artifacts text, file, data, chunked with append and lastChunk, a direct
+// message, rejected): every body the receiver gets is byte for byte the
+// one the stage made before its task builder (the task rebuilt by
+// a2amap.BuildTask from every stored frame at each update), and every
+// update arrives. A replica that takes the request over at any of its
+// stored messages (reading the earlier turns and catching up, then
+// rendering the next messages incrementally) renders the same bodies.
+func TestV03BodiesMatchRebuild(t *testing.T) {
+	p := pipetest.Start(t, pipetest.WithPush("127.0.0.1"))
+	p.Pool(demo.Pool, demo.New())
+	ta, err := tck.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Pool(tck.Pool, ta)
+	r := pushtest.NewReceiver(t)
+	tasks := []struct {
+		name, pool string
+		turns      []v03Turn
+	}{
+		// delay_ms: the demo's frames are stored one message each, so that
+		// a replica can take the request over between them.
+		{"demo", demo.Pool, []v03Turn{{text: "tell me about the sea", meta: map[string]any{"frames": 40, "delay_ms": 2}}}},
+		{"demo-input", demo.Pool, []v03Turn{{text: "ask:input the weather", meta: map[string]any{"delay_ms": 2}},
+			{text: "Paris", meta: map[string]any{"frames": 12, "delay_ms": 2}}}},
+		{"demo-three", demo.Pool, []v03Turn{{text: "ask:input the weather", meta: map[string]any{"delay_ms": 2}},
+			{text: "ask:auth the forecast", meta: map[string]any{"delay_ms": 2}}, {text: "yes", meta: map[string]any{"delay_ms": 2}}}},
+		{"tck-chunked-after-input", tck.Pool, []v03Turn{{idPrefix: "tck-input-required"}, {idPrefix: "tck-stream-artifact-chunked"}}},
+	}
+	for _, sc := range []string{"tck-complete-task", "tck-artifact-text", "tck-artifact-file", "tck-artifact-file-url",
+		"tck-artifact-data", "tck-message-response", "tck-reject-task", "tck-stream-001", "tck-stream-003",
+		"tck-stream-artifact-file", "tck-stream-artifact-chunked"} {
+		tasks = append(tasks, struct {
+			name, pool string
+			turns      []v03Turn
+		}{sc, tck.Pool, []v03Turn{{idPrefix: sc}}})
+	}
+	clients := map[string]*a2aclient.Client{demo.Pool: v03Client(t, p, demo.Pool), tck.Pool: v03Client(t, p, tck.Pool)}
+	for _, tc := range tasks {
+		t.Run(tc.name, func(t *testing.T) {
+			path := "/" + tc.name
+			ids := sendTurns(t, clients[tc.pool], r, path, tc.turns)
+			for _, id := range ids {
+				checkV03Bodies(t, p, r, path, id)
+			}
+		})
+	}
+}
+
+// v03Client is the a2a-go v0.3 client of pool's card.
+func v03Client(t *testing.T, p *pipetest.Pipeline, pool string) *a2aclient.Client {
+	t.Helper()
+	ctx := context.Background()
+	card, err := agentcard.NewResolver(nil).Resolve(ctx, p.URL+"/pools/"+pool)
+	if err != nil {
+		t.Fatalf("resolve %s's card: %v", pool, err)
+	}
+	c, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(http.DefaultClient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Destroy() })
+	return c
+}
+
+// sendTurns sends turns as one task, the first with a v0.3 config for
+// r's path, and returns the request ids of its turns (from the updates
+// delivered: each turn has some).
+func sendTurns(t *testing.T, c *a2aclient.Client, r *pushtest.Receiver, path string, turns []v03Turn) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var taskID a2a03.TaskID
+	var contextID string
+	for i, tu := range turns {
+		m := a2a03.NewMessage(a2a03.MessageRoleUser, a2a03.TextPart{Text: tu.text + " "})
+		m.Metadata = tu.meta
+		if tu.idPrefix != "" {
+			m.ID = tu.idPrefix + "-" + uuid.NewString()
+		}
+		params := &a2a03.MessageSendParams{Message: m}
+		if i == 0 {
+			params.Config = &a2a03.MessageSendConfig{PushConfig: &a2a03.PushConfig{URL: r.URL + path, Token: "tok"}}
+		} else {
+			m.TaskID, m.ContextID = taskID, contextID
+		}
+		res, err := c.SendMessage(ctx, params)
+		if err != nil {
+			t.Fatalf("turn %d: %v", i, err)
+		}
+		switch v := res.(type) {
+		case *a2a03.Task:
+			taskID, contextID = v.ID, v.ContextID
+		case *a2a03.Message:
+			taskID, contextID = v.TaskID, v.ContextID
+		}
+		if i < len(turns)-1 && taskID == "" {
+			t.Fatalf("turn %d answered %T without a task", i, res)
+		}
+	}
+	var ids []string
+	testkit.Eventually(t, 30*time.Second, "updates of every turn", func() bool {
+		ids = ids[:0]
+		for _, d := range r.Of(path) {
+			id, _, _ := strings.Cut(d.EventID, ":")
+			if len(ids) == 0 || ids[len(ids)-1] != id {
+				ids = append(ids, id)
+			}
+		}
+		return len(ids) == len(turns)
+	})
+	return ids
+}
+
+// checkV03Bodies compares the bodies r got at path for request id's
+// updates, and those of a replica taking the request over at each of its
+// stored messages, with the rebuilt ones (push.V03Rebuilt), once every
+// update of the request has arrived.
+func checkV03Bodies(t *testing.T, p *pipetest.Pipeline, r *pushtest.Receiver, path, id string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	want, msgs, err := push.V03Rebuilt(ctx, p.NC, id)
+	if err != nil || len(want) == 0 {
+		t.Fatalf("request %s: %d updates rebuilt: %v", id, len(want), err)
+	}
+	got := map[string][]byte{}
+	testkit.Eventually(t, 30*time.Second, "every update of "+id, func() bool {
+		for _, d := range r.Of(path) {
+			if strings.HasPrefix(d.EventID, id+":") {
+				got[d.EventID] = d.Body
+			}
+		}
+		return len(got) >= len(want)
+	})
+	for _, d := range r.Of(path) {
+		if w, ok := want[d.EventID]; strings.HasPrefix(d.EventID, id+":") && (!ok || !bytes.Equal(d.Body, w)) {
+			t.Fatalf("update %s delivered\n%s\nrebuilt\n%s", d.EventID, d.Body, w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("request %s: %d updates delivered, %d rebuilt", id, len(got), len(want))
+	}
+	for from := range msgs {
+		bodies, order, err := push.V03Takeover(ctx, p.NC, id, from)
+		if err != nil {
+			t.Fatalf("taking over at message %d: %v", from, err)
+		}
+		if from == 0 && len(order) != len(want) {
+			t.Fatalf("a replica rendering all %d messages made %d updates, want %d", msgs, len(order), len(want))
+		}
+		for _, eid := range order {
+			if !bytes.Equal(bodies[eid], want[eid]) {
+				t.Fatalf("taking over at message %d of %d, update %s\n%s\nrebuilt\n%s", from, msgs, eid, bodies[eid], want[eid])
+			}
+		}
+	}
+	t.Logf("request %s: %d updates, %d messages", id, len(want), msgs)
+}
