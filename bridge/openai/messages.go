@@ -41,7 +41,7 @@ func (u *Upstream) messages(ctx context.Context, env *e2a.Envelope) ([]message, 
 // failed, was interrupted, ended in tool calls, or its frames expired) is
 // left out whole, so the messages alternate.
 func (u *Upstream) history(ctx context.Context, env *e2a.Envelope) ([]message, error) {
-	if u.convs == nil || u.maxTurns == 0 {
+	if u.convs == nil || u.maxTurns == 0 || !inConversation(env) {
 		return nil, nil
 	}
 	conv, found, err := u.convs.Get(ctx, u.pool, env)
@@ -64,6 +64,18 @@ func (u *Upstream) history(ctx context.Context, env *e2a.Envelope) ([]message, e
 		out = out[len(out)-n:]
 	}
 	return out, nil
+}
+
+// inConversation reports whether env belongs to a conversation a later
+// request can continue (an A2A context, a session, a task). A request
+// naming none is a conversation of its own one turn: no later request has
+// its id, so it has no history to read and none worth recording (the
+// model server keeps no ids a takeover would need). Skipping it saves the
+// record's read, read-again and write: three NATS round trips and a
+// stored message per request.
+func inConversation(env *e2a.Envelope) bool {
+	kind, _, ok := bridge.ConversationOf(env)
+	return ok && kind != "request"
 }
 
 // historyError is a failure to read the pipeline's own history: retryable,

@@ -202,7 +202,7 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 // next turn sent as soon as the client sees it finds this one. A failure
 // is logged: the answer is still given, the next turn lacks this one.
 func (u *Upstream) record(ctx context.Context, env *e2a.Envelope) {
-	if u.convs == nil {
+	if u.convs == nil || !inConversation(env) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), updateTimeout)
