@@ -23,7 +23,7 @@ import (
 
 // TestCancelInterrupted: CancelTask on a pipeline task whose turn ended
 // input-required or auth-required reaches the upstream agent (a2a-go/v2 over JSON-RPC and
-// gRPC, @a2a-js/sdk 1.3 in Node over JSON-RPC and gRPC): the agent receives CancelTask for its
+// gRPC, @a2a-js/sdk 1.3 in Node over its three bindings): the agent receives CancelTask for its
 // own task, and the pipeline's task ends canceled. An agent that refuses
 // (its task was cancelled directly, so it is terminal) still leaves ours
 // canceled, and the cancel turn's final frame records the refusal. Each
@@ -36,6 +36,7 @@ func TestCancelInterrupted(t *testing.T) {
 		{"go-jsonrpc", goAgent(up.Options{Binding: up.JSONRPC})},
 		{"go-grpc", goAgent(up.Options{Binding: up.GRPC})},
 		{"js", jsAgent(jsupstream.Options{})},
+		{"js-rest", jsAgent(jsupstream.Options{Binding: up.HTTPJSON})},
 		{"js-grpc", jsAgent(jsupstream.Options{Binding: up.GRPC})},
 	} {
 		t.Run(u.name, func(t *testing.T) {

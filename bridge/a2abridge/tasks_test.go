@@ -79,6 +79,8 @@ func TestTasksOfOneContext(t *testing.T) {
 		{"go-jsonrpc", goAgent(up.Options{Binding: up.JSONRPC})},
 		{"go-jsonrpc-nostream", goAgent(up.Options{Binding: up.JSONRPC, NoStreaming: true})},
 		{"js", jsAgent(jsupstream.Options{})},
+		{"js-rest", jsAgent(jsupstream.Options{Binding: up.HTTPJSON})},
+		{"js-grpc", jsAgent(jsupstream.Options{Binding: up.GRPC})},
 	} {
 		t.Run(u.name, func(t *testing.T) {
 			t.Parallel()
