@@ -4,7 +4,7 @@ import "errors"
 
 var (
 	// ErrInvalidOption is wrapped by New's error for options it cannot
-	// serve (a negative interval or count).
+	// serve (a negative interval or count, an unknown binding).
 	ErrInvalidOption = errors.New("jsupstream: invalid option")
 
 	// ErrNoNode is wrapped by New's error when no node executable is on

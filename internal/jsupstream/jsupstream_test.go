@@ -151,7 +151,9 @@ func bearer(t *testing.T, b a2a.TransportProtocol) {
 }
 
 func TestJSOptionsRefused(t *testing.T) {
-	if _, err := js.New(js.Options{SlowChunks: -1}); !errors.Is(err, js.ErrInvalidOption) {
-		t.Errorf("New: %v, want %v", err, js.ErrInvalidOption)
+	for _, o := range []js.Options{{SlowChunks: -1}, {Binding: "SOAP"}} {
+		if _, err := js.New(o); !errors.Is(err, js.ErrInvalidOption) {
+			t.Errorf("New(%+v): %v, want %v", o, err, js.ErrInvalidOption)
+		}
 	}
 }
