@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,11 +12,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/a2aproject/a2a-go/a2a"
-
-	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2av1"
+	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
 // Version is the pipeline version announced in the agent card.
@@ -23,7 +24,7 @@ const Version = "0.1.0"
 
 // TRPCInteractionVersion is the version of the trpc-a2a-version extension
 // (a2a-interaction-spec-trpc.md) the A2A renderers implement.
-const TRPCInteractionVersion = "0.1"
+const TRPCInteractionVersion = a2aproto.InteractionVersion
 
 // TRPCInteractionExtension is the URI of the trpc interaction-spec
 // extension in the card and in X-A2A-Extensions (protocols/a2a's).
@@ -60,61 +61,65 @@ func firstToken(v string) string {
 	return strings.TrimSpace(v)
 }
 
-// AgentCard returns the A2A v0.3 agent card of the pipeline's /a2a
-// endpoint for base URL base.
+// AgentCard returns the agent card of the pipeline's endpoints for base
+// URL base, without its pools: the card of the registry's card server
+// (host.CardServer: A2A's, of both generations, package protocols/a2av1),
+// nil when no protocol serves one.
 func (s *Server) AgentCard(base string) map[string]any {
-	return s.agentCard(base, s.grpcURL(base))
+	cs := s.cardServer()
+	if cs == nil {
+		return nil
+	}
+	return cs.Card(s.cardInfo(base))
 }
 
-// agentCard is the card of the endpoints under base, listing the gRPC
-// binding at grpcURL when it is not empty.
-func (s *Server) agentCard(base, grpcURL string) map[string]any {
-	card := a2a.AgentCard{
-		Name:               "E2A Pipeline",
-		Description:        "Durable, horizontally scaled agent traffic on NATS JetStream: A2A v0.3 and the AgentVault profile on one JSON-RPC endpoint.",
-		URL:                base + "/a2a",
-		PreferredTransport: a2a.TransportProtocolJSONRPC,
-		ProtocolVersion:    "0.3.0",
-		Version:            Version,
-		// v0.3's authenticated extended card: only with authentication
-		// (extcard.go, extendedCardMembers).
-		SupportsAuthenticatedExtendedCard: s.v03ExtendedCard(),
-		Capabilities: a2a.AgentCapabilities{
-			Streaming:              true,
-			PushNotifications:      s.opts.push != nil,
-			StateTransitionHistory: true,
-			Extensions: []a2a.AgentExtension{{
-				URI:    TRPCInteractionExtension,
-				Params: map[string]any{"version": TRPCInteractionVersion},
-			}},
-		},
-		DefaultInputModes:  normalizer.A2AInputModes,
-		DefaultOutputModes: []string{"text/plain", "application/json"},
-		Skills: []a2a.AgentSkill{{
-			ID: "pipeline", Name: "Agent pools",
-			Description: "Routes each request to an agent pool (" + s.opts.defaultPool + " by default) and streams its answer.",
-			Tags:        []string{"agents", "streaming"},
-		}},
+// cardServer is the card server of the server's registry (the default
+// registry for a server built without New), nil when none serves a card.
+func (s *Server) cardServer() host.CardServer {
+	reg := s.opts.protocols
+	if reg == nil {
+		reg = protocols.Default()
 	}
-	b, _ := json.Marshal(card)
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	// AgentVault profile: authSchemes lists the configured schemes (none
-	// when ingress runs without authentication).
-	m["authSchemes"] = []AgentVaultAuthScheme{{Scheme: SchemeNone, Description: "No authentication"}}
-	if s.opts.auth != nil {
-		sec := s.opts.auth.SecuritySchemesFor(base)
+	_, cs, _ := reg.Card()
+	return cs
+}
+
+// cardInfo is what a card of the endpoints under base declares of the
+// server: its interfaces (the gRPC binding's address for base), version,
+// default pool, push, the extended card, and the authentication
+// configured, its token URL resolved against base.
+func (s *Server) cardInfo(base string) host.CardInfo {
+	in := host.CardInfo{Base: base, GRPC: s.grpcURL(base), Version: Version, DefaultPool: s.opts.defaultPool,
+		Push: s.opts.push != nil, ExtendedCard: !s.opts.noExtendedCard, Authentication: s.opts.auth != nil && !s.opts.auth.Open()}
+	if a := s.opts.auth; a != nil {
+		sec := a.SecuritySchemesFor(base)
 		if len(sec.SecuritySchemes) > 0 {
-			m["securitySchemes"] = sec.SecuritySchemes
-			m["security"] = sec.Security
+			in.Auth.Schemes, in.Auth.Requirements = sec.SecuritySchemes, sec.Security
 		}
-		if av := s.opts.auth.AgentVaultAuthSchemes(base); len(av) > 0 {
-			m["authSchemes"] = av
+		for _, m := range a.AgentVaultAuthSchemes(base) {
+			in.Auth.Methods = append(in.Auth.Methods, host.CardAuthMethod(m))
 		}
 	}
-	s.extendedCardMembers(m)
-	a2av1.AddCard(m, base, grpcURL)
-	return m
+	return in
+}
+
+// rootCardInfo is cardInfo for the pipeline's card: its pools, each with
+// its own card's URL, and the default pool's profile.
+func (s *Server) rootCardInfo(ctx context.Context, base string) host.CardInfo {
+	in := s.cardInfo(base)
+	if names, err := s.poolNames(ctx); err == nil {
+		for _, n := range names {
+			in.Pools = append(in.Pools, host.CardPool{Name: n, CardURL: base + PoolsPath + n + "/.well-known/agent-card.json"})
+		}
+	}
+	pr := cardProfile(s.poolProfile(ctx, s.opts.defaultPool))
+	in.Profile = &pr
+	return in
+}
+
+// cardProfile is a pool's profile as a card declares it.
+func cardProfile(p a2av1.Profile) host.PoolProfile {
+	return host.PoolProfile{Streaming: p.Streaming, RequiredExtensions: p.RequiredExtensions}
 }
 
 // grpcURL is the address of the A2A v1.0 gRPC binding the card lists
@@ -153,48 +158,54 @@ func isLoopbackHost(h string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// handleCard answers the agent card of the registry's card server:
+// the pipeline's, or under /pools/<pool>/ the pool's (poolCardInfo; 404
+// for a pool no worker ever served and no bridge published), in the form
+// the client reads (host.CardServer.CardView).
 func (s *Server) handleCard(w http.ResponseWriter, r *http.Request) {
-	if pool, ok := poolFromContext(r.Context()); ok {
-		s.handlePoolCard(w, r, pool)
+	cs := s.cardServer()
+	if cs == nil {
+		http.NotFound(w, r)
 		return
 	}
-	w.Header().Set("Cache-Control", "public, max-age=60")
-	card := s.AgentCard(s.baseURL(r))
-	s.listPools(r.Context(), card, s.baseURL(r))
-	s.cardProfile(r.Context(), card, s.opts.defaultPool)
-	s.writeCard(w, r, card)
-}
-
-// wantsV1Card reports whether r is an A2A v1.0 client's: it asks the card
-// beside the v1.0 interface (/a2a/v1/.well-known/…, also under a pool's
-// path) or sends A2A-Version 1.x (header or query parameter). Anyone else
-// gets the card of both generations (a v1.0 client that sends no version
-// reads its members; v0.3 clients need url, preferredTransport and
-// protocolVersion, which the v1.0 card schema forbids).
-func wantsV1Card(r *http.Request) bool {
-	if strings.HasPrefix(r.URL.Path, A2AV1Path+"/") {
-		return true
-	}
-	v := strings.TrimSpace(r.Header.Get("A2A-Version"))
-	if v == "" {
-		v = strings.TrimSpace(r.URL.Query().Get("A2A-Version"))
-	}
-	return v == "1" || strings.HasPrefix(v, "1.")
-}
-
-// writeCard answers a card: the v1.0 card alone for a v1.0 client
-// (wantsV1Card, a2av1.V1Card), else card as it is; with an ETag (a hash
-// of the bytes) and Last-Modified (when this server first served those
-// bytes), 304 Not Modified when If-None-Match names the ETag (A2A v1.0
-// §8.6.1). Vary: A2A-Version, since the header chooses the card.
-func (s *Server) writeCard(w http.ResponseWriter, r *http.Request, card map[string]any) {
-	var v any = card
-	if wantsV1Card(r) {
-		if v1, err := a2av1.V1Card(card); err == nil {
-			v = v1
-		} else {
-			s.opts.log.Warn("agent card: no v1.0 form", "err", err)
+	base := s.baseURL(r)
+	var in host.CardInfo
+	if pool, ok := poolFromContext(r.Context()); ok {
+		if in, ok = s.poolCardInfo(r.Context(), base, pool); !ok {
+			e2aproto.WriteError(w, http.StatusNotFound, "unknown_agent", "no agent pool named "+pool, false)
+			return
 		}
+	} else {
+		in = s.rootCardInfo(r.Context(), base)
+	}
+	w.Header().Set("Cache-Control", "public, max-age=60")
+	s.writeCard(w, r, cs, cs.Card(in))
+}
+
+// mountCard serves the agent card of p's service cs (host.CardServer) at
+// /.well-known/agent-card.json and /.well-known/agent.json, and beside
+// each of p's HTTP paths (<path>/.well-known/agent-card.json: clients and
+// the A2A TCK that are given an interface URL look for the card there).
+func (s *Server) mountCard(mux *http.ServeMux, p protocols.Protocol) {
+	mux.HandleFunc("GET /.well-known/agent-card.json", s.handleCard)
+	mux.HandleFunc("GET /.well-known/agent.json", s.handleCard)
+	for _, path := range p.Paths {
+		if strings.HasPrefix(path, "/") {
+			mux.HandleFunc("GET "+path+"/.well-known/agent-card.json", s.handleCard)
+		}
+	}
+}
+
+// writeCard answers card in the form r's client reads (cs.CardView; card
+// as it is when there is none), with an ETag (a hash of the bytes) and
+// Last-Modified (when this server first served those bytes), 304 Not
+// Modified when If-None-Match names the ETag (A2A v1.0 §8.6.1). Vary:
+// A2A-Version, since the header chooses the form.
+func (s *Server) writeCard(w http.ResponseWriter, r *http.Request, cs host.CardServer, card map[string]any) {
+	v, err := cs.CardView(r, card)
+	if err != nil {
+		s.opts.log.Warn("agent card: no form for this client; the card served as it is", "err", err)
+		v = card
 	}
 	body, err := json.Marshal(v)
 	if err != nil {

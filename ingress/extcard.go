@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
@@ -35,31 +32,17 @@ import (
 // each pool's own skills as its bridge published them, and each pool's
 // profile (streaming, required extensions) in the pools extension.
 
-// extendedCardMembers declares the extended card in card (v0.3's JSON
-// values): capabilities.extendedAgentCard, A2A v1.0's member, unless
-// WithExtendedCard(false). v0.3's supportsAuthenticatedExtendedCard is
-// set by agentCard only when authentication is configured
-// (v03ExtendedCard).
-func (s *Server) extendedCardMembers(card map[string]any) {
-	if caps, ok := card["capabilities"].(map[string]any); ok && !s.opts.noExtendedCard {
-		caps["extendedAgentCard"] = true
-	}
-}
-
 // v03ExtendedCard reports whether the v0.3 card declares the
-// authenticated extended card: served, and authentication configured.
-// v0.3 names it for authentication and its TCK requires the method to
-// refuse a call without credentials (test_authenticated_extended_card_
-// without_auth); with authentication off nobody has any, so v0.3 does not
-// declare it and answers -32007, while v1.0 serves it to every caller of a
-// card that declares no security scheme (the v1.0 TCK's CARD-EXT-001).
+// authenticated extended card: served, and authentication configured
+// (package protocols/a2a's card says why).
 func (s *Server) v03ExtendedCard() bool {
 	return !s.opts.noExtendedCard && s.opts.auth != nil && !s.opts.auth.Open()
 }
 
 // PrincipalExtension is the URI of the extended card's extension that
-// tells the caller who the pipeline takes it for and what it may use.
-const PrincipalExtension = "https://e2a-pipeline.dev/extensions/principal/v1"
+// tells the caller who the pipeline takes it for and what it may use
+// (package protocols/a2av1's).
+const PrincipalExtension = a2av1.PrincipalExtension
 
 // WithExtendedCard declares and serves the extended agent card (on by
 // default); off, cards do not declare it and GetExtendedAgentCard is
@@ -116,28 +99,6 @@ func (s *Server) poolProfile(ctx context.Context, pool string) a2av1.Profile {
 	return p
 }
 
-// cardProfile writes pool's profile into card: streaming false when the
-// pool does not stream, each required extension in
-// capabilities.extensions with required true.
-func (s *Server) cardProfile(ctx context.Context, card map[string]any, pool string) {
-	p := s.poolProfile(ctx, pool)
-	caps, ok := card["capabilities"].(map[string]any)
-	if !ok {
-		return
-	}
-	if !p.Streaming {
-		caps["streaming"] = false
-	}
-	exts, _ := caps["extensions"].([]any)
-	for _, uri := range p.RequiredExtensions {
-		exts = append(exts, map[string]any{"uri": uri, "required": true,
-			"description": "Required by this agent: activate it with the A2A-Extensions service parameter (header or gRPC metadata)"})
-	}
-	if len(exts) > 0 {
-		caps["extensions"] = exts
-	}
-}
-
 // PoolProfile is the pool's profile (a2av1.CardHost).
 func (h protocolHost) PoolProfile(ctx context.Context, pool string) a2av1.Profile {
 	return h.s.poolProfile(ctx, pool)
@@ -163,22 +124,27 @@ var (
 
 // ExtendedCard is the extended card of pool ("" the pipeline's) for the
 // caller vc (a2av1.CardHost): r is the HTTP call, nil for gRPC, whose
-// card lists the HTTP interfaces only when WithPublicURL names them.
+// card lists the HTTP interfaces only when WithPublicURL names them. Its
+// errors match host.ErrNoExtendedCard, host.ErrUnauthenticated or
+// host.ErrUnknownPool, their text the pipeline's.
 func (h protocolHost) ExtendedCard(ctx context.Context, vc host.V1Caller, r *http.Request, pool string) (map[string]any, error) {
 	c, ok := vc.(caller)
 	if !ok {
-		return nil, fmt.Errorf("%w: extended card: no caller", a2a.ErrInternalError)
+		return nil, errors.New("extended card: no caller")
 	}
 	card, err := h.s.extendedCard(ctx, c.p, r, pool)
 	switch {
 	case errors.Is(err, errExtendedCardOff):
-		return nil, a2av1.CapabilityUnsupported("extendedAgentCard", err.Error())
+		return nil, kindError{err: err, kind: host.ErrNoExtendedCard}
 	case errors.Is(err, errExtendedCardAnonymous):
-		return nil, a2a.NewError(a2a.ErrUnauthenticated, err.Error())
-	case err != nil:
-		return nil, fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
+		if c.rec != nil { // an HTTP binding's answer: the gate's challenges
+			h.s.opts.auth.SetChallenge(c.rec.Header(), nil)
+		}
+		return nil, kindError{err: err, kind: host.ErrUnauthenticated}
+	case errors.Is(err, errExtendedCardPool):
+		return nil, kindError{err: err, kind: host.ErrUnknownPool}
 	}
-	return card, nil
+	return card, err
 }
 
 var _ a2aproto.ExtendedCards = protocolHost{}
@@ -203,8 +169,10 @@ func (h protocolHost) AuthenticatedExtendedCard(in host.Call, c host.RPCCaller) 
 	case errors.Is(err, errExtendedCardOff):
 		return nil, &host.Refusal{Status: http.StatusOK, RPCCode: jsonrpc.CodeA2AExtendedCardNotConfigured, Message: err.Error()}
 	case errors.Is(err, errExtendedCardAnonymous):
-		// HTTP 401, and v0.3's code for the card not available.
-		return nil, &host.Refusal{Status: http.StatusUnauthorized, Code: "unauthenticated", RPCCode: jsonrpc.CodeA2AExtendedCardNotConfigured, Message: err.Error()}
+		// HTTP 401 with the gate's challenges, and v0.3's code for the
+		// card not available.
+		return nil, &host.Refusal{Status: http.StatusUnauthorized, Code: "unauthenticated", RPCCode: jsonrpc.CodeA2AExtendedCardNotConfigured, Message: err.Error(),
+			Challenges: h.s.opts.auth.Challenges(nil)}
 	case err != nil:
 		return nil, &host.Refusal{Status: http.StatusOK, RPCCode: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
@@ -212,9 +180,12 @@ func (h protocolHost) AuthenticatedExtendedCard(in host.Call, c host.RPCCaller) 
 }
 
 // extendedCard is the card of pool ("" the pipeline's) at the base URL of
-// r (the public URL when r is nil), extended for the principal p.
+// r (the public URL when r is nil), extended for the principal p: the
+// card server's card with what p may use (cardCaller) and every pool's
+// profile and own skills as its bridge published them.
 func (s *Server) extendedCard(ctx context.Context, p Principal, r *http.Request, pool string) (map[string]any, error) {
-	if s.opts.noExtendedCard {
+	cs := s.cardServer()
+	if s.opts.noExtendedCard || cs == nil {
 		return nil, errExtendedCardOff
 	}
 	if s.opts.auth != nil && !p.Open && p.Scheme == SchemeNone {
@@ -224,115 +195,48 @@ func (s *Server) extendedCard(ctx context.Context, p Principal, r *http.Request,
 	if r != nil {
 		base = s.baseURL(r)
 	}
-	var card map[string]any
+	var in host.CardInfo
 	if pool != "" {
 		var ok bool
-		if card, ok = s.poolCard(ctx, base, pool); !ok {
+		if in, ok = s.poolCardInfo(ctx, base, pool); !ok {
 			return nil, fmt.Errorf("%w: %s", errExtendedCardPool, pool)
 		}
+		names, _ := s.poolNames(ctx)
+		for _, n := range names {
+			in.Pools = append(in.Pools, host.CardPool{Name: n, CardURL: base + PoolsPath + n + "/.well-known/agent-card.json"})
+		}
 	} else {
-		card = s.agentCard(base, s.grpcURL(base))
-		s.listPools(ctx, card, base)
-		s.cardProfile(ctx, card, s.opts.defaultPool)
+		in = s.rootCardInfo(ctx, base)
 	}
-	if base == "" {
-		grpcOnly(card)
+	in.GRPCOnly = base == ""
+	for i := range in.Pools {
+		pl := &in.Pools[i]
+		pl.Profile = cardProfile(s.poolProfile(ctx, pl.Name))
+		if info, found, err := bridge.LookupPool(ctx, s.js, pl.Name); err == nil && found {
+			pl.Skills = info.Skills
+		}
 	}
-	s.extendCard(ctx, card, p)
-	return card, nil
+	in.Caller = s.cardCaller(p)
+	return cs.Card(in), nil
 }
 
-// grpcOnly keeps the gRPC interface alone in a card built without a base
-// URL (a gRPC call, no public URL: the HTTP interfaces' address is
-// unknown).
-func grpcOnly(card map[string]any) {
-	ifaces, _ := card["supportedInterfaces"].([]*a2a.AgentInterface)
-	card["supportedInterfaces"] = slices.DeleteFunc(slices.Clone(ifaces), func(i *a2a.AgentInterface) bool {
-		return i.ProtocolBinding != a2a.TransportProtocolGRPC
-	})
-}
-
-// extendCard adds to card what the principal p may use: the principal
-// extension, the pools' own skills and profiles.
-func (s *Server) extendCard(ctx context.Context, card map[string]any, p Principal) {
-	caps, _ := card["capabilities"].(map[string]any)
-	if caps == nil {
-		caps = map[string]any{}
-		card["capabilities"] = caps
-	}
-	exts, _ := caps["extensions"].([]any)
-	for i, e := range exts {
-		if m, ok := e.(map[string]any); ok && m["uri"] == PoolsExtension {
-			exts[i] = s.poolsWithProfiles(ctx, m)
-		}
-	}
-	caps["extensions"] = append(exts, map[string]any{"uri": PrincipalExtension,
-		"description": "Who this pipeline takes the caller for, and what it may use (the caller's own, nobody else's)",
-		"params":      s.principalParams(p)})
-	skills, _ := card["skills"].([]any)
-	names, _ := s.poolNames(ctx)
-	for _, n := range names {
-		info, found, err := bridge.LookupPool(ctx, s.js, n)
-		if err != nil || !found {
-			continue
-		}
-		for _, sk := range info.Skills {
-			sk = maps.Clone(sk)
-			sk["id"] = fmt.Sprintf("pool:%s/%v", n, sk["id"])
-			tags, _ := sk["tags"].([]any)
-			sk["tags"] = append(slices.Clone(tags), "pool:"+n)
-			skills = append(skills, sk)
-		}
-	}
-	if len(skills) > 0 {
-		card["skills"] = skills
-	}
-}
-
-// poolsWithProfiles is the pools extension ext with each pool's profile.
-func (s *Server) poolsWithProfiles(ctx context.Context, ext map[string]any) map[string]any {
-	out := maps.Clone(ext)
-	params, _ := ext["params"].(map[string]any)
-	pools, _ := params["pools"].([]map[string]any)
-	var with []map[string]any
-	for _, pl := range pools {
-		pl = maps.Clone(pl)
-		name, _ := pl["pool"].(string)
-		pr := s.poolProfile(ctx, name)
-		pl["streaming"] = pr.Streaming
-		if len(pr.RequiredExtensions) > 0 {
-			pl["requiredExtensions"] = pr.RequiredExtensions
-		}
-		with = append(with, pl)
-	}
-	out["params"] = map[string]any{"pools": with}
-	return out
-}
-
-// principalParams are the principal extension's params for p: its user
-// id and identity origin, its roles, its rate limits and its concurrent
-// streams (absent when unlimited).
-func (s *Server) principalParams(p Principal) map[string]any {
-	m := map[string]any{"identityOrigin": p.IdentityOrigin}
-	if p.UserID != "" {
-		m["principal"] = p.UserID
-	}
-	if len(p.Roles) > 0 {
-		roles := make([]string, len(p.Roles))
-		for i, r := range p.Roles {
-			roles[i] = string(r)
-		}
-		m["roles"] = roles
+// cardCaller is the principal p as an extended card describes it: its
+// user id and identity origin, its roles, its rate limits and its
+// concurrent streams (0 when unlimited).
+func (s *Server) cardCaller(p Principal) *host.CardCaller {
+	c := &host.CardCaller{UserID: p.UserID, IdentityOrigin: p.IdentityOrigin}
+	for _, r := range p.Roles {
+		c.Roles = append(c.Roles, string(r))
 	}
 	if l := s.opts.limiter; l != nil {
 		lim := l.cfg.Limits
 		if o, ok := l.cfg.Overrides[p.UserID]; ok {
 			lim = o
 		}
-		m["rateLimits"] = lim
+		c.RateLimits = lim
 	}
 	if sl := s.opts.streams; sl != nil && sl.max > 0 {
-		m["maxStreams"] = sl.max
+		c.MaxStreams = sl.max
 	}
-	return m
+	return c
 }

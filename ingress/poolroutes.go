@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/protocols/a2av1"
 	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
@@ -21,7 +23,7 @@ import (
 // card at /pools/<pool>/.well-known/agent-card.json, whose interfaces point
 // there. An A2A client given that card talks to the pool's agent without
 // knowing about pools. The gRPC binding, which has no path to carry the
-// pool, is listed with A2A v1.0's `tenant: <pool>` (pooltenant.go).
+// pool, is listed with A2A v1.0's `tenant: <pool>` (package protocols/a2av1 writes the card).
 const PoolsPath = "/pools/"
 
 type poolCtxKey struct{}
@@ -50,24 +52,13 @@ func (s *Server) mountPools(mux *http.ServeMux) {
 	})
 }
 
-// handlePoolCard answers a pool's agent card: the pipeline's card with its
-// interfaces under /pools/<pool>, named and described by what the pool's
-// bridge published (an A2A upstream's own name, description, skills and
-// input and output modes), or after the pool alone. A pool no worker ever
-// served and no bridge published is 404.
-func (s *Server) handlePoolCard(w http.ResponseWriter, r *http.Request, pool string) {
-	card, ok := s.poolCard(r.Context(), s.baseURL(r), pool)
-	if !ok {
-		e2aproto.WriteError(w, http.StatusNotFound, "unknown_agent", "no agent pool named "+pool, false)
-		return
-	}
-	w.Header().Set("Cache-Control", "public, max-age=60")
-	s.writeCard(w, r, card)
-}
-
-// poolCard is the card handlePoolCard answers for the pipeline at base
-// (ok false: no such pool), with the pool's profile (cardProfile).
-func (s *Server) poolCard(ctx context.Context, base, pool string) (map[string]any, bool) {
+// poolCardInfo is what a pool's card declares (ok false: no such pool): a
+// card of the pipeline at base with its interfaces under /pools/<pool>,
+// named and described by what the pool's bridge published (an A2A
+// upstream's own name, description, skills and input and output modes),
+// or after the pool alone, with the pool's profile. A pool no worker ever
+// served and no bridge published has none (its card is 404).
+func (s *Server) poolCardInfo(ctx context.Context, base, pool string) (host.CardInfo, bool) {
 	info, found, err := bridge.LookupPool(ctx, s.js, pool)
 	if err != nil {
 		s.opts.log.Warn("pool card: bridge pool info unreadable", "pool", pool, "err", err)
@@ -82,65 +73,21 @@ func (s *Server) poolCard(ctx context.Context, base, pool string) (map[string]an
 			known = slices.Contains(names, pool)
 		}
 		if !known {
-			return nil, false
+			return host.CardInfo{}, false
 		}
 		info = bridge.PoolInfo{Pool: pool}
 	}
-	base += PoolsPath + pool
-	card := s.agentCard(base, s.grpcURL(base))
-	poolGRPCTenant(card, pool)
-	card["name"] = info.Name
-	if info.Name == "" {
-		card["name"] = "E2A Pipeline: " + pool
-	}
-	card["description"] = info.Description
-	if info.Description == "" {
-		card["description"] = "The agent pool " + pool + " behind the E2A Pipeline: durable, resumable, on every A2A binding, ACP and E2A."
-	}
-	if info.Version != "" {
-		card["version"] = info.Version
-	}
-	if len(info.Skills) > 0 {
-		card["skills"] = info.Skills
-	} else {
-		card["skills"] = []map[string]any{{"id": pool, "name": pool, "description": "Requests to the agent pool " + pool + ".", "tags": []string{"agent"}}}
-	}
-	if len(info.InputModes) > 0 {
-		card["defaultInputModes"] = info.InputModes
-	}
-	if len(info.OutputModes) > 0 {
-		card["defaultOutputModes"] = info.OutputModes
-	}
-	s.cardProfile(ctx, card, pool)
-	return card, true
+	in := s.cardInfo(base + PoolsPath + pool)
+	in.Pool = &host.CardPool{Name: pool, Title: info.Name, Description: info.Description, Version: info.Version,
+		Skills: info.Skills, InputModes: info.InputModes, OutputModes: info.OutputModes}
+	pr := cardProfile(s.poolProfile(ctx, pool))
+	in.Profile = &pr
+	return in, true
 }
 
 // PoolsExtension is the URI of the card extension listing the pipeline's
-// agent pools and their cards.
-const PoolsExtension = "https://e2a-pipeline.dev/extensions/pools/v1"
-
-// listPools adds to the pipeline's card one skill per agent pool and the
-// pools extension naming each pool's card URL.
-func (s *Server) listPools(ctx context.Context, card map[string]any, base string) {
-	names, err := s.poolNames(ctx)
-	if err != nil || len(names) == 0 {
-		return
-	}
-	skills, _ := card["skills"].([]any)
-	var pools []map[string]any
-	for _, n := range names {
-		url := base + PoolsPath + n + "/.well-known/agent-card.json"
-		pools = append(pools, map[string]any{"pool": n, "card": url})
-		skills = append(skills, map[string]any{"id": "pool:" + n, "name": n,
-			"description": "The agent pool " + n + "; its own card: " + url, "tags": []string{"pool"}})
-	}
-	card["skills"] = skills
-	if caps, ok := card["capabilities"].(map[string]any); ok {
-		exts, _ := caps["extensions"].([]any)
-		caps["extensions"] = append(exts, map[string]any{"uri": PoolsExtension,
-			"description": "The agent pools behind this pipeline, each an agent of its own", "params": map[string]any{"pools": pools}})
-	}
-}
+// agent pools and their cards (package protocols/a2av1's).
+const PoolsExtension = a2av1.PoolsExtension
 
 // poolCache caches the pool names for the pipeline's card (a card read
 // must not cost a JetStream API call each time).

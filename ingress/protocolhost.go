@@ -37,8 +37,9 @@ import (
 // e2a_ingress_requests_total under the protocol's name and the route; a
 // JSON-RPC endpoint (host.RPCServer, host.TaskRPCServer) at each of its
 // HTTP paths (POST, served by serveRPC, counted under the protocol and the
-// method); host.BindingServer's bindings at its first path (bindProtocols).
-// Other methods on a path are 405.
+// method); host.BindingServer's bindings at its first path (bindProtocols);
+// host.CardServer's agent card (mountCard). Other methods on a path are
+// 405.
 func (s *Server) mountProtocols(mux *http.ServeMux) {
 	h := protocolHost{s: s}
 	paths := map[string]bool{}
@@ -48,6 +49,9 @@ func (s *Server) mountProtocols(mux *http.ServeMux) {
 		}
 		if b, ok := s.bound[p.Name]; ok {
 			s.mountBindings(mux, p, b)
+		}
+		if _, ok := p.Service.(host.CardServer); ok {
+			s.mountCard(mux, p)
 		}
 		rs, ok := p.Service.(host.RouteServer)
 		if !ok {
@@ -113,7 +117,7 @@ func (s *Server) mountBindings(mux *http.ServeMux, p protocols.Protocol, b host.
 
 // bindProtocols builds the bindings of the registry's binding servers
 // over the server, once; the first is A2A v1.0's, whose JSON-RPC handler
-// also serves single v1.0 calls at /a2a (protocolHost.A2AV1) and whose
+// also serves single v1.0 calls at /a2a (protocolHost.BindingRPC) and whose
 // gRPC service is A2AGRPC's.
 func (s *Server) bindProtocols() {
 	s.bound = map[string]host.Bindings{}
@@ -308,8 +312,9 @@ func (h protocolHost) AuthMethods() []host.AuthMethod {
 // TaskFrames is the server's egress service.
 func (h protocolHost) TaskFrames() host.TaskFrames { return h.s.egress }
 
-// A2AV1 is the A2A v1.0 JSON-RPC handler (of A2AV1Path).
-func (h protocolHost) A2AV1() http.Handler { return h.s.v1rpc }
+// BindingRPC is the JSON-RPC handler of the first binding server's
+// bindings (A2A v1.0's, of A2AV1Path), counted.
+func (h protocolHost) BindingRPC() http.Handler { return h.s.v1rpc }
 
 // V1Answers are package protocols/a2a's answers over the server's egress
 // service.

@@ -257,21 +257,15 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 //	                                             endpoint served by serveRPC from the registry)
 //	GET  /.well-known/agent-card.json            A2A agent card (also /.well-known/agent.json, and
 //	                                             under /a2a and /a2a/v1 for clients that look
-//	                                             beside the interface URL)
+//	                                             beside the interface URL; package
+//	                                             protocols/a2av1's card, from the registry)
+//	/api/v1/workflows/…, /health                 the A2E workflow API (WithWorkflow; package
+//	                                             workflow's routes, from the registry)
 //	POST /oauth/token                            OAuth2 client credentials (when enabled)
 func (s *Server) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /.well-known/agent-card.json", s.handleCard)
-	mux.HandleFunc("GET /.well-known/agent.json", s.handleCard)
-	// Beside each A2A interface URL too: clients and the A2A TCK that are
-	// given the interface URL look for the card there.
-	mux.HandleFunc("GET /a2a/.well-known/agent-card.json", s.handleCard)
-	mux.HandleFunc("GET "+A2AV1Path+"/.well-known/agent-card.json", s.handleCard)
 	s.mountProtocols(mux)
 	mux.HandleFunc("GET /{$}", handleRoot)
 	s.mountPools(mux)
-	if s.opts.workflow != nil {
-		s.workflowAPI().Register(mux)
-	}
 	if s.opts.auth != nil && s.opts.auth.Enabled(SchemeOAuth2) {
 		mux.Handle("POST /oauth/token", s.opts.auth.TokenHandler())
 	}

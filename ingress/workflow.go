@@ -13,10 +13,13 @@ import (
 	"github.com/e2a-pipeline/pipeline/workflow"
 )
 
-// WithWorkflow mounts the A2E workflow REST API (/health,
+// WithWorkflow serves the A2E workflow REST API (/health,
 // /api/v1/capabilities, /api/v1/workflows/validate, /api/v1/workflows/execute,
 // /api/v1/executions/{id}, /api/v1/rate-limit/status) with exec validating
-// and describing capabilities. Executions run on the workflow pool.
+// and describing capabilities: the routes of the registry's a2e.workflow
+// entry (workflow.Routes over protocolHost.WorkflowAPI), mounted with the
+// other protocols and counted in the requests metric under a2e.workflow.
+// Executions run on the workflow pool.
 func WithWorkflow(exec *workflow.Executor) Option {
 	return func(o *options) error { o.workflow = exec; return nil }
 }
@@ -198,3 +201,15 @@ func (w wfLimits) Status(ctx context.Context, principal string) (*workflow.RateL
 	}
 	return &workflow.RateLimitStatus{AgentID: st.AgentID, Limits: conv(st.Limits), Usage: conv(st.Usage), Remaining: conv(st.Remaining)}, nil
 }
+
+// WorkflowAPI is the workflow API over the server (workflow.Host: the
+// registry's a2e.workflow entry serves its routes), nil without
+// WithWorkflow.
+func (h protocolHost) WorkflowAPI() *workflow.API {
+	if h.s.opts.workflow == nil {
+		return nil
+	}
+	return h.s.workflowAPI()
+}
+
+var _ workflow.Host = protocolHost{}

@@ -14,6 +14,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/protocols/acp"
 	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/workflow"
 )
 
 // Method is one JSON-RPC method of a protocol.
@@ -50,10 +51,12 @@ type Protocol struct {
 	// (HTTP routes, mounted as declared), host.RPCServer or
 	// host.TaskRPCServer (a JSON-RPC endpoint, served at each HTTP path of
 	// Paths and over lines for "stdio"), host.BindingServer (an SDK's
-	// transports: HTTP at the first of Paths, gRPC for "grpc"). New checks
+	// transports: HTTP at the first of Paths, gRPC for "grpc"),
+	// host.CardServer (the agent card, at /.well-known/ and beside each
+	// HTTP path of Paths; one protocol of a registry at most). New checks
 	// the roles against Paths and Methods; ingress mounts every role it
-	// finds in one loop. nil: the protocol is mounted outside the registry
-	// (workflows, by package workflow's API) or by the entry In names.
+	// finds in one loop. nil: the protocol is mounted by the entry In
+	// names.
 	// Its renderer conformance cases are its package's, with their golden
 	// files under protocols/<Dir>/testdata/<case>/ (but for
 	// EgressRenderers); a BindingServer's wire golden files are under
@@ -80,10 +83,10 @@ func (p Protocol) Package() bool { return p.Service != nil }
 // PackageRenderers reports whether the protocol's renderers are its
 // package's, with their conformance cases under protocols/<Dir> (a
 // protocol answered through an SDK's Bindings has them only for the
-// Formats it renders itself).
+// Formats it renders itself; one with no Formats renders nothing:
+// workflows, answered by package workflow's API).
 func (p Protocol) PackageRenderers() bool {
-	_, bindings := p.Service.(host.BindingServer)
-	return (p.Package() || p.In != "") && !p.EgressRenderers && (!bindings || len(p.Formats) > 0)
+	return (p.Package() || p.In != "") && !p.EgressRenderers && len(p.Formats) > 0
 }
 
 // Dir is the directory of the protocol's package under protocols/: In
@@ -138,13 +141,15 @@ var all = []Protocol{
 	// adapter's types and answers with egress's events in v1.0 shapes;
 	// the JSON-RPC binding's SendStreamingMessage is rendered by the
 	// package (Formats). A single v1.0 call at /a2a is handed to its
-	// JSON-RPC binding by protocols/a2a.
+	// JSON-RPC binding by protocols/a2a. Its service also writes the
+	// agent card of both A2A generations (host.CardServer), served beside
+	// /a2a/v1 and /a2a.
 	{Name: A2AV1, Title: "A2A", Version: "1.0", Adapter: normalizer.ProtocolA2A,
 		Paths:   []string{a2av1.Path, a2a.Path, "grpc"},
 		Methods: a2a.V1Methods,
 		Formats: []string{a2av1.StreamFormat},
 		Errors:  a2av1.Error,
-		Service: host.BindingsFunc(a2av1.Serve),
+		Service: a2av1.Service{},
 		In:      "a2av1"},
 	{Name: ACP, Title: "ACP", Version: "1", Adapter: normalizer.ProtocolACP,
 		Paths:       []string{acp.Path, "stdio"},
@@ -157,9 +162,11 @@ var all = []Protocol{
 		Paths:   []string{a2e.Path},
 		Formats: []string{a2e.Format},
 		Service: host.RoutesFunc(a2e.Routes)},
-	// Workflow executions are answered by package workflow's REST API.
+	// Workflow executions are answered by package workflow's REST API,
+	// its routes served when the host serves workflows (workflow.Host).
 	{Name: Workflow, Title: "A2E workflows", Version: "1.0", Adapter: normalizer.ProtocolWorkflow,
-		Paths: []string{"/api/v1/workflows/execute"}},
+		Paths:   workflow.Paths,
+		Service: host.RoutesFunc(workflow.Routes)},
 }
 
 // Endpoint is the JSON-RPC dispatch table of one path: which protocol a

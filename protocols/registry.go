@@ -27,6 +27,7 @@ type Adapting interface {
 // conformance suites check. [Default] is the pipeline's.
 type Registry struct {
 	protocols []Protocol
+	card      string // the name of the protocol that serves the card
 }
 
 // New returns the registry of ps, in order, each checked against its
@@ -49,6 +50,12 @@ func New(ps ...Protocol) (*Registry, error) {
 				return nil, fmt.Errorf("%w: %q: format %q is %q's already", ErrInvalidProtocol, p.Name, f, other)
 			}
 			formats[f] = p.Name
+		}
+		if _, ok := p.Service.(host.CardServer); ok {
+			if r.card != "" {
+				return nil, fmt.Errorf("%w: %q: the agent card is served by %q already", ErrInvalidProtocol, p.Name, r.card)
+			}
+			r.card = p.Name
 		}
 		for _, path := range mountedPaths(p) {
 			if other, ok := mounted[path]; ok {
@@ -76,8 +83,9 @@ func check(p Protocol) error {
 	_, routes := p.Service.(host.RouteServer)
 	rpc := rpcServer(p.Service)
 	_, bindings := p.Service.(host.BindingServer)
-	if p.Service != nil && !routes && !rpc && !bindings {
-		return bad("its service (%T) has no role (host.RouteServer, RPCServer, TaskRPCServer or BindingServer)", p.Service)
+	_, card := p.Service.(host.CardServer)
+	if p.Service != nil && !routes && !rpc && !bindings && !card {
+		return bad("its service (%T) has no role (host.RouteServer, RPCServer, TaskRPCServer, BindingServer or CardServer)", p.Service)
 	}
 	for _, path := range p.Paths {
 		switch {
@@ -149,6 +157,16 @@ func (r *Registry) Lookup(name string) (Protocol, bool) {
 		return Protocol{}, false
 	}
 	return r.protocols[i], true
+}
+
+// Card returns the protocol whose service writes the agent card
+// (host.CardServer) and that service; ok false when none does.
+func (r *Registry) Card() (p Protocol, cs host.CardServer, ok bool) {
+	if p, ok = r.Lookup(r.card); !ok {
+		return Protocol{}, nil, false
+	}
+	cs, ok = p.Service.(host.CardServer)
+	return p, cs, ok
 }
 
 // At returns the JSON-RPC endpoint of path: the registry's protocols

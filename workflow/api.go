@@ -144,12 +144,9 @@ type API struct {
 
 // Register mounts the handlers on mux.
 func (a *API) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /health", a.health)
-	mux.HandleFunc("GET /api/v1/capabilities", a.auth(a.limited(a.capabilities)))
-	mux.HandleFunc("POST /api/v1/workflows/validate", a.auth(a.limited(a.validate)))
-	mux.HandleFunc("POST /api/v1/workflows/execute", a.auth(a.limited(a.execute)))
-	mux.HandleFunc("GET /api/v1/executions/{id}", a.auth(a.limited(a.execution)))
-	mux.HandleFunc("GET /api/v1/rate-limit/status", a.auth(a.rateLimit))
+	for _, rt := range a.Routes() {
+		mux.Handle(rt.Method+" "+rt.Path, rt.Handler)
+	}
 }
 
 // limited applies API.Limit before h.

@@ -99,7 +99,8 @@ func Endpoint(h host.RPCHost) host.RPCEndpoint {
 // the code.
 func Refuse(w http.ResponseWriter, f host.Refusal) { host.RefuseJSONRPC(w, nil, f) }
 
-// peek hands a single A2A v1.0 call to the host's v1.0 handler: clients
+// peek hands a single A2A v1.0 call to the host's v1.0 JSON-RPC binding
+// (host.TaskHost.BindingRPC): clients
 // and the A2A TCK that resolve the card's v0.3 url for JSON-RPC whatever
 // the version reach v1.0 here too (method names of the two generations
 // never collide). Other requests are refused echoing the id of body's
@@ -126,7 +127,7 @@ func (d *frontDoor) peek(body []byte) (http.Handler, host.Refuse) {
 	if json.Unmarshal(body, &head) != nil || !isV1(head.Method) {
 		return nil, refuse // a batch or not JSON: the v0.3 path answers
 	}
-	return d.h.A2AV1(), refuse
+	return d.h.BindingRPC(), refuse
 }
 
 // refuseWithID is Refuse echoing the id of body's call when it is

@@ -34,7 +34,7 @@ type v1Host struct {
 	h http.Handler
 }
 
-func (v v1Host) A2AV1() http.Handler { return v.h }
+func (v v1Host) BindingRPC() http.Handler { return v.h }
 
 // TestPeek: a single v1.0 call is diverted; a batch, a v0.3 call or a
 // body that only mentions a v1.0 name is not, and refusals echo a valid id.

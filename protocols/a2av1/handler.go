@@ -495,7 +495,7 @@ func (h *handler) GetExtendedAgentCard(ctx context.Context, _ *a2a.GetExtendedAg
 	}
 	m, err := ch.ExtendedCard(ctx, c.c, c.r, c.agent)
 	if err != nil {
-		return nil, err
+		return nil, extendedCardError(err)
 	}
 	card, err := V1Card(m)
 	if err != nil {

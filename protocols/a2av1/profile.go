@@ -39,9 +39,10 @@ type CardHost interface {
 	PoolProfile(ctx context.Context, pool string) Profile
 	// ExtendedCard is the agent card of pool ("" for the pipeline's) for
 	// the caller c, extended with what c may use: r is the HTTP call (nil
-	// for a gRPC call). Its errors are the SDK's kinds (a2a.Err…): the
-	// caller unauthenticated, the card not declared
-	// ([CapabilityUnsupported]).
+	// for a gRPC call). Its errors match host.ErrNoExtendedCard (the card
+	// does not declare it), host.ErrUnauthenticated (the anonymous caller
+	// of optional authentication) or host.ErrUnknownPool; the handler
+	// answers them in the SDK's kinds (extendedCardError).
 	ExtendedCard(ctx context.Context, c host.V1Caller, r *http.Request, pool string) (map[string]any, error)
 }
 

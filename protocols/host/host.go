@@ -37,6 +37,9 @@ type Refusal struct {
 	Retryable bool
 	RPCCode   int // JSON-RPC error code
 	Data      any // protocol-neutral detail (the rate limit exceeded)
+	// Challenges are the WWW-Authenticate challenges of a refusal for
+	// want of credentials, added to an HTTP answer ([RefuseJSONRPC]).
+	Challenges []string
 }
 
 // Refuse writes a refusal in one protocol's error shape.

@@ -293,6 +293,9 @@ func (h httpReply) Stream() http.ResponseWriter { return h.w }
 // RefuseJSONRPC writes a refusal as a JSON-RPC error response with id
 // (null when nil) and the refusal's HTTP status.
 func RefuseJSONRPC(w http.ResponseWriter, id json.RawMessage, f Refusal) {
+	for _, c := range f.Challenges {
+		w.Header().Add("WWW-Authenticate", c)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(f.Status)
 	_ = json.NewEncoder(w).Encode(jsonrpc.ErrorResponse(id, &jsonrpc.Error{Code: f.RPCCode, Message: f.Message, Data: f.Data}))

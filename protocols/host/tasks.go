@@ -91,13 +91,15 @@ type TaskFrames interface {
 var _ TaskFrames = (*egress.Service)(nil)
 
 // TaskHost is the pipeline as a task protocol package (A2A v0.3 and
-// AgentVault) sees it: the [RPCHost], the frames of its tasks, and
-// the A2A v1.0 handler that also serves single v1.0 calls at its endpoint.
+// AgentVault) sees it: the [RPCHost], the frames of its tasks, and the
+// JSON-RPC handler of the host's bindings, to which its endpoint hands a
+// single call of another generation of the protocol.
 type TaskHost interface {
 	RPCHost
 	// TaskFrames reads the frames of its tasks' requests.
 	TaskFrames() TaskFrames
-	// A2AV1 serves one A2A v1.0 JSON-RPC call over HTTP, gate included
-	// (the handler of /a2a/v1).
-	A2AV1() http.Handler
+	// BindingRPC serves one JSON-RPC call over HTTP, gate included, with
+	// the JSON-RPC binding of the registry's first [BindingServer] (A2A
+	// v1.0's, the handler of /a2a/v1); not found when there is none.
+	BindingRPC() http.Handler
 }
