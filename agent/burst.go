@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -51,20 +52,79 @@ func putBurstBuf(b []byte) {
 func (wr *writer) enqueue(f frame, runtime bool) (int64, error) {
 	wr.mu.Lock()
 	defer wr.mu.Unlock()
-	for {
+	// Pending text goes first; a text frame in flight (published by
+	// schedule) must be stored before later sequences are fixed, since a
+	// refusal of its own (too large) gives its sequence to the next. Once
+	// nothing is in flight the pending text is queued here, in f's burst,
+	// rather than published alone before it (one message and one round
+	// trip fewer: a model's last deltas and its final frame are stored
+	// together); schedule leaves it to this loop while it waits.
+	wr.enqueuers++
+	for waited := false; ; waited = true {
 		if err := wr.writable(runtime); err != nil {
+			wr.enqueuers--
+			wr.schedule()
 			return 0, err
 		}
-		// Pending text goes first; a text frame in flight (published by
-		// schedule) must be stored before later sequences are fixed, since
-		// a refusal of its own (too large) gives its sequence to the next.
+		if wr.pending != nil && !wr.inflight {
+			wr.queuePendingLocked(runtime)
+			continue
+		}
 		if wr.pending == nil && !(wr.inflight && !wr.bursting) {
 			break
 		}
 		wr.flushNow = true
 		wr.schedule()
+		if hook := wr.w.cfg.enqueueWait; hook != nil && !waited {
+			hook(wr.requestID)
+		}
 		wr.cond.Wait()
 	}
+	wr.enqueuers--
+	seq, err := wr.appendQueuedLocked(f, runtime)
+	if err == nil {
+		wr.queueFinal, wr.queueStatus, wr.queueCode = f.final, f.status, ""
+		if b, ok := f.body.(e2a.ErrorBody); ok {
+			wr.queueCode = b.Code
+		}
+	}
+	if wr.queued > 0 && !wr.inflight {
+		wr.startDrainLocked() // f, or the pending text queued before f was refused
+	}
+	return seq, err
+}
+
+// queuePendingLocked moves the pending text into the burst queue, as the
+// frame after those queued (nothing is in flight). A frame refused as too
+// large is dropped as schedule's publish drops it: its Chunk has returned,
+// so the next handler write reports it. Lock held.
+func (wr *writer) queuePendingLocked(runtime bool) {
+	p := wr.pending
+	wr.pending, wr.flushNow = nil, false
+	if wr.timer != nil {
+		wr.timer.Stop()
+		wr.timer = nil
+	}
+	f := frame{kind: e2a.KindChunk, status: e2a.StatusInProgress, body: e2a.ChunkBody{DeltaKind: p.kind, Delta: p.b.String()}}
+	_, err := wr.appendQueuedLocked(f, runtime)
+	switch {
+	case err == nil:
+		wr.queueFinal = false
+	case errors.Is(err, ErrFrameTooLarge):
+		if wr.tooLarge == nil {
+			wr.tooLarge = err
+		}
+	case wr.fatal == nil:
+		wr.fatal = err
+	}
+	wr.cond.Broadcast() // the pending text is taken
+}
+
+// appendQueuedLocked encodes f as the frame after everything queued or in
+// flight and appends it to the queued burst, waiting while the burst is
+// full. It returns the frame's sequence, or the writer's failure, or f's
+// own error (a frameError) without queueing anything. Lock held.
+func (wr *writer) appendQueuedLocked(f frame, runtime bool) (int64, error) {
 	seq := wr.nextSeq + int64(wr.sending+wr.queued)
 	if wr.queueBuf == nil {
 		wr.queueBuf = getBurstBuf()
@@ -96,6 +156,9 @@ func (wr *writer) enqueue(f frame, runtime bool) (int64, error) {
 		// frame's), and queue it then.
 		data := slices.Clone(wr.queueBuf[len(wr.queueBuf)-size:])
 		wr.queueBuf = wr.queueBuf[:start]
+		if !wr.inflight {
+			wr.startDrainLocked() // pending text queued just before
+		}
 		for wr.queued > 0 {
 			wr.cond.Wait()
 		}
@@ -105,13 +168,6 @@ func (wr *writer) enqueue(f frame, runtime bool) (int64, error) {
 		wr.queueBuf = append(wr.queueBuf[:0], data...)
 	}
 	wr.queued++
-	wr.queueFinal, wr.queueStatus, wr.queueCode = f.final, f.status, ""
-	if b, ok := f.body.(e2a.ErrorBody); ok {
-		wr.queueCode = b.Code
-	}
-	if !wr.inflight {
-		wr.startDrainLocked()
-	}
 	return seq, nil
 }
 

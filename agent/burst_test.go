@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -350,5 +351,67 @@ func TestBurstBoundedByFrames(t *testing.T) {
 	counts := frameCounts(t, msgs)
 	if len(counts) < 3 || counts[0] != 1 || counts[1] != 256 {
 		t.Fatalf("frames per stored message %v, want 1, then 256, then the rest", counts)
+	}
+}
+
+// Text deltas coalescing while a message is in flight are stored with the
+// frame written after them, in one burst, not as a message of their own:
+// a model's first delta goes alone, the deltas written while it is stored
+// and the final frame share the second message ([1 1 1] before). A tool
+// delta after pending text is queued behind it the same way (its Chunk
+// waits for its store, so the final frame follows alone: [1 1 1 1]
+// before). The text, its order and the frames' sequences are unchanged.
+func TestCoalescedTextJoinsNextBurst(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	for _, tc := range []struct {
+		id     string
+		tool   bool // a tool delta (a frame of its own) after the text
+		counts []int
+	}{
+		{"joins-final", false, []int{1, 2}},
+		{"joins-tool", true, []int{1, 2, 1}},
+	} {
+		hold, taken, release := holdFirst(tc.id)
+		// "a"'s publish is released once the next write waits behind it.
+		var once sync.Once
+		waiting := agent.WithEnqueueWait(func(id string) {
+			if id == tc.id {
+				once.Do(func() { close(release) })
+			}
+		})
+		h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+			if err := w.Chunk(e2a.DeltaText, "a"); err != nil {
+				return err
+			}
+			<-taken // "a" is being published alone
+			for _, d := range []string{"b", "c", "d"} {
+				if err := w.Chunk(e2a.DeltaText, d); err != nil {
+					return err
+				}
+			}
+			if tc.tool {
+				if err := w.Chunk(e2a.DeltaTool, e2a.ToolDelta{Type: e2a.ToolFunctionCall, ID: "c1", Name: "f", Args: "{}"}); err != nil {
+					return err
+				}
+			}
+			return w.Complete("done")
+		})
+		startWorker(t, s.connect(t), tc.id, h, agent.WithoutHeartbeats(), hold, waiting)
+		waitConsumer(t, s.js, tc.id)
+		publish(t, s.js, tc.id, request(tc.id, nil))
+		fr := waitFinal(t, s.nc, tc.id, 10*time.Second)
+		if want := len(tc.counts) + 1; len(fr) != want || text(t, fr) != "abcd" {
+			t.Fatalf("%s: %d frames, text %q; want %d frames, abcd", tc.id, len(fr), text(t, fr), want)
+		}
+		for i, f := range fr {
+			if f.Sequence != int64(i) {
+				t.Fatalf("%s: frame %d has sequence %d", tc.id, i, f.Sequence)
+			}
+		}
+		_, msgs := storedFrames(t, s.nc, tc.id)
+		if got := frameCounts(t, msgs); fmt.Sprint(got) != fmt.Sprint(tc.counts) {
+			t.Fatalf("%s: frames per stored message %v, want %v", tc.id, got, tc.counts)
+		}
 	}
 }

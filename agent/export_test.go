@@ -15,6 +15,7 @@ var (
 	WithoutHeartbeats = withoutHeartbeats
 	WithCancelSeen    = withCancelSeen
 	WithBeforeBurst   = withBeforeBurst
+	WithEnqueueWait   = withEnqueueWait
 )
 
 // PublishRaw publishes data as frame seq of requestID with the writer's

@@ -48,6 +48,10 @@ type config struct {
 	// beforeBurst (tests) is called before each message of frames is
 	// published: n frames of request id from sequence first.
 	beforeBurst func(id string, first int64, n int)
+	// enqueueWait (tests) is called, under the writer's lock, when a write
+	// of request id starts waiting to queue its frame behind the message
+	// in flight.
+	enqueueWait func(id string)
 }
 
 func defaultConfig() config {
@@ -297,6 +301,15 @@ func withoutHeartbeats() Option {
 func withBeforeBurst(f func(id string, first int64, n int)) Option {
 	return func(c *config) error {
 		c.beforeBurst = f
+		return nil
+	}
+}
+
+// withEnqueueWait calls f when a write starts waiting to queue its frame
+// behind the message in flight (tests: release that message only then).
+func withEnqueueWait(f func(id string)) Option {
+	return func(c *config) error {
+		c.enqueueWait = f
 		return nil
 	}
 }

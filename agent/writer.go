@@ -151,6 +151,11 @@ type writer struct {
 	finalStatus string
 	finalCode   string
 
+	// enqueuers counts the writes waiting in enqueue to queue a frame:
+	// while one does, schedule leaves the pending text for it to queue
+	// ahead of its frame (queuePendingLocked).
+	enqueuers int
+
 	// Publishing state, used by the goroutine publishing the frame in
 	// flight (ordered by mu and inflight).
 	msg         *nats.Msg
@@ -354,7 +359,7 @@ func (wr *writer) publishAlone(seq int64, f frame) (uint64, error) {
 // it has waited long enough (or is full, or a flush is asked). Lock held.
 func (wr *writer) schedule() {
 	p := wr.pending
-	if wr.inflight || p == nil || wr.fatal != nil || wr.queued > 0 {
+	if wr.inflight || p == nil || wr.fatal != nil || wr.queued > 0 || wr.enqueuers > 0 {
 		return
 	}
 	cfg := &wr.w.cfg
@@ -380,6 +385,9 @@ func (wr *writer) schedule() {
 	seq := wr.nextSeq
 	f := frame{kind: e2a.KindChunk, status: e2a.StatusInProgress, body: e2a.ChunkBody{DeltaKind: p.kind, Delta: p.b.String()}}
 	go func() {
+		if wr.w.cfg.beforeBurst != nil {
+			wr.w.cfg.beforeBurst(wr.requestID, seq, 1)
+		}
 		streamSeq, err := wr.publishAlone(seq, f)
 		if errors.Is(err, ErrFrameTooLarge) {
 			// Its Chunk has returned: the next write reports it.
