@@ -179,6 +179,43 @@ func TestCapacityPerRequest(t *testing.T) {
 	if a2aSubjects != readmeSubjectsPerA2ARequest*m {
 		t.Errorf("%d subjects for %d A2A requests, docs/capacity.md says %d each", a2aSubjects, m, readmeSubjectsPerA2ARequest)
 	}
+	// A task's second turn creates its record: its request, its frames
+	// and the record (docs/capacity.md, "What stays above 2").
+	first, second := p.twoTurns(t)
+	t.Logf("an A2A task asking for input: %d subjects; its answer: %d more (the record created)", first, second)
+	if first != readmeSubjectsPerA2ARequest || second != 3 {
+		t.Errorf("first turn %d subjects, second %d; docs/capacity.md says %d and 3", first, second, readmeSubjectsPerA2ARequest)
+	}
+}
+
+// twoTurns sends an A2A v1.0 message the demo answers by asking for
+// input, then the answer, and returns the subjects each turn added.
+func (p *pipeline) twoTurns(t *testing.T) (first, second uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	card, err := agentcard.DefaultResolver.Resolve(ctx, p.url+"/pools/"+demo.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := a2aclient.NewFromCard(ctx, card)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Destroy() }()
+	before := p.requestSubjects(t)
+	res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("ask:input the weather"))})
+	task, ok := res.(*a2a.Task)
+	if err != nil || !ok || task.Status.State != a2a.TaskStateInputRequired {
+		t.Fatalf("first turn: %v %v", res, err)
+	}
+	mid := p.requestSubjects(t)
+	answer := a2a.NewMessageForTask(a2a.MessageRoleUser, task, a2a.NewTextPart("Paris"))
+	res, err = c.SendMessage(ctx, &a2a.SendMessageRequest{Message: answer})
+	if task, ok = res.(*a2a.Task); err != nil || !ok || task.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("second turn: %v %v", res, err)
+	}
+	return mid - before, p.requestSubjects(t) - mid
 }
 
 // requestSubjects returns the subjects E2A_REQUESTS, E2A_RESPONSES and
