@@ -23,12 +23,14 @@
 // profile, whose AgentVault entry names its methods, format and error
 // table, and the package, [Protocol.In]), host.BindingServer (an SDK's
 // transports over the package's handler: protocols/a2av1's JSON-RPC,
-// HTTP+JSON and gRPC). [New] checks each declaration against its
+// HTTP+JSON and gRPC), host.CardServer (the agent card: protocols/a2av1's,
+// of both A2A generations; one protocol at most); workflows are the
+// routes of package workflow's API. [New] checks each declaration against its
 // service's roles and refuses ([ErrInvalidProtocol]) what cannot be
 // served (a path "stdio" without a JSON-RPC endpoint, "grpc" without
 // bindings, methods without an endpoint, an adapter the normalizer lacks
 // unless the service normalizes itself, [Adapting]) and a name, format or
-// mounted path taken twice; [Default], the pipeline's registry, is checked
+// mounted path taken twice, or a second card server; [Default], the pipeline's registry, is checked
 // at start. Ingress mounts every role of every protocol of its registry in
 // one loop (ingress.WithProtocols). Adding a protocol is its package, one
 // entry in a registry and its golden files: TestAddedProtocol registers

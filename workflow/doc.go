@@ -18,8 +18,9 @@
 //     message objects). Run it with agent.Run(ctx, nc, workflow.Pool, exec).
 //   - [API] serves GET /health, GET /api/v1/capabilities, POST
 //     /api/v1/workflows/validate, POST /api/v1/workflows/execute, GET
-//     /api/v1/executions/{id} and GET /api/v1/rate-limit/status through
-//     [API.Register]; publishing, frame reading, task lookup, rate limits
+//     /api/v1/executions/{id} and GET /api/v1/rate-limit/status ([Paths])
+//     through [API.Register], or as the routes the pipeline's protocol
+//     registry mounts ([Routes], over a host that is a [Host]); publishing, frame reading, task lookup, rate limits
 //     and authentication are plugged in through [Submitter], [FrameSource]
 //     (e.g. [StreamFrames]), [TaskLookup], [RateLimits] and
 //     API.Authenticate.

@@ -26,7 +26,8 @@
 //   - push-config methods and agent/getAuthenticatedExtendedCard are
 //     refused by the adapter (-32003, -32007).
 //   - a single call of an A2A v1.0 method ([V1Methods]) is handed, before
-//     the gate, to the host's v1.0 handler ([host.TaskHost.A2AV1]; the
+//     the gate, to the host's v1.0 JSON-RPC binding
+//     ([host.TaskHost.BindingRPC]; the
 //     endpoint's Peek): clients that resolve the card's v0.3 url whatever
 //     the version reach v1.0 here too.
 //

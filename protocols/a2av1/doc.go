@@ -61,14 +61,17 @@
 // same frames.
 //
 // The host (ingress) keeps the transports' mounting (the HTTP handlers at
-// [Path], the gRPC server and its reflection), the gate, the task store
-// and the agent card's assembly: the card of both generations is
-// ingress's v0.3 card (with its AgentVault and security members), to which
-// [AddCard] adds the v1.0 interfaces, security members and
-// [ReplayExtension]; a v1.0 client gets [V1Card] of it, the v1.0 card
-// alone. A
+// [Path], the gRPC server and its reflection), the gate and the task
+// store. The agent card is the package's ([Service], a host.CardServer,
+// from the host's host.CardInfo): the card of both generations is package
+// protocols/a2a's v0.3 card (with its AgentVault and security members), to
+// which [AddCard] adds the v1.0 interfaces, security members and
+// [ReplayExtension], then the pools ([PoolsExtension]), a pool's own name,
+// skills and gRPC tenant, its profile, and for the extended card the
+// caller ([PrincipalExtension]); a v1.0 client gets [V1Card] of it, the
+// v1.0 card alone ([Service.CardView]). A
 // single v1.0 call at /a2a reaches the JSON-RPC binding through package
-// protocols/a2a (host.TaskHost.A2AV1), which also holds the v1.0 method
+// protocols/a2a (host.TaskHost.BindingRPC), which also holds the v1.0 method
 // names (a2a.V1Methods) and the helpers this package shares with v0.3
 // (Continued, Interaction): it cannot import this package, which imports
 // it.

@@ -26,8 +26,8 @@
 // caller's [Task] record, TaskOpen, ClaimContext; a message is published
 // as a [Turn] of its task with [RPCCaller.PublishTurn]), and their
 // host a [TaskHost] ([TaskFrames]: the existing requests, their frames
-// and their cancel, of which the package makes its A2A answers; the A2A
-// v1.0 handler).
+// and their cancel, of which the package makes its A2A answers;
+// BindingRPC, the JSON-RPC binding to which a single v1.0 call is handed).
 //
 // A2A v1.0 (protocols/a2av1) implements a2a-go's request handler behind
 // the SDK's transports, which write its Go errors in each binding's shape:
@@ -35,7 +35,17 @@
 // listing and its contexts, errors returned rather than answered), its
 // host its own a2av1.Host ([HeaderGate]: the gate of a gRPC call's
 // metadata; its answers: package protocols/a2a's A2A events and values),
-// and it hands the host its [Bindings] to mount. This package names no
+// and it hands the host its [Bindings] to mount.
+//
+// A protocol's service plays these roles for the host, which mounts every
+// role it finds in one loop: [RouteServer], [RPCServer], [TaskRPCServer],
+// [BindingServer], and [CardServer], which writes the agent card from
+// what the host knows ([CardInfo]: interfaces, authentication, pools and
+// their profiles, the caller of an extended card) and picks the form a
+// client reads; the host serves it (and answers [ErrNoExtendedCard] or
+// [ErrUnauthenticated] to an extended card it will not give). A refusal
+// for want of credentials carries the gate's challenges
+// ([Refusal].Challenges, WWW-Authenticate over HTTP). This package names no
 // protocol's types: what is one protocol's is declared in its package.
 //
 // It is a leaf: the protocol packages (protocols/<name>) import it and
