@@ -3,6 +3,7 @@ package push_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/agent/tck"
@@ -190,4 +192,73 @@ func checkV03Bodies(t *testing.T, p *pipetest.Pipeline, r *pushtest.Receiver, pa
 		}
 	}
 	t.Logf("request %s: %d updates, %d messages", id, len(want), msgs)
+}
+
+// TestV03StageCrash: a task of two turns with a v0.3 config. While the
+// second turn runs (its first chunk stored, the rest held back by the
+// agent), the replica delivering it is crashed with that turn's first
+// update held by the webhook, and a second replica takes over: it reads
+// the first turn back, catches up on what the second stored, and goes on.
+// Every update of both turns arrives, the held one again, and every body
+// is the rebuilt one (push.V03Rebuilt) whichever replica sent it.
+func TestV03StageCrash(t *testing.T) {
+	e := newEnv(t)
+	first := e.startStage()
+	r := pushtest.NewReceiver(t)
+	e.create("alice", push.Config{TaskID: "t1", URL: r.URL + "/hook", Token: "tok", Version: push.V03})
+	a := e.turn("alice", "t1", "", "a", 4)
+	r.Await(t, 20*time.Second, "/hook", "completed")
+	held, release := r.Hold(t, "/hook")
+	g := "v03-crash-" + uuid.NewString()
+	b := e.turnWith("alice", "t1", a, "b", 8, map[string]any{"gate": g})
+	var h pushtest.Delivery
+	select {
+	case h = <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no update of the second turn")
+	}
+	if !strings.HasPrefix(h.EventID, b+":") {
+		t.Fatalf("held %s, want an update of the second turn %s", h.EventID, b)
+	}
+	e.startStage()
+	first.crash()
+	release()
+	openGate(g)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	want := map[string][]byte{}
+	for _, id := range []string{a, b} {
+		w, _, err := push.V03Rebuilt(ctx, e.nc, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range w {
+			want[k] = v
+		}
+	}
+	got := map[string]int{}
+	testkit.Eventually(t, 60*time.Second, "every update of both turns", func() bool {
+		for _, d := range r.Of("/hook") {
+			got[d.EventID]++
+		}
+		n := len(got)
+		clear(got)
+		return n >= len(want)
+	})
+	for _, d := range r.Of("/hook") {
+		got[d.EventID]++
+		if w, ok := want[d.EventID]; !ok || !bytes.Equal(d.Body, w) {
+			t.Fatalf("update %s delivered\n%s\nrebuilt\n%s", d.EventID, d.Body, w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d updates delivered, %d rebuilt", len(got), len(want))
+	}
+	if got[h.EventID] < 2 {
+		t.Errorf("the update held at the crash (%s) was delivered %d times; the new replica must send it again", h.EventID, got[h.EventID])
+	}
+	if err := <-first.done; !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Errorf("the crashed replica's Run returned %v, want nats.ErrConnectionClosed", err)
+	}
+	first.done = nil
 }

@@ -19,7 +19,7 @@ import (
 // instead of a rebuild from every frame (the earlier turns are built
 // once, when the builder is made). MarshalTask is its JSON, with the texts
 // of the request's content messages escaped as they grow rather than at
-// each call.
+// each call. It is not safe for concurrent use.
 type TaskBuilder struct {
 	taskID string
 	base   *a2a.Task // the earlier turns' history, this turn's user message and the context id
