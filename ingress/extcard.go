@@ -24,13 +24,16 @@ import (
 // GetExtendedAgentCard (JSON-RPC, HTTP+JSON GET /extendedAgentCard, gRPC;
 // v0.3 agent/getAuthenticatedExtendedCard) needs an authenticated caller
 // when authentication is configured: the anonymous caller of optional
-// authentication is refused (UNAUTHENTICATED) before anything is read. The
-// answer is the card of the interface called (the pipeline's, or a pool's
-// under /pools/<pool>/) extended with what that caller may use: the
-// principal extension (PrincipalExtension: its user id, identity origin,
-// roles, rate limits and concurrent streams, its own and nobody else's),
-// each pool's own skills as its bridge published them, and each pool's
-// profile (streaming, required extensions) in the pools extension.
+// authentication is refused (UNAUTHENTICATED; over HTTP with the gate's
+// WWW-Authenticate challenges) before anything is read. The answer is the
+// card of the interface called (the pipeline's, or a pool's under
+// /pools/<pool>/) extended with what that caller may use: the principal
+// extension (PrincipalExtension: its user id, identity origin, roles, rate
+// limits and concurrent streams, its own and nobody else's), each pool's
+// own skills as its bridge published them, and each pool's profile
+// (streaming, required extensions) in the pools extension. Ingress says
+// what (host.CardInfo with its Caller); the card server (package
+// protocols/a2av1's) writes it.
 
 // v03ExtendedCard reports whether the v0.3 card declares the
 // authenticated extended card: served, and authentication configured
