@@ -121,7 +121,7 @@ func readError(ctx context.Context, err error) error {
 // the usage, the completion's id and model.
 func (t *turn) chunk(data []byte) error {
 	var c chunk
-	if err := json.Unmarshal(data, &c); err != nil {
+	if err := decodeChunk(data, &c, t.id, t.model); err != nil {
 		return bridge.Errorf(bridge.CodeProtocol, false, "upstream sent an event that is not a chat completion chunk: %s", quote(data))
 	}
 	if isSet(c.Error) {
