@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,7 +16,9 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/tenant"
@@ -223,5 +227,85 @@ func TestFirstTurnIsTheRecordV03(t *testing.T) {
 	}
 	if keys := taskKeys(t, p.js); len(keys) != 0 {
 		t.Fatalf("one-turn tasks wrote records %v", keys)
+	}
+}
+
+// TestTaskStoreSecondTurnsRace: concurrent second turns of a task that has
+// no record yet (its first request, as the normalizer makes and ingress
+// publishes it, stands for it) create the record once, from the first
+// request, and chain after each other: exactly one follows the first
+// request, each follows the one before it in the final record. Another
+// principal's turn changes nothing, and a retry of the first turn writes
+// nothing.
+func TestTaskStoreSecondTurnsRace(t *testing.T) {
+	ctx := context.Background()
+	ts, js := newTaskStore(t)
+	res, err := normalizer.New(normalizer.Config{Routes: normalizer.Routes{Default: "demo"}}).FromA2A(normalizer.Input{
+		Body: []byte(`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1","role":"user","parts":[{"kind":"text","text":"hi"}]}}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := res.Envelope
+	env.UserID = "alice"
+	if env.TaskID != env.RequestID {
+		t.Fatalf("a new task is named %q, its request %q", env.TaskID, env.RequestID)
+	}
+	data, _ := e2a.MarshalEnvelope(env)
+	subj, _ := subjects.Request("demo", env.RequestID)
+	if _, err := js.Publish(ctx, subj, data); err != nil {
+		t.Fatal(err)
+	}
+	id := env.TaskID
+	first, err := ts.Get(ctx, ingress.KindTask, id)
+	if err != nil || first.Principal != "alice" || first.Pool != "demo" || first.ContextID != env.ContextID ||
+		len(first.RequestIDs) != 1 || first.RequestIDs[0] != id {
+		t.Fatalf("the first request as the record: %+v %v", first, err)
+	}
+	alice, bob := tenant.Principal{ID: "alice"}, tenant.Principal{ID: "bob"}
+	base := ingress.TaskRecord{ID: id, Protocol: "a2a", Pool: "demo"}
+	bobBase := base
+	bobBase.Principal = "bob"
+	if _, err := ts.Append(ctx, ingress.KindTask, bobBase, "r-bob", bob); !errors.Is(err, ingress.ErrTaskNotFound) {
+		t.Fatalf("bob's turn: %v", err)
+	}
+	if rec, err := ts.Append(ctx, ingress.KindTask, base, id, alice); err != nil || len(rec.RequestIDs) != 1 {
+		t.Fatalf("the first turn again: %+v %v", rec, err)
+	}
+	if keys := taskKeys(t, js); len(keys) != 0 {
+		t.Fatalf("records %v", keys)
+	}
+	const n = 12
+	after := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			turn := fmt.Sprintf("r-%d", i)
+			b := base
+			b.Principal = "alice"
+			rec, err := ts.Append(ctx, ingress.KindTask, b, turn, alice)
+			if err != nil {
+				t.Errorf("append %s: %v", turn, err)
+				return
+			}
+			after[i] = rec.Before(turn)
+		})
+	}
+	wg.Wait()
+	got, err := ts.Get(ctx, ingress.KindTask, id)
+	if err != nil || len(got.RequestIDs) != n+1 || got.RequestIDs[0] != id || got.Principal != "alice" || got.ContextID != env.ContextID {
+		t.Fatalf("record %+v %v", got, err)
+	}
+	afterFirst := 0
+	for i := range n {
+		turn := fmt.Sprintf("r-%d", i)
+		if want := got.Before(turn); after[i] != want || want == "" {
+			t.Errorf("%s appended after %q; the record has it after %q", turn, after[i], want)
+		}
+		if after[i] == id {
+			afterFirst++
+		}
+	}
+	if afterFirst != 1 {
+		t.Errorf("%d turns follow the first request", afterFirst)
 	}
 }
