@@ -26,7 +26,9 @@ import (
 const (
 	Path = "/a2a/v1"
 	// ListMax bounds the tasks ListTasks reads per call: the task index is
-	// a key-value bucket, listed by scanning the caller's keys.
+	// a key-value bucket, listed by scanning its keys, and a one-turn task
+	// has no record (its request stands for it): the newest ListMax
+	// requests are scanned too.
 	ListMax = 10_000
 	// GRPCAgentMetadata is the gRPC metadata key naming the agent pool of
 	// a call (what ?agent= is over HTTP); absent, the routes and the

@@ -171,8 +171,9 @@ type Turn struct {
 	Task Task
 	// Session: the record is a session's (ACP), not a task's.
 	Session bool
-	// Created: the adapter made the task id up, so there is no record to
-	// read first.
+	// Created: the adapter made the task id up (its request id), so there
+	// is no record to read first; the request stands for the record until
+	// a second turn writes one.
 	Created bool
 }
 
