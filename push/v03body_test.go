@@ -224,6 +224,15 @@ func TestV03StageCrash(t *testing.T) {
 	first.crash()
 	release()
 	openGate(g)
+	// The second turn's last update is in: every frame is stored.
+	testkit.Eventually(t, 60*time.Second, "the second turn completed", func() bool {
+		for _, d := range r.Of("/hook") {
+			if strings.HasPrefix(d.EventID, b+":") && d.State == "completed" {
+				return true
+			}
+		}
+		return false
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	want := map[string][]byte{}

@@ -26,9 +26,25 @@ type TaskBuilder struct {
 	agg    *Aggregator
 	frames int
 	// mark starts the placeholders MarshalTask puts in place of texts
-	// (random, so that no text can hold one).
+	// and earlier messages (random, so that no text can hold one).
 	mark    string
 	mirrors map[*strings.Builder]*textMirror
+	// baseJSON is the JSON of each message of base.History (made at the
+	// first MarshalTask); pre and post are a placeholder message's JSON
+	// before and after its mark (nil: the messages are marshaled each
+	// time).
+	baseJSON  [][]byte
+	pre, post []byte
+	// misses counts the MarshalTask calls that found a placeholder they
+	// could not replace and marshaled the task whole (none expected).
+	misses int
+}
+
+// sub is what a placeholder stands for: an escaped text, in a JSON
+// string, or (obj) a message's JSON, in place of the placeholder message.
+type sub struct {
+	b   []byte
+	obj bool
 }
 
 // textMirror is the JSON escape of a content message's text (or
@@ -109,18 +125,30 @@ func (b *TaskBuilder) task(text func(sb *strings.Builder) string) *a2a.Task {
 
 // MarshalTask is the JSON of Task, with status st when st is not nil:
 // the bytes json.Marshal makes of it, the texts of content messages
-// copied from escapes kept up as they grow (a placeholder marshaled in
-// their place, then replaced).
+// copied from escapes kept up as they grow and the earlier turns'
+// messages from their JSON made once (a placeholder marshaled in their
+// place, then replaced).
 func (b *TaskBuilder) MarshalTask(st *a2a.TaskStatus) ([]byte, error) {
-	var subs [][]byte
+	var subs []sub
+	place := func(s sub) string {
+		subs = append(subs, s)
+		return b.mark + strconv.Itoa(len(subs)-1) + "\x00"
+	}
 	t := b.task(func(sb *strings.Builder) string {
 		m := b.mirror(sb)
 		if m.bad {
 			return sb.String()
 		}
-		subs = append(subs, m.esc)
-		return b.mark + strconv.Itoa(len(subs)-1) + "\x00"
+		return place(sub{b: m.esc})
 	})
+	if err := b.marshalBase(); err != nil {
+		return nil, err
+	}
+	if b.pre != nil {
+		for i, mj := range b.baseJSON {
+			t.History[i] = &a2a.Message{ID: place(sub{b: mj, obj: true})}
+		}
+	}
 	if st != nil {
 		t.Status = *st
 	}
@@ -131,11 +159,37 @@ func (b *TaskBuilder) MarshalTask(st *a2a.TaskStatus) ([]byte, error) {
 	if res, ok := b.splice(out, subs); ok {
 		return res, nil
 	}
+	b.misses++
 	t = b.Task() // not expected: marshal the texts whole
 	if st != nil {
 		t.Status = *st
 	}
 	return json.Marshal(t)
+}
+
+// marshalBase makes baseJSON, pre and post once.
+func (b *TaskBuilder) marshalBase() error {
+	if b.baseJSON != nil || len(b.base.History) == 0 {
+		return nil
+	}
+	all := make([][]byte, len(b.base.History))
+	for i, m := range b.base.History {
+		mj, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		all[i] = mj
+	}
+	pm, err := json.Marshal(&a2a.Message{ID: b.mark + "0\x00"})
+	if err != nil {
+		return err
+	}
+	esc := []byte(`\u0000` + b.mark[1:] + `0\u0000`)
+	if i := bytes.Index(pm, esc); i >= 0 {
+		b.pre, b.post = pm[:i], pm[i+len(esc):]
+	}
+	b.baseJSON = all
+	return nil
 }
 
 // mirror is the escape of sb's text, brought up to date: each new piece
@@ -163,14 +217,15 @@ func (b *TaskBuilder) mirror(sb *strings.Builder) *textMirror {
 }
 
 // splice replaces the placeholders in out (each escaped as json.Marshal
-// escapes it: \u0000, mark, its index, \u0000) with subs; false when one
+// escapes it: \u0000, mark, its index, \u0000; a message's with the rest
+// of the placeholder message, pre and post) with subs; false when one
 // does not parse.
-func (b *TaskBuilder) splice(out []byte, subs [][]byte) ([]byte, bool) {
+func (b *TaskBuilder) splice(out []byte, subs []sub) ([]byte, bool) {
 	const nul = `\u0000`
 	open := []byte(nul + b.mark[1:])
 	n := len(out)
 	for _, s := range subs {
-		n += len(s)
+		n += len(s.b)
 	}
 	res := make([]byte, 0, n)
 	for {
@@ -188,8 +243,14 @@ func (b *TaskBuilder) splice(out []byte, subs [][]byte) ([]byte, bool) {
 		if err != nil || k < 0 || k >= len(subs) {
 			return nil, false
 		}
-		res = append(res, subs[k]...)
 		out = out[j+len(nul):]
+		if s := subs[k]; s.obj {
+			if !bytes.HasSuffix(res, b.pre) || !bytes.HasPrefix(out, b.post) {
+				return nil, false
+			}
+			res, out = res[:len(res)-len(b.pre)], out[len(b.post):]
+		}
+		res = append(res, subs[k].b...)
 	}
 }
 

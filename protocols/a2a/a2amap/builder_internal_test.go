@@ -43,3 +43,29 @@ func TestMarshalTaskSplitRunes(t *testing.T) {
 		}
 	}
 }
+
+// TestMarshalTaskSplices: with earlier turns (their messages placed from
+// JSON made once) and a growing text, every MarshalTask is json.Marshal's
+// bytes and replaces its placeholders without falling back.
+func TestMarshalTaskSplices(t *testing.T) {
+	prev := []Request{{Envelope: &e2a.Envelope{RequestID: "r0", Params: map[string]any{"text": "first <q>"}}, Frames: []*e2a.Response{
+		{RequestID: "r0", ResponseID: "a0", ResponseKind: e2a.KindChunk, Status: e2a.StatusInProgress,
+			Body: e2a.MarshalBody(e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: "answer & more\u2028"})},
+		{RequestID: "r0", ResponseID: "a1", ResponseKind: e2a.KindComplete, Status: e2a.StatusSucceeded, IsFinal: true,
+			Body: e2a.MarshalBody(e2a.CompleteBody{})}}}}
+	b := NewTaskBuilder("t", "c", prev, &e2a.Envelope{RequestID: "r1", Params: map[string]any{"text": "second"}})
+	for i, d := range []string{"one ", "<two> ", "three"} {
+		if err := b.Add(&e2a.Response{RequestID: "r1", ResponseID: "b", ResponseKind: e2a.KindChunk, Status: e2a.StatusInProgress,
+			Body: e2a.MarshalBody(e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: d})}); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(b.Task())
+		got, err := b.MarshalTask(nil)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("after %d chunks: MarshalTask %s (%v), json.Marshal %s", i+1, got, err, want)
+		}
+	}
+	if b.pre == nil || len(b.baseJSON) != 3 || b.misses != 0 {
+		t.Errorf("placeholder message %q %q, %d earlier messages, %d misses", b.pre, b.post, len(b.baseJSON), b.misses)
+	}
+}

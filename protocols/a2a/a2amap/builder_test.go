@@ -17,7 +17,9 @@ import (
 // as the only turn of its task and after earlier turns (one interrupted),
 // with each kind of user message, the builder's Task marshals to the same
 // bytes as BuildTask's over the same frames, Status is its status, and
-// asking twice changes nothing.
+// asking twice changes nothing. MarshalTask (texts and earlier messages
+// spliced in) makes the same bytes, with the status before the frame too,
+// and never falls back to marshaling the task whole.
 func TestTaskBuilderMatchesBuildTask(t *testing.T) {
 	byName := map[string]conformance.Scenario{}
 	var current []conformance.Scenario
@@ -101,6 +103,9 @@ func compareBuilder(t *testing.T, taskID, contextID string, prev []a2amap.Reques
 		if m, err := b.MarshalTask(&before); err != nil || !bytes.Equal(m, marshal(t, full)) {
 			t.Fatalf("after %d frames, MarshalTask with the earlier status %s (%v), want %s", k, m, err, marshal(t, full))
 		}
+	}
+	if n := a2amap.Misses(b); n > 0 {
+		t.Errorf("%d MarshalTask calls fell back to marshaling the task whole", n)
 	}
 	return refused
 }
