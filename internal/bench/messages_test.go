@@ -26,8 +26,10 @@ type brokerWork struct {
 // when each waits for the previous PubAck). The E2A calls send the request,
 // the m messages and the agent's ack (2+m), and get the request's PubAck,
 // the m messages' PubAcks, the request's delivery to the agent and the m
-// messages republished live to egress (2+2m). An A2A or ACP call adds the
-// task or session index write and its PubAck; ACP reads the session record
+// messages republished live to egress (2+2m). An A2A call that starts a
+// task is the same: its first request stands for the task's record, which
+// only a second turn writes (ingress/tasks.go). An ACP call adds the
+// session index write and its PubAck; ACP reads the session record
 // and the session's configuration too (two direct gets), and, its sessions
 // being reused, each prompt names the session's previous one, whose last
 // frame the agent reads before it runs the prompt (one direct get:
@@ -35,10 +37,10 @@ type brokerWork struct {
 var wantBrokerWork = map[string]brokerWork{
 	ProtoE2ASSE:          {2, 2, 0},
 	ProtoE2ANDJSON:       {2, 2, 0},
-	ProtoA2AStream:       {3, 3, 1},
-	ProtoA2ASend:         {3, 3, 1},
-	ProtoA2AV1Stream:     {3, 3, 1},
-	ProtoA2AV1RESTStream: {3, 3, 1},
+	ProtoA2AStream:       {2, 2, 0},
+	ProtoA2ASend:         {2, 2, 0},
+	ProtoA2AV1Stream:     {2, 2, 0},
+	ProtoA2AV1RESTStream: {2, 2, 0},
 	ProtoACP:             {7, 7, 1},
 }
 
