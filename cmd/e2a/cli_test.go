@@ -254,24 +254,30 @@ func TestGCDefault(t *testing.T) {
 
 // TestTasksTTLConfig: E2A_TASKS_TTL reaches E2A_TASKS's TTL (the memory
 // lever of an A2A deployment's task records, docs/capacity.md), defaults to
-// 72h, may be 0 (forever), and is refused below E2A_RESPONSES_MAX_AGE.
+// 72h, may be 0 (forever), and is refused below E2A_RESPONSES_MAX_AGE or
+// E2A_REQUESTS_MAX_AGE (a one-turn A2A task's request is its record).
 func TestTasksTTLConfig(t *testing.T) {
 	for _, c := range []struct {
-		ttl, responses string
-		want           time.Duration
-		bad            bool
+		ttl, responses, requests string
+		want                     time.Duration
+		bad                      bool
 	}{
-		{"", "", 72 * time.Hour, false},
-		{"2m", "2m", 2 * time.Minute, false},
-		{"0", "", 0, false},
-		{"1h", "24h", 0, true},
+		{"", "", "", 72 * time.Hour, false},
+		{"2m", "2m", "", 2 * time.Minute, false},
+		{"0", "", "", 0, false},
+		{"1h", "24h", "", 0, true},
+		{"2h", "1h", "3h", 0, true},
+		{"3h", "1h", "3h", 3 * time.Hour, false},
 	} {
+		if c.requests == "" {
+			c.requests = c.responses
+		}
 		dedupe := ""
 		if c.responses != "" {
 			dedupe = "1m"
 		}
 		for k, v := range map[string]string{"E2A_TASKS_TTL": c.ttl, "E2A_RESPONSES_MAX_AGE": c.responses,
-			"E2A_REQUESTS_MAX_AGE": c.responses, "E2A_DEDUPE_WINDOW": dedupe} {
+			"E2A_REQUESTS_MAX_AGE": c.requests, "E2A_DEDUPE_WINDOW": dedupe} {
 			t.Setenv(k, v) // restored after the test
 			if v == "" {
 				_ = os.Unsetenv(k) // the default
@@ -280,7 +286,7 @@ func TestTasksTTLConfig(t *testing.T) {
 		cfg, err := LoadConfig()
 		if c.bad {
 			if err == nil || !strings.Contains(err.Error(), "E2A_TASKS_TTL") {
-				t.Errorf("E2A_TASKS_TTL=%s with responses kept %s: err %v", c.ttl, c.responses, err)
+				t.Errorf("E2A_TASKS_TTL=%s with responses kept %s, requests %s: err %v", c.ttl, c.responses, c.requests, err)
 			}
 			continue
 		}

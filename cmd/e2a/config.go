@@ -125,6 +125,12 @@ func LoadConfig() (Config, error) {
 	if c.TasksTTL != 0 && c.TasksTTL < c.ResponsesMaxAge {
 		return c, fmt.Errorf("config: E2A_TASKS_TTL (%s) must be 0 (forever) or at least E2A_RESPONSES_MAX_AGE (%s)", c.TasksTTL, c.ResponsesMaxAge)
 	}
+	// A new A2A task's first request stands for its record until a second
+	// turn writes one (ingress/tasks.go): a record that expired before that
+	// request would leave the task as its first turn alone.
+	if c.TasksTTL != 0 && c.TasksTTL < c.RequestsMaxAge {
+		return c, fmt.Errorf("config: E2A_TASKS_TTL (%s) must be 0 (forever) or at least E2A_REQUESTS_MAX_AGE (%s)", c.TasksTTL, c.RequestsMaxAge)
+	}
 	return c, nil
 }
 
