@@ -40,7 +40,11 @@ type DeliveryState struct {
 // task: the same answer as a task without configs). It costs one read of
 // the task's configs, one of each config's cursor and one stream info of
 // E2A_PUSH_DEAD filtered by the task's subjects: the stage keeps one
-// cursor per config, not a record per update.
+// cursor per config, not a record per update. The cursors are read
+// before the counts: the stage stores a dead letter before it moves the
+// cursor past it, so DeadLetters counts at least every dead-lettered
+// update up to LastEvent (counts read first could miss the ones stored
+// between the two reads, a cursor on the last update with none counted).
 func (s *Store) Deliveries(ctx context.Context, principal, taskID string) ([]DeliveryState, error) {
 	tc, _, err := readConfigs(ctx, s.kv, taskKey(principal, taskID))
 	if err != nil {
@@ -50,23 +54,25 @@ func (s *Store) Deliveries(ctx context.Context, principal, taskID string) ([]Del
 	if len(tc.Configs) == 0 {
 		return out, nil
 	}
-	dead, err := s.deadCounts(ctx, principal, taskID)
-	if err != nil {
-		return nil, err
-	}
 	for _, c := range tc.Configs {
-		ref := configRef{principal, taskID, c.ID}
-		cur, _, err := readCursor(ctx, s.kv, ref.cursorKey())
+		cur, _, err := readCursor(ctx, s.kv, configRef{principal, taskID, c.ID}.cursorKey())
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		d := DeliveryState{ConfigID: c.ID, Version: c.Version, Created: c.Created, LastEvent: cur.EventID,
 			FailingSince: cur.FailingSince, Attempts: cur.Attempts, NextAttempt: cur.NextAttempt,
-			DeadLetterMode: cur.Dead, DeadLetters: dead[ref.deadSubject()]}
+			DeadLetterMode: cur.Dead}
 		if u, err := url.Parse(c.URL); err == nil {
 			d.Host = u.Host
 		}
 		out = append(out, d)
+	}
+	dead, err := s.deadCounts(ctx, principal, taskID)
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range tc.Configs {
+		out[i].DeadLetters = dead[configRef{principal, taskID, c.ID}.deadSubject()]
 	}
 	return out, nil
 }

@@ -17,7 +17,9 @@ import (
 // TestDeliverySpans: with tracing on, each POST of an update is a client
 // span in the trace of the request whose frame it renders (the agent's
 // process span's trace), with the request id, event id, config id, status
-// and outcome, and neither the webhook URL nor the token.
+// and outcome, and neither the webhook URL nor the token. Once the stage
+// has handled the last update (its cursor there), every POST's span is
+// ended: as many spans as deliveries.
 func TestDeliverySpans(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	p, err := tracing.Start(context.Background(), tracing.WithExporter(exp))
@@ -30,7 +32,20 @@ func TestDeliverySpans(t *testing.T) {
 	r := newReceiver(t, nil)
 	e.create("alice", push.Config{TaskID: "t1", URL: r.srv.URL + "/hook?sig=url-secret", Token: "tok-trace"})
 	id := e.turn("alice", "t1", "", "", 3)
-	testkit.Eventually(t, 30*time.Second, "completed", func() bool { return completedCount(t, push.V1, r.accepted()) == 1 })
+	// The receiver records a POST before it answers, and the stage ends
+	// the POST's span when it has the answer, then moves the config's
+	// cursor: wait for the cursor on the last update the receiver got.
+	testkit.Eventually(t, 30*time.Second, "completed and handled", func() bool {
+		got := r.accepted()
+		if completedCount(t, push.V1, got) != 1 {
+			return false
+		}
+		ds, err := e.store.Deliveries(tctx(t), "alice", "t1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ds) == 1 && ds[0].LastEvent == got[len(got)-1].eventID
+	})
 	if err := p.ForceFlush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
