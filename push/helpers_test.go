@@ -355,6 +355,26 @@ func splitID(id string) (string, int, int) {
 	return p[0], f, i
 }
 
+// handled waits until r got a completed status and the stage has handled
+// the last update r got: the cursor of principal's only config of taskID
+// is on it. The receiver records a POST before it answers, and the stage
+// ends the POST's span and counts it in its metrics when it has the
+// answer, then moves the cursor: past this wait both are done.
+func (e *env) handled(principal, taskID string, r *receiver) {
+	e.t.Helper()
+	testkit.Eventually(e.t, 30*time.Second, "completed and handled", func() bool {
+		got := r.accepted()
+		if completedCount(e.t, push.V1, got) != 1 {
+			return false
+		}
+		ds, err := e.store.Deliveries(tctx(e.t), principal, taskID)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return len(ds) == 1 && ds[0].LastEvent == got[len(got)-1].eventID
+	})
+}
+
 func (e *env) create(principal string, c push.Config) push.Config {
 	e.t.Helper()
 	got, err := e.store.Create(tctx(e.t), principal, c)

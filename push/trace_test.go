@@ -4,12 +4,10 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/internal/tracing"
 	"github.com/e2a-pipeline/pipeline/push"
 )
@@ -32,20 +30,7 @@ func TestDeliverySpans(t *testing.T) {
 	r := newReceiver(t, nil)
 	e.create("alice", push.Config{TaskID: "t1", URL: r.srv.URL + "/hook?sig=url-secret", Token: "tok-trace"})
 	id := e.turn("alice", "t1", "", "", 3)
-	// The receiver records a POST before it answers, and the stage ends
-	// the POST's span when it has the answer, then moves the config's
-	// cursor: wait for the cursor on the last update the receiver got.
-	testkit.Eventually(t, 30*time.Second, "completed and handled", func() bool {
-		got := r.accepted()
-		if completedCount(t, push.V1, got) != 1 {
-			return false
-		}
-		ds, err := e.store.Deliveries(tctx(t), "alice", "t1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(ds) == 1 && ds[0].LastEvent == got[len(got)-1].eventID
-	})
+	e.handled("alice", "t1", r)
 	if err := p.ForceFlush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
