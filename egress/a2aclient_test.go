@@ -22,10 +22,12 @@ var a2aRenderers = egress.A2ARenderers{
 		return a2a.NewSend(o, requestID, a2aParams(p))
 	},
 	Task: func(ctx context.Context, svc *egress.Service, taskID, contextID string, ids []string, historyLength *int) (*legacy.Task, error) {
-		return a2a.NewAnswers(svc).A2ATask(ctx, taskID, contextID, ids, historyLength)
+		t, err := a2a.NewAnswers(svc).A2ATask(ctx, taskID, contextID, ids, historyLength)
+		return a2amap.V03Task(t), err
 	},
 	Cancel: func(ctx context.Context, svc *egress.Service, taskID, contextID string, ids []string, cancel egress.CancelFunc) (*legacy.Task, error) {
-		return a2a.NewAnswers(svc).A2ACancel(ctx, taskID, contextID, ids, cancel)
+		t, err := a2a.NewAnswers(svc).A2ACancel(ctx, taskID, contextID, ids, cancel)
+		return a2amap.V03Task(t), err
 	},
 	Error: a2a.Error, StreamFormat: a2a.StreamFormat, SendFormat: a2a.SendFormat}
 

@@ -11,8 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	legacy "github.com/a2aproject/a2a-go/a2a"
-	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	a2asdk "github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -582,14 +581,15 @@ func checkMappings(t *testing.T, frames [][]byte, from int64) {
 					continue
 				}
 				for _, ev := range evs {
-					mustEncode("A2A event", ev)
-					// The A2A v1.0 bindings answer an error here as an
+					mustEncode("A2A v1.0 event", ev)
+					// A2A v0.3's renderers answer an error here as an
 					// internal error: a mapped event always converts.
-					v1, err := a2a.V1Event(ev)
+					su, _ := ev.(*a2asdk.TaskStatusUpdateEvent)
+					old, err := a2amap.V03Event(ev, su != nil && mm.Final(su))
 					if err != nil {
-						t.Fatalf("A2AV1Event(%T): %v", ev, err)
+						t.Fatalf("V03Event(%T): %v", ev, err)
 					}
-					mustEncode("A2A v1.0 event", v1)
+					mustEncode("A2A v0.3 event", old)
 				}
 			}
 		}
@@ -602,20 +602,11 @@ func checkMappings(t *testing.T, frames [][]byte, from int64) {
 		}
 		res := agg.Result(h)
 		mustEncode("Aggregator.Result", res)
-		switch v := res.(type) {
-		case *legacy.Message:
-			m, err := a2av0.ToV1Message(v)
-			if err != nil {
-				t.Fatalf("ToV1Message: %v", err)
-			}
-			mustEncode("A2A v1.0 message", m)
-		case *legacy.Task:
-			task, err := a2av0.ToV1Task(v)
-			if err != nil {
-				t.Fatalf("ToV1Task: %v", err)
-			}
-			mustEncode("A2A v1.0 task", task)
+		old, err := a2amap.V03Result(res)
+		if err != nil {
+			t.Fatalf("V03Result(%T): %v", res, err)
 		}
+		mustEncode("A2A v0.3 result", old)
 		mustEncode("Aggregator.Task", agg.Task(h))
 	}
 	env := &e2a.Envelope{RequestID: fuzzRequestID, Params: map[string]any{"text": "question"}}
@@ -626,12 +617,9 @@ func checkMappings(t *testing.T, frames [][]byte, from int64) {
 	} {
 		task := a2amap.BuildTask("task-1", "", reqs, &hl)
 		mustEncode("BuildTask", task)
-		v1, err := a2av0.ToV1Task(task)
-		if err != nil {
-			t.Fatalf("ToV1Task: %v", err)
-		}
-		mustEncode("A2A v1.0 task", v1)
-		mustEncode("AgentVaultTask", a2a.AgentVaultTask(task, "2025-01-23T10:30:00Z"))
+		old := a2amap.V03Task(task)
+		mustEncode("A2A v0.3 task", old)
+		mustEncode("AgentVaultTask", a2a.AgentVaultTask(old, "2025-01-23T10:30:00Z"))
 	}
 }
 

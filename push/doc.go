@@ -49,9 +49,9 @@
 // envelope (principal and task) and the task's configs; a message of a
 // task without configs is acked at once. Otherwise the message's frames
 // are mapped to task updates by the A2A mapper the streaming bindings use
-// (protocols/a2a/a2amap, then protocols/a2a.V1Event): A2A v1.0 StreamResponse
+// (protocols/a2a/a2amap, written as it is): A2A v1.0 StreamResponse
 // JSON for V1 configs; for V03 ones the A2A v0.3 Task as tasks/get
-// answers it once the update's frame is stored (a2amap.BuildTask over the
+// answers it once the update's frame is stored (a2amap.BuildTask, in v0.3, over the
 // task's turns, found by E2A-After-Request), what the v0.3 SDKs' senders
 // post after each event. The mapper is fed the request's earlier
 // frames when this replica has not seen them, so an update's id

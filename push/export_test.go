@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	a2a03 "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -112,7 +113,7 @@ func V03Rebuilt(ctx context.Context, nc *nats.Conn, id string) (map[string][]byt
 	}
 	m := a2amap.NewStreamMapper(id, r.params, 0)
 	task := func(fs []*e2a.Response) *a2a03.Task {
-		return a2amap.BuildTask(m.TaskID(), m.ContextID(), append(slices.Clone(prev), a2amap.Request{Envelope: env, Frames: fs}), nil)
+		return a2amap.V03Task(a2amap.BuildTask(m.TaskID(), m.ContextID(), append(slices.Clone(prev), a2amap.Request{Envelope: env, Frames: fs}), nil))
 	}
 	out := map[string][]byte{}
 	for k, f := range cur.Frames {
@@ -123,7 +124,7 @@ func V03Rebuilt(ctx context.Context, nc *nats.Conn, id string) (map[string][]byt
 		evs = a2aproto.FilterEvents(r.params, evs)
 		statusAt := -1
 		for i, ev := range evs {
-			if _, ok := ev.(*a2a03.TaskStatusUpdateEvent); ok {
+			if _, ok := ev.(*a2a.TaskStatusUpdateEvent); ok {
 				statusAt = i
 			}
 		}

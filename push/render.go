@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	a2a03 "github.com/a2aproject/a2a-go/a2a"
 	a2a "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/nats-io/nats.go"
 
@@ -216,14 +215,10 @@ func (s *stage) catchUp(ctx context.Context, st *mapState, m *message) error {
 	return nil
 }
 
-// renderEvent is ev as A2A v1.0 StreamResponse JSON (the v1.0 bindings'
-// conversion, a2aproto.V1Event).
-func renderEvent(ev a2a03.Event) (event, error) {
-	v, err := a2aproto.V1Event(ev)
-	if err != nil {
-		return event{}, err
-	}
-	v1, err := json.Marshal(a2a.StreamResponse{Event: v})
+// renderEvent is ev as A2A v1.0 StreamResponse JSON, as the v1.0
+// bindings write it.
+func renderEvent(ev a2a.Event) (event, error) {
+	v1, err := json.Marshal(a2a.StreamResponse{Event: ev})
 	if err != nil {
 		return event{}, err
 	}
@@ -319,14 +314,14 @@ func (st *mapState) addFrames(fs []*e2a.Response) {
 // v0.3 SDKs' senders post after each event. An update before the frame's
 // status update carries the status the task had before the frame, so a
 // terminal state comes only with the last update.
-func (st *mapState) taskBodies(f *e2a.Response, evs []a2a03.Event) ([][]byte, error) {
+func (st *mapState) taskBodies(f *e2a.Response, evs []a2a.Event) ([][]byte, error) {
 	statusAt := -1
 	for i, ev := range evs {
-		if _, ok := ev.(*a2a03.TaskStatusUpdateEvent); ok {
+		if _, ok := ev.(*a2a.TaskStatusUpdateEvent); ok {
 			statusAt = i
 		}
 	}
-	var before a2a03.TaskStatus
+	var before a2a.TaskStatus
 	if statusAt > 0 {
 		before = st.tb.Status() // after the frames before f: the same on every replica
 	}
@@ -334,7 +329,7 @@ func (st *mapState) taskBodies(f *e2a.Response, evs []a2a03.Event) ([][]byte, er
 	if len(evs) == 0 {
 		return nil, nil
 	}
-	after, err := st.tb.MarshalTask(nil)
+	after, err := st.tb.MarshalV03Task(nil)
 	if err != nil {
 		return nil, err
 	}
@@ -343,7 +338,7 @@ func (st *mapState) taskBodies(f *e2a.Response, evs []a2a03.Event) ([][]byte, er
 		out[i] = after
 	}
 	if statusAt > 0 {
-		b, err := st.tb.MarshalTask(&before)
+		b, err := st.tb.MarshalV03Task(&before)
 		if err != nil {
 			return nil, err
 		}

@@ -48,7 +48,7 @@ func agentVaultTaskOf(ctx context.Context, ans host.TaskFrames, taskID string, r
 	if reqs[0].Envelope != nil {
 		created = reqs[0].Envelope.Timestamp
 	}
-	return AgentVaultTask(a2amap.BuildTask(taskID, "", reqs, nil), created), nil
+	return AgentVaultTask(a2amap.V03Task(a2amap.BuildTask(taskID, "", reqs, nil)), created), nil
 }
 
 // AgentVaultCancelResult is the result of AgentVault tasks/cancel.

@@ -218,7 +218,12 @@ func (r *avStream) Frame(f *render.Frame) error {
 		r.working = true
 		outs = append(outs, out{"task_status", AVStatusEvent{TaskID: task, State: AVWorking, Timestamp: ts}})
 	}
-	for _, ev := range evs {
+	for _, v := range evs {
+		// The profile follows A2A's events in v0.3 (its edge).
+		ev, err := a2amap.V03Event(v, false)
+		if err != nil {
+			return err
+		}
 		switch e := ev.(type) {
 		case *a2a.TaskArtifactUpdateEvent:
 			if e.Artifact == nil {
@@ -323,7 +328,7 @@ func AgentVaultTask(t *a2a.Task, createdAt string) AVTask {
 	}
 	// A failure's message, or the question of a task waiting for input
 	// (input-required, auth-required: both INPUT_REQUIRED here).
-	if t.Status.Message != nil && (t.Status.State == a2a.TaskStateFailed || t.Status.State == a2a.TaskStateCanceled || a2amap.Interrupted(t.Status.State)) {
+	if t.Status.Message != nil && (t.Status.State == a2a.TaskStateFailed || t.Status.State == a2a.TaskStateCanceled || t.Status.State == a2a.TaskStateInputRequired || t.Status.State == a2a.TaskStateAuthRequired) {
 		add(t.Status.Message.ID, a2a.MessageRoleAgent, t.Status.Message.Parts, t.Status.Message.Metadata)
 	}
 	return out

@@ -3,7 +3,9 @@ package a2a
 // The A2A answers that are values or events rather than a rendered
 // stream: message/send's result, the events of a stream for the v1.0
 // bindings, the task of tasks/get and tasks/cancel, SubscribeToTask's
-// events. They read the frames through host.TaskFrames (egress's Service).
+// events, all A2A v1.0 values as package a2amap builds them (A2A v0.3's
+// calls convert them: a2amap.V03Task, V03Result). They read the frames
+// through host.TaskFrames (egress's Service).
 
 import (
 	"context"
@@ -12,9 +14,7 @@ import (
 	"iter"
 	"time"
 
-	"github.com/a2aproject/a2a-go/a2a"
-	a2av1 "github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -76,8 +76,8 @@ func (a Answers) Heartbeat() time.Duration { return a.f.Heartbeat() }
 // first frame, and not at all when that frame is the agent's Message).
 // It ends after the final frame's events; an error
 // (egress.ErrNotFound for an unknown request unless opts skip the check, the
-// wait limits, ctx) is yielded last. Transports of other A2A generations
-// convert the events (the A2A v1.0 binding does).
+// wait limits, ctx) is yielded last. The events are A2A v1.0's, as the
+// v1.0 bindings write them.
 func (a Answers) A2AEvents(ctx context.Context, requestID string, p A2AParams, from int64, opts ...egress.ReplayOption) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		m := a2amap.NewStreamMapper(requestID, p, from)
@@ -87,7 +87,7 @@ func (a Answers) A2AEvents(ctx context.Context, requestID string, p A2AParams, f
 		var submitted a2a.Event
 		if !p.Resubscribe && from == 0 {
 			ts := p.SubmittedTime(now)
-			submitted = m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil, false)
+			submitted = m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil)
 		}
 		// Frames are decoded on demand: a plain text chunk's event is
 		// built from its bytes (frameA2AEvents).
@@ -140,7 +140,7 @@ func replyFrame(f *render.Frame) bool {
 func frameA2AEvents(m *a2amap.Mapper, f *render.Frame, yield func(a2a.Event, error) bool) bool {
 	if u, ok := readTextUpdate(m, f); ok {
 		return yield(&a2a.TaskArtifactUpdateEvent{TaskID: a2a.TaskID(u.TaskID), ContextID: u.ContextID, Append: u.Append,
-			Artifact: &a2a.Artifact{ID: a2a.ArtifactID(u.ArtifactID), Parts: a2a.ContentParts{a2a.TextPart{Text: u.Text}}},
+			Artifact: &a2a.Artifact{ID: a2a.ArtifactID(u.ArtifactID), Parts: a2a.ContentParts{a2a.NewTextPart(u.Text)}},
 			Metadata: map[string]any{a2amap.MetaLLMResponseID: u.LLMResponseID, a2amap.MetaObjectType: a2amap.ObjectChatCompletionChunk, a2amap.MetaTag: ""}}, nil)
 	}
 	resp, err := f.Decoded()
@@ -221,27 +221,4 @@ func (a Answers) A2ASubscription(ctx context.Context, taskID, contextID string, 
 			}
 		}
 	}
-}
-
-// V1Event converts an event of A2AEvents (A2A v0.3 types) to A2A v1.0
-// with the SDK's compatibility layer, for the v1.0 bindings and push
-// notifications: no kind, state and role enums, parts as members. An
-// artifact or message without parts gets an empty list, never null
-// (clients require the member).
-func V1Event(ev a2a.Event) (a2av1.Event, error) {
-	v, err := a2av0.ToV1Event(ev)
-	if err != nil {
-		return nil, err
-	}
-	switch e := v.(type) {
-	case *a2av1.TaskArtifactUpdateEvent:
-		if e.Artifact != nil && e.Artifact.Parts == nil {
-			e.Artifact.Parts = a2av1.ContentParts{}
-		}
-	case *a2av1.Message:
-		if e.Parts == nil {
-			e.Parts = a2av1.ContentParts{}
-		}
-	}
-	return v, nil
 }

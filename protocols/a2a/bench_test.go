@@ -69,7 +69,7 @@ func BenchmarkV03Request(b *testing.B) {
 			for _, f := range fs {
 				req.Frames = append(req.Frames, f.Response)
 			}
-			if _, err := json.Marshal(v03Task("task-1", "ctx-1", []a2amap.Request{req})); err != nil {
+			if _, err := json.Marshal(benchTask("task-1", "ctx-1", []a2amap.Request{req})); err != nil {
 				b.Fatal(err)
 			}
 		}

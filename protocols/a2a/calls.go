@@ -86,7 +86,7 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 			answer(rep, toRPC)(agentVaultTaskOf(in.Ctx, d.h.TaskFrames(), t.ID, t.RequestIDs))
 			return
 		}
-		answer(rep, toRPC)(ans.A2ATask(in.Ctx, t.ID, t.ContextID, t.RequestIDs, HistoryLength(env)))
+		answer(rep, toRPC)(v03Task(ans.A2ATask(in.Ctx, t.ID, t.ContextID, t.RequestIDs, HistoryLength(env))))
 	case normalizer.OpCancel:
 		t := owned(tenant.Write)
 		if t == nil {
@@ -206,7 +206,7 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 			t := a2amap.BuildTask(env.TaskID, env.ContextID, []a2amap.Request{{Envelope: env}}, HistoryLength(env))
 			ts := submitted.UTC()
 			t.Status.Timestamp = &ts
-			rep.Result(t)
+			rep.Result(a2amap.V03Task(t))
 			return
 		}
 		if w != nil {
@@ -218,7 +218,7 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 			})
 			return
 		}
-		answer(rep, Error)(ans.A2AResult(in.Ctx, acc.RequestID, params, egress.WithoutRequestCheck()))
+		answer(rep, Error)(v03Result(ans.A2AResult(in.Ctx, acc.RequestID, params, egress.WithoutRequestCheck())))
 	case normalizer.AVTasksSendSubscribe:
 		if w == nil {
 			return

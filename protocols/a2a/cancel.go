@@ -6,8 +6,10 @@ import (
 	"slices"
 
 	"github.com/a2aproject/a2a-go/a2a"
+	a2av1 "github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
@@ -15,11 +17,11 @@ import (
 // ended cancelled (egress's A2ACancel); when none is left running and the
 // last ended interrupted (input-required, auth-required: not terminal), a
 // cancel turn ends the task canceled (host.Tasks.CancelInterrupted). The
-// task after either.
+// task after either, in v0.3.
 func a2aCancel(ctx context.Context, ans Answers, tc host.Tasks, t *host.Task, cancel egress.CancelFunc) (*a2a.Task, error) {
 	v, err := ans.A2ACancel(ctx, t.ID, t.ContextID, t.RequestIDs, cancel)
 	if !errors.Is(err, egress.ErrNotCancelable) {
-		return v, err
+		return a2amap.V03Task(v), err
 	}
 	id, ierr := tc.CancelInterrupted(ctx, t)
 	if ierr != nil {
@@ -28,7 +30,15 @@ func a2aCancel(ctx context.Context, ans Answers, tc host.Tasks, t *host.Task, ca
 		}
 		return nil, ierr
 	}
-	return ans.A2ATask(ctx, t.ID, t.ContextID, append(slices.Clone(t.RequestIDs), id), nil)
+	return v03Task(ans.A2ATask(ctx, t.ID, t.ContextID, append(slices.Clone(t.RequestIDs), id), nil))
+}
+
+// v03Task is an answer's task in A2A v0.3 (a2amap.V03Task).
+func v03Task(t *a2av1.Task, err error) (*a2a.Task, error) {
+	if err != nil {
+		return nil, err
+	}
+	return a2amap.V03Task(t), nil
 }
 
 // agentVaultCancelTask is agentVaultCancel, with the cancel turn of an
@@ -45,4 +55,12 @@ func agentVaultCancelTask(ctx context.Context, ans host.TaskFrames, tc host.Task
 		return res, ierr
 	}
 	return AgentVaultCancelResult{Success: true, Message: "Task canceled."}, nil
+}
+
+// v03Result is message/send's result in A2A v0.3 (a2amap.V03Result).
+func v03Result(r a2av1.SendMessageResult, err error) (a2a.SendMessageResult, error) {
+	if err != nil {
+		return nil, err
+	}
+	return a2amap.V03Result(r)
 }

@@ -51,11 +51,12 @@
 // (a2a_sse[_basic|_text_only], a2a_json[…], agentvault_sse; the task views
 // a2a_task, agentvault_task).
 //
-// The mapping of frames to A2A v0.3 events and values is subpackage
-// a2amap's, a leaf that egress imports too: egress's A2A v0.3 values that
-// the A2A v1.0 handler converts (tasks/get's task, message/send's result,
-// a stream's events) are made by the same Mapper and Aggregator as this
-// package's renderers. The A2A v1.0 package (protocols/a2av1) imports
+// The mapping of frames to A2A events and values is subpackage a2amap's,
+// a leaf that egress imports too. It builds A2A v1.0 values (a2a-go/v2's),
+// which the A2A v1.0 handler answers as they are ([Answers]: tasks/get's
+// task, message/send's result, a stream's events); this package's v0.3
+// and AgentVault renderers and answers convert them at their edge, once
+// (a2amap.V03Event, V03Task, V03Result). The A2A v1.0 package (protocols/a2av1) imports
 // this one for [Continued], [Interaction] and [Path]; the v1.0 method
 // names ([V1Methods]) are here because this endpoint's Peek needs them.
 //

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+	a2av1 "github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
@@ -169,13 +170,13 @@ func TestStreamTextAllocs(t *testing.T) {
 	}
 }
 
-func a2aEventsOf(t *testing.T, fast, lazy bool, from int64, frames []*e2a.Response) []a2a.Event {
+func a2aEventsOf(t *testing.T, fast, lazy bool, from int64, frames []*e2a.Response) []a2av1.Event {
 	t.Helper()
 	old := fastText
 	fastText = fast
 	defer func() { fastText = old }()
 	m := a2amap.NewStreamMapper(frames[0].RequestID, a2amap.Params{TaskID: "task-<1>", ContextID: "ctx &1", Interaction: true}, from)
-	var evs []a2a.Event
+	var evs []a2av1.Event
 	for i, f := range frames {
 		raw, _ := json.Marshal(f)
 		fr := &render.Frame{Response: f, Raw: raw, StreamSeq: uint64(i + 1)}
@@ -185,7 +186,7 @@ func a2aEventsOf(t *testing.T, fast, lazy bool, from int64, frames []*e2a.Respon
 				t.Fatal(err)
 			}
 		}
-		if !frameA2AEvents(m, fr, func(ev a2a.Event, err error) bool {
+		if !frameA2AEvents(m, fr, func(ev a2av1.Event, err error) bool {
 			if err != nil {
 				t.Fatal(err)
 			}

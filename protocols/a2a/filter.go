@@ -3,7 +3,7 @@ package a2a
 import (
 	"strings"
 
-	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
@@ -26,23 +26,20 @@ func acceptsData(modes []string) bool {
 	return false
 }
 
-// isData reports a DataPart.
-func isData(p a2a.Part) bool {
-	switch p.(type) {
-	case a2a.DataPart, *a2a.DataPart:
-		return true
-	}
-	return false
+// isData reports a data part.
+func isData(p *a2a.Part) bool {
+	_, ok := p.Content.(a2a.Data)
+	return ok
 }
 
 // isInteraction reports a part only trpc interaction-spec clients get: a
-// thought TextPart, a function_call or function_response DataPart.
-func isInteraction(p a2a.Part) bool {
-	switch t := p.(type) {
-	case a2a.TextPart:
-		return t.Metadata[a2amap.MetaThought] == true
-	case a2a.DataPart:
-		typ, _ := t.Metadata[a2amap.MetaPartType].(string)
+// thought text part, a function_call or function_response data part.
+func isInteraction(p *a2a.Part) bool {
+	switch p.Content.(type) {
+	case a2a.Text:
+		return p.Metadata[a2amap.MetaThought] == true
+	case a2a.Data:
+		typ, _ := p.Metadata[a2amap.MetaPartType].(string)
 		return typ == e2a.ToolFunctionCall || typ == e2a.ToolFunctionResponse
 	}
 	return false
@@ -51,16 +48,16 @@ func isInteraction(p a2a.Part) bool {
 // partFilter returns the parts the client of p must not get (nil: all
 // are sent): DataParts unless its output modes admit JSON,
 // interaction-spec parts unless it declared the extension.
-func partFilter(p a2amap.Params) func(a2a.Part) bool {
+func partFilter(p a2amap.Params) func(*a2a.Part) bool {
 	data, basic := !acceptsData(p.AcceptedOutputModes), !p.Interaction
 	if !data && !basic {
 		return nil
 	}
-	return func(pt a2a.Part) bool { return (data && isData(pt)) || (basic && isInteraction(pt)) }
+	return func(pt *a2a.Part) bool { return (data && isData(pt)) || (basic && isInteraction(pt)) }
 }
 
 // withoutParts returns parts without those drop reports.
-func withoutParts(parts a2a.ContentParts, drop func(a2a.Part) bool) a2a.ContentParts {
+func withoutParts(parts a2a.ContentParts, drop func(*a2a.Part) bool) a2a.ContentParts {
 	var out a2a.ContentParts
 	for _, p := range parts {
 		if !drop(p) {
@@ -72,7 +69,7 @@ func withoutParts(parts a2a.ContentParts, drop func(a2a.Part) bool) a2a.ContentP
 
 // msgWithout returns m without the parts drop reports, nil when none is
 // left.
-func msgWithout(m *a2a.Message, drop func(a2a.Part) bool) *a2a.Message {
+func msgWithout(m *a2a.Message, drop func(*a2a.Part) bool) *a2a.Message {
 	if m == nil {
 		return nil
 	}
@@ -121,7 +118,7 @@ func FilterEvents(p a2amap.Params, evs []a2a.Event) []a2a.Event {
 
 // dropParts returns ev without the parts drop reports, and false when
 // nothing of the event is left to send.
-func dropParts(ev any, drop func(a2a.Part) bool) (any, bool) {
+func dropParts(ev any, drop func(*a2a.Part) bool) (any, bool) {
 	withoutData := func(parts a2a.ContentParts) a2a.ContentParts { return withoutParts(parts, drop) }
 	msgWithoutData := func(m *a2a.Message) *a2a.Message { return msgWithout(m, drop) }
 	switch e := ev.(type) {

@@ -3,6 +3,8 @@ package a2a
 import (
 	"encoding/json"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/render"
@@ -23,7 +25,7 @@ type send struct {
 // NewSend returns the A2A v0.3 message/send renderer (format
 // [SendFormat]) of requestID: the frames aggregated by a2amap.Aggregator,
 // then one JSON-RPC response (a Message or a Task without the parts the
-// client must not get, or the error, [Error]).
+// client must not get, in v0.3: a2amap.V03Result; or the error, [Error]).
 func NewSend(o *render.Output, requestID string, p a2amap.Params) render.Renderer {
 	return &send{o: o, p: p, agg: a2amap.NewAggregator(requestID, p)}
 }
@@ -58,7 +60,11 @@ func (r *send) End(err error) error {
 		// then empty.
 		res, _ = keep(r.agg.Task(r.p.HistoryLength))
 	}
-	return r.writeRPC(jsonrpc.ResultResponse(r.p.JSONRPCID, res))
+	old, err := a2amap.V03Result(res.(a2a.SendMessageResult))
+	if err != nil {
+		return r.writeRPC(jsonrpc.ErrorResponse(r.p.JSONRPCID, Error(err)))
+	}
+	return r.writeRPC(jsonrpc.ResultResponse(r.p.JSONRPCID, old))
 }
 
 func (r *send) writeRPC(v jsonrpc.Response) error {

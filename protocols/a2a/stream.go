@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+	a2av1 "github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
@@ -46,8 +47,10 @@ type stream struct {
 	p     a2amap.Params
 	from  int64
 	m     *a2amap.Mapper
-	rpcID []byte // the JSON-RPC id as encoded, for textEvent
-	buf   []byte // textEvent's buffer, reused once the event is written
+	keep  func(a2av1.Event) (a2av1.Event, bool) // EventFilter(p)
+	evs   []a2a.Event                           // a frame's events in v0.3, reused
+	rpcID []byte                                // the JSON-RPC id as encoded, for textEvent
+	buf   []byte                                // textEvent's buffer, reused once the event is written
 	// opening: the submitted status-update is still to be written (open).
 	opening bool
 }
@@ -58,11 +61,12 @@ type stream struct {
 // now; written with the first frame, and not at all when that frame is
 // the agent's Message), or a working one for a resubscription, none when
 // resuming; then
-// each frame's events as a2amap.Mapper maps them, without the parts the
-// client must not get (p.AcceptedOutputModes, p.Interaction); an error
-// ends the stream as a JSON-RPC error ([Error]).
+// each frame's events as a2amap.Mapper maps them (A2A v1.0, converted to
+// v0.3 one by one: a2amap.V03Event), without the parts the client must
+// not get (p.AcceptedOutputModes, p.Interaction); an error ends the
+// stream as a JSON-RPC error ([Error]).
 func NewStream(o *render.Output, requestID string, p a2amap.Params, from int64) render.Renderer {
-	return &stream{o: o, p: p, from: from, m: a2amap.NewStreamMapper(requestID, p, from)}
+	return &stream{o: o, p: p, from: from, m: a2amap.NewStreamMapper(requestID, p, from), keep: EventFilter(p)}
 }
 
 func (r *stream) Start() error {
@@ -77,7 +81,7 @@ func (r *stream) Start() error {
 		// A resubscribed stream opens with the task's state too (working;
 		// the replayed frames then move it on), never with a later event.
 		ts := now().UTC()
-		return r.resultEvent("", r.m.StatusUpdate(a2a.TaskStateWorking, &ts, nil, false))
+		return r.statusEvent(a2av1.TaskStateWorking, &ts)
 	}
 	r.opening = true
 	return nil
@@ -96,7 +100,16 @@ func (r *stream) open(reply bool) error {
 		return nil
 	}
 	ts := r.p.SubmittedTime(now)
-	return r.resultEvent("", r.m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil, false))
+	return r.statusEvent(a2av1.TaskStateSubmitted, &ts)
+}
+
+// statusEvent writes the status-update (not final) a stream opens with.
+func (r *stream) statusEvent(state a2av1.TaskState, ts *time.Time) error {
+	ev, err := a2amap.V03Event(r.m.StatusUpdate(state, ts, nil), false)
+	if err != nil {
+		return err
+	}
+	return r.resultEvent("", ev)
 }
 
 func (r *stream) Frame(f *render.Frame) error {
@@ -122,11 +135,21 @@ func (r *stream) Frame(f *render.Frame) error {
 	if err != nil {
 		return err
 	}
-	if evs = FilterEvents(r.p, evs); len(evs) == 0 {
-		// Nothing of the frame is for this client.
-		return nil
+	out := r.evs[:0]
+	for _, ev := range evs {
+		su, final := ev.(*a2av1.TaskStatusUpdateEvent)
+		final = final && r.m.Final(su)
+		if ev, ok := r.keep(ev); ok {
+			old, err := a2amap.V03Event(ev, final)
+			if err != nil {
+				return err
+			}
+			out = append(out, old)
+		}
 	}
-	return render.FrameEvents(f, evs, func(id string, ev a2a.Event) error { return r.resultEvent(id, ev) })
+	r.evs = out
+	// Nothing left of the frame: nothing for this client.
+	return render.FrameEvents(f, out, func(id string, ev a2a.Event) error { return r.resultEvent(id, ev) })
 }
 
 func (r *stream) Heartbeat() error { return render.SSEComment(r.o, "keep-alive") }

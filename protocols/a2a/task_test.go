@@ -37,7 +37,7 @@ func finishedTasks(t *testing.T, fn func(t *testing.T, name string, task *a2a.Ta
 		}
 		t.Run(sc.Name, func(t *testing.T) {
 			env := &e2a.Envelope{RequestID: sc.RequestID(), Params: map[string]any{"text": "question"}}
-			fn(t, sc.Name, a2amap.BuildTask("task-002", "ctx-001", []a2amap.Request{{Envelope: env, Frames: sc.Frames}}, nil))
+			fn(t, sc.Name, a2amap.V03Task(a2amap.BuildTask("task-002", "ctx-001", []a2amap.Request{{Envelope: env, Frames: sc.Frames}}, nil)))
 		})
 	}
 }
@@ -64,7 +64,7 @@ func TestTasksGetMultiTurnKeepsReplies(t *testing.T) {
 			conformance.Chunk(id, 1, e2a.DeltaText, text, ""),
 			conformance.Frame(id, 2, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: text}, nil)}}
 	}
-	task := a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{turn("q1", "reply one"), turn("q2", "reply two"), turn("q3", "reply three")}, nil)
+	task := a2amap.V03Task(a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{turn("q1", "reply one"), turn("q2", "reply two"), turn("q3", "reply three")}, nil))
 	b, _ := json.Marshal(task)
 	for _, want := range []string{"reply one", "reply two", "reply three", "thinking q1", "thinking q3"} {
 		if !strings.Contains(string(b), want) {
@@ -85,7 +85,7 @@ func TestBuildTaskAcrossRequests(t *testing.T) {
 		"message_id": "u2", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "second"}}}}}
 	f1 := []*e2a.Response{conformance.Chunk("q1", 0, e2a.DeltaText, "one", ""), conformance.Frame("q1", 1, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: "one"}, nil)}
 	f2 := []*e2a.Response{conformance.Chunk("q2", 0, e2a.DeltaText, "two", "")}
-	task := a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{{Envelope: env1, Frames: f1}, {Envelope: env2, Frames: f2}}, nil)
+	task := a2amap.V03Task(a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{{Envelope: env1, Frames: f1}, {Envelope: env2, Frames: f2}}, nil))
 	if task.Status.State != "working" || len(task.History) != 4 {
 		t.Fatalf("task %+v", task)
 	}
@@ -93,7 +93,7 @@ func TestBuildTaskAcrossRequests(t *testing.T) {
 		t.Fatalf("user message %+v", task.History[2])
 	}
 	one := 1
-	got := a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{{Envelope: env1, Frames: f1}}, &one)
+	got := a2amap.V03Task(a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{{Envelope: env1, Frames: f1}}, &one))
 	if len(got.History) != 1 || got.Status.State != "completed" || len(got.Artifacts) != 1 {
 		t.Fatalf("finished task %+v", got)
 	}

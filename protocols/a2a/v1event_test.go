@@ -7,8 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/a2aproject/a2a-go/a2a"
-	a2av1 "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/conformance"
@@ -16,8 +15,8 @@ import (
 
 // TestA2AV1StreamGolden pins the A2A v1.0 wire of a stream: each
 // scenario's frames mapped to events (the mapper every A2A answer uses,
-// with the trpc interaction extension declared and without), converted by
-// the SDK's v0.3 → v1.0 layer as the /a2a/v1 bindings send them, one
+// with the trpc interaction extension declared and without), A2A v1.0
+// events written as the /a2a/v1 bindings send them, one
 // StreamResponse per line (the result member of each JSON-RPC response, the
 // data of each HTTP+JSON event): no kind discriminators, TASK_STATE_* enums, parts as
 // members, no final flag. -update rewrites testdata/a2av1_stream.
@@ -39,18 +38,14 @@ func TestA2AV1StreamGolden(t *testing.T) {
 				ts := conformance.Time()
 				var out bytes.Buffer
 				write := func(ev a2a.Event) {
-					v1, err := V1Event(ev)
-					if err != nil {
-						t.Fatalf("convert %T: %v", ev, err)
-					}
-					b, err := json.Marshal(a2av1.StreamResponse{Event: v1})
+					b, err := json.Marshal(a2a.StreamResponse{Event: ev})
 					if err != nil {
 						t.Fatal(err)
 					}
 					out.Write(b)
 					out.WriteByte('\n')
 				}
-				write(m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil, false))
+				write(m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil))
 				for _, st := range sc.Steps {
 					if st.Kind != "frame" {
 						continue

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	legacy "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
@@ -176,11 +175,11 @@ type scenarioAnswers struct {
 	sc conformance.Scenario
 }
 
-func (a scenarioAnswers) A2AEvents(_ context.Context, requestID string, p a2amap.Params, _ int64, _ ...egress.ReplayOption) iter.Seq2[legacy.Event, error] {
-	return func(yield func(legacy.Event, error) bool) {
+func (a scenarioAnswers) A2AEvents(_ context.Context, requestID string, p a2amap.Params, _ int64, _ ...egress.ReplayOption) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
 		m := a2amap.NewStreamMapper(requestID, p, 0)
 		ts := p.Submitted.UTC()
-		if !yield(m.StatusUpdate(legacy.TaskStateSubmitted, &ts, nil, false), nil) {
+		if !yield(m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil), nil) {
 			return
 		}
 		for _, st := range a.sc.Steps {

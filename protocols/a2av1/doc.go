@@ -17,9 +17,10 @@
 // streams, then its running request live; a finished task is
 // UnsupportedOperation unless the call activates [ReplayExtension]), and the
 // push-config and extended-card methods, refused as the card declares
-// neither. Answers are package protocols/a2a's A2A events and values of
-// the requests' frames ([Answers]: the v0.3 mapping, shared with A2A v0.3), which
-// the SDK converts to v1.0: one mapping, two generations.
+// neither. Answers are package protocols/a2a's A2A v1.0 events and values
+// of the requests' frames ([Answers]: protocols/a2a/a2amap's mapping,
+// shared with A2A v0.3, which converts them at its edge), written as they
+// are: one mapping, each event built once.
 //
 // [Bindings], the registry's (protocols.Protocol.Service, a host.BindingServer through [Serve], on the A2AV1
 // entry), are the SDK's JSON-RPC and HTTP+JSON handlers ([Path]) and its

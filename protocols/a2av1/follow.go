@@ -4,7 +4,7 @@ import (
 	"context"
 	"iter"
 
-	legacy "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
@@ -19,22 +19,22 @@ import (
 // ends when the task reaches a terminal state (A2A v1.0 §3.1.6), or with
 // the call.
 func (h *handler) followTurns(ctx context.Context, c host.V1Caller, t *host.Task, interaction bool,
-	evs iter.Seq2[legacy.Event, error]) iter.Seq2[legacy.Event, error] {
-	return func(yield func(legacy.Event, error) bool) {
+	evs iter.Seq2[a2a.Event, error]) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
 		last := ""
 		if n := len(t.RequestIDs); n > 0 {
 			last = t.RequestIDs[n-1]
 		}
 		for {
-			var state legacy.TaskState
+			var state a2a.TaskState
 			for ev, err := range evs {
 				if !yield(ev, err) || err != nil {
 					return
 				}
 				switch e := ev.(type) {
-				case *legacy.Task:
+				case *a2a.Task:
 					state = e.Status.State
-				case *legacy.TaskStatusUpdateEvent:
+				case *a2a.TaskStatusUpdateEvent:
 					state = e.Status.State
 				}
 			}

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	legacy "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
@@ -35,8 +34,8 @@ import (
 // HTTP+JSON handlers, a2agrpc's service: thin adapters over this one
 // handler). A request is normalized by the v0.3 A2A adapter (the SDK
 // converts the v1.0 message to v0.3 losslessly) and answered from its
-// durable frames by egress, whose events the SDK converts back: one
-// mapping, two generations.
+// durable frames by egress with the A2A v1.0 events and values
+// protocols/a2a/a2amap builds: one mapping, no conversion of the answer.
 type handler struct {
 	h Host
 }
@@ -198,17 +197,10 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 		}
 		kept, _ = keep(t)
 	}
-	return v1Result(kept.(legacy.SendMessageResult))
-}
-
-func v1Result(res legacy.SendMessageResult) (a2a.SendMessageResult, error) {
-	switch v := res.(type) {
-	case *legacy.Message:
-		return a2av0.ToV1Message(v)
-	case *legacy.Task:
-		return a2av0.ToV1Task(v)
+	if r, ok := kept.(a2a.SendMessageResult); ok {
+		return r, nil
 	}
-	return nil, fmt.Errorf("%w: result %T", a2a.ErrInternalError, res)
+	return nil, fmt.Errorf("%w: result %T", a2a.ErrInternalError, kept)
 }
 
 // SendStreamingMessage publishes the message and streams its events from
@@ -249,11 +241,11 @@ func errSeq(err error) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) { yield(nil, err) }
 }
 
-// v1Events converts egress's events to v1.0 ones (no final flag: the
-// stream ends after the terminal status), without the parts the client of
-// p must not get (a2aproto.EventFilter: its output modes, the interaction
-// spec).
-func v1Events(evs iter.Seq2[legacy.Event, error], p a2amap.Params, release func()) iter.Seq2[a2a.Event, error] {
+// v1Events are egress's events (the stream ends after the terminal
+// status), without the parts the client of p must not get
+// (a2aproto.EventFilter: its output modes, the interaction spec), errors
+// in the SDK's kinds.
+func v1Events(evs iter.Seq2[a2a.Event, error], p a2amap.Params, release func()) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		defer release()
 		keep := a2aproto.EventFilter(p)
@@ -266,12 +258,7 @@ func v1Events(evs iter.Seq2[legacy.Event, error], p a2amap.Params, release func(
 			if !ok {
 				continue
 			}
-			v, err := a2aproto.V1Event(ev)
-			if err != nil {
-				yield(nil, fmt.Errorf("%w: %v", a2a.ErrInternalError, err))
-				return
-			}
-			if !yield(v, nil) {
+			if !yield(ev, nil) {
 				return
 			}
 		}
@@ -299,7 +286,7 @@ func (h *handler) task(ctx context.Context, t *host.Task, historyLength *int) (*
 	if err != nil {
 		return nil, sdkError(err)
 	}
-	return a2av0.ToV1Task(v)
+	return v, nil
 }
 
 // ListTasks lists the caller's tasks (every task for an audit or admin
@@ -463,12 +450,13 @@ func finishedError(id a2a.TaskID, state a2a.TaskState) error {
 
 // refuseFinished is a subscription's events, or UnsupportedOperationError
 // when its first, the task, is in a terminal state (A2A v1.0 §3.1.6).
-func refuseFinished(evs iter.Seq2[legacy.Event, error]) iter.Seq2[legacy.Event, error] {
-	return func(yield func(legacy.Event, error) bool) {
+func refuseFinished(evs iter.Seq2[a2a.Event, error]) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
 		first := true
 		for ev, err := range evs {
-			if t, ok := ev.(*legacy.Task); ok && first && t.Status.State.Terminal() {
-				yield(nil, finishedError(a2a.TaskID(t.ID), a2a.TaskState(t.Status.State)))
+			if t, ok := ev.(*a2a.Task); ok && first && t.Status.State.Terminal() {
+				// The state named as v0.3 names it, as this answer always has.
+				yield(nil, finishedError(t.ID, a2a.TaskState(a2av0.FromV1TaskState(t.Status.State))))
 				return
 			}
 			first = false

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	legacy "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	a2apb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
 	"google.golang.org/grpc"
@@ -70,23 +69,23 @@ func (f fakeHost) AdmitHeader(_ context.Context, header http.Header, _, _ string
 // history.
 type fakeAnswers struct{ Answers }
 
-func (fakeAnswers) A2ATask(_ context.Context, taskID, contextID string, requestIDs []string, _ *int) (*legacy.Task, error) {
-	return &legacy.Task{ID: legacy.TaskID(taskID), ContextID: contextID,
-		Status: legacy.TaskStatus{State: legacy.TaskStateCompleted}}, nil
+func (fakeAnswers) A2ATask(_ context.Context, taskID, contextID string, requestIDs []string, _ *int) (*a2a.Task, error) {
+	return &a2a.Task{ID: a2a.TaskID(taskID), ContextID: contextID,
+		Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}, nil
 }
 
-func (fakeAnswers) A2AEvents(context.Context, string, a2amap.Params, int64, ...egress.ReplayOption) iter.Seq2[legacy.Event, error] {
-	return func(func(legacy.Event, error) bool) {}
+func (fakeAnswers) A2AEvents(context.Context, string, a2amap.Params, int64, ...egress.ReplayOption) iter.Seq2[a2a.Event, error] {
+	return func(func(a2a.Event, error) bool) {}
 }
 
 func (fakeAnswers) Heartbeat() time.Duration { return time.Second }
 
-func (fakeAnswers) A2AResult(_ context.Context, requestID string, p a2amap.Params, _ ...egress.ReplayOption) (legacy.SendMessageResult, error) {
-	return &legacy.Task{ID: legacy.TaskID(p.TaskID), ContextID: p.ContextID, Status: legacy.TaskStatus{State: legacy.TaskStateCompleted}}, nil
+func (fakeAnswers) A2AResult(_ context.Context, requestID string, p a2amap.Params, _ ...egress.ReplayOption) (a2a.SendMessageResult, error) {
+	return &a2a.Task{ID: a2a.TaskID(p.TaskID), ContextID: p.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}, nil
 }
 
-func (a fakeAnswers) A2ASubscription(ctx context.Context, taskID, contextID string, requestIDs []string, _ bool) iter.Seq2[legacy.Event, error] {
-	return func(yield func(legacy.Event, error) bool) {
+func (a fakeAnswers) A2ASubscription(ctx context.Context, taskID, contextID string, requestIDs []string, _ bool) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
 		t, _ := a.A2ATask(ctx, taskID, contextID, requestIDs, nil)
 		yield(t, nil)
 	}

@@ -5,7 +5,7 @@ import (
 	"iter"
 	"time"
 
-	legacy "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/egress"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
@@ -14,20 +14,20 @@ import (
 )
 
 // Answers answers A2A v1.0 calls from their requests' frames with the A2A
-// events and values of package protocols/a2a (the v0.3 mapping, which
-// the handler converts to v1.0); protocols/a2a's Answers is one.
+// v1.0 events and values package protocols/a2a/a2amap builds, written as
+// they are; protocols/a2a's Answers is one.
 type Answers interface {
 	// A2AResult is SendMessage's result: the agent's Message or the Task,
 	// after the request's final frame.
-	A2AResult(ctx context.Context, requestID string, p a2amap.Params, opts ...egress.ReplayOption) (legacy.SendMessageResult, error)
+	A2AResult(ctx context.Context, requestID string, p a2amap.Params, opts ...egress.ReplayOption) (a2a.SendMessageResult, error)
 	// A2AEvents are SendStreamingMessage's events, up to the terminal
 	// status.
-	A2AEvents(ctx context.Context, requestID string, p a2amap.Params, from int64, opts ...egress.ReplayOption) iter.Seq2[legacy.Event, error]
+	A2AEvents(ctx context.Context, requestID string, p a2amap.Params, from int64, opts ...egress.ReplayOption) iter.Seq2[a2a.Event, error]
 	// A2ASubscription are SubscribeToTask's events: the task rebuilt from
 	// its requests, then its running request's events.
-	A2ASubscription(ctx context.Context, taskID, contextID string, requestIDs []string, interaction bool) iter.Seq2[legacy.Event, error]
+	A2ASubscription(ctx context.Context, taskID, contextID string, requestIDs []string, interaction bool) iter.Seq2[a2a.Event, error]
 	// A2ATask is the task rebuilt from its requests' frames.
-	A2ATask(ctx context.Context, taskID, contextID string, requestIDs []string, historyLength *int) (*legacy.Task, error)
+	A2ATask(ctx context.Context, taskID, contextID string, requestIDs []string, historyLength *int) (*a2a.Task, error)
 	// CancelTurns cancels a task's turns that have not ended, newest
 	// first, awaiting their final frames (egress.ErrNotCancelable when all
 	// have finished).

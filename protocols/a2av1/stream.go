@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	legacy "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/errordetails"
 
@@ -59,8 +58,9 @@ type stream struct {
 // point): a submitted status first (p.Submitted, else now) unless
 // resuming or the agent answers with a Message (written with the first
 // frame: the stream is then that message alone), then each frame's
-// events as protocols/a2a's Answers.A2AEvents yields them, converted to v1.0 (a2aproto.V1Event); an error ends the stream as
-// a JSON-RPC error in the SDK's shape. rpcID is the call's JSON-RPC id as
+// events as protocols/a2a's Answers.A2AEvents yields them (a2amap's A2A
+// v1.0 events, written as they are); an error ends the stream as a
+// JSON-RPC error in the SDK's shape. rpcID is the call's JSON-RPC id as
 // sent (absent: null).
 func NewStream(o *render.Output, requestID string, p a2amap.Params, rpcID json.RawMessage, from int64) render.Renderer {
 	return &stream{o: o, p: p, from: from, m: a2amap.NewStreamMapper(requestID, p, from), rpcID: sdkRPCID(rpcID)}
@@ -93,7 +93,7 @@ func (r *stream) open(reply bool) error {
 		return nil
 	}
 	ts := r.p.SubmittedTime(now)
-	return r.event("", r.m.StatusUpdate(legacy.TaskStateSubmitted, &ts, nil, false))
+	return r.event("", r.m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil))
 }
 
 func (r *stream) Frame(f *render.Frame) error {
@@ -135,9 +135,9 @@ var fastText = true
 // textEvent renders the event of a plain text chunk, the bulk of a
 // streamed answer, straight from the frame's bytes (render.ReadTextChunk)
 // into the JSON-RPC response: exactly the bytes event writes for the
-// TaskArtifactUpdateEvent a2amap.Mapper.Events builds for it, converted
-// to v1.0 (TestStreamFastTextMatches), without the event, its conversion,
-// its maps or the reflection encode. ok is false for any other frame,
+// TaskArtifactUpdateEvent a2amap.Mapper.Events builds for it
+// (TestStreamFastTextMatches), without the event, its maps or the
+// reflection encode. ok is false for any other frame,
 // which takes the general path; nothing is changed then.
 func (r *stream) textEvent(f *render.Frame) (out []byte, ok bool) {
 	if !fastText {
@@ -176,13 +176,9 @@ func (r *stream) End(err error) error {
 	return render.SSEEndEvent(r.o, "", jsonrpc.ErrorResponse(r.rpcID, Error(err)))
 }
 
-// event writes ev, converted to v1.0, as one SSE event with SSE id id.
-func (r *stream) event(id string, ev legacy.Event) error {
-	v, err := a2aproto.V1Event(ev)
-	if err != nil {
-		return err
-	}
-	res, err := json.Marshal(a2a.StreamResponse{Event: v})
+// event writes ev as one SSE event with SSE id id.
+func (r *stream) event(id string, ev a2a.Event) error {
+	res, err := json.Marshal(a2a.StreamResponse{Event: ev})
 	if err != nil {
 		return err
 	}

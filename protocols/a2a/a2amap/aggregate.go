@@ -4,7 +4,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/a2aproject/a2a-go/a2a"
+	legacy "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -67,7 +69,7 @@ func (a *Aggregator) Add(r *e2a.Response) error {
 			a.addPiece(r, p)
 		}
 	} else {
-		ev, err := NativeEvent(r)
+		ev, _, err := nativeV1(r)
 		if err != nil {
 			return err
 		}
@@ -136,11 +138,11 @@ func (a *Aggregator) addPiece(r *e2a.Response, p piece) {
 	}
 	if p.group == "content" {
 		for _, part := range p.parts {
-			if tp, ok := part.(a2a.TextPart); ok {
+			if text, ok := part.Content.(a2a.Text); ok {
 				if p.thought {
-					cur.thought.WriteString(tp.Text)
+					cur.thought.WriteString(string(text))
 				} else {
-					cur.text.WriteString(tp.Text)
+					cur.text.WriteString(string(text))
 					cur.texts = true
 				}
 			}
@@ -172,10 +174,10 @@ func (a *Aggregator) seal() {
 		}
 		var parts a2a.ContentParts
 		if m.thought.Len() > 0 {
-			parts = append(parts, a2a.TextPart{Text: m.thought.String(), Metadata: map[string]any{MetaThought: true}})
+			parts = append(parts, textPart(m.thought.String(), map[string]any{MetaThought: true}))
 		}
 		if m.texts {
-			parts = append(parts, a2a.TextPart{Text: m.text.String()})
+			parts = append(parts, textPart(m.text.String(), nil))
 		}
 		m.msg.Parts = append(parts, m.msg.Parts...)
 		m.thought.Reset()
@@ -237,7 +239,7 @@ func (a *Aggregator) history(finalReply bool) ([]*a2a.Message, []*a2a.Artifact) 
 		}
 		var thoughts, reply a2a.ContentParts
 		for _, p := range msg.Parts {
-			if tp, ok := p.(a2a.TextPart); ok && tp.Metadata[MetaThought] == true {
+			if _, ok := thoughtText(p); ok {
 				thoughts = append(thoughts, p)
 			} else {
 				reply = append(reply, p)
@@ -344,12 +346,14 @@ func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2
 func userMessage(env *e2a.Envelope, taskID a2a.TaskID, contextID string) *a2a.Message {
 	if mv, ok := env.Params["message"].(map[string]any); ok {
 		if ev, err := decodeA2AEvent("message", mv); err == nil {
-			if m, ok := ev.(*a2a.Message); ok {
-				m.TaskID, m.ContextID = taskID, contextID
-				if m.Role == "" {
-					m.Role = a2a.MessageRoleUser
+			if old, ok := ev.(*legacy.Message); ok {
+				if m, err := a2av0.ToV1Message(old); err == nil {
+					m.TaskID, m.ContextID = taskID, contextID
+					if m.Role == a2a.MessageRoleUnspecified {
+						m.Role = a2a.MessageRoleUser
+					}
+					return m
 				}
-				return m
 			}
 		}
 	}
@@ -360,7 +364,7 @@ func userMessage(env *e2a.Envelope, taskID a2a.TaskID, contextID string) *a2a.Me
 				id = env.RequestID
 			}
 			return &a2a.Message{ID: id, Role: a2a.MessageRoleUser, TaskID: taskID, ContextID: contextID,
-				Parts: a2a.ContentParts{a2a.TextPart{Text: s}}}
+				Parts: a2a.ContentParts{textPart(s, nil)}}
 		}
 	}
 	return nil

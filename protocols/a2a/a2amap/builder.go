@@ -8,7 +8,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/a2aproject/a2a-go/a2a"
+	legacy "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 )
@@ -17,25 +19,25 @@ import (
 // Add, Task is what BuildTask returns for the task's earlier turns and
 // this request with the frames added so far, at the cost of the new frame
 // instead of a rebuild from every frame (the earlier turns are built
-// once, when the builder is made). MarshalTask is its JSON, with the texts
-// of the request's content messages escaped as they grow rather than at
-// each call. It is not safe for concurrent use.
+// once, when the builder is made). MarshalV03Task is its JSON in A2A v0.3
+// (V03Task), with the texts of the request's content messages escaped as
+// they grow rather than at each call. It is not safe for concurrent use.
 type TaskBuilder struct {
 	taskID string
 	base   *a2a.Task // the earlier turns' history, this turn's user message and the context id
 	agg    *Aggregator
 	frames int
-	// mark starts the placeholders MarshalTask puts in place of texts
+	// mark starts the placeholders MarshalV03Task puts in place of texts
 	// and earlier messages (random, so that no text can hold one).
 	mark    string
 	mirrors map[*strings.Builder]*textMirror
-	// baseJSON is the JSON of each message of base.History (made at the
-	// first MarshalTask); pre and post are a placeholder message's JSON
+	// baseJSON is the v0.3 JSON of each message of base.History (made at
+	// the first MarshalV03Task); pre and post are a placeholder message's JSON
 	// before and after its mark (nil: the messages are marshaled each
 	// time).
 	baseJSON  [][]byte
 	pre, post []byte
-	// misses counts the MarshalTask calls that found a placeholder they
+	// misses counts the MarshalV03Task calls that found a placeholder they
 	// could not replace and marshaled the task whole (none expected).
 	misses int
 }
@@ -123,12 +125,12 @@ func (b *TaskBuilder) task(text func(sb *strings.Builder) string) *a2a.Task {
 	return t
 }
 
-// MarshalTask is the JSON of Task, with status st when st is not nil:
-// the bytes json.Marshal makes of it, the texts of content messages
-// copied from escapes kept up as they grow and the earlier turns'
-// messages from their JSON made once (a placeholder marshaled in their
-// place, then replaced).
-func (b *TaskBuilder) MarshalTask(st *a2a.TaskStatus) ([]byte, error) {
+// MarshalV03Task is the JSON of Task in A2A v0.3 (V03Task), with status
+// st when st is not nil: the bytes json.Marshal makes of it, the texts of
+// content messages copied from escapes kept up as they grow and the
+// earlier turns' messages from their JSON made once (a placeholder
+// marshaled in their place, then replaced).
+func (b *TaskBuilder) MarshalV03Task(st *a2a.TaskStatus) ([]byte, error) {
 	var subs []sub
 	place := func(s sub) string {
 		subs = append(subs, s)
@@ -152,7 +154,7 @@ func (b *TaskBuilder) MarshalTask(st *a2a.TaskStatus) ([]byte, error) {
 	if st != nil {
 		t.Status = *st
 	}
-	out, err := json.Marshal(t)
+	out, err := json.Marshal(V03Task(t))
 	if err != nil || len(subs) == 0 {
 		return out, err
 	}
@@ -164,7 +166,7 @@ func (b *TaskBuilder) MarshalTask(st *a2a.TaskStatus) ([]byte, error) {
 	if st != nil {
 		t.Status = *st
 	}
-	return json.Marshal(t)
+	return json.Marshal(V03Task(t))
 }
 
 // marshalBase makes baseJSON, pre and post once.
@@ -174,13 +176,13 @@ func (b *TaskBuilder) marshalBase() error {
 	}
 	all := make([][]byte, len(b.base.History))
 	for i, m := range b.base.History {
-		mj, err := json.Marshal(m)
+		mj, err := json.Marshal(v03Message(m))
 		if err != nil {
 			return err
 		}
 		all[i] = mj
 	}
-	pm, err := json.Marshal(&a2a.Message{ID: b.mark + "0\x00"})
+	pm, err := json.Marshal(v03Message(&a2a.Message{ID: b.mark + "0\x00"}))
 	if err != nil {
 		return err
 	}
@@ -266,10 +268,10 @@ func (a *Aggregator) sealedMsgs(text func(sb *strings.Builder) string) []*aggMsg
 		}
 		var parts a2a.ContentParts
 		if m.thought.Len() > 0 {
-			parts = append(parts, a2a.TextPart{Text: text(&m.thought), Metadata: map[string]any{MetaThought: true}})
+			parts = append(parts, textPart(text(&m.thought), map[string]any{MetaThought: true}))
 		}
 		if m.texts {
-			parts = append(parts, a2a.TextPart{Text: text(&m.text)})
+			parts = append(parts, textPart(text(&m.text), nil))
 		}
 		msg := *m.msg
 		msg.Parts = append(parts, m.msg.Parts...)
@@ -277,3 +279,6 @@ func (a *Aggregator) sealedMsgs(text func(sb *strings.Builder) string) []*aggMsg
 	}
 	return out
 }
+
+// v03Message is m in A2A v0.3, as V03Task converts a task's messages.
+func v03Message(m *a2a.Message) *legacy.Message { return a2av0.FromV1Message(m) }

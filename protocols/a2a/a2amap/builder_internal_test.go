@@ -21,13 +21,13 @@ func TestMarshalTaskSplitRunes(t *testing.T) {
 	}
 	check := func(step string) {
 		t.Helper()
-		want, err := json.Marshal(b.Task())
+		want, err := json.Marshal(V03Task(b.Task()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := b.MarshalTask(nil)
+		got, err := b.MarshalV03Task(nil)
 		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("%s: MarshalTask %s (%v), json.Marshal %s", step, got, err, want)
+			t.Fatalf("%s: MarshalV03Task %s (%v), json.Marshal %s", step, got, err, want)
 		}
 	}
 	check("valid")
@@ -45,7 +45,7 @@ func TestMarshalTaskSplitRunes(t *testing.T) {
 }
 
 // TestMarshalTaskSplices: with earlier turns (their messages placed from
-// JSON made once) and a growing text, every MarshalTask is json.Marshal's
+// JSON made once) and a growing text, every MarshalV03Task is json.Marshal's
 // bytes and replaces its placeholders without falling back.
 func TestMarshalTaskSplices(t *testing.T) {
 	prev := []Request{{Envelope: &e2a.Envelope{RequestID: "r0", Params: map[string]any{"text": "first <q>"}}, Frames: []*e2a.Response{
@@ -59,10 +59,10 @@ func TestMarshalTaskSplices(t *testing.T) {
 			Body: e2a.MarshalBody(e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: d})}); err != nil {
 			t.Fatal(err)
 		}
-		want, _ := json.Marshal(b.Task())
-		got, err := b.MarshalTask(nil)
+		want, _ := json.Marshal(V03Task(b.Task()))
+		got, err := b.MarshalV03Task(nil)
 		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("after %d chunks: MarshalTask %s (%v), json.Marshal %s", i+1, got, err, want)
+			t.Fatalf("after %d chunks: MarshalV03Task %s (%v), json.Marshal %s", i+1, got, err, want)
 		}
 	}
 	if b.pre == nil || len(b.baseJSON) != 3 || b.misses != 0 {

@@ -17,7 +17,7 @@ import (
 // as the only turn of its task and after earlier turns (one interrupted),
 // with each kind of user message, the builder's Task marshals to the same
 // bytes as BuildTask's over the same frames, Status is its status, and
-// asking twice changes nothing. MarshalTask (texts and earlier messages
+// asking twice changes nothing. MarshalV03Task (texts and earlier messages
 // spliced in) makes the same bytes, with the status before the frame too,
 // and never falls back to marshaling the task whole.
 func TestTaskBuilderMatchesBuildTask(t *testing.T) {
@@ -94,18 +94,18 @@ func compareBuilder(t *testing.T, taskID, contextID string, prev []a2amap.Reques
 		if st, want := marshal(t, b.Status()), marshal(t, task.Status); !bytes.Equal(st, want) {
 			t.Fatalf("after %d frames, Status %s, Task's %s", k, st, want)
 		}
-		if m, err := b.MarshalTask(nil); err != nil || !bytes.Equal(m, want) {
-			t.Fatalf("after %d frames, MarshalTask %s (%v), BuildTask %s", k, m, err, want)
+		if m, err := b.MarshalV03Task(nil); err != nil || !bytes.Equal(m, marshal(t, a2amap.V03Task(full))) {
+			t.Fatalf("after %d frames, MarshalV03Task %s (%v), BuildTask %s", k, m, err, marshal(t, a2amap.V03Task(full)))
 		}
 		// With the status before the frame, as push posts an update
 		// that comes before its frame's status update.
 		full.Status = before
-		if m, err := b.MarshalTask(&before); err != nil || !bytes.Equal(m, marshal(t, full)) {
-			t.Fatalf("after %d frames, MarshalTask with the earlier status %s (%v), want %s", k, m, err, marshal(t, full))
+		if m, err := b.MarshalV03Task(&before); err != nil || !bytes.Equal(m, marshal(t, a2amap.V03Task(full))) {
+			t.Fatalf("after %d frames, MarshalV03Task with the earlier status %s (%v), want %s", k, m, err, marshal(t, a2amap.V03Task(full)))
 		}
 	}
 	if n := a2amap.Misses(b); n > 0 {
-		t.Errorf("%d MarshalTask calls fell back to marshaling the task whole", n)
+		t.Errorf("%d MarshalV03Task calls fell back to marshaling the task whole", n)
 	}
 	return refused
 }

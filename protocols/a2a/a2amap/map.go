@@ -6,7 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/a2aproject/a2a-go/a2a"
+	legacy "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 )
@@ -34,7 +36,7 @@ const (
 // piece is the A2A rendering of one content delta: the parts, the metadata
 // of the event or message that carries them, and how they group.
 type piece struct {
-	parts      []a2a.Part
+	parts      a2a.ContentParts
 	objectType string
 	tag        string
 	group      string // content, call, response, code, other
@@ -73,40 +75,40 @@ func AsMap(v any) (map[string]any, bool) {
 func chunkPiece(c e2a.ChunkBody) (piece, bool) {
 	switch c.DeltaKind {
 	case e2a.DeltaText:
-		return piece{parts: []a2a.Part{a2a.TextPart{Text: DeltaText(c.Delta)}}, objectType: ObjectChatCompletionChunk, group: "content"}, true
+		return piece{parts: a2a.ContentParts{textPart(DeltaText(c.Delta), nil)}, objectType: ObjectChatCompletionChunk, group: "content"}, true
 	case e2a.DeltaReasoning:
-		return piece{parts: []a2a.Part{a2a.TextPart{Text: DeltaText(c.Delta), Metadata: map[string]any{MetaThought: true}}},
+		return piece{parts: a2a.ContentParts{textPart(DeltaText(c.Delta), map[string]any{MetaThought: true})},
 			objectType: ObjectChatCompletionChunk, group: "content", thought: true}, true
 	case e2a.DeltaTool, e2a.DeltaCustom:
 		obj, ok := AsMap(c.Delta)
 		if !ok {
 			data := map[string]any{"value": c.Delta}
-			return piece{parts: []a2a.Part{a2a.DataPart{Data: data, Metadata: partMeta(c.DeltaKind, c.MimeType)}}, objectType: ObjectChatCompletion, group: "other"}, true
+			return piece{parts: a2a.ContentParts{dataPart(data, partMeta(c.DeltaKind, c.MimeType))}, objectType: ObjectChatCompletion, group: "other"}, true
 		}
 		typ, _ := obj["type"].(string)
 		switch typ {
 		case e2a.ToolFunctionCall:
 			data := dropNil(map[string]any{"id": obj["id"], "type": "function", "name": obj["name"], "args": jsonString(obj["args"])})
-			return piece{parts: []a2a.Part{a2a.DataPart{Data: data, Metadata: map[string]any{MetaPartType: e2a.ToolFunctionCall}}},
+			return piece{parts: a2a.ContentParts{dataPart(data, map[string]any{MetaPartType: e2a.ToolFunctionCall})},
 				objectType: ObjectChatCompletion, group: "call"}, true
 		case e2a.ToolFunctionResponse:
 			data := dropNil(map[string]any{"id": obj["id"], "name": obj["name"], "response": jsonString(obj["response"])})
-			return piece{parts: []a2a.Part{a2a.DataPart{Data: data, Metadata: map[string]any{MetaPartType: e2a.ToolFunctionResponse}}},
+			return piece{parts: a2a.ContentParts{dataPart(data, map[string]any{MetaPartType: e2a.ToolFunctionResponse})},
 				objectType: ObjectToolResponse, group: "response"}, true
 		case PartExecutableCode:
 			data := dropNil(map[string]any{"code": obj["code"], "language": obj["language"]})
-			return piece{parts: []a2a.Part{a2a.DataPart{Data: data, Metadata: map[string]any{MetaPartType: PartExecutableCode}}},
+			return piece{parts: a2a.ContentParts{dataPart(data, map[string]any{MetaPartType: PartExecutableCode})},
 				objectType: ObjectChatCompletion, tag: TagCodeExecutionCode, group: "code"}, true
 		case PartCodeExecutionResult:
 			data := dropNil(map[string]any{"output": obj["output"], "outcome": obj["outcome"]})
-			return piece{parts: []a2a.Part{a2a.DataPart{Data: data, Metadata: map[string]any{MetaPartType: PartCodeExecutionResult}}},
+			return piece{parts: a2a.ContentParts{dataPart(data, map[string]any{MetaPartType: PartCodeExecutionResult})},
 				objectType: ObjectChatCompletion, tag: TagCodeExecutionResult, group: "code"}, true
 		}
 		t := typ
 		if t == "" {
 			t = c.DeltaKind
 		}
-		return piece{parts: []a2a.Part{a2a.DataPart{Data: obj, Metadata: partMeta(t, c.MimeType)}}, objectType: ObjectChatCompletion, group: "other"}, true
+		return piece{parts: a2a.ContentParts{dataPart(obj, partMeta(t, c.MimeType))}, objectType: ObjectChatCompletion, group: "other"}, true
 	}
 	return piece{}, false
 }
@@ -120,9 +122,9 @@ func partMeta(typ, mime string) map[string]any {
 }
 
 // resultParts renders the result of an e2a.complete frame: a string or an
-// object's content/text string as a TextPart, any other object as a
-// DataPart.
-func resultParts(v any) []a2a.Part {
+// object's content/text string as a text part, any other object as a
+// data part.
+func resultParts(v any) a2a.ContentParts {
 	switch t := v.(type) {
 	case nil:
 		return nil
@@ -130,19 +132,36 @@ func resultParts(v any) []a2a.Part {
 		if t == "" {
 			return nil
 		}
-		return []a2a.Part{a2a.TextPart{Text: t}}
+		return a2a.ContentParts{textPart(t, nil)}
 	case map[string]any:
 		for _, k := range []string{"content", "text"} {
 			if s, ok := t[k].(string); ok {
-				return []a2a.Part{a2a.TextPart{Text: s}}
+				return a2a.ContentParts{textPart(s, nil)}
 			}
 		}
 		if len(t) == 0 {
 			return nil
 		}
-		return []a2a.Part{a2a.DataPart{Data: t}}
+		return a2a.ContentParts{dataPart(t, nil)}
 	}
-	return []a2a.Part{a2a.DataPart{Data: map[string]any{"result": v}}}
+	return a2a.ContentParts{dataPart(map[string]any{"result": v}, nil)}
+}
+
+// textPart is a text part with its metadata.
+func textPart(text string, meta map[string]any) *a2a.Part {
+	return &a2a.Part{Content: a2a.Text(text), Metadata: meta}
+}
+
+// dataPart is a data part (a JSON object) with its metadata.
+func dataPart(data map[string]any, meta map[string]any) *a2a.Part {
+	return &a2a.Part{Content: a2a.Data{Value: data}, Metadata: meta}
+}
+
+// thoughtText reports a text part the interaction spec marks as
+// reasoning (metadata thought=true), and its text.
+func thoughtText(p *a2a.Part) (string, bool) {
+	t, ok := p.Content.(a2a.Text)
+	return string(t), ok && p.Metadata[MetaThought] == true
 }
 
 // acpUpdate extracts the session/update object from an acp.session_update
@@ -258,13 +277,13 @@ func FinalOutcome(r *e2a.Response) Outcome {
 		// An interrupted turn (agent.Interrupt): the task waits for the
 		// client's next message; Message is the agent's text.
 		if state, text, ok := r.Interrupt(); ok {
-			return Outcome{State: a2a.TaskState(state), Message: text}
+			return Outcome{State: a2av0.ToV1TaskState(legacy.TaskState(state)), Message: text}
 		}
 		// The agent's own final status-update in a terminal state
 		// (rejected, failed, canceled, completed).
 		if ev, err := NativeEvent(r); err == nil {
-			if su, ok := ev.(*a2a.TaskStatusUpdateEvent); ok && su.Status.State.Terminal() {
-				return Outcome{State: su.Status.State, Message: messageText(su.Status.Message)}
+			if su, ok := ev.(*legacy.TaskStatusUpdateEvent); ok && su.Status.State.Terminal() {
+				return Outcome{State: a2av0.ToV1TaskState(su.Status.State), Message: legacyText(su.Status.Message)}
 			}
 		}
 	}
@@ -387,7 +406,7 @@ var branchKinds = map[string]string{
 
 // decodeA2AEvent decodes an A2A object of the given kind (task, message,
 // status-update, artifact-update) from a frame body.
-func decodeA2AEvent(kind string, v any) (a2a.Event, error) {
+func decodeA2AEvent(kind string, v any) (legacy.Event, error) {
 	n := normalizeA2A(e2a.PlainJSON(v))
 	m, ok := n.(map[string]any)
 	if !ok {
@@ -397,7 +416,7 @@ func decodeA2AEvent(kind string, v any) (a2a.Event, error) {
 		m["kind"] = kind
 	}
 	b, _ := json.Marshal(m)
-	ev, err := a2a.UnmarshalEventJSON(b)
+	ev, err := legacy.UnmarshalEventJSON(b)
 	if err != nil {
 		return nil, fmt.Errorf("%w: A2A %s: %v", ErrInvalidFrame, kind, err)
 	}
@@ -412,8 +431,10 @@ func KnownBranch(branch string) bool {
 }
 
 // NativeEvent returns the A2A event carried by an a2a.* frame (nil for
-// any other frame).
-func NativeEvent(r *e2a.Response) (a2a.Event, error) {
+// any other frame) as the frame's body has it: A2A v0.3's JSON-RPC shape,
+// proto-style JSON read into it (snake_case keys, enums, parts without
+// kind). The mapping reads it in v1.0 ([Mapper.Events]).
+func NativeEvent(r *e2a.Response) (legacy.Event, error) {
 	switch r.ResponseKind {
 	case e2a.KindA2AStreamEvent:
 		b, err := r.StreamEvent()
@@ -435,6 +456,24 @@ func NativeEvent(r *e2a.Response) (a2a.Event, error) {
 	return nil, nil
 }
 
+// nativeV1 is the event of an a2a.* frame (NativeEvent) in A2A v1.0, the
+// SDK's conversion, and whether a status-update said it is final (v0.3's
+// flag, which v1.0 has not). ev is nil for any other frame.
+func nativeV1(r *e2a.Response) (ev a2a.Event, final bool, err error) {
+	old, err := NativeEvent(r)
+	if err != nil || old == nil {
+		return nil, false, err
+	}
+	if su, ok := old.(*legacy.TaskStatusUpdateEvent); ok {
+		final = su.Final
+	}
+	ev, err = a2av0.ToV1Event(old)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: A2A event: %v", ErrInvalidFrame, err)
+	}
+	return ev, final, nil
+}
+
 // Interrupted reports whether s is the state of an interrupted turn
 // (input-required, auth-required): the task is not terminal, its next
 // message continues it.
@@ -445,8 +484,8 @@ func Interrupted(s a2a.TaskState) bool {
 // ownIDs gives an agent's own status or artifact event the ids of the
 // mapper's task and context where it names none (agent.Interrupt's
 // status-update knows neither), the status a final frame carries the
-// frame's time when it has none, and its status message an id, a role and those ids too: clients
-// key messages by them.
+// frame's time when it has none, and its status message an id, a role
+// and those ids too: clients key messages by them.
 func (m *Mapper) ownIDs(ev a2a.Event, r *e2a.Response) {
 	switch e := ev.(type) {
 	case *a2a.TaskStatusUpdateEvent:
@@ -488,7 +527,7 @@ func (m *Mapper) ownMessage(msg *a2a.Message, r *e2a.Response) {
 			msg.ID = r.RequestID
 		}
 	}
-	if msg.Role == "" {
+	if msg.Role == a2a.MessageRoleUnspecified {
 		msg.Role = a2a.MessageRoleAgent
 	}
 	if msg.TaskID == "" {
@@ -499,11 +538,13 @@ func (m *Mapper) ownMessage(msg *a2a.Message, r *e2a.Response) {
 	}
 }
 
-// Closing reports whether ev ends an A2A stream by itself.
-func Closing(ev a2a.Event) bool {
+// closing reports whether ev, an event of the frame being mapped, ends
+// the stream by itself: a final status-update (Final), a task in a
+// terminal state, a message.
+func (m *Mapper) closing(ev a2a.Event) bool {
 	switch e := ev.(type) {
 	case *a2a.TaskStatusUpdateEvent:
-		return e.Final
+		return m.Final(e)
 	case *a2a.Task:
 		return e.Status.State.Terminal()
 	case *a2a.Message:
@@ -512,10 +553,11 @@ func Closing(ev a2a.Event) bool {
 	return false
 }
 
-// Mapper maps the frames of one request, in order, to the A2A v0.3
-// events a stream carries for them (message/stream, tasks/resubscribe,
-// the A2A v1.0 bindings through egress's event iterator, and the
-// protocols that follow A2A's events in their own shape: AgentVault).
+// Mapper maps the frames of one request, in order, to the A2A v1.0
+// events a stream carries for them (SendStreamingMessage and
+// SubscribeToTask of the v1.0 bindings, written as they are; A2A v0.3's
+// message/stream and tasks/resubscribe and the AgentVault profile,
+// converted at their edge: V03Event).
 type Mapper struct {
 	taskID    a2a.TaskID
 	contextID string
@@ -527,6 +569,9 @@ type Mapper struct {
 	// reasoning) chunks share one artifact; every other event has its own.
 	runKey string
 	runID  a2a.ArtifactID
+	// finals are the status-updates of the last Events call that end the
+	// stream (v0.3's final flag: Final).
+	finals []*a2a.TaskStatusUpdateEvent
 }
 
 // newMapper returns the mapper of the call p from sequence from (from >
@@ -571,6 +616,19 @@ func (m *Mapper) TaskID() string { return string(m.taskID) }
 // ContextID is the id of the mapper's context (once a frame or a
 // constructor fixed it).
 func (m *Mapper) ContextID() string { return m.contextID }
+
+// Final reports whether ev, a status-update of the last [Mapper.Events]
+// call, ends the stream: the one a final frame ends with, or an agent's
+// own that said so. It is A2A v0.3's final flag (V03Event); v1.0 has
+// none, its stream ends after the last event.
+func (m *Mapper) Final(ev *a2a.TaskStatusUpdateEvent) bool {
+	for _, f := range m.finals {
+		if f == ev {
+			return true
+		}
+	}
+	return false
+}
 
 // TextArtifact does for a plain text chunk that is not final (the frame's
 // request, task, context and response ids in r; llm its
@@ -641,10 +699,17 @@ func (m *Mapper) pieceArtifactID(r *e2a.Response, p piece) a2a.ArtifactID {
 }
 
 // StatusUpdate is a status-update of the mapper's task (the submitted or
-// working one a stream opens with).
-func (m *Mapper) StatusUpdate(state a2a.TaskState, ts *time.Time, msg *a2a.Message, final bool) *a2a.TaskStatusUpdateEvent {
-	return &a2a.TaskStatusUpdateEvent{TaskID: m.taskID, ContextID: m.contextID, Final: final,
+// working one a stream opens with; not final).
+func (m *Mapper) StatusUpdate(state a2a.TaskState, ts *time.Time, msg *a2a.Message) *a2a.TaskStatusUpdateEvent {
+	return &a2a.TaskStatusUpdateEvent{TaskID: m.taskID, ContextID: m.contextID,
 		Status: a2a.TaskStatus{State: state, Timestamp: ts, Message: msg}}
+}
+
+// finalUpdate is the status-update a final frame ends the stream with.
+func (m *Mapper) finalUpdate(state a2a.TaskState, ts *time.Time, msg *a2a.Message) *a2a.TaskStatusUpdateEvent {
+	su := m.StatusUpdate(state, ts, msg)
+	m.finals = append(m.finals, su)
+	return su
 }
 
 // failureMessage is the agent message of a failed or canceled status.
@@ -654,7 +719,7 @@ func (m *Mapper) failureMessage(r *e2a.Response, o Outcome) *a2a.Message {
 		errMeta["details"] = o.Details
 	}
 	return &a2a.Message{ID: r.ResponseID, Role: a2a.MessageRoleAgent, TaskID: m.taskID, ContextID: m.contextID,
-		Parts: a2a.ContentParts{a2a.TextPart{Text: o.Message}}, Metadata: map[string]any{"error": errMeta}}
+		Parts: a2a.ContentParts{textPart(o.Message, nil)}, Metadata: map[string]any{"error": errMeta}}
 }
 
 // Events maps the next frame r to the A2A events a stream carries for
@@ -662,9 +727,11 @@ func (m *Mapper) failureMessage(r *e2a.Response, o Outcome) *a2a.Message {
 // after a final frame the status-update, preceded by the result's
 // artifact-update when the request streamed no content (unless its own
 // event closes the stream). An a2a.* body that is not the
-// A2A object it names is ErrInvalidFrame.
+// A2A object it names is ErrInvalidFrame. [Mapper.Final] tells which
+// status-update ends the stream.
 func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 	m.bind(r)
+	m.finals = m.finals[:0]
 	var evs []a2a.Event
 	if c, ok := ContentChunk(r); ok {
 		p, ok := chunkPiece(c)
@@ -681,52 +748,75 @@ func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 			m.seen[id], m.content = true, true
 		}
 	} else {
-		ev, err := NativeEvent(r)
+		ev, final, err := nativeV1(r)
 		if err != nil {
 			return nil, err
 		}
 		if ev != nil {
 			m.ownIDs(ev, r)
+			streamParts(ev)
+			if su, ok := ev.(*a2a.TaskStatusUpdateEvent); ok && final {
+				m.finals = append(m.finals, su)
+			}
 			evs = append(evs, ev)
 		}
 	}
 	if !r.IsFinal {
 		return evs, nil
 	}
-	if len(evs) > 0 && Closing(evs[len(evs)-1]) {
+	if len(evs) > 0 && m.closing(evs[len(evs)-1]) {
 		return evs, nil
 	}
+	return m.finalEvents(r, evs), nil
+}
+
+// finalEvents appends to evs, the events of final frame r, those that end
+// the stream.
+func (m *Mapper) finalEvents(r *e2a.Response, evs []a2a.Event) []a2a.Event {
 	o := FinalOutcome(r)
 	ts := FrameTime(r)
 	if Interrupted(o.State) && len(evs) > 0 {
 		// The frame's own status-update, written without final: it ends
 		// the stream all the same (the turn is over).
 		if su, ok := evs[len(evs)-1].(*a2a.TaskStatusUpdateEvent); ok {
-			su.Final = true
-			return evs, nil
+			m.finals = append(m.finals, su)
+			return evs
 		}
 	}
-	switch o.State {
-	case a2a.TaskStateCompleted:
-		// The result of a request that streamed no content is its one
-		// artifact, sent whole (lastChunk). Streamed content is not
-		// closed by an artifact-update of its own: one without parts is
-		// invalid (a2a.proto: parts REQUIRED, at least one), and without
-		// append it would replace the artifact; the completed status
-		// ends every artifact of the task.
-		if !m.content && o.HasResult {
-			if parts := resultParts(o.Result); len(parts) > 0 {
-				id := m.artifactID(r)
-				evs = append(evs, &a2a.TaskArtifactUpdateEvent{TaskID: m.taskID, ContextID: m.contextID, LastChunk: true,
-					Artifact: &a2a.Artifact{ID: id, Parts: parts}, Append: m.seen[id] || m.resumed,
-					Metadata: piece{objectType: ObjectChatCompletion}.meta(LLMResponseID(r))})
-			}
-		}
-		evs = append(evs, m.StatusUpdate(a2a.TaskStateCompleted, ts, nil, true))
-	default:
-		evs = append(evs, m.StatusUpdate(o.State, ts, m.failureMessage(r, o), true))
+	if o.State != a2a.TaskStateCompleted {
+		return append(evs, m.finalUpdate(o.State, ts, m.failureMessage(r, o)))
 	}
-	return evs, nil
+	// The result of a request that streamed no content is its one
+	// artifact, sent whole (lastChunk). Streamed content is not closed by
+	// an artifact-update of its own: one without parts is invalid
+	// (a2a.proto: parts REQUIRED, at least one), and without append it
+	// would replace the artifact; the completed status ends every
+	// artifact of the task.
+	if !m.content && o.HasResult {
+		if parts := resultParts(o.Result); len(parts) > 0 {
+			id := m.artifactID(r)
+			evs = append(evs, &a2a.TaskArtifactUpdateEvent{TaskID: m.taskID, ContextID: m.contextID, LastChunk: true,
+				Artifact: &a2a.Artifact{ID: id, Parts: parts}, Append: m.seen[id] || m.resumed,
+				Metadata: piece{objectType: ObjectChatCompletion}.meta(LLMResponseID(r))})
+		}
+	}
+	return append(evs, m.finalUpdate(a2a.TaskStateCompleted, ts, nil))
+}
+
+// streamParts gives an agent's own artifact-update or message without
+// parts an empty list, never null, as a stream writes them (clients
+// require the member).
+func streamParts(ev a2a.Event) {
+	switch e := ev.(type) {
+	case *a2a.TaskArtifactUpdateEvent:
+		if e.Artifact != nil && e.Artifact.Parts == nil {
+			e.Artifact.Parts = a2a.ContentParts{}
+		}
+	case *a2a.Message:
+		if e.Parts == nil {
+			e.Parts = a2a.ContentParts{}
+		}
+	}
 }
 
 // jsonString returns v as the JSON string every trpc spec example carries

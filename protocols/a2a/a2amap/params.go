@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// Params describes the A2A v0.3 call a response answers (package
-// protocols/a2a's A2AParams is this type).
+// Params describes the A2A call (v1.0 or v0.3) a response answers
+// (package protocols/a2a's A2AParams is this type).
 type Params struct {
 	// JSONRPCID is the id of the JSON-RPC request, echoed in every response
 	// object (null when empty).

@@ -3,17 +3,18 @@ package a2amap
 import (
 	"strings"
 
-	"github.com/a2aproject/a2a-go/a2a"
+	legacy "github.com/a2aproject/a2a-go/a2a"
 )
 
-// messageText is the text of msg's text parts, joined ("" for nil).
-func messageText(msg *a2a.Message) string {
+// legacyText is the text of a v0.3 message's text parts, joined ("" for
+// nil).
+func legacyText(msg *legacy.Message) string {
 	if msg == nil {
 		return ""
 	}
 	var b strings.Builder
 	for _, p := range msg.Parts {
-		if tp, ok := p.(a2a.TextPart); ok {
+		if tp, ok := p.(legacy.TextPart); ok {
 			b.WriteString(tp.Text)
 		}
 	}
