@@ -47,7 +47,7 @@ type stream struct {
 	p     a2amap.Params
 	from  int64
 	m     *a2amap.Mapper
-	keep  func(a2av1.Event) (a2av1.Event, bool) // EventFilter(p)
+	keep  func(a2av1.Event) (a2av1.Event, bool) // EventFilter(p), made at the first event
 	evs   []a2a.Event                           // a frame's events in v0.3, reused
 	rpcID []byte                                // the JSON-RPC id as encoded, for textEvent
 	buf   []byte                                // textEvent's buffer, reused once the event is written
@@ -66,7 +66,7 @@ type stream struct {
 // not get (p.AcceptedOutputModes, p.Interaction); an error ends the
 // stream as a JSON-RPC error ([Error]).
 func NewStream(o *render.Output, requestID string, p a2amap.Params, from int64) render.Renderer {
-	return &stream{o: o, p: p, from: from, m: a2amap.NewStreamMapper(requestID, p, from), keep: EventFilter(p)}
+	return &stream{o: o, p: p, from: from, m: a2amap.NewStreamMapper(requestID, p, from)}
 }
 
 func (r *stream) Start() error {
@@ -134,6 +134,9 @@ func (r *stream) Frame(f *render.Frame) error {
 	evs, err := r.m.Events(resp)
 	if err != nil {
 		return err
+	}
+	if r.keep == nil {
+		r.keep = EventFilter(r.p)
 	}
 	out := r.evs[:0]
 	for _, ev := range evs {
