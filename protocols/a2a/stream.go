@@ -171,8 +171,8 @@ func (*stream) PassThrough() bool { return fastText }
 // textEvent renders the event of a plain text chunk, the bulk of a
 // streamed answer, straight from the frame's bytes (render.ReadTextChunk)
 // into the JSON-RPC response bytes: exactly the bytes json.Marshal gives
-// for the TaskArtifactUpdateEvent that a2amap.Mapper.Events builds for it
-// (TestA2AFastTextMatches), with one partial decode of the frame and without
+// for the TaskArtifactUpdateEvent that a2amap.Mapper.Events builds for it,
+// in v0.3 (TestA2AFastTextMatches), with one partial decode of the frame and without
 // the event, its maps or the reflection encode. ok is false for any other
 // frame, which takes the general path; nothing is changed then. A text
 // part is never filtered out, so the part filters do not apply.

@@ -44,8 +44,8 @@ func (u TextUpdate) Len() int {
 // and the generation's discriminator, through the brace that closes the
 // event: exactly what json.Marshal writes for the
 // TaskArtifactUpdateEvent a2amap.Mapper.Events builds for the chunk, in
-// A2A v0.3 (a text part with its kind) or, v1, as the SDK's v1.0
-// conversion writes it (a text part without kind).
+// A2A v1.0 when v1 (a text part without kind) or, converted to v0.3
+// (a2amap.V03Event), with the text part's kind.
 func (u TextUpdate) AppendMembers(b []byte, v1 bool) []byte {
 	if u.Append {
 		b = append(b, `"append":true,`...)

@@ -33,7 +33,7 @@ func renderStream(t *testing.T, fast, lazy, rest bool, id json.RawMessage, from 
 }
 
 // TestStreamFastTextMatches: the text fast path writes byte for byte what
-// the general path (the v0.3 event, the SDK's conversion, json.Marshal)
+// the general path (a2amap's v1.0 event, json.Marshal)
 // writes, for hostile texts and ids, runs of text split by reasoning and
 // tool chunks, with and without llm_response_id, and resumed streams; on
 // both bindings (REST: the HTTP+JSON one's events, without JSON-RPC).
