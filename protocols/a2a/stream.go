@@ -8,6 +8,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 	a2av1 "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
@@ -43,14 +44,15 @@ var (
 // the last event of each frame is the frame's sequence, so Last-Event-ID
 // resumes after it.
 type stream struct {
-	o     *render.Output
-	p     a2amap.Params
-	from  int64
-	m     *a2amap.Mapper
-	keep  func(a2av1.Event) (a2av1.Event, bool) // EventFilter(p), made at the first event
-	evs   []a2a.Event                           // a frame's events in v0.3, reused
-	rpcID []byte                                // the JSON-RPC id as encoded, for textEvent
-	buf   []byte                                // textEvent's buffer, reused once the event is written
+	o      *render.Output
+	p      a2amap.Params
+	from   int64
+	m      *a2amap.Mapper
+	keep   func(a2av1.Event) (a2av1.Event, bool) // EventFilter(p), made at the first event
+	evs    []a2av1.Event                         // a frame's events for the client, reused
+	finals []bool                                // their v0.3 final flags (Mapper.Final)
+	rpcID  []byte                                // the JSON-RPC id as encoded, for textEvent
+	buf    []byte                                // textEvent's buffer, reused once the event is written
 	// opening: the submitted status-update is still to be written (open).
 	opening bool
 }
@@ -105,11 +107,25 @@ func (r *stream) open(reply bool) error {
 
 // statusEvent writes the status-update (not final) a stream opens with.
 func (r *stream) statusEvent(state a2av1.TaskState, ts *time.Time) error {
-	ev, err := a2amap.V03Event(r.m.StatusUpdate(state, ts, nil), false)
+	return r.event("", r.m.StatusUpdate(state, ts, nil), false)
+}
+
+// event writes the A2A v1.0 event ev in v0.3 (final: a status-update's
+// flag): a status-update without message or metadata straight from its
+// members (appendStatusUpdate), any other converted (a2amap.V03Event).
+func (r *stream) event(id string, ev a2av1.Event, final bool) error {
+	if su, ok := ev.(*a2av1.TaskStatusUpdateEvent); ok && fastText && su.Status.Message == nil && len(su.Metadata) == 0 {
+		old := a2a.TaskStatusUpdateEvent{TaskID: a2a.TaskID(su.TaskID), ContextID: su.ContextID, Final: final,
+			Status: a2a.TaskStatus{State: a2av0.FromV1TaskState(su.Status.State), Timestamp: su.Status.Timestamp}}
+		if done, err := r.statusFast(id, &old); done {
+			return err
+		}
+	}
+	old, err := a2amap.V03Event(ev, final)
 	if err != nil {
 		return err
 	}
-	return r.resultEvent("", ev)
+	return r.resultEvent(id, old)
 }
 
 func (r *stream) Frame(f *render.Frame) error {
@@ -138,21 +154,21 @@ func (r *stream) Frame(f *render.Frame) error {
 	if r.keep == nil {
 		r.keep = EventFilter(r.p)
 	}
-	out := r.evs[:0]
+	out, finals := r.evs[:0], r.finals[:0]
 	for _, ev := range evs {
 		su, final := ev.(*a2av1.TaskStatusUpdateEvent)
 		final = final && r.m.Final(su)
 		if ev, ok := r.keep(ev); ok {
-			old, err := a2amap.V03Event(ev, final)
-			if err != nil {
-				return err
-			}
-			out = append(out, old)
+			out, finals = append(out, ev), append(finals, final)
 		}
 	}
-	r.evs = out
+	r.evs, r.finals = out, finals
 	// Nothing left of the frame: nothing for this client.
-	return render.FrameEvents(f, out, func(id string, ev a2a.Event) error { return r.resultEvent(id, ev) })
+	i := 0
+	return render.FrameEvents(f, out, func(id string, ev a2av1.Event) error {
+		i++
+		return r.event(id, ev, finals[i-1])
+	})
 }
 
 func (r *stream) Heartbeat() error { return render.SSEComment(r.o, "keep-alive") }
@@ -208,21 +224,10 @@ func (r *stream) resultEvent(id string, ev any) error {
 		r.rpcID = encodedRPCID(r.p.JSONRPCID)
 	}
 	head := len(r.rpcID) + 36
-	if su, ok := ev.(*a2a.TaskStatusUpdateEvent); ok && fastText {
-		// A status without message or metadata (submitted, working,
-		// completed), written as json.Marshal writes it.
-		b := slices.Grow(r.buf[:0], head+160+len(su.TaskID)+len(su.ContextID)+len(su.Status.State))
-		r.buf = nil
-		b = append(b, `{"jsonrpc":"2.0","id":`...)
-		b = append(b, r.rpcID...)
-		b = append(b, `,"result":`...)
-		if b, ok = appendStatusUpdate(b, su); ok {
-			b = append(b, '}')
-			err := render.SSEEvent(r.o, id, "", b)
-			r.buf = render.KeepScratch(b)
+	if su, ok := ev.(*a2a.TaskStatusUpdateEvent); ok {
+		if done, err := r.statusFast(id, su); done {
 			return err
 		}
-		r.buf = b[:0]
 	}
 	res, err := json.Marshal(ev)
 	if err != nil {
@@ -235,6 +240,33 @@ func (r *stream) resultEvent(id string, ev any) error {
 	b = append(b, res...)
 	b = append(b, '}')
 	return render.SSEEvent(r.o, id, "", b)
+}
+
+// statusFast writes the SSE event of resultEvent for su, a status without
+// message or metadata (submitted, working, completed), as json.Marshal
+// writes it (appendStatusUpdate); done is false, nothing written, for any
+// other status or with the fast paths off.
+func (r *stream) statusFast(id string, su *a2a.TaskStatusUpdateEvent) (done bool, err error) {
+	if !fastText {
+		return false, nil
+	}
+	if r.rpcID == nil {
+		r.rpcID = encodedRPCID(r.p.JSONRPCID)
+	}
+	b := slices.Grow(r.buf[:0], len(r.rpcID)+196+len(su.TaskID)+len(su.ContextID)+len(su.Status.State))
+	r.buf = nil
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, r.rpcID...)
+	b = append(b, `,"result":`...)
+	b, ok := appendStatusUpdate(b, su)
+	if !ok {
+		r.buf = b[:0]
+		return false, nil
+	}
+	b = append(b, '}')
+	err = render.SSEEvent(r.o, id, "", b)
+	r.buf = render.KeepScratch(b)
+	return true, err
 }
 
 // appendStatusUpdate appends ev as json.Marshal writes it, when its status
