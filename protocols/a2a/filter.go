@@ -137,6 +137,9 @@ func dropParts(ev any, drop func(*a2a.Part) bool) (any, bool) {
 		c.Artifact = &a
 		return &c, true
 	case *a2a.TaskStatusUpdateEvent:
+		if e.Status.Message == nil {
+			return e, true // no part to drop
+		}
 		c := *e
 		c.Status.Message = msgWithoutData(e.Status.Message)
 		return &c, true
