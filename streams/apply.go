@@ -128,7 +128,10 @@ func WithStream(cfg jetstream.StreamConfig) ApplyOption {
 // the server), ErrInvalidOptions for an invalid option, and, for a resource
 // that differs in a field the server cannot update, an error wrapping
 // ErrDriftNotUpdatable (that resource is left unchanged and reported as
-// ActionFailed with its drift). Other errors come from the server.
+// ActionFailed with its drift). Other errors come from the server; a
+// create or update that a cluster refuses as not ready to place it (no
+// suitable peers, no meta leader: a cluster that has just started) is
+// tried again, backing off, for up to 30 s before its error is reported.
 func Apply(ctx context.Context, js jetstream.JetStream, cfg Config, opts ...ApplyOption) (Report, error) {
 	var o applyOptions
 	for _, opt := range opts {
@@ -168,11 +171,55 @@ func Apply(ctx context.Context, js jetstream.JetStream, cfg Config, opts ...Appl
 	return rep, errors.Join(errs...)
 }
 
+// The JetStream API errors of a cluster not ready to place a replicated
+// stream: no suitable peers (a peer not yet, or for a moment no longer, seen
+// current by the meta leader, as while the servers of a cluster that has
+// just started connect their routes) and the cluster not available (no meta
+// leader yet).
+const (
+	errCodeNoSuitablePeers     jetstream.ErrorCode = 10005
+	errCodeClusterNotAvailable jetstream.ErrorCode = 10008
+)
+
+// placementRetry is how retryPlacement backs off: from first, doubling up
+// to max, for at most within in all.
+var placementRetry = struct{ first, max, within time.Duration }{250 * time.Millisecond, 2 * time.Second, 30 * time.Second}
+
+// retryPlacement runs call, a create or update, again while the cluster
+// refuses it as not ready to place it (transientPlacement), backing off
+// (placementRetry) until ctx is done: `e2a streams apply` run as the
+// cluster starts (a Kubernetes Job beside the NATS pods) waits for it
+// instead of failing. Any other error, or the last refusal, is returned.
+func retryPlacement(ctx context.Context, call func() error) error {
+	wait, deadline := placementRetry.first, time.Now().Add(placementRetry.within)
+	for {
+		err := call()
+		if err == nil || !transientPlacement(err) || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, placementRetry.max)
+	}
+}
+
+// transientPlacement reports whether err is the cluster refusing a
+// placement for now (errCodeNoSuitablePeers, errCodeClusterNotAvailable).
+func transientPlacement(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeNoSuitablePeers || apiErr.ErrorCode == errCodeClusterNotAvailable)
+}
+
 func applyStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) Change {
 	c := Change{Kind: KindStream, Name: want.Name}
 	s, err := js.Stream(ctx, want.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		if _, err := js.CreateStream(ctx, want); err != nil {
+		if err := retryPlacement(ctx, func() error { _, err := js.CreateStream(ctx, want); return err }); err != nil {
 			c.Action, c.Err = ActionFailed, err
 			return c
 		}
@@ -202,7 +249,7 @@ func applyStream(ctx context.Context, js jetstream.JetStream, want jetstream.Str
 	case len(c.Drift) == 0:
 		c.Action = ActionUnchanged
 	default:
-		if _, err := js.UpdateStream(ctx, want); err != nil {
+		if err := retryPlacement(ctx, func() error { _, err := js.UpdateStream(ctx, want); return err }); err != nil {
 			c.Action, c.Err = ActionFailed, err
 			return c
 		}
@@ -215,7 +262,7 @@ func applyKeyValue(ctx context.Context, js jetstream.JetStream, want jetstream.K
 	c := Change{Kind: KindKeyValue, Name: want.Bucket}
 	s, err := js.Stream(ctx, KVStream(want.Bucket))
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		if _, err := js.CreateKeyValue(ctx, want); err != nil {
+		if err := retryPlacement(ctx, func() error { _, err := js.CreateKeyValue(ctx, want); return err }); err != nil {
 			c.Action, c.Err = ActionFailed, err
 			return c
 		}
@@ -235,7 +282,7 @@ func applyKeyValue(ctx context.Context, js jetstream.JetStream, want jetstream.K
 	case len(c.Drift) == 0:
 		c.Action = ActionUnchanged
 	default:
-		if _, err := js.UpdateKeyValue(ctx, want); err != nil {
+		if err := retryPlacement(ctx, func() error { _, err := js.UpdateKeyValue(ctx, want); return err }); err != nil {
 			c.Action, c.Err = ActionFailed, err
 			return c
 		}
