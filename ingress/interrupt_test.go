@@ -1,7 +1,6 @@
 package ingress_test
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -99,20 +98,10 @@ func TestInterruptACPHTTP(t *testing.T) {
 // for auth ends with the question and end_turn; the next prompt answers.
 func TestInterruptACPStdio(t *testing.T) {
 	in, out, _ := startStdio(t)
-	client := newRecClient()
-	conn := acp.NewClientSideConnection(client, in, out)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: "/work", McpServers: []acp.McpServer{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, conn, client, sid := openStdioSession(t, in, out, 60*time.Second)
 	prompt := func(text string) acp.PromptResponse {
 		t.Helper()
-		res, err := conn.Prompt(ctx, acp.PromptRequest{SessionId: s.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock(text)}})
+		res, err := conn.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock(text)}})
 		if err != nil {
 			t.Fatalf("prompt %q: %v", text, err)
 		}
@@ -121,14 +110,14 @@ func TestInterruptACPStdio(t *testing.T) {
 	if res := prompt("ask:auth the calendar"); res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("stop reason %s", res.StopReason)
 	}
-	kinds, text := updateKinds(client.Take(s.SessionId))
+	kinds, text := updateKinds(client.Take(sid))
 	if want := "I need your authorization first." + demo.Question(e2a.StateAuthRequired, "the calendar"); kinds != "agent_thought_chunk agent_message_chunk" || text != want {
 		t.Fatalf("updates %q %q, want the question %q", kinds, text, want)
 	}
 	if res := prompt("approved"); res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("stop reason %s", res.StopReason)
 	}
-	if kinds, text := updateKinds(client.Take(s.SessionId)); kinds != demoTurn || text != "You said: approved" {
+	if kinds, text := updateKinds(client.Take(sid)); kinds != demoTurn || text != "You said: approved" {
 		t.Fatalf("the answer's updates %q %q", kinds, text)
 	}
 }

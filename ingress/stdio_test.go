@@ -139,6 +139,25 @@ type recClient = acptest.Recorder
 
 func newRecClient() *recClient { return acptest.NewRecorder() }
 
+// openStdioSession connects acp-go-sdk's client, recording its updates, to
+// the stdio pipes of a served connection, initializes it and opens a
+// session. The context ends after d or with the test.
+func openStdioSession(t *testing.T, in io.Writer, out io.Reader, d time.Duration) (context.Context, *acp.ClientSideConnection, *recClient, acp.SessionId) {
+	t.Helper()
+	client := newRecClient()
+	conn := acp.NewClientSideConnection(client, in, out)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: "/work", McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, conn, client, s.SessionId
+}
+
 // updateKinds returns the kinds of updates, consecutive repeats folded, and
 // the joined agent message text.
 func updateKinds(ups []acp.SessionUpdate) (string, string) {
@@ -645,18 +664,7 @@ func TestStdioPromptAfterAbandoned(t *testing.T) {
 	h := newCancelBeforePrompt(t)
 	in, out, _, nc := startStdioHooked(t, h.hook, h.agent())
 	h.watch(t, nc)
-	client := newRecClient()
-	conn := acp.NewClientSideConnection(client, in, out)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: "/work", McpServers: []acp.McpServer{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sid := s.SessionId
+	ctx, conn, client, sid := openStdioSession(t, in, out, 60*time.Second)
 	prompt := func(ctx context.Context, text string, params map[string]any) (acp.PromptResponse, error) {
 		return conn.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock(text)},
 			Meta: map[string]any{"e2a_params": params}})

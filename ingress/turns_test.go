@@ -208,19 +208,9 @@ func TestA2ATurnsNeverOverlap(t *testing.T) {
 // interleaved, and the second turn's frames follow the first's final one.
 func TestACPPromptsQueued(t *testing.T) {
 	in, out, _, nc := startStdioConn(t)
-	client := newRecClient()
-	conn := acp.NewClientSideConnection(client, in, out)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: "/work", McpServers: []acp.McpServer{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, conn, client, sid := openStdioSession(t, in, out, 30*time.Second)
 	prompt := func(text string, delay int) (acp.PromptResponse, error) {
-		return conn.Prompt(ctx, acp.PromptRequest{SessionId: s.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock(text)},
+		return conn.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock(text)},
 			Meta: map[string]any{"e2a_params": map[string]any{"delay_ms": delay}}})
 	}
 	client.Forget()
@@ -232,7 +222,7 @@ func TestACPPromptsQueued(t *testing.T) {
 		}
 		results <- err
 	}()
-	client.WaitUpdate(t, s.SessionId) // the first prompt runs
+	client.WaitUpdate(t, sid) // the first prompt runs
 	go func() {
 		res, err := prompt("two", 10)
 		if err == nil && res.StopReason != acp.StopReasonEndTurn {
@@ -245,14 +235,14 @@ func TestACPPromptsQueued(t *testing.T) {
 			t.Fatalf("prompt: %v", err)
 		}
 	}
-	if kinds, text := updateKinds(client.Take(s.SessionId)); kinds != demoTurn+" "+demoTurn || text != "You said: oneYou said: two" {
+	if kinds, text := updateKinds(client.Take(sid)); kinds != demoTurn+" "+demoTurn || text != "You said: oneYou said: two" {
 		t.Fatalf("updates %q, text %q", kinds, text)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := record(t, js, ingress.KindSession, string(s.SessionId))
+	rec := record(t, js, ingress.KindSession, string(sid))
 	if len(rec.RequestIDs) != 2 {
 		t.Fatalf("session record %+v", rec)
 	}
