@@ -237,63 +237,125 @@ type Report struct {
 	Targets []Target `json:"targets"`
 }
 
+// run is one Run's state, shared by its phases.
+type run struct {
+	cfg      Config
+	rep      *Report
+	progress func(string)
+	pipe     *Pipeline // in process
+	cl       *client
+	ids      *idGen
+}
+
 // Run runs the benchmark.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	progress := cfg.Progress
-	if progress == nil {
-		progress = func(string) {}
+	r := &run{cfg: cfg, progress: cfg.Progress,
+		rep: &Report{Started: time.Now().UTC(), Machine: machine(), Config: cfg, InProc: cfg.Target == ""}}
+	if r.progress == nil {
+		r.progress = func(string) {}
 	}
-	rep := &Report{Started: time.Now().UTC(), Machine: machine(), Config: cfg, InProc: cfg.Target == ""}
-	base := cfg.Target
-	var nc *nats.Conn
-	var pipe *Pipeline
-	if rep.InProc {
-		progress("starting the in-process pipeline")
-		var err error
-		pipe, err = StartPipeline(ctx, PipelineOptions{
+	base, nc, closeConn, err := r.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer closeConn()
+	if err := r.warmMemory(); err != nil {
+		return nil, err
+	}
+	// 1. Baseline, on a quiet server, before any load.
+	if err := r.baseline(ctx, nc); err != nil {
+		return nil, err
+	}
+	r.cl = r.newClient(base)
+	r.ids = &idGen{prefix: "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
+	// Warm-up: connections, consumer, caches.
+	if err := r.warmup(ctx); err != nil {
+		return nil, err
+	}
+	// 2. Full load.
+	if err := r.fullLoad(ctx); err != nil {
+		return nil, err
+	}
+	// 3. Open-loop sweep.
+	if err := r.sweep(ctx); err != nil {
+		return nil, err
+	}
+	// 4. Replay of finished requests.
+	r.replay(ctx)
+	r.rep.Targets = targets(r.rep)
+	r.rep.Full.IDs = nil
+	return r.rep, nil
+}
+
+// connect starts the in-process pipeline, or connects to Config.NATSURL
+// for the baseline of a target; nc is nil for a target without it. The
+// caller calls closeConn when done.
+func (r *run) connect(ctx context.Context) (base string, nc *nats.Conn, closeConn func(), err error) {
+	cfg := r.cfg
+	if r.rep.InProc {
+		r.progress("starting the in-process pipeline")
+		pipe, err := StartPipeline(ctx, PipelineOptions{
 			StoreDir: cfg.StoreDir, SyncAlways: cfg.SyncAlways, AgentConcurrency: cfg.AgentConcurrency,
 			Frames: cfg.Frames, FrameBytes: cfg.FrameBytes, Delay: cfg.Delay, SplitConns: cfg.SplitConns, TCP: cfg.TCP, NoAudit: cfg.NoAudit, Console: cfg.Console,
 		})
 		if err != nil {
-			return nil, err
+			return "", nil, nil, err
 		}
-		defer pipe.Close()
-		base, nc = pipe.URL, pipe.NC
-	} else if cfg.NATSURL != "" {
-		var err error
-		nc, err = streams.Connect(ctx, streams.ConnConfig{NatsURL: cfg.NATSURL, Name: "e2a-bench"})
-		if err != nil {
-			return nil, fmt.Errorf("bench: baseline connection: %w", err)
-		}
-		defer nc.Close()
+		r.pipe = pipe
+		return pipe.URL, pipe.NC, pipe.Close, nil
 	}
-
-	if cfg.WarmMemoryMiB > 0 {
-		progress(fmt.Sprintf("warming %d MiB of memory", cfg.WarmMemoryMiB))
-		w, err := WarmMemory(cfg.WarmMemoryMiB)
+	if cfg.NATSURL != "" {
+		nc, err := streams.Connect(ctx, streams.ConnConfig{NatsURL: cfg.NATSURL, Name: "e2a-bench"})
 		if err != nil {
-			return nil, err
+			return "", nil, nil, fmt.Errorf("bench: baseline connection: %w", err)
 		}
-		rep.MemoryWarmup = w
-		progress(w.String())
+		return cfg.Target, nc, nc.Close, nil
 	}
+	return cfg.Target, nil, func() {}, nil
+}
 
-	// 1. Baseline, on a quiet server, before any load.
-	if nc != nil && cfg.BaselineMsgs > 0 {
-		progress(fmt.Sprintf("baseline: %d raw async publishes of %d B", cfg.BaselineMsgs, cfg.BaselineBytes))
-		b, err := measureBaseline(ctx, nc, cfg.BaselineMsgs, cfg.BaselineBytes, 4096)
-		if err != nil {
-			return nil, err
-		}
-		rep.Baseline = &b
+// warmMemory touches and releases Config.WarmMemoryMiB, when set.
+func (r *run) warmMemory() error {
+	if r.cfg.WarmMemoryMiB <= 0 {
+		return nil
 	}
+	r.progress(fmt.Sprintf("warming %d MiB of memory", r.cfg.WarmMemoryMiB))
+	w, err := WarmMemory(r.cfg.WarmMemoryMiB)
+	if err != nil {
+		return err
+	}
+	r.rep.MemoryWarmup = w
+	r.progress(w.String())
+	return nil
+}
 
+// baseline measures the raw async publish rate on nc, when there is one.
+func (r *run) baseline(ctx context.Context, nc *nats.Conn) error {
+	cfg := r.cfg
+	if nc == nil || cfg.BaselineMsgs <= 0 {
+		return nil
+	}
+	r.progress(fmt.Sprintf("baseline: %d raw async publishes of %d B", cfg.BaselineMsgs, cfg.BaselineBytes))
+	b, err := measureBaseline(ctx, nc, cfg.BaselineMsgs, cfg.BaselineBytes, 4096)
+	if err != nil {
+		return err
+	}
+	r.rep.Baseline = &b
+	return nil
+}
+
+// newClient is the load generator's client of the endpoints at base, with
+// the parameters of the agent it calls: the bench agent in process (or a
+// target's bench agent), else the demo agent, which writes 4 frames more
+// than its chunks.
+func (r *run) newClient(base string) *client {
+	cfg := r.cfg
 	cl := &client{base: base, proto: cfg.Protocol, pool: cfg.Pool, header: cfg.Header,
 		hc: newHTTPClient(max(cfg.Concurrency, 64) * 4), sessions: make(chan string, 8*max(cfg.Concurrency, 64))}
-	if rep.InProc || cfg.RemoteAgent == "bench" {
+	if r.rep.InProc || cfg.RemoteAgent == "bench" {
 		cl.params = map[string]any{"text": "bench", "frames": cfg.Frames, "frame_bytes": cfg.FrameBytes, "delay_ms": cfg.Delay.Milliseconds()}
 		cl.expectFrames = cfg.Frames
 	} else {
@@ -302,36 +364,48 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			cl.expectFrames = cfg.Frames
 		}
 	}
-	ids := &idGen{prefix: "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
-	do := func(ctx context.Context, id string, start time.Time) result {
-		ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-		defer cancel()
-		return cl.do(ctx, id, start)
-	}
+	return cl
+}
 
-	// Warm-up: connections, consumer, caches.
-	if cfg.Warmup > 0 {
-		progress(fmt.Sprintf("warm-up: %d requests", cfg.Warmup))
-		w := closedLoop(ctx, "warmup", cfg.Warmup, cfg.Concurrency, ids, do, false, false)
-		if w.OK == 0 {
-			return nil, fmt.Errorf("bench: every warm-up request failed: %v", w.Errors)
-		}
-	}
+// do makes one request within Config.Timeout.
+func (r *run) do(ctx context.Context, id string, start time.Time) result {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancel()
+	return r.cl.do(ctx, id, start)
+}
 
-	// 2. Full load.
-	progress(fmt.Sprintf("full load: %d requests, %d clients, %s", cfg.Requests, cfg.Concurrency, cfg.Protocol))
+// warmup sends Config.Warmup requests, not measured; it fails when every
+// one of them did.
+func (r *run) warmup(ctx context.Context) error {
+	cfg := r.cfg
+	if cfg.Warmup <= 0 {
+		return nil
+	}
+	r.progress(fmt.Sprintf("warm-up: %d requests", cfg.Warmup))
+	w := closedLoop(ctx, "warmup", cfg.Warmup, cfg.Concurrency, r.ids, r.do, false, false)
+	if w.OK == 0 {
+		return fmt.Errorf("bench: every warm-up request failed: %v", w.Errors)
+	}
+	return nil
+}
+
+// fullLoad runs the closed loop at full load with the profiles asked for,
+// and in process splits its allocations and CPU by component.
+func (r *run) fullLoad(ctx context.Context) error {
+	cfg, rep := r.cfg, r.rep
+	r.progress(fmt.Sprintf("full load: %d requests, %d clients, %s", cfg.Requests, cfg.Concurrency, cfg.Protocol))
 	var prof0 allocProfile
 	if rep.InProc {
 		prof0 = readAllocProfile()
 	}
 	stop, err := startProfiles(cfg, rep.InProc)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	rep.Full = closedLoop(ctx, "full", cfg.Requests, cfg.Concurrency, ids, do, true, true)
+	rep.Full = closedLoop(ctx, "full", cfg.Requests, cfg.Concurrency, r.ids, r.do, true, true)
 	cpuProf, err := stop()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if rep.InProc {
 		rep.Full.Allocs = splitAllocs(prof0, readAllocProfile(), rep.Full.AllocsPerRequest)
@@ -342,26 +416,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if rep.Baseline != nil && rep.Baseline.MsgsPerSec > 0 {
 		rep.Ratio = rep.Full.FramesPerSec / rep.Baseline.MsgsPerSec
 	}
+	return nil
+}
 
-	// 3. Open-loop sweep.
-	full := rep.Full.RPS
-	if full > 0 {
+// sweep runs the open-loop loads: Config.Sweep's fractions of the full-load
+// rate (tracing the half load when asked), then Config.Rates.
+func (r *run) sweep(ctx context.Context) error {
+	cfg, rep := r.cfg, r.rep
+	if full := rep.Full.RPS; full > 0 {
 		for _, f := range cfg.Sweep {
 			rate := f * full
 			n := max(int(rate*cfg.SweepSeconds), 200)
-			inflight := max(4*cfg.Concurrency, 256)
-			progress(fmt.Sprintf("open loop: %.0f%% of full load = %.0f requests/s, %d requests", f*100, rate, n))
-			var stopTrace func() error
-			if f == 0.5 && cfg.Trace != "" {
-				if stopTrace, err = startTrace(cfg.Trace); err != nil {
-					return nil, err
-				}
-			}
-			p := openLoop(ctx, fmt.Sprintf("%.0f%%", f*100), n, rate, inflight, ids, do)
-			if stopTrace != nil {
-				if err := stopTrace(); err != nil {
-					return nil, fmt.Errorf("bench: trace: %w", err)
-				}
+			r.progress(fmt.Sprintf("open loop: %.0f%% of full load = %.0f requests/s, %d requests", f*100, rate, n))
+			p, err := r.openLoop(ctx, fmt.Sprintf("%.0f%%", f*100), n, rate, f == 0.5 && cfg.Trace != "")
+			if err != nil {
+				return err
 			}
 			rep.Sweep = append(rep.Sweep, p)
 			if f == 0.5 {
@@ -369,59 +438,91 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				rep.Half = &h
 			}
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return ctx.Err()
 			}
 		}
 	}
 	for _, rate := range cfg.Rates {
 		n := max(int(rate*cfg.SweepSeconds), 200)
-		progress(fmt.Sprintf("open loop: %.0f requests/s, %d requests", rate, n))
-		rep.Sweep = append(rep.Sweep, openLoop(ctx, fmt.Sprintf("%.0f/s", rate), n, rate, max(4*cfg.Concurrency, 256), ids, do))
+		r.progress(fmt.Sprintf("open loop: %.0f requests/s, %d requests", rate, n))
+		p, err := r.openLoop(ctx, fmt.Sprintf("%.0f/s", rate), n, rate, false)
+		if err != nil {
+			return err
+		}
+		rep.Sweep = append(rep.Sweep, p)
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
+	return nil
+}
 
-	// 4. Replay of finished requests.
-	if cfg.ReplayOpens > 0 {
-		finished := rep.Full.IDs
-		if cfg.Protocol != ProtoE2ASSE && cfg.Protocol != ProtoE2ANDJSON {
-			// Other protocols do not tell the E2A request id: make E2A
-			// requests to replay.
-			fill := &client{base: cl.base, proto: ProtoE2ASSE, pool: cl.pool, header: cl.header, hc: cl.hc,
-				params: cl.params, expectFrames: cl.expectFrames}
-			n := min(cfg.ReplayOpens, 4000)
-			progress(fmt.Sprintf("replay: writing %d E2A requests to replay", n))
-			p := closedLoop(ctx, "replay-fill", n, cfg.Concurrency, ids, func(ctx context.Context, id string, start time.Time) result {
-				ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-				defer cancel()
-				return fill.do(ctx, id, start)
-			}, true, false)
-			finished = p.IDs
-		}
-		if len(finished) > 0 {
-			progress(fmt.Sprintf("replay: %d stream opens of finished requests, %d clients", cfg.ReplayOpens, cfg.Concurrency))
-			var k atomic.Int64
-			pick := func() string { return finished[int(k.Add(1)-1)%len(finished)] }
-			p := closedLoop(ctx, "replay", cfg.ReplayOpens, cfg.Concurrency, &idGen{}, func(ctx context.Context, _ string, start time.Time) result {
-				ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-				defer cancel()
-				return cl.open(ctx, pick(), start)
-			}, false, true)
-			rep.Replay = &p
-			if rep.InProc {
-				progress("replay engine: egress.Replay without HTTP")
-				var k2 atomic.Int64
-				p := closedLoop(ctx, "replay-engine", cfg.ReplayOpens, cfg.Concurrency, &idGen{}, func(ctx context.Context, _ string, start time.Time) result {
-					return replayEngine(ctx, pipe.NC, finished[int(k2.Add(1)-1)%len(finished)], start, cl.expectFrames)
-				}, false, true)
-				rep.ReplayEngine = &p
-			}
+// openLoop runs one open-loop phase of n requests at rate, traced into
+// Config.Trace when trace is set.
+func (r *run) openLoop(ctx context.Context, name string, n int, rate float64, trace bool) (Phase, error) {
+	var stopTrace func() error
+	if trace {
+		var err error
+		if stopTrace, err = startTrace(r.cfg.Trace); err != nil {
+			return Phase{}, err
 		}
 	}
-	rep.Targets = targets(rep)
-	rep.Full.IDs = nil
-	return rep, nil
+	p := openLoop(ctx, name, n, rate, max(4*r.cfg.Concurrency, 256), r.ids, r.do)
+	if stopTrace != nil {
+		if err := stopTrace(); err != nil {
+			return Phase{}, fmt.Errorf("bench: trace: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// replay opens the streams of finished requests over HTTP and, in
+// process, reads them with the replay engine alone.
+func (r *run) replay(ctx context.Context) {
+	cfg, rep, cl := r.cfg, r.rep, r.cl
+	if cfg.ReplayOpens <= 0 {
+		return
+	}
+	finished := rep.Full.IDs
+	if cfg.Protocol != ProtoE2ASSE && cfg.Protocol != ProtoE2ANDJSON {
+		finished = r.replayFill(ctx)
+	}
+	if len(finished) == 0 {
+		return
+	}
+	r.progress(fmt.Sprintf("replay: %d stream opens of finished requests, %d clients", cfg.ReplayOpens, cfg.Concurrency))
+	var k atomic.Int64
+	pick := func() string { return finished[int(k.Add(1)-1)%len(finished)] }
+	p := closedLoop(ctx, "replay", cfg.ReplayOpens, cfg.Concurrency, &idGen{}, func(ctx context.Context, _ string, start time.Time) result {
+		ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+		defer cancel()
+		return cl.open(ctx, pick(), start)
+	}, false, true)
+	rep.Replay = &p
+	if rep.InProc {
+		r.progress("replay engine: egress.Replay without HTTP")
+		var k2 atomic.Int64
+		p := closedLoop(ctx, "replay-engine", cfg.ReplayOpens, cfg.Concurrency, &idGen{}, func(ctx context.Context, _ string, start time.Time) result {
+			return replayEngine(ctx, r.pipe.NC, finished[int(k2.Add(1)-1)%len(finished)], start, cl.expectFrames)
+		}, false, true)
+		rep.ReplayEngine = &p
+	}
+}
+
+// replayFill makes E2A requests to replay, for a protocol that does not
+// tell the E2A request id, and returns their ids.
+func (r *run) replayFill(ctx context.Context) []string {
+	cfg, cl := r.cfg, r.cl
+	fill := &client{base: cl.base, proto: ProtoE2ASSE, pool: cl.pool, header: cl.header, hc: cl.hc,
+		params: cl.params, expectFrames: cl.expectFrames}
+	n := min(cfg.ReplayOpens, 4000)
+	r.progress(fmt.Sprintf("replay: writing %d E2A requests to replay", n))
+	p := closedLoop(ctx, "replay-fill", n, cfg.Concurrency, r.ids, func(ctx context.Context, id string, start time.Time) result {
+		ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+		defer cancel()
+		return fill.do(ctx, id, start)
+	}, true, false)
+	return p.IDs
 }
 
 // replayEngine reads a finished request with egress.Replay.
