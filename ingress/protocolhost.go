@@ -349,22 +349,6 @@ func (c caller) Input(r *http.Request, body []byte, agent string) normalizer.Inp
 	return c.s.input(r, body, c.p, agent)
 }
 
-// Publish is the server's publish (the publish metric observed), its
-// errors matching the host's sentinels too.
-func (c caller) Publish(ctx context.Context, pool string, env *e2a.Envelope) (host.Accepted, error) {
-	start := time.Now()
-	acc, err := c.s.publish(ctx, c.p, pool, env)
-	c.s.metrics.publish.Observe(time.Since(start).Seconds())
-	if c.rec != nil && env != nil {
-		c.rec.requestID = env.RequestID
-	}
-	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrTooLarge) &&
-		!errors.Is(err, ErrUnknownPool) && !errors.Is(err, ErrInvalidPool) {
-		c.s.opts.log.Warn("publish failed", "request_id", env.RequestID, "err", err)
-	}
-	return host.Accepted{RequestID: acc.RequestID, Pool: acc.Pool, Duplicate: acc.Duplicate, Warning: acc.Warning}, hostError(err)
-}
-
 // StreamSlot is acquireStream.
 func (c caller) StreamSlot(w http.ResponseWriter, refuse host.Refuse) (func(), bool) {
 	return c.s.acquireStream(w, c.p, refuse)
@@ -392,12 +376,6 @@ func (c caller) Task(ctx context.Context, id string, a tenant.Access) (*host.Tas
 // CheckTaskOpen is taskOpen, its errors matching the host's sentinels too.
 func (c caller) CheckTaskOpen(ctx context.Context, t *host.Task) error {
 	return hostError(c.s.taskOpen(ctx, &TaskRecord{ID: t.ID, RequestIDs: t.RequestIDs}))
-}
-
-// ClaimContextID is claimContext, its errors matching the host's
-// sentinels too.
-func (c caller) ClaimContextID(ctx context.Context, contextID string) error {
-	return hostError(c.s.claimContext(ctx, c.p, contextID))
 }
 
 // ListTasks lists the tasks the principal may read that keep accepts:
@@ -434,12 +412,6 @@ var _ host.RPCCaller = rpcCaller{}
 // Input is the server's input of the decoded call.
 func (c rpcCaller) Input(in host.Call, req *Request) normalizer.Input {
 	return c.s.rpcInput(in, c.p, req)
-}
-
-// Publish is publishRPC.
-func (c rpcCaller) Publish(rep host.Reply, in host.Call, pool string, env *e2a.Envelope) (host.Accepted, bool) {
-	acc, ok := c.s.publishRPC(rep, in, c.p, pool, env)
-	return host.Accepted{RequestID: acc.RequestID, Pool: acc.Pool, Duplicate: acc.Duplicate, Warning: acc.Warning}, ok
 }
 
 // StreamSlot is rpcStreamSlot.

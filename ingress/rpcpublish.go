@@ -7,11 +7,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/e2a-pipeline/pipeline/agent"
-	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/tenant"
@@ -50,49 +47,6 @@ func (s *Server) readRPCBody(w http.ResponseWriter, r *http.Request) ([]byte, bo
 	return buf.Bytes(), true
 }
 
-// publishRPC publishes env for p and answers JSON-RPC errors itself on
-// failure.
-func (s *Server) publishRPC(rep host.Reply, in host.Call, p Principal, pool string, env *e2a.Envelope) (Accepted, bool) {
-	start := time.Now()
-	acc, err := s.publish(in.Ctx, p, pool, env)
-	s.metrics.publish.Observe(time.Since(start).Seconds())
-	if err != nil {
-		s.rpcPublishError(rep, err)
-		return acc, false
-	}
-	if acc.Warning != "" {
-		rep.Header().Set(HeaderWarning, acc.Warning)
-	}
-	return acc, true
-}
-
-// rpcPublishError answers an error of publish or claimContext on a
-// JSON-RPC endpoint.
-func (s *Server) rpcPublishError(rep host.Reply, err error) {
-	switch {
-	case errors.Is(err, context.Canceled):
-		// The caller went away (or, on stdio, cancelled the call, which
-		// answers -32800 itself): nothing to answer.
-	case errors.Is(err, ErrInvalidPool), errors.Is(err, ErrUnknownPool):
-		rep.Error(jsonrpc.InvalidParams(err.Error()))
-	case errors.Is(err, ErrTooLarge):
-		// Never publishable as it is: 413, as readRPCBody, with the id.
-		rep.Refuse(failure{Status: http.StatusRequestEntityTooLarge, RPCCode: jsonrpc.CodeInvalidRequest, Message: "Invalid Request: " + err.Error(),
-			Data: map[string]any{"code": "body_too_large", "retryable": false}})
-	case errors.Is(err, ErrTaskTerminal):
-		rep.Error(&Error{Code: jsonrpc.CodeA2AUnsupportedOperation, Message: "This operation is not supported: " + strings.TrimPrefix(err.Error(), "ingress: ")})
-	case errors.Is(err, ErrConflict):
-		// The id is taken by another principal: a conflict that says
-		// nothing of the other's request.
-		rep.Error(&Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: the id (Idempotency-Key or contextId) is already in use; choose another",
-			Data: map[string]any{"conflict": true, "retryable": false}})
-	default:
-		rep.Header().Set("Retry-After", "1")
-		rep.Refuse(failure{Status: http.StatusServiceUnavailable, RPCCode: jsonrpc.CodeInternalError,
-			Message: "the pipeline could not accept the request; retry later", Data: map[string]any{"retryable": true}})
-	}
-}
-
 // cancel publishes a cancel on the request's control subject.
 func (s *Server) cancel(ctx context.Context, requestID string) error {
 	_, err := agent.Cancel(ctx, s.js, requestID)
@@ -114,19 +68,10 @@ func (c rpcCaller) Task(ctx context.Context, id string, a tenant.Access) (*host.
 		ContextID: rec.ContextID}, nil
 }
 
-// TaskOpen is taskOpen, its error answered as publish's.
+// TaskOpen is taskOpen, its error answered as a submission's.
 func (c rpcCaller) TaskOpen(rep host.Reply, in host.Call, t *host.Task) bool {
 	if err := c.s.taskOpen(in.Ctx, &TaskRecord{ID: t.ID, RequestIDs: t.RequestIDs}); err != nil {
-		c.s.rpcPublishError(rep, err)
-		return false
-	}
-	return true
-}
-
-// ClaimContext is claimContext, its error answered as publish's.
-func (c rpcCaller) ClaimContext(rep host.Reply, in host.Call, contextID string) bool {
-	if err := c.s.claimContext(in.Ctx, c.p, contextID); err != nil {
-		c.s.rpcPublishError(rep, err)
+		host.AnswerSubmitError(rep, hostError(err))
 		return false
 	}
 	return true

@@ -70,30 +70,3 @@ func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env 
 	}
 	return acc, err
 }
-
-// PublishTurn is publishTurn, its errors answered as publishRPC's.
-func (c rpcCaller) PublishTurn(rep host.Reply, in host.Call, pool string, env *e2a.Envelope, of host.Turn) (host.Accepted, bool) {
-	acc, err := c.s.publishTurn(in.Ctx, c.p, pool, env, of)
-	if err != nil {
-		c.s.rpcPublishError(rep, err)
-		return host.Accepted{}, false
-	}
-	if acc.Warning != "" {
-		rep.Header().Set(HeaderWarning, acc.Warning)
-	}
-	return host.Accepted{RequestID: acc.RequestID, Pool: acc.Pool, Duplicate: acc.Duplicate, Warning: acc.Warning}, true
-}
-
-// PublishTurn is publishTurn, its errors matching the host's sentinels
-// too (caller.Publish's).
-func (c caller) PublishTurn(ctx context.Context, pool string, env *e2a.Envelope, of host.Turn) (host.Accepted, error) {
-	acc, err := c.s.publishTurn(ctx, c.p, pool, env, of)
-	if c.rec != nil && env != nil {
-		c.rec.requestID = env.RequestID
-	}
-	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrTooLarge) &&
-		!errors.Is(err, ErrUnknownPool) && !errors.Is(err, ErrInvalidPool) {
-		c.s.opts.log.Warn("publish failed", "request_id", env.RequestID, "err", err)
-	}
-	return host.Accepted{RequestID: acc.RequestID, Pool: acc.Pool, Duplicate: acc.Duplicate, Warning: acc.Warning}, hostError(err)
-}

@@ -1,7 +1,9 @@
 package a2a
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -153,38 +155,36 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 		return
 	}
 	w := rep.Stream()
-	if w != nil && in.Request != nil && !req.IsNotification() && (req.Method == normalizer.A2AMessageStream ||
-		(req.Method == normalizer.A2AMessageSend && blockingSend(env))) {
-		// The frames are streamed in this call: subscribed to before the
-		// publish, a new request's stream opens without reading
-		// E2A_RESPONSES (egress.ExpectStream).
-		ctx, end := egress.ExpectStream(in.Ctx)
-		defer end()
-		in.Ctx, in.Request = ctx, in.Request.WithContext(ctx)
-	}
-	if w != nil && Streaming(req.Method) {
-		release, ok := tc.StreamSlot(rep)
-		if !ok {
-			return
-		}
-		defer release()
-	}
-	if protocol == normalizer.ProtocolA2A && !d.inlinePush(rep, in, tc, req, env.TaskID) {
-		return
-	}
-	submitted := time.Now()
-	var acc host.Accepted
-	var ok bool
+	// The frames are streamed in this call: subscribed to before the
+	// publish, a new request's stream opens without reading E2A_RESPONSES
+	// (egress.ExpectStream).
+	prepare := w != nil && in.Request != nil && !req.IsNotification() && (req.Method == normalizer.A2AMessageStream ||
+		(req.Method == normalizer.A2AMessageSend && blockingSend(env)))
+	s := host.Submission{Pool: res.Pool, Envelope: env, Slot: w != nil && Streaming(req.Method), Prepare: prepare,
+		ClaimContext: !(env.TaskID != "" && Continued(env))}
 	if env.TaskID != "" {
 		// A turn of the task: recorded first, run after the task's
 		// earlier turn.
-		acc, ok = tc.PublishTurn(rep, in, res.Pool, env, host.Turn{Task: host.Task{Session: host.Session{ID: env.TaskID, Protocol: protocol,
-			Pool: res.Pool}, ContextID: env.ContextID}, Created: !Continued(env)})
-	} else {
-		acc, ok = tc.Publish(rep, in, res.Pool, env)
+		s.Turn = &host.Turn{Task: host.Task{Session: host.Session{ID: env.TaskID, Protocol: protocol, Pool: res.Pool},
+			ContextID: env.ContextID}, Created: !Continued(env)}
 	}
-	if !ok {
+	if protocol == normalizer.ProtocolA2A {
+		s.Before = func(context.Context) error {
+			if !d.inlinePush(rep, in, tc, req, env.TaskID) {
+				return errAnswered
+			}
+			return nil
+		}
+	}
+	submitted := time.Now()
+	sub, err := tc.Submit(in.Ctx, s)
+	if errors.Is(err, errAnswered) || !host.ReplySubmitted(rep, sub, err) {
 		return
+	}
+	defer sub.Done()
+	acc := sub.Accepted
+	if prepare {
+		in.Ctx, in.Request = sub.Context(), in.Request.WithContext(sub.Context())
 	}
 	if req.IsNotification() {
 		return // published; nothing to answer
@@ -229,10 +229,10 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 	}
 }
 
-// admitTurn checks env's task or context against the caller before
-// anything is published: a continued task must be the caller's and open
-// (it then keeps its context when the message names none); a new context
-// is claimed as the caller's. It answered rep when it returns false.
+// admitTurn checks env's task against the caller before anything is
+// published: a continued task must be the caller's and open (it then
+// keeps its context when the message names none). It answered rep when it
+// returns false.
 func admitTurn(rep host.Reply, in host.Call, tc host.TaskCaller, protocol string, env *e2a.Envelope) bool {
 	if env.TaskID != "" && Continued(env) {
 		t, err := tc.Task(in.Ctx, env.TaskID, tenant.Write)
@@ -249,12 +249,14 @@ func admitTurn(rep host.Reply, in host.Call, tc host.TaskCaller, protocol string
 			env.ContextID = t.ContextID
 			delete(env.Provenance.Details, normalizer.DetailContextCreated)
 		}
-		return true
 	}
-	// A new context is recorded as the caller's; one the client chose must
-	// be the caller's own already.
-	return env.ContextID == "" || tc.ClaimContext(rep, in, env.ContextID)
+	// A new context is claimed as the caller's by the submission; one the
+	// client chose must be the caller's own already.
+	return true
 }
+
+// errAnswered ends a submission whose Before answered the call itself.
+var errAnswered = errors.New("a2a: answered")
 
 // blockingSend reports whether a message/send waits for its answer (not
 // configuration.blocking false).

@@ -214,19 +214,9 @@ func (b *bindings) streamRPC(w http.ResponseWriter, r *http.Request, head rpcHea
 // plainly (writePlain: a JSON-RPC call's id, or HTTP+JSON's when rest).
 func (b *bindings) stream(w http.ResponseWriter, r *http.Request, req *a2a.SendMessageRequest, sdk http.Handler, id json.RawMessage, rest bool,
 	newRenderer func(requestID string, p a2amap.Params, from int64) render.NewRenderer) {
-	// Subscribed to the frames before the publish, as the handler's
-	// SendStreamingMessage does (egress.ExpectStream).
-	ctx, end := egress.ExpectStream(r.Context())
-	defer end()
-	acc, p, err := b.hd.submit(ctx, req, normalizer.A2AMessageStream)
-	if err == nil {
-		release, ok := b.hd.stream(ctx)
-		if !ok {
-			err = errTooManyStreams
-		} else {
-			defer release()
-		}
-	}
+	// A stream slot, and the frames subscribed to before the publish, as
+	// the handler's SendStreamingMessage does.
+	sub, p, err := b.hd.submit(r.Context(), req, normalizer.A2AMessageStream, true)
 	if err != nil && plainRefusal(err) {
 		// A pool's profile refused it: one plain error answer.
 		writePlain(w, err, id, rest)
@@ -240,8 +230,9 @@ func (b *bindings) stream(w http.ResponseWriter, r *http.Request, req *a2a.SendM
 		sdk.ServeHTTP(w, r.WithContext(withCall(r.Context(), c)))
 		return
 	}
+	defer sub.Done()
 	from, _ := egress.ResumePoint(r) // a bad one: Serve answers its error
-	b.h.Serve(w, r.WithContext(ctx), acc.RequestID, StreamFormat, newRenderer(acc.RequestID, p, from))
+	b.h.Serve(w, r.WithContext(sub.Context()), sub.RequestID, StreamFormat, newRenderer(sub.RequestID, p, from))
 }
 
 // checkCall reads a JSON-RPC body and answers what the SDK's transport

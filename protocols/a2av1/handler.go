@@ -109,72 +109,72 @@ func normalizeSend(norm *normalizer.Normalizer, in normalizer.Input, req *a2a.Se
 	return res, nil
 }
 
-// submit normalizes and publishes a SendMessage request, as message/send
-// or message/stream of v0.3, and records it on its task.
-func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, method string) (acc host.Accepted, p a2amap.Params, err error) {
+// submit normalizes and submits a SendMessage request, as message/send
+// or message/stream of v0.3, recorded on its task; stream: its events are
+// streamed in this call (a stream slot, the frames subscribed to before
+// the publish). Call Done on the result when the answer ends.
+func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, method string, stream bool) (sub *host.Submitted, p a2amap.Params, err error) {
 	c, err := h.callFor(ctx, sendTenant(req))
 	if err != nil {
-		return acc, p, err
+		return nil, p, err
 	}
 	in := c.c.HeaderInput(c.header, c.agent)
 	in.Channel = c.channel
 	res, err := normalizeSend(h.h.Normalizer(), in, req, method)
 	if err != nil {
-		return acc, p, err
+		return nil, p, err
 	}
 	if err := h.checkProfile(ctx, c, res.Pool, method == normalizer.A2AMessageStream); err != nil {
-		return acc, p, err
+		return nil, p, err
 	}
 	env := res.Envelope
 	continued := a2aproto.Continued(env)
 	if env.TaskID != "" && continued {
 		t, err := c.c.Task(ctx, env.TaskID, tenant.Write)
 		if err != nil {
-			return acc, p, a2a.ErrTaskNotFound
+			return nil, p, a2a.ErrTaskNotFound
 		}
 		if err := c.c.CheckTaskOpen(ctx, t); err != nil {
-			return acc, p, sdkError(err)
+			return nil, p, sdkError(err)
 		}
 		if env.ContextID == "" {
 			env.ContextID = t.ContextID
 		}
-	} else if env.ContextID != "" {
-		if err := c.c.ClaimContextID(ctx, env.ContextID); err != nil {
-			return acc, p, sdkError(err)
-		}
 	}
-	if err := h.inlinePush(ctx, req, in, env.TaskID); err != nil {
-		return acc, p, err
-	}
-	submitted := time.Now()
+	s := host.Submission{Pool: res.Pool, Envelope: env, ClaimContext: !(env.TaskID != "" && continued), Slot: stream, Prepare: stream,
+		Before: func(ctx context.Context) error { return h.inlinePush(ctx, req, in, env.TaskID) }}
 	if env.TaskID != "" {
 		// A turn of the task: recorded first, run after the task's earlier
 		// turn. Not continued: the adapter made the id up (one write, no
 		// read).
-		acc, err = c.c.PublishTurn(ctx, res.Pool, env, host.Turn{Task: host.Task{Session: host.Session{ID: env.TaskID,
-			Protocol: normalizer.ProtocolA2A, Pool: res.Pool}, ContextID: env.ContextID}, Created: !continued})
-	} else {
-		acc, err = c.c.Publish(ctx, res.Pool, env)
+		s.Turn = &host.Turn{Task: host.Task{Session: host.Session{ID: env.TaskID, Protocol: normalizer.ProtocolA2A, Pool: res.Pool},
+			ContextID: env.ContextID}, Created: !continued}
 	}
-	if err != nil {
-		return acc, p, sdkError(err)
+	submitted := time.Now()
+	sub, err = c.c.Submit(ctx, s)
+	if errors.Is(err, host.ErrTooManyStreams) {
+		return nil, p, errTooManyStreams
+	} else if err != nil {
+		return nil, p, sdkError(err)
 	}
 	p = a2amap.Params{TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
 		AcceptedOutputModes: env.ExpectedOutputModes, Interaction: a2aproto.Interaction(c.header, env)}
 	if req.Config != nil {
 		p.HistoryLength = req.Config.HistoryLength
 	}
-	return acc, p, nil
+	return sub, p, nil
 }
 
 // SendMessage publishes the message and answers, after the final frame,
 // the agent's Message or the Task; with returnImmediately, the Task as
 // submitted at once (GetTask and SubscribeToTask follow it).
 func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) (a2a.SendMessageResult, error) {
-	acc, p, err := h.submit(ctx, req, normalizer.A2AMessageSend)
+	sub, p, err := h.submit(ctx, req, normalizer.A2AMessageSend, false)
 	if err != nil {
 		return nil, err
 	}
+	defer sub.Done()
+	acc := sub.Accepted
 	if req.Config != nil && req.Config.ReturnImmediately {
 		ts := p.Submitted.UTC()
 		id := cmp.Or(p.TaskID, acc.RequestID)
@@ -212,20 +212,13 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessage
 		// by the SDK.
 		return errSeq(c.refusal)
 	}
-	// Subscribed to the frames before the publish: a new request's stream
-	// opens without reading E2A_RESPONSES (egress.ExpectStream).
-	ctx, end := egress.ExpectStream(ctx)
-	acc, p, err := h.submit(ctx, req, normalizer.A2AMessageStream)
+	// A stream slot, and the frames subscribed to before the publish: a
+	// new request's stream opens without reading E2A_RESPONSES.
+	sub, p, err := h.submit(ctx, req, normalizer.A2AMessageStream, true)
 	if err != nil {
-		end()
 		return errSeq(err)
 	}
-	release, ok := h.stream(ctx)
-	if !ok {
-		end()
-		return errSeq(errTooManyStreams)
-	}
-	return v1Events(h.h.V1Answers().A2AEvents(ctx, acc.RequestID, p, 0, egress.WithoutRequestCheck()), p, func() { release(); end() })
+	return v1Events(h.h.V1Answers().A2AEvents(sub.Context(), sub.RequestID, p, 0, egress.WithoutRequestCheck()), p, sub.Done)
 }
 
 // stream takes one of the caller's stream slots.

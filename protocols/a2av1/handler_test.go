@@ -116,9 +116,17 @@ func (c *fakeCaller) HeaderInput(header http.Header, agent string) normalizer.In
 	return normalizer.Input{Header: header, Agent: agent, Channel: "http", Now: time.Now}
 }
 
-func (c *fakeCaller) Publish(_ context.Context, pool string, env *e2a.Envelope) (host.Accepted, error) {
-	c.published = append(c.published, env)
-	return host.Accepted{RequestID: "r-" + env.TaskID, Pool: pool}, nil
+func (c *fakeCaller) Submit(ctx context.Context, s host.Submission) (*host.Submitted, error) {
+	if s.ClaimContext && c.others[s.Envelope.ContextID] {
+		return nil, host.ErrConflict
+	}
+	if s.Before != nil {
+		if err := s.Before(ctx); err != nil {
+			return nil, err
+		}
+	}
+	c.published = append(c.published, s.Envelope)
+	return host.NewSubmitted(host.Accepted{RequestID: "r-" + s.Envelope.TaskID, Pool: s.Pool}, ctx, nil), nil
 }
 
 func (c *fakeCaller) AcquireStream() (func(), bool) { return func() {}, true }
@@ -143,13 +151,6 @@ func (c *fakeCaller) CheckTaskOpen(_ context.Context, t *host.Task) error {
 	return nil
 }
 
-func (c *fakeCaller) ClaimContextID(_ context.Context, id string) error {
-	if c.others[id] {
-		return host.ErrConflict
-	}
-	return nil
-}
-
 func (c *fakeCaller) CancelInterrupted(context.Context, *host.Task) (string, error) {
 	return "", egress.ErrNotCancelable
 }
@@ -157,10 +158,6 @@ func (c *fakeCaller) CancelInterrupted(context.Context, *host.Task) (string, err
 func (c *fakeCaller) NextTurn(ctx context.Context, _ *host.Task, _ string) (string, error) {
 	<-ctx.Done()
 	return "", ctx.Err()
-}
-
-func (c *fakeCaller) PublishTurn(ctx context.Context, pool string, env *e2a.Envelope, _ host.Turn) (host.Accepted, error) {
-	return c.Publish(ctx, pool, env)
 }
 
 func (c *fakeCaller) ListTasks(_ context.Context, _ int, keep func(*host.ListedTask) bool) ([]*host.ListedTask, error) {

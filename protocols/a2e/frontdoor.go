@@ -181,7 +181,7 @@ func (d *frontDoor) message(lw *lineWriter, r *http.Request, c host.Caller, line
 		}
 		return true
 	}
-	acc, err := c.Publish(r.Context(), res.Pool, env)
+	sub, err := c.Submit(r.Context(), host.Submission{Pool: res.Pool, Envelope: env})
 	switch {
 	case errors.Is(err, host.ErrUnknownPool):
 		lw.line(NewError(reqID, "unknown_agent", err.Error(), false, nil))
@@ -196,7 +196,8 @@ func (d *frontDoor) message(lw *lineWriter, r *http.Request, c host.Caller, line
 		lw.line(NewError(reqID, "unavailable", "the pipeline could not accept the request; retry later", true, nil))
 		return r.Context().Err() == nil
 	}
-	d.h.Serve(lw, r, acc.RequestID, Format, func(o *render.Output) render.Renderer {
+	defer sub.Done()
+	d.h.Serve(lw, r, sub.RequestID, Format, func(o *render.Output) render.Renderer {
 		return NewRenderer(o, Params{ReqID: reqID, ReqType: env.Method})
 	})
 	// Serve leaves the end of the stream buffered for the end of the

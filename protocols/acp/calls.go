@@ -346,31 +346,23 @@ func (d *frontDoor) prompt(rep host.Reply, in host.Call, c host.RPCCaller, res *
 			env.Params["mcpServers"] = cfg.McpServers
 		}
 	}
-	if !req.IsNotification() {
-		release, ok := c.StreamSlot(rep)
-		if !ok {
-			return
-		}
-		defer release()
-		if rep.Stream() != nil {
-			// The turn's frames are streamed in this call: subscribed to
-			// before the publish, a new prompt's stream opens without
-			// reading E2A_RESPONSES (egress.ExpectStream).
-			ctx, end := egress.ExpectStream(in.Ctx)
-			defer end()
-			in.Ctx = ctx
-			if in.Request != nil {
-				in.Request = in.Request.WithContext(ctx)
-			}
-		}
-	}
 	// A turn of the session: recorded first, run after the session's
 	// earlier prompt (a client that sends a prompt before the last one
-	// ended gets its answer after that one's).
-	acc, ok := c.PublishTurn(rep, in, res.Pool, env, host.Turn{Task: host.Task{Session: host.Session{ID: env.SessionID,
-		Protocol: normalizer.ProtocolACP, Pool: res.Pool}}, Session: true})
-	if !ok {
+	// ended gets its answer after that one's). A call's answer takes a
+	// stream slot; its frames, streamed in this call, are subscribed to
+	// before the publish, so a new prompt's stream opens without reading
+	// E2A_RESPONSES (egress.ExpectStream).
+	answered := !req.IsNotification()
+	sub, err := c.Submit(in.Ctx, host.Submission{Pool: res.Pool, Envelope: env, Slot: answered, Prepare: answered && rep.Stream() != nil,
+		Turn: &host.Turn{Task: host.Task{Session: host.Session{ID: env.SessionID, Protocol: normalizer.ProtocolACP, Pool: res.Pool}}, Session: true}})
+	if !host.ReplySubmitted(rep, sub, err) {
 		return
+	}
+	defer sub.Done()
+	acc := sub.Accepted
+	in.Ctx = sub.Context()
+	if in.Request != nil {
+		in.Request = in.Request.WithContext(in.Ctx)
 	}
 	w := rep.Stream()
 	if w == nil {
@@ -551,12 +543,14 @@ func (d *frontDoor) replaySession(ctx context.Context, rec *host.Session, emit f
 // passThrough publishes a method the pipeline does not answer itself and
 // answers with the request's final frame.
 func (d *frontDoor) passThrough(rep host.Reply, in host.Call, c host.RPCCaller, res *normalizer.Result, req *jsonrpc.Request) {
-	acc, ok := c.Publish(rep, in, res.Pool, res.Envelope)
-	if !ok || req.IsNotification() {
+	sub, err := c.Submit(in.Ctx, host.Submission{Pool: res.Pool, Envelope: res.Envelope})
+	if !host.ReplySubmitted(rep, sub, err) || req.IsNotification() {
 		return
 	}
+	defer sub.Done()
+	acc := sub.Accepted
 	var final *e2a.Response
-	err := d.h.Replay(in.Ctx, acc.RequestID, func(f render.Frame) error {
+	err = d.h.Replay(in.Ctx, acc.RequestID, func(f render.Frame) error {
 		if f.Response.IsFinal {
 			final = f.Response
 		}

@@ -77,9 +77,12 @@ func (c fakeCaller) Input(in host.Call, req *jsonrpc.Request) normalizer.Input {
 	return normalizer.Input{Header: in.Header, Channel: in.Channel, Agent: in.Agent,
 		RPC: &normalizer.RPCRequest{ID: req.ID, Method: req.Method, Params: req.Params}}
 }
-func (c fakeCaller) Publish(_ host.Reply, _ host.Call, pool string, env *e2a.Envelope) (host.Accepted, bool) {
-	c.h.published = append(c.h.published, env)
-	return host.Accepted{RequestID: "req-1", Pool: pool}, true
+func (c fakeCaller) Submit(ctx context.Context, s host.Submission) (*host.Submitted, error) {
+	c.h.published = append(c.h.published, s.Envelope)
+	if s.Turn != nil {
+		c.h.sessions[s.Turn.Task.ID].RequestIDs = append(c.h.sessions[s.Turn.Task.ID].RequestIDs, "req-1")
+	}
+	return host.NewSubmitted(host.Accepted{RequestID: "req-1", Pool: s.Pool}, ctx, nil), nil
 }
 func (c fakeCaller) StreamSlot(host.Reply) (func(), bool) { return func() {}, true }
 func (c fakeCaller) CreateSession(_ context.Context, protocol, id, pool string) error {
@@ -92,11 +95,6 @@ func (c fakeCaller) Session(_ context.Context, protocol, id string, _ tenant.Acc
 		return nil, host.ErrSessionNotFound
 	}
 	return s, nil
-}
-func (c fakeCaller) PublishTurn(rep host.Reply, in host.Call, pool string, env *e2a.Envelope, of host.Turn) (host.Accepted, bool) {
-	acc, ok := c.Publish(rep, in, pool, env)
-	c.h.sessions[of.Task.ID].RequestIDs = append(c.h.sessions[of.Task.ID].RequestIDs, acc.RequestID)
-	return acc, ok
 }
 func (c fakeCaller) PutSessionData(_ context.Context, kind, id string, data []byte) error {
 	c.h.data[kind+"/"+id] = data

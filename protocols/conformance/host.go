@@ -15,7 +15,7 @@ import (
 
 // Host is a fake pipeline (a host.Host) for a protocol package's tests of
 // its front door without ingress or NATS: it admits every request (or
-// refuses it with Refusal), accepts every publish (or fails it with
+// refuses it with Refusal), accepts every submission (or fails it with
 // PublishErr), gives stream slots (none with NoSlot), and answers an
 // accepted request by running the renderer over the request's Frames
 // (Start, each frame, End(nil): none, Start then End). What it was asked
@@ -161,23 +161,48 @@ func (c caller) Input(r *http.Request, body []byte, agent string) normalizer.Inp
 	return normalizer.Input{Body: body, Header: r.Header, Channel: "http", Agent: agent, RequestID: r.Header.Get("Idempotency-Key")}
 }
 
-// Publish records env, or fails with PublishErr.
-func (c caller) Publish(_ context.Context, pool string, env *e2a.Envelope) (host.Accepted, error) {
+// Submit takes a stream slot when s asks for one (none with NoSlot:
+// host.ErrTooManyStreams), runs s.Before, then records the envelope, or
+// fails with PublishErr; the slot is held until Done.
+func (c caller) Submit(ctx context.Context, s host.Submission) (*host.Submitted, error) {
+	release := func() {}
+	if s.Slot {
+		r, ok := c.slot()
+		if !ok {
+			return nil, host.ErrTooManyStreams
+		}
+		release = r
+	}
+	if s.Before != nil {
+		if err := s.Before(ctx); err != nil {
+			release()
+			return nil, err
+		}
+	}
 	if c.h.PublishErr != nil {
-		return host.Accepted{}, c.h.PublishErr
+		release()
+		return nil, c.h.PublishErr
 	}
 	c.h.mu.Lock()
-	c.h.published = append(c.h.published, env)
-	c.h.pools = append(c.h.pools, pool)
+	c.h.published = append(c.h.published, s.Envelope)
+	c.h.pools = append(c.h.pools, s.Pool)
 	c.h.mu.Unlock()
-	return host.Accepted{RequestID: env.RequestID, Pool: pool, Warning: c.h.Warning}, nil
+	return host.NewSubmitted(host.Accepted{RequestID: s.Envelope.RequestID, Pool: s.Pool, Warning: c.h.Warning}, ctx, release), nil
 }
 
 // StreamSlot takes a slot, or refuses with 429 too_many_streams when
 // NoSlot is set.
 func (c caller) StreamSlot(w http.ResponseWriter, refuse host.Refuse) (func(), bool) {
-	if c.h.NoSlot {
+	release, ok := c.slot()
+	if !ok {
 		refuse(w, host.Refusal{Status: http.StatusTooManyRequests, Code: "too_many_streams", Message: "too many concurrent streams", Retryable: true})
+	}
+	return release, ok
+}
+
+// slot takes a stream slot, none when NoSlot is set.
+func (c caller) slot() (func(), bool) {
+	if c.h.NoSlot {
 		return nil, false
 	}
 	c.h.mu.Lock()

@@ -25,9 +25,14 @@ func TestHost(t *testing.T) {
 	if !ok {
 		t.Fatal("not admitted")
 	}
-	acc, err := c.Publish(context.Background(), "echo", &e2a.Envelope{RequestID: "r1", Method: "m"})
-	if err != nil || acc.RequestID != "r1" || len(h.Published()) != 1 || h.Pools()[0] != "echo" {
-		t.Fatalf("publish: %+v %v %v", acc, err, h.Published())
+	sub, err := c.Submit(context.Background(), host.Submission{Pool: "echo", Envelope: &e2a.Envelope{RequestID: "r1", Method: "m"}, Slot: true})
+	if err != nil || sub.RequestID != "r1" || len(h.Published()) != 1 || h.Pools()[0] != "echo" || h.Slots() != 1 {
+		t.Fatalf("submit: %+v %v %v %d", sub, err, h.Published(), h.Slots())
+	}
+	sub.Done()
+	sub.Done()
+	if h.Slots() != 0 {
+		t.Fatalf("%d slots after Done", h.Slots())
 	}
 	release, ok := c.StreamSlot(rec, nil)
 	if !ok || h.Slots() != 1 {
@@ -63,8 +68,11 @@ func TestHost(t *testing.T) {
 		t.Fatalf("admitted, or refused with %+v", got)
 	}
 	c2, _ := (&conformance.Host{NoSlot: true, PublishErr: host.ErrBackpressure}).Admit(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/x", nil), "x", nil)
-	if _, err := c2.Publish(context.Background(), "echo", &e2a.Envelope{RequestID: "r2"}); !errors.Is(err, host.ErrBackpressure) {
-		t.Fatalf("publish error %v", err)
+	if _, err := c2.Submit(context.Background(), host.Submission{Pool: "echo", Envelope: &e2a.Envelope{RequestID: "r2"}}); !errors.Is(err, host.ErrBackpressure) {
+		t.Fatalf("submit error %v", err)
+	}
+	if _, err := c2.Submit(context.Background(), host.Submission{Pool: "echo", Envelope: &e2a.Envelope{RequestID: "r3"}, Slot: true}); !errors.Is(err, host.ErrTooManyStreams) {
+		t.Fatalf("submit error %v", err)
 	}
 	if _, ok := c2.StreamSlot(httptest.NewRecorder(), func(_ http.ResponseWriter, f host.Refusal) { got = f }); ok || got.Code != "too_many_streams" {
 		t.Fatalf("slot given, or refused with %+v", got)

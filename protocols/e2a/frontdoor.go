@@ -68,17 +68,16 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	stream, wait := wantsStream(r), r.URL.Query().Get("wait") == "true"
-	if stream {
-		env.IsStream = true
-		// Subscribed to the frames before the publish: a new request's
-		// stream then opens without reading E2A_RESPONSES.
-		ctx, end := egress.ExpectStream(r.Context())
-		defer end()
-		r = r.WithContext(ctx)
-	}
-	acc, err := c.Publish(r.Context(), pool, env)
+	env.IsStream = stream
+	// A streamed answer (or one awaited) takes one of the caller's stream
+	// slots and subscribes to the frames before the publish: a new
+	// request's stream then opens without reading E2A_RESPONSES.
+	sub, err := c.Submit(r.Context(), host.Submission{Pool: pool, Envelope: env, Slot: stream || wait, Prepare: stream})
 	if err != nil {
 		switch {
+		case errors.Is(err, host.ErrTooManyStreams):
+			w.Header().Set("Retry-After", "1")
+			Refuse(w, host.TooManyStreams)
 		case errors.Is(err, host.ErrConflict):
 			WriteError(w, http.StatusConflict, CodeConflict, "request_id is already in use; choose another", false)
 		case errors.Is(err, host.ErrTooLarge):
@@ -92,18 +91,13 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	defer sub.Done()
+	acc := sub.Accepted
 	if acc.Warning != "" {
 		w.Header().Set(HeaderWarning, acc.Warning)
 	}
 	if stream || wait {
-		// The request is accepted; only the streamed answer is bounded per
-		// principal (the client can still read it with GET …/stream).
-		release, ok := c.StreamSlot(w, Refuse)
-		if !ok {
-			return
-		}
-		defer release()
-		d.h.ServeE2A(w, r, acc.RequestID)
+		d.h.ServeE2A(w, r.WithContext(sub.Context()), acc.RequestID)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, AcceptedBody{

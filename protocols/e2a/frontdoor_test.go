@@ -65,12 +65,21 @@ func (c fakeCaller) Input(r *http.Request, body []byte, agent string) normalizer
 	return normalizer.Input{Body: body, Header: r.Header, Channel: "http", Agent: agent, RequestID: r.Header.Get("Idempotency-Key")}
 }
 
-func (c fakeCaller) Publish(ctx context.Context, pool string, env *e2a.Envelope) (host.Accepted, error) {
-	if c.h.publish != nil {
-		return host.Accepted{}, c.h.publish
+func (c fakeCaller) Submit(ctx context.Context, s host.Submission) (*host.Submitted, error) {
+	release := func() {}
+	if s.Slot {
+		if c.h.noSlot {
+			return nil, host.ErrTooManyStreams
+		}
+		c.h.slots++
+		release = func() { c.h.slots-- }
 	}
-	c.h.published = append(c.h.published, env)
-	return host.Accepted{RequestID: env.RequestID, Pool: pool, Warning: c.h.warning}, nil
+	if c.h.publish != nil {
+		release()
+		return nil, c.h.publish
+	}
+	c.h.published = append(c.h.published, s.Envelope)
+	return host.NewSubmitted(host.Accepted{RequestID: s.Envelope.RequestID, Pool: s.Pool, Warning: c.h.warning}, ctx, release), nil
 }
 
 func (c fakeCaller) StreamSlot(w http.ResponseWriter, refuse host.Refuse) (func(), bool) {
@@ -148,13 +157,14 @@ func TestFrontDoorAnswersAtOnce(t *testing.T) {
 			}
 		})
 	}
-	// No slot left: 429 in the E2A shape, the request itself accepted.
+	// No slot left: 429 in the E2A shape, and nothing published (a client
+	// retrying without a request_id would otherwise run it twice).
 	h := &fakeHost{noSlot: true}
 	rec := post(h, "/v1/requests", `{"request_id":"r-3","params":{}}`, "Accept", "text/event-stream")
 	if e := errorOf(t, rec); rec.Code != http.StatusTooManyRequests || e.Code != "too_many_streams" || !e.Retryable || rec.Header().Get("Retry-After") == "" {
 		t.Fatalf("%d %+v %v", rec.Code, e, rec.Header())
 	}
-	if len(h.published) != 1 {
+	if len(h.published) != 0 {
 		t.Fatalf("published %d", len(h.published))
 	}
 }

@@ -1,7 +1,9 @@
 // Package host is what a protocol package needs from the pipeline that
 // mounts it: the gate (authentication and rate limit, refused in the
 // protocol's own error shape), the normalizer and the caller's view of a
-// request for it, the publish of an envelope, and the answer of an
+// request for it, the submission of an envelope ([Submitter.Submit]: the
+// stream slot, the context claim, the subscription to its frames, the
+// turn's record and the publish, in one call), and the answer of an
 // accepted request from its frames with one of egress's renderers.
 //
 // For a JSON-RPC protocol it is also the seam between the package's calls
@@ -11,7 +13,7 @@
 // [Lines]), and the host serves it over HTTP (batches, notifications) and
 // lines, handing each call its [Reply] (Result, Error, Refuse, Header,
 // Stream), its [Call] (context, headers, agent, channel, the HTTP request
-// when there is one) and its [RPCCaller] (input, publish, stream slot, and
+// when there is one) and its [RPCCaller] (input, submit, stream slot, and
 // [Sessions]: the caller's sessions in the task store). What such calls
 // need beyond [Host] are small role interfaces, composed in [RPCHost]:
 // [FromAnswerer] (answer from a sequence without an HTTP request),
@@ -23,8 +25,8 @@
 //
 // A2A v0.3 and AgentVault (protocols/a2a) keep tasks and contexts under
 // the ownership rule: their caller is a [TaskCaller] ([Tasks]: the
-// caller's [Task] record, TaskOpen, ClaimContext; a message is published
-// as a [Turn] of its task with [RPCCaller.PublishTurn]), and their
+// caller's [Task] record, TaskOpen; a message is submitted as a [Turn]
+// of its task, its context claimed), and their
 // host a [TaskHost] ([TaskFrames]: the existing requests, their frames
 // and their cancel, of which the package makes its A2A answers;
 // BindingRPC, the JSON-RPC binding to which a single v1.0 call is handed).

@@ -1,17 +1,15 @@
 package host
 
 import (
-	"context"
 	"errors"
 	"net/http"
 
-	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/render"
 )
 
-// Errors of [Caller.Publish], matched with errors.Is; the error's text is
+// Errors of [Submitter.Submit], matched with errors.Is; the error's text is
 // the pipeline's own.
 var (
 	// ErrUnknownPool: no worker of the pool has ever started (the pool
@@ -70,11 +68,8 @@ type Caller interface {
 	// Input is the normalizer's view of body, sent by the caller in r,
 	// for the agent pool agent ("" for the routing rule's).
 	Input(r *http.Request, body []byte, agent string) normalizer.Input
-	// Publish publishes env to pool on behalf of the caller (the
-	// ownership rule applies to a duplicate). Its errors match
-	// [ErrUnknownPool], [ErrConflict], [ErrTooLarge] or
-	// [ErrBackpressure], or are the context's.
-	Publish(ctx context.Context, pool string, env *e2a.Envelope) (Accepted, error)
+	// Submitter submits a request on behalf of the caller.
+	Submitter
 	// StreamSlot takes one of the caller's concurrent stream slots (the
 	// per-principal bound on streamed answers); when all are taken it
 	// writes the refusal with refuse (429, Retry-After: 1) and returns

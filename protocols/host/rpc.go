@@ -199,17 +199,9 @@ type RPCCaller interface {
 	// Input is the normalizer's view of the decoded call req (read as is,
 	// with no second encode and parse).
 	Input(in Call, req *jsonrpc.Request) normalizer.Input
-	// Publish publishes env to pool on behalf of the caller; on failure it
-	// answers rep itself with the pipeline's JSON-RPC errors (-32602 for
-	// an unknown pool or an id in use, 413 too large, 503 retry later)
-	// and returns ok=false. A Warning goes to rep's headers.
-	Publish(rep Reply, in Call, pool string, env *e2a.Envelope) (acc Accepted, ok bool)
-	// PublishTurn is Publish for a request that is a turn of a task or
-	// session: env's request is first appended to the record, and, when
-	// the record had an earlier request, published to run after it
-	// ([Turn]). A record that cannot be written is answered as a failed
-	// publish.
-	PublishTurn(rep Reply, in Call, pool string, env *e2a.Envelope, of Turn) (acc Accepted, ok bool)
+	// Submitter submits a request on behalf of the caller; answer its
+	// error with [ReplySubmitted] (the pipeline's JSON-RPC errors).
+	Submitter
 	// StreamSlot takes one of the caller's concurrent stream slots; when
 	// none is free it answers rep itself (429, Retry-After) and returns
 	// ok=false.

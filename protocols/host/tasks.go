@@ -37,12 +37,6 @@ type Tasks interface {
 	// UnsupportedOperation; 503 when that cannot be read) and returns
 	// false.
 	TaskOpen(rep Reply, in Call, t *Task) bool
-	// ClaimContext records the context id a client chose as the
-	// caller's, or checks that it is the caller's already; a context of
-	// another principal is answered on rep (-32602, a conflict that says
-	// nothing of the other's), as is a store failure (503), and it returns
-	// false.
-	ClaimContext(rep Reply, in Call, contextID string) bool
 	// CancelInterrupted is [TaskStore.CancelInterrupted]: the cancel of
 	// a task whose last turn ended interrupted.
 	CancelInterrupted(ctx context.Context, t *Task) (requestID string, err error)

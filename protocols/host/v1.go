@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
@@ -20,7 +19,7 @@ import (
 // a [Reply], and the gate of a gRPC call reads headers (the call's
 // metadata) instead of an HTTP request.
 
-// Errors of a [V1Caller] beyond [Caller.Publish]'s, matched with
+// Errors of a [V1Caller] beyond [Submitter.Submit]'s, matched with
 // errors.Is; the error's text is the pipeline's own.
 var (
 	// ErrInvalidPool: the agent pool asked for is not a valid name;
@@ -53,11 +52,6 @@ type TaskStore interface {
 	// (an interrupted one, input-required or auth-required, takes the
 	// answer), [ErrBackpressure] when that cannot be read.
 	CheckTaskOpen(ctx context.Context, t *Task) error
-	// ClaimContextID records the context id a client chose as the
-	// caller's, or checks that it is the caller's already: an error
-	// matching [ErrConflict] for another principal's (saying nothing of
-	// it), [ErrBackpressure] when the store fails.
-	ClaimContextID(ctx context.Context, contextID string) error
 	// ListTasks returns, in no order, the tasks the caller may read that
 	// keep accepts, reading at most max records and the newest max
 	// requests (a one-turn task has no record: its request stands for it;
@@ -84,14 +78,9 @@ type V1Caller interface {
 	// (HTTP headers or gRPC metadata, credentials removed) for the agent
 	// pool agent ("" for the routing rule's).
 	HeaderInput(header http.Header, agent string) normalizer.Input
-	// Publish publishes env to pool on behalf of the caller, as
-	// [Caller.Publish]; an invalid pool name matches [ErrInvalidPool].
-	Publish(ctx context.Context, pool string, env *e2a.Envelope) (Accepted, error)
-	// PublishTurn is Publish for a request that is a turn of a task
-	// ([Turn]): appended to the task's record first, and run after the
-	// record's earlier request. A record that cannot be written is an
-	// error matching [ErrBackpressure].
-	PublishTurn(ctx context.Context, pool string, env *e2a.Envelope, of Turn) (Accepted, error)
+	// Submitter submits a request on behalf of the caller; an invalid
+	// pool name matches [ErrInvalidPool].
+	Submitter
 	// AcquireStream takes one of the caller's concurrent stream slots;
 	// ok=false when none is free.
 	AcquireStream() (release func(), ok bool)

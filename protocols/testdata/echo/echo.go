@@ -93,13 +93,14 @@ func (d frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	acc, err := c.Publish(r.Context(), res.Pool, res.Envelope)
+	sub, err := c.Submit(r.Context(), host.Submission{Pool: res.Pool, Envelope: res.Envelope})
 	if err != nil {
 		st, _ := egress.Classify(err)
 		writeError(w, st, err.Error())
 		return
 	}
-	d.h.Serve(w, r, acc.RequestID, Format, NewRenderer)
+	defer sub.Done()
+	d.h.Serve(w, r, sub.RequestID, Format, NewRenderer)
 }
 
 // Line is one line of the answer.

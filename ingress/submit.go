@@ -1,0 +1,87 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
+)
+
+// submit is host.Submitter's Submit for principal p (caller and
+// rpcCaller): the stream slot, the context claim, the subscription to the
+// frames, the front door's Before, then the turn's record and the publish
+// (publishTurn, publish), the publish metric observed. On error nothing is
+// published and nothing is held; the error matches the host's sentinels
+// (hostError) as well as the front door's, or is Before's as it is.
+func (s *Server) submit(ctx context.Context, p Principal, sub host.Submission) (*host.Submitted, error) {
+	var release func()
+	if sub.Slot {
+		r, f := s.streamSlot(p)
+		if f != nil {
+			return nil, host.ErrTooManyStreams
+		}
+		release = r
+	}
+	end := func() {}
+	if sub.Prepare {
+		ctx, end = egress.ExpectStream(ctx)
+	}
+	done := func() {
+		end()
+		if release != nil {
+			release()
+		}
+	}
+	env := sub.Envelope
+	if sub.ClaimContext && env.ContextID != "" {
+		if err := s.claimContext(ctx, p, env.ContextID); err != nil {
+			done()
+			return nil, hostError(err)
+		}
+	}
+	if sub.Before != nil {
+		if err := sub.Before(ctx); err != nil {
+			done()
+			return nil, err
+		}
+	}
+	var acc Accepted
+	var err error
+	if sub.Turn != nil {
+		acc, err = s.publishTurn(ctx, p, sub.Pool, env, *sub.Turn)
+	} else {
+		start := time.Now()
+		acc, err = s.publish(ctx, p, sub.Pool, env)
+		s.metrics.publish.Observe(time.Since(start).Seconds())
+	}
+	if err != nil {
+		done()
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrTooLarge) &&
+			!errors.Is(err, ErrUnknownPool) && !errors.Is(err, ErrInvalidPool) {
+			s.opts.log.Warn("publish failed", "request_id", env.RequestID, "err", err)
+		}
+		return nil, hostError(err)
+	}
+	return host.NewSubmitted(host.Accepted{RequestID: acc.RequestID, Pool: acc.Pool, Duplicate: acc.Duplicate, Warning: acc.Warning}, ctx, done), nil
+}
+
+var (
+	_ host.Submitter = caller{}
+	_ host.Submitter = rpcCaller{}
+)
+
+// Submit is the server's submit for the caller, the request named in the
+// HTTP answer's log line.
+func (c caller) Submit(ctx context.Context, sub host.Submission) (*host.Submitted, error) {
+	if c.rec != nil && sub.Envelope != nil {
+		c.rec.requestID = sub.Envelope.RequestID
+	}
+	return c.s.submit(ctx, c.p, sub)
+}
+
+// Submit is the server's submit for the caller of a JSON-RPC call.
+func (c rpcCaller) Submit(ctx context.Context, sub host.Submission) (*host.Submitted, error) {
+	return c.s.submit(ctx, c.p, sub)
+}
