@@ -47,7 +47,7 @@ func (s *Server) A2AGRPC(opts ...grpc.ServerOption) *grpc.Server {
 // gRPC call's metadata): authenticated (credentials then removed), the
 // principal's rate limit charged, counted under protocol and route (401
 // refused by authentication, 429 by the rate limit, 200 admitted).
-func (h protocolHost) AdmitHeader(ctx context.Context, header http.Header, protocol, route string) (host.V1Caller, *host.Refusal, error) {
+func (h protocolHost) AdmitHeader(ctx context.Context, header http.Header, protocol, route string) (host.BindingCaller, *host.Refusal, error) {
 	s := h.s
 	p := Principal{UserID: "", IdentityOrigin: "user", Scheme: SchemeNone, Open: true}
 	if s.opts.auth != nil {

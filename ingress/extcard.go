@@ -130,7 +130,7 @@ var (
 // card lists the HTTP interfaces only when WithPublicURL names them. Its
 // errors match host.ErrNoExtendedCard, host.ErrUnauthenticated or
 // host.ErrUnknownPool, their text the pipeline's.
-func (h protocolHost) ExtendedCard(ctx context.Context, vc host.V1Caller, r *http.Request, pool string) (map[string]any, error) {
+func (h protocolHost) ExtendedCard(ctx context.Context, vc host.BindingCaller, r *http.Request, pool string) (map[string]any, error) {
 	c, ok := vc.(caller)
 	if !ok {
 		return nil, errors.New("extended card: no caller")

@@ -340,8 +340,8 @@ type caller struct {
 }
 
 var (
-	_ host.Caller   = caller{}
-	_ host.V1Caller = caller{}
+	_ host.Caller        = caller{}
+	_ host.BindingCaller = caller{}
 )
 
 // Input is the server's input for the principal.
@@ -354,7 +354,7 @@ func (c caller) StreamSlot(w http.ResponseWriter, refuse host.Refuse) (func(), b
 	return c.s.acquireStream(w, c.p, refuse)
 }
 
-// The A2A v1.0 seam (host.V1Caller): the caller's tasks and contexts
+// The A2A v1.0 seam (host.BindingCaller): the caller's tasks and contexts
 // under the ownership rule, errors returned.
 
 // HeaderInput is the server's input of a call's headers for the principal.

@@ -98,7 +98,7 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 			return // a path tenant naming another pool (pooltenant.go)
 		}
 		ctx := r.Context()
-		vc, ok := c.(host.V1Caller)
+		vc, ok := c.(host.BindingCaller)
 		if ok {
 			ctx = withCall(ctx, call{header: r.Header, agent: r.URL.Query().Get("agent"),
 				version: requestedVersion(r), channel: "http", c: vc, query: r.URL.Query(), r: r})

@@ -37,8 +37,8 @@
 // pool is the [GRPCAgentMetadata] key), wrapped around the service's own
 // method handlers, so the server's other services (reflection) are not
 // gated. The handler reads a transport-free call from the context (its
-// headers, agent pool, A2A-Version and the admitted [host.V1Caller]), and
-// reaches the pipeline only through [Host] and [host.V1Caller]:
+// headers, agent pool, A2A-Version and the admitted [host.BindingCaller]), and
+// reaches the pipeline only through [Host] and [host.BindingCaller]:
 // the task store under the ownership rule ([host.TaskStore]: every read
 // and listing is the caller's, or the audit and admin roles'), the
 // publish, the stream slots, the A2A answers and the cancel. Errors are

@@ -18,7 +18,7 @@ import (
 // record's next request: host.TaskStore.NextTurn), and so on: the stream
 // ends when the task reaches a terminal state (A2A v1.0 §3.1.6), or with
 // the call.
-func (h *handler) followTurns(ctx context.Context, c host.V1Caller, t *host.Task, interaction bool,
+func (h *handler) followTurns(ctx context.Context, c host.BindingCaller, t *host.Task, interaction bool,
 	evs iter.Seq2[a2a.Event, error]) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		last := ""

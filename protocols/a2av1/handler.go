@@ -51,7 +51,7 @@ type call struct {
 	agent   string
 	version string
 	channel string
-	c       host.V1Caller
+	c       host.BindingCaller
 	// query is an HTTP call's URL query: HTTP+JSON's
 	// ListTaskPushNotificationConfigs reads pageSize and pageToken there
 	// (the SDK's REST handler does not).

@@ -58,7 +58,7 @@ func (f fakeHost) CancelTurns(context.Context, []string) error { return nil }
 
 // AdmitHeader admits a call whose metadata has an x-api-key as the fake
 // caller.
-func (f fakeHost) AdmitHeader(_ context.Context, header http.Header, _, _ string) (host.V1Caller, *host.Refusal, error) {
+func (f fakeHost) AdmitHeader(_ context.Context, header http.Header, _, _ string) (host.BindingCaller, *host.Refusal, error) {
 	if header.Get("X-Api-Key") == "" {
 		return nil, &host.Refusal{Code: "unauthenticated", Message: "no key"}, nil
 	}
@@ -104,8 +104,8 @@ type fakeCaller struct {
 }
 
 var (
-	_ host.Caller   = (*fakeCaller)(nil)
-	_ host.V1Caller = (*fakeCaller)(nil)
+	_ host.Caller        = (*fakeCaller)(nil)
+	_ host.BindingCaller = (*fakeCaller)(nil)
 )
 
 func (c *fakeCaller) Input(r *http.Request, _ []byte, agent string) normalizer.Input {

@@ -40,7 +40,7 @@ var _ Answers = a2aproto.Answers{}
 
 // Host is the pipeline as the A2A v1.0 package sees it: the host.Host
 // (whose Gate admits HTTP calls: the Caller it returns is a
-// host.V1Caller), the gate of gRPC calls, the cancel of a request, and the
+// host.BindingCaller), the gate of gRPC calls, the cancel of a request, and the
 // answers from the frames.
 type Host interface {
 	host.Host

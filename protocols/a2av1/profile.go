@@ -43,7 +43,7 @@ type CardHost interface {
 	// does not declare it), host.ErrUnauthenticated (the anonymous caller
 	// of optional authentication) or host.ErrUnknownPool; the handler
 	// answers them in the SDK's kinds (extendedCardError).
-	ExtendedCard(ctx context.Context, c host.V1Caller, r *http.Request, pool string) (map[string]any, error)
+	ExtendedCard(ctx context.Context, c host.BindingCaller, r *http.Request, pool string) (map[string]any, error)
 }
 
 // capabilityKey is the ErrorInfo metadata key naming the capability an

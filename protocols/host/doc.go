@@ -33,7 +33,7 @@
 //
 // A2A v1.0 (protocols/a2av1) implements a2a-go's request handler behind
 // the SDK's transports, which write its Go errors in each binding's shape:
-// its caller is a [V1Caller] ([TaskStore]: the caller's tasks, their
+// its caller is a [BindingCaller] ([TaskStore]: the caller's tasks, their
 // listing and its contexts, errors returned rather than answered), its
 // host its own a2av1.Host ([HeaderGate]: the gate of a gRPC call's
 // metadata; its answers: package protocols/a2a's A2A events and values),

@@ -35,7 +35,7 @@ type BindingServer interface {
 }
 
 // BindingHost is the pipeline as a [BindingServer] sees it: the [Host]
-// (whose Gate admits HTTP calls: the Caller it returns is a [V1Caller]),
+// (whose Gate admits HTTP calls: the Caller it returns is a [BindingCaller]),
 // the gate of calls with headers and no HTTP request ([HeaderGate]), the
 // cancel of a request ([Canceler]) and the frames of tasks' requests.
 type BindingHost interface {

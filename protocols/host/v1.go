@@ -19,7 +19,7 @@ import (
 // a [Reply], and the gate of a gRPC call reads headers (the call's
 // metadata) instead of an HTTP request.
 
-// Errors of a [V1Caller] beyond [Submitter.Submit]'s, matched with
+// Errors of a [BindingCaller] beyond [Submitter.Submit]'s, matched with
 // errors.Is; the error's text is the pipeline's own.
 var (
 	// ErrInvalidPool: the agent pool asked for is not a valid name;
@@ -71,9 +71,10 @@ type TaskStore interface {
 	NextTurn(ctx context.Context, t *Task, after string) (requestID string, err error)
 }
 
-// V1Caller is the principal an A2A v1.0 binding admitted (over HTTP or
-// gRPC), as the handler's calls see it.
-type V1Caller interface {
+// BindingCaller is the principal a [Bindings] transport admitted (over
+// HTTP or gRPC: A2A v1.0's), as the request handler's calls see it, its
+// errors returned rather than answered.
+type BindingCaller interface {
 	// HeaderInput is the normalizer's view of a call with headers header
 	// (HTTP headers or gRPC metadata, credentials removed) for the agent
 	// pool agent ("" for the routing rule's).
@@ -97,7 +98,7 @@ type HeaderGate interface {
 	// "rate_limit_exceeded" or "unavailable" (rate limit); a context that
 	// ended while the call waited is returned as err. Nothing of the call
 	// has been read.
-	AdmitHeader(ctx context.Context, header http.Header, protocol, route string) (c V1Caller, f *Refusal, err error)
+	AdmitHeader(ctx context.Context, header http.Header, protocol, route string) (c BindingCaller, f *Refusal, err error)
 }
 
 // Bindings are the transports an SDK implements over a protocol package's
