@@ -15,6 +15,8 @@ const (
 	chartW, chartH = 960, 600
 	padL, padR     = 90, 30
 	padT, padB     = 72, 110
+	// The plot's size, inside the paddings.
+	plotW, plotH = chartW - padL - padR, chartH - padT - padB
 )
 
 var (
@@ -60,14 +62,35 @@ func (r *Report) WriteChart(w io.Writer) error {
 		drawText(img, padL, chartH/2, "NO DATA", colText, 3)
 		return png.Encode(w, img)
 	}
-	// Scales.
-	xMax := 0.0
-	yMin, yMax := math.Inf(1), 0.0
 	all := pts
 	if full != nil {
 		all = append(append([]Phase(nil), pts...), *full)
 	}
-	for _, p := range all {
+	sc := newChartScale(all)
+	sc.drawAxes(img)
+	// Target: TTFF p99 ≤ 10 ms at half load.
+	dashedH(img, padL, padL+plotW, sc.y(10), colGoal)
+	drawText(img, padL+6, sc.y(10)-18, "TARGET TTFF P99 10 MS AT HALF LOAD", colGoal, 2)
+	if r.Half != nil {
+		dashedV(img, sc.x(r.Half.OfferedRPS), padT, padT+plotH, colHalf)
+	}
+	sc.drawSeries(img, pts, full)
+	drawLegend(img)
+	return png.Encode(w, img)
+}
+
+// chartScale maps an offered load (requests/s, linear from 0 to xMax) and
+// a latency (ms, log from 10^lo to 10^hi) to the chart's pixels.
+type chartScale struct {
+	xMax, lo, hi float64
+}
+
+// newChartScale fits the scales to the phases' loads and to their series'
+// latencies, 1 to 10 ms at least.
+func newChartScale(phases []Phase) chartScale {
+	xMax := 0.0
+	yMin, yMax := math.Inf(1), 0.0
+	for _, p := range phases {
 		xMax = math.Max(xMax, p.OfferedRPS)
 		for _, s := range series {
 			if v := s.get(p); v > 0 {
@@ -82,21 +105,28 @@ func (r *Report) WriteChart(w io.Writer) error {
 	if hi <= lo {
 		hi = lo + 1
 	}
-	xMax = niceCeil(xMax * 1.05)
-	plotW, plotH := chartW-padL-padR, chartH-padT-padB
-	px := func(x float64) int { return padL + int(x/xMax*float64(plotW)) }
-	py := func(y float64) int {
-		l := (math.Log10(math.Max(y, math.Pow(10, lo))) - lo) / (hi - lo)
-		return padT + plotH - int(l*float64(plotH))
-	}
-	// Grid and axis labels.
-	for e := lo; e <= hi; e++ {
+	return chartScale{xMax: niceCeil(xMax * 1.05), lo: lo, hi: hi}
+}
+
+// x is the pixel column of offered load v.
+func (sc chartScale) x(v float64) int { return padL + int(v/sc.xMax*float64(plotW)) }
+
+// y is the pixel row of latency v (ms), clamped to the axis's bottom.
+func (sc chartScale) y(v float64) int {
+	l := (math.Log10(math.Max(v, math.Pow(10, sc.lo))) - sc.lo) / (sc.hi - sc.lo)
+	return padT + plotH - int(l*float64(plotH))
+}
+
+// drawAxes draws the grid (1-9 of each latency decade, fifths of the load
+// axis), the axes and their labels.
+func (sc chartScale) drawAxes(img *image.RGBA) {
+	for e := sc.lo; e <= sc.hi; e++ {
 		for k := 1; k <= 9; k++ {
 			v := float64(k) * math.Pow(10, e)
-			if math.Log10(v) > hi {
+			if math.Log10(v) > sc.hi {
 				break
 			}
-			y := py(v)
+			y := sc.y(v)
 			hline(img, padL, padL+plotW, y, colGrid)
 			if k == 1 {
 				drawTextRight(img, padL-8, y-7, fmtMS(v), colText, 2)
@@ -104,8 +134,8 @@ func (r *Report) WriteChart(w io.Writer) error {
 		}
 	}
 	for i := 0; i <= 5; i++ {
-		v := xMax * float64(i) / 5
-		x := px(v)
+		v := sc.xMax * float64(i) / 5
+		x := sc.x(v)
 		vline(img, x, padT, padT+plotH, colGrid)
 		drawTextCenter(img, x, padT+plotH+8, fmt.Sprintf("%.0f", v), colText, 2)
 	}
@@ -113,13 +143,12 @@ func (r *Report) WriteChart(w io.Writer) error {
 	drawText(img, 8, padT-24, "LATENCY MS (LOG)", colText, 2)
 	hline(img, padL, padL+plotW, padT+plotH, colAxis)
 	vline(img, padL, padT, padT+plotH, colAxis)
-	// Target: TTFF p99 ≤ 10 ms at half load.
-	dashedH(img, padL, padL+plotW, py(10), colGoal)
-	drawText(img, padL+6, py(10)-18, "TARGET TTFF P99 10 MS AT HALF LOAD", colGoal, 2)
-	if r.Half != nil {
-		dashedV(img, px(r.Half.OfferedRPS), padT, padT+plotH, colHalf)
-	}
-	// Series.
+}
+
+// drawSeries draws each series over the open-loop points pts (markers
+// joined by lines) and at the full load, when there is one (a hollow
+// marker).
+func (sc chartScale) drawSeries(img *image.RGBA, pts []Phase, full *Phase) {
 	for _, s := range series {
 		var prevX, prevY int
 		first := true
@@ -128,7 +157,7 @@ func (r *Report) WriteChart(w io.Writer) error {
 			if v <= 0 {
 				continue
 			}
-			x, y := px(p.OfferedRPS), py(v)
+			x, y := sc.x(p.OfferedRPS), sc.y(v)
 			if !first {
 				line(img, prevX, prevY, x, y, s.col, s.dash)
 			}
@@ -137,12 +166,14 @@ func (r *Report) WriteChart(w io.Writer) error {
 		}
 		if full != nil {
 			if v := s.get(*full); v > 0 {
-				x, y := px(full.OfferedRPS), py(v)
-				hollow(img, x, y, 5, s.col)
+				hollow(img, sc.x(full.OfferedRPS), sc.y(v), 5, s.col)
 			}
 		}
 	}
-	// Legend.
+}
+
+// drawLegend names the series below the plot, three to a row.
+func drawLegend(img *image.RGBA) {
 	lx, ly := padL, chartH-padB+58
 	for i, s := range series {
 		x := lx + (i%3)*260
@@ -151,7 +182,6 @@ func (r *Report) WriteChart(w io.Writer) error {
 		line(img, x, y+8, x+30, y+8, s.col, s.dash)
 		drawText(img, x+38, y, s.name, colText, 2)
 	}
-	return png.Encode(w, img)
 }
 
 // hollow draws a hollow square of half-size h centred on (x, y).
