@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/tenant"
@@ -362,8 +362,9 @@ func (s *TaskStore) leaderValue(ctx context.Context, key string) ([]byte, error)
 }
 
 // newRecord is the record a task's or session's first write creates: base
-// with requestID, or, for an A2A or AgentVault task named by its first
-// request (a second turn), that request's record with requestID after it,
+// with requestID, or, for a task named by its first request (a second
+// turn; firstTurnRecord: the envelope says it created the task), that
+// request's record with requestID after it,
 // its owner the first request's (by must be allowed to write it, else
 // ErrTaskNotFound). write is false when requestID is that first request
 // (a retry of the first turn): its request is the record, nothing to
@@ -372,7 +373,7 @@ func (s *TaskStore) newRecord(ctx context.Context, kind string, base TaskRecord,
 	fresh := base
 	fresh.RequestIDs = []string{requestID}
 	fresh.Created, fresh.Updated = now, now
-	if kind != KindTask || (base.Protocol != normalizer.ProtocolA2A && base.Protocol != normalizer.ProtocolAgentVault) {
+	if kind != KindTask {
 		return &fresh, true, nil
 	}
 	first, err := s.firstTurn(ctx, base.ID)
@@ -442,10 +443,12 @@ type firstTurnProbe struct {
 var taskCreatedMark = []byte(`"task_created":true`)
 
 // firstTurnRecord reads the stored request m as the record of the task it
-// created: an A2A or AgentVault request whose envelope says it created the
-// task named by its own request id (normalizer.DetailTaskCreated). Its
-// owner is the envelope's user_id, its pool the subject's, its times the
-// time it was stored. ok is false for any other request.
+// created: a request whose envelope says it created the task named by its
+// own request id (normalizer.DetailTaskCreated: A2A's and AgentVault's
+// adapters). Its protocol is the envelope's (details.ingress_protocol, else
+// source_protocol), its owner the envelope's user_id, its pool the
+// subject's, its times the time it was stored. ok is false for any other
+// request.
 func firstTurnRecord(m streams.RawMsg) (rec *TaskRecord, ok bool) {
 	if !bytes.Contains(m.Data, taskCreatedMark) {
 		return nil, false
@@ -456,19 +459,11 @@ func firstTurnRecord(m streams.RawMsg) (rec *TaskRecord, ok bool) {
 	}
 	var p firstTurnProbe
 	if json.Unmarshal(m.Data, &p) != nil || p.RequestID != id || p.TaskID != id || p.Provenance == nil ||
-		!p.Provenance.Details.TaskCreated || p.Provenance.SourceProtocol != e2a.SourceA2A {
-		return nil, false
-	}
-	protocol := normalizer.ProtocolA2A
-	switch p.Provenance.Details.IngressProtocol {
-	case "":
-	case normalizer.ProtocolAgentVault:
-		protocol = normalizer.ProtocolAgentVault
-	default:
+		!p.Provenance.Details.TaskCreated || p.Provenance.SourceProtocol == "" {
 		return nil, false
 	}
 	at := e2a.FormatTime(m.Time)
-	return &TaskRecord{ID: id, ContextID: p.ContextID, Protocol: protocol, Pool: pool, Principal: p.UserID,
+	return &TaskRecord{ID: id, ContextID: p.ContextID, Protocol: cmp.Or(p.Provenance.Details.IngressProtocol, p.Provenance.SourceProtocol), Pool: pool, Principal: p.UserID,
 		RequestIDs: []string{id}, Created: at, Updated: at}, true
 }
 
