@@ -55,6 +55,23 @@ func TestBrowserPush(t *testing.T) {
 		return c[1] === %q && c[2] === %q && c[3] === 'ok';
 	})()`, host, last), 15*time.Second)
 	b.shot("push-panel")
+	// The summary reloads (as it does while the index catches up after the
+	// final frame): the panel keeps its row through every reload, never
+	// emptied or hidden in between (it flickered so before).
+	eval[bool](b, `(() => {
+		const box = document.getElementById('d-push');
+		window.pushEmptied = false;
+		window.pushReloads = 0;
+		new MutationObserver(() => {
+			if (box.hidden || !box.querySelector('tr[data-config="cfg-1"]')) window.pushEmptied = true;
+		}).observe(box, {childList: true, subtree: true, attributes: true});
+		(async () => { for (let i = 0; i < 3; i++) { await loadInfo(detail.id); window.pushReloads++; } })();
+		return true;
+	})()`)
+	b.waitJS("three reloads of the summary", `window.pushReloads === 3`, 10*time.Second)
+	if eval[bool](b, `window.pushEmptied`) {
+		t.Error("the push panel was emptied or hidden while the summary reloaded")
+	}
 	page := eval[string](b, `document.documentElement.outerHTML`)
 	for _, secret := range []string{"secret-path", "secret-query", "tok-secret", "cred-secret"} {
 		if strings.Contains(page, secret) {

@@ -294,19 +294,26 @@ async function loadInfo(id) {
 
 // loadPush shows the push notification configs of the request's task and
 // their delivery state (GET /console/api/tasks/{task}/push: the owner's
-// only; the webhook's host, never its URL, token or credentials).
+// only; the webhook's host, never its URL, token or credentials). A reload
+// of the same request keeps what the panel shows until the new state is
+// in (the summary reloads while the index catches up: emptying the panel
+// at each fetch made it flicker).
 async function loadPush(id, env) {
   const box = $('d-push');
-  box.hidden = true;
-  box.replaceChildren();
-  if (!env.task_id) return;
+  const clear = () => { box.hidden = true; box.replaceChildren(); };
+  if (box.dataset.request !== id) {
+    clear();
+    box.dataset.request = id;
+  }
+  if (!env.task_id) { clear(); return; }
   let p;
   try {
     p = await api('/console/api/tasks/' + pathSegment(env.task_id) + '/push?user=' + encodeURIComponent(env.user_id || ''));
   } catch (e) {
-    return; // no push view in this process, or none readable
+    return; // no push view in this process, or none readable: what is shown stays
   }
-  if (detail.id !== id || !p || !p.configs || !p.configs.length) return;
+  if (detail.id !== id) return;
+  if (!p || !p.configs || !p.configs.length) { clear(); return; }
   const rows = p.configs.map((c) => el('tr', {'data-config': c.config_id},
     el('td', {text: c.config_id}), el('td', {text: c.host}),
     el('td', {text: c.last_event || '—'}),
