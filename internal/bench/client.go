@@ -282,7 +282,10 @@ func (c *client) releaseSession(s string) {
 
 var errNoFinal = errors.New("stream ended without a final frame")
 
-func (c *client) read(req *http.Request, id string, start time.Time, proto string) (res result) {
+// read sends req and reads its answer in proto: each frame timed, counted
+// and (E2A) sequence-checked, until the final frame and the end of the
+// body.
+func (c *client) read(req *http.Request, id string, start time.Time, proto string) result {
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return result{err: err}
@@ -292,91 +295,119 @@ func (c *client) read(req *http.Request, id string, start time.Time, proto strin
 		_ = resp.Body.Close()
 	}()
 	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		// The request's own id out, so that the report counts one
-		// refusal's many answers as one kind (JSON-RPC echoes the id).
-		b = bytes.ReplaceAll(bytes.TrimSpace(b), []byte(id), []byte("<id>"))
-		return result{err: fmt.Errorf("HTTP %d: %s", resp.StatusCode, b)}
+		return refusal(resp, id)
 	}
 	if proto == ProtoA2ASend {
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return result{err: err}
-		}
-		var m rpcMsg
-		if err := json.Unmarshal(bytes.TrimSpace(b), &m); err != nil {
-			return result{err: fmt.Errorf("a2a-send: %w", err)}
-		}
-		if len(m.Error) > 0 && string(m.Error) != "null" {
-			return result{err: fmt.Errorf("a2a-send: error %s", m.Error)}
-		}
-		d := time.Since(start)
-		return result{ttff: d, e2e: d, frames: 1}
+		return readSend(resp.Body, start)
 	}
 	sseMode := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	rd := readerPool.Get().(*bufio.Reader)
 	rd.Reset(resp.Body)
-	defer func() { rd.Reset(nil); readerPool.Put(rd) }()
-	var chk e2a.SequenceChecker
-	var ev sseEvent
-	final := false
-	handle := func(msg []byte, evID, evName string) error {
-		isFrame, isFinal, seq, herr := classify(proto, msg, evID, evName)
-		if herr != nil {
-			return herr
-		}
-		if !isFrame {
-			return nil
-		}
-		if res.frames == 0 {
-			res.ttff = time.Since(start)
-		}
-		res.frames++
-		if seq >= 0 && res.seqErr == nil {
-			if err := chk.Add(&e2a.Response{RequestID: id, Sequence: seq, IsFinal: isFinal}); err != nil {
-				res.seqErr = err
-			}
-		}
-		if isFinal {
-			final = true
-			res.e2e = time.Since(start)
-		}
-		return nil
-	}
-	for {
-		line, err := readLine(rd)
-		if len(line) > 0 || (err == nil && sseMode) {
-			if sseMode {
-				if done := ev.line(line); done {
-					if len(ev.data) > 0 || ev.event != "" {
-						if herr := handle(ev.data, ev.id, ev.event); herr != nil {
-							res.err = herr
-							return res
-						}
-					}
-					ev.reset()
-				}
-			} else if len(bytes.TrimSpace(line)) > 0 {
-				if herr := handle(line, "", ""); herr != nil {
-					res.err = herr
-					return res
-				}
-			}
-		}
-		if err != nil {
-			if err == io.EOF {
-				break
-			}
-			res.err = err
-			return res
-		}
-	}
-	if !final {
+	fr := frameReader{proto: proto, id: id, start: start}
+	err = fr.readAll(rd, sseMode)
+	rd.Reset(nil)
+	readerPool.Put(rd)
+	res := fr.res
+	switch {
+	case err != nil:
+		res.err = err
+	case !fr.final:
 		res.err = errNoFinal
-	} else if c.expectFrames > 0 && (proto == ProtoE2ASSE || proto == ProtoE2ANDJSON || proto == ProtoOpenAIChat) && res.frames != c.expectFrames {
+	case c.expectFrames > 0 && (proto == ProtoE2ASSE || proto == ProtoE2ANDJSON || proto == ProtoOpenAIChat) && res.frames != c.expectFrames:
 		res.err = fmt.Errorf("%d frames, expected %d", res.frames, c.expectFrames)
 	}
 	return res
+}
+
+// refusal is the result of an answer other than 200, with the start of its
+// body.
+func refusal(resp *http.Response, id string) result {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	// The request's own id out, so that the report counts one
+	// refusal's many answers as one kind (JSON-RPC echoes the id).
+	b = bytes.ReplaceAll(bytes.TrimSpace(b), []byte(id), []byte("<id>"))
+	return result{err: fmt.Errorf("HTTP %d: %s", resp.StatusCode, b)}
+}
+
+// readSend reads the single JSON-RPC response of A2A message/send: one
+// frame, unless it is an error.
+func readSend(body io.Reader, start time.Time) result {
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return result{err: err}
+	}
+	var m rpcMsg
+	if err := json.Unmarshal(bytes.TrimSpace(b), &m); err != nil {
+		return result{err: fmt.Errorf("a2a-send: %w", err)}
+	}
+	if len(m.Error) > 0 && string(m.Error) != "null" {
+		return result{err: fmt.Errorf("a2a-send: error %s", m.Error)}
+	}
+	d := time.Since(start)
+	return result{ttff: d, e2e: d, frames: 1}
+}
+
+// frameReader reads the messages of one streamed answer into res.
+type frameReader struct {
+	proto string
+	id    string
+	start time.Time
+	chk   e2a.SequenceChecker
+	res   result
+	// final is set once the final frame is read.
+	final bool
+}
+
+// readAll reads the answer from rd to its end: SSE events in sseMode, else
+// one message a line (NDJSON). A message in error or a read error ends it.
+func (f *frameReader) readAll(rd *bufio.Reader, sseMode bool) error {
+	var ev sseEvent
+	for {
+		line, err := readLine(rd)
+		var ferr error
+		switch {
+		case sseMode && (len(line) > 0 || err == nil):
+			if done := ev.line(line); done {
+				if len(ev.data) > 0 || ev.event != "" {
+					ferr = f.message(ev.data, ev.id, ev.event)
+				}
+				ev.reset()
+			}
+		case !sseMode && len(bytes.TrimSpace(line)) > 0:
+			ferr = f.message(line, "", "")
+		}
+		if ferr != nil {
+			return ferr
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// message classifies one message and counts it when it is a frame.
+func (f *frameReader) message(msg []byte, evID, evName string) error {
+	isFrame, isFinal, seq, err := classify(f.proto, msg, evID, evName)
+	if err != nil || !isFrame {
+		return err
+	}
+	if f.res.frames == 0 {
+		f.res.ttff = time.Since(f.start)
+	}
+	f.res.frames++
+	if seq >= 0 && f.res.seqErr == nil {
+		if err := f.chk.Add(&e2a.Response{RequestID: f.id, Sequence: seq, IsFinal: isFinal}); err != nil {
+			f.res.seqErr = err
+		}
+	}
+	if isFinal {
+		f.final = true
+		f.res.e2e = time.Since(f.start)
+	}
+	return nil
 }
 
 var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
