@@ -551,88 +551,113 @@ var (
 // event the client counts), whether it is the last, its E2A sequence (-1
 // when the protocol does not carry one) and an error for an error message.
 func classify(proto string, msg []byte, evID, evName string) (isFrame, isFinal bool, seq int64, err error) {
-	seq = -1
 	switch proto {
 	case ProtoE2ASSE:
-		if evName == "error" || evID == "" {
-			return false, false, -1, fmt.Errorf("error event: %s", msg)
-		}
-		seq, perr := strconv.ParseInt(evID, 10, 64)
-		if perr != nil {
-			return false, false, -1, fmt.Errorf("bad event id %q", evID)
-		}
-		return true, bytes.Contains(msg, finalMark), seq, nil
+		return classifyE2ASSE(msg, evID, evName)
 	case ProtoE2ANDJSON:
-		if bytes.HasPrefix(msg, []byte(`{"error"`)) {
-			return false, false, -1, fmt.Errorf("error line: %s", msg)
-		}
-		i := bytes.Index(msg, seqMark)
-		if i < 0 {
-			return false, false, -1, fmt.Errorf("line without sequence: %.200s", msg)
-		}
-		rest := msg[i+len(seqMark):]
-		j := 0
-		for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
-			j++
-		}
-		seq, perr := strconv.ParseInt(string(rest[:j]), 10, 64)
-		if perr != nil {
-			return false, false, -1, fmt.Errorf("bad sequence in %.200s", msg)
-		}
-		return true, bytes.Contains(msg, finalMark), seq, nil
+		return classifyE2ANDJSON(msg)
 	case ProtoOpenAIChat:
 		return classifyChat(msg)
 	case ProtoA2AV1Stream, ProtoA2AV1RESTStream:
-		// v1.0 has no final flag: the stream ends on a terminal state.
-		var m struct {
-			Result json.RawMessage `json:"result"`
-			Error  json.RawMessage `json:"error"`
-		}
-		if proto == ProtoA2AV1RESTStream {
-			// A StreamResponse alone, or the binding's error.
-			if bytes.HasPrefix(msg, []byte(`{"error"`)) {
-				return false, false, -1, fmt.Errorf("%s: error %s", proto, msg)
-			}
-			m.Result = msg
-		} else if err := json.Unmarshal(msg, &m); err != nil {
-			return false, false, -1, fmt.Errorf("%s: %w", proto, err)
-		}
-		if len(m.Error) > 0 && string(m.Error) != "null" {
-			return false, false, -1, fmt.Errorf("%s: error %s", proto, m.Error)
-		}
-		if len(m.Result) == 0 {
-			return false, false, -1, nil
-		}
-		terminal := false
-		for _, st := range v1Terminal {
-			if bytes.Contains(m.Result, st) {
-				terminal = true
-			}
-		}
-		return true, terminal, -1, nil
+		return classifyV1(proto, msg)
 	case ProtoA2AStream, ProtoACP:
-		m, ok := scanRPC(msg)
-		if !ok {
-			var full rpcMsg
-			if err := json.Unmarshal(msg, &full); err != nil {
-				return false, false, -1, fmt.Errorf("%s: %w", proto, err)
-			}
-			m = rpcHead{id: len(full.ID) > 0, method: full.Method != "", err: full.Error,
-				result: full.Result != nil, final: full.Result != nil && full.Result.Final}
-		}
-		if len(m.err) > 0 && string(m.err) != "null" {
-			return false, false, -1, fmt.Errorf("%s: error %s", proto, m.err)
-		}
-		if proto == ProtoA2AStream {
-			return m.result, m.final, -1, nil
-		}
-		if m.method {
-			return true, false, -1, nil
-		}
-		// The JSON-RPC response of session/prompt ends the turn.
-		return true, m.id && m.result, -1, nil
+		return classifyRPC(proto, msg)
 	}
 	return false, false, -1, fmt.Errorf("unknown protocol %q", proto)
+}
+
+// classifyE2ASSE reads an E2A SSE event: a frame whose id is its
+// sequence, unless it is an error event.
+func classifyE2ASSE(msg []byte, evID, evName string) (isFrame, isFinal bool, seq int64, err error) {
+	if evName == "error" || evID == "" {
+		return false, false, -1, fmt.Errorf("error event: %s", msg)
+	}
+	seq, perr := strconv.ParseInt(evID, 10, 64)
+	if perr != nil {
+		return false, false, -1, fmt.Errorf("bad event id %q", evID)
+	}
+	return true, bytes.Contains(msg, finalMark), seq, nil
+}
+
+// classifyE2ANDJSON reads an E2A NDJSON line: a frame with its sequence,
+// unless it is an error line.
+func classifyE2ANDJSON(msg []byte) (isFrame, isFinal bool, seq int64, err error) {
+	if bytes.HasPrefix(msg, []byte(`{"error"`)) {
+		return false, false, -1, fmt.Errorf("error line: %s", msg)
+	}
+	i := bytes.Index(msg, seqMark)
+	if i < 0 {
+		return false, false, -1, fmt.Errorf("line without sequence: %.200s", msg)
+	}
+	rest := msg[i+len(seqMark):]
+	j := 0
+	for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+		j++
+	}
+	seq, perr := strconv.ParseInt(string(rest[:j]), 10, 64)
+	if perr != nil {
+		return false, false, -1, fmt.Errorf("bad sequence in %.200s", msg)
+	}
+	return true, bytes.Contains(msg, finalMark), seq, nil
+}
+
+// classifyV1 reads an A2A v1.0 stream message (JSON-RPC, or the HTTP+JSON
+// binding's StreamResponse): a frame when it has a result, the last when
+// that result is in a terminal state (v1.0 has no final flag: the stream
+// ends on a terminal state).
+func classifyV1(proto string, msg []byte) (isFrame, isFinal bool, seq int64, err error) {
+	var m struct {
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if proto == ProtoA2AV1RESTStream {
+		// A StreamResponse alone, or the binding's error.
+		if bytes.HasPrefix(msg, []byte(`{"error"`)) {
+			return false, false, -1, fmt.Errorf("%s: error %s", proto, msg)
+		}
+		m.Result = msg
+	} else if err := json.Unmarshal(msg, &m); err != nil {
+		return false, false, -1, fmt.Errorf("%s: %w", proto, err)
+	}
+	if len(m.Error) > 0 && string(m.Error) != "null" {
+		return false, false, -1, fmt.Errorf("%s: error %s", proto, m.Error)
+	}
+	if len(m.Result) == 0 {
+		return false, false, -1, nil
+	}
+	terminal := false
+	for _, st := range v1Terminal {
+		if bytes.Contains(m.Result, st) {
+			terminal = true
+		}
+	}
+	return true, terminal, -1, nil
+}
+
+// classifyRPC reads a JSON-RPC message of A2A v0.3 message/stream (a frame
+// per result, the last with final: true) or of ACP (a frame per
+// notification; the response of session/prompt ends the turn).
+func classifyRPC(proto string, msg []byte) (isFrame, isFinal bool, seq int64, err error) {
+	m, ok := scanRPC(msg)
+	if !ok {
+		var full rpcMsg
+		if err := json.Unmarshal(msg, &full); err != nil {
+			return false, false, -1, fmt.Errorf("%s: %w", proto, err)
+		}
+		m = rpcHead{id: len(full.ID) > 0, method: full.Method != "", err: full.Error,
+			result: full.Result != nil, final: full.Result != nil && full.Result.Final}
+	}
+	if len(m.err) > 0 && string(m.err) != "null" {
+		return false, false, -1, fmt.Errorf("%s: error %s", proto, m.err)
+	}
+	if proto == ProtoA2AStream {
+		return m.result, m.final, -1, nil
+	}
+	if m.method {
+		return true, false, -1, nil
+	}
+	// The JSON-RPC response of session/prompt ends the turn.
+	return true, m.id && m.result, -1, nil
 }
 
 var (
