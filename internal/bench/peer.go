@@ -125,10 +125,8 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 		defer os.RemoveAll(dir)
 		bin = filepath.Join(dir, "peer")
 		progress("building the reference server (a2a-go v0.3.3, internal/bench/peer)")
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-		cmd.Dir = filepath.Join(pc.ModuleDir, "internal", "bench", "peer")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("bench: build the peer in %s (or pass its binary): %v\n%s", cmd.Dir, err, out)
+		if err := buildPeer(ctx, pc.ModuleDir, bin); err != nil {
+			return nil, err
 		}
 	}
 	peer, err := startPeer(ctx, bin, cfg.Frames, cfg.FrameBytes)
@@ -144,21 +142,7 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 	}
 	defer pipe.Close()
 
-	hc := newHTTPClient(max(cfg.Concurrency, 64) * 4)
-	params := map[string]any{"text": "bench", "frames": cfg.Frames, "frame_bytes": cfg.FrameBytes, "delay_ms": 0}
-	mk := func(base, proto string) *client {
-		return &client{base: base, proto: proto, hc: hc, params: params, sessions: make(chan string, 1)}
-	}
-	sides := []*client{mk(pipe.URL, ProtoA2AStream), mk(peer.url, ProtoA2AStream), mk(pipe.URL, ProtoE2ASSE)}
-	names := [4]string{"pipeline", "reference", "pipeline e2a-sse", "reference"}
-	ids := &idGen{prefix: "peer-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
-	round := func(cl *client, name string, n int) Phase {
-		return closedLoop(ctx, name, n, cfg.Concurrency, ids, func(ctx context.Context, id string, start time.Time) result {
-			ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-			defer cancel()
-			return cl.do(ctx, id, start)
-		}, false, true)
-	}
+	pr := newPeerRun(cfg, peer, pipe.URL)
 	var warm *MemoryWarmup
 	if cfg.WarmMemoryMiB > 0 {
 		progress(fmt.Sprintf("warming %d MiB of memory", cfg.WarmMemoryMiB))
@@ -167,13 +151,8 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 		}
 		progress(warm.String())
 	}
-	if cfg.Warmup > 0 {
-		progress(fmt.Sprintf("warm-up: %d requests each", cfg.Warmup))
-		for _, cl := range sides {
-			if w := round(cl, "warmup", cfg.Warmup); w.OK == 0 {
-				return nil, fmt.Errorf("bench: every warm-up request to %s failed: %v", cl.base, w.Errors)
-			}
-		}
+	if err := pr.warmup(ctx, progress); err != nil {
+		return nil, err
 	}
 	rep := &PeerReport{Machine: machine(), Peer: PeerA2AGo + " v0.3.3", Rounds: pc.Rounds, Requests: cfg.Requests,
 		Clients: cfg.Concurrency, Events: cfg.Frames, NoAudit: cfg.NoAudit, MemoryWarmup: warm}
@@ -184,81 +163,156 @@ func RunPeer(ctx context.Context, pc PeerConfig) (*PeerReport, error) {
 	// requests: the pipeline's cost per request grows with what its streams
 	// hold (docs/benchmarks.md), so E2A SSE rounds interleaved with the A2A
 	// comparison would weigh on the pipeline's side only.
-	var phases [4][]Phase // pipeline A2A, reference (A2A phase), pipeline E2A SSE, reference (E2A SSE phase)
-	var peerCPU, peerAllocs []float64
-	// own[i] are the pipeline's CPU and allocations per request in each of
-	// slot i's rounds, gen[i] the generator's (i = 0, 2).
-	var own, gen [3]struct{ cpu, allocs []float64 }
-	// referenceRound runs a round of the reference into phases[slot], its
-	// CPU and allocations from its process.
-	referenceRound := func(slot int) error {
-		cpu0, a0, err := peer.counters(ctx)
-		if err != nil {
-			return err
-		}
-		p := round(sides[1], names[slot], cfg.Requests)
-		phases[slot] = append(phases[slot], p)
-		if p.OK == 0 {
-			return nil
-		}
-		cpu1, a1, err := peer.counters(ctx)
-		if err != nil {
-			return err
-		}
-		peerCPU = append(peerCPU, perRequest(cpu1-cpu0, p.OK))
-		peerAllocs = append(peerAllocs, float64(a1-a0)/float64(p.OK))
-		return nil
-	}
-	// pipelineRound runs a round of the pipeline into phases[slot], the
-	// generator's share taken out of this process's figures by profile.
-	pipelineRound := func(slot int) {
-		prof0 := readAllocProfile()
-		stopCPU, _ := startCPUProfile() // not started: no split, see below
-		p := round(sides[slot], names[slot], cfg.Requests)
-		phases[slot] = append(phases[slot], p)
-		if p.OK == 0 {
-			if stopCPU != nil {
-				stopCPU()
-			}
-			return
-		}
-		// A profile without a sample (a tiny round, or another CPU profile
-		// running) attributes nothing to the generator: the pipeline's
-		// figure is then the whole process's.
-		var g, a float64
-		if cpuSplit := splitCPU(stopCPU(), p.CPUPerRequest); cpuSplit != nil {
-			g = cpuSplit.PerRequest[CompLoadGen]
-		}
-		if allocSplit := splitAllocs(prof0, readAllocProfile(), p.AllocsPerRequest); allocSplit != nil {
-			a = allocSplit.PerRequest[CompLoadGen]
-		}
-		gen[slot].cpu, gen[slot].allocs = append(gen[slot].cpu, g), append(gen[slot].allocs, a)
-		own[slot].cpu, own[slot].allocs = append(own[slot].cpu, p.CPUPerRequest-g), append(own[slot].allocs, p.AllocsPerRequest-a)
-	}
 	for _, slots := range [2][2]int{{0, 1}, {2, 3}} { // the A2A phase, then the E2A SSE phase
 		for r := range pc.Rounds {
-			progress(fmt.Sprintf("round %d/%d: %s, %d requests, %d clients", r+1, pc.Rounds, names[slots[0]], cfg.Requests, cfg.Concurrency))
-			pipelineRound(slots[0])
-			progress(fmt.Sprintf("round %d/%d: %s, %d requests, %d clients", r+1, pc.Rounds, names[slots[1]], cfg.Requests, cfg.Concurrency))
-			if err := referenceRound(slots[1]); err != nil {
+			progress(fmt.Sprintf("round %d/%d: %s, %d requests, %d clients", r+1, pc.Rounds, peerSlots[slots[0]], cfg.Requests, cfg.Concurrency))
+			pr.pipelineRound(ctx, slots[0])
+			progress(fmt.Sprintf("round %d/%d: %s, %d requests, %d clients", r+1, pc.Rounds, peerSlots[slots[1]], cfg.Requests, cfg.Concurrency))
+			if err := pr.referenceRound(ctx, slots[1]); err != nil {
 				return nil, err
 			}
 		}
 	}
-	rep.Pipeline = side("pipeline (in process, every frame durable)", phases[0])
-	rep.Other = side(rep.Peer+" (separate process, in memory)", phases[1])
-	rep.E2ASSE = side("pipeline over E2A SSE", phases[2])
-	rep.OtherE2ASSE = side(rep.Peer+", rounds of the E2A SSE phase", phases[3])
-	for i, s := range []*PeerSide{&rep.Pipeline, nil, &rep.E2ASSE} {
-		if s != nil {
-			s.CPUPerRequest, s.AllocsPerRequest = median(own[i].cpu), median(own[i].allocs)
-			s.GeneratorCPU, s.GeneratorAllocs = median(gen[i].cpu), median(gen[i].allocs)
+	return pr.report(rep)
+}
+
+// buildPeer builds the reference server from internal/bench/peer, under
+// the module root moduleDir, into bin.
+func buildPeer(ctx context.Context, moduleDir, bin string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	cmd.Dir = filepath.Join(moduleDir, "internal", "bench", "peer")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("bench: build the peer in %s (or pass its binary): %v\n%s", cmd.Dir, err, out)
+	}
+	return nil
+}
+
+// peerSlots name RunPeer's four kinds of round: the pipeline over A2A, the
+// reference (A2A phase), the pipeline over E2A SSE, the reference (E2A SSE
+// phase).
+var peerSlots = [4]string{"pipeline", "reference", "pipeline e2a-sse", "reference"}
+
+// peerRun is RunPeer's state across its rounds.
+type peerRun struct {
+	cfg  Config
+	peer *peerProc
+	// sides are the clients of the pipeline over A2A, of the reference
+	// and of the pipeline over E2A SSE (slots 0, 1 and 2).
+	sides [3]*client
+	ids   *idGen
+	// phases are the rounds of each slot of peerSlots.
+	phases [4][]Phase
+	// peerCPU and peerAllocs are the reference's own CPU and allocations
+	// per request in each of its rounds.
+	peerCPU, peerAllocs []float64
+	// own[i] are the pipeline's CPU and allocations per request in each of
+	// slot i's rounds, gen[i] the generator's (i = 0, 2).
+	own, gen [3]struct{ cpu, allocs []float64 }
+}
+
+// newPeerRun makes the clients of the pipeline at pipeURL and of peer, on
+// one HTTP client.
+func newPeerRun(cfg Config, peer *peerProc, pipeURL string) *peerRun {
+	hc := newHTTPClient(max(cfg.Concurrency, 64) * 4)
+	params := map[string]any{"text": "bench", "frames": cfg.Frames, "frame_bytes": cfg.FrameBytes, "delay_ms": 0}
+	mk := func(base, proto string) *client {
+		return &client{base: base, proto: proto, hc: hc, params: params, sessions: make(chan string, 1)}
+	}
+	return &peerRun{cfg: cfg, peer: peer,
+		sides: [3]*client{mk(pipeURL, ProtoA2AStream), mk(peer.url, ProtoA2AStream), mk(pipeURL, ProtoE2ASSE)},
+		ids:   &idGen{prefix: "peer-" + strconv.FormatInt(time.Now().UnixNano(), 36)}}
+}
+
+// round runs n requests of cl in a closed loop.
+func (pr *peerRun) round(ctx context.Context, cl *client, name string, n int) Phase {
+	return closedLoop(ctx, name, n, pr.cfg.Concurrency, pr.ids, func(ctx context.Context, id string, start time.Time) result {
+		ctx, cancel := context.WithTimeout(ctx, pr.cfg.Timeout)
+		defer cancel()
+		return cl.do(ctx, id, start)
+	}, false, true)
+}
+
+// warmup sends Warmup requests to each side; it fails when every one to a
+// side did.
+func (pr *peerRun) warmup(ctx context.Context, progress func(string)) error {
+	if pr.cfg.Warmup <= 0 {
+		return nil
+	}
+	progress(fmt.Sprintf("warm-up: %d requests each", pr.cfg.Warmup))
+	for _, cl := range pr.sides {
+		if w := pr.round(ctx, cl, "warmup", pr.cfg.Warmup); w.OK == 0 {
+			return fmt.Errorf("bench: every warm-up request to %s failed: %v", cl.base, w.Errors)
 		}
 	}
-	rep.Other.CPUPerRequest, rep.Other.AllocsPerRequest = median(peerCPU), median(peerAllocs)
+	return nil
+}
+
+// referenceRound runs a round of the reference into phases[slot], its CPU
+// and allocations from its process.
+func (pr *peerRun) referenceRound(ctx context.Context, slot int) error {
+	cpu0, a0, err := pr.peer.counters(ctx)
+	if err != nil {
+		return err
+	}
+	p := pr.round(ctx, pr.sides[1], peerSlots[slot], pr.cfg.Requests)
+	pr.phases[slot] = append(pr.phases[slot], p)
+	if p.OK == 0 {
+		return nil
+	}
+	cpu1, a1, err := pr.peer.counters(ctx)
+	if err != nil {
+		return err
+	}
+	pr.peerCPU = append(pr.peerCPU, perRequest(cpu1-cpu0, p.OK))
+	pr.peerAllocs = append(pr.peerAllocs, float64(a1-a0)/float64(p.OK))
+	return nil
+}
+
+// pipelineRound runs a round of the pipeline into phases[slot], the
+// generator's share taken out of this process's figures by profile.
+func (pr *peerRun) pipelineRound(ctx context.Context, slot int) {
+	prof0 := readAllocProfile()
+	stopCPU, _ := startCPUProfile() // not started: no split, see below
+	p := pr.round(ctx, pr.sides[slot], peerSlots[slot], pr.cfg.Requests)
+	pr.phases[slot] = append(pr.phases[slot], p)
+	if p.OK == 0 {
+		if stopCPU != nil {
+			stopCPU()
+		}
+		return
+	}
+	// A profile without a sample (a tiny round, or another CPU profile
+	// running) attributes nothing to the generator: the pipeline's
+	// figure is then the whole process's.
+	var g, a float64
+	if cpuSplit := splitCPU(stopCPU(), p.CPUPerRequest); cpuSplit != nil {
+		g = cpuSplit.PerRequest[CompLoadGen]
+	}
+	if allocSplit := splitAllocs(prof0, readAllocProfile(), p.AllocsPerRequest); allocSplit != nil {
+		a = allocSplit.PerRequest[CompLoadGen]
+	}
+	gen, own := &pr.gen[slot], &pr.own[slot]
+	gen.cpu, gen.allocs = append(gen.cpu, g), append(gen.allocs, a)
+	own.cpu, own.allocs = append(own.cpu, p.CPUPerRequest-g), append(own.allocs, p.AllocsPerRequest-a)
+}
+
+// report fills rep with each side's medians over its rounds and the
+// ratios; it fails, rep filled, when a request failed.
+func (pr *peerRun) report(rep *PeerReport) (*PeerReport, error) {
+	rep.Pipeline = side("pipeline (in process, every frame durable)", pr.phases[0])
+	rep.Other = side(rep.Peer+" (separate process, in memory)", pr.phases[1])
+	rep.E2ASSE = side("pipeline over E2A SSE", pr.phases[2])
+	rep.OtherE2ASSE = side(rep.Peer+", rounds of the E2A SSE phase", pr.phases[3])
+	for i, s := range []*PeerSide{&rep.Pipeline, nil, &rep.E2ASSE} {
+		if s != nil {
+			s.CPUPerRequest, s.AllocsPerRequest = median(pr.own[i].cpu), median(pr.own[i].allocs)
+			s.GeneratorCPU, s.GeneratorAllocs = median(pr.gen[i].cpu), median(pr.gen[i].allocs)
+		}
+	}
+	rep.Other.CPUPerRequest, rep.Other.AllocsPerRequest = median(pr.peerCPU), median(pr.peerAllocs)
 	// The generator's cost against the reference: this process during the
 	// reference's rounds, where it runs nothing else.
-	refRounds := slices.Concat(phases[1], phases[3])
+	refRounds := slices.Concat(pr.phases[1], pr.phases[3])
 	rep.Other.GeneratorCPU = median(field(refRounds, func(p Phase) float64 { return p.CPUPerRequest }))
 	rep.Other.GeneratorAllocs = median(field(refRounds, func(p Phase) float64 { return p.AllocsPerRequest }))
 	if rep.Other.MedianRPS > 0 {
