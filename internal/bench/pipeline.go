@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -97,25 +98,62 @@ func StartPipeline(ctx context.Context, o PipelineOptions) (p *Pipeline, err err
 			p.Close()
 		}
 	}()
-	connect := func(name string) (*nats.Conn, error) {
-		if o.TCP {
-			return nats.Connect(emb.ClientURL(), nats.Name(name))
-		}
-		return emb.Connect(nats.Name(name))
-	}
-	if p.NC, err = connect("bench-http"); err != nil {
+	if err := p.connect(o); err != nil {
 		return nil, err
-	}
-	p.AgentNC = p.NC
-	if o.SplitConns {
-		if p.AgentNC, err = connect("bench-agent"); err != nil {
-			return nil, err
-		}
 	}
 	js, err := jetstream.New(p.NC)
 	if err != nil {
 		return nil, err
 	}
+	cfg, err := provision(ctx, js, o)
+	if err != nil {
+		return nil, err
+	}
+	reg := obs.NewRegistry()
+	rctx, err := p.serve(o, cfg, reg)
+	if err != nil {
+		return nil, err
+	}
+	p.agentDone = make(chan error, 1)
+	h := Agent(o.Frames, o.FrameBytes, o.Delay)
+	go func() {
+		p.agentDone <- agent.Run(rctx, p.AgentNC, Pool, h,
+			agent.WithConcurrency(o.AgentConcurrency),
+			agent.WithMaxAckPending(max(o.AgentConcurrency, agent.DefaultMaxAckPending)),
+			agent.WithMetrics(reg), agent.WithLogger(o.Log))
+	}()
+	if err := waitConsumer(ctx, js, Pool); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// connect opens the stages' connection to the embedded server (and the
+// agent pool's own with SplitConns), over TCP or in process.
+func (p *Pipeline) connect(o PipelineOptions) error {
+	connect := func(name string) (*nats.Conn, error) {
+		if o.TCP {
+			return nats.Connect(p.Embedded.ClientURL(), nats.Name(name))
+		}
+		return p.Embedded.Connect(nats.Name(name))
+	}
+	var err error
+	if p.NC, err = connect("bench-http"); err != nil {
+		return err
+	}
+	p.AgentNC = p.NC
+	if o.SplitConns {
+		if p.AgentNC, err = connect("bench-agent"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// provision creates the E2A streams of one replica (the console's index
+// with Console; E2A_AUDIT deleted with NoAudit) and returns their
+// configuration.
+func provision(ctx context.Context, js jetstream.JetStream, o PipelineOptions) (streams.Config, error) {
 	cfg := streams.DefaultConfig()
 	cfg.Replicas = 1
 	if o.Retention > 0 {
@@ -129,14 +167,20 @@ func StartPipeline(ctx context.Context, o PipelineOptions) (p *Pipeline, err err
 		applyOpts = append(applyOpts, streams.WithStream(console.IndexStreamConfig(cfg, 0)))
 	}
 	if rep, err := streams.Apply(actx, js, cfg, applyOpts...); err != nil {
-		return nil, fmt.Errorf("bench: provision streams: %w\n%s", err, rep)
+		return cfg, fmt.Errorf("bench: provision streams: %w\n%s", err, rep)
 	}
 	if o.NoAudit {
 		if err := js.DeleteStream(actx, streams.AuditStream); err != nil {
-			return nil, fmt.Errorf("bench: delete %s: %w", streams.AuditStream, err)
+			return cfg, fmt.Errorf("bench: delete %s: %w", streams.AuditStream, err)
 		}
 	}
-	reg := obs.NewRegistry()
+	return cfg, nil
+}
+
+// serve starts egress, ingress (and the console with Console) on one HTTP
+// server on a loopback port; rctx is the stages' context, which Close
+// cancels.
+func (p *Pipeline) serve(o PipelineOptions, cfg streams.Config, reg *prometheus.Registry) (rctx context.Context, err error) {
 	p.egress, err = egress.New(p.NC, egress.WithRegisterer(reg), egress.WithLogger(o.Log), egress.WithProjections(protocols.FillProjections))
 	if err != nil {
 		return nil, err
@@ -168,18 +212,7 @@ func StartPipeline(ctx context.Context, o PipelineOptions) (p *Pipeline, err err
 	}
 	p.URL = "http://" + p.ln.Addr().String()
 	go func() { _ = p.srv.Serve(p.ln) }()
-	p.agentDone = make(chan error, 1)
-	h := Agent(o.Frames, o.FrameBytes, o.Delay)
-	go func() {
-		p.agentDone <- agent.Run(rctx, p.AgentNC, Pool, h,
-			agent.WithConcurrency(o.AgentConcurrency),
-			agent.WithMaxAckPending(max(o.AgentConcurrency, agent.DefaultMaxAckPending)),
-			agent.WithMetrics(reg), agent.WithLogger(o.Log))
-	}()
-	if err := waitConsumer(ctx, js, Pool); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return rctx, nil
 }
 
 // waitConsumer waits until pool's consumer exists, so that the first
