@@ -149,64 +149,114 @@ func RunReplicas(ctx context.Context, rc ReplicasConfig) (*ReplicasReport, error
 	return out, nil
 }
 
+// runReplicasN measures N serve and N agent processes: a warm-up, the
+// closed loop, the open loops at the fixed rates, then the processes' peak
+// memory.
 func runReplicasN(ctx context.Context, cfg Config, bin, natsURL string, n int, ids *idGen, hc *http.Client, progress func(string)) (ReplicasRow, error) {
 	row := ReplicasRow{N: n}
-	var procs []*stageProc
-	defer func() {
-		for _, p := range procs {
-			p.stop()
+	rs := &replicaSet{cfg: cfg, n: n, ids: ids}
+	defer rs.stop()
+	if err := rs.start(ctx, bin, natsURL, hc); err != nil {
+		return row, err
+	}
+	if cfg.Warmup > 0 {
+		progress(fmt.Sprintf("replicas %d: warm-up, %d requests", n, cfg.Warmup))
+		if w := closedLoop(ctx, "warmup", cfg.Warmup, cfg.Concurrency, ids, rs.do, false, false); w.OK == 0 {
+			return row, fmt.Errorf("bench: every warm-up request failed with %d replicas: %v", n, w.Errors)
 		}
-	}()
+	}
+	progress(fmt.Sprintf("replicas %d: %d requests, %d clients, %s", n, cfg.Requests, cfg.Concurrency, cfg.Protocol))
+	if err := rs.closedLoop(ctx, &row); err != nil {
+		return row, err
+	}
+	for _, rate := range cfg.Rates {
+		m := max(int(rate*cfg.SweepSeconds), 200)
+		progress(fmt.Sprintf("replicas %d: open loop, %.0f requests/s, %d requests", n, rate, m))
+		if err := rs.openLoop(ctx, &row, rate, m); err != nil {
+			return row, err
+		}
+	}
+	return row, rs.peakRSS(&row)
+}
+
+// replicaSet is one N's stage processes and the clients of its serve
+// processes.
+type replicaSet struct {
+	cfg     Config
+	n       int
+	ids     *idGen
+	procs   []*stageProc
+	clients []*client
+	// next spreads the requests over clients, round-robin.
+	next atomic.Uint64
+}
+
+// start starts N serve and N agent (pool demo) processes on the server at
+// natsURL and waits until each is ready; stop stops those started.
+func (rs *replicaSet) start(ctx context.Context, bin, natsURL string, hc *http.Client) error {
 	env := []string{"E2A_NATS_URL=" + natsURL, "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json", "E2A_LOG_LEVEL=info", "E2A_METRICS_ADDR="}
-	for i := range n {
+	for range rs.n {
 		s, err := startStage(ctx, bin, env, "serving", "addr", "serve")
 		if err != nil {
-			return row, err
+			return err
 		}
-		procs = append(procs, s)
+		rs.procs = append(rs.procs, s)
 		a, err := startStage(ctx, bin, env, "agent pool running", "ops", "agent", "--pool", "demo", "--concurrency", "256")
 		if err != nil {
-			return row, err
+			return err
 		}
-		procs = append(procs, a)
-		_ = i
+		rs.procs = append(rs.procs, a)
 	}
-	for _, p := range procs {
+	for _, p := range rs.procs {
 		if err := p.waitReady(ctx, hc); err != nil {
-			return row, err
+			return err
 		}
 	}
-	var clients []*client
-	for _, p := range procs {
+	cfg := rs.cfg
+	for _, p := range rs.procs {
 		if p.role == "serve" {
-			clients = append(clients, &client{base: "http://" + p.addr, proto: cfg.Protocol, hc: hc,
+			rs.clients = append(rs.clients, &client{base: "http://" + p.addr, proto: cfg.Protocol, hc: hc,
 				params:   map[string]any{"text": payload(cfg.FrameBytes), "frames": max(cfg.Frames-4, 0), "delay_ms": 0},
 				sessions: make(chan string, 8*max(cfg.Concurrency, 64))})
 		}
 	}
-	var next atomic.Uint64
-	do := func(ctx context.Context, id string, start time.Time) result {
-		ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-		defer cancel()
-		return clients[int(next.Add(1))%len(clients)].do(ctx, id, start)
+	return nil
+}
+
+func (rs *replicaSet) stop() {
+	for _, p := range rs.procs {
+		p.stop()
 	}
-	if cfg.Warmup > 0 {
-		progress(fmt.Sprintf("replicas %d: warm-up, %d requests", n, cfg.Warmup))
-		if w := closedLoop(ctx, "warmup", cfg.Warmup, cfg.Concurrency, ids, do, false, false); w.OK == 0 {
-			return row, fmt.Errorf("bench: every warm-up request failed with %d replicas: %v", n, w.Errors)
-		}
-	}
+}
+
+// do sends request id to the next serve process.
+func (rs *replicaSet) do(ctx context.Context, id string, start time.Time) result {
+	ctx, cancel := context.WithTimeout(ctx, rs.cfg.Timeout)
+	defer cancel()
+	return rs.clients[int(rs.next.Add(1))%len(rs.clients)].do(ctx, id, start)
+}
+
+// cpuMarks reads each process's CPU time so far.
+func (rs *replicaSet) cpuMarks() map[*stageProc]time.Duration {
 	cpu0 := map[*stageProc]time.Duration{}
-	for _, p := range procs {
+	for _, p := range rs.procs {
 		cpu0[p], _ = procCPU(p.cmd.Process.Pid)
 	}
+	return cpu0
+}
+
+// closedLoop runs Requests in a closed loop into row: requests/s, TTFF and
+// the CPU per request of the serve processes, the agent processes and
+// this one. Failed requests fail it.
+func (rs *replicaSet) closedLoop(ctx context.Context, row *ReplicasRow) error {
+	cfg := rs.cfg
+	cpu0 := rs.cpuMarks()
 	bench0 := processCPU()
-	progress(fmt.Sprintf("replicas %d: %d requests, %d clients, %s", n, cfg.Requests, cfg.Concurrency, cfg.Protocol))
-	ph := closedLoop(ctx, fmt.Sprintf("replicas-%d", n), cfg.Requests, cfg.Concurrency, ids, do, false, false)
+	ph := closedLoop(ctx, fmt.Sprintf("replicas-%d", rs.n), cfg.Requests, cfg.Concurrency, rs.ids, rs.do, false, false)
 	benchCPU := processCPU() - bench0
-	serveCPU, agentCPU, err := stagesCPU(procs, cpu0)
+	serveCPU, agentCPU, err := stagesCPU(rs.procs, cpu0)
 	if err != nil {
-		return row, err
+		return err
 	}
 	row.RPS, row.OK, row.Failed = ph.RPS, ph.OK, ph.Failed
 	row.TTFF50, row.TTFF99 = ph.TTFF.P50, ph.TTFF.P99
@@ -214,32 +264,38 @@ func runReplicasN(ctx context.Context, cfg Config, bin, natsURL string, n int, i
 		row.CPUServe, row.CPUAgent, row.CPUBench = perRequest(serveCPU, ph.OK), perRequest(agentCPU, ph.OK), perRequest(benchCPU, ph.OK)
 	}
 	if ph.Failed > 0 {
-		return row, fmt.Errorf("bench: %d failed requests with %d replicas: %v", ph.Failed, n, ph.Errors)
+		return fmt.Errorf("bench: %d failed requests with %d replicas: %v", ph.Failed, rs.n, ph.Errors)
 	}
-	for _, rate := range cfg.Rates {
-		m := max(int(rate*cfg.SweepSeconds), 200)
-		progress(fmt.Sprintf("replicas %d: open loop, %.0f requests/s, %d requests", n, rate, m))
-		for _, p := range procs {
-			cpu0[p], _ = procCPU(p.cmd.Process.Pid)
-		}
-		op := openLoop(ctx, fmt.Sprintf("replicas-%d-%.0f/s", n, rate), m, rate, max(4*cfg.Concurrency, 256), ids, do)
-		serveCPU, agentCPU, err := stagesCPU(procs, cpu0)
-		if err != nil {
-			return row, err
-		}
-		rr := ReplicasRate{Offered: rate, RPS: op.RPS, OK: op.OK, Failed: op.Failed, TTFF: op.TTFF}
-		if op.OK > 0 {
-			rr.CPUServe, rr.CPUAgent = perRequest(serveCPU, op.OK), perRequest(agentCPU, op.OK)
-		}
-		row.Rates = append(row.Rates, rr)
-		if op.Failed > 0 {
-			return row, fmt.Errorf("bench: %d failed requests at %.0f requests/s with %d replicas: %v", op.Failed, rate, n, op.Errors)
-		}
+	return nil
+}
+
+// openLoop runs m requests at rate into a row of row.Rates. Failed
+// requests fail it.
+func (rs *replicaSet) openLoop(ctx context.Context, row *ReplicasRow, rate float64, m int) error {
+	cpu0 := rs.cpuMarks()
+	op := openLoop(ctx, fmt.Sprintf("replicas-%d-%.0f/s", rs.n, rate), m, rate, max(4*rs.cfg.Concurrency, 256), rs.ids, rs.do)
+	serveCPU, agentCPU, err := stagesCPU(rs.procs, cpu0)
+	if err != nil {
+		return err
 	}
-	for _, p := range procs {
+	rr := ReplicasRate{Offered: rate, RPS: op.RPS, OK: op.OK, Failed: op.Failed, TTFF: op.TTFF}
+	if op.OK > 0 {
+		rr.CPUServe, rr.CPUAgent = perRequest(serveCPU, op.OK), perRequest(agentCPU, op.OK)
+	}
+	row.Rates = append(row.Rates, rr)
+	if op.Failed > 0 {
+		return fmt.Errorf("bench: %d failed requests at %.0f requests/s with %d replicas: %v", op.Failed, rate, rs.n, op.Errors)
+	}
+	return nil
+}
+
+// peakRSS sets row's largest peak resident set of a serve and of an agent
+// process.
+func (rs *replicaSet) peakRSS(row *ReplicasRow) error {
+	for _, p := range rs.procs {
 		b, err := procPeakRSS(p.cmd.Process.Pid)
 		if err != nil {
-			return row, err
+			return err
 		}
 		mib := float64(b) / (1 << 20)
 		if p.role == "serve" {
@@ -248,7 +304,7 @@ func runReplicasN(ctx context.Context, cfg Config, bin, natsURL string, n int, i
 			row.PeakRSSAgent = max(row.PeakRSSAgent, mib)
 		}
 	}
-	return row, nil
+	return nil
 }
 
 // stagesCPU sums the CPU time of the serve and of the agent processes

@@ -35,7 +35,6 @@ var exceptions = map[string]exception{
 	"e2a.(*Response).Validate":            {73, 33, "one case per required field and status rule of §12.2/§12.4, in the spec's order"},
 	"egress/console.(*statsSource).get":   {146, 32, "the console's stats read; being changed by issue 38's bridge work (split it after)"},
 	"internal/audit.(*Auditor).scan":      {74, 32, "the hot and cold stream scans with their filters; to split"},
-	"internal/bench.runReplicasN":         {101, 23, "internal/bench is being changed by issue 38 (split it after)"},
 }
 
 // fn is one measured function.
