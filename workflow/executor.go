@@ -52,37 +52,25 @@ func DefaultLimits() Limits {
 
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits()
-	if l.MaxOperations == 0 {
-		l.MaxOperations = d.MaxOperations
-	}
-	if l.MaxExecutionTime == 0 {
-		l.MaxExecutionTime = d.MaxExecutionTime
-	}
-	if l.MaxResponseBytes == 0 {
-		l.MaxResponseBytes = d.MaxResponseBytes
-	}
-	if l.MaxLoopIterations == 0 {
-		l.MaxLoopIterations = d.MaxLoopIterations
-	}
-	if l.MaxSteps == 0 {
-		l.MaxSteps = d.MaxSteps
-	}
-	if l.MaxNesting == 0 {
-		l.MaxNesting = d.MaxNesting
-	}
-	if l.DefaultTimeout == 0 {
-		l.DefaultTimeout = d.DefaultTimeout
-	}
-	if l.MaxResultBytes == 0 {
-		l.MaxResultBytes = d.MaxResultBytes
-	}
-	if l.MaxFrameResultBytes == 0 {
-		l.MaxFrameResultBytes = d.MaxFrameResultBytes
-	}
-	if l.MaxStoreBytes == 0 {
-		l.MaxStoreBytes = d.MaxStoreBytes
-	}
+	defaultTo(&l.MaxOperations, d.MaxOperations)
+	defaultTo(&l.MaxExecutionTime, d.MaxExecutionTime)
+	defaultTo(&l.MaxResponseBytes, d.MaxResponseBytes)
+	defaultTo(&l.MaxLoopIterations, d.MaxLoopIterations)
+	defaultTo(&l.MaxSteps, d.MaxSteps)
+	defaultTo(&l.MaxNesting, d.MaxNesting)
+	defaultTo(&l.DefaultTimeout, d.DefaultTimeout)
+	defaultTo(&l.MaxResultBytes, d.MaxResultBytes)
+	defaultTo(&l.MaxFrameResultBytes, d.MaxFrameResultBytes)
+	defaultTo(&l.MaxStoreBytes, d.MaxStoreBytes)
 	return l
+}
+
+// defaultTo sets *v to d when *v is the zero value.
+func defaultTo[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
 }
 
 // Resolver resolves host names; *net.Resolver implements it. Tests plug a
