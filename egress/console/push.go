@@ -3,33 +3,18 @@ package console
 import (
 	"context"
 	"net/http"
-	"time"
 
+	"github.com/e2a-pipeline/pipeline/push/pushstate"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // PushDelivery is the console's view of one push notification config of
 // a task and its delivery state: the webhook's host only, never its path,
 // query, token or credentials (which the view function must not return).
-// It has the fields of push.DeliveryState, which converts to it: the
-// console does not import the push stage, whose A2A SDK dependencies
-// would follow it into egress.
-type PushDelivery struct {
-	ConfigID string    `json:"config_id"`
-	Host     string    `json:"host"`
-	Version  string    `json:"version"`
-	Created  time.Time `json:"created"`
-	// LastEvent is the event id (E2A-Event-Id) of the last update handled
-	// (delivered or dead-lettered), empty before the first.
-	LastEvent    string    `json:"last_event,omitempty"`
-	FailingSince time.Time `json:"failing_since,omitzero"`
-	Attempts     int       `json:"attempts,omitempty"`
-	NextAttempt  time.Time `json:"next_attempt,omitzero"`
-	// DeadLetterMode: the config's updates go to the dead-letter stream
-	// until they are redelivered (`e2a push redeliver`).
-	DeadLetterMode bool   `json:"dead_letter_mode,omitempty"`
-	DeadLetters    uint64 `json:"dead_letters"`
-}
+// It is push.DeliveryState, declared in push/pushstate: the console does
+// not import the push stage, whose A2A SDK dependencies would follow it
+// into egress.
+type PushDelivery = pushstate.Delivery
 
 // PushView returns the push notification configs of principal's task
 // taskID with their delivery state (none for a task that is not the
