@@ -112,8 +112,9 @@ type pointer struct {
 	Seq   uint64 `json:"s"`
 }
 
-// record is the stored value of q.<token>.
-type record struct {
+// RequestInfo is what a request's message in E2A_REQUESTS says of it: the
+// part of an [Entry] the index stores.
+type RequestInfo struct {
 	RequestID string    `json:"request_id"`
 	Time      time.Time `json:"time"`
 	Pool      string    `json:"pool"`
@@ -125,7 +126,12 @@ type record struct {
 	ContextID string    `json:"context_id,omitempty"`
 	Channel   string    `json:"channel,omitempty"`
 	Stream    bool      `json:"stream,omitempty"`
-	Seq       uint64    `json:"seq"` // E2A_REQUESTS stream sequence
+}
+
+// record is the stored value of q.<token>.
+type record struct {
+	RequestInfo
+	Seq uint64 `json:"seq"` // E2A_REQUESTS stream sequence
 }
 
 // progress is what a request's frames say of it: read from its first and
@@ -142,17 +148,7 @@ type progress struct {
 // Entry is one request as the list shows it: the request record joined
 // with its progress. It never holds credentials or payloads.
 type Entry struct {
-	RequestID  string     `json:"request_id"`
-	Time       time.Time  `json:"time"`
-	Pool       string     `json:"pool"`
-	Protocol   string     `json:"protocol,omitempty"`
-	Method     string     `json:"method,omitempty"`
-	Principal  string     `json:"principal,omitempty"`
-	TaskID     string     `json:"task_id,omitempty"`
-	SessionID  string     `json:"session_id,omitempty"`
-	ContextID  string     `json:"context_id,omitempty"`
-	Channel    string     `json:"channel,omitempty"`
-	Stream     bool       `json:"stream,omitempty"`
+	RequestInfo
 	Status     string     `json:"status"`
 	Frames     int64      `json:"frames"`
 	FirstFrame *time.Time `json:"first_frame,omitempty"`
@@ -165,9 +161,7 @@ type Entry struct {
 }
 
 func joinEntry(r record, p *progress, cursor uint64) Entry {
-	e := Entry{RequestID: r.RequestID, Time: r.Time, Pool: r.Pool, Protocol: r.Protocol, Method: r.Method,
-		Principal: r.Principal, TaskID: r.TaskID, SessionID: r.SessionID, ContextID: r.ContextID,
-		Channel: r.Channel, Stream: r.Stream, Status: StatusPending, Cursor: cursor}
+	e := Entry{RequestInfo: r.RequestInfo, Status: StatusPending, Cursor: cursor}
 	if p == nil {
 		return e
 	}
@@ -381,9 +375,9 @@ func recordOf(subj string, data []byte, t time.Time, seq uint64) (record, bool) 
 	}
 	var f envelopeFields
 	_ = json.Unmarshal(data, &f) // an undecodable envelope is still listed
-	r := record{RequestID: id, Pool: pool, Method: f.Method, Principal: f.UserID, TaskID: f.TaskID,
-		SessionID: f.SessionID, ContextID: f.ContextID, Channel: f.Channel, Stream: f.IsStream,
-		Time: t.UTC(), Seq: seq}
+	r := record{RequestInfo: RequestInfo{RequestID: id, Pool: pool, Method: f.Method, Principal: f.UserID,
+		TaskID: f.TaskID, SessionID: f.SessionID, ContextID: f.ContextID, Channel: f.Channel,
+		Stream: f.IsStream, Time: t.UTC()}, Seq: seq}
 	if f.Provenance != nil {
 		// the finer origin (agentvault, a2e, agent_request) when there is one
 		r.Protocol = f.Provenance.SourceProtocol
