@@ -77,6 +77,8 @@ type TaskStore struct {
 	kv  jetstream.KeyValue
 	nc  *nats.Conn
 	now func() time.Time
+	// turns caches the first-turn records a listing reads (listTasks).
+	turns firstTurns
 }
 
 // Task record kinds.
@@ -93,7 +95,11 @@ func NewTaskStore(ctx context.Context, js jetstream.JetStream) (*TaskStore, erro
 	if err != nil {
 		return nil, fmt.Errorf("ingress: task store: %w", err)
 	}
-	return &TaskStore{kv: kv, nc: js.Conn(), now: time.Now}, nil
+	ts := &TaskStore{kv: kv, nc: js.Conn(), now: time.Now}
+	if st, err := js.Stream(ctx, streams.RequestsStream); err == nil {
+		ts.turns.maxAge = st.CachedInfo().Config.MaxAge
+	}
+	return ts, nil
 }
 
 // expectNew is the header of a write that only an empty key accepts (read
@@ -469,8 +475,8 @@ func firstTurnRecord(m streams.RawMsg) (rec *TaskRecord, ok bool) {
 
 // listTasks is list for the task records and the tasks that have none
 // yet: those of the newest max requests of E2A_REQUESTS that created a
-// task (firstTurnRecord) whose record the listing did not read. keep is
-// called once per task.
+// task (firstTurnRecord) whose record the listing did not read, read once
+// per replica (firstTurns). keep is called once per task.
 func (s *TaskStore) listTasks(ctx context.Context, max int, keep func(*TaskRecord) bool) ([]*TaskRecord, error) {
 	seen := map[string]bool{}
 	out, err := s.list(ctx, KindTask, max, func(r *TaskRecord) bool {
@@ -487,19 +493,13 @@ func (s *TaskStore) listTasks(ctx context.Context, max int, keep func(*TaskRecor
 	if err != nil {
 		return nil, err
 	}
-	from := uint64(1)
-	if last.Seq > uint64(max) {
-		from = last.Seq - uint64(max) + 1
+	firsts, err := s.turns.newest(ctx, s, last.Seq, max)
+	if err != nil {
+		return nil, err
 	}
-	for m, err := range streams.DirectGetSeq(ctx, s.nc, streams.RequestsStream, subjects.AllRequests, from, listPage) {
-		if err != nil {
-			return nil, err
-		}
-		if m.Seq > last.Seq {
-			break
-		}
-		rec, ok := firstTurnRecord(m)
-		if !ok || seen[rec.ID] {
+	for i := range firsts {
+		rec := &firsts[i].rec
+		if seen[rec.ID] {
 			continue
 		}
 		seen[rec.ID] = true

@@ -3,11 +3,16 @@ package ingress
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/subjects"
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // TestTaskStoreLeaderValue: the confirmation TaskStore.Get asks of the
@@ -56,5 +61,144 @@ func TestTaskStoreLeaderValue(t *testing.T) {
 	}
 	if rec, err := ts.Get(ctx, KindSession, "kept"); err != nil || rec.Principal != "alice" {
 		t.Errorf("Get kept: %+v %v", rec, err)
+	}
+}
+
+// BenchmarkListTasks: one listing of the tasks (listTasks, what a v1.0
+// ListTasks call reads) on a store of 10,000 one-turn A2A tasks, each an
+// envelope of about 900 bytes in E2A_REQUESTS that stands for its task's
+// record (no record in E2A_TASKS): "first", the replica's first listing,
+// which reads the newest ListMax (10,000) requests in direct-get batches
+// and decodes them; "next", a listing after it, which reads only what was
+// stored since (nothing here).
+func BenchmarkListTasks(b *testing.B) {
+	ctx := context.Background()
+	_, nc := natstest.RunServer(b)
+	js := natstest.JetStream(b, nc)
+	ts, err := NewTaskStore(ctx, js)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 10_000
+	for i := range n {
+		publishFirstTurn(b, js, fmt.Sprintf("task-%05d", i), []string{"alice", "bob"}[i%2], strings.Repeat("x", 500))
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(30 * time.Second):
+		b.Fatal("publishes not acknowledged")
+	}
+	list := func() {
+		got := 0
+		if _, err := ts.listTasks(ctx, n, func(r *TaskRecord) bool {
+			if r.Principal == "alice" {
+				got++
+			}
+			return false
+		}); err != nil {
+			b.Fatal(err)
+		}
+		if got != n/2 {
+			b.Fatalf("listed %d of alice's tasks, want %d", got, n/2)
+		}
+	}
+	b.Run("first", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			ts.turns = firstTurns{} // every listing reads all the requests
+			list()
+		}
+	})
+	b.Run("next", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			list() // the requests read by the one before are not read again
+		}
+	})
+}
+
+// publishFirstTurn stores, without waiting for its acknowledgement, the
+// envelope of an A2A request of user that created the task named by its
+// own id (a one-turn task: the request stands for the record).
+func publishFirstTurn(t testing.TB, js jetstream.JetStream, id, user, text string) {
+	t.Helper()
+	subj, _ := subjects.Request("demo", id)
+	env := fmt.Sprintf(`{"request_id":%q,"task_id":%q,"context_id":"ctx-%s","user_id":%q,"method":"message/send","params":{"text":%q},`+
+		`"provenance":{"source_protocol":"a2a","details":{"task_created":true}}}`, id, id, id, user, text)
+	if _, err := js.PublishAsync(subj, []byte(env)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFirstTurnsCache: a listing lists the one-turn tasks among the newest
+// window requests, reading those stored since the listing before it; a
+// request that created no task is not listed, one older than the window
+// or than E2A_REQUESTS' max age is dropped, and a task that has a record
+// in E2A_TASKS is listed once, from its record.
+func TestFirstTurnsCache(t *testing.T) {
+	ctx := context.Background()
+	_, nc := natstest.RunServer(t)
+	js := natstest.JetStream(t, nc)
+	ts, err := NewTaskStore(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts.turns.maxAge <= 0 {
+		t.Fatalf("E2A_REQUESTS' max age not read: %v", ts.turns.maxAge)
+	}
+	wait := func() {
+		t.Helper()
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-time.After(10 * time.Second):
+			t.Fatal("publishes not acknowledged")
+		}
+	}
+	list := func(window int) []string {
+		t.Helper()
+		var ids []string
+		if _, err := ts.listTasks(ctx, window, func(r *TaskRecord) bool {
+			ids = append(ids, r.ID+"/"+r.Principal+"/"+r.Protocol)
+			return false
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	publishFirstTurn(t, js, "t1", "alice", "a")
+	publishFirstTurn(t, js, "t2", "bob", "b")
+	wait()
+	if got := strings.Join(list(100), " "); got != "t1/alice/a2a t2/bob/a2a" {
+		t.Fatalf("first listing: %s", got)
+	}
+	// A request that created no task, then a third task.
+	subj, _ := subjects.Request("demo", "plain")
+	if _, err := js.Publish(ctx, subj, []byte(`{"request_id":"plain","user_id":"alice","method":"m"}`)); err != nil {
+		t.Fatal(err)
+	}
+	publishFirstTurn(t, js, "t3", "alice", "c")
+	wait()
+	if got := strings.Join(list(100), " "); got != "t1/alice/a2a t2/bob/a2a t3/alice/a2a" || ts.turns.last != 4 {
+		t.Fatalf("second listing: %s (read up to %d)", got, ts.turns.last)
+	}
+	// t1 gets a second turn: its record in E2A_TASKS is listed, once.
+	if _, err := ts.Append(ctx, KindTask, TaskRecord{ID: "t1", Protocol: "a2a", Pool: "demo", Principal: "alice"}, "t1-turn2", tenant.Principal{ID: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(list(100), " "); got != "t1/alice/a2a t2/bob/a2a t3/alice/a2a" {
+		t.Fatalf("listing after t1's second turn: %s", got)
+	}
+	// The window: the newest 2 requests (plain, t3); then a wider one
+	// again, which reads t2 again.
+	if got := strings.Join(list(2), " "); got != "t1/alice/a2a t3/alice/a2a" {
+		t.Fatalf("listing of the newest 2 requests (t1 from its record): %s", got)
+	}
+	if got := strings.Join(list(100), " "); got != "t1/alice/a2a t2/bob/a2a t3/alice/a2a" {
+		t.Fatalf("listing of the newest 100 after the newest 2: %s", got)
+	}
+	// Past E2A_REQUESTS' max age, the stream holds none of them.
+	ts.now = func() time.Time { return time.Now().Add(ts.turns.maxAge + time.Minute) }
+	if got := strings.Join(list(100), " "); got != "t1/alice/a2a" {
+		t.Fatalf("listing past the max age (t1 from its record): %s", got)
 	}
 }
