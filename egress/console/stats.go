@@ -117,6 +117,8 @@ type statsSource struct {
 	minInterval time.Duration
 }
 
+// get computes Stats, or returns the last ones when they are younger than
+// minInterval.
 func (s *statsSource) get(ctx context.Context) (*Stats, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -124,144 +126,183 @@ func (s *statsSource) get(ctx context.Context) (*Stats, error) {
 	if s.last != nil && now.Sub(s.last.Time) < s.minInterval {
 		return s.last, nil
 	}
-	vals := map[string]float64{}
-	fams := map[string]*dto.MetricFamily{}
-	if s.gatherer != nil {
-		mfs, err := s.gatherer.Gather()
-		if err != nil && len(mfs) == 0 {
-			return nil, err
-		}
-		for _, mf := range mfs {
-			fams[mf.GetName()] = mf
-		}
-	}
-	sum := func(name string, keep func(labels map[string]string) bool) *float64 {
-		mf, ok := fams[name]
-		if !ok {
-			return nil
-		}
-		var t float64
-		for _, m := range mf.GetMetric() {
-			if keep != nil {
-				labels := map[string]string{}
-				for _, lp := range m.GetLabel() {
-					labels[lp.GetName()] = lp.GetValue()
-				}
-				if !keep(labels) {
-					continue
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				t += m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				t += m.GetGauge().GetValue()
-			case m.Untyped != nil:
-				t += m.GetUntyped().GetValue()
-			}
-		}
-		return &t
+	fams, err := s.gather()
+	if err != nil {
+		return nil, err
 	}
 	st := &Stats{Time: now.UTC()}
-	consumers, streamStats := s.streamState(ctx)
-	st.Consumers, st.Streams = consumers, streamStats
-
-	// Counters go into the sample under their own keys; rates come from
-	// the previous sample.
-	put := func(key string, v *float64) *float64 {
-		if v != nil {
-			vals[key] = *v
-		}
-		return v
+	st.Consumers, st.Streams = s.streamState(ctx)
+	r := &reading{now: now, fams: fams, cur: &sample{t: now, values: map[string]float64{}},
+		base: s.rateBase(now), consumers: st.Consumers}
+	if r.base != nil {
+		st.Window = now.Sub(r.base.t).Seconds()
 	}
-	cur := &sample{t: now, values: vals}
-	// The rate base is the newest reading at least a second old (else the
-	// oldest one), so that a page polling often still gets stable rates.
-	var base *sample
-	for i := len(s.samples) - 1; i >= 0; i-- {
-		if now.Sub(s.samples[i].t) >= time.Second {
-			base = s.samples[i]
-			break
-		}
-	}
-	if base == nil && len(s.samples) > 0 {
-		base = s.samples[0]
-	}
-	rate := func(key string) *float64 {
-		v, ok := vals[key]
-		if !ok || base == nil {
-			return nil
-		}
-		p, ok := base.values[key]
-		dt := now.Sub(base.t).Seconds()
-		if !ok || dt <= 0 {
-			return nil
-		}
-		r := math.Max(0, (v-p)/dt)
-		return &r
-	}
-	if base != nil {
-		st.Window = now.Sub(base.t).Seconds()
-	}
-	lagOf := func(keep func(c ConsumerStats) bool) *float64 {
-		var n float64
-		found := false
-		for _, c := range consumers {
-			if keep(c) {
-				n += float64(c.Pending)
-				found = true
-			}
-		}
-		if !found {
-			return nil
-		}
-		return &n
-	}
-
-	// ingress
-	in := StageStats{Stage: "ingress", Help: "HTTP requests answered by ingress; errors: answers with status ≥ 400"}
-	in.Total = put("in.total", sum(mIngressRequests, nil))
-	in.Errors = put("in.err", sum(mIngressRequests, func(l map[string]string) bool {
-		c, _ := strconv.Atoi(l["code"])
-		return c >= 400
-	}))
-	in.Rate, in.ErrorRate = rate("in.total"), rate("in.err")
-
-	// agent
-	ag := StageStats{Stage: "agent", Help: "request deliveries handled by agent workers in this process; lag: requests not yet delivered to the agent-<pool> consumers"}
-	ag.Total = put("ag.total", sum(mAgentHandled, nil))
-	ag.Errors = put("ag.err", sum(mAgentHandled, func(l map[string]string) bool { return slices.Contains(agentErrorOutcomes, l["outcome"]) }))
-	put("ag.frames", sum(mAgentFrames, nil))
-	ag.Rate, ag.ErrorRate, ag.FrameRate = rate("ag.total"), rate("ag.err"), rate("ag.frames")
-	ag.InFlight = sum(mAgentInFlight, nil)
-	ag.Lag = lagOf(func(c ConsumerStats) bool {
-		return c.Stream == streams.RequestsStream && strings.HasPrefix(c.Name, "agent-")
-	})
-
-	// egress
-	eg := StageStats{Stage: "egress", Help: "responses served by egress; errors: ended by error, timeout or slow client"}
-	eg.Total = put("eg.total", sum(mEgressStreams, nil))
-	eg.Errors = put("eg.err", sum(mEgressStreams, func(l map[string]string) bool { return slices.Contains(egressErrorOutcomes, l["outcome"]) }))
-	put("eg.frames", sum(mEgressFrames, nil))
-	eg.Rate, eg.ErrorRate, eg.FrameRate = rate("eg.total"), rate("eg.err"), rate("eg.frames")
-	eg.InFlight = sum(mEgressOpen, nil)
-
-	stages := []StageStats{in, ag, eg}
+	st.Stages = []StageStats{r.ingress(), r.agent(), r.egress()}
 	if s.index {
-		ix := StageStats{Stage: "index", Help: "messages indexed by the console; lag: messages waiting for the index consumers"}
-		ix.Total = put("ix.total", sum(mConsoleIndexed, nil))
-		ix.Errors = put("ix.err", sum(mConsoleErrors, nil))
-		ix.Rate, ix.ErrorRate = rate("ix.total"), rate("ix.err")
-		ix.Lag = lagOf(func(c ConsumerStats) bool { return c.Name == RequestsConsumer })
-		stages = append(stages, ix)
+		st.Stages = append(st.Stages, r.index())
 	}
-	st.Stages = stages
-	s.samples = append(s.samples, cur)
+	s.samples = append(s.samples, r.cur)
 	for len(s.samples) > 1 && now.Sub(s.samples[0].t) > 10*time.Second {
 		s.samples = s.samples[1:]
 	}
 	s.last = st
 	return st, nil
+}
+
+// gather reads the metric families of the registry, by name (none without
+// a gatherer).
+func (s *statsSource) gather() (map[string]*dto.MetricFamily, error) {
+	fams := map[string]*dto.MetricFamily{}
+	if s.gatherer == nil {
+		return fams, nil
+	}
+	mfs, err := s.gatherer.Gather()
+	if err != nil && len(mfs) == 0 {
+		return nil, err
+	}
+	for _, mf := range mfs {
+		fams[mf.GetName()] = mf
+	}
+	return fams, nil
+}
+
+// rateBase is the sample the rates are taken from: the newest reading at
+// least a second old (else the oldest one), so that a page polling often
+// still gets stable rates; nil on the first reading.
+func (s *statsSource) rateBase(now time.Time) *sample {
+	for i := len(s.samples) - 1; i >= 0; i-- {
+		if now.Sub(s.samples[i].t) >= time.Second {
+			return s.samples[i]
+		}
+	}
+	if len(s.samples) > 0 {
+		return s.samples[0]
+	}
+	return nil
+}
+
+// reading is one computation of the stages' counters: the gathered metric
+// families, the sample it adds (counters under their own keys) and the
+// one its rates are taken from, and the consumers the lags are summed over.
+type reading struct {
+	now       time.Time
+	fams      map[string]*dto.MetricFamily
+	cur, base *sample
+	consumers []ConsumerStats
+}
+
+// sum adds up the values of metric name whose labels keep accepts (every
+// one when keep is nil); nil when the registry has no such metric.
+func (r *reading) sum(name string, keep func(labels map[string]string) bool) *float64 {
+	mf, ok := r.fams[name]
+	if !ok {
+		return nil
+	}
+	var t float64
+	for _, m := range mf.GetMetric() {
+		if keep != nil {
+			labels := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			if !keep(labels) {
+				continue
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			t += m.GetCounter().GetValue()
+		case m.Gauge != nil:
+			t += m.GetGauge().GetValue()
+		case m.Untyped != nil:
+			t += m.GetUntyped().GetValue()
+		}
+	}
+	return &t
+}
+
+// put keeps v in the sample under key and returns it.
+func (r *reading) put(key string, v *float64) *float64 {
+	if v != nil {
+		r.cur.values[key] = *v
+	}
+	return v
+}
+
+// rate is the per-second change of key since the base sample; nil when
+// either sample lacks it.
+func (r *reading) rate(key string) *float64 {
+	v, ok := r.cur.values[key]
+	if !ok || r.base == nil {
+		return nil
+	}
+	p, ok := r.base.values[key]
+	dt := r.now.Sub(r.base.t).Seconds()
+	if !ok || dt <= 0 {
+		return nil
+	}
+	rt := math.Max(0, (v-p)/dt)
+	return &rt
+}
+
+// lag sums the pending messages of the consumers keep accepts; nil when
+// it accepts none.
+func (r *reading) lag(keep func(c ConsumerStats) bool) *float64 {
+	var n float64
+	found := false
+	for _, c := range r.consumers {
+		if keep(c) {
+			n += float64(c.Pending)
+			found = true
+		}
+	}
+	if !found {
+		return nil
+	}
+	return &n
+}
+
+func (r *reading) ingress() StageStats {
+	in := StageStats{Stage: "ingress", Help: "HTTP requests answered by ingress; errors: answers with status ≥ 400"}
+	in.Total = r.put("in.total", r.sum(mIngressRequests, nil))
+	in.Errors = r.put("in.err", r.sum(mIngressRequests, func(l map[string]string) bool {
+		c, _ := strconv.Atoi(l["code"])
+		return c >= 400
+	}))
+	in.Rate, in.ErrorRate = r.rate("in.total"), r.rate("in.err")
+	return in
+}
+
+func (r *reading) agent() StageStats {
+	ag := StageStats{Stage: "agent", Help: "request deliveries handled by agent workers in this process; lag: requests not yet delivered to the agent-<pool> consumers"}
+	ag.Total = r.put("ag.total", r.sum(mAgentHandled, nil))
+	ag.Errors = r.put("ag.err", r.sum(mAgentHandled, func(l map[string]string) bool { return slices.Contains(agentErrorOutcomes, l["outcome"]) }))
+	r.put("ag.frames", r.sum(mAgentFrames, nil))
+	ag.Rate, ag.ErrorRate, ag.FrameRate = r.rate("ag.total"), r.rate("ag.err"), r.rate("ag.frames")
+	ag.InFlight = r.sum(mAgentInFlight, nil)
+	ag.Lag = r.lag(func(c ConsumerStats) bool {
+		return c.Stream == streams.RequestsStream && strings.HasPrefix(c.Name, "agent-")
+	})
+	return ag
+}
+
+func (r *reading) egress() StageStats {
+	eg := StageStats{Stage: "egress", Help: "responses served by egress; errors: ended by error, timeout or slow client"}
+	eg.Total = r.put("eg.total", r.sum(mEgressStreams, nil))
+	eg.Errors = r.put("eg.err", r.sum(mEgressStreams, func(l map[string]string) bool { return slices.Contains(egressErrorOutcomes, l["outcome"]) }))
+	r.put("eg.frames", r.sum(mEgressFrames, nil))
+	eg.Rate, eg.ErrorRate, eg.FrameRate = r.rate("eg.total"), r.rate("eg.err"), r.rate("eg.frames")
+	eg.InFlight = r.sum(mEgressOpen, nil)
+	return eg
+}
+
+func (r *reading) index() StageStats {
+	ix := StageStats{Stage: "index", Help: "messages indexed by the console; lag: messages waiting for the index consumers"}
+	ix.Total = r.put("ix.total", r.sum(mConsoleIndexed, nil))
+	ix.Errors = r.put("ix.err", r.sum(mConsoleErrors, nil))
+	ix.Rate, ix.ErrorRate = r.rate("ix.total"), r.rate("ix.err")
+	ix.Lag = r.lag(func(c ConsumerStats) bool { return c.Name == RequestsConsumer })
+	return ix
 }
 
 // streamState reads the consumers and sizes of the request and response

@@ -26,6 +26,7 @@ var sleepAllowed = map[string]string{
 	"bridge/client_test.go:TestIdleBodyTimer":                                   "inside a testing/synctest bubble: the sleep advances the fake clock",
 	"deploy/cluster_e2e_test.go:readSSE":                                        "a reconnecting SSE client's delay between attempts, as an EventSource's retry",
 	"egress/cluster_test.go:TestReplayCluster":                                  "readers join at random points of a paced write",
+	"egress/console/stats_internal_test.go:TestStatsReading":                    "inside a testing/synctest bubble: the sleep advances the fake clock (rates over 2 s)",
 	"egress/replay_test.go:TestReplaySeam":                                      "readers join at random points of a paced write",
 	"egress/replay_test.go:TestReplaySlowReaderBoundedBuffer":                   "a reader slower than the writer",
 	"internal/audit/replay_test.go:TestReplayScan":                              "a time query needs stored timestamps on both sides of its bound",
