@@ -143,11 +143,7 @@ func Redeliver(ctx context.Context, nc *nats.Conn, f DeadFilter, opts ...Option)
 		return rep, err
 	}
 	o, _ := buildOptions(opts)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return rep, err
-	}
-	kv, err := bindBucket(ctx, js, o.streams)
+	js, kv, err := openBucket(ctx, nc, o.streams)
 	if err != nil {
 		return rep, err
 	}

@@ -107,11 +107,7 @@ func (s *stage) waitStop(ctx context.Context) bool {
 }
 
 func newStage(ctx context.Context, nc *nats.Conn, o options) (*stage, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
-	kv, err := bindBucket(ctx, js, o.streams)
+	js, kv, err := openBucket(ctx, nc, o.streams)
 	if err != nil {
 		return nil, err
 	}

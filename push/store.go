@@ -53,15 +53,25 @@ func NewStore(ctx context.Context, nc *nats.Conn, opts ...Option) (*Store, error
 	if err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
-	kv, err := bindBucket(ctx, js, o.streams)
+	js, kv, err := openBucket(ctx, nc, o.streams)
 	if err != nil {
 		return nil, err
 	}
 	return &Store{js: js, kv: kv, o: o, now: time.Now}, nil
+}
+
+// openBucket connects to JetStream on nc and binds the E2A_PUSH bucket,
+// creating it with cfg when it does not exist.
+func openBucket(ctx context.Context, nc *nats.Conn, cfg streams.Config) (jetstream.JetStream, jetstream.KeyValue, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, nil, err
+	}
+	kv, err := bindBucket(ctx, js, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return js, kv, nil
 }
 
 func bindBucket(ctx context.Context, js jetstream.JetStream, cfg streams.Config) (jetstream.KeyValue, error) {
