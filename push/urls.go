@@ -161,22 +161,11 @@ func (p *urlPolicy) transport(dialTimeout time.Duration) *http.Transport {
 			if err != nil {
 				return nil, err
 			}
-			allowed := p.allowed(host, port)
-			var lastErr error
-			for _, ip := range ips {
-				if !allowed {
-					if err := (*workflow.Policy)(nil).CheckAddr(host, ip); err != nil {
-						lastErr = err
-						continue
-					}
-				}
-				c, err := dialer.DialContext(ctx, network, net.JoinHostPort(ip.Unmap().String(), port))
-				if err == nil {
-					return c, nil
-				}
-				lastErr = err
+			check := (*workflow.Policy)(nil).CheckAddr
+			if p.allowed(host, port) {
+				check = nil
 			}
-			return nil, lastErr
+			return workflow.DialChecked(ctx, dialer, network, host, port, ips, check)
 		},
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           256,

@@ -64,22 +64,7 @@ func (e *Executor) newTransport() *http.Transport {
 					return nil, err
 				}
 			}
-			var lastErr error
-			for _, ip := range ips {
-				if err := pol.CheckAddr(host, ip); err != nil {
-					lastErr = err
-					continue
-				}
-				c, err := dialer.DialContext(ctx, network, net.JoinHostPort(ip.Unmap().String(), port))
-				if err == nil {
-					return c, nil
-				}
-				lastErr = err
-			}
-			if lastErr == nil {
-				lastErr = &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}
-			}
-			return nil, lastErr
+			return DialChecked(ctx, dialer, network, host, port, ips, pol.CheckAddr)
 		},
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           100,
@@ -89,6 +74,33 @@ func (e *Executor) newTransport() *http.Transport {
 		ExpectContinueTimeout:  time.Second,
 		MaxResponseHeaderBytes: 64 << 10,
 	}
+}
+
+// DialChecked connects to the first of host's addresses ips that check
+// accepts (every address when check is nil), dialing the checked address
+// itself: DNS cannot change it between the check and the connection. It
+// returns the last refusal or dial error, a not-found DNS error when ips
+// is empty.
+func DialChecked(ctx context.Context, d *net.Dialer, network, host, port string, ips []netip.Addr,
+	check func(host string, ip netip.Addr) error) (net.Conn, error) {
+	var lastErr error
+	for _, ip := range ips {
+		if check != nil {
+			if err := check(host, ip); err != nil {
+				lastErr = err
+				continue
+			}
+		}
+		c, err := d.DialContext(ctx, network, net.JoinHostPort(ip.Unmap().String(), port))
+		if err == nil {
+			return c, nil
+		}
+		lastErr = err
+	}
+	if lastErr == nil {
+		lastErr = &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}
+	}
+	return nil, lastErr
 }
 
 // escapeURLPart escapes a referenced value for its place in the url: a
