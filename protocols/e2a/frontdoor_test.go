@@ -9,89 +9,30 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
-	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
-	"github.com/e2a-pipeline/pipeline/render"
 )
 
-// fakeHost is a pipeline that admits (or refuses) every request, accepts
-// (or fails) every publish with an optional warning, and answers with a
-// marker body naming the request it was asked to serve.
-type fakeHost struct {
-	refusal   *host.Refusal
-	publish   error
-	warning   string
-	noSlot    bool
-	slots     int // held now
-	held      int // held while answering
-	published []*e2a.Envelope
+// testHost is the conformance kit's fake pipeline with a 1 KiB body bound;
+// held is the number of stream slots held when it served an answer.
+type testHost struct {
+	*conformance.Host
+	held int
 }
 
-var _ host.Host = (*fakeHost)(nil)
-
-func (h *fakeHost) Admit(w http.ResponseWriter, r *http.Request, protocol string, refuse host.Refuse) (host.Caller, bool) {
-	if protocol != e2aproto.Name {
-		panic("admitted as " + protocol)
+// newHost returns a testHost that set configures (nil: none).
+func newHost(set func(h *conformance.Host)) *testHost {
+	th := &testHost{Host: &conformance.Host{BodyLimit: 1 << 10}}
+	if set != nil {
+		set(th.Host)
 	}
-	if h.refusal != nil {
-		refuse(w, *h.refusal)
-		return nil, false
-	}
-	return fakeCaller{h}, true
+	th.OnServe = func(string, string) { th.held = th.Slots() }
+	return th
 }
 
-func (h *fakeHost) Serve(http.ResponseWriter, *http.Request, string, string, render.NewRenderer) {
-	panic("E2A answers with egress's own read API")
-}
-
-func (h *fakeHost) ServeE2A(w http.ResponseWriter, r *http.Request, requestID string) {
-	h.held = h.slots
-	fmt.Fprintf(w, "served %s", requestID)
-}
-
-func (h *fakeHost) Normalizer() *normalizer.Normalizer {
-	return normalizer.New(normalizer.Config{Routes: normalizer.Routes{Default: "echo"}})
-}
-
-func (h *fakeHost) MaxBody() int64  { return 1 << 10 }
-func (h *fakeHost) Version() string { return "test" }
-
-type fakeCaller struct{ h *fakeHost }
-
-func (c fakeCaller) Input(r *http.Request, body []byte, agent string) normalizer.Input {
-	return normalizer.Input{Body: body, Header: r.Header, Channel: "http", Agent: agent, RequestID: r.Header.Get("Idempotency-Key")}
-}
-
-func (c fakeCaller) Submit(ctx context.Context, s host.Submission) (*host.Submitted, error) {
-	release := func() {}
-	if s.Slot {
-		if c.h.noSlot {
-			return nil, host.ErrTooManyStreams
-		}
-		c.h.slots++
-		release = func() { c.h.slots-- }
-	}
-	if c.h.publish != nil {
-		release()
-		return nil, c.h.publish
-	}
-	c.h.published = append(c.h.published, s.Envelope)
-	return host.NewSubmitted(host.Accepted{RequestID: s.Envelope.RequestID, Pool: s.Pool, Warning: c.h.warning}, ctx, release), nil
-}
-
-func (c fakeCaller) StreamSlot(w http.ResponseWriter, refuse host.Refuse) (func(), bool) {
-	if c.h.noSlot {
-		refuse(w, host.Refusal{Status: http.StatusTooManyRequests, Code: "too_many_streams", Message: "too many concurrent streams", Retryable: true})
-		return nil, false
-	}
-	c.h.slots++
-	return func() { c.h.slots-- }, true
-}
-
-func post(h *fakeHost, target, body string, header ...string) *httptest.ResponseRecorder {
+func post(h *testHost, target, body string, header ...string) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
 	r := httptest.NewRequest(http.MethodPost, target, strings.NewReader(body))
 	for i := 0; i+1 < len(header); i += 2 {
@@ -113,7 +54,7 @@ func errorOf(t *testing.T, rec *httptest.ResponseRecorder) egress.APIErrorBody {
 // An accepted request is 202 with its id, pool and links; nothing is
 // streamed and no stream slot is taken.
 func TestFrontDoorAccepts(t *testing.T) {
-	h := &fakeHost{warning: `agent pool "echo" has no live worker`}
+	h := newHost(func(h *conformance.Host) { h.Warning = `agent pool "echo" has no live worker` })
 	rec := post(h, "/v1/requests?agent=echo", `{"request_id":"r-1","params":{"q":"hi"}}`)
 	if rec.Code != http.StatusAccepted || rec.Header().Get(e2aproto.HeaderWarning) == "" {
 		t.Fatalf("%d %v %s", rec.Code, rec.Header(), rec.Body)
@@ -126,8 +67,8 @@ func TestFrontDoorAccepts(t *testing.T) {
 		acc.Links["self"] != "/v1/requests/r-1" || acc.Links["stream"] != "/v1/requests/r-1/stream" {
 		t.Fatalf("%+v", acc)
 	}
-	if len(h.published) != 1 || h.published[0].IsStream || h.held != 0 || h.slots != 0 {
-		t.Fatalf("published %d, stream %v, slots held %d/%d", len(h.published), h.published[0].IsStream, h.held, h.slots)
+	if len(h.Published()) != 1 || h.Published()[0].IsStream || h.held != 0 || h.Slots() != 0 {
+		t.Fatalf("published %d, stream %v, slots held %d/%d", len(h.Published()), h.Published()[0].IsStream, h.held, h.Slots())
 	}
 }
 
@@ -144,28 +85,28 @@ func TestFrontDoorAnswersAtOnce(t *testing.T) {
 		{"wait", "/v1/requests?wait=true", "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &fakeHost{}
+			h := newHost(nil)
 			rec := post(h, tc.target, `{"request_id":"r-2","params":{}}`, "Accept", tc.accept)
-			if rec.Code != http.StatusOK || rec.Body.String() != "served r-2" {
-				t.Fatalf("%d %s", rec.Code, rec.Body)
+			if s := h.Served(); rec.Code != http.StatusOK || len(s) != 1 || s[0] != "r-2 "+egress.FormatE2ANDJSON {
+				t.Fatalf("%d %s, served %v", rec.Code, rec.Body, s)
 			}
-			if h.held != 1 || h.slots != 0 {
-				t.Fatalf("slots held while answering %d, after %d", h.held, h.slots)
+			if h.held != 1 || h.Slots() != 0 {
+				t.Fatalf("slots held while answering %d, after %d", h.held, h.Slots())
 			}
-			if len(h.published) != 1 || h.published[0].IsStream != tc.stream {
-				t.Fatalf("is_stream %v, want %v", h.published[0].IsStream, tc.stream)
+			if len(h.Published()) != 1 || h.Published()[0].IsStream != tc.stream {
+				t.Fatalf("is_stream %v, want %v", h.Published()[0].IsStream, tc.stream)
 			}
 		})
 	}
 	// No slot left: 429 in the E2A shape, and nothing published (a client
 	// retrying without a request_id would otherwise run it twice).
-	h := &fakeHost{noSlot: true}
+	h := newHost(func(h *conformance.Host) { h.NoSlot = true })
 	rec := post(h, "/v1/requests", `{"request_id":"r-3","params":{}}`, "Accept", "text/event-stream")
 	if e := errorOf(t, rec); rec.Code != http.StatusTooManyRequests || e.Code != "too_many_streams" || !e.Retryable || rec.Header().Get("Retry-After") == "" {
 		t.Fatalf("%d %+v %v", rec.Code, e, rec.Header())
 	}
-	if len(h.published) != 0 {
-		t.Fatalf("published %d", len(h.published))
+	if len(h.Published()) != 0 {
+		t.Fatalf("published %d", len(h.Published()))
 	}
 }
 
@@ -173,7 +114,7 @@ func TestFrontDoorAnswersAtOnce(t *testing.T) {
 func TestFrontDoorRefusals(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		h         *fakeHost
+		h         *testHost
 		target    string
 		body      string
 		header    []string
@@ -181,19 +122,23 @@ func TestFrontDoorRefusals(t *testing.T) {
 		code      string
 		retryable bool
 	}{
-		{"gate", &fakeHost{refusal: &host.Refusal{Status: 401, Code: "unauthenticated", Message: "no credentials"}},
+		{"gate", newHost(func(h *conformance.Host) {
+			h.Refusal = &host.Refusal{Status: 401, Code: "unauthenticated", Message: "no credentials"}
+		}),
 			"/v1/requests", `{"params":{}}`, nil, 401, "unauthenticated", false},
-		{"rate limit", &fakeHost{refusal: &host.Refusal{Status: 429, Code: "rate_limited", Message: "slow down", Retryable: true}},
+		{"rate limit", newHost(func(h *conformance.Host) {
+			h.Refusal = &host.Refusal{Status: 429, Code: "rate_limited", Message: "slow down", Retryable: true}
+		}),
 			"/v1/requests", `{"params":{}}`, nil, 429, "rate_limited", true},
-		{"not json", &fakeHost{}, "/v1/requests", `{`, nil, 400, e2aproto.CodeInvalidRequest, false},
-		{"bad request id", &fakeHost{}, "/v1/requests", `{"request_id":" a","params":{}}`, nil, 400, e2aproto.CodeInvalidRequestID, false},
-		{"bad pool", &fakeHost{}, "/v1/requests?agent=no.dots", `{"params":{}}`, nil, 400, e2aproto.CodeInvalidAgent, false},
-		{"too large", &fakeHost{}, "/v1/requests", `{"params":{"x":"` + strings.Repeat("x", 2<<10) + `"}}`, nil, 413, e2aproto.CodeBodyTooLarge, false},
-		{"conflict", &fakeHost{publish: fmt.Errorf("taken: %w", host.ErrConflict)}, "/v1/requests", `{"params":{}}`, nil, 409, e2aproto.CodeConflict, false},
-		{"envelope too large", &fakeHost{publish: host.ErrTooLarge}, "/v1/requests", `{"params":{}}`, nil, 413, e2aproto.CodeBodyTooLarge, false},
-		{"unknown pool", &fakeHost{publish: host.ErrUnknownPool}, "/v1/requests", `{"params":{}}`, nil, 404, e2aproto.CodeUnknownAgent, false},
-		{"client gone", &fakeHost{publish: context.Canceled}, "/v1/requests", `{"params":{}}`, nil, 499, e2aproto.CodeClientClosed, true},
-		{"backpressure", &fakeHost{publish: host.ErrBackpressure}, "/v1/requests", `{"params":{}}`, nil, 503, e2aproto.CodeUnavailable, true},
+		{"not json", newHost(nil), "/v1/requests", `{`, nil, 400, e2aproto.CodeInvalidRequest, false},
+		{"bad request id", newHost(nil), "/v1/requests", `{"request_id":" a","params":{}}`, nil, 400, e2aproto.CodeInvalidRequestID, false},
+		{"bad pool", newHost(nil), "/v1/requests?agent=no.dots", `{"params":{}}`, nil, 400, e2aproto.CodeInvalidAgent, false},
+		{"too large", newHost(nil), "/v1/requests", `{"params":{"x":"` + strings.Repeat("x", 2<<10) + `"}}`, nil, 413, e2aproto.CodeBodyTooLarge, false},
+		{"conflict", newHost(func(h *conformance.Host) { h.PublishErr = fmt.Errorf("taken: %w", host.ErrConflict) }), "/v1/requests", `{"params":{}}`, nil, 409, e2aproto.CodeConflict, false},
+		{"envelope too large", newHost(func(h *conformance.Host) { h.PublishErr = host.ErrTooLarge }), "/v1/requests", `{"params":{}}`, nil, 413, e2aproto.CodeBodyTooLarge, false},
+		{"unknown pool", newHost(func(h *conformance.Host) { h.PublishErr = host.ErrUnknownPool }), "/v1/requests", `{"params":{}}`, nil, 404, e2aproto.CodeUnknownAgent, false},
+		{"client gone", newHost(func(h *conformance.Host) { h.PublishErr = context.Canceled }), "/v1/requests", `{"params":{}}`, nil, 499, e2aproto.CodeClientClosed, true},
+		{"backpressure", newHost(func(h *conformance.Host) { h.PublishErr = host.ErrBackpressure }), "/v1/requests", `{"params":{}}`, nil, 503, e2aproto.CodeUnavailable, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := post(tc.h, tc.target, tc.body, tc.header...)
@@ -207,7 +152,7 @@ func TestFrontDoorRefusals(t *testing.T) {
 			if tc.code == e2aproto.CodeConflict && strings.Contains(e.Message, "taken") {
 				t.Errorf("a conflict reveals the other principal's request: %q", e.Message)
 			}
-			if tc.h.publish == nil && len(tc.h.published) != 0 {
+			if tc.h.PublishErr == nil && len(tc.h.Published()) != 0 {
 				t.Errorf("a refused request was published")
 			}
 		})
@@ -217,9 +162,9 @@ func TestFrontDoorRefusals(t *testing.T) {
 // An Accept that excludes the stream types (q=0) is no stream: the request
 // is accepted (202), as egress would answer it with the JSON view anyway.
 func TestFrontDoorAcceptExcluded(t *testing.T) {
-	h := &fakeHost{}
+	h := newHost(nil)
 	rec := post(h, "/v1/requests", `{"request_id":"r-4","params":{}}`, "Accept", "text/event-stream;q=0, application/json")
-	if rec.Code != http.StatusAccepted || len(h.published) != 1 || h.published[0].IsStream || h.held != 0 {
-		t.Fatalf("%d %s, published %d", rec.Code, rec.Body, len(h.published))
+	if rec.Code != http.StatusAccepted || len(h.Published()) != 1 || h.Published()[0].IsStream || h.held != 0 {
+		t.Fatalf("%d %s, published %d", rec.Code, rec.Body, len(h.Published()))
 	}
 }
