@@ -374,66 +374,16 @@ func (rc *replayCtx) report(f *found) error {
 }
 
 // scan reads the requests in the query's time range that match its
-// filters.
+// filters: from the hot stream, then from E2A_AUDIT.
 func (a *Auditor) scan(ctx context.Context, rc *replayCtx) error {
 	q := rc.q
 	done := map[string]bool{}
-	limited := func() bool { return q.Limit > 0 && len(done) >= q.Limit }
 	if rc.useHot() && rc.requests.exists {
-		filter := subjects.AllRequests
-		if q.Pool != "" {
-			var err error
-			if filter, err = subjects.RequestFilter(q.Pool); err != nil {
-				return err
-			}
-		}
-		from, err := a.seqAtTime(ctx, rc.requests, subjects.AllRequests, q.Since)
-		if err != nil {
+		if err := a.scanHot(ctx, rc, done); err != nil {
 			return err
 		}
-		for m, err := range a.seq(ctx, rc.requests.name, filter, from) {
-			if err != nil {
-				return err
-			}
-			if !q.Until.IsZero() && m.Time.After(q.Until) {
-				break
-			}
-			sm := hotMsg(rc.requests.name, m)
-			s, err := subjects.Parse(sm.subject)
-			if err != nil || s.Kind != subjects.KindRequest || done[s.RequestID] {
-				continue
-			}
-			env, _ := e2a.FromJSON(sm.data)
-			if !q.match(s.Agent, env) {
-				continue
-			}
-			done[s.RequestID] = true
-			f := &found{id: s.RequestID, pool: s.Agent, req: sm}
-			if f.frames, err = a.hotFrames(ctx, rc.responses, f.id); err != nil {
-				return err
-			}
-			if rc.useAudit() && needAudit(f) {
-				at, err := a.seqAtTime(ctx, rc.audit, subjects.AllAudit, requestTime(sm, a.margin))
-				if err != nil {
-					return err
-				}
-				frames, err := a.auditFrames(ctx, rc.audit, f.id, at)
-				if err != nil {
-					return err
-				}
-				if len(frames) > len(f.frames) {
-					f.frames = frames
-				}
-			}
-			if err := rc.report(f); err != nil {
-				return err
-			}
-			if limited() {
-				return nil
-			}
-		}
 	}
-	if !rc.useAudit() || limited() {
+	if !rc.useAudit() || rc.limited(done) {
 		return nil
 	}
 	// E2A_AUDIT: with SourceAuto only for the part of the range the hot
@@ -448,6 +398,84 @@ func (a *Auditor) scan(ctx context.Context, rc *replayCtx) error {
 		}
 	}
 	return a.scanAudit(ctx, rc, end, done)
+}
+
+// limited reports whether the query's limit is reached with the requests
+// done.
+func (rc *replayCtx) limited(done map[string]bool) bool {
+	return rc.q.Limit > 0 && len(done) >= rc.q.Limit
+}
+
+// scanHot reads the hot request stream from the query's Since to its
+// Until, and reports each request that matches (adding it to done) until
+// the limit.
+func (a *Auditor) scanHot(ctx context.Context, rc *replayCtx, done map[string]bool) error {
+	q := rc.q
+	filter := subjects.AllRequests
+	if q.Pool != "" {
+		var err error
+		if filter, err = subjects.RequestFilter(q.Pool); err != nil {
+			return err
+		}
+	}
+	from, err := a.seqAtTime(ctx, rc.requests, subjects.AllRequests, q.Since)
+	if err != nil {
+		return err
+	}
+	for m, err := range a.seq(ctx, rc.requests.name, filter, from) {
+		if err != nil {
+			return err
+		}
+		if !q.Until.IsZero() && m.Time.After(q.Until) {
+			return nil
+		}
+		sm := hotMsg(rc.requests.name, m)
+		s, err := subjects.Parse(sm.subject)
+		if err != nil || s.Kind != subjects.KindRequest || done[s.RequestID] {
+			continue
+		}
+		env, _ := e2a.FromJSON(sm.data)
+		if !q.match(s.Agent, env) {
+			continue
+		}
+		done[s.RequestID] = true
+		f := &found{id: s.RequestID, pool: s.Agent, req: sm}
+		if err := a.framesOf(ctx, rc, f); err != nil {
+			return err
+		}
+		if err := rc.report(f); err != nil {
+			return err
+		}
+		if rc.limited(done) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// framesOf reads f's frames from the hot stream, and from E2A_AUDIT (from
+// the request's time) when the hot stream misses some and the query reads
+// the audit.
+func (a *Auditor) framesOf(ctx context.Context, rc *replayCtx, f *found) error {
+	var err error
+	if f.frames, err = a.hotFrames(ctx, rc.responses, f.id); err != nil {
+		return err
+	}
+	if !rc.useAudit() || !needAudit(f) {
+		return nil
+	}
+	at, err := a.seqAtTime(ctx, rc.audit, subjects.AllAudit, requestTime(f.req, a.margin))
+	if err != nil {
+		return err
+	}
+	frames, err := a.auditFrames(ctx, rc.audit, f.id, at)
+	if err != nil {
+		return err
+	}
+	if len(frames) > len(f.frames) {
+		f.frames = frames
+	}
+	return nil
 }
 
 // maxEarlyFrames bounds the response messages (frames or bursts) scanAudit

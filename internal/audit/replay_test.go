@@ -265,7 +265,9 @@ func TestReplayFromAudit(t *testing.T) {
 	check("by pool and time, audit", audit.Query{Pool: "other", Since: start, Source: audit.SourceAudit}, []string{"old-3"})
 	check("hot only misses the old ones", audit.Query{TaskID: "task-old", Source: audit.SourceHot}, []string{"new-1"})
 
-	// Frames aged out first (requests kept): auto takes them from E2A_AUDIT.
+	// Frames aged out first (requests kept): auto takes them from E2A_AUDIT,
+	// by id and by a scan of the hot requests.
+	halfStart := time.Now()
 	completeRequest(t, js, "demo", &e2a.Envelope{RequestID: "half"}, 2)
 	waitAudit(t, js, 13+4)
 	s, _ := js.Stream(ctx, streams.ResponsesStream)
@@ -275,5 +277,9 @@ func TestReplayFromAudit(t *testing.T) {
 	recs, _ := collect(t, a, audit.Query{RequestIDs: []string{"half"}})
 	if sum := summaries(recs)["half"]; sum.State != audit.StateComplete || sum.Frames != 3 || !sum.OK() {
 		t.Fatalf("half: %+v", sum)
+	}
+	recs, _ = collect(t, a, audit.Query{Since: halfStart, Source: audit.SourceAuto})
+	if sums := summaries(recs); len(sums) != 1 || sums["half"] == nil || sums["half"].State != audit.StateComplete || sums["half"].Frames != 3 || !sums["half"].OK() {
+		t.Fatalf("half by a scan: %v", recs)
 	}
 }
