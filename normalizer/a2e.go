@@ -245,11 +245,8 @@ func (n *Normalizer) FromA2E(in Input) (*Result, error) {
 
 // decodeObjectBody decodes a body that must be exactly one JSON object.
 func decodeObjectBody(body []byte, protocol, trailingMsg string) (map[string]any, *Error) {
-	if e := checkUTF8(body, protocol); e != nil {
+	if e := checkJSONText(body, protocol); e != nil {
 		return nil, e
-	}
-	if err := e2a.CheckDepth(body, e2a.MaxNesting); err != nil {
-		return nil, newErr(ErrParse, protocol, "JSON nests deeper than %d", e2a.MaxNesting)
 	}
 	t := bytes.TrimSpace(body)
 	if len(t) == 0 || t[0] != '{' {

@@ -323,16 +323,7 @@ func EnvelopeToACPPeerCall(env *e2a.Envelope) (*JSONRPCRequest, error) {
 	if p == nil {
 		p = map[string]any{}
 	}
-	out := make(map[string]any, len(p))
-	for k, v := range p {
-		out[k] = v
-	}
-	if s, ok := out["session_id"]; ok {
-		if _, has := out["sessionId"]; !has {
-			out["sessionId"] = s
-		}
-		delete(out, "session_id")
-	}
+	out := renamedKey(p, "session_id", "sessionId")
 	switch call.Method {
 	case e2a.ACPSessionPrompt:
 		blocks, _ := out["prompt"].([]any)
@@ -378,22 +369,29 @@ func EnvelopeToACPPeerCall(env *e2a.Envelope) (*JSONRPCRequest, error) {
 	return call, nil
 }
 
+// renamedKey returns a copy of m with key from renamed to; when m has
+// both, to keeps its value and from is dropped.
+func renamedKey(m map[string]any, from, to string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	if v, ok := out[from]; ok {
+		if _, has := out[to]; !has {
+			out[to] = v
+		}
+		delete(out, from)
+	}
+	return out
+}
+
 // camelBlock returns a content block with the ACP schema's key spelling.
 func camelBlock(b any) any {
 	m, ok := b.(map[string]any)
 	if !ok {
 		return b
 	}
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	if v, ok := out["mime_type"]; ok {
-		if _, has := out["mimeType"]; !has {
-			out["mimeType"] = v
-		}
-		delete(out, "mime_type")
-	}
+	out := renamedKey(m, "mime_type", "mimeType")
 	if r, ok := out["resource"].(map[string]any); ok {
 		out["resource"] = camelBlock(r)
 	}

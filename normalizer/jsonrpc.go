@@ -45,12 +45,9 @@ func requestOf(in Input, protocol string) (*rpcRequest, error) {
 	}
 	if !isNull(in.RPC.Params) {
 		p := bytes.TrimSpace(in.RPC.Params)
-		if e := checkUTF8(p, protocol); e != nil {
+		if e := checkJSONText(p, protocol); e != nil {
 			e.JSONRPCID, e.Method = rq.ID, rq.Method
 			return nil, e
-		}
-		if err := e2a.CheckDepth(p, e2a.MaxNesting); err != nil {
-			return nil, rq.errf(ErrParse, protocol, "JSON nests deeper than %d", e2a.MaxNesting)
 		}
 		rq.Params = p
 	}
@@ -60,11 +57,8 @@ func requestOf(in Input, protocol string) (*rpcRequest, error) {
 // parseJSONRPC reads one JSON-RPC 2.0 request object. Errors are *Error
 // with the id filled in when it could be read.
 func parseJSONRPC(body []byte, protocol string) (*rpcRequest, error) {
-	if e := checkUTF8(body, protocol); e != nil {
+	if e := checkJSONText(body, protocol); e != nil {
 		return nil, e
-	}
-	if err := e2a.CheckDepth(body, e2a.MaxNesting); err != nil {
-		return nil, newErr(ErrParse, protocol, "JSON nests deeper than %d", e2a.MaxNesting)
 	}
 	t := bytes.TrimSpace(body)
 	if len(t) == 0 || t[0] != '{' {

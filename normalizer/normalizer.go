@@ -533,3 +533,15 @@ func checkUTF8(body []byte, protocol string) *Error {
 	}
 	return newErr(ErrParse, protocol, "body is not valid UTF-8 (byte 0x%02x at offset %d)", body[off], off)
 }
+
+// checkJSONText refuses, with ErrParse, a JSON text that is not valid
+// UTF-8 (checkUTF8) or nests deeper than e2a.MaxNesting.
+func checkJSONText(body []byte, protocol string) *Error {
+	if e := checkUTF8(body, protocol); e != nil {
+		return e
+	}
+	if err := e2a.CheckDepth(body, e2a.MaxNesting); err != nil {
+		return newErr(ErrParse, protocol, "JSON nests deeper than %d", e2a.MaxNesting)
+	}
+	return nil
+}
