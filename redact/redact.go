@@ -404,29 +404,11 @@ func (w *walker) object(m map[string]any, secret bool, parent string, depth int)
 		case !ks && k != "" && c&classSecret != 0:
 			ks = true
 		}
-		switch t := v.(type) {
-		case map[string]any:
-			if depth >= MaxDepth {
-				m[k] = Marker
-				n++
-				continue
-			}
-			n += w.object(t, ks, key, depth+1)
-		case []any:
-			if depth >= MaxDepth {
-				m[k] = Marker
-				n++
-				continue
-			}
-			n += w.array(t, ks, key, depth+1)
-		default:
-			if ks {
-				if r, ok := w.replace(key, v); ok {
-					m[k] = r
-					n++
-				}
-			}
+		r, set, c := w.child(v, ks, key, depth)
+		if set {
+			m[k] = r
 		}
+		n += c
 	}
 	return n
 }
@@ -464,31 +446,39 @@ func (w *walker) array(a []any, secret bool, parent string, depth int) int {
 		n += w.args(a)
 	}
 	for i, v := range a {
-		switch t := v.(type) {
-		case map[string]any:
-			if depth >= MaxDepth {
-				a[i] = Marker
-				n++
-				continue
-			}
-			n += w.object(t, secret, parent, depth+1)
-		case []any:
-			if depth >= MaxDepth {
-				a[i] = Marker
-				n++
-				continue
-			}
-			n += w.array(t, secret, parent, depth+1)
-		default:
-			if secret {
-				if r, ok := w.replace(parent, v); ok {
-					a[i] = r
-					n++
-				}
-			}
+		r, set, c := w.child(v, secret, parent, depth)
+		if set {
+			a[i] = r
 		}
+		n += c
 	}
 	return n
+}
+
+// child redacts v, an element of a container at depth (of key name, the
+// secret key it is inside when secret): an object or array is walked, or
+// replaced by Marker beyond MaxDepth; a scalar is replaced when secret.
+// set says the container must store r in v's place; c counts what was
+// redacted.
+func (w *walker) child(v any, secret bool, name string, depth int) (r any, set bool, c int) {
+	switch t := v.(type) {
+	case map[string]any:
+		if depth >= MaxDepth {
+			return Marker, true, 1
+		}
+		return nil, false, w.object(t, secret, name, depth+1)
+	case []any:
+		if depth >= MaxDepth {
+			return Marker, true, 1
+		}
+		return nil, false, w.array(t, secret, name, depth+1)
+	}
+	if secret {
+		if r, ok := w.replace(name, v); ok {
+			return r, true, 1
+		}
+	}
+	return nil, false, 0
 }
 
 // args applies the command-line rule to the string elements of a.
