@@ -373,9 +373,9 @@ func (c caller) Task(ctx context.Context, id string, a tenant.Access) (*host.Tas
 	return rpcCaller{s: c.s, p: c.p}.Task(ctx, id, a)
 }
 
-// CheckTaskOpen is taskOpen, its errors matching the host's sentinels too.
+// CheckTaskOpen is rpcCaller's.
 func (c caller) CheckTaskOpen(ctx context.Context, t *host.Task) error {
-	return hostError(c.s.taskOpen(ctx, &TaskRecord{ID: t.ID, RequestIDs: t.RequestIDs}))
+	return rpcCaller{s: c.s, p: c.p}.CheckTaskOpen(ctx, t)
 }
 
 // ListTasks lists the tasks the principal may read that keep accepts:

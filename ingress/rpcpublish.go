@@ -68,11 +68,7 @@ func (c rpcCaller) Task(ctx context.Context, id string, a tenant.Access) (*host.
 		ContextID: rec.ContextID}, nil
 }
 
-// TaskOpen is taskOpen, its error answered as a submission's.
-func (c rpcCaller) TaskOpen(rep host.Reply, in host.Call, t *host.Task) bool {
-	if err := c.s.taskOpen(in.Ctx, &TaskRecord{ID: t.ID, RequestIDs: t.RequestIDs}); err != nil {
-		host.AnswerSubmitError(rep, hostError(err))
-		return false
-	}
-	return true
+// CheckTaskOpen is taskOpen, its errors matching the host's sentinels too.
+func (c rpcCaller) CheckTaskOpen(ctx context.Context, t *host.Task) error {
+	return hostError(c.s.taskOpen(ctx, &TaskRecord{ID: t.ID, RequestIDs: t.RequestIDs}))
 }

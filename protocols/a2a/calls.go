@@ -240,8 +240,11 @@ func admitTurn(rep host.Reply, in host.Call, tc host.TaskCaller, protocol string
 			taskNotFound(rep, protocol, env.TaskID)
 			return false
 		}
-		if protocol == normalizer.ProtocolA2A && !tc.TaskOpen(rep, in, t) {
-			return false
+		if protocol == normalizer.ProtocolA2A {
+			if err := tc.CheckTaskOpen(in.Ctx, t); err != nil {
+				host.AnswerSubmitError(rep, err)
+				return false
+			}
 		}
 		// A continued task keeps its context when the message names none
 		// (the adapter made up a new one).

@@ -25,7 +25,7 @@
 //
 // A2A v0.3 and AgentVault (protocols/a2a) keep tasks and contexts under
 // the ownership rule: their caller is a [TaskCaller] ([Tasks]: the
-// caller's [Task] record, TaskOpen; a message is submitted as a [Turn]
+// caller's [Task] record, CheckTaskOpen; a message is submitted as a [Turn]
 // of its task, its context claimed), and their
 // host a [TaskHost] ([TaskFrames]: the existing requests, their frames
 // and their cancel, of which the package makes its A2A answers;

@@ -24,21 +24,26 @@ type Task struct {
 	ContextID string
 }
 
-// Tasks keeps the tasks and contexts of the caller in the task store,
-// where another principal's do not exist.
+// Tasks keeps the tasks of the caller in the task store, where another
+// principal's do not exist.
 type Tasks interface {
 	// Task returns the caller's task id when it may have access a to it;
 	// an error both when there is none and when it is another principal's
 	// (the protocol answers its not found).
 	Task(ctx context.Context, id string, a tenant.Access) (*Task, error)
-	// TaskOpen checks that the A2A task t can take a new message: when
-	// its last request has finished (not interrupted: an input-required
-	// or auth-required task takes the answer) it answers rep itself (-32004
-	// UnsupportedOperation; 503 when that cannot be read) and returns
-	// false.
-	TaskOpen(rep Reply, in Call, t *Task) bool
-	// CancelInterrupted is [TaskStore.CancelInterrupted]: the cancel of
-	// a task whose last turn ended interrupted.
+	// CheckTaskOpen checks that the A2A task t can take a new message: an
+	// error matching [ErrTaskTerminal] when its last request has finished
+	// (an interrupted one, input-required or auth-required, takes the
+	// answer), [ErrBackpressure] when that cannot be read. A JSON-RPC
+	// call answers it with [AnswerSubmitError].
+	CheckTaskOpen(ctx context.Context, t *Task) error
+	// CancelInterrupted cancels the task t whose last turn ended
+	// interrupted (input-required, auth-required: nothing is running to
+	// stop, and the task is not terminal) with a turn of its own that the
+	// agent runtime ends canceled without calling the agent; it awaits
+	// that turn's final frame and returns its request id, the task's
+	// newest. egress.ErrNotCancelable when the last turn is not an
+	// interrupted one.
 	CancelInterrupted(ctx context.Context, t *Task) (requestID string, err error)
 }
 

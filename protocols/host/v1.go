@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/e2a-pipeline/pipeline/normalizer"
-	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // The A2A v1.0 seam: package protocols/a2av1 implements a2a-go's request
@@ -39,32 +38,15 @@ type ListedTask struct {
 	Updated string
 }
 
-// TaskStore keeps the tasks and contexts of the caller in the task store,
-// where another principal's do not exist, for calls that return their
-// errors ([Tasks] answers a JSON-RPC [Reply] itself).
+// TaskStore is [Tasks] with the listing and the turns of the caller's
+// tasks.
 type TaskStore interface {
-	// Task returns the caller's task id when it may have access a to it;
-	// an error both when there is none and when it is another principal's
-	// (the protocol answers its not found).
-	Task(ctx context.Context, id string, a tenant.Access) (*Task, error)
-	// CheckTaskOpen checks that the A2A task t can take a new message: an
-	// error matching [ErrTaskTerminal] when its last request has finished
-	// (an interrupted one, input-required or auth-required, takes the
-	// answer), [ErrBackpressure] when that cannot be read.
-	CheckTaskOpen(ctx context.Context, t *Task) error
+	Tasks
 	// ListTasks returns, in no order, the tasks the caller may read that
 	// keep accepts, reading at most max records and the newest max
 	// requests (a one-turn task has no record: its request stands for it;
 	// the store is scanned, it has no secondary index).
 	ListTasks(ctx context.Context, max int, keep func(*ListedTask) bool) ([]*ListedTask, error)
-	// CancelInterrupted cancels the task t whose last turn ended
-	// interrupted (input-required, auth-required: nothing is running to
-	// stop, and the task is not terminal) with a turn of its own that the
-	// agent runtime ends canceled without calling the agent; it awaits
-	// that turn's final frame and returns its request id, the task's
-	// newest. egress.ErrNotCancelable when the last turn is not an
-	// interrupted one.
-	CancelInterrupted(ctx context.Context, t *Task) (requestID string, err error)
 	// NextTurn waits until the task t's record holds a request after the
 	// request after (the next turn) and returns it; the context's error
 	// when it ends first.
