@@ -12,6 +12,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 )
 
 // Upstream is an agent outside the pipeline, reached by one protocol.
@@ -109,7 +110,7 @@ func New(pool string, up Upstream, opts ...Option) (*Handler, error) {
 	if up == nil || pool == "" {
 		return nil, fmt.Errorf("%w: a pool and an upstream are required", ErrInvalidOption)
 	}
-	c := config{maxInFlight: 64, retries: 3, base: 200 * time.Millisecond, cap: 10 * time.Second, log: slog.Default(), sleep: sleepCtx}
+	c := config{maxInFlight: 64, retries: 3, base: 200 * time.Millisecond, cap: 10 * time.Second, log: slog.Default(), sleep: sleepctx.Sleep}
 	for _, o := range opts {
 		if err := o(&c); err != nil {
 			return nil, err
@@ -210,17 +211,6 @@ func outcome(err error) string {
 		return "cancelled"
 	}
 	return "error"
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // countingWriter counts the frames written through it: a call that wrote

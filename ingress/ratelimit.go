@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -474,14 +475,7 @@ func (l *Limiter) Allow(ctx context.Context, principal string) (Decision, error)
 // lock step.
 func casBackoff(ctx context.Context, attempt int) error {
 	ceiling := 500 * time.Microsecond << min(attempt, 5)
-	t := time.NewTimer(rand.N(ceiling))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return sleepctx.Sleep(ctx, rand.N(ceiling))
 }
 
 // load reads the principal's key into e.

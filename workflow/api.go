@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
@@ -479,12 +480,8 @@ func (a *API) waitFinal(ctx context.Context, id string) (*e2a.Response, error) {
 		if n := len(frames); n > 0 && frames[n-1].IsFinal {
 			return frames[n-1], nil
 		}
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
+		if err := sleepctx.Sleep(ctx, d); err != nil {
+			return nil, err
 		}
 		if d *= 2; d > 500*time.Millisecond {
 			d = 500 * time.Millisecond

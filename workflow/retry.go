@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 )
 
 // Clock is the executor's time source: Wait, retry backoff, cache TTLs and
@@ -32,14 +34,7 @@ func (RealClock) Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return sleepctx.Sleep(ctx, d)
 }
 
 // RetryPolicy is the automatic retry of ApiCall (spec §10).

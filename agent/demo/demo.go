@@ -48,6 +48,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 )
 
 // Pool is the pool name of the demo agent, the default pool in development.
@@ -227,7 +228,7 @@ func stream(ctx context.Context, w agent.Writer, events []event, delay time.Dura
 			continue
 		}
 		if i > 0 && delay > 0 {
-			if err := sleep(ctx, delay); err != nil {
+			if err := sleepctx.SleepCause(ctx, delay); err != nil {
 				return err
 			}
 		}
@@ -236,7 +237,7 @@ func stream(ctx context.Context, w agent.Writer, events []event, delay time.Dura
 		}
 	}
 	if delay > 0 && len(events) > 0 {
-		return sleep(ctx, delay)
+		return sleepctx.SleepCause(ctx, delay)
 	}
 	return nil
 }
@@ -284,17 +285,6 @@ func num(env *e2a.Envelope, key string, def int64) int64 {
 		}
 	}
 	return def
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
 }
 
 func shortID(id string) string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 )
 
 // Pool is the pool name of the TCK scenario agent.
@@ -169,7 +170,7 @@ func (a *Agent) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) er
 			continue
 		}
 		if s.wait > 0 {
-			if err := sleep(ctx, a.wait); err != nil {
+			if err := sleepctx.SleepCause(ctx, a.wait); err != nil {
 				return err
 			}
 		}
@@ -233,16 +234,5 @@ func fileURLPart() map[string]any {
 func streamText(text string) func(id string) []step {
 	return func(id string) []step {
 		return []step{status("working", "", false), artifact(id, "", false, true, textPart(text)), status("completed", "", true)}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -301,7 +302,7 @@ func (ix *indexer) loop(ctx context.Context, c jetstream.Consumer, kind string, 
 		if err != nil {
 			ix.errors.WithLabelValues(kind).Inc()
 			ix.log.Warn("console: index consumer failed", "consumer", kind, "err", err)
-			sleep(ctx, backoff)
+			_ = sleepctx.Sleep(ctx, backoff)
 			backoff = min(2*backoff, 5*time.Second)
 			continue
 		}
@@ -489,13 +490,4 @@ type frameFields struct {
 	Body     struct {
 		Code string `json:"code"`
 	} `json:"body"`
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

@@ -1,0 +1,5 @@
+// Package sleepctx waits a duration or until a context is done: the
+// timer-and-select the stages' retries and backoffs (bridge, workflow,
+// ingress's rate limiter, the console's indexer) and the demo and TCK
+// agents' pauses each had a copy of.
+package sleepctx

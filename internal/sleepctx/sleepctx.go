@@ -1,0 +1,29 @@
+package sleepctx
+
+import (
+	"context"
+	"time"
+)
+
+// Sleep waits d or until ctx is done: nil after d, ctx.Err() when ctx
+// ended first. The timer is stopped on return.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// SleepCause is Sleep returning context.Cause(ctx) when ctx ended first:
+// the reason a handler's context was cancelled with, for an agent that
+// answers it.
+func SleepCause(ctx context.Context, d time.Duration) error {
+	if err := Sleep(ctx, d); err != nil {
+		return context.Cause(ctx)
+	}
+	return nil
+}
