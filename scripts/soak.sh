@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The soak of issue 41 (docs/soak.md): one `e2a dev` (embedded server, console, demo pool, a fresh store), then
+# ROUNDS rounds alternating A2A message/stream and E2A SSE, each `e2a bench --target` with PER_ROUND requests from
+# 8 clients. After each round it prints the round's requests/s, the process's CPU per request (utime + stime of
+# /proc/PID/stat over the round) and the live heap: HeapAlloc of /debug/pprof/heap?gc=1 (read right after the
+# collection that request forces, no request in flight). At the end: the live heap kept per request,
+# (end − start) ÷ requests, the issue's measure (target ≤ 2 KB), and the last two rounds' rate of each protocol
+# against its first two (target ≥ 0.9).
+#
+#   scripts/soak.sh                    # 16 rounds of 8,000: 128,000 requests
+#   ROUNDS=4 PER_ROUND=2000 scripts/soak.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${ROUNDS:-16}
+PER_ROUND=${PER_ROUND:-8000}
+work=$(mktemp -d)
+trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+go build -o "$work/e2a" ./cmd/e2a
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+http=127.0.0.1:$(port)
+metrics=127.0.0.1:$(port)
+E2A_HTTP_ADDR=$http E2A_METRICS_ADDR=$metrics E2A_NATS_PORT=0 E2A_STORE_DIR=$work/store \
+  "$work/e2a" dev >"$work/dev.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do
+  curl -fsS "http://$http/healthz" >/dev/null 2>&1 && break
+  sleep 0.2
+done
+curl -fsS "http://$http/healthz" >/dev/null || { cat "$work/dev.log"; exit 1; }
+
+heap() { curl -fsS "http://$metrics/debug/pprof/heap?gc=1&debug=1" | sed -n 's/^# HeapAlloc = //p'; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+hz=$(getconf CLK_TCK)
+
+start_heap=$(heap)
+echo "round protocol requests req/s cpu_ms/req live_heap_MiB"
+declare -a rate_a2a rate_e2a
+for r in $(seq "$ROUNDS"); do
+  if (( r % 2 == 1 )); then proto=a2a-stream; else proto=e2a-sse; fi
+  t0=$(cpu_ticks)
+  out=$("$work/e2a" bench --target "http://$http" --protocol "$proto" --requests "$PER_ROUND" --concurrency 8 \
+    --warmup 0 --sweep 0.5 --sweep-seconds 0.01 --replay-opens 0 --baseline-msgs 0 2>/dev/null)
+  t1=$(cpu_ticks)
+  # The phase rows: "full  8 clients  <req/s> <frames/s> <ok> …", "50%  <rate> req/s  <req/s> <frames/s> <ok> …".
+  rps=$(awk '$1 == "full" && $3 == "clients" {print $4; exit}' <<<"$out")
+  sent=$(awk '($1 == "full" && $3 == "clients") || ($1 == "50%" && $3 == "req/s") {n += $6} END {print n}' <<<"$out")
+  h=$(heap)
+  cpu=$(python3 -c "print(f'{($t1 - $t0) / $hz * 1000 / $sent:.3f}')")
+  printf '%s %s %s %s %s %.1f\n' "$r" "$proto" "$sent" "$rps" "$cpu" "$(python3 -c "print($h / 1048576)")"
+  if [[ $proto == a2a-stream ]]; then rate_a2a+=("$rps"); else rate_e2a+=("$rps"); fi
+  total=$(( ${total:-0} + sent ))
+done
+end_heap=$(heap)
+python3 - "$start_heap" "$end_heap" "$total" "${rate_a2a[*]}" "${rate_e2a[*]}" <<'EOF'
+import sys
+start, end, total = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+print(f"live heap {start / 2**20:.1f} -> {end / 2**20:.1f} MiB over {total} requests: "
+      f"{(end - start) / total:.0f} B kept per request (target <= 2048)")
+for name, rates in (("a2a-stream", sys.argv[4]), ("e2a-sse", sys.argv[5])):
+    r = [float(x) for x in rates.split()]
+    if len(r) >= 4:
+        print(f"{name}: last two rounds / first two = {sum(r[-2:]) / sum(r[:2]):.2f} (target >= 0.9)")
+EOF
