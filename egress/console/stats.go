@@ -275,11 +275,7 @@ func (r *reading) ingress() StageStats {
 
 func (r *reading) agent() StageStats {
 	ag := StageStats{Stage: "agent", Help: "request deliveries handled by agent workers in this process; lag: requests not yet delivered to the agent-<pool> consumers"}
-	ag.Total = r.put("ag.total", r.sum(mAgentHandled, nil))
-	ag.Errors = r.put("ag.err", r.sum(mAgentHandled, func(l map[string]string) bool { return slices.Contains(agentErrorOutcomes, l["outcome"]) }))
-	r.put("ag.frames", r.sum(mAgentFrames, nil))
-	ag.Rate, ag.ErrorRate, ag.FrameRate = r.rate("ag.total"), r.rate("ag.err"), r.rate("ag.frames")
-	ag.InFlight = r.sum(mAgentInFlight, nil)
+	r.outcomes(&ag, "ag", mAgentHandled, agentErrorOutcomes, mAgentFrames, mAgentInFlight)
 	ag.Lag = r.lag(func(c ConsumerStats) bool {
 		return c.Stream == streams.RequestsStream && strings.HasPrefix(c.Name, "agent-")
 	})
@@ -288,12 +284,20 @@ func (r *reading) agent() StageStats {
 
 func (r *reading) egress() StageStats {
 	eg := StageStats{Stage: "egress", Help: "responses served by egress; errors: ended by error, timeout or slow client"}
-	eg.Total = r.put("eg.total", r.sum(mEgressStreams, nil))
-	eg.Errors = r.put("eg.err", r.sum(mEgressStreams, func(l map[string]string) bool { return slices.Contains(egressErrorOutcomes, l["outcome"]) }))
-	r.put("eg.frames", r.sum(mEgressFrames, nil))
-	eg.Rate, eg.ErrorRate, eg.FrameRate = r.rate("eg.total"), r.rate("eg.err"), r.rate("eg.frames")
-	eg.InFlight = r.sum(mEgressOpen, nil)
+	r.outcomes(&eg, "eg", mEgressStreams, egressErrorOutcomes, mEgressFrames, mEgressOpen)
 	return eg
+}
+
+// outcomes sets st's total and errors from the counter total (by its
+// outcome label: errs are the failed ones), their rates and the frame rate
+// from the counter frames, under sample keys prefixed with key, and what
+// is in flight from the gauge inFlight.
+func (r *reading) outcomes(st *StageStats, key, total string, errs []string, frames, inFlight string) {
+	st.Total = r.put(key+".total", r.sum(total, nil))
+	st.Errors = r.put(key+".err", r.sum(total, func(l map[string]string) bool { return slices.Contains(errs, l["outcome"]) }))
+	r.put(key+".frames", r.sum(frames, nil))
+	st.Rate, st.ErrorRate, st.FrameRate = r.rate(key+".total"), r.rate(key+".err"), r.rate(key+".frames")
+	st.InFlight = r.sum(inFlight, nil)
 }
 
 func (r *reading) index() StageStats {
