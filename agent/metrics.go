@@ -1,9 +1,9 @@
 package agent
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/internal/obs"
 )
 
 // Outcomes counted by e2a_agent_requests_handled_total{pool,outcome}.
@@ -31,54 +31,14 @@ type metrics struct {
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
+	s := obs.NewMetricSet(r, obs.Shared) // several workers may share a registry
 	m := &metrics{
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "e2a_agent_in_flight",
-			Help: "Requests being handled by this process.",
-		}, []string{"pool"}),
-		handled: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "e2a_agent_requests_handled_total",
-			Help: "Request deliveries finished, by outcome.",
-		}, []string{"pool", "outcome"}),
-		frames: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "e2a_agent_frames_published_total",
-			Help: "Response frames published (acknowledged by the stream).",
-		}, []string{"pool"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "e2a_agent_handler_duration_seconds",
-			Help:    "Time from pick-up to the end of a request's handling.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 14),
-		}, []string{"pool"}),
-		redeliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "e2a_agent_redeliveries_total",
-			Help: "Requests picked up again after an earlier delivery.",
-		}, []string{"pool"}),
+		inFlight: s.GaugeVec("e2a_agent_in_flight", "Requests being handled by this process.", "pool"),
+		handled:  s.CounterVec("e2a_agent_requests_handled_total", "Request deliveries finished, by outcome.", "pool", "outcome"),
+		frames:   s.CounterVec("e2a_agent_frames_published_total", "Response frames published (acknowledged by the stream).", "pool"),
+		duration: s.HistogramVec("e2a_agent_handler_duration_seconds", "Time from pick-up to the end of a request's handling.",
+			prometheus.ExponentialBuckets(0.0005, 2.5, 14), "pool"),
+		redeliveries: s.CounterVec("e2a_agent_redeliveries_total", "Requests picked up again after an earlier delivery.", "pool"),
 	}
-	if r == nil {
-		return m, nil
-	}
-	var err error
-	m.inFlight = register(r, m.inFlight, &err)
-	m.handled = register(r, m.handled, &err)
-	m.frames = register(r, m.frames, &err)
-	m.duration = register(r, m.duration, &err)
-	m.redeliveries = register(r, m.redeliveries, &err)
-	return m, err
-}
-
-// register registers c on r, or returns the collector already registered
-// under the same description (several workers sharing a registry).
-func register[C prometheus.Collector](r prometheus.Registerer, c C, errp *error) C {
-	if err := r.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		if *errp == nil {
-			*errp = err
-		}
-	}
-	return c
+	return m, s.Err()
 }

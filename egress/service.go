@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/internal/tracing"
 	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -219,37 +220,19 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	s := obs.NewMetricSet(reg, obs.Exclusive)
 	m := &metrics{
-		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "e2a_egress_streams_open",
-			Help: "Responses being served, by output format.",
-		}, []string{"format"}),
-		ttff: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "e2a_egress_time_to_first_frame_seconds",
-			Help:    "Time from the start of a response to the first frame written.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}, []string{"format"}),
-		frames: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "e2a_egress_frames_written_total",
-			Help: "Frames written to clients, by output format.",
-		}, []string{"format"}),
-		slow: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "e2a_egress_slow_client_disconnects_total",
-			Help: "Clients disconnected because they did not read within the write timeout.",
-		}, []string{"format"}),
-		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "e2a_egress_streams_total",
-			Help: "Responses served, by output format and outcome (final, not_found, timeout, client_gone, slow_client, error).",
-		}, []string{"format", "outcome"}),
+		open: s.GaugeVec("e2a_egress_streams_open", "Responses being served, by output format.", "format"),
+		ttff: s.HistogramVec("e2a_egress_time_to_first_frame_seconds", "Time from the start of a response to the first frame written.",
+			[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}, "format"),
+		frames: s.CounterVec("e2a_egress_frames_written_total", "Frames written to clients, by output format.", "format"),
+		slow: s.CounterVec("e2a_egress_slow_client_disconnects_total",
+			"Clients disconnected because they did not read within the write timeout.", "format"),
+		outcomes: s.CounterVec("e2a_egress_streams_total",
+			"Responses served, by output format and outcome (final, not_found, timeout, client_gone, slow_client, error).",
+			"format", "outcome"),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.open, m.ttff, m.frames, m.slow, m.outcomes} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return m, nil
+	return m, s.Err()
 }
 
 // New returns a Service reading from nc.

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/obs"
 )
 
 type metrics struct {
@@ -17,37 +18,21 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	s := obs.NewMetricSet(reg, obs.Exclusive)
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "e2a_ingress_requests_total",
-			Help: "Requests answered by ingress, by protocol, method and HTTP status code.",
-		}, []string{"protocol", "method", "code"}),
-		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "e2a_ingress_accepted_total",
-			Help: "Requests durably accepted (PubAck, not a duplicate), whatever the answer mode (202, SSE, NDJSON, wait, JSON-RPC, A2E, workflow API), by protocol: e2a, a2a, agentvault, acp, a2e, agent_request or workflow.",
-		}, []string{"protocol"}),
-		publish: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "e2a_ingress_publish_seconds",
-			Help:    "Time from publish to PubAck for accepted requests.",
-			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-		}),
-		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "e2a_ingress_auth_failures_total",
-			Help: "Requests refused by authentication or authorization, by protocol.",
-		}, []string{"protocol"}),
-		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "e2a_ingress_rate_limited_total",
-			Help: "Requests refused by the per-principal rate limit, by protocol.",
-		}, []string{"protocol"}),
+		requests: s.CounterVec("e2a_ingress_requests_total",
+			"Requests answered by ingress, by protocol, method and HTTP status code.", "protocol", "method", "code"),
+		accepted: s.CounterVec("e2a_ingress_accepted_total",
+			"Requests durably accepted (PubAck, not a duplicate), whatever the answer mode (202, SSE, NDJSON, wait, JSON-RPC, A2E, workflow API), by protocol: e2a, a2a, agentvault, acp, a2e, agent_request or workflow.",
+			"protocol"),
+		publish: s.Histogram("e2a_ingress_publish_seconds", "Time from publish to PubAck for accepted requests.",
+			[]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}),
+		authFailures: s.CounterVec("e2a_ingress_auth_failures_total",
+			"Requests refused by authentication or authorization, by protocol.", "protocol"),
+		rateLimited: s.CounterVec("e2a_ingress_rate_limited_total",
+			"Requests refused by the per-principal rate limit, by protocol.", "protocol"),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.accepted, m.publish, m.authFailures, m.rateLimited} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return m, nil
+	return m, s.Err()
 }
 
 // acceptedProtocol is the protocol label of e2a_ingress_accepted_total for
