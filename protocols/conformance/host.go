@@ -61,25 +61,41 @@ func (h *Host) Admit(w http.ResponseWriter, r *http.Request, protocol string, re
 // Serve records the request and format, then renders the request's Frames
 // with the renderer newRenderer builds.
 func (h *Host) Serve(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer render.NewRenderer) {
+	h.serveFrom(w, requestID, format, 0, newRenderer)
+}
+
+// serveFrom records the request and format, then renders the request's
+// Frames after sequence from with the renderer newRenderer builds.
+func (h *Host) serveFrom(w http.ResponseWriter, requestID, format string, from int64, newRenderer render.NewRenderer) {
 	h.serving(requestID, format)
 	o := render.NewOutput(w, 0)
 	rend := newRenderer(o)
 	if err := rend.Start(); err != nil {
 		return
 	}
+	err := h.eachFrame(requestID, func(f render.Frame) error {
+		if int64(f.StreamSeq) <= from {
+			return nil
+		}
+		return rend.Frame(&f)
+	})
+	_ = rend.End(err)
+	_ = o.Flush()
+}
+
+// eachFrame calls fn with each of the request's Frames, its stream
+// sequence its place (from 1), until fn fails.
+func (h *Host) eachFrame(requestID string, fn func(render.Frame) error) error {
 	for i, f := range h.framesOf(requestID) {
 		raw, err := json.Marshal(f)
 		if err != nil {
-			_ = rend.End(err)
-			return
+			return err
 		}
-		if err := rend.Frame(&render.Frame{Response: f, Raw: raw, StreamSeq: uint64(i + 1)}); err != nil {
-			_ = rend.End(err)
-			return
+		if err := fn(render.Frame{Response: f, Raw: raw, StreamSeq: uint64(i + 1)}); err != nil {
+			return err
 		}
 	}
-	_ = rend.End(nil)
-	_ = o.Flush()
+	return nil
 }
 
 // ServeE2A records the request (format e2a) and answers its Frames as

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 // TestHost: the fake host refuses with its Refusal, publishes (or fails
@@ -76,5 +79,55 @@ func TestHost(t *testing.T) {
 	}
 	if _, ok := c2.StreamSlot(httptest.NewRecorder(), func(_ http.ResponseWriter, f host.Refusal) { got = f }); ok || got.Code != "too_many_streams" {
 		t.Fatalf("slot given, or refused with %+v", got)
+	}
+}
+
+// TestRPCHost: the JSON-RPC fake host keeps its caller's sessions (a
+// second session of an id is refused), appends a session's turns to its
+// record, replays a request's Frames (none: not found), reads back the
+// envelopes it accepted, and cancels only the turns that have not ended,
+// newest first.
+func TestRPCHost(t *testing.T) {
+	ctx := context.Background()
+	h := &conformance.RPCHost{}
+	c := h.Caller()
+	if err := c.CreateSession(ctx, "acp", "s1", "echo"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateSession(ctx, "acp", "s1", "echo"); !errors.Is(err, host.ErrConflict) {
+		t.Fatalf("a second session s1: %v", err)
+	}
+	if _, err := c.Session(ctx, "a2a", "s1", 0); !errors.Is(err, host.ErrSessionNotFound) {
+		t.Fatalf("s1 as another protocol's: %v", err)
+	}
+	turn := &host.Turn{Task: host.Task{Session: host.Session{ID: "s1"}}, Session: true}
+	for _, id := range []string{"r1", "r2"} {
+		sub, err := c.Submit(ctx, host.Submission{Pool: "echo", Envelope: &e2a.Envelope{RequestID: id}, Turn: turn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub.Done()
+	}
+	if s, err := c.Session(ctx, "acp", "s1", 0); err != nil || strings.Join(s.RequestIDs, ",") != "r1,r2" {
+		t.Fatalf("session s1: %+v %v", s, err)
+	}
+	if env, _ := h.Envelope(ctx, "r2"); env == nil || env.RequestID != "r2" {
+		t.Fatalf("envelope r2: %+v", env)
+	}
+	sc := conformance.Scenarios()[0]
+	h.Frames = map[string][]*e2a.Response{"r1": sc.Frames}
+	n := 0
+	if err := h.Replay(ctx, "r1", func(render.Frame) error { n++; return nil }); err != nil || n != len(sc.Frames) {
+		t.Fatalf("replay r1: %d frames, %v", n, err)
+	}
+	if err := h.Replay(ctx, "r2", func(render.Frame) error { return nil }); !errors.Is(err, egress.ErrNotFound) {
+		t.Fatalf("replay r2: %v", err)
+	}
+	// r1's frames end (the scenario is final), r2 has none: only r2 runs.
+	if !sc.Final {
+		t.Fatal("the first scenario is not final")
+	}
+	if err := h.CancelTurns(ctx, []string{"r1", "r2"}); err != nil || strings.Join(h.Canceled(), ",") != "r2" {
+		t.Fatalf("canceled %v %v", h.Canceled(), err)
 	}
 }
