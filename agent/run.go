@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -342,16 +343,9 @@ func (w *worker) fetchLoop(ctx context.Context, cons jetstream.Consumer) error {
 			for range want {
 				<-slots
 			}
-			if isClosed(err) || w.js.Conn().IsClosed() {
-				return nats.ErrConnectionClosed
+			if stop, err := w.retryFetch(ctx, err, w.log.Warn, "fetch failed", &backoff); stop {
+				return err
 			}
-			w.log.Warn("fetch failed", "err", err)
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, time.Second)
 			continue
 		}
 		got := 0
@@ -374,20 +368,29 @@ func (w *worker) fetchLoop(ctx context.Context, cons jetstream.Consumer) error {
 			<-slots
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-			if isClosed(err) || w.js.Conn().IsClosed() {
-				return nats.ErrConnectionClosed
+			if stop, err := w.retryFetch(ctx, err, w.log.Debug, "fetch ended", &backoff); stop {
+				return err
 			}
-			w.log.Debug("fetch ended", "err", err)
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, time.Second)
 			continue
 		}
 		backoff = 10 * time.Millisecond
 	}
+}
+
+// retryFetch handles a failed fetch: stop with nats.ErrConnectionClosed
+// when the connection is closed; else it logs err (msg, with log) and
+// waits backoff, doubling it up to a second for the next failure, stop
+// with nil when ctx ends first.
+func (w *worker) retryFetch(ctx context.Context, err error, log func(string, ...any), msg string, backoff *time.Duration) (bool, error) {
+	if isClosed(err) || w.js.Conn().IsClosed() {
+		return true, nats.ErrConnectionClosed
+	}
+	log(msg, "err", err)
+	if sleepctx.Sleep(ctx, *backoff) != nil {
+		return true, nil
+	}
+	*backoff = min(*backoff*2, time.Second)
+	return false, nil
 }
 
 // heartbeats tells the server every heartbeat that each held request is in

@@ -47,14 +47,7 @@ func (m *storedMsg) frame() (frameHead, error) {
 // lastMsg returns the last message stored under subject in stream, nil when
 // there is none, with one direct get (answered by any replica, no consumer).
 func lastMsg(ctx context.Context, js jetstream.JetStream, stream, subject string) (*storedMsg, error) {
-	m, err := streams.LastBySubject(ctx, js.Conn(), stream, subject)
-	if errors.Is(err, streams.ErrNoMessages) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return fromRaw(m), nil
+	return storedOrNone(streams.LastBySubject(ctx, js.Conn(), stream, subject))
 }
 
 // leaderLastMsg is lastMsg as the stream's leader holds it
@@ -63,7 +56,12 @@ func lastMsg(ctx context.Context, js jetstream.JetStream, stream, subject string
 // a follower that lags the leader, and a stale answer there would look
 // like frames lost or written by another worker.
 func leaderLastMsg(ctx context.Context, js jetstream.JetStream, stream, subject string) (*storedMsg, error) {
-	m, err := streams.LeaderLastBySubject(ctx, js.Conn(), stream, subject)
+	return storedOrNone(streams.LeaderLastBySubject(ctx, js.Conn(), stream, subject))
+}
+
+// storedOrNone is the stored message of a last-by-subject read: nil when
+// the subject holds none.
+func storedOrNone(m streams.RawMsg, err error) (*storedMsg, error) {
 	if errors.Is(err, streams.ErrNoMessages) {
 		return nil, nil
 	}
