@@ -37,6 +37,16 @@ func (h *handler) before(ctx context.Context, c Call) error {
 	return nil
 }
 
+// checked records call c and checks its credentials (before), then
+// hands req to next, a2a-go's handler of the method.
+func checked[Q, R any](ctx context.Context, h *handler, c Call, req Q, next func(context.Context, Q) (R, error)) (R, error) {
+	if err := h.before(ctx, c); err != nil {
+		var zero R
+		return zero, err
+	}
+	return next(ctx, req)
+}
+
 func messageCall(method string, req *a2a.SendMessageRequest) Call {
 	c := Call{Method: method}
 	if req != nil && req.Message != nil {
@@ -153,45 +163,27 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskR
 }
 
 func (h *handler) GetTask(ctx context.Context, req *a2a.GetTaskRequest) (*a2a.Task, error) {
-	if err := h.before(ctx, Call{Method: "GetTask", TaskID: req.ID}); err != nil {
-		return nil, err
-	}
-	return h.RequestHandler.GetTask(ctx, req)
+	return checked(ctx, h, Call{Method: "GetTask", TaskID: req.ID}, req, h.RequestHandler.GetTask)
 }
 
 func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
-	if err := h.before(ctx, Call{Method: "ListTasks", ContextID: req.ContextID}); err != nil {
-		return nil, err
-	}
-	return h.RequestHandler.ListTasks(ctx, req)
+	return checked(ctx, h, Call{Method: "ListTasks", ContextID: req.ContextID}, req, h.RequestHandler.ListTasks)
 }
 
 func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*a2a.Task, error) {
-	if err := h.before(ctx, Call{Method: "CancelTask", TaskID: req.ID}); err != nil {
-		return nil, err
-	}
-	return h.RequestHandler.CancelTask(ctx, req)
+	return checked(ctx, h, Call{Method: "CancelTask", TaskID: req.ID}, req, h.RequestHandler.CancelTask)
 }
 
 func (h *handler) GetTaskPushConfig(ctx context.Context, req *a2a.GetTaskPushConfigRequest) (*a2a.PushConfig, error) {
-	if err := h.before(ctx, Call{Method: "GetTaskPushConfig", TaskID: req.TaskID}); err != nil {
-		return nil, err
-	}
-	return h.RequestHandler.GetTaskPushConfig(ctx, req)
+	return checked(ctx, h, Call{Method: "GetTaskPushConfig", TaskID: req.TaskID}, req, h.RequestHandler.GetTaskPushConfig)
 }
 
 func (h *handler) ListTaskPushConfigs(ctx context.Context, req *a2a.ListTaskPushConfigRequest) (*a2a.ListTaskPushConfigResponse, error) {
-	if err := h.before(ctx, Call{Method: "ListTaskPushConfigs", TaskID: req.TaskID}); err != nil {
-		return nil, err
-	}
-	return h.RequestHandler.ListTaskPushConfigs(ctx, req)
+	return checked(ctx, h, Call{Method: "ListTaskPushConfigs", TaskID: req.TaskID}, req, h.RequestHandler.ListTaskPushConfigs)
 }
 
 func (h *handler) CreateTaskPushConfig(ctx context.Context, req *a2a.PushConfig) (*a2a.PushConfig, error) {
-	if err := h.before(ctx, Call{Method: "CreateTaskPushConfig", TaskID: req.TaskID}); err != nil {
-		return nil, err
-	}
-	return h.RequestHandler.CreateTaskPushConfig(ctx, req)
+	return checked(ctx, h, Call{Method: "CreateTaskPushConfig", TaskID: req.TaskID}, req, h.RequestHandler.CreateTaskPushConfig)
 }
 
 func (h *handler) DeleteTaskPushConfig(ctx context.Context, req *a2a.DeleteTaskPushConfigRequest) error {
@@ -202,8 +194,5 @@ func (h *handler) DeleteTaskPushConfig(ctx context.Context, req *a2a.DeleteTaskP
 }
 
 func (h *handler) GetExtendedAgentCard(ctx context.Context, req *a2a.GetExtendedAgentCardRequest) (*a2a.AgentCard, error) {
-	if err := h.before(ctx, Call{Method: "GetExtendedAgentCard"}); err != nil {
-		return nil, err
-	}
-	return h.RequestHandler.GetExtendedAgentCard(ctx, req)
+	return checked(ctx, h, Call{Method: "GetExtendedAgentCard"}, req, h.RequestHandler.GetExtendedAgentCard)
 }
