@@ -116,19 +116,11 @@ func splitBridgeCPU(p *profile.Profile, msPerRequest float64) *BridgeSplit {
 		if vi >= len(s.Value) {
 			continue
 		}
-		var stack []string
-		for _, loc := range s.Location {
-			for _, ln := range loc.Line { // innermost (inlined) call first
-				if ln.Function != nil {
-					stack = append(stack, ln.Function.Name)
-				}
-			}
-		}
 		var label string
 		if v := s.Label[labelKey]; len(v) > 0 {
 			label = v[0]
 		}
-		by[bridgeCPUComponent(stack, label)] += float64(s.Value[vi])
+		by[bridgeCPUComponent(sampleStack(s), label)] += float64(s.Value[vi])
 		total += float64(s.Value[vi])
 		samples += s.Value[0]
 	}

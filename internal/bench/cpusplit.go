@@ -45,16 +45,22 @@ func splitCPU(data []byte, msPerRequest float64) *Split {
 		if vi < 0 || vi >= len(s.Value) {
 			continue
 		}
-		var stack []string
-		for _, loc := range s.Location {
-			for _, ln := range loc.Line { // innermost (inlined) call first
-				if ln.Function != nil {
-					stack = append(stack, ln.Function.Name)
-				}
-			}
-		}
-		by[cpuComponent(stack)] += float64(s.Value[vi])
+		by[cpuComponent(sampleStack(s))] += float64(s.Value[vi])
 		samples += s.Value[0]
 	}
 	return newSplit(by, msPerRequest, samples)
+}
+
+// sampleStack is the function names of a CPU profile sample's stack,
+// innermost (inlined) call first.
+func sampleStack(s *profile.Sample) []string {
+	var stack []string
+	for _, loc := range s.Location {
+		for _, ln := range loc.Line {
+			if ln.Function != nil {
+				stack = append(stack, ln.Function.Name)
+			}
+		}
+	}
+	return stack
 }
