@@ -18,6 +18,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/push"
 	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // TestDeliveryInOrder: three tasks of two principals, two turns each, a
@@ -142,6 +143,42 @@ func TestReceiverRecovers(t *testing.T) {
 	}
 	if n, err := testutil.GatherAndCount(reg, "e2a_push_lag_seconds"); err != nil || n != 1 {
 		t.Errorf("e2a_push_lag_seconds: %d series (%v)", n, err)
+	}
+}
+
+// TestRetriedNotRendered: a message the stage looks at again, while its
+// webhook backs off (503 for the first 5 calls) or while it waits for the
+// message before it, is not rendered again: the stage renders each stored
+// response message of the request once.
+func TestRetriedNotRendered(t *testing.T) {
+	e := newEnv(t)
+	e.startStage()
+	r := newReceiver(t, func(n int, _ http.ResponseWriter) int {
+		if n < 5 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	before := push.Renders()
+	e.create("alice", push.Config{TaskID: "t1", URL: r.srv.URL})
+	id := e.turn("alice", "t1", "", "", 6)
+	e.handled("alice", "t1", r)
+	subj, err := subjects.Response(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs int64
+	for _, err := range streams.DirectGetSeq(tctx(t), e.nc, streams.ResponsesStream, subj, 0, 64) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs++
+	}
+	if len(r.all()) < 6 {
+		t.Fatalf("%d webhook calls: the 5 refusals were not retried", len(r.all()))
+	}
+	if got := push.Renders() - before; got != msgs {
+		t.Errorf("%d renders of the request's %d stored messages (%d webhook calls): a message looked at again was rendered again", got, msgs, len(r.all()))
 	}
 }
 

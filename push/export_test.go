@@ -160,3 +160,7 @@ func messageCount(ctx context.Context, nc *nats.Conn, id string) (int, error) {
 	}
 	return n, nil
 }
+
+// Renders is how many response messages the stages of this process have
+// rendered.
+func Renders() int64 { return renders.Load() }

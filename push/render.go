@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	a2a "github.com/a2aproject/a2a-go/v2/a2a"
@@ -42,6 +44,51 @@ type message struct {
 	firstSeq  int64  // e2a sequence of its first frame
 	final     bool   // it holds the request's final frame
 	events    []event
+}
+
+// renderedCache keeps the messages the stage rendered until they are
+// settled: a message looked at again (it waits for the one before it, or
+// its webhook backs off) is not rendered again, which rebuilt its
+// request's mapper and read the request's earlier messages back each
+// time. A message rendered without the v0.3 task bodies is rendered again
+// once its task has a v0.3 config. It holds at most 10,000 messages (then
+// it starts over). Safe for concurrent use.
+type renderedCache struct {
+	mu   sync.Mutex
+	msgs map[uint64]renderedMessage
+}
+
+type renderedMessage struct {
+	m     *message
+	tasks bool
+}
+
+// renders counts the messages rendered (tests: a message looked at again
+// is not rendered again).
+var renders atomic.Int64
+
+func (c *renderedCache) get(seq uint64, tasks bool) *message {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.msgs[seq]; ok && (r.tasks || !tasks) {
+		return r.m
+	}
+	return nil
+}
+
+func (c *renderedCache) put(m *message, tasks bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.msgs == nil || len(c.msgs) >= 10000 {
+		c.msgs = map[uint64]renderedMessage{}
+	}
+	c.msgs[m.seq] = renderedMessage{m: m, tasks: tasks}
+}
+
+func (c *renderedCache) forget(seq uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.msgs, seq)
 }
 
 // request is what the stage knows of a request: its principal and task
@@ -120,6 +167,7 @@ func frames(h nats.Header, data []byte) ([]*e2a.Response, error) {
 // the updates (artifact ids, append flags) and their ids are the same
 // whichever replica renders them.
 func (s *stage) render(ctx context.Context, r *request, m *message, fs []*e2a.Response, tasks bool) error {
+	renders.Add(1)
 	st := s.mappers[m.requestID]
 	if st == nil || st.fed >= m.seq || tasks && !st.tasks {
 		st = &mapState{m: a2amap.NewStreamMapper(m.requestID, r.params, 0), tasks: tasks}

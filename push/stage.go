@@ -37,6 +37,10 @@ type stage struct {
 	mu    sync.Mutex
 	lanes map[string]*lane
 	jobs  sync.WaitGroup
+
+	// rendered are the messages rendered and not settled yet, by stream
+	// sequence (renderedCache).
+	rendered renderedCache
 }
 
 // Run runs one replica of the push delivery stage on nc until ctx is done.
@@ -217,6 +221,9 @@ func (s *stage) intake(msg jetstream.Msg) {
 	}
 	if job == nil {
 		_ = msg.Ack()
+		if md, err := msg.Metadata(); err == nil {
+			s.rendered.forget(md.Sequence.Stream)
+		}
 		return
 	}
 	s.jobs.Add(1)
@@ -256,12 +263,16 @@ func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
 		s.log.Warn("push: undecodable response message skipped", "request_id", requestID, "seq", md.Sequence.Stream)
 		return nil, nil
 	}
-	m := &message{requestID: requestID, after: r.after, seq: md.Sequence.Stream,
-		firstSeq: fs[0].Sequence, final: fs[len(fs)-1].IsFinal}
 	tasks := slices.ContainsFunc(tc.Configs, func(c Config) bool { return c.Version == V03 })
-	if err := s.render(ctx, r, m, fs, tasks); err != nil {
-		delete(s.mappers, requestID)
-		return nil, err
+	m := s.rendered.get(md.Sequence.Stream, tasks)
+	if m == nil {
+		m = &message{requestID: requestID, after: r.after, seq: md.Sequence.Stream,
+			firstSeq: fs[0].Sequence, final: fs[len(fs)-1].IsFinal}
+		if err := s.render(ctx, r, m, fs, tasks); err != nil {
+			delete(s.mappers, requestID)
+			return nil, err
+		}
+		s.rendered.put(m, tasks)
 	}
 	if len(s.mappers) > 10000 {
 		s.mappers = map[string]*mapState{}
@@ -311,6 +322,7 @@ func (j *job) settle(s *stage) {
 	}
 	if !retry {
 		_ = j.msg.Ack()
+		s.rendered.forget(j.m.seq)
 		return
 	}
 	_ = j.msg.NakWithDelay(max(after, time.Millisecond))
