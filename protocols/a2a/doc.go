@@ -9,15 +9,17 @@
 // [AgentVaultMethods], its format and [AgentVaultError]):
 //
 //   - message/send and message/stream (A2A), tasks/send and
-//     tasks/sendSubscribe (AgentVault) publish the envelope the
-//     normalizer's adapter made and record the request on its task in the
-//     host's task store ([host.Tasks]). A message naming a task continues
-//     it (the caller's own, else not found), keeping its context; a
-//     message to a finished A2A task is -32004 UnsupportedOperation
-//     (TaskOpen), one to a task whose turn was interrupted
-//     (input-required, auth-required) is its answer, a new turn. A context id the client chose must be the caller's
-//     (ClaimContext: another principal's is a conflict). Streams take one
-//     of the caller's stream slots.
+//     tasks/sendSubscribe (AgentVault) submit the envelope the
+//     normalizer's adapter made as a turn of its task, once
+//     ([host.Submitter]: the host records it in its task store, claims
+//     the context, takes the stream slot and publishes). A message naming
+//     a task continues it (the caller's own, else not found), keeping its
+//     context; a message to a finished A2A task is -32004
+//     UnsupportedOperation ([host.Tasks] CheckTaskOpen), one to a task
+//     whose turn was interrupted (input-required, auth-required) is its
+//     answer, a new turn. A context id the client chose must be the
+//     caller's (another principal's is a conflict). Streams take one of
+//     the caller's stream slots.
 //   - tasks/get and tasks/cancel are both protocols' names: they are
 //     answered in the shape of the protocol whose record made the task
 //     (only the caller's own tasks are looked at, so the shape says
