@@ -8,6 +8,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 )
 
 // Pool is the agent pool the in-process pipeline runs the bench agent on
@@ -46,7 +47,7 @@ func (a benchAgent) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer
 			continue
 		}
 		if i > 0 && delay > 0 {
-			if err := sleep(ctx, delay); err != nil {
+			if err := sleepctx.SleepCause(ctx, delay); err != nil {
 				return err
 			}
 		}
@@ -55,7 +56,7 @@ func (a benchAgent) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer
 		}
 	}
 	if delay > 0 && frames > 1 {
-		if err := sleep(ctx, delay); err != nil {
+		if err := sleepctx.SleepCause(ctx, delay); err != nil {
 			return err
 		}
 	}
@@ -85,15 +86,4 @@ func payload(n int) string {
 		payloads[n] = s
 	}
 	return s
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
 }

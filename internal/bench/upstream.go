@@ -10,6 +10,8 @@ import (
 	"runtime/pprof"
 	"strings"
 	"time"
+
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 )
 
 // PathChatCompletions is where an OpenAI-compatible server answers chat
@@ -118,7 +120,7 @@ func (u *ChatUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for i := range u.chunks {
-		if i > 0 && u.delay > 0 && sleep(r.Context(), u.delay) != nil {
+		if i > 0 && u.delay > 0 && sleepctx.SleepCause(r.Context(), u.delay) != nil {
 			return
 		}
 		if !write(u.events[upContent]) {
@@ -127,7 +129,7 @@ func (u *ChatUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	// A delay before the finish chunk too, as the bench agent waits before
 	// its final frame.
-	if u.delay > 0 && sleep(r.Context(), u.delay) != nil {
+	if u.delay > 0 && sleepctx.SleepCause(r.Context(), u.delay) != nil {
 		return
 	}
 	for _, e := range u.events[upFinish:] {
