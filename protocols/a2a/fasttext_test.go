@@ -81,7 +81,7 @@ func BenchmarkStreamText(b *testing.B) {
 		}
 		if i%1024 == 0 {
 			o = render.NewOutput(httptest.NewRecorder(), time.Second)
-			rend.(*stream).o = o
+			rend.(*stream).Out = o
 		}
 	}
 }
@@ -119,7 +119,7 @@ func TestResultEventMatches(t *testing.T) {
 	for _, id := range []string{`"req-002"`, `7`, `"<id>&"`, ``, ` { "a" : 1 } `} {
 		for _, ev := range events {
 			rec := httptest.NewRecorder()
-			r := &stream{o: render.NewOutput(rec, time.Second), p: a2amap.Params{JSONRPCID: json.RawMessage(id)}}
+			r := &stream{StreamBase: StreamBase{Out: render.NewOutput(rec, time.Second)}, p: a2amap.Params{JSONRPCID: json.RawMessage(id)}}
 			if err := r.resultEvent("4", ev); err != nil {
 				t.Fatal(err)
 			}
@@ -165,7 +165,7 @@ func TestStreamTextAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	write()
-	if c := cap(rend.(*stream).buf); c > render.MaxScratch {
+	if c := cap(rend.(*stream).Buf); c > render.MaxScratch {
 		t.Errorf("the stream kept a %d-byte buffer", c)
 	}
 }

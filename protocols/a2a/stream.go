@@ -44,17 +44,13 @@ var (
 // the last event of each frame is the frame's sequence, so Last-Event-ID
 // resumes after it.
 type stream struct {
-	o      *render.Output
+	StreamBase
 	p      a2amap.Params
 	from   int64
-	m      *a2amap.Mapper
 	keep   func(a2av1.Event) (a2av1.Event, bool) // EventFilter(p), made at the first event
 	evs    []a2av1.Event                         // a frame's events for the client, reused
 	finals []bool                                // their v0.3 final flags (Mapper.Final)
 	rpcID  []byte                                // the JSON-RPC id as encoded, for textEvent
-	buf    []byte                                // textEvent's buffer, reused once the event is written
-	// opening: the submitted status-update is still to be written (open).
-	opening bool
 }
 
 // NewStream returns the A2A v0.3 SSE renderer (format [StreamFormat]) of
@@ -68,12 +64,12 @@ type stream struct {
 // not get (p.AcceptedOutputModes, p.Interaction); an error ends the
 // stream as a JSON-RPC error ([Error]).
 func NewStream(o *render.Output, requestID string, p a2amap.Params, from int64) render.Renderer {
-	return &stream{o: o, p: p, from: from, m: a2amap.NewStreamMapper(requestID, p, from)}
+	return &stream{StreamBase: StreamBase{Out: o, Mapper: a2amap.NewStreamMapper(requestID, p, from)}, p: p, from: from}
 }
 
 func (r *stream) Start() error {
-	render.SSEHead(r.o, 0)
-	if err := render.SSEComment(r.o, "ok"); err != nil {
+	render.SSEHead(r.Out, 0)
+	if err := render.SSEComment(r.Out, "ok"); err != nil {
 		return err
 	}
 	if r.from > 0 {
@@ -85,29 +81,20 @@ func (r *stream) Start() error {
 		ts := now().UTC()
 		return r.statusEvent(a2av1.TaskStateWorking, &ts)
 	}
-	r.opening = true
+	r.Opening = true
 	return nil
 }
 
-// open writes the submitted status-update a message/stream opens with,
-// before the first frame's events, unless that frame is the agent's
-// direct answer, a Message (e2a.Response.Reply): that stream is the one
-// message event, no task.
-func (r *stream) open(reply bool) error {
-	if !r.opening {
-		return nil
-	}
-	r.opening = false
-	if reply {
-		return nil
-	}
+// submitted writes the submitted status-update a message/stream opens
+// with (StreamBase.Events).
+func (r *stream) submitted() error {
 	ts := r.p.SubmittedTime(now)
 	return r.statusEvent(a2av1.TaskStateSubmitted, &ts)
 }
 
 // statusEvent writes the status-update (not final) a stream opens with.
 func (r *stream) statusEvent(state a2av1.TaskState, ts *time.Time) error {
-	return r.event("", r.m.StatusUpdate(state, ts, nil), false)
+	return r.event("", r.Mapper.StatusUpdate(state, ts, nil), false)
 }
 
 // event writes the A2A v1.0 event ev in v0.3 (final: a status-update's
@@ -129,26 +116,9 @@ func (r *stream) event(id string, ev a2av1.Event, final bool) error {
 }
 
 func (r *stream) Frame(f *render.Frame) error {
-	if b, ok := r.textEvent(f); ok {
-		if err := r.open(false); err != nil {
-			return err
-		}
-		err := render.SSEEvent(r.o, render.SeqID(f), "", b)
-		r.buf = render.KeepScratch(b)
-		return err
-	}
-	resp, err := f.Decoded()
-	if err != nil {
-		return err
-	}
-	if r.opening {
-		_, reply := resp.Reply()
-		if err := r.open(reply); err != nil {
-			return err
-		}
-	}
-	evs, err := r.m.Events(resp)
-	if err != nil {
+	b, text := r.textEvent(f)
+	evs, err := r.Events(f, b, text, r.submitted)
+	if err != nil || len(evs) == 0 {
 		return err
 	}
 	if r.keep == nil {
@@ -157,7 +127,7 @@ func (r *stream) Frame(f *render.Frame) error {
 	out, finals := r.evs[:0], r.finals[:0]
 	for _, ev := range evs {
 		su, final := ev.(*a2av1.TaskStatusUpdateEvent)
-		final = final && r.m.Final(su)
+		final = final && r.Mapper.Final(su)
 		if ev, ok := r.keep(ev); ok {
 			out, finals = append(out, ev), append(finals, final)
 		}
@@ -171,13 +141,13 @@ func (r *stream) Frame(f *render.Frame) error {
 	})
 }
 
-func (r *stream) Heartbeat() error { return render.SSEComment(r.o, "keep-alive") }
+func (r *stream) Heartbeat() error { return render.SSEComment(r.Out, "keep-alive") }
 
 func (r *stream) End(err error) error {
 	if err == nil {
 		return nil
 	}
-	return render.SSEEndEvent(r.o, "", jsonrpc.ErrorResponse(r.p.JSONRPCID, Error(err)))
+	return render.SSEEndEvent(r.Out, "", jsonrpc.ErrorResponse(r.p.JSONRPCID, Error(err)))
 }
 
 // PassThrough: the stream reads whole frames only where textEvent does
@@ -196,7 +166,7 @@ func (r *stream) textEvent(f *render.Frame) (out []byte, ok bool) {
 	if !fastText {
 		return nil, false
 	}
-	u, ok := ReadTextUpdate(r.m, f)
+	u, ok := ReadTextUpdate(r.Mapper, f)
 	if !ok {
 		return nil, false
 	}
@@ -204,8 +174,8 @@ func (r *stream) textEvent(f *render.Frame) (out []byte, ok bool) {
 		r.rpcID = encodedRPCID(r.p.JSONRPCID)
 	}
 	// The constant parts take 250 bytes; escapes may need more.
-	b := slices.Grow(r.buf[:0], 320+len(r.rpcID)+u.Len())
-	r.buf = nil
+	b := slices.Grow(r.Buf[:0], 320+len(r.rpcID)+u.Len())
+	r.Buf = nil
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, r.rpcID...)
 	b = append(b, `,"result":{"kind":"artifact-update",`...)
@@ -239,7 +209,7 @@ func (r *stream) resultEvent(id string, ev any) error {
 	b = append(b, `,"result":`...)
 	b = append(b, res...)
 	b = append(b, '}')
-	return render.SSEEvent(r.o, id, "", b)
+	return render.SSEEvent(r.Out, id, "", b)
 }
 
 // statusFast writes the SSE event of resultEvent for su, a status without
@@ -253,19 +223,19 @@ func (r *stream) statusFast(id string, su *a2a.TaskStatusUpdateEvent) (done bool
 	if r.rpcID == nil {
 		r.rpcID = encodedRPCID(r.p.JSONRPCID)
 	}
-	b := slices.Grow(r.buf[:0], len(r.rpcID)+196+len(su.TaskID)+len(su.ContextID)+len(su.Status.State))
-	r.buf = nil
+	b := slices.Grow(r.Buf[:0], len(r.rpcID)+196+len(su.TaskID)+len(su.ContextID)+len(su.Status.State))
+	r.Buf = nil
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, r.rpcID...)
 	b = append(b, `,"result":`...)
 	b, ok := appendStatusUpdate(b, su)
 	if !ok {
-		r.buf = b[:0]
+		r.Buf = b[:0]
 		return false, nil
 	}
 	b = append(b, '}')
-	err = render.SSEEvent(r.o, id, "", b)
-	r.buf = render.KeepScratch(b)
+	err = render.SSEEvent(r.Out, id, "", b)
+	r.Buf = render.KeepScratch(b)
 	return true, err
 }
 

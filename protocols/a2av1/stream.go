@@ -42,15 +42,11 @@ var (
 // sequence (Last-Event-ID resumes after it); the SDK gives each event a
 // random one.
 type stream struct {
+	a2aproto.StreamBase
 	rest  bool // the HTTP+JSON binding's: no JSON-RPC response around the events, REST errors
-	o     *render.Output
 	p     a2amap.Params
 	from  int64
-	m     *a2amap.Mapper
 	rpcID []byte // the JSON-RPC id as the SDK writes it
-	buf   []byte // the event being assembled, reused once it is written
-	// opening: the submitted status-update is still to be written (open).
-	opening bool
 }
 
 // NewStream returns the renderer of SendStreamingMessage's JSON-RPC SSE
@@ -63,7 +59,7 @@ type stream struct {
 // JSON-RPC error in the SDK's shape. rpcID is the call's JSON-RPC id as
 // sent (absent: null).
 func NewStream(o *render.Output, requestID string, p a2amap.Params, rpcID json.RawMessage, from int64) render.Renderer {
-	return &stream{o: o, p: p, from: from, m: a2amap.NewStreamMapper(requestID, p, from), rpcID: sdkRPCID(rpcID)}
+	return &stream{StreamBase: a2aproto.StreamBase{Out: o, Mapper: a2amap.NewStreamMapper(requestID, p, from)}, p: p, from: from, rpcID: sdkRPCID(rpcID)}
 }
 
 // NewRESTStream is [NewStream] for the HTTP+JSON binding's
@@ -71,52 +67,26 @@ func NewStream(o *render.Output, requestID string, p a2amap.Params, rpcID json.R
 // error ends the stream as the binding's google.rpc.Status (restError),
 // as the SDK's HTTP+JSON transport writes them.
 func NewRESTStream(o *render.Output, requestID string, p a2amap.Params, from int64) render.Renderer {
-	return &stream{rest: true, o: o, p: p, from: from, m: a2amap.NewStreamMapper(requestID, p, from)}
+	return &stream{StreamBase: a2aproto.StreamBase{Out: o, Mapper: a2amap.NewStreamMapper(requestID, p, from)}, rest: true, p: p, from: from}
 }
 
 func (r *stream) Start() error {
-	render.SSEHead(r.o, 0)
-	r.opening = r.from == 0
+	render.SSEHead(r.Out, 0)
+	r.Opening = r.from == 0
 	return nil
 }
 
-// open writes the submitted status-update a stream opens with, before the
-// first frame's events, unless that frame is the agent's direct answer,
-// a Message (e2a.Response.Reply): that stream is the one message event,
-// no task (A2A §3.1.2).
-func (r *stream) open(reply bool) error {
-	if !r.opening {
-		return nil
-	}
-	r.opening = false
-	if reply {
-		return nil
-	}
+// submitted writes the submitted status-update a stream opens with
+// (StreamBase.Events).
+func (r *stream) submitted() error {
 	ts := r.p.SubmittedTime(now)
-	return r.event("", r.m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil))
+	return r.event("", r.Mapper.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil))
 }
 
 func (r *stream) Frame(f *render.Frame) error {
-	if b, ok := r.textEvent(f); ok {
-		if err := r.open(false); err != nil {
-			return err
-		}
-		err := render.SSEEvent(r.o, render.SeqID(f), "", b)
-		r.buf = render.KeepScratch(b)
-		return err
-	}
-	resp, err := f.Decoded()
-	if err != nil {
-		return err
-	}
-	if r.opening {
-		_, reply := resp.Reply()
-		if err := r.open(reply); err != nil {
-			return err
-		}
-	}
-	evs, err := r.m.Events(resp)
-	if err != nil {
+	b, text := r.textEvent(f)
+	evs, err := r.Events(f, b, text, r.submitted)
+	if err != nil || len(evs) == 0 {
 		return err
 	}
 	// The client's parts only (its output modes, the interaction spec), as
@@ -143,13 +113,13 @@ func (r *stream) textEvent(f *render.Frame) (out []byte, ok bool) {
 	if !fastText {
 		return nil, false
 	}
-	u, ok := a2aproto.ReadTextUpdate(r.m, f)
+	u, ok := a2aproto.ReadTextUpdate(r.Mapper, f)
 	if !ok {
 		return nil, false
 	}
 	// The constant parts take 230 bytes; escapes may need more.
-	b := slices.Grow(r.buf[:0], 300+len(r.rpcID)+u.Len())
-	r.buf = nil
+	b := slices.Grow(r.Buf[:0], 300+len(r.rpcID)+u.Len())
+	r.Buf = nil
 	if !r.rest {
 		b = append(b, `{"jsonrpc":"2.0","id":`...)
 		b = append(b, r.rpcID...)
@@ -164,16 +134,16 @@ func (r *stream) textEvent(f *render.Frame) (out []byte, ok bool) {
 	return b, true
 }
 
-func (r *stream) Heartbeat() error { return render.SSEComment(r.o, "keep-alive") }
+func (r *stream) Heartbeat() error { return render.SSEComment(r.Out, "keep-alive") }
 
 func (r *stream) End(err error) error {
 	if err == nil {
 		return nil
 	}
 	if r.rest {
-		return render.SSEEndEvent(r.o, "", restError(err))
+		return render.SSEEndEvent(r.Out, "", restError(err))
 	}
-	return render.SSEEndEvent(r.o, "", jsonrpc.ErrorResponse(r.rpcID, Error(err)))
+	return render.SSEEndEvent(r.Out, "", jsonrpc.ErrorResponse(r.rpcID, Error(err)))
 }
 
 // event writes ev as one SSE event with SSE id id.
@@ -183,17 +153,17 @@ func (r *stream) event(id string, ev a2a.Event) error {
 		return err
 	}
 	if r.rest {
-		return render.SSEEvent(r.o, id, "", res)
+		return render.SSEEvent(r.Out, id, "", res)
 	}
-	b := slices.Grow(r.buf[:0], len(res)+len(r.rpcID)+32)
-	r.buf = nil
+	b := slices.Grow(r.Buf[:0], len(res)+len(r.rpcID)+32)
+	r.Buf = nil
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, r.rpcID...)
 	b = append(b, `,"result":`...)
 	b = append(b, res...)
 	b = append(b, '}')
-	err = render.SSEEvent(r.o, id, "", b)
-	r.buf = render.KeepScratch(b)
+	err = render.SSEEvent(r.Out, id, "", b)
+	r.Buf = render.KeepScratch(b)
 	return err
 }
 
