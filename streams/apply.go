@@ -219,12 +219,7 @@ func applyStream(ctx context.Context, js jetstream.JetStream, want jetstream.Str
 	c := Change{Kind: KindStream, Name: want.Name}
 	s, err := js.Stream(ctx, want.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		if err := retryPlacement(ctx, func() error { _, err := js.CreateStream(ctx, want); return err }); err != nil {
-			c.Action, c.Err = ActionFailed, err
-			return c
-		}
-		c.Action = ActionCreated
-		return c
+		return created(ctx, c, func() error { _, err := js.CreateStream(ctx, want); return err })
 	}
 	if err != nil {
 		c.Action, c.Err = ActionFailed, err
@@ -242,32 +237,14 @@ func applyStream(ctx context.Context, js jetstream.JetStream, want jetstream.Str
 		// and to change the mode of a stream.
 		fixed = append(fixed, fmt.Sprintf("Replicas: %d -> %d (the stream is in async persist mode, which one server only has: delete it and apply again)", have.Replicas, want.Replicas))
 	}
-	switch {
-	case len(fixed) > 0:
-		c.Action = ActionFailed
-		c.Err = fmt.Errorf("%w: %s", ErrDriftNotUpdatable, strings.Join(fixed, "; "))
-	case len(c.Drift) == 0:
-		c.Action = ActionUnchanged
-	default:
-		if err := retryPlacement(ctx, func() error { _, err := js.UpdateStream(ctx, want); return err }); err != nil {
-			c.Action, c.Err = ActionFailed, err
-			return c
-		}
-		c.Action = ActionUpdated
-	}
-	return c
+	return settled(ctx, c, fixed, func() error { _, err := js.UpdateStream(ctx, want); return err })
 }
 
 func applyKeyValue(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) Change {
 	c := Change{Kind: KindKeyValue, Name: want.Bucket}
 	s, err := js.Stream(ctx, KVStream(want.Bucket))
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		if err := retryPlacement(ctx, func() error { _, err := js.CreateKeyValue(ctx, want); return err }); err != nil {
-			c.Action, c.Err = ActionFailed, err
-			return c
-		}
-		c.Action = ActionCreated
-		return c
+		return created(ctx, c, func() error { _, err := js.CreateKeyValue(ctx, want); return err })
 	}
 	if err != nil {
 		c.Action, c.Err = ActionFailed, err
@@ -275,6 +252,25 @@ func applyKeyValue(ctx context.Context, js jetstream.JetStream, want jetstream.K
 	}
 	var fixed []string
 	c.Drift, fixed = streamDrift(s.CachedInfo().Config, kvStreamView(want), kvFields)
+	return settled(ctx, c, fixed, func() error { _, err := js.UpdateKeyValue(ctx, want); return err })
+}
+
+// created is c once create (retried while the cluster refuses a
+// placement) has made what did not exist: ActionCreated, or ActionFailed
+// with the error.
+func created(ctx context.Context, c Change, create func() error) Change {
+	c.Action = ActionCreated
+	if err := retryPlacement(ctx, create); err != nil {
+		c.Action, c.Err = ActionFailed, err
+	}
+	return c
+}
+
+// settled is c (its Drift found) once settled: ActionFailed when a field
+// that drifted cannot be updated in place (fixed), ActionUnchanged
+// without drift, else ActionUpdated by update (retried while the cluster
+// refuses a placement), or ActionFailed with its error.
+func settled(ctx context.Context, c Change, fixed []string, update func() error) Change {
 	switch {
 	case len(fixed) > 0:
 		c.Action = ActionFailed
@@ -282,11 +278,10 @@ func applyKeyValue(ctx context.Context, js jetstream.JetStream, want jetstream.K
 	case len(c.Drift) == 0:
 		c.Action = ActionUnchanged
 	default:
-		if err := retryPlacement(ctx, func() error { _, err := js.UpdateKeyValue(ctx, want); return err }); err != nil {
-			c.Action, c.Err = ActionFailed, err
-			return c
-		}
 		c.Action = ActionUpdated
+		if err := retryPlacement(ctx, update); err != nil {
+			c.Action, c.Err = ActionFailed, err
+		}
 	}
 	return c
 }

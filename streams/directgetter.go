@@ -70,6 +70,29 @@ func (m *DirectGetter) route(msg *nats.Msg) {
 	}
 }
 
+// send publishes the direct get request body to stream with a reply
+// token of its own: the returned channel, with room for n replies, gets
+// them until release(tok).
+func (m *DirectGetter) send(stream string, body []byte, n int) (tok string, ch chan *nats.Msg, err error) {
+	tok = strconv.FormatUint(m.next.Add(1), 36)
+	ch = make(chan *nats.Msg, n)
+	m.mu.Lock()
+	m.calls[tok] = ch
+	m.mu.Unlock()
+	if err := m.nc.PublishRequest(subjects.DirectGet(stream), m.prefix+tok, body); err != nil {
+		m.release(tok)
+		return "", nil, fmt.Errorf("streams: direct get %s: %w", stream, err)
+	}
+	return tok, ch, nil
+}
+
+// release forgets the call of tok: later replies to it are dropped.
+func (m *DirectGetter) release(tok string) {
+	m.mu.Lock()
+	delete(m.calls, tok)
+	m.mu.Unlock()
+}
+
 // directGetBatchRequest is the body of a $JS.API.DIRECT.GET.<stream> request.
 type directGetBatchRequest struct {
 	Seq      uint64 `json:"seq,omitempty"`
@@ -97,19 +120,11 @@ func (m *DirectGetter) GetBatch(ctx context.Context, stream, subject string, sta
 		return 0, err
 	}
 	body, _ := json.Marshal(directGetBatchRequest{Seq: start, NextFor: subject, Batch: batch, MaxBytes: maxBytes})
-	tok := strconv.FormatUint(m.next.Add(1), 36)
-	ch := make(chan *nats.Msg, batch+2)
-	m.mu.Lock()
-	m.calls[tok] = ch
-	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		delete(m.calls, tok)
-		m.mu.Unlock()
-	}()
-	if err := m.nc.PublishRequest(subjects.DirectGet(stream), m.prefix+tok, body); err != nil {
-		return 0, fmt.Errorf("streams: direct get %s: %w", stream, err)
+	tok, ch, err := m.send(stream, body, batch+2)
+	if err != nil {
+		return 0, err
 	}
+	defer m.release(tok)
 	for {
 		var msg *nats.Msg
 		select {
@@ -162,19 +177,11 @@ func (m *DirectGetter) GetLast(ctx context.Context, stream, subject string) (*na
 		return nil, err
 	}
 	body, _ := json.Marshal(directGetBatchRequest{LastFor: subject})
-	tok := strconv.FormatUint(m.next.Add(1), 36)
-	ch := make(chan *nats.Msg, 2)
-	m.mu.Lock()
-	m.calls[tok] = ch
-	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		delete(m.calls, tok)
-		m.mu.Unlock()
-	}()
-	if err := m.nc.PublishRequest(subjects.DirectGet(stream), m.prefix+tok, body); err != nil {
-		return nil, fmt.Errorf("streams: direct get %s: %w", stream, err)
+	tok, ch, err := m.send(stream, body, 2)
+	if err != nil {
+		return nil, err
 	}
+	defer m.release(tok)
 	select {
 	case msg := <-ch:
 		if len(msg.Data) == 0 && msg.Header != nil {
