@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"time"
 
@@ -224,19 +223,6 @@ func runPushStage(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	mux := newOpsMux(reg, nc, js)
-	_, stopMetrics, err := serveMetrics(ctx, cfg, reg, log)
-	if err != nil {
-		return err
-	}
-	defer stopMetrics()
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return err
-	}
-	srv := newOpsServer(ctx, mux)
-	done := make(chan error, 1)
-	go func() { done <- push.Run(ctx, nc, opts...) }()
-	log.Info("push notification stage running", "ops", ln.Addr().String())
-	return serveUntil(ctx, srv, ln, log, done)
+	return serveOps(ctx, cfg, newOpsMux(reg, nc, js), reg, log, func() error { return push.Run(ctx, nc, opts...) },
+		"push notification stage running")
 }

@@ -19,11 +19,7 @@ import (
 // newWorkflowExecutor builds the A2E workflow executor from E2A_WORKFLOW_*
 // settings, with StoreData on JetStream KV and a KV-shared cache.
 func newWorkflowExecutor(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.Logger) (*workflow.Executor, error) {
-	wc, err := workflow.ConfigFromEnv()
-	if err != nil {
-		return nil, err
-	}
-	opts, err := wc.Options(os.Environ(), log)
+	wc, opts, err := workflowOptions(log)
 	if err != nil {
 		return nil, err
 	}
@@ -77,15 +73,23 @@ func egressAuthorizer(auth *ingress.Auth) func(*http.Request) (tenant.Principal,
 // newWorkflowValidator builds an executor for the REST API of `e2a serve`:
 // the same policy, vault names and limits as the workflow pool, no storage.
 func newWorkflowValidator(log *slog.Logger) (*workflow.Executor, error) {
-	wc, err := workflow.ConfigFromEnv()
-	if err != nil {
-		return nil, err
-	}
-	opts, err := wc.Options(os.Environ(), log)
+	_, opts, err := workflowOptions(log)
 	if err != nil {
 		return nil, err
 	}
 	return workflow.New(opts), nil
+}
+
+// workflowOptions reads the E2A_WORKFLOW_* settings and the executor
+// options they give (policy, vault names, limits), the same for the
+// workflow pool and serve's REST API.
+func workflowOptions(log *slog.Logger) (workflow.Config, workflow.Options, error) {
+	wc, err := workflow.ConfigFromEnv()
+	if err != nil {
+		return wc, workflow.Options{}, err
+	}
+	opts, err := wc.Options(os.Environ(), log)
+	return wc, opts, err
 }
 
 // ingressOptions builds auth, rate limits and stream limits from the
