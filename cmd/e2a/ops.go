@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -87,4 +88,50 @@ func warnBodyLimit(cfg Config, nc *nats.Conn, log *slog.Logger) {
 	log.Warn(fmt.Sprintf("E2A_MAX_BODY_BYTES (%d) exceeds the NATS server's max_payload (%d): requests whose envelope is larger than max_payload are refused with 413. "+
 		"Set E2A_MAX_BODY_BYTES below max_payload (the envelope adds about 1 KiB to a body, more with long ids), or raise max_payload in every NATS server's configuration", cfg.MaxBodyBytes, mp),
 		"max_body_bytes", cfg.MaxBodyBytes, "nats_max_payload", mp)
+}
+
+// startStage is how a stage process (serve, agent) starts: its logger,
+// the GC target note, tracing as service, and the NATS connection
+// (E2A_NATS_URL, or the embedded server); stop closes the connection,
+// then tracing.
+func startStage(ctx context.Context, cfg Config, service string) (log *slog.Logger, nc *nats.Conn, stop func(), err error) {
+	log, err = obs.NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if pct := gcDefault(); pct > 0 {
+		log.Debug("GC target (GOGC unset)", "GOGC", pct)
+	}
+	stopTracing, err := startTracing(ctx, log, service)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	nc, stopNATS, _, err := connectOrEmbed(ctx, cfg, log)
+	if err != nil {
+		stopTracing()
+		return nil, nil, nil, err
+	}
+	return log, nc, func() { stopNATS(); stopTracing() }, nil
+}
+
+// serveOps serves a stage's operations mux (/healthz, /readyz, /metrics)
+// on E2A_HTTP_ADDR, and /metrics on E2A_METRICS_ADDR when set, while run
+// runs the stage, until ctx ends or run returns (serveUntil). msg and
+// args are the log line saying the stage runs; its "ops" address is
+// added.
+func serveOps(ctx context.Context, cfg Config, mux http.Handler, reg *prometheus.Registry, log *slog.Logger, run func() error, msg string, args ...any) error {
+	_, stopMetrics, err := serveMetrics(ctx, cfg, reg, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	srv := newOpsServer(ctx, mux)
+	done := make(chan error, 1)
+	go func() { done <- run() }()
+	log.Info(msg, append(args, "ops", ln.Addr().String())...)
+	return serveUntil(ctx, srv, ln, log, done)
 }

@@ -5,14 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
@@ -139,52 +136,6 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 	return serveOps(ctx, cfg, mux, reg, log, func() error {
 		return agent.Run(ctx, nc, *pool, h, agent.WithConcurrency(*concurrency), agent.WithMetrics(reg), agent.WithLogger(log))
 	}, "agent pool running", "pool", *pool)
-}
-
-// startStage is how a stage process (serve, agent) starts: its logger,
-// the GC target note, tracing as service, and the NATS connection
-// (E2A_NATS_URL, or the embedded server); stop closes the connection,
-// then tracing.
-func startStage(ctx context.Context, cfg Config, service string) (log *slog.Logger, nc *nats.Conn, stop func(), err error) {
-	log, err = obs.NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if pct := gcDefault(); pct > 0 {
-		log.Debug("GC target (GOGC unset)", "GOGC", pct)
-	}
-	stopTracing, err := startTracing(ctx, log, service)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	nc, stopNATS, _, err := connectOrEmbed(ctx, cfg, log)
-	if err != nil {
-		stopTracing()
-		return nil, nil, nil, err
-	}
-	return log, nc, func() { stopNATS(); stopTracing() }, nil
-}
-
-// serveOps serves a stage's operations mux (/healthz, /readyz, /metrics)
-// on E2A_HTTP_ADDR, and /metrics on E2A_METRICS_ADDR when set, while run
-// runs the stage, until ctx ends or run returns (serveUntil). msg and
-// args are the log line saying the stage runs; its "ops" address is
-// added.
-func serveOps(ctx context.Context, cfg Config, mux http.Handler, reg *prometheus.Registry, log *slog.Logger, run func() error, msg string, args ...any) error {
-	_, stopMetrics, err := serveMetrics(ctx, cfg, reg, log)
-	if err != nil {
-		return err
-	}
-	defer stopMetrics()
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return err
-	}
-	srv := newOpsServer(ctx, mux)
-	done := make(chan error, 1)
-	go func() { done <- run() }()
-	log.Info(msg, append(args, "ops", ln.Addr().String())...)
-	return serveUntil(ctx, srv, ln, log, done)
 }
 
 // runStreams provisions (or checks) the streams on E2A_NATS_URL.
