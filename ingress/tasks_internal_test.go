@@ -21,12 +21,7 @@ import (
 // deleted or purged; Get then reports ErrTaskNotFound for those.
 func TestTaskStoreLeaderValue(t *testing.T) {
 	ctx := context.Background()
-	_, nc := natstest.RunServer(t)
-	js := natstest.JetStream(t, nc)
-	ts, err := NewTaskStore(ctx, js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ts, _ := newTaskStore(t)
 	for _, id := range []string{"kept", "deleted", "purged"} {
 		key, _ := taskKey(KindSession, id)
 		if err := ts.create(ctx, key, []byte(`{"id":"`+id+`","principal":"alice"}`)); err != nil {
@@ -73,12 +68,7 @@ func TestTaskStoreLeaderValue(t *testing.T) {
 // stored since (nothing here).
 func BenchmarkListTasks(b *testing.B) {
 	ctx := context.Background()
-	_, nc := natstest.RunServer(b)
-	js := natstest.JetStream(b, nc)
-	ts, err := NewTaskStore(ctx, js)
-	if err != nil {
-		b.Fatal(err)
-	}
+	ts, js := newTaskStore(b)
 	const n = 10_000
 	for i := range n {
 		publishFirstTurn(b, js, fmt.Sprintf("task-%05d", i), []string{"alice", "bob"}[i%2], strings.Repeat("x", 500))
@@ -137,12 +127,7 @@ func publishFirstTurn(t testing.TB, js jetstream.JetStream, id, user, text strin
 // in E2A_TASKS is listed once, from its record.
 func TestFirstTurnsCache(t *testing.T) {
 	ctx := context.Background()
-	_, nc := natstest.RunServer(t)
-	js := natstest.JetStream(t, nc)
-	ts, err := NewTaskStore(ctx, js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ts, js := newTaskStore(t)
 	if ts.turns.maxAge <= 0 {
 		t.Fatalf("E2A_REQUESTS' max age not read: %v", ts.turns.maxAge)
 	}
@@ -201,4 +186,17 @@ func TestFirstTurnsCache(t *testing.T) {
 	if got := strings.Join(list(100), " "); got != "t1/alice/a2a" {
 		t.Fatalf("listing past the max age (t1 from its record): %s", got)
 	}
+}
+
+// newTaskStore is a task store on an embedded server of the test's, and
+// the server's JetStream.
+func newTaskStore(t testing.TB) (*TaskStore, jetstream.JetStream) {
+	t.Helper()
+	_, nc := natstest.RunServer(t)
+	js := natstest.JetStream(t, nc)
+	ts, err := NewTaskStore(context.Background(), js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts, js
 }
