@@ -16,6 +16,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a"
@@ -279,11 +280,40 @@ func (h protocolHost) CancelTurns(ctx context.Context, requestIDs []string) erro
 		return err
 	}
 	for _, id := range append([]string{requestIDs[len(requestIDs)-1]}, earlier...) {
+		if !h.s.awaitStored(ctx, id) {
+			continue // never published: nothing to cancel
+		}
 		if err := h.s.cancel(ctx, id); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// awaitStored reports whether requestID is stored in E2A_REQUESTS, waiting
+// for a turn whose session or task record already holds it while its
+// publish has not landed (publishTurn appends to the record first): a
+// cancel stored before its request can be missed by a worker that starts
+// between the two (agent.Cancel). It waits up to the publish timeout and a
+// second, and is false when the request never is (its publish failed and
+// the record lets it go) or ctx ends; true, to cancel as before, when
+// E2A_REQUESTS cannot be read.
+func (s *Server) awaitStored(ctx context.Context, requestID string) bool {
+	subj, err := subjects.RequestAnyPool(requestID)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.publishTimeout+time.Second)
+	defer cancel()
+	for wait := 2 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		_, err := streams.LastBySubject(ctx, s.nc, streams.RequestsStream, subj)
+		if !errors.Is(err, streams.ErrNoMessages) {
+			return err == nil || ctx.Err() == nil
+		}
+		if sleepctx.Sleep(ctx, wait) != nil {
+			return false
+		}
+	}
 }
 
 // AuthMethods describes each configured scheme a client can use.

@@ -2,13 +2,17 @@ package ingress_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // TestStreamRefusedPublishesNothing: a streamed answer refused for want
@@ -65,5 +69,36 @@ func TestStreamRefusedPublishesNothing(t *testing.T) {
 				t.Fatalf("%d stream slots held, want the first stream's 1", lim.Total())
 			}
 		})
+	}
+}
+
+// TestSessionCancelAwaitsTheTurn: a session/cancel that finds in the
+// session's record a turn whose publish has not landed (a turn is recorded
+// before it is published) waits for the request to be stored before it
+// cancels it, and cancels nothing when it never is (its publish failed):
+// a cancel stored before its request can be missed by a worker that
+// starts between the two (agent.Cancel). ACP stdio's
+// TestStdioCancelFollowsItsRequest failed once on the old order.
+func TestSessionCancelAwaitsTheTurn(t *testing.T) {
+	ctx := context.Background()
+	p := startPipelineWith(t, ingress.WithPublishTimeout(300*time.Millisecond))
+	sid := p.acpSession(t)
+	ts, err := ingress.NewTaskStore(ctx, p.js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const never = "turn-never-published"
+	if _, err := ts.Append(ctx, ingress.KindSession, ingress.TaskRecord{ID: sid, Protocol: "acp", Pool: "demo"}, never, tenant.Principal{Open: true}); err != nil {
+		t.Fatal(err)
+	}
+	if m := p.acpCall(t, `{"jsonrpc":"2.0","id":1,"method":"session/cancel","params":{"sessionId":"`+sid+`"}}`); m.Error != nil {
+		t.Fatalf("session/cancel: %+v", m.Error)
+	}
+	subj, err := subjects.Control(never)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := streams.LastBySubject(ctx, p.nc, streams.ControlStream, subj); !errors.Is(err, streams.ErrNoMessages) {
+		t.Fatalf("a cancel was stored for a request never published: %s %v", m.Data, err)
 	}
 }
