@@ -264,8 +264,13 @@ func (h protocolHost) Envelope(ctx context.Context, requestID string) (*e2a.Enve
 	return loadEnvelope(ctx, st, requestID), nil
 }
 
-// Cancel publishes a cancel on the request's control subject.
+// Cancel publishes a cancel on the request's control subject once the
+// request is stored (awaitStored: a task's turn is recorded before it is
+// published); nothing for a request never published.
 func (h protocolHost) Cancel(ctx context.Context, requestID string) error {
+	if !h.s.awaitStored(ctx, requestID) {
+		return nil
+	}
 	return h.s.cancel(ctx, requestID)
 }
 
