@@ -72,7 +72,8 @@ for s in ss: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in ss])
 for s in ss: s.close()')
   base="http://127.0.0.1:$http_port"
-  (cd "$dir" && env E2A_HTTP_ADDR="127.0.0.1:$http_port" E2A_GRPC_ADDR="127.0.0.1:$grpc_port" E2A_NATS_PORT=0 "$@" \
+  # exec: $pid is e2a itself, so that stop_dev stops it (a subshell killed leaves its child running).
+  (cd "$dir" && exec env E2A_HTTP_ADDR="127.0.0.1:$http_port" E2A_GRPC_ADDR="127.0.0.1:$grpc_port" E2A_NATS_PORT=0 "$@" \
     "$work/e2a" dev >"$dir/e2a.log" 2>&1) &
   pid=$!
   # The card, once e2a answers (at most 60 s).
