@@ -68,7 +68,9 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	stream, wait := wantsStream(r), r.URL.Query().Get("wait") == "true"
-	env.IsStream = stream
+	if stream {
+		env.IsStream = true // else the body's is_stream, as the client sent it
+	}
 	// A streamed answer (or one awaited) takes one of the caller's stream
 	// slots and subscribes to the frames before the publish: a new
 	// request's stream then opens without reading E2A_RESPONSES.

@@ -159,6 +159,16 @@ func TestFrontDoorRefusals(t *testing.T) {
 	}
 }
 
+// A body's is_stream is kept when the answer is not streamed in the call
+// (the client reads the stream later with GET …/stream).
+func TestFrontDoorKeepsBodyIsStream(t *testing.T) {
+	h := newHost(nil)
+	rec := post(h, "/v1/requests", `{"request_id":"r-5","is_stream":true,"params":{}}`)
+	if rec.Code != http.StatusAccepted || len(h.Published()) != 1 || !h.Published()[0].IsStream {
+		t.Fatalf("%d %s, published %+v", rec.Code, rec.Body, h.Published())
+	}
+}
+
 // An Accept that excludes the stream types (q=0) is no stream: the request
 // is accepted (202), as egress would answer it with the JSON view anyway.
 func TestFrontDoorAcceptExcluded(t *testing.T) {
