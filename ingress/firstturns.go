@@ -42,20 +42,23 @@ type firstTurnEntry struct {
 // sequences after the ones read before (all of them again when the window
 // reaches below the ones read: never with the one window a listing uses).
 // A last below the one read before (a lagging replica answered) reads
-// nothing. The entries returned are the caller's.
+// nothing. The read is made without the lock (concurrent listings do not
+// wait on each other's I/O); what it read joins the cache when it follows
+// on what the cache holds then. The entries returned are the caller's.
 func (c *firstTurns) newest(ctx context.Context, s *TaskStore, last uint64, window int) ([]firstTurnEntry, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	lo := uint64(1)
 	if last > uint64(window) {
 		lo = last - uint64(window) + 1
 	}
+	c.mu.Lock()
 	if c.last == 0 || lo < c.from {
 		c.recs, c.from, c.last = nil, lo, lo-1
 	}
-	if last > c.last {
-		var read []firstTurnEntry
-		for m, err := range streams.DirectGetSeq(ctx, s.nc, streams.RequestsStream, subjects.AllRequests, c.last+1, listPage) {
+	from := c.last + 1
+	c.mu.Unlock()
+	var read []firstTurnEntry
+	if last >= from {
+		for m, err := range streams.DirectGetSeq(ctx, s.nc, streams.RequestsStream, subjects.AllRequests, from, listPage) {
 			if err != nil {
 				return nil, err
 			}
@@ -66,11 +69,27 @@ func (c *firstTurns) newest(ctx context.Context, s *TaskStore, last uint64, wind
 				read = append(read, firstTurnEntry{seq: m.Seq, at: m.Time, rec: *rec})
 			}
 		}
-		c.recs, c.last = append(c.recs, read...), last
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if from <= c.last+1 && last > c.last {
+		// What another listing read meanwhile is not added twice.
+		for _, e := range read {
+			if e.seq > c.last {
+				c.recs = append(c.recs, e)
+			}
+		}
+		c.last = last
 	}
 	c.recs = slices.DeleteFunc(c.recs, func(e firstTurnEntry) bool {
 		return e.seq < lo || (c.maxAge > 0 && s.now().Sub(e.at) > c.maxAge)
 	})
 	c.from = max(c.from, lo)
-	return slices.Clone(c.recs), nil
+	out := slices.Clone(c.recs)
+	if from > c.last+1 {
+		// The cache started over below this read meanwhile: this listing
+		// answers with what it read.
+		out = append(out, read...)
+	}
+	return out, nil
 }

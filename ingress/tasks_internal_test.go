@@ -200,3 +200,39 @@ func newTaskStore(t testing.TB) (*TaskStore, jetstream.JetStream) {
 	}
 	return ts, js
 }
+
+// TestFirstTurnsConcurrent: listings of one replica running at once, each
+// reading without the cache's lock, all list every one-turn task; the
+// cache then holds each once.
+func TestFirstTurnsConcurrent(t *testing.T) {
+	ctx := context.Background()
+	ts, js := newTaskStore(t)
+	const n = 300
+	for i := range n {
+		publishFirstTurn(t, js, fmt.Sprintf("c-%03d", i), "alice", "x")
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(10 * time.Second):
+		t.Fatal("publishes not acknowledged")
+	}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			seen := map[string]int{}
+			_, err := ts.listTasks(ctx, 1000, func(r *TaskRecord) bool { seen[r.ID]++; return false })
+			if err == nil && len(seen) != n {
+				err = fmt.Errorf("listed %d tasks, want %d", len(seen), n)
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if got := len(ts.turns.recs); got != n {
+		t.Errorf("the cache holds %d entries for %d tasks", got, n)
+	}
+}
