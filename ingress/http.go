@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/internal/obs"
 )
 
 // writeJSON writes v with status code.
@@ -24,34 +25,12 @@ type ErrorBody = egress.APIError
 // ErrorDetail is the inside of an ErrorBody.
 type ErrorDetail = egress.APIErrorBody
 
+// statusRecorder is the answer's status (obs.StatusWriter) and the request
+// it published, for the request's metric and log line.
 type statusRecorder struct {
-	http.ResponseWriter
-	code      int
+	obs.StatusWriter
 	requestID string // the request published, for the log line
 }
-
-func (s *statusRecorder) WriteHeader(code int) {
-	if s.code == 0 {
-		s.code = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusRecorder) Write(b []byte) (int, error) {
-	if s.code == 0 {
-		s.code = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *statusRecorder) Flush() {
-	if f, ok := s.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func logRequest(log *slog.Logger, r *http.Request, code int, start time.Time, requestID string) {
 	log.LogAttrs(r.Context(), slog.LevelDebug, "http",

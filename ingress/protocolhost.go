@@ -16,6 +16,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols"
@@ -168,10 +169,10 @@ func (s *Server) servePeeked(w http.ResponseWriter, r *http.Request, e rpcEndpoi
 func (s *Server) counted(protocol, route string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &statusRecorder{StatusWriter: obs.StatusWriter{ResponseWriter: w}}
 		defer func() {
-			s.metrics.requests.WithLabelValues(protocol, route, strconv.Itoa(rec.code)).Inc()
-			logRequest(s.opts.log, r, rec.code, start, rec.requestID)
+			s.metrics.requests.WithLabelValues(protocol, route, strconv.Itoa(rec.Code)).Inc()
+			logRequest(s.opts.log, r, rec.Code, start, rec.requestID)
 		}()
 		h.ServeHTTP(rec, r)
 	})

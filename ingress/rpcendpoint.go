@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
@@ -89,9 +90,9 @@ func (v *valueReply) Stream() http.ResponseWriter { return nil }
 // notifications answered with no content, batches answered element by
 // element (streaming methods refused inside them), one call otherwise.
 func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, e rpcEndpoint) {
-	rec := &statusRecorder{ResponseWriter: w}
+	rec := &statusRecorder{StatusWriter: obs.StatusWriter{ResponseWriter: w}}
 	method := "?"
-	defer func() { s.metrics.requests.WithLabelValues(e.protocol, method, strconv.Itoa(rec.code)).Inc() }()
+	defer func() { s.metrics.requests.WithLabelValues(e.protocol, method, strconv.Itoa(rec.Code)).Inc() }()
 	w = rec
 	p, ok := s.gate(w, r, e.protocol, e.shape)
 	if !ok {

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/obs"
 )
 
 // ErrInvalidOption is wrapped by the errors of options given bad values.
@@ -273,7 +274,7 @@ func Handler(h http.Handler, skip ...string) http.Handler {
 		ctx, span := tr.Start(ctx, "HTTP "+r.Method, trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(semconv.HTTPRequestMethodKey.String(r.Method)))
 		defer span.End()
-		rw := &statusWriter{ResponseWriter: w}
+		rw := &obs.StatusWriter{ResponseWriter: w}
 		r = r.WithContext(ctx)
 		h.ServeHTTP(rw, r)
 		if r.Pattern != "" {
@@ -284,7 +285,7 @@ func Handler(h http.Handler, skip ...string) http.Handler {
 			span.SetName("HTTP " + r.Method + " " + route)
 			span.SetAttributes(semconv.HTTPRoute(route))
 		}
-		code := rw.code
+		code := rw.Code
 		if code == 0 {
 			code = http.StatusOK
 		}
@@ -294,32 +295,3 @@ func Handler(h http.Handler, skip ...string) http.Handler {
 		}
 	})
 }
-
-// statusWriter records the status code; it keeps Flush and the rest
-// reachable through Unwrap (http.ResponseController).
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.code == 0 {
-		w.code = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
