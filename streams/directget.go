@@ -166,10 +166,22 @@ func DirectGetAll(ctx context.Context, nc *nats.Conn, stream, subject string, fr
 // as the loop goes. It yields nothing when no message matches, and stops
 // after yielding an error of DirectGetBatch.
 func DirectGetSeq(ctx context.Context, nc *nats.Conn, stream, subject string, fromSeq uint64, pageSize int) iter.Seq2[RawMsg, error] {
+	return PageSeq(fromSeq, func(seq uint64) ([]RawMsg, bool, error) {
+		return DirectGetBatch(ctx, nc, stream, subject, seq, pageSize)
+	})
+}
+
+// PageSeq iterates over the messages of the pages page reads (a
+// DirectGetBatch, or one wrapped in timeouts and retries) from sequence
+// from on: page(seq) returns the messages from seq on and whether more
+// follow; the next page starts after its last message. It yields nothing
+// when page returns ErrNoMessages, and stops after yielding another error
+// of page, or after a page that is empty or says no more follow.
+func PageSeq(from uint64, page func(seq uint64) ([]RawMsg, bool, error)) iter.Seq2[RawMsg, error] {
 	return func(yield func(RawMsg, error) bool) {
-		seq := fromSeq
+		seq := from
 		for {
-			page, more, err := DirectGetBatch(ctx, nc, stream, subject, seq, pageSize)
+			msgs, more, err := page(seq)
 			if errors.Is(err, ErrNoMessages) {
 				return
 			}
@@ -177,15 +189,15 @@ func DirectGetSeq(ctx context.Context, nc *nats.Conn, stream, subject string, fr
 				yield(RawMsg{}, err)
 				return
 			}
-			for _, m := range page {
+			for _, m := range msgs {
 				if !yield(m, nil) {
 					return
 				}
 			}
-			if !more || len(page) == 0 {
+			if !more || len(msgs) == 0 {
 				return
 			}
-			seq = page[len(page)-1].Seq + 1
+			seq = msgs[len(msgs)-1].Seq + 1
 		}
 	}
 }

@@ -14,7 +14,8 @@
 //     an in-process cluster) that always listens on a loopback TCP port.
 //   - Connect: a connection to an external NATS cluster from ConnConfig.
 //   - DirectGetBatch, DirectGetAll, DirectGetSeq and LastBySubject: batched
-//     direct gets, which read a stream without creating a consumer.
+//     direct gets, which read a stream without creating a consumer; PageSeq,
+//     the loop over pages of DirectGetSeq for a caller's own batch reads.
 //
 // The package knows no E2A protocol: it never looks at a payload. Every
 // subject string comes from package subjects.

@@ -163,27 +163,9 @@ func (a *Auditor) batch(ctx context.Context, stream, subject string, from uint64
 // sequence from on, a page at a time (streams.DirectGetSeq with the call
 // timeout and retries on every page).
 func (a *Auditor) seq(ctx context.Context, stream, subject string, from uint64) iter.Seq2[streams.RawMsg, error] {
-	return func(yield func(streams.RawMsg, error) bool) {
-		for {
-			page, more, err := a.batch(ctx, stream, subject, from, a.page)
-			if errors.Is(err, streams.ErrNoMessages) {
-				return
-			}
-			if err != nil {
-				yield(streams.RawMsg{}, err)
-				return
-			}
-			for _, m := range page {
-				if !yield(m, nil) {
-					return
-				}
-			}
-			if !more || len(page) == 0 {
-				return
-			}
-			from = page[len(page)-1].Seq + 1
-		}
-	}
+	return streams.PageSeq(from, func(seq uint64) ([]streams.RawMsg, bool, error) {
+		return a.batch(ctx, stream, subject, seq, a.page)
+	})
 }
 
 // state reads the stream's info. A stream that does not exist is not an
