@@ -87,8 +87,7 @@ type a2aSendParamsWire struct {
 // ErrInvalidParams (no message, messageId, role or parts; a part without
 // its content; a task method without id).
 func (n *Normalizer) FromA2A(in Input) (*Result, error) {
-	r := n.begin(in, e2a.SourceA2A, ProtocolA2A)
-	rq, err := requestOf(in, ProtocolA2A)
+	r, rq, err := n.beginRPC(in, e2a.SourceA2A, ProtocolA2A)
 	if err != nil {
 		return nil, err
 	}

@@ -74,8 +74,7 @@ func acpOp(method string) Op {
 // object; no session id where one is needed; a session/prompt without a
 // prompt array, content_blocks or text).
 func (n *Normalizer) FromACP(in Input) (*Result, error) {
-	r := n.begin(in, e2a.SourceACP, ProtocolACP)
-	rq, err := requestOf(in, ProtocolACP)
+	r, rq, err := n.beginRPC(in, e2a.SourceACP, ProtocolACP)
 	if err != nil {
 		return nil, err
 	}

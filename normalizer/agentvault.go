@@ -52,8 +52,7 @@ type avParamsWire struct {
 // Errors: ErrParse, ErrInvalidRequest, ErrMethodNotFound, ErrInvalidParams
 // (no message or id, no parts, a part without content, an unknown role).
 func (n *Normalizer) FromAgentVault(in Input) (*Result, error) {
-	r := n.begin(in, e2a.SourceAgentVault, ProtocolAgentVault)
-	rq, err := requestOf(in, ProtocolAgentVault)
+	r, rq, err := n.beginRPC(in, e2a.SourceAgentVault, ProtocolAgentVault)
 	if err != nil {
 		return nil, err
 	}

@@ -256,6 +256,14 @@ func (n *Normalizer) begin(in Input, protocol, adapter string) *req {
 	return r
 }
 
+// beginRPC is begin for a JSON-RPC adapter, with the request read from in
+// (requestOf: its errors are the adapter's).
+func (n *Normalizer) beginRPC(in Input, protocol, adapter string) (*req, *rpcRequest, error) {
+	r := n.begin(in, protocol, adapter)
+	rq, err := requestOf(in, adapter)
+	return r, rq, err
+}
+
 func newUUID() string {
 	id, err := uuid.NewV7()
 	if err != nil {
