@@ -294,11 +294,20 @@ func (r *req) a2aTask(rq *rpcRequest) (*Result, error) {
 	if len(meta) > 0 {
 		env.A2AMetadata = meta
 	}
+	return r.finishTask(env, rq)
+}
+
+// finishTask finishes env, a JSON-RPC call on a task (A2A v0.3's
+// tasks/get, tasks/cancel and tasks/resubscribe; AgentVault's tasks/get,
+// tasks/cancel and tasks/sendSubscribe with only an id): OpCancel for
+// tasks/cancel (AVTasksCancel is the same method), OpSubscribe (streamed)
+// for a resubscription, OpQuery otherwise.
+func (r *req) finishTask(env *e2a.Envelope, rq *rpcRequest) (*Result, error) {
 	op := OpQuery
 	switch rq.Method {
 	case A2ATasksCancel:
 		op = OpCancel
-	case A2ATasksResubscribe:
+	case A2ATasksResubscribe, AVTasksSendSubscribe:
 		op = OpSubscribe
 		env.IsStream = true
 	}

@@ -81,15 +81,7 @@ func (n *Normalizer) FromAgentVault(in Input) (*Result, error) {
 			return bad("id is required")
 		}
 		env.TaskID = taskID
-		op := OpQuery
-		switch rq.Method {
-		case AVTasksCancel:
-			op = OpCancel
-		case AVTasksSendSubscribe:
-			op = OpSubscribe
-			env.IsStream = true
-		}
-		return r.finish(env, op, !rq.HasID)
+		return r.finishTask(env, rq)
 	}
 
 	m := p.Message
