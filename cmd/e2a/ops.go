@@ -90,7 +90,7 @@ func warnBodyLimit(cfg Config, nc *nats.Conn, log *slog.Logger) {
 		"max_body_bytes", cfg.MaxBodyBytes, "nats_max_payload", mp)
 }
 
-// startStage is how a stage process (serve, agent) starts: its logger,
+// startStage is how a stage process (serve, agent, push) starts: its logger,
 // the GC target note, tracing as service, and the NATS connection
 // (E2A_NATS_URL, or the embedded server); stop closes the connection,
 // then tracing.

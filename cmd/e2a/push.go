@@ -205,21 +205,17 @@ func runPushStage(ctx context.Context, cfg Config) error {
 	if cfg.NatsURL == "" {
 		return errors.New("push needs E2A_NATS_URL (e2a dev runs the stage on its embedded server)")
 	}
-	log, err := obs.NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
-	if err != nil {
-		return err
-	}
-	nc, stop, _, err := connectOrEmbed(ctx, cfg, log)
+	log, nc, stop, err := startStage(ctx, cfg, "e2a-push")
 	if err != nil {
 		return err
 	}
 	defer stop()
 	reg := obs.NewRegistry()
-	js, err := jetstream.New(nc)
+	_, opts, err := pushOptions(cfg, false, reg, log)
 	if err != nil {
 		return err
 	}
-	_, opts, err := pushOptions(cfg, false, reg, log)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
 	}
