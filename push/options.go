@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/e2a-pipeline/pipeline/internal/option"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -104,13 +105,7 @@ func WithAllowHosts(patterns ...string) Option {
 // WithResolver sets the resolver of webhook hosts (default
 // net.DefaultResolver), at creation and at every connection.
 func WithResolver(r Resolver) Option {
-	return func(o *options) error {
-		if r == nil {
-			return invalid("nil resolver")
-		}
-		o.urls.resolver = r
-		return nil
-	}
+	return option.NotNil(ErrInvalidOption, "resolver", r, func(o *options) { o.urls.resolver = r })
 }
 
 // WithStreamsConfig sets the sizes E2A_PUSH and E2A_PUSH_DEAD are created
@@ -253,24 +248,12 @@ func WithConsumerName(name string) Option {
 // WithLogger sets the logger (default: none). Logs name configs by task,
 // id and redacted URL; never a token, credentials or body.
 func WithLogger(l *slog.Logger) Option {
-	return func(o *options) error {
-		if l == nil {
-			return invalid("nil logger")
-		}
-		o.log = l
-		return nil
-	}
+	return option.NotNil(ErrInvalidOption, "logger", l, func(o *options) { o.log = l })
 }
 
 // WithRegisterer registers the stage's metrics (e2a_push_*) with r.
 func WithRegisterer(r prometheus.Registerer) Option {
-	return func(o *options) error {
-		if r == nil {
-			return invalid("nil registerer")
-		}
-		o.registerer = r
-		return nil
-	}
+	return option.NotNil(ErrInvalidOption, "registerer", r, func(o *options) { o.registerer = r })
 }
 
 // untok decodes a token of tok.

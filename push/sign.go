@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+
+	"github.com/e2a-pipeline/pipeline/internal/option"
 )
 
 const (
@@ -117,11 +119,5 @@ func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
 // WithSigner signs every delivery (HeaderSignature) with s; nil is
 // ErrInvalidOption.
 func WithSigner(s *Signer) Option {
-	return func(o *options) error {
-		if s == nil {
-			return fmt.Errorf("%w: nil signer", ErrInvalidOption)
-		}
-		o.signer = s
-		return nil
-	}
+	return option.NotNil(ErrInvalidOption, "signer", s, func(o *options) { o.signer = s })
 }

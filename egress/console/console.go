@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/internal/option"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/tenant"
@@ -87,37 +88,19 @@ func WithAuth(fn AuthFunc) Option {
 // WithRegisterer registers the console's metrics (e2a_console_*) on reg
 // (nil is refused).
 func WithRegisterer(reg prometheus.Registerer) Option {
-	return func(o *options) error {
-		if reg == nil {
-			return invalid("nil registerer")
-		}
-		o.reg = reg
-		return nil
-	}
+	return option.NotNil(ErrInvalidOption, "registerer", reg, func(o *options) { o.reg = reg })
 }
 
 // WithGatherer is the registry the live counters are read from: the
 // process's one registry (default: none, only stream state is shown; nil
 // is refused).
 func WithGatherer(g prometheus.Gatherer) Option {
-	return func(o *options) error {
-		if g == nil {
-			return invalid("nil gatherer")
-		}
-		o.gatherer = g
-		return nil
-	}
+	return option.NotNil(ErrInvalidOption, "gatherer", g, func(o *options) { o.gatherer = g })
 }
 
 // WithLogger sets the logger (default slog.Default(); nil is refused).
 func WithLogger(l *slog.Logger) Option {
-	return func(o *options) error {
-		if l == nil {
-			return invalid("nil logger")
-		}
-		o.log = l
-		return nil
-	}
+	return option.NotNil(ErrInvalidOption, "logger", l, func(o *options) { o.log = l })
 }
 
 // WithStreamsConfig sizes the index bucket from the pipeline's streams
