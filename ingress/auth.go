@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/ctxkey"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
@@ -133,18 +134,15 @@ func StripCredentialHeaders(h http.Header) {
 	}
 }
 
-type principalKey struct{}
+var principalKey = ctxkey.New[Principal]("ingress principal")
 
 // WithPrincipal returns ctx carrying p.
 func WithPrincipal(ctx context.Context, p Principal) context.Context {
-	return context.WithValue(ctx, principalKey{}, p)
+	return principalKey.With(ctx, p)
 }
 
 // PrincipalFrom returns the principal stored by WithPrincipal.
-func PrincipalFrom(ctx context.Context) (Principal, bool) {
-	p, ok := ctx.Value(principalKey{}).(Principal)
-	return p, ok
-}
+func PrincipalFrom(ctx context.Context) (Principal, bool) { return principalKey.From(ctx) }
 
 // digest is the SHA-256 of a secret.
 type digest [sha256.Size]byte

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/e2a-pipeline/pipeline/internal/ctxkey"
 )
 
 // Role grants a principal access beyond its own data. Roles are given in the
@@ -77,17 +79,12 @@ func (p Principal) Allows(a Access, owner string) bool {
 // audit or admin), so that a listing need not be filtered.
 func (p Principal) SeesAll() bool { return p.Open || p.HasRole(RoleAudit) || p.HasRole(RoleAdmin) }
 
-type ctxKey struct{}
+var principalKey = ctxkey.New[Principal]("tenant principal")
 
 // NewContext returns ctx carrying p, for handlers behind an authenticating
 // front (the console, ingress) that call another stage's handler: the
 // stage checks p instead of authenticating again.
-func NewContext(ctx context.Context, p Principal) context.Context {
-	return context.WithValue(ctx, ctxKey{}, p)
-}
+func NewContext(ctx context.Context, p Principal) context.Context { return principalKey.With(ctx, p) }
 
 // FromContext returns the principal stored by NewContext.
-func FromContext(ctx context.Context) (Principal, bool) {
-	p, ok := ctx.Value(ctxKey{}).(Principal)
-	return p, ok
-}
+func FromContext(ctx context.Context) (Principal, bool) { return principalKey.From(ctx) }

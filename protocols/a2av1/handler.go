@@ -21,6 +21,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/internal/ctxkey"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
@@ -65,16 +66,11 @@ type call struct {
 	r *http.Request
 }
 
-type callKey struct{}
+var callKey = ctxkey.New[call]("a2av1 call")
 
-func withCall(ctx context.Context, c call) context.Context {
-	return context.WithValue(ctx, callKey{}, c)
-}
+func withCall(ctx context.Context, c call) context.Context { return callKey.With(ctx, c) }
 
-func callFrom(ctx context.Context) (call, bool) {
-	c, ok := ctx.Value(callKey{}).(call)
-	return c, ok
-}
+func callFrom(ctx context.Context) (call, bool) { return callKey.From(ctx) }
 
 // call returns the call of ctx, checking the A2A-Version asked for.
 func (h *handler) call(ctx context.Context) (call, error) {
