@@ -445,12 +445,7 @@ func a2aPartsToParams(parts a2a.ContentParts) map[string]any {
 					name = "file"
 				}
 				b := map[string]any{"type": "resource_link", "uri": f.URI, "name": name}
-				if fm.MimeType != "" {
-					b["mimeType"] = fm.MimeType
-				}
-				if len(p.Metadata) > 0 {
-					b["_meta"] = p.Metadata
-				}
+				putFileMeta(b, "mimeType", fm.MimeType, p.Metadata)
 				blocks = append(blocks, b)
 			case a2a.FileBytes:
 				fm = f.FileMeta
@@ -463,12 +458,7 @@ func a2aPartsToParams(parts a2a.ContentParts) map[string]any {
 			if fm.Name != "" {
 				fr["name"] = fm.Name
 			}
-			if fm.MimeType != "" {
-				fr["mime_type"] = fm.MimeType
-			}
-			if len(p.Metadata) > 0 {
-				fr["_meta"] = p.Metadata
-			}
+			putFileMeta(fr, "mime_type", fm.MimeType, p.Metadata)
 			files = append(files, fr)
 		case a2a.DataPart:
 			plain = false
@@ -494,6 +484,18 @@ func a2aPartsToParams(parts a2a.ContentParts) map[string]any {
 		params["data_parts"] = data
 	}
 	return params
+}
+
+// putFileMeta sets a file part's media type (under mimeKey: ACP's content
+// block spells it mimeType, E2A's files mime_type) and its metadata (_meta)
+// on m, each when it has one.
+func putFileMeta(m map[string]any, mimeKey, mimeType string, meta map[string]any) {
+	if mimeType != "" {
+		m[mimeKey] = mimeType
+	}
+	if len(meta) > 0 {
+		m["_meta"] = meta
+	}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
