@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/internal/option"
 )
 
 // Defaults of the options.
@@ -205,25 +207,13 @@ func WithDefaultDeadline(d time.Duration) Option {
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) error {
-		if l == nil {
-			return invalid("nil logger")
-		}
-		c.logger = l
-		return nil
-	}
+	return option.NotNil(ErrInvalidOption, "logger", l, func(c *config) { c.logger = l })
 }
 
 // WithMetrics registers the worker's metrics on r. Several workers may share
 // one registerer; they then share the collectors.
 func WithMetrics(r prometheus.Registerer) Option {
-	return func(c *config) error {
-		if r == nil {
-			return invalid("nil registerer")
-		}
-		c.registerer = r
-		return nil
-	}
+	return option.NotNil(ErrInvalidOption, "registerer", r, func(c *config) { c.registerer = r })
 }
 
 // WithResumable declares whether the handler can resume a request that

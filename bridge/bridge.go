@@ -12,6 +12,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/option"
 	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 )
 
@@ -68,24 +69,12 @@ func WithRetry(retries int, base, max time.Duration) Option {
 
 // WithMetrics registers the bridge's metrics (e2a_bridge_*) with r.
 func WithMetrics(r prometheus.Registerer) Option {
-	return func(c *config) error {
-		if r == nil {
-			return fmt.Errorf("%w: nil registerer", ErrInvalidOption)
-		}
-		c.reg = r
-		return nil
-	}
+	return option.NotNil(ErrInvalidOption, "registerer", r, func(c *config) { c.reg = r })
 }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) error {
-		if l == nil {
-			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
-		}
-		c.log = l
-		return nil
-	}
+	return option.NotNil(ErrInvalidOption, "logger", l, func(c *config) { c.log = l })
 }
 
 // Handler is an Upstream served as an agent.Handler (see the package

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/option"
 	"github.com/e2a-pipeline/pipeline/internal/tracing"
 )
 
@@ -122,13 +123,7 @@ func WithCredentials(cr Credentials) ClientOption {
 // WithTransport replaces the client's transport (tests, proxies). The
 // connect timeout is then the transport's own.
 func WithTransport(rt http.RoundTripper) ClientOption {
-	return func(c *Client) error {
-		if rt == nil {
-			return fmt.Errorf("%w: nil transport", ErrInvalidOption)
-		}
-		c.rt = rt
-		return nil
-	}
+	return option.NotNil(ErrInvalidOption, "transport", rt, func(c *Client) { c.rt = rt })
 }
 
 // Client calls one upstream over HTTP: the bridges' shared transport,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
+	"github.com/e2a-pipeline/pipeline/internal/option"
 	"github.com/e2a-pipeline/pipeline/internal/tracing"
 	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -113,24 +114,12 @@ type Option func(*config) error
 // WithRegisterer registers the egress metrics on reg (default: none; nil
 // is refused).
 func WithRegisterer(reg prometheus.Registerer) Option {
-	return func(c *config) error {
-		if reg == nil {
-			return invalid("nil registerer")
-		}
-		c.reg = reg
-		return nil
-	}
+	return option.NotNil(ErrInvalidOption, "registerer", reg, func(c *config) { c.reg = reg })
 }
 
 // WithLogger sets the logger (default slog.Default(); nil is refused).
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) error {
-		if l == nil {
-			return invalid("nil logger")
-		}
-		c.log = l
-		return nil
-	}
+	return option.NotNil(ErrInvalidOption, "logger", l, func(c *config) { c.log = l })
 }
 
 // WithHeartbeatInterval sets the idle time after which streams write a

@@ -24,6 +24,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/option"
 )
 
 // Option configures New.
@@ -63,13 +64,7 @@ func WithPollInterval(d time.Duration) Option {
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option {
-	return func(o *config) error {
-		if l == nil {
-			return fmt.Errorf("%w: nil logger", bridge.ErrInvalidOption)
-		}
-		o.log = l
-		return nil
-	}
+	return option.NotNil(bridge.ErrInvalidOption, "logger", l, func(o *config) { o.log = l })
 }
 
 // Upstream is an A2A agent reached with a2a-go/v2's client. It is safe for

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/internal/option"
 )
 
 // Bounds of the options.
@@ -58,11 +59,5 @@ func WithMaxFrames(n int) Option {
 // WithLogger sets the logger (default slog.Default()). It logs no frame
 // content and no credential.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) error {
-		if l == nil {
-			return fmt.Errorf("%w: nil logger", bridge.ErrInvalidOption)
-		}
-		c.log = l
-		return nil
-	}
+	return option.NotNil(bridge.ErrInvalidOption, "logger", l, func(c *config) { c.log = l })
 }

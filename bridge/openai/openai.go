@@ -16,6 +16,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/option"
 )
 
 // Defaults and bounds of the options.
@@ -90,13 +91,7 @@ func WithMaxEventBytes(n int) Option {
 // WithLogger sets the logger (default slog.Default()); it logs only what
 // fails around the call (recording a turn), never a credential.
 func WithLogger(l *slog.Logger) Option {
-	return func(u *Upstream) error {
-		if l == nil {
-			return fmt.Errorf("%w: nil logger", bridge.ErrInvalidOption)
-		}
-		u.log = l
-		return nil
-	}
+	return option.NotNil(bridge.ErrInvalidOption, "logger", l, func(u *Upstream) { u.log = l })
 }
 
 // Upstream is an OpenAI-compatible chat completions endpoint, called with

@@ -22,6 +22,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
+	"github.com/e2a-pipeline/pipeline/internal/option"
 )
 
 // ErrInvalidOption is wrapped by the errors of options given bad values.
@@ -85,13 +86,7 @@ func WithServiceName(name string) Option {
 // WithExporter exports to e instead of OTLP, whatever the environment
 // says: tracing is on. A nil exporter is ErrInvalidOption.
 func WithExporter(e sdktrace.SpanExporter) Option {
-	return func(c *config) error {
-		if e == nil {
-			return fmt.Errorf("%w: nil exporter", ErrInvalidOption)
-		}
-		c.exporter = e
-		return nil
-	}
+	return option.NotNil(ErrInvalidOption, "exporter", e, func(c *config) { c.exporter = e })
 }
 
 // WithOTLPOptions adds options to the OTLP/HTTP exporter; they win over
