@@ -28,7 +28,7 @@ type watchFixture struct {
 	disconnected chan struct{}
 }
 
-func newWatchFixture(t *testing.T, limit int, blocked bool) *watchFixture {
+func newWatchFixture(t testing.TB, limit int, blocked bool) *watchFixture {
 	t.Helper()
 	srv, pub := natstest.RunServer(t)
 	disconnected := make(chan struct{})
@@ -61,7 +61,7 @@ func newWatchFixture(t *testing.T, limit int, blocked bool) *watchFixture {
 	return f
 }
 
-func (f *watchFixture) anchor(t *testing.T) uint64 {
+func (f *watchFixture) anchor(t testing.TB) uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -86,7 +86,7 @@ func (f *watchFixture) wantInvalid(t *testing.T, what string) {
 }
 
 // storeRequest stores a request and returns its stream sequence.
-func (f *watchFixture) storeRequest(t *testing.T, id string) uint64 {
+func (f *watchFixture) storeRequest(t testing.TB, id string) uint64 {
 	t.Helper()
 	js := natstest.JetStream(t, f.pub)
 	subj, _ := subjects.Request("p", id)
@@ -200,4 +200,43 @@ func TestCancelWatchDisconnectedCoversNothing(t *testing.T) {
 	<-f.disconnected
 	wantCheck(t, f.c, "r", seq, false, false)
 	f.wantInvalid(t, "the disconnect")
+}
+
+// BenchmarkCancelWatchCheck: pick-ups checking a covered request in
+// parallel while the watch's connection publishes, as a worker's frames do.
+func BenchmarkCancelWatchCheck(b *testing.B) {
+	f := newWatchFixture(b, 8, false)
+	f.anchor(b)
+	seq := f.storeRequest(b, "r")
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				// A subscribe and an unsubscribe hold the connection's lock
+				// as an egress reader's do.
+				if sub, err := f.nc.SubscribeSync("bench.frames"); err == nil {
+					_ = f.nc.Publish("bench.frames", []byte("frame"))
+					_ = sub.Unsubscribe()
+				}
+			}
+		}
+	}()
+	b.SetParallelism(16) // many pick-ups at once, as a pool's fetch loop runs them
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if cancelled, covered := f.c.check("r", seq); cancelled || !covered {
+				b.Errorf("check = %v, %v; want covered, not cancelled", cancelled, covered)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	close(stop)
+	<-done
 }
