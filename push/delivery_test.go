@@ -152,14 +152,14 @@ func TestReceiverRecovers(t *testing.T) {
 // response message of the request once.
 func TestRetriedNotRendered(t *testing.T) {
 	e := newEnv(t)
-	e.startStage()
+	reg := prometheus.NewRegistry()
+	e.startStage(push.WithRegisterer(reg))
 	r := newReceiver(t, func(n int, _ http.ResponseWriter) int {
 		if n < 5 {
 			return http.StatusServiceUnavailable
 		}
 		return http.StatusOK
 	})
-	before := push.Renders()
 	e.create("alice", push.Config{TaskID: "t1", URL: r.srv.URL})
 	id := e.turn("alice", "t1", "", "", 6)
 	e.handled("alice", "t1", r)
@@ -177,7 +177,7 @@ func TestRetriedNotRendered(t *testing.T) {
 	if len(r.all()) < 6 {
 		t.Fatalf("%d webhook calls: the 5 refusals were not retried", len(r.all()))
 	}
-	if got := push.Renders() - before; got != msgs {
+	if got := int64(counter(t, reg, "e2a_push_rendered_total")); got != msgs {
 		t.Errorf("%d renders of the request's %d stored messages (%d webhook calls): a message looked at again was rendered again", got, msgs, len(r.all()))
 	}
 }

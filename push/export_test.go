@@ -10,6 +10,7 @@ import (
 	a2a03 "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
@@ -25,7 +26,11 @@ func readerStage(nc *nats.Conn) (*stage, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return &stage{nc: nc, getter: g, requests: requestCache{max: 100}, mappers: map[string]*mapState{}},
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		return nil, nil, err
+	}
+	return &stage{nc: nc, getter: g, metrics: m, requests: requestCache{max: 100}, mappers: map[string]*mapState{}},
 		func() { g.Close() }, nil
 }
 
@@ -160,7 +165,3 @@ func messageCount(ctx context.Context, nc *nats.Conn, id string) (int, error) {
 	}
 	return n, nil
 }
-
-// Renders is how many response messages the stages of this process have
-// rendered.
-func Renders() int64 { return renders.Load() }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	a2a "github.com/a2aproject/a2a-go/v2/a2a"
@@ -62,10 +61,6 @@ type renderedMessage struct {
 	m     *message
 	tasks bool
 }
-
-// renders counts the messages rendered (tests: a message looked at again
-// is not rendered again).
-var renders atomic.Int64
 
 func (c *renderedCache) get(seq uint64, tasks bool) *message {
 	c.mu.Lock()
@@ -167,7 +162,7 @@ func frames(h nats.Header, data []byte) ([]*e2a.Response, error) {
 // the updates (artifact ids, append flags) and their ids are the same
 // whichever replica renders them.
 func (s *stage) render(ctx context.Context, r *request, m *message, fs []*e2a.Response, tasks bool) error {
-	renders.Add(1)
+	s.metrics.rendered.Inc()
 	st := s.mappers[m.requestID]
 	if st == nil || st.fed >= m.seq || tasks && !st.tasks {
 		st = &mapState{m: a2amap.NewStreamMapper(m.requestID, r.params, 0), tasks: tasks}
