@@ -11,7 +11,8 @@ import (
 
 // TestApplyCompression: a stream's compression changes in place through
 // Apply (nats-server updates it; the messages already stored stay), the
-// audit is S2 by default, and a value other than none or S2 is refused.
+// audit is not compressed by default, and a value other than none or S2
+// is refused.
 func TestApplyCompression(t *testing.T) {
 	_, _, js := startServer(t)
 	cfg := testConfig()
@@ -50,7 +51,7 @@ func TestApplyCompression(t *testing.T) {
 	} else if _, err := m.GetLastMsgForSubject(ctx(t), "e2a.resp.r1"); err != nil {
 		t.Fatalf("frame stored before the change: %v", err)
 	}
-	if got := streams.DefaultConfig().AuditCompression; got != jetstream.S2Compression {
+	if got := streams.DefaultConfig().AuditCompression; got != jetstream.NoCompression {
 		t.Fatalf("default audit compression %s", got)
 	}
 	bad := streams.DefaultConfig()

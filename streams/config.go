@@ -109,12 +109,15 @@ type Config struct {
 	// RequestsCompression, ResponsesCompression and AuditCompression are
 	// the storage compression of E2A_REQUESTS, E2A_RESPONSES and E2A_AUDIT:
 	// jetstream.NoCompression or jetstream.S2Compression (nats-server
-	// compresses each file-store block when it is full, so it costs a
-	// little CPU per block, not per message, and nothing on memory
-	// storage). A change applies to an existing stream through Apply
-	// (nats-server updates it in place); blocks already written stay as
-	// they were. Default: none for the hot streams, S2 for the audit
-	// (docs/capacity.md, Bytes).
+	// compresses each file-store block when it is full: it reads the closed
+	// block back, compresses it and rewrites it, so the cost is per block,
+	// and nothing on memory storage). A change applies to an existing
+	// stream through Apply (nats-server updates it in place); blocks
+	// already written stay as they were. Default: none for all three. S2
+	// shrinks the disk a stream uses (the audit's to about a tenth on the
+	// demo) but not what its limits count, and costs the server CPU and
+	// allocations (in one process: 10-20 % of the requests/s;
+	// docs/capacity.md, Bytes).
 	RequestsCompression  jetstream.StoreCompression
 	ResponsesCompression jetstream.StoreCompression
 	AuditCompression     jetstream.StoreCompression
@@ -152,7 +155,7 @@ func DefaultConfig() Config {
 		AuditMaxAge:       90 * 24 * time.Hour,
 		AuditMaxBytes:     2 * GiB,
 		AuditPartitions:   16,
-		AuditCompression:  jetstream.S2Compression,
+		AuditCompression:  jetstream.NoCompression,
 		TasksHistory:      5,
 		TasksTTL:          72 * time.Hour,
 		IdempotencyTTL:    24 * time.Hour,

@@ -96,7 +96,7 @@ func (c Config) ControlStreamConfig() jetstream.StreamConfig {
 // make it append-only; it does not deduplicate (sourcing is exactly once).
 // AuditMaxAge and AuditMaxBytes bound it, dropping the oldest messages
 // (DiscardOld, see Config.AuditMaxBytes). Its blocks are compressed as
-// Config.AuditCompression says (S2 by default); the limits count bytes
+// Config.AuditCompression says (none by default); the limits count bytes
 // before compression.
 //
 // On one server (Replicas 1, file storage) it is written in nats-server's

@@ -40,15 +40,14 @@ func TestCompressionConfig(t *testing.T) {
 	}
 }
 
-// TestCompressionDefaults: unset, the audit is S2 and the hot streams are
-// not compressed.
+// TestCompressionDefaults: unset, no stream is compressed.
 func TestCompressionDefaults(t *testing.T) {
 	cfg, err := LoadConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := cfg.StreamsConfig()
-	if s.RequestsCompression != jetstream.NoCompression || s.ResponsesCompression != jetstream.NoCompression || s.AuditCompression != jetstream.S2Compression {
+	if s.RequestsCompression != jetstream.NoCompression || s.ResponsesCompression != jetstream.NoCompression || s.AuditCompression != jetstream.NoCompression {
 		t.Fatalf("defaults: %v %v %v", s.RequestsCompression, s.ResponsesCompression, s.AuditCompression)
 	}
 }

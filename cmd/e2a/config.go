@@ -64,7 +64,7 @@ type Config struct {
 	// apply, for the blocks written afterwards.
 	RequestsCompression  compression `envconfig:"REQUESTS_COMPRESSION" default:"none"`
 	ResponsesCompression compression `envconfig:"RESPONSES_COMPRESSION" default:"none"`
-	AuditCompression     compression `envconfig:"AUDIT_COMPRESSION" default:"s2"`
+	AuditCompression     compression `envconfig:"AUDIT_COMPRESSION" default:"none"`
 	// DedupeWindow is how long the same request_id is recognized as one.
 	DedupeWindow time.Duration `envconfig:"DEDUPE_WINDOW" default:"10m"`
 	// TasksTTL is how long a record of E2A_TASKS (an A2A task or context,
