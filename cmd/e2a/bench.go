@@ -31,7 +31,7 @@ type benchFlags struct {
 func newBenchFlags(fs *flag.FlagSet, c *bench.Config, d bench.Config) *benchFlags {
 	m := &benchFlags{}
 	fs.StringVar(&c.Target, "target", "", "base URL of running endpoints (default: the pipeline in this process)")
-	fs.StringVar(&c.NATSURL, "nats", "", "with --target: NATS URL whose raw publish rate is the baseline")
+	fs.StringVar(&c.NATSURL, "nats", "", "with --target: NATS URL whose raw publish rate is the baseline; with --duration: a JetStream server the soak's stages use instead of one in this process")
 	fs.StringVar(&c.Protocol, "protocol", d.Protocol, "one of "+strings.Join(bench.Protocols, ", "))
 	fs.IntVar(&c.Requests, "requests", d.Requests, "requests at full load")
 	fs.IntVar(&c.Concurrency, "concurrency", d.Concurrency, "clients at full load (closed loop)")
@@ -115,7 +115,7 @@ func (m *benchFlags) apply(c *bench.Config) error {
 	}
 	c.Header = http.Header(m.headers)
 	if c.Target == "" {
-		gcDefault() // the pipeline and its NATS server run in this process, as under e2a dev
+		gcDefault() // the pipeline (and its NATS server, unless --duration --nats) run in this process, as under e2a dev
 	}
 	if !*m.asJSON {
 		c.Progress = func(s string) { fmt.Fprintln(os.Stderr, "bench:", s) }
@@ -129,6 +129,9 @@ func (m *benchFlags) apply(c *bench.Config) error {
 	if *m.retention != 0 && *m.duration == 0 {
 		return errors.New("bench --retention applies to the soak (--duration)")
 	}
+	if c.NATSURL != "" && c.Target == "" && *m.duration == 0 {
+		return errors.New("bench --nats goes with --target (the baseline's server) or --duration (the soak's server)")
+	}
 	return nil
 }
 
@@ -136,7 +139,7 @@ func (m *benchFlags) apply(c *bench.Config) error {
 func runBenchSoak(ctx context.Context, c bench.Config, m *benchFlags) error {
 	sr, err := bench.RunSoak(ctx, bench.SoakConfig{Duration: *m.duration, Interval: *m.interval, Rate: *m.rate,
 		Protocol: c.Protocol, Console: c.Console, TCP: c.TCP, Frames: c.Frames, FrameBytes: c.FrameBytes, Timeout: c.Timeout, Progress: c.Progress,
-		Retention: *m.retention})
+		Retention: *m.retention, NATSURL: c.NATSURL})
 	if err != nil {
 		return err
 	}

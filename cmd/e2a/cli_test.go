@@ -104,6 +104,9 @@ func TestCLIHelp(t *testing.T) {
 	if code, _, errOut := runBin(t, env, "bench", "--warm-mib", "8", "--duration", "1s", "--rate", "10"); code != 1 || !strings.Contains(errOut, "--warm-mib applies to") {
 		t.Errorf("e2a bench --warm-mib --duration: exit %d, %s", code, errOut)
 	}
+	if code, _, errOut := runBin(t, env, "bench", "--nats", "nats://127.0.0.1:1"); code != 1 || !strings.Contains(errOut, "--nats goes with --target") {
+		t.Errorf("e2a bench --nats alone: exit %d, %s", code, errOut)
+	}
 	if code, _, errOut := runBin(t, env, "bench", "--trace", filepath.Join(t.TempDir(), "t.out"), "--peer", "a2a-go"); code != 1 || !strings.Contains(errOut, "--trace traces the half-load phase") {
 		t.Errorf("e2a bench --trace --peer: exit %d, %s", code, errOut)
 	}

@@ -57,6 +57,12 @@ type PipelineOptions struct {
 	// (docs/capacity.md, Memory). Zero keeps the defaults (24 h, bounded by
 	// the streams' bytes).
 	Retention time.Duration
+	// NATSURL, when set, is a JetStream server the stages connect to (over
+	// TCP; the streams are provisioned on it as on the embedded one)
+	// instead of one embedded in this process: a deployment's shape, where
+	// the server's heap, collections and CPU are not the stages'. StoreDir
+	// and SyncAlways are the server's business then.
+	NATSURL string
 	// Log receives the stages' logs (default: discarded).
 	Log *slog.Logger
 }
@@ -88,17 +94,18 @@ func StartPipeline(ctx context.Context, o PipelineOptions) (p *Pipeline, err err
 	if o.AgentConcurrency <= 0 {
 		o.AgentConcurrency = 256
 	}
-	emb, err := streams.StartEmbedded(streams.EmbeddedOptions{StoreDir: o.StoreDir, SyncAlways: o.SyncAlways})
-	if err != nil {
-		return nil, err
-	}
-	p = &Pipeline{Embedded: emb}
+	p = &Pipeline{}
 	defer func() {
 		if err != nil {
 			p.Close()
 		}
 	}()
-	if err := p.connect(o); err != nil {
+	if o.NATSURL == "" {
+		if p.Embedded, err = streams.StartEmbedded(streams.EmbeddedOptions{StoreDir: o.StoreDir, SyncAlways: o.SyncAlways}); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.connect(ctx, o); err != nil {
 		return nil, err
 	}
 	js, err := jetstream.New(p.NC)
@@ -129,9 +136,13 @@ func StartPipeline(ctx context.Context, o PipelineOptions) (p *Pipeline, err err
 }
 
 // connect opens the stages' connection to the embedded server (and the
-// agent pool's own with SplitConns), over TCP or in process.
-func (p *Pipeline) connect(o PipelineOptions) error {
+// agent pool's own with SplitConns), over TCP or in process, or to
+// o.NATSURL.
+func (p *Pipeline) connect(ctx context.Context, o PipelineOptions) error {
 	connect := func(name string) (*nats.Conn, error) {
+		if o.NATSURL != "" {
+			return streams.Connect(ctx, streams.ConnConfig{NatsURL: o.NATSURL, Name: name})
+		}
 		if o.TCP {
 			return nats.Connect(p.Embedded.ClientURL(), nats.Name(name))
 		}

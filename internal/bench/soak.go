@@ -28,6 +28,11 @@ type SoakConfig struct {
 	Console bool
 	// TCP connects the stages over loopback TCP (PipelineOptions.TCP).
 	TCP bool
+	// NATSURL runs the soak against that JetStream server instead of one
+	// embedded in this process (PipelineOptions.NATSURL); the samples'
+	// store size is then 0 (the server's disk is not read), and heap, RSS
+	// and CPU are the stages' alone.
+	NATSURL string `json:"nats_url,omitempty"`
 	// Retention is the hot streams' max age (PipelineOptions.Retention;
 	// zero: the defaults, 24 h bounded by bytes, which a soak at
 	// thousands of requests/s fills: E2A_REQUESTS then refuses new
@@ -152,7 +157,7 @@ func RunSoak(ctx context.Context, sc SoakConfig) (*SoakReport, error) {
 		return nil, fmt.Errorf("bench: soak --retention %v: want a positive duration, or 0 for the defaults", sc.Retention)
 	}
 	pipe, err := StartPipeline(ctx, PipelineOptions{StoreDir: dir, Frames: sc.Frames, FrameBytes: sc.FrameBytes, Console: sc.Console, TCP: sc.TCP,
-		Retention: sc.Retention})
+		Retention: sc.Retention, NATSURL: sc.NATSURL})
 	if err != nil {
 		return nil, err
 	}
@@ -206,6 +211,9 @@ func (r *SoakReport) Text() string {
 	}
 	if r.Config.Retention > 0 {
 		console += fmt.Sprintf(", hot streams kept %s", r.Config.Retention)
+	}
+	if r.Config.NATSURL != "" {
+		console += ", NATS server in its own process (heap, RSS and CPU: the stages'; store not read)"
 	}
 	fmt.Fprintf(&b, "soak: %s, %s at %.0f req/s (open loop)%s, samples every %s\n", r.Config.Protocol, r.Config.Duration, r.Config.Rate, console, r.Config.Interval)
 	fmt.Fprintf(&b, "%8s %10s %8s %10s %10s %12s %10s %10s %10s %10s %10s\n", "at", "req/s", "failed", "TTFF p50", "TTFF p99", "CPU ms/req", "heap MiB", "live MiB", "RSS MiB", "store MiB", "subjects")

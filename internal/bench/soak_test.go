@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/egress/console"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
@@ -56,6 +57,43 @@ func TestRunSoak(t *testing.T) {
 	}
 	if !strings.Contains(rep.Text(), "B per request sent") {
 		t.Errorf("report without the live heap per request:\n%s", rep.Text())
+	}
+}
+
+// TestRunSoakOwnServer: with NATSURL the soak's stages use that server (a
+// real one on a TCP port, its streams provisioned by the soak) and embed
+// none: every request answered, the subjects counted on it, no store read.
+func TestRunSoakOwnServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the pipeline")
+	}
+	srv, nc := natstest.RunServer(t, natstest.WithoutStreams())
+	rep, err := RunSoak(context.Background(), SoakConfig{Duration: 2 * time.Second, Interval: time.Second, Rate: 50,
+		Protocol: ProtoE2ASSE, Frames: 8, FrameBytes: 64, NATSURL: srv.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Samples) < 2 {
+		t.Fatalf("samples: %d", len(rep.Samples))
+	}
+	for i, s := range rep.Samples {
+		if s.RPS <= 0 || s.Failed != 0 || s.StoreBytes != 0 || s.TTFF.P50 <= 0 {
+			t.Errorf("sample %+v", s)
+		}
+		if done := uint64(50 * (i + 1)); s.Subjects < 2*done {
+			t.Errorf("sample %d: %d subjects for %d requests", i, s.Subjects, done)
+		}
+	}
+	// The requests were stored on the given server.
+	si, err := natstest.JetStream(t, nc).Stream(context.Background(), streams.RequestsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := si.CachedInfo().State.Msgs; n < 100 {
+		t.Errorf("%s on the given server holds %d requests, want the soak's 100 or more", streams.RequestsStream, n)
+	}
+	if !strings.Contains(rep.Text(), "NATS server in its own process") {
+		t.Errorf("report does not say where the server ran:\n%s", rep.Text())
 	}
 }
 
