@@ -87,15 +87,15 @@ type Pipeline struct {
 }
 
 // StartPipeline starts an in-process pipeline.
-func StartPipeline(ctx context.Context, o PipelineOptions) (p *Pipeline, err error) {
+func StartPipeline(ctx context.Context, o PipelineOptions) (_ *Pipeline, err error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if o.AgentConcurrency <= 0 {
 		o.AgentConcurrency = 256
 	}
-	p = &Pipeline{}
-	defer func() {
+	p := &Pipeline{}
+	defer func() { // p, not the result, which a failed return sets to nil
 		if err != nil {
 			p.Close()
 		}

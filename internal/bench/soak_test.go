@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -94,6 +95,22 @@ func TestRunSoakOwnServer(t *testing.T) {
 	}
 	if !strings.Contains(rep.Text(), "NATS server in its own process") {
 		t.Errorf("report does not say where the server ran:\n%s", rep.Text())
+	}
+}
+
+// TestStartPipelineUnreachableServer: a NATSURL nothing listens on is an
+// error, not a panic (the failed start closes what it had started).
+func TestStartPipelineUnreachableServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "nats://" + ln.Addr().String()
+	ln.Close() // the port is free: nothing answers there
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if p, err := StartPipeline(ctx, PipelineOptions{NATSURL: url}); err == nil || p != nil {
+		t.Fatalf("StartPipeline(%s) = %v, %v; want an error", url, p, err)
 	}
 }
 
