@@ -201,6 +201,9 @@ func newTaskStore(t testing.TB) (*TaskStore, jetstream.JetStream) {
 	return ts, js
 }
 
+// NewTestTaskStore is newTaskStore for the package's external tests.
+var NewTestTaskStore = newTaskStore
+
 // TestFirstTurnsConcurrent: listings of one replica running at once, each
 // reading without the cache's lock, all list every one-turn task; the
 // cache then holds each once.

@@ -5,29 +5,14 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/e2a-pipeline/pipeline/ingress"
-	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // newTaskStore returns a task store on a server of its own, and the
-// server's JetStream.
-func newTaskStore(t *testing.T) (*ingress.TaskStore, jetstream.JetStream) {
-	t.Helper()
-	_, nc := natstest.RunServer(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts, err := ingress.NewTaskStore(context.Background(), js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ts, js
-}
+// server's JetStream (the internal tests' helper).
+var newTaskStore = ingress.NewTestTaskStore
 
 // TestTaskStoreAppendNew: a new task is recorded in one write; an id that
 // exists after all is appended to, as Append does, and never taken from
