@@ -31,7 +31,7 @@ type benchFlags struct {
 func newBenchFlags(fs *flag.FlagSet, c *bench.Config, d bench.Config) *benchFlags {
 	m := &benchFlags{}
 	fs.StringVar(&c.Target, "target", "", "base URL of running endpoints (default: the pipeline in this process)")
-	fs.StringVar(&c.NATSURL, "nats", "", "with --target: NATS URL whose raw publish rate is the baseline; with --duration: a JetStream server the soak's stages use instead of one in this process")
+	fs.StringVar(&c.NATSURL, "nats", "", "with --target: NATS URL whose raw publish rate is the baseline; with --duration: a JetStream server of the soak's own (it provisions the E2A streams there with the bench's settings: never a production server), used instead of one in this process")
 	fs.StringVar(&c.Protocol, "protocol", d.Protocol, "one of "+strings.Join(bench.Protocols, ", "))
 	fs.IntVar(&c.Requests, "requests", d.Requests, "requests at full load")
 	fs.IntVar(&c.Concurrency, "concurrency", d.Concurrency, "clients at full load (closed loop)")

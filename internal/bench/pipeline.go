@@ -61,7 +61,9 @@ type PipelineOptions struct {
 	// TCP; the streams are provisioned on it as on the embedded one)
 	// instead of one embedded in this process: a deployment's shape, where
 	// the server's heap, collections and CPU are not the stages'. StoreDir
-	// and SyncAlways are the server's business then.
+	// and SyncAlways are the server's business then. The E2A streams are
+	// created or updated on it with the bench's settings (one replica), so
+	// it must be a server of the bench's own.
 	NATSURL string
 	// Log receives the stages' logs (default: discarded).
 	Log *slog.Logger
