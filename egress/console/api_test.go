@@ -28,11 +28,18 @@ func TestAPIs(t *testing.T) {
 	id := p.submit(t, `{"task_id":"api-task","params":{"text":"api test","frames":4,"api_key":"sk-live-0123456789","nested":{"password":"hunter2"}}}`)
 	waitFinal(t, p, id)
 
-	// List with filters over HTTP.
-	resp, b := p.do(t, "GET", "/console/api/requests?task=api-task&status=succeeded&since=1h&limit=10", "")
-	if resp.StatusCode != 200 {
-		t.Fatalf("list: %d %s", resp.StatusCode, b)
-	}
+	// List with filters over HTTP. The index's entry trails the request's
+	// final frame by a batch (waitFinal saw the entry listed, not yet its
+	// final status and task key), so wait for the filtered list to show it.
+	var b []byte
+	waitFor(t, 20*time.Second, "the request in the filtered list", func() bool {
+		var resp *http.Response
+		resp, b = p.do(t, "GET", "/console/api/requests?task=api-task&status=succeeded&since=1h&limit=10", "")
+		if resp.StatusCode != 200 {
+			t.Fatalf("list: %d %s", resp.StatusCode, b)
+		}
+		return len(decode[console.Page](t, b).Entries) > 0
+	})
 	pg := decode[console.Page](t, b)
 	if len(pg.Entries) != 1 || pg.Entries[0].RequestID != id || pg.Entries[0].Frames != 8 {
 		t.Fatalf("list page %s", b)
@@ -44,7 +51,7 @@ func TestAPIs(t *testing.T) {
 	}
 
 	// One request: entry, envelope without auth or secrets, replay command.
-	resp, b = p.do(t, "GET", "/console/api/requests/"+url.PathEscape(id), "")
+	resp, b := p.do(t, "GET", "/console/api/requests/"+url.PathEscape(id), "")
 	if resp.StatusCode != 200 {
 		t.Fatalf("detail: %d %s", resp.StatusCode, b)
 	}
