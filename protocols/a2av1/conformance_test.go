@@ -16,7 +16,6 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/e2a-pipeline/pipeline/egress"
-	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 	"github.com/e2a-pipeline/pipeline/render"
@@ -205,13 +204,12 @@ func (a scenarioAnswers) A2AEvents(_ context.Context, requestID string, p a2amap
 	}
 }
 
-// sdkHost is fakeHost answering from a scenario.
-type sdkHost struct {
-	fakeHost
-	sc conformance.Scenario
+// sdkHost is a fakeHost answering from the scenario sc.
+func sdkHost(sc conformance.Scenario) fakeHost {
+	fh := newFakeHost()
+	fh.answers = scenarioAnswers{sc: sc}
+	return fh
 }
-
-func (h sdkHost) V1Answers() Answers { return scenarioAnswers{sc: h.sc} }
 
 // errorTime is the timestamp of an error's ErrorInfo, which the SDK sets
 // from the clock.
@@ -249,7 +247,7 @@ func TestStreamMatchesSDK(t *testing.T) {
 
 				// The SDK's transport over the handler, its
 				// SendStreamingMessage answering from the same frames.
-				hd := &handler{h: sdkHost{fakeHost: fakeHost{norm: normalizer.New(normalizer.Config{})}, sc: sc}}
+				hd := &handler{h: sdkHost(sc)}
 				var sdk http.Handler
 				r := httptest.NewRequest(http.MethodPost, Path, strings.NewReader(body))
 				if c.rest {

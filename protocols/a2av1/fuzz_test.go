@@ -98,9 +98,8 @@ func FuzzStreamBindings(f *testing.F) {
 		f.Add([]byte(s), true)
 	}
 	f.Fuzz(func(t *testing.T, body []byte, rest bool) {
-		var served []string
-		c := &fakeCaller{}
-		b := Bindings(servingHost{fakeHost: fakeHost{norm: normalizer.New(normalizer.Config{}), caller: c}, served: &served})
+		fh := servingHost()
+		b := Bindings(fh)
 		h, path := b.JSONRPC, Path
 		if rest {
 			h, path = b.REST, restStreamPath
@@ -109,8 +108,8 @@ func FuzzStreamBindings(f *testing.F) {
 		r.Header.Set("X-Api-Key", "k")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		if len(c.published) > 1 || len(served) > len(c.published) {
-			t.Fatalf("%q: %d published, %d streams served", body, len(c.published), len(served))
+		if pub, served := fh.Published(), fh.Served(); len(pub) > 1 || len(served) > len(pub) {
+			t.Fatalf("%q: %d published, %d streams served", body, len(pub), len(served))
 		}
 		out := w.Body.Bytes()
 		if strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {

@@ -25,44 +25,32 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
-	"github.com/e2a-pipeline/pipeline/render"
-	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
-// fakeHost is the pipeline as the package sees it, over a fake caller's
-// task store: the handler is tested without ingress.
+// fakeHost is the pipeline as the package sees it: the conformance kit's
+// binding host (callers admitted by an X-Api-Key naming them, their tasks
+// under the ownership rule, submissions recorded, frames served) with the
+// test's A2A v1.0 answers, so the handler is tested without ingress.
 type fakeHost struct {
-	host.Host // unused roles
-	norm      *normalizer.Normalizer
-	caller    *fakeCaller // admitted with an X-Api-Key
-}
-
-// Admit admits a request with an X-Api-Key as the fake caller.
-func (f fakeHost) Admit(w http.ResponseWriter, r *http.Request, _ string, refuse host.Refuse) (host.Caller, bool) {
-	if r.Header.Get("X-Api-Key") == "" {
-		refuse(w, host.Refusal{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "no key"})
-		return nil, false
-	}
-	return f.caller, true
+	*conformance.BindingHost
+	answers Answers // nil: fakeAnswers
 }
 
 var _ Host = fakeHost{}
 
-func (f fakeHost) Normalizer() *normalizer.Normalizer   { return f.norm }
-func (f fakeHost) MaxBody() int64                       { return 1 << 20 }
-func (f fakeHost) V1Answers() Answers                   { return fakeAnswers{} }
-func (f fakeHost) Cancel(context.Context, string) error { return nil }
+// newFakeHost is a fakeHost decoding with the normalizer's defaults.
+func newFakeHost() fakeHost {
+	return fakeHost{BindingHost: &conformance.BindingHost{RPCHost: conformance.RPCHost{
+		Host: conformance.Host{Norm: normalizer.New(normalizer.Config{})}}}}
+}
 
-func (f fakeHost) CancelTurns(context.Context, []string) error { return nil }
-
-// AdmitHeader admits a call whose metadata has an x-api-key as the fake
-// caller.
-func (f fakeHost) AdmitHeader(_ context.Context, header http.Header, _, _ string) (host.BindingCaller, *host.Refusal, error) {
-	if header.Get("X-Api-Key") == "" {
-		return nil, &host.Refusal{Code: "unauthenticated", Message: "no key"}, nil
+func (f fakeHost) V1Answers() Answers {
+	if f.answers != nil {
+		return f.answers
 	}
-	return f.caller, nil, nil
+	return fakeAnswers{}
 }
 
 // fakeAnswers answers every task as completed, its requests' count as its
@@ -95,103 +83,36 @@ func (fakeAnswers) CancelTurns(context.Context, []string, egress.CancelFunc) (bo
 	return false, egress.ErrNotCancelable
 }
 
-// fakeCaller owns the tasks of tasks; others holds another principal's.
-type fakeCaller struct {
-	tasks     []*host.ListedTask
-	others    map[string]bool // context ids of another principal
-	terminal  map[string]bool // finished tasks
-	published []*e2a.Envelope
-}
+// key is the X-Api-Key of the tests' caller, naming it; other is another
+// principal.
+const key, other = "k", "other"
 
-var (
-	_ host.Caller        = (*fakeCaller)(nil)
-	_ host.BindingCaller = (*fakeCaller)(nil)
-)
-
-func (c *fakeCaller) Input(r *http.Request, _ []byte, agent string) normalizer.Input {
-	return c.HeaderInput(r.Header, agent)
-}
-
-func (c *fakeCaller) HeaderInput(header http.Header, agent string) normalizer.Input {
-	return normalizer.Input{Header: header, Agent: agent, Channel: "http", Now: time.Now}
-}
-
-func (c *fakeCaller) Submit(ctx context.Context, s host.Submission) (*host.Submitted, error) {
-	if s.ClaimContext && c.others[s.Envelope.ContextID] {
-		return nil, host.ErrConflict
-	}
-	if s.Before != nil {
-		if err := s.Before(ctx); err != nil {
-			return nil, err
-		}
-	}
-	c.published = append(c.published, s.Envelope)
-	return host.NewSubmitted(host.Accepted{RequestID: "r-" + s.Envelope.TaskID, Pool: s.Pool}, ctx, nil), nil
-}
-
-func (c *fakeCaller) AcquireStream() (func(), bool) { return func() {}, true }
-
-func (c *fakeCaller) StreamSlot(http.ResponseWriter, host.Refuse) (func(), bool) {
-	return func() {}, true
-}
-
-func (c *fakeCaller) Task(_ context.Context, id string, _ tenant.Access) (*host.Task, error) {
-	for _, t := range c.tasks {
-		if t.ID == id {
-			return &t.Task, nil
-		}
-	}
-	return nil, host.ErrSessionNotFound
-}
-
-func (c *fakeCaller) CheckTaskOpen(_ context.Context, t *host.Task) error {
-	if c.terminal[t.ID] {
-		return host.ErrTaskTerminal
-	}
-	return nil
-}
-
-func (c *fakeCaller) CancelInterrupted(context.Context, *host.Task) (string, error) {
-	return "", egress.ErrNotCancelable
-}
-
-func (c *fakeCaller) NextTurn(ctx context.Context, _ *host.Task, _ string) (string, error) {
-	<-ctx.Done()
-	return "", ctx.Err()
-}
-
-func (c *fakeCaller) ListTasks(_ context.Context, _ int, keep func(*host.ListedTask) bool) ([]*host.ListedTask, error) {
-	var out []*host.ListedTask
-	for _, t := range c.tasks {
-		if keep(t) {
-			out = append(out, t)
-		}
-	}
-	return out, nil
-}
-
-func task(id, ctx, protocol, updated string) *host.ListedTask {
-	return &host.ListedTask{Task: host.Task{Session: host.Session{ID: id, Protocol: protocol, RequestIDs: []string{"r-" + id}},
+func task(id, ctx, protocol, updated string) host.ListedTask {
+	return host.ListedTask{Task: host.Task{Session: host.Session{ID: id, Protocol: protocol, RequestIDs: []string{"r-" + id}},
 		ContextID: ctx}, Updated: updated}
 }
 
-func newHandler(c *fakeCaller) (*handler, context.Context) {
-	h := &handler{h: fakeHost{norm: normalizer.New(normalizer.Config{})}}
-	return h, withCall(context.Background(), call{header: http.Header{}, channel: "http", c: c})
+// newHandler is the handler over fh, its call the tests' caller's.
+func newHandler(fh fakeHost) (*handler, context.Context) {
+	return &handler{h: fh}, withCall(context.Background(), call{header: http.Header{}, channel: "http", c: fh.Caller(key)})
 }
 
 // TestListTasksPages: the caller's A2A tasks, newest update first (ties by
 // id), in pages joined by the cursor, filtered by context; another
-// protocol's tasks are not listed.
+// protocol's tasks and another principal's are not listed.
 func TestListTasksPages(t *testing.T) {
-	c := &fakeCaller{tasks: []*host.ListedTask{
+	fh := newFakeHost()
+	for _, tk := range []host.ListedTask{
 		task("a", "c1", normalizer.ProtocolA2A, "2026-11-25T10:00:00Z"),
 		task("b", "c1", normalizer.ProtocolA2A, "2026-11-25T12:00:00Z"),
 		task("c", "c2", normalizer.ProtocolA2A, "2026-11-25T11:00:00Z"),
 		task("d", "c2", normalizer.ProtocolA2A, "2026-11-25T12:00:00Z"),
 		task("v", "c1", normalizer.ProtocolAgentVault, "2026-11-25T13:00:00Z"),
-	}}
-	h, ctx := newHandler(c)
+	} {
+		fh.AddTask(key, tk)
+	}
+	fh.AddTask(other, task("o", "c3", normalizer.ProtocolA2A, "2026-11-25T14:00:00Z"))
+	h, ctx := newHandler(fh)
 	var ids []string
 	token := ""
 	for page := 0; ; page++ {
@@ -233,14 +154,21 @@ func message(taskID, contextID string) *a2a.SendMessageRequest {
 // task, joins only a context that is not another principal's, and nothing
 // is published otherwise.
 func TestSendMessageOwnership(t *testing.T) {
-	c := &fakeCaller{tasks: []*host.ListedTask{task("mine", "c1", normalizer.ProtocolA2A, ""), task("done", "c1", normalizer.ProtocolA2A, "")},
-		terminal: map[string]bool{"done": true}, others: map[string]bool{"theirs": true}}
-	h, ctx := newHandler(c)
+	fh := newFakeHost()
+	fh.AddTask(key, task("mine", "c1", normalizer.ProtocolA2A, ""))
+	fh.AddTask(key, task("done", "c1", normalizer.ProtocolA2A, ""))
+	fh.EndTask("done")
+	fh.AddTask(other, task("others", "c2", normalizer.ProtocolA2A, ""))
+	if err := fh.ClaimContext(other, "theirs"); err != nil {
+		t.Fatal(err)
+	}
+	h, ctx := newHandler(fh)
 	for _, tc := range []struct {
 		req  *a2a.SendMessageRequest
 		want error
 	}{
 		{message("unknown", ""), a2a.ErrTaskNotFound},
+		{message("others", ""), a2a.ErrTaskNotFound},
 		{message("done", ""), a2a.ErrUnsupportedOperation},
 		{message("", "theirs"), a2a.ErrInvalidParams},
 	} {
@@ -248,23 +176,28 @@ func TestSendMessageOwnership(t *testing.T) {
 			t.Errorf("task %q context %q: %v, want %v", tc.req.Message.TaskID, tc.req.Message.ContextID, err, tc.want)
 		}
 	}
-	if len(c.published) != 0 {
-		t.Fatalf("published %d", len(c.published))
+	if n := len(fh.Published()); n != 0 {
+		t.Fatalf("published %d", n)
 	}
 	res, err := h.SendMessage(ctx, message("mine", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, ok := res.(*a2a.Task); !ok || got.ID != "mine" || got.ContextID != "c1" || len(c.published) != 1 {
-		t.Errorf("continued: %+v, published %d", res, len(c.published))
+	pub := fh.Published()
+	if got, ok := res.(*a2a.Task); !ok || got.ID != "mine" || got.ContextID != "c1" || len(pub) != 1 {
+		t.Fatalf("continued: %+v, published %d", res, len(pub))
+	}
+	if rec, _ := fh.Task("mine"); !slices.Equal(rec.RequestIDs, []string{"r-mine", pub[0].RequestID}) {
+		t.Errorf("task record %v, want the turn %s after r-mine", rec.RequestIDs, pub[0].RequestID)
 	}
 }
 
 // TestBindingsGate: each HTTP binding admits through the host's gate,
 // refusing in its own shape, and serves the admitted caller's calls.
 func TestBindingsGate(t *testing.T) {
-	c := &fakeCaller{tasks: []*host.ListedTask{task("a", "c1", normalizer.ProtocolA2A, "2026-11-25T10:00:00Z")}}
-	b := Bindings(fakeHost{norm: normalizer.New(normalizer.Config{}), caller: c})
+	fh := newFakeHost()
+	fh.AddTask(key, task("a", "c1", normalizer.ProtocolA2A, "2026-11-25T10:00:00Z"))
+	b := Bindings(fh)
 	for _, tc := range []struct {
 		name    string
 		h       http.Handler
@@ -276,9 +209,10 @@ func TestBindingsGate(t *testing.T) {
 		contain string
 	}{
 		{"rest refused", b.REST, "GET", Path + "/tasks", "", "", 401, `"status":"UNAUTHENTICATED"`},
-		{"rest", b.REST, "GET", Path + "/tasks", "", "k", 200, `"id":"a"`},
+		{"rest", b.REST, "GET", Path + "/tasks", "", key, 200, `"id":"a"`},
+		{"rest another principal", b.REST, "GET", Path + "/tasks", "", other, 200, `"tasks":[]`},
 		{"jsonrpc refused", b.JSONRPC, "POST", Path, `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`, "", 401, `"id":null`},
-		{"jsonrpc", b.JSONRPC, "POST", Path, `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`, "k", 200, `"id":"a"`},
+		{"jsonrpc", b.JSONRPC, "POST", Path, `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`, key, 200, `"id":"a"`},
 	} {
 		r := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
 		if tc.key != "" {
@@ -295,9 +229,10 @@ func TestBindingsGate(t *testing.T) {
 // TestGRPCGate: the gRPC service admits each call through the host's
 // header gate before the SDK reads it, a refusal a gRPC status.
 func TestGRPCGate(t *testing.T) {
-	c := &fakeCaller{tasks: []*host.ListedTask{task("a", "c1", normalizer.ProtocolA2A, "")}}
+	fh := newFakeHost()
+	fh.AddTask(key, task("a", "c1", normalizer.ProtocolA2A, ""))
 	gs := grpc.NewServer()
-	Bindings(fakeHost{norm: normalizer.New(normalizer.Config{}), caller: c}).GRPC(gs)
+	Bindings(fh).GRPC(gs)
 	ln := bufconn.Listen(1 << 20)
 	go func() { _ = gs.Serve(ln) }()
 	t.Cleanup(gs.Stop)
@@ -312,29 +247,25 @@ func TestGRPCGate(t *testing.T) {
 	if _, err := client.GetTask(ctx, &a2apb.GetTaskRequest{Id: "a"}); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("without a key: %v", err)
 	}
-	got, err := client.GetTask(metadata.AppendToOutgoingContext(ctx, "x-api-key", "k"), &a2apb.GetTaskRequest{Id: "a"})
+	got, err := client.GetTask(metadata.AppendToOutgoingContext(ctx, "x-api-key", key), &a2apb.GetTaskRequest{Id: "a"})
 	if err != nil || got.GetId() != "a" {
 		t.Errorf("with a key: %v %v", got, err)
 	}
-}
-
-// servingHost is fakeHost with an Answerer: Serve records the stream it
-// is asked for and renders its head and opening event.
-type servingHost struct {
-	fakeHost
-	served *[]string
-}
-
-func (h servingHost) Serve(w http.ResponseWriter, _ *http.Request, requestID, format string, newRenderer render.NewRenderer) {
-	*h.served = append(*h.served, format+" "+requestID)
-	o := render.NewOutput(w, time.Second)
-	rend := newRenderer(o)
-	// One frame: the submitted status-update goes with the first frame.
-	f := &render.Frame{Response: &e2a.Response{RequestID: requestID, ResponseID: requestID + "-0", ResponseKind: e2a.KindChunk,
-		Status: e2a.StatusInProgress, Timestamp: "2025-01-23T10:30:00Z", Body: []byte(`{"delta_kind":"text","delta":"hi"}`)}}
-	if rend.Start() == nil && rend.Frame(f) == nil && rend.End(nil) == nil {
-		_ = o.Flush()
+	if _, err := client.GetTask(metadata.AppendToOutgoingContext(ctx, "x-api-key", other), &a2apb.GetTaskRequest{Id: "a"}); status.Code(err) != codes.NotFound {
+		t.Errorf("another principal's task: %v", err)
 	}
+}
+
+// servingHost is a fakeHost whose Serve (the kit's: it records the
+// request and format) renders one text frame of any request.
+func servingHost() fakeHost {
+	fh := newFakeHost()
+	// One frame: the submitted status-update goes with the first frame.
+	fh.FramesFor = func(requestID string) []*e2a.Response {
+		return []*e2a.Response{{RequestID: requestID, ResponseID: requestID + "-0", ResponseKind: e2a.KindChunk,
+			Status: e2a.StatusInProgress, Timestamp: "2025-01-23T10:30:00Z", Body: []byte(`{"delta_kind":"text","delta":"hi"}`)}}
+	}
+	return fh
 }
 
 // TestStreamRPCRoutes: the JSON-RPC binding streams SendStreamingMessage,
@@ -374,25 +305,25 @@ func TestStreamRPCRoutes(t *testing.T) {
 			"", false, `"status":"NOT_FOUND"`, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var served []string
-			c := &fakeCaller{}
-			b := Bindings(servingHost{fakeHost: fakeHost{norm: normalizer.New(normalizer.Config{}), caller: c}, served: &served})
+			fh := servingHost()
+			b := Bindings(fh)
 			h, path := b.JSONRPC, Path
 			if tc.path != "" {
 				h, path = b.REST, tc.path
 			}
 			r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(tc.body))
-			r.Header.Set("X-Api-Key", "k")
+			r.Header.Set("X-Api-Key", key)
 			if tc.version != "" {
 				r.Header.Set("A2A-Version", tc.version)
 			}
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, r)
-			if got := len(served) == 1 && strings.HasPrefix(served[0], StreamFormat+" r-"); got != tc.native {
+			served, pub := fh.Served(), fh.Published()
+			if got := len(served) == 1 && len(pub) == 1 && served[0] == pub[0].RequestID+" "+StreamFormat; got != tc.native {
 				t.Errorf("served by egress %v (%q), want %v", got, served, tc.native)
 			}
-			if len(c.published) != tc.published {
-				t.Errorf("%d published, want %d", len(c.published), tc.published)
+			if len(pub) != tc.published {
+				t.Errorf("%d published, want %d", len(pub), tc.published)
 			}
 			if !strings.Contains(w.Body.String(), tc.contain) {
 				t.Errorf("answered %d %s, want %s", w.Code, w.Body, tc.contain)

@@ -7,11 +7,13 @@
 // every step), the golden-file comparison ([GoldenPath], [MatchGolden];
 // each package's go test -update rewrites its own), the frames the text
 // fast paths' differential tests use ([TextFrames], [RenderFrames]) and
-// the body checks ([NDJSONLines], [SSEData]), and a fake pipeline
-// ([Host], a host.Host: admits or refuses, records publishes, holds
-// stream slots, serves a request's frames through the package's renderer)
-// so that a protocol package tests its front door without ingress or
-// NATS (protocols/a2e's tests use it).
+// the body checks ([NDJSONLines], [SSEData]), and fake pipelines so that
+// a protocol package tests its front door without ingress or NATS:
+// [Host], a host.Host (admits or refuses, records publishes, holds stream
+// slots, serves a request's frames through the package's renderer; the
+// tests of protocols/a2e and protocols/e2a), [RPCHost] for JSON-RPC
+// sessions (protocols/acp's) and [BindingHost] for an SDK's bindings over
+// the task store under the ownership rule (protocols/a2av1's).
 //
 // egress's own renderers (E2A SSE, NDJSON, JSON) and those of the protocol
 // packages (protocols/<name>/conformance_test.go) share it, so that one

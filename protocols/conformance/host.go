@@ -36,6 +36,9 @@ type Host struct {
 	BodyLimit int64
 	// Frames are what Serve renders for a request id.
 	Frames map[string][]*e2a.Response
+	// FramesFor, when set, gives the frames of a request that Frames does
+	// not hold (a request whose id the package made up).
+	FramesFor func(requestID string) []*e2a.Response
 	// OnServe, when set, is called as Serve or ServeE2A starts (the slot
 	// of a streamed answer is held then).
 	OnServe func(requestID, format string)
@@ -162,8 +165,12 @@ func (h *Host) serving(requestID, format string) {
 
 func (h *Host) framesOf(requestID string) []*e2a.Response {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.Frames[requestID]
+	frames, ok := h.Frames[requestID]
+	h.mu.Unlock()
+	if !ok && h.FramesFor != nil {
+		return h.FramesFor(requestID)
+	}
+	return frames
 }
 
 // caller is the principal the fake host admitted.
@@ -181,6 +188,13 @@ func (c caller) Input(r *http.Request, body []byte, agent string) normalizer.Inp
 // host.ErrTooManyStreams), runs s.Before, then records the envelope, or
 // fails with PublishErr; the slot is held until Done.
 func (c caller) Submit(ctx context.Context, s host.Submission) (*host.Submitted, error) {
+	return c.submit(ctx, s, nil)
+}
+
+// submit is Submit with claim, when set, run after the slot is taken and
+// before s.Before, as the host claims a context: its error ends the
+// submission with nothing published.
+func (c caller) submit(ctx context.Context, s host.Submission, claim func() error) (*host.Submitted, error) {
 	release := func() {}
 	if s.Slot {
 		r, ok := c.slot()
@@ -188,6 +202,12 @@ func (c caller) Submit(ctx context.Context, s host.Submission) (*host.Submitted,
 			return nil, host.ErrTooManyStreams
 		}
 		release = r
+	}
+	if claim != nil {
+		if err := claim(); err != nil {
+			release()
+			return nil, err
+		}
 	}
 	if s.Before != nil {
 		if err := s.Before(ctx); err != nil {

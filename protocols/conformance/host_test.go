@@ -131,3 +131,104 @@ func TestRPCHost(t *testing.T) {
 		t.Fatalf("canceled %v %v", h.Canceled(), err)
 	}
 }
+
+// TestBindingHost: the binding host admits a call by its key header,
+// which names the principal and goes no further, and refuses one without
+// it; a principal's tasks are its own (another's is not found, never
+// listed, and takes no turn of it), a context is its first claimer's
+// (another's claim publishes nothing), an ended task is terminal, a turn
+// is recorded on its task (a created one makes it) and wakes NextTurn.
+func TestBindingHost(t *testing.T) {
+	ctx := context.Background()
+	h := &conformance.BindingHost{}
+	var refused host.Refusal
+	r := httptest.NewRequest(http.MethodPost, "/x", nil)
+	if _, ok := h.Admit(httptest.NewRecorder(), r, "a2a", func(_ http.ResponseWriter, f host.Refusal) { refused = f }); ok ||
+		refused.Status != http.StatusUnauthorized || refused.Code != "unauthenticated" {
+		t.Fatalf("admitted without a key, or refused with %+v", refused)
+	}
+	r.Header.Set(conformance.DefaultKey, "alice")
+	c, ok := h.Admit(httptest.NewRecorder(), r, "a2a", nil)
+	if !ok || r.Header.Get(conformance.DefaultKey) != "" {
+		t.Fatalf("admitted %v, key left %q", ok, r.Header.Get(conformance.DefaultKey))
+	}
+	alice := c.(host.BindingCaller)
+	if _, f, _ := h.AdmitHeader(ctx, http.Header{}, "a2a", "grpc"); f == nil || f.Code != "unauthenticated" {
+		t.Fatalf("a header without a key: %+v", f)
+	}
+	bob, f, err := h.AdmitHeader(ctx, http.Header{"X-Api-Key": {"bob"}}, "a2a", "grpc")
+	if f != nil || err != nil {
+		t.Fatal(f, err)
+	}
+
+	h.AddTask("alice", host.ListedTask{Task: host.Task{Session: host.Session{ID: "t1", RequestIDs: []string{"r0"}}, ContextID: "c1"}})
+	if _, err := bob.Task(ctx, "t1", 0); !errors.Is(err, host.ErrSessionNotFound) {
+		t.Fatalf("alice's task read by bob: %v", err)
+	}
+	if got, err := alice.Task(ctx, "t1", 0); err != nil || got.ContextID != "c1" {
+		t.Fatalf("alice's task: %+v %v", got, err)
+	}
+	all := func(*host.ListedTask) bool { return true }
+	if l, _ := bob.ListTasks(ctx, 0, all); len(l) != 0 {
+		t.Fatalf("bob lists %d tasks", len(l))
+	}
+	if l, _ := alice.ListTasks(ctx, 0, all); len(l) != 1 || l[0].ID != "t1" {
+		t.Fatalf("alice lists %+v", l)
+	}
+	claim := host.Submission{Pool: "echo", Envelope: &e2a.Envelope{RequestID: "r1", ContextID: "c1"}, ClaimContext: true}
+	if _, err := bob.Submit(ctx, claim); !errors.Is(err, host.ErrConflict) {
+		t.Fatalf("bob claims alice's context: %v", err)
+	}
+	turn := &host.Turn{Task: host.Task{Session: host.Session{ID: "t1"}, ContextID: "c1"}}
+	if _, err := bob.Submit(ctx, host.Submission{Pool: "echo", Envelope: &e2a.Envelope{RequestID: "r1"}, Turn: turn}); !errors.Is(err, host.ErrConflict) {
+		t.Fatalf("bob's turn of alice's task: %v", err)
+	}
+	if n := len(h.Published()); n != 0 {
+		t.Fatalf("%d published for refused submissions", n)
+	}
+
+	next := make(chan string, 1)
+	go func() {
+		id, _ := alice.NextTurn(ctx, &host.Task{Session: host.Session{ID: "t1"}}, "r0")
+		next <- id
+	}()
+	sub, err := alice.Submit(ctx, host.Submission{Pool: "echo", Envelope: &e2a.Envelope{RequestID: "r1", ContextID: "c1"}, ClaimContext: true, Turn: turn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub.Done()
+	if id := <-next; id != "r1" {
+		t.Fatalf("next turn %q", id)
+	}
+	if rec, owner := h.Task("t1"); owner != "alice" || strings.Join(rec.RequestIDs, ",") != "r0,r1" {
+		t.Fatalf("t1 of %s: %v", owner, rec.RequestIDs)
+	}
+	created := &host.Turn{Task: host.Task{Session: host.Session{ID: "t2"}, ContextID: "c2"}, Created: true}
+	if _, err := bob.Submit(ctx, host.Submission{Pool: "echo", Envelope: &e2a.Envelope{RequestID: "r2", ContextID: "c2"}, ClaimContext: true, Turn: created}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := bob.Task(ctx, "t2", 0); err != nil || strings.Join(got.RequestIDs, ",") != "r2" {
+		t.Fatalf("bob's new task: %+v %v", got, err)
+	}
+	if err := h.ClaimContext("alice", "c2"); !errors.Is(err, host.ErrConflict) {
+		t.Fatalf("alice claims bob's context: %v", err)
+	}
+
+	t1, _ := alice.Task(ctx, "t1", 0)
+	if err := alice.CheckTaskOpen(ctx, t1); err != nil {
+		t.Fatal(err)
+	}
+	h.EndTask("t1")
+	if err := alice.CheckTaskOpen(ctx, t1); !errors.Is(err, host.ErrTaskTerminal) {
+		t.Fatalf("ended task: %v", err)
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := alice.NextTurn(canceled, t1, "r1"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("next turn after the context ended: %v", err)
+	}
+	h.NoSlot = true
+	if _, ok := alice.AcquireStream(); ok {
+		t.Fatal("a stream slot with NoSlot")
+	}
+}
