@@ -5,8 +5,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -85,70 +84,19 @@ func TestFunctionSize(t *testing.T) {
 	t.Logf("%d functions measured, %d exceptions listed", len(funcs), len(exceptions))
 }
 
-// moduleRoot is the directory of the module's go.mod, above this one.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
-}
-
 // measureModule measures every function of the module's non-test,
 // hand-written Go files (no node_modules, testdata, vendor or hidden
 // directories, no nested module, no generated files).
 func measureModule(t *testing.T, root string) []fn {
 	t.Helper()
 	var out []fn
-	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	notTest := func(name string) bool { return !strings.HasSuffix(name, "_test.go") }
+	eachGoFile(t, root, parser.ParseComments|parser.SkipObjectResolution, notTest, func(fset *token.FileSet, rel string, file *ast.File) {
+		if !ast.IsGenerated(file) {
+			out = append(out, measureFile(fset, path.Dir(rel), file)...)
 		}
-		name := d.Name()
-		if d.IsDir() {
-			if path != root && (name == "node_modules" || name == "testdata" || name == "vendor" ||
-				strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
-				return filepath.SkipDir
-			}
-			if path != root && fileExists(filepath.Join(path, "go.mod")) {
-				return filepath.SkipDir // another module (internal/bench/peer)
-			}
-			return nil
-		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			return nil
-		}
-		file, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		if ast.IsGenerated(file) {
-			return nil
-		}
-		rel, _ := filepath.Rel(root, filepath.Dir(path))
-		out = append(out, measureFile(fset, filepath.ToSlash(rel), file)...)
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return out
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }
 
 // measureFile measures the function declarations of file, in directory dir

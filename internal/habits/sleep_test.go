@@ -4,9 +4,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,7 +39,7 @@ var sleepPending = map[string]string{}
 // in a function neither list names, and for a listed function that no
 // longer does (take it off its list).
 func TestNoSleepInTests(t *testing.T) {
-	root := sleepModuleRoot(t)
+	root := moduleRoot(t)
 	found, files := sleepsIn(t, root)
 	if files < 100 {
 		t.Fatalf("read only %d test files under %s: the walk is broken", files, root)
@@ -80,42 +77,16 @@ func sleepsIn(t *testing.T, root string) (map[string]string, int) {
 	t.Helper()
 	found := map[string]string{}
 	files := 0
-	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if path != root && (name == "node_modules" || name == "testdata" || name == "vendor" ||
-				strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
-				return filepath.SkipDir
-			}
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); path != root && err == nil {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(name, "_test.go") {
-			return nil
-		}
-		file, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	isTest := func(name string) bool { return strings.HasSuffix(name, "_test.go") }
+	eachGoFile(t, root, parser.SkipObjectResolution, isTest, func(fset *token.FileSet, rel string, file *ast.File) {
 		files++
-		rel, _ := filepath.Rel(root, path)
 		for fn, pos := range fileSleeps(file) {
-			key := filepath.ToSlash(rel) + ":" + fn
+			key := rel + ":" + fn
 			if _, ok := found[key]; !ok {
 				found[key] = fset.Position(pos).String()
 			}
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return found, files
 }
 
@@ -155,25 +126,6 @@ func fileSleeps(file *ast.File) map[string]token.Pos {
 		})
 	}
 	return out
-}
-
-// sleepModuleRoot is the directory of the module's go.mod, above this one.
-func sleepModuleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
 }
 
 // TestFileSleeps checks the finder: a call, a use as a value and an
