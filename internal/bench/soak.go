@@ -142,11 +142,15 @@ func RunSoak(ctx context.Context, sc SoakConfig) (*SoakReport, error) {
 	if sc.Rate <= 0 || sc.Duration <= 0 {
 		return nil, fmt.Errorf("bench: soak needs --duration and --rate")
 	}
-	dir, err := os.MkdirTemp("", "e2a-soak")
-	if err != nil {
-		return nil, err
+	var dir string // the embedded server's store; none for a server of its own
+	if sc.NATSURL == "" {
+		d, err := os.MkdirTemp("", "e2a-soak")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
 	}
-	defer os.RemoveAll(dir)
 	if sc.Protocol == "" {
 		sc.Protocol = ProtoE2ASSE
 	}
