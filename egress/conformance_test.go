@@ -54,48 +54,20 @@ func renderers() []rendererCase {
 	}
 }
 
-// TestRendererConformance runs every renderer through every conformance.Scenario,
-// compares the output step by step with testdata/<renderer>/<conformance.Scenario>.golden
-// (go test -run Conformance -update rewrites them), and checks what every
-// renderer must do whatever its format.
+// TestRendererConformance runs every renderer through every scenario of
+// the kit's suite (conformance.TestRenderers: the golden files
+// testdata/<renderer>/<scenario>.golden, which go test -run Conformance
+// -update rewrites, and what every renderer must do whatever its format),
+// then each renderer's own checks.
 func TestRendererConformance(t *testing.T) {
+	var cases []conformance.Case
 	for _, rc := range renderers() {
-		for _, sc := range conformance.Scenarios() {
-			t.Run(rc.name+"/"+sc.Name, func(t *testing.T) {
-				run, err := conformance.Run(sc, func(o *render.Output) render.Renderer { return rc.make(o, sc) })
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := conformance.MatchGolden(conformance.GoldenPath(rc.name, sc.Name), run.Golden, *update); err != nil {
-					t.Error(err)
-				}
-				// Invariants shared by every renderer.
-				if run.Started && rc.sse {
-					for h, v := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
-						if run.Header.Get(h) != v {
-							t.Errorf("%s = %q, want %q", h, run.Header.Get(h), v)
-						}
-					}
-				}
-				if len(run.Body) == 0 {
-					t.Errorf("nothing written")
-				}
-				if rc.sse && run.Header.Get("Content-Type") == "text/event-stream" {
-					checkSSESyntax(t, run.Body)
-				}
+		cases = append(cases, conformance.Case{Name: rc.name, SSE: rc.sse, New: rc.make,
+			Check: func(t *testing.T, sc conformance.Scenario, run *conformance.Result) {
 				rc.check(t, sc, run.Status, run.Body)
-			})
-		}
+			}})
 	}
-}
-
-// checkSSESyntax: every line is a field we write or a comment, every data:
-// is one JSON value, events end with a blank line (SSEData).
-func checkSSESyntax(t *testing.T, body []byte) {
-	t.Helper()
-	if _, err := conformance.SSEData(body); err != nil {
-		t.Error(err)
-	}
+	conformance.TestRenderers(t, *update, cases...)
 }
 
 func sseData(t *testing.T, body []byte) []testkit.SSEEvent {

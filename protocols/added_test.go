@@ -17,6 +17,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/protocols"
 	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 	"github.com/e2a-pipeline/pipeline/protocols/testdata/echo"
+	"github.com/e2a-pipeline/pipeline/render"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of the added protocol (testdata/echo/testdata/)")
@@ -70,18 +71,8 @@ func TestAddedProtocol(t *testing.T) {
 		t.Errorf("GET %s: %d", echo.Path, resp.StatusCode)
 	}
 
-	for _, sc := range conformance.Scenarios() {
-		t.Run("conformance/"+sc.Name, func(t *testing.T) {
-			run, err := conformance.Run(sc, echo.NewRenderer)
-			if err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join("testdata", "echo", conformance.GoldenPath(echo.Format, sc.Name))
-			if err := conformance.MatchGolden(path, run.Golden, *update); err != nil {
-				t.Error(err)
-			}
-		})
-	}
+	conformance.TestRenderers(t, *update, conformance.Case{Name: echo.Format, Dir: filepath.Join("testdata", "echo", "testdata"),
+		New: func(o *render.Output, _ conformance.Scenario) render.Renderer { return echo.NewRenderer(o) }})
 }
 
 // postEcho posts body to url and returns the answer's lines (an error

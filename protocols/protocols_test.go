@@ -62,7 +62,7 @@ func TestRegistryComplete(t *testing.T) {
 
 // TestPackageConformance: a protocol that is one package (Routes or RPC
 // set, or In naming the package that owns it) runs its renderer for each
-// of its formats through protocols/conformance's scenarios in
+// of its formats through the kit's suite (conformance.TestRenderers) in
 // protocols/<dir>/conformance_test.go (Protocol.Dir), its cases named
 // after the format (<format>, or <format>_<variant> for several:
 // acp_ndjson, acp_sse), with a golden file for every scenario under
@@ -75,8 +75,8 @@ func TestPackageConformance(t *testing.T) {
 			continue
 		}
 		src, err := os.ReadFile(filepath.Join(p.Dir(), "conformance_test.go"))
-		if err != nil || !strings.Contains(string(src), "conformance.Run(") {
-			t.Errorf("protocol %s: no renderer conformance suite in %s/conformance_test.go (conformance.Run)", p.Name, p.Dir())
+		if err != nil || !strings.Contains(string(src), "conformance.TestRenderers(") {
+			t.Errorf("protocol %s: no renderer conformance suite in %s/conformance_test.go (conformance.TestRenderers)", p.Name, p.Dir())
 		}
 		if len(p.Formats) == 0 {
 			t.Errorf("protocol %s: a package with no output format", p.Name)

@@ -60,43 +60,22 @@ func rendererCases() []rendererCase {
 	}
 }
 
-// TestRendererConformance runs every renderer case through egress's
-// conformance scenarios and compares its output step by step with
-// testdata/<case>/<scenario>.golden (go test -run Conformance -update
-// rewrites them).
+// TestRendererConformance runs every renderer case through the kit's
+// suite (conformance.TestRenderers: its output step by step against
+// testdata/<case>/<scenario>.golden, which go test -run Conformance
+// -update rewrites), then the case's own checks.
 func TestRendererConformance(t *testing.T) {
 	old := now
 	now = conformance.Time
 	defer func() { now = old }()
+	var cases []conformance.Case
 	for _, rc := range rendererCases() {
-		for _, sc := range conformance.Scenarios() {
-			t.Run(rc.name+"/"+sc.Name, func(t *testing.T) {
-				run, err := conformance.Run(sc, func(o *render.Output) render.Renderer { return rc.make(o, sc) })
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := conformance.MatchGolden(conformance.GoldenPath(rc.name, sc.Name), run.Golden, *update); err != nil {
-					t.Error(err)
-				}
-				if run.Started && rc.sse {
-					for h, v := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
-						if run.Header.Get(h) != v {
-							t.Errorf("%s = %q, want %q", h, run.Header.Get(h), v)
-						}
-					}
-				}
-				if len(run.Body) == 0 {
-					t.Errorf("nothing written")
-				}
-				if rc.sse && run.Header.Get("Content-Type") == "text/event-stream" {
-					if _, err := conformance.SSEData(run.Body); err != nil {
-						t.Error(err)
-					}
-				}
+		cases = append(cases, conformance.Case{Name: rc.name, SSE: rc.sse, New: rc.make,
+			Check: func(t *testing.T, sc conformance.Scenario, run *conformance.Result) {
 				rc.check(t, sc, run.Status, run.Body)
-			})
-		}
+			}})
 	}
+	conformance.TestRenderers(t, *update, cases...)
 }
 
 // wantErr is the error a scenario ends with, nil when none.

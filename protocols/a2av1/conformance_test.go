@@ -83,72 +83,68 @@ func TestRendererConformance(t *testing.T) {
 	old := now
 	now = conformance.Time
 	defer func() { now = old }()
+	var cases []conformance.Case
 	for _, c := range streamCases {
-		for _, sc := range conformance.Scenarios() {
-			t.Run(c.name+"/"+sc.Name, func(t *testing.T) {
-				run, err := conformance.Run(sc, func(o *render.Output) render.Renderer {
-					return c.newStream(o, sc.RequestID(), sc.From)
-				})
-				if err != nil {
-					t.Fatal(err)
+		cases = append(cases, conformance.Case{Name: c.name, SSE: true, AlwaysSSE: true,
+			New: func(o *render.Output, sc conformance.Scenario) render.Renderer {
+				return c.newStream(o, sc.RequestID(), sc.From)
+			},
+			Check: c.check})
+	}
+	conformance.TestRenderers(t, *update, cases...)
+}
+
+// check: every data: is a JSON-RPC response with the call's id whose result is a
+// StreamResponse (or, over HTTP+JSON, the StreamResponse or the binding's
+// error), its parts are those the client accepts, and a finished stream
+// ends with the task's terminal state.
+func (c streamCase) check(t *testing.T, sc conformance.Scenario, run *conformance.Result) {
+	data, err := conformance.SSEData(run.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.checkParts(t, run.Body)
+	var last a2a.Event
+	for _, d := range data {
+		if c.rest {
+			// A StreamResponse, or the binding's error.
+			var resp struct {
+				Error *struct {
+					Code   int    `json:"code"`
+					Status string `json:"status"`
+				} `json:"error"`
+			}
+			if bytes.HasPrefix(d, []byte(`{"error":`)) {
+				if json.Unmarshal(d, &resp) != nil || resp.Error == nil || resp.Error.Status == "" {
+					t.Fatalf("not the binding's error: %s", d)
 				}
-				if err := conformance.MatchGolden(conformance.GoldenPath(c.name, sc.Name), run.Golden, *update); err != nil {
-					t.Error(err)
-				}
-				for h, v := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
-					if run.Header.Get(h) != v {
-						t.Errorf("%s = %q, want %q", h, run.Header.Get(h), v)
-					}
-				}
-				data, err := conformance.SSEData(run.Body)
-				if err != nil {
-					t.Fatal(err)
-				}
-				c.checkParts(t, run.Body)
-				var last a2a.Event
-				for _, d := range data {
-					if c.rest {
-						// A StreamResponse, or the binding's error.
-						var resp struct {
-							Error *struct {
-								Code   int    `json:"code"`
-								Status string `json:"status"`
-							} `json:"error"`
-						}
-						if bytes.HasPrefix(d, []byte(`{"error":`)) {
-							if json.Unmarshal(d, &resp) != nil || resp.Error == nil || resp.Error.Status == "" {
-								t.Fatalf("not the binding's error: %s", d)
-							}
-							continue
-						}
-						var ev a2a.StreamResponse
-						if err := json.Unmarshal(d, &ev); err != nil {
-							t.Fatalf("not a StreamResponse: %s (%v)", d, err)
-						}
-						last = ev.Event
-						continue
-					}
-					var resp struct {
-						JSONRPC string              `json:"jsonrpc"`
-						ID      string              `json:"id"`
-						Result  *a2a.StreamResponse `json:"result"`
-						Error   *struct {
-							Code int `json:"code"`
-						} `json:"error"`
-					}
-					if err := json.Unmarshal(d, &resp); err != nil || resp.JSONRPC != "2.0" || resp.ID != "req-002" ||
-						(resp.Result == nil) == (resp.Error == nil) {
-						t.Fatalf("not a JSON-RPC response with a StreamResponse or an error: %s (%v)", d, err)
-					}
-					if resp.Result != nil {
-						last = resp.Result.Event
-					}
-				}
-				if sc.Final && !terminal(last) {
-					t.Errorf("a finished stream ends with %#v", last)
-				}
-			})
+				continue
+			}
+			var ev a2a.StreamResponse
+			if err := json.Unmarshal(d, &ev); err != nil {
+				t.Fatalf("not a StreamResponse: %s (%v)", d, err)
+			}
+			last = ev.Event
+			continue
 		}
+		var resp struct {
+			JSONRPC string              `json:"jsonrpc"`
+			ID      string              `json:"id"`
+			Result  *a2a.StreamResponse `json:"result"`
+			Error   *struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(d, &resp); err != nil || resp.JSONRPC != "2.0" || resp.ID != "req-002" ||
+			(resp.Result == nil) == (resp.Error == nil) {
+			t.Fatalf("not a JSON-RPC response with a StreamResponse or an error: %s (%v)", d, err)
+		}
+		if resp.Result != nil {
+			last = resp.Result.Event
+		}
+	}
+	if sc.Final && !terminal(last) {
+		t.Errorf("a finished stream ends with %#v", last)
 	}
 }
 

@@ -16,31 +16,19 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // testdata/<Format>/).
 const rendererCase = Format
 
-// TestRendererConformance runs the renderer through the conformance (package protocols/conformance)
-// scenarios and compares its output step by step with
-// testdata/a2e_ndjson/<scenario>.golden (go test -run Conformance -update
-// rewrites them).
+// TestRendererConformance runs the renderer through the kit's suite
+// (conformance.TestRenderers: its output step by step against
+// testdata/a2e_ndjson/<scenario>.golden, which go test -run Conformance
+// -update rewrites), then checks its lines.
 func TestRendererConformance(t *testing.T) {
 	old := now
 	now = conformance.Time
 	defer func() { now = old }()
-	for _, sc := range conformance.Scenarios() {
-		t.Run(rendererCase+"/"+sc.Name, func(t *testing.T) {
-			run, err := conformance.Run(sc, func(o *render.Output) render.Renderer {
-				return NewRenderer(o, Params{ReqID: "a1b2c3", ReqType: "tool/call/req"})
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := conformance.MatchGolden(conformance.GoldenPath(rendererCase, sc.Name), run.Golden, *update); err != nil {
-				t.Error(err)
-			}
-			if len(run.Body) == 0 {
-				t.Errorf("nothing written")
-			}
-			checkLines(t, run.Body)
-		})
-	}
+	conformance.TestRenderers(t, *update, conformance.Case{Name: rendererCase,
+		New: func(o *render.Output, _ conformance.Scenario) render.Renderer {
+			return NewRenderer(o, Params{ReqID: "a1b2c3", ReqType: "tool/call/req"})
+		},
+		Check: func(t *testing.T, _ conformance.Scenario, run *conformance.Result) { checkLines(t, run.Body) }})
 }
 
 // checkLines: every line is an A2E message answering a1b2c3; events in

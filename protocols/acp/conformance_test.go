@@ -19,43 +19,30 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // under testdata/<case>/): NDJSON (the framing of stdio) and SSE.
 var rendererCases = map[string]bool{Format + "_ndjson": false, Format + "_sse": true}
 
-// TestRendererConformance runs the renderer through the conformance (package protocols/conformance)
-// scenarios and compares its output step by step with
-// testdata/<case>/<scenario>.golden (go test -run Conformance -update
-// rewrites them).
+// TestRendererConformance runs the renderer, NDJSON and SSE, through the
+// kit's suite (conformance.TestRenderers: its output step by step against
+// testdata/<case>/<scenario>.golden, which go test -run Conformance
+// -update rewrites), then checks its messages.
 func TestRendererConformance(t *testing.T) {
+	var cases []conformance.Case
 	for name, sse := range rendererCases {
-		for _, sc := range conformance.Scenarios() {
-			t.Run(name+"/"+sc.Name, func(t *testing.T) {
-				run, err := conformance.Run(sc, func(o *render.Output) render.Renderer {
-					return NewRenderer(o, Params{JSONRPCID: json.RawMessage(`42`), SessionID: "s1", SSE: sse})
-				})
+		cases = append(cases, conformance.Case{Name: name, SSE: sse,
+			New: func(o *render.Output, _ conformance.Scenario) render.Renderer {
+				return NewRenderer(o, Params{JSONRPCID: json.RawMessage(`42`), SessionID: "s1", SSE: sse})
+			},
+			Check: func(t *testing.T, sc conformance.Scenario, run *conformance.Result) {
+				read := conformance.NDJSONLines
+				if sse {
+					read = conformance.SSEData
+				}
+				msgs, err := read(run.Body)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := conformance.MatchGolden(conformance.GoldenPath(name, sc.Name), run.Golden, *update); err != nil {
-					t.Error(err)
-				}
-				if len(run.Body) == 0 {
-					t.Errorf("nothing written")
-				}
-				var msgs [][]byte
-				if sse {
-					for h, v := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
-						if run.Started && run.Header.Get(h) != v {
-							t.Errorf("%s = %q, want %q", h, run.Header.Get(h), v)
-						}
-					}
-					if msgs, err = conformance.SSEData(run.Body); err != nil {
-						t.Error(err)
-					}
-				} else if msgs, err = conformance.NDJSONLines(run.Body); err != nil {
-					t.Fatal(err)
-				}
 				checkMessages(t, sc, msgs)
-			})
-		}
+			}})
 	}
+	conformance.TestRenderers(t, *update, cases...)
 }
 
 // checkMessages: notifications decode as acp.SessionNotification, the last

@@ -16,7 +16,9 @@
 // the task store under the ownership rule (protocols/a2av1's).
 //
 // egress's own renderers (E2A SSE, NDJSON, JSON) and those of the protocol
-// packages (protocols/<name>/conformance_test.go) share it, so that one
+// packages (protocols/<name>/conformance_test.go) run through one suite,
+// [TestRenderers] (every scenario of every [Case], its golden file, what
+// every renderer must write, then the case's own checks), so that one
 // scenario reads the same in every protocol; the registry's tests
 // (package protocols) fail for a registered protocol without its case or
 // golden files. It imports egress (the renderer seam: Renderer, Output,
