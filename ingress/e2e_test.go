@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -62,6 +63,13 @@ func startPipelineWith(t *testing.T, opts ...ingress.Option) *pipeline {
 		_ = agent.Run(ctx, nc, "demo", demo.New(), agent.WithMetrics(reg))
 	}()
 	t.Cleanup(func() { cancel(); <-done })
+	// The pool is known (its card served, the pipeline's card listing it)
+	// once its worker has made its consumer: wait for that, not for the
+	// first request to find it.
+	testkit.Eventually(t, 10*time.Second, "the demo pool's consumer", func() bool {
+		m, err := in.Pools(ctx)
+		return err == nil && m["demo"] != ""
+	})
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
