@@ -94,7 +94,7 @@ func task(id, ctx, protocol, updated string) host.ListedTask {
 
 // newHandler is the handler over fh, its call the tests' caller's.
 func newHandler(fh fakeHost) (*handler, context.Context) {
-	return &handler{h: fh}, withCall(context.Background(), call{header: http.Header{}, channel: "http", c: fh.Caller(key)})
+	return &handler{h: fh}, withCall(context.Background(), call{header: http.Header{}, channel: "http", c: fh.CallerOf(key)})
 }
 
 // TestListTasksPages: the caller's A2A tasks, newest update first (ties by

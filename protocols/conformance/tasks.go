@@ -107,8 +107,9 @@ func (h *BindingHost) admit(header http.Header) (bindingCaller, *host.Refusal) {
 	return bindingCaller{h: h, p: p}, nil
 }
 
-// Caller is the principal p as the host admits it.
-func (h *BindingHost) Caller(p string) host.BindingCaller { return bindingCaller{h: h, p: p} }
+// CallerOf is the principal p as the host admits it (RPCHost's Caller
+// stays the JSON-RPC calls' one).
+func (h *BindingHost) CallerOf(p string) host.BindingCaller { return bindingCaller{h: h, p: p} }
 
 // AddTask stores t as owner's task, its context claimed by owner when no
 // one has claimed it; a task of the same id is replaced.
