@@ -188,13 +188,21 @@ func (c caller) Input(r *http.Request, body []byte, agent string) normalizer.Inp
 // host.ErrTooManyStreams), runs s.Before, then records the envelope, or
 // fails with PublishErr; the slot is held until Done.
 func (c caller) Submit(ctx context.Context, s host.Submission) (*host.Submitted, error) {
-	return c.submit(ctx, s, nil)
+	return c.submit(ctx, s, submitHooks{})
 }
 
-// submit is Submit with claim, when set, run after the slot is taken and
-// before s.Before, as the host claims a context: its error ends the
-// submission with nothing published.
-func (c caller) submit(ctx context.Context, s host.Submission, claim func() error) (*host.Submitted, error) {
+// submitHooks are what a fake host does around a submission beyond
+// [Host]'s, in the host's order: claim after the stream slot is taken and
+// before s.Before (a context claimed), record after s.Before and before
+// the publish (a turn appended to its record, undone when the publish
+// fails). An error of either ends the submission with nothing published.
+type submitHooks struct {
+	claim  func() error
+	record func() (undo func(), err error)
+}
+
+// submit is Submit with the hooks.
+func (c caller) submit(ctx context.Context, s host.Submission, hooks submitHooks) (*host.Submitted, error) {
 	release := func() {}
 	if s.Slot {
 		r, ok := c.slot()
@@ -203,8 +211,8 @@ func (c caller) submit(ctx context.Context, s host.Submission, claim func() erro
 		}
 		release = r
 	}
-	if claim != nil {
-		if err := claim(); err != nil {
+	if hooks.claim != nil {
+		if err := hooks.claim(); err != nil {
 			release()
 			return nil, err
 		}
@@ -215,7 +223,17 @@ func (c caller) submit(ctx context.Context, s host.Submission, claim func() erro
 			return nil, err
 		}
 	}
+	undo := func() {}
+	if hooks.record != nil {
+		u, err := hooks.record()
+		if err != nil {
+			release()
+			return nil, err
+		}
+		undo = u
+	}
 	if c.h.PublishErr != nil {
+		undo()
 		release()
 		return nil, c.h.PublishErr
 	}

@@ -137,7 +137,8 @@ func TestRPCHost(t *testing.T) {
 // it; a principal's tasks are its own (another's is not found, never
 // listed, and takes no turn of it), a context is its first claimer's
 // (another's claim publishes nothing), an ended task is terminal, a turn
-// is recorded on its task (a created one makes it) and wakes NextTurn.
+// is recorded on its task (a created one makes it), taken off again when
+// its publish fails, and wakes NextTurn.
 func TestBindingHost(t *testing.T) {
 	ctx := context.Background()
 	h := &conformance.BindingHost{}
@@ -212,6 +213,15 @@ func TestBindingHost(t *testing.T) {
 	}
 	if err := h.ClaimContext("alice", "c2"); !errors.Is(err, host.ErrConflict) {
 		t.Fatalf("alice claims bob's context: %v", err)
+	}
+
+	h.PublishErr = host.ErrBackpressure
+	if _, err := alice.Submit(ctx, host.Submission{Pool: "echo", Envelope: &e2a.Envelope{RequestID: "r3"}, Turn: turn}); !errors.Is(err, host.ErrBackpressure) {
+		t.Fatalf("a turn whose publish fails: %v", err)
+	}
+	h.PublishErr = nil
+	if rec, _ := h.Task("t1"); strings.Join(rec.RequestIDs, ",") != "r0,r1" {
+		t.Fatalf("t1 after a failed publish: %v", rec.RequestIDs)
 	}
 
 	t1, _ := alice.Task(ctx, "t1", 0)

@@ -136,18 +136,31 @@ func (c rpcCaller) Input(in host.Call, req *jsonrpc.Request) normalizer.Input {
 		RPC: &normalizer.RPCRequest{ID: req.ID, Method: req.Method, Params: req.Params}}
 }
 
-// Submit is [Host]'s, a turn of a session appended to its record.
+// Submit is [Host]'s, a turn of a session appended to its record before
+// the publish (taken off again when the publish fails).
 func (c rpcCaller) Submit(ctx context.Context, s host.Submission) (*host.Submitted, error) {
-	sub, err := caller{&c.h.Host}.Submit(ctx, s)
-	if err != nil || s.Turn == nil || !s.Turn.Session {
-		return sub, err
+	var hooks submitHooks
+	if s.Turn != nil && s.Turn.Session {
+		hooks.record = func() (func(), error) { return c.h.appendTurn(s.Turn.Task.ID, s.Envelope.RequestID), nil }
 	}
-	c.h.mu.Lock()
-	defer c.h.mu.Unlock()
-	if rec, ok := c.h.sessions[s.Turn.Task.ID]; ok {
-		rec.RequestIDs = append(rec.RequestIDs, sub.RequestID)
+	return caller{&c.h.Host}.submit(ctx, s, hooks)
+}
+
+// appendTurn appends requestID to session id's record, if there is one,
+// and returns how to take it off again.
+func (h *RPCHost) appendTurn(id, requestID string) (undo func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rec, ok := h.sessions[id]
+	if !ok {
+		return func() {}
 	}
-	return sub, nil
+	rec.RequestIDs = append(rec.RequestIDs, requestID)
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		rec.RequestIDs = slices.DeleteFunc(rec.RequestIDs, func(r string) bool { return r == requestID })
+	}
 }
 
 // StreamSlot takes a slot, or answers 429 too_many_streams when NoSlot is

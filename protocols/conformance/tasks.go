@@ -35,9 +35,10 @@ const DefaultKey = "X-Api-Key"
 //     submission with ClaimContext, [BindingHost.AddTask],
 //     [BindingHost.ClaimContext]); another's claim is [host.ErrConflict],
 //     checked after the stream slot and before Before, as the host does;
-//   - a submitted turn is recorded on its task before the submission
-//     returns (Turn.Created makes the task, owned by the caller); a turn
-//     of another principal's task is [host.ErrConflict];
+//   - a submitted turn is recorded on its task before the publish and
+//     taken off again when the publish fails (PublishErr); a task that
+//     does not exist yet is made, owned by the caller; a turn of another
+//     principal's task is [host.ErrConflict], with nothing published;
 //   - a task [BindingHost.EndTask] ended is terminal: CheckTaskOpen is
 //     [host.ErrTaskTerminal].
 //
@@ -177,8 +178,9 @@ func (h *BindingHost) taskLocked(id string) *ownedTask {
 }
 
 // recordTurn appends the turn's request to its task, made for p when
-// Created; host.ErrConflict when the task is another principal's.
-func (h *BindingHost) recordTurn(p string, turn *host.Turn, requestID string) error {
+// there is none, and returns how to take it off again; host.ErrConflict
+// when the task is another principal's.
+func (h *BindingHost) recordTurn(p string, turn *host.Turn, requestID string) (undo func(), err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	o := h.taskLocked(turn.Task.ID)
@@ -188,7 +190,7 @@ func (h *BindingHost) recordTurn(p string, turn *host.Turn, requestID string) er
 		o.task.RequestIDs = nil
 		h.tasks = append(h.tasks, o)
 	case o.owner != p:
-		return host.ErrConflict
+		return nil, host.ErrConflict
 	}
 	o.task.RequestIDs = append(o.task.RequestIDs, requestID)
 	o.task.Updated = time.Now().UTC().Format(time.RFC3339Nano)
@@ -196,7 +198,11 @@ func (h *BindingHost) recordTurn(p string, turn *host.Turn, requestID string) er
 		close(h.turned)
 		h.turned = nil
 	}
-	return nil
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		o.task.RequestIDs = slices.DeleteFunc(o.task.RequestIDs, func(id string) bool { return id == requestID })
+	}, nil
 }
 
 // bindingCaller is the principal p a BindingHost admitted.
@@ -216,26 +222,16 @@ func (c bindingCaller) HeaderInput(header http.Header, agent string) normalizer.
 }
 
 // Submit is [Host]'s, the context claimed (ClaimContext) and the turn
-// recorded on its task (Turn) as the host does.
+// recorded on its task (Turn) before the publish, as the host does.
 func (c bindingCaller) Submit(ctx context.Context, s host.Submission) (*host.Submitted, error) {
-	var claim func() error
+	var hooks submitHooks
 	if s.ClaimContext {
-		claim = func() error { return c.h.ClaimContext(c.p, s.Envelope.ContextID) }
+		hooks.claim = func() error { return c.h.ClaimContext(c.p, s.Envelope.ContextID) }
 	}
-	if s.Turn != nil && !s.Turn.Session && !s.Turn.Created {
-		if t, owner := c.h.Task(s.Turn.Task.ID); t != nil && owner != c.p {
-			return nil, host.ErrConflict
-		}
+	if s.Turn != nil && !s.Turn.Session {
+		hooks.record = func() (func(), error) { return c.h.recordTurn(c.p, s.Turn, s.Envelope.RequestID) }
 	}
-	sub, err := caller{&c.h.Host}.submit(ctx, s, claim)
-	if err != nil || s.Turn == nil || s.Turn.Session {
-		return sub, err
-	}
-	if err := c.h.recordTurn(c.p, s.Turn, sub.RequestID); err != nil {
-		sub.Done()
-		return nil, err
-	}
-	return sub, nil
+	return caller{&c.h.Host}.submit(ctx, s, hooks)
 }
 
 // StreamSlot is [Host]'s.
