@@ -19,9 +19,9 @@ import (
 // modes and their own settings.
 type benchFlags struct {
 	sweep, rates, peer, peerBin, bridgeKind, replicas, chart *string
-	rounds                                                   *int
-	coalesce, asJSON                                         *bool
-	duration, interval, retention                            *time.Duration
+	rounds, workers                                          *int
+	coalesce, asJSON, recovery                               *bool
+	duration, interval, retention, ackWait                   *time.Duration
 	rate                                                     *float64
 	headers                                                  headerFlag
 }
@@ -66,6 +66,9 @@ func newBenchFlags(fs *flag.FlagSet, c *bench.Config, d bench.Config) *benchFlag
 	m.interval = fs.Duration("interval", 10*time.Second, "soak: sampling interval")
 	m.retention = fs.Duration("retention", 0, "soak: the hot streams' max age and the task index's TTL (E2A_REQUESTS_MAX_AGE, E2A_RESPONSES_MAX_AGE, E2A_TASKS_TTL), which bound the embedded server's memory (default: 24h and 72h, bounded by the streams' bytes)")
 	fs.BoolVar(&c.Console, "console", false, "in process and soak: run the console's indexer too, as e2a dev does")
+	m.recovery = fs.Bool("recovery", false, "kill one agent worker of several mid-stream (its connection closed) and report how soon each of its requests goes on with another, from the clients, and that every stream stayed whole and exactly once (in process; --requests, --frames, --frame-bytes, --delay default to 30, 44, 100 and 100ms here)")
+	m.workers = fs.Int("workers", 0, "with --recovery: workers of the pool, each on its own NATS connection (default 3)")
+	m.ackWait = fs.Duration("ack-wait", 0, "with --recovery: the pool's AckWait (default: the agent runtime's, 4s)")
 	m.replicas = fs.String("replicas", "", "scaling: N serve + N agent processes of this binary on one JetStream server, for each N of a list (e.g. 1,2,3)")
 	m.asJSON = fs.Bool("json", false, "print the report as JSON")
 	m.chart = fs.String("chart", "", "write a PNG chart of latency percentiles against offered load")
@@ -91,6 +94,8 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 		return err
 	}
 	switch {
+	case *m.recovery:
+		return runBenchRecovery(ctx, c, fs, m)
 	case *m.duration > 0:
 		return runBenchSoak(ctx, c, m)
 	case *m.replicas != "":
@@ -126,6 +131,9 @@ func (m *benchFlags) apply(c *bench.Config) error {
 	if c.Trace != "" && (*m.duration > 0 || *m.replicas != "" || *m.peer != "" || *m.bridgeKind != "") {
 		return errors.New("bench --trace traces the half-load phase of the in-process or --target bench, not --duration, --replicas, --peer or --bridge")
 	}
+	if (*m.workers != 0 || *m.ackWait != 0) && !*m.recovery {
+		return errors.New("bench --workers and --ack-wait apply to --recovery")
+	}
 	if *m.retention != 0 && *m.duration == 0 {
 		return errors.New("bench --retention applies to the soak (--duration)")
 	}
@@ -143,13 +151,51 @@ func runBenchSoak(ctx context.Context, c bench.Config, m *benchFlags) error {
 	if err != nil {
 		return err
 	}
-	if *m.asJSON {
+	return printReport(sr, *m.asJSON)
+}
+
+// printReport prints a mode's report, as indented JSON with asJSON.
+func printReport(r interface{ Text() string }, asJSON bool) error {
+	if asJSON {
 		e := json.NewEncoder(os.Stdout)
 		e.SetIndent("", "  ")
-		return e.Encode(sr)
+		return e.Encode(r)
 	}
-	_, err = fmt.Fprint(os.Stdout, sr.Text())
+	_, err := fmt.Fprint(os.Stdout, r.Text())
 	return err
+}
+
+// runBenchRecovery runs e2a bench --recovery and prints its report. The
+// load flags given on the command line override the scenario's defaults.
+func runBenchRecovery(ctx context.Context, c bench.Config, fs *flag.FlagSet, m *benchFlags) error {
+	if c.Target != "" || c.NATSURL != "" || *m.peer != "" || *m.duration > 0 || *m.replicas != "" || *m.bridgeKind != "" {
+		return errors.New("bench --recovery runs the pipeline and its workers in process: no --target, --nats, --peer, --duration, --replicas or --bridge")
+	}
+	rc := bench.DefaultRecoveryConfig()
+	rc.TCP, rc.Timeout, rc.Progress = c.TCP, max(c.Timeout, rc.Timeout), c.Progress
+	if *m.workers != 0 {
+		rc.Workers = *m.workers
+	}
+	if *m.ackWait != 0 {
+		rc.AckWait = *m.ackWait
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "requests":
+			rc.Requests = c.Requests
+		case "frames":
+			rc.Frames = c.Frames
+		case "frame-bytes":
+			rc.FrameBytes = c.FrameBytes
+		case "delay":
+			rc.Delay = c.Delay
+		}
+	})
+	rep, err := bench.RunRecovery(ctx, rc)
+	if err != nil {
+		return err
+	}
+	return printReport(rep, *m.asJSON)
 }
 
 // runBenchReplicas runs e2a bench --replicas and prints its report.

@@ -110,6 +110,14 @@ func TestCLIHelp(t *testing.T) {
 	if code, _, errOut := runBin(t, env, "bench", "--trace", filepath.Join(t.TempDir(), "t.out"), "--peer", "a2a-go"); code != 1 || !strings.Contains(errOut, "--trace traces the half-load phase") {
 		t.Errorf("e2a bench --trace --peer: exit %d, %s", code, errOut)
 	}
+	for _, args := range [][]string{{"bench", "--workers", "2"}, {"bench", "--ack-wait", "2s"}} {
+		if code, _, errOut := runBin(t, env, args...); code != 1 || !strings.Contains(errOut, "apply to --recovery") {
+			t.Errorf("e2a %v: exit %d, %s", args, code, errOut)
+		}
+	}
+	if code, _, errOut := runBin(t, env, "bench", "--recovery", "--target", "http://127.0.0.1:1"); code != 1 || !strings.Contains(errOut, "--recovery runs the pipeline") {
+		t.Errorf("e2a bench --recovery --target: exit %d, %s", code, errOut)
+	}
 	if code, _, errOut := runBin(t, env, "nope"); code != 2 || !strings.Contains(errOut, "e2a dev") {
 		t.Errorf("e2a nope: exit %d, %s", code, errOut)
 	}

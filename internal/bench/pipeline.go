@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -65,6 +66,14 @@ type PipelineOptions struct {
 	// created or updated on it with the bench's settings (one replica), so
 	// it must be a server of the bench's own.
 	NATSURL string
+	// Workers, when positive, runs that many workers of the bench pool,
+	// each on a NATS connection of its own with the worker id w0, w1, …
+	// (Pipeline.Workers), instead of one on AgentNC: a worker can then be
+	// killed alone (its connection closed) while the others go on.
+	Workers int
+	// AckWait is the pool's AckWait (agent.WithAckWait); zero: the agent
+	// runtime's default.
+	AckWait time.Duration
 	// Log receives the stages' logs (default: discarded).
 	Log *slog.Logger
 }
@@ -80,11 +89,16 @@ type Pipeline struct {
 	AgentNC *nats.Conn
 	// URL is the base URL of the HTTP server.
 	URL string
+	// Workers are the connections of the pool's workers with
+	// PipelineOptions.Workers (worker i has id "w<i>"); closing one kills
+	// that worker as a crash would: no drain, no last frame.
+	Workers []*nats.Conn
 
 	srv       *http.Server
 	ln        net.Listener
 	cancel    context.CancelFunc
 	agentDone chan error
+	agents    int // agent.Run calls that report on agentDone
 	egress    *egress.Service
 }
 
@@ -123,14 +137,28 @@ func StartPipeline(ctx context.Context, o PipelineOptions) (_ *Pipeline, err err
 	if err != nil {
 		return nil, err
 	}
-	p.agentDone = make(chan error, 1)
 	h := Agent(o.Frames, o.FrameBytes, o.Delay)
-	go func() {
-		p.agentDone <- agent.Run(rctx, p.AgentNC, Pool, h,
-			agent.WithConcurrency(o.AgentConcurrency),
-			agent.WithMaxAckPending(max(o.AgentConcurrency, agent.DefaultMaxAckPending)),
-			agent.WithMetrics(reg), agent.WithLogger(o.Log))
-	}()
+	opts := []agent.Option{agent.WithConcurrency(o.AgentConcurrency),
+		agent.WithMaxAckPending(max(o.AgentConcurrency, agent.DefaultMaxAckPending)), agent.WithLogger(o.Log)}
+	if o.AckWait > 0 {
+		opts = append(opts, agent.WithAckWait(o.AckWait))
+	}
+	if o.Workers <= 0 {
+		p.startAgents(rctx, h, []*nats.Conn{p.AgentNC}, func(int) []agent.Option { return append(opts, agent.WithMetrics(reg)) })
+	} else {
+		for i := range o.Workers {
+			nc, err := p.dial(ctx, o, fmt.Sprintf("bench-agent-w%d", i))
+			if err != nil {
+				return nil, err
+			}
+			p.Workers = append(p.Workers, nc)
+		}
+		// No metrics: the collectors of one pool cannot be registered
+		// twice in one registry.
+		p.startAgents(rctx, h, p.Workers, func(i int) []agent.Option {
+			return append(slices.Clip(opts), agent.WithWorkerID(fmt.Sprintf("w%d", i)))
+		})
+	}
 	if err := waitConsumer(ctx, js, Pool); err != nil {
 		return nil, err
 	}
@@ -141,26 +169,40 @@ func StartPipeline(ctx context.Context, o PipelineOptions) (_ *Pipeline, err err
 // agent pool's own with SplitConns), over TCP or in process, or to
 // o.NATSURL.
 func (p *Pipeline) connect(ctx context.Context, o PipelineOptions) error {
-	connect := func(name string) (*nats.Conn, error) {
-		if o.NATSURL != "" {
-			return streams.Connect(ctx, streams.ConnConfig{NatsURL: o.NATSURL, Name: name})
-		}
-		if o.TCP {
-			return nats.Connect(p.Embedded.ClientURL(), nats.Name(name))
-		}
-		return p.Embedded.Connect(nats.Name(name))
-	}
 	var err error
-	if p.NC, err = connect("bench-http"); err != nil {
+	if p.NC, err = p.dial(ctx, o, "bench-http"); err != nil {
 		return err
 	}
 	p.AgentNC = p.NC
 	if o.SplitConns {
-		if p.AgentNC, err = connect("bench-agent"); err != nil {
+		if p.AgentNC, err = p.dial(ctx, o, "bench-agent"); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// startAgents runs a worker of the bench pool on each connection, with
+// optsOf(i) for the i-th.
+func (p *Pipeline) startAgents(ctx context.Context, h agent.Handler, conns []*nats.Conn, optsOf func(int) []agent.Option) {
+	p.agents = len(conns)
+	p.agentDone = make(chan error, len(conns))
+	for i, nc := range conns {
+		opts := optsOf(i)
+		go func() { p.agentDone <- agent.Run(ctx, nc, Pool, h, opts...) }()
+	}
+}
+
+// dial opens one named connection to the embedded server (over TCP or in
+// process) or to o.NATSURL.
+func (p *Pipeline) dial(ctx context.Context, o PipelineOptions, name string) (*nats.Conn, error) {
+	if o.NATSURL != "" {
+		return streams.Connect(ctx, streams.ConnConfig{NatsURL: o.NATSURL, Name: name})
+	}
+	if o.TCP {
+		return nats.Connect(p.Embedded.ClientURL(), nats.Name(name))
+	}
+	return p.Embedded.Connect(nats.Name(name))
 }
 
 // provision creates the E2A streams of one replica (the console's index
@@ -279,10 +321,18 @@ func (p *Pipeline) Close() {
 		cancel()
 	}
 	if p.agentDone != nil {
-		select {
-		case <-p.agentDone:
-		case <-time.After(30 * time.Second):
+		deadline := time.After(30 * time.Second)
+	wait:
+		for range p.agents {
+			select {
+			case <-p.agentDone:
+			case <-deadline:
+				break wait
+			}
 		}
+	}
+	for _, nc := range p.Workers {
+		nc.Close()
 	}
 	if p.egress != nil {
 		p.egress.Close()

@@ -1,0 +1,57 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRecovery runs e2a bench --recovery's scenario, smaller: a worker of
+// three is killed mid-stream; each of its requests must go on with another
+// worker within RecoveryTarget, every stream whole and exactly once, and no
+// live worker's request moved.
+func TestRecovery(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	rep, err := RunRecovery(ctx, RecoveryConfig{Workers: 3, Requests: 12, Frames: 20, Delay: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + rep.Text())
+	if rep.Held == 0 || rep.Resumed != rep.Held || len(rep.Delays) != rep.Held {
+		t.Errorf("killed %s held %d requests, %d resumed (%d delays)", rep.Killed, rep.Held, rep.Resumed, len(rep.Delays))
+	}
+	if rep.Complete != 12 || rep.TakenOver != 0 || rep.Errors != nil {
+		t.Errorf("complete %d of 12, taken over %d, errors %v", rep.Complete, rep.TakenOver, rep.Errors)
+	}
+	if p99 := rep.Percentile(0.99); p99 > RecoveryTarget || p99 <= 0 {
+		t.Errorf("p99 kill → resumed %v, want in (0, %v]", p99, RecoveryTarget)
+	}
+	if !rep.OK() || !strings.Contains(rep.Text(), ": OK") {
+		t.Errorf("report not OK:\n%s", rep.Text())
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil || out["ok"] != true || out["resume_p99_ms"].(float64) <= 0 || out["killed"] != rep.Killed {
+		t.Errorf("JSON report %s: %v", b, err)
+	}
+}
+
+func TestRecoveryConfigRefused(t *testing.T) {
+	for _, c := range []RecoveryConfig{
+		{Workers: 1},
+		{Frames: 4},
+		{Delay: time.Millisecond},
+		{AckWait: 500 * time.Millisecond},
+		{Requests: -1},
+	} {
+		if _, err := RunRecovery(context.Background(), c); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+}
