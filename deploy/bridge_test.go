@@ -104,8 +104,8 @@ func TestBridgeExample(t *testing.T) {
 			t.Errorf("%s: no %s", d.Name, want)
 		}
 	}
-	if c.Env[1].Value != "agent-bridge" || !slices.Equal(c.Args[:3], []string{"agent", "--pool", "bridge"}) {
-		t.Errorf("%s: user %q args %q", d.Name, c.Env[1].Value, c.Args)
+	if u := envVar(c, "E2A_NATS_USER").Value; u != "agent-bridge" || !slices.Equal(c.Args[:3], []string{"agent", "--pool", "bridge"}) {
+		t.Errorf("%s: user %q args %q", d.Name, u, c.Args)
 	}
 
 	// Compose: the same variables; the key from the shell, never dev.env.

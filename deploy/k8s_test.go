@@ -373,12 +373,17 @@ func TestKubernetesManifests(t *testing.T) {
 				t.Errorf("deployment %s: E2A_API_KEYS not from the secret e2a-ingress-auth", d.Name)
 			}
 		case len(args) == 1 && args[0] == "push":
-			if u := d.Spec.Template.Spec.Containers[0].Env[1].Value; u != "push" {
+			if u := envVar(d.Spec.Template.Spec.Containers[0], "E2A_NATS_USER").Value; u != "push" {
 				t.Errorf("deployment %s: the push stage runs as NATS user %q, want push", d.Name, u)
 			}
 		case len(args) >= 3 && args[0] == "agent" && args[1] == "--pool":
-			if want := "agent-" + args[2]; d.Spec.Template.Spec.Containers[0].Env[1].Value != want {
-				t.Errorf("deployment %s: pool %s runs as NATS user %q, want %q", d.Name, args[2], d.Spec.Template.Spec.Containers[0].Env[1].Value, want)
+			c := d.Spec.Template.Spec.Containers[0]
+			if want, u := "agent-"+args[2], envVar(c, "E2A_NATS_USER").Value; u != want {
+				t.Errorf("deployment %s: pool %s runs as NATS user %q, want %q", d.Name, args[2], u, want)
+			}
+			// Frames name the pod that wrote them.
+			if w := envVar(c, "E2A_AGENT_WORKER_ID").ValueFrom; w == nil || w.FieldRef == nil || w.FieldRef.FieldPath != "metadata.name" {
+				t.Errorf("deployment %s: E2A_AGENT_WORKER_ID is not the pod's name", d.Name)
 			}
 		default:
 			t.Errorf("deployment %s: args %q", d.Name, args)
@@ -743,4 +748,14 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf(".dockerignore lacks %s", want)
 		}
 	}
+}
+
+// envVar returns the container's variable name (zero when it has none).
+func envVar(c corev1.Container, name string) corev1.EnvVar {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e
+		}
+	}
+	return corev1.EnvVar{}
 }

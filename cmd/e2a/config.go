@@ -100,6 +100,15 @@ type Config struct {
 	LogFormat string `envconfig:"LOG_FORMAT" default:"json"`
 	LogLevel  string `envconfig:"LOG_LEVEL" default:"info"`
 
+	// AgentAckWait is `e2a agent`'s AckWait: how long a request may go
+	// without its worker's heartbeat before another worker takes it over
+	// (0: the agent runtime's, agent.DefaultAckWait; at least 1s).
+	// AgentWorkerID names the worker in its logs and in its frames'
+	// provenance (empty: a random id); the shipped manifests give the pod's
+	// name.
+	AgentAckWait  time.Duration `envconfig:"AGENT_ACK_WAIT"`
+	AgentWorkerID string        `envconfig:"AGENT_WORKER_ID"`
+
 	// Upstream configures the bridge of `e2a agent --pool P --a2a|--openai|
 	// --http URL` (E2A_UPSTREAM_*; the flags win over the variables).
 	Upstream UpstreamConfig `envconfig:"UPSTREAM"`

@@ -116,6 +116,9 @@ var helps = map[string]commandHelp{
 			"service answering E2A frames): every request's upstream answer becomes its durable, ordered frames.",
 		env: fmt.Sprintf(natsEnv, "empty = an embedded server") + `  E2A_HTTP_ADDR             operations listener (default 127.0.0.1:8080)
   E2A_METRICS_ADDR          its own listener for /metrics and /debug/pprof/ (then /metrics not on E2A_HTTP_ADDR)
+  E2A_AGENT_ACK_WAIT        how long a request may go without this worker's heartbeat before another takes
+                            it over (default 4s, as --ack-wait; the same for every worker of a pool)
+  E2A_AGENT_WORKER_ID       this worker's id in its logs and its frames' provenance (default: random)
   E2A_WORKFLOW_*            the workflow pool's policy, vault and cache (workflow/doc.go)
   E2A_UPSTREAM_KIND, E2A_UPSTREAM_URL, E2A_UPSTREAM_MODEL, E2A_UPSTREAM_SYSTEM
                             the upstream, as the flags give it (the flags win)

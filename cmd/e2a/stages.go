@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/agent"
@@ -78,6 +80,7 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	pool := fs.String("pool", "demo", "agent pool to serve: a built-in one (demo, tck, tck-basic, workflow), or any name with an upstream")
 	concurrency := fs.Int("concurrency", 64, "requests handled at once")
+	ackWait := fs.Duration("ack-wait", cfg.AgentAckWait, "how long a request may go without this worker's heartbeat before another worker takes it over (default E2A_AGENT_ACK_WAIT, else 4s; at least 1s; every worker of a pool must use the same)")
 	var bf bridgeFlags
 	fs.StringVar(&bf.a2a, "a2a", "", "bridge an A2A agent: the URL its agent card is served at (or its base URL)")
 	fs.StringVar(&bf.openai, "openai", "", "bridge an OpenAI-compatible chat completions server: its base URL (http://localhost:8000/v1)")
@@ -86,6 +89,19 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 	fs.StringVar(&bf.system, "system", "", "with --openai: the system prompt")
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
+	}
+	if *ackWait != 0 && *ackWait < time.Second {
+		fmt.Fprintf(os.Stderr, "e2a agent: --ack-wait (E2A_AGENT_ACK_WAIT) %v: at least 1s\n\n", *ackWait)
+		printHelp(os.Stderr, fs)
+		return errFlags
+	}
+	workerID := cfg.AgentWorkerID
+	if workerID == "" {
+		workerID = uuid.NewString()
+	}
+	runOpts := []agent.Option{agent.WithConcurrency(*concurrency), agent.WithWorkerID(workerID)}
+	if *ackWait != 0 {
+		runOpts = append(runOpts, agent.WithAckWait(*ackWait))
 	}
 	up, err := bf.upstream(cfg.Upstream)
 	if err != nil && !errors.Is(err, errNoUpstream) {
@@ -134,8 +150,8 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 	mux := http.NewServeMux()
 	mountOps(mux, cfg, newOpsMux(reg, nc, js))
 	return serveOps(ctx, cfg, mux, reg, log, func() error {
-		return agent.Run(ctx, nc, *pool, h, agent.WithConcurrency(*concurrency), agent.WithMetrics(reg), agent.WithLogger(log))
-	}, "agent pool running", "pool", *pool)
+		return agent.Run(ctx, nc, *pool, h, append(runOpts, agent.WithMetrics(reg), agent.WithLogger(log))...)
+	}, "agent pool running", "pool", *pool, "worker", workerID)
 }
 
 // runStreams provisions (or checks) the streams on E2A_NATS_URL.

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// TestAgentAckWaitAndWorkerID: `e2a agent --ack-wait` sets the pool's
+// consumer's AckWait (and E2A_AGENT_ACK_WAIT when the flag is absent), and
+// E2A_AGENT_WORKER_ID names the worker in its start line and in the
+// provenance of the frames it writes.
+func TestAgentAckWaitAndWorkerID(t *testing.T) {
+	for _, c := range []struct {
+		name, pool string
+		env        []string
+		args       []string
+		ackWait    time.Duration
+	}{
+		{"flag", "demo", []string{"E2A_AGENT_WORKER_ID=pod-a", "E2A_AGENT_ACK_WAIT=9s"}, []string{"--ack-wait", "2s"}, 2 * time.Second},
+		{"env", "tck", []string{"E2A_AGENT_WORKER_ID=pod-b", "E2A_AGENT_ACK_WAIT=7s"}, nil, 7 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			emb, nc := natstest.RunServer(t)
+			p := pipetest.Start(t, pipetest.WithConn(nc))
+			worker := c.env[0][len("E2A_AGENT_WORKER_ID="):]
+			_, agentErr := startBin(t, append([]string{"E2A_NATS_URL=" + emb.ClientURL(), "E2A_HTTP_ADDR=127.0.0.1:0"}, c.env...),
+				append([]string{"agent", "--pool", c.pool}, c.args...)...)
+			waitLine(t, agentErr, regexp.MustCompile(`"msg":"agent pool running".*"worker":"`+worker+`"`))
+
+			// The start line comes before the worker has provisioned the
+			// pool's consumer.
+			var cons jetstream.Consumer
+			testkit.Eventually(t, 10*time.Second, "the pool's consumer", func() bool {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				var err error
+				cons, err = p.JS.Consumer(ctx, streams.RequestsStream, "agent-"+c.pool)
+				return err == nil
+			})
+			if got := cons.CachedInfo().Config.AckWait; got != c.ackWait {
+				t.Errorf("consumer AckWait %v, want %v", got, c.ackWait)
+			}
+			a := p.Ask(t, c.pool, `{"params":{"text":"hello"}}`)
+			if len(a.Frames) == 0 {
+				t.Fatalf("no frames: %+v", a)
+			}
+			for _, f := range a.Frames {
+				if got := f.Provenance.Details["worker"]; got != worker {
+					t.Errorf("frame %d written by worker %v, want %s", f.Sequence, got, worker)
+				}
+			}
+		})
+	}
+}
