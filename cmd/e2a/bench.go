@@ -19,6 +19,7 @@ import (
 // modes and their own settings.
 type benchFlags struct {
 	sweep, rates, peer, peerBin, bridgeKind, replicas, chart *string
+	kill                                                     *string
 	rounds, workers                                          *int
 	coalesce, asJSON, recovery                               *bool
 	duration, interval, retention, ackWait                   *time.Duration
@@ -66,7 +67,9 @@ func newBenchFlags(fs *flag.FlagSet, c *bench.Config, d bench.Config) *benchFlag
 	m.interval = fs.Duration("interval", 10*time.Second, "soak: sampling interval")
 	m.retention = fs.Duration("retention", 0, "soak: the hot streams' max age and the task index's TTL (E2A_REQUESTS_MAX_AGE, E2A_RESPONSES_MAX_AGE, E2A_TASKS_TTL), which bound the embedded server's memory (default: 24h and 72h, bounded by the streams' bytes)")
 	fs.BoolVar(&c.Console, "console", false, "in process and soak: run the console's indexer too, as e2a dev does")
-	m.recovery = fs.Bool("recovery", false, "kill one agent worker of several mid-stream (its connection closed) and report how soon each of its requests goes on with another, from the clients, and that every stream stayed whole and exactly once (in process; --requests, --frames, --frame-bytes, --delay default to 30, 44, 100 and 100ms here)")
+	m.recovery = fs.Bool("recovery", false, "kill a part of the pipeline mid-stream (--kill) and report, from the clients, how soon each stream goes on and that every stream stayed whole and exactly once (--requests, --frames, --frame-bytes, --delay default to 30, 44, 100 and 100ms here)")
+	m.kill = fs.String("kill", "", "with --recovery: "+bench.KillWorker+" (default: one agent worker of several in this process, its connection closed), "+
+		bench.KillAgent+" (SIGKILL to one of several `e2a agent --pool demo` processes) or "+bench.KillServe+" (SIGKILL to the `e2a serve` process the clients stream from; they reconnect to a second one with Last-Event-ID)")
 	m.workers = fs.Int("workers", 0, "with --recovery: workers of the pool, each on its own NATS connection (default 3)")
 	m.ackWait = fs.Duration("ack-wait", 0, "with --recovery: the pool's AckWait (default: the agent runtime's, 4s)")
 	m.replicas = fs.String("replicas", "", "scaling: N serve + N agent processes of this binary on one JetStream server, for each N of a list (e.g. 1,2,3)")
@@ -131,8 +134,8 @@ func (m *benchFlags) apply(c *bench.Config) error {
 	if c.Trace != "" && (*m.duration > 0 || *m.replicas != "" || *m.peer != "" || *m.bridgeKind != "") {
 		return errors.New("bench --trace traces the half-load phase of the in-process or --target bench, not --duration, --replicas, --peer or --bridge")
 	}
-	if (*m.workers != 0 || *m.ackWait != 0) && !*m.recovery {
-		return errors.New("bench --workers and --ack-wait apply to --recovery")
+	if (*m.workers != 0 || *m.ackWait != 0 || *m.kill != "") && !*m.recovery {
+		return errors.New("bench --kill, --workers and --ack-wait apply to --recovery")
 	}
 	if *m.retention != 0 && *m.duration == 0 {
 		return errors.New("bench --retention applies to the soak (--duration)")
@@ -172,7 +175,7 @@ func runBenchRecovery(ctx context.Context, c bench.Config, fs *flag.FlagSet, m *
 		return errors.New("bench --recovery runs the pipeline and its workers in process: no --target, --nats, --peer, --duration, --replicas or --bridge")
 	}
 	rc := bench.DefaultRecoveryConfig()
-	rc.TCP, rc.Timeout, rc.Progress = c.TCP, max(c.Timeout, rc.Timeout), c.Progress
+	rc.Kill, rc.TCP, rc.Timeout, rc.Progress = *m.kill, c.TCP, max(c.Timeout, rc.Timeout), c.Progress
 	if *m.workers != 0 {
 		rc.Workers = *m.workers
 	}

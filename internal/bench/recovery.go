@@ -16,15 +16,51 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 )
 
-// RecoveryTarget is issue 41's bound on the time from a worker's death to
-// the first frame of each of its requests from another worker, at p99.
-const RecoveryTarget = 5 * time.Second
+// Issue 41's bounds, at p99: from a worker's death to the first frame of
+// each of its requests from another worker (RecoveryTarget), and from a
+// serve process's death to the first frame a reconnected client reads from
+// another (ServeRecoveryTarget).
+const (
+	RecoveryTarget      = 5 * time.Second
+	ServeRecoveryTarget = time.Second
+)
+
+// Target is the p99 bound of the report's kill.
+func (r *RecoveryReport) Target() time.Duration {
+	if r.Config.Kill == KillServe {
+		return ServeRecoveryTarget
+	}
+	return RecoveryTarget
+}
+
+// What RunRecovery kills (RecoveryConfig.Kill).
+const (
+	// KillWorker closes the NATS connection of one agent worker of several
+	// in this process (the bench agent): no drain, no last frame.
+	KillWorker = "worker"
+	// KillAgent sends SIGKILL to one of several `e2a agent --pool demo`
+	// processes.
+	KillAgent = "agent"
+	// KillServe sends SIGKILL to the `e2a serve` process the clients
+	// stream from; each client reconnects at once to a second one with
+	// Last-Event-ID.
+	KillServe = "serve"
+)
+
+// RecoveryKills lists the values of RecoveryConfig.Kill.
+var RecoveryKills = []string{KillWorker, KillAgent, KillServe}
 
 // RecoveryConfig configures RunRecovery (e2a bench --recovery). Zero
-// numbers and durations take the defaults of DefaultRecoveryConfig.
+// values take the defaults of DefaultRecoveryConfig.
 type RecoveryConfig struct {
-	// Workers of the bench pool, each on a NATS connection of its own
-	// (at least 2: one is killed, the others take its requests over).
+	// Kill is what dies: KillWorker (default), KillAgent or KillServe.
+	Kill string `json:"kill"`
+	// Bin is the e2a binary the process modes run (default: this
+	// process's executable).
+	Bin string `json:"-"`
+	// Workers of the pool, each on a NATS connection of its own (at least
+	// 2 when a worker or agent process is killed: the others take its
+	// requests over; KillServe runs them beside 2 serve processes).
 	Workers int `json:"workers"`
 	// Requests streaming when the worker is killed.
 	Requests int `json:"requests"`
@@ -50,12 +86,18 @@ type RecoveryConfig struct {
 // DefaultRecoveryConfig is the scenario of docs/recovery.md's worker
 // kill: 3 workers, 30 requests of 44 frames 100 ms apart.
 func DefaultRecoveryConfig() RecoveryConfig {
-	return RecoveryConfig{Workers: 3, Requests: 30, Frames: 44, FrameBytes: 100, Delay: 100 * time.Millisecond,
+	return RecoveryConfig{Kill: KillWorker, Workers: 3, Requests: 30, Frames: 44, FrameBytes: 100, Delay: 100 * time.Millisecond,
 		AckWait: agent.DefaultAckWait, TCP: true, Timeout: 2 * time.Minute}
 }
 
 func (c *RecoveryConfig) defaults() error {
 	d := DefaultRecoveryConfig()
+	if c.Kill == "" {
+		c.Kill = d.Kill
+	}
+	if !slices.Contains(RecoveryKills, c.Kill) {
+		return fmt.Errorf("bench: recovery kill %q (want one of %s)", c.Kill, strings.Join(RecoveryKills, ", "))
+	}
 	for _, f := range []struct {
 		v   *int
 		def int
@@ -73,8 +115,8 @@ func (c *RecoveryConfig) defaults() error {
 		}
 	}
 	switch {
-	case c.Workers < 2:
-		return fmt.Errorf("bench: recovery needs at least 2 workers (one is killed), got %d", c.Workers)
+	case c.Workers < 2 && c.Kill != KillServe, c.Workers < 1:
+		return fmt.Errorf("bench: recovery needs at least 2 workers when one is killed (1 with serve), got %d", c.Workers)
 	case c.Requests < 1 || c.Requests > 10000:
 		return fmt.Errorf("bench: recovery requests %d (want 1..10000)", c.Requests)
 	case c.Frames < 5 || c.Frames > 10000:
@@ -120,10 +162,10 @@ func (r *RecoveryReport) Percentile(q float64) time.Duration {
 
 // OK reports whether every request completed exactly once, every held
 // request resumed, no live worker's request moved, and the p99 resume
-// delay is within RecoveryTarget.
+// delay is within Target.
 func (r *RecoveryReport) OK() bool {
 	return r.Complete == r.Config.Requests && r.Resumed == r.Held && r.Held > 0 && r.TakenOver == 0 &&
-		len(r.Errors) == 0 && r.Percentile(0.99) <= RecoveryTarget
+		len(r.Errors) == 0 && r.Percentile(0.99) <= r.Target()
 }
 
 // MarshalJSON adds the percentiles, in milliseconds.
@@ -139,25 +181,39 @@ func (r *RecoveryReport) MarshalJSON() ([]byte, error) {
 		TargetMs float64 `json:"target_p99_ms"`
 		OK       bool    `json:"ok"`
 	}{(*plain)(r), ms(r.Percentile(0)), ms(r.Percentile(0.5)), ms(r.Percentile(0.99)), ms(r.Percentile(1)),
-		ms(RecoveryTarget), r.OK()})
+		ms(r.Target()), r.OK()})
 }
 
 // Text is the report for a terminal.
 func (r *RecoveryReport) Text() string {
 	var b strings.Builder
 	c := r.Config
-	fmt.Fprintf(&b, "e2a bench --recovery — in process (embedded JetStream, every stage, HTTP on loopback)\n")
-	fmt.Fprintf(&b, "%d workers of one pool, each on its own NATS connection; %d E2A SSE requests of %d frames %v apart; AckWait %v\n",
-		c.Workers, c.Requests, c.Frames, c.Delay, c.AckWait)
-	fmt.Fprintf(&b, "killed %s (its connection closed: no drain, no last frame) holding %d of %d requests, each at its third frame or later\n",
-		r.Killed, r.Held, c.Requests)
+	what, from := "another worker", "killed "+r.Killed+" (its connection closed: no drain, no last frame)"
+	switch c.Kill {
+	case KillWorker:
+		fmt.Fprintf(&b, "e2a bench --recovery — in process (embedded JetStream, every stage, HTTP on loopback)\n")
+		fmt.Fprintf(&b, "%d workers of one pool, each on its own NATS connection; ", c.Workers)
+	case KillAgent:
+		fmt.Fprintf(&b, "e2a bench --recovery --kill agent — e2a processes on a JetStream server in the bench's process\n")
+		fmt.Fprintf(&b, "1 e2a serve, %d e2a agent --pool demo; ", c.Workers)
+		from = "killed the agent process of " + r.Killed + " (SIGKILL)"
+	case KillServe:
+		fmt.Fprintf(&b, "e2a bench --recovery --kill serve — e2a processes on a JetStream server in the bench's process\n")
+		fmt.Fprintf(&b, "2 e2a serve, %d e2a agent --pool demo; ", c.Workers)
+		what, from = "the second serve process (reconnected with Last-Event-ID)", "killed the serve process the clients streamed from (SIGKILL)"
+	}
+	fmt.Fprintf(&b, "%d E2A SSE requests of %d frames %v apart; AckWait %v\n", c.Requests, c.Frames, c.Delay, c.AckWait)
+	fmt.Fprintf(&b, "%s holding %d of %d requests, each at its third frame or later\n", from, r.Held, c.Requests)
 	if len(r.Delays) > 0 {
-		fmt.Fprintf(&b, "kill → first frame from another worker, as the clients received it, %d requests: min %v, p50 %v, p99 %v, max %v\n",
-			len(r.Delays), r.Percentile(0).Round(time.Millisecond), r.Percentile(0.5).Round(time.Millisecond),
+		fmt.Fprintf(&b, "kill → first frame from %s, as the clients received it, %d requests: min %v, p50 %v, p99 %v, max %v\n",
+			what, len(r.Delays), r.Percentile(0).Round(time.Millisecond), r.Percentile(0.5).Round(time.Millisecond),
 			r.Percentile(0.99).Round(time.Millisecond), r.Percentile(1).Round(time.Millisecond))
 	}
-	fmt.Fprintf(&b, "resumed %d of %d held; complete %d of %d streams (every frame once, in order, one final frame); live workers' requests taken over: %d\n",
-		r.Resumed, r.Held, r.Complete, c.Requests, r.TakenOver)
+	fmt.Fprintf(&b, "resumed %d of %d held; complete %d of %d streams (every frame once, in order, one final frame)", r.Resumed, r.Held, r.Complete, c.Requests)
+	if c.Kill != KillServe {
+		fmt.Fprintf(&b, "; live workers' requests taken over: %d", r.TakenOver)
+	}
+	b.WriteString("\n")
 	for e, n := range r.Errors {
 		fmt.Fprintf(&b, "  error ×%d: %s\n", n, e)
 	}
@@ -165,7 +221,7 @@ func (r *RecoveryReport) Text() string {
 	if !r.OK() {
 		verdict = "SHORT"
 	}
-	fmt.Fprintf(&b, "target (issue 41): every in-flight request resumed within %v at p99, exactly once: %s\n", RecoveryTarget, verdict)
+	fmt.Fprintf(&b, "target (issue 41): every in-flight request resumed within %v at p99, exactly once: %s\n", r.Target(), verdict)
 	return b.String()
 }
 
@@ -174,7 +230,9 @@ type recoveryFrame struct {
 	seq    int64
 	final  bool
 	worker string
-	at     time.Time
+	// resumed: read on the connection opened after the serve process died.
+	resumed bool
+	at      time.Time
 }
 
 // recoveryStream reads one request's E2A SSE stream.
@@ -196,12 +254,29 @@ func (s *recoveryStream) frames() []recoveryFrame {
 	return slices.Clone(s.fr)
 }
 
-// RunRecovery starts the in-process pipeline with cfg.Workers workers of
-// the bench pool, streams cfg.Requests requests, kills the worker that
-// holds the most of them once every request has received three frames,
-// and measures, from the clients, how soon each of its requests goes on
-// with another worker, and that every stream is still whole and exactly
-// once.
+// recoveryRig is what RunRecovery runs the requests on and kills a part
+// of.
+type recoveryRig interface {
+	// post is the URL requests are posted to; resume, for KillServe, the
+	// base URL of the serve process clients reconnect to.
+	post() string
+	resume() string
+	// params are the agent's request parameters for cfg's frames.
+	params(cfg RecoveryConfig) map[string]any
+	// kill kills the worker (agent process) of that id, or with KillServe
+	// the serve process the clients stream from.
+	kill(id string) error
+	close()
+}
+
+// RunRecovery runs the pipeline with cfg.Workers workers of one pool (in
+// this process, or as e2a processes: cfg.Kill), streams cfg.Requests
+// requests, and once every request has received three frames kills what
+// cfg.Kill names: the worker holding the most requests, or the serve
+// process they stream from. It measures, from the clients, how soon each
+// stream goes on (a frame from another worker, or from the other serve
+// process after reconnecting with Last-Event-ID), and that every stream is
+// still whole and exactly once.
 func RunRecovery(ctx context.Context, cfg RecoveryConfig) (*RecoveryReport, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
@@ -212,13 +287,21 @@ func RunRecovery(ctx context.Context, cfg RecoveryConfig) (*RecoveryReport, erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	progress("starting the in-process pipeline")
-	p, err := StartPipeline(ctx, PipelineOptions{Frames: cfg.Frames, FrameBytes: cfg.FrameBytes, Delay: cfg.Delay,
-		Workers: cfg.Workers, AckWait: cfg.AckWait, TCP: cfg.TCP, AgentConcurrency: max(256, cfg.Requests)})
+	var (
+		rig recoveryRig
+		err error
+	)
+	if cfg.Kill == KillWorker {
+		progress("starting the in-process pipeline")
+		rig, err = startPipelineRig(ctx, cfg)
+	} else {
+		progress("starting the e2a processes")
+		rig, err = startProcessRig(ctx, cfg)
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer p.Close()
+	defer rig.close()
 	hc := newHTTPClient(cfg.Requests)
 	defer hc.CloseIdleConnections()
 
@@ -226,9 +309,9 @@ func RunRecovery(ctx context.Context, cfg RecoveryConfig) (*RecoveryReport, erro
 	ss := make([]*recoveryStream, cfg.Requests)
 	var wg sync.WaitGroup
 	for i := range ss {
-		s := &recoveryStream{id: fmt.Sprintf("recovery-%04d", i), third: make(chan struct{})}
+		s := &recoveryStream{id: fmt.Sprintf("recovery-%04d-%d", i, time.Now().UnixNano()), third: make(chan struct{})}
 		ss[i] = s
-		wg.Go(func() { s.run(ctx, hc, p.URL, cfg) })
+		wg.Go(func() { s.run(ctx, hc, rig, cfg) })
 	}
 	ended := make(chan struct{})
 	go func() { wg.Wait(); close(ended) }()
@@ -243,64 +326,129 @@ func RunRecovery(ctx context.Context, cfg RecoveryConfig) (*RecoveryReport, erro
 	}
 
 	rep := &RecoveryReport{Config: cfg, Errors: map[string]int{}}
+	held := heldBy(ss, cfg.Kill)
+	rep.Killed = victim(held, cfg)
+	rep.Held = len(held[rep.Killed])
+	progress(fmt.Sprintf("killing %s, which holds %d requests", rep.Killed, rep.Held))
+	killed := time.Now()
+	if err := rig.kill(rep.Killed); err != nil {
+		cancel()
+		<-ended
+		return nil, err
+	}
+	<-ended
+	rep.measure(ss, held, killed)
+	return rep, nil
+}
+
+// heldBy groups the unfinished streams by the worker that wrote their
+// latest frame, or all under "serve" with KillServe.
+func heldBy(ss []*recoveryStream, kill string) map[string][]*recoveryStream {
 	held := map[string][]*recoveryStream{}
 	for _, s := range ss {
 		if fr := s.frames(); len(fr) > 0 && !fr[len(fr)-1].final {
 			w := fr[len(fr)-1].worker
+			if kill == KillServe {
+				w = KillServe
+			}
 			held[w] = append(held[w], s)
 		}
 	}
-	victim := 0
-	for i := range p.Workers {
-		if len(held[workerID(i)]) > len(held[workerID(victim)]) {
-			victim = i
+	return held
+}
+
+// victim is the worker holding the most requests (the lowest id of
+// those), or "serve".
+func victim(held map[string][]*recoveryStream, cfg RecoveryConfig) string {
+	if cfg.Kill == KillServe {
+		return KillServe
+	}
+	v := workerID(0)
+	for i := range cfg.Workers {
+		if len(held[workerID(i)]) > len(held[v]) {
+			v = workerID(i)
 		}
 	}
-	rep.Killed, rep.Held = workerID(victim), len(held[workerID(victim)])
-	progress(fmt.Sprintf("killing %s, which holds %d requests", rep.Killed, rep.Held))
-	killed := time.Now()
-	p.Workers[victim].Close()
-	<-ended
+	return v
+}
 
+// measure fills the report from the streams: errors, complete streams,
+// each held stream's first frame from elsewhere after the kill, and the
+// live workers' streams that moved.
+func (r *RecoveryReport) measure(ss []*recoveryStream, held map[string][]*recoveryStream, killed time.Time) {
 	for _, s := range ss {
 		if s.err != nil {
-			rep.Errors[s.err.Error()]++
+			r.Errors[s.err.Error()]++
 		}
 		if s.complete {
-			rep.Complete++
+			r.Complete++
 		}
 	}
 	for w, list := range held {
 		for _, s := range list {
 			for _, f := range s.frames() {
-				if !f.at.After(killed) {
+				moved := f.worker != w
+				if w == KillServe {
+					moved = f.resumed
+				}
+				if !f.at.After(killed) || !moved {
 					continue
 				}
-				if w == rep.Killed && f.worker != w {
-					rep.Resumed++
-					rep.Delays = append(rep.Delays, f.at.Sub(killed))
-					break
+				if w == r.Killed {
+					r.Resumed++
+					r.Delays = append(r.Delays, f.at.Sub(killed))
+				} else {
+					r.TakenOver++
 				}
-				if w != rep.Killed && f.worker != w {
-					rep.TakenOver++
-					break
-				}
+				break
 			}
 		}
 	}
-	slices.Sort(rep.Delays)
-	if len(rep.Errors) == 0 {
-		rep.Errors = nil
+	slices.Sort(r.Delays)
+	if len(r.Errors) == 0 {
+		r.Errors = nil
 	}
-	return rep, nil
 }
 
 func workerID(i int) string { return fmt.Sprintf("w%d", i) }
 
-// run posts the request and reads its E2A SSE stream to the end.
-func (s *recoveryStream) run(ctx context.Context, hc *http.Client, base string, cfg RecoveryConfig) {
+// pipelineRig is the in-process pipeline with its workers on their own
+// connections (KillWorker).
+type pipelineRig struct{ p *Pipeline }
+
+func startPipelineRig(ctx context.Context, cfg RecoveryConfig) (*pipelineRig, error) {
+	p, err := StartPipeline(ctx, PipelineOptions{Frames: cfg.Frames, FrameBytes: cfg.FrameBytes, Delay: cfg.Delay,
+		Workers: cfg.Workers, AckWait: cfg.AckWait, TCP: cfg.TCP, AgentConcurrency: max(256, cfg.Requests)})
+	if err != nil {
+		return nil, err
+	}
+	return &pipelineRig{p}, nil
+}
+
+func (r *pipelineRig) post() string   { return r.p.URL + PathE2A }
+func (r *pipelineRig) resume() string { return "" }
+func (r *pipelineRig) close()         { r.p.Close() }
+
+func (r *pipelineRig) params(cfg RecoveryConfig) map[string]any {
+	return map[string]any{"frames": cfg.Frames, "frame_bytes": cfg.FrameBytes, "delay_ms": cfg.Delay.Milliseconds()}
+}
+
+func (r *pipelineRig) kill(id string) error {
+	for i, nc := range r.p.Workers {
+		if workerID(i) == id {
+			nc.Close()
+			return nil
+		}
+	}
+	return fmt.Errorf("bench: recovery: no worker %s", id)
+}
+
+// run posts the request and reads its E2A SSE stream to the end; when the
+// connection breaks before the final frame and the rig has a second serve
+// process, it reconnects there with Last-Event-ID.
+func (s *recoveryStream) run(ctx context.Context, hc *http.Client, rig recoveryRig, cfg RecoveryConfig) {
 	defer s.thirdOnce.Do(func() { close(s.third) })
-	err := s.read(ctx, hc, base, cfg)
+	err := s.read(ctx, hc, rig, cfg)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.err = err
@@ -309,49 +457,32 @@ func (s *recoveryStream) run(ctx context.Context, hc *http.Client, base string, 
 	}
 }
 
-func (s *recoveryStream) read(ctx context.Context, hc *http.Client, base string, cfg RecoveryConfig) error {
-	body, err := json.Marshal(map[string]any{"request_id": s.id, "method": "chat.send",
-		"params": map[string]any{"text": "recovery", "frames": cfg.Frames, "frame_bytes": cfg.FrameBytes, "delay_ms": cfg.Delay.Milliseconds()}})
+func (s *recoveryStream) read(ctx context.Context, hc *http.Client, rig recoveryRig, cfg RecoveryConfig) error {
+	body, err := json.Marshal(map[string]any{"request_id": s.id, "method": "chat.send", "params": rig.params(cfg)})
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+PathE2A, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rig.post(), bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return refusal(resp, s.id).err
-	}
-	var (
-		chk  e2a.SequenceChecker
-		ev   sseEvent
-		rd   = bufio.NewReader(resp.Body)
-		done bool
-	)
-	for !done {
-		line, rerr := readLine(rd)
-		if ev.line(line) {
-			if len(ev.data) > 0 || ev.event != "" {
-				final, err := s.frame(&chk, ev)
-				if err != nil {
-					return err
-				}
-				done = final
-			}
-			ev.reset()
+	var chk e2a.SequenceChecker
+	done, err := s.stream(hc, req, &chk, false)
+	if !done && rig.resume() != "" && ctx.Err() == nil {
+		// The serve process died: the stream is in E2A_RESPONSES, not in
+		// it; go on from the last frame received.
+		if req, err = http.NewRequestWithContext(ctx, http.MethodGet, rig.resume()+PathE2A+"/"+s.id+"/stream", nil); err != nil {
+			return err
 		}
-		if rerr != nil {
-			break
+		if fr := s.frames(); len(fr) > 0 {
+			req.Header.Set("Last-Event-ID", fmt.Sprint(fr[len(fr)-1].seq))
 		}
+		done, err = s.stream(hc, req, &chk, true)
 	}
 	switch fr := s.frames(); {
+	case err != nil:
+		return err
 	case !done:
 		return errNoFinal
 	case len(fr) != cfg.Frames:
@@ -360,9 +491,43 @@ func (s *recoveryStream) read(ctx context.Context, hc *http.Client, base string,
 	return nil
 }
 
+// stream sends req and records the frames of its SSE answer until the
+// final one (done) or the end of the body. A body that breaks off is not
+// an error: the caller decides whether to resume.
+func (s *recoveryStream) stream(hc *http.Client, req *http.Request, chk *e2a.SequenceChecker, resumed bool) (done bool, err error) {
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false, refusal(resp, s.id).err
+	}
+	var (
+		ev sseEvent
+		rd = bufio.NewReader(resp.Body)
+	)
+	for !done {
+		line, rerr := readLine(rd)
+		if ev.line(line) {
+			if len(ev.data) > 0 || ev.event != "" {
+				if done, err = s.frame(chk, ev, resumed); err != nil {
+					return false, err
+				}
+			}
+			ev.reset()
+		}
+		if rerr != nil {
+			break
+		}
+	}
+	return done, nil
+}
+
 // frame records one SSE event of the stream, a frame, and reports whether
 // it is the final one.
-func (s *recoveryStream) frame(chk *e2a.SequenceChecker, ev sseEvent) (final bool, err error) {
+func (s *recoveryStream) frame(chk *e2a.SequenceChecker, ev sseEvent, resumed bool) (final bool, err error) {
 	if ev.event == "error" {
 		return false, fmt.Errorf("error event: %s", ev.data)
 	}
@@ -382,7 +547,7 @@ func (s *recoveryStream) frame(chk *e2a.SequenceChecker, ev sseEvent) (final boo
 		return false, err
 	}
 	s.mu.Lock()
-	s.fr = append(s.fr, recoveryFrame{seq: f.Sequence, final: f.IsFinal, worker: f.Provenance.Details.Worker, at: time.Now()})
+	s.fr = append(s.fr, recoveryFrame{seq: f.Sequence, final: f.IsFinal, worker: f.Provenance.Details.Worker, resumed: resumed, at: time.Now()})
 	n := len(s.fr)
 	s.mu.Unlock()
 	if n == 3 {

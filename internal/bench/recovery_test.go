@@ -49,6 +49,8 @@ func TestRecoveryConfigRefused(t *testing.T) {
 		{Delay: time.Millisecond},
 		{AckWait: 500 * time.Millisecond},
 		{Requests: -1},
+		{Kill: "process"},
+		{Kill: KillServe, Workers: -1},
 	} {
 		if _, err := RunRecovery(context.Background(), c); err == nil {
 			t.Errorf("%+v accepted", c)

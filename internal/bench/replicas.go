@@ -15,10 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 // ReplicasConfig is a scaling run: N `e2a serve` and N `e2a agent --pool
@@ -108,28 +104,12 @@ func RunReplicas(ctx context.Context, rc ReplicasConfig) (*ReplicasReport, error
 	if progress == nil {
 		progress = func(string) {}
 	}
-	emb, err := streams.StartEmbedded(streams.EmbeddedOptions{})
+	emb, nc, _, err := startStreamsServer(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer emb.Shutdown()
-	nc, err := emb.Connect()
-	if err != nil {
-		return nil, err
-	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
-	scfg := streams.DefaultConfig()
-	scfg.Replicas = 1
-	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	rep, err := streams.Apply(actx, js, scfg)
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("bench: provision streams: %w\n%s", err, rep)
-	}
 	out := &ReplicasReport{Machine: machine(), Protocol: cfg.Protocol, Requests: cfg.Requests, Clients: cfg.Concurrency}
 	ids := &idGen{prefix: "replicas-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
 	hc := newHTTPClient(max(cfg.Concurrency, 64) * 4)
