@@ -469,7 +469,7 @@ func (s *recoveryStream) read(ctx context.Context, hc *http.Client, rig recovery
 	req.Header.Set("Content-Type", "application/json")
 	var chk e2a.SequenceChecker
 	done, err := s.stream(hc, req, &chk, false)
-	if !done && rig.resume() != "" && ctx.Err() == nil {
+	if err == nil && !done && rig.resume() != "" && ctx.Err() == nil {
 		// The serve process died: the stream is in E2A_RESPONSES, not in
 		// it; go on from the last frame received.
 		if req, err = http.NewRequestWithContext(ctx, http.MethodGet, rig.resume()+PathE2A+"/"+s.id+"/stream", nil); err != nil {
