@@ -115,7 +115,7 @@ func TestCLIHelp(t *testing.T) {
 			t.Errorf("e2a %v: exit %d, %s", args, code, errOut)
 		}
 	}
-	if code, _, errOut := runBin(t, env, "bench", "--recovery", "--target", "http://127.0.0.1:1"); code != 1 || !strings.Contains(errOut, "--recovery runs the pipeline") {
+	if code, _, errOut := runBin(t, env, "bench", "--recovery", "--target", "http://127.0.0.1:1"); code != 1 || !strings.Contains(errOut, "--recovery runs a pipeline of its own") {
 		t.Errorf("e2a bench --recovery --target: exit %d, %s", code, errOut)
 	}
 	if code, _, errOut := runBin(t, env, "nope"); code != 2 || !strings.Contains(errOut, "e2a dev") {

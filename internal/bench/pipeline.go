@@ -144,10 +144,10 @@ func StartPipeline(ctx context.Context, o PipelineOptions) (_ *Pipeline, err err
 		opts = append(opts, agent.WithAckWait(o.AckWait))
 	}
 	if o.Workers <= 0 {
-		p.startAgents(rctx, h, []*nats.Conn{p.AgentNC}, func(int) []agent.Option { return append(opts, agent.WithMetrics(reg)) })
+		p.startAgents(rctx, h, []*nats.Conn{p.AgentNC}, func(int) []agent.Option { return append(slices.Clip(opts), agent.WithMetrics(reg)) })
 	} else {
 		for i := range o.Workers {
-			nc, err := p.dial(ctx, o, fmt.Sprintf("bench-agent-w%d", i))
+			nc, err := p.dial(ctx, o, "bench-agent-"+workerID(i))
 			if err != nil {
 				return nil, err
 			}
@@ -156,7 +156,7 @@ func StartPipeline(ctx context.Context, o PipelineOptions) (_ *Pipeline, err err
 		// No metrics: the collectors of one pool cannot be registered
 		// twice in one registry.
 		p.startAgents(rctx, h, p.Workers, func(i int) []agent.Option {
-			return append(slices.Clip(opts), agent.WithWorkerID(fmt.Sprintf("w%d", i)))
+			return append(slices.Clip(opts), agent.WithWorkerID(workerID(i)))
 		})
 	}
 	if err := waitConsumer(ctx, js, Pool); err != nil {

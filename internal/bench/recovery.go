@@ -66,7 +66,8 @@ type RecoveryConfig struct {
 	Requests int `json:"requests"`
 	// Frames per request, the final one included (at least 5: the kill
 	// comes after each request's third frame), FrameBytes of text in each
-	// chunk, Delay between frames.
+	// chunk (KillWorker's bench agent; the processes run the demo agent,
+	// whose text is its own), Delay between frames.
 	Frames     int           `json:"frames"`
 	FrameBytes int           `json:"frame_bytes"`
 	Delay      time.Duration `json:"delay_ns"`
