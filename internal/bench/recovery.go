@@ -130,12 +130,14 @@ func (c *RecoveryConfig) defaults() error {
 	return nil
 }
 
-// RecoveryReport is what RunRecovery measured. Durations are in
-// milliseconds in its JSON.
+// RecoveryReport is what RunRecovery measured. In its JSON the resume
+// delays are in milliseconds (resume_*_ms), the config's durations in
+// nanoseconds.
 type RecoveryReport struct {
 	Config RecoveryConfig `json:"config"`
 	// Killed is the id of the worker killed (the one holding the most
-	// requests), Held the requests it held then.
+	// requests), or "serve"; Held the requests it held then (with "serve",
+	// every unfinished one).
 	Killed string `json:"killed"`
 	Held   int    `json:"held"`
 	// Resumed counts the held requests whose stream got a frame from
