@@ -69,7 +69,8 @@ func newBenchFlags(fs *flag.FlagSet, c *bench.Config, d bench.Config) *benchFlag
 	fs.BoolVar(&c.Console, "console", false, "in process and soak: run the console's indexer too, as e2a dev does")
 	m.recovery = fs.Bool("recovery", false, "kill a part of the pipeline mid-stream (--kill) and report, from the clients, how soon each stream goes on and that every stream stayed whole and exactly once (--requests, --frames, --frame-bytes, --delay default to 30, 44, 100 and 100ms here; --frame-bytes applies to the worker kill, the processes run the demo agent)")
 	m.kill = fs.String("kill", "", "with --recovery: "+bench.KillWorker+" (default: one agent worker of several in this process, its connection closed), "+
-		bench.KillAgent+" (SIGKILL to one of several `e2a agent --pool demo` processes) or "+bench.KillServe+" (SIGKILL to the `e2a serve` process the clients stream from; they reconnect to a second one with Last-Event-ID)")
+		bench.KillAgent+" (SIGKILL to one of several `e2a agent --pool demo` processes), "+bench.KillServe+" (SIGKILL to the `e2a serve` process the clients stream from; they reconnect to a second one with Last-Event-ID) or "+
+		bench.KillDev+" (SIGKILL to `e2a dev`, started again on its store; the clients reconnect with Last-Event-ID)")
 	m.workers = fs.Int("workers", 0, "with --recovery: workers of the pool, each on its own NATS connection (default 3)")
 	m.ackWait = fs.Duration("ack-wait", 0, "with --recovery: the pool's AckWait (default: the agent runtime's, 4s)")
 	m.replicas = fs.String("replicas", "", "scaling: N serve + N agent processes of this binary on one JetStream server, for each N of a list (e.g. 1,2,3)")
@@ -175,7 +176,7 @@ func runBenchRecovery(ctx context.Context, c bench.Config, fs *flag.FlagSet, m *
 		return errors.New("bench --recovery runs a pipeline of its own (in process, or this binary's processes): no --target, --nats, --peer, --duration, --replicas or --bridge")
 	}
 	rc := bench.DefaultRecoveryConfig()
-	rc.Kill, rc.TCP, rc.Timeout, rc.Progress = *m.kill, c.TCP, max(c.Timeout, rc.Timeout), c.Progress
+	rc.Kill, rc.TCP, rc.Timeout, rc.Progress, rc.Header = *m.kill, c.TCP, max(c.Timeout, rc.Timeout), c.Progress, c.Header
 	if *m.workers != 0 {
 		rc.Workers = *m.workers
 	}

@@ -120,6 +120,7 @@ Try:
   curl -N %s/v1/requests -H 'Accept: text/event-stream' -d '{"params":{"text":"hello"}}'
 Ctrl-C stops.
 `, base, base, base, grpcLine(cfg), metrics, base, base, natsURL, poolsLine(pools), base)
+	log.Info("serving", "addr", ln.Addr().String(), "nats", natsURL) // as e2a serve logs it, for tools that read the log
 	return serveUntil(ctx, srv, ln, log, agentDone)
 }
 

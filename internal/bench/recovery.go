@@ -3,23 +3,27 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 )
 
-// Issue 41's bounds, at p99: from a worker's death to the first frame of
-// each of its requests from another worker (RecoveryTarget), and from a
-// serve process's death to the first frame a reconnected client reads from
-// another (ServeRecoveryTarget).
+// Issue 41's bounds, at p99: from a worker's (or e2a dev's) death to the
+// first frame of each of its requests from another worker
+// (RecoveryTarget), and from a serve process's death to the first frame a
+// reconnected client reads from another (ServeRecoveryTarget).
 const (
 	RecoveryTarget      = 5 * time.Second
 	ServeRecoveryTarget = time.Second
@@ -45,22 +49,32 @@ const (
 	// stream from; each client reconnects at once to a second one with
 	// Last-Event-ID.
 	KillServe = "serve"
+	// KillDev sends SIGKILL to `e2a dev` (its embedded server, stages and
+	// demo pool) and starts it again on the same store; each client
+	// reconnects to it with Last-Event-ID.
+	KillDev = "dev"
 )
 
 // RecoveryKills lists the values of RecoveryConfig.Kill.
-var RecoveryKills = []string{KillWorker, KillAgent, KillServe}
+var RecoveryKills = []string{KillWorker, KillAgent, KillServe, KillDev}
 
 // RecoveryConfig configures RunRecovery (e2a bench --recovery). Zero
 // values take the defaults of DefaultRecoveryConfig.
 type RecoveryConfig struct {
-	// Kill is what dies: KillWorker (default), KillAgent or KillServe.
+	// Kill is what dies: KillWorker (default), KillAgent, KillServe or
+	// KillDev.
 	Kill string `json:"kill"`
 	// Bin is the e2a binary the process modes run (default: this
-	// process's executable).
-	Bin string `json:"-"`
+	// process's executable); Env is added to their environment (which is
+	// this process's), Header to every request (e.g. E2A_API_KEYS and
+	// the X-Api-Key of one of its keys).
+	Bin    string      `json:"-"`
+	Env    []string    `json:"-"`
+	Header http.Header `json:"-"`
 	// Workers of the pool, each on a NATS connection of its own (at least
 	// 2 when a worker or agent process is killed: the others take its
-	// requests over; KillServe runs them beside 2 serve processes).
+	// requests over; KillServe runs them beside 2 serve processes; KillDev
+	// runs e2a dev's own).
 	Workers int `json:"workers"`
 	// Requests streaming when the worker is killed.
 	Requests int `json:"requests"`
@@ -116,8 +130,8 @@ func (c *RecoveryConfig) defaults() error {
 		}
 	}
 	switch {
-	case c.Workers < 2 && c.Kill != KillServe, c.Workers < 1:
-		return fmt.Errorf("bench: recovery needs at least 2 workers when one is killed (1 with serve), got %d", c.Workers)
+	case c.Workers < 2 && (c.Kill == KillWorker || c.Kill == KillAgent), c.Workers < 1:
+		return fmt.Errorf("bench: recovery needs at least 2 workers when one is killed (1 with serve or dev), got %d", c.Workers)
 	case c.Requests < 1 || c.Requests > 10000:
 		return fmt.Errorf("bench: recovery requests %d (want 1..10000)", c.Requests)
 	case c.Frames < 5 || c.Frames > 10000:
@@ -136,8 +150,8 @@ func (c *RecoveryConfig) defaults() error {
 type RecoveryReport struct {
 	Config RecoveryConfig `json:"config"`
 	// Killed is the id of the worker killed (the one holding the most
-	// requests), or "serve"; Held the requests it held then (with "serve",
-	// every unfinished one).
+	// requests), or "serve" or "dev"; Held the requests it held then (with
+	// those, every unfinished one).
 	Killed string `json:"killed"`
 	Held   int    `json:"held"`
 	// Resumed counts the held requests whose stream got a frame from
@@ -152,6 +166,8 @@ type RecoveryReport struct {
 	// wrote to after the kill (none: only a dead worker's requests move).
 	TakenOver int            `json:"taken_over"`
 	Errors    map[string]int `json:"errors,omitempty"`
+	// Restart is how long e2a dev took to start again (KillDev).
+	Restart time.Duration `json:"restart_ns,omitempty"`
 }
 
 // Percentile returns the q-quantile (0..1) of the resume delays, 0 when
@@ -204,6 +220,9 @@ func (r *RecoveryReport) Text() string {
 		fmt.Fprintf(&b, "e2a bench --recovery --kill serve — e2a processes on a JetStream server in the bench's process\n")
 		fmt.Fprintf(&b, "2 e2a serve, %d e2a agent --pool demo; ", c.Workers)
 		what, from = "the second serve process (reconnected with Last-Event-ID)", "killed the serve process the clients streamed from (SIGKILL)"
+	case KillDev:
+		fmt.Fprintf(&b, "e2a bench --recovery --kill dev — e2a dev (embedded JetStream, every stage, the demo pool) in its own process\n")
+		what, from = "the restarted e2a dev's worker (reconnected with Last-Event-ID)", fmt.Sprintf("killed e2a dev (SIGKILL), restarted on its store in %v,", r.Restart.Round(time.Millisecond))
 	}
 	fmt.Fprintf(&b, "%d E2A SSE requests of %d frames %v apart; AckWait %v\n", c.Requests, c.Frames, c.Delay, c.AckWait)
 	fmt.Fprintf(&b, "%s holding %d of %d requests, each at its third frame or later\n", from, r.Held, c.Requests)
@@ -213,7 +232,7 @@ func (r *RecoveryReport) Text() string {
 			r.Percentile(0.99).Round(time.Millisecond), r.Percentile(1).Round(time.Millisecond))
 	}
 	fmt.Fprintf(&b, "resumed %d of %d held; complete %d of %d streams (every frame once, in order, one final frame)", r.Resumed, r.Held, r.Complete, c.Requests)
-	if c.Kill != KillServe {
+	if c.Kill == KillWorker || c.Kill == KillAgent {
 		fmt.Fprintf(&b, "; live workers' requests taken over: %d", r.TakenOver)
 	}
 	b.WriteString("\n")
@@ -230,10 +249,10 @@ func (r *RecoveryReport) Text() string {
 
 // recoveryFrame is one frame as a client received it.
 type recoveryFrame struct {
-	seq    int64
-	final  bool
-	worker string
-	// resumed: read on the connection opened after the serve process died.
+	f *e2a.Response
+	// worker wrote it (provenance.details.worker); resumed: read on a
+	// connection opened after the kill.
+	worker  string
 	resumed bool
 	at      time.Time
 }
@@ -249,6 +268,8 @@ type recoveryStream struct {
 	thirdOnce sync.Once
 	err       error
 	complete  bool
+	// before is the worker of the latest frame before the kill.
+	before string
 }
 
 func (s *recoveryStream) frames() []recoveryFrame {
@@ -260,14 +281,20 @@ func (s *recoveryStream) frames() []recoveryFrame {
 // recoveryRig is what RunRecovery runs the requests on and kills a part
 // of.
 type recoveryRig interface {
-	// post is the URL requests are posted to; resume, for KillServe, the
-	// base URL of the serve process clients reconnect to.
+	// post is the URL requests are posted to.
 	post() string
-	resume() string
-	// params are the agent's request parameters for cfg's frames.
+	// resume is the base URL a client whose stream broke reconnects to
+	// (waiting for a restart), "" when streams are not resumed (a worker
+	// kill breaks no stream), or an error for a stream that broke before
+	// the kill.
+	resume(ctx context.Context) (string, error)
+	// params are the agent's request parameters for cfg's frames; text
+	// tells whether the final frame's content is the streamed text (the
+	// demo agent's).
 	params(cfg RecoveryConfig) map[string]any
-	// kill kills the worker (agent process) of that id, or with KillServe
-	// the serve process the clients stream from.
+	text() bool
+	// kill kills the worker (agent process) of that id, or the serve or
+	// dev process, and starts what replaces it.
 	kill(id string) error
 	close()
 }
@@ -275,11 +302,11 @@ type recoveryRig interface {
 // RunRecovery runs the pipeline with cfg.Workers workers of one pool (in
 // this process, or as e2a processes: cfg.Kill), streams cfg.Requests
 // requests, and once every request has received three frames kills what
-// cfg.Kill names: the worker holding the most requests, or the serve
-// process they stream from. It measures, from the clients, how soon each
-// stream goes on (a frame from another worker, or from the other serve
-// process after reconnecting with Last-Event-ID), and that every stream is
-// still whole and exactly once.
+// cfg.Kill names: the worker holding the most requests, the serve process
+// they stream from, or e2a dev (started again on its store). It measures,
+// from the clients, how soon each stream goes on (a frame from another
+// worker, or from the other serve process after reconnecting with
+// Last-Event-ID), and that every stream is still whole and exactly once.
 func RunRecovery(ctx context.Context, cfg RecoveryConfig) (*RecoveryReport, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
@@ -339,32 +366,40 @@ func RunRecovery(ctx context.Context, cfg RecoveryConfig) (*RecoveryReport, erro
 		<-ended
 		return nil, err
 	}
+	rep.Restart = time.Since(killed)
 	<-ended
+	if cfg.Kill != KillDev {
+		rep.Restart = 0
+	}
 	rep.measure(ss, held, killed)
 	return rep, nil
 }
 
 // heldBy groups the unfinished streams by the worker that wrote their
-// latest frame, or all under "serve" with KillServe.
+// latest frame (each stream's before), or all under the kill's name for a
+// serve or dev kill.
 func heldBy(ss []*recoveryStream, kill string) map[string][]*recoveryStream {
 	held := map[string][]*recoveryStream{}
 	for _, s := range ss {
-		if fr := s.frames(); len(fr) > 0 && !fr[len(fr)-1].final {
-			w := fr[len(fr)-1].worker
-			if kill == KillServe {
-				w = KillServe
-			}
-			held[w] = append(held[w], s)
+		fr := s.frames()
+		if len(fr) == 0 || fr[len(fr)-1].f.IsFinal {
+			continue
 		}
+		s.before = fr[len(fr)-1].worker
+		w := s.before
+		if kill == KillServe || kill == KillDev {
+			w = kill
+		}
+		held[w] = append(held[w], s)
 	}
 	return held
 }
 
 // victim is the worker holding the most requests (the lowest id of
-// those), or "serve".
+// those), or the serve or dev process.
 func victim(held map[string][]*recoveryStream, cfg RecoveryConfig) string {
-	if cfg.Kill == KillServe {
-		return KillServe
+	if cfg.Kill == KillServe || cfg.Kill == KillDev {
+		return cfg.Kill
 	}
 	v := workerID(0)
 	for i := range cfg.Workers {
@@ -376,8 +411,9 @@ func victim(held map[string][]*recoveryStream, cfg RecoveryConfig) string {
 }
 
 // measure fills the report from the streams: errors, complete streams,
-// each held stream's first frame from elsewhere after the kill, and the
-// live workers' streams that moved.
+// each held stream's first frame from elsewhere after the kill (another
+// worker; with a serve kill, the other serve process), and the live
+// workers' streams that moved.
 func (r *RecoveryReport) measure(ss []*recoveryStream, held map[string][]*recoveryStream, killed time.Time) {
 	for _, s := range ss {
 		if s.err != nil {
@@ -390,7 +426,7 @@ func (r *RecoveryReport) measure(ss []*recoveryStream, held map[string][]*recove
 	for w, list := range held {
 		for _, s := range list {
 			for _, f := range s.frames() {
-				moved := f.worker != w
+				moved := f.worker != s.before
 				if w == KillServe {
 					moved = f.resumed
 				}
@@ -428,9 +464,10 @@ func startPipelineRig(ctx context.Context, cfg RecoveryConfig) (*pipelineRig, er
 	return &pipelineRig{p}, nil
 }
 
-func (r *pipelineRig) post() string   { return r.p.URL + PathE2A }
-func (r *pipelineRig) resume() string { return "" }
-func (r *pipelineRig) close()         { r.p.Close() }
+func (r *pipelineRig) post() string                           { return r.p.URL + PathE2A }
+func (r *pipelineRig) resume(context.Context) (string, error) { return "", nil }
+func (r *pipelineRig) text() bool                             { return false }
+func (r *pipelineRig) close()                                 { r.p.Close() }
 
 func (r *pipelineRig) params(cfg RecoveryConfig) map[string]any {
 	return map[string]any{"frames": cfg.Frames, "frame_bytes": cfg.FrameBytes, "delay_ms": cfg.Delay.Milliseconds()}
@@ -446,20 +483,24 @@ func (r *pipelineRig) kill(id string) error {
 	return fmt.Errorf("bench: recovery: no worker %s", id)
 }
 
-// run posts the request and reads its E2A SSE stream to the end; when the
-// connection breaks before the final frame and the rig has a second serve
-// process, it reconnects there with Last-Event-ID.
+// run posts the request and reads its E2A SSE stream to the end, across
+// connections when the rig resumes broken streams.
 func (s *recoveryStream) run(ctx context.Context, hc *http.Client, rig recoveryRig, cfg RecoveryConfig) {
 	defer s.thirdOnce.Do(func() { close(s.third) })
 	err := s.read(ctx, hc, rig, cfg)
+	if err == nil {
+		err = s.check(cfg, rig.text())
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.err = err
-	if err == nil {
-		s.complete = true
-	}
+	s.complete = err == nil
 }
 
+// read posts the request and follows its stream; when the stream breaks
+// before its final frame, it reconnects where the rig says (GET
+// /v1/requests/{id}/stream with Last-Event-ID), again after a short pause
+// while that server does not answer yet (a restarting e2a dev).
 func (s *recoveryStream) read(ctx context.Context, hc *http.Client, rig recoveryRig, cfg RecoveryConfig) error {
 	body, err := json.Marshal(map[string]any{"request_id": s.id, "method": "chat.send", "params": rig.params(cfg)})
 	if err != nil {
@@ -471,40 +512,52 @@ func (s *recoveryStream) read(ctx context.Context, hc *http.Client, rig recovery
 	}
 	req.Header.Set("Content-Type", "application/json")
 	var chk e2a.SequenceChecker
-	done, err := s.stream(hc, req, &chk, false)
-	if err == nil && !done && rig.resume() != "" && ctx.Err() == nil {
-		// The serve process died: the stream is in E2A_RESPONSES, not in
-		// it; go on from the last frame received.
-		if req, err = http.NewRequestWithContext(ctx, http.MethodGet, rig.resume()+PathE2A+"/"+s.id+"/stream", nil); err != nil {
+	done, err := s.stream(hc, req, cfg.Header, &chk, false)
+	for !done && err == nil {
+		base, rerr := rig.resume(ctx)
+		if rerr != nil || base == "" {
+			return cmp.Or(rerr, errNoFinal)
+		}
+		if req, err = http.NewRequestWithContext(ctx, http.MethodGet, base+PathE2A+"/"+s.id+"/stream", nil); err != nil {
 			return err
 		}
 		if fr := s.frames(); len(fr) > 0 {
-			req.Header.Set("Last-Event-ID", fmt.Sprint(fr[len(fr)-1].seq))
+			req.Header.Set("Last-Event-ID", strconv.FormatInt(fr[len(fr)-1].f.Sequence, 10))
 		}
-		done, err = s.stream(hc, req, &chk, true)
+		if done, err = s.stream(hc, req, cfg.Header, &chk, true); errors.Is(err, errNotServing) {
+			if err = sleepctx.Sleep(ctx, 20*time.Millisecond); err != nil {
+				return fmt.Errorf("%w (resuming: %v)", err, errNotServing)
+			}
+		}
 	}
-	switch fr := s.frames(); {
-	case err != nil:
-		return err
-	case !done:
-		return errNoFinal
-	case len(fr) != cfg.Frames:
-		return fmt.Errorf("%d frames, expected %d", len(fr), cfg.Frames)
-	}
-	return nil
+	return err
 }
+
+// errNotServing: the server to resume on did not answer the stream (not
+// up, or not ready yet).
+var errNotServing = errors.New("no answer to the resumed stream")
 
 // stream sends req and records the frames of its SSE answer until the
 // final one (done) or the end of the body. A body that breaks off is not
-// an error: the caller decides whether to resume.
-func (s *recoveryStream) stream(hc *http.Client, req *http.Request, chk *e2a.SequenceChecker, resumed bool) (done bool, err error) {
+// an error: the caller decides whether to resume. A resumed request that
+// gets no answer or a 5xx is errNotServing.
+func (s *recoveryStream) stream(hc *http.Client, req *http.Request, h http.Header, chk *e2a.SequenceChecker, resumed bool) (done bool, err error) {
 	req.Header.Set("Accept", "text/event-stream")
+	for k, v := range h {
+		req.Header[k] = v
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
+		if resumed && req.Context().Err() == nil {
+			return false, errNotServing
+		}
 		return false, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	switch {
+	case resp.StatusCode >= 500 && resumed:
+		return false, errNotServing
+	case resp.StatusCode != http.StatusOK:
 		return false, refusal(resp, s.id).err
 	}
 	var (
@@ -534,29 +587,54 @@ func (s *recoveryStream) frame(chk *e2a.SequenceChecker, ev sseEvent, resumed bo
 	if ev.event == "error" {
 		return false, fmt.Errorf("error event: %s", ev.data)
 	}
-	var f struct {
-		Sequence   int64 `json:"sequence"`
-		IsFinal    bool  `json:"is_final"`
-		Provenance struct {
-			Details struct {
-				Worker string `json:"worker"`
-			} `json:"details"`
-		} `json:"provenance"`
-	}
-	if err := json.Unmarshal(ev.data, &f); err != nil {
+	f, err := e2a.ResponseFromJSON(ev.data)
+	if err != nil {
 		return false, fmt.Errorf("frame: %w", err)
 	}
-	if err := chk.Add(&e2a.Response{RequestID: s.id, Sequence: f.Sequence, IsFinal: f.IsFinal}); err != nil {
+	if err := chk.Add(f); err != nil {
 		return false, err
 	}
+	w, _ := f.Provenance.Details["worker"].(string)
 	s.mu.Lock()
-	s.fr = append(s.fr, recoveryFrame{seq: f.Sequence, final: f.IsFinal, worker: f.Provenance.Details.Worker, resumed: resumed, at: time.Now()})
+	s.fr = append(s.fr, recoveryFrame{f: f, worker: w, resumed: resumed, at: time.Now()})
 	n := len(s.fr)
 	s.mu.Unlock()
 	if n == 3 {
 		s.thirdOnce.Do(func() { close(s.third) })
 	}
 	return f.IsFinal, nil
+}
+
+// check verifies what the stream received: frames 0..n in order, each
+// once, one final frame at the end (e2a.CheckFrames), cfg.Frames of them,
+// and with text the final content equal to the text streamed.
+func (s *recoveryStream) check(cfg RecoveryConfig, text bool) error {
+	fr := s.frames()
+	rs := make([]*e2a.Response, len(fr))
+	var streamed strings.Builder
+	for i, g := range fr {
+		rs[i] = g.f
+		if ch, err := g.f.Chunk(); err == nil && ch.DeltaKind == e2a.DeltaText {
+			t, _ := ch.Delta.(string)
+			streamed.WriteString(t)
+		}
+	}
+	if err := e2a.CheckFrames(rs); err != nil {
+		return err
+	}
+	if len(rs) != cfg.Frames {
+		return fmt.Errorf("%d frames, expected %d", len(rs), cfg.Frames)
+	}
+	if text {
+		done, err := rs[len(rs)-1].Complete()
+		if err != nil {
+			return err
+		}
+		if content, _ := done.Result.(map[string]any)["content"].(string); content != streamed.String() {
+			return fmt.Errorf("final content %q, text streamed %q", content, streamed.String())
+		}
+	}
+	return nil
 }
 
 var _ json.Marshaler = (*RecoveryReport)(nil)

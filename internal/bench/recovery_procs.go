@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -13,15 +14,23 @@ import (
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
-// processRig is e2a processes on a JetStream server embedded in this
-// process (KillAgent, KillServe): one `e2a serve` (two with KillServe) and
-// cfg.Workers `e2a agent --pool demo` processes, worker i with the id w<i>.
+// processRig is e2a processes: on a JetStream server embedded in this
+// process (KillAgent, KillServe), one `e2a serve` (two with KillServe) and
+// cfg.Workers `e2a agent --pool demo` processes, worker i with the id w<i>;
+// or one `e2a dev` on a store of its own (KillDev).
 type processRig struct {
 	emb    *streams.Embedded
 	nc     *nats.Conn
-	serves []*stageProc
+	serves []*stageProc // with KillDev, the dev processes, the running one last
 	agents map[string]*stageProc
 	kind   string
+	// dev: e2a dev's command line, to start it again after the kill.
+	bin string
+	env []string
+	// killed is closed at the kill, restarted once what replaces the
+	// killed process serves (at once with KillServe).
+	killed, restarted chan struct{}
+	store             string
 }
 
 // recoveryPool is the pool the process modes run: the demo agent, which
@@ -29,50 +38,83 @@ type processRig struct {
 const recoveryPool = "demo"
 
 func startProcessRig(ctx context.Context, cfg RecoveryConfig) (_ *processRig, err error) {
-	bin := cfg.Bin
-	if bin == "" {
-		if bin, err = os.Executable(); err != nil {
+	r := &processRig{agents: map[string]*stageProc{}, kind: cfg.Kill, bin: cfg.Bin, killed: make(chan struct{}), restarted: make(chan struct{})}
+	if r.bin == "" {
+		if r.bin, err = os.Executable(); err != nil {
 			return nil, err
 		}
 	}
-	r := &processRig{agents: map[string]*stageProc{}, kind: cfg.Kill}
 	defer func() {
 		if err != nil {
 			r.close()
 		}
 	}()
+	r.env = append([]string{"E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json", "E2A_LOG_LEVEL=info", "E2A_METRICS_ADDR="}, cfg.Env...)
+	if cfg.Kill == KillDev {
+		return r, r.startDev(ctx)
+	}
 	var js jetstream.JetStream
 	if r.emb, r.nc, js, err = startStreamsServer(ctx); err != nil {
 		return nil, err
 	}
-	env := []string{"E2A_NATS_URL=" + r.emb.ClientURL(), "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json", "E2A_LOG_LEVEL=info", "E2A_METRICS_ADDR="}
+	env := append([]string{"E2A_NATS_URL=" + r.emb.ClientURL()}, r.env...)
 	serves := 1
 	if cfg.Kill == KillServe {
 		serves = 2
 	}
 	for range serves {
-		p, err := startStage(ctx, bin, env, "serving", "addr", "serve")
+		p, err := startStage(ctx, r.bin, env, "serving", "addr", "serve")
 		if err != nil {
 			return nil, err
 		}
 		r.serves = append(r.serves, p)
 	}
 	for i := range cfg.Workers {
-		p, err := startStage(ctx, bin, append(env, "E2A_AGENT_WORKER_ID="+workerID(i), "E2A_AGENT_ACK_WAIT="+cfg.AckWait.String()),
+		p, err := startStage(ctx, r.bin, append(env, "E2A_AGENT_WORKER_ID="+workerID(i), "E2A_AGENT_ACK_WAIT="+cfg.AckWait.String()),
 			"agent pool running", "ops", "agent", "--pool", recoveryPool, "--concurrency", strconv.Itoa(max(64, cfg.Requests)))
 		if err != nil {
 			return nil, err
 		}
 		r.agents[workerID(i)] = p
 	}
+	if err := r.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	return r, waitConsumer(ctx, js, recoveryPool)
+}
+
+// startDev starts e2a dev on the rig's store (a new one the first time)
+// and waits until it is ready.
+func (r *processRig) startDev(ctx context.Context) error {
+	if r.store == "" {
+		dir, err := os.MkdirTemp("", "e2a-bench-recovery-")
+		if err != nil {
+			return err
+		}
+		r.store = dir
+	}
+	p, err := startStage(ctx, r.bin, append([]string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_STORE_DIR=" + r.store, "E2A_PUSH=off"}, r.env...),
+		"serving", "addr", "dev")
+	if err != nil {
+		return err
+	}
+	r.serves = append(r.serves, p)
+	return r.waitReady(ctx)
+}
+
+// waitReady waits until every running process answers /readyz.
+func (r *processRig) waitReady(ctx context.Context) error {
 	hc := newHTTPClient(4)
 	defer hc.CloseIdleConnections()
 	for _, p := range r.procs() {
+		if p.cmd.ProcessState != nil {
+			continue // killed
+		}
 		if err := p.waitReady(ctx, hc); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return r, waitConsumer(ctx, js, recoveryPool)
+	return nil
 }
 
 func (r *processRig) procs() []*stageProc {
@@ -87,11 +129,24 @@ func (r *processRig) post() string {
 	return "http://" + r.serves[0].addr + PathE2A + "?agent=" + recoveryPool
 }
 
-func (r *processRig) resume() string {
-	if len(r.serves) < 2 {
-		return ""
+// resume is the second serve process, or the restarted e2a dev once it
+// is ready; an error for a stream that broke before the kill, or when the
+// agent process kill (which breaks no stream) is the kill.
+func (r *processRig) resume(ctx context.Context) (string, error) {
+	select {
+	case <-r.killed:
+	default:
+		return "", errors.New("the stream broke before the kill")
 	}
-	return "http://" + r.serves[1].addr
+	if r.kind == KillAgent {
+		return "", nil
+	}
+	select {
+	case <-r.restarted:
+		return "http://" + r.serves[len(r.serves)-1].addr, nil
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
 }
 
 // params: the demo agent writes 4 frames around its text frames.
@@ -99,11 +154,15 @@ func (r *processRig) params(cfg RecoveryConfig) map[string]any {
 	return map[string]any{"text": "recovery", "frames": cfg.Frames - 4, "delay_ms": cfg.Delay.Milliseconds()}
 }
 
-// kill sends SIGKILL to the agent process of that worker id, or with
-// KillServe to the serve process the clients stream from, and reaps it.
+// text: the demo agent's final content is the text it streamed.
+func (r *processRig) text() bool { return true }
+
+// kill sends SIGKILL to the agent process of that worker id, or to the
+// serve process the clients stream from, or to e2a dev (then started again
+// on its store), and reaps it.
 func (r *processRig) kill(id string) error {
 	p := r.agents[id]
-	if r.kind == KillServe {
+	if r.kind == KillServe || r.kind == KillDev {
 		p = r.serves[0]
 	}
 	if p == nil {
@@ -112,7 +171,14 @@ func (r *processRig) kill(id string) error {
 	if err := p.cmd.Process.Kill(); err != nil {
 		return err
 	}
+	close(r.killed)
 	_ = p.cmd.Wait() // killed: its exit status says so
+	if r.kind == KillDev {
+		if err := r.startDev(context.Background()); err != nil {
+			return fmt.Errorf("bench: recovery: restart e2a dev: %w", err)
+		}
+	}
+	close(r.restarted)
 	return nil
 }
 
@@ -127,6 +193,9 @@ func (r *processRig) close() {
 	}
 	if r.emb != nil {
 		r.emb.Shutdown()
+	}
+	if r.store != "" {
+		_ = os.RemoveAll(r.store)
 	}
 }
 
