@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -70,7 +71,7 @@ func startProcessRig(ctx context.Context, cfg RecoveryConfig) (_ *processRig, er
 		r.serves = append(r.serves, p)
 	}
 	for i := range cfg.Workers {
-		p, err := startStage(ctx, r.bin, append(env, "E2A_AGENT_WORKER_ID="+workerID(i), "E2A_AGENT_ACK_WAIT="+cfg.AckWait.String()),
+		p, err := startStage(ctx, r.bin, slices.Concat(env, []string{"E2A_AGENT_WORKER_ID=" + workerID(i), "E2A_AGENT_ACK_WAIT=" + cfg.AckWait.String()}),
 			"agent pool running", "ops", "agent", "--pool", recoveryPool, "--concurrency", strconv.Itoa(max(64, cfg.Requests)))
 		if err != nil {
 			return nil, err
