@@ -44,7 +44,7 @@ func runACP(ctx context.Context, cfg Config, args []string) error {
 	agentDone := make(chan error, 1)
 	if cfg.NatsURL == "" {
 		go func() {
-			agentDone <- agent.Run(agentCtx, nc, *pool, demo.New(), agent.WithMetrics(reg), agent.WithLogger(log))
+			agentDone <- agent.Run(agentCtx, nc, *pool, demo.New(), append(cfg.agentOptions(), agent.WithMetrics(reg), agent.WithLogger(log))...)
 		}()
 	} else {
 		close(agentDone)

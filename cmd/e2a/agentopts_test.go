@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
@@ -59,5 +60,31 @@ func TestAgentAckWaitAndWorkerID(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDevAgentAckWait: `e2a dev` runs its pools with E2A_AGENT_ACK_WAIT,
+// so that an `e2a agent` of the same pool beside it can use the same.
+func TestDevAgentAckWait(t *testing.T) {
+	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_AGENT_ACK_WAIT=3s"}, "dev")
+	m, _ := waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
+	nc, err := nats.Connect(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js := natstest.JetStream(t, nc)
+	for _, pool := range []string{"demo", "workflow"} {
+		var cons jetstream.Consumer
+		testkit.Eventually(t, 20*time.Second, "the "+pool+" pool's consumer", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			var err error
+			cons, err = js.Consumer(ctx, streams.RequestsStream, "agent-"+pool)
+			return err == nil
+		})
+		if got := cons.CachedInfo().Config.AckWait; got != 3*time.Second {
+			t.Errorf("pool %s: consumer AckWait %v, want 3s", pool, got)
+		}
 	}
 }

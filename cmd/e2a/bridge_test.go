@@ -21,8 +21,9 @@ import (
 // TestAgentBridgeArgs: a bridge's arguments are checked before anything
 // starts: two upstreams, an OpenAI upstream without a model, an unknown
 // kind are usage errors (exit 2, the command's help); a URL that is not
-// http(s) fails at once (exit 1) naming the problem. So is an AckWait
-// under the agent runtime's 1 s, from the flag or E2A_AGENT_ACK_WAIT.
+// http(s) fails at once (exit 1) naming the problem. An AckWait under the
+// agent runtime's 1 s is a usage error from --ack-wait, a configuration
+// error (exit 1) from E2A_AGENT_ACK_WAIT for any command.
 func TestAgentBridgeArgs(t *testing.T) {
 	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}
 	for _, c := range []struct {
@@ -38,8 +39,9 @@ func TestAgentBridgeArgs(t *testing.T) {
 		{nil, []string{"agent", "--pool", "p", "--http", "ftp://x/agent"}, 1, "absolute http or https URL"},
 		{nil, []string{"agent", "--pool", "p", "--http", "http://user:pw@x/agent"}, 1, "holds credentials"},
 		{[]string{"E2A_UPSTREAM_HEADERS=X-Key secret"}, []string{"agent", "--pool", "p", "--http", "http://x/agent"}, 1, "E2A_UPSTREAM_HEADERS"},
-		{nil, []string{"agent", "--pool", "demo", "--ack-wait", "100ms"}, 2, "--ack-wait (E2A_AGENT_ACK_WAIT) 100ms: at least 1s"},
-		{[]string{"E2A_AGENT_ACK_WAIT=500ms"}, []string{"agent", "--pool", "demo"}, 2, "500ms: at least 1s"},
+		{nil, []string{"agent", "--pool", "demo", "--ack-wait", "100ms"}, 2, "--ack-wait 100ms: at least 1s"},
+		{[]string{"E2A_AGENT_ACK_WAIT=500ms"}, []string{"agent", "--pool", "demo"}, 1, "E2A_AGENT_ACK_WAIT (500ms) must be 0 (the agent runtime's default) or at least 1s"},
+		{[]string{"E2A_AGENT_ACK_WAIT=500ms"}, []string{"dev"}, 1, "E2A_AGENT_ACK_WAIT (500ms)"},
 	} {
 		code, _, errOut := runBin(t, append(append([]string{}, env...), c.env...), c.args...)
 		if code != c.code || !strings.Contains(errOut, c.want) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/redact"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
@@ -100,9 +101,11 @@ type Config struct {
 	LogFormat string `envconfig:"LOG_FORMAT" default:"json"`
 	LogLevel  string `envconfig:"LOG_LEVEL" default:"info"`
 
-	// AgentAckWait is `e2a agent`'s AckWait: how long a request may go
-	// without its worker's heartbeat before another worker takes it over
-	// (0: the agent runtime's, agent.DefaultAckWait; at least 1s).
+	// AgentAckWait is the agent pools' AckWait (`e2a agent`, whose
+	// --ack-wait wins, and the pools `e2a dev` and `e2a acp` run): how long
+	// a request may go without its worker's heartbeat before another
+	// worker takes it over (0: the agent runtime's, agent.DefaultAckWait;
+	// else at least 1s).
 	// AgentWorkerID names the worker in its logs and in its frames'
 	// provenance (empty: a random id); the shipped manifests give the pod's
 	// name.
@@ -140,7 +143,19 @@ func LoadConfig() (Config, error) {
 	if c.TasksTTL != 0 && c.TasksTTL < c.RequestsMaxAge {
 		return c, fmt.Errorf("config: E2A_TASKS_TTL (%s) must be 0 (forever) or at least E2A_REQUESTS_MAX_AGE (%s)", c.TasksTTL, c.RequestsMaxAge)
 	}
+	if c.AgentAckWait != 0 && c.AgentAckWait < time.Second {
+		return c, fmt.Errorf("config: E2A_AGENT_ACK_WAIT (%s) must be 0 (the agent runtime's default) or at least 1s", c.AgentAckWait)
+	}
 	return c, nil
+}
+
+// agentOptions are the options every agent pool of this process runs
+// with: E2A_AGENT_ACK_WAIT when set (`e2a agent` applies its own flag).
+func (c Config) agentOptions() []agent.Option {
+	if c.AgentAckWait == 0 {
+		return nil
+	}
+	return []agent.Option{agent.WithAckWait(c.AgentAckWait)}
 }
 
 // StreamsConfig maps the configuration onto the stream definitions.

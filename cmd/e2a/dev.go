@@ -98,11 +98,11 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	}
 	for _, p := range pools {
 		go func() {
-			agentDone <- agent.Run(ctx, nc, p.name, p.h, agent.WithMetrics(reg), agent.WithLogger(log))
+			agentDone <- agent.Run(ctx, nc, p.name, p.h, append(cfg.agentOptions(), agent.WithMetrics(reg), agent.WithLogger(log))...)
 		}()
 	}
 	go func() {
-		agentDone <- agent.Run(ctx, nc, workflow.Pool, wf, agent.WithMetrics(reg), agent.WithLogger(log), agent.WithWorkerID("dev-workflow"))
+		agentDone <- agent.Run(ctx, nc, workflow.Pool, wf, append(cfg.agentOptions(), agent.WithMetrics(reg), agent.WithLogger(log), agent.WithWorkerID("dev-workflow"))...)
 	}()
 	base := "http://" + ln.Addr().String()
 	metrics := base

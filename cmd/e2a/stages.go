@@ -91,7 +91,7 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 		return err
 	}
 	if *ackWait != 0 && *ackWait < time.Second {
-		fmt.Fprintf(os.Stderr, "e2a agent: --ack-wait (E2A_AGENT_ACK_WAIT) %v: at least 1s\n\n", *ackWait)
+		fmt.Fprintf(os.Stderr, "e2a agent: --ack-wait %v: at least 1s\n\n", *ackWait)
 		printHelp(os.Stderr, fs)
 		return errFlags
 	}
