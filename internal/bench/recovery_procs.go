@@ -169,10 +169,13 @@ func (r *processRig) kill(id string) error {
 	if p == nil {
 		return fmt.Errorf("bench: recovery: no process %s", id)
 	}
+	// killed is closed before the signal: a client whose stream breaks
+	// when the process dies must find it closed (checked in resume), and
+	// this goroutine may not run again before that client does.
+	close(r.killed)
 	if err := p.cmd.Process.Kill(); err != nil {
 		return err
 	}
-	close(r.killed)
 	_ = p.cmd.Wait() // killed: its exit status says so
 	if r.kind == KillDev {
 		if err := r.startDev(context.Background()); err != nil {
