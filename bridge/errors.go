@@ -34,8 +34,9 @@ const (
 	CodeTimeout = "upstream_timeout"
 	// CodeRateLimited: the upstream answered 429 (retryable).
 	CodeRateLimited = "upstream_rate_limited"
-	// CodeUnavailable: the upstream answered 408, 5xx, or closed an answer
-	// before its end (retryable).
+	// CodeUnavailable: the upstream answered 408, 5xx (an A2A agent: an
+	// internal or server error), or closed an answer before its end
+	// (retryable).
 	CodeUnavailable = "upstream_unavailable"
 	// CodeAuth: the upstream refused the bridge's credentials (401, 403).
 	CodeAuth = "upstream_auth"

@@ -342,7 +342,17 @@ func upstreamError(err error) error {
 	if errors.Is(err, a2a.ErrInvalidAgentResponse) || errors.Is(err, a2a.ErrParseError) {
 		return &bridge.Error{Code: bridge.CodeProtocol, Message: "the agent's answer is not A2A: " + err.Error(), Err: err}
 	}
-	return bridge.Classify(err)
+	c := bridge.Classify(err)
+	if errors.As(c, &be) && be.Code == bridge.CodeProtocol && (errors.Is(err, a2a.ErrInternalError) || errors.Is(err, a2a.ErrServerError)) {
+		// The agent's own failure (JSON-RPC -32603 or -32000; a2a-go
+		// reads gRPC's Internal and Unavailable so too), as an HTTP 5xx:
+		// retried while nothing is written. a2a-go/v2's server answers so
+		// a message continuing a task whose execution, having reported
+		// input-required, has not returned yet ("task execution is
+		// already in progress").
+		return &bridge.Error{Code: bridge.CodeUnavailable, Retryable: true, Message: "the agent failed: " + err.Error(), Err: err}
+	}
+	return c
 }
 
 // terminal reports a state the task does not leave.

@@ -43,14 +43,7 @@ func goAgent(o up.Options) func(*testing.T) agentUnderTest {
 		}
 		srv := up.Start(t, o)
 		return agentUnderTest{url: srv.BaseURL(),
-			task: func(t *testing.T, text string) (string, bool) {
-				for _, e := range srv.Executions() {
-					if e.Message != nil && up.TextOf(e.Message.Parts) == text {
-						return string(e.TaskID), e.Continued
-					}
-				}
-				return "", false
-			},
+			task: func(t *testing.T, text string) (string, bool) { return executionOf(srv, text) },
 			contextOf: func(t *testing.T, text string) string {
 				for _, e := range srv.Executions() {
 					if e.Message != nil && up.TextOf(e.Message.Parts) == text {

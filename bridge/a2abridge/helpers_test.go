@@ -13,6 +13,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/bridge/a2abridge"
+	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
@@ -20,6 +21,12 @@ import (
 // newHandler is the bridge of pool to the A2A agent at url, with its
 // conversations on p.
 func newHandler(t *testing.T, p *pipetest.Pipeline, pool, url string, copts ...bridge.ClientOption) *bridge.Handler {
+	t.Helper()
+	return newRetryingHandler(t, p, pool, url, bridge.WithRetry(2, 5*time.Millisecond, 20*time.Millisecond), copts...)
+}
+
+// newRetryingHandler is newHandler with the bridge's retry option retry.
+func newRetryingHandler(t *testing.T, p *pipetest.Pipeline, pool, url string, retry bridge.Option, copts ...bridge.ClientOption) *bridge.Handler {
 	t.Helper()
 	ctx := context.Background()
 	client, err := bridge.NewClient(url, copts...)
@@ -35,7 +42,7 @@ func newHandler(t *testing.T, p *pipetest.Pipeline, pool, url string, copts ...b
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = up.Close() })
-	h, err := bridge.New(pool, up, bridge.WithRetry(2, 5*time.Millisecond, 20*time.Millisecond))
+	h, err := bridge.New(pool, up, retry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,4 +88,15 @@ func taskText(task *a2a.Task) (artifacts, status string) {
 		}
 	}
 	return b.String(), status
+}
+
+// executionOf is the upstream task of srv's turn that received text, and
+// whether that turn continued the task.
+func executionOf(srv *up.Server, text string) (task string, continued bool) {
+	for _, e := range srv.Executions() {
+		if e.Message != nil && up.TextOf(e.Message.Parts) == text {
+			return string(e.TaskID), e.Continued
+		}
+	}
+	return "", false
 }

@@ -72,7 +72,11 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 		}
 		return h.RequestHandler.GetTask(ctx, &a2a.GetTaskRequest{ID: p.task})
 	}
-	return h.RequestHandler.SendMessage(ctx, req)
+	res, err := h.RequestHandler.SendMessage(ctx, req)
+	if err != nil {
+		h.s.refused(err)
+	}
+	return res, err
 }
 
 func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {
@@ -90,6 +94,9 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessage
 			events = h.resume(ctx, p, req)
 		}
 		for ev, err := range events {
+			if err != nil {
+				h.s.refused(err)
+			}
 			if !yield(ev, err) {
 				return
 			}

@@ -1,6 +1,7 @@
 package a2aupstream
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	grpcv0 "github.com/a2aproject/a2a-go/v2/a2agrpc/v0"
 	grpcv1 "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/taskstore"
 	"google.golang.org/grpc"
 )
 
@@ -37,7 +39,12 @@ type Server struct {
 	closing chan struct{}
 	once    sync.Once
 
+	// refusals: what a2a-go's handler refused a message with (Refusals).
+	refusals chan error
+
 	mu      sync.Mutex
+	hold    chan struct{}  // HoldAsks: closed by release
+	holding sync.WaitGroup // the executions held
 	calls   []Call
 	execs   []Execution
 	cancels []a2a.TaskID
@@ -93,14 +100,15 @@ func New(o Options) (*Server, error) {
 	if err := o.normalize(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: o, closing: make(chan struct{}), parks: map[a2a.TaskID]*parking{}}
+	s := &Server{opts: o, closing: make(chan struct{}), refusals: make(chan error, 64), parks: map[a2a.TaskID]*parking{}}
 	s.setFault(o.Fault)
 	cardLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	s.base = "http://" + cardLn.Addr().String()
-	h := &handler{s: s, RequestHandler: a2asrv.NewHandler(&executor{s: s}, a2asrv.WithLogger(o.Logger))}
+	store := holdingStore{Store: taskstore.NewInMemory(&taskstore.InMemoryStoreConfig{Authenticator: a2asrv.NewTaskStoreAuthenticator()}), s: s}
+	h := &handler{s: s, RequestHandler: a2asrv.NewHandler(&executor{s: s}, a2asrv.WithLogger(o.Logger), a2asrv.WithTaskStore(store))}
 	mux := http.NewServeMux()
 	switch o.Binding {
 	case GRPC:
@@ -236,6 +244,59 @@ func (s *Server) authorized(h http.Header) bool {
 	return true
 }
 
+// HoldAsks holds, from now on, a2a-go/v2's server between storing a task
+// in input-required (GetTask shows it) and counting its execution as ended,
+// until release, which waits until what it held went on. In that window the
+// server refuses a message that continues the task ("task execution is
+// already in progress", an internal error to the client): a window a client
+// polling GetTask can otherwise hit only by chance.
+func (s *Server) HoldAsks() (release func()) {
+	h := make(chan struct{})
+	s.mu.Lock()
+	s.hold = h
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.hold = nil
+			s.mu.Unlock()
+			close(h)
+			s.holding.Wait()
+		})
+	}
+}
+
+// holdAsk waits while HoldAsks holds, or until the server closes.
+func (s *Server) holdAsk() {
+	s.mu.Lock()
+	h := s.hold
+	if h != nil {
+		s.holding.Add(1)
+	}
+	s.mu.Unlock()
+	if h == nil {
+		return
+	}
+	defer s.holding.Done()
+	select {
+	case <-h:
+	case <-s.closing:
+	}
+}
+
+// Refusals receives the errors a2a-go/v2's handler refused a
+// SendMessage or SendStreamingMessage with (the 64 first ones not yet
+// received), after the refusal was answered to the client.
+func (s *Server) Refusals() <-chan error { return s.refusals }
+
+func (s *Server) refused(err error) {
+	select {
+	case s.refusals <- err:
+	default:
+	}
+}
+
 // Calls returns the calls received so far, in order.
 func (s *Server) Calls() []Call {
 	s.mu.Lock()
@@ -325,3 +386,18 @@ func (s *Server) parked(req *a2a.SendMessageRequest) *parking {
 }
 
 var errClosed = errors.New("a2aupstream: server closed")
+
+// holdingStore is a2a-go's in-memory task store, holding an update to
+// input-required after it is stored while HoldAsks holds.
+type holdingStore struct {
+	taskstore.Store
+	s *Server
+}
+
+func (h holdingStore) Update(ctx context.Context, req *taskstore.UpdateRequest) (taskstore.TaskVersion, error) {
+	v, err := h.Store.Update(ctx, req)
+	if err == nil && req.Task != nil && req.Task.Status.State == a2a.TaskStateInputRequired {
+		h.s.holdAsk()
+	}
+	return v, err
+}
