@@ -44,7 +44,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	hold    chan struct{}  // HoldAsks: closed by release
-	holding sync.WaitGroup // the executions held
+	holding sync.WaitGroup // the task store updates held
 	calls   []Call
 	execs   []Execution
 	cancels []a2a.TaskID
@@ -286,8 +286,9 @@ func (s *Server) holdAsk() {
 }
 
 // Refusals receives the errors a2a-go/v2's handler refused a
-// SendMessage or SendStreamingMessage with (the 64 first ones not yet
-// received), after the refusal was answered to the client.
+// SendMessage or SendStreamingMessage with, as the handler returns them
+// (the client has them a moment later); at most 64 not yet received are
+// kept.
 func (s *Server) Refusals() <-chan error { return s.refusals }
 
 func (s *Server) refused(err error) {
