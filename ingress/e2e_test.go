@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,6 +22,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
@@ -43,19 +43,9 @@ func startPipelineWith(t *testing.T, opts ...ingress.Option) *pipeline {
 	t.Helper()
 	_, nc := natstest.RunServer(t)
 	reg := prometheus.NewRegistry()
-	eg, err := egress.New(nc, egress.WithRegisterer(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := ingress.New(nc, eg, append([]ingress.Option{ingress.WithRegisterer(reg), ingress.WithMaxBodyBytes(64 << 10)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	in.Register(mux)
-	eg.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	f := pipetest.ServeFront(t, nc, []egress.Option{egress.WithRegisterer(reg)},
+		append([]ingress.Option{ingress.WithRegisterer(reg), ingress.WithMaxBodyBytes(64 << 10)}, opts...)...)
+	in := f.Ingress
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -74,7 +64,7 @@ func startPipelineWith(t *testing.T, opts ...ingress.Option) *pipeline {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &pipeline{url: srv.URL, nc: nc, js: js, in: in}
+	return &pipeline{url: f.URL, nc: nc, js: js, in: in}
 }
 
 func (p *pipeline) post(t *testing.T, path, accept, body string) *http.Response {

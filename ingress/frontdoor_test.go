@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/protocols/a2e"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -30,20 +30,8 @@ const testKey = "ak_alice_0123456789abcdef"
 // frontDoor is an ingress+egress HTTP server (no agent) on nc with opts.
 func frontDoor(t *testing.T, nc *nats.Conn, opts ...ingress.Option) string {
 	t.Helper()
-	eg, err := egress.New(nc, egress.WithRegisterer(prometheus.NewRegistry()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := ingress.New(nc, eg, append([]ingress.Option{ingress.WithRegisterer(prometheus.NewRegistry())}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	in.Register(mux)
-	eg.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return srv.URL
+	return pipetest.ServeFront(t, nc, []egress.Option{egress.WithRegisterer(prometheus.NewRegistry())},
+		append([]ingress.Option{ingress.WithRegisterer(prometheus.NewRegistry())}, opts...)...).URL
 }
 
 func withAPIKey(t *testing.T) ingress.Option {

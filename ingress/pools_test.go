@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -28,20 +28,9 @@ func TestPoolCheck(t *testing.T) {
 	_, nc := natstest.RunServer(t)
 	js := natstest.JetStream(t, nc)
 	reg := prometheus.NewRegistry()
-	eg, err := egress.New(nc, egress.WithRegisterer(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(eg.Close)
-	in, err := ingress.New(nc, eg, ingress.WithRegisterer(reg), ingress.WithPoolCheck(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	in.Register(mux)
-	eg.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	srv := pipetest.ServeFront(t, nc, []egress.Option{egress.WithRegisterer(reg)}, ingress.WithRegisterer(reg), ingress.WithPoolCheck(time.Hour))
+	t.Cleanup(srv.Egress.Close)
+	in := srv.Ingress
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	stored := func() uint64 {

@@ -3,8 +3,6 @@ package jsclient
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 )
 
 // summary is what client.mjs prints.
@@ -38,19 +37,7 @@ func pipeline(t *testing.T) string {
 	t.Helper()
 	_, nc := natstest.RunServer(t)
 	reg := prometheus.NewRegistry()
-	eg, err := egress.New(nc, egress.WithRegisterer(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := ingress.New(nc, eg, ingress.WithRegisterer(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	in.Register(mux)
-	eg.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	srv := pipetest.ServeFront(t, nc, []egress.Option{egress.WithRegisterer(reg)}, ingress.WithRegisterer(reg))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

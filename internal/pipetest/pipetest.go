@@ -78,10 +78,6 @@ func Start(t testing.TB, opts ...Option) *Pipeline {
 		_, nc = natstest.RunServer(t)
 	}
 	reg := prometheus.NewRegistry()
-	eg, err := egress.New(nc, egress.WithRegisterer(reg), egress.WithProjections(protocols.FillProjections))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	inOpts := append([]ingress.Option{ingress.WithRegisterer(reg)}, o.ingress...)
@@ -90,23 +86,16 @@ func Start(t testing.TB, opts ...Option) *Pipeline {
 	}
 	var grpcLn net.Listener
 	if o.grpc {
+		var err error
 		if grpcLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 			t.Fatal(err)
 		}
 		inOpts = append(inOpts, ingress.WithA2AGRPCAddress(grpcLn.Addr().String()))
 	}
-	in, err := ingress.New(nc, eg, inOpts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	in.Register(mux)
-	eg.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	p := &Pipeline{URL: srv.URL, NC: nc, JS: natstest.JetStream(t, nc), Ingress: in, Registry: reg, ctx: ctx, t: t}
+	f := ServeFront(t, nc, []egress.Option{egress.WithRegisterer(reg), egress.WithProjections(protocols.FillProjections)}, inOpts...)
+	p := &Pipeline{URL: f.URL, NC: nc, JS: natstest.JetStream(t, nc), Ingress: f.Ingress, Registry: reg, ctx: ctx, t: t}
 	if grpcLn != nil {
-		gs := in.A2AGRPC()
+		gs := f.Ingress.A2AGRPC()
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -118,6 +107,35 @@ func Start(t testing.TB, opts ...Option) *Pipeline {
 		p.GRPCAddr = grpcLn.Addr().String()
 	}
 	return p
+}
+
+// Front is ingress and egress served together over HTTP, as e2a serve
+// serves them.
+type Front struct {
+	URL     string
+	Mux     *http.ServeMux
+	Ingress *ingress.Server
+	Egress  *egress.Service
+}
+
+// ServeFront starts egress on nc with eopts and ingress on nc with iopts,
+// and serves both on a loopback HTTP server until the test ends.
+func ServeFront(t testing.TB, nc *nats.Conn, eopts []egress.Option, iopts ...ingress.Option) *Front {
+	t.Helper()
+	eg, err := egress.New(nc, eopts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := ingress.New(nc, eg, iopts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	in.Register(mux)
+	eg.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return &Front{URL: srv.URL, Mux: mux, Ingress: in, Egress: eg}
 }
 
 // startPush opens the push config store and runs the push stage until
