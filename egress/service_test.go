@@ -51,16 +51,7 @@ func startHTTP(t testing.TB, opts ...Option) *httpEnv {
 
 func (h *httpEnv) get(t testing.TB, path string, hdr ...string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequest("GET", h.srv.URL+path, nil)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
+	return testkit.Open(t, http.MethodGet, h.srv.URL+path, "", hdr...)
 }
 
 func TestHTTPStreamSSE(t *testing.T) {

@@ -86,19 +86,7 @@ func (p *pipeline) post(t *testing.T, path, accept, body string) *http.Response 
 
 func (p *pipeline) get(t *testing.T, path string, hdr ...string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest("GET", p.url+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
+	return testkit.Open(t, http.MethodGet, p.url+path, "", hdr...)
 }
 
 // sseEvent is one parsed server-sent event.

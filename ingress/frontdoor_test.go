@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -45,20 +44,7 @@ func withAPIKey(t *testing.T) ingress.Option {
 
 func do(t *testing.T, method, url, body string, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, b
+	return testkit.Do(t, method, url, body, hdr...)
 }
 
 func streamMsgs(t *testing.T, js jetstream.JetStream, name string) uint64 {

@@ -160,27 +160,7 @@ func (p *pipeline) streamFroms() []string {
 // do sends a request with optional headers ("Name", "value", …).
 func (p *pipeline) do(t *testing.T, method, path, body string, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, p.url+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
+	return testkit.Do(t, method, p.url+path, body, hdr...)
 }
 
 // submit posts an E2A request (body as given) and returns its id.

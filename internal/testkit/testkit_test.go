@@ -1,6 +1,10 @@
 package testkit
 
 import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -44,5 +48,20 @@ func TestUntil(t *testing.T) {
 	}
 	if d := time.Since(start); d < 30*time.Millisecond {
 		t.Fatalf("gave up after %v, before the timeout", d)
+	}
+}
+
+func TestDo(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s %s %q %s", r.Method, r.URL.Path, b, r.Header.Get("X-A"))
+	}))
+	defer srv.Close()
+	resp, b := Do(t, http.MethodPost, srv.URL+"/p", "body", "X-A", "1", "X-Unpaired")
+	if resp.StatusCode != http.StatusOK || string(b) != `POST /p "body" 1` {
+		t.Errorf("%d %s", resp.StatusCode, b)
+	}
+	if _, b := Do(t, http.MethodGet, srv.URL+"/q", ""); string(b) != `GET /q "" ` {
+		t.Errorf("without a body: %s", b)
 	}
 }
