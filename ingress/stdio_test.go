@@ -246,24 +246,9 @@ func TestStdioSDKClient(t *testing.T) {
 	}
 
 	// session/cancel while the prompt streams.
-	type result struct {
-		res acp.PromptResponse
-		err error
-	}
-	rc := make(chan result, 1)
-	client.Forget()
-	go func() {
-		res, err := prompt(ctx, sid, "slow", map[string]any{"delay_ms": 200})
-		rc <- result{res, err}
-	}()
-	client.WaitUpdate(t, sid)
-	if err := conn.Cancel(ctx, acp.CancelNotification{SessionId: sid}); err != nil {
-		t.Fatal(err)
-	}
-	r := <-rc
-	if r.err != nil || r.res.StopReason != acp.StopReasonCancelled {
-		t.Fatalf("cancelled prompt: %+v %v", r.res, r.err)
-	}
+	client.CancelMidTurn(t, ctx, conn, sid, func() (acp.PromptResponse, error) {
+		return prompt(ctx, sid, "slow", map[string]any{"delay_ms": 200})
+	})
 	if n := len(client.Take(sid)); n > 3 {
 		t.Fatalf("%d updates after a cancel at the first", n)
 	}
@@ -273,13 +258,14 @@ func TestStdioSDKClient(t *testing.T) {
 	// session keeps working.
 	pctx, pcancel := context.WithCancel(ctx)
 	client.Forget()
+	abandoned := make(chan error, 1)
 	go func() {
 		_, err := prompt(pctx, sid, "abandoned", map[string]any{"delay_ms": 200})
-		rc <- result{err: err}
+		abandoned <- err
 	}()
 	client.WaitUpdate(t, sid)
 	pcancel()
-	if r := <-rc; r.err == nil {
+	if err := <-abandoned; err == nil {
 		t.Fatal("abandoned prompt returned no error")
 	}
 	res, err = prompt(ctx, sid, "again", nil)

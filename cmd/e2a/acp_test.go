@@ -153,25 +153,10 @@ func TestACPStdioBinary(t *testing.T) {
 
 	// Cancel a slow turn after its first update (the demo agent's delay
 	// travels in _meta.e2a_params).
-	ed.Forget()
-	type result struct {
-		res acp.PromptResponse
-		err error
-	}
-	rc := make(chan result, 1)
-	go func() {
-		res, err := conn.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock("take your time")},
+	ed.CancelMidTurn(t, ctx, conn, sid, func() (acp.PromptResponse, error) {
+		return conn.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock("take your time")},
 			Meta: map[string]any{"e2a_params": map[string]any{"delay_ms": 300}}})
-		rc <- result{res, err}
-	}()
-	ed.WaitUpdate(t, sid)
-	if err := conn.Cancel(ctx, acp.CancelNotification{SessionId: sid}); err != nil {
-		t.Fatal(err)
-	}
-	r := <-rc
-	if r.err != nil || r.res.StopReason != acp.StopReasonCancelled {
-		t.Fatalf("cancelled turn: %+v %v", r.res, r.err)
-	}
+	})
 
 	// The editor closes the pipe: the agent exits cleanly.
 	_ = stdin.Close()

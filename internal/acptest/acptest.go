@@ -76,6 +76,33 @@ func (c *Recorder) WaitUpdate(t testing.TB, id acp.SessionId) {
 	}
 }
 
+// CancelMidTurn forgets the updates so far, runs prompt (a session/prompt
+// of session id) and, once an update of it arrived, sends session/cancel
+// for the session on conn; the test fails unless the prompt ends with
+// stopReason cancelled.
+func (c *Recorder) CancelMidTurn(t testing.TB, ctx context.Context, conn interface {
+	Cancel(context.Context, acp.CancelNotification) error
+}, id acp.SessionId, prompt func() (acp.PromptResponse, error)) {
+	t.Helper()
+	type result struct {
+		res acp.PromptResponse
+		err error
+	}
+	rc := make(chan result, 1)
+	c.Forget()
+	go func() {
+		res, err := prompt()
+		rc <- result{res, err}
+	}()
+	c.WaitUpdate(t, id)
+	if err := conn.Cancel(ctx, acp.CancelNotification{SessionId: id}); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-rc; r.err != nil || r.res.StopReason != acp.StopReasonCancelled {
+		t.Fatalf("cancelled prompt: %+v %v", r.res, r.err)
+	}
+}
+
 // ErrNotSupported answers every client method but SessionUpdate.
 var ErrNotSupported = errors.New("not supported by this test client")
 
