@@ -113,7 +113,6 @@ func Start(t testing.TB, opts ...Option) *Pipeline {
 // serves them.
 type Front struct {
 	URL     string
-	Mux     *http.ServeMux
 	Ingress *ingress.Server
 	Egress  *egress.Service
 }
@@ -135,7 +134,7 @@ func ServeFront(t testing.TB, nc *nats.Conn, eopts []egress.Option, iopts ...ing
 	eg.Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &Front{URL: srv.URL, Mux: mux, Ingress: in, Egress: eg}
+	return &Front{URL: srv.URL, Ingress: in, Egress: eg}
 }
 
 // startPush opens the push config store and runs the push stage until
