@@ -128,8 +128,9 @@ func str(m map[string]json.RawMessage, key string, dst *string) error {
 func rawResult(data []byte) json.RawMessage { return json.RawMessage(data) }
 
 // readLine returns r's next line without its line ending, at most max
-// bytes (ErrFrameTooLarge past that). At the end it returns io.EOF, or the
-// last line when it has no line feed, with truncated set.
+// bytes (ErrFrameTooLarge past that, the last line included). At the end it
+// returns io.EOF, or the last line when it has no line feed, with truncated
+// set.
 func readLine(r *bufio.Reader, max int, buf []byte) (line []byte, truncated bool, err error) {
 	buf = buf[:0]
 	for {
@@ -147,6 +148,9 @@ func readLine(r *bufio.Reader, max int, buf []byte) (line []byte, truncated bool
 			return buf, false, nil
 		case errors.Is(err, bufio.ErrBufferFull):
 		case errors.Is(err, io.EOF) && len(buf) > 0:
+			if len(bytes.TrimSuffix(buf, []byte{'\r'})) > max {
+				return nil, false, ErrFrameTooLarge // the bound holds for a last line too
+			}
 			return buf, true, nil
 		default:
 			return nil, false, err

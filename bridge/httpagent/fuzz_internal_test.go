@@ -1,0 +1,201 @@
+package httpagent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"slices"
+	"testing"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// Small bounds, so that the fuzzer reaches them: a frame of at most
+// fuzzMaxBytes, an answer of at most fuzzMaxFrames, read through a
+// buffer smaller than a frame (bufio's minimum, 16 bytes).
+const (
+	fuzzMaxBytes  = 200
+	fuzzMaxFrames = 6
+	fuzzBufSize   = 16
+)
+
+// checkingWriter is an agent.Writer that checks each frame as the runtime's
+// writer does (e2a.Response.Validate: §12.2's status rules and the kind's
+// body, an error wrapping e2a.ErrInvalidResponse) and records what it
+// took. afterFinal counts writes after the final frame (the bridge must
+// make none).
+type checkingWriter struct {
+	kinds      []string
+	final      bool
+	afterFinal int
+}
+
+var _ agent.Writer = (*checkingWriter)(nil)
+
+func (w *checkingWriter) Write(kind, status string, body any, final bool) error {
+	if w.final {
+		w.afterFinal++
+	}
+	raw, ok := body.(json.RawMessage)
+	if !ok {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		raw = b
+	}
+	r := &e2a.Response{ProtocolVersion: e2a.ProtocolVersion, ResponseID: "r", RequestID: "q", Sequence: int64(len(w.kinds)),
+		IsFinal: final, Status: status, ResponseKind: kind, Timestamp: "2026-01-01T00:00:00Z",
+		Provenance: e2a.Provenance{SourceProtocol: "e2a"}, Body: raw}
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	w.kinds, w.final = append(w.kinds, kind), final
+	return nil
+}
+
+func (w *checkingWriter) Complete(result any) error {
+	return w.Write(e2a.KindComplete, e2a.StatusSucceeded, e2a.CompleteBody{Result: result}, true)
+}
+func (w *checkingWriter) Chunk(kind string, delta any) error {
+	return w.Write(e2a.KindChunk, e2a.StatusInProgress, e2a.ChunkBody{DeltaKind: kind, Delta: delta}, false)
+}
+func (w *checkingWriter) Fail(code, msg string, retryable bool) error {
+	return w.Write(e2a.KindError, e2a.StatusFailed, e2a.ErrorBody{Code: code, Message: msg, Retryable: retryable}, true)
+}
+func (w *checkingWriter) SetMetadata(map[string]any) error { return nil }
+func (w *checkingWriter) ResumeAfter() int64               { return -1 }
+
+// fuzzCall is a call of an upstream with the fuzz bounds.
+func fuzzCall(w agent.Writer) *call {
+	u := &Upstream{url: "http://upstream.test/", cfg: config{maxFrameBytes: fuzzMaxBytes, maxFrames: fuzzMaxFrames,
+		log: slog.New(slog.DiscardHandler)}}
+	return &call{u: u, ctx: context.Background(), env: &e2a.Envelope{RequestID: "q"}, w: w}
+}
+
+// Answer formats of FuzzAnswer.
+const (
+	formatNDJSON = iota
+	formatSSE
+	formatJSON
+	formats
+)
+
+// FuzzAnswer: whatever an HTTP agent answers, as NDJSON, SSE or one JSON
+// value, the call ends with nil after exactly one final frame, or with a
+// bridge.Error whose code and retryable flag are its cause's (a frame that
+// is not one, too large or too many: upstream_protocol_error, not
+// retryable; an answer ending before its final frame: upstream_unavailable,
+// retryable), never a panic, a frame past the bounds or a frame after the
+// final one. An NDJSON answer is also read by a plain line splitter, which
+// must take the same frames and end the same way.
+func FuzzAnswer(f *testing.F) {
+	chunk := `{"response_kind":"e2a.chunk","body":{"delta_kind":"text","delta":"hi"}}`
+	done := `{"response_kind":"e2a.complete","body":{"result":"ok"}}`
+	f.Add([]byte(chunk+"\n\n"+chunk+"\r\n"+done+"\n"), uint8(formatNDJSON))
+	f.Add([]byte(chunk+"\n"+done), uint8(formatNDJSON))
+	f.Add([]byte(chunk+"\n"+`{"response_kind":"e2a.chunk","body":{"delta_kind":"text","delta":"`), uint8(formatNDJSON))
+	f.Add([]byte("event: x\ndata: "+chunk+"\n\ndata: {\"response_kind\":\ndata: \"e2a.complete\",\"body\":{}}\n\n"), uint8(formatSSE))
+	f.Add([]byte(`{"answer":42}`), uint8(formatJSON))
+	f.Fuzz(func(t *testing.T, body []byte, format uint8) {
+		w := &checkingWriter{}
+		c := fuzzCall(w)
+		br := bufio.NewReaderSize(bytes.NewReader(body), fuzzBufSize)
+		var err error
+		switch format % formats {
+		case formatNDJSON:
+			err = c.stream(&ndjsonReader{r: br, max: fuzzMaxBytes})
+			wantKinds, wantErr := splitNDJSON(body)
+			same := (err == nil) == (wantErr == nil) && (wantErr == nil || errors.Is(err, wantErr))
+			if !slices.Equal(w.kinds, wantKinds) || !same {
+				t.Fatalf("NDJSON: frames %q, %v; a line splitter: %q, %v", w.kinds, err, wantKinds, wantErr)
+			}
+		case formatSSE:
+			err = c.stream(&sseReader{r: br, max: fuzzMaxBytes})
+		case formatJSON:
+			err = c.single(bytes.NewReader(body))
+		}
+		checkAnswer(t, w, err)
+	})
+}
+
+// checkAnswer checks what FuzzAnswer promises of every answer.
+func checkAnswer(t *testing.T, w *checkingWriter, err error) {
+	t.Helper()
+	if w.afterFinal > 0 || len(w.kinds) > fuzzMaxFrames {
+		t.Fatalf("frames %q: %d after the final one (bound %d)", w.kinds, w.afterFinal, fuzzMaxFrames)
+	}
+	if err == nil {
+		if !w.final {
+			t.Fatalf("nil error without a final frame: %q", w.kinds)
+		}
+		return
+	}
+	var be *bridge.Error
+	if !errors.As(err, &be) {
+		t.Fatalf("error %v is not a bridge.Error", err)
+	}
+	switch {
+	case errors.Is(err, ErrNoFinalFrame):
+		if be.Code != bridge.CodeUnavailable || !be.Retryable {
+			t.Fatalf("%v: code %s retryable %v", err, be.Code, be.Retryable)
+		}
+	case errors.Is(err, ErrBadFrame), errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrTooManyFrames):
+		if be.Code != bridge.CodeProtocol || be.Retryable {
+			t.Fatalf("%v: code %s retryable %v", err, be.Code, be.Retryable)
+		}
+	default:
+		t.Fatalf("error %v has no documented cause", err)
+	}
+}
+
+// splitNDJSON is the reference reading of an NDJSON answer, line by line
+// with bytes.Split: the kinds of the frames it writes and the sentinel it
+// ends with (nil after a final frame).
+func splitNDJSON(body []byte) (kinds []string, err error) {
+	lines := bytes.Split(body, []byte{'\n'})
+	for i, line := range lines {
+		last := i == len(lines)-1 // no line feed after it: the answer ended there
+		if len(bytes.TrimSuffix(line, []byte{'\r'})) > fuzzMaxBytes {
+			return kinds, ErrFrameTooLarge
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		if last && checkJSON(line) != nil {
+			return kinds, ErrNoFinalFrame // cut off mid-frame
+		}
+		fr, perr := parseFrame(line)
+		if perr != nil {
+			return kinds, ErrBadFrame
+		}
+		if len(kinds) == fuzzMaxFrames {
+			return kinds, ErrTooManyFrames
+		}
+		if !validFrame(fr) {
+			return kinds, ErrBadFrame
+		}
+		kinds = append(kinds, fr.kind)
+		if fr.final {
+			return kinds, nil
+		}
+	}
+	return kinds, ErrNoFinalFrame
+}
+
+// validFrame reports whether the bridge writes fr: its metadata decodes
+// and the runtime's checks take it.
+func validFrame(fr frame) bool {
+	var m map[string]any
+	if len(fr.meta) > 0 && json.Unmarshal(fr.meta, &m) != nil {
+		return false
+	}
+	var w checkingWriter
+	return w.Write(fr.kind, fr.status, fr.body, fr.final) == nil
+}
