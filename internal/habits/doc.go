@@ -4,6 +4,7 @@
 // its exceptions list does not name; sleep_test.go for a test that sleeps
 // to wait for something; imports_test.go for a protocol SDK or protocol
 // package imported by egress, render or protocols/host (the neutral
-// layers), and for egress imported by render. It
-// has no code of its own.
+// layers), and for egress imported by render; fuzz_test.go for a kept fuzz
+// corpus (testdata/fuzz/<Target>) whose target no longer exists. It has no
+// code of its own.
 package habits
