@@ -19,19 +19,27 @@ func newHost() *conformance.RPCHost {
 	return &conformance.RPCHost{Auth: []host.AuthMethod{{ID: "apiKey", Name: "API key", Description: "send the key"}}}
 }
 
-// reply records the answer of one call.
+// reply records the answer of one call: the last result or error, how
+// many were given, and what was streamed when stream is set.
 type reply struct {
 	result   any
 	err      *jsonrpc.Error
 	answered bool
+	answers  int
 	hdr      http.Header
+	stream   *httptest.ResponseRecorder
 }
 
-func (r *reply) Result(v any)              { r.result, r.answered = v, true }
-func (r *reply) Error(e *jsonrpc.Error)    { r.err, r.answered = e, true }
-func (r *reply) Refuse(f host.Refusal)     { r.Error(&jsonrpc.Error{Code: f.RPCCode, Message: f.Message}) }
-func (r *reply) Header() http.Header       { return r.hdr }
-func (*reply) Stream() http.ResponseWriter { return nil }
+func (r *reply) Result(v any)           { r.result, r.answered, r.answers = v, true, r.answers+1 }
+func (r *reply) Error(e *jsonrpc.Error) { r.err, r.answered, r.answers = e, true, r.answers+1 }
+func (r *reply) Refuse(f host.Refusal)  { r.Error(&jsonrpc.Error{Code: f.RPCCode, Message: f.Message}) }
+func (r *reply) Header() http.Header    { return r.hdr }
+func (r *reply) Stream() http.ResponseWriter {
+	if r.stream == nil {
+		return nil
+	}
+	return r.stream
+}
 
 // call answers one request over h and returns the reply.
 func call(t *testing.T, h *conformance.RPCHost, method string, params any) *reply {
