@@ -85,7 +85,7 @@ type caseResult struct {
 }
 
 type suite struct {
-	t    *testing.T
+	t    testing.TB
 	base string
 	nc   *nats.Conn
 	js   jetstream.JetStream
@@ -132,7 +132,7 @@ const (
 // API with its pool, plus /metrics, /healthz and /readyz. Principals:
 // alice, bob, carol, dave (API keys), mallory (disabled), ops (API key,
 // audit role), ci (bearer), svc (oauth2). mods change the auth configuration.
-func start(t *testing.T, mods ...func(*ingress.AuthConfig)) *suite {
+func start(t testing.TB, mods ...func(*ingress.AuthConfig)) *suite {
 	_, nc := natstest.RunServer(t)
 	js := natstest.JetStream(t, nc)
 	logs := &lockedBuffer{}
@@ -252,7 +252,7 @@ func start(t *testing.T, mods ...func(*ingress.AuthConfig)) *suite {
 }
 
 // waitConsumer waits for the durable consumer of an agent pool.
-func waitConsumer(t *testing.T, js jetstream.JetStream, pool string) {
+func waitConsumer(t testing.TB, js jetstream.JetStream, pool string) {
 	cname, _ := streams.AgentConsumerName(pool)
 	testkit.Eventually(t, 20*time.Second, "agent consumer "+cname, func() bool {
 		c, cancel := context.WithTimeout(context.Background(), time.Second)
