@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,20 +13,26 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/agenttest"
 )
 
-// memFrames is an in-memory frame store; memSubmitter runs the executor
-// synchronously as the agent runtime would, writing frames into it.
+// memFrames is an in-memory frame store: each request's frames as its
+// writer took them; memSubmitter runs the executor synchronously as the
+// agent runtime would, writing frames into it.
 type memFrames struct {
-	mu     sync.Mutex
-	frames map[string][]*e2a.Response
-	tasks  map[string][]string
+	mu      sync.Mutex
+	writers map[string]*agenttest.Writer
+	tasks   map[string][]string
 }
 
 func (m *memFrames) Frames(_ context.Context, id string) ([]*e2a.Response, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]*e2a.Response(nil), m.frames[id]...), nil
+	w := m.writers[id]
+	m.mu.Unlock()
+	if w == nil {
+		return nil, nil
+	}
+	return w.Frames(), nil
 }
 
 func (m *memFrames) RequestIDs(_ context.Context, task string) ([]string, error) {
@@ -35,41 +40,6 @@ func (m *memFrames) RequestIDs(_ context.Context, task string) ([]string, error)
 	defer m.mu.Unlock()
 	return m.tasks[task], nil
 }
-
-type memWriter struct {
-	m   *memFrames
-	env *e2a.Envelope
-}
-
-func (w *memWriter) add(kind, status string, body any, final bool) error {
-	w.m.mu.Lock()
-	defer w.m.mu.Unlock()
-	r := e2a.ResponseFor(w.env)
-	r.Sequence = int64(len(w.m.frames[w.env.RequestID]))
-	r.ResponseID = fmt.Sprintf("%s-%d", w.env.RequestID, r.Sequence)
-	r.Timestamp = e2a.Now()
-	r.ResponseKind, r.Status, r.IsFinal = kind, status, final
-	r.Provenance = e2a.Provenance{SourceProtocol: e2a.SourceA2E}
-	r.Body = e2a.MarshalBody(body)
-	if err := r.Validate(); err != nil {
-		return err
-	}
-	w.m.frames[w.env.RequestID] = append(w.m.frames[w.env.RequestID], &r)
-	return nil
-}
-
-func (w *memWriter) Chunk(k string, d any) error {
-	return w.add(e2a.KindChunk, e2a.StatusInProgress, e2a.ChunkBody{DeltaKind: k, Delta: d}, false)
-}
-func (w *memWriter) Complete(r any) error {
-	return w.add(e2a.KindComplete, e2a.StatusSucceeded, e2a.CompleteBody{Result: r}, true)
-}
-func (w *memWriter) Fail(c, m string, retry bool) error {
-	return w.add(e2a.KindError, e2a.StatusFailed, e2a.ErrorBody{Code: c, Message: m, Retryable: retry}, true)
-}
-func (w *memWriter) Write(k, s string, b any, f bool) error { return w.add(k, s, b, f) }
-func (w *memWriter) ResumeAfter() int64                     { return -1 }
-func (w *memWriter) SetMetadata(map[string]any) error       { return nil }
 
 type memSubmitter struct {
 	m     *memFrames
@@ -80,15 +50,16 @@ type memSubmitter struct {
 
 func (s *memSubmitter) Submit(ctx context.Context, env *e2a.Envelope) error {
 	s.envs = append(s.envs, env)
+	w := &agenttest.Writer{Env: env}
 	s.m.mu.Lock()
 	s.m.tasks[env.TaskID] = append(s.m.tasks[env.TaskID], env.RequestID)
+	s.m.writers[env.RequestID] = w
 	s.m.mu.Unlock()
 	run := func() {
-		w := &memWriter{m: s.m, env: env}
 		err := s.h.Serve(context.Background(), env, w)
 		var ae *agent.Error
 		if errors.As(err, &ae) {
-			_ = w.add(e2a.KindError, e2a.StatusFailed, e2a.ErrorBody{Code: ae.Code, Message: ae.Message, Retryable: ae.Retryable, Details: ae.Details}, true)
+			_ = w.Write(e2a.KindError, e2a.StatusFailed, e2a.ErrorBody{Code: ae.Code, Message: ae.Message, Retryable: ae.Retryable, Details: ae.Details}, true)
 		}
 	}
 	if s.delay > 0 {
@@ -101,7 +72,7 @@ func (s *memSubmitter) Submit(ctx context.Context, env *e2a.Envelope) error {
 
 func TestRESTAPIWithFakes(t *testing.T) {
 	en := newEnv(t, nil)
-	frames := &memFrames{frames: map[string][]*e2a.Response{}, tasks: map[string][]string{}}
+	frames := &memFrames{writers: map[string]*agenttest.Writer{}, tasks: map[string][]string{}}
 	sub := &memSubmitter{m: frames, h: en.e}
 	a := &API{Executor: en.e, Submitter: sub, Frames: frames, Tasks: frames,
 		Authenticate: func(r *http.Request) (Principal, error) {

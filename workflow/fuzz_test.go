@@ -3,43 +3,12 @@ package workflow
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
-
-// fuzzAPI answers every call with the body the fuzz case set (a JSON
-// value of the fuzzer's choosing), so that the operations after an
-// ApiCall work on any data.
-type fuzzAPI struct {
-	*httptest.Server
-	mu   sync.Mutex
-	body []byte
-}
-
-func newFuzzAPI(f *testing.F) *fuzzAPI {
-	a := &fuzzAPI{}
-	a.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		a.mu.Lock()
-		body := a.body
-		a.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(body)
-	}))
-	f.Cleanup(a.Close)
-	return a
-}
-
-func (a *fuzzAPI) answer(body []byte) {
-	a.mu.Lock()
-	a.body = body
-	a.mu.Unlock()
-}
 
 // allowAll is a CallLimiter that never refuses (the fake clock never
 // moves the real limiter's windows on).
@@ -75,7 +44,9 @@ func fuzzSeeds() []string {
 // message, encodable as JSON; and running it again on the same data gives
 // the same outcome.
 func FuzzExecute(f *testing.F) {
-	api := newFuzzAPI(f)
+	// The API answers every call with the case's data: the operations
+	// after an ApiCall work on any data.
+	api := testkit.NewAnswerer(f, "application/json", nil)
 	dir := f.TempDir()
 	for _, s := range fuzzSeeds() {
 		f.Add(s, []byte(users))
@@ -84,12 +55,12 @@ func FuzzExecute(f *testing.F) {
 	f.Add(example3, []byte(`3`))
 	f.Fuzz(func(t *testing.T, text string, data []byte) {
 		text = strings.ReplaceAll(text, "https://api.example.com", api.URL)
-		api.answer(data)
-		first := runFuzzWorkflow(t, api, dir, text)
+		api.Set(data)
+		first := runFuzzWorkflow(t, dir, text)
 		if first == "" {
 			return
 		}
-		if again := runFuzzWorkflow(t, api, dir, text); again != first {
+		if again := runFuzzWorkflow(t, dir, text); again != first {
 			t.Fatalf("the same workflow on the same data gave two outcomes:\n%s\n%s", first, again)
 		}
 	})
@@ -97,7 +68,7 @@ func FuzzExecute(f *testing.F) {
 
 // runFuzzWorkflow validates text and, when valid, runs it and returns its
 // outcome as JSON ("" for an invalid workflow).
-func runFuzzWorkflow(t *testing.T, api *fuzzAPI, dir, text string) string {
+func runFuzzWorkflow(t *testing.T, dir, text string) string {
 	e := New(Options{Policy: examplePolicy(t, "127.0.0.1"), Clock: newFakeClock(), Cache: NoCache{},
 		Limiter: allowAll{}, Storage: &Stores{Dir: dir}, Retry: RetryPolicy{MaxRetries: -1}})
 	defer e.transport.CloseIdleConnections() // an executor a case: its connections go with it

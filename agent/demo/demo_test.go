@@ -11,37 +11,17 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/agenttest"
 )
 
-// recorder is an agent.Writer that records frames (the runtime's writer is
-// tested against JetStream in package agent).
-type recorder struct {
-	resume int64
-	frames []string // kind status body final, as JSON
-}
-
-func (r *recorder) add(kind, status string, body any, final bool) error {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
+// lines are w's frames as "kind status body[ final]".
+func lines(w *agenttest.Writer) []string {
+	var out []string
+	for _, f := range w.Frames() {
+		out = append(out, f.ResponseKind+" "+f.Status+" "+string(f.Body)+map[bool]string{true: " final"}[f.IsFinal])
 	}
-	r.frames = append(r.frames, kind+" "+status+" "+string(b)+map[bool]string{true: " final"}[final])
-	return nil
+	return out
 }
-func (r *recorder) Chunk(k string, d any) error {
-	return r.add(e2a.KindChunk, e2a.StatusInProgress, e2a.ChunkBody{DeltaKind: k, Delta: d}, false)
-}
-func (r *recorder) Complete(res any) error {
-	return r.add(e2a.KindComplete, e2a.StatusSucceeded, e2a.CompleteBody{Result: res}, true)
-}
-func (r *recorder) Fail(code, msg string, retry bool) error {
-	return r.add(e2a.KindError, e2a.StatusFailed, e2a.ErrorBody{Code: code, Message: msg, Retryable: retry}, true)
-}
-func (r *recorder) Write(kind, status string, body any, final bool) error {
-	return r.add(kind, status, body, final)
-}
-func (r *recorder) ResumeAfter() int64               { return r.resume }
-func (r *recorder) SetMetadata(map[string]any) error { return nil }
 
 func env(params map[string]any) *e2a.Envelope {
 	return &e2a.Envelope{RequestID: "r1", Params: params}
@@ -49,11 +29,11 @@ func env(params map[string]any) *e2a.Envelope {
 
 func run(t *testing.T, h agent.Handler, e *e2a.Envelope, resume int64) []string {
 	t.Helper()
-	r := &recorder{resume: resume}
-	if err := h.Serve(context.Background(), e, r); err != nil {
+	w := &agenttest.Writer{Env: e, Stored: resume + 1}
+	if err := h.Serve(context.Background(), e, w); err != nil {
 		t.Fatalf("Serve: %v", err)
 	}
-	return r.frames
+	return lines(w)
 }
 
 func TestPieces(t *testing.T) {
@@ -128,7 +108,7 @@ func TestDemoFailAndEcho(t *testing.T) {
 func TestDemoStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(agent.ErrCancelled)
-	err := demo.New().Serve(ctx, env(map[string]any{"delay_ms": 1000}), &recorder{resume: -1})
+	err := demo.New().Serve(ctx, env(map[string]any{"delay_ms": 1000}), &agenttest.Writer{})
 	if err != agent.ErrCancelled {
 		t.Fatalf("Serve on a cancelled context: %v", err)
 	}
@@ -151,14 +131,14 @@ func TestDemoPaceFromA2AMetadata(t *testing.T) {
 	// delay_ms from the metadata: the agent waits between frames until it
 	// is cancelled.
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &recorder{resume: -1}
+	r := &agenttest.Writer{}
 	done := make(chan error, 1)
 	go func() { done <- demo.New().Serve(ctx, e, r) }()
 	cancel()
 	if err := <-done; err == nil {
-		t.Fatalf("a 60s pace finished at once: %v", r.frames)
+		t.Fatalf("a 60s pace finished at once: %v", lines(r))
 	}
-	if len(r.frames) > 1 {
-		t.Fatalf("frames written without the metadata's pace: %v", r.frames)
+	if len(r.Frames()) > 1 {
+		t.Fatalf("frames written without the metadata's pace: %v", lines(r))
 	}
 }

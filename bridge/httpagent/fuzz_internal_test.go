@@ -13,6 +13,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/agenttest"
 )
 
 // Small bounds, so that the fuzzer reaches them: a frame of at most
@@ -23,53 +24,6 @@ const (
 	fuzzMaxFrames = 6
 	fuzzBufSize   = 16
 )
-
-// checkingWriter is an agent.Writer that checks each frame as the runtime's
-// writer does (e2a.Response.Validate: §12.2's status rules and the kind's
-// body, an error wrapping e2a.ErrInvalidResponse) and records what it
-// took. afterFinal counts writes after the final frame (the bridge must
-// make none).
-type checkingWriter struct {
-	kinds      []string
-	final      bool
-	afterFinal int
-}
-
-var _ agent.Writer = (*checkingWriter)(nil)
-
-func (w *checkingWriter) Write(kind, status string, body any, final bool) error {
-	if w.final {
-		w.afterFinal++
-	}
-	raw, ok := body.(json.RawMessage)
-	if !ok {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		raw = b
-	}
-	r := &e2a.Response{ProtocolVersion: e2a.ProtocolVersion, ResponseID: "r", RequestID: "q", Sequence: int64(len(w.kinds)),
-		IsFinal: final, Status: status, ResponseKind: kind, Timestamp: "2026-01-01T00:00:00Z",
-		Provenance: e2a.Provenance{SourceProtocol: "e2a"}, Body: raw}
-	if err := r.Validate(); err != nil {
-		return err
-	}
-	w.kinds, w.final = append(w.kinds, kind), final
-	return nil
-}
-
-func (w *checkingWriter) Complete(result any) error {
-	return w.Write(e2a.KindComplete, e2a.StatusSucceeded, e2a.CompleteBody{Result: result}, true)
-}
-func (w *checkingWriter) Chunk(kind string, delta any) error {
-	return w.Write(e2a.KindChunk, e2a.StatusInProgress, e2a.ChunkBody{DeltaKind: kind, Delta: delta}, false)
-}
-func (w *checkingWriter) Fail(code, msg string, retryable bool) error {
-	return w.Write(e2a.KindError, e2a.StatusFailed, e2a.ErrorBody{Code: code, Message: msg, Retryable: retryable}, true)
-}
-func (w *checkingWriter) SetMetadata(map[string]any) error { return nil }
-func (w *checkingWriter) ResumeAfter() int64               { return -1 }
 
 // fuzzCall is a call of an upstream with the fuzz bounds.
 func fuzzCall(w agent.Writer) *call {
@@ -103,7 +57,7 @@ func FuzzAnswer(f *testing.F) {
 	f.Add([]byte("event: x\ndata: "+chunk+"\n\ndata: {\"response_kind\":\ndata: \"e2a.complete\",\"body\":{}}\n\n"), uint8(formatSSE))
 	f.Add([]byte(`{"answer":42}`), uint8(formatJSON))
 	f.Fuzz(func(t *testing.T, body []byte, format uint8) {
-		w := &checkingWriter{}
+		w := &agenttest.Writer{}
 		c := fuzzCall(w)
 		br := bufio.NewReaderSize(bytes.NewReader(body), fuzzBufSize)
 		var err error
@@ -112,8 +66,8 @@ func FuzzAnswer(f *testing.F) {
 			err = c.stream(&ndjsonReader{r: br, max: fuzzMaxBytes})
 			wantKinds, wantErr := splitNDJSON(body)
 			same := (err == nil) == (wantErr == nil) && (wantErr == nil || errors.Is(err, wantErr))
-			if !slices.Equal(w.kinds, wantKinds) || !same {
-				t.Fatalf("NDJSON: frames %q, %v; a line splitter: %q, %v", w.kinds, err, wantKinds, wantErr)
+			if !slices.Equal(w.Kinds(), wantKinds) || !same {
+				t.Fatalf("NDJSON: frames %q, %v; a line splitter: %q, %v", w.Kinds(), err, wantKinds, wantErr)
 			}
 		case formatSSE:
 			err = c.stream(&sseReader{r: br, max: fuzzMaxBytes})
@@ -125,14 +79,14 @@ func FuzzAnswer(f *testing.F) {
 }
 
 // checkAnswer checks what FuzzAnswer promises of every answer.
-func checkAnswer(t *testing.T, w *checkingWriter, err error) {
+func checkAnswer(t *testing.T, w *agenttest.Writer, err error) {
 	t.Helper()
-	if w.afterFinal > 0 || len(w.kinds) > fuzzMaxFrames {
-		t.Fatalf("frames %q: %d after the final one (bound %d)", w.kinds, w.afterFinal, fuzzMaxFrames)
+	if w.AfterFinal() > 0 || len(w.Kinds()) > fuzzMaxFrames {
+		t.Fatalf("frames %q: %d after the final one (bound %d)", w.Kinds(), w.AfterFinal(), fuzzMaxFrames)
 	}
 	if err == nil {
-		if !w.final {
-			t.Fatalf("nil error without a final frame: %q", w.kinds)
+		if !w.Final() {
+			t.Fatalf("nil error without a final frame: %q", w.Kinds())
 		}
 		return
 	}
@@ -196,6 +150,6 @@ func validFrame(fr frame) bool {
 	if len(fr.meta) > 0 && json.Unmarshal(fr.meta, &m) != nil {
 		return false
 	}
-	var w checkingWriter
+	var w agenttest.Writer
 	return w.Write(fr.kind, fr.status, fr.body, fr.final) == nil
 }

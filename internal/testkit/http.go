@@ -3,7 +3,9 @@ package testkit
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -43,3 +45,37 @@ func Do(t testing.TB, method, url, body string, hdr ...string) (*http.Response, 
 	}
 	return resp, b
 }
+
+// Answerer is an HTTP server on loopback that answers every POST (any
+// method but GET) with the body last given to Set, as contentType: a fuzz
+// target's upstream whose answer is the case's input. GET requests go to
+// the get handler (404 when nil), e.g. an agent card.
+type Answerer struct {
+	*httptest.Server
+	body atomic.Pointer[[]byte]
+}
+
+// NewAnswerer starts an Answerer, closed when the test (or fuzz target)
+// ends; until Set it answers an empty body.
+func NewAnswerer(t testing.TB, contentType string, get http.HandlerFunc) *Answerer {
+	a := &Answerer{}
+	a.Set(nil)
+	a.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			if get == nil {
+				http.NotFound(w, r)
+				return
+			}
+			get(w, r)
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", contentType)
+		_, _ = w.Write(*a.body.Load())
+	}))
+	t.Cleanup(a.Close)
+	return a
+}
+
+// Set makes body the answer of the next requests.
+func (a *Answerer) Set(body []byte) { a.body.Store(&body) }

@@ -65,3 +65,17 @@ func TestDo(t *testing.T) {
 		t.Errorf("without a body: %s", b)
 	}
 }
+
+// TestAnswerer: a POST gets the body last set, a GET the get handler.
+func TestAnswerer(t *testing.T) {
+	a := NewAnswerer(t, "text/plain", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("card")) })
+	for _, body := range []string{"one", "", "three"} {
+		a.Set([]byte(body))
+		if _, got := Do(t, http.MethodPost, a.URL, "x"); string(got) != body {
+			t.Errorf("POST answered %q, want %q", got, body)
+		}
+	}
+	if _, got := Do(t, http.MethodGet, a.URL, ""); string(got) != "card" {
+		t.Errorf("GET answered %q", got)
+	}
+}
