@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -233,4 +234,71 @@ func wellFormed(contentType string, body []byte) error {
 		}
 	}
 	return nil
+}
+
+// FuzzReadDoors reads any path and query of the pipeline wired as `e2a
+// dev` as alice, after bob and alice each made an E2A request, an A2A
+// task and an ACP session: the answer comes back (no hang, no dropped
+// connection), never with status 500 or a panic in the logs, is
+// well-formed for its Content-Type, and never holds the text of bob's
+// requests (the ownership rule, whatever the path).
+func FuzzReadDoors(f *testing.F) {
+	s := start(f)
+	s.hc.Timeout = 20 * time.Second
+	alice := map[string]string{"X-Api-Key": keyAlice}
+	for who, hdr := range map[string]map[string]string{"bob": {"X-Api-Key": keyBob}, "alice": alice} {
+		text := "alice's own text"
+		if who == "bob" {
+			text = bobCanary
+		}
+		for _, c := range []struct{ path, body string }{
+			{"/v1/requests?wait=true", `{"request_id":"fz-` + who + `-1","task_id":"fz-task-` + who + `","params":{"text":"` + text + `"}}`},
+			{"/a2a", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"fz-m-` + who + `","taskId":"fz-a2a-` + who + `","role":"user","parts":[{"kind":"text","text":"` + text + `"}]}}}`},
+		} {
+			if r := s.do(http.MethodPost, c.path, []byte(c.body), hdr); r.err != nil || r.status >= 300 {
+				f.Fatalf("%s %s: %s", who, c.path, r)
+			}
+		}
+	}
+	for _, p := range []string{
+		"v1/requests/fz-bob-1", "v1/requests/fz-alice-1", "v1/requests/fz-bob-1/stream", "v1/requests/fz-alice-1/stream?from=2",
+		"v1/requests/fz-alice-1?wait=true", "a2a/v1/tasks", "a2a/v1/tasks/fz-a2a-bob", "a2a/v1/tasks/fz-a2a-alice?historyLength=1",
+		"a2a/v1/tasks?contextId=x&pageSize=1", "console/api/requests", "console/api/requests?q=fz&limit=5",
+		"console/api/requests/fz-bob-1", "console/api/requests/fz-alice-1/stream", "console/api/stats", "console/api/session",
+		"console/api/tasks/fz-task-bob/push", "api/v1/executions/fz-bob-1", "api/v1/rate-limit/status", "api/v1/capabilities",
+		".well-known/agent-card.json", "pools/" + pool + "/.well-known/agent-card.json", "healthz",
+	} {
+		f.Add(p, "")
+	}
+	f.Add("v1/requests/fz-alice-1/stream", "2")
+	seen := 0
+	f.Fuzz(func(t *testing.T, path, lastEventID string) {
+		if _, err := url.Parse(s.base + "/" + path); err != nil || strings.ContainsAny(path, "\r\n#") {
+			return // not a request a client can send
+		}
+		hdr := map[string]string{"X-Api-Key": keyAlice}
+		if lastEventID != "" {
+			if strings.ContainsFunc(lastEventID, func(c rune) bool { return c < ' ' && c != '\t' || c == 0x7f }) {
+				return // not a header value a client can send
+			}
+			hdr["Last-Event-ID"] = lastEventID
+		}
+		r := s.do(http.MethodGet, "/"+path, nil, hdr)
+		logs := s.logs.String()
+		newLogs := logs[min(seen, len(logs)):]
+		seen = len(logs)
+		switch {
+		case r.err != nil:
+			t.Fatalf("GET /%s: %v", path, r.err)
+		case r.status == http.StatusInternalServerError:
+			t.Fatalf("GET /%s: %s", path, r)
+		case strings.Contains(newLogs, "panic"):
+			t.Fatalf("GET /%s: a panic logged: %s", path, newLogs)
+		case bytes.Contains(r.body, []byte(bobCanary)):
+			t.Fatalf("GET /%s as alice: bob's text in the answer: %s", path, r)
+		}
+		if err := wellFormed(r.header.Get("Content-Type"), r.body); err != nil {
+			t.Fatalf("GET /%s: %v: %s", path, err, r)
+		}
+	})
 }
