@@ -237,8 +237,8 @@ func wellFormed(contentType string, body []byte) error {
 }
 
 // FuzzReadDoors reads any path and query of the pipeline wired as `e2a
-// dev` as alice, after bob and alice each made an E2A request, an A2A
-// task and an ACP session: the answer comes back (no hang, no dropped
+// dev` as alice, after bob and alice each made an E2A request in a task
+// and an A2A task: the answer comes back (no hang, no dropped
 // connection), never with status 500 or a panic in the logs, is
 // well-formed for its Content-Type, and never holds the text of bob's
 // requests (the ownership rule, whatever the path).
