@@ -44,7 +44,31 @@ func startStdioConn(t *testing.T, opts ...ingress.Option) (in io.WriteCloser, ou
 // (ingress.WithStdioHook) and an agent instead of the demo, if not nil.
 func startStdioHooked(t *testing.T, hook func(event, method string), h agent.Handler, opts ...ingress.Option) (in io.WriteCloser, out io.Reader, done <-chan error, nc *nats.Conn) {
 	t.Helper()
-	_, nc = natstest.RunServer(t)
+	srv, nc := stdioPipeline(t, h, opts...)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	errc := make(chan error, 1)
+	sctx := ctx
+	if hook != nil {
+		sctx = ingress.WithStdioHook(ctx, hook)
+	}
+	go func() {
+		err := ingress.ServeACPStdio(sctx, inR, outW, srv)
+		_ = outW.Close()
+		errc <- err
+	}()
+	t.Cleanup(func() { _ = inW.Close() })
+	return inW, outR, errc, nc
+}
+
+// stdioPipeline is an embedded pipeline whose pool "demo" is served by h
+// (the demo agent when nil) until the test ends: the server stdio is
+// served from.
+func stdioPipeline(t testing.TB, h agent.Handler, opts ...ingress.Option) (*ingress.Server, *nats.Conn) {
+	t.Helper()
+	_, nc := natstest.RunServer(t)
 	reg := prometheus.NewRegistry()
 	eg, err := egress.New(nc, egress.WithRegisterer(reg))
 	if err != nil {
@@ -63,24 +87,8 @@ func startStdioHooked(t *testing.T, hook func(event, method string), h agent.Han
 		}
 		_ = agent.Run(ctx, nc, "demo", h, agent.WithMetrics(reg))
 	}()
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	errc := make(chan error, 1)
-	sctx := ctx
-	if hook != nil {
-		sctx = ingress.WithStdioHook(ctx, hook)
-	}
-	go func() {
-		err := ingress.ServeACPStdio(sctx, inR, outW, srv)
-		_ = outW.Close()
-		errc <- err
-	}()
-	t.Cleanup(func() {
-		_ = inW.Close()
-		cancel()
-		<-agentDone
-	})
-	return inW, outR, errc, nc
+	t.Cleanup(func() { cancel(); <-agentDone })
+	return srv, nc
 }
 
 // stdioReader reads a stdio server's output: every line must be a JSON
