@@ -90,7 +90,7 @@ type suite struct {
 	nc   *nats.Conn
 	js   jetstream.JetStream
 	hc   *http.Client
-	logs *lockedBuffer
+	logs *testkit.Buffer
 	// extraTexts are name, text pairs scanned for secrets too.
 	extraTexts []string
 	mu         sync.Mutex
@@ -101,23 +101,6 @@ func (s *suite) check(group, name string, ok bool, format string, a ...any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.results = append(s.results, caseResult{group: group, name: group + "/" + name, ok: ok, detail: fmt.Sprintf(format, a...)})
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 const (
@@ -135,7 +118,7 @@ const (
 func start(t testing.TB, mods ...func(*ingress.AuthConfig)) *suite {
 	_, nc := natstest.RunServer(t)
 	js := natstest.JetStream(t, nc)
-	logs := &lockedBuffer{}
+	logs := &testkit.Buffer{}
 	// The process's logger (cmd/e2a's), with its secret redaction.
 	log, err := obs.NewLogger(logs, "json", "debug")
 	if err != nil {
