@@ -14,6 +14,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/agenttest"
 )
 
 // TestSSEReader: events as the SSE format defines them: LF or CRLF line
@@ -163,7 +164,8 @@ func TestStreamErrors(t *testing.T) {
 }
 
 // FuzzTurn: any bytes as a stream end the turn with nil or an error, never
-// a panic, and every error is the bridge's or a read error.
+// a panic, and every error is the bridge's or a read error; every frame
+// written is one the runtime takes (agenttest.Writer checks them).
 func FuzzTurn(f *testing.F) {
 	files, _ := filepath.Glob("testdata/*.sse")
 	for _, name := range files {
@@ -175,10 +177,16 @@ func FuzzTurn(f *testing.F) {
 	}
 	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":-1}]}}]}\n\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		tr := &turn{w: &recorder{}, maxEvent: 1 << 10}
+		w := &agenttest.Writer{}
+		tr := &turn{w: w, maxEvent: 1 << 10}
 		err := tr.read(context.Background(), strings.NewReader(string(b)))
+		if errors.Is(err, e2a.ErrInvalidResponse) || w.AfterFinal() > 0 {
+			t.Fatalf("a frame the runtime refuses, or one after the final frame: %v, %q", err, w.Kinds())
+		}
 		if err == nil {
-			_ = tr.flushCalls(-1)
+			if err := tr.flushCalls(-1); errors.Is(err, e2a.ErrInvalidResponse) {
+				t.Fatalf("a tool call the runtime refuses: %v", err)
+			}
 			_ = tr.result()
 			return
 		}
