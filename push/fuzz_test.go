@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/push"
 )
 
@@ -29,20 +28,7 @@ func forbidden(ip netip.Addr) bool {
 // the test's table) to no forbidden address, unless allow-listed; any
 // other URL is refused with ErrURLRefused. Never a panic.
 func FuzzWebhookURL(f *testing.F) {
-	res := &resolver{m: map[string][]string{
-		"public.test":     {"93.184.216.34"},
-		"loop.test":       {"127.0.0.1"},
-		"mixed.corp.test": {"93.184.216.34", "10.1.2.3"},
-		"meta.test":       {"169.254.169.254"},
-		"v6.test":         {"fd00::1"},
-		"mapped.test":     {"::ffff:127.0.0.1"},
-		"dev.local":       {"127.0.0.1"},
-	}}
-	_, nc := natstest.RunServer(f)
-	s, err := push.NewStore(tctx(f), nc, push.WithResolver(res), push.WithAllowHosts("dev.local, 127.0.0.2:8080"))
-	if err != nil {
-		f.Fatal(err)
-	}
+	s, res := urlRulesStore(f)
 	for _, u := range []string{"https://public.test/hook", "http://dev.local:9999/hook", "http://127.0.0.2:8080/x",
 		"https://127.0.0.1/hook", "https://[::ffff:127.0.0.1]/hook", "https://user:pw@public.test/hook", "https://mixed.corp.test/",
 		"https://meta.test/latest/meta-data/", "https://mapped.test/", "https://PUBLIC.test./h?q=1#f", "https://0x7f.1/", "https://[fe80::1%25eth0]/"} {

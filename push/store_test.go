@@ -49,15 +49,19 @@ func (r *resolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr,
 	return out, nil
 }
 
-// TestURLRules: every SSRF vector of the workflow suite, and the scheme
-// and user-information rules, refused at creation with ErrURLRefused.
-func TestURLRules(t *testing.T) {
-	res := &resolver{m: map[string][]string{
+// urlRulesStore is a config store whose resolver knows public.test (a
+// public address) and names of forbidden ones (loop.test, mixed.corp.test,
+// meta.test, v6.test, mapped.test), with dev.local (loopback) and
+// 127.0.0.2:8080 allow-listed; res is its resolver.
+func urlRulesStore(t testing.TB) (s *push.Store, res *resolver) {
+	t.Helper()
+	res = &resolver{m: map[string][]string{
 		"public.test":     {"93.184.216.34"},
 		"loop.test":       {"127.0.0.1"},
 		"mixed.corp.test": {"93.184.216.34", "10.1.2.3"},
 		"meta.test":       {"169.254.169.254"},
 		"v6.test":         {"fd00::1"},
+		"mapped.test":     {"::ffff:127.0.0.1"},
 		"dev.local":       {"127.0.0.1"},
 	}}
 	_, nc := natstest.RunServer(t)
@@ -65,6 +69,13 @@ func TestURLRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, res
+}
+
+// TestURLRules: every SSRF vector of the workflow suite, and the scheme
+// and user-information rules, refused at creation with ErrURLRefused.
+func TestURLRules(t *testing.T) {
+	s, _ := urlRulesStore(t)
 	for _, tc := range []struct{ url, want string }{
 		{"http://public.test/hook", "https is required"},
 		{"ftp://public.test/hook", "scheme"},
