@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/internal/retryafter"
 )
 
 // Sentinel errors. Functions wrap them with detail; test with errors.Is.
@@ -122,19 +123,11 @@ func fromResponse(resp *http.Response, scrub func(string) string) *Error {
 	return e
 }
 
-// retryAfter reads a Retry-After value (seconds or an HTTP date); 0 when
-// absent or unreadable, bounded to 5 minutes.
+// retryAfter reads a Retry-After value (internal/retryafter: seconds or an
+// HTTP date); 0 when absent or unreadable, bounded to 5 minutes.
 func retryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	var d time.Duration
-	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-		d = time.Duration(n) * time.Second
-	} else if t, err := http.ParseTime(v); err == nil {
-		d = t.Sub(now)
-	}
-	return min(max(d, 0), 5*time.Minute)
+	d, _ := retryafter.Parse(v, now)
+	return min(d, 5*time.Minute)
 }
 
 // Classify returns err as an *Error: itself when it is one (or wraps one),

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/e2a-pipeline/pipeline/internal/retryafter"
 	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 )
 
@@ -123,20 +124,11 @@ func classify(err error, parent context.Context) bool {
 	return isConnError(err)
 }
 
-// parseRetryAfter reads a Retry-After header (seconds or an HTTP date).
+// parseRetryAfter reads a Retry-After header (internal/retryafter: seconds
+// or an HTTP date; 0 when absent, unreadable or past).
 func parseRetryAfter(h string, now time.Time) time.Duration {
-	if h == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(h); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second
-	}
-	if t, err := http.ParseTime(h); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return d
-		}
-	}
-	return 0
+	d, _ := retryafter.Parse(h, now)
+	return d
 }
 
 // CallLimiter limits ApiCall attempts per principal (spec §9: API calls
