@@ -263,7 +263,8 @@ func FuzzReadDoors(f *testing.F) {
 	for _, p := range []string{
 		"v1/requests/fz-bob-1", "v1/requests/fz-alice-1", "v1/requests/fz-bob-1/stream", "v1/requests/fz-alice-1/stream?from=2",
 		"v1/requests/fz-alice-1?wait=true", "a2a/v1/tasks", "a2a/v1/tasks/fz-a2a-bob", "a2a/v1/tasks/fz-a2a-alice?historyLength=1",
-		"a2a/v1/tasks?contextId=x&pageSize=1", "console/api/requests", "console/api/requests?q=fz&limit=5",
+		"a2a/v1/tasks?contextId=x&pageSize=1", "a2a/v1/tasks?pageToken=MjAyNgpmei1h&pageSize=1", "console/api/requests",
+		"console/api/requests?q=fz&limit=5", "console/api/requests?since=2026-01-01T00:00:00Z&until=1h&principal=bob",
 		"console/api/requests/fz-bob-1", "console/api/requests/fz-alice-1/stream", "console/api/stats", "console/api/session",
 		"console/api/tasks/fz-task-bob/push", "api/v1/executions/fz-bob-1", "api/v1/rate-limit/status", "api/v1/capabilities",
 		".well-known/agent-card.json", "pools/" + pool + "/.well-known/agent-card.json", "healthz",
