@@ -126,11 +126,13 @@ func newTestAPI(t testing.TB) *testAPI {
 		}
 		js(w, 200, `{"ok":true}`)
 	})
-	mux.HandleFunc("GET /limited-long", func(w http.ResponseWriter, r *http.Request) {
-		count(r)
-		w.Header().Set("Retry-After", "3600")
-		js(w, 429, `{"error":"slow down"}`)
-	})
+	for path, after := range map[string]string{"/limited-long": "3600", "/limited-huge": "9223372037"} {
+		mux.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {
+			count(r)
+			w.Header().Set("Retry-After", after)
+			js(w, 429, `{"error":"slow down"}`)
+		})
+	}
 	mux.HandleFunc("GET /missing", func(w http.ResponseWriter, r *http.Request) { count(r); js(w, 404, `{"error":"not found"}`) })
 	mux.HandleFunc("GET /timeout", func(w http.ResponseWriter, r *http.Request) { count(r); js(w, 408, `{}`) })
 	mux.HandleFunc("GET /echo", func(w http.ResponseWriter, r *http.Request) {
@@ -419,6 +421,7 @@ func TestRetryClassification(t *testing.T) {
 		{"/timeout", true, 4, "[1s 2s 4s]", ExecutionError, 408},
 		{"/limited", false, 2, "[7s]", "", nil},               // Retry-After 7 s beats the 1 s backoff
 		{"/limited-long", true, 1, "[]", ExecutionError, 429}, // Retry-After past the 60 s cap: no retry
+		{"/limited-huge", true, 1, "[]", ExecutionError, 429}, // seconds past a time.Duration: no retry either
 	} {
 		en := newEnv(t, nil)
 		out, _ := en.run(t, lines(op("a", `{"ApiCall":{"method":"GET","url":"https://api.example.com`+tc.path+`","outputPath":"/workflow/a"}}`), begin("a")))
