@@ -161,7 +161,8 @@ var fuzzAccepts = []string{"", "text/event-stream", "application/x-ndjson", "app
 // `e2a dev` wires it (auth on, as alice), with any Accept: the answer
 // comes back (no hang, no dropped connection), never with status 500 or
 // a panic in the logs, and is well-formed for its Content-Type (JSON; SSE
-// whose every data: is JSON; NDJSON of JSON lines).
+// whose every data: is JSON; NDJSON of JSON lines), and a request E2A
+// accepted (202) is answered.
 func FuzzFrontDoors(f *testing.F) {
 	s := start(f)
 	s.hc.Timeout = 20 * time.Second
@@ -195,7 +196,29 @@ func FuzzFrontDoors(f *testing.F) {
 		if err := wellFormed(r.header.Get("Content-Type"), r.body); err != nil {
 			t.Fatalf("POST %s %q: %v: %s", path, body, err, r)
 		}
+		if r.status == http.StatusAccepted && path == "/v1/requests" {
+			s.checkAnswered(t, r.body)
+		}
 	})
+}
+
+// checkAnswered checks that the request an E2A 202 accepted (its body
+// accepted) is answered: a terminal state as alice reads it.
+func (s *suite) checkAnswered(t *testing.T, accepted []byte) {
+	var acc struct {
+		RequestID string `json:"request_id"`
+	}
+	if err := json.Unmarshal(accepted, &acc); err != nil || acc.RequestID == "" {
+		t.Fatalf("202 without a request id: %s", accepted)
+	}
+	r := s.do(http.MethodGet, "/v1/requests/"+url.PathEscape(acc.RequestID)+"?wait=true", nil, map[string]string{"X-Api-Key": keyAlice})
+	var view struct {
+		State string `json:"state"`
+	}
+	if r.err != nil || r.status != http.StatusOK || json.Unmarshal(r.body, &view) != nil ||
+		view.State != "succeeded" && view.State != "failed" && view.State != "input-required" && view.State != "auth-required" {
+		t.Fatalf("accepted request %s not answered: %s", acc.RequestID, r)
+	}
 }
 
 // doorIndex is the index of path in fuzzDoors.
