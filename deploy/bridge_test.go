@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
@@ -291,7 +291,7 @@ func TestBridgePoolDeployment(t *testing.T) {
 	adminNC, _ := c.connect("admin")
 	adminJS, _ := jetstream.New(adminNC)
 	for _, s := range []string{upstreamKey, headerSecret} {
-		if n := storedWith(t, ctx, adminJS, s); n > 0 {
+		if n := natstest.StoredWith(t, adminJS, s); n > 0 {
 			t.Errorf("a secret of the upstream is in %d stored messages", n)
 		}
 	}
@@ -315,35 +315,6 @@ func bridgeDo(t *testing.T, ctx context.Context, method, url, apiKey, body strin
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
-}
-
-// storedWith counts the messages of every stream and bucket whose data or
-// headers hold s (it fails the test when no message was read at all).
-func storedWith(t *testing.T, ctx context.Context, js jetstream.JetStream, s string) int {
-	t.Helper()
-	n, read := 0, 0
-	names := js.StreamNames(ctx)
-	for name := range names.Name() {
-		st, err := js.Stream(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		state := st.CachedInfo().State
-		for seq := state.FirstSeq; state.Msgs > 0 && seq <= state.LastSeq; seq++ {
-			m, err := st.GetMsg(ctx, seq)
-			if err != nil {
-				continue // deleted or expired
-			}
-			read++
-			if bytes.Contains(m.Data, []byte(s)) || strings.Contains(fmt.Sprint(m.Header), s) {
-				n++
-			}
-		}
-	}
-	if err := names.Err(); err != nil || read == 0 {
-		t.Fatalf("read %d stored messages: %v", read, err)
-	}
-	return n
 }
 
 // checkBridgeIngress: the ingress user (ingress alone, without egress)

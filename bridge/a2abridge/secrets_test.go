@@ -3,7 +3,6 @@ package a2abridge_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,12 +11,12 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/bridge/a2abridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -59,10 +58,9 @@ func TestCredentials(t *testing.T) {
 				if strings.Contains(log.String(), secret) {
 					t.Errorf("a credential is in the log:\n%s", log.String())
 				}
-				for _, stream := range []string{streams.RequestsStream, streams.ResponsesStream, "KV_" + streams.BridgeBucket} {
-					if holds(t, p.JS, stream, secret) {
-						t.Errorf("a credential is stored in %s", stream)
-					}
+				stored := []string{streams.RequestsStream, streams.ResponsesStream, "KV_" + streams.BridgeBucket}
+				if n := natstest.StoredWith(t, p.JS, secret, stored...); n > 0 {
+					t.Errorf("a credential is stored in %d messages of %v", n, stored)
 				}
 			}
 		})
@@ -122,28 +120,4 @@ func header(h http.Header, k string) string {
 		}
 	}
 	return ""
-}
-
-// holds reports whether any message of stream holds s (data or headers).
-func holds(t *testing.T, js jetstream.JetStream, stream, s string) bool {
-	t.Helper()
-	ctx := testCtx(t)
-	st, err := js.Stream(ctx, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
-		m, err := st.GetMsg(ctx, seq)
-		if err != nil {
-			continue
-		}
-		if strings.Contains(string(m.Data), s) || strings.Contains(fmt.Sprint(m.Header), s) {
-			return true
-		}
-	}
-	return false
 }

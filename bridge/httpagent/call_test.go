@@ -1,8 +1,6 @@
 package httpagent_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,13 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/bridge/httpagent"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -319,40 +316,10 @@ func TestSecretsStayOut(t *testing.T) {
 		if strings.Contains(r.log.String(), secret) {
 			t.Errorf("a credential is in the log:\n%s", r.log.String())
 		}
-		for _, stream := range []string{streams.RequestsStream, streams.ResponsesStream} {
-			if stored(t, r.p.JS, stream, secret) {
-				t.Errorf("a credential is stored in %s", stream)
-			}
+		if n := natstest.StoredWith(t, r.p.JS, secret, streams.RequestsStream, streams.ResponsesStream); n > 0 {
+			t.Errorf("a credential is stored in %d messages", n)
 		}
 	}
-}
-
-// stored reports whether any message of stream holds s (data or headers).
-func stored(t *testing.T, js jetstream.JetStream, stream, s string) bool {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st, err := js.Stream(ctx, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
-		m, err := st.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(string(m.Data), s) || strings.Contains(fmt.Sprint(m.Header), s) {
-			return true
-		}
-	}
-	return false
 }
 
 // TestNotResumable: a request whose worker stops after the upstream's

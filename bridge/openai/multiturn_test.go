@@ -2,7 +2,6 @@ package openai_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -12,12 +11,11 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/bridge/openai"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/ingress"
-	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
@@ -104,10 +102,10 @@ func TestMultiTurnE2A(t *testing.T) {
 	if tp := calls[0].Header.Get("traceparent"); !strings.Contains(tp, "4bf92f3577b34da6a3ce929d0e0e4736") {
 		t.Fatalf("traceparent upstream %q, want the client's trace", tp)
 	}
-	if n := storedContaining(t, p, "my name is Alice"); n == 0 {
+	if n := natstest.StoredWith(t, p.JS, "my name is Alice"); n == 0 {
 		t.Fatal("the scan of the streams found not even the requests' text")
 	}
-	if n := storedContaining(t, p, upstreamKey); n > 0 {
+	if n := natstest.StoredWith(t, p.JS, upstreamKey); n > 0 {
 		t.Fatalf("the upstream key is in %d stored messages", n)
 	}
 	if strings.Contains(logs.String(), upstreamKey) || strings.Contains(logs.String(), "sk-upstream") {
@@ -121,41 +119,6 @@ func v1Text(parts a2a.ContentParts) string {
 		b.WriteString(p.Text())
 	}
 	return b.String()
-}
-
-// storedContaining counts the messages of every stream (buckets included)
-// whose data or headers hold s; it fails the test unless some messages
-// were read at all.
-func storedContaining(t *testing.T, p *pipetest.Pipeline, s string) int {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	n, read := 0, 0
-	names := p.JS.StreamNames(ctx)
-	for name := range names.Name() {
-		st, err := p.JS.Stream(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		state := st.CachedInfo().State
-		for seq := state.FirstSeq; seq <= state.LastSeq && state.Msgs > 0; seq++ {
-			m, err := st.GetMsg(ctx, seq)
-			if err != nil {
-				continue // deleted or purged
-			}
-			read++
-			if strings.Contains(string(m.Data), s) || strings.Contains(fmt.Sprint(m.Header), s) {
-				n++
-			}
-		}
-	}
-	if err := names.Err(); err != nil && err != jetstream.ErrEndOfData {
-		t.Fatal(err)
-	}
-	if read == 0 {
-		t.Fatal("no stored message read")
-	}
-	return n
 }
 
 // TestMultiTurnA2AContext: a second A2A message in the first's context

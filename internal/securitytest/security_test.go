@@ -772,20 +772,7 @@ func (s *suite) secretBodies(alice map[string]string) {
 
 // eachMessage calls fn with every message of stream.
 func (s *suite) eachMessage(stream string, fn func(subj string, h nats.Header, data []byte)) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st, err := s.js.Stream(ctx, stream)
-	if err != nil {
-		s.t.Fatalf("%s: %v", stream, err)
-	}
-	state := st.CachedInfo().State
-	for seq := state.FirstSeq; seq <= state.LastSeq && state.Msgs > 0; seq++ {
-		m, err := st.GetMsg(ctx, seq)
-		if err != nil {
-			continue // deleted or expired
-		}
-		fn(m.Subject, m.Header, m.Data)
-	}
+	natstest.EachMessage(s.t, s.js, stream, func(m *jetstream.RawStreamMsg) { fn(m.Subject, m.Header, m.Data) })
 }
 
 // scanSecrets looks for every secret in every message of every stream (KV
