@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // Fuzz targets. The seed corpus is kept in testdata/fuzz/<Target>/ (written
@@ -127,21 +128,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	for target, list := range seeds {
 		dir := filepath.Join("testdata", "fuzz", target)
 		for i, b := range list {
-			path := filepath.Join(dir, fmt.Sprintf("golden_%02d", i))
-			content := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)
-			if *update {
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			got, err := os.ReadFile(path)
-			if err != nil || !strings.EqualFold(string(got), content) {
-				t.Errorf("seed corpus %s missing or stale (run with -update): %v", path, err)
-			}
+			testkit.FuzzSeed(t, filepath.Join(dir, fmt.Sprintf("golden_%02d", i)), b, *update)
 		}
 	}
 }

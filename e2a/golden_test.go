@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // update rewrites the golden files: go test ./e2a/ -run Golden -update
@@ -34,26 +35,6 @@ var canonical = map[string]string{
 }
 
 func goldenDir() string { return filepath.Join("testdata", "golden") }
-
-// checkGolden compares got with the .out file of name, or rewrites it with
-// -update.
-func checkGolden(t *testing.T, name, ext string, got []byte) {
-	t.Helper()
-	path := filepath.Join(goldenDir(), name+".out"+ext)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("missing golden file (run with -update): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from golden\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
 
 // jsonEqual reports whether a and b hold the same JSON value.
 func jsonEqual(t *testing.T, a, b []byte) bool {
@@ -103,7 +84,7 @@ func TestGoldenEnvelopes(t *testing.T) {
 				t.Fatal(err)
 			}
 			out = append(out, '\n')
-			checkGolden(t, name, ".json", out)
+			testkit.Golden(t, filepath.Join(goldenDir(), name+".out.json"), out, *update)
 
 			// Writing is stable: the written form reads back to itself.
 			again, err := e2a.FromJSON(out)
@@ -195,7 +176,7 @@ func TestGoldenFrames(t *testing.T) {
 			if err := sc.Err(); err != nil {
 				t.Fatal(err)
 			}
-			checkGolden(t, name, ".ndjson", out.Bytes())
+			testkit.Golden(t, filepath.Join(goldenDir(), name+".out.ndjson"), out.Bytes(), *update)
 			if err := e2a.CheckFrames(frames); err != nil {
 				t.Errorf("CheckFrames: %v", err)
 			}

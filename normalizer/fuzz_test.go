@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 )
 
@@ -122,21 +122,7 @@ func TestFuzzCorpus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join(dir, "golden_"+name)
-			content := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", body)
-			if *update {
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			got, err := os.ReadFile(path)
-			if err != nil || string(got) != content {
-				t.Errorf("seed %s missing or stale (run go test ./normalizer/ -run FuzzCorpus -update): %v", path, err)
-			}
+			testkit.FuzzSeed(t, filepath.Join(dir, "golden_"+name), body, *update)
 		}
 		if !*update {
 			entries, _ := os.ReadDir(dir)

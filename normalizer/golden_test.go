@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 )
 
@@ -140,23 +141,6 @@ func readInput(t *testing.T, base string) normalizer.Input {
 	return in
 }
 
-func writeOrCompare(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("missing golden %s (run with -update): %v", path, err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
-
 func marshalGolden(t *testing.T, v any) []byte {
 	t.Helper()
 	var buf bytes.Buffer
@@ -205,7 +189,7 @@ func TestGolden(t *testing.T) {
 					out.Pool, out.Op, out.Notification, out.Envelope = res.Pool, res.Op, res.Notification, res.Envelope
 					checkEnvelope(t, res)
 				}
-				writeOrCompare(t, base+".out.json", marshalGolden(t, out))
+				testkit.Golden(t, base+".out.json", marshalGolden(t, out), *update)
 			})
 		}
 	}
@@ -242,7 +226,7 @@ func TestGoldenACPExport(t *testing.T) {
 			if !bytes.Equal(before, after) {
 				t.Errorf("export modified the envelope:\n%s\n%s", before, after)
 			}
-			writeOrCompare(t, base+".out.json", marshalGolden(t, out))
+			testkit.Golden(t, base+".out.json", marshalGolden(t, out), *update)
 		})
 	}
 }

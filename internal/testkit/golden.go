@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -28,4 +29,14 @@ func Golden(t testing.TB, path string, got []byte, update bool) {
 	if !bytes.Equal(want, got) {
 		t.Errorf("%s differs from the golden file; got:\n%s", path, got)
 	}
+}
+
+// FuzzSeed compares the seed corpus file at path with one holding b as the
+// single []byte argument of a fuzz target (the format go test writes under
+// testdata/fuzz/<Target>/), or, with update, rewrites it: seeds built from
+// golden files stay in the kept corpus, so that a fuzz run starts from
+// them and go test runs them.
+func FuzzSeed(t testing.TB, path string, b []byte, update bool) {
+	t.Helper()
+	Golden(t, path, fmt.Appendf(nil, "go test fuzz v1\n[]byte(%q)\n", b), update)
 }

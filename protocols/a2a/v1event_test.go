@@ -3,12 +3,12 @@ package a2a
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 )
@@ -58,22 +58,7 @@ func TestA2AV1StreamGolden(t *testing.T) {
 						write(ev)
 					}
 				}
-				path := filepath.Join("testdata", "a2av1_stream", name+".golden")
-				if *update {
-					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-						t.Fatal(err)
-					}
-					if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
-				want, err := os.ReadFile(path)
-				if err != nil {
-					t.Fatalf("%v (run with -update)", err)
-				}
-				if !bytes.Equal(out.Bytes(), want) {
-					t.Errorf("%s differs:\n--- got\n%s--- want\n%s", path, out.Bytes(), want)
-				}
+				testkit.Golden(t, filepath.Join("testdata", "a2av1_stream", name+".golden"), out.Bytes(), *update)
 				for _, forbidden := range [][]byte{[]byte(`"kind"`), []byte(`"final"`), []byte(`"parts":null`)} {
 					if bytes.Contains(out.Bytes(), forbidden) {
 						t.Errorf("v1.0 wire carries %s", forbidden)

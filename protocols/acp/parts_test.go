@@ -3,13 +3,13 @@ package acp
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // TestPartsGolden: data and file parts of an agent's A2A artifact (the
@@ -67,22 +67,7 @@ func TestPartsGolden(t *testing.T) {
 			if len(ups) != 1 {
 				t.Errorf("%d updates, want 1", len(ups))
 			}
-			path := filepath.Join("testdata", "parts", tc.name+".golden")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, golden.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(want, golden.Bytes()) {
-				t.Errorf("%s:\n got %s\nwant %s", path, golden.Bytes(), want)
-			}
+			testkit.Golden(t, filepath.Join("testdata", "parts", tc.name+".golden"), golden.Bytes(), *update)
 		})
 	}
 }
