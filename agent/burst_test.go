@@ -13,6 +13,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -153,13 +154,9 @@ func TestBurstFencedWhole(t *testing.T) {
 	if err := <-intruded; err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-result:
-		if !errors.Is(err, agent.ErrFenced) {
-			t.Fatalf("the fenced writer got %v, want ErrFenced", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the writer was not fenced")
+	err := testkit.Receive(t, result, 20*time.Second, "the writer was not fenced")
+	if !errors.Is(err, agent.ErrFenced) {
+		t.Fatalf("the fenced writer got %v, want ErrFenced", err)
 	}
 	waitMetric(t, reg, "e2a_agent_requests_handled_total", map[string]string{"outcome": agent.OutcomeFenced}, 1)
 	fr, _ := storedFrames(t, s.nc, id)
@@ -300,13 +297,9 @@ func TestHandBackDropsQueuedFinal(t *testing.T) {
 	<-taken
 	stopped := make(chan error, 1)
 	go func() { stopped <- w.stop() }()
-	select {
-	case err := <-completed:
-		if err == nil {
-			t.Fatal("Complete returned nil: the dropped final frame was reported stored")
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Complete still waits for a final frame the hand-back dropped")
+	err := testkit.Receive(t, completed, 10*time.Second, "Complete still waits for a final frame the hand-back dropped")
+	if err == nil {
+		t.Fatal("Complete returned nil: the dropped final frame was reported stored")
 	}
 	close(release)
 	if err := <-stopped; err != nil {

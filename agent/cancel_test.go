@@ -12,6 +12,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -136,13 +137,9 @@ func TestCancelQueuedSeenLive(t *testing.T) {
 	// The worker has recorded the cancel before the pick-ups: on a loaded
 	// machine its subscription may still hold it otherwise, and a pick-up
 	// then reads the stored cancel, as it must (a flake of this test).
-	select {
-	case id := <-seen:
-		if id != "queued-2" {
-			t.Fatalf("cancel of %s recorded", id)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the worker did not receive the cancel")
+	id := testkit.Receive(t, seen, 10*time.Second, "the worker did not receive the cancel")
+	if id != "queued-2" {
+		t.Fatalf("cancel of %s recorded", id)
 	}
 	close(release)
 	fr := waitFinal(t, s.nc, "queued-2", 10*time.Second)

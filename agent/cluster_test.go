@@ -101,11 +101,7 @@ func publishRate(t *testing.T, nc *nats.Conn, pool string) {
 	waitConsumer(t, js, pool)
 	wait := func(n int) {
 		for range n {
-			select {
-			case <-done:
-			case <-time.After(60 * time.Second):
-				t.Fatal("requests not done after 60s")
-			}
+			testkit.Receive(t, done, 60*time.Second, "requests not done after 60s")
 		}
 	}
 	start := time.Now()

@@ -173,13 +173,9 @@ func TestMaxDeliveriesWritesFinalError(t *testing.T) {
 		t.Fatalf("%d frames, %d handler calls; want 2 chunks + final, 2 calls", len(fr), calls.Load())
 	}
 	for range 2 {
-		select {
-		case c := <-causes:
-			if !errors.Is(c, agent.ErrFenced) {
-				t.Errorf("stale handler cause %v, want ErrFenced", c)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("stale handler not stopped")
+		c := testkit.Receive(t, causes, 5*time.Second, "stale handler not stopped")
+		if !errors.Is(c, agent.ErrFenced) {
+			t.Errorf("stale handler cause %v, want ErrFenced", c)
 		}
 	}
 	waitMetric(t, reg, "e2a_agent_requests_handled_total", map[string]string{"outcome": agent.OutcomeMaxDeliveries}, 1)

@@ -350,11 +350,7 @@ func TestMemoryPerLiveSubject(t *testing.T) {
 
 func waitAcks(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-time.After(30 * time.Second):
-		t.Fatal("publishes not acknowledged")
-	}
+	testkit.Receive(t, js.PublishAsyncComplete(), 30*time.Second, "publishes not acknowledged")
 }
 
 func serverVersion(nc *nats.Conn) string { return nc.ConnectedServerVersion() }

@@ -244,11 +244,7 @@ func (nd *natsNode) run(t testing.TB, bin string, args, env []string) {
 func (nd *natsNode) kill(t testing.TB) {
 	t.Helper()
 	_ = nd.cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-nd.done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s did not die", nd.name)
-	}
+	testkit.Receive(t, nd.done, 10*time.Second, "%s did not die", nd.name)
 }
 
 // kill crashes one of c's nodes (natsNode.kill).

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -77,11 +78,7 @@ func setupBench(b *testing.B) *benchEnv {
 		}
 		drain(b, e.js)
 	}
-	select {
-	case <-e.js.PublishAsyncComplete():
-	case <-time.After(60 * time.Second):
-		b.Fatal("publish stalled")
-	}
+	testkit.Receive(b, e.js.PublishAsyncComplete(), 60*time.Second, "publish stalled")
 	_ = ctx
 	return be
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
@@ -95,11 +96,7 @@ func TestReplayWaitsWithHeartbeats(t *testing.T) {
 	}()
 	// Two heartbeats while no frame exists: the reader waits, alive.
 	for i := range 2 {
-		select {
-		case <-beats:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("only %d heartbeats before the first frame", i)
-		}
+		testkit.Receive(t, beats, 10*time.Second, "only %d heartbeats before the first frame", i)
 	}
 	w.text("a")
 	w.text("b")
@@ -309,11 +306,8 @@ func TestReaderBeforeWait(t *testing.T) {
 		}
 		next <- err
 	}()
-	select { // the reader is idle: only then is frame 1 written
-	case <-waiting:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the reader blocked without running its before-wait function")
-	}
+	// The reader is idle: only then is frame 1 written.
+	testkit.Receive(t, waiting, 10*time.Second, "the reader blocked without running its before-wait function")
 	w.complete("a")
 	if err := <-next; err != nil {
 		t.Fatal(err)

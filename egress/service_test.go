@@ -492,13 +492,9 @@ func TestHTTPStreamFlushesBeforeWaiting(t *testing.T) {
 			lines <- sc.Text()
 		}
 	}()
-	select {
-	case l := <-lines:
-		if r, err := e2a.ResponseFromJSON([]byte(l)); err != nil || r.Sequence != 0 {
-			t.Fatalf("first line %q: %v", l, err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("frame 0 was not sent while the reader waited for frame 1")
+	l := testkit.Receive(t, lines, 10*time.Second, "frame 0 was not sent while the reader waited for frame 1")
+	if r, err := e2a.ResponseFromJSON([]byte(l)); err != nil || r.Sequence != 0 {
+		t.Fatalf("first line %q: %v", l, err)
 	}
 	w.complete("a")
 	n := 0

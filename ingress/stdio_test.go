@@ -22,6 +22,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/acptest"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -309,13 +310,9 @@ func TestStdioSDKClient(t *testing.T) {
 	}
 
 	_ = in.Close()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("ServeACPStdio: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("ServeACPStdio did not return after the end of its input")
+	err = testkit.Receive(t, done, 10*time.Second, "ServeACPStdio did not return after the end of its input")
+	if err != nil {
+		t.Fatalf("ServeACPStdio: %v", err)
 	}
 }
 
@@ -428,11 +425,7 @@ func TestStdioCancelFollowsItsRequest(t *testing.T) {
 	cancels := 0
 	for cancels < prompts {
 		var m *nats.Msg
-		select {
-		case m = <-seen:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%d cancels seen of %d", cancels, prompts)
-		}
+		m = testkit.Receive(t, seen, 10*time.Second, "%d cancels seen of %d", cancels, prompts)
 		if _, id, err := subjects.ParseRequest(m.Subject); err == nil {
 			requested[id] = true
 			continue
@@ -597,11 +590,7 @@ func (h *cancelBeforePrompt) request(t *testing.T) string {
 // the release, once published).
 func (h *cancelBeforePrompt) releaseAfter(t *testing.T) string {
 	t.Helper()
-	select {
-	case <-h.held:
-	case <-time.After(15 * time.Second):
-		t.Fatal("no session/cancel was handled")
-	}
+	testkit.Receive(t, h.held, 15*time.Second, "no session/cancel was handled")
 	var m *nats.Msg
 	select {
 	case m = <-h.requests:
@@ -625,11 +614,7 @@ func (h *cancelBeforePrompt) releaseAfter(t *testing.T) string {
 // and a flush brings what the server sent before.
 func (h *cancelBeforePrompt) notCancelled(t *testing.T, id string) {
 	t.Helper()
-	select {
-	case <-h.handled:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the session/cancel's handler did not return")
-	}
+	testkit.Receive(t, h.handled, 15*time.Second, "the session/cancel's handler did not return")
 	if err := h.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
@@ -73,11 +74,7 @@ func BenchmarkListTasks(b *testing.B) {
 	for i := range n {
 		publishFirstTurn(b, js, fmt.Sprintf("task-%05d", i), []string{"alice", "bob"}[i%2], strings.Repeat("x", 500))
 	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-time.After(30 * time.Second):
-		b.Fatal("publishes not acknowledged")
-	}
+	testkit.Receive(b, js.PublishAsyncComplete(), 30*time.Second, "publishes not acknowledged")
 	list := func() {
 		got := 0
 		if _, err := ts.listTasks(ctx, n, func(r *TaskRecord) bool {
@@ -133,11 +130,7 @@ func TestFirstTurnsCache(t *testing.T) {
 	}
 	wait := func() {
 		t.Helper()
-		select {
-		case <-js.PublishAsyncComplete():
-		case <-time.After(10 * time.Second):
-			t.Fatal("publishes not acknowledged")
-		}
+		testkit.Receive(t, js.PublishAsyncComplete(), 10*time.Second, "publishes not acknowledged")
 	}
 	list := func(window int) []string {
 		t.Helper()
@@ -214,11 +207,7 @@ func TestFirstTurnsConcurrent(t *testing.T) {
 	for i := range n {
 		publishFirstTurn(t, js, fmt.Sprintf("c-%03d", i), "alice", "x")
 	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-time.After(10 * time.Second):
-		t.Fatal("publishes not acknowledged")
-	}
+	testkit.Receive(t, js.PublishAsyncComplete(), 10*time.Second, "publishes not acknowledged")
 	errs := make(chan error, 8)
 	for range 8 {
 		go func() {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -45,13 +46,9 @@ func TestTraceContextJoinsEveryStage(t *testing.T) {
 	if tc := <-seen; tc.Traceparent != "" {
 		t.Fatalf("first request has trace %+v", tc)
 	}
-	select {
-	case tc := <-seen:
-		if tc.Traceparent != tp || tc.Tracestate != ts {
-			t.Fatalf("handler context trace %+v", tc)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("handler not called")
+	tc := testkit.Receive(t, seen, 10*time.Second, "handler not called")
+	if tc.Traceparent != tp || tc.Tracestate != ts {
+		t.Fatalf("handler context trace %+v", tc)
 	}
 	subj, _ := subjects.Request("trace", "trace-2")
 	msg, err := streams.LastBySubject(context.Background(), p.nc, streams.RequestsStream, subj)

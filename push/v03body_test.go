@@ -212,11 +212,7 @@ func TestV03StageCrash(t *testing.T) {
 	g := "v03-crash-" + uuid.NewString()
 	b := e.turnWith("alice", "t1", a, "b", 8, map[string]any{"gate": g})
 	var h pushtest.Delivery
-	select {
-	case h = <-held:
-	case <-time.After(20 * time.Second):
-		t.Fatal("no update of the second turn")
-	}
+	h = testkit.Receive(t, held, 20*time.Second, "no update of the second turn")
 	if !strings.HasPrefix(h.EventID, b+":") {
 		t.Fatalf("held %s, want an update of the second turn %s", h.EventID, b)
 	}

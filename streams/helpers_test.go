@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -57,9 +58,5 @@ func ctx(t testing.TB) context.Context {
 // waitAsync waits until every asynchronous publish of js is acknowledged.
 func waitAsync(t testing.TB, js jetstream.JetStream) {
 	t.Helper()
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-time.After(30 * time.Second):
-		t.Fatal("asynchronous publishes not acknowledged")
-	}
+	testkit.Receive(t, js.PublishAsyncComplete(), 30*time.Second, "asynchronous publishes not acknowledged")
 }

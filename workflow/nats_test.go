@@ -428,11 +428,8 @@ func TestWorkerKilledMidWorkflow(t *testing.T) {
 	if eb.Code != e2a.ErrCodeAgentInterrupted || !eb.Retryable {
 		t.Errorf("final: %s", final.Body)
 	}
-	select { // worker A's handler wakes up and is fenced
-	case <-aReturned:
-	case <-time.After(20 * time.Second):
-		t.Fatal("worker A's handler did not return")
-	}
+	// Worker A's handler wakes up and is fenced.
+	testkit.Receive(t, aReturned, 20*time.Second, "worker A's handler did not return")
 	frames2, _ := src.Frames(tctx(t), "killed-1")
 	if len(frames2) != len(frames) || api.hit("POST /users") != 0 || api.hit("GET /users") != 1 {
 		t.Errorf("after the kill: %d→%d frames, %d POST, %d GET", len(frames), len(frames2), api.hit("POST /users"), api.hit("GET /users"))

@@ -15,6 +15,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/bridge/openai"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // firstEvents is the start of an answer: the role chunk and one content
@@ -251,9 +252,5 @@ func TestCancelReachesUpstream(t *testing.T) {
 	if a.final.ResponseKind != e2a.KindError || a.errBody.Code != e2a.ErrCodeCancelled {
 		t.Fatalf("final %s %+v, text %q", a.final.ResponseKind, a.errBody, a.text)
 	}
-	select {
-	case <-gone:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the model call is still open after the cancel")
-	}
+	testkit.Receive(t, gone, 10*time.Second, "the model call is still open after the cancel")
 }

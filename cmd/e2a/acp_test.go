@@ -17,6 +17,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/e2a-pipeline/pipeline/internal/acptest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // e2aBin is the e2a binary built once by TestMain.
@@ -161,13 +162,9 @@ func TestACPStdioBinary(t *testing.T) {
 	// The editor closes the pipe: the agent exits cleanly.
 	_ = stdin.Close()
 	go func() { exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("e2a acp exited: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("e2a acp did not exit after its stdin closed")
+	err = testkit.Receive(t, exited, 30*time.Second, "e2a acp did not exit after its stdin closed")
+	if err != nil {
+		t.Fatalf("e2a acp exited: %v", err)
 	}
 	check.mu.Lock()
 	defer check.mu.Unlock()

@@ -95,3 +95,21 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		time.Sleep(wait)
 	}
 }
+
+// Receive waits for a value on ch and returns it. When timeout passes
+// first it fails t with the message of format and args, followed by how
+// long it waited: the wait of a test on an event, where a hang would
+// otherwise last until the test binary's own timeout.
+func Receive[T any](t testing.TB, ch <-chan T, timeout time.Duration, format string, args ...any) T {
+	t.Helper()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf(format+" (waited %v)", append(args, timeout)...)
+		var zero T
+		return zero
+	}
+}
