@@ -31,7 +31,8 @@ func NewRegistry() *prometheus.Registry {
 
 // NewLogger returns a slog logger writing to w in format "json" or "text" at
 // level "debug", "info", "warn" or "error". Secrets are redacted by the
-// policy of package redact (see [RedactAttr]).
+// policy of package redact (see [RedactAttr]); in JSON, a duration is written
+// as Go writes it ("1m30s"), as the text format and the E2A_* settings do.
 func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
@@ -40,6 +41,15 @@ func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	ho := &slog.HandlerOptions{Level: lv, ReplaceAttr: RedactAttr}
 	switch format {
 	case "json", "":
+		ho.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
+			a = RedactAttr(groups, a)
+			if a.Value.Kind() == slog.KindDuration {
+				// As the text format and the E2A_* settings write it
+				// ("24h0m0s"), not slog's JSON integer of nanoseconds.
+				a.Value = slog.StringValue(a.Value.Duration().String())
+			}
+			return a
+		}
 		return slog.New(slog.NewJSONHandler(w, ho)), nil
 	case "text":
 		return slog.New(slog.NewTextHandler(w, ho)), nil

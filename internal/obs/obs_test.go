@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLoggerRedactsSecrets(t *testing.T) {
@@ -27,6 +28,11 @@ func TestLoggerRedactsSecrets(t *testing.T) {
 	}
 	if !strings.Contains(out, "vault:k1") || !strings.Contains(out, `"request_id":"r1"`) {
 		t.Fatalf("non-secret attributes lost: %s", out)
+	}
+	buf.Reset()
+	log.Info("x", "retry_window", 24*time.Hour, slog.Group("g", "wait", 1500*time.Millisecond))
+	if out := buf.String(); !strings.Contains(out, `"retry_window":"24h0m0s"`) || !strings.Contains(out, `"g":{"wait":"1.5s"}`) {
+		t.Fatalf("durations not written as Go durations: %s", out)
 	}
 	if _, err := NewLogger(&buf, "xml", "info"); err == nil {
 		t.Fatal("bad format accepted")
