@@ -7,10 +7,8 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 
-	"github.com/e2a-pipeline/pipeline/ingress"
 	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/jsupstream"
-	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 )
 
 // acpData is the JSON of an agent_message_chunk's embedded resource of
@@ -45,9 +43,7 @@ func TestACPFiles(t *testing.T) {
 	} {
 		t.Run(u.name, func(t *testing.T) {
 			t.Parallel()
-			a := u.start(t)
-			p := pipetest.Start(t, pipetest.WithIngress(ingress.WithDefaultPool("agent")))
-			bridgePool(t, p, "agent", a.url)
+			_, p := u.bridged(t)
 			c := openACP(t, p, "agent").(*acpConv)
 			body := "files of " + u.name
 			if s := c.prompt(t, "file: "+body); s.state != "completed" {

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/ingress"
 	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/jsupstream"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
@@ -41,9 +40,7 @@ func TestCancelInterrupted(t *testing.T) {
 	} {
 		t.Run(u.name, func(t *testing.T) {
 			t.Parallel()
-			a := u.start(t)
-			p := pipetest.Start(t, pipetest.WithIngress(ingress.WithDefaultPool("agent")))
-			bridgePool(t, p, "agent", a.url)
+			a, p := u.bridged(t)
 			c := v1Door(a2a.TransportProtocolJSONRPC, true)(t, p, "agent").(*v1Conv)
 			writes := recordWrites(t, p)
 

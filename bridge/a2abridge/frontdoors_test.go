@@ -35,6 +35,16 @@ type upstreamKind struct {
 	start func(t *testing.T) agentUnderTest
 }
 
+// bridged starts the agent and a pipeline (with opts) whose default pool
+// "agent" is served by a bridge to it.
+func (u upstreamKind) bridged(t *testing.T, opts ...pipetest.Option) (agentUnderTest, *pipetest.Pipeline) {
+	t.Helper()
+	a := u.start(t)
+	p := pipetest.Start(t, append(opts, pipetest.WithIngress(ingress.WithDefaultPool("agent")))...)
+	bridgePool(t, p, "agent", a.url)
+	return a, p
+}
+
 // goAgent is a2aupstream's a2a-go/v2 server.
 func goAgent(o up.Options) func(*testing.T) agentUnderTest {
 	return func(t *testing.T) agentUnderTest {
@@ -129,9 +139,7 @@ func TestFrontDoors(t *testing.T) {
 	for _, u := range upstreamKinds {
 		t.Run(u.name, func(t *testing.T) {
 			t.Parallel()
-			a := u.start(t)
-			p := pipetest.Start(t, pipetest.WithGRPC(), pipetest.WithIngress(ingress.WithDefaultPool("agent")))
-			bridgePool(t, p, "agent", a.url)
+			a, p := u.bridged(t, pipetest.WithGRPC())
 			for _, d := range doors {
 				t.Run(d.name, func(t *testing.T) {
 					tag := u.name + "/" + d.name

@@ -9,7 +9,6 @@ import (
 	a2a03 "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
-	"github.com/e2a-pipeline/pipeline/ingress"
 	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/jsupstream"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
@@ -84,9 +83,7 @@ func TestTasksOfOneContext(t *testing.T) {
 	} {
 		t.Run(u.name, func(t *testing.T) {
 			t.Parallel()
-			a := u.start(t)
-			p := pipetest.Start(t, pipetest.WithIngress(ingress.WithDefaultPool("agent")))
-			bridgePool(t, p, "agent", a.url)
+			a, p := u.bridged(t)
 			writes := recordWrites(t, p)
 			for _, d := range doorsOf {
 				t.Run(d.name, func(t *testing.T) {

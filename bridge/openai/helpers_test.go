@@ -1,7 +1,6 @@
 package openai_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -85,21 +84,11 @@ func startBridge(t *testing.T, srv *modelServer, s setup) *pipetest.Pipeline {
 func post(t *testing.T, p *pipetest.Pipeline, key string, body map[string]any, headers ...string) {
 	t.Helper()
 	b, _ := json.Marshal(body)
-	req, _ := http.NewRequest(http.MethodPost, p.URL+"/v1/requests", bytes.NewReader(b))
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
+	headers = append([]string{"Content-Type", "application/json"}, headers...)
 	if key != "" {
-		req.Header.Set("X-API-Key", key)
+		headers = append(headers, "X-API-Key", key)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		rb, _ := io.ReadAll(resp.Body)
+	if resp, rb := testkit.Do(t, http.MethodPost, p.URL+"/v1/requests", string(b), headers...); resp.StatusCode/100 != 2 {
 		t.Fatalf("POST /v1/requests: %d %s", resp.StatusCode, rb)
 	}
 }
