@@ -105,18 +105,7 @@ func (e *testEnv) conn(t testing.TB) *nats.Conn {
 // submit publishes an envelope for requestID on agent pool "demo".
 func (e *testEnv) submit(t testing.TB, env *e2a.Envelope) {
 	t.Helper()
-	subj, err := subjects.Request("demo", env.RequestID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := json.Marshal(env)
-	m := nats.NewMsg(subj)
-	m.Data = data
-	m.Header.Set(subjects.HeaderMsgID, env.RequestID)
-	m.Header.Set(subjects.HeaderRequestID, env.RequestID)
-	if _, err := e.js.PublishMsg(context.Background(), m); err != nil {
-		t.Fatal(err)
-	}
+	natstest.PublishRequest(t, e.js, "demo", env)
 }
 
 // writer publishes the frames of one request the way the agent SDK does:

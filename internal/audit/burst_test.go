@@ -131,14 +131,14 @@ func wantBurstFrames(t *testing.T, name string, recs []audit.Record, id string, 
 func TestReplayBursts(t *testing.T) {
 	js, nc := server(t)
 	a, _ := audit.New(nc)
-	publishRequest(t, js, "demo", &e2a.Envelope{RequestID: "burst-1", TaskID: "task-b"})
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: "burst-1", TaskID: "task-b"})
 	hot := storeBursts(t, nc, "burst-1")
 	// A burst written outside the agent runtime, with the deduplication id
 	// of its first frame.
-	publishRequest(t, js, "demo", &e2a.Envelope{RequestID: "burst-2", TaskID: "task-b"})
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: "burst-2", TaskID: "task-b"})
 	publishBurstRaw(t, js, "burst-2", "0", "3", subjects.FrameMsgID("burst-2", 0), frames("burst-2", 0, 2, true)...)
 	// One frame laid out on several lines, without E2A-Frames: one frame.
-	publishRequest(t, js, "demo", &e2a.Envelope{RequestID: "pretty", TaskID: "task-b"})
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: "pretty", TaskID: "task-b"})
 	var indented bytes.Buffer
 	if err := json.Indent(&indented, frame("pretty", 0, true), "", "  "); err != nil {
 		t.Fatal(err)
@@ -181,14 +181,7 @@ func TestReplayBursts(t *testing.T) {
 	check("audit, scan", audit.Query{TaskID: "task-b", Source: audit.SourceAudit}, true)
 
 	// The hot frames aged out: auto finds the bursts in E2A_AUDIT.
-	ctx := testCtx(t)
-	s, err := js.Stream(ctx, streams.ResponsesStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Purge(ctx); err != nil {
-		t.Fatal(err)
-	}
+	natstest.Purge(t, js, streams.ResponsesStream)
 	check("auto, frames aged out", audit.Query{RequestIDs: ids}, true)
 }
 
@@ -200,7 +193,7 @@ func TestReplayBurstViolations(t *testing.T) {
 	js, nc := server(t)
 	a, _ := audit.New(nc)
 	store := func(id string) {
-		publishRequest(t, js, "demo", &e2a.Envelope{RequestID: id})
+		natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: id})
 		publishBurstRaw(t, js, id, "0", "", "", frame(id, 0, false))
 	}
 
@@ -220,7 +213,7 @@ func TestReplayBurstViolations(t *testing.T) {
 	store("late")
 	publishBurstRaw(t, js, "late", "1", "2", "", frame("late", 1, true), frame("late", 2, false))
 	// A deduplication id naming the second frame.
-	publishRequest(t, js, "demo", &e2a.Envelope{RequestID: "msgid"})
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: "msgid"})
 	publishBurstRaw(t, js, "msgid", "0", "2", "msgid:1", frames("msgid", 0, 1, true)...)
 	// An invalid frame inside a burst (a chunk that says failed).
 	store("invalid")
@@ -277,10 +270,10 @@ func TestTailBursts(t *testing.T) {
 	a, _ := audit.New(nc, audit.WithPageSize(2))
 	since := time.Now().Add(-time.Second)
 	// Finished before the tail starts: read back from E2A_RESPONSES.
-	publishRequest(t, js, "demo", &e2a.Envelope{RequestID: "past"})
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: "past"})
 	past := storeBursts(t, nc, "past")
 	// Stored before the tail starts, its frames come live.
-	publishRequest(t, js, "demo", &e2a.Envelope{RequestID: "live"})
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: "live"})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -292,7 +285,7 @@ func TestTailBursts(t *testing.T) {
 	// The live subscription is in place before the first poll shows it.
 	rec.waitFor(t, "request live", func(r audit.Record) bool { return r.Kind == audit.KindRequest && r.RequestID == "live" })
 	live := storeBursts(t, nc, "live")
-	publishRequest(t, js, "demo", &e2a.Envelope{RequestID: "late"})
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: "late"})
 	s0 := natstest.PublishBurst(t, nc, "late", 0, 0, frame("late", 0, false))
 	natstest.PublishBurst(t, nc, "late", 1, s0, frame("late", 1, true), frame("late", 2, false))
 

@@ -27,23 +27,6 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// publishRequest stores an envelope as ingress does.
-func publishRequest(t *testing.T, js jetstream.JetStream, pool string, env *e2a.Envelope) {
-	t.Helper()
-	subj, err := subjects.Request(pool, env.RequestID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := json.Marshal(env)
-	m := nats.NewMsg(subj)
-	m.Data = data
-	m.Header.Set(subjects.HeaderMsgID, env.RequestID)
-	m.Header.Set(subjects.HeaderRequestID, env.RequestID)
-	if _, err := js.PublishMsg(testCtx(t), m); err != nil {
-		t.Fatalf("publish request %q: %v", env.RequestID, err)
-	}
-}
-
 // frame builds frame seq of id: text chunks, and a final e2a.complete.
 func frame(id string, seq int64, final bool) []byte { return natstest.Frame(id, seq, final) }
 
@@ -78,7 +61,7 @@ func publishFrameRaw(t *testing.T, js jetstream.JetStream, id, seqHeader, msgID 
 // completeRequest stores a request with n chunks and a final frame.
 func completeRequest(t *testing.T, js jetstream.JetStream, pool string, env *e2a.Envelope, n int) {
 	t.Helper()
-	publishRequest(t, js, pool, env)
+	natstest.PublishRequest(t, js, pool, env)
 	for i := 0; i <= n; i++ {
 		publishFrame(t, js, env.RequestID, int64(i), frame(env.RequestID, int64(i), i == n))
 	}

@@ -31,6 +31,17 @@ func v7At(t time.Time) string {
 	return u.String()
 }
 
+// finalFrameMsg is request rid's only frame, its final one, as the agent
+// runtime stores it.
+func finalFrameMsg(rid string) *nats.Msg {
+	fsubj, _ := subjects.Response(rid)
+	f := nats.NewMsg(fsubj)
+	f.Data = natstest.Frame(rid, 0, true)
+	f.Header.Set(subjects.HeaderRequestID, rid)
+	f.Header.Set(subjects.HeaderSequence, "0")
+	return f
+}
+
 // storeOld stores n complete requests (an envelope and a final frame each)
 // whose ids come from id, in chunks, each chunk aged out of the hot
 // streams (purged) once E2A_AUDIT holds it: the store of a long history.
@@ -54,11 +65,7 @@ func storeOld(t *testing.T, js jetstream.JetStream, n int, id func(i int) string
 			env, _ := json.Marshal(&e2a.Envelope{ProtocolVersion: e2a.ProtocolVersion, RequestID: rid, Method: "chat.send",
 				UserID: "alice", Params: map[string]any{"text": "what is the weather in London tomorrow? " + strconv.Itoa(i)}})
 			rsubj, _ := subjects.Request("demo", rid)
-			fsubj, _ := subjects.Response(rid)
-			f := nats.NewMsg(fsubj)
-			f.Data = natstest.Frame(rid, 0, true)
-			f.Header.Set(subjects.HeaderRequestID, rid)
-			f.Header.Set(subjects.HeaderSequence, "0")
+			f := finalFrameMsg(rid)
 			if _, err := js.PublishAsync(rsubj, env); err != nil {
 				t.Fatal(err)
 			}
@@ -83,15 +90,7 @@ func storeOld(t *testing.T, js jetstream.JetStream, n int, id func(i int) string
 			}
 		}
 		waitAuditCtx(t, ctx, js, stored)
-		for _, name := range []string{streams.RequestsStream, streams.ResponsesStream} {
-			s, err := js.Stream(ctx, name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Purge(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
+		natstest.Purge(t, js, streams.RequestsStream, streams.ResponsesStream)
 	}
 }
 
@@ -201,11 +200,7 @@ func TestReplayFramesBeforeTheirRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	rid := uuid.Must(uuid.NewV7()).String()
-	fsubj, _ := subjects.Response(rid)
-	f := nats.NewMsg(fsubj)
-	f.Data = natstest.Frame(rid, 0, true)
-	f.Header.Set(subjects.HeaderRequestID, rid)
-	f.Header.Set(subjects.HeaderSequence, "0")
+	f := finalFrameMsg(rid)
 	if _, err := js.PublishMsg(ctx, f); err != nil {
 		t.Fatal(err)
 	}
@@ -217,15 +212,7 @@ func TestReplayFramesBeforeTheirRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitAuditCtx(t, ctx, js, 2)
-	for _, name := range []string{streams.RequestsStream, streams.ResponsesStream} {
-		s, err := js.Stream(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Purge(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	natstest.Purge(t, js, streams.RequestsStream, streams.ResponsesStream)
 	recs, st := collect(t, a, audit.Query{RequestIDs: []string{rid}})
 	sum := summaries(recs)[rid]
 	if st.Requests != 1 || sum == nil || sum.State != audit.StateComplete || !sum.RequestFound || !sum.OK() {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/audit"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -76,37 +77,37 @@ func TestReplayReportsViolations(t *testing.T) {
 	a, _ := audit.New(nc)
 
 	// gap: 0, 1, 3(final)
-	publishRequest(t, js, "demo", &e2a.Envelope{RequestID: "gap"})
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: "gap"})
 	publishFrame(t, js, "gap", 0, frame("gap", 0, false))
 	publishFrame(t, js, "gap", 1, frame("gap", 1, false))
 	publishFrame(t, js, "gap", 3, frame("gap", 3, true))
 
 	// after final: 0(final), 1
-	publishRequest(t, js, "demo", &e2a.Envelope{RequestID: "late"})
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: "late"})
 	publishFrame(t, js, "late", 0, frame("late", 0, true))
 	publishFrame(t, js, "late", 1, frame("late", 1, false))
 
 	// repeated sequence 1, stored twice under different dedupe ids
-	publishRequest(t, js, "demo", &e2a.Envelope{RequestID: "rep"})
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: "rep"})
 	publishFrame(t, js, "rep", 0, frame("rep", 0, false))
 	publishFrame(t, js, "rep", 1, frame("rep", 1, false))
 	publishFrameRaw(t, js, "rep", "1", "rep:1-again", frame("rep", 1, false))
 	publishFrame(t, js, "rep", 2, frame("rep", 2, true))
 
 	// invalid frame (failed status on a chunk), and a header that lies
-	publishRequest(t, js, "demo", &e2a.Envelope{RequestID: "bad"})
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: "bad"})
 	bad := strings.Replace(string(frame("bad", 0, false)), `"status":"in_progress"`, `"status":"failed"`, 1)
 	publishFrame(t, js, "bad", 0, []byte(bad))
 	publishFrameRaw(t, js, "bad", "7", "bad:1", frame("bad", 1, true))
 
 	// frames of another request under this one's subject, and no start at 0
-	publishRequest(t, js, "demo", &e2a.Envelope{RequestID: "mix"})
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: "mix"})
 	publishFrame(t, js, "mix", 1, frame("other", 1, true))
 
 	// no final frame yet, no frame at all
-	publishRequest(t, js, "demo", &e2a.Envelope{RequestID: "open"})
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: "open"})
 	publishFrame(t, js, "open", 0, frame("open", 0, false))
-	publishRequest(t, js, "demo", &e2a.Envelope{RequestID: "idle"})
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: "idle"})
 
 	recs, st := collect(t, a, audit.Query{RequestIDs: []string{"gap", "late", "rep", "bad", "mix", "open", "idle"}})
 	sums := summaries(recs)
@@ -224,16 +225,7 @@ func TestReplayFromAudit(t *testing.T) {
 	waitAudit(t, js, 4+3+3)
 
 	// Age the hot streams out (as their max age would).
-	ctx := testCtx(t)
-	for _, name := range []string{streams.RequestsStream, streams.ResponsesStream} {
-		s, err := js.Stream(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Purge(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	natstest.Purge(t, js, streams.RequestsStream, streams.ResponsesStream)
 	completeRequest(t, js, "demo", &e2a.Envelope{RequestID: "new-1", TaskID: "task-old"}, 1)
 	waitAudit(t, js, 10+3)
 
@@ -270,10 +262,7 @@ func TestReplayFromAudit(t *testing.T) {
 	halfStart := time.Now()
 	completeRequest(t, js, "demo", &e2a.Envelope{RequestID: "half"}, 2)
 	waitAudit(t, js, 13+4)
-	s, _ := js.Stream(ctx, streams.ResponsesStream)
-	if err := s.Purge(ctx); err != nil {
-		t.Fatal(err)
-	}
+	natstest.Purge(t, js, streams.ResponsesStream)
 	recs, _ := collect(t, a, audit.Query{RequestIDs: []string{"half"}})
 	if sum := summaries(recs)["half"]; sum.State != audit.StateComplete || sum.Frames != 3 || !sum.OK() {
 		t.Fatalf("half: %+v", sum)

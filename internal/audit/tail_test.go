@@ -14,6 +14,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/audit"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -23,7 +24,7 @@ func TestTail(t *testing.T) {
 	a, _ := audit.New(nc, audit.WithPageSize(16))
 
 	// Running before the tail starts: frames 0 and 1 stored.
-	publishRequest(t, js, "demo", &e2a.Envelope{RequestID: "early"})
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: "early"})
 	publishFrame(t, js, "early", 0, frame("early", 0, false))
 	publishFrame(t, js, "early", 1, frame("early", 1, false))
 	// Finished before the tail starts: never shown.
@@ -58,7 +59,7 @@ func TestTail(t *testing.T) {
 	close(stopMarkers)
 
 	// A new request with a gap: its summary reports it.
-	publishRequest(t, js, "other", &e2a.Envelope{RequestID: "new", TaskID: "t-new"})
+	natstest.PublishRequest(t, js, "other", &e2a.Envelope{RequestID: "new", TaskID: "t-new"})
 	publishFrame(t, js, "new", 0, frame("new", 0, false))
 	publishFrame(t, js, "new", 2, frame("new", 2, true))
 	newSum := rec.waitFor(t, "summary of new", func(r audit.Record) bool { return r.Kind == audit.KindSummary && r.RequestID == "new" })

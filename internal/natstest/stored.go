@@ -3,13 +3,18 @@ package natstest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // EachMessage calls fn with every message stored in stream, in sequence
@@ -71,4 +76,45 @@ func StoredWith(t testing.TB, js jetstream.JetStream, s string, streams ...strin
 		t.Fatalf("no stored message read in %v", streams)
 	}
 	return n
+}
+
+// PublishRequest stores env on pool's request subject as ingress does
+// (E2A-Request-Id, and the request id as Nats-Msg-Id), failing t when the
+// server refuses it.
+func PublishRequest(t testing.TB, js jetstream.JetStream, pool string, env *e2a.Envelope) {
+	t.Helper()
+	subj, err := subjects.Request(pool, env.RequestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg(subj)
+	m.Data = data
+	m.Header.Set(subjects.HeaderMsgID, env.RequestID)
+	m.Header.Set(subjects.HeaderRequestID, env.RequestID)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		t.Fatalf("publish request %q: %v", env.RequestID, err)
+	}
+}
+
+// Purge empties the named streams, as their max age would once every
+// message is older: a test's way to age the hot streams out.
+func Purge(t testing.TB, js jetstream.JetStream, names ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, name := range names {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		if err := st.Purge(ctx); err != nil {
+			t.Fatalf("purge %s: %v", name, err)
+		}
+	}
 }
