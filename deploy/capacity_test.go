@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/a2aproject/a2a-go/v2/a2aclient"
-	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -24,6 +22,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/egress/console"
 	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -194,15 +193,7 @@ func (p *pipeline) twoTurns(t *testing.T) (first, second uint64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	card, err := agentcard.DefaultResolver.Resolve(ctx, p.url+"/pools/"+demo.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := a2aclient.NewFromCard(ctx, card)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Destroy() }()
+	c := a2aupstream.Client(t, p.url+"/pools/"+demo.Pool)
 	before := p.requestSubjects(t)
 	res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("ask:input the weather"))})
 	task, ok := res.(*a2a.Task)
@@ -265,15 +256,7 @@ func (p *pipeline) sendA2A(t *testing.T, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	indexed, _ := p.streamState(t, "KV_"+console.Bucket)
-	card, err := agentcard.DefaultResolver.Resolve(ctx, p.url+"/pools/"+demo.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := a2aclient.NewFromCard(ctx, card)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Destroy() }()
+	c := a2aupstream.Client(t, p.url+"/pools/"+demo.Pool)
 	for i := range n {
 		msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(fmt.Sprintf("What is the weather in London tomorrow? (%d)", i)))
 		if _, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: msg}); err != nil {

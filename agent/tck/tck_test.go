@@ -13,7 +13,6 @@ import (
 	agentcard03 "github.com/a2aproject/a2a-go/a2aclient/agentcard"
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
-	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -22,6 +21,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent/tck"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 )
 
@@ -58,18 +58,8 @@ var bindings = []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.Transpo
 // card (the card the TCK reads).
 func client(t *testing.T, p *pipetest.Pipeline, b a2a.TransportProtocol) *a2aclient.Client {
 	t.Helper()
-	ctx := testCtx(t)
-	card, err := agentcard.DefaultResolver.Resolve(ctx, p.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithConfig(a2aclient.Config{PreferredTransports: []a2a.TransportProtocol{b}}),
+	return a2aupstream.Client(t, p.URL, a2aclient.WithConfig(a2aclient.Config{PreferredTransports: []a2a.TransportProtocol{b}}),
 		a2agrpc.WithGRPCTransport(grpc.WithTransportCredentials(insecure.NewCredentials())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Destroy() })
-	return c
 }
 
 func send(messageID string) *a2a.SendMessageRequest {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
-	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
@@ -120,16 +119,7 @@ func askAndCancel(t *testing.T, c *v1Conv, a agentUnderTest, text string) string
 // upstreamClient is an a2a-go/v2 client of the agent at url, straight.
 func upstreamClient(t *testing.T, url string) *a2aclient.Client {
 	t.Helper()
-	card, err := agentcard.DefaultResolver.Resolve(testCtx(t), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := a2aclient.NewFromCard(testCtx(t), card, a2agrpc.WithGRPCTransport(grpc.WithTransportCredentials(insecure.NewCredentials())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Destroy() })
-	return c
+	return up.Client(t, url, a2agrpc.WithGRPCTransport(grpc.WithTransportCredentials(insecure.NewCredentials())))
 }
 
 // writes counts the messages the E2A_BRIDGE bucket's stream stored: one

@@ -8,7 +8,6 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
-	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
@@ -58,17 +57,7 @@ func bridgePool(t *testing.T, p *pipetest.Pipeline, pool, url string, opts ...ag
 // v1Client is the a2a-go/v2 client of pool's card.
 func v1Client(t *testing.T, p *pipetest.Pipeline, pool string) *a2aclient.Client {
 	t.Helper()
-	ctx := context.Background()
-	card, err := agentcard.DefaultResolver.Resolve(ctx, p.URL+"/pools/"+pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := a2aclient.NewFromCard(ctx, card)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Destroy() })
-	return c
+	return up.Client(t, p.URL+"/pools/"+pool)
 }
 
 // taskText is the text of a task's artifacts (thoughts left out) and the

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/a2aproject/a2a-go/v2/a2aclient"
-	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/agent"
@@ -259,15 +257,7 @@ func TestTakeoverAfterTheTaskEnded(t *testing.T) {
 func waitUpstreamState(t *testing.T, srv *up.Server, st a2a.TaskState) {
 	t.Helper()
 	ctx := testCtx(t)
-	card, err := agentcard.DefaultResolver.Resolve(ctx, srv.BaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := a2aclient.NewFromCard(ctx, card)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Destroy() }()
+	c := up.Client(t, srv.BaseURL())
 	execs := srv.Executions()
 	if len(execs) == 0 {
 		t.Fatal("the agent ran nothing")

@@ -12,12 +12,11 @@ import (
 	a2aclient03 "github.com/a2aproject/a2a-go/a2aclient"
 	agentcard03 "github.com/a2aproject/a2a-go/a2aclient/agentcard"
 	"github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/a2aproject/a2a-go/v2/a2aclient"
-	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	acp "github.com/coder/acp-go-sdk"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/acptest"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/proctest"
@@ -65,15 +64,7 @@ func TestExamples(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			card, err := agentcard.DefaultResolver.Resolve(ctx, p.URL+"/pools/"+c.pool)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cl, err := a2aclient.NewFromCard(ctx, card)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = cl.Destroy() }()
+			cl := a2aupstream.Client(t, p.URL+"/pools/"+c.pool)
 			res, err := cl.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("hi v1"))})
 			if err != nil {
 				t.Fatal(err)

@@ -9,12 +9,11 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/a2aproject/a2a-go/v2/a2aclient"
-	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 
 	"github.com/e2a-pipeline/pipeline/bridge/openai"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
@@ -130,15 +129,7 @@ func TestMultiTurnA2AContext(t *testing.T) {
 	p := startBridge(t, srv, setup{up: []openai.Option{openai.WithSystem(sys)}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	card, err := agentcard.DefaultResolver.Resolve(ctx, p.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := a2aclient.NewFromCard(ctx, card)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Destroy() })
+	c := a2aupstream.Client(t, p.URL)
 	// A reply of text only is a Message (the trpc non-streaming rule).
 	send := func(text string, contextID string) (replyContext string) {
 		t.Helper()

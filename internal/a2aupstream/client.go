@@ -28,21 +28,35 @@ import (
 // is destroyed when t ends.
 func Connect(t testing.TB, base string, v03 bool, transports ...a2aclient.FactoryOption) *a2aclient.Client {
 	t.Helper()
-	ctx := context.Background()
 	resolver := agentcard.DefaultResolver
 	if v03 {
 		resolver = &agentcard.Resolver{CardParser: a2av0.NewAgentCardParser()}
-	}
-	card, err := resolver.Resolve(ctx, base)
-	if err != nil {
-		t.Fatal(err)
 	}
 	if len(transports) == 0 {
 		creds := grpc.WithTransportCredentials(insecure.NewCredentials())
 		transports = []a2aclient.FactoryOption{grpcv1.WithGRPCTransport(creds), grpcv0.WithGRPCTransport(creds),
 			a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{}), a2av0.WithRESTTransport(a2av0.RESTTransportConfig{})}
 	}
-	c, err := a2aclient.NewFromCard(ctx, card, transports...)
+	return connect(t, resolver, base, transports)
+}
+
+// Client resolves the A2A v1.0 agent card at url and builds a2a-go/v2's
+// client from it as an application would: a2a-go's default transports
+// (JSON-RPC and HTTP+JSON, v1.0) and what opts add. The client is
+// destroyed when t ends.
+func Client(t testing.TB, url string, opts ...a2aclient.FactoryOption) *a2aclient.Client {
+	t.Helper()
+	return connect(t, agentcard.DefaultResolver, url, opts)
+}
+
+func connect(t testing.TB, resolver *agentcard.Resolver, url string, opts []a2aclient.FactoryOption) *a2aclient.Client {
+	t.Helper()
+	ctx := context.Background()
+	card, err := resolver.Resolve(ctx, url)
+	if err != nil {
+		t.Fatalf("agent card at %s: %v", url, err)
+	}
+	c, err := a2aclient.NewFromCard(ctx, card, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
