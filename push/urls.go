@@ -10,12 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/e2a-pipeline/pipeline/workflow"
+	"github.com/e2a-pipeline/pipeline/internal/outbound"
 )
 
 // Resolver resolves webhook host names (net.DefaultResolver by default;
-// the workflow executor's interface).
-type Resolver = workflow.Resolver
+// the workflow executor's interface too).
+type Resolver = outbound.Resolver
 
 var _ Resolver = (*net.Resolver)(nil)
 
@@ -119,27 +119,25 @@ func (p *urlPolicy) check(ctx context.Context, raw string) error {
 	if allowed {
 		return nil
 	}
-	ips, err := p.resolve(ctx, host)
+	ips, err := outbound.Resolve(ctx, p.resolver, host)
 	if err != nil {
 		return fmt.Errorf("%w: host %s does not resolve", ErrURLRefused, host)
 	}
 	for _, ip := range ips {
-		if err := (*workflow.Policy)(nil).CheckAddr(host, ip); err != nil {
+		if err := checkAddr(host, ip); err != nil {
 			return fmt.Errorf("%w: %v", ErrURLRefused, err)
 		}
 	}
 	return nil
 }
 
-func (p *urlPolicy) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
-	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
-		return []netip.Addr{ip}, nil
+// checkAddr refuses every special address (outbound.Special): a webhook
+// reaches one only when the allow-list names its host.
+func checkAddr(host string, ip netip.Addr) error {
+	if outbound.Special(ip) {
+		return fmt.Errorf("destination address %s of %s is private, loopback, link-local or reserved", ip.Unmap(), host)
 	}
-	ips, err := p.resolver.LookupNetIP(ctx, "ip", host)
-	if err == nil && len(ips) == 0 {
-		err = &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}
-	}
-	return ips, err
+	return nil
 }
 
 // transport is the HTTP transport of deliveries: no proxy, no redirects
@@ -148,33 +146,19 @@ func (p *urlPolicy) resolve(ctx context.Context, host string) ([]netip.Addr, err
 // address only (the address is pinned for the connection: DNS cannot
 // change it between check and use).
 func (p *urlPolicy) transport(dialTimeout time.Duration) *http.Transport {
-	dialer := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
-	return &http.Transport{
-		Proxy: nil,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			host, port, err := net.SplitHostPort(addr)
-			if err != nil {
-				return nil, err
-			}
-			host = strings.TrimSuffix(strings.ToLower(host), ".")
-			ips, err := p.resolve(ctx, host)
-			if err != nil {
-				return nil, err
-			}
-			check := (*workflow.Policy)(nil).CheckAddr
+	return outbound.Transport(outbound.Config{
+		Resolver: p.resolver,
+		CheckFor: func(host, port string) outbound.Check {
 			if p.allowed(host, port) {
-				check = nil
+				return nil
 			}
-			return workflow.DialChecked(ctx, dialer, network, host, port, ips, check)
+			return checkAddr
 		},
-		ForceAttemptHTTP2:      true,
+		DialTimeout:            dialTimeout,
 		MaxIdleConns:           256,
 		MaxIdleConnsPerHost:    8,
-		IdleConnTimeout:        90 * time.Second,
-		TLSHandshakeTimeout:    dialTimeout,
-		ExpectContinueTimeout:  time.Second,
 		MaxResponseHeaderBytes: 16 << 10,
-	}
+	})
 }
 
 // redactURL is raw without user information, query values or fragment.

@@ -8,10 +8,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/e2a-pipeline/pipeline/internal/outbound"
 )
 
 var errUnexpectedEOF = io.ErrUnexpectedEOF
@@ -38,69 +39,19 @@ var forbiddenHeaders = map[string]bool{
 // a name cannot resolve to a private address between check and use. TLS
 // still verifies the certificate against the URL's host name.
 func (e *Executor) newTransport() *http.Transport {
-	dt := e.opts.DialTimeout
-	if dt == 0 {
-		dt = 10 * time.Second
-	}
-	dialer := &net.Dialer{Timeout: dt, KeepAlive: 30 * time.Second}
-	var res Resolver = net.DefaultResolver
+	pol := e.policy()
+	var res outbound.Resolver
 	if e.opts.Resolver != nil {
 		res = e.opts.Resolver
 	}
-	pol := e.policy()
-	return &http.Transport{
-		Proxy: nil,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			host, port, err := net.SplitHostPort(addr)
-			if err != nil {
-				return nil, err
-			}
-			var ips []netip.Addr
-			if ip, err := netip.ParseAddr(host); err == nil {
-				ips = []netip.Addr{ip}
-			} else {
-				ips, err = res.LookupNetIP(ctx, "ip", host)
-				if err != nil {
-					return nil, err
-				}
-			}
-			return DialChecked(ctx, dialer, network, host, port, ips, pol.CheckAddr)
-		},
-		ForceAttemptHTTP2:      true,
+	return outbound.Transport(outbound.Config{
+		Resolver:               res,
+		CheckFor:               func(string, string) outbound.Check { return pol.CheckAddr },
+		DialTimeout:            e.opts.DialTimeout,
 		MaxIdleConns:           100,
 		MaxIdleConnsPerHost:    16,
-		IdleConnTimeout:        90 * time.Second,
-		TLSHandshakeTimeout:    10 * time.Second,
-		ExpectContinueTimeout:  time.Second,
 		MaxResponseHeaderBytes: 64 << 10,
-	}
-}
-
-// DialChecked connects to the first of host's addresses ips that check
-// accepts (every address when check is nil), dialing the checked address
-// itself: DNS cannot change it between the check and the connection. It
-// returns the last refusal or dial error, a not-found DNS error when ips
-// is empty.
-func DialChecked(ctx context.Context, d *net.Dialer, network, host, port string, ips []netip.Addr,
-	check func(host string, ip netip.Addr) error) (net.Conn, error) {
-	var lastErr error
-	for _, ip := range ips {
-		if check != nil {
-			if err := check(host, ip); err != nil {
-				lastErr = err
-				continue
-			}
-		}
-		c, err := d.DialContext(ctx, network, net.JoinHostPort(ip.Unmap().String(), port))
-		if err == nil {
-			return c, nil
-		}
-		lastErr = err
-	}
-	if lastErr == nil {
-		lastErr = &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}
-	}
-	return nil, lastErr
+	})
 }
 
 // escapeURLPart escapes a referenced value for its place in the url: a

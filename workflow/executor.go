@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/e2a-pipeline/pipeline/internal/outbound"
 )
 
 // Limits bound what one workflow may do.
@@ -75,9 +76,7 @@ func defaultTo[T comparable](v *T, d T) {
 
 // Resolver resolves host names; *net.Resolver implements it. Tests plug a
 // resolver that answers what they need (e.g. a name resolving to 127.0.0.1).
-type Resolver interface {
-	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
-}
+type Resolver = outbound.Resolver
 
 // Options configure an [Executor]. Every field is optional.
 type Options struct {

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path"
 	"strings"
+
+	"github.com/e2a-pipeline/pipeline/internal/outbound"
 )
 
 // APIRule is one entry of the API knowledge base: which hosts, methods and
@@ -301,7 +303,7 @@ func (p *Policy) CheckAddr(host string, ip netip.Addr) error {
 
 func (p *Policy) checkAddr(host string, ip netip.Addr) *Error {
 	ip = ip.Unmap()
-	if !isSpecial(ip) {
+	if !outbound.Special(ip) {
 		return nil
 	}
 	if p != nil {
@@ -315,33 +317,6 @@ func (p *Policy) checkAddr(host string, ip netip.Addr) *Error {
 		}
 	}
 	return permissionError("destination address %s of %s is private, loopback, link-local or reserved", ip, host)
-}
-
-var specialNets = func() []netip.Prefix {
-	var out []netip.Prefix
-	for _, s := range []string{
-		"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
-		"172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16",
-		"198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/3",
-		"::/128", "::1/128", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64", "2001::/23",
-		"2001:db8::/32", "2002::/16", "fc00::/7", "fe80::/10", "ff00::/8",
-	} {
-		out = append(out, netip.MustParsePrefix(s))
-	}
-	return out
-}()
-
-func isSpecial(ip netip.Addr) bool {
-	if !ip.IsValid() || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() {
-		return true
-	}
-	for _, n := range specialNets {
-		if n.Contains(ip) {
-			return true
-		}
-	}
-	return false
 }
 
 // allowedOperation reports whether principal may use operation type typ.
