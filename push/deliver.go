@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/internal/retryafter"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -403,19 +404,11 @@ func errorClass(err error) string {
 	return err.Error()
 }
 
-// retryAfter parses a Retry-After value (seconds or an HTTP date), 0 when
-// absent or invalid, at most 24 h.
+// retryAfter reads a Retry-After value (internal/retryafter: seconds or
+// an HTTP date), 0 when absent or invalid, at most 24 h.
 func retryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	var d time.Duration
-	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-		d = time.Duration(n) * time.Second
-	} else if t, err := http.ParseTime(v); err == nil {
-		d = t.Sub(now)
-	}
-	return max(0, min(d, 24*time.Hour))
+	d, _ := retryafter.Parse(v, now)
+	return min(d, 24*time.Hour)
 }
 
 // httpClient is the client of deliveries: the URL policy's transport, no

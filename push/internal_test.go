@@ -48,6 +48,11 @@ func TestRetryAfter(t *testing.T) {
 		"-3":        0,
 		"soon":      0,
 		"999999999": 24 * time.Hour,
+		// More seconds than a time.Duration holds: still the cap (push's
+		// own reading wrapped these around to 0 s and 290 ms).
+		"9999999999":           24 * time.Hour,
+		"18446744074":          24 * time.Hour,
+		"99999999999999999999": 24 * time.Hour,
 		now.Add(90 * time.Second).Format(http.TimeFormat): 90 * time.Second,
 		now.Add(-time.Hour).Format(http.TimeFormat):       0,
 	} {
