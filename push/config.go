@@ -9,6 +9,7 @@ import (
 
 	a2a03 "github.com/a2aproject/a2a-go/a2a"
 	a2a "github.com/a2aproject/a2a-go/v2/a2a"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Versions of A2A a config was registered with; they decide the body and
@@ -143,7 +144,7 @@ func (c *Config) check() error {
 		return fmt.Errorf("%w: task id longer than %d bytes or not UTF-8", ErrInvalidConfig, maxIDLen)
 	case len(c.ID) > maxIDLen || !utf8.ValidString(c.ID):
 		return fmt.Errorf("%w: id longer than %d bytes or not UTF-8", ErrInvalidConfig, maxIDLen)
-	case len(c.Token) > maxTokenLen || strings.ContainsAny(c.Token, "\r\n\x00"):
+	case len(c.Token) > maxTokenLen || !httpguts.ValidHeaderFieldValue(c.Token):
 		return fmt.Errorf("%w: token longer than %d bytes or not a header value", ErrInvalidConfig, maxTokenLen)
 	case c.URL == "":
 		return fmt.Errorf("%w: no url", ErrInvalidConfig)
@@ -164,7 +165,7 @@ func (c *Config) check() error {
 	if !ok {
 		return fmt.Errorf("%w: authentication scheme %q (want Bearer or Basic)", ErrInvalidConfig, c.Auth.Scheme)
 	}
-	if len(c.Auth.Credentials) > maxCredLen || strings.ContainsAny(c.Auth.Credentials, "\r\n\x00") {
+	if len(c.Auth.Credentials) > maxCredLen || !httpguts.ValidHeaderFieldValue(c.Auth.Credentials) {
 		return fmt.Errorf("%w: credentials longer than %d bytes or not a header value", ErrInvalidConfig, maxCredLen)
 	}
 	c.Auth = &Auth{Scheme: sc, Credentials: c.Auth.Credentials}

@@ -237,6 +237,11 @@ func TestStoreScoping(t *testing.T) {
 		{TaskID: "t", URL: "http://127.0.0.1:1/", Version: "2.0"},
 		{TaskID: "t", URL: "http://127.0.0.1:1/", Auth: &push.Auth{Scheme: "Digest", Credentials: "x"}},
 		{TaskID: "t", URL: "http://127.0.0.1:1/", Token: "a\r\nX-Evil: 1"},
+		// Control characters no HTTP header may carry: net/http refuses
+		// them at every POST, so such a config could never deliver.
+		{TaskID: "t", URL: "http://127.0.0.1:1/", Token: "tok\x01en"},
+		{TaskID: "t", URL: "http://127.0.0.1:1/", Token: "tok\x7fen"},
+		{TaskID: "t", URL: "http://127.0.0.1:1/", Auth: &push.Auth{Scheme: "Bearer", Credentials: "cred\x1bx"}},
 	} {
 		if _, err := s.Create(ctx, "alice", bad); !errors.Is(err, push.ErrInvalidConfig) {
 			t.Errorf("%+v: %v, want ErrInvalidConfig", bad, err)
