@@ -51,6 +51,24 @@ type cursor struct {
 	FailingSince time.Time `json:"failing_since,omitzero"`
 	Attempts     int       `json:"attempts,omitempty"`
 	NextAttempt  time.Time `json:"next_attempt,omitzero"`
+	// Gen is the config the cursor was written for: its Created time
+	// (Unix nanoseconds). See forConfig.
+	Gen int64 `json:"gen,omitempty"`
+}
+
+// forConfig is cur as cfg's cursor. A cursor written for an earlier
+// config of the same id, replaced since (A2A's set) or deleted and made
+// again while a delivery of the old one was in flight, is no position of
+// cfg's: cfg starts with an empty cursor (its From decides what it gets),
+// none of the old one's failures, backoff or dead-letter mode. A cursor
+// written before cursors named their config (Gen 0) is taken as cfg's.
+func (c cursor) forConfig(cfg Config) cursor {
+	gen := cfg.Created.UnixNano()
+	if c.Gen != 0 && c.Gen != gen {
+		return cursor{Event: -1, Gen: gen}
+	}
+	c.Gen = gen
+	return c
 }
 
 func readCursor(ctx context.Context, kv jetstream.KeyValue, key string) (cursor, uint64, error) {
@@ -115,6 +133,7 @@ func (s *stage) tryItem(it item) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	cur = cur.forConfig(it.cfg)
 	start := 0
 	switch {
 	case m.seq < cur.Seq || (m.seq == cur.Seq && cur.Done):

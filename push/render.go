@@ -243,7 +243,8 @@ func (s *stage) catchUp(ctx context.Context, st *mapState, m *message) error {
 		}
 		fs, err := frames(raw.Header, raw.Data)
 		if err != nil {
-			return err
+			st.fed = raw.Seq // skipped, as prepare skips it
+			continue
 		}
 		for _, f := range fs {
 			if _, err := st.m.Events(f); err != nil {
@@ -336,7 +337,7 @@ func (s *stage) storedTurn(ctx context.Context, id string) (a2amap.Request, erro
 		}
 		fs, err := frames(raw.Header, raw.Data)
 		if err != nil {
-			return a2amap.Request{}, err
+			continue // skipped, as prepare skips it
 		}
 		rq.Frames = append(rq.Frames, fs...)
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -259,13 +260,15 @@ func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
 		return nil, err
 	}
 	fs, err := frames(msg.Headers(), msg.Data())
-	if err != nil || len(fs) == 0 {
-		s.log.Warn("push: undecodable response message skipped", "request_id", requestID, "seq", md.Sequence.Stream)
-		return nil, nil
-	}
 	tasks := slices.ContainsFunc(tc.Configs, func(c Config) bool { return c.Version == V03 })
 	m := s.rendered.get(md.Sequence.Stream, tasks)
-	if m == nil {
+	switch {
+	case err != nil || len(fs) == 0:
+		// No update to send, but the configs' cursors still pass it:
+		// their next message is the one after it.
+		s.log.Warn("push: undecodable response message skipped", "request_id", requestID, "seq", md.Sequence.Stream)
+		m = &message{requestID: requestID, after: r.after, seq: md.Sequence.Stream, firstSeq: undecodableFirst(msg.Headers())}
+	case m == nil:
 		m = &message{requestID: requestID, after: r.after, seq: md.Sequence.Stream,
 			firstSeq: fs[0].Sequence, final: fs[len(fs)-1].IsFinal}
 		if err := s.render(ctx, r, m, fs, tasks); err != nil {
@@ -375,4 +378,15 @@ func (l *lane) run() {
 		l.s.mu.Unlock()
 		it.job.done <- l.s.deliverItem(it)
 	}
+}
+
+// undecodableFirst is the e2a sequence of the first frame of a message
+// whose frames do not decode, as its E2A-Sequence header says, or 1 when
+// the header is no sequence: such a message is then taken for a later
+// message of its request, never for the first of a turn.
+func undecodableFirst(h nats.Header) int64 {
+	if n, err := strconv.ParseInt(h.Get(subjects.HeaderSequence), 10, 64); err == nil && n >= 0 {
+		return n
+	}
+	return 1
 }

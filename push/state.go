@@ -40,6 +40,7 @@ func (s *Store) Deliveries(ctx context.Context, principal, taskID string) ([]Del
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
+		cur = cur.forConfig(c)
 		d := DeliveryState{ConfigID: c.ID, Version: c.Version, Created: c.Created, LastEvent: cur.EventID,
 			FailingSince: cur.FailingSince, Attempts: cur.Attempts, NextAttempt: cur.NextAttempt,
 			DeadLetterMode: cur.Dead}
