@@ -19,20 +19,28 @@ import (
 // credentials (a redelivery reads them from the config).
 type DeadLetter struct {
 	// Seq is its sequence in E2A_PUSH_DEAD (set when read).
-	Seq       uint64          `json:"-"`
-	Principal string          `json:"principal"`
-	TaskID    string          `json:"task_id"`
-	ConfigID  string          `json:"config_id"`
-	EventID   string          `json:"event_id"`
-	RequestID string          `json:"request_id"`
-	Version   string          `json:"version"`
-	Reason    string          `json:"reason"`
-	Status    int             `json:"status,omitempty"`
-	Attempts  int             `json:"attempts,omitempty"`
-	Failing   time.Time       `json:"failing_since,omitzero"`
-	DeadAt    time.Time       `json:"dead_at"`
+	Seq       uint64    `json:"-"`
+	Principal string    `json:"principal"`
+	TaskID    string    `json:"task_id"`
+	ConfigID  string    `json:"config_id"`
+	EventID   string    `json:"event_id"`
+	RequestID string    `json:"request_id"`
+	Version   string    `json:"version"`
+	Reason    string    `json:"reason"`
+	Status    int       `json:"status,omitempty"`
+	Attempts  int       `json:"attempts,omitempty"`
+	Failing   time.Time `json:"failing_since,omitzero"`
+	DeadAt    time.Time `json:"dead_at"`
+	// Body is the update as it was posted; null when it was too large to
+	// keep (BodyBytes then says its size): such an update cannot be
+	// redelivered.
 	Body      json.RawMessage `json:"body"`
+	BodyBytes int             `json:"body_bytes,omitempty"`
 }
+
+// deadSlack is room for a dead letter's headers (its message id) within
+// the server's max_payload.
+const deadSlack = 1 << 10
 
 func bindDead(ctx context.Context, js jetstream.JetStream, cfg streams.Config) error {
 	_, err := js.Stream(ctx, streams.PushDeadStream)
@@ -57,6 +65,16 @@ func (s *stage) deadLetter(it item, ev event, reason string, status int, cur cur
 	b, err := json.Marshal(d)
 	if err != nil {
 		return err
+	}
+	if limit := s.nc.MaxPayload() - deadSlack; int64(len(b)) > limit {
+		// An update this large (a v0.3 Task grows with its answer) would
+		// never be stored, and the config would wait on it for ever: the
+		// dead letter keeps everything but the body.
+		d.BodyBytes, d.Body = len(d.Body), nil
+		d.Reason += fmt.Sprintf(" (the body, %d bytes, is not kept: a dead letter is at most the server's max_payload)", d.BodyBytes)
+		if b, err = json.Marshal(d); err != nil {
+			return err
+		}
 	}
 	if _, err := s.js.Publish(s.ctx, it.ref.deadSubject(), b, jetstream.WithMsgID(it.ref.tokens()+":"+ev.id)); err != nil {
 		return err
@@ -120,7 +138,8 @@ func ListDead(ctx context.Context, nc *nats.Conn, f DeadFilter, limit int, opts 
 type RedeliverReport struct {
 	// Delivered updates were accepted by their webhooks and removed.
 	Delivered int
-	// Dropped updates belonged to a config that no longer exists; removed.
+	// Dropped updates belonged to a config that no longer exists, or had
+	// a body too large to keep (named in Failures); removed.
 	Dropped int
 	// Kept updates are still dead-lettered: their webhook failed (the
 	// first failure of a config stops its updates, keeping their order).
@@ -194,6 +213,15 @@ func (r *redelivery) config(ref configRef, ds []DeadLetter) error {
 		return err
 	}
 	for i, d := range ds {
+		if d.BodyBytes > 0 && (len(d.Body) == 0 || string(d.Body) == "null") {
+			// Too large to keep, so never sent again: removed.
+			if err := r.remove(d.Seq); err != nil {
+				return err
+			}
+			r.rep.Dropped++
+			r.rep.Failures = append(r.rep.Failures, fmt.Sprintf("%s: update %s dropped: its body (%d bytes) was not kept", cfg.String(), d.EventID, d.BodyBytes))
+			continue
+		}
 		out := postUpdate(r.ctx, r.client, r.o, cfg, d.EventID, d.Body)
 		if !out.ok {
 			r.rep.Kept += len(ds) - i

@@ -135,3 +135,38 @@ func streamData(t testing.TB, e *env, stream string) []string {
 	}
 	return out
 }
+
+// TestOversizedUpdateDeadLettered: an update refused for its size (a v0.3
+// Task grows with its answer: four chunks of 300 kB against the default
+// WithMaxBody, 1 MiB, and the test server's max_payload, 1 MiB) is
+// dead-lettered without its body, which a dead letter could not hold, and
+// the config goes on; Redeliver drops it, saying why. Before, the dead
+// letter's publish failed (maximum payload exceeded) and the stage
+// retried the update for ever: no dead letter, the config stalled.
+func TestOversizedUpdateDeadLettered(t *testing.T) {
+	e := newEnv(t)
+	e.startStage()
+	r := newReceiver(t, nil)
+	e.create("alice", push.Config{TaskID: "big", URL: r.srv.URL, Version: push.V03})
+	e.turnWith("alice", "big", "", "", 4, map[string]any{"pad": 300_000})
+	filter := push.DeadFilter{Principal: "alice", TaskID: "big"}
+	var dead []push.DeadLetter
+	// Frames 0-3 are the chunks, frame 4 the final one (writeChunks).
+	testkit.Eventually(t, 30*time.Second, "the oversized updates dead-lettered, the final frame's included", func() bool {
+		d, err := push.ListDead(context.Background(), e.nc, filter, 100)
+		dead = d
+		return err == nil && len(d) > 0 && strings.Contains(d[len(d)-1].EventID, ":4:")
+	})
+	for _, d := range dead {
+		if d.BodyBytes <= 1<<20 || string(d.Body) != "null" || !strings.Contains(d.Reason, "is not kept") {
+			t.Errorf("dead letter %s: body_bytes %d, body %.40s, reason %q: want a body over 1 MiB, not kept", d.EventID, d.BodyBytes, d.Body, d.Reason)
+		}
+	}
+	rep, err := push.Redeliver(tctx(t), e.nc, filter, push.WithAllowHosts("127.0.0.1"))
+	if err != nil || rep.Dropped != len(dead) || rep.Delivered != 0 || len(rep.Failures) != len(dead) {
+		t.Fatalf("redeliver: %+v, %v; want the %d dead letters dropped", rep, err, len(dead))
+	}
+	if left, err := push.ListDead(context.Background(), e.nc, filter, 100); err != nil || len(left) != 0 {
+		t.Errorf("left after redeliver: %d, %v", len(left), err)
+	}
+}

@@ -82,8 +82,9 @@ func openGate(g string) {
 func writeChunks(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
 	n, _ := strconv.ParseFloat(fmt.Sprint(env.Params["chunks"]), 64)
 	turn, _ := env.Params["turn"].(string)
+	pad, _ := strconv.Atoi(fmt.Sprint(env.Params["pad"])) // bytes added to each chunk
 	for i := range int(n) {
-		if err := w.Chunk("text", fmt.Sprintf("%sc%d;", turn, i)); err != nil {
+		if err := w.Chunk("text", fmt.Sprintf("%sc%d;", turn, i)+strings.Repeat("x", pad)); err != nil {
 			return err
 		}
 		if g, ok := env.Params["gate"].(string); ok && i == 0 {
