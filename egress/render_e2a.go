@@ -108,8 +108,11 @@ const (
 )
 
 // RequestView is the aggregated E2A JSON of GET /v1/requests/{id}: the
-// envelope as accepted, and the frames so far as stored. The HTTP status is
-// 200 when the final frame is included, 202 while the request runs.
+// envelope as accepted, and the frames so far as stored (from ?from= on).
+// The HTTP status is 200 when the request has ended (its final frame is
+// stored), 202 while it runs. State is the request's, whatever the resume
+// point: with ?from= past every frame stored, Frames is empty and State is
+// still running or the final frame's (pending: no frame at all).
 type RequestView struct {
 	RequestID    string            `json:"request_id"`
 	State        string            `json:"state"`
@@ -135,7 +138,14 @@ type e2aJSON struct {
 // envelope is the stored envelope (nil when it aged out); from is the
 // first sequence to come.
 func NewE2AJSON(o *render.Output, requestID string, envelope []byte, final bool, from int64) render.Renderer {
-	return &e2aJSON{o: o, id: requestID, envelope: envelope, final: final, next: from}
+	return newE2AJSON(o, requestID, envelope, final, from, "")
+}
+
+// newE2AJSON is NewE2AJSON with the state of the request when no frame is
+// written ("" for pending: no frame at all): a resume point past every
+// frame stored still answers the state of the request's last frame.
+func newE2AJSON(o *render.Output, requestID string, envelope []byte, final bool, from int64, state string) render.Renderer {
+	return &e2aJSON{o: o, id: requestID, envelope: envelope, final: final, next: from, state: state}
 }
 
 func (r *e2aJSON) Start() error {
@@ -167,12 +177,7 @@ func (r *e2aJSON) Frame(f *render.Frame) error {
 		if err != nil {
 			return err
 		}
-		state = StateSucceeded
-		if resp.Status == e2a.StatusFailed {
-			state = StateFailed
-		} else if st, _, ok := resp.Interrupt(); ok {
-			state = st
-		}
+		state = finalState(resp)
 	}
 	if r.n > 0 {
 		if _, err := r.o.WriteString(","); err != nil {
@@ -184,6 +189,17 @@ func (r *e2aJSON) Frame(f *render.Frame) error {
 	r.state = state
 	_, err := r.o.Write(jsonValue(f.Raw))
 	return err
+}
+
+// finalState is the state of a request whose final frame is resp.
+func finalState(resp *e2a.Response) string {
+	if resp.Status == e2a.StatusFailed {
+		return StateFailed
+	}
+	if st, _, ok := resp.Interrupt(); ok {
+		return st
+	}
+	return StateSucceeded
 }
 
 // jsonValue returns stored bytes as one JSON value on one line: the JSON

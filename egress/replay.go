@@ -1,9 +1,7 @@
 package egress
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -139,9 +137,10 @@ func WithLiveBuffer(n int) ReplayOption {
 }
 
 // WithHeartbeat calls fn after every interval spent waiting for a frame,
-// including before the first one. fn runs on the goroutine that called
-// Next; an error from fn ends the read with that error. interval ≤ 0 and
-// a nil fn are refused.
+// including before the first one: the interval starts again when a frame
+// is given, not when the reader polls the stream (its poll interval may be
+// the shorter). fn runs on the goroutine that called Next; an error from
+// fn ends the read with that error. interval ≤ 0 and a nil fn are refused.
 func WithHeartbeat(interval time.Duration, fn func() error) ReplayOption {
 	return func(c *replayConfig) error {
 		if interval <= 0 || fn == nil {
@@ -169,9 +168,11 @@ func WithPollInterval(d time.Duration) ReplayOption {
 
 // WithMaxWait bounds the wait for the first frame of an accepted request
 // that has not been answered yet (default 5 min), and the wait for any
-// next frame (idle, default 10 min). A zero duration keeps the default; a
-// negative one waits without limit. Exceeding either ends the read with
-// ErrWaitTimeout. Every duration has a meaning, so none is refused.
+// next frame (idle, default 10 min), each counted from when the reader
+// starts waiting for that frame (its polls of the stream in between do not
+// restart it). A zero duration keeps the default; a negative one waits
+// without limit. Exceeding either ends the read with ErrWaitTimeout.
+// Every duration has a meaning, so none is refused.
 func WithMaxWait(first, idle time.Duration) ReplayOption {
 	return func(c *replayConfig) error {
 		if first != 0 {
@@ -275,11 +276,20 @@ type Reader struct {
 	held     bool // the head hold ran out (headHoldOver was called)
 	gave     bool // Next returned a frame (frames before the resume point are not given)
 
+	// The wait for the next frame began at waitStart (the first wait after
+	// the last frame given, or after Open; zero: no wait since), and the
+	// next heartbeat is due at nextBeat. They are times, not timers
+	// restarted by each wait: wait returns at every poll of the stream (or
+	// live message that gives no frame) and is entered again, which must
+	// not push back the wait limits or the heartbeats.
+	waitStart time.Time
+	nextBeat  time.Time
+
 	// Timers of wait, reused from one wait to the next (created on first
-	// use, stopped when wait returns).
+	// use, stopped when wait returns), armed with the time remaining.
 	deadlineT *time.Timer
 	pollT     *time.Timer
-	beatT     *time.Ticker
+	beatT     *time.Timer
 	holdT     *time.Timer // runs from the first wait until a frame is given or the hold ends
 }
 
@@ -404,6 +414,7 @@ func (r *Reader) Next(ctx context.Context) (render.Frame, error) {
 				r.done = true
 			}
 			r.gave = true
+			r.waitStart = time.Time{} // the wait for the next frame starts afresh
 			return f, nil
 		}
 		if r.done {
@@ -567,14 +578,14 @@ func (r *Reader) acceptFrame(streamSeq uint64, seq int64, haveHead bool, data []
 		if seq >= expect-pending {
 			return false, nil // queued already
 		}
-		if bytes.Contains(data, []byte(`"is_final"`)) {
-			var probe struct {
-				IsFinal bool `json:"is_final"`
-			}
-			if json.Unmarshal(data, &probe) == nil && probe.IsFinal {
-				r.done = true
-				return true, nil
-			}
+		// Its head read as every reader reads it (render.Head: keys
+		// matched as encoding/json does, whatever their case).
+		if !haveHead && head.Decode(data) != nil {
+			return false, nil
+		}
+		if head.IsFinal {
+			r.done = true
+			return true, nil
 		}
 		return false, nil
 	case seq > expect:
@@ -616,19 +627,25 @@ func (r *Reader) acceptFrame(streamSeq uint64, seq int64, haveHead bool, data []
 }
 
 // wait blocks for live messages until something is queued, a read of the
-// stream is due, or a limit passes.
+// stream is due, or a limit passes. The wait limit and the heartbeats run
+// from the start of the wait for the next frame (r.waitStart), across
+// however many calls of wait that takes.
 func (r *Reader) wait(ctx context.Context) error {
+	now := time.Now()
+	if r.waitStart.IsZero() {
+		r.waitStart, r.nextBeat = now, now.Add(r.cfg.heartbeat)
+	}
 	limit := r.cfg.idleTimeout
 	if !r.any {
 		limit = r.cfg.maxWait
 	}
 	var deadline <-chan time.Time
 	if limit > 0 {
-		if r.deadlineT == nil {
-			r.deadlineT = time.NewTimer(limit)
-		} else {
-			r.deadlineT.Reset(limit)
+		left := r.waitStart.Add(limit).Sub(now)
+		if left <= 0 {
+			return r.waitTimeout(limit)
 		}
+		r.deadlineT = armTimer(r.deadlineT, left)
 		defer r.deadlineT.Stop()
 		deadline = r.deadlineT.C
 	}
@@ -637,22 +654,14 @@ func (r *Reader) wait(ctx context.Context) error {
 		r.waited = true
 		pollEvery = min(pollEvery, r.cfg.firstPoll)
 	}
-	// Since Go 1.23 a Reset timer or ticker never delivers a value from
-	// before the Reset, so reusing them across waits is safe.
-	if r.pollT == nil {
-		r.pollT = time.NewTimer(pollEvery)
-	} else {
-		r.pollT.Reset(pollEvery)
-	}
+	r.pollT = armTimer(r.pollT, pollEvery)
 	defer r.pollT.Stop()
 	poll := r.pollT
 	var beat <-chan time.Time
 	if r.cfg.onHeartbeat != nil {
-		if r.beatT == nil {
-			r.beatT = time.NewTicker(r.cfg.heartbeat)
-		} else {
-			r.beatT.Reset(r.cfg.heartbeat)
-		}
+		// A heartbeat due already (its wait was cut by a poll, say) fires
+		// at once.
+		r.beatT = armTimer(r.beatT, r.nextBeat.Sub(now))
 		defer r.beatT.Stop()
 		beat = r.beatT.C
 	}
@@ -692,8 +701,12 @@ func (r *Reader) wait(ctx context.Context) error {
 			if err := r.cfg.onHeartbeat(); err != nil {
 				return err
 			}
+			// The next one an interval after this one ran (a late one
+			// does not bring the following ones forward).
+			r.nextBeat = time.Now().Add(r.cfg.heartbeat)
+			r.beatT.Reset(r.cfg.heartbeat)
 		case <-deadline:
-			return fmt.Errorf("%w: request %q: waited %s", ErrWaitTimeout, r.requestID, limit)
+			return r.waitTimeout(limit)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -701,6 +714,21 @@ func (r *Reader) wait(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// armTimer returns t (a new timer when nil) set to fire after d. Since Go
+// 1.23 a Reset timer never delivers a value from before the Reset, so
+// reusing the timers of a reader across its waits is safe.
+func armTimer(t *time.Timer, d time.Duration) *time.Timer {
+	if t == nil {
+		return time.NewTimer(d)
+	}
+	t.Reset(d)
+	return t
+}
+
+func (r *Reader) waitTimeout(limit time.Duration) error {
+	return fmt.Errorf("%w: request %q: waited %s", ErrWaitTimeout, r.requestID, limit)
 }
 
 // Replay reads the frames of requestID from sequence from to the final

@@ -1,7 +1,9 @@
 package egress
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -128,6 +130,53 @@ func TestReplayMaxWait(t *testing.T) {
 	frames, err := collect(t, context.Background(), e.nc, "req_stall", 0, WithMaxWait(0, 100*time.Millisecond))
 	if !errors.Is(err, ErrWaitTimeout) || len(frames) != 1 {
 		t.Fatalf("err = %v, %d frames", err, len(frames))
+	}
+}
+
+// TestReplayFinalBeforeResumeFoldedKey: a final frame whose is_final key
+// is spelled otherwise but matched by encoding/json (another case, an
+// escape) is final to every reader of frames (e2a's decoding, render.Head),
+// so a reader from the start ends after it, and so does a reader resuming
+// after it, which finds it before its resume point: alone in its message
+// or at the end of a burst.
+func TestReplayFinalBeforeResumeFoldedKey(t *testing.T) {
+	e := startEnv(t)
+	// Every read ends at once; the timeout bounds the readers that would
+	// wait for frames after the final one.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i, key := range []string{`"Is_Final"`, `"IS_FINAL"`, `"is\u005ffinal"`} {
+		for _, burst := range []bool{false, true} {
+			id := fmt.Sprintf("folded-%d-%t", i, burst)
+			w := e.running(t, id)
+			var text []byte
+			if burst {
+				f := w.frame(e2a.KindChunk, false, e2a.StatusInProgress, e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: "a"})
+				text, _ = json.Marshal(f)
+				w.seq++
+			} else {
+				w.text("a") // frame 0
+			}
+			f := w.frame(e2a.KindComplete, true, e2a.StatusSucceeded, e2a.CompleteBody{Result: "done"}) // frame 1
+			final, err := json.Marshal(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			final = bytes.Replace(final, []byte(`"is_final"`), []byte(key), 1)
+			if burst {
+				publishRaw(t, e.js, id, 0, "2", bytes.Join([][]byte{text, final}, []byte("\n")), 0)
+			} else {
+				publishRaw(t, e.js, id, 1, "", final, w.lastSeq)
+			}
+			for _, from := range []int64{0, 1, 2, 7} {
+				for _, m := range decodeModes {
+					frames, err := collect(t, ctx, e.nc, id, from, m.opts...)
+					if want := max(0, 2-int(from)); err != nil || len(frames) != want {
+						t.Errorf("key %s, burst %t, %s from %d: %v after %d frames, want %d frames and the end", key, burst, m.name, from, err, len(frames), want)
+					}
+				}
+			}
+		}
 	}
 }
 

@@ -2,7 +2,9 @@ package egress
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -36,6 +38,8 @@ func TestResumePastFinal(t *testing.T) {
 		{"Last-Event-ID of the final frame", "", "2", "text/event-stream", 204, 0},
 		{"from past the final frame", "?from=3", "", "text/event-stream", 204, 0},
 		{"far past", "?from=99", "", "text/event-stream", 204, 0},
+		{"Last-Event-ID of the largest sequence", "", "9223372036854775807", "text/event-stream", 204, 0},
+		{"from the largest sequence", "?from=9223372036854775807", "", "text/event-stream", 204, 0},
 		{"NDJSON past the final frame", "?from=3", "", "application/x-ndjson", 204, 0},
 		{"Last-Event-ID before the final frame", "", "1", "text/event-stream", 200, 1},
 		{"from the final frame", "?from=2", "", "text/event-stream", 200, 1},
@@ -55,6 +59,50 @@ func TestResumePastFinal(t *testing.T) {
 		}
 		if rec.Code != c.status || events != c.events || (c.status == 204 && rec.Body.Len() != 0) {
 			t.Errorf("%s: %d with %d events, want %d with %d: %q", c.name, rec.Code, events, c.status, c.events, rec.Body.String())
+		}
+	}
+}
+
+// TestResumePoint: the sequence after Last-Event-ID, else ?from=, else 0;
+// never negative, the largest Last-Event-ID included (no sequence follows
+// it: it resumes past any final frame); a malformed value is a bad
+// request.
+func TestResumePoint(t *testing.T) {
+	for _, c := range []struct {
+		lastEventID, from string
+		want              int64
+		bad               bool
+	}{
+		{"", "", 0, false},
+		{"2", "", 3, false},
+		{" 2 ", "", 3, false},
+		{"-1", "", 0, false}, // before frame 0
+		{"2", "7", 3, false}, // Last-Event-ID wins
+		{"", "7", 7, false},
+		{"9223372036854775806", "", math.MaxInt64, false},
+		{"9223372036854775807", "", math.MaxInt64, false},
+		{"", "9223372036854775807", math.MaxInt64, false},
+		{"9223372036854775808", "", 0, true},
+		{"-2", "", 0, true},
+		{"x", "", 0, true},
+		{"", "-1", 0, true},
+	} {
+		r := httptest.NewRequest("GET", "/v1/requests/x/stream?from="+c.from, nil)
+		if c.from == "" {
+			r.URL.RawQuery = ""
+		}
+		if c.lastEventID != "" {
+			r.Header.Set("Last-Event-ID", c.lastEventID)
+		}
+		got, err := ResumePoint(r)
+		if c.bad {
+			if !errors.Is(err, ErrBadRequest) {
+				t.Errorf("Last-Event-ID %q, from %q: %d, %v; want a bad request", c.lastEventID, c.from, got, err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("Last-Event-ID %q, from %q: %d, %v; want %d", c.lastEventID, c.from, got, err, c.want)
 		}
 	}
 }

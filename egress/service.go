@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"mime"
 	"net/http"
 	"net/url"
@@ -553,12 +554,22 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 		return
 	}
 	final := last != nil && last.final
-	rend := maybeProjecting(r, NewE2AJSON(o, id, envRaw, final, from), s.cfg.projections)
+	// A resume point past the last frame stored: no frame is written, the
+	// state is the last frame's (running, or the final frame's).
+	past := last != nil && from > last.seq
+	state := ""
+	if past {
+		if state, err = last.state(id); err != nil {
+			s.finish(o, NewE2AJSON(o, id, envRaw, false, from), FormatE2AJSON, err)
+			return
+		}
+	}
+	rend := maybeProjecting(r, newE2AJSON(o, id, envRaw, final, from, state), s.cfg.projections)
 	if err := rend.Start(); err != nil {
 		s.finish(o, rend, FormatE2AJSON, err)
 		return
 	}
-	if last != nil {
+	if last != nil && !past {
 		rd, err := Open(ctx, s.nc, id, from, append(s.replayOptions(nil), WithoutRequestCheck(), WithoutDecode())...)
 		if err != nil {
 			s.finish(o, rend, FormatE2AJSON, err)
@@ -622,18 +633,32 @@ func (s *Service) waitFinal(ctx context.Context, id string, known bool) (*lastIn
 			return nil, err
 		}
 		if f.IsFinal() {
-			last = &lastInfo{streamSeq: f.StreamSeq, seq: f.Sequence(), final: true}
+			last = &lastInfo{streamSeq: f.StreamSeq, seq: f.Sequence(), final: true, raw: f.Raw}
 		}
 	}
 }
 
 // lastInfo is where the last (or the final) frame of a request is: the
 // stream sequence of its message, its own sequence (a burst holds several
-// frames under one stream sequence), and whether it is final.
+// frames under one stream sequence), whether it is final, and the frame.
 type lastInfo struct {
 	streamSeq uint64
 	seq       int64
 	final     bool
+	raw       []byte
+}
+
+// state is the state of the request whose last frame li is: running, or,
+// for a final frame, the state its status gives (the frame decoded).
+func (li *lastInfo) state(id string) (string, error) {
+	if !li.final {
+		return StateRunning, nil
+	}
+	resp, err := e2a.UnmarshalResponse(li.raw)
+	if err != nil {
+		return "", fmt.Errorf("%w: request %q sequence %d: %v", ErrInvalidFrame, id, li.seq, err)
+	}
+	return finalState(resp), nil
 }
 
 // lastFrame reads the last stored frame of a request (nil when none): the
@@ -659,7 +684,7 @@ func (s *Service) lastFrame(ctx context.Context, id string) (*lastInfo, error) {
 	if err := jsonUnmarshal(data, &probe); err != nil {
 		return nil, err
 	}
-	li.seq, li.final = probe.Sequence, probe.IsFinal
+	li.seq, li.final, li.raw = probe.Sequence, probe.IsFinal, data
 	return li, nil
 }
 
@@ -674,13 +699,20 @@ func (s *Service) streamNames() streamNames {
 }
 
 // ResumePoint returns the first sequence a client asks for: the sequence
-// after Last-Event-ID (an SSE reconnection), else ?from=, else 0. It
-// returns an error wrapping ErrBadRequest for a malformed value.
+// after Last-Event-ID (an SSE reconnection), else ?from=, else 0, never
+// negative (a Last-Event-ID of math.MaxInt64, after which no sequence
+// exists, gives math.MaxInt64: past any final frame). It returns an error
+// wrapping ErrBadRequest for a malformed value.
 func ResumePoint(r *http.Request) (int64, error) {
 	if v := strings.TrimSpace(r.Header.Get("Last-Event-ID")); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < -1 {
 			return 0, badRequest("Last-Event-ID %q is not a frame sequence", v)
+		}
+		if n == math.MaxInt64 {
+			// No frame follows the largest sequence: a resume point past
+			// any final frame (n+1 would wrap around to a negative one).
+			return n, nil
 		}
 		return n + 1, nil
 	}

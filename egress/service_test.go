@@ -167,6 +167,39 @@ func TestHTTPHeartbeatBeforeFirstFrame(t *testing.T) {
 	}
 }
 
+// TestHTTPHeartbeatLongerThanPoll: an E2A SSE stream of a request with no
+// frame yet writes its keep-alive comment every heartbeat interval also
+// when the interval is longer than the reader's poll of the stream (as
+// with the defaults, 15 s and 2 s), each poll ending one wait of the
+// reader and starting another.
+func TestHTTPHeartbeatLongerThanPoll(t *testing.T) {
+	h := startHTTP(t, WithHeartbeatInterval(200*time.Millisecond), WithReplayOptions(WithPollInterval(40*time.Millisecond)))
+	h.submit(t, newEnvelope("req_hb_poll"))
+	// Bounds the test should no keep-alive come.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", h.srv.URL+"/v1/requests/req_hb_poll/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var lines []string
+	for beats := 0; beats < 2; {
+		if !sc.Scan() {
+			t.Fatalf("the stream ended (%v) after %d keep-alives: %q", sc.Err(), beats, lines)
+		}
+		lines = append(lines, sc.Text())
+		if sc.Text() == ": keep-alive" {
+			beats++
+		}
+	}
+}
+
 func TestHTTPAggregateJSON(t *testing.T) {
 	h := startHTTP(t)
 	w := h.running(t, "req_agg")
@@ -220,6 +253,55 @@ func TestHTTPAggregateJSON(t *testing.T) {
 	resp = h.get(t, "/v1/requests/req_fail")
 	if v = decode(resp); resp.StatusCode != 200 || v.State != StateFailed {
 		t.Fatalf("failed: %d %+v", resp.StatusCode, v)
+	}
+}
+
+// TestHTTPAggregateJSONFromPastFrames: GET /v1/requests/{id}?from=N with N
+// past every frame stored answers no frame and the request's state: its
+// final frame's when it has ended (200), running while it runs (202), and
+// pending only when it has no frame at all.
+func TestHTTPAggregateJSONFromPastFrames(t *testing.T) {
+	h := startHTTP(t)
+	h.finished(t, "past-done", 2) // frames 0, 1, 2 (final, succeeded)
+	env := newEnvelope("past-failed")
+	h.submit(t, env)
+	w := h.writer(t, env)
+	w.text("a")
+	w.fail("handler_error", "boom", false) // frame 1 (final, failed)
+	h.running(t, "past-running").text("a") // frame 0
+	h.running(t, "past-pending")
+	for _, c := range []struct {
+		path         string
+		status       int
+		state        string
+		frames       int
+		nextSequence int64
+	}{
+		{"/v1/requests/past-done?from=3", 200, StateSucceeded, 0, 3},
+		{"/v1/requests/past-done?from=99", 200, StateSucceeded, 0, 99},
+		{"/v1/requests/past-done?from=3&wait=true", 200, StateSucceeded, 0, 3},
+		{"/v1/requests/past-failed?from=2", 200, StateFailed, 0, 2},
+		{"/v1/requests/past-failed?from=2&wait=true", 200, StateFailed, 0, 2},
+		{"/v1/requests/past-running?from=1", 202, StateRunning, 0, 1},
+		{"/v1/requests/past-pending?from=1", 202, StatePending, 0, 1},
+		// The last frame in the range: its state, as always.
+		{"/v1/requests/past-done?from=2", 200, StateSucceeded, 1, 3},
+		{"/v1/requests/past-running?from=0", 202, StateRunning, 1, 1},
+	} {
+		resp := h.get(t, c.path)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v RequestView
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("%s: %v: %s", c.path, err, b)
+		}
+		if resp.StatusCode != c.status || v.State != c.state || len(v.Frames) != c.frames || v.NextSequence != c.nextSequence {
+			t.Errorf("%s: %d, state %q, %d frames, next %d; want %d, state %q, %d frames, next %d: %s",
+				c.path, resp.StatusCode, v.State, len(v.Frames), v.NextSequence, c.status, c.state, c.frames, c.nextSequence, b)
+		}
 	}
 }
 
