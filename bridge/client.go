@@ -1,6 +1,8 @@
 package bridge
 
 import (
+	"compress/flate"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -91,7 +93,8 @@ func WithConnectTimeout(d time.Duration) ClientOption {
 // WithIdleTimeout bounds the wait for the answer's headers and, once it
 // streams, the silence between two reads of its body; > 0, default 60 s.
 // An answer idle for longer fails with ErrIdleTimeout (code
-// upstream_timeout).
+// upstream_timeout); the body of a non-2xx answer is read no longer, and
+// the call fails with the status's error (FromResponse).
 func WithIdleTimeout(d time.Duration) ClientOption {
 	return func(c *Client) error {
 		if d <= 0 {
@@ -231,10 +234,13 @@ func (c *Client) SetHeaders(ctx context.Context, h http.Header, env *e2a.Envelop
 }
 
 // Do sends req (its headers completed by SetHeaders with env) and returns
-// the answer when it is 2xx; any other status is an *Error (FromResponse),
-// a transport failure is classified (Classify). The body of the answer is
-// guarded by the idle timeout: a read that waits longer fails with
-// ErrIdleTimeout and the request is cancelled. The caller closes it.
+// the answer when it is 2xx; any other status is an *Error (FromResponse,
+// its body read under the idle timeout too), a transport failure is
+// classified (Classify). The body of the answer is guarded by the idle
+// timeout: a read that waits longer fails with ErrIdleTimeout and the
+// request is cancelled; a transport failure while reading it (a reset,
+// an HTTP/2 stream error) is, by Classify, upstream_unavailable. The
+// caller closes it.
 func (c *Client) Do(req *http.Request, env *e2a.Envelope) (*http.Response, error) {
 	ctx, cancel := context.WithCancelCause(req.Context())
 	req = req.WithContext(ctx)
@@ -249,11 +255,37 @@ func (c *Client) Do(req *http.Request, env *e2a.Envelope) (*http.Response, error
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer cancel(nil)
-		// An upstream may echo the request's headers in its error page.
+		// The error page is read under the idle timeout too: one that
+		// stalls is cut there, and the status's error is returned all the
+		// same (fromResponse quotes what came). An upstream may echo the
+		// request's headers in its error page.
+		resp.Body = newIdleBody(resp.Body, c.idle, cancel)
 		return nil, fromResponse(resp, c.creds.scrub)
 	}
-	resp.Body = newIdleBody(resp.Body, c.idle, cancel)
+	resp.Body = newIdleBody(bodyReader{resp.Body}, c.idle, cancel)
 	return resp, nil
+}
+
+// bodyReader marks the transport's failures to read a 2xx answer's body
+// (a connection reset, an HTTP/2 stream reset, GOAWAY or lost connection)
+// as a *bodyError, which Classify reads as an answer cut short. The end
+// of the body (io.EOF) and a body the transport could not decompress (not
+// a transport failure: the answer itself is garbage) are left as they are.
+type bodyReader struct{ io.ReadCloser }
+
+func (b bodyReader) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && !isDecodeError(err) {
+		err = &bodyError{err: err}
+	}
+	return n, err
+}
+
+// isDecodeError reports a failure to decompress a body the transport
+// asked gzip for.
+func isDecodeError(err error) bool {
+	var corrupt flate.CorruptInputError
+	return errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.As(err, &corrupt)
 }
 
 // idleBody fails a read that waits longer than idle, cancelling the

@@ -42,6 +42,13 @@ func TestClassify(t *testing.T) {
 		{"EOF", io.EOF, CodeUnavailable, true},
 		{"reset", &net.OpError{Op: "read", Err: syscall.ECONNRESET}, CodeUnavailable, true},
 		{"anything else", errors.New("tls: bad certificate"), CodeProtocol, false},
+		// What net/http's HTTP/2 client returns when the upstream resets
+		// the stream or the connection mid-body: a body read failure.
+		{"h2 stream reset mid-body", &bodyError{errors.New("stream error: stream ID 1; INTERNAL_ERROR; received from peer")}, CodeUnavailable, true},
+		{"h2 GOAWAY mid-body", fmt.Errorf("openai: reading the stream: %w", &bodyError{errors.New("http2: server sent GOAWAY and closed the connection")}), CodeUnavailable, true},
+		{"h2 connection lost mid-body", &bodyError{errors.New("http2: client connection lost")}, CodeUnavailable, true},
+		{"a timeout mid-body", &bodyError{&net.OpError{Op: "read", Err: timeoutErr{}}}, CodeTimeout, true},
+		{"the same error, not a body's", errors.New("stream error: stream ID 1; INTERNAL_ERROR; received from peer"), CodeProtocol, false},
 		{"an *Error stays", Errorf(CodeAuth, false, "no"), CodeAuth, false},
 		{"a wrapped *Error", fmt.Errorf("x: %w", Errorf(CodeFailed, true, "f")), CodeFailed, true},
 	} {
@@ -52,7 +59,7 @@ func TestClassify(t *testing.T) {
 	}
 	for _, err := range []error{
 		context.Canceled, fmt.Errorf("x: %w", context.Canceled), agent.ErrFenced, agent.ErrWriterClosed,
-		agent.ErrFinalWritten, agent.Errorf(e2a.ErrCodeFrameTooLarge, false, "big"),
+		agent.ErrFinalWritten, agent.Errorf(e2a.ErrCodeFrameTooLarge, false, "big"), &bodyError{context.Canceled},
 	} {
 		if got := Classify(err); got != err {
 			t.Errorf("Classify(%v) = %v, want it unchanged", err, got)
@@ -249,7 +256,9 @@ func TestClientHeaders(t *testing.T) {
 
 // TestClientIdleTimeout: an answer whose headers do not come, or whose
 // body stops, within the idle timeout fails with upstream_timeout; a body
-// that keeps sending does not.
+// that keeps sending does not. An error answer whose body stops fails
+// with its status's error at the idle timeout, not when the request's own
+// context ends (agent.Run sets no deadline by default).
 func TestClientIdleTimeout(t *testing.T) {
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -259,6 +268,10 @@ func TestClientIdleTimeout(t *testing.T) {
 			case <-r.Context().Done():
 			}
 			return
+		}
+		if r.URL.Path == "/error-stops" {
+			w.Header().Set("Content-Length", "100")
+			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 		_, _ = io.WriteString(w, "first bytes")
 		w.(http.Flusher).Flush()
@@ -288,6 +301,133 @@ func TestClientIdleTimeout(t *testing.T) {
 	_ = resp.Body.Close()
 	if string(b) != "first bytes" || !errors.Is(err, ErrIdleTimeout) || Classify(err).(*Error).Code != CodeTimeout {
 		t.Fatalf("stopped body: %q %v", b, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ = http.NewRequestWithContext(ctx, "POST", srv.URL+"/error-stops", nil)
+	_, err = c.Do(req, nil)
+	if !errors.As(err, &be) || be.Code != CodeUnavailable || !be.Retryable || be.Status != http.StatusServiceUnavailable ||
+		be.Message != "upstream answered 503: first bytes" || ctx.Err() != nil {
+		t.Fatalf("stopped error body: %v (the request's context: %v)", err, ctx.Err())
+	}
+}
+
+// TestClientErrorBodyIdleTimeout: a non-2xx answer whose body stalls is
+// read for the idle timeout exactly (fake time), then ends with the
+// status's error (retryable as the status says, its Retry-After kept,
+// quoting what came of the body) and the request cancelled.
+func TestClientErrorBodyIdleTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for status, want := range map[int]string{429: CodeRateLimited, 503: CodeUnavailable, 400: CodeRejected} {
+			rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: status, Header: http.Header{"Retry-After": {"7"}},
+					Body: &stalledBody{ctx: r.Context(), first: "overloa"}, Request: r}, nil
+			})
+			c, err := NewClient("http://upstream.test", WithIdleTimeout(time.Minute), WithTransport(rt))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			req, _ := http.NewRequestWithContext(ctx, "POST", "http://upstream.test/", nil)
+			start := time.Now()
+			_, err = c.Do(req, nil)
+			var be *Error
+			if !errors.As(err, &be) || be.Code != want || be.Retryable != (want != CodeRejected) || be.Status != status ||
+				be.RetryAfter != 7*time.Second || be.Message != fmt.Sprintf("upstream answered %d: overloa", status) {
+				t.Errorf("%d: %v", status, err)
+			}
+			if d := time.Since(start); d != time.Minute {
+				t.Errorf("%d: Do returned after %v, want the idle timeout (1m0s)", status, d)
+			}
+			cancel()
+		}
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// stalledBody sends first, then nothing until ctx ends (as a transport's
+// body does when its request is cancelled).
+type stalledBody struct {
+	ctx   context.Context
+	first string
+}
+
+func (b *stalledBody) Read(p []byte) (int, error) {
+	if b.first != "" {
+		n := copy(p, b.first)
+		b.first = b.first[n:]
+		return n, nil
+	}
+	<-b.ctx.Done()
+	return 0, context.Cause(b.ctx)
+}
+
+func (b *stalledBody) Close() error { return nil }
+
+// TestBodyCutShort: an upstream that aborts its answer mid-body cuts it
+// short, over HTTP/1.1 (the connection closes) as over HTTP/2 (the stream
+// is reset: RST_STREAM INTERNAL_ERROR): both are upstream_unavailable,
+// retryable, as docs/agents.md says of an answer cut short. A body the
+// transport cannot decompress is the upstream's garbage, not a cut:
+// upstream_protocol_error.
+func TestBodyCutShort(t *testing.T) {
+	const first = "data: {\"choices\":[]}\n\n"
+	for _, h2 := range []bool{false, true} {
+		read := make(chan struct{})
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/gzip" {
+				w.Header().Set("Content-Encoding", "gzip")
+				_, _ = io.WriteString(w, "not gzip at all")
+				return
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, first)
+			w.(http.Flusher).Flush()
+			select { // the client has the first bytes
+			case <-read:
+			case <-r.Context().Done():
+			}
+			panic(http.ErrAbortHandler) // the upstream gives up on this answer
+		}))
+		srv.EnableHTTP2 = h2
+		srv.StartTLS()
+		c, err := NewClient(srv.URL, WithTransport(srv.Client().Transport))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest("POST", srv.URL, nil)
+		resp, err := c.Do(req, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{false: 1, true: 2}[h2]; resp.ProtoMajor != want {
+			t.Fatalf("answered over %s, want HTTP/%d", resp.Proto, want)
+		}
+		b := make([]byte, len(first))
+		if _, err := io.ReadFull(resp.Body, b); err != nil || string(b) != first {
+			t.Fatalf("%s: first bytes %q, %v", resp.Proto, b, err)
+		}
+		close(read)
+		_, err = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		var be *Error
+		if !errors.As(Classify(err), &be) || be.Code != CodeUnavailable || !be.Retryable {
+			t.Errorf("%s: the body's error %v is %v, want %s retryable", resp.Proto, err, Classify(err), CodeUnavailable)
+		}
+
+		req, _ = http.NewRequest("POST", srv.URL+"/gzip", nil)
+		if resp, err = c.Do(req, nil); err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if !errors.As(Classify(err), &be) || be.Code != CodeProtocol || be.Retryable {
+			t.Errorf("%s: a body that does not decompress: %v is %v, want %s", resp.Proto, err, Classify(err), CodeProtocol)
+		}
+		srv.Close()
 	}
 }
 

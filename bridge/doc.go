@@ -23,7 +23,10 @@
 //
 // [Client] is the HTTP side every bridge shares: connect and idle timeouts
 // (an answer that stops sending bytes for the idle timeout fails with
-// code upstream_timeout), no redirects, the upstream's credentials
+// code upstream_timeout; a non-2xx answer whose body stalls, with its
+// status's code at the idle timeout), an answer cut short by the transport
+// (a reset, an HTTP/2 stream reset or GOAWAY) read as upstream_unavailable,
+// no redirects, the upstream's credentials
 // ([Credentials]: never logged, never published, never stored), and W3C
 // trace context (traceparent) propagated to the upstream.
 //

@@ -133,7 +133,9 @@ func retryAfter(v string, now time.Time) time.Duration {
 // Classify returns err as an *Error: itself when it is one (or wraps one),
 // and otherwise by what it is: an idle timeout or a deadline → timeout; a
 // refused or failed connection, a DNS failure → unreachable; an answer cut
-// short (unexpected EOF, reset) → unavailable; anything else → protocol
+// short (unexpected EOF, reset, and any transport failure while reading
+// the body of a 2xx answer Client.Do returned: an HTTP/2 stream reset,
+// GOAWAY, a lost connection) → unavailable; anything else → protocol
 // error. A nil err, a cancelled context (the request's own cancel,
 // deadline or shutdown, which the runtime ends) and the agent runtime's own
 // errors (an *agent.Error such as frame_too_large, a Writer fenced or
@@ -161,8 +163,22 @@ func Classify(err error) error {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return &Error{Code: CodeTimeout, Message: "upstream did not answer in time", Retryable: true, Err: err}
 	}
+	var body *bodyError
+	if errors.As(err, &body) {
+		return &Error{Code: CodeUnavailable, Message: "upstream cut the answer short: " + errMessage(body.err), Retryable: true, Err: err}
+	}
 	return &Error{Code: CodeProtocol, Message: "upstream answer not understood: " + errMessage(err), Err: err}
 }
+
+// bodyError is a transport failure while reading the body of a 2xx
+// answer (Client.Do's bodyReader): the answer was cut short, whatever the
+// transport calls it (HTTP/1.1 a reset or an unexpected EOF, HTTP/2 a
+// stream error, GOAWAY or a lost connection, in net/http's unexported
+// types).
+type bodyError struct{ err error }
+
+func (e *bodyError) Error() string { return e.err.Error() }
+func (e *bodyError) Unwrap() error { return e.err }
 
 // isRuntimeError reports an error of the agent runtime rather than of the
 // upstream: an *agent.Error (frame_too_large among them) or a Writer's

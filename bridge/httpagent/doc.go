@@ -82,7 +82,8 @@
 // server's default max_payload), or beyond the bound on frames per request
 // ([WithMaxFrames]) ends the request with upstream_protocol_error, not
 // retryable. An answer that ends before its final frame (the connection
-// closed, cut mid-line or mid-event) ends it with upstream_unavailable,
+// closed or reset, an HTTP/2 stream reset, cut mid-line or mid-event)
+// ends it with upstream_unavailable,
 // retryable ("closed mid-stream"); one silent for the client's idle
 // timeout with upstream_timeout. Frames after the final one are ignored
 // (and logged when they were already received); the answer is closed at the

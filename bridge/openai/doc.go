@@ -19,16 +19,23 @@
 //   - the request's text ([UserText]).
 //
 // The answer, a server-sent event stream read with a bounded line reader
-// ([WithMaxEventBytes]), becomes the request's frames:
+// ([WithMaxEventBytes]; an event whose data is empty or blank, "data:"
+// alone, is skipped), becomes the request's frames:
 //
 //   - choices[0].delta.content (and refusal) → e2a.chunk text deltas;
 //   - delta.reasoning_content, or delta.reasoning → e2a.chunk reasoning;
 //   - streamed tool_calls (index, id, function.name, argument fragments)
 //     → one e2a.chunk tool delta {type: function_call, id, name, args: the
 //     assembled arguments, a JSON string} per call, written when the call
-//     is whole: at the finish reason, or as soon as a later index starts
+//     is whole: at the finish reason, or as soon as a later call starts
 //     when its arguments already form a whole JSON value (fragments of
-//     several calls may interleave);
+//     several calls may interleave). Calls are never merged: a fragment
+//     with another id than its index's call (a server that numbers every
+//     call 0), or naming a function with arguments that start a second
+//     JSON value, starts a new call; fragments without an index (Gemini's
+//     OpenAI-compatible endpoint) continue the last such call unless they
+//     carry a new id (or are a second fragment of one chunk); a second
+//     JSON value nothing tells apart is upstream_protocol_error;
 //   - the final frame: e2a.complete {"content": the full text,
 //     "finish_reason", "usage" (when the server sent it), "model"}.
 //
@@ -43,8 +50,10 @@
 // request or credentials not, anything else upstream_failed); a line that
 // is not SSE, an event that is not a chunk, or an answer that is not an
 // event stream → upstream_protocol_error; a stream that ends with neither
-// a finish_reason nor [DONE], or is cut → upstream_unavailable; silence
-// past the client's idle timeout → upstream_timeout. A request with no
+// a finish_reason nor [DONE], or is cut (the connection closed or reset,
+// an HTTP/2 stream reset, or a clean end in the middle of a line whose
+// event does not decode) → upstream_unavailable; silence past the client's
+// idle timeout → upstream_timeout. A request with no
 // text gets invalid_request; a history the pipeline cannot read,
 // history_unavailable (retryable).
 //

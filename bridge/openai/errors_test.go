@@ -32,11 +32,13 @@ func firstEvents(w http.ResponseWriter) {
 
 // TestBadUpstream: every way an upstream can fail ends the request with
 // the bridge's e2a.error code, retryable as the code says, and is retried
-// only while nothing was written: 429 and 503 before any frame are retried
+// only while nothing was written: 429, 503 and a body that ends at the
+// connection's close in the middle of a line before any frame are retried
 // (the second call answers); a 500-coded error event, a connection cut
-// mid-event, garbage, a hang past the idle timeout, or an end without
-// finish_reason after a frame are not; a refused key, garbage before any
-// frame and an answer that is not an event stream are not retryable at all.
+// mid-event or mid-line, garbage, a hang past the idle timeout, or an end
+// without finish_reason after a frame are not; a refused key, garbage
+// before any frame and an answer that is not an event stream are not
+// retryable at all.
 func TestBadUpstream(t *testing.T) {
 	srv := newModelServer(t)
 	p := startBridge(t, srv, setup{client: []bridge.ClientOption{bridge.WithIdleTimeout(300 * time.Millisecond)}})
@@ -50,6 +52,30 @@ func TestBadUpstream(t *testing.T) {
 				w.Header().Set("Retry-After", retryAfter)
 			}
 			http.Error(w, `{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}`, code)
+			return true
+		}
+	}
+	// closeDelimited answers with a body that ends at the connection's
+	// close (no Content-Length, no chunking, as Python's http.server does),
+	// cut in the middle of a line: a clean end of the body, mid-line.
+	closeDelimited := func(frames bool) script {
+		return func(n int, w http.ResponseWriter, r *http.Request, _ chatRequest) bool {
+			if n > 1 {
+				return false // the echo stream
+			}
+			conn, buf, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Errorf("hijack: %v", err)
+				return true
+			}
+			defer conn.Close()
+			_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+			if frames {
+				evs := bytes.SplitAfter(echoStream("chatcmpl-partial", "m", "echo"), []byte("\n\n"))
+				_, _ = buf.Write(bytes.Join(evs[:2], nil))
+			}
+			_, _ = buf.WriteString(`data: {"id":"chatcmpl-partial","model":"m","choices":[{"ind`)
+			_ = buf.Flush()
 			return true
 		}
 	}
@@ -83,6 +109,8 @@ func TestBadUpstream(t *testing.T) {
 			}
 			return true
 		}, bridge.CodeUnavailable, true, 1, "ec"},
+		{"cut mid-line before any frame", closeDelimited(false), "", false, 2, "echo: cut mid-line before any frame"},
+		{"cut mid-line after a frame", closeDelimited(true), bridge.CodeUnavailable, true, 1, "ec"},
 		{"garbage before any frame", func(n int, w http.ResponseWriter, r *http.Request, _ chatRequest) bool {
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = w.Write([]byte("<html><body>Bad Gateway</body></html>\n\n"))

@@ -24,6 +24,13 @@ type want struct {
 	calls                                 []call
 	totalTokens                           int64 // 0: no usage chunk
 	errCode                               string
+	// toolIndex is how the stream numbers its parallel calls: "" by
+	// tool_calls[].index, as OpenAI does; "none" without an index (Gemini's
+	// OpenAI-compatible endpoint); "zero" index 0 for every call (some
+	// proxies). The official accumulator keys calls by index (a missing
+	// one is 0) and merges those; their calls are checked from the
+	// official client's chunks instead, a new id starting a call.
+	toolIndex string
 }
 
 var fixtures = map[string]want{
@@ -40,6 +47,11 @@ var fixtures = map[string]want{
 		calls: []call{{"call_seq0", "lookup", `{"q": "e2a"}`}, {"call_seq1", "now", `{}`}}},
 	"error": {id: "chatcmpl-BmidStreamError06", model: "gpt-4.1-mini-2025-04-14", content: "Once upon a time",
 		errCode: bridge.CodeUnavailable},
+	"tools_indexless": {id: "vh9yaJ6hLsWz1MkP2LDn4AE", model: "gemini-2.5-flash", finish: "stop", totalTokens: 95,
+		toolIndex: "none", calls: []call{{"function-call-13072861962153466717", "get_weather", `{"city":"London"}`},
+			{"function-call-13072861962153466718", "get_time", `{"tz":"UTC"}`}}},
+	"tools_same_index": {id: "chatcmpl-BsameIndexTools07", model: "gpt-4.1-mini-2025-04-14", finish: "tool_calls",
+		toolIndex: "zero", calls: []call{{"call_Pq3ZsX1", "lookup", `{"q": "e2a"}`}, {"call_Rt8WvY2", "lookup", `{"q": "nats"}`}}},
 }
 
 // TestFixturesAreTheWireFormat: every fixture, served by the test server,
@@ -61,12 +73,14 @@ func TestFixturesAreTheWireFormat(t *testing.T) {
 			})
 			var acc openai.ChatCompletionAccumulator
 			var reasoning string
+			var fragments []openai.ChatCompletionChunkChoiceDeltaToolCall
 			for stream.Next() {
 				ch := stream.Current()
 				if !acc.AddChunk(ch) {
 					t.Fatalf("the accumulator refused chunk %s", ch.RawJSON())
 				}
 				for _, c := range ch.Choices {
+					fragments = append(fragments, c.Delta.ToolCalls...)
 					if f, ok := c.Delta.JSON.ExtraFields["reasoning_content"]; ok && f.Raw() != "null" {
 						var s string
 						if err := unmarshalString(f.Raw(), &s); err != nil {
@@ -100,11 +114,37 @@ func TestFixturesAreTheWireFormat(t *testing.T) {
 			for _, tc := range got.Message.ToolCalls {
 				calls = append(calls, call{tc.ID, tc.Function.Name, tc.Function.Arguments})
 			}
+			if w.toolIndex != "" {
+				calls = callsByID(t, fragments, w.toolIndex)
+			}
 			if !equalCalls(calls, w.calls) {
 				t.Errorf("tool calls %+v, want %+v", calls, w.calls)
 			}
 		})
 	}
+}
+
+// callsByID assembles tool call fragments, as the official client reads
+// them, by id (a fragment with a new id starts a call, one without
+// continues the last), checking that each is numbered as toolIndex says.
+func callsByID(t *testing.T, fragments []openai.ChatCompletionChunkChoiceDeltaToolCall, toolIndex string) []call {
+	t.Helper()
+	var calls []call
+	for _, f := range fragments {
+		if f.JSON.Index.Valid() != (toolIndex == "zero") || f.Index != 0 {
+			t.Fatalf("fragment %s: numbered otherwise than %q", f.RawJSON(), toolIndex)
+		}
+		if f.ID != "" && (len(calls) == 0 || calls[len(calls)-1].ID != f.ID) {
+			calls = append(calls, call{ID: f.ID})
+		}
+		if len(calls) == 0 {
+			t.Fatalf("fragment %s before any call's id", f.RawJSON())
+		}
+		c := &calls[len(calls)-1]
+		c.Name += f.Function.Name
+		c.Args += f.Function.Arguments
+	}
+	return calls
 }
 
 func equalCalls(a, b []call) bool {

@@ -177,7 +177,7 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	if err := t.read(ctx, resp.Body); err != nil {
 		return err
 	}
-	if err := t.flushCalls(-1); err != nil {
+	if err := t.flushCalls(); err != nil {
 		return err
 	}
 	u.record(ctx, env)

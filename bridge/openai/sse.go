@@ -32,15 +32,20 @@ func newSSEReader(r io.Reader, max int) *sseReader {
 // an SSE field, or one too long).
 var errSSE = errors.New("not a server-sent event stream")
 
+// errCut reports a stream that ended inside a line which is not a whole
+// SSE field (the upstream was cut off, not wrong).
+var errCut = errors.New("the stream ended mid-line")
+
 // readLine returns the next line without its line ending (LF or CRLF). At
 // the end of the stream it returns io.EOF, after a last line without a
-// line ending if there is one.
-func (s *sseReader) readLine() ([]byte, error) {
+// line feed if there is one, with last set (the stream may have been cut
+// in that line).
+func (s *sseReader) readLine() (line []byte, last bool, err error) {
 	s.buf = s.buf[:0]
 	for {
 		frag, err := s.r.ReadSlice('\n')
 		if len(s.buf)+len(frag) > s.max+2 {
-			return nil, fmt.Errorf("%w: a line longer than %d bytes", errSSE, s.max)
+			return nil, false, fmt.Errorf("%w: a line longer than %d bytes", errSSE, s.max)
 		}
 		switch {
 		case err == nil:
@@ -50,41 +55,45 @@ func (s *sseReader) readLine() ([]byte, error) {
 				line = s.buf
 			}
 			line = line[:len(line)-1]
-			return bytes.TrimSuffix(line, []byte{'\r'}), nil
+			return bytes.TrimSuffix(line, []byte{'\r'}), false, nil
 		case errors.Is(err, bufio.ErrBufferFull):
 			s.buf = append(s.buf, frag...)
 		case errors.Is(err, io.EOF):
 			s.buf = append(s.buf, frag...)
 			if len(s.buf) > 0 {
-				return bytes.TrimSuffix(s.buf, []byte{'\r'}), nil
+				return bytes.TrimSuffix(s.buf, []byte{'\r'}), true, nil
 			}
-			return nil, io.EOF
+			return nil, false, io.EOF
 		default:
-			return nil, err
+			return nil, false, err
 		}
 	}
 }
 
 // next returns the next event: its type ("" unless an event field named
-// one) and its data lines joined by line feeds. Comments, id and retry
-// fields are skipped; an event without data is skipped. At the end of the
-// stream it returns io.EOF (an event not ended by a blank line is
-// returned first). Any other line is errSSE.
-func (s *sseReader) next() (event string, data []byte, err error) {
+// one), its data lines joined by line feeds, and whether the stream ended
+// inside its last line (cut: the data may be incomplete). Comments, id and
+// retry fields are skipped; an event without data, or whose data is empty
+// or blank ("data:" alone, which some servers send as a keep-alive), is
+// skipped, as httpagent's reader does. At the end of the stream it returns
+// io.EOF (an event not ended by a blank line is returned first). Any other
+// line is errSSE, or errCut when the stream ended inside it.
+func (s *sseReader) next() (event string, data []byte, cut bool, err error) {
 	var has bool
 	for {
-		line, err := s.readLine()
-		if errors.Is(err, io.EOF) && has {
-			return event, data, nil
+		line, last, err := s.readLine()
+		if errors.Is(err, io.EOF) && has && hasData(data) {
+			return event, data, cut, nil
 		}
 		if err != nil {
-			return "", nil, err
+			return "", nil, false, err
 		}
+		cut = last
 		if len(line) == 0 {
-			if has {
-				return event, data, nil
+			if has && hasData(data) {
+				return event, data, false, nil
 			}
-			event = ""
+			event, data, has = "", data[:0], false
 			continue
 		}
 		name, value, _ := bytes.Cut(line, []byte{':'})
@@ -96,17 +105,23 @@ func (s *sseReader) next() (event string, data []byte, err error) {
 				data = append(data, '\n')
 			}
 			if len(data)+len(value) > s.max {
-				return "", nil, fmt.Errorf("%w: an event larger than %d bytes", errSSE, s.max)
+				return "", nil, false, fmt.Errorf("%w: an event larger than %d bytes", errSSE, s.max)
 			}
 			data, has = append(data, value...), true
 		case "event":
 			event = string(value)
 		case "id", "retry":
 		default:
-			return "", nil, fmt.Errorf("%w: line %s", errSSE, quote(line))
+			if last {
+				return "", nil, false, fmt.Errorf("%w: %s", errCut, quote(line))
+			}
+			return "", nil, false, fmt.Errorf("%w: line %s", errSSE, quote(line))
 		}
 	}
 }
+
+// hasData reports event data that is not empty or blank.
+func hasData(data []byte) bool { return len(bytes.TrimSpace(data)) > 0 }
 
 // quote is the start of an upstream's line, for an error message.
 func quote(b []byte) string {

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -58,10 +60,13 @@ type toolCallDelta struct {
 
 // toolCall is a streamed tool call being assembled.
 type toolCall struct {
-	index    int
-	id, name string
-	args     strings.Builder
-	written  bool
+	// index is the call's tool_calls[].index (for a call streamed without
+	// one, the next after the calls before it); seq orders the calls a
+	// server streamed at one index (a new id there is another call).
+	index, seq int
+	id, name   string
+	args       strings.Builder
+	written    bool
 }
 
 // turn maps one streamed completion to frames.
@@ -73,7 +78,8 @@ type turn struct {
 	content  strings.Builder
 	finish   string
 	usage    json.RawMessage
-	calls    []*toolCall // by index
+	calls    []*toolCall // by index, then seq
+	loose    *toolCall   // the call the fragments without an index continue
 	done     bool        // [DONE] read
 }
 
@@ -82,19 +88,24 @@ type turn struct {
 func (t *turn) read(ctx context.Context, body io.Reader) error {
 	sr := newSSEReader(body, t.maxEvent)
 	for {
-		event, data, err := sr.next()
+		event, data, cut, err := sr.next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return readError(ctx, err)
 		}
-		if event == "error" {
-			return streamError(data)
-		}
-		if string(bytes.TrimSpace(data)) == "[DONE]" {
+		if string(bytes.TrimSpace(data)) == "[DONE]" && event != "error" {
 			t.done = true
 			return nil
+		}
+		if cut && !json.Valid(data) {
+			// The stream ended inside this event's last line: the
+			// upstream was cut off, it did not send garbage.
+			return readError(ctx, fmt.Errorf("%w: in the event %s", errCut, quote(data)))
+		}
+		if event == "error" {
+			return streamError(data)
 		}
 		if err := t.chunk(data); err != nil {
 			return err
@@ -113,6 +124,10 @@ func readError(ctx context.Context, err error) error {
 	}
 	if errors.Is(err, errSSE) {
 		return &bridge.Error{Code: bridge.CodeProtocol, Message: "upstream answer not understood: " + err.Error(), Err: err}
+	}
+	if errors.Is(err, errCut) {
+		return &bridge.Error{Code: bridge.CodeUnavailable, Retryable: true, Err: err,
+			Message: "upstream closed the answer before its end: " + err.Error()}
 	}
 	return fmt.Errorf("openai: reading the stream: %w", err)
 }
@@ -151,7 +166,7 @@ func (t *turn) chunk(data []byte) error {
 		}
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
 			t.finish = *ch.FinishReason
-			if err := t.flushCalls(-1); err != nil {
+			if err := t.flushCalls(); err != nil {
 				return err
 			}
 		}
@@ -175,12 +190,16 @@ func (t *turn) delta(d delta) error {
 			}
 		}
 	}
-	for i, tc := range d.ToolCalls {
-		idx := i
+	loose := 0 // fragments without an index in this chunk
+	for _, tc := range d.ToolCalls {
+		var err error
 		if tc.Index != nil {
-			idx = *tc.Index
+			err = t.toolFragment(*tc.Index, tc)
+		} else {
+			err = t.looseFragment(tc, loose > 0)
+			loose++
 		}
-		if err := t.toolFragment(idx, tc); err != nil {
+		if err != nil {
 			return err
 		}
 	}
@@ -200,28 +219,106 @@ func reasoning(d delta) string {
 	return ""
 }
 
-// toolFragment adds one fragment to the tool call of index idx. A call
-// whose arguments are already a whole JSON value is written as soon as a
-// later index starts (a model streams its calls one after another); the
-// others are written at the finish reason, so interleaved fragments are
+// toolFragment adds one fragment to the tool call of index idx: the last
+// call started there, or a new one when the fragment is another call's
+// start (startsCall: a server that numbers every call 0). A call whose
+// arguments are already a whole JSON value is written as soon as a later
+// call starts (a model streams its calls one after another); the others
+// are written at the finish reason, so interleaved fragments are
 // assembled whole.
 func (t *turn) toolFragment(idx int, d toolCallDelta) error {
-	i, found := slices.BinarySearchFunc(t.calls, idx, func(c *toolCall, idx int) int { return c.index - idx })
-	if !found {
-		if len(t.calls) >= maxToolCalls {
-			return bridge.Errorf(bridge.CodeProtocol, false, "upstream streamed more than %d tool calls", maxToolCalls)
-		}
-		if err := t.flushCalls(idx); err != nil {
+	c := t.lastAt(idx)
+	if c == nil || startsCall(c, d) {
+		var err error
+		if c, err = t.startCall(idx); err != nil {
 			return err
 		}
-		t.calls = slices.Insert(t.calls, i, &toolCall{index: idx})
 	}
-	c := t.calls[i]
+	return t.addFragment(c, d)
+}
+
+// looseFragment adds a fragment streamed without an index (Gemini's
+// OpenAI-compatible endpoint and some proxies send each call whole, with
+// its own id and no index): one that starts another call (startsCall)
+// starts the next call, as does one without an id after another fragment
+// of the same chunk (two fragments of one chunk are two calls); any other
+// continues the last call, so arguments split over chunks assemble.
+func (t *turn) looseFragment(d toolCallDelta, again bool) error {
+	c := t.loose
+	if c == nil || startsCall(c, d) || (again && d.ID == "") {
+		next := 0
+		if n := len(t.calls); n > 0 {
+			if t.calls[n-1].index == math.MaxInt {
+				return bridge.Errorf(bridge.CodeProtocol, false, "upstream streamed a tool call index out of range")
+			}
+			next = t.calls[n-1].index + 1
+		}
+		var err error
+		if c, err = t.startCall(next); err != nil {
+			return err
+		}
+		t.loose = c
+	}
+	return t.addFragment(c, d)
+}
+
+// startsCall reports a fragment that starts another call than c, never a
+// part of it: one naming another id than c's, or one naming a function
+// whose arguments start a second JSON value after c's (a server that
+// sends no ids).
+func startsCall(c *toolCall, d toolCallDelta) bool {
+	return (d.ID != "" && c.id != "" && d.ID != c.id) || (d.Function.Name != "" && secondValue(c, d))
+}
+
+// secondValue reports arguments that start a JSON object or array right
+// after c's ended one: no JSON continues so (after '}' or ']' comes ',',
+// '}', ']' or the end), it is another call's.
+func secondValue(c *toolCall, d toolCallDelta) bool {
+	prev := strings.TrimRight(c.args.String(), " \t\r\n")
+	next := strings.TrimLeft(d.Function.Arguments, " \t\r\n")
+	return prev != "" && next != "" && strings.ContainsAny(prev[len(prev)-1:], "}]") &&
+		strings.ContainsAny(next[:1], "{[")
+}
+
+// lastAt is the last call started at index idx (nil: none).
+func (t *turn) lastAt(idx int) *toolCall {
+	i := sort.Search(len(t.calls), func(i int) bool { return t.calls[i].index > idx })
+	if i > 0 && t.calls[i-1].index == idx {
+		return t.calls[i-1]
+	}
+	return nil
+}
+
+// startCall starts a call at index idx, after those already there, once
+// the calls before it whose arguments are whole are written.
+func (t *turn) startCall(idx int) (*toolCall, error) {
+	if len(t.calls) >= maxToolCalls {
+		return nil, bridge.Errorf(bridge.CodeProtocol, false, "upstream streamed more than %d tool calls", maxToolCalls)
+	}
+	if err := t.flush(idx, true); err != nil { // the calls this one follows
+		return nil, err
+	}
+	c := &toolCall{index: idx}
+	if prev := t.lastAt(idx); prev != nil {
+		c.seq = prev.seq + 1
+	}
+	i := sort.Search(len(t.calls), func(i int) bool { return t.calls[i].index > idx })
+	t.calls = slices.Insert(t.calls, i, c)
+	return c, nil
+}
+
+// addFragment adds d's id, name and argument fragment to c.
+func (t *turn) addFragment(c *toolCall, d toolCallDelta) error {
 	if c.written {
 		if strings.TrimSpace(d.Function.Arguments) == "" && (d.Function.Name == "" || d.Function.Name == c.name) {
 			return nil
 		}
-		return bridge.Errorf(bridge.CodeProtocol, false, "upstream streamed a fragment of tool call %d after its arguments were whole", idx)
+		return bridge.Errorf(bridge.CodeProtocol, false, "upstream streamed a fragment of tool call %d after its arguments were whole", c.index)
+	}
+	if secondValue(c, d) {
+		// Another call's arguments, which no id or name tells apart:
+		// never concatenated into this call's.
+		return bridge.Errorf(bridge.CodeProtocol, false, "upstream streamed a second JSON value into tool call %d's arguments", c.index)
 	}
 	if c.id == "" {
 		c.id = d.ID
@@ -236,18 +333,23 @@ func (t *turn) toolFragment(idx int, d toolCallDelta) error {
 	return nil
 }
 
-// flushCalls writes the tool calls not yet written, in index order: all
-// of them when before < 0, else those of an index below before whose
-// arguments are a whole JSON value.
-func (t *turn) flushCalls(before int) error {
+// flushCalls writes the tool calls not yet written, in order.
+func (t *turn) flushCalls() error { return t.flush(math.MaxInt, false) }
+
+// flush writes, in order, the tool calls not yet written of an index up
+// to upTo (with whole, only those whose arguments are a whole JSON value).
+func (t *turn) flush(upTo int, whole bool) error {
 	for _, c := range t.calls {
-		if c.written || (before >= 0 && (c.index >= before || !json.Valid([]byte(c.args.String())))) {
+		if c.written || c.index > upTo || (whole && !json.Valid([]byte(c.args.String()))) {
 			continue
 		}
 		c.written = true
 		id := c.id
 		if id == "" {
 			id = "call_" + strconv.Itoa(c.index)
+			if c.seq > 0 {
+				id += "_" + strconv.Itoa(c.seq)
+			}
 		}
 		if err := t.w.Chunk(e2a.DeltaTool, e2a.ToolDelta{Type: e2a.ToolFunctionCall, ID: id, Name: c.name,
 			Args: c.args.String()}); err != nil {

@@ -19,20 +19,27 @@ import (
 
 // TestSSEReader: events as the SSE format defines them: LF or CRLF line
 // ends, data lines joined, comments, id and retry skipped, a last event
-// without its blank line; any other line is errSSE.
+// without its blank line (marked cut, "!", when the stream ended inside
+// its last line); an event whose data is empty or blank is not
+// dispatched; any other line is errSSE, or errCut when the stream ended
+// inside it.
 func TestSSEReader(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
-		want []string // event|data
-		err  bool
+		want []string // event|data, "!" after a cut one
+		err  error    // after the events (nil: io.EOF)
 	}{
-		{"data: a\n\ndata: b\n\n", []string{"|a", "|b"}, false},
-		{"data: a\r\n\r\ndata:b\r\n\r\n", []string{"|a", "|b"}, false},
-		{": keep-alive\n\nid: 1\nretry: 10\ndata: x\ndata: y\n\n", []string{"|x\ny"}, false},
-		{"event: error\ndata: {}\n\ndata: z", []string{"error|{}", "|z"}, false},
-		{"\n\n\n", nil, false},
-		{"data: a\n\nnot sse\n\n", []string{"|a"}, true},
-		{"{\"id\":1}\n", nil, true},
+		{"data: a\n\ndata: b\n\n", []string{"|a", "|b"}, nil},
+		{"data: a\r\n\r\ndata:b\r\n\r\n", []string{"|a", "|b"}, nil},
+		{": keep-alive\n\nid: 1\nretry: 10\ndata: x\ndata: y\n\n", []string{"|x\ny"}, nil},
+		{"event: error\ndata: {}\n\ndata: z", []string{"error|{}", "|z!"}, nil},
+		{"data: z\n", []string{"|z"}, nil},
+		{"data: {\"a\":1}\ndata: {\"b", []string{"|{\"a\":1}\n{\"b!"}, nil},
+		{"\n\n\n", nil, nil},
+		{"data:\n\ndata: a\n\ndata: \n\nevent: error\ndata:\n\ndata:\ndata:\n\ndata: b\n\ndata:", []string{"|a", "|b"}, nil},
+		{"data: a\n\nnot sse\n\n", []string{"|a"}, errSSE},
+		{"{\"id\":1}\n", nil, errSSE},
+		{"data: a\n\nda", []string{"|a"}, errCut},
 	} {
 		r := newSSEReader(strings.NewReader(tc.in), 1<<10)
 		var got []string
@@ -40,14 +47,23 @@ func TestSSEReader(t *testing.T) {
 		for {
 			var ev string
 			var data []byte
-			ev, data, err = r.next()
+			var cut bool
+			ev, data, cut, err = r.next()
 			if err != nil {
 				break
 			}
-			got = append(got, ev+"|"+string(data))
+			s := ev + "|" + string(data)
+			if cut {
+				s += "!"
+			}
+			got = append(got, s)
 		}
-		if fmt.Sprint(got) != fmt.Sprint(tc.want) || (tc.err != errors.Is(err, errSSE)) || (!tc.err && err != io.EOF) {
-			t.Errorf("%q: %q, %v; want %q (error %v)", tc.in, got, err, tc.want, tc.err)
+		want := tc.err
+		if want == nil {
+			want = io.EOF
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) || !errors.Is(err, want) || (want == io.EOF && err != io.EOF) {
+			t.Errorf("%q: %q, %v; want %q, %v", tc.in, got, err, tc.want, want)
 		}
 	}
 }
@@ -57,15 +73,15 @@ func TestSSEReader(t *testing.T) {
 func TestSSEReaderBounds(t *testing.T) {
 	const max = 200 << 10 // more than the read buffer
 	ok := "data: " + strings.Repeat("a", max-10) + "\n\n"
-	if _, data, err := newSSEReader(strings.NewReader(ok), max).next(); err != nil || len(data) != max-10 {
+	if _, data, _, err := newSSEReader(strings.NewReader(ok), max).next(); err != nil || len(data) != max-10 {
 		t.Fatalf("a line within the bound: %d bytes, %v", len(data), err)
 	}
 	long := "data: " + strings.Repeat("a", max+10) + "\n\n"
-	if _, _, err := newSSEReader(strings.NewReader(long), max).next(); !errors.Is(err, errSSE) {
+	if _, _, _, err := newSSEReader(strings.NewReader(long), max).next(); !errors.Is(err, errSSE) {
 		t.Fatalf("a line past the bound: %v", err)
 	}
 	many := strings.Repeat("data: "+strings.Repeat("b", 1000)+"\n", 300) + "\n"
-	if _, _, err := newSSEReader(strings.NewReader(many), max).next(); !errors.Is(err, errSSE) {
+	if _, _, _, err := newSSEReader(strings.NewReader(many), max).next(); !errors.Is(err, errSSE) {
 		t.Fatalf("an event past the bound: %v", err)
 	}
 }
@@ -142,6 +158,141 @@ func TestToolCallsWhenWhole(t *testing.T) {
 	}
 }
 
+// TestParallelToolCallsApart: parallel calls that servers do not number
+// one index each are never merged: without an index (Gemini's
+// OpenAI-compatible endpoint, each call whole or its arguments split over
+// chunks), with index 0 for every call (some proxies), with or without
+// ids. A fragment with a new id, or naming a function whose arguments
+// start a second JSON value, is the next call; one without an id continues
+// the last call; two fragments of one chunk are two calls. A second value
+// that nothing tells apart from the call's own arguments is a protocol
+// error, never concatenated.
+func TestParallelToolCallsApart(t *testing.T) {
+	frag := func(index, id, name, args string) string {
+		f := fmt.Sprintf(`{"id":%q,"type":"function","function":{"name":%q,"arguments":%q}}`, id, name, args)
+		if index != "" {
+			f = `{"index":` + index + `,` + f[1:]
+		}
+		return f
+	}
+	tools := func(frags ...string) string {
+		return chunkLine(`{"tool_calls":[`+strings.Join(frags, ",")+`]}`, "")
+	}
+	for _, tc := range []struct {
+		name, in string
+		want     []string
+		code     string // the error's, "" none
+	}{
+		{"no index, each call whole", tools(frag("", "call_a", "get_weather", `{"city":"London"}`)) +
+			tools(frag("", "call_b", "get_time", `{"tz":"UTC"}`)) + chunkLine(`{}`, "stop"),
+			[]string{`tool:call_aget_weather{"city":"London"}`, `tool:call_bget_time{"tz":"UTC"}`}, ""},
+		{"no index, arguments split", tools(frag("", "call_a", "f", `{"x":`)) + tools(frag("", "", "", `1}`)) +
+			tools(frag("", "call_b", "g", `{"y":`)) + tools(frag("", "", "", ` 2}`)) + chunkLine(`{}`, "stop"),
+			[]string{`tool:call_af{"x":1}`, `tool:call_bg{"y": 2}`}, ""},
+		{"no index, the id on every fragment", tools(frag("", "call_a", "f", `{"x":`)) + tools(frag("", "call_a", "", `1}`)) +
+			chunkLine(`{}`, "stop"),
+			[]string{`tool:call_af{"x":1}`}, ""},
+		{"no index, no ids, one chunk", tools(frag("", "", "f", `{}`), frag("", "", "g", `{"y":2}`)) + chunkLine(`{}`, "stop"),
+			[]string{"tool:call_0f{}", `tool:call_1g{"y":2}`}, ""},
+		{"no index, no ids, a chunk each", tools(frag("", "", "f", `{"x":1}`)) + tools(frag("", "", "g", `{"y":2}`)) +
+			chunkLine(`{}`, "stop"),
+			[]string{`tool:call_0f{"x":1}`, `tool:call_1g{"y":2}`}, ""},
+		{"index 0 for every call, each whole", tools(frag("0", "call_a", "f", `{"x":1}`)) +
+			tools(frag("0", "call_b", "g", `{"y":2}`)) + chunkLine(`{}`, "tool_calls"),
+			[]string{`tool:call_af{"x":1}`, `tool:call_bg{"y":2}`}, ""},
+		{"index 0 for every call, arguments split", tools(frag("0", "call_a", "f", "")) + tools(frag("0", "", "", `{"x":`)) +
+			tools(frag("0", "", "", `1}`)) + tools(frag("0", "call_b", "f", "")) + tools(frag("0", "", "", `{"x":2}`)) +
+			chunkLine(`{}`, "tool_calls"),
+			[]string{`tool:call_af{"x":1}`, `tool:call_bf{"x":2}`}, ""},
+		{"index 0 for every call, a new id before the last is whole", tools(frag("0", "call_a", "f", `{"x":`)) +
+			tools(frag("0", "call_b", "g", `{"y":2}`)) + chunkLine(`{}`, "tool_calls"),
+			[]string{`tool:call_af{"x":`, `tool:call_bg{"y":2}`}, ""},
+		{"index 0 for every call, no ids", tools(frag("0", "", "f", `{"x":1}`)) + tools(frag("0", "", "g", `{"y":2}`)) +
+			chunkLine(`{}`, "tool_calls"),
+			[]string{`tool:call_0f{"x":1}`, `tool:call_0_1g{"y":2}`}, ""},
+		{"a second value without id or name", tools(frag("0", "call_a", "f", `{"x":1}`)) + tools(frag("0", "", "", `{"y":2}`)) +
+			chunkLine(`{}`, "tool_calls"),
+			nil, bridge.CodeProtocol},
+		{"a second value without index, id or name", tools(frag("", "", "f", `{"x":1}`)) + tools(frag("", "", "", `{"y":2}`)) +
+			chunkLine(`{}`, "tool_calls"),
+			nil, bridge.CodeProtocol},
+	} {
+		w := &recorder{}
+		tr := &turn{w: w, maxEvent: 1 << 20}
+		err := tr.read(context.Background(), strings.NewReader(tc.in))
+		var be *bridge.Error
+		if tc.code != "" {
+			if !errors.As(err, &be) || be.Code != tc.code || be.Retryable {
+				t.Errorf("%s: %v, want %s", tc.name, err, tc.code)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if fmt.Sprint(w.frames) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: frames %q\nwant %q", tc.name, w.frames, tc.want)
+		}
+	}
+}
+
+// TestStreamCut: a stream that ends inside a line (an answer delimited by
+// the connection's close, as Python's http.server sends it, reads as a
+// clean end) was cut, not wrong: an event whose last line is cut and does
+// not decode, or a cut line that is not a field, is upstream_unavailable,
+// retryable. A last line that is whole without its line feed is read;
+// one that is whole JSON but no chunk stays a protocol error.
+func TestStreamCut(t *testing.T) {
+	hel := chunkLine(`{"content":"Hel"}`, "")
+	for _, tc := range []struct {
+		name, in string
+		code     string // "" : the turn ends well
+	}{
+		{"mid data line", hel + `data: {"id":"c1","model":"m","choices":[{"index":0,"delta":{"content":"lo"`, bridge.CodeUnavailable},
+		{"mid a field's name", hel + "da", bridge.CodeUnavailable},
+		{"mid an error event", hel + "event: error\ndata: {\"error\":{\"message\":\"ov", bridge.CodeUnavailable},
+		{"mid [DONE]", hel + chunkLine(`{}`, "stop") + "data: [DON", bridge.CodeUnavailable},
+		{"mid a second data line", hel + `data: {"id":"c1",` + "\ndata: \"model", bridge.CodeUnavailable},
+		{"[DONE] without its line feed", hel + chunkLine(`{}`, "stop") + "data: [DONE]", ""},
+		{"a last chunk without its line feed", hel + strings.TrimSuffix(chunkLine(`{}`, "stop"), "\n\n"), ""},
+		{"a whole last line, not a chunk", hel + `data: {"choices":"no"}`, bridge.CodeProtocol},
+		{"a whole line, not a field", hel + "not sse\n\n" + chunkLine(`{}`, "stop"), bridge.CodeProtocol},
+	} {
+		w := &recorder{}
+		tr := &turn{w: w, maxEvent: 1 << 20}
+		err := tr.read(context.Background(), strings.NewReader(tc.in))
+		if tc.code == "" {
+			if err != nil || tr.finish != "stop" {
+				t.Errorf("%s: %v, finish %q", tc.name, err, tr.finish)
+			}
+			continue
+		}
+		var be *bridge.Error
+		if !errors.As(err, &be) || be.Code != tc.code || be.Retryable != (tc.code == bridge.CodeUnavailable) {
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.code)
+		}
+		if len(w.frames) == 0 || w.frames[0] != "text:Hel" {
+			t.Errorf("%s: frames %q", tc.name, w.frames)
+		}
+	}
+}
+
+// TestEmptyDataEvents: an event whose data is empty or blank ("data:"
+// then a blank line, as some servers send to keep a stream alive) is not
+// dispatched, as httpagent's reader skips it: the turn reads on.
+func TestEmptyDataEvents(t *testing.T) {
+	in := chunkLine(`{"content":"Hi"}`, "") + "data:\n\n" + "data: \r\n\r\n" + "event: error\ndata:\n\n" +
+		chunkLine(`{"content":"!"}`, "") + "data:\ndata:\n\n" + chunkLine(`{}`, "stop") + "data:\n\n" + "data: [DONE]\n\n"
+	w := &recorder{}
+	tr := &turn{w: w, maxEvent: 1 << 20}
+	if err := tr.read(context.Background(), strings.NewReader(in)); err != nil {
+		t.Fatalf("empty data events: %v", err)
+	}
+	if fmt.Sprint(w.frames) != "[text:Hi text:!]" || !tr.done || tr.finish != "stop" {
+		t.Fatalf("frames %q, done %v, finish %q", w.frames, tr.done, tr.finish)
+	}
+}
+
 // TestStreamErrors: an error object in the stream, in each form servers
 // send it, maps to the bridge's code.
 func TestStreamErrors(t *testing.T) {
@@ -184,7 +335,7 @@ func FuzzTurn(f *testing.F) {
 			t.Fatalf("a frame the runtime refuses, or one after the final frame: %v, %q", err, w.Kinds())
 		}
 		if err == nil {
-			if err := tr.flushCalls(-1); errors.Is(err, e2a.ErrInvalidResponse) {
+			if err := tr.flushCalls(); errors.Is(err, e2a.ErrInvalidResponse) {
 				t.Fatalf("a tool call the runtime refuses: %v", err)
 			}
 			_ = tr.result()
