@@ -55,7 +55,8 @@ func (e *Executor) newTransport() *http.Transport {
 }
 
 // escapeURLPart escapes a referenced value for its place in the url: a
-// path segment (no "/", and "." or ".." cannot climb) or a query value.
+// path segment (no "/"; "." or ".." is sent as %2E or %2E%2E, which the
+// policy then refuses as a dot segment) or a query value.
 func escapeURLPart(before, value string) string {
 	if strings.ContainsAny(before, "?#") {
 		return url.QueryEscape(value)

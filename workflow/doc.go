@@ -97,6 +97,9 @@
 //     paths and principals, from E2A_WORKFLOW_POLICY_FILE, plus
 //     E2A_WORKFLOW_ALLOWED_HOSTS for everyone. Checked at validation (host,
 //     method, static path) and again before each request and each redirect.
+//     A path with a "." or ".." segment, plain or percent-encoded (from the
+//     url's text or a reference), is refused: a server resolving it would
+//     serve a path the rules did not allow.
 //   - SSRF: the dialer resolves the host itself, refuses loopback, private,
 //     link-local, CGNAT, multicast, unspecified and documentation addresses
 //     (IPv4-mapped IPv6 unwrapped) and connects to the address it checked.
@@ -126,8 +129,12 @@
 //     [Secret] prints as "[redacted]".
 //   - Limits ([Limits]): maxOperations (20) and maxExecutionTime (30 s) per
 //     workflow (overridable per principal), loop iterations, operations
-//     run, nesting depth, ApiCall attempts per principal ([CallLimiter];
-//     the default [WindowLimiter] is per process).
+//     run, nesting depth, the outputs' bytes of one execution together
+//     (MaxDataBytes, 16 MiB), ApiCall attempts per principal ([CallLimiter];
+//     the default [WindowLimiter] is per process). Validation checks an
+//     operation listed again after itself in one list once, and stops with
+//     a limit error past ten times MaxSteps operations visited (Conditionals
+//     and Loops that list operations many times expand exponentially).
 //
 // # Retries and cache
 //

@@ -39,6 +39,11 @@ type Limits struct {
 	MaxFrameResultBytes int
 	// MaxStoreBytes bounds a StoreData value (512 KiB).
 	MaxStoreBytes int
+	// MaxDataBytes bounds the outputs of one execution together, as JSON
+	// (16 MiB): past it the execution fails with a DataError. Without it a
+	// few operations (a MergeData of the data model with itself, run
+	// again and again) doubled the data model at every step.
+	MaxDataBytes int
 }
 
 // DefaultLimits returns the spec's security constraints and the
@@ -47,7 +52,7 @@ func DefaultLimits() Limits {
 	return Limits{
 		MaxOperations: 20, MaxExecutionTime: 30 * time.Second, MaxResponseBytes: 1 << 20,
 		MaxLoopIterations: 1000, MaxSteps: 1000, MaxNesting: 8, DefaultTimeout: 30 * time.Second,
-		MaxResultBytes: 256 << 10, MaxFrameResultBytes: 4 << 10, MaxStoreBytes: 512 << 10,
+		MaxResultBytes: 256 << 10, MaxFrameResultBytes: 4 << 10, MaxStoreBytes: 512 << 10, MaxDataBytes: 16 << 20,
 	}
 }
 
@@ -63,6 +68,7 @@ func (l Limits) withDefaults() Limits {
 	defaultTo(&l.MaxResultBytes, d.MaxResultBytes)
 	defaultTo(&l.MaxFrameResultBytes, d.MaxFrameResultBytes)
 	defaultTo(&l.MaxStoreBytes, d.MaxStoreBytes)
+	defaultTo(&l.MaxDataBytes, d.MaxDataBytes)
 	return l
 }
 
@@ -287,6 +293,7 @@ type execution struct {
 	started   time.Time
 	deadline  time.Time
 	steps     int
+	dataBytes int // the outputs' JSON bytes so far (Limits.MaxDataBytes)
 	red       *redactor
 	obsErr    error
 	mu        sync.Mutex
@@ -440,6 +447,15 @@ func (x *execution) runOne(ctx context.Context, id, parent string, iter *int) er
 		return we
 	}
 	res = x.red.value(res)
+	n := jsonSize(res)
+	if x.dataBytes += n; x.dataBytes > x.e.limits.MaxDataBytes {
+		we := &Error{Type: DataError, OperationID: id, Message: fmt.Sprintf("the execution's outputs exceed %d bytes (this one: %d)", x.e.limits.MaxDataBytes, n)}
+		end.Status, end.Error = StatusFailed, we
+		if eerr := x.emit(ctx, end); eerr != nil {
+			return eerr
+		}
+		return we
+	}
 	if p := op.writes(); !p.IsZero() && op.Type != OpLoop {
 		if err := x.data.Set(p, res); err != nil {
 			we := &Error{Type: DataError, OperationID: id, Message: err.Error()}
@@ -453,7 +469,7 @@ func (x *execution) runOne(ctx context.Context, id, parent string, iter *int) er
 	}
 	x.results[id] = res
 	end.Status = StatusSuccess
-	if n := jsonSize(res); n <= x.e.limits.MaxFrameResultBytes {
+	if n <= x.e.limits.MaxFrameResultBytes {
 		end.Result = res
 	} else {
 		end.ResultBytes = n

@@ -215,6 +215,18 @@ func principalIn(list []string, principal string) bool {
 	return len(list) == 0 || in(list, principal) || in(list, "*")
 }
 
+// dotSegment reports whether the escaped path p has a "." or ".." segment,
+// plain or percent-encoded (RFC 3986 §5.2.4 removes both, and a server may
+// decode %2E first).
+func dotSegment(p string) bool {
+	for seg := range strings.SplitSeq(p, "/") {
+		if d, err := url.PathUnescape(seg); err == nil && (d == "." || d == "..") {
+			return true
+		}
+	}
+	return false
+}
+
 func pathAllowed(patterns []string, p string) bool {
 	if len(patterns) == 0 {
 		return true
@@ -244,6 +256,11 @@ func (p *Policy) checkRequest(principal, method string, u *url.URL, checkPath bo
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return permissionError("scheme %q is not allowed", u.Scheme)
+	}
+	if checkPath && dotSegment(u.EscapedPath()) {
+		// A server or proxy resolving it would serve another path than
+		// the one the rules allowed (/public/../admin).
+		return permissionError("%s has a \".\" or \"..\" path segment (plain or percent-encoded), which is not allowed", redactURL(u))
 	}
 	host, port := normHost(u)
 	hostKnown := false

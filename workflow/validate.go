@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -28,7 +29,17 @@ type validator struct {
 	storages  []string // storage types available; nil: not checked
 	reached   map[string]bool
 	checked   map[string]bool
+	// visits counts the operations walk checked; past maxWalk the walk
+	// stops with a limit error: Conditionals and Loops that list the same
+	// operations many times expand exponentially.
+	visits   int
+	overWalk bool
 }
+
+// maxWalk bounds the operation visits of a validation: ten times the runs
+// an execution may make (Limits.MaxSteps), as a walk checks both branches
+// of every Conditional.
+func (v *validator) maxWalk() int { return 10 * max(v.limits.MaxSteps, 100) }
 
 // known data-model types for light type checking.
 const (
@@ -187,7 +198,14 @@ func (t template) staticURL() (string, bool) {
 // walk follows the execution order, checking that every path read was
 // written before, detecting cycles and recording reached operations.
 func (v *validator) walk(ids []string, sc *scope, stack []string, parentLine int, parentID string) {
-	for _, id := range ids {
+	for i, id := range ids {
+		if slices.Contains(ids[:i], id) {
+			// Run again after itself in the same list: it reads what it
+			// read the first time, now with its own writes too, so a
+			// second check finds nothing new (and walking each repeat
+			// multiplied the walk at every level).
+			continue
+		}
 		op := v.wf.Operations[id]
 		if op == nil {
 			if parentID != "" {
@@ -196,6 +214,15 @@ func (v *validator) walk(ids []string, sc *scope, stack []string, parentLine int
 			continue
 		}
 		v.reached[id] = true
+		if v.visits == v.maxWalk() {
+			if !v.overWalk {
+				v.overWalk = true
+				v.rep.errorf(op.Line, id, "", CodeLimit, "the execution order expands to more than %d operations to check "+
+					"(Conditionals and Loops that list operations many times)", v.maxWalk())
+			}
+			return
+		}
+		v.visits++
 		if in(stack, id) {
 			v.rep.errorf(op.Line, id, "", CodeCycle, "operation %q runs itself again through %s", id, strings.Join(append(stack, id), " → "))
 			continue
