@@ -393,9 +393,12 @@ func recordOf(subj string, data []byte, t time.Time, seq uint64) (record, bool) 
 // asynchronous publishes: the records first, in the order of E2A_REQUESTS
 // (the order the list walks), then, once each record's sequence is known,
 // the pointers of its task, session and context. A record carries the
-// request's E2A_REQUESTS sequence as its Nats-Msg-Id: a batch delivered
-// again (an ack lost) within the duplicate window is not indexed twice,
-// and a record the stream reports as a duplicate gets no pointers.
+// request's E2A_REQUESTS sequence as its Nats-Msg-Id, and each pointer
+// that and its field: a batch delivered again (an ack lost, or an indexer
+// stopped between the two rounds) within the duplicate window is not
+// indexed twice, and a record the stream reports as a duplicate still gets
+// its pointers (at the first copy's sequence, which the duplicate's ack
+// gives), the ones already stored dropped as duplicates in their turn.
 func (ix *indexer) indexRequests(ctx context.Context, msgs []jetstream.Msg) error {
 	recs := make([]record, 0, len(msgs))
 	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
@@ -425,9 +428,6 @@ func (ix *indexer) indexRequests(ctx context.Context, msgs []jetstream.Msg) erro
 	for i, f := range futures {
 		select {
 		case ack := <-f.Ok():
-			if ack.Duplicate {
-				continue
-			}
 			if err := ix.publishPointers(recs[i], ack.Sequence, &ptrs); err != nil && first == nil {
 				first = err
 			}
@@ -455,7 +455,8 @@ func (ix *indexer) publishPointers(r record, seq uint64, out *[]jetstream.PubAck
 		if err != nil {
 			return err
 		}
-		f, err := ix.js.PublishAsync(kvSubject(pointerKey(s.field, s.value)), val)
+		f, err := ix.js.PublishAsync(kvSubject(pointerKey(s.field, s.value)), val,
+			jetstream.WithMsgID("ix."+strconv.FormatUint(r.Seq, 10)+"."+s.field))
 		if err != nil {
 			return err
 		}
