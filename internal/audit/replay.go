@@ -387,17 +387,19 @@ func (a *Auditor) scan(ctx context.Context, rc *replayCtx) error {
 		return nil
 	}
 	// E2A_AUDIT: with SourceAuto only for the part of the range the hot
-	// stream no longer holds.
-	end := q.Until
+	// stream no longer holds: the copies of requests stored before its
+	// first one. The boundary is the original's sequence, not the copy's
+	// time: a copy is stored after its original, so a request that just
+	// left the hot stream can have its copy stored after the hot stream's
+	// first request (found by neither scan, before).
+	var hotFirst uint64
 	if q.Source == SourceAuto && rc.requests.exists && rc.requests.first <= rc.requests.last {
 		if !q.Since.IsZero() && !q.Since.Before(rc.requests.firstTime) {
 			return nil
 		}
-		if end.IsZero() || rc.requests.firstTime.Before(end) {
-			end = rc.requests.firstTime
-		}
+		hotFirst = rc.requests.first
 	}
-	return a.scanAudit(ctx, rc, end, done)
+	return a.scanAudit(ctx, rc, q.Until, hotFirst, done)
 }
 
 // limited reports whether the query's limit is reached with the requests
@@ -483,9 +485,18 @@ func (a *Auditor) framesOf(ctx context.Context, rc *replayCtx, f *found) error {
 // its request).
 const maxEarlyFrames = 10000
 
+// pastAuditRange reports whether the request copy sm is past what the
+// audit scan reads: stored after end, or the copy of a request the hot
+// stream holds (hotFirst, its first sequence; 0: none).
+func pastAuditRange(sm *storedMsg, end time.Time, hotFirst uint64) bool {
+	return (!end.IsZero() && sm.time.After(end)) || (hotFirst > 0 && sm.originAtOrAfter(streams.RequestsStream, hotFirst))
+}
+
 // scanAudit reads E2A_AUDIT once from the query's Since: requests stored up
-// to end that match, and their frames, which may lie after end.
-func (a *Auditor) scanAudit(ctx context.Context, rc *replayCtx, end time.Time, done map[string]bool) error {
+// to end that match (and, with hotFirst, copies of requests stored before
+// E2A_REQUESTS' sequence hotFirst), and their frames, which may lie after
+// end.
+func (a *Auditor) scanAudit(ctx context.Context, rc *replayCtx, end time.Time, hotFirst uint64, done map[string]bool) error {
 	q := rc.q
 	from, err := a.seqAtTime(ctx, rc.audit, subjects.AllAudit, q.Since)
 	if err != nil {
@@ -515,7 +526,7 @@ func (a *Auditor) scanAudit(ctx context.Context, rc *replayCtx, end time.Time, d
 			if !acceptNew {
 				continue
 			}
-			if !end.IsZero() && sm.time.After(end) {
+			if pastAuditRange(sm, end, hotFirst) {
 				acceptNew = false
 				break
 			}

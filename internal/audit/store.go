@@ -254,6 +254,17 @@ func auditMsg(stream string, m streams.RawMsg) *storedMsg {
 	return sm
 }
 
+// originAtOrAfter reports whether sm is the copy of a message of stream
+// stored at sequence seq or later.
+func (sm *storedMsg) originAtOrAfter(stream string, seq uint64) bool {
+	name, s, ok := strings.Cut(sm.origin, " ")
+	if !ok || name != stream {
+		return false
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	return err == nil && n >= seq
+}
+
 // hotRequest returns the envelope message of id in E2A_REQUESTS, or nil.
 func (a *Auditor) hotRequest(ctx context.Context, st streamState, id, pool string) (*storedMsg, error) {
 	if !st.exists {
