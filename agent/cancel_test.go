@@ -3,10 +3,14 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
@@ -53,6 +57,72 @@ func TestCancelRunning(t *testing.T) {
 	if err := <-late; !errors.Is(err, agent.ErrWriterClosed) {
 		t.Errorf("write after cancel: %v", err)
 	}
+}
+
+// A cancel published while the worker is reconnecting never reaches its
+// control subscription; after the reconnect the worker reads the stored
+// cancel of every request it holds and stops them: the running one (its
+// context cancelled with ErrCancelled) and the turn waiting for it (never
+// run), each ending with e2a.error cancelled.
+func TestCancelWhileReconnecting(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	u, err := url.Parse(s.e.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newTCPProxy(t, u.Host)
+	var reconnected atomic.Int32
+	wnc, err := nats.Connect(p.url(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond),
+		nats.ReconnectHandler(func(*nats.Conn) { reconnected.Add(1) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(wnc.Close)
+	started, cause := make(chan struct{}, 1), make(chan error, 1)
+	var later atomic.Int32
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if env.RequestID != "recon-1" {
+			later.Add(1)
+			return w.Complete("ran")
+		}
+		started <- struct{}{}
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return nil
+	})
+	startWorker(t, wnc, "recon", h, agent.WithConcurrency(2), agent.WithDrainTimeout(time.Second),
+		agent.WithLogger(slog.New(slog.DiscardHandler)))
+	waitConsumer(t, s.js, "recon")
+	publish(t, s.js, "recon", request("recon-1", nil))
+	testkit.Receive(t, started, 10*time.Second, "handler started")
+	publishAfter(t, s.js, "recon", request("recon-2", nil), "recon-1")
+	waitPending(t, s.js, "recon", 2) // recon-2 picked up, waiting for recon-1
+
+	p.cut()
+	testkit.Eventually(t, 5*time.Second, "worker disconnected", func() bool { return !wnc.IsConnected() })
+	for _, id := range []string{"recon-1", "recon-2"} {
+		if res, err := agent.Cancel(tctx(t), s.js, id); err != nil || !res.Published {
+			t.Fatalf("cancel %s: %+v %v", id, res, err)
+		}
+	}
+	p.heal()
+	testkit.Eventually(t, 5*time.Second, "worker reconnected", func() bool { return wnc.IsConnected() })
+
+	for _, id := range []string{"recon-1", "recon-2"} {
+		fr := waitFinal(t, s.nc, id, 5*time.Second)
+		if e, _ := fr[len(fr)-1].Error(); len(fr) != 1 || e.Code != e2a.ErrCodeCancelled {
+			t.Fatalf("%s: %d frames, final %s %s; want e2a.error cancelled", id, len(fr), fr[len(fr)-1].ResponseKind, fr[len(fr)-1].Body)
+		}
+	}
+	if c := testkit.Receive(t, cause, 5*time.Second, "handler stopped"); !errors.Is(c, agent.ErrCancelled) {
+		t.Errorf("running handler's cause %v, want ErrCancelled", c)
+	}
+	if n := later.Load(); n != 0 {
+		t.Errorf("the waiting turn's handler ran %d times", n)
+	}
+	// The worker leaves the connection's own handlers as they are.
+	testkit.Eventually(t, 5*time.Second, "the connection's reconnect handler called", func() bool { return reconnected.Load() > 0 })
 }
 
 // Point 5: a cancel stored before any worker picks the request up is seen at

@@ -34,7 +34,8 @@ import (
 // covered either. While messages wait in the subscription's
 // queue, the pick-up reads the stored cancel too. A cancel that reaches the
 // process after the check (in flight between servers of a cluster) stops the
-// handler as any cancel of a running request does.
+// handler as any cancel of a running request does; one the subscription
+// missed after the check is read from the store (missed.go).
 type cancelWatch struct {
 	mu    sync.Mutex
 	seen  map[string]struct{} // ids of the cancels received

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"runtime/debug"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -17,6 +19,9 @@ import (
 // that refuses or cannot be reached) does not change that end; it is
 // logged and recorded in the final e2a.error's details
 // ("handler_cancel": "refused", "handler_cancel_error": its message).
+// A panic in CancelTurn does not either: it is recovered, logged with its
+// stack and recorded as "handler_cancel": "panicked" (the process keeps
+// serving).
 // A bridge uses it to cancel its upstream's interrupted task.
 type TurnCanceller interface {
 	CancelTurn(ctx context.Context, env *e2a.Envelope) error
@@ -36,13 +41,31 @@ func (w *worker) cancelTurnFrame(d *delivery) frame {
 	ctx, stop := context.WithTimeout(d.spanCtx, CancelTurnTimeout)
 	defer stop()
 	details := map[string]any{"handler_cancel": "done"}
-	if err := tc.CancelTurn(ctx, d.env); err != nil {
-		msg := err.Error()
-		if len(msg) > maxErrorMessage {
-			msg = msg[:maxErrorMessage] + "…"
+	if err := callCancelTurn(ctx, tc, d.env); err != nil {
+		var pe *panicError
+		if errors.As(err, &pe) {
+			d.log.get().Error("the handler panicked in CancelTurn; the turn ends cancelled", "panic", pe.value, "stack", string(pe.stack))
+			details = map[string]any{"handler_cancel": "panicked"}
+		} else {
+			msg := err.Error()
+			if len(msg) > maxErrorMessage {
+				msg = msg[:maxErrorMessage] + "…"
+			}
+			d.log.get().Warn("the handler refused the cancel turn; the turn ends cancelled", "err", msg)
+			details = map[string]any{"handler_cancel": "refused", "handler_cancel_error": msg}
 		}
-		d.log.get().Warn("the handler refused the cancel turn; the turn ends cancelled", "err", msg)
-		details = map[string]any{"handler_cancel": "refused", "handler_cancel_error": msg}
 	}
 	return errorFrame(e2a.ErrCodeCancelled, "the request was cancelled", false, details)
+}
+
+// callCancelTurn calls tc.CancelTurn, turning a panic into a *panicError:
+// it runs on the delivery's goroutine, where an unrecovered panic would end
+// the process (and every worker the cancel turn is redelivered to).
+func callCancelTurn(ctx context.Context, tc TurnCanceller, env *e2a.Envelope) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &panicError{value: v, stack: debug.Stack()}
+		}
+	}()
+	return tc.CancelTurn(ctx, env)
 }

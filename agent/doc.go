@@ -58,9 +58,14 @@
 //     the stored one for a request stored before it could have received
 //     them: at start-up, after a reconnect or a dropped message); while the
 //     handler runs, its context is cancelled ([ErrCancelled]) and the final
-//     frame is e2a.error cancelled. A cancel turn (the cancel of a task whose
-//     last turn ended interrupted) ends cancelled without a Serve call; a
-//     handler implementing [TurnCanceller] is told of it first.
+//     frame is e2a.error cancelled. A cancel the worker's subscription missed
+//     (published while it was reconnecting, or a dropped message) is read
+//     from the store for every request it holds, running or waiting for its
+//     turn, at the first heartbeat after the reconnect or the drop
+//     (missed.go). A cancel turn (the cancel of a task whose last turn ended
+//     interrupted) ends cancelled without a Serve call; a handler
+//     implementing [TurnCanceller] is told of it first (its error or panic
+//     is recorded in the final frame's details).
 //   - Turns never overlap: a request whose message carries E2A-After-Request
 //     (ingress sets it on a later turn of an A2A or AgentVault task or of an
 //     ACP session: the request the record held before it) runs its handler
@@ -81,7 +86,12 @@
 //     then not; one of the pool acknowledged with no frame left (its frames
 //     aged out) is not waited for.
 //   - A handler's panic or error becomes a final e2a.error; the process keeps
-//     serving.
+//     serving. A handler goroutine ended by runtime.Goexit counts as a panic.
+//     A final frame of the runtime refused before publishing (an
+//     [Error]'s Details that do not encode as JSON; echoed ids that make
+//     every frame of the request exceed max_payload) is written without its
+//     details, then, if still refused, with the request id as its only
+//     echoed id: it would be refused again at every redelivery.
 //   - Graceful shutdown: when Run's context is done it stops pulling, lets
 //     in-flight requests finish within the drain timeout, then hands the
 //     others back (Nak) for another worker to resume.

@@ -274,7 +274,7 @@ func (w *worker) runHandler(d *delivery, r *request, hctx context.Context) strin
 	wr.hctx = hctx
 	wr.mu.Unlock()
 	done := make(chan error, 1)
-	go func() { done <- w.serve(hctx, d.env, wr) }()
+	go w.serveTo(hctx, done, d.env, wr)
 
 	var herr error
 	returned := false
@@ -400,6 +400,12 @@ func (w *worker) settle(r *request, err error, log *reqLogger) string {
 		// act on the current owner's delivery (acks go by stream sequence).
 		log.get().Info("fenced out by another worker", "err", err)
 		return OutcomeFenced
+	case isFrameError(err):
+		// Even the bare final frame (finishBare) was refused before
+		// publishing: every delivery would be refused the same way.
+		log.get().Error("no final frame can be written for the request: terminated", "err", err)
+		_ = r.msg.TermWithReason("no final frame can be written")
+		return OutcomeInvalid
 	case err != nil:
 		if !isClosed(err) {
 			log.get().Warn("frames could not be written: handing back", "err", err)
@@ -456,6 +462,27 @@ func (w *worker) serve(ctx context.Context, env *e2a.Envelope, wr *writer) (err 
 		}
 	}()
 	return w.h.Serve(ctx, env, wr)
+}
+
+// goexitPanic is the panic value given to a handler whose goroutine ended by
+// runtime.Goexit (t.FailNow, or a library calling it): it neither returned
+// nor panicked.
+const goexitPanic = "handler goroutine exited (runtime.Goexit)"
+
+// serveTo runs the handler (serve) and sends how it ended on done, from a
+// deferred call: a goroutine ended by runtime.Goexit sends a *panicError
+// too, so that the request still ends with its final frame.
+func (w *worker) serveTo(ctx context.Context, done chan<- error, env *e2a.Envelope, wr *writer) {
+	var err error
+	returned := false
+	defer func() {
+		if !returned {
+			err = &panicError{value: goexitPanic, stack: debug.Stack()}
+		}
+		done <- err
+	}()
+	err = w.serve(ctx, env, wr)
+	returned = true
 }
 
 // deadline returns the request's deadline: the earlier of the envelope's

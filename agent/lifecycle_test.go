@@ -3,7 +3,11 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"math"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +16,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -81,6 +86,69 @@ func TestHandlerFailuresBecomeFinalFrames(t *testing.T) {
 	waitMetric(t, reg, "e2a_agent_requests_handled_total", map[string]string{"outcome": agent.OutcomePanic}, 1)
 	waitMetric(t, reg, "e2a_agent_requests_handled_total", map[string]string{"outcome": agent.OutcomeFailed}, 3)
 	waitMetric(t, reg, "e2a_agent_requests_handled_total", map[string]string{"outcome": agent.OutcomeSucceeded}, 2)
+}
+
+// A handler's *Error whose Details do not encode as JSON (NaN) still ends
+// the request, at its first delivery, with the handler's code, message and
+// retryable, without the details: a final frame refused before publishing
+// would be refused again at every redelivery.
+func TestHandlerErrorDetailsNotJSON(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	var calls atomic.Int32
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		calls.Add(1)
+		return &agent.Error{Code: "scoring_failed", Message: "bad score", Retryable: true,
+			Details: map[string]any{"score": math.NaN()}}
+	})
+	startWorker(t, s.connect(t), "nan", h, agent.WithMaxDeliver(3), agent.WithAckWait(time.Second),
+		agent.WithLogger(slog.New(slog.DiscardHandler)))
+	waitConsumer(t, s.js, "nan")
+	publish(t, s.js, "nan", request("nan-1", nil))
+	fr := waitFinal(t, s.nc, "nan-1", 10*time.Second)
+	e, err := fr[len(fr)-1].Error()
+	if err != nil || len(fr) != 1 || e.Code != "scoring_failed" || e.Message != "bad score" || !e.Retryable || len(e.Details) != 0 {
+		t.Fatalf("%d frames, final %+v (%v); want the handler's error without its details", len(fr), e, err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("handler called %d times, want once", n)
+	}
+}
+
+// A handler whose goroutine ends by runtime.Goexit (t.FailNow, or a library
+// calling it) neither returns nor panics: its request still ends with a
+// final e2a.error handler_panic after its frames, and the worker keeps
+// serving.
+func TestHandlerGoexitBecomesFinalFrame(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	var logs testkit.Buffer
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if env.RequestID == "goexit-2" {
+			return w.Complete("served")
+		}
+		if err := w.Chunk(e2a.DeltaText, "about to exit"); err != nil {
+			return err
+		}
+		runtime.Goexit()
+		return nil
+	})
+	startWorker(t, s.connect(t), "goexit", h, agent.WithConcurrency(1), agent.WithDrainTimeout(time.Second),
+		agent.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	waitConsumer(t, s.js, "goexit")
+	publish(t, s.js, "goexit", request("goexit-1", nil))
+	fr := waitFinal(t, s.nc, "goexit-1", 5*time.Second)
+	e, _ := fr[len(fr)-1].Error()
+	if len(fr) != 2 || e.Code != e2a.ErrCodeHandlerPanic || e.Retryable {
+		t.Fatalf("%d frames, final %+v; want the chunk then e2a.error handler_panic", len(fr), e)
+	}
+	if !strings.Contains(logs.String(), "runtime.Goexit") {
+		t.Errorf("the handler's exit is not logged:\n%s", logs.String())
+	}
+	publish(t, s.js, "goexit", request("goexit-2", nil))
+	if fr := waitFinal(t, s.nc, "goexit-2", 5*time.Second); fr[len(fr)-1].ResponseKind != e2a.KindComplete {
+		t.Fatalf("next request: final %s", fr[len(fr)-1].ResponseKind)
+	}
 }
 
 // Point 7: on shutdown a request that finishes within the drain timeout

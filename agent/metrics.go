@@ -18,7 +18,7 @@ const (
 	OutcomeAlreadyFinal  = "already_final"  // redelivered request already had its final frame: acked
 	OutcomeFenced        = "fenced"         // another worker owns the request: this delivery stopped
 	OutcomeHandedBack    = "handed_back"    // shutdown: handed back to the pool (Nak)
-	OutcomeInvalid       = "invalid"        // undecodable request
+	OutcomeInvalid       = "invalid"        // undecodable request, or one no final frame can be written for (terminated)
 	OutcomeLost          = "lost"           // frames could not be written (connection or stream down)
 )
 

@@ -247,6 +247,12 @@ func (w *worker) run(ctx context.Context) error {
 	hbStopped := make(chan struct{})
 	go w.heartbeats(hbDone, hbStopped)
 	defer func() { close(hbDone); <-hbStopped }()
+	// What the control subscription missed from now on is read again for
+	// the requests held (missed.go).
+	mcCtx, mcStop := context.WithCancel(context.Background())
+	mcStopped := make(chan struct{})
+	go w.watchMissedCancels(mcCtx, w.cancelMark(), mcStopped)
+	defer func() { mcStop(); <-mcStopped }()
 
 	w.log.Debug("agent worker started", "concurrency", w.cfg.concurrency, "ack_wait", w.cfg.ackWait)
 	ferr := w.fetchLoop(ctx, cons)
@@ -492,18 +498,27 @@ func (w *worker) cancelledAtPickUp(id string, seq uint64, log *reqLogger) bool {
 // before the pick-up). A read failure is logged and counts as no cancel; the
 // live subscription still sees later ones.
 func (w *worker) cancelStored(id string, log *reqLogger) bool {
-	subj, err := subjects.Control(id)
-	if err != nil {
-		return false
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
 	defer cancel()
-	m, err := lastMsg(ctx, w.js, w.streams.Control, subj)
+	cancelled, err := w.storedCancel(ctx, id)
 	if err != nil {
 		log.get().Warn("cannot read the control subject", "err", err)
 		return false
 	}
-	return m != nil && isCancel(m.data)
+	return cancelled
+}
+
+// storedCancel reads whether a cancel for id is stored.
+func (w *worker) storedCancel(ctx context.Context, id string) (bool, error) {
+	subj, err := subjects.Control(id)
+	if err != nil {
+		return false, nil
+	}
+	m, err := lastMsg(ctx, w.js, w.streams.Control, subj)
+	if err != nil {
+		return false, err
+	}
+	return m != nil && isCancel(m.data), nil
 }
 
 // reqLogger is the logger of one delivery. Its attributes (request id,
@@ -543,6 +558,11 @@ func (w *worker) onControl(m *nats.Msg) {
 	if w.cfg.cancelSeen != nil {
 		w.cfg.cancelSeen(id)
 	}
+	w.stopCancelled(id)
+}
+
+// stopCancelled stops the requests of id this worker holds: cancelled.
+func (w *worker) stopCancelled(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, r := range w.byID[id] {

@@ -1,13 +1,18 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -161,6 +166,76 @@ func TestFinalFrameTooLargeEndsTheRequest(t *testing.T) {
 	eb, err := frames[len(frames)-1].Error()
 	if len(frames) != 1 || err != nil || eb.Code != e2a.ErrCodeFrameTooLarge {
 		t.Fatalf("frames %+v (%v)", frames, err)
+	}
+}
+
+// publishRawRequest stores data, an envelope as an integrator may encode
+// it, as request id of pool.
+func publishRawRequest(t *testing.T, js jetstream.JetStream, pool, id string, env *e2a.Envelope) int {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // valid JSON: '<' as is
+	if err := enc.Encode(env); err != nil {
+		t.Fatal(err)
+	}
+	subj, err := subjects.Request(pool, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg(subj)
+	m.Data = bytes.TrimSpace(buf.Bytes())
+	if _, err := js.PublishMsg(tctx(t), m); err != nil {
+		t.Fatalf("publish %s (%d bytes): %v", id, len(m.Data), err)
+	}
+	return len(m.Data)
+}
+
+// A request that fits max_payload but whose echoed ids make every frame
+// larger (12 KiB of '<' in correlation_id, which a frame encodes as
+// \u003c, six times larger) still ends at its first delivery: its final
+// frame keeps the request id and drops the other echoed ids. So does one
+// whose deliveries all stall: the final e2a.error max_deliveries the
+// advisory makes the pool write is refused the same way and written the
+// same way.
+func TestEchoedIDsTooLargeForAnyFrame(t *testing.T) {
+	s := startSmallServer(t)
+	var calls atomic.Int32
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		calls.Add(1)
+		if env.RequestID == "echo-stall" {
+			<-ctx.Done()
+			return nil
+		}
+		return w.Complete(nil) // refused (too large), returned: frame_too_large
+	})
+	startWorker(t, s.nc, "echo", h, agent.WithMaxDeliver(2), agent.WithAckWait(time.Second),
+		agent.WithoutHeartbeats(), agent.WithDrainTimeout(time.Second), agent.WithLogger(slog.New(slog.DiscardHandler)))
+	waitConsumer(t, s.js, "echo")
+	corr := strings.Repeat("<", 12<<10)
+	for _, id := range []string{"echo-1", "echo-stall"} {
+		env := request(id, nil)
+		env.CorrelationID, env.ContextID = corr, "ctx-"+id
+		if n := publishRawRequest(t, s.js, "echo", id, env); 6*len(corr) < smallPayload || n > smallPayload/2 {
+			t.Fatalf("request of %d bytes: not a request that fits while its frames do not", n)
+		}
+	}
+	for _, c := range []struct{ id, code string }{
+		{"echo-1", e2a.ErrCodeFrameTooLarge},
+		{"echo-stall", e2a.ErrCodeMaxDeliveries},
+	} {
+		fr := waitFinal(t, s.nc, c.id, 10*time.Second)
+		last := fr[len(fr)-1]
+		e, _ := last.Error()
+		if len(fr) != 1 || e.Code != c.code {
+			t.Fatalf("%s: %d frames, final %+v; want e2a.error %s", c.id, len(fr), e, c.code)
+		}
+		if last.RequestID != c.id || last.CorrelationID != "" || last.ContextID != "" || last.Provenance.SourceProtocol != e2a.SourceE2A {
+			t.Errorf("%s: final frame %+v; want the request id, no other echoed id", c.id, last)
+		}
+	}
+	if n := calls.Load(); n != 3 {
+		t.Errorf("handler called %d times, want once for echo-1, twice (max deliver) for echo-stall", n)
 	}
 }
 

@@ -3,12 +3,17 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // canceller is a handler told of cancel turns.
@@ -76,5 +81,70 @@ func TestTurnCanceller(t *testing.T) {
 		default:
 			t.Errorf("%s: CancelTurn not called", tc.name)
 		}
+	}
+}
+
+// panickyCanceller is a TurnCanceller whose CancelTurn panics.
+type panickyCanceller struct{ served atomic.Int32 }
+
+func (p *panickyCanceller) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+	p.served.Add(1)
+	return w.Complete(nil)
+}
+
+func (p *panickyCanceller) CancelTurn(ctx context.Context, env *e2a.Envelope) error {
+	panic("boom in CancelTurn")
+}
+
+// childTestEnv names the test a child process of the test binary runs.
+const childTestEnv = "E2A_AGENT_CHILD_TEST"
+
+// A panic in TurnCanceller.CancelTurn is the handler's failure, not the
+// process's: the cancel turn still ends cancelled (details
+// "handler_cancel": "panicked", the panic logged with its stack), without a
+// Serve call, and the worker keeps serving. The worker runs in a child
+// process of the test binary, where a panic not recovered ends the child
+// (it would end every worker the cancel turn is redelivered to) instead of
+// this run.
+func TestTurnCancellerPanic(t *testing.T) {
+	if os.Getenv(childTestEnv) == t.Name() {
+		turnCancellerPanicChild(t)
+		return
+	}
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), childTestEnv+"="+t.Name())
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		if len(out) > 4000 {
+			out = out[len(out)-4000:]
+		}
+		t.Fatalf("the worker's process with a CancelTurn that panics: %v\n%s", err, out)
+	}
+}
+
+func turnCancellerPanicChild(t *testing.T) {
+	s := startServer(t)
+	var logs testkit.Buffer
+	h := &panickyCanceller{}
+	startWorker(t, s.connect(t), "tcpanic", h, agent.WithConcurrency(1),
+		agent.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	waitConsumer(t, s.js, "tcpanic")
+	turn := request("tcpanic-turn", nil)
+	turn.Method, turn.ContextID = e2a.MethodCancelTurn, "ctx-tcpanic"
+	publish(t, s.js, "tcpanic", turn)
+	fr := waitFinal(t, s.nc, "tcpanic-turn", 10*time.Second)
+	e, _ := fr[len(fr)-1].Error()
+	if len(fr) != 1 || e.Code != e2a.ErrCodeCancelled || len(e.Details) != 1 || e.Details["handler_cancel"] != "panicked" {
+		t.Fatalf("cancel turn: %d frames, final %+v; want one e2a.error cancelled, details handler_cancel: panicked", len(fr), e)
+	}
+	if l := logs.String(); !strings.Contains(l, "boom in CancelTurn") || !strings.Contains(l, "panickyCanceller).CancelTurn") {
+		t.Errorf("the panic is not logged with its stack:\n%s", l)
+	}
+	// The process keeps serving.
+	publish(t, s.js, "tcpanic", request("tcpanic-next", nil))
+	fr = waitFinal(t, s.nc, "tcpanic-next", 10*time.Second)
+	if last := fr[len(fr)-1]; last.ResponseKind != e2a.KindComplete || h.served.Load() != 1 {
+		t.Fatalf("next request: final %s, %d Serve calls; want e2a.complete, 1", last.ResponseKind, h.served.Load())
 	}
 }

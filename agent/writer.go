@@ -89,6 +89,10 @@ type frame struct {
 	body         any
 	final        bool
 	raw          bool // validate before publishing (Write)
+	// tmpl, when set, replaces the writer's template (encoded without the
+	// pre-encoded parts): the runtime's last-resort final frame
+	// (finishBare).
+	tmpl *e2a.Response
 }
 
 // pendingText is coalesced text (or reasoning) not yet published.
@@ -480,7 +484,9 @@ func (wr *writer) close(err error, drop bool) {
 // It reports whether f was written. When f itself is too large, or a
 // coalesced delta was refused as too large and never reported to the
 // handler, the final frame is e2a.error frame_too_large instead: the
-// request ends at once rather than being redelivered.
+// request ends at once rather than being redelivered. When that cannot be
+// written either (finishBare) a bare frame replaces it: a frame refused
+// before publishing would be refused again at every redelivery.
 func (wr *writer) finish(f frame) (bool, error) {
 	if err := wr.flush(); err != nil {
 		return false, err
@@ -495,14 +501,74 @@ func (wr *writer) finish(f frame) (bool, error) {
 	if lost != nil {
 		f = tooLargeFrame(lost)
 	}
-	err := wr.writeSync(f, true)
-	if errors.Is(err, ErrFrameTooLarge) {
-		err = wr.writeSync(tooLargeFrame(err), true)
+	err := wr.writeFinal(f)
+	if isFrameError(err) {
+		err = wr.finishBare(f, err)
 	}
 	if err != nil {
 		return false, err
 	}
 	return true, nil
+}
+
+// writeFinal writes the runtime's final frame f, or e2a.error
+// frame_too_large when f is too large.
+func (wr *writer) writeFinal(f frame) error {
+	err := wr.writeSync(f, true)
+	if errors.Is(err, ErrFrameTooLarge) {
+		tl := tooLargeFrame(err)
+		tl.tmpl = f.tmpl
+		err = wr.writeSync(tl, true)
+	}
+	return err
+}
+
+// finishBare writes the final frame of a request whose runtime final frame
+// f was refused before publishing (err, a frameError): its details do not
+// encode as JSON (a handler's *Error holding NaN), or every frame of the
+// request is over max_payload (echoed ids that grow when encoded: '<' is
+// written \u003c). It writes f without its details (an e2a.error keeps its
+// code, message and retryable), then, if that is refused too, the same on
+// a template that keeps, of the request's ids, only its request id
+// (echoless).
+func (wr *writer) finishBare(f frame, err error) error {
+	log := wr.w.log.With("request_id", wr.requestID)
+	log.Warn("the final frame cannot be written: writing it without its details", "err", err)
+	f = bareFrame(f)
+	if err = wr.writeFinal(f); !isFrameError(err) {
+		return err
+	}
+	log.Warn("the final frame cannot be written: writing it without the echoed ids", "err", err)
+	wr.mu.Lock() // SetMetadata writes the template under it
+	f.tmpl = echoless(&wr.tmpl)
+	wr.mu.Unlock()
+	return wr.writeFinal(f)
+}
+
+// bareFrame is f without the details of an e2a.error (its message
+// bounded); any other frame as is.
+func bareFrame(f frame) frame {
+	b, ok := f.body.(e2a.ErrorBody)
+	if !ok {
+		return f
+	}
+	msg := b.Message
+	if len(msg) > maxErrorMessage {
+		msg = msg[:maxErrorMessage] + "…"
+	}
+	return errorFrame(b.Code, msg, b.Retryable, nil)
+}
+
+// echoless is tmpl with, of the request's ids and context, only the
+// request id: protocol version (its default when long), request id,
+// is_stream, identity origin and provenance.
+func echoless(tmpl *e2a.Response) *e2a.Response {
+	v := tmpl.ProtocolVersion
+	if len(v) > len(e2a.ProtocolVersion)+16 {
+		v = e2a.ProtocolVersion
+	}
+	return &e2a.Response{ProtocolVersion: v, RequestID: tmpl.RequestID, IsStream: tmpl.IsStream,
+		IdentityOrigin: tmpl.IdentityOrigin, Provenance: tmpl.Provenance}
 }
 
 // tooLargeFrame is the final e2a.error frame_too_large for err.
@@ -566,8 +632,12 @@ func (wr *writer) appendFrame(dst []byte, seq int64, f frame) ([]byte, error) {
 		return nil, err
 	}
 	now := time.Now()
-	if f.raw || !wr.enc.ok {
+	reflective := !wr.enc.ok || f.tmpl != nil // json.Marshal of the whole frame
+	if f.raw || reflective {
 		r := wr.tmpl
+		if f.tmpl != nil {
+			r = *f.tmpl
+		}
 		r.Sequence = seq
 		r.IsFinal = f.final
 		r.Status = f.status
@@ -587,7 +657,7 @@ func (wr *writer) appendFrame(dst []byte, seq int64, f frame) ([]byte, error) {
 				return nil, &frameError{err}
 			}
 		}
-		if !wr.enc.ok {
+		if reflective {
 			complete()
 			m := r // r itself stays on the stack
 			b, err := e2a.MarshalResponse(&m)
