@@ -72,24 +72,50 @@ type CancelFunc func(ctx context.Context, requestID string) error
 // final frame awaited (up to the cancel wait). It reports whether the
 // request ended canceled.
 func (s *Service) CancelRequest(ctx context.Context, requestID string, cancel CancelFunc) (bool, error) {
+	return s.cancelRequest(ctx, requestID, cancel, false)
+}
+
+// cancelRequest is CancelRequest; listed tells that a task's or session's
+// record lists requestID as its newest turn. Ingress records a turn before
+// it publishes it, so such a turn with no frame and not stored yet is one
+// whose publish is under way: it is cancelled as a queued turn is (the
+// front door's cancel waits for the request to be stored), not answered
+// ErrNotFound. One still not stored once cancel returns was never
+// published (its publish failed): ErrNotCancelable, so that the task's
+// earlier turns are cancelled still.
+func (s *Service) cancelRequest(ctx context.Context, requestID string, cancel CancelFunc, listed bool) (bool, error) {
 	last, err := s.lastFrame(ctx, requestID)
 	if err != nil {
 		return false, err
 	}
+	canceled := false
 	if last == nil {
 		ok, err := requestExists(ctx, s.mux, s.streamNames().requests, requestID)
 		if err != nil {
 			return false, err
 		}
-		if !ok {
+		if !ok && !listed {
 			return false, fmt.Errorf("%w: %q", ErrNotFound, requestID)
+		}
+		if !ok {
+			if err := cancel(ctx, requestID); err != nil {
+				return false, err
+			}
+			canceled = true
+			if ok, err = requestExists(ctx, s.mux, s.streamNames().requests, requestID); err != nil {
+				return false, err
+			} else if !ok {
+				return false, fmt.Errorf("%w: %q was never published", ErrNotCancelable, requestID)
+			}
 		}
 	}
 	if last != nil && last.final {
 		return false, fmt.Errorf("%w: %q", ErrNotCancelable, requestID)
 	}
-	if err := cancel(ctx, requestID); err != nil {
-		return false, err
+	if !canceled {
+		if err := cancel(ctx, requestID); err != nil {
+			return false, err
+		}
 	}
 	wctx, stop := context.WithTimeout(ctx, s.cfg.cancelWait)
 	defer stop()
@@ -185,8 +211,10 @@ func (s *Service) Continuable(ctx context.Context, requestID string) (bool, erro
 // run one after another (the agent runtime starts one when the one before
 // has its final frame), so the newest may be waiting for earlier ones still
 // running: cancelled first, it ends without running, and the task is never
-// left canceled while an earlier turn runs on. ErrNotCancelable when no
-// turn is left running, ErrNotFound for a task without requests.
+// left canceled while an earlier turn runs on. The newest turn may not be
+// stored yet (its publish under way, cancelRequest): it is cancelled as a
+// queued turn. ErrNotCancelable when no turn is left running, ErrNotFound
+// for a task without requests.
 func (s *Service) CancelTurns(ctx context.Context, requestIDs []string, cancel CancelFunc) (bool, error) {
 	if len(requestIDs) == 0 {
 		return false, ErrNotFound
@@ -195,7 +223,7 @@ func (s *Service) CancelTurns(ctx context.Context, requestIDs []string, cancel C
 	if err != nil {
 		return false, err
 	}
-	canceled, err := s.CancelRequest(ctx, requestIDs[len(requestIDs)-1], cancel)
+	canceled, err := s.cancelRequest(ctx, requestIDs[len(requestIDs)-1], cancel, true)
 	if err != nil && (len(earlier) == 0 || !errors.Is(err, ErrNotCancelable)) {
 		return false, err
 	}

@@ -806,6 +806,20 @@ func (s *Service) Owner(ctx context.Context, requestID string) (owner string, fo
 	return ownerOf(msg), msg != nil, err
 }
 
+// StoredOwner is Owner in one direct get, which any replica may answer:
+// an absence is not confirmed by the stream's leader. Ingress asks it
+// before it publishes a request whose id the client chose (a request
+// stored so recently that a lagging replica misses it is still in the
+// dedupe window, where the publish itself finds it).
+func (s *Service) StoredOwner(ctx context.Context, requestID string) (owner string, found bool, err error) {
+	subj, err := requestLookupSubject(requestID)
+	if err != nil {
+		return "", false, nil
+	}
+	msg, err := s.mux.GetLast(ctx, s.streamNames().requests, subj)
+	return ownerOf(msg), msg != nil, err
+}
+
 // findRequest reads the envelope message of a request (nil for one the
 // request stream does not hold, see lookupRequest).
 func (s *Service) findRequest(ctx context.Context, requestID string) (*nats.Msg, error) {

@@ -73,5 +73,5 @@ func (h protocolHost) AdmitHeader(ctx context.Context, header http.Header, proto
 		return nil, f, nil
 	}
 	s.metrics.requests.WithLabelValues(protocol, route, "200").Inc()
-	return caller{s: s, p: p}, nil, nil
+	return caller{s: s, p: p, fresh: &freshIDs{}}, nil, nil
 }

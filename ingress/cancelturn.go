@@ -57,7 +57,8 @@ func (s *Server) cancelInterrupted(ctx context.Context, p Principal, t *host.Tas
 	if !finished || !open {
 		return "", fmt.Errorf("%w: task %q", egress.ErrNotCancelable, t.ID)
 	}
-	in := s.inputFrom(http.Header{}, nil, p, t.Pool)
+	fresh := &freshIDs{}
+	in := s.inputFrom(http.Header{}, nil, p, t.Pool, fresh)
 	params, _ := json.Marshal(map[string]string{"id": t.ID})
 	in.RPC = &normalizer.RPCRequest{ID: json.RawMessage(`1`), Method: normalizer.A2ATasksCancel, Params: params}
 	res, err := s.opts.norm.FromA2A(in)
@@ -70,7 +71,7 @@ func (s *Server) cancelInterrupted(ctx context.Context, p Principal, t *host.Tas
 	if err := s.cancel(ctx, env.RequestID); err != nil {
 		return "", fmt.Errorf("%w: cancel: %v", ErrBackpressure, err)
 	}
-	if _, err := s.publishTurn(ctx, p, t.Pool, env, host.Turn{Task: *t}); err != nil {
+	if _, err := s.publishTurn(ctx, p, t.Pool, env, host.Turn{Task: *t}, fresh.origin(env.RequestID)); err != nil {
 		return "", err
 	}
 	// Its final frame, written at once by a worker of the pool.

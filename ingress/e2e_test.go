@@ -25,6 +25,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // pipeline runs ingress + egress over HTTP and the demo agent on an
@@ -274,6 +275,214 @@ func TestE2EDuplicateRequestIsOneRequest(t *testing.T) {
 	}
 	if err := e2a.CheckFrames(agg.Frames); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// pastDedupePipeline is the pipeline with alice and bob, egress's reads
+// scoped as `e2a serve` scopes them (cmd/e2a egressAuthorizer), and the
+// dedupe window of E2A_REQUESTS shortened to 200 ms: past it, as past the
+// 10 minutes of E2A_DEDUPE_WINDOW, the stream (24 h) still holds every
+// request but JetStream no longer deduplicates its id.
+func pastDedupePipeline(t *testing.T) *pipeline {
+	t.Helper()
+	_, nc := natstest.RunServer(t)
+	auth := aliceAndBob(t)
+	reg := prometheus.NewRegistry()
+	f := pipetest.ServeFront(t, nc, []egress.Option{egress.WithRegisterer(reg), egress.WithAuthorizer(func(r *http.Request) (tenant.Principal, error) {
+		p, err := auth.Tenant(r)
+		ingress.StripCredentialHeaders(r.Header)
+		return p, err
+	})}, ingress.WithRegisterer(reg), ingress.WithAuth(auth))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = agent.Run(ctx, nc, "demo", demo.New()) }()
+	t.Cleanup(func() { cancel(); <-done })
+	testkit.Eventually(t, 10*time.Second, "the demo pool's consumer", func() bool {
+		m, err := f.Ingress.Pools(ctx)
+		return err == nil && m["demo"] != ""
+	})
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, streams.RequestsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.Duplicates = 200 * time.Millisecond
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return &pipeline{url: f.URL, nc: nc, js: js, in: f.Ingress}
+}
+
+// awaitDedupeWindowPassed returns once every id stored in E2A_REQUESTS
+// before the call is out of the dedupe window: a probe message published
+// now under a message id of its own is stored again (not a duplicate).
+func awaitDedupeWindowPassed(t *testing.T, p *pipeline) {
+	t.Helper()
+	ctx := context.Background()
+	probe := &nats.Msg{Subject: "e2a.req.dedupe-probe.p-" + strconv.FormatInt(time.Now().UnixNano(), 36), Header: nats.Header{}, Data: []byte(`{}`)}
+	probe.Header.Set(jetstream.MsgIDHeader, probe.Subject)
+	if ack, err := p.js.PublishMsg(ctx, probe); err != nil || ack.Duplicate {
+		t.Fatalf("probe: %+v %v", ack, err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the dedupe window past", func() bool {
+		ack, err := p.js.PublishMsg(ctx, probe)
+		return err == nil && !ack.Duplicate
+	})
+}
+
+// requestMessages counts the messages E2A_REQUESTS holds for a request id,
+// in every pool.
+func requestMessages(t *testing.T, p *pipeline, id string) uint64 {
+	t.Helper()
+	st, err := p.js.Stream(context.Background(), streams.RequestsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(context.Background(), jetstream.WithSubjectFilter("e2a.req.*."+id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n
+}
+
+// TestRequestIDReusedAfterDedupeWindow: a request id is one request as
+// long as E2A_REQUESTS keeps it, not only within the dedupe window. Past
+// the window another principal's POST with alice's request_id is the
+// conflict that reveals nothing (409), and stores nothing: the id stays
+// alice's (bob's GET 404, alice's 200 with her frames). Alice's own POST
+// with it again is a duplicate answered with her first request's frames,
+// not a second run.
+func TestRequestIDReusedAfterDedupeWindow(t *testing.T) {
+	p := pastDedupePipeline(t)
+	alice := []string{"X-Api-Key", testKey}
+	bob := []string{"X-Api-Key", bobKey}
+	resp, body := testkit.Do(t, http.MethodPost, p.url+"/v1/requests?wait=true",
+		`{"request_id":"shared-id-1","params":{"text":"alice-secret-text","frames":1}}`, alice...)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "alice-secret-text") {
+		t.Fatalf("alice: %d %s", resp.StatusCode, body)
+	}
+	awaitDedupeWindowPassed(t, p)
+	resp, body = testkit.Do(t, http.MethodPost, p.url+"/v1/requests", `{"request_id":"shared-id-1","params":{"text":"bob","frames":1}}`, bob...)
+	if resp.StatusCode != http.StatusConflict || strings.Contains(string(body), "alice") {
+		t.Errorf("bob's POST with alice's request id: %d %s, want 409 revealing nothing", resp.StatusCode, body)
+	}
+	if n := requestMessages(t, p, "shared-id-1"); n != 1 {
+		t.Errorf("E2A_REQUESTS holds %d messages of the id after bob's POST, want 1", n)
+	}
+	resp, body = testkit.Do(t, http.MethodGet, p.url+"/v1/requests/shared-id-1", "", bob...)
+	if resp.StatusCode != http.StatusNotFound || strings.Contains(string(body), "alice-secret-text") {
+		t.Errorf("bob's GET: %d %.400s, want 404", resp.StatusCode, body)
+	}
+	resp, body = testkit.Do(t, http.MethodGet, p.url+"/v1/requests/shared-id-1?wait=true", "", alice...)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "alice-secret-text") {
+		t.Errorf("alice's GET: %d %.300s, want her request", resp.StatusCode, body)
+	}
+	resp, body = testkit.Do(t, http.MethodPost, p.url+"/v1/requests", `{"request_id":"shared-id-1","params":{"text":"alice-again","frames":1}}`, alice...)
+	var acc ingress.AcceptedBody
+	if resp.StatusCode != http.StatusAccepted || json.Unmarshal(body, &acc) != nil || !acc.Duplicate {
+		t.Errorf("alice's POST with her request id again: %d %s, want 202 duplicate", resp.StatusCode, body)
+	}
+	if n := requestMessages(t, p, "shared-id-1"); n != 1 {
+		t.Errorf("E2A_REQUESTS holds %d messages of the id after alice's second POST, want 1", n)
+	}
+}
+
+// TestA2ATaskIDReusedAfterDedupeWindow: the same through A2A, where an
+// Idempotency-Key names a new task (its first request): past the dedupe
+// window bob's message/send with alice's key is the JSON-RPC conflict
+// (-32602, data.conflict) without her reply, his tasks/get of that id does
+// not find her task, and hers still does.
+func TestA2ATaskIDReusedAfterDedupeWindow(t *testing.T) {
+	p := pastDedupePipeline(t)
+	send := func(key, idem, text string) (int, string) {
+		resp, body := testkit.Do(t, http.MethodPost, p.url+"/a2a", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{
+			"kind":"message","role":"user","messageId":"m-`+text+`","parts":[{"kind":"text","text":"`+text+`"}],"metadata":{"frames":1}}}}`,
+			"X-Api-Key", key, "Idempotency-Key", idem)
+		return resp.StatusCode, string(body)
+	}
+	get := func(key string) string {
+		_, body := testkit.Do(t, http.MethodPost, p.url+"/a2a", `{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"id":"task-key-1"}}`, "X-Api-Key", key)
+		return string(body)
+	}
+	if code, body := send(testKey, "task-key-1", "alice-secret-text"); code != 200 || !strings.Contains(body, "alice-secret-text") {
+		t.Fatalf("alice: %d %s", code, body)
+	}
+	awaitDedupeWindowPassed(t, p)
+	code, body := send(bobKey, "task-key-1", "bobtext")
+	if !strings.Contains(body, `"code":-32602`) || !strings.Contains(body, `"conflict":true`) || strings.Contains(body, "alice") {
+		t.Errorf("bob's send with alice's key: %d %.600s, want the conflict revealing nothing", code, body)
+	}
+	if n := requestMessages(t, p, "task-key-1"); n != 1 {
+		t.Errorf("E2A_REQUESTS holds %d messages of the id after bob's send, want 1", n)
+	}
+	if b := get(bobKey); strings.Contains(b, "alice-secret-text") || !strings.Contains(b, `"code":-32001`) {
+		t.Errorf("bob's tasks/get of alice's task: %.600s, want task not found", b)
+	}
+	if b := get(testKey); !strings.Contains(b, "alice-secret-text") {
+		t.Errorf("alice's tasks/get lost her task: %.300s", b)
+	}
+}
+
+// TestGeneratedRequestIDNotLookedUp: a request id the pipeline makes (no
+// request_id, no Idempotency-Key) is published without a lookup of
+// E2A_REQUESTS; one the client chose is looked up once (one direct get)
+// before its publish.
+func TestGeneratedRequestIDNotLookedUp(t *testing.T) {
+	p := pastDedupePipeline(t)
+	gets := make(chan *nats.Msg, 64)
+	sub, err := p.nc.ChanSubscribe("$JS.API.DIRECT.GET."+streams.RequestsStream+".>", gets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	sub2, err := p.nc.ChanSubscribe("$JS.API.DIRECT.GET."+streams.RequestsStream, gets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub2.Unsubscribe()
+	if err := p.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// count posts body and counts the direct gets of E2A_REQUESTS naming
+	// the request's id until its answer.
+	count := func(body string, hdr ...string) int {
+		t.Helper()
+		resp, b := testkit.Do(t, http.MethodPost, p.url+"/v1/requests", body, append([]string{"X-Api-Key", testKey}, hdr...)...)
+		var acc ingress.AcceptedBody
+		if resp.StatusCode != http.StatusAccepted || json.Unmarshal(b, &acc) != nil || acc.RequestID == "" {
+			t.Fatalf("POST %s: %d %s", body, resp.StatusCode, b)
+		}
+		if err := p.nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for {
+			select {
+			case m := <-gets:
+				if strings.Contains(string(m.Data), acc.RequestID) {
+					n++
+				}
+			default:
+				return n
+			}
+		}
+	}
+	if n := count(`{"params":{"text":"x","frames":1}}`); n != 0 {
+		t.Errorf("a generated request id: %d direct gets of %s, want none", n, streams.RequestsStream)
+	}
+	if n := count(`{"request_id":"chosen-1","params":{"text":"x","frames":1}}`); n != 1 {
+		t.Errorf("a request_id the client chose: %d direct gets, want 1", n)
+	}
+	if n := count(`{"params":{"text":"x","frames":1}}`, "Idempotency-Key", "chosen-2"); n != 1 {
+		t.Errorf("an Idempotency-Key: %d direct gets, want 1", n)
 	}
 }
 

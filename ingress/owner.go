@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -17,24 +19,58 @@ import (
 // task, context or session goes through publish, ownedRecord or
 // claimContext below.
 
-// publish publishes env for principal p. A duplicate of a request another
-// principal owns is refused with ErrConflict, which reveals nothing of the
+// publish publishes env for principal p. A request id another principal
+// already uses is refused with ErrConflict, which reveals nothing of the
 // other request (its answer would otherwise be the other's envelope and
-// frames). Errors are those of Publisher.Publish, and ErrConflict.
+// frames); one of p's own is a duplicate (Accepted.Duplicate), never
+// published again. Within the dedupe window JetStream finds it; past it a
+// lookup before the publish does (origin: an id the pipeline made for the
+// call is looked up by no one). Errors are those of Publisher.Publish, and
+// ErrConflict.
 //
 // With the pool check on, a pool no worker ever served is ErrUnknownPool
 // (nothing is published) and Accepted.Warning tells of a pool with no live
 // worker.
-func (s *Server) publish(ctx context.Context, p Principal, pool string, env *e2a.Envelope) (Accepted, error) {
-	return s.publishAfter(ctx, p, pool, env, "")
+func (s *Server) publish(ctx context.Context, p Principal, pool string, env *e2a.Envelope, origin idOrigin) (Accepted, error) {
+	return s.publishAfter(ctx, p, pool, env, "", origin)
 }
+
+// idOrigin tells publishAfter what is known of a request's id.
+type idOrigin int
+
+const (
+	// idChosen: the client chose the id (an E2A request_id, an
+	// Idempotency-Key): it may name a stored request, of anyone, older
+	// than the dedupe window. publishAfter looks it up first.
+	idChosen idOrigin = iota
+	// idFresh: the pipeline made the id for this call (a UUIDv7 never
+	// given out before): nothing can hold it, nothing is looked up.
+	idFresh
+	// idUnused: a chosen id the caller looked up (checkRequestID) and
+	// found unused.
+	idUnused
+	// idOwnStored: a chosen id the caller looked up and found stored, the
+	// principal's own: the request is a duplicate.
+	idOwnStored
+)
 
 // publishAfter is publish for a turn that runs after the request after
 // (Publisher.PublishAfter; none when "").
-func (s *Server) publishAfter(ctx context.Context, p Principal, pool string, env *e2a.Envelope, after string) (Accepted, error) {
+func (s *Server) publishAfter(ctx context.Context, p Principal, pool string, env *e2a.Envelope, after string, origin idOrigin) (Accepted, error) {
 	warning, err := s.checkPool(ctx, pool)
 	if err != nil {
 		return Accepted{}, err
+	}
+	if origin == idChosen {
+		if origin, err = s.checkRequestID(ctx, p, env.RequestID); err != nil {
+			return Accepted{}, err
+		}
+	}
+	if origin == idOwnStored {
+		// Past the dedupe window as within it: the stored request is the
+		// answer, the second one is not published (it would become the
+		// newest message of the id, the one every lookup reads).
+		return Accepted{RequestID: env.RequestID, Pool: pool, Duplicate: true, Warning: warning}, nil
 	}
 	// A call that streams the frames next subscribes to them first
 	// (egress.ExpectStream): a new request then needs no read at open. A
@@ -43,7 +79,10 @@ func (s *Server) publishAfter(ctx context.Context, p Principal, pool string, env
 	if perr != nil {
 		s.opts.log.Warn("live subscription before publish failed", "request_id", env.RequestID, "err", perr)
 	}
-	acc, err := s.pub.PublishAfter(ctx, pool, env, after)
+	// A chosen id is published only onto an empty subject: a request of
+	// the same pool stored between the lookup and the publish, however old
+	// the dedupe window, answers as a duplicate and is checked below.
+	acc, err := s.pub.publishAfter(ctx, pool, env, after, origin != idFresh)
 	publishSent(ctx)
 	if pre != nil {
 		if err != nil {
@@ -69,6 +108,88 @@ func (s *Server) publishAfter(ctx context.Context, p Principal, pool string, env
 		return acc, ErrConflict
 	}
 	return acc, nil
+}
+
+// checkRequestID looks up the stored request of a request id the client
+// chose, in every pool (one direct get): idUnused when there is none,
+// idOwnStored when p may write it (its own, or an admin's), ErrConflict
+// when it is someone else's. With authentication off every stored request
+// is the one principal's. Past the dedupe window JetStream would store the
+// request again under the same id, and its newest envelope is the one
+// every lookup reads: the newcomer would take the id over.
+func (s *Server) checkRequestID(ctx context.Context, p Principal, requestID string) (idOrigin, error) {
+	owner, found, err := s.egress.StoredOwner(ctx, requestID)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return idChosen, err
+		}
+		return idChosen, fmt.Errorf("%w: request id lookup: %v", ErrBackpressure, err)
+	}
+	if !found {
+		return idUnused, nil
+	}
+	if !p.Tenant().Allows(tenant.Write, owner) {
+		return idChosen, ErrConflict
+	}
+	return idOwnStored, nil
+}
+
+// freshIDs records the ids the pipeline made for one call
+// (normalizer.Input.NewID): a request id among them was chosen by no
+// client and is published without a lookup (idFresh). A nil *freshIDs
+// makes ids without recording them; it is safe for concurrent use.
+type freshIDs struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+// maxFreshIDs bounds what one call records (a request id, a context id,
+// an A2E message id); an id past it is only looked up before its publish.
+const maxFreshIDs = 8
+
+// newFreshIDs returns the record of a call's made ids, holding the one
+// ctx names (withFreshID) if any.
+func newFreshIDs(ctx context.Context) *freshIDs {
+	f := &freshIDs{}
+	if id, ok := ctx.Value(freshIDKey{}).(string); ok {
+		f.ids = append(f.ids, id)
+	}
+	return f
+}
+
+// newID makes a request id (a UUIDv7) and records it.
+func (f *freshIDs) newID() string {
+	id := newRequestID()
+	if f != nil {
+		f.mu.Lock()
+		if len(f.ids) < maxFreshIDs {
+			f.ids = append(f.ids, id)
+		}
+		f.mu.Unlock()
+	}
+	return id
+}
+
+// origin is idFresh for an id f recorded, else idChosen.
+func (f *freshIDs) origin(id string) idOrigin {
+	if f == nil {
+		return idChosen
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if slices.Contains(f.ids, id) {
+		return idFresh
+	}
+	return idChosen
+}
+
+// freshIDKey is the context key of a request id the pipeline made before
+// the call ran (stdio fixes it to let a cancel name the request early).
+type freshIDKey struct{}
+
+// withFreshID returns ctx naming id as made by the pipeline for the call.
+func withFreshID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, freshIDKey{}, id)
 }
 
 // ownedRecord returns the task or session record kind/id when p may have

@@ -194,7 +194,7 @@ func (h protocolHost) Admit(w http.ResponseWriter, r *http.Request, protocol str
 	if !ok {
 		return nil, false
 	}
-	return caller{s: h.s, p: p, rec: recorderOf(w)}, true
+	return caller{s: h.s, p: p, rec: recorderOf(w), fresh: &freshIDs{}}, true
 }
 
 // recorderOf finds the statusRecorder of counted under w (nil when w has
@@ -373,6 +373,9 @@ type caller struct {
 	s   *Server
 	p   Principal
 	rec *statusRecorder // of the HTTP answer, for its log line; may be nil
+	// fresh records the ids made for the call (nil: none recorded, every
+	// request id is looked up before its publish).
+	fresh *freshIDs
 }
 
 var (
@@ -382,7 +385,7 @@ var (
 
 // Input is the server's input for the principal.
 func (c caller) Input(r *http.Request, body []byte, agent string) normalizer.Input {
-	return c.s.input(r, body, c.p, agent)
+	return c.s.input(r, body, c.p, agent, c.fresh)
 }
 
 // StreamSlot is acquireStream.
@@ -395,7 +398,7 @@ func (c caller) StreamSlot(w http.ResponseWriter, refuse host.Refuse) (func(), b
 
 // HeaderInput is the server's input of a call's headers for the principal.
 func (c caller) HeaderInput(header http.Header, agent string) normalizer.Input {
-	return c.s.inputFrom(header, nil, c.p, agent)
+	return c.s.inputFrom(header, nil, c.p, agent, c.fresh)
 }
 
 // AcquireStream is streamSlot.
@@ -406,12 +409,12 @@ func (c caller) AcquireStream() (func(), bool) {
 
 // Task is the owned task record (rpcCaller's).
 func (c caller) Task(ctx context.Context, id string, a tenant.Access) (*host.Task, error) {
-	return rpcCaller{s: c.s, p: c.p}.Task(ctx, id, a)
+	return rpcCaller{s: c.s, p: c.p, fresh: c.fresh}.Task(ctx, id, a)
 }
 
 // CheckTaskOpen is rpcCaller's.
 func (c caller) CheckTaskOpen(ctx context.Context, t *host.Task) error {
-	return rpcCaller{s: c.s, p: c.p}.CheckTaskOpen(ctx, t)
+	return rpcCaller{s: c.s, p: c.p, fresh: c.fresh}.CheckTaskOpen(ctx, t)
 }
 
 // ListTasks lists the tasks the principal may read that keep accepts:
@@ -441,13 +444,15 @@ func (c caller) ListTasks(ctx context.Context, max int, keep func(*host.ListedTa
 type rpcCaller struct {
 	s *Server
 	p Principal
+	// fresh records the ids made for the call (caller's).
+	fresh *freshIDs
 }
 
 var _ host.RPCCaller = rpcCaller{}
 
 // Input is the server's input of the decoded call.
 func (c rpcCaller) Input(in host.Call, req *Request) normalizer.Input {
-	return c.s.rpcInput(in, c.p, req)
+	return c.s.rpcInput(in, c.p, req, c.fresh)
 }
 
 // StreamSlot is rpcStreamSlot.

@@ -70,6 +70,15 @@ func (p *Publisher) Publish(ctx context.Context, pool string, env *e2a.Envelope)
 // it in subjects.HeaderAfterRequest, and the agent runtime starts the turn
 // once after's final frame is stored.
 func (p *Publisher) PublishAfter(ctx context.Context, pool string, env *e2a.Envelope, after string) (acc Accepted, err error) {
+	return p.publishAfter(ctx, pool, env, after, false)
+}
+
+// publishAfter is PublishAfter; first publishes the request only when its
+// subject holds no message yet (expected last subject sequence 0), for a
+// request id the client chose: a subject that holds one answers as a
+// duplicate does (Accepted.Duplicate, StreamSeq 0), whatever the dedupe
+// window.
+func (p *Publisher) publishAfter(ctx context.Context, pool string, env *e2a.Envelope, after string, first bool) (acc Accepted, err error) {
 	subj, err := subjects.Request(pool, env.RequestID)
 	if err != nil {
 		return Accepted{}, fmt.Errorf("%w: %v", ErrInvalidPool, err)
@@ -88,6 +97,9 @@ func (p *Publisher) PublishAfter(ctx context.Context, pool string, env *e2a.Enve
 	msg.Header.Set(subjects.HeaderRequestID, env.RequestID)
 	if after != "" {
 		msg.Header.Set(subjects.HeaderAfterRequest, after)
+	}
+	if first {
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 	}
 	if env.Trace != nil {
 		if env.Trace.Traceparent != "" {
@@ -113,6 +125,12 @@ func (p *Publisher) PublishAfter(ctx context.Context, pool string, env *e2a.Enve
 		switch {
 		case errors.Is(err, context.Canceled):
 			return Accepted{}, err
+		case first && errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
+			// The subject holds the request already (a single server checks
+			// the expected sequence before the dedupe window; 10164 while
+			// another publish on the subject is proposed).
+			return Accepted{RequestID: env.RequestID, Pool: pool, Duplicate: true}, nil
 		case errors.Is(err, nats.ErrMaxPayload),
 			errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
 			// A server of the cluster (the stream's leader) or the stream

@@ -36,7 +36,7 @@ func (s *Server) rpcEndpointOf(e host.RPCEndpoint) rpcEndpoint {
 	return rpcEndpoint{protocol: e.Protocol, shape: e.Refuse, streaming: e.Streaming, metric: e.Metric,
 		notifyErrors: e.NotifyErrors, lines: e.Lines,
 		call: func(rep host.Reply, in host.Call, p Principal, req *Request) {
-			e.Serve(rep, in, rpcCaller{s: s, p: p}, req)
+			e.Serve(rep, in, rpcCaller{s: s, p: p, fresh: newFreshIDs(in.Ctx)}, req)
 		}}
 }
 
@@ -48,8 +48,8 @@ func httpIn(r *http.Request) host.Call {
 // rpcInput is the normalizer input of one JSON-RPC call: the request is
 // already decoded, so the adapters read it as is, with no second encode
 // and parse.
-func (s *Server) rpcInput(in host.Call, p Principal, req *Request) normalizer.Input {
-	nin := s.inputFrom(in.Header, nil, p, in.Agent)
+func (s *Server) rpcInput(in host.Call, p Principal, req *Request, fresh *freshIDs) normalizer.Input {
+	nin := s.inputFrom(in.Header, nil, p, in.Agent, fresh)
 	nin.Channel = in.Channel
 	nin.RPC = &normalizer.RPCRequest{ID: req.ID, Method: req.Method, Params: req.Params}
 	return nin

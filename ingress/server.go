@@ -303,14 +303,18 @@ func handleRoot(w http.ResponseWriter, r *http.Request) {
 }
 
 // input builds the normalizer's view of an HTTP request.
-func (s *Server) input(r *http.Request, body []byte, p Principal, agent string) normalizer.Input {
-	return s.inputFrom(r.Header, body, p, agent)
+func (s *Server) input(r *http.Request, body []byte, p Principal, agent string, fresh *freshIDs) normalizer.Input {
+	return s.inputFrom(r.Header, body, p, agent, fresh)
 }
 
-// inputFrom is input for a transport's headers.
-func (s *Server) inputFrom(header http.Header, body []byte, p Principal, agent string) normalizer.Input {
+// inputFrom is input for a transport's headers. The ids the normalizer
+// makes are recorded in fresh (freshIDs; none when nil).
+func (s *Server) inputFrom(header http.Header, body []byte, p Principal, agent string, fresh *freshIDs) normalizer.Input {
 	in := normalizer.Input{Body: body, Header: header, Channel: "http", Agent: agent, Now: s.opts.now,
 		RequestID: header.Get("Idempotency-Key")}
+	if fresh != nil {
+		in.NewID = fresh.newID
+	}
 	if p.UserID != "" {
 		// With authentication off (the none scheme alone) the principal is
 		// only a default: the user the request claims is all there is to

@@ -255,6 +255,7 @@ func (c *stdioConn) dispatch(ln stdioLine) {
 		// cancel can name the request before it is even published.
 		call.requestID = newRequestID()
 		hdr.Set("Idempotency-Key", call.requestID)
+		call.ctx = withFreshID(call.ctx, call.requestID) // not a client's: published without a lookup
 		call.published = make(chan struct{})
 		call.ctx = withPublishSent(call.ctx, func() { call.publishedOnce.Do(func() { close(call.published) }) })
 	}

@@ -14,8 +14,10 @@ import (
 // frames, the front door's Before, then the turn's record and the publish
 // (publishTurn, publish), the publish metric observed. On error nothing is
 // published and nothing is held; the error matches the host's sentinels
-// (hostError) as well as the front door's, or is Before's as it is.
-func (s *Server) submit(ctx context.Context, p Principal, sub host.Submission) (*host.Submitted, error) {
+// (hostError) as well as the front door's, or is Before's as it is. fresh
+// holds the ids the pipeline made for the call: a request id among them
+// is published without the lookup a client's id needs (publishAfter).
+func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub host.Submission) (*host.Submitted, error) {
 	var release func()
 	if sub.Slot {
 		r, f := s.streamSlot(p)
@@ -49,11 +51,12 @@ func (s *Server) submit(ctx context.Context, p Principal, sub host.Submission) (
 	}
 	var acc Accepted
 	var err error
+	origin := fresh.origin(env.RequestID)
 	if sub.Turn != nil {
-		acc, err = s.publishTurn(ctx, p, sub.Pool, env, *sub.Turn)
+		acc, err = s.publishTurn(ctx, p, sub.Pool, env, *sub.Turn, origin)
 	} else {
 		start := time.Now()
-		acc, err = s.publish(ctx, p, sub.Pool, env)
+		acc, err = s.publish(ctx, p, sub.Pool, env, origin)
 		s.metrics.publish.Observe(time.Since(start).Seconds())
 	}
 	if err != nil {
@@ -78,10 +81,10 @@ func (c caller) Submit(ctx context.Context, sub host.Submission) (*host.Submitte
 	if c.rec != nil && sub.Envelope != nil {
 		c.rec.requestID = sub.Envelope.RequestID
 	}
-	return c.s.submit(ctx, c.p, sub)
+	return c.s.submit(ctx, c.p, c.fresh, sub)
 }
 
 // Submit is the server's submit for the caller of a JSON-RPC call.
 func (c rpcCaller) Submit(ctx context.Context, sub host.Submission) (*host.Submitted, error) {
-	return c.s.submit(ctx, c.p, sub)
+	return c.s.submit(ctx, c.p, c.fresh, sub)
 }

@@ -29,8 +29,11 @@ const removeTimeout = 5 * time.Second
 // publishTurn is publish for a turn of the record of: the request is
 // appended to the record, then published after the record's previous
 // request. A record that cannot be written is ErrBackpressure (nothing is
-// published); the publish metric observes the publish alone.
-func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env *e2a.Envelope, of host.Turn) (Accepted, error) {
+// published); the publish metric observes the publish alone. A request id
+// the client chose (origin) is looked up before the record is written: one
+// of another principal's is ErrConflict with nothing written, so the
+// caller's task never lists, even for a moment, a request it may not read.
+func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env *e2a.Envelope, of host.Turn, origin idOrigin) (Accepted, error) {
 	kind := KindTask
 	if of.Session {
 		kind = KindSession
@@ -39,9 +42,15 @@ func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env 
 		// A new task named by its first request: that request is its
 		// record (TaskRecord), nothing is written before it.
 		start := time.Now()
-		acc, err := s.publishAfter(ctx, p, pool, env, "")
+		acc, err := s.publishAfter(ctx, p, pool, env, "", origin)
 		s.metrics.publish.Observe(time.Since(start).Seconds())
 		return acc, err
+	}
+	if origin == idChosen {
+		var err error
+		if origin, err = s.checkRequestID(ctx, p, env.RequestID); err != nil {
+			return Accepted{}, err
+		}
 	}
 	base := TaskRecord{ID: of.Task.ID, ContextID: of.Task.ContextID, Protocol: of.Task.Protocol, Pool: of.Task.Pool, Principal: p.UserID}
 	appendTo := s.opts.tasks.appendRequest
@@ -57,7 +66,7 @@ func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env 
 		return Accepted{}, fmt.Errorf("%w: task index: %v", ErrBackpressure, err)
 	}
 	start := time.Now()
-	acc, err := s.publishAfter(ctx, p, pool, env, rec.Before(env.RequestID))
+	acc, err := s.publishAfter(ctx, p, pool, env, rec.Before(env.RequestID), origin)
 	s.metrics.publish.Observe(time.Since(start).Seconds())
 	if err != nil && added {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)

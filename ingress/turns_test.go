@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -360,5 +362,125 @@ func TestACPCancelQueuedPrompts(t *testing.T) {
 	rec := record(t, p.js, ingress.KindSession, sid)
 	if fr := framesOfRequest(t, p.nc, rec.RequestIDs[1]); len(fr) != 1 {
 		t.Errorf("the queued prompt wrote %d frames: it ran", len(fr))
+	}
+}
+
+// TestConflictingTurnNeverRecorded: a continuing message/send whose
+// Idempotency-Key is another principal's request id is the conflict, and
+// the caller's task record is never written with it, not even for the
+// moment before the publish finds the id taken (the caller's tasks/get of
+// its own task would load the other's envelope and frames then): every
+// revision of the record, watched from before the sends, is checked.
+func TestConflictingTurnNeverRecorded(t *testing.T) {
+	p := startPipelineWith(t, ingress.WithAuth(aliceAndBob(t)))
+	rpc := func(key, idem, body string) (int, string) {
+		hdr := []string{"X-Api-Key", key}
+		if idem != "" {
+			hdr = append(hdr, "Idempotency-Key", idem)
+		}
+		resp, b := testkit.Do(t, http.MethodPost, p.url+"/a2a", body, hdr...)
+		return resp.StatusCode, string(b)
+	}
+	if code, b := rpc(testKey, "alice-req-1", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","role":"user","messageId":"m-a","parts":[{"kind":"text","text":"alice-secret-text"}],"metadata":{"frames":1}}}}`); code != 200 || !strings.Contains(b, "alice-secret-text") {
+		t.Fatalf("alice: %d %s", code, b)
+	}
+	// Bob's task, open while its first turn runs (≈ 3 × delay_ms: a
+	// finished task refuses messages before any publish).
+	code, b := rpc(bobKey, "", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"configuration":{"blocking":false},"message":{"kind":"message","role":"user","messageId":"m-bob","parts":[{"kind":"text","text":"bob"}],"metadata":{"delay_ms":700,"frames":0}}}}`)
+	var task struct {
+		Result struct {
+			ID string `json:"id"`
+		} `json:"result"`
+	}
+	if code != 200 || json.Unmarshal([]byte(b), &task) != nil || task.Result.ID == "" {
+		t.Fatalf("bob's task: %d %s", code, b)
+	}
+	ctx := context.Background()
+	kv, err := p.js.KeyValue(ctx, streams.TasksBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := subjects.EncodeID(task.Result.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := ingress.KindTask + "." + tok
+	w, err := kv.Watch(ctx, key, jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for i := range 3 {
+		code, b := rpc(bobKey, "alice-req-1", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","role":"user","messageId":"m-b`+
+			strconv.Itoa(i)+`","parts":[{"kind":"text","text":"bob-again"}],"taskId":"`+task.Result.ID+`"}}}`)
+		if !strings.Contains(b, `"conflict":true`) || strings.Contains(b, "alice-secret-text") {
+			t.Fatalf("bob's send %d with alice's request id: %d %s, want the conflict", i+1, code, b)
+		}
+	}
+	if _, got := rpc(bobKey, "", `{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"id":"`+task.Result.ID+`"}}`); strings.Contains(got, "alice-secret-text") {
+		t.Errorf("bob's tasks/get of his own task shows alice's request: %.500s", got)
+	}
+	// A write after the sends marks the end of the watch.
+	if _, err := kv.Put(ctx, key, []byte(`{"end":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case e := <-w.Updates():
+			if e == nil {
+				continue
+			}
+			if strings.Contains(string(e.Value()), "alice-req-1") {
+				t.Errorf("bob's task record was written with alice's request id (revision %d): %s", e.Revision(), e.Value())
+			}
+			if string(e.Value()) == `{"end":true}` {
+				return
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the watch of the task record never saw the end mark")
+		}
+	}
+}
+
+// TestCancelWhileTurnPublishes: tasks/cancel while the task's newest turn
+// is recorded but not yet stored (publishTurn writes the record before its
+// publish; here a turn whose publish never lands) is no "Task not found":
+// the newest turn is waited for as a queued one, and the turn running
+// before it is cancelled.
+func TestCancelWhileTurnPublishes(t *testing.T) {
+	p := startPipelineWith(t, ingress.WithPublishTimeout(200*time.Millisecond))
+	_, c := v1Client(t, p, a2a.TransportProtocolJSONRPC)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("slow"))
+	first.Metadata = map[string]any{"delay_ms": 2000, "frames": 0}
+	res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: first, Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*a2a.Task)
+	testkit.Eventually(t, 10*time.Second, "the first turn running", func() bool {
+		return len(framesOfRequest(t, p.nc, string(task.ID))) > 0
+	})
+	ts, err := ingress.NewTaskStore(ctx, p.js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := ts.Append(ctx, ingress.KindTask, ingress.TaskRecord{ID: string(task.ID), Protocol: "a2a", Pool: "demo"},
+		"turn-publishing", tenant.Principal{Open: true})
+	if err != nil || len(rec.RequestIDs) != 2 {
+		t.Fatalf("record the second turn: %+v %v", rec, err)
+	}
+	got, err := c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: task.ID})
+	if err != nil || got.Status.State != a2a.TaskStateCanceled {
+		t.Fatalf("CancelTask: %+v %v", got, err)
+	}
+	var fr []*e2a.Response
+	testkit.Eventually(t, 10*time.Second, "the first turn's final frame", func() bool {
+		fr = framesOfRequest(t, p.nc, string(task.ID))
+		return len(fr) > 0 && fr[len(fr)-1].IsFinal
+	})
+	if e, _ := fr[len(fr)-1].Error(); e.Code != e2a.ErrCodeCancelled {
+		t.Errorf("the first turn ended %+v", fr[len(fr)-1])
 	}
 }

@@ -118,7 +118,7 @@ func (s *Server) workflowAPI() *workflow.API {
 		},
 		NewEnvelope: func(r *http.Request, p workflow.Principal, wf string) (*e2a.Envelope, error) {
 			body, _ := json.Marshal(map[string]string{"workflow": wf})
-			in := s.input(r, body, Principal{UserID: p.ID, IdentityOrigin: p.Origin, Roles: p.Roles, Open: p.Open}, "")
+			in := s.input(r, body, Principal{UserID: p.ID, IdentityOrigin: p.Origin, Roles: p.Roles, Open: p.Open}, "", nil)
 			res, err := s.opts.norm.FromWorkflow(in)
 			if err != nil {
 				if normalizer.HTTPStatus(err) < 500 { // e.g. an Idempotency-Key outside the id grammar
@@ -149,7 +149,9 @@ func (w wfSubmitter) Submit(ctx context.Context, env *e2a.Envelope) error {
 	// The envelope's user_id is the authenticated principal (or, with
 	// authentication off, whoever the request claims to be).
 	p := Principal{UserID: env.UserID, Open: w.s.opts.auth == nil || w.s.opts.auth.Open()}
-	acc, err := w.s.publish(ctx, p, pool, env)
+	// The id is looked up whoever made it (idChosen): the workflow API
+	// builds the envelope and submits it in two calls.
+	acc, err := w.s.publish(ctx, p, pool, env, idChosen)
 	if errors.Is(err, ErrConflict) {
 		return errors.Join(workflow.ErrConflict, err)
 	}
