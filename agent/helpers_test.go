@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -75,23 +74,7 @@ func request(id string, params map[string]any) *e2a.Envelope {
 // as name, value pairs.
 func publish(t testing.TB, js jetstream.JetStream, pool string, env *e2a.Envelope, headers ...string) {
 	t.Helper()
-	subj, err := subjects.Request(pool, env.RequestID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := json.Marshal(env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := nats.NewMsg(subj)
-	m.Data = data
-	m.Header.Set(subjects.HeaderRequestID, env.RequestID)
-	for i := 0; i+1 < len(headers); i += 2 {
-		m.Header.Set(headers[i], headers[i+1])
-	}
-	if _, err := js.PublishMsg(tctx(t), m, jetstream.WithMsgID(env.RequestID)); err != nil {
-		t.Fatalf("publish request %s: %v", env.RequestID, err)
-	}
+	natstest.PublishRequest(t, js, pool, env, headers...)
 }
 
 // storedFrames reads every frame of a request.

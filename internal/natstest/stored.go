@@ -79,9 +79,10 @@ func StoredWith(t testing.TB, js jetstream.JetStream, s string, streams ...strin
 }
 
 // PublishRequest stores env on pool's request subject as ingress does
-// (E2A-Request-Id, and the request id as Nats-Msg-Id), failing t when the
-// server refuses it.
-func PublishRequest(t testing.TB, js jetstream.JetStream, pool string, env *e2a.Envelope) {
+// (E2A-Request-Id, and the request id as Nats-Msg-Id), with the extra
+// headers given as name, value pairs, failing t when the server refuses
+// it.
+func PublishRequest(t testing.TB, js jetstream.JetStream, pool string, env *e2a.Envelope, headers ...string) {
 	t.Helper()
 	subj, err := subjects.Request(pool, env.RequestID)
 	if err != nil {
@@ -95,6 +96,9 @@ func PublishRequest(t testing.TB, js jetstream.JetStream, pool string, env *e2a.
 	m.Data = data
 	m.Header.Set(subjects.HeaderMsgID, env.RequestID)
 	m.Header.Set(subjects.HeaderRequestID, env.RequestID)
+	for i := 0; i+1 < len(headers); i += 2 {
+		m.Header.Set(headers[i], headers[i+1])
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := js.PublishMsg(ctx, m); err != nil {
