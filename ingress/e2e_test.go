@@ -374,8 +374,13 @@ func TestRequestIDReusedAfterDedupeWindow(t *testing.T) {
 	if resp.StatusCode != http.StatusConflict || strings.Contains(string(body), "alice") {
 		t.Errorf("bob's POST with alice's request id: %d %s, want 409 revealing nothing", resp.StatusCode, body)
 	}
+	// In another pool too: the id is one request in every pool.
+	resp, body = testkit.Do(t, http.MethodPost, p.url+"/v1/requests?agent=other", `{"request_id":"shared-id-1","params":{"text":"bob","frames":1}}`, bob...)
+	if resp.StatusCode != http.StatusConflict || strings.Contains(string(body), "alice") {
+		t.Errorf("bob's POST with alice's request id to another pool: %d %s, want 409 revealing nothing", resp.StatusCode, body)
+	}
 	if n := requestMessages(t, p, "shared-id-1"); n != 1 {
-		t.Errorf("E2A_REQUESTS holds %d messages of the id after bob's POST, want 1", n)
+		t.Errorf("E2A_REQUESTS holds %d messages of the id after bob's POSTs, want 1", n)
 	}
 	resp, body = testkit.Do(t, http.MethodGet, p.url+"/v1/requests/shared-id-1", "", bob...)
 	if resp.StatusCode != http.StatusNotFound || strings.Contains(string(body), "alice-secret-text") {
@@ -431,10 +436,9 @@ func TestA2ATaskIDReusedAfterDedupeWindow(t *testing.T) {
 	}
 }
 
-// TestGeneratedRequestIDNotLookedUp: a request id the pipeline makes (no
-// request_id, no Idempotency-Key) is published without a lookup of
-// E2A_REQUESTS; one the client chose is looked up once (one direct get)
-// before its publish.
+// TestGeneratedRequestIDNotLookedUp: a new request costs no read of
+// E2A_REQUESTS, whether the pipeline made its id or the client chose one
+// no pool holds: the publish itself expects no message on e2a.req.*.<id>.
 func TestGeneratedRequestIDNotLookedUp(t *testing.T) {
 	p := pastDedupePipeline(t)
 	gets := make(chan *nats.Msg, 64)
@@ -478,11 +482,13 @@ func TestGeneratedRequestIDNotLookedUp(t *testing.T) {
 	if n := count(`{"params":{"text":"x","frames":1}}`); n != 0 {
 		t.Errorf("a generated request id: %d direct gets of %s, want none", n, streams.RequestsStream)
 	}
-	if n := count(`{"request_id":"chosen-1","params":{"text":"x","frames":1}}`); n != 1 {
-		t.Errorf("a request_id the client chose: %d direct gets, want 1", n)
+	// A chosen id unused anywhere costs no read either: the server checks
+	// that no pool holds it as it stores the request.
+	if n := count(`{"request_id":"chosen-1","params":{"text":"x","frames":1}}`); n != 0 {
+		t.Errorf("a request_id the client chose: %d direct gets, want none", n)
 	}
-	if n := count(`{"params":{"text":"x","frames":1}}`, "Idempotency-Key", "chosen-2"); n != 1 {
-		t.Errorf("an Idempotency-Key: %d direct gets, want 1", n)
+	if n := count(`{"params":{"text":"x","frames":1}}`, "Idempotency-Key", "chosen-2"); n != 0 {
+		t.Errorf("an Idempotency-Key: %d direct gets, want none", n)
 	}
 }
 

@@ -41,7 +41,9 @@ type idOrigin int
 const (
 	// idChosen: the client chose the id (an E2A request_id, an
 	// Idempotency-Key): it may name a stored request, of anyone, older
-	// than the dedupe window. publishAfter looks it up first.
+	// than the dedupe window. It is published only if no pool holds it
+	// (checked by the server as it stores); one stored is a duplicate
+	// whose owner publishAfter then checks.
 	idChosen idOrigin = iota
 	// idFresh: the pipeline made the id for this call (a UUIDv7 never
 	// given out before): nothing can hold it, nothing is looked up.
@@ -61,11 +63,10 @@ func (s *Server) publishAfter(ctx context.Context, p Principal, pool string, env
 	if err != nil {
 		return Accepted{}, err
 	}
-	if origin == idChosen {
-		if origin, err = s.checkRequestID(ctx, p, env.RequestID); err != nil {
-			return Accepted{}, err
-		}
-	}
+	// A chosen id not looked up yet is not looked up here: the publish
+	// stores it only when no pool holds the id (Publisher.publishAfter),
+	// and one stored answers as a duplicate, whose owner is checked below.
+	// (publishTurn looks it up first: it writes the task's record before.)
 	if origin == idOwnStored {
 		// Past the dedupe window as within it: the stored request is the
 		// answer, the second one is not published (it would become the

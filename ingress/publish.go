@@ -73,11 +73,11 @@ func (p *Publisher) PublishAfter(ctx context.Context, pool string, env *e2a.Enve
 	return p.publishAfter(ctx, pool, env, after, false)
 }
 
-// publishAfter is PublishAfter; first publishes the request only when its
-// subject holds no message yet (expected last subject sequence 0), for a
-// request id the client chose: a subject that holds one answers as a
-// duplicate does (Accepted.Duplicate, StreamSeq 0), whatever the dedupe
-// window.
+// publishAfter is PublishAfter; first publishes the request only when no
+// request of its id is stored in any pool (expected last sequence 0 of
+// e2a.req.*.<id>, checked by the server as it stores), for a request id
+// the client chose: one stored answers as a duplicate does
+// (Accepted.Duplicate, StreamSeq 0), whatever the dedupe window.
 func (p *Publisher) publishAfter(ctx context.Context, pool string, env *e2a.Envelope, after string, first bool) (acc Accepted, err error) {
 	subj, err := subjects.Request(pool, env.RequestID)
 	if err != nil {
@@ -99,7 +99,12 @@ func (p *Publisher) publishAfter(ctx context.Context, pool string, env *e2a.Enve
 		msg.Header.Set(subjects.HeaderAfterRequest, after)
 	}
 	if first {
+		any, err := subjects.RequestAnyPool(env.RequestID)
+		if err != nil {
+			return Accepted{}, fmt.Errorf("%w: %v", ErrInvalidPool, err)
+		}
 		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, any)
 	}
 	if env.Trace != nil {
 		if env.Trace.Traceparent != "" {
