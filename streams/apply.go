@@ -345,8 +345,10 @@ type field struct {
 	name string
 	get  func(jetstream.StreamConfig) string
 	// fixed reports whether the change have -> want is refused by the
-	// server on update.
+	// server on update, or must not be made in place.
 	fixed func(have, want jetstream.StreamConfig) bool
+	// why, when set, explains a fixed change in the error Apply returns.
+	why string
 }
 
 func str[T any](f func(jetstream.StreamConfig) T) func(jetstream.StreamConfig) string {
@@ -427,7 +429,11 @@ var streamFields = []field{
 		}
 		slices.Sort(out)
 		return "[" + strings.Join(out, ", ") + "]"
-	}},
+	}, fixed: sourceRetargeted, why: "a source's subject transforms or filter cannot change in place: nats-server " +
+		"keeps a source's progress under a name built from its stream, filter and transforms, so a changed source is a new " +
+		"one that copies its stream again from its start sequence (1): E2A_AUDIT's partitions (Config.AuditPartitions) " +
+		"cannot change in place, or the append-only audit would hold everything E2A_REQUESTS and E2A_RESPONSES hold twice. " +
+		"Keep AuditPartitions, or delete E2A_AUDIT (losing the history the hot streams no longer hold) and apply again"},
 	{name: "Metadata", get: func(c jetstream.StreamConfig) string {
 		// The server adds its own _nats.* keys.
 		var out []string
@@ -438,6 +444,38 @@ var streamFields = []field{
 		}
 		return "{" + strings.Join(out, ",") + "}"
 	}},
+}
+
+// sourceRetargeted reports whether a source of want, by stream name, has a
+// filter or subject transforms other than the same source of have.
+// nats-server indexes a source's progress by a name built from its stream,
+// filter and transforms (the "iname"): updating a source's filter or
+// transforms drops that progress, and the changed source copies its stream
+// again from OptStartSeq. Adding or removing a source, or changing only its
+// start sequence, is left to the update.
+func sourceRetargeted(have, want jetstream.StreamConfig) bool {
+	target := func(s *jetstream.StreamSource) string {
+		d := "filter=" + s.FilterSubject
+		for _, t := range s.SubjectTransforms {
+			d += " " + t.Source + "=>" + t.Destination
+		}
+		return d
+	}
+	old := map[string]string{}
+	for _, s := range have.Sources {
+		if s != nil {
+			old[s.Name] = target(s)
+		}
+	}
+	for _, s := range want.Sources {
+		if s == nil {
+			continue
+		}
+		if t, ok := old[s.Name]; ok && t != target(s) {
+			return true
+		}
+	}
+	return false
 }
 
 // streamDrift compares the fields a definition controls (all of
@@ -456,6 +494,9 @@ func streamDrift(have, want jetstream.StreamConfig, only map[string]bool) (drift
 		d := f.name + ": " + h + " -> " + w
 		drift = append(drift, d)
 		if f.fixed != nil && f.fixed(have, want) {
+			if f.why != "" {
+				d += " (" + f.why + ")"
+			}
 			fixed = append(fixed, d)
 		}
 	}

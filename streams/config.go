@@ -102,8 +102,14 @@ type Config struct {
 	// (-1) or > 0. Default 2 GiB.
 	AuditMaxBytes int64
 	// AuditPartitions is the number of partitions of each of the request and
-	// response halves of E2A_AUDIT. 1..1024. Default 16. Changing it only
-	// affects messages sourced afterwards.
+	// response halves of E2A_AUDIT. 1..1024. Default 16. It cannot change
+	// once E2A_AUDIT exists: it is in the subject transforms of the audit's
+	// sources, and nats-server keys a source's progress by a name built
+	// from its transforms, so a source with new transforms would copy
+	// everything E2A_REQUESTS and E2A_RESPONSES hold into the append-only
+	// audit a second time. Apply refuses the change (ErrDriftNotUpdatable)
+	// and leaves E2A_AUDIT as it is; to change it, delete E2A_AUDIT (its
+	// history goes with it) and apply again.
 	AuditPartitions int
 
 	// RequestsCompression, ResponsesCompression and AuditCompression are
