@@ -2,6 +2,7 @@ package normalizer_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -48,6 +49,57 @@ func TestSecretPlacements(t *testing.T) {
 		}
 		if res.Envelope.Provenance.Details[normalizer.DetailStrippedSecrets] == nil {
 			t.Errorf("%s: stripped_secrets not counted", c.name)
+		}
+	}
+}
+
+// TestHeaderLineSecrets runs secrets written as header lines ("Name:
+// value") and [name, value] pairs through the adapters: mcp-remote's
+// documented args ["--header", "Authorization: Bearer <token>"], a curl
+// command line, header tuples. The secret is gone, the header names and
+// the rest of the command line stay, and the count is in the provenance.
+func TestHeaderLineSecrets(t *testing.T) {
+	const s = "SECRET-headerline-"
+	n := normalizer.New(normalizer.Config{})
+	cases := []struct {
+		name   string
+		ad     normalizer.Adapter
+		body   string
+		keep   []string
+		hidden int
+	}{
+		{"acp session/new mcp-remote --header", n.FromACP, `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[` +
+			`{"name":"remote","command":"npx","args":["mcp-remote","https://mcp.example.com/sse","--header","Authorization: Bearer ` + s + `1"],"env":[]}]}}`,
+			[]string{`"mcp-remote"`, `"https://mcp.example.com/sse"`, `"--header"`, `"Authorization: [redacted]"`}, 1},
+		{"acp session/new mcp-remote no space", n.FromACP, `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[` +
+			`{"name":"remote","command":"npx","args":["mcp-remote","https://mcp.example.com/sse","--header","Authorization:Bearer ` + s + `2"],"env":[]}]}}`,
+			[]string{`"--header"`, `"Authorization:[redacted]"`}, 1},
+		{"e2a curl -H", n.FromE2A, `{"request_id":"r1","params":{"cmd":["curl","-H","Cookie: session=` + s + `3","https://example.com"]}}`,
+			[]string{`["curl","-H","Cookie: [redacted]","https://example.com"]`}, 1},
+		{"e2a header tuples", n.FromE2A, `{"request_id":"r1","params":{"headers":[["Authorization","Bearer ` + s + `4"],["X-Api-Key","` + s + `5"],["Accept","text/plain"]]}}`,
+			[]string{`[["Authorization","[redacted]"],["X-Api-Key","[redacted]"],["Accept","text/plain"]]`}, 2},
+	}
+	for _, c := range cases {
+		res, err := c.ad(normalizer.Input{Body: []byte(c.body)})
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		b, err := json.Marshal(res.Envelope)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		out := string(b)
+		if i := strings.Index(out, s); i >= 0 {
+			t.Errorf("%s: a secret survived in the envelope: …%s…", c.name, out[max(0, i-60):min(len(out), i+30)])
+		}
+		for _, k := range c.keep {
+			if !strings.Contains(out, k) {
+				t.Errorf("%s: %s missing from %s", c.name, k, out)
+			}
+		}
+		if got := fmt.Sprint(res.Envelope.Provenance.Details[normalizer.DetailStrippedSecrets]); got != fmt.Sprint(c.hidden) {
+			t.Errorf("%s: stripped_secrets %s, want %d", c.name, got, c.hidden)
 		}
 	}
 }

@@ -86,7 +86,17 @@
 //     and "NAME=X" elements whose flag or name is a secret key become
 //     "--flag=[redacted]" / "NAME=[redacted]". One-letter flags (-p) are
 //     ambiguous (port, print, password) and never match unless the letter
-//     is configured.
+//     is configured;
+//   - header lines: in an array, a string element "Name: X" (the form
+//     ^\s*([A-Za-z0-9-]+)\s*:\s*(.+)$, X running to the end of the string)
+//     whose Name is a secret key becomes "Name: [redacted]"
+//     (["--header", "Authorization: Bearer X"], mcp-remote's way to pass a
+//     token; ["curl", "-H", "Cookie: session=X"]);
+//   - [name, value] pairs: a two-element array whose first element is a
+//     secret key name has its second element replaced like that key's value
+//     ("headers": [["Authorization", "Bearer X"], …]); a flag ("--auth") or
+//     a string holding white space, '=' or ':' is no key name, and a
+//     reference name (credentialRef) keeps its value.
 //
 // The marker is "[redacted]" everywhere ([Marker]). [Replacer] lets a caller
 // put a reference (a vault key) instead of the marker.

@@ -47,6 +47,7 @@ func FuzzRedact(f *testing.F) {
 	f.Add(`{"args":["--token"]}`, "password")
 	f.Add(`[{"name":"X","value":"y"}]`, "Authorization")
 	f.Add(`{"auth":{"credentialRef":{"id":"k"}}}`, "token")
+	f.Add(`{"args":["--header","Authorization: Bearer x"],"h":[["Cookie","c=1"]]}`, "X-Api-Key")
 	f.Fuzz(func(t *testing.T, doc, key string) {
 		const secret = "SECRET-fuzz-0123456789"
 		var v any

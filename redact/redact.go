@@ -444,6 +444,7 @@ func (w *walker) array(a []any, secret bool, parent string, depth int) int {
 	n := 0
 	if !secret {
 		n += w.args(a)
+		n += w.pair(a, depth)
 	}
 	for i, v := range a {
 		r, set, c := w.child(v, secret, parent, depth)
@@ -481,12 +482,60 @@ func (w *walker) child(v any, secret bool, name string, depth int) (r any, set b
 	return nil, false, 0
 }
 
+// pair applies the [name, value] rule to a: a two-element array whose
+// first element is a secret key name (["Authorization", "Bearer X"],
+// header tuples) has its second element redacted like the value of that
+// key. A flag ("--auth", the command-line rule's) or a string holding
+// white space, '=' or ':' is no key name.
+func (w *walker) pair(a []any, depth int) int {
+	if len(a) != 2 {
+		return 0
+	}
+	name, ok := a[0].(string)
+	if !ok || !isKeyName(name) || !w.isSecret(name) || w.t.class(name)&classReference != 0 {
+		return 0
+	}
+	switch t := a[1].(type) {
+	case map[string]any:
+		if depth >= MaxDepth {
+			a[1] = Marker
+			return 1
+		}
+		return w.object(t, true, name, depth+1)
+	case []any:
+		if depth >= MaxDepth {
+			a[1] = Marker
+			return 1
+		}
+		return w.array(t, true, name, depth+1)
+	}
+	if r, ok := w.replace(name, a[1]); ok {
+		a[1] = r
+		return 1
+	}
+	return 0
+}
+
+// isKeyName reports whether s can be a key name in a [name, value] pair.
+func isKeyName(s string) bool {
+	return s != "" && s[0] != '-' && !strings.ContainsFunc(s, func(r rune) bool {
+		return r == '=' || r == ':' || unicode.IsSpace(r)
+	})
+}
+
 // args applies the command-line rule to the string elements of a.
 func (w *walker) args(a []any) int {
 	n := 0
 	for i := 0; i < len(a); i++ {
 		s, ok := a[i].(string)
 		if !ok || s == "" {
+			continue
+		}
+		if r, changed, isLine := w.headerLine(s); isLine {
+			if changed {
+				a[i] = r
+				n++
+			}
 			continue
 		}
 		if r, changed := w.assignment(s); changed {
@@ -509,6 +558,50 @@ func (w *walker) args(a []any) int {
 		i++
 	}
 	return n
+}
+
+// headerLine redacts a header line "Name: X" (also "Name:X", with white
+// space around; the form of ^\s*([A-Za-z0-9-]+)\s*:\s*(.+)$, the value
+// running to the end of s) when Name is a secret key: "Authorization:
+// Bearer X" becomes "Authorization: [redacted]". isLine says s is such a
+// line with a secret name (changed is false when it is already redacted).
+func (w *walker) headerLine(s string) (r string, changed, isLine bool) {
+	i := skipSpace(s, 0)
+	start := i
+	for i < len(s) && (isAlnumASCII(s[i]) || s[i] == '-') {
+		i++
+	}
+	if i == start {
+		return s, false, false
+	}
+	name := s[start:i]
+	i = skipSpace(s, i)
+	if i >= len(s) || s[i] != ':' {
+		return s, false, false
+	}
+	v := skipSpace(s, i+1)
+	if v >= len(s) || !w.isSecret(name) {
+		return s, false, false
+	}
+	rv, ok := w.replace(name, s[v:])
+	if !ok {
+		return s, false, true
+	}
+	return s[:v] + rv.(string), true, true
+}
+
+// skipSpace returns the index of the first byte of s at or after i that is
+// not ASCII white space (\s: tab, newline, form feed, carriage return,
+// space).
+func skipSpace(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\f' || s[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+func isAlnumASCII(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // assignment redacts "--flag=X", "-flag=X" and "NAME=X" when the flag or

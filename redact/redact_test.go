@@ -199,6 +199,16 @@ func TestRedact(t *testing.T) {
 		{"ids survive", `{"sessionId":"s1","session_id":"s2","contextId":"c1","session":{"id":"s3"}}`,
 			`{"contextId":"c1","session":{"id":"s3"},"sessionId":"s1","session_id":"s2"}`, 0},
 		{"marker is stable", `{"token":"[redacted]"}`, `{"token":"[redacted]"}`, 0},
+		{"header lines", `{"args":["mcp-remote","https://mcp.example.com/sse","--header","Authorization: Bearer T1","--header","Authorization:Bearer T2",` +
+			`"  X-Api-Key : T3","Cookie: session=T4","Content-Type: application/json","https://h:8080/p","Authorization:  ","Authorization: [redacted]"]}`,
+			`{"args":["mcp-remote","https://mcp.example.com/sse","--header","Authorization: [redacted]","--header","Authorization:[redacted]",` +
+				`"  X-Api-Key : [redacted]","Cookie: [redacted]","Content-Type: application/json","https://h:8080/p","Authorization:  ","Authorization: [redacted]"]}`, 4},
+		{"header line in a command", `{"cmd":["curl","-H","Cookie: session=T","https://example.com"]}`,
+			`{"cmd":["curl","-H","Cookie: [redacted]","https://example.com"]}`, 1},
+		{"name value tuples", `{"headers":[["Authorization","Bearer T1"],["X-Api-Key","T2"],["Accept","*/*"],["token",{"a":"T3"}],["password",["T4"]],["credentialRef","vault:k"]]}`,
+			`{"headers":[["Authorization","[redacted]"],["X-Api-Key","[redacted]"],["Accept","*/*"],["token",{"a":"[redacted]"}],["password",["[redacted]"]],["credentialRef","vault:k"]]}`, 4},
+		{"tuples need a key name", `{"a":["--auth","--debug"],"b":["Authorization: x y","https://h"],"c":["token","a","b"],"d":["GITHUB_TOKEN=T","x"],"e":[1,"token"]}`,
+			`{"a":["--auth","--debug"],"b":["Authorization: [redacted]","https://h"],"c":["token","a","b"],"d":["GITHUB_TOKEN=[redacted]","x"],"e":[1,"token"]}`, 2},
 	} {
 		v := decode(t, c.in)
 		n := redact.Redact(v, nil)

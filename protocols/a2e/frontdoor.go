@@ -36,7 +36,9 @@ func Routes(h host.Host) []host.Route {
 // invoke/event lines and the response (or error, with retryable) are
 // streamed before the next message is read. A malformed line gets an
 // error line and the others still run; a body that is not valid UTF-8 is
-// refused whole (400, parse_error).
+// refused whole (400, parse_error), and so is a body sent with an
+// Idempotency-Key that holds more than one message submitting work (400,
+// invalid_request, not retryable): the key is the id of one request.
 func NewHandler(h host.Host) http.Handler { return &frontDoor{h: h} }
 
 // frontDoor serves POST /a2e.
@@ -124,6 +126,16 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Message: "the body is not valid UTF-8"})
 		return
 	}
+	if n := d.keyedSubmissions(r, c, body.Bytes()); n > 1 {
+		// An Idempotency-Key is the id of one request (it becomes its
+		// request id): given to two, the second would be a duplicate of
+		// the first and answered with the first's frames. Refused whole,
+		// before any line runs.
+		refuse(w, host.Refusal{Status: http.StatusBadRequest, Code: normalizer.A2ECodeInvalidRequest,
+			Message: "the Idempotency-Key header names one request, and the body holds " + strconv.Itoa(n) +
+				" messages that submit work: send them without the header, or one per POST"})
+		return
+	}
 	lw := &lineWriter{ResponseWriter: w}
 	sc := bufio.NewScanner(&body)
 	sc.Buffer(make([]byte, 0, 64<<10), int(maxBody)+1)
@@ -144,6 +156,46 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !lw.started {
 		lw.line(NewError("", normalizer.A2ECodeInvalidRequest, "empty body: send one A2E message per line", false, nil))
 	}
+}
+
+// keyedSubmissions returns, when the caller names the request id (the
+// Idempotency-Key header: the host's input carries a RequestID), how many
+// messages of body would be submitted as requests (every line the
+// normalizer accepts that is not answered locally, up to MaxLines and the
+// first shutdown); 0 when the caller names none. Nothing is recorded: ids
+// the normalizer makes here are thrown away.
+func (d *frontDoor) keyedSubmissions(r *http.Request, c host.Caller, body []byte) int {
+	agent := r.URL.Query().Get("agent")
+	norm := d.h.Normalizer()
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 0, 64<<10), len(body)+1)
+	lines, n := 0, 0
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		if lines++; lines > MaxLines {
+			break
+		}
+		in := c.Input(r, line, agent)
+		if in.RequestID == "" {
+			return 0
+		}
+		in.NewID = nil
+		res, err := norm.FromA2E(in)
+		if err != nil {
+			continue
+		}
+		if res.Op != normalizer.OpLocal {
+			n++
+			continue
+		}
+		if res.Envelope.Method == "shutdown" {
+			break
+		}
+	}
+	return n
 }
 
 // message answers one message; it returns false when the answer ends

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/a2e"
 	"github.com/e2a-pipeline/pipeline/protocols/conformance"
@@ -104,5 +105,113 @@ func TestFrontDoorStreamSlot(t *testing.T) {
 	}
 	if m := msgs[0]; m.Code != "too_many_streams" || m.Retryable == nil || !*m.Retryable {
 		t.Errorf("error line %+v", m)
+	}
+}
+
+// postKeyed posts body with an Idempotency-Key.
+func postKeyed(t *testing.T, h *fakeHost, key, body string) (*httptest.ResponseRecorder, []a2e.Message) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, a2e.Path, strings.NewReader(body))
+	req.Header.Set("Idempotency-Key", key)
+	rec := httptest.NewRecorder()
+	a2e.NewHandler(h).ServeHTTP(rec, req)
+	lines, err := conformance.NDJSONLines(rec.Body.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []a2e.Message
+	for _, l := range lines {
+		var m a2e.Message
+		if err := json.Unmarshal(l, &m); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return rec, out
+}
+
+// An Idempotency-Key is the id of one request: a body that would submit
+// two requests under it (the second a duplicate of the first, answered
+// with the first's frames) is refused whole, nothing published; one
+// request among local messages, or two without the key, run.
+func TestFrontDoorIdempotencyKeyOneRequest(t *testing.T) {
+	const two = `{"a2e":"1.0","id":"c1","type":"tool/call/req","req_id":"r-1","name":"add","args":{"a":1}}
+{"a2e":"1.0","id":"c2","type":"tool/call/req","req_id":"r-2","name":"delete_everything"}
+`
+	h := &fakeHost{}
+	rec, msgs := postKeyed(t, h, "k-1", two)
+	if rec.Code != http.StatusBadRequest || len(msgs) != 1 || msgs[0].Type != "error" || msgs[0].Code != normalizer.A2ECodeInvalidRequest ||
+		msgs[0].Retryable == nil || *msgs[0].Retryable || !strings.Contains(msgs[0].Message, "Idempotency-Key") {
+		t.Fatalf("two requests under one key: %d %s", rec.Code, rec.Body)
+	}
+	if pub := h.Published(); len(pub) != 0 {
+		t.Fatalf("published %d under a refused key", len(pub))
+	}
+
+	// Local messages, a malformed line and what follows shutdown submit
+	// nothing: one request under the key runs, with the key as its id.
+	h = &fakeHost{}
+	rec, msgs = postKeyed(t, h, "k-2", `{"a2e":"1.0","id":"h1","type":"handshake/req"}
+{"a2e":"1.0","id":"p1","type":"ping"}
+{"a2e":"1.0","id":"c1","type":"tool/call/req","req_id":"r-1"}
+{not json
+{"a2e":"1.0","id":"s1","type":"shutdown"}
+{"a2e":"1.0","id":"c2","type":"tool/call/req","req_id":"r-2"}
+`)
+	pub := h.Published()
+	if rec.Code != http.StatusOK || len(pub) != 1 || pub[0].RequestID != "k-2" {
+		t.Fatalf("one request under a key: %d published %d %s", rec.Code, len(pub), rec.Body)
+	}
+	if len(msgs) != 3 || msgs[0].Type != "handshake/resp" || msgs[1].Type != "pong" || msgs[2].Type != "error" || msgs[2].Code != normalizer.A2ECodeParseError {
+		t.Fatalf("%+v", msgs)
+	}
+
+	// Without the key every message gets its own request id.
+	h = &fakeHost{}
+	rec, _ = post(t, h, two)
+	pub = h.Published()
+	if rec.Code != http.StatusOK || len(pub) != 2 || pub[0].RequestID == pub[1].RequestID {
+		t.Fatalf("without a key: %d %+v", rec.Code, pub)
+	}
+}
+
+// A final frame that carries content is an invoke/event and the response
+// (or the error): each has its own id (A2EMessage.id is generated per
+// message, a2e-message-protocol.md), the event the frame's, the response
+// one derived from it, the same each time the frame is rendered.
+func TestFinalFrameMessageIDs(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		status   string
+		body     string
+		lastType string
+	}{
+		{"succeeded", e2a.StatusSucceeded, `{"delta_kind":"text","delta":"Hello"}`, "tool/call/resp"},
+		{"failed", e2a.StatusFailed, `{"delta_kind":"text","delta":"partial"}`, a2e.ErrorType},
+	} {
+		f := &e2a.Response{ProtocolVersion: "1.0", ResponseID: "11111111-2222-3333-4444-555555555555", RequestID: "req-1",
+			Sequence: 0, IsFinal: true, Status: c.status, ResponseKind: e2a.KindChunk,
+			Timestamp: "2026-03-29T12:00:00+00:00", Provenance: e2a.Provenance{SourceProtocol: "e2a"},
+			Body: json.RawMessage(c.body)}
+		var ids [2][]string
+		for run := range ids {
+			h := &fakeHost{FramesFor: func(string) []*e2a.Response { return []*e2a.Response{f} }}
+			_, msgs := post(t, h, `{"a2e":"1.0","id":"c1","type":"tool/call/req","req_id":"r-1"}`)
+			if len(msgs) != 2 || msgs[0].Type != a2e.EventType || msgs[1].Type != c.lastType {
+				t.Fatalf("%s: %+v", c.name, msgs)
+			}
+			for _, m := range msgs {
+				ids[run] = append(ids[run], m.ID)
+			}
+		}
+		if ids[0][0] != "11111111222233334444555555555555" {
+			t.Errorf("%s: event id %s, want the frame's", c.name, ids[0][0])
+		}
+		if ids[0][1] == ids[0][0] || len(ids[0][1]) != 32 || strings.Trim(ids[0][1], "0123456789abcdef") != "" {
+			t.Errorf("%s: final message id %q: not its own UUID hex (event %q)", c.name, ids[0][1], ids[0][0])
+		}
+		if ids[0][1] != ids[1][1] {
+			t.Errorf("%s: final message id not deterministic: %s, %s", c.name, ids[0][1], ids[1][1])
+		}
 	}
 }

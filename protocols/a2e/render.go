@@ -77,6 +77,15 @@ func (r *renderer) base(f *e2a.Response, typ string) Message {
 	return m
 }
 
+// finalID is the id of the response (or error) of a final frame that is
+// also rendered as an invoke/event, which has the frame's id: every A2E
+// message has its own id. It is a name-based UUID (SHA-1, OID namespace)
+// of the response id and "/resp", as hex, so that a frame rendered again
+// (a resumed stream) has the same ids.
+func finalID(f *e2a.Response) string {
+	return strings.ReplaceAll(uuid.NewSHA1(uuid.NameSpaceOID, []byte(f.ResponseID+"/resp")).String(), "-", "")
+}
+
 // messages returns the A2E messages a frame stands for.
 func (r *renderer) messages(f *e2a.Response) []Message {
 	var out []Message
@@ -89,9 +98,17 @@ func (r *renderer) messages(f *e2a.Response) []Message {
 	if !f.IsFinal {
 		return out
 	}
+	base := r.base
+	if len(out) > 0 {
+		base = func(f *e2a.Response, typ string) Message {
+			m := r.base(f, typ)
+			m.ID = finalID(f)
+			return m
+		}
+	}
 	o := a2amap.FinalOutcome(f)
 	if f.Status != e2a.StatusFailed && o.Code == "" {
-		m := r.base(f, r.p.respType())
+		m := base(f, r.p.respType())
 		m.Result = o.Result
 		if f.ResponseKind != e2a.KindComplete {
 			body, _ := f.BodyMap()
@@ -102,7 +119,7 @@ func (r *renderer) messages(f *e2a.Response) []Message {
 		}
 		return append(out, m)
 	}
-	m := r.base(f, ErrorType)
+	m := base(f, ErrorType)
 	m.Code, m.Message, m.Detail, m.CapabilityName = o.Code, o.Message, o.Details, r.p.capability()
 	retry := o.Retryable
 	m.Retryable = &retry
