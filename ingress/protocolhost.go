@@ -18,6 +18,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a"
@@ -391,6 +392,16 @@ func (c caller) Input(r *http.Request, body []byte, agent string) normalizer.Inp
 // StreamSlot is acquireStream.
 func (c caller) StreamSlot(w http.ResponseWriter, refuse host.Refuse) (func(), bool) {
 	return c.s.acquireStream(w, c.p, refuse)
+}
+
+// Charge charges n more requests to the principal's rate limit.
+func (c caller) Charge(ctx context.Context, protocol string, n int) *host.Refusal {
+	f, canceled := c.s.rateLimit(ctx, c.p, protocol, n, http.Header{}, false)
+	if canceled {
+		return &host.Refusal{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the request ended", Retryable: true,
+			RPCCode: jsonrpc.CodeInternalError}
+	}
+	return f
 }
 
 // The A2A v1.0 seam (host.BindingCaller): the caller's tasks and contexts

@@ -52,6 +52,7 @@ var _ http.Handler = (*frontDoor)(nil)
 type lineWriter struct {
 	http.ResponseWriter
 	started bool
+	submits int // messages of the body that submitted work
 }
 
 func (w *lineWriter) WriteHeader(code int) {
@@ -90,11 +91,16 @@ func (w *lineWriter) line(m Message) {
 func refuse(w http.ResponseWriter, f host.Refusal) {
 	lw := &lineWriter{ResponseWriter: w}
 	lw.WriteHeader(f.Status)
+	lw.line(refusalLine("", f))
+}
+
+// refusalLine is f as the A2E error answering req_id reqID.
+func refusalLine(reqID string, f host.Refusal) Message {
 	detail := map[string]any{"http_status": f.Status}
 	if f.Data != nil {
 		detail["limit"] = f.Data
 	}
-	lw.line(NewError("", f.Code, f.Message, f.Retryable, detail))
+	return NewError(reqID, f.Code, f.Message, f.Retryable, detail)
 }
 
 var _ host.Refuse = refuse
@@ -232,6 +238,15 @@ func (d *frontDoor) message(lw *lineWriter, r *http.Request, c host.Caller, line
 			// nothing to answer.
 		}
 		return true
+	}
+	// The gate charged the body's first request; each further one is
+	// charged too, so a body of many messages cannot multiply the
+	// principal's rate limit. Over it, the rest of the body is not run.
+	if lw.submits++; lw.submits > 1 {
+		if f := c.Charge(r.Context(), Name, 1); f != nil {
+			lw.line(refusalLine(reqID, *f))
+			return false
+		}
 	}
 	sub, err := c.Submit(r.Context(), host.Submission{Pool: res.Pool, Envelope: env})
 	switch {

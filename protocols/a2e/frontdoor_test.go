@@ -179,6 +179,31 @@ func TestFrontDoorIdempotencyKeyOneRequest(t *testing.T) {
 // (or the error): each has its own id (A2EMessage.id is generated per
 // message, a2e-message-protocol.md), the event the frame's, the response
 // one derived from it, the same each time the frame is rendered.
+// TestFrontDoorChargesEachRequest: the gate charges a body once; each
+// further message that submits work is charged too (a body of up to
+// MaxLines requests counted once let a principal multiply its rate limit),
+// and a charge refused ends the body with the refusal as its error line.
+func TestFrontDoorChargesEachRequest(t *testing.T) {
+	const three = `{"a2e":"1.0","id":"h1","type":"handshake/req"}
+{"a2e":"1.0","id":"c1","type":"tool/call/req","req_id":"r-1"}
+{"a2e":"1.0","id":"c2","type":"tool/call/req","req_id":"r-2"}
+{"a2e":"1.0","id":"c3","type":"tool/call/req","req_id":"r-3"}
+`
+	h := &fakeHost{}
+	if rec, _ := post(t, h, three); rec.Code != http.StatusOK || len(h.Published()) != 3 || h.Charged() != 2 {
+		t.Fatalf("three requests: %d, published %d, charged %d beyond the gate's one, want 3 and 2", rec.Code, len(h.Published()), h.Charged())
+	}
+	h = &fakeHost{ChargeLimit: 1}
+	rec, msgs := post(t, h, three)
+	if pub := h.Published(); len(pub) != 2 {
+		t.Fatalf("over the limit: published %d, want 2 (%s)", len(pub), rec.Body)
+	}
+	last := msgs[len(msgs)-1]
+	if last.Type != "error" || last.Code != "rate_limited" || last.Retryable == nil || !*last.Retryable || last.ReqID != "r-3" {
+		t.Fatalf("over the limit, last line %+v, want the rate_limited error of r-3", last)
+	}
+}
+
 func TestFinalFrameMessageIDs(t *testing.T) {
 	for _, c := range []struct {
 		name     string

@@ -30,6 +30,10 @@ type Host struct {
 	Warning string
 	// NoSlot refuses every stream slot (429, too_many_streams).
 	NoSlot bool
+	// ChargeLimit, when > 0, refuses a caller's Charge (429,
+	// rate_limited) once more than that many requests were charged beyond
+	// the gate's first of each request (counted in Charged).
+	ChargeLimit int
 	// Norm decodes requests; nil: a normalizer routing to pool "echo".
 	Norm *normalizer.Normalizer
 	// BodyLimit bounds a body; 0: 1 MiB.
@@ -44,6 +48,7 @@ type Host struct {
 	OnServe func(requestID, format string)
 
 	mu        sync.Mutex
+	charged   int
 	published []*e2a.Envelope
 	pools     []string
 	served    []string
@@ -244,6 +249,18 @@ func (c caller) submit(ctx context.Context, s host.Submission, hooks submitHooks
 	return host.NewSubmitted(host.Accepted{RequestID: s.Envelope.RequestID, Pool: s.Pool, Warning: c.h.Warning}, ctx, release), nil
 }
 
+// Charge counts n more requests charged (Charged); it refuses with 429
+// rate_limited once they pass ChargeLimit (0: no limit).
+func (c caller) Charge(_ context.Context, _ string, n int) *host.Refusal {
+	c.h.mu.Lock()
+	defer c.h.mu.Unlock()
+	c.h.charged += n
+	if c.h.ChargeLimit > 0 && c.h.charged > c.h.ChargeLimit {
+		return &host.Refusal{Status: http.StatusTooManyRequests, Code: "rate_limited", Message: "rate limit exceeded", Retryable: true}
+	}
+	return nil
+}
+
 // StreamSlot takes a slot, or refuses with 429 too_many_streams when
 // NoSlot is set.
 func (c caller) StreamSlot(w http.ResponseWriter, refuse host.Refuse) (func(), bool) {
@@ -270,4 +287,12 @@ func (c caller) slot() (func(), bool) {
 			c.h.mu.Unlock()
 		})
 	}, true
+}
+
+// Charged is how many requests callers charged beyond the gate's first of
+// each request.
+func (h *Host) Charged() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.charged
 }

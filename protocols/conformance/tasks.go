@@ -234,6 +234,11 @@ func (c bindingCaller) Submit(ctx context.Context, s host.Submission) (*host.Sub
 	return caller{&c.h.Host}.submit(ctx, s, hooks)
 }
 
+// Charge is [Host]'s.
+func (c bindingCaller) Charge(ctx context.Context, protocol string, n int) *host.Refusal {
+	return caller{&c.h.Host}.Charge(ctx, protocol, n)
+}
+
 // StreamSlot is [Host]'s.
 func (c bindingCaller) StreamSlot(w http.ResponseWriter, refuse host.Refuse) (func(), bool) {
 	return caller{&c.h.Host}.StreamSlot(w, refuse)

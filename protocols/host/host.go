@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -75,6 +76,12 @@ type Caller interface {
 	// writes the refusal with refuse (429, Retry-After: 1) and returns
 	// ok=false. Call release when the answer ends.
 	StreamSlot(w http.ResponseWriter, refuse Refuse) (release func(), ok bool)
+	// Charge charges n more requests to the caller's rate limit, counted
+	// under protocol: the gate charged one, and a body that submits several
+	// requests (an A2E body of many messages) counts each. Over the limit
+	// (or with the limiter unavailable) it returns the refusal; nil when
+	// charged.
+	Charge(ctx context.Context, protocol string, n int) *Refusal
 }
 
 // Answerer answers an accepted request from its frames; *egress.Service
