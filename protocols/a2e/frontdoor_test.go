@@ -22,21 +22,7 @@ type fakeHost = conformance.Host
 
 func post(t *testing.T, h *fakeHost, body string) (*httptest.ResponseRecorder, []a2e.Message) {
 	t.Helper()
-	rec := httptest.NewRecorder()
-	a2e.NewHandler(h).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, a2e.Path, strings.NewReader(body)))
-	lines, err := conformance.NDJSONLines(rec.Body.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []a2e.Message
-	for _, l := range lines {
-		var m a2e.Message
-		if err := json.Unmarshal(l, &m); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, m)
-	}
-	return rec, out
+	return postKeyed(t, h, "", body)
 }
 
 // The front door over a host: local replies, a request published and
@@ -109,10 +95,14 @@ func TestFrontDoorStreamSlot(t *testing.T) {
 }
 
 // postKeyed posts body with an Idempotency-Key.
+// postKeyed posts body with the Idempotency-Key key (none when "") and
+// returns the answer and its messages.
 func postKeyed(t *testing.T, h *fakeHost, key, body string) (*httptest.ResponseRecorder, []a2e.Message) {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodPost, a2e.Path, strings.NewReader(body))
-	req.Header.Set("Idempotency-Key", key)
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	rec := httptest.NewRecorder()
 	a2e.NewHandler(h).ServeHTTP(rec, req)
 	lines, err := conformance.NDJSONLines(rec.Body.Bytes())
