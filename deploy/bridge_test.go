@@ -52,7 +52,7 @@ func upstreamVars(t *testing.T) map[string]bool {
 	}
 	body, _, _ = strings.Cut(body, "\n}\n")
 	out := map[string]bool{}
-	for _, m := range regexp.MustCompile(`envconfig:"([A-Z_]+)"`).FindAllStringSubmatch(body, -1) {
+	for _, m := range regexp.MustCompile(`envconfig:"E2A_UPSTREAM_([A-Z_]+)"`).FindAllStringSubmatch(body, -1) {
 		out["E2A_UPSTREAM_"+m[1]] = m[1] == "API_KEY" || m[1] == "HEADERS"
 	}
 	if len(out) < 5 {

@@ -11,34 +11,36 @@ import (
 )
 
 // ConnConfig describes a connection to an external NATS cluster. Its fields
-// are read from the environment with envconfig and prefix E2A
-// (envconfig.Process("E2A", &cfg)): E2A_NATS_URL, E2A_NATS_CREDS, …
+// are read from the environment with envconfig, each tag naming its
+// variable in full (envconfig.Process("", &cfg)): E2A_NATS_URL,
+// E2A_NATS_CREDS, … (with a prefix, envconfig would read NATS_URL when
+// E2A_NATS_URL is unset).
 //
 // Secrets (Password) never appear in String or in slog output.
 type ConnConfig struct {
 	// NatsURL is one or more server URLs, comma separated.
-	NatsURL string `envconfig:"NATS_URL"`
+	NatsURL string `envconfig:"E2A_NATS_URL"`
 	// CredsFile is a user JWT + NKey seed credentials file.
-	CredsFile string `envconfig:"NATS_CREDS"`
+	CredsFile string `envconfig:"E2A_NATS_CREDS"`
 	// User and Password authenticate with a user name and password.
-	User     string `envconfig:"NATS_USER"`
-	Password string `envconfig:"NATS_PASSWORD"`
+	User     string `envconfig:"E2A_NATS_USER"`
+	Password string `envconfig:"E2A_NATS_PASSWORD"`
 	// NKeySeedFile is a file holding an NKey user seed.
-	NKeySeedFile string `envconfig:"NATS_NKEY"`
+	NKeySeedFile string `envconfig:"E2A_NATS_NKEY"`
 	// TLSCA is a PEM file of root CAs to verify the servers with.
-	TLSCA string `envconfig:"NATS_TLS_CA"`
+	TLSCA string `envconfig:"E2A_NATS_TLS_CA"`
 	// TLSCert and TLSKey are the PEM client certificate and key, both or
 	// neither.
-	TLSCert string `envconfig:"NATS_TLS_CERT"`
-	TLSKey  string `envconfig:"NATS_TLS_KEY"`
+	TLSCert string `envconfig:"E2A_NATS_TLS_CERT"`
+	TLSKey  string `envconfig:"E2A_NATS_TLS_KEY"`
 	// Name is the connection name shown by the servers; default "e2a".
-	Name string `envconfig:"NATS_NAME"`
+	Name string `envconfig:"E2A_NATS_NAME"`
 	// ReconnectWait is the pause between reconnect attempts; default 2s.
 	// The connection reconnects forever.
-	ReconnectWait time.Duration `envconfig:"NATS_RECONNECT_WAIT"`
+	ReconnectWait time.Duration `envconfig:"E2A_NATS_RECONNECT_WAIT"`
 	// ReconnectBufSize is how many bytes of publishes are buffered while
 	// reconnecting; default 8 MiB.
-	ReconnectBufSize int `envconfig:"NATS_RECONNECT_BUFFER"`
+	ReconnectBufSize int `envconfig:"E2A_NATS_RECONNECT_BUFFER"`
 }
 
 // String describes c without its secrets.

@@ -10,49 +10,50 @@ import (
 	"github.com/kelseyhightower/envconfig"
 )
 
-// Config is the executor's configuration from the environment (prefix
-// E2A_, read with envconfig).
+// Config is the executor's configuration from the environment (E2A_
+// variables, read with envconfig; each tag names its variable in full,
+// so that an unprefixed WORKFLOW_… is never read).
 type Config struct {
 	// AllowedHosts: E2A_WORKFLOW_ALLOWED_HOSTS, comma-separated host[:port]
 	// patterns every principal may call (any method, any path).
-	AllowedHosts []string `envconfig:"WORKFLOW_ALLOWED_HOSTS"`
+	AllowedHosts []string `envconfig:"E2A_WORKFLOW_ALLOWED_HOSTS"`
 	// AllowedNets: E2A_WORKFLOW_ALLOWED_NETS, CIDRs that private, loopback
 	// or link-local destinations may be in (none by default).
-	AllowedNets []string `envconfig:"WORKFLOW_ALLOWED_NETS"`
+	AllowedNets []string `envconfig:"E2A_WORKFLOW_ALLOWED_NETS"`
 	// PolicyFile: E2A_WORKFLOW_POLICY_FILE, the API knowledge base and
 	// per-principal permissions as JSON (see [Policy]).
-	PolicyFile string `envconfig:"WORKFLOW_POLICY_FILE"`
+	PolicyFile string `envconfig:"E2A_WORKFLOW_POLICY_FILE"`
 	// CredentialsFile: E2A_WORKFLOW_CREDENTIALS_FILE, the vault as JSON
 	// (see [Vault.LoadVaultFile]); E2A_WORKFLOW_CREDENTIAL_<NAME> variables
 	// add credentials too (see [Vault.LoadEnv]).
-	CredentialsFile string `envconfig:"WORKFLOW_CREDENTIALS_FILE"`
+	CredentialsFile string `envconfig:"E2A_WORKFLOW_CREDENTIALS_FILE"`
 	// VaultKeys: E2A_WORKFLOW_VAULT_KEYS, base64 32-byte AES-256 keys,
 	// comma-separated; VaultKeyFile: E2A_WORKFLOW_VAULT_KEY_FILE, the same
 	// one a line (added after VaultKeys). The first key seals, every key
 	// opens; with any key, stored credentials must be sealed (see
 	// [Keyring], [RotateVaultFile]).
-	VaultKeys    []string `envconfig:"WORKFLOW_VAULT_KEYS"`
-	VaultKeyFile string   `envconfig:"WORKFLOW_VAULT_KEY_FILE"`
+	VaultKeys    []string `envconfig:"E2A_WORKFLOW_VAULT_KEYS"`
+	VaultKeyFile string   `envconfig:"E2A_WORKFLOW_VAULT_KEY_FILE"`
 
-	MaxOperations     int           `envconfig:"WORKFLOW_MAX_OPERATIONS" default:"20"`
-	MaxExecutionTime  time.Duration `envconfig:"WORKFLOW_MAX_EXECUTION_TIME" default:"30s"`
-	MaxResponseBytes  int64         `envconfig:"WORKFLOW_MAX_RESPONSE_BYTES" default:"1048576"`
-	MaxLoopIterations int           `envconfig:"WORKFLOW_MAX_LOOP_ITERATIONS" default:"1000"`
-	MaxSteps          int           `envconfig:"WORKFLOW_MAX_STEPS" default:"1000"`
-	MaxRetries        int           `envconfig:"WORKFLOW_MAX_RETRIES" default:"3"`
-	APICallsPerMinute int           `envconfig:"WORKFLOW_API_CALLS_PER_MINUTE" default:"30"`
-	APICallsPerHour   int           `envconfig:"WORKFLOW_API_CALLS_PER_HOUR" default:"500"`
+	MaxOperations     int           `envconfig:"E2A_WORKFLOW_MAX_OPERATIONS" default:"20"`
+	MaxExecutionTime  time.Duration `envconfig:"E2A_WORKFLOW_MAX_EXECUTION_TIME" default:"30s"`
+	MaxResponseBytes  int64         `envconfig:"E2A_WORKFLOW_MAX_RESPONSE_BYTES" default:"1048576"`
+	MaxLoopIterations int           `envconfig:"E2A_WORKFLOW_MAX_LOOP_ITERATIONS" default:"1000"`
+	MaxSteps          int           `envconfig:"E2A_WORKFLOW_MAX_STEPS" default:"1000"`
+	MaxRetries        int           `envconfig:"E2A_WORKFLOW_MAX_RETRIES" default:"3"`
+	APICallsPerMinute int           `envconfig:"E2A_WORKFLOW_API_CALLS_PER_MINUTE" default:"30"`
+	APICallsPerHour   int           `envconfig:"E2A_WORKFLOW_API_CALLS_PER_HOUR" default:"500"`
 	// FileDir: E2A_WORKFLOW_FILE_DIR, the sandbox of StoreData "file".
 	// Unset, ConfigFromEnv uses [DefaultFileDir]; "off" disables file
 	// storage (an empty FileDir in a Config built by hand disables it too).
-	FileDir string `envconfig:"WORKFLOW_FILE_DIR"`
+	FileDir string `envconfig:"E2A_WORKFLOW_FILE_DIR"`
 	// ContinueOnError: E2A_WORKFLOW_CONTINUE_ON_ERROR, see
 	// [Options.ContinueOnError] (default false: a failed operation stops
 	// the execution).
-	ContinueOnError bool `envconfig:"WORKFLOW_CONTINUE_ON_ERROR" default:"false"`
+	ContinueOnError bool `envconfig:"E2A_WORKFLOW_CONTINUE_ON_ERROR" default:"false"`
 	// Cache: E2A_WORKFLOW_CACHE, "memory" (per process, default), "kv"
 	// (shared; the caller passes the bucket as Options.Cache) or "off".
-	Cache string `envconfig:"WORKFLOW_CACHE" default:"memory"`
+	Cache string `envconfig:"E2A_WORKFLOW_CACHE" default:"memory"`
 }
 
 // Keyring returns the vault keys of VaultKeys and VaultKeyFile (nil when
@@ -72,7 +73,7 @@ func (c Config) Keyring() (*Keyring, error) {
 // ConfigFromEnv reads the configuration from the process environment.
 func ConfigFromEnv() (Config, error) {
 	var c Config
-	if err := envconfig.Process("e2a", &c); err != nil {
+	if err := envconfig.Process("", &c); err != nil {
 		return c, fmt.Errorf("workflow: config: %w", err)
 	}
 	switch c.FileDir {

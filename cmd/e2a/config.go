@@ -16,19 +16,19 @@ import (
 // the prefix E2A_ (see docs/configuration.md).
 type Config struct {
 	// HTTPAddr is where ingress, egress, /metrics, /healthz and /readyz listen.
-	HTTPAddr string `envconfig:"HTTP_ADDR" default:"127.0.0.1:8080"`
+	HTTPAddr string `envconfig:"E2A_HTTP_ADDR" default:"127.0.0.1:8080"`
 	// MetricsAddr, when set, is the only listener serving /metrics (not
 	// HTTPAddr), so that the metrics need not be public.
-	MetricsAddr string `envconfig:"METRICS_ADDR"`
+	MetricsAddr string `envconfig:"E2A_METRICS_ADDR"`
 	// PublicURL is the externally visible base URL (agent card, links);
 	// empty = derived from the request (X-Forwarded-* honoured).
-	PublicURL string `envconfig:"PUBLIC_URL"`
+	PublicURL string `envconfig:"E2A_PUBLIC_URL"`
 	// GRPCAddr, when set, is where the A2A v1.0 gRPC binding listens
 	// (its own listener; the agent card then lists it). Empty: off.
-	GRPCAddr string `envconfig:"GRPC_ADDR"`
+	GRPCAddr string `envconfig:"E2A_GRPC_ADDR"`
 	// ExtendedCard: the agent cards declare the extended agent card and
 	// GetExtendedAgentCard serves it (false: neither, UnsupportedOperation).
-	ExtendedCard bool `envconfig:"EXTENDED_CARD" default:"true"`
+	ExtendedCard bool `envconfig:"E2A_EXTENDED_CARD" default:"true"`
 
 	// ConnConfig holds E2A_NATS_URL (empty starts an embedded JetStream
 	// server in the process) and the credentials for an external cluster:
@@ -38,68 +38,68 @@ type Config struct {
 
 	// StoreDir is the embedded server's JetStream directory; empty = a
 	// temporary directory removed at exit.
-	StoreDir string `envconfig:"STORE_DIR"`
+	StoreDir string `envconfig:"E2A_STORE_DIR"`
 	// NATSPort is the embedded server's loopback client port (0 = random).
-	NATSPort int `envconfig:"NATS_PORT" default:"4222"`
+	NATSPort int `envconfig:"E2A_NATS_PORT" default:"4222"`
 	// SyncAlways fsyncs every JetStream write on the embedded server.
-	SyncAlways bool `envconfig:"SYNC_ALWAYS" default:"false"`
+	SyncAlways bool `envconfig:"E2A_SYNC_ALWAYS" default:"false"`
 
 	// Replicas of every stream (1 embedded, 3 on a production cluster).
-	Replicas int `envconfig:"REPLICAS" default:"1"`
+	Replicas int `envconfig:"E2A_REPLICAS" default:"1"`
 	// RequestsMaxAge and ResponsesMaxAge bound the hot streams.
-	RequestsMaxAge  time.Duration `envconfig:"REQUESTS_MAX_AGE" default:"24h"`
-	ResponsesMaxAge time.Duration `envconfig:"RESPONSES_MAX_AGE" default:"24h"`
+	RequestsMaxAge  time.Duration `envconfig:"E2A_REQUESTS_MAX_AGE" default:"24h"`
+	ResponsesMaxAge time.Duration `envconfig:"E2A_RESPONSES_MAX_AGE" default:"24h"`
 	// RequestsMaxBytes bounds E2A_REQUESTS; when full, ingress answers 503.
-	RequestsMaxBytes int64 `envconfig:"REQUESTS_MAX_BYTES" default:"1073741824"`
+	RequestsMaxBytes int64 `envconfig:"E2A_REQUESTS_MAX_BYTES" default:"1073741824"`
 	// ResponsesMaxBytes bounds E2A_RESPONSES (oldest frames dropped).
-	ResponsesMaxBytes int64 `envconfig:"RESPONSES_MAX_BYTES" default:"1073741824"`
+	ResponsesMaxBytes int64 `envconfig:"E2A_RESPONSES_MAX_BYTES" default:"1073741824"`
 	// ControlMaxBytes bounds E2A_CONTROL (oldest cancels dropped).
-	ControlMaxBytes int64 `envconfig:"CONTROL_MAX_BYTES" default:"67108864"`
+	ControlMaxBytes int64 `envconfig:"E2A_CONTROL_MAX_BYTES" default:"67108864"`
 	// AuditMaxAge and AuditMaxBytes bound E2A_AUDIT (oldest dropped; age 0
 	// = bytes only).
-	AuditMaxAge   time.Duration `envconfig:"AUDIT_MAX_AGE" default:"2160h"`
-	AuditMaxBytes int64         `envconfig:"AUDIT_MAX_BYTES" default:"2147483648"`
+	AuditMaxAge   time.Duration `envconfig:"E2A_AUDIT_MAX_AGE" default:"2160h"`
+	AuditMaxBytes int64         `envconfig:"E2A_AUDIT_MAX_BYTES" default:"2147483648"`
 	// RequestsCompression, ResponsesCompression and AuditCompression are
 	// the streams' storage compression, none or s2 (docs/capacity.md,
 	// Bytes); a change applies to an existing stream through e2a streams
 	// apply, for the blocks written afterwards.
-	RequestsCompression  compression `envconfig:"REQUESTS_COMPRESSION" default:"none"`
-	ResponsesCompression compression `envconfig:"RESPONSES_COMPRESSION" default:"none"`
-	AuditCompression     compression `envconfig:"AUDIT_COMPRESSION" default:"none"`
+	RequestsCompression  compression `envconfig:"E2A_REQUESTS_COMPRESSION" default:"none"`
+	ResponsesCompression compression `envconfig:"E2A_RESPONSES_COMPRESSION" default:"none"`
+	AuditCompression     compression `envconfig:"E2A_AUDIT_COMPRESSION" default:"none"`
 	// DedupeWindow is how long the same request_id is recognized as one.
-	DedupeWindow time.Duration `envconfig:"DEDUPE_WINDOW" default:"10m"`
+	DedupeWindow time.Duration `envconfig:"E2A_DEDUPE_WINDOW" default:"10m"`
 	// TasksTTL is how long a record of E2A_TASKS (an A2A task or context,
 	// an ACP session) lives after its last update; 0 keeps records forever.
 	// Each is a subject in the NATS server's memory (README, Capacity:
 	// Memory), so shorten it with the hot streams; at least
 	// E2A_RESPONSES_MAX_AGE, whose frames GetTask rebuilds a task from.
-	TasksTTL time.Duration `envconfig:"TASKS_TTL" default:"72h"`
+	TasksTTL time.Duration `envconfig:"E2A_TASKS_TTL" default:"72h"`
 
 	// DefaultPool receives requests that name no agent and match no route.
-	DefaultPool string `envconfig:"DEFAULT_POOL" default:"demo"`
+	DefaultPool string `envconfig:"E2A_DEFAULT_POOL" default:"demo"`
 	// Routes is the routing rule (method or channel → pool), e.g.
 	// "default=demo; method:tool/*=tools; channel:feishu=feishu"; empty
 	// sends everything to DefaultPool (workflows to "workflow").
-	Routes string `envconfig:"ROUTES"`
+	Routes string `envconfig:"E2A_ROUTES"`
 	// MaxBodyBytes bounds request bodies (413 beyond).
-	MaxBodyBytes int64 `envconfig:"MAX_BODY_BYTES" default:"4194304"`
+	MaxBodyBytes int64 `envconfig:"E2A_MAX_BODY_BYTES" default:"4194304"`
 	// AcceptUnknownPools accepts requests for pools no worker ever served
 	// (default: refused, 404 unknown_agent, so a typo does not wait forever).
-	AcceptUnknownPools bool `envconfig:"ACCEPT_UNKNOWN_POOLS" default:"false"`
+	AcceptUnknownPools bool `envconfig:"E2A_ACCEPT_UNKNOWN_POOLS" default:"false"`
 
 	// RateLimitPerMinute, RateLimitPerHour and RateLimitPerDay limit each
 	// principal across all replicas (0 = that window off; all 0 = no
 	// limiter).
-	RateLimitPerMinute int `envconfig:"RATE_LIMIT_PER_MINUTE" default:"0"`
-	RateLimitPerHour   int `envconfig:"RATE_LIMIT_PER_HOUR" default:"0"`
-	RateLimitPerDay    int `envconfig:"RATE_LIMIT_PER_DAY" default:"0"`
+	RateLimitPerMinute int `envconfig:"E2A_RATE_LIMIT_PER_MINUTE" default:"0"`
+	RateLimitPerHour   int `envconfig:"E2A_RATE_LIMIT_PER_HOUR" default:"0"`
+	RateLimitPerDay    int `envconfig:"E2A_RATE_LIMIT_PER_DAY" default:"0"`
 	// MaxStreamsPerPrincipal bounds concurrent streams per principal per
 	// replica (0 = unbounded).
-	MaxStreamsPerPrincipal int `envconfig:"MAX_STREAMS_PER_PRINCIPAL" default:"0"`
+	MaxStreamsPerPrincipal int `envconfig:"E2A_MAX_STREAMS_PER_PRINCIPAL" default:"0"`
 
 	// LogFormat is json or text; LogLevel debug, info, warn or error.
-	LogFormat string `envconfig:"LOG_FORMAT" default:"json"`
-	LogLevel  string `envconfig:"LOG_LEVEL" default:"info"`
+	LogFormat string `envconfig:"E2A_LOG_FORMAT" default:"json"`
+	LogLevel  string `envconfig:"E2A_LOG_LEVEL" default:"info"`
 
 	// AgentAckWait is the agent pools' AckWait (`e2a agent`, whose
 	// --ack-wait wins, and the pools `e2a dev` and `e2a acp` run): how long
@@ -109,22 +109,30 @@ type Config struct {
 	// AgentWorkerID names the worker in its logs and in its frames'
 	// provenance (empty: a random id); the shipped manifests give the pod's
 	// name.
-	AgentAckWait  time.Duration `envconfig:"AGENT_ACK_WAIT"`
-	AgentWorkerID string        `envconfig:"AGENT_WORKER_ID"`
+	AgentAckWait  time.Duration `envconfig:"E2A_AGENT_ACK_WAIT"`
+	AgentWorkerID string        `envconfig:"E2A_AGENT_WORKER_ID"`
 
 	// Upstream configures the bridge of `e2a agent --pool P --a2a|--openai|
 	// --http URL` (E2A_UPSTREAM_*; the flags win over the variables).
-	Upstream UpstreamConfig `envconfig:"UPSTREAM"`
+	Upstream UpstreamConfig `ignored:"true"`
 
 	// SecretKeys are extra words or keys (comma-separated) whose values are
 	// secrets, added to the policy of package redact at start-up.
-	SecretKeys []string `envconfig:"SECRET_KEYS"`
+	SecretKeys []string `envconfig:"E2A_SECRET_KEYS"`
 }
 
 // LoadConfig reads the configuration from the environment.
 func LoadConfig() (Config, error) {
 	var c Config
-	if err := envconfig.Process("E2A", &c); err != nil {
+	// Every tag names its variable in full (E2A_…) and the prefix is
+	// empty: with a prefix, envconfig reads the bare tag name (NATS_PORT,
+	// URL, API_KEY) when the prefixed variable is unset, and Kubernetes
+	// sets NATS_PORT=tcp://… in every pod of a namespace with a Service
+	// named nats.
+	if err := envconfig.Process("", &c); err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
+	if err := envconfig.Process("", &c.Upstream); err != nil {
 		return c, fmt.Errorf("config: %w", err)
 	}
 	redact.AddWords(c.SecretKeys...)
@@ -182,33 +190,33 @@ func (c Config) StreamsConfig() streams.Config {
 // published.
 type UpstreamConfig struct {
 	// Kind is a2a, openai or http (set by --a2a, --openai, --http).
-	Kind string `envconfig:"KIND"`
+	Kind string `envconfig:"E2A_UPSTREAM_KIND"`
 	// URL: the A2A agent's card URL (or its base), the OpenAI-compatible
 	// base URL (http://localhost:8000/v1), the HTTP agent's URL.
-	URL string `envconfig:"URL"`
+	URL string `envconfig:"E2A_UPSTREAM_URL"`
 	// Model and System: the OpenAI-compatible model and system prompt.
-	Model  string `envconfig:"MODEL"`
-	System string `envconfig:"SYSTEM"`
+	Model  string `envconfig:"E2A_UPSTREAM_MODEL"`
+	System string `envconfig:"E2A_UPSTREAM_SYSTEM"`
 	// APIKey is sent as "Authorization: Bearer <key>".
-	APIKey string `envconfig:"API_KEY"`
+	APIKey string `envconfig:"E2A_UPSTREAM_API_KEY"`
 	// Headers are extra headers sent upstream, "Name: value" pairs
 	// separated by ";" (values may be secrets).
-	Headers string `envconfig:"HEADERS"`
+	Headers string `envconfig:"E2A_UPSTREAM_HEADERS"`
 	// ConnectTimeout bounds connecting; IdleTimeout the wait for the answer
 	// and the silence between its bytes.
-	ConnectTimeout time.Duration `envconfig:"CONNECT_TIMEOUT" default:"5s"`
-	IdleTimeout    time.Duration `envconfig:"IDLE_TIMEOUT" default:"60s"`
+	ConnectTimeout time.Duration `envconfig:"E2A_UPSTREAM_CONNECT_TIMEOUT" default:"5s"`
+	IdleTimeout    time.Duration `envconfig:"E2A_UPSTREAM_IDLE_TIMEOUT" default:"60s"`
 	// MaxInFlight bounds the upstream calls in flight per process.
-	MaxInFlight int `envconfig:"MAX_IN_FLIGHT" default:"64"`
+	MaxInFlight int `envconfig:"E2A_UPSTREAM_MAX_IN_FLIGHT" default:"64"`
 	// Retries before the first frame (backoff from RetryBase, at most
 	// RetryMax, full jitter, Retry-After honoured).
-	Retries   int           `envconfig:"RETRIES" default:"3"`
-	RetryBase time.Duration `envconfig:"RETRY_BASE" default:"200ms"`
-	RetryMax  time.Duration `envconfig:"RETRY_MAX" default:"10s"`
+	Retries   int           `envconfig:"E2A_UPSTREAM_RETRIES" default:"3"`
+	RetryBase time.Duration `envconfig:"E2A_UPSTREAM_RETRY_BASE" default:"200ms"`
+	RetryMax  time.Duration `envconfig:"E2A_UPSTREAM_RETRY_MAX" default:"10s"`
 	// Name and Description describe the pool in its agent card (an A2A
 	// upstream's card gives its own).
-	Name        string `envconfig:"NAME"`
-	Description string `envconfig:"DESCRIPTION"`
+	Name        string `envconfig:"E2A_UPSTREAM_NAME"`
+	Description string `envconfig:"E2A_UPSTREAM_DESCRIPTION"`
 }
 
 // headers parses Headers ("Name: value; Name2: value2").

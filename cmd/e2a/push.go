@@ -43,12 +43,12 @@ Without --principal both act on every principal's updates.`,
 
 // pushEnv is the push stage's part of the environment.
 type pushEnv struct {
-	Push        string        `envconfig:"PUSH"` // pushOn, pushAPI or pushOff ("" is pushOn)
-	AllowHosts  string        `envconfig:"PUSH_ALLOW_HOSTS"`
-	RetryWindow time.Duration `envconfig:"PUSH_RETRY_WINDOW" default:"24h"`
-	Timeout     time.Duration `envconfig:"PUSH_TIMEOUT" default:"10s"`
-	AckWait     time.Duration `envconfig:"PUSH_ACK_WAIT" default:"1m"`
-	SigningKey  string        `envconfig:"PUSH_SIGNING_KEY"`
+	Push        string        `envconfig:"E2A_PUSH"` // pushOn, pushAPI or pushOff ("" is pushOn)
+	AllowHosts  string        `envconfig:"E2A_PUSH_ALLOW_HOSTS"`
+	RetryWindow time.Duration `envconfig:"E2A_PUSH_RETRY_WINDOW" default:"24h"`
+	Timeout     time.Duration `envconfig:"E2A_PUSH_TIMEOUT" default:"10s"`
+	AckWait     time.Duration `envconfig:"E2A_PUSH_ACK_WAIT" default:"1m"`
+	SigningKey  string        `envconfig:"E2A_PUSH_SIGNING_KEY"`
 }
 
 // Values of E2A_PUSH for e2a dev and e2a serve.
@@ -79,7 +79,7 @@ func pushSigner() (*push.Signer, error) {
 // adds the loopback hosts to the allow-list.
 func pushOptions(cfg Config, dev bool, reg prometheus.Registerer, log *slog.Logger) (pushEnv, []push.Option, error) {
 	var pe pushEnv
-	if err := envconfig.Process("E2A", &pe); err != nil {
+	if err := envconfig.Process("", &pe); err != nil {
 		return pe, nil, fmt.Errorf("config: %w", err)
 	}
 	switch pe.mode() {

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/workflow"
+)
+
+// TestConfigReadsOnlyPrefixedVariables: docs/configuration.md says the variables
+// have the prefix E2A_, but envconfig v1.4 falls back to the unprefixed
+// tag name when the E2A_ one is unset. In a Kubernetes namespace with a
+// Service named "nats" (deploy/k8s: Helm release "nats", E2A_NATS_URL
+// nats://nats:4222), the kubelet injects NATS_PORT=tcp://IP:4222 into every
+// pod, and deploy/k8s/config.yaml does not set E2A_NATS_PORT.
+func TestConfigReadsOnlyPrefixedVariables(t *testing.T) {
+	t.Run("k8s service link NATS_PORT", func(t *testing.T) {
+		t.Setenv("E2A_NATS_URL", "nats://nats:4222")
+		t.Setenv("NATS_PORT", "tcp://10.96.0.12:4222")
+		if _, err := LoadConfig(); err != nil {
+			t.Errorf("LoadConfig with only the kubelet's NATS_PORT set: %v", err)
+		}
+	})
+	t.Run("NATS_URL used for E2A_NATS_URL", func(t *testing.T) {
+		t.Setenv("NATS_URL", "nats://prod.example:4222")
+		t.Setenv("NATS_PASSWORD", "s3cret")
+		c, err := LoadConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.NatsURL != "" || c.Password != "" {
+			t.Errorf("E2A_NATS_URL unset but NatsURL=%q Password=%q (docs: empty starts an embedded server)", c.NatsURL, c.Password)
+		}
+	})
+	t.Run("generic API_KEY and URL become the upstream's", func(t *testing.T) {
+		t.Setenv("API_KEY", "some-other-service-key")
+		t.Setenv("URL", "https://unrelated.example/")
+		c, err := LoadConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Upstream.APIKey != "" || c.Upstream.URL != "" {
+			t.Errorf("E2A_UPSTREAM_* unset but Upstream.APIKey=%q URL=%q", c.Upstream.APIKey, c.Upstream.URL)
+		}
+		// `e2a agent --pool demo` then refuses to start (exit 2).
+		if _, err := (bridgeFlags{}).upstream(c.Upstream); err != errNoUpstream {
+			t.Errorf("e2a agent --pool demo with URL set in the environment: %v (want errNoUpstream)", err)
+		}
+	})
+	t.Run("LOG_LEVEL", func(t *testing.T) {
+		t.Setenv("LOG_LEVEL", "verbose")
+		c, err := LoadConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.EqualFold(c.LogLevel, "info") {
+			t.Errorf("E2A_LOG_LEVEL unset but LogLevel=%q", c.LogLevel)
+		}
+	})
+	t.Run("WORKFLOW_MAX_STEPS", func(t *testing.T) {
+		t.Setenv("WORKFLOW_MAX_STEPS", "5")
+		c, err := workflow.ConfigFromEnv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.MaxSteps != 1000 {
+			t.Errorf("E2A_WORKFLOW_MAX_STEPS unset but MaxSteps=%d", c.MaxSteps)
+		}
+	})
+	t.Run("PUSH", func(t *testing.T) {
+		t.Setenv("PUSH", "nonsense")
+		cfg, err := LoadConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := pushOptions(cfg, false, prometheus.NewRegistry(), slog.New(slog.DiscardHandler)); err != nil {
+			t.Errorf("E2A_PUSH unset, PUSH=nonsense: %v", err)
+		}
+	})
+}
