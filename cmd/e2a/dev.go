@@ -54,6 +54,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 		return err
 	}
 	nc, stopNATS, natsURL, err := connectOrEmbed(ctx, cfg, log)
+	natsURL = streams.RedactURLs(natsURL) // printed and logged: no credentials
 	if err != nil {
 		return err
 	}
@@ -93,8 +94,13 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 		return err
 	}
 	agentDone := make(chan error, 2+len(pools)) // the pools, workflow, push
-	if _, err := startPush(ctx, nc, cfg, true, reg, log, agentDone); err != nil {
+	pushOn, err := startPush(ctx, nc, cfg, true, reg, log, agentDone)
+	if err != nil {
 		return err
+	}
+	agents := len(pools) + 1 // and the workflow pool
+	if pushOn {
+		agents++
 	}
 	for _, p := range pools {
 		go func() {
@@ -121,7 +127,7 @@ Try:
 Ctrl-C stops.
 `, base, base, base, grpcLine(cfg), metrics, base, base, natsURL, poolsLine(pools), base)
 	log.Info("serving", "addr", ln.Addr().String(), "nats", natsURL) // as e2a serve logs it, for tools that read the log
-	return serveUntil(ctx, srv, ln, log, agentDone)
+	return serveUntil(ctx, srv, ln, log, agentDone, agents)
 }
 
 // connectOrEmbed connects to E2A_NATS_URL, or starts the embedded server, and
@@ -373,8 +379,14 @@ func newConsole(ctx context.Context, cfg Config, nc *nats.Conn, eg *egress.Servi
 	return console.New(ctx, nc, eg, append(opts, pushView...)...)
 }
 
-// serveUntil serves until ctx is done, then shuts the server down.
-func serveUntil(ctx context.Context, srv *http.Server, ln net.Listener, log *slog.Logger, agentDone <-chan error) error {
+// serveUntil serves srv on ln until ctx ends, the server fails or one of
+// the agents sending on agentDone (agents of them) returns. Then it shuts
+// the server down and waits for every agent to end: they drain their
+// requests for agent.DefaultDrainTimeout and hand the rest back, so it
+// waits that long and a little more (an agent still running then is an
+// error, a non-zero exit). Before, it waited 10 s and for the first agent
+// only: a request still running was neither finished nor handed back.
+func serveUntil(ctx context.Context, srv *http.Server, ln net.Listener, log *slog.Logger, agentDone <-chan error, agents int) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -384,6 +396,7 @@ func serveUntil(ctx context.Context, srv *http.Server, ln net.Listener, log *slo
 			return err
 		}
 	case err := <-agentDone:
+		agents--
 		if err != nil {
 			return fmt.Errorf("agent: %w", err)
 		}
@@ -392,10 +405,13 @@ func serveUntil(ctx context.Context, srv *http.Server, ln net.Listener, log *slo
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
-	if agentDone != nil {
+	limit := time.NewTimer(agent.DefaultDrainTimeout + 5*time.Second)
+	defer limit.Stop()
+	for ; agents > 0; agents-- {
 		select {
 		case <-agentDone:
-		case <-sctx.Done():
+		case <-limit.C:
+			return fmt.Errorf("%d agent pool(s) still running %v after the shutdown began", agents, agent.DefaultDrainTimeout+5*time.Second)
 		}
 	}
 	return nil

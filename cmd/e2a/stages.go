@@ -66,11 +66,12 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
-	if !on {
-		pushDone = nil
+	stages := 0
+	if on {
+		stages = 1
 	}
 	log.Info("serving", "addr", ln.Addr().String())
-	return serveUntil(ctx, srv, ln, log, pushDone)
+	return serveUntil(ctx, srv, ln, log, pushDone, stages)
 }
 
 // runAgent runs one built-in agent pool against E2A_NATS_URL, with
