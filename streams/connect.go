@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"time"
 
@@ -46,7 +47,7 @@ type ConnConfig struct {
 // String describes c without its secrets.
 func (c ConnConfig) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "url=%s", c.NatsURL)
+	fmt.Fprintf(&b, "url=%s", RedactURLs(c.NatsURL))
 	if c.CredsFile != "" {
 		fmt.Fprintf(&b, " creds=%s", c.CredsFile)
 	}
@@ -68,7 +69,7 @@ func (c ConnConfig) String() string {
 // LogValue describes c without its secrets for log/slog.
 func (c ConnConfig) LogValue() slog.Value {
 	return slog.GroupValue(
-		slog.String("url", c.NatsURL),
+		slog.String("url", RedactURLs(c.NatsURL)),
 		slog.String("creds", c.CredsFile),
 		slog.String("user", c.User),
 		slog.String("password", redact(c.Password)),
@@ -77,6 +78,25 @@ func (c ConnConfig) LogValue() slog.Value {
 		slog.String("tls_cert", c.TLSCert),
 		slog.String("name", c.Name),
 	)
+}
+
+// RedactURLs returns the comma-separated NATS URLs of s with the password
+// or token of any user information replaced ("nats://u:xxxxx@h:4222",
+// "nats://xxxxx@h"): nats.go takes credentials in a URL, and a URL is
+// printed and logged.
+func RedactURLs(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil || u.User == nil {
+			continue
+		}
+		if _, ok := u.User.Password(); !ok {
+			u.User = url.User("xxxxx") // a token alone
+		}
+		parts[i] = u.Redacted()
+	}
+	return strings.Join(parts, ",")
 }
 
 func redact(s string) string {
