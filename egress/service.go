@@ -808,9 +808,9 @@ func (s *Service) Owner(ctx context.Context, requestID string) (owner string, fo
 
 // StoredOwner is Owner in one direct get, which any replica may answer:
 // an absence is not confirmed by the stream's leader. Ingress asks it
-// before it publishes a request whose id the client chose (a request
-// stored so recently that a lagging replica misses it is still in the
-// dedupe window, where the publish itself finds it).
+// before it records a turn whose id the client chose in the caller's task
+// (a request stored so recently that a lagging replica misses it is still
+// found by the turn's publish, which expects no message of the id).
 func (s *Service) StoredOwner(ctx context.Context, requestID string) (owner string, found bool, err error) {
 	subj, err := requestLookupSubject(requestID)
 	if err != nil {

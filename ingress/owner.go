@@ -23,10 +23,11 @@ import (
 // already uses is refused with ErrConflict, which reveals nothing of the
 // other request (its answer would otherwise be the other's envelope and
 // frames); one of p's own is a duplicate (Accepted.Duplicate), never
-// published again. Within the dedupe window JetStream finds it; past it a
-// lookup before the publish does (origin: an id the pipeline made for the
-// call is looked up by no one). Errors are those of Publisher.Publish, and
-// ErrConflict.
+// published again. Within the dedupe window JetStream finds it; past it the
+// publish of a chosen id expects no message on e2a.req.*.<id>, so the
+// server refuses it and the owner is read then (origin: an id the pipeline
+// made for the call is published without that check). Errors are those of
+// Publisher.Publish, and ErrConflict.
 //
 // With the pool check on, a pool no worker ever served is ErrUnknownPool
 // (nothing is published) and Accepted.Warning tells of a pool with no live
@@ -145,7 +146,7 @@ type freshIDs struct {
 }
 
 // maxFreshIDs bounds what one call records (a request id, a context id,
-// an A2E message id); an id past it is only looked up before its publish.
+// an A2E message id); an id past it is treated as a chosen one.
 const maxFreshIDs = 8
 
 // newFreshIDs returns the record of a call's made ids, holding the one

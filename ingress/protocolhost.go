@@ -375,7 +375,7 @@ type caller struct {
 	p   Principal
 	rec *statusRecorder // of the HTTP answer, for its log line; may be nil
 	// fresh records the ids made for the call (nil: none recorded, every
-	// request id is looked up before its publish).
+	// request id is treated as chosen by the client).
 	fresh *freshIDs
 }
 
