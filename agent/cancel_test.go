@@ -125,6 +125,40 @@ func TestCancelWhileReconnecting(t *testing.T) {
 	testkit.Eventually(t, 5*time.Second, "the connection's reconnect handler called", func() bool { return reconnected.Load() > 0 })
 }
 
+// A cancel the control subscription never receives, with no reconnect or
+// drop to show it (in a cluster, one published through a server that had
+// not yet learnt of the subscription over its route), still stops the
+// request: the worker reads the stored cancel of each request it holds one
+// heartbeat after its pick-up, then at doubling intervals.
+func TestCancelMissedWithoutReconnect(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	cause := make(chan error, 1)
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if err := w.Chunk(e2a.DeltaText, "started"); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return nil
+	})
+	startWorker(t, s.connect(t), "missed", h, agent.WithHeartbeat(50*time.Millisecond),
+		agent.WithMissedControl(func(string) bool { return true }), agent.WithLogger(slog.New(slog.DiscardHandler)))
+	waitConsumer(t, s.js, "missed")
+	publish(t, s.js, "missed", request("missed-1", nil))
+	waitFrames(t, s, "missed-1", 1)
+	if res, err := agent.Cancel(tctx(t), s.js, "missed-1"); err != nil || !res.Published {
+		t.Fatalf("Cancel: %+v %v", res, err)
+	}
+	fr := waitFinal(t, s.nc, "missed-1", 10*time.Second)
+	if e, _ := fr[len(fr)-1].Error(); len(fr) != 2 || e.Code != e2a.ErrCodeCancelled {
+		t.Fatalf("%d frames, final %s %s; want e2a.error cancelled", len(fr), fr[len(fr)-1].ResponseKind, fr[len(fr)-1].Body)
+	}
+	if c := testkit.Receive(t, cause, 5*time.Second, "handler stopped"); !errors.Is(c, agent.ErrCancelled) {
+		t.Errorf("cause %v, want ErrCancelled", c)
+	}
+}
+
 // Point 5: a cancel stored before any worker picks the request up is seen at
 // pick-up: final cancelled frame 0, no handler call.
 func TestCancelBeforePickUp(t *testing.T) {

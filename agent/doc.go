@@ -61,8 +61,11 @@
 //     frame is e2a.error cancelled. A cancel the worker's subscription missed
 //     (published while it was reconnecting, or a dropped message) is read
 //     from the store for every request it holds, running or waiting for its
-//     turn, at the first heartbeat after the reconnect or the drop
-//     (missed.go). A cancel turn (the cancel of a task whose last turn ended
+//     turn, at the first heartbeat after the reconnect or the drop; and,
+//     for a cancel a cluster's route did not forward yet (the server it was
+//     published on had not learnt of the subscription), each held request
+//     reads its stored cancel one heartbeat after its pick-up, then at
+//     doubling intervals up to 15 s (missed.go). A cancel turn (the cancel of a task whose last turn ended
 //     interrupted) ends cancelled without a Serve call; a handler
 //     implementing [TurnCanceller] is told of it first (its error or panic
 //     is recorded in the final frame's details).

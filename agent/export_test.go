@@ -14,6 +14,7 @@ var (
 	WithFetchWait     = withFetchWait
 	WithoutHeartbeats = withoutHeartbeats
 	WithCancelSeen    = withCancelSeen
+	WithMissedControl = withMissedControl
 	WithBeforeBurst   = withBeforeBurst
 	WithEnqueueWait   = withEnqueueWait
 )

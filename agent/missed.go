@@ -15,8 +15,24 @@ import (
 // they changed, it registers the subscription again on the server (a flush:
 // the client sends its subscriptions again on reconnecting, before the
 // flush) and then reads the stored cancel of every request it holds,
-// stopping the cancelled ones as a live cancel does (ErrCancelled). A cancel
-// published after the flush reaches the subscription.
+// stopping the cancelled ones as a live cancel does (ErrCancelled).
+//
+// A cluster can miss one without either count moving: the flush proves the
+// worker's own server has the subscription, but a cancel published through
+// another server is forwarded only once that server has learnt of it over
+// a route, asynchronously (milliseconds; longer while routes reconnect, and
+// not at all across a partition). A request picked up in that window, or
+// whose cancel is published then, would run to its end (seen in the
+// three-server deploy test: a cancel published just after the agents
+// started never arrived). So the stored cancel of each request held is also
+// read again on a schedule of its own: one heartbeat after its pick-up,
+// then after waits doubling up to maxRecheck. A request shorter than a
+// heartbeat pays nothing; a long one a read per maxRecheck, against a
+// heartbeat's InProgress every heartbeat.
+
+// maxRecheck bounds the wait between two reads of a held request's stored
+// cancel, and so how late a cancel the subscription missed stops it.
+const maxRecheck = 15 * time.Second
 
 // cancelMark is what the control subscription may have missed by: the
 // connection's reconnects and the subscription's dropped messages.
@@ -51,35 +67,71 @@ func (w *worker) watchMissedCancels(ctx context.Context, seen cancelMark, stoppe
 			return
 		case <-t.C:
 		}
+		if !c.nc.IsConnected() {
+			continue
+		}
 		now := w.cancelMark()
-		if now == seen || !c.nc.IsConnected() {
+		if now == seen {
+			w.rereadCancels(ctx, w.dueRechecks(time.Now()))
 			continue
 		}
 		// A reconnect or a drop after now moves the mark again: read again
 		// at the next heartbeat.
-		if w.rereadCancels(ctx) {
+		if w.flushControl(ctx) && w.rereadCancels(ctx, w.heldIDs()) {
 			seen = now
 		}
 	}
 }
 
-// rereadCancels flushes the connection, then reads the stored cancel of
-// each request held and stops the cancelled ones. It reports whether the
-// flush and every read succeeded.
-func (w *worker) rereadCancels(ctx context.Context) bool {
-	fctx, cancel := context.WithTimeout(ctx, ioTimeout)
-	err := w.cancels.nc.FlushWithContext(fctx)
-	cancel()
-	if err != nil {
-		w.log.Debug("cannot flush the connection to read missed cancels", "err", err)
-		return false
-	}
+// heldIDs returns the ids of the requests held.
+func (w *worker) heldIDs() []string {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	ids := make([]string, 0, len(w.byID))
 	for id := range w.byID {
 		ids = append(ids, id)
 	}
-	w.mu.Unlock()
+	return ids
+}
+
+// dueRechecks returns the ids of the requests held whose stored cancel is
+// due to be read again at now, and schedules their next read.
+func (w *worker) dueRechecks(now time.Time) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ids []string
+	for id, list := range w.byID {
+		due := false
+		for _, r := range list {
+			if now.Before(r.recheck) {
+				continue
+			}
+			due = true
+			r.recheckStep = min(2*r.recheckStep, maxRecheck)
+			r.recheck = now.Add(r.recheckStep)
+		}
+		if due {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// flushControl registers the control subscription on the server again. It
+// reports whether the flush succeeded.
+func (w *worker) flushControl(ctx context.Context) bool {
+	fctx, cancel := context.WithTimeout(ctx, ioTimeout)
+	defer cancel()
+	if err := w.cancels.nc.FlushWithContext(fctx); err != nil {
+		w.log.Debug("cannot flush the connection to read missed cancels", "err", err)
+		return false
+	}
+	return true
+}
+
+// rereadCancels reads the stored cancel of each request ids names and
+// stops the cancelled ones. It reports whether every read succeeded.
+func (w *worker) rereadCancels(ctx context.Context, ids []string) bool {
 	ok := true
 	for _, id := range ids {
 		if ctx.Err() != nil {

@@ -46,7 +46,8 @@ type config struct {
 	workerID       string
 	provision      bool
 	noHeartbeat    bool
-	cancelSeen     func(id string) // tests: see withCancelSeen
+	cancelSeen     func(id string)      // tests: see withCancelSeen
+	missControl    func(id string) bool // tests: see withMissedControl
 	// beforeBurst (tests) is called before each message of frames is
 	// published: n frames of request id from sequence first.
 	beforeBurst func(id string, first int64, n int)
@@ -274,6 +275,16 @@ func withFetchWait(d time.Duration) Option {
 func withCancelSeen(f func(id string)) Option {
 	return func(c *config) error {
 		c.cancelSeen = f
+		return nil
+	}
+}
+
+// withMissedControl makes the control subscription ignore the cancels of
+// the ids f returns true for (tests: a cancel a cluster's route did not
+// forward).
+func withMissedControl(f func(id string) bool) Option {
+	return func(c *config) error {
+		c.missControl = f
 		return nil
 	}
 }

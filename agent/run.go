@@ -98,6 +98,10 @@ type request struct {
 	wr        *writer
 	slot      *slot // the fetch loop's slot it holds
 	cancelled bool  // a live cancel arrived before stop was set
+	// recheck is when its stored cancel is read again, recheckStep the
+	// wait after that read (missed.go); both guarded by worker.mu.
+	recheck     time.Time
+	recheckStep time.Duration
 }
 
 // Run serves agent pool pool with handler h on nc until ctx is done. It
@@ -432,6 +436,8 @@ func (w *worker) register(r *request) {
 	defer w.mu.Unlock()
 	w.active[r] = struct{}{}
 	w.byID[r.id] = append(w.byID[r.id], r)
+	r.recheckStep = w.cfg.heartbeat
+	r.recheck = time.Now().Add(r.recheckStep)
 }
 
 // unregister stops heartbeats and cancel delivery for r.
@@ -549,7 +555,7 @@ func (r *reqLogger) get() *slog.Logger {
 // onControl receives every live control message.
 func (w *worker) onControl(m *nats.Msg) {
 	id, err := subjects.ParseControl(m.Subject)
-	if err != nil || !isCancel(m.Data) {
+	if err != nil || !isCancel(m.Data) || (w.cfg.missControl != nil && w.cfg.missControl(id)) {
 		return
 	}
 	// Recorded before the requests are looked at: a pick-up registers its
