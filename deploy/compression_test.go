@@ -2,13 +2,9 @@ package deploy
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,28 +20,7 @@ import (
 // pipeline, 16 at a time, each answered after its final frame.
 func sendDemoRequests(t *testing.T, p *pipeline, prefix string, n int) {
 	t.Helper()
-	client := &http.Client{Timeout: 30 * time.Second}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			body := fmt.Sprintf(`{"request_id":"%s-%d","session_id":"sess-%d","method":"chat.send","params":{"text":"What is the weather in London tomorrow, and should I take an umbrella? (%d)"}}`, prefix, i, i%10, i)
-			resp, err := client.Post(p.url+"/v1/requests?wait=true", "application/json", strings.NewReader(body))
-			if err != nil {
-				t.Errorf("request %d: %v", i, err)
-				return
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Errorf("request %d: %d", i, resp.StatusCode)
-			}
-		}()
-	}
-	wg.Wait()
+	sendRequests(t, p, prefix, "", n)
 }
 
 // diskRatio returns, for the closed blocks of a stream, the bytes on disk

@@ -25,7 +25,7 @@ func TestApplyIdempotentAndDrift(t *testing.T) {
 	if err != nil {
 		t.Fatalf("first Apply: %v\n%s", err, rep)
 	}
-	if len(rep.Changes) != 7 || !rep.Changed() {
+	if len(rep.Changes) != 8 || !rep.Changed() {
 		t.Fatalf("first Apply report:\n%s", rep)
 	}
 	for _, c := range rep.Changes {

@@ -18,6 +18,9 @@ const (
 	// ControlStream holds the last control message of each request, under
 	// e2a.ctl.<id>.
 	ControlStream = "E2A_CONTROL"
+	// ArchiveStream keeps E2A_AUDIT's messages compressed, in batches
+	// (package archive), on the one subject e2a.archive.batches.
+	ArchiveStream = "E2A_ARCHIVE"
 	// AuditStream sources RequestsStream and ResponsesStream into a bounded
 	// set of partitions, for long retention.
 	AuditStream = "E2A_AUDIT"
@@ -112,6 +115,14 @@ type Config struct {
 	// history goes with it) and apply again.
 	AuditPartitions int
 
+	// ArchiveMaxAge is how long E2A_ARCHIVE keeps its batches (the audit
+	// history, compressed; package archive); 0 keeps them forever.
+	// Default 90 days.
+	ArchiveMaxAge time.Duration
+	// ArchiveMaxBytes bounds E2A_ARCHIVE (DiscardOld: the oldest batches go
+	// first). Unlimited (-1) or > 0. Default 1 GiB.
+	ArchiveMaxBytes int64
+
 	// RequestsCompression, ResponsesCompression and AuditCompression are
 	// the storage compression of E2A_REQUESTS, E2A_RESPONSES and E2A_AUDIT:
 	// jetstream.NoCompression or jetstream.S2Compression (nats-server
@@ -162,6 +173,8 @@ func DefaultConfig() Config {
 		AuditMaxBytes:     2 * GiB,
 		AuditPartitions:   16,
 		AuditCompression:  jetstream.NoCompression,
+		ArchiveMaxAge:     90 * 24 * time.Hour,
+		ArchiveMaxBytes:   1 * GiB,
 		TasksHistory:      5,
 		TasksTTL:          72 * time.Hour,
 		IdempotencyTTL:    24 * time.Hour,
@@ -196,6 +209,7 @@ func (c Config) Validate() error {
 	age("ResponsesMaxAge", c.ResponsesMaxAge, false)
 	age("ControlMaxAge", c.ControlMaxAge, false)
 	age("AuditMaxAge", c.AuditMaxAge, true)
+	age("ArchiveMaxAge", c.ArchiveMaxAge, true)
 	age("Duplicates", c.Duplicates, false)
 	for _, a := range []struct {
 		name string
@@ -214,6 +228,7 @@ func (c Config) Validate() error {
 	size("ResponsesMaxBytes", c.ResponsesMaxBytes)
 	size("ControlMaxBytes", c.ControlMaxBytes)
 	size("AuditMaxBytes", c.AuditMaxBytes)
+	size("ArchiveMaxBytes", c.ArchiveMaxBytes)
 	for _, z := range []struct {
 		name string
 		c    jetstream.StoreCompression

@@ -65,8 +65,14 @@ func TestDefinitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != 4 || all[3].Name != streams.AuditStream {
+	if len(all) != 5 || all[3].Name != streams.AuditStream || all[4].Name != streams.ArchiveStream {
 		t.Fatalf("stream order: %v", all)
+	}
+	arch := c.ArchiveStreamConfig()
+	if arch.Subjects[0] != subjects.ArchiveBatches || !arch.DenyDelete || !arch.DenyPurge || !arch.AllowDirect ||
+		arch.MaxAge != 90*24*time.Hour || arch.MaxBytes != streams.GiB || arch.Discard != jetstream.DiscardOld ||
+		arch.Compression != jetstream.NoCompression || arch.Replicas != 3 {
+		t.Errorf("archive: %+v", arch)
 	}
 	req := c.RequestsStreamConfig()
 	if req.Name != "E2A_REQUESTS" || req.Subjects[0] != subjects.AllRequests || req.Discard != jetstream.DiscardNew ||

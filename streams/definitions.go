@@ -132,7 +132,36 @@ func (c Config) AuditStreamConfig() jetstream.StreamConfig {
 	return s
 }
 
-// StreamConfigs returns every stream definition, sources last.
+// ArchiveStreamConfig returns the definition of E2A_ARCHIVE: the one
+// subject e2a.archive.batches, each message a zstd batch of consecutive
+// E2A_AUDIT messages written by package archive's archiver (which sends
+// each with the subject's expected last sequence, so two archivers never
+// store the same messages twice), ArchiveMaxAge and ArchiveMaxBytes
+// (DiscardOld), append-only (DenyDelete, DenyPurge), direct gets allowed.
+// Its payloads are compressed already: no storage compression. Its limits
+// count compressed bytes, which is what lets the shipped volumes keep 90
+// days of history (docs/capacity.md).
+func (c Config) ArchiveStreamConfig() jetstream.StreamConfig {
+	s := c.base(ArchiveStream, "E2A archive: E2A_AUDIT's messages in compressed batches")
+	s.Subjects = []string{subjects.ArchiveBatches}
+	s.MaxAge = c.ArchiveMaxAge
+	s.MaxBytes = c.ArchiveMaxBytes
+	// No message id is sent (the expected last sequence fences batches);
+	// the server's default window, written out so that the definition
+	// compares equal to what it reports.
+	s.Duplicates = 2 * time.Minute
+	if s.MaxAge > 0 && s.MaxAge < s.Duplicates {
+		s.Duplicates = s.MaxAge
+	}
+	s.DenyDelete = true
+	s.DenyPurge = true
+	s.AllowDirect = true
+	return s
+}
+
+// StreamConfigs returns every stream definition: the hot streams, then
+// E2A_AUDIT (which sources them), then E2A_ARCHIVE (which the archiver
+// fills from E2A_AUDIT).
 //
 // It returns ErrInvalidConfig when c is invalid.
 func (c Config) StreamConfigs() ([]jetstream.StreamConfig, error) {
@@ -144,6 +173,7 @@ func (c Config) StreamConfigs() ([]jetstream.StreamConfig, error) {
 		c.ResponsesStreamConfig(),
 		c.ControlStreamConfig(),
 		c.AuditStreamConfig(),
+		c.ArchiveStreamConfig(),
 	}, nil
 }
 

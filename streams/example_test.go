@@ -59,6 +59,7 @@ func ExampleApply() {
 	// stream E2A_RESPONSES: created
 	// stream E2A_CONTROL: created
 	// stream E2A_AUDIT: created
+	// stream E2A_ARCHIVE: created
 	// kv E2A_TASKS: created
 	// kv E2A_IDEMPOTENCY: created
 	// kv E2A_RATELIMIT: created

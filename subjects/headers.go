@@ -64,6 +64,17 @@ const (
 	// HeaderStreamSource describes the origin of a sourced message:
 	// "<stream> <seq> <filter> <transform> <original subject>".
 	HeaderStreamSource = "Nats-Stream-Source"
+
+	// HeaderArchiveFirst and HeaderArchiveLast are the E2A_AUDIT sequences
+	// of the first and the last message an archive batch holds.
+	HeaderArchiveFirst = "E2A-Archive-First"
+	HeaderArchiveLast  = "E2A-Archive-Last"
+	// HeaderArchiveFrom and HeaderArchiveUntil are their store times in
+	// E2A_AUDIT (RFC 3339, nanoseconds).
+	HeaderArchiveFrom  = "E2A-Archive-From"
+	HeaderArchiveUntil = "E2A-Archive-Until"
+	// HeaderArchiveCount is how many messages the batch holds.
+	HeaderArchiveCount = "E2A-Archive-Count"
 )
 
 // FrameMsgID returns the deduplication id of frame seq of a request:

@@ -42,6 +42,13 @@ const (
 	prefixAuditResp = "e2a.audit.resp."
 )
 
+// ArchiveBatches is the one subject of stream E2A_ARCHIVE: each message a
+// compressed batch of consecutive E2A_AUDIT messages (package archive),
+// described by the headers HeaderArchiveFirst, HeaderArchiveLast,
+// HeaderArchiveFrom, HeaderArchiveUntil and HeaderArchiveCount. One
+// subject for the whole history: the archive adds no subject per request.
+const ArchiveBatches = "e2a.archive.batches"
+
 // AuditRequestMapping returns the source filter and the destination of the
 // subject transform that maps e2a.req.<agent>.<token> into
 // e2a.audit.req.<p>, p in [0, partitions).

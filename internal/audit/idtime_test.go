@@ -45,7 +45,7 @@ func finalFrameMsg(rid string) *nats.Msg {
 // storeOld stores n complete requests (an envelope and a final frame each)
 // whose ids come from id, in chunks, each chunk aged out of the hot
 // streams (purged) once E2A_AUDIT holds it: the store of a long history.
-func storeOld(t *testing.T, js jetstream.JetStream, n int, id func(i int) string) {
+func storeOld(t *testing.T, js jetstream.JetStream, n int, id func(i int) string, settle func(ctx context.Context)) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -87,6 +87,10 @@ func storeOld(t *testing.T, js jetstream.JetStream, n int, id func(i int) string
 				complete()
 				stored += uint64(len(block))
 				block = block[:0]
+				if settle != nil {
+					waitAuditCtx(t, ctx, js, stored)
+					settle(ctx)
+				}
 			}
 		}
 		waitAuditCtx(t, ctx, js, stored)
@@ -98,7 +102,7 @@ func waitAuditCtx(t *testing.T, ctx context.Context, js jetstream.JetStream, n u
 	t.Helper()
 	testkit.Eventually(t, 5*time.Minute, fmt.Sprintf("E2A_AUDIT to reach %d messages", n), func() bool {
 		s, err := js.Stream(ctx, streams.AuditStream)
-		return err == nil && s.CachedInfo().State.Msgs >= n
+		return err == nil && s.CachedInfo().State.LastSeq >= n
 	})
 }
 
@@ -112,7 +116,15 @@ func waitAuditCtx(t *testing.T, ctx context.Context, js jetstream.JetStream, n u
 // each replay reads is counted as the messages its connection receives.
 // E2A_AUDIT_STORE_REQUESTS sets the history's size (default 40,000;
 // docs/capacity.md quotes a million), E2A_AUDIT_CLOCK_MARGIN the margin.
-func TestReplayOldRequestByIDTime(t *testing.T) {
+// The same tests a history held by the archive (archivedServer).
+func TestReplayOldRequestByIDTime(t *testing.T) { replayOldRequests(t, false) }
+
+// TestReplayOldRequestFromTheArchive is the same with E2A_AUDIT bounded to
+// a few MiB and an archiver running: the old requests are found in the
+// archive (E2A_AUDIT keeps only the newest), through the same searches.
+func TestReplayOldRequestFromTheArchive(t *testing.T) { replayOldRequests(t, true) }
+
+func replayOldRequests(t *testing.T, archived bool) {
 	n := 40_000
 	if v := os.Getenv("E2A_AUDIT_STORE_REQUESTS"); v != "" {
 		var err error
@@ -121,6 +133,10 @@ func TestReplayOldRequestByIDTime(t *testing.T) {
 		}
 	}
 	js, nc := server(t)
+	var settle func(context.Context)
+	if archived {
+		js, nc, settle = archivedServer(t)
+	}
 	anc, err := nats.Connect(nc.ConnectedUrl())
 	if err != nil {
 		t.Fatal(err)
@@ -152,8 +168,11 @@ func TestReplayOldRequestByIDTime(t *testing.T) {
 			ids[i] = uuid.Must(uuid.NewV7()).String()
 		}
 		return ids[i]
-	})
+	}, settle)
 	t.Logf("stored %d requests in E2A_AUDIT (hot streams purged) in %v", n, time.Since(start).Round(time.Millisecond))
+	if first := auditState(t, js).FirstSeq; archived && first <= uint64(2*(n/3)+2) {
+		t.Fatalf("E2A_AUDIT still holds the request a third in (its first message is %d): the archive is not read", first)
+	}
 	read := map[string]uint64{}
 	for _, c := range []struct{ name, id string }{
 		{"UUIDv7, a third in, from its time", ids[n/3]},
@@ -171,6 +190,11 @@ func TestReplayOldRequestByIDTime(t *testing.T) {
 			t.Fatalf("%s %s: %+v %+v", c.name, c.id, st, sum)
 		}
 		t.Logf("%-45s %8.1f ms, %7d messages read (%d requests in the history)", c.name, float64(took)/float64(time.Millisecond), read[c.name], n)
+	}
+	if archived {
+		// The archive is read a batch (hundreds of messages) at a time:
+		// the counts below are E2A_AUDIT's.
+		return
 	}
 	// The scan reads the partition's requests up to the one it looks for:
 	// about n/16 of them, as many as the ids' hashes put in that partition

@@ -187,6 +187,11 @@ func (a *Auditor) Replay(ctx context.Context, q Query, emit func(Record) error) 
 		if rc.audit, err = a.state(ctx, streams.AuditStream); err != nil {
 			return Stats{}, err
 		}
+		if rc.audit.exists {
+			if rc.audit, err = a.withArchive(ctx, rc.audit); err != nil {
+				return Stats{}, err
+			}
+		}
 	}
 	if q.Source == SourceAudit && !rc.audit.exists {
 		return Stats{}, fmt.Errorf("audit: stream %s does not exist", streams.AuditStream)
@@ -512,7 +517,7 @@ func (a *Auditor) scanAudit(ctx context.Context, rc *replayCtx, end time.Time, h
 		open      int
 		acceptNew = true
 	)
-	for m, err := range a.seq(ctx, rc.audit.name, subjects.AllAudit, from) {
+	for m, err := range a.auditSeq(ctx, rc.audit, subjects.AllAudit, from, a.seq) {
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/e2a-pipeline/pipeline/archive"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -35,6 +37,7 @@ type Auditor struct {
 	partitions int
 	timeout    time.Duration
 	margin     time.Duration
+	arch       *archive.Reader
 }
 
 // Option configures an Auditor.
@@ -102,7 +105,11 @@ func New(nc *nats.Conn, opts ...Option) (*Auditor, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Auditor{nc: nc, js: js, page: DefaultPageSize, timeout: DefaultCallTimeout, margin: DefaultClockMargin}
+	arch, err := archive.NewReader(nc)
+	if err != nil {
+		return nil, err
+	}
+	a := &Auditor{nc: nc, js: js, page: DefaultPageSize, timeout: DefaultCallTimeout, margin: DefaultClockMargin, arch: arch}
 	for _, o := range opts {
 		if err := o(a); err != nil {
 			return nil, err
@@ -119,6 +126,11 @@ type streamState struct {
 	last       uint64
 	firstTime  time.Time
 	partitions int // E2A_AUDIT only
+	// E2A_AUDIT only: its own first message (first is the archive's when
+	// the archive starts earlier, archived.go) and the archive's span.
+	held     uint64
+	heldTime time.Time
+	arch     archive.Span
 }
 
 var partitionRe = regexp.MustCompile(`partition\((\d+),`)
@@ -213,6 +225,9 @@ func (a *Auditor) state(ctx context.Context, name string) (streamState, error) {
 func (a *Auditor) seqAtTime(ctx context.Context, st streamState, filter string, t time.Time) (uint64, error) {
 	if t.IsZero() || !st.firstTime.IsZero() && !st.firstTime.Before(t) || st.first > st.last {
 		return st.first, nil
+	}
+	if st.archived() && (st.heldTime.IsZero() || t.Before(st.heldTime)) {
+		return a.archiveSeqAtTime(ctx, st, t)
 	}
 	if seq, ok := a.seqFromTime(ctx, st, filter, t); ok {
 		return seq, nil
@@ -346,7 +361,7 @@ func (a *Auditor) auditRequestUntil(ctx context.Context, st streamState, id stri
 	if err != nil {
 		return nil, err
 	}
-	for m, err := range a.seqFrom(ctx, st.name, subjects.AuditRequest(p), from) {
+	for m, err := range a.auditSeq(ctx, st, subjects.AuditRequest(p), from, a.seqFrom) {
 		if err != nil {
 			return nil, err
 		}
@@ -370,7 +385,7 @@ func (a *Auditor) auditFrames(ctx context.Context, st streamState, id string, fr
 		return nil, err
 	}
 	var out []*storedMsg
-	for m, err := range a.seqFrom(ctx, st.name, subjects.AuditResponse(p), from) {
+	for m, err := range a.auditSeq(ctx, st, subjects.AuditResponse(p), from, a.seqFrom) {
 		if err != nil {
 			return nil, err
 		}

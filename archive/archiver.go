@@ -1,0 +1,273 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// errConflict: another archiver stored a batch since this one read the
+// archive's last batch.
+var errConflict = errors.New("archive: another archiver stored a batch first")
+
+// archiver is one Run.
+type archiver struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	o   options
+	m   *metrics
+	log *slog.Logger
+}
+
+// Run archives E2A_AUDIT into E2A_ARCHIVE until ctx is done, then returns
+// nil. It keeps no state of its own: it reads the archive's last batch
+// (its E2A-Archive-Last header) and reads E2A_AUDIT on from the next
+// sequence with an ordered consumer, closing a batch at WithBatchBytes or
+// WithFlushInterval. Each batch is stored with the subject's expected last
+// sequence, so several archivers may run (a rolling update, a second
+// replica): a batch another stored first is refused, and the refused
+// archiver starts again after the new last batch. Nothing is stored twice
+// and, while E2A_AUDIT still holds them, nothing is skipped: messages
+// E2A_AUDIT dropped before they were archived are counted
+// (e2a_archive_missed_total) and logged.
+//
+// It returns ErrInvalidOption for a bad option or a nil connection, and an
+// error when the connection is closed under it; every other failure (a
+// stream missing, a NATS node failing over) is logged and retried.
+func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
+	if nc == nil {
+		return fmt.Errorf("%w: nil connection", ErrInvalidOption)
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return err
+	}
+	m, err := newMetrics(o.registerer)
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	a := &archiver{nc: nc, js: js, o: o, m: m, log: o.log}
+	backoff := 100 * time.Millisecond
+	for {
+		err := a.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if nc.IsClosed() {
+			return fmt.Errorf("archive: %w", nats.ErrConnectionClosed)
+		}
+		if errors.Is(err, errConflict) {
+			a.m.conflicts.Inc()
+			a.log.Info("another archiver stored a batch first: reading the archive again")
+			backoff = 100 * time.Millisecond
+		} else {
+			a.log.Warn("archiving stopped, retrying", "err", err, "in", backoff)
+		}
+		if sleepctx.Sleep(ctx, backoff) != nil {
+			return nil
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// position is where the archive ends: the E2A_AUDIT sequence of its last
+// archived message and the archive's sequence of the batch holding it (0
+// and 0 for an empty archive).
+type position struct {
+	auditSeq, batchSeq uint64
+}
+
+// lastPosition reads the archive's last batch.
+func (a *archiver) lastPosition(ctx context.Context) (position, error) {
+	m, err := streams.LastBySubject(ctx, a.nc, streams.ArchiveStream, subjects.ArchiveBatches)
+	if errors.Is(err, streams.ErrNoMessages) {
+		return position{}, nil
+	}
+	if err != nil {
+		return position{}, err
+	}
+	last, err := strconv.ParseUint(m.Header.Get(subjects.HeaderArchiveLast), 10, 64)
+	if err != nil {
+		return position{}, fmt.Errorf("%w: batch %d: header %s: %v", ErrCorrupt, m.Seq, subjects.HeaderArchiveLast, err)
+	}
+	return position{auditSeq: last, batchSeq: m.Seq}, nil
+}
+
+// session archives from the archive's last batch on, until an error or
+// ctx is done.
+func (a *archiver) session(ctx context.Context) error {
+	pos, err := a.lastPosition(ctx)
+	if err != nil {
+		return err
+	}
+	cons, err := a.js.OrderedConsumer(ctx, streams.AuditStream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:   pos.auditSeq + 1,
+	})
+	if err != nil {
+		return fmt.Errorf("ordered consumer on %s: %w", streams.AuditStream, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	b := &batch{}
+	for {
+		wait := a.o.flushInterval
+		if len(b.recs) > 0 {
+			wait = time.Until(b.started.Add(a.o.flushInterval))
+		}
+		msg, err := a.next(ctx, it, wait)
+		if err != nil {
+			return err
+		}
+		if msg != nil {
+			a.add(b, msg, &pos)
+		}
+		if len(b.recs) > 0 && (b.size >= a.o.batchBytes || time.Since(b.started) >= a.o.flushInterval) {
+			if err := a.store(ctx, b.recs, &pos); err != nil {
+				return err
+			}
+			*b = batch{}
+		}
+	}
+}
+
+// next returns the next E2A_AUDIT message, nil when wait passed first.
+func (a *archiver) next(ctx context.Context, it jetstream.MessagesContext, wait time.Duration) (jetstream.Msg, error) {
+	if wait <= 0 {
+		wait = time.Millisecond
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	msg, err := it.Next(jetstream.NextContext(wctx))
+	switch {
+	case err == nil:
+		return msg, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		return nil, nil
+	}
+	return nil, err
+}
+
+// batch is the records read and not stored yet.
+type batch struct {
+	recs    []Record
+	size    int
+	started time.Time
+}
+
+// add appends msg to b, counting the messages E2A_AUDIT dropped before
+// it (a jump past the next sequence expected).
+func (a *archiver) add(b *batch, msg jetstream.Msg, pos *position) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		a.log.Warn("E2A_AUDIT message without metadata skipped", "err", err)
+		return
+	}
+	seq := meta.Sequence.Stream
+	next := pos.auditSeq + 1
+	if len(b.recs) > 0 {
+		next = b.recs[len(b.recs)-1].Seq + 1
+	}
+	if seq > next {
+		a.m.missed.Add(float64(seq - next))
+		a.log.Error("E2A_AUDIT dropped messages before they were archived", "first", next, "last", seq-1)
+	}
+	if len(b.recs) == 0 {
+		b.started = time.Now()
+	}
+	r := Record{Seq: seq, Time: meta.Timestamp, Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data()}
+	b.recs = append(b.recs, r)
+	b.size += r.size()
+}
+
+// maxHeaderBytes is room kept under max_payload for a batch's headers.
+const maxHeaderBytes = 512
+
+// store stores recs as one batch or, when its compressed form does not fit
+// max_payload, as several; one record that fits no batch is skipped
+// (counted, logged: E2A_AUDIT keeps it for its retention).
+func (a *archiver) store(ctx context.Context, recs []Record, pos *position) error {
+	data, err := Encode(recs)
+	if err != nil && !errors.Is(err, ErrBatchTooLarge) {
+		return err
+	}
+	if err != nil || int64(len(data)+maxHeaderBytes) > a.nc.MaxPayload() {
+		if len(recs) == 1 {
+			a.m.skipped.Inc()
+			a.log.Error("E2A_AUDIT message too large to archive: left in E2A_AUDIT only", "seq", recs[0].Seq, "bytes", len(recs[0].Data))
+			return nil
+		}
+		half := len(recs) / 2
+		if err := a.store(ctx, recs[:half], pos); err != nil {
+			return err
+		}
+		return a.store(ctx, recs[half:], pos)
+	}
+	first, last := recs[0], recs[len(recs)-1]
+	msg := nats.NewMsg(subjects.ArchiveBatches)
+	msg.Data = data
+	msg.Header.Set(subjects.HeaderArchiveFirst, strconv.FormatUint(first.Seq, 10))
+	msg.Header.Set(subjects.HeaderArchiveLast, strconv.FormatUint(last.Seq, 10))
+	msg.Header.Set(subjects.HeaderArchiveFrom, first.Time.UTC().Format(time.RFC3339Nano))
+	msg.Header.Set(subjects.HeaderArchiveUntil, last.Time.UTC().Format(time.RFC3339Nano))
+	msg.Header.Set(subjects.HeaderArchiveCount, strconv.Itoa(len(recs)))
+	ack, err := a.publish(ctx, msg, pos.batchSeq)
+	if err != nil {
+		return err
+	}
+	pos.batchSeq, pos.auditSeq = ack.Sequence, last.Seq
+	in := 0
+	for i := range recs {
+		in += recs[i].size()
+	}
+	a.m.batches.Inc()
+	a.m.records.Add(float64(len(recs)))
+	a.m.bytesIn.Add(float64(in))
+	a.m.bytesOut.Add(float64(len(data)))
+	a.m.lastTime.Set(float64(last.Time.UnixNano()) / 1e9)
+	return nil
+}
+
+// publish stores msg if the archive's last batch is still expected,
+// retrying an unanswered publish (a second copy is refused as a conflict,
+// after which the session reads the archive again and goes on after it).
+func (a *archiver) publish(ctx context.Context, msg *nats.Msg, expected uint64) (*jetstream.PubAck, error) {
+	var err error
+	for attempt := range 3 {
+		if attempt > 0 && sleepctx.Sleep(ctx, time.Duration(attempt)*500*time.Millisecond) != nil {
+			return nil, ctx.Err()
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		var ack *jetstream.PubAck
+		ack, err = a.js.PublishMsg(pctx, msg, jetstream.WithExpectLastSequencePerSubject(expected))
+		cancel()
+		if err == nil {
+			return ack, nil
+		}
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			return nil, errConflict
+		}
+	}
+	return nil, err
+}

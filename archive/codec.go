@@ -1,0 +1,194 @@
+package archive
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/nats-io/nats.go"
+)
+
+// Record is one E2A_AUDIT message as a batch keeps it: its sequence and
+// store time in E2A_AUDIT, its subject there (a partition, e.g.
+// e2a.audit.resp.3), its headers (Nats-Stream-Source names the original
+// subject) and its payload.
+type Record struct {
+	Seq     uint64
+	Time    time.Time
+	Subject string
+	Header  nats.Header
+	Data    []byte
+}
+
+// size is what r adds to a batch before compression, near enough.
+func (r *Record) size() int {
+	n := 32 + len(r.Subject) + len(r.Data)
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
+// formatV1 is the first byte of a batch's uncompressed form.
+const formatV1 = 1
+
+// MaxBatchBytes bounds a batch's uncompressed form: Decode refuses more
+// (a batch is at most WithBatchBytes, ≤ 8 MiB, plus one record).
+const MaxBatchBytes = 16 << 20
+
+var (
+	encOnce sync.Once
+	enc     *zstd.Encoder
+	dec     *zstd.Decoder
+	encErr  error
+)
+
+func coders() (*zstd.Encoder, *zstd.Decoder, error) {
+	encOnce.Do(func() {
+		enc, encErr = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+		if encErr != nil {
+			return
+		}
+		dec, encErr = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(MaxBatchBytes),
+			zstd.WithDecoderMaxWindow(MaxBatchBytes))
+	})
+	return enc, dec, encErr
+}
+
+// Encode returns the compressed form of recs (zstd of a versioned binary
+// encoding: per record its sequence, time, subject, headers and payload).
+func Encode(recs []Record) ([]byte, error) {
+	e, _, err := coders()
+	if err != nil {
+		return nil, err
+	}
+	var (
+		b       bytes.Buffer
+		scratch [binary.MaxVarintLen64]byte
+	)
+	b.Grow(64 << 10)
+	b.WriteByte(formatV1)
+	put := func(v uint64) { b.Write(binary.AppendUvarint(scratch[:0], v)) }
+	str := func(s string) { put(uint64(len(s))); b.WriteString(s) }
+	for i := range recs {
+		r := &recs[i]
+		put(r.Seq)
+		b.Write(binary.AppendVarint(scratch[:0], r.Time.UnixNano()))
+		str(r.Subject)
+		keys := make([]string, 0, len(r.Header))
+		n := 0
+		for k, vs := range r.Header {
+			keys = append(keys, k)
+			n += len(vs)
+		}
+		sort.Strings(keys)
+		put(uint64(n))
+		for _, k := range keys {
+			for _, v := range r.Header[k] {
+				str(k)
+				str(v)
+			}
+		}
+		put(uint64(len(r.Data)))
+		b.Write(r.Data)
+	}
+	if b.Len() > MaxBatchBytes {
+		return nil, fmt.Errorf("%w: %d bytes before compression, at most %d", ErrBatchTooLarge, b.Len(), MaxBatchBytes)
+	}
+	return e.EncodeAll(b.Bytes(), nil), nil
+}
+
+// Decode returns the records of a batch Encode made. It returns
+// ErrCorrupt for anything else (never a panic), and for a batch larger
+// than MaxBatchBytes once decompressed.
+func Decode(b []byte) ([]Record, error) {
+	_, d, err := coders()
+	if err != nil {
+		return nil, err
+	}
+	raw, err := d.DecodeAll(b, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if len(raw) > MaxBatchBytes {
+		return nil, fmt.Errorf("%w: %d bytes decompressed", ErrCorrupt, len(raw))
+	}
+	r := bytes.NewReader(raw)
+	if v, err := r.ReadByte(); err != nil || v != formatV1 {
+		return nil, fmt.Errorf("%w: unknown format", ErrCorrupt)
+	}
+	var out []Record
+	for r.Len() > 0 {
+		rec, err := decodeRecord(r)
+		if err != nil {
+			return nil, fmt.Errorf("%w: record %d: %v", ErrCorrupt, len(out), err)
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+func decodeRecord(r *bytes.Reader) (Record, error) {
+	var rec Record
+	var err error
+	if rec.Seq, err = binary.ReadUvarint(r); err != nil {
+		return rec, err
+	}
+	ns, err := binary.ReadVarint(r)
+	if err != nil {
+		return rec, err
+	}
+	rec.Time = time.Unix(0, ns)
+	if rec.Subject, err = readString(r); err != nil {
+		return rec, err
+	}
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return rec, err
+	}
+	if n > uint64(r.Len()) {
+		return rec, io.ErrUnexpectedEOF
+	}
+	if n > 0 {
+		rec.Header = make(nats.Header, n)
+	}
+	for range n {
+		k, err := readString(r)
+		if err != nil {
+			return rec, err
+		}
+		v, err := readString(r)
+		if err != nil {
+			return rec, err
+		}
+		rec.Header[k] = append(rec.Header[k], v)
+	}
+	data, err := readBytes(r)
+	rec.Data = data
+	return rec, err
+}
+
+func readBytes(r *bytes.Reader) ([]byte, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return nil, err
+	}
+	if n > uint64(r.Len()) {
+		return nil, io.ErrUnexpectedEOF
+	}
+	b := make([]byte, n)
+	_, err = io.ReadFull(r, b)
+	return b, err
+}
+
+func readString(r *bytes.Reader) (string, error) {
+	b, err := readBytes(r)
+	return string(b), err
+}

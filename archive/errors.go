@@ -1,0 +1,18 @@
+package archive
+
+import "errors"
+
+var (
+	// ErrInvalidOption is returned by Run and NewReader when an option is
+	// out of range or a required argument is missing.
+	ErrInvalidOption = errors.New("archive: invalid option")
+
+	// ErrCorrupt is returned by Decode, and by the Reader's reads, for a
+	// batch that is not one Encode made (or that decompresses to more than
+	// MaxBatchBytes).
+	ErrCorrupt = errors.New("archive: corrupt batch")
+
+	// ErrBatchTooLarge is returned by Encode when the records take more
+	// than MaxBatchBytes before compression.
+	ErrBatchTooLarge = errors.New("archive: batch too large")
+)

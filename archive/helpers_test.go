@@ -1,0 +1,120 @@
+package archive_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/archive"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// traffic stores n requests of pool "p" with three frames each (ids
+// <prefix>-<i>), which E2A_AUDIT sources.
+func traffic(t *testing.T, nc *nats.Conn, js jetstream.JetStream, prefix string, n int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	for i := range n {
+		id := prefix + "-" + strconv.Itoa(i)
+		ids[i] = id
+		natstest.PublishRequest(t, js, "p", &e2a.Envelope{RequestID: id, Method: "chat", Params: map[string]any{"text": "hello " + id}})
+		seq := natstest.PublishBurst(t, nc, id, 0, 0, natstest.Frame(id, 0, false), natstest.Frame(id, 1, false))
+		natstest.PublishBurst(t, nc, id, 2, seq, natstest.Frame(id, 2, true))
+	}
+	return ids
+}
+
+// auditLast returns E2A_AUDIT's last sequence once its sources have copied
+// want messages.
+func auditLast(t *testing.T, js jetstream.JetStream, want uint64) uint64 {
+	t.Helper()
+	var last uint64
+	testkit.Eventually(t, 10*time.Second, "E2A_AUDIT sourced every message", func() bool {
+		st, err := js.Stream(context.Background(), streams.AuditStream)
+		if err != nil {
+			return false
+		}
+		last = st.CachedInfo().State.LastSeq
+		return st.CachedInfo().State.Msgs >= want
+	})
+	return last
+}
+
+// batches returns every batch E2A_ARCHIVE holds, decoded.
+func batches(t *testing.T, nc *nats.Conn) []*archive.Batch {
+	t.Helper()
+	r, err := archive.NewReader(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sp, err := r.Span(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*archive.Batch
+	for seq := sp.FirstBatch; !sp.Empty && seq <= sp.LastBatch; seq++ {
+		b, err := r.Load(ctx, seq)
+		if err != nil {
+			t.Fatalf("batch %d: %v", seq, err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// waitArchived waits until the archive's last batch ends at E2A_AUDIT
+// sequence last.
+func waitArchived(t *testing.T, nc *nats.Conn, last uint64) {
+	t.Helper()
+	r, err := archive.NewReader(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 20*time.Second, "the archive reached E2A_AUDIT's last message", func() bool {
+		sp, err := r.Span(context.Background())
+		return err == nil && !sp.Empty && sp.Last >= last
+	})
+}
+
+// startArchiver runs an archiver on nc until the test ends (or stop is
+// called), failing the test when it returns an error.
+func startArchiver(t *testing.T, nc *nats.Conn, opts ...archive.Option) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := archive.Run(ctx, nc, opts...); err != nil {
+			t.Errorf("archive.Run: %v", err)
+		}
+	}()
+	stop = func() {
+		cancel()
+		testkit.Receive(t, done, 10*time.Second, "archiver stopped")
+	}
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			stop()
+		}
+	})
+	return stop
+}
+
+// auditLastAtLeast waits until E2A_AUDIT's last sequence is at least n.
+func auditLastAtLeast(t *testing.T, js jetstream.JetStream, n uint64) {
+	t.Helper()
+	testkit.Eventually(t, 10*time.Second, "E2A_AUDIT copied every message", func() bool {
+		st, err := js.Stream(context.Background(), streams.AuditStream)
+		return err == nil && st.CachedInfo().State.LastSeq >= n
+	})
+}

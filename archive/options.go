@@ -1,0 +1,102 @@
+package archive
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/internal/option"
+)
+
+// Defaults of the options.
+const (
+	// DefaultBatchBytes closes a batch once its records take this much
+	// before compression: large enough to compress well (the zstd window
+	// spans the batch), small enough to be read back in a millisecond or two.
+	DefaultBatchBytes = 1 << 20
+	// DefaultFlushInterval closes a batch this long after its first record
+	// was read, however small: at low rates a batch holds what arrived in
+	// that time.
+	DefaultFlushInterval = 10 * time.Second
+)
+
+// Option configures Run and NewReader; each reads the options that concern
+// it. Every option validates its value and returns an error wrapping
+// ErrInvalidOption.
+type Option func(*options) error
+
+type options struct {
+	batchBytes    int
+	flushInterval time.Duration
+	log           *slog.Logger
+	registerer    prometheus.Registerer
+	cacheBatches  int
+}
+
+func buildOptions(opts []Option) (options, error) {
+	o := options{
+		batchBytes:    DefaultBatchBytes,
+		flushInterval: DefaultFlushInterval,
+		log:           slog.New(slog.DiscardHandler),
+		cacheBatches:  8,
+	}
+	for _, opt := range opts {
+		if opt == nil {
+			return o, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := opt(&o); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// WithBatchBytes sets the size before compression at which the archiver
+// closes a batch: 4 KiB to 8 MiB (default DefaultBatchBytes). A batch is
+// also split when its compressed form would not fit the connection's
+// max_payload.
+func WithBatchBytes(n int) Option {
+	return func(o *options) error {
+		if n < 4<<10 || n > 8<<20 {
+			return fmt.Errorf("%w: batch bytes %d not in 4 KiB..8 MiB", ErrInvalidOption, n)
+		}
+		o.batchBytes = n
+		return nil
+	}
+}
+
+// WithFlushInterval sets how long after its first record a batch is closed
+// however small: 10 ms to 1 h (default DefaultFlushInterval).
+func WithFlushInterval(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 10*time.Millisecond || d > time.Hour {
+			return fmt.Errorf("%w: flush interval %v not in 10ms..1h", ErrInvalidOption, d)
+		}
+		o.flushInterval = d
+		return nil
+	}
+}
+
+// WithCacheBatches sets how many decompressed batches a Reader keeps:
+// 1 to 1024 (default 8).
+func WithCacheBatches(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > 1024 {
+			return fmt.Errorf("%w: cache batches %d not in 1..1024", ErrInvalidOption, n)
+		}
+		o.cacheBatches = n
+		return nil
+	}
+}
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option {
+	return option.NotNil(ErrInvalidOption, "logger", l, func(o *options) { o.log = l })
+}
+
+// WithRegisterer registers the archiver's metrics (e2a_archive_*) on r.
+func WithRegisterer(r prometheus.Registerer) Option {
+	return option.NotNil(ErrInvalidOption, "registerer", r, func(o *options) { o.registerer = r })
+}

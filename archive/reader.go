@@ -1,0 +1,280 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// Reader reads E2A_ARCHIVE by the E2A_AUDIT sequences and store times its
+// batches hold: a binary search over the batches' headers (log2(batches)
+// direct gets), then one batch decompressed. It needs direct gets on
+// E2A_ARCHIVE only (a read-only user). A Reader keeps the last batches it
+// decompressed (WithCacheBatches) and is safe for concurrent use.
+type Reader struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+	o  options
+
+	mu    sync.Mutex
+	cache map[uint64]*Batch
+	order []uint64
+}
+
+// Batch is one stored batch: its sequence in E2A_ARCHIVE, what its headers
+// say, and its records once decoded.
+type Batch struct {
+	Seq         uint64
+	First, Last uint64    // E2A_AUDIT sequences
+	From, Until time.Time // their store times
+	Count       int
+	Records     []Record
+}
+
+// Span is what the archive holds: its first and last batches' E2A_ARCHIVE
+// sequences and the E2A_AUDIT sequences and time they start and end with.
+// Exists is false without E2A_ARCHIVE; Empty when it holds no batch.
+type Span struct {
+	Exists, Empty         bool
+	FirstBatch, LastBatch uint64
+	First, Last           uint64
+	FirstTime             time.Time
+}
+
+// NewReader returns a Reader on nc. It returns ErrInvalidOption for a nil
+// connection or a bad option.
+func NewReader(nc *nats.Conn, opts ...Option) (*Reader, error) {
+	if nc == nil {
+		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{nc: nc, js: js, o: o, cache: map[uint64]*Batch{}}, nil
+}
+
+// Span reads what the archive holds now.
+func (r *Reader) Span(ctx context.Context) (Span, error) {
+	st, err := r.js.Stream(ctx, streams.ArchiveStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return Span{}, nil
+	}
+	if err != nil {
+		return Span{}, err
+	}
+	info := st.CachedInfo()
+	sp := Span{Exists: true, Empty: info.State.Msgs == 0}
+	if sp.Empty {
+		return sp, nil
+	}
+	first, err := r.header(ctx, info.State.FirstSeq)
+	if err != nil {
+		return Span{}, err
+	}
+	last, err := r.header(ctx, info.State.LastSeq)
+	if err != nil {
+		return Span{}, err
+	}
+	sp.FirstBatch, sp.LastBatch = first.Seq, last.Seq
+	sp.First, sp.Last, sp.FirstTime = first.First, last.Last, first.From
+	return sp, nil
+}
+
+// header returns the batch stored at seq or, when that one is gone (aged
+// out), the next one, without decoding its records.
+func (r *Reader) header(ctx context.Context, seq uint64) (*Batch, error) {
+	if b := r.cached(seq); b != nil {
+		return b, nil
+	}
+	m, err := r.get(ctx, seq)
+	if err != nil {
+		return nil, err
+	}
+	return parseHeader(m)
+}
+
+// get reads the batch stored at seq, or the next one.
+func (r *Reader) get(ctx context.Context, seq uint64) (streams.RawMsg, error) {
+	msgs, _, err := streams.DirectGetBatch(ctx, r.nc, streams.ArchiveStream, subjects.ArchiveBatches, seq, 1)
+	if err == nil && len(msgs) == 0 {
+		err = streams.ErrNoMessages
+	}
+	if err != nil {
+		return streams.RawMsg{}, err
+	}
+	return msgs[0], nil
+}
+
+// parseHeader reads a stored batch's headers.
+func parseHeader(m streams.RawMsg) (*Batch, error) {
+	b := &Batch{Seq: m.Seq}
+	var errs []error
+	u := func(name string) uint64 {
+		v, err := strconv.ParseUint(m.Header.Get(name), 10, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("header %s: %v", name, err))
+		}
+		return v
+	}
+	t := func(name string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, m.Header.Get(name))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("header %s: %v", name, err))
+		}
+		return v
+	}
+	b.First, b.Last = u(subjects.HeaderArchiveFirst), u(subjects.HeaderArchiveLast)
+	b.From, b.Until = t(subjects.HeaderArchiveFrom), t(subjects.HeaderArchiveUntil)
+	b.Count = int(u(subjects.HeaderArchiveCount))
+	if len(errs) == 0 && (b.First > b.Last || b.Count < 1) {
+		errs = append(errs, fmt.Errorf("range %d..%d of %d messages", b.First, b.Last, b.Count))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: batch %d: %w", ErrCorrupt, m.Seq, errors.Join(errs...))
+	}
+	return b, nil
+}
+
+// Load returns the batch stored at seq (or the next one, when that one is
+// gone) with its records.
+func (r *Reader) Load(ctx context.Context, seq uint64) (*Batch, error) {
+	if b := r.cached(seq); b != nil && b.Records != nil {
+		return b, nil
+	}
+	m, err := r.get(ctx, seq)
+	if err != nil {
+		return nil, err
+	}
+	b, err := parseHeader(m)
+	if err != nil {
+		return nil, err
+	}
+	if b.Records, err = Decode(m.Data); err != nil {
+		return nil, fmt.Errorf("batch %d: %w", b.Seq, err)
+	}
+	if len(b.Records) != b.Count {
+		return nil, fmt.Errorf("%w: batch %d holds %d messages, its header says %d", ErrCorrupt, b.Seq, len(b.Records), b.Count)
+	}
+	r.keep(b)
+	return b, nil
+}
+
+func (r *Reader) cached(seq uint64) *Batch {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cache[seq]
+}
+
+func (r *Reader) keep(b *Batch) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.cache[b.Seq]; ok {
+		return
+	}
+	if len(r.order) >= r.o.cacheBatches {
+		delete(r.cache, r.order[0])
+		r.order = r.order[1:]
+	}
+	r.cache[b.Seq] = b
+	r.order = append(r.order, b.Seq)
+}
+
+// search returns the first batch of sp for which after says true (after
+// must be false, then true, along the batches), or 0 when none.
+func (r *Reader) search(ctx context.Context, sp Span, after func(*Batch) bool) (uint64, error) {
+	lo, hi := sp.FirstBatch, sp.LastBatch+1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		b, err := r.header(ctx, mid)
+		if errors.Is(err, streams.ErrNoMessages) {
+			hi = mid
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if after(b) {
+			hi = mid
+		} else {
+			lo = b.Seq + 1
+		}
+	}
+	if lo > sp.LastBatch {
+		return 0, nil
+	}
+	return lo, nil
+}
+
+// SeqAtTime returns the E2A_AUDIT sequence of the first archived message
+// stored at or after t, sp.Last+1 when none is.
+func (r *Reader) SeqAtTime(ctx context.Context, sp Span, t time.Time) (uint64, error) {
+	if !sp.Exists || sp.Empty {
+		return 0, nil
+	}
+	bs, err := r.search(ctx, sp, func(b *Batch) bool { return !b.Until.Before(t) })
+	if err != nil || bs == 0 {
+		return sp.Last + 1, err
+	}
+	b, err := r.Load(ctx, bs)
+	if err != nil {
+		return 0, err
+	}
+	for _, rec := range b.Records {
+		if !rec.Time.Before(t) {
+			return rec.Seq, nil
+		}
+	}
+	return b.Last + 1, nil
+}
+
+// Records returns the archived messages from E2A_AUDIT sequence from on,
+// in sequence order, each once (a message two batches hold, stored by two
+// archivers racing, is returned from the first), up to sp.Last.
+func (r *Reader) Records(ctx context.Context, sp Span, from uint64) iter.Seq2[Record, error] {
+	return func(yield func(Record, error) bool) {
+		if !sp.Exists || sp.Empty || from > sp.Last {
+			return
+		}
+		bs, err := r.search(ctx, sp, func(b *Batch) bool { return b.Last >= from })
+		if err != nil {
+			yield(Record{}, err)
+			return
+		}
+		next := from
+		for bs != 0 && bs <= sp.LastBatch {
+			b, err := r.Load(ctx, bs)
+			if errors.Is(err, streams.ErrNoMessages) {
+				return
+			}
+			if err != nil {
+				yield(Record{}, err)
+				return
+			}
+			for _, rec := range b.Records {
+				if rec.Seq < next || rec.Seq > sp.Last {
+					continue
+				}
+				if !yield(rec, nil) {
+					return
+				}
+				next = rec.Seq + 1
+			}
+			bs = b.Seq + 1
+		}
+	}
+}

@@ -1,0 +1,107 @@
+package audit
+
+import (
+	"context"
+	"iter"
+	"strings"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/archive"
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// The archive (package archive) holds E2A_AUDIT's messages in compressed
+// batches, by their E2A_AUDIT sequences, for longer than E2A_AUDIT keeps
+// them. The auditor reads it as the part of E2A_AUDIT's sequence that
+// E2A_AUDIT no longer holds: the audit's state starts at the archive's
+// first message, a read from a sequence before E2A_AUDIT's first reads
+// the archive's records up to it and then E2A_AUDIT, and a time before
+// E2A_AUDIT's first message is found in the batches' headers. Everything
+// above (the search from an id's time, the partition scans, the checks)
+// is the same for both.
+
+// withArchive extends the audit's state st with the archive: st.first
+// becomes the archive's first message when the archive starts earlier.
+func (a *Auditor) withArchive(ctx context.Context, st streamState) (streamState, error) {
+	var sp archive.Span
+	err := a.call(ctx, func(c context.Context) error {
+		var e error
+		sp, e = a.arch.Span(c)
+		return e
+	})
+	if err != nil {
+		return st, err
+	}
+	st.held, st.heldTime = st.first, st.firstTime
+	if !sp.Exists || sp.Empty || sp.First >= st.first {
+		return st, nil
+	}
+	st.arch = sp
+	st.first, st.firstTime = sp.First, sp.FirstTime
+	return st, nil
+}
+
+// archived reports whether st reads the archive before E2A_AUDIT.
+func (st streamState) archived() bool { return st.arch.Exists && !st.arch.Empty }
+
+// archiveSeqAtTime is seqAtTime for a time before E2A_AUDIT's first
+// message: the first archived message stored at or after t, or
+// E2A_AUDIT's first when the archive holds none.
+func (a *Auditor) archiveSeqAtTime(ctx context.Context, st streamState, t time.Time) (uint64, error) {
+	var seq uint64
+	err := a.call(ctx, func(c context.Context) error {
+		var e error
+		seq, e = a.arch.SeqAtTime(c, st.arch, t)
+		return e
+	})
+	return min(seq, st.held), err
+}
+
+// auditSeq iterates over the audit's messages under subject from sequence
+// from on: the archived ones before E2A_AUDIT's first, then E2A_AUDIT's
+// (read with read).
+func (a *Auditor) auditSeq(ctx context.Context, st streamState, subject string, from uint64,
+	read func(ctx context.Context, stream, subject string, from uint64) iter.Seq2[streams.RawMsg, error]) iter.Seq2[streams.RawMsg, error] {
+	return func(yield func(streams.RawMsg, error) bool) {
+		if st.archived() && from < st.held {
+			for r, err := range a.arch.Records(ctx, st.arch, from) {
+				if err != nil {
+					yield(streams.RawMsg{}, err)
+					return
+				}
+				if r.Seq >= st.held {
+					break
+				}
+				if !subjectMatches(subject, r.Subject) {
+					continue
+				}
+				if !yield(streams.RawMsg{Subject: r.Subject, Seq: r.Seq, Time: r.Time, Header: r.Header, Data: r.Data}, nil) {
+					return
+				}
+			}
+			from = st.held
+		}
+		for m, err := range read(ctx, st.name, subject, from) {
+			if !yield(m, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// subjectMatches reports whether subject matches filter (tokens, "*" one
+// token, ">" the rest).
+func subjectMatches(filter, subject string) bool {
+	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
+	for i, tok := range f {
+		switch {
+		case tok == ">":
+			return len(s) > i
+		case i >= len(s):
+			return false
+		case tok != "*" && tok != s[i]:
+			return false
+		}
+	}
+	return len(f) == len(s)
+}
