@@ -3,19 +3,21 @@ package archive_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/e2a-pipeline/pipeline/archive"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -75,36 +77,29 @@ func TestArchiveEveryAuditMessage(t *testing.T) {
 			}
 		}
 	}
-	if n := testutil.ToFloat64(metric(t, reg, "e2a_archive_records_total")); n != float64(last) {
+	if n := metricValue(t, reg, "e2a_archive_records_total"); n != float64(last) {
 		t.Errorf("records metric %v, want %d", n, last)
 	}
-	in, out := testutil.ToFloat64(metric(t, reg, "e2a_archive_bytes_in_total")), testutil.ToFloat64(metric(t, reg, "e2a_archive_bytes_out_total"))
+	in, out := metricValue(t, reg, "e2a_archive_bytes_in_total"), metricValue(t, reg, "e2a_archive_bytes_out_total")
 	if out <= 0 || out >= in/2 {
 		t.Errorf("bytes in %v, out %v: want at least 2x compression of the test's repetitive frames", in, out)
 	}
 }
 
-// metric returns the collector named name registered on reg.
-func metric(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
+// metricValue returns the value of the counter name registered on reg (0
+// before it is).
+func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	return &gathered{reg: reg, name: name}
-}
-
-// gathered collects the metric name from a registry (for testutil).
-type gathered struct {
-	reg  *prometheus.Registry
-	name string
-}
-
-func (g *gathered) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(g, ch) }
-func (g *gathered) Collect(ch chan<- prometheus.Metric) {
-	ch2 := make(chan prometheus.Metric, 64)
-	go func() { g.reg.Collect(ch2); close(ch2) }()
-	for m := range ch2 {
-		if bytes.Contains([]byte(m.Desc().String()), []byte(`"`+g.name+`"`)) {
-			ch <- m
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.Metric) == 1 {
+			return mf.Metric[0].GetCounter().GetValue()
 		}
 	}
+	return 0
 }
 
 // The archiver keeps no state: stopped and started again (or another
@@ -145,34 +140,144 @@ func TestTwoArchiversStoreEachMessageOnce(t *testing.T) {
 	last := auditLast(t, js, 240)
 	waitArchived(t, nc, last)
 	checkContiguous(t, batches(t, nc), 1, last)
-	t.Logf("conflicts: %v", testutil.ToFloat64(metric(t, reg, "e2a_archive_conflicts_total")))
+	t.Logf("conflicts: %v", metricValue(t, reg, "e2a_archive_conflicts_total"))
 }
 
-// Messages E2A_AUDIT dropped (its byte limit) before the archiver read them
-// are counted as missed; the archive starts at E2A_AUDIT's first message.
-func TestArchiveCountsMessagesDroppedBeforeArchiving(t *testing.T) {
+// Messages E2A_AUDIT dropped (its byte limit) while no archiver ran are
+// counted as missed, once, by the archiver that stores the batch after
+// them (two run here); what E2A_AUDIT dropped before the archive of it
+// began is not. The archive goes on from E2A_AUDIT's first message.
+func TestArchiveCountsWhatE2AAuditDroppedUnarchived(t *testing.T) {
 	t.Parallel()
 	cfg := natstest.Config()
 	cfg.AuditMaxBytes = 64 << 10
-	_, nc := natstest.RunServer(t, natstest.WithConfig(cfg))
+	srv, nc := natstest.RunServer(t, natstest.WithConfig(cfg))
 	js := natstest.JetStream(t, nc)
-	traffic(t, nc, js, "m", 150)
+	traffic(t, nc, js, "before", 150) // dropped before any archive: not missed
 	auditLastAtLeast(t, js, 450)
+	reg := prometheus.NewRegistry()
+	stop := startArchiver(t, nc, append(fast, archive.WithRegisterer(reg))...)
+	waitArchived(t, nc, auditState(t, js).LastSeq)
+	stop()
+	archived := auditState(t, js).LastSeq
+	traffic(t, nc, js, "while", 150) // E2A_AUDIT drops some of what the archive has not read
+	auditLastAtLeast(t, js, archived+450)
+	st := auditState(t, js)
+	if st.FirstSeq <= archived+1 {
+		t.Fatalf("E2A_AUDIT dropped nothing unarchived (first %d, archived to %d)", st.FirstSeq, archived)
+	}
+	for range 2 {
+		anc, err := srv.Connect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(anc.Close)
+		startArchiver(t, anc, append(fast, archive.WithRegisterer(reg))...)
+	}
+	waitArchived(t, nc, st.LastSeq)
+	bs := batches(t, nc)
+	if n := metricValue(t, reg, "e2a_archive_missed_total"); n != float64(st.FirstSeq-archived-1) {
+		t.Errorf("missed %v, want %d (E2A_AUDIT %d.., archived to %d)", n, st.FirstSeq-archived-1, st.FirstSeq, archived)
+	}
+	var resumed []*archive.Batch
+	for _, b := range bs {
+		if b.First > archived {
+			resumed = append(resumed, b)
+		}
+	}
+	checkContiguous(t, resumed, st.FirstSeq, st.LastSeq)
+}
+
+// auditState returns E2A_AUDIT's state.
+func auditState(t *testing.T, js jetstream.JetStream) jetstream.StreamState {
+	t.Helper()
 	st, err := js.Stream(context.Background(), streams.AuditStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := st.CachedInfo().State.FirstSeq
-	if first <= 1 {
-		t.Fatalf("E2A_AUDIT dropped nothing (first %d)", first)
-	}
-	last := st.CachedInfo().State.LastSeq
+	return st.CachedInfo().State
+}
+
+// A message too large for any batch under max_payload (incompressible,
+// near the limit) is left in E2A_AUDIT and counted as skipped, not as
+// missed; the archive goes on after it.
+func TestArchiveSkipsWhatNoBatchHolds(t *testing.T) {
+	t.Parallel()
+	_, nc := natstest.RunServer(t, natstest.WithMaxPayload(64<<10))
+	js := natstest.JetStream(t, nc)
 	reg := prometheus.NewRegistry()
 	startArchiver(t, nc, append(fast, archive.WithRegisterer(reg))...)
-	waitArchived(t, nc, last)
-	checkContiguous(t, batches(t, nc), first, last)
-	if n := testutil.ToFloat64(metric(t, reg, "e2a_archive_missed_total")); n != float64(first-1) {
-		t.Errorf("missed %v, want %d", n, first-1)
+	big := make([]byte, 64<<10-400) // incompressible: random
+	if _, err := rand.Read(big); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := js.Publish(ctx, "e2a.req.p.big-1", big); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "e2a.req.p.small-1", []byte(`{"request_id":"small-1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	auditLastAtLeast(t, js, 2)
+	waitArchived(t, nc, 2)
+	bs := batches(t, nc)
+	var seqs []uint64
+	for _, b := range bs {
+		for _, r := range b.Records {
+			seqs = append(seqs, r.Seq)
+		}
+	}
+	if !slices.Equal(seqs, []uint64{2}) {
+		t.Fatalf("archived %v, want E2A_AUDIT's message 2 only", seqs)
+	}
+	skipped, missed := metricValue(t, reg, "e2a_archive_skipped_total"), metricValue(t, reg, "e2a_archive_missed_total")
+	if skipped != 1 || missed != 0 {
+		t.Errorf("skipped %v, missed %v; want 1 and 0", skipped, missed)
+	}
+}
+
+// E2A_AUDIT deleted and applied again (how AuditPartitions changes)
+// starts its sequences again: the archiver archives the new stream from
+// its first message in a new epoch, and a Reader's span is the new
+// epoch's.
+func TestArchiveFollowsANewE2AAudit(t *testing.T) {
+	t.Parallel()
+	_, nc := natstest.RunServer(t)
+	js := natstest.JetStream(t, nc)
+	startArchiver(t, nc, fast...)
+	traffic(t, nc, js, "old", 20)
+	waitArchived(t, nc, auditLast(t, js, 60))
+	ctx := context.Background()
+	if err := js.DeleteStream(ctx, streams.AuditStream); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := streams.Apply(ctx, js, natstest.Config()); err != nil {
+		t.Fatalf("apply: %v\n%s", err, rep)
+	}
+	natstest.Purge(t, js, streams.RequestsStream, streams.ResponsesStream) // the new audit copies what follows
+	traffic(t, nc, js, "new", 5)
+	last := auditLast(t, js, 15)
+	r, err := archive.NewReader(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sp archive.Span
+	testkit.Eventually(t, 20*time.Second, "the new E2A_AUDIT archived", func() bool {
+		sp, err = r.Span(ctx)
+		return err == nil && sp.Last == last && sp.First == 1
+	})
+	var got []uint64
+	for rec, err := range r.Records(ctx, sp, 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, rec.Seq)
+		if !strings.Contains(rec.Header.Get(subjects.HeaderRequestID), "new-") {
+			t.Fatalf("record %d of the new epoch is %s's", rec.Seq, rec.Header.Get(subjects.HeaderRequestID))
+		}
+	}
+	if uint64(len(got)) != last {
+		t.Errorf("the new epoch's records %v, want 1..%d", got, last)
 	}
 }
 

@@ -85,10 +85,12 @@ func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
 }
 
 // position is where the archive ends: the E2A_AUDIT sequence of its last
-// archived message and the archive's sequence of the batch holding it (0
-// and 0 for an empty archive).
+// archived message (0 before the first of the epoch), the archive's
+// sequence of the batch holding it (0 for an empty archive), and the
+// epoch of E2A_AUDIT the sequences are of.
 type position struct {
 	auditSeq, batchSeq uint64
+	epoch              time.Time
 }
 
 // lastPosition reads the archive's last batch.
@@ -100,11 +102,11 @@ func (a *archiver) lastPosition(ctx context.Context) (position, error) {
 	if err != nil {
 		return position{}, err
 	}
-	last, err := strconv.ParseUint(m.Header.Get(subjects.HeaderArchiveLast), 10, 64)
+	b, err := parseHeader(m)
 	if err != nil {
-		return position{}, fmt.Errorf("%w: batch %d: header %s: %v", ErrCorrupt, m.Seq, subjects.HeaderArchiveLast, err)
+		return position{}, err
 	}
-	return position{auditSeq: last, batchSeq: m.Seq}, nil
+	return position{auditSeq: b.Last, batchSeq: b.Seq, epoch: b.Epoch}, nil
 }
 
 // session archives from the archive's last batch on, until an error or
@@ -113,6 +115,19 @@ func (a *archiver) session(ctx context.Context) error {
 	pos, err := a.lastPosition(ctx)
 	if err != nil {
 		return err
+	}
+	st, err := a.js.Stream(ctx, streams.AuditStream)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", streams.AuditStream, err)
+	}
+	if epoch := st.CachedInfo().Created; !pos.epoch.Equal(epoch) {
+		if pos.batchSeq > 0 {
+			// E2A_AUDIT was deleted and applied again: its sequences
+			// start again. The archive keeps the old epoch's batches.
+			a.log.Warn("E2A_AUDIT is a new stream: archiving it from its first message in a new epoch",
+				"previous_epoch", pos.epoch, "epoch", epoch)
+		}
+		pos.auditSeq, pos.epoch = 0, epoch
 	}
 	cons, err := a.js.OrderedConsumer(ctx, streams.AuditStream, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
@@ -137,15 +152,40 @@ func (a *archiver) session(ctx context.Context) error {
 			return err
 		}
 		if msg != nil {
-			a.add(b, msg, &pos)
+			a.add(b, msg)
 		}
-		if len(b.recs) > 0 && (b.size >= a.o.batchBytes || time.Since(b.started) >= a.o.flushInterval) {
+		full := len(b.recs) > 0 && (b.size >= a.o.batchBytes || len(b.recs) >= MaxBatchRecords || time.Since(b.started) >= a.o.flushInterval)
+		if msg == nil || full {
+			// Idle, or about to store: is E2A_AUDIT still the stream the
+			// sequences are of? (The ordered consumer follows a new one
+			// from the old sequence, silently.)
+			if err := a.sameEpoch(ctx, pos.epoch); err != nil {
+				return err
+			}
+		}
+		if full {
 			if err := a.store(ctx, b.recs, &pos); err != nil {
 				return err
 			}
 			*b = batch{}
 		}
 	}
+}
+
+// errNewEpoch: E2A_AUDIT was deleted and created again under the session.
+var errNewEpoch = errors.New("archive: E2A_AUDIT is a new stream")
+
+// sameEpoch returns errNewEpoch when E2A_AUDIT is not the stream created
+// at epoch any more.
+func (a *archiver) sameEpoch(ctx context.Context, epoch time.Time) error {
+	st, err := a.js.Stream(ctx, streams.AuditStream)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", streams.AuditStream, err)
+	}
+	if !st.CachedInfo().Created.Equal(epoch) {
+		return errNewEpoch
+	}
+	return nil
 }
 
 // next returns the next E2A_AUDIT message, nil when wait passed first.
@@ -174,29 +214,36 @@ type batch struct {
 	started time.Time
 }
 
-// add appends msg to b, counting the messages E2A_AUDIT dropped before
-// it (a jump past the next sequence expected).
-func (a *archiver) add(b *batch, msg jetstream.Msg, pos *position) {
+// add appends msg to b.
+func (a *archiver) add(b *batch, msg jetstream.Msg) {
 	meta, err := msg.Metadata()
 	if err != nil {
 		a.log.Warn("E2A_AUDIT message without metadata skipped", "err", err)
 		return
 	}
-	seq := meta.Sequence.Stream
-	next := pos.auditSeq + 1
-	if len(b.recs) > 0 {
-		next = b.recs[len(b.recs)-1].Seq + 1
-	}
-	if seq > next {
-		a.m.missed.Add(float64(seq - next))
-		a.log.Error("E2A_AUDIT dropped messages before they were archived", "first", next, "last", seq-1)
-	}
 	if len(b.recs) == 0 {
 		b.started = time.Now()
 	}
-	r := Record{Seq: seq, Time: meta.Timestamp, Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data()}
+	r := Record{Seq: meta.Sequence.Stream, Time: meta.Timestamp, Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data()}
 	b.recs = append(b.recs, r)
 	b.size += r.size()
+}
+
+// gaps counts the E2A_AUDIT messages between pos and the records stored
+// after it that E2A_AUDIT dropped before they were read: once, by the
+// archiver whose batch was stored. Before the first batch of an epoch
+// nothing was archived to miss from.
+func (a *archiver) gaps(recs []Record, pos position) {
+	prev := pos.auditSeq
+	for _, r := range recs {
+		if prev > 0 && r.Seq > prev+1 {
+			a.m.missed.Add(float64(r.Seq - prev - 1))
+			a.log.Error("E2A_AUDIT dropped messages before they were archived", "first", prev+1, "last", r.Seq-1)
+		} else if prev == 0 && r.Seq > 1 {
+			a.log.Info("the archive of this E2A_AUDIT starts at its first message", "seq", r.Seq)
+		}
+		prev = r.Seq
+	}
 }
 
 // maxHeaderBytes is room kept under max_payload for a batch's headers.
@@ -212,8 +259,12 @@ func (a *archiver) store(ctx context.Context, recs []Record, pos *position) erro
 	}
 	if err != nil || int64(len(data)+maxHeaderBytes) > a.nc.MaxPayload() {
 		if len(recs) == 1 {
+			// Left out; the next batch goes on after it (not a gap). After
+			// a restart before that batch it is skipped, and counted, again.
 			a.m.skipped.Inc()
 			a.log.Error("E2A_AUDIT message too large to archive: left in E2A_AUDIT only", "seq", recs[0].Seq, "bytes", len(recs[0].Data))
+			a.gaps(recs, *pos)
+			pos.auditSeq = recs[0].Seq
 			return nil
 		}
 		half := len(recs) / 2
@@ -230,10 +281,12 @@ func (a *archiver) store(ctx context.Context, recs []Record, pos *position) erro
 	msg.Header.Set(subjects.HeaderArchiveFrom, first.Time.UTC().Format(time.RFC3339Nano))
 	msg.Header.Set(subjects.HeaderArchiveUntil, last.Time.UTC().Format(time.RFC3339Nano))
 	msg.Header.Set(subjects.HeaderArchiveCount, strconv.Itoa(len(recs)))
+	msg.Header.Set(subjects.HeaderArchiveEpoch, pos.epoch.UTC().Format(time.RFC3339Nano))
 	ack, err := a.publish(ctx, msg, pos.batchSeq)
 	if err != nil {
 		return err
 	}
+	a.gaps(recs, *pos)
 	pos.batchSeq, pos.auditSeq = ack.Sequence, last.Seq
 	in := 0
 	for i := range recs {

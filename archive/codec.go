@@ -36,12 +36,21 @@ func (r *Record) size() int {
 	return n
 }
 
+// maxHeaderValues bounds the header values of a record (a NATS message's
+// headers are a handful; Encode refuses more).
+const maxHeaderValues = 1024
+
 // formatV1 is the first byte of a batch's uncompressed form.
 const formatV1 = 1
 
 // MaxBatchBytes bounds a batch's uncompressed form: Decode refuses more
 // (a batch is at most WithBatchBytes, ≤ 8 MiB, plus one record).
 const MaxBatchBytes = 16 << 20
+
+// MaxBatchRecords bounds the records of a batch: the archiver closes a
+// batch at this many, Encode and Decode refuse more (so that a small
+// corrupt batch cannot decode to millions of empty records).
+const MaxBatchRecords = 10000
 
 var (
 	encOnce sync.Once
@@ -69,6 +78,9 @@ func Encode(recs []Record) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(recs) > MaxBatchRecords {
+		return nil, fmt.Errorf("%w: %d records, at most %d", ErrBatchTooLarge, len(recs), MaxBatchRecords)
+	}
 	var (
 		b       bytes.Buffer
 		scratch [binary.MaxVarintLen64]byte
@@ -89,6 +101,9 @@ func Encode(recs []Record) ([]byte, error) {
 			n += len(vs)
 		}
 		sort.Strings(keys)
+		if n > maxHeaderValues {
+			return nil, fmt.Errorf("%w: record %d has %d header values, at most %d", ErrBatchTooLarge, r.Seq, n, maxHeaderValues)
+		}
 		put(uint64(n))
 		for _, k := range keys {
 			for _, v := range r.Header[k] {
@@ -126,6 +141,9 @@ func Decode(b []byte) ([]Record, error) {
 	}
 	var out []Record
 	for r.Len() > 0 {
+		if len(out) == MaxBatchRecords {
+			return nil, fmt.Errorf("%w: more than %d records", ErrCorrupt, MaxBatchRecords)
+		}
 		rec, err := decodeRecord(r)
 		if err != nil {
 			return nil, fmt.Errorf("%w: record %d: %v", ErrCorrupt, len(out), err)
@@ -156,8 +174,11 @@ func decodeRecord(r *bytes.Reader) (Record, error) {
 	if n > uint64(r.Len()) {
 		return rec, io.ErrUnexpectedEOF
 	}
+	if n > maxHeaderValues {
+		return rec, fmt.Errorf("%d header values, at most %d", n, maxHeaderValues)
+	}
 	if n > 0 {
-		rec.Header = make(nats.Header, n)
+		rec.Header = make(nats.Header, min(n, 16))
 	}
 	for range n {
 		k, err := readString(r)

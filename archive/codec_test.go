@@ -2,11 +2,14 @@ package archive_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/archive"
@@ -85,4 +88,32 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("re-decoded %d records (%v), want %d", len(back), err, len(recs))
 		}
 	})
+}
+
+// Decode of a corrupt batch allocates in proportion to what it
+// decompresses to, within a small factor: a record claiming a million
+// header values, or a megabyte of zero bytes (each an empty record), is
+// refused before it costs more.
+func TestDecodeBoundsMemory(t *testing.T) {
+	const size = 1 << 20
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, raw := range map[string][]byte{
+		"header count":  append(binary.AppendUvarint([]byte{1, 0, 0, 0}, size), make([]byte, size)...),
+		"empty records": append([]byte{1}, make([]byte, size)...),
+	} {
+		data := enc.EncodeAll(raw, nil)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		recs, err := archive.Decode(data)
+		runtime.ReadMemStats(&after)
+		if n := after.TotalAlloc - before.TotalAlloc; n > 8*size {
+			t.Errorf("%s: Decode of %d bytes (%d decompressed) allocated %d MiB", name, len(data), len(raw), n>>20)
+		}
+		if !errors.Is(err, archive.ErrCorrupt) || recs != nil {
+			t.Errorf("%s: %d records, %v; want ErrCorrupt", name, len(recs), err)
+		}
+	}
 }

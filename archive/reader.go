@@ -38,17 +38,22 @@ type Batch struct {
 	First, Last uint64    // E2A_AUDIT sequences
 	From, Until time.Time // their store times
 	Count       int
+	Epoch       time.Time // the E2A_AUDIT its sequences are of (its creation time)
 	Records     []Record
 }
 
-// Span is what the archive holds: its first and last batches' E2A_ARCHIVE
-// sequences and the E2A_AUDIT sequences and time they start and end with.
-// Exists is false without E2A_ARCHIVE; Empty when it holds no batch.
+// Span is what the archive holds of the E2A_AUDIT of its last batch's
+// epoch (Epoch, that stream's creation time; the batches of an earlier
+// E2A_AUDIT, deleted and applied again, are left out: their sequences are
+// another stream's): its first and last batches' E2A_ARCHIVE sequences
+// and the E2A_AUDIT sequences and time they start and end with. Exists is
+// false without E2A_ARCHIVE; Empty when it holds no batch.
 type Span struct {
 	Exists, Empty         bool
 	FirstBatch, LastBatch uint64
 	First, Last           uint64
 	FirstTime             time.Time
+	Epoch                 time.Time
 }
 
 // NewReader returns a Reader on nc. It returns ErrInvalidOption for a nil
@@ -82,15 +87,19 @@ func (r *Reader) Span(ctx context.Context) (Span, error) {
 	if sp.Empty {
 		return sp, nil
 	}
-	first, err := r.header(ctx, info.State.FirstSeq)
-	if err != nil {
-		return Span{}, err
-	}
 	last, err := r.header(ctx, info.State.LastSeq)
 	if err != nil {
 		return Span{}, err
 	}
-	sp.FirstBatch, sp.LastBatch = first.Seq, last.Seq
+	sp.FirstBatch, sp.LastBatch, sp.Epoch = info.State.FirstSeq, last.Seq, last.Epoch
+	// The epoch's first batch: epochs only grow along the archive.
+	if sp.FirstBatch, err = r.search(ctx, sp, func(b *Batch) bool { return !b.Epoch.Before(last.Epoch) }); err != nil {
+		return Span{}, err
+	}
+	first, err := r.header(ctx, sp.FirstBatch)
+	if err != nil {
+		return Span{}, err
+	}
 	sp.First, sp.Last, sp.FirstTime = first.First, last.Last, first.From
 	return sp, nil
 }
@@ -108,16 +117,31 @@ func (r *Reader) header(ctx context.Context, seq uint64) (*Batch, error) {
 	return parseHeader(m)
 }
 
+// getAttempts is how many times a direct get is sent when it times out or
+// finds no responder (E2A_ARCHIVE between two leaders).
+const getAttempts = 3
+
 // get reads the batch stored at seq, or the next one.
 func (r *Reader) get(ctx context.Context, seq uint64) (streams.RawMsg, error) {
-	msgs, _, err := streams.DirectGetBatch(ctx, r.nc, streams.ArchiveStream, subjects.ArchiveBatches, seq, 1)
-	if err == nil && len(msgs) == 0 {
-		err = streams.ErrNoMessages
+	var err error
+	for range getAttempts {
+		var msgs []streams.RawMsg
+		gctx, cancel := context.WithTimeout(ctx, streams.DefaultDirectGetTimeout)
+		msgs, _, err = streams.DirectGetBatch(gctx, r.nc, streams.ArchiveStream, subjects.ArchiveBatches, seq, 1)
+		cancel()
+		if err == nil && len(msgs) == 0 {
+			err = streams.ErrNoMessages
+		}
+		if err == nil {
+			return msgs[0], nil
+		}
+		retry := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+			errors.Is(err, nats.ErrNoResponders) || errors.Is(err, streams.ErrDirectGet)
+		if !retry || ctx.Err() != nil {
+			break
+		}
 	}
-	if err != nil {
-		return streams.RawMsg{}, err
-	}
-	return msgs[0], nil
+	return streams.RawMsg{}, err
 }
 
 // parseHeader reads a stored batch's headers.
@@ -140,8 +164,9 @@ func parseHeader(m streams.RawMsg) (*Batch, error) {
 	}
 	b.First, b.Last = u(subjects.HeaderArchiveFirst), u(subjects.HeaderArchiveLast)
 	b.From, b.Until = t(subjects.HeaderArchiveFrom), t(subjects.HeaderArchiveUntil)
-	b.Count = int(u(subjects.HeaderArchiveCount))
-	if len(errs) == 0 && (b.First > b.Last || b.Count < 1) {
+	b.Count = int(min(u(subjects.HeaderArchiveCount), MaxBatchRecords+1))
+	b.Epoch = t(subjects.HeaderArchiveEpoch)
+	if len(errs) == 0 && (b.First > b.Last || b.Count < 1 || b.Count > MaxBatchRecords) {
 		errs = append(errs, fmt.Errorf("range %d..%d of %d messages", b.First, b.Last, b.Count))
 	}
 	if len(errs) > 0 {

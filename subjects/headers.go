@@ -75,6 +75,10 @@ const (
 	HeaderArchiveUntil = "E2A-Archive-Until"
 	// HeaderArchiveCount is how many messages the batch holds.
 	HeaderArchiveCount = "E2A-Archive-Count"
+	// HeaderArchiveEpoch names the E2A_AUDIT the batch's sequences are of:
+	// its creation time (RFC 3339, nanoseconds). A new E2A_AUDIT (deleted
+	// and applied again) starts its sequences again, in a new epoch.
+	HeaderArchiveEpoch = "E2A-Archive-Epoch"
 )
 
 // FrameMsgID returns the deduplication id of frame seq of a request:

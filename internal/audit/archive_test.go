@@ -160,3 +160,64 @@ func archivedServer(t *testing.T) (jetstream.JetStream, *nats.Conn, func(context
 	}
 	return js, nc, settle
 }
+
+// A replay that began while E2A_AUDIT still held a request reads it from
+// the archive when E2A_AUDIT drops it in the meantime (E2A_AUDIT is kept
+// at its limit, so its head moves all the time): the archive is read to
+// its end as the replay reaches it, then E2A_AUDIT after it.
+func TestReplayWhileE2AAuditDropsItsHead(t *testing.T) {
+	t.Parallel()
+	nc, _, _, _ := archivedHistory(t, true) // the archive starts before E2A_AUDIT
+	js := natstest.JetStream(t, nc)
+	r, err := archive.NewReader(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archived := func(seq uint64) {
+		testkit.Eventually(t, 15*time.Second, "the archive caught up", func() bool {
+			sp, err := r.Span(context.Background())
+			return err == nil && !sp.Empty && sp.Last >= seq
+		})
+	}
+	b := uuid.Must(uuid.NewV7()).String()
+	completeRequest(t, js, "demo", &e2a.Envelope{RequestID: b, Method: "chat"}, 3)
+	testkit.Eventually(t, 15*time.Second, "E2A_AUDIT copied b", func() bool {
+		return natstest.StoredWith(t, js, b, streams.AuditStream) >= 5
+	})
+	bLast := auditState(t, js).LastSeq
+	archived(bLast)
+	natstest.Purge(t, js, streams.RequestsStream, streams.ResponsesStream)
+	if first := auditState(t, js).FirstSeq; first > bLast-4 {
+		t.Fatalf("E2A_AUDIT already dropped b (first %d, b ends at %d)", first, bLast)
+	}
+
+	a, err := audit.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := map[string]*audit.Summary{}
+	pushed := false
+	_, err = a.Replay(testCtx(t), audit.Query{RequestIDs: []string{"client-none", b}}, func(rec audit.Record) error {
+		if rec.Kind != audit.KindSummary {
+			return nil
+		}
+		sums[rec.RequestID] = rec.Summary
+		if !pushed { // while the replay runs, E2A_AUDIT drops b (archived)
+			pushed = true
+			for i := 0; auditState(t, js).FirstSeq <= bLast; i++ {
+				if i > 2000 {
+					t.Fatal("E2A_AUDIT never dropped b")
+				}
+				completeRequest(t, js, "demo", &e2a.Envelope{RequestID: uuid.Must(uuid.NewV7()).String(), Method: "chat"}, 3)
+			}
+			archived(auditState(t, js).LastSeq)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := sums[b]; s == nil || s.State != audit.StateComplete {
+		t.Errorf("b, archived at E2A_AUDIT ..%d, dropped from E2A_AUDIT during the replay: %+v, want complete", bLast, s)
+	}
+}

@@ -23,22 +23,28 @@ import (
 // withArchive extends the audit's state st with the archive: st.first
 // becomes the archive's first message when the archive starts earlier.
 func (a *Auditor) withArchive(ctx context.Context, st streamState) (streamState, error) {
+	sp, err := a.span(ctx)
+	if err != nil {
+		return st, err
+	}
+	st.held, st.heldTime = st.first, st.firstTime
+	if !sp.Exists || sp.Empty || sp.First >= st.first || !sp.Epoch.Equal(st.created) {
+		return st, nil // nothing older, or the batches of an earlier E2A_AUDIT
+	}
+	st.arch = sp
+	st.first, st.firstTime = sp.First, sp.FirstTime
+	return st, nil
+}
+
+// span reads the archive's span, with the call timeout and retries.
+func (a *Auditor) span(ctx context.Context) (archive.Span, error) {
 	var sp archive.Span
 	err := a.call(ctx, func(c context.Context) error {
 		var e error
 		sp, e = a.arch.Span(c)
 		return e
 	})
-	if err != nil {
-		return st, err
-	}
-	st.held, st.heldTime = st.first, st.firstTime
-	if !sp.Exists || sp.Empty || sp.First >= st.first {
-		return st, nil
-	}
-	st.arch = sp
-	st.first, st.firstTime = sp.First, sp.FirstTime
-	return st, nil
+	return sp, err
 }
 
 // archived reports whether st reads the archive before E2A_AUDIT.
@@ -64,14 +70,21 @@ func (a *Auditor) auditSeq(ctx context.Context, st streamState, subject string, 
 	read func(ctx context.Context, stream, subject string, from uint64) iter.Seq2[streams.RawMsg, error]) iter.Seq2[streams.RawMsg, error] {
 	return func(yield func(streams.RawMsg, error) bool) {
 		if st.archived() && from < st.held {
-			for r, err := range a.arch.Records(ctx, st.arch, from) {
+			// The archive's span read now: E2A_AUDIT may have dropped
+			// more of its head since the replay began (it is kept at its
+			// limit), and what it dropped the archive holds. Read the
+			// archive to its end, then E2A_AUDIT after it.
+			sp := st.arch
+			if fresh, err := a.span(ctx); err == nil && fresh.Exists && !fresh.Empty && fresh.Epoch.Equal(sp.Epoch) {
+				sp = fresh
+			}
+			next := from
+			for r, err := range a.arch.Records(ctx, sp, from) {
 				if err != nil {
 					yield(streams.RawMsg{}, err)
 					return
 				}
-				if r.Seq >= st.held {
-					break
-				}
+				next = r.Seq + 1
 				if !subjectMatches(subject, r.Subject) {
 					continue
 				}
@@ -79,7 +92,7 @@ func (a *Auditor) auditSeq(ctx context.Context, st streamState, subject string, 
 					return
 				}
 			}
-			from = st.held
+			from = max(next, sp.Last+1)
 		}
 		for m, err := range read(ctx, st.name, subject, from) {
 			if !yield(m, err) || err != nil {

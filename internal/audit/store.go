@@ -130,6 +130,7 @@ type streamState struct {
 	// the archive starts earlier, archived.go) and the archive's span.
 	held     uint64
 	heldTime time.Time
+	created  time.Time // the epoch of its archived batches
 	arch     archive.Span
 }
 
@@ -198,7 +199,7 @@ func (a *Auditor) state(ctx context.Context, name string) (streamState, error) {
 	}
 	info := s.CachedInfo()
 	st.exists = true
-	st.first, st.last, st.firstTime = info.State.FirstSeq, info.State.LastSeq, info.State.FirstTime
+	st.first, st.last, st.firstTime, st.created = info.State.FirstSeq, info.State.LastSeq, info.State.FirstTime, info.Created
 	if info.State.Msgs == 0 {
 		st.first = info.State.LastSeq + 1
 	}
@@ -233,6 +234,9 @@ func (a *Auditor) seqAtTime(ctx context.Context, st streamState, filter string, 
 		return seq, nil
 	}
 	lo, hi := st.first, st.last+1
+	if st.archived() {
+		lo = max(lo, st.held) // t is not before E2A_AUDIT's first message
+	}
 	for lo < hi {
 		mid := lo + (hi-lo)/2
 		msgs, _, err := a.batch(ctx, st.name, filter, mid, 1)
