@@ -136,18 +136,41 @@ func (a *archiver) session(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ordered consumer on %s: %w", streams.AuditStream, err)
 	}
-	it, err := cons.Messages()
+	// At most 8 MiB read ahead, whatever the messages' sizes.
+	it, err := cons.Messages(jetstream.PullMaxBytes(8 << 20))
 	if err != nil {
 		return err
 	}
 	defer it.Stop()
+	// Next blocks in a goroutine of its own, not in the loop below: the
+	// ordered consumer notices a consumer lost with its server (no
+	// heartbeat for twice its 5 s interval) only inside a Next that waits
+	// that long, and then recreates it; a Next bounded by the flush
+	// interval never would (found by the three-server deploy test).
+	msgs, errc := make(chan jetstream.Msg), make(chan error, 1)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			m, err := it.Next()
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-done:
+				return
+			}
+		}
+	}()
 	b := &batch{}
 	for {
 		wait := a.o.flushInterval
 		if len(b.recs) > 0 {
 			wait = time.Until(b.started.Add(a.o.flushInterval))
 		}
-		msg, err := a.next(ctx, it, wait)
+		msg, err := a.next(ctx, msgs, errc, wait)
 		if err != nil {
 			return err
 		}
@@ -189,22 +212,19 @@ func (a *archiver) sameEpoch(ctx context.Context, epoch time.Time) error {
 }
 
 // next returns the next E2A_AUDIT message, nil when wait passed first.
-func (a *archiver) next(ctx context.Context, it jetstream.MessagesContext, wait time.Duration) (jetstream.Msg, error) {
-	if wait <= 0 {
-		wait = time.Millisecond
-	}
-	wctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	msg, err := it.Next(jetstream.NextContext(wctx))
-	switch {
-	case err == nil:
-		return msg, nil
-	case ctx.Err() != nil:
-		return nil, ctx.Err()
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+func (a *archiver) next(ctx context.Context, msgs <-chan jetstream.Msg, errc <-chan error, wait time.Duration) (jetstream.Msg, error) {
+	t := time.NewTimer(max(wait, time.Millisecond))
+	defer t.Stop()
+	select {
+	case m := <-msgs:
+		return m, nil
+	case err := <-errc:
+		return nil, err
+	case <-t.C:
 		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	return nil, err
 }
 
 // batch is the records read and not stored yet.
