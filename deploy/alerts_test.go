@@ -24,15 +24,18 @@ type ruleGroups struct {
 	Groups []struct {
 		Name     string `json:"name"`
 		Interval string `json:"interval,omitempty"`
-		Rules    []struct {
-			Alert       string            `json:"alert,omitempty"`
-			Record      string            `json:"record,omitempty"`
-			Expr        string            `json:"expr"`
-			For         string            `json:"for,omitempty"`
-			Labels      map[string]string `json:"labels,omitempty"`
-			Annotations map[string]string `json:"annotations,omitempty"`
-		} `json:"rules"`
+		Rules    []rule `json:"rules"`
 	} `json:"groups"`
+}
+
+// rule is one rule of a group.
+type rule struct {
+	Alert       string            `json:"alert,omitempty"`
+	Record      string            `json:"record,omitempty"`
+	Expr        string            `json:"expr"`
+	For         string            `json:"for,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // prometheusRule is the PrometheusRule of deploy/k8s.
@@ -59,6 +62,9 @@ var requiredAlerts = []string{
 	"E2ASlowClientDisconnects",
 	// Issue 40: the push stage's lag and its dead-letter stream.
 	"E2APushLag", "E2APushDeliveryLag", "E2APushDeadLettered", "E2APushDeadStreamFilling",
+	// The archiver: history lost, the archive behind, the archive's own
+	// retention.
+	"E2AArchiveMissed", "E2AArchiveBehind", "E2AArchiveRetentionShort",
 }
 
 // loadRules reads deploy/prometheus/rules.yaml and checks that the
@@ -212,17 +218,59 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 
-	// The audit retention target is E2A_AUDIT_MAX_AGE.
-	age, err := time.ParseDuration(configMapEnv(t)["E2A_AUDIT_MAX_AGE"])
-	if err != nil {
-		t.Fatalf("E2A_AUDIT_MAX_AGE in k8s/config.yaml: %v", err)
+	// The retention targets are E2A_AUDIT_MAX_AGE (the archiver's
+	// buffer) and E2A_ARCHIVE_MAX_AGE (the history).
+	for alert, key := range map[string]string{"E2AAuditRetentionShort": "E2A_AUDIT_MAX_AGE", "E2AArchiveRetentionShort": "E2A_ARCHIVE_MAX_AGE"} {
+		age, err := time.ParseDuration(configMapEnv(t)[key])
+		if err != nil {
+			t.Fatalf("%s in k8s/config.yaml: %v", key, err)
+		}
+		if r := ruleNamed(rules, alert); !strings.Contains(r.Expr, "< "+strconv.FormatInt(int64(age.Seconds()), 10)+" ") {
+			t.Errorf("%s does not compare with %s %v = %d s: %s", alert, key, age, int64(age.Seconds()), r.Expr)
+		}
 	}
+	checkArchiveAlerts(t, rules)
+}
+
+// ruleNamed returns the alert called name (zero when there is none).
+func ruleNamed(rules ruleGroups, name string) rule {
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
-			if r.Alert == "E2AAuditRetentionShort" && !strings.Contains(r.Expr, "< "+strconv.FormatInt(int64(age.Seconds()), 10)+" ") {
-				t.Errorf("E2AAuditRetentionShort does not compare with E2A_AUDIT_MAX_AGE %v = %d s: %s", age, int64(age.Seconds()), r.Expr)
+			if r.Alert == name {
+				return r
 			}
 		}
+	}
+	return rule{}
+}
+
+// checkArchiveAlerts checks what the archiver's alerts say: history lost
+// (any message E2A_AUDIT dropped unarchived, at once, critical), and the
+// archive behind (its newest message more than 15 min old, or no archiver
+// reporting, while E2A_AUDIT receives).
+func checkArchiveAlerts(t *testing.T, rules ruleGroups) {
+	t.Helper()
+	for _, c := range []struct {
+		alert, severity string
+		parts           []string
+	}{
+		{"E2AArchiveMissed", "critical", []string{"increase(e2a_archive_missed_total[15m])", "> 0"}},
+		{"E2AArchiveBehind", "warning", []string{"time() - max(e2a_archive_last_record_timestamp_seconds)", "> 900",
+			"absent(e2a_archive_last_record_timestamp_seconds)", `rate(nats_stream_last_seq{stream_name="E2A_AUDIT",is_stream_leader="true"}[15m])`}},
+	} {
+		r := ruleNamed(rules, c.alert)
+		if r.Labels["severity"] != c.severity {
+			t.Errorf("%s: severity %q, want %s", c.alert, r.Labels["severity"], c.severity)
+		}
+		for _, p := range c.parts {
+			if !strings.Contains(r.Expr, p) {
+				t.Errorf("%s: %q lacks %q", c.alert, r.Expr, p)
+			}
+		}
+	}
+	// History lost is said at once, not after a while.
+	if r := ruleNamed(rules, "E2AArchiveMissed"); r.For != "" {
+		t.Errorf("E2AArchiveMissed waits %s", r.For)
 	}
 }
 
@@ -243,6 +291,8 @@ func TestPromQLParserRefuses(t *testing.T) {
 		`histogram_quantile(x, 0.9)`,     // argument types swapped
 		`sum(x) by (a) by (b)`,           // two groupings
 		`max by (a) (x) / max by (a) (y`, // unbalanced
+		`absent(x[5m])`,                  // absent takes an instant vector
+		`(time() - max(x) > 900 or absent(y)) and z[15m] > 0`, // range vector operand
 	} {
 		if _, err := parsePromQL(bad); err == nil {
 			t.Errorf("%s parsed", bad)

@@ -21,9 +21,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/archive"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
@@ -70,7 +73,13 @@ func (l *syncLog) String() string {
 //     E2A_RESPONSES: every request ingress accepted ends with its frames
 //     0..n and one final frame (e2a.CheckFrames), every SSE client got
 //     exactly those frames, and E2A_AUDIT holds them too (read back with
-//     the read-only audit user).
+//     the read-only audit user);
+//  5. an archiver (package archive, user archive) running through it all,
+//     its ordered consumer on the killed server but its connection and the
+//     leaders of E2A_AUDIT and E2A_ARCHIVE on others (so that only the
+//     consumer's missing heartbeats tell it), stored every E2A_AUDIT
+//     message in E2A_ARCHIVE exactly once (read back with the audit user),
+//     missing and skipping none, refused nothing.
 func TestNATSClusterSecurityAndFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node nats-server cluster")
@@ -89,7 +98,7 @@ func TestNATSClusterSecurityAndFailover(t *testing.T) {
 	adminJS, _ := jetstream.New(adminNC)
 	applyUntil(t, ctx, adminJS, cfg)
 	waitDirect(t, ctx, adminNC, probeSubjects)
-	for _, user := range []string{"serve", "ingress", "egress", "agent-demo", "audit"} {
+	for _, user := range []string{"serve", "ingress", "egress", "agent-demo", "audit", "archive"} {
 		nc, _ := c.connect(user)
 		js, _ := jetstream.New(nc)
 		startupCheckUntil(t, ctx, js, cfg, user)
@@ -140,6 +149,23 @@ func TestNATSClusterSecurityAndFailover(t *testing.T) {
 	}
 	defer func() { stopAgents(); agents.Wait() }()
 
+	// The archiver, as its own user, from before the first request to the
+	// end, its ordered consumer on the node killed below (the leader of
+	// E2A_RESPONSES) and its connection on another: the consumer goes away
+	// with the node, the connection stays up.
+	victim := c.node(streamLeader(t, ctx, adminJS, streams.ResponsesStream))
+	if victim == nil {
+		t.Fatal("no node leads E2A_RESPONSES")
+	}
+	arch := startArchiverConsumerOn(t, agentCtx, c, adminNC, victim, archive.WithFlushInterval(200*time.Millisecond),
+		archive.WithBatchBytes(64<<10), archive.WithLogger(logger.With("stage", "archive")))
+	defer func() {
+		stopAgents()
+		if err := testkit.Receive(t, arch.done, 10*time.Second, "the archiver did not stop"); err != nil {
+			t.Errorf("archiver: %v", err)
+		}
+	}()
+
 	// A cancel: ingress's user publishes it on the control stream, the
 	// worker holding the request closes it with e2a.error cancelled.
 	client := &http.Client{Timeout: 10 * time.Second}
@@ -152,12 +178,9 @@ func TestNATSClusterSecurityAndFailover(t *testing.T) {
 		t.Fatalf("cancel: %+v, %v", res, err)
 	}
 
-	// 4. Traffic, and a crash in the middle of it.
-	respLeader := streamLeader(t, ctx, adminJS, streams.ResponsesStream)
-	victim := c.node(respLeader)
-	if victim == nil {
-		t.Fatalf("no node named %q", respLeader)
-	}
+	// 4. Traffic, and a crash in the middle of it (the leader of
+	// E2A_RESPONSES may have moved since the archiver started: the victim
+	// stays the node that holds the archiver's consumer).
 	var (
 		mu         sync.Mutex
 		accepted   []string
@@ -206,7 +229,8 @@ func TestNATSClusterSecurityAndFailover(t *testing.T) {
 	mu.Lock()
 	before := len(accepted)
 	mu.Unlock()
-	t.Logf("killing %s (leader of %s) after %d accepted requests", victim.name, streams.ResponsesStream, before)
+	t.Logf("killing %s (leader of %s when the archiver started, now %s; the archiver's consumer's server) after %d accepted requests",
+		victim.name, streams.ResponsesStream, streamLeader(t, ctx, adminJS, streams.ResponsesStream), before)
 	killedAt = time.Now()
 	c.kill(victim)
 	killed.Store(true)
@@ -246,7 +270,27 @@ func TestNATSClusterSecurityAndFailover(t *testing.T) {
 	}
 	// E2A_AUDIT sourced everything too.
 	checkAllComplete(t, ctx, auditNC, append(ids, "cancel-me"), audit.SourceAudit)
+
+	// 5. The archiver archived all of E2A_AUDIT, each message once, read
+	// back by the audit user (every replica of E2A_ARCHIVE caught up: any
+	// may answer a direct get).
+	last := waitArchived(t, ctx, auditNC, 30*time.Second)
+	c.waitStreamsSynced(30*time.Second, streams.ArchiveStream)
+	batches := checkArchive(t, ctx, auditNC, last)
+	checkArchiveCounters(t, "archiver", registryText(t, arch.reg))
+	if arch.sink.waitFor(0, "permissions violation") == nil {
+		t.Errorf("the archive user was refused something: %s", arch.sink)
+	}
+	t.Logf("E2A_AUDIT 1..%d archived in %d batches", last, batches)
 	t.Logf("total %v", time.Since(testStart).Round(time.Millisecond))
+}
+
+// registryText is what /metrics would serve for reg.
+func registryText(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	return rec.Body.String()
 }
 
 // diagnose logs the state of the requests that are not complete and of the
@@ -328,6 +372,7 @@ var probeSubjects = map[string]string{
 	streams.RequestsStream:  "e2a.req.demo.x",
 	streams.ResponsesStream: "e2a.resp.x",
 	streams.ControlStream:   "e2a.ctl.x",
+	streams.ArchiveStream:   subjects.ArchiveBatches,
 }
 
 // waitDirect waits until each stream answers a direct get. A replicated
@@ -403,6 +448,23 @@ func checkRefusals(t *testing.T, ctx context.Context, c *natsCluster, adminNC *n
 		{"audit", "pub", "e2a.ctl.x"},
 		{"audit", "pub", "$JS.API.STREAM.PURGE.E2A_AUDIT"},
 		{"audit", "pub", "$JS.API.CONSUMER.CREATE.E2A_REQUESTS.spy"},
+		// Only the archiver writes the archive; it writes nothing else,
+		// and reads E2A_AUDIT through its own consumers only.
+		{"archive", "pub", "e2a.req.demo.x"},
+		{"archive", "pub", "e2a.resp.x"},
+		{"archive", "pub", "e2a.ctl.x"},
+		{"archive", "sub", "e2a.live.>"},
+		{"archive", "pub", "$JS.API.STREAM.PURGE.E2A_ARCHIVE"},
+		{"archive", "pub", "$JS.API.STREAM.UPDATE.E2A_ARCHIVE"},
+		{"archive", "pub", "$JS.API.CONSUMER.CREATE.E2A_REQUESTS.spy"},
+		{"archive", "pub", "$JS.API.CONSUMER.MSG.NEXT.E2A_REQUESTS.agent-demo"},
+		{"archive", "pub", "$JS.API.DIRECT.GET.E2A_AUDIT"},
+		{"ingress", "pub", subjects.ArchiveBatches},
+		{"egress", "pub", subjects.ArchiveBatches},
+		{"serve", "pub", subjects.ArchiveBatches},
+		{"agent-demo", "pub", subjects.ArchiveBatches},
+		{"audit", "pub", subjects.ArchiveBatches},
+		{"audit", "pub", "$JS.API.CONSUMER.CREATE.E2A_AUDIT.spy"},
 	} {
 		nc, sink := c.connect(o.user)
 		switch o.kind {
@@ -430,7 +492,7 @@ func checkRefusals(t *testing.T, ctx context.Context, c *natsCluster, adminNC *n
 		}
 	}
 	js, _ := jetstream.New(adminNC)
-	for _, s := range []string{streams.RequestsStream, streams.ResponsesStream, streams.ControlStream, streams.AuditStream} {
+	for _, s := range []string{streams.RequestsStream, streams.ResponsesStream, streams.ControlStream, streams.AuditStream, streams.ArchiveStream} {
 		if _, err := js.Stream(ctx, s); err != nil {
 			t.Errorf("stream %s: %v", s, err)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/archive"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
@@ -215,9 +216,9 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 }
 
-// registeredMetrics returns the metrics ingress, egress and an agent pool
-// register (name → variable labels), started in process on an embedded
-// server.
+// registeredMetrics returns the metrics ingress, egress, an agent pool,
+// the push stage and the archiver register (name → variable labels),
+// started in process on an embedded server.
 func registeredMetrics(t *testing.T) map[string][]string {
 	t.Helper()
 	// The metrics of ingress, egress and an agent pool, as registered.
@@ -232,7 +233,7 @@ func registeredMetrics(t *testing.T) map[string][]string {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 2)
+	done := make(chan error, 3)
 	go func() { done <- agent.Run(ctx, nc, demo.Pool, demo.New(), agent.WithMetrics(rec)) }()
 	testkit.Eventually(t, 10*time.Second, "the agent metrics registered", func() bool {
 		_, ok := rec.names()["e2a_agent_in_flight"]
@@ -244,8 +245,14 @@ func registeredMetrics(t *testing.T) map[string][]string {
 		_, ok := rec.names()["e2a_push_lag_seconds"]
 		return ok
 	})
+	// The archiver's.
+	go func() { done <- archive.Run(ctx, nc, archive.WithRegisterer(rec)) }()
+	testkit.Eventually(t, 10*time.Second, "the archive metrics registered", func() bool {
+		_, ok := rec.names()["e2a_archive_last_record_timestamp_seconds"]
+		return ok
+	})
 	cancel()
-	for range 2 {
+	for range 3 {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}

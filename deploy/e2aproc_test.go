@@ -132,8 +132,8 @@ func newDeployment(t *testing.T, c *natsCluster) *deployment {
 }
 
 // start starts `e2a args...` as NATS user (password from the cluster),
-// with extra variables; a stage (serve, agent) gets a loopback HTTP
-// address.
+// with extra variables; a stage (serve, agent, archive) gets a loopback
+// HTTP address.
 func (d *deployment) start(name, user string, extra map[string]string, args ...string) *e2aProc {
 	t := d.t
 	t.Helper()
@@ -143,7 +143,7 @@ func (d *deployment) start(name, user string, extra map[string]string, args ...s
 	for k, v := range d.env {
 		vars[k] = v
 	}
-	if args[0] == "serve" || args[0] == "agent" {
+	if args[0] == "serve" || args[0] == "agent" || args[0] == "archive" {
 		p.addr = fmt.Sprintf("127.0.0.1:%d", natstest.FreePorts(t, 1)[0])
 		vars["E2A_HTTP_ADDR"] = p.addr
 	}

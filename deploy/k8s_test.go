@@ -376,6 +376,18 @@ func TestKubernetesManifests(t *testing.T) {
 			if u := envVar(d.Spec.Template.Spec.Containers[0], "E2A_NATS_USER").Value; u != "push" {
 				t.Errorf("deployment %s: the push stage runs as NATS user %q, want push", d.Name, u)
 			}
+		case len(args) == 1 && args[0] == "archive":
+			// One archiver, as the NATS user archive; no autoscaler (a
+			// second replica only does the work twice), and a rollout
+			// that never leaves the archive without one.
+			if u := envVar(d.Spec.Template.Spec.Containers[0], "E2A_NATS_USER").Value; u != "archive" {
+				t.Errorf("deployment %s: the archiver runs as NATS user %q, want archive", d.Name, u)
+			}
+			ru := d.Spec.Strategy.RollingUpdate
+			if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType ||
+				ru == nil || ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 0 {
+				t.Errorf("deployment %s: replicas %v, strategy %+v; want 1, a rolling update with none unavailable", d.Name, d.Spec.Replicas, d.Spec.Strategy)
+			}
 		case len(args) >= 3 && args[0] == "agent" && args[1] == "--pool":
 			c := d.Spec.Template.Spec.Containers[0]
 			if want, u := "agent-"+args[2], envVar(c, "E2A_NATS_USER").Value; u != want {
@@ -405,8 +417,12 @@ func TestKubernetesManifests(t *testing.T) {
 				scalers++
 			}
 		}
-		if pdbs != 1 || scalers != 1 {
-			t.Errorf("deployment %s: %d PDBs, %d autoscalers; want 1 and 1", d.Name, pdbs, scalers)
+		wantScalers := 1
+		if d.Spec.Template.Labels["app.kubernetes.io/component"] == "archive" {
+			wantScalers = 0
+		}
+		if pdbs != 1 || scalers != wantScalers {
+			t.Errorf("deployment %s: %d PDBs, %d autoscalers; want 1 and %d", d.Name, pdbs, scalers, wantScalers)
 		}
 	}
 	for _, j := range m.jobs {
@@ -683,6 +699,31 @@ func checkMonitoringAndNetwork(t *testing.T, m *manifests) {
 			if f.IPBlock != nil || f.PodSelector == nil && f.NamespaceSelector == nil {
 				t.Errorf("NATS accepts %+v", f)
 			}
+		}
+	}
+	// e2a ingress: every pod but serve's (the API) accepts HTTP only from
+	// the namespace monitoring, on 8080 (its /metrics).
+	for _, d := range m.deployments {
+		if d.Spec.Template.Labels["app.kubernetes.io/component"] == "serve" {
+			continue
+		}
+		selected := false
+		for _, np := range m.netpols {
+			if !selects(&np.Spec.PodSelector, d.Spec.Template.Labels) || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+				continue
+			}
+			selected = true
+			for _, r := range np.Spec.Ingress {
+				for _, f := range r.From {
+					if f.PodSelector != nil || f.IPBlock != nil || f.NamespaceSelector == nil ||
+						f.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "monitoring" || len(r.Ports) != 1 || !hasPort(r.Ports, 8080) {
+						t.Errorf("%s: policy %s lets in %+v on %+v", d.Name, np.Name, f, r.Ports)
+					}
+				}
+			}
+		}
+		if !selected {
+			t.Errorf("%s: no ingress policy (its /metrics open to every pod)", d.Name)
 		}
 	}
 	// e2a egress: each pod is selected by an egress policy letting it

@@ -37,6 +37,7 @@ var natsUsers = map[string]string{
 	"agent-workflow": "E2A_NATS_AGENT_WORKFLOW_PASSWORD",
 	"agent-bridge":   "E2A_NATS_AGENT_BRIDGE_PASSWORD",
 	"push":           "E2A_NATS_PUSH_PASSWORD",
+	"archive":        "E2A_NATS_ARCHIVE_PASSWORD",
 	"audit":          "E2A_NATS_AUDIT_PASSWORD",
 	"sys":            "E2A_NATS_SYS_PASSWORD",
 }
@@ -282,6 +283,13 @@ func (s *errSink) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
 	}
 }
 
+// String lists the errors collected so far.
+func (s *errSink) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fmt.Sprint(s.errs)
+}
+
 // waitFor waits until an error containing all of subs arrived.
 func (s *errSink) waitFor(within time.Duration, subs ...string) error {
 	deadline := time.After(within)
@@ -310,11 +318,23 @@ func (s *errSink) waitFor(within time.Duration, subs ...string) error {
 // (streams.Connect), reconnecting fast.
 func (c *natsCluster) connect(user string) (*nats.Conn, *errSink) {
 	c.t.Helper()
+	return c.connectURL(user, c.URL())
+}
+
+// connectNode is connect to nd first: the client learns the other nodes
+// from it, and reconnects to one of them only when nd goes away.
+func (c *natsCluster) connectNode(user string, nd *natsNode) (*nats.Conn, *errSink) {
+	c.t.Helper()
+	return c.connectURL(user, fmt.Sprintf("nats://127.0.0.1:%d", nd.port))
+}
+
+func (c *natsCluster) connectURL(user, url string) (*nats.Conn, *errSink) {
+	c.t.Helper()
 	sink := &errSink{ch: make(chan struct{}, 1)}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	nc, err := streams.Connect(ctx, streams.ConnConfig{
-		NatsURL: c.URL(), User: user, Password: c.passwords[user], TLSCA: c.tls.CA,
+		NatsURL: url, User: user, Password: c.passwords[user], TLSCA: c.tls.CA,
 		Name: "e2a-test-" + user, ReconnectWait: 100 * time.Millisecond,
 	}, nats.ErrorHandler(sink.handler))
 	if err != nil {

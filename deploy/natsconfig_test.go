@@ -134,6 +134,18 @@ func TestNATSServerConfig(t *testing.T) {
 		{"push", pub("push"), []string{"$JS.API.CONSUMER.MSG.NEXT.E2A_RESPONSES.push", "e2a.push.dead.>", "$KV.E2A_PUSH.>"},
 			[]string{"e2a.req.>", "e2a.resp.>", "e2a.ctl.>", "$JS.API.STREAM.CREATE.E2A_PUSH_DEAD", "$JS.API.STREAM.CREATE.KV_E2A_PUSH"}},
 		{"ingress", pub("ingress"), []string{"$KV.E2A_PUSH.>", "$JS.API.STREAM.INFO.E2A_RESPONSES"}, []string{"e2a.push.dead.>"}},
+		// The archiver reads E2A_AUDIT with ordered consumers (created,
+		// pulled, deleted: ephemeral, any name) and writes E2A_ARCHIVE's
+		// one subject; nothing of the pipeline's traffic, no stream
+		// change, no consumer elsewhere. The auditors read the archive.
+		{"archive", pub("archive"), []string{"e2a.archive.batches", "$JS.API.CONSUMER.CREATE.E2A_AUDIT.*", "$JS.API.CONSUMER.CREATE.E2A_AUDIT.*.e2a.audit.>",
+			"$JS.API.CONSUMER.MSG.NEXT.E2A_AUDIT.*", "$JS.API.CONSUMER.INFO.E2A_AUDIT.*", "$JS.API.CONSUMER.DELETE.E2A_AUDIT.*",
+			"$JS.API.DIRECT.GET.E2A_ARCHIVE.>", "$JS.API.STREAM.INFO.E2A_ARCHIVE", "$JS.API.STREAM.INFO.E2A_AUDIT"},
+			[]string{"e2a.req.>", "e2a.resp.>", "e2a.ctl.>", "e2a.archive.>", "$JS.API.STREAM.CREATE.E2A_ARCHIVE", "$JS.API.STREAM.UPDATE.E2A_ARCHIVE",
+				"$JS.API.STREAM.PURGE.E2A_ARCHIVE", "$JS.API.DIRECT.GET.E2A_AUDIT", "$JS.API.DIRECT.GET.E2A_REQUESTS"}},
+		{"archive", sub("archive"), []string{"_INBOX.>"}, []string{"e2a.live.>", "e2a.req.>"}},
+		{"audit", pub("audit"), []string{"$JS.API.DIRECT.GET.E2A_ARCHIVE", "$JS.API.DIRECT.GET.E2A_ARCHIVE.>", "$JS.API.STREAM.INFO.E2A_ARCHIVE"},
+			[]string{"e2a.archive.batches"}},
 	} {
 		for _, w := range c.want {
 			if !slices.Contains(c.list, w) {
@@ -143,6 +155,29 @@ func TestNATSServerConfig(t *testing.T) {
 		for _, n := range c.not {
 			if slices.Contains(c.list, n) {
 				t.Errorf("%s has %q", c.user, n)
+			}
+		}
+	}
+	// Only the archive user (and admin, unrestricted) may publish on
+	// E2A_ARCHIVE's subject or create, pull from or delete a consumer of
+	// E2A_AUDIT; every stage may read E2A_ARCHIVE's info (the start-up
+	// check of every stream, streams.Apply).
+	for name, u := range users {
+		if u.Permissions == nil {
+			continue
+		}
+		if !slices.Contains(u.Permissions.Publish.Allow, "$JS.API.STREAM.INFO.E2A_ARCHIVE") {
+			t.Errorf("%s cannot read E2A_ARCHIVE's info: its start-up check would fail", name)
+		}
+		if name == "archive" {
+			continue
+		}
+		for _, s := range u.Permissions.Publish.Allow {
+			for _, probe := range []string{"e2a.archive.batches", "$JS.API.CONSUMER.CREATE.E2A_AUDIT.x", "$JS.API.CONSUMER.MSG.NEXT.E2A_AUDIT.x",
+				"$JS.API.CONSUMER.DELETE.E2A_AUDIT.x"} {
+				if server.SubjectsCollide(s, probe) {
+					t.Errorf("%s may publish %s (%q)", name, probe, s)
+				}
 			}
 		}
 	}
@@ -412,7 +447,7 @@ func checkStoreFits(t *testing.T, where string, maxStore, volume int64) {
 	t.Helper()
 	env := configMapEnv(t)
 	var sum int64
-	for _, k := range []string{"E2A_REQUESTS_MAX_BYTES", "E2A_RESPONSES_MAX_BYTES", "E2A_CONTROL_MAX_BYTES", "E2A_AUDIT_MAX_BYTES"} {
+	for _, k := range []string{"E2A_REQUESTS_MAX_BYTES", "E2A_RESPONSES_MAX_BYTES", "E2A_CONTROL_MAX_BYTES", "E2A_AUDIT_MAX_BYTES", "E2A_ARCHIVE_MAX_BYTES"} {
 		n, err := strconv.ParseInt(env[k], 10, 64)
 		if err != nil || n <= 0 {
 			t.Errorf("k8s/config.yaml %s = %q: every stream must be bounded", k, env[k])

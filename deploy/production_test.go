@@ -29,13 +29,15 @@ import (
 // environment), then the e2a binary as separate OS processes configured by
 // deploy/k8s/config.yaml: `e2a streams apply` as admin, `e2a serve` as
 // serve, `e2a agent --pool demo` as agent-demo, `e2a agent --pool
-// workflow` as agent-workflow, `e2a tail` and `e2a replay` as audit. It
+// workflow` as agent-workflow, `e2a archive` as archive, `e2a tail` and
+// `e2a replay` as audit. It
 // sends traffic through every protocol (E2A 202 + SSE, E2A SSE in one
 // call, E2A wait, A2A message/send, ACP, A2E, workflow execute) and the
 // console, starts a second serve, then SIGKILLs a NATS server (the leader
 // of E2A_RESPONSES) and the first serve mid-traffic: every accepted request
-// ends complete, every stage stays up and ready, and no log holds a
-// permissions violation.
+// ends complete, every stage stays up and ready, the archiver stored every
+// E2A_AUDIT message in E2A_ARCHIVE once, and no log holds a permissions
+// violation.
 func TestProductionDeployment(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node nats-server cluster and 6 e2a processes")
@@ -57,7 +59,9 @@ func TestProductionDeployment(t *testing.T) {
 	serve1 := d.start("serve-1", "serve", serveEnv, "serve")
 	demoAgent := d.start("agent-demo-1", "agent-demo", nil, "agent", "--pool", "demo", "--concurrency", "64")
 	wfAgent := d.start("agent-workflow-1", "agent-workflow", nil, "agent", "--pool", "workflow", "--concurrency", "16")
-	for _, p := range []*e2aProc{serve1, demoAgent, wfAgent} {
+	// The shipped 10 s flush would make the last batch wait that long.
+	archiver := d.start("archive-1", "archive", map[string]string{"E2A_ARCHIVE_FLUSH_INTERVAL": "500ms"}, "archive")
+	for _, p := range []*e2aProc{serve1, demoAgent, wfAgent, archiver} {
 		d.waitReady(p, 30*time.Second)
 	}
 	// --since the test's start: the tail process may come up after the
@@ -228,13 +232,23 @@ func TestProductionDeployment(t *testing.T) {
 	}
 	tail.killed = true
 
+	// `e2a archive` stored all of E2A_AUDIT in E2A_ARCHIVE through the
+	// kill, each message once, read back by the audit user.
+	last := waitArchived(t, ctx, auditNC, 30*time.Second)
+	c.waitStreamsSynced(30*time.Second, streams.ArchiveStream)
+	batches := checkArchive(t, ctx, auditNC, last)
+	archScrape := scrape(t, archiver)
+	checkArchiveCounters(t, archiver.name, archScrape)
+	t.Logf("e2a archive: E2A_AUDIT 1..%d in %d batches", last, batches)
+
 	// The survivors are up and ready; nobody was refused anything.
-	for _, p := range []*e2aProc{serve2, demoAgent, wfAgent} {
+	for _, p := range []*e2aProc{serve2, demoAgent, wfAgent, archiver} {
 		d.waitReady(p, 10*time.Second)
 	}
 	d.checkRunning()
 	d.checkLogs()
-	checkAlertMetrics(t, map[string]string{"serve": scrape(t, serve2), "agent-demo": scrape(t, demoAgent), "agent-workflow": scrape(t, wfAgent)})
+	checkAlertMetrics(t, map[string]string{"serve": scrape(t, serve2), "agent-demo": scrape(t, demoAgent), "agent-workflow": scrape(t, wfAgent),
+		"archive": archScrape})
 	t.Logf("total %v", time.Since(testStart).Round(time.Millisecond))
 }
 

@@ -77,7 +77,7 @@ func describePermissions(u *server.User) []string {
 			} else if m[3] == "*" || m[3] == ">" {
 				name = m[2] + "/*"
 			}
-			if op == "create" && m[2] != "E2A_REQUESTS" && m[2] != "E2A_RESPONSES" {
+			if op == "create" && !strings.HasPrefix(m[2], "E2A_") {
 				other["`"+s+"`"] = true
 				continue
 			}
@@ -135,7 +135,7 @@ func describePermissions(u *server.User) []string {
 
 // allE2AStreams are the streams and buckets whose info every stage reads
 // at start-up (streams.Apply finds no drift).
-var allE2AStreams = []string{"E2A_REQUESTS", "E2A_RESPONSES", "E2A_CONTROL", "E2A_AUDIT", "KV_E2A_TASKS", "KV_E2A_IDEMPOTENCY", "KV_E2A_RATELIMIT", "KV_E2A_INDEX"}
+var allE2AStreams = []string{"E2A_REQUESTS", "E2A_RESPONSES", "E2A_CONTROL", "E2A_AUDIT", "E2A_ARCHIVE", "KV_E2A_TASKS", "KV_E2A_IDEMPOTENCY", "KV_E2A_RATELIMIT", "KV_E2A_INDEX"}
 
 func forKeys[V any](m map[string]V, yield func(string) bool) {
 	for k := range m {
@@ -155,7 +155,7 @@ func usersTable(t *testing.T) string {
 		t.Fatal(err)
 	}
 	users := userPerms(t, opts)
-	order := []string{"admin", "ingress", "egress", "serve", "push", "agent-demo", "agent-workflow", "agent-bridge", "audit", "sys"}
+	order := []string{"admin", "ingress", "egress", "serve", "push", "archive", "agent-demo", "agent-workflow", "agent-bridge", "audit", "sys"}
 	if len(order) != len(users) {
 		t.Fatalf("users %d, table order %v", len(users), order)
 	}

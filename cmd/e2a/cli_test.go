@@ -68,7 +68,9 @@ func TestCLIHelp(t *testing.T) {
 		{[]string{"replay", "-h"}, []string{"Usage: e2a replay", "-task", "E2A_NATS_URL", "3 a request was not found"}},
 		{[]string{"tail", "-h"}, []string{"Usage: e2a tail", "-pool", "E2A_NATS_URL"}},
 		{[]string{"publish", "-h"}, []string{"Usage: e2a publish", "-follow", "E2A_NATS_URL"}},
-		{[]string{"help"}, []string{"e2a dev", "e2a COMMAND -h"}},
+		{[]string{"archive", "-h"}, []string{"Usage: e2a archive", "E2A_ARCHIVE_BATCH_BYTES", "E2A_ARCHIVE_FLUSH_INTERVAL", "E2A_NATS_URL"}},
+		{[]string{"dev", "-h"}, []string{"E2A_ARCHIVE "}},
+		{[]string{"help"}, []string{"e2a dev", "e2a archive", "e2a COMMAND -h"}},
 	} {
 		code, out, errOut := runBin(t, env, c.args...)
 		if code != 0 || errOut != "" {
@@ -94,6 +96,7 @@ func TestCLIHelp(t *testing.T) {
 		{[]string{"streams", "nuke"}, `unknown action "nuke"`},
 		{[]string{"bench", "--requests"}, "Usage: e2a bench"},
 		{[]string{"tail", "extra"}, "Usage: e2a tail"},
+		{[]string{"archive", "extra"}, "Usage: e2a archive"},
 		{[]string{"replay", "--since", "yesterday"}, "Usage: e2a replay"},
 	} {
 		code, out, errOut := runBin(t, env, c.args...)

@@ -59,6 +59,18 @@ type Config struct {
 	// = bytes only).
 	AuditMaxAge   time.Duration `envconfig:"E2A_AUDIT_MAX_AGE" default:"2160h"`
 	AuditMaxBytes int64         `envconfig:"E2A_AUDIT_MAX_BYTES" default:"2147483648"`
+	// ArchiveMaxAge and ArchiveMaxBytes bound E2A_ARCHIVE, the audit
+	// history compressed in batches by the archiver (package archive;
+	// oldest batches dropped; age 0 = bytes only, bytes -1 = unlimited).
+	ArchiveMaxAge   time.Duration `envconfig:"E2A_ARCHIVE_MAX_AGE" default:"2160h"`
+	ArchiveMaxBytes int64         `envconfig:"E2A_ARCHIVE_MAX_BYTES" default:"1073741824"`
+	// Archive: `e2a dev` runs the archiver in its process (false: it does
+	// not; `e2a archive` runs it alone). ArchiveBatchBytes (4 KiB..8 MiB,
+	// before compression) and ArchiveFlushInterval (10ms..1h) close its
+	// batches, in `e2a dev` and `e2a archive`.
+	Archive              bool          `envconfig:"E2A_ARCHIVE" default:"true"`
+	ArchiveBatchBytes    int           `envconfig:"E2A_ARCHIVE_BATCH_BYTES" default:"1048576"`
+	ArchiveFlushInterval time.Duration `envconfig:"E2A_ARCHIVE_FLUSH_INTERVAL" default:"10s"`
 	// RequestsCompression, ResponsesCompression and AuditCompression are
 	// the streams' storage compression, none or s2 (docs/capacity.md,
 	// Bytes); a change applies to an existing stream through e2a streams
@@ -154,7 +166,36 @@ func LoadConfig() (Config, error) {
 	if c.AgentAckWait != 0 && c.AgentAckWait < time.Second {
 		return c, fmt.Errorf("config: E2A_AGENT_ACK_WAIT (%s) must be 0 (the agent runtime's default) or at least 1s", c.AgentAckWait)
 	}
+	if err := c.checkArchive(); err != nil {
+		return c, err
+	}
 	return c, nil
+}
+
+// The bounds of archive.WithBatchBytes and archive.WithFlushInterval,
+// checked when the configuration is read, so that a bad value stops every
+// command at once with the variable's name (TestArchiveConfig checks that
+// the archive package takes exactly these).
+const (
+	archiveMinBatchBytes    = 4 << 10
+	archiveMaxBatchBytes    = 8 << 20
+	archiveMinFlushInterval = 10 * time.Millisecond
+	archiveMaxFlushInterval = time.Hour
+)
+
+// checkArchive checks the E2A_ARCHIVE_* values.
+func (c Config) checkArchive() error {
+	switch {
+	case c.ArchiveMaxBytes != streams.Unlimited && c.ArchiveMaxBytes <= 0:
+		return fmt.Errorf("config: E2A_ARCHIVE_MAX_BYTES (%d) must be positive, or -1 (unlimited)", c.ArchiveMaxBytes)
+	case c.ArchiveMaxAge != 0 && c.ArchiveMaxAge < 100*time.Millisecond:
+		return fmt.Errorf("config: E2A_ARCHIVE_MAX_AGE (%s) must be 0 (bytes only) or at least 100ms", c.ArchiveMaxAge)
+	case c.ArchiveBatchBytes < archiveMinBatchBytes || c.ArchiveBatchBytes > archiveMaxBatchBytes:
+		return fmt.Errorf("config: E2A_ARCHIVE_BATCH_BYTES (%d) must be within %d..%d (4 KiB..8 MiB)", c.ArchiveBatchBytes, archiveMinBatchBytes, archiveMaxBatchBytes)
+	case c.ArchiveFlushInterval < archiveMinFlushInterval || c.ArchiveFlushInterval > archiveMaxFlushInterval:
+		return fmt.Errorf("config: E2A_ARCHIVE_FLUSH_INTERVAL (%s) must be within %s..%s", c.ArchiveFlushInterval, archiveMinFlushInterval, archiveMaxFlushInterval)
+	}
+	return nil
 }
 
 // agentOptions are the options every agent pool of this process runs
@@ -177,6 +218,8 @@ func (c Config) StreamsConfig() streams.Config {
 	s.ControlMaxBytes = c.ControlMaxBytes
 	s.AuditMaxAge = c.AuditMaxAge
 	s.AuditMaxBytes = c.AuditMaxBytes
+	s.ArchiveMaxAge = c.ArchiveMaxAge
+	s.ArchiveMaxBytes = c.ArchiveMaxBytes
 	s.RequestsCompression = c.RequestsCompression.store()
 	s.ResponsesCompression = c.ResponsesCompression.store()
 	s.AuditCompression = c.AuditCompression.store()

@@ -93,23 +93,11 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	if err := publishDevPools(ctx, js, cfg, pools, log); err != nil {
 		return err
 	}
-	agentDone := make(chan error, 2+len(pools)) // the pools, workflow, push
-	pushOn, err := startPush(ctx, nc, cfg, true, reg, log, agentDone)
+	agentDone := make(chan error, 3+len(pools)) // the pools, workflow, push, the archiver
+	agents, err := startDevStages(ctx, nc, cfg, pools, wf, reg, log, agentDone)
 	if err != nil {
 		return err
 	}
-	agents := len(pools) + 1 // and the workflow pool
-	if pushOn {
-		agents++
-	}
-	for _, p := range pools {
-		go func() {
-			agentDone <- agent.Run(ctx, nc, p.name, p.h, append(cfg.agentOptions(), agent.WithMetrics(reg), agent.WithLogger(log))...)
-		}()
-	}
-	go func() {
-		agentDone <- agent.Run(ctx, nc, workflow.Pool, wf, append(cfg.agentOptions(), agent.WithMetrics(reg), agent.WithLogger(log), agent.WithWorkerID("dev-workflow"))...)
-	}()
 	base := "http://" + ln.Addr().String()
 	metrics := base
 	if metricsAddr != "" {
@@ -121,13 +109,42 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
   agent card %s/.well-known/agent-card.json%s
   metrics    %s/metrics   health %s/healthz   ready %s/readyz
   NATS       %s   (JetStream; subjects e2a.req.>, e2a.resp.>, e2a.live.>)
-  agent pools %s and "workflow" (A2E workflows)
+  agent pools %s and "workflow" (A2E workflows)%s
 Try:
   curl -N %s/v1/requests -H 'Accept: text/event-stream' -d '{"params":{"text":"hello"}}'
 Ctrl-C stops.
-`, base, base, base, grpcLine(cfg), metrics, base, base, natsURL, poolsLine(pools), base)
+`, base, base, base, grpcLine(cfg), metrics, base, base, natsURL, poolsLine(pools), archiveLine(cfg), base)
 	log.Info("serving", "addr", ln.Addr().String(), "nats", natsURL) // as e2a serve logs it, for tools that read the log
 	return serveUntil(ctx, srv, ln, log, agentDone, agents)
+}
+
+// startDevStages starts dev's background stages, each sending its end on
+// done: the push stage (unless E2A_PUSH is api or off), the archiver
+// (unless E2A_ARCHIVE is false), the agent pools and the workflow pool,
+// all with the process's registry and logger. It returns how many it
+// started (serveUntil waits for them all on shutdown).
+func startDevStages(ctx context.Context, nc *nats.Conn, cfg Config, pools []devPool, wf *workflow.Executor,
+	reg *prometheus.Registry, log *slog.Logger, done chan<- error) (int, error) {
+	pushOn, err := startPush(ctx, nc, cfg, true, reg, log, done)
+	if err != nil {
+		return 0, err
+	}
+	stages := len(pools) + 1 // and the workflow pool
+	if pushOn {
+		stages++
+	}
+	if startArchive(ctx, nc, cfg, reg, log, done) {
+		stages++
+	}
+	for _, p := range pools {
+		go func() {
+			done <- agent.Run(ctx, nc, p.name, p.h, append(cfg.agentOptions(), agent.WithMetrics(reg), agent.WithLogger(log))...)
+		}()
+	}
+	go func() {
+		done <- agent.Run(ctx, nc, workflow.Pool, wf, append(cfg.agentOptions(), agent.WithMetrics(reg), agent.WithLogger(log), agent.WithWorkerID("dev-workflow"))...)
+	}()
+	return stages, nil
 }
 
 // connectOrEmbed connects to E2A_NATS_URL, or starts the embedded server, and
@@ -328,6 +345,14 @@ func grpcLine(cfg Config) string {
 		return ""
 	}
 	return "\n  A2A gRPC   " + cfg.GRPCAddr + "   (A2A v1.0 gRPC binding, listed in the card)"
+}
+
+// archiveLine is the banner's line of the archiver, if on.
+func archiveLine(cfg Config) string {
+	if !cfg.Archive {
+		return ""
+	}
+	return "\n  archiver   E2A_AUDIT into E2A_ARCHIVE, compressed (E2A_ARCHIVE=false: off)"
 }
 
 // serveGRPC serves the A2A v1.0 gRPC binding on ln until ctx ends, then

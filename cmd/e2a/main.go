@@ -32,6 +32,7 @@ Usage:
   e2a bench [flags]         load benchmark: the whole pipeline in process, or --target URL (-h for flags)
   e2a vault key|seal|rotate seal workflow credentials for the encrypted vault (-h for details)
   e2a push [dead|redeliver] run the push notification delivery stage; list or redeliver dead-lettered updates
+  e2a archive               run the archiver: E2A_AUDIT compressed into E2A_ARCHIVE (the audit history)
   e2a help                  this text
 
 Configuration comes from E2A_* environment variables (see README); e2a COMMAND -h
@@ -103,6 +104,7 @@ var helps = map[string]commandHelp{
   E2A_METRICS_ADDR          its own listener for /metrics and /debug/pprof/ (then /metrics not on E2A_HTTP_ADDR)
   E2A_NATS_PORT             embedded server's client port (default 4222; 0 = random)
   E2A_STORE_DIR             embedded server's store (default: a temporary directory)
+  E2A_ARCHIVE               run the archiver (E2A_AUDIT into E2A_ARCHIVE) in this process (default true)
   E2A_AUTH_*, E2A_API_KEYS  auth (ingress/AUTH.md); and every E2A_* of docs/configuration.md
 `},
 	"serve": {usage: "e2a serve", about: "Runs ingress and egress (and the console) against a NATS cluster; run any number of replicas.",
@@ -136,7 +138,8 @@ var helps = map[string]commandHelp{
 `},
 	"streams": {usage: "e2a streams apply", about: "Creates or updates every stream and KV bucket (run it as the NATS admin user, first).",
 		env: fmt.Sprintf(natsEnv, "required") + `  E2A_REPLICAS              replicas of every stream (3 in production)
-  E2A_REQUESTS_MAX_AGE, E2A_RESPONSES_MAX_AGE, E2A_REQUESTS_MAX_BYTES, E2A_DEDUPE_WINDOW, E2A_TASKS_TTL
+  E2A_REQUESTS_MAX_AGE, E2A_RESPONSES_MAX_AGE, E2A_REQUESTS_MAX_BYTES, E2A_DEDUPE_WINDOW, E2A_TASKS_TTL,
+  E2A_AUDIT_MAX_AGE, E2A_AUDIT_MAX_BYTES, E2A_ARCHIVE_MAX_AGE, E2A_ARCHIVE_MAX_BYTES
                             the streams' limits (use the same values everywhere)
 `},
 	"vault": {usage: "e2a vault key | seal CREDENTIAL-ID < value | rotate CREDENTIALS-FILE",
@@ -149,6 +152,7 @@ var helps = map[string]commandHelp{
                             a file with one key per line, instead
 `},
 	"push":    pushHelp,
+	"archive": archiveHelp,
 	"replay":  replayHelp,
 	"tail":    tailHelp,
 	"publish": publishHelp,
@@ -229,6 +233,8 @@ func run(ctx context.Context, args []string) error {
 		return runVault(ctx, cfg, args[1:], os.Stdin, os.Stdout)
 	case "push":
 		return runPush(ctx, cfg, args[1:], os.Stdout)
+	case "archive":
+		return runArchive(ctx, cfg, args[1:])
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return nil
