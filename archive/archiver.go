@@ -27,6 +27,7 @@ type archiver struct {
 	o   options
 	m   *metrics
 	log *slog.Logger
+	enc encoder
 }
 
 // Run archives E2A_AUDIT into E2A_ARCHIVE until ctx is done, then returns
@@ -273,7 +274,7 @@ const maxHeaderBytes = 512
 // max_payload, as several; one record that fits no batch is skipped
 // (counted, logged: E2A_AUDIT keeps it for its retention).
 func (a *archiver) store(ctx context.Context, recs []Record, pos *position) error {
-	data, err := Encode(recs)
+	data, err := a.enc.encode(recs)
 	if err != nil && !errors.Is(err, ErrBatchTooLarge) {
 		return err
 	}

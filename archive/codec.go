@@ -74,50 +74,75 @@ func coders() (*zstd.Encoder, *zstd.Decoder, error) {
 // Encode returns the compressed form of recs (zstd of a versioned binary
 // encoding: per record its sequence, time, subject, headers and payload).
 func Encode(recs []Record) ([]byte, error) {
-	e, _, err := coders()
+	var e encoder
+	return e.encode(recs)
+}
+
+// encoder encodes batches, reusing its buffers from one to the next (the
+// archiver's: one goroutine).
+type encoder struct {
+	raw     bytes.Buffer
+	out     []byte
+	keys    []string
+	scratch [binary.MaxVarintLen64]byte
+}
+
+// encode is Encode; the result is valid until the next call.
+func (c *encoder) encode(recs []Record) ([]byte, error) {
+	z, _, err := coders()
 	if err != nil {
 		return nil, err
 	}
 	if len(recs) > MaxBatchRecords {
 		return nil, fmt.Errorf("%w: %d records, at most %d", ErrBatchTooLarge, len(recs), MaxBatchRecords)
 	}
-	var (
-		b       bytes.Buffer
-		scratch [binary.MaxVarintLen64]byte
-	)
-	b.Grow(64 << 10)
+	b := &c.raw
+	b.Reset()
 	b.WriteByte(formatV1)
-	put := func(v uint64) { b.Write(binary.AppendUvarint(scratch[:0], v)) }
-	str := func(s string) { put(uint64(len(s))); b.WriteString(s) }
 	for i := range recs {
-		r := &recs[i]
-		put(r.Seq)
-		b.Write(binary.AppendVarint(scratch[:0], r.Time.UnixNano()))
-		str(r.Subject)
-		keys := make([]string, 0, len(r.Header))
-		n := 0
-		for k, vs := range r.Header {
-			keys = append(keys, k)
-			n += len(vs)
+		if err := c.record(&recs[i]); err != nil {
+			return nil, err
 		}
-		sort.Strings(keys)
-		if n > maxHeaderValues {
-			return nil, fmt.Errorf("%w: record %d has %d header values, at most %d", ErrBatchTooLarge, r.Seq, n, maxHeaderValues)
-		}
-		put(uint64(n))
-		for _, k := range keys {
-			for _, v := range r.Header[k] {
-				str(k)
-				str(v)
-			}
-		}
-		put(uint64(len(r.Data)))
-		b.Write(r.Data)
 	}
 	if b.Len() > MaxBatchBytes {
 		return nil, fmt.Errorf("%w: %d bytes before compression, at most %d", ErrBatchTooLarge, b.Len(), MaxBatchBytes)
 	}
-	return e.EncodeAll(b.Bytes(), nil), nil
+	c.out = z.EncodeAll(b.Bytes(), c.out[:0])
+	return c.out, nil
+}
+
+func (c *encoder) put(v uint64) { c.raw.Write(binary.AppendUvarint(c.scratch[:0], v)) }
+
+func (c *encoder) str(s string) {
+	c.put(uint64(len(s)))
+	c.raw.WriteString(s)
+}
+
+// record appends r's binary form.
+func (c *encoder) record(r *Record) error {
+	c.put(r.Seq)
+	c.raw.Write(binary.AppendVarint(c.scratch[:0], r.Time.UnixNano()))
+	c.str(r.Subject)
+	c.keys = c.keys[:0]
+	n := 0
+	for k, vs := range r.Header {
+		c.keys = append(c.keys, k)
+		n += len(vs)
+	}
+	sort.Strings(c.keys)
+	if n > maxHeaderValues {
+		return fmt.Errorf("%w: record %d has %d header values, at most %d", ErrBatchTooLarge, r.Seq, n, maxHeaderValues)
+	}
+	c.put(uint64(n))
+	for _, k := range c.keys {
+		for _, v := range r.Header[k] {
+			c.str(k)
+			c.str(v)
+		}
+	}
+	c.put(uint64(len(r.Data)))
+	c.raw.Write(r.Data)
+	return nil
 }
 
 // Decode returns the records of a batch Encode made. It returns

@@ -67,6 +67,7 @@ func newBenchFlags(fs *flag.FlagSet, c *bench.Config, d bench.Config) *benchFlag
 	m.interval = fs.Duration("interval", 10*time.Second, "soak: sampling interval")
 	m.retention = fs.Duration("retention", 0, "soak: the hot streams' max age and the task index's TTL (E2A_REQUESTS_MAX_AGE, E2A_RESPONSES_MAX_AGE, E2A_TASKS_TTL), which bound the embedded server's memory (default: 24h and 72h, bounded by the streams' bytes)")
 	fs.BoolVar(&c.Console, "console", false, "in process and soak: run the console's indexer too, as e2a dev does")
+	fs.BoolVar(&c.Archive, "archive", false, "in process: run the archiver too, as e2a dev does")
 	m.recovery = fs.Bool("recovery", false, "kill a part of the pipeline mid-stream (--kill) and report, from the clients, how soon each stream goes on and that every stream stayed whole and exactly once (--requests, --frames, --frame-bytes, --delay default to 30, 44, 100 and 100ms here; --frame-bytes applies to the worker kill, the processes run the demo agent)")
 	m.kill = fs.String("kill", "", "with --recovery: "+bench.KillWorker+" (default: one agent worker of several in this process, its connection closed), "+
 		bench.KillAgent+" (SIGKILL to one of several `e2a agent --pool demo` processes), "+bench.KillServe+" (SIGKILL to the `e2a serve` process the clients stream from; they reconnect to a second one with Last-Event-ID) or "+

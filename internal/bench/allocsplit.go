@@ -20,6 +20,7 @@ const (
 	CompIngress  = "ingress"     // HTTP handlers, normalizer, publish, task index
 	CompEgress   = "egress"      // replay and the protocol renderers
 	CompConsole  = "console"     // the console's indexer (with --console)
+	CompArchive  = "archive"     // the archiver (with --archive)
 	CompAgent    = "agent"       // the agent runtime and the handler's writes
 	CompPipeline = "shared pkgs" // other pipeline packages (streams, subjects…)
 	CompNATSGo   = "nats.go"     // the NATS client's own goroutines (read loop, dispatch)
@@ -30,7 +31,7 @@ const (
 )
 
 // pipelineComponents are the components counted as the pipeline's own.
-var pipelineComponents = []string{CompIngress, CompEgress, CompConsole, CompAgent, CompPipeline, CompNATSGo, CompHTTP}
+var pipelineComponents = []string{CompIngress, CompEgress, CompConsole, CompArchive, CompAgent, CompPipeline, CompNATSGo, CompHTTP}
 
 // component attributes an allocation to a component from its stack
 // (function names, leaf first): the embedded server wherever it appears;
@@ -58,6 +59,8 @@ func component(stack []string) string {
 			return CompLoadGen
 		case strings.HasPrefix(rest, "egress/console"):
 			return CompConsole
+		case strings.HasPrefix(rest, "archive"):
+			return CompArchive
 		case strings.HasPrefix(rest, "egress"):
 			return CompEgress
 		case strings.HasPrefix(rest, "ingress"), strings.HasPrefix(rest, "normalizer"):

@@ -90,6 +90,9 @@ type Config struct {
 	// Console runs the console's indexer beside the stages (in process), as
 	// `e2a dev` does.
 	Console bool `json:"console,omitempty"`
+	// Archive runs the archiver beside the stages (in process), as `e2a
+	// dev` does.
+	Archive bool `json:"archive,omitempty"`
 	// SyncAlways fsyncs every write of the embedded server.
 	SyncAlways bool `json:"sync_always"`
 	// StoreDir of the embedded server (default: a temporary directory).
@@ -299,7 +302,7 @@ func (r *run) connect(ctx context.Context) (base string, nc *nats.Conn, closeCon
 		r.progress("starting the in-process pipeline")
 		pipe, err := StartPipeline(ctx, PipelineOptions{
 			StoreDir: cfg.StoreDir, SyncAlways: cfg.SyncAlways, AgentConcurrency: cfg.AgentConcurrency,
-			Frames: cfg.Frames, FrameBytes: cfg.FrameBytes, Delay: cfg.Delay, SplitConns: cfg.SplitConns, TCP: cfg.TCP, NoAudit: cfg.NoAudit, Console: cfg.Console,
+			Frames: cfg.Frames, FrameBytes: cfg.FrameBytes, Delay: cfg.Delay, SplitConns: cfg.SplitConns, TCP: cfg.TCP, NoAudit: cfg.NoAudit, Console: cfg.Console, Archive: cfg.Archive,
 		})
 		if err != nil {
 			return "", nil, nil, err

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/archive"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/egress/console"
 	"github.com/e2a-pipeline/pipeline/ingress"
@@ -50,6 +51,9 @@ type PipelineOptions struct {
 	// Console runs the web console's indexer beside the stages, as `e2a
 	// dev` does (its index bucket is provisioned with the streams).
 	Console bool
+	// Archive runs the archiver (package archive) beside the stages, as
+	// `e2a dev` does.
+	Archive bool
 	// Retention, when positive, is the hot streams' max age
 	// (RequestsMaxAge, ResponsesMaxAge) and the task index's TTL (TasksTTL:
 	// an A2A task's record, one subject per task, would otherwise stay
@@ -232,7 +236,8 @@ func provision(ctx context.Context, js jetstream.JetStream, o PipelineOptions) (
 	return cfg, nil
 }
 
-// serve starts egress, ingress (and the console with Console) on one HTTP
+// serve starts egress, ingress (and the console with Console, the
+// archiver with Archive) on one HTTP
 // server on a loopback port; rctx is the stages' context, which Close
 // cancels.
 func (p *Pipeline) serve(o PipelineOptions, cfg streams.Config, reg *prometheus.Registry) (rctx context.Context, err error) {
@@ -251,6 +256,13 @@ func (p *Pipeline) serve(o PipelineOptions, cfg streams.Config, reg *prometheus.
 			console.WithGatherer(reg), console.WithLogger(o.Log)); err != nil {
 			return nil, err
 		}
+	}
+	if o.Archive {
+		go func() {
+			if err := archive.Run(rctx, p.NC, archive.WithRegisterer(reg), archive.WithLogger(o.Log)); err != nil {
+				o.Log.Error("archiver stopped", "err", err)
+			}
+		}()
 	}
 	mux := http.NewServeMux()
 	in.Register(mux)

@@ -29,7 +29,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "machine: %s, %d CPUs (GOMAXPROCS %d), %s/%s, %s\n", m.CPU, m.NumCPU, m.GOMAXPROCS, m.OS, m.Arch, m.Go)
 	fmt.Fprintf(&b, "protocol %s, %d requests, %d clients, %d frames/request, %d B/frame, agent delay %v", c.Protocol, c.Requests, c.Concurrency, c.Frames, c.FrameBytes, c.Delay)
 	if r.InProc {
-		fmt.Fprintf(&b, ", agent concurrency %d, split conns %v, tcp %v, sync always %v, console %v", c.AgentConcurrency, c.SplitConns, c.TCP, c.SyncAlways, c.Console)
+		fmt.Fprintf(&b, ", agent concurrency %d, split conns %v, tcp %v, sync always %v, console %v, archive %v", c.AgentConcurrency, c.SplitConns, c.TCP, c.SyncAlways, c.Console, c.Archive)
 		if c.NoAudit {
 			b.WriteString(", WITHOUT E2A_AUDIT (experiment)")
 		}
