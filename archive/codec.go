@@ -61,7 +61,11 @@ var (
 
 func coders() (*zstd.Encoder, *zstd.Decoder, error) {
 	encOnce.Do(func() {
-		enc, encErr = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+		// A window as large as a default batch: the matches a batch has are
+		// within it, and the encoder keeps twice its window in memory (the
+		// default 8 MiB window held 16 MB of a running e2a dev's heap).
+		enc, encErr = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1),
+			zstd.WithWindowSize(DefaultBatchBytes))
 		if encErr != nil {
 			return
 		}

@@ -56,7 +56,8 @@ func buildOptions(opts []Option) (options, error) {
 // WithBatchBytes sets the size before compression at which the archiver
 // closes a batch: 4 KiB to 8 MiB (default DefaultBatchBytes). A batch is
 // also split when its compressed form would not fit the connection's
-// max_payload.
+// max_payload. The compression window is DefaultBatchBytes: a larger
+// batch finds no match further back than that.
 func WithBatchBytes(n int) Option {
 	return func(o *options) error {
 		if n < 4<<10 || n > 8<<20 {

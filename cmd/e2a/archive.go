@@ -23,13 +23,13 @@ order and stores its messages as zstd-compressed batches on E2A_ARCHIVE (package
 E2A_AUDIT only buffers what is not archived yet and E2A_ARCHIVE keeps the history. It keeps no state
 (it resumes after the archive's last batch); a second replica is safe but does the work twice (each
 batch is stored with the subject's expected last sequence: the second copy is refused). e2a dev runs
-it in its process unless E2A_ARCHIVE is false. e2a replay reads the archive as part of E2A_AUDIT.`,
+it in its process with E2A_ARCHIVE=true. e2a replay reads the archive as part of E2A_AUDIT.`,
 	env: fmt.Sprintf(natsEnv, "required") + `  E2A_HTTP_ADDR             operations listener (default 127.0.0.1:8080)
   E2A_METRICS_ADDR          its own listener for /metrics and /debug/pprof/ (then /metrics not on E2A_HTTP_ADDR)
   E2A_ARCHIVE_BATCH_BYTES   a batch is closed at this size before compression (default 1048576, 4 KiB..8 MiB)
   E2A_ARCHIVE_FLUSH_INTERVAL
                             and this long after its first message however small (default 10s, 10ms..1h)
-  E2A_ARCHIVE               e2a dev: run the archiver in its process (default true)
+  E2A_ARCHIVE               e2a dev: run the archiver in its process (default false)
   E2A_ARCHIVE_MAX_AGE, E2A_ARCHIVE_MAX_BYTES, E2A_AUDIT_MAX_AGE, E2A_AUDIT_MAX_BYTES
                             the streams' limits (the same everywhere: e2a streams apply sets them)
 `}
@@ -47,8 +47,8 @@ func (c Config) archiveOptions(reg prometheus.Registerer, log *slog.Logger) []ar
 	return opts
 }
 
-// startArchive runs the archiver beside dev's other stages unless
-// E2A_ARCHIVE is false, with the process's registry and logger; it
+// startArchive runs the archiver beside dev's other stages when
+// E2A_ARCHIVE is true, with the process's registry and logger; it
 // reports whether it started, and done gets Run's result (nil once ctx
 // ends).
 func startArchive(ctx context.Context, nc *nats.Conn, cfg Config, reg prometheus.Registerer, log *slog.Logger, done chan<- error) bool {

@@ -98,16 +98,16 @@ func checkArchivedOnce(t *testing.T, ctx context.Context, nc *nats.Conn, last ui
 	}
 }
 
-// TestDevArchives: `e2a dev` runs the archiver in its process (E2A_ARCHIVE
-// defaults to true) on the process's registry: after demo requests,
+// TestDevArchives: `e2a dev` runs the archiver in its process with
+// E2A_ARCHIVE=true (it is off by default) on the process's registry: after demo requests,
 // E2A_ARCHIVE's last batch reaches E2A_AUDIT's last sequence, the
 // archive holds every E2A_AUDIT message once, and /metrics counts the
-// batches beside the agent pools' series. With E2A_ARCHIVE=false it
-// says it does not run the archiver.
+// batches beside the agent pools' series. Without E2A_ARCHIVE it says it
+// does not run the archiver.
 func TestDevArchives(t *testing.T) {
 	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json", "E2A_PUSH=off",
 		"E2A_ARCHIVE_FLUSH_INTERVAL=100ms"}
-	stdout, _ := startBin(t, env, "dev")
+	stdout, _ := startBin(t, append(env, "E2A_ARCHIVE=true"), "dev")
 	m, banner := waitLine(t, stdout, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
 	base := m[1]
 	n, _ := waitLine(t, stdout, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
@@ -146,8 +146,8 @@ func TestDevArchives(t *testing.T) {
 			strings.Contains(body, "e2a_agent_")
 	})
 
-	t.Run("E2A_ARCHIVE=false", func(t *testing.T) {
-		_, stderr := startBin(t, append(env, "E2A_ARCHIVE=false"), "dev")
+	t.Run("off by default", func(t *testing.T) {
+		_, stderr := startBin(t, env, "dev")
 		waitLine(t, stderr, regexp.MustCompile(`"msg":"archiver not run here".*"E2A_ARCHIVE":false`))
 	})
 }
@@ -250,7 +250,7 @@ func TestArchiveConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := cfg.StreamsConfig()
-	if !cfg.Archive || sc.ArchiveMaxAge != 90*24*time.Hour || sc.ArchiveMaxBytes != 1<<30 ||
+	if cfg.Archive || sc.ArchiveMaxAge != 90*24*time.Hour || sc.ArchiveMaxBytes != 1<<30 ||
 		cfg.ArchiveBatchBytes != archive.DefaultBatchBytes || cfg.ArchiveFlushInterval != archive.DefaultFlushInterval {
 		t.Errorf("defaults: archive %v, max age %v, max bytes %d, batch %d, flush %v", cfg.Archive, sc.ArchiveMaxAge, sc.ArchiveMaxBytes,
 			cfg.ArchiveBatchBytes, cfg.ArchiveFlushInterval)
@@ -285,15 +285,15 @@ func TestArchiveConfig(t *testing.T) {
 			}
 		})
 	}
-	for k, v := range map[string]string{"E2A_ARCHIVE_MAX_BYTES": "-1", "E2A_ARCHIVE_MAX_AGE": "0", "E2A_ARCHIVE": "false",
+	for k, v := range map[string]string{"E2A_ARCHIVE_MAX_BYTES": "-1", "E2A_ARCHIVE_MAX_AGE": "0", "E2A_ARCHIVE": "true",
 		"E2A_ARCHIVE_BATCH_BYTES": "4096", "E2A_ARCHIVE_FLUSH_INTERVAL": "1h"} {
 		t.Setenv(k, v)
 	}
 	if cfg, err = LoadConfig(); err != nil {
 		t.Fatal(err)
 	}
-	if sc := cfg.StreamsConfig(); cfg.Archive || sc.ArchiveMaxBytes != streams.Unlimited || sc.ArchiveMaxAge != 0 || sc.Validate() != nil {
-		t.Errorf("unlimited, forever, off: archive %v, %+v", cfg.Archive, sc)
+	if sc := cfg.StreamsConfig(); !cfg.Archive || sc.ArchiveMaxBytes != streams.Unlimited || sc.ArchiveMaxAge != 0 || sc.Validate() != nil {
+		t.Errorf("unlimited, forever, on: archive %v, %+v", cfg.Archive, sc)
 	}
 
 	// archive.Run refuses a bad option before anything else, and returns

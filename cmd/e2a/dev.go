@@ -120,7 +120,7 @@ Ctrl-C stops.
 
 // startDevStages starts dev's background stages, each sending its end on
 // done: the push stage (unless E2A_PUSH is api or off), the archiver
-// (unless E2A_ARCHIVE is false), the agent pools and the workflow pool,
+// (with E2A_ARCHIVE=true), the agent pools and the workflow pool,
 // all with the process's registry and logger. It returns how many it
 // started (serveUntil waits for them all on shutdown).
 func startDevStages(ctx context.Context, nc *nats.Conn, cfg Config, pools []devPool, wf *workflow.Executor,
@@ -352,7 +352,7 @@ func archiveLine(cfg Config) string {
 	if !cfg.Archive {
 		return ""
 	}
-	return "\n  archiver   E2A_AUDIT into E2A_ARCHIVE, compressed (E2A_ARCHIVE=false: off)"
+	return "\n  archiver   E2A_AUDIT into E2A_ARCHIVE, compressed (E2A_ARCHIVE=true)"
 }
 
 // serveGRPC serves the A2A v1.0 gRPC binding on ln until ctx ends, then
