@@ -51,7 +51,8 @@ func (w *worker) cancelMark() cancelMark {
 }
 
 // watchMissedCancels reads the stored cancels of the requests held again
-// each time the mark moves past seen (checked every heartbeat), until ctx
+// each time the mark moves past seen (checked every heartbeat), and those
+// of the requests whose scheduled re-read is due (dueRechecks), until ctx
 // is done; then it closes stopped.
 func (w *worker) watchMissedCancels(ctx context.Context, seen cancelMark, stopped chan<- struct{}) {
 	defer close(stopped)

@@ -282,26 +282,41 @@ func TestArchiveFollowsANewE2AAudit(t *testing.T) {
 }
 
 // A batch that is not one the archiver wrote is refused with ErrCorrupt by
-// the reader, never a panic.
+// the reader, never a panic: headers that parse over a payload that is not
+// zstd, headers that do not parse, and a sound batch whose header counts
+// more messages than it holds.
 func TestReaderRefusesCorruptBatches(t *testing.T) {
 	t.Parallel()
 	_, nc := natstest.RunServer(t)
 	js := natstest.JetStream(t, nc)
-	for i, h := range []map[string]string{
-		{subjects.HeaderArchiveFirst: "1", subjects.HeaderArchiveLast: "2", subjects.HeaderArchiveCount: "2",
-			subjects.HeaderArchiveFrom: time.Now().Format(time.RFC3339Nano), subjects.HeaderArchiveUntil: time.Now().Format(time.RFC3339Nano)},
-		{subjects.HeaderArchiveFirst: "x"},
+	now := time.Now().Format(time.RFC3339Nano)
+	sound := map[string]string{subjects.HeaderArchiveFirst: "1", subjects.HeaderArchiveLast: "2", subjects.HeaderArchiveCount: "2",
+		subjects.HeaderArchiveFrom: now, subjects.HeaderArchiveUntil: now, subjects.HeaderArchiveEpoch: now}
+	oneRecord, err := archive.Encode([]archive.Record{{Seq: 1, Subject: "e2a.audit.req.1", Data: []byte("{}")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := archive.NewReader(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []struct {
+		h    map[string]string
+		data []byte
+	}{
+		{sound, []byte("not zstd")},
+		{map[string]string{subjects.HeaderArchiveFirst: "x"}, oneRecord},
+		{sound, oneRecord}, // counts 2, holds 1
 	} {
 		m := nats.NewMsg(subjects.ArchiveBatches)
-		m.Data = []byte("not zstd")
-		for _, k := range slices.Sorted(maps.Keys(h)) {
-			m.Header.Set(k, h[k])
+		m.Data = c.data
+		for _, k := range slices.Sorted(maps.Keys(c.h)) {
+			m.Header.Set(k, c.h[k])
 		}
 		ack, err := js.PublishMsg(context.Background(), m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, _ := archive.NewReader(nc)
 		if _, err := r.Load(context.Background(), ack.Sequence); !errors.Is(err, archive.ErrCorrupt) {
 			t.Errorf("batch %d: %v, want ErrCorrupt", i, err)
 		}

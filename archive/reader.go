@@ -268,8 +268,8 @@ func (r *Reader) SeqAtTime(ctx context.Context, sp Span, t time.Time) (uint64, e
 }
 
 // Records returns the archived messages from E2A_AUDIT sequence from on,
-// in sequence order, each once (a message two batches hold, stored by two
-// archivers racing, is returned from the first), up to sp.Last.
+// in sequence order, each once (should two batches hold a message, it is
+// returned from the first), up to sp.Last.
 func (r *Reader) Records(ctx context.Context, sp Span, from uint64) iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
 		if !sp.Exists || sp.Empty || from > sp.Last {

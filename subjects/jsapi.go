@@ -45,7 +45,8 @@ const (
 // ArchiveBatches is the one subject of stream E2A_ARCHIVE: each message a
 // compressed batch of consecutive E2A_AUDIT messages (package archive),
 // described by the headers HeaderArchiveFirst, HeaderArchiveLast,
-// HeaderArchiveFrom, HeaderArchiveUntil and HeaderArchiveCount. One
+// HeaderArchiveFrom, HeaderArchiveUntil, HeaderArchiveCount and
+// HeaderArchiveEpoch. One
 // subject for the whole history: the archive adds no subject per request.
 const ArchiveBatches = "e2a.archive.batches"
 

@@ -69,7 +69,7 @@ func TestCLIHelp(t *testing.T) {
 		{[]string{"tail", "-h"}, []string{"Usage: e2a tail", "-pool", "E2A_NATS_URL"}},
 		{[]string{"publish", "-h"}, []string{"Usage: e2a publish", "-follow", "E2A_NATS_URL"}},
 		{[]string{"archive", "-h"}, []string{"Usage: e2a archive", "E2A_ARCHIVE_BATCH_BYTES", "E2A_ARCHIVE_FLUSH_INTERVAL", "E2A_NATS_URL"}},
-		{[]string{"dev", "-h"}, []string{"E2A_ARCHIVE "}},
+		{[]string{"dev", "-h"}, []string{"E2A_ARCHIVE ", "in this process (default false)"}},
 		{[]string{"help"}, []string{"e2a dev", "e2a archive", "e2a COMMAND -h"}},
 	} {
 		code, out, errOut := runBin(t, env, c.args...)

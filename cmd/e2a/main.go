@@ -104,7 +104,7 @@ var helps = map[string]commandHelp{
   E2A_METRICS_ADDR          its own listener for /metrics and /debug/pprof/ (then /metrics not on E2A_HTTP_ADDR)
   E2A_NATS_PORT             embedded server's client port (default 4222; 0 = random)
   E2A_STORE_DIR             embedded server's store (default: a temporary directory)
-  E2A_ARCHIVE               run the archiver (E2A_AUDIT into E2A_ARCHIVE) in this process (default true)
+  E2A_ARCHIVE               run the archiver (E2A_AUDIT into E2A_ARCHIVE) in this process (default false)
   E2A_AUTH_*, E2A_API_KEYS  auth (ingress/AUTH.md); and every E2A_* of docs/configuration.md
 `},
 	"serve": {usage: "e2a serve", about: "Runs ingress and egress (and the console) against a NATS cluster; run any number of replicas.",

@@ -75,16 +75,19 @@ func (a *Auditor) auditSeq(ctx context.Context, st streamState, subject string, 
 			// limit), and what it dropped the archive holds. Read the
 			// archive to its end, then E2A_AUDIT after it.
 			sp := st.arch
-			if fresh, err := a.span(ctx); err == nil && fresh.Exists && !fresh.Empty && fresh.Epoch.Equal(sp.Epoch) {
+			fresh, err := a.span(ctx)
+			if err != nil {
+				yield(streams.RawMsg{}, err)
+				return
+			}
+			if fresh.Exists && !fresh.Empty && fresh.Epoch.Equal(sp.Epoch) {
 				sp = fresh
 			}
-			next := from
 			for r, err := range a.arch.Records(ctx, sp, from) {
 				if err != nil {
 					yield(streams.RawMsg{}, err)
 					return
 				}
-				next = r.Seq + 1
 				if !subjectMatches(subject, r.Subject) {
 					continue
 				}
@@ -92,7 +95,7 @@ func (a *Auditor) auditSeq(ctx context.Context, st streamState, subject string, 
 					return
 				}
 			}
-			from = max(next, sp.Last+1)
+			from = max(from, sp.Last+1)
 		}
 		for m, err := range read(ctx, st.name, subject, from) {
 			if !yield(m, err) || err != nil {
