@@ -58,8 +58,8 @@ func TestArchiveEveryAuditMessage(t *testing.T) {
 	traffic(t, nc, js, "a", 60)
 	last := auditLast(t, js, 180)
 	reg := prometheus.NewRegistry()
-	startArchiver(t, nc, append(fast, archive.WithRegisterer(reg))...)
-	waitArchived(t, nc, last)
+	natstest.RunArchiver(t, nc, append(fast, archive.WithRegisterer(reg))...)
+	natstest.WaitArchived(t, nc, last)
 	bs := batches(t, nc)
 	checkContiguous(t, bs, 1, last)
 	if len(bs) < 3 {
@@ -110,13 +110,13 @@ func TestArchiveResumesAfterItsLastBatch(t *testing.T) {
 	js := natstest.JetStream(t, nc)
 	traffic(t, nc, js, "r1", 20)
 	last := auditLast(t, js, 60)
-	stop := startArchiver(t, nc, fast...)
-	waitArchived(t, nc, last)
+	stop := natstest.RunArchiver(t, nc, fast...)
+	natstest.WaitArchived(t, nc, last)
 	stop()
 	traffic(t, nc, js, "r2", 20)
 	last = auditLast(t, js, 120)
-	startArchiver(t, nc, fast...)
-	waitArchived(t, nc, last)
+	natstest.RunArchiver(t, nc, fast...)
+	natstest.WaitArchived(t, nc, last)
 	checkContiguous(t, batches(t, nc), 1, last)
 }
 
@@ -134,11 +134,11 @@ func TestTwoArchiversStoreEachMessageOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(anc.Close)
-		startArchiver(t, anc, append(fast, archive.WithRegisterer(reg))...)
+		natstest.RunArchiver(t, anc, append(fast, archive.WithRegisterer(reg))...)
 	}
 	traffic(t, nc, js, "two", 80)
 	last := auditLast(t, js, 240)
-	waitArchived(t, nc, last)
+	natstest.WaitArchived(t, nc, last)
 	checkContiguous(t, batches(t, nc), 1, last)
 	t.Logf("conflicts: %v", metricValue(t, reg, "e2a_archive_conflicts_total"))
 }
@@ -156,8 +156,8 @@ func TestArchiveCountsWhatE2AAuditDroppedUnarchived(t *testing.T) {
 	traffic(t, nc, js, "before", 150) // dropped before any archive: not missed
 	auditLastAtLeast(t, js, 450)
 	reg := prometheus.NewRegistry()
-	stop := startArchiver(t, nc, append(fast, archive.WithRegisterer(reg))...)
-	waitArchived(t, nc, auditState(t, js).LastSeq)
+	stop := natstest.RunArchiver(t, nc, append(fast, archive.WithRegisterer(reg))...)
+	natstest.WaitArchived(t, nc, auditState(t, js).LastSeq)
 	stop()
 	archived := auditState(t, js).LastSeq
 	traffic(t, nc, js, "while", 150) // E2A_AUDIT drops some of what the archive has not read
@@ -172,9 +172,9 @@ func TestArchiveCountsWhatE2AAuditDroppedUnarchived(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(anc.Close)
-		startArchiver(t, anc, append(fast, archive.WithRegisterer(reg))...)
+		natstest.RunArchiver(t, anc, append(fast, archive.WithRegisterer(reg))...)
 	}
-	waitArchived(t, nc, st.LastSeq)
+	natstest.WaitArchived(t, nc, st.LastSeq)
 	bs := batches(t, nc)
 	if n := metricValue(t, reg, "e2a_archive_missed_total"); n != float64(st.FirstSeq-archived-1) {
 		t.Errorf("missed %v, want %d (E2A_AUDIT %d.., archived to %d)", n, st.FirstSeq-archived-1, st.FirstSeq, archived)
@@ -206,7 +206,7 @@ func TestArchiveSkipsWhatNoBatchHolds(t *testing.T) {
 	_, nc := natstest.RunServer(t, natstest.WithMaxPayload(64<<10))
 	js := natstest.JetStream(t, nc)
 	reg := prometheus.NewRegistry()
-	startArchiver(t, nc, append(fast, archive.WithRegisterer(reg))...)
+	natstest.RunArchiver(t, nc, append(fast, archive.WithRegisterer(reg))...)
 	big := make([]byte, 64<<10-400) // incompressible: random
 	if _, err := rand.Read(big); err != nil {
 		t.Fatal(err)
@@ -219,7 +219,7 @@ func TestArchiveSkipsWhatNoBatchHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	auditLastAtLeast(t, js, 2)
-	waitArchived(t, nc, 2)
+	natstest.WaitArchived(t, nc, 2)
 	bs := batches(t, nc)
 	var seqs []uint64
 	for _, b := range bs {
@@ -244,9 +244,9 @@ func TestArchiveFollowsANewE2AAudit(t *testing.T) {
 	t.Parallel()
 	_, nc := natstest.RunServer(t)
 	js := natstest.JetStream(t, nc)
-	startArchiver(t, nc, fast...)
+	natstest.RunArchiver(t, nc, fast...)
 	traffic(t, nc, js, "old", 20)
-	waitArchived(t, nc, auditLast(t, js, 60))
+	natstest.WaitArchived(t, nc, auditLast(t, js, 60))
 	ctx := context.Background()
 	if err := js.DeleteStream(ctx, streams.AuditStream); err != nil {
 		t.Fatal(err)

@@ -70,46 +70,6 @@ func batches(t *testing.T, nc *nats.Conn) []*archive.Batch {
 	return out
 }
 
-// waitArchived waits until the archive's last batch ends at E2A_AUDIT
-// sequence last.
-func waitArchived(t *testing.T, nc *nats.Conn, last uint64) {
-	t.Helper()
-	r, err := archive.NewReader(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testkit.Eventually(t, 20*time.Second, "the archive reached E2A_AUDIT's last message", func() bool {
-		sp, err := r.Span(context.Background())
-		return err == nil && !sp.Empty && sp.Last >= last
-	})
-}
-
-// startArchiver runs an archiver on nc until the test ends (or stop is
-// called), failing the test when it returns an error.
-func startArchiver(t *testing.T, nc *nats.Conn, opts ...archive.Option) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := archive.Run(ctx, nc, opts...); err != nil {
-			t.Errorf("archive.Run: %v", err)
-		}
-	}()
-	stop = func() {
-		cancel()
-		testkit.Receive(t, done, 10*time.Second, "archiver stopped")
-	}
-	t.Cleanup(func() {
-		select {
-		case <-done:
-		default:
-			stop()
-		}
-	})
-	return stop
-}
-
 // auditLastAtLeast waits until E2A_AUDIT's last sequence is at least n.
 func auditLastAtLeast(t *testing.T, js jetstream.JetStream, n uint64) {
 	t.Helper()

@@ -97,13 +97,7 @@ func TestArchiveCapacityPerRequest(t *testing.T) {
 			}
 		}()
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := archive.Run(ctx, p.nc, archive.WithFlushInterval(100*time.Millisecond)); err != nil {
-			t.Errorf("archiver: %v", err)
-		}
-	}()
+	natstest.RunArchiver(t, p.nc, archive.WithFlushInterval(100*time.Millisecond))
 	const n = 300
 	for _, c := range []struct {
 		name, pool string
@@ -122,15 +116,7 @@ func TestArchiveCapacityPerRequest(t *testing.T) {
 			m, _ := p.streamState(t, streams.AuditStream)
 			return m == reqMsgs+respMsgs
 		})
-		auditLast := p.streamInfo(t, streams.AuditStream).State.LastSeq
-		r, err := archive.NewReader(p.nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitUntil(t, 20*time.Second, "E2A_ARCHIVE holds every E2A_AUDIT message", func() bool {
-			sp, err := r.Span(context.Background())
-			return err == nil && sp.Last >= auditLast
-		})
+		natstest.WaitArchived(t, p.nc, p.streamInfo(t, streams.AuditStream).State.LastSeq)
 		_, audit1 := p.streamState(t, streams.AuditStream)
 		_, arch1 := p.streamState(t, streams.ArchiveStream)
 		a, z := float64(audit1-audit0)/n, float64(arch1-arch0)/n

@@ -137,10 +137,10 @@ func checkBuilders(t *testing.T, agent, id string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !server.IsValidSubject(f) || !subjectMatches(f, req) {
+	if !server.IsValidSubject(f) || !subjects.Matches(f, req) {
 		t.Fatalf("filter %q does not match %q", f, req)
 	}
-	if !subjectMatches(subjects.AllRequests, req) {
+	if !subjects.Matches(subjects.AllRequests, req) {
 		t.Fatalf("%q does not match %q", subjects.AllRequests, req)
 	}
 }
@@ -160,19 +160,39 @@ func mustPublishable(t *testing.T, s string) {
 	}
 }
 
-// subjectMatches is a minimal NATS matcher for the test (no nats-server
-// internals): '*' matches one token, '>' the rest.
-func subjectMatches(filter, subject string) bool {
-	ft, st := strings.Split(filter, "."), strings.Split(subject, ".")
-	for i, f := range ft {
-		if f == ">" {
-			return len(st) > i
+// TestMatchesLikeTheServer: Matches agrees with nats-server on every valid
+// filter and subject of up to three tokens over a small alphabet.
+func TestMatchesLikeTheServer(t *testing.T) {
+	var subjs, filters []string
+	var grow func(prefix []string, toks []string, out *[]string)
+	grow = func(prefix []string, toks []string, out *[]string) {
+		if len(prefix) > 0 {
+			*out = append(*out, strings.Join(prefix, "."))
 		}
-		if i >= len(st) || (f != "*" && f != st[i]) {
-			return false
+		if len(prefix) == 3 {
+			return
+		}
+		for _, tok := range toks {
+			if len(prefix) > 0 && prefix[len(prefix)-1] == ">" {
+				return
+			}
+			grow(append(append([]string(nil), prefix...), tok), toks, out)
 		}
 	}
-	return len(ft) == len(st)
+	grow(nil, []string{"a", "b"}, &subjs)
+	grow(nil, []string{"a", "b", "*", ">"}, &filters)
+	n := 0
+	for _, f := range filters {
+		for _, s := range subjs {
+			if got, want := subjects.Matches(f, s), server.SubjectMatchesFilter(s, f); got != want {
+				t.Errorf("Matches(%q, %q) = %v, the server says %v", f, s, got, want)
+			}
+			n++
+		}
+	}
+	if n < 500 {
+		t.Fatalf("only %d pairs compared", n)
+	}
 }
 
 func TestEncodedTokenIsKVKey(t *testing.T) {

@@ -28,15 +28,7 @@ func archivedHistory(t *testing.T, withArchiver bool) (*nats.Conn, []string, tim
 	_, nc := natstest.RunServer(t, natstest.WithConfig(cfg))
 	js := natstest.JetStream(t, nc)
 	if withArchiver {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if err := archive.Run(ctx, nc, archive.WithFlushInterval(20*time.Millisecond), archive.WithBatchBytes(8<<10)); err != nil {
-				t.Errorf("archive.Run: %v", err)
-			}
-		}()
-		t.Cleanup(func() { cancel(); <-done })
+		natstest.RunArchiver(t, nc, archive.WithFlushInterval(20*time.Millisecond), archive.WithBatchBytes(8<<10))
 	}
 	since := time.Now()
 	var old []string
@@ -51,15 +43,8 @@ func archivedHistory(t *testing.T, withArchiver bool) (*nats.Conn, []string, tim
 	waitAudit(t, js, 40)
 	until := time.Now() // after E2A_AUDIT's copies, whose times the scan reads
 	oldLast := auditState(t, js).LastSeq
-	r, err := archive.NewReader(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if withArchiver {
-		testkit.Eventually(t, 15*time.Second, "the old requests archived", func() bool {
-			sp, err := r.Span(context.Background())
-			return err == nil && !sp.Empty && sp.Last >= oldLast
-		})
+		natstest.WaitArchived(t, nc, oldLast)
 	}
 	for i := 0; auditState(t, js).FirstSeq <= oldLast; i++ {
 		if i > 2000 {
@@ -138,26 +123,8 @@ func archivedServer(t *testing.T) (jetstream.JetStream, *nats.Conn, func(context
 	cfg.AuditMaxBytes = 4 << 20
 	_, nc := natstest.RunServer(t, natstest.WithConfig(cfg))
 	js := natstest.JetStream(t, nc)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := archive.Run(ctx, nc, archive.WithFlushInterval(20*time.Millisecond)); err != nil {
-			t.Errorf("archive.Run: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	r, err := archive.NewReader(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle := func(ctx context.Context) {
-		last := auditState(t, js).LastSeq
-		testkit.Eventually(t, time.Minute, "the archive caught up with E2A_AUDIT", func() bool {
-			sp, err := r.Span(ctx)
-			return err == nil && sp.Last >= last
-		})
-	}
+	natstest.RunArchiver(t, nc, archive.WithFlushInterval(20*time.Millisecond))
+	settle := func(context.Context) { natstest.WaitArchived(t, nc, auditState(t, js).LastSeq) }
 	return js, nc, settle
 }
 

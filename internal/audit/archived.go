@@ -3,11 +3,11 @@ package audit
 import (
 	"context"
 	"iter"
-	"strings"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/archive"
 	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // The archive (package archive) holds E2A_AUDIT's messages in compressed
@@ -88,7 +88,7 @@ func (a *Auditor) auditSeq(ctx context.Context, st streamState, subject string, 
 					yield(streams.RawMsg{}, err)
 					return
 				}
-				if !subjectMatches(subject, r.Subject) {
+				if !subjects.Matches(subject, r.Subject) {
 					continue
 				}
 				if !yield(streams.RawMsg{Subject: r.Subject, Seq: r.Seq, Time: r.Time, Header: r.Header, Data: r.Data}, nil) {
@@ -103,21 +103,4 @@ func (a *Auditor) auditSeq(ctx context.Context, st streamState, subject string, 
 			}
 		}
 	}
-}
-
-// subjectMatches reports whether subject matches filter (tokens, "*" one
-// token, ">" the rest).
-func subjectMatches(filter, subject string) bool {
-	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
-	for i, tok := range f {
-		switch {
-		case tok == ">":
-			return len(s) > i
-		case i >= len(s):
-			return false
-		case tok != "*" && tok != s[i]:
-			return false
-		}
-	}
-	return len(f) == len(s)
 }
