@@ -128,14 +128,7 @@ func TestTwoArchiversStoreEachMessageOnce(t *testing.T) {
 	srv, nc := natstest.RunServer(t)
 	js := natstest.JetStream(t, nc)
 	reg := prometheus.NewRegistry()
-	for range 2 {
-		anc, err := srv.Connect()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(anc.Close)
-		natstest.RunArchiver(t, anc, append(fast, archive.WithRegisterer(reg))...)
-	}
+	runArchivers(t, srv, 2, reg)
 	traffic(t, nc, js, "two", 80)
 	last := auditLast(t, js, 240)
 	natstest.WaitArchived(t, nc, last)
@@ -166,14 +159,7 @@ func TestArchiveCountsWhatE2AAuditDroppedUnarchived(t *testing.T) {
 	if st.FirstSeq <= archived+1 {
 		t.Fatalf("E2A_AUDIT dropped nothing unarchived (first %d, archived to %d)", st.FirstSeq, archived)
 	}
-	for range 2 {
-		anc, err := srv.Connect()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(anc.Close)
-		natstest.RunArchiver(t, anc, append(fast, archive.WithRegisterer(reg))...)
-	}
+	runArchivers(t, srv, 2, reg)
 	natstest.WaitArchived(t, nc, st.LastSeq)
 	bs := batches(t, nc)
 	if n := metricValue(t, reg, "e2a_archive_missed_total"); n != float64(st.FirstSeq-archived-1) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/archive"
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -77,4 +78,18 @@ func auditLastAtLeast(t *testing.T, js jetstream.JetStream, n uint64) {
 		st, err := js.Stream(context.Background(), streams.AuditStream)
 		return err == nil && st.CachedInfo().State.LastSeq >= n
 	})
+}
+
+// runArchivers runs n archivers, each on a connection of its own to srv,
+// with the fast options and their metrics on reg, until the test ends.
+func runArchivers(t *testing.T, srv *streams.Embedded, n int, reg prometheus.Registerer) {
+	t.Helper()
+	for range n {
+		nc, err := srv.Connect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		natstest.RunArchiver(t, nc, append(fast, archive.WithRegisterer(reg))...)
+	}
 }
