@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"time"
+
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 )
 
 // Cancels missed by the control subscription. A cancel published while the
@@ -60,14 +62,7 @@ func (w *worker) watchMissedCancels(ctx context.Context, seen cancelMark, stoppe
 	if c.nc == nil || c.sub == nil {
 		return
 	}
-	t := time.NewTicker(w.cfg.heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	for range sleepctx.Ticks(ctx, w.cfg.heartbeat) {
 		if !c.nc.IsConnected() {
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/option"
 	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -121,10 +122,8 @@ func Run(ctx context.Context, nc *nats.Conn, pool string, h Handler, opts ...Opt
 		return fmt.Errorf("%w: nil connection or handler", ErrInvalidOption)
 	}
 	cfg := defaultConfig()
-	for _, o := range opts {
-		if err := o(&cfg); err != nil {
-			return err
-		}
+	if err := option.Apply(ErrInvalidOption, &cfg, opts); err != nil {
+		return err
 	}
 	if err := cfg.finish(); err != nil {
 		return err

@@ -46,10 +46,7 @@ type archiver struct {
 // error when the connection is closed under it; every other failure (a
 // stream missing, a NATS node failing over) is logged and retried.
 func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
-	if nc == nil {
-		return fmt.Errorf("%w: nil connection", ErrInvalidOption)
-	}
-	o, err := buildOptions(opts)
+	o, err := buildOptions(nc, opts)
 	if err != nil {
 		return err
 	}

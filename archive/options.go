@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/internal/option"
@@ -35,20 +36,21 @@ type options struct {
 	cacheBatches  int
 }
 
-func buildOptions(opts []Option) (options, error) {
+// buildOptions applies opts over the defaults, for a Run or a Reader on
+// nc; a nil connection or a bad option is an error wrapping
+// ErrInvalidOption.
+func buildOptions(nc *nats.Conn, opts []Option) (options, error) {
+	if nc == nil {
+		return options{}, fmt.Errorf("%w: nil connection", ErrInvalidOption)
+	}
 	o := options{
 		batchBytes:    DefaultBatchBytes,
 		flushInterval: DefaultFlushInterval,
 		log:           slog.New(slog.DiscardHandler),
 		cacheBatches:  8,
 	}
-	for _, opt := range opts {
-		if opt == nil {
-			return o, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := opt(&o); err != nil {
-			return o, err
-		}
+	if err := option.Apply(ErrInvalidOption, &o, opts); err != nil {
+		return o, err
 	}
 	return o, nil
 }

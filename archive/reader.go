@@ -59,10 +59,7 @@ type Span struct {
 // NewReader returns a Reader on nc. It returns ErrInvalidOption for a nil
 // connection or a bad option.
 func NewReader(nc *nats.Conn, opts ...Option) (*Reader, error) {
-	if nc == nil {
-		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)
-	}
-	o, err := buildOptions(opts)
+	o, err := buildOptions(nc, opts)
 	if err != nil {
 		return nil, err
 	}

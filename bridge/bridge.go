@@ -100,10 +100,8 @@ func New(pool string, up Upstream, opts ...Option) (*Handler, error) {
 		return nil, fmt.Errorf("%w: a pool and an upstream are required", ErrInvalidOption)
 	}
 	c := config{maxInFlight: 64, retries: 3, base: 200 * time.Millisecond, cap: 10 * time.Second, log: slog.Default(), sleep: sleepctx.Sleep}
-	for _, o := range opts {
-		if err := o(&c); err != nil {
-			return nil, err
-		}
+	if err := option.Apply(ErrInvalidOption, &c, opts); err != nil {
+		return nil, err
 	}
 	m, err := newMetrics(c.reg)
 	if err != nil {

@@ -149,10 +149,8 @@ func NewClient(base string, opts ...ClientOption) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{base: u, connect: 5 * time.Second, idle: 60 * time.Second}
-	for _, o := range opts {
-		if err := o(c); err != nil {
-			return nil, err
-		}
+	if err := option.Apply(ErrInvalidOption, c, opts); err != nil {
+		return nil, err
 	}
 	if c.rt == nil {
 		d := &net.Dialer{Timeout: c.connect, KeepAlive: 30 * time.Second}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/option"
 	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -209,15 +210,7 @@ type waitHooks interface {
 // applyReplay applies opts to c; a nil option or one that refuses its
 // arguments is an error wrapping ErrInvalidOption.
 func applyReplay(c *replayConfig, opts []ReplayOption) error {
-	for _, o := range opts {
-		if o == nil {
-			return invalid("nil replay option")
-		}
-		if err := o(c); err != nil {
-			return err
-		}
-	}
-	return nil
+	return option.Apply(ErrInvalidOption, c, opts)
 }
 
 // withWaitHooks has the reader call h around its waits; hold > 0 arms the

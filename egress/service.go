@@ -236,13 +236,8 @@ func New(nc *nats.Conn, opts ...Option) (*Service, error) {
 		cancelWait:   10 * time.Second,
 		headHold:     headHold,
 	}
-	for _, o := range opts {
-		if o == nil {
-			return nil, invalid("nil option")
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	if err := option.Apply(ErrInvalidOption, &cfg, opts); err != nil {
+		return nil, err
 	}
 	if cfg.log == nil {
 		cfg.log = slog.Default()

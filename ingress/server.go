@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/internal/option"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols"
 	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
@@ -201,10 +202,8 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 	o := options{defaultPool: "demo", maxBody: 4 << 20, publishTimeout: 5 * time.Second, log: slog.Default(), now: time.Now,
 		protocols: protocols.Default()}
-	for _, opt := range opts {
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
+	if err := option.Apply(ErrInvalidOption, &o, opts); err != nil {
+		return nil, err
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

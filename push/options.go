@@ -72,13 +72,8 @@ func buildOptions(opts []Option) (options, error) {
 		consumer:             DefaultConsumer,
 		log:                  slog.New(slog.DiscardHandler),
 	}
-	for _, opt := range opts {
-		if opt == nil {
-			return o, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := opt(&o); err != nil {
-			return o, err
-		}
+	if err := option.Apply(ErrInvalidOption, &o, opts); err != nil {
+		return o, err
 	}
 	return o, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -97,18 +98,12 @@ func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
 // waitStop waits until ctx is done (false) or the connection is closed
 // under the stage (true: nothing can be read, acked or written any more).
 func (s *stage) waitStop(ctx context.Context) bool {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-tick.C:
-			if s.nc.IsClosed() {
-				return true
-			}
+	for range sleepctx.Ticks(ctx, time.Second) {
+		if s.nc.IsClosed() {
+			return true
 		}
 	}
+	return false
 }
 
 func newStage(ctx context.Context, nc *nats.Conn, o options) (*stage, error) {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/internal/option"
 )
 
 // Action is what Apply did to a stream or bucket.
@@ -134,10 +136,8 @@ func WithStream(cfg jetstream.StreamConfig) ApplyOption {
 // tried again, backing off, for up to 30 s before its error is reported.
 func Apply(ctx context.Context, js jetstream.JetStream, cfg Config, opts ...ApplyOption) (Report, error) {
 	var o applyOptions
-	for _, opt := range opts {
-		if err := opt(&o); err != nil {
-			return Report{}, err
-		}
+	if err := option.Apply(ErrInvalidOptions, &o, opts); err != nil {
+		return Report{}, err
 	}
 	streams, err := cfg.StreamConfigs()
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/internal/option"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
@@ -118,10 +119,8 @@ func AgentConsumerConfig(pool string, concurrency int, opts ...ConsumerOption) (
 		return jetstream.ConsumerConfig{}, fmt.Errorf("%w: concurrency %d below 1", ErrInvalidOptions, concurrency)
 	}
 	o := consumerOptions{ackWait: DefaultAckWait, maxDeliver: DefaultMaxDeliver}
-	for _, opt := range opts {
-		if err := opt(&o); err != nil {
-			return jetstream.ConsumerConfig{}, err
-		}
+	if err := option.Apply(ErrInvalidOptions, &o, opts); err != nil {
+		return jetstream.ConsumerConfig{}, err
 	}
 	backOff := o.backOff
 	if backOff == nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/option"
 	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 )
 
@@ -146,10 +147,8 @@ func WithLongWait(d time.Duration) Option {
 // New returns the TCK scenario agent.
 func New(opts ...Option) (*Agent, error) {
 	a := &Agent{wait: LongWait}
-	for _, o := range opts {
-		if err := o(a); err != nil {
-			return nil, err
-		}
+	if err := option.Apply(ErrInvalidOption, a, opts); err != nil {
+		return nil, err
 	}
 	return a, nil
 }

@@ -91,10 +91,8 @@ func New(ctx context.Context, c *bridge.Client, opts ...Option) (*Upstream, erro
 		return nil, fmt.Errorf("%w: nil client", bridge.ErrInvalidOption)
 	}
 	cfg := config{poll: 250 * time.Millisecond, log: slog.Default()}
-	for _, o := range opts {
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	if err := option.Apply(bridge.ErrInvalidOption, &cfg, opts); err != nil {
+		return nil, err
 	}
 	card, err := resolveCard(ctx, c)
 	if err != nil {

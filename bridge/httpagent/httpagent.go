@@ -16,6 +16,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/option"
 )
 
 // Accept is the Accept header of every call: the three answers the bridge
@@ -40,10 +41,8 @@ func New(c *bridge.Client, opts ...Option) (*Upstream, error) {
 		return nil, fmt.Errorf("%w: nil client", bridge.ErrInvalidOption)
 	}
 	cfg := config{maxFrameBytes: DefaultMaxFrameBytes, maxFrames: DefaultMaxFrames, log: slog.Default()}
-	for _, o := range opts {
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	if err := option.Apply(bridge.ErrInvalidOption, &cfg, opts); err != nil {
+		return nil, err
 	}
 	return &Upstream{c: c, url: c.Base().String(), cfg: cfg}, nil
 }

@@ -125,10 +125,8 @@ func New(client *bridge.Client, model string, opts ...Option) (*Upstream, error)
 	base.RawPath = ""
 	u := &Upstream{client: client, endpoint: base.String(), model: model, maxTurns: bridge.MaxTurns,
 		maxEvent: DefaultMaxEventBytes, log: slog.Default()}
-	for _, o := range opts {
-		if err := o(u); err != nil {
-			return nil, err
-		}
+	if err := option.Apply(bridge.ErrInvalidOption, u, opts); err != nil {
+		return nil, err
 	}
 	return u, nil
 }

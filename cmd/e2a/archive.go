@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -73,15 +72,11 @@ func runArchive(ctx context.Context, cfg Config, args []string) error {
 	if err := parseFlags(flag.NewFlagSet("archive", flag.ContinueOnError), args, 0); err != nil {
 		return err
 	}
-	if cfg.NatsURL == "" {
-		return errors.New("archive needs E2A_NATS_URL (e2a dev runs the archiver on its embedded server)")
-	}
-	log, nc, stop, err := startStage(ctx, cfg, "e2a-archive")
+	log, nc, reg, stop, err := startNATSStage(ctx, cfg, "archive", "e2a dev runs the archiver on its embedded server")
 	if err != nil {
 		return err
 	}
 	defer stop()
-	reg := obs.NewRegistry()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/bridge/openai"
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 )
 
 // Upstream kinds of `e2a agent --a2a|--openai|--http`.
@@ -124,16 +125,9 @@ func republishPool(ctx context.Context, conv *bridge.Conversations, info bridge.
 	if ttl <= 0 {
 		return
 	}
-	t := time.NewTicker(min(ttl/3, time.Hour))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := conv.PublishPool(ctx, info); err != nil && ctx.Err() == nil {
-				log.Warn("bridge: pool card not republished", "pool", info.Pool, "err", err)
-			}
+	for range sleepctx.Ticks(ctx, min(ttl/3, time.Hour)) {
+		if err := conv.PublishPool(ctx, info); err != nil && ctx.Err() == nil {
+			log.Warn("bridge: pool card not republished", "pool", info.Pool, "err", err)
 		}
 	}
 }

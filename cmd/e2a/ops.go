@@ -90,7 +90,7 @@ func warnBodyLimit(cfg Config, nc *nats.Conn, log *slog.Logger) {
 		"max_body_bytes", cfg.MaxBodyBytes, "nats_max_payload", mp)
 }
 
-// startStage is how a stage process (serve, agent, push) starts: its logger,
+// startStage is how a stage process (serve, agent, push, archive) starts: its logger,
 // the GC target note, tracing as service, and the NATS connection
 // (E2A_NATS_URL, or the embedded server); stop closes the connection,
 // then tracing.
@@ -112,6 +112,20 @@ func startStage(ctx context.Context, cfg Config, service string) (log *slog.Logg
 		return nil, nil, nil, err
 	}
 	return log, nc, func() { stopNATS(); stopTracing() }, nil
+}
+
+// startNATSStage is startStage for a stage that only runs against a NATS
+// server of its own (serve, push, archive): without E2A_NATS_URL it fails
+// with "<stage> needs E2A_NATS_URL (<embedded>)", embedded saying how e2a
+// dev runs it instead. It returns the stage's metrics registry too.
+func startNATSStage(ctx context.Context, cfg Config, stage, embedded string) (log *slog.Logger, nc *nats.Conn, reg *prometheus.Registry, stop func(), err error) {
+	if cfg.NatsURL == "" {
+		return nil, nil, nil, nil, fmt.Errorf("%s needs E2A_NATS_URL (%s)", stage, embedded)
+	}
+	if log, nc, stop, err = startStage(ctx, cfg, "e2a-"+stage); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return log, nc, obs.NewRegistry(), stop, nil
 }
 
 // serveOps serves a stage's operations mux (/healthz, /readyz, /metrics)

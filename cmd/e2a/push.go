@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/push"
 )
 
@@ -202,15 +201,11 @@ func runPush(ctx context.Context, cfg Config, args []string, stdout io.Writer) e
 
 // runPushStage is `e2a push`: the stage with its operations listener.
 func runPushStage(ctx context.Context, cfg Config) error {
-	if cfg.NatsURL == "" {
-		return errors.New("push needs E2A_NATS_URL (e2a dev runs the stage on its embedded server)")
-	}
-	log, nc, stop, err := startStage(ctx, cfg, "e2a-push")
+	log, nc, reg, stop, err := startNATSStage(ctx, cfg, "push", "e2a dev runs the stage on its embedded server")
 	if err != nil {
 		return err
 	}
 	defer stop()
-	reg := obs.NewRegistry()
 	_, opts, err := pushOptions(cfg, false, reg, log)
 	if err != nil {
 		return err

@@ -28,15 +28,11 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 	if err := parseFlags(flag.NewFlagSet("serve", flag.ContinueOnError), args, 0); err != nil {
 		return err
 	}
-	if cfg.NatsURL == "" {
-		return errors.New("serve needs E2A_NATS_URL (use `e2a dev` for an embedded server)")
-	}
-	log, nc, stop, err := startStage(ctx, cfg, "e2a-serve")
+	log, nc, reg, stop, err := startNATSStage(ctx, cfg, "serve", "use `e2a dev` for an embedded server")
 	if err != nil {
 		return err
 	}
 	defer stop()
-	reg := obs.NewRegistry()
 	// The workflow REST API validates and describes capabilities here; the
 	// executions themselves run on the workflow pool (`e2a agent --pool
 	// workflow`), which owns StoreData's buckets.

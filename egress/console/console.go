@@ -167,13 +167,8 @@ func WithScanBudget(n int) Option {
 // the console's auth). The indexer stops when ctx ends or on Close.
 func New(ctx context.Context, nc *nats.Conn, eg *egress.Service, opts ...Option) (*Console, error) {
 	o := options{streams: streams.DefaultConfig(), budget: DefaultScanBudget}
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, invalid("nil option")
-		}
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
+	if err := option.Apply(ErrInvalidOption, &o, opts); err != nil {
+		return nil, err
 	}
 	if o.log == nil {
 		o.log = slog.Default()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/archive"
+	"github.com/e2a-pipeline/pipeline/internal/option"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -110,10 +111,8 @@ func New(nc *nats.Conn, opts ...Option) (*Auditor, error) {
 		return nil, err
 	}
 	a := &Auditor{nc: nc, js: js, page: DefaultPageSize, timeout: DefaultCallTimeout, margin: DefaultClockMargin, arch: arch}
-	for _, o := range opts {
-		if err := o(a); err != nil {
-			return nil, err
-		}
+	if err := option.Apply(ErrInvalidOption, a, opts); err != nil {
+		return nil, err
 	}
 	return a, nil
 }

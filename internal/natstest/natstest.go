@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/option"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -81,13 +82,8 @@ func WithMaxPayload(n int32) Option {
 
 func buildOptions(opts []Option) (options, error) {
 	o := options{cfg: Config()}
-	for _, opt := range opts {
-		if opt == nil {
-			return o, invalid("nil option")
-		}
-		if err := opt(&o); err != nil {
-			return o, err
-		}
+	if err := option.Apply(ErrInvalidOption, &o, opts); err != nil {
+		return o, err
 	}
 	return o, nil
 }

@@ -16,3 +16,19 @@ func NotNil[C any, T comparable](errInvalid error, what string, v T, set func(*C
 		return nil
 	}
 }
+
+// Apply applies opts to c in order and returns the first error. A nil
+// option is refused with an error wrapping errInvalid ("<errInvalid>: nil
+// option"), never called: a nil func in a caller's option list is a bad
+// option like any other, not a panic.
+func Apply[C any, O ~func(*C) error](errInvalid error, c *C, opts []O) error {
+	for _, o := range opts {
+		if o == nil {
+			return fmt.Errorf("%w: nil option", errInvalid)
+		}
+		if err := o(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

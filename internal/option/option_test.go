@@ -37,3 +37,30 @@ func TestNotNil(t *testing.T) {
 		t.Fatalf("a nil writer: %v", err)
 	}
 }
+
+type setting func(*config) error
+
+func TestApply(t *testing.T) {
+	l := slog.New(slog.DiscardHandler)
+	var c config
+	withLog := setting(option.NotNil(errInvalid, "logger", l, func(c *config) { c.log = l }))
+	if err := option.Apply(errInvalid, &c, []setting{withLog}); err != nil || c.log != l {
+		t.Fatalf("one option: %v, set %v", err, c.log == l)
+	}
+	if err := option.Apply(errInvalid, &c, []setting(nil)); err != nil {
+		t.Fatalf("no option: %v", err)
+	}
+
+	var calls int
+	count := func(*config) error { calls++; return nil }
+	err := option.Apply(errInvalid, &config{}, []setting{count, nil, count})
+	if !errors.Is(err, errInvalid) || err.Error() != "pkg: invalid option: nil option" || calls != 1 {
+		t.Fatalf("a nil option: %v after %d calls, want the error after 1", err, calls)
+	}
+	var none *slog.Logger
+	bad := setting(option.NotNil(errInvalid, "logger", none, func(c *config) { c.log = none }))
+	err = option.Apply(errInvalid, &config{}, []setting{bad, count})
+	if !errors.Is(err, errInvalid) || calls != 1 {
+		t.Fatalf("a refused option: %v, %d calls after it, want its error and none", err, calls-1)
+	}
+}

@@ -1,5 +1,6 @@
 // Package sleepctx waits a duration or until a context is done: the
 // timer-and-select the stages' retries and backoffs (bridge, workflow,
 // ingress's rate limiter, the console's indexer) and the demo and TCK
-// agents' pauses each had a copy of.
+// agents' pauses each had a copy of; and Ticks, the ticker loop of the
+// stages' periodic checks.
 package sleepctx

@@ -2,6 +2,7 @@ package sleepctx
 
 import (
 	"context"
+	"iter"
 	"time"
 )
 
@@ -26,4 +27,24 @@ func SleepCause(ctx context.Context, d time.Duration) error {
 		return context.Cause(ctx)
 	}
 	return nil
+}
+
+// Ticks yields the time every d (a time.Ticker's ticks) until ctx is done
+// or the loop over it stops; the ticker is stopped then. A tick the loop
+// was too slow to take is dropped, as a Ticker drops it.
+func Ticks(ctx context.Context, d time.Duration) iter.Seq[time.Time] {
+	return func(yield func(time.Time) bool) {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				if !yield(now) {
+					return
+				}
+			}
+		}
+	}
 }

@@ -37,3 +37,31 @@ func TestSleep(t *testing.T) {
 		}
 	})
 }
+
+// TestTicks: one tick every d from the start; a break stops the ticker; a
+// cancel ends the loop at once, between ticks.
+func TestTicks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var at []time.Duration
+		for now := range sleepctx.Ticks(t.Context(), time.Second) {
+			at = append(at, now.Sub(start))
+			if len(at) == 3 {
+				break
+			}
+		}
+		if len(at) != 3 || at[0] != time.Second || at[1] != 2*time.Second || at[2] != 3*time.Second {
+			t.Fatalf("ticks at %v, want 1s 2s 3s", at)
+		}
+
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(2500*time.Millisecond, cancel)
+		start, n := time.Now(), 0
+		for range sleepctx.Ticks(ctx, time.Second) {
+			n++
+		}
+		if n != 2 || time.Since(start) != 2500*time.Millisecond {
+			t.Fatalf("%d ticks, the loop ended after %v; want 2 and 2.5s (the cancel)", n, time.Since(start))
+		}
+	})
+}

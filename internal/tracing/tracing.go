@@ -111,10 +111,8 @@ type Provider struct {
 // ErrInvalidOption or ErrUnsupported, or are the exporter's.
 func Start(ctx context.Context, opts ...Option) (*Provider, error) {
 	var c config
-	for _, o := range opts {
-		if err := o(&c); err != nil {
-			return nil, err
-		}
+	if err := option.Apply(ErrInvalidOption, &c, opts); err != nil {
+		return nil, err
 	}
 	exp := sdktrace.SpanExporter(c.exporter)
 	if exp == nil {
