@@ -347,6 +347,7 @@ func TestOptionsValidate(t *testing.T) {
 		"nil registerer":      {agent.WithMetrics(nil)},
 		"deadline negative":   {agent.WithDefaultDeadline(-time.Second)},
 		"publish timeout 1ms": {agent.WithPublishTimeout(time.Millisecond)},
+		"nil option":          {agent.WithConcurrency(2), nil},
 	}
 	for name, opts := range bad {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

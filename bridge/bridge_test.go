@@ -122,6 +122,9 @@ func TestOptions(t *testing.T) {
 	if _, err := New("p", nil); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("nil upstream: %v", err)
 	}
+	if _, err := New("p", up, WithMaxInFlight(2), nil); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("nil option: %v", err)
+	}
 }
 
 // TestBackoffBounds: the wait before retry attempt+1 is at most

@@ -103,6 +103,9 @@ func TestApplyInvalid(t *testing.T) {
 	if _, err := streams.Apply(ctx(t), js, bad); !errors.Is(err, streams.ErrInvalidConfig) {
 		t.Fatalf("invalid config: %v", err)
 	}
+	if _, err := streams.Apply(ctx(t), js, testConfig(), nil); !errors.Is(err, streams.ErrInvalidOptions) {
+		t.Fatalf("nil option: %v", err)
+	}
 	if _, err := streams.Apply(ctx(t), js, testConfig(), streams.WithKeyValue(jetstream.KeyValueConfig{Bucket: "a.b"})); !errors.Is(err, streams.ErrInvalidOptions) {
 		t.Fatalf("invalid bucket: %v", err)
 	}
