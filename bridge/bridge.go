@@ -29,6 +29,15 @@ type Upstream interface {
 	Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) error
 }
 
+// Scrubber is an Upstream that knows the credentials it sends (its
+// Client's: bridge.Client.Scrub). The Handler scrubs every upstream error
+// message with it before the message is logged or written as the
+// request's e2a.error frame: an upstream (or a proxy before it) may quote
+// the request's headers in an error, in any answer, 2xx streams included.
+type Scrubber interface {
+	Scrub(s string) string
+}
+
 // Option configures New.
 type Option func(*config) error
 
@@ -129,6 +138,9 @@ func (h *Handler) CancelTurn(ctx context.Context, env *e2a.Envelope) error {
 	}
 	err := Classify(tc.CancelTurn(ctx, env))
 	h.m.calls.WithLabelValues(h.pool, h.up.Name(), "cancel_"+outcome(err)).Inc()
+	if be := (*Error)(nil); errors.As(err, &be) {
+		return h.scrubbed(be)
+	}
 	return err
 }
 
@@ -170,11 +182,24 @@ func (h *Handler) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	h.m.calls.WithLabelValues(h.pool, name, outcome(err)).Inc()
 	var be *Error
 	if errors.As(err, &be) {
+		be = h.scrubbed(be)
 		h.cfg.log.Warn("upstream call failed", "pool", h.pool, "upstream", name, "request_id", env.RequestID,
 			"code", be.Code, "retryable", be.Retryable, "frames_written", cw.n, "err", be.Message)
 		return be.AgentError()
 	}
 	return err
+}
+
+// scrubbed is be with the upstream's credentials taken out of its message
+// (a copy), when the upstream is a Scrubber.
+func (h *Handler) scrubbed(be *Error) *Error {
+	s, ok := h.up.(Scrubber)
+	if !ok {
+		return be
+	}
+	c := *be
+	c.Message = s.Scrub(c.Message)
+	return &c
 }
 
 // backoff is the wait before retry attempt+1: full jitter up to

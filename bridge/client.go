@@ -65,6 +65,12 @@ func (c Credentials) scrub(s string) string {
 	return s
 }
 
+// Scrub replaces the values of the client's credentials (its API key and
+// header values) in s with "[redacted]": for an upstream's words quoted in
+// an error message. The Handler calls it (through an upstream's Scrubber)
+// on every upstream error before logging or writing it.
+func (c *Client) Scrub(s string) string { return c.creds.scrub(s) }
+
 // apply sets the credentials on h.
 func (c Credentials) apply(h http.Header) {
 	if c.APIKey != "" {

@@ -146,6 +146,10 @@ func (u *Upstream) Card() *a2a.AgentCard { return u.card }
 // Name is "a2a" and the agent's scheme and host.
 func (u *Upstream) Name() string { return "a2a " + u.http.Name() }
 
+// Scrub takes the client's credentials out of s (bridge.Scrubber): an
+// agent's error may quote the request's headers.
+func (u *Upstream) Scrub(s string) string { return u.http.Scrub(s) }
+
 // Resumable: a request another worker started is resumed by subscribing
 // to the upstream task.
 func (u *Upstream) Resumable() bool { return true }
@@ -315,7 +319,7 @@ func (t *turn) forwardCancel(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if _, err := t.u.client.CancelTask(cctx, &a2a.CancelTaskRequest{ID: t.taskID}); err != nil {
-		t.u.cfg.log.Warn("a2a bridge: cancel not forwarded", "task", t.taskID, "err", err)
+		t.u.cfg.log.Warn("a2a bridge: cancel not forwarded", "task", t.taskID, "err", t.u.Scrub(err.Error()))
 	}
 }
 

@@ -10,7 +10,10 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 )
 
-var _ agent.TurnCanceller = (*Upstream)(nil)
+var (
+	_ agent.TurnCanceller = (*Upstream)(nil)
+	_ bridge.Scrubber     = (*Upstream)(nil)
+)
 
 // CancelTurn forwards the cancel of an interrupted task (a cancel turn,
 // e2a.MethodCancelTurn) to the agent: when the last turn of env's task
@@ -35,7 +38,7 @@ func (u *Upstream) CancelTurn(ctx context.Context, env *e2a.Envelope) error {
 		if _, err := u.client.CancelTask(u.serviceParams(ctx, env), &a2a.CancelTaskRequest{ID: task}); err != nil {
 			refused = upstreamError(err)
 			u.cfg.log.Warn("a2a bridge: the agent refused the cancel of its interrupted task", "task", task,
-				"request_id", env.RequestID, "err", refused)
+				"request_id", env.RequestID, "err", u.Scrub(refused.Error()))
 		}
 	}
 	if err := u.cfg.convs.Update(ctx, u.cfg.pool, env, func(c *bridge.Conversation) {

@@ -32,7 +32,10 @@ type Upstream struct {
 	cfg config
 }
 
-var _ bridge.Upstream = (*Upstream)(nil)
+var (
+	_ bridge.Upstream = (*Upstream)(nil)
+	_ bridge.Scrubber = (*Upstream)(nil)
+)
 
 // New returns the upstream that POSTs to c's base URL (credentials,
 // timeouts and trace context are c's). Errors wrap bridge.ErrInvalidOption.
@@ -50,6 +53,9 @@ func New(c *bridge.Client, opts ...Option) (*Upstream, error) {
 // Name is "http" and the upstream's scheme and host (never its path,
 // query or credentials).
 func (u *Upstream) Name() string { return "http " + u.c.Name() }
+
+// Scrub takes the client's credentials out of s (bridge.Scrubber).
+func (u *Upstream) Scrub(s string) string { return u.c.Scrub(s) }
 
 // Call POSTs env and writes the answer's frames through w.
 func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {

@@ -108,7 +108,10 @@ type Upstream struct {
 	log      *slog.Logger
 }
 
-var _ bridge.Upstream = (*Upstream)(nil)
+var (
+	_ bridge.Upstream = (*Upstream)(nil)
+	_ bridge.Scrubber = (*Upstream)(nil)
+)
 
 // New returns the upstream serving model at client's base URL (e.g.
 // http://localhost:8000/v1: requests go to {base}/chat/completions).
@@ -133,6 +136,9 @@ func New(client *bridge.Client, model string, opts ...Option) (*Upstream, error)
 
 // Name is "openai" and the upstream's scheme and host.
 func (u *Upstream) Name() string { return "openai " + u.client.Name() }
+
+// Scrub takes the client's credentials out of s (bridge.Scrubber).
+func (u *Upstream) Scrub(s string) string { return u.client.Scrub(s) }
 
 // Model is the model the upstream is asked for.
 func (u *Upstream) Model() string { return u.model }

@@ -1,0 +1,44 @@
+package openai_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+)
+
+// TestStreamErrorEchoingTheKey: the model server (or a proxy in front of
+// it) refuses the bridge's key with an error event in a 200 stream that
+// quotes the Authorization header it got. The key is never stored, logged
+// or shown: the Handler scrubs every upstream error (bridge.Scrubber), not
+// only a non-2xx answer's body.
+func TestStreamErrorEchoingTheKey(t *testing.T) {
+	logs := &testkit.Buffer{}
+	srv := newModelServer(t)
+	p := startBridge(t, srv, setup{log: logs})
+	srv.setScript(func(n int, w http.ResponseWriter, r *http.Request, _ chatRequest) bool {
+		msg, _ := json.Marshal("invalid credentials: " + r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`data: {"error":{"message":` + string(msg) + `,"type":"authentication_error","code":401}}` + "\n\n"))
+		return true
+	})
+	a := read(t, ask(t, p, "", "review-echo-key", "hello", nil))
+	if a.final.ResponseKind != e2a.KindError || a.errBody.Code != bridge.CodeAuth {
+		t.Fatalf("final %s %+v, want e2a.error %s", a.final.ResponseKind, a.errBody, bridge.CodeAuth)
+	}
+	if strings.Contains(a.errBody.Message, upstreamKey) {
+		t.Errorf("the final frame shows the bridge's key: %q", a.errBody.Message)
+	}
+	if n := natstest.StoredWith(t, p.JS, upstreamKey); n > 0 {
+		t.Errorf("the bridge's key is in %d stored messages", n)
+	}
+	if strings.Contains(logs.String(), upstreamKey) {
+		t.Errorf("the bridge's key is in the logs")
+	}
+}
