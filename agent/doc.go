@@ -54,9 +54,14 @@
 //   - Cancellation: [Cancel] stores a cancel on e2a.ctl.<request_id>
 //     (E2A_CONTROL keeps the last one), delivered live to every worker; a
 //     request cancelled before its pick-up gets the final frame without a
-//     handler call (the worker remembers the cancels it received, and reads
+//     Serve call (the worker remembers the cancels it received, and reads
 //     the stored one for a request stored before it could have received
-//     them: at start-up, after a reconnect or a dropped message); while the
+//     them: at start-up, after a reconnect or a dropped message); when that
+//     pick-up is a redelivery (the request's earlier worker died or
+//     stalled, and may have started work that runs on), a handler
+//     implementing [RequestCanceller] is told first, bounded by
+//     [CancelRequestTimeout] (its error or panic is logged; the request
+//     ends cancelled all the same); while the
 //     handler runs, its context is cancelled ([ErrCancelled]) and the final
 //     frame is e2a.error cancelled. A cancel the worker's subscription missed
 //     (published while it was reconnecting, or a dropped message) is read

@@ -252,6 +252,10 @@ func (w *worker) refusal(d *delivery, cancelledLive bool) (f frame, refused bool
 		return w.cancelTurnFrame(d), true
 	}
 	if cancelledLive || w.cancelledAtPickUp(d.id, d.meta.Sequence.Stream, d.log) {
+		// A redelivery may have been started by the worker before: a
+		// RequestCanceller handler is told, to stop what that one
+		// started.
+		w.cancelRequest(d)
 		return cancelFrame(), true
 	}
 	d.deadline, d.hasDeadline = w.deadline(d.env, d.meta)

@@ -97,9 +97,10 @@ type Handler struct {
 }
 
 var (
-	_ agent.Handler       = (*Handler)(nil)
-	_ agent.Resumer       = (*Handler)(nil)
-	_ agent.TurnCanceller = (*Handler)(nil)
+	_ agent.Handler          = (*Handler)(nil)
+	_ agent.Resumer          = (*Handler)(nil)
+	_ agent.TurnCanceller    = (*Handler)(nil)
+	_ agent.RequestCanceller = (*Handler)(nil)
 )
 
 // New returns the handler of pool that calls up. Errors wrap
@@ -137,6 +138,26 @@ func (h *Handler) CancelTurn(ctx context.Context, env *e2a.Envelope) error {
 		return nil
 	}
 	err := Classify(tc.CancelTurn(ctx, env))
+	h.m.calls.WithLabelValues(h.pool, h.up.Name(), "cancel_"+outcome(err)).Inc()
+	if be := (*Error)(nil); errors.As(err, &be) {
+		return h.scrubbed(be)
+	}
+	return err
+}
+
+// CancelRequest tells an upstream that implements agent.RequestCanceller
+// that env's request, redelivered, was cancelled before this worker called
+// it: the worker that started it may have left its upstream work running
+// (an A2A upstream cancels the task it recorded for the request); for any
+// other upstream there is nothing to tell. The request ends cancelled
+// whatever it returns; an error is the upstream's (an *Error, its message
+// scrubbed), which the runtime logs.
+func (h *Handler) CancelRequest(ctx context.Context, env *e2a.Envelope) error {
+	rc, ok := h.up.(agent.RequestCanceller)
+	if !ok {
+		return nil
+	}
+	err := Classify(rc.CancelRequest(ctx, env))
 	h.m.calls.WithLabelValues(h.pool, h.up.Name(), "cancel_"+outcome(err)).Inc()
 	if be := (*Error)(nil); errors.As(err, &be) {
 		return h.scrubbed(be)

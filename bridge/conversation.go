@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -56,8 +57,12 @@ type Conversation struct {
 }
 
 // Thread is what a bridge keeps of one pipeline task of a conversation:
-// its upstream task and its last turns.
+// its upstream task and its last turns, with the upstream task each of
+// them recorded.
 type Thread struct {
+	// UpstreamTaskID is the upstream task the thread's latest recorded
+	// turn reached (the one a continuation of an interrupted turn goes
+	// to); UpstreamContextID, its context.
 	UpstreamTaskID    string `json:"upstream_task_id,omitempty"`
 	UpstreamContextID string `json:"upstream_context_id,omitempty"`
 	// UpstreamTaskOpen is carried over from a record an earlier bridge
@@ -66,6 +71,14 @@ type Thread struct {
 	// RequestIDs are the thread's last requests, oldest first (at most
 	// MaxThreadTurns).
 	RequestIDs []string `json:"request_ids,omitempty"`
+	// Tasks are the upstream tasks the requests of RequestIDs recorded
+	// (SetTask), by request id ("" for a request answered without a
+	// task): several requests of a thread may run at once (an E2A
+	// session's requests naming no task), each in an upstream task of its
+	// own, and a worker taking one over finds that request's (TaskOf). A
+	// thread an earlier bridge wrote has none: its upstream task is its
+	// last request's (read so when the record is read).
+	Tasks map[string]string `json:"upstream_tasks,omitempty"`
 	// Last is when the thread was last written (Unix nanoseconds): the
 	// thread written longest ago goes first past MaxThreads.
 	Last int64 `json:"last,omitempty"`
@@ -77,8 +90,29 @@ func (c *Conversation) Thread(env *e2a.Envelope) *Thread {
 	return c.Threads[ThreadOf(env)]
 }
 
+// TaskOf returns the upstream task the request id recorded in th (SetTask;
+// "" for an answer without a task), ok false when it recorded none or is no
+// longer one of the thread's last MaxThreadTurns requests.
+func (th *Thread) TaskOf(id string) (task string, ok bool) {
+	if th == nil {
+		return "", false
+	}
+	task, ok = th.Tasks[id]
+	return task, ok
+}
+
+// SetTask records task as the upstream task of the thread's request id
+// (one of its RequestIDs, as Update makes env's before its fn runs).
+func (th *Thread) SetTask(id, task string) {
+	if th.Tasks == nil {
+		th.Tasks = map[string]string{}
+	}
+	th.Tasks[id] = task
+}
+
 // thread returns env's thread, made when c has none, with env's request
-// appended to its turns.
+// appended to its turns (the tasks of the requests it no longer keeps
+// dropped).
 func (c *Conversation) thread(env *e2a.Envelope, now int64) *Thread {
 	key := ThreadOf(env)
 	if c.Threads == nil {
@@ -93,6 +127,11 @@ func (c *Conversation) thread(env *e2a.Envelope, now int64) *Thread {
 		th.RequestIDs = append(th.RequestIDs, env.RequestID)
 		if len(th.RequestIDs) > MaxThreadTurns {
 			th.RequestIDs = th.RequestIDs[len(th.RequestIDs)-MaxThreadTurns:]
+		}
+		for id := range th.Tasks {
+			if !slices.Contains(th.RequestIDs, id) {
+				delete(th.Tasks, id)
+			}
 		}
 	}
 	th.Last = now
@@ -212,12 +251,29 @@ func (c *Conversations) Get(ctx context.Context, pool string, env *e2a.Envelope)
 	return conv, true, nil
 }
 
-// migrate gives a record an earlier bridge wrote (no Threads, an upstream
-// task) its one thread: that of its last request, whose envelope is read
-// (env's own thread when env is that request). A last request no longer
-// stored, or another principal's, leaves the record without a thread: its
-// upstream context is still the one the conversation's new tasks go to.
+// migrate reads a record earlier bridges wrote as this one writes it.
+// A record without threads (an upstream task) gets its one thread: that
+// of its last request, whose envelope is read (env's own thread when env
+// is that request). A last request no longer stored, or another
+// principal's, leaves the record without a thread: its upstream context is
+// still the one the conversation's new tasks go to. A thread without
+// Tasks (an upstream task) gets its upstream task as its last request's,
+// the request that recorded it.
 func (c *Conversations) migrate(ctx context.Context, pool string, env *e2a.Envelope, conv *Conversation) error {
+	if err := c.migrateThreads(ctx, pool, env, conv); err != nil {
+		return err
+	}
+	for _, th := range conv.Threads {
+		if th == nil || th.Tasks != nil || th.UpstreamTaskID == "" || len(th.RequestIDs) == 0 {
+			continue
+		}
+		th.SetTask(th.RequestIDs[len(th.RequestIDs)-1], th.UpstreamTaskID)
+	}
+	return nil
+}
+
+// migrateThreads gives a record without threads its one thread (migrate).
+func (c *Conversations) migrateThreads(ctx context.Context, pool string, env *e2a.Envelope, conv *Conversation) error {
 	n := len(conv.RequestIDs)
 	if conv.Threads != nil || conv.UpstreamTaskID == "" || n == 0 {
 		return nil

@@ -256,6 +256,8 @@ func TestConversationThreads(t *testing.T) {
 	lt2 := &e2a.Envelope{RequestID: "l3", UserID: "alice", ContextID: "legacy-ctx", TaskID: "lt2"}
 	if open, th, _ := interrupted(lt1); !open || th.UpstreamTaskID != "up-l" || th.UpstreamContextID != "up-lctx" {
 		t.Fatalf("the earlier record's task: interrupted %v, thread %+v", open, th)
+	} else if task, ok := th.TaskOf("l1"); !ok || task != "up-l" {
+		t.Fatalf("the earlier record's task is its last request's: %q %v, thread %+v", task, ok, th)
 	}
 	if open, th, conv := interrupted(lt2); open || th != nil || conv.UpstreamContextID != "up-lctx" {
 		t.Fatalf("a new task of the earlier record's context: interrupted %v, thread %+v, %+v", open, th, conv)
@@ -275,6 +277,36 @@ func TestConversationThreads(t *testing.T) {
 	if open, th, _ := interrupted(&e2a.Envelope{RequestID: "o2", UserID: "alice", ContextID: "open-ctx", TaskID: "ot1"}); !open || th.UpstreamTaskID != "up-o" {
 		t.Fatalf("an earlier record left open: interrupted %v, thread %+v", open, th)
 	}
+	// A record of threads without their requests' tasks (the previous
+	// version): the thread's task is its last request's, and stays so
+	// when a later request of the thread records its own.
+	old = `{"upstream_task_id":"up-b","upstream_context_id":"up-sctx","request_ids":["a","b"],` +
+		`"threads":{"session:legacy-sess":{"upstream_task_id":"up-b","upstream_context_id":"up-sctx","request_ids":["a","b"]}}}`
+	sa := &e2a.Envelope{RequestID: "a", UserID: "alice", SessionID: "legacy-sess"}
+	if _, err := kv.Put(ctx, conversationKey("p", sa), []byte(old)); err != nil {
+		t.Fatal(err)
+	}
+	sc := &e2a.Envelope{RequestID: "c", UserID: "alice", SessionID: "legacy-sess"}
+	if err := convs.Update(ctx, "p", sc, func(c *Conversation) {
+		th := c.Thread(sc)
+		th.UpstreamTaskID = "up-c"
+		th.SetTask(sc.RequestID, "up-c")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	conv, _, err := convs.Get(ctx, "p", sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := conv.Thread(sa)
+	for id, want := range map[string]string{"b": "up-b", "c": "up-c"} {
+		if task, ok := th.TaskOf(id); !ok || task != want {
+			t.Errorf("request %s of an earlier thread: task %q %v, want %q (thread %+v)", id, task, ok, want, th)
+		}
+	}
+	if task, ok := th.TaskOf("a"); ok {
+		t.Errorf("request a recorded no task the record kept: %q", task)
+	}
 	// Mallory's request of the same ids reaches none of it.
 	if _, found, err := convs.Get(ctx, "p", &e2a.Envelope{RequestID: "m", UserID: "mallory", ContextID: "legacy-ctx", TaskID: "lt1"}); found || err != nil {
 		t.Fatalf("mallory reached alice's conversation (%v)", err)
@@ -282,7 +314,8 @@ func TestConversationThreads(t *testing.T) {
 }
 
 // TestConversationThreadsBounded: past MaxThreads the thread written
-// longest ago goes; a thread keeps its last MaxThreadTurns requests.
+// longest ago goes; a thread keeps its last MaxThreadTurns requests, and
+// the upstream tasks of those only.
 func TestConversationThreadsBounded(t *testing.T) {
 	var c Conversation
 	for i := range MaxThreads + 3 {
@@ -295,10 +328,19 @@ func TestConversationThreadsBounded(t *testing.T) {
 	env := &e2a.Envelope{ContextID: "c", TaskID: "t5"}
 	for i := range MaxThreadTurns + 2 {
 		env.RequestID = "x" + strconv.Itoa(i)
-		c.thread(env, int64(1000+i))
+		c.thread(env, int64(1000+i)).SetTask(env.RequestID, "up-"+env.RequestID)
 		c.thread(env, int64(1000+i)) // once per request
 	}
-	if th := c.Threads["task:t5"]; len(th.RequestIDs) != MaxThreadTurns || th.RequestIDs[MaxThreadTurns-1] != "x5" {
+	th := c.Threads["task:t5"]
+	if len(th.RequestIDs) != MaxThreadTurns || th.RequestIDs[MaxThreadTurns-1] != "x5" {
 		t.Fatalf("thread turns: %v", th.RequestIDs)
+	}
+	if len(th.Tasks) != MaxThreadTurns {
+		t.Fatalf("thread tasks: %v", th.Tasks)
+	}
+	for _, id := range th.RequestIDs {
+		if task, ok := th.TaskOf(id); !ok || task != "up-"+id {
+			t.Fatalf("task of %s: %q %v (%v)", id, task, ok, th.Tasks)
+		}
 	}
 }

@@ -33,7 +33,8 @@
 // [Conversations] keeps, per pool and conversation (A2A context, ACP
 // session, E2A session_id, A2A task), the upstream's context id, per
 // pipeline task of the conversation (a [Thread], [ThreadOf]) the upstream's
-// own task id, and the pipeline request ids of its turns, in the KV bucket
+// own task id, and the pipeline request ids of its last turns with the
+// upstream task each recorded ([Thread.TaskOf]), in the KV bucket
 // E2A_BRIDGE, keyed by a hash that includes the request's principal
 // (user_id): a continuation of a task reaches that task's upstream task, a
 // new task of the conversation a new upstream task in its upstream context,

@@ -175,15 +175,16 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 			t.contextID = th.UpstreamContextID
 		}
 	}
-	// The task is this request's when the request recorded it (its id is
-	// its thread's last): a takeover, or a call retried (or redelivered)
-	// after the agent made the task but before any frame, follows that
-	// task instead of starting another.
-	mine := len(th.RequestIDs) > 0 && th.RequestIDs[len(th.RequestIDs)-1] == env.RequestID
+	// The task is this request's when the request recorded it (the
+	// thread's Tasks, whichever of its last turns it is: requests of one
+	// E2A session may run at once): a takeover, or a call retried (or
+	// redelivered) after the agent made the task but before any frame,
+	// follows that task instead of starting another.
+	task, mine := th.TaskOf(env.RequestID)
 	if mine {
 		// The record already holds this request and its task: it is not
 		// written again.
-		t.taskID, t.recorded = a2a.TaskID(th.UpstreamTaskID), th.UpstreamTaskID != ""
+		t.taskID, t.recorded = a2a.TaskID(task), task != ""
 	}
 	if w.ResumeAfter() >= 0 || (mine && t.taskID != "") {
 		return t.resume(ctx)

@@ -54,11 +54,19 @@
 // conversation goes to the same upstream context as a new upstream task;
 // the next turn of a task goes to that task's upstream task while it waits
 // for input (the task's last turn's final frame is an interrupt: read, not
-// written), whatever the context's other tasks did meanwhile. A cancel of the request is forwarded
-// (CancelTask), and so is the cancel of a task whose turn ended interrupted
-// (a cancel turn, agent.TurnCanceller: the agent's refusal, e.g. a task it
-// already ended, is recorded in the turn's final frame, which ends
-// cancelled all the same).
+// written), whatever the context's other tasks did meanwhile. Each of a
+// thread's last turns keeps the upstream task it recorded
+// (bridge.Thread.Tasks): requests of one session that run at once, each
+// in an upstream task of its own, are each taken over to their own. A
+// cancel of the request is forwarded (CancelTask), by the running Call,
+// or, when the request was cancelled while no worker held it (its worker
+// died), by the worker that picks its redelivery up
+// (agent.RequestCanceller: the task the request recorded is cancelled; a
+// refusal is logged and the request ends cancelled all the same); so is
+// the cancel of a task whose turn ended interrupted (a cancel turn,
+// agent.TurnCanceller: the agent's refusal, e.g. a task it already ended,
+// is recorded in the turn's final frame, which ends cancelled all the
+// same).
 //
 // A worker that dies mid-stream: the worker taking the request over
 // (agent.Writer.ResumeAfter ≥ 0) reads the request's stored frames
@@ -71,5 +79,6 @@
 // way; a task that ended is read whole (GetTask) when the agent refuses
 // the subscription. The request ends upstream_cannot_resume when the task
 // is unknown to the worker (the first worker stopped before the agent
-// named it; retryable) or gone from the agent (not retryable).
+// named it, or four later requests of its thread recorded theirs since;
+// retryable) or gone from the agent (not retryable).
 package a2abridge

@@ -91,10 +91,12 @@ func (t *turn) ids(ctx context.Context, task a2a.TaskID, contextID string) error
 }
 
 // record writes the upstream ids of the request's thread (its pipeline
-// task) and the conversation's upstream context, once per request: when
-// the task (or a direct answer's context) is first known. Whether the task
-// then waits for the next message is read from the turn's final frame by
-// the next turn (bridge.Conversations.Interrupted), not written.
+// task: the upstream task as the request's own, Thread.SetTask, and as the
+// thread's latest) and the conversation's upstream context, once per
+// request: when the task (or a direct answer's context) is first known.
+// Whether the task then waits for the next message is read from the
+// turn's final frame by the next turn (bridge.Conversations.Interrupted),
+// not written.
 func (t *turn) record(ctx context.Context) error {
 	c := t.u.cfg.convs
 	if c == nil {
@@ -109,6 +111,7 @@ func (t *turn) record(ctx context.Context) error {
 		}
 		th := conv.Thread(t.env)
 		th.UpstreamTaskID, th.UpstreamContextID, th.UpstreamTaskOpen = string(t.taskID), t.contextID, false
+		th.SetTask(t.env.RequestID, string(t.taskID))
 	})
 	if err != nil {
 		t.u.cfg.log.Warn("a2a bridge: upstream ids not recorded", "request_id", t.env.RequestID, "err", err)

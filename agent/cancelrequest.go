@@ -1,0 +1,68 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"runtime/debug"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+)
+
+// RequestCanceller is implemented by a handler whose work may outlive the
+// worker that started it (a bridge whose upstream task runs on after the
+// worker died). A request cancelled before its pick-up ends cancelled
+// without a Serve call; when that pick-up is a redelivery (an earlier
+// delivery may have started the request: its worker died, stalled or was
+// shut down), the runtime first calls CancelRequest once, with the
+// request's envelope and a context bounded by CancelRequestTimeout, so that
+// the handler stops what the earlier delivery started (an A2A bridge
+// cancels the upstream task recorded for the request). The request then
+// ends with its final e2a.error cancelled whatever CancelRequest returns:
+// an error (the work already ended, the agent cannot be reached) is
+// logged, a panic recovered and logged with its stack (the process keeps
+// serving). A first delivery cancelled before its pick-up started nothing:
+// CancelRequest is not called. A cancel that reaches a running handler
+// cancels its context instead ([ErrCancelled]).
+type RequestCanceller interface {
+	CancelRequest(ctx context.Context, env *e2a.Envelope) error
+}
+
+// CancelRequestTimeout bounds a RequestCanceller's CancelRequest call.
+const CancelRequestTimeout = 5 * time.Second
+
+// cancelRequest tells a RequestCanceller handler that d, a redelivery, was
+// cancelled at its pick-up (see RequestCanceller); a first delivery is not
+// told.
+func (w *worker) cancelRequest(d *delivery) {
+	rc, ok := w.h.(RequestCanceller)
+	if !ok || d.meta.NumDelivered <= 1 {
+		return
+	}
+	ctx, stop := context.WithTimeout(d.spanCtx, CancelRequestTimeout)
+	defer stop()
+	err := callCancelRequest(ctx, rc, d.env)
+	var pe *panicError
+	switch {
+	case err == nil:
+	case errors.As(err, &pe):
+		d.log.get().Error("the handler panicked in CancelRequest; the request ends cancelled", "panic", pe.value, "stack", string(pe.stack))
+	default:
+		msg := err.Error()
+		if len(msg) > maxErrorMessage {
+			msg = msg[:maxErrorMessage] + "…"
+		}
+		d.log.get().Warn("the handler could not cancel the request's work; the request ends cancelled", "err", msg)
+	}
+}
+
+// callCancelRequest calls rc.CancelRequest, turning a panic into a
+// *panicError (it runs on the delivery's goroutine).
+func callCancelRequest(ctx context.Context, rc RequestCanceller, env *e2a.Envelope) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &panicError{value: v, stack: debug.Stack()}
+		}
+	}()
+	return rc.CancelRequest(ctx, env)
+}

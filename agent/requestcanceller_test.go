@@ -1,0 +1,94 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+)
+
+// requestCanceller is a handler told of the requests cancelled at a
+// redelivery's pick-up; it panics there when panics is set.
+type requestCanceller struct {
+	served atomic.Int32
+	told   chan *e2a.Envelope
+	panics bool
+}
+
+var _ agent.RequestCanceller = (*requestCanceller)(nil)
+
+func (c *requestCanceller) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+	c.served.Add(1)
+	return w.Complete(nil)
+}
+
+func (c *requestCanceller) CancelRequest(ctx context.Context, env *e2a.Envelope) error {
+	if _, ok := ctx.Deadline(); !ok {
+		return errors.New("no deadline")
+	}
+	c.told <- env
+	if c.panics {
+		panic("cancel request")
+	}
+	return errors.New("the work had already ended")
+}
+
+// TestRequestCanceller: a request whose worker died mid-stream, cancelled
+// while no worker held it, is picked up by another worker: a handler
+// implementing agent.RequestCanceller is told (its envelope, a bounded
+// context) and the request ends cancelled right after its frames, without
+// a Serve call, whether CancelRequest fails or panics. A first delivery
+// cancelled before its pick-up started nothing: the handler is not told.
+func TestRequestCanceller(t *testing.T) {
+	t.Parallel()
+	for _, panics := range []bool{false, true} {
+		name := "refused"
+		if panics {
+			name = "panicked"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := startServer(t)
+			pool := "rc-" + name
+			env := request("rc-"+name, map[string]any{"frames": 6})
+			crashAfter(t, s, pool, env, 2)
+			partial, _ := storedFrames(t, s.nc, env.RequestID)
+			if _, err := agent.Cancel(tctx(t), s.js, env.RequestID); err != nil {
+				t.Fatal(err)
+			}
+			first := request("rc-first-"+name, nil)
+			publish(t, s.js, pool, first)
+			if _, err := agent.Cancel(tctx(t), s.js, first.RequestID); err != nil {
+				t.Fatal(err)
+			}
+			h := &requestCanceller{told: make(chan *e2a.Envelope, 2), panics: panics}
+			startWorker(t, s.connect(t), pool, h, agent.WithAckWait(time.Second))
+
+			fr := waitFinal(t, s.nc, env.RequestID, 15*time.Second)
+			if e, _ := fr[len(fr)-1].Error(); len(fr) != len(partial)+1 || e.Code != e2a.ErrCodeCancelled || len(e.Details) != 0 {
+				t.Fatalf("%d frames after %d, final %+v", len(fr), len(partial), e)
+			}
+			told := testkit.Receive(t, h.told, 5*time.Second, "CancelRequest")
+			if told.RequestID != env.RequestID {
+				t.Errorf("CancelRequest got %+v", told)
+			}
+			fr = waitFinal(t, s.nc, first.RequestID, 15*time.Second)
+			if e, _ := fr[0].Error(); len(fr) != 1 || e.Code != e2a.ErrCodeCancelled {
+				t.Fatalf("the first delivery: %d frames, %+v", len(fr), e)
+			}
+			select {
+			case env := <-h.told:
+				t.Errorf("CancelRequest told of %s, a first delivery", env.RequestID)
+			default:
+			}
+			if n := h.served.Load(); n != 0 {
+				t.Errorf("%d Serve calls, want none", n)
+			}
+		})
+	}
+}
