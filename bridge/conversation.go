@@ -182,10 +182,15 @@ func ConversationOf(env *e2a.Envelope) (kind, id string, ok bool) {
 }
 
 // Conversations keeps conversations in the E2A_BRIDGE bucket. Keys are
-// c.<pool>.<hash of the pool, the request's principal (user_id) and the
+// c.<pool>.<hash of the pool, the conversation's owner and the
 // conversation>: a principal naming another's context or session id
-// reaches a conversation of its own, never the other's. It is safe for
-// concurrent use; concurrent updates are serialized by compare-and-set.
+// reaches a conversation of its own, never the other's. The owner is
+// e2a.Envelope.Owner: the request's principal (user_id), or the principal
+// whose task, context or session an admin's turn continues, as the ingress
+// wrote it after its ownership check (e2a.DetailConversationOwner; no
+// client can set it), so that an admin's answer or cancel reaches the
+// owner's upstream task. It is safe for concurrent use; concurrent updates
+// are serialized by compare-and-set.
 type Conversations struct {
 	kv jetstream.KeyValue
 	js jetstream.JetStream
@@ -219,7 +224,7 @@ func conversationKey(pool string, env *e2a.Envelope) string {
 		return ""
 	}
 	h := sha256.New()
-	for _, s := range []string{pool, env.UserID, kind, id} {
+	for _, s := range []string{pool, env.Owner(), kind, id} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
@@ -254,8 +259,8 @@ func (c *Conversations) Get(ctx context.Context, pool string, env *e2a.Envelope)
 // migrate reads a record earlier bridges wrote as this one writes it.
 // A record without threads (an upstream task) gets its one thread: that
 // of its last request, whose envelope is read (env's own thread when env
-// is that request). A last request no longer stored, or another
-// principal's, leaves the record without a thread: its upstream context is
+// is that request). A last request no longer stored, or of another
+// owner's conversation, leaves the record without a thread: its upstream context is
 // still the one the conversation's new tasks go to. A thread without
 // Tasks (an upstream task) gets its upstream task as its last request's,
 // the request that recorded it.
@@ -290,7 +295,7 @@ func (c *Conversations) migrateThreads(ctx context.Context, pool string, env *e2
 		case err != nil:
 			return fmt.Errorf("bridge: conversation: the last request of an earlier record: %w", err)
 		default:
-			if prev, err := e2a.FromJSON(m.Data); err == nil && prev.UserID == env.UserID {
+			if prev, err := e2a.FromJSON(m.Data); err == nil && prev.Owner() == env.Owner() {
 				key = ThreadOf(prev)
 			}
 		}
@@ -370,9 +375,11 @@ type Turn struct {
 
 // History returns the stored turns of conv's request ids in pool, oldest
 // first, leaving out the request `except` (the one being served) and any
-// whose envelope is no longer stored. Only requests of env's principal
-// are returned (the conversation key already scopes them; the envelope's
-// user_id is checked again).
+// whose envelope is no longer stored. Only requests of env's conversation
+// owner are returned (e2a.Envelope.Owner: the conversation key already
+// scopes them; each envelope's owner is checked again), so an admin's
+// turn in another principal's session gets that session's turns, and the
+// owner's turns get the admin's turns in it, never another principal's.
 func (c *Conversations) History(ctx context.Context, pool string, env *e2a.Envelope, conv Conversation) ([]Turn, error) {
 	nc := c.js.Conn()
 	var out []Turn
@@ -392,7 +399,7 @@ func (c *Conversations) History(ctx context.Context, pool string, env *e2a.Envel
 			return nil, fmt.Errorf("bridge: history: %w", err)
 		}
 		prev, err := e2a.FromJSON(m.Data)
-		if err != nil || prev.UserID != env.UserID {
+		if err != nil || prev.Owner() != env.Owner() {
 			continue
 		}
 		final, err := c.Final(ctx, id)

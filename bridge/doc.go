@@ -35,8 +35,10 @@
 // pipeline task of the conversation (a [Thread], [ThreadOf]) the upstream's
 // own task id, and the pipeline request ids of its last turns with the
 // upstream task each recorded ([Thread.TaskOf]), in the KV bucket
-// E2A_BRIDGE, keyed by a hash that includes the request's principal
-// (user_id): a continuation of a task reaches that task's upstream task, a
+// E2A_BRIDGE, keyed by a hash that includes the conversation's owner
+// (e2a.Envelope.Owner: the request's user_id, or the principal whose task an
+// admin's turn continues, named by the ingress): a continuation of a task
+// reaches that task's upstream task (an admin's answer or cancel too), a
 // new task of the conversation a new upstream task in its upstream context,
 // a stateless model server gets the earlier turns from the pipeline's
 // durable history, and no principal ever reaches another's.

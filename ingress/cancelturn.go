@@ -71,7 +71,7 @@ func (s *Server) cancelInterrupted(ctx context.Context, p Principal, t *host.Tas
 	if err := s.cancel(ctx, env.RequestID); err != nil {
 		return "", fmt.Errorf("%w: cancel: %v", ErrBackpressure, err)
 	}
-	if _, err := s.publishTurn(ctx, p, t.Pool, env, host.Turn{Task: *t}, fresh.origin(env.RequestID)); err != nil {
+	if _, err := s.publishTurn(ctx, p, t.Pool, env, host.Turn{Task: *t}, fresh.origin(env.RequestID), ""); err != nil {
 		return "", err
 	}
 	// Its final frame, written at once by a worker of the pool.

@@ -33,7 +33,7 @@ import (
 // (nothing is published) and Accepted.Warning tells of a pool with no live
 // worker.
 func (s *Server) publish(ctx context.Context, p Principal, pool string, env *e2a.Envelope, origin idOrigin) (Accepted, error) {
-	return s.publishAfter(ctx, p, pool, env, "", origin)
+	return s.publishAfter(ctx, p, pool, env, "", origin, "")
 }
 
 // idOrigin tells publishAfter what is known of a request's id.
@@ -58,8 +58,18 @@ const (
 )
 
 // publishAfter is publish for a turn that runs after the request after
-// (Publisher.PublishAfter; none when "").
-func (s *Server) publishAfter(ctx context.Context, p Principal, pool string, env *e2a.Envelope, after string, origin idOrigin) (Accepted, error) {
+// (Publisher.PublishAfter; none when ""), of the conversation (task,
+// context, session) of the principal owner ("": p's own). Every envelope
+// the front door publishes goes through it: the owner is written in
+// provenance.details (e2a.DetailConversationOwner) when it is not env's
+// user_id (an admin's turn in another principal's task), and any other
+// value of that detail is dropped, so that no client names an owner.
+// With authentication off nobody is kept apart: nothing is written.
+func (s *Server) publishAfter(ctx context.Context, p Principal, pool string, env *e2a.Envelope, after string, origin idOrigin, owner string) (Accepted, error) {
+	if p.Open {
+		owner = ""
+	}
+	env.SetOwner(owner)
 	warning, err := s.checkPool(ctx, pool)
 	if err != nil {
 		return Accepted{}, err
@@ -229,34 +239,35 @@ func (s *Server) taskOpen(ctx context.Context, rec *TaskRecord) error {
 }
 
 // claimContext records p as the owner of an A2A context id the client chose,
-// or checks that p owns it already. A context of another principal is
-// ErrConflict: joining it would let the agent answer from someone else's
-// conversation.
-func (s *Server) claimContext(ctx context.Context, p Principal, contextID string) error {
+// or checks that p owns it already, and returns its owner (p's own id, or
+// the principal whose context an admin joins; "" with authentication off).
+// A context p may not write is ErrConflict: joining it would let the agent
+// answer from someone else's conversation.
+func (s *Server) claimContext(ctx context.Context, p Principal, contextID string) (owner string, err error) {
 	if p.Open || contextID == "" {
-		return nil
+		return "", nil
 	}
 	key, err := taskKey(KindContext, contextID)
 	if err != nil {
-		return ErrConflict
+		return "", ErrConflict
 	}
 	rec := TaskRecord{ID: contextID, Protocol: "a2a", Principal: p.UserID, RequestIDs: []string{},
 		Created: e2a.FormatTime(s.opts.now())}
 	rec.Updated = rec.Created
 	data, _ := json.Marshal(rec)
 	if err := s.opts.tasks.create(ctx, key, data); err == nil {
-		return nil
+		return p.UserID, nil
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
-		return fmt.Errorf("%w: context index: %v", ErrBackpressure, err)
+		return "", fmt.Errorf("%w: context index: %v", ErrBackpressure, err)
 	}
 	got, err := s.opts.tasks.Get(ctx, KindContext, contextID)
 	if err != nil {
-		return fmt.Errorf("%w: context index: %v", ErrBackpressure, err)
+		return "", fmt.Errorf("%w: context index: %v", ErrBackpressure, err)
 	}
 	if !p.Tenant().Allows(tenant.Write, got.Principal) {
-		return ErrConflict
+		return "", ErrConflict
 	}
-	return nil
+	return got.Principal, nil
 }
 
 // publishSentKey is the context key of a function publish calls once its

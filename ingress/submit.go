@@ -37,11 +37,17 @@ func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub h
 		}
 	}
 	env := sub.Envelope
+	// owner: whose context the turn joins (an admin's turn in another
+	// principal's context), written in the envelope for the agents
+	// (publishAfter); a turn of a task or session is its record's.
+	owner := ""
 	if sub.ClaimContext && env.ContextID != "" {
-		if err := s.claimContext(ctx, p, env.ContextID); err != nil {
+		o, err := s.claimContext(ctx, p, env.ContextID)
+		if err != nil {
 			done()
 			return nil, hostError(err)
 		}
+		owner = o
 	}
 	if sub.Before != nil {
 		if err := sub.Before(ctx); err != nil {
@@ -53,10 +59,10 @@ func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub h
 	var err error
 	origin := fresh.origin(env.RequestID)
 	if sub.Turn != nil {
-		acc, err = s.publishTurn(ctx, p, sub.Pool, env, *sub.Turn, origin)
+		acc, err = s.publishTurn(ctx, p, sub.Pool, env, *sub.Turn, origin, owner)
 	} else {
 		start := time.Now()
-		acc, err = s.publish(ctx, p, sub.Pool, env, origin)
+		acc, err = s.publishAfter(ctx, p, sub.Pool, env, "", origin, owner)
 		s.metrics.publish.Observe(time.Since(start).Seconds())
 	}
 	if err != nil {

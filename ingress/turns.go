@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // Turns of one task or session never overlap. A request that is a turn of
@@ -33,7 +35,10 @@ const removeTimeout = 5 * time.Second
 // the client chose (origin) is looked up before the record is written: one
 // of another principal's is ErrConflict with nothing written, so the
 // caller's task never lists, even for a moment, a request it may not read.
-func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env *e2a.Envelope, of host.Turn, origin idOrigin) (Accepted, error) {
+// The turn's conversation owner (turnOwner) is written in the envelope for
+// the agents (publishAfter); contextOwner is the context claim's ("" when
+// none was made).
+func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env *e2a.Envelope, of host.Turn, origin idOrigin, contextOwner string) (Accepted, error) {
 	kind := KindTask
 	if of.Session {
 		kind = KindSession
@@ -42,7 +47,7 @@ func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env 
 		// A new task named by its first request: that request is its
 		// record (TaskRecord), nothing is written before it.
 		start := time.Now()
-		acc, err := s.publishAfter(ctx, p, pool, env, "", origin)
+		acc, err := s.publishAfter(ctx, p, pool, env, "", origin, contextOwner)
 		s.metrics.publish.Observe(time.Since(start).Seconds())
 		return acc, err
 	}
@@ -65,8 +70,9 @@ func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env 
 		s.opts.log.Warn("task index update failed: request refused", "kind", kind, "task_id", of.Task.ID, "request_id", env.RequestID, "err", err)
 		return Accepted{}, fmt.Errorf("%w: task index: %v", ErrBackpressure, err)
 	}
+	owner := s.turnOwner(ctx, p, kind, env, of, rec, contextOwner)
 	start := time.Now()
-	acc, err := s.publishAfter(ctx, p, pool, env, rec.Before(env.RequestID), origin)
+	acc, err := s.publishAfter(ctx, p, pool, env, rec.Before(env.RequestID), origin, owner)
 	s.metrics.publish.Observe(time.Since(start).Seconds())
 	if err != nil && added {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
@@ -78,4 +84,30 @@ func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env 
 		}
 	}
 	return acc, err
+}
+
+// turnOwner is the owner of the conversation a turn of the record rec
+// belongs to: the record's principal (an admin's turn of another
+// principal's task or session is that principal's), and for an A2A task
+// its context's owner, whose conversation the context is: the claim's for
+// a new task (contextOwner), the context record's for a turn of an
+// admin's (the one principal who may start a task in another's context:
+// every other principal's tasks are in contexts of its own). A context
+// record that cannot be read leaves the task's principal.
+func (s *Server) turnOwner(ctx context.Context, p Principal, kind string, env *e2a.Envelope, of host.Turn, rec *TaskRecord, contextOwner string) string {
+	if kind != KindTask {
+		return rec.Principal
+	}
+	if of.Created {
+		return cmp.Or(contextOwner, rec.Principal)
+	}
+	contextID := cmp.Or(env.ContextID, rec.ContextID)
+	if contextID == "" || p.Open || !p.Tenant().HasRole(tenant.RoleAdmin) {
+		return rec.Principal
+	}
+	c, err := s.opts.tasks.Get(ctx, KindContext, contextID)
+	if err != nil || c.Principal == "" {
+		return rec.Principal
+	}
+	return c.Principal
 }

@@ -336,6 +336,9 @@ func (r *req) finish(env *e2a.Envelope, op Op, notification bool, claimedUsers .
 		p.Details = map[string]any{}
 	}
 	e2a.SpecifyProvenance(p) // agentvault, a2e, agent_request → details.ingress_protocol
+	// Only the ingress names a conversation's owner (after its ownership
+	// check): a client's value (a raw E2A envelope's provenance) is dropped.
+	delete(p.Details, e2a.DetailConversationOwner)
 	p.Details[DetailOp] = string(op)
 	if notification {
 		p.Details[DetailNotification] = true

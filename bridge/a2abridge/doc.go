@@ -48,7 +48,7 @@
 //
 // The upstream's task and context ids are kept with the conversation
 // (bridge.Conversations, by A2A context, ACP session, E2A session_id, per
-// principal) as soon as they are known, one write per request: the
+// owner: e2a.Envelope.Owner) as soon as they are known, one write per request: the
 // upstream task per pipeline task (bridge.Thread; an ACP session's prompts
 // are one), the upstream context per conversation. A new task of the
 // conversation goes to the same upstream context as a new upstream task;

@@ -11,8 +11,8 @@
 //   - the system prompt: [WithSystem], else the request's params.system
 //     (an operator's prompt is never replaced by a client's);
 //   - with [WithHistory], the earlier turns of the request's conversation
-//     (A2A context, ACP session or E2A session_id, of the same principal
-//     only: bridge.Conversations) as the pipeline stored them: each turn's
+//     (A2A context, ACP session or E2A session_id, of the same owner
+//     only, e2a.Envelope.Owner: bridge.Conversations) as the pipeline stored them: each turn's
 //     user text and the content of its final e2a.complete frame; a turn
 //     without a text reply (failed, interrupted, tool calls only, expired)
 //     is left out whole;
