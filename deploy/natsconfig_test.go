@@ -127,6 +127,13 @@ func TestNATSServerConfig(t *testing.T) {
 		{"ingress", pub("ingress"), []string{"$JS.API.DIRECT.GET.KV_E2A_BRIDGE.$KV.E2A_BRIDGE.pool.*", "$JS.API.CONSUMER.LIST.E2A_REQUESTS"},
 			[]string{"$KV.E2A_BRIDGE.>", "$JS.API.DIRECT.GET.KV_E2A_BRIDGE.>", "$JS.API.DIRECT.GET.KV_E2A_BRIDGE"}},
 		{"audit", pub("audit"), []string{"$JS.API.DIRECT.GET.E2A_AUDIT"}, []string{"e2a.req.>", "e2a.resp.>", "e2a.ctl.>"}},
+		// The read API answers from the audit history what the hot
+		// streams dropped (E2A_HISTORY): egress, and so serve, read
+		// E2A_AUDIT and E2A_ARCHIVE by direct get, as the audit user does.
+		{"egress", pub("egress"), []string{"$JS.API.DIRECT.GET.E2A_AUDIT", "$JS.API.DIRECT.GET.E2A_AUDIT.>", "$JS.API.DIRECT.GET.E2A_ARCHIVE",
+			"$JS.API.DIRECT.GET.E2A_ARCHIVE.>"}, []string{"e2a.archive.batches", "$JS.API.STREAM.PURGE.E2A_AUDIT"}},
+		{"serve", pub("serve"), []string{"$JS.API.DIRECT.GET.E2A_AUDIT", "$JS.API.DIRECT.GET.E2A_AUDIT.>", "$JS.API.DIRECT.GET.E2A_ARCHIVE",
+			"$JS.API.DIRECT.GET.E2A_ARCHIVE.>"}, []string{"e2a.archive.batches"}},
 		{"serve", pub("serve"), []string{"e2a.req.>"}, []string{"e2a.resp.>"}},
 		// The push stage reads frames and envelopes, keeps cursors and
 		// dead-letters: it publishes no request, frame or cancel and

@@ -48,6 +48,8 @@ func Classify(err error) (status int, code string) {
 		return http.StatusOK, ""
 	case errors.Is(err, ErrNotFound):
 		return http.StatusNotFound, CodeNotFound
+	case errors.Is(err, ErrHistoryUnavailable):
+		return http.StatusServiceUnavailable, CodeUnavailable
 	case errors.Is(err, ErrBadRequest):
 		return http.StatusBadRequest, CodeBadRequest
 	case errors.Is(err, ErrNotCancelable):

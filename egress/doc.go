@@ -55,6 +55,16 @@
 // e2a_egress_slow_client_disconnects_total{format},
 // e2a_egress_streams_total{format,outcome}.
 //
+// Both read the hot streams. With [WithHistory], a request they no longer
+// hold (no envelope and no frame: today's 404) is looked up in the audit
+// history ([History]; package internal/audit's Auditor) when its id carries
+// a time ([RequestIDTime]), and answered exactly as a finished request is
+// from the hot streams, to the principal its envelope's owner allows;
+// anyone else gets the 404 of an unknown id. Lookups are bounded per
+// Service ([WithHistoryLimits]: 8 at once, 30 s each) and per principal
+// ([WithHistoryLookupsPerPrincipal]: 2); one that fails or times out is
+// 503, retryable ([ErrHistoryUnavailable]).
+//
 // # What ingress calls
 //
 // Right after the publish of a request was acknowledged (these skip the

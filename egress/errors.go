@@ -34,6 +34,11 @@ var (
 	ErrNotCancelable = errors.New("egress: request already final")
 	// ErrInvalidOption reports an option value New, Open or Replay refuses.
 	ErrInvalidOption = errors.New("egress: invalid option")
+	// ErrHistoryUnavailable reports a lookup in the audit history
+	// ([WithHistory]) that failed, or got no turn or no answer within the
+	// history timeout ([WithHistoryLimits]): the request may well be
+	// there, so it is answered 503 unavailable, retryable.
+	ErrHistoryUnavailable = errors.New("egress: history unavailable")
 )
 
 func invalid(format string, a ...any) error {

@@ -56,6 +56,12 @@ type Service struct {
 	// liveBuffer is the live channel's size of the readers (WithReplayOptions'
 	// WithLiveBuffer), for subscriptions made by Prepare.
 	liveBuffer int
+	// historyTurns holds a token per History lookup in progress
+	// (WithHistoryLimits; nil without a History).
+	historyTurns chan struct{}
+	// userTurns bound each principal's History lookups
+	// (WithHistoryLookupsPerPrincipal).
+	userTurns principalTurns
 }
 
 type config struct {
@@ -71,6 +77,13 @@ type config struct {
 	authorize    func(*http.Request) (tenant.Principal, error)
 	headHold     time.Duration // headHold; tests change it
 	projections  func(*e2a.Response) *e2a.Response
+	// history answers the read API for requests the hot streams no
+	// longer hold (WithHistory); historyLookups and historyTimeout bound
+	// its lookups (WithHistoryLimits).
+	history             History
+	historyLookups      int
+	historyPerPrincipal int
+	historyTimeout      time.Duration
 }
 
 // WithProjections makes the E2A endpoints answer ?projections=true with
@@ -235,6 +248,10 @@ func New(nc *nats.Conn, opts ...Option) (*Service, error) {
 		idleTimeout:  DefaultIdleTimeout,
 		cancelWait:   10 * time.Second,
 		headHold:     headHold,
+
+		historyLookups:      DefaultHistoryLookups,
+		historyPerPrincipal: DefaultHistoryLookupsPerPrincipal,
+		historyTimeout:      DefaultHistoryTimeout,
 	}
 	if err := option.Apply(ErrInvalidOption, &cfg, opts); err != nil {
 		return nil, err
@@ -254,7 +271,12 @@ func New(nc *nats.Conn, opts ...Option) (*Service, error) {
 	if err := applyReplay(&rc, cfg.replay); err != nil {
 		return nil, err
 	}
-	return &Service{nc: nc, mux: mux, cfg: cfg, m: m, log: cfg.log, liveBuffer: rc.liveBuffer}, nil
+	s := &Service{nc: nc, mux: mux, cfg: cfg, m: m, log: cfg.log, liveBuffer: rc.liveBuffer}
+	if cfg.history != nil {
+		s.historyTurns = make(chan struct{}, cfg.historyLookups)
+		s.userTurns = principalTurns{per: cfg.historyPerPrincipal, users: map[string]*userTurns{}}
+	}
+	return s, nil
 }
 
 // Close releases the Service's subscription. Streams in progress end with
@@ -265,32 +287,37 @@ func (s *Service) Close() { s.mux.Close() }
 //
 //	GET /v1/requests/{id}/stream  SSE (default) or NDJSON (Accept: application/x-ndjson)
 //	GET /v1/requests/{id}         aggregated JSON; 202 while running, ?wait=true waits
+//
+// With a History (WithHistory), a request the hot streams no longer hold
+// is answered from it, as a finished request is from the hot streams.
 func (s *Service) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/requests/{id}/stream", func(w http.ResponseWriter, r *http.Request) {
-		env, ok := s.authorized(w, r)
+		k, ok := s.authorized(w, r)
 		if !ok {
 			return
 		}
 		var opts []ReplayOption
-		if env != nil {
+		if k.env != nil {
 			opts = append(opts, WithoutRequestCheck()) // the check found it
 			if tracing.Enabled() {
-				r = r.WithContext(withRequestTrace(r.Context(), env))
+				r = r.WithContext(withRequestTrace(r.Context(), k.env))
 			}
 		}
+		k.history = true
 		id := r.PathValue("id")
 		if wantsNDJSON(r) {
-			s.serveE2AStream(w, r, id, FormatE2ANDJSON, opts...)
+			s.serveE2AStream(w, r, id, FormatE2ANDJSON, k, opts...)
 			return
 		}
-		s.serveE2AStream(w, r, id, FormatE2ASSE, opts...)
+		s.serveE2AStream(w, r, id, FormatE2ASSE, k, opts...)
 	})
 	mux.HandleFunc("GET /v1/requests/{id}", func(w http.ResponseWriter, r *http.Request) {
-		env, ok := s.authorized(w, r)
+		k, ok := s.authorized(w, r)
 		if !ok {
 			return
 		}
-		s.serveE2AJSON(w, r, r.PathValue("id"), isTrue(r.URL.Query().Get("wait")), env)
+		k.history = true
+		s.serveE2AJSON(w, r, r.PathValue("id"), isTrue(r.URL.Query().Get("wait")), k)
 	})
 	mux.HandleFunc("/v1/requests/{id}", MethodNotAllowed(http.MethodGet))
 	mux.HandleFunc("/v1/requests/{id}/stream", MethodNotAllowed(http.MethodGet))
@@ -327,15 +354,25 @@ func MethodNotAllowed(allow ...string) http.HandlerFunc {
 func (s *Service) ServeE2A(w http.ResponseWriter, r *http.Request, requestID string) {
 	switch {
 	case wantsSSE(r):
-		s.serveE2AStream(w, r, requestID, FormatE2ASSE, WithoutRequestCheck())
+		s.serveE2AStream(w, r, requestID, FormatE2ASSE, known{}, WithoutRequestCheck())
 	case wantsNDJSON(r):
-		s.serveE2AStream(w, r, requestID, FormatE2ANDJSON, WithoutRequestCheck())
+		s.serveE2AStream(w, r, requestID, FormatE2ANDJSON, known{}, WithoutRequestCheck())
 	default:
-		s.serveE2AJSON(w, r, requestID, isTrue(r.URL.Query().Get("wait")), nil)
+		s.serveE2AJSON(w, r, requestID, isTrue(r.URL.Query().Get("wait")), known{})
 	}
 }
 
-func (s *Service) serveE2AStream(w http.ResponseWriter, r *http.Request, id, format string, opts ...ReplayOption) {
+// known is what a handler knows of a request before it reads it: its
+// envelope message in E2A_REQUESTS, or its copy in the History, when the
+// ownership check read them, and whether the History may be asked when
+// the hot streams hold nothing of it (the read API's endpoints).
+type known struct {
+	env     *nats.Msg
+	hist    *HistoricRequest
+	history bool
+}
+
+func (s *Service) serveE2AStream(w http.ResponseWriter, r *http.Request, id, format string, k known, opts ...ReplayOption) {
 	o := render.NewOutput(w, s.cfg.writeTimeout)
 	var rend render.Renderer
 	if format == FormatE2ANDJSON {
@@ -349,7 +386,7 @@ func (s *Service) serveE2AStream(w http.ResponseWriter, r *http.Request, id, for
 		s.finish(o, rend, format, err)
 		return
 	}
-	if from > 0 {
+	if from > 0 && k.hist == nil {
 		// A resume past the final frame has nothing to send, ever: 204 No
 		// Content is what makes a browser's EventSource stop reconnecting
 		// (a 200 with an empty stream would make it retry forever).
@@ -360,7 +397,7 @@ func (s *Service) serveE2AStream(w http.ResponseWriter, r *http.Request, id, for
 		}
 	}
 	o.SetEndsResponse()
-	s.Stream(r.Context(), o, rend, format, id, from, opts...)
+	s.stream(r.Context(), o, rend, format, id, from, k, opts...)
 }
 
 // headHold is how long a stream's head (status line, headers, the
@@ -376,6 +413,14 @@ const headHold = 20 * time.Millisecond
 // see endsResponse), the request context ended (client gone), the client
 // was too slow, or the wait limits passed.
 func (s *Service) Stream(ctx context.Context, o *render.Output, rend render.Renderer, format, requestID string, from int64, opts ...ReplayOption) {
+	s.stream(ctx, o, rend, format, requestID, from, known{}, opts...)
+}
+
+// stream is Stream, with what the handler knows of the request (k): the
+// frames of k.hist when the ownership check found the request in the
+// History, else the hot streams' and, with k.history, the History's when
+// the hot streams hold nothing of it (the reader finds it unknown).
+func (s *Service) stream(ctx context.Context, o *render.Output, rend render.Renderer, format, requestID string, from int64, k known, opts ...ReplayOption) {
 	start := time.Now()
 	var (
 		span    trace.Span
@@ -407,9 +452,26 @@ func (s *Service) Stream(ctx context.Context, o *render.Output, rend render.Rend
 	// for the first frame (headHold at most), so that a request's first
 	// frame and a finished request's whole replay go out with it.
 	o.HoldHead(true)
-	ropts = append(ropts, withWaitHooks(o, s.cfg.headHold))
-	rd, err := s.open(ctx, requestID, from, append(ropts, opts...)...)
-	if err != nil {
+	var rd *Reader
+	h := k.hist
+	if h == nil {
+		ropts = append(ropts, withWaitHooks(o, s.cfg.headHold))
+		var err error
+		rd, err = s.open(ctx, requestID, from, append(ropts, opts...)...)
+		if err != nil && k.history && errors.Is(err, ErrNotFound) {
+			// Nothing of it in the hot streams: the audit history's
+			// copy, if it has one (fromHistory), answered as a finished
+			// request is.
+			h, err = s.fromHistory(ctx, requestID, "")
+		}
+		if err != nil {
+			finish(err)
+			return
+		}
+	}
+	if h != nil {
+		var err error
+		nFrames, err = s.driveHistoric(o, rend, format, requestID, from, h, start)
 		finish(err)
 		return
 	}
@@ -477,6 +539,9 @@ func (s *Service) finish(o *render.Output, rend render.Renderer, format string, 
 		// The client's mistake (a malformed Last-Event-ID or from),
 		// answered 400: nothing for an operator to act on.
 		s.log.Debug("egress: bad request", "format", format, "err", err)
+	case outcome == "error" && errors.Is(err, ErrHistoryUnavailable):
+		// Logged once already, by the lookup (historyFailed).
+		s.log.Debug("egress: history unavailable", "format", format, "err", err)
 	case outcome == "error":
 		s.log.Error("egress: stream ended with an error", "format", format, "err", err)
 	}
@@ -501,11 +566,14 @@ func (s *Service) replayOptions(beat func() error) []ReplayOption {
 }
 
 // serveE2AJSON answers the aggregated JSON of a request. With wait it
-// first waits (without buffering) for the final frame.
-// serveE2AJSON answers the aggregated JSON of a request; env is its stored
-// envelope message when the caller already read it (nil: looked up here).
-func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string, wait bool, env *nats.Msg) {
+// first waits (without buffering) for the final frame. k.env is its stored
+// envelope message when the caller already read it (nil: looked up here),
+// k.hist its copy in the History when the caller found it there; with
+// k.history, a request the hot streams hold nothing of is looked up in the
+// History.
+func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string, wait bool, k known) {
 	ctx := r.Context()
+	env := k.env
 	if tracing.Enabled() {
 		var span trace.Span
 		ctx, span = s.startStreamSpan(withRequestTrace(ctx, env), FormatE2AJSON, id, 0)
@@ -520,29 +588,54 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 		s.finish(o, NewE2AJSON(o, id, nil, false, 0), FormatE2AJSON, err)
 		return
 	}
+	if k.hist != nil {
+		s.serveHistoricJSON(r, o, id, from, wait, k.hist)
+		return
+	}
 	if env == nil {
 		if env, err = s.findRequest(ctx, id); err != nil {
 			s.finish(o, NewE2AJSON(o, id, nil, false, from), FormatE2AJSON, err)
 			return
 		}
 	}
-	var envRaw []byte
-	if env != nil {
-		envRaw = env.Data
-	}
 	// The last stored frame tells the status before any frame is written,
 	// and bounds the snapshot. With ?wait=true it is the final frame the
 	// wait read (a direct get now could reach a replica that lags it and
 	// answer an older frame: "running" after the wait).
 	var last *lastInfo
+	lastRead := false
+	if env == nil && k.history && s.historyFor(id) {
+		// No envelope: when there is no frame either, the hot streams
+		// hold nothing of the request, and the History may.
+		if last, err = s.lastFrame(ctx, id); err != nil {
+			s.finish(o, NewE2AJSON(o, id, nil, false, from), FormatE2AJSON, err)
+			return
+		}
+		if last == nil {
+			h, err := s.fromHistory(ctx, id, "")
+			if err != nil {
+				s.finish(o, NewE2AJSON(o, id, nil, false, from), FormatE2AJSON, err)
+				return
+			}
+			s.serveHistoricJSON(r, o, id, from, wait, h)
+			return
+		}
+		lastRead = true
+	}
+	var envRaw []byte
+	if env != nil {
+		envRaw = env.Data
+	}
 	if wait {
 		if last, err = s.waitFinal(ctx, id, env != nil); err != nil {
 			s.finish(o, NewE2AJSON(o, id, envRaw, false, from), FormatE2AJSON, err)
 			return
 		}
-	} else if last, err = s.lastFrame(ctx, id); err != nil {
-		s.finish(o, NewE2AJSON(o, id, envRaw, false, from), FormatE2AJSON, err)
-		return
+	} else if !lastRead {
+		if last, err = s.lastFrame(ctx, id); err != nil {
+			s.finish(o, NewE2AJSON(o, id, envRaw, false, from), FormatE2AJSON, err)
+			return
+		}
 	}
 	if env == nil && last == nil {
 		s.finish(o, NewE2AJSON(o, id, nil, false, from), FormatE2AJSON, ErrNotFound)
@@ -564,43 +657,48 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 		s.finish(o, rend, FormatE2AJSON, err)
 		return
 	}
+	var werr error
 	if last != nil && !past {
-		rd, err := Open(ctx, s.nc, id, from, append(s.replayOptions(nil), WithoutRequestCheck(), WithoutDecode())...)
-		if err != nil {
-			s.finish(o, rend, FormatE2AJSON, err)
-			return
+		werr = s.writeSnapshot(ctx, rend, id, from, last)
+	}
+	s.finish(o, rend, FormatE2AJSON, werr)
+}
+
+// writeSnapshot writes with rend the stored frames of request id from
+// sequence from up to last, the last (with ?wait=true the final) frame
+// read before the answer began.
+func (s *Service) writeSnapshot(ctx context.Context, rend render.Renderer, id string, from int64, last *lastInfo) error {
+	rd, err := Open(ctx, s.nc, id, from, append(s.replayOptions(nil), WithoutRequestCheck(), WithoutDecode())...)
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	for {
+		var f render.Frame
+		ok := true
+		if last.final {
+			// Up to the final frame, which exists: Next waits out a
+			// replica that lags rather than ending short.
+			if f, err = rd.Next(ctx); err == io.EOF {
+				return nil
+			}
+		} else {
+			f, ok, err = rd.NextStored(ctx)
 		}
-		defer rd.Close()
-		for {
-			var f render.Frame
-			ok := true
-			if final {
-				// Up to the final frame, which exists: Next waits out a
-				// replica that lags rather than ending short.
-				if f, err = rd.Next(ctx); err == io.EOF {
-					break
-				}
-			} else {
-				f, ok, err = rd.NextStored(ctx)
-			}
-			if err != nil {
-				s.finish(o, rend, FormatE2AJSON, err)
-				return
-			}
-			if !ok || f.StreamSeq > last.streamSeq {
-				break
-			}
-			if err := rend.Frame(&f); err != nil {
-				s.finish(o, rend, FormatE2AJSON, err)
-				return
-			}
-			s.m.frames.WithLabelValues(FormatE2AJSON).Inc()
-			if f.StreamSeq == last.streamSeq && f.Sequence() >= last.seq {
-				break // the last frame of the snapshot's last message
-			}
+		if err != nil {
+			return err
+		}
+		if !ok || f.StreamSeq > last.streamSeq {
+			return nil
+		}
+		if err := rend.Frame(&f); err != nil {
+			return err
+		}
+		s.m.frames.WithLabelValues(FormatE2AJSON).Inc()
+		if f.StreamSeq == last.streamSeq && f.Sequence() >= last.seq {
+			return nil // the last frame of the snapshot's last message
 		}
 	}
-	s.finish(o, rend, FormatE2AJSON, nil)
 }
 
 // waitFinal reads the request to its final frame without keeping frames,
@@ -752,13 +850,15 @@ func wantsNDJSON(r *http.Request) bool { return accepts(r, "application/x-ndjson
 
 // authorized applies WithAuthorizer; on refusal it answers itself: 401
 // without valid credentials, 404 for a request the principal may not read.
-// When it looked the request up, it returns the envelope message it found,
-// so the handler reads the same replica's answer rather than asking again.
-func (s *Service) authorized(w http.ResponseWriter, r *http.Request) (*nats.Msg, bool) {
+// When it looked the request up, it returns what it found (the envelope
+// message, so the handler reads the same replica's answer rather than
+// asking again; or, for a request E2A_REQUESTS no longer holds, its copy
+// in the History, whose envelope's owner it checked).
+func (s *Service) authorized(w http.ResponseWriter, r *http.Request) (known, bool) {
 	p, ok := tenant.FromContext(r.Context())
 	if !ok {
 		if s.cfg.authorize == nil {
-			return nil, true
+			return known{}, true
 		}
 		var err error
 		p, err = s.cfg.authorize(r)
@@ -766,29 +866,43 @@ func (s *Service) authorized(w http.ResponseWriter, r *http.Request) (*nats.Msg,
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
 			_, _ = w.Write([]byte(`{"error":{"code":"unauthenticated","message":"missing or invalid credentials","retryable":false}}` + "\n"))
-			return nil, false
+			return known{}, false
 		}
 	}
 	if p.SeesAll() {
-		return nil, true
+		return known{}, true
 	}
-	msg, err := s.findRequest(r.Context(), r.PathValue("id"))
+	id := r.PathValue("id")
+	msg, err := s.findRequest(r.Context(), id)
 	found, owner := msg != nil, ownerOf(msg)
 	if err == nil && found && !p.Allows(tenant.Read, owner) {
 		// The same work as for an unknown id (whose absence the stream's
 		// leader confirms): the timing does not tell another's request
 		// from none.
-		_, err = confirmRequest(r.Context(), s.mux, s.streamNames().requests, r.PathValue("id"))
+		_, err = confirmRequest(r.Context(), s.mux, s.streamNames().requests, id)
+	}
+	if err == nil && !found && s.historyFor(id) {
+		// The envelope aged out of E2A_REQUESTS: its owner is the one of
+		// its copy in the History, if any.
+		h, herr := s.fromHistory(r.Context(), id, p.ID)
+		switch {
+		case herr == nil:
+			if p.Allows(tenant.Read, ownerOfData(h.Envelope)) {
+				return known{hist: h}, true
+			}
+		case !errors.Is(herr, ErrNotFound):
+			err = herr
+		}
 	}
 	if err != nil {
 		WriteError(w, err)
-		return nil, false
+		return known{}, false
 	}
 	if !found || !p.Allows(tenant.Read, owner) {
 		WriteError(w, ErrNotFound)
-		return nil, false
+		return known{}, false
 	}
-	return msg, true
+	return known{env: msg}, true
 }
 
 // Owner returns the owner of a request: the user_id of its stored envelope.
@@ -827,9 +941,15 @@ func ownerOf(msg *nats.Msg) string {
 	if msg == nil {
 		return ""
 	}
+	return ownerOfData(msg.Data)
+}
+
+// ownerOfData returns the user_id of a stored envelope ("" for one that is
+// not an envelope).
+func ownerOfData(data []byte) string {
 	var probe struct {
 		UserID string `json:"user_id"`
 	}
-	_ = jsonUnmarshal(msg.Data, &probe)
+	_ = jsonUnmarshal(data, &probe)
 	return probe.UserID
 }

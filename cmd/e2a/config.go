@@ -73,6 +73,12 @@ type Config struct {
 	Archive              bool          `envconfig:"E2A_ARCHIVE" default:"false"`
 	ArchiveBatchBytes    int           `envconfig:"E2A_ARCHIVE_BATCH_BYTES" default:"1048576"`
 	ArchiveFlushInterval time.Duration `envconfig:"E2A_ARCHIVE_FLUSH_INTERVAL" default:"10s"`
+	// History: GET /v1/requests/{id}[/stream] (`e2a serve`, `e2a dev`)
+	// answers a request the hot streams no longer hold from the audit
+	// history, E2A_AUDIT and E2A_ARCHIVE, as `e2a replay` finds it
+	// (default true; false: 404 once the hot streams dropped it). In a
+	// deployment the serve user reads both streams for it.
+	History bool `envconfig:"E2A_HISTORY" default:"true"`
 	// RequestsCompression, ResponsesCompression and AuditCompression are
 	// the streams' storage compression, none or s2 (docs/capacity.md,
 	// Bytes); a change applies to an existing stream through e2a streams

@@ -276,7 +276,11 @@ func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Reg
 	if f := egressAuthorizer(auth); f != nil {
 		eopts = append(eopts, egress.WithAuthorizer(f))
 	}
-	eg, err := egress.New(nc, eopts...)
+	hopts, err := historyOptions(cfg, nc)
+	if err != nil {
+		return nil, err
+	}
+	eg, err := egress.New(nc, append(eopts, hopts...)...)
 	if err != nil {
 		return nil, err
 	}

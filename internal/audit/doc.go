@@ -21,6 +21,12 @@
 // (E2A-Sequence, Nats-Msg-Id) against its first frame; a burst whose
 // payload does not hold the frames its header counts is a violation.
 //
+// [Auditor.Request] is the E2A read API's history (egress.History): one
+// request by its UUIDv7 id, found as Replay finds it in E2A_AUDIT and the
+// archive, with every search kept within windows of the id's time (no scan
+// on a miss), returned as its envelope and frames for egress to answer
+// GET /v1/requests/{id}[/stream] with once the hot streams dropped it.
+//
 // Every result is a stream of [Record] values (the commands print them as
 // NDJSON): for each request, its envelope, its frames in stream order (one
 // record per frame, the frames of a burst sharing the stream sequence of

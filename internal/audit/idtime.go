@@ -8,10 +8,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -41,15 +41,10 @@ const copyLag = time.Minute
 // idTime returns the time a UUIDv7 request id carries (its first 48 bits,
 // milliseconds since the Unix epoch): the request ids the pipeline makes
 // (normalizer, agent, ACP, stdio) are UUIDv7s. false for any other id
-// (a client's own request_id), which gives no hint.
-func idTime(id string) (time.Time, bool) {
-	u, err := uuid.Parse(id)
-	if err != nil || u.Version() != 7 || u.Variant() != uuid.RFC4122 {
-		return time.Time{}, false
-	}
-	sec, nsec := u.Time().UnixTime()
-	return time.Unix(sec, nsec), true
-}
+// (a client's own request_id), which gives no hint. It is
+// egress.RequestIDTime: the read API asks the history (Auditor.Request)
+// for exactly the ids this search can start from.
+func idTime(id string) (time.Time, bool) { return egress.RequestIDTime(id) }
 
 // hintSince returns where a search for id in E2A_AUDIT may start: the
 // time in a UUIDv7 id less margin when that is later than since.

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/audit"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
@@ -191,6 +194,13 @@ func replayOldRequests(t *testing.T, archived bool) {
 		}
 		t.Logf("%-45s %8.1f ms, %7d messages read (%d requests in the history)", c.name, float64(took)/float64(time.Millisecond), read[c.name], n)
 	}
+	timeReadAPI(t, anc, a, n, []readAPICase{
+		{"UUIDv7, a third in, from its time", ids[n/3], http.StatusOK},
+		{"UUIDv7, newest, from its time", ids[n-1], http.StatusOK},
+		{"client's id: not looked up", clientID, http.StatusNotFound},
+		{"UUIDv7 ahead of the clock: windows only", ahead, http.StatusNotFound},
+		{"UUIDv7 never stored, a third in: a miss", missAt(t, ids[n/3]), http.StatusNotFound},
+	})
 	if archived {
 		// The archive is read a batch (hundreds of messages) at a time:
 		// the counts below are E2A_AUDIT's.
@@ -241,5 +251,60 @@ func TestReplayFramesBeforeTheirRequest(t *testing.T) {
 	sum := summaries(recs)[rid]
 	if st.Requests != 1 || sum == nil || sum.State != audit.StateComplete || !sum.RequestFound || !sum.OK() {
 		t.Fatalf("%+v %+v", st, sum)
+	}
+}
+
+// missAt returns a UUIDv7 never stored whose time is id's: a miss in the
+// middle of the history.
+func missAt(t *testing.T, id string) string {
+	t.Helper()
+	u, err := uuid.Parse(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, nsec := u.Time().UnixTime()
+	return v7At(time.Unix(sec, nsec))
+}
+
+// readAPICase is a GET of the read API timed by timeReadAPI, and the
+// status it must answer.
+type readAPICase struct {
+	name, id string
+	want     int
+}
+
+// timeReadAPI times GET /v1/requests/{id} of each case on a Service whose
+// History is a (the hot streams were purged: every request found comes
+// from the history), and checks the status: a request whose id carries
+// no time is not looked up, and one whose time is off by more than the
+// clock margin is not found (the lookup reads the windows around the
+// id's time, never scans: only `e2a replay` finds those).
+func timeReadAPI(t *testing.T, nc *nats.Conn, a *audit.Auditor, n int, cases []readAPICase) {
+	t.Helper()
+	s, err := egress.New(nc, egress.WithHistory(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mux := http.NewServeMux()
+	s.Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, c := range cases {
+		before := nc.Stats().InMsgs
+		t0 := time.Now()
+		resp, err := http.Get(srv.URL + "/v1/requests/" + c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var view egress.RequestView
+		derr := json.NewDecoder(resp.Body).Decode(&view)
+		resp.Body.Close()
+		took := time.Since(t0)
+		if resp.StatusCode != c.want || c.want == http.StatusOK && (derr != nil || view.State != egress.StateSucceeded || len(view.Frames) != 1 || len(view.Envelope) == 0) {
+			t.Fatalf("GET %s (%s): %d %+v (%v), want %d", c.id, c.name, resp.StatusCode, view, derr, c.want)
+		}
+		t.Logf("GET /v1/requests/{id}: %-40s %d in %8.1f ms, %7d messages read (%d requests in the history)", c.name, resp.StatusCode,
+			float64(took)/float64(time.Millisecond), nc.Stats().InMsgs-before, n)
 	}
 }

@@ -163,6 +163,21 @@ type replayCtx struct {
 	audit     streamState
 	emit      func(Record) error
 	stats     Stats
+	// bounded (Request, the read API's lookups) keeps findByID within
+	// windows of the id's time: no scan from the query's start when the
+	// windows miss, no frames looked for without an envelope, and a
+	// request's frames read no further than span after its copy.
+	bounded bool
+	span    time.Duration
+}
+
+// framesUntil is when a bounded search stops reading the frames of the
+// request whose copy is req (zero: no bound).
+func (rc *replayCtx) framesUntil(req *storedMsg) time.Time {
+	if !rc.bounded || req == nil {
+		return time.Time{}
+	}
+	return req.time.Add(rc.span + copyLag)
 }
 
 // Replay finds the requests q selects and calls emit, for each in turn,
@@ -260,6 +275,9 @@ func (a *Auditor) findByID(ctx context.Context, rc *replayCtx, id string) (*foun
 			if f.req, err = a.auditRequestHinted(ctx, rc, id, from); err != nil {
 				return nil, err
 			}
+			if f.req == nil && rc.bounded {
+				return f, nil
+			}
 		}
 		frames, err := a.auditFramesOf(ctx, rc, id, f.req, from)
 		if err != nil {
@@ -287,13 +305,14 @@ func (a *Auditor) auditFramesOf(ctx context.Context, rc *replayCtx, id string, r
 	if req == nil {
 		return a.auditFrames(ctx, rc.audit, id, from)
 	}
+	until := rc.framesUntil(req)
 	if d := min(nearClock, a.margin); d < a.margin {
 		near, err := a.seqAtTime(ctx, rc.audit, subjects.AllAudit, req.time.Add(-d))
 		if err != nil {
 			return nil, err
 		}
 		if near > from {
-			frames, err := a.auditFrames(ctx, rc.audit, id, near)
+			frames, err := a.auditFramesUntil(ctx, rc.audit, id, near, until)
 			if err != nil || len(frames) > 0 && !needAudit(&found{req: req, frames: frames}) {
 				return frames, err
 			}
@@ -303,7 +322,7 @@ func (a *Auditor) auditFramesOf(ctx context.Context, rc *replayCtx, id string, r
 	if err != nil {
 		return nil, err
 	}
-	frames, err := a.auditFrames(ctx, rc.audit, id, max(from, at))
+	frames, err := a.auditFramesUntil(ctx, rc.audit, id, max(from, at), until)
 	if err != nil || at <= from || len(frames) > 0 && !needAudit(&found{req: req, frames: frames}) {
 		return frames, err
 	}
@@ -311,7 +330,7 @@ func (a *Auditor) auditFramesOf(ctx context.Context, rc *replayCtx, id string, r
 	// by more than the margin, the frames' copies precede the window. Read
 	// them from from (the scan's start): slower, never "no frames" for a
 	// request whose frames are stored.
-	return a.auditFrames(ctx, rc.audit, id, from)
+	return a.auditFramesUntil(ctx, rc.audit, id, from, until)
 }
 
 // auditRequestHinted is auditRequest from the time in id (hintSince),
@@ -321,8 +340,13 @@ func (a *Auditor) auditFramesOf(ctx context.Context, rc *replayCtx, id string, r
 // margin, whatever the audit holds.
 func (a *Auditor) auditRequestHinted(ctx context.Context, rc *replayCtx, id string, from uint64) (*storedMsg, error) {
 	t, ok := idTime(id)
-	if !ok {
+	switch {
+	case !ok && rc.bounded:
+		return nil, nil
+	case !ok:
 		return a.auditRequest(ctx, rc.audit, id, from)
+	case rc.bounded:
+		return a.auditRequestWindows(ctx, rc, id, t, from)
 	}
 	// Clocks in step (NTP) first: a window of nearClock each side of the
 	// id's time; then the margin's.
@@ -344,6 +368,35 @@ func (a *Auditor) auditRequestHinted(ctx context.Context, rc *replayCtx, id stri
 		}
 	}
 	return a.auditRequest(ctx, rc.audit, id, from)
+}
+
+// auditRequestWindows is auditRequestHinted for a bounded search (from is
+// where the query's Since, the id's time t less the clock margin, puts
+// the search): the window of nearClock around t, then the rest of the
+// margin's window, before the first and after it, each message read once,
+// and no further: a miss reads the margin's window (plus the sourcing lag)
+// of one partition, whatever the history holds.
+func (a *Auditor) auditRequestWindows(ctx context.Context, rc *replayCtx, id string, t time.Time, from uint64) (*storedMsg, error) {
+	near := min(nearClock, a.margin)
+	at, err := a.seqAtTime(ctx, rc.audit, subjects.AllAudit, t.Add(-near))
+	if err != nil {
+		return nil, err
+	}
+	nearEnd := t.Add(near + copyLag)
+	m, err := a.auditRequestUntil(ctx, rc.audit, id, max(at, from), nearEnd)
+	if m != nil || err != nil || near == a.margin {
+		return m, err
+	}
+	if at > from {
+		if m, err = a.auditRequestUntil(ctx, rc.audit, id, from, t.Add(-near)); m != nil || err != nil {
+			return m, err
+		}
+	}
+	after, err := a.seqAtTime(ctx, rc.audit, subjects.AllAudit, nearEnd)
+	if err != nil {
+		return nil, err
+	}
+	return a.auditRequestUntil(ctx, rc.audit, id, after, t.Add(a.margin+copyLag))
 }
 
 // report emits the records of one request.

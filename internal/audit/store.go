@@ -124,7 +124,8 @@ type streamState struct {
 	first      uint64
 	last       uint64
 	firstTime  time.Time
-	partitions int // E2A_AUDIT only
+	maxAge     time.Duration // its MaxAge (0: none)
+	partitions int           // E2A_AUDIT only
 	// E2A_AUDIT only: its own first message (first is the archive's when
 	// the archive starts earlier, archived.go) and the archive's span.
 	held     uint64
@@ -199,6 +200,7 @@ func (a *Auditor) state(ctx context.Context, name string) (streamState, error) {
 	info := s.CachedInfo()
 	st.exists = true
 	st.first, st.last, st.firstTime, st.created = info.State.FirstSeq, info.State.LastSeq, info.State.FirstTime, info.Created
+	st.maxAge = info.Config.MaxAge
 	if info.State.Msgs == 0 {
 		st.first = info.State.LastSeq + 1
 	}
@@ -275,12 +277,19 @@ func auditMsg(stream string, m streams.RawMsg) *storedMsg {
 // originAtOrAfter reports whether sm is the copy of a message of stream
 // stored at sequence seq or later.
 func (sm *storedMsg) originAtOrAfter(stream string, seq uint64) bool {
+	n := sm.originSeq(stream)
+	return n > 0 && n >= seq
+}
+
+// originSeq is the sequence in stream of the message sm is a copy of (0
+// when sm is not one).
+func (sm *storedMsg) originSeq(stream string) uint64 {
 	name, s, ok := strings.Cut(sm.origin, " ")
 	if !ok || name != stream {
-		return false
+		return 0
 	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	return err == nil && n >= seq
+	n, _ := strconv.ParseUint(s, 10, 64)
+	return n
 }
 
 // hotRequest returns the envelope message of id in E2A_REQUESTS, or nil.
@@ -383,6 +392,12 @@ func (a *Auditor) auditRequestUntil(ctx context.Context, st streamState, id stri
 // response messages (frames or bursts), up to the one holding its final
 // frame (or the end of the stream).
 func (a *Auditor) auditFrames(ctx context.Context, st streamState, id string, from uint64) ([]*storedMsg, error) {
+	return a.auditFramesUntil(ctx, st, id, from, time.Time{})
+}
+
+// auditFramesUntil is auditFrames stopping at the first message stored
+// after until (none when zero).
+func (a *Auditor) auditFramesUntil(ctx context.Context, st streamState, id string, from uint64, until time.Time) ([]*storedMsg, error) {
 	p, err := subjects.AuditPartition(id, a.auditPartitions(st))
 	if err != nil {
 		return nil, err
@@ -391,6 +406,9 @@ func (a *Auditor) auditFrames(ctx context.Context, st streamState, id string, fr
 	for m, err := range a.auditSeq(ctx, st, subjects.AuditResponse(p), from, a.seqFrom) {
 		if err != nil {
 			return nil, err
+		}
+		if !until.IsZero() && m.Time.After(until) {
+			break
 		}
 		sm := auditMsg(st.name, m)
 		s, err := subjects.Parse(sm.subject)

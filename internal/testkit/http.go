@@ -79,3 +79,23 @@ func NewAnswerer(t testing.TB, contentType string, get http.HandlerFunc) *Answer
 
 // Set makes body the answer of the next requests.
 func (a *Answerer) Set(body []byte) { a.body.Store(&body) }
+
+// Answer is what a client gets for one HTTP request: its status, content
+// type and body (comparable: two reads answered alike are ==).
+type Answer struct {
+	Status      int
+	ContentType string
+	Body        string
+}
+
+// Get sends GET url with hdr (name, value pairs) and reads the whole
+// answer.
+func Get(t testing.TB, url string, hdr ...string) Answer {
+	t.Helper()
+	resp := Open(t, http.MethodGet, url, "", hdr...)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Answer{resp.StatusCode, resp.Header.Get("Content-Type"), string(body)}
+}

@@ -1,0 +1,84 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// The Auditor is the E2A read API's history (egress.WithHistory): what
+// GET /v1/requests/{id}[/stream] answers for a request the hot streams no
+// longer hold.
+var _ egress.History = (*Auditor)(nil)
+
+// DefaultHistorySpan is how long after its request Request reads a
+// request's frames when E2A_RESPONSES has no max age to go by.
+const DefaultHistorySpan = 24 * time.Hour
+
+// Request is egress.History over the audit history: request id found as
+// Replay finds it by id (Query{RequestIDs: {id}, Source: SourceAudit}:
+// E2A_AUDIT, and the archive for what E2A_AUDIT no longer holds), with
+// every search bounded by the time in the id, so that a miss costs as
+// little as a hit:
+//
+//   - only a UUIDv7 id is looked up (idTime); any other is not found at
+//     once, without a read;
+//   - the envelope is searched in its partition over the clock margin
+//     around that time (WithClockMargin) and no further, where Replay
+//     goes on to scan from the start of the history;
+//   - its frames are read from around the envelope's copy up to the one
+//     holding the final frame, and no further than E2A_RESPONSES' max age
+//     after it (DefaultHistorySpan when it has none: a request that ran
+//     longer is not answered whole by the hot streams either);
+//   - a request whose envelope the history does not hold is not found
+//     (its owner is unknown).
+//
+// It returns the envelope's bytes and the frames in order, a stored burst
+// split into its frames, each with the E2A_RESPONSES sequence of the
+// message that held it; not found is an error wrapping egress.ErrNotFound.
+// The frames are not checked here: the read API checks them as it checks
+// the hot streams' (the invariant checks of Replay report, they do not
+// refuse). It holds one request's messages in memory.
+func (a *Auditor) Request(ctx context.Context, id string) (egress.HistoricRequest, error) {
+	t, ok := idTime(id)
+	if !ok || subjects.ValidateID(id) != nil {
+		return egress.HistoricRequest{}, fmt.Errorf("%w: %q carries no time to search the history from", egress.ErrNotFound, id)
+	}
+	responses, err := a.state(ctx, streams.ResponsesStream)
+	if err != nil {
+		return egress.HistoricRequest{}, err
+	}
+	rc := &replayCtx{q: Query{RequestIDs: []string{id}, Source: SourceAudit, Since: t.Add(-a.margin)}, bounded: true, span: DefaultHistorySpan}
+	if responses.maxAge > 0 {
+		rc.span = responses.maxAge
+	}
+	if rc.audit, err = a.state(ctx, streams.AuditStream); err != nil {
+		return egress.HistoricRequest{}, err
+	}
+	if !rc.audit.exists {
+		return egress.HistoricRequest{}, fmt.Errorf("%w: %q: no stream %s", egress.ErrNotFound, id, streams.AuditStream)
+	}
+	if rc.audit, err = a.withArchive(ctx, rc.audit); err != nil {
+		return egress.HistoricRequest{}, err
+	}
+	f, err := a.findByID(ctx, rc, id)
+	if err != nil {
+		return egress.HistoricRequest{}, err
+	}
+	if f.req == nil {
+		return egress.HistoricRequest{}, fmt.Errorf("%w: %q is not in the audit history", egress.ErrNotFound, id)
+	}
+	h := egress.HistoricRequest{Envelope: f.req.data}
+	for _, m := range f.frames {
+		frames, _ := m.frames() // a malformed burst's pieces: the read API refuses them
+		seq := m.originSeq(streams.ResponsesStream)
+		for _, fr := range frames {
+			h.Frames = append(h.Frames, egress.HistoricFrame{Raw: fr, StreamSeq: seq})
+		}
+	}
+	return h, nil
+}
