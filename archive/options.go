@@ -23,6 +23,15 @@ const (
 	DefaultFlushInterval = 10 * time.Second
 )
 
+// The bounds of WithBatchBytes and WithFlushInterval, for a configuration
+// that checks its values when it is read (e2a's E2A_ARCHIVE_* variables).
+const (
+	BatchBytesMin    = 4 << 10
+	BatchBytesMax    = 8 << 20
+	FlushIntervalMin = 10 * time.Millisecond
+	FlushIntervalMax = time.Hour
+)
+
 // Option configures Run and NewReader; each reads the options that concern
 // it. Every option validates its value and returns an error wrapping
 // ErrInvalidOption.
@@ -62,7 +71,7 @@ func buildOptions(nc *nats.Conn, opts []Option) (options, error) {
 // batch finds no match further back than that.
 func WithBatchBytes(n int) Option {
 	return func(o *options) error {
-		if n < 4<<10 || n > 8<<20 {
+		if n < BatchBytesMin || n > BatchBytesMax {
 			return fmt.Errorf("%w: batch bytes %d not in 4 KiB..8 MiB", ErrInvalidOption, n)
 		}
 		o.batchBytes = n
@@ -74,7 +83,7 @@ func WithBatchBytes(n int) Option {
 // however small: 10 ms to 1 h (default DefaultFlushInterval).
 func WithFlushInterval(d time.Duration) Option {
 	return func(o *options) error {
-		if d < 10*time.Millisecond || d > time.Hour {
+		if d < FlushIntervalMin || d > FlushIntervalMax {
 			return fmt.Errorf("%w: flush interval %v not in 10ms..1h", ErrInvalidOption, d)
 		}
 		o.flushInterval = d

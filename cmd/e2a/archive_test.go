@@ -301,14 +301,14 @@ func TestArchiveConfig(t *testing.T) {
 	_, nc := natstest.RunServer(t, natstest.WithoutStreams())
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
-	for _, b := range []int{archiveMinBatchBytes - 1, archiveMinBatchBytes, archiveMaxBatchBytes, archiveMaxBatchBytes + 1} {
+	for _, b := range []int{archive.BatchBytesMin - 1, archive.BatchBytesMin, archive.BatchBytesMax, archive.BatchBytesMax + 1} {
 		c := Config{ArchiveMaxBytes: 1, ArchiveBatchBytes: b, ArchiveFlushInterval: time.Second}
 		ours, theirs := c.checkArchive(), archive.Run(cancelled, nc, c.archiveOptions(nil, nil)...)
 		if (ours == nil) != (theirs == nil) || theirs != nil && !errors.Is(theirs, archive.ErrInvalidOption) {
 			t.Errorf("batch bytes %d: config %v, archive %v", b, ours, theirs)
 		}
 	}
-	for _, d := range []time.Duration{archiveMinFlushInterval - 1, archiveMinFlushInterval, archiveMaxFlushInterval, archiveMaxFlushInterval + 1} {
+	for _, d := range []time.Duration{archive.FlushIntervalMin - 1, archive.FlushIntervalMin, archive.FlushIntervalMax, archive.FlushIntervalMax + 1} {
 		c := Config{ArchiveMaxBytes: 1, ArchiveBatchBytes: archive.DefaultBatchBytes, ArchiveFlushInterval: d}
 		ours, theirs := c.checkArchive(), archive.Run(cancelled, nc, c.archiveOptions(nil, nil)...)
 		if (ours == nil) != (theirs == nil) || theirs != nil && !errors.Is(theirs, archive.ErrInvalidOption) {

@@ -8,6 +8,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/archive"
 	"github.com/e2a-pipeline/pipeline/redact"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
@@ -180,28 +181,19 @@ func LoadConfig() (Config, error) {
 	return c, nil
 }
 
-// The bounds of archive.WithBatchBytes and archive.WithFlushInterval,
-// checked when the configuration is read, so that a bad value stops every
-// command at once with the variable's name (TestArchiveConfig checks that
-// the archive package takes exactly these).
-const (
-	archiveMinBatchBytes    = 4 << 10
-	archiveMaxBatchBytes    = 8 << 20
-	archiveMinFlushInterval = 10 * time.Millisecond
-	archiveMaxFlushInterval = time.Hour
-)
-
-// checkArchive checks the E2A_ARCHIVE_* values.
+// checkArchive checks the E2A_ARCHIVE_* values, the batch's against the
+// bounds of archive's options, so that a bad value stops every command at
+// once with the variable's name.
 func (c Config) checkArchive() error {
 	switch {
 	case c.ArchiveMaxBytes != streams.Unlimited && c.ArchiveMaxBytes <= 0:
 		return fmt.Errorf("config: E2A_ARCHIVE_MAX_BYTES (%d) must be positive, or -1 (unlimited)", c.ArchiveMaxBytes)
 	case c.ArchiveMaxAge != 0 && c.ArchiveMaxAge < 100*time.Millisecond:
 		return fmt.Errorf("config: E2A_ARCHIVE_MAX_AGE (%s) must be 0 (bytes only) or at least 100ms", c.ArchiveMaxAge)
-	case c.ArchiveBatchBytes < archiveMinBatchBytes || c.ArchiveBatchBytes > archiveMaxBatchBytes:
-		return fmt.Errorf("config: E2A_ARCHIVE_BATCH_BYTES (%d) must be within %d..%d (4 KiB..8 MiB)", c.ArchiveBatchBytes, archiveMinBatchBytes, archiveMaxBatchBytes)
-	case c.ArchiveFlushInterval < archiveMinFlushInterval || c.ArchiveFlushInterval > archiveMaxFlushInterval:
-		return fmt.Errorf("config: E2A_ARCHIVE_FLUSH_INTERVAL (%s) must be within %s..%s", c.ArchiveFlushInterval, archiveMinFlushInterval, archiveMaxFlushInterval)
+	case c.ArchiveBatchBytes < archive.BatchBytesMin || c.ArchiveBatchBytes > archive.BatchBytesMax:
+		return fmt.Errorf("config: E2A_ARCHIVE_BATCH_BYTES (%d) must be within %d..%d (4 KiB..8 MiB)", c.ArchiveBatchBytes, archive.BatchBytesMin, archive.BatchBytesMax)
+	case c.ArchiveFlushInterval < archive.FlushIntervalMin || c.ArchiveFlushInterval > archive.FlushIntervalMax:
+		return fmt.Errorf("config: E2A_ARCHIVE_FLUSH_INTERVAL (%s) must be within %s..%s", c.ArchiveFlushInterval, archive.FlushIntervalMin, archive.FlushIntervalMax)
 	}
 	return nil
 }
