@@ -72,9 +72,11 @@ func (h HistoricRequest) Final() bool {
 
 // frames returns h's frames as a reader gives them to a pass-through
 // renderer (heads read, Response nil until Decoded), up to the final one:
-// sequences 0, 1, … At the first frame that does not decode or breaks the
-// order, it returns the frames before it and an error wrapping
-// ErrInvalidFrame (the reader's "stored sequence … where … was expected").
+// sequences 0, 1, … A frame of a sequence already taken (a duplicate the
+// stream stored twice) is skipped, as the reader skips it. At the first
+// frame that does not decode or leaves a gap, it returns the frames before
+// it and an error wrapping ErrInvalidFrame (the reader's "stored sequence
+// … where … was expected").
 func (h HistoricRequest) frames(id string) ([]render.Frame, error) {
 	out := make([]render.Frame, 0, len(h.Frames))
 	for _, hf := range h.Frames {
@@ -82,7 +84,11 @@ func (h HistoricRequest) frames(id string) ([]render.Frame, error) {
 		if err != nil {
 			return out, fmt.Errorf("request %q sequence %d (history): %w", id, len(out), err)
 		}
-		if want := int64(len(out)); f.Sequence() != want {
+		want := int64(len(out))
+		if f.Sequence() < want {
+			continue // a duplicate: the reader skips it too
+		}
+		if f.Sequence() != want {
 			return out, fmt.Errorf("%w: request %q: stored sequence %d where %d was expected (history)", ErrInvalidFrame, id, f.Sequence(), want)
 		}
 		out = append(out, *f)
@@ -286,7 +292,9 @@ func (s *Service) historyFailed(ctx context.Context, id string, err error) error
 		return ctx.Err()
 	}
 	s.log.Warn("egress: history lookup failed", "request_id", id, "err", err)
-	return fmt.Errorf("%w: request %q: %v", ErrHistoryUnavailable, id, err)
+	// The cause is logged, not answered (it names streams and servers),
+	// nor the id: another's request and an unknown id answer alike.
+	return ErrHistoryUnavailable
 }
 
 // driveHistoric drives rend with the frames of h from sequence from on,

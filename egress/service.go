@@ -877,9 +877,13 @@ func (s *Service) authorized(w http.ResponseWriter, r *http.Request) (known, boo
 	found, owner := msg != nil, ownerOf(msg)
 	if err == nil && found && !p.Allows(tenant.Read, owner) {
 		// The same work as for an unknown id (whose absence the stream's
-		// leader confirms): the timing does not tell another's request
-		// from none.
-		_, err = confirmRequest(r.Context(), s.mux, s.streamNames().requests, id)
+		// leader confirms, then the History is asked): neither the answer
+		// nor the timing tells another's request from none.
+		if _, err = confirmRequest(r.Context(), s.mux, s.streamNames().requests, id); err == nil && s.historyFor(id) {
+			if _, herr := s.fromHistory(r.Context(), id, p.ID); herr != nil && !errors.Is(herr, ErrNotFound) {
+				err = herr
+			}
+		}
 	}
 	if err == nil && !found && s.historyFor(id) {
 		// The envelope aged out of E2A_REQUESTS: its owner is the one of
