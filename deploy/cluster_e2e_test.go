@@ -433,7 +433,7 @@ func checkRefusals(t *testing.T, ctx context.Context, c *natsCluster, adminNC *n
 		{"egress", "pub", "e2a.resp.x"},
 		{"egress", "pub", "e2a.ctl.x"},
 		{"egress", "sub", "e2a.req.>"},
-		{"egress", "pub", "$JS.API.DIRECT.GET.E2A_AUDIT"},
+		{"egress", "pub", "$JS.API.STREAM.PURGE.E2A_AUDIT"}, // it reads the audit history (E2A_HISTORY), never changes it
 		{"agent-demo", "pub", "e2a.req.demo.x"},
 		{"agent-demo", "pub", "e2a.ctl.x"},
 		{"agent-demo", "sub", "e2a.req.>"},

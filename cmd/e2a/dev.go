@@ -24,6 +24,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress/console"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 	"github.com/e2a-pipeline/pipeline/internal/tracing"
 	"github.com/e2a-pipeline/pipeline/protocols"
 	"github.com/e2a-pipeline/pipeline/push"
@@ -98,6 +99,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
+	waitDevPools(ctx, js, pools, log)
 	base := "http://" + ln.Addr().String()
 	metrics := base
 	if metricsAddr != "" {
@@ -145,6 +147,39 @@ func startDevStages(ctx context.Context, nc *nats.Conn, cfg Config, pools []devP
 		done <- agent.Run(ctx, nc, workflow.Pool, wf, append(cfg.agentOptions(), agent.WithMetrics(reg), agent.WithLogger(log), agent.WithWorkerID("dev-workflow"))...)
 	}()
 	return stages, nil
+}
+
+// devPoolsWait bounds waitDevPools.
+const devPoolsWait = 15 * time.Second
+
+// waitDevPools waits until every pool of `e2a dev` (and the workflow pool)
+// has its consumer on E2A_REQUESTS, which agent.Run creates before it
+// serves, so that a request sent once the banner is printed finds its
+// pool known instead of "unknown agent pool". A pool whose consumer is
+// not there within devPoolsWait is logged (its agent's error, if any, ends
+// the process through serveUntil).
+func waitDevPools(ctx context.Context, js jetstream.JetStream, pools []devPool, log *slog.Logger) {
+	names := []string{workflow.Pool}
+	for _, p := range pools {
+		names = append(names, p.name)
+	}
+	wctx, cancel := context.WithTimeout(ctx, devPoolsWait)
+	defer cancel()
+	for _, name := range names {
+		consumer, err := streams.AgentConsumerName(name)
+		if err != nil {
+			continue
+		}
+		for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+			if _, err := js.Consumer(wctx, streams.RequestsStream, consumer); err == nil {
+				break
+			}
+			if sleepctx.Sleep(wctx, wait) != nil {
+				log.Warn("agent pool not consuming yet", "pool", name, "waited", devPoolsWait.String())
+				return
+			}
+		}
+	}
 }
 
 // connectOrEmbed connects to E2A_NATS_URL, or starts the embedded server, and
