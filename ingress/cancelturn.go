@@ -23,8 +23,9 @@ import (
 // frame after a request's final frame does not exist. The cancel is a turn
 // of its own: a request of the task (method e2a.MethodCancelTurn, no
 // message) whose cancel is stored on its control subject before it is
-// published, appended to the task's record and run after the interrupted
-// turn like any turn. The agent runtime ends a request cancelled before
+// published, appended to the task's record (only while the interrupted
+// turn is still its newest: cancelInterrupted) and run after the
+// interrupted turn like any turn. The agent runtime ends a request cancelled before
 // its pick-up, and any cancel turn, with its final e2a.error cancelled
 // without calling the handler's Serve (a handler implementing
 // agent.TurnCanceller is told of the cancel turn first: the A2A bridge
@@ -38,51 +39,112 @@ import (
 // cancel turn, awaits the turn's final frame (up to cancelTurnWait) and
 // returns its request id. A task whose last request is not an
 // interrupted, finished turn is egress.ErrNotCancelable.
+//
+// The cancel turn is appended only while the checked turn is still the
+// record's newest (publishTurnAfter: a compare-and-set on the record's
+// revision). A turn appended since the check (the client's answer, sent
+// at the same moment) runs, and a cancel turn after it would end at its
+// pick-up, the task canceled while that turn runs on: that turn is
+// cancelled instead, as tasks/cancel cancels any running turn
+// (egress.Service.CancelTurns), and its id returned. One that ended
+// before its cancel reached it leaves the task checked again.
 func (s *Server) cancelInterrupted(ctx context.Context, p Principal, t *host.Task) (string, error) {
-	last := ""
-	if n := len(t.RequestIDs); n > 0 {
-		last = t.RequestIDs[n-1]
+	ids := t.RequestIDs
+	var env *e2a.Envelope
+	var origin idOrigin
+	moved := false // a turn was appended after the one checked
+	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		last := ""
+		if n := len(ids); n > 0 {
+			last = ids[n-1]
+		}
+		if last == "" {
+			return "", egress.ErrNotFound
+		}
+		finished, err := s.egress.Finished(ctx, last)
+		if err != nil {
+			return "", err
+		}
+		open, err := s.egress.Continuable(ctx, last)
+		if err != nil {
+			return "", err
+		}
+		switch {
+		case !finished && moved:
+			// The newer turn runs (or waits its turn): cancel it.
+			if _, err := s.egress.CancelTurns(ctx, ids, s.cancel); err == nil {
+				return last, nil
+			} else if !errors.Is(err, egress.ErrNotCancelable) {
+				return "", err
+			}
+			moved = false // it ended meanwhile: check the task again
+		case !finished || !open:
+			return "", fmt.Errorf("%w: task %q", egress.ErrNotCancelable, t.ID)
+		default:
+			if env == nil {
+				if env, origin, err = s.cancelTurn(ctx, p, t); err != nil {
+					return "", err
+				}
+			}
+			if cancelTurnChecked != nil {
+				cancelTurnChecked(t.ID)
+			}
+			_, err := s.publishTurnAfter(ctx, p, t.Pool, env, host.Turn{Task: *t}, origin, "", last)
+			if err == nil {
+				if err := s.awaitCancelTurn(ctx, env.RequestID, t); err != nil {
+					return "", err
+				}
+				return env.RequestID, nil
+			}
+			if !errors.Is(err, errRecordMoved) {
+				return "", err
+			}
+			moved = true
+		}
+		rec, err := s.opts.tasks.Get(ctx, KindTask, t.ID)
+		if err != nil {
+			return "", err
+		}
+		ids = rec.RequestIDs
 	}
-	if last == "" {
-		return "", egress.ErrNotFound
-	}
-	finished, err := s.egress.Finished(ctx, last)
-	if err != nil {
-		return "", err
-	}
-	open, err := s.egress.Continuable(ctx, last)
-	if err != nil {
-		return "", err
-	}
-	if !finished || !open {
-		return "", fmt.Errorf("%w: task %q", egress.ErrNotCancelable, t.ID)
-	}
+	return "", fmt.Errorf("%w: task %q: too many concurrent turns", ErrBackpressure, t.ID)
+}
+
+// cancelTurn is the envelope of a cancel turn of the task t, its cancel
+// stored: the request is never picked up without it.
+func (s *Server) cancelTurn(ctx context.Context, p Principal, t *host.Task) (*e2a.Envelope, idOrigin, error) {
 	fresh := &freshIDs{}
 	in := s.inputFrom(http.Header{}, nil, p, t.Pool, fresh)
 	params, _ := json.Marshal(map[string]string{"id": t.ID})
 	in.RPC = &normalizer.RPCRequest{ID: json.RawMessage(`1`), Method: normalizer.A2ATasksCancel, Params: params}
 	res, err := s.opts.norm.FromA2A(in)
 	if err != nil {
-		return "", err
+		return nil, 0, err
 	}
 	env := res.Envelope
 	env.ContextID, env.Method = t.ContextID, e2a.MethodCancelTurn
-	// The cancel first: the request is never picked up without it.
 	if err := s.cancel(ctx, env.RequestID); err != nil {
-		return "", fmt.Errorf("%w: cancel: %v", ErrBackpressure, err)
+		return nil, 0, fmt.Errorf("%w: cancel: %v", ErrBackpressure, err)
 	}
-	if _, err := s.publishTurn(ctx, p, t.Pool, env, host.Turn{Task: *t}, fresh.origin(env.RequestID), ""); err != nil {
-		return "", err
-	}
-	// Its final frame, written at once by a worker of the pool.
+	return env, fresh.origin(env.RequestID), nil
+}
+
+// awaitCancelTurn awaits the final frame of the cancel turn requestID of
+// the task t, written at once by a worker of the pool (up to
+// cancelTurnWait: past it the task is answered as it stands).
+func (s *Server) awaitCancelTurn(ctx context.Context, requestID string, t *host.Task) error {
 	wctx, stop := context.WithTimeout(ctx, cancelTurnWait)
 	defer stop()
-	if _, err := a2aproto.NewAnswers(s.egress).A2AResult(wctx, env.RequestID, a2amap.Params{TaskID: t.ID, ContextID: t.ContextID},
+	if _, err := a2aproto.NewAnswers(s.egress).A2AResult(wctx, requestID, a2amap.Params{TaskID: t.ID, ContextID: t.ContextID},
 		egress.WithoutRequestCheck()); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return "", err
+		return err
 	}
-	return env.RequestID, nil
+	return nil
 }
+
+// cancelTurnChecked, set by tests only, is called between the check of
+// the task's last turn and the append of the cancel turn.
+var cancelTurnChecked func(taskID string)
 
 // cancelTurnWait bounds the wait for a cancel turn's final frame (egress's
 // default cancel wait); past it the task is answered as it stands.

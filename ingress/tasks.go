@@ -212,6 +212,19 @@ func (s *TaskStore) Append(ctx context.Context, kind string, base TaskRecord, re
 
 // appendRequest is Append, reporting whether requestID was added.
 func (s *TaskStore) appendRequest(ctx context.Context, kind string, base TaskRecord, requestID string, by tenant.Principal) (*TaskRecord, bool, error) {
+	return s.appendAfter(ctx, kind, base, requestID, by, "")
+}
+
+// errRecordMoved reports a conditional append (appendAfter) refused: the
+// record's newest request is no longer the one it was to follow.
+var errRecordMoved = errors.New("ingress: the task's newest request changed")
+
+// appendAfter is appendRequest; with after set, requestID is appended
+// only when after is the record's newest request (the first request of a
+// task without a record: firstTurn) on the revision the write is
+// conditioned on, else errRecordMoved and nothing is written. A record
+// that holds requestID already is returned as it is (a retry).
+func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecord, requestID string, by tenant.Principal, after string) (*TaskRecord, bool, error) {
 	key, err := taskKey(kind, base.ID)
 	if err != nil {
 		return nil, false, err
@@ -227,6 +240,9 @@ func (s *TaskStore) appendRequest(ctx context.Context, kind string, base TaskRec
 			}
 			if !write {
 				return rec, false, nil // the first turn again: its request is the record
+			}
+			if after != "" && rec.Before(requestID) != after {
+				return nil, false, fmt.Errorf("%w: task %s", errRecordMoved, key)
 			}
 			data, _ := json.Marshal(rec)
 			if err := s.create(ctx, key, data); err != nil {
@@ -248,6 +264,9 @@ func (s *TaskStore) appendRequest(ctx context.Context, kind string, base TaskRec
 		}
 		if slices.Contains(rec.RequestIDs, requestID) {
 			return &rec, false, nil // idempotent retry
+		}
+		if after != "" && rec.LastRequest() != after {
+			return nil, false, fmt.Errorf("%w: task %s", errRecordMoved, key)
 		}
 		rec.RequestIDs = append(rec.RequestIDs, requestID)
 		if len(rec.RequestIDs) > MaxRequestsPerTask {

@@ -39,6 +39,14 @@ const removeTimeout = 5 * time.Second
 // the agents (publishAfter); contextOwner is the context claim's ("" when
 // none was made).
 func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env *e2a.Envelope, of host.Turn, origin idOrigin, contextOwner string) (Accepted, error) {
+	return s.publishTurnAfter(ctx, p, pool, env, of, origin, contextOwner, "")
+}
+
+// publishTurnAfter is publishTurn; with after set (a turn of an existing
+// record, of.Created false), the request is appended only when after is
+// the record's newest request (TaskStore.appendAfter): errRecordMoved,
+// with nothing written or published, when another turn came first.
+func (s *Server) publishTurnAfter(ctx context.Context, p Principal, pool string, env *e2a.Envelope, of host.Turn, origin idOrigin, contextOwner, after string) (Accepted, error) {
 	kind := KindTask
 	if of.Session {
 		kind = KindSession
@@ -58,13 +66,16 @@ func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env 
 		}
 	}
 	base := TaskRecord{ID: of.Task.ID, ContextID: of.Task.ContextID, Protocol: of.Task.Protocol, Pool: of.Task.Pool, Principal: p.UserID}
-	appendTo := s.opts.tasks.appendRequest
+	var rec *TaskRecord
+	var added bool
+	var err error
 	if of.Created {
-		appendTo = s.opts.tasks.appendNew
+		rec, added, err = s.opts.tasks.appendNew(ctx, kind, base, env.RequestID, p.Tenant())
+	} else {
+		rec, added, err = s.opts.tasks.appendAfter(ctx, kind, base, env.RequestID, p.Tenant(), after)
 	}
-	rec, added, err := appendTo(ctx, kind, base, env.RequestID, p.Tenant())
 	if err != nil {
-		if errors.Is(err, context.Canceled) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, errRecordMoved) {
 			return Accepted{}, err
 		}
 		s.opts.log.Warn("task index update failed: request refused", "kind", kind, "task_id", of.Task.ID, "request_id", env.RequestID, "err", err)
