@@ -329,20 +329,7 @@ func TestHistoryLookupsBounded(t *testing.T) {
 	const readers = 8
 	codes := make(chan int, readers)
 	for i := range readers {
-		req, err := http.NewRequest(http.MethodGet, srv.URL+"/v1/requests/"+id, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("X-Api-Key", []string{"owner", "audit"}[i%2])
-		go func() {
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				codes <- 0
-				return
-			}
-			resp.Body.Close()
-			codes <- resp.StatusCode
-		}()
+		getAsync(t, srv.URL+"/v1/requests/"+id, []string{"owner", "audit"}[i%2], codes)
 	}
 	for range 3 {
 		testkit.Receive(t, fh.entered, 10*time.Second, "a lookup started")
@@ -361,6 +348,26 @@ func TestHistoryLookupsBounded(t *testing.T) {
 	}
 }
 
+// getAsync sends GET url with key on its own goroutine and sends the
+// answer's status to codes (0 when the request failed).
+func getAsync(t *testing.T, url, key string, codes chan<- int) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Api-Key", key)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			codes <- 0
+			return
+		}
+		resp.Body.Close()
+		codes <- resp.StatusCode
+	}()
+}
+
 // One principal has at most WithHistoryLookupsPerPrincipal lookups at
 // once; its others wait for its own turns and leave the Service's to other
 // principals, whose lookups run meanwhile.
@@ -372,22 +379,7 @@ func TestHistoryLookupsPerPrincipal(t *testing.T) {
 	fh.reqs[id] = storedHistoric(t, e, id)
 	natstest.Purge(t, e.js, streams.RequestsStream, streams.ResponsesStream)
 	codes := make(chan int, 8)
-	get := func(key string) {
-		req, err := http.NewRequest(http.MethodGet, srv.URL+"/v1/requests/"+id, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("X-Api-Key", key)
-		go func() {
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				codes <- 0
-				return
-			}
-			resp.Body.Close()
-			codes <- resp.StatusCode
-		}()
-	}
+	get := func(key string) { getAsync(t, srv.URL+"/v1/requests/"+id, key, codes) }
 	for range 4 {
 		get("owner")
 	}
