@@ -269,8 +269,8 @@ func waitUpstreamState(t *testing.T, srv *up.Server, st a2a.TaskState) {
 	})
 }
 
-// stored is the E2A answer of the pipeline's last request to the pool.
-func stored(t *testing.T, p *pipetest.Pipeline) pipetest.Answer {
+// lastStoredID is the id of the last request stored for pool "agent".
+func lastStoredID(t *testing.T, p *pipetest.Pipeline) string {
 	t.Helper()
 	s, err := p.JS.Stream(testCtx(t), streams.RequestsStream)
 	if err != nil {
@@ -284,7 +284,13 @@ func stored(t *testing.T, p *pipetest.Pipeline) pipetest.Answer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := env.RequestID
+	return env.RequestID
+}
+
+// stored is the E2A answer of the pipeline's last request to the pool.
+func stored(t *testing.T, p *pipetest.Pipeline) pipetest.Answer {
+	t.Helper()
+	id := lastStoredID(t, p)
 	req, _ := http.NewRequestWithContext(testCtx(t), http.MethodGet, p.URL+"/v1/requests/"+id+"?wait=true", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -8,10 +8,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/agent"
-	"github.com/e2a-pipeline/pipeline/e2a"
 	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
-	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 // TestCancelDuringTakeoverReachesUpstream: worker A streams an agent's
@@ -33,7 +31,7 @@ func TestCancelDuringTakeoverReachesUpstream(t *testing.T) {
 
 	// Worker A is gone: the cancel is stored while no worker holds the
 	// request (as ingress's CancelTask stores it).
-	id := lastRequestID(t, tk)
+	id := lastStoredID(t, tk.p)
 	if _, err := agent.Cancel(testCtx(t), tk.p.JS, id); err != nil {
 		t.Fatal(err)
 	}
@@ -53,22 +51,4 @@ func TestCancelDuringTakeoverReachesUpstream(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, "CancelTask of the agent's task "+string(upTask), func() bool {
 		return slices.Contains(srv.Cancels(), upTask)
 	})
-}
-
-// lastRequestID is the id of the last request stored for pool "agent".
-func lastRequestID(t *testing.T, tk *takeover) string {
-	t.Helper()
-	s, err := tk.p.JS.Stream(testCtx(t), streams.RequestsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := s.GetLastMsgForSubject(testCtx(t), "e2a.req.agent.>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := e2a.FromJSON(m.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env.RequestID
 }
