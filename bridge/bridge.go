@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -181,6 +182,9 @@ func (h *Handler) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	cw := &countingWriter{Writer: w, first: func() {
 		h.m.ttft.WithLabelValues(h.pool, name).Observe(time.Since(start).Seconds())
 	}}
+	if s, ok := h.up.(Scrubber); ok {
+		cw.scrub = s.Scrub
+	}
 	var err error
 	for attempt := 0; ; attempt++ {
 		err = Classify(h.up.Call(ctx, env, cw))
@@ -252,6 +256,10 @@ type countingWriter struct {
 	agent.Writer
 	n     int
 	first func()
+	// scrub, when set (a Scrubber upstream), takes the upstream's
+	// credentials out of the error frames it writes: an agent's failure
+	// message, an HTTP agent's own e2a.error frame.
+	scrub func(string) string
 }
 
 func (c *countingWriter) wrote() {
@@ -273,10 +281,32 @@ func (c *countingWriter) Complete(result any) error {
 
 func (c *countingWriter) Fail(code, message string, retryable bool) error {
 	c.wrote()
+	if c.scrub != nil {
+		message = c.scrub(message)
+	}
 	return c.Writer.Fail(code, message, retryable)
 }
 
 func (c *countingWriter) Write(kind, status string, body any, final bool) error {
 	c.wrote()
+	if c.scrub != nil && kind == e2a.KindError {
+		switch b := body.(type) {
+		case json.RawMessage:
+			body = json.RawMessage(c.scrub(string(b)))
+		case []byte:
+			body = []byte(c.scrub(string(b)))
+		case string:
+			body = c.scrub(b)
+		case e2a.ErrorBody:
+			b.Message = c.scrub(b.Message)
+			body = b
+		case *e2a.ErrorBody:
+			if b != nil {
+				e := *b
+				e.Message = c.scrub(e.Message)
+				body = &e
+			}
+		}
+	}
 	return c.Writer.Write(kind, status, body, final)
 }
