@@ -138,12 +138,7 @@ func (h *Handler) CancelTurn(ctx context.Context, env *e2a.Envelope) error {
 	if !ok {
 		return nil
 	}
-	err := Classify(tc.CancelTurn(ctx, env))
-	h.m.calls.WithLabelValues(h.pool, h.up.Name(), "cancel_"+outcome(err)).Inc()
-	if be := (*Error)(nil); errors.As(err, &be) {
-		return h.scrubbed(be)
-	}
-	return err
+	return h.cancelled(tc.CancelTurn(ctx, env))
 }
 
 // CancelRequest tells an upstream that implements agent.RequestCanceller
@@ -158,7 +153,13 @@ func (h *Handler) CancelRequest(ctx context.Context, env *e2a.Envelope) error {
 	if !ok {
 		return nil
 	}
-	err := Classify(rc.CancelRequest(ctx, env))
+	return h.cancelled(rc.CancelRequest(ctx, env))
+}
+
+// cancelled is the answer of a cancel the upstream was told of: counted
+// (calls, outcome cancel_*), classified, its message scrubbed.
+func (h *Handler) cancelled(err error) error {
+	err = Classify(err)
 	h.m.calls.WithLabelValues(h.pool, h.up.Name(), "cancel_"+outcome(err)).Inc()
 	if be := (*Error)(nil); errors.As(err, &be) {
 		return h.scrubbed(be)

@@ -18,8 +18,8 @@ var _ agent.RequestCanceller = (*Upstream)(nil)
 // bounded by agent.CancelRequestTimeout, as a cancel reaching a running
 // Call is. A request that recorded no task (none started, or a direct
 // answer) has nothing to cancel. The agent's refusal (a task it already
-// ended) is logged, its message scrubbed, and returned as a bridge.Error;
-// the request ends cancelled anyway.
+// ended) is returned as a bridge.Error, which the Handler scrubs and the
+// runtime logs; the request ends cancelled anyway.
 func (u *Upstream) CancelRequest(ctx context.Context, env *e2a.Envelope) error {
 	conv, found, err := u.conversation(ctx, env)
 	if err != nil || !found {
@@ -32,10 +32,7 @@ func (u *Upstream) CancelRequest(ctx context.Context, env *e2a.Envelope) error {
 	ctx, cancel := context.WithTimeout(ctx, agent.CancelRequestTimeout)
 	defer cancel()
 	if _, err := u.client.CancelTask(u.serviceParams(ctx, env), &a2a.CancelTaskRequest{ID: a2a.TaskID(task)}); err != nil {
-		refused := upstreamError(err)
-		u.cfg.log.Warn("a2a bridge: cancel of a request taken over not forwarded", "task", task,
-			"request_id", env.RequestID, "err", u.Scrub(refused.Error()))
-		return refused
+		return upstreamError(err) // logged by the runtime, scrubbed by the Handler
 	}
 	return nil
 }
