@@ -207,13 +207,19 @@ func TestArchiveCommand(t *testing.T) {
 		t.Errorf("%v: 4 KiB batches expected", s)
 	}
 	checkArchivedOnce(t, ctx, nc, s.auditLast)
-	_, body := httpGet(t, addr+"/metrics")
-	for _, want := range []string{"e2a_archive_records_total 60\n", "e2a_archive_batches_total " + strconv.FormatUint(s.batches, 10) + "\n",
-		"e2a_archive_missed_total 0\n"} {
-		if !strings.Contains(body, want) {
-			t.Errorf("/metrics lacks %q", want)
+	// The archiver counts a batch once its store is acknowledged, a moment
+	// after the batch can be read: wait for the counts.
+	wants := []string{"e2a_archive_records_total 60\n", "e2a_archive_batches_total " + strconv.FormatUint(s.batches, 10) + "\n",
+		"e2a_archive_missed_total 0\n"}
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("/metrics with %q", wants), func() bool {
+		_, body := httpGet(t, addr+"/metrics")
+		for _, want := range wants {
+			if !strings.Contains(body, want) {
+				return false
+			}
 		}
-	}
+		return true
+	})
 	cancel()
 	if err := testkit.Receive(t, done, 10*time.Second, "e2a archive did not end after its context was cancelled"); err != nil {
 		t.Errorf("e2a archive ended with %v", err)
