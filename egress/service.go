@@ -933,6 +933,20 @@ func (s *Service) StoredOwner(ctx context.Context, requestID string) (owner stri
 	return ownerOf(msg), msg != nil, err
 }
 
+// FramesStored reports whether E2A_RESPONSES holds a frame of the request,
+// in one direct get. Ingress asks it before it takes a request id a client
+// chose: the frames of a request outlive its envelope (they are stored
+// after it, and the streams' limits drop them apart), and a newcomer under
+// the same id would read them as its own answer.
+func (s *Service) FramesStored(ctx context.Context, requestID string) (bool, error) {
+	subj, err := responseSubject(requestID)
+	if err != nil {
+		return false, nil
+	}
+	msg, err := s.mux.GetLast(ctx, s.streamNames().responses, subj)
+	return msg != nil, err
+}
+
 // findRequest reads the envelope message of a request (nil for one the
 // request stream does not hold, see lookupRequest).
 func (s *Service) findRequest(ctx context.Context, requestID string) (*nats.Msg, error) {

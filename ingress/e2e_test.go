@@ -400,6 +400,40 @@ func TestRequestIDReusedAfterDedupeWindow(t *testing.T) {
 	}
 }
 
+// TestRequestIDReusedWhileFramesAreStored: alice's envelope left
+// E2A_REQUESTS (its max age or byte limit) while her frames are still in
+// E2A_RESPONSES, stored after it. The id is not free then: bob's POST with
+// it is the conflict revealing nothing and stores nothing (his GET is the
+// unknown id's 404, not her frames); alice's own POST is refused too, as
+// nothing names her the owner any more.
+func TestRequestIDReusedWhileFramesAreStored(t *testing.T) {
+	p := pastDedupePipeline(t)
+	alice := []string{"X-Api-Key", testKey}
+	bob := []string{"X-Api-Key", bobKey}
+	resp, body := testkit.Do(t, http.MethodPost, p.url+"/v1/requests?wait=true",
+		`{"request_id":"shared-id-hot","params":{"text":"alice-secret-text","frames":1}}`, alice...)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "alice-secret-text") {
+		t.Fatalf("alice: %d %s", resp.StatusCode, body)
+	}
+	awaitDedupeWindowPassed(t, p)
+	natstest.Purge(t, p.js, streams.RequestsStream) // her envelope aged out, her frames did not
+	resp, body = testkit.Do(t, http.MethodPost, p.url+"/v1/requests", `{"request_id":"shared-id-hot","params":{"text":"bob","frames":1}}`, bob...)
+	if resp.StatusCode != http.StatusConflict || strings.Contains(string(body), "alice") {
+		t.Errorf("bob's POST with alice's request id: %d %s, want 409 revealing nothing", resp.StatusCode, body)
+	}
+	resp, body = testkit.Do(t, http.MethodGet, p.url+"/v1/requests/shared-id-hot", "", bob...)
+	if resp.StatusCode != http.StatusNotFound || strings.Contains(string(body), "alice-secret-text") {
+		t.Errorf("bob's GET: %d %.400s, want 404", resp.StatusCode, body)
+	}
+	resp, body = testkit.Do(t, http.MethodPost, p.url+"/v1/requests", `{"request_id":"shared-id-hot","params":{"text":"alice-again","frames":1}}`, alice...)
+	if resp.StatusCode != http.StatusConflict {
+		t.Errorf("alice's POST with her aged-out request id: %d %s, want 409", resp.StatusCode, body)
+	}
+	if n := requestMessages(t, p, "shared-id-hot"); n != 0 {
+		t.Errorf("E2A_REQUESTS holds %d messages of the id after the POSTs, want 0", n)
+	}
+}
+
 // TestA2ATaskIDReusedAfterDedupeWindow: the same through A2A, where an
 // Idempotency-Key names a new task (its first request): past the dedupe
 // window bob's message/send with alice's key is the JSON-RPC conflict
@@ -536,13 +570,22 @@ func jsonDecode(r *http.Response, v any) error { return json.NewDecoder(r.Body).
 // publish: the stream of a new request opens without reading
 // E2A_RESPONSES (E2A SSE, A2A message/stream, a blocking message/send, A2A
 // v1.0 SendStreamingMessage, ACP session/prompt in NDJSON and SSE), and a
-// duplicate of a finished request still reads every frame from it.
+// duplicate of a finished request still reads every frame from it. An id
+// the client chose costs one direct get before the publish, the check
+// that no frames of it are stored (TestRequestIDReusedWhileFramesAreStored);
+// the pipeline's own ids none.
 func TestE2EStreamOfNewRequestReadsNoStoredFrame(t *testing.T) {
 	p := startPipeline(t)
 	gets := natstest.DirectGets(t, p.nc, streams.ResponsesStream)
 	frames := framesOf(t, readSSE(t, p.post(t, "/v1/requests", "text/event-stream", `{"request_id":"pre-1","params":{"text":"hi","frames":3}}`).Body))
 	if err := e2a.CheckFrames(frames); err != nil || !frames[len(frames)-1].IsFinal {
 		t.Fatalf("E2A SSE: %d frames, %v", len(frames), err)
+	}
+	if got := gets.Subjects(t); len(got) != 1 {
+		t.Fatalf("a new request of a chosen id: %d direct gets on %s, want 1 (its frames check): %v", len(got), streams.ResponsesStream, got)
+	}
+	if fresh := framesOf(t, readSSE(t, p.post(t, "/v1/requests", "text/event-stream", `{"params":{"text":"hi","frames":3}}`).Body)); len(fresh) != len(frames) {
+		t.Fatalf("E2A SSE without a request_id: %d frames", len(fresh))
 	}
 	a2a := func(method, id string) []sseEvent {
 		body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{"message":{"role":"user","messageId":"` + id +

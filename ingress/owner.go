@@ -78,6 +78,12 @@ func (s *Server) publishAfter(ctx context.Context, p Principal, pool string, env
 	// stores it only when no pool holds the id (Publisher.publishAfter),
 	// and one stored answers as a duplicate, whose owner is checked below.
 	// (publishTurn looks it up first: it writes the task's record before.)
+	// Its frames are looked up (checkFrames).
+	if origin == idChosen || origin == idUnused {
+		if origin, err = s.checkFrames(ctx, p, env.RequestID, origin); err != nil {
+			return Accepted{}, err
+		}
+	}
 	if origin == idOwnStored {
 		// Past the dedupe window as within it: the stored request is the
 		// answer, the second one is not published (it would become the
@@ -144,6 +150,44 @@ func (s *Server) checkRequestID(ctx context.Context, p Principal, requestID stri
 		return idChosen, ErrConflict
 	}
 	return idOwnStored, nil
+}
+
+// checkFrames checks a request id the client chose against the frames
+// E2A_RESPONSES holds of it, in one direct get. The frames of a request
+// outlive its envelope (stored after it, by the request's run time, and the
+// two streams' limits drop them apart): were the id taken once the
+// envelope left E2A_REQUESTS, the newcomer would read those frames as its
+// answer and its worker would find its request answered. Without frames
+// the id is as origin says. With frames, a stored envelope decides as
+// checkRequestID does (its owner confirmed by the stream's leader: a
+// client's retry of a running request is the common case); none is
+// ErrConflict, for the first request's owner too, whom nothing names any
+// more (with authentication off, the one principal's duplicate).
+func (s *Server) checkFrames(ctx context.Context, p Principal, requestID string, origin idOrigin) (idOrigin, error) {
+	stored, err := s.egress.FramesStored(ctx, requestID)
+	if err == nil && stored && origin == idChosen {
+		var (
+			owner string
+			found bool
+		)
+		if owner, found, err = s.egress.Owner(ctx, requestID); err == nil && found {
+			if !p.Tenant().Allows(tenant.Write, owner) {
+				return origin, ErrConflict
+			}
+			return idOwnStored, nil
+		}
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return origin, err
+	case err != nil:
+		return origin, fmt.Errorf("%w: request id lookup: %v", ErrBackpressure, err)
+	case !stored:
+		return origin, nil
+	case p.Open:
+		return idOwnStored, nil
+	}
+	return origin, fmt.Errorf("%w: an earlier request of this id is still answered from the streams", ErrConflict)
 }
 
 // freshIDs records the ids the pipeline made for one call

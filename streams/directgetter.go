@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -74,12 +75,17 @@ func (m *DirectGetter) route(msg *nats.Msg) {
 // token of its own: the returned channel, with room for n replies, gets
 // them until release(tok).
 func (m *DirectGetter) send(stream string, body []byte, n int) (tok string, ch chan *nats.Msg, err error) {
+	return m.sendTo(stream, subjects.DirectGet(stream), body, n)
+}
+
+// sendTo is send on the API subject subj of stream.
+func (m *DirectGetter) sendTo(stream, subj string, body []byte, n int) (tok string, ch chan *nats.Msg, err error) {
 	tok = strconv.FormatUint(m.next.Add(1), 36)
 	ch = make(chan *nats.Msg, n)
 	m.mu.Lock()
 	m.calls[tok] = ch
 	m.mu.Unlock()
-	if err := m.nc.PublishRequest(subjects.DirectGet(stream), m.prefix+tok, body); err != nil {
+	if err := m.nc.PublishRequest(subj, m.prefix+tok, body); err != nil {
 		m.release(tok)
 		return "", nil, fmt.Errorf("streams: direct get %s: %w", stream, err)
 	}
@@ -176,8 +182,20 @@ func (m *DirectGetter) GetLast(ctx context.Context, stream, subject string) (*na
 	if err := ctx.Err(); err != nil { // sends nothing (see DirectGetBatch)
 		return nil, err
 	}
-	body, _ := json.Marshal(directGetBatchRequest{LastFor: subject})
-	tok, ch, err := m.send(stream, body, 2)
+	// A subject without wildcards goes in the API subject itself, with no
+	// body to encode and decode ($JS.API.DIRECT.GET.<stream>.<subject>);
+	// one with wildcards cannot be published on.
+	var (
+		tok string
+		ch  chan *nats.Msg
+		err error
+	)
+	if strings.ContainsAny(subject, "*>") {
+		body, _ := json.Marshal(directGetBatchRequest{LastFor: subject})
+		tok, ch, err = m.send(stream, body, 2)
+	} else {
+		tok, ch, err = m.sendTo(stream, subjects.DirectGetLast(stream, subject), nil, 2)
+	}
 	if err != nil {
 		return nil, err
 	}

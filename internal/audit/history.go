@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -35,7 +36,9 @@ const DefaultHistorySpan = 24 * time.Hour
 //     after it (DefaultHistorySpan when it has none: a request that ran
 //     longer is not answered whole by the hot streams either);
 //   - a request whose envelope the history does not hold is not found
-//     (its owner is unknown).
+//     (its owner is unknown);
+//   - a frame naming a user_id other than the envelope's is left out:
+//     another principal's request under the same id (userID).
 //
 // It returns the envelope's bytes and the frames in order, a stored burst
 // split into its frames, each with the E2A_RESPONSES sequence of the
@@ -73,12 +76,31 @@ func (a *Auditor) Request(ctx context.Context, id string) (egress.HistoricReques
 		return egress.HistoricRequest{}, fmt.Errorf("%w: %q is not in the audit history", egress.ErrNotFound, id)
 	}
 	h := egress.HistoricRequest{Envelope: f.req.data}
+	owner := userID(f.req.data)
 	for _, m := range f.frames {
 		frames, _ := m.frames() // a malformed burst's pieces: the read API refuses them
 		seq := m.originSeq(streams.ResponsesStream)
 		for _, fr := range frames {
+			if u := userID(fr); u != "" && u != owner {
+				continue // another principal's request under the same id
+			}
 			h.Frames = append(h.Frames, egress.HistoricFrame{Raw: fr, StreamSeq: seq})
 		}
 	}
 	return h, nil
+}
+
+// userID is the user_id of a stored envelope or frame ("" when it has
+// none or is not JSON). A frame carries its envelope's (e2a.ResponseFor),
+// which tells one principal's frames from another's under a request id
+// taken again once the first request left the hot streams (ingress
+// refuses that only while they hold it): the history holds both requests'
+// messages, and the envelope Request finds is the first in the id's
+// window.
+func userID(data []byte) string {
+	var probe struct {
+		UserID string `json:"user_id"`
+	}
+	_ = json.Unmarshal(data, &probe)
+	return probe.UserID
 }

@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -13,11 +14,11 @@ import (
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
-// secretFrame is frame seq of id with text as its chunk, or, when final,
-// a complete frame whose result is text.
-func secretFrame(t *testing.T, id string, seq int64, final bool, text string) []byte {
+// secretFrame is frame seq of id, of user's request, with text as its
+// chunk, or, when final, a complete frame whose result is text.
+func secretFrame(t *testing.T, id, user string, seq int64, final bool, text string) []byte {
 	t.Helper()
-	r := e2a.ResponseFor(&e2a.Envelope{RequestID: id})
+	r := e2a.ResponseFor(&e2a.Envelope{RequestID: id, UserID: user})
 	r.ResponseID = id + "-" + text
 	r.Sequence = seq
 	r.Timestamp = e2a.Now()
@@ -77,6 +78,35 @@ func TestHistoryDuplicateFrameAnswersAsTheHotStreams(t *testing.T) {
 		got := getAnswer(t, srv.URL+"/v1/requests/"+id+r.path, "alice", hdr...)
 		if got.Body != hot[r.path+" "+r.accept] {
 			t.Errorf("%s %s from the history: %d %.400s\nfrom the hot streams: %.400s", r.path, r.accept, got.Status, got.Body, hot[r.path+" "+r.accept])
+		}
+	}
+}
+
+// A request id taken again by another principal once the first request
+// left the hot streams (ingress refuses it only while they hold it): the
+// history holds alice's envelope, then bob's envelope and frames under the
+// same id. Alice's reads of her id answer her request (no frame: no worker
+// took it), never bob's frames; those name bob's user_id.
+func TestHistoryReusedIDKeepsAnotherPrincipalsFramesOut(t *testing.T) {
+	js, nc := server(t)
+	a, err := audit.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := readAPI(t, nc, a)
+	id := uuid.Must(uuid.NewV7()).String()
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{ProtocolVersion: e2a.ProtocolVersion, RequestID: id, Method: "chat.send", UserID: "alice"})
+	waitAudit(t, js, 1)
+	natstest.Purge(t, js, streams.RequestsStream)
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{ProtocolVersion: e2a.ProtocolVersion, RequestID: id, Method: "chat.send", UserID: "bob"},
+		subjects.HeaderMsgID, id+"-bob")
+	natstest.PublishBurst(t, nc, id, 0, 0, secretFrame(t, id, "bob", 0, false, "bob-secret-chunk"), secretFrame(t, id, "bob", 1, true, "bob-secret-result"))
+	waitAudit(t, js, 3)
+	natstest.Purge(t, js, streams.RequestsStream, streams.ResponsesStream)
+	for _, p := range []string{"", "/stream", "?wait=true"} {
+		got := getAnswer(t, srv.URL+"/v1/requests/"+id+p, "alice")
+		if strings.Contains(got.Body, "bob-secret") || !strings.Contains(got.Body, id) {
+			t.Errorf("alice's GET %s of her id: %d %.300s, want her request without bob's frames", p, got.Status, got.Body)
 		}
 	}
 }

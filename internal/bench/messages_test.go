@@ -33,10 +33,13 @@ type brokerWork struct {
 // and the session's configuration too (two direct gets), and, its sessions
 // being reused, each prompt names the session's previous one, whose last
 // frame the agent reads before it runs the prompt (one direct get:
-// agent/turns.go). E2A_AUDIT copies the request and its m messages.
+// agent/turns.go). The E2A calls name their request_id (the client
+// chose it): ingress first checks that no frames of it are stored (one
+// direct get on E2A_RESPONSES: ingress.Server.checkFrames). E2A_AUDIT
+// copies the request and its m messages.
 var wantBrokerWork = map[string]brokerWork{
-	ProtoE2ASSE:          {2, 2, 0},
-	ProtoE2ANDJSON:       {2, 2, 0},
+	ProtoE2ASSE:          {3, 3, 0},
+	ProtoE2ANDJSON:       {3, 3, 0},
 	ProtoA2AStream:       {2, 2, 0},
 	ProtoA2ASend:         {2, 2, 0},
 	ProtoA2AV1Stream:     {2, 2, 0},
