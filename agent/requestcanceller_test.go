@@ -1,9 +1,7 @@
 package agent_test
 
 import (
-	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,32 +9,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
-
-// requestCanceller is a handler told of the requests cancelled at a
-// redelivery's pick-up; it panics there when panics is set.
-type requestCanceller struct {
-	served atomic.Int32
-	told   chan *e2a.Envelope
-	panics bool
-}
-
-var _ agent.RequestCanceller = (*requestCanceller)(nil)
-
-func (c *requestCanceller) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
-	c.served.Add(1)
-	return w.Complete(nil)
-}
-
-func (c *requestCanceller) CancelRequest(ctx context.Context, env *e2a.Envelope) error {
-	if _, ok := ctx.Deadline(); !ok {
-		return errors.New("no deadline")
-	}
-	c.told <- env
-	if c.panics {
-		panic("cancel request")
-	}
-	return errors.New("the work had already ended")
-}
 
 // TestRequestCanceller: a request whose worker died mid-stream, cancelled
 // while no worker held it, is picked up by another worker: a handler
@@ -66,7 +38,7 @@ func TestRequestCanceller(t *testing.T) {
 			if _, err := agent.Cancel(tctx(t), s.js, first.RequestID); err != nil {
 				t.Fatal(err)
 			}
-			h := &requestCanceller{told: make(chan *e2a.Envelope, 2), panics: panics}
+			h := &canceller{told: make(chan *e2a.Envelope, 2), refuse: errors.New("the work had already ended"), panics: panics}
 			startWorker(t, s.connect(t), pool, h, agent.WithAckWait(time.Second))
 
 			fr := waitFinal(t, s.nc, env.RequestID, 15*time.Second)

@@ -16,14 +16,22 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
-// canceller is a handler told of cancel turns.
+// canceller is a handler told of cancel turns (agent.TurnCanceller) and
+// of the requests cancelled at a redelivery's pick-up
+// (agent.RequestCanceller): either call checks that its context has a
+// deadline, sends the envelope on told, then panics when panics is set,
+// or returns refuse.
 type canceller struct {
 	served atomic.Int32
 	told   chan *e2a.Envelope
 	refuse error
+	panics bool
 }
 
-var _ agent.TurnCanceller = (*canceller)(nil)
+var (
+	_ agent.TurnCanceller    = (*canceller)(nil)
+	_ agent.RequestCanceller = (*canceller)(nil)
+)
 
 func (c *canceller) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
 	c.served.Add(1)
@@ -31,10 +39,21 @@ func (c *canceller) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer
 }
 
 func (c *canceller) CancelTurn(ctx context.Context, env *e2a.Envelope) error {
+	return c.tell(ctx, env, "CancelTurn")
+}
+
+func (c *canceller) CancelRequest(ctx context.Context, env *e2a.Envelope) error {
+	return c.tell(ctx, env, "CancelRequest")
+}
+
+func (c *canceller) tell(ctx context.Context, env *e2a.Envelope, call string) error {
 	if _, ok := ctx.Deadline(); !ok {
 		return errors.New("no deadline")
 	}
 	c.told <- env
+	if c.panics {
+		panic("boom in " + call)
+	}
 	return c.refuse
 }
 
@@ -84,18 +103,6 @@ func TestTurnCanceller(t *testing.T) {
 	}
 }
 
-// panickyCanceller is a TurnCanceller whose CancelTurn panics.
-type panickyCanceller struct{ served atomic.Int32 }
-
-func (p *panickyCanceller) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
-	p.served.Add(1)
-	return w.Complete(nil)
-}
-
-func (p *panickyCanceller) CancelTurn(ctx context.Context, env *e2a.Envelope) error {
-	panic("boom in CancelTurn")
-}
-
 // childTestEnv names the test a child process of the test binary runs.
 const childTestEnv = "E2A_AGENT_CHILD_TEST"
 
@@ -126,7 +133,7 @@ func TestTurnCancellerPanic(t *testing.T) {
 func turnCancellerPanicChild(t *testing.T) {
 	s := startServer(t)
 	var logs testkit.Buffer
-	h := &panickyCanceller{}
+	h := &canceller{told: make(chan *e2a.Envelope, 1), panics: true}
 	startWorker(t, s.connect(t), "tcpanic", h, agent.WithConcurrency(1),
 		agent.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	waitConsumer(t, s.js, "tcpanic")
@@ -138,7 +145,7 @@ func turnCancellerPanicChild(t *testing.T) {
 	if len(fr) != 1 || e.Code != e2a.ErrCodeCancelled || len(e.Details) != 1 || e.Details["handler_cancel"] != "panicked" {
 		t.Fatalf("cancel turn: %d frames, final %+v; want one e2a.error cancelled, details handler_cancel: panicked", len(fr), e)
 	}
-	if l := logs.String(); !strings.Contains(l, "boom in CancelTurn") || !strings.Contains(l, "panickyCanceller).CancelTurn") {
+	if l := logs.String(); !strings.Contains(l, "boom in CancelTurn") || !strings.Contains(l, "(*canceller).CancelTurn") {
 		t.Errorf("the panic is not logged with its stack:\n%s", l)
 	}
 	// The process keeps serving.

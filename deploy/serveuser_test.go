@@ -2,9 +2,7 @@ package deploy
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/audit"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -106,25 +105,11 @@ func TestNATSClusterServeReadsHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eg, err := egress.New(serveNC, egress.WithHistory(a), egress.WithHistoryLimits(8, 20*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eg.Close()
-	mux := http.NewServeMux()
-	eg.Register(mux)
-	web := httptest.NewServer(mux)
-	defer web.Close()
+	web := pipetest.ServeHistory(t, serveNC, a, egress.WithHistoryLimits(8, 20*time.Second))
 	for _, c := range []struct{ what, id string }{{"in E2A_ARCHIVE only", old}, {"in E2A_AUDIT", recent}} {
-		resp, err := http.Get(web.URL + "/v1/requests/" + c.id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var view egress.RequestView
-		derr := json.NewDecoder(resp.Body).Decode(&view)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || derr != nil || view.State != egress.StateSucceeded || len(view.Frames) != 3 || len(view.Envelope) == 0 {
-			t.Errorf("GET %s (%s) as serve: %d %+v (%v)", c.id, c.what, resp.StatusCode, view, derr)
+		status, view, derr := pipetest.GetRequestView(t, web.URL, c.id)
+		if status != http.StatusOK || derr != nil || view.State != egress.StateSucceeded || len(view.Frames) != 3 || len(view.Envelope) == 0 {
+			t.Errorf("GET %s (%s) as serve: %d %+v (%v)", c.id, c.what, status, view, derr)
 		}
 	}
 	for who, sink := range map[string]*errSink{"serve": serveSink, "archive": archSink} {

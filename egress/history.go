@@ -63,13 +63,6 @@ type HistoricFrame struct {
 	StreamSeq uint64
 }
 
-// Final reports whether h's frames, checked as the Service reads them,
-// end with the request's final frame.
-func (h HistoricRequest) Final() bool {
-	frames, err := h.frames("")
-	return err == nil && len(frames) > 0 && frames[len(frames)-1].IsFinal()
-}
-
 // frames returns h's frames as a reader gives them to a pass-through
 // renderer (heads read, Response nil until Decoded), up to the final one:
 // sequences 0, 1, … A frame of a sequence already taken (a duplicate the
@@ -354,12 +347,12 @@ func noFinalFrame(id string) error {
 // come).
 func (s *Service) serveHistoricJSON(r *http.Request, o *render.Output, id string, from int64, wait bool, h *HistoricRequest) {
 	frames, ferr := h.frames(id)
-	var last *render.Frame
+	var last *lastInfo
 	if len(frames) > 0 {
-		last = &frames[len(frames)-1]
+		f := &frames[len(frames)-1]
+		last = &lastInfo{streamSeq: f.StreamSeq, seq: f.Sequence(), final: f.IsFinal(), raw: f.Raw}
 	}
-	final := last != nil && last.IsFinal()
-	if wait && (ferr != nil || !final) {
+	if wait && (ferr != nil || last == nil || !last.final) {
 		err := ferr
 		if err == nil {
 			err = noFinalFrame(id)
@@ -367,19 +360,8 @@ func (s *Service) serveHistoricJSON(r *http.Request, o *render.Output, id string
 		s.finish(o, NewE2AJSON(o, id, h.Envelope, false, from), FormatE2AJSON, err)
 		return
 	}
-	past := last != nil && from > last.Sequence()
-	state := ""
-	if past {
-		li := lastInfo{streamSeq: last.StreamSeq, seq: last.Sequence(), final: final, raw: last.Raw}
-		var err error
-		if state, err = li.state(id); err != nil {
-			s.finish(o, NewE2AJSON(o, id, h.Envelope, false, from), FormatE2AJSON, err)
-			return
-		}
-	}
-	rend := maybeProjecting(r, newE2AJSON(o, id, h.Envelope, final, from, state), s.cfg.projections)
-	if err := rend.Start(); err != nil {
-		s.finish(o, rend, FormatE2AJSON, err)
+	rend, past := s.startE2AJSON(r, o, id, h.Envelope, from, last)
+	if rend == nil {
 		return
 	}
 	if !past {

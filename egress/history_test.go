@@ -118,25 +118,6 @@ func read(t *testing.T, url, key string, hdr ...string) testkit.Answer {
 	return testkit.Get(t, url, append([]string{"X-Api-Key", key}, hdr...)...)
 }
 
-// readAPICases are the reads compared between the hot streams and the
-// history: the aggregated JSON (whole, resumed, past the end), the SSE
-// and NDJSON streams (whole, resumed with Last-Event-ID and ?from=, past
-// the final frame: 204).
-var readAPICases = []struct {
-	name, path string
-	hdr        []string
-}{
-	{"json", "", nil},
-	{"json from 2", "?from=2", nil},
-	{"json wait", "?wait=true", nil},
-	{"json past the end", "?from=99", nil},
-	{"sse", "/stream", nil},
-	{"sse Last-Event-ID 1", "/stream", []string{"Last-Event-ID", "1"}},
-	{"ndjson from 3", "/stream?from=3", []string{"Accept", "application/x-ndjson"}},
-	{"sse past the final frame", "/stream?from=99", nil},
-	{"json projections", "?projections=true", nil},
-}
-
 // storedHistoric reads what the hot streams hold of id as a History
 // gives it: the envelope and the frames, bursts split.
 func storedHistoric(t *testing.T, e *testEnv, id string) HistoricRequest {
@@ -179,8 +160,8 @@ func historicRequest(t *testing.T, e *testEnv) string {
 }
 
 // A request the hot streams no longer hold is answered from the History
-// exactly as the hot streams answered it: every read of readAPICases,
-// byte for byte, to its owner (whose ownership the History's envelope
+// exactly as the hot streams answered it: every read of
+// testkit.ReadAPIReads, byte for byte, to its owner (whose ownership the History's envelope
 // gives) and to a principal that sees every request; another principal
 // gets the 404 of an unknown id.
 func TestHistoryAnswersAsTheHotStreams(t *testing.T) {
@@ -189,10 +170,10 @@ func TestHistoryAnswersAsTheHotStreams(t *testing.T) {
 	id := historicRequest(t, e)
 	base := srv.URL + "/v1/requests/" + id
 	hot := map[string]testkit.Answer{}
-	for _, c := range readAPICases {
-		hot[c.name] = read(t, base+c.path, "owner", c.hdr...)
-		if got := read(t, base+c.path, "audit", c.hdr...); got != hot[c.name] {
-			t.Fatalf("%s: the auditor's hot testkit.Answer differs from the owner's:\n%+v\n%+v", c.name, got, hot[c.name])
+	for _, c := range testkit.ReadAPIReads {
+		hot[c.Name] = read(t, base+c.Path, "owner", c.Hdr...)
+		if got := read(t, base+c.Path, "audit", c.Hdr...); got != hot[c.Name] {
+			t.Fatalf("%s: the auditor's hot testkit.Answer differs from the owner's:\n%+v\n%+v", c.Name, got, hot[c.Name])
 		}
 	}
 	if a := hot["json"]; a.Status != 200 || a.ContentType != "application/json" {
@@ -211,15 +192,15 @@ func TestHistoryAnswersAsTheHotStreams(t *testing.T) {
 		t.Fatalf("unknown id: %+v", unknown)
 	}
 	for _, key := range []string{"owner", "audit"} {
-		for _, c := range readAPICases {
-			if got := read(t, base+c.path, key, c.hdr...); got != hot[c.name] {
-				t.Errorf("%s as %s: from the history\n%+v\nfrom the hot streams\n%+v", c.name, key, got, hot[c.name])
+		for _, c := range testkit.ReadAPIReads {
+			if got := read(t, base+c.Path, key, c.Hdr...); got != hot[c.Name] {
+				t.Errorf("%s as %s: from the history\n%+v\nfrom the hot streams\n%+v", c.Name, key, got, hot[c.Name])
 			}
 		}
 	}
-	for _, c := range readAPICases {
-		if got := read(t, base+c.path, "other", c.hdr...); got != unknown {
-			t.Errorf("%s as another principal: %+v, want the unknown id's %+v", c.name, got, unknown)
+	for _, c := range testkit.ReadAPIReads {
+		if got := read(t, base+c.Path, "other", c.Hdr...); got != unknown {
+			t.Errorf("%s as another principal: %+v, want the unknown id's %+v", c.Name, got, unknown)
 		}
 	}
 }
@@ -477,9 +458,5 @@ func TestHistoryOptions(t *testing.T) {
 	}
 	if st, code := Classify(fmt.Errorf("%w: x", ErrHistoryUnavailable)); st != 503 || code != CodeUnavailable {
 		t.Errorf("Classify(ErrHistoryUnavailable) = %d %s", st, code)
-	}
-	h := HistoricRequest{Frames: []HistoricFrame{{Raw: natstest.Frame("x", 0, false)}, {Raw: natstest.Frame("x", 1, true)}}}
-	if !h.Final() || (HistoricRequest{Frames: h.Frames[:1]}).Final() {
-		t.Error("HistoricRequest.Final")
 	}
 }

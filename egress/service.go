@@ -641,20 +641,8 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 		s.finish(o, NewE2AJSON(o, id, nil, false, from), FormatE2AJSON, ErrNotFound)
 		return
 	}
-	final := last != nil && last.final
-	// A resume point past the last frame stored: no frame is written, the
-	// state is the last frame's (running, or the final frame's).
-	past := last != nil && from > last.seq
-	state := ""
-	if past {
-		if state, err = last.state(id); err != nil {
-			s.finish(o, NewE2AJSON(o, id, envRaw, false, from), FormatE2AJSON, err)
-			return
-		}
-	}
-	rend := maybeProjecting(r, newE2AJSON(o, id, envRaw, final, from, state), s.cfg.projections)
-	if err := rend.Start(); err != nil {
-		s.finish(o, rend, FormatE2AJSON, err)
+	rend, past := s.startE2AJSON(r, o, id, envRaw, from, last)
+	if rend == nil {
 		return
 	}
 	var werr error
@@ -662,6 +650,31 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 		werr = s.writeSnapshot(ctx, rend, id, from, last)
 	}
 	s.finish(o, rend, FormatE2AJSON, werr)
+}
+
+// startE2AJSON starts the aggregated JSON answer of request id (its
+// stored envelope env) whose last stored frame is last (nil: none, a
+// pending request), from the hot streams or from the History: 200 when
+// last is final, 202 otherwise. With a resume point past last (past), no
+// frame is to be written and the state is last's (running, or the final
+// frame's). It returns nil once it answered an error (finish).
+func (s *Service) startE2AJSON(r *http.Request, o *render.Output, id string, env []byte, from int64, last *lastInfo) (rend render.Renderer, past bool) {
+	final := last != nil && last.final
+	past = last != nil && from > last.seq
+	state := ""
+	if past {
+		var err error
+		if state, err = last.state(id); err != nil {
+			s.finish(o, NewE2AJSON(o, id, env, false, from), FormatE2AJSON, err)
+			return nil, false
+		}
+	}
+	rend = maybeProjecting(r, newE2AJSON(o, id, env, final, from, state), s.cfg.projections)
+	if err := rend.Start(); err != nil {
+		s.finish(o, rend, FormatE2AJSON, err)
+		return nil, false
+	}
+	return rend, past
 }
 
 // writeSnapshot writes with rend the stored frames of request id from

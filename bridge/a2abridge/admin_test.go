@@ -1,7 +1,6 @@
 package a2abridge_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -20,32 +19,15 @@ const (
 	adminOpsKey   = "ak_admin_ops_00123456789"
 )
 
-// adminAuth: alice, and ops with the admin role (read, continue and
+// adminPipeline is a pipeline whose pool "agent" bridges a fresh
+// upstream, and the A2A v1.0 client of that pool. Its ingress knows two
+// API keys: alice's, and ops's with the admin role (read, continue and
 // cancel everyone's tasks: tenant.RoleAdmin, docs/security.md).
-func adminAuth(t *testing.T) *ingress.Auth {
-	t.Helper()
-	a, err := ingress.NewAuth(&ingress.AuthConfig{
-		APIKeys: []ingress.Credential{{Principal: "alice", Secret: adminAliceKey}, {Principal: "ops", Secret: adminOpsKey}},
-		Roles:   map[string][]string{"ops": {"admin"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
-func asKey(ctx context.Context, key string) context.Context {
-	sp := a2aclient.ServiceParams{}
-	sp.Append("X-Api-Key", key)
-	return a2aclient.AttachServiceParams(ctx, sp)
-}
-
-// adminPipeline is a pipeline with adminAuth whose pool "agent" bridges
-// a fresh upstream, and the A2A v1.0 client of that pool.
 func adminPipeline(t *testing.T) (*up.Server, *a2aclient.Client) {
 	t.Helper()
 	srv := up.Start(t, up.Options{Binding: up.JSONRPC})
-	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithAuth(adminAuth(t))))
+	auth := pipetest.KeyAuth(t, map[string]string{"alice": adminAliceKey, "ops": adminOpsKey}, map[string][]string{"ops": {"admin"}})
+	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithAuth(auth)))
 	bridgePool(t, p, "agent", srv.BaseURL())
 	return srv, v1Client(t, p, "agent")
 }
@@ -54,7 +36,7 @@ func adminPipeline(t *testing.T) (*up.Server, *a2aclient.Client) {
 // task, input-required, and the agent's task.
 func askAsAlice(t *testing.T, c *a2aclient.Client, srv *up.Server, text string) (*a2a.Task, string) {
 	t.Helper()
-	res, err := c.SendMessage(asKey(testCtx(t), adminAliceKey), &a2a.SendMessageRequest{Message: userMessage(text)})
+	res, err := c.SendMessage(up.WithAPIKey(testCtx(t), adminAliceKey), &a2a.SendMessageRequest{Message: userMessage(text)})
 	if err != nil {
 		t.Fatalf("alice's ask: %v", err)
 	}
@@ -80,7 +62,7 @@ func TestAdminCancelOfInterruptedTask(t *testing.T) {
 	srv, c := adminPipeline(t)
 
 	task, upTask := askAsAlice(t, c, srv, "ask: admin cancel")
-	got, err := c.CancelTask(asKey(testCtx(t), adminOpsKey), &a2a.CancelTaskRequest{ID: task.ID})
+	got, err := c.CancelTask(up.WithAPIKey(testCtx(t), adminOpsKey), &a2a.CancelTaskRequest{ID: task.ID})
 	if err != nil || got.Status.State != a2a.TaskStateCanceled {
 		t.Fatalf("the admin's CancelTask: %+v, %v", got, err)
 	}
@@ -100,7 +82,7 @@ func TestAdminAnswerOfInterruptedTask(t *testing.T) {
 	task, upTask := askAsAlice(t, c, srv, "ask: admin answer")
 	answer := userMessage("Grace")
 	answer.TaskID, answer.ContextID = task.ID, task.ContextID
-	res, err := c.SendMessage(asKey(testCtx(t), adminOpsKey), &a2a.SendMessageRequest{Message: answer})
+	res, err := c.SendMessage(up.WithAPIKey(testCtx(t), adminOpsKey), &a2a.SendMessageRequest{Message: answer})
 	if err != nil {
 		t.Fatalf("the admin's answer: %v", err)
 	}
@@ -128,7 +110,7 @@ func TestAdminNewTaskInOwnersContext(t *testing.T) {
 	}
 	msg := userMessage("ask: the admin's own task")
 	msg.ContextID = task.ContextID
-	res, err := c.SendMessage(asKey(testCtx(t), adminOpsKey), &a2a.SendMessageRequest{Message: msg})
+	res, err := c.SendMessage(up.WithAPIKey(testCtx(t), adminOpsKey), &a2a.SendMessageRequest{Message: msg})
 	if err != nil {
 		t.Fatalf("the admin's message: %v", err)
 	}
@@ -155,7 +137,7 @@ func TestAdminAnswerOfOwnTaskInOwnersContext(t *testing.T) {
 	aliceTask, _ := askAsAlice(t, c, srv, "ask: alice's question")
 	msg := userMessage("ask: the admin's question")
 	msg.ContextID = aliceTask.ContextID
-	res, err := c.SendMessage(asKey(testCtx(t), adminOpsKey), &a2a.SendMessageRequest{Message: msg})
+	res, err := c.SendMessage(up.WithAPIKey(testCtx(t), adminOpsKey), &a2a.SendMessageRequest{Message: msg})
 	if err != nil {
 		t.Fatalf("the admin's message: %v", err)
 	}
@@ -166,7 +148,7 @@ func TestAdminAnswerOfOwnTaskInOwnersContext(t *testing.T) {
 	upTask, _ := executionOf(srv, "ask: the admin's question")
 	answer := userMessage("Ada")
 	answer.TaskID, answer.ContextID = task.ID, task.ContextID
-	if res, err = c.SendMessage(asKey(testCtx(t), adminOpsKey), &a2a.SendMessageRequest{Message: answer}); err != nil {
+	if res, err = c.SendMessage(up.WithAPIKey(testCtx(t), adminOpsKey), &a2a.SendMessageRequest{Message: answer}); err != nil {
 		t.Fatalf("the admin's answer: %v", err)
 	}
 	if gotTask, continued := executionOf(srv, "Ada"); upTask == "" || gotTask != upTask || !continued {

@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/a2aupstream"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 )
 
 const opsKey = "ak_ops_0123456789abcdef000"
@@ -24,25 +24,16 @@ const opsKey = "ak_ops_0123456789abcdef000"
 // it: a conversation of his own.
 func TestAdminTurnInOwnersContext(t *testing.T) {
 	srv := newModelServer(t)
-	a, err := ingress.NewAuth(&ingress.AuthConfig{
-		APIKeys: []ingress.Credential{{Principal: "alice", Secret: aliceKey}, {Principal: "bob", Secret: bobKey},
-			{Principal: "ops", Secret: opsKey}},
-		Roles: map[string][]string{"ops": {"admin"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := pipetest.KeyAuth(t, map[string]string{"alice": aliceKey, "bob": bobKey, "ops": opsKey}, map[string][]string{"ops": {"admin"}})
 	p := startBridge(t, srv, setup{ingress: []ingress.Option{ingress.WithAuth(a)}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := a2aupstream.Client(t, p.URL)
 	send := func(key, text, contextID string) string {
 		t.Helper()
-		sp := a2aclient.ServiceParams{}
-		sp.Append("X-Api-Key", key)
 		msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text))
 		msg.ContextID = contextID
-		res, err := c.SendMessage(a2aclient.AttachServiceParams(ctx, sp), &a2a.SendMessageRequest{Message: msg})
+		res, err := c.SendMessage(a2aupstream.WithAPIKey(ctx, key), &a2a.SendMessageRequest{Message: msg})
 		if err != nil {
 			t.Fatalf("SendMessage %q: %v", text, err)
 		}

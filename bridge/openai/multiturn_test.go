@@ -15,6 +15,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
@@ -23,14 +24,10 @@ const (
 	bobKey   = "ak_bob_0123456789abcdef00"
 )
 
+// aliceAndBob is an ingress.Auth of alice's and bob's API keys.
 func aliceAndBob(t *testing.T) *ingress.Auth {
 	t.Helper()
-	a, err := ingress.NewAuth(&ingress.AuthConfig{APIKeys: []ingress.Credential{
-		{Principal: "alice", Secret: aliceKey}, {Principal: "bob", Secret: bobKey}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
+	return pipetest.KeyAuth(t, map[string]string{"alice": aliceKey, "bob": bobKey}, nil)
 }
 
 // lastMessages is the messages of the model server's last call.

@@ -64,6 +64,14 @@ func connect(t testing.TB, resolver *agentcard.Resolver, url string, opts []a2ac
 	return c
 }
 
+// WithAPIKey returns ctx with key as the X-Api-Key header of the calls a
+// client makes with it (an API key of the pipeline's ingress).
+func WithAPIKey(ctx context.Context, key string) context.Context {
+	sp := a2aclient.ServiceParams{}
+	sp.Append("X-Api-Key", key)
+	return a2aclient.AttachServiceParams(ctx, sp)
+}
+
 // Msg is a user message with one text part, starting a task.
 func Msg(text string) *a2a.SendMessageRequest {
 	return &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text))}

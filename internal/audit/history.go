@@ -26,8 +26,9 @@ const DefaultHistorySpan = 24 * time.Hour
 // every search bounded by the time in the id, so that a miss costs as
 // little as a hit:
 //
-//   - only a UUIDv7 id is looked up (idTime); any other is not found at
-//     once, without a read;
+//   - only a UUIDv7 id is looked up (egress.RequestIDTime, as the read API
+//     asks only for those); any other is not found at once, without a
+//     read;
 //   - the envelope is searched in its partition over the clock margin
 //     around that time (WithClockMargin) and no further, where Replay
 //     goes on to scan from the start of the history;
@@ -47,7 +48,7 @@ const DefaultHistorySpan = 24 * time.Hour
 // the hot streams' (the invariant checks of Replay report, they do not
 // refuse). It holds one request's messages in memory.
 func (a *Auditor) Request(ctx context.Context, id string) (egress.HistoricRequest, error) {
-	t, ok := idTime(id)
+	t, ok := egress.RequestIDTime(id)
 	if !ok || subjects.ValidateID(id) != nil {
 		return egress.HistoricRequest{}, fmt.Errorf("%w: %q carries no time to search the history from", egress.ErrNotFound, id)
 	}

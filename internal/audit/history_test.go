@@ -16,6 +16,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/audit"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/tenant"
@@ -26,7 +27,7 @@ import (
 // requests, ops sees every request (tenant.RoleAudit).
 func readAPI(t *testing.T, nc *nats.Conn, a *audit.Auditor) *httptest.Server {
 	t.Helper()
-	s, err := egress.New(nc, egress.WithHistory(a), egress.WithAuthorizer(func(r *http.Request) (tenant.Principal, error) {
+	return pipetest.ServeHistory(t, nc, a, egress.WithAuthorizer(func(r *http.Request) (tenant.Principal, error) {
 		switch u := r.Header.Get("X-User"); u {
 		case "alice", "bob":
 			return tenant.Principal{ID: u}, nil
@@ -35,36 +36,12 @@ func readAPI(t *testing.T, nc *nats.Conn, a *audit.Auditor) *httptest.Server {
 		}
 		return tenant.Principal{}, errors.New("who?")
 	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	s.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() { srv.Close(); s.Close() })
-	return srv
 }
 
 // getAnswer is a read of the read API as user.
 func getAnswer(t *testing.T, url, user string, hdr ...string) testkit.Answer {
 	t.Helper()
 	return testkit.Get(t, url, append([]string{"X-User", user}, hdr...)...)
-}
-
-// historyReads are the reads compared between the hot streams' answer
-// and the history's: the aggregated JSON (whole, waited for, resumed),
-// the SSE and NDJSON streams (whole, resumed, past the final frame: 204).
-var historyReads = []struct {
-	name, path string
-	hdr        []string
-}{
-	{"json", "", nil},
-	{"json wait", "?wait=true", nil},
-	{"json from 2", "?from=2", nil},
-	{"sse", "/stream", nil},
-	{"sse Last-Event-ID 1", "/stream", []string{"Last-Event-ID", "1"}},
-	{"ndjson", "/stream", []string{"Accept", "application/x-ndjson"}},
-	{"sse past the final frame", "/stream?from=9", nil},
 }
 
 // storeOwned stores a finished request of alice's: a UUIDv7 with three
@@ -85,25 +62,25 @@ func storeOwned(t *testing.T, js jetstream.JetStream, nc *nats.Conn, burst bool)
 	return id
 }
 
-// hotAnswers reads every historyReads of each id as alice while the hot
-// streams hold them.
+// hotAnswers reads every testkit.ReadAPIReads of each id as alice while
+// the hot streams hold them.
 func hotAnswers(t *testing.T, srv *httptest.Server, ids []string) map[string]testkit.Answer {
 	t.Helper()
 	hot := map[string]testkit.Answer{}
 	for _, id := range ids {
-		for _, c := range historyReads {
-			a := getAnswer(t, srv.URL+"/v1/requests/"+id+c.path, "alice", c.hdr...)
-			if c.name == "json" && (a.Status != 200 || a.ContentType != "application/json") {
+		for _, c := range testkit.ReadAPIReads {
+			a := getAnswer(t, srv.URL+"/v1/requests/"+id+c.Path, "alice", c.Hdr...)
+			if c.Name == "json" && (a.Status != 200 || a.ContentType != "application/json") {
 				t.Fatalf("%s from the hot streams: %+v", id, a)
 			}
-			hot[id+" "+c.name] = a
+			hot[id+" "+c.Name] = a
 		}
 	}
 	return hot
 }
 
-// checkFromHistory reads every historyReads of each id again once the
-// hot streams dropped them: alice and ops get the hot streams' answers,
+// checkFromHistory reads every testkit.ReadAPIReads of each id again once
+// the hot streams dropped them: alice and ops get the hot streams' answers,
 // byte for byte; bob gets the 404 of an unknown id.
 func checkFromHistory(t *testing.T, srv *httptest.Server, ids []string, hot map[string]testkit.Answer) {
 	t.Helper()
@@ -112,15 +89,15 @@ func checkFromHistory(t *testing.T, srv *httptest.Server, ids []string, hot map[
 		t.Fatalf("unknown id: %+v", unknown)
 	}
 	for _, id := range ids {
-		for _, c := range historyReads {
-			want := hot[id+" "+c.name]
+		for _, c := range testkit.ReadAPIReads {
+			want := hot[id+" "+c.Name]
 			for _, user := range []string{"alice", "ops"} {
-				if got := getAnswer(t, srv.URL+"/v1/requests/"+id+c.path, user, c.hdr...); got != want {
-					t.Errorf("%s %s as %s: from the history\n%+v\nfrom the hot streams\n%+v", id, c.name, user, got, want)
+				if got := getAnswer(t, srv.URL+"/v1/requests/"+id+c.Path, user, c.Hdr...); got != want {
+					t.Errorf("%s %s as %s: from the history\n%+v\nfrom the hot streams\n%+v", id, c.Name, user, got, want)
 				}
 			}
-			if got := getAnswer(t, srv.URL+"/v1/requests/"+id+c.path, "bob", c.hdr...); got != unknown {
-				t.Errorf("%s %s as bob: %+v, want the unknown id's %+v", id, c.name, got, unknown)
+			if got := getAnswer(t, srv.URL+"/v1/requests/"+id+c.Path, "bob", c.Hdr...); got != unknown {
+				t.Errorf("%s %s as bob: %+v, want the unknown id's %+v", id, c.Name, got, unknown)
 			}
 		}
 	}
@@ -163,8 +140,13 @@ func TestReadAPIFromTheAuditHistory(t *testing.T) {
 		}
 	}
 	h, err := a.Request(testCtx(t), ids[1])
-	if err != nil || len(h.Frames) != 4 || !h.Final() || h.Frames[0].StreamSeq == 0 || h.Frames[0].StreamSeq != h.Frames[1].StreamSeq {
-		t.Errorf("Request(%s): %d frames, final %v, %v", ids[1], len(h.Frames), h.Final(), err)
+	if err != nil || len(h.Frames) != 4 || h.Frames[0].StreamSeq == 0 || h.Frames[0].StreamSeq != h.Frames[1].StreamSeq {
+		t.Fatalf("Request(%s): %d frames, %v", ids[1], len(h.Frames), err)
+	}
+	for i, hf := range h.Frames {
+		if f, err := e2a.ResponseFromJSON(hf.Raw); err != nil || f.Sequence != int64(i) || f.IsFinal != (i == 3) {
+			t.Errorf("Request(%s) frame %d: %s (%v), want sequence %d, final %v", ids[1], i, hf.Raw, err, i, i == 3)
+		}
 	}
 }
 

@@ -38,21 +38,15 @@ const singleGets = 128
 // burst): a search from an id's time gives up that long after the window.
 const copyLag = time.Minute
 
-// idTime returns the time a UUIDv7 request id carries (its first 48 bits,
-// milliseconds since the Unix epoch): the request ids the pipeline makes
-// (normalizer, agent, ACP, stdio) are UUIDv7s. false for any other id
-// (a client's own request_id), which gives no hint. It is
-// egress.RequestIDTime: the read API asks the history (Auditor.Request)
-// for exactly the ids this search can start from.
-func idTime(id string) (time.Time, bool) { return egress.RequestIDTime(id) }
-
 // hintSince returns where a search for id in E2A_AUDIT may start: the
-// time in a UUIDv7 id less margin when that is later than since.
+// time in a UUIDv7 id (egress.RequestIDTime: the ids the pipeline makes;
+// a client's own request_id gives no hint) less margin when that is later
+// than since.
 // The audit's store times grow with its sequence, so a binary search
 // (seqAtTime) turns the time into a sequence in log2(messages) direct
 // gets: the id is the index, no subject or key per request is kept for it.
 func hintSince(id string, since time.Time, margin time.Duration) (time.Time, bool) {
-	t, ok := idTime(id)
+	t, ok := egress.RequestIDTime(id)
 	if !ok {
 		return since, false
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/audit"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -144,7 +144,7 @@ func replayOldRequests(t *testing.T, archived bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer anc.Close()
+	t.Cleanup(anc.Close) // after timeReadAPI's Service
 	// One machine's clock: the margin can be short
 	// (E2A_AUDIT_CLOCK_MARGIN sets it, e.g. to the default 1m).
 	margin := 20 * time.Millisecond
@@ -281,30 +281,16 @@ type readAPICase struct {
 // id's time, never scans: only `e2a replay` finds those).
 func timeReadAPI(t *testing.T, nc *nats.Conn, a *audit.Auditor, n int, cases []readAPICase) {
 	t.Helper()
-	s, err := egress.New(nc, egress.WithHistory(a))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	mux := http.NewServeMux()
-	s.Register(mux)
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	srv := pipetest.ServeHistory(t, nc, a)
 	for _, c := range cases {
 		before := nc.Stats().InMsgs
 		t0 := time.Now()
-		resp, err := http.Get(srv.URL + "/v1/requests/" + c.id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var view egress.RequestView
-		derr := json.NewDecoder(resp.Body).Decode(&view)
-		resp.Body.Close()
+		status, view, derr := pipetest.GetRequestView(t, srv.URL, c.id)
 		took := time.Since(t0)
-		if resp.StatusCode != c.want || c.want == http.StatusOK && (derr != nil || view.State != egress.StateSucceeded || len(view.Frames) != 1 || len(view.Envelope) == 0) {
-			t.Fatalf("GET %s (%s): %d %+v (%v), want %d", c.id, c.name, resp.StatusCode, view, derr, c.want)
+		if status != c.want || c.want == http.StatusOK && (derr != nil || view.State != egress.StateSucceeded || len(view.Frames) != 1 || len(view.Envelope) == 0) {
+			t.Fatalf("GET %s (%s): %d %+v (%v), want %d", c.id, c.name, status, view, derr, c.want)
 		}
-		t.Logf("GET /v1/requests/{id}: %-40s %d in %8.1f ms, %7d messages read (%d requests in the history)", c.name, resp.StatusCode,
+		t.Logf("GET /v1/requests/{id}: %-40s %d in %8.1f ms, %7d messages read (%d requests in the history)", c.name, status,
 			float64(took)/float64(time.Millisecond), nc.Stats().InMsgs-before, n)
 	}
 }

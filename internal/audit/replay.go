@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -339,7 +340,7 @@ func (a *Auditor) auditFramesOf(ctx context.Context, rc *replayCtx, id string, r
 // after log2(messages) direct gets and a scan of its partition over the
 // margin, whatever the audit holds.
 func (a *Auditor) auditRequestHinted(ctx context.Context, rc *replayCtx, id string, from uint64) (*storedMsg, error) {
-	t, ok := idTime(id)
+	t, ok := egress.RequestIDTime(id)
 	switch {
 	case !ok && rc.bounded:
 		return nil, nil

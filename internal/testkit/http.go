@@ -99,3 +99,30 @@ func Get(t testing.TB, url string, hdr ...string) Answer {
 	}
 	return Answer{resp.StatusCode, resp.Header.Get("Content-Type"), string(body)}
 }
+
+// Read is a read of one request of the E2A read API (package egress): the
+// path after /v1/requests/{id} and the headers to send (name, value
+// pairs).
+type Read struct {
+	Name, Path string
+	Hdr        []string
+}
+
+// ReadAPIReads are the reads of a finished request that the E2A read API
+// answers alike from the hot streams and from a History (the tests of
+// egress and of internal/audit compare them byte for byte): the aggregated
+// JSON (whole, waited for, resumed, past the end, with projections), the
+// SSE and NDJSON streams (whole, resumed with Last-Event-ID and ?from=,
+// past the final frame: 204). The finished request has at least 4 frames.
+var ReadAPIReads = []Read{
+	{"json", "", nil},
+	{"json from 2", "?from=2", nil},
+	{"json wait", "?wait=true", nil},
+	{"json past the end", "?from=99", nil},
+	{"json projections", "?projections=true", nil},
+	{"sse", "/stream", nil},
+	{"sse Last-Event-ID 1", "/stream", []string{"Last-Event-ID", "1"}},
+	{"ndjson", "/stream", []string{"Accept", "application/x-ndjson"}},
+	{"ndjson from 3", "/stream?from=3", []string{"Accept", "application/x-ndjson"}},
+	{"sse past the final frame", "/stream?from=99", nil},
+}
