@@ -36,11 +36,21 @@ import (
 // process after the check (in flight between servers of a cluster) stops the
 // handler as any cancel of a running request does; one the subscription
 // missed after the check is read from the store (missed.go).
+//
+// A cancel received (or stored) well before a request was stored is not
+// that request's: it cancelled an earlier request under the same id, whose
+// envelope has left E2A_REQUESTS while its cancel stays in E2A_CONTROL (a
+// client-chosen id taken again). Each id keeps the time of its latest
+// cancel, and a check (checkAt) ignores one older than the request by more
+// than margin (stale): nothing more is read for it.
 type cancelWatch struct {
 	mu    sync.Mutex
-	seen  map[string]struct{} // ids of the cancels received
-	order []string            // seen's ids, oldest first
-	limit int                 // at most this many ids kept
+	seen  map[string]time.Time // ids of the cancels received: when the latest was (the worker's clock)
+	order []string             // seen's ids, oldest first
+	limit int                  // at most this many ids kept
+	// margin: a cancel older than the request by more than this is stale
+	// (staleCancelMargin; tests set less).
+	margin time.Duration
 
 	anchor     uint64 // requests stored after this stream sequence are covered
 	valid      bool
@@ -70,15 +80,57 @@ var errAnchorMissed = errors.New("agent: cancels may have been missed while the 
 // anchorRetry is the least time between two failed reads of the anchor.
 const anchorRetry = time.Second
 
+// staleCancelMargin is how much older than a request a cancel of its id
+// must be to be ignored as an earlier request's (stale).
+//
+// Every path stores a cancel once its request is stored (ingress reads the
+// request's owner first, or waits until E2A_REQUESTS holds the turn;
+// Cancel's doc and the README ask integrators the same), or within a
+// publish's time of it: ACP stdio sends the cancel once the prompt's
+// publish is sent, and a turn recorded but still in flight may be
+// cancelled before it lands (bounded by ingress's publish timeout, 5 s by
+// default). A cancel turn is stored before its request but ends cancelled
+// whatever its stored cancel (e2a.MethodCancelTurn). The times compared
+// come from different clocks: the stored cancel's from E2A_CONTROL's
+// leader, the request's from E2A_REQUESTS' (two servers of a cluster), a
+// cancel received live from the worker's own clock; the margin absorbs
+// their skew and those delays. A stale cancel is far older: the id could be
+// taken again only once the earlier request's envelope aged out of
+// E2A_REQUESTS (its max age, 24 h by default). A cancel sent in the last
+// margin of that envelope's life still counts for a request stored just
+// after it.
+const staleCancelMargin = time.Minute
+
 func newCancelWatch(limit int) *cancelWatch {
-	return &cancelWatch{seen: map[string]struct{}{}, limit: limit, now: time.Now, spawn: func(f func()) { go f() }}
+	return &cancelWatch{seen: map[string]time.Time{}, limit: limit, margin: staleCancelMargin, now: time.Now, spawn: func(f func()) { go f() }}
 }
 
-// record remembers a received cancel of id.
+// stale reports whether a cancel at cancelAt (stored, or received) is older
+// than a request stored at stored by more than the margin: an earlier
+// request's. An unknown time (zero) is never stale.
+func (c *cancelWatch) stale(cancelAt, stored time.Time) bool {
+	return staleCancel(cancelAt, stored, c.margin)
+}
+
+// staleCancel is cancelWatch.stale with margin.
+func staleCancel(cancelAt, stored time.Time, margin time.Duration) bool {
+	return !cancelAt.IsZero() && !stored.IsZero() && cancelAt.Before(stored.Add(-margin))
+}
+
+// record remembers a cancel of id received now.
 func (c *cancelWatch) record(id string) {
+	c.recordAt(id, c.now())
+}
+
+// recordAt remembers a cancel of id received, or stored, at at. An id
+// already known keeps the later of the two times.
+func (c *cancelWatch) recordAt(id string, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.seen[id]; ok {
+	if prev, ok := c.seen[id]; ok {
+		if at.After(prev) {
+			c.seen[id] = at
+		}
 		return
 	}
 	if len(c.order) >= c.limit {
@@ -92,14 +144,18 @@ func (c *cancelWatch) record(id string) {
 		c.valid = false
 		c.evictions++
 	}
-	c.seen[id] = struct{}{}
+	c.seen[id] = at
 	c.order = append(c.order, id)
 }
 
-// check reports whether a cancel of the request id, stored at stream
-// sequence seq, was received (cancelled) and whether the answer is known
-// without reading the stored cancel (covered). A request not covered
-// starts a new read of the anchor when the anchor is invalid.
+// checkAt reports whether a cancel of the request id, stored at stream
+// sequence seq at time stored, was received (cancelled) and whether the
+// answer is known without reading the stored cancel (covered). A request
+// not covered starts a new read of the anchor when the anchor is invalid.
+// A cancel of id received before the request was stored (stale) is an
+// earlier request's: it does not count, and the request is covered as if
+// none was received (a cancel of its own, received later, would have moved
+// the id's time past the request's).
 //
 // The connection's and the subscription's state are read before c.mu is
 // taken: their locks are those of every publish on the connection, and
@@ -108,7 +164,7 @@ func (c *cancelWatch) record(id string) {
 // pending count is read first: the client counts a message as pending
 // until its callback (record) has returned, so a count of 0 proves every
 // cancel received by then is in seen, which is read after it.
-func (c *cancelWatch) check(id string, seq uint64) (cancelled, covered bool) {
+func (c *cancelWatch) checkAt(id string, seq uint64, stored time.Time) (cancelled, covered, stale bool) {
 	var (
 		pending    = -1
 		connected  bool
@@ -123,20 +179,23 @@ func (c *cancelWatch) check(id string, seq uint64) (cancelled, covered bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.seen[id]; ok {
-		return true, true
+	if at, ok := c.seen[id]; ok {
+		if !c.stale(at, stored) {
+			return true, true, false
+		}
+		stale = true
 	}
 	if c.valid && (!connected || reconnects != c.reconnects || dropped != c.dropped) {
 		c.valid = false
 	}
 	if !c.valid {
 		c.startAnchorLocked()
-		return false, false
+		return false, false, stale
 	}
 	if seq <= c.anchor || pending != 0 {
-		return false, false // stored before the anchor, or cancels received and not recorded yet
+		return false, false, stale // stored before the anchor, or cancels received and not recorded yet
 	}
-	return false, true
+	return false, true, stale
 }
 
 func (c *cancelWatch) subDropped() int {

@@ -110,7 +110,7 @@ func (f *watchFixture) cancel(t *testing.T, id string) {
 
 func wantCheck(t *testing.T, c *cancelWatch, id string, seq uint64, cancelled, covered bool) {
 	t.Helper()
-	if gc, gv := c.check(id, seq); gc != cancelled || gv != covered {
+	if gc, gv, _ := c.checkAt(id, seq, time.Time{}); gc != cancelled || gv != covered {
 		t.Fatalf("check(%s, %d) = cancelled %v, covered %v; want %v, %v", id, seq, gc, gv, cancelled, covered)
 	}
 }
@@ -230,7 +230,7 @@ func BenchmarkCancelWatchCheck(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if cancelled, covered := f.c.check("r", seq); cancelled || !covered {
+			if cancelled, covered, _ := f.c.checkAt("r", seq, time.Time{}); cancelled || !covered {
 				b.Errorf("check = %v, %v; want covered, not cancelled", cancelled, covered)
 				return
 			}

@@ -43,7 +43,9 @@ const cancelPublishTimeout = 10 * time.Second
 // before publishing it, waits for the publish). A worker proves that a
 // request stored after it started has no cancel from the cancels it
 // received live, so a cancel stored before its request can be missed by a
-// worker that started between the two.
+// worker that started between the two; and a cancel stored more than a
+// minute before its request (staleCancelMargin) is taken for an earlier
+// request's under the same id, and ignored.
 func Cancel(ctx context.Context, js jetstream.JetStream, requestID string) (CancelResult, error) {
 	var res CancelResult
 	respSubj, err := subjects.Response(requestID)

@@ -70,7 +70,11 @@
 //     for a cancel a cluster's route did not forward yet (the server it was
 //     published on had not learnt of the subscription), each held request
 //     reads its stored cancel one heartbeat after its pick-up, then at
-//     doubling intervals up to 15 s (missed.go). A cancel turn (the cancel of a task whose last turn ended
+//     doubling intervals up to 15 s (missed.go). A cancel received or stored
+//     more than a minute before the request was stored is an earlier
+//     request's under the same id (its envelope aged out, its cancel stayed):
+//     it is ignored, at pick-up and at those reads, and logged (compared by
+//     JetStream's timestamps; cancels.go). A cancel turn (the cancel of a task whose last turn ended
 //     interrupted) ends cancelled without a Serve call; a handler
 //     implementing [TurnCanceller] is told of it first (its error or panic
 //     is recorded in the final frame's details).

@@ -64,7 +64,7 @@ func (w *worker) handle(m jetstream.Msg, sl *slot) (outcome string) {
 		d.spanCtx, span = w.startHandleSpan(m.Subject(), d.env, d.id, d.meta.NumDelivered)
 		defer func() { endHandleSpan(span, outcome) }()
 	}
-	r := &request{id: d.id, msg: m, slot: sl}
+	r := &request{id: d.id, msg: m, slot: sl, stored: d.meta.Timestamp}
 	w.register(r)
 	defer w.unregister(r)
 	if out, ok := w.resume(d); !ok {
@@ -251,7 +251,7 @@ func (w *worker) refusal(d *delivery, cancelledLive bool) (f frame, refused bool
 	if d.env.Method == e2a.MethodCancelTurn {
 		return w.cancelTurnFrame(d), true
 	}
-	if cancelledLive || w.cancelledAtPickUp(d.id, d.meta.Sequence.Stream, d.log) {
+	if cancelledLive || w.cancelledAtPickUp(d.id, d.meta.Sequence.Stream, d.meta.Timestamp, d.log) {
 		// A redelivery may have been started by the worker before: a
 		// RequestCanceller handler is told, to stop what that one
 		// started.

@@ -134,17 +134,27 @@ func (w *worker) rereadCancels(ctx context.Context, ids []string) bool {
 			return false // Run is returning
 		}
 		rctx, cancel := context.WithTimeout(ctx, ioTimeout)
-		cancelled, err := w.storedCancel(rctx, id)
+		at, found, err := w.storedCancel(rctx, id)
 		cancel()
 		if err != nil {
 			w.log.Warn("cannot read the control subject of a held request", "request_id", id, "err", err)
 			ok = false
 			continue
 		}
-		if cancelled {
+		if !found {
+			continue
+		}
+		// Recorded with its stored time, which tells later pick-ups of id
+		// whether it can be theirs. A held request stored after it
+		// (cancelWatch.stale) runs on: the cancel is an earlier request's
+		// under the same id.
+		w.cancels.recordAt(id, at)
+		stopped, stale := w.stopCancelledAt(id, at)
+		if stopped > 0 {
 			w.log.Info("a cancel missed by the control subscription is stored: stopping the request", "request_id", id)
-			w.cancels.record(id)
-			w.stopCancelled(id)
+		}
+		if stale > 0 {
+			logStaleCancel(w.log.With("request_id", id), "re-read")
 		}
 	}
 	return ok

@@ -48,6 +48,7 @@ type config struct {
 	noHeartbeat    bool
 	cancelSeen     func(id string)      // tests: see withCancelSeen
 	missControl    func(id string) bool // tests: see withMissedControl
+	staleMargin    time.Duration        // tests: see withStaleCancelMargin
 	// beforeBurst (tests) is called before each message of frames is
 	// published: n frames of request id from sequence first.
 	beforeBurst func(id string, first int64, n int)
@@ -69,6 +70,7 @@ func defaultConfig() config {
 		publishTimeout: DefaultPublishTimeout,
 		fetchWait:      time.Second,
 		provision:      true,
+		staleMargin:    staleCancelMargin,
 	}
 }
 
@@ -285,6 +287,16 @@ func withCancelSeen(f func(id string)) Option {
 func withMissedControl(f func(id string) bool) Option {
 	return func(c *config) error {
 		c.missControl = f
+		return nil
+	}
+}
+
+// withStaleCancelMargin sets how much older than a request a cancel of its
+// id must be to be ignored as an earlier request's (tests: a cancel a
+// moment older than the request is stale, instead of staleCancelMargin).
+func withStaleCancelMargin(d time.Duration) Option {
+	return func(c *config) error {
+		c.staleMargin = d
 		return nil
 	}
 }

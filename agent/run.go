@@ -97,8 +97,9 @@ type request struct {
 	msg       jetstream.Msg
 	stop      context.CancelCauseFunc
 	wr        *writer
-	slot      *slot // the fetch loop's slot it holds
-	cancelled bool  // a live cancel arrived before stop was set
+	slot      *slot     // the fetch loop's slot it holds
+	stored    time.Time // when its envelope was stored (JetStream's timestamp)
+	cancelled bool      // a live cancel arrived before stop was set
 	// recheck is when its stored cancel is read again, recheckStep the
 	// wait after that read (missed.go); both guarded by worker.mu.
 	recheck     time.Time
@@ -156,6 +157,7 @@ func Run(ctx context.Context, nc *nats.Conn, pool string, h Handler, opts ...Opt
 		hardStop: make(chan struct{}),
 		cancels:  newCancelWatch(cancelSetLimit),
 	}
+	w.cancels.margin = cfg.staleMargin
 	w.resumable = cfg.resumable
 	if r, ok := h.(Resumer); ok {
 		w.resumable = r.Resumable()
@@ -489,41 +491,63 @@ func isCancel(data []byte) bool {
 }
 
 // cancelledAtPickUp reports whether the request id, stored at stream
-// sequence seq, was cancelled before its pick-up: from the cancels received
-// live when they answer for it (cancelWatch), else from the stored cancel.
-func (w *worker) cancelledAtPickUp(id string, seq uint64, log *reqLogger) bool {
-	cancelled, covered := w.cancels.check(id, seq)
-	if cancelled || covered {
-		return cancelled
+// sequence seq at time stored, was cancelled before its pick-up: from the
+// cancels received live when they answer for it (cancelWatch), else from
+// the stored cancel. A cancel older than the request (cancelWatch.stale)
+// is an earlier request's under the same id: ignored, and logged.
+func (w *worker) cancelledAtPickUp(id string, seq uint64, stored time.Time, log *reqLogger) bool {
+	cancelled, covered, stale := w.cancels.checkAt(id, seq, stored)
+	if !cancelled && !covered {
+		var storedStale bool
+		cancelled, storedStale = w.cancelStored(id, stored, log)
+		stale = stale || storedStale
 	}
-	return w.cancelStored(id, log)
-}
-
-// cancelStored reports whether a cancel for id is stored (a cancel sent
-// before the pick-up). A read failure is logged and counts as no cancel; the
-// live subscription still sees later ones.
-func (w *worker) cancelStored(id string, log *reqLogger) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
-	defer cancel()
-	cancelled, err := w.storedCancel(ctx, id)
-	if err != nil {
-		log.get().Warn("cannot read the control subject", "err", err)
-		return false
+	if stale && !cancelled {
+		logStaleCancel(log.get(), "pick-up")
 	}
 	return cancelled
 }
 
-// storedCancel reads whether a cancel for id is stored.
-func (w *worker) storedCancel(ctx context.Context, id string) (bool, error) {
+// logStaleCancel logs that a cancel of an earlier request under the
+// request's id was ignored, found at where (pick-up, or a re-read).
+func logStaleCancel(l *slog.Logger, where string) {
+	l.Info("a cancel stored before the request was ignored: it is an earlier request's under the same id", "found_at", where)
+}
+
+// cancelStored reports whether a cancel for the request id, stored at time
+// stored, is stored (a cancel sent before the pick-up): cancelled, or stale
+// when the cancel stored is older than the request (an earlier request's).
+// A read failure is logged and counts as no cancel; the live subscription
+// still sees later ones.
+func (w *worker) cancelStored(id string, stored time.Time, log *reqLogger) (cancelled, stale bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	at, found, err := w.storedCancel(ctx, id)
+	if err != nil {
+		log.get().Warn("cannot read the control subject", "err", err)
+		return false, false
+	}
+	if found && w.cancels.stale(at, stored) {
+		return false, true
+	}
+	return found, false
+}
+
+// storedCancel reads whether a cancel for id is stored (found), and when it
+// was stored (zero when the server did not say).
+func (w *worker) storedCancel(ctx context.Context, id string) (at time.Time, found bool, err error) {
 	subj, err := subjects.Control(id)
 	if err != nil {
-		return false, nil
+		return time.Time{}, false, nil
 	}
 	m, err := lastMsg(ctx, w.js, w.streams.Control, subj)
 	if err != nil {
-		return false, err
+		return time.Time{}, false, err
 	}
-	return m != nil && isCancel(m.data), nil
+	if m == nil || !isCancel(m.data) {
+		return time.Time{}, false, nil
+	}
+	return m.stored, true, nil
 }
 
 // reqLogger is the logger of one delivery. Its attributes (request id,
@@ -568,12 +592,25 @@ func (w *worker) onControl(m *nats.Msg) {
 
 // stopCancelled stops the requests of id this worker holds: cancelled.
 func (w *worker) stopCancelled(id string) {
+	w.stopCancelledAt(id, time.Time{})
+}
+
+// stopCancelledAt stops the requests of id this worker holds that a cancel
+// stored at at can be for (at zero: every one); it returns how many it
+// stopped and how many it left, stored after the cancel (stale for them).
+func (w *worker) stopCancelledAt(id string, at time.Time) (stopped, stale int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, r := range w.byID[id] {
+		if w.cancels.stale(at, r.stored) {
+			stale++
+			continue
+		}
+		stopped++
 		r.cancelled = true
 		if r.stop != nil {
 			r.stop(ErrCancelled)
 		}
 	}
+	return stopped, stale
 }

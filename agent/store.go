@@ -18,7 +18,8 @@ import (
 
 // storedMsg is a message read back from a stream.
 type storedMsg struct {
-	seq     uint64 // stream sequence
+	seq     uint64    // stream sequence
+	stored  time.Time // when it was stored (zero if the server did not say)
 	subject string
 	data    []byte
 	header  nats.Header
@@ -92,7 +93,7 @@ func fromRaw(m streams.RawMsg) *storedMsg {
 	if h == nil {
 		h = nats.Header{}
 	}
-	return &storedMsg{seq: m.Seq, subject: m.Subject, data: m.Data, header: h}
+	return &storedMsg{seq: m.Seq, stored: m.Time, subject: m.Subject, data: m.Data, header: h}
 }
 
 // isWrongLastSeq reports a publish refused because the subject's last
