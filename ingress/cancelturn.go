@@ -25,7 +25,10 @@ import (
 // message) whose cancel is stored on its control subject before it is
 // published, appended to the task's record (only while the interrupted
 // turn is still its newest: cancelInterrupted) and run after the
-// interrupted turn like any turn. The agent runtime ends a request cancelled before
+// interrupted turn like any turn. From its append on the task takes no A2A
+// message (ErrTaskTerminal: TaskRecord.CancelTurn), though the turn's final
+// frame is not stored yet: an answer queued behind it would run after it,
+// the task canceled, then working again. The agent runtime ends a request cancelled before
 // its pick-up, and any cancel turn, with its final e2a.error cancelled
 // without calling the handler's Serve (a handler implementing
 // agent.TurnCanceller is told of the cancel turn first: the A2A bridge
@@ -41,7 +44,7 @@ import (
 // interrupted, finished turn is egress.ErrNotCancelable.
 //
 // The cancel turn is appended only while the checked turn is still the
-// record's newest (publishTurnAfter: a compare-and-set on the record's
+// record's newest (publishTurnIf: a compare-and-set on the record's
 // revision). A turn appended since the check (the client's answer, sent
 // at the same moment) runs, and a cancel turn after it would end at its
 // pick-up, the task canceled while that turn runs on: that turn is
@@ -86,10 +89,10 @@ func (s *Server) cancelInterrupted(ctx context.Context, p Principal, t *host.Tas
 					return "", err
 				}
 			}
-			if cancelTurnChecked != nil {
-				cancelTurnChecked(t.ID)
+			if s.cancelTurnChecked != nil {
+				s.cancelTurnChecked(t.ID)
 			}
-			_, err := s.publishTurnAfter(ctx, p, t.Pool, env, host.Turn{Task: *t}, origin, "", last)
+			_, err := s.publishTurnIf(ctx, p, t.Pool, env, host.Turn{Task: *t}, origin, "", turnCond{after: last, cancel: true})
 			if err == nil {
 				if err := s.awaitCancelTurn(ctx, env.RequestID, t); err != nil {
 					return "", err
@@ -111,7 +114,20 @@ func (s *Server) cancelInterrupted(ctx context.Context, p Principal, t *host.Tas
 }
 
 // cancelTurn is the envelope of a cancel turn of the task t, its cancel
-// stored: the request is never picked up without it.
+// stored: the request is never picked up without it (an agent runtime that
+// predates e2a.MethodCancelTurn reads that cancel at pick-up).
+//
+// A cancel turn whose append is refused (the answer came first:
+// cancelInterrupted) is never published, and its cancel stays stored, read
+// by nobody until E2A_CONTROL drops it (ControlMaxAge). It is harmless:
+// its request id is a fresh one (the pipeline's UUIDv7, never returned to
+// the client, nor written anywhere else), so no later request carries it
+// unless a client that read E2A_CONTROL chooses it, and then only that
+// client's own request ends cancelled; a later attempt of the same cancel
+// publishes the same envelope, whose cancel it is. Each worker remembers
+// its id among the cancels it received (agent's cancelWatch, bounded) as it
+// does every cancel. Removing it would take a purge of E2A_CONTROL, which
+// ingress's NATS user may not do.
 func (s *Server) cancelTurn(ctx context.Context, p Principal, t *host.Task) (*e2a.Envelope, idOrigin, error) {
 	fresh := &freshIDs{}
 	in := s.inputFrom(http.Header{}, nil, p, t.Pool, fresh)
@@ -141,10 +157,6 @@ func (s *Server) awaitCancelTurn(ctx context.Context, requestID string, t *host.
 	}
 	return nil
 }
-
-// cancelTurnChecked, set by tests only, is called between the check of
-// the task's last turn and the append of the cancel turn.
-var cancelTurnChecked func(taskID string)
 
 // cancelTurnWait bounds the wait for a cancel turn's final frame (egress's
 // default cancel wait); past it the task is answered as it stands.

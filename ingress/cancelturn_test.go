@@ -2,12 +2,14 @@ package ingress_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
@@ -15,6 +17,26 @@ import (
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 )
+
+// askInput starts a task of pp's pool demo, whose handler asks for input
+// on an AskInputPrefix message, with a v1.0 client over JSON-RPC: the
+// client, a context bounding the test, and the input-required task.
+func askInput(t *testing.T, pp *pipetest.Pipeline) (context.Context, *a2aclient.Client, *a2a.Task) {
+	t.Helper()
+	p := &pipeline{url: pp.URL, nc: pp.NC, js: pp.JS, in: pp.Ingress}
+	_, c := v1Client(t, p, a2a.TransportProtocolJSONRPC)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	res, err := c.SendMessage(ctx, userMessage(demo.AskInputPrefix+" the city"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok || task.Status.State != a2a.TaskStateInputRequired {
+		t.Fatalf("result %T %+v, want an input-required task", res, res)
+	}
+	return ctx, c, task
+}
 
 // TestCancelInterruptedRacesTheAnswer: the client's answer to an
 // input-required task is appended to the task's record after CancelTask
@@ -46,19 +68,7 @@ func TestCancelInterruptedRacesTheAnswer(t *testing.T) {
 			close(release)
 		}
 	}()
-	p := &pipeline{url: pp.URL, nc: pp.NC, js: pp.JS, in: pp.Ingress}
-	_, c := v1Client(t, p, a2a.TransportProtocolJSONRPC)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-
-	res, err := c.SendMessage(ctx, userMessage(demo.AskInputPrefix+" the city"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	task, ok := res.(*a2a.Task)
-	if !ok || task.Status.State != a2a.TaskStateInputRequired {
-		t.Fatalf("result %T %+v, want an input-required task", res, res)
-	}
+	ctx, c, task := askInput(t, pp)
 
 	type result struct {
 		res a2a.SendMessageResult
@@ -67,7 +77,7 @@ func TestCancelInterruptedRacesTheAnswer(t *testing.T) {
 	answered := make(chan result, 1)
 	var answerCtx context.Context
 	var once sync.Once
-	ingress.SetCancelTurnHook(t, func(taskID string) {
+	ingress.SetCancelTurnHook(pp.Ingress, func(taskID string) {
 		once.Do(func() {
 			if taskID != string(task.ID) {
 				t.Errorf("hook for task %q, want %q", taskID, task.ID)
@@ -117,6 +127,112 @@ func TestCancelInterruptedRacesTheAnswer(t *testing.T) {
 	}
 	if at, ok := r.res.(*a2a.Task); !ok || at.ID != task.ID || at.Status.State != a2a.TaskStateCanceled {
 		t.Errorf("the answer's result %T %+v, want the task canceled", r.res, r.res)
+	}
+	if g, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID}); err != nil || g.Status.State != a2a.TaskStateCanceled {
+		t.Errorf("GetTask at the end: %+v %v, want canceled", g, err)
+	}
+}
+
+// stalledCanceller is a handler whose cancel turns (agent.TurnCanceller)
+// wait for release: the cancel turn is published and picked up, its final
+// frame not written yet. Serve asks for input on an AskInputPrefix message
+// and reports any other message on served.
+type stalledCanceller struct {
+	told    chan *e2a.Envelope // a cancel turn's envelope, once told
+	release chan struct{}      // lets the cancel turns end
+	served  chan string        // the text of every other message served
+}
+
+func (h *stalledCanceller) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+	if strings.HasPrefix(demo.Text(env), demo.AskInputPrefix) {
+		return agent.Interrupt(w, e2a.StateInputRequired, "Which city?")
+	}
+	select {
+	case h.served <- demo.Text(env):
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+func (h *stalledCanceller) CancelTurn(ctx context.Context, env *e2a.Envelope) error {
+	select {
+	case h.told <- env:
+	case <-ctx.Done():
+		return nil
+	}
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// TestCancelTurnRecordedRefusesTheAnswer: the client's answer to an
+// input-required task arrives once the cancel turn is appended to the
+// task's record (and published), before its final frame is stored (the
+// agent is told of the cancel turn and holds it). The task is terminal
+// from the cancel turn on: the answer is refused as to a task in a
+// terminal state (ErrUnsupportedOperation, nothing published), never queued
+// behind the cancel turn to run after it, and the task stays canceled.
+func TestCancelTurnRecordedRefusesTheAnswer(t *testing.T) {
+	pp := pipetest.Start(t)
+	h := &stalledCanceller{told: make(chan *e2a.Envelope, 1), release: make(chan struct{}), served: make(chan string, 1)}
+	pp.Pool("demo", h)
+	released := sync.OnceFunc(func() { close(h.release) })
+	defer released()
+	ctx, c, task := askInput(t, pp)
+
+	type cancelled struct {
+		task *a2a.Task
+		err  error
+	}
+	cancelDone := make(chan cancelled, 1)
+	go func() {
+		got, err := c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: task.ID})
+		cancelDone <- cancelled{got, err}
+	}()
+	var turn *e2a.Envelope
+	select {
+	case turn = <-h.told:
+	case r := <-cancelDone:
+		t.Fatalf("CancelTask returned before its cancel turn reached the agent: %+v %v", r.task, r.err)
+	case <-ctx.Done():
+		t.Fatal("the cancel turn did not reach the agent")
+	}
+	if turn.TaskID != string(task.ID) || turn.Method != e2a.MethodCancelTurn {
+		t.Fatalf("told of %q (task %q), want the cancel turn of %q", turn.Method, turn.TaskID, task.ID)
+	}
+
+	answer := v1Answer(task, "Paris")
+	answer.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
+	ares, aerr := c.SendMessage(ctx, answer)
+	accepted := aerr == nil
+	if !errors.Is(aerr, a2a.ErrUnsupportedOperation) {
+		t.Errorf("the answer after the cancel turn: %T %+v, %v; want ErrUnsupportedOperation (a task in a terminal state)", ares, ares, aerr)
+	}
+
+	released()
+	r := <-cancelDone
+	if r.err != nil || r.task.Status.State != a2a.TaskStateCanceled {
+		t.Fatalf("CancelTask: %+v %v, want the task canceled", r.task, r.err)
+	}
+	if accepted {
+		// The answer was queued behind the cancel turn: it runs after it.
+		select {
+		case text := <-h.served:
+			g, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Fatalf("the answer %q ran after the cancel turn; GetTask then: %s", text, g.Status.State)
+		case <-ctx.Done():
+			t.Fatal("the accepted answer did not run")
+		}
+	}
+	select {
+	case text := <-h.served:
+		t.Errorf("the agent served %q after the cancel turn", text)
+	default:
 	}
 	if g, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID}); err != nil || g.Status.State != a2a.TaskStateCanceled {
 		t.Errorf("GetTask at the end: %+v %v, want canceled", g, err)

@@ -277,9 +277,14 @@ func (s *Server) taskOpen(ctx context.Context, rec *TaskRecord) error {
 		return fmt.Errorf("%w: task state: %v", ErrBackpressure, err)
 	}
 	if !open {
-		return fmt.Errorf("%w (task %s has finished); send the message without taskId, with its contextId to continue the conversation", ErrTaskTerminal, rec.ID)
+		return taskTerminal(rec.ID)
 	}
 	return nil
+}
+
+// taskTerminal is ErrTaskTerminal for the task id.
+func taskTerminal(id string) error {
+	return fmt.Errorf("%w (task %s has finished); send the message without taskId, with its contextId to continue the conversation", ErrTaskTerminal, id)
 }
 
 // claimContext records p as the owner of an A2A context id the client chose,

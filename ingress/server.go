@@ -46,6 +46,10 @@ type Server struct {
 	v1     host.Bindings
 	v1name string
 	v1rpc  http.Handler
+	// cancelTurnChecked, set by tests only (SetCancelTurnHook), is called
+	// between the check of an interrupted task's last turn and the append
+	// of its cancel turn (cancelInterrupted).
+	cancelTurnChecked func(taskID string)
 }
 
 type options struct {

@@ -68,7 +68,7 @@ func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub h
 	if err != nil {
 		done()
 		if !errors.Is(err, context.Canceled) && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrTooLarge) &&
-			!errors.Is(err, ErrUnknownPool) && !errors.Is(err, ErrInvalidPool) {
+			!errors.Is(err, ErrUnknownPool) && !errors.Is(err, ErrInvalidPool) && !errors.Is(err, ErrTaskTerminal) {
 			s.opts.log.Warn("publish failed", "request_id", env.RequestID, "err", err)
 		}
 		return nil, hostError(err)

@@ -46,8 +46,15 @@ type TaskRecord struct {
 	Pool       string   `json:"pool"`
 	Principal  string   `json:"principal,omitempty"`
 	RequestIDs []string `json:"request_ids"`
-	Created    string   `json:"created"`
-	Updated    string   `json:"updated"`
+	// CancelTurn is the request of the task's cancel turn (cancelInterrupted)
+	// once appended. While it is the newest request the task is canceled,
+	// or will be once the cancel turn's final frame is stored: an A2A
+	// message is refused as to a task in a terminal state (appendAfter).
+	// Only the append reads it; every reader of the task's state reads the
+	// frames.
+	CancelTurn string `json:"cancel_turn,omitempty"`
+	Created    string `json:"created"`
+	Updated    string `json:"updated"`
 }
 
 // LastRequest is the newest request of the task ("" when none).
@@ -56,6 +63,11 @@ func (t *TaskRecord) LastRequest() string {
 		return ""
 	}
 	return t.RequestIDs[len(t.RequestIDs)-1]
+}
+
+// cancelled reports whether the task's newest request is its cancel turn.
+func (t *TaskRecord) cancelled() bool {
+	return t.CancelTurn != "" && t.LastRequest() == t.CancelTurn
 }
 
 // Before returns the request that precedes requestID in the record: the
@@ -212,19 +224,31 @@ func (s *TaskStore) Append(ctx context.Context, kind string, base TaskRecord, re
 
 // appendRequest is Append, reporting whether requestID was added.
 func (s *TaskStore) appendRequest(ctx context.Context, kind string, base TaskRecord, requestID string, by tenant.Principal) (*TaskRecord, bool, error) {
-	return s.appendAfter(ctx, kind, base, requestID, by, "")
+	return s.appendAfter(ctx, kind, base, requestID, by, turnCond{})
 }
 
 // errRecordMoved reports a conditional append (appendAfter) refused: the
 // record's newest request is no longer the one it was to follow.
 var errRecordMoved = errors.New("ingress: the task's newest request changed")
 
-// appendAfter is appendRequest; with after set, requestID is appended
-// only when after is the record's newest request (the first request of a
-// task without a record: firstTurn) on the revision the write is
-// conditioned on, else errRecordMoved and nothing is written. A record
-// that holds requestID already is returned as it is (a retry).
-func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecord, requestID string, by tenant.Principal, after string) (*TaskRecord, bool, error) {
+// turnCond is what the append of a turn asks of its record (appendAfter),
+// checked on the revision the write is conditioned on.
+type turnCond struct {
+	// after, when set, must be the record's newest request (the first
+	// request of a task without a record: firstTurn), else errRecordMoved.
+	after string
+	// open refuses the turn when the record's newest request is its cancel
+	// turn (TaskRecord.CancelTurn): ErrTaskTerminal. An A2A message: a task
+	// in a terminal state takes none.
+	open bool
+	// cancel records the turn as the task's cancel turn.
+	cancel bool
+}
+
+// appendAfter is appendRequest, requestID appended only as cond asks;
+// when it refuses, nothing is written. A record that holds requestID
+// already is returned as it is (a retry).
+func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecord, requestID string, by tenant.Principal, cond turnCond) (*TaskRecord, bool, error) {
 	key, err := taskKey(kind, base.ID)
 	if err != nil {
 		return nil, false, err
@@ -241,8 +265,11 @@ func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecor
 			if !write {
 				return rec, false, nil // the first turn again: its request is the record
 			}
-			if after != "" && rec.Before(requestID) != after {
+			if cond.after != "" && rec.Before(requestID) != cond.after {
 				return nil, false, fmt.Errorf("%w: task %s", errRecordMoved, key)
+			}
+			if cond.cancel {
+				rec.CancelTurn = requestID
 			}
 			data, _ := json.Marshal(rec)
 			if err := s.create(ctx, key, data); err != nil {
@@ -265,10 +292,16 @@ func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecor
 		if slices.Contains(rec.RequestIDs, requestID) {
 			return &rec, false, nil // idempotent retry
 		}
-		if after != "" && rec.LastRequest() != after {
+		if cond.open && rec.cancelled() {
+			return nil, false, taskTerminal(rec.ID)
+		}
+		if cond.after != "" && rec.LastRequest() != cond.after {
 			return nil, false, fmt.Errorf("%w: task %s", errRecordMoved, key)
 		}
 		rec.RequestIDs = append(rec.RequestIDs, requestID)
+		if cond.cancel {
+			rec.CancelTurn = requestID
+		}
 		if len(rec.RequestIDs) > MaxRequestsPerTask {
 			rec.RequestIDs = rec.RequestIDs[len(rec.RequestIDs)-MaxRequestsPerTask:]
 		}
@@ -329,6 +362,9 @@ func (s *TaskStore) Remove(ctx context.Context, kind, id, requestID string) erro
 			return nil
 		}
 		rec.RequestIDs = slices.Delete(rec.RequestIDs, i, i+1)
+		if rec.CancelTurn == requestID {
+			rec.CancelTurn = "" // a cancel turn never published
+		}
 		rec.Updated = e2a.FormatTime(s.now())
 		if ok, err := s.update(ctx, key, &rec, e.Revision()); err != nil || ok {
 			return err

@@ -228,3 +228,80 @@ func TestFirstTurnsConcurrent(t *testing.T) {
 		t.Errorf("the cache holds %d entries for %d tasks", got, n)
 	}
 }
+
+// TestAppendAfterCancelTurn: the record marks the cancel turn it takes
+// (TaskRecord.CancelTurn). While it is the newest request an A2A turn
+// (turnCond.open) is refused as to a task in a terminal state and nothing
+// is written, whenever that turn checked the task before: the refusal is
+// made on the revision the write is conditioned on. A retry of the cancel
+// turn is no new turn; an AgentVault turn (no open condition: it continues
+// a task whatever its state) follows it, and the task then takes A2A turns
+// again. A cancel turn appended to a task without a record (named by its
+// first request) is marked too, and one removed (its publish failed) no
+// longer counts.
+func TestAppendAfterCancelTurn(t *testing.T) {
+	ctx := context.Background()
+	ts, js := newTaskStore(t)
+	alice := tenant.Principal{ID: "alice"}
+	a2a := TaskRecord{ID: "t-1", Protocol: "a2a", Pool: "demo", Principal: "alice"}
+	vault := a2a
+	vault.Protocol = "agentvault"
+	open := turnCond{open: true}
+	ids := func(id string) string {
+		t.Helper()
+		rec, err := ts.Get(ctx, KindTask, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(rec.RequestIDs, " ") + " cancel:" + rec.CancelTurn
+	}
+	appendTurn := func(base TaskRecord, id string, cond turnCond) error {
+		t.Helper()
+		_, _, err := ts.appendAfter(ctx, KindTask, base, id, alice, cond)
+		return err
+	}
+
+	if _, err := ts.AppendNew(ctx, KindTask, a2a, "ask", alice); err != nil {
+		t.Fatal(err)
+	}
+	if err := appendTurn(a2a, "cancel", turnCond{after: "ask", cancel: true}); err != nil {
+		t.Fatalf("the cancel turn: %v", err)
+	}
+	if err := appendTurn(a2a, "answer", open); !errors.Is(err, ErrTaskTerminal) {
+		t.Errorf("an A2A turn after the cancel turn: %v, want ErrTaskTerminal", err)
+	}
+	if err := appendTurn(a2a, "cancel", turnCond{after: "ask", cancel: true}); err != nil {
+		t.Errorf("a retry of the cancel turn: %v", err)
+	}
+	if got := ids("t-1"); got != "ask cancel cancel:cancel" {
+		t.Errorf("record %q, want the cancel turn last and marked", got)
+	}
+	if err := appendTurn(vault, "vault", turnCond{}); err != nil {
+		t.Errorf("an AgentVault turn after the cancel turn: %v", err)
+	}
+	if err := appendTurn(a2a, "answer", open); err != nil {
+		t.Errorf("an A2A turn after a turn that followed the cancel turn: %v", err)
+	}
+	if got := ids("t-1"); got != "ask cancel vault answer cancel:cancel" {
+		t.Errorf("record %q", got)
+	}
+
+	publishFirstTurn(t, js, "t-2", "alice", "ask")
+	testkit.Receive(t, js.PublishAsyncComplete(), 10*time.Second, "publishes not acknowledged")
+	first := TaskRecord{ID: "t-2", Protocol: "a2a", Pool: "demo", Principal: "alice"}
+	if err := appendTurn(first, "cancel-2", turnCond{after: "t-2", cancel: true}); err != nil {
+		t.Fatalf("the cancel turn of a task without a record: %v", err)
+	}
+	if err := appendTurn(first, "answer-2", open); !errors.Is(err, ErrTaskTerminal) {
+		t.Errorf("an A2A turn after the cancel turn of a task that had no record: %v, want ErrTaskTerminal", err)
+	}
+	if err := ts.Remove(ctx, KindTask, "t-2", "cancel-2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := appendTurn(first, "answer-2", open); err != nil {
+		t.Errorf("an A2A turn once the cancel turn was removed: %v", err)
+	}
+	if got := ids("t-2"); got != "t-2 answer-2 cancel:" {
+		t.Errorf("record %q", got)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
@@ -37,16 +38,19 @@ const removeTimeout = 5 * time.Second
 // caller's task never lists, even for a moment, a request it may not read.
 // The turn's conversation owner (turnOwner) is written in the envelope for
 // the agents (publishAfter); contextOwner is the context claim's ("" when
-// none was made).
+// none was made). An A2A message is not appended after the task's cancel
+// turn (ErrTaskTerminal): the task is canceled from that turn's append on,
+// while the terminal-task check (taskOpen), which reads the frames, finds
+// the cancel turn running until its final frame is stored.
 func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env *e2a.Envelope, of host.Turn, origin idOrigin, contextOwner string) (Accepted, error) {
-	return s.publishTurnAfter(ctx, p, pool, env, of, origin, contextOwner, "")
+	return s.publishTurnIf(ctx, p, pool, env, of, origin, contextOwner, turnCond{open: of.Task.Protocol == normalizer.ProtocolA2A})
 }
 
-// publishTurnAfter is publishTurn; with after set (a turn of an existing
-// record, of.Created false), the request is appended only when after is
-// the record's newest request (TaskStore.appendAfter): errRecordMoved,
-// with nothing written or published, when another turn came first.
-func (s *Server) publishTurnAfter(ctx context.Context, p Principal, pool string, env *e2a.Envelope, of host.Turn, origin idOrigin, contextOwner, after string) (Accepted, error) {
+// publishTurnIf is publishTurn; a turn of an existing record (of.Created
+// false) is appended only as cond asks (TaskStore.appendAfter): its
+// refusal (errRecordMoved, ErrTaskTerminal) is returned with nothing
+// written or published.
+func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, env *e2a.Envelope, of host.Turn, origin idOrigin, contextOwner string, cond turnCond) (Accepted, error) {
 	kind := KindTask
 	if of.Session {
 		kind = KindSession
@@ -72,10 +76,10 @@ func (s *Server) publishTurnAfter(ctx context.Context, p Principal, pool string,
 	if of.Created {
 		rec, added, err = s.opts.tasks.appendNew(ctx, kind, base, env.RequestID, p.Tenant())
 	} else {
-		rec, added, err = s.opts.tasks.appendAfter(ctx, kind, base, env.RequestID, p.Tenant(), after)
+		rec, added, err = s.opts.tasks.appendAfter(ctx, kind, base, env.RequestID, p.Tenant(), cond)
 	}
 	if err != nil {
-		if errors.Is(err, context.Canceled) || errors.Is(err, errRecordMoved) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, errRecordMoved) || errors.Is(err, ErrTaskTerminal) {
 			return Accepted{}, err
 		}
 		s.opts.log.Warn("task index update failed: request refused", "kind", kind, "task_id", of.Task.ID, "request_id", env.RequestID, "err", err)
