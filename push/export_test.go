@@ -47,7 +47,7 @@ func V03Takeover(ctx context.Context, nc *nats.Conn, id string, from int) (map[s
 		return nil, nil, err
 	}
 	defer done()
-	r, err := s.requestOf(ctx, id)
+	r, err := s.requestOf(ctx, id, "", "")
 	if err != nil || !r.found {
 		return nil, nil, errors.Join(err, errors.New("no request "+id))
 	}
@@ -100,7 +100,7 @@ func V03Rebuilt(ctx context.Context, nc *nats.Conn, id string) (map[string][]byt
 		return nil, 0, err
 	}
 	defer done()
-	r, err := s.requestOf(ctx, id)
+	r, err := s.requestOf(ctx, id, "", "")
 	if err != nil || !r.found {
 		return nil, 0, errors.Join(err, errors.New("no request "+id))
 	}
@@ -108,7 +108,7 @@ func V03Rebuilt(ctx context.Context, nc *nats.Conn, id string) (map[string][]byt
 	if err != nil {
 		return nil, 0, err
 	}
-	cur, err := s.storedTurn(ctx, id)
+	cur, err := s.storedTurn(ctx, id, env)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // TestBackoff: doubling from base, capped, the upper half jittered.
@@ -136,4 +139,35 @@ func contains(s, sub string) bool {
 		}
 	}
 	return false
+}
+
+// namedBy reads the user_id and task_id a stored response message's frames
+// share without decoding them, as encoding/json would read them; anything
+// it cannot read so (escapes, null, frames that differ) is empty, and the
+// stage reads the envelope then.
+func TestNamedBy(t *testing.T) {
+	hdr := func(n string) nats.Header {
+		h := nats.Header{}
+		if n != "" {
+			h.Set(subjects.HeaderFrames, n)
+		}
+		return h
+	}
+	for _, c := range []struct {
+		name, frames, data, user, task string
+	}{
+		{"one frame", "", `{"request_id":"r","user_id":"alice","task_id":"t1","body":{"user_id":"mallory"}}`, "alice", "t1"},
+		{"a burst", "2", `{"user_id":"alice","task_id":"t1"}` + "\n" + `{"task_id":"t1","user_id":"alice"}`, "alice", "t1"},
+		{"no task", "", `{"user_id":"bob"}`, "bob", ""},
+		{"frames that differ", "2", `{"user_id":"alice","task_id":"t1"}` + "\n" + `{"user_id":"bob","task_id":"t1"}`, "", ""},
+		{"escaped value", "", `{"user_id":"al\u0069ce","task_id":"t1"}`, "", ""},
+		{"null", "", `{"user_id":null,"task_id":"t1"}`, "", ""},
+		{"not an object", "", `["alice"]`, "", ""},
+		{"a bad burst", "3", `{"user_id":"alice"}` + "\n" + `{"user_id":"alice"}`, "", ""},
+		{"pretty-printed single frame", "", "{\n  \"user_id\": \"alice\",\n  \"task_id\": \"t1\"\n}", "alice", "t1"},
+	} {
+		if u, tk := namedBy(hdr(c.frames), []byte(c.data)); u != c.user || tk != c.task {
+			t.Errorf("%s: %q %q, want %q %q", c.name, u, tk, c.user, c.task)
+		}
+	}
 }

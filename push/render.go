@@ -1,8 +1,10 @@
 package push
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -86,8 +89,9 @@ func (c *renderedCache) forget(seq uint64) {
 	delete(c.msgs, seq)
 }
 
-// request is what the stage knows of a request: its principal and task
-// (none when its envelope is gone or names no task).
+// request is what the stage knows of a request from its envelope: its
+// principal (the envelope's user_id) and task; found when the envelope is
+// stored and names a task.
 type request struct {
 	principal, taskID, contextID string
 	after                        string // the previous turn of the task
@@ -95,12 +99,21 @@ type request struct {
 	found                        bool
 }
 
-// mapState is the mapper of one request, fed up to stream sequence fed.
+// same reports whether r and o map alike: the same principal, task,
+// context and previous turn. A mapper built for one serves the other; not
+// one built for an earlier request under the same id of another principal
+// or task.
+func (r *request) same(o *request) bool {
+	return r.principal == o.principal && r.taskID == o.taskID && r.contextID == o.contextID && r.after == o.after
+}
+
+// mapState is the mapper of one request (req), fed up to stream sequence fed.
 // With tasks (the task has a v0.3 config) it also keeps the task built so
 // far (tb: the task's earlier turns, read once by loadTurns, and the
 // request's frames fed so far), so that each update's body costs its own
 // frame and not a rebuild of the task.
 type mapState struct {
+	req   *request
 	m     *a2amap.Mapper
 	fed   uint64
 	tasks bool
@@ -129,9 +142,14 @@ func (s *stage) envelope(ctx context.Context, requestID string) (*e2a.Envelope, 
 }
 
 // requestOf reads (and caches) what the stage needs of requestID's
-// envelope.
-func (s *stage) requestOf(ctx context.Context, requestID string) (*request, error) {
-	if r, ok := s.requests.get(requestID); ok {
+// envelope, for a message whose frames carry user and task (namedBy). A
+// request id may be taken again once the hot streams no longer hold its
+// request, so a cached entry may be an earlier request's: it serves only
+// a message whose frames name a user, the entry's, and the entry's task.
+// For any other (frames naming another user or task, or none, as an
+// integrator's frames may) the envelope is read again.
+func (s *stage) requestOf(ctx context.Context, requestID, user, task string) (*request, error) {
+	if r, ok := s.requests.get(requestID); ok && user != "" && user == r.principal && task == r.taskID {
 		return r, nil
 	}
 	env, h, err := s.envelope(ctx, requestID)
@@ -140,11 +158,11 @@ func (s *stage) requestOf(ctx context.Context, requestID string) (*request, erro
 	}
 	r := &request{}
 	if env != nil {
+		r.principal, r.taskID = env.UserID, env.TaskID
 		if env.TaskID != "" {
-			r = &request{principal: env.UserID, taskID: env.TaskID, contextID: env.ContextID, found: true,
-				after: h.Get(subjects.HeaderAfterRequest),
-				params: a2amap.Params{TaskID: env.TaskID, ContextID: env.ContextID,
-					AcceptedOutputModes: env.ExpectedOutputModes, Interaction: a2aproto.Interaction(nil, env)}}
+			r.contextID, r.after, r.found = env.ContextID, h.Get(subjects.HeaderAfterRequest), true
+			r.params = a2amap.Params{TaskID: env.TaskID, ContextID: env.ContextID,
+				AcceptedOutputModes: env.ExpectedOutputModes, Interaction: a2aproto.Interaction(nil, env)}
 		}
 	}
 	s.requests.put(requestID, r)
@@ -156,16 +174,61 @@ func frames(h nats.Header, data []byte) ([]*e2a.Response, error) {
 	return e2a.BurstResponses(h.Get(subjects.HeaderFrames), data)
 }
 
+// namedBy is the user_id and task_id every frame of a stored response
+// message carries (its envelope's: e2a.ResponseFor copies them), read
+// without decoding the frames (jsonstr.Members over each frame's top-level
+// members): what prepare checks a cached request with, before it knows
+// whether the request's task has configs at all. Both are empty when the
+// frames do not all carry the same, or do not scan (escaped member names,
+// values that are not plain strings): the envelope is read then.
+func namedBy(h nats.Header, data []byte) (user, task string) {
+	n, err := e2a.CheckBurst(h.Get(subjects.HeaderFrames), data)
+	if err != nil {
+		return "", ""
+	}
+	rest := data
+	for i := range n {
+		frame := rest
+		if n > 1 {
+			frame, rest, _ = bytes.Cut(rest, []byte{'\n'})
+		}
+		var u, t []byte
+		ok := jsonstr.Members(frame, func(key, val []byte) bool {
+			var good bool
+			switch string(key) {
+			case "user_id":
+				u, good = jsonstr.Plain(val)
+				return good
+			case "task_id":
+				t, good = jsonstr.Plain(val)
+				return good
+			}
+			return true
+		})
+		switch {
+		case !ok:
+			return "", ""
+		case i == 0:
+			user, task = string(u), string(t)
+		case string(u) != user || string(t) != task:
+			return "", ""
+		}
+	}
+	return user, task
+}
+
 // render maps the frames of message seq of requestID to its task updates,
 // feeding the request's mapper every earlier frame first when it has not
 // seen them (another replica had them, or the stage restarted), so that
 // the updates (artifact ids, append flags) and their ids are the same
-// whichever replica renders them.
+// whichever replica renders them. A mapper built for another request
+// under the same id (req not the same as r) is not fed on: it holds that
+// request's task and frames.
 func (s *stage) render(ctx context.Context, r *request, m *message, fs []*e2a.Response, tasks bool) error {
 	s.metrics.rendered.Inc()
 	st := s.mappers[m.requestID]
-	if st == nil || st.fed >= m.seq || tasks && !st.tasks {
-		st = &mapState{m: a2amap.NewStreamMapper(m.requestID, r.params, 0), tasks: tasks}
+	if st == nil || !st.req.same(r) || st.fed >= m.seq || tasks && !st.tasks {
+		st = &mapState{req: r, m: a2amap.NewStreamMapper(m.requestID, r.params, 0), tasks: tasks}
 		s.mappers[m.requestID] = st
 		if tasks {
 			if err := s.loadTurns(ctx, m.requestID, r, st); err != nil {
@@ -285,7 +348,9 @@ func (s *stage) loadTurns(ctx context.Context, id string, r *request, st *mapSta
 
 // turns reads request id's envelope (a stub with its id when it is gone)
 // and the earlier turns of its task (E2A-After-Request, back to the
-// first, at most maxTurns): their envelopes and stored frames.
+// first, at most maxTurns): their envelopes and stored frames. The turns'
+// envelopes are read, not taken from the request cache, which has no
+// frame of theirs to check its entries with (requestOf).
 func (s *stage) turns(ctx context.Context, id string, r *request) ([]a2amap.Request, *e2a.Envelope, error) {
 	env, _, err := s.envelope(ctx, id)
 	if err != nil {
@@ -294,35 +359,31 @@ func (s *stage) turns(ctx context.Context, id string, r *request) ([]a2amap.Requ
 	if env == nil {
 		env = &e2a.Envelope{RequestID: id}
 	}
-	var ids []string
+	var prev []a2amap.Request
 	seen := map[string]bool{}
-	for id := r.after; id != "" && !seen[id] && len(ids) < maxTurns; {
+	for id := r.after; id != "" && !seen[id] && len(prev) < maxTurns; {
 		seen[id] = true
-		ids = append(ids, id)
-		pr, err := s.requestOf(ctx, id)
+		penv, h, err := s.envelope(ctx, id)
 		if err != nil {
 			return nil, nil, err
 		}
-		id = pr.after
-	}
-	prev := make([]a2amap.Request, 0, len(ids))
-	for i := len(ids) - 1; i >= 0; i-- {
-		rq, err := s.storedTurn(ctx, ids[i])
+		rq, err := s.storedTurn(ctx, id, penv)
 		if err != nil {
 			return nil, nil, err
 		}
 		prev = append(prev, rq)
+		id = ""
+		if penv != nil && penv.TaskID != "" {
+			id = h.Get(subjects.HeaderAfterRequest)
+		}
 	}
+	slices.Reverse(prev)
 	return prev, env, nil
 }
 
-// storedTurn is request id's envelope (a stub when it is gone) and its
-// stored frames.
-func (s *stage) storedTurn(ctx context.Context, id string) (a2amap.Request, error) {
-	penv, _, err := s.envelope(ctx, id)
-	if err != nil {
-		return a2amap.Request{}, err
-	}
+// storedTurn is request id's turn: its envelope penv (a stub when it is
+// gone: nil) and its stored frames.
+func (s *stage) storedTurn(ctx context.Context, id string, penv *e2a.Envelope) (a2amap.Request, error) {
 	rq := a2amap.Request{Envelope: penv}
 	if rq.Envelope == nil {
 		rq.Envelope = &e2a.Envelope{RequestID: id}

@@ -246,7 +246,8 @@ func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
 	if err != nil {
 		return nil, nil
 	}
-	r, err := s.requestOf(ctx, requestID)
+	user, task := namedBy(msg.Headers(), msg.Data())
+	r, err := s.requestOf(ctx, requestID, user, task)
 	if err != nil || !r.found {
 		return nil, err
 	}
@@ -254,11 +255,11 @@ func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
 	if err != nil || len(tc.Configs) == 0 {
 		return nil, err
 	}
-	fs, err := frames(msg.Headers(), msg.Data())
+	fs, ferr := frames(msg.Headers(), msg.Data())
 	tasks := slices.ContainsFunc(tc.Configs, func(c Config) bool { return c.Version == V03 })
 	m := s.rendered.get(md.Sequence.Stream, tasks)
 	switch {
-	case err != nil || len(fs) == 0:
+	case ferr != nil || len(fs) == 0:
 		// No update to send, but the configs' cursors still pass it:
 		// their next message is the one after it.
 		s.log.Warn("push: undecodable response message skipped", "request_id", requestID, "seq", md.Sequence.Stream)
