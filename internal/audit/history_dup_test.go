@@ -2,10 +2,13 @@ package audit_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/audit"
@@ -37,11 +40,10 @@ func secretFrame(t *testing.T, id, user string, seq int64, final bool, text stri
 	return b
 }
 
-// A stored duplicate frame (the same sequence stored twice) is skipped by
-// the hot streams' reader, which answers the request whole; the history,
-// which holds the same messages, answers it byte for byte as the hot
-// streams did (it refused it as an invalid frame before).
-func TestHistoryDuplicateFrameAnswersAsTheHotStreams(t *testing.T) {
+// alicesRequest starts a server, an Auditor and the read API over it, and
+// stores a request of alice's (a UUIDv7 id) in E2A_REQUESTS.
+func alicesRequest(t *testing.T) (jetstream.JetStream, *nats.Conn, *httptest.Server, string) {
+	t.Helper()
 	js, nc := server(t)
 	a, err := audit.New(nc)
 	if err != nil {
@@ -50,6 +52,15 @@ func TestHistoryDuplicateFrameAnswersAsTheHotStreams(t *testing.T) {
 	srv := readAPI(t, nc, a)
 	id := uuid.Must(uuid.NewV7()).String()
 	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{ProtocolVersion: e2a.ProtocolVersion, RequestID: id, Method: "chat.send", UserID: "alice"})
+	return js, nc, srv, id
+}
+
+// A stored duplicate frame (the same sequence stored twice) is skipped by
+// the hot streams' reader, which answers the request whole; the history,
+// which holds the same messages, answers it byte for byte as the hot
+// streams did (it refused it as an invalid frame before).
+func TestHistoryDuplicateFrameAnswersAsTheHotStreams(t *testing.T) {
+	js, _, srv, id := alicesRequest(t)
 	publishFrame(t, js, id, 0, frame(id, 0, false))
 	publishFrame(t, js, id, 1, frame(id, 1, false))
 	// Frame 1 stored again (a republish past the dedupe window).
@@ -88,14 +99,7 @@ func TestHistoryDuplicateFrameAnswersAsTheHotStreams(t *testing.T) {
 // same id. Alice's reads of her id answer her request (no frame: no worker
 // took it), never bob's frames; those name bob's user_id.
 func TestHistoryReusedIDKeepsAnotherPrincipalsFramesOut(t *testing.T) {
-	js, nc := server(t)
-	a, err := audit.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := readAPI(t, nc, a)
-	id := uuid.Must(uuid.NewV7()).String()
-	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{ProtocolVersion: e2a.ProtocolVersion, RequestID: id, Method: "chat.send", UserID: "alice"})
+	js, nc, srv, id := alicesRequest(t)
 	waitAudit(t, js, 1)
 	natstest.Purge(t, js, streams.RequestsStream)
 	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{ProtocolVersion: e2a.ProtocolVersion, RequestID: id, Method: "chat.send", UserID: "bob"},
