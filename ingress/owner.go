@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
@@ -152,6 +153,32 @@ func (s *Server) checkRequestID(ctx context.Context, p Principal, requestID stri
 	return idOwnStored, nil
 }
 
+// checkTaskID checks the id the client chose for a new task (its first
+// request's: an Idempotency-Key) against the task records of E2A_TASKS,
+// in one direct get: ErrConflict when it names another principal's task.
+// The lookups of publishAfter read the hot streams only, and a task of
+// more than one turn keeps its record TasksTTL after its last turn, past
+// its requests there: the record still lists the id as its first request,
+// so the newcomer's request would be read as that task's (whose principal
+// alone reads it) and the newcomer's task would be that record, not its
+// own. A record p may write (its own, or an admin's) is left to the
+// publish, as a stored request is.
+func (s *Server) checkTaskID(ctx context.Context, p Principal, taskID string) error {
+	if p.Open {
+		return nil
+	}
+	rec, err := s.opts.tasks.recorded(ctx, KindTask, taskID)
+	switch {
+	case errors.Is(err, context.Canceled):
+		return err
+	case err != nil:
+		return fmt.Errorf("%w: task id lookup: %v", ErrBackpressure, err)
+	case rec != nil && !p.Tenant().Allows(tenant.Write, rec.Principal):
+		return ErrConflict
+	}
+	return nil
+}
+
 // checkFrames checks a request id the client chose against the frames
 // E2A_RESPONSES holds of it, in one direct get. The frames of a request
 // outlive its envelope (stored after it, by the request's run time, and the
@@ -262,6 +289,17 @@ func (s *Server) ownedRecord(ctx context.Context, p Principal, kind, id string, 
 	return rec, nil
 }
 
+// session is the record rec as the protocol packages read it for p: its
+// principal, whose requests alone are the record's (host.Session.Owns), is
+// none with authentication off (every request is the one principal's).
+func (p Principal) session(rec *TaskRecord) host.Session {
+	s := host.Session{ID: rec.ID, Protocol: rec.Protocol, Pool: rec.Pool, Principal: rec.Principal, RequestIDs: rec.RequestIDs}
+	if p.Open {
+		s.Principal = ""
+	}
+	return s
+}
+
 // taskOpen checks that an A2A task named by a new message can take it:
 // ErrTaskTerminal when its last request has finished (completed, failed,
 // canceled; an interrupted turn, input-required or auth-required, leaves
@@ -291,7 +329,9 @@ func taskTerminal(id string) error {
 // or checks that p owns it already, and returns its owner (p's own id, or
 // the principal whose context an admin joins; "" with authentication off).
 // A context p may not write is ErrConflict: joining it would let the agent
-// answer from someone else's conversation.
+// answer from someone else's conversation. A claim that exists is read,
+// and written again when older than half of contextRefresh (the new task
+// of the context then leaves it at most that old: TaskStore.claimedBefore).
 func (s *Server) claimContext(ctx context.Context, p Principal, contextID string) (owner string, err error) {
 	if p.Open || contextID == "" {
 		return "", nil
@@ -300,23 +340,21 @@ func (s *Server) claimContext(ctx context.Context, p Principal, contextID string
 	if err != nil {
 		return "", ErrConflict
 	}
-	rec := TaskRecord{ID: contextID, Protocol: "a2a", Principal: p.UserID, RequestIDs: []string{},
-		Created: e2a.FormatTime(s.opts.now())}
-	rec.Updated = rec.Created
-	data, _ := json.Marshal(rec)
+	now := s.opts.now()
+	data, _ := json.Marshal(contextRecord(contextID, p.UserID, now))
 	if err := s.opts.tasks.create(ctx, key, data); err == nil {
 		return p.UserID, nil
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
 		return "", fmt.Errorf("%w: context index: %v", ErrBackpressure, err)
 	}
-	got, err := s.opts.tasks.Get(ctx, KindContext, contextID)
+	owner, _, err = s.opts.tasks.refreshContext(ctx, contextID, p.UserID, now, s.opts.tasks.contextRefresh/2)
 	if err != nil {
 		return "", fmt.Errorf("%w: context index: %v", ErrBackpressure, err)
 	}
-	if !p.Tenant().Allows(tenant.Write, got.Principal) {
+	if !p.Tenant().Allows(tenant.Write, owner) {
 		return "", ErrConflict
 	}
-	return got.Principal, nil
+	return owner, nil
 }
 
 // publishSentKey is the context key of a function publish calls once its

@@ -270,25 +270,33 @@ func (h protocolHost) Envelope(ctx context.Context, requestID string) (*e2a.Enve
 // request is stored (awaitStored: a task's turn is recorded before it is
 // published); nothing for a request never published.
 func (h protocolHost) Cancel(ctx context.Context, requestID string) error {
-	if !h.s.awaitStored(ctx, requestID) {
+	if _, ok := h.s.awaitStored(ctx, requestID); !ok {
 		return nil
 	}
 	return h.s.cancel(ctx, requestID)
 }
 
-// CancelTurns cancels the turns of requestIDs not ended
-// (egress.Service.UnendedTurns), the newest first.
-func (h protocolHost) CancelTurns(ctx context.Context, requestIDs []string) error {
-	if len(requestIDs) == 0 {
+// CancelTurns cancels the turns of the session sess not ended
+// (egress.Service.UnendedTurns), the newest first, but for a request that
+// is not the session's own (host.Session.Owns, read from the envelope
+// awaitStored finds): another principal's, stored under an id the record
+// lists once the hot streams dropped the session's request.
+func (h protocolHost) CancelTurns(ctx context.Context, sess *host.Session) error {
+	ids := sess.RequestIDs
+	if len(ids) == 0 {
 		return nil
 	}
-	earlier, err := h.s.egress.UnendedTurns(ctx, requestIDs[:len(requestIDs)-1])
+	earlier, err := h.s.egress.UnendedTurns(ctx, ids[:len(ids)-1])
 	if err != nil {
 		return err
 	}
-	for _, id := range append([]string{requestIDs[len(requestIDs)-1]}, earlier...) {
-		if !h.s.awaitStored(ctx, id) {
+	for _, id := range append([]string{ids[len(ids)-1]}, earlier...) {
+		data, ok := h.s.awaitStored(ctx, id)
+		if !ok {
 			continue // never published: nothing to cancel
+		}
+		if env, err := e2a.FromJSON(data); err == nil && !sess.Owns(env) {
+			continue // another principal's
 		}
 		if err := h.s.cancel(ctx, id); err != nil {
 			return err
@@ -297,28 +305,28 @@ func (h protocolHost) CancelTurns(ctx context.Context, requestIDs []string) erro
 	return nil
 }
 
-// awaitStored reports whether requestID is stored in E2A_REQUESTS, waiting
-// for a turn whose session or task record already holds it while its
-// publish has not landed (publishTurn appends to the record first): a
-// cancel stored before its request can be missed by a worker that starts
-// between the two (agent.Cancel). It waits up to the publish timeout and a
-// second, and is false when the request never is (its publish failed and
-// the record lets it go) or ctx ends; true, to cancel as before, when
-// E2A_REQUESTS cannot be read.
-func (s *Server) awaitStored(ctx context.Context, requestID string) bool {
+// awaitStored reports whether requestID is stored in E2A_REQUESTS, and
+// returns its envelope, waiting for a turn whose session or task record
+// already holds it while its publish has not landed (publishTurn appends
+// to the record first): a cancel stored before its request can be missed
+// by a worker that starts between the two (agent.Cancel). It waits up to
+// the publish timeout and a second, and is false when the request never is
+// (its publish failed and the record lets it go) or ctx ends; true without
+// an envelope, to cancel as before, when E2A_REQUESTS cannot be read.
+func (s *Server) awaitStored(ctx context.Context, requestID string) ([]byte, bool) {
 	subj, err := subjects.RequestAnyPool(requestID)
 	if err != nil {
-		return false
+		return nil, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.publishTimeout+time.Second)
 	defer cancel()
 	for wait := 2 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
-		_, err := streams.LastBySubject(ctx, s.nc, streams.RequestsStream, subj)
+		m, err := streams.LastBySubject(ctx, s.nc, streams.RequestsStream, subj)
 		if !errors.Is(err, streams.ErrNoMessages) {
-			return err == nil || ctx.Err() == nil
+			return m.Data, err == nil || ctx.Err() == nil
 		}
 		if sleepctx.Sleep(ctx, wait) != nil {
-			return false
+			return nil, false
 		}
 	}
 }
@@ -437,8 +445,7 @@ func (c caller) ListTasks(ctx context.Context, max int, keep func(*host.ListedTa
 		if !c.p.Tenant().Allows(tenant.Read, r.Principal) {
 			return false
 		}
-		t := &host.ListedTask{Task: host.Task{Session: host.Session{ID: r.ID, Protocol: r.Protocol, Pool: r.Pool,
-			RequestIDs: r.RequestIDs}, ContextID: r.ContextID}, Updated: r.Updated}
+		t := &host.ListedTask{Task: host.Task{Session: c.p.session(r), ContextID: r.ContextID}, Updated: r.Updated}
 		if keep(t) {
 			out = append(out, t)
 		}
@@ -492,7 +499,8 @@ func (c rpcCaller) Session(ctx context.Context, protocol, id string, a tenant.Ac
 	if err != nil {
 		return nil, hostError(err)
 	}
-	return &host.Session{ID: rec.ID, Protocol: rec.Protocol, Pool: rec.Pool, RequestIDs: rec.RequestIDs}, nil
+	sess := c.p.session(rec)
+	return &sess, nil
 }
 
 // PutSessionData stores data under kind/id in the task bucket.

@@ -64,8 +64,7 @@ func (c rpcCaller) Task(ctx context.Context, id string, a tenant.Access) (*host.
 	if err != nil {
 		return nil, err
 	}
-	return &host.Task{Session: host.Session{ID: rec.ID, Protocol: rec.Protocol, Pool: rec.Pool, RequestIDs: rec.RequestIDs},
-		ContextID: rec.ContextID}, nil
+	return &host.Task{Session: c.p.session(rec), ContextID: rec.ContextID}, nil
 }
 
 // CheckTaskOpen is taskOpen, its errors matching the host's sentinels too.

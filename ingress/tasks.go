@@ -40,11 +40,17 @@ const MaxRequestsPerTask = 256
 // creates the record from it (a create, the compare-and-set that orders it
 // after the first); later turns update it on its revision.
 type TaskRecord struct {
-	ID         string   `json:"id"`
-	ContextID  string   `json:"context_id,omitempty"`
-	Protocol   string   `json:"protocol"`
-	Pool       string   `json:"pool"`
-	Principal  string   `json:"principal,omitempty"`
+	ID        string `json:"id"`
+	ContextID string `json:"context_id,omitempty"`
+	Protocol  string `json:"protocol"`
+	Pool      string `json:"pool"`
+	Principal string `json:"principal,omitempty"`
+	// Owner is the owner of the task's conversation when another than
+	// Principal: the context's owner, for a task an admin started in
+	// another principal's A2A context (its first turn's e2a.Envelope.Owner,
+	// read by firstTurnRecord). turnOwner names it in the task's later
+	// turns.
+	Owner      string   `json:"owner,omitempty"`
 	RequestIDs []string `json:"request_ids"`
 	// CancelTurn is the request of the task's cancel turn (cancelInterrupted)
 	// once appended. While it is the newest request the task is canceled,
@@ -53,8 +59,14 @@ type TaskRecord struct {
 	// Only the append reads it; every reader of the task's state reads the
 	// frames.
 	CancelTurn string `json:"cancel_turn,omitempty"`
-	Created    string `json:"created"`
-	Updated    string `json:"updated"`
+	// ContextClaimed is a time at or before which the claim of the task's
+	// A2A context (KindContext, ContextID) was last written, as the task's
+	// writes last found it: once it is older than
+	// TaskStore.contextRefresh, the task's next write reads the claim and
+	// writes it again if it is that old (keepContext).
+	ContextClaimed string `json:"context_claimed,omitempty"`
+	Created        string `json:"created"`
+	Updated        string `json:"updated"`
 }
 
 // LastRequest is the newest request of the task ("" when none).
@@ -91,6 +103,11 @@ type TaskStore struct {
 	now func() time.Time
 	// turns caches the first-turn records a listing reads (listTasks).
 	turns firstTurns
+	// contextRefresh is the age past which a write of a task writes the
+	// claim of its context again (keepContext; a new task of the context
+	// does at half of it: claimContext); negative when records never
+	// expire.
+	contextRefresh time.Duration
 }
 
 // Task record kinds.
@@ -111,7 +128,24 @@ func NewTaskStore(ctx context.Context, js jetstream.JetStream) (*TaskStore, erro
 	if st, err := js.Stream(ctx, streams.RequestsStream); err == nil {
 		ts.turns.maxAge = st.CachedInfo().Config.MaxAge
 	}
+	ts.contextRefresh = 0 // the bucket's TTL unknown: every write checks
+	if st, err := kv.Status(ctx); err == nil {
+		ts.contextRefresh = contextRefresh(st.TTL(), ts.turns.maxAge)
+	}
 	return ts, nil
+}
+
+// contextRefresh is TaskStore.contextRefresh for a bucket whose records
+// live ttl after their last write (0: forever) and requests that live
+// maxAge in E2A_REQUESTS: half of what ttl leaves past maxAge. A claim is
+// then written at most that long before each write of a task of its
+// context, and so lives at least maxAge and as long again past it: past
+// the task's requests in the hot streams.
+func contextRefresh(ttl, maxAge time.Duration) time.Duration {
+	if ttl <= 0 {
+		return -1
+	}
+	return max(0, (ttl-maxAge)/2)
 }
 
 // expectNew is the header of a write that only an empty key accepts (read
@@ -175,11 +209,26 @@ func (s *TaskStore) Get(ctx context.Context, kind, id string) (*TaskRecord, erro
 	if value == nil {
 		return nil, ErrTaskNotFound
 	}
-	var rec TaskRecord
-	if err := json.Unmarshal(value, &rec); err != nil {
-		return nil, fmt.Errorf("ingress: task record %s: %w", key, err)
+	return decodeRecord(key, value)
+}
+
+// recorded returns the record the bucket holds for kind/id, nil when none
+// (a task named by its first request, ErrTaskNotFound's other case, is
+// not looked for): one direct get, which a replica a write behind may
+// answer.
+func (s *TaskStore) recorded(ctx context.Context, kind, id string) (*TaskRecord, error) {
+	key, err := taskKey(kind, id)
+	if err != nil {
+		return nil, nil
 	}
-	return &rec, nil
+	e, err := s.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodeRecord(key, e.Value())
 }
 
 // AppendNew is Append for a task the caller has just made up (a new task
@@ -197,10 +246,12 @@ func (s *TaskStore) appendNew(ctx context.Context, kind string, base TaskRecord,
 	if err != nil {
 		return nil, false, err
 	}
-	now := e2a.FormatTime(s.now())
+	at := s.now()
+	now := e2a.FormatTime(at)
 	rec := base
 	rec.RequestIDs = []string{requestID}
 	rec.Created, rec.Updated = now, now
+	rec.ContextClaimed = s.claimedBefore(rec.ContextID, at)
 	data, _ := json.Marshal(rec)
 	if err := s.create(ctx, key, data); err == nil {
 		return &rec, true, nil
@@ -254,7 +305,8 @@ func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecor
 		return nil, false, err
 	}
 	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
-		now := e2a.FormatTime(s.now())
+		at := s.now()
+		now := e2a.FormatTime(at)
 		e, err := s.kv.Get(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
@@ -270,6 +322,9 @@ func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecor
 			}
 			if cond.cancel {
 				rec.CancelTurn = requestID
+			}
+			if err := s.keepContext(ctx, kind, rec, by, at); err != nil {
+				return nil, false, err
 			}
 			data, _ := json.Marshal(rec)
 			if err := s.create(ctx, key, data); err != nil {
@@ -307,6 +362,9 @@ func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecor
 		}
 		if rec.ContextID == "" {
 			rec.ContextID = base.ContextID
+		}
+		if err := s.keepContext(ctx, kind, &rec, by, at); err != nil {
+			return nil, false, err
 		}
 		rec.Updated = now
 		if ok, err := s.update(ctx, key, &rec, e.Revision()); err != nil {
@@ -453,6 +511,9 @@ func (s *TaskStore) newRecord(ctx context.Context, kind string, base TaskRecord,
 	if first.ContextID == "" {
 		first.ContextID = base.ContextID
 	}
+	if at, err := e2a.ParseTime(first.Created); err == nil {
+		first.ContextClaimed = s.claimedBefore(first.ContextID, at)
+	}
 	return first, true, nil
 }
 
@@ -493,8 +554,9 @@ type firstTurnProbe struct {
 	Provenance *struct {
 		SourceProtocol string `json:"source_protocol"`
 		Details        struct {
-			TaskCreated     bool   `json:"task_created"`
-			IngressProtocol string `json:"ingress_protocol"`
+			TaskCreated       bool   `json:"task_created"`
+			IngressProtocol   string `json:"ingress_protocol"`
+			ConversationOwner string `json:"conversation_owner"`
 		} `json:"details"`
 	} `json:"provenance"`
 }
@@ -524,8 +586,12 @@ func firstTurnRecord(m streams.RawMsg) (rec *TaskRecord, ok bool) {
 		return nil, false
 	}
 	at := e2a.FormatTime(m.Time)
-	return &TaskRecord{ID: id, ContextID: p.ContextID, Protocol: cmp.Or(p.Provenance.Details.IngressProtocol, p.Provenance.SourceProtocol), Pool: pool, Principal: p.UserID,
-		RequestIDs: []string{id}, Created: at, Updated: at}, true
+	rec = &TaskRecord{ID: id, ContextID: p.ContextID, Protocol: cmp.Or(p.Provenance.Details.IngressProtocol, p.Provenance.SourceProtocol), Pool: pool, Principal: p.UserID,
+		RequestIDs: []string{id}, Created: at, Updated: at}
+	if o := p.Provenance.Details.ConversationOwner; o != p.UserID {
+		rec.Owner = o
+	}
+	return rec, true
 }
 
 // listTasks is list for the task records and the tasks that have none

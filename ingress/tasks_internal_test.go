@@ -12,6 +12,8 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
@@ -303,5 +305,46 @@ func TestAppendAfterCancelTurn(t *testing.T) {
 	}
 	if got := ids("t-2"); got != "t-2 answer-2 cancel:" {
 		t.Errorf("record %q", got)
+	}
+}
+
+// TestTurnOwnerOfAnAdminsTask: a task an admin (ops) started in alice's
+// A2A context is alice's conversation in every turn: its first turn names
+// her (the context's claim), and its later turns the record's owner, which
+// the first turn's stored envelope gives (firstTurnRecord); the context's
+// claim is not read again. Any other task's later turns name its principal.
+func TestTurnOwnerOfAnAdminsTask(t *testing.T) {
+	first := func(user, owner string) *TaskRecord {
+		t.Helper()
+		details := `"task_created":true,"ingress_protocol":"a2a"`
+		if owner != "" {
+			details += `,"conversation_owner":"` + owner + `"`
+		}
+		rec, ok := firstTurnRecord(streams.RawMsg{Subject: "e2a.req.demo.t-1", Time: time.Now(),
+			Data: []byte(`{"request_id":"t-1","task_id":"t-1","context_id":"c-1","user_id":"` + user + `","provenance":{"source_protocol":"a2a","details":{` + details + `}}}`)})
+		if !ok {
+			t.Fatal("not read as a task's first turn")
+		}
+		return rec
+	}
+	admins := first("ops", "alice")
+	if admins.Principal != "ops" || admins.Owner != "alice" {
+		t.Fatalf("the admin's task record: principal %q owner %q, want ops, alice", admins.Principal, admins.Owner)
+	}
+	if got := turnOwner(KindTask, host.Turn{Created: true}, admins, "alice"); got != "alice" {
+		t.Errorf("its first turn's owner %q, want alice", got)
+	}
+	if got := turnOwner(KindTask, host.Turn{}, admins, ""); got != "alice" {
+		t.Errorf("its later turn's owner %q, want alice", got)
+	}
+	own := first("alice", "")
+	if own.Owner != "" {
+		t.Errorf("alice's own task has owner %q, want none", own.Owner)
+	}
+	if got := turnOwner(KindTask, host.Turn{}, own, ""); got != "alice" {
+		t.Errorf("alice's own task's later turn's owner %q, want alice", got)
+	}
+	if got := turnOwner(KindSession, host.Turn{}, &TaskRecord{Principal: "bob"}, ""); got != "bob" {
+		t.Errorf("a session's turn's owner %q, want bob", got)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
-	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // Turns of one task or session never overlap. A request that is a turn of
@@ -58,6 +57,11 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 	if of.Created && !of.Session && of.Task.ID == env.RequestID {
 		// A new task named by its first request: that request is its
 		// record (TaskRecord), nothing is written before it.
+		if origin == idChosen {
+			if err := s.checkTaskID(ctx, p, env.RequestID); err != nil {
+				return Accepted{}, err
+			}
+		}
 		start := time.Now()
 		acc, err := s.publishAfter(ctx, p, pool, env, "", origin, contextOwner)
 		s.metrics.publish.Observe(time.Since(start).Seconds())
@@ -85,7 +89,7 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 		s.opts.log.Warn("task index update failed: request refused", "kind", kind, "task_id", of.Task.ID, "request_id", env.RequestID, "err", err)
 		return Accepted{}, fmt.Errorf("%w: task index: %v", ErrBackpressure, err)
 	}
-	owner := s.turnOwner(ctx, p, kind, env, of, rec, contextOwner)
+	owner := turnOwner(kind, of, rec, contextOwner)
 	start := time.Now()
 	acc, err := s.publishAfter(ctx, p, pool, env, rec.Before(env.RequestID), origin, owner)
 	s.metrics.publish.Observe(time.Since(start).Seconds())
@@ -103,26 +107,19 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 
 // turnOwner is the owner of the conversation a turn of the record rec
 // belongs to: the record's principal (an admin's turn of another
-// principal's task or session is that principal's), and for an A2A task
-// its context's owner, whose conversation the context is: the claim's for
-// a new task (contextOwner), the context record's for a turn of an
-// admin's (the one principal who may start a task in another's context:
-// every other principal's tasks are in contexts of its own). A context
-// record that cannot be read leaves the task's principal.
-func (s *Server) turnOwner(ctx context.Context, p Principal, kind string, env *e2a.Envelope, of host.Turn, rec *TaskRecord, contextOwner string) string {
-	if kind != KindTask {
-		return rec.Principal
-	}
-	if of.Created {
+// principal's task or session is that principal's), and for a new A2A
+// task its context's owner, whose conversation the context is: the
+// claim's (contextOwner; another than the task's principal for an admin's
+// task in another principal's context). A later turn of a task is its
+// record's principal's, whatever the context's claim says now: the claim
+// is E2A_TASKS' context record, which a record of the context's tasks
+// may outlive (its TTL counts from its own writes), and which another
+// principal may have claimed since. It is the record's owner instead when
+// the task's first turn named one (TaskRecord.Owner: an admin's task in
+// another principal's context stays that principal's conversation).
+func turnOwner(kind string, of host.Turn, rec *TaskRecord, contextOwner string) string {
+	if kind == KindTask && of.Created {
 		return cmp.Or(contextOwner, rec.Principal)
 	}
-	contextID := cmp.Or(env.ContextID, rec.ContextID)
-	if contextID == "" || p.Open || !p.Tenant().HasRole(tenant.RoleAdmin) {
-		return rec.Principal
-	}
-	c, err := s.opts.tasks.Get(ctx, KindContext, contextID)
-	if err != nil || c.Principal == "" {
-		return rec.Principal
-	}
-	return c.Principal
+	return cmp.Or(rec.Owner, rec.Principal)
 }

@@ -37,10 +37,11 @@ func serveAgentVault(serve func(http.ResponseWriter, *http.Request, string, stri
 	serve(w, r, requestID, AgentVaultFormat, func(o *render.Output) render.Renderer { return NewAgentVaultStream(o, requestID, p) })
 }
 
-// agentVaultTaskOf answers AgentVault tasks/get: the task rebuilt from
-// requestIDs in the profile's Task shape, or egress.ErrNotFound.
-func agentVaultTaskOf(ctx context.Context, ans host.TaskFrames, taskID string, requestIDs []string) (AVTask, error) {
-	reqs, err := ans.LoadRequests(ctx, requestIDs)
+// agentVaultTaskOf answers AgentVault tasks/get: the task t rebuilt from
+// its own requests (host.Session.OwnRequests) in the profile's Task shape,
+// or egress.ErrNotFound.
+func agentVaultTaskOf(ctx context.Context, ans Answers, t *host.Task) (AVTask, error) {
+	reqs, err := ans.load(ctx, t)
 	if err != nil {
 		return AVTask{}, err
 	}
@@ -48,7 +49,7 @@ func agentVaultTaskOf(ctx context.Context, ans host.TaskFrames, taskID string, r
 	if reqs[0].Envelope != nil {
 		created = reqs[0].Envelope.Timestamp
 	}
-	return AgentVaultTask(a2amap.V03Task(a2amap.BuildTask(taskID, "", reqs, nil)), created), nil
+	return AgentVaultTask(a2amap.V03Task(a2amap.BuildTask(t.ID, "", reqs, nil)), created), nil
 }
 
 // AgentVaultCancelResult is the result of AgentVault tasks/cancel.
@@ -57,14 +58,14 @@ type AgentVaultCancelResult struct {
 	Message string `json:"message"`
 }
 
-// agentVaultCancel answers AgentVault tasks/cancel: the result once the
-// cancel is sent, egress.ErrNotCancelable when the task is already final,
-// egress.ErrNotFound when it has no request.
-func agentVaultCancel(ctx context.Context, ans host.TaskFrames, requestIDs []string, cancel egress.CancelFunc) (AgentVaultCancelResult, error) {
-	if len(requestIDs) == 0 {
+// agentVaultCancel answers AgentVault tasks/cancel of the task t: the
+// result once the cancel is sent, egress.ErrNotCancelable when the task is
+// already final, egress.ErrNotFound when it has no request of its own.
+func agentVaultCancel(ctx context.Context, ans Answers, t *host.Task, cancel egress.CancelFunc) (AgentVaultCancelResult, error) {
+	if len(t.RequestIDs) == 0 {
 		return AgentVaultCancelResult{}, egress.ErrNotFound
 	}
-	canceled, err := ans.CancelTurns(ctx, requestIDs, cancel)
+	canceled, err := ans.CancelTurns(ctx, t, cancel)
 	if err != nil {
 		return AgentVaultCancelResult{}, err
 	}

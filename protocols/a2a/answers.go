@@ -36,33 +36,122 @@ type Answers struct{ f host.TaskFrames }
 // Service).
 func NewAnswers(f host.TaskFrames) Answers { return Answers{f: f} }
 
-// A2ATask rebuilds the A2A Task made of requestIDs (in order, from the
-// E2A_TASKS index ingress keeps) with a2amap.BuildTask. It returns
+// A2ATask rebuilds the A2A Task made of requestIDs (in order) with
+// a2amap.BuildTask, every request read as the task's: the caller's own,
+// just accepted (A2ATaskOf reads a task's record). It returns
 // egress.ErrNotFound when none of the requests exists.
 func (a Answers) A2ATask(ctx context.Context, taskID, contextID string, requestIDs []string, historyLength *int) (*a2a.Task, error) {
-	reqs, err := a.f.LoadRequests(ctx, requestIDs)
+	return a.A2ATaskOf(ctx, unowned(taskID, contextID, requestIDs), historyLength)
+}
+
+// A2ATaskOf is A2ATask for the task t, as the E2A_TASKS index ingress
+// keeps it: of its requests, those that are its own
+// (host.Session.OwnRequests). egress.ErrNotFound when none is left.
+func (a Answers) A2ATaskOf(ctx context.Context, t *host.Task, historyLength *int) (*a2a.Task, error) {
+	reqs, err := a.load(ctx, t)
 	if err != nil {
 		return nil, err
 	}
-	return a2amap.BuildTask(taskID, contextID, reqs, historyLength), nil
+	return a2amap.BuildTask(t.ID, t.ContextID, reqs, historyLength), nil
 }
 
-// A2ACancel answers A2A tasks/cancel (v0.3 and v1.0):
-// egress.ErrNotCancelable when the task's last request is already final,
-// egress.ErrNotFound when it has none; otherwise its turns are cancelled
-// (host.TaskFrames' CancelTurns), and the Task returned (state canceled once
-// the worker stopped).
-func (a Answers) A2ACancel(ctx context.Context, taskID, contextID string, requestIDs []string, cancel egress.CancelFunc) (*a2a.Task, error) {
-	if _, err := a.f.CancelTurns(ctx, requestIDs, cancel); err != nil {
+// unowned is the task taskID of requestIDs, every one read as its own (no
+// principal).
+func unowned(taskID, contextID string, requestIDs []string) *host.Task {
+	return &host.Task{Session: host.Session{ID: taskID, RequestIDs: requestIDs}, ContextID: contextID}
+}
+
+// load reads the envelope and the stored frames of the task t's own
+// requests (host.Session.OwnRequests).
+func (a Answers) load(ctx context.Context, t *host.Task) ([]egress.StoredRequest, error) {
+	reqs, err := a.f.LoadRequests(ctx, t.RequestIDs)
+	if err != nil {
 		return nil, err
 	}
-	return a.A2ATask(ctx, taskID, contextID, requestIDs, nil)
+	return t.OwnRequests(reqs)
 }
 
-// CancelTurns is host.TaskFrames' CancelTurns (A2A v1.0 CancelTask answers
-// the task after it).
-func (a Answers) CancelTurns(ctx context.Context, requestIDs []string, cancel egress.CancelFunc) (bool, error) {
-	return a.f.CancelTurns(ctx, requestIDs, cancel)
+// A2ACancel is A2ACancelOf for the task taskID of requestIDs, every one
+// read as its own.
+func (a Answers) A2ACancel(ctx context.Context, taskID, contextID string, requestIDs []string, cancel egress.CancelFunc) (*a2a.Task, error) {
+	return a.A2ACancelOf(ctx, unowned(taskID, contextID, requestIDs), cancel)
+}
+
+// A2ACancelOf answers A2A tasks/cancel (v0.3 and v1.0) of the task t:
+// egress.ErrNotCancelable when its last request is already final,
+// egress.ErrNotFound when it has none of its own; otherwise its turns are
+// cancelled (CancelTurns), and the Task returned (state canceled once the
+// worker stopped).
+func (a Answers) A2ACancelOf(ctx context.Context, t *host.Task, cancel egress.CancelFunc) (*a2a.Task, error) {
+	if _, err := a.CancelTurns(ctx, t, cancel); err != nil {
+		return nil, err
+	}
+	return a.A2ATaskOf(ctx, t, nil)
+}
+
+// CancelTurns is host.TaskFrames' CancelTurns of the task t's own turns
+// (ownTurns): another principal's request is never cancelled for it.
+func (a Answers) CancelTurns(ctx context.Context, t *host.Task, cancel egress.CancelFunc) (bool, error) {
+	ids, err := a.ownTurns(ctx, t)
+	if err != nil {
+		return false, err
+	}
+	return a.f.CancelTurns(ctx, ids, cancel)
+}
+
+// ownTurns is the part of the task t's requests that a cancel may reach,
+// none of another principal's. host.TaskFrames' CancelTurns cancels the
+// newest request and the turns before it that have not ended, walking
+// back up to one that has its final frame or is not stored; ownTurns
+// walks back the same way, reading each request (one LoadRequests), and
+// leaves out the first that is not t's own (host.Session.OwnRequests)
+// with every request before it. Nothing is read when t has no principal.
+func (a Answers) ownTurns(ctx context.Context, t *host.Task) ([]string, error) {
+	ids := t.RequestIDs
+	if t.Principal == "" {
+		return ids, nil
+	}
+	newest := len(ids) - 1
+	for i := newest; i >= 0; i-- {
+		reqs, err := a.f.LoadRequests(ctx, ids[i:i+1])
+		if errors.Is(err, egress.ErrNotFound) {
+			if i < newest {
+				return ids[i:], nil // the walk ends there
+			}
+			continue // the newest is cancelled whatever earlier turns are
+		}
+		if err != nil {
+			return nil, err
+		}
+		if _, err := t.OwnRequests(reqs); err != nil {
+			return ids[i+1:], nil
+		}
+		if f := reqs[0].Frames; i < newest && len(f) > 0 && f[len(f)-1].IsFinal {
+			return ids[i:], nil
+		}
+	}
+	return ids, nil
+}
+
+// LastTurn is the task t's newest request, which a resubscription
+// follows: egress.ErrNotFound when it is not t's own
+// (host.Session.OwnRequests: one read of it when t has a principal).
+func (a Answers) LastTurn(ctx context.Context, t *host.Task) (string, error) {
+	last := t.LastRequest()
+	if last == "" || t.Principal == "" {
+		return last, nil
+	}
+	reqs, err := a.f.LoadRequests(ctx, []string{last})
+	if errors.Is(err, egress.ErrNotFound) {
+		return last, nil // not stored (yet): answered as an unknown request
+	}
+	if err == nil {
+		_, err = t.OwnRequests(reqs)
+	}
+	if err != nil {
+		return "", err
+	}
+	return last, nil
 }
 
 // Heartbeat is the interval of a stream's keep-alives.
@@ -190,31 +279,31 @@ func (a Answers) A2AResult(ctx context.Context, requestID string, p A2AParams, o
 	}
 }
 
-// A2ASubscription answers A2A v1.0 SubscribeToTask: the task rebuilt from
-// the stored frames of requestIDs first (the current state, whatever it
-// is: a finished task is replayed from the durable streams this way), then,
-// unless that state is terminal or interrupted (input-required,
-// auth-required: the turn is over), the events of the last request's later
-// frames as they are written, to its final frame. It yields egress.ErrNotFound
-// when none of the requests exists.
+// A2ASubscription answers A2A v1.0 SubscribeToTask of the task: the task
+// rebuilt from the stored frames of its own requests first (A2ATaskOf; the
+// current state, whatever it is: a finished task is replayed from the
+// durable streams this way), then, unless that state is terminal or
+// interrupted (input-required, auth-required: the turn is over), the
+// events of the newest one's later frames as they are written, to its
+// final frame. It yields egress.ErrNotFound when none of them exists.
 //
 // interaction is A2AParams.Interaction for the live events (the task
 // itself is rebuilt whole, as tasks/get answers it).
-func (a Answers) A2ASubscription(ctx context.Context, taskID, contextID string, requestIDs []string, interaction bool) iter.Seq2[a2a.Event, error] {
+func (a Answers) A2ASubscription(ctx context.Context, task *host.Task, interaction bool) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
-		reqs, err := a.f.LoadRequests(ctx, requestIDs)
+		reqs, err := a.load(ctx, task)
 		if err != nil {
 			yield(nil, err)
 			return
 		}
-		t := a2amap.BuildTask(taskID, contextID, reqs, nil)
+		t := a2amap.BuildTask(task.ID, task.ContextID, reqs, nil)
 		// An interrupted task's turn is over too: its stream ends at the
 		// question (the answer starts a new request).
 		if !yield(t, nil) || t.Status.State.Terminal() || a2amap.Interrupted(t.Status.State) {
 			return
 		}
 		last := reqs[len(reqs)-1]
-		p := A2AParams{TaskID: taskID, ContextID: t.ContextID, Resubscribe: true, Interaction: interaction}
+		p := A2AParams{TaskID: task.ID, ContextID: t.ContextID, Resubscribe: true, Interaction: interaction}
 		for ev, err := range a.A2AEvents(ctx, last.Envelope.RequestID, p, int64(len(last.Frames))) {
 			if !yield(ev, err) || err != nil {
 				return

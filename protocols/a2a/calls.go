@@ -85,17 +85,17 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 			return
 		}
 		if protocol == normalizer.ProtocolAgentVault {
-			answer(rep, toRPC)(agentVaultTaskOf(in.Ctx, d.h.TaskFrames(), t.ID, t.RequestIDs))
+			answer(rep, toRPC)(agentVaultTaskOf(in.Ctx, ans, t))
 			return
 		}
-		answer(rep, toRPC)(v03Task(ans.A2ATask(in.Ctx, t.ID, t.ContextID, t.RequestIDs, HistoryLength(env))))
+		answer(rep, toRPC)(v03Task(ans.A2ATaskOf(in.Ctx, t, HistoryLength(env))))
 	case normalizer.OpCancel:
 		t := owned(tenant.Write)
 		if t == nil {
 			return
 		}
 		if protocol == normalizer.ProtocolAgentVault {
-			answer(rep, toRPC)(agentVaultCancelTask(in.Ctx, d.h.TaskFrames(), tc, t, d.h.Cancel))
+			answer(rep, toRPC)(agentVaultCancelTask(in.Ctx, ans, tc, t, d.h.Cancel))
 			return
 		}
 		answer(rep, toRPC)(a2aCancel(in.Ctx, ans, tc, t, d.h.Cancel))
@@ -104,24 +104,37 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 		if t == nil || !d.admitProfile(rep, in, protocol, t.Pool, req.Method) {
 			return
 		}
-		w := rep.Stream()
-		if w == nil {
-			return // a notification: nothing to follow
-		}
-		release, ok := c.StreamSlot(rep)
-		if !ok {
-			return
-		}
-		defer release()
-		if protocol == normalizer.ProtocolAgentVault {
-			serveAgentVault(d.h.TaskFrames().ServeExisting, w, in.Request, t.LastRequest(), AgentVaultParams{JSONRPCID: req.ID, TaskID: t.ID})
-			return
-		}
-		serveStream(d.h.TaskFrames().ServeExisting, w, in.Request, t.LastRequest(), a2amap.Params{JSONRPCID: req.ID, TaskID: t.ID, ContextID: t.ContextID,
-			Resubscribe: true, Interaction: Interaction(in.Header, env)})
+		d.resubscribe(rep, in, c, ans, t, protocol == normalizer.ProtocolAgentVault, toRPC, req, Interaction(in.Header, env))
 	default:
 		rep.Error(jsonrpc.MethodNotFound(req.Method))
 	}
+}
+
+// resubscribe follows the newest turn of the caller's task t to its final
+// frame (tasks/resubscribe; AgentVault's tasks/sendSubscribe of a task when
+// agentVault), from its first frame.
+func (d *frontDoor) resubscribe(rep host.Reply, in host.Call, c host.RPCCaller, ans Answers, t *host.Task, agentVault bool,
+	toRPC func(error) *jsonrpc.Error, req *jsonrpc.Request, interaction bool) {
+	last, err := ans.LastTurn(in.Ctx, t)
+	if err != nil {
+		rep.Error(toRPC(err))
+		return
+	}
+	w := rep.Stream()
+	if w == nil {
+		return // a notification: nothing to follow
+	}
+	release, ok := c.StreamSlot(rep)
+	if !ok {
+		return
+	}
+	defer release()
+	if agentVault {
+		serveAgentVault(d.h.TaskFrames().ServeExisting, w, in.Request, last, AgentVaultParams{JSONRPCID: req.ID, TaskID: t.ID})
+		return
+	}
+	serveStream(d.h.TaskFrames().ServeExisting, w, in.Request, last, a2amap.Params{JSONRPCID: req.ID, TaskID: t.ID, ContextID: t.ContextID,
+		Resubscribe: true, Interaction: interaction})
 }
 
 // answer returns the function that answers a result, or its error mapped

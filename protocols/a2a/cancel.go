@@ -14,12 +14,12 @@ import (
 )
 
 // a2aCancel answers A2A tasks/cancel: the task's turns that have not
-// ended cancelled (egress's A2ACancel); when none is left running and the
+// ended cancelled (Answers.A2ACancelOf); when none is left running and the
 // last ended interrupted (input-required, auth-required: not terminal), a
 // cancel turn ends the task canceled (host.Tasks.CancelInterrupted). The
 // task after either, in v0.3.
 func a2aCancel(ctx context.Context, ans Answers, tc host.Tasks, t *host.Task, cancel egress.CancelFunc) (*a2a.Task, error) {
-	v, err := ans.A2ACancel(ctx, t.ID, t.ContextID, t.RequestIDs, cancel)
+	v, err := ans.A2ACancelOf(ctx, t, cancel)
 	if !errors.Is(err, egress.ErrNotCancelable) {
 		return a2amap.V03Task(v), err
 	}
@@ -30,7 +30,9 @@ func a2aCancel(ctx context.Context, ans Answers, tc host.Tasks, t *host.Task, ca
 		}
 		return nil, ierr
 	}
-	return v03Task(ans.A2ATask(ctx, t.ID, t.ContextID, append(slices.Clone(t.RequestIDs), id), nil))
+	after := *t
+	after.RequestIDs = append(slices.Clone(t.RequestIDs), id)
+	return v03Task(ans.A2ATaskOf(ctx, &after, nil))
 }
 
 // v03Task is an answer's task in A2A v0.3 (a2amap.V03Task).
@@ -43,8 +45,8 @@ func v03Task(t *a2av1.Task, err error) (*a2a.Task, error) {
 
 // agentVaultCancelTask is agentVaultCancel, with the cancel turn of an
 // interrupted task (INPUT_REQUIRED) as a2aCancel has it.
-func agentVaultCancelTask(ctx context.Context, ans host.TaskFrames, tc host.Tasks, t *host.Task, cancel egress.CancelFunc) (AgentVaultCancelResult, error) {
-	res, err := agentVaultCancel(ctx, ans, t.RequestIDs, cancel)
+func agentVaultCancelTask(ctx context.Context, ans Answers, tc host.Tasks, t *host.Task, cancel egress.CancelFunc) (AgentVaultCancelResult, error) {
+	res, err := agentVaultCancel(ctx, ans, t, cancel)
 	if !errors.Is(err, egress.ErrNotCancelable) {
 		return res, err
 	}

@@ -187,7 +187,8 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 	kept, ok := keep(res)
 	if !ok {
 		id := cmp.Or(p.TaskID, acc.RequestID)
-		t, err := h.h.V1Answers().A2ATask(ctx, id, cmp.Or(p.ContextID, id), []string{acc.RequestID}, p.HistoryLength)
+		t, err := h.h.V1Answers().A2ATaskOf(ctx, &host.Task{Session: host.Session{ID: id, RequestIDs: []string{acc.RequestID}},
+			ContextID: cmp.Or(p.ContextID, id)}, p.HistoryLength)
 		if err != nil {
 			return nil, sdkError(err)
 		}
@@ -271,7 +272,7 @@ func (h *handler) GetTask(ctx context.Context, req *a2a.GetTaskRequest) (*a2a.Ta
 }
 
 func (h *handler) task(ctx context.Context, t *host.Task, historyLength *int) (*a2a.Task, error) {
-	v, err := h.h.V1Answers().A2ATask(ctx, t.ID, t.ContextID, t.RequestIDs, historyLength)
+	v, err := h.h.V1Answers().A2ATaskOf(ctx, t, historyLength)
 	if err != nil {
 		return nil, sdkError(err)
 	}
@@ -376,7 +377,7 @@ func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*
 	if err != nil || len(t.RequestIDs) == 0 {
 		return nil, a2a.ErrTaskNotFound
 	}
-	if _, err := h.h.V1Answers().CancelTurns(ctx, t.RequestIDs, h.h.Cancel); err != nil {
+	if _, err := h.h.V1Answers().CancelTurns(ctx, t, h.h.Cancel); err != nil {
 		// Nothing running: an interrupted task (input-required,
 		// auth-required) is canceled by a cancel turn of its own.
 		if !errors.Is(err, egress.ErrNotCancelable) {
@@ -419,7 +420,7 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskR
 	// The task and its live events without the parts a basic client
 	// must not get (no output modes here: all of them otherwise).
 	interaction := a2aproto.Interaction(c.header, &e2a.Envelope{})
-	evs := h.h.V1Answers().A2ASubscription(ctx, t.ID, t.ContextID, t.RequestIDs, interaction)
+	evs := h.h.V1Answers().A2ASubscription(ctx, t, interaction)
 	evs = h.followTurns(ctx, c.c, t, interaction, evs)
 	if !ReplayRequested(c.header) {
 		evs = refuseFinished(evs)

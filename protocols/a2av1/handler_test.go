@@ -57,8 +57,8 @@ func (f fakeHost) V1Answers() Answers {
 // history.
 type fakeAnswers struct{ Answers }
 
-func (fakeAnswers) A2ATask(_ context.Context, taskID, contextID string, requestIDs []string, _ *int) (*a2a.Task, error) {
-	return &a2a.Task{ID: a2a.TaskID(taskID), ContextID: contextID,
+func (fakeAnswers) A2ATaskOf(_ context.Context, t *host.Task, _ *int) (*a2a.Task, error) {
+	return &a2a.Task{ID: a2a.TaskID(t.ID), ContextID: t.ContextID,
 		Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}, nil
 }
 
@@ -72,14 +72,14 @@ func (fakeAnswers) A2AResult(_ context.Context, requestID string, p a2amap.Param
 	return &a2a.Task{ID: a2a.TaskID(p.TaskID), ContextID: p.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}, nil
 }
 
-func (a fakeAnswers) A2ASubscription(ctx context.Context, taskID, contextID string, requestIDs []string, _ bool) iter.Seq2[a2a.Event, error] {
+func (a fakeAnswers) A2ASubscription(ctx context.Context, task *host.Task, _ bool) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
-		t, _ := a.A2ATask(ctx, taskID, contextID, requestIDs, nil)
+		t, _ := a.A2ATaskOf(ctx, task, nil)
 		yield(t, nil)
 	}
 }
 
-func (fakeAnswers) CancelTurns(context.Context, []string, egress.CancelFunc) (bool, error) {
+func (fakeAnswers) CancelTurns(context.Context, *host.Task, egress.CancelFunc) (bool, error) {
 	return false, egress.ErrNotCancelable
 }
 

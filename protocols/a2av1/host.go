@@ -15,7 +15,9 @@ import (
 
 // Answers answers A2A v1.0 calls from their requests' frames with the A2A
 // v1.0 events and values package protocols/a2a/a2amap builds, written as
-// they are; protocols/a2a's Answers is one.
+// they are; protocols/a2a's Answers is one. A task's requests are its own
+// only (host.Session.OwnRequests): those another principal stored under
+// ids its record lists are neither read nor cancelled.
 type Answers interface {
 	// A2AResult is SendMessage's result: the agent's Message or the Task,
 	// after the request's final frame.
@@ -25,13 +27,13 @@ type Answers interface {
 	A2AEvents(ctx context.Context, requestID string, p a2amap.Params, from int64, opts ...egress.ReplayOption) iter.Seq2[a2a.Event, error]
 	// A2ASubscription are SubscribeToTask's events: the task rebuilt from
 	// its requests, then its running request's events.
-	A2ASubscription(ctx context.Context, taskID, contextID string, requestIDs []string, interaction bool) iter.Seq2[a2a.Event, error]
-	// A2ATask is the task rebuilt from its requests' frames.
-	A2ATask(ctx context.Context, taskID, contextID string, requestIDs []string, historyLength *int) (*a2a.Task, error)
+	A2ASubscription(ctx context.Context, t *host.Task, interaction bool) iter.Seq2[a2a.Event, error]
+	// A2ATaskOf is the task rebuilt from its requests' frames.
+	A2ATaskOf(ctx context.Context, t *host.Task, historyLength *int) (*a2a.Task, error)
 	// CancelTurns cancels a task's turns that have not ended, newest
 	// first, awaiting their final frames (egress.ErrNotCancelable when all
 	// have finished).
-	CancelTurns(ctx context.Context, requestIDs []string, cancel egress.CancelFunc) (bool, error)
+	CancelTurns(ctx context.Context, t *host.Task, cancel egress.CancelFunc) (bool, error)
 	// Heartbeat is the interval of a stream's keep-alives.
 	Heartbeat() time.Duration
 }

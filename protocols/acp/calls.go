@@ -405,7 +405,7 @@ func (d *frontDoor) cancel(rep host.Reply, in host.Call, c host.RPCCaller, res *
 		return
 	}
 	if len(rec.RequestIDs) > 0 {
-		if err := d.h.CancelTurns(in.Ctx, rec.RequestIDs); err != nil {
+		if err := d.h.CancelTurns(in.Ctx, rec); err != nil {
 			d.h.Logger().Warn("acp: cancel failed", "session_id", rec.ID, "request_id", rec.LastRequest(), "err", err)
 			rep.Error(jsonrpc.InternalError("the cancel could not be delivered; retry"))
 			return
@@ -504,12 +504,17 @@ func (d *frontDoor) sessionLoad(rep host.Reply, in host.Call, c host.RPCCaller, 
 
 // replaySession calls emit with the session/update notifications of the
 // session's history: each prompt's content blocks as user_message_chunk,
-// then the updates of the frames the agent has written so far.
+// then the updates of the frames the agent has written so far. A request
+// that is not the session's own (host.Session.Owns: by its envelope, else
+// by the user_id of its frames) is left out.
 func (d *frontDoor) replaySession(ctx context.Context, rec *host.Session, emit func(acpsdk.SessionUpdate) error) error {
 	for _, id := range rec.RequestIDs {
 		env, err := d.h.Envelope(ctx, id)
 		if err != nil {
 			return err
+		}
+		if env != nil && !rec.Owns(env) {
+			continue
 		}
 		if env != nil {
 			blocks, _ := normalizer.MergeParamsToACPPrompt(env)["prompt"].([]any)
@@ -525,6 +530,9 @@ func (d *frontDoor) replaySession(ctx context.Context, rec *host.Session, emit f
 			}
 		}
 		err = d.h.Stored(ctx, id, func(r *e2a.Response) error {
+			if env == nil && !rec.Owns(&e2a.Envelope{UserID: r.UserID}) {
+				return errNotOwn
+			}
 			ups, _ := Updates(r)
 			for _, u := range ups {
 				if err := emit(u); err != nil {
@@ -533,12 +541,16 @@ func (d *frontDoor) replaySession(ctx context.Context, rec *host.Session, emit f
 			}
 			return nil
 		})
-		if err != nil && !errors.Is(err, egress.ErrNotFound) {
+		if err != nil && !errors.Is(err, egress.ErrNotFound) && !errors.Is(err, errNotOwn) {
 			return err
 		}
 	}
 	return nil
 }
+
+// errNotOwn ends the replay of a request's frames that name another
+// user_id than the session's (its envelope gone: replaySession).
+var errNotOwn = errors.New("acp: another principal's request")
 
 // passThrough publishes a method the pipeline does not answer itself and
 // answers with the request's final frame.

@@ -127,7 +127,7 @@ func TestRPCHost(t *testing.T) {
 	if !sc.Final {
 		t.Fatal("the first scenario is not final")
 	}
-	if err := h.CancelTurns(ctx, []string{"r1", "r2"}); err != nil || strings.Join(h.Canceled(), ",") != "r2" {
+	if err := h.CancelTurns(ctx, &host.Session{RequestIDs: []string{"r1", "r2"}}); err != nil || strings.Join(h.Canceled(), ",") != "r2" {
 		t.Fatalf("canceled %v %v", h.Canceled(), err)
 	}
 }

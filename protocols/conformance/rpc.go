@@ -83,10 +83,10 @@ func (h *RPCHost) Cancel(_ context.Context, requestID string) error {
 	return nil
 }
 
-// CancelTurns records as canceled, newest first, the turns whose Frames
-// hold no final frame (the others have ended).
-func (h *RPCHost) CancelTurns(ctx context.Context, requestIDs []string) error {
-	for _, id := range slices.Backward(requestIDs) {
+// CancelTurns records as canceled, newest first, the turns of s whose
+// Frames hold no final frame (the others have ended).
+func (h *RPCHost) CancelTurns(ctx context.Context, s *host.Session) error {
+	for _, id := range slices.Backward(s.RequestIDs) {
 		if !slices.ContainsFunc(h.framesOf(id), func(r *e2a.Response) bool { return r.IsFinal }) {
 			_ = h.Cancel(ctx, id)
 		}

@@ -147,8 +147,23 @@ var ErrSessionNotFound = errors.New("host: session not found")
 // store: who created it, the pool serving it and its requests.
 type Session struct {
 	ID, Protocol, Pool string
+	// Principal is the principal the record was accepted for, whose
+	// requests alone are the record's ([Session.Owns]); "" with
+	// authentication off (every request is the one principal's).
+	Principal string
 	// RequestIDs are its requests, oldest first.
 	RequestIDs []string
+}
+
+// Owns reports whether the stored request env is one of the record's:
+// accepted for its principal (its user_id, or the conversation owner an
+// admin's turn names: e2a.Envelope.Owner). The record outlives its
+// requests in the hot streams (E2A_TASKS keeps it longer), and an id it
+// lists is free again once they dropped its request: a request stored
+// under it since is another principal's, none of the record's. Every
+// read, subscription or cancel of the record's requests asks.
+func (s *Session) Owns(env *e2a.Envelope) bool {
+	return s.Principal == "" || env.UserID == s.Principal || env.Owner() == s.Principal
 }
 
 // LastRequest is the id of the session's latest request ("" when none).
@@ -227,10 +242,11 @@ type Canceler interface {
 	// Cancel publishes a cancel on the request's control subject (stored
 	// for a worker that has not picked the request up yet).
 	Cancel(ctx context.Context, requestID string) error
-	// CancelTurns cancels the turns of a session or task (its requests,
-	// oldest first) that have not ended, newest first (so that a turn
-	// waiting for an earlier one never runs), without awaiting them.
-	CancelTurns(ctx context.Context, requestIDs []string) error
+	// CancelTurns cancels the turns of the session s (its requests, oldest
+	// first) that have not ended, newest first (so that a turn waiting for
+	// an earlier one never runs), without awaiting them; a request that is
+	// not the session's own ([Session.Owns]) is never cancelled.
+	CancelTurns(ctx context.Context, s *Session) error
 }
 
 // AuthMethod is one way the host authenticates a caller, for a protocol's

@@ -2,9 +2,11 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/tenant"
@@ -69,6 +71,30 @@ type TaskRequests interface {
 	// final frames (egress.ErrNotCancelable when all have finished); it
 	// reports whether the newest ended canceled.
 	CancelTurns(ctx context.Context, requestIDs []string, cancel egress.CancelFunc) (bool, error)
+}
+
+// OwnRequests is reqs, the stored requests of the record s
+// (TaskRequests.LoadRequests of its ids), without those that are not the
+// record's ([Session.Owns]; a request whose envelope left E2A_REQUESTS by
+// the user_id of its frames); egress.ErrNotFound when none is left.
+func (s *Session) OwnRequests(reqs []egress.StoredRequest) ([]egress.StoredRequest, error) {
+	if s.Principal == "" && len(reqs) > 0 {
+		return reqs, nil
+	}
+	var out []egress.StoredRequest
+	for _, rq := range reqs {
+		env := rq.Envelope
+		if (env == nil || env.UserID == "") && len(rq.Frames) > 0 {
+			env = &e2a.Envelope{UserID: rq.Frames[0].UserID}
+		}
+		if env != nil && s.Owns(env) {
+			out = append(out, rq)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: none of the record's %d requests is its own", egress.ErrNotFound, len(reqs))
+	}
+	return out, nil
 }
 
 // TaskFrames reads the frames of a task's requests for the answers a

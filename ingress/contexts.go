@@ -1,0 +1,134 @@
+package ingress
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/tenant"
+)
+
+// The claim of an A2A context id (KindContext: claimContext) says whose
+// conversation the context is. Like every record of E2A_TASKS it expires
+// TasksTTL after its last write, and the records of the context's tasks
+// are written by their turns, not by it: were it written once, it would
+// expire while a task of the context goes on, and another principal could
+// then claim the context id. So the tasks keep it: a write of a task
+// (appendAfter, appendNew) whose claim may be older than contextRefresh
+// reads it and writes it again if it is (keepContext), and a new task of
+// the context (claimContext, which reads it anyway) writes it again past
+// half of that. The claim is then never older than contextRefresh at a
+// write of one of its tasks, and outlives the task's requests in the hot
+// streams (contextRefresh). Each task keeps when it last found the claim
+// written (TaskRecord.ContextClaimed), so that most of its writes read
+// nothing more: one read of the claim per task and contextRefresh (24 h
+// with the defaults) at most, one write per context and contextRefresh.
+
+// keepContext keeps the claim of the A2A context of the task rec alive
+// (see above): when rec.ContextClaimed is older than contextRefresh (or
+// unknown), it refreshes the claim (refreshContext) and notes in rec when
+// it was written. Nothing for a session, a task without a context, or with
+// authentication off (no claims are made).
+func (s *TaskStore) keepContext(ctx context.Context, kind string, rec *TaskRecord, by tenant.Principal, now time.Time) error {
+	if kind != KindTask || rec.ContextID == "" || by.Open || s.contextRefresh < 0 {
+		return nil
+	}
+	if at, err := e2a.ParseTime(rec.ContextClaimed); err == nil && now.Sub(at) <= s.contextRefresh {
+		return nil
+	}
+	_, at, err := s.refreshContext(ctx, rec.ContextID, rec.Principal, now, s.contextRefresh)
+	if err != nil {
+		return fmt.Errorf("ingress: context %q of task %q: %w", rec.ContextID, rec.ID, err)
+	}
+	rec.ContextClaimed = e2a.FormatTime(at)
+	return nil
+}
+
+// claimedBefore is TaskRecord.ContextClaimed for the record of a task
+// whose first turn, at time at, claimed the context contextID
+// (claimContext, which leaves the claim at most half of contextRefresh
+// old).
+func (s *TaskStore) claimedBefore(contextID string, at time.Time) string {
+	if contextID == "" || s.contextRefresh < 0 {
+		return ""
+	}
+	return e2a.FormatTime(at.Add(-s.contextRefresh / 2))
+}
+
+// refreshContext reads the claim of the A2A context contextID and writes
+// it again (a compare-and-set on its revision) when it was written more
+// than maxAge ago (never when maxAge is negative: records do not expire),
+// or creates it as principal's when there is none (it
+// expired, or was never made); it returns the claim's owner and when it
+// was last written. A claim changes owner only by expiring: the refresh
+// keeps the owner it reads.
+func (s *TaskStore) refreshContext(ctx context.Context, contextID, principal string, now time.Time, maxAge time.Duration) (string, time.Time, error) {
+	key, err := taskKey(KindContext, contextID)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		e, err := s.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			data, _ := json.Marshal(contextRecord(contextID, principal, now))
+			if err = s.create(ctx, key, data); err == nil {
+				return principal, now, nil
+			} else if !errors.Is(err, jetstream.ErrKeyExists) {
+				return "", time.Time{}, err
+			}
+			// Made meanwhile, or the get was answered by a replica a write
+			// behind: the bucket's leader has it.
+			value, err := s.leaderValue(ctx, key)
+			if err != nil || value == nil {
+				if err == nil {
+					continue // deleted again
+				}
+				return "", time.Time{}, err
+			}
+			got, err := decodeRecord(key, value)
+			if err != nil {
+				return "", time.Time{}, err
+			}
+			at, _ := e2a.ParseTime(got.Updated)
+			return got.Principal, at, nil
+		}
+		if err != nil {
+			return "", time.Time{}, err
+		}
+		got, err := decodeRecord(key, e.Value())
+		if err != nil {
+			return "", time.Time{}, err
+		}
+		if at, err := e2a.ParseTime(got.Updated); maxAge < 0 || (err == nil && now.Sub(at) <= maxAge) {
+			return got.Principal, at, nil
+		}
+		got.Updated = e2a.FormatTime(now)
+		if ok, err := s.update(ctx, key, got, e.Revision()); err != nil {
+			return "", time.Time{}, err
+		} else if ok {
+			return got.Principal, now, nil
+		}
+	}
+	return "", time.Time{}, fmt.Errorf("ingress: context %s: too many concurrent updates", key)
+}
+
+// contextRecord is the claim of the A2A context id by principal, written
+// at now.
+func contextRecord(id, principal string, now time.Time) TaskRecord {
+	at := e2a.FormatTime(now)
+	return TaskRecord{ID: id, Protocol: "a2a", Principal: principal, RequestIDs: []string{}, Created: at, Updated: at}
+}
+
+// decodeRecord decodes the record stored under key.
+func decodeRecord(key string, data []byte) (*TaskRecord, error) {
+	var rec TaskRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("ingress: task record %s: %w", key, err)
+	}
+	return &rec, nil
+}
