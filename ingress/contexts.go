@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,7 +42,10 @@ func (s *TaskStore) keepContext(ctx context.Context, kind string, rec *TaskRecor
 	if at, err := e2a.ParseTime(rec.ContextClaimed); err == nil && now.Sub(at) <= s.contextRefresh {
 		return nil
 	}
-	_, at, err := s.refreshContext(ctx, rec.ContextID, rec.Principal, now, s.contextRefresh)
+	// A claim that expired is made again as the conversation's owner's:
+	// for a task an admin started in another principal's context, that
+	// principal's (TaskRecord.Owner), not the admin's.
+	_, at, err := s.refreshContext(ctx, rec.ContextID, cmp.Or(rec.Owner, rec.Principal), now, s.contextRefresh)
 	if err != nil {
 		return fmt.Errorf("ingress: context %q of task %q: %w", rec.ContextID, rec.ID, err)
 	}

@@ -293,7 +293,7 @@ func (s *Server) ownedRecord(ctx context.Context, p Principal, kind, id string, 
 // principal, whose requests alone are the record's (host.Session.Owns), is
 // none with authentication off (every request is the one principal's).
 func (p Principal) session(rec *TaskRecord) host.Session {
-	s := host.Session{ID: rec.ID, Protocol: rec.Protocol, Pool: rec.Pool, Principal: rec.Principal, RequestIDs: rec.RequestIDs}
+	s := host.Session{ID: rec.ID, Protocol: rec.Protocol, Pool: rec.Pool, Principal: rec.Principal, Writers: rec.Writers, RequestIDs: rec.RequestIDs}
 	if p.Open {
 		s.Principal = ""
 	}
@@ -347,7 +347,11 @@ func (s *Server) claimContext(ctx context.Context, p Principal, contextID string
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
 		return "", fmt.Errorf("%w: context index: %v", ErrBackpressure, err)
 	}
-	owner, _, err = s.opts.tasks.refreshContext(ctx, contextID, p.UserID, now, s.opts.tasks.contextRefresh/2)
+	refresh := s.opts.tasks.contextRefresh
+	if refresh > 0 {
+		refresh /= 2 // negative: never (records do not expire); -1/2 would be 0, every time
+	}
+	owner, _, err = s.opts.tasks.refreshContext(ctx, contextID, p.UserID, now, refresh)
 	if err != nil {
 		return "", fmt.Errorf("%w: context index: %v", ErrBackpressure, err)
 	}

@@ -52,6 +52,11 @@ type TaskRecord struct {
 	// turns.
 	Owner      string   `json:"owner,omitempty"`
 	RequestIDs []string `json:"request_ids"`
+	// Writers are the other principals whose turns the record lists (an
+	// admin's answer or cancel of the principal's task): their requests are
+	// the record's too once only their frames are left to tell their author
+	// (host.Session.Writers). At most maxWriters, the latest kept.
+	Writers []string `json:"writers,omitempty"`
 	// CancelTurn is the request of the task's cancel turn (cancelInterrupted)
 	// once appended. While it is the newest request the task is canceled,
 	// or will be once the cancel turn's final frame is stored: an A2A
@@ -67,6 +72,21 @@ type TaskRecord struct {
 	ContextClaimed string `json:"context_claimed,omitempty"`
 	Created        string `json:"created"`
 	Updated        string `json:"updated"`
+}
+
+// maxWriters bounds TaskRecord.Writers.
+const maxWriters = 8
+
+// addWriter records by among the record's writers when it is not its
+// principal (an admin's turn).
+func (t *TaskRecord) addWriter(by tenant.Principal) {
+	if by.Open || by.ID == "" || by.ID == t.Principal || slices.Contains(t.Writers, by.ID) {
+		return
+	}
+	t.Writers = append(t.Writers, by.ID)
+	if len(t.Writers) > maxWriters {
+		t.Writers = t.Writers[len(t.Writers)-maxWriters:]
+	}
 }
 
 // LastRequest is the newest request of the task ("" when none).
@@ -354,6 +374,7 @@ func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecor
 			return nil, false, fmt.Errorf("%w: task %s", errRecordMoved, key)
 		}
 		rec.RequestIDs = append(rec.RequestIDs, requestID)
+		rec.addWriter(by)
 		if cond.cancel {
 			rec.CancelTurn = requestID
 		}
@@ -507,6 +528,7 @@ func (s *TaskStore) newRecord(ctx context.Context, kind string, base TaskRecord,
 		return first, false, nil
 	}
 	first.RequestIDs = append(first.RequestIDs, requestID)
+	first.addWriter(by)
 	first.Updated = now
 	if first.ContextID == "" {
 		first.ContextID = base.ContextID

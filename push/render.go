@@ -145,11 +145,12 @@ func (s *stage) envelope(ctx context.Context, requestID string) (*e2a.Envelope, 
 // envelope, for a message whose frames carry user and task (namedBy). A
 // request id may be taken again once the hot streams no longer hold its
 // request, so a cached entry may be an earlier request's: it serves only
-// a message whose frames name a user, the entry's, and the entry's task.
-// For any other (frames naming another user or task, or none, as an
+// a message whose frames name the entry's user and task (none, for a
+// request without a user_id: authentication off). For any other (frames
+// naming another user or task, or none where the entry has one, as an
 // integrator's frames may) the envelope is read again.
 func (s *stage) requestOf(ctx context.Context, requestID, user, task string) (*request, error) {
-	if r, ok := s.requests.get(requestID); ok && user != "" && user == r.principal && task == r.taskID {
+	if r, ok := s.requests.get(requestID); ok && user == r.principal && task == r.taskID {
 		return r, nil
 	}
 	env, h, err := s.envelope(ctx, requestID)

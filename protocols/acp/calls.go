@@ -530,7 +530,7 @@ func (d *frontDoor) replaySession(ctx context.Context, rec *host.Session, emit f
 			}
 		}
 		err = d.h.Stored(ctx, id, func(r *e2a.Response) error {
-			if env == nil && !rec.Owns(&e2a.Envelope{UserID: r.UserID}) {
+			if env == nil && !rec.OwnsFrames(r.UserID) {
 				return errNotOwn
 			}
 			ups, _ := Updates(r)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -151,6 +152,10 @@ type Session struct {
 	// requests alone are the record's ([Session.Owns]); "" with
 	// authentication off (every request is the one principal's).
 	Principal string
+	// Writers are the other principals whose turns the record lists (an
+	// admin's): a request whose envelope is gone, judged by the user_id of
+	// its frames, is the record's when it is theirs too ([Session.OwnsFrames]).
+	Writers []string
 	// RequestIDs are its requests, oldest first.
 	RequestIDs []string
 }
@@ -164,6 +169,15 @@ type Session struct {
 // read, subscription or cancel of the record's requests asks.
 func (s *Session) Owns(env *e2a.Envelope) bool {
 	return s.Principal == "" || env.UserID == s.Principal || env.Owner() == s.Principal
+}
+
+// OwnsFrames reports whether frames naming user (their user_id: the
+// envelope's, copied by the agent) are the record's, for a request whose
+// envelope is gone: its principal's, or a writer's (an admin's turn, whose
+// frames name the admin; another principal under a reused id names
+// neither).
+func (s *Session) OwnsFrames(user string) bool {
+	return s.Principal == "" || user == s.Principal || slices.Contains(s.Writers, user)
 }
 
 // LastRequest is the id of the session's latest request ("" when none).

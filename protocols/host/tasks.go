@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/tenant"
@@ -84,10 +83,12 @@ func (s *Session) OwnRequests(reqs []egress.StoredRequest) ([]egress.StoredReque
 	var out []egress.StoredRequest
 	for _, rq := range reqs {
 		env := rq.Envelope
-		if (env == nil || env.UserID == "") && len(rq.Frames) > 0 {
-			env = &e2a.Envelope{UserID: rq.Frames[0].UserID}
-		}
-		if env != nil && s.Owns(env) {
+		switch {
+		case (env == nil || env.UserID == "") && len(rq.Frames) > 0:
+			if s.OwnsFrames(rq.Frames[0].UserID) {
+				out = append(out, rq)
+			}
+		case env != nil && s.Owns(env):
 			out = append(out, rq)
 		}
 	}
