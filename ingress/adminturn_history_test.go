@@ -27,14 +27,8 @@ import (
 // completed, not input-required again.
 func TestAdminTurnReadOnceItsEnvelopeIsGone(t *testing.T) {
 	const aliceKey, opsKey, audKey = "ak_rv2_alice_0123456789", "ak_rv2_ops_00123456789", "ak_rv2_aud_00123456789"
-	auth, err := ingress.NewAuth(&ingress.AuthConfig{
-		APIKeys: []ingress.Credential{{Principal: "alice", Secret: aliceKey}, {Principal: "ops", Secret: opsKey},
-			{Principal: "aud", Secret: audKey}},
-		Roles: map[string][]string{"ops": {"admin"}, "aud": {"audit"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	auth := pipetest.KeyAuth(t, map[string]string{"alice": aliceKey, "ops": opsKey, "aud": audKey},
+		map[string][]string{"ops": {"admin"}, "aud": {"audit"}})
 	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithAuth(auth)))
 	p.Pool("demo", demo.New())
 	call := func(key, body string) string {

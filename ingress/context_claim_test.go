@@ -27,14 +27,7 @@ import (
 // upstream conversation.
 func TestContextTakenOverKeepsTheTaskOwner(t *testing.T) {
 	const aliceKey, bobKey, opsKey = "ak_ctx_alice_0123456789", "ak_ctx_bob_00123456789", "ak_ctx_ops_00123456789"
-	auth, err := ingress.NewAuth(&ingress.AuthConfig{
-		APIKeys: []ingress.Credential{{Principal: "alice", Secret: aliceKey}, {Principal: "bob", Secret: bobKey},
-			{Principal: "ops", Secret: opsKey}},
-		Roles: map[string][]string{"ops": {"admin"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	auth := pipetest.KeyAuth(t, map[string]string{"alice": aliceKey, "bob": bobKey, "ops": opsKey}, map[string][]string{"ops": {"admin"}})
 	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithAuth(auth)))
 	p.Pool("demo", demo.New())
 	const ctxID = "ctx-chosen-by-alice"
