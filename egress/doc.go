@@ -78,6 +78,7 @@
 //
 //	svc.ServeExisting(w, r, requestID, format, newRenderer) // a package's renderer, an unknown request answered not found
 //	svc.LoadRequests(ctx, requestIDs)                        // envelopes and stored frames, for a task's view
+//	svc.LoadRequestHead(ctx, requestID)                      // what the ownership rule reads of one request
 //
 // A protocol's answers that are values or events rather than a rendered
 // stream (A2A's message/send result, tasks/get, the v1.0 bindings' events)

@@ -25,42 +25,69 @@ type StoredRequest struct {
 // request whose envelope the pipeline no longer holds gets one with only
 // its id.
 func (s *Service) LoadRequests(ctx context.Context, ids []string) ([]StoredRequest, error) {
-	names := s.streamNames()
 	var out []StoredRequest
 	for _, id := range ids {
-		env, _, err := fetchEnvelope(ctx, s.mux, names.requests, id)
+		rq, ok, err := s.loadRequest(ctx, id, false)
 		if err != nil {
 			return nil, err
 		}
-		rq := StoredRequest{Envelope: env}
+		if ok {
+			out = append(out, rq)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: none of %d requests", ErrNotFound, len(ids))
+	}
+	return out, nil
+}
+
+// LoadRequestHead is LoadRequests of the request id reading only what the
+// ownership rule reads of it: its envelope and, when the pipeline no
+// longer holds that or it names no user, its first stored frame (whose
+// user_id then tells). ErrNotFound when neither is stored. A check before
+// the request's frames are served (A2A's tasks/resubscribe) reads them
+// once so.
+func (s *Service) LoadRequestHead(ctx context.Context, id string) (StoredRequest, error) {
+	rq, ok, err := s.loadRequest(ctx, id, true)
+	if err == nil && !ok {
+		err = fmt.Errorf("%w: request %s", ErrNotFound, id)
+	}
+	return rq, err
+}
+
+// loadRequest reads the envelope of id and its stored frames (only the
+// first when head, and none when head and the envelope names a user);
+// false when neither is stored.
+func (s *Service) loadRequest(ctx context.Context, id string, head bool) (StoredRequest, bool, error) {
+	env, _, err := fetchEnvelope(ctx, s.mux, s.streamNames().requests, id)
+	if err != nil {
+		return StoredRequest{}, false, err
+	}
+	rq := StoredRequest{Envelope: env}
+	if !head || env == nil || env.UserID == "" {
 		rd, err := Open(ctx, s.nc, id, 0, append(s.replayOptions(nil), WithoutRequestCheck())...)
 		if err != nil {
-			return nil, err
+			return StoredRequest{}, false, err
 		}
-		for {
+		defer rd.Close()
+		for !head || len(rq.Frames) == 0 {
 			f, ok, err := rd.NextStored(ctx)
 			if err != nil {
-				rd.Close()
-				return nil, err
+				return StoredRequest{}, false, err
 			}
 			if !ok {
 				break
 			}
 			rq.Frames = append(rq.Frames, f.Response)
 		}
-		rd.Close()
-		if env == nil && len(rq.Frames) == 0 {
-			continue
-		}
-		if rq.Envelope == nil {
-			rq.Envelope = &e2a.Envelope{RequestID: id}
-		}
-		out = append(out, rq)
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: none of %d requests", ErrNotFound, len(ids))
+	if env == nil && len(rq.Frames) == 0 {
+		return StoredRequest{}, false, nil
 	}
-	return out, nil
+	if rq.Envelope == nil {
+		rq.Envelope = &e2a.Envelope{RequestID: id}
+	}
+	return rq, true, nil
 }
 
 // CancelFunc asks the worker holding requestID to stop (ingress publishes

@@ -135,18 +135,20 @@ func (a Answers) ownTurns(ctx context.Context, t *host.Task) ([]string, error) {
 
 // LastTurn is the task t's newest request, which a resubscription
 // follows: egress.ErrNotFound when it is not t's own
-// (host.Session.OwnRequests: one read of it when t has a principal).
+// (host.Session.OwnRequests of its envelope, or of its first frame when
+// that is gone: host.TaskRequests.LoadRequestHead, when t has a
+// principal; the resubscription reads its frames once, after).
 func (a Answers) LastTurn(ctx context.Context, t *host.Task) (string, error) {
 	last := t.LastRequest()
 	if last == "" || t.Principal == "" {
 		return last, nil
 	}
-	reqs, err := a.f.LoadRequests(ctx, []string{last})
+	rq, err := a.f.LoadRequestHead(ctx, last)
 	if errors.Is(err, egress.ErrNotFound) {
 		return last, nil // not stored (yet): answered as an unknown request
 	}
 	if err == nil {
-		_, err = t.OwnRequests(reqs)
+		_, err = t.OwnRequests([]egress.StoredRequest{rq})
 	}
 	if err != nil {
 		return "", err

@@ -65,6 +65,10 @@ type TaskRequests interface {
 	// LoadRequests reads the envelope and the stored frames of each of a
 	// task's requests (egress.ErrNotFound when none is left).
 	LoadRequests(ctx context.Context, ids []string) ([]egress.StoredRequest, error)
+	// LoadRequestHead reads of one request what [Session.OwnRequests]
+	// reads: its envelope, and its first frame only when that is gone or
+	// names no user (egress.ErrNotFound when neither is stored).
+	LoadRequestHead(ctx context.Context, id string) (egress.StoredRequest, error)
 	// CancelTurns cancels a task's turns (its requests, oldest first)
 	// that have not ended, newest first, each with cancel, awaiting their
 	// final frames (egress.ErrNotCancelable when all have finished); it
