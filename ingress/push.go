@@ -55,6 +55,14 @@ func (p v03Push) SetV03(ctx context.Context, principal string, c *legacy.TaskPus
 	return out.V03(), nil
 }
 
+func (p v03Push) SetInlineV03(ctx context.Context, principal string, c *legacy.TaskPushConfig) (func(context.Context) error, error) {
+	_, undo, err := p.st.CreateUndoable(ctx, principal, push.FromV03(c))
+	if err != nil {
+		return nil, v03PushError(err)
+	}
+	return undo, nil
+}
+
 func (p v03Push) GetV03(ctx context.Context, principal, taskID, id string) (*legacy.TaskPushConfig, error) {
 	out, err := p.st.Get(ctx, principal, taskID, id)
 	if err != nil {

@@ -14,7 +14,8 @@ import (
 // frames, the front door's Before, then the turn's record and the publish
 // (publishTurn, publish), the publish metric observed. On error nothing is
 // published and nothing is held; the error matches the host's sentinels
-// (hostError) as well as the front door's, or is Before's as it is. fresh
+// (hostError) as well as the front door's, or is Before's as it is; a
+// refused publish undoes Before (undoBefore). fresh
 // holds the ids the pipeline made for the call: a request id among them
 // is published without the lookup a client's id needs (publishAfter).
 func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub host.Submission) (*host.Submitted, error) {
@@ -49,8 +50,10 @@ func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub h
 		}
 		owner = o
 	}
+	var undo func(context.Context) error
 	if sub.Before != nil {
-		if err := sub.Before(ctx); err != nil {
+		var err error
+		if undo, err = sub.Before(ctx); err != nil {
 			done()
 			return nil, err
 		}
@@ -67,6 +70,7 @@ func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub h
 	}
 	if err != nil {
 		done()
+		s.undoBefore(ctx, env.RequestID, undo)
 		if !errors.Is(err, context.Canceled) && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrTooLarge) &&
 			!errors.Is(err, ErrUnknownPool) && !errors.Is(err, ErrInvalidPool) && !errors.Is(err, ErrTaskTerminal) {
 			s.opts.log.Warn("publish failed", "request_id", env.RequestID, "err", err)
@@ -75,6 +79,23 @@ func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub h
 	}
 	return host.NewSubmitted(host.Accepted{RequestID: acc.RequestID, Pool: acc.Pool, Duplicate: acc.Duplicate, Warning: acc.Warning}, ctx, done), nil
 }
+
+// undoBefore calls undo (when not nil), what takes back the Before of a
+// submission then refused, with up to undoTimeout even when ctx ended (the
+// client gone, the publish timed out); its error is logged.
+func (s *Server) undoBefore(ctx context.Context, requestID string, undo func(context.Context) error) {
+	if undo == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	if err := undo(ctx); err != nil {
+		s.opts.log.Warn("a refused request: undoing what its front door stored before the publish failed", "request_id", requestID, "err", err)
+	}
+}
+
+// undoTimeout bounds undoBefore.
+const undoTimeout = 5 * time.Second
 
 var (
 	_ host.Submitter = caller{}

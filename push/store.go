@@ -125,50 +125,109 @@ func readConfigs(ctx context.Context, kv jetstream.KeyValue, key string) (taskCo
 // rules are checked first (ErrURLRefused); other bad fields are
 // ErrInvalidConfig; a full task or principal ErrLimit.
 func (s *Store) Create(ctx context.Context, principal string, c Config) (Config, error) {
+	c, _, err := s.create(ctx, principal, c)
+	return c, err
+}
+
+// CreateUndoable is Create, also returning undo, which takes the call
+// back: it removes the config, or puts back the config of its id that it
+// replaced, unless the config was changed since (then undo does nothing).
+// A front door stores a message's inline config before it publishes the
+// message, so that the config sees its first frames, and undoes it when
+// the publish is refused: a refused message registers nothing. undo's
+// errors are ErrUnavailable's.
+func (s *Store) CreateUndoable(ctx context.Context, principal string, c Config) (Config, func(context.Context) error, error) {
+	c, prev, err := s.create(ctx, principal, c)
+	if err != nil {
+		return Config{}, nil, err
+	}
+	return c, func(ctx context.Context) error { return s.undo(ctx, principal, c, prev) }, nil
+}
+
+// create is Create, also returning the config it replaced (nil when the
+// id was new).
+func (s *Store) create(ctx context.Context, principal string, c Config) (Config, *Config, error) {
 	if err := c.check(); err != nil {
-		return Config{}, err
+		return Config{}, nil, err
 	}
 	err := s.o.urls.check(ctx, c.URL)
 	if err != nil {
-		return Config{}, err
+		return Config{}, nil, err
 	}
 	if c.ID == "" {
 		c.ID = uuid.NewString()
 	}
 	c.Created = s.now().UTC()
 	if c.From, err = s.lastResponse(ctx); err != nil {
-		return Config{}, err
+		return Config{}, nil, err
 	}
 	key := taskKey(principal, c.TaskID)
 	for range 8 {
 		tc, rev, err := readConfigs(ctx, s.kv, key)
 		if err != nil {
-			return Config{}, err
+			return Config{}, nil, err
 		}
+		var prev *Config
 		i := slices.IndexFunc(tc.Configs, func(x Config) bool { return x.ID == c.ID })
 		switch {
 		case i >= 0:
+			old := tc.Configs[i]
+			prev = &old
 			tc.Configs[i] = c
 		case len(tc.Configs) >= s.o.maxPerTask:
-			return Config{}, fmt.Errorf("%w: task has %d configs", ErrLimit, len(tc.Configs))
+			return Config{}, nil, fmt.Errorf("%w: task has %d configs", ErrLimit, len(tc.Configs))
 		default:
 			tc.Configs = append(tc.Configs, c)
 			slices.SortFunc(tc.Configs, func(a, b Config) int { return cmpString(a.ID, b.ID) })
 		}
 		if rev == 0 {
 			if err := s.checkPrincipal(ctx, principal); err != nil {
-				return Config{}, err
+				return Config{}, nil, err
 			}
 		}
 		ok, err := s.write(ctx, key, tc, rev)
 		if err != nil {
-			return Config{}, err
+			return Config{}, nil, err
 		}
 		if ok {
-			return c, nil
+			return c, prev, nil
 		}
 	}
-	return Config{}, fmt.Errorf("%w: too many concurrent changes to the task's configs", ErrUnavailable)
+	return Config{}, nil, fmt.Errorf("%w: too many concurrent changes to the task's configs", ErrUnavailable)
+}
+
+// undo takes back the create that stored c in place of prev (nil: none):
+// prev is put back, or c removed with its cursor, while the task's config
+// of c's id is still c (its Created and From, which every create sets).
+func (s *Store) undo(ctx context.Context, principal string, c Config, prev *Config) error {
+	key := taskKey(principal, c.TaskID)
+	for range 8 {
+		tc, rev, err := readConfigs(ctx, s.kv, key)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(tc.Configs, func(x Config) bool { return x.ID == c.ID })
+		if i < 0 || !tc.Configs[i].Created.Equal(c.Created) || tc.Configs[i].From != c.From {
+			return nil // removed or changed since: not this call's to take back
+		}
+		if prev != nil {
+			tc.Configs[i] = *prev
+			ok, err := s.write(ctx, key, tc, rev)
+			if err != nil || ok {
+				return err
+			}
+			continue
+		}
+		ok, err := s.remove(ctx, key, tc, rev, i)
+		if err != nil {
+			return err
+		}
+		if ok {
+			_ = s.kv.Delete(ctx, configRef{principal, c.TaskID, c.ID}.cursorKey())
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: too many concurrent changes to the task's configs", ErrUnavailable)
 }
 
 func cmpString(a, b string) int {
@@ -286,20 +345,7 @@ func (s *Store) Delete(ctx context.Context, principal, taskID, id string) error 
 		if i < 0 {
 			return ErrNotFound
 		}
-		tc.Configs = slices.Delete(tc.Configs, i, i+1)
-		var ok bool
-		if len(tc.Configs) == 0 {
-			err = s.kv.Delete(ctx, key, jetstream.LastRevision(rev))
-			ok = err == nil
-			if errors.Is(err, jetstream.ErrKeyExists) {
-				err = nil
-			}
-			if err != nil {
-				err = fmt.Errorf("%w: %v", ErrUnavailable, err)
-			}
-		} else {
-			ok, err = s.write(ctx, key, tc, rev)
-		}
+		ok, err := s.remove(ctx, key, tc, rev, i)
 		if err != nil {
 			return err
 		}
@@ -309,4 +355,22 @@ func (s *Store) Delete(ctx context.Context, principal, taskID, id string) error 
 		}
 	}
 	return fmt.Errorf("%w: too many concurrent changes to the task's configs", ErrUnavailable)
+}
+
+// remove stores tc without its config i under key at revision rev (the
+// key deleted when none is left); false when another writer changed the
+// key first.
+func (s *Store) remove(ctx context.Context, key string, tc taskConfigs, rev uint64, i int) (bool, error) {
+	tc.Configs = slices.Delete(tc.Configs, i, i+1)
+	if len(tc.Configs) > 0 {
+		return s.write(ctx, key, tc, rev)
+	}
+	err := s.kv.Delete(ctx, key, jetstream.LastRevision(rev))
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return true, nil
 }

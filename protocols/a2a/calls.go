@@ -182,11 +182,12 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 			ContextID: env.ContextID}, Created: !Continued(env)}
 	}
 	if protocol == normalizer.ProtocolA2A {
-		s.Before = func(context.Context) error {
-			if !d.inlinePush(rep, in, tc, req, env.TaskID) {
-				return errAnswered
+		s.Before = func(context.Context) (func(context.Context) error, error) {
+			undo, ok := d.inlinePush(rep, in, tc, req, env.TaskID)
+			if !ok {
+				return nil, errAnswered
 			}
-			return nil
+			return undo, nil
 		}
 	}
 	submitted := time.Now()

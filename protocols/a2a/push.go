@@ -19,6 +19,10 @@ import (
 // for a config that is not the principal's); any other is internal.
 type PushConfigs interface {
 	SetV03(ctx context.Context, principal string, c *legacy.TaskPushConfig) (*legacy.TaskPushConfig, error)
+	// SetInlineV03 is SetV03 of a message's inline config, also returning
+	// what takes it back when the message is then refused (the config
+	// removed, or the one it replaced put back).
+	SetInlineV03(ctx context.Context, principal string, c *legacy.TaskPushConfig) (undo func(context.Context) error, err error)
 	GetV03(ctx context.Context, principal, taskID, id string) (*legacy.TaskPushConfig, error)
 	ListV03(ctx context.Context, principal, taskID string) ([]*legacy.TaskPushConfig, error)
 	DeleteV03(ctx context.Context, principal, taskID, id string) error
@@ -129,10 +133,11 @@ func (d *frontDoor) servePush(rep host.Reply, in host.Call, tc host.TaskCaller, 
 
 // inlinePush stores message/send's or message/stream's inline
 // configuration.pushNotificationConfig for the request's task before it
-// is published; false when it answered rep with a refusal.
-func (d *frontDoor) inlinePush(rep host.Reply, in host.Call, tc host.TaskCaller, req *jsonrpc.Request, taskID string) bool {
+// is published, returning what takes it back (nil when there is none);
+// false when it answered rep with a refusal.
+func (d *frontDoor) inlinePush(rep host.Reply, in host.Call, tc host.TaskCaller, req *jsonrpc.Request, taskID string) (func(context.Context) error, bool) {
 	if req.Method != normalizer.A2AMessageSend && req.Method != normalizer.A2AMessageStream {
-		return true
+		return nil, true
 	}
 	var p struct {
 		Configuration *struct {
@@ -140,21 +145,21 @@ func (d *frontDoor) inlinePush(rep host.Reply, in host.Call, tc host.TaskCaller,
 		} `json:"configuration"`
 	}
 	if json.Unmarshal(req.Params, &p) != nil || p.Configuration == nil || p.Configuration.PushConfig == nil {
-		return true
+		return nil, true
 	}
 	pc := d.pushConfigs()
 	if pc == nil {
 		rep.Error(errPushNotSupported)
-		return false
+		return nil, false
 	}
 	if taskID == "" {
 		rep.Error(jsonrpc.InvalidParams("a push notification config needs a task"))
-		return false
+		return nil, false
 	}
-	_, err := pc.SetV03(in.Ctx, normalizer.CallerUserID(tc.Input(in, req)), &legacy.TaskPushConfig{TaskID: legacy.TaskID(taskID), Config: *p.Configuration.PushConfig})
+	undo, err := pc.SetInlineV03(in.Ctx, normalizer.CallerUserID(tc.Input(in, req)), &legacy.TaskPushConfig{TaskID: legacy.TaskID(taskID), Config: *p.Configuration.PushConfig})
 	if err != nil {
 		pushAnswer(rep, nil, err)
-		return false
+		return nil, false
 	}
-	return true
+	return undo, true
 }

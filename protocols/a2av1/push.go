@@ -140,21 +140,22 @@ func (h *handler) DeleteTaskPushConfig(ctx context.Context, req *a2a.DeleteTaskP
 // inlinePush stores SendMessage's inline config for the task of env's
 // request before the request is published, so its first update is
 // delivered.
-func (h *handler) inlinePush(ctx context.Context, req *a2a.SendMessageRequest, in normalizer.Input, taskID string) error {
+func (h *handler) inlinePush(ctx context.Context, req *a2a.SendMessageRequest, in normalizer.Input, taskID string) (func(context.Context) error, error) {
 	if req.Config == nil || req.Config.PushConfig == nil {
-		return nil
+		return nil, nil
 	}
 	st := h.pushStore()
 	if st == nil {
-		return a2a.ErrPushNotificationNotSupported
+		return nil, a2a.ErrPushNotificationNotSupported
 	}
 	if taskID == "" {
-		return fmt.Errorf("%w: a push notification config needs a task (the message's answer here is no task)", a2a.ErrInvalidParams)
+		return nil, fmt.Errorf("%w: a push notification config needs a task (the message's answer here is no task)", a2a.ErrInvalidParams)
 	}
 	cfg := *req.Config.PushConfig
 	cfg.TaskID = a2a.TaskID(taskID)
-	if _, err := st.Create(ctx, normalizer.CallerUserID(in), push.FromV1(&cfg)); err != nil {
-		return pushError(err)
+	_, undo, err := st.CreateUndoable(ctx, normalizer.CallerUserID(in), push.FromV1(&cfg))
+	if err != nil {
+		return nil, pushError(err)
 	}
-	return nil
+	return undo, nil
 }

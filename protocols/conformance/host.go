@@ -222,16 +222,22 @@ func (c caller) submit(ctx context.Context, s host.Submission, hooks submitHooks
 			return nil, err
 		}
 	}
+	undoBefore := func() {}
 	if s.Before != nil {
-		if err := s.Before(ctx); err != nil {
+		u, err := s.Before(ctx)
+		if err != nil {
 			release()
 			return nil, err
+		}
+		if u != nil {
+			undoBefore = func() { _ = u(context.WithoutCancel(ctx)) }
 		}
 	}
 	undo := func() {}
 	if hooks.record != nil {
 		u, err := hooks.record()
 		if err != nil {
+			undoBefore()
 			release()
 			return nil, err
 		}
@@ -239,6 +245,7 @@ func (c caller) submit(ctx context.Context, s host.Submission, hooks submitHooks
 	}
 	if c.h.PublishErr != nil {
 		undo()
+		undoBefore()
 		release()
 		return nil, c.h.PublishErr
 	}

@@ -58,8 +58,10 @@ type Submission struct {
 	// Before, when set, runs after the checks and the claim, just before
 	// the record and the publish (A2A: the push configuration sent with
 	// the message); its error ends the submission with nothing published,
-	// returned as it is.
-	Before func(ctx context.Context) error
+	// returned as it is. The undo it returns, when not nil, is called when
+	// the record or the publish then fails: a refused submission leaves
+	// nothing of Before behind (an undo's error is logged).
+	Before func(ctx context.Context) (undo func(context.Context) error, err error)
 }
 
 // Submitter submits requests on behalf of an admitted caller.
@@ -71,7 +73,8 @@ type Submitter interface {
 	// on the result when the answer ends. Its errors match
 	// [ErrTooManyStreams], [ErrInvalidPool], [ErrUnknownPool],
 	// [ErrConflict], [ErrTooLarge] or [ErrBackpressure], or are Before's or
-	// the context's; on error nothing was published and nothing is held.
+	// the context's; on error nothing was published, nothing is held and
+	// Before's undo has run.
 	Submit(ctx context.Context, s Submission) (*Submitted, error)
 }
 
