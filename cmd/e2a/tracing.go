@@ -12,7 +12,7 @@ import (
 // variables say so (package tracing) and returns the function that flushes
 // and stops it on exit (it does nothing when tracing is off).
 func startTracing(ctx context.Context, log *slog.Logger, service string) (func(), error) {
-	p, err := tracing.Start(ctx, tracing.WithServiceName(service))
+	p, err := tracing.Start(ctx, tracing.WithServiceName(service), tracing.WithLogger(log))
 	if err != nil {
 		return nil, err
 	}

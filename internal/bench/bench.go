@@ -209,7 +209,7 @@ func machine() Machine {
 	return m
 }
 
-// Target is one DESIGN.md performance target and whether the run met it.
+// Target is one performance target of the first design brief (docs/performance.md, "Against DESIGN.md's targets") and whether the run met it.
 type Target struct {
 	What  string  `json:"what"`
 	Want  string  `json:"want"`

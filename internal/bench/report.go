@@ -100,7 +100,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	if len(errs) > 0 {
 		b.WriteString("errors:\n" + strings.Join(errs, "\n") + "\n\n")
 	}
-	b.WriteString("targets (DESIGN.md, 2 cores, 8 frames/request):\n")
+	b.WriteString("targets (the first design brief's, docs/performance.md; 2 cores, 8 frames/request):\n")
 	for _, t := range r.Targets {
 		mark := "MET  "
 		if !t.Met {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -65,6 +66,7 @@ type config struct {
 	service  string
 	exporter sdktrace.SpanExporter
 	opts     []otlptracehttp.Option
+	log      *slog.Logger
 }
 
 // Option configures Start.
@@ -87,6 +89,15 @@ func WithServiceName(name string) Option {
 // says: tracing is on. A nil exporter is ErrInvalidOption.
 func WithExporter(e sdktrace.SpanExporter) Option {
 	return option.NotNil(ErrInvalidOption, "exporter", e, func(c *config) { c.exporter = e })
+}
+
+// WithLogger logs the OpenTelemetry SDK's errors (a failed export: no
+// collector at the endpoint, a refused batch) to log, as warnings, when
+// tracing is on; without it they go to the SDK's default, the standard
+// library's log package (plain text, not the process's JSON lines). A nil
+// logger is ErrInvalidOption.
+func WithLogger(log *slog.Logger) Option {
+	return option.NotNil(ErrInvalidOption, "logger", log, func(c *config) { c.log = log })
 }
 
 // WithOTLPOptions adds options to the OTLP/HTTP exporter; they win over
@@ -131,6 +142,10 @@ func Start(ctx context.Context, opts ...Option) (*Provider, error) {
 		if r, err := resource.Merge(res, resource.NewSchemaless(semconv.ServiceName(c.service))); err == nil {
 			res = r
 		}
+	}
+	if c.log != nil {
+		log := c.log
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("tracing", "err", err) }))
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)

@@ -1,16 +1,23 @@
 package tracing_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/internal/tracing"
 )
 
@@ -93,6 +100,9 @@ func TestOptionsValidate(t *testing.T) {
 	if _, err := tracing.Start(context.Background(), tracing.WithExporter(nil)); !errors.Is(err, tracing.ErrInvalidOption) {
 		t.Fatalf("nil exporter: %v", err)
 	}
+	if _, err := tracing.Start(context.Background(), tracing.WithLogger(nil)); !errors.Is(err, tracing.ErrInvalidOption) {
+		t.Fatalf("nil logger: %v", err)
+	}
 }
 
 // Inject and Extract carry a span context through an e2a.TraceContext.
@@ -112,5 +122,30 @@ func TestInjectExtract(t *testing.T) {
 	}
 	if tracing.Extract(context.Background(), nil) != context.Background() {
 		t.Fatal("nil trace context changed the context")
+	}
+}
+
+// With WithLogger, an export the collector refuses (nothing listens at the
+// endpoint) is logged as a JSON warning on the process's logger, not as a
+// plain line of the standard library's log package.
+func TestExportErrorsLogged(t *testing.T) {
+	clearOTELEnv(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	var buf testkit.Buffer
+	p, err := tracing.Start(context.Background(), tracing.WithLogger(slog.New(slog.NewJSONHandler(&buf, nil))),
+		tracing.WithOTLPOptions(otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {})) })
+	_, span := tracing.Tracer("test").Start(context.Background(), "exported")
+	span.End()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = p.Shutdown(ctx)
+	var line struct{ Level, Msg, Err string }
+	if err := json.Unmarshal(bytes.TrimSpace([]byte(strings.SplitN(buf.String(), "\n", 2)[0])), &line); err != nil ||
+		line.Level != "WARN" || line.Msg != "tracing" || line.Err == "" {
+		t.Fatalf("logged %q (%v), want a JSON warning of the failed export", buf.String(), err)
 	}
 }
