@@ -196,6 +196,25 @@ func TestDevPools(t *testing.T) {
 	if resp.StatusCode != 404 || !strings.Contains(string(b), "unknown_agent") || !strings.Contains(string(b), "nopool") {
 		t.Errorf("typo pool: %d %s", resp.StatusCode, b)
 	}
+	// Auth off: every reader reads, but a credential presented is checked
+	// on a read as on a POST (ingress/AUTH.md): a wrong one is 401.
+	resp, b = testkit.Do(t, http.MethodPost, base+"/v1/requests?wait=true", `{"request_id":"dev-read-1","params":{"text":"hi","frames":1}}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST: %d %s", resp.StatusCode, b)
+	}
+	for _, c := range []struct {
+		hdr  []string
+		want int
+	}{{nil, http.StatusOK}, {[]string{"Authorization", "Bearer wrong"}, http.StatusUnauthorized}, {[]string{"X-Api-Key", "wrong"}, http.StatusUnauthorized}} {
+		for _, path := range []string{"/v1/requests/dev-read-1", "/v1/requests/dev-read-1/stream"} {
+			if resp, b := testkit.Do(t, http.MethodGet, base+path, "", c.hdr...); resp.StatusCode != c.want {
+				t.Errorf("GET %s with %v: %d %.200s, want %d", path, c.hdr, resp.StatusCode, b, c.want)
+			}
+		}
+	}
+	if resp, b := testkit.Do(t, http.MethodPost, base+"/v1/requests", `{"params":{"text":"hi"}}`, "Authorization", "Bearer wrong"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("POST with a wrong bearer: %d %.200s, want 401", resp.StatusCode, b)
+	}
 }
 
 // TestVault: `e2a vault` makes a key, seals a value that the workflow

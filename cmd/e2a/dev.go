@@ -307,10 +307,8 @@ func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Reg
 	if err != nil {
 		return nil, err
 	}
-	eopts := []egress.Option{egress.WithRegisterer(reg), egress.WithLogger(log), egress.WithProjections(protocols.FillProjections)}
-	if f := egressAuthorizer(auth); f != nil {
-		eopts = append(eopts, egress.WithAuthorizer(f))
-	}
+	eopts := []egress.Option{egress.WithRegisterer(reg), egress.WithLogger(log), egress.WithProjections(protocols.FillProjections),
+		egress.WithAuthorizer(egressAuthorizer(auth))}
 	hopts, err := historyOptions(cfg, nc)
 	if err != nil {
 		return nil, err

@@ -56,11 +56,11 @@ func newWorkflowExecutor(ctx context.Context, js jetstream.JetStream, cfg Config
 }
 
 // egressAuthorizer lets egress's GET endpoints demand the same credentials
-// as ingress; nil when only the none scheme is enabled.
+// as ingress. With only the none scheme every reader is the open principal
+// (every request readable), but a credential presented is still checked,
+// as ingress checks it (ingress/AUTH.md): a wrong one is 401 on a read as
+// on a POST.
 func egressAuthorizer(auth *ingress.Auth) func(*http.Request) (tenant.Principal, error) {
-	if auth.Open() {
-		return nil
-	}
 	return func(r *http.Request) (tenant.Principal, error) {
 		// Every reader, the anonymous one of optional auth included, sees
 		// only what the ownership rule allows it.
