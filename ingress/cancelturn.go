@@ -14,6 +14,7 @@ import (
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // Cancel of an interrupted task. A task whose last turn ended
@@ -49,10 +50,11 @@ import (
 // at the same moment) runs, and a cancel turn after it would end at its
 // pick-up, the task canceled while that turn runs on: that turn is
 // cancelled instead, as tasks/cancel cancels any running turn
-// (egress.Service.CancelTurns), and its id returned. One that ended
-// before its cancel reached it leaves the task checked again.
+// (cancelRunning: the record marked first), and its id returned. One
+// that ended before its cancel reached it leaves the task checked again.
 func (s *Server) cancelInterrupted(ctx context.Context, p Principal, t *host.Task) (string, error) {
 	ids := t.RequestIDs
+	var rec *TaskRecord // the record read again once moved
 	var env *e2a.Envelope
 	var origin idOrigin
 	moved := false // a turn was appended after the one checked
@@ -74,9 +76,11 @@ func (s *Server) cancelInterrupted(ctx context.Context, p Principal, t *host.Tas
 		}
 		switch {
 		case !finished && moved:
-			// The newer turn runs (or waits its turn): cancel it.
-			if _, err := s.egress.CancelTurns(ctx, ids, s.cancel); err == nil {
-				return last, nil
+			// The newer turn runs (or waits its turn): cancel it, as
+			// tasks/cancel cancels a running turn (cancelRunning).
+			cur := &host.Task{Session: p.session(rec), ContextID: rec.ContextID}
+			if after, err := s.cancelRunning(ctx, p, cur, s.cancelOwnTurns); err == nil {
+				return after.LastRequest(), nil
 			} else if !errors.Is(err, egress.ErrNotCancelable) {
 				return "", err
 			}
@@ -104,13 +108,90 @@ func (s *Server) cancelInterrupted(ctx context.Context, p Principal, t *host.Tas
 			}
 			moved = true
 		}
-		rec, err := s.opts.tasks.Get(ctx, KindTask, t.ID)
-		if err != nil {
+		if rec, err = s.ownedRecord(ctx, p, KindTask, t.ID, tenant.Write); err != nil {
 			return "", err
 		}
 		ids = rec.RequestIDs
 	}
 	return "", fmt.Errorf("%w: task %q: too many concurrent turns", ErrBackpressure, t.ID)
+}
+
+// Cancel of a running task. tasks/cancel (CancelTask) of a task whose turn
+// runs cancels that turn (host.TaskRequests.CancelTurns), and the task
+// ends canceled with its final frame. A message the client sent a moment
+// before was checked against the running turn (taskOpen: the task is
+// open) and may not be appended yet: appended after the cancelled turn it
+// would run, the task answered canceled then working again. So before the
+// cancel is sent the record names the running turn as the one whose
+// cancel ends the task (TaskRecord.CancelTurn: markCancelled, a
+// compare-and-set on the record's newest request), and an A2A message is
+// refused after it as after a cancel turn. A message appended before the
+// mark is the task's newest turn: it is marked and cancelled too (with
+// the turns before it). A cancel that stops nothing, or whose turn ends
+// otherwise than canceled (completed, or interrupted: the task takes the
+// answer), takes the mark back. AgentVault's tasks/cancel marks nothing:
+// its messages skip the terminal-task check.
+
+// cancelRunning cancels the turns of the task t of principal p that have
+// not ended with cancelTurns, its record marked first (cancel of a running
+// task, above), and returns the task as last read (its requests those
+// cancelled) with any error: cancelTurns', the mark taken back. A task
+// whose newest request has finished is not marked.
+func (s *Server) cancelRunning(ctx context.Context, p Principal, t *host.Task, cancelTurns func(context.Context, *host.Task) error) (*host.Task, error) {
+	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		last := t.LastRequest()
+		if last == "" {
+			return t, cancelTurns(ctx, t)
+		}
+		finished, err := s.egress.Finished(ctx, last)
+		if err != nil {
+			return t, err
+		}
+		if finished {
+			return t, cancelTurns(ctx, t) // nothing running to mark
+		}
+		err = s.opts.tasks.markCancelled(ctx, t.ID, last, p.Tenant())
+		switch {
+		case err == nil:
+			if err := cancelTurns(ctx, t); err != nil {
+				s.unmarkCancelled(ctx, t.ID, last)
+				return t, err
+			}
+			return t, nil
+		case errors.Is(err, errRecordMoved):
+			// A turn was appended since t was read: the record's newest.
+			rec, err := s.ownedRecord(ctx, p, KindTask, t.ID, tenant.Write)
+			if err != nil {
+				return t, err
+			}
+			t = &host.Task{Session: p.session(rec), ContextID: rec.ContextID}
+		case errors.Is(err, ErrTaskNotFound) || errors.Is(err, context.Canceled):
+			return t, err
+		default:
+			return t, fmt.Errorf("%w: task index: %v", ErrBackpressure, err)
+		}
+	}
+	return t, fmt.Errorf("%w: task %q: too many concurrent turns", ErrBackpressure, t.ID)
+}
+
+// unmarkCancelled takes back the mark of the request requestID of the
+// task id (TaskStore.unmarkCancelled), even once ctx has ended.
+func (s *Server) unmarkCancelled(ctx context.Context, id, requestID string) {
+	uctx, stop := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+	defer stop()
+	if err := s.opts.tasks.unmarkCancelled(uctx, id, requestID); err != nil {
+		// The task takes no A2A message after requestID, which did not
+		// end canceled: its next message starts a new task.
+		s.opts.log.Warn("cancel mark left in the task index", "task_id", id, "request_id", requestID, "err", err)
+	}
+}
+
+// cancelOwnTurns cancels the turns of the task t that have not ended, of
+// its own only (protocols/a2a's Answers.CancelTurns), each with the
+// front door's cancel (protocolHost.Cancel).
+func (s *Server) cancelOwnTurns(ctx context.Context, t *host.Task) error {
+	_, err := a2aproto.NewAnswers(s.egress).CancelTurns(ctx, t, protocolHost{s}.Cancel)
+	return err
 }
 
 // cancelTurn is the envelope of a cancel turn of the task t, its cancel
@@ -172,4 +253,16 @@ func (c caller) CancelInterrupted(ctx context.Context, t *host.Task) (string, er
 func (c rpcCaller) CancelInterrupted(ctx context.Context, t *host.Task) (string, error) {
 	id, err := c.s.cancelInterrupted(ctx, c.p, t)
 	return id, hostError(err)
+}
+
+// CancelRunning is cancelRunning for the caller.
+func (c caller) CancelRunning(ctx context.Context, t *host.Task, cancelTurns func(context.Context, *host.Task) error) (*host.Task, error) {
+	after, err := c.s.cancelRunning(ctx, c.p, t, cancelTurns)
+	return after, hostError(err)
+}
+
+// CancelRunning is cancelRunning for the caller.
+func (c rpcCaller) CancelRunning(ctx context.Context, t *host.Task, cancelTurns func(context.Context, *host.Task) error) (*host.Task, error) {
+	after, err := c.s.cancelRunning(ctx, c.p, t, cancelTurns)
+	return after, hostError(err)
 }

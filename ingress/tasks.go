@@ -57,12 +57,13 @@ type TaskRecord struct {
 	// the record's too once only their frames are left to tell their author
 	// (host.Session.Writers). At most maxWriters, the latest kept.
 	Writers []string `json:"writers,omitempty"`
-	// CancelTurn is the request of the task's cancel turn (cancelInterrupted)
-	// once appended. While it is the newest request the task is canceled,
-	// or will be once the cancel turn's final frame is stored: an A2A
-	// message is refused as to a task in a terminal state (appendAfter).
-	// Only the append reads it; every reader of the task's state reads the
-	// frames.
+	// CancelTurn is the request whose cancel ends the task: its cancel
+	// turn (cancelInterrupted) once appended, or the running turn that
+	// tasks/cancel cancels (markCancelled, before its cancel is sent).
+	// While it is the newest request the task is canceled, or will be once
+	// that request's final frame is stored: an A2A message is refused as to
+	// a task in a terminal state (appendAfter). Only the append reads it;
+	// every reader of the task's state reads the frames.
 	CancelTurn string `json:"cancel_turn,omitempty"`
 	// ContextClaimed is a time at or before which the claim of the task's
 	// A2A context (KindContext, ContextID) was last written, as the task's
@@ -308,9 +309,10 @@ type turnCond struct {
 	// after, when set, must be the record's newest request (the first
 	// request of a task without a record: firstTurn), else errRecordMoved.
 	after string
-	// open refuses the turn when the record's newest request is its cancel
-	// turn (TaskRecord.CancelTurn): ErrTaskTerminal. An A2A message: a task
-	// in a terminal state takes none.
+	// open refuses the turn when the record's newest request is the one
+	// whose cancel ends the task (TaskRecord.CancelTurn: its cancel turn,
+	// or a running turn tasks/cancel cancels): ErrTaskTerminal. An A2A
+	// message: a task in a terminal state takes none.
 	open bool
 	// cancel records the turn as the task's cancel turn.
 	cancel bool
@@ -397,6 +399,122 @@ func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecor
 	return nil, false, fmt.Errorf("ingress: task %s: too many concurrent updates", key)
 }
 
+// markCancelled records the request after, the newest of the task id, as
+// the request whose cancel ends the task (TaskRecord.CancelTurn): from
+// then on no A2A message is appended after it (appendAfter). A task named
+// by its first request gets its record (newRecord's, without a request
+// added). errRecordMoved, with nothing written, when after is no longer
+// the task's newest request; ErrTaskNotFound when there is no such task or
+// by may not write it.
+func (s *TaskStore) markCancelled(ctx context.Context, id, after string, by tenant.Principal) error {
+	key, err := taskKey(KindTask, id)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrTaskNotFound, err)
+	}
+	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		at := s.now()
+		e, err := s.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			rec, err := s.firstTurn(ctx, id)
+			if err != nil {
+				return err
+			}
+			if !by.Allows(tenant.Write, rec.Principal) {
+				return ErrTaskNotFound
+			}
+			if rec.LastRequest() != after {
+				return fmt.Errorf("%w: task %s", errRecordMoved, key)
+			}
+			rec.CancelTurn, rec.Updated = after, e2a.FormatTime(at)
+			if created, err := e2a.ParseTime(rec.Created); err == nil {
+				rec.ContextClaimed = s.claimedBefore(rec.ContextID, created)
+			}
+			if err := s.keepContext(ctx, KindTask, rec, by, at); err != nil {
+				return err
+			}
+			data, _ := json.Marshal(rec)
+			if err := s.create(ctx, key, data); err != nil {
+				if errors.Is(err, jetstream.ErrKeyExists) {
+					continue
+				}
+				return err
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var rec TaskRecord
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			return err
+		}
+		if !by.Allows(tenant.Write, rec.Principal) {
+			return ErrTaskNotFound
+		}
+		if rec.LastRequest() != after {
+			return fmt.Errorf("%w: task %s", errRecordMoved, key)
+		}
+		if rec.CancelTurn == after {
+			return nil
+		}
+		rec.CancelTurn = after
+		if err := s.keepContext(ctx, KindTask, &rec, by, at); err != nil {
+			return err
+		}
+		rec.Updated = e2a.FormatTime(at)
+		if ok, err := s.update(ctx, key, &rec, e.Revision()); err != nil || ok {
+			return err
+		}
+	}
+	return fmt.Errorf("ingress: task %s: too many concurrent updates", key)
+}
+
+// unmarkCancelled takes back markCancelled's mark of requestID on the task
+// id (its cancel found nothing to stop, or did not end it canceled): a
+// record whose CancelTurn is another request (a cancel turn's), or none,
+// is left alone.
+func (s *TaskStore) unmarkCancelled(ctx context.Context, id, requestID string) error {
+	key, err := taskKey(KindTask, id)
+	if err != nil {
+		return nil
+	}
+	return s.modify(ctx, key, func(rec *TaskRecord) bool {
+		if rec.CancelTurn != requestID {
+			return false
+		}
+		rec.CancelTurn = ""
+		return true
+	})
+}
+
+// modify applies change to the record under key and writes it back with
+// a compare-and-set, read again and changed again while another writer
+// comes first; nothing is written when there is no record or change
+// reports none. Updated is set on a change.
+func (s *TaskStore) modify(ctx context.Context, key string, change func(*TaskRecord) bool) error {
+	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		e, err := s.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var rec TaskRecord
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			return err
+		}
+		if !change(&rec) {
+			return nil
+		}
+		rec.Updated = e2a.FormatTime(s.now())
+		if ok, err := s.update(ctx, key, &rec, e.Revision()); err != nil || ok {
+			return err
+		}
+	}
+	return fmt.Errorf("ingress: task %s: too many concurrent updates", key)
+}
+
 // maxUpdateAttempts bounds the compare-and-set retries of one record
 // update.
 const maxUpdateAttempts = 16
@@ -424,32 +542,17 @@ func (s *TaskStore) Remove(ctx context.Context, kind, id, requestID string) erro
 	if err != nil {
 		return err
 	}
-	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
-		e, err := s.kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		var rec TaskRecord
-		if err := json.Unmarshal(e.Value(), &rec); err != nil {
-			return err
-		}
+	return s.modify(ctx, key, func(rec *TaskRecord) bool {
 		i := slices.Index(rec.RequestIDs, requestID)
 		if i < 0 {
-			return nil
+			return false
 		}
 		rec.RequestIDs = slices.Delete(rec.RequestIDs, i, i+1)
 		if rec.CancelTurn == requestID {
 			rec.CancelTurn = "" // a cancel turn never published
 		}
-		rec.Updated = e2a.FormatTime(s.now())
-		if ok, err := s.update(ctx, key, &rec, e.Revision()); err != nil || ok {
-			return err
-		}
-	}
-	return fmt.Errorf("ingress: task %s: too many concurrent updates", key)
+		return true
+	})
 }
 
 // list returns the records of kind that keep accepts, reading at most max

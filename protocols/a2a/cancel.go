@@ -14,14 +14,24 @@ import (
 )
 
 // a2aCancel answers A2A tasks/cancel: the task's turns that have not
-// ended cancelled (Answers.A2ACancelOf); when none is left running and the
-// last ended interrupted (input-required, auth-required: not terminal), a
-// cancel turn ends the task canceled (host.Tasks.CancelInterrupted). The
-// task after either, in v0.3.
+// ended cancelled (Answers.CancelTurns), the task's record marked first so
+// that it takes no later message (host.Tasks.CancelRunning); when none is
+// left running and the last ended interrupted (input-required,
+// auth-required: not terminal), a cancel turn ends the task canceled
+// (host.Tasks.CancelInterrupted). The task after either, in v0.3.
 func a2aCancel(ctx context.Context, ans Answers, tc host.Tasks, t *host.Task, cancel egress.CancelFunc) (*a2a.Task, error) {
-	v, err := ans.A2ACancelOf(ctx, t, cancel)
+	cur, err := tc.CancelRunning(ctx, t, func(ctx context.Context, t *host.Task) error {
+		_, err := ans.CancelTurns(ctx, t, cancel)
+		return err
+	})
+	if cur != nil {
+		t = cur // read again: a turn appended meanwhile was cancelled too
+	}
+	if err == nil {
+		return v03Task(ans.A2ATaskOf(ctx, t, nil))
+	}
 	if !errors.Is(err, egress.ErrNotCancelable) {
-		return a2amap.V03Task(v), err
+		return nil, err
 	}
 	id, ierr := tc.CancelInterrupted(ctx, t)
 	if ierr != nil {

@@ -138,7 +138,9 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 		}
 	}
 	s := host.Submission{Pool: res.Pool, Envelope: env, ClaimContext: !(env.TaskID != "" && continued), Slot: stream, Prepare: stream,
-		Before: func(ctx context.Context) (func(context.Context) error, error) { return h.inlinePush(ctx, req, in, env.TaskID) }}
+		Before: func(ctx context.Context) (func(context.Context) error, error) {
+			return h.inlinePush(ctx, req, in, env.TaskID)
+		}}
 	if env.TaskID != "" {
 		// A turn of the task: recorded first, run after the task's earlier
 		// turn. Not continued: the adapter made the id up (one write, no
@@ -365,9 +367,10 @@ func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2
 var states = []a2a.TaskState{a2a.TaskStateAuthRequired, a2a.TaskStateCanceled, a2a.TaskStateCompleted, a2a.TaskStateFailed,
 	a2a.TaskStateInputRequired, a2a.TaskStateRejected, a2a.TaskStateSubmitted, a2a.TaskStateWorking}
 
-// CancelTask cancels the task's running turns (egress.Service.CancelTurns)
-// and answers the task once the workers stopped; a finished task is not
-// cancelable.
+// CancelTask cancels the task's running turns (egress.Service.CancelTurns),
+// the task's record marked first so that it takes no later message
+// (host.Tasks.CancelRunning), and answers the task once the workers
+// stopped; a finished task is not cancelable.
 func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*a2a.Task, error) {
 	c, err := h.call(ctx)
 	if err != nil {
@@ -377,7 +380,14 @@ func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*
 	if err != nil || len(t.RequestIDs) == 0 {
 		return nil, a2a.ErrTaskNotFound
 	}
-	if _, err := h.h.V1Answers().CancelTurns(ctx, t, h.h.Cancel); err != nil {
+	after, err := c.c.CancelRunning(ctx, t, func(ctx context.Context, t *host.Task) error {
+		_, err := h.h.V1Answers().CancelTurns(ctx, t, h.h.Cancel)
+		return err
+	})
+	if after != nil {
+		t = after // read again: a turn appended meanwhile was cancelled too
+	}
+	if err != nil {
 		// Nothing running: an interrupted task (input-required,
 		// auth-required) is canceled by a cancel turn of its own.
 		if !errors.Is(err, egress.ErrNotCancelable) {

@@ -272,6 +272,11 @@ func (c bindingCaller) CancelInterrupted(context.Context, *host.Task) (string, e
 	return "", egress.ErrNotCancelable
 }
 
+// CancelRunning is cancelTurns of t: the fake keeps no mark.
+func (c bindingCaller) CancelRunning(ctx context.Context, t *host.Task, cancelTurns func(context.Context, *host.Task) error) (*host.Task, error) {
+	return t, cancelTurns(ctx, t)
+}
+
 // NextTurn waits until the task holds a request after the request after
 // and returns it; the context's error when it ends first.
 func (c bindingCaller) NextTurn(ctx context.Context, t *host.Task, after string) (string, error) {

@@ -46,6 +46,20 @@ type Tasks interface {
 	// newest. egress.ErrNotCancelable when the last turn is not an
 	// interrupted one.
 	CancelInterrupted(ctx context.Context, t *Task) (requestID string, err error)
+	// CancelRunning cancels the A2A task t's turns that have not ended
+	// with cancelTurns (the protocol's cancel of a task's own turns:
+	// TaskRequests.CancelTurns of them, their final frames awaited), the
+	// task's record first marked so that no A2A message is appended after
+	// them (it is refused as to a task in a terminal state,
+	// [ErrTaskTerminal]): a message checked open while a turn ran does not
+	// run after the cancel, the task answered canceled then working again.
+	// A turn appended before the mark is cancelled too, the record read
+	// again (the caller's own, as Task reads it). It returns the task as
+	// last read, its requests those cancelled, with any error: cancelTurns'
+	// (egress.ErrNotCancelable when nothing was left running, or the newest
+	// turn ended otherwise), the mark then taken back. A task whose newest
+	// turn has finished is not marked.
+	CancelRunning(ctx context.Context, t *Task, cancelTurns func(context.Context, *Task) error) (*Task, error)
 }
 
 // TaskCaller is the principal a JSON-RPC transport admitted, as the
