@@ -37,21 +37,22 @@ func WithPoolCheck(ttl time.Duration) Option {
 // poolState is what the pool check knows of a pool.
 type poolState struct {
 	known bool // its consumer exists
-	live  bool // a worker is pulling (the consumer has waiting pull requests)
+	live  bool // a worker is pulling or busy, or was a moment ago (streams.Presence)
 	at    time.Time
 }
 
 // pools caches pool states.
 type pools struct {
-	js  jetstream.JetStream
-	ttl time.Duration
-	now func() time.Time
-	mu  sync.Mutex
-	m   map[string]poolState
+	js       jetstream.JetStream
+	ttl      time.Duration
+	now      func() time.Time
+	presence *streams.Presence
+	mu       sync.Mutex
+	m        map[string]poolState
 }
 
-func newPools(js jetstream.JetStream, ttl time.Duration, now func() time.Time) *pools {
-	return &pools{js: js, ttl: ttl, now: now, m: map[string]poolState{}}
+func newPools(js jetstream.JetStream, ttl time.Duration, now func() time.Time, presence *streams.Presence) *pools {
+	return &pools{js: js, ttl: ttl, now: now, presence: presence, m: map[string]poolState{}}
 }
 
 // state returns the pool's state, from the cache when fresh (an unknown
@@ -75,7 +76,7 @@ func (p *pools) state(ctx context.Context, pool string) (poolState, error) {
 	case err != nil:
 		return poolState{}, err
 	default:
-		st = poolState{known: true, live: c.CachedInfo().NumWaiting > 0, at: now}
+		st = poolState{known: true, live: p.presence.Live(pool, c.CachedInfo()), at: now}
 	}
 	p.mu.Lock()
 	if len(p.m) > 10000 {
@@ -113,8 +114,9 @@ func (s *Server) checkPool(ctx context.Context, pool string) (warning string, er
 }
 
 // Pools reports the agent pools that have a durable consumer on
-// E2A_REQUESTS and whether a worker of each is pulling now: "live" or "no
-// live worker" (requests for it wait). It is the pools detail of /readyz.
+// E2A_REQUESTS and whether a worker of each is pulling, busy, or was a
+// moment ago (streams.Presence): "live" or "no live worker" (requests for
+// it wait). It is the pools detail of /readyz.
 func (s *Server) Pools(ctx context.Context) (map[string]string, error) {
 	st, err := s.js.Stream(ctx, streams.RequestsStream)
 	if err != nil {
@@ -127,7 +129,7 @@ func (s *Server) Pools(ctx context.Context) (map[string]string, error) {
 		if !ok {
 			continue
 		}
-		if ci.NumWaiting > 0 {
+		if s.presence.Live(pool, ci) {
 			out[pool] = "live"
 		} else {
 			out[pool] = "no live worker"

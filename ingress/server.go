@@ -21,6 +21,7 @@ import (
 	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/push"
+	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/workflow"
 )
@@ -29,6 +30,9 @@ import (
 // concurrent use and holds no per-request state between calls.
 type Server struct {
 	pools *pools // nil: every pool accepted
+	// presence tells the pools with a live worker, for the pool check and
+	// Pools (/readyz).
+	presence *streams.Presence
 	// poolList caches the pool names the pipeline's card lists.
 	poolList poolCache
 	// profiles caches the pools' profiles (extcard.go).
@@ -235,10 +239,11 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	o.tasks = ts
-	srv := &Server{pub: NewPublisher(js, o.publishTimeout), egress: eg, opts: o, metrics: m, js: js, nc: nc}
+	srv := &Server{pub: NewPublisher(js, o.publishTimeout), egress: eg, opts: o, metrics: m, js: js, nc: nc,
+		presence: streams.NewPresence(0)}
 	srv.bindProtocols()
 	if o.poolTTL > 0 {
-		srv.pools = newPools(js, o.poolTTL, o.now)
+		srv.pools = newPools(js, o.poolTTL, o.now, srv.presence)
 	}
 	return srv, nil
 }

@@ -191,8 +191,9 @@ func New(ctx context.Context, nc *nats.Conn, eg *egress.Service, opts ...Option)
 		return nil, err
 	}
 	c := &Console{nc: nc, js: js, o: o, done: make(chan struct{}),
-		list:   &lister{nc: nc, js: js, budget: o.budget},
-		stats:  &statsSource{gatherer: o.gatherer, js: js, index: !o.noIndexer, minInterval: 500 * time.Millisecond},
+		list: &lister{nc: nc, js: js, budget: o.budget},
+		stats: &statsSource{gatherer: o.gatherer, js: js, index: !o.noIndexer, minInterval: 500 * time.Millisecond,
+			presence: streams.NewPresence(0)},
 		assets: http.StripPrefix("/console/assets/", http.FileServerFS(sub)),
 	}
 	if eg != nil {

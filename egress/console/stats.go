@@ -110,6 +110,7 @@ type statsSource struct {
 	gatherer prometheus.Gatherer
 	js       jetstream.JetStream
 	index    bool
+	presence *streams.Presence // which pools have a live worker
 
 	mu          sync.Mutex
 	samples     []*sample // recent readings, oldest first
@@ -309,6 +310,15 @@ func (r *reading) index() StageStats {
 	return ix
 }
 
+// live tells whether pool has a live worker (streams.Presence: a single
+// reading between a worker's pulls would say none).
+func (s *statsSource) live(pool string, ci *jetstream.ConsumerInfo) bool {
+	if s.presence == nil {
+		return ci.NumWaiting > 0
+	}
+	return s.presence.Live(pool, ci)
+}
+
 // streamState reads the consumers and sizes of the request and response
 // streams (a failure leaves them out: the counters still show).
 func (s *statsSource) streamState(ctx context.Context) ([]ConsumerStats, []StreamStats) {
@@ -331,7 +341,7 @@ func (s *statsSource) streamState(ctx context.Context) ([]ConsumerStats, []Strea
 			cs := ConsumerStats{Stream: name, Name: ci.Name, Pending: ci.NumPending,
 				AckPending: ci.NumAckPending, Redelivered: ci.NumRedelivered, Waiting: ci.NumWaiting}
 			if pool, ok := strings.CutPrefix(ci.Name, "agent-"); ok && name == streams.RequestsStream {
-				cs.Pool, cs.NoLiveWorker = pool, ci.NumWaiting == 0
+				cs.Pool, cs.NoLiveWorker = pool, !s.live(pool, ci)
 				if info, found, err := bridge.LookupPool(ctx, s.js, pool); err == nil && found {
 					cs.Upstream = info.Kind + " " + info.Upstream
 				}
