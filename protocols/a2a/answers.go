@@ -12,6 +12,7 @@ import (
 	"errors"
 	"io"
 	"iter"
+	"slices"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -134,7 +135,7 @@ func (a Answers) ownTurns(ctx context.Context, t *host.Task) ([]string, error) {
 }
 
 // LastTurn is the task t's newest request, which a resubscription
-// follows: egress.ErrNotFound when it is not t's own
+// follows last (AgentVault's, that one alone): egress.ErrNotFound when it is not t's own
 // (host.Session.OwnRequests of its envelope, or of its first frame when
 // that is gone: host.TaskRequests.LoadRequestHead, when t has a
 // principal; the resubscription reads its frames once, after).
@@ -286,8 +287,12 @@ func (a Answers) A2AResult(ctx context.Context, requestID string, p A2AParams, o
 // current state, whatever it is: a finished task is replayed from the
 // durable streams this way), then, unless that state is terminal or
 // interrupted (input-required, auth-required: the turn is over), the
-// events of the newest one's later frames as they are written, to its
-// final frame. It yields egress.ErrNotFound when none of them exists.
+// events of the turns that have not ended as they are written: the oldest
+// (the one running; a later one waits for it: turns of a task run one
+// after another) from its first frame not in the task, to its final
+// frame, then each later one in the record's order (unendedFrom), every
+// one of them the task's own. It yields egress.ErrNotFound when none of
+// them exists.
 //
 // interaction is A2AParams.Interaction for the live events (the task
 // itself is rebuilt whole, as tasks/get answers it).
@@ -304,12 +309,74 @@ func (a Answers) A2ASubscription(ctx context.Context, task *host.Task, interacti
 		if !yield(t, nil) || t.Status.State.Terminal() || a2amap.Interrupted(t.Status.State) {
 			return
 		}
-		last := reqs[len(reqs)-1]
 		p := A2AParams{TaskID: task.ID, ContextID: t.ContextID, Resubscribe: true, Interaction: interaction}
-		for ev, err := range a.A2AEvents(ctx, last.Envelope.RequestID, p, int64(len(last.Frames))) {
-			if !yield(ev, err) || err != nil {
-				return
+		// Each turn from its frames not read yet: those read are in t.
+		for _, rq := range reqs[unendedFrom(reqs):] {
+			for ev, err := range a.A2AEvents(ctx, rq.Envelope.RequestID, p, int64(len(rq.Frames))) {
+				if !yield(ev, err) || err != nil {
+					return
+				}
 			}
 		}
 	}
+}
+
+// unendedFrom is the index in reqs (a task's requests, oldest first) of
+// the oldest of those after the last one with its final frame (the turns
+// that have not ended), the last when that one has ended.
+func unendedFrom(reqs []egress.StoredRequest) int {
+	i := len(reqs)
+	for i > 0 {
+		f := reqs[i-1].Frames
+		if len(f) > 0 && f[len(f)-1].IsFinal {
+			break
+		}
+		i--
+	}
+	return min(i, len(reqs)-1)
+}
+
+// FollowedTurns are the turns of the task t a resubscription follows, in
+// the record's order: the newest (LastTurn: egress.ErrNotFound when it is
+// not t's own) and the earlier turns that have not ended
+// (host.TaskRequests.UnendedTurns), the oldest of which runs while the others
+// wait for it (turns of a task run one after another), back to the first
+// that is not t's own (host.Session.OwnRequests of its envelope:
+// host.TaskRequests.LoadRequestHead, when t has a principal). No turn's
+// frames are read but the last of each earlier one's: the resubscription
+// reads them once, after.
+func (a Answers) FollowedTurns(ctx context.Context, t *host.Task) ([]string, error) {
+	last, err := a.LastTurn(ctx, t)
+	if err != nil || last == "" {
+		return nil, err
+	}
+	ids := t.RequestIDs
+	if len(ids) < 2 {
+		return []string{last}, nil
+	}
+	earlier, err := a.f.UnendedTurns(ctx, ids[:len(ids)-1])
+	if err != nil {
+		return nil, err
+	}
+	turns := []string{last}
+	for _, id := range earlier { // newest first
+		if t.Principal != "" {
+			rq, err := a.f.LoadRequestHead(ctx, id)
+			if errors.Is(err, egress.ErrNotFound) {
+				break
+			}
+			if err == nil {
+				_, err = t.OwnRequests([]egress.StoredRequest{rq})
+			}
+			if errors.Is(err, egress.ErrNotFound) {
+				break // another principal's: neither it nor any before it
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		turns = append(turns, id)
+	}
+	slices.Reverse(turns)
+	return turns, nil
 }

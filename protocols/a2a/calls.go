@@ -110,15 +110,29 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 	}
 }
 
-// resubscribe follows the newest turn of the caller's task t to its final
-// frame (tasks/resubscribe; AgentVault's tasks/sendSubscribe of a task when
-// agentVault), from its first frame.
+// resubscribe follows the caller's task t (tasks/resubscribe) from the
+// oldest of its turns that has not ended to the newest's final frame, one
+// turn after another (Answers.FollowedTurns, serveTurns); AgentVault's
+// tasks/sendSubscribe of a task (agentVault) follows its newest turn
+// (Answers.LastTurn), from its first frame.
 func (d *frontDoor) resubscribe(rep host.Reply, in host.Call, c host.RPCCaller, ans Answers, t *host.Task, agentVault bool,
 	toRPC func(error) *jsonrpc.Error, req *jsonrpc.Request, interaction bool) {
-	last, err := ans.LastTurn(in.Ctx, t)
+	var turns []string
+	var err error
+	if agentVault {
+		var last string
+		last, err = ans.LastTurn(in.Ctx, t)
+		turns = []string{last}
+	} else {
+		turns, err = ans.FollowedTurns(in.Ctx, t)
+	}
 	if err != nil {
 		rep.Error(toRPC(err))
 		return
+	}
+	last := ""
+	if len(turns) > 0 {
+		last = turns[len(turns)-1]
 	}
 	w := rep.Stream()
 	if w == nil {
@@ -133,8 +147,12 @@ func (d *frontDoor) resubscribe(rep host.Reply, in host.Call, c host.RPCCaller, 
 		serveAgentVault(d.h.TaskFrames().ServeExisting, w, in.Request, last, AgentVaultParams{JSONRPCID: req.ID, TaskID: t.ID})
 		return
 	}
-	serveStream(d.h.TaskFrames().ServeExisting, w, in.Request, last, a2amap.Params{JSONRPCID: req.ID, TaskID: t.ID, ContextID: t.ContextID,
-		Resubscribe: true, Interaction: interaction})
+	p := a2amap.Params{JSONRPCID: req.ID, TaskID: t.ID, ContextID: t.ContextID, Resubscribe: true, Interaction: interaction}
+	if len(turns) < 2 {
+		serveStream(d.h.TaskFrames().ServeExisting, w, in.Request, last, p)
+		return
+	}
+	serveTurns(d.h.TaskFrames().ServeExisting, w, in.Request, turns, p)
 }
 
 // answer returns the function that answers a result, or its error mapped
@@ -290,6 +308,59 @@ func serveStream(serve func(http.ResponseWriter, *http.Request, string, string, 
 	from, _ := egress.ResumePoint(r)
 	serve(w, r, requestID, StreamFormat, func(o *render.Output) render.Renderer { return NewStream(o, requestID, p, from) })
 }
+
+// serveTurns writes tasks/resubscribe's SSE answer for the turns of a
+// task (oldest first) with serve, one after the other in one stream: each
+// turn's frames to its final frame, the first's from the resume point of
+// r (Last-Event-ID or ?from=: the event ids are the sequences of a turn's
+// frames), the later ones' from their first. The final status of every
+// turn but the last is written final:false, and the stream goes on with
+// the next turn (its events opened with a working status, as a
+// resubscribed stream opens); it ends after the last turn's final frame,
+// or with the first turn that ends without its final frame (an error, the
+// client gone).
+func serveTurns(serve func(http.ResponseWriter, *http.Request, string, string, render.NewRenderer), w http.ResponseWriter, r *http.Request,
+	turns []string, p a2amap.Params) {
+	from, _ := egress.ResumePoint(r)
+	for i, id := range turns {
+		var s *stream
+		serve(w, r, id, StreamFormat, func(o *render.Output) render.Renderer {
+			s = newStream(o, id, p, from)
+			s.more, s.next = i < len(turns)-1, i > 0
+			return s
+		})
+		if s == nil || !s.ended || s.Out.Err() != nil || r.Context().Err() != nil {
+			return
+		}
+		if i == 0 {
+			// The next turns from their first frame, into the stream
+			// already open.
+			r = withoutResumePoint(r)
+			w = continuedResponse{w}
+			from = 0
+		}
+	}
+}
+
+// withoutResumePoint is r without Last-Event-ID and ?from=.
+func withoutResumePoint(r *http.Request) *http.Request {
+	r = r.Clone(r.Context())
+	r.Header.Del("Last-Event-ID")
+	if q := r.URL.Query(); q.Has("from") {
+		q.Del("from")
+		r.URL.RawQuery = q.Encode()
+	}
+	return r
+}
+
+// continuedResponse is a response whose head is written already: the
+// next turn's stream writes its events after the last turn's.
+type continuedResponse struct{ http.ResponseWriter }
+
+func (continuedResponse) WriteHeader(int) {}
+
+// Unwrap is the response (http.ResponseController flushes it).
+func (c continuedResponse) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // Interaction reports whether the client declared the trpc interaction
 // spec: interaction_spec_version in the message metadata (the spec's way),

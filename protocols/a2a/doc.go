@@ -24,7 +24,9 @@
 //     answered in the shape of the protocol whose record made the task
 //     (only the caller's own tasks are looked at, so the shape says
 //     nothing of another principal's); tasks/resubscribe follows an A2A
-//     task's last request.
+//     task from the oldest of its own turns that has not ended (the one
+//     running) to the newest's final frame, one turn after another in one
+//     stream (Answers.FollowedTurns).
 //   - push-config methods and agent/getAuthenticatedExtendedCard are
 //     refused by the adapter (-32003, -32007).
 //   - a single call of an A2A v1.0 method ([V1Methods]) is handed, before

@@ -51,6 +51,15 @@ type stream struct {
 	evs    []a2av1.Event                         // a frame's events for the client, reused
 	finals []bool                                // their v0.3 final flags (Mapper.Final)
 	rpcID  []byte                                // the JSON-RPC id as encoded, for textEvent
+	// more: a later turn of the task follows in the stream (serveTurns):
+	// the final status is not final, and the end is flushed.
+	more bool
+	// next: the stream goes on from an earlier turn's (serveTurns): its
+	// head is written.
+	next bool
+	// ended: the final frame was rendered, and the stream did not end
+	// with an error.
+	ended bool
 }
 
 // NewStream returns the A2A v0.3 SSE renderer (format [StreamFormat]) of
@@ -64,13 +73,19 @@ type stream struct {
 // not get (p.AcceptedOutputModes, p.Interaction); an error ends the
 // stream as a JSON-RPC error ([Error]).
 func NewStream(o *render.Output, requestID string, p a2amap.Params, from int64) render.Renderer {
+	return newStream(o, requestID, p, from)
+}
+
+func newStream(o *render.Output, requestID string, p a2amap.Params, from int64) *stream {
 	return &stream{StreamBase: StreamBase{Out: o, Mapper: a2amap.NewStreamMapper(requestID, p, from)}, p: p, from: from}
 }
 
 func (r *stream) Start() error {
-	render.SSEHead(r.Out, 0)
-	if err := render.SSEComment(r.Out, "ok"); err != nil {
-		return err
+	if !r.next {
+		render.SSEHead(r.Out, 0)
+		if err := render.SSEComment(r.Out, "ok"); err != nil {
+			return err
+		}
 	}
 	if r.from > 0 {
 		return nil
@@ -116,6 +131,7 @@ func (r *stream) event(id string, ev a2av1.Event, final bool) error {
 }
 
 func (r *stream) Frame(f *render.Frame) error {
+	r.ended = r.ended || f.IsFinal()
 	b, text := r.textEvent(f)
 	evs, err := r.Events(f, b, text, r.submitted)
 	if err != nil || len(evs) == 0 {
@@ -127,7 +143,7 @@ func (r *stream) Frame(f *render.Frame) error {
 	out, finals := r.evs[:0], r.finals[:0]
 	for _, ev := range evs {
 		su, final := ev.(*a2av1.TaskStatusUpdateEvent)
-		final = final && r.Mapper.Final(su)
+		final = final && !r.more && r.Mapper.Final(su)
 		if ev, ok := r.keep(ev); ok {
 			out, finals = append(out, ev), append(finals, final)
 		}
@@ -144,9 +160,15 @@ func (r *stream) Frame(f *render.Frame) error {
 func (r *stream) Heartbeat() error { return render.SSEComment(r.Out, "keep-alive") }
 
 func (r *stream) End(err error) error {
+	if err == nil && r.more {
+		// The next turn may be long in coming: this one's end goes out
+		// now.
+		return r.Out.Flush()
+	}
 	if err == nil {
 		return nil
 	}
+	r.ended = false // nothing follows an error
 	return render.SSEEndEvent(r.Out, "", jsonrpc.ErrorResponse(r.p.JSONRPCID, Error(err)))
 }
 

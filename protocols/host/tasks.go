@@ -83,6 +83,9 @@ type TaskRequests interface {
 	// reads: its envelope, and its first frame only when that is gone or
 	// names no user (egress.ErrNotFound when neither is stored).
 	LoadRequestHead(ctx context.Context, id string) (egress.StoredRequest, error)
+	// UnendedTurns returns the turns of a task (ids, oldest first) that
+	// have not ended, newest first (each one's last frame read).
+	UnendedTurns(ctx context.Context, ids []string) ([]string, error)
 	// CancelTurns cancels a task's turns (its requests, oldest first)
 	// that have not ended, newest first, each with cancel, awaiting their
 	// final frames (egress.ErrNotCancelable when all have finished); it

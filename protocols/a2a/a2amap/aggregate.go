@@ -1,6 +1,7 @@
 package a2amap
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -77,7 +78,11 @@ func (a *Aggregator) Add(r *e2a.Response) error {
 		switch e := ev.(type) {
 		case *a2a.Task:
 			a.state, a.status = e.Status.State, e.Status.Message
-			a.artifacts = append(a.artifacts, e.Artifacts...)
+			// The task as the agent holds it: its artifacts replace
+			// those of the same id.
+			for _, art := range e.Artifacts {
+				a.artifacts = putArtifact(a.artifacts, art, false)
+			}
 			if r.IsFinal {
 				a.native = e
 			}
@@ -153,17 +158,43 @@ func (a *Aggregator) addPiece(r *e2a.Response, p piece) {
 }
 
 func (a *Aggregator) mergeArtifact(e *a2a.TaskArtifactUpdateEvent) {
-	if e.Artifact == nil {
-		return
+	a.artifacts = putArtifact(a.artifacts, e.Artifact, e.Append)
+}
+
+// putArtifact is the artifacts arts with art merged in as A2A's
+// artifact-update does it (a2a-go's task manager likewise): with append,
+// art's parts are added to those of the artifact of its id; otherwise art
+// replaces that artifact, in its place. An artifact of a new id is added
+// last (a copy: the parts of those in arts are appended to in place), so
+// arts keep the order their ids were first seen in.
+func putArtifact(arts []*a2a.Artifact, art *a2a.Artifact, appendParts bool) []*a2a.Artifact {
+	if art == nil {
+		return arts
 	}
-	for _, art := range a.artifacts {
-		if art.ID == e.Artifact.ID && e.Append {
-			art.Parts = append(art.Parts, e.Artifact.Parts...)
-			return
+	c := *art
+	c.Parts = slices.Clone(art.Parts)
+	for i, old := range arts {
+		if old.ID != art.ID {
+			continue
 		}
+		if appendParts {
+			old.Parts = append(old.Parts, art.Parts...)
+		} else {
+			arts[i] = &c
+		}
+		return arts
 	}
-	c := *e.Artifact
-	a.artifacts = append(a.artifacts, &c)
+	return append(arts, &c)
+}
+
+// cloneArtifacts is arts, each a copy that putArtifact may append to
+// without changing arts'.
+func cloneArtifacts(arts []*a2a.Artifact) []*a2a.Artifact {
+	var out []*a2a.Artifact
+	for _, art := range arts {
+		out = putArtifact(out, art, false)
+	}
+	return out
 }
 
 // seal writes the assembled text of content messages into their parts.
@@ -273,14 +304,21 @@ type Request = egress.StoredRequest
 // BuildTask rebuilds an A2A Task from the requests of the task, in
 // order (tasks/get): each request's user message (from its envelope) and
 // agent messages in history (an interrupted earlier turn's question too),
-// the last request's final reply in artifacts, the state of the last
-// request (submitted when it has no frame, working while it runs,
-// input-required or auth-required with the agent's question as the status
-// message when it was interrupted). historyLength keeps the last N history
-// messages.
+// the artifacts of every request (merged by id in the order first seen, a
+// later update of an id appending to or replacing it: putArtifact) and the
+// last request's final reply in artifacts, the state of the last request
+// (submitted when it has no frame, working while it runs, input-required
+// or auth-required with the agent's question as the status message when it
+// was interrupted) or, while the last request waits without a frame
+// behind an earlier turn that has not ended (turns of a task run one after
+// another), that turn's. historyLength keeps the last N history messages.
 func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2a.Task {
 	t := &a2a.Task{ID: a2a.TaskID(taskID), ContextID: contextID, Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted}}
 	var history []*a2a.Message
+	var artifacts []*a2a.Artifact
+	// running is the status of the latest request with frames while it
+	// has no final frame (nil otherwise).
+	var running *a2a.TaskStatus
 	for i, rq := range reqs {
 		id := ""
 		if rq.Envelope != nil {
@@ -293,6 +331,9 @@ func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2
 			t.ContextID = taskID
 		}
 		agg := NewAggregator(id, Params{TaskID: taskID, ContextID: t.ContextID})
+		// The task's artifacts so far, which this request's updates
+		// append to or replace.
+		agg.artifacts = artifacts
 		if rq.Envelope != nil {
 			if um := userMessage(rq.Envelope, a2a.TaskID(taskID), t.ContextID); um != nil {
 				history = append(history, um)
@@ -303,6 +344,7 @@ func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2
 				continue
 			}
 		}
+		artifacts = agg.artifacts
 		lastReq := i == len(reqs)-1
 		if agg.native != nil {
 			switch n := agg.native.(type) {
@@ -310,10 +352,8 @@ func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2
 				m := *n
 				agg.msgs = append(agg.msgs, &aggMsg{group: "content", msg: &m})
 			case *a2a.Task:
+				// Its artifacts are in agg.artifacts (Add).
 				history = append(history, n.History...)
-				if lastReq {
-					t.Artifacts = append(t.Artifacts, n.Artifacts...)
-				}
 			}
 		}
 		agg.seal()
@@ -325,18 +365,33 @@ func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2
 			// task moves on.
 			history = append(history, agg.status)
 		}
-		if lastReq {
-			t.Artifacts = append(t.Artifacts, agg.artifacts...)
-			t.Artifacts = append(t.Artifacts, arts...)
-			t.Status = a2a.TaskStatus{State: agg.state, Timestamp: agg.ts, Message: agg.status}
-			if n, ok := agg.native.(*a2a.Task); ok {
-				t.Status = n.Status
+		st := a2a.TaskStatus{State: agg.state, Timestamp: agg.ts, Message: agg.status}
+		if n, ok := agg.native.(*a2a.Task); ok {
+			st = n.Status
+		}
+		if n := len(rq.Frames); n > 0 {
+			running = nil
+			if !rq.Frames[n-1].IsFinal {
+				running = &st
 			}
-			if len(rq.Frames) == 0 {
+		}
+		if lastReq {
+			for _, art := range arts {
+				artifacts = putArtifact(artifacts, art, false)
+			}
+			t.Status = st
+			switch {
+			case len(rq.Frames) > 0:
+			case running != nil:
+				// Queued behind the turn that runs: the task is that
+				// turn's.
+				t.Status = *running
+			default:
 				t.Status.State = a2a.TaskStateSubmitted
 			}
 		}
 	}
+	t.Artifacts = artifacts
 	t.History = trimHistory(history, historyLength)
 	return t
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -70,8 +71,11 @@ func NewTaskBuilder(taskID, contextID string, prev []Request, env *e2a.Envelope)
 	if env != nil {
 		id = env.RequestID
 	}
-	return &TaskBuilder{taskID: taskID, base: base,
-		agg:  NewAggregator(id, Params{TaskID: taskID, ContextID: base.ContextID}),
+	agg := NewAggregator(id, Params{TaskID: taskID, ContextID: base.ContextID})
+	// The earlier turns' artifacts, which this request's updates append
+	// to or replace (as BuildTask merges them).
+	agg.artifacts = cloneArtifacts(base.Artifacts)
+	return &TaskBuilder{taskID: taskID, base: base, agg: agg,
 		mark: "\x00" + rand.Text(), mirrors: map[*strings.Builder]*textMirror{}}
 }
 
@@ -91,7 +95,9 @@ func (b *TaskBuilder) Status() a2a.TaskStatus {
 		st = n.Status
 	}
 	if b.frames == 0 {
-		st.State = a2a.TaskStateSubmitted
+		// BuildTask's status of the request without frames: submitted, or
+		// the turn's it waits behind.
+		st = b.base.Status
 	}
 	return st
 }
@@ -115,13 +121,15 @@ func (b *TaskBuilder) task(text func(sb *strings.Builder) string) *a2a.Task {
 		m := *n
 		view.msgs = append(view.msgs, &aggMsg{group: "content", msg: &m})
 	case *a2a.Task:
+		// Its artifacts are in the aggregate's (Aggregator.Add).
 		history = append(history, n.History...)
-		t.Artifacts = append(t.Artifacts, n.Artifacts...)
 	}
 	h, arts := view.history(true)
 	t.History = append(history, h...)
-	t.Artifacts = append(t.Artifacts, b.agg.artifacts...)
-	t.Artifacts = append(t.Artifacts, arts...)
+	t.Artifacts = slices.Clone(b.agg.artifacts)
+	for _, art := range arts {
+		t.Artifacts = putArtifact(t.Artifacts, art, false)
+	}
 	return t
 }
 

@@ -1,0 +1,156 @@
+package ingress_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+)
+
+// queuedTurn starts a task whose first turn ("first") runs until release
+// is called, having written begin as its first chunk when begin is not
+// empty (stored before queuedTurn returns), then writes "reply one" and
+// completes; the task's second message ("second", answered "reply two")
+// is queued behind it. release is called at the end of the test if the
+// test did not.
+func queuedTurn(t *testing.T, begin string) (ctx context.Context, p *pipeline, c *a2aclient.Client, task *a2a.Task, release func()) {
+	t.Helper()
+	pp := pipetest.Start(t)
+	started := make(chan struct{}, 1)
+	released := make(chan struct{})
+	pp.Pool("demo", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if demo.Text(env) == "first" {
+			if begin != "" {
+				if err := w.Chunk(e2a.DeltaText, begin); err != nil {
+					return err
+				}
+			}
+			started <- struct{}{}
+			select {
+			case <-released:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if err := w.Chunk(e2a.DeltaText, "reply one"); err != nil {
+				return err
+			}
+			return w.Complete(nil)
+		}
+		if err := w.Chunk(e2a.DeltaText, "reply two"); err != nil {
+			return err
+		}
+		return w.Complete(nil)
+	}))
+	var once bool
+	release = func() {
+		if !once {
+			once = true
+			close(released)
+		}
+	}
+	t.Cleanup(release)
+	p = &pipeline{url: pp.URL, nc: pp.NC, js: pp.JS, in: pp.Ingress}
+	_, c = v1Client(t, p, a2a.TransportProtocolJSONRPC)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	now := &a2a.SendMessageConfig{ReturnImmediately: true}
+	res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("first")), Config: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok {
+		t.Fatalf("first SendMessage result %T", res)
+	}
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the first turn did not start")
+	}
+	if begin != "" {
+		testkit.Eventually(t, 10*time.Second, "the first turn's chunk stored", func() bool {
+			g, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID})
+			return err == nil && g.Status.State == a2a.TaskStateWorking
+		})
+	}
+	if _, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessageForTask(a2a.MessageRoleUser, task, a2a.NewTextPart("second")), Config: now}); err != nil {
+		t.Fatalf("second SendMessage: %v", err)
+	}
+	return ctx, p, c, task, release
+}
+
+// TestSubscribeDuringQueuedTurn: a task's first turn runs while the
+// client's second message waits behind it (a queued turn: turns of a task
+// run one after another). SubscribeToTask follows the task from where it
+// stands: the task in the running turn's state (submitted while that turn
+// has written nothing, else working: not the queued turn's submitted),
+// then the running turn's events to its end, then the queued turn's
+// (a2a.Answers.A2ASubscription follows every turn that has not ended, not
+// the newest alone).
+func TestSubscribeDuringQueuedTurn(t *testing.T) {
+	for _, c := range []struct {
+		name, begin, want string
+	}{
+		{"nothing written", "", "task:TASK_STATE_SUBMITTED | artifact:reply one | status:TASK_STATE_COMPLETED | " +
+			"artifact:reply two | status:TASK_STATE_COMPLETED"},
+		{"a chunk written", "reply one begins, ", "task:TASK_STATE_WORKING | artifact:reply one | status:TASK_STATE_COMPLETED | " +
+			"artifact:reply two | status:TASK_STATE_COMPLETED"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, _, cl, task, release := queuedTurn(t, c.begin)
+			var seen []string
+			for ev, err := range cl.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: task.ID}) {
+				if err != nil {
+					t.Fatalf("SubscribeToTask: %v (after %v)", err, seen)
+				}
+				switch e := ev.(type) {
+				case *a2a.Task:
+					seen = append(seen, "task:"+string(e.Status.State))
+				case *a2a.TaskStatusUpdateEvent:
+					seen = append(seen, "status:"+string(e.Status.State))
+				case *a2a.TaskArtifactUpdateEvent:
+					seen = append(seen, "artifact:"+v1Text(e.Artifact.Parts))
+				case *a2a.Message:
+					seen = append(seen, "message:"+v1Text(e.Parts))
+				}
+				release() // the running turn goes on once the subscriber has the task
+			}
+			if got := strings.Join(seen, " | "); got != c.want {
+				t.Fatalf("SubscribeToTask during a queued turn:\n%s\nwant the running turn's state and reply one, then reply two:\n%s", got, c.want)
+			}
+		})
+	}
+}
+
+// TestResubscribeV03DuringQueuedTurn: as TestSubscribeDuringQueuedTurn,
+// with A2A v0.3 tasks/resubscribe: one stream follows the running turn,
+// then the queued one (a2a.Answers.FollowedTurns, not the newest turn
+// alone), and ends after the last turn's final status, the one event
+// written final:true.
+func TestResubscribeV03DuringQueuedTurn(t *testing.T) {
+	_, p, _, task, release := queuedTurn(t, "")
+	resp := p.post(t, "/a2a", "text/event-stream", `{"jsonrpc":"2.0","id":7,"method":"tasks/resubscribe","params":{"id":"`+string(task.ID)+`"}}`)
+	release()
+	var lines []string
+	for _, e := range readSSE(t, resp.Body) {
+		lines = append(lines, string(e.data))
+	}
+	got := strings.Join(lines, "\n")
+	one, two := strings.Index(got, "reply one"), strings.Index(got, "reply two")
+	if one < 0 || two < one {
+		t.Fatalf("tasks/resubscribe during a queued turn, want the running turn's reply one, then reply two:\n%s", got)
+	}
+	if n := strings.Count(got, `"final":true`); n != 1 || !strings.Contains(lines[len(lines)-1], `"final":true`) ||
+		!strings.Contains(lines[len(lines)-1], `"completed"`) {
+		t.Fatalf("tasks/resubscribe: %d final events, want one, the last turn's completed status last:\n%s", n, got)
+	}
+}

@@ -1,0 +1,112 @@
+package a2amap_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
+	"github.com/e2a-pipeline/pipeline/protocols/conformance"
+)
+
+// artifactFrame is request id's frame seq: an A2A artifact-update of
+// artifact art with text (appended to the artifact of its id when app).
+func artifactFrame(id string, seq int64, art, text string, app bool) *e2a.Response {
+	return conformance.Frame(id, seq, e2a.KindA2AStreamEvent, e2a.StatusInProgress, false, e2a.StreamEventBody{Branch: e2a.BranchArtifactUpdate,
+		Payload: map[string]any{"artifact": map[string]any{"artifact_id": art, "parts": []any{map[string]any{"text": text}}}, "append": app}}, nil)
+}
+
+func turnRequest(id string, frames ...*e2a.Response) a2amap.Request {
+	return a2amap.Request{Envelope: &e2a.Envelope{RequestID: id, Params: map[string]any{"text": "q " + id}}, Frames: frames}
+}
+
+// artifactTexts is each artifact of t as id=text of its parts.
+func artifactTexts(t *a2a.Task) []string {
+	var out []string
+	for _, art := range t.Artifacts {
+		s := string(art.ID) + "="
+		for _, p := range art.Parts {
+			if text, ok := p.Content.(a2a.Text); ok {
+				s += string(text)
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestBuildTaskKeepsEveryTurnsArtifacts: a task's artifacts are those of
+// all its turns, merged by id in the order first seen as A2A's
+// artifact-update says (a2a-go's task manager likewise): a later turn's
+// update of an id replaces that artifact in its place, or adds its parts
+// with append; only the last turn's reply becomes an artifact (an earlier
+// turn's stays in history). TaskBuilder, for the last turn after the
+// earlier ones, builds the same task.
+func TestBuildTaskKeepsEveryTurnsArtifacts(t *testing.T) {
+	done := func(id string, seq int64, result string) *e2a.Response {
+		return conformance.Frame(id, seq, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: result}, nil)
+	}
+	q1 := turnRequest("q1", artifactFrame("q1", 0, "draft", "v1", false), artifactFrame("q1", 1, "notes", "a", false), done("q1", 2, "first reply"))
+	q2 := turnRequest("q2", artifactFrame("q2", 0, "notes", "b", true), artifactFrame("q2", 1, "draft", "v2", false),
+		artifactFrame("q2", 2, "final", "f", false), done("q2", 3, "last reply"))
+	task := a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{q1, q2}, nil)
+	got := artifactTexts(task)
+	want := []string{"draft=v2", "notes=ab", "final=f", "rsp-q2-3=last reply"}
+	if len(got) != len(want) {
+		t.Fatalf("artifacts %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("artifacts %q, want %q", got, want)
+		}
+	}
+	b := a2amap.NewTaskBuilder("task-1", "ctx-1", []a2amap.Request{q1}, q2.Envelope)
+	for _, f := range q2.Frames {
+		if err := b.Add(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	built, _ := json.Marshal(b.Task())
+	rebuilt, _ := json.Marshal(task)
+	if !bytes.Equal(built, rebuilt) {
+		t.Fatalf("TaskBuilder:\n%s\nBuildTask:\n%s", built, rebuilt)
+	}
+	// The first turn alone: its reply is the artifact then.
+	if got := artifactTexts(a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{q1}, nil)); len(got) != 3 || got[2] != "rsp-q1-2=first reply" {
+		t.Fatalf("first turn's artifacts %q", got)
+	}
+}
+
+// TestBuildTaskStateOfQueuedTurn: a task's turn that waits without a
+// frame behind an earlier turn that has not ended (turns run one after
+// another) leaves the task in that turn's state (working), not submitted;
+// behind a turn that has ended, or one that has written nothing yet, the
+// task is submitted.
+func TestBuildTaskStateOfQueuedTurn(t *testing.T) {
+	running := turnRequest("q1", conformance.Chunk("q1", 0, e2a.DeltaText, "one", ""))
+	ended := turnRequest("q1", conformance.Chunk("q1", 0, e2a.DeltaText, "one", ""),
+		conformance.Frame("q1", 1, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: "one"}, nil))
+	for _, c := range []struct {
+		name string
+		reqs []a2amap.Request
+		want a2a.TaskState
+	}{
+		{"behind a running turn", []a2amap.Request{running, turnRequest("q2"), turnRequest("q3")}, a2a.TaskStateWorking},
+		{"behind an ended turn", []a2amap.Request{ended, turnRequest("q2")}, a2a.TaskStateSubmitted},
+		{"behind a turn without frames", []a2amap.Request{turnRequest("q1"), turnRequest("q2")}, a2a.TaskStateSubmitted},
+		{"running", []a2amap.Request{ended, turnRequest("q2", conformance.Chunk("q2", 0, e2a.DeltaText, "two", ""))}, a2a.TaskStateWorking},
+	} {
+		task := a2amap.BuildTask("task-1", "ctx-1", c.reqs, nil)
+		if task.Status.State != c.want {
+			t.Errorf("%s: state %s, want %s", c.name, task.Status.State, c.want)
+		}
+		// The builder of the last turn, before its first frame, says the same.
+		n := len(c.reqs) - 1
+		if st := a2amap.NewTaskBuilder("task-1", "ctx-1", c.reqs[:n], c.reqs[n].Envelope).Status(); len(c.reqs[n].Frames) == 0 && st.State != c.want {
+			t.Errorf("%s: TaskBuilder state %s, want %s", c.name, st.State, c.want)
+		}
+	}
+}
