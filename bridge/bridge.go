@@ -33,8 +33,11 @@ type Upstream interface {
 // Scrubber is an Upstream that knows the credentials it sends (its
 // Client's: bridge.Client.Scrub). The Handler scrubs every upstream error
 // message with it before the message is logged or written as the
-// request's e2a.error frame: an upstream (or a proxy before it) may quote
-// the request's headers in an error, in any answer, 2xx streams included.
+// request's e2a.error frame, and every frame the upstream fills with its
+// own words but the answer's streamed content (scrubframes.go: final
+// frames, failed ones, interrupts, status messages): an upstream (or a
+// proxy before it) may quote the request's headers in an error or a
+// status, in any answer, 2xx streams included.
 type Scrubber interface {
 	Scrub(s string) string
 }
@@ -188,7 +191,7 @@ func (h *Handler) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	}
 	var err error
 	for attempt := 0; ; attempt++ {
-		err = Classify(h.up.Call(ctx, env, cw))
+		err = classify(ctx, h.up.Call(ctx, env, cw))
 		if err == nil || cw.n > 0 || attempt >= h.cfg.retries || ctx.Err() != nil {
 			break
 		}
@@ -214,6 +217,25 @@ func (h *Handler) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		return be.AgentError()
 	}
 	return err
+}
+
+// classify is Classify for a call made with ctx, the request's context:
+// once ctx is done (the request's cancel, its deadline, a shutdown), a
+// call that ended with a context's error (context.Canceled or
+// DeadlineExceeded, however wrapped or classified, or ctx's cause) ended
+// because the request did, not because of the upstream: it is ctx.Err(),
+// counted as outcome cancelled and not logged as the upstream's failure.
+// (Classify alone cannot tell the request's deadline from a deadline of
+// the client's own, a dial or a call timeout: both are
+// context.DeadlineExceeded.) A writer's refusal (fenced, closed) stays
+// the runtime's error.
+func classify(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && !isRuntimeError(err) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Cause(ctx)) {
+			return ctx.Err()
+		}
+	}
+	return Classify(err)
 }
 
 // scrubbed is be with the upstream's credentials taken out of its message
@@ -258,8 +280,10 @@ type countingWriter struct {
 	n     int
 	first func()
 	// scrub, when set (a Scrubber upstream), takes the upstream's
-	// credentials out of the error frames it writes: an agent's failure
-	// message, an HTTP agent's own e2a.error frame.
+	// credentials out of every frame it writes but the answer's streamed
+	// content (scrubframes.go): an agent's failure message, an HTTP
+	// agent's own e2a.error or acp.jsonrpc_error frame, an interrupt's
+	// question, a status message, a final frame.
 	scrub func(string) string
 }
 
@@ -277,6 +301,15 @@ func (c *countingWriter) Chunk(kind string, delta any) error {
 
 func (c *countingWriter) Complete(result any) error {
 	c.wrote()
+	if c.scrub != nil {
+		// A result the upstream wrote whole (an HTTP agent's JSON answer);
+		// a result a bridge built from the deltas is the answer's content
+		// (scrubframes.go).
+		switch result.(type) {
+		case json.RawMessage, []byte, string:
+			result = scrubBody(result, c.scrub)
+		}
+	}
 	return c.Writer.Complete(result)
 }
 
@@ -290,24 +323,8 @@ func (c *countingWriter) Fail(code, message string, retryable bool) error {
 
 func (c *countingWriter) Write(kind, status string, body any, final bool) error {
 	c.wrote()
-	if c.scrub != nil && kind == e2a.KindError {
-		switch b := body.(type) {
-		case json.RawMessage:
-			body = json.RawMessage(c.scrub(string(b)))
-		case []byte:
-			body = []byte(c.scrub(string(b)))
-		case string:
-			body = c.scrub(b)
-		case e2a.ErrorBody:
-			b.Message = c.scrub(b.Message)
-			body = b
-		case *e2a.ErrorBody:
-			if b != nil {
-				e := *b
-				e.Message = c.scrub(e.Message)
-				body = &e
-			}
-		}
+	if c.scrub != nil && scrubsFrame(kind, status, body, final) {
+		body = scrubBody(body, c.scrub)
 	}
 	return c.Writer.Write(kind, status, body, final)
 }

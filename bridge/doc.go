@@ -17,7 +17,13 @@
 //     request ([WithRetry]): a request whose frames have started is never
 //     re-run from the start (an upstream that can resume does so itself);
 //   - upstream errors mapped to e2a.error codes with retryable set
-//     truthfully ([Error], [Classify]);
+//     truthfully ([Error], [Classify]); a call that ended because the
+//     request did (its cancel, its deadline, a shutdown) is the request's
+//     end, not an upstream error (outcome cancelled);
+//   - an upstream's credentials ([Scrubber]) taken out of its error
+//     messages and of every frame it fills with its own words (errors of
+//     any kind, final frames, interrupts, status messages), but not of
+//     the answer's streamed content (text deltas: scrubframes.go);
 //   - metrics per pool and upstream ([WithMetrics]): calls by outcome,
 //     retries, latency, time to first frame, in-flight calls.
 //

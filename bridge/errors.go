@@ -131,15 +131,19 @@ func retryAfter(v string, now time.Time) time.Duration {
 }
 
 // Classify returns err as an *Error: itself when it is one (or wraps one),
-// and otherwise by what it is: an idle timeout or a deadline → timeout; a
+// and otherwise by what it is: an idle timeout or a deadline
+// (context.DeadlineExceeded: a dial or call timeout) → timeout; a
 // refused or failed connection, a DNS failure → unreachable; an answer cut
 // short (unexpected EOF, reset, and any transport failure while reading
 // the body of a 2xx answer Client.Do returned: an HTTP/2 stream reset,
 // GOAWAY, a lost connection) → unavailable; anything else → protocol
-// error. A nil err, a cancelled context (the request's own cancel,
-// deadline or shutdown, which the runtime ends) and the agent runtime's own
-// errors (an *agent.Error such as frame_too_large, a Writer fenced or
-// closed) are returned as they are.
+// error. A nil err, a cancelled context (context.Canceled) and the agent
+// runtime's own errors (an *agent.Error such as frame_too_large, a Writer
+// fenced or closed) are returned as they are. Classify cannot tell the
+// request's own deadline from a timeout of the client's (both are
+// context.DeadlineExceeded): the Handler, which holds the request's
+// context, returns the request's own end (its cancel, deadline or
+// shutdown, which the runtime ends) as it is, before classifying.
 func Classify(err error) error {
 	if err == nil {
 		return nil

@@ -187,7 +187,7 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		t.taskID, t.recorded = a2a.TaskID(task), task != ""
 	}
 	if w.ResumeAfter() >= 0 || (mine && t.taskID != "") {
-		return t.resume(ctx)
+		return t.resume(ctx, earlierTurns(&th, env.RequestID, t.taskID))
 	}
 	parts := userParts(env)
 	if len(parts) == 0 {
@@ -202,11 +202,19 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	if open {
 		t.taskID = a2a.TaskID(th.UpstreamTaskID)
 		msg.TaskID = t.taskID
+		// The task holds its earlier turns' artifacts, which the task
+		// snapshots of this turn (some agents' first event, GetTask)
+		// hold too: only what it gets beyond them is this turn's answer.
+		task, err := u.client.GetTask(ctx, &a2a.GetTaskRequest{ID: t.taskID})
+		if err != nil {
+			return upstreamError(err)
+		}
+		t.base(task)
 	}
 	req := &a2a.SendMessageRequest{Message: msg}
 	defer t.forwardCancel(ctx)
 	if u.streaming {
-		return t.follow(ctx, u.client.SendStreamingMessage(ctx, req))
+		return t.follow(ctx, t.stream(ctx, req))
 	}
 	// Without a stream, the task is asked for at once and polled: its
 	// progress reaches the client while it works, and a cancel finds it.
@@ -311,17 +319,16 @@ func (t *turn) follow(ctx context.Context, events func(func(a2a.Event, error) bo
 	return nil
 }
 
-// forwardCancel tells the agent when the request was cancelled while its
-// task runs.
+// forwardCancel tells the agent when the request ended for good (it was
+// cancelled or passed its deadline) while its task runs: CancelTask
+// (cancelforward.go; a task the agent had not named yet is cancelled by
+// the stream, turn.stream). A request handed back or fenced is not: its
+// next worker resumes the task.
 func (t *turn) forwardCancel(ctx context.Context) {
-	if t.done || t.taskID == "" || !errors.Is(context.Cause(ctx), agent.ErrCancelled) {
+	if t.done || t.taskID == "" || !forwarded(ctx) {
 		return
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if _, err := t.u.client.CancelTask(cctx, &a2a.CancelTaskRequest{ID: t.taskID}); err != nil {
-		t.u.cfg.log.Warn("a2a bridge: cancel not forwarded", "task", t.taskID, "err", t.u.Scrub(err.Error()))
-	}
+	t.cancelTask(ctx, t.taskID)
 }
 
 // upstreamError maps an a2a-go client error: the SDK's transport errors

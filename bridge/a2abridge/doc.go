@@ -34,6 +34,12 @@
 //     which the A2A renderers pass through as the agent sent it; the later
 //     parts of that artifact are written the same way, so that its
 //     appends stay in order;
+//   - an artifact update without append of an artifact already written
+//     replaces it (A2A): when both are text only and its text extends
+//     what was written, the text beyond it is written as above; else the
+//     artifact whole, as one artifact_update without append (the A2A
+//     streams show it replaced; the E2A text deltas, an ACP session and
+//     the aggregated message/send task of a2amap do not replace);
 //   - the data and file parts of a message (a status message, a direct
 //     Message answer) likewise, as an artifact named after the message;
 //   - a status message while the task works: its parts; input-required
@@ -54,7 +60,11 @@
 // conversation goes to the same upstream context as a new upstream task;
 // the next turn of a task goes to that task's upstream task while it waits
 // for input (the task's last turn's final frame is an interrupt: read, not
-// written), whatever the context's other tasks did meanwhile. Each of a
+// written), whatever the context's other tasks did meanwhile. That task
+// holds its earlier turns' artifacts, which some of its events hold too
+// (a task snapshot: GetTask, the first event of @a2a-js/sdk's follow-up
+// stream): the turn reads the task (GetTask) before it sends the message,
+// and writes only what the task gets beyond them. Each of a
 // thread's last turns keeps the upstream task it recorded
 // (bridge.Thread.Tasks): requests of one session that run at once, each
 // in an upstream task of its own, are each taken over to their own. A
@@ -71,13 +81,19 @@
 // A worker that dies mid-stream: the worker taking the request over
 // (agent.Writer.ResumeAfter ≥ 0) reads the request's stored frames
 // (E2A_RESPONSES) into what each artifact holds (the text and reasoning
-// written, the count of other parts), subscribes to the upstream task
-// (SubscribeToTask), whose first event is the task as it stands, and
-// writes only what the frames lack: the text of each artifact beyond what
-// was written, the parts after those written; then the events that follow.
-// An agent that does not stream is read with GetTask and polled the same
-// way; a task that ended is read whole (GetTask) when the agent refuses
-// the subscription. The request ends upstream_cannot_resume when the task
+// written, the count of other parts; for a continuation, the stored
+// frames of the thread's earlier requests that recorded the same upstream
+// task first, those the record keeps: its last four), subscribes to the
+// upstream task (SubscribeToTask), whose first event is the task as it
+// stands, and writes only what the frames lack: the text of each artifact
+// beyond what was written, the parts after those written (an artifact
+// that does not extend them was replaced: written whole); then the events
+// that follow. A subscription that begins with a later event instead
+// (a2a-go v0.3's resubscribe) is left: the task is read with GetTask and
+// polled, as is that of an agent that does not stream; a task that ended
+// is read whole (GetTask) when the agent refuses the subscription. The
+// text deltas stored count in the answer's text (e2a.complete's result).
+// The request ends upstream_cannot_resume when the task
 // is unknown to the worker (the first worker stopped before the agent
 // named it, or four later requests of its thread recorded theirs since;
 // retryable) or gone from the agent (not retryable).

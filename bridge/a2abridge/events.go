@@ -26,8 +26,10 @@ type turn struct {
 	deltas    bool            // e2a.chunk frames were written
 	text      strings.Builder // the text deltas written
 	// seen is what the request's frames hold of each artifact (a
-	// message's parts under the message's id): a task snapshot (GetTask,
-	// the first event of a subscription) writes only what is beyond it.
+	// message's parts under the message's id), and for a continuation
+	// what the task's artifacts held before it (its earlier turns'): a
+	// task snapshot (GetTask, the first event of a subscription or of a
+	// continuation's stream) writes only what is beyond it.
 	seen map[a2a.ArtifactID]*written
 }
 
@@ -67,6 +69,11 @@ func (t *turn) event(ctx context.Context, ev a2a.Event) error {
 		}
 		if e.Artifact == nil {
 			return nil
+		}
+		if w := t.seen[e.Artifact.ID]; !e.Append && w != nil && w.any {
+			// Without append, the update is the artifact whole: it
+			// replaces the one the task held (A2A).
+			return t.replace(e.Artifact)
 		}
 		return t.parts(e.Artifact, e.Artifact.Parts)
 	}
@@ -217,38 +224,116 @@ func (t *turn) parts(a *a2a.Artifact, parts a2a.ContentParts) error {
 
 // snapshot writes what an artifact as the task holds it has beyond what
 // the request's frames hold: the text of each kind past the text written,
-// the other parts after those written.
+// the other parts after those written. An artifact that does not extend
+// what the frames hold (the agent replaced it) is written whole
+// (rewrite).
 func (t *turn) snapshot(a *a2a.Artifact) error {
-	full := map[string]string{}
-	var kinds []string
-	var others []piece
-	for _, p := range a.Parts {
-		pc := pieceOf(p)
-		switch s, ok := pc.delta.(string); {
-		case pc.kind == "":
-		case ok:
-			if _, seen := full[pc.kind]; !seen {
-				kinds = append(kinds, pc.kind)
-			}
-			full[pc.kind] += s
-		default:
-			others = append(others, pc)
-		}
+	c, w := contentsOf(a), t.seenOf(a.ID)
+	if !c.extends(w) {
+		return t.rewrite(a)
 	}
-	w := t.seenOf(a.ID)
-	for _, kind := range kinds {
-		if done := w.text[kind]; strings.HasPrefix(full[kind], done) && len(full[kind]) > len(done) {
-			if err := t.write(a.ID, a, textPiece(kind, full[kind][len(done):])); err != nil {
+	for _, kind := range c.kinds {
+		if done := w.text[kind]; len(c.full[kind]) > len(done) {
+			if err := t.write(a.ID, a, textPiece(kind, c.full[kind][len(done):])); err != nil {
 				return err
 			}
 		}
 	}
-	for _, pc := range others[min(w.others, len(others)):] {
+	for _, pc := range c.others[w.others:] {
 		if err := t.write(a.ID, a, pc); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// replace writes artifact a, an update without append of an artifact the
+// frames hold: it replaces that artifact. When both are text only and
+// a's text extends what was written, a's text past it is written (as an
+// append of it would have been); else a whole (rewrite).
+func (t *turn) replace(a *a2a.Artifact) error {
+	if c, w := contentsOf(a), t.seenOf(a.ID); w.others == 0 && len(c.others) == 0 && c.extends(w) {
+		return t.snapshot(a)
+	}
+	return t.rewrite(a)
+}
+
+// rewrite writes artifact a whole as one native artifact_update without
+// append, which replaces the artifact of its id in an A2A client's view,
+// and makes a what the frames hold of it.
+func (t *turn) rewrite(a *a2a.Artifact) error {
+	w := &written{text: map[string]string{}, any: true, native: true}
+	var parts a2a.ContentParts
+	for _, p := range a.Parts {
+		if pc := pieceOf(p); pc.kind != "" {
+			parts = append(parts, p)
+			w.add(pc)
+		}
+	}
+	if len(parts) == 0 {
+		return nil // an artifact_update has a part at least (a2a.proto)
+	}
+	if err := t.metadata(a.ID); err != nil {
+		return err
+	}
+	if err := t.writeNative(a.ID, a, parts, false); err != nil {
+		return err
+	}
+	t.seenOf(a.ID)
+	t.seen[a.ID] = w
+	return nil
+}
+
+// base records the artifacts of task, as a continuation finds it, as
+// what the frames hold: they are its earlier turns' answers, not this
+// one's.
+func (t *turn) base(task *a2a.Task) {
+	for _, a := range task.Artifacts {
+		w := t.seenOf(a.ID)
+		for _, p := range a.Parts {
+			if pc := pieceOf(p); pc.kind != "" {
+				w.add(pc)
+				w.native = w.native || !textual(pc.kind)
+			}
+		}
+	}
+}
+
+// contents is what an artifact holds: the text of each kind (text,
+// reasoning), the kinds in the order they come, and its other parts.
+type contents struct {
+	full   map[string]string
+	kinds  []string
+	others []piece
+}
+
+func contentsOf(a *a2a.Artifact) contents {
+	c := contents{full: map[string]string{}}
+	for _, p := range a.Parts {
+		pc := pieceOf(p)
+		switch s, ok := pc.delta.(string); {
+		case pc.kind == "":
+		case ok:
+			if _, seen := c.full[pc.kind]; !seen {
+				c.kinds = append(c.kinds, pc.kind)
+			}
+			c.full[pc.kind] += s
+		default:
+			c.others = append(c.others, pc)
+		}
+	}
+	return c
+}
+
+// extends reports whether c holds what w does, and maybe more: the text
+// of each kind written as the start of its own, as many other parts.
+func (c contents) extends(w *written) bool {
+	for kind, done := range w.text {
+		if !strings.HasPrefix(c.full[kind], done) {
+			return false
+		}
+	}
+	return len(c.others) >= w.others
 }
 
 // write writes one piece of artifact id (a of its first frame; "" for a
@@ -270,7 +355,7 @@ func (t *turn) write(id a2a.ArtifactID, a *a2a.Artifact, pc piece) error {
 			t.text.WriteString(pc.delta.(string))
 		}
 	} else {
-		err = t.writeNative(id, a, pc.part, w.any)
+		err = t.writeNative(id, a, a2a.ContentParts{pc.part}, w.any)
 		w.native = true
 	}
 	if err != nil {

@@ -2,12 +2,17 @@ package a2abridge_test
 
 import (
 	"context"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	legacy "github.com/a2aproject/a2a-go/a2a"
+	legacysrv "github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
@@ -88,4 +93,55 @@ func executionOf(srv *up.Server, text string) (task string, continued bool) {
 		}
 	}
 	return "", false
+}
+
+// startV1 serves exec on a2a-go/v2's JSON-RPC server with a v1.0 card.
+func startV1(t *testing.T, exec a2asrv.AgentExecutor) (url string, h a2asrv.RequestHandler) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	h = a2asrv.NewHandler(exec)
+	card := &a2a.AgentCard{
+		Name: "replacer", Description: "revises its artifact", Version: "1.0.0",
+		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(base+"/rpc", a2a.TransportProtocolJSONRPC)},
+		Capabilities:        a2a.AgentCapabilities{Streaming: true},
+		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
+		Skills: []a2a.AgentSkill{{ID: "r", Name: "r", Description: "r", Tags: []string{"test"}}},
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(h))
+	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
+	srv := &http.Server{Handler: mux}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return base, h
+}
+
+// startV03 serves exec on a2a-go v0.3.15's JSON-RPC server with a v0.3
+// card; it returns the card's base URL.
+func startV03(t *testing.T, exec legacysrv.AgentExecutor) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	card := &legacy.AgentCard{
+		Name: "slow v0.3", Description: "a2a-go v0.3.15 agent", Version: "1.0.0",
+		URL: base + "/rpc", PreferredTransport: legacy.TransportProtocolJSONRPC, ProtocolVersion: "0.3.0",
+		Capabilities:       legacy.AgentCapabilities{Streaming: true},
+		DefaultInputModes:  []string{"text/plain"},
+		DefaultOutputModes: []string{"text/plain"},
+		Skills:             []legacy.AgentSkill{{ID: "slow", Name: "slow", Description: "slow", Tags: []string{"test"}}},
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/rpc", legacysrv.NewJSONRPCHandler(legacysrv.NewHandler(exec)))
+	mux.Handle(legacysrv.WellKnownAgentCardPath, legacysrv.NewStaticAgentCardHandler(card))
+	srv := &http.Server{Handler: mux}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return base
 }

@@ -12,14 +12,16 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 )
 
-// writeNative writes part of artifact id as an a2a.stream_event frame of
-// branch artifact_update: the A2A v0.3 TaskArtifactUpdateEvent (the shape
-// §12.5 gives a2a.* bodies) naming no task or context, which the
+// writeNative writes parts of artifact id as an a2a.stream_event frame
+// of branch artifact_update: the A2A v0.3 TaskArtifactUpdateEvent (the
+// shape §12.5 gives a2a.* bodies) naming no task or context, which the
 // pipeline's renderers give the pipeline's own. The artifact's name,
-// description and metadata go with its first frame; appendTo says that
-// frames of the artifact were written before.
-func (t *turn) writeNative(id a2a.ArtifactID, a *a2a.Artifact, part *a2a.Part, appendTo bool) error {
-	art := &a2a.Artifact{ID: id, Parts: a2a.ContentParts{part}}
+// description and metadata go with a frame without append; appendTo says
+// that the parts are appended to the frames of the artifact written
+// before (without it, the frame is the artifact's first, or replaces it
+// whole).
+func (t *turn) writeNative(id a2a.ArtifactID, a *a2a.Artifact, parts a2a.ContentParts, appendTo bool) error {
+	art := &a2a.Artifact{ID: id, Parts: parts}
 	if a != nil && !appendTo {
 		art.Name, art.Description, art.Metadata, art.Extensions = a.Name, a.Description, a.Metadata, a.Extensions
 	}
@@ -29,28 +31,29 @@ func (t *turn) writeNative(id a2a.ArtifactID, a *a2a.Artifact, part *a2a.Part, a
 }
 
 // nativeArtifact reads the artifact of a stored a2a.stream_event frame
-// of branch artifact_update (nil for any other frame).
-func nativeArtifact(f *e2a.Response) (*a2a.Artifact, error) {
+// of branch artifact_update (nil for any other frame), and its append
+// flag.
+func nativeArtifact(f *e2a.Response) (*a2a.Artifact, bool, error) {
 	if f.ResponseKind != e2a.KindA2AStreamEvent {
-		return nil, nil
+		return nil, false, nil
 	}
 	var body struct {
 		Branch  string          `json:"branch"`
 		Payload json.RawMessage `json:"payload"`
 	}
 	if err := json.Unmarshal(f.Body, &body); err != nil {
-		return nil, fmt.Errorf("a2abridge: stored frame %d: %w", f.Sequence, err)
+		return nil, false, fmt.Errorf("a2abridge: stored frame %d: %w", f.Sequence, err)
 	}
 	if body.Branch != e2a.BranchArtifactUpdate {
-		return nil, nil
+		return nil, false, nil
 	}
 	var ev a2alegacy.TaskArtifactUpdateEvent
 	if err := json.Unmarshal(body.Payload, &ev); err != nil {
-		return nil, fmt.Errorf("a2abridge: stored frame %d: %w", f.Sequence, err)
+		return nil, false, fmt.Errorf("a2abridge: stored frame %d: %w", f.Sequence, err)
 	}
 	v1, err := a2av0.ToV1TaskArtifactUpdateEvent(&ev)
 	if err != nil || v1.Artifact == nil {
-		return nil, err
+		return nil, false, err
 	}
-	return v1.Artifact, nil
+	return v1.Artifact, v1.Append, nil
 }

@@ -3,6 +3,7 @@ package a2abridge
 import (
 	"context"
 	"errors"
+	"iter"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
@@ -13,25 +14,43 @@ import (
 )
 
 // resume continues a request another worker started: it reads what the
-// stored frames hold, then follows the upstream task from where it
-// stands (its first event is the task as a whole, of which only what is
-// beyond the stored frames is written).
-func (t *turn) resume(ctx context.Context) error {
+// stored frames hold (those of earlier, the requests of the thread
+// before it that continued the same upstream task, first: the task's
+// artifacts hold their answers too), then follows the upstream task from
+// where it stands (its first event is the task as a whole, of which only
+// what is beyond the stored frames is written).
+func (t *turn) resume(ctx context.Context, earlier []string) error {
 	if t.taskID == "" || t.u.cfg.convs == nil {
 		return &bridge.Error{Code: bridge.CodeCannotResume, Retryable: true,
 			Message: "the worker that started the request stopped before the agent's task was known"}
 	}
-	if err := t.readStored(ctx); err != nil {
+	for _, id := range earlier {
+		if err := t.readStored(ctx, id, false); err != nil {
+			return err
+		}
+	}
+	if err := t.readStored(ctx, t.env.RequestID, true); err != nil {
 		return err
 	}
 	defer t.forwardCancel(ctx)
+	poll := !t.u.streaming
 	if t.u.streaming {
-		err := t.follow(ctx, t.u.client.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: t.taskID}))
+		var cut bool
+		err := t.follow(ctx, taskFirst(t.u.client.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: t.taskID}), &cut))
 		var be *bridge.Error
-		if err == nil || !errors.As(err, &be) || be.Code != bridge.CodeRejected {
+		switch {
+		case cut:
+			// The subscription began with a later event, not the task as
+			// it stands (a2a-go v0.3's resubscribe attaches to the events
+			// to come): what the agent sent meanwhile is read with
+			// GetTask, and the task polled from there (the events of a
+			// stream whose start is not known would be written twice or
+			// lost).
+			poll = true
+		case err == nil || !errors.As(err, &be) || be.Code != bridge.CodeRejected:
 			return err
 		}
-		// The agent will not subscribe (a finished task, a v0.3 agent
+		// Or the agent will not subscribe (a finished task, a v0.3 agent
 		// without resubscribe): its task as it stands ends the request.
 	}
 	task, err := t.u.client.GetTask(ctx, &a2a.GetTaskRequest{ID: t.taskID})
@@ -44,17 +63,55 @@ func (t *turn) resume(ctx context.Context) error {
 	if err := t.event(ctx, task); err != nil || t.done {
 		return err
 	}
-	if !t.u.streaming {
+	if poll {
 		return t.pollTask(ctx)
 	}
 	return &bridge.Error{Code: bridge.CodeCannotResume, Retryable: true,
 		Message: "the agent's task runs on but cannot be subscribed to"}
 }
 
-// readStored records what the request's stored frames hold, per artifact
-// (their llm_response_id).
-func (t *turn) readStored(ctx context.Context) error {
-	subj, err := subjects.Response(t.env.RequestID)
+// taskFirst passes events on when the first is the task as a whole (or
+// an error); else it ends them at once, setting *cut.
+func taskFirst(events iter.Seq2[a2a.Event, error], cut *bool) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		first := true
+		for ev, err := range events {
+			if _, ok := ev.(*a2a.Task); first && err == nil && !ok {
+				*cut = true
+				return
+			}
+			first = false
+			if !yield(ev, err) {
+				return
+			}
+		}
+	}
+}
+
+// earlierTurns are the requests of th before id that recorded the same
+// upstream task (the earlier turns of a continuation that th still
+// keeps), oldest first.
+func earlierTurns(th *bridge.Thread, id string, task a2a.TaskID) []string {
+	if th == nil || task == "" {
+		return nil
+	}
+	var ids []string
+	for _, r := range th.RequestIDs {
+		if r == id {
+			break
+		}
+		if tk, ok := th.TaskOf(r); ok && a2a.TaskID(tk) == task {
+			ids = append(ids, r)
+		}
+	}
+	return ids
+}
+
+// readStored records what the stored frames of request id hold, per
+// artifact (their llm_response_id); own: id is the turn's request, whose
+// text deltas are its answer's (turn.text).
+func (t *turn) readStored(ctx context.Context, id string, own bool) error {
+	subj, err := subjects.Response(id)
 	if err != nil {
 		return err
 	}
@@ -68,7 +125,7 @@ func (t *turn) readStored(ctx context.Context) error {
 			return err
 		}
 		for _, f := range frames {
-			if err := t.stored(f); err != nil {
+			if err := t.stored(f, own); err != nil {
 				return err
 			}
 		}
@@ -79,19 +136,31 @@ func (t *turn) readStored(ctx context.Context) error {
 
 // stored records what one stored frame holds: a chunk under its
 // llm_response_id, the parts of a native artifact_update under its
-// artifact.
-func (t *turn) stored(f *e2a.Response) error {
+// artifact (those of one without append replace what it held: the
+// artifact's first frame, or one written whole). The chunks of the
+// turn's own request (own) are its answer so far (turn.text, deltas).
+func (t *turn) stored(f *e2a.Response, own bool) error {
 	if c, err := f.Chunk(); err == nil {
 		id, _ := f.Metadata["llm_response_id"].(string)
 		t.seenOf(a2a.ArtifactID(id)).add(piece{kind: c.DeltaKind, delta: c.Delta})
+		if own && textual(c.DeltaKind) {
+			t.deltas = true
+			if s, ok := c.Delta.(string); ok && c.DeltaKind == e2a.DeltaText {
+				t.text.WriteString(s)
+			}
+		}
 		return nil
 	}
-	a, err := nativeArtifact(f)
+	a, appendTo, err := nativeArtifact(f)
 	if err != nil || a == nil {
 		return err
 	}
 	w := t.seenOf(a.ID)
-	w.native = true
+	if !appendTo {
+		w = &written{text: map[string]string{}}
+		t.seen[a.ID] = w
+	}
+	w.any, w.native = true, true
 	for _, p := range a.Parts {
 		if pc := pieceOf(p); pc.kind != "" {
 			w.add(pc)

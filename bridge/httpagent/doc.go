@@ -69,7 +69,11 @@
 //
 // Each frame is written as it arrives with agent.Writer.Write, as the
 // upstream wrote it: frames the agent wrote apart are never coalesced, and
-// its e2a.error frames (with their code and retryable) pass through. An
+// its e2a.error frames (with their code and retryable) pass through. The
+// bridge's credentials are taken out of every frame but the answer's
+// streamed content (bridge.Scrubber: e2a.error and acp.jsonrpc_error
+// frames, final frames, status messages; not e2a.chunk deltas or
+// acp.session_update frames), should the agent quote them. An
 // interrupted turn (e2a/interrupt.go: a final a2a.stream_event of branch
 // status_update in state input-required or auth-required, status
 // succeeded) passes through unchanged, so every protocol renders the
