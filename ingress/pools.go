@@ -37,7 +37,7 @@ func WithPoolCheck(ttl time.Duration) Option {
 // poolState is what the pool check knows of a pool.
 type poolState struct {
 	known bool // its consumer exists
-	live  bool // a worker is pulling or busy, or was a moment ago (streams.Presence)
+	live  bool // a worker is pulling, or was a moment ago (streams.Presence)
 	at    time.Time
 }
 
@@ -114,7 +114,7 @@ func (s *Server) checkPool(ctx context.Context, pool string) (warning string, er
 }
 
 // Pools reports the agent pools that have a durable consumer on
-// E2A_REQUESTS and whether a worker of each is pulling, busy, or was a
+// E2A_REQUESTS and whether a worker of each is pulling, or was a
 // moment ago (streams.Presence): "live" or "no live worker" (requests for
 // it wait). It is the pools detail of /readyz.
 func (s *Server) Pools(ctx context.Context) (map[string]string, error) {

@@ -21,10 +21,12 @@ const maxPresencePools = 10000
 // fetch that waits at most a second, then the next; between the two the
 // consumer counts no waiting pull, so one reading of NumWaiting said "no
 // live worker" about once in 40 while a worker served. A pool is live when
-// a pull waits, when requests are delivered and not yet acknowledged
-// (NumAckPending: a worker busy with all it may take), or when one of those
-// was seen within the grace. A pool none of that was ever seen for is not
-// live. It is safe for concurrent use.
+// a pull waits, or one was seen waiting within the grace; a pool never
+// seen with one is not live. Requests delivered and not acknowledged
+// (NumAckPending) prove nothing: a worker that died holding one leaves it
+// pending until another pulls. A worker busy with all it may take pulls
+// nothing meanwhile, and reads as none once the grace has passed. It is
+// safe for concurrent use.
 type Presence struct {
 	grace time.Duration
 	now   func() time.Time
@@ -49,7 +51,7 @@ func (p *Presence) Live(pool string, ci *jetstream.ConsumerInfo) bool {
 	now := p.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if ci.NumWaiting > 0 || ci.NumAckPending > 0 {
+	if ci.NumWaiting > 0 {
 		if _, ok := p.seen[pool]; !ok && len(p.seen) >= maxPresencePools {
 			clear(p.seen)
 		}

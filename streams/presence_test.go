@@ -7,10 +7,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// A pool is live while a pull waits or requests are held, and for the
-// grace after either was last seen: the gap between a worker's pull rounds
-// does not read as "no live worker"; a worker gone longer than the grace
-// does, and so does a pool never seen pulling.
+// A pool is live while a pull waits, and for the grace after one was last
+// seen: the gap between a worker's pull rounds does not read as "no live
+// worker"; a worker gone longer than the grace does (requests it held and
+// never acknowledged do not count), and so does a pool never seen pulling.
 func TestPresence(t *testing.T) {
 	clock := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	p := NewPresence(5 * time.Second)
@@ -24,11 +24,11 @@ func TestPresence(t *testing.T) {
 	}{
 		{0, "demo", idle, false}, // never seen pulling
 		{0, "demo", &jetstream.ConsumerInfo{NumWaiting: 1}, true},
-		{time.Second, "demo", idle, true},                                          // between two pulls
-		{0, "other", idle, false},                                                  // per pool
-		{3 * time.Second, "demo", &jetstream.ConsumerInfo{NumAckPending: 4}, true}, // busy: every request taken
-		{4 * time.Second, "demo", idle, true},
-		{time.Second, "demo", idle, false}, // 5 s since the worker was last seen
+		{time.Second, "demo", idle, true}, // between two pulls
+		{0, "other", idle, false},         // per pool
+		{3 * time.Second, "demo", &jetstream.ConsumerInfo{NumWaiting: 1}, true},
+		{4 * time.Second, "demo", &jetstream.ConsumerInfo{NumAckPending: 4}, true}, // held requests: within the grace
+		{time.Second, "demo", &jetstream.ConsumerInfo{NumAckPending: 4}, false},    // 5 s since a pull was seen: held requests prove nothing
 		{0, "demo", nil, false},
 	}
 	for i, s := range steps {
