@@ -309,3 +309,43 @@ func TestCancelRetriesAnUnansweredPublish(t *testing.T) {
 		t.Fatalf("the cancel is not stored: %v", err)
 	}
 }
+
+// A later turn of a task waits for the turn before it; a cancel of it that
+// the control subscription missed while it waited (published while the
+// connection was down, or through a server its route had not reached) is
+// read before it runs: it ends cancelled, its handler never called, even
+// when the turn before ends first and no scheduled re-read came yet (the
+// re-reads after a reconnect may stop the earlier turn before they read
+// this one's cancel; TestCancelWhileReconnecting failed so, rarely, under
+// -race).
+func TestWaitingTurnReadsMissedCancel(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	release := make(chan struct{})
+	var later atomic.Int32
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if env.RequestID != "wait-1" {
+			later.Add(1)
+			return w.Complete("ran")
+		}
+		<-release
+		return w.Complete("first")
+	})
+	startWorker(t, s.connect(t), "waiting", h, agent.WithConcurrency(2), agent.WithHeartbeat(3*time.Second),
+		agent.WithMissedControl(func(id string) bool { return id == "wait-2" }), agent.WithLogger(slog.New(slog.DiscardHandler)))
+	waitConsumer(t, s.js, "waiting")
+	publish(t, s.js, "waiting", request("wait-1", nil))
+	publishAfter(t, s.js, "waiting", request("wait-2", nil), "wait-1")
+	waitPending(t, s.js, "waiting", 2) // wait-2 picked up, waiting for wait-1
+	if res, err := agent.Cancel(tctx(t), s.js, "wait-2"); err != nil || !res.Published {
+		t.Fatalf("cancel wait-2: %+v %v", res, err)
+	}
+	close(release)
+	fr := waitFinal(t, s.nc, "wait-2", 10*time.Second)
+	if e, _ := fr[len(fr)-1].Error(); len(fr) != 1 || e.Code != e2a.ErrCodeCancelled {
+		t.Fatalf("wait-2: %d frames, final %s %s; want e2a.error cancelled", len(fr), fr[len(fr)-1].ResponseKind, fr[len(fr)-1].Body)
+	}
+	if n := later.Load(); n != 0 {
+		t.Errorf("the cancelled waiting turn's handler ran %d times", n)
+	}
+}

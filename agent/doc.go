@@ -70,7 +70,9 @@
 //     for a cancel a cluster's route did not forward yet (the server it was
 //     published on had not learnt of the subscription), each held request
 //     reads its stored cancel one heartbeat after its pick-up, then at
-//     doubling intervals up to 15 s (missed.go). A cancel received or stored
+//     doubling intervals up to 15 s (missed.go); a turn that waited for the
+//     turn before it reads its stored cancel once more before it runs
+//     (turns.go). A cancel received or stored
 //     more than a minute before the request was stored is an earlier
 //     request's under the same id (its envelope aged out, its cancel stayed):
 //     it is ignored, at pick-up and at those reads, and logged (compared by

@@ -133,29 +133,34 @@ func (w *worker) rereadCancels(ctx context.Context, ids []string) bool {
 		if ctx.Err() != nil {
 			return false // Run is returning
 		}
-		rctx, cancel := context.WithTimeout(ctx, ioTimeout)
-		at, found, err := w.storedCancel(rctx, id)
-		cancel()
-		if err != nil {
+		if err := w.rereadCancel(ctx, id); err != nil {
 			w.log.Warn("cannot read the control subject of a held request", "request_id", id, "err", err)
 			ok = false
-			continue
-		}
-		if !found {
-			continue
-		}
-		// Recorded with its stored time, which tells later pick-ups of id
-		// whether it can be theirs. A held request stored after it
-		// (cancelWatch.stale) runs on: the cancel is an earlier request's
-		// under the same id.
-		w.cancels.recordAt(id, at)
-		stopped, stale := w.stopCancelledAt(id, at)
-		if stopped > 0 {
-			w.log.Info("a cancel missed by the control subscription is stored: stopping the request", "request_id", id)
-		}
-		if stale > 0 {
-			logStaleCancel(w.log.With("request_id", id), "re-read")
 		}
 	}
 	return ok
+}
+
+// rereadCancel reads the stored cancel of the held request id and stops
+// it (every delivery of id held) when there is one.
+func (w *worker) rereadCancel(ctx context.Context, id string) error {
+	rctx, cancel := context.WithTimeout(ctx, ioTimeout)
+	at, found, err := w.storedCancel(rctx, id)
+	cancel()
+	if err != nil || !found {
+		return err
+	}
+	// Recorded with its stored time, which tells later pick-ups of id
+	// whether it can be theirs. A held request stored after it
+	// (cancelWatch.stale) runs on: the cancel is an earlier request's
+	// under the same id.
+	w.cancels.recordAt(id, at)
+	stopped, stale := w.stopCancelledAt(id, at)
+	if stopped > 0 {
+		w.log.Info("a cancel missed by the control subscription is stored: stopping the request", "request_id", id)
+	}
+	if stale > 0 {
+		logStaleCancel(w.log.With("request_id", id), "re-read")
+	}
+	return nil
 }

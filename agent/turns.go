@@ -138,6 +138,17 @@ func (w *worker) waitTurn(ctx context.Context, r *request, after string, meta *j
 	if !r.slot.acquire(ctx) {
 		return context.Cause(ctx)
 	}
+	// A cancel the control subscription missed while r waited (published
+	// while the connection was down) is read by the re-reads after the
+	// reconnect; those may stop the earlier turn first, and r would run at
+	// once, before its own is read. So a turn that waited reads its stored
+	// cancel once before it runs.
+	if err := w.rereadCancel(ctx, r.id); err != nil && ctx.Err() == nil {
+		log.get().Warn("cannot read the control subject of a held request", "err", err)
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
 	return nil
 }
 
