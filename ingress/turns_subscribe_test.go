@@ -1,6 +1,7 @@
 package ingress_test
 
 import (
+	"bufio"
 	"context"
 	"strings"
 	"testing"
@@ -152,5 +153,102 @@ func TestResubscribeV03DuringQueuedTurn(t *testing.T) {
 	if n := strings.Count(got, `"final":true`); n != 1 || !strings.Contains(lines[len(lines)-1], `"final":true`) ||
 		!strings.Contains(lines[len(lines)-1], `"completed"`) {
 		t.Fatalf("tasks/resubscribe: %d final events, want one, the last turn's completed status last:\n%s", n, got)
+	}
+}
+
+// TestResubscribeV03ReconnectAcrossTurns: tasks/resubscribe during a
+// queued turn streams turn one's events, then turn two's, in one SSE
+// stream (serveTurns), each event id naming its turn
+// ("<requestID>:<seq>": the sequences restart at 0 with each turn). A
+// client whose connection drops after turn one's first event reconnects,
+// as SSE clients do, with that Last-Event-ID. By then turn one has ended
+// and turn two has run: the resumed stream starts in turn one, after that
+// event (its tail, "reply one", then its end, final:false), then follows
+// turn two ("reply two", final:true, once). With plain sequences for ids
+// (found by review) the resumed stream applied the id to turn two and
+// lost its first frame.
+func TestResubscribeV03ReconnectAcrossTurns(t *testing.T) {
+	ctx, p, c, task, release := queuedTurn(t, "reply one begins, ")
+	body := `{"jsonrpc":"2.0","id":7,"method":"tasks/resubscribe","params":{"id":"` + string(task.ID) + `"}}`
+	resp := p.post(t, "/a2a", "text/event-stream", body)
+	sc := bufio.NewScanner(resp.Body)
+	lastID := ""
+	for lastID == "" && sc.Scan() {
+		if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+			lastID = id
+		}
+	}
+	if lastID == "" {
+		t.Fatalf("the first stream ended without an event id (%v)", sc.Err())
+	}
+	if !strings.HasSuffix(lastID, ":0") {
+		t.Errorf("the first event id of a stream of two turns is %q, want the turn's request id, then :0", lastID)
+	}
+	resp.Body.Close() // the connection drops
+	release()
+	testkit.Eventually(t, 10*time.Second, "both turns ended", func() bool {
+		g, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID})
+		return err == nil && g.Status.State == a2a.TaskStateCompleted && len(g.Artifacts) == 1 &&
+			v1Text(g.Artifacts[0].Parts) == "reply two"
+	})
+	again := testkit.Open(t, "POST", p.url+"/a2a", body, "Accept", "text/event-stream", "Last-Event-ID", lastID,
+		"Content-Type", "application/json")
+	t.Cleanup(func() { again.Body.Close() })
+	var lines []string
+	for _, e := range readSSE(t, again.Body) {
+		lines = append(lines, string(e.data))
+	}
+	got := strings.Join(lines, "\n")
+	one, two := strings.Index(got, `"reply one"`), strings.Index(got, `"reply two"`)
+	if one < 0 || two < one || strings.Contains(got, "reply one begins") {
+		t.Fatalf("reconnected with Last-Event-ID %s (turn one's first event): want turn one's tail, then turn two's reply:\n%s", lastID, got)
+	}
+	if n := strings.Count(got, `"final":true`); n != 1 || !strings.Contains(lines[len(lines)-1], `"final":true`) {
+		t.Fatalf("reconnected: %d final events, want one, the last:\n%s", n, got)
+	}
+}
+
+// TestResubscribeV03ReconnectAfterTurnEnd: a client that saw turn one's
+// last event (its completed status, final:false, in a stream of two
+// turns) and reconnects with its id after both turns ended gets turn two
+// alone: a working status, "reply two", its completed status final:true
+// (serveTurns goes on with the next turn when the named one's final
+// frame is before the resume point). An id naming no turn of the task is
+// not an error: the task is followed as without a resume point.
+func TestResubscribeV03ReconnectAfterTurnEnd(t *testing.T) {
+	_, p, _, task, release := queuedTurn(t, "")
+	body := `{"jsonrpc":"2.0","id":7,"method":"tasks/resubscribe","params":{"id":"` + string(task.ID) + `"}}`
+	resp := p.post(t, "/a2a", "text/event-stream", body)
+	release()
+	endOne := ""
+	for _, e := range readSSE(t, resp.Body) {
+		if endOne == "" && strings.Contains(string(e.data), `"completed"`) && strings.Contains(string(e.data), `"final":false`) {
+			endOne = e.id
+		}
+	}
+	if !strings.Contains(endOne, ":") {
+		t.Fatalf("turn one's completed status has the id %q, want one naming its turn", endOne)
+	}
+	for _, c := range []struct{ name, lastID, want string }{
+		{"after turn one's end", endOne, `"reply two"`},
+		{"a turn not the task's", "nope:3", `"reply two"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			again := testkit.Open(t, "POST", p.url+"/a2a", body, "Accept", "text/event-stream", "Last-Event-ID", c.lastID,
+				"Content-Type", "application/json")
+			t.Cleanup(func() { again.Body.Close() })
+			if again.StatusCode != 200 {
+				t.Fatalf("status %d, want 200", again.StatusCode)
+			}
+			var lines []string
+			for _, e := range readSSE(t, again.Body) {
+				lines = append(lines, string(e.data))
+			}
+			got := strings.Join(lines, "\n")
+			if !strings.Contains(got, c.want) || strings.Contains(got, `"reply one"`) || strings.Contains(got, "error") ||
+				strings.Count(got, `"final":true`) != 1 || !strings.Contains(lines[len(lines)-1], `"final":true`) {
+				t.Fatalf("reconnected with Last-Event-ID %s: want turn two alone, final:true once, last:\n%s", c.lastID, got)
+			}
+		})
 	}
 }

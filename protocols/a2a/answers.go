@@ -380,3 +380,38 @@ func (a Answers) FollowedTurns(ctx context.Context, t *host.Task) ([]string, err
 	slices.Reverse(turns)
 	return turns, nil
 }
+
+// TurnsFrom are the turns of the task t a resubscription resuming in its
+// turn named turn follows (a resume point naming a turn: serveTurns), in
+// the record's order: that one, ended or not, and each later one. It is
+// nil when turn is not one of t's, or when it or a later one but the
+// newest is not t's own (host.Session.OwnRequests of its envelope:
+// host.TaskRequests.LoadRequestHead, when t has a principal), as
+// FollowedTurns leaves out a turn not t's own and those before it; it is
+// egress.ErrNotFound when the newest is not t's own (LastTurn).
+func (a Answers) TurnsFrom(ctx context.Context, t *host.Task, turn string) ([]string, error) {
+	i := slices.Index(t.RequestIDs, turn)
+	if i < 0 {
+		return nil, nil
+	}
+	if _, err := a.LastTurn(ctx, t); err != nil {
+		return nil, err
+	}
+	turns := slices.Clone(t.RequestIDs[i:])
+	if t.Principal == "" {
+		return turns, nil
+	}
+	for _, id := range turns[:len(turns)-1] {
+		rq, err := a.f.LoadRequestHead(ctx, id)
+		if err == nil {
+			_, err = t.OwnRequests([]egress.StoredRequest{rq})
+		}
+		if errors.Is(err, egress.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return turns, nil
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -112,19 +114,36 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 
 // resubscribe follows the caller's task t (tasks/resubscribe) from the
 // oldest of its turns that has not ended to the newest's final frame, one
-// turn after another (Answers.FollowedTurns, serveTurns); AgentVault's
-// tasks/sendSubscribe of a task (agentVault) follows its newest turn
-// (Answers.LastTurn), from its first frame.
+// turn after another (Answers.FollowedTurns, serveTurns), or, when the
+// resume point names a turn of t (a stream of several turns' event id,
+// turnResumePoint), from that turn, after that frame, whether it has ended
+// or not, through each later one (Answers.TurnsFrom); a resume point
+// naming no turn of t's is dropped. AgentVault's tasks/sendSubscribe of a
+// task (agentVault) follows its newest turn (Answers.LastTurn), from its
+// first frame.
 func (d *frontDoor) resubscribe(rep host.Reply, in host.Call, c host.RPCCaller, ans Answers, t *host.Task, agentVault bool,
 	toRPC func(error) *jsonrpc.Error, req *jsonrpc.Request, interaction bool) {
+	r := in.Request
 	var turns []string
 	var err error
-	if agentVault {
+	named := false // the resume point names turns[0]
+	switch {
+	case agentVault:
 		var last string
 		last, err = ans.LastTurn(in.Ctx, t)
 		turns = []string{last}
-	} else {
-		turns, err = ans.FollowedTurns(in.Ctx, t)
+	default:
+		if turn, from, ok := turnResumePoint(r); ok {
+			turns, err = ans.TurnsFrom(in.Ctx, t, turn)
+			named = len(turns) > 0
+			if !named {
+				from = 0 // not a turn of t's (its own): no resume point
+			}
+			r = withResumePoint(r, from)
+		}
+		if err == nil && !named {
+			turns, err = ans.FollowedTurns(in.Ctx, t)
+		}
 	}
 	if err != nil {
 		rep.Error(toRPC(err))
@@ -144,15 +163,15 @@ func (d *frontDoor) resubscribe(rep host.Reply, in host.Call, c host.RPCCaller, 
 	}
 	defer release()
 	if agentVault {
-		serveAgentVault(d.h.TaskFrames().ServeExisting, w, in.Request, last, AgentVaultParams{JSONRPCID: req.ID, TaskID: t.ID})
+		serveAgentVault(d.h.TaskFrames().ServeExisting, w, r, last, AgentVaultParams{JSONRPCID: req.ID, TaskID: t.ID})
 		return
 	}
 	p := a2amap.Params{JSONRPCID: req.ID, TaskID: t.ID, ContextID: t.ContextID, Resubscribe: true, Interaction: interaction}
-	if len(turns) < 2 {
-		serveStream(d.h.TaskFrames().ServeExisting, w, in.Request, last, p)
+	if len(turns) < 2 && !named {
+		serveStream(d.h.TaskFrames().ServeExisting, w, r, last, p)
 		return
 	}
-	serveTurns(d.h.TaskFrames().ServeExisting, w, in.Request, turns, p)
+	serveTurns(d.h.TaskFrames().ServeExisting, w, r, turns, p)
 }
 
 // answer returns the function that answers a result, or its error mapped
@@ -312,34 +331,76 @@ func serveStream(serve func(http.ResponseWriter, *http.Request, string, string, 
 // serveTurns writes tasks/resubscribe's SSE answer for the turns of a
 // task (oldest first) with serve, one after the other in one stream: each
 // turn's frames to its final frame, the first's from the resume point of
-// r (Last-Event-ID or ?from=: the event ids are the sequences of a turn's
-// frames), the later ones' from their first. The final status of every
+// r (Last-Event-ID or ?from=, a plain sequence: resubscribe has turned
+// one naming a turn into that), the later ones' from their first. Each
+// event id names its turn: "<requestID>:<seq>" (StreamBase.IDPrefix), a
+// resume point that turnResumePoint reads. The final status of every
 // turn but the last is written final:false, and the stream goes on with
 // the next turn (its events opened with a working status, as a
 // resubscribed stream opens); it ends after the last turn's final frame,
 // or with the first turn that ends without its final frame (an error, the
-// client gone).
+// client gone). A first turn whose final frame is before the resume point
+// has nothing more to write: the stream goes on with the next turn.
 func serveTurns(serve func(http.ResponseWriter, *http.Request, string, string, render.NewRenderer), w http.ResponseWriter, r *http.Request,
 	turns []string, p a2amap.Params) {
 	from, _ := egress.ResumePoint(r)
+	opened := false // the stream's head is written
 	for i, id := range turns {
 		var s *stream
-		serve(w, r, id, StreamFormat, func(o *render.Output) render.Renderer {
+		tw := w
+		if i == 0 && from > 0 && len(turns) > 1 {
+			// egress answers 204 a resume point after a stored turn's
+			// final frame: the next turn opens the stream then.
+			tw = &skippedTurn{ResponseWriter: w}
+		}
+		serve(tw, r, id, StreamFormat, func(o *render.Output) render.Renderer {
 			s = newStream(o, id, p, from)
-			s.more, s.next = i < len(turns)-1, i > 0
+			s.more, s.next = i < len(turns)-1, opened
+			s.IDPrefix = id + ":"
 			return s
 		})
-		if s == nil || !s.ended || s.Out.Err() != nil || r.Context().Err() != nil {
+		if s == nil || s.Out.Err() != nil || r.Context().Err() != nil {
 			return
 		}
-		if i == 0 {
-			// The next turns from their first frame, into the stream
-			// already open.
-			r = withoutResumePoint(r)
+		if !s.ended && !(i == 0 && from > 0 && s.done) {
+			return
+		}
+		if !opened && s.opened {
+			opened = true
+			// The next turns into the stream already open.
 			w = continuedResponse{w}
+		}
+		if i == 0 {
+			// The next turns from their first frame.
+			r = withoutResumePoint(r)
 			from = 0
 		}
 	}
+}
+
+// turnResumePoint is the resume point of r when it names a turn, a
+// stream of several turns' event id "<requestID>:<seq>" (serveTurns):
+// the turn's request id and the first sequence asked for (after seq in
+// Last-Event-ID, seq in ?from=, as egress.ResumePoint reads a plain
+// one). ok is false for any other resume point, or none.
+func turnResumePoint(r *http.Request) (turn string, from int64, ok bool) {
+	v := strings.TrimSpace(r.Header.Get("Last-Event-ID"))
+	after := v != ""
+	if !after {
+		v = r.URL.Query().Get("from")
+	}
+	i := strings.LastIndexByte(v, ':')
+	if i <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(v[i+1:], 10, 64)
+	if err != nil || n < -1 || n < 0 && !after {
+		return "", 0, false
+	}
+	if after && n < math.MaxInt64 {
+		n++
+	}
+	return v[:i], n, true
 }
 
 // withoutResumePoint is r without Last-Event-ID and ?from=.
@@ -352,6 +413,38 @@ func withoutResumePoint(r *http.Request) *http.Request {
 	}
 	return r
 }
+
+// withResumePoint is r with the resume point from (?from=, a plain
+// sequence), none when from is 0.
+func withResumePoint(r *http.Request, from int64) *http.Request {
+	r = withoutResumePoint(r)
+	if from > 0 {
+		q := r.URL.Query()
+		q.Set("from", strconv.FormatInt(from, 10))
+		r.URL.RawQuery = q.Encode()
+	}
+	return r
+}
+
+// skippedTurn is the response of serveTurns' first turn served from a
+// resume point: a 204 (No Content: the turn's final frame is before the
+// resume point) is not written, the next turn's stream opening the
+// response instead.
+type skippedTurn struct {
+	http.ResponseWriter
+	noContent bool
+}
+
+func (s *skippedTurn) WriteHeader(code int) {
+	if code == http.StatusNoContent {
+		s.noContent = true
+		return
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap is the response (http.ResponseController flushes it).
+func (s *skippedTurn) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // continuedResponse is a response whose head is written already: the
 // next turn's stream writes its events after the last turn's.

@@ -26,7 +26,9 @@
 //     nothing of another principal's); tasks/resubscribe follows an A2A
 //     task from the oldest of its own turns that has not ended (the one
 //     running) to the newest's final frame, one turn after another in one
-//     stream (Answers.FollowedTurns).
+//     stream (Answers.FollowedTurns), its event ids naming their turn
+//     ("<requestID>:<seq>"): a Last-Event-ID naming one resumes there,
+//     through each later turn (Answers.TurnsFrom).
 //   - push-config methods and agent/getAuthenticatedExtendedCard are
 //     refused by the adapter (-32003, -32007).
 //   - a single call of an A2A v1.0 method ([V1Methods]) is handed, before

@@ -41,8 +41,9 @@ var (
 
 // stream renders message/stream and tasks/resubscribe: SSE whose data: is
 // a JSON-RPC response object with an A2A event as result. The SSE id of
-// the last event of each frame is the frame's sequence, so Last-Event-ID
-// resumes after it.
+// the last event of each frame is the frame's sequence (after IDPrefix
+// in a stream of several turns, serveTurns), so Last-Event-ID resumes
+// after it.
 type stream struct {
 	StreamBase
 	p      a2amap.Params
@@ -60,6 +61,10 @@ type stream struct {
 	// ended: the final frame was rendered, and the stream did not end
 	// with an error.
 	ended bool
+	// opened: Start ran (the head is written unless next); done: the
+	// stream ended without an error (after its final frame, or at once
+	// when that frame is before the resume point).
+	opened, done bool
 }
 
 // NewStream returns the A2A v0.3 SSE renderer (format [StreamFormat]) of
@@ -81,6 +86,7 @@ func newStream(o *render.Output, requestID string, p a2amap.Params, from int64) 
 }
 
 func (r *stream) Start() error {
+	r.opened = true
 	if !r.next {
 		render.SSEHead(r.Out, 0)
 		if err := render.SSEComment(r.Out, "ok"); err != nil {
@@ -153,6 +159,9 @@ func (r *stream) Frame(f *render.Frame) error {
 	i := 0
 	return render.FrameEvents(f, out, func(id string, ev a2av1.Event) error {
 		i++
+		if id != "" && r.IDPrefix != "" {
+			id = r.IDPrefix + id
+		}
 		return r.event(id, ev, finals[i-1])
 	})
 }
@@ -160,7 +169,11 @@ func (r *stream) Frame(f *render.Frame) error {
 func (r *stream) Heartbeat() error { return render.SSEComment(r.Out, "keep-alive") }
 
 func (r *stream) End(err error) error {
+	r.done = err == nil
 	if err == nil && r.more {
+		if !r.opened {
+			return nil // nothing written: the next turn opens the stream
+		}
 		// The next turn may be long in coming: this one's end goes out
 		// now.
 		return r.Out.Flush()

@@ -21,6 +21,17 @@ type StreamBase struct {
 	// Opening: the submitted status-update a stream opens with is still
 	// to be written; a renderer's Start sets it.
 	Opening bool
+	// IDPrefix precedes each event id (render.SeqID), when set: a
+	// multi-turn stream's ids name their turn ("<requestID>:<seq>").
+	IDPrefix string
+}
+
+// ID is the SSE event id of frame f: render.SeqID, after IDPrefix.
+func (s *StreamBase) ID(f *render.Frame) string {
+	if s.IDPrefix == "" {
+		return render.SeqID(f)
+	}
+	return s.IDPrefix + render.SeqID(f)
 }
 
 // Events is the start of a renderer's Frame. A plain text chunk, the bulk
@@ -39,7 +50,7 @@ func (s *StreamBase) Events(f *render.Frame, b []byte, text bool, submitted func
 		if err := s.open(false, submitted); err != nil {
 			return nil, err
 		}
-		err := render.SSEEvent(s.Out, render.SeqID(f), "", b)
+		err := render.SSEEvent(s.Out, s.ID(f), "", b)
 		s.Buf = render.KeepScratch(b)
 		return nil, err
 	}
