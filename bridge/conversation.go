@@ -28,6 +28,10 @@ const MaxThreads = 64
 // all that finding its last turn (other than the one being served) needs.
 const MaxThreadTurns = 4
 
+// MaxBaseline bounds the bytes of a thread's Baseline (SetBaseline keeps
+// none larger).
+const MaxBaseline = 4096
+
 // Conversation is what a bridge keeps of one conversation with its
 // upstream.
 type Conversation struct {
@@ -79,6 +83,13 @@ type Thread struct {
 	// thread an earlier bridge wrote has none: its upstream task is its
 	// last request's (read so when the record is read).
 	Tasks map[string]string `json:"upstream_tasks,omitempty"`
+	// Baseline is what the upstream task held when the thread's latest
+	// continuation began (SetBaseline): a worker taking that request over
+	// writes only what the task got beyond it. One per thread (a thread's
+	// continuations of its task run one after another: each waits for
+	// its last turn's interrupt), dropped with its request from
+	// RequestIDs; none in a record an earlier bridge wrote.
+	Baseline *Baseline `json:"baseline,omitempty"`
 	// Last is when the thread was last written (Unix nanoseconds): the
 	// thread written longest ago goes first past MaxThreads.
 	Last int64 `json:"last,omitempty"`
@@ -99,6 +110,33 @@ func (th *Thread) TaskOf(id string) (task string, ok bool) {
 	}
 	task, ok = th.Tasks[id]
 	return task, ok
+}
+
+// Baseline is what the upstream task held when request Request began:
+// Data, in the bridge's own encoding (at most MaxBaseline bytes).
+type Baseline struct {
+	Request string          `json:"request"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// BaselineOf returns the baseline request id recorded (SetBaseline), ok
+// false when it recorded none, or the thread no longer keeps it.
+func (th *Thread) BaselineOf(id string) (data json.RawMessage, ok bool) {
+	if th == nil || th.Baseline == nil || th.Baseline.Request != id {
+		return nil, false
+	}
+	return th.Baseline.Data, true
+}
+
+// SetBaseline records data as the baseline of the thread's request id,
+// in place of the one an earlier request recorded; data larger than
+// MaxBaseline is not kept (it reports false).
+func (th *Thread) SetBaseline(id string, data json.RawMessage) bool {
+	if len(data) > MaxBaseline {
+		return false
+	}
+	th.Baseline = &Baseline{Request: id, Data: data}
+	return true
 }
 
 // SetTask records task as the upstream task of the thread's request id
@@ -132,6 +170,9 @@ func (c *Conversation) thread(env *e2a.Envelope, now int64) *Thread {
 			if !slices.Contains(th.RequestIDs, id) {
 				delete(th.Tasks, id)
 			}
+		}
+		if th.Baseline != nil && !slices.Contains(th.RequestIDs, th.Baseline.Request) {
+			th.Baseline = nil
 		}
 	}
 	th.Last = now

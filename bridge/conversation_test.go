@@ -2,7 +2,9 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -342,5 +344,46 @@ func TestConversationThreadsBounded(t *testing.T) {
 		if task, ok := th.TaskOf(id); !ok || task != "up-"+id {
 			t.Fatalf("task of %s: %q %v (%v)", id, task, ok, th.Tasks)
 		}
+	}
+}
+
+// TestThreadBaseline: a thread keeps the baseline of one request, its
+// latest recorded (SetBaseline), none larger than MaxBaseline, and drops
+// it when the thread no longer keeps its request; a record written
+// without one (an earlier bridge's) reads, and has none.
+func TestThreadBaseline(t *testing.T) {
+	var c Conversation
+	env := &e2a.Envelope{RequestID: "r0", ContextID: "c", TaskID: "t"}
+	th := c.thread(env, 1)
+	if !th.SetBaseline("r0", json.RawMessage(`{"a":[]}`)) {
+		t.Fatal("a small baseline is not kept")
+	}
+	if th.SetBaseline("r0", json.RawMessage(`"`+strings.Repeat("x", MaxBaseline)+`"`)) {
+		t.Fatal("a baseline larger than MaxBaseline is kept")
+	}
+	if b, ok := th.BaselineOf("r0"); !ok || string(b) != `{"a":[]}` {
+		t.Fatalf("baseline of r0: %s %v", b, ok)
+	}
+	for i := 1; i < MaxThreadTurns; i++ {
+		env.RequestID = "r" + strconv.Itoa(i)
+		c.thread(env, int64(1+i))
+	}
+	if _, ok := c.Threads["task:t"].BaselineOf("r0"); !ok {
+		t.Fatal("the baseline of a request the thread keeps is dropped")
+	}
+	if _, ok := c.Threads["task:t"].BaselineOf("r1"); ok {
+		t.Fatal("a request that recorded none has a baseline")
+	}
+	env.RequestID = "r9"
+	c.thread(env, 99)
+	if b := c.Threads["task:t"].Baseline; b != nil {
+		t.Fatalf("the baseline of a request the thread no longer keeps: %+v", b)
+	}
+	var old Conversation
+	if err := json.Unmarshal([]byte(`{"upstream_task_id":"u","threads":{"task:t":{"upstream_task_id":"u","request_ids":["r0"],"upstream_tasks":{"r0":"u"}}}}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := old.Thread(&e2a.Envelope{RequestID: "r1", TaskID: "t"}).BaselineOf("r0"); ok {
+		t.Fatal("a record without a baseline has one")
 	}
 }

@@ -187,7 +187,8 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		t.taskID, t.recorded = a2a.TaskID(task), task != ""
 	}
 	if w.ResumeAfter() >= 0 || (mine && t.taskID != "") {
-		return t.resume(ctx, earlierTurns(&th, env.RequestID, t.taskID))
+		base, _ := th.BaselineOf(env.RequestID)
+		return t.resume(ctx, earlierTurns(&th, env.RequestID, t.taskID), base)
 	}
 	parts := userParts(env)
 	if len(parts) == 0 {
@@ -210,6 +211,9 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 			return upstreamError(err)
 		}
 		t.base(task)
+		// Recorded with the request's upstream task (record): a worker
+		// taking the turn over starts from it too.
+		t.baseline = t.baselineOf(task)
 	}
 	req := &a2a.SendMessageRequest{Message: msg}
 	defer t.forwardCancel(ctx)

@@ -2,7 +2,9 @@ package a2abridge_test
 
 import (
 	"bytes"
+	"context"
 	"io"
+	"iter"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -12,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
@@ -156,3 +159,77 @@ func (f *firstEvent) Read(p []byte) (int, error) {
 }
 
 func (f *firstEvent) Close() error { return f.rc.Close() }
+
+// asker is an agent whose task asks for more (input-required) at every
+// message but "last", each turn's answer an artifact of its own
+// ("a-<message>").
+type asker struct{}
+
+func (asker) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	text := up.TextOf(ec.Message.Parts)
+	return func(yield func(a2a.Event, error) bool) {
+		if ec.StoredTask == nil && !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+			return
+		}
+		state := a2a.TaskStateInputRequired
+		if text == "last" {
+			state = a2a.TaskStateCompleted
+		}
+		art := a2a.NewArtifactUpdateEvent(ec, a2a.ArtifactID("a-"+text), a2a.NewTextPart(text))
+		art.Append, art.LastChunk = false, true
+		_ = yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, nil), nil) &&
+			yield(art, nil) &&
+			yield(a2a.NewStatusUpdateEvent(ec, state, nil), nil)
+	}
+}
+
+func (asker) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
+	}
+}
+
+// TestResumedLongContinuationAnswersOnlyItsTurn: as
+// TestResumedContinuationAnswersOnlyItsTurn, for a task whose sixth turn
+// is resumed (its stream cut after the first event, the retry follows the
+// task). The thread keeps only its last bridge.MaxThreadTurns (4)
+// requests, whose stored frames hold turns three to five's answers; the
+// turn's baseline recorded with its upstream task (bridge.Thread.Baseline)
+// says what the task held before it: the artifacts of turns one and two,
+// which the task snapshot holds, are not taken for the sixth turn's
+// answer and written again.
+func TestResumedLongContinuationAnswersOnlyItsTurn(t *testing.T) {
+	t.Parallel()
+	url, _ := startV1(t, asker{})
+	p := pipetest.Start(t)
+	bridgePool(t, p, "agent", cutProxy(t, url, []byte(`"last"`)))
+	c := v1Client(t, p, "agent")
+	var task a2a.TaskInfo
+	for i, text := range []string{"t1", "t2", "t3", "t4", "t5", "last"} {
+		m := userMessage(text)
+		if task.TaskID != "" {
+			m.TaskID, m.ContextID = task.TaskID, task.ContextID
+		}
+		turn := up.Collect(t, c.SendStreamingMessage(testCtx(t), &a2a.SendMessageRequest{Message: m}), nil)
+		want := a2a.TaskStateInputRequired
+		if text == "last" {
+			want = a2a.TaskStateCompleted
+		}
+		if turn.State() != want {
+			t.Fatalf("turn %d ended %s, want %s", i+1, turn.State(), want)
+		}
+		if task.TaskID == "" {
+			task = turn.Task
+		}
+		if text == "last" {
+			if got := stored(t, p).Text(e2a.DeltaText); got != "last" {
+				t.Errorf("the resumed sixth turn's stored answer %q, want its own %q (not earlier turns' artifacts again)", got, "last")
+			}
+			for _, old := range []string{"t1", "t2"} {
+				if got := turn.Text(a2a.ArtifactID("a-" + old)); got != "" {
+					t.Errorf("the sixth turn's client got turn %s's artifact again: %q", old, got)
+				}
+			}
+		}
+	}
+}

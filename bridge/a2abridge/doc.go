@@ -38,8 +38,9 @@
 //     replaces it (A2A): when both are text only and its text extends
 //     what was written, the text beyond it is written as above; else the
 //     artifact whole, as one artifact_update without append (the A2A
-//     streams show it replaced; the E2A text deltas, an ACP session and
-//     the aggregated message/send task of a2amap do not replace);
+//     streams show it replaced, and so does e2a.complete's result text;
+//     the E2A text deltas, an ACP session and the aggregated
+//     message/send task of a2amap do not replace);
 //   - the data and file parts of a message (a status message, a direct
 //     Message answer) likewise, as an artifact named after the message;
 //   - a status message while the task works: its parts; input-required
@@ -47,6 +48,10 @@
 //     (agent.Interrupt); completed: e2a.complete, whose result is
 //     {"upstream_task_id", "upstream_context_id", "text"} when deltas were
 //     written and none otherwise (the renderers would make a part of it);
+//     its text is the text deltas of each artifact (and of no artifact:
+//     messages'), in the order first written, with an artifact's later
+//     text parts written natively, and the text of an artifact replaced
+//     whole replaced;
 //     failed or rejected: e2a.error upstream_failed with the agent's
 //     message; canceled: e2a.error upstream_canceled (a cancel of the
 //     request ends as the runtime's cancelled);
@@ -64,7 +69,11 @@
 // holds its earlier turns' artifacts, which some of its events hold too
 // (a task snapshot: GetTask, the first event of @a2a-js/sdk's follow-up
 // stream): the turn reads the task (GetTask) before it sends the message,
-// and writes only what the task gets beyond them. Each of a
+// and writes only what the task gets beyond them. What it read (the
+// baseline: per artifact, the length and hash of its text of each kind
+// and the count of its other parts, at most bridge.MaxBaseline bytes) is
+// recorded with the request's upstream task, in the same write
+// (bridge.Thread.Baseline, the thread's latest only). Each of a
 // thread's last turns keeps the upstream task it recorded
 // (bridge.Thread.Tasks): requests of one session that run at once, each
 // in an upstream task of its own, are each taken over to their own. A
@@ -81,9 +90,14 @@
 // A worker that dies mid-stream: the worker taking the request over
 // (agent.Writer.ResumeAfter ≥ 0) reads the request's stored frames
 // (E2A_RESPONSES) into what each artifact holds (the text and reasoning
-// written, the count of other parts; for a continuation, the stored
-// frames of the thread's earlier requests that recorded the same upstream
-// task first, those the record keeps: its last four), subscribes to the
+// written, the count of other parts; for a continuation, first the
+// baseline the request recorded, each artifact's text of it the start of
+// that artifact in the task's first snapshot when its length and hash
+// match, else the artifact was replaced since and is written whole; the
+// stored frames of the thread's earlier requests that recorded the same
+// upstream task, those the record keeps: its last four, serve for the
+// artifacts past the baseline's bound and for a record written without
+// one), subscribes to the
 // upstream task (SubscribeToTask), whose first event is the task as it
 // stands, and writes only what the frames lack: the text of each artifact
 // beyond what was written, the parts after those written (an artifact

@@ -23,14 +23,20 @@ type turn struct {
 	recorded  bool
 	artifact  a2a.ArtifactID // the artifact whose id the frames' metadata carries now
 	done      bool
-	deltas    bool            // e2a.chunk frames were written
-	text      strings.Builder // the text deltas written
+	deltas    bool   // e2a.chunk frames were written
+	text      answer // the text deltas written, per artifact
 	// seen is what the request's frames hold of each artifact (a
 	// message's parts under the message's id), and for a continuation
 	// what the task's artifacts held before it (its earlier turns'): a
 	// task snapshot (GetTask, the first event of a subscription or of a
 	// continuation's stream) writes only what is beyond it.
 	seen map[a2a.ArtifactID]*written
+	// baseline is what a continuation found the task holding (base,
+	// baselineOf), recorded with the request's thread; pending: seen
+	// holds a baseline read from the record (seedBaseline), resolved
+	// against the first task snapshot (resolveBaseline).
+	baseline []byte
+	pending  bool
 }
 
 // event writes the frames of one event of the agent.
@@ -51,6 +57,9 @@ func (t *turn) event(ctx context.Context, ev a2a.Event) error {
 	case *a2a.Task:
 		if err := t.ids(ctx, e.ID, e.ContextID); err != nil {
 			return err
+		}
+		if t.pending {
+			t.resolveBaseline(e)
 		}
 		for _, a := range e.Artifacts {
 			if err := t.snapshot(a); err != nil {
@@ -119,6 +128,9 @@ func (t *turn) record(ctx context.Context) error {
 		th := conv.Thread(t.env)
 		th.UpstreamTaskID, th.UpstreamContextID, th.UpstreamTaskOpen = string(t.taskID), t.contextID, false
 		th.SetTask(t.env.RequestID, string(t.taskID))
+		if t.baseline != nil {
+			th.SetBaseline(t.env.RequestID, t.baseline)
+		}
 	})
 	if err != nil {
 		t.u.cfg.log.Warn("a2a bridge: upstream ids not recorded", "request_id", t.env.RequestID, "err", err)
@@ -281,6 +293,7 @@ func (t *turn) rewrite(a *a2a.Artifact) error {
 	}
 	t.seenOf(a.ID)
 	t.seen[a.ID] = w
+	t.text.replace(a.ID, w.text[e2a.DeltaText])
 	return nil
 }
 
@@ -328,6 +341,9 @@ func contentsOf(a *a2a.Artifact) contents {
 // extends reports whether c holds what w does, and maybe more: the text
 // of each kind written as the start of its own, as many other parts.
 func (c contents) extends(w *written) bool {
+	if w.stale {
+		return false
+	}
 	for kind, done := range w.text {
 		if !strings.HasPrefix(c.full[kind], done) {
 			return false
@@ -352,11 +368,14 @@ func (t *turn) write(id a2a.ArtifactID, a *a2a.Artifact, pc piece) error {
 		err = t.w.Chunk(pc.kind, pc.delta)
 		t.deltas = true
 		if pc.kind == e2a.DeltaText {
-			t.text.WriteString(pc.delta.(string))
+			t.text.add(id, pc.delta.(string))
 		}
 	} else {
 		err = t.writeNative(id, a, a2a.ContentParts{pc.part}, w.any)
 		w.native = true
+		if pc.kind == e2a.DeltaText {
+			t.text.extend(id, pc.delta.(string))
+		}
 	}
 	if err != nil {
 		return err
@@ -492,6 +511,13 @@ type written struct {
 	others int               // other parts written (tool, data, file)
 	any    bool              // anything was written
 	native bool              // a native frame was written: the later parts are native too
+	// base is the text of each kind the artifact held before the turn
+	// as a thread's baseline records it (length and hash, baseText),
+	// until the first task snapshot resolves it (resolveBaseline): then
+	// text starts with it, or stale says the agent replaced the
+	// artifact since.
+	base  map[string]baseText
+	stale bool
 }
 
 func (w *written) add(pc piece) {
@@ -501,4 +527,76 @@ func (w *written) add(pc piece) {
 		return
 	}
 	w.others++
+}
+
+// answer is the text of the turn's answer (e2a.complete's result): the
+// text deltas written, per artifact ("" the text of no artifact: a
+// message's) in the order first written. An artifact whose text is in it
+// keeps its whole text there: its later text parts written natively are
+// added, and its text is replaced when the artifact is written whole
+// again (rewrite: the agent replaced it).
+type answer struct {
+	ids   []a2a.ArtifactID
+	texts []*strings.Builder
+	at    map[a2a.ArtifactID]int // index in ids and texts
+	cur   *strings.Builder       // the text of curID, the artifact written last
+	curID a2a.ArtifactID
+}
+
+// add adds s to the text of artifact id, the artifact's first when it
+// has none yet.
+func (a *answer) add(id a2a.ArtifactID, s string) {
+	if a.cur == nil || a.curID != id {
+		a.cur, a.curID = a.of(id, true), id
+	}
+	a.cur.WriteString(s)
+}
+
+// extend adds s to the text of artifact id when the answer has its text.
+func (a *answer) extend(id a2a.ArtifactID, s string) {
+	if b := a.of(id, false); b != nil {
+		b.WriteString(s)
+	}
+}
+
+// replace makes s the text of artifact id when the answer has its text.
+func (a *answer) replace(id a2a.ArtifactID, s string) {
+	if b := a.of(id, false); b != nil {
+		b.Reset()
+		b.WriteString(s)
+	}
+}
+
+// of is the text of artifact id, made when create and it has none (nil
+// else).
+func (a *answer) of(id a2a.ArtifactID, create bool) *strings.Builder {
+	if a.cur != nil && a.curID == id {
+		return a.cur
+	}
+	if i, ok := a.at[id]; ok {
+		return a.texts[i]
+	}
+	if !create {
+		return nil
+	}
+	if a.at == nil {
+		a.at = map[a2a.ArtifactID]int{}
+	}
+	b := new(strings.Builder)
+	a.at[id] = len(a.ids)
+	a.ids, a.texts = append(a.ids, id), append(a.texts, b)
+	return b
+}
+
+// String is the answer's text: each artifact's, in the order first
+// written.
+func (a *answer) String() string {
+	if len(a.texts) == 1 {
+		return a.texts[0].String()
+	}
+	var b strings.Builder
+	for _, t := range a.texts {
+		b.WriteString(t.String())
+	}
+	return b.String()
 }

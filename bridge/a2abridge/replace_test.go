@@ -79,3 +79,38 @@ func TestArtifactReplaceIsNotAppended(t *testing.T) {
 		})
 	}
 }
+
+// TestReplacedArtifactResultText: an agent sends artifact "draft", then
+// the same artifact again whole (append false). The E2A client's final
+// e2a.complete result's text is the agent's answer, the second draft:
+// the text the first wrote is replaced, whether the second was written
+// as the text it adds ("extends") or whole as a native artifact_update
+// ("rewrites"; turn.text kept the replaced "Hi there").
+func TestReplacedArtifactResultText(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, first, then string }{
+		{"extends", "Hello", "Hello, world"},
+		{"rewrites", "Hi there", "Hello, world"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := replacer{ids: make(chan a2a.TaskID, 2), first: tc.first, then: tc.then}
+			url, _ := startV1(t, r)
+			p := pipetest.Start(t)
+			bridgePool(t, p, "agent", url)
+			e := openE2A(t, p, "agent").(*e2aConv)
+			_, body := e.post(t, "revise")
+			defer body.Close()
+			frames := newSSE(body).read(t, 0)
+			final := frames[len(frames)-1]
+			c, err := final.Complete()
+			if err != nil {
+				t.Fatalf("final %s: %v", final.ResponseKind, err)
+			}
+			res, _ := c.Result.(map[string]any)
+			if got, _ := res["text"].(string); got != tc.then {
+				t.Errorf("the final result's text %q, want the agent's answer %q (result %v)", got, tc.then, res)
+			}
+		})
+	}
+}

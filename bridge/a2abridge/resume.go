@@ -19,16 +19,23 @@ import (
 // artifacts hold their answers too), then follows the upstream task from
 // where it stands (its first event is the task as a whole, of which only
 // what is beyond the stored frames is written).
-func (t *turn) resume(ctx context.Context, earlier []string) error {
+func (t *turn) resume(ctx context.Context, earlier []string, base []byte) error {
 	if t.taskID == "" || t.u.cfg.convs == nil {
 		return &bridge.Error{Code: bridge.CodeCannotResume, Retryable: true,
 			Message: "the worker that started the request stopped before the agent's task was known"}
 	}
-	for _, id := range earlier {
-		if err := t.readStored(ctx, id, false); err != nil {
-			return err
+	// A continuation's baseline (baseline.go) says what the task held
+	// before the turn; the stored frames of earlier turns serve for what
+	// it leaves out, and for a record written without one.
+	b, ok := readBaseline(base)
+	if !ok || b.More {
+		for _, id := range earlier {
+			if err := t.readStored(ctx, id, false); err != nil {
+				return err
+			}
 		}
 	}
+	t.seedBaseline(b)
 	if err := t.readStored(ctx, t.env.RequestID, true); err != nil {
 		return err
 	}
@@ -146,7 +153,7 @@ func (t *turn) stored(f *e2a.Response, own bool) error {
 		if own && textual(c.DeltaKind) {
 			t.deltas = true
 			if s, ok := c.Delta.(string); ok && c.DeltaKind == e2a.DeltaText {
-				t.text.WriteString(s)
+				t.text.add(a2a.ArtifactID(id), s)
 			}
 		}
 		return nil
@@ -161,10 +168,19 @@ func (t *turn) stored(f *e2a.Response, own bool) error {
 		t.seen[a.ID] = w
 	}
 	w.any, w.native = true, true
+	text := ""
 	for _, p := range a.Parts {
 		if pc := pieceOf(p); pc.kind != "" {
 			w.add(pc)
+			if pc.kind == e2a.DeltaText {
+				text += pc.delta.(string)
+			}
 		}
+	}
+	if own && !appendTo {
+		t.text.replace(a.ID, w.text[e2a.DeltaText])
+	} else if own && text != "" {
+		t.text.extend(a.ID, text)
 	}
 	return nil
 }
