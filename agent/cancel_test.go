@@ -331,12 +331,18 @@ func TestWaitingTurnReadsMissedCancel(t *testing.T) {
 		<-release
 		return w.Complete("first")
 	})
+	var logs testkit.Buffer
 	startWorker(t, s.connect(t), "waiting", h, agent.WithConcurrency(2), agent.WithHeartbeat(3*time.Second),
-		agent.WithMissedControl(func(id string) bool { return id == "wait-2" }), agent.WithLogger(slog.New(slog.DiscardHandler)))
+		agent.WithMissedControl(func(id string) bool { return id == "wait-2" }),
+		agent.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	waitConsumer(t, s.js, "waiting")
 	publish(t, s.js, "waiting", request("wait-1", nil))
 	publishAfter(t, s.js, "waiting", request("wait-2", nil), "wait-1")
-	waitPending(t, s.js, "waiting", 2) // wait-2 picked up, waiting for wait-1
+	// wait-2 picked up and waiting for wait-1 (its first read found wait-1
+	// running), its cancel published after that.
+	testkit.Eventually(t, 10*time.Second, "wait-2 waiting for wait-1", func() bool {
+		return strings.Contains(logs.String(), "waiting for the earlier turn")
+	})
 	if res, err := agent.Cancel(tctx(t), s.js, "wait-2"); err != nil || !res.Published {
 		t.Fatalf("cancel wait-2: %+v %v", res, err)
 	}
