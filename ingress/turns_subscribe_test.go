@@ -252,3 +252,108 @@ func TestResubscribeV03ReconnectAfterTurnEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestResubscribeV03SingleTurnIDAfterNextTurn: every tasks/resubscribe
+// stream's event ids name their turn, one turn's too (found by review of
+// 48415de, where a single-turn stream kept plain sequences). The client's
+// connection drops after turn one's first chunk. Meanwhile turn one ends
+// and the client's second message runs and ends. The client reconnects
+// with that event's id as Last-Event-ID, as SSE clients do: it gets turn
+// one's tail ("reply one") and then turn two's reply ("reply two"). A
+// plain id named no turn and was applied to the turn followed now, turn
+// two: both were lost.
+func TestResubscribeV03SingleTurnIDAfterNextTurn(t *testing.T) {
+	pp := pipetest.Start(t)
+	started := make(chan struct{}, 1)
+	released := make(chan struct{})
+	pp.Pool("demo", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if demo.Text(env) == "first" {
+			if err := w.Chunk(e2a.DeltaText, "reply one begins, "); err != nil {
+				return err
+			}
+			started <- struct{}{}
+			select {
+			case <-released:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if err := w.Chunk(e2a.DeltaText, "reply one"); err != nil {
+				return err
+			}
+			return w.Complete(nil)
+		}
+		if err := w.Chunk(e2a.DeltaText, "reply two"); err != nil {
+			return err
+		}
+		return w.Complete(nil)
+	}))
+	var once bool
+	release := func() {
+		if !once {
+			once = true
+			close(released)
+		}
+	}
+	t.Cleanup(release)
+	p := &pipeline{url: pp.URL, nc: pp.NC, js: pp.JS, in: pp.Ingress}
+	_, c := v1Client(t, p, a2a.TransportProtocolJSONRPC)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	now := &a2a.SendMessageConfig{ReturnImmediately: true}
+	res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("first")), Config: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok {
+		t.Fatalf("first SendMessage result %T", res)
+	}
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the first turn did not start")
+	}
+	testkit.Eventually(t, 10*time.Second, "the first turn's chunk stored", func() bool {
+		g, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID})
+		return err == nil && g.Status.State == a2a.TaskStateWorking
+	})
+
+	// One turn: its stream's ids name it all the same.
+	body := `{"jsonrpc":"2.0","id":7,"method":"tasks/resubscribe","params":{"id":"` + string(task.ID) + `"}}`
+	resp := p.post(t, "/a2a", "text/event-stream", body)
+	sc := bufio.NewScanner(resp.Body)
+	lastID := ""
+	for lastID == "" && sc.Scan() {
+		if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+			lastID = id
+		}
+	}
+	if lastID == "" {
+		t.Fatalf("the first stream ended without an event id (%v)", sc.Err())
+	}
+	resp.Body.Close() // the connection drops
+
+	// Meanwhile: the second message, and both turns end.
+	if _, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessageForTask(a2a.MessageRoleUser, task, a2a.NewTextPart("second")), Config: now}); err != nil {
+		t.Fatalf("second SendMessage: %v", err)
+	}
+	release()
+	testkit.Eventually(t, 10*time.Second, "both turns ended", func() bool {
+		g, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID})
+		return err == nil && g.Status.State == a2a.TaskStateCompleted && len(g.Artifacts) > 0 &&
+			strings.Contains(v1Text(g.Artifacts[len(g.Artifacts)-1].Parts), "reply two")
+	})
+
+	again := testkit.Open(t, "POST", p.url+"/a2a", body, "Accept", "text/event-stream", "Last-Event-ID", lastID,
+		"Content-Type", "application/json")
+	t.Cleanup(func() { again.Body.Close() })
+	var lines []string
+	for _, e := range readSSE(t, again.Body) {
+		lines = append(lines, e.id+" "+string(e.data))
+	}
+	got := strings.Join(lines, "\n")
+	if !strings.Contains(got, `"reply one"`) || !strings.Contains(got, `"reply two"`) {
+		t.Fatalf("reconnected with Last-Event-ID %q (turn one's first event, a single-turn stream's id) after turn two ran: "+
+			"want turn one's tail (\"reply one\") and then turn two's reply (\"reply two\"):\n%s", lastID, got)
+	}
+}

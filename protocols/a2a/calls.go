@@ -115,8 +115,8 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 // resubscribe follows the caller's task t (tasks/resubscribe) from the
 // oldest of its turns that has not ended to the newest's final frame, one
 // turn after another (Answers.FollowedTurns, serveTurns), or, when the
-// resume point names a turn of t (a stream of several turns' event id,
-// turnResumePoint), from that turn, after that frame, whether it has ended
+// resume point names a turn of t (a resubscription's event id,
+// turnResumePoint: every turn's, one's too), from that turn, after that frame, whether it has ended
 // or not, through each later one (Answers.TurnsFrom); a resume point
 // naming no turn of t's is dropped. AgentVault's tasks/sendSubscribe of a
 // task (agentVault) follows its newest turn (Answers.LastTurn), from its
@@ -167,10 +167,6 @@ func (d *frontDoor) resubscribe(rep host.Reply, in host.Call, c host.RPCCaller, 
 		return
 	}
 	p := a2amap.Params{JSONRPCID: req.ID, TaskID: t.ID, ContextID: t.ContextID, Resubscribe: true, Interaction: interaction}
-	if len(turns) < 2 && !named {
-		serveStream(d.h.TaskFrames().ServeExisting, w, r, last, p)
-		return
-	}
 	serveTurns(d.h.TaskFrames().ServeExisting, w, r, turns, p)
 }
 
