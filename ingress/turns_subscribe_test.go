@@ -17,13 +17,31 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
-// queuedTurn starts a task whose first turn ("first") runs until release
-// is called, having written begin as its first chunk when begin is not
-// empty (stored before queuedTurn returns), then writes "reply one" and
-// completes; the task's second message ("second", answered "reply two")
-// is queued behind it. release is called at the end of the test if the
-// test did not.
+// queuedTurn is runningTurn with the task's second message ("second",
+// answered "reply two") queued behind its first turn.
 func queuedTurn(t *testing.T, begin string) (ctx context.Context, p *pipeline, c *a2aclient.Client, task *a2a.Task, release func()) {
+	t.Helper()
+	ctx, p, c, task, release = runningTurn(t, begin)
+	sendSecond(ctx, t, c, task)
+	return ctx, p, c, task, release
+}
+
+// sendSecond sends the task's second message, "second" (answered "reply
+// two"), returning at once.
+func sendSecond(ctx context.Context, t *testing.T, c *a2aclient.Client, task *a2a.Task) {
+	t.Helper()
+	now := &a2a.SendMessageConfig{ReturnImmediately: true}
+	if _, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessageForTask(a2a.MessageRoleUser, task, a2a.NewTextPart("second")), Config: now}); err != nil {
+		t.Fatalf("second SendMessage: %v", err)
+	}
+}
+
+// runningTurn starts a task whose first turn ("first") runs until release
+// is called, having written begin as its first chunk when begin is not
+// empty (stored before runningTurn returns), then writes "reply one" and
+// completes; a later message of the task is answered "reply two". release
+// is called at the end of the test if the test did not.
+func runningTurn(t *testing.T, begin string) (ctx context.Context, p *pipeline, c *a2aclient.Client, task *a2a.Task, release func()) {
 	t.Helper()
 	pp := pipetest.Start(t)
 	started := make(chan struct{}, 1)
@@ -82,9 +100,6 @@ func queuedTurn(t *testing.T, begin string) (ctx context.Context, p *pipeline, c
 			g, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID})
 			return err == nil && g.Status.State == a2a.TaskStateWorking
 		})
-	}
-	if _, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessageForTask(a2a.MessageRoleUser, task, a2a.NewTextPart("second")), Config: now}); err != nil {
-		t.Fatalf("second SendMessage: %v", err)
 	}
 	return ctx, p, c, task, release
 }
@@ -263,60 +278,7 @@ func TestResubscribeV03ReconnectAfterTurnEnd(t *testing.T) {
 // plain id named no turn and was applied to the turn followed now, turn
 // two: both were lost.
 func TestResubscribeV03SingleTurnIDAfterNextTurn(t *testing.T) {
-	pp := pipetest.Start(t)
-	started := make(chan struct{}, 1)
-	released := make(chan struct{})
-	pp.Pool("demo", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
-		if demo.Text(env) == "first" {
-			if err := w.Chunk(e2a.DeltaText, "reply one begins, "); err != nil {
-				return err
-			}
-			started <- struct{}{}
-			select {
-			case <-released:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			if err := w.Chunk(e2a.DeltaText, "reply one"); err != nil {
-				return err
-			}
-			return w.Complete(nil)
-		}
-		if err := w.Chunk(e2a.DeltaText, "reply two"); err != nil {
-			return err
-		}
-		return w.Complete(nil)
-	}))
-	var once bool
-	release := func() {
-		if !once {
-			once = true
-			close(released)
-		}
-	}
-	t.Cleanup(release)
-	p := &pipeline{url: pp.URL, nc: pp.NC, js: pp.JS, in: pp.Ingress}
-	_, c := v1Client(t, p, a2a.TransportProtocolJSONRPC)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	now := &a2a.SendMessageConfig{ReturnImmediately: true}
-	res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("first")), Config: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	task, ok := res.(*a2a.Task)
-	if !ok {
-		t.Fatalf("first SendMessage result %T", res)
-	}
-	select {
-	case <-started:
-	case <-ctx.Done():
-		t.Fatal("the first turn did not start")
-	}
-	testkit.Eventually(t, 10*time.Second, "the first turn's chunk stored", func() bool {
-		g, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID})
-		return err == nil && g.Status.State == a2a.TaskStateWorking
-	})
+	ctx, p, c, task, release := runningTurn(t, "reply one begins, ")
 
 	// One turn: its stream's ids name it all the same.
 	body := `{"jsonrpc":"2.0","id":7,"method":"tasks/resubscribe","params":{"id":"` + string(task.ID) + `"}}`
@@ -334,9 +296,7 @@ func TestResubscribeV03SingleTurnIDAfterNextTurn(t *testing.T) {
 	resp.Body.Close() // the connection drops
 
 	// Meanwhile: the second message, and both turns end.
-	if _, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessageForTask(a2a.MessageRoleUser, task, a2a.NewTextPart("second")), Config: now}); err != nil {
-		t.Fatalf("second SendMessage: %v", err)
-	}
+	sendSecond(ctx, t, c, task)
 	release()
 	testkit.Eventually(t, 10*time.Second, "both turns ended", func() bool {
 		g, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID})
