@@ -3,6 +3,7 @@ package ingress_test
 import (
 	"bufio"
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -184,18 +185,7 @@ func TestResubscribeV03DuringQueuedTurn(t *testing.T) {
 // lost its first frame.
 func TestResubscribeV03ReconnectAcrossTurns(t *testing.T) {
 	ctx, p, c, task, release := queuedTurn(t, "reply one begins, ")
-	body := `{"jsonrpc":"2.0","id":7,"method":"tasks/resubscribe","params":{"id":"` + string(task.ID) + `"}}`
-	resp := p.post(t, "/a2a", "text/event-stream", body)
-	sc := bufio.NewScanner(resp.Body)
-	lastID := ""
-	for lastID == "" && sc.Scan() {
-		if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
-			lastID = id
-		}
-	}
-	if lastID == "" {
-		t.Fatalf("the first stream ended without an event id (%v)", sc.Err())
-	}
+	body, resp, lastID := resubscribeFirstEvent(t, p, task)
 	if !strings.HasSuffix(lastID, ":0") {
 		t.Errorf("the first event id of a stream of two turns is %q, want the turn's request id, then :0", lastID)
 	}
@@ -281,18 +271,7 @@ func TestResubscribeV03SingleTurnIDAfterNextTurn(t *testing.T) {
 	ctx, p, c, task, release := runningTurn(t, "reply one begins, ")
 
 	// One turn: its stream's ids name it all the same.
-	body := `{"jsonrpc":"2.0","id":7,"method":"tasks/resubscribe","params":{"id":"` + string(task.ID) + `"}}`
-	resp := p.post(t, "/a2a", "text/event-stream", body)
-	sc := bufio.NewScanner(resp.Body)
-	lastID := ""
-	for lastID == "" && sc.Scan() {
-		if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
-			lastID = id
-		}
-	}
-	if lastID == "" {
-		t.Fatalf("the first stream ended without an event id (%v)", sc.Err())
-	}
+	body, resp, lastID := resubscribeFirstEvent(t, p, task)
 	resp.Body.Close() // the connection drops
 
 	// Meanwhile: the second message, and both turns end.
@@ -316,4 +295,23 @@ func TestResubscribeV03SingleTurnIDAfterNextTurn(t *testing.T) {
 		t.Fatalf("reconnected with Last-Event-ID %q (turn one's first event, a single-turn stream's id) after turn two ran: "+
 			"want turn one's tail (\"reply one\") and then turn two's reply (\"reply two\"):\n%s", lastID, got)
 	}
+}
+
+// resubscribeFirstEvent calls v0.3 tasks/resubscribe of task and reads
+// its answer to the first event id: the call's body, the open answer
+// (the caller closes it) and that id.
+func resubscribeFirstEvent(t *testing.T, p *pipeline, task *a2a.Task) (body string, resp *http.Response, id string) {
+	t.Helper()
+	body = `{"jsonrpc":"2.0","id":7,"method":"tasks/resubscribe","params":{"id":"` + string(task.ID) + `"}}`
+	resp = p.post(t, "/a2a", "text/event-stream", body)
+	sc := bufio.NewScanner(resp.Body)
+	for id == "" && sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+			id = v
+		}
+	}
+	if id == "" {
+		t.Fatalf("the first stream ended without an event id (%v)", sc.Err())
+	}
+	return body, resp, id
 }

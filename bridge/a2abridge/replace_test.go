@@ -46,6 +46,13 @@ func (replacer) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq
 	}
 }
 
+// replacements are the replacer's two cases: a second draft that extends
+// the first, and one that rewrites it.
+var replacements = []struct{ name, first, then string }{
+	{"extends", "Hello", "Hello, world"},
+	{"rewrites", "Hi there", "Hello, world"},
+}
+
 // TestArtifactReplaceIsNotAppended: an agent sends its artifact, then the
 // same artifact again with append false (a replacement, as A2A defines it
 // and a2a-go's task store applies it). The pipeline's A2A clients, v1.0
@@ -54,10 +61,7 @@ func (replacer) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq
 // whole as an artifact_update without append ("rewrites").
 func TestArtifactReplaceIsNotAppended(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ name, first, then string }{
-		{"extends", "Hello", "Hello, world"},
-		{"rewrites", "Hi there", "Hello, world"},
-	} {
+	for _, tc := range replacements {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := replacer{ids: make(chan a2a.TaskID, 2), first: tc.first, then: tc.then}
@@ -88,10 +92,7 @@ func TestArtifactReplaceIsNotAppended(t *testing.T) {
 // ("rewrites"; turn.text kept the replaced "Hi there").
 func TestReplacedArtifactResultText(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ name, first, then string }{
-		{"extends", "Hello", "Hello, world"},
-		{"rewrites", "Hi there", "Hello, world"},
-	} {
+	for _, tc := range replacements {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := replacer{ids: make(chan a2a.TaskID, 2), first: tc.first, then: tc.then}
