@@ -411,58 +411,38 @@ func (s *TaskStore) markCancelled(ctx context.Context, id, after string, by tena
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrTaskNotFound, err)
 	}
-	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
-		at := s.now()
-		e, err := s.kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			rec, err := s.firstTurn(ctx, id)
-			if err != nil {
-				return err
-			}
-			if !by.Allows(tenant.Write, rec.Principal) {
-				return ErrTaskNotFound
-			}
-			if rec.LastRequest() != after {
-				return fmt.Errorf("%w: task %s", errRecordMoved, key)
-			}
-			rec.CancelTurn, rec.Updated = after, e2a.FormatTime(at)
-			if created, err := e2a.ParseTime(rec.Created); err == nil {
-				rec.ContextClaimed = s.claimedBefore(rec.ContextID, created)
-			}
-			if err := s.keepContext(ctx, KindTask, rec, by, at); err != nil {
-				return err
-			}
-			data, _ := json.Marshal(rec)
-			if err := s.create(ctx, key, data); err != nil {
-				if errors.Is(err, jetstream.ErrKeyExists) {
-					continue
-				}
-				return err
-			}
-			return nil
+	mark := func(rec *TaskRecord, at time.Time) (bool, error) {
+		if !by.Allows(tenant.Write, rec.Principal) {
+			return false, ErrTaskNotFound
 		}
+		if rec.LastRequest() != after {
+			return false, fmt.Errorf("%w: task %s", errRecordMoved, key)
+		}
+		if rec.CancelTurn == after {
+			return false, nil
+		}
+		rec.CancelTurn = after
+		return true, s.keepContext(ctx, KindTask, rec, by, at)
+	}
+	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		found, err := s.modify(ctx, key, mark)
+		if found || err != nil {
+			return err
+		}
+		rec, err := s.firstTurn(ctx, id)
 		if err != nil {
 			return err
 		}
-		var rec TaskRecord
-		if err := json.Unmarshal(e.Value(), &rec); err != nil {
-			return err
+		at := s.now()
+		if created, err := e2a.ParseTime(rec.Created); err == nil {
+			rec.ContextClaimed = s.claimedBefore(rec.ContextID, created)
 		}
-		if !by.Allows(tenant.Write, rec.Principal) {
-			return ErrTaskNotFound
-		}
-		if rec.LastRequest() != after {
-			return fmt.Errorf("%w: task %s", errRecordMoved, key)
-		}
-		if rec.CancelTurn == after {
-			return nil
-		}
-		rec.CancelTurn = after
-		if err := s.keepContext(ctx, KindTask, &rec, by, at); err != nil {
+		if _, err := mark(rec, at); err != nil {
 			return err
 		}
 		rec.Updated = e2a.FormatTime(at)
-		if ok, err := s.update(ctx, key, &rec, e.Revision()); err != nil || ok {
+		data, _ := json.Marshal(rec)
+		if err := s.create(ctx, key, data); !errors.Is(err, jetstream.ErrKeyExists) {
 			return err
 		}
 	}
@@ -478,41 +458,44 @@ func (s *TaskStore) unmarkCancelled(ctx context.Context, id, requestID string) e
 	if err != nil {
 		return nil
 	}
-	return s.modify(ctx, key, func(rec *TaskRecord) bool {
+	_, err = s.modify(ctx, key, func(rec *TaskRecord, _ time.Time) (bool, error) {
 		if rec.CancelTurn != requestID {
-			return false
+			return false, nil
 		}
 		rec.CancelTurn = ""
-		return true
+		return true, nil
 	})
+	return err
 }
 
 // modify applies change to the record under key and writes it back with
 // a compare-and-set, read again and changed again while another writer
-// comes first; nothing is written when there is no record or change
-// reports none. Updated is set on a change.
-func (s *TaskStore) modify(ctx context.Context, key string, change func(*TaskRecord) bool) error {
+// comes first; nothing is written when change reports no change or an
+// error (returned). found is false, with nothing done, when there is no
+// record. Updated is set to change's at on a change.
+func (s *TaskStore) modify(ctx context.Context, key string, change func(rec *TaskRecord, at time.Time) (bool, error)) (found bool, err error) {
 	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		at := s.now()
 		e, err := s.kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return nil
+			return false, nil
 		}
 		if err != nil {
-			return err
+			return true, err
 		}
 		var rec TaskRecord
 		if err := json.Unmarshal(e.Value(), &rec); err != nil {
-			return err
+			return true, err
 		}
-		if !change(&rec) {
-			return nil
+		if changed, err := change(&rec, at); !changed || err != nil {
+			return true, err
 		}
-		rec.Updated = e2a.FormatTime(s.now())
+		rec.Updated = e2a.FormatTime(at)
 		if ok, err := s.update(ctx, key, &rec, e.Revision()); err != nil || ok {
-			return err
+			return true, err
 		}
 	}
-	return fmt.Errorf("ingress: task %s: too many concurrent updates", key)
+	return true, fmt.Errorf("ingress: task %s: too many concurrent updates", key)
 }
 
 // maxUpdateAttempts bounds the compare-and-set retries of one record
@@ -542,17 +525,18 @@ func (s *TaskStore) Remove(ctx context.Context, kind, id, requestID string) erro
 	if err != nil {
 		return err
 	}
-	return s.modify(ctx, key, func(rec *TaskRecord) bool {
+	_, err = s.modify(ctx, key, func(rec *TaskRecord, _ time.Time) (bool, error) {
 		i := slices.Index(rec.RequestIDs, requestID)
 		if i < 0 {
-			return false
+			return false, nil
 		}
 		rec.RequestIDs = slices.Delete(rec.RequestIDs, i, i+1)
 		if rec.CancelTurn == requestID {
 			rec.CancelTurn = "" // a cancel turn never published
 		}
-		return true
+		return true, nil
 	})
+	return err
 }
 
 // list returns the records of kind that keep accepts, reading at most max
