@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"runtime/debug"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -39,30 +38,31 @@ func (w *worker) cancelRequest(d *delivery) {
 	if !ok || d.meta.NumDelivered <= 1 {
 		return
 	}
-	ctx, stop := context.WithTimeout(d.spanCtx, CancelRequestTimeout)
+	d.callCanceller(CancelRequestTimeout, func(ctx context.Context) error { return rc.CancelRequest(ctx, d.env) },
+		"the handler panicked in CancelRequest; the request ends cancelled",
+		"the handler could not cancel the request's work; the request ends cancelled")
+}
+
+// callCanceller calls cancel (a handler's CancelRequest or CancelTurn with
+// d's envelope) with a context bounded by timeout, turning a panic into a
+// *panicError (it runs on the delivery's goroutine, where an unrecovered
+// panic would end the process). A panic is logged at Error with panicLog
+// and its stack, an error at Warn with errLog and its message (bounded as
+// a handler_error's). It returns how the call ended, "done", "panicked" or
+// "refused", and the bounded message of a refusal.
+func (d *delivery) callCanceller(timeout time.Duration, cancel func(context.Context) error, panicLog, errLog string) (outcome, msg string) {
+	ctx, stop := context.WithTimeout(d.spanCtx, timeout)
 	defer stop()
-	err := callCancelRequest(ctx, rc, d.env)
+	err := recovered(func() error { return cancel(ctx) })
 	var pe *panicError
 	switch {
 	case err == nil:
+		return "done", ""
 	case errors.As(err, &pe):
-		d.log.get().Error("the handler panicked in CancelRequest; the request ends cancelled", "panic", pe.value, "stack", string(pe.stack))
-	default:
-		msg := err.Error()
-		if len(msg) > maxErrorMessage {
-			msg = msg[:maxErrorMessage] + "…"
-		}
-		d.log.get().Warn("the handler could not cancel the request's work; the request ends cancelled", "err", msg)
+		d.log.get().Error(panicLog, "panic", pe.value, "stack", string(pe.stack))
+		return "panicked", ""
 	}
-}
-
-// callCancelRequest calls rc.CancelRequest, turning a panic into a
-// *panicError (it runs on the delivery's goroutine).
-func callCancelRequest(ctx context.Context, rc RequestCanceller, env *e2a.Envelope) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &panicError{value: v, stack: debug.Stack()}
-		}
-	}()
-	return rc.CancelRequest(ctx, env)
+	msg = boundMessage(err.Error())
+	d.log.get().Warn(errLog, "err", msg)
+	return "refused", msg
 }

@@ -2,8 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
-	"runtime/debug"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -38,34 +36,12 @@ func (w *worker) cancelTurnFrame(d *delivery) frame {
 	if !ok {
 		return cancelFrame()
 	}
-	ctx, stop := context.WithTimeout(d.spanCtx, CancelTurnTimeout)
-	defer stop()
-	details := map[string]any{"handler_cancel": "done"}
-	if err := callCancelTurn(ctx, tc, d.env); err != nil {
-		var pe *panicError
-		if errors.As(err, &pe) {
-			d.log.get().Error("the handler panicked in CancelTurn; the turn ends cancelled", "panic", pe.value, "stack", string(pe.stack))
-			details = map[string]any{"handler_cancel": "panicked"}
-		} else {
-			msg := err.Error()
-			if len(msg) > maxErrorMessage {
-				msg = msg[:maxErrorMessage] + "…"
-			}
-			d.log.get().Warn("the handler refused the cancel turn; the turn ends cancelled", "err", msg)
-			details = map[string]any{"handler_cancel": "refused", "handler_cancel_error": msg}
-		}
+	outcome, msg := d.callCanceller(CancelTurnTimeout, func(ctx context.Context) error { return tc.CancelTurn(ctx, d.env) },
+		"the handler panicked in CancelTurn; the turn ends cancelled",
+		"the handler refused the cancel turn; the turn ends cancelled")
+	details := map[string]any{"handler_cancel": outcome}
+	if outcome == "refused" {
+		details["handler_cancel_error"] = msg
 	}
 	return errorFrame(e2a.ErrCodeCancelled, "the request was cancelled", false, details)
-}
-
-// callCancelTurn calls tc.CancelTurn, turning a panic into a *panicError:
-// it runs on the delivery's goroutine, where an unrecovered panic would end
-// the process (and every worker the cancel turn is redelivered to).
-func callCancelTurn(ctx context.Context, tc TurnCanceller, env *e2a.Envelope) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &panicError{value: v, stack: debug.Stack()}
-		}
-	}()
-	return tc.CancelTurn(ctx, env)
 }

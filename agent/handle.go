@@ -28,6 +28,14 @@ import (
 // the handler's error.
 const maxErrorMessage = 1024
 
+// boundMessage is msg cut to maxErrorMessage bytes, "…" marking a cut.
+func boundMessage(msg string) string {
+	if len(msg) > maxErrorMessage {
+		return msg[:maxErrorMessage] + "…"
+	}
+	return msg
+}
+
 // ioTimeout bounds the reads of the pick-up.
 const ioTimeout = 5 * time.Second
 
@@ -321,11 +329,7 @@ func handlerFinal(herr error, log *reqLogger) frame {
 	case errors.As(herr, &ae):
 		return errorFrame(ae.Code, ae.Message, ae.Retryable, ae.Details)
 	case herr != nil:
-		msg := herr.Error()
-		if len(msg) > maxErrorMessage {
-			msg = msg[:maxErrorMessage] + "…"
-		}
-		return errorFrame(e2a.ErrCodeHandlerError, msg, false, nil)
+		return errorFrame(e2a.ErrCodeHandlerError, boundMessage(herr.Error()), false, nil)
 	}
 	return frame{kind: e2a.KindComplete, status: e2a.StatusSucceeded, body: e2a.CompleteBody{}, final: true}
 }
@@ -458,14 +462,19 @@ type panicError struct {
 
 func (p *panicError) Error() string { return fmt.Sprintf("agent: handler panic: %v", p.value) }
 
-// serve runs the handler, turning a panic into a *panicError.
-func (w *worker) serve(ctx context.Context, env *e2a.Envelope, wr *writer) (err error) {
+// recovered calls f, turning a panic into a *panicError.
+func recovered(f func() error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = &panicError{value: v, stack: debug.Stack()}
 		}
 	}()
-	return w.h.Serve(ctx, env, wr)
+	return f()
+}
+
+// serve runs the handler, turning a panic into a *panicError.
+func (w *worker) serve(ctx context.Context, env *e2a.Envelope, wr *writer) error {
+	return recovered(func() error { return w.h.Serve(ctx, env, wr) })
 }
 
 // goexitPanic is the panic value given to a handler whose goroutine ended by

@@ -552,11 +552,7 @@ func bareFrame(f frame) frame {
 	if !ok {
 		return f
 	}
-	msg := b.Message
-	if len(msg) > maxErrorMessage {
-		msg = msg[:maxErrorMessage] + "…"
-	}
-	return errorFrame(b.Code, msg, b.Retryable, nil)
+	return errorFrame(b.Code, boundMessage(b.Message), b.Retryable, nil)
 }
 
 // echoless is tmpl with, of the request's ids and context, only the

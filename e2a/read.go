@@ -41,14 +41,9 @@ func FromJSON(data []byte) (*Envelope, error) {
 			return env, err
 		}
 	}
-	var raw map[string]json.RawMessage
-	// The members stay raw (numbers included): plain Unmarshal reads them
-	// without the Decoder's copy of the whole input.
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidJSON, err)
-	}
-	if raw == nil {
-		return nil, fmt.Errorf("%w: expected an object", ErrInvalidJSON)
+	raw, err := rawObject(data)
+	if err != nil {
+		return nil, err
 	}
 	var env Envelope
 	for key, v := range raw {
@@ -216,6 +211,21 @@ func readEnvelopeField(env *Envelope, key string, v json.RawMessage) error {
 		}
 	}
 	return nil
+}
+
+// rawObject decodes data, one JSON object, into its members. They stay
+// raw (numbers included): plain Unmarshal reads them without the Decoder's
+// copy of the whole input. It returns an error wrapping ErrInvalidJSON when
+// data is not a JSON object.
+func rawObject(data []byte) (map[string]json.RawMessage, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidJSON, err)
+	}
+	if raw == nil {
+		return nil, fmt.Errorf("%w: expected an object", ErrInvalidJSON)
+	}
+	return raw, nil
 }
 
 // parseFloat is strconv.ParseFloat without the error value it allocates
@@ -509,32 +519,8 @@ func ParseTime(s string) (time.Time, error) {
 
 // checkDepth refuses JSON nested deeper than max without decoding it.
 func checkDepth(data []byte, max int) error {
-	depth := 0
-	inStr := false
-	esc := false
-	for _, c := range data {
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inStr = true
-		case '{', '[':
-			depth++
-			if depth > max {
-				return fmt.Errorf("%w: nesting deeper than %d", ErrInvalidJSON, max)
-			}
-		case '}', ']':
-			depth--
-		}
+	if jsonstr.Deeper(data, max) {
+		return fmt.Errorf("%w: nesting deeper than %d", ErrInvalidJSON, max)
 	}
 	return nil
 }

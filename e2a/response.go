@@ -191,12 +191,9 @@ func ResponseFromJSON(data []byte) (*Response, error) {
 	if err := checkDepth(data, MaxNesting); err != nil {
 		return nil, err
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidJSON, err)
-	}
-	if raw == nil {
-		return nil, fmt.Errorf("%w: expected an object", ErrInvalidJSON)
+	raw, err := rawObject(data)
+	if err != nil {
+		return nil, err
 	}
 	for _, k := range []string{"protocol_version", "response_id", "request_id", "sequence", "is_final", "status", "response_kind", "timestamp", "provenance", "body"} {
 		if v, ok := raw[k]; !ok || isNull(v) {

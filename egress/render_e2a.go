@@ -54,14 +54,22 @@ func (r *e2aSSE) Frame(f *render.Frame) error {
 func (r *e2aSSE) Heartbeat() error { return render.SSEComment(r.o, "keep-alive") }
 
 func (r *e2aSSE) End(err error) error {
+	return endStream(r.o, err, func(body APIError) error { return render.SSEEventJSON(r.o, "", "error", body) })
+}
+
+// endStream ends an SSE or NDJSON stream that failed with err (nil: it
+// writes nothing): as an HTTP error, its status and [APIError], while the
+// head is not written yet, else with inStream writing the APIError after
+// the frames.
+func endStream(o *render.Output, err error, inStream func(body APIError) error) error {
 	if err == nil {
 		return nil
 	}
 	st, body := apiError(err)
-	if !r.o.Started() {
-		return r.o.WriteJSON(st, body)
+	if !o.Started() {
+		return o.WriteJSON(st, body)
 	}
-	return render.SSEEventJSON(r.o, "", "error", body)
+	return inStream(body)
 }
 
 // e2aNDJSON renders one E2A frame per line (spec §12.7). A heartbeat is an
@@ -84,14 +92,7 @@ func (r *e2aNDJSON) Heartbeat() error {
 }
 
 func (r *e2aNDJSON) End(err error) error {
-	if err == nil {
-		return nil
-	}
-	st, body := apiError(err)
-	if !r.o.Started() {
-		return r.o.WriteJSON(st, body)
-	}
-	return render.WriteLineJSON(r.o, body)
+	return endStream(r.o, err, func(body APIError) error { return render.WriteLineJSON(r.o, body) })
 }
 
 // Request states of the aggregated E2A JSON.

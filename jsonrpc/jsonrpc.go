@@ -181,7 +181,7 @@ func Decode(body []byte, opts DecodeOptions) (calls []Call, batch bool, err *Err
 	// jsonstr.Valid (json.Valid, faster) is an iterative scanner; only after it has passed do we
 	// measure depth (over valid JSON, so strings are delimited correctly),
 	// and only then decode.
-	if d := jsonDepth(body, opts.MaxDepth); d > opts.MaxDepth {
+	if jsonstr.Deeper(body, opts.MaxDepth) {
 		return nil, false, InvalidRequest(fmt.Sprintf("JSON nesting exceeds %d levels", opts.MaxDepth))
 	}
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
@@ -327,41 +327,6 @@ func scanCall(el []byte) (c Call, ok bool) {
 // so TrimSpace suffices) as its own copy.
 func compactID(raw json.RawMessage) json.RawMessage {
 	return append(json.RawMessage(nil), raw...)
-}
-
-// jsonDepth returns the maximum nesting of arrays and objects in data, which
-// must be valid JSON, stopping early once it exceeds limit.
-func jsonDepth(data []byte, limit int) int {
-	depth, max := 0, 0
-	inString, escaped := false, false
-	for _, c := range data {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '{', '[':
-			depth++
-			if depth > max {
-				max = depth
-				if max > limit {
-					return max
-				}
-			}
-		case '}', ']':
-			depth--
-		}
-	}
-	return max
 }
 
 // WriteResponse writes one response as the whole HTTP answer (200,

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 )
 
 func TestJSONRPCDecodeSingle(t *testing.T) {
@@ -273,7 +275,7 @@ func FuzzDecode(f *testing.F) {
 			checkResponse(t, ErrorResponse(nil, err))
 			return
 		}
-		if !json.Valid(body) || !utf8.Valid(body) || jsonDepth(body, 1<<30) > opts.MaxDepth {
+		if !json.Valid(body) || !utf8.Valid(body) || jsonstr.Deeper(body, opts.MaxDepth) {
 			t.Fatal("accepted invalid or too deep body")
 		}
 		if len(calls) == 0 || (!batch && len(calls) != 1) || len(calls) > opts.MaxBatch {

@@ -506,15 +506,7 @@ func transformSelect(input any, cfg map[string]any) (any, error) {
 	if !ok {
 		return selectFields(input, fields)
 	}
-	out := make([]any, len(arr))
-	for i, el := range arr {
-		s, err := selectFields(el, fields)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = s
-	}
-	return out, nil
+	return mapList(arr, func(el any) (any, error) { return selectFields(el, fields) })
 }
 
 func asList(v any) []any {

@@ -151,15 +151,7 @@ func resolveValue(v any, get func(Path) (any, error)) (any, error) {
 		}
 		return out, nil
 	case []any:
-		out := make([]any, len(t))
-		for i, x := range t {
-			r, err := resolveValue(x, get)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = r
-		}
-		return out, nil
+		return mapList(t, func(x any) (any, error) { return resolveValue(x, get) })
 	}
 	return v, nil
 }

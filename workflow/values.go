@@ -244,6 +244,20 @@ func order(a, b any) (c int, ok bool) {
 	return 0, false
 }
 
+// mapList returns a new list of f applied to each element of arr, in
+// order; the first error stops it and is returned.
+func mapList(arr []any, f func(any) (any, error)) ([]any, error) {
+	out := make([]any, len(arr))
+	for i, el := range arr {
+		v, err := f(el)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
 // normalize converts Go values from other decoders (float64, int, typed
 // maps and slices) into the data model's forms: map[string]any, []any,
 // json.Number, string, bool and nil.

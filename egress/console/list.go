@@ -127,12 +127,9 @@ func (l *lister) Get(ctx context.Context, requestID string) (*Entry, error) {
 	if err != nil {
 		return nil, nil
 	}
-	m, err := streams.LastBySubject(ctx, l.nc, streams.RequestsStream, subj)
-	if errors.Is(err, streams.ErrNoMessages) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("console: read request: %w", err)
+	m, ok, err := l.last(ctx, streams.RequestsStream, subj, "read request")
+	if !ok {
+		return nil, err
 	}
 	r, ok := recordOf(m.Subject, m.Data, m.Time, m.Seq)
 	if !ok {
@@ -144,6 +141,20 @@ func (l *lister) Get(ctx context.Context, requestID string) (*Entry, error) {
 	}
 	e := joinEntry(r, p, 0)
 	return &e, nil
+}
+
+// last reads the last message stored under subj in stream, one direct get
+// answered by any replica. ok is false when there is none and when the read
+// failed: err then says so, what naming the read ("console: <what>: …").
+func (l *lister) last(ctx context.Context, stream, subj, what string) (m streams.RawMsg, ok bool, err error) {
+	m, err = streams.LastBySubject(ctx, l.nc, stream, subj)
+	if errors.Is(err, streams.ErrNoMessages) {
+		return m, false, nil
+	}
+	if err != nil {
+		return m, false, fmt.Errorf("console: %s: %w", what, err)
+	}
+	return m, true, nil
 }
 
 // progress reads a request's progress from its frames in E2A_RESPONSES: the
@@ -159,12 +170,9 @@ func (l *lister) progress(ctx context.Context, requestID string) (*progress, err
 	if err != nil {
 		return nil, nil
 	}
-	last, err := streams.LastBySubject(ctx, l.nc, streams.ResponsesStream, subj)
-	if errors.Is(err, streams.ErrNoMessages) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("console: read frames: %w", err)
+	last, ok, err := l.last(ctx, streams.ResponsesStream, subj, "read frames")
+	if !ok {
+		return nil, err
 	}
 	// The last message may hold a burst of frames: its last one counts.
 	data, n, err := e2a.LastInBurst(last.Header.Get(subjects.HeaderFrames), last.Data)
