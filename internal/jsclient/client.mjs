@@ -45,6 +45,27 @@ function taskIdOf(v) {
   return '';
 }
 
+// exchange sends one message and streams another with client (req makes
+// the request of a text), gets the streamed task back with get(taskId),
+// and returns the summary both generations print: name renders the
+// stream's task states, getState the got task's.
+async function exchange(client, req, get, name, getState) {
+  const sent = await client.sendMessage(req('hello from js'));
+  const events = [];
+  for await (const ev of client.sendMessageStream(req('stream from js'))) events.push(ev);
+  const taskId = taskIdOf(events);
+  const got = await get(taskId);
+  return {
+    send_text: texts(sent).join(''),
+    stream_events: events.length,
+    stream_text: texts(events).join(''),
+    stream_states: states(events).map(name),
+    task_id: taskId,
+    get_state: getState(got.status?.state),
+    get_text: texts(got.artifacts).join(''),
+  };
+}
+
 async function v1() {
   const { ClientFactory, ClientFactoryOptions } = await import('@a2a-js/sdk/client');
   const { SendMessageRequest, TaskState, taskStateToJSON } = await import('@a2a-js/sdk');
@@ -52,43 +73,18 @@ async function v1() {
   const client = await new ClientFactory(options).createFromUrl(base);
   const req = (text) =>
     SendMessageRequest.fromJSON({ message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text }] } });
-  const sent = await client.sendMessage(req('hello from js'));
-  const events = [];
-  for await (const ev of client.sendMessageStream(req('stream from js'))) events.push(ev);
-  const taskId = taskIdOf(events);
-  const got = await client.getTask({ id: taskId, historyLength: undefined, tenant: '' });
-  const list = await client.listTasks({ pageSize: 100, tenant: '', contextId: '', status: 0, pageToken: '', includeArtifacts: false });
   const name = (s) => (typeof s === 'number' ? taskStateToJSON(s) : String(s));
-  return {
-    send_text: texts(sent).join(''),
-    stream_events: events.length,
-    stream_text: texts(events).join(''),
-    stream_states: states(events).map(name),
-    task_id: taskId,
-    get_state: name(got.status?.state ?? TaskState.TASK_STATE_UNSPECIFIED),
-    get_text: texts(got.artifacts).join(''),
-    listed: (list.tasks ?? []).some((t) => t.id === taskId),
-  };
+  const get = (id) => client.getTask({ id, historyLength: undefined, tenant: '' });
+  const sum = await exchange(client, req, get, name, (s) => name(s ?? TaskState.TASK_STATE_UNSPECIFIED));
+  const list = await client.listTasks({ pageSize: 100, tenant: '', contextId: '', status: 0, pageToken: '', includeArtifacts: false });
+  return { ...sum, listed: (list.tasks ?? []).some((t) => t.id === sum.task_id) };
 }
 
 async function v03() {
   const { ClientFactory } = await import('a2a-js-sdk-03/client');
   const client = await new ClientFactory().createFromUrl(base);
   const msg = (text) => ({ message: { kind: 'message', messageId: randomUUID(), role: 'user', parts: [{ kind: 'text', text }] } });
-  const sent = await client.sendMessage(msg('hello from js'));
-  const events = [];
-  for await (const ev of client.sendMessageStream(msg('stream from js'))) events.push(ev);
-  const taskId = taskIdOf(events);
-  const got = await client.getTask({ id: taskId });
-  return {
-    send_text: texts(sent).join(''),
-    stream_events: events.length,
-    stream_text: texts(events).join(''),
-    stream_states: states(events).map(String),
-    task_id: taskId,
-    get_state: String(got.status?.state),
-    get_text: texts(got.artifacts).join(''),
-  };
+  return exchange(client, msg, (id) => client.getTask({ id }), String, String);
 }
 
 // push: a message with an inline taskPushNotificationConfig to hook

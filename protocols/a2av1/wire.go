@@ -238,14 +238,7 @@ func jsonNames(v json.RawMessage, depth int) (out json.RawMessage, changed bool)
 			}
 			n[k] = x
 		}
-		if !changed {
-			return v, false
-		}
-		b, err := json.Marshal(n)
-		if err != nil {
-			return v, false
-		}
-		return b, true
+		return remarshal(v, n, changed)
 	case len(t) > 0 && t[0] == '[':
 		var a []json.RawMessage
 		if json.Unmarshal(v, &a) != nil {
@@ -257,16 +250,22 @@ func jsonNames(v json.RawMessage, depth int) (out json.RawMessage, changed bool)
 				changed = true
 			}
 		}
-		if !changed {
-			return v, false
-		}
-		b, err := json.Marshal(a)
-		if err != nil {
-			return v, false
-		}
-		return b, true
+		return remarshal(v, a, changed)
 	}
 	return v, false
+}
+
+// remarshal is x encoded, in place of v, when changed; v itself (and
+// false) when nothing changed or x does not encode.
+func remarshal(v json.RawMessage, x any, changed bool) (json.RawMessage, bool) {
+	if !changed {
+		return v, false
+	}
+	b, err := json.Marshal(x)
+	if err != nil {
+		return v, false
+	}
+	return b, true
 }
 
 // lowerCamel is a proto field name's JSON name (history_length:

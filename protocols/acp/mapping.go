@@ -238,14 +238,7 @@ func E2AResponseToACPJSONRPCResponse(r *e2a.Response) (*jsonrpc.Response, bool) 
 		if err != nil {
 			return nil, false
 		}
-		e := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Data: body["data"]}
-		if n, ok := body["code"].(json.Number); ok {
-			if c, err := n.Int64(); err == nil {
-				e.Code = int(c)
-			}
-		}
-		e.Message, _ = body["message"].(string)
-		out := jsonrpc.ErrorResponse(r.JSONRPCID, e)
+		out := jsonrpc.ErrorResponse(r.JSONRPCID, acpError(body, ""))
 		return &out, true
 	case e2a.KindError:
 		b, err := r.Error()
@@ -253,16 +246,7 @@ func E2AResponseToACPJSONRPCResponse(r *e2a.Response) (*jsonrpc.Response, bool) 
 			return nil, false
 		}
 		if b.External != nil && b.External["protocol"] == "acp" {
-			e := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: b.Message, Data: b.External["data"]}
-			if n, ok := b.External["code"].(json.Number); ok {
-				if c, err := n.Int64(); err == nil {
-					e.Code = int(c)
-				}
-			}
-			if m, ok := b.External["message"].(string); ok && m != "" {
-				e.Message = m
-			}
-			out := jsonrpc.ErrorResponse(r.JSONRPCID, e)
+			out := jsonrpc.ErrorResponse(r.JSONRPCID, acpError(b.External, b.Message))
 			return &out, true
 		}
 		retry := b.Retryable
@@ -274,6 +258,22 @@ func E2AResponseToACPJSONRPCResponse(r *e2a.Response) (*jsonrpc.Response, bool) 
 		return &out, true
 	}
 	return nil, false
+}
+
+// acpError is the JSON-RPC error an ACP error object describes (its code,
+// message and data members): -32603 when it has no integer code, and
+// message when it has no message of its own.
+func acpError(m map[string]any, message string) *jsonrpc.Error {
+	e := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: message, Data: m["data"]}
+	if n, ok := m["code"].(json.Number); ok {
+		if c, err := n.Int64(); err == nil {
+			e.Code = int(c)
+		}
+	}
+	if s, ok := m["message"].(string); ok && s != "" {
+		e.Message = s
+	}
+	return e
 }
 
 // fastText enables the text fast path ([TextUpdate]); the differential
