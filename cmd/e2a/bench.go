@@ -60,7 +60,7 @@ func newBenchFlags(fs *flag.FlagSet, c *bench.Config, d bench.Config) *benchFlag
 	m.peer = fs.String("peer", "", "compare with a reference A2A server: "+bench.PeerA2AGo+" (A2A message/stream; the pipeline over E2A SSE too; alternating rounds)")
 	m.peerBin = fs.String("peer-bin", "", "with --peer: the reference server's binary (default: built from internal/bench/peer with the go command)")
 	m.rounds = fs.Int("rounds", 5, "with --peer: rounds of each system in each phase (A2A, then E2A SSE); with --bridge: rounds of each system")
-	m.bridgeKind = fs.String("bridge", "", "measure what a bridge adds: "+bench.BridgeOpenAI+" (an OpenAI-compatible server in process, called directly and through the pipeline and the bridge, and the pipeline's own agent; alternating rounds)")
+	m.bridgeKind = fs.String("bridge", "", "measure what a bridge adds: "+bench.BridgeOpenAI+" (an OpenAI-compatible server) or "+bench.BridgeA2A+" (an a2a-go/v2 A2A agent), in process, called directly and through the pipeline and the bridge, and the pipeline's own agent; alternating rounds")
 	m.coalesce = fs.Bool("coalesce", true, "with --bridge: the bridge pool coalesces text deltas as e2a agent does (--coalesce=false: each upstream chunk its own frame)")
 	m.duration = fs.Duration("duration", 0, "soak: run the in-process pipeline this long at --rate (open loop) and report slopes")
 	m.rate = fs.Float64("rate", 0, "soak: requests/s")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,13 +18,23 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/bridge/a2abridge"
 	"github.com/e2a-pipeline/pipeline/bridge/openai"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
-// BridgeOpenAI names the upstream of RunBridge: an OpenAI-compatible chat
-// completions server (ChatUpstream) behind bridge/openai.
-const BridgeOpenAI = "openai"
+// The upstreams of RunBridge.
+const (
+	// BridgeOpenAI is an OpenAI-compatible chat completions server
+	// (ChatUpstream) behind bridge/openai.
+	BridgeOpenAI = "openai"
+	// BridgeA2A is an A2A v1.0 agent written with a2a-go/v2 (A2AUpstream)
+	// behind bridge/a2abridge.
+	BridgeA2A = "a2a"
+)
+
+// BridgeUpstreams are the upstreams RunBridge measures.
+var BridgeUpstreams = []string{BridgeOpenAI, BridgeA2A}
 
 // BridgePool is the pool the bridge serves in RunBridge.
 const BridgePool = "bridge"
@@ -41,7 +52,7 @@ type BridgeConfig struct {
 	// (the bridged rounds' profiles, merged; the direct and native rounds'
 	// beside it, suffixed .direct and .native) and Progress.
 	Bench Config
-	// Upstream is BridgeOpenAI.
+	// Upstream is one of BridgeUpstreams.
 	Upstream string
 	// Rounds of each system, alternating (≥ 1).
 	Rounds int
@@ -129,21 +140,22 @@ type bridgeSystem struct {
 	profs  [][]byte
 }
 
-// RunBridge measures what a bridge adds: the upstream (ChatUpstream, in
-// this process) called directly by the load generator, the same upstream
-// through the pipeline (in this process, as `e2a bench` runs it) and the
-// bridge pool (bridge.New around openai.New, as `e2a agent --openai` runs
-// it), and the pipeline answering from its own bench agent, in rounds of
-// the same load, alternating (the order turns each cycle), so that the
-// machine's other load weighs on every system alike.
+// RunBridge measures what a bridge adds: the upstream (ChatUpstream or
+// A2AUpstream, in this process) called directly by the load generator, the
+// same upstream through the pipeline (in this process, as `e2a bench` runs
+// it) and the bridge pool (bridge.New around openai.New or a2abridge.New,
+// as `e2a agent --openai` or `--a2a` runs it), and the pipeline answering
+// from its own bench agent, in rounds of the same load, alternating (the
+// order turns each cycle), so that the machine's other load weighs on
+// every system alike.
 func RunBridge(ctx context.Context, bc BridgeConfig) (*BridgeReport, error) {
 	cfg := bc.Bench
 	cfg.Protocol = ProtoE2ASSE
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	if bc.Upstream != BridgeOpenAI {
-		return nil, fmt.Errorf("bench: bridge upstream %q (the bridges measured: %s)", bc.Upstream, BridgeOpenAI)
+	if !slices.Contains(BridgeUpstreams, bc.Upstream) {
+		return nil, fmt.Errorf("bench: bridge upstream %q (the bridges measured: %s)", bc.Upstream, strings.Join(BridgeUpstreams, ", "))
 	}
 	if bc.Rounds < 1 {
 		return nil, fmt.Errorf("bench: rounds must be > 0, got %d", bc.Rounds)
@@ -155,44 +167,75 @@ func RunBridge(ctx context.Context, bc BridgeConfig) (*BridgeReport, error) {
 	if progress == nil {
 		progress = func(string) {}
 	}
-	up, err := StartChatUpstream(cfg.Frames-1, cfg.FrameBytes, cfg.Delay)
+	up, err := startBridgeUpstream(bc.Upstream, cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer up.Close()
-	progress("starting the in-process pipeline and the bridge pool (bridge/openai → " + up.URL + ")")
+	defer up.close()
+	progress("starting the in-process pipeline and the bridge pool (bridge/" + up.pkg + " → " + up.url + ")")
 	pipe, err := StartPipeline(ctx, PipelineOptions{AgentConcurrency: cfg.AgentConcurrency, Frames: cfg.Frames, FrameBytes: cfg.FrameBytes,
 		Delay: cfg.Delay, NoAudit: cfg.NoAudit, TCP: cfg.TCP})
 	if err != nil {
 		return nil, err
 	}
 	defer pipe.Close()
-	stopPool, err := startBridgePool(ctx, pipe, up.URL, cfg.AgentConcurrency, !bc.NoCoalesce)
+	stopPool, err := startBridgePool(ctx, pipe, up, cfg.AgentConcurrency, !bc.NoCoalesce)
 	if err != nil {
 		return nil, err
 	}
 	defer stopPool()
 
-	rep := &BridgeReport{Machine: machine(), Upstream: BridgeOpenAI, Rounds: bc.Rounds, Requests: cfg.Requests,
+	rep := &BridgeReport{Machine: machine(), Upstream: bc.Upstream, Rounds: bc.Rounds, Requests: cfg.Requests,
 		Clients: cfg.Concurrency, Frames: cfg.Frames, FrameBytes: cfg.FrameBytes, Delay: cfg.Delay, Coalesce: !bc.NoCoalesce,
 		TCP: cfg.TCP, NoAudit: cfg.NoAudit}
-	systems := bridgeSystems(cfg, pipe.URL, strings.TrimSuffix(up.URL, "/v1"), !bc.NoCoalesce)
+	systems := bridgeSystems(cfg, pipe.URL, up.direct, !bc.NoCoalesce)
 	if err := runBridgeRounds(ctx, cfg, bc.Rounds, systems, rep, progress); err != nil {
 		return nil, err
 	}
 	return rep, finishBridge(rep, cfg, systems)
 }
 
-// bridgeSystems are the three systems: direct, bridged, native.
-func bridgeSystems(cfg Config, pipeURL, upstreamBase string, coalesce bool) [3]*bridgeSystem {
+// bridgeUpstream is the upstream of a bridge run.
+type bridgeUpstream struct {
+	kind, url string
+	pkg       string  // the bridge's package under bridge/
+	direct    *client // the load generator's client calling it directly (without its HTTP client)
+	close     func()
+}
+
+// startBridgeUpstream starts the upstream kind, answering cfg.Frames − 1
+// chunks of cfg.FrameBytes, cfg.Delay apart.
+func startBridgeUpstream(kind string, cfg Config) (*bridgeUpstream, error) {
+	if kind == BridgeA2A {
+		up, err := StartA2AUpstream(cfg.Frames-1, cfg.FrameBytes, cfg.Delay)
+		if err != nil {
+			return nil, err
+		}
+		// A direct answer is the Task, the chunks and the final status:
+		// Frames + 1 results, not checked by number (no sequence).
+		return &bridgeUpstream{kind: kind, url: up.URL, pkg: "a2abridge", close: up.Close,
+			direct: &client{base: up.URL, proto: ProtoA2AV1Stream, params: map[string]any{}}}, nil
+	}
+	up, err := StartChatUpstream(cfg.Frames-1, cfg.FrameBytes, cfg.Delay)
+	if err != nil {
+		return nil, err
+	}
+	return &bridgeUpstream{kind: kind, url: up.URL, pkg: "openai", close: up.Close,
+		direct: &client{base: strings.TrimSuffix(up.URL, "/v1"), proto: ProtoOpenAIChat, expectFrames: cfg.Frames}}, nil
+}
+
+// bridgeSystems are the three systems: direct (calling the upstream as
+// direct does), bridged, native.
+func bridgeSystems(cfg Config, pipeURL string, direct *client, coalesce bool) [3]*bridgeSystem {
 	hc := newHTTPClient(max(cfg.Concurrency, 64) * 4)
+	direct.hc = hc
 	bridged := &client{base: pipeURL, proto: ProtoE2ASSE, pool: BridgePool, hc: hc,
 		params: map[string]any{"text": "bench request"}, expectFrames: cfg.Frames}
 	if coalesce {
 		bridged.expectFrames = 0 // chunks may join: each request's sequence and final frame are still checked
 	}
 	return [3]*bridgeSystem{
-		{name: "upstream called directly", cl: &client{base: upstreamBase, proto: ProtoOpenAIChat, hc: hc, expectFrames: cfg.Frames}},
+		{name: "upstream called directly", cl: direct},
 		{name: "through the pipeline and the bridge", cl: bridged},
 		{name: "pipeline, its own agent (no bridge)", cl: &client{base: pipeURL, proto: ProtoE2ASSE, hc: hc,
 			params: map[string]any{"text": "bench", "frames": cfg.Frames, "frame_bytes": cfg.FrameBytes}, expectFrames: cfg.Frames}},
@@ -200,12 +243,12 @@ func bridgeSystems(cfg Config, pipeURL, upstreamBase string, coalesce bool) [3]*
 }
 
 // startBridgePool serves BridgePool on pipe's agent connection with the
-// OpenAI bridge to upstream, as `e2a agent --pool bridge --openai URL`
-// does (its conversations store, metrics and logs; no credentials: the
-// upstream asks none). stop ends it.
-func startBridgePool(ctx context.Context, pipe *Pipeline, upstream string, concurrency int, coalesce bool) (stop func(), err error) {
+// bridge to upstream, as `e2a agent --pool bridge --openai URL` (or --a2a
+// URL) does (its conversations store, metrics and logs; no credentials:
+// the upstream asks none). stop ends it.
+func startBridgePool(ctx context.Context, pipe *Pipeline, upstream *bridgeUpstream, concurrency int, coalesce bool) (stop func(), err error) {
 	quiet := slog.New(slog.DiscardHandler)
-	client, err := bridge.NewClient(upstream)
+	client, err := bridge.NewClient(upstream.url)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +262,12 @@ func startBridgePool(ctx context.Context, pipe *Pipeline, upstream string, concu
 	if err != nil {
 		return nil, err
 	}
-	up, err := openai.New(client, bridgeModel, openai.WithHistory(BridgePool, conv), openai.WithLogger(quiet))
+	var up bridge.Upstream
+	if upstream.kind == BridgeA2A {
+		up, err = a2abridge.New(ctx, client, a2abridge.WithConversations(BridgePool, conv), a2abridge.WithLogger(quiet))
+	} else {
+		up, err = openai.New(client, bridgeModel, openai.WithHistory(BridgePool, conv), openai.WithLogger(quiet))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -419,7 +467,7 @@ func (r *BridgeReport) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "  added by the bridge and its upstream call to the pipeline alone (bridged − native): TTFF p50 %+.2f ms; CPU %+.3f ms per request\n",
 		r.OverNativeTTFF50, r.OverNativeCPU)
 	if s := r.Bridged.CPU; s != nil {
-		fmt.Fprintf(&b, "  bridged CPU by component: the bridge (bridge, bridge/openai, its HTTP client) %.3f ms, the pipeline (stages, NATS client and server) %.3f ms per request\n",
+		fmt.Fprintf(&b, "  bridged CPU by component: the bridge (bridge, its upstream's package, its HTTP client) %.3f ms, the pipeline (stages, NATS client and server) %.3f ms per request\n",
 			s.PerRequest[CompBridge], s.pipelineShare())
 	}
 	fmt.Fprintf(&b, "  by round: added TTFF p50 %s ms; added CPU %s ms\n", joinFloat(r.AddedTTFF50ByRound, 2), joinFloat(r.AddedCPUByRound, 3))

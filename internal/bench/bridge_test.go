@@ -92,15 +92,25 @@ func TestClassifyChatFixtures(t *testing.T) {
 	}
 }
 
-// TestRunBridgeSmall runs the bridge mode with tiny counts, coalescing on
-// (as e2a agent runs a bridge) and off: every system answers every request
-// of every round with its frames checked (E2A SSE: the harness's
-// SequenceChecker on the event ids, and the final frame; the direct
-// stream: its content chunks and [DONE]), the report holds every figure,
-// and the CPU profiles asked for are written. Timings are not checked.
+// TestRunBridgeSmall runs the bridge mode of each upstream with tiny
+// counts, coalescing on (as e2a agent runs a bridge) and off: every system
+// answers every request of every round with its frames checked (E2A SSE:
+// the harness's SequenceChecker on the event ids, and the final frame; the
+// direct OpenAI stream: its content chunks and [DONE]; the direct A2A
+// stream: its Task, chunks and terminal status), the report holds every
+// figure, and the CPU profiles asked for are written. Timings are not
+// checked.
 func TestRunBridgeSmall(t *testing.T) {
-	for _, noCoalesce := range []bool{false, true} {
-		t.Run(map[bool]string{false: "coalesce", true: "no-coalesce"}[noCoalesce], func(t *testing.T) {
+	for _, tc := range []struct {
+		upstream     string
+		noCoalesce   bool
+		directFrames float64
+	}{
+		{BridgeOpenAI, false, 5}, {BridgeOpenAI, true, 5},
+		{BridgeA2A, false, 6}, {BridgeA2A, true, 6}, // the Task, 4 chunks, completed
+	} {
+		noCoalesce := tc.noCoalesce
+		t.Run(tc.upstream+"/"+map[bool]string{false: "coalesce", true: "no-coalesce"}[noCoalesce], func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			cfg := DefaultConfig()
@@ -108,7 +118,7 @@ func TestRunBridgeSmall(t *testing.T) {
 			cfg.TCP = true
 			cfg.CPUProfile = filepath.Join(t.TempDir(), "bridged.prof")
 			const rounds = 2
-			rep, err := RunBridge(ctx, BridgeConfig{Bench: cfg, Upstream: BridgeOpenAI, Rounds: rounds, NoCoalesce: noCoalesce})
+			rep, err := RunBridge(ctx, BridgeConfig{Bench: cfg, Upstream: tc.upstream, Rounds: rounds, NoCoalesce: noCoalesce})
 			if err != nil {
 				t.Fatalf("RunBridge: %v", err)
 			}
@@ -120,7 +130,7 @@ func TestRunBridgeSmall(t *testing.T) {
 			}
 			// Without coalescing every upstream chunk is a frame; with it,
 			// chunks that arrive while a frame is stored join the next.
-			if rep.Direct.FramesPerRequest != 5 || rep.Native.FramesPerRequest != 5 ||
+			if rep.Direct.FramesPerRequest != tc.directFrames || rep.Native.FramesPerRequest != 5 ||
 				(noCoalesce && rep.Bridged.FramesPerRequest != 5) || rep.Bridged.FramesPerRequest < 2 || rep.Bridged.FramesPerRequest > 5 {
 				t.Errorf("frames per request: direct %v, bridged %v, native %v", rep.Direct.FramesPerRequest, rep.Bridged.FramesPerRequest, rep.Native.FramesPerRequest)
 			}
@@ -140,7 +150,7 @@ func TestRunBridgeSmall(t *testing.T) {
 			if err := rep.WriteText(&out); err != nil {
 				t.Fatal(err)
 			}
-			for _, s := range []string{"e2a bench --bridge openai", "upstream called directly", "through the pipeline and the bridge",
+			for _, s := range []string{"e2a bench --bridge " + tc.upstream, "upstream called directly", "through the pipeline and the bridge",
 				"pipeline, its own agent", "bridged − direct", "bridged − native", "added TTFF p50 (bridged − direct)"} {
 				if !strings.Contains(out.String(), s) {
 					t.Errorf("text report lacks %q:\n%s", s, out.String())
@@ -160,7 +170,7 @@ func TestRunBridgeSmall(t *testing.T) {
 func TestRunBridgeRefuses(t *testing.T) {
 	cfg := DefaultConfig()
 	for _, bc := range []BridgeConfig{
-		{Bench: cfg, Upstream: "a2a", Rounds: 1},
+		{Bench: cfg, Upstream: "grpc", Rounds: 1},
 		{Bench: cfg, Upstream: BridgeOpenAI, Rounds: 0},
 		{Bench: func() Config { c := cfg; c.Frames = 1; return c }(), Upstream: BridgeOpenAI, Rounds: 1},
 	} {
