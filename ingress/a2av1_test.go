@@ -118,7 +118,7 @@ func TestA2AV1Client(t *testing.T) {
 				}
 				events = append(events, ev)
 			}
-			first, ok := events[0].(*a2a.TaskStatusUpdateEvent)
+			first, ok := events[0].(*a2a.Task)
 			if !ok || first.Status.State != a2a.TaskStateSubmitted {
 				t.Fatalf("first event %T %+v", events[0], events[0])
 			}

@@ -111,3 +111,37 @@ func TestPoolEndpointsGRPCTenant(t *testing.T) {
 		}
 	}
 }
+
+// TestA2AV1TenantOnReads: the request's tenant is its agent pool on
+// every binding, and an invalid pool name is InvalidParams
+// (protocols/a2av1/pooltenant.go; SendMessage answers so) on the calls on
+// a task too (GetTask, ListTasks, CancelTask). A valid tenant does not
+// scope them: the task is the caller's whichever pool ran it.
+func TestA2AV1TenantOnReads(t *testing.T) {
+	p := startPipeline(t)
+	_, c := v1Client(t, p, a2a.TransportProtocolJSONRPC)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := c.SendMessage(ctx, userMessage("tenant"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.(*a2a.Task).ID
+	send := userMessage("bad tenant")
+	send.Tenant = "no such pool!"
+	if _, err := c.SendMessage(ctx, send); !errors.Is(err, a2a.ErrInvalidParams) {
+		t.Fatalf("SendMessage with tenant %q: %v", send.Tenant, err)
+	}
+	if _, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: id, Tenant: "no such pool!"}); !errors.Is(err, a2a.ErrInvalidParams) {
+		t.Errorf("GetTask with tenant %q: %v; want InvalidParams, as SendMessage answers", "no such pool!", err)
+	}
+	if _, err := c.ListTasks(ctx, &a2a.ListTasksRequest{Tenant: "no such pool!"}); !errors.Is(err, a2a.ErrInvalidParams) {
+		t.Errorf("ListTasks with tenant %q: %v; want InvalidParams, as SendMessage answers", "no such pool!", err)
+	}
+	if _, err := c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: id, Tenant: "no such pool!"}); !errors.Is(err, a2a.ErrInvalidParams) {
+		t.Errorf("CancelTask with tenant %q: %v; want InvalidParams, as SendMessage answers", "no such pool!", err)
+	}
+	if got, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: id, Tenant: "elsewhere"}); err != nil || got.ID != id {
+		t.Errorf("GetTask with the valid tenant of another pool: %v; want the caller's task", err)
+	}
+}

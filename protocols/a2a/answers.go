@@ -56,6 +56,25 @@ func (a Answers) A2ATaskOf(ctx context.Context, t *host.Task, historyLength *int
 	return a2amap.BuildTask(t.ID, t.ContextID, reqs, historyLength), nil
 }
 
+// A2ATurnTask is the Task an A2A v1.0 stream of a turn opens with (A2A
+// v1.0 §3.1.2: a task's stream begins with the Task), as tasks/get answers
+// it once the turn is recorded, before it has a frame: the requests of the
+// task t before the turn (its own: host.Session.OwnRequests; none read
+// when t has none, a new task) rebuilt from their frames, then env, the
+// turn's request, without frames (a2amap.BuildTask: its user message last
+// in history, the state submitted, or the earlier turn's while that one
+// runs: turns of a task run one after another). historyLength keeps the
+// last N history messages. Earlier requests that cannot be read are left
+// out: the stream opens all the same.
+func (a Answers) A2ATurnTask(ctx context.Context, t *host.Task, env *e2a.Envelope, historyLength *int) *a2a.Task {
+	var reqs []egress.StoredRequest
+	if len(t.RequestIDs) > 0 {
+		reqs, _ = a.load(ctx, t)
+	}
+	reqs = append(reqs, egress.StoredRequest{Envelope: env})
+	return a2amap.BuildTask(t.ID, t.ContextID, reqs, historyLength)
+}
+
 // unowned is the task taskID of requestIDs, every one read as its own (no
 // principal).
 func unowned(taskID, contextID string, requestIDs []string) *host.Task {
@@ -162,10 +181,12 @@ func (a Answers) Heartbeat() time.Duration { return a.f.Heartbeat() }
 
 // A2AEvents yields the A2A events of requestID's frames from sequence from
 // to the final frame, with no transport: the same events, in the same
-// order, as A2A's message/stream and tasks/resubscribe SSE renderer
-// (package protocols/a2a) writes before its part filters (a submitted status-update first unless p.Resubscribe or from > 0, then
-// each frame's events; the submitted status-update is yielded with the
-// first frame, and not at all when that frame is the agent's Message).
+// order, as the A2A v1.0 SSE renderers of SendStreamingMessage (package
+// protocols/a2av1's NewStream) write before their part filters: the Task
+// first (a2amap.Mapper.OpeningTask: p.Task, the task as its turn was
+// submitted) unless p.Resubscribe or from > 0, then each frame's events;
+// the Task is yielded with the first frame, and not at all when that
+// frame is the agent's Message.
 // It ends after the final frame's events; an error
 // (egress.ErrNotFound for an unknown request unless opts skip the check, the
 // wait limits, ctx) is yielded last. The events are A2A v1.0's, as the
@@ -173,13 +194,14 @@ func (a Answers) Heartbeat() time.Duration { return a.f.Heartbeat() }
 func (a Answers) A2AEvents(ctx context.Context, requestID string, p A2AParams, from int64, opts ...egress.ReplayOption) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		m := a2amap.NewStreamMapper(requestID, p, from)
-		// The submitted status-update goes with the first frame, unless
-		// that frame is the agent's direct answer, a Message: that stream
-		// is the message alone, no task.
+		// The Task goes with the first frame (A2A v1.0
+		// §3.1.2: a task's stream begins with the Task), unless that frame
+		// is the agent's direct answer, a Message: that stream is the
+		// message alone, no task.
 		var submitted a2a.Event
 		if !p.Resubscribe && from == 0 {
 			ts := p.SubmittedTime(now)
-			submitted = m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil)
+			submitted = m.OpeningTask(p, &ts)
 		}
 		// Frames are decoded on demand: a plain text chunk's event is
 		// built from its bytes (frameA2AEvents).

@@ -14,7 +14,8 @@ import (
 )
 
 // TestA2AV1StreamGolden pins the A2A v1.0 wire of a stream: each
-// scenario's frames mapped to events (the mapper every A2A answer uses,
+// scenario's frames mapped to events after the Task the stream begins
+// with (the mapper every A2A answer uses,
 // with the trpc interaction extension declared and without), A2A v1.0
 // events written as the /a2a/v1 bindings send them, one
 // StreamResponse per line (the result member of each JSON-RPC response, the
@@ -34,7 +35,9 @@ func TestA2AV1StreamGolden(t *testing.T) {
 				name += "_basic"
 			}
 			t.Run(name, func(t *testing.T) {
-				m := a2amap.NewStreamMapper(sc.RequestID(), A2AParams{TaskID: "task-002", ContextID: "ctx-001", Interaction: interaction}, 0)
+				p := A2AParams{TaskID: "task-002", ContextID: "ctx-001", Interaction: interaction,
+					Task: submittedTask()}
+				m := a2amap.NewStreamMapper(sc.RequestID(), p, 0)
 				ts := conformance.Time()
 				var out bytes.Buffer
 				write := func(ev a2a.Event) {
@@ -45,7 +48,7 @@ func TestA2AV1StreamGolden(t *testing.T) {
 					out.Write(b)
 					out.WriteByte('\n')
 				}
-				write(m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil))
+				write(m.OpeningTask(p, &ts)) // a task's stream begins with the Task
 				for _, st := range sc.Steps {
 					if st.Kind != "frame" {
 						continue
@@ -67,4 +70,13 @@ func TestA2AV1StreamGolden(t *testing.T) {
 			})
 		}
 	}
+}
+
+// submittedTask is the task the goldens' streams open with, as
+// Answers.A2ATurnTask builds it for a new task: the user's message in
+// history, submitted.
+func submittedTask() *a2a.Task {
+	return &a2a.Task{ID: "task-002", ContextID: "ctx-001", Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted},
+		History: []*a2a.Message{{ID: "m-1", TaskID: "task-002", ContextID: "ctx-001", Role: a2a.MessageRoleUser,
+			Parts: a2a.ContentParts{a2a.NewTextPart("hi")}}}}
 }

@@ -2,6 +2,7 @@ package a2av1
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"google.golang.org/grpc/codes"
@@ -20,15 +22,16 @@ import (
 )
 
 func TestCursor(t *testing.T) {
-	tok := encodeCursor(&host.ListedTask{Task: host.Task{Session: host.Session{ID: "t\n1"}}, Updated: "2026-11-25T12:00:00Z"})
-	c, err := decodeCursor(tok)
-	if err != nil || c.updated != "2026-11-25T12:00:00Z" || c.id != "t\n1" {
+	at := time.Date(2026, 11, 25, 12, 0, 0, 123456789, time.UTC)
+	c, err := decodeCursor(cursor{at: at, id: "t\n1"}.encode())
+	if err != nil || !c.at.Equal(at) || c.id != "t\n1" {
 		t.Fatalf("round trip: %+v %v", c, err)
 	}
 	if c, err := decodeCursor(""); c != nil || err != nil {
 		t.Errorf("no token: %+v %v", c, err)
 	}
-	for _, bad := range []string{"!", "bm8tbmV3bGluZQ"} { // not base64url; no newline
+	// Not base64url; no newline; the update time of an earlier token.
+	for _, bad := range []string{"!", "bm8tbmV3bGluZQ", base64.RawURLEncoding.EncodeToString([]byte("2026-11-25T12:00:00Z\nt"))} {
 		if _, err := decodeCursor(bad); !errors.Is(err, errCursor) {
 			t.Errorf("%q: %v", bad, err)
 		}

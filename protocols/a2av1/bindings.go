@@ -97,6 +97,9 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 		if !checkRPC && !restTenant(w, &r) {
 			return // a path tenant naming another pool (pooltenant.go)
 		}
+		if !checkRPC {
+			r = restListAlias(r)
+		}
 		ctx := r.Context()
 		vc, ok := c.(host.BindingCaller)
 		if ok {
@@ -156,6 +159,31 @@ const (
 	methodSendStreamingMessage = "SendStreamingMessage"
 	methodSubscribeToTask      = "SubscribeToTask"
 )
+
+// restListPath is the HTTP+JSON binding's ListTasks (GET).
+const restListPath = Path + "/tasks"
+
+// restListAlias makes the query parameter lastUpdatedAfter of an
+// HTTP+JSON ListTasks an alias of statusTimestampAfter, the name a2a.proto
+// gives the filter and the only one the SDK's handler reads: a2a-go/v2's
+// client (v2.4.0, a2aclient/rest.go) sends the filter as lastUpdatedAfter,
+// which was ignored, every task listed. statusTimestampAfter wins when
+// both are given. It returns r, or a copy with the query rewritten.
+func restListAlias(r *http.Request) *http.Request {
+	if r.Method != http.MethodGet || r.URL.Path != restListPath {
+		return r
+	}
+	q := r.URL.Query()
+	alias := q.Get("lastUpdatedAfter")
+	if alias == "" || q.Has("statusTimestampAfter") {
+		return r
+	}
+	q.Set("statusTimestampAfter", alias)
+	r2 := r.Clone(r.Context())
+	r2.URL.RawQuery = q.Encode()
+	r2.RequestURI = r2.URL.RequestURI()
+	return r2
+}
 
 // restStreamPath is the HTTP+JSON binding's SendStreamingMessage, which
 // streamREST answers.

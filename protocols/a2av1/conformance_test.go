@@ -70,6 +70,9 @@ func (c streamCase) newStream(o *render.Output, requestID string, from int64) re
 // streamParams are the call's parameters the cases render with.
 func streamParams(p a2amap.Params) a2amap.Params {
 	p.TaskID, p.ContextID, p.Submitted = "task-002", "ctx-001", conformance.Time()
+	p.Task = &a2a.Task{ID: "task-002", ContextID: "ctx-001", Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted},
+		History: []*a2a.Message{{ID: "m-1", TaskID: "task-002", ContextID: "ctx-001", Role: a2a.MessageRoleUser,
+			Parts: a2a.ContentParts{a2a.NewTextPart("hi")}}}}
 	return p
 }
 
@@ -163,8 +166,8 @@ func terminal(ev a2a.Event) bool {
 }
 
 // scenarioAnswers yields a scenario's events for the handler's
-// SendStreamingMessage as protocols/a2a's Answers.A2AEvents does: the submitted
-// status, each frame's events, the error the scenario ends with.
+// SendStreamingMessage as protocols/a2a's Answers.A2AEvents does: the Task,
+// submitted, each frame's events, the error the scenario ends with.
 type scenarioAnswers struct {
 	Answers
 	sc conformance.Scenario
@@ -174,7 +177,7 @@ func (a scenarioAnswers) A2AEvents(_ context.Context, requestID string, p a2amap
 	return func(yield func(a2a.Event, error) bool) {
 		m := a2amap.NewStreamMapper(requestID, p, 0)
 		ts := p.Submitted.UTC()
-		if !yield(m.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil), nil) {
+		if !yield(m.OpeningTask(p, &ts), nil) {
 			return
 		}
 		for _, st := range a.sc.Steps {

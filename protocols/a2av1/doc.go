@@ -11,9 +11,9 @@
 // else not found, a finished one is UnsupportedOperation, an interrupted
 // one (input-required, auth-required) takes the answer; a context id
 // the client chose must be the caller's), GetTask, ListTasks (the caller's
-// A2A tasks, newest update first, filtered by context, state and status
-// time, in pages joined by an opaque cursor of the last task's update time
-// and id), CancelTask, SubscribeToTask (the task rebuilt from the durable
+// A2A tasks, the most recent status first, filtered by context, state and
+// status time, in pages joined by an opaque cursor of the last task's
+// status timestamp and id), CancelTask, SubscribeToTask (the task rebuilt from the durable
 // streams, then its running request live; a finished task is
 // UnsupportedOperation unless the call activates [ReplayExtension]), and the
 // push-config and extended-card methods, refused as the card declares

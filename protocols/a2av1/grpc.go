@@ -2,6 +2,7 @@ package a2av1
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -42,7 +43,7 @@ func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 			if err != nil {
 				return nil, err
 			}
-			resp, err := next(srv, ctx, dec, intercept)
+			resp, err := next(srv, ctx, checkedDecoder(ctx, dec), intercept)
 			return resp, specStatus(err)
 		}
 	}
@@ -60,13 +61,54 @@ func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 	g.ServiceRegistrar.RegisterService(&d, impl)
 }
 
-// ctxStream is a server stream with the call's context.
+// ctxStream is a server stream with the call's context, whose request is
+// checked as it is received (checkedDecoder).
 type ctxStream struct {
 	grpc.ServerStream
 	ctx context.Context
 }
 
 func (c ctxStream) Context() context.Context { return c.ctx }
+
+func (c ctxStream) RecvMsg(m any) error { return checkedDecoder(c.ctx, c.ServerStream.RecvMsg)(m) }
+
+// checkedDecoder is dec, the SDK's decoding of a call's proto request,
+// which then records in the call of ctx (call.invalid) what checkProto
+// refuses of the request; the handler answers it, in the SDK's gRPC
+// shape.
+func checkedDecoder(ctx context.Context, dec func(any) error) func(any) error {
+	return func(m any) error {
+		if err := dec(m); err != nil {
+			return err
+		}
+		if c, ok := callFrom(ctx); ok && c.invalid != nil && *c.invalid == nil {
+			*c.invalid = checkProto(m)
+		}
+		return nil
+	}
+}
+
+// checkProto refuses what the SDK's conversion of a proto request
+// (pbconv) would lose before the handler sees it: a negative
+// historyLength (GetTask, ListTasks, SendMessage's configuration), which
+// it drops, so that it read as no limit; JSON-RPC and HTTP+JSON answer it
+// InvalidParams, and so does gRPC.
+func checkProto(m any) error {
+	var n int32
+	name := "historyLength"
+	switch r := m.(type) {
+	case *a2apb.GetTaskRequest:
+		n = r.GetHistoryLength()
+	case *a2apb.ListTasksRequest:
+		n = r.GetHistoryLength()
+	case *a2apb.SendMessageRequest:
+		n, name = r.GetConfiguration().GetHistoryLength(), "configuration.historyLength"
+	}
+	if n < 0 {
+		return fmt.Errorf("%w: %s must not be negative", a2a.ErrInvalidParams, name)
+	}
+	return nil
+}
 
 // admitGRPC is the gate of a gRPC call: its metadata read as headers and
 // admitted by the host (credentials then removed, the rate limit
@@ -92,7 +134,7 @@ func (b *bindings) admitGRPC(ctx context.Context) (context.Context, error) {
 		return nil, status.Error(grpcCode(f.Code), f.Message)
 	}
 	return withCall(ctx, call{header: header, agent: header.Get(GRPCAgentMetadata),
-		version: strings.TrimSpace(header.Get(a2a.SvcParamVersion)), channel: "grpc", c: c}), nil
+		version: strings.TrimSpace(header.Get(a2a.SvcParamVersion)), channel: "grpc", c: c, invalid: new(error)}), nil
 }
 
 // grpcCode is the gRPC status of a refusal of the gate, by its code.

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -64,6 +65,10 @@ type call struct {
 	// r is an HTTP call's request (nil for gRPC): the extended card's
 	// base URL.
 	r *http.Request
+	// invalid, for a gRPC call, holds what its proto request was refused
+	// for when the SDK decoded it (checkProto), which the SDK's
+	// conversion would lose; the handler answers it.
+	invalid *error
 }
 
 var callKey = ctxkey.New[call]("a2av1 call")
@@ -72,7 +77,8 @@ func withCall(ctx context.Context, c call) context.Context { return callKey.With
 
 func callFrom(ctx context.Context) (call, bool) { return callKey.From(ctx) }
 
-// call returns the call of ctx, checking the A2A-Version asked for.
+// call returns the call of ctx, checking the A2A-Version asked for and,
+// over gRPC, the proto request (call.invalid).
 func (h *handler) call(ctx context.Context) (call, error) {
 	c, ok := callFrom(ctx)
 	if !ok {
@@ -80,6 +86,9 @@ func (h *handler) call(ctx context.Context) (call, error) {
 	}
 	if v := c.version; v != "" && v != "1" && v != "1.0" && !strings.HasPrefix(v, "1.0.") {
 		return c, fmt.Errorf("%w: A2A-Version %q: this interface serves A2A 1.0 (0.3 is served at /a2a)", a2a.ErrVersionNotSupported, v)
+	}
+	if c.invalid != nil && *c.invalid != nil {
+		return c, *c.invalid
 	}
 	return c, nil
 }
@@ -125,11 +134,13 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 	}
 	env := res.Envelope
 	continued := a2aproto.Continued(env)
+	var prev *host.Task // the continued task's record, before this turn
 	if env.TaskID != "" && continued {
 		t, err := c.c.Task(ctx, env.TaskID, tenant.Write)
 		if err != nil {
 			return nil, p, a2a.ErrTaskNotFound
 		}
+		prev = t
 		if err := c.c.CheckTaskOpen(ctx, t); err != nil {
 			return nil, p, sdkError(err)
 		}
@@ -139,7 +150,7 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 	}
 	s := host.Submission{Pool: res.Pool, Envelope: env, ClaimContext: !(env.TaskID != "" && continued), Slot: stream, Prepare: stream,
 		Before: func(ctx context.Context) (func(context.Context) error, error) {
-			return h.inlinePush(ctx, req, in, env.TaskID)
+			return h.inlinePush(ctx, req, env)
 		}}
 	if env.TaskID != "" {
 		// A turn of the task: recorded first, run after the task's earlier
@@ -159,6 +170,15 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 		AcceptedOutputModes: env.ExpectedOutputModes, Interaction: a2aproto.Interaction(c.header, env)}
 	if req.Config != nil {
 		p.HistoryLength = req.Config.HistoryLength
+	}
+	if stream {
+		// The Task the stream opens with: a new task's, or the continued
+		// one with its earlier turns.
+		id := cmp.Or(env.TaskID, sub.RequestID)
+		if prev == nil {
+			prev = &host.Task{Session: host.Session{ID: id}, ContextID: cmp.Or(env.ContextID, id)}
+		}
+		p.Task = h.h.V1Answers().A2ATurnTask(ctx, prev, env, p.HistoryLength)
 	}
 	return sub, p, nil
 }
@@ -203,8 +223,10 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 }
 
 // SendStreamingMessage publishes the message and streams its events from
-// the durable frames: the task submitted, its artifacts, then its final
-// status (the stream ends on the terminal state).
+// the durable frames: the Task, submitted (A2A v1.0 §3.1.2: a task's
+// stream begins with it), its artifacts, then its final status (the
+// stream ends on the terminal state); a direct answer is the Message
+// alone.
 func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessageRequest) iter.Seq2[a2a.Event, error] {
 	if c, ok := callFrom(ctx); ok && c.refusal != nil {
 		// A binding's stream refused before it opened: the refusal, written
@@ -259,7 +281,7 @@ func v1Events(evs iter.Seq2[a2a.Event, error], p a2amap.Params, release func()) 
 
 // GetTask answers the caller's task rebuilt from its requests' frames.
 func (h *handler) GetTask(ctx context.Context, req *a2a.GetTaskRequest) (*a2a.Task, error) {
-	c, err := h.call(ctx)
+	c, err := h.readCall(ctx, req.Tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -282,11 +304,16 @@ func (h *handler) task(ctx context.Context, t *host.Task, historyLength *int) (*
 }
 
 // ListTasks lists the caller's tasks (every task for an audit or admin
-// principal: the host's ownership rule), newest update first, filtered by
-// context and state, in pages of pageSize (default 50, at most 100)
-// joined by an opaque cursor.
+// principal: the host's ownership rule), filtered by context, state and
+// status time (statusTimestampAfter: at or after, a2a.proto), sorted by
+// their status timestamp, most recent first (A2A v1.0 §3.1.4; ties by
+// id), in pages of pageSize (default 50, at most 100) joined by an opaque
+// cursor of the last task's sort key. The status timestamp is the task's
+// as GetTask answers it, from its frames, so every task listed is read
+// (at most ListMax); a task without one yet (submitted, no frame) is
+// sorted and filtered by the time its record was last written.
 func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
-	c, err := h.call(ctx)
+	c, err := h.readCall(ctx, req.Tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -310,57 +337,96 @@ func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2
 	if err != nil {
 		return nil, sdkError(err)
 	}
-	// Newest update first; ties by id, so the cursor is a total order.
-	slices.SortFunc(recs, func(a, b *host.ListedTask) int {
-		return cmp.Or(cmp.Compare(b.Updated, a.Updated), cmp.Compare(a.ID, b.ID))
-	})
-	filtered := req.Status != "" || req.StatusTimestampAfter != nil
+	// Each task's status, for the filters and the sort key.
+	read := h.readTasks(ctx, recs)
+	keys := make([]cursor, 0, len(recs))
+	byID := make(map[string]*host.ListedTask, len(recs))
+	built := make(map[string]*a2a.Task, len(recs))
+	for i, r := range recs {
+		t := read[i]
+		if t == nil {
+			continue // its requests aged out of the streams
+		}
+		at, ok := statusTime(t, r)
+		if req.Status != "" && t.Status.State != req.Status ||
+			req.StatusTimestampAfter != nil && (!ok || at.Before(*req.StatusTimestampAfter)) {
+			continue
+		}
+		keys, byID[r.ID], built[r.ID] = append(keys, cursor{at: at, id: r.ID}), r, t
+	}
+	slices.SortFunc(keys, cursor.compare)
 	var (
 		tasks   []*a2a.Task
-		total   int
-		last    *host.ListedTask
+		last    cursor
 		hasMore bool
 	)
-	for _, r := range recs {
-		var t *a2a.Task
-		if filtered {
-			if t, err = h.task(ctx, &r.Task, req.HistoryLength); err != nil {
-				continue // its requests aged out of the streams
-			}
-			if req.Status != "" && t.Status.State != req.Status {
-				continue
-			}
-			if req.StatusTimestampAfter != nil && (t.Status.Timestamp == nil || !t.Status.Timestamp.After(*req.StatusTimestampAfter)) {
-				continue
-			}
-		}
-		total++
-		if after != nil && cmp.Or(cmp.Compare(after.updated, r.Updated), cmp.Compare(r.ID, after.id)) <= 0 {
+	total := len(keys)
+	for _, k := range keys {
+		if after != nil && after.compare(k) >= 0 {
 			continue // on an earlier page
 		}
 		if len(tasks) == size {
 			hasMore = true
-			continue
+			break
 		}
-		if t == nil {
-			if t, err = h.task(ctx, &r.Task, req.HistoryLength); err != nil {
-				total--
+		t := built[k.id]
+		if req.HistoryLength != nil {
+			var err error
+			if t, err = h.task(ctx, &byID[k.id].Task, req.HistoryLength); err != nil {
+				total-- // aged out since it was read
 				continue
 			}
 		}
 		if !req.IncludeArtifacts {
 			t.Artifacts = nil
 		}
-		tasks, last = append(tasks, t), r
+		tasks, last = append(tasks, t), k
 	}
 	next := ""
 	if hasMore {
-		next = encodeCursor(last)
+		next = last.encode()
 	}
 	if tasks == nil {
 		tasks = []*a2a.Task{}
 	}
 	return &a2a.ListTasksResponse{Tasks: tasks, TotalSize: total, PageSize: len(tasks), NextPageToken: next}, nil
+}
+
+// listReaders bounds the tasks one ListTasks reads at once.
+const listReaders = 8
+
+// readTasks reads the tasks listed as recs, listReaders at a time: the
+// task of recs[i] at [i], nil for one whose requests aged out of the
+// streams (or that could not be read).
+func (h *handler) readTasks(ctx context.Context, recs []*host.ListedTask) []*a2a.Task {
+	out := make([]*a2a.Task, len(recs))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, listReaders)
+	for i, r := range recs {
+		if ctx.Err() != nil {
+			break
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if t, err := h.task(ctx, &r.Task, nil); err == nil {
+				out[i] = t
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// statusTime is the status timestamp of t, the task listed as r, or when
+// it has none (no frame yet) the time r's record was written; false when
+// neither is known.
+func statusTime(t *a2a.Task, r *host.ListedTask) (time.Time, bool) {
+	if t.Status.Timestamp != nil {
+		return *t.Status.Timestamp, true
+	}
+	at, err := e2a.ParseTime(r.Updated)
+	return at, err == nil
 }
 
 // states are the task states a ListTasks filter may name.
@@ -372,7 +438,7 @@ var states = []a2a.TaskState{a2a.TaskStateAuthRequired, a2a.TaskStateCanceled, a
 // (host.Tasks.CancelRunning), and answers the task once the workers
 // stopped; a finished task is not cancelable.
 func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*a2a.Task, error) {
-	c, err := h.call(ctx)
+	c, err := h.readCall(ctx, req.Tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -412,7 +478,7 @@ func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*
 // UnsupportedOperationError (§3.1.6) unless the call activates
 // ReplayExtension: then the task alone, and the stream ends.
 func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
-	c, err := h.call(ctx)
+	c, err := h.readCall(ctx, req.Tenant)
 	if err != nil {
 		return errSeq(err)
 	}

@@ -68,6 +68,10 @@ func (fakeAnswers) A2AEvents(context.Context, string, a2amap.Params, int64, ...e
 
 func (fakeAnswers) Heartbeat() time.Duration { return time.Second }
 
+func (fakeAnswers) A2ATurnTask(_ context.Context, t *host.Task, _ *e2a.Envelope, _ *int) *a2a.Task {
+	return &a2a.Task{ID: a2a.TaskID(t.ID), ContextID: t.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted}}
+}
+
 func (fakeAnswers) A2AResult(_ context.Context, requestID string, p a2amap.Params, _ ...egress.ReplayOption) (a2a.SendMessageResult, error) {
 	return &a2a.Task{ID: a2a.TaskID(p.TaskID), ContextID: p.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}, nil
 }
@@ -97,8 +101,9 @@ func newHandler(fh fakeHost) (*handler, context.Context) {
 	return &handler{h: fh}, withCall(context.Background(), call{header: http.Header{}, channel: "http", c: fh.CallerOf(key)})
 }
 
-// TestListTasksPages: the caller's A2A tasks, newest update first (ties by
-// id), in pages joined by the cursor, filtered by context; another
+// TestListTasksPages: the caller's A2A tasks, the most recent status first
+// (here tasks without a status timestamp: their records' update time;
+// ties by id), in pages joined by the cursor, filtered by context; another
 // protocol's tasks and another principal's are not listed.
 func TestListTasksPages(t *testing.T) {
 	fh := newFakeHost()
@@ -286,7 +291,7 @@ func TestStreamRPCRoutes(t *testing.T) {
 		published int
 	}{
 		{"streamed", "", `{"jsonrpc":"2.0","id":"s-1","method":"SendStreamingMessage","params":` + msg + `}`, "", true,
-			`"id":"s-1","result":{"statusUpdate":`, 1},
+			`"id":"s-1","result":{"task":`, 1},
 		{"numeric id", "", `{"jsonrpc":"2.0","id":7,"method":"SendStreamingMessage","params":` + msg + `}`, "", true, `"id":7,"result"`, 1},
 		{"params not decoded", "", `{"jsonrpc":"2.0","id":2,"method":"SendStreamingMessage","params":{"message":5}}`, "", false, `"id":2,"error":{"code":-32602`, 0},
 		{"no params", "", `{"jsonrpc":"2.0","id":3,"method":"SendStreamingMessage"}`, "", false, `"id":3,"error"`, 0},
@@ -297,7 +302,7 @@ func TestStreamRPCRoutes(t *testing.T) {
 		{"object id", "", `{"jsonrpc":"2.0","id":{"a":1},"method":"SendStreamingMessage","params":` + msg + `}`, "", false, `"code":-32600`, 0},
 		{"id beyond float64", "", `{"jsonrpc":"2.0","id":1e400,"method":"SendStreamingMessage","params":` + msg + `}`, "", false, `"id":null,"error":{"code":-32602`, 0},
 		{"not 2.0", "", `{"jsonrpc":"1.0","id":5,"method":"SendStreamingMessage","params":` + msg + `}`, "", false, `"code":-32600`, 0},
-		{"rest streamed", restStreamPath, msg, "", true, `data: {"statusUpdate":`, 1},
+		{"rest streamed", restStreamPath, msg, "", true, `data: {"task":`, 1},
 		{"rest body not decoded", restStreamPath, `{"message":5`, "", false, `"status":"INVALID_ARGUMENT"`, 0},
 		{"rest refused by the handler", restStreamPath, msg, "0.5", false, `"status":"FAILED_PRECONDITION"`, 0},
 		{"rest body too large", restStreamPath, `{"message":"` + strings.Repeat("x", 1<<20) + `"}`, "", false, `"reason":"PARSE_ERROR"`, 0},
@@ -329,5 +334,62 @@ func TestStreamRPCRoutes(t *testing.T) {
 				t.Errorf("answered %d %s, want %s", w.Code, w.Body, tc.contain)
 			}
 		})
+	}
+}
+
+// stampedAnswers is fakeAnswers with each task's status timestamp (none
+// for a task not in the map).
+type stampedAnswers struct {
+	fakeAnswers
+	at map[string]time.Time
+}
+
+func (s stampedAnswers) A2ATaskOf(ctx context.Context, t *host.Task, n *int) (*a2a.Task, error) {
+	task, err := s.fakeAnswers.A2ATaskOf(ctx, t, n)
+	if at, ok := s.at[t.ID]; ok && err == nil {
+		task.Status.Timestamp = &at
+	}
+	return task, err
+}
+
+// TestListTasksByStatusTimestamp: ListTasks sorts by the tasks' status
+// timestamps, most recent first, not by when their records were written
+// (a task without one by that), each task once across pages;
+// statusTimestampAfter keeps a task whose status timestamp equals it.
+func TestListTasksByStatusTimestamp(t *testing.T) {
+	base := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	fh := newFakeHost()
+	fh.answers = stampedAnswers{at: map[string]time.Time{
+		"a": base.Add(4 * time.Hour), "b": base.Add(time.Hour), "c": base.Add(3 * time.Hour)}}
+	for _, tk := range []host.ListedTask{
+		task("a", "c1", normalizer.ProtocolA2A, "2026-11-25T09:00:00Z"),
+		task("b", "c1", normalizer.ProtocolA2A, "2026-11-25T10:00:00Z"),
+		task("c", "c1", normalizer.ProtocolA2A, "2026-11-25T11:00:00Z"),
+		task("d", "c1", normalizer.ProtocolA2A, "2026-11-25T15:30:00Z"), // no status timestamp
+	} {
+		fh.AddTask(key, tk)
+	}
+	h, ctx := newHandler(fh)
+	var ids []string
+	token := ""
+	for {
+		res, err := h.ListTasks(ctx, &a2a.ListTasksRequest{PageSize: 2, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range res.Tasks {
+			ids = append(ids, string(task.ID))
+		}
+		if token = res.NextPageToken; token == "" {
+			break
+		}
+	}
+	if want := []string{"a", "d", "c", "b"}; !slices.Equal(ids, want) {
+		t.Errorf("listed %v, want %v", ids, want)
+	}
+	after := base.Add(3 * time.Hour)
+	res, err := h.ListTasks(ctx, &a2a.ListTasksRequest{StatusTimestampAfter: &after})
+	if err != nil || len(res.Tasks) != 3 || res.Tasks[0].ID != "a" || res.Tasks[2].ID != "c" || res.TotalSize != 3 {
+		t.Errorf("statusTimestampAfter %s: %+v %v, want a, d, c", after, res, err)
 	}
 }

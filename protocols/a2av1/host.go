@@ -7,6 +7,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
@@ -30,6 +31,9 @@ type Answers interface {
 	A2ASubscription(ctx context.Context, t *host.Task, interaction bool) iter.Seq2[a2a.Event, error]
 	// A2ATaskOf is the task rebuilt from its requests' frames.
 	A2ATaskOf(ctx context.Context, t *host.Task, historyLength *int) (*a2a.Task, error)
+	// A2ATurnTask is the Task SendStreamingMessage's stream opens with:
+	// the task t with the turn env, just submitted, as GetTask shows it.
+	A2ATurnTask(ctx context.Context, t *host.Task, env *e2a.Envelope, historyLength *int) *a2a.Task
 	// CancelTurns cancels a task's turns that have not ended, newest
 	// first, awaiting their final frames (egress.ErrNotCancelable when all
 	// have finished).

@@ -7,6 +7,9 @@ import (
 	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
 // A2A v1.0's `tenant` (AgentInterface.tenant, and the field of every
@@ -20,6 +23,15 @@ import (
 // to it (an invalid name, a pool no worker ever served with the pool
 // check on: InvalidParams in each binding's shape), and a tenant naming
 // another pool than the call's path or metadata is InvalidParams.
+//
+// The calls on a task (GetTask, ListTasks, CancelTask, SubscribeToTask)
+// check it the same way (readCall): an invalid pool name, or a tenant
+// naming another pool than the interface's, is InvalidParams. The pool
+// does not scope them: a task is its principal's under the ownership
+// rule, whichever pool ran it (its id names it on every interface, as
+// ?agent= and the pool's path have always allowed), and a pool no worker
+// serves now keeps its tasks readable, so whether a pool is known is a
+// send's check only.
 //
 // The HTTP+JSON binding carries the tenant in the path too: a2a.proto's
 // HTTP annotations give every route an additional binding under
@@ -38,6 +50,18 @@ func (h *handler) callFor(ctx context.Context, tenant string) (call, error) {
 	}
 	c.agent = tenant
 	return c, nil
+}
+
+// readCall is callFor for a call on the caller's tasks: the call's pool
+// (the tenant, else the interface's) must be a valid pool name
+// (host.ErrInvalidPool: InvalidParams). It does not scope the read (the
+// package comment).
+func (h *handler) readCall(ctx context.Context, tenant string) (call, error) {
+	c, err := h.callFor(ctx, tenant)
+	if err != nil || c.agent == "" || normalizer.ValidPool(c.agent) {
+		return c, err
+	}
+	return c, sdkError(fmt.Errorf("%w: %.80q is not a valid agent pool name", host.ErrInvalidPool, c.agent))
 }
 
 // sendTenant is req's tenant ("" for no request).

@@ -23,8 +23,8 @@ import (
 // SSE, rendered by [NewStream].
 const StreamFormat = egress.FormatA2AV1SSE
 
-// now is the clock of the submitted status a stream opens with when the
-// call gives no submitted time, and of the timestamp of an error's
+// now is the clock of the submitted status of the Task a stream opens
+// with when the call gives no submitted time, and of the timestamp of an error's
 // ErrorInfo; tests fix it.
 var now = time.Now
 
@@ -51,9 +51,11 @@ type stream struct {
 
 // NewStream returns the renderer of SendStreamingMessage's JSON-RPC SSE
 // (format [StreamFormat]) for requestID from sequence from (the resume
-// point): a submitted status first (p.Submitted, else now) unless
-// resuming or the agent answers with a Message (written with the first
-// frame: the stream is then that message alone), then each frame's
+// point): the Task first (p.Task, as tasks/get shows it when the call's
+// turn is recorded; submitted at p.Submitted, else now), unless resuming
+// or the agent
+// answers with a Message (written with the first frame: the stream is
+// then that message alone), then each frame's
 // events as protocols/a2a's Answers.A2AEvents yields them (a2amap's A2A
 // v1.0 events, written as they are); an error ends the stream as a
 // JSON-RPC error in the SDK's shape. rpcID is the call's JSON-RPC id as
@@ -76,11 +78,15 @@ func (r *stream) Start() error {
 	return nil
 }
 
-// submitted writes the submitted status-update a stream opens with
-// (StreamBase.Events).
+// submitted writes the Task a task's stream opens with (StreamBase.Events;
+// A2A v1.0 §3.1.2: the stream begins with the Task): the task as its turn
+// was submitted (a2amap.Mapper.OpeningTask), without the parts the client
+// must not get, as each event. It has no SSE id: a stream resumed after
+// any frame does not repeat it.
 func (r *stream) submitted() error {
 	ts := r.p.SubmittedTime(now)
-	return r.event("", r.Mapper.StatusUpdate(a2a.TaskStateSubmitted, &ts, nil))
+	evs := a2aproto.FilterEvents(r.p, []a2a.Event{r.Mapper.OpeningTask(r.p, &ts)})
+	return r.event("", evs[0])
 }
 
 func (r *stream) Frame(f *render.Frame) error {

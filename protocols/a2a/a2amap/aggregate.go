@@ -397,7 +397,8 @@ func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2
 }
 
 // userMessage returns the user message of a request: params.message when
-// it is an A2A message, else the text of params.text/content/query.
+// it is an A2A message, else the text of params.text/content/query with
+// the message's reference tasks (params.reference_task_ids).
 func userMessage(env *e2a.Envelope, taskID a2a.TaskID, contextID string) *a2a.Message {
 	if mv, ok := env.Params["message"].(map[string]any); ok {
 		if ev, err := decodeA2AEvent("message", mv); err == nil {
@@ -419,8 +420,30 @@ func userMessage(env *e2a.Envelope, taskID a2a.TaskID, contextID string) *a2a.Me
 				id = env.RequestID
 			}
 			return &a2a.Message{ID: id, Role: a2a.MessageRoleUser, TaskID: taskID, ContextID: contextID,
-				Parts: a2a.ContentParts{textPart(s, nil)}}
+				Parts: a2a.ContentParts{textPart(s, nil)}, ReferenceTasks: referenceTasks(env)}
 		}
 	}
 	return nil
+}
+
+// referenceTasks are the message's referenceTaskIds an A2A request's
+// envelope keeps in params.reference_task_ids (the normalizer's A2A
+// adapter); nil for none.
+func referenceTasks(env *e2a.Envelope) []a2a.TaskID {
+	var ids []a2a.TaskID
+	switch v := env.Params["reference_task_ids"].(type) {
+	case []any:
+		for _, id := range v {
+			if s, ok := id.(string); ok && s != "" {
+				ids = append(ids, a2a.TaskID(s))
+			}
+		}
+	case []string:
+		for _, s := range v {
+			if s != "" {
+				ids = append(ids, a2a.TaskID(s))
+			}
+		}
+	}
+	return ids
 }

@@ -705,6 +705,23 @@ func (m *Mapper) StatusUpdate(state a2a.TaskState, ts *time.Time, msg *a2a.Messa
 		Status: a2a.TaskStatus{State: state, Timestamp: ts, Message: msg}}
 }
 
+// OpeningTask is the Task an A2A v1.0 stream of a task opens with (A2A
+// v1.0 §3.1.2: a task's stream begins with the Task): p.Task, the task as
+// tasks/get shows it when the call's turn is recorded, else the mapper's
+// task with no history; in the submitted state, ts is its time unless it
+// has one.
+func (m *Mapper) OpeningTask(p Params, ts *time.Time) *a2a.Task {
+	t := &a2a.Task{ID: m.taskID, ContextID: m.contextID, Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted}}
+	if p.Task != nil {
+		c := *p.Task
+		t = &c
+	}
+	if t.Status.State == a2a.TaskStateSubmitted && t.Status.Timestamp == nil {
+		t.Status.Timestamp = ts
+	}
+	return t
+}
+
 // finalUpdate is the status-update a final frame ends the stream with.
 func (m *Mapper) finalUpdate(state a2a.TaskState, ts *time.Time, msg *a2a.Message) *a2a.TaskStatusUpdateEvent {
 	su := m.StatusUpdate(state, ts, msg)

@@ -3,6 +3,8 @@ package a2amap
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
 )
 
 // Params describes the A2A call (v1.0 or v0.3) a response answers
@@ -20,6 +22,11 @@ type Params struct {
 	Submitted time.Time
 	// Resubscribe marks tasks/resubscribe: no submitted status-update.
 	Resubscribe bool
+	// Task is the Task an A2A v1.0 stream of the call opens with
+	// (Mapper.OpeningTask), as tasks/get shows it once the call's turn is
+	// recorded (BuildTask: its user message last in history); nil: the
+	// mapper's task, submitted, with no history.
+	Task *a2a.Task
 	// HistoryLength keeps the last N history messages of a Task (nil: all).
 	HistoryLength *int
 	// AcceptedOutputModes are the client's configuration.acceptedOutputModes

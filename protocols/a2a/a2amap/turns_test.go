@@ -110,3 +110,22 @@ func TestBuildTaskStateOfQueuedTurn(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildTaskUserMessageReferenceTasks: the user message BuildTask puts
+// in a task's history keeps the referenceTaskIds the client sent, which
+// the normalizer keeps in params.reference_task_ids (an envelope read
+// from JSON), in A2A v1.0 (GetTask) and v0.3 (tasks/get, V03Task).
+func TestBuildTaskUserMessageReferenceTasks(t *testing.T) {
+	var env e2a.Envelope
+	if err := json.Unmarshal([]byte(`{"request_id":"q1","message_id":"m1","params":{"text":"about it","reference_task_ids":["task-0"]}}`), &env); err != nil {
+		t.Fatal(err)
+	}
+	task := a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{{Envelope: &env}}, nil)
+	if len(task.History) != 1 || task.History[0].ID != "m1" || len(task.History[0].ReferenceTasks) != 1 || task.History[0].ReferenceTasks[0] != "task-0" {
+		t.Fatalf("v1.0 history %+v: want m1 with referenceTaskIds [task-0]", task.History)
+	}
+	old := a2amap.V03Task(task)
+	if len(old.History) != 1 || len(old.History[0].ReferenceTasks) != 1 || old.History[0].ReferenceTasks[0] != "task-0" {
+		t.Fatalf("v0.3 history %+v: want referenceTaskIds [task-0]", old.History)
+	}
+}
