@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -283,8 +284,26 @@ type countingWriter struct {
 	// credentials out of every frame it writes but the answer's streamed
 	// content (scrubframes.go): an agent's failure message, an HTTP
 	// agent's own e2a.error or acp.jsonrpc_error frame, an interrupt's
-	// question, a status message, a final frame.
+	// question, a status message, a final frame, the frames' metadata.
 	scrub func(string) string
+}
+
+// SetMetadata sets the metadata of the frames written after it, scrubbed
+// (scrub) when the upstream filled it with its own words: an HTTP agent's
+// frames carry their own metadata, which the final frame shows the client
+// too. (Set once per model response or so: the cost is an encoding.)
+func (c *countingWriter) SetMetadata(m map[string]any) error {
+	if c.scrub != nil && len(m) > 0 {
+		if raw, ok := scrubBody(m, c.scrub).(json.RawMessage); ok {
+			var out map[string]any
+			d := json.NewDecoder(bytes.NewReader(raw))
+			d.UseNumber() // numbers as they were written
+			if err := d.Decode(&out); err == nil {
+				m = out
+			}
+		}
+	}
+	return c.Writer.SetMetadata(m)
 }
 
 func (c *countingWriter) wrote() {

@@ -65,6 +65,28 @@ func (c Credentials) scrub(s string) string {
 	return s
 }
 
+// scrubCut is scrub for s, the start of a longer text (an answer read up
+// to a bound): a start of a credential's value at the end of s (the value
+// cut in two by the bound) is taken out too, replaced with "[redacted]".
+func (c Credentials) scrubCut(s string) string {
+	s = c.scrub(s)
+	cut := func(v string) {
+		for l := min(len(v)-1, len(s)); l > 0; l-- {
+			if strings.HasSuffix(s, v[:l]) {
+				s = s[:len(s)-l] + "[redacted]"
+				return
+			}
+		}
+	}
+	if c.APIKey != "" {
+		cut(c.APIKey)
+	}
+	for _, v := range c.Headers {
+		cut(v)
+	}
+	return s
+}
+
 // Scrub replaces the values of the client's credentials (its API key and
 // header values) in s with "[redacted]": for an upstream's words quoted in
 // an error message. The Handler calls it (through an upstream's Scrubber)
@@ -264,7 +286,7 @@ func (c *Client) Do(req *http.Request, env *e2a.Envelope) (*http.Response, error
 		// same (fromResponse quotes what came). An upstream may echo the
 		// request's headers in its error page.
 		resp.Body = newIdleBody(resp.Body, c.idle, cancel)
-		return nil, fromResponse(resp, c.creds.scrub)
+		return nil, fromResponse(resp, c.creds)
 	}
 	resp.Body = newIdleBody(bodyReader{resp.Body}, c.idle, cancel)
 	return resp, nil

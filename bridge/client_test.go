@@ -73,6 +73,62 @@ func TestClassify(t *testing.T) {
 	if strings.Contains(be.Message, "sk-123") {
 		t.Errorf("message %q holds the query", be.Message)
 	}
+	// Nor the URL's path (a webhook's token may be in it): the upstream
+	// is named by its scheme and host, as Upstream.Name names it.
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}
+	be = Classify(&url.Error{Op: "Post", URL: "http://h:8080/webhook/wh-5e8f0a77?key=sk-123", Err: dial}).(*Error)
+	if be.Code != CodeUnreachable || strings.Contains(be.Message, "wh-5e8f0a77") || strings.Contains(be.Message, "sk-123") ||
+		!strings.Contains(be.Message, `"http://h:8080"`) {
+		t.Errorf("unreachable: %s %q, want the URL named by scheme and host only", be.Code, be.Message)
+	}
+}
+
+// TestClip: an upstream's words are cut to n characters (runes; an
+// invalid byte counts as one, kept as it is), with "…" when cut, after
+// the scrub: a credential the cut would split is taken out whole first.
+func TestClip(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"abc", 3, "abc"}, {"abcd", 3, "abc…"}, {"héllo", 2, "hé…"}, {"a\xffbc", 2, "a\xff…"}, {"", 5, ""},
+	} {
+		if got := Clip(c.in, c.n, nil); got != c.want {
+			t.Errorf("Clip(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+	}
+	const key = "sk-clip-0123456789abcdef"
+	cr := Credentials{APIKey: key}
+	if got := Clip("refused: Bearer "+key+" by the gateway", 24, cr.scrub); strings.Contains(got, key[:4]) || got != "refused: Bearer [redacte…" {
+		t.Errorf("Clip of a key the cut splits: %q, want it redacted before the cut", got)
+	}
+}
+
+// TestFromResponseCredentialAtTheBound: an error page is read up to its
+// bound (2 KiB); a credential the bound cuts in two (an error page
+// quoting the request's headers after much blank space, which the message
+// collapses) is no longer found by a scrub of what was read: its start,
+// at the end of what was read, is taken out too.
+func TestFromResponseCredentialAtTheBound(t *testing.T) {
+	const key = "sk-bound-0123456789abcdef"
+	const header = "hdr-secret-9876543210"
+	for name, cr := range map[string]Credentials{"api key": {APIKey: key}, "header": {Headers: map[string]string{"X-Api-Key": header}}} {
+		secret := key
+		if cr.APIKey == "" {
+			secret = header
+		}
+		body := strings.Repeat(" ", maxErrorBody-len("Bearer ")-12) + "Bearer " + secret + " was refused"
+		e := fromResponse(&http.Response{StatusCode: 401, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(body))}, cr)
+		if strings.Contains(e.Message, secret[:4]) || !strings.HasSuffix(e.Message, "Bearer [redacted]") {
+			t.Errorf("%s: %q, want the secret's start at the bound redacted", name, e.Message)
+		}
+	}
+	// What fits the bound is not touched at its end.
+	e := fromResponse(&http.Response{StatusCode: 401, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("no s"))}, Credentials{APIKey: key})
+	if e.Message != "upstream answered 401: no s" {
+		t.Errorf("short body: %q", e.Message)
+	}
 }
 
 type timeoutErr struct{}

@@ -22,8 +22,10 @@
 //     end, not an upstream error (outcome cancelled);
 //   - an upstream's credentials ([Scrubber]) taken out of its error
 //     messages and of every frame it fills with its own words (errors of
-//     any kind, final frames, interrupts, status messages), but not of
-//     the answer's streamed content (text deltas: scrubframes.go);
+//     any kind, final frames, interrupts, status messages, the frames'
+//     metadata), but not of the answer's streamed content (text deltas:
+//     scrubframes.go); a bridge quoting an upstream's words cuts them
+//     with [Clip], which scrubs them before the cut;
 //   - metrics per pool and upstream ([WithMetrics]): calls by outcome,
 //     retries, latency, time to first frame, in-flight calls.
 //

@@ -7,10 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/internal/retryafter"
@@ -86,25 +88,47 @@ func Errorf(code string, retryable bool, format string, args ...any) *Error {
 // maxErrorBody bounds what is read of an upstream's error answer.
 const maxErrorBody = 2 << 10
 
+// Clip is the start of an upstream's words s for a message: at most n
+// characters (an invalid byte counts as one), with "…" when cut. scrub
+// (when not nil: the upstream's Scrubber) is applied to the whole of s
+// before it is cut: a credential cut in two is no longer found by a scrub,
+// so a bridge quoting an upstream's words cuts them with Clip (the
+// Handler's own scrub of the message comes too late for a cut made
+// before it).
+func Clip(s string, n int, scrub func(string) string) string {
+	if scrub != nil {
+		s = scrub(s)
+	}
+	for i := 0; i < len(s); n-- {
+		if n == 0 {
+			return s[:i] + "…"
+		}
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+	}
+	return s
+}
+
 // FromResponse is the *Error of an upstream's non-2xx HTTP answer: 429 →
 // rate limited, 408 and 5xx → unavailable (all retryable), 401/403 → auth,
 // any other → rejected. The message holds the status and the start of the
 // body (at most 200 characters, one line). It reads and closes the body.
-func FromResponse(resp *http.Response) *Error { return fromResponse(resp, nil) }
+func FromResponse(resp *http.Response) *Error { return fromResponse(resp, Credentials{}) }
 
-// fromResponse is FromResponse, with scrub (when not nil) applied to the
-// body before it is quoted.
-func fromResponse(resp *http.Response, scrub func(string) string) *Error {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+// fromResponse is FromResponse, with creds taken out of the body before it
+// is quoted: all of what was read is scrubbed before it is cut, and when
+// the body was longer than what is read, a start of a credential at the
+// end of what was read is taken out too (creds.scrubCut).
+func fromResponse(resp *http.Response, creds Credentials) *Error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+1))
 	_ = resp.Body.Close()
 	body := string(b)
-	if scrub != nil {
-		body = scrub(body)
+	if len(b) > maxErrorBody {
+		body = creds.scrubCut(string(b[:maxErrorBody]))
+	} else {
+		body = creds.scrub(body)
 	}
-	msg := strings.Join(strings.Fields(body), " ")
-	if len([]rune(msg)) > 200 {
-		msg = string([]rune(msg)[:200]) + "…"
-	}
+	msg := Clip(strings.Join(strings.Fields(body), " "), 200, nil)
 	if msg == "" {
 		msg = http.StatusText(resp.StatusCode)
 	}
@@ -205,10 +229,16 @@ func isDialError(err error) bool {
 	return errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
-// errMessage is err's message without the request URL's query (Go's
-// url.Error prints the URL; a query may hold a key).
+// errMessage is err's message with the request URL named by its scheme
+// and host only, as Upstream.Name names it (Go's url.Error prints the
+// URL: its path may hold a token, a webhook's, and its query a key), and
+// without any other URL's query.
 func errMessage(err error) string {
 	s := err.Error()
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.URL != "" {
+		s = strings.ReplaceAll(s, ue.URL, urlOrigin(ue.URL))
+	}
 	if i := strings.IndexByte(s, '?'); i >= 0 {
 		if j := strings.IndexAny(s[i:], "\": "); j > 0 {
 			s = s[:i] + s[i+j:]
@@ -217,4 +247,14 @@ func errMessage(err error) string {
 		}
 	}
 	return s
+}
+
+// urlOrigin is the scheme and host of the URL raw ("the upstream" when it
+// has none).
+func urlOrigin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "the upstream"
+	}
+	return u.Scheme + "://" + u.Host
 }

@@ -81,6 +81,27 @@ func TestFramesScrubbed(t *testing.T) {
 	}
 }
 
+// TestMetadataScrubbed: the metadata an upstream sets for its frames (an
+// HTTP agent's frames carry their own) has the upstream's credentials
+// taken out, its other values (numbers too) kept as they were.
+func TestMetadataScrubbed(t *testing.T) {
+	quoted := "Bearer " + leakedKey
+	h, _ := newTestHandler(t, &leaky{answer: func(w agent.Writer) error {
+		if err := w.SetMetadata(map[string]any{"received": quoted, "n": json.Number("12345678901234567890")}); err != nil {
+			return err
+		}
+		return w.Complete(nil)
+	}}, WithMetrics(prometheus.NewRegistry()))
+	w := &agenttest.Writer{}
+	if err := h.Serve(context.Background(), &e2a.Envelope{RequestID: "r"}, w); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(w.Metadata())
+	if string(b) != `{"n":12345678901234567890,"received":"Bearer [redacted]"}` {
+		t.Errorf("metadata %s, want the key redacted and the rest kept", b)
+	}
+}
+
 // countingScrubber is an upstream that counts its Scrub calls.
 type countingScrubber struct {
 	leaky

@@ -19,6 +19,10 @@ import (
 // status_update, a2a.task, a2a.message) and anything else (ext). Those are
 // scrubbed: one frame or a few per request, so the cost (a byte scan of a
 // raw body; an encoding of a typed one) is paid once or so per request.
+// So is the metadata it sets for its frames (Writer.SetMetadata: an HTTP
+// agent's frames carry their own), once per change. The A2A bridge's
+// working status messages, which it writes as text deltas, it scrubs
+// itself (a2abridge: turn.scrubbed).
 //
 // Not scrubbed is the answer's content as it streams: e2a.chunk deltas
 // (Writer.Chunk, and e2a.chunk frames written with Write), non-final

@@ -43,7 +43,9 @@
 //     message/send task of a2amap do not replace);
 //   - the data and file parts of a message (a status message, a direct
 //     Message answer) likewise, as an artifact named after the message;
-//   - a status message while the task works: its parts; input-required
+//   - a status message while the task works: its parts, its text scrubbed
+//     of the bridge's credentials (bridge.Scrubber: the agent's own words,
+//     not its answer; so is a completed status's message); input-required
 //     and auth-required: the turn ends interrupted with the agent's message
 //     (agent.Interrupt); completed: e2a.complete, whose result is
 //     {"upstream_task_id", "upstream_context_id", "text"} when deltas were
@@ -55,7 +57,13 @@
 //     failed or rejected: e2a.error upstream_failed with the agent's
 //     message; canceled: e2a.error upstream_canceled (a cancel of the
 //     request ends as the runtime's cancelled);
-//   - a Message answer (no task): its parts, then e2a.complete.
+//   - a Message answer (no task): its parts, then e2a.complete;
+//   - an event naming another task than the turn's, once the turn's task
+//     is known (the first event naming one, or the task a continuation or
+//     a takeover goes on with): nothing. It is not this request's answer
+//     (an agent whose event queues cross); it is dropped and logged with
+//     the count of such events (the first, then at each power of two), and
+//     the turn's task, which it records and cancels, stays its own.
 //
 // The upstream's task and context ids are kept with the conversation
 // (bridge.Conversations, by A2A context, ACP session, E2A session_id, per

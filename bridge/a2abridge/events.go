@@ -3,6 +3,8 @@ package a2abridge
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,10 +39,21 @@ type turn struct {
 	// against the first task snapshot (resolveBaseline).
 	baseline []byte
 	pending  bool
+	// foreign counts the events of another task than the turn's that
+	// the agent's stream carried (dropped: foreignEvent).
+	foreign int
 }
 
-// event writes the frames of one event of the agent.
+// event writes the frames of one event of the agent. Once the turn's
+// task is known (the first event naming one, or the task a continuation
+// or a takeover goes on with), an event naming another task is not this
+// request's: it is dropped (foreignEvent), never written as its answer,
+// nor does it change the task the turn records and cancels.
 func (t *turn) event(ctx context.Context, ev a2a.Event) error {
+	if id := eventTask(ev); id != "" && t.taskID != "" && id != t.taskID {
+		t.foreignEvent(ev, id)
+		return nil
+	}
 	switch e := ev.(type) {
 	case *a2a.Message:
 		// A direct answer: no task; the next turn goes to its context.
@@ -87,6 +100,33 @@ func (t *turn) event(ctx context.Context, ev a2a.Event) error {
 		return t.parts(e.Artifact, e.Artifact.Parts)
 	}
 	return nil
+}
+
+// eventTask is the task an event names ("" for none).
+func eventTask(ev a2a.Event) a2a.TaskID {
+	switch e := ev.(type) {
+	case *a2a.Message:
+		return e.TaskID
+	case *a2a.Task:
+		return e.ID
+	case *a2a.TaskStatusUpdateEvent:
+		return e.TaskID
+	case *a2a.TaskArtifactUpdateEvent:
+		return e.TaskID
+	}
+	return ""
+}
+
+// foreignEvent counts an event of task other, not the turn's, which is
+// dropped, and logs it: the first of the turn and then at each power of
+// two, with the count so far (an agent whose queues cross may send many).
+func (t *turn) foreignEvent(ev a2a.Event, other a2a.TaskID) {
+	t.foreign++
+	if t.foreign&(t.foreign-1) == 0 {
+		t.u.cfg.log.Warn("a2a bridge: the agent's stream carried an event of another task; dropped",
+			"request_id", t.env.RequestID, "task", t.taskID, "other_task", other,
+			"event", fmt.Sprintf("%T", ev), "dropped", t.foreign)
+	}
 }
 
 // ids records the upstream task and context ids with the conversation the
@@ -155,7 +195,7 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 		return agent.Interrupt(t.w, state, text)
 	case a2a.TaskStateCompleted:
 		t.done = true
-		if err := t.message(st.Message); err != nil {
+		if err := t.message(t.scrubbed(st.Message)); err != nil {
 			return err
 		}
 		return t.complete()
@@ -173,9 +213,43 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 		return t.w.Fail("upstream_canceled", "the agent canceled the task", false)
 	}
 	if working {
-		return t.message(st.Message)
+		return t.message(t.scrubbed(st.Message))
 	}
 	return nil
+}
+
+// scrubbed is a status message with the bridge's credentials taken out
+// of its text parts (bridge.Scrubber), which are written as text deltas:
+// a status message is the agent's own words about its work, which may
+// quote the request's headers, as its errors may (scrubframes.go). m
+// itself when nothing was replaced.
+func (t *turn) scrubbed(m *a2a.Message) *a2a.Message {
+	if m == nil {
+		return nil
+	}
+	var parts a2a.ContentParts
+	for i, p := range m.Parts {
+		txt, ok := p.Content.(a2a.Text)
+		if !ok {
+			continue
+		}
+		clean := t.u.Scrub(string(txt))
+		if clean == string(txt) {
+			continue
+		}
+		if parts == nil {
+			parts = slices.Clone(m.Parts)
+		}
+		c := *p
+		c.Content = a2a.Text(clean)
+		parts[i] = &c
+	}
+	if parts == nil {
+		return m
+	}
+	c := *m
+	c.Parts = parts
+	return &c
 }
 
 // complete writes the final e2a.complete frame. Its result names the

@@ -322,6 +322,34 @@ func TestSecretsStayOut(t *testing.T) {
 	}
 }
 
+// TestUpstreamPathNotShown: the HTTP agent's URL may hold a secret in
+// its path (a webhook URL: https://n8n.example.com/webhook/<token>). The
+// bridge names its upstream by scheme and host only ("never its path, query
+// or credentials", Upstream.Name), and Classify takes the query out of a
+// transport error; but when the agent is unreachable, the e2a.error every
+// client of the pool receives, and the bridge's log, quote the whole URL
+// with its path. The client must not see the path's token.
+func TestUpstreamPathNotShown(t *testing.T) {
+	t.Parallel()
+	const token = "wh-5e8f0a77c1d94b2e"
+	dead := natstest.FreePorts(t, 1)[0]
+	r := newRig(t, "http://127.0.0.1:"+itoa(dead)+"/webhook/"+token, rigConfig{client: []bridge.ClientOption{bridge.WithConnectTimeout(time.Second)}})
+	frames := r.ask(t, `{"request_id":"path-1","params":{"text":"hi"}}`)
+	last := frames[len(frames)-1]
+	if last.ResponseKind != e2a.KindError || !strings.Contains(string(last.Body), bridge.CodeUnreachable) {
+		t.Fatalf("final %s %s; want e2a.error %s", last.ResponseKind, last.Body, bridge.CodeUnreachable)
+	}
+	if strings.Contains(string(last.Body), token) {
+		t.Errorf("the client's e2a.error quotes the upstream URL's path: %s; want the upstream named by scheme and host only", last.Body)
+	}
+	if n := natstest.StoredWith(t, r.p.JS, token, streams.ResponsesStream); n > 0 {
+		t.Errorf("the upstream URL's path is stored in %d messages of E2A_RESPONSES; want none", n)
+	}
+	if strings.Contains(r.log.String(), token) {
+		t.Errorf("the upstream URL's path is in the log:\n%s", r.log.String())
+	}
+}
+
 // TestNotResumable: a request whose worker stops after the upstream's
 // first frame is not called again by the next worker: it ends with the
 // runtime's agent_interrupted, retryable (an HTTP agent cannot be

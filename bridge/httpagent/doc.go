@@ -61,7 +61,11 @@
 // frame must then satisfy spec §12.2 (status failed ⇔ e2a.error, a final
 // frame is not in_progress) and its kind's body rules (e2a.chunk needs
 // delta_kind, e2a.error needs code and message, a2a.stream_event a known
-// branch). So the smallest stream is
+// branch), and the A2A object of an a2a.stream_event, a2a.task or
+// a2a.message frame must be one the pipeline's A2A renderers read (an A2A
+// v0.3 event in the JSON-RPC or proto JSON shape, convertible to v1.0: a
+// payload {"status": 42} is refused before it is stored, where it would
+// fail every A2A stream of the request). So the smallest stream is
 //
 //	{"response_kind":"e2a.chunk","body":{"delta_kind":"text","delta":"Hel"}}
 //	{"response_kind":"e2a.chunk","body":{"delta_kind":"text","delta":"lo"}}
@@ -72,12 +76,18 @@
 // its e2a.error frames (with their code and retryable) pass through. The
 // bridge's credentials are taken out of every frame but the answer's
 // streamed content (bridge.Scrubber: e2a.error and acp.jsonrpc_error
-// frames, final frames, status messages; not e2a.chunk deltas or
-// acp.session_update frames), should the agent quote them. An
-// interrupted turn (e2a/interrupt.go: a final a2a.stream_event of branch
-// status_update in state input-required or auth-required, status
-// succeeded) passes through unchanged, so every protocol renders the
-// agent's question and the client's next message continues the task.
+// frames, final frames, status messages, the frames' metadata; not
+// e2a.chunk deltas or acp.session_update frames), should the agent quote
+// them. The task and context of an A2A frame are the request's, never the
+// agent's (a2aframes.go): the ids an agent names in a status or artifact
+// update or a message are taken out (the A2A renderers give them the
+// request's task and context), and a task's are replaced with the
+// request's (its task_id, else its request_id; its context_id, else the
+// task's). An interrupted turn (e2a/interrupt.go: a final
+// a2a.stream_event of branch status_update in state input-required or
+// auth-required, status succeeded) passes through so (its ids the
+// request's), so every protocol renders the agent's question and the
+// client's next message continues the task.
 //
 // # Bad answers
 //

@@ -61,8 +61,9 @@ func isFrame(data []byte) bool {
 
 // parseFrame reads a frame (see the package documentation): its kind,
 // body, and is_final and status with their defaults. The §12.2 rules and
-// the body's are checked by the writer.
-func parseFrame(data []byte) (frame, error) {
+// the body's are checked by the writer. scrub (the upstream's Scrubber,
+// or nil) takes the credentials out of what an error quotes of data.
+func parseFrame(data []byte, scrub func(string) string) (frame, error) {
 	if err := checkJSON(data); err != nil {
 		return frame{}, err
 	}
@@ -78,7 +79,7 @@ func parseFrame(data []byte) (frame, error) {
 		return frame{}, errors.New("no response_kind")
 	}
 	if !e2a.IsResponseKind(f.kind) {
-		return frame{}, fmt.Errorf("response_kind %q is unknown", clip(f.kind))
+		return frame{}, fmt.Errorf("response_kind %q is unknown", clip(f.kind, scrub))
 	}
 	f.body = m["body"]
 	if len(f.body) == 0 || f.body[0] != '{' {

@@ -2,6 +2,7 @@ package httpagent
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
@@ -43,7 +44,7 @@ func TestParseFrameDefaults(t *testing.T) {
 		{in: "{\"response_kind\":\"e2a.complete\",\"body\":{\"result\":\"\xff\"}}", wantErrSubstr: "UTF-8"},
 		{in: `{"response_kind":"e2a.complete","body":` + strings.Repeat(`{"a":`, e2a.MaxNesting) + `1` + strings.Repeat(`}`, e2a.MaxNesting) + `}`, wantErrSubstr: "nest"},
 	} {
-		f, err := parseFrame([]byte(c.in))
+		f, err := parseFrame([]byte(c.in), nil)
 		if c.wantErrSubstr != "" {
 			if err == nil || !strings.Contains(err.Error(), c.wantErrSubstr) {
 				t.Errorf("%.60s: err %v, want %q", c.in, err, c.wantErrSubstr)
@@ -164,14 +165,79 @@ func TestOptions(t *testing.T) {
 // TestParseFrameMetadata: an object is kept, null is none, anything else
 // is refused.
 func TestParseFrameMetadata(t *testing.T) {
-	f, err := parseFrame([]byte(`{"response_kind":"e2a.complete","body":{},"metadata":{"llm_response_id":"r1"}}`))
+	f, err := parseFrame([]byte(`{"response_kind":"e2a.complete","body":{},"metadata":{"llm_response_id":"r1"}}`), nil)
 	if err != nil || string(f.meta) != `{"llm_response_id":"r1"}` {
 		t.Fatalf("%q %v", f.meta, err)
 	}
-	if f, err = parseFrame([]byte(`{"response_kind":"e2a.complete","body":{},"metadata":null}`)); err != nil || f.meta != nil {
+	if f, err = parseFrame([]byte(`{"response_kind":"e2a.complete","body":{},"metadata":null}`), nil); err != nil || f.meta != nil {
 		t.Fatalf("null: %q %v", f.meta, err)
 	}
-	if _, err = parseFrame([]byte(`{"response_kind":"e2a.complete","body":{},"metadata":"x"}`)); err == nil {
+	if _, err = parseFrame([]byte(`{"response_kind":"e2a.complete","body":{},"metadata":"x"}`), nil); err == nil {
 		t.Fatal("a string metadata was taken")
+	}
+}
+
+// TestUnknownKindScrubbedBeforeCut: a frame's unknown kind, quoted in the
+// error cut to 100 characters, has the bridge's credentials taken out
+// before the cut: a key the cut splits would be found by no later scrub.
+func TestUnknownKindScrubbedBeforeCut(t *testing.T) {
+	const key = "sk-kind-0123456789abcdef"
+	scrub := func(s string) string { return strings.ReplaceAll(s, key, "[redacted]") }
+	kind := strings.Repeat("k", 100-len(" Bearer ")-10) + " Bearer " + key
+	_, err := parseFrame([]byte(`{"response_kind":"`+kind+`","body":{}}`), scrub)
+	if err == nil || strings.Contains(err.Error(), key[:4]) {
+		t.Errorf("unknown kind: %v; want the key redacted before the cut", err)
+	}
+	if got := clip("text/html; "+key, scrub); got != "text/html; [redacted]" {
+		t.Errorf("clip: %q", got)
+	}
+}
+
+// TestA2ABody: the A2A object of an a2a.* frame is the request's: the
+// ids an agent names in status and artifact updates and messages (both
+// spellings) are taken out (the renderers give them the request's), a
+// task's are the request's own; a frame naming none is written as it
+// came; a payload the A2A renderers cannot read is refused.
+func TestA2ABody(t *testing.T) {
+	env := &e2a.Envelope{RequestID: "req-1", TaskID: "task-1", ContextID: "ctx-1"}
+	for _, c := range []struct {
+		kind, in, want string
+	}{
+		{e2a.KindA2AStreamEvent,
+			`{"branch":"status_update","payload":{"kind":"status-update","taskId":"x","context_id":"y","status":{"state":"working","message":{"kind":"message","role":"agent","messageId":"m","taskId":"x","contextId":"y","parts":[{"kind":"text","text":"a<b"}]}}}}`,
+			`{"branch":"status_update","payload":{"kind":"status-update","status":{"message":{"kind":"message","messageId":"m","parts":[{"kind":"text","text":"a<b"}],"role":"agent"},"state":"working"}}}`},
+		{e2a.KindA2AStreamEvent,
+			`{"branch":"artifact_update","payload":{"task_id":"x","contextId":"y","artifact":{"artifactId":"a","parts":[{"kind":"text","text":"t"}]}}}`,
+			`{"branch":"artifact_update","payload":{"artifact":{"artifactId":"a","parts":[{"kind":"text","text":"t"}]}}}`},
+		{e2a.KindA2AStreamEvent,
+			`{"branch":"task","payload":{"id":"x","contextId":"y","status":{"state":"completed"}}}`,
+			`{"branch":"task","payload":{"contextId":"ctx-1","id":"task-1","status":{"state":"completed"}}}`},
+		{e2a.KindA2AMessage,
+			`{"kind":"message","role":"agent","messageId":"m","taskId":"x","parts":[{"kind":"text","text":"hi"}]}`,
+			`{"kind":"message","messageId":"m","parts":[{"kind":"text","text":"hi"}],"role":"agent"}`},
+		{e2a.KindA2AStreamEvent, // nothing of the agent's: as it came
+			`{"branch":"status_update","payload":{"status":{"state":"working"}}}`,
+			`{"branch":"status_update","payload":{"status":{"state":"working"}}}`},
+		{e2a.KindChunk, `{"delta_kind":"text","delta":"taskId"}`, `{"delta_kind":"text","delta":"taskId"}`},
+	} {
+		got, err := a2aBody(c.kind, json.RawMessage(c.in), env)
+		if err != nil || string(got) != c.want {
+			t.Errorf("%s %s:\n got %s, %v\nwant %s", c.kind, c.in, got, err, c.want)
+		}
+	}
+	for _, in := range []string{
+		`{"branch":"status_update","payload":{"status":42}}`,
+		`{"branch":"status_update","payload":"working"}`,
+		`{"branch":"artifact_update","payload":{"artifact":{"parts":"x"}}}`,
+		`{"branch":"task","payload":{"status":{"state":7}}}`,
+	} {
+		if _, err := a2aBody(e2a.KindA2AStreamEvent, json.RawMessage(in), env); !errors.Is(err, errNotA2A) {
+			t.Errorf("%s: %v, want errNotA2A", in, err)
+		}
+	}
+	// The task of a request without a task or context id is its request's.
+	got, _ := a2aBody(e2a.KindA2ATask, json.RawMessage(`{"id":"x","status":{"state":"working"}}`), &e2a.Envelope{RequestID: "req-2"})
+	if string(got) != `{"contextId":"req-2","id":"req-2","status":{"state":"working"}}` {
+		t.Errorf("task without ids: %s", got)
 	}
 }

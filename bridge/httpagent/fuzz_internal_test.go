@@ -125,7 +125,7 @@ func splitNDJSON(body []byte) (kinds []string, err error) {
 		if last && checkJSON(line) != nil {
 			return kinds, ErrNoFinalFrame // cut off mid-frame
 		}
-		fr, perr := parseFrame(line)
+		fr, perr := parseFrame(line, nil)
 		if perr != nil {
 			return kinds, ErrBadFrame
 		}

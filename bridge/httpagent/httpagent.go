@@ -87,7 +87,7 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		return c.single(resp.Body)
 	}
 	return protocolError(ErrContentType, "upstream answered %d with Content-Type %q (want application/x-ndjson, text/event-stream or application/json)",
-		resp.StatusCode, clip(ct))
+		resp.StatusCode, clip(ct, u.Scrub))
 }
 
 // mediaType is ct's media type, lower case; any +json type is
@@ -177,7 +177,7 @@ func (c *call) readError(err error) error {
 
 // write writes one frame of the answer and reports whether it was final.
 func (c *call) write(data []byte) (final bool, err error) {
-	f, err := parseFrame(data)
+	f, err := parseFrame(data, c.u.Scrub)
 	if err != nil {
 		return false, protocolError(ErrBadFrame, "upstream frame %d: %v", c.n, err)
 	}
@@ -190,6 +190,11 @@ func (c *call) write(data []byte) (final bool, err error) {
 // writeFrame writes f through the writer; a frame the writer finds
 // invalid (spec §12.2, its kind's body) is the upstream's protocol error.
 func (c *call) writeFrame(f frame) error {
+	body, err := a2aBody(f.kind, f.body, c.env)
+	if err != nil {
+		return protocolError(ErrBadFrame, "upstream frame %d: %s", c.n, clip(err.Error(), c.u.Scrub))
+	}
+	f.body = body
 	if !bytes.Equal(f.meta, c.meta) {
 		var m map[string]any
 		if len(f.meta) > 0 {
@@ -203,7 +208,7 @@ func (c *call) writeFrame(f frame) error {
 		c.meta = f.meta
 	}
 	c.n++
-	err := c.w.Write(f.kind, f.status, f.body, f.final)
+	err = c.w.Write(f.kind, f.status, f.body, f.final)
 	if errors.Is(err, e2a.ErrInvalidResponse) {
 		return protocolError(ErrBadFrame, "upstream frame %d: %v", c.n-1, err)
 	}
@@ -226,7 +231,7 @@ func (c *call) single(body io.Reader) error {
 		return protocolError(ErrBadFrame, "upstream JSON answer: %v", err)
 	}
 	if isFrame(data) {
-		f, err := parseFrame(data)
+		f, err := parseFrame(data, c.u.Scrub)
 		if err != nil {
 			return protocolError(ErrBadFrame, "upstream JSON answer: %v", err)
 		}
@@ -246,10 +251,7 @@ func protocolError(cause error, format string, args ...any) *bridge.Error {
 	return e
 }
 
-// clip keeps a header value from the upstream short in a message.
-func clip(s string) string {
-	if len(s) > 100 {
-		return s[:100] + "…"
-	}
-	return s
-}
+// clip keeps a value from the upstream (a header, a frame's kind) short
+// in a message: at most 100 characters, scrubbed (scrub, when not nil)
+// before it is cut (bridge.Clip).
+func clip(s string, scrub func(string) string) string { return bridge.Clip(s, 100, scrub) }

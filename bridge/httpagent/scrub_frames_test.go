@@ -43,3 +43,35 @@ func TestJSONRPCErrorFrameScrubbed(t *testing.T) {
 		t.Errorf("the bridge's API key is stored in %d messages of E2A_RESPONSES", n)
 	}
 }
+
+// TestFrameMetadataScrubbed: an HTTP agent ends its answer with
+// an e2a.complete frame whose metadata member (which the package passes
+// through as the frame's metadata) quotes the request's Authorization
+// header, as a debugging agent echoing what it received does. The package
+// documentation: "The bridge's credentials are taken out of every frame but
+// the answer's streamed content (... final frames ...)"; docs/security.md:
+// the upstream credentials are "sent to the upstream only". The key must
+// not reach the client's final frame or E2A_RESPONSES.
+func TestFrameMetadataScrubbed(t *testing.T) {
+	t.Parallel()
+	const key = "sk-frame-meta-3c7e91"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = mustRead(r)
+		echo, _ := json.Marshal(r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		fmt.Fprintf(w, `{"response_kind":"e2a.complete","metadata":{"received_authorization":%s},"body":{"result":{"text":"done"}}}`+"\n", echo)
+	}))
+	t.Cleanup(srv.Close)
+	r := newRig(t, srv.URL, rigConfig{client: []bridge.ClientOption{bridge.WithCredentials(bridge.Credentials{APIKey: key})}})
+	frames := r.ask(t, `{"request_id":"meta-scrub-1","params":{"text":"hi"}}`)
+	last := frames[len(frames)-1]
+	if last.ResponseKind != e2a.KindComplete {
+		t.Fatalf("final %s %s", last.ResponseKind, last.Body)
+	}
+	if b, _ := json.Marshal(last.Metadata); strings.Contains(string(b), key) {
+		t.Errorf("the client's final frame carries the bridge's API key in its metadata: %s; want it redacted", b)
+	}
+	if n := natstest.StoredWith(t, r.p.JS, key, streams.ResponsesStream); n > 0 {
+		t.Errorf("the bridge's API key is stored in %d messages of E2A_RESPONSES; want none", n)
+	}
+}

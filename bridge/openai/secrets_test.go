@@ -42,3 +42,40 @@ func TestStreamErrorEchoingTheKey(t *testing.T) {
 		t.Errorf("the bridge's key is in the logs")
 	}
 }
+
+// TestLongStreamErrorEchoingTheKey: as TestStreamErrorEchoingTheKey,
+// but the error event's message is long (a proxy's verbose refusal that
+// quotes the Authorization header it got after 175 characters of prose).
+// docs/security.md: "every upstream error is scrubbed of them before it is
+// logged or written as a frame, whatever answer carried it (... an error
+// event in a 200 stream quoting the request's headers ...)". No part of
+// the key may reach the client, the stored frames or the logs: the
+// message must be scrubbed before it is cut to its 200 characters, not
+// after (a key cut in two is no longer found by the scrub).
+func TestLongStreamErrorEchoingTheKey(t *testing.T) {
+	logs := &testkit.Buffer{}
+	srv := newModelServer(t)
+	p := startBridge(t, srv, setup{log: logs})
+	srv.setScript(func(n int, w http.ResponseWriter, r *http.Request, _ chatRequest) bool {
+		prose := strings.Repeat("a", 175)
+		msg, _ := json.Marshal(prose + " " + r.Header.Get("Authorization") + " was refused by the gateway")
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`data: {"error":{"message":` + string(msg) + `,"type":"authentication_error","code":401}}` + "\n\n"))
+		return true
+	})
+	a := read(t, ask(t, p, "", "long-echo-key", "hello", nil))
+	if a.final.ResponseKind != e2a.KindError || a.errBody.Code != bridge.CodeAuth {
+		t.Fatalf("final %s %+v, want e2a.error %s", a.final.ResponseKind, a.errBody, bridge.CodeAuth)
+	}
+	prefix := upstreamKey[:16] // "sk-upstream-6f1d": a third of the secret
+	if strings.Contains(a.errBody.Message, prefix) {
+		t.Errorf("the final frame shows the start of the bridge's key %q: %q; want the key scrubbed before the message is cut", prefix, a.errBody.Message)
+	}
+	if n := natstest.StoredWith(t, p.JS, prefix); n > 0 {
+		t.Errorf("the start of the bridge's key %q is in %d stored messages; want none", prefix, n)
+	}
+	if strings.Contains(logs.String(), prefix) {
+		t.Errorf("the start of the bridge's key %q is in the logs; want none", prefix)
+	}
+}

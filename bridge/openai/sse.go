@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+
+	"github.com/e2a-pipeline/pipeline/bridge"
 )
 
 // sseReader reads server-sent events with a bound: a line, and the data of
@@ -16,6 +18,9 @@ type sseReader struct {
 	r   *bufio.Reader
 	max int
 	buf []byte // the line being read, when longer than the bufio buffer
+	// scrub (when set) takes the client's credentials out of a line an
+	// error quotes, before it is cut (quote).
+	scrub func(string) string
 }
 
 // sseBufferSize is the read buffer of an sseReader: a chat completions
@@ -113,9 +118,9 @@ func (s *sseReader) next() (event string, data []byte, cut bool, err error) {
 		case "id", "retry":
 		default:
 			if last {
-				return "", nil, false, fmt.Errorf("%w: %s", errCut, quote(line))
+				return "", nil, false, fmt.Errorf("%w: %s", errCut, quote(line, s.scrub))
 			}
-			return "", nil, false, fmt.Errorf("%w: line %s", errSSE, quote(line))
+			return "", nil, false, fmt.Errorf("%w: line %s", errSSE, quote(line, s.scrub))
 		}
 	}
 }
@@ -123,11 +128,9 @@ func (s *sseReader) next() (event string, data []byte, cut bool, err error) {
 // hasData reports event data that is not empty or blank.
 func hasData(data []byte) bool { return len(bytes.TrimSpace(data)) > 0 }
 
-// quote is the start of an upstream's line, for an error message.
-func quote(b []byte) string {
-	const n = 60
-	if len(b) > n {
-		return strconv.Quote(string(b[:n])) + "…"
-	}
-	return strconv.Quote(string(b))
+// quote is the start of an upstream's line, for an error message: at
+// most 60 characters of it, scrubbed (scrub, when not nil) before it is
+// cut (bridge.Clip).
+func quote(b []byte, scrub func(string) string) string {
+	return strconv.Quote(bridge.Clip(string(b), 60, scrub))
 }

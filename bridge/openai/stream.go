@@ -81,12 +81,17 @@ type turn struct {
 	calls    []*toolCall // by index, then seq
 	loose    *toolCall   // the call the fragments without an index continue
 	done     bool        // [DONE] read
+
+	// scrub takes the client's credentials out of the upstream's words
+	// an error quotes, before they are cut (bridge.Clip).
+	scrub func(string) string
 }
 
 // read reads the stream to its end ([DONE], or the end of the body after a
 // finish_reason), writing the deltas and tool calls as frames.
 func (t *turn) read(ctx context.Context, body io.Reader) error {
 	sr := newSSEReader(body, t.maxEvent)
+	sr.scrub = t.scrub
 	for {
 		event, data, cut, err := sr.next()
 		if errors.Is(err, io.EOF) {
@@ -102,10 +107,10 @@ func (t *turn) read(ctx context.Context, body io.Reader) error {
 		if cut && !json.Valid(data) {
 			// The stream ended inside this event's last line: the
 			// upstream was cut off, it did not send garbage.
-			return readError(ctx, fmt.Errorf("%w: in the event %s", errCut, quote(data)))
+			return readError(ctx, fmt.Errorf("%w: in the event %s", errCut, quote(data, t.scrub)))
 		}
 		if event == "error" {
-			return streamError(data)
+			return streamError(data, t.scrub)
 		}
 		if err := t.chunk(data); err != nil {
 			return err
@@ -137,13 +142,13 @@ func readError(ctx context.Context, err error) error {
 func (t *turn) chunk(data []byte) error {
 	var c chunk
 	if err := decodeChunk(data, &c, t.id, t.model); err != nil {
-		return bridge.Errorf(bridge.CodeProtocol, false, "upstream sent an event that is not a chat completion chunk: %s", quote(data))
+		return bridge.Errorf(bridge.CodeProtocol, false, "upstream sent an event that is not a chat completion chunk: %s", quote(data, t.scrub))
 	}
 	if isSet(c.Error) {
-		return streamError(c.Error)
+		return streamError(c.Error, t.scrub)
 	}
 	if c.Object == "error" {
-		return streamError(data)
+		return streamError(data, t.scrub)
 	}
 	if c.ID != "" && t.id == "" {
 		t.id = c.ID
@@ -379,8 +384,8 @@ type upstreamError struct {
 // an event holding {"error": {...}}, the error object itself, or vLLM's
 // {"object": "error", ...}) to an *bridge.Error: rate limits and server
 // errors retryable, a refused request or credentials not, anything else
-// upstream_failed.
-func streamError(raw []byte) error {
+// upstream_failed. The message is scrubbed (scrub) before it is cut.
+func streamError(raw []byte, scrub func(string) string) error {
 	var wrapped struct {
 		Error json.RawMessage `json:"error"`
 	}
@@ -401,7 +406,7 @@ func streamError(raw []byte) error {
 	if ue.Type == "" && code == "" {
 		kind = strings.ToLower(ue.Message) // {"error": "overloaded"}
 	}
-	msg := "upstream error in the stream: " + oneLine(ue.Message)
+	msg := "upstream error in the stream: " + oneLine(ue.Message, scrub)
 	switch {
 	case n == 429 || strings.Contains(kind, "rate_limit"):
 		return bridge.Errorf(bridge.CodeRateLimited, true, "%s", msg)
@@ -416,12 +421,10 @@ func streamError(raw []byte) error {
 	return bridge.Errorf(bridge.CodeFailed, false, "%s", msg)
 }
 
-// oneLine is s on one line, at most 200 characters.
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > 200 {
-		return string(r[:200]) + "…"
-	}
+// oneLine is s on one line, scrubbed (scrub, when not nil), then cut to
+// at most 200 characters (bridge.Clip).
+func oneLine(s string, scrub func(string) string) string {
+	s = bridge.Clip(strings.Join(strings.Fields(s), " "), 200, scrub)
 	if s == "" {
 		return "(no message)"
 	}

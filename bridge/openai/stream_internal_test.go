@@ -314,6 +314,33 @@ func TestStreamErrors(t *testing.T) {
 	}
 }
 
+// TestQuotesScrubbedBeforeCut: every error that quotes the upstream's
+// words cut short (an error event's message at 200 characters, a line or
+// an event that is not a chunk at 60) takes the client's credentials out
+// before the cut: the Handler's scrub of the message, after it, no longer
+// finds a key cut in two, whose start the client would see.
+func TestQuotesScrubbedBeforeCut(t *testing.T) {
+	const key = "sk-cut-0123456789abcdef"
+	scrub := func(s string) string { return strings.ReplaceAll(s, key, "[redacted]") }
+	for name, in := range map[string]string{
+		"error event message": "data: " + `{"error":{"message":"` + strings.Repeat("a", 182) + " Bearer " + key + `","code":401}}` + "\n\n",
+		"event not a chunk":   "data: " + strings.Repeat("x", 42) + " Bearer " + key + "\n\n",
+		"line not SSE":        strings.Repeat("y", 42) + " Bearer " + key + "\n\n",
+		"event cut":           "data: {" + strings.Repeat("z", 41) + " Bearer " + key,
+	} {
+		tr := &turn{w: &recorder{}, maxEvent: 1 << 20, scrub: scrub}
+		err := tr.read(context.Background(), strings.NewReader(in))
+		if err == nil {
+			t.Fatalf("%s: no error", name)
+		}
+		// Cut after the first 10 characters of the key, were it not
+		// taken out first.
+		if msg := err.Error(); strings.Contains(msg, key[:4]) {
+			t.Errorf("%s: %q; want the key redacted before the message is cut", name, msg)
+		}
+	}
+}
+
 // FuzzTurn: any bytes as a stream end the turn with nil or an error, never
 // a panic, and every error is the bridge's or a read error; every frame
 // written is one the runtime takes (agenttest.Writer checks them).
