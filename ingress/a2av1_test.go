@@ -89,105 +89,100 @@ func TestA2AV1Card(t *testing.T) {
 // push configs.
 func TestA2AV1Client(t *testing.T) {
 	p, _ := startGRPCPipeline(t)
-	for _, binding := range []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.TransportProtocolHTTPJSON, a2a.TransportProtocolGRPC} {
-		t.Run(string(binding), func(t *testing.T) {
-			_, c := v1Client(t, p, binding)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+	eachV1Binding(t, p, 30*time.Second, func(ctx context.Context, t *testing.T, binding a2a.TransportProtocol, c *a2aclient.Client) {
 
-			res, err := c.SendMessage(ctx, userMessage("hello"))
+		res, err := c.SendMessage(ctx, userMessage("hello"))
+		if err != nil {
+			t.Fatalf("SendMessage: %v", err)
+		}
+		task, ok := res.(*a2a.Task)
+		if !ok || task.Status.State != a2a.TaskStateCompleted {
+			t.Fatalf("SendMessage result %T %+v", res, res)
+		}
+		var reply string
+		for _, a := range task.Artifacts {
+			reply += v1Text(a.Parts)
+		}
+		if !strings.Contains(reply, "You said: hello") {
+			t.Fatalf("reply %q", reply)
+		}
+
+		var events []a2a.Event
+		for ev, err := range c.SendStreamingMessage(ctx, userMessage("stream me")) {
 			if err != nil {
-				t.Fatalf("SendMessage: %v", err)
+				t.Fatalf("SendStreamingMessage: %v", err)
 			}
-			task, ok := res.(*a2a.Task)
-			if !ok || task.Status.State != a2a.TaskStateCompleted {
-				t.Fatalf("SendMessage result %T %+v", res, res)
+			events = append(events, ev)
+		}
+		first, ok := events[0].(*a2a.Task)
+		if !ok || first.Status.State != a2a.TaskStateSubmitted {
+			t.Fatalf("first event %T %+v", events[0], events[0])
+		}
+		last, ok := events[len(events)-1].(*a2a.TaskStatusUpdateEvent)
+		if !ok || last.Status.State != a2a.TaskStateCompleted {
+			t.Fatalf("last event %T %+v", events[len(events)-1], events[len(events)-1])
+		}
+		var streamed string
+		for _, ev := range events {
+			if au, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok {
+				streamed += v1Text(au.Artifact.Parts)
 			}
-			var reply string
-			for _, a := range task.Artifacts {
-				reply += v1Text(a.Parts)
-			}
-			if !strings.Contains(reply, "You said: hello") {
-				t.Fatalf("reply %q", reply)
-			}
+		}
+		if !strings.Contains(streamed, "You said: stream me") {
+			t.Fatalf("streamed %q", streamed)
+		}
 
-			var events []a2a.Event
-			for ev, err := range c.SendStreamingMessage(ctx, userMessage("stream me")) {
-				if err != nil {
-					t.Fatalf("SendStreamingMessage: %v", err)
-				}
-				events = append(events, ev)
-			}
-			first, ok := events[0].(*a2a.Task)
-			if !ok || first.Status.State != a2a.TaskStateSubmitted {
-				t.Fatalf("first event %T %+v", events[0], events[0])
-			}
-			last, ok := events[len(events)-1].(*a2a.TaskStatusUpdateEvent)
-			if !ok || last.Status.State != a2a.TaskStateCompleted {
-				t.Fatalf("last event %T %+v", events[len(events)-1], events[len(events)-1])
-			}
-			var streamed string
-			for _, ev := range events {
-				if au, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok {
-					streamed += v1Text(au.Artifact.Parts)
-				}
-			}
-			if !strings.Contains(streamed, "You said: stream me") {
-				t.Fatalf("streamed %q", streamed)
-			}
+		got, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: last.TaskID})
+		if err != nil || got.ID != last.TaskID || got.Status.State != a2a.TaskStateCompleted || len(got.Artifacts) == 0 {
+			t.Fatalf("GetTask: %+v, %v", got, err)
+		}
 
-			got, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: last.TaskID})
-			if err != nil || got.ID != last.TaskID || got.Status.State != a2a.TaskStateCompleted || len(got.Artifacts) == 0 {
-				t.Fatalf("GetTask: %+v, %v", got, err)
+		// SubscribeToTask on a finished task is UnsupportedOperationError
+		// (§3.1.6); with the replay extension activated it answers the
+		// task rebuilt from the durable streams, and ends.
+		for ev, err := range c.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: last.TaskID}) {
+			if !errors.Is(err, a2a.ErrUnsupportedOperation) || ev != nil {
+				t.Fatalf("SubscribeToTask of a finished task: %+v, %v; want UnsupportedOperationError", ev, err)
 			}
+		}
+		replay := a2aclient.AttachServiceParams(ctx, a2aclient.ServiceParams{a2a.SvcParamExtensions: {ingress.A2AReplayExtension}})
+		var replayed []a2a.Event
+		for ev, err := range c.SubscribeToTask(replay, &a2a.SubscribeToTaskRequest{ID: last.TaskID}) {
+			if err != nil {
+				t.Fatalf("SubscribeToTask: %v", err)
+			}
+			replayed = append(replayed, ev)
+		}
+		snap, ok := replayed[0].(*a2a.Task)
+		if len(replayed) != 1 || !ok || snap.Status.State != a2a.TaskStateCompleted || len(snap.Artifacts) == 0 || !strings.Contains(v1Text(snap.Artifacts[0].Parts), "You said: stream me") {
+			t.Fatalf("SubscribeToTask of a finished task: %d events, first %+v", len(replayed), replayed[0])
+		}
 
-			// SubscribeToTask on a finished task is UnsupportedOperationError
-			// (§3.1.6); with the replay extension activated it answers the
-			// task rebuilt from the durable streams, and ends.
-			for ev, err := range c.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: last.TaskID}) {
-				if !errors.Is(err, a2a.ErrUnsupportedOperation) || ev != nil {
-					t.Fatalf("SubscribeToTask of a finished task: %+v, %v; want UnsupportedOperationError", ev, err)
-				}
-			}
-			replay := a2aclient.AttachServiceParams(ctx, a2aclient.ServiceParams{a2a.SvcParamExtensions: {ingress.A2AReplayExtension}})
-			var replayed []a2a.Event
-			for ev, err := range c.SubscribeToTask(replay, &a2a.SubscribeToTaskRequest{ID: last.TaskID}) {
-				if err != nil {
-					t.Fatalf("SubscribeToTask: %v", err)
-				}
-				replayed = append(replayed, ev)
-			}
-			snap, ok := replayed[0].(*a2a.Task)
-			if len(replayed) != 1 || !ok || snap.Status.State != a2a.TaskStateCompleted || len(snap.Artifacts) == 0 || !strings.Contains(v1Text(snap.Artifacts[0].Parts), "You said: stream me") {
-				t.Fatalf("SubscribeToTask of a finished task: %d events, first %+v", len(replayed), replayed[0])
-			}
+		list, err := c.ListTasks(ctx, &a2a.ListTasksRequest{ContextID: last.ContextID})
+		if err != nil || len(list.Tasks) != 1 || list.Tasks[0].ID != last.TaskID || list.TotalSize != 1 {
+			t.Fatalf("ListTasks by context: %+v, %v", list, err)
+		}
 
-			list, err := c.ListTasks(ctx, &a2a.ListTasksRequest{ContextID: last.ContextID})
-			if err != nil || len(list.Tasks) != 1 || list.Tasks[0].ID != last.TaskID || list.TotalSize != 1 {
-				t.Fatalf("ListTasks by context: %+v, %v", list, err)
-			}
-
-			if _, err := c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: last.TaskID}); !errors.Is(err, a2a.ErrTaskNotCancelable) {
-				t.Fatalf("CancelTask of a finished task: %v", err)
-			}
-			// A finished task takes no more messages (§3.1.1).
-			more := userMessage("more")
-			more.Message.TaskID = last.TaskID
-			if _, err := c.SendMessage(ctx, more); !errors.Is(err, a2a.ErrUnsupportedOperation) {
-				t.Fatalf("SendMessage to a finished task: %v", err)
-			}
-			if _, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: "no-such-task"}); !errors.Is(err, a2a.ErrTaskNotFound) {
-				t.Fatalf("GetTask unknown: %v", err)
-			}
-			// Over gRPC the status is UNIMPLEMENTED (§5.4), which a2a-go/v2's
-			// client reads back as an internal error (its table pairs the
-			// reason with FAILED_PRECONDITION): TestA2AV1GRPCSpecStatus checks
-			// that binding with the generated gRPC client.
-			if _, err := c.GetTaskPushConfig(ctx, &a2a.GetTaskPushConfigRequest{TaskID: last.TaskID, ID: "x"}); binding != a2a.TransportProtocolGRPC && !errors.Is(err, a2a.ErrPushNotificationNotSupported) {
-				t.Fatalf("GetTaskPushConfig: %v", err)
-			}
-		})
-	}
+		if _, err := c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: last.TaskID}); !errors.Is(err, a2a.ErrTaskNotCancelable) {
+			t.Fatalf("CancelTask of a finished task: %v", err)
+		}
+		// A finished task takes no more messages (§3.1.1).
+		more := userMessage("more")
+		more.Message.TaskID = last.TaskID
+		if _, err := c.SendMessage(ctx, more); !errors.Is(err, a2a.ErrUnsupportedOperation) {
+			t.Fatalf("SendMessage to a finished task: %v", err)
+		}
+		if _, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: "no-such-task"}); !errors.Is(err, a2a.ErrTaskNotFound) {
+			t.Fatalf("GetTask unknown: %v", err)
+		}
+		// Over gRPC the status is UNIMPLEMENTED (§5.4), which a2a-go/v2's
+		// client reads back as an internal error (its table pairs the
+		// reason with FAILED_PRECONDITION): TestA2AV1GRPCSpecStatus checks
+		// that binding with the generated gRPC client.
+		if _, err := c.GetTaskPushConfig(ctx, &a2a.GetTaskPushConfigRequest{TaskID: last.TaskID, ID: "x"}); binding != a2a.TransportProtocolGRPC && !errors.Is(err, a2a.ErrPushNotificationNotSupported) {
+			t.Fatalf("GetTaskPushConfig: %v", err)
+		}
+	})
 }
 
 // TestA2AV1ListPages: ListTasks pages with its cursor through every task,
@@ -460,40 +455,35 @@ func TestA2AV1InteractionAndOutputModes(t *testing.T) {
 		}
 		return r
 	}
-	for _, binding := range []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.TransportProtocolHTTPJSON, a2a.TransportProtocolGRPC} {
-		t.Run(string(binding), func(t *testing.T) {
-			_, c := v1Client(t, p, binding)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			for _, tc := range []struct {
-				name                  string
-				req                   *a2a.SendMessageRequest
-				thoughts, tools, data bool // whether any is wanted
-			}{
-				{"basic", req(false), false, false, false},
-				{"interaction", req(true), true, true, true},
-				{"text only", req(true, "text/plain"), true, false, false},
-			} {
-				var evs []a2a.Event
-				for ev, err := range c.SendStreamingMessage(ctx, tc.req) {
-					if err != nil {
-						t.Fatalf("%s: SendStreamingMessage: %v", tc.name, err)
-					}
-					evs = append(evs, ev)
-				}
-				res, err := c.SendMessage(ctx, tc.req)
+	eachV1Binding(t, p, 30*time.Second, func(ctx context.Context, t *testing.T, binding a2a.TransportProtocol, c *a2aclient.Client) {
+		for _, tc := range []struct {
+			name                  string
+			req                   *a2a.SendMessageRequest
+			thoughts, tools, data bool // whether any is wanted
+		}{
+			{"basic", req(false), false, false, false},
+			{"interaction", req(true), true, true, true},
+			{"text only", req(true, "text/plain"), true, false, false},
+		} {
+			var evs []a2a.Event
+			for ev, err := range c.SendStreamingMessage(ctx, tc.req) {
 				if err != nil {
-					t.Fatalf("%s: SendMessage: %v", tc.name, err)
+					t.Fatalf("%s: SendStreamingMessage: %v", tc.name, err)
 				}
-				for what, got := range map[string][]a2a.Event{"stream": evs, "send": {res}} {
-					th, tools, data := v1Parts(got...)
-					if (th > 0) != tc.thoughts || (tools > 0) != tc.tools || (data > 0) != tc.data {
-						t.Errorf("%s %s: %d thought parts, %d tool parts, %d DataParts", tc.name, what, th, tools, data)
-					}
+				evs = append(evs, ev)
+			}
+			res, err := c.SendMessage(ctx, tc.req)
+			if err != nil {
+				t.Fatalf("%s: SendMessage: %v", tc.name, err)
+			}
+			for what, got := range map[string][]a2a.Event{"stream": evs, "send": {res}} {
+				th, tools, data := v1Parts(got...)
+				if (th > 0) != tc.thoughts || (tools > 0) != tc.tools || (data > 0) != tc.data {
+					t.Errorf("%s %s: %d thought parts, %d tool parts, %d DataParts", tc.name, what, th, tools, data)
 				}
 			}
-		})
-	}
+		}
+	})
 }
 
 // TestA2AV1StreamSlotReleased: a v1.0 stream (streamed by egress) holds
@@ -544,5 +534,21 @@ func TestA2AV1StreamSlotReleased(t *testing.T) {
 	// agent's first frame, which this agent never writes).
 	if third.StatusCode != http.StatusOK || lim.Total() != 1 {
 		t.Fatalf("the stream after the slot came back: status %d, %d slots held", third.StatusCode, lim.Total())
+	}
+}
+
+// eachV1Binding runs f against p once per binding, in a subtest named for
+// it, with the binding's a2a-go/v2 client and a context that ends after
+// timeout.
+func eachV1Binding(t *testing.T, p *pipeline, timeout time.Duration,
+	f func(ctx context.Context, t *testing.T, binding a2a.TransportProtocol, c *a2aclient.Client)) {
+	t.Helper()
+	for _, binding := range v1Bindings {
+		t.Run(string(binding), func(t *testing.T) {
+			_, c := v1Client(t, p, binding)
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			f(ctx, t, binding, c)
+		})
 	}
 }

@@ -95,29 +95,12 @@ func executionOf(srv *up.Server, text string) (task string, continued bool) {
 	return "", false
 }
 
-// startV1 serves exec on a2a-go/v2's JSON-RPC server with a v1.0 card.
+// startV1 serves exec on a2a-go/v2's JSON-RPC server with a v1.0 card
+// (serveA2A).
 func startV1(t *testing.T, exec a2asrv.AgentExecutor) (url string, h a2asrv.RequestHandler) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
 	h = a2asrv.NewHandler(exec)
-	card := &a2a.AgentCard{
-		Name: "replacer", Description: "revises its artifact", Version: "1.0.0",
-		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(base+"/rpc", a2a.TransportProtocolJSONRPC)},
-		Capabilities:        a2a.AgentCapabilities{Streaming: true},
-		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
-		Skills: []a2a.AgentSkill{{ID: "r", Name: "r", Description: "r", Tags: []string{"test"}}},
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(h))
-	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
-	srv := &http.Server{Handler: mux}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return base, h
+	return serveA2A(t, h), h
 }
 
 // startV03 serves exec on a2a-go v0.3.15's JSON-RPC server with a v0.3
