@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	legacy "github.com/a2aproject/a2a-go/a2a"
@@ -87,8 +88,12 @@ func (p v03Push) ListV03(ctx context.Context, principal, taskID string) ([]*lega
 	return out, nil
 }
 
+// DeleteV03 deletes one config of the task idempotently, as the v0.3
+// reference servers (a2a-go v0.3, @a2a-js/sdk 0.3) and v1.0's
+// DeleteTaskPushNotificationConfig do: a config already gone is no error
+// (a client retrying a delete whose answer it lost succeeds).
 func (p v03Push) DeleteV03(ctx context.Context, principal, taskID, id string) error {
-	if err := p.st.Delete(ctx, principal, taskID, id); err != nil {
+	if err := p.st.Delete(ctx, principal, taskID, id); err != nil && !errors.Is(err, push.ErrNotFound) {
 		return v03PushError(err)
 	}
 	return nil

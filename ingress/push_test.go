@@ -310,3 +310,33 @@ func TestPushWireGolden(t *testing.T) {
 		testkit.Golden(t, "testdata/golden/"+c.name+".json", []byte(strings.ReplaceAll(string(got), task, "TASK")+"\n"), *update)
 	}
 }
+
+// TestPushV1InlineEveryTurnIsOneConfig: an A2A v1.0 client that sends the same
+// inline taskPushNotificationConfig (no id) with every message of a long
+// conversation (each turn input-required, answered in the task): every
+// message is accepted (a2a-go/v2's own server takes them all), the
+// per-task config limit is not hit by one webhook registered again.
+func TestPushV1InlineEveryTurnIsOneConfig(t *testing.T) {
+	p := startPushPipeline(t)
+	r := pushtest.NewReceiver(t)
+	c := keyClient(t, p, a2a.TransportProtocolJSONRPC, testKey)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var task a2a.TaskID
+	for i := range 12 {
+		msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(fmt.Sprintf("ask:input turn %d", i)))
+		if task != "" {
+			msg.TaskID = task
+		}
+		res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: msg,
+			Config: &a2a.SendMessageConfig{PushConfig: &a2a.PushConfig{URL: r.URL + "/every", Token: "tok"}}})
+		if err != nil {
+			t.Fatalf("SendMessage of turn %d with the client's usual inline push config: %v; want it accepted", i+1, err)
+		}
+		tk, ok := res.(*a2a.Task)
+		if !ok || tk.Status.State != a2a.TaskStateInputRequired {
+			t.Fatalf("turn %d: %T %+v, want an input-required task", i+1, res, res)
+		}
+		task = tk.ID
+	}
+}

@@ -12,7 +12,10 @@ import (
 	a2aclient03 "github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/pushtest"
+	"github.com/e2a-pipeline/pipeline/push"
 )
 
 // v03KeyClient is the a2a-go v0.3 client of the principal of key (its
@@ -120,4 +123,189 @@ func TestPushV03(t *testing.T) {
 	if _, err := alice.GetTaskPushConfig(ctx, &a2a03.GetTaskPushConfigParams{TaskID: task, ConfigID: "second"}); !errors.Is(err, a2a03.ErrTaskNotFound) {
 		t.Fatalf("get after delete: %v", err)
 	}
+}
+
+// TestPushV03SetWithoutIDIsTheTasks: A2A v0.3's
+// tasks/pushNotificationConfig/get names the config optionally
+// (pushNotificationConfigId); the v0.3 reference servers (@a2a-js/sdk
+// 0.3, a2a-python) store a config set without id under the task's id,
+// and the front door's get defaults to the task id for that reason
+// (protocols/a2a/push.go). A config set without id must then be found by
+// a get naming only the task.
+func TestPushV03SetWithoutIDIsTheTasks(t *testing.T) {
+	p := startPushPipeline(t)
+	r := pushtest.NewReceiver(t)
+	alice := v03KeyClient(t, p, testKey)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := alice.SendMessage(ctx, &a2a03.MessageSendParams{
+		Message: a2a03.NewMessage(a2a03.MessageRoleUser, a2a03.TextPart{Text: "v03 set without id"})})
+	if err != nil {
+		t.Fatalf("SendMessage: %v", err)
+	}
+	task, ok := res.(*a2a03.Task)
+	if !ok {
+		t.Fatalf("result %T, want a task", res)
+	}
+	set, err := alice.SetTaskPushConfig(ctx, &a2a03.TaskPushConfig{TaskID: task.ID, Config: a2a03.PushConfig{URL: r.URL + "/noid", Token: "t"}})
+	if err != nil {
+		t.Fatalf("set: %v", err)
+	}
+	got, err := alice.GetTaskPushConfig(ctx, &a2a03.GetTaskPushConfigParams{TaskID: task.ID})
+	if err != nil || got.Config.URL != r.URL+"/noid" {
+		t.Fatalf("get naming only the task after a set without id (set answered id %q): %+v, %v; "+
+			"want the config just set (a config set without id has the task's id, as get assumes)", set.Config.ID, got, err)
+	}
+}
+
+// TestPushV03InlineEachTurnIsOneConfig: a v0.3 client that sends
+// its configuration.pushNotificationConfig (no id) with each message of a
+// task, as v0.3 clients do, registers one webhook: the v0.3 reference
+// servers save a config without id under the task's id, replacing it.
+// Every update must reach the webhook once, and the task must list one
+// config, not one per turn (each POSTing every later update again).
+func TestPushV03InlineEachTurnIsOneConfig(t *testing.T) {
+	p := startPushPipeline(t)
+	r := pushtest.NewReceiver(t)
+	alice := v03KeyClient(t, p, testKey)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	cfg := &a2a03.MessageSendConfig{PushConfig: &a2a03.PushConfig{URL: r.URL + "/turns", Token: "tok"}}
+	res, err := alice.SendMessage(ctx, &a2a03.MessageSendParams{Config: cfg,
+		Message: a2a03.NewMessage(a2a03.MessageRoleUser, a2a03.TextPart{Text: "ask:input weather"})})
+	if err != nil {
+		t.Fatalf("SendMessage 1: %v", err)
+	}
+	task, ok := res.(*a2a03.Task)
+	if !ok || task.Status.State != a2a03.TaskStateInputRequired {
+		t.Fatalf("result %T %+v, want an input-required task", res, res)
+	}
+	r.Await(t, 20*time.Second, "/turns", "input-required")
+	answer := a2a03.NewMessageForTask(a2a03.MessageRoleUser, task, a2a03.TextPart{Text: "sunny"})
+	if _, err := alice.SendMessage(ctx, &a2a03.MessageSendParams{Config: cfg, Message: answer}); err != nil {
+		t.Fatalf("SendMessage 2: %v", err)
+	}
+	ds := r.Await(t, 20*time.Second, "/turns", "completed")
+	seen := map[string]int{}
+	for _, d := range ds {
+		seen[d.EventID]++
+	}
+	for id, n := range seen {
+		if n > 1 {
+			t.Errorf("update %s POSTed %d times to the one webhook the client registered (one config per turn); want once", id, n)
+		}
+	}
+	list, err := alice.ListTaskPushConfig(ctx, &a2a03.ListTaskPushConfigParams{TaskID: task.ID})
+	if err != nil || len(list) != 1 {
+		t.Errorf("list after two turns with the same inline config: %d configs, %v; want 1 (the config without id is the task's)", len(list), err)
+	}
+}
+
+// TestPushV03DeleteTwiceSucceeds: tasks/pushNotificationConfig/delete of
+// a config of the caller's own task that is already gone succeeds, as
+// the v0.3 reference servers (a2a-go v0.3, @a2a-js/sdk 0.3) and this
+// pipeline's own v1.0 DeleteTaskPushNotificationConfig answer it
+// (TestPushConfigMethods: "a second Delete is no error"): a client
+// retrying a delete whose answer it lost must not get TaskNotFound for a
+// task that exists.
+func TestPushV03DeleteTwiceSucceeds(t *testing.T) {
+	p := startPushPipeline(t)
+	r := pushtest.NewReceiver(t)
+	alice := v03KeyClient(t, p, testKey)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := alice.SendMessage(ctx, &a2a03.MessageSendParams{
+		Message: a2a03.NewMessage(a2a03.MessageRoleUser, a2a03.TextPart{Text: "v03 delete twice"})})
+	if err != nil {
+		t.Fatalf("SendMessage: %v", err)
+	}
+	task := res.(*a2a03.Task).ID
+	if _, err := alice.SetTaskPushConfig(ctx, &a2a03.TaskPushConfig{TaskID: task, Config: a2a03.PushConfig{ID: "h", URL: r.URL + "/h"}}); err != nil {
+		t.Fatalf("set: %v", err)
+	}
+	for i := range 2 {
+		if err := alice.DeleteTaskPushConfig(ctx, &a2a03.DeleteTaskPushConfigParams{TaskID: task, ConfigID: "h"}); err != nil {
+			t.Fatalf("delete %d of the config of alice's own task: %v; want success (deleting a config that is gone is no error)", i+1, err)
+		}
+	}
+}
+
+// TestPushOpenModeClaimedUserInline: without authentication (e2a dev),
+// an A2A v0.3 message whose metadata names its user (user_id, the
+// interaction spec's field; the envelope's user_id, the task's owner)
+// with an inline pushNotificationConfig: the config is registered for
+// that task, so the webhook must get the task's updates, ending
+// completed.
+func TestPushOpenModeClaimedUserInline(t *testing.T) {
+	pp := pipetest.Start(t, pipetest.WithPush("127.0.0.1"))
+	pp.Pool("demo", demo.New())
+	p := &pipeline{url: pp.URL, nc: pp.NC, js: pp.JS, in: pp.Ingress}
+	r := pushtest.NewReceiver(t)
+	c := v03KeyClient(t, p, testKey)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	msg := a2a03.NewMessage(a2a03.MessageRoleUser, a2a03.TextPart{Text: "hello from carol"})
+	msg.Metadata = map[string]any{"user_id": "carol"}
+	res, err := c.SendMessage(ctx, &a2a03.MessageSendParams{Message: msg,
+		Config: &a2a03.MessageSendConfig{PushConfig: &a2a03.PushConfig{URL: r.URL + "/carol", Token: "tok"}}})
+	if err != nil {
+		t.Fatalf("SendMessage: %v", err)
+	}
+	task, ok := res.(*a2a03.Task)
+	if !ok || task.Status.State != a2a03.TaskStateCompleted {
+		t.Fatalf("result %T %+v, want a completed task", res, res)
+	}
+	st, err := push.NewStore(ctx, pp.NC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asCaller, _, _ := st.List(ctx, "", string(task.ID), 0, "")
+	asOwner, _, _ := st.List(ctx, "carol", string(task.ID), 0, "")
+	if len(r.Of("/carol")) == 0 && len(asCaller) > 0 && len(asOwner) == 0 {
+		t.Fatalf("the webhook got nothing: the config is stored for the caller %q (%d configs), the task and its envelopes are carol's (%d configs)",
+			"", len(asCaller), len(asOwner))
+	}
+	r.Await(t, 15*time.Second, "/carol", "completed")
+}
+
+// TestPushOpenModeClaimedUserMethods: without authentication, the
+// push-config methods of a task whose messages claim their user in
+// metadata (user_id: the envelopes' user_id, under which the push stage
+// finds the task's configs) keep its configs under that user, as an
+// inline config is kept: a config set by
+// tasks/pushNotificationConfig/set between two turns gets the next
+// turn's updates, and get and list find it.
+func TestPushOpenModeClaimedUserMethods(t *testing.T) {
+	pp := pipetest.Start(t, pipetest.WithPush("127.0.0.1"))
+	pp.Pool("demo", demo.New())
+	p := &pipeline{url: pp.URL, nc: pp.NC, js: pp.JS, in: pp.Ingress}
+	r := pushtest.NewReceiver(t)
+	c := v03KeyClient(t, p, testKey)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	msg := a2a03.NewMessage(a2a03.MessageRoleUser, a2a03.TextPart{Text: "ask:input weather"})
+	msg.Metadata = map[string]any{"user_id": "carol"}
+	res, err := c.SendMessage(ctx, &a2a03.MessageSendParams{Message: msg})
+	if err != nil {
+		t.Fatalf("SendMessage: %v", err)
+	}
+	task, ok := res.(*a2a03.Task)
+	if !ok || task.Status.State != a2a03.TaskStateInputRequired {
+		t.Fatalf("result %T %+v, want an input-required task", res, res)
+	}
+	if _, err := c.SetTaskPushConfig(ctx, &a2a03.TaskPushConfig{TaskID: task.ID, Config: a2a03.PushConfig{ID: "h", URL: r.URL + "/set"}}); err != nil {
+		t.Fatalf("set: %v", err)
+	}
+	if got, err := c.GetTaskPushConfig(ctx, &a2a03.GetTaskPushConfigParams{TaskID: task.ID, ConfigID: "h"}); err != nil || got.Config.URL != r.URL+"/set" {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	if list, err := c.ListTaskPushConfig(ctx, &a2a03.ListTaskPushConfigParams{TaskID: task.ID}); err != nil || len(list) != 1 {
+		t.Fatalf("list: %d configs, %v; want 1", len(list), err)
+	}
+	answer := a2a03.NewMessageForTask(a2a03.MessageRoleUser, task, a2a03.TextPart{Text: "sunny"})
+	answer.Metadata = map[string]any{"user_id": "carol"}
+	if _, err := c.SendMessage(ctx, &a2a03.MessageSendParams{Message: answer}); err != nil {
+		t.Fatalf("SendMessage 2: %v", err)
+	}
+	r.Await(t, 15*time.Second, "/set", "completed")
 }

@@ -1,6 +1,7 @@
 package push
 
 import (
+	"cmp"
 	"encoding/base64"
 	"fmt"
 	"strings"
@@ -91,9 +92,13 @@ func (c Config) V1() *a2a.PushConfig {
 
 // FromV03 is the config of an A2A v0.3 TaskPushNotificationConfig (its
 // first Bearer or Basic scheme is kept; none is ErrInvalidConfig at
-// creation when credentials are given).
+// creation when credentials are given). A config without id is the
+// task's own: its id is the task id, as the v0.3 reference servers
+// (@a2a-js/sdk 0.3, a2a-python) store it and tasks/pushNotificationConfig/get
+// without pushNotificationConfigId reads it; setting one again, inline
+// with each message as v0.3 clients do, replaces it.
 func FromV03(c *a2a03.TaskPushConfig) Config {
-	out := Config{TaskID: string(c.TaskID), ID: c.Config.ID, URL: c.Config.URL, Token: c.Config.Token, Version: V03}
+	out := Config{TaskID: string(c.TaskID), ID: cmp.Or(c.Config.ID, string(c.TaskID)), URL: c.Config.URL, Token: c.Config.Token, Version: V03}
 	if a := c.Config.Auth; a != nil {
 		out.Auth = &Auth{Credentials: a.Credentials}
 		for _, s := range a.Schemes {

@@ -353,3 +353,36 @@ func TestDeliveryScopedToPrincipal(t *testing.T) {
 		t.Errorf("bob's webhook got %d calls of alice's task", n)
 	}
 }
+
+// TestPushConfigLivesWithItsTask: docs/push.md says configs are
+// kept "until the task's record expires (E2A_TASKS_TTL)", and
+// streams/push.go that keys expire "after Config.TasksTTL without an
+// update, with their tasks": a task record lives TasksTTL after its last
+// update, and every turn updates it. A task whose turns come less than
+// TasksTTL apart is alive throughout, so its config must still deliver
+// its later turns, even once TasksTTL has passed since the config was
+// made.
+func TestPushConfigLivesWithItsTask(t *testing.T) {
+	const ttl = 2 * time.Second
+	cfg := streams.DefaultConfig()
+	cfg.TasksTTL = ttl
+	e := newEnv(t, push.WithStreamsConfig(cfg))
+	e.startStage()
+	r := newReceiver(t, nil)
+	e.create("alice", push.Config{TaskID: "t1", URL: r.srv.URL})
+	made := time.Now()
+	after := ""
+	for i := range 4 {
+		if i > 0 {
+			// The passage of time is what this test is about: the next
+			// turn comes ttl*3/4 after the previous one, within the
+			// task record's TTL.
+			<-time.After(ttl * 3 / 4)
+		}
+		after = e.turn("alice", "t1", after, fmt.Sprintf("turn%d-", i), 1)
+		testkit.Eventually(t, 10*time.Second, fmt.Sprintf("turn %d (%v after the config was made, %v after the task's previous update) delivered: the task is alive, its config must be too",
+			i, time.Since(made).Round(100*time.Millisecond), ttl*3/4), func() bool {
+			return completedCount(t, push.V1, r.accepted()) == i+1
+		})
+	}
+}

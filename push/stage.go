@@ -251,11 +251,15 @@ func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
 	if err != nil || !r.found {
 		return nil, err
 	}
-	tc, _, err := readConfigs(ctx, s.kv, taskKey(r.principal, r.taskID))
+	key := taskKey(r.principal, r.taskID)
+	tc, rev, err := readConfigs(ctx, s.kv, key)
 	if err != nil || len(tc.Configs) == 0 {
 		return nil, err
 	}
 	fs, ferr := frames(msg.Headers(), msg.Data())
+	if ferr == nil && len(fs) > 0 && fs[0].Sequence == 0 {
+		s.keepConfigs(ctx, key, tc, rev)
+	}
 	tasks := slices.ContainsFunc(tc.Configs, func(c Config) bool { return c.Version == V03 })
 	m := s.rendered.get(md.Sequence.Stream, tasks)
 	switch {
@@ -281,6 +285,23 @@ func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
 		j.configs = append(j.configs, jobConfig{cfg: c, ref: configRef{r.principal, r.taskID, c.ID}})
 	}
 	return j, nil
+}
+
+// keepConfigs writes the task's configs (key, at revision rev) again as
+// a turn of the task starts (its first response message): the key's age
+// in E2A_PUSH (streams.Config.TasksTTL) starts again, as the task
+// record's does with each turn, so a config lives as long as its task.
+// Cursors need nothing: each delivery writes its config's. A change made
+// meanwhile (a create, a delete) wrote the key itself, and a failure
+// only leaves the age as it was: neither is an error.
+func (s *stage) keepConfigs(ctx context.Context, key string, tc taskConfigs, rev uint64) {
+	b, err := json.Marshal(tc)
+	if err != nil {
+		return
+	}
+	if _, err := s.kv.Update(ctx, key, b, rev); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		s.log.Warn("push: cannot renew a task's configs", "err", err)
+	}
 }
 
 // result is a lane's verdict on a message: done, or look again after

@@ -121,11 +121,14 @@ func readConfigs(ctx context.Context, kv jetstream.KeyValue, key string) (taskCo
 // Create stores c for principal's task c.TaskID, replacing the task's
 // config of the same id (A2A's set), and returns it as stored: an id
 // assigned when c.ID is empty, Version V1 when empty, Created and From set
-// (updates stored before the call are not delivered to it). The URL
-// rules are checked first (ErrURLRefused); other bad fields are
+// (updates stored before the call are not delivered to it). A config the
+// same as the task's config of its id (sameTarget: URL, token,
+// authentication, version) is that one, kept as it is stored (its Created,
+// From and delivery position: a client setting it again loses no update).
+// The URL rules are checked first (ErrURLRefused); other bad fields are
 // ErrInvalidConfig; a full task or principal ErrLimit.
 func (s *Store) Create(ctx context.Context, principal string, c Config) (Config, error) {
-	c, _, err := s.create(ctx, principal, c)
+	c, _, _, err := s.create(ctx, principal, c, false)
 	return c, err
 }
 
@@ -136,64 +139,90 @@ func (s *Store) Create(ctx context.Context, principal string, c Config) (Config,
 // message, so that the config sees its first frames, and undoes it when
 // the publish is refused: a refused message registers nothing. undo's
 // errors are ErrUnavailable's.
+//
+// A message's inline config comes again with each message of its task
+// (the A2A clients send their configuration with every message): one
+// without id that is the same as a config the task already has
+// (sameTarget) is that config, answered with its id and kept as it is
+// (undo then does nothing), not one more config per message.
 func (s *Store) CreateUndoable(ctx context.Context, principal string, c Config) (Config, func(context.Context) error, error) {
-	c, prev, err := s.create(ctx, principal, c)
+	c, prev, changed, err := s.create(ctx, principal, c, true)
 	if err != nil {
 		return Config{}, nil, err
+	}
+	if !changed {
+		return c, func(context.Context) error { return nil }, nil
 	}
 	return c, func(ctx context.Context) error { return s.undo(ctx, principal, c, prev) }, nil
 }
 
+// sameTarget reports whether a and b deliver alike: the same URL, token,
+// authentication and version (both checked, so normalized).
+func sameTarget(a, b Config) bool {
+	return a.URL == b.URL && a.Token == b.Token && a.Version == b.Version &&
+		(a.Auth == nil) == (b.Auth == nil) && (a.Auth == nil || *a.Auth == *b.Auth)
+}
+
 // create is Create, also returning the config it replaced (nil when the
-// id was new).
-func (s *Store) create(ctx context.Context, principal string, c Config) (Config, *Config, error) {
+// id was new) and whether it changed anything (false: the task's config
+// it is the same as, returned as stored). anySame: a config without id
+// is any of the task's configs it is the same as (CreateUndoable).
+func (s *Store) create(ctx context.Context, principal string, c Config, anySame bool) (Config, *Config, bool, error) {
 	if err := c.check(); err != nil {
-		return Config{}, nil, err
+		return Config{}, nil, false, err
 	}
 	err := s.o.urls.check(ctx, c.URL)
 	if err != nil {
-		return Config{}, nil, err
+		return Config{}, nil, false, err
 	}
+	anySame = anySame && c.ID == ""
 	if c.ID == "" {
 		c.ID = uuid.NewString()
 	}
 	c.Created = s.now().UTC()
 	if c.From, err = s.lastResponse(ctx); err != nil {
-		return Config{}, nil, err
+		return Config{}, nil, false, err
 	}
 	key := taskKey(principal, c.TaskID)
 	for range 8 {
 		tc, rev, err := readConfigs(ctx, s.kv, key)
 		if err != nil {
-			return Config{}, nil, err
+			return Config{}, nil, false, err
+		}
+		if anySame {
+			if j := slices.IndexFunc(tc.Configs, func(x Config) bool { return sameTarget(x, c) }); j >= 0 {
+				return tc.Configs[j], nil, false, nil
+			}
 		}
 		var prev *Config
 		i := slices.IndexFunc(tc.Configs, func(x Config) bool { return x.ID == c.ID })
 		switch {
+		case i >= 0 && sameTarget(tc.Configs[i], c):
+			return tc.Configs[i], nil, false, nil
 		case i >= 0:
 			old := tc.Configs[i]
 			prev = &old
 			tc.Configs[i] = c
 		case len(tc.Configs) >= s.o.maxPerTask:
-			return Config{}, nil, fmt.Errorf("%w: task has %d configs", ErrLimit, len(tc.Configs))
+			return Config{}, nil, false, fmt.Errorf("%w: task has %d configs", ErrLimit, len(tc.Configs))
 		default:
 			tc.Configs = append(tc.Configs, c)
 			slices.SortFunc(tc.Configs, func(a, b Config) int { return cmpString(a.ID, b.ID) })
 		}
 		if rev == 0 {
 			if err := s.checkPrincipal(ctx, principal); err != nil {
-				return Config{}, nil, err
+				return Config{}, nil, false, err
 			}
 		}
 		ok, err := s.write(ctx, key, tc, rev)
 		if err != nil {
-			return Config{}, nil, err
+			return Config{}, nil, false, err
 		}
 		if ok {
-			return c, prev, nil
+			return c, prev, true, nil
 		}
 	}
-	return Config{}, nil, fmt.Errorf("%w: too many concurrent changes to the task's configs", ErrUnavailable)
+	return Config{}, nil, false, fmt.Errorf("%w: too many concurrent changes to the task's configs", ErrUnavailable)
 }
 
 // undo takes back the create that stored c in place of prev (nil: none):

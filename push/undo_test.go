@@ -59,3 +59,44 @@ func TestCreateUndoable(t *testing.T) {
 		t.Errorf("undo after another call replaced the config: %+v %v, want that call's %s", got, err, later.URL)
 	}
 }
+
+// A message's inline config without id that is the same as one the task
+// has (URL, token, authentication, version) is that config: answered with
+// its id, kept as stored (Created, From), and its undo, when the message
+// is refused, leaves it there. One that differs is a new config, undone
+// as any.
+func TestCreateUndoableSameConfigIsTheTasks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := tctx(t)
+	const alice, task = "alice", "task-same"
+	auth := &push.Auth{Scheme: "bearer", Credentials: "cr"}
+	first, _, err := e.store.CreateUndoable(ctx, alice, push.Config{TaskID: task, URL: "http://127.0.0.1:1/same", Token: "tk", Auth: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, undo, err := e.store.CreateUndoable(ctx, alice, push.Config{TaskID: task, URL: "http://127.0.0.1:1/same", Token: "tk", Auth: auth})
+	if err != nil || again.ID != first.ID || !again.Created.Equal(first.Created) || again.From != first.From {
+		t.Fatalf("the same inline config again: %+v %v, want the task's %+v as stored", again, err, first)
+	}
+	if err := undo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cs, _, err := e.store.List(ctx, alice, task, 0, ""); err != nil || len(cs) != 1 || cs[0].ID != first.ID {
+		t.Errorf("after the undo of a refused message that named the task's config again: %+v %v, want that config kept", cs, err)
+	}
+	other, undo, err := e.store.CreateUndoable(ctx, alice, push.Config{TaskID: task, URL: "http://127.0.0.1:1/same", Token: "other"})
+	if err != nil || other.ID == first.ID {
+		t.Fatalf("another token: %+v %v, want a new config", other, err)
+	}
+	if err := undo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cs, _, err := e.store.List(ctx, alice, task, 0, ""); err != nil || len(cs) != 1 {
+		t.Errorf("a new config undone: %d configs %v, want the first alone", len(cs), err)
+	}
+	// Set again by id with the same fields (Create): kept as stored.
+	if got, err := e.store.Create(ctx, alice, push.Config{TaskID: task, ID: first.ID, URL: "http://127.0.0.1:1/same", Token: "tk", Auth: auth}); err != nil || !got.Created.Equal(first.Created) || got.From != first.From {
+		t.Errorf("the same config set again by id: %+v %v, want it kept as stored %+v", got, err, first)
+	}
+}

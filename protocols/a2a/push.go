@@ -7,6 +7,7 @@ import (
 
 	legacy "github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
@@ -98,11 +99,12 @@ func (d *frontDoor) servePush(rep host.Reply, in host.Call, tc host.TaskCaller, 
 		rep.Error(jsonrpc.InvalidParams("the task id is required"))
 		return
 	}
-	if _, err := tc.Task(in.Ctx, taskID, access); err != nil {
+	t, err := tc.Task(in.Ctx, taskID, access)
+	if err != nil {
 		taskNotFound(rep, normalizer.ProtocolA2A, taskID)
 		return
 	}
-	principal := normalizer.CallerUserID(nin)
+	principal := PushPrincipal(in.Ctx, d.h.TaskFrames(), nin, t)
 	switch req.Method {
 	case normalizer.A2APushConfigSet:
 		var c legacy.TaskPushConfig
@@ -131,11 +133,46 @@ func (d *frontDoor) servePush(rep host.Reply, in host.Call, tc host.TaskCaller, 
 	}
 }
 
+// PushPrincipal is the principal under which the push notification
+// configs of task t (the caller's, checked) are kept: the user_id of the
+// task's envelopes, by which the push stage finds them, as a message's
+// inline config is stored (under its envelope's). An authenticated
+// caller's envelopes carry its own id (normalizer.CallerUserID). With
+// authentication off (in.Principal nil, or asserting users: nobody is
+// kept apart) they carry the user each message claims, its metadata's
+// included: the user of the task's newest request is taken (its
+// envelope's, else its first frame's), the caller's id when neither is
+// stored.
+func PushPrincipal(ctx context.Context, f host.TaskRequests, in normalizer.Input, t *host.Task) string {
+	caller := normalizer.CallerUserID(in)
+	if p := in.Principal; p != nil && p.UserID != "" && !p.AssertsUser {
+		return caller
+	}
+	last := t.LastRequest()
+	if last == "" || f == nil {
+		return caller
+	}
+	rq, err := f.LoadRequestHead(ctx, last)
+	switch {
+	case err != nil:
+		return caller
+	case (rq.Envelope == nil || rq.Envelope.UserID == "") && len(rq.Frames) > 0:
+		return rq.Frames[0].UserID
+	case rq.Envelope != nil:
+		return rq.Envelope.UserID
+	}
+	return caller
+}
+
 // inlinePush stores message/send's or message/stream's inline
-// configuration.pushNotificationConfig for the request's task before it
-// is published, returning what takes it back (nil when there is none);
-// false when it answered rep with a refusal.
-func (d *frontDoor) inlinePush(rep host.Reply, in host.Call, tc host.TaskCaller, req *jsonrpc.Request, taskID string) (func(context.Context) error, bool) {
+// configuration.pushNotificationConfig for the task of env, the request's
+// envelope, before it is published, returning what takes it back (nil
+// when there is none); false when it answered rep with a refusal. The
+// config is stored under env's user_id, the principal the push stage
+// finds the task's configs under: the caller's own with authentication,
+// the user the message claims (its metadata, X-User-ID) without it or
+// from a gateway asserting users.
+func (d *frontDoor) inlinePush(rep host.Reply, in host.Call, req *jsonrpc.Request, env *e2a.Envelope) (func(context.Context) error, bool) {
 	if req.Method != normalizer.A2AMessageSend && req.Method != normalizer.A2AMessageStream {
 		return nil, true
 	}
@@ -152,11 +189,11 @@ func (d *frontDoor) inlinePush(rep host.Reply, in host.Call, tc host.TaskCaller,
 		rep.Error(errPushNotSupported)
 		return nil, false
 	}
-	if taskID == "" {
+	if env.TaskID == "" {
 		rep.Error(jsonrpc.InvalidParams("a push notification config needs a task"))
 		return nil, false
 	}
-	undo, err := pc.SetInlineV03(in.Ctx, normalizer.CallerUserID(tc.Input(in, req)), &legacy.TaskPushConfig{TaskID: legacy.TaskID(taskID), Config: *p.Configuration.PushConfig})
+	undo, err := pc.SetInlineV03(in.Ctx, env.UserID, &legacy.TaskPushConfig{TaskID: legacy.TaskID(env.TaskID), Config: *p.Configuration.PushConfig})
 	if err != nil {
 		pushAnswer(rep, nil, err)
 		return nil, false

@@ -8,7 +8,9 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
-	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/push"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
@@ -29,9 +31,10 @@ func (h *handler) pushStore() *push.Store {
 	return nil
 }
 
-// pushCall is a push-config call's store and principal, after checking
-// that the task is the caller's (another principal's is TaskNotFound, as
-// one that does not exist).
+// pushCall is a push-config call's store and principal
+// (a2aproto.PushPrincipal: the user_id of the task's envelopes), after
+// checking that the task is the caller's (another principal's is
+// TaskNotFound, as one that does not exist).
 func (h *handler) pushCall(ctx context.Context, taskID a2a.TaskID, access tenant.Access) (*push.Store, string, error) {
 	c, err := h.call(ctx)
 	if err != nil {
@@ -44,10 +47,15 @@ func (h *handler) pushCall(ctx context.Context, taskID a2a.TaskID, access tenant
 	if taskID == "" {
 		return nil, "", fmt.Errorf("%w: taskId is required", a2a.ErrInvalidParams)
 	}
-	if _, err := c.c.Task(ctx, string(taskID), access); err != nil {
+	t, err := c.c.Task(ctx, string(taskID), access)
+	if err != nil {
 		return nil, "", a2a.ErrTaskNotFound
 	}
-	return st, normalizer.CallerUserID(c.c.HeaderInput(c.header, c.agent)), nil
+	var f host.TaskRequests
+	if fh, ok := h.h.(interface{ TaskFrames() host.TaskFrames }); ok {
+		f = fh.TaskFrames()
+	}
+	return st, a2aproto.PushPrincipal(ctx, f, c.c.HeaderInput(c.header, c.agent), t), nil
 }
 
 // pushError is the SDK's kind of a push store error (push.KindOf).
@@ -137,10 +145,13 @@ func (h *handler) DeleteTaskPushConfig(ctx context.Context, req *a2a.DeleteTaskP
 	return nil
 }
 
-// inlinePush stores SendMessage's inline config for the task of env's
-// request before the request is published, so its first update is
-// delivered.
-func (h *handler) inlinePush(ctx context.Context, req *a2a.SendMessageRequest, in normalizer.Input, taskID string) (func(context.Context) error, error) {
+// inlinePush stores SendMessage's inline config for the task of env, the
+// request's envelope, before the request is published, so its first
+// update is delivered. The config is stored under env's user_id, the
+// principal the push stage finds the task's configs under: the caller's
+// own with authentication, the user the message claims (its metadata,
+// X-User-ID) without it or from a gateway asserting users.
+func (h *handler) inlinePush(ctx context.Context, req *a2a.SendMessageRequest, env *e2a.Envelope) (func(context.Context) error, error) {
 	if req.Config == nil || req.Config.PushConfig == nil {
 		return nil, nil
 	}
@@ -148,12 +159,12 @@ func (h *handler) inlinePush(ctx context.Context, req *a2a.SendMessageRequest, i
 	if st == nil {
 		return nil, a2a.ErrPushNotificationNotSupported
 	}
-	if taskID == "" {
+	if env.TaskID == "" {
 		return nil, fmt.Errorf("%w: a push notification config needs a task (the message's answer here is no task)", a2a.ErrInvalidParams)
 	}
 	cfg := *req.Config.PushConfig
-	cfg.TaskID = a2a.TaskID(taskID)
-	_, undo, err := st.CreateUndoable(ctx, normalizer.CallerUserID(in), push.FromV1(&cfg))
+	cfg.TaskID = a2a.TaskID(env.TaskID)
+	_, undo, err := st.CreateUndoable(ctx, env.UserID, push.FromV1(&cfg))
 	if err != nil {
 		return nil, pushError(err)
 	}
