@@ -133,20 +133,9 @@ func TestPushV03(t *testing.T) {
 // (protocols/a2a/push.go). A config set without id must then be found by
 // a get naming only the task.
 func TestPushV03SetWithoutIDIsTheTasks(t *testing.T) {
-	p := startPushPipeline(t)
-	r := pushtest.NewReceiver(t)
-	alice := v03KeyClient(t, p, testKey)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := alice.SendMessage(ctx, &a2a03.MessageSendParams{
-		Message: a2a03.NewMessage(a2a03.MessageRoleUser, a2a03.TextPart{Text: "v03 set without id"})})
-	if err != nil {
-		t.Fatalf("SendMessage: %v", err)
-	}
-	task, ok := res.(*a2a03.Task)
-	if !ok {
-		t.Fatalf("result %T, want a task", res)
-	}
+	ctx, alice, r, task := v03PushTask(t, 30*time.Second, func(*pushtest.Receiver) *a2a03.MessageSendParams {
+		return &a2a03.MessageSendParams{Message: a2a03.NewMessage(a2a03.MessageRoleUser, a2a03.TextPart{Text: "v03 set without id"})}
+	})
 	set, err := alice.SetTaskPushConfig(ctx, &a2a03.TaskPushConfig{TaskID: task.ID, Config: a2a03.PushConfig{URL: r.URL + "/noid", Token: "t"}})
 	if err != nil {
 		t.Fatalf("set: %v", err)
@@ -165,20 +154,13 @@ func TestPushV03SetWithoutIDIsTheTasks(t *testing.T) {
 // Every update must reach the webhook once, and the task must list one
 // config, not one per turn (each POSTing every later update again).
 func TestPushV03InlineEachTurnIsOneConfig(t *testing.T) {
-	p := startPushPipeline(t)
-	r := pushtest.NewReceiver(t)
-	alice := v03KeyClient(t, p, testKey)
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
-	defer cancel()
-	cfg := &a2a03.MessageSendConfig{PushConfig: &a2a03.PushConfig{URL: r.URL + "/turns", Token: "tok"}}
-	res, err := alice.SendMessage(ctx, &a2a03.MessageSendParams{Config: cfg,
-		Message: a2a03.NewMessage(a2a03.MessageRoleUser, a2a03.TextPart{Text: "ask:input weather"})})
-	if err != nil {
-		t.Fatalf("SendMessage 1: %v", err)
-	}
-	task, ok := res.(*a2a03.Task)
-	if !ok || task.Status.State != a2a03.TaskStateInputRequired {
-		t.Fatalf("result %T %+v, want an input-required task", res, res)
+	var cfg *a2a03.MessageSendConfig
+	ctx, alice, r, task := v03PushTask(t, 40*time.Second, func(r *pushtest.Receiver) *a2a03.MessageSendParams {
+		cfg = &a2a03.MessageSendConfig{PushConfig: &a2a03.PushConfig{URL: r.URL + "/turns", Token: "tok"}}
+		return &a2a03.MessageSendParams{Config: cfg, Message: a2a03.NewMessage(a2a03.MessageRoleUser, a2a03.TextPart{Text: "ask:input weather"})}
+	})
+	if task.Status.State != a2a03.TaskStateInputRequired {
+		t.Fatalf("result %+v, want an input-required task", task)
 	}
 	r.Await(t, 20*time.Second, "/turns", "input-required")
 	answer := a2a03.NewMessageForTask(a2a03.MessageRoleUser, task, a2a03.TextPart{Text: "sunny"})
@@ -209,17 +191,10 @@ func TestPushV03InlineEachTurnIsOneConfig(t *testing.T) {
 // retrying a delete whose answer it lost must not get TaskNotFound for a
 // task that exists.
 func TestPushV03DeleteTwiceSucceeds(t *testing.T) {
-	p := startPushPipeline(t)
-	r := pushtest.NewReceiver(t)
-	alice := v03KeyClient(t, p, testKey)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := alice.SendMessage(ctx, &a2a03.MessageSendParams{
-		Message: a2a03.NewMessage(a2a03.MessageRoleUser, a2a03.TextPart{Text: "v03 delete twice"})})
-	if err != nil {
-		t.Fatalf("SendMessage: %v", err)
-	}
-	task := res.(*a2a03.Task).ID
+	ctx, alice, r, created := v03PushTask(t, 30*time.Second, func(*pushtest.Receiver) *a2a03.MessageSendParams {
+		return &a2a03.MessageSendParams{Message: a2a03.NewMessage(a2a03.MessageRoleUser, a2a03.TextPart{Text: "v03 delete twice"})}
+	})
+	task := created.ID
 	if _, err := alice.SetTaskPushConfig(ctx, &a2a03.TaskPushConfig{TaskID: task, Config: a2a03.PushConfig{ID: "h", URL: r.URL + "/h"}}); err != nil {
 		t.Fatalf("set: %v", err)
 	}
@@ -308,4 +283,25 @@ func TestPushOpenModeClaimedUserMethods(t *testing.T) {
 		t.Fatalf("SendMessage 2: %v", err)
 	}
 	r.Await(t, 15*time.Second, "/set", "completed")
+}
+
+// v03PushTask starts a push pipeline with a webhook receiver and alice's
+// v0.3 client, and sends the message params makes (given the receiver):
+// its result must be a task. The context ends after timeout.
+func v03PushTask(t *testing.T, timeout time.Duration, params func(r *pushtest.Receiver) *a2a03.MessageSendParams) (context.Context, *a2aclient03.Client, *pushtest.Receiver, *a2a03.Task) {
+	t.Helper()
+	p := startPushPipeline(t)
+	r := pushtest.NewReceiver(t)
+	alice := v03KeyClient(t, p, testKey)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	res, err := alice.SendMessage(ctx, params(r))
+	if err != nil {
+		t.Fatalf("SendMessage: %v", err)
+	}
+	task, ok := res.(*a2a03.Task)
+	if !ok {
+		t.Fatalf("result %T, want a task", res)
+	}
+	return ctx, alice, r, task
 }
