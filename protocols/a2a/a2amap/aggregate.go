@@ -57,8 +57,10 @@ func (a *Aggregator) newMsg(r *e2a.Response, group, llm string, p piece) *aggMsg
 	return am
 }
 
-// Add adds the next frame r; an a2a.* body that is not the A2A object it
-// names is ErrInvalidFrame.
+// Add adds the next frame r. An a2a.* frame whose body is not the A2A
+// object it names is skipped, or, final, ends the request failed
+// ([UnreadableFinal]), logged once per aggregator ([Mapper.Events] does
+// the same); the error is always nil.
 func (a *Aggregator) Add(r *e2a.Response) error {
 	a.m.bind(r)
 	if a.state == a2a.TaskStateSubmitted {
@@ -69,11 +71,13 @@ func (a *Aggregator) Add(r *e2a.Response) error {
 		if p, ok := chunkPiece(c); ok {
 			a.addPiece(r, p)
 		}
-	} else {
-		ev, _, err := nativeV1(r)
-		if err != nil {
-			return err
+	} else if ev, _, err := nativeV1(r); err != nil {
+		a.m.unreadable(r, err)
+		if r.IsFinal {
+			a.state, a.status = unreadableOutcome.State, a.m.failureMessage(r, unreadableOutcome)
 		}
+		return nil
+	} else {
 		a.m.ownIDs(ev, r)
 		switch e := ev.(type) {
 		case *a2a.Task:
@@ -319,6 +323,7 @@ func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2
 	// running is the status of the latest request with frames while it
 	// has no final frame (nil otherwise).
 	var running *a2a.TaskStatus
+	warned := new(bool) // an unreadable frame is logged once per task read
 	for i, rq := range reqs {
 		id := ""
 		if rq.Envelope != nil {
@@ -331,6 +336,7 @@ func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2
 			t.ContextID = taskID
 		}
 		agg := NewAggregator(id, Params{TaskID: taskID, ContextID: t.ContextID})
+		agg.m.warned = warned
 		// The task's artifacts so far, which this request's updates
 		// append to or replace.
 		agg.artifacts = artifacts
@@ -340,9 +346,7 @@ func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2
 			}
 		}
 		for _, f := range rq.Frames {
-			if err := agg.Add(f); err != nil {
-				continue
-			}
+			_ = agg.Add(f) // an unreadable frame is skipped (or ends the request failed)
 		}
 		artifacts = agg.artifacts
 		lastReq := i == len(reqs)-1

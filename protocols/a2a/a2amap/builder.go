@@ -79,9 +79,9 @@ func NewTaskBuilder(taskID, contextID string, prev []Request, env *e2a.Envelope)
 		mark: "\x00" + rand.Text(), mirrors: map[*strings.Builder]*textMirror{}}
 }
 
-// Add adds the request's next frame. A frame that does not decode is
-// ErrInvalidFrame and counts as a frame without content, as BuildTask
-// skips it.
+// Add adds the request's next frame. An a2a.* frame that does not read
+// counts as a frame without content, or, final, ends the request failed,
+// as BuildTask reads it ([Aggregator.Add]); the error is always nil.
 func (b *TaskBuilder) Add(f *e2a.Response) error {
 	b.frames++
 	return b.agg.Add(f)

@@ -36,7 +36,9 @@
 //     agent's own status given the task's ids where it has none: the
 //     status-update of an interrupted turn (agent.Interrupt: input-required
 //     or auth-required with the agent's question, [Interrupted]) ends the
-//     stream.
+//     stream. An a2a.* frame whose body is not the A2A object it names is
+//     skipped, never an error; final, it ends the task failed
+//     ([UnreadableFinal]). Either is logged once per read.
 //   - [Aggregator]: message/send's result from the frames (a Message or a
 //     Task, trpc "Non-streaming" rules); [BuildTask] rebuilds a task from
 //     its requests ([Request]) as tasks/get and GetTask answer it.

@@ -3,6 +3,7 @@ package a2amap
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
 )
 
 // Metadata keys of the trpc A2A interaction spec.
@@ -244,10 +246,24 @@ type Outcome struct {
 	HasResult bool
 }
 
+// UnreadableFinal is the status message of a task whose final a2a.*
+// frame is not the A2A object it names (a2a.stream_event's payload,
+// a2a.task's or a2a.message's body): the task ends failed with it, code
+// egress.CodeInvalidFrame, so that its streams still end and tasks/get
+// shows a terminal state. Such a frame that is not final is skipped
+// ([Mapper.Events], [Aggregator.Add]).
+const UnreadableFinal = "the agent's final A2A event could not be read"
+
+// unreadableOutcome is the outcome of a final a2a.* frame that does not
+// read (UnreadableFinal).
+var unreadableOutcome = Outcome{State: a2a.TaskStateFailed, Message: UnreadableFinal, Code: egress.CodeInvalidFrame}
+
 // FinalOutcome reads the outcome of a final frame: e2a.complete,
 // e2a.error, an ACP prompt response or JSON-RPC error, an interrupted
 // turn (state input-required or auth-required, Message the agent's text:
-// e2a.Response.Interrupt), or the frame's status otherwise.
+// e2a.Response.Interrupt), failed with [UnreadableFinal] for an a2a.*
+// frame whose body is not the A2A object it names, or the frame's status
+// otherwise.
 func FinalOutcome(r *e2a.Response) Outcome {
 	switch r.ResponseKind {
 	case e2a.KindComplete:
@@ -281,10 +297,16 @@ func FinalOutcome(r *e2a.Response) Outcome {
 		}
 		// The agent's own final status-update in a terminal state
 		// (rejected, failed, canceled, completed).
-		if ev, err := NativeEvent(r); err == nil {
-			if su, ok := ev.(*legacy.TaskStatusUpdateEvent); ok && su.Status.State.Terminal() {
-				return Outcome{State: a2av0.ToV1TaskState(su.Status.State), Message: legacyText(su.Status.Message)}
-			}
+		ev, err := NativeEvent(r)
+		if err != nil {
+			return unreadableOutcome
+		}
+		if su, ok := ev.(*legacy.TaskStatusUpdateEvent); ok && su.Status.State.Terminal() {
+			return Outcome{State: a2av0.ToV1TaskState(su.Status.State), Message: legacyText(su.Status.Message)}
+		}
+	case e2a.KindA2ATask, e2a.KindA2AMessage:
+		if _, err := NativeEvent(r); err != nil {
+			return unreadableOutcome
 		}
 	}
 	if r.Status == e2a.StatusFailed {
@@ -572,13 +594,35 @@ type Mapper struct {
 	// finals are the status-updates of the last Events call that end the
 	// stream (v0.3's final flag: Final).
 	finals []*a2a.TaskStatusUpdateEvent
+	// warned: an unreadable frame was logged (skipped), shared by the
+	// mappers of one read (BuildTask's requests).
+	warned *bool
 }
 
 // newMapper returns the mapper of the call p from sequence from (from >
 // 0: a resumed stream, whose artifacts are appended to); the task and
 // context ids default to the frames'.
 func newMapper(p Params, from int64) *Mapper {
-	return &Mapper{taskID: a2a.TaskID(p.TaskID), contextID: p.ContextID, resumed: from > 0, seen: map[a2a.ArtifactID]bool{}}
+	return &Mapper{taskID: a2a.TaskID(p.TaskID), contextID: p.ContextID, resumed: from > 0, seen: map[a2a.ArtifactID]bool{}, warned: new(bool)}
+}
+
+// unreadable logs, once per read (at Warn, with the request id and the
+// frame's sequence), that the a2a.* frame r is not the A2A object it
+// names (err): a reader skips it, or ends the task failed when it is
+// final (UnreadableFinal), and never fails the read for it. The agent
+// runtime checks only a frame's branch, and raw publishers write frames
+// as they like: one such frame must not break every read of its request.
+func (m *Mapper) unreadable(r *e2a.Response, err error) {
+	if *m.warned {
+		return
+	}
+	*m.warned = true
+	what := "skipped"
+	if r.IsFinal {
+		what = "the task ends failed"
+	}
+	slog.Default().Warn("a2a: unreadable A2A frame: "+what, "request_id", r.RequestID, "sequence", r.Sequence,
+		"response_kind", r.ResponseKind, "final", r.IsFinal, "err", err)
 }
 
 // NewStreamMapper is the mapper of a stream of requestID's events: unless
@@ -743,13 +787,16 @@ func (m *Mapper) failureMessage(r *e2a.Response, o Outcome) *a2a.Message {
 // it: a content chunk's artifact-update, an a2a.* frame's own event, and
 // after a final frame the status-update, preceded by the result's
 // artifact-update when the request streamed no content (unless its own
-// event closes the stream). An a2a.* body that is not the
-// A2A object it names is ErrInvalidFrame. [Mapper.Final] tells which
-// status-update ends the stream.
+// event closes the stream). An a2a.* frame whose body is not the A2A
+// object it names has no event of its own: it is skipped, or, final, ends
+// the stream failed ([UnreadableFinal]); it is logged once per mapper,
+// never an error. [Mapper.Final] tells which status-update ends the
+// stream.
 func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 	m.bind(r)
 	m.finals = m.finals[:0]
 	var evs []a2a.Event
+	o := Outcome{} // set for an unreadable a2a.* frame
 	if c, ok := ContentChunk(r); ok {
 		p, ok := chunkPiece(c)
 		if ok {
@@ -767,9 +814,9 @@ func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 	} else {
 		ev, final, err := nativeV1(r)
 		if err != nil {
-			return nil, err
-		}
-		if ev != nil {
+			m.unreadable(r, err)
+			o = unreadableOutcome
+		} else if ev != nil {
 			m.ownIDs(ev, r)
 			streamParts(ev)
 			if su, ok := ev.(*a2a.TaskStatusUpdateEvent); ok && final {
@@ -784,13 +831,15 @@ func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 	if len(evs) > 0 && m.closing(evs[len(evs)-1]) {
 		return evs, nil
 	}
-	return m.finalEvents(r, evs), nil
+	if o.State == a2a.TaskStateUnspecified {
+		o = FinalOutcome(r)
+	}
+	return m.finalEvents(r, evs, o), nil
 }
 
-// finalEvents appends to evs, the events of final frame r, those that end
-// the stream.
-func (m *Mapper) finalEvents(r *e2a.Response, evs []a2a.Event) []a2a.Event {
-	o := FinalOutcome(r)
+// finalEvents appends to evs, the events of final frame r (outcome o),
+// those that end the stream.
+func (m *Mapper) finalEvents(r *e2a.Response, evs []a2a.Event, o Outcome) []a2a.Event {
 	ts := FrameTime(r)
 	if Interrupted(o.State) && len(evs) > 0 {
 		// The frame's own status-update, written without final: it ends
