@@ -25,9 +25,12 @@ import (
 //     replaced with the request's (its task_id, else its request_id; its
 //     context_id, else the task's id: the renderer's own rule);
 //   - whether it is an A2A object at all: a payload the renderers cannot
-//     read (a2amap.NativeEvent, then A2A v1.0's conversion) would fail
-//     every A2A stream of the request once stored, so the frame is refused
-//     (ErrBadFrame, upstream_protocol_error) before it is written.
+//     read (a2amap.NativeEvent, then A2A v1.0's conversion) would be
+//     skipped by every A2A rendering once stored (a final one ends the
+//     task failed: a2amap.UnreadableFinal), its content lost to A2A
+//     clients, so the frame is refused (ErrBadFrame,
+//     upstream_protocol_error) before it is written and the agent's
+//     request fails with the reason.
 //
 // Both cost a decoding of the frame's body, for these kinds only.
 

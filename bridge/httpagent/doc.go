@@ -64,8 +64,9 @@
 // branch), and the A2A object of an a2a.stream_event, a2a.task or
 // a2a.message frame must be one the pipeline's A2A renderers read (an A2A
 // v0.3 event in the JSON-RPC or proto JSON shape, convertible to v1.0: a
-// payload {"status": 42} is refused before it is stored, where it would
-// fail every A2A stream of the request). So the smallest stream is
+// payload {"status": 42} is refused before it is stored: the A2A
+// renderers would skip it, and a final one would end the task failed, so
+// the agent hears of its mistake at once). So the smallest stream is
 //
 //	{"response_kind":"e2a.chunk","body":{"delta_kind":"text","delta":"Hel"}}
 //	{"response_kind":"e2a.chunk","body":{"delta_kind":"text","delta":"lo"}}

@@ -40,7 +40,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
-	log, err := obs.NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
+	log, err := processLogger(cfg)
 	if err != nil {
 		return err
 	}

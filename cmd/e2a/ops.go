@@ -90,12 +90,26 @@ func warnBodyLimit(cfg Config, nc *nats.Conn, log *slog.Logger) {
 		"max_body_bytes", cfg.MaxBodyBytes, "nats_max_payload", mp)
 }
 
+// processLogger is the process's logger (obs.NewLogger on stderr, in
+// E2A_LOG_FORMAT at E2A_LOG_LEVEL), made slog's default too: code that
+// logs through slog.Default (the A2A renderers' warnings about an
+// unreadable frame, a bridge built without a logger) and the standard
+// log package write in the same format and through the same redaction.
+func processLogger(cfg Config) (*slog.Logger, error) {
+	log, err := obs.NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
+	if err != nil {
+		return nil, err
+	}
+	slog.SetDefault(log)
+	return log, nil
+}
+
 // startStage is how a stage process (serve, agent, push, archive) starts: its logger,
 // the GC target note, tracing as service, and the NATS connection
 // (E2A_NATS_URL, or the embedded server); stop closes the connection,
 // then tracing.
 func startStage(ctx context.Context, cfg Config, service string) (log *slog.Logger, nc *nats.Conn, stop func(), err error) {
-	log, err = obs.NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
+	log, err = processLogger(cfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
