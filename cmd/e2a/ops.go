@@ -95,12 +95,16 @@ func warnBodyLimit(cfg Config, nc *nats.Conn, log *slog.Logger) {
 // logs through slog.Default (the A2A renderers' warnings about an
 // unreadable frame, a bridge built without a logger) and the standard
 // log package write in the same format and through the same redaction.
+// The standard log package's lines come at Error: they are net/http's
+// (a handler's panic with its stack, TLS handshake and accept errors),
+// which any E2A_LOG_LEVEL must show.
 func processLogger(cfg Config) (*slog.Logger, error) {
 	log, err := obs.NewLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
 		return nil, err
 	}
 	slog.SetDefault(log)
+	slog.SetLogLoggerLevel(slog.LevelError)
 	return log, nil
 }
 
