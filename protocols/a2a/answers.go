@@ -233,17 +233,13 @@ func (a Answers) A2AEvents(ctx context.Context, requestID string, p A2AParams, f
 }
 
 // replyFrame reports whether f is the final frame of a turn the agent
-// answered with a Message (e2a.Response.Reply).
+// answered with a Message (a2amap.Replied).
 func replyFrame(f *render.Frame) bool {
 	if !f.IsFinal() || (f.Kind() != e2a.KindA2AStreamEvent && f.Kind() != e2a.KindA2AMessage) {
 		return false
 	}
 	r, err := f.Decoded()
-	if err != nil {
-		return false
-	}
-	_, ok := r.Reply()
-	return ok
+	return err == nil && a2amap.Replied(r)
 }
 
 // frameA2AEvents yields the A2A events of frame f: a plain text chunk's

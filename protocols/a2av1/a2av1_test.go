@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,15 +24,29 @@ import (
 
 func TestCursor(t *testing.T) {
 	at := time.Date(2026, 11, 25, 12, 0, 0, 123456789, time.UTC)
-	c, err := decodeCursor(cursor{at: at, id: "t\n1"}.encode())
-	if err != nil || !c.at.Equal(at) || c.id != "t\n1" {
+	t0 := at.Add(time.Minute)
+	c, err := decodeCursor(cursor{t0: t0, at: at, id: "t\n1"}.encode())
+	if err != nil || !c.t0.Equal(t0) || !c.at.Equal(at) || c.id != "t\n1" {
 		t.Fatalf("round trip: %+v %v", c, err)
+	}
+	// The listing's order: as of t0, most recent first; then the tasks
+	// changed since, oldest change first.
+	keys := []cursor{{t0, t0.Add(2 * time.Second), "c2"}, {t0, at, "b"}, {t0, t0.Add(time.Second), "c1"}, {t0, at.Add(time.Second), "a"}, {t0, at, "a"}}
+	slices.SortFunc(keys, cursor.compare)
+	var order []string
+	for _, k := range keys {
+		order = append(order, k.id)
+	}
+	if want := []string{"a", "a", "b", "c1", "c2"}; !slices.Equal(order, want) || !keys[0].at.Equal(at.Add(time.Second)) {
+		t.Errorf("order %v (first at %v), want %v", order, keys[0].at, want)
 	}
 	if c, err := decodeCursor(""); c != nil || err != nil {
 		t.Errorf("no token: %+v %v", c, err)
 	}
-	// Not base64url; no newline; the update time of an earlier token.
-	for _, bad := range []string{"!", "bm8tbmV3bGluZQ", base64.RawURLEncoding.EncodeToString([]byte("2026-11-25T12:00:00Z\nt"))} {
+	// Not base64url; no newline; the update time of an earlier token; a
+	// token without the listing's start.
+	for _, bad := range []string{"!", "bm8tbmV3bGluZQ", base64.RawURLEncoding.EncodeToString([]byte("2026-11-25T12:00:00Z\nt")),
+		base64.RawURLEncoding.EncodeToString([]byte("1764331200000000000\nt"))} {
 		if _, err := decodeCursor(bad); !errors.Is(err, errCursor) {
 			t.Errorf("%q: %v", bad, err)
 		}

@@ -331,6 +331,10 @@ func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2
 	if err != nil {
 		return nil, fmt.Errorf("%w: pageToken: %v", a2a.ErrInvalidParams, err)
 	}
+	t0 := time.Now() // the listing starts (cursor.go: its order)
+	if after != nil {
+		t0 = after.t0
+	}
 	recs, err := c.c.ListTasks(ctx, ListMax, func(t *host.ListedTask) bool {
 		return t.Protocol == normalizer.ProtocolA2A && (req.ContextID == "" || t.ContextID == req.ContextID)
 	})
@@ -352,7 +356,7 @@ func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2
 			req.StatusTimestampAfter != nil && (!ok || at.Before(*req.StatusTimestampAfter)) {
 			continue
 		}
-		keys, byID[r.ID], built[r.ID] = append(keys, cursor{at: at, id: r.ID}), r, t
+		keys, byID[r.ID], built[r.ID] = append(keys, cursor{t0: t0, at: at, id: r.ID}), r, t
 	}
 	slices.SortFunc(keys, cursor.compare)
 	var (

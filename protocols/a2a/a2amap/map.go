@@ -452,6 +452,19 @@ func KnownBranch(branch string) bool {
 	return ok
 }
 
+// Replied reports whether r is the final frame of a turn the agent
+// answered with a Message (e2a.Response.Reply) the A2A renderers read:
+// such a stream is the Message alone, with no Task first. An unreadable
+// one is no answer: it ends the task failed (UnreadableFinal), and its
+// stream opens with the Task as any task's does.
+func Replied(r *e2a.Response) bool {
+	if _, ok := r.Reply(); !ok {
+		return false
+	}
+	_, _, err := nativeV1(r)
+	return err == nil
+}
+
 // NativeEvent returns the A2A event carried by an a2a.* frame (nil for
 // any other frame) as the frame's body has it: A2A v0.3's JSON-RPC shape,
 // proto-style JSON read into it (snake_case keys, enums, parts without
