@@ -156,6 +156,13 @@ func scrubDecoded(raw []byte, scrub func(string) string) ([]byte, bool) {
 	return out, true
 }
 
+// ScrubValue takes what scrub replaces (an upstream's credentials:
+// Scrubber.Scrub) out of the strings of a decoded JSON value, object keys
+// included, in place where it can; it reports a change. A bridge scrubs
+// with it the structured words of an upstream it writes itself (the A2A
+// bridge's status messages' data parts).
+func ScrubValue(v any, scrub func(string) string) (any, bool) { return scrubValue(v, scrub) }
+
 // scrubValue scrubs the strings of a decoded JSON value (object keys
 // included), in place where it can.
 func scrubValue(v any, scrub func(string) string) (any, bool) {

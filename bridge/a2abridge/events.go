@@ -219,7 +219,8 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 }
 
 // scrubbed is a status message with the bridge's credentials taken out
-// of its text parts (bridge.Scrubber), which are written as text deltas:
+// of its text parts (bridge.Scrubber), written as text deltas, and its
+// data parts (bridge.ScrubValue), written as artifact updates:
 // a status message is the agent's own words about its work, which may
 // quote the request's headers, as its errors may (scrubframes.go). m
 // itself when nothing was replaced.
@@ -229,19 +230,28 @@ func (t *turn) scrubbed(m *a2a.Message) *a2a.Message {
 	}
 	var parts a2a.ContentParts
 	for i, p := range m.Parts {
-		txt, ok := p.Content.(a2a.Text)
-		if !ok {
-			continue
+		var clean a2a.PartContent
+		switch x := p.Content.(type) {
+		case a2a.Text:
+			if s := t.u.Scrub(string(x)); s != string(x) {
+				clean = a2a.Text(s)
+			}
+		case a2a.Data:
+			// A data part (a debugging agent's {"request_headers": …}) is
+			// written as an artifact_update, which the Handler does not
+			// scan (the answer's content): scrubbed here, as the text.
+			if v, changed := bridge.ScrubValue(x.Value, t.u.Scrub); changed {
+				clean = a2a.Data{Value: v}
+			}
 		}
-		clean := t.u.Scrub(string(txt))
-		if clean == string(txt) {
+		if clean == nil {
 			continue
 		}
 		if parts == nil {
 			parts = slices.Clone(m.Parts)
 		}
 		c := *p
-		c.Content = a2a.Text(clean)
+		c.Content = clean
 		parts[i] = &c
 	}
 	if parts == nil {
