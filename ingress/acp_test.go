@@ -7,15 +7,18 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 )
 
 // rpcMsg is any JSON-RPC message of an ACP answer.
@@ -473,4 +476,103 @@ func httptestServer(t *testing.T, h http.Handler) string {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// TestACPOtherPrincipalSessionRefused: bob can neither prompt nor cancel
+// alice's session: -32002 for each, and alice's turn runs to end_turn.
+func TestACPOtherPrincipalSessionRefused(t *testing.T) {
+	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithAuth(pipetest.KeyAuth(t,
+		map[string]string{"alice": "ak_alice_0123456789abcdef", "bob": "ak_bob_0123456789abcdefgh"}, nil))))
+	p.Pool("demo", demo.New())
+	post := func(key, body string) *http.Response {
+		req, _ := http.NewRequest("POST", p.URL+"/acp", strings.NewReader(body))
+		req.Header.Set("X-Api-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	const alice, bob = "ak_alice_0123456789abcdef", "ak_bob_0123456789abcdefgh"
+	b, _ := io.ReadAll(post(alice, `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`).Body)
+	var created struct {
+		Result struct{ SessionID string } `json:"result"`
+	}
+	if json.Unmarshal(b, &created) != nil || created.Result.SessionID == "" {
+		t.Fatalf("session/new: %s", b)
+	}
+	sid := created.Result.SessionID
+	// bob prompts alice's session.
+	msgs := ndjsonMsgs(t, post(bob, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"`+sid+`","prompt":[{"type":"text","text":"steal"}]}}`).Body)
+	if len(msgs) != 1 || msgs[0].Error == nil || msgs[0].Error.Code != -32002 {
+		t.Fatalf("another principal's session/prompt must be -32002 and nothing else: %+v", msgs)
+	}
+	// alice's slow turn; bob's cancel (with id) must be -32002 and not end it.
+	resp := post(alice, `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"`+sid+`","prompt":[{"type":"text","text":"mine"}],"delay_ms":100}}`)
+	sc := bufio.NewScanner(resp.Body)
+	var all []rpcMsg
+	sent := false
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) == "" {
+			continue
+		}
+		m := decodeMsg(t, sc.Bytes())
+		all = append(all, m)
+		if !sent && m.Method == "session/update" {
+			sent = true
+			c := ndjsonMsgs(t, post(bob, `{"jsonrpc":"2.0","id":4,"method":"session/cancel","params":{"sessionId":"`+sid+`"}}`).Body)
+			if len(c) != 1 || c[0].Error == nil || c[0].Error.Code != -32002 {
+				t.Errorf("another principal's session/cancel must be -32002: %+v", c)
+			}
+			post(bob, `{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"`+sid+`"}}`)
+		}
+	}
+	checkTurn(t, all, sid, "3", "mine", "end_turn")
+	// bob's load: -32002.
+	l := ndjsonMsgs(t, post(bob, `{"jsonrpc":"2.0","id":5,"method":"session/load","params":{"sessionId":"`+sid+`","cwd":"/w","mcpServers":[]}}`).Body)
+	if len(l) != 1 || l[0].Error == nil || l[0].Error.Code != -32002 {
+		t.Fatalf("another principal's session/load must be -32002 only: %+v", l)
+	}
+}
+
+// TestACPPromptBlocksValidated: a session/prompt whose content
+// blocks are not ACP ContentBlocks (unknown type, missing required fields)
+// is invalid params (-32602), not a turn.
+func TestACPPromptBlocksValidated(t *testing.T) {
+	p := startPipeline(t)
+	sid := p.acpSession(t)
+	for i, block := range []string{
+		`{"type":"video","uri":"file:///a.mp4"}`,
+		`{"type":"text"}`,
+		`{"type":"image"}`,
+		`{"type":"resource_link","uri":"file:///a"}`,
+		`{"type":"resource","resource":{}}`,
+	} {
+		resp := p.post(t, "/acp", "", `{"jsonrpc":"2.0","id":`+strconv.Itoa(i)+`,"method":"session/prompt","params":{"sessionId":"`+sid+`","prompt":[`+block+`]}}`)
+		msgs := ndjsonMsgs(t, resp.Body)
+		last := msgs[len(msgs)-1]
+		if len(msgs) != 1 || last.Error == nil || last.Error.Code != -32602 {
+			t.Errorf("prompt block %s is not an ACP ContentBlock: want -32602 invalid params, got %d messages, last %+v %s", block, len(msgs), last.Error, last.Result)
+		}
+	}
+}
+
+// TestACPLoadReplaysInterruptedTurn: session/load replays an
+// interrupted turn (the agent's question) as it was streamed.
+func TestACPLoadReplaysInterruptedTurn(t *testing.T) {
+	p := startPipeline(t)
+	sid := p.acpSession(t)
+	turn := ndjsonMsgs(t, p.post(t, "/acp", "", `{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"`+sid+`","prompt":[{"type":"text","text":"ask:input the weather"}]}}`).Body)
+	msgs := ndjsonMsgs(t, p.post(t, "/acp", "", `{"jsonrpc":"2.0","id":2,"method":"session/load","params":{"sessionId":"`+sid+`","cwd":"/w","mcpServers":[]}}`).Body)
+	if len(msgs) != len(turn)+1 {
+		t.Fatalf("load must replay the user message and every streamed update: %d messages for a turn of %d", len(msgs), len(turn))
+	}
+	for i := range turn[:len(turn)-1] {
+		a, _ := json.Marshal(turn[i].Params)
+		b, _ := json.Marshal(msgs[i+1].Params)
+		if string(a) != string(b) {
+			t.Fatalf("update %d: replayed %s, streamed %s", i, b, a)
+		}
+	}
 }

@@ -28,14 +28,20 @@ import (
 // "stdio"). No credential can be presented
 // on stdio (the local process is the trust boundary): messages run as the
 // anonymous principal, and are refused with -32000 when s has auth without
-// the none scheme. Nothing but protocol messages is written to out.
+// the none scheme. Nothing but protocol messages is written to out. A line
+// over the body limit is answered -32600 to the id found at its start
+// (overlongID), so the client's call returns.
 //
 // Requests run concurrently: several prompts may stream at once, and a
 // session/cancel read while a prompt streams cancels it (also before its
 // request was published: the cancel then waits until the request's publish
 // was sent, so it is stored after the request, which is what the workers'
 // cancel watch needs to see it), ending the prompt with stopReason
-// "cancelled".
+// "cancelled". The prompts of one session are its turns in the order
+// read: a prompt runs once the session's prompt read before it was
+// published (its turn recorded) or ended, and its streamed lines are
+// written once that prompt's answer was, so that no update of it comes
+// before that answer; other calls and sessions never wait.
 // "$/cancel_request" cancels one request by id: a session/prompt as above,
 // anything else by stopping its handler and answering -32800 (a request it
 // passed to an agent pool is cancelled in the pipeline too); which call is
@@ -72,7 +78,7 @@ func (s *Server) serveLines(ctx context.Context, in io.Reader, out io.Writer, e 
 	base, stop := context.WithCancel(ctx)
 	defer stop()
 	c := &stdioConn{s: s, e: e, out: &lineOut{w: out}, base: base, calls: map[string]*stdioCall{},
-		prompts: map[string]map[*stdioCall]bool{}, cancels: map[string]map[*stdioCall]bool{}}
+		prompts: map[string]map[*stdioCall]bool{}, cancels: map[string]map[*stdioCall]bool{}, turns: map[string]*stdioCall{}}
 	c.hook, _ = ctx.Value(stdioHookKey{}).(func(event, method string))
 	lines := make(chan stdioLine)
 	go readLines(bufio.NewReaderSize(in, 64<<10), s.opts.maxBody, lines, base.Done())
@@ -103,13 +109,18 @@ func (s *Server) serveLines(ctx context.Context, in io.Reader, out io.Writer, e 
 }
 
 type stdioLine struct {
-	data    []byte
+	data    []byte // of a line over the limit, its first overlongKept bytes
 	tooLong bool
 	err     error
 }
 
+// overlongKept is how much of a line over the limit readLines keeps: the
+// start of the message, where its JSON-RPC id is (overlongID).
+const overlongKept = 64 << 10
+
 // readLines sends the lines of r (without their newline) until EOF; lines
-// longer than limit are reported as such, and their bytes dropped.
+// longer than limit are reported as such, with only their first
+// overlongKept bytes.
 func readLines(r *bufio.Reader, limit int64, lines chan<- stdioLine, done <-chan struct{}) {
 	defer close(lines)
 	send := func(l stdioLine) bool {
@@ -127,10 +138,15 @@ func readLines(r *bufio.Reader, limit int64, lines chan<- stdioLine, done <-chan
 		for {
 			var chunk []byte
 			chunk, err = r.ReadSlice('\n')
-			if !tooLong && int64(len(line)+len(chunk)) <= limit+2 {
+			switch {
+			case !tooLong && int64(len(line)+len(chunk)) <= limit+2:
 				line = append(line, chunk...)
-			} else {
-				tooLong, line = true, nil
+			case !tooLong:
+				tooLong = true
+				line = bytes.Clone(line[:min(len(line), overlongKept)])
+				fallthrough
+			case len(line) < overlongKept:
+				line = append(line, chunk[:min(len(chunk), overlongKept-len(line))]...)
 			}
 			if err != bufio.ErrBufferFull {
 				break
@@ -189,6 +205,7 @@ type stdioConn struct {
 	calls   map[string]*stdioCall          // in flight, by canonical JSON-RPC id
 	prompts map[string]map[*stdioCall]bool // session id → prompts in flight
 	cancels map[string]map[*stdioCall]bool // session id → session/cancel calls being handled
+	turns   map[string]*stdioCall          // session id → its session/prompt read last, in flight
 
 	hook func(event, method string) // tests only (stdioHookKey)
 }
@@ -218,6 +235,32 @@ type stdioCall struct {
 	// it waits for.
 	handled chan struct{}
 	after   []chan struct{}
+	// recorded, of a turn, is closed once its publish was sent (its turn
+	// recorded in the session before that) or it ended; before is that of
+	// the session's turn read before it, which it waits for, so that the
+	// session's turns are recorded, and so run, in the order read; and
+	// beforeEnded is closed when that turn's answer was written, which its
+	// streamed lines wait for, so that no update of it comes before that
+	// answer.
+	recorded     chan struct{}
+	recordedOnce sync.Once
+	before       chan struct{}
+	beforeEnded  <-chan struct{}
+}
+
+// sent is called once the call's publish was sent, whatever its outcome.
+func (call *stdioCall) sent() {
+	if call.published != nil {
+		call.publishedOnce.Do(func() { close(call.published) })
+	}
+	call.markRecorded()
+}
+
+// markRecorded closes recorded (of a turn): it was recorded, or ended.
+func (call *stdioCall) markRecorded() {
+	if call.recorded != nil {
+		call.recordedOnce.Do(func() { close(call.recorded) })
+	}
 }
 
 // peek is what the dispatcher reads of a message before handing it over.
@@ -229,7 +272,13 @@ type peek struct {
 
 func (c *stdioConn) dispatch(ln stdioLine) {
 	if ln.tooLong {
-		b, _ := json.Marshal(jsonrpc.ErrorResponse(nil, jsonrpc.InvalidRequest("message exceeds "+strconv.FormatInt(c.s.opts.maxBody, 10)+" bytes")))
+		// Answered to its id, found at the start of the line, so that the
+		// client's call returns (an error to id null answers no request).
+		limit := strconv.FormatInt(c.s.opts.maxBody, 10)
+		e := jsonrpc.InvalidRequest("message exceeds the body limit of " + limit +
+			" bytes (E2A_MAX_BODY_BYTES raises it); send large content as a resource_link")
+		e.Data = map[string]any{"limit": c.s.opts.maxBody}
+		b, _ := json.Marshal(jsonrpc.ErrorResponse(overlongID(ln.data), e))
 		_ = c.out.line(b)
 		return
 	}
@@ -257,23 +306,26 @@ func (c *stdioConn) dispatch(ln stdioLine) {
 		hdr.Set("Idempotency-Key", call.requestID)
 		call.ctx = withFreshID(call.ctx, call.requestID) // not a client's: published without a lookup
 		call.published = make(chan struct{})
-		call.ctx = withPublishSent(call.ctx, func() { call.publishedOnce.Do(func() { close(call.published) }) })
 	}
 	switch {
 	case lc.Turn:
 		call.prompt = true
 		call.sessionID = lc.Session
+		call.recorded = make(chan struct{})
 	case lc.CancelsTurns:
 		c.cancelSession(lc.Session)
 		call.sessionID = lc.Session
 		call.handled = make(chan struct{})
+	}
+	if call.published != nil || call.recorded != nil {
+		call.ctx = withPublishSent(call.ctx, call.sent)
 	}
 	c.register(call)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		defer c.unregister(call)
-		c.waitCancels(call, pk.Method)
+		c.waitBefore(call, pk.Method)
 		if c.hook != nil {
 			c.hook("run", pk.Method)
 		}
@@ -284,11 +336,51 @@ func (c *stdioConn) dispatch(ln stdioLine) {
 	}()
 }
 
-// waitCancels waits until the handlers of the session/cancel calls read
-// before call (a turn) returned, so they cannot cancel it.
-func (c *stdioConn) waitCancels(call *stdioCall, method string) {
+// overlongID returns the JSON-RPC id of a message from the start of its
+// line (a line over the limit, of which only that is kept): the value of
+// its "id" member when it comes before any member cut off there (clients
+// write it before "params", as acp-go-sdk does), nil (null) otherwise. The
+// values before it are skipped, not decoded.
+func overlongID(start []byte) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(start))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil // cut off
+		}
+		if t == "id" {
+			if _, err := canonicalID(v); err != nil {
+				return nil
+			}
+			return v
+		}
+	}
+	return nil
+}
+
+// waitBefore waits, for call (a turn), until the handlers of the
+// session/cancel calls read before it returned, so they cannot cancel it,
+// and until the session's turn read before it was recorded (or ended), so
+// that it is recorded after that one. Only the part of a prompt up to its
+// publish waits here; its streamed lines then wait for that turn's answer
+// (stdioResponse.after), which the agents end before this turn starts.
+func (c *stdioConn) waitBefore(call *stdioCall, method string) {
 	if len(call.after) > 0 && c.hook != nil {
 		c.hook("wait", method)
+	}
+	if call.before != nil {
+		select {
+		case <-call.before:
+		case <-call.ctx.Done():
+			return
+		}
 	}
 	for _, ch := range call.after {
 		select {
@@ -313,6 +405,12 @@ func (c *stdioConn) register(call *stdioCall) {
 	if call.prompt {
 		for cc := range c.cancels[call.sessionID] {
 			call.after = append(call.after, cc.handled)
+		}
+		if call.sessionID != "" {
+			if prev := c.turns[call.sessionID]; prev != nil {
+				call.before, call.beforeEnded = prev.recorded, prev.ctx.Done() // canceled by unregister
+			}
+			c.turns[call.sessionID] = call
 		}
 	}
 	if call.prompt && call.requestID != "" {
@@ -352,6 +450,10 @@ func (c *stdioConn) unregister(call *stdioCall) {
 	}
 	if call.prompt {
 		removeCall(c.prompts, call)
+		call.markRecorded()
+		if c.turns[call.sessionID] == call {
+			delete(c.turns, call.sessionID)
+		}
 	}
 	if call.handled != nil {
 		removeCall(c.cancels, call)
@@ -430,7 +532,7 @@ func (c *stdioConn) cancelRequest(id json.RawMessage) {
 func (c *stdioConn) run(call *stdioCall, line []byte, hdr http.Header) {
 	s := c.s
 	in := host.Call{Ctx: call.ctx, Header: hdr, Channel: "stdio"}
-	w := &stdioResponse{hdr: http.Header{}, out: c.out}
+	w := &stdioResponse{hdr: http.Header{}, out: c.out, after: call.beforeEnded, ctx: call.ctx}
 	defer func() {
 		w.finish()
 		if call.canceled.Load() && call.requestID != "" {
@@ -503,6 +605,11 @@ type stdioResponse struct {
 	out       *lineOut
 	buf       []byte
 	responded bool // a response (not a notification) was written
+	// after, when not nil, is waited for (or ctx's end) before the first
+	// streamed line is written: the end of the answer of the session's turn
+	// read before this one.
+	after <-chan struct{}
+	ctx   context.Context
 }
 
 func (w *stdioResponse) Header() http.Header { return w.hdr }
@@ -531,6 +638,13 @@ func (w *stdioResponse) emit(line []byte) error {
 	line = bytes.TrimSpace(line)
 	if len(line) == 0 {
 		return nil
+	}
+	if w.after != nil {
+		select {
+		case <-w.after:
+		case <-w.ctx.Done():
+		}
+		w.after = nil
 	}
 	var m struct {
 		Method string `json:"method"`

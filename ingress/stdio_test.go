@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -338,8 +339,8 @@ func TestStdioLines(t *testing.T) {
 		t.Fatalf("garbage: %v", m)
 	}
 	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"x":"` + strings.Repeat("a", 8000) + `"}}` + "\n")
-	if m := next(); code(m) != -32600 || m["id"] != nil {
-		t.Fatalf("too long: %v", m)
+	if m := next(); code(m) != -32600 || m["id"] != float64(1) {
+		t.Fatalf("too long: want -32600 to its id 1: %v", m)
 	}
 	send(`{"jsonrpc":"2.0","method":"no/such"}` + "\n" + `{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":1}}` + "\r\n")
 	if m := next(); m["id"] != "i" || m["result"] == nil {
@@ -733,5 +734,221 @@ func TestStdioCancelsNameTheirTurn(t *testing.T) {
 	_ = in.Close()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStdioLoadReplaysPromptBlocks: session/load must replay every
+// content block the client prompted with (ACP: "the Agent MUST replay the
+// entire conversation"), equal to what was sent.
+func TestStdioLoadReplaysPromptBlocks(t *testing.T) {
+	in, out, _ := startStdio(t)
+	ctx, conn, client, sid := openStdioSession(t, in, out, 60*time.Second)
+	desc := "a doc"
+	mt := "text/plain"
+	blocks := []acp.ContentBlock{
+		acp.TextBlock("hello"),
+		acp.ImageBlock("aGVsbG8=", "image/png"),
+		acp.AudioBlock("aGVsbG8=", "audio/wav"),
+		acp.ResourceLinkBlock("notes", "file:///work/notes.md"),
+		{ResourceLink: &acp.ContentBlockResourceLink{Type: "resource_link", Name: "spec", Uri: "https://example.com/spec", Description: &desc, MimeType: &mt}},
+		acp.ResourceBlock(acp.EmbeddedResourceResource{TextResourceContents: &acp.TextResourceContents{Uri: "file:///work/a.go", Text: "package a", MimeType: &mt}}),
+		acp.ResourceBlock(acp.EmbeddedResourceResource{BlobResourceContents: &acp.BlobResourceContents{Uri: "file:///work/a.bin", Blob: "AAEC"}}),
+	}
+	res, err := conn.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: blocks})
+	if err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt: %+v %v", res, err)
+	}
+	client.Take(sid)
+	if _, err := conn.LoadSession(ctx, acp.LoadSessionRequest{SessionId: sid, Cwd: "/work", McpServers: []acp.McpServer{}}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, u := range client.Take(sid) {
+		if u.UserMessageChunk != nil {
+			b, _ := json.Marshal(u.UserMessageChunk.Content)
+			got = append(got, string(b))
+		}
+	}
+	var want []string
+	for _, b := range blocks {
+		j, _ := json.Marshal(b)
+		want = append(want, string(j))
+	}
+	if len(got) != len(want) {
+		t.Fatalf("session/load replayed %d user blocks, want the %d prompted:\n got %q\nwant %q", len(got), len(want), got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("session/load must replay prompt block %d as sent: got %s want %s", i, got[i], want[i])
+		}
+	}
+}
+
+// TestStdioPromptsKeepReadOrder: two session/prompt lines of one
+// session written back to back are turns in the order read: the first
+// prompt's updates and result come before any update of the second, and
+// the turns never overlap.
+func TestStdioPromptsKeepReadOrder(t *testing.T) {
+	in, out, _ := startStdio(t)
+	r := readStdio(t, out)
+	send(t, in, `{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":1}}`+"\n")
+	r.next()
+	for round := 0; round < 40; round++ {
+		send(t, in, `{"jsonrpc":"2.0","id":"n","method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`+"\n")
+		m := r.next()
+		sid := m["result"].(map[string]any)["sessionId"].(string)
+		p := func(id, text string) string {
+			return `{"jsonrpc":"2.0","id":"` + id + `","method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[{"type":"text","text":"` + text + `"}]}}` + "\n"
+		}
+		send(t, in, p("A", "first")+p("B", "second"))
+		var seq []string
+		results := 0
+		for results < 2 {
+			select {
+			case m, ok := <-r.lines:
+				if !ok {
+					t.Fatal("stdout closed")
+				}
+				if id, ok := m["id"]; ok {
+					seq = append(seq, "result:"+id.(string))
+					results++
+					continue
+				}
+				u := m["params"].(map[string]any)["update"].(map[string]any)
+				if u["sessionUpdate"] == "agent_message_chunk" {
+					seq = append(seq, "text:"+u["content"].(map[string]any)["text"].(string))
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("round %d: no answer; so far %q", round, seq)
+			}
+		}
+		// The first prompt's result must come before any text of the second.
+		joined := strings.ReplaceAll(strings.Join(seq, "|"), "|text:", "")
+		ra := strings.Index(joined, "result:A")
+		sb := strings.Index(joined, "second")
+		fa := strings.Index(joined, "first")
+		if ra < 0 || sb < 0 || fa < 0 || !(fa < ra && ra < sb) {
+			t.Fatalf("round %d: prompts A then B read in that order must be turns in that order (A's text, A's result, then B's): got %s", round, joined)
+		}
+	}
+}
+
+// TestStdioOverlongPromptAnsweredToItsID: a session/prompt line over the
+// body limit (E2A_MAX_BODY_BYTES, 4 MiB by default: a pasted screenshot
+// as an image block) must be answered with an error to its id, so the
+// client's Prompt returns: an error with id null answers no request, and
+// acp-go-sdk's Prompt waits forever.
+func TestStdioOverlongPromptAnsweredToItsID(t *testing.T) {
+	// 2 MiB: within the body limit, over NATS' max_payload (1 MiB); 5 MiB:
+	// over the body limit.
+	for _, size := range []int{2 << 20, 5 << 20} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			in, out, _ := startStdio(t)
+			ctx, conn, _, sid := openStdioSession(t, in, out, 60*time.Second)
+			pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			img := strings.Repeat("A", size)
+			_, err := conn.Prompt(pctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock("what is this?"), acp.ImageBlock(img, "image/png")}})
+			if err == nil {
+				t.Fatal("a prompt over the size limits was accepted")
+			}
+			if pctx.Err() != nil {
+				t.Fatalf("a session/prompt of %d bytes must be answered with a JSON-RPC error to its id; acp-go-sdk's Prompt got no answer in 20 s: %v", size, err)
+			}
+			var re *acp.RequestError
+			if !errors.As(err, &re) {
+				t.Fatalf("want a JSON-RPC error, got %v", err)
+			}
+			if size > 4<<20 && (re.Code != -32600 || !strings.Contains(re.Message, "4194304") || !strings.Contains(re.Message, "E2A_MAX_BODY_BYTES")) {
+				t.Fatalf("a line over the body limit: want -32600 naming the limit and its setting, got %d %q", re.Code, re.Message)
+			}
+			// The connection still works.
+			if res, err := conn.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock("small")}}); err != nil || res.StopReason != acp.StopReasonEndTurn {
+				t.Fatalf("prompt after the huge one: %+v %v", res, err)
+			}
+		})
+	}
+}
+
+// TestStdioNothingAfterCancelledTurn: after a prompt answered
+// stopReason cancelled, no update of that turn arrives: the next prompt's
+// updates are exactly its own.
+func TestStdioNothingAfterCancelledTurn(t *testing.T) {
+	in, out, _ := startStdio(t)
+	ctx, conn, client, sid := openStdioSession(t, in, out, 90*time.Second)
+	for i := 0; i < 4; i++ {
+		client.CancelMidTurn(t, ctx, conn, sid, func() (acp.PromptResponse, error) {
+			return conn.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock("slow one")},
+				Meta: map[string]any{"e2a_params": map[string]any{"delay_ms": 150}}})
+		})
+		client.Take(sid)
+		res, err := conn.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock("next")}})
+		if err != nil || res.StopReason != acp.StopReasonEndTurn {
+			t.Fatalf("round %d: prompt after cancel: %+v %v", i, res, err)
+		}
+		if kinds, text := updateKinds(client.Take(sid)); kinds != demoTurn || text != "You said: next" {
+			t.Fatalf("round %d: after a cancelled turn, the next prompt's updates must be its own only: %q %q", i, kinds, text)
+		}
+	}
+}
+
+// TestStdioEOFAnswersInFlight: a client that writes its prompt
+// and closes stdin (`printf … | e2a acp`) still gets the prompt's answer
+// before the server returns.
+func TestStdioEOFAnswersInFlight(t *testing.T) {
+	in, out, done := startStdio(t)
+	r := readStdio(t, out)
+	send(t, in, `{"jsonrpc":"2.0","id":"n","method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`+"\n")
+	sid := r.next()["result"].(map[string]any)["sessionId"].(string)
+	send(t, in, `{"jsonrpc":"2.0","id":"p","method":"session/prompt","params":{"sessionId":"`+sid+`","prompt":[{"type":"text","text":"bye"}]}}`+"\n")
+	_ = in.Close()
+	m := r.next()
+	if m["id"] != "p" || m["result"].(map[string]any)["stopReason"] != "end_turn" {
+		t.Fatalf("the prompt read before EOF must be answered end_turn: %v", m)
+	}
+	if err := testkit.Receive(t, done, 10*time.Second, "ServeACPStdio did not return"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStdioCancelEndsQueuedTurn: session/cancel ends the running
+// turn and the one queued behind it (docs/protocols.md: "the session's
+// turns read before it (queued ones too)"); the next prompt runs.
+func TestStdioCancelEndsQueuedTurn(t *testing.T) {
+	in, out, _ := startStdio(t)
+	ctx, conn, client, sid := openStdioSession(t, in, out, 60*time.Second)
+	type result struct {
+		res acp.PromptResponse
+		err error
+	}
+	slow := func(text string) chan result {
+		c := make(chan result, 1)
+		go func() {
+			res, err := conn.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock(text)},
+				Meta: map[string]any{"e2a_params": map[string]any{"delay_ms": 300}}})
+			c <- result{res, err}
+		}()
+		return c
+	}
+	client.Forget()
+	a := slow("first")
+	client.WaitUpdate(t, sid)
+	b := slow("second")
+	// A call written after b's line: once it is answered, the server has
+	// read b, so the cancel below comes after it.
+	if _, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: "/w", McpServers: []acp.McpServer{}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Cancel(ctx, acp.CancelNotification{SessionId: sid}); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]chan result{"running": a, "queued": b} {
+		r := testkit.Receive(t, c, 30*time.Second, "no answer to the "+name+" prompt")
+		if r.err != nil || r.res.StopReason != acp.StopReasonCancelled {
+			t.Errorf("the %s prompt of a cancelled session must end stopReason cancelled: %+v %v", name, r.res, r.err)
+		}
+	}
+	if res, err := conn.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock("after")}}); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt after the cancel: %+v %v", res, err)
 	}
 }

@@ -2,6 +2,7 @@ package normalizer
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -115,8 +116,10 @@ func (n *Normalizer) FromACP(in Input) (*Result, error) {
 }
 
 // checkACPPrompt checks the prompt of session/prompt params: an array of
-// content blocks (objects with a string "type"), or, failing a prompt, the
-// E2A sources MergeParamsToACPPrompt fills it from.
+// ACP content blocks (a known type with its required fields, as the
+// outbound path asks of them: requiredBlockFields), or, failing a prompt,
+// the E2A sources MergeParamsToACPPrompt fills it from. The message names
+// the first invalid block by its index.
 func checkACPPrompt(params map[string]any) string {
 	p, has := params["prompt"]
 	if !has || p == nil {
@@ -134,10 +137,13 @@ func checkACPPrompt(params map[string]any) string {
 	if !ok {
 		return "prompt must be an array of content blocks"
 	}
-	for _, b := range blocks {
+	for i, b := range blocks {
 		m, ok := b.(map[string]any)
 		if !ok || str(m, "type") == "" {
-			return "every prompt content block needs a string type"
+			return fmt.Sprintf("prompt[%d]: every prompt content block needs a string type", i)
+		}
+		if msg := requiredBlockFields(camelBlock(m).(map[string]any)); msg != "" {
+			return fmt.Sprintf("prompt[%d]: %s", i, msg)
 		}
 	}
 	return ""
