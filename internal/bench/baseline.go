@@ -46,9 +46,14 @@ func measureBaseline(ctx context.Context, nc *nats.Conn, n, size, window int) (B
 	for i := range subs {
 		subs[i] = "e2a_bench_raw." + strconv.Itoa(i)
 	}
+	// A full window waits for acknowledgements (the rate is the measure):
+	// nats.go's default gives up after 200 ms ("stalled with too many
+	// outstanding async published messages"), which a shared machine's
+	// load reached (twice at load 10, 2026-11-30).
+	stall := jetstream.WithStallWait(time.Minute)
 	start := time.Now()
 	for i := 0; i < n; i++ {
-		if _, err := js.PublishAsync(subs[i/8], data); err != nil {
+		if _, err := js.PublishAsync(subs[i/8], data, stall); err != nil {
 			return Baseline{}, fmt.Errorf("bench: baseline publish: %w", err)
 		}
 	}
