@@ -30,8 +30,8 @@ func TestCursor(t *testing.T) {
 		t.Fatalf("round trip: %+v %v", c, err)
 	}
 	// The listing's order: as of t0, most recent first; then the tasks
-	// changed since, oldest change first.
-	keys := []cursor{{t0, t0.Add(2 * time.Second), "c2"}, {t0, at, "b"}, {t0, t0.Add(time.Second), "c1"}, {t0, at.Add(time.Second), "a"}, {t0, at, "a"}}
+	// changed since, by id.
+	keys := []cursor{{t0, t0.Add(time.Second), "c2"}, {t0, at, "b"}, {t0, t0.Add(2 * time.Second), "c1"}, {t0, at.Add(time.Second), "a"}, {t0, at, "a"}}
 	slices.SortFunc(keys, cursor.compare)
 	var order []string
 	for _, k := range keys {

@@ -21,9 +21,13 @@ import (
 // the client's cursor and be on no later page (found by review: a task
 // that finished between two pages was listed on none). So the tasks whose
 // status timestamp is after the listing's start come after all the others,
-// oldest change first: such a task is listed on a later page (again, if
-// an earlier page had it), and one that changes again moves further back,
-// never ahead.
+// by id: such a task is listed on a later page (again, if an earlier page
+// had it), and one that changes again keeps its place, so that a listing
+// ends (a second review: ordered by their change, two tasks reporting
+// progress between pages took turns being next, and the listing never
+// ended). The start is the first page's call, or the newest status
+// timestamp then when an agent's clock runs ahead of the pipeline's, so
+// that a listing's first page is always in the spec's order.
 
 // errCursor is the error of a page token this server did not write.
 var errCursor = errors.New("not a token of this server")
@@ -41,8 +45,8 @@ type cursor struct {
 func (c cursor) changed() bool { return c.at.After(c.t0) }
 
 // compare orders cursors of one listing as ListTasks lists: the tasks as
-// they stood when it started, most recent status first, then those changed
-// since, oldest change first; ties by id.
+// they stood when it started, most recent status first (ties by id), then
+// those changed since, by id.
 func (c cursor) compare(o cursor) int {
 	switch cc, oc := c.changed(), o.changed(); {
 	case cc != oc:
@@ -51,7 +55,7 @@ func (c cursor) compare(o cursor) int {
 		}
 		return -1
 	case cc:
-		return cmp.Or(c.at.Compare(o.at), cmp.Compare(c.id, o.id))
+		return cmp.Compare(c.id, o.id)
 	}
 	return cmp.Or(o.at.Compare(c.at), cmp.Compare(c.id, o.id))
 }

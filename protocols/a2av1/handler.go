@@ -335,6 +335,7 @@ func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2
 	if after != nil {
 		t0 = after.t0
 	}
+	first := after == nil
 	recs, err := c.c.ListTasks(ctx, ListMax, func(t *host.ListedTask) bool {
 		return t.Protocol == normalizer.ProtocolA2A && (req.ContextID == "" || t.ContextID == req.ContextID)
 	})
@@ -356,7 +357,13 @@ func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2
 			req.StatusTimestampAfter != nil && (!ok || at.Before(*req.StatusTimestampAfter)) {
 			continue
 		}
-		keys, byID[r.ID], built[r.ID] = append(keys, cursor{t0: t0, at: at, id: r.ID}), r, t
+		keys, byID[r.ID], built[r.ID] = append(keys, cursor{at: at, id: r.ID}), r, t
+		if first && at.After(t0) {
+			t0 = at // an agent's clock ahead of the pipeline's
+		}
+	}
+	for i := range keys {
+		keys[i].t0 = t0
 	}
 	slices.SortFunc(keys, cursor.compare)
 	var (
