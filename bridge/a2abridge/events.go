@@ -219,40 +219,26 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 }
 
 // scrubbed is a status message with the bridge's credentials taken out
-// of its text parts (bridge.Scrubber), written as text deltas, and its
-// data parts (bridge.ScrubValue), written as artifact updates:
-// a status message is the agent's own words about its work, which may
-// quote the request's headers, as its errors may (scrubframes.go). m
-// itself when nothing was replaced.
+// of its parts: their text (bridge.Scrubber), written as text deltas, and
+// their data, file URLs and metadata (bridge.ScrubValue), written as
+// artifact updates the Handler does not scan (the answer's content). A
+// status message is the agent's own words about its work, which may quote
+// the request's headers (a debugging agent's {"request_headers": …}), as
+// its errors may (scrubframes.go). m itself when nothing was replaced.
 func (t *turn) scrubbed(m *a2a.Message) *a2a.Message {
 	if m == nil {
 		return nil
 	}
 	var parts a2a.ContentParts
 	for i, p := range m.Parts {
-		var clean a2a.PartContent
-		switch x := p.Content.(type) {
-		case a2a.Text:
-			if s := t.u.Scrub(string(x)); s != string(x) {
-				clean = a2a.Text(s)
-			}
-		case a2a.Data:
-			// A data part (a debugging agent's {"request_headers": …}) is
-			// written as an artifact_update, which the Handler does not
-			// scan (the answer's content): scrubbed here, as the text.
-			if v, changed := bridge.ScrubValue(x.Value, t.u.Scrub); changed {
-				clean = a2a.Data{Value: v}
-			}
-		}
-		if clean == nil {
+		c, changed := t.scrubbedPart(p)
+		if !changed {
 			continue
 		}
 		if parts == nil {
 			parts = slices.Clone(m.Parts)
 		}
-		c := *p
-		c.Content = clean
-		parts[i] = &c
+		parts[i] = c
 	}
 	if parts == nil {
 		return m
@@ -260,6 +246,57 @@ func (t *turn) scrubbed(m *a2a.Message) *a2a.Message {
 	c := *m
 	c.Parts = parts
 	return &c
+}
+
+// scrubbedPart is p with the bridge's credentials taken out of its
+// content and metadata (a copy; p itself is left as it is), and whether
+// anything was.
+func (t *turn) scrubbedPart(p *a2a.Part) (*a2a.Part, bool) {
+	if p == nil {
+		return p, false
+	}
+	c := *p
+	changed := false
+	switch x := p.Content.(type) {
+	case a2a.Text:
+		if s := t.u.Scrub(string(x)); s != string(x) {
+			c.Content, changed = a2a.Text(s), true
+		}
+	case a2a.URL:
+		if s := t.u.Scrub(string(x)); s != string(x) {
+			c.Content, changed = a2a.URL(s), true
+		}
+	case a2a.Data:
+		if v, ok := bridge.ScrubValue(deepCopy(x.Value), t.u.Scrub); ok {
+			c.Content, changed = a2a.Data{Value: v}, true
+		}
+	}
+	if len(p.Metadata) > 0 {
+		if v, ok := bridge.ScrubValue(deepCopy(map[string]any(p.Metadata)), t.u.Scrub); ok {
+			c.Metadata, changed = v.(map[string]any), true
+		}
+	}
+	return &c, changed
+}
+
+// deepCopy copies a decoded JSON value's maps and slices, so that
+// scrubbing it in place leaves the original as it is.
+func deepCopy(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = deepCopy(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = deepCopy(e)
+		}
+		return out
+	}
+	return v
 }
 
 // complete writes the final e2a.complete frame. Its result names the
