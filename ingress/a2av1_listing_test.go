@@ -3,16 +3,11 @@ package ingress_test
 import (
 	"context"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
-	"github.com/e2a-pipeline/pipeline/agent"
-	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
@@ -29,39 +24,7 @@ func TestA2AV1ListTasksPagesKeepTaskWhoseStatusMoves(t *testing.T) {
 	p := startPipeline(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	started, release := make(chan struct{}, 1), make(chan struct{})
-	var n atomic.Int32
-	actx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = agent.Run(actx, p.nc, "gated", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
-			if n.Add(1) == 1 { // the first request waits for release
-				started <- struct{}{}
-				select {
-				case <-release:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-			return w.Complete(map[string]any{"content": "done"})
-		}), agent.WithConcurrency(4))
-	}()
-	t.Cleanup(func() { stop(); <-done })
-
-	c, err := a2aclient.NewFromEndpoints(ctx, []*a2a.AgentInterface{
-		a2a.NewAgentInterface(p.url+ingress.A2AV1Path+"?agent=gated", a2a.TransportProtocolJSONRPC)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reqA := userMessage("A: still running while the client pages")
-	reqA.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
-	resA, err := c.SendMessage(ctx, reqA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	taskA := resA.(*a2a.Task)
-	testkit.Receive(t, started, 10*time.Second, "the agent never got task A")
+	c, taskA, release := gatedTask(ctx, t, p, "A: still running while the client pages")
 	for _, text := range []string{"B: done", "C: done"} {
 		if _, err := c.SendMessage(ctx, userMessage(text)); err != nil {
 			t.Fatal(err)

@@ -68,39 +68,7 @@ func TestA2AV1ListTasksSortedByStatusTimestamp(t *testing.T) {
 	p := startPipeline(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	started, release := make(chan struct{}, 1), make(chan struct{})
-	var n atomic.Int32
-	actx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = agent.Run(actx, p.nc, "gated", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
-			if n.Add(1) == 1 { // the first request waits for release
-				started <- struct{}{}
-				select {
-				case <-release:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-			return w.Complete(map[string]any{"content": "done"})
-		}), agent.WithConcurrency(4))
-	}()
-	t.Cleanup(func() { stop(); <-done })
-
-	c, err := a2aclient.NewFromEndpoints(ctx, []*a2a.AgentInterface{
-		a2a.NewAgentInterface(p.url+ingress.A2AV1Path+"?agent=gated", a2a.TransportProtocolJSONRPC)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reqA := userMessage("A: sent first, finishes last")
-	reqA.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
-	resA, err := c.SendMessage(ctx, reqA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	taskA := resA.(*a2a.Task)
-	testkit.Receive(t, started, 10*time.Second, "the agent never got task A")
+	c, taskA, release := gatedTask(ctx, t, p, "A: sent first, finishes last")
 	// B is answered once it has completed (a blocking send), while A waits.
 	if _, err := c.SendMessage(ctx, userMessage("B: sent second, finishes first")); err != nil {
 		t.Fatal(err)
@@ -221,4 +189,48 @@ func TestA2AV1HistoryKeepsReferenceTaskIDs(t *testing.T) {
 		}
 	}
 	t.Fatalf("history has no message %s", req.Message.ID)
+}
+
+// gatedTask serves the pool "gated" on p, whose first request waits until
+// release is closed (the others complete at once), and sends it text with
+// returnImmediately: it returns the client of the pool's A2A v1.0
+// JSON-RPC interface and that first task, running.
+func gatedTask(ctx context.Context, t *testing.T, p *pipeline, text string) (c *a2aclient.Client, taskA *a2a.Task, release chan struct{}) {
+	t.Helper()
+	var err error
+	started := make(chan struct{}, 1)
+	release = make(chan struct{})
+	var n atomic.Int32
+	actx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = agent.Run(actx, p.nc, "gated", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+			if n.Add(1) == 1 { // the first request waits for release
+				started <- struct{}{}
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return w.Complete(map[string]any{"content": "done"})
+		}), agent.WithConcurrency(4))
+	}()
+	t.Cleanup(func() { stop(); <-done })
+
+	c, err = a2aclient.NewFromEndpoints(ctx, []*a2a.AgentInterface{
+		a2a.NewAgentInterface(p.url+ingress.A2AV1Path+"?agent=gated", a2a.TransportProtocolJSONRPC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqA := userMessage(text)
+	reqA.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
+	resA, err := c.SendMessage(ctx, reqA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	taskA = resA.(*a2a.Task)
+	testkit.Receive(t, started, 10*time.Second, "the agent never got task A")
+	return c, taskA, release
 }

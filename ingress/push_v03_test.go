@@ -212,13 +212,7 @@ func TestPushV03DeleteTwiceSucceeds(t *testing.T) {
 // that task, so the webhook must get the task's updates, ending
 // completed.
 func TestPushOpenModeClaimedUserInline(t *testing.T) {
-	pp := pipetest.Start(t, pipetest.WithPush("127.0.0.1"))
-	pp.Pool("demo", demo.New())
-	p := &pipeline{url: pp.URL, nc: pp.NC, js: pp.JS, in: pp.Ingress}
-	r := pushtest.NewReceiver(t)
-	c := v03KeyClient(t, p, testKey)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, pp, r, c := openModePush(t)
 	msg := a2a03.NewMessage(a2a03.MessageRoleUser, a2a03.TextPart{Text: "hello from carol"})
 	msg.Metadata = map[string]any{"user_id": "carol"}
 	res, err := c.SendMessage(ctx, &a2a03.MessageSendParams{Message: msg,
@@ -251,13 +245,7 @@ func TestPushOpenModeClaimedUserInline(t *testing.T) {
 // tasks/pushNotificationConfig/set between two turns gets the next
 // turn's updates, and get and list find it.
 func TestPushOpenModeClaimedUserMethods(t *testing.T) {
-	pp := pipetest.Start(t, pipetest.WithPush("127.0.0.1"))
-	pp.Pool("demo", demo.New())
-	p := &pipeline{url: pp.URL, nc: pp.NC, js: pp.JS, in: pp.Ingress}
-	r := pushtest.NewReceiver(t)
-	c := v03KeyClient(t, p, testKey)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, _, r, c := openModePush(t)
 	msg := a2a03.NewMessage(a2a03.MessageRoleUser, a2a03.TextPart{Text: "ask:input weather"})
 	msg.Metadata = map[string]any{"user_id": "carol"}
 	res, err := c.SendMessage(ctx, &a2a03.MessageSendParams{Message: msg})
@@ -304,4 +292,19 @@ func v03PushTask(t *testing.T, timeout time.Duration, params func(r *pushtest.Re
 		t.Fatalf("result %T, want a task", res)
 	}
 	return ctx, alice, r, task
+}
+
+// openModePush starts a pipeline without authentication, with push
+// delivery and the demo pool, a webhook receiver and a v0.3 client; the
+// context ends after 30 s.
+func openModePush(t *testing.T) (context.Context, *pipetest.Pipeline, *pushtest.Receiver, *a2aclient03.Client) {
+	t.Helper()
+	pp := pipetest.Start(t, pipetest.WithPush("127.0.0.1"))
+	pp.Pool("demo", demo.New())
+	p := &pipeline{url: pp.URL, nc: pp.NC, js: pp.JS, in: pp.Ingress}
+	r := pushtest.NewReceiver(t)
+	c := v03KeyClient(t, p, testKey)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx, pp, r, c
 }

@@ -70,6 +70,13 @@ func TestStatusMessageDataPartScrubbed(t *testing.T) {
 				a2a.NewTextPart("calling the backend; "),
 				a2a.NewDataPart(map[string]any{"request_headers": map[string]any{"Authorization": auth}}))}
 		},
+		// Found by review of 94a7cdd, which scrubbed the data only: a part
+		// is written (writeNative) with its metadata.
+		"data part metadata": func(auth string) []*a2a.Message {
+			p := a2a.NewDataPart(map[string]any{"step": "calling the backend"})
+			p.Metadata = map[string]any{"request_headers": map[string]any{"Authorization": auth}}
+			return []*a2a.Message{a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart("calling the backend; "), p)}
+		},
 	}
 	for name, status := range cases {
 		t.Run(name, func(t *testing.T) {
