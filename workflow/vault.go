@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -274,6 +275,10 @@ func (v *Vault) List(principal string) []CredentialInfo {
 type redactor struct {
 	mu      sync.Mutex
 	secrets []string
+	// escaped match the secrets as other JSON encoders write them inside
+	// a string (escapedPattern): PHP's "\/", .NET's "\u002B", Gson's
+	// "\u003d"; an echo in an error body is kept as text.
+	escaped []*regexp.Regexp
 }
 
 const redacted = "[redacted]"
@@ -290,6 +295,7 @@ func (r *redactor) add(s string) {
 		}
 	}
 	r.secrets = append(r.secrets, s)
+	r.escaped = append(r.escaped, escapedPattern(s))
 	if q, err := json.Marshal(s); err == nil && string(q[1:len(q)-1]) != s {
 		r.secrets = append(r.secrets, string(q[1:len(q)-1]))
 	}
@@ -313,7 +319,39 @@ func (r *redactor) text(s string) string {
 			s = strings.ReplaceAll(s, x, redacted)
 		}
 	}
+	if strings.IndexByte(s, '\\') >= 0 { // an escaped form needs a backslash
+		for _, re := range r.escaped {
+			s = re.ReplaceAllLiteralString(s, redacted)
+		}
+	}
 	return s
+}
+
+// escapedPattern matches s as a JSON encoder may write it inside a string:
+// each character as it is or as a \u escape (either hex case), '/' also as
+// "\/", '"' and '\' as "\"" and "\\". Encoders differ in what they escape
+// (PHP every '/', .NET '+' and HTML characters, Gson '=' and HTML ones), and
+// an API echoing a credential in its error body writes it its way
+// (found by review: a key with '/' echoed by PHP reached the error).
+func escapedPattern(s string) *regexp.Regexp {
+	var b strings.Builder
+	for _, c := range s {
+		b.WriteString("(?:")
+		b.WriteString(regexp.QuoteMeta(string(c)))
+		if c < 0x10000 {
+			fmt.Fprintf(&b, `|\\u(?i:%04x)`, c)
+		}
+		switch c {
+		case '/':
+			b.WriteString(`|\\/`)
+		case '"':
+			b.WriteString(`|\\"`)
+		case '\\':
+			b.WriteString(`|\\\\`)
+		}
+		b.WriteString(")")
+	}
+	return regexp.MustCompile(b.String())
 }
 
 func (r *redactor) bytes(b []byte) []byte {
