@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -35,6 +36,16 @@ type Submitter interface {
 // restarts). It returns no frames and no error for an unknown request.
 type FrameSource interface {
 	Frames(ctx context.Context, requestID string) ([]*e2a.Response, error)
+}
+
+// QueuedSource is optionally implemented by a FrameSource that can read a
+// request before any frame of it was written: an execution accepted (the
+// execute's 202) that no workflow worker has picked up yet, which
+// /api/v1/executions/{id} answers running, not 404 (a client trusting a
+// 404 would submit the workflow again). Queued returns nil and no error
+// for an unknown request.
+type QueuedSource interface {
+	Queued(ctx context.Context, requestID string) (*e2a.Envelope, error)
 }
 
 // FinalWaiter is optionally implemented by a FrameSource that can wait for
@@ -636,12 +647,42 @@ func (a *API) execution(w http.ResponseWriter, r *http.Request, p Principal) {
 		}
 	}
 	if !owned(frames) {
+		if env := a.queued(r.Context(), p, asked); env != nil {
+			writeJSON(w, http.StatusOK, &ExecutionStatus{ExecutionID: asked, RequestID: env.RequestID, Status: StatusRunning,
+				Results: map[string]any{}, Operations: []OperationStatus{}})
+			return
+		}
 		writeError(w, http.StatusNotFound, &Error{Type: DataError, Message: fmt.Sprintf("execution %q not found", asked)})
 		return
 	}
 	st := statusFromFrames(frames)
 	st.ExecutionID, st.RequestID = asked, id
 	writeJSON(w, http.StatusOK, st)
+}
+
+// queued returns the envelope of the caller's execution asked (a request
+// id, or an executionId: its newest request the caller's) that was
+// accepted but has no frame yet (QueuedSource); nil when there is none,
+// it is another principal's, or it is no workflow's.
+func (a *API) queued(ctx context.Context, p Principal, asked string) *e2a.Envelope {
+	qs, ok := a.Frames.(QueuedSource)
+	if !ok {
+		return nil
+	}
+	ids := []string{asked}
+	if a.Tasks != nil {
+		if byTask, err := a.Tasks.RequestIDs(ctx, asked); err == nil {
+			slices.Reverse(byTask)
+			ids = append(ids, byTask...)
+		}
+	}
+	for _, rid := range ids {
+		env, err := qs.Queued(ctx, rid)
+		if err == nil && env != nil && p.Tenant().Allows(tenant.Read, env.UserID) && (env.Method == "" || env.Method == Method) {
+			return env
+		}
+	}
+	return nil
 }
 
 func (a *API) rateLimit(w http.ResponseWriter, r *http.Request, p Principal) {

@@ -51,3 +51,23 @@ func (s *StreamFrames) Frames(ctx context.Context, requestID string) ([]*e2a.Res
 	}
 	return out, nil
 }
+
+var _ QueuedSource = (*StreamFrames)(nil)
+
+// Queued implements QueuedSource: the envelope of requestID as the
+// workflow pool's request stream holds it (E2A_REQUESTS, subject
+// e2a.req.workflow.<request_id>); nil and no error when it has none.
+func (s *StreamFrames) Queued(ctx context.Context, requestID string) (*e2a.Envelope, error) {
+	subj, err := subjects.Request(Pool, requestID)
+	if err != nil {
+		return nil, nil
+	}
+	m, err := streams.LastBySubject(ctx, s.Conn, streams.RequestsStream, subj)
+	if errors.Is(err, streams.ErrNoMessages) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e2a.FromJSON(m.Data)
+}
