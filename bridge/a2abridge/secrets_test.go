@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"iter"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -72,33 +71,9 @@ func TestCredentials(t *testing.T) {
 // echoAuth is an agent whose working status quotes the Authorization
 // header it got (a debugging agent's "calling with …"), then answers
 // "done".
-type echoAuth struct{}
-
-func (echoAuth) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
-	auth := ""
-	if cc, ok := a2asrv.CallContextFrom(ctx); ok {
-		for k, v := range cc.ServiceParams().List() {
-			if strings.EqualFold(k, "Authorization") && len(v) > 0 {
-				auth = v[0]
-			}
-		}
-	}
-	return func(yield func(a2a.Event, error) bool) {
-		ev := a2a.NewArtifactUpdateEvent(ec, "answer", a2a.NewTextPart("done"))
-		ev.Append, ev.LastChunk = false, true
-		_ = yield(a2a.NewSubmittedTask(ec, ec.Message), nil) &&
-			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking,
-				a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("calling with "+auth+"; "))), nil) &&
-			yield(ev, nil) &&
-			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, nil), nil)
-	}
-}
-
-func (echoAuth) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
-	return func(yield func(a2a.Event, error) bool) {
-		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
-	}
-}
+var echoAuth = statusQuoter{status: func(auth string) []*a2a.Message {
+	return []*a2a.Message{a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart("calling with "+auth+"; "))}
+}}
 
 // TestWorkingStatusScrubbed: a working status's message, which the bridge
 // writes as text deltas, is the agent's own words about its work, as its
@@ -107,7 +82,7 @@ func (echoAuth) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq
 func TestWorkingStatusScrubbed(t *testing.T) {
 	t.Parallel()
 	const key = "sk-a2a-status-6b2e04"
-	base := serveA2A(t, a2asrv.NewHandler(echoAuth{}))
+	base := serveA2A(t, a2asrv.NewHandler(echoAuth))
 	p := pipetest.Start(t)
 	log := &testkit.Buffer{}
 	credPool(t, p, "echo", base, bridge.Credentials{APIKey: key}, log)
