@@ -331,41 +331,13 @@ func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2
 	if err != nil {
 		return nil, fmt.Errorf("%w: pageToken: %v", a2a.ErrInvalidParams, err)
 	}
-	t0 := time.Now() // the listing starts (cursor.go: its order)
-	if after != nil {
-		t0 = after.t0
-	}
-	first := after == nil
 	recs, err := c.c.ListTasks(ctx, ListMax, func(t *host.ListedTask) bool {
 		return t.Protocol == normalizer.ProtocolA2A && (req.ContextID == "" || t.ContextID == req.ContextID)
 	})
 	if err != nil {
 		return nil, sdkError(err)
 	}
-	// Each task's status, for the filters and the sort key.
-	read := h.readTasks(ctx, recs)
-	keys := make([]cursor, 0, len(recs))
-	byID := make(map[string]*host.ListedTask, len(recs))
-	built := make(map[string]*a2a.Task, len(recs))
-	for i, r := range recs {
-		t := read[i]
-		if t == nil {
-			continue // its requests aged out of the streams
-		}
-		at, ok := statusTime(t, r)
-		if req.Status != "" && t.Status.State != req.Status ||
-			req.StatusTimestampAfter != nil && (!ok || at.Before(*req.StatusTimestampAfter)) {
-			continue
-		}
-		keys, byID[r.ID], built[r.ID] = append(keys, cursor{at: at, id: r.ID}), r, t
-		if first && at.After(t0) {
-			t0 = at // an agent's clock ahead of the pipeline's
-		}
-	}
-	for i := range keys {
-		keys[i].t0 = t0
-	}
-	slices.SortFunc(keys, cursor.compare)
+	keys, byID, built := h.listing(ctx, req, recs, after)
 	var (
 		tasks   []*a2a.Task
 		last    cursor
@@ -401,6 +373,43 @@ func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2
 		tasks = []*a2a.Task{}
 	}
 	return &a2a.ListTasksResponse{Tasks: tasks, TotalSize: total, PageSize: len(tasks), NextPageToken: next}, nil
+}
+
+// listing reads the tasks listed as recs and returns those req's filters
+// keep, sorted in the listing's order (cursor.go) with their keys, each
+// task's record and the task as read. after is the page token's cursor
+// (nil: the first page, which starts the listing now, or at the newest
+// status timestamp when an agent's clock runs ahead of the pipeline's).
+func (h *handler) listing(ctx context.Context, req *a2a.ListTasksRequest, recs []*host.ListedTask, after *cursor) (
+	keys []cursor, byID map[string]*host.ListedTask, built map[string]*a2a.Task) {
+	t0 := time.Now()
+	if after != nil {
+		t0 = after.t0
+	}
+	read := h.readTasks(ctx, recs)
+	keys = make([]cursor, 0, len(recs))
+	byID = make(map[string]*host.ListedTask, len(recs))
+	built = make(map[string]*a2a.Task, len(recs))
+	for i, r := range recs {
+		t := read[i]
+		if t == nil {
+			continue // its requests aged out of the streams
+		}
+		at, ok := statusTime(t, r)
+		if req.Status != "" && t.Status.State != req.Status ||
+			req.StatusTimestampAfter != nil && (!ok || at.Before(*req.StatusTimestampAfter)) {
+			continue
+		}
+		keys, byID[r.ID], built[r.ID] = append(keys, cursor{at: at, id: r.ID}), r, t
+		if after == nil && at.After(t0) {
+			t0 = at // an agent's clock ahead of the pipeline's
+		}
+	}
+	for i := range keys {
+		keys[i].t0 = t0
+	}
+	slices.SortFunc(keys, cursor.compare)
+	return keys, byID, built
 }
 
 // listReaders bounds the tasks one ListTasks reads at once.
