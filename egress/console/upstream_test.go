@@ -3,10 +3,12 @@ package console_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/egress/console"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -24,8 +26,19 @@ func TestStatsNameUpstream(t *testing.T) {
 	if err := conv.PublishPool(ctx, bridge.PoolInfo{Pool: "demo", Kind: "openai", Upstream: "http://models.internal:8000"}); err != nil {
 		t.Fatal(err)
 	}
-	_, b := p.do(t, "GET", "/console/api/stats", "")
-	st := decode[console.Stats](t, b)
+	// The demo pool's worker creates its consumer as it starts: the stats
+	// name it once it exists.
+	var st console.Stats
+	testkit.Eventually(t, 10*time.Second, "the agent-demo consumer in the console's stats", func() bool {
+		_, b := p.do(t, "GET", "/console/api/stats", "")
+		st = decode[console.Stats](t, b)
+		for _, c := range st.Consumers {
+			if c.Name == "agent-demo" {
+				return true
+			}
+		}
+		return false
+	})
 	found := false
 	for _, c := range st.Consumers {
 		switch {
@@ -39,6 +52,6 @@ func TestStatsNameUpstream(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Fatalf("no agent-demo consumer: %s", b)
+		t.Fatalf("no agent-demo consumer: %+v", st)
 	}
 }
