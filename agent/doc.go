@@ -39,8 +39,10 @@
 //     as one frame is: the broker stores, republishes and audits one
 //     message per acknowledgement instead of one per frame, on one replica
 //     or three. A non-final [Writer.Write] returns once its frame is queued;
-//     the final frame waits until it is stored. A burst is bounded by the
-//     server's max_payload and by 256 frames (burst.go).
+//     the final frame waits until it is stored, and [Sync] until every frame
+//     written before it is (before an action that must not run twice).
+//     A burst is bounded by the server's max_payload and by 256 frames
+//     (burst.go).
 //   - Redelivery: the new worker reads the last stored message's last
 //     frame. Final → ack.
 //     Partial → a resumable handler ([WithResumable], [Resumer]) continues

@@ -41,6 +41,8 @@ type Writer interface {
 	// reasoning deltas (strings) written while a frame is in flight are
 	// coalesced into one frame (see WithCoalesce), so Chunk may return
 	// before its frame is published; a later write reports its failure.
+	// Any other Chunk (another delta, or text with coalescing off) returns
+	// once its frame is stored, as Complete does. [Sync] waits for them all.
 	// Text and reasoning deltas too large for one frame (the server's
 	// max_payload) are split, on character boundaries, into several frames
 	// that fit, in order: consumers concatenate deltas. Other deltas are
@@ -78,6 +80,37 @@ type Writer interface {
 	// n+1, and the handler must not repeat what frames 0..n hold.
 	ResumeAfter() int64
 }
+
+// Syncer is implemented by a [Writer] that may return from a write before
+// its frame is stored, as the runtime's does. Call it through [Sync].
+type Syncer interface {
+	// Sync returns once every frame written before it is stored
+	// (acknowledged by the stream), text still coalescing included, or
+	// with the error that stopped one: an error wrapping ErrFenced (or the
+	// writer's other failure) as the writes report it, ErrFinalWritten
+	// after the final frame, ErrWriterClosed once the handler's context is
+	// done, or the ErrFrameTooLarge of a coalesced delta refused. It costs
+	// nothing when nothing is pending, else the wait for the message in
+	// flight and the next one (a store round trip or two).
+	Sync() error
+}
+
+// Sync waits until every frame w took so far is stored (see [Syncer]): a
+// handler calls it before an action that leaves the process and must not
+// be repeated, so that a redelivery after a crash during that action finds
+// the frames announcing it (and, not being resumable, ends with
+// agent_interrupted rather than running it again). A Writer that does not
+// implement Syncer is taken to store each frame before its write returns
+// (test fakes): Sync returns nil. A Writer wrapping another should
+// implement Syncer by calling Sync on it.
+func Sync(w Writer) error {
+	if s, ok := w.(Syncer); ok {
+		return s.Sync()
+	}
+	return nil
+}
+
+var _ Syncer = (*writer)(nil)
 
 // conflictRetries counts publishes refused while the subject was unchanged
 // (a proposal on it still in process on a replicated stream), and retried.
@@ -438,6 +471,29 @@ func (wr *writer) endTurnLocked(err error) {
 	wr.mu.Unlock()
 	if notify && wr.onFatal != nil {
 		wr.onFatal(err)
+	}
+}
+
+// Sync implements Syncer: the pending text is published at once, then it
+// waits, as flush does, until nothing is pending, queued or in flight.
+func (wr *writer) Sync() error {
+	wr.mu.Lock()
+	defer wr.mu.Unlock()
+	for waited := false; ; waited = true {
+		if err := wr.writable(false); err != nil {
+			return err
+		}
+		if wr.pending == nil && !wr.inflight && wr.queued == 0 {
+			return nil
+		}
+		wr.flushNow = true
+		wr.schedule()
+		// Sync waits behind the message in flight as a write does (tests
+		// release that message only then).
+		if hook := wr.w.cfg.enqueueWait; hook != nil && !waited {
+			hook(wr.requestID)
+		}
+		wr.cond.Wait()
 	}
 }
 

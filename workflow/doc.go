@@ -170,7 +170,10 @@
 // same principal resolves to the newest) and rebuilds the status from these
 // frames ([StatusFromFrames]), execution_id echoing the id asked. A redelivered execution that already wrote frames
 // is not resumed (its calls may have had effects): the agent runtime
-// closes it with agent_interrupted, retryable.
+// closes it with agent_interrupted, retryable. An ApiCall or StoreData
+// acts only once its function_call frame is stored (agent.Sync), so a
+// worker dying during the call cannot leave an execution without frames
+// that the redelivery would run again.
 //
 // The KV buckets (local and session storage, cache) are provisioned by
 // the caller (streams/); this package only uses the handles it is given.

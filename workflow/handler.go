@@ -80,6 +80,12 @@ func (e *Executor) Resumable() bool { return false }
 // function_response delta when it ends (response {operationId, status,
 // duration_ms, cached, outputPath, result | result_bytes, error}); a
 // retried ApiCall attempt adds a "custom" chunk {event: "a2e.retry", …}.
+// An ApiCall or StoreData starts only once the frames before it, its
+// function_call included, are stored (agent.Sync; the runtime's Chunk of a
+// tool delta already waits for its store, so this costs no extra round
+// trip today, and one per such operation at most): a worker dying during
+// the call leaves them behind, and the redelivery ends with
+// agent_interrupted rather than making the call again.
 // The final frame is e2a.complete with result {execution_id,
 // workflow_execution_id, status, results, duration_ms}, or e2a.error with
 // code validation_error, permission_error, execution_error, timeout_error
@@ -157,6 +163,11 @@ func failure(we *Error, execID, wfExecID string, results map[string]any, ms int6
 	return &agent.Error{Code: we.Code(), Message: we.Message, Retryable: we.Retryable, Details: details}
 }
 
+// leavesProcess reports whether an operation of type typ acts outside the
+// executor (an HTTP request, a stored value): its start frame is stored
+// before it runs (agent.Sync).
+func leavesProcess(typ string) bool { return typ == OpApiCall || typ == OpStoreData }
+
 // frameObserver writes an execution's events as frames.
 type frameObserver struct {
 	w   agent.Writer
@@ -178,7 +189,16 @@ func (o *frameObserver) Event(_ context.Context, ev Event) error {
 		if op := o.wf.Operations[ev.OperationID]; op != nil && jsonSize(op.Config) <= o.max {
 			args["config"] = op.Config
 		}
-		return o.w.Chunk(e2a.DeltaTool, e2a.ToolDelta{Type: e2a.ToolFunctionCall, ID: id, Name: ev.Type, Args: args})
+		if err := o.w.Chunk(e2a.DeltaTool, e2a.ToolDelta{Type: e2a.ToolFunctionCall, ID: id, Name: ev.Type, Args: args}); err != nil {
+			return err
+		}
+		if leavesProcess(ev.Type) {
+			// The frames announcing the operation are stored before it acts:
+			// a worker dying during the call leaves them, so the redelivery
+			// ends with agent_interrupted instead of calling again.
+			return agent.Sync(o.w)
+		}
+		return nil
 	case PhaseEnd:
 		resp := map[string]any{"operationId": ev.OperationID, "status": ev.Status, "duration_ms": ev.DurationMs}
 		if ev.Cached {
