@@ -82,26 +82,16 @@ func invalid(format string, a ...any) error {
 // The worker pulls a message only when it has a free slot, so nothing waits
 // in a local buffer while its AckWait runs.
 func WithConcurrency(n int) Option {
-	return func(c *config) error {
-		if n < 1 || n > 1<<16 {
-			return invalid("concurrency %d not in [1, 65536]", n)
-		}
-		c.concurrency = n
-		return nil
-	}
+	return option.Check(ErrInvalidOption, n >= 1 && n <= 1<<16,
+		func(c *config) { c.concurrency = n },
+		"concurrency %d not in [1, 65536]", n)
 }
 
 // WithMaxAckPending bounds the requests in flight across every worker of the
 // pool (the consumer's MaxAckPending, n ≥ 1). All workers of a pool must use
 // the same consumer options, since each one provisions the consumer.
 func WithMaxAckPending(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return invalid("max ack pending %d < 1", n)
-		}
-		c.maxAckPending = n
-		return nil
-	}
+	return option.Check(ErrInvalidOption, n >= 1, func(c *config) { c.maxAckPending = n }, "max ack pending %d < 1", n)
 }
 
 // WithAckWait sets the consumer's AckWait: how long a delivery may go without
@@ -113,13 +103,7 @@ func WithMaxAckPending(n int) Option {
 // is not resumable then ends with agent_interrupted. Raise it for such
 // handlers on a cluster whose failovers take longer.
 func WithAckWait(d time.Duration) Option {
-	return func(c *config) error {
-		if d < time.Second {
-			return invalid("ack wait %v < 1s", d)
-		}
-		c.ackWait = d
-		return nil
-	}
+	return option.Check(ErrInvalidOption, d >= time.Second, func(c *config) { c.ackWait = d }, "ack wait %v < 1s", d)
 }
 
 // WithHeartbeat sets how often an in-flight request is reported in progress
@@ -129,25 +113,15 @@ func WithAckWait(d time.Duration) Option {
 // must be shorter than that shortest wait. Each heartbeat is one message per
 // request held (on a replicated consumer, one proposal to its group).
 func WithHeartbeat(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 10*time.Millisecond {
-			return invalid("heartbeat %v < 10ms", d)
-		}
-		c.heartbeat = d
-		return nil
-	}
+	return option.Check(ErrInvalidOption, d >= 10*time.Millisecond,
+		func(c *config) { c.heartbeat = d },
+		"heartbeat %v < 10ms", d)
 }
 
 // WithMaxDeliver sets how many times a request is delivered before it is
 // given up: the runtime then writes a final e2a.error max_deliveries (n ≥ 1).
 func WithMaxDeliver(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return invalid("max deliver %d < 1", n)
-		}
-		c.maxDeliver = n
-		return nil
-	}
+	return option.Check(ErrInvalidOption, n >= 1, func(c *config) { c.maxDeliver = n }, "max deliver %d < 1", n)
 }
 
 // WithBackOff sets the consumer's redelivery back-off: the wait before
@@ -168,13 +142,7 @@ func WithBackOff(steps ...time.Duration) Option {
 // WithDrainTimeout sets how long Run waits, once its context is done, for
 // in-flight requests to finish before it hands them back (Nak) to the pool.
 func WithDrainTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 {
-			return invalid("drain timeout %v < 0", d)
-		}
-		c.drainTimeout = d
-		return nil
-	}
+	return option.Check(ErrInvalidOption, d >= 0, func(c *config) { c.drainTimeout = d }, "drain timeout %v < 0", d)
 }
 
 // WithCoalesce bounds the coalescing of text and reasoning deltas: deltas
@@ -199,13 +167,7 @@ func WithCoalesce(maxBytes int, maxDelay time.Duration) Option {
 // the request was stored. An envelope deadline that is earlier wins. A request
 // past its deadline gets a final e2a.error deadline_exceeded. 0 means none.
 func WithDefaultDeadline(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 {
-			return invalid("default deadline %v < 0", d)
-		}
-		c.defaultDL = d
-		return nil
-	}
+	return option.Check(ErrInvalidOption, d >= 0, func(c *config) { c.defaultDL = d }, "default deadline %v < 0", d)
 }
 
 // WithLogger sets the logger (default slog.Default()).
@@ -233,25 +195,15 @@ func WithResumable(ok bool) Option {
 // WithPublishTimeout bounds how long one frame is retried (timeouts, no
 // responders, leader changes) before the request is given up by this worker.
 func WithPublishTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 100*time.Millisecond {
-			return invalid("publish timeout %v < 100ms", d)
-		}
-		c.publishTimeout = d
-		return nil
-	}
+	return option.Check(ErrInvalidOption, d >= 100*time.Millisecond,
+		func(c *config) { c.publishTimeout = d },
+		"publish timeout %v < 100ms", d)
 }
 
 // WithWorkerID names this worker in logs and frame provenance (default: a
 // fresh UUID).
 func WithWorkerID(id string) Option {
-	return func(c *config) error {
-		if id == "" {
-			return invalid("empty worker id")
-		}
-		c.workerID = id
-		return nil
-	}
+	return option.Check(ErrInvalidOption, id != "", func(c *config) { c.workerID = id }, "empty worker id")
 }
 
 // WithProvisionConsumer tells whether Run creates or updates the pool's

@@ -70,37 +70,25 @@ func buildOptions(nc *nats.Conn, opts []Option) (options, error) {
 // max_payload. The compression window is DefaultBatchBytes: a larger
 // batch finds no match further back than that.
 func WithBatchBytes(n int) Option {
-	return func(o *options) error {
-		if n < BatchBytesMin || n > BatchBytesMax {
-			return fmt.Errorf("%w: batch bytes %d not in 4 KiB..8 MiB", ErrInvalidOption, n)
-		}
-		o.batchBytes = n
-		return nil
-	}
+	return option.Check(ErrInvalidOption, n >= BatchBytesMin && n <= BatchBytesMax,
+		func(o *options) { o.batchBytes = n },
+		"batch bytes %d not in 4 KiB..8 MiB", n)
 }
 
 // WithFlushInterval sets how long after its first record a batch is closed
 // however small: 10 ms to 1 h (default DefaultFlushInterval).
 func WithFlushInterval(d time.Duration) Option {
-	return func(o *options) error {
-		if d < FlushIntervalMin || d > FlushIntervalMax {
-			return fmt.Errorf("%w: flush interval %v not in 10ms..1h", ErrInvalidOption, d)
-		}
-		o.flushInterval = d
-		return nil
-	}
+	return option.Check(ErrInvalidOption, d >= FlushIntervalMin && d <= FlushIntervalMax,
+		func(o *options) { o.flushInterval = d },
+		"flush interval %v not in 10ms..1h", d)
 }
 
 // WithCacheBatches sets how many decompressed batches a Reader keeps:
 // 1 to 1024 (default 8).
 func WithCacheBatches(n int) Option {
-	return func(o *options) error {
-		if n < 1 || n > 1024 {
-			return fmt.Errorf("%w: cache batches %d not in 1..1024", ErrInvalidOption, n)
-		}
-		o.cacheBatches = n
-		return nil
-	}
+	return option.Check(ErrInvalidOption, n >= 1 && n <= 1024,
+		func(o *options) { o.cacheBatches = n },
+		"cache batches %d not in 1..1024", n)
 }
 
 // WithLogger sets the logger (default: discard).

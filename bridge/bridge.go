@@ -58,13 +58,7 @@ type config struct {
 // WithMaxInFlight bounds the upstream calls in flight at once in this
 // process (≥ 1, default 64); requests beyond it wait for a slot.
 func WithMaxInFlight(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return fmt.Errorf("%w: max in flight %d must be ≥ 1", ErrInvalidOption, n)
-		}
-		c.maxInFlight = n
-		return nil
-	}
+	return option.Check(ErrInvalidOption, n >= 1, func(c *config) { c.maxInFlight = n }, "max in flight %d must be ≥ 1", n)
 }
 
 // WithRetry sets how a call that failed retryably before writing anything
@@ -72,13 +66,9 @@ func WithMaxInFlight(n int) Option {
 // random time up to base·2^attempt, at most max (full jitter), or the
 // upstream's Retry-After when it is longer (bounded by max).
 func WithRetry(retries int, base, max time.Duration) Option {
-	return func(c *config) error {
-		if retries < 0 || retries > 20 || base <= 0 || max < base {
-			return fmt.Errorf("%w: retry %d, %v..%v (want 0..20 retries, 0 < base ≤ max)", ErrInvalidOption, retries, base, max)
-		}
-		c.retries, c.base, c.cap = retries, base, max
-		return nil
-	}
+	return option.Check(ErrInvalidOption, retries >= 0 && retries <= 20 && base > 0 && max >= base,
+		func(c *config) { c.retries, c.base, c.cap = retries, base, max },
+		"retry %d, %v..%v (want 0..20 retries, 0 < base ≤ max)", retries, base, max)
 }
 
 // WithMetrics registers the bridge's metrics (e2a_bridge_*) with r.

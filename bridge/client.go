@@ -109,13 +109,7 @@ type ClientOption func(*Client) error
 // WithConnectTimeout bounds connecting to the upstream (TCP and TLS); > 0,
 // default 5 s.
 func WithConnectTimeout(d time.Duration) ClientOption {
-	return func(c *Client) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: connect timeout %v must be > 0", ErrInvalidOption, d)
-		}
-		c.connect = d
-		return nil
-	}
+	return option.Check(ErrInvalidOption, d > 0, func(c *Client) { c.connect = d }, "connect timeout %v must be > 0", d)
 }
 
 // WithIdleTimeout bounds the wait for the answer's headers and, once it
@@ -124,13 +118,7 @@ func WithConnectTimeout(d time.Duration) ClientOption {
 // upstream_timeout); the body of a non-2xx answer is read no longer, and
 // the call fails with the status's error (FromResponse).
 func WithIdleTimeout(d time.Duration) ClientOption {
-	return func(c *Client) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: idle timeout %v must be > 0", ErrInvalidOption, d)
-		}
-		c.idle = d
-		return nil
-	}
+	return option.Check(ErrInvalidOption, d > 0, func(c *Client) { c.idle = d }, "idle timeout %v must be > 0", d)
 }
 
 // WithCredentials sets what the client sends the upstream to authenticate.

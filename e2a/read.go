@@ -158,20 +158,13 @@ func readEnvelopeField(env *Envelope, key string, v json.RawMessage) error {
 	case "params":
 		return readObject(v, &env.Params)
 	case "provenance":
-		if isNull(v) {
-			return nil
-		}
-		if fastRead {
+		if fastRead && !isNull(v) {
 			if p, ok := readProvenanceFast(v); ok {
 				env.Provenance = p
 				return nil
 			}
 		}
-		var p Provenance
-		if err := decodeNumbers(v, &p); err != nil {
-			return err
-		}
-		env.Provenance = &p
+		return readStruct(v, &env.Provenance)
 	case "ext_method":
 		return readString(v, &env.ExtMethod)
 	case "session_update_kind":
@@ -182,14 +175,7 @@ func readEnvelopeField(env *Envelope, key string, v json.RawMessage) error {
 		}
 		return json.Unmarshal(v, &env.ExpectedOutputModes)
 	case "auth":
-		if isNull(v) {
-			return nil
-		}
-		var a Auth
-		if err := decodeNumbers(v, &a); err != nil {
-			return err
-		}
-		env.Auth = &a
+		return readStruct(v, &env.Auth)
 	case "channel_context":
 		return readObject(v, &env.ChannelContext)
 	case "a2a_metadata":
@@ -297,6 +283,20 @@ func readStringOrNumber(v json.RawMessage, dst *string) error {
 		return nil
 	}
 	return json.Unmarshal(v, dst)
+}
+
+// readStruct reads an object member into a new T (its numbers as
+// json.Number) set in *dst; null leaves *dst unchanged.
+func readStruct[T any](v json.RawMessage, dst **T) error {
+	if isNull(v) {
+		return nil
+	}
+	var t T
+	if err := decodeNumbers(v, &t); err != nil {
+		return err
+	}
+	*dst = &t
+	return nil
 }
 
 func readBool(v json.RawMessage, dst *bool) error {

@@ -56,6 +56,32 @@ func (w *writer) str(k, v string) {
 	}
 }
 
+// flag writes the member k true when v is (false is omitted, as
+// omitempty does).
+func (w *writer) flag(k string, v bool) {
+	if v {
+		w.key(k)
+		w.b = append(w.b, "true"...)
+	}
+}
+
+// open starts the object member k; close ends it.
+func (w *writer) open(k string) {
+	w.key(k)
+	w.b, w.sep = append(w.b, '{'), false
+}
+
+func (w *writer) close() { w.b, w.sep = append(w.b, '}'), true }
+
+// end closes the top-level object: the bytes written, or false when a
+// value was left to json.Marshal.
+func (w *writer) end() ([]byte, bool) {
+	if !w.ok {
+		return nil, false
+	}
+	return append(w.b, '}'), true
+}
+
 func (w *writer) object(k string, m map[string]any, depth int) {
 	if len(m) > 0 {
 		w.key(k)
@@ -84,10 +110,7 @@ func appendEnvelope(dst []byte, env *Envelope) ([]byte, bool) {
 	w.str("channel", env.Channel)
 	w.str("method", env.Method)
 	w.str("message_id", env.MessageID)
-	if env.IsStream {
-		w.key("is_stream")
-		w.b = append(w.b, "true"...)
-	}
+	w.flag("is_stream", env.IsStream)
 	w.str("timestamp", env.Timestamp)
 	w.str("identity_origin", env.IdentityOrigin)
 	w.str("user_id", env.UserID)
@@ -103,8 +126,7 @@ func appendEnvelope(dst []byte, env *Envelope) ([]byte, bool) {
 		w.strings(env.ExpectedOutputModes)
 	}
 	if a := env.Auth; a != nil {
-		w.key("auth")
-		w.b, w.sep = append(w.b, '{'), false
+		w.open("auth")
 		w.str("method_id", a.MethodID)
 		w.str("bearer_token", a.BearerToken)
 		w.str("api_key_ref", a.APIKeyRef)
@@ -114,35 +136,30 @@ func appendEnvelope(dst []byte, env *Envelope) ([]byte, bool) {
 			w.stringMap(a.ExtraHeaders)
 		}
 		w.object("_meta", a.Meta, 2)
-		w.b, w.sep = append(w.b, '}'), true
+		w.close()
 	}
 	w.object("channel_context", env.ChannelContext, 1)
 	w.object("a2a_metadata", env.A2AMetadata, 1)
 	w.object("acp_meta", env.ACPMeta, 1)
 	w.str("deadline", env.Deadline)
 	if t := env.Trace; t != nil {
-		w.key("trace")
-		w.b, w.sep = append(w.b, '{'), false
+		w.open("trace")
 		w.str("traceparent", t.Traceparent)
 		w.str("tracestate", t.Tracestate)
-		w.b, w.sep = append(w.b, '}'), true
+		w.close()
 	}
-	if !w.ok {
-		return nil, false
-	}
-	return append(w.b, '}'), true
+	return w.end()
 }
 
 // provenance writes the provenance member.
 func (w *writer) provenance(p *Provenance) {
-	w.key("provenance")
-	w.b, w.sep = append(w.b, '{'), false
+	w.open("provenance")
 	w.key("source_protocol")
 	w.b = jsonstr.Append(w.b, p.SourceProtocol)
 	w.str("converter", p.Converter)
 	w.str("converted_at", p.ConvertedAt)
 	w.object("details", p.Details, 2)
-	w.b, w.sep = append(w.b, '}'), true
+	w.close()
 }
 
 // raw writes the member k with the raw value v, json.Marshal's null for
@@ -200,10 +217,7 @@ func appendResponse(dst []byte, r *Response) ([]byte, bool) {
 	w.str("context_id", r.ContextID)
 	w.str("session_id", r.SessionID)
 	w.str("message_id", r.MessageID)
-	if r.IsStream {
-		w.key("is_stream")
-		w.b = append(w.b, "true"...)
-	}
+	w.flag("is_stream", r.IsStream)
 	w.str("identity_origin", r.IdentityOrigin)
 	w.str("channel", r.Channel)
 	w.str("user_id", r.UserID)
@@ -214,10 +228,7 @@ func appendResponse(dst []byte, r *Response) ([]byte, bool) {
 	w.object("channel_context", r.ChannelContext, 1)
 	w.object("a2a_metadata", r.A2AMetadata, 1)
 	w.object("acp_meta", r.ACPMeta, 1)
-	if !w.ok {
-		return nil, false
-	}
-	return append(w.b, '}'), true
+	return w.end()
 }
 
 // plainRaw reports a raw value json.Marshal copies unchanged: valid, with
@@ -264,14 +275,7 @@ func (w *writer) value(v any, depth int) {
 			w.ok = false
 			return
 		}
-		w.b = append(w.b, '[')
-		for i, e := range t {
-			if i > 0 {
-				w.b = append(w.b, ',')
-			}
-			w.value(e, depth+1)
-		}
-		w.b = append(w.b, ']')
+		writeArray(w, t, func(e any) { w.value(e, depth+1) })
 	case []string:
 		if t == nil {
 			w.b = append(w.b, "null"...)
@@ -323,12 +327,17 @@ func writeSorted[V any](w *writer, m map[string]V, put func(V)) {
 }
 
 func (w *writer) strings(s []string) {
+	writeArray(w, s, func(e string) { w.b = jsonstr.Append(w.b, e) })
+}
+
+// writeArray writes s as an array, each element by put.
+func writeArray[E any](w *writer, s []E, put func(E)) {
 	w.b = append(w.b, '[')
 	for i, e := range s {
 		if i > 0 {
 			w.b = append(w.b, ',')
 		}
-		w.b = jsonstr.Append(w.b, e)
+		put(e)
 	}
 	w.b = append(w.b, ']')
 }

@@ -126,13 +126,9 @@ func WithHistory(h History) Option {
 // answer in time is answered 503, retryable ([ErrHistoryUnavailable]).
 // lookups < 1 and timeout ≤ 0 are refused.
 func WithHistoryLimits(lookups int, timeout time.Duration) Option {
-	return func(c *config) error {
-		if lookups < 1 || timeout <= 0 {
-			return invalid("history limits: %d lookups, timeout %v", lookups, timeout)
-		}
-		c.historyLookups, c.historyTimeout = lookups, timeout
-		return nil
-	}
+	return option.Check(ErrInvalidOption, lookups >= 1 && timeout > 0,
+		func(c *config) { c.historyLookups, c.historyTimeout = lookups, timeout },
+		"history limits: %d lookups, timeout %v", lookups, timeout)
 }
 
 // WithHistoryLookupsPerPrincipal sets how many History lookups one
@@ -143,13 +139,9 @@ func WithHistoryLimits(lookups int, timeout time.Duration) Option {
 // caller with authentication off, are bounded by the Service's limit
 // alone. n < 1 is refused.
 func WithHistoryLookupsPerPrincipal(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return invalid("history lookups per principal: %d", n)
-		}
-		c.historyPerPrincipal = n
-		return nil
-	}
+	return option.Check(ErrInvalidOption, n >= 1,
+		func(c *config) { c.historyPerPrincipal = n },
+		"history lookups per principal: %d", n)
 }
 
 // principalTurns are the History turns of the principals with lookups in

@@ -128,13 +128,7 @@ func WithBatch(frames, maxBytes int) ReplayOption {
 // Live messages beyond it are dropped and read again from the stream.
 // n < 1 is refused.
 func WithLiveBuffer(n int) ReplayOption {
-	return func(c *replayConfig) error {
-		if n < 1 {
-			return invalid("live buffer %d < 1", n)
-		}
-		c.liveBuffer = n
-		return nil
-	}
+	return option.Check(ErrInvalidOption, n >= 1, func(c *replayConfig) { c.liveBuffer = n }, "live buffer %d < 1", n)
 }
 
 // WithHeartbeat calls fn after every interval spent waiting for a frame,
@@ -143,13 +137,9 @@ func WithLiveBuffer(n int) ReplayOption {
 // the shorter). fn runs on the goroutine that called Next; an error from
 // fn ends the read with that error. interval ≤ 0 and a nil fn are refused.
 func WithHeartbeat(interval time.Duration, fn func() error) ReplayOption {
-	return func(c *replayConfig) error {
-		if interval <= 0 || fn == nil {
-			return invalid("heartbeat every %v (func set: %t)", interval, fn != nil)
-		}
-		c.heartbeat, c.onHeartbeat = interval, fn
-		return nil
-	}
+	return option.Check(ErrInvalidOption, interval > 0 && fn != nil,
+		func(c *replayConfig) { c.heartbeat, c.onHeartbeat = interval, fn },
+		"heartbeat every %v (func set: %t)", interval, fn != nil)
 }
 
 // WithPollInterval sets how long a reader waits on the live subject before
@@ -158,13 +148,7 @@ func WithHeartbeat(interval time.Duration, fn func() error) ReplayOption {
 // subscription reaches the stream leader asynchronously), so the poll is
 // what guarantees progress. d ≤ 0 is refused.
 func WithPollInterval(d time.Duration) ReplayOption {
-	return func(c *replayConfig) error {
-		if d <= 0 {
-			return invalid("poll interval %v ≤ 0", d)
-		}
-		c.pollInterval = d
-		return nil
-	}
+	return option.Check(ErrInvalidOption, d > 0, func(c *replayConfig) { c.pollInterval = d }, "poll interval %v ≤ 0", d)
 }
 
 // WithMaxWait bounds the wait for the first frame of an accepted request

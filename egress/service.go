@@ -92,13 +92,7 @@ type config struct {
 // Without it such a stream gives the frames as stored. fill must return a
 // copy: the frame it is given is not changed.
 func WithProjections(fill func(*e2a.Response) *e2a.Response) Option {
-	return func(c *config) error {
-		if fill == nil {
-			return invalid("nil projections")
-		}
-		c.projections = fill
-		return nil
-	}
+	return option.Check(ErrInvalidOption, fill != nil, func(c *config) { c.projections = fill }, "nil projections")
 }
 
 // WithAuthorizer guards the endpoints Register mounts: f authenticates the
@@ -112,13 +106,7 @@ func WithProjections(fill func(*e2a.Response) *e2a.Response) Option {
 // used instead of calling f. Ingress's Auth.Tenant is the usual f. Without
 // it the endpoints are open (auth scheme none).
 func WithAuthorizer(f func(*http.Request) (tenant.Principal, error)) Option {
-	return func(c *config) error {
-		if f == nil {
-			return invalid("nil authorizer")
-		}
-		c.authorize = f
-		return nil
-	}
+	return option.Check(ErrInvalidOption, f != nil, func(c *config) { c.authorize = f }, "nil authorizer")
 }
 
 // Option configures a Service. Options validate their arguments: New
@@ -139,38 +127,20 @@ func WithLogger(l *slog.Logger) Option {
 // WithHeartbeatInterval sets the idle time after which streams write a
 // keep-alive (default 15 s; d ≤ 0 is refused).
 func WithHeartbeatInterval(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return invalid("heartbeat interval %v ≤ 0", d)
-		}
-		c.heartbeat = d
-		return nil
-	}
+	return option.Check(ErrInvalidOption, d > 0, func(c *config) { c.heartbeat = d }, "heartbeat interval %v ≤ 0", d)
 }
 
 // WithSSERetry sets the retry: delay announced on E2A SSE streams
 // (default 2 s; 0 announces none, a negative delay is refused).
 func WithSSERetry(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 {
-			return invalid("SSE retry %v < 0", d)
-		}
-		c.retry = d
-		return nil
-	}
+	return option.Check(ErrInvalidOption, d >= 0, func(c *config) { c.retry = d }, "SSE retry %v < 0", d)
 }
 
 // WithWriteTimeout sets how long a write to a client may block before the
 // client is disconnected as slow (default 10 s; the socket buffers are the
 // bounded buffer; d ≤ 0 is refused).
 func WithWriteTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return invalid("write timeout %v ≤ 0", d)
-		}
-		c.writeTimeout = d
-		return nil
-	}
+	return option.Check(ErrInvalidOption, d > 0, func(c *config) { c.writeTimeout = d }, "write timeout %v ≤ 0", d)
 }
 
 // WithWaitLimits sets the wait for the first frame of an accepted request
@@ -192,13 +162,7 @@ func WithWaitLimits(first, idle time.Duration) Option {
 // WithCancelWait sets how long a cancel waits for the final frame before
 // answering with the task as it is (default 10 s; d ≤ 0 is refused).
 func WithCancelWait(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return invalid("cancel wait %v ≤ 0", d)
-		}
-		c.cancelWait = d
-		return nil
-	}
+	return option.Check(ErrInvalidOption, d > 0, func(c *config) { c.cancelWait = d }, "cancel wait %v ≤ 0", d)
 }
 
 // WithReplayOptions passes options to every reader (stream names, batch

@@ -39,25 +39,17 @@ type ConsumerOption func(*consumerOptions) error
 // WithAckWait sets the ack wait of the first delivery (default
 // DefaultAckWait). It must be at least one second.
 func WithAckWait(d time.Duration) ConsumerOption {
-	return func(o *consumerOptions) error {
-		if d < time.Second {
-			return fmt.Errorf("%w: ack wait %v below 1s", ErrInvalidOptions, d)
-		}
-		o.ackWait = d
-		return nil
-	}
+	return option.Check(ErrInvalidOptions, d >= time.Second,
+		func(o *consumerOptions) { o.ackWait = d },
+		"ack wait %v below 1s", d)
 }
 
 // WithMaxDeliver sets how many times a request is delivered, 1..100
 // (default DefaultMaxDeliver).
 func WithMaxDeliver(n int) ConsumerOption {
-	return func(o *consumerOptions) error {
-		if n < 1 || n > 100 {
-			return fmt.Errorf("%w: max deliver %d not in 1..100", ErrInvalidOptions, n)
-		}
-		o.maxDeliver = n
-		return nil
-	}
+	return option.Check(ErrInvalidOptions, n >= 1 && n <= 100,
+		func(o *consumerOptions) { o.maxDeliver = n },
+		"max deliver %d not in 1..100", n)
 }
 
 // WithBackOff sets the ack wait of each delivery: d[i] for delivery i+1,

@@ -29,19 +29,27 @@ func (c Config) base(name, description string) jetstream.StreamConfig {
 	}
 }
 
+// hot returns base with what the hot streams (E2A_REQUESTS, E2A_RESPONSES,
+// E2A_CONTROL) share: their one subject filter, their age and byte limits,
+// the Duplicates window, direct gets allowed.
+func (c Config) hot(name, description, subject string, maxAge time.Duration, maxBytes int64) jetstream.StreamConfig {
+	s := c.base(name, description)
+	s.Subjects = []string{subject}
+	s.MaxAge, s.MaxBytes = maxAge, maxBytes
+	s.Duplicates = c.Duplicates
+	s.AllowDirect = true
+	return s
+}
+
 // RequestsStreamConfig returns the definition of E2A_REQUESTS: subjects
 // e2a.req.>, limits retention, RequestsMaxAge, the Duplicates window, and
 // DiscardNew with RequestsMaxBytes so that a full stream refuses new
 // requests instead of dropping accepted ones. Direct gets are allowed (cheap
 // existence checks).
 func (c Config) RequestsStreamConfig() jetstream.StreamConfig {
-	s := c.base(RequestsStream, "E2A requests, e2a.req.<agent>.<request_id>")
-	s.Subjects = []string{subjects.AllRequests}
-	s.MaxAge = c.RequestsMaxAge
-	s.MaxBytes = c.RequestsMaxBytes
+	s := c.hot(RequestsStream, "E2A requests, e2a.req.<agent>.<request_id>",
+		subjects.AllRequests, c.RequestsMaxAge, c.RequestsMaxBytes)
 	s.Discard = jetstream.DiscardNew
-	s.Duplicates = c.Duplicates
-	s.AllowDirect = true
 	s.Compression = c.RequestsCompression
 	return s
 }
@@ -59,12 +67,8 @@ func (c Config) RequestsStreamConfig() jetstream.StreamConfig {
 // Nats-Sequence, Nats-Time-Stamp and Nats-Last-Sequence (stream sequence of
 // the previous message on the same subject, 0 for the first).
 func (c Config) ResponsesStreamConfig() jetstream.StreamConfig {
-	s := c.base(ResponsesStream, "E2A response frames, e2a.resp.<request_id>, republished to e2a.live.<request_id>")
-	s.Subjects = []string{subjects.AllResponses}
-	s.MaxAge = c.ResponsesMaxAge
-	s.MaxBytes = c.ResponsesMaxBytes
-	s.Duplicates = c.Duplicates
-	s.AllowDirect = true
+	s := c.hot(ResponsesStream, "E2A response frames, e2a.resp.<request_id>, republished to e2a.live.<request_id>",
+		subjects.AllResponses, c.ResponsesMaxAge, c.ResponsesMaxBytes)
 	s.AllowBatchPublish = true
 	s.RePublish = &jetstream.RePublish{Source: subjects.AllResponseFrames, Destination: subjects.LiveOfFrames}
 	s.Compression = c.ResponsesCompression
@@ -76,13 +80,9 @@ func (c Config) ResponsesStreamConfig() jetstream.StreamConfig {
 // request survives until its worker reads it), ControlMaxAge and
 // ControlMaxBytes (DiscardOld), direct gets allowed.
 func (c Config) ControlStreamConfig() jetstream.StreamConfig {
-	s := c.base(ControlStream, "E2A control messages (cancel), e2a.ctl.<request_id>")
-	s.Subjects = []string{subjects.AllControl}
-	s.MaxAge = c.ControlMaxAge
-	s.MaxBytes = c.ControlMaxBytes
+	s := c.hot(ControlStream, "E2A control messages (cancel), e2a.ctl.<request_id>",
+		subjects.AllControl, c.ControlMaxAge, c.ControlMaxBytes)
 	s.MaxMsgsPerSubject = 1
-	s.Duplicates = c.Duplicates
-	s.AllowDirect = true
 	return s
 }
 

@@ -3,7 +3,6 @@ package tck
 import (
 	"context"
 	"encoding/base64"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -135,13 +134,7 @@ type Option func(*Agent) error
 // WithLongWait sets how long the long-running scenario works (default
 // LongWait); d must be positive, else ErrInvalidOption.
 func WithLongWait(d time.Duration) Option {
-	return func(a *Agent) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: long wait %v is not positive", ErrInvalidOption, d)
-		}
-		a.wait = d
-		return nil
-	}
+	return option.Check(ErrInvalidOption, d > 0, func(a *Agent) { a.wait = d }, "long wait %v is not positive", d)
 }
 
 // New returns the TCK scenario agent.

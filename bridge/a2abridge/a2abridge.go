@@ -41,25 +41,17 @@ type config struct {
 // conversations in c, so that continuations reach them (without it, every
 // request starts a new upstream task and context).
 func WithConversations(pool string, c *bridge.Conversations) Option {
-	return func(o *config) error {
-		if pool == "" || c == nil {
-			return fmt.Errorf("%w: conversations need a pool and a store", bridge.ErrInvalidOption)
-		}
-		o.pool, o.convs = pool, c
-		return nil
-	}
+	return option.Check(bridge.ErrInvalidOption, pool != "" && c != nil,
+		func(o *config) { o.pool, o.convs = pool, c },
+		"conversations need a pool and a store")
 }
 
 // WithPollInterval is how often GetTask is polled for an agent that does
 // not stream (10 ms..1 min, default 250 ms).
 func WithPollInterval(d time.Duration) Option {
-	return func(o *config) error {
-		if d < 10*time.Millisecond || d > time.Minute {
-			return fmt.Errorf("%w: poll interval %v (want 10ms..1m)", bridge.ErrInvalidOption, d)
-		}
-		o.poll = d
-		return nil
-	}
+	return option.Check(bridge.ErrInvalidOption, d >= 10*time.Millisecond && d <= time.Minute,
+		func(o *config) { o.poll = d },
+		"poll interval %v (want 10ms..1m)", d)
 }
 
 // WithLogger sets the logger (default slog.Default()).

@@ -1,7 +1,6 @@
 package httpagent
 
 import (
-	"fmt"
 	"log/slog"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
@@ -35,25 +34,17 @@ type config struct {
 // fits here but not in the NATS server's max_payload with its headers ends
 // the request with the runtime's frame_too_large.
 func WithMaxFrameBytes(n int) Option {
-	return func(c *config) error {
-		if n < minFrameBytes || n > maxFrameBytes {
-			return fmt.Errorf("%w: max frame bytes %d (want %d..%d)", bridge.ErrInvalidOption, n, minFrameBytes, maxFrameBytes)
-		}
-		c.maxFrameBytes = n
-		return nil
-	}
+	return option.Check(bridge.ErrInvalidOption, n >= minFrameBytes && n <= maxFrameBytes,
+		func(c *config) { c.maxFrameBytes = n },
+		"max frame bytes %d (want %d..%d)", n, minFrameBytes, maxFrameBytes)
 }
 
 // WithMaxFrames bounds the frames of one answer (1..10,000,000, default
 // DefaultMaxFrames).
 func WithMaxFrames(n int) Option {
-	return func(c *config) error {
-		if n < 1 || n > maxFrames {
-			return fmt.Errorf("%w: max frames %d (want 1..%d)", bridge.ErrInvalidOption, n, maxFrames)
-		}
-		c.maxFrames = n
-		return nil
-	}
+	return option.Check(bridge.ErrInvalidOption, n >= 1 && n <= maxFrames,
+		func(c *config) { c.maxFrames = n },
+		"max frames %d (want 1..%d)", n, maxFrames)
 }
 
 // WithLogger sets the logger (default slog.Default()). It logs no frame

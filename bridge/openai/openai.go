@@ -38,13 +38,9 @@ type Option func(*Upstream) error
 // request's own (params.system), which is used only when no system prompt
 // is configured.
 func WithSystem(prompt string) Option {
-	return func(u *Upstream) error {
-		if prompt == "" || len(prompt) > MaxSystemBytes || !utf8.ValidString(prompt) {
-			return fmt.Errorf("%w: system prompt must be valid UTF-8 of 1..%d bytes", bridge.ErrInvalidOption, MaxSystemBytes)
-		}
-		u.system = prompt
-		return nil
-	}
+	return option.Check(bridge.ErrInvalidOption, prompt != "" && len(prompt) <= MaxSystemBytes && utf8.ValidString(prompt),
+		func(u *Upstream) { u.system = prompt },
+		"system prompt must be valid UTF-8 of 1..%d bytes", MaxSystemBytes)
 }
 
 // WithHistory makes the upstream multi-turn: the earlier turns of a
@@ -54,38 +50,26 @@ func WithSystem(prompt string) Option {
 // turn is recorded in c before its final frame. Without it every request
 // is a conversation of one turn.
 func WithHistory(pool string, c *bridge.Conversations) Option {
-	return func(u *Upstream) error {
-		if pool == "" || c == nil {
-			return fmt.Errorf("%w: history needs a pool and a conversation store", bridge.ErrInvalidOption)
-		}
-		u.pool, u.convs = pool, c
-		return nil
-	}
+	return option.Check(bridge.ErrInvalidOption, pool != "" && c != nil,
+		func(u *Upstream) { u.pool, u.convs = pool, c },
+		"history needs a pool and a conversation store")
 }
 
 // WithMaxHistoryTurns bounds the earlier turns sent upstream: the last n
 // (0..bridge.MaxTurns, default bridge.MaxTurns; 0 sends none).
 func WithMaxHistoryTurns(n int) Option {
-	return func(u *Upstream) error {
-		if n < 0 || n > bridge.MaxTurns {
-			return fmt.Errorf("%w: max history turns %d (want 0..%d)", bridge.ErrInvalidOption, n, bridge.MaxTurns)
-		}
-		u.maxTurns = n
-		return nil
-	}
+	return option.Check(bridge.ErrInvalidOption, n >= 0 && n <= bridge.MaxTurns,
+		func(u *Upstream) { u.maxTurns = n },
+		"max history turns %d (want 0..%d)", n, bridge.MaxTurns)
 }
 
 // WithMaxEventBytes bounds one line, and the data of one event, of the
 // upstream's stream (1 KiB .. 64 MiB, default DefaultMaxEventBytes); a
 // longer one fails the call with upstream_protocol_error.
 func WithMaxEventBytes(n int) Option {
-	return func(u *Upstream) error {
-		if n < 1<<10 || n > 64<<20 {
-			return fmt.Errorf("%w: max event bytes %d (want 1 KiB..64 MiB)", bridge.ErrInvalidOption, n)
-		}
-		u.maxEvent = n
-		return nil
-	}
+	return option.Check(bridge.ErrInvalidOption, n >= 1<<10 && n <= 64<<20,
+		func(u *Upstream) { u.maxEvent = n },
+		"max event bytes %d (want 1 KiB..64 MiB)", n)
 }
 
 // WithLogger sets the logger (default slog.Default()); it logs only what

@@ -76,13 +76,7 @@ type Option func(*options) error
 // WithAuth requires every page and API of the console to authenticate with
 // fn (default: none, as when ingress runs without auth; nil is refused).
 func WithAuth(fn AuthFunc) Option {
-	return func(o *options) error {
-		if fn == nil {
-			return invalid("nil auth func")
-		}
-		o.auth = fn
-		return nil
-	}
+	return option.Check(ErrInvalidOption, fn != nil, func(o *options) { o.auth = fn }, "nil auth func")
 }
 
 // WithRegisterer registers the console's metrics (e2a_console_*) on reg
@@ -107,25 +101,14 @@ func WithLogger(l *slog.Logger) Option {
 // configuration: its replicas, storage, and (unless WithIndexTTL) its key
 // TTL, ResponsesMaxAge. A configuration that fails c.Validate is refused.
 func WithStreamsConfig(c streams.Config) Option {
-	return func(o *options) error {
-		if err := c.Validate(); err != nil {
-			return invalid("streams config: %v", err)
-		}
-		o.streams = c
-		return nil
-	}
+	err := c.Validate()
+	return option.Check(ErrInvalidOption, err == nil, func(o *options) { o.streams = c }, "streams config: %v", err)
 }
 
 // WithIndexTTL sets how long index keys live (see doc.go for sizing;
 // d ≤ 0 is refused).
 func WithIndexTTL(d time.Duration) Option {
-	return func(o *options) error {
-		if d <= 0 {
-			return invalid("index TTL %v ≤ 0", d)
-		}
-		o.ttl = d
-		return nil
-	}
+	return option.Check(ErrInvalidOption, d > 0, func(o *options) { o.ttl = d }, "index TTL %v ≤ 0", d)
 }
 
 // WithoutIndexer serves the console from the index without feeding it
@@ -152,13 +135,7 @@ func WithDemo(h http.Handler, pool string) Option {
 // WithScanBudget bounds the index keys one list call examines (default
 // DefaultScanBudget; n < 1 is refused).
 func WithScanBudget(n int) Option {
-	return func(o *options) error {
-		if n < 1 {
-			return invalid("scan budget %d < 1", n)
-		}
-		o.budget = n
-		return nil
-	}
+	return option.Check(ErrInvalidOption, n >= 1, func(o *options) { o.budget = n }, "scan budget %d < 1", n)
 }
 
 // New provisions the index stream (idempotently), starts the indexer

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/e2a-pipeline/pipeline/internal/option"
 	"github.com/e2a-pipeline/pipeline/push/pushstate"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -25,13 +26,7 @@ type PushView func(ctx context.Context, principal, taskID string) ([]PushDeliver
 // WithPushView serves GET /console/api/tasks/{task}/push from v (nil is
 // refused; without it the route answers 404).
 func WithPushView(v PushView) Option {
-	return func(o *options) error {
-		if v == nil {
-			return invalid("nil push view")
-		}
-		o.push = v
-		return nil
-	}
+	return option.Check(ErrInvalidOption, v != nil, func(o *options) { o.push = v }, "nil push view")
 }
 
 // TaskPush is what GET /console/api/tasks/{task}/push answers.

@@ -47,37 +47,23 @@ type Option func(*Auditor) error
 // WithPageSize sets how many messages one direct get reads
 // (1..streams.MaxDirectGetBatch, default DefaultPageSize).
 func WithPageSize(n int) Option {
-	return func(a *Auditor) error {
-		if n < 1 || n > streams.MaxDirectGetBatch {
-			return fmt.Errorf("%w: page size %d not in 1..%d", ErrInvalidOption, n, streams.MaxDirectGetBatch)
-		}
-		a.page = n
-		return nil
-	}
+	return option.Check(ErrInvalidOption, n >= 1 && n <= streams.MaxDirectGetBatch,
+		func(a *Auditor) { a.page = n },
+		"page size %d not in 1..%d", n, streams.MaxDirectGetBatch)
 }
 
 // WithAuditPartitions sets the number of partitions of E2A_AUDIT. By
 // default it is read from the stream's subject transforms.
 func WithAuditPartitions(n int) Option {
-	return func(a *Auditor) error {
-		if n < 1 || n > 1024 {
-			return fmt.Errorf("%w: %d partitions not in 1..1024", ErrInvalidOption, n)
-		}
-		a.partitions = n
-		return nil
-	}
+	return option.Check(ErrInvalidOption, n >= 1 && n <= 1024,
+		func(a *Auditor) { a.partitions = n },
+		"%d partitions not in 1..1024", n)
 }
 
 // WithCallTimeout bounds each request to the servers (default
 // DefaultCallTimeout).
 func WithCallTimeout(d time.Duration) Option {
-	return func(a *Auditor) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: call timeout %v", ErrInvalidOption, d)
-		}
-		a.timeout = d
-		return nil
-	}
+	return option.Check(ErrInvalidOption, d > 0, func(a *Auditor) { a.timeout = d }, "call timeout %v", d)
 }
 
 // WithClockMargin sets how far the clock that made a request id or stamped
@@ -86,13 +72,9 @@ func WithCallTimeout(d time.Duration) Option {
 // request starts that much before the time its UUIDv7 id (or for its
 // frames, its envelope) says. A shorter margin reads less of the history.
 func WithClockMargin(d time.Duration) Option {
-	return func(a *Auditor) error {
-		if d <= 0 || d > time.Hour {
-			return fmt.Errorf("%w: clock margin %v not in (0, 1h]", ErrInvalidOption, d)
-		}
-		a.margin = d
-		return nil
-	}
+	return option.Check(ErrInvalidOption, d > 0 && d <= time.Hour,
+		func(a *Auditor) { a.margin = d },
+		"clock margin %v not in (0, 1h]", d)
 }
 
 // New returns an Auditor reading through nc. It needs direct gets on the

@@ -6,7 +6,6 @@ import (
 	"iter"
 	"net"
 	"net/http"
-	"runtime/pprof"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -58,21 +57,12 @@ func StartA2AUpstream(chunks, chunkBytes int, delay time.Duration) (*A2AUpstream
 	mux := http.NewServeMux()
 	mux.Handle(PathA2AV1, a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(ex)))
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
-	u.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	// The connections' goroutines (and the executions a2asrv starts from
-	// them) inherit the label of the one that accepts them.
-	pprof.Do(context.Background(), pprof.Labels(labelKey, labelUpstream), func(context.Context) {
-		go func() { _ = u.srv.Serve(ln) }()
-	})
+	u.srv = serveUpstream(ln, mux)
 	return u, nil
 }
 
 // Close stops the server.
-func (u *A2AUpstream) Close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = u.srv.Shutdown(ctx)
-}
+func (u *A2AUpstream) Close() { shutdownUpstream(u.srv) }
 
 // chunkExecutor is A2AUpstream's agent.
 type chunkExecutor struct {

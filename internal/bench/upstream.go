@@ -73,20 +73,30 @@ func StartChatUpstream(chunks, chunkBytes int, delay time.Duration) (*ChatUpstre
 	u.ln, u.URL = ln, "http://"+ln.Addr().String()+"/v1"
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+PathChatCompletions, u.serve)
-	u.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	// The connections' goroutines inherit the label of the one that
-	// accepts them.
-	pprof.Do(context.Background(), pprof.Labels(labelKey, labelUpstream), func(context.Context) {
-		go func() { _ = u.srv.Serve(ln) }()
-	})
+	u.srv = serveUpstream(ln, mux)
 	return u, nil
 }
 
 // Close stops the server.
-func (u *ChatUpstream) Close() {
+func (u *ChatUpstream) Close() { shutdownUpstream(u.srv) }
+
+// serveUpstream serves h on ln, an in-process upstream's listener, from a
+// goroutine with the profiler label bench=upstream: the connections'
+// goroutines (and what they start, a2asrv's executions) inherit the label
+// of the one that accepts them.
+func serveUpstream(ln net.Listener, h http.Handler) *http.Server {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	pprof.Do(context.Background(), pprof.Labels(labelKey, labelUpstream), func(context.Context) {
+		go func() { _ = srv.Serve(ln) }()
+	})
+	return srv
+}
+
+// shutdownUpstream stops srv, waiting up to 5 s for its connections.
+func shutdownUpstream(srv *http.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = u.srv.Shutdown(ctx)
+	_ = srv.Shutdown(ctx)
 }
 
 // serve answers one chat completions request. It reads the whole body and

@@ -47,13 +47,8 @@ type Option func(*options) error
 // WithConfig applies cfg instead of Config(). RunCluster still sets
 // Replicas to min(n, 3). A cfg that fails cfg.Validate is refused.
 func WithConfig(cfg streams.Config) Option {
-	return func(o *options) error {
-		if err := cfg.Validate(); err != nil {
-			return invalid("streams config: %v", err)
-		}
-		o.cfg = cfg
-		return nil
-	}
+	err := cfg.Validate()
+	return option.Check(ErrInvalidOption, err == nil, func(o *options) { o.cfg = cfg }, "streams config: %v", err)
 }
 
 // WithoutStreams starts the servers without applying any stream.
@@ -71,13 +66,9 @@ const maxPayloadLimit = 64 << 20
 // headers included, they accept) to n bytes instead of the default 1 MiB;
 // n outside [1, 64 MiB] is refused.
 func WithMaxPayload(n int32) Option {
-	return func(o *options) error {
-		if n < 1 || n > maxPayloadLimit {
-			return invalid("max payload %d not in [1, %d]", n, maxPayloadLimit)
-		}
-		o.embedded.MaxPayload = n
-		return nil
-	}
+	return option.Check(ErrInvalidOption, n >= 1 && n <= maxPayloadLimit,
+		func(o *options) { o.embedded.MaxPayload = n },
+		"max payload %d not in [1, %d]", n, maxPayloadLimit)
 }
 
 func buildOptions(opts []Option) (options, error) {

@@ -6,6 +6,8 @@
 //		return option.NotNil(ErrInvalidOption, "logger", l, func(o *options) { o.log = l })
 //	}
 //
-// and its bad value is refused as the package's other options refuse
-// theirs: an error wrapping the package's ErrInvalidOption.
+// and a setter of a value with a range or a rule as a Check of it
+// (option.Check(ErrInvalidOption, n >= 1, set, "scan budget %d < 1", n)):
+// its bad value is refused as the package's other options refuse theirs,
+// with an error wrapping the package's ErrInvalidOption.
 package option

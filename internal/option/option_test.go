@@ -64,3 +64,18 @@ func TestApply(t *testing.T) {
 		t.Fatalf("a refused option: %v, %d calls after it, want its error and none", err, calls-1)
 	}
 }
+
+func TestCheck(t *testing.T) {
+	type limits struct{ n int }
+	withN := func(n int) func(*limits) error {
+		return option.Check(errInvalid, n >= 1, func(c *limits) { c.n = n }, "n %d < 1", n)
+	}
+	var c limits
+	if err := withN(3)(&c); err != nil || c.n != 3 {
+		t.Fatalf("a valid value: %v, set %d", err, c.n)
+	}
+	err := withN(0)(&c)
+	if !errors.Is(err, errInvalid) || err.Error() != "pkg: invalid option: n 0 < 1" || c.n != 3 {
+		t.Fatalf("a refused value: %v (the value set before kept: %d)", err, c.n)
+	}
+}

@@ -2,10 +2,8 @@ package a2a
 
 import (
 	"bytes"
-	"encoding/json"
 	"testing"
 
-	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 	"github.com/e2a-pipeline/pipeline/render"
@@ -18,21 +16,14 @@ import (
 // text around it and (streams) a completed end; the same frame final ends the
 // answer failed, a2amap.UnreadableFinal its message.
 func TestRenderersSkipUnreadableA2AFrame(t *testing.T) {
-	id := "req-unreadable"
-	bad := json.RawMessage(`{"branch":"status_update","payload":{"status":42}}`)
 	for _, rc := range rendererCases() {
 		for _, final := range []bool{false, true} {
-			frames := []*e2a.Response{conformance.Chunk(id, 0, e2a.DeltaText, "before ", "")}
-			status, want := e2a.StatusInProgress, []string{"before ", "after", "completed"}
+			frames := conformance.UnreadableFrames("req-unreadable", final)
+			want := []string{"before ", "after", "completed"}
 			if final {
-				status, want = e2a.StatusSucceeded, []string{"before ", a2amap.UnreadableFinal, "failed"}
+				want = []string{"before ", a2amap.UnreadableFinal, "failed"}
 			} else if !rc.sse {
 				want = []string{"before after"} // message/send's Message
-			}
-			frames = append(frames, conformance.Frame(id, 1, e2a.KindA2AStreamEvent, status, final, bad, nil))
-			if !final {
-				frames = append(frames, conformance.Chunk(id, 2, e2a.DeltaText, "after", ""),
-					conformance.Frame(id, 3, e2a.KindComplete, e2a.StatusSucceeded, true, map[string]any{}, nil))
 			}
 			sc := conformance.Scenario{Name: "unreadable", Frames: frames, Steps: []conformance.Step{{Kind: conformance.StepStart}}}
 			for i := range frames {

@@ -120,6 +120,30 @@ func TextFrames() []*e2a.Response {
 	return frames
 }
 
+// UnreadableFrames is request id's frames around an a2a.stream_event whose
+// payload is not the A2A object it names (a status_update whose status is
+// 42): a text chunk "before ", then the event; with final the event ends
+// the request (succeeded), else it is in progress and a text chunk
+// "after" and the completed e2a.complete follow. An A2A renderer skips
+// such an event and writes the text around it, or ends the answer failed
+// (a2amap.UnreadableFinal its message) when the event is final.
+func UnreadableFrames(id string, final bool) []*e2a.Response {
+	bad := json.RawMessage(`{"branch":"status_update","payload":{"status":42}}`)
+	status := e2a.StatusInProgress
+	if final {
+		status = e2a.StatusSucceeded
+	}
+	frames := []*e2a.Response{
+		chunkFrame(id, 0, e2a.DeltaText, "before ", ""),
+		frameAt(id, 1, e2a.KindA2AStreamEvent, status, final, bad, nil),
+	}
+	if final {
+		return frames
+	}
+	return append(frames, chunkFrame(id, 2, e2a.DeltaText, "after", ""),
+		frameAt(id, 3, e2a.KindComplete, e2a.StatusSucceeded, true, map[string]any{}, nil))
+}
+
 func frameAt(id string, seq int64, kind, status string, final bool, body any, meta map[string]any) *e2a.Response {
 	return &e2a.Response{
 		ProtocolVersion: "1.0", ResponseID: fmt.Sprintf("rsp-%s-%d", id, seq), RequestID: id,

@@ -6,7 +6,9 @@
 // response ([Run]: Start, each frame, heartbeats, End, flushing after
 // every step), the golden-file comparison ([GoldenPath], [MatchGolden];
 // each package's go test -update rewrites its own), the frames the text
-// fast paths' differential tests use ([TextFrames], [RenderFrames]) and
+// fast paths' differential tests use ([TextFrames], [RenderFrames]), the
+// frames of an unreadable A2A event the A2A renderers skip
+// ([UnreadableFrames]) and
 // the body checks ([NDJSONLines], [SSEData]), and fake pipelines so that
 // a protocol package tests its front door without ingress or NATS:
 // [Host], a host.Host (admits or refuses, records publishes, holds stream
