@@ -54,7 +54,10 @@ func TestProductionDeployment(t *testing.T) {
 	t.Logf("streams apply:\n%s", strings.TrimSpace(out))
 
 	apiKey := randomSecret(t)
-	serveEnv := map[string]string{"E2A_API_KEYS": "tester:" + apiKey}
+	opsKey := randomSecret(t)
+	// ops holds the audit role: the console's deployment-wide stats are
+	// an operator's (tester, without a role, is refused them).
+	serveEnv := map[string]string{"E2A_API_KEYS": "tester:" + apiKey + ",ops:" + opsKey, "E2A_AUTH_ROLES": "ops:audit"}
 	auth := http.Header{"X-Api-Key": {apiKey}}
 	serve1 := d.start("serve-1", "serve", serveEnv, "serve")
 	demoAgent := d.start("agent-demo-1", "agent-demo", nil, "agent", "--pool", "demo", "--concurrency", "64")
@@ -73,7 +76,7 @@ func TestProductionDeployment(t *testing.T) {
 	// Every protocol, through serve-1. The tail prints these requests
 	// (waited for below).
 	client := &http.Client{Timeout: 20 * time.Second}
-	protocols(t, ctx, client, serve1.url(), auth)
+	protocols(t, ctx, client, serve1.url(), auth, http.Header{"X-Api-Key": {opsKey}})
 
 	// One e2a_ingress_accepted_total per protocol, whatever the answer
 	// mode (202, SSE, wait, JSON-RPC, A2E, the workflow API).
@@ -254,7 +257,7 @@ func TestProductionDeployment(t *testing.T) {
 
 // protocols sends one request through every protocol and the console, and
 // checks each answer.
-func protocols(t *testing.T, ctx context.Context, client *http.Client, base string, auth http.Header) {
+func protocols(t *testing.T, ctx context.Context, client *http.Client, base string, auth, ops http.Header) {
 	t.Helper()
 	do := func(what, method, path, accept, body string) (int, string) {
 		t.Helper()
@@ -330,7 +333,12 @@ func protocols(t *testing.T, ctx context.Context, client *http.Client, base stri
 	code, body = do("workflow execution", http.MethodGet, "/api/v1/executions/p-wf-1", "", "")
 	expect("workflow execution", code, body, http.StatusOK, `"p-wf-1"`)
 	code, body = do("console stats", http.MethodGet, "/console/api/stats", "", "")
-	expect("console stats", code, body, http.StatusOK, `"agent-demo"`, `"console-index-requests"`)
+	expect("console stats without a role", code, body, http.StatusForbidden, `"forbidden"`)
+	tester := auth
+	auth = ops
+	code, body = do("console stats", http.MethodGet, "/console/api/stats", "", "")
+	expect("console stats as ops (audit role)", code, body, http.StatusOK, `"agent-demo"`, `"console-index-requests"`)
+	auth = tester
 
 	// The console lists them (its index trails the streams a little).
 	waitUntil(t, 20*time.Second, "the console lists p-e2a-wait as succeeded", func() bool {

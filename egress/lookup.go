@@ -62,3 +62,32 @@ func fetchEnvelope(ctx context.Context, m *streams.DirectGetter, stream, request
 func responseSubject(id string) (string, error) { return subjects.Response(id) }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// Stored is [Service.Owner] with the agent pool the request is queued in:
+// the pool of the subject its envelope is stored under ("" when found is
+// false, or for a subject that names none). Ingress asks it for a
+// duplicate, whose answer names the stored request's pool, not the
+// retry's.
+func (s *Service) Stored(ctx context.Context, requestID string) (owner, pool string, found bool, err error) {
+	msg, err := s.findRequest(ctx, requestID)
+	if err != nil || msg == nil {
+		return "", "", false, err
+	}
+	return ownerOf(msg), poolOf(msg), true, nil
+}
+
+// poolOf returns the agent pool of a stored request message, from the
+// subject it was stored under: the Nats-Subject header of a direct get's
+// reply, else the message's subject (a leader's get). "" when neither is a
+// request subject.
+func poolOf(msg *nats.Msg) string {
+	subj := msg.Header.Get(subjects.HeaderSubject)
+	if subj == "" {
+		subj = msg.Subject
+	}
+	pool, _, err := subjects.ParseRequest(subj)
+	if err != nil {
+		return ""
+	}
+	return pool
+}

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -62,6 +63,8 @@ type Service struct {
 	// userTurns bound each principal's History lookups
 	// (WithHistoryLookupsPerPrincipal).
 	userTurns principalTurns
+	// gate is the front door's ReadGate (SetReadGate; nil: none).
+	gate atomic.Pointer[ReadGate]
 }
 
 type config struct {
@@ -254,12 +257,21 @@ func (s *Service) Close() { s.mux.Close() }
 //
 // With a History (WithHistory), a request the hot streams no longer hold
 // is answered from it, as a finished request is from the hot streams.
+// With a ReadGate (SetReadGate, which ingress.New installs), every call is
+// charged to its principal's rate limit, a stream and a wait take one of
+// its stream slots, and a 401 carries the gate's challenge.
 func (s *Service) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/requests/{id}/stream", func(w http.ResponseWriter, r *http.Request) {
 		k, ok := s.authorized(w, r)
 		if !ok {
 			return
 		}
+		// A stream takes one of the reader's stream slots (ReadGate).
+		release, ok := s.streamSlot(w, k.p)
+		if !ok {
+			return
+		}
+		defer release()
 		var opts []ReplayOption
 		if k.env != nil {
 			opts = append(opts, WithoutRequestCheck()) // the check found it
@@ -281,7 +293,17 @@ func (s *Service) Register(mux *http.ServeMux) {
 			return
 		}
 		k.history = true
-		s.serveE2AJSON(w, r, r.PathValue("id"), isTrue(r.URL.Query().Get("wait")), k)
+		wait := isTrue(r.URL.Query().Get("wait"))
+		if wait {
+			// A wait is a streamed answer too: one of the reader's
+			// stream slots (ReadGate).
+			release, ok := s.streamSlot(w, k.p)
+			if !ok {
+				return
+			}
+			defer release()
+		}
+		s.serveE2AJSON(w, r, r.PathValue("id"), wait, k)
 	})
 	mux.HandleFunc("/v1/requests/{id}", MethodNotAllowed(http.MethodGet))
 	mux.HandleFunc("/v1/requests/{id}/stream", MethodNotAllowed(http.MethodGet))
@@ -329,11 +351,13 @@ func (s *Service) ServeE2A(w http.ResponseWriter, r *http.Request, requestID str
 // known is what a handler knows of a request before it reads it: its
 // envelope message in E2A_REQUESTS, or its copy in the History, when the
 // ownership check read them, and whether the History may be asked when
-// the hot streams hold nothing of it (the read API's endpoints).
+// the hot streams hold nothing of it (the read API's endpoints), and the
+// reader's principal (authorized; the open one when nothing authenticates).
 type known struct {
 	env     *nats.Msg
 	hist    *HistoricRequest
 	history bool
+	p       tenant.Principal
 }
 
 func (s *Service) serveE2AStream(w http.ResponseWriter, r *http.Request, id, format string, k known, opts ...ReplayOption) {
@@ -825,8 +849,10 @@ func Accepts(r *http.Request, mt string) bool { return accepts(r, mt) }
 func wantsSSE(r *http.Request) bool    { return accepts(r, "text/event-stream") }
 func wantsNDJSON(r *http.Request) bool { return accepts(r, "application/x-ndjson") }
 
-// authorized applies WithAuthorizer; on refusal it answers itself: 401
-// without valid credentials, 404 for a request the principal may not read.
+// authorized applies WithAuthorizer and the ReadGate's rate limit; on
+// refusal it answers itself: 401 without valid credentials (with the
+// gate's challenge), the gate's 429, 404 for a request the principal may
+// not read. The principal is k.p (the open one without an authorizer).
 // When it looked the request up, it returns what it found (the envelope
 // message, so the handler reads the same replica's answer rather than
 // asking again; or, for a request E2A_REQUESTS no longer holds, its copy
@@ -835,17 +861,26 @@ func (s *Service) authorized(w http.ResponseWriter, r *http.Request) (known, boo
 	p, ok := tenant.FromContext(r.Context())
 	if !ok {
 		if s.cfg.authorize == nil {
-			return known{}, true
-		}
-		var err error
-		p, err = s.cfg.authorize(r)
-		if err != nil {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusUnauthorized)
-			_, _ = w.Write([]byte(`{"error":{"code":"unauthenticated","message":"missing or invalid credentials","retryable":false}}` + "\n"))
-			return known{}, false
+			p = tenant.Principal{Open: true} // the endpoints are open
+		} else {
+			var err error
+			if p, err = s.cfg.authorize(r); err != nil {
+				s.unauthenticated(w, err)
+				return known{}, false
+			}
 		}
 	}
+	if !s.admit(w, r, p) {
+		return known{}, false
+	}
+	k, allowed := s.owned(w, r, p)
+	k.p = p
+	return k, allowed
+}
+
+// owned is authorized's ownership check of the request the path names for
+// principal p.
+func (s *Service) owned(w http.ResponseWriter, r *http.Request, p tenant.Principal) (known, bool) {
 	if p.SeesAll() {
 		return known{}, true
 	}

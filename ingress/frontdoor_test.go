@@ -393,3 +393,33 @@ func TestA2AStreamingErrorsAsSSE(t *testing.T) {
 		}
 	}
 }
+
+// TestE2AMalformedResumePointPublishesNothing: POST /v1/requests
+// answers 400 to a malformed resume point (Last-Event-ID, ?from=) of a
+// streamed or awaited answer, and "nothing is published on any of" its
+// refusals (protocols/e2a NewHandler; docs/protocols.md: 400 malformed):
+// the front door reads the resume point (egress.ResumePoint) before the
+// publish. Were it read by egress only after it, the client would be told
+// 400 bad_request, not retryable, with no request id, while the request is
+// stored and an agent runs it, and its corrected retry would run it again.
+func TestE2AMalformedResumePointPublishesNothing(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	js, _ := jetstream.New(nc)
+	url := frontDoor(t, nc)
+	for _, tc := range []struct {
+		what, query string
+		hdr         []string
+	}{
+		{"SSE, Last-Event-ID: abc", "", []string{"Accept", "text/event-stream", "Last-Event-ID", "abc"}},
+		{"NDJSON, ?from=-1", "?from=-1", []string{"Accept", "application/x-ndjson"}},
+		{"?wait=true&from=x", "?wait=true&from=x", nil},
+	} {
+		before := streamMsgs(t, js, streams.RequestsStream)
+		resp, b := do(t, "POST", url+"/v1/requests"+tc.query, `{"params":{"text":"transfer 100 EUR"}}`, tc.hdr...)
+		after := streamMsgs(t, js, streams.RequestsStream)
+		if resp.StatusCode == http.StatusBadRequest && after != before {
+			t.Errorf("POST /v1/requests (%s): 400 %s, yet %d request(s) published to E2A_REQUESTS; "+
+				"want nothing published on a 400 (or the request accepted and answered as such)", tc.what, bytes.TrimSpace(b), after-before)
+		}
+	}
+}

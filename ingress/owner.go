@@ -89,7 +89,9 @@ func (s *Server) publishAfter(ctx context.Context, p Principal, pool string, env
 		// Past the dedupe window as within it: the stored request is the
 		// answer, the second one is not published (it would become the
 		// newest message of the id, the one every lookup reads).
-		return Accepted{RequestID: env.RequestID, Pool: pool, Duplicate: true, Warning: warning}, nil
+		// Its owner was checked by the lookup that found it.
+		acc := Accepted{RequestID: env.RequestID, Pool: pool, Duplicate: true, Warning: warning}
+		return s.duplicate(ctx, p, acc, false)
 	}
 	// A call that streams the frames next subscribes to them first
 	// (egress.ExpectStream): a new request then needs no read at open. A
@@ -114,16 +116,33 @@ func (s *Server) publishAfter(ctx context.Context, p Principal, pool string, env
 	if err == nil && !acc.Duplicate {
 		s.metrics.accepted.WithLabelValues(acceptedProtocol(env)).Inc()
 	}
-	if err != nil || !acc.Duplicate || p.Open {
+	if err != nil || !acc.Duplicate {
 		return acc, err
 	}
-	// The server said "duplicate", so the original is stored; Owner looks
-	// again a few times if a lagging follower answers first.
-	owner, found, err := s.egress.Owner(ctx, acc.RequestID)
+	// The server said "duplicate", so the original is stored.
+	return s.duplicate(ctx, p, acc, true)
+}
+
+// duplicate completes the answer acc of a duplicate, a request whose id
+// names a stored request, which nothing republished: its pool is the
+// stored request's (a retry may name another pool, where nothing was
+// published), and, with checkOwner and authentication on, it is
+// ErrConflict unless p may write it. The stored request is looked up once
+// (egress.Service.Stored, the stream's leader confirming an absence, for a
+// lagging follower).
+func (s *Server) duplicate(ctx context.Context, p Principal, acc Accepted, checkOwner bool) (Accepted, error) {
+	owner, pool, found, err := s.egress.Stored(ctx, acc.RequestID)
 	if err != nil {
-		return acc, fmt.Errorf("%w: owner of a duplicate: %v", ErrBackpressure, err)
+		if errors.Is(err, context.Canceled) {
+			return acc, err
+		}
+		return acc, fmt.Errorf("%w: lookup of a duplicate: %v", ErrBackpressure, err)
 	}
-	if !found || !p.Tenant().Allows(tenant.Write, owner) {
+	if pool != "" && pool != acc.Pool {
+		// The warning, if any, told of the retry's pool.
+		acc.Pool, acc.Warning = pool, ""
+	}
+	if checkOwner && !p.Open && (!found || !p.Tenant().Allows(tenant.Write, owner)) {
 		return acc, ErrConflict
 	}
 	return acc, nil

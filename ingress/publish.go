@@ -68,9 +68,39 @@ func (p *Publisher) Publish(ctx context.Context, pool string, env *e2a.Envelope)
 // PublishAfter is Publish for a turn that runs after the request after (the
 // previous turn of its task or session; none when ""): the message carries
 // it in subjects.HeaderAfterRequest, and the agent runtime starts the turn
-// once after's final frame is stored.
+// once after's final frame is stored. A duplicate's Accepted.Pool is the
+// pool the stored request is queued in, which may not be pool (the dedupe
+// window is the stream's, whatever the pool), when the stream's leader
+// answers its lookup; else pool.
 func (p *Publisher) PublishAfter(ctx context.Context, pool string, env *e2a.Envelope, after string) (acc Accepted, err error) {
-	return p.publishAfter(ctx, pool, env, after, false)
+	acc, err = p.publishAfter(ctx, pool, env, after, false)
+	if err == nil && acc.Duplicate {
+		if stored := p.storedPool(ctx, env.RequestID); stored != "" {
+			acc.Pool = stored
+		}
+	}
+	return acc, err
+}
+
+// storedPool returns the pool of the request of requestID stored in
+// E2A_REQUESTS, as its leader holds it: "" when none is, or the lookup
+// fails.
+func (p *Publisher) storedPool(ctx context.Context, requestID string) string {
+	any, err := subjects.RequestAnyPool(requestID)
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	m, err := streams.LeaderLastBySubject(ctx, p.js.Conn(), streams.RequestsStream, any)
+	if err != nil {
+		return ""
+	}
+	pool, _, err := subjects.ParseRequest(m.Subject)
+	if err != nil {
+		return ""
+	}
+	return pool
 }
 
 // publishAfter is PublishAfter; first publishes the request only when no

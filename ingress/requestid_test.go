@@ -1,6 +1,7 @@
 package ingress_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/idgen"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/workflow"
@@ -261,6 +263,40 @@ func TestInvalidIDsAndUTF8EveryEndpoint(t *testing.T) {
 		}
 		if after := streamMsgs(t, js, streams.RequestsStream); after != before {
 			t.Errorf("%s: published (%d → %d)", tc.name, before, after)
+		}
+	}
+}
+
+// TestE2ADuplicateNamesTheStoredPool: a retry of an accepted request (the
+// same request_id or Idempotency-Key) answers "duplicate": the request
+// already accepted, which nothing republishes. When the retry names another
+// pool (?agent=, /pools/<pool>/v1/requests), the answer's "pool" is the
+// stored request's (Server.duplicate), not the retry's, where nothing was
+// published and no worker of it will ever see the request.
+func TestE2ADuplicateNamesTheStoredPool(t *testing.T) {
+	p := pipetest.Start(t)
+	resp, b := do(t, "POST", p.URL+"/v1/requests?agent=pool-a", `{"request_id":"dup-pool-1","params":{"text":"hi"}}`)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("first POST: %d %s", resp.StatusCode, b)
+	}
+	for _, tc := range []struct {
+		what, path, body string
+		hdr              []string
+	}{
+		{"same request_id, ?agent=pool-b", "/v1/requests?agent=pool-b", `{"request_id":"dup-pool-1","params":{"text":"hi"}}`, nil},
+		{"Idempotency-Key, /pools/pool-b/", "/pools/pool-b/v1/requests", `{"params":{"text":"hi"}}`, []string{"Idempotency-Key", "dup-pool-1"}},
+	} {
+		resp, b := do(t, "POST", p.URL+tc.path, tc.body, tc.hdr...)
+		if resp.StatusCode != http.StatusAccepted {
+			continue // refused: no misreport
+		}
+		var acc ingress.AcceptedBody
+		if err := json.Unmarshal(b, &acc); err != nil {
+			t.Fatal(err)
+		}
+		if acc.Duplicate && acc.Pool != "pool-a" {
+			t.Errorf("retry (%s): 202 %s; the request is queued in pool-a alone: a duplicate's answer must name pool-a "+
+				"(or the retry be refused), not %q, where nothing was published", tc.what, bytes.TrimSpace(b), acc.Pool)
 		}
 	}
 }

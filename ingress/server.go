@@ -206,7 +206,9 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 }
 
 // New returns a Server publishing through nc's JetStream and handing
-// streamed answers to eg.
+// streamed answers to eg. eg's read API is gated as the Server's
+// endpoints are (egress.Service.SetReadGate): the rate limit, the stream
+// slots of its streams and waits, the challenge of a 401.
 func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 	o := options{defaultPool: "demo", maxBody: 4 << 20, publishTimeout: 5 * time.Second, log: slog.Default(), now: time.Now,
 		protocols: protocols.Default()}
@@ -242,6 +244,10 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 	srv := &Server{pub: NewPublisher(js, o.publishTimeout), egress: eg, opts: o, metrics: m, js: js, nc: nc,
 		presence: streams.NewPresence(0)}
 	srv.bindProtocols()
+	if eg != nil {
+		// egress's read API is gated as ingress's endpoints are.
+		eg.SetReadGate(readGate{s: srv})
+	}
 	if o.poolTTL > 0 {
 		srv.pools = newPools(js, o.poolTTL, o.now, srv.presence)
 	}

@@ -309,3 +309,64 @@ func TestDotIDs(t *testing.T) {
 		}
 	}
 }
+
+// requestsInStats is the message count of E2A_REQUESTS in the stats
+// the key's principal is answered (-1 when the answer is not 200 or lists
+// no such stream).
+func requestsInStats(t *testing.T, p *pipeline, key string) int64 {
+	t.Helper()
+	resp, b := p.do(t, "GET", "/console/api/stats", "", "X-Api-Key", key)
+	if resp.StatusCode != http.StatusOK {
+		return -1
+	}
+	st := decode[console.Stats](t, b)
+	for _, s := range st.Streams {
+		if s.Name == "E2A_REQUESTS" {
+			return int64(s.Messages)
+		}
+	}
+	return -1
+}
+
+// TestStatsOnlyForOperators: the console's every answer is scoped to its
+// principal (a principal without the audit or admin role sees its own
+// requests only). GET /console/api/stats holds the deployment's figures
+// (the count of every principal's requests in E2A_REQUESTS, the ingress
+// request rate of all tenants, every agent pool and its upstream): only
+// the audit and admin roles are answered them (alice would watch bob's
+// traffic otherwise, each request bob makes moving her stats); the session
+// tells the page whether to show them.
+func TestStatsOnlyForOperators(t *testing.T) {
+	p := startPipeline(t, pipelineOptions{auth: true})
+	for _, c := range []struct {
+		who, key string
+		stats    bool
+	}{{"alice", keyAlice, false}, {"ops (audit role)", keyOps, true}} {
+		resp, b := p.do(t, "GET", "/console/api/session", "", "X-Api-Key", c.key)
+		var s struct {
+			Stats bool `json:"stats"`
+		}
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &s) != nil || s.Stats != c.stats {
+			t.Errorf("%s's session: %d %s; want stats %t", c.who, resp.StatusCode, b, c.stats)
+		}
+	}
+	if resp, b := p.do(t, "GET", "/console/api/stats", "", "X-Api-Key", keyAlice); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("alice's stats: %d %s; want 403", resp.StatusCode, b)
+	}
+	before := requestsInStats(t, p, keyAlice)
+	if before < 0 {
+		return // alice is not answered the deployment's figures
+	}
+	for i := 0; i < 3; i++ {
+		p.submit(t, `{"params":{"text":"bob's","frames":1}}`, "X-Api-Key", keyBob)
+	}
+	var after int64
+	waitFor(t, 20*time.Second, "bob's requests in the audit role's stats", func() bool {
+		return requestsInStats(t, p, keyOps) >= before+3
+	})
+	after = requestsInStats(t, p, keyAlice)
+	if after >= before+3 {
+		t.Errorf("alice (no audit role) reads the stats: E2A_REQUESTS went from %d to %d messages as bob made 3 requests; "+
+			"want the stats refused to her (403) or scoped to her own requests: another principal's activity is not hers to see", before, after)
+	}
+}

@@ -350,11 +350,15 @@ type sessionInfo struct {
 	DemoPool     string   `json:"demo_pool,omitempty"`
 	Statuses     []string `json:"statuses"`
 	Indexer      bool     `json:"indexer"`
+	// Stats says whether the principal is answered the counters (GET
+	// /console/api/stats: seesStats); the page shows them only then.
+	Stats bool `json:"stats"`
 }
 
 func (c *Console) session(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, sessionInfo{Principal: principalFrom(r.Context()).ID, AuthRequired: c.o.auth != nil,
-		Demo: c.o.demo != nil, DemoPool: c.o.demoPool, Statuses: Statuses, Indexer: !c.o.noIndexer})
+		Demo: c.o.demo != nil, DemoPool: c.o.demoPool, Statuses: Statuses, Indexer: !c.o.noIndexer,
+		Stats: seesStats(principalFrom(r.Context()))})
 }
 
 // parseTime reads an RFC 3339 time, or a duration meaning that long ago.
@@ -532,7 +536,18 @@ func (c *Console) streamRequest(w http.ResponseWriter, r *http.Request) {
 	c.egress.ServeHTTP(w, r2)
 }
 
+// seesStats reports whether p is answered the counters: they are the
+// deployment's (every principal's requests in the stream figures, every
+// tenant's rates, every pool and its upstream), so only a principal that
+// sees every principal's requests (the audit or admin role, or anyone with
+// authentication off) does; nothing in them is one principal's to scope.
+func seesStats(p tenant.Principal) bool { return p.SeesAll() }
+
 func (c *Console) getStats(w http.ResponseWriter, r *http.Request) {
+	if !seesStats(principalFrom(r.Context())) {
+		apiError(w, http.StatusForbidden, "forbidden", "the counters are the deployment's: the audit or admin role sees them")
+		return
+	}
 	st, err := c.stats.get(r.Context())
 	if err != nil {
 		apiError(w, http.StatusServiceUnavailable, "unavailable", "metrics unavailable")

@@ -108,7 +108,11 @@
 // E2A_RESPONSES (lag = messages not yet delivered: agent-<pool> for the
 // agents, the two index consumers for the index). In a deployment with one
 // stage per process the counters are this egress process's; the consumer
-// and stream figures are shared.
+// and stream figures are shared. They are the deployment's (every
+// principal's requests, every pool and its upstream), so they answer only
+// a principal that sees every principal's requests (the audit or admin
+// role, or everyone with auth off); anyone else gets 403, and the session
+// (its "stats" field) tells the page to show no counters.
 //
 // # Push notifications
 //

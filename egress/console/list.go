@@ -187,7 +187,8 @@ func (l *lister) progress(ctx context.Context, requestID string) (*progress, err
 		p.Status, p.Finished = StatusSucceeded, last.Time.UTC()
 		if f.Status == e2a.StatusFailed {
 			p.Status, p.ErrorCode = StatusFailed, f.Body.Code
-		} else if f.Kind == e2a.KindA2AStreamEvent {
+		} else if f.Kind == e2a.KindA2AStreamEvent || f.Kind == e2a.KindA2ATask {
+			// A frame that may interrupt the turn (e2a.Response.Interrupt).
 			if r, err := e2a.ResponseFromJSON(data); err == nil {
 				if st, _, ok := r.Interrupt(); ok {
 					p.Status = st
@@ -268,7 +269,12 @@ func (l *lister) List(ctx context.Context, q Query) (Page, error) {
 			entries := l.resolve(ctx, msgs[i:i+n], want)
 			for j, e := range entries {
 				page.Scanned++
-				if e == nil {
+				if e == nil || (q.User != "" && e.Principal != q.User) {
+					// Another principal's entry (with ?user=, or the
+					// caller's own requests forced) is passed over as an
+					// entry of another id is, before the since cut: it
+					// ends nothing early, so neither the page nor its
+					// scanned count tells it exists, nor when it was made.
 					continue
 				}
 				if !q.Since.IsZero() && e.Time.Before(q.Since.Add(-timeSlack)) {

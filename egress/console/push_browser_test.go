@@ -45,6 +45,11 @@ func TestBrowserPush(t *testing.T) {
 	b.run(chromedp.SendKeys(chromedp.CSS(`#login input[name=secret]`), keyAlice))
 	b.run(chromedp.Click(chromedp.CSS(`#login button[type=submit]`)))
 	b.waitJS("the list", `document.querySelectorAll('#requests tbody tr.row').length >= 1`, 10*time.Second)
+	// Alice has no audit or admin role: the deployment's counters are not
+	// hers (GET /console/api/stats is 403), and the page shows none.
+	if !eval[bool](b, `document.getElementById('stats').hidden && getComputedStyle(document.getElementById('stats')).display === 'none'`) {
+		t.Error("the counters are shown to alice, a principal without the audit or admin role")
+	}
 	b.run(chromedp.Navigate(p.url + "/console#/requests/" + id))
 	// One evaluation: the row with its cells (config, host, last update,
 	// state), read at the same instant it is found.

@@ -27,7 +27,8 @@ func Routes(h host.Host) []host.Route {
 // at once: SSE or NDJSON (Accept), or the JSON view once the final frame
 // is in (?wait=true), each taking one of the caller's stream slots. A
 // refusal is an E2A error body: 400 (invalid_request, invalid_request_id,
-// invalid_agent), 404 unknown_agent, 409 conflict (the request id is
+// invalid_agent; bad_request for a malformed resume point, Last-Event-ID
+// or ?from=, of a streamed or awaited answer), 404 unknown_agent, 409 conflict (the request id is
 // another principal's: nothing of it is revealed), 413 body_too_large,
 // 429 (rate limit, stream slots), 503 unavailable (retryable); nothing is
 // published on any of them.
@@ -68,6 +69,15 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	stream, wait := wantsStream(r), r.URL.Query().Get("wait") == "true"
+	if stream || wait {
+		// The resume point of the answer (Last-Event-ID, ?from=) is read
+		// as egress reads it (ServeE2A), before the publish: a malformed
+		// one is refused with nothing published.
+		if _, err := egress.ResumePoint(r); err != nil {
+			egress.WriteError(w, err)
+			return
+		}
+	}
 	if stream {
 		env.IsStream = true // else the body's is_stream, as the client sent it
 	}

@@ -650,9 +650,14 @@ async function init() {
   for (const b of document.querySelectorAll('.tabs button')) b.addEventListener('click', () => selectTab(b.dataset.tab));
   window.addEventListener('hashchange', route);
   route();
-  refreshStats();
+  // The counters are the deployment's: shown to the audit and admin roles
+  // (and to everyone without auth) only.
+  $('stats').hidden = !session.stats;
+  if (session.stats) {
+    refreshStats();
+    setInterval(() => { if (document.visibilityState === 'visible') refreshStats(); }, POLL_MS);
+  }
   refreshList();
-  setInterval(() => { if (document.visibilityState === 'visible') refreshStats(); }, POLL_MS);
   setInterval(() => {
     if (document.visibilityState === 'visible' && $('auto').checked && list.cursors.length === 0) refreshList();
   }, POLL_MS);

@@ -1,0 +1,48 @@
+package ingress
+
+import (
+	"net/http"
+
+	"github.com/e2a-pipeline/pipeline/egress"
+	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
+	"github.com/e2a-pipeline/pipeline/tenant"
+)
+
+// readGate is the Server's egress.ReadGate, which New installs on its
+// egress.Service: egress's read API (GET /v1/requests/{id}, its stream)
+// counts against the principal's rate limit as every endpoint does, a
+// read stream or wait takes one of its stream slots as every streamed
+// answer does, and a 401 carries the challenges ingress sends.
+type readGate struct{ s *Server }
+
+var _ egress.ReadGate = readGate{}
+
+// Admit charges one request to p's rate limit; a refusal is answered in
+// the E2A error shape.
+func (g readGate) Admit(w http.ResponseWriter, r *http.Request, p tenant.Principal) bool {
+	f, canceled := g.s.rateLimit(r.Context(), principalOf(p), e2aproto.Name, 1, w.Header(), false)
+	if f != nil {
+		e2aproto.Refuse(w, *f)
+	}
+	return f == nil && !canceled
+}
+
+// StreamSlot takes one of p's stream slots; a refusal is answered in the
+// E2A error shape.
+func (g readGate) StreamSlot(w http.ResponseWriter, p tenant.Principal) (func(), bool) {
+	return g.s.acquireStream(w, principalOf(p), e2aproto.Refuse)
+}
+
+// Challenge sets the WWW-Authenticate challenges of the server's Auth for
+// err (Auth.SetChallenge); none without authentication.
+func (g readGate) Challenge(h http.Header, err error) {
+	if g.s.opts.auth != nil {
+		g.s.opts.auth.SetChallenge(h, err)
+	}
+}
+
+// principalOf is the principal p as the rate limit and the stream slots
+// key it (its user id).
+func principalOf(p tenant.Principal) Principal {
+	return Principal{UserID: p.ID, Roles: p.Roles, Open: p.Open}
+}
