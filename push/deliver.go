@@ -54,7 +54,17 @@ type cursor struct {
 	// Gen is the config the cursor was written for: its Created time
 	// (Unix nanoseconds). See forConfig.
 	Gen int64 `json:"gen,omitempty"`
+	// Backlog, when set, says the config is parked (park.go): the
+	// requests (the task's turns, in their order) whose messages after
+	// the position above are left to handle; the config's wake-up drains
+	// them, reading the messages back from E2A_RESPONSES. Tail is the
+	// largest stream sequence handed to the parked config.
+	Backlog []string `json:"backlog,omitempty"`
+	Tail    uint64   `json:"tail,omitempty"`
 }
+
+// parked reports whether the config is parked.
+func (c cursor) parked() bool { return len(c.Backlog) > 0 }
 
 // forConfig is cur as cfg's cursor. A cursor written for an earlier
 // config of the same id, replaced since (A2A's set) or deleted and made
@@ -111,6 +121,11 @@ func writeCursor(ctx context.Context, kv jetstream.KeyValue, key string, c curso
 func (s *stage) deliverItem(it item) result {
 	for range 4 {
 		r, err := s.tryItem(it)
+		if err == nil && r.retry && s.ctx.Err() == nil {
+			// Not now: the config is parked, so that the message is done
+			// with and the consumer is not held (park.go).
+			r, err = s.park(it)
+		}
 		if errors.Is(err, errMoved) {
 			continue
 		}
@@ -134,6 +149,9 @@ func (s *stage) tryItem(it item) (result, error) {
 		return result{}, err
 	}
 	cur = cur.forConfig(it.cfg)
+	if cur.parked() {
+		return s.handOff(it, cur, rev)
+	}
 	start := 0
 	switch {
 	case m.seq < cur.Seq || (m.seq == cur.Seq && cur.Done):
@@ -253,7 +271,7 @@ func (s *stage) lastStored(ctx context.Context, id string) (uint64, error) {
 // the cursor after each.
 func (s *stage) deliverFrom(it item, cur cursor, rev uint64, start int) (result, error) {
 	m := it.job.m
-	key := it.ref.cursorKey()
+	base := cur
 	advance := func(i int) error {
 		cur.Request, cur.Seq, cur.Event = m.requestID, m.seq, i
 		if i >= 0 && i < len(m.events) {
@@ -263,7 +281,8 @@ func (s *stage) deliverFrom(it item, cur cursor, rev uint64, start int) (result,
 		cur.Final = cur.Done && m.final
 		cur.FailingSince, cur.Attempts, cur.NextAttempt = time.Time{}, 0, time.Time{}
 		var err error
-		rev, err = writeCursor(s.ctx, s.kv, key, cur, rev)
+		rev, err = s.casCursor(it, base, &cur, rev)
+		base = cur
 		return err
 	}
 	if len(m.events) == 0 || start >= len(m.events) {
@@ -286,7 +305,7 @@ func (s *stage) deliverFrom(it item, cur cursor, rev uint64, start int) (result,
 		if s.ctx.Err() != nil {
 			return result{retry: true}, nil
 		}
-		if r, stop, err := s.outcome(it, ev, &cur, rev, out); stop || err != nil {
+		if r, stop, err := s.outcome(it, ev, base, &cur, rev, out); stop || err != nil {
 			return r, err
 		}
 		if err := advance(i); err != nil {
@@ -299,7 +318,7 @@ func (s *stage) deliverFrom(it item, cur cursor, rev uint64, start int) (result,
 // outcome records one attempt: stop with a retry for a transient failure
 // within the retry window; otherwise the caller advances past the update
 // (delivered, or dead-lettered).
-func (s *stage) outcome(it item, ev event, cur *cursor, rev uint64, out attempt) (result, bool, error) {
+func (s *stage) outcome(it item, ev event, base cursor, cur *cursor, rev uint64, out attempt) (result, bool, error) {
 	now := time.Now()
 	switch {
 	case out.ok:
@@ -329,7 +348,7 @@ func (s *stage) outcome(it item, ev event, cur *cursor, rev uint64, out attempt)
 		delay = left
 	}
 	cur.NextAttempt = now.Add(delay)
-	if _, err := writeCursor(s.ctx, s.kv, it.ref.cursorKey(), *cur, rev); err != nil {
+	if _, err := s.casCursor(it, base, cur, rev); err != nil {
 		return result{}, true, err
 	}
 	return result{retry: true, after: delay}, true, nil

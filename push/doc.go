@@ -66,9 +66,24 @@
 // frame, or the first message stored after the config was made); an
 // earlier one still in flight elsewhere makes it wait (WithOrderWait).
 // Lanes are independent: a slow or failing webhook delays only its own
-// config. The message is acked when every config is done with it, else
-// negatively acknowledged with the shortest delay a config asked for;
-// it is kept in progress while a slow webhook answers.
+// config. The message is acked when every config is done with it; it is
+// kept in progress while a webhook answers.
+//
+// A config that cannot take a message now (its webhook backs off, the
+// message is not its next one yet, its lane has a POST in flight and 4
+// messages queued, or drains it) is parked: its cursor lists the task's
+// turns it has left to handle, the message is done for it, and a wake-up
+// key in E2A_PUSH (wake.<cursor key>) is read by a second durable
+// consumer (<consumer>-wake, on the bucket's stream), nak'd until the
+// webhook's next attempt. The replica that takes the wake-up drains the
+// config in its lane: it reads the messages back from E2A_RESPONSES
+// after the cursor, renders them as above, delivers them in order, and
+// un-parks the config (compare-and-set on the cursor) when nothing is
+// left. While it is parked the consumer's messages for it only add to
+// its backlog. So a config holds at most 5 of the shared consumer's
+// messages, only while one of its POSTs is in flight, and none once
+// parked: one tenant's failing or hanging webhooks cannot fill the
+// consumer's MaxAckPending and stop the others' deliveries.
 //
 // A 2xx is delivered; another 4xx than 408 and 429 is permanent (the
 // update is dead-lettered at once, the next ones go on); anything else

@@ -70,7 +70,7 @@ func V03Takeover(ctx context.Context, nc *nats.Conn, id string, from int) (map[s
 			return nil, nil, err
 		}
 		m := &message{requestID: id, after: r.after, seq: raw.Seq, firstSeq: fs[0].Sequence, final: fs[len(fs)-1].IsFinal}
-		if err := s.render(ctx, r, m, fs, true); err != nil {
+		if err := s.render(ctx, s.mappers, r, m, fs, true); err != nil {
 			return nil, nil, err
 		}
 		// The first message read the task back; the next ones go on

@@ -157,6 +157,14 @@ func (s *stage) requestOf(ctx context.Context, requestID, user, task string) (*r
 	if err != nil {
 		return nil, err
 	}
+	r := requestFrom(env, h)
+	s.requests.put(requestID, r)
+	return r, nil
+}
+
+// requestFrom is what the stage needs of an envelope env with headers h
+// (nil: not stored).
+func requestFrom(env *e2a.Envelope, h nats.Header) *request {
 	r := &request{}
 	if env != nil {
 		r.principal, r.taskID = env.UserID, env.TaskID
@@ -166,8 +174,7 @@ func (s *stage) requestOf(ctx context.Context, requestID, user, task string) (*r
 				AcceptedOutputModes: env.ExpectedOutputModes, Interaction: a2aproto.Interaction(nil, env)}
 		}
 	}
-	s.requests.put(requestID, r)
-	return r, nil
+	return r
 }
 
 // frames decodes a stored response message.
@@ -225,12 +232,14 @@ func namedBy(h nats.Header, data []byte) (user, task string) {
 // whichever replica renders them. A mapper built for another request
 // under the same id (req not the same as r) is not fed on: it holds that
 // request's task and frames.
-func (s *stage) render(ctx context.Context, r *request, m *message, fs []*e2a.Response, tasks bool) error {
+// The mappers are s.mappers for the consumer's callback, a drain's own
+// for a drain (drainer).
+func (s *stage) render(ctx context.Context, mappers map[string]*mapState, r *request, m *message, fs []*e2a.Response, tasks bool) error {
 	s.metrics.rendered.Inc()
-	st := s.mappers[m.requestID]
+	st := mappers[m.requestID]
 	if st == nil || !st.req.same(r) || st.fed >= m.seq || tasks && !st.tasks {
 		st = &mapState{req: r, m: a2amap.NewStreamMapper(m.requestID, r.params, 0), tasks: tasks}
-		s.mappers[m.requestID] = st
+		mappers[m.requestID] = st
 		if tasks {
 			if err := s.loadTurns(ctx, m.requestID, r, st); err != nil {
 				return err
@@ -249,7 +258,7 @@ func (s *stage) render(ctx context.Context, r *request, m *message, fs []*e2a.Re
 	}
 	st.fed = m.seq
 	if m.final {
-		delete(s.mappers, m.requestID)
+		delete(mappers, m.requestID)
 	}
 	return nil
 }

@@ -53,10 +53,13 @@ type stage struct {
 // stored before the oldest stored config was made, and delivers every
 // task update of a task with configs to each of its configs' webhooks:
 // in the task's order per config, at least once, retried with backoff for
-// the retry window, then dead-lettered. Replicas sharing the consumer
-// split the work. It returns nil when ctx is done, an error when the
-// options are invalid, the streams cannot be bound, or the connection is
-// closed under it (nats.ErrConnectionClosed).
+// the retry window, then dead-lettered. A config that cannot take a
+// message now is parked and drained later through a second durable
+// consumer (<name>-wake, on the bucket's wake.> keys; see park.go), so a
+// failing webhook holds none of the consumer's messages. Replicas sharing
+// the consumers split the work. It returns nil when ctx is done, an error
+// when the options are invalid, the streams or consumers cannot be bound,
+// or the connection is closed under it (nats.ErrConnectionClosed).
 func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
 	if nc == nil {
 		return fmt.Errorf("%w: nil connection", ErrInvalidOption)
@@ -80,14 +83,28 @@ func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
 		}
 		return fmt.Errorf("push: consumer %s: %w", o.consumer, err)
 	}
+	wake, err := s.bindWake(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("push: consumer %s: %w", s.wakeConsumer(), err)
+	}
 	cc, err := cons.Consume(s.intake, jetstream.PullMaxMessages(256))
 	if err != nil {
+		return fmt.Errorf("push: consume: %w", err)
+	}
+	wc, err := wake.Consume(s.wakeIntake, jetstream.PullMaxMessages(256))
+	if err != nil {
+		cc.Stop()
 		return fmt.Errorf("push: consume: %w", err)
 	}
 	s.log.Info("push stage started", "consumer", o.consumer, "retry_window", o.retryWindow)
 	closed := s.waitStop(ctx)
 	cc.Drain()
+	wc.Drain()
 	<-cc.Closed()
+	<-wc.Closed()
 	s.jobs.Wait()
 	if closed {
 		return fmt.Errorf("push: %w", nats.ErrConnectionClosed)
@@ -271,7 +288,7 @@ func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
 	case m == nil:
 		m = &message{requestID: requestID, after: r.after, seq: md.Sequence.Stream,
 			firstSeq: fs[0].Sequence, final: fs[len(fs)-1].IsFinal}
-		if err := s.render(ctx, r, m, fs, tasks); err != nil {
+		if err := s.render(ctx, s.mappers, r, m, fs, tasks); err != nil {
 			delete(s.mappers, requestID)
 			return nil, err
 		}
@@ -305,15 +322,17 @@ func (s *stage) keepConfigs(ctx context.Context, key string, tc taskConfigs, rev
 }
 
 // result is a lane's verdict on a message: done, or look again after
-// retry.
+// retry. Parked: done, handed to the config's backlog (park.go).
 type result struct {
-	retry bool
-	after time.Duration
+	retry  bool
+	after  time.Duration
+	parked bool
 }
 
 // job is a message being delivered to its configs.
 type job struct {
 	msg     jetstream.Msg
+	header  nats.Header // a drain's: the stored message's headers (msg is nil)
 	m       *message
 	configs []jobConfig
 	n       int
@@ -327,12 +346,13 @@ func (j *job) settle(s *stage) {
 	defer s.jobs.Done()
 	tick := time.NewTicker(s.o.ackWait / 3)
 	defer tick.Stop()
-	var retry bool
+	var retry, parked bool
 	var after time.Duration
 	for got := 0; got < j.n; {
 		select {
 		case r := <-j.done:
 			got++
+			parked = parked || r.parked
 			if r.retry && (!retry || r.after < after) {
 				retry, after = true, r.after
 			}
@@ -342,29 +362,43 @@ func (j *job) settle(s *stage) {
 	}
 	if !retry {
 		_ = j.msg.Ack()
-		s.rendered.forget(j.m.seq)
+		if !parked {
+			// A parked config's drain may read it from the cache.
+			s.rendered.forget(j.m.seq)
+		}
 		return
 	}
 	_ = j.msg.NakWithDelay(max(after, time.Millisecond))
 }
 
-// item is one message for one config.
+// item is one message for one config, or (wake set) the config's
+// wake-up: drain its backlog.
 type item struct {
-	job *job
-	cfg Config
-	ref configRef
+	job  *job
+	cfg  Config
+	ref  configRef
+	wake jetstream.Msg
 }
+
+// maxLaneQueue bounds the messages waiting in a lane behind the one it
+// delivers: a further one is handed to the config's backlog at once
+// (parkItem), so that a slow webhook holds at most maxLaneQueue+1 of the
+// consumer's messages, and none once its config is parked.
+const maxLaneQueue = 4
 
 // lane delivers the messages of one config one after another, in the
 // order they came: a slow or failing webhook holds only its own lane.
 type lane struct {
-	key     string
-	s       *stage
-	queue   []item
-	running bool
+	key      string
+	s        *stage
+	queue    []item
+	running  bool
+	draining bool // the lane runs the config's drain
 }
 
 // enqueue appends it to its config's lane, starting the lane when idle.
+// A message for a lane that drains its config, or whose queue is full,
+// goes to the config's backlog instead.
 func (s *stage) enqueue(it item) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -373,6 +407,10 @@ func (s *stage) enqueue(it item) {
 	if l == nil {
 		l = &lane{key: k, s: s}
 		s.lanes[k] = l
+	}
+	if it.wake == nil && (l.draining || len(l.queue) >= maxLaneQueue) {
+		go func() { it.job.done <- s.parkItem(it) }()
+		return
 	}
 	l.queue = append(l.queue, it)
 	if !l.running {
@@ -392,8 +430,28 @@ func (l *lane) run() {
 		}
 		it := l.queue[0]
 		l.queue = l.queue[1:]
+		if it.wake == nil {
+			l.s.mu.Unlock()
+			it.job.done <- l.s.deliverItem(it)
+			continue
+		}
+		// The messages queued behind the wake-up go to the backlog: the
+		// drain delivers them.
+		l.draining = true
+		var wakes []item
+		for _, q := range l.queue {
+			if q.wake == nil {
+				go func() { q.job.done <- l.s.parkItem(q) }()
+			} else {
+				wakes = append(wakes, q)
+			}
+		}
+		l.queue = wakes
 		l.s.mu.Unlock()
-		it.job.done <- l.s.deliverItem(it)
+		l.s.drainWake(it)
+		l.s.mu.Lock()
+		l.draining = false
+		l.s.mu.Unlock()
 	}
 }
 

@@ -30,8 +30,12 @@ func deliverySpan(ctx context.Context, it item, ev event) (context.Context, trac
 	if !tracing.Enabled() {
 		return ctx, trace.SpanFromContext(context.Background())
 	}
-	if it.job != nil && it.job.msg != nil {
-		if h := it.job.msg.Headers(); h != nil && h.Get(subjects.HeaderTraceparent) != "" {
+	if it.job != nil {
+		h := it.job.header
+		if it.job.msg != nil {
+			h = it.job.msg.Headers()
+		}
+		if h != nil && h.Get(subjects.HeaderTraceparent) != "" {
 			ctx = tracing.Extract(ctx, &e2a.TraceContext{Traceparent: h.Get(subjects.HeaderTraceparent),
 				Tracestate: h.Get(subjects.HeaderTracestate)})
 		}

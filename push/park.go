@@ -1,0 +1,451 @@
+package push
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// Parking. A config that cannot take a message now (its webhook backs
+// off, an earlier message of it is not handled yet, or its lane is full
+// or drains it) is parked: its cursor's Backlog lists the requests whose
+// messages it has left to handle, in the task's turn order, and the
+// message is done for it. While it is parked, the consumer's messages for
+// it only add their request to the backlog (and raise Tail). A wake-up
+// key in E2A_PUSH (wake.<cursor key>), read by a second durable consumer
+// of the stage (<consumer>-wake), drains it: the replica that holds the
+// wake-up delivers the backlog from the cursor, reading the messages back
+// from E2A_RESPONSES, naks the wake-up with the webhook's backoff, and
+// when nothing is left clears the backlog (a compare-and-set: a message
+// handed to it meanwhile changed the cursor) and deletes the key. So a
+// failing or hanging webhook holds none of the consumer's messages once
+// parked, and at most maxLaneQueue+1 while it answers one POST: the
+// consumer's MaxAckPending is never filled by one tenant.
+
+// wakeRef is the value of a parked config's wake-up key.
+type wakeRef struct {
+	Principal string `json:"principal"`
+	TaskID    string `json:"task_id"`
+	ConfigID  string `json:"config_id"`
+}
+
+// wakeKey is the bucket key of the config's wake-up.
+func (r configRef) wakeKey() string { return "wake." + r.cursorKey() }
+
+// wakeSubjects are the wake-up keys' subjects in the bucket's stream.
+const wakeSubjects = "$KV." + streams.PushBucket + ".wake.>"
+
+// kvOperation is the header of a KV delete or purge marker.
+const kvOperation = "KV-Operation"
+
+func (s *stage) wakeConsumer() string { return s.o.consumer + "-wake" }
+
+// bindWake creates or updates the durable consumer of wake-ups. Its
+// pending wake-ups are bounded by the configs (one key each), not by
+// MaxAckPending: a wake-up waits, nak'd, for its webhook's next attempt.
+func (s *stage) bindWake(ctx context.Context) (jetstream.Consumer, error) {
+	return s.js.CreateOrUpdateConsumer(ctx, "KV_"+streams.PushBucket, jetstream.ConsumerConfig{
+		Durable:       s.wakeConsumer(),
+		Description:   "E2A push notification delivery: parked configs",
+		DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       s.o.ackWait,
+		MaxDeliver:    -1,
+		FilterSubject: wakeSubjects,
+		MaxAckPending: -1,
+		ReplayPolicy:  jetstream.ReplayInstantPolicy,
+	})
+}
+
+// wakeIntake hands a wake-up to its config's lane (a deleted one is
+// acked).
+func (s *stage) wakeIntake(msg jetstream.Msg) {
+	if s.ctx.Err() != nil {
+		_ = msg.Nak()
+		return
+	}
+	var w wakeRef
+	if msg.Headers().Get(kvOperation) != "" || json.Unmarshal(msg.Data(), &w) != nil {
+		_ = msg.Ack()
+		return
+	}
+	s.jobs.Add(1)
+	s.enqueue(item{ref: configRef{w.Principal, w.TaskID, w.ConfigID}, wake: msg})
+}
+
+// handled reports whether cur (or the config's start) is past m.
+func handled(cur cursor, cfg Config, m *message) bool {
+	return m.seq < cur.Seq || (m.seq == cur.Seq && cur.Done) || (m.seq != cur.Seq && m.seq <= cfg.From)
+}
+
+// parkItem parks it's config with it's message (park), retrying when the
+// cursor moves meanwhile.
+func (s *stage) parkItem(it item) result {
+	for range 4 {
+		r, err := s.park(it)
+		if errors.Is(err, errMoved) {
+			continue
+		}
+		if err != nil {
+			if s.ctx.Err() == nil {
+				s.log.Warn("push: cannot park a config; retrying", "config", it.cfg.String(), "err", err)
+			}
+			return result{retry: true, after: s.o.orderWait}
+		}
+		return r
+	}
+	return result{retry: true, after: s.o.orderWait}
+}
+
+// park parks it's config with the requests from its cursor to it's
+// message (chain), then writes its wake-up; a parked config's message is
+// handed to it (handOff). The cursor is written first: a replica that
+// stops in between leaves the message unacked, and its redelivery writes
+// the missing wake-up.
+func (s *stage) park(it item) (result, error) {
+	key := it.ref.cursorKey()
+	cur, rev, err := readCursor(s.ctx, s.kv, key)
+	if err != nil {
+		return result{}, err
+	}
+	cur = cur.forConfig(it.cfg)
+	if cur.parked() {
+		return s.handOff(it, cur, rev)
+	}
+	if handled(cur, it.cfg, it.job.m) {
+		return result{}, nil
+	}
+	ids, err := s.chain(s.ctx, it, cur)
+	if err != nil {
+		return result{}, err
+	}
+	cur.Backlog, cur.Tail = ids, it.job.m.seq
+	if _, err := writeCursor(s.ctx, s.kv, key, cur, rev); err != nil {
+		return result{}, err
+	}
+	if err := s.putWake(it.ref); err != nil {
+		return result{}, err
+	}
+	return result{parked: true}, nil
+}
+
+// handOff adds it's message to its parked config's backlog: its request
+// (and the turns before it not in the backlog yet), and Tail. A message
+// of a request in the backlog at or below Tail is there already: the
+// cursor is not written.
+func (s *stage) handOff(it item, cur cursor, rev uint64) (result, error) {
+	if it.job.msg != nil {
+		// A replica may have parked the config with this message and
+		// stopped before it wrote the wake-up: written again.
+		if md, err := it.job.msg.Metadata(); err == nil && md.NumDelivered > 1 {
+			if err := s.putWake(it.ref); err != nil {
+				return result{}, err
+			}
+		}
+	}
+	m := it.job.m
+	if handled(cur, it.cfg, m) {
+		return result{}, nil
+	}
+	if m.seq > cur.Tail || !slices.Contains(cur.Backlog, m.requestID) {
+		ids, err := s.chain(s.ctx, it, cur)
+		if err != nil {
+			return result{}, err
+		}
+		cur.Backlog = append(slices.Clone(cur.Backlog), ids...)
+		cur.Tail = max(cur.Tail, m.seq)
+		if _, err := writeCursor(s.ctx, s.kv, it.ref.cursorKey(), cur, rev); err != nil {
+			return result{}, err
+		}
+	}
+	return result{parked: true}, nil
+}
+
+// chain is the requests it's config has left to handle up to it's
+// message's, in turn order, that cur's backlog does not hold: the
+// message's request and the turns before it (E2A-After-Request) back to
+// the cursor's request (kept unless its final frame is handled), a
+// request of the backlog, or a turn with nothing stored for the config
+// (all of it before the config was made, or before the cursor).
+func (s *stage) chain(ctx context.Context, it item, cur cursor) ([]string, error) {
+	m := it.job.m
+	var ids []string
+	id, after := m.requestID, m.after
+	for range maxTurns {
+		if slices.Contains(cur.Backlog, id) {
+			break
+		}
+		if id == cur.Request {
+			if !cur.Final {
+				ids = append(ids, id)
+			}
+			break
+		}
+		ids = append(ids, id)
+		if after == "" {
+			break
+		}
+		if after != cur.Request && !slices.Contains(cur.Backlog, after) {
+			last, err := s.lastStored(ctx, after)
+			if err != nil {
+				return nil, err
+			}
+			if last <= it.cfg.From || last <= cur.Seq {
+				break
+			}
+		}
+		next, err := s.afterOf(ctx, after)
+		if err != nil {
+			return nil, err
+		}
+		id, after = after, next
+	}
+	slices.Reverse(ids)
+	return ids, nil
+}
+
+// afterOf is the previous turn of request id ("" when none, or when its
+// envelope is gone).
+func (s *stage) afterOf(ctx context.Context, id string) (string, error) {
+	env, h, err := s.envelope(ctx, id)
+	if err != nil || env == nil || env.TaskID == "" {
+		return "", err
+	}
+	return h.Get(subjects.HeaderAfterRequest), nil
+}
+
+func (s *stage) putWake(ref configRef) error {
+	b, err := json.Marshal(wakeRef{Principal: ref.principal, TaskID: ref.taskID, ConfigID: ref.id})
+	if err != nil {
+		return err
+	}
+	_, err = s.kv.Put(s.ctx, ref.wakeKey(), b)
+	return err
+}
+
+// casCursor writes c over base, read or written at rev. When the cursor
+// changed meanwhile by messages handed to the parked config only (its
+// Backlog and Tail), c takes them and is written again: a hand-off does
+// not undo the delivery that moves the cursor.
+func (s *stage) casCursor(it item, base cursor, c *cursor, rev uint64) (uint64, error) {
+	key := it.ref.cursorKey()
+	for range 8 {
+		r, err := writeCursor(s.ctx, s.kv, key, *c, rev)
+		if !errors.Is(err, errMoved) {
+			return r, err
+		}
+		now, nrev, err := readCursor(s.ctx, s.kv, key)
+		if err != nil {
+			return 0, err
+		}
+		now = now.forConfig(it.cfg)
+		if !samePosition(now, base) {
+			return 0, errMoved
+		}
+		c.Backlog, c.Tail = now.Backlog, now.Tail
+		base, rev = now, nrev
+	}
+	return 0, errMoved
+}
+
+// samePosition reports whether a and b differ in their backlog at most.
+func samePosition(a, b cursor) bool {
+	a.Backlog, a.Tail, b.Backlog, b.Tail = nil, 0, nil, 0
+	ja, err := json.Marshal(a)
+	if err != nil {
+		return false
+	}
+	jb, err := json.Marshal(b)
+	return err == nil && bytes.Equal(ja, jb)
+}
+
+// drainWake drains it's config and settles its wake-up: acked when the
+// config is no longer parked (or gone), nak'd with its webhook's backoff.
+func (s *stage) drainWake(it item) {
+	defer s.jobs.Done()
+	stop := keepInProgress(it.wake, s.o.ackWait/3)
+	r, err := s.drain(it.ref, it.wake)
+	stop()
+	switch {
+	case s.ctx.Err() != nil:
+		_ = it.wake.Nak()
+	case err != nil:
+		s.log.Warn("push: cannot drain a parked config; retrying", "err", err)
+		_ = it.wake.NakWithDelay(s.o.orderWait)
+	case r.retry:
+		_ = it.wake.NakWithDelay(max(r.after, time.Millisecond))
+	default:
+		_ = it.wake.Ack()
+	}
+}
+
+// keepInProgress extends msg's ack wait every period until stopped.
+func keepInProgress(msg jetstream.Msg, every time.Duration) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// drainer is a drain's own state: its config and mappers (the consumer
+// callback's s.mappers are not shared).
+type drainer struct {
+	cfg     Config
+	ref     configRef
+	tasks   bool
+	mappers map[string]*mapState
+	reqs    map[string]*request
+}
+
+// drain delivers ref's parked config's backlog, in order, from its
+// cursor: retry when its webhook fails (the cursor records the backoff)
+// or it must wait for its next attempt; done when it is not parked any
+// more, or the config is gone.
+func (s *stage) drain(ref configRef, wake jetstream.Msg) (result, error) {
+	tc, _, err := readConfigs(s.ctx, s.kv, taskKey(ref.principal, ref.taskID))
+	if err != nil {
+		return result{}, err
+	}
+	i := slices.IndexFunc(tc.Configs, func(c Config) bool { return c.ID == ref.id })
+	if i < 0 {
+		return result{}, nil
+	}
+	d := &drainer{cfg: tc.Configs[i], ref: ref, mappers: map[string]*mapState{}, reqs: map[string]*request{},
+		tasks: slices.ContainsFunc(tc.Configs, func(c Config) bool { return c.Version == V03 })}
+	for s.ctx.Err() == nil {
+		cur, rev, err := readCursor(s.ctx, s.kv, ref.cursorKey())
+		if err != nil {
+			return result{}, err
+		}
+		cur = cur.forConfig(d.cfg)
+		if !cur.parked() {
+			return result{}, nil
+		}
+		if wait := time.Until(cur.NextAttempt); wait > 0 && !cur.Dead {
+			return result{retry: true, after: wait}, nil
+		}
+		r, finished, err := s.drainStep(d, cur, rev, wake)
+		if errors.Is(err, errMoved) {
+			continue
+		}
+		if err != nil || r.retry || finished {
+			return r, err
+		}
+	}
+	return result{retry: true}, nil
+}
+
+// drainStep handles the next message of the backlog's first request, or,
+// when it has none stored, takes the request off the backlog (finished:
+// the backlog is empty, the config no longer parked).
+func (s *stage) drainStep(d *drainer, cur cursor, rev uint64, wake jetstream.Msg) (result, bool, error) {
+	id := cur.Backlog[0]
+	raw, start, found, err := s.nextOf(d.cfg, cur, id)
+	if err != nil {
+		return result{}, false, err
+	}
+	var m *message
+	if found {
+		if m, found, err = s.drainMessage(d, id, raw); err != nil {
+			return result{}, false, err
+		}
+	}
+	if found {
+		r, err := s.deliverFrom(item{job: &job{m: m, header: raw.Header}, cfg: d.cfg, ref: d.ref}, cur, rev, start)
+		return r, false, err
+	}
+	// Nothing of the request is left: the next turn goes on (the rest of
+	// a turn that has a next one will never come), or, with none, the
+	// config is not parked any more.
+	next := cur
+	next.Backlog = slices.Clone(cur.Backlog[1:])
+	if len(next.Backlog) == 0 {
+		next.Backlog, next.Tail = nil, 0
+	}
+	if _, err := writeCursor(s.ctx, s.kv, d.ref.cursorKey(), next, rev); err != nil {
+		return result{}, false, err
+	}
+	if next.parked() {
+		return result{}, false, nil
+	}
+	if md, err := wake.Metadata(); err == nil {
+		// Unless a new wake-up was written meanwhile (parked again).
+		_ = s.kv.Delete(s.ctx, d.ref.wakeKey(), jetstream.LastRevision(md.Sequence.Stream))
+	}
+	return result{}, true, nil
+}
+
+// nextOf is the config's next stored message of request id after cur,
+// and the index of its first update left.
+func (s *stage) nextOf(cfg Config, cur cursor, id string) (streams.RawMsg, int, bool, error) {
+	subj, err := subjects.Response(id)
+	if err != nil {
+		return streams.RawMsg{}, 0, false, nil // not a request id: nothing of it is stored
+	}
+	from, start := max(cfg.From, cur.Seq)+1, 0
+	if cur.Request == id && !cur.Done {
+		from, start = cur.Seq, cur.Event+1
+	}
+	page, _, err := streams.DirectGetBatch(s.ctx, s.nc, streams.ResponsesStream, subj, from, 1)
+	if errors.Is(err, streams.ErrNoMessages) {
+		return streams.RawMsg{}, 0, false, nil
+	}
+	if err != nil {
+		return streams.RawMsg{}, 0, false, err
+	}
+	if page[0].Seq != from {
+		start = 0
+	}
+	return page[0], start, true, nil
+}
+
+// drainMessage is stored message raw of request id rendered as prepare
+// renders it (from the stage's cache when the consumer rendered it; else
+// with the drain's own mappers, caught up from the request's earlier
+// messages). Not found: the request is not one of the config's task (its
+// envelope is gone, or names another principal or task).
+func (s *stage) drainMessage(d *drainer, id string, raw streams.RawMsg) (*message, bool, error) {
+	r := d.reqs[id]
+	if r == nil {
+		env, h, err := s.envelope(s.ctx, id)
+		if err != nil {
+			return nil, false, err
+		}
+		r = requestFrom(env, h)
+		d.reqs[id] = r
+	}
+	if !r.found || r.principal != d.ref.principal || r.taskID != d.ref.taskID {
+		return nil, false, nil
+	}
+	if m := s.rendered.get(raw.Seq, d.tasks); m != nil && m.requestID == id {
+		return m, true, nil
+	}
+	fs, err := frames(raw.Header, raw.Data)
+	if err != nil || len(fs) == 0 {
+		return &message{requestID: id, after: r.after, seq: raw.Seq, firstSeq: undecodableFirst(raw.Header)}, true, nil
+	}
+	m := &message{requestID: id, after: r.after, seq: raw.Seq, firstSeq: fs[0].Sequence, final: fs[len(fs)-1].IsFinal}
+	if err := s.render(s.ctx, d.mappers, r, m, fs, d.tasks); err != nil {
+		delete(d.mappers, id)
+		return nil, false, err
+	}
+	return m, true, nil
+}
