@@ -1,8 +1,10 @@
 package deploy
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,12 +13,18 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/push"
+	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 // setNATSEnv sets every variable the NATS configuration reads.
@@ -138,9 +146,18 @@ func TestNATSServerConfig(t *testing.T) {
 		// The push stage reads frames and envelopes, keeps cursors and
 		// dead-letters: it publishes no request, frame or cancel and
 		// creates no stream.
-		{"push", pub("push"), []string{"$JS.API.CONSUMER.MSG.NEXT.E2A_RESPONSES.push", "e2a.push.dead.>", "$KV.E2A_PUSH.>"},
+		{"push", pub("push"), []string{"$JS.API.CONSUMER.MSG.NEXT.E2A_RESPONSES.push", "e2a.push.dead.>", "$KV.E2A_PUSH.>",
+			"$JS.API.CONSUMER.MSG.NEXT.KV_E2A_PUSH.push-wake", "$JS.ACK.KV_E2A_PUSH.push-wake.>"},
 			[]string{"e2a.req.>", "e2a.resp.>", "e2a.ctl.>", "$JS.API.STREAM.CREATE.E2A_PUSH_DEAD", "$JS.API.STREAM.CREATE.KV_E2A_PUSH"}},
 		{"ingress", pub("ingress"), []string{"$KV.E2A_PUSH.>", "$JS.API.STREAM.INFO.E2A_RESPONSES"}, []string{"e2a.push.dead.>"}},
+		// ListTasks and a task's next turn read E2A_TASKS with ordered
+		// consumers filtered on the bucket's keys (created, deleted, flow
+		// control), never an unfiltered or durable consumer on it.
+		{"ingress", pub("ingress"), []string{"$JS.API.CONSUMER.CREATE.KV_E2A_TASKS.*.$KV.E2A_TASKS.>", "$JS.API.CONSUMER.DELETE.KV_E2A_TASKS.*",
+			"$JS.FC.KV_E2A_TASKS.*.*"}, []string{"$JS.API.CONSUMER.CREATE.KV_E2A_TASKS.>", "$JS.API.CONSUMER.CREATE.KV_E2A_TASKS.*",
+			"$JS.API.CONSUMER.MSG.NEXT.KV_E2A_TASKS.*", "$JS.API.STREAM.PURGE.KV_E2A_TASKS"}},
+		{"serve", pub("serve"), []string{"$JS.API.CONSUMER.CREATE.KV_E2A_TASKS.*.$KV.E2A_TASKS.>", "$JS.API.CONSUMER.DELETE.KV_E2A_TASKS.*",
+			"$JS.FC.KV_E2A_TASKS.*.*"}, []string{"$JS.API.CONSUMER.CREATE.KV_E2A_TASKS.>", "$JS.API.CONSUMER.CREATE.KV_E2A_TASKS.*"}},
 		// The archiver reads E2A_AUDIT with ordered consumers (created,
 		// pulled, deleted: ephemeral, any name) and writes E2A_ARCHIVE's
 		// one subject; nothing of the pipeline's traffic, no stream
@@ -543,5 +560,90 @@ func TestComposeFile(t *testing.T) {
 		if !s.ReadOnly || !slices.Equal(s.CapDrop, []string{"ALL"}) || s.Environment["E2A_REPLICAS"] != "3" {
 			t.Errorf("service %s: read only %v, cap_drop %v, replicas %q", name, s.ReadOnly, s.CapDrop, s.Environment["E2A_REPLICAS"])
 		}
+	}
+}
+
+// TestNATSClusterPushUserRunsTheStage: the push user of
+// deploy/nats/accounts.conf runs the push stage (push.Run) on a real
+// nats-server: it binds its consumer of the frames and its consumer of
+// parked configs' wake-ups (push-wake on KV_E2A_PUSH), writes a wake-up
+// key, and pulls and acks it (a wake-up of a config that does not exist
+// is done with at once), refused nothing, on three real nats-server
+// processes.
+func TestNATSClusterPushUserRunsTheStage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node nats-server cluster")
+	}
+	c := startNATSCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cfg := streams.DefaultConfig()
+	cfg.Replicas = 3
+	adminNC, _ := c.connect("admin")
+	adminJS, err := jetstream.New(adminNC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyUntil(t, ctx, adminJS, cfg)
+	// As `e2a streams apply` provisions them: the push user creates no
+	// stream.
+	if rep, err := streams.Apply(ctx, adminJS, cfg, streams.WithKeyValue(cfg.PushBucketConfig()),
+		streams.WithStream(cfg.PushDeadStreamConfig())); err != nil {
+		t.Fatalf("apply E2A_PUSH and E2A_PUSH_DEAD: %v\n%s", err, rep)
+	}
+	pushNC, sink := c.connect("push")
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	logs := &testkit.Buffer{}
+	go func() {
+		done <- push.Run(runCtx, pushNC, push.WithStreamsConfig(cfg), push.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	}()
+	defer func() {
+		if t.Failed() {
+			t.Logf("the stage's log:\n%s\nerrors: %s", logs, sink)
+		}
+	}()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("push.Run as push: %v", err)
+		}
+	}()
+	var wake jetstream.Consumer
+	testkit.Eventually(t, 20*time.Second, "the push stage's consumers", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("push.Run as push: %v", err)
+		default:
+		}
+		// Bounded: a consumer's info asked before its leader is elected
+		// goes unanswered.
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		defer rcancel()
+		if _, err := adminJS.Consumer(rctx, streams.ResponsesStream, push.DefaultConsumer); err != nil {
+			return false
+		}
+		wake, err = adminJS.Consumer(rctx, "KV_"+streams.PushBucket, push.DefaultConsumer+"-wake")
+		return err == nil
+	})
+	kv, err := jetstream.New(pushNC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket, err := kv.KeyValue(ctx, streams.PushBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bucket.Put(ctx, "wake.cur.tYQ.tdA.tYw", []byte(`{"principal":"a","task_id":"t","config_id":"c"}`)); err != nil {
+		t.Fatalf("push puts a wake-up: %v", err)
+	}
+	testkit.Eventually(t, 30*time.Second, "the wake-up pulled and acked", func() bool {
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		defer rcancel()
+		ci, err := wake.Info(rctx)
+		return err == nil && ci.Delivered.Consumer >= 1 && ci.NumAckPending == 0 && ci.AckFloor.Consumer >= 1
+	})
+	if s := sink.String(); strings.Contains(strings.ToLower(s), "permission") {
+		t.Errorf("the push user was refused: %s", s)
 	}
 }

@@ -446,6 +446,13 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, p Principal) {
 		writeJSON(w, http.StatusAccepted, map[string]any{"execution_id": execID, "request_id": env.RequestID, "status": StatusRunning})
 		return
 	}
+	if we := refusal(final); we != nil {
+		// The executor that runs it refused the workflow before running
+		// it (checks this server leaves to it: Options.ValidateOnly):
+		// answered as this server's own refusal.
+		writeError(w, statusFor(we), we)
+		return
+	}
 	st := statusFromFrames([]*e2a.Response{final})
 	st.ExecutionID = a.answerID(r.Context(), env.TaskID, env.RequestID)
 	body := map[string]any{"execution_id": st.ExecutionID, "request_id": env.RequestID, "status": st.Status, "results": st.Results, "duration_ms": st.DurationMs}
@@ -456,6 +463,29 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, p Principal) {
 		body["error"] = st.Error
 	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// refusal is the error of a final frame by which the executor refused the
+// workflow before running any of it (Executor.Serve's failure with
+// details.validation: an invalid workflow, an operation, API or credential
+// the principal may not use); nil for any other frame.
+func refusal(final *e2a.Response) *Error {
+	if final.ResponseKind != e2a.KindError {
+		return nil
+	}
+	var b struct {
+		Details struct {
+			Error      *Error          `json:"error"`
+			Validation json.RawMessage `json:"validation"`
+		} `json:"details"`
+	}
+	if json.Unmarshal(final.Body, &b) != nil || b.Details.Error == nil || len(b.Details.Validation) == 0 || string(b.Details.Validation) == "null" {
+		return nil
+	}
+	if t := b.Details.Error.Type; t != ValidationError && t != PermissionError {
+		return nil
+	}
+	return b.Details.Error
 }
 
 // answerID is the execution_id of an execute answer: the workflow's

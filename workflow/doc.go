@@ -10,7 +10,13 @@
 //     checks without a policy; [Executor.Validate] does everything,
 //     including permissions. Every [Issue] has its line, operationId (when
 //     one is concerned), the property in dotted form and a code; the answer
-//     is a [ValidationResult] {valid, errors, warnings}.
+//     is a [ValidationResult] {valid, errors, warnings}. An executor with
+//     [Options.ValidateOnly] validates for the one that runs the workflow
+//     (`e2a serve` for the workflow pool): it leaves the operation
+//     permissions, the API knowledge base and the credentials to it
+//     (ValidationResult.Deferred), and [API]'s execute answers that
+//     executor's refusal as its own (403 PermissionError, 400
+//     ValidationError).
 //   - [New] builds an [Executor] from [Options]; [Executor.Execute] runs a
 //     validated [Workflow] and reports [Event]s to an [Observer];
 //     [Executor.Serve] is the agent.Handler of pool [Pool] for envelopes

@@ -120,6 +120,17 @@ type Options struct {
 	// Timeouts, cancellation and limits still end the execution. Default
 	// false: the first failure stops it.
 	ContinueOnError bool
+	// ValidateOnly makes an executor that validates for another one which
+	// runs the workflows (`e2a serve`'s REST API, in front of the workflow
+	// pool): Validate checks structure, references, data flow, types,
+	// storage types (Storage's Kinds: give it the runner's, e.g.
+	// [StorageKinds]) and limits, and leaves the operation types a policy
+	// permits, the API knowledge base and credential access to the
+	// executor that runs the workflow, which holds the policy and the
+	// vault and refuses a workflow in the same error shape
+	// (ValidationResult.Deferred lists these checks). Policy and Vault are
+	// not consulted by Validate.
+	ValidateOnly bool
 }
 
 // NoCache is a Cache that never stores anything.
@@ -192,13 +203,42 @@ func (e *Executor) Vault() *Vault { return e.opts.Vault }
 // Validate parses and fully checks a workflow for principal: structure,
 // references, data-model dependencies, types, limits, operation
 // permissions, the API knowledge base (hosts, methods and paths known
-// before execution) and credential access. It never executes anything.
+// before execution) and credential access; with Options.ValidateOnly, not
+// the last three, which the result lists as Deferred. It never executes
+// anything.
 func (e *Executor) Validate(principal, text string) (*Workflow, ValidationResult) {
 	var rep report
 	wf := parse(text, &rep)
 	v := validator{wf: wf, rep: &rep, limits: e.limits, principal: principal, policy: e.policy(), vault: e.opts.Vault, storages: e.storageKinds()}
+	if e.opts.ValidateOnly {
+		v.policy, v.vault = nil, nil
+	}
 	v.run()
-	return wf, rep.result()
+	res := rep.result()
+	if e.opts.ValidateOnly {
+		res.Deferred = DeferredChecks()
+	}
+	return wf, res
+}
+
+// The checks a ValidateOnly executor leaves to the executor that runs the
+// workflow (ValidationResult.Deferred).
+const (
+	// CheckOperationPermissions: the operation types the policy permits
+	// the principal.
+	CheckOperationPermissions = "operation_permissions"
+	// CheckAPIKnowledgeBase: ApiCall's hosts, methods and paths against
+	// the API knowledge base and the allowed hosts and networks.
+	CheckAPIKnowledgeBase = "api_knowledge_base"
+	// CheckCredentials: the credentialRefs the vault holds for the
+	// principal and the API.
+	CheckCredentials = "credentials"
+)
+
+// DeferredChecks lists the checks a ValidateOnly executor leaves to the
+// executor that runs the workflow.
+func DeferredChecks() []string {
+	return []string{CheckOperationPermissions, CheckAPIKnowledgeBase, CheckCredentials}
 }
 
 func (e *Executor) policy() *Policy {

@@ -209,6 +209,11 @@ type ValidationResult struct {
 	Valid    bool    `json:"valid"`
 	Errors   []Issue `json:"errors"`
 	Warnings []Issue `json:"warnings"`
+	// Deferred lists the checks this server did not make because another
+	// executor runs the workflow and makes them (Options.ValidateOnly:
+	// CheckOperationPermissions, CheckAPIKnowledgeBase, CheckCredentials);
+	// absent when every check was made.
+	Deferred []string `json:"deferred,omitempty"`
 }
 
 type report struct {

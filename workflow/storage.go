@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -27,6 +29,24 @@ type Storage interface {
 	// Store writes value (JSON-encoded as data) under key and returns
 	// where it went, for the operation's result.
 	Store(ctx context.Context, scope StoreScope, kind, key string, data []byte) (location string, err error)
+}
+
+// ErrValidateOnly is the error of [StorageKinds]' Store: the executor that
+// holds it validates, another one runs the workflows and stores.
+var ErrValidateOnly = errors.New("workflow: this executor only validates; the executor that runs the workflow stores")
+
+// StorageKinds is a Storage that only names storage types: those of the
+// executor that runs the workflows, for one that validates for it
+// (Options.ValidateOnly; `e2a serve` in front of the workflow pool) without
+// opening the pool's buckets. Store always fails with ErrValidateOnly.
+type StorageKinds []string
+
+// Kinds implements Storage.
+func (k StorageKinds) Kinds() []string { return slices.Clone([]string(k)) }
+
+// Store implements Storage: it stores nothing.
+func (StorageKinds) Store(context.Context, StoreScope, string, string, []byte) (string, error) {
+	return "", ErrValidateOnly
 }
 
 // Stores maps StoreData's storage types onto the pipeline:

@@ -70,13 +70,27 @@ func egressAuthorizer(auth *ingress.Auth) func(*http.Request) (tenant.Principal,
 	}
 }
 
-// newWorkflowValidator builds an executor for the REST API of `e2a serve`:
-// the same policy, vault names and limits as the workflow pool, no storage.
+// newWorkflowValidator builds the executor of `e2a serve`'s workflow REST
+// API, which validates and describes while the workflow pool runs the
+// executions: it checks structure, references, types, its limits
+// (E2A_WORKFLOW_MAX_*) and the storage types the pool has (localStorage
+// and sessionStorage always, file unless E2A_WORKFLOW_FILE_DIR is off),
+// without opening the pool's buckets. The operation permissions, the API
+// knowledge base and the credentials it leaves to the pool
+// (workflow.Options.ValidateOnly), which holds the policy and the vault:
+// serve needs none of the pool's settings or secrets, and holds no
+// credential.
 func newWorkflowValidator(log *slog.Logger) (*workflow.Executor, error) {
-	_, opts, err := workflowOptions(log)
+	wc, opts, err := workflowOptions(log)
 	if err != nil {
 		return nil, err
 	}
+	kinds := workflow.StorageKinds{workflow.StorageLocal, workflow.StorageSession}
+	if wc.FileDir != "" {
+		kinds = append(kinds, workflow.StorageFile)
+	}
+	opts.Storage, opts.ValidateOnly = kinds, true
+	opts.Policy, opts.Vault = nil, nil
 	return workflow.New(opts), nil
 }
 
