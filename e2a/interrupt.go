@@ -15,6 +15,9 @@ import "encoding/json"
 // agent meant it to (failed is reserved for e2a.error, §12.2). The task is
 // not terminal: the client's next message naming it starts a new turn.
 //
+// An agent that answers its turn with the A2A Task itself (a final a2a.task
+// frame in state input-required or auth-required) interrupts it too.
+//
 // [InterruptBody] builds that body; [Response.Interrupt] is the one reader
 // every renderer uses.
 
@@ -70,31 +73,41 @@ func InterruptBody(state, text string, extra ...map[string]any) StreamEventBody 
 }
 
 // Interrupt reports whether r ends an interrupted turn: a final
-// a2a.stream_event status_update whose state is input-required or
-// auth-required. It returns the state and the text of the agent's message
-// (its text parts joined; "" when it has none).
+// a2a.stream_event status_update, or a final a2a.task frame (an agent that
+// answers its turn with the A2A Task, e.g. an HTTP agent wrapping an A2A
+// framework), whose state is input-required or auth-required. It returns
+// the state and the text of the agent's message (its text parts joined;
+// "" when it has none). Every reader of a turn's outcome (the renderers,
+// egress.Service.Continuable, the console, the bridges) asks this one
+// function, so a task shown interrupted always takes the client's answer.
 func (r *Response) Interrupt() (state, text string, ok bool) {
-	if r == nil || !r.IsFinal || r.ResponseKind != KindA2AStreamEvent {
+	if r == nil || !r.IsFinal {
 		return "", "", false
 	}
-	var b struct {
-		Branch  string `json:"branch"`
-		Payload struct {
-			Status struct {
-				State   string `json:"state"`
-				Message *struct {
-					Parts []struct {
-						Kind string  `json:"kind"`
-						Text *string `json:"text"`
-					} `json:"parts"`
-				} `json:"message"`
-			} `json:"status"`
-		} `json:"payload"`
-	}
-	if json.Unmarshal(r.Body, &b) != nil || (b.Branch != BranchStatusUpdate && b.Branch != "status-update") {
+	var st interruptStatusJSON
+	switch r.ResponseKind {
+	case KindA2AStreamEvent:
+		var b struct {
+			Branch  string `json:"branch"`
+			Payload struct {
+				Status interruptStatusJSON `json:"status"`
+			} `json:"payload"`
+		}
+		if json.Unmarshal(r.Body, &b) != nil || (b.Branch != BranchStatusUpdate && b.Branch != "status-update") {
+			return "", "", false
+		}
+		st = b.Payload.Status
+	case KindA2ATask:
+		var b struct {
+			Status interruptStatusJSON `json:"status"`
+		}
+		if json.Unmarshal(r.Body, &b) != nil {
+			return "", "", false
+		}
+		st = b.Status
+	default:
 		return "", "", false
 	}
-	st := b.Payload.Status
 	state = normalizeState(st.State)
 	if !InterruptState(state) {
 		return "", "", false
@@ -107,6 +120,18 @@ func (r *Response) Interrupt() (state, text string, ok bool) {
 		}
 	}
 	return state, text, true
+}
+
+// interruptStatusJSON is what Interrupt reads of an A2A TaskStatus, in
+// either generation's JSON.
+type interruptStatusJSON struct {
+	State   string `json:"state"`
+	Message *struct {
+		Parts []struct {
+			Kind string  `json:"kind"`
+			Text *string `json:"text"`
+		} `json:"parts"`
+	} `json:"message"`
 }
 
 // normalizeState reads a task state written in either generation's form

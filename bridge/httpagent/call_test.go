@@ -1,6 +1,7 @@
 package httpagent_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -53,7 +54,12 @@ func (r *rig) serve(t *testing.T, pool, url string, cfg rigConfig) (*bridge.Hand
 	if err != nil {
 		t.Fatal(err)
 	}
-	up, err := httpagent.New(c, append([]httpagent.Option{httpagent.WithLogger(logger)}, cfg.up...)...)
+	// As `e2a agent --http` serves it: with the conversation's history.
+	convs, err := bridge.OpenConversations(context.Background(), r.p.JS, natstest.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := httpagent.New(c, append([]httpagent.Option{httpagent.WithLogger(logger), httpagent.WithHistory(pool, convs)}, cfg.up...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,24 @@
 // upstream's own credentials (an API key sent as a bearer token, headers)
 // and the W3C trace context (traceparent) are set by the bridge.Client.
 //
+// With [WithHistory] (as `e2a agent --http` serves a pool), the POST body
+// has one more member after the envelope's, [HistoryMember] "history": the
+// earlier turns of the request's conversation (its A2A context, which
+// holds its task's earlier turns, else its ACP session or E2A session_id,
+// else its task; of the same principal only: bridge.Conversations, the
+// records the OpenAI bridge's history reads too), oldest first, each a
+// [HistoryMessage]: the user's text, then the agent's answer as the
+// pipeline stored it (its final frame: the state, the question of an
+// interrupted turn, the e2a.complete result, a failure's code and message;
+// streamed deltas are not kept). A stateless agent that asked for input
+// (an interrupted turn) so gets the client's answer with what it asked.
+// It is bounded: the last [DefaultMaxHistoryTurns] turns
+// ([WithMaxHistoryTurns]), of whose messages the newest that fit in 64 KiB
+// of JSON; absent when there is none. Each request is recorded in its
+// conversation before it is POSTed; a conversation store that cannot be
+// read ends the request with history_unavailable (retryable) before
+// anything is sent.
+//
 // # The answer
 //
 // A 2xx answer is read by its Content-Type:
@@ -85,10 +103,10 @@
 // request's task and context), and a task's are replaced with the
 // request's (its task_id, else its request_id; its context_id, else the
 // task's). An interrupted turn (e2a/interrupt.go: a final
-// a2a.stream_event of branch status_update in state input-required or
-// auth-required, status succeeded) passes through so (its ids the
-// request's), so every protocol renders the agent's question and the
-// client's next message continues the task.
+// a2a.stream_event of branch status_update, or a final a2a.task, in state
+// input-required or auth-required, status succeeded) passes through so
+// (its ids the request's), so every protocol renders the agent's question
+// and the client's next message continues the task.
 //
 // # Bad answers
 //

@@ -62,6 +62,15 @@ func TestExamples(t *testing.T) {
 				t.Errorf("resume after 1: %d frames from %d, want %d from 2", len(rest), rest[0].Sequence, len(frames)-2)
 			}
 
+			// Turns of one E2A session: the second's POST carries the
+			// first in its history member, which the example ignores.
+			for _, text := range []string{"first turn", "second turn"} {
+				a := p.Ask(t, c.pool, `{"session_id":"ex-session-`+c.pool+`","params":{"text":"`+text+`"}}`)
+				if want := c.who + " heard: " + text + " "; a.Text(e2a.DeltaText) != want {
+					t.Errorf("session turn: E2A text %q, want %q", a.Text(e2a.DeltaText), want)
+				}
+			}
+
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			cl := a2aupstream.Client(t, p.URL+"/pools/"+c.pool)

@@ -2,6 +2,7 @@ package httpagent_test
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/bridge/httpagent"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/proctest"
 )
@@ -32,7 +34,12 @@ func bridgePool(t *testing.T, p *pipetest.Pipeline, pool, url string, copts ...b
 	if err != nil {
 		t.Fatal(err)
 	}
-	up, err := httpagent.New(client)
+	// As `e2a agent --http` serves it: with the conversation's history.
+	convs, err := bridge.OpenConversations(context.Background(), p.JS, natstest.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := httpagent.New(client, httpagent.WithHistory(pool, convs))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func New(c *bridge.Client, opts ...Option) (*Upstream, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: nil client", bridge.ErrInvalidOption)
 	}
-	cfg := config{maxFrameBytes: DefaultMaxFrameBytes, maxFrames: DefaultMaxFrames, log: slog.Default()}
+	cfg := config{maxFrameBytes: DefaultMaxFrameBytes, maxFrames: DefaultMaxFrames, log: slog.Default(), maxTurns: DefaultMaxHistoryTurns}
 	if err := option.Apply(bridge.ErrInvalidOption, &cfg, opts); err != nil {
 		return nil, err
 	}
@@ -57,9 +57,17 @@ func (u *Upstream) Name() string { return "http " + u.c.Name() }
 // Scrub takes the client's credentials out of s (bridge.Scrubber).
 func (u *Upstream) Scrub(s string) string { return u.c.Scrub(s) }
 
-// Call POSTs env and writes the answer's frames through w.
+// Call POSTs env (with its conversation's earlier turns: WithHistory)
+// and writes the answer's frames through w.
 func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+	hist, err := u.history(ctx, env)
+	if err != nil {
+		return err
+	}
 	body, err := e2a.MarshalEnvelope(withoutSecrets(env))
+	if err == nil {
+		body, err = withHistory(body, hist)
+	}
 	if err != nil {
 		return fmt.Errorf("httpagent: envelope: %w", err)
 	}

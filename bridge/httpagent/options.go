@@ -15,6 +15,13 @@ const (
 	// DefaultMaxFrames is the default bound on the frames of one answer.
 	DefaultMaxFrames = 100_000
 
+	// DefaultMaxHistoryTurns is the default bound on the earlier turns a
+	// POST carries ([WithHistory]).
+	DefaultMaxHistoryTurns = 16
+	// maxHistoryBytes bounds the JSON of the history member: the newest
+	// messages that fit are sent.
+	maxHistoryBytes = 64 << 10
+
 	minFrameBytes = 1 << 10
 	maxFrameBytes = 64 << 20
 	maxFrames     = 10_000_000
@@ -27,6 +34,33 @@ type config struct {
 	maxFrameBytes int
 	maxFrames     int
 	log           *slog.Logger
+	pool          string
+	convs         *bridge.Conversations
+	maxTurns      int
+}
+
+// WithHistory gives every POST the earlier turns of the request's
+// conversation (its A2A context, which holds its task's earlier turns,
+// else its ACP session or E2A session_id, else its task; of the same
+// principal only: bridge.Conversations), in the [HistoryMember] member:
+// each turn's user message and the agent's answer as the pipeline stored
+// it, so a stateless agent gets the answer to its input-required question
+// with what it asked. Each request is recorded in the pool's conversation
+// records c before it is POSTed. Without it the POST is the envelope
+// alone.
+func WithHistory(pool string, c *bridge.Conversations) Option {
+	return option.Check(bridge.ErrInvalidOption, pool != "" && c != nil,
+		func(cfg *config) { cfg.pool, cfg.convs = pool, c },
+		"history needs a pool and a conversation store")
+}
+
+// WithMaxHistoryTurns bounds the earlier turns of [WithHistory]: the last
+// n (0..bridge.MaxTurns, default DefaultMaxHistoryTurns; 0 sends none).
+// Their messages are bounded to 64 KiB of JSON too, the newest kept.
+func WithMaxHistoryTurns(n int) Option {
+	return option.Check(bridge.ErrInvalidOption, n >= 0 && n <= bridge.MaxTurns,
+		func(cfg *config) { cfg.maxTurns = n },
+		"max history turns %d (want 0..%d)", n, bridge.MaxTurns)
 }
 
 // WithMaxFrameBytes bounds a line of NDJSON, the data of an SSE event and a

@@ -27,7 +27,8 @@ func newUpstream(ctx context.Context, client *bridge.Client, conv *bridge.Conver
 		if info.Description == "" {
 			info.Description = "An HTTP agent behind the E2A Pipeline: durable, resumable, on every A2A binding, ACP and E2A."
 		}
-		return httpagent.New(client, httpagent.WithLogger(log))
+		// Each POST carries the conversation's earlier turns.
+		return httpagent.New(client, httpagent.WithHistory(pool, conv), httpagent.WithLogger(log))
 	}
 	return nil, fmt.Errorf("upstream kind %s: not available in this build", u.Kind)
 }

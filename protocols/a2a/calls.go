@@ -197,7 +197,13 @@ func taskNotFound(rep host.Reply, protocol string, taskID string) {
 // the package's renderers over the host.
 func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, protocol string, res *normalizer.Result, req *jsonrpc.Request) {
 	env := res.Envelope
-	if !d.admitProfile(rep, in, protocol, res.Pool, req.Method) || !admitTurn(rep, in, tc, protocol, env) {
+	if !d.admitProfile(rep, in, protocol, res.Pool, req.Method) {
+		return
+	}
+	// prev is the continued task's record before this turn (nil for a
+	// new task).
+	prev, ok := admitTurn(rep, in, tc, protocol, env)
+	if !ok {
 		return
 	}
 	w := rep.Stream()
@@ -248,13 +254,26 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 			AcceptedOutputModes: env.ExpectedOutputModes, Interaction: Interaction(in.Header, env)})
 	case normalizer.A2AMessageSend:
 		if !blockingSend(env) {
-			// configuration.blocking false: the task at once, submitted;
-			// the client polls tasks/get or cancels it.
+			// configuration.blocking false: the task at once, as tasks/get
+			// shows it (its earlier turns, then this message, submitted or
+			// waiting behind a turn that runs); the client polls tasks/get
+			// or cancels it.
 			t := a2amap.BuildTask(env.TaskID, env.ContextID, []a2amap.Request{{Envelope: env}}, HistoryLength(env))
-			ts := submitted.UTC()
-			t.Status.Timestamp = &ts
+			if prev != nil {
+				t = ans.A2ATurnTask(in.Ctx, prev, env, HistoryLength(env))
+			}
+			if t.Status.Timestamp == nil {
+				ts := submitted.UTC()
+				t.Status.Timestamp = &ts
+			}
 			rep.Result(a2amap.V03Task(t))
 			return
+		}
+		if prev != nil {
+			// The answer to a message continuing the task is the Task,
+			// from its earlier turns (a2amap.Params.Continued).
+			params.Continued = true
+			params.Task = ans.A2ATurnTask(in.Ctx, prev, env, nil)
 		}
 		if w != nil {
 			// One HTTP answer: rendered as the frames come, with blank
@@ -278,19 +297,20 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 
 // admitTurn checks env's task against the caller before anything is
 // published: a continued task must be the caller's and open (it then
-// keeps its context when the message names none). It answered rep when it
-// returns false.
-func admitTurn(rep host.Reply, in host.Call, tc host.TaskCaller, protocol string, env *e2a.Envelope) bool {
+// keeps its context when the message names none). It returns the
+// continued task's record (nil for a new task); it answered rep when ok is
+// false.
+func admitTurn(rep host.Reply, in host.Call, tc host.TaskCaller, protocol string, env *e2a.Envelope) (prev *host.Task, ok bool) {
 	if env.TaskID != "" && Continued(env) {
 		t, err := tc.Task(in.Ctx, env.TaskID, tenant.Write)
 		if err != nil {
 			taskNotFound(rep, protocol, env.TaskID)
-			return false
+			return nil, false
 		}
 		if protocol == normalizer.ProtocolA2A {
 			if err := tc.CheckTaskOpen(in.Ctx, t); err != nil {
 				host.AnswerSubmitError(rep, err)
-				return false
+				return nil, false
 			}
 		}
 		// A continued task keeps its context when the message names none
@@ -299,10 +319,11 @@ func admitTurn(rep host.Reply, in host.Call, tc host.TaskCaller, protocol string
 			env.ContextID = t.ContextID
 			delete(env.Provenance.Details, normalizer.DetailContextCreated)
 		}
+		return t, true
 	}
 	// A new context is claimed as the caller's by the submission; one the
 	// client chose must be the caller's own already.
-	return true
+	return nil, true
 }
 
 // errAnswered ends a submission whose Before answered the call itself.

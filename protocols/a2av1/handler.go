@@ -171,6 +171,12 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 	if req.Config != nil {
 		p.HistoryLength = req.Config.HistoryLength
 	}
+	if !stream && prev != nil {
+		// The answer to a message continuing the task is the Task, from
+		// its earlier turns (a2amap.Params.Continued).
+		p.Continued = true
+		p.Task = h.h.V1Answers().A2ATurnTask(ctx, prev, env, nil)
+	}
 	if stream {
 		// The Task the stream opens with: a new task's, or the continued
 		// one with its earlier turns.
@@ -195,6 +201,18 @@ func (h *handler) SendMessage(ctx context.Context, req *a2a.SendMessageRequest) 
 	acc := sub.Accepted
 	if req.Config != nil && req.Config.ReturnImmediately {
 		ts := p.Submitted.UTC()
+		if p.Continued && p.Task != nil {
+			// A continued task as GetTask shows it now: its earlier turns,
+			// then this message (A2ATurnTask).
+			t := *p.Task
+			if n := p.HistoryLength; n != nil && *n >= 0 && len(t.History) > *n {
+				t.History = t.History[len(t.History)-*n:]
+			}
+			if t.Status.Timestamp == nil {
+				t.Status.Timestamp = &ts
+			}
+			return &t, nil
+		}
 		id := cmp.Or(p.TaskID, acc.RequestID)
 		return &a2a.Task{ID: a2a.TaskID(id), ContextID: cmp.Or(p.ContextID, id),
 			Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted, Timestamp: &ts}}, nil

@@ -33,14 +33,26 @@ type Aggregator struct {
 	ts        *time.Time
 	artifacts []*a2a.Artifact
 	native    a2a.SendMessageResult
+	// continued marks a call continuing a task that exists
+	// (Params.Continued): its result is the Task, prior its history before
+	// this turn's agent messages (Params.Task's).
+	continued bool
+	prior     []*a2a.Message
 }
 
 // NewAggregator returns the aggregator of requestID's frames for the call
 // p (its task and context ids, default the frames').
+// A call continuing a task (Params.Continued) starts from the task before
+// this turn's frames (Params.Task: its history and artifacts).
 func NewAggregator(requestID string, p Params) *Aggregator {
 	m := newMapper(p, 0)
 	m.requestID = requestID
-	return &Aggregator{m: m, state: a2a.TaskStateSubmitted}
+	a := &Aggregator{m: m, state: a2a.TaskStateSubmitted, continued: p.Continued}
+	if p.Continued && p.Task != nil {
+		a.prior = slices.Clone(p.Task.History)
+		a.artifacts = cloneArtifacts(p.Task.Artifacts)
+	}
+	return a
 }
 
 func (a *Aggregator) newMsg(r *e2a.Response, group, llm string, p piece) *aggMsg {
@@ -224,9 +236,19 @@ func (a *Aggregator) seal() {
 // Result returns the message/send result of the frames added: the
 // frame's own Message or Task when an a2a.* final frame carried one, a
 // Message when a completed request answered with one content message and
-// no artifact, else the Task ([Aggregator.Task]).
+// no artifact, else the Task ([Aggregator.Task]). Those direct answers are
+// for a message that created no task only: the answer to a message
+// continuing a task (Params.Continued: the answer to input-required, any
+// later turn) is always the Task, as tasks/get then shows it (the agent's
+// own Message one of its replies, as BuildTask reads it), since the client
+// knows the task already (a2a-go/v2's own server refuses a Message once
+// the task is stored).
 func (a *Aggregator) Result(historyLength *int) a2a.SendMessageResult {
 	a.m.bind(&e2a.Response{RequestID: a.m.requestID})
+	if a.continued {
+		a.foldNative()
+		return a.Task(historyLength)
+	}
 	if a.native != nil {
 		return a.native
 	}
@@ -246,9 +268,34 @@ func (a *Aggregator) Task(historyLength *int) *a2a.Task {
 	t := &a2a.Task{ID: a.m.taskID, ContextID: a.m.contextID,
 		Status: a2a.TaskStatus{State: a.state, Timestamp: a.ts, Message: a.status}}
 	history, arts := a.history(true)
+	if a.continued {
+		// The task before this turn, then the turn (as BuildTask reads
+		// the task's last request).
+		t.History = trimHistory(append(slices.Clone(a.prior), history...), historyLength)
+		t.Artifacts = cloneArtifacts(a.artifacts)
+		for _, art := range arts {
+			t.Artifacts = putArtifact(t.Artifacts, art, false)
+		}
+		return t
+	}
 	t.History = trimHistory(history, historyLength)
 	t.Artifacts = append(append([]*a2a.Artifact(nil), a.artifacts...), arts...)
 	return t
+}
+
+// foldNative makes the agent's own final Message or Task (an a2a.* final
+// frame) part of the task, as BuildTask does: the Message a reply, the
+// Task's history after the task's (its artifacts and status are added
+// already: Add).
+func (a *Aggregator) foldNative() {
+	switch n := a.native.(type) {
+	case *a2a.Message:
+		m := *n
+		a.msgs = append(a.msgs, &aggMsg{group: "content", msg: &m})
+	case *a2a.Task:
+		a.prior = append(a.prior, n.History...)
+	}
+	a.native = nil
 }
 
 // history returns the agent messages, and the final reply as an artifact

@@ -308,6 +308,10 @@ func FinalOutcome(r *e2a.Response) Outcome {
 		if _, err := NativeEvent(r); err != nil {
 			return unreadableOutcome
 		}
+		// The agent's Task in an interrupted state (e2a.Response.Interrupt).
+		if state, text, ok := r.Interrupt(); ok {
+			return Outcome{State: a2av0.ToV1TaskState(legacy.TaskState(state)), Message: text}
+		}
 	}
 	if r.Status == e2a.StatusFailed {
 		return Outcome{State: a2a.TaskStateFailed, Message: "failed"}

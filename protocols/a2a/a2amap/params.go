@@ -25,8 +25,16 @@ type Params struct {
 	// Task is the Task an A2A v1.0 stream of the call opens with
 	// (Mapper.OpeningTask), as tasks/get shows it once the call's turn is
 	// recorded (BuildTask: its user message last in history); nil: the
-	// mapper's task, submitted, with no history.
+	// mapper's task, submitted, with no history. The Aggregator of a
+	// Continued call starts from it (built with every history message:
+	// HistoryLength trims the result).
 	Task *a2a.Task
+	// Continued marks a message continuing a task that exists (the answer
+	// to input-required or auth-required, any later turn): message/send's
+	// answer is then always the Task (Aggregator.Result), never the
+	// agent's direct Message, which answers only a message that created no
+	// task.
+	Continued bool
 	// HistoryLength keeps the last N history messages of a Task (nil: all).
 	HistoryLength *int
 	// AcceptedOutputModes are the client's configuration.acceptedOutputModes
