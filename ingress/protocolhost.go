@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/protocols"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2av1"
+	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -390,6 +392,7 @@ type caller struct {
 var (
 	_ host.Caller        = caller{}
 	_ host.BindingCaller = caller{}
+	_ e2aproto.Turns     = caller{}
 )
 
 // Input is the server's input for the principal.
@@ -434,6 +437,36 @@ func (c caller) Task(ctx context.Context, id string, a tenant.Access) (*host.Tas
 // CheckTaskOpen is rpcCaller's.
 func (c caller) CheckTaskOpen(ctx context.Context, t *host.Task) error {
 	return rpcCaller{s: c.s, p: c.p, fresh: c.fresh}.CheckTaskOpen(ctx, t)
+}
+
+// The E2A front door makes a request naming a task or an ACP session a
+// turn of it through this caller: without it every such request would be
+// published on its own, beside the task's running turn.
+var _ e2aproto.Turns = caller{}
+
+// Record is the task record id (with session, the session record: an
+// ACP session's) that a request of the caller names to continue it (the
+// E2A front door's e2a.Turns): nil when there is none, the record when the
+// caller may write it, an error matching host.ErrConflict, saying nothing
+// of it, when it is another principal's, host.ErrBackpressure when the
+// store cannot be read.
+func (c caller) Record(ctx context.Context, id string, session bool) (*host.Task, error) {
+	kind := KindTask
+	if session {
+		kind = KindSession
+	}
+	rec, err := c.s.opts.tasks.Get(ctx, kind, id)
+	switch {
+	case errors.Is(err, ErrTaskNotFound):
+		return nil, nil
+	case errors.Is(err, context.Canceled):
+		return nil, err
+	case err != nil:
+		return nil, hostError(fmt.Errorf("%w: task store: %v", ErrBackpressure, err))
+	case !c.p.Tenant().Allows(tenant.Write, rec.Principal):
+		return nil, hostError(ErrConflict)
+	}
+	return &host.Task{Session: c.p.session(rec), ContextID: rec.ContextID}, nil
 }
 
 // ListTasks lists the tasks the principal may read that keep accepts:

@@ -72,7 +72,7 @@ func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub h
 		done()
 		s.undoBefore(ctx, env.RequestID, undo)
 		if !errors.Is(err, context.Canceled) && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrTooLarge) &&
-			!errors.Is(err, ErrUnknownPool) && !errors.Is(err, ErrInvalidPool) && !errors.Is(err, ErrTaskTerminal) {
+			!errors.Is(err, ErrUnknownPool) && !errors.Is(err, ErrInvalidPool) && !errors.Is(err, ErrTaskTerminal) && !errors.Is(err, ErrTaskNotFound) {
 			s.opts.log.Warn("publish failed", "request_id", env.RequestID, "err", err)
 		}
 		return nil, hostError(err)

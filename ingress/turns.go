@@ -47,8 +47,9 @@ func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env 
 
 // publishTurnIf is publishTurn; a turn of an existing record (of.Created
 // false) is appended only as cond asks (TaskStore.appendAfter): its
-// refusal (errRecordMoved, ErrTaskTerminal) is returned with nothing
-// written or published.
+// refusal (errRecordMoved, ErrTaskTerminal, and ErrTaskNotFound for a
+// record p may not write: another principal's, made since the front door
+// looked) is returned with nothing written or published.
 func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, env *e2a.Envelope, of host.Turn, origin idOrigin, contextOwner string, cond turnCond) (Accepted, error) {
 	kind := KindTask
 	if of.Session {
@@ -83,7 +84,7 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 		rec, added, err = s.opts.tasks.appendAfter(ctx, kind, base, env.RequestID, p.Tenant(), cond)
 	}
 	if err != nil {
-		if errors.Is(err, context.Canceled) || errors.Is(err, errRecordMoved) || errors.Is(err, ErrTaskTerminal) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, errRecordMoved) || errors.Is(err, ErrTaskTerminal) || errors.Is(err, ErrTaskNotFound) {
 			return Accepted{}, err
 		}
 		s.opts.log.Warn("task index update failed: request refused", "kind", kind, "task_id", of.Task.ID, "request_id", env.RequestID, "err", err)

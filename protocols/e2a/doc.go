@@ -18,5 +18,6 @@
 // header and the E2A error bodies of a refused POST.
 //
 // Files: message.go (the accepted body, the warning header, the error
-// body), frontdoor.go (the handler and its routes).
+// body), frontdoor.go (the handler and its routes), turns.go (a request
+// naming a task or an ACP session as one of its turns).
 package e2a

@@ -28,10 +28,19 @@ func Routes(h host.Host) []host.Route {
 // is in (?wait=true), each taking one of the caller's stream slots. A
 // refusal is an E2A error body: 400 (invalid_request, invalid_request_id,
 // invalid_agent; bad_request for a malformed resume point, Last-Event-ID
-// or ?from=, of a streamed or awaited answer), 404 unknown_agent, 409 conflict (the request id is
-// another principal's: nothing of it is revealed), 413 body_too_large,
-// 429 (rate limit, stream slots), 503 unavailable (retryable); nothing is
-// published on any of them.
+// or ?from=, of a streamed or awaited answer), 404 unknown_agent, 409
+// conflict (the request id, task_id or session_id is another principal's:
+// nothing of it is revealed), 409 task_terminal (the task_id names an A2A
+// task that has finished), 413 body_too_large, 429 (rate limit, stream
+// slots), 503 unavailable (retryable); nothing is published on any of
+// them.
+//
+// A request with a task_id is a turn of that task, whichever protocol
+// started it (admitTurn): recorded on the task before it is published,
+// and run once the task's earlier turn has ended, never beside it; a
+// task_id not known yet starts a new task of the caller's. A session_id
+// naming an ACP session makes the request a turn of that session; any
+// other session_id is E2A's own label, with no record.
 func NewHandler(h host.Host) http.Handler { return &frontDoor{h: h} }
 
 // frontDoor serves POST /v1/requests.
@@ -81,12 +90,26 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if stream {
 		env.IsStream = true // else the body's is_stream, as the client sent it
 	}
+	// A request naming a task (or an ACP session) is one of its turns,
+	// checked against the caller before anything is published.
+	turn, ok := admitTurn(r.Context(), w, c, env, pool)
+	if !ok {
+		return
+	}
 	// A streamed answer (or one awaited) takes one of the caller's stream
 	// slots and subscribes to the frames before the publish: a new
 	// request's stream then opens without reading E2A_RESPONSES.
-	sub, err := c.Submit(r.Context(), host.Submission{Pool: pool, Envelope: env, Slot: stream || wait, Prepare: stream})
+	sub, err := c.Submit(r.Context(), host.Submission{Pool: pool, Envelope: env, Turn: turn, Slot: stream || wait, Prepare: stream})
 	if err != nil {
 		switch {
+		case errors.Is(err, host.ErrSessionNotFound), errors.Is(err, host.ErrTaskTerminal):
+			// The turn's record refused it: another principal's task,
+			// made since admitTurn looked, or an A2A task canceled since.
+			field := "task_id"
+			if turn != nil && turn.Session {
+				field = "session_id"
+			}
+			refuseTurn(w, err, field)
 		case errors.Is(err, host.ErrTooManyStreams):
 			w.Header().Set("Retry-After", "1")
 			Refuse(w, host.TooManyStreams)

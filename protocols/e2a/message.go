@@ -43,6 +43,7 @@ const (
 	CodeInvalidAgent     = "invalid_agent"
 	CodeUnknownAgent     = "unknown_agent"
 	CodeConflict         = "conflict"
+	CodeTaskTerminal     = "task_terminal" // 409: the task_id names an A2A task that has finished
 	CodeBodyTooLarge     = "body_too_large"
 	CodeReadError        = "read_error"
 	CodeClientClosed     = "client_closed"

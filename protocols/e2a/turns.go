@@ -1,0 +1,109 @@
+package e2a
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
+)
+
+// Turns is what the front door asks of the host's caller ([host.Caller])
+// to make a request naming a task or an ACP session a turn of it, as the
+// A2A, AgentVault and ACP front doors make theirs (ingress's caller has
+// it; a caller without it publishes every request on its own).
+type Turns interface {
+	// Record returns the task id (with session, the session id: an ACP
+	// session's) when the caller may write it; nil when there is none; an
+	// error matching [host.ErrConflict], saying nothing of it, when it is
+	// another principal's, [host.ErrBackpressure] when that cannot be
+	// read.
+	Record(ctx context.Context, id string, session bool) (*host.Task, error)
+	// CheckTaskOpen checks that the A2A task t can take a new message
+	// ([host.Tasks]): an error matching [host.ErrTaskTerminal] once it has
+	// finished.
+	CheckTaskOpen(ctx context.Context, t *host.Task) error
+}
+
+// admitTurn returns the turn env is (nil: a request of its own), checked
+// before anything is published; it answered w when ok is false.
+//
+// A task_id makes the request a turn of that task, whatever protocol
+// started it: recorded on the task and run after its earlier turn
+// (host.Turn). A task id not known yet is a new task of the caller's,
+// created by this first turn (as a client-chosen A2A context id is
+// claimed): the append that records it refuses it, as another
+// principal's, should one make that task meanwhile. The task of another
+// principal is refused 409 conflict, the answer to a request_id of
+// another principal: since an unknown id is accepted, a 404 would say
+// just as much (that the id is taken) and claim what is not so; 409 says
+// only that, nothing of the task. An A2A task that has finished is
+// refused 409 task_terminal, as A2A refuses a message to it (a terminal
+// A2A task takes no more messages); a task E2A or AgentVault started
+// takes more turns once its last one ended, as AgentVault's do. A message
+// naming no context_id joins the task's context.
+//
+// A session_id that names an ACP session (a record ACP's session/new
+// made) makes the request a turn of that session when it names no task,
+// and is refused 409 conflict when the session is another principal's;
+// any other session_id is E2A's own label, with no record: the requests
+// of an E2A session are not ordered.
+func admitTurn(ctx context.Context, w http.ResponseWriter, c host.Caller, env *e2a.Envelope, pool string) (turn *host.Turn, ok bool) {
+	tc, has := c.(Turns)
+	if !has || (env.TaskID == "" && env.SessionID == "") {
+		return nil, true
+	}
+	if env.SessionID != "" {
+		s, err := tc.Record(ctx, env.SessionID, true)
+		if err != nil {
+			refuseTurn(w, err, "session_id")
+			return nil, false
+		}
+		if s != nil {
+			turn = &host.Turn{Task: *s, Session: true}
+		}
+	}
+	if env.TaskID == "" {
+		return turn, true
+	}
+	t, err := tc.Record(ctx, env.TaskID, false)
+	if err != nil {
+		refuseTurn(w, err, "task_id")
+		return nil, false
+	}
+	if t == nil {
+		// A new task, the caller's. No context is recorded for it: an E2A
+		// context_id is claimed by nobody (A2A's claim of a context is
+		// made by A2A messages alone).
+		t = &host.Task{Session: host.Session{ID: env.TaskID, Protocol: normalizer.ProtocolE2A, Pool: pool}}
+	} else {
+		if t.Protocol == normalizer.ProtocolA2A {
+			if err := tc.CheckTaskOpen(ctx, t); err != nil {
+				refuseTurn(w, err, "task_id")
+				return nil, false
+			}
+		}
+		if env.ContextID == "" {
+			env.ContextID = t.ContextID
+		}
+	}
+	return &host.Turn{Task: *t}, true
+}
+
+// refuseTurn answers an error of admitTurn's checks, or of the turn's
+// record (Submit), of the task or session the request names (field).
+func refuseTurn(w http.ResponseWriter, err error, field string) {
+	switch {
+	case errors.Is(err, host.ErrConflict), errors.Is(err, host.ErrSessionNotFound):
+		WriteError(w, http.StatusConflict, CodeConflict, field+" is already in use; choose another", false)
+	case errors.Is(err, host.ErrTaskTerminal):
+		WriteError(w, http.StatusConflict, CodeTaskTerminal,
+			"the task has finished and takes no more messages; send the message without task_id (a new task), with its context_id to continue the conversation", false)
+	case errors.Is(err, context.Canceled):
+		WriteError(w, 499, CodeClientClosed, "client went away before the request was accepted", true)
+	default:
+		WriteError(w, http.StatusServiceUnavailable, CodeUnavailable, "the pipeline could not accept the request; retry later", true)
+	}
+}
