@@ -323,6 +323,20 @@ func diagnose(t *testing.T, js jetstream.JetStream, nc *nats.Conn, ids []string)
 	}
 }
 
+// provisioned connects as the admin user to c and provisions the streams
+// of cfg there (applyUntil): the start of a test of another user's
+// permissions.
+func provisioned(t *testing.T, ctx context.Context, c *natsCluster, cfg streams.Config) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	adminNC, _ := c.connect("admin")
+	adminJS, err := jetstream.New(adminNC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyUntil(t, ctx, adminJS, cfg)
+	return adminNC, adminJS
+}
+
 // applyUntil provisions the streams (streams.Apply), asking again in
 // 5-second attempts while the new cluster settles.
 func applyUntil(t *testing.T, ctx context.Context, js jetstream.JetStream, cfg streams.Config) {

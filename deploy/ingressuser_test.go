@@ -30,12 +30,7 @@ func TestNATSClusterIngressReadsRequests(t *testing.T) {
 	defer cancel()
 	cfg := streams.DefaultConfig()
 	cfg.Replicas = 3
-	adminNC, _ := c.connect("admin")
-	adminJS, err := jetstream.New(adminNC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	applyUntil(t, ctx, adminJS, cfg)
+	provisioned(t, ctx, c, cfg)
 
 	inNC, sink := c.connect("ingress")
 	inJS, err := jetstream.New(inNC)

@@ -579,12 +579,7 @@ func TestNATSClusterPushUserRunsTheStage(t *testing.T) {
 	defer cancel()
 	cfg := streams.DefaultConfig()
 	cfg.Replicas = 3
-	adminNC, _ := c.connect("admin")
-	adminJS, err := jetstream.New(adminNC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	applyUntil(t, ctx, adminJS, cfg)
+	_, adminJS := provisioned(t, ctx, c, cfg)
 	// As `e2a streams apply` provisions them: the push user creates no
 	// stream.
 	if rep, err := streams.Apply(ctx, adminJS, cfg, streams.WithKeyValue(cfg.PushBucketConfig()),
@@ -623,7 +618,8 @@ func TestNATSClusterPushUserRunsTheStage(t *testing.T) {
 		if _, err := adminJS.Consumer(rctx, streams.ResponsesStream, push.DefaultConsumer); err != nil {
 			return false
 		}
-		wake, err = adminJS.Consumer(rctx, "KV_"+streams.PushBucket, push.DefaultConsumer+"-wake")
+		w, err := adminJS.Consumer(rctx, "KV_"+streams.PushBucket, push.DefaultConsumer+"-wake")
+		wake = w
 		return err == nil
 	})
 	kv, err := jetstream.New(pushNC)

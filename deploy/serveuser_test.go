@@ -61,12 +61,7 @@ func TestNATSClusterServeReadsHistory(t *testing.T) {
 	cfg := streams.DefaultConfig()
 	cfg.Replicas = 3
 	cfg.AuditMaxBytes = 64 << 10
-	adminNC, _ := c.connect("admin")
-	adminJS, err := jetstream.New(adminNC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	applyUntil(t, ctx, adminJS, cfg)
+	adminNC, adminJS := provisioned(t, ctx, c, cfg)
 	archNC, archSink := c.connect("archive")
 	natstest.RunArchiver(t, archNC, archive.WithFlushInterval(20*time.Millisecond), archive.WithBatchBytes(8<<10))
 

@@ -68,15 +68,8 @@ func TestContinuationAnsweredWithTheTask(t *testing.T) {
 	c := up.Client(t, p.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := c.SendMessage(ctx, up.Msg("the weather"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	task, ok := res.(*a2a.Task)
-	if !ok || task.Status.State != a2a.TaskStateInputRequired {
-		t.Fatalf("question: %T %+v", res, res)
-	}
-	res, err = c.SendMessage(ctx, up.Reply(task, "Paris"))
+	task := up.Asked(t, ctx, c, up.Msg("the weather"))
+	res, err := c.SendMessage(ctx, up.Reply(task, "Paris"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,17 +181,10 @@ func TestV1ReturnImmediatelyAnswerIsTheTask(t *testing.T) {
 	c := up.Client(t, p.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := c.SendMessage(ctx, up.Msg("the weather"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	task, ok := res.(*a2a.Task)
-	if !ok || task.Status.State != a2a.TaskStateInputRequired {
-		t.Fatalf("question: %T %+v", res, res)
-	}
+	task := up.Asked(t, ctx, c, up.Msg("the weather"))
 	ans := up.Reply(task, "Paris")
 	ans.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
-	res, err = c.SendMessage(ctx, ans)
+	res, err := c.SendMessage(ctx, ans)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,14 +36,7 @@ func adminPipeline(t *testing.T) (*up.Server, *a2aclient.Client) {
 // task, input-required, and the agent's task.
 func askAsAlice(t *testing.T, c *a2aclient.Client, srv *up.Server, text string) (*a2a.Task, string) {
 	t.Helper()
-	res, err := c.SendMessage(up.WithAPIKey(testCtx(t), adminAliceKey), &a2a.SendMessageRequest{Message: userMessage(text)})
-	if err != nil {
-		t.Fatalf("alice's ask: %v", err)
-	}
-	task, ok := res.(*a2a.Task)
-	if !ok || task.Status.State != a2a.TaskStateInputRequired {
-		t.Fatalf("alice's ask: %T %+v", res, res)
-	}
+	task := up.Asked(t, up.WithAPIKey(testCtx(t), adminAliceKey), c, &a2a.SendMessageRequest{Message: userMessage(text)})
 	upTask, _ := executionOf(srv, text)
 	if upTask == "" {
 		t.Fatalf("the agent ran no turn for %q", text)
@@ -137,18 +130,12 @@ func TestAdminAnswerOfOwnTaskInOwnersContext(t *testing.T) {
 	aliceTask, _ := askAsAlice(t, c, srv, "ask: alice's question")
 	msg := userMessage("ask: the admin's question")
 	msg.ContextID = aliceTask.ContextID
-	res, err := c.SendMessage(up.WithAPIKey(testCtx(t), adminOpsKey), &a2a.SendMessageRequest{Message: msg})
-	if err != nil {
-		t.Fatalf("the admin's message: %v", err)
-	}
-	task, ok := res.(*a2a.Task)
-	if !ok || task.Status.State != a2a.TaskStateInputRequired {
-		t.Fatalf("the admin's message: %T %+v", res, res)
-	}
+	task := up.Asked(t, up.WithAPIKey(testCtx(t), adminOpsKey), c, &a2a.SendMessageRequest{Message: msg})
 	upTask, _ := executionOf(srv, "ask: the admin's question")
 	answer := userMessage("Ada")
 	answer.TaskID, answer.ContextID = task.ID, task.ContextID
-	if res, err = c.SendMessage(up.WithAPIKey(testCtx(t), adminOpsKey), &a2a.SendMessageRequest{Message: answer}); err != nil {
+	res, err := c.SendMessage(up.WithAPIKey(testCtx(t), adminOpsKey), &a2a.SendMessageRequest{Message: answer})
+	if err != nil {
 		t.Fatalf("the admin's answer: %v", err)
 	}
 	if gotTask, continued := executionOf(srv, "Ada"); upTask == "" || gotTask != upTask || !continued {

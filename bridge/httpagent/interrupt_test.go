@@ -48,14 +48,7 @@ func TestInterruptAnswerCarriesHistory(t *testing.T) {
 	c := up.Client(t, r.p.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := c.SendMessage(ctx, up.Msg("the weather"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	task, ok := res.(*a2a.Task)
-	if !ok || task.Status.State != a2a.TaskStateInputRequired {
-		t.Fatalf("question: %T %+v", res, res)
-	}
+	task := up.Asked(t, ctx, c, up.Msg("the weather"))
 	if _, err := c.SendMessage(ctx, up.Reply(task, "Paris")); err != nil {
 		t.Fatal(err)
 	}

@@ -82,6 +82,22 @@ func Reply(task a2a.TaskInfoProvider, text string) *a2a.SendMessageRequest {
 	return &a2a.SendMessageRequest{Message: a2a.NewMessageForTask(a2a.MessageRoleUser, task, a2a.NewTextPart(text))}
 }
 
+// Asked sends req and returns the task the agent answered it with,
+// failing t unless that is a Task asking for input (input-required): the
+// first half of an interrupted task's test.
+func Asked(t testing.TB, ctx context.Context, c *a2aclient.Client, req *a2a.SendMessageRequest) *a2a.Task {
+	t.Helper()
+	res, err := c.SendMessage(ctx, req)
+	if err != nil {
+		t.Fatalf("the question's message: %v", err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok || task.Status.State != a2a.TaskStateInputRequired {
+		t.Fatalf("the question's message answered %T %+v, want an input-required task", res, res)
+	}
+	return task
+}
+
 // Collect reads a streaming call to its end, failing t on an error; stop,
 // when set, ends reading early (the turn so far is returned).
 func Collect(t testing.TB, events iter.Seq2[a2a.Event, error], stop func(*Turn) bool) *Turn {
