@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -267,24 +268,50 @@ func samePosition(a, b cursor) bool {
 	return err == nil && bytes.Equal(ja, jb)
 }
 
-// drainWake drains it's config and settles its wake-up: acked when the
-// config is no longer parked (or gone), nak'd with its webhook's backoff.
+// drainWake drains it's config and settles its wake-up: done when the
+// config is no longer parked (or gone: its key is deleted, unless a newer
+// wake-up replaced it), else looked at again after its webhook's backoff
+// (wakeLater).
 func (s *stage) drainWake(it item) {
 	defer s.jobs.Done()
 	stop := keepInProgress(it.wake, s.o.ackWait/3)
-	r, err := s.drain(it.ref, it.wake)
+	r, err := s.drain(it.ref)
 	stop()
 	switch {
 	case s.ctx.Err() != nil:
 		_ = it.wake.Nak()
 	case err != nil:
 		s.log.Warn("push: cannot drain a parked config; retrying", "err", err)
-		_ = it.wake.NakWithDelay(s.o.orderWait)
+		s.wakeLater(it, s.o.orderWait)
 	case r.retry:
-		_ = it.wake.NakWithDelay(max(r.after, time.Millisecond))
+		s.wakeLater(it, max(r.after, time.Millisecond))
 	default:
+		if md, err := it.wake.Metadata(); err == nil {
+			_ = s.kv.Delete(s.ctx, it.ref.wakeKey(), jetstream.LastRevision(md.Sequence.Stream))
+		}
 		_ = it.wake.Ack()
 	}
+}
+
+// wakeLater has it's wake-up delivered again after delay. E2A_PUSH's keys
+// age out after TasksTTL without a write, the wake-up's with them, while
+// its config may stay parked for the whole retry window: a wake-up is
+// nak'd for at most a third of the TTL, and one older than that is
+// written again (the new one delivered at once, looked at, and nak'd
+// for the rest of the backoff) and the old one acked.
+func (s *stage) wakeLater(it item, delay time.Duration) {
+	ttl := s.o.streams.TasksTTL
+	if ttl <= 0 {
+		_ = it.wake.NakWithDelay(delay)
+		return
+	}
+	if md, err := it.wake.Metadata(); err == nil && time.Since(md.Timestamp) >= ttl/3 {
+		if err := s.putWake(it.ref); err == nil {
+			_ = it.wake.Ack()
+			return
+		}
+	}
+	_ = it.wake.NakWithDelay(min(delay, ttl/3))
 }
 
 // keepInProgress extends msg's ack wait every period until stopped.
@@ -319,7 +346,7 @@ type drainer struct {
 // cursor: retry when its webhook fails (the cursor records the backoff)
 // or it must wait for its next attempt; done when it is not parked any
 // more, or the config is gone.
-func (s *stage) drain(ref configRef, wake jetstream.Msg) (result, error) {
+func (s *stage) drain(ref configRef) (result, error) {
 	tc, _, err := readConfigs(s.ctx, s.kv, taskKey(ref.principal, ref.taskID))
 	if err != nil {
 		return result{}, err
@@ -342,7 +369,7 @@ func (s *stage) drain(ref configRef, wake jetstream.Msg) (result, error) {
 		if wait := time.Until(cur.NextAttempt); wait > 0 && !cur.Dead {
 			return result{retry: true, after: wait}, nil
 		}
-		r, finished, err := s.drainStep(d, cur, rev, wake)
+		r, finished, err := s.drainStep(d, cur, rev)
 		if errors.Is(err, errMoved) {
 			continue
 		}
@@ -356,7 +383,7 @@ func (s *stage) drain(ref configRef, wake jetstream.Msg) (result, error) {
 // drainStep handles the next message of the backlog's first request, or,
 // when it has none stored, takes the request off the backlog (finished:
 // the backlog is empty, the config no longer parked).
-func (s *stage) drainStep(d *drainer, cur cursor, rev uint64, wake jetstream.Msg) (result, bool, error) {
+func (s *stage) drainStep(d *drainer, cur cursor, rev uint64) (result, bool, error) {
 	id := cur.Backlog[0]
 	raw, start, found, err := s.nextOf(d.cfg, cur, id)
 	if err != nil {
@@ -386,10 +413,8 @@ func (s *stage) drainStep(d *drainer, cur cursor, rev uint64, wake jetstream.Msg
 	if next.parked() {
 		return result{}, false, nil
 	}
-	if md, err := wake.Metadata(); err == nil {
-		// Unless a new wake-up was written meanwhile (parked again).
-		_ = s.kv.Delete(s.ctx, d.ref.wakeKey(), jetstream.LastRevision(md.Sequence.Stream))
-	}
+	// Its wake-up key is deleted by drainWake, unless a new one was
+	// written meanwhile (parked again).
 	return result{}, true, nil
 }
 
@@ -406,6 +431,19 @@ func (s *stage) nextOf(cfg Config, cur cursor, id string) (streams.RawMsg, int, 
 	}
 	page, _, err := streams.DirectGetBatch(s.ctx, s.nc, streams.ResponsesStream, subj, from, 1)
 	if errors.Is(err, streams.ErrNoMessages) {
+		// A direct get may be answered by a replica behind the stream's
+		// leader: the request's end is confirmed by the leader before the
+		// request leaves the backlog, or a message handed off (and acked)
+		// would be skipped.
+		last, err := streams.LeaderLastBySubject(s.ctx, s.nc, streams.ResponsesStream, subj)
+		switch {
+		case errors.Is(err, streams.ErrNoMessages):
+			return streams.RawMsg{}, 0, false, nil
+		case err != nil:
+			return streams.RawMsg{}, 0, false, err
+		case last.Seq >= from:
+			return streams.RawMsg{}, 0, false, fmt.Errorf("push: a replica of %s answered behind its leader for %s; again", streams.ResponsesStream, id)
+		}
 		return streams.RawMsg{}, 0, false, nil
 	}
 	if err != nil {
