@@ -9,9 +9,10 @@ import (
 // ReadGate is what the front door applies to the callers of the read API
 // (the endpoints Register mounts) besides their authentication
 // (WithAuthorizer): the principal's rate limit, its concurrent stream
-// slots, and the challenge of a 401. Ingress installs its own
-// (SetReadGate), so that a read counts as a call of any other endpoint
-// does, and a stream or a wait as any other streamed answer.
+// slots, and the answer to a refused credential (401 with the challenge,
+// 403). Ingress installs its own (SetReadGate), so that a read counts as
+// a call of any other endpoint does, a stream or a wait as any other
+// streamed answer, and a credential is refused as on the POST.
 type ReadGate interface {
 	// Admit charges the call to p's rate limit. On refusal it answers w
 	// itself (429, or 503 when the limiter is unavailable) and returns
@@ -22,9 +23,12 @@ type ReadGate interface {
 	// answers w itself (429 too_many_streams, Retry-After) and returns
 	// ok=false.
 	StreamSlot(w http.ResponseWriter, p tenant.Principal) (release func(), ok bool)
-	// Challenge adds to h the WWW-Authenticate challenges of a 401 whose
-	// cause is err, the authorizer's error.
-	Challenge(h http.Header, err error)
+	// Refuse answers a reader the authorizer (WithAuthorizer) refused with
+	// err as the front door answers the same error on its endpoints: 401
+	// with its WWW-Authenticate challenges, 403 for a credential that is
+	// valid but may not be used. It returns false, with nothing written,
+	// when it leaves the answer to the Service (its 401).
+	Refuse(w http.ResponseWriter, err error) bool
 }
 
 // SetReadGate installs g on the read API (nil removes it). Ingress calls
@@ -63,13 +67,14 @@ func (s *Service) streamSlot(w http.ResponseWriter, p tenant.Principal) (release
 	return g.StreamSlot(w, p)
 }
 
-// unauthenticated answers 401 to a reader the authorizer refused with err:
-// the front door's WWW-Authenticate challenges (RFC 9110 §15.5.2: a 401
-// carries one; without a ReadGate the Service knows no scheme to name),
-// and the E2A error body.
-func (s *Service) unauthenticated(w http.ResponseWriter, err error) {
-	if g := s.readGate(); g != nil {
-		g.Challenge(w.Header(), err)
+// refuseCredential answers a reader the authorizer refused with err: as
+// the front door answers the same error (ReadGate.Refuse: 401 with its
+// WWW-Authenticate challenges, RFC 9110 §15.5.2, or 403 forbidden), else
+// 401 in the E2A error body (without a ReadGate the Service knows no
+// scheme to name in a challenge, nor which error is a forbidden one).
+func (s *Service) refuseCredential(w http.ResponseWriter, err error) {
+	if g := s.readGate(); g != nil && g.Refuse(w, err) {
+		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnauthorized)

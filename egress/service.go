@@ -851,8 +851,8 @@ func wantsNDJSON(r *http.Request) bool { return accepts(r, "application/x-ndjson
 
 // authorized applies WithAuthorizer and the ReadGate's rate limit; on
 // refusal it answers itself: 401 without valid credentials (with the
-// gate's challenge), the gate's 429, 404 for a request the principal may
-// not read. The principal is k.p (the open one without an authorizer).
+// gate's challenge), 403 for a forbidden one (ReadGate.Refuse), the
+// gate's 429, 404 for a request the principal may not read. The principal is k.p (the open one without an authorizer).
 // When it looked the request up, it returns what it found (the envelope
 // message, so the handler reads the same replica's answer rather than
 // asking again; or, for a request E2A_REQUESTS no longer holds, its copy
@@ -865,7 +865,7 @@ func (s *Service) authorized(w http.ResponseWriter, r *http.Request) (known, boo
 		} else {
 			var err error
 			if p, err = s.cfg.authorize(r); err != nil {
-				s.unauthenticated(w, err)
+				s.refuseCredential(w, err)
 				return known{}, false
 			}
 		}

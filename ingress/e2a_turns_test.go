@@ -269,3 +269,94 @@ func TestE2ASessionIDOfACPSession(t *testing.T) {
 	}
 	checkTurnsInOrder(t, p.NC, ids)
 }
+
+// TestE2ATurnRetriedAfterA2ATaskEndedIsDuplicate: an E2A turn of the caller's
+// running A2A task is accepted, runs and completes the task. The client's
+// connection dropped before it read the 202, so it retries the very same
+// request (same request_id, the README's idempotent retry). The retry must
+// be answered as the duplicate it is (the stored request), not refused 409
+// task_terminal: a client reading 409 believes its message was never
+// taken, while the agent has already acted on it.
+func TestE2ATurnRetriedAfterA2ATaskEndedIsDuplicate(t *testing.T) {
+	p := startPipeline(t)
+	_, c := v1Client(t, p, a2a.TransportProtocolJSONRPC)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("first"))
+	first.Metadata = map[string]any{"delay_ms": 150}
+	res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: first, Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		t.Fatalf("SendMessage: %v", err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok {
+		t.Fatalf("SendMessage result %T", res)
+	}
+	body := fmt.Sprintf(`{"request_id":"retry-turn-after-end","task_id":%q,"params":{"text":"second","frames":1}}`, task.ID)
+	r := p.post(t, "/v1/requests?wait=true", "", body)
+	if r.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(r.Body)
+		t.Fatalf("the E2A turn: %d %s", r.StatusCode, b)
+	}
+	_, _ = io.Copy(io.Discard, r.Body)
+	testkit.Eventually(t, 20*time.Second, "the A2A task's final state", func() bool {
+		got, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID})
+		if err != nil {
+			t.Fatalf("GetTask: %v", err)
+		}
+		return got.Status.State.Terminal()
+	})
+	// The idempotent retry of the accepted turn.
+	resp, b := testkit.Do(t, http.MethodPost, p.url+"/v1/requests", body)
+	var acc struct {
+		RequestID string `json:"request_id"`
+		Duplicate bool   `json:"duplicate"`
+	}
+	_ = json.Unmarshal(b, &acc)
+	if resp.StatusCode >= 300 || acc.RequestID != "retry-turn-after-end" || !acc.Duplicate {
+		t.Fatalf("the retry (same request_id) of E2A turn retry-turn-after-end, accepted and run, after its task %s ended: %d %s; "+
+			"want the duplicate's answer naming the stored request (2xx, \"duplicate\": true; docs/protocols.md: the same request_id posted twice is one request), as any retry of an accepted request gets, not a refusal saying it was never taken",
+			task.ID, resp.StatusCode, b)
+	}
+}
+
+// TestE2AConcurrentTurnsOfOneTaskAllAccepted: a client sends a
+// burst of requests naming one task_id at once (a fan-out of one job's
+// steps, labelled with the job as task_id, as E2A allowed before task_id
+// made a turn). Since 846e3fd each is a turn of that task, appended to its
+// record by compare-and-set: every one must still be accepted (queued
+// after the one before, design.md's "a second message to a running task
+// is queued rather than refused"), none refused 503 because the record
+// changed under it too often.
+func TestE2AConcurrentTurnsOfOneTaskAllAccepted(t *testing.T) {
+	p := startPipeline(t)
+	const n = 100
+	codes := make(chan string, n)
+	start := make(chan struct{})
+	for i := range n {
+		go func() {
+			<-start
+			req, _ := http.NewRequest(http.MethodPost, p.url+"/v1/requests",
+				strings.NewReader(fmt.Sprintf(`{"request_id":"burst-%d","task_id":"burst-job","params":{"text":"step %d","frames":1}}`, i, i)))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				codes <- err.Error()
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			codes <- fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+		}()
+	}
+	close(start)
+	var refused []string
+	for range n {
+		if c := <-codes; !strings.HasPrefix(c, "202 ") {
+			refused = append(refused, c)
+		}
+	}
+	if len(refused) > 0 {
+		t.Fatalf("%d of %d concurrent requests naming task_id burst-job refused, the first: %s; want every one accepted (202) as the task's next turn, queued, not refused",
+			len(refused), n, refused[0])
+	}
+}

@@ -29,13 +29,7 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, protocol string, s
 		StripCredentialHeaders(r.Header)
 		if err != nil {
 			s.metrics.authFailures.WithLabelValues(protocol).Inc()
-			s.opts.auth.SetChallenge(w.Header(), err)
-			status := AuthStatus(err)
-			code, rpc := "unauthenticated", jsonrpc.CodeAuthentication
-			if errors.Is(err, ErrForbidden) {
-				code, rpc = "forbidden", jsonrpc.CodeAuthorization
-			}
-			shape(w, failure{Status: status, Code: code, Message: err.Error(), RPCCode: rpc})
+			shape(w, s.authRefusal(w.Header(), err))
 			return p, false
 		}
 	} else {
@@ -48,6 +42,20 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, protocol string, s
 		return p, false
 	}
 	return p, true
+}
+
+// authRefusal is the answer to a credential the server's Auth refused
+// with err, its WWW-Authenticate challenges added to h: 401
+// unauthenticated, 403 forbidden for a valid credential that may not be
+// used (ErrForbidden), as AuthStatus says. Every front door answers an
+// authentication failure with it, and so does the read API (readGate).
+func (s *Server) authRefusal(h http.Header, err error) failure {
+	s.opts.auth.SetChallenge(h, err)
+	code, rpc := "unauthenticated", jsonrpc.CodeAuthentication
+	if errors.Is(err, ErrForbidden) {
+		code, rpc = "forbidden", jsonrpc.CodeAuthorization
+	}
+	return failure{Status: AuthStatus(err), Code: code, Message: err.Error(), RPCCode: rpc}
 }
 
 // streamSlot takes one of the principal's concurrent stream slots, or

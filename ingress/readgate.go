@@ -12,7 +12,8 @@ import (
 // egress.Service: egress's read API (GET /v1/requests/{id}, its stream)
 // counts against the principal's rate limit as every endpoint does, a
 // read stream or wait takes one of its stream slots as every streamed
-// answer does, and a 401 carries the challenges ingress sends.
+// answer does, and an authentication failure is answered as the front
+// doors answer it (401 with their challenges, 403 forbidden).
 type readGate struct{ s *Server }
 
 var _ egress.ReadGate = readGate{}
@@ -33,12 +34,16 @@ func (g readGate) StreamSlot(w http.ResponseWriter, p tenant.Principal) (func(),
 	return g.s.acquireStream(w, principalOf(p), e2aproto.Refuse)
 }
 
-// Challenge sets the WWW-Authenticate challenges of the server's Auth for
-// err (Auth.SetChallenge); none without authentication.
-func (g readGate) Challenge(h http.Header, err error) {
-	if g.s.opts.auth != nil {
-		g.s.opts.auth.SetChallenge(h, err)
+// Refuse answers a reader the authorizer refused with err as the front
+// doors answer the same error (authRefusal): 401 with the server's
+// challenges, 403 forbidden for a valid credential that may not be used.
+// Without authentication it is egress's own 401, with no challenge.
+func (g readGate) Refuse(w http.ResponseWriter, err error) bool {
+	if g.s.opts.auth == nil {
+		return false
 	}
+	e2aproto.Refuse(w, g.s.authRefusal(w.Header(), err))
+	return true
 }
 
 // principalOf is the principal p as the rate limit and the stream slots

@@ -173,3 +173,38 @@ func TestE2AReadRefusalChallenges(t *testing.T) {
 		}
 	}
 }
+
+// TestReadOfDisabledPrincipalIsForbiddenAsPost: a principal whose key
+// is disabled is answered 403 forbidden by POST /v1/requests (the key is
+// valid; retrying it, or asking the user for it again, cannot help), and
+// docs/protocols.md promises the GETs answer "401/403 (auth, with
+// WWW-Authenticate on the GETs as on the POST)". The read API must refuse
+// the same credential the same way: 403, not 401 "missing or invalid
+// credentials" with a challenge asking for credentials again.
+func TestReadOfDisabledPrincipalIsForbiddenAsPost(t *testing.T) {
+	const key = "ak_disabled_carol_0123456789abcd"
+	_, nc := natstest.RunServer(t)
+	a, err := ingress.NewAuth(&ingress.AuthConfig{APIKeys: []ingress.Credential{{Principal: "carol", Secret: key, Disabled: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eopts := []egress.Option{egress.WithRegisterer(prometheus.NewRegistry()),
+		egress.WithAuthorizer(func(r *http.Request) (tenant.Principal, error) { // as cmd/e2a's egressAuthorizer
+			p, err := a.Tenant(r)
+			ingress.StripCredentialHeaders(r.Header)
+			return p, err
+		})}
+	url := pipetest.ServeFront(t, nc, eopts, ingress.WithRegisterer(prometheus.NewRegistry()), ingress.WithAuth(a)).URL
+	post, pb := testkit.Do(t, http.MethodPost, url+"/v1/requests", `{"params":{"text":"hi"}}`, "X-Api-Key", key)
+	if post.StatusCode != http.StatusForbidden {
+		t.Fatalf("POST with a disabled key: %d %s (the premise: 403)", post.StatusCode, pb)
+	}
+	for _, path := range []string{"/v1/requests/any-request", "/v1/requests/any-request/stream"} {
+		get, gb := testkit.Do(t, http.MethodGet, url+path, "", "X-Api-Key", key)
+		if get.StatusCode != post.StatusCode {
+			t.Errorf("GET %s with the disabled key that POST refuses 403: %d %s (WWW-Authenticate %q); "+
+				"want 403 forbidden as the POST answers (docs/protocols.md: the GETs answer auth as the POST does), not 401 asking for credentials again",
+				path, get.StatusCode, gb, get.Header.Values("WWW-Authenticate"))
+		}
+	}
+}

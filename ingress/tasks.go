@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -326,7 +327,10 @@ func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecor
 	if err != nil {
 		return nil, false, err
 	}
-	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+	for attempt := 0; attempt < maxAppendAttempts; attempt++ {
+		if err := updateBackoff(ctx, attempt); err != nil {
+			return nil, false, err
+		}
 		at := s.now()
 		now := e2a.FormatTime(at)
 		e, err := s.kv.Get(ctx, key)
@@ -475,6 +479,9 @@ func (s *TaskStore) unmarkCancelled(ctx context.Context, id, requestID string) e
 // record. Updated is set to change's at on a change.
 func (s *TaskStore) modify(ctx context.Context, key string, change func(rec *TaskRecord, at time.Time) (bool, error)) (found bool, err error) {
 	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		if err := updateBackoff(ctx, attempt); err != nil {
+			return true, err
+		}
 		at := s.now()
 		e, err := s.kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -501,6 +508,45 @@ func (s *TaskStore) modify(ctx context.Context, key string, change func(rec *Tas
 // maxUpdateAttempts bounds the compare-and-set retries of one record
 // update.
 const maxUpdateAttempts = 16
+
+// maxAppendAttempts bounds the compare-and-set retries of one turn's
+// append (appendAfter): enough for a burst of about a hundred turns of
+// one task at once, each append waiting for the others (updateBackoff),
+// bounded so that a store that never takes the write still fails (after
+// about two seconds of backoff).
+const maxAppendAttempts = 64
+
+// The backoff between two compare-and-set attempts on one record
+// (updateBackoff): its window doubles from updateBackoffMin with each
+// attempt, up to updateBackoffMax.
+const (
+	updateBackoffMin = time.Millisecond
+	updateBackoffMax = 32 * time.Millisecond
+)
+
+// updateBackoff waits before the compare-and-set attempt attempt (from
+// 0) on one record, which another writer came first on: nothing before
+// the first, then a random time within a window that doubles with each
+// attempt (updateBackoffMin, at most updateBackoffMax), so that writers
+// that collided do not collide again at once. It returns ctx's error
+// when ctx ends first.
+func updateBackoff(ctx context.Context, attempt int) error {
+	if attempt == 0 {
+		return nil
+	}
+	window := updateBackoffMax
+	if attempt <= 5 {
+		window = min(updateBackoffMin<<(attempt-1), updateBackoffMax)
+	}
+	t := time.NewTimer(window/2 + rand.N(window/2+1))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
 
 // update writes rec under key if the key is still at revision rev: false
 // (no error) when another writer came first.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/normalizer"
@@ -41,7 +42,9 @@ type Turns interface {
 // just as much (that the id is taken) and claim what is not so; 409 says
 // only that, nothing of the task. An A2A task that has finished is
 // refused 409 task_terminal, as A2A refuses a message to it (a terminal
-// A2A task takes no more messages); a task E2A or AgentVault started
+// A2A task takes no more messages), but for a retry of a turn the task
+// holds already (its request_id on the record), answered as the
+// duplicate it is; a task E2A or AgentVault started
 // takes more turns once its last one ended, as AgentVault's do. A message
 // naming no context_id joins the task's context.
 //
@@ -79,7 +82,11 @@ func admitTurn(ctx context.Context, w http.ResponseWriter, c host.Caller, env *e
 		// made by A2A messages alone).
 		t = &host.Task{Session: host.Session{ID: env.TaskID, Protocol: normalizer.ProtocolE2A, Pool: pool}}
 	} else {
-		if t.Protocol == normalizer.ProtocolA2A {
+		// A request the task's record holds already is a retry of an
+		// accepted turn (the same request_id, or Idempotency-Key): Submit
+		// answers it as the duplicate it is, even once the task has
+		// finished since, and publishes nothing.
+		if t.Protocol == normalizer.ProtocolA2A && (env.RequestID == "" || !slices.Contains(t.RequestIDs, env.RequestID)) {
 			if err := tc.CheckTaskOpen(ctx, t); err != nil {
 				refuseTurn(w, err, "task_id")
 				return nil, false
