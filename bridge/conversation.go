@@ -149,7 +149,7 @@ func (th *Thread) SetTask(id, task string) {
 }
 
 // thread returns env's thread, made when c has none, with env's request
-// appended to its turns (the tasks of the requests it no longer keeps
+// appended to its turns unless they have it already (the tasks of the requests it no longer keeps
 // dropped).
 func (c *Conversation) thread(env *e2a.Envelope, now int64) *Thread {
 	key := ThreadOf(env)
@@ -161,7 +161,7 @@ func (c *Conversation) thread(env *e2a.Envelope, now int64) *Thread {
 		th = &Thread{}
 		c.Threads[key] = th
 	}
-	if n := len(th.RequestIDs); n == 0 || th.RequestIDs[n-1] != env.RequestID {
+	if !slices.Contains(th.RequestIDs, env.RequestID) {
 		th.RequestIDs = append(th.RequestIDs, env.RequestID)
 		if len(th.RequestIDs) > MaxThreadTurns {
 			th.RequestIDs = th.RequestIDs[len(th.RequestIDs)-MaxThreadTurns:]
@@ -351,8 +351,10 @@ func (c *Conversations) migrateThreads(ctx context.Context, pool string, env *e2
 // Update applies fn to env's conversation in pool (the zero Conversation
 // when there is none yet) and stores the result, retrying on a concurrent
 // update. A request that names no conversation is a no-op. The request's
-// id is appended to RequestIDs and to its thread's (once; the thread made
-// when there is none, Conversation.Thread(env)) before fn sees it.
+// id is appended to RequestIDs and to its thread's (the thread made when
+// there is none, Conversation.Thread(env)) before fn sees it, unless they
+// have it already: a retried upstream call or a worker taking the request
+// over is the same turn, recorded once.
 func (c *Conversations) Update(ctx context.Context, pool string, env *e2a.Envelope, fn func(*Conversation)) error {
 	key := conversationKey(pool, env)
 	if key == "" {
@@ -375,7 +377,9 @@ func (c *Conversations) Update(ctx context.Context, pool string, env *e2a.Envelo
 				return err
 			}
 		}
-		if n := len(conv.RequestIDs); n == 0 || conv.RequestIDs[n-1] != env.RequestID {
+		// A request already recorded (a retried upstream call, a worker
+		// taking the request over) is the same turn: recorded once.
+		if !slices.Contains(conv.RequestIDs, env.RequestID) {
 			conv.RequestIDs = append(conv.RequestIDs, env.RequestID)
 			if len(conv.RequestIDs) > MaxTurns {
 				conv.RequestIDs = conv.RequestIDs[len(conv.RequestIDs)-MaxTurns:]
@@ -415,7 +419,7 @@ type Turn struct {
 }
 
 // History returns the stored turns of conv's request ids in pool, oldest
-// first, leaving out the request `except` (the one being served) and any
+// first, each once, leaving out the request `except` (the one being served) and any
 // whose envelope is no longer stored. Only requests of env's conversation
 // owner are returned (e2a.Envelope.Owner: the conversation key already
 // scopes them; each envelope's owner is checked again), so an admin's
@@ -424,10 +428,14 @@ type Turn struct {
 func (c *Conversations) History(ctx context.Context, pool string, env *e2a.Envelope, conv Conversation) ([]Turn, error) {
 	nc := c.js.Conn()
 	var out []Turn
+	seen := map[string]bool{env.RequestID: true}
 	for _, id := range conv.RequestIDs {
-		if id == env.RequestID {
+		if seen[id] {
+			// The request being served, or one a record written before
+			// Update recorded each request once lists again.
 			continue
 		}
+		seen[id] = true
 		reqSubj, err := subjects.Request(pool, id)
 		if err != nil {
 			continue

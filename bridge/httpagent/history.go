@@ -29,7 +29,9 @@ type HistoryMessage struct {
 	// Text is the user's text (params.text, content or query, or an ACP
 	// prompt's text blocks: bridge.UserText); for the agent, the question
 	// of an interrupted turn, the message of a failed one, the result of
-	// one that completed with a string, the text of its final a2a.message.
+	// one that completed with a string, the text of its own final Message
+	// (e2a.Response.Reply: an a2a.message frame, or agent.Reply's final
+	// a2a.stream_event of branch message).
 	Text string `json:"text,omitempty"`
 	// State is the agent's turn's outcome, as the E2A read API names it:
 	// succeeded, failed, input-required or auth-required.
@@ -120,20 +122,10 @@ func agentMessage(f *e2a.Response) HistoryMessage {
 		if b, err := f.Error(); err == nil {
 			m.Code, m.Text = b.Code, b.Message
 		}
-	case e2a.KindA2AMessage:
-		var msg struct {
-			Parts []struct {
-				Kind string  `json:"kind"`
-				Text *string `json:"text"`
-			} `json:"parts"`
-		}
-		if json.Unmarshal(f.Body, &msg) == nil {
-			for _, p := range msg.Parts {
-				if p.Text != nil && (p.Kind == "" || p.Kind == "text") {
-					m.Text += *p.Text
-				}
-			}
-		}
+	default:
+		// The agent's own final Message: an a2a.message frame or a final
+		// a2a.stream_event of branch message (agent.Reply).
+		m.Text, _ = f.Reply()
 	}
 	return m
 }

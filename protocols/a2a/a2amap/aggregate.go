@@ -117,7 +117,11 @@ func (a *Aggregator) Add(r *e2a.Response) error {
 			a.mergeArtifact(e)
 		}
 	}
-	if !r.IsFinal || a.native != nil {
+	if !r.IsFinal {
+		return nil
+	}
+	if _, ok := a.native.(*a2a.Task); ok {
+		// The agent's own Task: its status is the task's (set above).
 		return nil
 	}
 	o := FinalOutcome(r)
@@ -129,6 +133,11 @@ func (a *Aggregator) Add(r *e2a.Response) error {
 	}
 	if o.State != a2a.TaskStateCompleted {
 		a.status = a.m.failureMessage(r, o)
+		return nil
+	}
+	if a.native != nil {
+		// The agent's own final Message ends its turn: completed, the
+		// Message its reply (foldNative, BuildTask).
 		return nil
 	}
 	if o.HasResult && !a.hasContent() {
@@ -284,14 +293,14 @@ func (a *Aggregator) Task(historyLength *int) *a2a.Task {
 }
 
 // foldNative makes the agent's own final Message or Task (an a2a.* final
-// frame) part of the task, as BuildTask does: the Message a reply, the
-// Task's history after the task's (its artifacts and status are added
-// already: Add).
+// frame) part of the task, as BuildTask does: the Message its reply in
+// history (the turn completed: Add), the Task's history after the task's
+// (its artifacts and status are added already: Add).
 func (a *Aggregator) foldNative() {
 	switch n := a.native.(type) {
 	case *a2a.Message:
 		m := *n
-		a.msgs = append(a.msgs, &aggMsg{group: "content", msg: &m})
+		a.msgs = append(a.msgs, &aggMsg{group: "native", msg: &m})
 	case *a2a.Task:
 		a.prior = append(a.prior, n.History...)
 	}
@@ -360,7 +369,8 @@ type Request = egress.StoredRequest
 // last request's final reply in artifacts, the state of the last request
 // (submitted when it has no frame, working while it runs, input-required
 // or auth-required with the agent's question as the status message when it
-// was interrupted) or, while the last request waits without a frame
+// was interrupted, completed when the agent ended it with its own Message,
+// that Message in history) or, while the last request waits without a frame
 // behind an earlier turn that has not ended (turns of a task run one after
 // another), that turn's. historyLength keeps the last N history messages.
 func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2a.Task {
@@ -401,7 +411,7 @@ func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2
 			switch n := agg.native.(type) {
 			case *a2a.Message:
 				m := *n
-				agg.msgs = append(agg.msgs, &aggMsg{group: "content", msg: &m})
+				agg.msgs = append(agg.msgs, &aggMsg{group: "native", msg: &m})
 			case *a2a.Task:
 				// Its artifacts are in agg.artifacts (Add).
 				history = append(history, n.History...)

@@ -119,7 +119,7 @@ func (b *TaskBuilder) task(text func(sb *strings.Builder) string) *a2a.Task {
 	switch n := b.agg.native.(type) {
 	case *a2a.Message:
 		m := *n
-		view.msgs = append(view.msgs, &aggMsg{group: "content", msg: &m})
+		view.msgs = append(view.msgs, &aggMsg{group: "native", msg: &m})
 	case *a2a.Task:
 		// Its artifacts are in the aggregate's (Aggregator.Add).
 		history = append(history, n.History...)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/conformance"
@@ -136,4 +138,30 @@ func marshal(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestReplyEndedTurnCompleted: a turn the agent ends with its own Message
+// (agent.Reply: a final a2a.stream_event of branch message) is completed,
+// the Message last in the task's history and no artifact of it, in
+// BuildTask (tasks/get, ListTasks), the builder (push) and a continued
+// call's answer alike.
+func TestReplyEndedTurnCompleted(t *testing.T) {
+	env := &e2a.Envelope{RequestID: "req-reply", Params: map[string]any{"text": "Paris"}}
+	frames := []*e2a.Response{{RequestID: "req-reply", ResponseID: "resp-reply", ResponseKind: e2a.KindA2AStreamEvent,
+		Status: e2a.StatusSucceeded, IsFinal: true, Body: e2a.MarshalBody(e2a.ReplyBody("Hello, Paris"))}}
+	compareBuilder(t, "task-r", "ctx-r", nil, env, frames)
+	task := a2amap.BuildTask("task-r", "ctx-r", []a2amap.Request{{Envelope: env, Frames: frames}}, nil)
+	if task.Status.State != a2a.TaskStateCompleted || len(task.Artifacts) != 0 || len(task.History) != 2 ||
+		task.History[1].Role != a2a.MessageRoleAgent {
+		t.Fatalf("BuildTask %s: want completed, the user's message then the agent's Message in history, no artifact", marshal(t, task))
+	}
+	agg := a2amap.NewAggregator("req-reply", a2amap.Params{TaskID: "task-r", ContextID: "ctx-r", Continued: true,
+		Task: &a2a.Task{ID: "task-r", ContextID: "ctx-r"}})
+	for _, f := range frames {
+		_ = agg.Add(f)
+	}
+	res, ok := agg.Result(nil).(*a2a.Task)
+	if !ok || res.Status.State != a2a.TaskStateCompleted || len(res.Artifacts) != 0 || len(res.History) != 1 {
+		t.Fatalf("continued call's answer %s: want the Task completed, the agent's Message in history", marshal(t, agg.Result(nil)))
+	}
 }

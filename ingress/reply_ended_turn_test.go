@@ -1,0 +1,227 @@
+package ingress_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	a2av03 "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+)
+
+// replierPipeline: pool "asker" asks "Which city?" (agent.Interrupt) when
+// told "the weather", and answers anything else with its own Message
+// (agent.Reply, the documented way for an agent to answer with text).
+func replierPipeline(t *testing.T, opts ...ingress.Option) *pipetest.Pipeline {
+	t.Helper()
+	p := pipetest.Start(t, pipetest.WithIngress(append([]ingress.Option{ingress.WithDefaultPool("asker")}, opts...)...))
+	p.Pool("asker", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		text, _ := env.Params["text"].(string)
+		if text == "the weather" {
+			return agent.Interrupt(w, e2a.StateInputRequired, "Which city?")
+		}
+		return agent.Reply(w, "Hello, "+text)
+	}))
+	return p
+}
+
+// TestContinuationEndedByAgentReplyIsCompleted: the answer to an
+// input-required task that the agent ends with agent.Reply (a final
+// a2a.message frame, succeeded) completes the task: blocking SendMessage
+// (a2a-go/v2) answers with the Task, completed, and GetTask says
+// completed too (A2A v1.0 §3.1.1 / §6.3: a Task's final state; a task
+// left "working" forever makes a polling client wait forever).
+func TestContinuationEndedByAgentReplyIsCompleted(t *testing.T) {
+	p := replierPipeline(t)
+	c := up.Client(t, p.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	task := up.Asked(t, ctx, c, up.Msg("the weather"))
+	res, err := c.SendMessage(ctx, up.Reply(task, "Paris"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: task.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, ok := res.(*a2a.Task)
+	if !ok || done.Status.State != a2a.TaskStateCompleted || got.Status.State != a2a.TaskStateCompleted {
+		st := a2a.TaskState("")
+		if ok {
+			st = done.Status.State
+		}
+		t.Fatalf("answer ended by agent.Reply: SendMessage returned %T state %q, GetTask state %q; want the Task completed in both (the agent's turn succeeded)", res, st, got.Status.State)
+	}
+}
+
+// TestContinuationHistoryLengthZeroHasNoHistory: SendMessage continuing a task
+// with configuration.historyLength 0 gets the Task with no history
+// message (A2A v1.0 SendMessageConfiguration.history_length: "0 ... not
+// include any messages"; the server MUST NOT return more).
+func TestContinuationHistoryLengthZeroHasNoHistory(t *testing.T) {
+	p := askerPipeline(t)
+	c := up.Client(t, p.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	task := up.Asked(t, ctx, c, up.Msg("the weather"))
+	zero := 0
+	req := up.Reply(task, "Paris")
+	req.Config = &a2a.SendMessageConfig{HistoryLength: &zero}
+	res, err := c.SendMessage(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, ok := res.(*a2a.Task)
+	if !ok || len(done.History) != 0 || done.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("historyLength 0 continuation answered %T %+v; want the completed Task with an empty history", res, res)
+	}
+	if len(done.Artifacts) != 1 || v1Text(done.Artifacts[0].Parts) != "Hello, Paris" {
+		t.Fatalf("historyLength 0 continuation: artifacts %+v, want the turn's reply artifact", done.Artifacts)
+	}
+}
+
+// TestContinuationOfAnotherPrincipalsTaskNotFound: bob answering alice's
+// input-required task (its id known) gets TaskNotFound, and alice's task
+// is untouched (still input-required, bob's text nowhere in it).
+func TestContinuationOfAnotherPrincipalsTaskNotFound(t *testing.T) {
+	const aliceKey, bobKey = "ak_reply_alice_0123456789", "ak_reply_bob_000123456789"
+	auth := pipetest.KeyAuth(t, map[string]string{"alice": aliceKey, "bob": bobKey}, nil)
+	p := replierPipeline(t, ingress.WithAuth(auth))
+	c := up.Client(t, p.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	task := up.Asked(t, up.WithAPIKey(ctx, aliceKey), c, up.Msg("the weather"))
+	_, err := c.SendMessage(up.WithAPIKey(ctx, bobKey), up.Reply(task, "Paris"))
+	if !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Fatalf("bob continuing alice's task %s: err %v; want TaskNotFound", task.ID, err)
+	}
+	got, err := c.GetTask(up.WithAPIKey(ctx, aliceKey), &a2a.GetTaskRequest{ID: task.ID})
+	if err != nil || got.Status.State != a2a.TaskStateInputRequired || len(got.History) != 1 {
+		t.Fatalf("alice's task after bob's attempt: %+v %v; want it input-required, its history alice's message only", got, err)
+	}
+}
+
+// TestContinuationEndedByAgentReplyIsCompletedV03: the same over A2A v0.3
+// message/send (a2a-go v0.3 client): the answer on the task, ended by
+// agent.Reply, is the Task completed, and tasks/get says completed.
+func TestContinuationEndedByAgentReplyIsCompletedV03(t *testing.T) {
+	p := replierPipeline(t)
+	c := v03ClientAt(t, p.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := c.SendMessage(ctx, &a2av03.MessageSendParams{Message: a2av03.NewMessage(a2av03.MessageRoleUser, a2av03.TextPart{Text: "the weather"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked, ok := res.(*a2av03.Task)
+	if !ok || asked.Status.State != a2av03.TaskStateInputRequired {
+		t.Fatalf("question: %T %+v", res, res)
+	}
+	res, err = c.SendMessage(ctx, answerFor(asked.ID, asked.ContextID, "Paris"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.GetTask(ctx, &a2av03.TaskQueryParams{ID: asked.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, ok := res.(*a2av03.Task)
+	if !ok || done.Status.State != a2av03.TaskStateCompleted || got.Status.State != a2av03.TaskStateCompleted {
+		st := a2av03.TaskState("")
+		if ok {
+			st = done.Status.State
+		}
+		t.Fatalf("answer ended by agent.Reply: message/send returned %T state %q, tasks/get state %q; want the Task completed in both (the agent's turn succeeded)", res, st, got.Status.State)
+	}
+}
+
+// TestAgentReplyAnsweredTaskListedCompleted: a message the agent answers
+// with agent.Reply (SendMessage's answer: the agent's Message) leaves a
+// task record that ListTasks (A2A v1.0) shows; its turn is over and
+// succeeded, so it is listed completed, never "working" forever (a client
+// filtering ListTasks by state, or a dashboard of running tasks, would
+// see it running).
+func TestAgentReplyAnsweredTaskListedCompleted(t *testing.T) {
+	p := replierPipeline(t)
+	c := up.Client(t, p.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := c.SendMessage(ctx, up.Msg("Lyon"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := res.(*a2a.Message); !ok {
+		t.Fatalf("a new message answered with %T, want the agent's Message", res)
+	}
+	l, err := c.ListTasks(ctx, &a2a.ListTasksRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range l.Tasks {
+		if tk.Status.State != a2a.TaskStateCompleted {
+			t.Fatalf("ListTasks shows task %s %s after the agent answered it with agent.Reply; want TASK_STATE_COMPLETED", tk.ID, tk.Status.State)
+		}
+	}
+}
+
+// TestV03ContinuationHistoryLength: A2A v0.3 message/send continuing
+// a task with configuration.historyLength 1, blocking and not: the Task
+// answered holds the last history message only (v0.3 §7.1
+// MessageSendConfiguration.historyLength).
+func TestV03ContinuationHistoryLength(t *testing.T) {
+	p := askerPipeline(t)
+	c := v03ClientAt(t, p.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, blocking := range []bool{true, false} {
+		res, err := c.SendMessage(ctx, &a2av03.MessageSendParams{Message: a2av03.NewMessage(a2av03.MessageRoleUser, a2av03.TextPart{Text: "the weather"})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		asked, ok := res.(*a2av03.Task)
+		if !ok || asked.Status.State != a2av03.TaskStateInputRequired {
+			t.Fatalf("question: %T %+v", res, res)
+		}
+		one := 1
+		req := answerFor(asked.ID, asked.ContextID, "Paris")
+		req.Config = &a2av03.MessageSendConfig{HistoryLength: &one, Blocking: &blocking}
+		res, err = c.SendMessage(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done, ok := res.(*a2av03.Task)
+		if !ok || done.ID != asked.ID || len(done.History) != 1 {
+			t.Fatalf("blocking=%v historyLength 1 continuation answered %T %+v; want the Task with one history message", blocking, res, res)
+		}
+	}
+}
+
+// TestV1ReturnImmediatelyContinuationHistoryLength: A2A v1.0 SendMessage with
+// returnImmediately continuing a task, historyLength 1: the Task answered
+// holds one history message, the answer just sent.
+func TestV1ReturnImmediatelyContinuationHistoryLength(t *testing.T) {
+	p := askerPipeline(t)
+	c := up.Client(t, p.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	task := up.Asked(t, ctx, c, up.Msg("the weather"))
+	one := 1
+	req := up.Reply(task, "Paris")
+	req.Config = &a2a.SendMessageConfig{HistoryLength: &one, ReturnImmediately: true}
+	res, err := c.SendMessage(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := res.(*a2a.Task)
+	if !ok || got.ID != task.ID || len(got.History) != 1 || v1Text(got.History[0].Parts) != "Paris" {
+		t.Fatalf("returnImmediately historyLength 1 answered %T %+v; want the Task with the answer \"Paris\" as its one history message", res, res)
+	}
+}
