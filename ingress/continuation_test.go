@@ -55,6 +55,22 @@ func v03ClientAt(t *testing.T, url string) *a2aclientv03.Client {
 	return c
 }
 
+// askedV03 sends text as a new message over A2A v0.3 and returns the task
+// the agent answered it with, failing t unless it asks for input (the v0.3
+// twin of up.Asked).
+func askedV03(t *testing.T, ctx context.Context, c *a2aclientv03.Client, text string) *a2av03.Task {
+	t.Helper()
+	res, err := c.SendMessage(ctx, &a2av03.MessageSendParams{Message: a2av03.NewMessage(a2av03.MessageRoleUser, a2av03.TextPart{Text: text})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked, ok := res.(*a2av03.Task)
+	if !ok || asked.Status.State != a2av03.TaskStateInputRequired {
+		t.Fatalf("question: %T %+v", res, res)
+	}
+	return asked
+}
+
 // TestContinuationAnsweredWithTheTask: a Go handler asks for input with
 // agent.Interrupt, then answers the client's answer the common way, a
 // text and Complete. The A2A v1.0 client (a2a-go/v2) answered the question
@@ -101,15 +117,8 @@ func TestContinuationAnsweredWithTheTaskV03(t *testing.T) {
 	c := v03ClientAt(t, p.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := c.SendMessage(ctx, &a2av03.MessageSendParams{Message: a2av03.NewMessage(a2av03.MessageRoleUser, a2av03.TextPart{Text: "the weather"})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	asked, ok := res.(*a2av03.Task)
-	if !ok || asked.Status.State != a2av03.TaskStateInputRequired {
-		t.Fatalf("question: %T %+v", res, res)
-	}
-	res, err = c.SendMessage(ctx, answerFor(asked.ID, asked.ContextID, "Paris"))
+	asked := askedV03(t, ctx, c, "the weather")
+	res, err := c.SendMessage(ctx, answerFor(asked.ID, asked.ContextID, "Paris"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,19 +145,12 @@ func TestV03NonBlockingAnswerIsTheTask(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	q := demo.Question(e2a.StateInputRequired, "the weather")
-	res, err := c.SendMessage(ctx, &a2av03.MessageSendParams{Message: a2av03.NewMessage(a2av03.MessageRoleUser, a2av03.TextPart{Text: "ask:input the weather"})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	asked, ok := res.(*a2av03.Task)
-	if !ok || asked.Status.State != a2av03.TaskStateInputRequired {
-		t.Fatalf("question: %T %+v", res, res)
-	}
+	asked := askedV03(t, ctx, c, "ask:input the weather")
 	no := false
 	ans := answerFor(asked.ID, asked.ContextID, "Paris")
 	ans.Message.Metadata = map[string]any{"delay_ms": 200}
 	ans.Config = &a2av03.MessageSendConfig{Blocking: &no}
-	res, err = c.SendMessage(ctx, ans)
+	res, err := c.SendMessage(ctx, ans)
 	if err != nil {
 		t.Fatalf("non-blocking answer: %v", err)
 	}

@@ -117,15 +117,8 @@ func TestContinuationEndedByAgentReplyIsCompletedV03(t *testing.T) {
 	c := v03ClientAt(t, p.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := c.SendMessage(ctx, &a2av03.MessageSendParams{Message: a2av03.NewMessage(a2av03.MessageRoleUser, a2av03.TextPart{Text: "the weather"})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	asked, ok := res.(*a2av03.Task)
-	if !ok || asked.Status.State != a2av03.TaskStateInputRequired {
-		t.Fatalf("question: %T %+v", res, res)
-	}
-	res, err = c.SendMessage(ctx, answerFor(asked.ID, asked.ContextID, "Paris"))
+	asked := askedV03(t, ctx, c, "the weather")
+	res, err := c.SendMessage(ctx, answerFor(asked.ID, asked.ContextID, "Paris"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,18 +175,11 @@ func TestV03ContinuationHistoryLength(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, blocking := range []bool{true, false} {
-		res, err := c.SendMessage(ctx, &a2av03.MessageSendParams{Message: a2av03.NewMessage(a2av03.MessageRoleUser, a2av03.TextPart{Text: "the weather"})})
-		if err != nil {
-			t.Fatal(err)
-		}
-		asked, ok := res.(*a2av03.Task)
-		if !ok || asked.Status.State != a2av03.TaskStateInputRequired {
-			t.Fatalf("question: %T %+v", res, res)
-		}
+		asked := askedV03(t, ctx, c, "the weather")
 		one := 1
 		req := answerFor(asked.ID, asked.ContextID, "Paris")
 		req.Config = &a2av03.MessageSendConfig{HistoryLength: &one, Blocking: &blocking}
-		res, err = c.SendMessage(ctx, req)
+		res, err := c.SendMessage(ctx, req)
 		if err != nil {
 			t.Fatal(err)
 		}
