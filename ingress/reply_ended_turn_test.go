@@ -7,7 +7,9 @@ import (
 	"time"
 
 	a2av03 "github.com/a2aproject/a2a-go/a2a"
+	a2aclientv03 "github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -32,6 +34,26 @@ func replierPipeline(t *testing.T, opts ...ingress.Option) *pipetest.Pipeline {
 	return p
 }
 
+// replierAsked asks replierPipeline's pool its question over A2A v1.0
+// and returns the call's context (30 s), the client and the
+// input-required task.
+func replierAsked(t *testing.T) (context.Context, *a2aclient.Client, *a2a.Task) {
+	t.Helper()
+	c := up.Client(t, replierPipeline(t).URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx, c, up.Asked(t, ctx, c, up.Msg("the weather"))
+}
+
+// replierAskedV03 is replierAsked over A2A v0.3 (a2a-go v0.3's client).
+func replierAskedV03(t *testing.T) (context.Context, *a2aclientv03.Client, *a2av03.Task) {
+	t.Helper()
+	c := v03ClientAt(t, replierPipeline(t).URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx, c, askedV03(t, ctx, c, "the weather")
+}
+
 // TestContinuationEndedByAgentReplyIsCompleted: the answer to an
 // input-required task that the agent ends with agent.Reply (a final
 // a2a.message frame, succeeded) completes the task: blocking SendMessage
@@ -39,11 +61,7 @@ func replierPipeline(t *testing.T, opts ...ingress.Option) *pipetest.Pipeline {
 // completed too (A2A v1.0 §3.1.1 / §6.3: a Task's final state; a task
 // left "working" forever makes a polling client wait forever).
 func TestContinuationEndedByAgentReplyIsCompleted(t *testing.T) {
-	p := replierPipeline(t)
-	c := up.Client(t, p.URL)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	task := up.Asked(t, ctx, c, up.Msg("the weather"))
+	ctx, c, task := replierAsked(t)
 	res, err := c.SendMessage(ctx, up.Reply(task, "Paris"))
 	if err != nil {
 		t.Fatal(err)
@@ -113,11 +131,7 @@ func TestContinuationOfAnotherPrincipalsTaskNotFound(t *testing.T) {
 // message/send (a2a-go v0.3 client): the answer on the task, ended by
 // agent.Reply, is the Task completed, and tasks/get says completed.
 func TestContinuationEndedByAgentReplyIsCompletedV03(t *testing.T) {
-	p := replierPipeline(t)
-	c := v03ClientAt(t, p.URL)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	asked := askedV03(t, ctx, c, "the weather")
+	ctx, c, asked := replierAskedV03(t)
 	res, err := c.SendMessage(ctx, answerFor(asked.ID, asked.ContextID, "Paris"))
 	if err != nil {
 		t.Fatal(err)
@@ -209,5 +223,68 @@ func TestV1ReturnImmediatelyContinuationHistoryLength(t *testing.T) {
 	got, ok := res.(*a2a.Task)
 	if !ok || got.ID != task.ID || len(got.History) != 1 || v1Text(got.History[0].Parts) != "Paris" {
 		t.Fatalf("returnImmediately historyLength 1 answered %T %+v; want the Task with the answer \"Paris\" as its one history message", res, res)
+	}
+}
+
+// TestStreamedContinuationEndedByAgentReply: the answer to an
+// input-required task streamed (A2A v1.0 SendStreamingMessage, a2a-go/v2)
+// and ended by agent.Reply is the task's stream: the Task first, then the
+// final status-update, completed, carrying the agent's message (A2A v1.0
+// §3.1.2: a stream is a Message alone only for a message that made no
+// task; the client continuing a task follows the task). GetTask then
+// agrees: completed.
+func TestStreamedContinuationEndedByAgentReply(t *testing.T) {
+	ctx, c, task := replierAsked(t)
+	var evs []a2a.Event
+	for ev, err := range c.SendStreamingMessage(ctx, up.Reply(task, "Paris")) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	if len(evs) < 2 {
+		t.Fatalf("streamed continuation ended by agent.Reply: %d events %+v; want the Task, then the completed status-update with the reply", len(evs), evs)
+	}
+	if first, ok := evs[0].(*a2a.Task); !ok || first.ID != task.ID {
+		t.Fatalf("streamed continuation: first event %T %+v; want the Task %s", evs[0], evs[0], task.ID)
+	}
+	last, ok := evs[len(evs)-1].(*a2a.TaskStatusUpdateEvent)
+	if !ok || last.TaskID != task.ID || last.Status.State != a2a.TaskStateCompleted || last.Status.Message == nil ||
+		v1Text(last.Status.Message.Parts) != "Hello, Paris" {
+		t.Fatalf("streamed continuation: last event %T %+v; want task %s's status-update completed with the message \"Hello, Paris\"", evs[len(evs)-1], evs[len(evs)-1], task.ID)
+	}
+	for _, ev := range evs {
+		if _, bare := ev.(*a2a.Message); bare {
+			t.Fatalf("streamed continuation: a bare Message event in the task's stream: %+v", evs)
+		}
+	}
+}
+
+// TestStreamedContinuationEndedByAgentReplyV03: the same over A2A v0.3
+// message/stream (a2a-go v0.3 client): the stream follows the task and ends
+// with its final status-update, completed, the agent's message in it.
+func TestStreamedContinuationEndedByAgentReplyV03(t *testing.T) {
+	ctx, c, asked := replierAskedV03(t)
+	var evs []a2av03.Event
+	for ev, err := range c.SendStreamingMessage(ctx, answerFor(asked.ID, asked.ContextID, "Paris")) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	if len(evs) == 0 {
+		t.Fatal("streamed v0.3 continuation: no event")
+	}
+	last, ok := evs[len(evs)-1].(*a2av03.TaskStatusUpdateEvent)
+	if !ok || last.TaskID != asked.ID || !last.Final || last.Status.State != a2av03.TaskStateCompleted || last.Status.Message == nil {
+		t.Fatalf("streamed v0.3 continuation: last event %T %+v; want task %s's final status-update, completed, with the agent's message", evs[len(evs)-1], evs[len(evs)-1], asked.ID)
+	}
+	if tp, ok := last.Status.Message.Parts[0].(a2av03.TextPart); !ok || tp.Text != "Hello, Paris" {
+		t.Fatalf("streamed v0.3 continuation: final status message %+v; want \"Hello, Paris\"", last.Status.Message.Parts)
+	}
+	for _, ev := range evs {
+		if _, bare := ev.(*a2av03.Message); bare {
+			t.Fatalf("streamed v0.3 continuation: a bare Message event in the task's stream: %+v", evs)
+		}
 	}
 }

@@ -221,7 +221,7 @@ func (a Answers) A2AEvents(ctx context.Context, requestID string, p A2AParams, f
 				yield(nil, err)
 				return
 			}
-			if submitted != nil && !replyFrame(&f) && !yield(submitted, nil) {
+			if submitted != nil && !replyFrame(m, &f) && !yield(submitted, nil) {
 				return
 			}
 			submitted = nil
@@ -233,13 +233,13 @@ func (a Answers) A2AEvents(ctx context.Context, requestID string, p A2AParams, f
 }
 
 // replyFrame reports whether f is the final frame of a turn the agent
-// answered with a Message (a2amap.Replied).
-func replyFrame(f *render.Frame) bool {
+// answered with a Message that stream m yields alone (a2amap.Mapper.Replied).
+func replyFrame(m *a2amap.Mapper, f *render.Frame) bool {
 	if !f.IsFinal() || (f.Kind() != e2a.KindA2AStreamEvent && f.Kind() != e2a.KindA2AMessage) {
 		return false
 	}
 	r, err := f.Decoded()
-	return err == nil && a2amap.Replied(r)
+	return err == nil && m.Replied(r)
 }
 
 // frameA2AEvents yields the A2A events of frame f: a plain text chunk's

@@ -197,12 +197,9 @@ func taskNotFound(rep host.Reply, protocol string, taskID string) {
 // the package's renderers over the host.
 func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, protocol string, res *normalizer.Result, req *jsonrpc.Request) {
 	env := res.Envelope
-	if !d.admitProfile(rep, in, protocol, res.Pool, req.Method) {
-		return
-	}
 	// prev is the continued task's record before this turn (nil for a
 	// new task).
-	prev, ok := admitTurn(rep, in, tc, protocol, env)
+	prev, ok := d.admitSend(rep, in, tc, protocol, res, req.Method)
 	if !ok {
 		return
 	}
@@ -250,8 +247,9 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 		if w == nil {
 			return
 		}
+		// A continued task's stream stays the task's (a2amap.Mapper.Replied).
 		serveStream(d.h.Serve, w, in.Request, acc.RequestID, a2amap.Params{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
-			AcceptedOutputModes: env.ExpectedOutputModes, Interaction: Interaction(in.Header, env)})
+			AcceptedOutputModes: env.ExpectedOutputModes, Interaction: Interaction(in.Header, env), Continued: prev != nil})
 	case normalizer.A2AMessageSend:
 		if !blockingSend(env) {
 			// configuration.blocking false: the task at once, as tasks/get
@@ -293,6 +291,22 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 	default: // tasks/send
 		rep.Result(map[string]string{"id": env.TaskID})
 	}
+}
+
+// admitSend checks a message before anything is published: its task
+// (admitTurn), then the profile of the pool it goes to (admitProfile):
+// the pool that holds a continued task when the call names none (the
+// pipeline's own endpoint), else res's. It returns the continued task's
+// record (nil for a new task); it answered rep when ok is false.
+func (d *frontDoor) admitSend(rep host.Reply, in host.Call, tc host.TaskCaller, protocol string, res *normalizer.Result, method string) (prev *host.Task, ok bool) {
+	prev, ok = admitTurn(rep, in, tc, protocol, res.Envelope)
+	if !ok {
+		return nil, false
+	}
+	if prev != nil && prev.Pool != "" && in.Agent == "" {
+		res.Pool = prev.Pool
+	}
+	return prev, d.admitProfile(rep, in, protocol, res.Pool, method)
 }
 
 // admitTurn checks env's task against the caller before anything is

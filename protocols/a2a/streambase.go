@@ -59,7 +59,7 @@ func (s *StreamBase) Events(f *render.Frame, b []byte, text bool, submitted func
 		return nil, err
 	}
 	if s.Opening {
-		if err := s.open(a2amap.Replied(resp), submitted); err != nil {
+		if err := s.open(s.Mapper.Replied(resp), submitted); err != nil {
 			return nil, err
 		}
 	}

@@ -129,9 +129,6 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 	if err != nil {
 		return nil, p, err
 	}
-	if err := h.checkProfile(ctx, c, res.Pool, method == normalizer.A2AMessageStream); err != nil {
-		return nil, p, err
-	}
 	env := res.Envelope
 	continued := a2aproto.Continued(env)
 	var prev *host.Task // the continued task's record, before this turn
@@ -147,6 +144,14 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 		if env.ContextID == "" {
 			env.ContextID = t.ContextID
 		}
+		if c.agent == "" && t.Pool != "" {
+			// The task's pool holds it: a message on the pipeline's own
+			// interface continuing it goes there, not to the default pool.
+			res.Pool = t.Pool
+		}
+	}
+	if err := h.checkProfile(ctx, c, res.Pool, method == normalizer.A2AMessageStream); err != nil {
+		return nil, p, err
 	}
 	s := host.Submission{Pool: res.Pool, Envelope: env, ClaimContext: !(env.TaskID != "" && continued), Slot: stream, Prepare: stream,
 		Before: func(ctx context.Context) (func(context.Context) error, error) {
@@ -179,7 +184,10 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 	}
 	if stream {
 		// The Task the stream opens with: a new task's, or the continued
-		// one with its earlier turns.
+		// one with its earlier turns (whose stream stays the task's: the
+		// agent's direct answer ends it as a status-update,
+		// a2amap.Mapper.Replied).
+		p.Continued = prev != nil
 		id := cmp.Or(env.TaskID, sub.RequestID)
 		if prev == nil {
 			prev = &host.Task{Session: host.Session{ID: id}, ContextID: cmp.Or(env.ContextID, id)}

@@ -40,7 +40,9 @@ func Routes(h host.Host) []host.Route {
 // and run once the task's earlier turn has ended, never beside it; a
 // task_id not known yet starts a new task of the caller's. A session_id
 // naming an ACP session makes the request a turn of that session; any
-// other session_id is E2A's own label, with no record.
+// other session_id is E2A's own label, with no record. A turn goes to the
+// pool of its task or session unless the client names a pool (?agent=, a
+// pool's path).
 func NewHandler(h host.Host) http.Handler { return &frontDoor{h: h} }
 
 // frontDoor serves POST /v1/requests.
@@ -95,6 +97,12 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	turn, ok := admitTurn(r.Context(), w, c, env, pool)
 	if !ok {
 		return
+	}
+	if turn != nil && turn.Task.Pool != "" && r.URL.Query().Get("agent") == "" {
+		// A turn goes to the pool that holds its task (or ACP session)
+		// unless the client names one (?agent=, a pool's own path): the
+		// routing rule's default pool has never seen the task.
+		pool = turn.Task.Pool
 	}
 	// A streamed answer (or one awaited) takes one of the caller's stream
 	// slots and subscribes to the frames before the publish: a new

@@ -165,3 +165,41 @@ func TestReplyEndedTurnCompleted(t *testing.T) {
 		t.Fatalf("continued call's answer %s: want the Task completed, the agent's Message in history", marshal(t, agg.Result(nil)))
 	}
 }
+
+// TestReplyInTaskStreamIsStatusUpdate: the agent's direct answer
+// (agent.Reply) in the stream of a task that exists (a continued task's
+// message/stream, a resubscription) is the task's final status-update,
+// completed, carrying the message with the task's id; the stream of a
+// message that made no task stays the Message alone.
+func TestReplyInTaskStreamIsStatusUpdate(t *testing.T) {
+	reply := func() *e2a.Response {
+		return &e2a.Response{RequestID: "req-reply", ResponseID: "resp-reply", ResponseKind: e2a.KindA2AStreamEvent,
+			Status: e2a.StatusSucceeded, IsFinal: true, Body: e2a.MarshalBody(e2a.ReplyBody("Hello, Paris"))}
+	}
+	for _, p := range []a2amap.Params{
+		{TaskID: "task-r", ContextID: "ctx-r", Continued: true},
+		{TaskID: "task-r", ContextID: "ctx-r", Resubscribe: true},
+	} {
+		m := a2amap.NewStreamMapper("req-reply", p, 0)
+		if m.Replied(reply()) {
+			t.Errorf("%+v: Replied true; a task's stream opens with the Task", p)
+		}
+		evs, err := m.Events(reply())
+		if err != nil {
+			t.Fatal(err)
+		}
+		su, ok := evs[len(evs)-1].(*a2a.TaskStatusUpdateEvent)
+		if len(evs) != 1 || !ok || !m.Final(su) || su.TaskID != "task-r" || su.Status.State != a2a.TaskStateCompleted ||
+			su.Status.Message == nil || su.Status.Message.TaskID != "task-r" || su.Status.Message.Parts[0].Text() != "Hello, Paris" {
+			t.Fatalf("%+v: events %s; want one final status-update of task-r, completed, with the reply", p, marshal(t, evs))
+		}
+	}
+	m := a2amap.NewStreamMapper("req-reply", a2amap.Params{}, 0)
+	evs, err := m.Events(reply())
+	if !m.Replied(reply()) || err != nil || len(evs) != 1 {
+		t.Fatalf("a new message's stream: Replied %v, events %s (%v); want the Message alone", m.Replied(reply()), marshal(t, evs), err)
+	}
+	if _, ok := evs[0].(*a2a.Message); !ok {
+		t.Fatalf("a new message's stream: %T, want the Message", evs[0])
+	}
+}

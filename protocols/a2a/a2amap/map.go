@@ -614,13 +614,36 @@ type Mapper struct {
 	// warned: an unreadable frame was logged (skipped), shared by the
 	// mappers of one read (BuildTask's requests).
 	warned *bool
+	// taskStream: the stream follows a task that exists (Params.Continued,
+	// Params.Resubscribe), so the agent's direct answer (agent.Reply) is
+	// the task's final status-update, completed, carrying that message
+	// (replyUpdate), never a bare Message.
+	taskStream bool
 }
 
 // newMapper returns the mapper of the call p from sequence from (from >
 // 0: a resumed stream, whose artifacts are appended to); the task and
 // context ids default to the frames'.
 func newMapper(p Params, from int64) *Mapper {
-	return &Mapper{taskID: a2a.TaskID(p.TaskID), contextID: p.ContextID, resumed: from > 0, seen: map[a2a.ArtifactID]bool{}, warned: new(bool)}
+	return &Mapper{taskID: a2a.TaskID(p.TaskID), contextID: p.ContextID, resumed: from > 0, seen: map[a2a.ArtifactID]bool{}, warned: new(bool),
+		taskStream: p.Continued || p.Resubscribe}
+}
+
+// Replied is [Replied] for this mapper's stream: false when the stream
+// follows a task that exists (a continued task's, a resubscription),
+// whose agent's direct answer is a status-update of the task (Events), so
+// the stream opens with the Task all the same.
+func (m *Mapper) Replied(r *e2a.Response) bool {
+	return !m.taskStream && Replied(r)
+}
+
+// replyUpdate is the event of the agent's direct answer msg (final frame
+// r) in the stream of a task that exists: the task's final status-update,
+// completed, carrying the message (with the task's id, as tasks/get shows
+// the reply in the task's history).
+func (m *Mapper) replyUpdate(msg *a2a.Message, r *e2a.Response) *a2a.TaskStatusUpdateEvent {
+	msg.TaskID = m.taskID
+	return m.finalUpdate(a2a.TaskStateCompleted, FrameTime(r), msg)
 }
 
 // unreadable logs, once per read (at Warn, with the request id and the
@@ -836,7 +859,9 @@ func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 		} else if ev != nil {
 			m.ownIDs(ev, r)
 			streamParts(ev)
-			if su, ok := ev.(*a2a.TaskStatusUpdateEvent); ok && final {
+			if msg, ok := ev.(*a2a.Message); ok && r.IsFinal && m.taskStream {
+				ev = m.replyUpdate(msg, r)
+			} else if su, ok := ev.(*a2a.TaskStatusUpdateEvent); ok && final {
 				m.finals = append(m.finals, su)
 			}
 			evs = append(evs, ev)

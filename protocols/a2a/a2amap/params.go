@@ -33,7 +33,8 @@ type Params struct {
 	// to input-required or auth-required, any later turn): message/send's
 	// answer is then always the Task (Aggregator.Result), never the
 	// agent's direct Message, which answers only a message that created no
-	// task.
+	// task; and its stream stays the task's (Mapper.Replied): the agent's
+	// direct answer ends it as the final status-update, completed.
 	Continued bool
 	// HistoryLength keeps the last N history messages of a Task (nil: all).
 	HistoryLength *int
