@@ -12,7 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/option"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -220,6 +222,42 @@ func ConversationOf(env *e2a.Envelope) (kind, id string, ok bool) {
 		return "request", env.RequestID, true
 	}
 	return "", "", false
+}
+
+// InConversation reports whether env belongs to a conversation a later
+// request can continue (an A2A context, a session, a task). A request
+// naming none is a conversation of its own one turn: no later request has
+// its id, so an upstream that sends earlier turns (the HTTP and OpenAI
+// upstreams' WithHistory) has none to read and none worth recording.
+// Skipping it saves the record's read, read-again and write: three NATS
+// round trips and a stored message per request.
+func InConversation(env *e2a.Envelope) bool {
+	kind, _, ok := ConversationOf(env)
+	return ok && kind != "request"
+}
+
+// HistoryError is a failure to read or record the pipeline's own history
+// of a conversation (history_unavailable): retryable, and not the
+// upstream's. A nil err is nil.
+func HistoryError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return agent.Errorf("history_unavailable", true, "the conversation's earlier turns could not be read: %v", err)
+}
+
+// HistoryOption is an upstream's WithHistory option: set, given a pool and
+// a conversation store (both needed; either missing is refused with
+// ErrInvalidOption).
+func HistoryOption[C any](pool string, c *Conversations, set func(*C)) func(*C) error {
+	return option.Check(ErrInvalidOption, pool != "" && c != nil, set, "history needs a pool and a conversation store")
+}
+
+// MaxHistoryTurnsOption is an upstream's WithMaxHistoryTurns option: set,
+// given n earlier turns in 0..MaxTurns (a conversation keeps no more;
+// others are refused with ErrInvalidOption).
+func MaxHistoryTurnsOption[C any](n int, set func(*C)) func(*C) error {
+	return option.Check(ErrInvalidOption, n >= 0 && n <= MaxTurns, set, "max history turns %d (want 0..%d)", n, MaxTurns)
 }
 
 // Conversations keeps conversations in the E2A_BRIDGE bucket. Keys are

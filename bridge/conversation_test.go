@@ -3,12 +3,14 @@ package bridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -137,6 +139,34 @@ func TestConversationOf(t *testing.T) {
 		if kind != c.kind || id != c.id || ok != (c.kind != "") {
 			t.Errorf("%+v: %s %s %v", c.env, kind, id, ok)
 		}
+	}
+}
+
+// TestInConversation: a request naming a context, session or task belongs
+// to a conversation a later request can continue; one naming only itself
+// (or nothing) does not. HistoryError is the retryable
+// history_unavailable, nil for nil.
+func TestInConversation(t *testing.T) {
+	for _, c := range []struct {
+		env  e2a.Envelope
+		want bool
+	}{
+		{e2a.Envelope{ContextID: "c", RequestID: "r"}, true},
+		{e2a.Envelope{SessionID: "s", RequestID: "r"}, true},
+		{e2a.Envelope{TaskID: "t", RequestID: "r"}, true},
+		{e2a.Envelope{RequestID: "r"}, false},
+		{e2a.Envelope{}, false},
+	} {
+		if got := InConversation(&c.env); got != c.want {
+			t.Errorf("%+v: %v, want %v", c.env, got, c.want)
+		}
+	}
+	if HistoryError(nil) != nil {
+		t.Error("HistoryError(nil) is not nil")
+	}
+	var ae *agent.Error
+	if err := HistoryError(errors.New("down")); !errors.As(err, &ae) || ae.Code != "history_unavailable" || !ae.Retryable {
+		t.Errorf("HistoryError: %#v", err)
 	}
 }
 

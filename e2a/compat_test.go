@@ -100,6 +100,22 @@ func TestFromJSONCompatibility(t *testing.T) {
 	}
 }
 
+// TestDecodeStrict: one JSON value, white space around it, numbers as
+// json.Number; anything after the value is refused, a stray bracket or
+// brace (which json.Decoder's More and Token let through) included.
+func TestDecodeStrict(t *testing.T) {
+	for _, s := range []string{`{} x`, `{}}`, `{} ]`, `{} {}`} {
+		var m map[string]any
+		if err := e2a.DecodeStrict([]byte(s), &m); err == nil {
+			t.Errorf("DecodeStrict(%q) accepted trailing data", s)
+		}
+	}
+	var m map[string]any
+	if err := e2a.DecodeStrict([]byte(" {\"a\":1} \n"), &m); err != nil || m["a"] != json.Number("1") {
+		t.Errorf("DecodeStrict: %v %#v", err, m)
+	}
+}
+
 // TestFromJSONRejects covers input FromJSON refuses, and which sentinel it
 // wraps.
 func TestFromJSONRejects(t *testing.T) {
@@ -217,6 +233,14 @@ func TestEnvelopeClone(t *testing.T) {
 	}
 	if (*e2a.Envelope)(nil).Clone() != nil {
 		t.Error("nil Clone")
+	}
+	// CloneValue: any decoded value, an array at the top too.
+	v := []any{map[string]any{"k": []any{"x"}}, "s"}
+	cv := e2a.CloneValue(v).([]any)
+	cv[0].(map[string]any)["k"].([]any)[0] = "changed"
+	cv[1] = "changed"
+	if v[0].(map[string]any)["k"].([]any)[0] != "x" || v[1] != "s" {
+		t.Errorf("CloneValue shares state: %v", v)
 	}
 }
 

@@ -128,19 +128,22 @@ func CloneMap(m map[string]any) map[string]any {
 	}
 	out := make(map[string]any, len(m))
 	for k, v := range m {
-		out[k] = cloneValue(v)
+		out[k] = CloneValue(v)
 	}
 	return out
 }
 
-func cloneValue(v any) any {
+// CloneValue deep-copies a decoded JSON value: its objects
+// (map[string]any) and arrays ([]any); other values are returned as they
+// are.
+func CloneValue(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
 		return CloneMap(t)
 	case []any:
 		out := make([]any, len(t))
 		for i, x := range t {
-			out[i] = cloneValue(x)
+			out[i] = CloneValue(x)
 		}
 		return out
 	default:

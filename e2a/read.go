@@ -79,7 +79,7 @@ func (env *Envelope) readCompat(get func(int) json.RawMessage) error {
 	if len(env.ChannelContext) == 0 {
 		if v := get(keyMetadata); v != nil && !isNull(v) {
 			var m map[string]any
-			if err := decodeNumbers(v, &m); err != nil {
+			if err := DecodeStrict(v, &m); err != nil {
 				return fmt.Errorf("%w: field \"metadata\": %v", ErrInvalidEnvelope, err)
 			}
 			if len(m) > 0 {
@@ -95,7 +95,7 @@ func (env *Envelope) readCompat(get func(int) json.RawMessage) error {
 			return fmt.Errorf("%w: field \"binding\": %v", ErrInvalidEnvelope, err)
 		}
 		var b any
-		if err := decodeNumbers(v, &b); err != nil {
+		if err := DecodeStrict(v, &b); err != nil {
 			return fmt.Errorf("%w: field \"binding\": %v", ErrInvalidEnvelope, err)
 		}
 		if env.Provenance == nil {
@@ -108,7 +108,7 @@ func (env *Envelope) readCompat(get func(int) json.RawMessage) error {
 	}
 	if v := get(keyPayload); v != nil && !isNull(v) {
 		var p map[string]any
-		if err := decodeNumbers(v, &p); err != nil {
+		if err := DecodeStrict(v, &p); err != nil {
 			return fmt.Errorf("%w: field \"payload\" must be an object: %v", ErrInvalidEnvelope, err)
 		}
 		if len(p) > 0 && env.Params == nil {
@@ -234,7 +234,11 @@ func isNull(v json.RawMessage) bool {
 	return len(v) == 0 || string(bytes.TrimSpace(v)) == "null"
 }
 
-func decodeNumbers(data []byte, v any) error {
+// DecodeStrict decodes the one JSON value of data into v, the numbers of
+// free-form values as json.Number (as the pipeline keeps them), and
+// refuses anything but white space after it: how the envelope, the frames
+// and the normalizer's protocol bodies are read.
+func DecodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
@@ -243,7 +247,7 @@ func decodeNumbers(data []byte, v any) error {
 	// Only white space may follow the value (dec.More and dec.Token both
 	// let a stray "]" or "}" through).
 	if len(bytes.TrimSpace(data[dec.InputOffset():])) != 0 {
-		return fmt.Errorf("trailing data after JSON value")
+		return errors.New("trailing data after the JSON value")
 	}
 	return nil
 }
@@ -292,7 +296,7 @@ func readStruct[T any](v json.RawMessage, dst **T) error {
 		return nil
 	}
 	var t T
-	if err := decodeNumbers(v, &t); err != nil {
+	if err := DecodeStrict(v, &t); err != nil {
 		return err
 	}
 	*dst = &t
@@ -319,7 +323,7 @@ func readObject(v json.RawMessage, dst *map[string]any) error {
 		}
 	}
 	var m map[string]any
-	if err := decodeNumbers(v, &m); err != nil {
+	if err := DecodeStrict(v, &m); err != nil {
 		return fmt.Errorf("must be an object: %v", err)
 	}
 	*dst = m

@@ -96,9 +96,9 @@ func fromJSONFast(data []byte) (env *Envelope, ok bool, err error) {
 	return &e, true, nil
 }
 
-// readObjectFast reads a free-form object as decodeNumbers does into a
+// readObjectFast reads a free-form object as DecodeStrict does into a
 // map[string]any, from valid JSON; ok is false for a value that is not an
-// object (decodeNumbers then gives its error).
+// object (DecodeStrict then gives its error).
 func readObjectFast(v []byte) (map[string]any, bool) { return objectFast(v, false) }
 
 // objectFast is readObjectFast; floats reads numbers as json.Unmarshal
@@ -112,7 +112,7 @@ func objectFast(v []byte, floats bool) (map[string]any, bool) {
 	return m, ok
 }
 
-// readProvenanceFast reads a provenance object as decodeNumbers does into a
+// readProvenanceFast reads a provenance object as DecodeStrict does into a
 // Provenance when its members are plain (each known key once, in its exact
 // case, strings without escapes, details an object or null); ok is false
 // otherwise.
@@ -290,7 +290,7 @@ func (r *Response) scan(data []byte) bool {
 // completeKeys are the members of a CompleteBody.
 var completeKeys = [...]string{"result"}
 
-// completeFast reads an e2a.complete body as decodeNumbers does into a
+// completeFast reads an e2a.complete body as DecodeStrict does into a
 // CompleteBody, without a json.Decoder, when it is plain: valid JSON, an
 // object whose "result" appears at most once and with its exact name (the
 // other members ignored, as encoding/json ignores them); ok is false

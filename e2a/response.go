@@ -141,7 +141,7 @@ func (r *Response) StreamEvent() (StreamEventBody, error) {
 // BodyMap decodes the body into a generic object (numbers as json.Number).
 func (r *Response) BodyMap() (map[string]any, error) {
 	var m map[string]any
-	if err := decodeNumbers(r.Body, &m); err != nil {
+	if err := DecodeStrict(r.Body, &m); err != nil {
 		return nil, fmt.Errorf("%w: body: %v", ErrInvalidResponse, err)
 	}
 	return m, nil
@@ -151,7 +151,7 @@ func (r *Response) decodeBody(kind string, v any) error {
 	if r.ResponseKind != kind {
 		return fmt.Errorf("%w: response_kind is %q, not %q", ErrInvalidResponse, r.ResponseKind, kind)
 	}
-	if err := decodeNumbers(r.Body, v); err != nil {
+	if err := DecodeStrict(r.Body, v); err != nil {
 		return fmt.Errorf("%w: %s body: %v", ErrInvalidResponse, kind, err)
 	}
 	return nil
@@ -201,7 +201,7 @@ func ResponseFromJSON(data []byte) (*Response, error) {
 		}
 	}
 	var r Response
-	if err := decodeNumbers(data, &r); err != nil {
+	if err := DecodeStrict(data, &r); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidResponse, err)
 	}
 	id, err := CanonicalJSONRPCID(r.JSONRPCID)
@@ -213,7 +213,7 @@ func ResponseFromJSON(data []byte) (*Response, error) {
 		// Strings elsewhere are decoded with U+FFFD for invalid bytes; do
 		// the same for the raw body so that frames are always valid UTF-8.
 		var b any
-		if err := decodeNumbers(r.Body, &b); err != nil {
+		if err := DecodeStrict(r.Body, &b); err != nil {
 			return nil, fmt.Errorf("%w: body: %v", ErrInvalidResponse, err)
 		}
 		r.Body = MarshalBody(b)

@@ -54,8 +54,7 @@ type replayConfig struct {
 	headHold     time.Duration
 	pollInterval time.Duration
 	firstPoll    time.Duration
-	maxWait      time.Duration
-	idleTimeout  time.Duration
+	waitLimits
 	checkRequest bool
 	lazy         bool // render.Frame.Response is left nil: decoded on demand
 	mux          *streams.DirectGetter
@@ -78,8 +77,7 @@ func defaultReplayConfig() replayConfig {
 		heartbeat:    DefaultHeartbeat,
 		pollInterval: DefaultPollInterval,
 		firstPoll:    firstPoll,
-		maxWait:      DefaultMaxWait,
-		idleTimeout:  DefaultIdleTimeout,
+		waitLimits:   defaultWaitLimits,
 		checkRequest: true,
 	}
 }
@@ -159,14 +157,27 @@ func WithPollInterval(d time.Duration) ReplayOption {
 // without limit. Exceeding either ends the read with ErrWaitTimeout.
 // Every duration has a meaning, so none is refused.
 func WithMaxWait(first, idle time.Duration) ReplayOption {
-	return func(c *replayConfig) error {
-		if first != 0 {
-			c.maxWait = first
-		}
-		if idle != 0 {
-			c.idleTimeout = idle
-		}
-		return nil
+	return func(c *replayConfig) error { c.waitLimits.set(first, idle); return nil }
+}
+
+// waitLimits bound a reader's waits: for the first frame of a request not
+// answered yet (maxWait) and for any next frame (idleTimeout); negative:
+// no limit. Readers (WithMaxWait) and the Service (WithWaitLimits) take
+// them the same way.
+type waitLimits struct {
+	maxWait     time.Duration
+	idleTimeout time.Duration
+}
+
+var defaultWaitLimits = waitLimits{maxWait: DefaultMaxWait, idleTimeout: DefaultIdleTimeout}
+
+// set replaces the limits given: a zero duration keeps the current one.
+func (w *waitLimits) set(first, idle time.Duration) {
+	if first != 0 {
+		w.maxWait = first
+	}
+	if idle != 0 {
+		w.idleTimeout = idle
 	}
 }
 

@@ -73,13 +73,12 @@ type config struct {
 	heartbeat    time.Duration
 	retry        time.Duration
 	writeTimeout time.Duration
-	maxWait      time.Duration
-	idleTimeout  time.Duration
-	cancelWait   time.Duration
-	replay       []ReplayOption
-	authorize    func(*http.Request) (tenant.Principal, error)
-	headHold     time.Duration // headHold; tests change it
-	projections  func(*e2a.Response) *e2a.Response
+	waitLimits
+	cancelWait  time.Duration
+	replay      []ReplayOption
+	authorize   func(*http.Request) (tenant.Principal, error)
+	headHold    time.Duration // headHold; tests change it
+	projections func(*e2a.Response) *e2a.Response
 	// history answers the read API for requests the hot streams no
 	// longer hold (WithHistory); historyLookups and historyTimeout bound
 	// its lookups (WithHistoryLimits).
@@ -151,15 +150,7 @@ func WithWriteTimeout(d time.Duration) Option {
 // default, negative: no limit. Every duration has a meaning, so none is
 // refused.
 func WithWaitLimits(first, idle time.Duration) Option {
-	return func(c *config) error {
-		if first != 0 {
-			c.maxWait = first
-		}
-		if idle != 0 {
-			c.idleTimeout = idle
-		}
-		return nil
-	}
+	return func(c *config) error { c.waitLimits.set(first, idle); return nil }
 }
 
 // WithCancelWait sets how long a cancel waits for the final frame before
@@ -211,8 +202,7 @@ func New(nc *nats.Conn, opts ...Option) (*Service, error) {
 		heartbeat:    DefaultHeartbeat,
 		retry:        2 * time.Second,
 		writeTimeout: 10 * time.Second,
-		maxWait:      DefaultMaxWait,
-		idleTimeout:  DefaultIdleTimeout,
+		waitLimits:   defaultWaitLimits,
 		cancelWait:   10 * time.Second,
 		headHold:     headHold,
 

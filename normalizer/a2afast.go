@@ -13,7 +13,7 @@ import (
 var fastParams = true
 
 // readA2ASendFast reads message/send and message/stream params as
-// decodeStrict does into p, without a json.Decoder and its reflection,
+// e2a.DecodeStrict does into p, without a json.Decoder and its reflection,
 // when they are written plainly: valid JSON, each known member at most
 // once with its exact name, values of the field's own JSON type (no null),
 // and a configuration holding only acceptedOutputModes, blocking and an

@@ -3,10 +3,12 @@ package normalizer
 import (
 	"reflect"
 	"testing"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
 )
 
 // checkA2ASendFast: where readA2ASendFast reads params, it gives what
-// decodeStrict gives (and decodeStrict accepts them).
+// e2a.DecodeStrict gives (and e2a.DecodeStrict accepts them).
 func checkA2ASendFast(t *testing.T, params []byte) (fast bool) {
 	t.Helper()
 	var got a2aSendParamsWire
@@ -14,8 +16,8 @@ func checkA2ASendFast(t *testing.T, params []byte) (fast bool) {
 		return false
 	}
 	var want a2aSendParamsWire
-	if err := decodeStrict(params, &want); err != nil {
-		t.Fatalf("fast path read %q, decodeStrict refuses it: %v", params, err)
+	if err := e2a.DecodeStrict(params, &want); err != nil {
+		t.Fatalf("fast path read %q, e2a.DecodeStrict refuses it: %v", params, err)
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("params %q:\nfast    %#v\ngeneral %#v", params, got, want)
@@ -64,7 +66,7 @@ func TestA2ASendFastMatches(t *testing.T) {
 	}
 }
 
-// FuzzA2ASendFast: readA2ASendFast answers as decodeStrict does, or leaves
+// FuzzA2ASendFast: readA2ASendFast answers as e2a.DecodeStrict does, or leaves
 // the params to it.
 func FuzzA2ASendFast(f *testing.F) {
 	for _, c := range a2aSendCases {
@@ -77,7 +79,7 @@ func TestA2ASendFastAllocs(t *testing.T) {
 	params := []byte(`{"message":{"kind":"message","messageId":"m-1","role":"user","parts":[{"kind":"text","text":"hello"}]},"metadata":{"bench":"x"}}`)
 	var p a2aSendParamsWire
 	fast := testing.AllocsPerRun(100, func() { readA2ASendFast(params, &p) })
-	general := testing.AllocsPerRun(100, func() { p = a2aSendParamsWire{}; _ = decodeStrict(params, &p) })
+	general := testing.AllocsPerRun(100, func() { p = a2aSendParamsWire{}; _ = e2a.DecodeStrict(params, &p) })
 	if fast >= general {
 		t.Errorf("fast path %v allocations, general %v", fast, general)
 	}

@@ -119,7 +119,7 @@ func (n *Normalizer) FromAgentVault(in Input) (*Result, error) {
 	if len(m.Metadata) > 0 {
 		env.A2AMetadata = m.Metadata
 		if mc, ok := m.Metadata[AVMetaMCPContext]; ok && mc != nil {
-			env.Params[AVMetaMCPContext] = cloneJSON(mc)
+			env.Params[AVMetaMCPContext] = e2a.CloneValue(mc)
 		}
 		if u := str(m.Metadata, A2AMetaUserID); u != "" {
 			claimed = append(claimed, u)

@@ -53,16 +53,3 @@ func TestCleanURL(t *testing.T) {
 		}
 	}
 }
-
-func TestDecodeStrictTrailing(t *testing.T) {
-	for _, s := range []string{`{} x`, `{}}`, `{} ]`, `{} {}`} {
-		var m map[string]any
-		if err := decodeStrict([]byte(s), &m); err == nil {
-			t.Errorf("decodeStrict(%q) accepted trailing data", s)
-		}
-	}
-	var m map[string]any
-	if err := decodeStrict([]byte(" {\"a\":1} \n"), &m); err != nil {
-		t.Error(err)
-	}
-}

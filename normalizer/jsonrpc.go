@@ -71,7 +71,7 @@ func parseJSONRPC(body []byte, protocol string) (*rpcRequest, error) {
 		return nil, newErr(ErrParse, protocol, "body is not valid JSON")
 	}
 	var raw map[string]json.RawMessage
-	if err := decodeStrict(t, &raw); err != nil {
+	if err := e2a.DecodeStrict(t, &raw); err != nil {
 		return nil, newErr(ErrParse, protocol, "body is not valid JSON: %v", err)
 	}
 	rq := &rpcRequest{}
@@ -126,7 +126,7 @@ func (rq *rpcRequest) paramsObject(protocol string, optional bool) (map[string]a
 		return nil, rq.errf(ErrInvalidParams, protocol, "params must be an object")
 	}
 	var m map[string]any
-	if err := decodeStrict(rq.Params, &m); err != nil {
+	if err := e2a.DecodeStrict(rq.Params, &m); err != nil {
 		return nil, rq.errf(ErrInvalidParams, protocol, "params: %v", err)
 	}
 	if m == nil {
@@ -144,7 +144,7 @@ func (rq *rpcRequest) decodeParams(protocol string, v any) error {
 	if rq.Params[0] != '{' {
 		return rq.errf(ErrInvalidParams, protocol, "params must be an object")
 	}
-	if err := decodeStrict(rq.Params, v); err != nil {
+	if err := e2a.DecodeStrict(rq.Params, v); err != nil {
 		return rq.errf(ErrInvalidParams, protocol, "params: %v", typeError(err))
 	}
 	return nil
@@ -161,20 +161,6 @@ func (rq *rpcRequest) errf(kind error, protocol, format string, a ...any) *Error
 func (rq *rpcRequest) setJSONRPC(env *e2a.Envelope) {
 	env.JSONRPCID = rq.ID
 	env.Provenance.Details[DetailJSONRPCMethod] = rq.Method
-}
-
-// decodeStrict decodes one JSON value with numbers as json.Number and
-// refuses trailing data.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if len(bytes.TrimSpace(data[dec.InputOffset():])) != 0 {
-		return errors.New("trailing data after the JSON value")
-	}
-	return nil
 }
 
 func isNull(v json.RawMessage) bool {
@@ -219,19 +205,4 @@ func str(m map[string]any, key string) string {
 func obj(m map[string]any, key string) map[string]any {
 	o, _ := m[key].(map[string]any)
 	return o
-}
-
-// cloneJSON deep-copies a decoded JSON value.
-func cloneJSON(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		return e2a.CloneMap(t)
-	case []any:
-		out := make([]any, len(t))
-		for i, x := range t {
-			out[i] = cloneJSON(x)
-		}
-		return out
-	}
-	return v
 }

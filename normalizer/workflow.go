@@ -74,7 +74,7 @@ func ParseWorkflow(jsonl string) (*Workflow, []LineError) {
 			continue
 		}
 		var m map[string]any
-		if err := decodeStrict([]byte(line), &m); err != nil || m == nil {
+		if err := e2a.DecodeStrict([]byte(line), &m); err != nil || m == nil {
 			p.add(ln, "", "not a JSON object")
 			continue
 		}

@@ -267,36 +267,16 @@ func (t *turn) scrubbedPart(p *a2a.Part) (*a2a.Part, bool) {
 			c.Content, changed = a2a.URL(s), true
 		}
 	case a2a.Data:
-		if v, ok := bridge.ScrubValue(deepCopy(x.Value), t.u.Scrub); ok {
+		if v, ok := bridge.ScrubValue(e2a.CloneValue(x.Value), t.u.Scrub); ok {
 			c.Content, changed = a2a.Data{Value: v}, true
 		}
 	}
 	if len(p.Metadata) > 0 {
-		if v, ok := bridge.ScrubValue(deepCopy(map[string]any(p.Metadata)), t.u.Scrub); ok {
+		if v, ok := bridge.ScrubValue(e2a.CloneValue(map[string]any(p.Metadata)), t.u.Scrub); ok {
 			c.Metadata, changed = v.(map[string]any), true
 		}
 	}
 	return &c, changed
-}
-
-// deepCopy copies a decoded JSON value's maps and slices, so that
-// scrubbing it in place leaves the original as it is.
-func deepCopy(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = deepCopy(e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = deepCopy(e)
-		}
-		return out
-	}
-	return v
 }
 
 // complete writes the final e2a.complete frame. Its result names the

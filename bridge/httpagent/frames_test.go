@@ -148,6 +148,10 @@ func TestOptions(t *testing.T) {
 		"frames 0":         WithMaxFrames(0),
 		"frames huge":      WithMaxFrames(maxFrames + 1),
 		"nil logger":       WithLogger(nil),
+		"history no pool":  WithHistory("", &bridge.Conversations{}),
+		"history no store": WithHistory("p", nil),
+		"negative turns":   WithMaxHistoryTurns(-1),
+		"too many turns":   WithMaxHistoryTurns(bridge.MaxTurns + 1),
 	} {
 		if _, err := New(c, o); !errors.Is(err, bridge.ErrInvalidOption) {
 			t.Errorf("%s: %v", name, err)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"slices"
 
-	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
 )
@@ -50,12 +49,12 @@ type HistoryMessage struct {
 // A conversation store that fails is history_unavailable, retryable:
 // nothing was sent upstream yet.
 func (u *Upstream) history(ctx context.Context, env *e2a.Envelope) ([]HistoryMessage, error) {
-	if u.cfg.convs == nil || !inConversation(env) {
+	if u.cfg.convs == nil || !bridge.InConversation(env) {
 		return nil, nil
 	}
 	var conv bridge.Conversation
 	if err := u.cfg.convs.Update(ctx, u.cfg.pool, env, func(c *bridge.Conversation) { conv = *c }); err != nil {
-		return nil, historyError(err)
+		return nil, bridge.HistoryError(err)
 	}
 	if u.cfg.maxTurns == 0 {
 		return nil, nil
@@ -67,7 +66,7 @@ func (u *Upstream) history(ctx context.Context, env *e2a.Envelope) ([]HistoryMes
 	conv.RequestIDs = ids
 	turns, err := u.cfg.convs.History(ctx, u.cfg.pool, env, conv)
 	if err != nil {
-		return nil, historyError(err)
+		return nil, bridge.HistoryError(err)
 	}
 	var msgs []HistoryMessage
 	for _, t := range turns {
@@ -153,18 +152,4 @@ func withHistory(body []byte, msgs []HistoryMessage) ([]byte, error) {
 	out = append(out, `"`+HistoryMember+`":`...)
 	out = append(out, h...)
 	return append(out, '}'), nil
-}
-
-// inConversation reports whether env belongs to a conversation a later
-// request can continue (an A2A context, a session, a task): a request
-// naming none has no history, and none worth recording.
-func inConversation(env *e2a.Envelope) bool {
-	kind, _, ok := bridge.ConversationOf(env)
-	return ok && kind != "request"
-}
-
-// historyError is a failure to read or record the pipeline's own
-// history: retryable, and not the upstream's.
-func historyError(err error) error {
-	return agent.Errorf("history_unavailable", true, "the conversation's earlier turns could not be read: %v", err)
 }

@@ -49,18 +49,14 @@ type config struct {
 // records c before it is POSTed. Without it the POST is the envelope
 // alone.
 func WithHistory(pool string, c *bridge.Conversations) Option {
-	return option.Check(bridge.ErrInvalidOption, pool != "" && c != nil,
-		func(cfg *config) { cfg.pool, cfg.convs = pool, c },
-		"history needs a pool and a conversation store")
+	return bridge.HistoryOption(pool, c, func(cfg *config) { cfg.pool, cfg.convs = pool, c })
 }
 
 // WithMaxHistoryTurns bounds the earlier turns of [WithHistory]: the last
 // n (0..bridge.MaxTurns, default DefaultMaxHistoryTurns; 0 sends none).
 // Their messages are bounded to 64 KiB of JSON too, the newest kept.
 func WithMaxHistoryTurns(n int) Option {
-	return option.Check(bridge.ErrInvalidOption, n >= 0 && n <= bridge.MaxTurns,
-		func(cfg *config) { cfg.maxTurns = n },
-		"max history turns %d (want 0..%d)", n, bridge.MaxTurns)
+	return bridge.MaxHistoryTurnsOption(n, func(cfg *config) { cfg.maxTurns = n })
 }
 
 // WithMaxFrameBytes bounds a line of NDJSON, the data of an SSE event and a

@@ -41,16 +41,16 @@ func (u *Upstream) messages(ctx context.Context, env *e2a.Envelope) ([]message, 
 // failed, was interrupted, ended in tool calls, or its frames expired) is
 // left out whole, so the messages alternate.
 func (u *Upstream) history(ctx context.Context, env *e2a.Envelope) ([]message, error) {
-	if u.convs == nil || u.maxTurns == 0 || !inConversation(env) {
+	if u.convs == nil || u.maxTurns == 0 || !bridge.InConversation(env) {
 		return nil, nil
 	}
 	conv, found, err := u.convs.Get(ctx, u.pool, env)
 	if err != nil || !found {
-		return nil, historyError(err)
+		return nil, bridge.HistoryError(err)
 	}
 	turns, err := u.convs.History(ctx, u.pool, env, conv)
 	if err != nil {
-		return nil, historyError(err)
+		return nil, bridge.HistoryError(err)
 	}
 	var out []message
 	for _, t := range turns {
@@ -64,27 +64,6 @@ func (u *Upstream) history(ctx context.Context, env *e2a.Envelope) ([]message, e
 		out = out[len(out)-n:]
 	}
 	return out, nil
-}
-
-// inConversation reports whether env belongs to a conversation a later
-// request can continue (an A2A context, a session, a task). A request
-// naming none is a conversation of its own one turn: no later request has
-// its id, so it has no history to read and none worth recording (the
-// model server keeps no ids a takeover would need). Skipping it saves the
-// record's read, read-again and write: three NATS round trips and a
-// stored message per request.
-func inConversation(env *e2a.Envelope) bool {
-	kind, _, ok := bridge.ConversationOf(env)
-	return ok && kind != "request"
-}
-
-// historyError is a failure to read the pipeline's own history: retryable,
-// and not the upstream's.
-func historyError(err error) error {
-	if err == nil {
-		return nil
-	}
-	return agent.Errorf("history_unavailable", true, "the conversation's earlier turns could not be read: %v", err)
 }
 
 // UserText is the text of a request for the model (bridge.UserText).

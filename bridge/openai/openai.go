@@ -50,17 +50,13 @@ func WithSystem(prompt string) Option {
 // turn is recorded in c before its final frame. Without it every request
 // is a conversation of one turn.
 func WithHistory(pool string, c *bridge.Conversations) Option {
-	return option.Check(bridge.ErrInvalidOption, pool != "" && c != nil,
-		func(u *Upstream) { u.pool, u.convs = pool, c },
-		"history needs a pool and a conversation store")
+	return bridge.HistoryOption(pool, c, func(u *Upstream) { u.pool, u.convs = pool, c })
 }
 
 // WithMaxHistoryTurns bounds the earlier turns sent upstream: the last n
 // (0..bridge.MaxTurns, default bridge.MaxTurns; 0 sends none).
 func WithMaxHistoryTurns(n int) Option {
-	return option.Check(bridge.ErrInvalidOption, n >= 0 && n <= bridge.MaxTurns,
-		func(u *Upstream) { u.maxTurns = n },
-		"max history turns %d (want 0..%d)", n, bridge.MaxTurns)
+	return bridge.MaxHistoryTurnsOption(n, func(u *Upstream) { u.maxTurns = n })
 }
 
 // WithMaxEventBytes bounds one line, and the data of one event, of the
@@ -185,7 +181,7 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 // next turn sent as soon as the client sees it finds this one. A failure
 // is logged: the answer is still given, the next turn lacks this one.
 func (u *Upstream) record(ctx context.Context, env *e2a.Envelope) {
-	if u.convs == nil || !inConversation(env) {
+	if u.convs == nil || !bridge.InConversation(env) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), updateTimeout)

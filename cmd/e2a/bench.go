@@ -250,15 +250,7 @@ func runBenchInProcess(ctx context.Context, c bench.Config, chart string, asJSON
 		return err
 	}
 	if chart != "" {
-		f, err := os.Create(chart)
-		if err != nil {
-			return err
-		}
-		if err := rep.WriteChart(f); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
+		if err := bench.WriteFile(chart, rep.WriteChart); err != nil {
 			return err
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"runtime"
@@ -629,12 +630,7 @@ func startProfiles(cfg Config, cpuSplit bool) (stop func() (cpuProfile []byte, e
 			if path == "" {
 				return
 			}
-			f, err := os.Create(path)
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			errs = append(errs, pprof.Lookup(name).WriteTo(f, 0), f.Close())
+			errs = append(errs, WriteFile(path, func(w io.Writer) error { return pprof.Lookup(name).WriteTo(w, 0) }))
 		}
 		write("allocs", cfg.MemProfile)
 		write("mutex", cfg.MutexProfile)

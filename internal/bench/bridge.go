@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -428,15 +427,7 @@ func writeMerged(path string, profs [][]byte) error {
 	if p == nil {
 		return fmt.Errorf("bench: no CPU profile for %s (another profile running?)", path)
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := p.Write(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return WriteFile(path, p.Write)
 }
 
 // WriteText prints the report.

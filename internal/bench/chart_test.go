@@ -3,7 +3,9 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"image/png"
+	"io"
 	"os"
 	"testing"
 )
@@ -43,5 +45,27 @@ func TestChartFromReport(t *testing.T) {
 		if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestWriteFile: the file holds what write wrote; write's error is
+// returned (the file closed, left as far as it got); a path that cannot be
+// created is an error before write runs.
+func TestWriteFile(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/out"
+	if err := WriteFile(path, func(w io.Writer) error { _, err := io.WriteString(w, "chart"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "chart" {
+		t.Fatalf("%q %v", b, err)
+	}
+	boom := errors.New("boom")
+	if err := WriteFile(path, func(io.Writer) error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("write error: %v", err)
+	}
+	called := false
+	if err := WriteFile(dir+"/missing/out", func(io.Writer) error { called = true; return nil }); err == nil || called {
+		t.Errorf("uncreatable path: %v (write called: %v)", err, called)
 	}
 }
