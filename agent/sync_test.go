@@ -33,7 +33,7 @@ func holdUntilSync(id string, syncing *atomic.Bool) (opts []agent.Option, taken 
 // A non-final Write returns before its frame is stored (its publish held
 // here); once Sync returns, the frame is in E2A_RESPONSES (read directly).
 // Sync with nothing pending returns at once, after the final frame it
-// reports ErrFinalWritten, and on a Writer without Syncer it is a no-op.
+// reports ErrFinalWritten, as the test recorder's (agenttest.Writer).
 func TestSyncWaitsForStoredFrames(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
@@ -44,7 +44,7 @@ func TestSyncWaitsForStoredFrames(t *testing.T) {
 	result := make(chan error, 1)
 	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
 		res := func() error {
-			if err := agent.Sync(w); err != nil {
+			if err := w.Sync(); err != nil {
 				return errors.New("Sync before any write: " + err.Error())
 			}
 			if err := chunk(w, "call-starts"); err != nil {
@@ -55,20 +55,20 @@ func TestSyncWaitsForStoredFrames(t *testing.T) {
 				return errors.New("frame 0 stored while its publish is held")
 			}
 			syncing.Store(true)
-			if err := agent.Sync(w); err != nil {
+			if err := w.Sync(); err != nil {
 				return err
 			}
 			fr, _ := storedFrames(t, s.nc, id)
 			if len(fr) != 1 || text(t, fr) != "call-starts" {
 				return errors.New("after Sync the stream holds " + text(t, fr) + ", want frame 0 (call-starts)")
 			}
-			if err := agent.Sync(w); err != nil {
+			if err := w.Sync(); err != nil {
 				return errors.New("Sync with nothing pending: " + err.Error())
 			}
 			if err := w.Complete("done"); err != nil {
 				return err
 			}
-			if err := agent.Sync(w); !errors.Is(err, agent.ErrFinalWritten) {
+			if err := w.Sync(); !errors.Is(err, agent.ErrFinalWritten) {
 				return errors.New("Sync after the final frame: want ErrFinalWritten")
 			}
 			return nil
@@ -84,8 +84,12 @@ func TestSyncWaitsForStoredFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFinal(t, s.nc, id, 10*time.Second)
-	if err := agent.Sync(&agenttest.Writer{}); err != nil {
-		t.Errorf("Sync on a Writer without Syncer: %v", err)
+	rec := &agenttest.Writer{}
+	if err := rec.Sync(); err != nil {
+		t.Errorf("Sync on the test recorder before the final frame: %v", err)
+	}
+	if err := rec.Complete("done"); err != nil || !errors.Is(rec.Sync(), agent.ErrFinalWritten) {
+		t.Errorf("Sync on the test recorder after the final frame: %v; want ErrFinalWritten", rec.Sync())
 	}
 }
 
@@ -103,7 +107,7 @@ func TestSyncPublishesCoalescedText(t *testing.T) {
 					return err
 				}
 			}
-			if err := agent.Sync(w); err != nil {
+			if err := w.Sync(); err != nil {
 				return err
 			}
 			if fr, _ := storedFrames(t, s.nc, id); text(t, fr) != "abc" {
@@ -140,7 +144,7 @@ func TestSyncReportsFence(t *testing.T) {
 			<-taken
 			if _, err = agent.PublishRaw(s.js, id, 0, 0, []byte(other)); err == nil {
 				syncing.Store(true)
-				err = agent.Sync(w)
+				err = w.Sync()
 			}
 		}
 		release()

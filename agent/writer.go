@@ -42,7 +42,7 @@ type Writer interface {
 	// coalesced into one frame (see WithCoalesce), so Chunk may return
 	// before its frame is published; a later write reports its failure.
 	// Any other Chunk (another delta, or text with coalescing off) returns
-	// once its frame is stored, as Complete does. [Sync] waits for them all.
+	// once its frame is stored, as Complete does. Sync waits for them all.
 	// Text and reasoning deltas too large for one frame (the server's
 	// max_payload) are split, on character boundaries, into several frames
 	// that fit, in order: consumers concatenate deltas. Other deltas are
@@ -79,11 +79,6 @@ type Writer interface {
 	// exist (a redelivery to a resumable handler): the next frame written is
 	// n+1, and the handler must not repeat what frames 0..n hold.
 	ResumeAfter() int64
-}
-
-// Syncer is implemented by a [Writer] that may return from a write before
-// its frame is stored, as the runtime's does. Call it through [Sync].
-type Syncer interface {
 	// Sync returns once every frame written before it is stored
 	// (acknowledged by the stream), text still coalescing included, or
 	// with the error that stopped one: an error wrapping ErrFenced (or the
@@ -92,25 +87,15 @@ type Syncer interface {
 	// done, or the ErrFrameTooLarge of a coalesced delta refused. It costs
 	// nothing when nothing is pending, else the wait for the message in
 	// flight and the next one (a store round trip or two).
+	//
+	// A handler calls it before an action that leaves the process and must
+	// not be repeated, so that a redelivery after a crash during that
+	// action finds the frames announcing it (and, not being resumable,
+	// ends with agent_interrupted rather than running it again). A Writer
+	// that wraps another calls Sync on it; one that stores each frame
+	// before its write returns (a test recorder) returns nil.
 	Sync() error
 }
-
-// Sync waits until every frame w took so far is stored (see [Syncer]): a
-// handler calls it before an action that leaves the process and must not
-// be repeated, so that a redelivery after a crash during that action finds
-// the frames announcing it (and, not being resumable, ends with
-// agent_interrupted rather than running it again). A Writer that does not
-// implement Syncer is taken to store each frame before its write returns
-// (test fakes): Sync returns nil. A Writer wrapping another should
-// implement Syncer by calling Sync on it.
-func Sync(w Writer) error {
-	if s, ok := w.(Syncer); ok {
-		return s.Sync()
-	}
-	return nil
-}
-
-var _ Syncer = (*writer)(nil)
 
 // conflictRetries counts publishes refused while the subject was unchanged
 // (a proposal on it still in process on a replicated stream), and retried.
@@ -474,7 +459,7 @@ func (wr *writer) endTurnLocked(err error) {
 	}
 }
 
-// Sync implements Syncer: the pending text is published at once, then it
+// Sync implements Writer.Sync: the pending text is published at once, then it
 // waits, as flush does, until nothing is pending, queued or in flight.
 func (wr *writer) Sync() error {
 	wr.mu.Lock()

@@ -37,6 +37,7 @@ func (w *recWriter) Fail(string, string, bool) error           { return w.add(e2
 func (w *recWriter) Write(kind, _ string, _ any, _ bool) error { return w.add(kind) }
 func (w *recWriter) SetMetadata(map[string]any) error          { return nil }
 func (w *recWriter) ResumeAfter() int64                        { return -1 }
+func (w *recWriter) Sync() error                               { return nil }
 
 // scripted is an Upstream whose calls return errs in turn (nil: it
 // completes), writing a chunk first when chunkFirst.

@@ -24,7 +24,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/protocols"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2av1"
-	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/render"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -392,7 +391,6 @@ type caller struct {
 var (
 	_ host.Caller        = caller{}
 	_ host.BindingCaller = caller{}
-	_ e2aproto.Turns     = caller{}
 )
 
 // Input is the server's input for the principal.
@@ -439,14 +437,9 @@ func (c caller) CheckTaskOpen(ctx context.Context, t *host.Task) error {
 	return rpcCaller{s: c.s, p: c.p, fresh: c.fresh}.CheckTaskOpen(ctx, t)
 }
 
-// The E2A front door makes a request naming a task or an ACP session a
-// turn of it through this caller: without it every such request would be
-// published on its own, beside the task's running turn.
-var _ e2aproto.Turns = caller{}
-
 // Record is the task record id (with session, the session record: an
 // ACP session's) that a request of the caller names to continue it (the
-// E2A front door's e2a.Turns): nil when there is none, the record when the
+// E2A front door's, host.TurnRecords): nil when there is none, the record when the
 // caller may write it, an error matching host.ErrConflict, saying nothing
 // of it, when it is another principal's, host.ErrBackpressure when the
 // store cannot be read.

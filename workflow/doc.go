@@ -177,7 +177,7 @@
 // frames ([StatusFromFrames]), execution_id echoing the id asked. A redelivered execution that already wrote frames
 // is not resumed (its calls may have had effects): the agent runtime
 // closes it with agent_interrupted, retryable. An ApiCall or StoreData
-// acts only once its function_call frame is stored (agent.Sync), so a
+// acts only once its function_call frame is stored (agent.Writer.Sync), so a
 // worker dying during the call cannot leave an execution without frames
 // that the redelivery would run again.
 //

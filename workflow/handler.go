@@ -81,7 +81,7 @@ func (e *Executor) Resumable() bool { return false }
 // duration_ms, cached, outputPath, result | result_bytes, error}); a
 // retried ApiCall attempt adds a "custom" chunk {event: "a2e.retry", …}.
 // An ApiCall or StoreData starts only once the frames before it, its
-// function_call included, are stored (agent.Sync; the runtime's Chunk of a
+// function_call included, are stored (agent.Writer.Sync; the runtime's Chunk of a
 // tool delta already waits for its store, so this costs no extra round
 // trip today, and one per such operation at most): a worker dying during
 // the call leaves them behind, and the redelivery ends with
@@ -165,7 +165,7 @@ func failure(we *Error, execID, wfExecID string, results map[string]any, ms int6
 
 // leavesProcess reports whether an operation of type typ acts outside the
 // executor (an HTTP request, a stored value): its start frame is stored
-// before it runs (agent.Sync).
+// before it runs (agent.Writer.Sync).
 func leavesProcess(typ string) bool { return typ == OpApiCall || typ == OpStoreData }
 
 // frameObserver writes an execution's events as frames.
@@ -196,7 +196,7 @@ func (o *frameObserver) Event(_ context.Context, ev Event) error {
 			// The frames announcing the operation are stored before it acts:
 			// a worker dying during the call leaves them, so the redelivery
 			// ends with agent_interrupted instead of calling again.
-			return agent.Sync(o.w)
+			return o.w.Sync()
 		}
 		return nil
 	case PhaseEnd:

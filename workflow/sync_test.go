@@ -120,7 +120,7 @@ func payAndKeep(apiURL string) string {
 		begin("wait", "pay", "keep"))
 }
 
-// lazyWriter stores its frames (in store) only at agent.Sync or at the
+// lazyWriter stores its frames (in store) only at Sync or at the
 // final frame, as the runtime's writer may when its stream is slow: what
 // store holds when an operation acts is what a redelivery after a crash
 // at that moment would find.

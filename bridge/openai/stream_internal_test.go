@@ -117,6 +117,7 @@ func (r *recorder) Write(kind, _ string, _ any, _ bool) error {
 }
 func (r *recorder) SetMetadata(m map[string]any) error { r.meta = m; return nil }
 func (r *recorder) ResumeAfter() int64                 { return -1 }
+func (r *recorder) Sync() error                        { return nil }
 
 func chunkLine(delta string, finish string) string {
 	f := "null"

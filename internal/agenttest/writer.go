@@ -90,6 +90,18 @@ func (w *Writer) SetMetadata(m map[string]any) error {
 // ResumeAfter is Stored-1.
 func (w *Writer) ResumeAfter() int64 { return w.Stored - 1 }
 
+// Sync has nothing to wait for (each frame is taken before its write
+// returns); after the final frame it reports agent.ErrFinalWritten, as the
+// runtime's writer does.
+func (w *Writer) Sync() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.final {
+		return agent.ErrFinalWritten
+	}
+	return nil
+}
+
 // Frames returns the frames taken, in order.
 func (w *Writer) Frames() []*e2a.Response {
 	w.mu.Lock()

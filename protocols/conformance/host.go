@@ -189,6 +189,13 @@ func (c caller) Input(r *http.Request, body []byte, agent string) normalizer.Inp
 	return normalizer.Input{Body: body, Header: r.Header, Channel: "http", Agent: agent, RequestID: r.Header.Get("Idempotency-Key")}
 }
 
+// Record is no record: the fake host keeps no task or session records
+// (BindingHost does), so a task_id names a new task of the caller's.
+func (c caller) Record(context.Context, string, bool) (*host.Task, error) { return nil, nil }
+
+// CheckTaskOpen is nil: without records no task has finished.
+func (c caller) CheckTaskOpen(context.Context, *host.Task) error { return nil }
+
 // Submit takes a stream slot when s asks for one (none with NoSlot:
 // host.ErrTooManyStreams), runs s.Before, then records the envelope, or
 // fails with PublishErr; the slot is held until Done.

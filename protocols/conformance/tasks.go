@@ -257,6 +257,23 @@ func (c bindingCaller) Task(_ context.Context, id string, _ tenant.Access) (*hos
 	return &t.Task, nil
 }
 
+// Record is the caller's task id (nil when there is none), an error
+// matching host.ErrConflict when it is another principal's; the fake host
+// keeps no ACP session records (nil).
+func (c bindingCaller) Record(_ context.Context, id string, session bool) (*host.Task, error) {
+	if session {
+		return nil, nil
+	}
+	t, owner := c.h.Task(id)
+	switch {
+	case t == nil:
+		return nil, nil
+	case owner != c.p:
+		return nil, host.ErrConflict
+	}
+	return &t.Task, nil
+}
+
 // CheckTaskOpen is host.ErrTaskTerminal for a task EndTask ended.
 func (c bindingCaller) CheckTaskOpen(_ context.Context, t *host.Task) error {
 	c.h.mu.Lock()

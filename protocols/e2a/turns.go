@@ -11,23 +11,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
-// Turns is what the front door asks of the host's caller ([host.Caller])
-// to make a request naming a task or an ACP session a turn of it, as the
-// A2A, AgentVault and ACP front doors make theirs (ingress's caller has
-// it; a caller without it publishes every request on its own).
-type Turns interface {
-	// Record returns the task id (with session, the session id: an ACP
-	// session's) when the caller may write it; nil when there is none; an
-	// error matching [host.ErrConflict], saying nothing of it, when it is
-	// another principal's, [host.ErrBackpressure] when that cannot be
-	// read.
-	Record(ctx context.Context, id string, session bool) (*host.Task, error)
-	// CheckTaskOpen checks that the A2A task t can take a new message
-	// ([host.Tasks]): an error matching [host.ErrTaskTerminal] once it has
-	// finished.
-	CheckTaskOpen(ctx context.Context, t *host.Task) error
-}
-
 // admitTurn returns the turn env is (nil: a request of its own), checked
 // before anything is published; it answered w when ok is false.
 //
@@ -54,12 +37,11 @@ type Turns interface {
 // any other session_id is E2A's own label, with no record: the requests
 // of an E2A session are not ordered.
 func admitTurn(ctx context.Context, w http.ResponseWriter, c host.Caller, env *e2a.Envelope, pool string) (turn *host.Turn, ok bool) {
-	tc, has := c.(Turns)
-	if !has || (env.TaskID == "" && env.SessionID == "") {
+	if env.TaskID == "" && env.SessionID == "" {
 		return nil, true
 	}
 	if env.SessionID != "" {
-		s, err := tc.Record(ctx, env.SessionID, true)
+		s, err := c.Record(ctx, env.SessionID, true)
 		if err != nil {
 			refuseTurn(w, err, "session_id")
 			return nil, false
@@ -71,7 +53,7 @@ func admitTurn(ctx context.Context, w http.ResponseWriter, c host.Caller, env *e
 	if env.TaskID == "" {
 		return turn, true
 	}
-	t, err := tc.Record(ctx, env.TaskID, false)
+	t, err := c.Record(ctx, env.TaskID, false)
 	if err != nil {
 		refuseTurn(w, err, "task_id")
 		return nil, false
@@ -87,7 +69,7 @@ func admitTurn(ctx context.Context, w http.ResponseWriter, c host.Caller, env *e
 		// answers it as the duplicate it is, even once the task has
 		// finished since, and publishes nothing.
 		if t.Protocol == normalizer.ProtocolA2A && (env.RequestID == "" || !slices.Contains(t.RequestIDs, env.RequestID)) {
-			if err := tc.CheckTaskOpen(ctx, t); err != nil {
+			if err := c.CheckTaskOpen(ctx, t); err != nil {
 				refuseTurn(w, err, "task_id")
 				return nil, false
 			}

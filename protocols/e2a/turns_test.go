@@ -14,7 +14,7 @@ import (
 )
 
 // turnHost is a testHost whose caller has the task and session records
-// of e2aproto.Turns: records by "task:<id>" or "session:<id>" (the
+// of host.TurnRecords: records by "task:<id>" or "session:<id>" (the
 // caller's), others' ids refused as another principal's; the last
 // submission's turn is kept.
 type turnHost struct {
@@ -38,7 +38,7 @@ type turnCaller struct {
 	h *turnHost
 }
 
-var _ e2aproto.Turns = turnCaller{}
+var _ host.TurnRecords = turnCaller{}
 
 func (c turnCaller) Record(_ context.Context, id string, session bool) (*host.Task, error) {
 	key := "task:" + id

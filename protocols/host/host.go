@@ -82,6 +82,25 @@ type Caller interface {
 	// (or with the limiter unavailable) it returns the refusal; nil when
 	// charged.
 	Charge(ctx context.Context, protocol string, n int) *Refusal
+	// TurnRecords finds the task or ACP session a request names, so that
+	// the request is one of its turns (run after the one before).
+	TurnRecords
+}
+
+// TurnRecords is what a front door asks of its caller to make a request
+// naming a task or an ACP session a turn of it, as the A2A, AgentVault
+// and ACP front doors make theirs (the E2A front door's task_id and
+// session_id).
+type TurnRecords interface {
+	// Record returns the task id (with session, the session id: an ACP
+	// session's) when the caller may write it; nil when there is none; an
+	// error matching [ErrConflict], saying nothing of it, when it is
+	// another principal's, [ErrBackpressure] when that cannot be read.
+	Record(ctx context.Context, id string, session bool) (*Task, error)
+	// CheckTaskOpen checks that the A2A task t can take a new message
+	// ([Tasks]): an error matching [ErrTaskTerminal] once it has
+	// finished.
+	CheckTaskOpen(ctx context.Context, t *Task) error
 }
 
 // Answerer answers an accepted request from its frames; *egress.Service
