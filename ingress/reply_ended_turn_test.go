@@ -2,7 +2,9 @@ package ingress_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,19 +20,22 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 )
 
-// replierPipeline: pool "asker" asks "Which city?" (agent.Interrupt) when
-// told "the weather", and answers anything else with its own Message
-// (agent.Reply, the documented way for an agent to answer with text).
+// replier asks "Which city?" (agent.Interrupt) when told "the weather",
+// and answers anything else with its own Message (agent.Reply, the
+// documented way for an agent to answer with text).
+var replier = agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+	text, _ := env.Params["text"].(string)
+	if text == "the weather" {
+		return agent.Interrupt(w, e2a.StateInputRequired, "Which city?")
+	}
+	return agent.Reply(w, "Hello, "+text)
+})
+
+// replierPipeline: pool "asker", the default, served by replier.
 func replierPipeline(t *testing.T, opts ...ingress.Option) *pipetest.Pipeline {
 	t.Helper()
 	p := pipetest.Start(t, pipetest.WithIngress(append([]ingress.Option{ingress.WithDefaultPool("asker")}, opts...)...))
-	p.Pool("asker", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
-		text, _ := env.Params["text"].(string)
-		if text == "the weather" {
-			return agent.Interrupt(w, e2a.StateInputRequired, "Which city?")
-		}
-		return agent.Reply(w, "Hello, "+text)
-	}))
+	p.Pool("asker", replier)
 	return p
 }
 
@@ -286,5 +291,88 @@ func TestStreamedContinuationEndedByAgentReplyV03(t *testing.T) {
 		if _, bare := ev.(*a2av03.Message); bare {
 			t.Fatalf("streamed v0.3 continuation: a bare Message event in the task's stream: %+v", evs)
 		}
+	}
+}
+
+// TestAgentVaultContinuationEndedByAgentReply: AgentVault's
+// tasks/sendSubscribe answering a task's question (the task's id and a
+// message: a turn of the task), ended by agent.Reply: the turn completes
+// the task (tasks/get says COMPLETED), and the AgentVault stream, a
+// task's stream by its profile (avStream: "the end a task_status
+// COMPLETED, FAILED or CANCELED"), must end with task_status COMPLETED,
+// as the same turn's v0.3 and v1.0 streams now end with the completed
+// status-update: the reply as task_message, then task_status COMPLETED.
+func TestAgentVaultContinuationEndedByAgentReply(t *testing.T) {
+	pp := replierPipeline(t)
+	p := &pipeline{url: pp.URL, nc: pp.NC, js: pp.JS, in: pp.Ingress}
+	type status struct {
+		TaskID  string  `json:"taskId"`
+		State   string  `json:"state"`
+		Message *string `json:"message"`
+	}
+	evs := readSSE(t, p.post(t, "/a2a", "text/event-stream", `{"jsonrpc":"2.0","id":"av-q","method":"tasks/sendSubscribe",`+
+		`"params":{"message":{"role":"user","parts":[{"type":"text","content":"the weather"}]}}}`).Body)
+	var q status
+	if len(evs) == 0 || evs[len(evs)-1].event != "task_status" || json.Unmarshal(evs[len(evs)-1].data, &q) != nil || q.State != "INPUT_REQUIRED" {
+		t.Fatalf("the question's stream: %+v; want it to end with task_status INPUT_REQUIRED", evs)
+	}
+	evs = readSSE(t, p.post(t, "/a2a", "text/event-stream", `{"jsonrpc":"2.0","id":"av-a","method":"tasks/sendSubscribe",`+
+		`"params":{"id":"`+q.TaskID+`","message":{"role":"user","parts":[{"type":"text","content":"Paris"}]}}}`).Body)
+	var got []string
+	for _, e := range evs {
+		got = append(got, e.event+" "+string(e.data))
+	}
+	var last status
+	if len(evs) == 0 || evs[len(evs)-1].event != "task_status" || json.Unmarshal(evs[len(evs)-1].data, &last) != nil ||
+		last.TaskID != q.TaskID || last.State != "COMPLETED" {
+		t.Fatalf("AgentVault stream of task %s's answer, ended by agent.Reply:\n%s\nwant it to end with task_status COMPLETED",
+			q.TaskID, strings.Join(got, "\n"))
+	}
+}
+
+// TestOpenedTaskStreamEndedByAgentReply: a new task's
+// SendStreamingMessage (a2a-go/v2) whose agent streams some text first
+// (agent.Writer.Chunk) and then ends its turn with agent.Reply. The first
+// frame is not the reply, so the stream opens as the task's: the Task,
+// then the text's artifact-update. Once the Task is out the stream is the
+// task's (A2A v1.0 §3.1.2: a Message alone only for a stream that is that
+// one message), so the reply must end it as the final status-update,
+// completed (never a bare Message in a task's stream); GetTask says
+// completed.
+func TestOpenedTaskStreamEndedByAgentReply(t *testing.T) {
+	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithDefaultPool("talker")))
+	p.Pool("talker", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if err := w.Chunk(e2a.DeltaText, "Let me look. "); err != nil {
+			return err
+		}
+		return agent.Reply(w, "Sunny in Paris")
+	}))
+	c := up.Client(t, p.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var evs []a2a.Event
+	for ev, err := range c.SendStreamingMessage(ctx, up.Msg("the weather in Paris")) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	var got []string
+	for _, ev := range evs {
+		b, _ := json.Marshal(a2a.StreamResponse{Event: ev})
+		got = append(got, string(b))
+	}
+	first, ok := evs[0].(*a2a.Task)
+	if !ok {
+		t.Fatalf("stream %s: want the Task first (the agent's first frame is not its reply)", strings.Join(got, "\n"))
+	}
+	last, ok := evs[len(evs)-1].(*a2a.TaskStatusUpdateEvent)
+	if !ok || last.TaskID != first.ID || last.Status.State != a2a.TaskStateCompleted || last.Status.Message == nil ||
+		v1Text(last.Status.Message.Parts) != "Sunny in Paris" {
+		t.Errorf("task %s's stream:\n%s\nwant it to end with its completed status-update carrying the reply, not a bare Message",
+			first.ID, strings.Join(got, "\n"))
+	}
+	if g, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: first.ID}); err != nil || g.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("GetTask %s: %+v %v; want completed", first.ID, g, err)
 	}
 }

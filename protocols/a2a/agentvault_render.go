@@ -246,6 +246,12 @@ func (r *avStream) Frame(f *render.Frame) error {
 		case *a2a.Message:
 			outs = append(outs, out{"task_message", AVMessageEvent{TaskID: task, Timestamp: ts, Message: avMessage(e)}})
 		case *a2a.TaskStatusUpdateEvent:
+			if e.Status.State == a2a.TaskStateCompleted && e.Status.Message != nil {
+				// The agent's answer that ends its turn (agent.Reply): its
+				// message, then the task's completed status.
+				outs = append(outs, out{"task_message", AVMessageEvent{TaskID: task, Timestamp: ts, Message: avMessage(e.Status.Message)}})
+				e.Status.Message = nil
+			}
 			st := AVStatusEvent{TaskID: task, State: avState(e.Status.State), Timestamp: ts}
 			if e.Status.Timestamp != nil {
 				st.Timestamp = avTime(e.Status.Timestamp)

@@ -195,11 +195,56 @@ func TestReplyInTaskStreamIsStatusUpdate(t *testing.T) {
 		}
 	}
 	m := a2amap.NewStreamMapper("req-reply", a2amap.Params{}, 0)
+	replied := m.Replied(reply())
 	evs, err := m.Events(reply())
-	if !m.Replied(reply()) || err != nil || len(evs) != 1 {
-		t.Fatalf("a new message's stream: Replied %v, events %s (%v); want the Message alone", m.Replied(reply()), marshal(t, evs), err)
+	if !replied || err != nil || len(evs) != 1 {
+		t.Fatalf("a new message's stream: Replied %v, events %s (%v); want the Message alone", replied, marshal(t, evs), err)
 	}
 	if _, ok := evs[0].(*a2a.Message); !ok {
 		t.Fatalf("a new message's stream: %T, want the Message", evs[0])
+	}
+}
+
+// TestFailedReplyInTaskStreamAgreesWithTask: a turn of a task that
+// exists (a continued task's stream, a resubscription) ended by a final
+// a2a.stream_event of branch message whose frame says failed (an --http
+// agent may write one: bridge/httpagent passes the frame's status through)
+// is failed for tasks/get (BuildTask: FinalOutcome reads the frame's
+// status) and for message/send (the Aggregator of the continued call). The
+// task's stream must end in that same state: a stream saying completed
+// while GetTask says failed gives two answers for one turn.
+func TestFailedReplyInTaskStreamAgreesWithTask(t *testing.T) {
+	frame := func() *e2a.Response {
+		return &e2a.Response{RequestID: "req-f", ResponseID: "resp-f", TaskID: "task-f", ContextID: "ctx-f",
+			ResponseKind: e2a.KindA2AStreamEvent, Status: e2a.StatusFailed, IsFinal: true,
+			Body: e2a.MarshalBody(e2a.ReplyBody("the upstream broke"))}
+	}
+	env := &e2a.Envelope{RequestID: "req-f", TaskID: "task-f", ContextID: "ctx-f", Params: map[string]any{"text": "Paris"}}
+	task := a2amap.BuildTask("task-f", "ctx-f", []a2amap.Request{{Envelope: env, Frames: []*e2a.Response{frame()}}}, nil)
+	agg := a2amap.NewAggregator("req-f", a2amap.Params{TaskID: "task-f", ContextID: "ctx-f", Continued: true})
+	if err := agg.Add(frame()); err != nil {
+		t.Fatal(err)
+	}
+	sent, ok := agg.Result(nil).(*a2a.Task)
+	if !ok || sent.Status.State != task.Status.State {
+		t.Fatalf("message/send answered %+v; tasks/get says %s", agg.Result(nil), task.Status.State)
+	}
+	for _, p := range []a2amap.Params{
+		{TaskID: "task-f", ContextID: "ctx-f", Continued: true},
+		{TaskID: "task-f", ContextID: "ctx-f", Resubscribe: true},
+	} {
+		m := a2amap.NewStreamMapper("req-f", p, 0)
+		evs, err := m.Events(frame())
+		if err != nil || len(evs) == 0 {
+			t.Fatalf("%+v: events %v (%v)", p, evs, err)
+		}
+		su, ok := evs[len(evs)-1].(*a2a.TaskStatusUpdateEvent)
+		if !ok || !m.Final(su) {
+			t.Fatalf("%+v: last event %T; want the task's final status-update", p, evs[len(evs)-1])
+		}
+		if su.Status.State != task.Status.State {
+			t.Errorf("%+v: the task's stream ends %s, but tasks/get (BuildTask) and message/send say %s for the same frames",
+				p, su.Status.State, task.Status.State)
+		}
 	}
 }

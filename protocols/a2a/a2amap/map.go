@@ -614,10 +614,11 @@ type Mapper struct {
 	// warned: an unreadable frame was logged (skipped), shared by the
 	// mappers of one read (BuildTask's requests).
 	warned *bool
-	// taskStream: the stream follows a task that exists (Params.Continued,
-	// Params.Resubscribe), so the agent's direct answer (agent.Reply) is
-	// the task's final status-update, completed, carrying that message
-	// (replyUpdate), never a bare Message.
+	// taskStream: the stream follows a task (Params.Continued,
+	// Params.Resubscribe, a resumed stream, or one that has mapped a frame
+	// already: its Task went out first), so the agent's direct answer
+	// (agent.Reply) is the task's final status-update carrying that
+	// message (replyUpdate), never a bare Message.
 	taskStream bool
 }
 
@@ -626,24 +627,26 @@ type Mapper struct {
 // context ids default to the frames'.
 func newMapper(p Params, from int64) *Mapper {
 	return &Mapper{taskID: a2a.TaskID(p.TaskID), contextID: p.ContextID, resumed: from > 0, seen: map[a2a.ArtifactID]bool{}, warned: new(bool),
-		taskStream: p.Continued || p.Resubscribe}
+		taskStream: p.Continued || p.Resubscribe || from > 0}
 }
 
 // Replied is [Replied] for this mapper's stream: false when the stream
-// follows a task that exists (a continued task's, a resubscription),
-// whose agent's direct answer is a status-update of the task (Events), so
-// the stream opens with the Task all the same.
+// follows a task (a continued task's, a resubscription, a resumed
+// stream, a stream past its first frame), whose agent's direct answer is a
+// status-update of the task (Events), so the stream opens with the Task
+// all the same.
 func (m *Mapper) Replied(r *e2a.Response) bool {
 	return !m.taskStream && Replied(r)
 }
 
 // replyUpdate is the event of the agent's direct answer msg (final frame
-// r) in the stream of a task that exists: the task's final status-update,
-// completed, carrying the message (with the task's id, as tasks/get shows
-// the reply in the task's history).
+// r) in the stream of a task: the task's final status-update in the
+// turn's outcome (completed; failed for a failed frame, as BuildTask reads
+// it), carrying the message (with the task's id, as tasks/get shows the
+// reply in the task's history).
 func (m *Mapper) replyUpdate(msg *a2a.Message, r *e2a.Response) *a2a.TaskStatusUpdateEvent {
 	msg.TaskID = m.taskID
-	return m.finalUpdate(a2a.TaskStateCompleted, FrameTime(r), msg)
+	return m.finalUpdate(FinalOutcome(r).State, FrameTime(r), msg)
 }
 
 // unreadable logs, once per read (at Warn, with the request id and the
@@ -683,10 +686,12 @@ func NewStreamMapper(requestID string, p Params, from int64) *Mapper {
 	return m
 }
 
-// NewTaskMapper returns the mapper of task taskID; "" names the task
-// requestID.
+// NewTaskMapper returns the mapper of a stream of task taskID ("" names
+// the task requestID): the agent's direct answer ends it as the task's
+// final status-update (Mapper.Replied).
 func NewTaskMapper(taskID, requestID string) *Mapper {
 	m := newMapper(Params{TaskID: taskID}, 0)
+	m.taskStream = true
 	if m.taskID == "" {
 		m.taskID = a2a.TaskID(requestID)
 	}
@@ -730,7 +735,7 @@ func (m *Mapper) TextArtifact(r *e2a.Response, llm string) (id a2a.ArtifactID, a
 		llm = string(id)
 	}
 	appendTo = m.seen[id] || m.resumed
-	m.seen[id], m.content = true, true
+	m.seen[id], m.content, m.taskStream = true, true, true
 	return id, appendTo, llm
 }
 
@@ -835,6 +840,8 @@ func (m *Mapper) failureMessage(r *e2a.Response, o Outcome) *a2a.Message {
 func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 	m.bind(r)
 	m.finals = m.finals[:0]
+	// Past its first frame a stream is its task's (taskStream).
+	defer func() { m.taskStream = true }()
 	var evs []a2a.Event
 	o := Outcome{} // set for an unreadable a2a.* frame
 	if c, ok := ContentChunk(r); ok {
