@@ -10,7 +10,11 @@ import (
 	a2a03 "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/e2a-pipeline/pipeline/ingress"
+	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/pushtest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // oneRequest checks that every delivery belongs to one request (the
@@ -126,5 +130,63 @@ func TestPushV03AfterRegistration(t *testing.T) {
 	}
 	if n := len(last.History); n < 3 {
 		t.Fatalf("the delivered task holds %d history messages, want both turns'", n)
+	}
+}
+
+// TestPushV1ContinuationEndedByAgentReply: a task with a v1.0
+// webhook (an inline config) asks a question; the answer's turn, ended by
+// agent.Reply, completes the task (GetTask, the blocking SendMessage's
+// Task, and since 4075c8b its streams: the Task then the final
+// status-update, completed, carrying the reply). The webhook is the
+// task's update channel too: it must get that completed status-update,
+// once, after the input-required one (docs/push.md: a v1.0 body is a
+// statusUpdate or an artifactUpdate), never a bare {"message":…} that
+// leaves the webhook without the task's end.
+func TestPushV1ContinuationEndedByAgentReply(t *testing.T) {
+	p := pipetest.Start(t, pipetest.WithPush("127.0.0.1"), pipetest.WithIngress(ingress.WithDefaultPool("asker")))
+	p.Pool("asker", replier)
+	r := pushtest.NewReceiver(t)
+	c := up.Client(t, p.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const path = "/hook"
+	q := up.Msg("the weather")
+	q.Config = &a2a.SendMessageConfig{PushConfig: &a2a.PushConfig{URL: r.URL + path, Token: "tok"}}
+	task := up.Asked(t, ctx, c, q)
+	r.Await(t, 20*time.Second, path, string(a2a.TaskStateInputRequired))
+	asked := len(r.Of(path)) // the question's turn ended with that delivery
+	res, err := c.SendMessage(ctx, up.Reply(task, "Paris"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, ok := res.(*a2a.Task); !ok || done.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("the answer's result %T %+v; want the Task completed", res, res)
+	}
+	// The answer's turn ends with its last delivery: a terminal status,
+	// or a bare Message (nothing of the turn follows either: deliveries
+	// keep the task's order).
+	testkit.Eventually(t, 20*time.Second, "the answer's turn's last delivery", func() bool {
+		for _, d := range r.Of(path)[asked:] {
+			if d.Kind == "message" || d.Kind == "status" && d.State != string(a2a.TaskStateWorking) && d.State != string(a2a.TaskStateSubmitted) {
+				return true
+			}
+		}
+		return false
+	})
+	ds := r.Of(path)
+	completed := 0
+	for _, d := range ds {
+		if d.Kind == "status" && d.State == string(a2a.TaskStateCompleted) {
+			completed++
+		}
+	}
+	last := ds[len(ds)-1]
+	if completed != 1 || last.Kind != "status" || last.State != string(a2a.TaskStateCompleted) || last.TaskID != string(task.ID) {
+		var got []string
+		for _, d := range ds {
+			got = append(got, d.Kind+" "+d.State+" "+string(d.Body))
+		}
+		t.Fatalf("webhook deliveries of task %s:\n%s\nwant the completed status-update (with the agent's reply) once, last",
+			task.ID, strings.Join(got, "\n"))
 	}
 }

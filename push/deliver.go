@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/internal/retryafter"
@@ -54,10 +55,16 @@ type cursor struct {
 	// Gen is the config the cursor was written for: its Created time
 	// (Unix nanoseconds). See forConfig.
 	Gen int64 `json:"gen,omitempty"`
-	// Backlog, when set, says the config is parked (park.go): the
-	// requests (the task's turns, in their order) whose messages after
-	// the position above are left to handle; the config's wake-up drains
-	// them, reading the messages back from E2A_RESPONSES. Tail is the
+	// Backlog, when set, says the config is parked (park.go): the first
+	// and the last of the requests (the task's turns) whose messages
+	// after the position above are left to handle, one when they are the
+	// same; the turns between them are found by following
+	// E2A-After-Request back from the last (backlogPath). The config's
+	// wake-up drains them in turn order, reading the messages back from
+	// E2A_RESPONSES. Two ids at most, whatever the number of turns parked,
+	// so a cursor stays a few KiB (request ids are at most
+	// subjects.MaxIDLength): always writable. (Earlier versions listed
+	// every turn: such a list is read as its first and last.) Tail is the
 	// largest stream sequence handed to the parked config.
 	Backlog []string `json:"backlog,omitempty"`
 	Tail    uint64   `json:"tail,omitempty"`
@@ -65,6 +72,19 @@ type cursor struct {
 
 // parked reports whether the config is parked.
 func (c cursor) parked() bool { return len(c.Backlog) > 0 }
+
+// first and last are the first and the last turn of a parked config's
+// backlog.
+func (c cursor) first() string { return c.Backlog[0] }
+func (c cursor) last() string  { return c.Backlog[len(c.Backlog)-1] }
+
+// backlog is the Backlog of the turns first to last.
+func backlog(first, last string) []string {
+	if first == last {
+		return []string{first}
+	}
+	return []string{first, last}
+}
 
 // forConfig is cur as cfg's cursor. A cursor written for an earlier
 // config of the same id, replaced since (A2A's set) or deleted and made
@@ -130,14 +150,42 @@ func (s *stage) deliverItem(it item) result {
 			continue
 		}
 		if err != nil {
-			if s.ctx.Err() == nil {
-				s.log.Warn("push: delivery state unavailable; retrying", "config", it.cfg.String(), "err", err)
-			}
-			return result{retry: true, after: s.o.orderWait}
+			return s.stateFailed(it, err)
 		}
 		return r
 	}
 	return result{retry: true, after: s.o.orderWait}
+}
+
+// stateFailed is the verdict on a message whose config's state could not
+// be read or written (err): looked at again after the order wait, unless
+// the state cannot be written at all (unwritable): then the message is
+// done for the config, an error logged, so that it is not nak'd for ever
+// and does not hold the consumer's MaxAckPending from the other tenants.
+// (A cursor is bounded, a few KiB: see cursor, so this takes a server
+// whose max_payload is below that.)
+func (s *stage) stateFailed(it item, err error) result {
+	switch {
+	case s.ctx.Err() != nil:
+	case unwritable(err):
+		s.log.Error("push: delivery state cannot be written; the update is skipped for the config", "config", it.cfg.String(),
+			"request_id", it.job.m.requestID, "seq", it.job.m.seq, "err", err)
+		return result{}
+	case errors.Is(err, errBehind):
+		s.log.Debug("push: a replica behind answered; retrying", "config", it.cfg.String(), "err", err)
+	default:
+		s.log.Warn("push: delivery state unavailable; retrying", "config", it.cfg.String(), "err", err)
+	}
+	return result{retry: true, after: s.o.orderWait}
+}
+
+// unwritable reports whether err says a write can never succeed: the
+// message is over the server's max_payload or the stream's largest
+// message.
+func unwritable(err error) bool {
+	var api *jetstream.APIError
+	return errors.Is(err, nats.ErrMaxPayload) ||
+		errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum
 }
 
 func (s *stage) tryItem(it item) (result, error) {
@@ -186,6 +234,13 @@ func (s *stage) tryItem(it item) (result, error) {
 // nothing stored after the config was made. A later message of a request
 // the cursor is not on (a config made during the request): when the
 // request's message before it was stored before the config.
+//
+// A direct get may be answered by a replica behind the stream's leader
+// (a follower, or a MirrorDirect mirror), which holds a prefix of the
+// stream: its answers that a message exists are true, its "nothing" may
+// not be. Every absence acted on here is confirmed by the leader
+// (storedAfter), or met with errBehind (look again) when the message
+// itself, stored at m.seq, was not found.
 func (s *stage) isNext(ctx context.Context, it item, cur cursor) (bool, error) {
 	m := it.job.m
 	subj, err := subjects.Response(m.requestID)
@@ -198,22 +253,25 @@ func (s *stage) isNext(ctx context.Context, it item, cur cursor) (bool, error) {
 			return false, nil
 		}
 		page, _, err := streams.DirectGetBatch(ctx, s.nc, streams.ResponsesStream, subj, cur.Seq+1, 1)
+		if errors.Is(err, streams.ErrNoMessages) {
+			return false, errBehind // m itself is stored after cur.Seq
+		}
 		if err != nil {
 			return false, err
 		}
 		return page[0].Seq == m.seq, nil
 	case m.firstSeq > 0:
-		var prev uint64
-		for raw, err := range streams.DirectGetSeq(ctx, s.nc, streams.ResponsesStream, subj, 0, 64) {
-			if err != nil {
-				return false, err
-			}
-			if raw.Seq >= m.seq {
-				break
-			}
-			prev = raw.Seq
+		// Next when no message of the request lies between the config's
+		// start and m: the first one after the start is m (or a later one,
+		// from a replica that holds m, hence every message before it).
+		page, _, err := streams.DirectGetBatch(ctx, s.nc, streams.ResponsesStream, subj, it.cfg.From+1, 1)
+		if errors.Is(err, streams.ErrNoMessages) {
+			return false, errBehind
 		}
-		return prev <= it.cfg.From, nil
+		if err != nil {
+			return false, err
+		}
+		return page[0].Seq >= m.seq, nil
 	case m.after == "":
 		return cur.Request == "", nil
 	case cur.Request == m.after:
@@ -225,27 +283,24 @@ func (s *stage) isNext(ctx context.Context, it item, cur cursor) (bool, error) {
 		}
 		return s.turnOver(ctx, it, cur.Request, cur.Seq)
 	case cur.Request == "":
-		last, err := s.lastStored(ctx, m.after)
-		return err == nil && last <= it.cfg.From, err
+		more, err := s.storedAfter(ctx, m.after, it.cfg.From)
+		return err == nil && !more, err
 	}
 	// The cursor is on an older turn: the previous turn goes first, unless
 	// nothing of it is stored.
 	return s.turnOver(ctx, it, m.after, 0)
 }
 
+// errBehind: a direct get was answered by a replica that does not hold
+// yet a message the stream's leader holds; look again.
+var errBehind = errors.New("push: a replica of " + streams.ResponsesStream + " answered behind its leader")
+
 // turnOver reports whether request id has no message after stream
 // sequence seq: its rest will never come (lost, or gone with
 // E2A_RESPONSES' age), so the task's next turn goes on.
 func (s *stage) turnOver(ctx context.Context, it item, id string, seq uint64) (bool, error) {
-	subj, err := subjects.Response(id)
-	if err != nil {
-		return false, err
-	}
-	_, _, err = streams.DirectGetBatch(ctx, s.nc, streams.ResponsesStream, subj, seq+1, 1)
-	if err == nil {
-		return false, nil
-	}
-	if !errors.Is(err, streams.ErrNoMessages) {
+	more, err := s.storedAfter(ctx, id, seq)
+	if err != nil || more {
 		return false, err
 	}
 	s.log.Warn("push: the previous turn of the task has no final frame; going on", "config", it.cfg.String(),
@@ -253,18 +308,29 @@ func (s *stage) turnOver(ctx context.Context, it item, id string, seq uint64) (b
 	return true, nil
 }
 
-// lastStored is the stream sequence of request id's last message (0
-// when none is stored).
-func (s *stage) lastStored(ctx context.Context, id string) (uint64, error) {
+// storedAfter reports whether request id has a message stored after
+// stream sequence seq. A direct get's yes is taken from whichever replica
+// answers it; its no (nothing stored, or a last message at or before seq:
+// a replica behind may not hold the later ones yet) is confirmed by the
+// stream's leader, so that a turn is never taken for over, or for stored
+// before the config, while its rest is stored.
+func (s *stage) storedAfter(ctx context.Context, id string, seq uint64) (bool, error) {
 	subj, err := subjects.Response(id)
 	if err != nil {
-		return 0, err
+		return false, err
 	}
 	raw, err := streams.LastBySubject(ctx, s.nc, streams.ResponsesStream, subj)
-	if errors.Is(err, streams.ErrNoMessages) {
-		return 0, nil
+	switch {
+	case err == nil && raw.Seq > seq:
+		return true, nil
+	case err != nil && !errors.Is(err, streams.ErrNoMessages):
+		return false, err
 	}
-	return raw.Seq, err
+	last, err := streams.LeaderLastBySubject(ctx, s.nc, streams.ResponsesStream, subj)
+	if errors.Is(err, streams.ErrNoMessages) {
+		return false, nil
+	}
+	return err == nil && last.Seq > seq, err
 }
 
 // deliverFrom delivers the message's updates from index start, moving

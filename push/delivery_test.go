@@ -386,3 +386,58 @@ func TestPushConfigLivesWithItsTask(t *testing.T) {
 		})
 	}
 }
+
+// TestTurnOverConfirmedByTheLeader: a turn is taken for over (the
+// task's next turn goes on) only once the stream's leader confirms that
+// nothing more of it is stored: a direct get's "no message after the
+// cursor", which a replica behind may answer, is not enough. Taken for
+// over, the previous turn's final message, stored and only not yet on
+// the replica that answered, was then behind the cursor and acked as
+// handled: never delivered.
+//
+// Each task: turn R1 (a chunk, then its final completion) and turn R2
+// after it, all stored before the stage starts, a webhook answering 200.
+// With a replica behind answering some direct gets, R1's final message's
+// isNext fails (the replica does not hold it: looked at again after the
+// order wait), and R2's first message asks whether R1 is over: every
+// task's R1 must still get its completed status.
+func TestTurnOverConfirmedByTheLeader(t *testing.T) {
+	const goingOn = "the previous turn of the task has no final frame; going on"
+	e := newEnv(t)
+	behindReplica(t, e)
+	r := newReceiver(t, nil)
+	const tasks = 32
+	all := twoTurnTasks(e, r, "behind", tasks, "")
+	for _, tr := range all {
+		storeRequestAfter(t, e, tr.r1, "alice", tr.task, "")
+		storeRequestAfter(t, e, tr.r2, "alice", tr.task, tr.r1)
+		storeFrame(t, e, tr.r1, "alice", tr.task, 0, "r1;", false)
+		storeFrame(t, e, tr.r1, "alice", tr.task, 1, "", true)
+		storeFrame(t, e, tr.r2, "alice", tr.task, 0, "r2;", false)
+		storeFrame(t, e, tr.r2, "alice", tr.task, 1, "", true)
+	}
+	// A failed isNext is looked at again after the order wait: long
+	// enough for the lane to take the next turn's message first.
+	e.startStage(push.WithOrderWait(300 * time.Millisecond))
+	testkit.Eventually(t, 60*time.Second, "every task's second turn completed at its webhook, the consumer idle", func() bool {
+		done := completedBy(t, r)
+		for _, tr := range all {
+			if !done[tr.r2] {
+				return false
+			}
+		}
+		return consumerIdle(t, e)
+	})
+	done := completedBy(t, r)
+	var lost []string
+	for _, tr := range all {
+		if !done[tr.r1] {
+			lost = append(lost, tr.r1)
+		}
+	}
+	if len(lost) > 0 {
+		t.Errorf("%d of %d tasks: the first turn's completed status was never delivered, the second turn's was (the first "+
+			"turn's final message taken for handled once the next turn went on; the stage logged %d times %q): %s",
+			len(lost), tasks, strings.Count(e.log.String(), goingOn), goingOn, strings.Join(lost, ", "))
+	}
+}

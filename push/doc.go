@@ -71,19 +71,31 @@
 //
 // A config that cannot take a message now (its webhook backs off, the
 // message is not its next one yet, its lane has a POST in flight and 4
-// messages queued, or drains it) is parked: its cursor lists the task's
-// turns it has left to handle, the message is done for it, and a wake-up
-// key in E2A_PUSH (wake.<cursor key>) is read by a second durable
-// consumer (<consumer>-wake, on the bucket's stream), nak'd until the
-// webhook's next attempt. The replica that takes the wake-up drains the
-// config in its lane: it reads the messages back from E2A_RESPONSES
+// messages queued, or drains it) is parked: its cursor names the first
+// and the last of the task's turns it has left to handle (the turns
+// between found by E2A-After-Request, so the cursor stays a few KiB
+// whatever the number of turns parked), the message is done for it, and
+// a wake-up key in E2A_PUSH (wake.<cursor key>) is read by a second
+// durable consumer (<consumer>-wake, on the bucket's stream), nak'd until
+// the webhook's next attempt. The replica that takes the wake-up drains
+// the config in its lane: it reads the messages back from E2A_RESPONSES
 // after the cursor, renders them as above, delivers them in order, and
 // un-parks the config (compare-and-set on the cursor) when nothing is
-// left. While it is parked the consumer's messages for it only add to
-// its backlog. So a config holds at most 5 of the shared consumer's
+// left. While it is parked the consumer's messages for it only move its
+// backlog's ends. So a config holds at most 5 of the shared consumer's
 // messages, only while one of its POSTs is in flight, and none once
 // parked: one tenant's failing or hanging webhooks cannot fill the
-// consumer's MaxAckPending and stop the others' deliveries.
+// consumer's MaxAckPending and stop the others' deliveries. A state that
+// cannot be written at all (a server's max_payload under a few KiB)
+// skips the update for that config, with an error logged, rather than
+// holding the message.
+//
+// A direct get of E2A_RESPONSES may be answered by a replica behind the
+// stream's leader: what it finds is taken, but every absence the stage
+// acts on (a turn over, a turn with nothing after the config or the
+// cursor, the end of the messages read back for a mapper or a v0.3
+// Task) is confirmed by the leader first (streams.LeaderLastBySubject,
+// streams.LeaderNextBySubject).
 //
 // A 2xx is delivered; another 4xx than 408 and 429 is permanent (the
 // update is dead-lettered at once, the next ones go on); anything else

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/push"
 	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 const pool = "pushtest"
@@ -394,4 +396,157 @@ func text03(ps a2a03.ContentParts) string {
 		}
 	}
 	return b.String()
+}
+
+// behindReplica adds to e's server a replica of E2A_RESPONSES that is
+// behind: a mirror with MirrorDirect, which the server puts in the queue
+// group answering E2A_RESPONSES' direct gets (as it puts each follower of
+// a clustered stream once it has caught up), holding none of the messages
+// stored since it was made, as a follower holds none of the messages the
+// leader acknowledged that it has not applied yet. Any direct get of the
+// stage may now be answered by it (the server picks a member of the group
+// at random); the stream's leader answers $JS.API.STREAM.MSG.GET alone.
+// (Real followers do: on natstest.RunCluster(t, 3) with a publisher
+// flooding E2A_RESPONSES, 57 of 900 direct gets made right after a
+// message's publish ack answered "no message".) A mirror is used here
+// because no follower can be held behind in process.
+// It checks the premise: a direct get of a stored message is answered
+// "no message" by it at least once.
+func behindReplica(t *testing.T, e *env) {
+	t.Helper()
+	ctx := tctx(t)
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "E2A_RESPONSES_BEHIND", Storage: jetstream.MemoryStorage,
+		Mirror:       &jetstream.StreamSource{Name: streams.ResponsesStream, FilterSubject: "e2a.resp.behind-seed"},
+		MirrorDirect: true}); err != nil {
+		t.Fatal(err)
+	}
+	// The mirror joins the group once it has mirrored a message: the
+	// only one it ever gets (a response of no request).
+	natstest.PublishBurst(t, e.nc, "behind-seed", 0, 0, natstest.Frame("behind-seed", 0, false))
+	id := "premise-" + t.Name()
+	storeRequestAfter(t, e, id, "premise", "premise", "")
+	storeFrame(t, e, id, "premise", "premise", 0, "x", false)
+	subj, _ := subjects.Response(id)
+	seed, _ := subjects.Response("behind-seed")
+	testkit.Eventually(t, 10*time.Second, "the replica behind answers direct gets", func() bool {
+		_, err := streams.LastBySubject(ctx, e.nc, streams.ResponsesStream, seed)
+		return err == nil && storedIn(t, e, "E2A_RESPONSES_BEHIND") == 1
+	})
+	for range 200 {
+		_, _, err := streams.DirectGetBatch(ctx, e.nc, streams.ResponsesStream, subj, 0, 1)
+		if errors.Is(err, streams.ErrNoMessages) {
+			return
+		}
+	}
+	t.Fatal("premise: the replica behind never answered a direct get")
+}
+
+// storedIn is how many messages stream holds.
+func storedIn(t testing.TB, e *env, stream string) uint64 {
+	st, err := e.js.Stream(context.Background(), stream)
+	if err != nil {
+		return 0
+	}
+	info, err := st.Info(context.Background())
+	if err != nil {
+		return 0
+	}
+	return info.State.Msgs
+}
+
+// storeRequestAfter stores user's request id of task, the turn after
+// request after ("" for the first), in a pool no agent serves.
+func storeRequestAfter(t *testing.T, e *env, id, user, task, after string) {
+	t.Helper()
+	h := []string{subjects.HeaderMsgID, id}
+	if after != "" {
+		h = append(h, subjects.HeaderAfterRequest, after)
+	}
+	natstest.PublishRequest(t, e.js, "noagent", &e2a.Envelope{ProtocolVersion: e2a.ProtocolVersion, RequestID: id,
+		Method: "message/stream", IsStream: true, UserID: user, TaskID: task, ContextID: ctxOf(user, task), Channel: "test",
+		Provenance: &e2a.Provenance{SourceProtocol: e2a.SourceE2A}}, h...)
+}
+
+// consumerIdle reports whether the push consumer has nothing pending or
+// unacknowledged.
+func consumerIdle(t testing.TB, e *env) bool {
+	c, err := e.js.Consumer(context.Background(), streams.ResponsesStream, push.DefaultConsumer)
+	if err != nil {
+		return false
+	}
+	info, err := c.Info(context.Background())
+	return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+}
+
+// completedBy is, per request id, whether r got its completed status.
+func completedBy(t testing.TB, r *receiver) map[string]bool {
+	out := map[string]bool{}
+	for _, d := range r.accepted() {
+		u := decode(t, push.V1, d)
+		if u.state == "completed" || u.state == "TASK_STATE_COMPLETED" {
+			req, _, _ := splitID(d.eventID)
+			out[req] = true
+		}
+	}
+	return out
+}
+
+// newEnvOn is newEnv on a server started with opts, without the agent:
+// the tests store their requests and frames themselves.
+func newEnvOn(t *testing.T, opts ...natstest.Option) *env {
+	t.Helper()
+	srv, nc := natstest.RunServer(t, opts...)
+	e := &env{t: t, srv: srv, nc: nc, js: natstest.JetStream(t, nc), log: &testkit.Buffer{}}
+	store, err := push.NewStore(tctx(t), nc, push.WithAllowHosts("127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.store = store
+	return e
+}
+
+// firstLine is the first line of s holding sub, cut to 300 bytes.
+func firstLine(s, sub string) string {
+	for l := range strings.Lines(s) {
+		if strings.Contains(l, sub) {
+			return l[:min(len(l), 300)]
+		}
+	}
+	return ""
+}
+
+// healingReceiver is a receiver answering 503 until healed is set, then
+// 200.
+func healingReceiver(t testing.TB) (r *receiver, healed *atomic.Bool) {
+	healed = new(atomic.Bool)
+	return newReceiver(t, func(int, http.ResponseWriter) int {
+		if healed.Load() {
+			return http.StatusOK
+		}
+		return http.StatusServiceUnavailable
+	}), healed
+}
+
+// twoTurns are the request ids of a task's two turns.
+type twoTurns struct{ task, r1, r2 string }
+
+// twoTurnTasks makes n tasks <prefix>-<k> of alice's, each with a config
+// of version posting to r, and returns their turns' ids (nothing stored).
+func twoTurnTasks(e *env, r *receiver, prefix string, n int, version string) []twoTurns {
+	all := make([]twoTurns, n)
+	for k := range all {
+		task := fmt.Sprintf("%s-%d", prefix, k)
+		e.create("alice", push.Config{TaskID: task, URL: r.srv.URL, Version: version})
+		all[k] = twoTurns{task: task, r1: task + "-r1", r2: task + "-r2"}
+	}
+	return all
+}
+
+// storeTurn stores alice's request id of task (after the turn after, ""
+// for the first) and its two frames: text, then the final one.
+func storeTurn(t *testing.T, e *env, id, task, after, text string) {
+	t.Helper()
+	storeRequestAfter(t, e, id, "alice", task, after)
+	storeFrame(t, e, id, "alice", task, 0, text, false)
+	storeFrame(t, e, id, "alice", task, 1, "", true)
 }

@@ -1,13 +1,17 @@
 package push
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -169,5 +173,55 @@ func TestNamedBy(t *testing.T) {
 		if u, tk := namedBy(hdr(c.frames), []byte(c.data)); u != c.user || tk != c.task {
 			t.Errorf("%s: %q %q, want %q %q", c.name, u, tk, c.user, c.task)
 		}
+	}
+}
+
+// TestUnwritableStateSkipsTheUpdate: a config's state that can never be
+// written (over the server's max_payload, or the stream's largest
+// message) makes the message done for that config, with an error logged,
+// not looked at again for ever (holding the consumer's MaxAckPending); a
+// state unavailable now, or a replica behind, is looked at again.
+func TestUnwritableStateSkipsTheUpdate(t *testing.T) {
+	var log strings.Builder
+	s := &stage{ctx: context.Background(), log: slog.New(slog.NewTextHandler(&log, nil)), o: options{orderWait: time.Second}}
+	it := item{job: &job{m: &message{requestID: "r-1", seq: 7}}, cfg: Config{ID: "c-1"}}
+	for _, err := range []error{fmt.Errorf("kv update: %w", nats.ErrMaxPayload),
+		fmt.Errorf("nats: %w", &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamMessageExceedsMaximum})} {
+		if r := s.stateFailed(it, err); r.retry || r.parked {
+			t.Errorf("%v: %+v, want done", err, r)
+		}
+	}
+	if n := strings.Count(log.String(), "level=ERROR"); n != 2 {
+		t.Errorf("%d errors logged, want 2:\n%s", n, log.String())
+	}
+	for _, err := range []error{errors.New("timeout"), fmt.Errorf("%w: again", errBehind), errMoved} {
+		if r := s.stateFailed(it, err); !r.retry || r.after != time.Second {
+			t.Errorf("%v: %+v, want a retry after the order wait", err, r)
+		}
+	}
+}
+
+// TestRenderedCacheBoundedInBytes: the cache of rendered messages starts
+// over past maxRenderedBytes of bodies, not only past maxRenderedMsgs
+// messages, and counts what it forgets.
+func TestRenderedCacheBoundedInBytes(t *testing.T) {
+	var c renderedCache
+	body := make([]byte, 1<<20)
+	for seq := range uint64(maxRenderedBytes>>20 + 8) {
+		c.put(&message{seq: seq + 1, events: []event{{v03: body}}}, true)
+		if c.bytes > maxRenderedBytes {
+			t.Fatalf("%d bytes kept after %d messages of 1 MiB", c.bytes, seq+1)
+		}
+	}
+	if c.get(1, true) != nil {
+		t.Fatal("the first message is still kept")
+	}
+	n, b := len(c.msgs), c.bytes
+	for seq := range c.msgs {
+		c.forget(seq)
+		break
+	}
+	if len(c.msgs) != n-1 || c.bytes >= b {
+		t.Fatalf("forget: %d messages, %d bytes (were %d, %d)", len(c.msgs), c.bytes, n, b)
 	}
 }

@@ -17,15 +17,17 @@ import (
 
 // Parking. A config that cannot take a message now (its webhook backs
 // off, an earlier message of it is not handled yet, or its lane is full
-// or drains it) is parked: its cursor's Backlog lists the requests whose
-// messages it has left to handle, in the task's turn order, and the
-// message is done for it. While it is parked, the consumer's messages for
-// it only add their request to the backlog (and raise Tail). A wake-up
-// key in E2A_PUSH (wake.<cursor key>), read by a second durable consumer
-// of the stage (<consumer>-wake), drains it: the replica that holds the
-// wake-up delivers the backlog from the cursor, reading the messages back
-// from E2A_RESPONSES, naks the wake-up with the webhook's backoff, and
-// when nothing is left clears the backlog (a compare-and-set: a message
+// or drains it) is parked: its cursor's Backlog names the first and the
+// last of the requests whose messages it has left to handle (the task's
+// turns between them are found by following E2A-After-Request back from
+// the last), and the message is done for it. While it is parked, the
+// consumer's messages for it only move the backlog's ends (and raise
+// Tail), so the cursor stays a few KiB whatever the number of turns
+// parked. A wake-up key in E2A_PUSH (wake.<cursor key>), read by a second
+// durable consumer of the stage (<consumer>-wake), drains it: the
+// replica that holds the wake-up delivers the backlog from the cursor,
+// reading the messages back from E2A_RESPONSES, naks the wake-up with the
+// webhook's backoff, and when nothing is left clears the backlog (a compare-and-set: a message
 // handed to it meanwhile changed the cursor) and deletes the key. So a
 // failing or hanging webhook holds none of the consumer's messages once
 // parked, and at most maxLaneQueue+1 while it answers one POST: the
@@ -96,10 +98,7 @@ func (s *stage) parkItem(it item) result {
 			continue
 		}
 		if err != nil {
-			if s.ctx.Err() == nil {
-				s.log.Warn("push: cannot park a config; retrying", "config", it.cfg.String(), "err", err)
-			}
-			return result{retry: true, after: s.o.orderWait}
+			return s.stateFailed(it, err)
 		}
 		return r
 	}
@@ -125,10 +124,10 @@ func (s *stage) park(it item) (result, error) {
 		return result{}, nil
 	}
 	ids, err := s.chain(s.ctx, it, cur)
-	if err != nil {
-		return result{}, err
+	if err != nil || len(ids) == 0 {
+		return result{}, err // none: a message after its request's final frame
 	}
-	cur.Backlog, cur.Tail = ids, it.job.m.seq
+	cur.Backlog, cur.Tail = backlog(ids[0], ids[len(ids)-1]), it.job.m.seq
 	if _, err := writeCursor(s.ctx, s.kv, key, cur, rev); err != nil {
 		return result{}, err
 	}
@@ -138,10 +137,11 @@ func (s *stage) park(it item) (result, error) {
 	return result{parked: true}, nil
 }
 
-// handOff adds it's message to its parked config's backlog: its request
-// (and the turns before it not in the backlog yet), and Tail. A message
-// of a request in the backlog at or below Tail is there already: the
-// cursor is not written.
+// handOff hands it's message to its parked config: its request becomes
+// the backlog's last when it is a later turn than the last, its first
+// when it is an earlier turn than the first (placeTurn); Tail is raised
+// to its sequence. A message of a request of the backlog at or below Tail
+// is there already: the cursor is not written.
 func (s *stage) handOff(it item, cur cursor, rev uint64) (result, error) {
 	if it.job.msg != nil {
 		// A replica may have parked the config with this message and
@@ -156,26 +156,90 @@ func (s *stage) handOff(it item, cur cursor, rev uint64) (result, error) {
 	if handled(cur, it.cfg, m) {
 		return result{}, nil
 	}
-	if m.seq > cur.Tail || !slices.Contains(cur.Backlog, m.requestID) {
-		ids, err := s.chain(s.ctx, it, cur)
+	first, last := cur.first(), cur.last()
+	if id := m.requestID; id != first && id != last && (id != cur.Request || !cur.Final) {
+		place, err := s.placeTurn(s.ctx, it, cur)
 		if err != nil {
 			return result{}, err
 		}
-		cur.Backlog = append(slices.Clone(cur.Backlog), ids...)
-		cur.Tail = max(cur.Tail, m.seq)
-		if _, err := writeCursor(s.ctx, s.kv, it.ref.cursorKey(), cur, rev); err != nil {
+		switch place {
+		case turnNewer:
+			last = id
+		case turnOlder:
+			ids, err := s.chain(s.ctx, it, cur)
+			if err != nil {
+				return result{}, err
+			}
+			if len(ids) > 0 {
+				first = ids[0]
+			}
+		}
+	}
+	next := cur
+	next.Backlog, next.Tail = backlog(first, last), max(cur.Tail, m.seq)
+	if next.Tail != cur.Tail || !slices.Equal(next.Backlog, cur.Backlog) {
+		if _, err := writeCursor(s.ctx, s.kv, it.ref.cursorKey(), next, rev); err != nil {
 			return result{}, err
 		}
 	}
 	return result{parked: true}, nil
 }
 
+// maxBacklogTurns bounds the turns of a parked config's backlog a drain
+// follows back from its last (backlogPath): a task's turns within the
+// retry window whose envelopes E2A_REQUESTS still holds are fewer in
+// practice. The drain keeps their ids in memory, not the cursor.
+const maxBacklogTurns = 100_000
+
+// turnPlace is where a request stands against a parked config's backlog.
+type turnPlace int
+
+const (
+	turnInside turnPlace = iota // between its first and last turns
+	turnNewer                   // a later turn than its last
+	turnOlder                   // an earlier turn than its first
+)
+
+// placeTurn places it's message's request, none of cur's backlog's ends,
+// against that backlog, following the task's turns back from it
+// (E2A-After-Request): newer when it meets the backlog's last, inside
+// when it meets its first, older when it is or meets the cursor's request
+// (the drain delivers the backlog's first turn only, so the cursor is on
+// it or on an earlier turn), the task's first turn or a turn whose
+// envelope is gone. A request maxTurns turns from both ends (a message
+// of the middle of a long backlog, delivered again) is taken for inside:
+// nothing to change.
+func (s *stage) placeTurn(ctx context.Context, it item, cur cursor) (turnPlace, error) {
+	first, last := cur.first(), cur.last()
+	if it.job.m.requestID == cur.Request {
+		return turnOlder, nil
+	}
+	after := it.job.m.after
+	for range maxTurns {
+		switch {
+		case after == last:
+			return turnNewer, nil
+		case after == first:
+			return turnInside, nil
+		case after == "" || after == cur.Request || after == it.job.m.requestID:
+			return turnOlder, nil
+		}
+		next, err := s.afterOf(ctx, after)
+		if err != nil {
+			return turnInside, err
+		}
+		after = next
+	}
+	return turnInside, nil
+}
+
 // chain is the requests it's config has left to handle up to it's
-// message's, in turn order, that cur's backlog does not hold: the
-// message's request and the turns before it (E2A-After-Request) back to
-// the cursor's request (kept unless its final frame is handled), a
-// request of the backlog, or a turn with nothing stored for the config
-// (all of it before the config was made, or before the cursor).
+// message's, in turn order, that cur's backlog does not hold (its ends):
+// the message's request and the turns before it (E2A-After-Request) back
+// to the cursor's request (kept unless its final frame is handled), an
+// end of the backlog, or a turn with nothing stored for the config (all
+// of it before the config was made, or before the cursor, as the
+// stream's leader confirms).
 func (s *stage) chain(ctx context.Context, it item, cur cursor) ([]string, error) {
 	m := it.job.m
 	var ids []string
@@ -195,11 +259,13 @@ func (s *stage) chain(ctx context.Context, it item, cur cursor) ([]string, error
 			break
 		}
 		if after != cur.Request && !slices.Contains(cur.Backlog, after) {
-			last, err := s.lastStored(ctx, after)
+			// The leader confirms a turn has nothing after the cursor
+			// before the chain stops there (storedAfter).
+			more, err := s.storedAfter(ctx, after, max(it.cfg.From, cur.Seq))
 			if err != nil {
 				return nil, err
 			}
-			if last <= it.cfg.From || last <= cur.Seq {
+			if !more {
 				break
 			}
 		}
@@ -340,6 +406,10 @@ type drainer struct {
 	tasks   bool
 	mappers map[string]*mapState
 	reqs    map[string]*request
+	// path is the backlog's turns in order (backlogPath), after each
+	// turn's previous one as its envelope says (memo of afterOf).
+	path  []string
+	after map[string]string
 }
 
 // drain delivers ref's parked config's backlog, in order, from its
@@ -356,6 +426,7 @@ func (s *stage) drain(ref configRef) (result, error) {
 		return result{}, nil
 	}
 	d := &drainer{cfg: tc.Configs[i], ref: ref, mappers: map[string]*mapState{}, reqs: map[string]*request{},
+		after: map[string]string{},
 		tasks: slices.ContainsFunc(tc.Configs, func(c Config) bool { return c.Version == V03 })}
 	for s.ctx.Err() == nil {
 		cur, rev, err := readCursor(s.ctx, s.kv, ref.cursorKey())
@@ -381,10 +452,15 @@ func (s *stage) drain(ref configRef) (result, error) {
 }
 
 // drainStep handles the next message of the backlog's first request, or,
-// when it has none stored, takes the request off the backlog (finished:
-// the backlog is empty, the config no longer parked).
+// when it has none stored, takes the request off the backlog: its next
+// turn becomes the first (finished: it was the last, the config is no
+// longer parked).
 func (s *stage) drainStep(d *drainer, cur cursor, rev uint64) (result, bool, error) {
-	id := cur.Backlog[0]
+	path, err := s.backlogPath(d, cur)
+	if err != nil {
+		return result{}, false, err
+	}
+	id := path[0]
 	raw, start, found, err := s.nextOf(d.cfg, cur, id)
 	if err != nil {
 		return result{}, false, err
@@ -403,9 +479,9 @@ func (s *stage) drainStep(d *drainer, cur cursor, rev uint64) (result, bool, err
 	// a turn that has a next one will never come), or, with none, the
 	// config is not parked any more.
 	next := cur
-	next.Backlog = slices.Clone(cur.Backlog[1:])
-	if len(next.Backlog) == 0 {
-		next.Backlog, next.Tail = nil, 0
+	next.Backlog, next.Tail = nil, 0
+	if len(path) > 1 {
+		next.Backlog, next.Tail = backlog(path[1], cur.last()), cur.Tail
 	}
 	if _, err := writeCursor(s.ctx, s.kv, d.ref.cursorKey(), next, rev); err != nil {
 		return result{}, false, err
@@ -416,6 +492,46 @@ func (s *stage) drainStep(d *drainer, cur cursor, rev uint64) (result, bool, err
 	// Its wake-up key is deleted by drainWake, unless a new one was
 	// written meanwhile (parked again).
 	return result{}, true, nil
+}
+
+// backlogPath is the parked config's turns left, in turn order: from the
+// backlog's first to its last, following E2A-After-Request back from the
+// last (at most maxBacklogTurns turns; a walk that does not meet the
+// first, its envelope gone, starts where it stopped: the turns before it
+// are older still, their envelopes gone too, so a drain would skip them).
+// The drain keeps the path while the backlog's last stays (a pop moves
+// its first along it) and reads each turn's envelope once.
+func (s *stage) backlogPath(d *drainer, cur cursor) ([]string, error) {
+	first, last := cur.first(), cur.last()
+	if n := len(d.path); n > 0 && d.path[n-1] == last {
+		if i := slices.Index(d.path, first); i >= 0 {
+			d.path = d.path[i:]
+			return d.path, nil
+		}
+	}
+	back := []string{last}
+	for id := last; id != first && len(back) < maxBacklogTurns; {
+		prev, ok := d.after[id]
+		if !ok {
+			var err error
+			if prev, err = s.afterOf(s.ctx, id); err != nil {
+				return nil, err
+			}
+			d.after[id] = prev
+		}
+		if prev == "" {
+			break
+		}
+		back = append(back, prev)
+		id = prev
+	}
+	if len(back) == maxBacklogTurns && back[len(back)-1] != first {
+		s.log.Warn("push: a parked config's backlog is longer than the turns followed; the older ones are skipped",
+			"config", d.cfg.String(), "turns", maxBacklogTurns)
+	}
+	slices.Reverse(back)
+	d.path = back
+	return back, nil
 }
 
 // nextOf is the config's next stored message of request id after cur,
@@ -442,7 +558,7 @@ func (s *stage) nextOf(cfg Config, cur cursor, id string) (streams.RawMsg, int, 
 		case err != nil:
 			return streams.RawMsg{}, 0, false, err
 		case last.Seq >= from:
-			return streams.RawMsg{}, 0, false, fmt.Errorf("push: a replica of %s answered behind its leader for %s; again", streams.ResponsesStream, id)
+			return streams.RawMsg{}, 0, false, fmt.Errorf("%w for %s; again", errBehind, id)
 		}
 		return streams.RawMsg{}, 0, false, nil
 	}

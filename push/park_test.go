@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/push"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -54,13 +55,7 @@ func TestParkedConfigDrainedPastBucketTTL(t *testing.T) {
 	sc.TasksTTL = 2 * time.Second
 	e := newEnv(t, push.WithStreamsConfig(sc))
 	e.startStage(push.WithStreamsConfig(sc))
-	var healed atomic.Bool
-	r := newReceiver(t, func(int, http.ResponseWriter) int {
-		if healed.Load() {
-			return http.StatusOK
-		}
-		return http.StatusServiceUnavailable
-	})
+	r, healed := healingReceiver(t)
 	e.create("alice", push.Config{TaskID: "ttl", URL: r.srv.URL})
 	var turns []string
 	after := ""
@@ -131,5 +126,78 @@ func TestDeletedParkedConfigLeavesNoWake(t *testing.T) {
 	})
 	if got := wakeKeys(t, e); len(got) != 0 {
 		t.Errorf("a deleted config's wake-up key is deleted with it (or by the drain that finds it gone); left: %v", got)
+	}
+}
+
+// TestParkedBacklogStaysBounded: a parked config's cursor stays the
+// same size whatever the number of turns of its task parked (its backlog
+// names the first and the last turn, not every one), so every message of
+// the task can be handed to it and acked while its webhook is down. When
+// the backlog listed every turn (ids up to subjects.MaxIDLength, 1 KiB;
+// turns as many as the task has within the retry window, 24 h) the
+// cursor outgrew max_payload (1 MiB by default, about a thousand turns of
+// 1 KiB ids; 64 KiB here, about sixty): no message of the task could be
+// handed to the config, each was nak'd and redelivered for as long as the
+// webhook stayed down, and the task's messages filled the consumer's
+// MaxAckPending (8 here, as in TestFailingTenantDoesNotStopOthers):
+// another tenant's task was not delivered at all.
+func TestParkedBacklogStaysBounded(t *testing.T) {
+	e := newEnvOn(t, natstest.WithMaxPayload(64<<10))
+	e.startStage(push.WithMaxAckPending(8))
+	down, healed := healingReceiver(t)
+	e.create("alice", push.Config{TaskID: "chatty", URL: down.srv.URL})
+	after := ""
+	const turnsN = 90
+	var ids []string
+	for i := range turnsN {
+		id := fmt.Sprintf("%s-%04d", strings.Repeat("q", 1000), i)
+		storeRequestAfter(t, e, id, "alice", "chatty", after)
+		storeFrame(t, e, id, "alice", "chatty", 0, "", true)
+		after = id
+		ids = append(ids, id)
+		if i == 0 {
+			testkit.Eventually(t, 10*time.Second, "alice's failing config parked", func() bool {
+				return len(wakeKeys(t, e)) == 1
+			})
+		}
+	}
+	bob := newReceiver(t, nil)
+	e.create("bob", push.Config{TaskID: "quiet", URL: bob.srv.URL})
+	storeRequestAfter(t, e, "bob-1", "bob", "quiet", "")
+	storeFrame(t, e, "bob-1", "bob", "quiet", 0, "hello;", false)
+	storeFrame(t, e, "bob-1", "bob", "quiet", 1, "", true)
+	// Bob's task is delivered within seconds when nothing holds the
+	// consumer (TestFailingTenantDoesNotStopOthers); given 10.
+	deadline := time.Now().Add(10 * time.Second)
+	testkit.Eventually(t, 30*time.Second, "bob's task delivered, or 10 s passed", func() bool {
+		return completedCount(t, push.V1, bob.accepted()) == 1 || time.Now().After(deadline)
+	})
+	if completedCount(t, push.V1, bob.accepted()) != 1 {
+		c, err := e.js.Consumer(context.Background(), streams.ResponsesStream, push.DefaultConsumer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := c.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Fatalf("another tenant's task not delivered in 10 s: the consumer has %d messages ack-pending (bound 8), %d "+
+			"redelivered, %d not delivered yet; the stage logged %d times \"delivery state unavailable\" (%s)",
+			info.NumAckPending, info.NumRedelivered, info.NumPending, strings.Count(e.log.String(), "delivery state unavailable"),
+			firstLine(e.log.String(), "delivery state unavailable"))
+	}
+	// Its webhook back, the parked config gets every turn, in order.
+	healed.Store(true)
+	testkit.Eventually(t, 60*time.Second, "every turn of alice's task delivered after recovery", func() bool {
+		return len(completedBy(t, down)) == turnsN
+	})
+	var order []string
+	for _, d := range down.accepted() {
+		if req, _, _ := splitID(d.eventID); len(order) == 0 || order[len(order)-1] != req {
+			order = append(order, req)
+		}
+	}
+	if !slices.Equal(order, ids) {
+		t.Fatalf("turns delivered out of order: %d deliveries of %d turns", len(order), len(ids))
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -53,16 +55,28 @@ type message struct {
 // its webhook backs off) is not rendered again, which rebuilt its
 // request's mapper and read the request's earlier messages back each
 // time. A message rendered without the v0.3 task bodies is rendered again
-// once its task has a v0.3 config. It holds at most 10,000 messages (then
-// it starts over). Safe for concurrent use.
+// once its task has a v0.3 config. A message handed to a parked config
+// stays for its drain and is not forgotten when settled: the cache holds
+// at most maxRenderedMsgs messages and maxRenderedBytes of their
+// updates' bodies (a v0.3 body is the whole task, its earlier turns
+// included), then it starts over (a drain renders what it does not find).
+// Safe for concurrent use.
 type renderedCache struct {
-	mu   sync.Mutex
-	msgs map[uint64]renderedMessage
+	mu    sync.Mutex
+	msgs  map[uint64]renderedMessage
+	bytes int
 }
+
+// Bounds of renderedCache.
+const (
+	maxRenderedMsgs  = 10000
+	maxRenderedBytes = 64 << 20
+)
 
 type renderedMessage struct {
 	m     *message
 	tasks bool
+	size  int
 }
 
 func (c *renderedCache) get(seq uint64, tasks bool) *message {
@@ -75,18 +89,29 @@ func (c *renderedCache) get(seq uint64, tasks bool) *message {
 }
 
 func (c *renderedCache) put(m *message, tasks bool) {
+	size := 0
+	for _, e := range m.events {
+		size += len(e.v1) + len(e.v03) + len(e.id)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.msgs == nil || len(c.msgs) >= 10000 {
-		c.msgs = map[uint64]renderedMessage{}
+	if old, ok := c.msgs[m.seq]; ok {
+		c.bytes -= old.size
 	}
-	c.msgs[m.seq] = renderedMessage{m: m, tasks: tasks}
+	if c.msgs == nil || len(c.msgs) >= maxRenderedMsgs || c.bytes+size > maxRenderedBytes {
+		c.msgs, c.bytes = map[uint64]renderedMessage{}, 0
+	}
+	c.msgs[m.seq] = renderedMessage{m: m, tasks: tasks, size: size}
+	c.bytes += size
 }
 
 func (c *renderedCache) forget(seq uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.msgs, seq)
+	if r, ok := c.msgs[seq]; ok {
+		c.bytes -= r.size
+		delete(c.msgs, seq)
+	}
 }
 
 // request is what the stage knows of a request from its envelope: its
@@ -170,7 +195,10 @@ func requestFrom(env *e2a.Envelope, h nats.Header) *request {
 		r.principal, r.taskID = env.UserID, env.TaskID
 		if env.TaskID != "" {
 			r.contextID, r.after, r.found = env.ContextID, h.Get(subjects.HeaderAfterRequest), true
-			r.params = a2amap.Params{TaskID: env.TaskID, ContextID: env.ContextID,
+			// A webhook follows its task, as a continued task's stream does
+			// (Continued): the agent's direct answer (agent.Reply) is the
+			// task's final status-update carrying it, never a bare Message.
+			r.params = a2amap.Params{TaskID: env.TaskID, ContextID: env.ContextID, Continued: true,
 				AcceptedOutputModes: env.ExpectedOutputModes, Interaction: a2aproto.Interaction(nil, env)}
 		}
 	}
@@ -298,7 +326,10 @@ func (st *mapState) renderFrame(requestID string, p a2amap.Params, f *e2a.Respon
 }
 
 // catchUp feeds st the request's messages stored after st.fed and before
-// m.
+// m. The read is whole when it reaches m (or a later message): a replica
+// that holds m holds every message before it. When it stops short (a
+// replica behind answered), the leader confirms that nothing it left out
+// lies before m, or the render fails with errBehind (looked at again).
 func (s *stage) catchUp(ctx context.Context, st *mapState, m *message) error {
 	if m.firstSeq == 0 {
 		return nil
@@ -307,11 +338,13 @@ func (s *stage) catchUp(ctx context.Context, st *mapState, m *message) error {
 	if err != nil {
 		return err
 	}
+	reached := false
 	for raw, err := range streams.DirectGetSeq(ctx, s.nc, streams.ResponsesStream, subj, st.fed+1, 64) {
 		if err != nil {
 			return err
 		}
 		if raw.Seq >= m.seq {
+			reached = true
 			break
 		}
 		fs, err := frames(raw.Header, raw.Data)
@@ -328,6 +361,18 @@ func (s *stage) catchUp(ctx context.Context, st *mapState, m *message) error {
 			st.addFrames(fs)
 		}
 		st.fed = raw.Seq
+	}
+	if reached {
+		return nil
+	}
+	next, err := streams.LeaderNextBySubject(ctx, s.nc, streams.ResponsesStream, subj, st.fed+1)
+	switch {
+	case errors.Is(err, streams.ErrNoMessages):
+		return nil // m is gone too (E2A_RESPONSES' age)
+	case err != nil:
+		return err
+	case next.Seq < m.seq:
+		return fmt.Errorf("%w: message %d of %s before %d", errBehind, next.Seq, m.requestID, m.seq)
 	}
 	return nil
 }
@@ -392,7 +437,12 @@ func (s *stage) turns(ctx context.Context, id string, r *request) ([]a2amap.Requ
 }
 
 // storedTurn is request id's turn: its envelope penv (a stub when it is
-// gone: nil) and its stored frames.
+// gone: nil) and its stored frames. A read that does not end with the
+// turn's final frame (nothing read, or the turn's last messages not read:
+// a replica behind may hold a prefix of them) is confirmed by the
+// stream's leader: its last message of the turn is the last read, or the
+// render fails with errBehind (looked at again). A turn that ended with
+// its final frame costs no confirmation.
 func (s *stage) storedTurn(ctx context.Context, id string, penv *e2a.Envelope) (a2amap.Request, error) {
 	rq := a2amap.Request{Envelope: penv}
 	if rq.Envelope == nil {
@@ -402,15 +452,30 @@ func (s *stage) storedTurn(ctx context.Context, id string, penv *e2a.Envelope) (
 	if err != nil {
 		return a2amap.Request{}, err
 	}
+	var lastSeq uint64
+	final := false
 	for raw, err := range streams.DirectGetSeq(ctx, s.nc, streams.ResponsesStream, subj, 0, 64) {
 		if err != nil {
 			return a2amap.Request{}, err
 		}
+		lastSeq, final = raw.Seq, false
 		fs, err := frames(raw.Header, raw.Data)
 		if err != nil {
 			continue // skipped, as prepare skips it
 		}
 		rq.Frames = append(rq.Frames, fs...)
+		final = len(fs) > 0 && fs[len(fs)-1].IsFinal
+	}
+	if final {
+		return rq, nil
+	}
+	last, err := streams.LeaderLastBySubject(ctx, s.nc, streams.ResponsesStream, subj)
+	switch {
+	case errors.Is(err, streams.ErrNoMessages):
+	case err != nil:
+		return a2amap.Request{}, err
+	case last.Seq > lastSeq:
+		return a2amap.Request{}, fmt.Errorf("%w: turn %s read up to %d, stored up to %d", errBehind, id, lastSeq, last.Seq)
 	}
 	return rq, nil
 }

@@ -228,7 +228,11 @@ func (s *stage) intake(msg jetstream.Msg) {
 	}
 	job, err := s.prepare(msg)
 	if err != nil {
-		s.log.Warn("push: cannot read a response message; retrying", "subject", msg.Subject(), "err", err)
+		level := slog.LevelWarn
+		if errors.Is(err, errBehind) {
+			level = slog.LevelDebug
+		}
+		s.log.Log(s.ctx, level, "push: cannot read a response message; retrying", "subject", msg.Subject(), "err", err)
 		_ = msg.NakWithDelay(s.o.orderWait)
 		return
 	}

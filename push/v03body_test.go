@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -266,4 +267,95 @@ func TestV03StageCrash(t *testing.T) {
 		t.Errorf("the crashed replica's Run returned %v, want nats.ErrConnectionClosed", err)
 	}
 	first.done = nil
+}
+
+// TestV03TaskNotBuiltFromAReplicaBehind: a v0.3 update is the whole
+// Task, built over the task's earlier turns, which the stage reads back
+// with direct gets (loadTurns: storedTurn) when a turn's first message
+// comes. A read that finds nothing, or does not end with the turn's
+// final frame, is confirmed by the stream's leader: an absence answered
+// by a replica behind was taken for "that turn stored no frame", and the
+// Task of every update of the second turn was posted without the first
+// turn's answer, under the same event ids a replica reading the leader
+// posts with the whole Task.
+func TestV03TaskNotBuiltFromAReplicaBehind(t *testing.T) {
+	e := newEnv(t)
+	behindReplica(t, e)
+	r := newReceiver(t, nil)
+	const tasks = 16
+	all := twoTurnTasks(e, r, "v03-behind", tasks, push.V03)
+	e.startStage()
+	for _, tr := range all {
+		storeTurn(t, e, tr.r1, tr.task, "", "r1;")
+	}
+	// The first turns are delivered (their final status handled) before
+	// the second turns start, as a task's turns follow each other.
+	testkit.Eventually(t, 60*time.Second, "every first turn completed at its webhook", func() bool {
+		return completedCount(t, push.V03, r.accepted()) == tasks
+	})
+	for _, tr := range all {
+		storeTurn(t, e, tr.r2, tr.task, tr.r1, "r2;")
+	}
+	testkit.Eventually(t, 60*time.Second, "every second turn completed at its webhook", func() bool {
+		return completedCount(t, push.V03, r.accepted()) == 2*tasks
+	})
+	var bad []string
+	for _, d := range r.accepted() {
+		req, _, _ := splitID(d.eventID)
+		if !strings.HasSuffix(req, "-r2") {
+			continue
+		}
+		if u := decode(t, push.V03, d); !strings.Contains(u.text, "r1;") {
+			bad = append(bad, fmt.Sprintf("%s (text %q)", d.eventID, u.text))
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("%d v0.3 updates of second turns posted a Task without the first turn's answer \"r1;\": %s",
+			len(bad), strings.Join(bad, ", "))
+	}
+}
+
+// TestCatchUpNotFedFromAReplicaBehind: a replica of the stage that gets
+// a request's messages from the n-th on feeds its mapper the earlier ones
+// first (catchUp), read back with direct gets. A read that stops short of
+// the message rendered (a replica behind answered) is confirmed by the
+// stream's leader, or the render fails and is done again: the updates it
+// makes are those of a replica reading the leader, never ones built
+// without the earlier frames (a v0.3 Task without the answer so far).
+func TestCatchUpNotFedFromAReplicaBehind(t *testing.T) {
+	e := newEnvOn(t)
+	ctx := tctx(t)
+	const id = "catchup-behind"
+	storeRequestAfter(t, e, id, "alice", "catchup", "")
+	for i, text := range []string{"a;", "b;", "c;"} {
+		storeFrame(t, e, id, "alice", "catchup", int64(i), text, false)
+	}
+	storeFrame(t, e, id, "alice", "catchup", 3, "", true)
+	want, order, err := push.V03Takeover(ctx, e.nc, id, 0)
+	if err != nil || len(order) < 4 {
+		t.Fatalf("rendered from the leader: %d updates, %v", len(order), err)
+	}
+	behindReplica(t, e)
+	rendered, failed := 0, 0
+	for range 50 {
+		for from := 1; from <= 3; from++ {
+			got, order, err := push.V03Takeover(ctx, e.nc, id, from)
+			if err != nil {
+				if !strings.Contains(err.Error(), "behind its leader") {
+					t.Fatalf("taking over at message %d: %v", from, err)
+				}
+				failed++
+				continue
+			}
+			for _, eid := range order {
+				rendered++
+				if !bytes.Equal(got[eid], want[eid]) {
+					t.Fatalf("taking over at message %d with a replica behind, update %s\n%s\nfrom the leader\n%s", from, eid, got[eid], want[eid])
+				}
+			}
+		}
+	}
+	if rendered == 0 || failed == 0 {
+		t.Fatalf("premise: %d updates rendered, %d renders refused for a replica behind; want both", rendered, failed)
+	}
 }

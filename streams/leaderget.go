@@ -47,24 +47,49 @@ const errCodeNoMessage = 10037
 // ErrInvalidOptions for an empty stream or subject, and the context's or
 // the connection's error otherwise.
 func LeaderLastBySubject(ctx context.Context, nc *nats.Conn, stream, subject string) (RawMsg, error) {
+	body, _ := json.Marshal(struct {
+		LastFor string `json:"last_by_subj"`
+	}{subject})
+	return leaderGet(ctx, nc, stream, subject, body, "msg get last")
+}
+
+// LeaderNextBySubject reads the first message stored under subject
+// (wildcards allowed) in stream at or after stream sequence fromSeq (0
+// means the start) from the stream's leader ($JS.API.STREAM.MSG.GET), as
+// [DirectGetBatch] reads it with a direct get (batch 1). Like
+// [LeaderLastBySubject] its answer cannot lag: use it to confirm that no
+// message of subject lies between two sequences when a direct get
+// answered by a replica behind may have left one out. It costs a round
+// trip through the JetStream API.
+//
+// It returns the errors of [LeaderLastBySubject]; ErrNoMessages when no
+// message of subject is stored at or after fromSeq.
+func LeaderNextBySubject(ctx context.Context, nc *nats.Conn, stream, subject string, fromSeq uint64) (RawMsg, error) {
+	body, _ := json.Marshal(struct {
+		Seq     uint64 `json:"seq"`
+		NextFor string `json:"next_by_subj"`
+	}{max(fromSeq, 1), subject})
+	return leaderGet(ctx, nc, stream, subject, body, "msg get next")
+}
+
+// leaderGet sends one $JS.API.STREAM.MSG.GET request (body) for subject
+// of stream and decodes its answer; what names the call in errors.
+func leaderGet(ctx context.Context, nc *nats.Conn, stream, subject string, body []byte, what string) (RawMsg, error) {
 	if err := checkStreamSubject(stream, subject); err != nil {
 		return RawMsg{}, err
 	}
 	ctx, cancel := boundContext(ctx)
 	defer cancel()
-	body, _ := json.Marshal(struct {
-		LastFor string `json:"last_by_subj"`
-	}{subject})
 	m, err := nc.RequestWithContext(ctx, subjects.MsgGet(stream), body)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return RawMsg{}, fmt.Errorf("%w: stream %s has no leader answering: %w", ErrDirectGet, stream, err)
 	}
 	if err != nil {
-		return RawMsg{}, fmt.Errorf("msg get last %s %s: %w", stream, subject, err)
+		return RawMsg{}, fmt.Errorf("%s %s %s: %w", what, stream, subject, err)
 	}
 	var resp msgGetResponse
 	if err := json.Unmarshal(m.Data, &resp); err != nil {
-		return RawMsg{}, fmt.Errorf("%w: msg get last %s %s: %v", ErrDirectGet, stream, subject, err)
+		return RawMsg{}, fmt.Errorf("%w: %s %s %s: %v", ErrDirectGet, what, stream, subject, err)
 	}
 	switch {
 	case resp.Error != nil && resp.Error.ErrCode == errCodeNoMessage:
@@ -75,12 +100,12 @@ func LeaderLastBySubject(ctx context.Context, nc *nats.Conn, stream, subject str
 	case resp.Error != nil:
 		return RawMsg{}, fmt.Errorf("%w: %s %s: %d %s", ErrDirectGet, stream, subject, resp.Error.Code, resp.Error.Description)
 	case resp.Message == nil:
-		return RawMsg{}, fmt.Errorf("%w: msg get last %s %s: an answer without a message", ErrDirectGet, stream, subject)
+		return RawMsg{}, fmt.Errorf("%w: %s %s %s: an answer without a message", ErrDirectGet, what, stream, subject)
 	}
 	out := RawMsg{Subject: resp.Message.Subject, Seq: resp.Message.Seq, Time: resp.Message.Time, Data: resp.Message.Data}
 	if len(resp.Message.Header) > 0 {
 		if out.Header, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
-			return RawMsg{}, fmt.Errorf("%w: msg get last %s %s: headers: %v", ErrDirectGet, stream, subject, err)
+			return RawMsg{}, fmt.Errorf("%w: %s %s %s: headers: %v", ErrDirectGet, what, stream, subject, err)
 		}
 	}
 	return out, nil

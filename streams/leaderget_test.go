@@ -57,3 +57,40 @@ func TestLeaderLastBySubject(t *testing.T) {
 		t.Fatalf("cancelled: %v", err)
 	}
 }
+
+// The leader's answer from a sequence on: the first message under a
+// subject at or after it, as a direct get of one message reads it; none
+// is ErrNoMessages.
+func TestLeaderNextBySubject(t *testing.T) {
+	_, nc, js := startApplied(t)
+	for i, pool := range []string{"demo", "other", "demo"} {
+		subj, _ := subjects.Request(pool, "req-1")
+		if _, err := js.Publish(ctx(t), subj, []byte{'{', '"', 'n', '"', ':', byte('0' + i), '}'}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	any, _ := subjects.RequestAnyPool("req-1")
+	demo, _ := subjects.Request("demo", "req-1")
+	for _, tc := range []struct {
+		subject   string
+		from, seq uint64
+	}{{any, 0, 1}, {any, 2, 2}, {demo, 2, 3}, {demo, 3, 3}} {
+		got, err := streams.LeaderNextBySubject(ctx(t), nc, streams.RequestsStream, tc.subject, tc.from)
+		if err != nil || got.Seq != tc.seq || got.Time.IsZero() {
+			t.Fatalf("%s from %d: %+v (%v), want seq %d", tc.subject, tc.from, got, err, tc.seq)
+		}
+		direct, _, err := streams.DirectGetBatch(ctx(t), nc, streams.RequestsStream, tc.subject, tc.from, 1)
+		if err != nil || direct[0].Seq != got.Seq || string(direct[0].Data) != string(got.Data) || direct[0].Subject != got.Subject {
+			t.Fatalf("direct get %+v (%v), leader %+v", direct, err, got)
+		}
+	}
+	if _, err := streams.LeaderNextBySubject(ctx(t), nc, streams.RequestsStream, demo, 4); !errors.Is(err, streams.ErrNoMessages) {
+		t.Fatalf("past the last: %v", err)
+	}
+	if _, err := streams.LeaderNextBySubject(ctx(t), nc, "NO_SUCH_STREAM", demo, 1); !errors.Is(err, streams.ErrDirectGet) {
+		t.Fatalf("unknown stream: %v", err)
+	}
+	if _, err := streams.LeaderNextBySubject(ctx(t), nc, streams.RequestsStream, "", 1); !errors.Is(err, streams.ErrInvalidOptions) {
+		t.Fatalf("empty subject: %v", err)
+	}
+}
