@@ -61,7 +61,7 @@ var requiredAlerts = []string{
 	"E2ANATSServerMissing", "E2AJetStreamMetaLeaderMissing", "E2AStreamLeaderMissing", "E2AAuditRetentionShort",
 	"E2ASlowClientDisconnects",
 	// Issue 40: the push stage's lag and its dead-letter stream.
-	"E2APushLag", "E2APushDeliveryLag", "E2APushDeadLettered", "E2APushDeadStreamFilling",
+	"E2APushLag", "E2APushDeliveryLag", "E2APushDeadLettered", "E2APushSkipped", "E2APushDeadStreamFilling",
 	// The archiver: history lost, the archive behind, the archive's own
 	// retention.
 	"E2AArchiveMissed", "E2AArchiveBehind", "E2AArchiveRetentionShort",

@@ -9,7 +9,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,8 +41,11 @@ type cursor struct {
 	Seq     uint64 `json:"seq,omitempty"`
 	Event   int    `json:"event"`
 	// EventID is the E2A-Event-Id of the last update handled (shown by
-	// the console).
+	// the console). Stored as EventAt, its part after Request and a
+	// colon, when it has Request's id (always, as the stage writes it): a
+	// request id of up to subjects.MaxIDLength is not stored twice.
 	EventID string `json:"event_id,omitempty"`
+	EventAt string `json:"event_at,omitempty"`
 	// Done: every update of the message at Seq is handled.
 	Done bool `json:"done,omitempty"`
 	// Final: Done, and that message held its request's final frame.
@@ -61,13 +66,25 @@ type cursor struct {
 	// same; the turns between them are found by following
 	// E2A-After-Request back from the last (backlogPath). The config's
 	// wake-up drains them in turn order, reading the messages back from
-	// E2A_RESPONSES. Two ids at most, whatever the number of turns parked,
-	// so a cursor stays a few KiB (request ids are at most
-	// subjects.MaxIDLength): always writable. (Earlier versions listed
-	// every turn: such a list is read as its first and last.) Tail is the
-	// largest stream sequence handed to the parked config.
+	// E2A_RESPONSES. Two ids at most, whatever the number of turns parked
+	// (and one more per gap, Ends: at most maxBacklogGaps), so a cursor
+	// stays a few KiB (request ids are at most subjects.MaxIDLength).
+	// (Earlier versions listed every turn: such a list is read as its
+	// first and last.) Tail is the largest stream sequence handed to the
+	// parked config.
 	Backlog []string `json:"backlog,omitempty"`
 	Tail    uint64   `json:"tail,omitempty"`
+	// Ends, when the backlog's turns are not one chain (a turn handed to
+	// the parked config follows a gap: a turn never stored, or no longer:
+	// placeAfterGap), are the last turns of its chains before the one
+	// ending at the backlog's last, in order; each chain after the first
+	// starts after a gap. At most maxBacklogGaps.
+	Ends []string `json:"ends,omitempty"`
+}
+
+// holds reports whether id is one of the turns the parked cursor names.
+func (c cursor) holds(id string) bool {
+	return slices.Contains(c.Backlog, id) || slices.Contains(c.Ends, id)
 }
 
 // parked reports whether the config is parked.
@@ -113,6 +130,9 @@ func readCursor(ctx context.Context, kv jetstream.KeyValue, key string) (cursor,
 	if err := json.Unmarshal(e.Value(), &c); err != nil {
 		return cursor{Event: -1}, e.Revision(), nil
 	}
+	if c.EventAt != "" {
+		c.EventID, c.EventAt = c.Request+":"+c.EventAt, ""
+	}
 	return c, e.Revision(), nil
 }
 
@@ -120,6 +140,9 @@ func readCursor(ctx context.Context, kv jetstream.KeyValue, key string) (cursor,
 var errMoved = errors.New("push: cursor moved")
 
 func writeCursor(ctx context.Context, kv jetstream.KeyValue, key string, c cursor, rev uint64) (uint64, error) {
+	if at, ok := strings.CutPrefix(c.EventID, c.Request+":"); ok && c.Request != "" && at != "" {
+		c.EventID, c.EventAt = "", at
+	}
 	b, err := json.Marshal(c)
 	if err != nil {
 		return 0, err
@@ -168,6 +191,7 @@ func (s *stage) stateFailed(it item, err error) result {
 	switch {
 	case s.ctx.Err() != nil:
 	case unwritable(err):
+		s.metrics.skipped.Inc()
 		s.log.Error("push: delivery state cannot be written; the update is skipped for the config", "config", it.cfg.String(),
 			"request_id", it.job.m.requestID, "seq", it.job.m.seq, "err", err)
 		return result{}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -440,4 +441,102 @@ func TestTurnOverConfirmedByTheLeader(t *testing.T) {
 			"turn's final message taken for handled once the next turn went on; the stage logged %d times %q): %s",
 			len(lost), tasks, strings.Count(e.log.String(), goingOn), goingOn, strings.Join(lost, ", "))
 	}
+}
+
+// apiCounter counts the requests of the stage to E2A_RESPONSES' leader
+// ($JS.API.STREAM.MSG.GET) and its direct gets, as a subscriber of the
+// same account sees them.
+type apiCounter struct{ leader, direct atomic.Int64 }
+
+func countAPI(t *testing.T, e *env) *apiCounter {
+	t.Helper()
+	c := &apiCounter{}
+	for subj, n := range map[string]*atomic.Int64{subjects.MsgGet(streams.ResponsesStream): &c.leader,
+		subjects.DirectGet(streams.ResponsesStream): &c.direct, subjects.DirectGet(streams.ResponsesStream) + ".>": &c.direct} {
+		sub, err := e.nc.Subscribe(subj, func(*nats.Msg) { n.Add(1) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	if err := e.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// hotRun stores a task of turnsN turns of chunks text frames and a final
+// one, delivered to a v1.0 and a v0.3 config whose webhooks answer at
+// once; paced, each frame is stored once both webhooks got the one
+// before (a task answering no faster than its webhooks take it: no
+// config ever waits), else all at once (a burst: configs park). It
+// returns the messages stored, the stage's leader requests and direct
+// gets of E2A_RESPONSES, and the wake-up keys written (parks).
+func hotRun(t *testing.T, paced bool) (msgs int, leader, direct, parks int64) {
+	e := newEnvOn(t)
+	e.startStage()
+	r1, r3 := newReceiver(t, nil), newReceiver(t, nil)
+	e.create("alice", push.Config{TaskID: "hot", URL: r1.srv.URL})
+	e.create("alice", push.Config{TaskID: "hot", URL: r3.srv.URL, Version: push.V03})
+	c := countAPI(t, e)
+	var wakes atomic.Int64
+	sub, err := e.nc.Subscribe("$KV."+streams.PushBucket+".wake.>", func(m *nats.Msg) {
+		if m.Header.Get("KV-Operation") == "" {
+			wakes.Add(1)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	const turnsN, chunks = 5, 20
+	after := ""
+	for k := range turnsN {
+		id := fmt.Sprintf("hot-%d", k)
+		storeRequestAfter(t, e, id, "alice", "hot", after)
+		for i := range chunks + 1 {
+			storeFrame(t, e, id, "alice", "hot", int64(i), fmt.Sprintf("t%dc%d;", k, i), i == chunks)
+			msgs++
+			if paced {
+				testkit.Eventually(t, 10*time.Second, "frame delivered to both", func() bool {
+					return len(r1.accepted()) == msgs && len(r3.accepted()) == msgs
+				})
+			}
+		}
+		after = id
+	}
+	testkit.Eventually(t, 30*time.Second, "every turn delivered to both configs", func() bool {
+		return completedCount(t, push.V1, r1.accepted()) == turnsN && completedCount(t, push.V03, r3.accepted()) == turnsN &&
+			consumerIdle(t, e) && len(wakeKeys(t, e)) == 0
+	})
+	if err := e.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return msgs, c.leader.Load(), c.direct.Load(), wakes.Load()
+}
+
+// TestHotPathLeaderRequests: the leader confirmations on the hot path, a
+// task of 5 turns of 21 messages delivered to a v1.0 and a v0.3 config by
+// one replica that holds every message (no replica behind). Paced (no
+// config waits) no message costs a leader request nor a park: they
+// confirm absences, which an in-order run does not meet. In a burst the
+// configs park and their drains confirm each turn's end: bounded by the
+// parks, under one request for two messages.
+func TestHotPathLeaderRequests(t *testing.T) {
+	t.Run("paced", func(t *testing.T) {
+		msgs, leader, direct, parks := hotRun(t, true)
+		t.Logf("%d messages, 2 configs: %d leader requests, %d direct gets of %s, %d parks", msgs, leader, direct,
+			streams.ResponsesStream, parks)
+		if leader > 0 || parks > 0 {
+			t.Errorf("%d leader requests, %d parks for %d messages delivered in order", leader, parks, msgs)
+		}
+	})
+	t.Run("burst", func(t *testing.T) {
+		msgs, leader, direct, parks := hotRun(t, false)
+		t.Logf("%d messages, 2 configs: %d leader requests, %d direct gets of %s, %d parks", msgs, leader, direct,
+			streams.ResponsesStream, parks)
+		if leader > int64(msgs)/2 {
+			t.Errorf("%d leader requests for %d messages (%d parks): about one a message", leader, msgs, parks)
+		}
+	})
 }

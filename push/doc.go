@@ -52,8 +52,9 @@
 // (protocols/a2a/a2amap, written as it is): A2A v1.0 StreamResponse
 // JSON for V1 configs; for V03 ones the A2A v0.3 Task as tasks/get
 // answers it once the update's frame is stored (a2amap.BuildTask, in v0.3, over the
-// task's turns, found by E2A-After-Request), what the v0.3 SDKs' senders
-// post after each event. The mapper is fed the request's earlier
+// task's turns, found by E2A-After-Request: a turn that is another
+// principal's or task's, its id taken again, ends them), what the v0.3
+// SDKs' senders post after each event. The mapper is fed the request's earlier
 // frames when this replica has not seen them, so an update's id
 // (E2A-Event-Id: <request_id>:<frame sequence>:<n>) and body are the same
 // whichever replica renders it.
@@ -82,13 +83,16 @@
 // after the cursor, renders them as above, delivers them in order, and
 // un-parks the config (compare-and-set on the cursor) when nothing is
 // left. While it is parked the consumer's messages for it only move its
-// backlog's ends. So a config holds at most 5 of the shared consumer's
-// messages, only while one of its POSTs is in flight, and none once
-// parked: one tenant's failing or hanging webhooks cannot fill the
-// consumer's MaxAckPending and stop the others' deliveries. A state that
-// cannot be written at all (a server's max_payload under a few KiB)
-// skips the update for that config, with an error logged, rather than
-// holding the message.
+// backlog's ends (a turn after a gap, its previous turn never stored or
+// another tenant's, starts a chain of the backlog's own: cursor.Ends).
+// So a config holds at most 5 of the shared consumer's messages, only
+// while one of its POSTs is in flight, and none once parked: one
+// tenant's failing or hanging webhooks cannot fill the consumer's
+// MaxAckPending and stop the others' deliveries. A state that cannot be
+// written at all (a server's max_payload under a few KiB) skips the
+// update for that config, with an error logged and counted, rather than
+// holding the message; in a drain it skips the config's backlog left and
+// un-parks it, rather than posting the same update again and again.
 //
 // A direct get of E2A_RESPONSES may be answered by a replica behind the
 // stream's leader: what it finds is taken, but every absence the stage
@@ -124,8 +128,9 @@
 // is never logged or published.
 //
 // Metrics: e2a_push_delivered_total, e2a_push_retried_total,
-// e2a_push_failed_total, e2a_push_dead_lettered_total and
-// e2a_push_lag_seconds (frame to 2xx).
+// e2a_push_failed_total, e2a_push_dead_lettered_total,
+// e2a_push_rendered_total, e2a_push_skipped_total (state that cannot be
+// written) and e2a_push_lag_seconds (frame to 2xx).
 //
 // Tracing (internal/tracing, when on): each POST is a client span "push
 // POST", child of the trace context of the response frame it renders, so

@@ -108,7 +108,7 @@ func V03Rebuilt(ctx context.Context, nc *nats.Conn, id string) (map[string][]byt
 	if err != nil {
 		return nil, 0, err
 	}
-	cur, err := s.storedTurn(ctx, id, env)
+	cur, err := s.storedTurn(ctx, id, env, r)
 	if err != nil {
 		return nil, 0, err
 	}

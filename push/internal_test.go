@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -178,12 +180,18 @@ func TestNamedBy(t *testing.T) {
 
 // TestUnwritableStateSkipsTheUpdate: a config's state that can never be
 // written (over the server's max_payload, or the stream's largest
-// message) makes the message done for that config, with an error logged,
-// not looked at again for ever (holding the consumer's MaxAckPending); a
-// state unavailable now, or a replica behind, is looked at again.
+// message) makes the message done for that config, with an error logged
+// and counted (e2a_push_skipped_total), not looked at again for ever
+// (holding the consumer's MaxAckPending); a state unavailable now, or a
+// replica behind, is looked at again.
 func TestUnwritableStateSkipsTheUpdate(t *testing.T) {
 	var log strings.Builder
-	s := &stage{ctx: context.Background(), log: slog.New(slog.NewTextHandler(&log, nil)), o: options{orderWait: time.Second}}
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stage{ctx: context.Background(), log: slog.New(slog.NewTextHandler(&log, nil)), o: options{orderWait: time.Second},
+		metrics: m}
 	it := item{job: &job{m: &message{requestID: "r-1", seq: 7}}, cfg: Config{ID: "c-1"}}
 	for _, err := range []error{fmt.Errorf("kv update: %w", nats.ErrMaxPayload),
 		fmt.Errorf("nats: %w", &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamMessageExceedsMaximum})} {
@@ -193,6 +201,9 @@ func TestUnwritableStateSkipsTheUpdate(t *testing.T) {
 	}
 	if n := strings.Count(log.String(), "level=ERROR"); n != 2 {
 		t.Errorf("%d errors logged, want 2:\n%s", n, log.String())
+	}
+	if n := testutil.ToFloat64(m.skipped); n != 2 {
+		t.Errorf("e2a_push_skipped_total %v, want 2", n)
 	}
 	for _, err := range []error{errors.New("timeout"), fmt.Errorf("%w: again", errBehind), errMoved} {
 		if r := s.stateFailed(it, err); !r.retry || r.after != time.Second {

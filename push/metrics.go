@@ -9,7 +9,7 @@ import (
 // metrics are the stage's series (e2a_push_*).
 type metrics struct {
 	delivered, retried, failed, dead prometheus.Counter
-	rendered                         prometheus.Counter
+	rendered, skipped                prometheus.Counter
 	lag                              prometheus.Histogram
 }
 
@@ -22,6 +22,9 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		dead:      s.Counter("e2a_push_dead_lettered_total", "Task updates moved to the dead-letter stream E2A_PUSH_DEAD."),
 		rendered: s.Counter("e2a_push_rendered_total", "Stored response messages rendered into task updates; "+
 			"a message is rendered once per replica, again only when it left the replica's cache."),
+		skipped: s.Counter("e2a_push_skipped_total", "Task updates (or a parked config's backlog left) skipped for a "+
+			"config, neither delivered nor dead-lettered, because its delivery state cannot be written (over the "+
+			"server's max_payload) or its parked backlog has too many gaps."),
 		lag: s.Histogram("e2a_push_lag_seconds", "From a task update's frame to its webhook accepting it.",
 			[]float64{0.01, 0.05, 0.1, 0.5, 1, 5, 30, 60, 300, 1800, 3600, 21600, 86400}),
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -20,10 +21,11 @@ import (
 // or drains it) is parked: its cursor's Backlog names the first and the
 // last of the requests whose messages it has left to handle (the task's
 // turns between them are found by following E2A-After-Request back from
-// the last), and the message is done for it. While it is parked, the
-// consumer's messages for it only move the backlog's ends (and raise
-// Tail), so the cursor stays a few KiB whatever the number of turns
-// parked. A wake-up key in E2A_PUSH (wake.<cursor key>), read by a second
+// the last; a turn after a gap starts a chain of its own, the last turn
+// of each earlier chain kept in Ends), and the message is done for it.
+// While it is parked, the consumer's messages for it only move the
+// backlog's ends (and raise Tail), so the cursor stays a few KiB
+// whatever the number of turns parked. A wake-up key in E2A_PUSH (wake.<cursor key>), read by a second
 // durable consumer of the stage (<consumer>-wake), drains it: the
 // replica that holds the wake-up delivers the backlog from the cursor,
 // reading the messages back from E2A_RESPONSES, naks the wake-up with the
@@ -156,33 +158,58 @@ func (s *stage) handOff(it item, cur cursor, rev uint64) (result, error) {
 	if handled(cur, it.cfg, m) {
 		return result{}, nil
 	}
-	first, last := cur.first(), cur.last()
-	if id := m.requestID; id != first && id != last && (id != cur.Request || !cur.Final) {
-		place, err := s.placeTurn(s.ctx, it, cur)
-		if err != nil {
-			return result{}, err
-		}
-		switch place {
-		case turnNewer:
-			last = id
-		case turnOlder:
-			ids, err := s.chain(s.ctx, it, cur)
-			if err != nil {
-				return result{}, err
-			}
-			if len(ids) > 0 {
-				first = ids[0]
-			}
-		}
+	next, err := s.placed(it, cur)
+	if err != nil {
+		return result{}, err
 	}
-	next := cur
-	next.Backlog, next.Tail = backlog(first, last), max(cur.Tail, m.seq)
-	if next.Tail != cur.Tail || !slices.Equal(next.Backlog, cur.Backlog) {
+	next.Tail = max(cur.Tail, m.seq)
+	if next.Tail != cur.Tail || !slices.Equal(next.Backlog, cur.Backlog) || !slices.Equal(next.Ends, cur.Ends) {
 		if _, err := writeCursor(s.ctx, s.kv, it.ref.cursorKey(), next, rev); err != nil {
 			return result{}, err
 		}
 	}
 	return result{parked: true}, nil
+}
+
+// placed is cur with it's message's request placed in its backlog
+// (placeTurn): the backlog's last, or its first, or the last of one of
+// its chains (Ends), or a new chain after a gap.
+func (s *stage) placed(it item, cur cursor) (cursor, error) {
+	id := it.job.m.requestID
+	if cur.holds(id) || (id == cur.Request && cur.Final) {
+		return cur, nil
+	}
+	first, last := cur.first(), cur.last()
+	next := cur
+	next.Ends = slices.Clone(cur.Ends)
+	place, end, err := s.placeTurn(s.ctx, it, cur)
+	if err != nil {
+		return cur, err
+	}
+	switch place {
+	case turnNewer:
+		last = id
+	case turnOlder:
+		ids, err := s.chain(s.ctx, it, cur)
+		if err != nil {
+			return cur, err
+		}
+		if len(ids) > 0 {
+			first = ids[0]
+		}
+	case turnExtends:
+		next.Ends[end] = id
+	case turnAfterGap:
+		if len(cur.Ends) >= maxBacklogGaps {
+			s.metrics.skipped.Inc()
+			s.log.Error("push: a parked config's backlog has too many gaps; the turn is skipped for the config",
+				"config", it.cfg.String(), "request_id", id, "gaps", maxBacklogGaps)
+			return cur, nil
+		}
+		next.Ends, last = append(next.Ends, last), id
+	}
+	next.Backlog = backlog(first, last)
+	return next, nil
 }
 
 // maxBacklogTurns bounds the turns of a parked config's backlog a drain
@@ -195,42 +222,90 @@ const maxBacklogTurns = 100_000
 type turnPlace int
 
 const (
-	turnInside turnPlace = iota // between its first and last turns
-	turnNewer                   // a later turn than its last
-	turnOlder                   // an earlier turn than its first
+	turnInside   turnPlace = iota // between its first and last turns
+	turnNewer                     // a later turn than its last
+	turnOlder                     // an earlier turn than its first
+	turnExtends                   // a later turn than the last of one of its chains (Ends)
+	turnAfterGap                  // a later turn than its last, after a gap: a chain of its own
 )
+
+// maxBacklogGaps bounds the chains of a parked config's backlog (Ends):
+// a gap takes a turn published with none of its task's earlier turns
+// stored (ingress leaves one when a publish and its undo both fail), so
+// a backlog meets few.
+const maxBacklogGaps = 8
 
 // placeTurn places it's message's request, none of cur's backlog's ends,
 // against that backlog, following the task's turns back from it
-// (E2A-After-Request): newer when it meets the backlog's last, inside
-// when it meets its first, older when it is or meets the cursor's request
-// (the drain delivers the backlog's first turn only, so the cursor is on
-// it or on an earlier turn), the task's first turn or a turn whose
-// envelope is gone. A request maxTurns turns from both ends (a message
-// of the middle of a long backlog, delivered again) is taken for inside:
+// (E2A-After-Request): newer when it meets the backlog's last, extends
+// the k-th chain when it meets Ends[k], inside when it meets its first,
+// older when it is or meets the cursor's request (the drain delivers the
+// backlog's first turn only, so the cursor is on it or on an earlier
+// turn) or the task's first turn. A walk that ends at a gap (a turn whose
+// envelope is gone, never stored or another tenant's: afterOf) is placed
+// by placeAfterGap. A request maxTurns turns from both ends (a message of
+// the middle of a long backlog, delivered again) is taken for inside:
 // nothing to change.
-func (s *stage) placeTurn(ctx context.Context, it item, cur cursor) (turnPlace, error) {
+func (s *stage) placeTurn(ctx context.Context, it item, cur cursor) (turnPlace, int, error) {
 	first, last := cur.first(), cur.last()
-	if it.job.m.requestID == cur.Request {
-		return turnOlder, nil
+	id := it.job.m.requestID
+	if id == cur.Request {
+		return turnOlder, 0, nil
 	}
 	after := it.job.m.after
 	for range maxTurns {
-		switch {
+		switch k := slices.Index(cur.Ends, after); {
 		case after == last:
-			return turnNewer, nil
+			return turnNewer, 0, nil
+		case k >= 0:
+			return turnExtends, k, nil
 		case after == first:
-			return turnInside, nil
-		case after == "" || after == cur.Request || after == it.job.m.requestID:
-			return turnOlder, nil
+			return turnInside, 0, nil
+		case after == "" || after == cur.Request || after == id:
+			return turnOlder, 0, nil
 		}
-		next, err := s.afterOf(ctx, after)
+		next, ok, err := s.afterOf(ctx, it.ref, after)
 		if err != nil {
-			return turnInside, err
+			return turnInside, 0, err
+		}
+		if !ok {
+			p, err := s.placeAfterGap(ctx, it.ref, cur, id)
+			return p, 0, err
 		}
 		after = next
 	}
-	return turnInside, nil
+	return turnInside, 0, nil
+}
+
+// placeAfterGap places request id, whose turns followed back end at a gap
+// before they meet cur's backlog: inside when the backlog's turns hold
+// it, older when it is met following the turns back from the backlog's
+// first (at most maxTurns), else after the gap: a later chain than the
+// backlog's, delivered after it, as the consumer's path goes on past a
+// previous turn with nothing stored (turnOver).
+func (s *stage) placeAfterGap(ctx context.Context, ref configRef, cur cursor, id string) (turnPlace, error) {
+	path, err := s.walkBacklog(ctx, ref, cur, nil)
+	if err != nil {
+		return turnInside, err
+	}
+	if slices.Contains(path, id) {
+		return turnInside, nil
+	}
+	seen := map[string]bool{}
+	for at := cur.first(); !seen[at] && len(seen) < maxTurns; {
+		seen[at] = true
+		prev, ok, err := s.afterOf(ctx, ref, at)
+		switch {
+		case err != nil:
+			return turnInside, err
+		case !ok || prev == "":
+			return turnAfterGap, nil
+		case prev == id:
+			return turnOlder, nil
+		}
+		at = prev
+	}
+	return turnAfterGap, nil
 }
 
 // chain is the requests it's config has left to handle up to it's
@@ -245,8 +320,8 @@ func (s *stage) chain(ctx context.Context, it item, cur cursor) ([]string, error
 	var ids []string
 	id, after := m.requestID, m.after
 	for range maxTurns {
-		if slices.Contains(cur.Backlog, id) {
-			break
+		if cur.holds(id) || slices.Contains(ids, id) {
+			break // a backlog's turn, or a cycle (a request id taken again)
 		}
 		if id == cur.Request {
 			if !cur.Final {
@@ -258,7 +333,7 @@ func (s *stage) chain(ctx context.Context, it item, cur cursor) ([]string, error
 		if after == "" {
 			break
 		}
-		if after != cur.Request && !slices.Contains(cur.Backlog, after) {
+		if after != cur.Request && !cur.holds(after) {
 			// The leader confirms a turn has nothing after the cursor
 			// before the chain stops there (storedAfter).
 			more, err := s.storedAfter(ctx, after, max(it.cfg.From, cur.Seq))
@@ -269,7 +344,7 @@ func (s *stage) chain(ctx context.Context, it item, cur cursor) ([]string, error
 				break
 			}
 		}
-		next, err := s.afterOf(ctx, after)
+		next, _, err := s.afterOf(ctx, it.ref, after)
 		if err != nil {
 			return nil, err
 		}
@@ -279,14 +354,24 @@ func (s *stage) chain(ctx context.Context, it item, cur cursor) ([]string, error
 	return ids, nil
 }
 
-// afterOf is the previous turn of request id ("" when none, or when its
-// envelope is gone).
-func (s *stage) afterOf(ctx context.Context, id string) (string, error) {
+// afterOf is the previous turn of request id, a turn of ref's task ("":
+// the task's first turn). Not ok: id is no turn of the task its envelope
+// can tell, so the task's turns followed back end there (a gap): its
+// envelope is gone (aged out, or never stored: a turn ingress left in
+// the task's record unpublished), names no task, or names another
+// principal or task (a request id taken again once its request aged out
+// of the hot streams: its turns are another tenant's).
+func (s *stage) afterOf(ctx context.Context, ref configRef, id string) (prev string, ok bool, err error) {
 	env, h, err := s.envelope(ctx, id)
-	if err != nil || env == nil || env.TaskID == "" {
-		return "", err
+	if err != nil || !owns(ref.principal, ref.taskID, env) {
+		return "", false, err
 	}
-	return h.Get(subjects.HeaderAfterRequest), nil
+	return h.Get(subjects.HeaderAfterRequest), true, nil
+}
+
+// owns reports whether env is a request of principal's task taskID.
+func owns(principal, taskID string, env *e2a.Envelope) bool {
+	return env != nil && env.TaskID != "" && env.UserID == principal && env.TaskID == taskID
 }
 
 func (s *stage) putWake(ref configRef) error {
@@ -317,7 +402,7 @@ func (s *stage) casCursor(it item, base cursor, c *cursor, rev uint64) (uint64, 
 		if !samePosition(now, base) {
 			return 0, errMoved
 		}
-		c.Backlog, c.Tail = now.Backlog, now.Tail
+		c.Backlog, c.Tail, c.Ends = now.Backlog, now.Tail, now.Ends
 		base, rev = now, nrev
 	}
 	return 0, errMoved
@@ -325,7 +410,7 @@ func (s *stage) casCursor(it item, base cursor, c *cursor, rev uint64) (uint64, 
 
 // samePosition reports whether a and b differ in their backlog at most.
 func samePosition(a, b cursor) bool {
-	a.Backlog, a.Tail, b.Backlog, b.Tail = nil, 0, nil, 0
+	a.Backlog, a.Tail, a.Ends, b.Backlog, b.Tail, b.Ends = nil, 0, nil, nil, 0, nil
 	ja, err := json.Marshal(a)
 	if err != nil {
 		return false
@@ -346,16 +431,62 @@ func (s *stage) drainWake(it item) {
 	switch {
 	case s.ctx.Err() != nil:
 		_ = it.wake.Nak()
+	case unwritable(err):
+		// Its state cannot be written past an update: drained again, the
+		// same update would be posted again and again (the cursor never
+		// moves). As on the consumer's path (stateFailed), the config is
+		// skipped: its backlog left is dropped.
+		s.dropBacklog(it.ref, err)
+		s.settleWake(it)
 	case err != nil:
 		s.log.Warn("push: cannot drain a parked config; retrying", "err", err)
 		s.wakeLater(it, s.o.orderWait)
 	case r.retry:
 		s.wakeLater(it, max(r.after, time.Millisecond))
 	default:
-		if md, err := it.wake.Metadata(); err == nil {
-			_ = s.kv.Delete(s.ctx, it.ref.wakeKey(), jetstream.LastRevision(md.Sequence.Stream))
+		s.settleWake(it)
+	}
+}
+
+// settleWake deletes it's wake-up key (unless a newer wake-up replaced
+// it) and acks it.
+func (s *stage) settleWake(it item) {
+	if md, err := it.wake.Metadata(); err == nil {
+		_ = s.kv.Delete(s.ctx, it.ref.wakeKey(), jetstream.LastRevision(md.Sequence.Stream))
+	}
+	_ = it.wake.Ack()
+}
+
+// dropBacklog un-parks ref's config whose cursor cannot be written (err):
+// the updates its backlog has left are skipped, an error logged and
+// counted (e2a_push_skipped_total). The cursor keeps its position; it
+// is written without its backlog, or, that too unwritable, with its
+// position only (no event id). Messages handed to the config afterwards
+// go the consumer's path.
+func (s *stage) dropBacklog(ref configRef, err error) {
+	s.metrics.skipped.Inc()
+	key := ref.cursorKey()
+	for range 4 {
+		cur, rev, rerr := readCursor(s.ctx, s.kv, key)
+		if rerr != nil || !cur.parked() {
+			break
 		}
-		_ = it.wake.Ack()
+		s.log.Error("push: a parked config's delivery state cannot be written; the updates it has left are skipped",
+			"config", ref.id, "principal", ref.principal, "task_id", ref.taskID, "first_request_id", cur.first(),
+			"last_request_id", cur.last(), "err", err)
+		cur.Backlog, cur.Tail, cur.Ends = nil, 0, nil
+		_, werr := writeCursor(s.ctx, s.kv, key, cur, rev)
+		if unwritable(werr) {
+			cur.EventID = ""
+			_, werr = writeCursor(s.ctx, s.kv, key, cur, rev)
+		}
+		if !errors.Is(werr, errMoved) {
+			if werr != nil {
+				s.log.Error("push: cannot un-park a config whose delivery state cannot be written", "config", ref.id,
+					"principal", ref.principal, "task_id", ref.taskID, "err", werr)
+			}
+			return
+		}
 	}
 }
 
@@ -406,10 +537,18 @@ type drainer struct {
 	tasks   bool
 	mappers map[string]*mapState
 	reqs    map[string]*request
-	// path is the backlog's turns in order (backlogPath), after each
-	// turn's previous one as its envelope says (memo of afterOf).
+	// path is the backlog's turns in order (backlogPath), for the
+	// backlog's chains ends; after each turn's previous one as its
+	// envelope says (memo of afterOf).
 	path  []string
-	after map[string]string
+	ends  []string
+	after map[string]prevTurn
+}
+
+// prevTurn is an answer of afterOf.
+type prevTurn struct {
+	prev string
+	ok   bool
 }
 
 // drain delivers ref's parked config's backlog, in order, from its
@@ -426,7 +565,7 @@ func (s *stage) drain(ref configRef) (result, error) {
 		return result{}, nil
 	}
 	d := &drainer{cfg: tc.Configs[i], ref: ref, mappers: map[string]*mapState{}, reqs: map[string]*request{},
-		after: map[string]string{},
+		after: map[string]prevTurn{},
 		tasks: slices.ContainsFunc(tc.Configs, func(c Config) bool { return c.Version == V03 })}
 	for s.ctx.Err() == nil {
 		cur, rev, err := readCursor(s.ctx, s.kv, ref.cursorKey())
@@ -479,9 +618,14 @@ func (s *stage) drainStep(d *drainer, cur cursor, rev uint64) (result, bool, err
 	// a turn that has a next one will never come), or, with none, the
 	// config is not parked any more.
 	next := cur
-	next.Backlog, next.Tail = nil, 0
+	next.Backlog, next.Tail, next.Ends = nil, 0, nil
 	if len(path) > 1 {
 		next.Backlog, next.Tail = backlog(path[1], cur.last()), cur.Tail
+		for _, end := range cur.Ends {
+			if slices.Contains(path[1:], end) {
+				next.Ends = append(next.Ends, end)
+			}
+		}
 	}
 	if _, err := writeCursor(s.ctx, s.kv, d.ref.cursorKey(), next, rev); err != nil {
 		return result{}, false, err
@@ -494,43 +638,67 @@ func (s *stage) drainStep(d *drainer, cur cursor, rev uint64) (result, bool, err
 	return result{}, true, nil
 }
 
-// backlogPath is the parked config's turns left, in turn order: from the
-// backlog's first to its last, following E2A-After-Request back from the
-// last (at most maxBacklogTurns turns; a walk that does not meet the
-// first, its envelope gone, starts where it stopped: the turns before it
-// are older still, their envelopes gone too, so a drain would skip them).
-// The drain keeps the path while the backlog's last stays (a pop moves
-// its first along it) and reads each turn's envelope once.
+// backlogPath is the parked config's turns left, in turn order
+// (walkBacklog). The drain keeps the path while the backlog's last and
+// chains stay (a pop moves its first along it) and reads each turn's
+// envelope once.
 func (s *stage) backlogPath(d *drainer, cur cursor) ([]string, error) {
 	first, last := cur.first(), cur.last()
-	if n := len(d.path); n > 0 && d.path[n-1] == last {
+	if n := len(d.path); n > 0 && d.path[n-1] == last && slices.Equal(d.ends, cur.Ends) {
 		if i := slices.Index(d.path, first); i >= 0 {
 			d.path = d.path[i:]
 			return d.path, nil
 		}
 	}
-	back := []string{last}
-	for id := last; id != first && len(back) < maxBacklogTurns; {
-		prev, ok := d.after[id]
-		if !ok {
-			var err error
-			if prev, err = s.afterOf(s.ctx, id); err != nil {
-				return nil, err
-			}
-			d.after[id] = prev
-		}
-		if prev == "" {
-			break
-		}
-		back = append(back, prev)
-		id = prev
+	path, err := s.walkBacklog(s.ctx, d.ref, cur, d.after)
+	if err != nil {
+		return nil, err
 	}
-	if len(back) == maxBacklogTurns && back[len(back)-1] != first {
+	if len(path) >= maxBacklogTurns {
 		s.log.Warn("push: a parked config's backlog is longer than the turns followed; the older ones are skipped",
 			"config", d.cfg.String(), "turns", maxBacklogTurns)
 	}
+	d.path, d.ends = path, slices.Clone(cur.Ends)
+	return path, nil
+}
+
+// walkBacklog is cur's backlog's turns, in turn order: its first turn,
+// then each of its chains (Ends, then its last) followed back
+// (E2A-After-Request) to the backlog's first, to the previous chain's
+// last, to the task's first turn or to a gap (afterOf). Each turn comes
+// once (a request id taken again cannot make a cycle), at most
+// maxBacklogTurns (the older ones of a longer backlog, but its first,
+// are skipped). A first turn the walk does not meet (a gap between it and
+// the chains) is still the first: delivered, or taken off when nothing
+// of it is stored (nextOf, drainMessage). memo (nil: none) keeps
+// afterOf's answers.
+func (s *stage) walkBacklog(ctx context.Context, ref configRef, cur cursor, memo map[string]prevTurn) ([]string, error) {
+	first := cur.first()
+	ends := append(slices.Clone(cur.Ends), cur.last())
+	seen := map[string]bool{first: true}
+	var back []string
+	for k := len(ends) - 1; k >= 0; k-- {
+		for id := ends[k]; !seen[id] && len(back) < maxBacklogTurns-1; {
+			seen[id] = true
+			back = append(back, id)
+			p, ok := memo[id]
+			if !ok {
+				var err error
+				if p.prev, p.ok, err = s.afterOf(ctx, ref, id); err != nil {
+					return nil, err
+				}
+				if memo != nil {
+					memo[id] = p
+				}
+			}
+			if !p.ok || p.prev == "" || slices.Contains(ends[:k], p.prev) {
+				break
+			}
+			id = p.prev
+		}
+	}
+	back = append(back, first)
 	slices.Reverse(back)
-	d.path = back
 	return back, nil
 }
 

@@ -9,10 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/push"
 	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // wakeKeys lists the parked configs' wake-up keys in E2A_PUSH with their
@@ -199,5 +203,170 @@ func TestParkedBacklogStaysBounded(t *testing.T) {
 	}
 	if !slices.Equal(order, ids) {
 		t.Fatalf("turns delivered out of order: %d deliveries of %d turns", len(order), len(ids))
+	}
+}
+
+// unparkedAndSettled waits until the webhook's config is no longer parked
+// (no wake-up key), the push consumer has nothing pending and the
+// receiver got want's completed status: what a drain leaves when it
+// un-parks the config.
+func unparkedAndSettled(t *testing.T, e *env, r *receiver, want string) {
+	t.Helper()
+	testkit.Eventually(t, 30*time.Second, "the parked config drained and un-parked, the consumer idle", func() bool {
+		return completedBy(t, r)[want] && len(wakeKeys(t, e)) == 0 && consumerIdle(t, e)
+	})
+}
+
+// TestTurnAfterAnUnpublishedTurn: a task's turn whose publish failed and
+// whose removal from the task record failed too (ingress/turns.go:
+// "unpublished turn left in the task index"; the agent runtime runs the
+// next turn after a grace period) leaves the next turn C naming a turn B
+// that was never stored. Not parked, the stage delivers A then C
+// (turnOver: nothing of B is stored). Parked (its webhook down on A), the
+// config gets the same once its webhook is back: C, handed to it after a
+// gap, is a chain of the backlog's own after A's (Ends), not taken for a
+// turn older than A (which the drain, following the turns back from A,
+// never met: C's updates were lost).
+func TestTurnAfterAnUnpublishedTurn(t *testing.T) {
+	for _, parked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("parked=%v", parked), func(t *testing.T) {
+			e := newEnvOn(t)
+			e.startStage()
+			r, healed := healingReceiver(t)
+			healed.Store(!parked)
+			e.create("alice", push.Config{TaskID: "gap", URL: r.srv.URL})
+			storeTurn(t, e, "gap-A", "gap", "", "a;")
+			if parked {
+				testkit.Eventually(t, 10*time.Second, "the failing config parked", func() bool {
+					return len(wakeKeys(t, e)) == 1
+				})
+			}
+			// Turn B was appended to the record and never stored; C names it.
+			storeTurn(t, e, "gap-C", "gap", "gap-B", "c;")
+			testkit.Eventually(t, 10*time.Second, "C's messages handled (acked)", func() bool { return consumerIdle(t, e) })
+			healed.Store(true)
+			unparkedAndSettled(t, e, r, "gap-A")
+			testkit.Eventually(t, 10*time.Second, "turn C delivered", func() bool { return completedBy(t, r)["gap-C"] })
+			var order []string
+			for _, d := range r.accepted() {
+				order = append(order, d.eventID)
+			}
+			if want := []string{"gap-A:0:0", "gap-A:1:0", "gap-C:0:0", "gap-C:1:0"}; !slices.Equal(order, want) {
+				t.Fatalf("delivered %v, want %v", order, want)
+			}
+		})
+	}
+}
+
+// storeLongTurn stores alice's request id of task after the turn after
+// ("" for the first) with a short Nats-Msg-Id, and its two frames: text,
+// then the final one.
+func storeLongTurn(t *testing.T, e *env, id, task, after, text string) {
+	t.Helper()
+	h := []string{subjects.HeaderMsgID, id[len(id)-8:], subjects.HeaderRequestID, "r"}
+	if after != "" {
+		h = append(h, subjects.HeaderAfterRequest, after)
+	}
+	natstest.PublishRequest(t, e.js, "noagent", &e2a.Envelope{ProtocolVersion: e2a.ProtocolVersion, RequestID: id,
+		Method: "message/stream", IsStream: true, UserID: "alice", TaskID: task, ContextID: ctxOf("alice", task), Channel: "test",
+		Provenance: &e2a.Provenance{SourceProtocol: e2a.SourceE2A}}, h...)
+	storeFrame(t, e, id, "alice", task, 0, text, false)
+	storeFrame(t, e, id, "alice", task, 1, "", true)
+}
+
+// TestUnwritableStateInADrain: request ids of 1,000 bytes
+// (subjects.MaxIDLength is 1 KiB), a webhook down on turn A (the config
+// parked with A, then B handed to it: backlog A, B), then back. The
+// drain's cursor past A's first update names A (its position) and the
+// backlog's A and B. With a max_payload of 3,800 bytes it is written (it
+// stores no request id twice: its event id is kept as its part after the
+// request's) and both turns are delivered. With 3,000 bytes, which every
+// envelope, frame and parked cursor of the test fits, it cannot be
+// written: the config is skipped as on the consumer's path (its backlog
+// dropped, an error logged and counted in e2a_push_skipped_total), and
+// A's first update is posted once, not again and again (a drain that
+// took the write's error for a transient one drained the config again:
+// the same update posted for ever, the config never moving).
+func TestUnwritableStateInADrain(t *testing.T) {
+	for _, maxPayload := range []int{3800, 3000} {
+		t.Run(fmt.Sprint(maxPayload), func(t *testing.T) {
+			e := newEnvOn(t, natstest.WithMaxPayload(int32(maxPayload)))
+			reg := prometheus.NewRegistry()
+			e.startStage(push.WithRegisterer(reg))
+			r, healed := healingReceiver(t)
+			e.create("alice", push.Config{TaskID: "big", URL: r.srv.URL})
+			id := func(s string) string { return strings.Repeat("q", 998) + "-" + s }
+			storeLongTurn(t, e, id("A"), "big", "", "a;")
+			testkit.Eventually(t, 10*time.Second, "the failing config parked", func() bool {
+				return len(wakeKeys(t, e)) == 1
+			})
+			storeLongTurn(t, e, id("B"), "big", id("A"), "b;")
+			testkit.Eventually(t, 10*time.Second, "B's messages handed to the parked config", func() bool { return consumerIdle(t, e) })
+			healed.Store(true)
+			first := id("A") + ":0:0"
+			posts := func() int {
+				n := 0
+				for _, d := range r.accepted() {
+					if d.eventID == first {
+						n++
+					}
+				}
+				return n
+			}
+			const drainSkip = "a parked config's delivery state cannot be written"
+			skipped := func() float64 { return counter(t, reg, "e2a_push_skipped_total") }
+			testkit.Eventually(t, 30*time.Second, "the config un-parked, or A's first update accepted 5 times", func() bool {
+				return len(wakeKeys(t, e)) == 0 && (completedBy(t, r)[id("B")] || skipped() > 0) || posts() >= 5
+			})
+			if n := posts(); n != 1 {
+				t.Fatalf("the receiver accepted update %s…%s %d times; the stage logged %d \"cannot drain a parked config\"",
+					first[:8], first[len(first)-8:], n, strings.Count(e.log.String(), "cannot drain a parked config"))
+			}
+			delivered := completedBy(t, r)[id("B")]
+			switch {
+			case maxPayload == 3800 && (!delivered || skipped() != 0):
+				t.Fatalf("B delivered %v, %v skipped: the drain's cursor was not written", delivered, skipped())
+			case maxPayload == 3000 && (delivered || skipped() != 1 || !strings.Contains(e.log.String(), drainSkip)):
+				t.Fatalf("B delivered %v, %v skipped; logged: %s", delivered, skipped(), firstLine(e.log.String(), "cannot be written"))
+			}
+		})
+	}
+}
+
+// TestBacklogCycleEnds: the turns a drain follows back from a parked
+// backlog's last (E2A-After-Request) may make a cycle, a request id taken
+// again naming a later turn as its previous one. The walk meets each turn
+// once: the backlog's first turn, then the turns of the cycle once each,
+// in their order back from the last. (Without a seen-set the walk went
+// round the cycle up to maxBacklogTurns times and never met the first:
+// its turn was skipped.)
+func TestBacklogCycleEnds(t *testing.T) {
+	e := newEnvOn(t)
+	e.startStage()
+	r, healed := healingReceiver(t)
+	e.create("alice", push.Config{TaskID: "cyc", URL: r.srv.URL})
+	storeTurn(t, e, "cyc-A", "cyc", "", "a;")
+	testkit.Eventually(t, 10*time.Second, "the failing config parked", func() bool { return len(wakeKeys(t, e)) == 1 })
+	storeTurn(t, e, "cyc-L", "cyc", "cyc-A", "l;")
+	storeTurn(t, e, "cyc-M", "cyc", "cyc-L", "m;")
+	testkit.Eventually(t, 10*time.Second, "L's and M's messages handed off", func() bool { return consumerIdle(t, e) })
+	// L's id taken again (the same tenant and task), after M.
+	natstest.PublishRequest(t, e.js, "noagent", &e2a.Envelope{ProtocolVersion: e2a.ProtocolVersion, RequestID: "cyc-L",
+		Method: "message/stream", IsStream: true, UserID: "alice", TaskID: "cyc", ContextID: ctxOf("alice", "cyc"), Channel: "test",
+		Provenance: &e2a.Provenance{SourceProtocol: e2a.SourceE2A}}, subjects.HeaderMsgID, "cyc-L-again",
+		subjects.HeaderAfterRequest, "cyc-M")
+	healed.Store(true)
+	unparkedAndSettled(t, e, r, "cyc-M")
+	var order []string
+	for _, d := range r.accepted() {
+		if req, _, _ := splitID(d.eventID); len(order) == 0 || order[len(order)-1] != req {
+			order = append(order, req)
+		}
+	}
+	if want := []string{"cyc-A", "cyc-L", "cyc-M"}; !slices.Equal(order, want) {
+		t.Fatalf("turns delivered %v, want %v", order, want)
+	}
+	if strings.Contains(e.log.String(), "longer than the turns followed") {
+		t.Fatalf("the walk went round the cycle: %s", firstLine(e.log.String(), "longer than the turns followed"))
 	}
 }

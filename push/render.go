@@ -401,17 +401,23 @@ func (s *stage) loadTurns(ctx context.Context, id string, r *request, st *mapSta
 	return nil
 }
 
-// turns reads request id's envelope (a stub with its id when it is gone)
-// and the earlier turns of its task (E2A-After-Request, back to the
-// first, at most maxTurns): their envelopes and stored frames. The turns'
-// envelopes are read, not taken from the request cache, which has no
-// frame of theirs to check its entries with (requestOf).
+// turns reads request id's envelope (a stub with its id when it is gone
+// or is not r's) and the earlier turns of its task (E2A-After-Request,
+// back to the first, at most maxTurns): their envelopes and stored
+// frames. The turns' envelopes are read, not taken from the request
+// cache, which has no frame of theirs to check its entries with
+// (requestOf). A request id is free again once the hot streams no longer
+// hold its request, while a task's later turns outlive it: a turn whose
+// envelope names another principal or task than r (its id taken again by
+// another tenant) ends the turns followed, and is not read; a turn whose
+// envelope is gone is a stub with its stored frames that name r's
+// principal and task (storedTurn), and ends them too.
 func (s *stage) turns(ctx context.Context, id string, r *request) ([]a2amap.Request, *e2a.Envelope, error) {
 	env, _, err := s.envelope(ctx, id)
 	if err != nil {
 		return nil, nil, err
 	}
-	if env == nil {
+	if env == nil || env.UserID != r.principal || env.TaskID != r.taskID {
 		env = &e2a.Envelope{RequestID: id}
 	}
 	var prev []a2amap.Request
@@ -422,13 +428,16 @@ func (s *stage) turns(ctx context.Context, id string, r *request) ([]a2amap.Requ
 		if err != nil {
 			return nil, nil, err
 		}
-		rq, err := s.storedTurn(ctx, id, penv)
+		if penv != nil && !owns(r.principal, r.taskID, penv) {
+			break // another tenant's request under the id
+		}
+		rq, err := s.storedTurn(ctx, id, penv, r)
 		if err != nil {
 			return nil, nil, err
 		}
 		prev = append(prev, rq)
 		id = ""
-		if penv != nil && penv.TaskID != "" {
+		if penv != nil {
 			id = h.Get(subjects.HeaderAfterRequest)
 		}
 	}
@@ -437,13 +446,15 @@ func (s *stage) turns(ctx context.Context, id string, r *request) ([]a2amap.Requ
 }
 
 // storedTurn is request id's turn: its envelope penv (a stub when it is
-// gone: nil) and its stored frames. A read that does not end with the
+// gone: nil) and its stored frames, but those naming another principal
+// or task than r's (a user_id or task_id of their own: the request of
+// another tenant that took the id, its envelope gone too). A read that does not end with the
 // turn's final frame (nothing read, or the turn's last messages not read:
 // a replica behind may hold a prefix of them) is confirmed by the
 // stream's leader: its last message of the turn is the last read, or the
 // render fails with errBehind (looked at again). A turn that ended with
 // its final frame costs no confirmation.
-func (s *stage) storedTurn(ctx context.Context, id string, penv *e2a.Envelope) (a2amap.Request, error) {
+func (s *stage) storedTurn(ctx context.Context, id string, penv *e2a.Envelope, r *request) (a2amap.Request, error) {
 	rq := a2amap.Request{Envelope: penv}
 	if rq.Envelope == nil {
 		rq.Envelope = &e2a.Envelope{RequestID: id}
@@ -463,7 +474,11 @@ func (s *stage) storedTurn(ctx context.Context, id string, penv *e2a.Envelope) (
 		if err != nil {
 			continue // skipped, as prepare skips it
 		}
-		rq.Frames = append(rq.Frames, fs...)
+		for _, f := range fs {
+			if (f.UserID == "" || f.UserID == r.principal) && (f.TaskID == "" || f.TaskID == r.taskID) {
+				rq.Frames = append(rq.Frames, f)
+			}
+		}
 		final = len(fs) > 0 && fs[len(fs)-1].IsFinal
 	}
 	if final {

@@ -3,12 +3,14 @@ package push_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
@@ -143,6 +145,102 @@ func TestReusedRequestIDAfterUnfinishedRequest(t *testing.T) {
 			for _, d := range second.all() {
 				if strings.Contains(string(d.body), "first-text") || strings.Contains(string(d.body), ctxOf("alice", id)) {
 					t.Errorf("the second request's webhook got the first request's task: %.300s", d.body)
+				}
+			}
+		})
+	}
+}
+
+// storeTurnOf stores user's request id of task after the turn after (""
+// for the first), its Nats-Msg-Id its own (a request id taken again is
+// not a duplicate), asking user+"-asks;", and its two frames: text, then
+// the final one.
+func storeTurnOf(t *testing.T, e *env, user, id, task, after, text string) {
+	t.Helper()
+	h := []string{subjects.HeaderMsgID, user + "/" + id}
+	if after != "" {
+		h = append(h, subjects.HeaderAfterRequest, after)
+	}
+	natstest.PublishRequest(t, e.js, "noagent", &e2a.Envelope{ProtocolVersion: e2a.ProtocolVersion, RequestID: id,
+		Method: "message/stream", IsStream: true, UserID: user, TaskID: task, ContextID: ctxOf(user, task), Channel: "test",
+		Params: map[string]any{"text": user + "-asks;"}, Provenance: &e2a.Provenance{SourceProtocol: e2a.SourceE2A}}, h...)
+	storeFrame(t, e, id, user, task, 0, text, false)
+	storeFrame(t, e, id, user, task, 1, "", true)
+}
+
+// purgeRequest removes what E2A_REQUESTS (and with responses
+// E2A_RESPONSES) holds of request id of the pool noagent, as their max
+// age removes it.
+func purgeRequest(t *testing.T, e *env, id string, responses bool) {
+	t.Helper()
+	subjs := map[string]string{streams.RequestsStream: "e2a.req.noagent." + id}
+	if responses {
+		subjs[streams.ResponsesStream] = "e2a.resp." + id
+	}
+	for stream, subj := range subjs {
+		st, err := e.js.Stream(tctx(t), stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Purge(tctx(t), jetstream.WithPurgeSubject(subj)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// completedBy3 is completedBy for a v0.3 receiver.
+func completedBy3(t testing.TB, r *receiver) map[string]bool {
+	out := map[string]bool{}
+	for _, d := range r.accepted() {
+		if u := decode(t, push.V03, d); u.state == "completed" {
+			req, _, _ := splitID(d.eventID)
+			out[req] = true
+		}
+	}
+	return out
+}
+
+// TestV03TaskNotFollowedIntoAReusedTurn: a v0.3 body is the task built
+// over its earlier turns, found by following E2A-After-Request back
+// (turns), each turn's envelope and frames read by request id. A request
+// id is free again once the hot streams no longer hold it (ingress
+// checkRequestID asks egress.StoredOwner), while a task's record and
+// later turns outlive its first turn (E2A_TASKS_TTL 72 h; requests and
+// frames 24 h). Alice's task has turns X then L; X ages out of
+// E2A_REQUESTS and E2A_RESPONSES; bob takes the id X for a request of his
+// own task (its envelope kept, or aged out too while his frames are
+// kept); alice's next turn M is posted to her v0.3 webhook as a Task of
+// her turns only: a turn whose envelope names another principal or task
+// ends the turns followed, and a gone turn's frames naming another are
+// left out. (They held bob's request and his agent's answer.)
+func TestV03TaskNotFollowedIntoAReusedTurn(t *testing.T) {
+	for _, gone := range []bool{false, true} {
+		t.Run(fmt.Sprintf("his envelope gone=%v", gone), func(t *testing.T) {
+			e := newEnvOn(t)
+			e.startStage()
+			r := newReceiver(t, nil)
+			e.create("alice", push.Config{TaskID: "mine", URL: r.srv.URL, Version: push.V03})
+			storeTurnOf(t, e, "alice", "turn-x", "mine", "", "alice-x;")
+			storeTurnOf(t, e, "alice", "turn-l", "mine", "turn-x", "alice-l;")
+			testkit.Eventually(t, 10*time.Second, "alice's two turns delivered", func() bool {
+				return completedCount(t, push.V03, r.accepted()) >= 2 && consumerIdle(t, e)
+			})
+			purgeRequest(t, e, "turn-x", true)
+			storeTurnOf(t, e, "bob", "turn-x", "his", "", "bob-secret;")
+			if gone {
+				purgeRequest(t, e, "turn-x", false)
+			}
+			n := len(r.accepted())
+			storeTurnOf(t, e, "alice", "turn-m", "mine", "turn-l", "alice-m;")
+			testkit.Eventually(t, 10*time.Second, "alice's turn M delivered", func() bool {
+				return completedBy3(t, r)["turn-m"]
+			})
+			for _, d := range r.accepted()[n:] {
+				if strings.Contains(string(d.body), "bob-") {
+					t.Fatalf("alice's v0.3 webhook got bob's turn in her Task (update %s): %s", d.eventID, d.body)
+				}
+				if !strings.Contains(string(d.body), "alice-l;") || !strings.Contains(string(d.body), "alice-asks;") {
+					t.Fatalf("alice's v0.3 Task (update %s) lost her turn L: %s", d.eventID, d.body)
 				}
 			}
 		})
