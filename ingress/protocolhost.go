@@ -192,11 +192,29 @@ var (
 
 // Admit is the gate.
 func (h protocolHost) Admit(w http.ResponseWriter, r *http.Request, protocol string, refuse host.Refuse) (host.Caller, bool) {
-	p, ok := h.s.gate(w, r, protocol, refuse)
+	c, ok := h.admit(w, r, protocol, refuse)
 	if !ok {
 		return nil, false
 	}
+	return c, true
+}
+
+// admit is the gate, its caller concrete (Admit, AdmitBinding).
+func (h protocolHost) admit(w http.ResponseWriter, r *http.Request, protocol string, refuse host.Refuse) (caller, bool) {
+	p, ok := h.s.gate(w, r, protocol, refuse)
+	if !ok {
+		return caller{}, false
+	}
 	return caller{s: h.s, p: p, rec: recorderOf(w), fresh: &freshIDs{}}, true
+}
+
+// AdmitBinding is Admit for an SDK binding's HTTP call (host.HeaderGate).
+func (h protocolHost) AdmitBinding(w http.ResponseWriter, r *http.Request, protocol string, refuse host.Refuse) (host.BindingCaller, bool) {
+	c, ok := h.admit(w, r, protocol, refuse)
+	if !ok {
+		return nil, false
+	}
+	return c, true
 }
 
 // recorderOf finds the statusRecorder of counted under w (nil when w has

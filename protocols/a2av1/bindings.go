@@ -73,7 +73,7 @@ type bindings struct {
 // the handler reads of it.
 func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, ok := b.h.Admit(w, r, gateProtocol, refuse)
+		c, ok := b.h.AdmitBinding(w, r, gateProtocol, refuse)
 		if !ok {
 			return
 		}
@@ -100,20 +100,16 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 		if !checkRPC {
 			r = restListAlias(r)
 		}
-		ctx := r.Context()
-		vc, ok := c.(host.BindingCaller)
-		if ok {
-			ctx = withCall(ctx, call{header: r.Header, agent: r.URL.Query().Get("agent"),
-				version: requestedVersion(r), channel: "http", c: vc, query: r.URL.Query(), r: r})
-		} // else the handler answers an internal error: no caller
+		ctx := withCall(r.Context(), call{header: r.Header, agent: r.URL.Query().Get("agent"),
+			version: requestedVersion(r), channel: "http", c: c, query: r.URL.Query(), r: r})
 		r = r.WithContext(ctx)
 		switch {
-		case ok && b.refuseFinished(w, r, head, !checkRPC):
+		case b.refuseFinished(w, r, head, !checkRPC):
 			// SubscribeToTask of a finished task: refused before a stream
 			// opens (the SDK's transports open one first).
-		case ok && checkRPC && head.nativeStream():
+		case checkRPC && head.nativeStream():
 			b.streamRPC(w, r, head, next)
-		case ok && !checkRPC && r.Method == http.MethodPost && r.URL.Path == restStreamPath:
+		case !checkRPC && r.Method == http.MethodPost && r.URL.Path == restStreamPath:
 			b.streamREST(w, r, next)
 		default:
 			next.ServeHTTP(w, r)

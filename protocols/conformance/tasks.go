@@ -76,9 +76,28 @@ var (
 // it is refused (401 unauthenticated), as is every request when Refusal
 // is set.
 func (h *BindingHost) Admit(w http.ResponseWriter, r *http.Request, _ string, refuse host.Refuse) (host.Caller, bool) {
+	c, ok := h.admitHTTP(w, r, refuse)
+	if !ok {
+		return nil, false
+	}
+	return c, true
+}
+
+// admitHTTP admits r (Admit, AdmitBinding), writing a refusal with
+// refuse.
+func (h *BindingHost) admitHTTP(w http.ResponseWriter, r *http.Request, refuse host.Refuse) (bindingCaller, bool) {
 	c, f := h.admit(r.Header)
 	if f != nil {
 		refuse(w, *f)
+		return c, false
+	}
+	return c, true
+}
+
+// AdmitBinding is Admit, the caller a host.BindingCaller.
+func (h *BindingHost) AdmitBinding(w http.ResponseWriter, r *http.Request, _ string, refuse host.Refuse) (host.BindingCaller, bool) {
+	c, ok := h.admitHTTP(w, r, refuse)
+	if !ok {
 		return nil, false
 	}
 	return c, true

@@ -70,8 +70,9 @@ type BindingCaller interface {
 	TaskStore
 }
 
-// HeaderGate admits a call that carries headers but no HTTP request (a
-// gRPC call, its metadata read as headers).
+// HeaderGate admits the calls of an SDK's bindings: one that carries
+// headers but no HTTP request (a gRPC call, its metadata read as headers),
+// and an HTTP call, each as a BindingCaller.
 type HeaderGate interface {
 	// AdmitHeader authenticates header, strips its credential headers and
 	// charges the caller's rate limit, the call counted in the requests
@@ -81,6 +82,10 @@ type HeaderGate interface {
 	// ended while the call waited is returned as err. Nothing of the call
 	// has been read.
 	AdmitHeader(ctx context.Context, header http.Header, protocol, route string) (c BindingCaller, f *Refusal, err error)
+	// AdmitBinding is [Gate.Admit] for an SDK binding's HTTP call: the
+	// caller admitted is a BindingCaller (its task store with it), so a
+	// binding never meets a caller it cannot serve.
+	AdmitBinding(w http.ResponseWriter, r *http.Request, protocol string, refuse Refuse) (c BindingCaller, ok bool)
 }
 
 // Bindings are the transports an SDK implements over a protocol package's
