@@ -88,11 +88,11 @@ func (w *worker) handle(m jetstream.Msg, sl *slot) (outcome string) {
 		hctx, cancelDL = context.WithDeadlineCause(hctx, d.deadline, ErrDeadlineExceeded)
 		defer cancelDL()
 	}
-	if after := turnAfter(m, d.id); after != "" && d.last == nil {
+	if chain := turnChain(m, d.id); len(chain) > 0 && d.last == nil {
 		// A later turn of a task or session: the handler runs once the
 		// turn before has ended (turns.go). A request with frames already
 		// waited before it wrote them.
-		if out, wait := w.awaitTurn(hctx, r, after, d.meta, d.log); wait {
+		if out, wait := w.awaitTurn(hctx, r, chain, d.meta, d.log); wait {
 			return out
 		}
 	}

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,8 +16,11 @@ import (
 // Turns of one task or session run one after another. Ingress appends a
 // turn to its task's (or ACP session's) record before it publishes it, and
 // publishes it naming the request the record held before it
-// (subjects.HeaderAfterRequest). At pick-up, a request that names one waits
-// until that request's final frame is stored, then runs its handler. While
+// (subjects.HeaderAfterRequest), with the turns recorded before that one
+// (subjects.HeaderEarlierRequests). At pick-up, a request that names one
+// waits until the nearest of them that is stored has its final frame
+// stored, then runs its handler: a turn recorded but never published is
+// skipped for the one before it, not taken as the end of the chain. While
 // it waits it stays registered (heartbeats keep its delivery, cancels and
 // its deadline end it as they end a running handler) but gives its
 // WithConcurrency slot back: a waiting turn never keeps the turn it waits
@@ -27,7 +32,8 @@ var (
 	// turn to the record before publishing it, so that publish may land
 	// after this turn's (within ingress's publish timeout, 5 s by default).
 	// Past it, a request never stored (its publish failed) or no longer
-	// stored (aged out) is not waited for.
+	// stored (aged out) is not waited for: the turn before it is, when the
+	// request lists one (HeaderEarlierRequests).
 	turnGrace = 15 * time.Second
 	// turnRecheckMin and turnRecheckMax bound the time between two reads
 	// of the earlier turn's last stored frame. The wait is on the live
@@ -68,61 +74,87 @@ func (s *slot) acquire(ctx context.Context) bool {
 	}
 }
 
-// turnAfter returns the request the turn m carries runs after: its
-// HeaderAfterRequest, unless absent, outside the request-id grammar, or m's
-// own id id.
-func turnAfter(m jetstream.Msg, id string) string {
+// turnChain returns the turns the turn m carries runs after, the nearest
+// first: its HeaderAfterRequest, then the turns recorded before that one
+// its HeaderEarlierRequests lists (at most subjects.MaxEarlierRequests);
+// none when HeaderAfterRequest is absent, outside the request-id grammar,
+// or m's own id id. A listed id that is m's own, a repeat, or outside the
+// grammar is left out; a list that does not decode is ignored (the
+// request then waits for HeaderAfterRequest's turn alone, as before the
+// list existed).
+func turnChain(m jetstream.Msg, id string) []string {
 	h := m.Headers()
 	if h == nil {
-		return ""
+		return nil
 	}
 	after := h.Get(subjects.HeaderAfterRequest)
 	if after == "" || after == id || subjects.ValidateRequestID(after) != nil {
-		return ""
+		return nil
 	}
-	return after
+	chain := []string{after}
+	var earlier []string
+	if v := h.Get(subjects.HeaderEarlierRequests); v == "" || json.Unmarshal([]byte(v), &earlier) != nil {
+		return chain
+	}
+	for _, e := range earlier {
+		if len(chain) > subjects.MaxEarlierRequests {
+			break
+		}
+		if e != id && !slices.Contains(chain, e) && subjects.ValidateRequestID(e) == nil {
+			chain = append(chain, e)
+		}
+	}
+	return chain
 }
 
-// awaitTurn waits, before r's handler runs, until the turn after has ended
-// (waitTurn). stop is false when the handler may run; otherwise r has
-// ended while it waited (cancelled, past its deadline, handed back at
+// awaitTurn waits, before r's handler runs, until the turns of chain have
+// ended (waitTurn). stop is false when the handler may run; otherwise r
+// has ended while it waited (cancelled, past its deadline, handed back at
 // shutdown) and outcome says how.
-func (w *worker) awaitTurn(hctx context.Context, r *request, after string, meta *jetstream.MsgMetadata, log *reqLogger) (outcome string, stop bool) {
-	if err := w.waitTurn(hctx, r, after, meta, log); err == nil {
+func (w *worker) awaitTurn(hctx context.Context, r *request, chain []string, meta *jetstream.MsgMetadata, log *reqLogger) (outcome string, stop bool) {
+	if err := w.waitTurn(hctx, r, chain, meta, log); err == nil {
 		return "", false
 	}
 	return w.stopped(r, hctx, log, func() {})
 }
 
-// waitTurn returns nil once the request after has its final frame stored
-// (seen live on e2a.live.<after>, or read from E2A_RESPONSES), or is known
-// never to have one; the cause of ctx's end if it ends first. Most turns
+// waitTurn returns nil once the nearest turn of chain that is stored (or
+// not yet known never to be: turnEnded) has its final frame stored (seen
+// live on e2a.live.<id>, or read from E2A_RESPONSES), or none of them
+// has one to wait for; the cause of ctx's end if it ends first. Most turns
 // find the turn before ended at the first read, with no subscription; one
 // that waits gives r's slot back until it has ended.
-func (w *worker) waitTurn(ctx context.Context, r *request, after string, meta *jetstream.MsgMetadata, log *reqLogger) error {
-	done, err := w.turnEnded(ctx, after, meta, log)
+func (w *worker) waitTurn(ctx context.Context, r *request, chain []string, meta *jetstream.MsgMetadata, log *reqLogger) error {
+	done, target, err := w.turnEnded(ctx, chain, meta, log)
 	if done {
 		return nil
 	}
 	if err != nil && ctx.Err() == nil {
-		log.get().Warn("cannot read the earlier turn's state: reading it again", "after_request_id", after, "err", err)
+		log.get().Warn("cannot read the earlier turn's state: reading it again", "after_request_id", target, "err", err)
 	}
-	log.get().Debug("waiting for the earlier turn", "after_request_id", after)
-	ended, unsubscribe := w.listenTurn(after, log)
-	defer unsubscribe()
+	log.get().Debug("waiting for the earlier turn", "after_request_id", target)
+	var l turnListener
+	defer l.stop()
 	r.slot.release()
 	recheck := turnRecheckMin
 	timer := time.NewTimer(recheck)
 	defer timer.Stop()
 	for {
-		// Read at once after subscribing: a final frame stored before the
-		// subscription took effect is not seen live.
-		done, err := w.turnEnded(ctx, after, meta, log)
+		// Listen to the turn waited for (another once the nearer one is
+		// known never to be stored), then read at once: a final frame
+		// stored before the subscription took effect is not seen live.
+		ended := l.listen(w, target, log)
+		done, next, err := w.turnEnded(ctx, chain, meta, log)
 		if err != nil && ctx.Err() == nil {
-			log.get().Warn("cannot read the earlier turn's state: reading it again", "after_request_id", after, "err", err)
+			log.get().Warn("cannot read the earlier turn's state: reading it again", "after_request_id", next, "err", err)
 		}
 		if done {
 			break
+		}
+		if next != target {
+			log.get().Info("the earlier turn was never stored, or no longer is: waiting for the turn before it", "after_request_id", target, "earlier_request_id", next)
+			target = next
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -152,6 +184,35 @@ func (w *worker) waitTurn(ctx context.Context, r *request, after string, meta *j
 	return nil
 }
 
+// turnListener holds the subscription to the live frames of the turn a
+// waiting turn waits for (listenTurn), one at a time.
+type turnListener struct {
+	id          string
+	ended       <-chan struct{}
+	unsubscribe func()
+}
+
+// listen returns the channel closed by the final frame of the request id,
+// subscribing to its frames (ending the subscription to another's) unless
+// already subscribed.
+func (l *turnListener) listen(w *worker, id string, log *reqLogger) <-chan struct{} {
+	if l.unsubscribe != nil && l.id == id {
+		return l.ended
+	}
+	l.stop()
+	l.id = id
+	l.ended, l.unsubscribe = w.listenTurn(id, log)
+	return l.ended
+}
+
+// stop ends the subscription (a no-op without one).
+func (l *turnListener) stop() {
+	if l.unsubscribe != nil {
+		l.unsubscribe()
+		l.unsubscribe = nil
+	}
+}
+
 // listenTurn subscribes to the live frames of the request after: ended is
 // closed by its final frame. A subscription that fails is logged (the
 // reads alone then end the wait).
@@ -175,29 +236,55 @@ func (w *worker) listenTurn(after string, log *reqLogger) (ended <-chan struct{}
 	return c, func() { _ = sub.Unsubscribe() }
 }
 
-// turnEnded reads whether the request after has ended: its last stored
+// turnEnded reads whether the turns of chain (the nearest first) have
+// ended: target is the nearest that is stored, or may still be (within
+// turnGrace), and done says whether it has ended (turnState). A turn
+// known never to be stored is skipped for the one before it, not taken
+// as the end of the chain: it may sit between this turn and one still
+// running. done is true with no target when none is left to wait for.
+func (w *worker) turnEnded(ctx context.Context, chain []string, meta *jetstream.MsgMetadata, log *reqLogger) (done bool, target string, err error) {
+	for _, id := range chain {
+		st, err := w.turnState(ctx, id, meta, log)
+		if err != nil {
+			return false, id, err
+		}
+		if st != turnMissing {
+			return st == turnOver, id, nil
+		}
+	}
+	return true, "", nil
+}
+
+// The states of an earlier turn (turnState).
+const (
+	turnRunning = iota // not ended, or not stored yet
+	turnOver           // ended
+	turnMissing        // never stored, or no longer
+)
+
+// turnState reads whether the request after has ended: its last stored
 // frame is final; or it has no frame and its delivery is acknowledged (its
-// frames dropped from E2A_RESPONSES); or it is not stored at all, turnGrace
-// after this turn (stored as meta says) was.
-func (w *worker) turnEnded(ctx context.Context, after string, meta *jetstream.MsgMetadata, log *reqLogger) (bool, error) {
+// frames dropped from E2A_RESPONSES). turnMissing when it is not stored at
+// all, turnGrace after this turn (stored as meta says) was.
+func (w *worker) turnState(ctx context.Context, after string, meta *jetstream.MsgMetadata, log *reqLogger) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, ioTimeout)
 	defer cancel()
 	respSubj, err := subjects.Response(after)
 	if err != nil {
-		return true, nil // not a request id: nothing to wait for
+		return turnOver, nil // not a request id: nothing to wait for
 	}
 	last, err := lastMsg(ctx, w.js, w.streams.Responses, respSubj)
 	if err != nil {
-		return false, err
+		return turnRunning, err
 	}
 	if last != nil {
 		h, err := last.frame()
 		if err != nil {
 			// Never wait on frames no reader can tell the end of.
 			log.get().Warn("the earlier turn's last frame does not decode: not waiting for it", "after_request_id", after, "err", err)
-			return true, nil
+			return turnOver, nil
 		}
-		return h.IsFinal, nil
+		return ternary(h.IsFinal, turnOver, turnRunning), nil
 	}
 	reqSubj, _ := subjects.RequestAnyPool(after)
 	req, err := lastMsg(ctx, w.js, w.streams.Requests, reqSubj)
@@ -205,14 +292,23 @@ func (w *worker) turnEnded(ctx context.Context, after string, meta *jetstream.Ms
 		// A replica may lag: the stream's leader confirms the absence.
 		req, err = leaderLastMsg(ctx, w.js, w.streams.Requests, reqSubj)
 		if err == nil && req == nil {
-			log.get().Info("the earlier turn was never stored, or no longer is: not waiting for it", "after_request_id", after)
-			return true, nil
+			log.get().Debug("the earlier turn was never stored, or no longer is", "after_request_id", after)
+			return turnMissing, nil
 		}
 	}
 	if err != nil || req == nil {
-		return false, err
+		return turnRunning, err
 	}
-	return w.acked(ctx, req)
+	ok, err := w.acked(ctx, req)
+	return ternary(ok, turnOver, turnRunning), err
+}
+
+// ternary is a when c, else b.
+func ternary[T any](c bool, a, b T) T {
+	if c {
+		return a
+	}
+	return b
 }
 
 // acked reports whether the request req (stored, without a frame) of this

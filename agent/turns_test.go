@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -186,7 +187,8 @@ func TestTurnStoppedWhileWaiting(t *testing.T) {
 }
 
 // A turn naming a request that is never stored (its publish failed) runs
-// once the grace has passed; one naming itself, or an id outside the
+// once the grace has passed, as does one whose listed earlier turns are
+// none stored either; one naming itself, or an id outside the
 // grammar, runs at once. Not parallel: it shortens the package's grace.
 func TestTurnAfterMissingRequest(t *testing.T) {
 	t.Cleanup(agent.SetTurnGrace(300 * time.Millisecond)) // after the worker's stop (cleanups run last first)
@@ -199,12 +201,81 @@ func TestTurnAfterMissingRequest(t *testing.T) {
 	start := time.Now()
 	publishAfter(t, s.js, "ghost", request("ghost-2", nil), "ghost-1")
 	publishAfter(t, s.js, "ghost", request("self-1", nil), "self-1")
-	for _, id := range []string{"ghost-2", "self-1"} {
+	// None of the turns it lists is stored either.
+	publishAfterTurns(t, s.js, "ghost", request("ghosts-3", nil), "ghosts-2", "ghosts-1", "ghosts-0")
+	for _, id := range []string{"ghost-2", "self-1", "ghosts-3"} {
 		if fr := waitFinal(t, s.nc, id, 10*time.Second); fr[len(fr)-1].Status != e2a.StatusSucceeded {
 			t.Errorf("%s final %+v", id, fr[len(fr)-1])
 		}
 	}
 	if d := time.Since(start); d < 300*time.Millisecond {
 		t.Errorf("ghost-2 ran %v after it was stored, before the grace", d)
+	}
+}
+
+// publishAfterTurns stores env as a request for pool that runs after the
+// request after, with the turns recorded before that one (earlier, newest
+// first), as ingress publishes a later turn of a task.
+func publishAfterTurns(t testing.TB, js jetstream.JetStream, pool string, env *e2a.Envelope, after string, earlier ...string) {
+	t.Helper()
+	list, err := json.Marshal(earlier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, js, pool, env, subjects.HeaderAfterRequest, after, subjects.HeaderEarlierRequests, string(list))
+}
+
+// A task's record lists the turns A, B, C. A runs (slow); B was recorded
+// but never published (its publish failed and its removal from the record
+// failed too, or ingress died between the two); C is published naming B,
+// and A before it (HeaderEarlierRequests). Turns never overlap
+// (docs/design.md guarantee 8): once the grace for B has passed, C waits
+// for A, and runs after A's final frame. Not parallel: it shortens the
+// package's grace.
+func TestTurnAfterUnpublishedTurnWaitsForTheOneBefore(t *testing.T) {
+	const grace = 300 * time.Millisecond
+	t.Cleanup(agent.SetTurnGrace(grace)) // after the worker's stop (cleanups run last first)
+	s := startServer(t)
+	aStarted, release := make(chan struct{}), make(chan struct{})
+	cStarted := make(chan struct{}, 1)
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if env.RequestID == "gap-a" {
+			if err := w.Chunk(e2a.DeltaText, "a runs"); err != nil {
+				return err
+			}
+			close(aStarted)
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return w.Complete("a")
+		}
+		cStarted <- struct{}{}
+		return w.Complete("c")
+	})
+	startWorker(t, s.connect(t), "gapturns", h, agent.WithConcurrency(2))
+	waitConsumer(t, s.js, "gapturns")
+	publish(t, s.js, "gapturns", request("gap-a", nil))
+	<-aStarted
+	// gap-b: in the task's record, never stored in E2A_REQUESTS.
+	publishAfterTurns(t, s.js, "gapturns", request("gap-c", nil), "gap-b", "gap-a")
+	waitPending(t, s.js, "gapturns", 2)
+	// A bound on an event that must not happen: ten times the grace after
+	// which the runtime gives up on gap-b.
+	timer := time.NewTimer(10 * grace)
+	defer timer.Stop()
+	select {
+	case <-cStarted:
+		fr, _ := storedFrames(t, s.nc, "gap-a")
+		t.Errorf("turn C (after the unpublished B) ran while turn A still runs: A's stored frames %d, final %v",
+			len(fr), len(fr) > 0 && fr[len(fr)-1].IsFinal)
+	case <-timer.C:
+	}
+	close(release)
+	_, finalA := finalSeq(t, s, "gap-a")
+	firstC, _ := finalSeq(t, s, "gap-c")
+	if firstC <= finalA {
+		t.Errorf("turn C's first frame at stream sequence %d, before turn A's final at %d: the turns overlapped", firstC, finalA)
 	}
 }

@@ -262,14 +262,25 @@ func (s *Service) CancelTurns(ctx context.Context, requestIDs []string, cancel C
 	return canceled, nil
 }
 
+// maxUnstoredTurns bounds the run of turns not stored (no frame, no
+// request) UnendedTurns walks past: one never published (its publish
+// failed and so did its removal from the record, or ingress died between
+// the two) may sit between turns still running, but a longer run is
+// history aged out of E2A_REQUESTS, before which nothing is left to do.
+const maxUnstoredTurns = 8
+
 // UnendedTurns returns the turns of a task or session (ids, oldest first)
 // that have not ended, newest first: walking back from the newest, up to
-// one with its final frame, or one no longer stored (ended long ago, or
-// never published). Turns run one after another, so none before those has
-// anything left to do.
+// one with its final frame, or past a run of maxUnstoredTurns turns not
+// stored (aged out). A turn not stored is skipped, not taken as the end:
+// one never published leaves the turn before it running (the agent runtime
+// starts a turn once the nearest earlier turn that is stored has ended).
+// Turns run one after another, so none before those has anything left to
+// do.
 func (s *Service) UnendedTurns(ctx context.Context, ids []string) ([]string, error) {
 	var out []string
-	for i := len(ids) - 1; i >= 0; i-- {
+	unstored := 0
+	for i := len(ids) - 1; i >= 0 && unstored < maxUnstoredTurns; i-- {
 		last, err := s.lastFrame(ctx, ids[i])
 		if err != nil {
 			return nil, err
@@ -283,9 +294,11 @@ func (s *Service) UnendedTurns(ctx context.Context, ids []string) ([]string, err
 				return nil, err
 			}
 			if !ok {
-				break
+				unstored++
+				continue
 			}
 		}
+		unstored = 0
 		out = append(out, ids[i])
 	}
 	return out, nil

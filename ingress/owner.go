@@ -34,7 +34,7 @@ import (
 // (nothing is published) and Accepted.Warning tells of a pool with no live
 // worker.
 func (s *Server) publish(ctx context.Context, p Principal, pool string, env *e2a.Envelope, origin idOrigin) (Accepted, error) {
-	return s.publishAfter(ctx, p, pool, env, "", origin, "")
+	return s.publishAfter(ctx, p, pool, env, nil, origin, "")
 }
 
 // idOrigin tells publishAfter what is known of a request's id.
@@ -66,7 +66,7 @@ const (
 // user_id (an admin's turn in another principal's task), and any other
 // value of that detail is dropped, so that no client names an owner.
 // With authentication off nobody is kept apart: nothing is written.
-func (s *Server) publishAfter(ctx context.Context, p Principal, pool string, env *e2a.Envelope, after string, origin idOrigin, owner string) (Accepted, error) {
+func (s *Server) publishAfter(ctx context.Context, p Principal, pool string, env *e2a.Envelope, after []string, origin idOrigin, owner string) (Accepted, error) {
 	if p.Open {
 		owner = ""
 	}

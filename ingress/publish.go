@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -73,7 +74,11 @@ func (p *Publisher) Publish(ctx context.Context, pool string, env *e2a.Envelope)
 // window is the stream's, whatever the pool), when the stream's leader
 // answers its lookup; else pool.
 func (p *Publisher) PublishAfter(ctx context.Context, pool string, env *e2a.Envelope, after string) (acc Accepted, err error) {
-	acc, err = p.publishAfter(ctx, pool, env, after, false)
+	var turns []string
+	if after != "" {
+		turns = []string{after}
+	}
+	acc, err = p.publishAfter(ctx, pool, env, turns, false)
 	if err == nil && acc.Duplicate {
 		if stored := p.storedPool(ctx, env.RequestID); stored != "" {
 			acc.Pool = stored
@@ -103,12 +108,15 @@ func (p *Publisher) storedPool(ctx context.Context, requestID string) string {
 	return pool
 }
 
-// publishAfter is PublishAfter; first publishes the request only when no
+// publishAfter is PublishAfter for a turn that runs after the turns
+// before it (after, the nearest first: the first in
+// subjects.HeaderAfterRequest, the others in
+// subjects.HeaderEarlierRequests); first publishes the request only when no
 // request of its id is stored in any pool (expected last sequence 0 of
 // e2a.req.*.<id>, checked by the server as it stores), for a request id
 // the client chose: one stored answers as a duplicate does
 // (Accepted.Duplicate, StreamSeq 0), whatever the dedupe window.
-func (p *Publisher) publishAfter(ctx context.Context, pool string, env *e2a.Envelope, after string, first bool) (acc Accepted, err error) {
+func (p *Publisher) publishAfter(ctx context.Context, pool string, env *e2a.Envelope, after []string, first bool) (acc Accepted, err error) {
 	subj, err := subjects.Request(pool, env.RequestID)
 	if err != nil {
 		return Accepted{}, fmt.Errorf("%w: %v", ErrInvalidPool, err)
@@ -125,8 +133,15 @@ func (p *Publisher) publishAfter(ctx context.Context, pool string, env *e2a.Enve
 	msg := &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}
 	msg.Header.Set(subjects.HeaderMsgID, env.RequestID)
 	msg.Header.Set(subjects.HeaderRequestID, env.RequestID)
-	if after != "" {
-		msg.Header.Set(subjects.HeaderAfterRequest, after)
+	if len(after) > 0 {
+		msg.Header.Set(subjects.HeaderAfterRequest, after[0])
+	}
+	if len(after) > 1 {
+		list, err := json.Marshal(after[1:])
+		if err != nil {
+			return Accepted{}, fmt.Errorf("ingress: encode earlier turns: %w", err)
+		}
+		msg.Header.Set(subjects.HeaderEarlierRequests, string(list))
 	}
 	if first {
 		any, err := subjects.RequestAnyPool(env.RequestID)

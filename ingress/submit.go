@@ -65,7 +65,7 @@ func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub h
 		acc, err = s.publishTurn(ctx, p, sub.Pool, env, *sub.Turn, origin, owner)
 	} else {
 		start := time.Now()
-		acc, err = s.publishAfter(ctx, p, sub.Pool, env, "", origin, owner)
+		acc, err = s.publishAfter(ctx, p, sub.Pool, env, nil, origin, owner)
 		s.metrics.publish.Observe(time.Since(start).Seconds())
 	}
 	if err != nil {

@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // Turns of one task or session never overlap. A request that is a turn of
@@ -18,7 +20,8 @@ import (
 // request, which writes no record: TaskRecord) (a compare-and-set on the record's
 // revision, so two turns accepted at once, by one replica or two, are
 // appended one after the other), and published naming the request the
-// record held before it (subjects.HeaderAfterRequest): two concurrent
+// record held before it (subjects.HeaderAfterRequest, with the turns
+// before that one: subjects.HeaderEarlierRequests): two concurrent
 // turns form a chain, each naming the one before, never both the same
 // one. The agent runtime starts a turn once the turn it names has its
 // final frame (agent/turns.go). A publish that fails takes the request out
@@ -64,7 +67,7 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 			}
 		}
 		start := time.Now()
-		acc, err := s.publishAfter(ctx, p, pool, env, "", origin, contextOwner)
+		acc, err := s.publishAfter(ctx, p, pool, env, nil, origin, contextOwner)
 		s.metrics.publish.Observe(time.Since(start).Seconds())
 		return acc, err
 	}
@@ -92,7 +95,7 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 	}
 	owner := turnOwner(kind, of, rec, contextOwner)
 	start := time.Now()
-	acc, err := s.publishAfter(ctx, p, pool, env, rec.Before(env.RequestID), origin, owner)
+	acc, err := s.publishAfter(ctx, p, pool, env, turnsBefore(rec, env.RequestID), origin, owner)
 	s.metrics.publish.Observe(time.Since(start).Seconds())
 	if err != nil && added {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
@@ -104,6 +107,25 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 		}
 	}
 	return acc, err
+}
+
+// turnsBefore returns the turns the record rec holds before requestID,
+// the nearest first: the one it runs after (subjects.HeaderAfterRequest),
+// then up to subjects.MaxEarlierRequests before that one
+// (subjects.HeaderEarlierRequests). The agent runtime waits for the
+// nearest that is stored: a turn left in the record but never published
+// (its publish failed, and so did its removal) does not let this one run
+// while the turn before it still runs.
+func turnsBefore(rec *TaskRecord, requestID string) []string {
+	i := slices.Index(rec.RequestIDs, requestID)
+	if i < 1 {
+		return nil
+	}
+	var out []string
+	for j := i - 1; j >= 0 && len(out) <= subjects.MaxEarlierRequests; j-- {
+		out = append(out, rec.RequestIDs[j])
+	}
+	return out
 }
 
 // turnOwner is the owner of the conversation a turn of the record rec

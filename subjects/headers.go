@@ -34,11 +34,25 @@ const (
 	// The agent runtime runs the request only once that one's final frame
 	// is stored. Its value is the raw request id.
 	HeaderAfterRequest = "E2A-After-Request"
+	// HeaderEarlierRequests, on a request that carries HeaderAfterRequest,
+	// lists the turns recorded before that one, newest first, at most
+	// MaxEarlierRequests of them: a JSON array of raw request ids. The
+	// agent runtime waits for the nearest turn of HeaderAfterRequest and
+	// this list that is stored: a turn recorded but never published (its
+	// publish failed, and so did its removal from the record) does not let
+	// the turns after it run while the turn before it still runs. A request
+	// without it waits for HeaderAfterRequest's alone.
+	HeaderEarlierRequests = "E2A-Earlier-Requests"
 	// HeaderTraceparent is the W3C trace context header, when present.
 	HeaderTraceparent = "traceparent"
 	// HeaderTracestate is the W3C trace state header, when present.
 	HeaderTracestate = "tracestate"
 )
+
+// MaxEarlierRequests bounds the list HeaderEarlierRequests carries (the
+// agent runtime ignores the ids past it): a longer run of turns never
+// published is not waited across.
+const MaxEarlierRequests = 8
 
 // Headers set by the server on republished messages, direct get replies
 // and sourced messages.

@@ -1,0 +1,250 @@
+package ingress_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+	"github.com/e2a-pipeline/pipeline/tenant"
+)
+
+// gapTask is an A2A v1.0 task of the pool demo whose first turn A ("first")
+// runs until released (release) or cancelled (reported on aEnded), with a
+// turn B written in its record (as ingress writes a turn before its
+// publish) and never published: the gap. Any other turn answers at once.
+type gapTask struct {
+	p *pipeline
+	c interface {
+		SendMessage(context.Context, *a2a.SendMessageRequest) (a2a.SendMessageResult, error)
+		GetTask(context.Context, *a2a.GetTaskRequest) (*a2a.Task, error)
+		CancelTask(context.Context, *a2a.CancelTaskRequest) (*a2a.Task, error)
+	}
+	task    *a2a.Task
+	release chan struct{}
+	aEnded  chan error
+	gap     string
+}
+
+// gapHandler serves the gap tests' pool: turn A ("first") writes "A
+// works", says it started, and runs until release (then writes replyA,
+// when set, and completes; reported nil on aEnded) or until cancelled
+// (reported on aEnded); any other turn answers "reply of <text>" at once.
+func gapHandler(release <-chan struct{}, aEnded chan<- error, started chan<- struct{}, replyA string) agent.Handler {
+	return agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if demo.Text(env) != "first" {
+			if err := w.Chunk(e2a.DeltaText, "reply of "+demo.Text(env)); err != nil {
+				return err
+			}
+			return w.Complete(nil)
+		}
+		if err := w.Chunk(e2a.DeltaText, "A works"); err != nil {
+			return err
+		}
+		started <- struct{}{}
+		select {
+		case <-release:
+			aEnded <- nil
+			if replyA != "" {
+				if err := w.Chunk(e2a.DeltaText, replyA); err != nil {
+					return err
+				}
+			}
+			return w.Complete(nil)
+		case <-ctx.Done():
+			aEnded <- ctx.Err()
+			return ctx.Err()
+		}
+	})
+}
+
+// startGapTask starts the task; without the gap when gap is false (a
+// control: the same task, every turn published).
+func startGapTask(t *testing.T, ctx context.Context, gap bool) *gapTask {
+	t.Helper()
+	pp := pipetest.Start(t)
+	g := &gapTask{release: make(chan struct{}), aEnded: make(chan error, 1), gap: "gap-b"}
+	started := make(chan struct{}, 1)
+	pp.Pool("demo", gapHandler(g.release, g.aEnded, started, " reply of A"))
+	g.p = &pipeline{url: pp.URL, nc: pp.NC, js: pp.JS, in: pp.Ingress}
+	_, c := v1Client(t, g.p, a2a.TransportProtocolJSONRPC)
+	g.c = c
+	res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("first")),
+		Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.task = res.(*a2a.Task)
+	testkit.Receive(t, started, 30*time.Second, "turn A did not start")
+	if !gap {
+		return g
+	}
+	// B: recorded as ingress records a turn before its publish, never
+	// published (its publish failed, and so did its removal; or ingress
+	// died in between).
+	store, err := ingress.NewTaskStore(ctx, pp.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := ingress.TaskRecord{ID: string(g.task.ID), ContextID: g.task.ContextID, Protocol: "a2a", Pool: "demo", Principal: ingress.DefaultAnonymousPrincipal}
+	rec, err := store.Append(ctx, ingress.KindTask, base, g.gap, tenant.Principal{ID: ingress.DefaultAnonymousPrincipal, Open: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rec.RequestIDs); n != 2 || rec.RequestIDs[1] != g.gap {
+		t.Fatalf("the record lists %v, want A then %s", rec.RequestIDs, g.gap)
+	}
+	return g
+}
+
+// send sends the task's next message C, returning at once.
+func (g *gapTask) send(t *testing.T, ctx context.Context, text string) {
+	t.Helper()
+	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text))
+	msg.TaskID, msg.ContextID = g.task.ID, g.task.ContextID
+	if _, err := g.c.SendMessage(ctx, &a2a.SendMessageRequest{Message: msg, Config: &a2a.SendMessageConfig{ReturnImmediately: true}}); err != nil {
+		t.Fatalf("turn %s: %v", text, err)
+	}
+}
+
+// gapHistory is the task's history as "role: text" lines.
+func gapHistory(task *a2a.Task) []string {
+	var said []string
+	for _, m := range task.History {
+		said = append(said, string(m.Role)+": "+v1Text(m.Parts))
+	}
+	return said
+}
+
+// TestCancelTaskReachesTurnBeforeUnpublishedTurn: turns A (running), B
+// (recorded, never published), C (published naming B, waiting).
+// CancelTask must end every turn that has not ended, A too: the task must
+// not be answered canceled while A runs on. UnendedTurns (egress) walks
+// back from the newest turn past B, not stored, to A.
+func TestCancelTaskReachesTurnBeforeUnpublishedTurn(t *testing.T) {
+	for _, gap := range []bool{false, true} { // false: the control, which passes
+		t.Run(map[bool]string{false: "no gap", true: "gap"}[gap], func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			g := startGapTask(t, ctx, gap)
+			defer close(g.release)
+			g.send(t, ctx, "third")
+			got, err := g.c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: g.task.ID})
+			if err != nil {
+				t.Fatalf("CancelTask: %v", err)
+			}
+			// A bound on the cancel's reaching A (its handler's context
+			// ends at once when it does).
+			timer := time.NewTimer(10 * time.Second)
+			defer timer.Stop()
+			select {
+			case err := <-g.aEnded:
+				if err == nil {
+					t.Errorf("turn A completed instead of being cancelled")
+				}
+			case <-timer.C:
+				now, err := g.c.GetTask(ctx, &a2a.GetTaskRequest{ID: g.task.ID})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Errorf("turn A (before the unpublished turn B) still runs 10s after CancelTask answered %s; GetTask says %s, history %q",
+					got.Status.State, now.Status.State, gapHistory(now))
+			}
+		})
+	}
+}
+
+// TestACPCancelReachesPromptBeforeUnpublishedPrompt: the same gap in an ACP
+// session: prompt A runs, B is recorded in the session and never
+// published, prompt C is published naming B. session/cancel must cancel
+// every prompt not ended, A too (protocolHost.CancelTurns reads the
+// earlier ones with egress UnendedTurns, which walks past B).
+func TestACPCancelReachesPromptBeforeUnpublishedPrompt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pp := pipetest.Start(t)
+	release, aEnded, started := make(chan struct{}), make(chan error, 1), make(chan struct{}, 1)
+	defer close(release)
+	pp.Pool("demo", gapHandler(release, aEnded, started, ""))
+	p := &pipeline{url: pp.URL, nc: pp.NC, js: pp.JS, in: pp.Ingress}
+	sid := p.acpSession(t)
+	prompt := func(id, text string) {
+		_, _, _ = postRPC(ctx, pp.URL+"/acp", `{"jsonrpc":"2.0","id":`+id+`,"method":"session/prompt","params":{"sessionId":"`+sid+`","prompt":[{"type":"text","text":"`+text+`"}]}}`)
+	}
+	go prompt("1", "first")
+	testkit.Receive(t, started, 30*time.Second, "prompt A did not start")
+	store, err := ingress.NewTaskStore(ctx, pp.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := ingress.TaskRecord{ID: sid, Protocol: "acp", Pool: "demo", Principal: ingress.DefaultAnonymousPrincipal}
+	rec, err := store.Append(ctx, ingress.KindSession, base, "gap-acp-b", tenant.Principal{ID: ingress.DefaultAnonymousPrincipal, Open: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rec.RequestIDs); n != 2 {
+		t.Fatalf("the session lists %v, want A then the gap", rec.RequestIDs)
+	}
+	go prompt("3", "third")
+	testkit.Eventually(t, 30*time.Second, "prompt C recorded", func() bool {
+		r, err := store.Get(ctx, ingress.KindSession, sid)
+		return err == nil && len(r.RequestIDs) == 3
+	})
+	if _, body, err := postRPC(ctx, pp.URL+"/acp", `{"jsonrpc":"2.0","id":9,"method":"session/cancel","params":{"sessionId":"`+sid+`"}}`); err != nil || rpcError(t, body) != nil {
+		t.Fatalf("session/cancel: %s %v", body, err)
+	}
+	// A bound on the cancel's reaching A.
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	select {
+	case err := <-aEnded:
+		if err == nil {
+			t.Errorf("prompt A completed instead of being cancelled")
+		}
+	case <-timer.C:
+		t.Errorf("prompt A (before the unpublished B) still runs 10s after session/cancel answered")
+	}
+}
+
+// TestTurnAfterUnpublishedTurnNamesTheTurnsBefore: the publish of turn C
+// names B (E2A-After-Request) and, in E2A-Earlier-Requests, the turns the
+// record holds before B (A), so that the agent runtime, finding B never
+// stored, waits for A instead of running C beside it (agent's
+// TestTurnAfterUnpublishedTurnWaitsForTheOneBefore).
+func TestTurnAfterUnpublishedTurnNamesTheTurnsBefore(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	g := startGapTask(t, ctx, true)
+	defer close(g.release)
+	store, err := ingress.NewTaskStore(ctx, g.p.js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := store.Get(ctx, ingress.KindTask, string(g.task.ID))
+	if err != nil || len(rec.RequestIDs) != 2 {
+		t.Fatalf("the task's record: %+v %v", rec, err)
+	}
+	g.send(t, ctx, "third")
+	s, err := g.p.js.Stream(ctx, streams.RequestsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(ctx, "e2a.req.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, earlier := m.Header.Get(subjects.HeaderAfterRequest), m.Header.Get(subjects.HeaderEarlierRequests)
+	if want := `["` + rec.RequestIDs[0] + `"]`; after != g.gap || earlier != want {
+		t.Fatalf("turn C published with %s %q and %s %q; want %q and %s", subjects.HeaderAfterRequest, after,
+			subjects.HeaderEarlierRequests, earlier, g.gap, want)
+	}
+}
