@@ -83,16 +83,12 @@ func TestE2ATurnsOfOneTaskRunOneAfterAnother(t *testing.T) {
 	}
 }
 
-// TestE2ATurnOfRunningA2ATaskRunsAfterIt: a task started by an A2A v1.0
-// client (a2a-go/v2) whose turn runs, then a message naming the same task
-// id and context sent by the same principal over E2A (two protocols, one
-// task): it is a turn of the task, started only after the running turn's
-// final frame, and GetTask, once terminal, holds its reply.
-func TestE2ATurnOfRunningA2ATaskRunsAfterIt(t *testing.T) {
-	p := startPipeline(t)
-	_, c := v1Client(t, p, a2a.TransportProtocolJSONRPC)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// slowA2ATask starts an A2A v1.0 task on the demo pool whose turn runs a
+// while (delay_ms 150 between frames), returned at once (returnImmediately).
+func slowA2ATask(t *testing.T, ctx context.Context, c interface {
+	SendMessage(context.Context, *a2a.SendMessageRequest) (a2a.SendMessageResult, error)
+}) *a2a.Task {
+	t.Helper()
 	first := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("first"))
 	first.Metadata = map[string]any{"delay_ms": 150}
 	res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: first, Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
@@ -103,6 +99,20 @@ func TestE2ATurnOfRunningA2ATaskRunsAfterIt(t *testing.T) {
 	if !ok {
 		t.Fatalf("SendMessage result %T", res)
 	}
+	return task
+}
+
+// TestE2ATurnOfRunningA2ATaskRunsAfterIt: a task started by an A2A v1.0
+// client (a2a-go/v2) whose turn runs, then a message naming the same task
+// id and context sent by the same principal over E2A (two protocols, one
+// task): it is a turn of the task, started only after the running turn's
+// final frame, and GetTask, once terminal, holds its reply.
+func TestE2ATurnOfRunningA2ATaskRunsAfterIt(t *testing.T) {
+	p := startPipeline(t)
+	_, c := v1Client(t, p, a2a.TransportProtocolJSONRPC)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	task := slowA2ATask(t, ctx, c)
 	body := fmt.Sprintf(`{"request_id":"rv-x-2","task_id":%q,"context_id":%q,"params":{"text":"second","frames":1}}`, task.ID, task.ContextID)
 	r := p.post(t, "/v1/requests?wait=true", "", body)
 	if r.StatusCode != http.StatusOK {
@@ -282,16 +292,7 @@ func TestE2ATurnRetriedAfterA2ATaskEndedIsDuplicate(t *testing.T) {
 	_, c := v1Client(t, p, a2a.TransportProtocolJSONRPC)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	first := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("first"))
-	first.Metadata = map[string]any{"delay_ms": 150}
-	res, err := c.SendMessage(ctx, &a2a.SendMessageRequest{Message: first, Config: &a2a.SendMessageConfig{ReturnImmediately: true}})
-	if err != nil {
-		t.Fatalf("SendMessage: %v", err)
-	}
-	task, ok := res.(*a2a.Task)
-	if !ok {
-		t.Fatalf("SendMessage result %T", res)
-	}
+	task := slowA2ATask(t, ctx, c)
 	body := fmt.Sprintf(`{"request_id":"retry-turn-after-end","task_id":%q,"params":{"text":"second","frames":1}}`, task.ID)
 	r := p.post(t, "/v1/requests?wait=true", "", body)
 	if r.StatusCode != http.StatusOK {

@@ -5,8 +5,11 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,6 +69,37 @@ func sseFrames(t *testing.T, r io.Reader) []*e2a.Response {
 		}
 	}
 	return out
+}
+
+// recorder is an HTTP agent that keeps every body POSTed to it and answers
+// the n-th POST (1-based) with answer(n), NDJSON frames.
+type recorder struct {
+	*httptest.Server
+	mu     sync.Mutex
+	bodies [][]byte
+}
+
+// newRecorder starts a recorder, closed when t ends.
+func newRecorder(t *testing.T, answer func(n int) string) *recorder {
+	rec := &recorder{}
+	rec.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := mustRead(r)
+		rec.mu.Lock()
+		rec.bodies = append(rec.bodies, b)
+		n := len(rec.bodies)
+		rec.mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		_, _ = w.Write([]byte(answer(n)))
+	}))
+	t.Cleanup(rec.Close)
+	return rec
+}
+
+// Bodies are the bodies POSTed so far.
+func (rec *recorder) Bodies() [][]byte {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return slices.Clone(rec.bodies)
 }
 
 func mustRead(r *http.Request) []byte {

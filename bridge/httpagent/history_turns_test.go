@@ -24,31 +24,20 @@ import (
 // "text: ... the text of a final a2a.message"), so a stateless agent knows
 // what it said.
 func TestHistoryKeepsTheAgentsReplyText(t *testing.T) {
-	var mu sync.Mutex
-	var bodies [][]byte
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b := mustRead(r)
-		mu.Lock()
-		bodies = append(bodies, b)
-		n := len(bodies)
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/x-ndjson")
+	srv := newRecorder(t, func(n int) string {
 		if n == 1 {
-			_, _ = w.Write([]byte(`{"response_kind":"a2a.stream_event","status":"succeeded","is_final":true,"body":` +
-				string(e2a.MarshalBody(e2a.ReplyBody("It is sunny in Paris"))) + "}\n"))
-			return
+			return `{"response_kind":"a2a.stream_event","status":"succeeded","is_final":true,"body":` +
+				string(e2a.MarshalBody(e2a.ReplyBody("It is sunny in Paris"))) + "}\n"
 		}
-		_, _ = w.Write([]byte(`{"response_kind":"e2a.complete","body":{"result":"ok"}}` + "\n"))
-	}))
-	defer srv.Close()
+		return `{"response_kind":"e2a.complete","body":{"result":"ok"}}` + "\n"
+	})
 	r := newRig(t, srv.URL, rigConfig{})
 	first := r.ask(t, `{"request_id":"hist-h1","session_id":"hist-session","params":{"text":"the weather?"}}`)
 	if text, ok := first[len(first)-1].Reply(); !ok || text != "It is sunny in Paris" {
 		t.Fatalf("first turn's final frame: %+v", first[len(first)-1])
 	}
 	r.ask(t, `{"request_id":"hist-h2","session_id":"hist-session","params":{"text":"and tomorrow?"}}`)
-	mu.Lock()
-	defer mu.Unlock()
+	bodies := srv.Bodies()
 	if len(bodies) != 2 {
 		t.Fatalf("%d POSTs, want 2", len(bodies))
 	}
@@ -161,17 +150,7 @@ func TestHistoryRetriedTurnNotDuplicated(t *testing.T) {
 // 64 KiB of JSON and 16 turns, holds the newest messages (the turn just
 // before first), and the POST after the huge turn is still sent.
 func TestHistoryBoundedToNewestTurns(t *testing.T) {
-	var mu sync.Mutex
-	var bodies [][]byte
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b := mustRead(r)
-		mu.Lock()
-		bodies = append(bodies, b)
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/x-ndjson")
-		_, _ = w.Write([]byte(`{"response_kind":"e2a.complete","body":{"result":"ok"}}` + "\n"))
-	}))
-	defer srv.Close()
+	srv := newRecorder(t, func(int) string { return `{"response_kind":"e2a.complete","body":{"result":"ok"}}` + "\n" })
 	r := newRig(t, srv.URL, rigConfig{})
 	pad := strings.Repeat("x", 6<<10)
 	for i := range 20 {
@@ -179,8 +158,7 @@ func TestHistoryBoundedToNewestTurns(t *testing.T) {
 	}
 	r.ask(t, `{"request_id":"hist-huge","session_id":"hist-bounds","params":{"text":"`+strings.Repeat("y", 200<<10)+`"}}`)
 	r.ask(t, `{"request_id":"hist-last","session_id":"hist-bounds","params":{"text":"last"}}`)
-	mu.Lock()
-	defer mu.Unlock()
+	bodies := srv.Bodies()
 	if len(bodies) != 22 {
 		t.Fatalf("%d POSTs, want 22", len(bodies))
 	}

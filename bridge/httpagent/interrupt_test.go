@@ -27,23 +27,13 @@ import (
 // weather" and the agent's question, so the agent knows what "Paris"
 // answers.
 func TestInterruptAnswerCarriesHistory(t *testing.T) {
-	var mu sync.Mutex
-	var bodies []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b := string(mustRead(r))
-		mu.Lock()
-		bodies = append(bodies, b)
-		n := len(bodies)
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/x-ndjson")
+	srv := newRecorder(t, func(n int) string {
 		if n == 1 {
-			_, _ = w.Write([]byte(`{"response_kind":"a2a.stream_event","status":"succeeded","is_final":true,"body":` +
-				string(e2a.MarshalBody(e2a.InterruptBody(e2a.StateInputRequired, "Which city?"))) + "}\n"))
-			return
+			return `{"response_kind":"a2a.stream_event","status":"succeeded","is_final":true,"body":` +
+				string(e2a.MarshalBody(e2a.InterruptBody(e2a.StateInputRequired, "Which city?"))) + "}\n"
 		}
-		_, _ = w.Write([]byte(`{"response_kind":"e2a.complete","body":{"result":{"text":"ok"}}}` + "\n"))
-	}))
-	defer srv.Close()
+		return `{"response_kind":"e2a.complete","body":{"result":{"text":"ok"}}}` + "\n"
+	})
 	r := newRig(t, srv.URL, rigConfig{})
 	c := up.Client(t, r.p.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -52,12 +42,11 @@ func TestInterruptAnswerCarriesHistory(t *testing.T) {
 	if _, err := c.SendMessage(ctx, up.Reply(task, "Paris")); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	bodies := srv.Bodies()
 	if len(bodies) != 2 {
 		t.Fatalf("%d POSTs to the HTTP agent, want 2", len(bodies))
 	}
-	second := bodies[1]
+	second := string(bodies[1])
 	if !strings.Contains(second, "Paris") {
 		t.Fatalf("the answer's POST does not hold the answer: %s", second)
 	}
