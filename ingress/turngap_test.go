@@ -238,7 +238,7 @@ func TestTurnAfterUnpublishedTurnNamesTheTurnsBefore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := s.GetLastMsgForSubject(ctx, "e2a.req.>")
+	m, err := s.GetLastMsgForSubject(ctx, subjects.AllRequests)
 	if err != nil {
 		t.Fatal(err)
 	}

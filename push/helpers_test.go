@@ -415,8 +415,12 @@ func text03(ps a2a03.ContentParts) string {
 func behindReplica(t *testing.T, e *env) {
 	t.Helper()
 	ctx := tctx(t)
+	behindSeed, err := subjects.Response("behind-seed")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "E2A_RESPONSES_BEHIND", Storage: jetstream.MemoryStorage,
-		Mirror:       &jetstream.StreamSource{Name: streams.ResponsesStream, FilterSubject: "e2a.resp.behind-seed"},
+		Mirror:       &jetstream.StreamSource{Name: streams.ResponsesStream, FilterSubject: behindSeed},
 		MirrorDirect: true}); err != nil {
 		t.Fatal(err)
 	}

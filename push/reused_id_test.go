@@ -173,9 +173,15 @@ func storeTurnOf(t *testing.T, e *env, user, id, task, after, text string) {
 // age removes it.
 func purgeRequest(t *testing.T, e *env, id string, responses bool) {
 	t.Helper()
-	subjs := map[string]string{streams.RequestsStream: "e2a.req.noagent." + id}
+	req, err := subjects.Request("noagent", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subjs := map[string]string{streams.RequestsStream: req}
 	if responses {
-		subjs[streams.ResponsesStream] = "e2a.resp." + id
+		if subjs[streams.ResponsesStream], err = subjects.Response(id); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for stream, subj := range subjs {
 		st, err := e.js.Stream(tctx(t), stream)
