@@ -140,9 +140,49 @@ func WithCredentials(cr Credentials) ClientOption {
 }
 
 // WithTransport replaces the client's transport (tests, proxies). The
-// connect timeout is then the transport's own.
+// connect timeout is then the transport's own; the idle timeout still
+// bounds the wait for the answer's headers.
 func WithTransport(rt http.RoundTripper) ClientOption {
 	return option.NotNil(ErrInvalidOption, "transport", rt, func(c *Client) { c.rt = rt })
+}
+
+// headerWait bounds a transport's wait for an answer's headers to d (the
+// client's idle timeout; the transport NewClient builds bounds it
+// itself): a call without headers by then is cancelled with
+// ErrIdleTimeout.
+type headerWait struct {
+	rt http.RoundTripper
+	d  time.Duration
+}
+
+func (t headerWait) RoundTrip(r *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	timer := time.AfterFunc(t.d, func() { cancel(ErrIdleTimeout) })
+	resp, err := t.rt.RoundTrip(r.WithContext(ctx))
+	if !timer.Stop() {
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		return nil, fmt.Errorf("%w: no answer within %v", ErrIdleTimeout, t.d)
+	}
+	if err != nil {
+		cancel(nil)
+		return nil, err
+	}
+	resp.Body = cancelOnClose{resp.Body, cancel}
+	return resp, nil
+}
+
+// cancelOnClose ends a call's context when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (b cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel(nil)
+	return err
 }
 
 // Client calls one upstream over HTTP: the bridges' shared transport,
@@ -168,7 +208,9 @@ func NewClient(base string, opts ...ClientOption) (*Client, error) {
 	if err := option.Apply(ErrInvalidOption, c, opts); err != nil {
 		return nil, err
 	}
-	if c.rt == nil {
+	if c.rt != nil {
+		c.rt = headerWait{rt: c.rt, d: c.idle}
+	} else {
 		d := &net.Dialer{Timeout: c.connect, KeepAlive: 30 * time.Second}
 		c.rt = &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
@@ -201,6 +243,34 @@ func ParseURL(s string) (*url.URL, error) {
 		return nil, fmt.Errorf("%w: %q holds credentials (use E2A_UPSTREAM_API_KEY or headers)", ErrBadUpstreamURL, u.Redacted())
 	}
 	return u, nil
+}
+
+// Probe checks that the upstream can be called, before a pool starts:
+// a GET of path (relative to the base URL; "" for the base itself) with
+// the client's credentials. Any answer but 401 and 403 is enough (a
+// 404 or 405 still shows a server there); otherwise it returns the call's
+// *Error: upstream_unreachable, upstream_timeout, a TLS or protocol
+// failure, or upstream_auth for refused credentials.
+func (c *Client) Probe(ctx context.Context, path string) error {
+	u := c.Base()
+	if path != "" {
+		u.Path = strings.TrimSuffix(u.Path, "/") + "/" + strings.TrimPrefix(path, "/")
+		u.RawPath = ""
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req, nil)
+	if err == nil {
+		_ = resp.Body.Close()
+		return nil
+	}
+	var be *Error
+	if errors.As(err, &be) && be.Status != 0 && be.Code != CodeAuth {
+		return nil
+	}
+	return err
 }
 
 // Base is the upstream's base URL.
@@ -265,7 +335,7 @@ func (c *Client) Do(req *http.Request, env *e2a.Envelope) (*http.Response, error
 		if cause := context.Cause(ctx); errors.Is(cause, ErrIdleTimeout) {
 			err = cause
 		}
-		return nil, Classify(err)
+		return nil, classifyCall(err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer cancel(nil)

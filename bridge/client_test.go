@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -536,5 +537,90 @@ func TestUnreachable(t *testing.T) {
 	var be *Error
 	if !errors.As(err, &be) || be.Code != CodeUnreachable || !be.Retryable {
 		t.Fatalf("refused: %v", err)
+	}
+}
+
+// TestHTTP2ResetBeforeHeadersRetryable: an HTTP/2 upstream (or the
+// proxy in front of it: envoy, nginx, a load balancer draining) that resets
+// the call's stream before any header came (RST_STREAM INTERNAL_ERROR) cut
+// the answer short before anything was written: like a reset HTTP/1.1
+// connection (ECONNRESET) it is upstream_unavailable, retryable, so that
+// the Handler retries it. It is classified upstream_protocol_error, not
+// retryable, and the request fails at once.
+func TestHTTP2ResetBeforeHeadersRetryable(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		panic(http.ErrAbortHandler) // HTTP/2: RST_STREAM INTERNAL_ERROR, no headers
+	}))
+	srv.EnableHTTP2 = true
+	srv.Config.ErrorLog = nil
+	srv.StartTLS()
+	defer srv.Close()
+	c, err := NewClient(srv.URL, WithTransport(srv.Client().Transport), WithIdleTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, bytes.NewReader([]byte(`{}`)))
+	resp, err := c.Do(req, nil)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("the reset call succeeded")
+	}
+	var be *Error
+	if !errors.As(err, &be) {
+		t.Fatalf("error %T %v, want a *bridge.Error", err, err)
+	}
+	if be.Code != CodeUnavailable || !be.Retryable {
+		t.Errorf("a stream reset before the headers: %s retryable=%v (%v), want %s retryable", be.Code, be.Retryable, err, CodeUnavailable)
+	}
+}
+
+// TestPermanentServerErrorsNotRetryable: 501 Not Implemented (what
+// llama.cpp's server answers a feature it lacks: not_supported_error) and
+// 505 HTTP Version Not Supported say the upstream will never serve the
+// call: retrying it cannot help. They are upstream_unavailable with
+// retryable true (every status ≥ 500 is), so the bridge re-runs the call
+// its retries' number of times and then tells the client to retry too.
+func TestPermanentServerErrorsNotRetryable(t *testing.T) {
+	for _, status := range []int{http.StatusNotImplemented, http.StatusHTTPVersionNotSupported} {
+		rec := httptest.NewRecorder()
+		http.Error(rec, `{"error":{"code":501,"message":"tools are not supported","type":"not_supported_error"}}`, status)
+		e := FromResponse(rec.Result())
+		if e.Retryable {
+			t.Errorf("HTTP %d: %s retryable=%v, want not retryable", status, e.Code, e.Retryable)
+		}
+	}
+}
+
+// TestHeaderWaitBoundedWithTransport: WithIdleTimeout "bounds the
+// wait for the answer's headers"; with WithTransport (a proxy's
+// transport, which its doc says costs only the connect timeout) nothing
+// bounds it: an upstream that accepts the call and never answers holds
+// it until the caller's own deadline, not the idle timeout.
+func TestHeaderWaitBoundedWithTransport(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // never answers
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	c, err := NewClient(srv.URL, WithTransport(&http.Transport{}), WithIdleTimeout(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, bytes.NewReader([]byte(`{}`)))
+	resp, err := c.Do(req, nil)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("a call never answered succeeded")
+	}
+	if ctx.Err() != nil {
+		t.Errorf("the call ended at the caller's deadline (%v), not at the 50ms idle timeout", err)
 	}
 }

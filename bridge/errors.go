@@ -2,6 +2,8 @@ package bridge
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -37,13 +39,15 @@ const (
 	CodeTimeout = "upstream_timeout"
 	// CodeRateLimited: the upstream answered 429 (retryable).
 	CodeRateLimited = "upstream_rate_limited"
-	// CodeUnavailable: the upstream answered 408, 5xx (an A2A agent: an
-	// internal or server error), or closed an answer before its end
-	// (retryable).
+	// CodeUnavailable: the upstream answered 408, 5xx but 501 and 505 (an
+	// A2A agent: an internal or server error), failed the call before
+	// answering (a reset, an HTTP/2 stream reset or GOAWAY) or closed an
+	// answer before its end (retryable).
 	CodeUnavailable = "upstream_unavailable"
 	// CodeAuth: the upstream refused the bridge's credentials (401, 403).
 	CodeAuth = "upstream_auth"
-	// CodeRejected: the upstream refused the request (another 4xx).
+	// CodeRejected: the upstream refused the request (another 4xx, 501 or
+	// 505: it will never serve it).
 	CodeRejected = "upstream_rejected"
 	// CodeProtocol: the upstream's answer is not its protocol (garbage).
 	CodeProtocol = "upstream_protocol_error"
@@ -110,8 +114,9 @@ func Clip(s string, n int, scrub func(string) string) string {
 }
 
 // FromResponse is the *Error of an upstream's non-2xx HTTP answer: 429 →
-// rate limited, 408 and 5xx → unavailable (all retryable), 401/403 → auth,
-// any other → rejected. The message holds the status and the start of the
+// rate limited, 408 and 5xx but 501 and 505 → unavailable (all
+// retryable), 401/403 → auth, any other (501 Not Implemented and 505 among
+// them) → rejected. The message holds the status and the start of the
 // body (at most 200 characters, one line). It reads and closes the body.
 func FromResponse(resp *http.Response) *Error { return fromResponse(resp, Credentials{}) }
 
@@ -136,6 +141,10 @@ func fromResponse(resp *http.Response, creds Credentials) *Error {
 	switch s := resp.StatusCode; {
 	case s == http.StatusTooManyRequests:
 		e.Code, e.Retryable = CodeRateLimited, true
+	case s == http.StatusNotImplemented || s == http.StatusHTTPVersionNotSupported:
+		// The upstream will never serve this call (llama.cpp's server
+		// answers 501 for a feature it lacks): retrying cannot help.
+		e.Code = CodeRejected
 	case s == http.StatusRequestTimeout || s >= 500:
 		e.Code, e.Retryable = CodeUnavailable, true
 	case s == http.StatusUnauthorized || s == http.StatusForbidden:
@@ -196,6 +205,41 @@ func Classify(err error) error {
 		return &Error{Code: CodeUnavailable, Message: "upstream cut the answer short: " + errMessage(body.err), Retryable: true, Err: err}
 	}
 	return &Error{Code: CodeProtocol, Message: "upstream answer not understood: " + errMessage(err), Err: err}
+}
+
+// classifyCall is Classify for a call that failed before its answer's
+// headers came: a transport failure Classify does not know (an HTTP/2
+// stream reset or GOAWAY, a connection lost, in net/http's unexported
+// types) cut the call short before anything was answered, so it is
+// upstream_unavailable and retryable, like a reset HTTP/1.1 connection;
+// an answer that is not HTTP (a malformed response, plain HTTP to an
+// https URL) and a TLS certificate the client refuses stay protocol
+// errors: retrying them cannot help.
+func classifyCall(err error) error {
+	c := Classify(err)
+	var be *Error
+	if !errors.As(c, &be) || be.Code != CodeProtocol || isAnswerError(err) {
+		return c
+	}
+	return &Error{Code: CodeUnavailable, Message: "upstream cut the call short: " + errMessage(err), Retryable: true, Err: err}
+}
+
+// isAnswerError reports a call that failed on what the upstream is rather
+// than on how the call went: its answer was not HTTP, or its TLS
+// certificate or handshake was refused.
+func isAnswerError(err error) bool {
+	var cert *tls.CertificateVerificationError
+	var rec tls.RecordHeaderError
+	var alert tls.AlertError
+	var unknownCA x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	if errors.As(err, &cert) || errors.As(err, &rec) || errors.As(err, &alert) || errors.As(err, &unknownCA) ||
+		errors.As(err, &host) || errors.As(err, &invalid) {
+		return true
+	}
+	s := err.Error()
+	return strings.Contains(s, "malformed HTTP") || strings.Contains(s, "server gave HTTP response to HTTPS client")
 }
 
 // bodyError is a transport failure while reading the body of a 2xx

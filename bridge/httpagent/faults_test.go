@@ -182,3 +182,35 @@ func assertNotStored(t *testing.T, js jetstream.JetStream, stream, secret string
 		n -= uint64(got)
 	}
 }
+
+// TestHTTP2ResetBeforeAnyFrameRetried: an HTTP agent reached over
+// HTTP/2 (an https URL behind a proxy or load balancer) whose stream is
+// reset before any header (RST_STREAM INTERNAL_ERROR) wrote nothing: the
+// call is retried, as a reset HTTP/1.1 connection or a 503 is, and the
+// second POST answers. The request fails instead with
+// upstream_protocol_error, not retryable, after one call.
+func TestHTTP2ResetBeforeAnyFrameRetried(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = mustRead(r)
+		if calls.Add(1) == 1 {
+			panic(http.ErrAbortHandler) // HTTP/2: the stream reset, no headers
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		_, _ = w.Write([]byte(chunk + complete))
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	p := pipetest.Start(t)
+	bridgePool(t, p, "h2", srv.URL, bridge.WithTransport(srv.Client().Transport))
+
+	a := p.Ask(t, "h2", `{"request_id":"h2-reset","params":{"text":"x"}}`)
+	if code, retryable := a.ErrorCode(); code != "" || a.Text(e2a.DeltaText) != "one " {
+		t.Errorf("final %s %s (code %q retryable %v), want the second POST's answer", a.Final().ResponseKind, a.Final().Body, code, retryable)
+	}
+	if got := calls.Load(); got != 2 {
+		t.Errorf("%d upstream calls, want 2 (the reset one retried)", got)
+	}
+}

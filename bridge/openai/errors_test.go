@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -281,4 +282,34 @@ func TestCancelReachesUpstream(t *testing.T) {
 		t.Fatalf("final %s %+v, text %q", a.final.ResponseKind, a.errBody, a.text)
 	}
 	testkit.Receive(t, gone, 10*time.Second, "the model call is still open after the cancel")
+}
+
+// TestHTTP2ResetBeforeAnyFrameRetried: a model server reached over
+// HTTP/2 (an https base URL: the client negotiates h2, as with OpenAI,
+// or vLLM behind envoy or nginx) whose first call's stream is reset before
+// any header (RST_STREAM INTERNAL_ERROR: a proxy draining, a backend
+// restarting) wrote nothing: the bridge retries it, as it retries a reset
+// HTTP/1.1 connection, and the second call answers. The request fails
+// instead with upstream_protocol_error, not retryable, after one call.
+func TestHTTP2ResetBeforeAnyFrameRetried(t *testing.T) {
+	srv := &modelServer{t: t}
+	srv.Server = httptest.NewUnstartedServer(http.HandlerFunc(srv.serve))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	srv.setScript(func(n int, w http.ResponseWriter, r *http.Request, _ chatRequest) bool {
+		if n == 1 {
+			panic(http.ErrAbortHandler) // HTTP/2: the stream reset, no headers
+		}
+		return false // the echo stream
+	})
+	p := startBridge(t, srv, setup{client: []bridge.ClientOption{bridge.WithTransport(srv.Client().Transport)}})
+
+	a := read(t, ask(t, p, "", "h2-reset", "hello", nil))
+	if a.final.ResponseKind != "e2a.complete" || a.text != "echo: hello" {
+		t.Errorf("final %s %+v (text %q), want the second call's answer %q", a.final.ResponseKind, a.errBody, a.text, "echo: hello")
+	}
+	if got := len(srv.recordedCalls()); got != 2 {
+		t.Errorf("%d upstream calls, want 2 (the reset one retried)", got)
+	}
 }

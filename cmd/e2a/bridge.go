@@ -82,6 +82,9 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 	if err != nil {
 		return nil, err
 	}
+	if err := probeUpstream(ctx, client, u); err != nil {
+		return nil, err
+	}
 	conv, err := bridge.OpenConversations(ctx, js, cfg.StreamsConfig())
 	if err != nil {
 		return nil, err
@@ -116,6 +119,28 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 	log.Info("bridge", "pool", pool, "upstream", up.Name(), "credentials", bridge.Credentials{APIKey: u.APIKey, Headers: headers})
 	return bridge.New(pool, up, bridge.WithMaxInFlight(u.MaxInFlight), bridge.WithRetry(u.Retries, u.RetryBase, u.RetryMax),
 		bridge.WithMetrics(reg), bridge.WithLogger(log))
+}
+
+// probeUpstream checks, before the pool starts, that the OpenAI or HTTP
+// upstream answers (an OpenAI server at {base}/models, the model list every
+// compatible server serves, with the key; an HTTP agent at its URL, any
+// answer): an unreachable URL or a refused key fails the command at
+// start, naming it, instead of every request after its retries. The A2A
+// upstream is checked by reading its card.
+func probeUpstream(ctx context.Context, client *bridge.Client, u UpstreamConfig) error {
+	path := ""
+	switch u.Kind {
+	case upstreamA2A:
+		return nil
+	case upstreamOpenAI:
+		path = "models"
+	}
+	ctx, cancel := context.WithTimeout(ctx, u.ConnectTimeout+u.IdleTimeout)
+	defer cancel()
+	if err := client.Probe(ctx, path); err != nil {
+		return fmt.Errorf("the %s upstream %s does not answer: %w", u.Kind, client.Name(), err)
+	}
+	return nil
 }
 
 // republishPool publishes info again at a third of the bucket's TTL (at

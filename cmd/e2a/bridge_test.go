@@ -67,11 +67,15 @@ func TestAgentBridgeOpenAI(t *testing.T) {
 	const key = "sk-test-4f9c2b1e77d0"
 	auth := make(chan string, 16)
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		auth <- r.Header.Get("Authorization")
+		if r.Header.Get("Authorization") != "Bearer "+key {
+			http.Error(w, `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}`, http.StatusUnauthorized)
+			return
+		}
 		if r.URL.Path != "/v1/chat/completions" {
 			http.NotFound(w, r)
 			return
 		}
+		auth <- r.Header.Get("Authorization")
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = w.Write(fixture)
@@ -83,6 +87,19 @@ func TestAgentBridgeOpenAI(t *testing.T) {
 	base := m[1]
 	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
 	natsURL := m[1]
+	// Checked at start: no server at the URL, or a key the server refuses,
+	// fails the command at once (exit 1), naming it, the key never printed.
+	dead := "http://127.0.0.1:" + strconv.Itoa(natstest.FreePorts(t, 1)[0]) + "/v1"
+	for _, c := range []struct{ url, key, want string }{
+		{dead, key, "upstream_unreachable"},
+		{upstream.URL + "/v1", "sk-wrong-0d1e2f3a4b5c", "upstream_auth"},
+	} {
+		code, _, errOut := runBin(t, []string{"E2A_NATS_URL=" + natsURL, "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_API_KEY=" + c.key},
+			"agent", "--pool", "llm", "--openai", c.url, "--model", "test-model")
+		if code != 1 || !strings.Contains(errOut, "the openai upstream") || !strings.Contains(errOut, c.want) || strings.Contains(errOut, c.key) {
+			t.Errorf("--openai %s: exit %d, want 1 naming %s without the key: %s", c.url, code, c.want, errOut)
+		}
+	}
 	_, agentErr := startBin(t, []string{"E2A_NATS_URL=" + natsURL, "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_API_KEY=" + key,
 		"E2A_UPSTREAM_NAME=Test Model", "E2A_LOG_LEVEL=debug"},
 		"agent", "--pool", "llm", "--openai", upstream.URL+"/v1", "--model", "test-model")
@@ -143,6 +160,13 @@ func TestAgentBridgeHTTP(t *testing.T) {
 	m, _ := waitLine(t, devOut, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
 	base := m[1]
 	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
+	// No server at the URL fails the command at start (exit 1), naming it.
+	dead := "http://127.0.0.1:" + strconv.Itoa(natstest.FreePorts(t, 1)[0]) + "/"
+	code, _, errOut := runBin(t, []string{"E2A_NATS_URL=" + m[1], "E2A_HTTP_ADDR=127.0.0.1:0"}, "agent", "--pool", "py", "--http", dead)
+	if code != 1 || !strings.Contains(errOut, "the http upstream") || !strings.Contains(errOut, "upstream_unreachable") {
+		t.Errorf("--http %s: exit %d, want 1 naming upstream_unreachable: %s", dead, code, errOut)
+	}
+	// The example answers a GET (the start's check) with 501: it is there.
 	_, agentErr := startBin(t, []string{"E2A_NATS_URL=" + m[1], "E2A_HTTP_ADDR=127.0.0.1:0"},
 		"agent", "--pool", "py", "--http", "http://127.0.0.1:"+strconv.Itoa(port)+"/")
 	waitLine(t, agentErr, regexp.MustCompile(`agent pool running`))
