@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -328,8 +329,15 @@ func admitTurn(rep host.Reply, in host.Call, tc host.TaskCaller, protocol string
 			}
 		}
 		// A continued task keeps its context when the message names none
-		// (the adapter made up a new one).
-		if created, _ := env.Provenance.Details[normalizer.DetailContextCreated].(bool); env.ContextID == "" || (created && t.ContextID != "") {
+		// (the adapter made up a new one); a message naming another
+		// context than its task's is refused (A2A: the agent MUST reject
+		// it; it would be taken as a turn of the other conversation).
+		created, _ := env.Provenance.Details[normalizer.DetailContextCreated].(bool)
+		if err := CheckTaskContext(env.ContextID, created, t.ContextID); err != nil {
+			rep.Error(jsonrpc.InvalidParams(err.Error()))
+			return nil, false
+		}
+		if env.ContextID == "" || (created && t.ContextID != "") {
 			env.ContextID = t.ContextID
 			delete(env.Provenance.Details, normalizer.DetailContextCreated)
 		}
@@ -508,6 +516,21 @@ func Interaction(header http.Header, env *e2a.Envelope) bool {
 		}
 	}
 	return false
+}
+
+// ErrContextMismatch: a message continuing a task names another context
+// than the task's (A2A: the agent MUST reject it).
+var ErrContextMismatch = errors.New("the message's contextId is not its task's")
+
+// CheckTaskContext checks the context a message continuing a task names
+// (contextID; created: made up by the adapter, the message named none)
+// against the task's (taskContext): ErrContextMismatch, naming both, when
+// the message named another one.
+func CheckTaskContext(contextID string, created bool, taskContext string) error {
+	if contextID == "" || created || taskContext == "" || contextID == taskContext {
+		return nil
+	}
+	return fmt.Errorf("%w: the message names context %q, its task is in %q", ErrContextMismatch, contextID, taskContext)
 }
 
 // Continued reports whether the adapter marked the request as continuing

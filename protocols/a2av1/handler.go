@@ -141,6 +141,9 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 		if err := c.c.CheckTaskOpen(ctx, t); err != nil {
 			return nil, p, sdkError(err)
 		}
+		if err := a2aproto.CheckTaskContext(env.ContextID, false, t.ContextID); err != nil {
+			return nil, p, fmt.Errorf("%w: %s", a2a.ErrInvalidParams, err.Error())
+		}
 		if env.ContextID == "" {
 			env.ContextID = t.ContextID
 		}
