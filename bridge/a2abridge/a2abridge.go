@@ -135,6 +135,13 @@ func resolveCard(ctx context.Context, c *bridge.Client) (*a2a.AgentCard, error) 
 // Card is the agent's card as read at start.
 func (u *Upstream) Card() *a2a.AgentCard { return u.card }
 
+// ReadCard reads the agent's card again, as New read it, for a pool card
+// that follows the agent's (its name, description, skills, modes). The
+// client keeps the interface New chose.
+func (u *Upstream) ReadCard(ctx context.Context) (*a2a.AgentCard, error) {
+	return resolveCard(ctx, u.http)
+}
+
 // Name is "a2a" and the agent's scheme and host.
 func (u *Upstream) Name() string { return "a2a " + u.http.Name() }
 

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -90,7 +92,9 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 		return nil, err
 	}
 	info := bridge.PoolInfo{Pool: pool, Kind: u.Kind, Upstream: client.Name(), Name: u.Name, Description: u.Description, Streaming: true}
+	configured := info
 	var up bridge.Upstream
+	var readCard cardReader
 	switch u.Kind {
 	case upstreamOpenAI:
 		opts := []openai.Option{openai.WithHistory(pool, conv), openai.WithLogger(log)}
@@ -104,7 +108,7 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 			info.Description = "The model " + u.Model + " behind the E2A Pipeline: multi-turn from the pipeline's durable history."
 		}
 	default:
-		up, err = newUpstream(ctx, client, conv, pool, u, &info, log)
+		up, readCard, err = newUpstream(ctx, client, conv, pool, u, &info, log)
 		if err != nil {
 			return nil, err
 		}
@@ -115,7 +119,20 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 	if err := conv.PublishPool(ctx, info); err != nil {
 		return nil, err
 	}
-	go republishPool(ctx, conv, info, cfg.TasksTTL, log)
+	keep := poolCard{conv: conv, info: info, ttl: cfg.TasksTTL, log: log}
+	if readCard != nil && u.CardRefresh > 0 {
+		keep.refresh, keep.every = func(ctx context.Context) (bridge.PoolInfo, error) {
+			card, err := readCard(ctx)
+			if err != nil {
+				return bridge.PoolInfo{}, err
+			}
+			n := configured
+			describeA2A(&n, card)
+			n.Name = cmp.Or(n.Name, pool)
+			return n, nil
+		}, u.CardRefresh
+	}
+	go keep.run(ctx)
 	log.Info("bridge", "pool", pool, "upstream", up.Name(), "credentials", bridge.Credentials{APIKey: u.APIKey, Headers: headers})
 	return bridge.New(pool, up, bridge.WithMaxInFlight(u.MaxInFlight), bridge.WithRetry(u.Retries, u.RetryBase, u.RetryMax),
 		bridge.WithMetrics(reg), bridge.WithLogger(log))
@@ -143,16 +160,57 @@ func probeUpstream(ctx context.Context, client *bridge.Client, u UpstreamConfig)
 	return nil
 }
 
-// republishPool publishes info again at a third of the bucket's TTL (at
-// most hourly) until ctx ends, so that a pool running longer than the TTL
-// keeps its card.
-func republishPool(ctx context.Context, conv *bridge.Conversations, info bridge.PoolInfo, ttl time.Duration, log *slog.Logger) {
-	if ttl <= 0 {
+// poolCard keeps a pool's card (info, published at start) in the
+// E2A_BRIDGE bucket until the context ends: published again at a third of
+// the bucket's TTL (at most hourly), so that a pool running longer than
+// the TTL keeps it, and, with refresh (an A2A upstream), read from the
+// agent's card every so often and published at once when what it shows
+// changed (skills added, a new version), so the pool's card follows the
+// agent's without a restart. A card that cannot be read keeps the last
+// one (logged).
+type poolCard struct {
+	conv    *bridge.Conversations
+	info    bridge.PoolInfo
+	ttl     time.Duration
+	refresh func(context.Context) (bridge.PoolInfo, error)
+	every   time.Duration
+	log     *slog.Logger
+}
+
+func (k poolCard) run(ctx context.Context) {
+	republish := time.Duration(0)
+	if k.ttl > 0 {
+		republish = min(k.ttl/3, time.Hour)
+	}
+	tick := republish
+	if k.refresh != nil && (tick == 0 || k.every < tick) {
+		tick = k.every
+	}
+	if tick <= 0 {
 		return
 	}
-	for range sleepctx.Ticks(ctx, min(ttl/3, time.Hour)) {
-		if err := conv.PublishPool(ctx, info); err != nil && ctx.Err() == nil {
-			log.Warn("bridge: pool card not republished", "pool", info.Pool, "err", err)
+	last := time.Now()
+	for range sleepctx.Ticks(ctx, tick) {
+		changed := false
+		if k.refresh != nil {
+			n, err := k.refresh(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				k.log.Warn("bridge: the agent's card not read again; the pool keeps its card", "pool", k.info.Pool, "err", err)
+			case err == nil && !reflect.DeepEqual(n, k.info):
+				k.info, changed = n, true
+				k.log.Info("bridge: the agent's card changed; the pool's card follows", "pool", k.info.Pool, "skills", len(n.Skills))
+			}
 		}
+		if !changed && (republish == 0 || time.Since(last) < republish-tick/2) {
+			continue
+		}
+		if err := k.conv.PublishPool(ctx, k.info); err != nil {
+			if ctx.Err() == nil {
+				k.log.Warn("bridge: pool card not published", "pool", k.info.Pool, "err", err)
+			}
+			continue
+		}
+		last = time.Now()
 	}
 }

@@ -13,29 +13,34 @@ import (
 	"github.com/e2a-pipeline/pipeline/bridge/httpagent"
 )
 
-// newUpstream builds the A2A and HTTP upstreams.
-func newUpstream(ctx context.Context, client *bridge.Client, conv *bridge.Conversations, pool string, u UpstreamConfig, info *bridge.PoolInfo, log *slog.Logger) (bridge.Upstream, error) {
+// newUpstream builds the A2A and HTTP upstreams, and for an A2A one the
+// function that reads its card again (cardOf; nil for the others).
+func newUpstream(ctx context.Context, client *bridge.Client, conv *bridge.Conversations, pool string, u UpstreamConfig, info *bridge.PoolInfo, log *slog.Logger) (bridge.Upstream, cardReader, error) {
 	switch u.Kind {
 	case upstreamA2A:
 		up, err := a2abridge.New(ctx, client, a2abridge.WithConversations(pool, conv), a2abridge.WithLogger(log))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		describeA2A(info, up.Card())
-		return up, nil
+		return up, up.ReadCard, nil
 	case upstreamHTTP:
 		if info.Description == "" {
 			info.Description = "An HTTP agent behind the E2A Pipeline: durable, resumable, on every A2A binding, ACP and E2A."
 		}
 		// Each POST carries the conversation's earlier turns.
-		return httpagent.New(client, httpagent.WithHistory(pool, conv), httpagent.WithLogger(log))
+		up, err := httpagent.New(client, httpagent.WithHistory(pool, conv), httpagent.WithLogger(log))
+		return up, nil, err
 	}
-	return nil, fmt.Errorf("upstream kind %s: not available in this build", u.Kind)
+	return nil, nil, fmt.Errorf("upstream kind %s: not available in this build", u.Kind)
 }
+
+// cardReader reads an A2A upstream's card again.
+type cardReader func(context.Context) (*a2a.AgentCard, error)
 
 // describeA2A fills the pool's card from the agent's own: its name,
 // description, version, skills and modes (the configuration's name and
-// description win).
+// description win: info holds them, or nothing, when called).
 func describeA2A(info *bridge.PoolInfo, card *a2a.AgentCard) {
 	if info.Name == "" {
 		info.Name = card.Name

@@ -65,7 +65,7 @@ func publishDevPools(ctx context.Context, js jetstream.JetStream, cfg Config, po
 		if err := conv.PublishPool(ctx, *p.info); err != nil {
 			return err
 		}
-		go republishPool(ctx, conv, *p.info, cfg.TasksTTL, log)
+		go poolCard{conv: conv, info: *p.info, ttl: cfg.TasksTTL, log: log}.run(ctx)
 	}
 	return nil
 }

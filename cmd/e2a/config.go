@@ -260,6 +260,10 @@ type UpstreamConfig struct {
 	// upstream's card gives its own).
 	Name        string `envconfig:"E2A_UPSTREAM_NAME"`
 	Description string `envconfig:"E2A_UPSTREAM_DESCRIPTION"`
+	// CardRefresh is how often an A2A upstream's card is read again, so
+	// that the pool's card follows it (skills added, a new version); 0
+	// reads it at start only.
+	CardRefresh time.Duration `envconfig:"E2A_UPSTREAM_CARD_REFRESH" default:"5m"`
 }
 
 // headers parses Headers ("Name: value; Name2: value2").
