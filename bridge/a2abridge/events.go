@@ -42,6 +42,11 @@ type turn struct {
 	// foreign counts the events of another task than the turn's that
 	// the agent's stream carried (dropped: foreignEvent).
 	foreign int
+	// labeled: the frames' metadata carries the artifact's name and
+	// description too (its first chunk's); named: the artifacts whose
+	// first chunk of the turn carried them.
+	labeled bool
+	named   map[a2a.ArtifactID]bool
 }
 
 // event writes the frames of one event of the agent. Once the turn's
@@ -386,7 +391,7 @@ func (t *turn) rewrite(a *a2a.Artifact) error {
 	if len(parts) == 0 {
 		return nil // an artifact_update has a part at least (a2a.proto)
 	}
-	if err := t.metadata(a.ID); err != nil {
+	if err := t.metadata(a.ID, nil); err != nil {
 		return err
 	}
 	if err := t.writeNative(a.ID, a, parts, false); err != nil {
@@ -455,17 +460,29 @@ func (c contents) extends(w *written) bool {
 
 // write writes one piece of artifact id (a of its first frame; "" for a
 // message's text) and records it. Text, reasoning and tool deltas are
-// e2a.chunk frames with the artifact's id as their llm_response_id; data
-// and file parts, and every later part of an artifact that had one, are
-// a2a.stream_event artifact_update frames (native), so that A2A clients
-// get the parts and the artifact as the agent sent them.
+// e2a.chunk frames with the artifact's id as their llm_response_id (the
+// first of the turn with the artifact's name and description too:
+// metadata); data and file parts, and every later part of an artifact
+// that had one, are a2a.stream_event artifact_update frames (native), so
+// that A2A clients get the parts and the artifact as the agent sent them.
 func (t *turn) write(id a2a.ArtifactID, a *a2a.Artifact, pc piece) error {
-	if err := t.metadata(id); err != nil {
+	w := t.seenOf(id)
+	chunk := textual(pc.kind) && !w.native
+	var label *a2a.Artifact
+	if chunk && a != nil && (a.Name != "" || a.Description != "") && !t.named[id] {
+		label = a
+	}
+	if err := t.metadata(id, label); err != nil {
 		return err
 	}
-	w := t.seenOf(id)
+	if label != nil {
+		if t.named == nil {
+			t.named = map[a2a.ArtifactID]bool{}
+		}
+		t.named[id] = true
+	}
 	var err error
-	if textual(pc.kind) && !w.native {
+	if chunk {
 		err = t.w.Chunk(pc.kind, pc.delta)
 		t.deltas = true
 		if pc.kind == e2a.DeltaText {
@@ -485,19 +502,28 @@ func (t *turn) write(id a2a.ArtifactID, a *a2a.Artifact, pc piece) error {
 	return nil
 }
 
-// metadata sets the frames' llm_response_id to artifact id (none for "").
-func (t *turn) metadata(id a2a.ArtifactID) error {
-	if id == t.artifact {
+// metadata sets the frames' llm_response_id to artifact id (none for
+// ""), with label's name and description (artifact_name,
+// artifact_description: the A2A renderers give them to the artifact)
+// when label is not nil, for the next frame only.
+func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact) error {
+	if id == t.artifact && label == nil && !t.labeled {
 		return nil
 	}
 	var md map[string]any
 	if id != "" {
 		md = map[string]any{"llm_response_id": string(id)}
+		if label != nil && label.Name != "" {
+			md["artifact_name"] = label.Name
+		}
+		if label != nil && label.Description != "" {
+			md["artifact_description"] = label.Description
+		}
 	}
 	if err := t.w.SetMetadata(md); err != nil {
 		return err
 	}
-	t.artifact = id
+	t.artifact, t.labeled = id, label != nil && id != ""
 	return nil
 }
 

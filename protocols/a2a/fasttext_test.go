@@ -60,6 +60,24 @@ func TestA2AFastTextMatches(t *testing.T) {
 	}
 }
 
+// TestA2AFastTextLabeled: a text chunk that names its artifact takes the
+// general path, whose event carries the artifact's name and description
+// (the fast path's would not): both write the same bytes, in v0.3.
+func TestA2AFastTextLabeled(t *testing.T) {
+	frames := conformance.LabeledTextFrames()
+	slow := renderStream(t, false, false, json.RawMessage(`"req-1"`), 0, frames)
+	for _, lazy := range []bool{false, true} {
+		if fast := renderStream(t, true, lazy, json.RawMessage(`"req-1"`), 0, frames); !bytes.Equal(fast, slow) {
+			t.Fatalf("lazy %v:\nfast:\n%s\nslow:\n%s", lazy, fast, slow)
+		}
+	}
+	for _, want := range []string{`"name":"Report \u003c1\u003e"`, `"description":"What \"was\" found."`, `"description":"no id"`} {
+		if !bytes.Contains(slow, []byte(want)) {
+			t.Fatalf("%s is missing:\n%s", want, slow)
+		}
+	}
+}
+
 // BenchmarkStreamText: the A2A SSE renderer writing a plain text chunk
 // read without decode (the text fast path), per frame.
 func BenchmarkStreamText(b *testing.B) {

@@ -14,7 +14,7 @@ var _ render.Renderer = (*send)(nil)
 
 // send renders message/send: one JSON-RPC response whose result is a
 // Message (the agent answered with one message) or a Task (several: the
-// intermediate messages in history, the final reply in artifacts). While
+// messages in history, a completed turn's text in artifacts). While
 // it waits it writes blank lines, which JSON decoders skip.
 type send struct {
 	o   *render.Output

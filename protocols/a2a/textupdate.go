@@ -1,6 +1,8 @@
 package a2a
 
 import (
+	"bytes"
+
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
@@ -24,6 +26,9 @@ type TextUpdate struct {
 // as m.Events does for that frame. ok is false for any other frame, and
 // m is unchanged then; the caller takes its general path.
 func ReadTextUpdate(m *a2amap.Mapper, f *render.Frame) (u TextUpdate, ok bool) {
+	if labeled(f) {
+		return u, false
+	}
 	c, ok := render.ReadTextChunk(f)
 	if !ok {
 		return u, false
@@ -33,6 +38,25 @@ func ReadTextUpdate(m *a2amap.Mapper, f *render.Frame) (u TextUpdate, ok bool) {
 	return TextUpdate{ArtifactID: string(id), Append: appendTo, LLMResponseID: llm,
 		TaskID: m.TaskID(), ContextID: m.ContextID(), Text: c.Text}, true
 }
+
+// labeled reports a frame that may name its artifact (metadata
+// artifact_name or artifact_description: a2amap.MetaArtifactName), whose
+// event carries the name: the general path writes it. Read without
+// decoding, the test is for the key in quotes, which no JSON string can
+// hold unescaped (a text holding it has \" before its closing quote);
+// a frame that holds it elsewhere only takes the general path.
+func labeled(f *render.Frame) bool {
+	if f.Response != nil {
+		md := f.Response.Metadata
+		return md[a2amap.MetaArtifactName] != nil || md[a2amap.MetaArtifactDescription] != nil
+	}
+	return bytes.Contains(f.Raw, quotedName) || bytes.Contains(f.Raw, quotedDescription)
+}
+
+var (
+	quotedName        = []byte(`"` + a2amap.MetaArtifactName + `"`)
+	quotedDescription = []byte(`"` + a2amap.MetaArtifactDescription + `"`)
+)
 
 // Len is the length of u's strings, for sizing the buffer an event is
 // written into (escapes may need more).

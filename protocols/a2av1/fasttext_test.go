@@ -55,3 +55,26 @@ func TestStreamFastTextMatches(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamFastTextLabeled: a text chunk that names its artifact
+// (metadata artifact_name, artifact_description: the A2A bridge's first
+// chunk of an agent's named artifact) takes the general path, whose event
+// carries the artifact's name and description (the fast path's would
+// not): both write the same bytes, on both bindings. A text that holds
+// those keys in quotes changes nothing.
+func TestStreamFastTextLabeled(t *testing.T) {
+	frames := conformance.LabeledTextFrames()
+	for _, rest := range []bool{false, true} {
+		slow := renderStream(t, false, false, rest, json.RawMessage(`"req-1"`), 0, frames)
+		for _, lazy := range []bool{false, true} {
+			if fast := renderStream(t, true, lazy, rest, json.RawMessage(`"req-1"`), 0, frames); !bytes.Equal(fast, slow) {
+				t.Fatalf("rest %v lazy %v:\nfast:\n%s\nslow:\n%s", rest, lazy, fast, slow)
+			}
+		}
+		for _, want := range []string{`"name":"Report \u003c1\u003e"`, `"description":"What \"was\" found."`, `"description":"no id"`} {
+			if !bytes.Contains(slow, []byte(want)) {
+				t.Fatalf("rest %v: %s is missing:\n%s", rest, want, slow)
+			}
+		}
+	}
+}

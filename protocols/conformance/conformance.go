@@ -120,6 +120,33 @@ func TextFrames() []*e2a.Response {
 	return frames
 }
 
+// LabeledTextFrames is a request's text chunks of artifacts with a name or
+// a description (metadata artifact_name, artifact_description: the A2A
+// bridge's first chunk of an agent's named artifact; llm_response_id the
+// artifact's id), one text that holds those keys in quotes, and the final
+// frame: the input of the text fast paths' tests that such chunks take
+// the general path.
+func LabeledTextFrames() []*e2a.Response {
+	c := func(text, llm string, meta map[string]any) *e2a.Response {
+		f := Frame("req-fast", 0, e2a.KindChunk, e2a.StatusInProgress, false, e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: text}, meta)
+		if llm != "" {
+			f.Metadata["llm_response_id"] = llm
+		}
+		return f
+	}
+	frames := []*e2a.Response{
+		c("a1 ", "R", map[string]any{"artifact_name": "Report <1>", "artifact_description": `What "was" found.`}),
+		c(`a2 "artifact_name": "x", "artifact_description"`, "R", map[string]any{}),
+		c("b1 ", "", map[string]any{"artifact_description": "no id"}),
+		c("a3", "R", map[string]any{}),
+		Frame("req-fast", 0, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{}, nil),
+	}
+	for i, f := range frames {
+		f.Sequence, f.ResponseID = int64(i), fmt.Sprintf("rsp-%d", i)
+	}
+	return frames
+}
+
 // UnreadableFrames is request id's frames around an a2a.stream_event whose
 // payload is not the A2A object it names (a status_update whose status is
 // 42): a text chunk "before ", then the event; with final the event ends

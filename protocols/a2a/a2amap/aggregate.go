@@ -21,6 +21,24 @@ type aggMsg struct {
 	thought strings.Builder
 	text    strings.Builder
 	texts   bool
+	// label is the name and description of the artifact a content
+	// message's text becomes, as its frames' metadata gives them
+	// (artifactLabel).
+	label label
+}
+
+// label is an artifact's name and description.
+type label struct{ name, description string }
+
+// artOp is one artifact event of a request, in the order of its frames:
+// an artifact (update) of the agent's own (art, appended to the artifact
+// of its id when appendTo), or the content message a.msgs[msg] (content),
+// which becomes an artifact when the request completes (history).
+type artOp struct {
+	art      *a2a.Artifact
+	appendTo bool
+	content  bool
+	msg      int
 }
 
 // Aggregator assembles the frames of one request into the A2A result of
@@ -32,7 +50,13 @@ type Aggregator struct {
 	status    *a2a.Message
 	ts        *time.Time
 	artifacts []*a2a.Artifact
-	native    a2a.SendMessageResult
+	// base is the task's artifacts before this request's frames, and ops
+	// the request's artifact events, from which history rebuilds the
+	// artifacts with the content that a completed request makes
+	// artifacts, in the order of the frames.
+	base   []*a2a.Artifact
+	ops    []artOp
+	native a2a.SendMessageResult
 	// continued marks a call continuing a task that exists
 	// (Params.Continued): its result is the Task, prior its history before
 	// this turn's agent messages (Params.Task's).
@@ -50,9 +74,16 @@ func NewAggregator(requestID string, p Params) *Aggregator {
 	a := &Aggregator{m: m, state: a2a.TaskStateSubmitted, continued: p.Continued}
 	if p.Continued && p.Task != nil {
 		a.prior = slices.Clone(p.Task.History)
-		a.artifacts = cloneArtifacts(p.Task.Artifacts)
+		a.startFrom(p.Task.Artifacts)
 	}
 	return a
+}
+
+// startFrom makes arts (left as they are) the task's artifacts before
+// this request's frames.
+func (a *Aggregator) startFrom(arts []*a2a.Artifact) {
+	a.base = arts
+	a.artifacts = cloneArtifacts(arts)
 }
 
 func (a *Aggregator) newMsg(r *e2a.Response, group, llm string, p piece) *aggMsg {
@@ -64,6 +95,7 @@ func (a *Aggregator) newMsg(r *e2a.Response, group, llm string, p piece) *aggMsg
 		ContextID: a.m.contextID, Metadata: p.meta(metaLLM)}}
 	if group == "content" {
 		am.msg.Metadata[MetaObjectType] = ObjectChatCompletion
+		a.ops = append(a.ops, artOp{content: true, msg: len(a.msgs)})
 	}
 	a.msgs = append(a.msgs, am)
 	return am
@@ -97,7 +129,7 @@ func (a *Aggregator) Add(r *e2a.Response) error {
 			// The task as the agent holds it: its artifacts replace
 			// those of the same id.
 			for _, art := range e.Artifacts {
-				a.artifacts = putArtifact(a.artifacts, art, false)
+				a.putArtifact(art, false)
 			}
 			if r.IsFinal {
 				a.native = e
@@ -167,6 +199,9 @@ func (a *Aggregator) addPiece(r *e2a.Response, p piece) {
 		cur = a.newMsg(r, p.group, llm, p)
 	}
 	if p.group == "content" {
+		if cur.label == (label{}) {
+			cur.label = artifactLabel(r)
+		}
 		for _, part := range p.parts {
 			if text, ok := part.Content.(a2a.Text); ok {
 				if p.thought {
@@ -183,7 +218,17 @@ func (a *Aggregator) addPiece(r *e2a.Response, p piece) {
 }
 
 func (a *Aggregator) mergeArtifact(e *a2a.TaskArtifactUpdateEvent) {
-	a.artifacts = putArtifact(a.artifacts, e.Artifact, e.Append)
+	a.putArtifact(e.Artifact, e.Append)
+}
+
+// putArtifact merges the agent's artifact (update) art into the
+// request's artifacts (putArtifact), and records it.
+func (a *Aggregator) putArtifact(art *a2a.Artifact, appendParts bool) {
+	if art == nil {
+		return
+	}
+	a.artifacts = putArtifact(a.artifacts, art, appendParts)
+	a.ops = append(a.ops, artOp{art: art, appendTo: appendParts})
 }
 
 // putArtifact is the artifacts arts with art merged in as A2A's
@@ -245,7 +290,9 @@ func (a *Aggregator) seal() {
 // Result returns the message/send result of the frames added: the
 // frame's own Message or Task when an a2a.* final frame carried one, a
 // Message when a completed request answered with one content message and
-// no artifact, else the Task ([Aggregator.Task]). Those direct answers are
+// no artifact (nor a name or description for its artifact:
+// MetaArtifactName, which a Message cannot carry), else the Task
+// ([Aggregator.Task]). Those direct answers are
 // for a message that created no task only: the answer to a message
 // continuing a task (Params.Continued: the answer to input-required, any
 // later turn) is always the Task, as tasks/get then shows it (the agent's
@@ -262,33 +309,31 @@ func (a *Aggregator) Result(historyLength *int) a2a.SendMessageResult {
 		return a.native
 	}
 	a.seal()
-	if a.state == a2a.TaskStateCompleted && len(a.msgs) == 1 && a.msgs[0].group == "content" && len(a.artifacts) == 0 {
+	if a.state == a2a.TaskStateCompleted && len(a.msgs) == 1 && a.msgs[0].group == "content" && len(a.artifacts) == 0 &&
+		a.msgs[0].label == (label{}) {
 		return a.msgs[0].msg
 	}
 	return a.Task(historyLength)
 }
 
-// Task returns the pieces of this request as a Task, the last content
-// message of a completed request as its artifact; historyLength keeps the
-// last N history messages (nil: all).
+// Task returns the pieces of this request as a Task, the text of a
+// completed request's content messages as its artifacts (history);
+// historyLength keeps the last N history messages (nil: all).
 func (a *Aggregator) Task(historyLength *int) *a2a.Task {
 	a.m.bind(&e2a.Response{RequestID: a.m.requestID})
 	a.seal()
 	t := &a2a.Task{ID: a.m.taskID, ContextID: a.m.contextID,
 		Status: a2a.TaskStatus{State: a.state, Timestamp: a.ts, Message: a.status}}
 	history, arts := a.history(true)
+	// The artifacts of the task before this turn (a continued task's)
+	// and of this turn.
+	t.Artifacts = cloneArtifacts(arts)
 	if a.continued {
 		// The task before this turn, then the turn (as BuildTask reads
 		// the task's last request).
-		t.History = trimHistory(append(slices.Clone(a.prior), history...), historyLength)
-		t.Artifacts = cloneArtifacts(a.artifacts)
-		for _, art := range arts {
-			t.Artifacts = putArtifact(t.Artifacts, art, false)
-		}
-		return t
+		history = append(slices.Clone(a.prior), history...)
 	}
 	t.History = trimHistory(history, historyLength)
-	t.Artifacts = append(append([]*a2a.Artifact(nil), a.artifacts...), arts...)
 	return t
 }
 
@@ -307,24 +352,21 @@ func (a *Aggregator) foldNative() {
 	a.native = nil
 }
 
-// history returns the agent messages, and the final reply as an artifact
-// when finalReply and the request completed with a content message last.
+// history returns the agent messages and the task's artifacts: when
+// finalReply and the request completed, every content message's reply
+// (its parts but thoughts, which stay in history) is the artifact of its
+// id, as a stream renders its chunks (Mapper.pieceArtifactID: its
+// llm_response_id, else the message's id), the text of one id joined in
+// order (contentArtifacts); else every message is in history and the
+// artifacts are the agent's own.
 func (a *Aggregator) history(finalReply bool) ([]*a2a.Message, []*a2a.Artifact) {
 	var history []*a2a.Message
-	var arts []*a2a.Artifact
-	last := -1
-	if finalReply && a.state == a2a.TaskStateCompleted {
-		for i := len(a.msgs) - 1; i >= 0; i-- {
-			if a.msgs[i].group == "content" {
-				last = i
-				break
-			}
-		}
-	}
+	var replies []a2a.ContentParts // replies[i]: a.msgs[i]'s, for an artifact
+	complete := finalReply && a.state == a2a.TaskStateCompleted
 	for i, m := range a.msgs {
 		msg := *m.msg
 		msg.TaskID = a.m.taskID
-		if i != last {
+		if !complete || m.group != "content" {
 			history = append(history, &msg)
 			continue
 		}
@@ -341,13 +383,79 @@ func (a *Aggregator) history(finalReply bool) ([]*a2a.Message, []*a2a.Artifact) 
 			tm.Parts = thoughts
 			history = append(history, &tm)
 		}
+		if len(reply) > 0 {
+			if replies == nil {
+				replies = make([]a2a.ContentParts, len(a.msgs))
+			}
+			replies[i] = reply
+		}
+	}
+	if replies == nil {
+		return history, slices.Clone(a.artifacts)
+	}
+	return history, a.contentArtifacts(replies)
+}
+
+// contentArtifacts is the task's artifacts with the replies of content
+// messages (replies[i]: a.msgs[i]'s, nil for none) as artifacts: the
+// artifacts before the request (base), then the request's artifact events
+// in order (ops), as a stream carries them: the agent's own merged by
+// putArtifact; a reply, the first of its id in the request, replacing
+// the artifact of that id (a new one last), the later ones appended to
+// it, text to its text (joinParts).
+func (a *Aggregator) contentArtifacts(replies []a2a.ContentParts) []*a2a.Artifact {
+	arts := cloneArtifacts(a.base)
+	written := map[a2a.ArtifactID]bool{}
+	for _, op := range a.ops {
+		if !op.content {
+			arts = putArtifact(arts, op.art, op.appendTo)
+			continue
+		}
+		if op.msg >= len(replies) || len(replies[op.msg]) == 0 {
+			continue
+		}
+		m := a.msgs[op.msg]
 		id := a2a.ArtifactID(m.llm)
 		if id == "" {
-			id = a2a.ArtifactID(msg.ID)
+			id = a2a.ArtifactID(m.msg.ID)
 		}
-		arts = append(arts, &a2a.Artifact{ID: id, Parts: reply})
+		if !written[id] {
+			written[id] = true
+			arts = putArtifact(arts, &a2a.Artifact{ID: id, Name: m.label.name, Description: m.label.description,
+				Parts: replies[op.msg]}, false)
+			continue
+		}
+		for _, art := range arts {
+			if art.ID == id {
+				art.Parts = joinParts(art.Parts, replies[op.msg])
+				if art.Name == "" && art.Description == "" {
+					art.Name, art.Description = m.label.name, m.label.description
+				}
+				break
+			}
+		}
 	}
-	return history, arts
+	return arts
+}
+
+// joinParts is parts with more appended, the text of more's first part
+// joined to that of parts' last when both are plain text (no metadata).
+func joinParts(parts, more a2a.ContentParts) a2a.ContentParts {
+	if n := len(parts); n > 0 && len(more) > 0 {
+		last, lok := plainText(parts[n-1])
+		first, fok := plainText(more[0])
+		if lok && fok {
+			parts[n-1] = textPart(last+first, nil)
+			more = more[1:]
+		}
+	}
+	return append(parts, more...)
+}
+
+// plainText is the text of a text part without metadata.
+func plainText(p *a2a.Part) (string, bool) {
+	t, ok := p.Content.(a2a.Text)
+	return string(t), ok && len(p.Metadata) == 0 && p.Filename == "" && p.MediaType == ""
 }
 
 func trimHistory(h []*a2a.Message, n *int) []*a2a.Message {
@@ -396,7 +504,7 @@ func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2
 		agg.m.warned = warned
 		// The task's artifacts so far, which this request's updates
 		// append to or replace.
-		agg.artifacts = artifacts
+		agg.startFrom(artifacts)
 		if rq.Envelope != nil {
 			if um := userMessage(rq.Envelope, a2a.TaskID(taskID), t.ContextID); um != nil {
 				history = append(history, um)
@@ -405,7 +513,6 @@ func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2
 		for _, f := range rq.Frames {
 			_ = agg.Add(f) // an unreadable frame is skipped (or ends the request failed)
 		}
-		artifacts = agg.artifacts
 		lastReq := i == len(reqs)-1
 		if agg.native != nil {
 			switch n := agg.native.(type) {
@@ -418,8 +525,11 @@ func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2
 			}
 		}
 		agg.seal()
+		// The last request's content is its artifacts when it completed;
+		// an earlier turn's stays in history.
 		h, arts := agg.history(lastReq)
 		history = append(history, h...)
+		artifacts = arts
 		if !lastReq && Interrupted(agg.state) && agg.status != nil {
 			// An earlier turn's question, answered by the next turn's
 			// user message: history, as a status message becomes once the
@@ -437,9 +547,6 @@ func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2
 			}
 		}
 		if lastReq {
-			for _, art := range arts {
-				artifacts = putArtifact(artifacts, art, false)
-			}
 			t.Status = st
 			switch {
 			case len(rq.Frames) > 0:

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -74,7 +73,7 @@ func NewTaskBuilder(taskID, contextID string, prev []Request, env *e2a.Envelope)
 	agg := NewAggregator(id, Params{TaskID: taskID, ContextID: base.ContextID})
 	// The earlier turns' artifacts, which this request's updates append
 	// to or replace (as BuildTask merges them).
-	agg.artifacts = cloneArtifacts(base.Artifacts)
+	agg.startFrom(base.Artifacts)
 	return &TaskBuilder{taskID: taskID, base: base, agg: agg,
 		mark: "\x00" + rand.Text(), mirrors: map[*strings.Builder]*textMirror{}}
 }
@@ -126,10 +125,7 @@ func (b *TaskBuilder) task(text func(sb *strings.Builder) string) *a2a.Task {
 	}
 	h, arts := view.history(true)
 	t.History = append(history, h...)
-	t.Artifacts = slices.Clone(b.agg.artifacts)
-	for _, art := range arts {
-		t.Artifacts = putArtifact(t.Artifacts, art, false)
-	}
+	t.Artifacts = arts
 	return t
 }
 
@@ -283,7 +279,7 @@ func (a *Aggregator) sealedMsgs(text func(sb *strings.Builder) string) []*aggMsg
 		}
 		msg := *m.msg
 		msg.Parts = append(parts, m.msg.Parts...)
-		out[i] = &aggMsg{group: m.group, llm: m.llm, msg: &msg}
+		out[i] = &aggMsg{group: m.group, llm: m.llm, msg: &msg, label: m.label}
 	}
 	return out
 }

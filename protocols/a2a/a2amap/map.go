@@ -22,6 +22,12 @@ const (
 	MetaLLMResponseID = "llm_response_id"
 	MetaThought       = "thought"
 	MetaPartType      = "type"
+	// MetaArtifactName and MetaArtifactDescription, in a content
+	// frame's metadata, are the name and description of the artifact its
+	// chunk is part of (an A2A agent's, through the A2A bridge): its
+	// artifact-update carries them, and so does the task's artifact.
+	MetaArtifactName        = "artifact_name"
+	MetaArtifactDescription = "artifact_description"
 )
 
 // Object types and tags of the trpc A2A interaction spec.
@@ -337,6 +343,18 @@ func FrameTime(r *e2a.Response) *time.Time {
 	}
 	t = t.UTC()
 	return &t
+}
+
+// artifactLabel is the artifact name and description a content frame's
+// metadata gives (MetaArtifactName, MetaArtifactDescription).
+func artifactLabel(r *e2a.Response) label {
+	if r.Metadata == nil {
+		return label{}
+	}
+	var l label
+	l.name, _ = r.Metadata[MetaArtifactName].(string)
+	l.description, _ = r.Metadata[MetaArtifactDescription].(string)
+	return l
 }
 
 func LLMResponseID(r *e2a.Response) string {
@@ -852,8 +870,9 @@ func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 			if llm == "" {
 				llm = string(id)
 			}
+			l := artifactLabel(r)
 			evs = append(evs, &a2a.TaskArtifactUpdateEvent{TaskID: m.taskID, ContextID: m.contextID,
-				Artifact: &a2a.Artifact{ID: id, Parts: p.parts},
+				Artifact: &a2a.Artifact{ID: id, Name: l.name, Description: l.description, Parts: p.parts},
 				Append:   m.seen[id] || m.resumed,
 				Metadata: p.meta(llm)})
 			m.seen[id], m.content = true, true

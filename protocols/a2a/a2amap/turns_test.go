@@ -3,6 +3,7 @@ package a2amap_test
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -128,4 +129,70 @@ func TestBuildTaskUserMessageReferenceTasks(t *testing.T) {
 	if len(old.History) != 1 || len(old.History[0].ReferenceTasks) != 1 || old.History[0].ReferenceTasks[0] != "task-0" {
 		t.Fatalf("v0.3 history %+v: want referenceTaskIds [task-0]", old.History)
 	}
+}
+
+// TestContentArtifactsAsStreamed: a completed request's text is the
+// artifacts a stream carries for it (Mapper.Events: each chunk an update
+// of the artifact of its llm_response_id): the text of each id joined in
+// order though the ids interleave, with the agent's own artifact between
+// them, in the order first seen, the name a frame gives the artifact
+// (MetaArtifactName), thoughts in history; in BuildTask, TaskBuilder
+// (and its v0.3 JSON) and the Aggregator's Task alike. While the request
+// runs, its text is in history and the artifacts are the agent's own.
+func TestContentArtifactsAsStreamed(t *testing.T) {
+	named := conformance.Chunk("q1", 5, e2a.DeltaText, "b2", "B")
+	named.Metadata[a2amap.MetaArtifactName] = "Bee"
+	frames := []*e2a.Response{
+		conformance.Chunk("q1", 0, e2a.DeltaText, "a1 ", "A"),
+		conformance.Chunk("q1", 1, e2a.DeltaReasoning, "think", "A"),
+		conformance.Chunk("q1", 2, e2a.DeltaText, "b1 ", "B"),
+		artifactFrame("q1", 3, "N", "n", false),
+		conformance.Chunk("q1", 4, e2a.DeltaText, "a2", "A"),
+		named,
+		conformance.Frame("q1", 6, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{}, nil),
+	}
+	q1 := turnRequest("q1", frames...)
+	want := []string{"A=a1 a2", "B=b1 b2", "N=n"}
+	check := func(how string, task *a2a.Task, want []string, history int) {
+		t.Helper()
+		if got := artifactTexts(task); !slices.Equal(got, want) {
+			t.Errorf("%s: artifacts %q, want %q", how, got, want)
+		}
+		if len(task.History) != history {
+			t.Errorf("%s: %d history messages, want %d", how, len(task.History), history)
+		}
+	}
+	task := a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{q1}, nil)
+	// The user message and the thought.
+	check("BuildTask", task, want, 2)
+	if task.Artifacts[1].Name != "Bee" || task.Artifacts[0].Name != "" {
+		t.Errorf("artifact names %q, %q: want B named Bee", task.Artifacts[0].Name, task.Artifacts[1].Name)
+	}
+	if len(task.Artifacts[0].Parts) != 1 {
+		t.Errorf("artifact A has %d parts, want its text in one", len(task.Artifacts[0].Parts))
+	}
+	b := a2amap.NewTaskBuilder("task-1", "ctx-1", nil, q1.Envelope)
+	agg := a2amap.NewAggregator("q1", a2amap.Params{TaskID: "task-1", ContextID: "ctx-1"})
+	for _, f := range frames {
+		_ = b.Add(f)
+		_ = agg.Add(f)
+	}
+	built, _ := json.Marshal(b.Task())
+	rebuilt, _ := json.Marshal(task)
+	if !bytes.Equal(built, rebuilt) {
+		t.Errorf("TaskBuilder:\n%s\nBuildTask:\n%s", built, rebuilt)
+	}
+	v03, err := b.MarshalV03Task(nil)
+	if want, _ := json.Marshal(a2amap.V03Task(b.Task())); err != nil || !bytes.Equal(v03, want) {
+		t.Errorf("MarshalV03Task %s (%v), want %s", v03, err, want)
+	}
+	res, ok := agg.Result(nil).(*a2a.Task)
+	if !ok {
+		t.Fatalf("Result %T, want the Task", agg.Result(nil))
+	}
+	check("Aggregator", res, want, 1) // the thought (no user message)
+	running := turnRequest("q1", frames[:len(frames)-1]...)
+	// The user message and the four content messages (A, B, A, B: the
+	// ids interleave).
+	check("running", a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{running}, nil), []string{"N=n"}, 5)
 }
