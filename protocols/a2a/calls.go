@@ -270,9 +270,11 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 		}
 		if prev != nil {
 			// The answer to a message continuing the task is the Task,
-			// from its earlier turns (a2amap.Params.Continued).
+			// from its earlier turns (a2amap.Params.Continued), read when
+			// the turn has ended (a turn accepted meanwhile changes it:
+			// a2amap.Params.TurnEnded).
 			params.Continued = true
-			params.Task = ans.A2ATurnTask(in.Ctx, prev, env, nil)
+			params.TurnEnded = TurnEnded(in.Ctx, tc, prev, env, acc.RequestID, ans.TurnEnd)
 		}
 		if w != nil {
 			// One HTTP answer: rendered as the frames come, with blank
@@ -516,6 +518,21 @@ func Interaction(header http.Header, env *e2a.Envelope) bool {
 		}
 	}
 	return false
+}
+
+// TurnEnded is the a2amap.Params.TurnEnded of the blocking answer to the
+// turn requestID (of env) of the task prev (its record when the turn was
+// accepted): the task's record read again from tasks then, given to end
+// (Answers.TurnEnd) with prev.
+func TurnEnded(ctx context.Context, tasks host.Tasks, prev *host.Task, env *e2a.Envelope, requestID string,
+	end func(ctx context.Context, now, prev *host.Task, env *e2a.Envelope, requestID string) a2amap.TurnEnd) func() a2amap.TurnEnd {
+	return func() a2amap.TurnEnd {
+		now, err := tasks.Task(ctx, env.TaskID, tenant.Read)
+		if err != nil {
+			now = nil
+		}
+		return end(ctx, now, prev, env, requestID)
+	}
 }
 
 // ErrContextMismatch: a message continuing a task names another context

@@ -181,9 +181,15 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 	}
 	if !stream && prev != nil {
 		// The answer to a message continuing the task is the Task, from
-		// its earlier turns (a2amap.Params.Continued).
+		// its earlier turns (a2amap.Params.Continued): at once with
+		// returnImmediately, else read when the turn has ended (a turn
+		// accepted meanwhile changes it: a2amap.Params.TurnEnded).
 		p.Continued = true
-		p.Task = h.h.V1Answers().A2ATurnTask(ctx, prev, env, nil)
+		if req.Config != nil && req.Config.ReturnImmediately {
+			p.Task = h.h.V1Answers().A2ATurnTask(ctx, prev, env, nil)
+		} else {
+			p.TurnEnded = a2aproto.TurnEnded(ctx, c.c, prev, env, sub.RequestID, h.h.V1Answers().TurnEnd)
+		}
 	}
 	if stream {
 		// The Task the stream opens with: a new task's, or the continued

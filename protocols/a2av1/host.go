@@ -34,6 +34,7 @@ type Answers interface {
 	// A2ATurnTask is the Task SendStreamingMessage's stream opens with:
 	// the task t with the turn env, just submitted, as GetTask shows it.
 	A2ATurnTask(ctx context.Context, t *host.Task, env *e2a.Envelope, historyLength *int) *a2a.Task
+	TurnEnd(ctx context.Context, now, prev *host.Task, env *e2a.Envelope, requestID string) a2amap.TurnEnd
 	// CancelTurns cancels a task's turns that have not ended, newest
 	// first, awaiting their final frames (egress.ErrNotCancelable when all
 	// have finished).

@@ -62,6 +62,10 @@ type Aggregator struct {
 	// this turn's agent messages (Params.Task's).
 	continued bool
 	prior     []*a2a.Message
+	// turnEnded is Params.TurnEnded (called once, by endTurn); now its
+	// TurnEnd.Now.
+	turnEnded func() TurnEnd
+	now       *a2a.Task
 }
 
 // NewAggregator returns the aggregator of requestID's frames for the call
@@ -72,11 +76,32 @@ func NewAggregator(requestID string, p Params) *Aggregator {
 	m := newMapper(p, 0)
 	m.requestID = requestID
 	a := &Aggregator{m: m, state: a2a.TaskStateSubmitted, continued: p.Continued}
+	if p.Continued {
+		a.turnEnded = p.TurnEnded
+	}
 	if p.Continued && p.Task != nil {
 		a.prior = slices.Clone(p.Task.History)
 		a.startFrom(p.Task.Artifacts)
 	}
 	return a
+}
+
+// endTurn reads the task again once the turn has ended
+// (Params.TurnEnded, once): its earlier turns as they are now become the
+// task this turn continues (the artifacts replayed on theirs), and a
+// later turn's task, when there is one, the answer (now).
+func (a *Aggregator) endTurn() {
+	if a.turnEnded == nil {
+		return
+	}
+	end := a.turnEnded()
+	a.turnEnded = nil
+	if end.Prior != nil {
+		a.prior = slices.Clone(end.Prior.History)
+		a.base = end.Prior.Artifacts
+		a.artifacts = a.contentArtifacts(nil)
+	}
+	a.now = end.Now
 }
 
 // startFrom makes arts (left as they are) the task's artifacts before
@@ -302,6 +327,7 @@ func (a *Aggregator) seal() {
 func (a *Aggregator) Result(historyLength *int) a2a.SendMessageResult {
 	a.m.bind(&e2a.Response{RequestID: a.m.requestID})
 	if a.continued {
+		a.endTurn()
 		a.foldNative()
 		return a.Task(historyLength)
 	}
@@ -318,9 +344,18 @@ func (a *Aggregator) Result(historyLength *int) a2a.SendMessageResult {
 
 // Task returns the pieces of this request as a Task, the text of a
 // completed request's content messages as its artifacts (history);
-// historyLength keeps the last N history messages (nil: all).
+// historyLength keeps the last N history messages (nil: all). A turn
+// whose task took a later turn before it ended answers with the task as
+// tasks/get shows it then (Params.TurnEnded).
 func (a *Aggregator) Task(historyLength *int) *a2a.Task {
 	a.m.bind(&e2a.Response{RequestID: a.m.requestID})
+	a.endTurn()
+	if a.now != nil {
+		// A later turn waits: the task as tasks/get shows it.
+		t := *a.now
+		t.History = trimHistory(t.History, historyLength)
+		return &t
+	}
 	a.seal()
 	t := &a2a.Task{ID: a.m.taskID, ContextID: a.m.contextID,
 		Status: a2a.TaskStatus{State: a.state, Timestamp: a.ts, Message: a.status}}

@@ -36,6 +36,12 @@ type Params struct {
 	// task; and its stream stays the task's (Mapper.Replied): the agent's
 	// direct answer ends it as the final status-update, completed.
 	Continued bool
+	// TurnEnded, for the blocking answer to a message continuing a task
+	// (Continued), is called once, after the turn's final frame: it reads
+	// the task as it is then (TurnEnd). The Aggregator then starts from
+	// its Prior instead of Task, and answers with its Now when a later
+	// turn of the task was accepted meanwhile.
+	TurnEnded func() TurnEnd
 	// HistoryLength keeps the last N history messages of a Task (nil: all).
 	HistoryLength *int
 	// AcceptedOutputModes are the client's configuration.acceptedOutputModes
@@ -59,4 +65,19 @@ func (p Params) SubmittedTime(now func() time.Time) time.Time {
 		ts = now()
 	}
 	return ts.UTC()
+}
+
+// TurnEnd is a task read again once one of its turns has ended (the
+// blocking answer to that turn, Params.TurnEnded).
+type TurnEnd struct {
+	// Prior is the task before the turn, as Params.Task holds it (its
+	// earlier turns rebuilt from their frames, the turn's user message
+	// last), read when the turn ended: a turn accepted while an earlier
+	// one ran answers with that turn's reply too. Nil: Params.Task.
+	Prior *a2a.Task
+	// Now, when a later turn of the task was accepted before this one
+	// ended, is the task as tasks/get shows it then (that turn's state,
+	// submitted or working): the answer, which must not say the task
+	// ended (A2A takes a terminal state as final) while a turn waits.
+	Now *a2a.Task
 }
