@@ -1,6 +1,8 @@
 package bridge
 
 import (
+	"cmp"
+	"fmt"
 	"strings"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -8,7 +10,11 @@ import (
 
 // UserText is the user's text of a request, whatever its front door:
 // params.text (A2A text parts, joined), params.content or params.query
-// (E2A), or the text blocks of params.prompt (ACP), joined by line feeds.
+// (E2A), or the blocks of params.prompt (ACP) joined by line feeds: text
+// blocks as they are, an embedded resource (the file an editor attaches)
+// as its text in <context ref="URI"> … </context> (a binary one named
+// only), a resource link as [name](URI): an upstream that takes text gets
+// what the user attached.
 func UserText(env *e2a.Envelope) string {
 	for _, k := range []string{"text", "content", "query"} {
 		if s := env.ParamString(k); s != "" {
@@ -18,11 +24,33 @@ func UserText(env *e2a.Envelope) string {
 	blocks, _ := env.Params["prompt"].([]any)
 	var texts []string
 	for _, b := range blocks {
-		if m, ok := b.(map[string]any); ok && m["type"] == "text" {
-			if s, ok := m["text"].(string); ok && s != "" {
-				texts = append(texts, s)
-			}
+		m, _ := b.(map[string]any)
+		if s := promptBlockText(m); s != "" {
+			texts = append(texts, s)
 		}
 	}
 	return strings.Join(texts, "\n")
+}
+
+// promptBlockText is the text of an ACP content block for UserText.
+func promptBlockText(m map[string]any) string {
+	str := func(m map[string]any, k string) string { s, _ := m[k].(string); return s }
+	switch m["type"] {
+	case "text":
+		return str(m, "text")
+	case "resource":
+		r, _ := m["resource"].(map[string]any)
+		uri := str(r, "uri")
+		if text, ok := r["text"].(string); ok {
+			return fmt.Sprintf("<context ref=%q>\n%s\n</context>", uri, text)
+		}
+		if uri != "" {
+			return fmt.Sprintf("[attached %s, %s: binary, not included]", uri, cmp.Or(str(r, "mimeType"), "unknown type"))
+		}
+	case "resource_link":
+		if uri := str(m, "uri"); uri != "" {
+			return "[" + cmp.Or(str(m, "name"), uri) + "](" + uri + ")"
+		}
+	}
+	return ""
 }

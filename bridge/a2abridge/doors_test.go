@@ -490,22 +490,10 @@ type acpConv struct {
 // openACP serves ACP over stdio from the pipeline (its default pool) to
 // acp-go-sdk's client, and opens a session.
 func openACP(t *testing.T, p *pipetest.Pipeline, _ string) conv {
-	ctx, cancel := context.WithCancel(context.Background())
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	done := make(chan struct{})
-	go func() { defer close(done); _ = ingress.ServeACPStdio(ctx, inR, outW, p.Ingress); _ = outW.Close() }()
-	t.Cleanup(func() { _ = inW.Close(); cancel(); <-done })
-	rec := acptest.NewRecorder()
-	conn := acp.NewClientSideConnection(rec, inW, outR)
-	if _, err := conn.Initialize(testCtx(t), acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := conn.NewSession(testCtx(t), acp.NewSessionRequest{Cwd: "/work", McpServers: []acp.McpServer{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &acpConv{conn: conn, rec: rec, sid: s.SessionId}
+	s := acptest.OpenStdio(t, func(ctx context.Context, in io.Reader, out io.Writer) error {
+		return ingress.ServeACPStdio(ctx, in, out, p.Ingress)
+	})
+	return &acpConv{conn: s.Conn, rec: s.Rec, sid: s.ID}
 }
 
 func (a *acpConv) prompt(t *testing.T, text string) seen {

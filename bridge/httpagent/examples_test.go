@@ -101,27 +101,16 @@ func TestExamples(t *testing.T) {
 	}
 
 	// ACP over stdio, to the default pool (py).
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	go func() { _ = ingress.ServeACPStdio(ctx, inR, outW, p.Ingress); _ = outW.Close() }()
-	defer inW.Close()
-	rec := acptest.NewRecorder()
-	conn := acp.NewClientSideConnection(rec, inW, outR)
-	if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: "/work", McpServers: []acp.McpServer{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pr, err := conn.Prompt(ctx, acp.PromptRequest{SessionId: s.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("hi acp")}})
+	s := acptest.OpenStdio(t, func(ctx context.Context, in io.Reader, out io.Writer) error {
+		return ingress.ServeACPStdio(ctx, in, out, p.Ingress)
+	})
+	ctx, conn, rec := s.Ctx, s.Conn, s.Rec
+	pr, err := conn.Prompt(ctx, acp.PromptRequest{SessionId: s.ID, Prompt: []acp.ContentBlock{acp.TextBlock("hi acp")}})
 	if err != nil || pr.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("ACP prompt: %+v %v", pr, err)
 	}
 	var said strings.Builder
-	for _, u := range rec.Take(s.SessionId) {
+	for _, u := range rec.Take(s.ID) {
 		if u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.Text != nil {
 			said.WriteString(u.AgentMessageChunk.Content.Text.Text)
 		}

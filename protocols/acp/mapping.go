@@ -174,7 +174,7 @@ func partUpdate(p any) (acpsdk.SessionUpdate, bool) {
 // Final returns the JSON-RPC response ending a turn: the spec mapping
 // of E2AResponseToACPJSONRPCResponse, extended for the pipeline's own
 // final frames: e2a.complete → {stopReason: end_turn} (or the result's
-// stopReason), e2a.error cancelled / refusal / max_tokens /
+// stopReason, or what its finish_reason says: resultStopReason), e2a.error cancelled / refusal / max_tokens /
 // max_turn_requests → that stopReason. id is the session/prompt's
 // JSON-RPC id (the frame's jsonrpc_id when empty).
 func Final(r *e2a.Response, id json.RawMessage) jsonrpc.Response {
@@ -186,9 +186,7 @@ func Final(r *e2a.Response, id json.RawMessage) jsonrpc.Response {
 		c, _ := r.Complete()
 		res := acpsdk.PromptResponse{StopReason: acpsdk.StopReasonEndTurn}
 		if m, ok := c.Result.(map[string]any); ok {
-			if sr := a2amap.StopReason(m); sr != "" {
-				res.StopReason = acpsdk.StopReason(sr)
-			}
+			res.StopReason = resultStopReason(m)
 		}
 		return jsonrpc.ResultResponse(id, res)
 	case e2a.KindError:
@@ -205,6 +203,25 @@ func Final(r *e2a.Response, id json.RawMessage) jsonrpc.Response {
 		return *resp
 	}
 	return jsonrpc.ResultResponse(id, acpsdk.PromptResponse{StopReason: acpsdk.StopReasonEndTurn})
+}
+
+// resultStopReason is the stopReason of an e2a.complete result: its own
+// stopReason (or stop_reason); else, for a model's answer, what its
+// finish_reason (OpenAI's chat completions, as the OpenAI bridge records
+// it) says: length → max_tokens, content_filter → refusal (an editor
+// shows a cut or filtered answer as such); else end_turn.
+func resultStopReason(m map[string]any) acpsdk.StopReason {
+	_, own := m["stopReason"]
+	if _, snake := m["stop_reason"]; own || snake {
+		return acpsdk.StopReason(a2amap.StopReason(m))
+	}
+	switch m["finish_reason"] {
+	case "length":
+		return acpsdk.StopReasonMaxTokens
+	case "content_filter":
+		return acpsdk.StopReasonRefusal
+	}
+	return acpsdk.StopReasonEndTurn
 }
 
 // E2AResponseToACPJSONRPCResponse is e2a_response_to_acp_jsonrpc_response
