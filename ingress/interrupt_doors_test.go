@@ -90,11 +90,8 @@ func answeredV1(t *testing.T, ctx context.Context, c *a2aclient.Client, task *a2
 // TestV1AskedV03Answered: a task asked by A2A v1.0 is answered by
 // A2A v0.3 (message/send with its taskId), and the reverse.
 func TestV1AskedV03Answered(t *testing.T) {
-	p := interruptPipeline(t)
-	c := up.Client(t, p.URL)
+	p, c, ctx := interruptDoor(t)
 	c03 := v03ClientAt(t, p.URL)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 
 	task := up.Asked(t, ctx, c, up.Msg("the weather"))
 	res, err := c03.SendMessage(ctx, answerFor(a2av03.TaskID(task.ID), "", "Paris"))
@@ -145,11 +142,8 @@ func TestE2AAskedA2AAnswered(t *testing.T) {
 // an artifact-update, GetTask as a history message: the pipeline's
 // mapping of a turn's text that is not its final reply.)
 func TestTextThenInterrupt(t *testing.T) {
-	p := interruptPipeline(t)
-	c := up.Client(t, p.URL)
+	p, c, ctx := interruptDoor(t)
 	c03 := v03ClientAt(t, p.URL)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	var last a2a.Event
 	for ev, err := range c.SendStreamingMessage(ctx, up.Msg("stream then ask")) {
 		if err != nil {
@@ -422,11 +416,8 @@ func TestCancelInterruptedV03AndAgentVault(t *testing.T) {
 // answer's Task names the foreign context while GetTask names the task's.
 // Over A2A v1.0 (a2a-go/v2) and v0.3 (a2a-go v0.3).
 func TestAnswerWithOtherContextRefused(t *testing.T) {
-	p := interruptPipeline(t)
-	c := up.Client(t, p.URL)
+	p, c, ctx := interruptDoor(t)
 	c03 := v03ClientAt(t, p.URL)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	type answerFunc func(task *a2a.Task) (string, error)
 	invalid := map[string]error{"v1": a2a.ErrInvalidParams, "v03": a2av03.ErrInvalidParams}
 	answers := map[string]answerFunc{
@@ -464,11 +455,8 @@ func TestAnswerWithOtherContextRefused(t *testing.T) {
 // an input-required task follows the turn its answer starts when that
 // answer comes over A2A v0.3, to the completed status.
 func TestV1SubscriptionFollowsV03Answer(t *testing.T) {
-	p := interruptPipeline(t)
-	c := up.Client(t, p.URL)
+	p, c, ctx := interruptDoor(t)
 	c03 := v03ClientAt(t, p.URL)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	task := up.Asked(t, ctx, c, up.Msg("the weather"))
 	var evs []a2a.Event
 	for ev, err := range c.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: task.ID}) {
