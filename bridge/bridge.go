@@ -104,8 +104,8 @@ func New(pool string, up Upstream, opts ...Option) (*Handler, error) {
 	if up == nil || pool == "" {
 		return nil, fmt.Errorf("%w: a pool and an upstream are required", ErrInvalidOption)
 	}
-	c := config{maxInFlight: 64, retries: 3, base: 200 * time.Millisecond, cap: 10 * time.Second, log: slog.Default(), sleep: sleepctx.Sleep}
-	if err := option.Apply(ErrInvalidOption, &c, opts); err != nil {
+	c, err := configOf(opts)
+	if err != nil {
 		return nil, err
 	}
 	m, err := newMetrics(c.reg)
@@ -113,6 +113,20 @@ func New(pool string, up Upstream, opts ...Option) (*Handler, error) {
 		return nil, err
 	}
 	return &Handler{pool: pool, up: up, cfg: c, slots: make(chan struct{}, c.maxInFlight), m: m}, nil
+}
+
+// configOf is the configuration opts make of the defaults.
+func configOf(opts []Option) (config, error) {
+	c := config{maxInFlight: 64, retries: 3, base: 200 * time.Millisecond, cap: 10 * time.Second, log: slog.Default(), sleep: sleepctx.Sleep}
+	return c, option.Apply(ErrInvalidOption, &c, opts)
+}
+
+// CheckOptions returns the error New would return for opts (matching
+// ErrInvalidOption), for a command that checks its settings before it
+// calls the upstream or publishes anything.
+func CheckOptions(opts ...Option) error {
+	_, err := configOf(opts)
+	return err
 }
 
 // Resumable reports whether the upstream can resume a request another

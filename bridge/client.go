@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -54,15 +55,39 @@ func (c Credentials) GoString() string { return "bridge.Credentials{" + c.String
 // scrub replaces the credentials' values in s (an upstream's answer
 // quoted in an error message) with "[redacted]".
 func (c Credentials) scrub(s string) string {
-	if c.APIKey != "" {
-		s = strings.ReplaceAll(s, c.APIKey, "[redacted]")
-	}
-	for _, v := range c.Headers {
-		if v != "" {
-			s = strings.ReplaceAll(s, v, "[redacted]")
-		}
+	for _, v := range c.secrets() {
+		s = strings.ReplaceAll(s, v, "[redacted]")
 	}
 	return s
+}
+
+// minSecret is the shortest header value taken for a secret: a shorter
+// one (X-Api-Version: 2) is no credential, and scrubbing it would mangle
+// every message that holds its characters.
+const minSecret = 6
+
+// secrets are the strings scrub takes out: the API key, every header value
+// of minSecret characters or more and, for one that names an
+// authentication scheme (Bearer tok, Basic …, Token …), its credential
+// alone too (an upstream quotes the token without the scheme), longest
+// first (a value before a part of it).
+func (c Credentials) secrets() []string {
+	var out []string
+	if c.APIKey != "" {
+		out = append(out, c.APIKey)
+	}
+	for _, v := range c.Headers {
+		if len(v) >= minSecret {
+			out = append(out, v)
+		}
+		if scheme, cred, ok := strings.Cut(strings.TrimSpace(v), " "); ok && scheme != "" && !strings.ContainsAny(scheme, "=,;:\"") {
+			if cred = strings.TrimSpace(cred); len(cred) >= minSecret {
+				out = append(out, cred)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
 }
 
 // scrubCut is scrub for s, the start of a longer text (an answer read up
@@ -78,10 +103,7 @@ func (c Credentials) scrubCut(s string) string {
 			}
 		}
 	}
-	if c.APIKey != "" {
-		cut(c.APIKey)
-	}
-	for _, v := range c.Headers {
+	for _, v := range c.secrets() {
 		cut(v)
 	}
 	return s

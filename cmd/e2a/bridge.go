@@ -79,6 +79,13 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 	if err != nil {
 		return nil, err
 	}
+	// The bridge's settings are checked before the upstream is called or
+	// the pool's card published.
+	opts := []bridge.Option{bridge.WithMaxInFlight(u.MaxInFlight), bridge.WithRetry(u.Retries, u.RetryBase, u.RetryMax),
+		bridge.WithMetrics(reg), bridge.WithLogger(log)}
+	if err := bridge.CheckOptions(opts...); err != nil {
+		return nil, err
+	}
 	client, err := bridge.NewClient(u.URL, bridge.WithConnectTimeout(u.ConnectTimeout), bridge.WithIdleTimeout(u.IdleTimeout),
 		bridge.WithCredentials(bridge.Credentials{APIKey: u.APIKey, Headers: headers}))
 	if err != nil {
@@ -134,8 +141,7 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 	}
 	go keep.run(ctx)
 	log.Info("bridge", "pool", pool, "upstream", up.Name(), "credentials", bridge.Credentials{APIKey: u.APIKey, Headers: headers})
-	return bridge.New(pool, up, bridge.WithMaxInFlight(u.MaxInFlight), bridge.WithRetry(u.Retries, u.RetryBase, u.RetryMax),
-		bridge.WithMetrics(reg), bridge.WithLogger(log))
+	return bridge.New(pool, up, opts...)
 }
 
 // probeUpstream checks, before the pool starts, that the OpenAI or HTTP

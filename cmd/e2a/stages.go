@@ -76,7 +76,7 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 func runAgent(ctx context.Context, cfg Config, args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	pool := fs.String("pool", "demo", "agent pool to serve: a built-in one (demo, tck, tck-basic, workflow), or any name with an upstream")
-	concurrency := fs.Int("concurrency", 64, "requests handled at once")
+	concurrency := fs.Int("concurrency", 64, "requests handled at once (a bridge worker: at most E2A_UPSTREAM_MAX_IN_FLIGHT)")
 	ackWait := fs.Duration("ack-wait", cfg.AgentAckWait, "how long a request may go without this worker's heartbeat before another worker takes it over (default E2A_AGENT_ACK_WAIT, else 4s; at least 1s; every worker of a pool must use the same)")
 	var bf bridgeFlags
 	fs.StringVar(&bf.a2a, "a2a", "", "bridge an A2A agent: the URL its agent card is served at (or its base URL)")
@@ -96,10 +96,6 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 	if workerID == "" {
 		workerID = uuid.NewString()
 	}
-	runOpts := []agent.Option{agent.WithConcurrency(*concurrency), agent.WithWorkerID(workerID)}
-	if *ackWait != 0 {
-		runOpts = append(runOpts, agent.WithAckWait(*ackWait))
-	}
 	up, err := bf.upstream(cfg.Upstream)
 	if err != nil && !errors.Is(err, errNoUpstream) {
 		fmt.Fprintf(os.Stderr, "e2a agent: %v\n\n", err)
@@ -107,6 +103,17 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 		return errFlags
 	}
 	bridged := err == nil
+	conc := *concurrency
+	if bridged && up.MaxInFlight > 0 && up.MaxInFlight < conc {
+		// A bridge worker takes no more requests than it may call its
+		// upstream with: one over the bound would wait here for a slot
+		// (the runtime keeping it alive) while another worker idles.
+		conc = up.MaxInFlight
+	}
+	runOpts := []agent.Option{agent.WithConcurrency(conc), agent.WithWorkerID(workerID)}
+	if *ackWait != 0 {
+		runOpts = append(runOpts, agent.WithAckWait(*ackWait))
+	}
 	log, nc, stop, err := startStage(ctx, cfg, "e2a-agent")
 	if err != nil {
 		return err

@@ -1,0 +1,97 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+)
+
+// clientUpstream is an Upstream calling a real HTTP server through a
+// Client (the way the bridges do): a POST, its error as Client.Do returns
+// it, the Client as the Scrubber.
+type clientUpstream struct {
+	c   *Client
+	url string
+}
+
+func (u *clientUpstream) Name() string          { return "test " + u.c.Name() }
+func (u *clientUpstream) Scrub(s string) string { return u.c.Scrub(s) }
+func (u *clientUpstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.url, strings.NewReader("{}"))
+	if err != nil {
+		return err
+	}
+	resp, err := u.c.Do(req, env)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	return w.Complete("done")
+}
+
+// TestHeaderTokenScrubbed: a credential given as a header whose
+// value carries an auth scheme (E2A_UPSTREAM_HEADERS="Authorization:
+// Bearer <token>", which WithCredentials accepts when no API key is set,
+// or "Authorization: Basic …") is a secret by its token: an upstream that
+// refuses it quoting the token alone ("token … has expired", the usual
+// wording of an OAuth server or a gateway) must not get it into the
+// request's e2a.error message nor the bridge's log: the scrub takes the
+// credential after the scheme out too, not only the whole value.
+func TestHeaderTokenScrubbed(t *testing.T) {
+	const token = "tok-5e1f0c9a7b3d4e2f"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprintf(w, `{"error":"invalid_token","error_description":"the %s token %s has expired"}`, scheme, tok)
+	}))
+	defer srv.Close()
+	c, err := NewClient(srv.URL, WithCredentials(Credentials{Headers: map[string]string{"Authorization": "Bearer " + token}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs testkit.Buffer
+	h, err := New("p", &clientUpstream{c: c, url: srv.URL + "/agent"}, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+		WithMetrics(prometheus.NewRegistry()), WithRetry(0, 1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = h.Serve(context.Background(), &e2a.Envelope{RequestID: "r1"}, &recWriter{})
+	var ae *agent.Error
+	if !errors.As(err, &ae) || ae.Code != CodeAuth {
+		t.Fatalf("Serve: %v, want an upstream_auth agent error", err)
+	}
+	if strings.Contains(ae.Message, token) {
+		t.Errorf("the e2a.error message holds the upstream token: %q", ae.Message)
+	}
+	if strings.Contains(logs.String(), token) {
+		t.Errorf("the bridge's log holds the upstream token:\n%s", logs.String())
+	}
+	if got := c.Scrub("token " + token + " has expired"); strings.Contains(got, token) {
+		t.Errorf("Client.Scrub leaves the token of its Authorization header: %q", got)
+	}
+}
+
+// TestShortHeaderValueNotScrubbed: a header value shorter than a secret
+// can be (X-Api-Version: 2) is left in messages (scrubbing it mangled
+// every status code and number holding its characters), a long one and
+// the credential of a scheme's value are taken out.
+func TestShortHeaderValueNotScrubbed(t *testing.T) {
+	c := Credentials{Headers: map[string]string{"X-Api-Version": "2", "X-Key": "k-7f3a9c2e", "Authorization": "Basic dXNlcjpwYXNz"}}
+	got := c.scrub("upstream answered 429: retry in 2 s; key k-7f3a9c2e; credentials dXNlcjpwYXNz")
+	want := "upstream answered 429: retry in 2 s; key [redacted]; credentials [redacted]"
+	if got != want {
+		t.Errorf("scrub: %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+)
+
+// blockingAgent is an HTTP agent (the --http contract) whose POSTs wait
+// for release before answering {"reply": "ok"}; each POST's request id is
+// sent on calls as it arrives. A GET (the start's probe) answers at once.
+func blockingAgent(t *testing.T) (srv *httptest.Server, calls <-chan string, release func()) {
+	t.Helper()
+	ch := make(chan string, 16)
+	done := make(chan struct{})
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			_, _ = io.WriteString(w, "ok")
+			return
+		}
+		var env struct {
+			RequestID string `json:"request_id"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&env)
+		ch <- env.RequestID
+		select {
+		case <-done:
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"reply":"ok"}`)
+	}))
+	closed := false
+	release = func() {
+		if !closed {
+			closed = true
+			close(done)
+		}
+	}
+	t.Cleanup(func() { release(); srv.Close() })
+	return srv, ch, release
+}
+
+// postAsync posts an E2A request to pool without waiting for its answer
+// (202 Accepted).
+func postAsync(t *testing.T, base, pool, id string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/pools/"+pool+"/v1/requests",
+		strings.NewReader(`{"request_id":"`+id+`","params":{"text":"hi"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("POST %s: %d %s", id, resp.StatusCode, b)
+	}
+}
+
+// TestOverBoundLeftToOtherWorkers: E2A_UPSTREAM_MAX_IN_FLIGHT
+// bounds a worker's upstream calls and the requests its runtime pulls
+// (--concurrency, 64 by default, is lowered to it): a request over the
+// bound is left to another worker of the pool, never held (heartbeated,
+// so never redelivered) by a saturated worker until a slot frees. Here
+// worker A (bound 1) is busy with one call; a second request, then a
+// second worker B: B gets the second request (the upstream sees its call
+// while the first still runs).
+func TestOverBoundLeftToOtherWorkers(t *testing.T) {
+	upstream, calls, release := blockingAgent(t)
+	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
+	m, _ := waitLine(t, devOut, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	base := m[1]
+	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
+	natsURL := m[1]
+	agentEnv := []string{"E2A_NATS_URL=" + natsURL, "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_MAX_IN_FLIGHT=1"}
+	args := []string{"agent", "--pool", "slow", "--http", upstream.URL + "/agent"}
+
+	_, errA := startBin(t, agentEnv, args...)
+	waitLine(t, errA, regexp.MustCompile(`agent pool running`))
+	waitPoolLive(t, base, "slow")
+	postAsync(t, base, "slow", "ops-bound-1")
+	if id := waitCall(t, calls, 30*time.Second); id != "ops-bound-1" {
+		t.Fatalf("first upstream call for %q", id)
+	}
+	// The second request is stored, and (on main) taken by A at once: A
+	// pulls while it has runtime slots, whatever its bridge's bound.
+	postAsync(t, base, "slow", "ops-bound-2")
+	_, errB := startBin(t, agentEnv, args...)
+	waitLine(t, errB, regexp.MustCompile(`agent pool running`))
+
+	select {
+	case id := <-calls:
+		if id != "ops-bound-2" {
+			t.Fatalf("second upstream call for %q", id)
+		}
+	case <-time.After(20 * time.Second):
+		release()
+		t.Fatalf("the second request did not reach the upstream in 20 s while worker B was idle: worker A (E2A_UPSTREAM_MAX_IN_FLIGHT=1, busy) holds it waiting for its only slot")
+	}
+	release()
+}
+
+// waitCall is the next upstream call's request id, within d.
+func waitCall(t *testing.T, calls <-chan string, d time.Duration) string {
+	t.Helper()
+	select {
+	case id := <-calls:
+		return id
+	case <-time.After(d):
+		t.Fatalf("no upstream call in %v", d)
+	}
+	return ""
+}
+
+// TestRefusedBoundPublishesNoCard: a bridge pool whose
+// E2A_UPSTREAM_* settings are refused (here E2A_UPSTREAM_MAX_IN_FLIGHT=0)
+// fails at start (exit 1) before it tells clients of itself: no pool card
+// in E2A_BRIDGE (the pipeline's card would list a pool no worker can
+// serve) and no call to the upstream: the options are checked first
+// (bridge.CheckOptions), before the upstream's probe and PublishPool.
+func TestRefusedBoundPublishesNoCard(t *testing.T) {
+	probes := make(chan string, 4)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		probes <- r.Method
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer upstream.Close()
+	_, nc := natstest.RunServer(t)
+	natsURL := nc.ConnectedUrl()
+
+	code, _, errOut := runBin(t, []string{"E2A_NATS_URL=" + natsURL, "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_MAX_IN_FLIGHT=0"},
+		"agent", "--pool", "badbound", "--http", upstream.URL+"/agent")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1: %s", code, errOut)
+	}
+	js := natstest.JetStream(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, found, err := bridge.LookupPool(ctx, js, "badbound")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found {
+		t.Errorf("the refused pool's card is published: %+v (stderr: %s)", info, strings.TrimSpace(errOut))
+	}
+	if n := len(probes); n > 0 {
+		t.Errorf("the upstream was called %d time(s) before the configuration was refused", n)
+	}
+}
+
+// TestStartErrorHidesHeaderToken: an upstream that refuses the
+// bridge's credentials at start (the probe of an OpenAI server's
+// /models) fails `e2a agent` with exit 1 naming upstream_auth, and the
+// message must not show the credential: here a bearer token given as
+// E2A_UPSTREAM_HEADERS="Authorization: Bearer <token>", which the server's
+// 401 quotes (without the scheme): the scrub takes the credential after
+// the scheme out too.
+func TestStartErrorHidesHeaderToken(t *testing.T) {
+	const token = "tok-start-8d2c41f7a9e05b36"
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"error":{"message":"Incorrect API key provided: `+got+`","code":"invalid_api_key"}}`)
+	}))
+	defer upstream.Close()
+	_, nc := natstest.RunServer(t)
+	code, _, errOut := runBin(t, []string{"E2A_NATS_URL=" + nc.ConnectedUrl(), "E2A_HTTP_ADDR=127.0.0.1:0",
+		"E2A_UPSTREAM_HEADERS=Authorization: Bearer " + token},
+		"agent", "--pool", "llm", "--openai", upstream.URL+"/v1", "--model", "m")
+	if code != 1 || !strings.Contains(errOut, "upstream_auth") {
+		t.Fatalf("exit %d, want 1 naming upstream_auth: %s", code, errOut)
+	}
+	if strings.Contains(errOut, token) {
+		t.Errorf("the start error shows the bearer token of E2A_UPSTREAM_HEADERS: %s", strings.TrimSpace(errOut))
+	}
+}
