@@ -31,6 +31,15 @@ type queuedTask struct {
 
 func startQueuedTask(t *testing.T, texts ...string) *queuedTask {
 	t.Helper()
+	return startQueuedTaskReplying(t, func(w agent.Writer, text string) error {
+		return w.Chunk(e2a.DeltaText, "Hello, "+text)
+	}, texts...)
+}
+
+// startQueuedTaskReplying is startQueuedTask whose held turns, once let
+// go, answer with reply (then complete).
+func startQueuedTaskReplying(t *testing.T, reply func(w agent.Writer, text string) error, texts ...string) *queuedTask {
+	t.Helper()
 	g := &queuedTask{Pipeline: pipetest.Start(t, pipetest.WithIngress(ingress.WithDefaultPool("gated"))), started: make(chan string, 8), gates: map[string]chan struct{}{}}
 	for _, s := range texts {
 		g.gates[s] = make(chan struct{})
@@ -46,7 +55,7 @@ func startQueuedTask(t *testing.T, texts ...string) *queuedTask {
 			return ctx.Err()
 		case <-g.gates[text]:
 		}
-		if err := w.Chunk(e2a.DeltaText, "Hello, "+text); err != nil {
+		if err := reply(w, text); err != nil {
 			return err
 		}
 		return w.Complete(nil)

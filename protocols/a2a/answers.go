@@ -78,22 +78,25 @@ func (a Answers) A2ATurnTask(ctx context.Context, t *host.Task, env *e2a.Envelop
 // TurnEnd reads the task again once its turn requestID (of envelope env)
 // has ended, for that turn's blocking answer (a2amap.Params.TurnEnded):
 // now is the task's record as it is then (nil when it could not be read),
-// prev the record read when the turn was accepted. Prior is the task
-// before the turn (A2ATurnTask of the turns before requestID, now's when
-// it lists requestID, else prev's); Now, when now lists a turn after
-// requestID, the whole task (A2ATaskOf).
+// prev the record read when the turn was accepted (nil for the task's
+// first turn). Prior is the task before a continuing turn (A2ATurnTask of
+// the turns before requestID, now's when it lists requestID, else prev's);
+// Now, when now lists a turn after requestID, the whole task (A2ATaskOf).
 func (a Answers) TurnEnd(ctx context.Context, now, prev *host.Task, env *e2a.Envelope, requestID string) a2amap.TurnEnd {
 	before := prev
 	i := -1
 	if now != nil {
 		i = slices.Index(now.RequestIDs, requestID)
 	}
-	if i >= 0 {
+	if i >= 0 && prev != nil {
 		b := *now
 		b.RequestIDs = now.RequestIDs[:i:i]
 		before = &b
 	}
-	end := a2amap.TurnEnd{Prior: a.A2ATurnTask(ctx, before, env, nil)}
+	var end a2amap.TurnEnd
+	if before != nil {
+		end.Prior = a.A2ATurnTask(ctx, before, env, nil)
+	}
 	if i >= 0 && i < len(now.RequestIDs)-1 {
 		if t, err := a.A2ATaskOf(ctx, now, nil); err == nil {
 			end.Now = t

@@ -268,12 +268,12 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 			rep.Result(a2amap.V03Task(t))
 			return
 		}
-		if prev != nil {
-			// The answer to a message continuing the task is the Task,
-			// from its earlier turns (a2amap.Params.Continued), read when
-			// the turn has ended (a turn accepted meanwhile changes it:
-			// a2amap.Params.TurnEnded).
-			params.Continued = true
+		// The answer to a message continuing the task is the Task, from
+		// its earlier turns (a2amap.Params.Continued); a Task answer is
+		// read when the turn has ended (a turn accepted meanwhile changes
+		// it: a2amap.Params.TurnEnded).
+		params.Continued = prev != nil
+		if env.TaskID != "" {
 			params.TurnEnded = TurnEnded(in.Ctx, tc, prev, env, acc.RequestID, ans.TurnEnd)
 		}
 		if w != nil {

@@ -187,9 +187,13 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 		p.Continued = true
 		if req.Config != nil && req.Config.ReturnImmediately {
 			p.Task = h.h.V1Answers().A2ATurnTask(ctx, prev, env, nil)
-		} else {
-			p.TurnEnded = a2aproto.TurnEnded(ctx, c.c, prev, env, sub.RequestID, h.h.V1Answers().TurnEnd)
 		}
+	}
+	if !stream && env.TaskID != "" && (req.Config == nil || !req.Config.ReturnImmediately) {
+		// A blocking answer that is a Task reads the task when the turn
+		// has ended (a2amap.Params.TurnEnded): a turn accepted meanwhile,
+		// a continued task's earlier turns.
+		p.TurnEnded = a2aproto.TurnEnded(ctx, c.c, prev, env, sub.RequestID, h.h.V1Answers().TurnEnd)
 	}
 	if stream {
 		// The Task the stream opens with: a new task's, or the continued

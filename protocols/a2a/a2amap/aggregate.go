@@ -75,10 +75,7 @@ type Aggregator struct {
 func NewAggregator(requestID string, p Params) *Aggregator {
 	m := newMapper(p, 0)
 	m.requestID = requestID
-	a := &Aggregator{m: m, state: a2a.TaskStateSubmitted, continued: p.Continued}
-	if p.Continued {
-		a.turnEnded = p.TurnEnded
-	}
+	a := &Aggregator{m: m, state: a2a.TaskStateSubmitted, continued: p.Continued, turnEnded: p.TurnEnded}
 	if p.Continued && p.Task != nil {
 		a.prior = slices.Clone(p.Task.History)
 		a.startFrom(p.Task.Artifacts)

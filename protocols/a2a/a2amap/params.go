@@ -36,11 +36,12 @@ type Params struct {
 	// task; and its stream stays the task's (Mapper.Replied): the agent's
 	// direct answer ends it as the final status-update, completed.
 	Continued bool
-	// TurnEnded, for the blocking answer to a message continuing a task
-	// (Continued), is called once, after the turn's final frame: it reads
-	// the task as it is then (TurnEnd). The Aggregator then starts from
-	// its Prior instead of Task, and answers with its Now when a later
-	// turn of the task was accepted meanwhile.
+	// TurnEnded, for the blocking answer to a turn of a task, is called
+	// once, after the turn's final frame, when the answer is a Task (not
+	// the agent's direct Message): it reads the task as it is then
+	// (TurnEnd). The Aggregator then starts from its Prior instead of Task
+	// (Continued), and answers with its Now when a later turn of the task
+	// was accepted meanwhile.
 	TurnEnded func() TurnEnd
 	// HistoryLength keeps the last N history messages of a Task (nil: all).
 	HistoryLength *int
@@ -73,7 +74,8 @@ type TurnEnd struct {
 	// Prior is the task before the turn, as Params.Task holds it (its
 	// earlier turns rebuilt from their frames, the turn's user message
 	// last), read when the turn ended: a turn accepted while an earlier
-	// one ran answers with that turn's reply too. Nil: Params.Task.
+	// one ran answers with that turn's reply too. Nil: Params.Task (and
+	// for a task's first turn).
 	Prior *a2a.Task
 	// Now, when a later turn of the task was accepted before this one
 	// ended, is the task as tasks/get shows it then (that turn's state,
