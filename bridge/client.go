@@ -61,26 +61,34 @@ func (c Credentials) scrub(s string) string {
 	return s
 }
 
+// authSchemes are the HTTP authentication schemes (lower case) whose
+// credential follows them in a header value.
+var authSchemes = map[string]bool{"bearer": true, "basic": true, "token": true, "digest": true, "apikey": true, "api-key": true}
+
 // minSecret is the shortest header value taken for a secret: a shorter
 // one (X-Api-Version: 2) is no credential, and scrubbing it would mangle
 // every message that holds its characters.
 const minSecret = 6
 
 // secrets are the strings scrub takes out: the API key, every header value
-// of minSecret characters or more and, for one that names an
-// authentication scheme (Bearer tok, Basic …, Token …), its credential
-// alone too (an upstream quotes the token without the scheme), longest
-// first (a value before a part of it).
+// of minSecret characters or more and, for an Authorization (or
+// Proxy-Authorization) value or one that starts with an authentication
+// scheme (Bearer tok, Basic …, Token …), its credential alone too (an
+// upstream quotes the token without the scheme; a title such as "Acme
+// Helpdesk" is no scheme and credential), longest first (a value before a
+// part of it).
 func (c Credentials) secrets() []string {
 	var out []string
 	if c.APIKey != "" {
 		out = append(out, c.APIKey)
 	}
-	for _, v := range c.Headers {
+	for k, v := range c.Headers {
 		if len(v) >= minSecret {
 			out = append(out, v)
 		}
-		if scheme, cred, ok := strings.Cut(strings.TrimSpace(v), " "); ok && scheme != "" && !strings.ContainsAny(scheme, "=,;:\"") {
+		scheme, cred, ok := strings.Cut(strings.TrimSpace(v), " ")
+		name := http.CanonicalHeaderKey(k)
+		if ok && (name == "Authorization" || name == "Proxy-Authorization" || authSchemes[strings.ToLower(scheme)]) {
 			if cred = strings.TrimSpace(cred); len(cred) >= minSecret {
 				out = append(out, cred)
 			}

@@ -2,8 +2,6 @@ package bridge
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -208,38 +206,39 @@ func Classify(err error) error {
 }
 
 // classifyCall is Classify for a call that failed before its answer's
-// headers came: a transport failure Classify does not know (an HTTP/2
-// stream reset or GOAWAY, a connection lost, in net/http's unexported
-// types) cut the call short before anything was answered, so it is
-// upstream_unavailable and retryable, like a reset HTTP/1.1 connection;
-// an answer that is not HTTP (a malformed response, plain HTTP to an
-// https URL) and a TLS certificate the client refuses stay protocol
-// errors: retrying them cannot help.
+// headers came: a transport failure that cut the call short (an HTTP/2
+// stream reset or GOAWAY, a connection lost or reset, in net/http's
+// unexported types: cutShort) is upstream_unavailable and retryable, like
+// a reset HTTP/1.1 connection, since nothing was answered; anything else
+// Classify calls a protocol error stays one (a malformed answer, plain
+// HTTP to an https URL, a TLS certificate refused): retrying cannot help.
 func classifyCall(err error) error {
 	c := Classify(err)
 	var be *Error
-	if !errors.As(c, &be) || be.Code != CodeProtocol || isAnswerError(err) {
+	if !errors.As(c, &be) || be.Code != CodeProtocol || !cutShort(err) {
 		return c
 	}
 	return &Error{Code: CodeUnavailable, Message: "upstream cut the call short: " + errMessage(err), Retryable: true, Err: err}
 }
 
-// isAnswerError reports a call that failed on what the upstream is rather
-// than on how the call went: its answer was not HTTP, or its TLS
-// certificate or handshake was refused.
-func isAnswerError(err error) bool {
-	var cert *tls.CertificateVerificationError
-	var rec tls.RecordHeaderError
-	var alert tls.AlertError
-	var unknownCA x509.UnknownAuthorityError
-	var host x509.HostnameError
-	var invalid x509.CertificateInvalidError
-	if errors.As(err, &cert) || errors.As(err, &rec) || errors.As(err, &alert) || errors.As(err, &unknownCA) ||
-		errors.As(err, &host) || errors.As(err, &invalid) {
-		return true
-	}
+// cutShort reports a transport failure that ended a call before its
+// answer without saying anything of the upstream's answer: net/http's
+// HTTP/2 stream and connection errors and a connection reset or closed
+// under it (their types are unexported: their messages are matched). A
+// malformed answer ("malformed MIME header", "malformed HTTP response")
+// is not one.
+func cutShort(err error) bool {
 	s := err.Error()
-	return strings.Contains(s, "malformed HTTP") || strings.Contains(s, "server gave HTTP response to HTTPS client")
+	if strings.Contains(s, "malformed") {
+		return false
+	}
+	for _, m := range []string{"stream error:", "GOAWAY", "client connection lost", "connection reset", "broken pipe",
+		"server closed idle connection", "client connection force closed"} {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // bodyError is a transport failure while reading the body of a 2xx

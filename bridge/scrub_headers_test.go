@@ -2,8 +2,10 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -19,10 +21,14 @@ import (
 
 // clientUpstream is an Upstream calling a real HTTP server through a
 // Client (the way the bridges do): a POST, its error as Client.Do returns
-// it, the Client as the Scrubber.
+// it, the Client as the Scrubber; it completes with "done", or with body
+// the answer's JSON as written (what the HTTP agent bridge does with a
+// JSON answer: a result the upstream wrote whole, which the Handler
+// scrubs).
 type clientUpstream struct {
-	c   *Client
-	url string
+	c    *Client
+	url  string
+	body bool
 }
 
 func (u *clientUpstream) Name() string          { return "test " + u.c.Name() }
@@ -36,8 +42,15 @@ func (u *clientUpstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Wr
 	if err != nil {
 		return err
 	}
-	_ = resp.Body.Close()
-	return w.Complete("done")
+	defer resp.Body.Close()
+	if !u.body {
+		return w.Complete("done")
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return w.Complete(json.RawMessage(b))
 }
 
 // TestHeaderTokenScrubbed: a credential given as a header whose

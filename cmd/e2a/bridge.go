@@ -197,26 +197,40 @@ func (k poolCard) run(ctx context.Context) {
 	}
 	last := time.Now()
 	for range sleepctx.Ticks(ctx, tick) {
-		changed := false
-		if k.refresh != nil {
-			n, err := k.refresh(ctx)
-			switch {
-			case err != nil && ctx.Err() == nil:
-				k.log.Warn("bridge: the agent's card not read again; the pool keeps its card", "pool", k.info.Pool, "err", err)
-			case err == nil && !reflect.DeepEqual(n, k.info):
-				k.info, changed = n, true
-				k.log.Info("bridge: the agent's card changed; the pool's card follows", "pool", k.info.Pool, "skills", len(n.Skills))
-			}
-		}
+		next, changed := k.read(ctx)
 		if !changed && (republish == 0 || time.Since(last) < republish-tick/2) {
 			continue
 		}
-		if err := k.conv.PublishPool(ctx, k.info); err != nil {
+		if err := k.conv.PublishPool(ctx, next); err != nil {
 			if ctx.Err() == nil {
 				k.log.Warn("bridge: pool card not published", "pool", k.info.Pool, "err", err)
 			}
-			continue
+			continue // a change is published at the next tick
 		}
-		last = time.Now()
+		k.info, last = next, time.Now()
 	}
+}
+
+// read reads the agent's card again (refresh, bounded by the interval
+// between reads: a read that stalls must not stop the republishing, or the
+// card expires) and returns the pool's card it makes, and whether that
+// differs from the one published.
+func (k poolCard) read(ctx context.Context) (bridge.PoolInfo, bool) {
+	if k.refresh == nil {
+		return k.info, false
+	}
+	rctx, cancel := context.WithTimeout(ctx, k.every)
+	defer cancel()
+	n, err := k.refresh(rctx)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			k.log.Warn("bridge: the agent's card not read again; the pool keeps its card", "pool", k.info.Pool, "err", err)
+		}
+		return k.info, false
+	case reflect.DeepEqual(n, k.info):
+		return k.info, false
+	}
+	k.log.Info("bridge: the agent's card changed; the pool's card follows", "pool", k.info.Pool, "skills", len(n.Skills))
+	return n, true
 }

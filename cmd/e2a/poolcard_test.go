@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
@@ -55,17 +57,7 @@ func TestPoolCardFollowsAgentCard(t *testing.T) {
 		}
 		return len(info.Skills)
 	}
-	rev := func() uint64 {
-		kv, err := js.KeyValue(ctx, streams.BridgeBucket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := kv.Get(ctx, "pool.travel")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e.Revision()
-	}
+	rev := func() uint64 { return poolCardRevision(t, js, "travel") }
 	before := rev()
 	testkit.Eventually(t, 10*time.Second, "the card read again", func() bool { return reads.Load() >= 5 })
 	if got := rev(); got != before {
@@ -79,4 +71,18 @@ func TestPoolCardFollowsAgentCard(t *testing.T) {
 	if got := skills(); got != 1 {
 		t.Errorf("an unreadable card changed the pool's: %d skills", got)
 	}
+}
+
+// poolCardRevision is the revision of pool's card in E2A_BRIDGE.
+func poolCardRevision(t *testing.T, js jetstream.JetStream, pool string) uint64 {
+	t.Helper()
+	kv, err := js.KeyValue(context.Background(), streams.BridgeBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(context.Background(), "pool."+pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Revision()
 }

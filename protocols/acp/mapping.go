@@ -211,9 +211,10 @@ func Final(r *e2a.Response, id json.RawMessage) jsonrpc.Response {
 // it) says: length → max_tokens, content_filter → refusal (an editor
 // shows a cut or filtered answer as such); else end_turn.
 func resultStopReason(m map[string]any) acpsdk.StopReason {
-	_, own := m["stopReason"]
-	if _, snake := m["stop_reason"]; own || snake {
-		return acpsdk.StopReason(a2amap.StopReason(m))
+	for _, k := range []string{"stopReason", "stop_reason"} {
+		if s, _ := m[k].(string); s != "" {
+			return acpsdk.StopReason(s)
+		}
 	}
 	switch m["finish_reason"] {
 	case "length":
