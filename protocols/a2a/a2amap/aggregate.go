@@ -1,6 +1,7 @@
 package a2amap
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"time"
@@ -25,6 +26,9 @@ type aggMsg struct {
 	// message's text becomes, as its frames' metadata gives them
 	// (artifactLabel).
 	label label
+	// art, when set, is the id of that artifact (the result of a request
+	// that streamed no content: Mapper.artifactID, as its stream names it).
+	art a2a.ArtifactID
 }
 
 // label is an artifact's name and description.
@@ -197,7 +201,7 @@ func (a *Aggregator) Add(r *e2a.Response) error {
 	if o.HasResult && !a.hasContent() {
 		if parts := resultParts(o.Result); len(parts) > 0 {
 			am := a.newMsg(r, "content", LLMResponseID(r), piece{objectType: ObjectChatCompletion})
-			am.msg.Parts = parts
+			am.msg.Parts, am.art = parts, a.m.artifactID(r)
 		}
 	}
 	return nil
@@ -447,10 +451,7 @@ func (a *Aggregator) contentArtifacts(replies []a2a.ContentParts) []*a2a.Artifac
 			continue
 		}
 		m := a.msgs[op.msg]
-		id := a2a.ArtifactID(m.llm)
-		if id == "" {
-			id = a2a.ArtifactID(m.msg.ID)
-		}
+		id := cmp.Or(m.art, a2a.ArtifactID(m.llm), a2a.ArtifactID(m.msg.ID))
 		if !written[id] {
 			written[id] = true
 			arts = putArtifact(arts, &a2a.Artifact{ID: id, Name: m.label.name, Description: m.label.description,

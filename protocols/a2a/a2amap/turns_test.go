@@ -55,9 +55,27 @@ func TestBuildTaskKeepsEveryTurnsArtifacts(t *testing.T) {
 		artifactFrame("q2", 2, "final", "f", false), done("q2", 3, "last reply"))
 	task := a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{q1, q2}, nil)
 	got := artifactTexts(task)
-	want := []string{"draft=v2", "notes=ab", "final=f", "rsp-q2-3=last reply"}
+	// The result of the last turn, which streamed no content, is the
+	// artifact its stream names: its request id (no llm_response_id).
+	want := []string{"draft=v2", "notes=ab", "final=f", "q2=last reply"}
 	if len(got) != len(want) {
 		t.Fatalf("artifacts %q, want %q", got, want)
+	}
+	m := a2amap.NewStreamMapper("q2", a2amap.Params{TaskID: "task-1", ContextID: "ctx-1"}, 0)
+	var streamed a2a.ArtifactID
+	for _, f := range q2.Frames {
+		evs, err := m.Events(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if au, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok && au.LastChunk {
+				streamed = au.Artifact.ID
+			}
+		}
+	}
+	if streamed != "q2" {
+		t.Errorf("the stream's result artifact %q, want %q (GetTask's)", streamed, "q2")
 	}
 	for i := range want {
 		if got[i] != want[i] {
@@ -76,7 +94,7 @@ func TestBuildTaskKeepsEveryTurnsArtifacts(t *testing.T) {
 		t.Fatalf("TaskBuilder:\n%s\nBuildTask:\n%s", built, rebuilt)
 	}
 	// The first turn alone: its reply is the artifact then.
-	if got := artifactTexts(a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{q1}, nil)); len(got) != 3 || got[2] != "rsp-q1-2=first reply" {
+	if got := artifactTexts(a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{q1}, nil)); len(got) != 3 || got[2] != "q1=first reply" {
 		t.Fatalf("first turn's artifacts %q", got)
 	}
 }
