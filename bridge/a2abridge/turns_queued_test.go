@@ -75,6 +75,22 @@ func queueTurn(t *testing.T, p *pipetest.Pipeline, c *a2aclient.Client, id a2a.T
 	})
 }
 
+// slowThenQueued bridges pool "agent" of a new pipeline to srv, starts a
+// slow turn of a new task (its stream's end state on first) and queues a
+// second turn "second" behind it (its answer on answers, or its error on
+// errs); it returns the pool's v1.0 client and the task.
+func slowThenQueued(t *testing.T, srv *up.Server) (c *a2aclient.Client, id a2a.TaskID, first chan a2a.TaskState, answers chan a2a.SendMessageResult, errs chan error) {
+	t.Helper()
+	p := pipetest.Start(t)
+	bridgePool(t, p, "agent", srv.BaseURL())
+	c = v1Client(t, p, "agent")
+	first = make(chan a2a.TaskState, 1)
+	id = slowTurn(t, c, first)
+	answers, errs = make(chan a2a.SendMessageResult, 1), make(chan error, 1)
+	queueTurn(t, p, c, id, "second", answers, errs)
+	return c, id, first, answers, errs
+}
+
 // wantBothReplies checks that the task id, once its last turn ended, is
 // completed with the first turn's reply (first) and the second's
 // ("second" echoed), in its artifacts or history.
@@ -103,13 +119,7 @@ func wantBothReplies(t *testing.T, c *a2aclient.Client, id a2a.TaskID, first str
 // the task then completes holding both turns' replies.
 func TestBridgedTurnQueuedBehindRunningTurn(t *testing.T) {
 	srv := up.Start(t, up.Options{SlowInterval: 20 * time.Millisecond, SlowChunks: 15})
-	p := pipetest.Start(t)
-	bridgePool(t, p, "agent", srv.BaseURL())
-	c := v1Client(t, p, "agent")
-	first := make(chan a2a.TaskState, 1)
-	id := slowTurn(t, c, first)
-	answers, errs := make(chan a2a.SendMessageResult, 1), make(chan error, 1)
-	queueTurn(t, p, c, id, "second", answers, errs)
+	c, id, first, answers, errs := slowThenQueued(t, srv)
 	ctx := testCtx(t)
 	got, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: id})
 	if err != nil || got.Status.State.Terminal() {
@@ -144,13 +154,7 @@ func TestBridgedTurnQueuedBehindRunningTurn(t *testing.T) {
 // task is cancelled, and the task ends canceled.
 func TestBridgedCancelRunningAndQueued(t *testing.T) {
 	srv := up.Start(t, up.Options{SlowInterval: 20 * time.Millisecond})
-	p := pipetest.Start(t)
-	bridgePool(t, p, "agent", srv.BaseURL())
-	c := v1Client(t, p, "agent")
-	first := make(chan a2a.TaskState, 1)
-	id := slowTurn(t, c, first)
-	answers, errs := make(chan a2a.SendMessageResult, 1), make(chan error, 1)
-	queueTurn(t, p, c, id, "second", answers, errs)
+	c, id, first, answers, errs := slowThenQueued(t, srv)
 	ctx := testCtx(t)
 	if _, err := c.CancelTask(ctx, &a2a.CancelTaskRequest{ID: id}); err != nil {
 		t.Fatalf("CancelTask: %v", err)
