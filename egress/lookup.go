@@ -3,10 +3,12 @@ package egress
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -90,4 +92,36 @@ func poolOf(msg *nats.Msg) string {
 		return ""
 	}
 	return pool
+}
+
+// AwaitRequests waits, up to within, until the request stream holds each
+// of ids: a task's or session's record lists a turn before it is
+// published (ingress appends it first), so a turn listed and not stored
+// yet is one whose publish is under way. It reports whether all are
+// stored; false when within passes or ctx ends first (a publish that
+// failed: the record lets its turn go), with the error of a read that
+// failed.
+func (s *Service) AwaitRequests(ctx context.Context, ids []string, within time.Duration) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	wait := 2 * time.Millisecond
+	for _, id := range ids {
+		for {
+			ok, err := requestExists(ctx, s.mux, s.streamNames().requests, id)
+			if ctx.Err() != nil {
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			if ok {
+				break
+			}
+			if sleepctx.Sleep(ctx, wait) != nil {
+				return false, nil
+			}
+			wait = min(2*wait, 100*time.Millisecond)
+		}
+	}
+	return true, nil
 }

@@ -1,6 +1,7 @@
 package ingress_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	a2aclientv03 "github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -18,6 +21,9 @@ import (
 	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // queuedTask is a pipeline whose pool asks for input on "the weather" and
@@ -212,5 +218,85 @@ func TestSecondAnswerResultHoldsFirstReply(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAnswerWaitsForQueuedTurnsPublish: ingress records a turn in its
+// task's record before it publishes it. Paris's blocking answer is read
+// when its turn ends; Rome's turn, recorded by then, is stored only once
+// that read has looked for it twice (its publish under way, held here by
+// the test, which does what publishTurn does, one step at a time). The
+// answer must wait for it: it says the task as GetTask shows it once Rome
+// is stored (not completed, Rome's message last); it said completed,
+// without Rome (the turn skipped as not stored), which failed
+// TestFirstOfTwoAnswersNotTerminalWhileSecondQueued now and then in CI.
+func TestAnswerWaitsForQueuedTurnsPublish(t *testing.T) {
+	g := startQueuedTask(t, "Paris", "Rome")
+	defer close(g.gates["Rome"])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := up.Client(t, g.URL)
+	task := up.Asked(t, ctx, c, up.Msg("the weather"))
+	type result struct {
+		res answerSeen
+		err error
+	}
+	parisDone := make(chan result, 1)
+	go func() {
+		r, err := v1BlockingAnswer(c)(ctx, task, "Paris")
+		parisDone <- result{r, err}
+	}()
+	if s := <-g.started; s != "Paris" {
+		t.Fatalf("started %q", s)
+	}
+
+	rome := uuid.Must(uuid.NewV7()).String()
+	lookup, _ := subjects.RequestAnyPool(rome)
+	lookups := make(chan struct{}, 64)
+	sub, err := g.NC.Subscribe("$JS.API.DIRECT.GET."+streams.RequestsStream, func(m *nats.Msg) {
+		if bytes.Contains(m.Data, []byte(lookup)) {
+			select {
+			case lookups <- struct{}{}:
+			default:
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := g.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := ingress.NewTaskStore(ctx, g.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := record(t, g.JS, ingress.KindTask, string(task.ID))
+	if _, err := ts.Append(ctx, ingress.KindTask, *rec, rome, tenant.Principal{Open: true}); err != nil {
+		t.Fatal(err)
+	}
+	close(g.gates["Paris"])
+	for seen := 0; ; {
+		select {
+		case <-lookups:
+			if seen++; seen == 2 {
+				subj, _ := subjects.Request("gated", rome)
+				env := fmt.Sprintf(`{"request_id":%q,"task_id":%q,"context_id":%q,"method":"message/send","params":{"text":"Rome"},`+
+					`"provenance":{"source_protocol":"a2a"}}`, rome, task.ID, task.ContextID)
+				if _, err := g.JS.Publish(ctx, subj, []byte(env)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case pr := <-parisDone:
+			if pr.err != nil {
+				t.Fatalf("Paris: %v", pr.err)
+			}
+			if pr.res.state == string(a2a.TaskStateCompleted) || !strings.HasSuffix(pr.res.history, "Rome") {
+				t.Fatalf("Paris's answer (Rome's turn recorded, stored after %d lookups of it were seen): the task %s, history %q; want it not completed, Rome's message last",
+					seen, pr.res.state, pr.res.history)
+			}
+			return
+		}
 	}
 }

@@ -83,6 +83,10 @@ type TaskRequests interface {
 	// reads: its envelope, and its first frame only when that is gone or
 	// names no user (egress.ErrNotFound when neither is stored).
 	LoadRequestHead(ctx context.Context, id string) (egress.StoredRequest, error)
+	// AwaitRequests waits, up to within, until each of ids (turns a
+	// record lists) is stored: a turn is recorded before it is published.
+	// False when one is not by then.
+	AwaitRequests(ctx context.Context, ids []string, within time.Duration) (bool, error)
 	// UnendedTurns returns the turns of a task (ids, oldest first) that
 	// have not ended, newest first (each one's last frame read).
 	UnendedTurns(ctx context.Context, ids []string) ([]string, error)
