@@ -56,8 +56,11 @@ func startBridge(t *testing.T, srv *modelServer, s setup) *pipetest.Pipeline {
 	if base == "" {
 		base = srv.base()
 	}
-	client, err := bridge.NewClient(base, append([]bridge.ClientOption{
-		bridge.WithCredentials(bridge.Credentials{APIKey: upstreamKey})}, s.client...)...)
+	copts := []bridge.ClientOption{bridge.WithCredentials(bridge.Credentials{APIKey: upstreamKey})}
+	if s.base == "" {
+		copts = append(copts, bridge.WithTransport(srv.transport())) // the calls counted
+	}
+	client, err := bridge.NewClient(base, append(copts, s.client...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -59,6 +61,49 @@ type modelServer struct {
 	mu     sync.Mutex
 	calls  []recorded
 	script func(n int, w http.ResponseWriter, r *http.Request, body chatRequest) bool
+	// inFlight and most count the model calls the bridges' transport
+	// (transport) has in flight, and the most at once.
+	inFlight, most atomic.Int32
+}
+
+// transport is the bridges' transport to the server, counting the calls
+// in flight as a bridge sees them: from the call to the close of its
+// answer's body (or the call's error). The server's side cannot tell: a
+// call the bridge cancelled or read to its end still runs there until
+// its handler notices or returns, after the next turn's call may have
+// come (seen in CI).
+func (s *modelServer) transport() http.RoundTripper { return countedCalls{s.Client().Transport, s} }
+
+// mostAtOnce is the most model calls in flight at once so far.
+func (s *modelServer) mostAtOnce() int32 { return s.most.Load() }
+
+type countedCalls struct {
+	rt http.RoundTripper
+	s  *modelServer
+}
+
+func (c countedCalls) RoundTrip(r *http.Request) (*http.Response, error) {
+	now := c.s.inFlight.Add(1)
+	for m := c.s.most.Load(); now > m && !c.s.most.CompareAndSwap(m, now); m = c.s.most.Load() {
+	}
+	end := sync.OnceFunc(func() { c.s.inFlight.Add(-1) })
+	resp, err := c.rt.RoundTrip(r)
+	if err != nil {
+		end()
+		return nil, err
+	}
+	resp.Body = countedBody{resp.Body, end}
+	return resp, nil
+}
+
+type countedBody struct {
+	io.ReadCloser
+	end func()
+}
+
+func (b countedBody) Close() error {
+	defer b.end()
+	return b.ReadCloser.Close()
 }
 
 func newModelServer(t testing.TB) *modelServer {

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,25 +26,16 @@ import (
 
 // heldModel scripts srv: a call whose last user message is held waits
 // (started is closed when it arrives) until release is closed or the call
-// ends; every call is counted in flight, and the most in flight at once
-// is kept.
+// ends. The most calls in flight at once are the server's
+// (modelServer.mostAtOnce: as the bridge sees them).
 type heldModel struct {
 	started, release chan struct{}
-	inFlight, most   atomic.Int32
 	once             sync.Once
 }
 
 func holdModel(srv *modelServer, held string) *heldModel {
 	h := &heldModel{started: make(chan struct{}), release: make(chan struct{})}
 	srv.setScript(func(n int, w http.ResponseWriter, r *http.Request, body chatRequest) bool {
-		now := h.inFlight.Add(1)
-		defer h.inFlight.Add(-1)
-		for {
-			m := h.most.Load()
-			if now <= m || h.most.CompareAndSwap(m, now) {
-				break
-			}
-		}
 		if body.lastUser() == held {
 			h.once.Do(func() { close(h.started) })
 			select {
@@ -129,7 +119,7 @@ func TestACPPipelinedPromptsOpenAIHistory(t *testing.T) {
 			t.Fatalf("prompt: %v %s, want end_turn", r.err, r.stop)
 		}
 	}
-	if m := h.most.Load(); m != 1 {
+	if m := srv.mostAtOnce(); m != 1 {
 		t.Errorf("%d model calls of one session at once, want 1", m)
 	}
 	calls := srv.recordedCalls()
@@ -163,7 +153,7 @@ func TestACPCancelRunningAndQueuedOpenAI(t *testing.T) {
 		t.Fatalf("three: %+v", got)
 	}
 	wantMessages(t, "after the cancelled prompts", lastMessages(t, srv), "user: three")
-	if m := h.most.Load(); m != 1 {
+	if m := srv.mostAtOnce(); m != 1 {
 		t.Errorf("%d model calls of one session at once, want 1", m)
 	}
 }
@@ -197,7 +187,7 @@ func TestE2ATurnOfACPSessionOpenAIHistory(t *testing.T) {
 	if a := read(t, frames(t, p, "", "e2a-in-session")); a.text != "echo: two" {
 		t.Fatalf("E2A turn: %+v", a)
 	}
-	if m := h.most.Load(); m != 1 {
+	if m := srv.mostAtOnce(); m != 1 {
 		t.Errorf("%d model calls of one session at once, want 1", m)
 	}
 	wantMessages(t, "the E2A turn of the ACP session", lastMessages(t, srv),
@@ -281,7 +271,7 @@ func TestACPHTTPConcurrentPromptsOpenAI(t *testing.T) {
 		})
 		during()
 		close(h.release)
-		if m := h.most.Load(); m != 1 {
+		if m := srv.mostAtOnce(); m != 1 {
 			t.Errorf("%d model calls of one session at once, want 1", m)
 		}
 	}
@@ -325,7 +315,7 @@ func openAIWorker(t *testing.T, p *pipetest.Pipeline, srv *modelServer) (kill fu
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := bridge.NewClient(srv.base(), bridge.WithCredentials(bridge.Credentials{APIKey: upstreamKey}))
+	client, err := bridge.NewClient(srv.base(), bridge.WithTransport(srv.transport()), bridge.WithCredentials(bridge.Credentials{APIKey: upstreamKey}))
 	if err != nil {
 		t.Fatal(err)
 	}
