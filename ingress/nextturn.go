@@ -71,3 +71,26 @@ func (c caller) NextTurn(ctx context.Context, t *host.Task, after string) (strin
 	id, err := c.s.opts.tasks.NextTurn(ctx, KindTask, t.ID, after)
 	return id, hostError(err)
 }
+
+// LaterTurn is the request after after in the record of the caller's
+// task t (read already under the ownership rule) as it is now: "" when
+// the task has no record (one turn: its request stands for it), or after
+// is its newest or not in it.
+func (c rpcCaller) LaterTurn(ctx context.Context, t *host.Task, after string) (string, error) {
+	// One direct get (TaskStore.latest): every streamed turn of a task
+	// pays it at its end. A record a replica has not yet got (created a
+	// moment ago, by a turn accepted as this one ended) reads as none.
+	rec, err := c.s.opts.tasks.latest(ctx, KindTask, t.ID)
+	if err != nil {
+		return "", hostError(err)
+	}
+	if rec == nil || !slices.Contains(rec.RequestIDs, after) {
+		return "", nil
+	}
+	return nextAfter(rec.RequestIDs, after), nil
+}
+
+// LaterTurn is rpcCaller's.
+func (c caller) LaterTurn(ctx context.Context, t *host.Task, after string) (string, error) {
+	return rpcCaller{s: c.s, p: c.p, fresh: c.fresh}.LaterTurn(ctx, t, after)
+}

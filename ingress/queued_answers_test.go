@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"iter"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +48,7 @@ func startQueuedTask(t *testing.T, texts ...string) *queuedTask {
 // go, answer with reply (then complete).
 func startQueuedTaskReplying(t *testing.T, reply func(w agent.Writer, text string) error, texts ...string) *queuedTask {
 	t.Helper()
-	g := &queuedTask{Pipeline: pipetest.Start(t, pipetest.WithIngress(ingress.WithDefaultPool("gated"))), started: make(chan string, 8), gates: map[string]chan struct{}{}}
+	g := &queuedTask{Pipeline: pipetest.Start(t, pipetest.WithGRPC(), pipetest.WithIngress(ingress.WithDefaultPool("gated"))), started: make(chan string, 8), gates: map[string]chan struct{}{}}
 	for _, s := range texts {
 		g.gates[s] = make(chan struct{})
 	}
@@ -298,5 +300,105 @@ func TestAnswerWaitsForQueuedTurnsPublish(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// TestTurnStreamFollowsQueuedTurn: Paris's answer to an input-required
+// task is streamed (A2A v1.0 SendStreamingMessage over JSON-RPC, REST and
+// gRPC, v0.3 message/stream); Rome's is accepted while Paris's turn runs.
+// Paris's stream is the task's: it must never say the task completed while
+// Rome's turn waits (A2A: a terminal state is final; GetTask shows the
+// task not terminal then), and it goes on with Rome's turn to the task's
+// end, the only final event. It ended with Paris's turn, completed (v0.3:
+// final), the task then submitted and working again.
+func TestTurnStreamFollowsQueuedTurn(t *testing.T) {
+	v1 := func(tr a2a.TransportProtocol) func(ctx context.Context, url string, task *a2a.Task) iter.Seq[string] {
+		return func(ctx context.Context, url string, task *a2a.Task) iter.Seq[string] {
+			_, sc := v1Client(t, &pipeline{url: url}, tr)
+			return func(yield func(string) bool) {
+				for ev, err := range sc.SendStreamingMessage(ctx, up.Reply(task, "Paris")) {
+					if err != nil {
+						yield("error:" + err.Error())
+						return
+					}
+					if !yield(v1EventLine(ev)) {
+						return
+					}
+				}
+			}
+		}
+	}
+	v03 := func(ctx context.Context, url string, task *a2a.Task) iter.Seq[string] {
+		c := v03ClientAt(t, url)
+		return func(yield func(string) bool) {
+			for ev, err := range c.SendStreamingMessage(ctx, answerFor(a2av03.TaskID(task.ID), task.ContextID, "Paris")) {
+				line := fmt.Sprintf("%T", ev)
+				switch e := ev.(type) {
+				case *a2av03.TaskStatusUpdateEvent:
+					// As v1.0 names the states, final marked.
+					line = "status:TASK_STATE_" + strings.ToUpper(strings.ReplaceAll(string(e.Status.State), "-", "_"))
+					if e.Final {
+						line += " final"
+					}
+				case *a2av03.TaskArtifactUpdateEvent:
+					line = "artifact:" + textOf(e.Artifact.Parts)
+				}
+				if err != nil {
+					line = "error:" + err.Error()
+				}
+				if !yield(line) || err != nil {
+					return
+				}
+			}
+		}
+	}
+	for name, stream := range map[string]func(ctx context.Context, url string, task *a2a.Task) iter.Seq[string]{
+		"v1-" + string(a2a.TransportProtocolJSONRPC):  v1(a2a.TransportProtocolJSONRPC),
+		"v1-" + string(a2a.TransportProtocolHTTPJSON): v1(a2a.TransportProtocolHTTPJSON),
+		"v1-" + string(a2a.TransportProtocolGRPC):     v1(a2a.TransportProtocolGRPC),
+		"v03": v03,
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := startQueuedTask(t, "Paris", "Rome")
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c := up.Client(t, g.URL)
+			task := up.Asked(t, ctx, c, up.Msg("the weather"))
+			lines := make(chan []string, 1)
+			go func() {
+				lines <- slices.Collect(stream(ctx, g.URL, task))
+			}()
+			if s := <-g.started; s != "Paris" {
+				t.Fatalf("started %q", s)
+			}
+			romeDone := make(chan error, 1)
+			go func() {
+				_, err := v1BlockingAnswer(c)(ctx, task, "Rome")
+				romeDone <- err
+			}()
+			testkit.Eventually(t, 10*time.Second, "Rome's turn recorded behind Paris's", func() bool {
+				return len(record(t, g.JS, ingress.KindTask, string(task.ID)).RequestIDs) == 3
+			})
+			close(g.gates["Paris"])
+			if s := <-g.started; s != "Rome" {
+				t.Fatalf("started %q", s)
+			}
+			close(g.gates["Rome"])
+			if err := <-romeDone; err != nil {
+				t.Fatalf("Rome: %v", err)
+			}
+			seen := <-lines
+			got := strings.Join(seen, " | ")
+			completed := "status:" + string(a2a.TaskStateCompleted)
+			for i, l := range seen[:len(seen)-1] {
+				if strings.HasPrefix(l, completed) || strings.HasSuffix(l, " final") {
+					t.Fatalf("Paris's stream says the task ended at event %d, before Rome's turn ran:\n%s", i+1, got)
+				}
+			}
+			if !strings.Contains(got, "artifact:Hello, Paris") || !strings.Contains(got, "artifact:Hello, Rome") ||
+				!strings.HasPrefix(seen[len(seen)-1], completed) {
+				t.Fatalf("Paris's stream:\n%s\nwant Paris's reply, then Rome's, then the task completed", got)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -125,6 +126,11 @@ type TaskStore struct {
 	now func() time.Time
 	// turns caches the first-turn records a listing reads (listTasks).
 	turns firstTurns
+	// direct reads a record with one direct get whose subject names it
+	// (latest), made on first use (directErr: it could not be).
+	directOnce sync.Once
+	direct     *streams.DirectGetter
+	directErr  error
 	// contextRefresh is the age past which a write of a task writes the
 	// claim of its context again (keepContext; a new task of the context
 	// does at half of it: claimContext); negative when records never
@@ -251,6 +257,31 @@ func (s *TaskStore) recorded(ctx context.Context, kind, id string) (*TaskRecord,
 		return nil, err
 	}
 	return decodeRecord(key, e.Value())
+}
+
+// latest is recorded read the cheapest way, for the read every streamed
+// turn of a task pays at its end (LaterTurn): one direct get naming the
+// key in its subject on a reply inbox shared by the store's reads
+// (streams.DirectGetter), not the key-value API's request. A replica a
+// write behind may answer it, as recorded's.
+func (s *TaskStore) latest(ctx context.Context, kind, id string) (*TaskRecord, error) {
+	key, err := taskKey(kind, id)
+	if err != nil {
+		return nil, nil
+	}
+	s.directOnce.Do(func() { s.direct, s.directErr = streams.NewDirectGetter(s.nc) })
+	if s.directErr != nil {
+		return s.recorded(ctx, kind, id)
+	}
+	msg, err := s.direct.GetLast(ctx, "KV_"+streams.TasksBucket, "$KV."+streams.TasksBucket+"."+key)
+	if err != nil || msg == nil {
+		return nil, err
+	}
+	switch msg.Header.Get("KV-Operation") {
+	case "DEL", "PURGE":
+		return nil, nil // deleted
+	}
+	return decodeRecord(key, msg.Data)
 }
 
 // AppendNew is Append for a task the caller has just made up (a new task

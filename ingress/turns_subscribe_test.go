@@ -3,6 +3,7 @@ package ingress_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -112,14 +113,15 @@ func runningTurn(t *testing.T, begin string) (ctx context.Context, p *pipeline, 
 // has written nothing, else working: not the queued turn's submitted),
 // then the running turn's events to its end, then the queued turn's
 // (a2a.Answers.A2ASubscription follows every turn that has not ended, not
-// the newest alone).
+// the newest alone). The running turn's end is not a terminal state: the
+// task goes on with the queued turn, submitted (as GetTask shows it then).
 func TestSubscribeDuringQueuedTurn(t *testing.T) {
 	for _, c := range []struct {
 		name, begin, want string
 	}{
-		{"nothing written", "", "task:TASK_STATE_SUBMITTED | artifact:reply one | status:TASK_STATE_COMPLETED | " +
+		{"nothing written", "", "task:TASK_STATE_SUBMITTED | artifact:reply one | status:TASK_STATE_SUBMITTED | " +
 			"artifact:reply two | status:TASK_STATE_COMPLETED"},
-		{"a chunk written", "reply one begins, ", "task:TASK_STATE_WORKING | artifact:reply one | status:TASK_STATE_COMPLETED | " +
+		{"a chunk written", "reply one begins, ", "task:TASK_STATE_WORKING | artifact:reply one | status:TASK_STATE_SUBMITTED | " +
 			"artifact:reply two | status:TASK_STATE_COMPLETED"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -129,16 +131,7 @@ func TestSubscribeDuringQueuedTurn(t *testing.T) {
 				if err != nil {
 					t.Fatalf("SubscribeToTask: %v (after %v)", err, seen)
 				}
-				switch e := ev.(type) {
-				case *a2a.Task:
-					seen = append(seen, "task:"+string(e.Status.State))
-				case *a2a.TaskStatusUpdateEvent:
-					seen = append(seen, "status:"+string(e.Status.State))
-				case *a2a.TaskArtifactUpdateEvent:
-					seen = append(seen, "artifact:"+v1Text(e.Artifact.Parts))
-				case *a2a.Message:
-					seen = append(seen, "message:"+v1Text(e.Parts))
-				}
+				seen = append(seen, v1EventLine(ev))
 				release() // the running turn goes on once the subscriber has the task
 			}
 			if got := strings.Join(seen, " | "); got != c.want {
@@ -214,8 +207,8 @@ func TestResubscribeV03ReconnectAcrossTurns(t *testing.T) {
 }
 
 // TestResubscribeV03ReconnectAfterTurnEnd: a client that saw turn one's
-// last event (its completed status, final:false, in a stream of two
-// turns) and reconnects with its id after both turns ended gets turn two
+// last event (its end, final:false and submitted, the task going on with
+// turn two, in a stream of two turns) and reconnects with its id after both turns ended gets turn two
 // alone: a working status, "reply two", its completed status final:true
 // (serveTurns goes on with the next turn when the named one's final
 // frame is before the resume point). An id naming no turn of the task is
@@ -227,12 +220,12 @@ func TestResubscribeV03ReconnectAfterTurnEnd(t *testing.T) {
 	release()
 	endOne := ""
 	for _, e := range readSSE(t, resp.Body) {
-		if endOne == "" && strings.Contains(string(e.data), `"completed"`) && strings.Contains(string(e.data), `"final":false`) {
+		if endOne == "" && strings.Contains(string(e.data), `"submitted"`) && strings.Contains(string(e.data), `"final":false`) {
 			endOne = e.id
 		}
 	}
 	if !strings.Contains(endOne, ":") {
-		t.Fatalf("turn one's completed status has the id %q, want one naming its turn", endOne)
+		t.Fatalf("turn one's end (submitted, final:false) has the id %q, want one naming its turn", endOne)
 	}
 	for _, c := range []struct{ name, lastID, want string }{
 		{"after turn one's end", endOne, `"reply two"`},
@@ -314,4 +307,20 @@ func resubscribeFirstEvent(t *testing.T, p *pipeline, task *a2a.Task) (body stri
 		t.Fatalf("the first stream ended without an event id (%v)", sc.Err())
 	}
 	return body, resp, id
+}
+
+// v1EventLine is a line for an A2A v1.0 stream's event: its kind and
+// state, or its text.
+func v1EventLine(ev a2a.Event) string {
+	switch e := ev.(type) {
+	case *a2a.Task:
+		return "task:" + string(e.Status.State)
+	case *a2a.TaskStatusUpdateEvent:
+		return "status:" + string(e.Status.State)
+	case *a2a.TaskArtifactUpdateEvent:
+		return "artifact:" + v1Text(e.Artifact.Parts)
+	case *a2a.Message:
+		return "message:" + v1Text(e.Parts)
+	}
+	return fmt.Sprintf("%T", ev)
 }

@@ -35,15 +35,19 @@ type brokerWork struct {
 // frame the agent reads before it runs the prompt (one direct get:
 // agent/turns.go). The E2A calls name their request_id (the client
 // chose it): ingress first checks that no frames of it are stored (one
-// direct get on E2A_RESPONSES: ingress.Server.checkFrames). E2A_AUDIT
-// copies the request and its m messages.
+// direct get on E2A_RESPONSES: ingress.Server.checkFrames). An A2A stream
+// reads the task's record once at its turn's end (one direct get on
+// KV_E2A_TASKS, host.Tasks.LaterTurn: a later turn recorded meanwhile is
+// followed, never a terminal state it would take back); a blocking send
+// answered with a Message reads nothing. E2A_AUDIT copies the request
+// and its m messages.
 var wantBrokerWork = map[string]brokerWork{
 	ProtoE2ASSE:          {3, 3, 0},
 	ProtoE2ANDJSON:       {3, 3, 0},
-	ProtoA2AStream:       {2, 2, 0},
+	ProtoA2AStream:       {3, 3, 0},
 	ProtoA2ASend:         {2, 2, 0},
-	ProtoA2AV1Stream:     {2, 2, 0},
-	ProtoA2AV1RESTStream: {2, 2, 0},
+	ProtoA2AV1Stream:     {3, 3, 0},
+	ProtoA2AV1RESTStream: {3, 3, 0},
 	ProtoACP:             {7, 7, 1},
 }
 

@@ -345,18 +345,20 @@ func (a Answers) A2AResult(ctx context.Context, requestID string, p A2AParams, o
 // A2ASubscription answers A2A v1.0 SubscribeToTask of the task: the task
 // rebuilt from the stored frames of its own requests first (A2ATaskOf; the
 // current state, whatever it is: a finished task is replayed from the
-// durable streams this way), then, unless that state is terminal or
-// interrupted (input-required, auth-required: the turn is over), the
+// durable streams this way), then, unless that state is terminal, the
 // events of the turns that have not ended as they are written: the oldest
 // (the one running; a later one waits for it: turns of a task run one
 // after another) from its first frame not in the task, to its final
-// frame, then each later one in the record's order (unendedFrom), every
-// one of them the task's own. It yields egress.ErrNotFound when none of
-// them exists.
+// frame, then each later one (A2AFollow: those of the requests read,
+// then those f.Later finds). An interrupted task (input-required,
+// auth-required: the turn is over) goes on with the turn that answers it
+// when f.Next is set, else its stream ends at the question. Every turn
+// followed is the task's own. It yields egress.ErrNotFound when none of
+// the task's requests exists.
 //
 // interaction is A2AParams.Interaction for the live events (the task
 // itself is rebuilt whole, as tasks/get answers it).
-func (a Answers) A2ASubscription(ctx context.Context, task *host.Task, interaction bool) iter.Seq2[a2a.Event, error] {
+func (a Answers) A2ASubscription(ctx context.Context, task *host.Task, interaction bool, f Follow) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		reqs, err := a.load(ctx, task)
 		if err != nil {
@@ -364,19 +366,139 @@ func (a Answers) A2ASubscription(ctx context.Context, task *host.Task, interacti
 			return
 		}
 		t := a2amap.BuildTask(task.ID, task.ContextID, reqs, nil)
-		// An interrupted task's turn is over too: its stream ends at the
-		// question (the answer starts a new request).
-		if !yield(t, nil) || t.Status.State.Terminal() || a2amap.Interrupted(t.Status.State) {
+		if !yield(t, nil) || t.Status.State.Terminal() {
 			return
 		}
 		p := A2AParams{TaskID: task.ID, ContextID: t.ContextID, Resubscribe: true, Interaction: interaction}
-		// Each turn from its frames not read yet: those read are in t.
-		for _, rq := range reqs[unendedFrom(reqs):] {
-			for ev, err := range a.A2AEvents(ctx, rq.Envelope.RequestID, p, int64(len(rq.Frames))) {
-				if !yield(ev, err) || err != nil {
+		i := unendedFrom(reqs)
+		if a2amap.Interrupted(t.Status.State) {
+			// The turn is over: what follows is the answer's turn.
+			if f.Next == nil {
+				return
+			}
+			next, err := f.Next(ctx, task.LastRequest())
+			if err != nil {
+				if ctx.Err() == nil {
+					yield(nil, err)
+				}
+				return
+			}
+			for ev, err := range a.A2AFollow(ctx, next, p, 0, f, egress.WithoutRequestCheck()) {
+				if !yield(ev, err) {
 					return
 				}
 			}
+			return
+		}
+		// The turns read: each later one follows the one before it; after
+		// them, those recorded since (f.Later).
+		read := f
+		read.Later = func(ctx context.Context, after string) (string, error) {
+			for j := i; j < len(reqs)-1; j++ {
+				if reqs[j].Envelope.RequestID == after {
+					return reqs[j+1].Envelope.RequestID, nil
+				}
+			}
+			if f.Later == nil {
+				return "", nil
+			}
+			return f.Later(ctx, after)
+		}
+		// The running turn from its frames not read yet: those read are in t.
+		for ev, err := range a.A2AFollow(ctx, reqs[i].Envelope.RequestID, p, int64(len(reqs[i].Frames)), read) {
+			if !yield(ev, err) {
+				return
+			}
+		}
+	}
+}
+
+// Follow is how a stream of a task's events goes on from one of its turns
+// (A2AFollow). Either may be nil: then the stream ends there.
+type Follow struct {
+	// Later returns the turn after the turn after as the task's record
+	// lists it now ("" when there is none): a turn that ends in a terminal
+	// state while a later one waits is followed by that one.
+	Later func(ctx context.Context, after string) (string, error)
+	// Next waits for the turn after the turn after, which ended
+	// interrupted (input-required, auth-required): the turn the client's
+	// answer starts.
+	Next func(ctx context.Context, after string) (string, error)
+}
+
+// A2AFollow yields the events of the task's turn requestID (A2AEvents
+// from from, with p and opts) and then, when that turn ends in a terminal
+// state while f.Later finds a later turn (or interrupted, when f.Next is
+// set, once the answer's turn is recorded), that turn's events from its
+// first frame, as a resubscription's (without the request check: a turn
+// is recorded before it is published), and so on. A turn's terminal
+// status that a later turn follows is written in the state tasks/get
+// shows then, the later turn's: submitted (it has not begun), with the
+// ended turn's status message. A task's terminal state is final (A2A):
+// the stream never shows one that a later turn takes back, and it ends
+// with the last turn's.
+func (a Answers) A2AFollow(ctx context.Context, requestID string, p A2AParams, from int64, f Follow, opts ...egress.ReplayOption) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		turn := requestID
+		for {
+			var (
+				held  *a2a.TaskStatusUpdateEvent // the turn's terminal status
+				state a2a.TaskState
+			)
+			for ev, err := range a.A2AEvents(ctx, turn, p, from, opts...) {
+				if err != nil {
+					yield(nil, err)
+					return
+				}
+				if held != nil {
+					// Not the turn's last event after all.
+					if !yield(held, nil) {
+						return
+					}
+					held = nil
+				}
+				switch e := ev.(type) {
+				case *a2a.Task:
+					state = e.Status.State
+				case *a2a.TaskStatusUpdateEvent:
+					state = e.Status.State
+					if state.Terminal() && f.Later != nil {
+						held = e
+						continue
+					}
+				}
+				if !yield(ev, nil) {
+					return
+				}
+			}
+			var next string
+			switch {
+			case held != nil:
+				// A record that cannot be read: the turn's status as it is.
+				next, _ = f.Later(ctx, turn)
+				if next == "" {
+					yield(held, nil)
+					return
+				}
+				ev := *held
+				ev.Status.State = a2a.TaskStateSubmitted
+				if !yield(&ev, nil) {
+					return
+				}
+			case a2amap.Interrupted(state) && f.Next != nil:
+				var err error
+				if next, err = f.Next(ctx, turn); err != nil {
+					if ctx.Err() == nil {
+						yield(nil, err)
+					}
+					return
+				}
+			default:
+				return
+			}
+			turn, from = next, 0
+			p = A2AParams{TaskID: p.TaskID, ContextID: p.ContextID, Resubscribe: true, Interaction: p.Interaction}
+			opts = []egress.ReplayOption{egress.WithoutRequestCheck()}
 		}
 	}
 }

@@ -249,8 +249,9 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 			return
 		}
 		// A continued task's stream stays the task's (a2amap.Mapper.Replied).
-		serveStream(d.h.Serve, w, in.Request, acc.RequestID, a2amap.Params{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
-			AcceptedOutputModes: env.ExpectedOutputModes, Interaction: Interaction(in.Header, env), Continued: prev != nil})
+		p := a2amap.Params{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
+			AcceptedOutputModes: env.ExpectedOutputModes, Interaction: Interaction(in.Header, env), Continued: prev != nil}
+		serveStream(d.h.Serve, w, in.Request, acc.RequestID, p, LaterTurns(tc, env.TaskID))
 	case normalizer.A2AMessageSend:
 		if !blockingSend(env) {
 			// configuration.blocking false: the task at once, as tasks/get
@@ -360,13 +361,93 @@ func blockingSend(env *e2a.Envelope) bool {
 	return !ok || b
 }
 
-// serveStream writes message/stream's or tasks/resubscribe's SSE answer
-// for requestID with serve: the frames from the resume point of r
+// serveStream writes message/stream's SSE answer for the task's turn
+// requestID with serve: the frames from the resume point of r
 // (Last-Event-ID or ?from=; serve ends the answer with the error of a bad
-// one).
-func serveStream(serve func(http.ResponseWriter, *http.Request, string, string, render.NewRenderer), w http.ResponseWriter, r *http.Request, requestID string, p a2amap.Params) {
+// one) and then, when the turn ends the task while later (nil: never)
+// finds a turn after it in the task's record, that turn's frames in the
+// same stream (the turn's end written final:false, its state submitted;
+// the next turn opened with a working status and its event ids naming it,
+// as serveTurns writes a resubscription's), and so on to the task's end
+// (ServeFollowed).
+func serveStream(serve ServeFunc, w http.ResponseWriter, r *http.Request, requestID string, p a2amap.Params, later LaterFunc) {
 	from, _ := egress.ResumePoint(r)
-	serve(w, r, requestID, StreamFormat, func(o *render.Output) render.Renderer { return NewStream(o, requestID, p, from) })
+	ServeFollowed(serve, StreamFormat, w, r, requestID, from, func(o *render.Output, turn string, from int64, continued bool) (render.Renderer, func() string) {
+		if continued {
+			p = a2amap.Params{JSONRPCID: p.JSONRPCID, TaskID: p.TaskID, ContextID: p.ContextID, Resubscribe: true,
+				AcceptedOutputModes: p.AcceptedOutputModes, Interaction: p.Interaction}
+		}
+		s := newStream(o, turn, p, from)
+		s.next = continued
+		s.later = later.After(r.Context(), turn)
+		return s, func() string { return s.nextTurn }
+	})
+}
+
+// ServeFunc serves the frames of a request with a renderer (host.Answerer.Serve).
+type ServeFunc = func(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer render.NewRenderer)
+
+// ServeFollowed serves a task's turn requestID from from with serve in
+// format, its renderer made by newTurn, and then each later turn its
+// renderer names once it has ended (next, "" for none: its end is the
+// task's), in the same response: from its first frame, continued (the
+// head written), each event id "<requestID>:<seq>" (IDPrefix) once the
+// stream holds more than one turn. It ends after a turn that names none,
+// or with one that ends with an error or the client gone. The A2A v0.3
+// and v1.0 streams of a turn (message/stream, SendStreamingMessage) so go
+// on with a turn queued behind theirs (a terminal state is final).
+func ServeFollowed(serve ServeFunc, format string, w http.ResponseWriter, r *http.Request, requestID string, from int64,
+	newTurn func(o *render.Output, turn string, from int64, continued bool) (render.Renderer, func() string)) {
+	turn, continued := requestID, false
+	for {
+		var next func() string
+		var out *render.Output
+		serve(w, r, turn, format, func(o *render.Output) render.Renderer {
+			rd, n := newTurn(o, turn, from, continued)
+			if continued {
+				if b, ok := rd.(interface{ Base() *StreamBase }); ok {
+					b.Base().IDPrefix = turn + ":"
+				}
+			}
+			next, out = n, o
+			return rd
+		})
+		if next == nil || next() == "" || out.Err() != nil || r.Context().Err() != nil {
+			return
+		}
+		turn, from = next(), 0
+		if !continued {
+			continued = true
+			w, r = ContinuedResponse{w}, WithoutResumePoint(r)
+		}
+	}
+}
+
+// LaterFunc returns the turn a task's record lists after the turn after
+// now ("" when none, or the record cannot be read): LaterTurns's.
+type LaterFunc func(ctx context.Context, after string) string
+
+// LaterTurns is the LaterFunc of the task taskID read by tasks
+// (host.Tasks.LaterTurn); nil when taskID is "" (no task: nothing
+// follows).
+func LaterTurns(tasks host.Tasks, taskID string) LaterFunc {
+	if taskID == "" {
+		return nil
+	}
+	t := &host.Task{Session: host.Session{ID: taskID}}
+	return func(ctx context.Context, after string) string {
+		next, _ := tasks.LaterTurn(ctx, t, after) // unreadable: the turn's end as it is
+		return next
+	}
+}
+
+// After is l for the turn after, read with ctx when called: a stream
+// renderer's later; nil when l is.
+func (l LaterFunc) After(ctx context.Context, after string) func() string {
+	if l == nil {
+		return nil
+	}
+	return func() string { return l(ctx, after) }
 }
 
 // serveTurns writes tasks/resubscribe's SSE answer for the turns of a
@@ -376,7 +457,8 @@ func serveStream(serve func(http.ResponseWriter, *http.Request, string, string, 
 // one naming a turn into that), the later ones' from their first. Each
 // event id names its turn: "<requestID>:<seq>" (StreamBase.IDPrefix), a
 // resume point that turnResumePoint reads. The final status of every
-// turn but the last is written final:false, and the stream goes on with
+// turn but the last is written final:false and submitted (the task goes on
+// with the next turn: a terminal state is final), and the stream goes on with
 // the next turn (its events opened with a working status, as a
 // resubscribed stream opens); it ends after the last turn's final frame,
 // or with the first turn that ends without its final frame (an error, the
@@ -409,11 +491,11 @@ func serveTurns(serve func(http.ResponseWriter, *http.Request, string, string, r
 		if !opened && s.opened {
 			opened = true
 			// The next turns into the stream already open.
-			w = continuedResponse{w}
+			w = ContinuedResponse{w}
 		}
 		if i == 0 {
 			// The next turns from their first frame.
-			r = withoutResumePoint(r)
+			r = WithoutResumePoint(r)
 			from = 0
 		}
 	}
@@ -444,8 +526,9 @@ func turnResumePoint(r *http.Request) (turn string, from int64, ok bool) {
 	return v[:i], n, true
 }
 
-// withoutResumePoint is r without Last-Event-ID and ?from=.
-func withoutResumePoint(r *http.Request) *http.Request {
+// WithoutResumePoint is r without Last-Event-ID and ?from=: a stream's
+// later turn is served from its first frame.
+func WithoutResumePoint(r *http.Request) *http.Request {
 	r = r.Clone(r.Context())
 	r.Header.Del("Last-Event-ID")
 	if q := r.URL.Query(); q.Has("from") {
@@ -458,7 +541,7 @@ func withoutResumePoint(r *http.Request) *http.Request {
 // withResumePoint is r with the resume point from (?from=, a plain
 // sequence), none when from is 0.
 func withResumePoint(r *http.Request, from int64) *http.Request {
-	r = withoutResumePoint(r)
+	r = WithoutResumePoint(r)
 	if from > 0 {
 		q := r.URL.Query()
 		q.Set("from", strconv.FormatInt(from, 10))
@@ -487,14 +570,15 @@ func (s *skippedTurn) WriteHeader(code int) {
 // Unwrap is the response (http.ResponseController flushes it).
 func (s *skippedTurn) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// continuedResponse is a response whose head is written already: the
-// next turn's stream writes its events after the last turn's.
-type continuedResponse struct{ http.ResponseWriter }
+// ContinuedResponse is a response whose head is written already: the
+// next turn's stream writes its events after the last turn's (A2A v0.3's
+// and v1.0's multi-turn streams).
+type ContinuedResponse struct{ http.ResponseWriter }
 
-func (continuedResponse) WriteHeader(int) {}
+func (ContinuedResponse) WriteHeader(int) {}
 
 // Unwrap is the response (http.ResponseController flushes it).
-func (c continuedResponse) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+func (c ContinuedResponse) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // Interaction reports whether the client declared the trpc interaction
 // spec: interaction_spec_version in the message metadata (the spec's way),

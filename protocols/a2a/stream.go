@@ -52,9 +52,19 @@ type stream struct {
 	evs    []a2av1.Event                         // a frame's events for the client, reused
 	finals []bool                                // their v0.3 final flags (Mapper.Final)
 	rpcID  []byte                                // the JSON-RPC id as encoded, for textEvent
-	// more: a later turn of the task follows in the stream (serveTurns):
-	// the final status is not final, and the end is flushed.
+	// more: a later turn of the task follows in the stream (serveTurns,
+	// or later found one): the final status is not final, its state the
+	// one the task then has (submitted: the later turn's, not begun), and
+	// the end is flushed.
 	more bool
+	// later, when set, is the turn the task's record lists after this one
+	// ("" when none: host.Tasks.LaterTurn), read at the final frame when
+	// nothing is known to follow (more): a terminal state that a later
+	// turn takes back is not written (a terminal state is final).
+	// nextTurn is the turn it found, which the stream goes on with
+	// (serveStream).
+	later    func() string
+	nextTurn string
 	// next: the stream goes on from an earlier turn's (serveTurns): its
 	// head is written.
 	next bool
@@ -146,9 +156,19 @@ func (r *stream) Frame(f *render.Frame) error {
 	if r.keep == nil {
 		r.keep = EventFilter(r.p)
 	}
+	if r.later != nil && !r.more && f.IsFinal() && endsTask(evs) {
+		r.nextTurn = r.later()
+		r.more = r.nextTurn != ""
+	}
 	out, finals := r.evs[:0], r.finals[:0]
 	for _, ev := range evs {
 		su, final := ev.(*a2av1.TaskStatusUpdateEvent)
+		if final && r.more && su.Status.State.Terminal() {
+			// The task goes on with the later turn, submitted.
+			c := *su
+			c.Status.State = a2av1.TaskStateSubmitted
+			su, ev = &c, &c
+		}
 		final = final && !r.more && r.Mapper.Final(su)
 		if ev, ok := r.keep(ev); ok {
 			out, finals = append(out, ev), append(finals, final)
@@ -166,6 +186,16 @@ func (r *stream) Frame(f *render.Frame) error {
 	})
 }
 
+// endsTask reports whether evs (a final frame's) hold a terminal status.
+func endsTask(evs []a2av1.Event) bool {
+	for _, ev := range evs {
+		if su, ok := ev.(*a2av1.TaskStatusUpdateEvent); ok && su.Status.State.Terminal() {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *stream) Heartbeat() error { return render.SSEComment(r.Out, "keep-alive") }
 
 func (r *stream) End(err error) error {
@@ -181,7 +211,7 @@ func (r *stream) End(err error) error {
 	if err == nil {
 		return nil
 	}
-	r.ended = false // nothing follows an error
+	r.ended, r.nextTurn = false, "" // nothing follows an error
 	return render.SSEEndEvent(r.Out, "", jsonrpc.ErrorResponse(r.p.JSONRPCID, Error(err)))
 }
 

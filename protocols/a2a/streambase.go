@@ -26,6 +26,9 @@ type StreamBase struct {
 	IDPrefix string
 }
 
+// Base is the stream base itself (ServeFollowed sets its IDPrefix).
+func (s *StreamBase) Base() *StreamBase { return s }
+
 // ID is the SSE event id of frame f: render.SeqID, after IDPrefix.
 func (s *StreamBase) ID(f *render.Frame) string {
 	if s.IDPrefix == "" {

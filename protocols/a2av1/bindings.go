@@ -2,6 +2,7 @@ package a2av1
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/render"
@@ -202,8 +204,8 @@ func (b *bindings) streamREST(w http.ResponseWriter, r *http.Request, sdk http.H
 		sdk.ServeHTTP(w, r)
 		return
 	}
-	b.stream(w, r, &req, sdk, nil, true, func(requestID string, p a2amap.Params, from int64) render.NewRenderer {
-		return func(o *render.Output) render.Renderer { return NewRESTStream(o, requestID, p, from) }
+	b.stream(w, r, &req, sdk, nil, true, func(o *render.Output, requestID string, p a2amap.Params, from int64) *stream {
+		return NewRESTStream(o, requestID, p, from).(*stream)
 	})
 }
 
@@ -227,8 +229,8 @@ func (b *bindings) streamRPC(w http.ResponseWriter, r *http.Request, head rpcHea
 		sdk.ServeHTTP(w, r)
 		return
 	}
-	b.stream(w, r, &req, sdk, head.ID, false, func(requestID string, p a2amap.Params, from int64) render.NewRenderer {
-		return func(o *render.Output) render.Renderer { return NewStream(o, requestID, p, head.ID, from) }
+	b.stream(w, r, &req, sdk, head.ID, false, func(o *render.Output, requestID string, p a2amap.Params, from int64) *stream {
+		return NewStream(o, requestID, p, head.ID, from).(*stream)
 	})
 }
 
@@ -237,7 +239,7 @@ func (b *bindings) streamRPC(w http.ResponseWriter, r *http.Request, head rpcHea
 // (call.refusal) for its answer, but for a pool profile's, answered
 // plainly (writePlain: a JSON-RPC call's id, or HTTP+JSON's when rest).
 func (b *bindings) stream(w http.ResponseWriter, r *http.Request, req *a2a.SendMessageRequest, sdk http.Handler, id json.RawMessage, rest bool,
-	newRenderer func(requestID string, p a2amap.Params, from int64) render.NewRenderer) {
+	newRenderer func(o *render.Output, requestID string, p a2amap.Params, from int64) *stream) {
 	// A stream slot, and the frames subscribed to before the publish, as
 	// the handler's SendStreamingMessage does.
 	sub, p, err := b.hd.submit(r.Context(), req, normalizer.A2AMessageStream, true)
@@ -256,7 +258,31 @@ func (b *bindings) stream(w http.ResponseWriter, r *http.Request, req *a2a.SendM
 	}
 	defer sub.Done()
 	from, _ := egress.ResumePoint(r) // a bad one: Serve answers its error
-	b.h.Serve(w, r.WithContext(sub.Context()), sub.RequestID, StreamFormat, newRenderer(sub.RequestID, p, from))
+	c, _ := callFrom(r.Context())
+	b.followStream(w, r.WithContext(sub.Context()), c.c, sub.RequestID, p, from, newRenderer)
+}
+
+// followStream serves the stream of the task's turn requestID (from the
+// resume point from) and then, when its end is not the task's because the
+// task's record lists a later turn (stream.later), that turn's events in
+// the same response, from its first frame as a resubscription's (no Task
+// first; each event id "<requestID>:<seq>", as a multi-turn v0.3 stream
+// names them), and so on to the task's terminal state
+// (a2aproto.ServeFollowed), as the gRPC binding's stream follows them
+// (handler.SendStreamingMessage, a2aproto.Answers.A2AFollow).
+func (b *bindings) followStream(w http.ResponseWriter, r *http.Request, c host.BindingCaller, requestID string, p a2amap.Params, from int64,
+	newRenderer func(o *render.Output, requestID string, p a2amap.Params, from int64) *stream) {
+	later := a2aproto.LaterTurns(c, cmp.Or(p.TaskID, requestID))
+	a2aproto.ServeFollowed(b.h.Serve, StreamFormat, w, r, requestID, from, func(o *render.Output, turn string, from int64, continued bool) (render.Renderer, func() string) {
+		if continued {
+			p = a2amap.Params{TaskID: p.TaskID, ContextID: p.ContextID, Resubscribe: true, Interaction: p.Interaction,
+				AcceptedOutputModes: p.AcceptedOutputModes}
+		}
+		s := newRenderer(o, turn, p, from)
+		s.continued = continued
+		s.later = later.After(r.Context(), turn)
+		return s, func() string { return s.next }
+	})
 }
 
 // checkCall reads a JSON-RPC body and answers what the SDK's transport

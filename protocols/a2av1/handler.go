@@ -278,7 +278,12 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessage
 	if err != nil {
 		return errSeq(err)
 	}
-	return v1Events(h.h.V1Answers().A2AEvents(sub.Context(), sub.RequestID, p, 0, egress.WithoutRequestCheck()), p, sub.Done)
+	// The task's stream: a later turn accepted while this one runs
+	// follows it (a2aproto.Answers.A2AFollow).
+	c, _ := callFrom(ctx)
+	f := follow(c.c, &host.Task{Session: host.Session{ID: cmp.Or(p.TaskID, sub.RequestID)}})
+	f.Next = nil // an interrupted turn's stream ends at the question
+	return v1Events(h.h.V1Answers().A2AFollow(sub.Context(), sub.RequestID, p, 0, f, egress.WithoutRequestCheck()), p, sub.Done)
 }
 
 // stream takes one of the caller's stream slots.
@@ -531,9 +536,8 @@ func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*
 }
 
 // SubscribeToTask answers the task rebuilt from the durable streams first,
-// then its running request's events live to the terminal state; an
-// interrupted task's stream goes on with the turn the client's answer
-// starts (followTurns). A task in a terminal state is
+// then its running request's events live to the terminal state; a later
+// turn and an interrupted task's answer are followed (follow). A task in a terminal state is
 // UnsupportedOperationError (§3.1.6) unless the call activates
 // ReplayExtension: then the task alone, and the stream ends.
 func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskRequest) iter.Seq2[a2a.Event, error] {
@@ -555,8 +559,7 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskR
 	// The task and its live events without the parts a basic client
 	// must not get (no output modes here: all of them otherwise).
 	interaction := a2aproto.Interaction(c.header, &e2a.Envelope{})
-	evs := h.h.V1Answers().A2ASubscription(ctx, t, interaction)
-	evs = h.followTurns(ctx, c.c, t, interaction, evs)
+	evs := h.h.V1Answers().A2ASubscription(ctx, t, interaction, follow(c.c, t))
 	if !ReplayRequested(c.header) {
 		evs = refuseFinished(evs)
 	} else if c.channel == "grpc" {

@@ -24,6 +24,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
@@ -76,7 +77,11 @@ func (fakeAnswers) A2AResult(_ context.Context, requestID string, p a2amap.Param
 	return &a2a.Task{ID: a2a.TaskID(p.TaskID), ContextID: p.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}}, nil
 }
 
-func (a fakeAnswers) A2ASubscription(ctx context.Context, task *host.Task, _ bool) iter.Seq2[a2a.Event, error] {
+func (a fakeAnswers) A2AFollow(ctx context.Context, requestID string, p a2amap.Params, from int64, _ a2aproto.Follow, opts ...egress.ReplayOption) iter.Seq2[a2a.Event, error] {
+	return a.A2AEvents(ctx, requestID, p, from, opts...)
+}
+
+func (a fakeAnswers) A2ASubscription(ctx context.Context, task *host.Task, _ bool, _ a2aproto.Follow) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		t, _ := a.A2ATaskOf(ctx, task, nil)
 		yield(t, nil)

@@ -26,9 +26,13 @@ type Answers interface {
 	// A2AEvents are SendStreamingMessage's events, up to the terminal
 	// status.
 	A2AEvents(ctx context.Context, requestID string, p a2amap.Params, from int64, opts ...egress.ReplayOption) iter.Seq2[a2a.Event, error]
+	// A2AFollow are A2AEvents of a task's turn followed by those of its
+	// later turns as f finds them.
+	A2AFollow(ctx context.Context, requestID string, p a2amap.Params, from int64, f a2aproto.Follow, opts ...egress.ReplayOption) iter.Seq2[a2a.Event, error]
 	// A2ASubscription are SubscribeToTask's events: the task rebuilt from
-	// its requests, then its running request's events.
-	A2ASubscription(ctx context.Context, t *host.Task, interaction bool) iter.Seq2[a2a.Event, error]
+	// its requests, then its running request's events, and its later
+	// turns' as f finds them.
+	A2ASubscription(ctx context.Context, t *host.Task, interaction bool, f a2aproto.Follow) iter.Seq2[a2a.Event, error]
 	// A2ATaskOf is the task rebuilt from its requests' frames.
 	A2ATaskOf(ctx context.Context, t *host.Task, historyLength *int) (*a2a.Task, error)
 	// A2ATurnTask is the Task SendStreamingMessage's stream opens with:

@@ -47,6 +47,18 @@ type stream struct {
 	p     a2amap.Params
 	from  int64
 	rpcID []byte // the JSON-RPC id as the SDK writes it
+	// later, when set, is the turn the task's record lists after this one
+	// ("" when none: a2aproto.Follow.Later), read when the final frame's
+	// events end the task: a terminal state that a later turn takes back
+	// is not written (A2A: a terminal state is final).
+	later func() string
+	// next is that later turn: the terminal status was written in the
+	// state the task then has (submitted), and the stream goes on with
+	// the next turn's (followStream).
+	next string
+	// continued: the stream goes on from an earlier turn's: its head is
+	// written, and it opens with no Task.
+	continued bool
 }
 
 // NewStream returns the renderer of SendStreamingMessage's JSON-RPC SSE
@@ -73,8 +85,10 @@ func NewRESTStream(o *render.Output, requestID string, p a2amap.Params, from int
 }
 
 func (r *stream) Start() error {
-	render.SSEHead(r.Out, 0)
-	r.Opening = r.from == 0
+	if !r.continued {
+		render.SSEHead(r.Out, 0)
+	}
+	r.Opening = r.from == 0 && !r.continued
 	return nil
 }
 
@@ -95,9 +109,35 @@ func (r *stream) Frame(f *render.Frame) error {
 	if err != nil || len(evs) == 0 {
 		return err
 	}
+	if r.later != nil && f.IsFinal() {
+		r.followLater(evs)
+	}
 	// The client's parts only (its output modes, the interaction spec), as
 	// v0.3's stream; a frame left with nothing is not sent.
-	return render.FrameEvents(f, a2aproto.FilterEvents(r.p, evs), r.event)
+	return render.FrameEvents(f, a2aproto.FilterEvents(r.p, evs), func(id string, ev a2a.Event) error {
+		if id != "" && r.IDPrefix != "" {
+			id = r.IDPrefix + id
+		}
+		return r.event(id, ev)
+	})
+}
+
+// followLater writes the final frame's terminal status (among evs) in the
+// state submitted when the task's record lists a turn after this one
+// (later): the task goes on with it, and so does the stream (next).
+func (r *stream) followLater(evs []a2a.Event) {
+	for i, ev := range evs {
+		su, ok := ev.(*a2a.TaskStatusUpdateEvent)
+		if !ok || !su.Status.State.Terminal() {
+			continue
+		}
+		if r.next = r.later(); r.next != "" {
+			c := *su
+			c.Status.State = a2a.TaskStateSubmitted
+			evs[i] = &c
+		}
+		return
+	}
 }
 
 // PassThrough: frames are read without a full decode; textEvent renders
@@ -143,9 +183,15 @@ func (r *stream) textEvent(f *render.Frame) (out []byte, ok bool) {
 func (r *stream) Heartbeat() error { return render.SSEComment(r.Out, "keep-alive") }
 
 func (r *stream) End(err error) error {
+	if err == nil && r.next != "" {
+		// The next turn may be long in coming: this one's end goes out
+		// now.
+		return r.Out.Flush()
+	}
 	if err == nil {
 		return nil
 	}
+	r.next = "" // nothing follows an error
 	if r.rest {
 		return render.SSEEndEvent(r.Out, "", restError(err))
 	}

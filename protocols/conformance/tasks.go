@@ -338,6 +338,19 @@ func (c bindingCaller) NextTurn(ctx context.Context, t *host.Task, after string)
 	}
 }
 
+// LaterTurn is the request after the request after in the task now, ""
+// when there is none.
+func (c bindingCaller) LaterTurn(_ context.Context, t *host.Task, after string) (string, error) {
+	c.h.mu.Lock()
+	defer c.h.mu.Unlock()
+	if o := c.h.taskLocked(t.ID); o != nil {
+		if i := slices.Index(o.task.RequestIDs, after); i >= 0 && i+1 < len(o.task.RequestIDs) {
+			return o.task.RequestIDs[i+1], nil
+		}
+	}
+	return "", nil
+}
+
 // ListTasks returns the caller's tasks that keep accepts, in the order
 // they were stored, reading at most max of them (0: all).
 func (c bindingCaller) ListTasks(_ context.Context, max int, keep func(*host.ListedTask) bool) ([]*host.ListedTask, error) {

@@ -60,6 +60,11 @@ type Tasks interface {
 	// turn ended otherwise), the mark then taken back. A task whose newest
 	// turn has finished is not marked.
 	CancelRunning(ctx context.Context, t *Task, cancelTurns func(context.Context, *Task) error) (*Task, error)
+	// LaterTurn is the request after the request after in the task t's
+	// record as it is now ("" when there is none: no record, or after is
+	// its newest); it does not wait. A stream of one of t's turns goes on
+	// with it rather than end the task (a terminal state is final).
+	LaterTurn(ctx context.Context, t *Task, after string) (requestID string, err error)
 }
 
 // TaskCaller is the principal a JSON-RPC transport admitted, as the
