@@ -332,21 +332,7 @@ func TestTurnStreamFollowsQueuedTurn(t *testing.T) {
 		c := v03ClientAt(t, url)
 		return func(yield func(string) bool) {
 			for ev, err := range c.SendStreamingMessage(ctx, answerFor(a2av03.TaskID(task.ID), task.ContextID, "Paris")) {
-				line := fmt.Sprintf("%T", ev)
-				switch e := ev.(type) {
-				case *a2av03.TaskStatusUpdateEvent:
-					// As v1.0 names the states, final marked.
-					line = "status:TASK_STATE_" + strings.ToUpper(strings.ReplaceAll(string(e.Status.State), "-", "_"))
-					if e.Final {
-						line += " final"
-					}
-				case *a2av03.TaskArtifactUpdateEvent:
-					line = "artifact:" + textOf(e.Artifact.Parts)
-				}
-				if err != nil {
-					line = "error:" + err.Error()
-				}
-				if !yield(line) || err != nil {
+				if !yield(v03EventLine(ev, err)) || err != nil {
 					return
 				}
 			}
@@ -359,11 +345,7 @@ func TestTurnStreamFollowsQueuedTurn(t *testing.T) {
 		"v03": v03,
 	} {
 		t.Run(name, func(t *testing.T) {
-			g := startQueuedTask(t, "Paris", "Rome")
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			c := up.Client(t, g.URL)
-			task := up.Asked(t, ctx, c, up.Msg("the weather"))
+			g, ctx, c, task := askedParisRome(t)
 			lines := make(chan []string, 1)
 			go func() {
 				lines <- slices.Collect(stream(ctx, g.URL, task))
@@ -371,34 +353,146 @@ func TestTurnStreamFollowsQueuedTurn(t *testing.T) {
 			if s := <-g.started; s != "Paris" {
 				t.Fatalf("started %q", s)
 			}
-			romeDone := make(chan error, 1)
-			go func() {
-				_, err := v1BlockingAnswer(c)(ctx, task, "Rome")
-				romeDone <- err
-			}()
-			testkit.Eventually(t, 10*time.Second, "Rome's turn recorded behind Paris's", func() bool {
-				return len(record(t, g.JS, ingress.KindTask, string(task.ID)).RequestIDs) == 3
-			})
-			close(g.gates["Paris"])
-			if s := <-g.started; s != "Rome" {
-				t.Fatalf("started %q", s)
-			}
-			close(g.gates["Rome"])
-			if err := <-romeDone; err != nil {
-				t.Fatalf("Rome: %v", err)
-			}
-			seen := <-lines
-			got := strings.Join(seen, " | ")
-			completed := "status:" + string(a2a.TaskStateCompleted)
-			for i, l := range seen[:len(seen)-1] {
-				if strings.HasPrefix(l, completed) || strings.HasSuffix(l, " final") {
-					t.Fatalf("Paris's stream says the task ended at event %d, before Rome's turn ran:\n%s", i+1, got)
-				}
-			}
-			if !strings.Contains(got, "artifact:Hello, Paris") || !strings.Contains(got, "artifact:Hello, Rome") ||
-				!strings.HasPrefix(seen[len(seen)-1], completed) {
-				t.Fatalf("Paris's stream:\n%s\nwant Paris's reply, then Rome's, then the task completed", got)
-			}
+			queueRome(t, ctx, g, c, task)
+			followedRome(t, "Paris's stream", <-lines)
 		})
 	}
+}
+
+// v03EventLine is v1EventLine for an A2A v0.3 stream's event (err: the
+// stream's error): the states named as v1.0 names them, a final status
+// marked " final".
+func v03EventLine(ev a2av03.Event, err error) string {
+	if err != nil {
+		return "error:" + err.Error()
+	}
+	switch e := ev.(type) {
+	case *a2av03.TaskStatusUpdateEvent:
+		line := "status:TASK_STATE_" + strings.ToUpper(strings.ReplaceAll(string(e.Status.State), "-", "_"))
+		if e.Final {
+			line += " final"
+		}
+		return line
+	case *a2av03.TaskArtifactUpdateEvent:
+		return "artifact:" + textOf(e.Artifact.Parts)
+	}
+	return fmt.Sprintf("%T", ev)
+}
+
+// TestResubscribeFollowsTurnQueuedSince: a subscription to a task whose
+// turn runs (A2A v0.3 tasks/resubscribe, v1.0 SubscribeToTask), opened
+// before the client's next message is accepted: once that turn ends, the
+// subscription goes on with the turn queued since (read from the task's
+// record at the running turn's end), never saying the task completed
+// before it. v0.3's followed only the turns recorded when it opened: it
+// ended final with the first turn's completed status.
+func TestResubscribeFollowsTurnQueuedSince(t *testing.T) {
+	for name, subscribe := range map[string]func(ctx context.Context, url string, task *a2a.Task) iter.Seq[string]{
+		"v03": func(ctx context.Context, url string, task *a2a.Task) iter.Seq[string] {
+			c := v03ClientAt(t, url)
+			return func(yield func(string) bool) {
+				for ev, err := range c.ResubscribeToTask(ctx, &a2av03.TaskIDParams{ID: a2av03.TaskID(task.ID)}) {
+					if !yield(v03EventLine(ev, err)) || err != nil {
+						return
+					}
+				}
+			}
+		},
+		"v1": func(ctx context.Context, url string, task *a2a.Task) iter.Seq[string] {
+			c := up.Client(t, url)
+			return func(yield func(string) bool) {
+				for ev, err := range c.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: task.ID}) {
+					line := v1EventLine(ev)
+					if err != nil {
+						line = "error:" + err.Error()
+					}
+					if !yield(line) || err != nil {
+						return
+					}
+				}
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g, ctx, c, task := askedParisRome(t)
+			parisDone := make(chan error, 1)
+			go func() {
+				_, err := v1BlockingAnswer(c)(ctx, task, "Paris")
+				parisDone <- err
+			}()
+			if s := <-g.started; s != "Paris" {
+				t.Fatalf("started %q", s)
+			}
+			lines, opened := make(chan []string, 1), make(chan struct{})
+			go func() {
+				var seen []string
+				for l := range subscribe(ctx, g.URL, task) {
+					if seen = append(seen, l); len(seen) == 1 {
+						close(opened)
+					}
+				}
+				lines <- seen
+			}()
+			<-opened // its first event: the turns it follows are read
+			queueRome(t, ctx, g, c, task)
+			if err := <-parisDone; err != nil {
+				t.Fatal(err)
+			}
+			followedRome(t, "the subscription", <-lines)
+		})
+	}
+}
+
+// queueRome answers task "Rome" (A2A v1.0, blocking) while Paris's turn
+// runs, waits for Rome's turn to be recorded behind it, then lets both
+// turns end, and returns once Rome's answer is in.
+func queueRome(t *testing.T, ctx context.Context, g *queuedTask, c *a2aclient.Client, task *a2a.Task) {
+	t.Helper()
+	romeDone := make(chan error, 1)
+	go func() {
+		_, err := v1BlockingAnswer(c)(ctx, task, "Rome")
+		romeDone <- err
+	}()
+	testkit.Eventually(t, 10*time.Second, "Rome's turn recorded behind Paris's", func() bool {
+		return len(record(t, g.JS, ingress.KindTask, string(task.ID)).RequestIDs) == 3
+	})
+	close(g.gates["Paris"])
+	if s := <-g.started; s != "Rome" {
+		t.Fatalf("started %q", s)
+	}
+	close(g.gates["Rome"])
+	if err := <-romeDone; err != nil {
+		t.Fatalf("Rome: %v", err)
+	}
+}
+
+// followedRome checks the lines (v1EventLine, v03EventLine) of what (a
+// stream or subscription of Paris's turn, Rome's queued behind it): no
+// terminal state before the last, which is the task completed, and both
+// replies.
+func followedRome(t *testing.T, what string, seen []string) {
+	t.Helper()
+	got := strings.Join(seen, " | ")
+	completed := "status:" + string(a2a.TaskStateCompleted)
+	for i, l := range seen[:max(len(seen)-1, 0)] {
+		if strings.HasPrefix(l, completed) || strings.HasSuffix(l, " final") {
+			t.Fatalf("%s says the task ended at event %d, before Rome's turn ran:\n%s", what, i+1, got)
+		}
+	}
+	if !strings.Contains(got, "artifact:Hello, Paris") || !strings.Contains(got, "artifact:Hello, Rome") ||
+		len(seen) == 0 || !strings.HasPrefix(seen[len(seen)-1], completed) {
+		t.Fatalf("%s:\n%s\nwant Paris's reply, then Rome's, then the task completed", what, got)
+	}
+}
+
+// askedParisRome is a queuedTask holding "Paris" and "Rome", its task
+// asked (input-required), an A2A v1.0 client and the call's context
+// (ended at the test's end).
+func askedParisRome(t *testing.T) (*queuedTask, context.Context, *a2aclient.Client, *a2a.Task) {
+	t.Helper()
+	g := startQueuedTask(t, "Paris", "Rome")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	c := up.Client(t, g.URL)
+	return g, ctx, c, up.Asked(t, ctx, c, up.Msg("the weather"))
 }

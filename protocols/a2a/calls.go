@@ -168,7 +168,11 @@ func (d *frontDoor) resubscribe(rep host.Reply, in host.Call, c host.RPCCaller, 
 		return
 	}
 	p := a2amap.Params{JSONRPCID: req.ID, TaskID: t.ID, ContextID: t.ContextID, Resubscribe: true, Interaction: interaction}
-	serveTurns(d.h.TaskFrames().ServeExisting, w, r, turns, p)
+	var later LaterFunc
+	if tc, ok := c.(host.Tasks); ok {
+		later = LaterTurns(tc, t.ID)
+	}
+	serveTurns(d.h.TaskFrames().ServeExisting, w, r, turns, p, later)
 }
 
 // answer returns the function that answers a result, or its error mapped
@@ -463,12 +467,15 @@ func (l LaterFunc) After(ctx context.Context, after string) func() string {
 // resubscribed stream opens); it ends after the last turn's final frame,
 // or with the first turn that ends without its final frame (an error, the
 // client gone). A first turn whose final frame is before the resume point
-// has nothing more to write: the stream goes on with the next turn.
-func serveTurns(serve func(http.ResponseWriter, *http.Request, string, string, render.NewRenderer), w http.ResponseWriter, r *http.Request,
-	turns []string, p a2amap.Params) {
+// has nothing more to write: the stream goes on with the next turn. When
+// the last turn ends the task while later (nil: never) finds a turn
+// recorded after it since, the stream goes on with that one too, as
+// serveStream's does.
+func serveTurns(serve ServeFunc, w http.ResponseWriter, r *http.Request, turns []string, p a2amap.Params, later LaterFunc) {
 	from, _ := egress.ResumePoint(r)
 	opened := false // the stream's head is written
-	for i, id := range turns {
+	for i := 0; i < len(turns); i++ {
+		id := turns[i]
 		var s *stream
 		tw := w
 		if i == 0 && from > 0 && len(turns) > 1 {
@@ -480,6 +487,9 @@ func serveTurns(serve func(http.ResponseWriter, *http.Request, string, string, r
 			s = newStream(o, id, p, from)
 			s.more, s.next = i < len(turns)-1, opened
 			s.IDPrefix = id + ":"
+			if !s.more {
+				s.later = later.After(r.Context(), id)
+			}
 			return s
 		})
 		if s == nil || s.Out.Err() != nil || r.Context().Err() != nil {
@@ -487,6 +497,9 @@ func serveTurns(serve func(http.ResponseWriter, *http.Request, string, string, r
 		}
 		if !s.ended && !(i == 0 && from > 0 && s.done) {
 			return
+		}
+		if s.nextTurn != "" {
+			turns = append(turns, s.nextTurn)
 		}
 		if !opened && s.opened {
 			opened = true

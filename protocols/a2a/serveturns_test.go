@@ -93,7 +93,7 @@ func TestServeTurnsIDs(t *testing.T) {
 				r = withResumePoint(r, from)
 			}
 			w := httptest.NewRecorder()
-			serveTurns(fakeServe(t, turns, c.noContent), w, r, []string{"req-a", "req-b"}, p)
+			serveTurns(fakeServe(t, turns, c.noContent), w, r, []string{"req-a", "req-b"}, p, nil)
 			body := w.Body.String()
 			if w.Code != http.StatusOK || w.Header().Get("Content-Type") != "text/event-stream" || strings.Count(body, ": ok\n") != 1 {
 				t.Fatalf("status %d, content type %q, want one SSE head:\n%s", w.Code, w.Header().Get("Content-Type"), body)
