@@ -3,6 +3,7 @@ package ingress_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"iter"
 	"slices"
@@ -305,7 +306,8 @@ func TestAnswerWaitsForQueuedTurnsPublish(t *testing.T) {
 
 // TestTurnStreamFollowsQueuedTurn: Paris's answer to an input-required
 // task is streamed (A2A v1.0 SendStreamingMessage over JSON-RPC, REST and
-// gRPC, v0.3 message/stream); Rome's is accepted while Paris's turn runs.
+// gRPC, v0.3 message/stream, AgentVault tasks/sendSubscribe); Rome's is
+// accepted while Paris's turn runs.
 // Paris's stream is the task's: it must never say the task completed while
 // Rome's turn waits (A2A: a terminal state is final; GetTask shows the
 // task not terminal then), and it goes on with Rome's turn to the task's
@@ -338,7 +340,35 @@ func TestTurnStreamFollowsQueuedTurn(t *testing.T) {
 			}
 		}
 	}
+	av := func(ctx context.Context, url string, task *a2a.Task) iter.Seq[string] {
+		return func(yield func(string) bool) {
+			resp := (&pipeline{url: url}).post(t, "/a2a", "text/event-stream", `{"jsonrpc":"2.0","id":"av","method":"tasks/sendSubscribe","params":{"id":"`+
+				string(task.ID)+`","message":{"role":"user","parts":[{"type":"text","content":"Paris"}]}}}`)
+			defer resp.Body.Close()
+			for _, e := range readSSE(t, resp.Body) {
+				var ev struct {
+					State   string
+					Message struct{ Parts []struct{ Content string } }
+				}
+				_ = json.Unmarshal(e.data, &ev)
+				line := e.event + ":" + string(e.data)
+				switch e.event {
+				case "task_status":
+					line = "status:TASK_STATE_" + ev.State
+				case "task_message":
+					line = "artifact:" // the profile's text: messages
+					for _, p := range ev.Message.Parts {
+						line += p.Content
+					}
+				}
+				if !yield(line) {
+					return
+				}
+			}
+		}
+	}
 	for name, stream := range map[string]func(ctx context.Context, url string, task *a2a.Task) iter.Seq[string]{
+		"agentvault": av,
 		"v1-" + string(a2a.TransportProtocolJSONRPC):  v1(a2a.TransportProtocolJSONRPC),
 		"v1-" + string(a2a.TransportProtocolHTTPJSON): v1(a2a.TransportProtocolHTTPJSON),
 		"v1-" + string(a2a.TransportProtocolGRPC):     v1(a2a.TransportProtocolGRPC),

@@ -32,9 +32,17 @@ func AgentVaultError(err error) *jsonrpc.Error {
 // serveAgentVault writes tasks/sendSubscribe's SSE answer (and an
 // AgentVault task's resubscription) for requestID with serve: the frames
 // from the resume point (Last-Event-ID or ?from=), an unknown request
-// answered with an error event.
-func serveAgentVault(serve func(http.ResponseWriter, *http.Request, string, string, render.NewRenderer), w http.ResponseWriter, r *http.Request, requestID string, p AgentVaultParams) {
-	serve(w, r, requestID, AgentVaultFormat, func(o *render.Output) render.Renderer { return NewAgentVaultStream(o, requestID, p) })
+// answered with an error event; then, when the turn ends the task while
+// later (nil: never) finds a turn recorded after it, that turn's
+// (ServeFollowed: the ended turn's status written SUBMITTED, never a final
+// state a later turn takes back).
+func serveAgentVault(serve ServeFunc, w http.ResponseWriter, r *http.Request, requestID string, p AgentVaultParams, later LaterFunc) {
+	ServeFollowed(serve, AgentVaultFormat, w, r, requestID, 0, func(o *render.Output, turn string, _ int64, continued bool) (render.Renderer, func() string) {
+		s := newAgentVaultStream(o, turn, p)
+		s.continued = continued
+		s.later = later.After(r.Context(), turn)
+		return s, func() string { return s.nextTurn }
+	})
 }
 
 // agentVaultTaskOf answers AgentVault tasks/get: the task t rebuilt from

@@ -183,14 +183,33 @@ type avStream struct {
 	p       AgentVaultParams
 	m       *a2amap.Mapper
 	working bool
+	// later is the turn the task's record lists after this one, read at
+	// a final status that ends the task (nil: not read); nextTurn is the
+	// one found: that status is written SUBMITTED and the stream goes on
+	// with it (serveAgentVault). continued: the stream goes on from an
+	// earlier turn's (its head written); idPrefix precedes its event ids.
+	later     func() string
+	nextTurn  string
+	continued bool
+	idPrefix  string
 }
 
 // NewAgentVaultStream returns the AgentVault SSE renderer.
 func NewAgentVaultStream(o *render.Output, requestID string, p AgentVaultParams) render.Renderer {
+	return newAgentVaultStream(o, requestID, p)
+}
+
+func newAgentVaultStream(o *render.Output, requestID string, p AgentVaultParams) *avStream {
 	return &avStream{o: o, p: p, m: a2amap.NewTaskMapper(p.TaskID, requestID)}
 }
 
+// SetIDPrefix sets the prefix of the event ids (ServeFollowed).
+func (r *avStream) SetIDPrefix(p string) { r.idPrefix = p }
+
 func (r *avStream) Start() error {
+	if r.continued {
+		return nil
+	}
 	render.SSEHead(r.o, 0)
 	return render.SSEComment(r.o, "ok")
 }
@@ -252,21 +271,7 @@ func (r *avStream) Frame(f *render.Frame) error {
 				outs = append(outs, out{"task_message", AVMessageEvent{TaskID: task, Timestamp: ts, Message: avMessage(e.Status.Message)}})
 				e.Status.Message = nil
 			}
-			st := AVStatusEvent{TaskID: task, State: avState(e.Status.State), Timestamp: ts}
-			if e.Status.Timestamp != nil {
-				st.Timestamp = avTime(e.Status.Timestamp)
-			}
-			if e.Status.Message != nil {
-				var b strings.Builder
-				for _, p := range e.Status.Message.Parts {
-					if tp, ok := p.(a2a.TextPart); ok {
-						b.WriteString(tp.Text)
-					}
-				}
-				if s := b.String(); s != "" {
-					st.Message = &s
-				}
-			}
+			st := r.statusEvent(e, f.IsFinal(), task, ts)
 			if st.State == AVWorking {
 				continue
 			}
@@ -278,7 +283,7 @@ func (r *avStream) Frame(f *render.Frame) error {
 	for i, o := range outs {
 		id := ""
 		if i == len(outs)-1 {
-			id = render.SeqID(f)
+			id = r.idPrefix + render.SeqID(f)
 		}
 		if err := render.SSEEventJSON(r.o, id, o.event, o.data); err != nil {
 			return err
@@ -287,12 +292,43 @@ func (r *avStream) Frame(f *render.Frame) error {
 	return nil
 }
 
+// statusEvent is the task_status event of e (a status-update of frame f,
+// final: f is the turn's final frame) at ts: a terminal state a later
+// turn takes back (later) is SUBMITTED, the task going on with it.
+func (r *avStream) statusEvent(e *a2a.TaskStatusUpdateEvent, final bool, task, ts string) AVStatusEvent {
+	if r.later != nil && final && e.Status.State.Terminal() {
+		if r.nextTurn = r.later(); r.nextTurn != "" {
+			e.Status.State = a2a.TaskStateSubmitted
+		}
+	}
+	st := AVStatusEvent{TaskID: task, State: avState(e.Status.State), Timestamp: ts}
+	if e.Status.Timestamp != nil {
+		st.Timestamp = avTime(e.Status.Timestamp)
+	}
+	if e.Status.Message != nil {
+		var b strings.Builder
+		for _, p := range e.Status.Message.Parts {
+			if tp, ok := p.(a2a.TextPart); ok {
+				b.WriteString(tp.Text)
+			}
+		}
+		if s := b.String(); s != "" {
+			st.Message = &s
+		}
+	}
+	return st
+}
+
 func (r *avStream) Heartbeat() error { return render.SSEComment(r.o, "keep-alive") }
 
 func (r *avStream) End(err error) error {
+	if err == nil && r.nextTurn != "" {
+		return r.o.Flush() // the next turn may be long in coming
+	}
 	if err == nil {
 		return nil
 	}
+	r.nextTurn = "" // nothing follows an error
 	_, code := egress.Classify(err)
 	return render.SSEEndEvent(r.o, "error", AVErrorEvent{Error: code, Message: err.Error()})
 }

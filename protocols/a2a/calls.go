@@ -163,15 +163,15 @@ func (d *frontDoor) resubscribe(rep host.Reply, in host.Call, c host.RPCCaller, 
 		return
 	}
 	defer release()
-	if agentVault {
-		serveAgentVault(d.h.TaskFrames().ServeExisting, w, r, last, AgentVaultParams{JSONRPCID: req.ID, TaskID: t.ID})
-		return
-	}
-	p := a2amap.Params{JSONRPCID: req.ID, TaskID: t.ID, ContextID: t.ContextID, Resubscribe: true, Interaction: interaction}
-	var later LaterFunc
+	var later LaterFunc // a turn recorded since is followed too
 	if tc, ok := c.(host.Tasks); ok {
 		later = LaterTurns(tc, t.ID)
 	}
+	if agentVault {
+		serveAgentVault(d.h.TaskFrames().ServeExisting, w, r, last, AgentVaultParams{JSONRPCID: req.ID, TaskID: t.ID}, later)
+		return
+	}
+	p := a2amap.Params{JSONRPCID: req.ID, TaskID: t.ID, ContextID: t.ContextID, Resubscribe: true, Interaction: interaction}
 	serveTurns(d.h.TaskFrames().ServeExisting, w, r, turns, p, later)
 }
 
@@ -253,9 +253,8 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 			return
 		}
 		// A continued task's stream stays the task's (a2amap.Mapper.Replied).
-		p := a2amap.Params{JSONRPCID: req.ID, TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
-			AcceptedOutputModes: env.ExpectedOutputModes, Interaction: Interaction(in.Header, env), Continued: prev != nil}
-		serveStream(d.h.Serve, w, in.Request, acc.RequestID, p, LaterTurns(tc, env.TaskID))
+		params.HistoryLength, params.Submitted, params.Continued = nil, submitted, prev != nil
+		serveStream(d.h.Serve, w, in.Request, acc.RequestID, params, LaterTurns(tc, env.TaskID))
 	case normalizer.A2AMessageSend:
 		if !blockingSend(env) {
 			// configuration.blocking false: the task at once, as tasks/get
@@ -295,7 +294,8 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 		if w == nil {
 			return
 		}
-		serveAgentVault(d.h.TaskFrames().ServeExisting, w, in.Request, acc.RequestID, AgentVaultParams{JSONRPCID: req.ID, TaskID: env.TaskID})
+		serveAgentVault(d.h.TaskFrames().ServeExisting, w, in.Request, acc.RequestID, AgentVaultParams{JSONRPCID: req.ID, TaskID: env.TaskID},
+			LaterTurns(tc, env.TaskID))
 	default: // tasks/send
 		rep.Result(map[string]string{"id": env.TaskID})
 	}
@@ -408,10 +408,8 @@ func ServeFollowed(serve ServeFunc, format string, w http.ResponseWriter, r *htt
 		var out *render.Output
 		serve(w, r, turn, format, func(o *render.Output) render.Renderer {
 			rd, n := newTurn(o, turn, from, continued)
-			if continued {
-				if b, ok := rd.(interface{ Base() *StreamBase }); ok {
-					b.Base().IDPrefix = turn + ":"
-				}
+			if b, ok := rd.(interface{ SetIDPrefix(string) }); ok && continued {
+				b.SetIDPrefix(turn + ":")
 			}
 			next, out = n, o
 			return rd

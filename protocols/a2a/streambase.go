@@ -26,8 +26,8 @@ type StreamBase struct {
 	IDPrefix string
 }
 
-// Base is the stream base itself (ServeFollowed sets its IDPrefix).
-func (s *StreamBase) Base() *StreamBase { return s }
+// SetIDPrefix sets IDPrefix (ServeFollowed: a later turn's events).
+func (s *StreamBase) SetIDPrefix(p string) { s.IDPrefix = p }
 
 // ID is the SSE event id of frame f: render.SeqID, after IDPrefix.
 func (s *StreamBase) ID(f *render.Frame) string {
