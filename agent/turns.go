@@ -20,7 +20,10 @@ import (
 // (subjects.HeaderEarlierRequests). At pick-up, a request that names one
 // waits until the nearest of them that is stored has its final frame
 // stored, then runs its handler: a turn recorded but never published is
-// skipped for the one before it, not taken as the end of the chain. While
+// skipped for the one before it, not taken as the end of the chain. Before
+// it runs it checks its cancel again (a cancel of the task or session
+// cancels its turns newest first, so a queued turn's cancel is stored
+// before the turn it waits for can end: cancelledBeforeRun). While
 // it waits it stays registered (heartbeats keep its delivery, cancels and
 // its deadline end it as they end a running handler) but gives its
 // WithConcurrency slot back: a waiting turn never keeps the turn it waits
@@ -122,11 +125,16 @@ func (w *worker) awaitTurn(hctx context.Context, r *request, chain []string, met
 // not yet known never to be: turnEnded) has its final frame stored (seen
 // live on e2a.live.<id>, or read from E2A_RESPONSES), or none of them
 // has one to wait for; the cause of ctx's end if it ends first. Most turns
-// find the turn before ended at the first read, with no subscription; one
-// that waits gives r's slot back until it has ended.
+// find the turn before ended at the first read, with no subscription, and
+// check their cancel again (cancelledBeforeRun); one that waits gives r's
+// slot back until it has ended, then reads its stored cancel.
 func (w *worker) waitTurn(ctx context.Context, r *request, chain []string, meta *jetstream.MsgMetadata, log *reqLogger) error {
 	done, target, err := w.turnEnded(ctx, chain, meta, log)
 	if done {
+		if w.cancelledBeforeRun(r.id, meta, log) {
+			w.stopCancelled(r.id)
+			return context.Cause(ctx)
+		}
 		return nil
 	}
 	if err != nil && ctx.Err() == nil {
@@ -182,6 +190,27 @@ func (w *worker) waitTurn(ctx context.Context, r *request, chain []string, meta 
 		return context.Cause(ctx)
 	}
 	return nil
+}
+
+// cancelledBeforeRun reports whether a cancel of the request id (stored
+// as meta says) has come since its pick-up checked (cancelledAtPickUp),
+// checked the same way (the stale cancels were logged by that check): for
+// a turn that found the turn before it ended at its first read. That turn
+// may have ended by a cancel of the session or task, sent once this
+// turn's own cancel was stored (ingress cancels their turns newest
+// first), after this turn's pick-up checked; the live message of this
+// turn's cancel then came before the frame read that found the turn
+// ended, but its callback may not have run yet: the subscription counts
+// it as pending (cancelWatch.checkAt), and the stored cancel is read.
+// Without this check the handler would run until that callback stopped
+// it (the start of a model call the cancel was meant to prevent), or to
+// its end when it is quick.
+func (w *worker) cancelledBeforeRun(id string, meta *jetstream.MsgMetadata, log *reqLogger) bool {
+	cancelled, covered, _ := w.cancels.checkAt(id, meta.Sequence.Stream, meta.Timestamp)
+	if !cancelled && !covered {
+		cancelled, _ = w.cancelStored(id, meta.Timestamp, log)
+	}
+	return cancelled
 }
 
 // turnListener holds the subscription to the live frames of the turn a

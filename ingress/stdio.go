@@ -3,6 +3,7 @@ package ingress
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,11 +38,17 @@ import (
 // request was published: the cancel then waits until the request's publish
 // was sent, so it is stored after the request, which is what the workers'
 // cancel watch needs to see it), ending the prompt with stopReason
-// "cancelled". The prompts of one session are its turns in the order
-// read: a prompt runs once the session's prompt read before it was
-// published (its turn recorded) or ended, and its streamed lines are
-// written once that prompt's answer was, so that no update of it comes
-// before that answer; other calls and sessions never wait.
+// "cancelled". A session/cancel cancels the session's prompts in flight,
+// the one read last first, each once the cancel of the one read after it
+// is stored, and its handler runs after them (cancelSession): a queued
+// prompt runs once the prompt before it has ended, so a running prompt
+// cancelled before the queued one's cancel is stored lets the queued one
+// run, and end before its cancel reaches it. The prompts of one session
+// are its turns in the order read: a prompt runs once the session's
+// prompt read before it was published (its turn recorded) or ended, and
+// its streamed lines are written once that prompt's answer was, so that no
+// update of it comes before that answer; other calls and sessions never
+// wait.
 // "$/cancel_request" cancels one request by id: a session/prompt as above,
 // anything else by stopping its handler and answering -32800 (a request it
 // passed to an agent pool is cancelled in the pipeline too); which call is
@@ -206,18 +213,21 @@ type stdioConn struct {
 	prompts map[string]map[*stdioCall]bool // session id → prompts in flight
 	cancels map[string]map[*stdioCall]bool // session id → session/cancel calls being handled
 	turns   map[string]*stdioCall          // session id → its session/prompt read last, in flight
+	seq     uint64                         // calls registered
 
 	hook func(event, method string) // tests only (stdioHookKey)
 }
 
 // stdioHookKey is the context key of a test hook of ServeACPStdio, called
-// with event "wait" when a call waits for a session/cancel read before it,
-// "run" when its handler starts and "done" when it returned
-// (stdio_export_test.go).
+// with event "wait" when a call waits for a session/cancel read before it
+// (or, a session/cancel, for the cancels of the session's prompts in
+// flight: cancelSession), "run" when its handler starts and "done" when it
+// returned (stdio_export_test.go).
 type stdioHookKey struct{}
 
 // stdioCall is one request in flight.
 type stdioCall struct {
+	seq       uint64 // the order read, from 1 (register)
 	idKey     string
 	id        json.RawMessage
 	sessionID string // of a turn (session/prompt)
@@ -232,9 +242,12 @@ type stdioCall struct {
 	publishedOnce sync.Once
 	// handled, of a session/cancel, is closed when its handler returned;
 	// after are those of the session's cancels read before a turn, which
-	// it waits for.
-	handled chan struct{}
-	after   []chan struct{}
+	// it waits for. cancelled, of a session/cancel, is closed once the
+	// cancels of the session's prompts in flight were sent
+	// (cancelSession), which its handler waits for.
+	handled   chan struct{}
+	after     []chan struct{}
+	cancelled <-chan struct{}
 	// recorded, of a turn, is closed once its publish was sent (its turn
 	// recorded in the session before that) or it ended; before is that of
 	// the session's turn read before it, which it waits for, so that the
@@ -313,7 +326,7 @@ func (c *stdioConn) dispatch(ln stdioLine) {
 		call.sessionID = lc.Session
 		call.recorded = make(chan struct{})
 	case lc.CancelsTurns:
-		c.cancelSession(lc.Session)
+		call.cancelled = c.cancelSession(lc.Session)
 		call.sessionID = lc.Session
 		call.handled = make(chan struct{})
 	}
@@ -371,7 +384,25 @@ func overlongID(start []byte) json.RawMessage {
 // that it is recorded after that one. Only the part of a prompt up to its
 // publish waits here; its streamed lines then wait for that turn's answer
 // (stdioResponse.after), which the agents end before this turn starts.
+// For a session/cancel it waits until the cancels of the session's prompts
+// in flight were sent (cancelSession), so that its handler, which cancels
+// the session's unended turns it finds recorded, cancels none of them
+// before the cancel of a prompt read after it is stored.
 func (c *stdioConn) waitBefore(call *stdioCall, method string) {
+	if call.cancelled != nil {
+		select {
+		case <-call.cancelled:
+		default:
+			if c.hook != nil {
+				c.hook("wait", method)
+			}
+			select {
+			case <-call.cancelled:
+			case <-call.ctx.Done():
+			}
+		}
+		return
+	}
 	if len(call.after) > 0 && c.hook != nil {
 		c.hook("wait", method)
 	}
@@ -394,6 +425,8 @@ func (c *stdioConn) waitBefore(call *stdioCall, method string) {
 func (c *stdioConn) register(call *stdioCall) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.seq++
+	call.seq = c.seq
 	if call.id != nil {
 		if k, err := canonicalID(call.id); err == nil {
 			if _, dup := c.calls[k]; !dup {
@@ -461,43 +494,78 @@ func (c *stdioConn) unregister(call *stdioCall) {
 	}
 }
 
-// cancelSession cancels the prompts of the session this connection has in
-// flight (the handler then cancels the session's last recorded request too).
-func (c *stdioConn) cancelSession(sessionID string) {
+// cancelSession cancels in the pipeline the prompts of the session this
+// connection has in flight (read before the session/cancel), the one read
+// last first, each once its publish was sent and the cancel of the one
+// read after it is stored (cancelPublished); the channel it returns is
+// closed once all were (nil with none). The session/cancel's handler,
+// which then cancels the session's unended turns recorded (those of other
+// connections too, protocolHost.CancelTurns, newest first as well), waits
+// for it (waitBefore).
+//
+// The order is what ends a queued prompt cancelled: the agent runtime
+// runs a turn once the turn before it has its final frame, and the worker
+// holding it reads its stored cancel then (agent/turns.go), so its cancel
+// must be stored before the turn it waits for can end. The prompt queued
+// behind a running one is often not published yet when the cancel is read
+// (it is published once the running one is recorded, and its publish takes
+// a round trip), and its cancel can only be sent after that publish; sent
+// first, the running prompt's cancel ends it, the queued prompt is
+// published, runs at once and may end before its own cancel reaches its
+// worker: answered end_turn, and a turn of the session's history.
+func (c *stdioConn) cancelSession(sessionID string) <-chan struct{} {
 	c.mu.Lock()
 	var calls []*stdioCall
 	for call := range c.prompts[sessionID] {
 		calls = append(calls, call)
 	}
 	c.mu.Unlock()
-	for _, call := range calls {
-		c.cancelPipeline(call)
+	if len(calls) == 0 {
+		return nil
 	}
+	slices.SortFunc(calls, func(a, b *stdioCall) int { return cmp.Compare(b.seq, a.seq) })
+	done := make(chan struct{})
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer close(done)
+		for _, call := range calls {
+			c.cancelPublished(call)
+		}
+	}()
+	return done
 }
 
 // cancelPipeline cancels call's request in the pipeline once its publish
-// was sent. A cancel stored before its request can be missed by a worker
-// that starts in between (agent.Cancel: cancel a request after it is
-// published), and the request is published on the same connection as the
-// cancel, so the server stores it first. A call that ended without
-// publishing has nothing to cancel.
+// was sent (cancelPublished), in the background.
 func (c *stdioConn) cancelPipeline(call *stdioCall) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
+		c.cancelPublished(call)
+	}()
+}
+
+// cancelPublished cancels call's request in the pipeline once its publish
+// was sent, and returns once the cancel is stored (agent.Cancel waits for
+// its acknowledgement) or failed. A cancel stored before its request can
+// be missed by a worker that starts in between (agent.Cancel: cancel a
+// request after it is published), and the request is published on the
+// same connection as the cancel, so the server stores it first. A call
+// that ended without publishing has nothing to cancel.
+func (c *stdioConn) cancelPublished(call *stdioCall) {
+	select {
+	case <-call.published:
+	case <-call.ctx.Done():
 		select {
 		case <-call.published:
-		case <-call.ctx.Done():
-			select {
-			case <-call.published:
-			default:
-				return // never published
-			}
+		default:
+			return // never published
 		}
-		if err := c.s.cancel(c.base, call.requestID); err != nil && c.base.Err() == nil {
-			c.s.opts.log.Warn("acp stdio: cancel failed", "request_id", call.requestID, "err", err)
-		}
-	}()
+	}
+	if err := c.s.cancel(c.base, call.requestID); err != nil && c.base.Err() == nil {
+		c.s.opts.log.Warn("acp stdio: cancel failed", "request_id", call.requestID, "err", err)
+	}
 }
 
 // cancelRequest handles $/cancel_request.

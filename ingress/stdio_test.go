@@ -137,6 +137,20 @@ func (r *stdioReader) next() map[string]any {
 }
 
 // send writes s to in.
+// initSession initializes the stdio connection (in, read by r) and
+// opens a session on it, one call after the other, and returns its id.
+func initSession(t *testing.T, in io.Writer, r *stdioReader) string {
+	t.Helper()
+	send(t, in, `{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":1}}`+"\n")
+	r.next()
+	send(t, in, `{"jsonrpc":"2.0","id":"s","method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`+"\n")
+	sid, _ := r.next()["result"].(map[string]any)["sessionId"].(string)
+	if sid == "" {
+		t.Fatal("no session")
+	}
+	return sid
+}
+
 func send(t *testing.T, in io.Writer, s string) {
 	t.Helper()
 	if _, err := io.WriteString(in, s); err != nil {
@@ -695,13 +709,7 @@ func TestStdioCancelsNameTheirTurn(t *testing.T) {
 	in, out, done, nc := startStdioHooked(t, h.hook, h.agent())
 	h.watch(t, nc)
 	r := readStdio(t, out)
-	send(t, in, `{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":1}}`+"\n")
-	r.next()
-	send(t, in, `{"jsonrpc":"2.0","id":"s","method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`+"\n")
-	sid, _ := r.next()["result"].(map[string]any)["sessionId"].(string)
-	if sid == "" {
-		t.Fatal("no session")
-	}
+	sid := initSession(t, in, r)
 	promptLine := func(id int, text, params string) string {
 		return `{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"session/prompt","params":{"sessionId":"` + sid +
 			`","prompt":[{"type":"text","text":"` + text + `"}]` + params + "}}\n"

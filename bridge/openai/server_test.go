@@ -61,17 +61,21 @@ type modelServer struct {
 	mu     sync.Mutex
 	calls  []recorded
 	script func(n int, w http.ResponseWriter, r *http.Request, body chatRequest) bool
-	// inFlight and most count the model calls the bridges' transport
-	// (transport) has in flight, and the most at once.
-	inFlight, most atomic.Int32
+	// live are the model calls the bridges' transport (transport) has in
+	// flight; most is the most at once, those abandoned left out.
+	liveMu sync.Mutex
+	live   map[*http.Request]bool
+	most   atomic.Int32
 }
 
 // transport is the bridges' transport to the server, counting the calls
 // in flight as a bridge sees them: from the call to the close of its
-// answer's body (or the call's error). The server's side cannot tell: a
-// call the bridge cancelled or read to its end still runs there until
-// its handler notices or returns, after the next turn's call may have
-// come (seen in CI).
+// answer's body (or the call's error), and not once the call's context
+// has ended (the bridge abandoned it: a cancelled turn, whose final frame
+// the agent writes once its context ends, while the call closes). The
+// server's side cannot tell: a call the bridge cancelled or read to its
+// end still runs there until its handler notices or returns, after the
+// next turn's call may have come (seen in CI).
 func (s *modelServer) transport() http.RoundTripper { return countedCalls{s.Client().Transport, s} }
 
 // mostAtOnce is the most model calls in flight at once so far.
@@ -83,10 +87,26 @@ type countedCalls struct {
 }
 
 func (c countedCalls) RoundTrip(r *http.Request) (*http.Response, error) {
-	now := c.s.inFlight.Add(1)
-	for m := c.s.most.Load(); now > m && !c.s.most.CompareAndSwap(m, now); m = c.s.most.Load() {
+	c.s.liveMu.Lock()
+	if c.s.live == nil {
+		c.s.live = map[*http.Request]bool{}
 	}
-	end := sync.OnceFunc(func() { c.s.inFlight.Add(-1) })
+	now := int32(1)
+	for other := range c.s.live {
+		if other.Context().Err() == nil {
+			now++
+		}
+	}
+	c.s.live[r] = true
+	if now > c.s.most.Load() {
+		c.s.most.Store(now)
+	}
+	c.s.liveMu.Unlock()
+	end := sync.OnceFunc(func() {
+		c.s.liveMu.Lock()
+		delete(c.s.live, r)
+		c.s.liveMu.Unlock()
+	})
 	resp, err := c.rt.RoundTrip(r)
 	if err != nil {
 		end()

@@ -424,11 +424,22 @@ func TestStdioPipelinedPromptsAndCancelOpenAI(t *testing.T) {
 	srv := newModelServer(t)
 	p := startBridge(t, srv, setup{})
 	in, lines := stdioLines(t, p)
+	// Calls are answered concurrently: an answer read while waiting for
+	// another is kept for its own next.
+	early := map[string]map[string]any{}
 	next := func(id string) map[string]any {
 		t.Helper()
+		if m, ok := early[id]; ok {
+			delete(early, id)
+			return m
+		}
 		for m := range lines {
-			if fmt.Sprint(m["id"]) == id {
+			got := fmt.Sprint(m["id"])
+			if got == id {
 				return m
+			}
+			if m["id"] != nil {
+				early[got] = m
 			}
 		}
 		t.Fatalf("no answer to %s", id)
