@@ -608,6 +608,7 @@ func TestNATSClusterPushUserRunsTheStage(t *testing.T) {
 	testkit.Eventually(t, 20*time.Second, "the push stage's consumers", func() bool {
 		select {
 		case err := <-done:
+			done <- err // for the deferred stop, which waits for it (it hung there for 10 min)
 			t.Fatalf("push.Run as push: %v", err)
 		default:
 		}

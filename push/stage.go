@@ -57,9 +57,12 @@ type stage struct {
 // message now is parked and drained later through a second durable
 // consumer (<name>-wake, on the bucket's wake.> keys; see park.go), so a
 // failing webhook holds none of the consumer's messages. Replicas sharing
-// the consumers split the work. It returns nil when ctx is done, an error
-// when the options are invalid, the streams or consumers cannot be bound,
-// or the connection is closed under it (nats.ErrConnectionClosed).
+// the consumers split the work. Streams and consumers that cannot be
+// bound yet (a cluster electing their leaders, under load or starting,
+// streams not applied yet) are tried again with a backoff, each failure
+// logged, as the agent runtime does. It returns nil when ctx is done, an
+// error when the options are invalid or the connection is closed under it
+// (nats.ErrConnectionClosed).
 func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
 	if nc == nil {
 		return fmt.Errorf("%w: nil connection", ErrInvalidOption)
@@ -68,7 +71,11 @@ func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	s, err := newStage(ctx, nc, o)
+	m, err := newMetrics(o.registerer)
+	if err != nil {
+		return err
+	}
+	s, cons, wake, err := start(ctx, nc, o, m)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before it started
@@ -76,20 +83,6 @@ func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
 		return err
 	}
 	defer s.getter.Close()
-	cons, err := s.bindConsumer(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("push: consumer %s: %w", o.consumer, err)
-	}
-	wake, err := s.bindWake(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("push: consumer %s: %w", s.wakeConsumer(), err)
-	}
 	cc, err := cons.Consume(s.intake, jetstream.PullMaxMessages(256))
 	if err != nil {
 		return fmt.Errorf("push: consume: %w", err)
@@ -123,16 +116,50 @@ func (s *stage) waitStop(ctx context.Context) bool {
 	return false
 }
 
-func newStage(ctx context.Context, nc *nats.Conn, o options) (*stage, error) {
+// start opens the stage and binds its two consumers (bindOnce), again
+// after a failure with a backoff from 100 ms to 5 s, until ctx is done or
+// the connection is closed.
+func start(ctx context.Context, nc *nats.Conn, o options, m *metrics) (*stage, jetstream.Consumer, jetstream.Consumer, error) {
+	backoff := 100 * time.Millisecond
+	for {
+		s, cons, wake, err := bindOnce(ctx, nc, o, m)
+		if err == nil || ctx.Err() != nil || nc.IsClosed() {
+			return s, cons, wake, err
+		}
+		o.log.Warn("push: streams or consumers not available yet, retrying", "err", err, "wait", backoff)
+		if sleepctx.Sleep(ctx, backoff) != nil {
+			return nil, nil, nil, ctx.Err()
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// bindOnce opens the stage (newStage) and binds its consumers once; on
+// failure nothing is left open.
+func bindOnce(ctx context.Context, nc *nats.Conn, o options, m *metrics) (*stage, jetstream.Consumer, jetstream.Consumer, error) {
+	s, err := newStage(ctx, nc, o, m)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cons, err := s.bindConsumer(ctx)
+	if err != nil {
+		s.getter.Close()
+		return nil, nil, nil, fmt.Errorf("push: consumer %s: %w", o.consumer, err)
+	}
+	wake, err := s.bindWake(ctx)
+	if err != nil {
+		s.getter.Close()
+		return nil, nil, nil, fmt.Errorf("push: consumer %s: %w", s.wakeConsumer(), err)
+	}
+	return s, cons, wake, nil
+}
+
+func newStage(ctx context.Context, nc *nats.Conn, o options, m *metrics) (*stage, error) {
 	js, kv, err := openBucket(ctx, nc, o.streams)
 	if err != nil {
 		return nil, err
 	}
 	if err := bindDead(ctx, js, o.streams); err != nil {
-		return nil, err
-	}
-	m, err := newMetrics(o.registerer)
-	if err != nil {
 		return nil, err
 	}
 	getter, err := streams.NewDirectGetter(nc)
