@@ -37,11 +37,11 @@ func AgentVaultError(err error) *jsonrpc.Error {
 // (ServeFollowed: the ended turn's status written SUBMITTED, never a final
 // state a later turn takes back).
 func serveAgentVault(serve ServeFunc, w http.ResponseWriter, r *http.Request, requestID string, p AgentVaultParams, later LaterFunc) {
-	ServeFollowed(serve, AgentVaultFormat, w, r, requestID, 0, func(o *render.Output, turn string, _ int64, continued bool) (render.Renderer, func() string) {
-		s := newAgentVaultStream(o, turn, p)
-		s.continued = continued
-		s.later = later.After(r.Context(), turn)
-		return s, func() string { return s.nextTurn }
+	ServeFollowed(serve, AgentVaultFormat, w, r, requestID, later, func(o *render.Output, t FollowedTurn) (render.Renderer, func() (string, bool)) {
+		s := newAgentVaultStream(o, t.ID, p)
+		s.continued = t.Opened
+		s.later = later.After(r.Context(), t.ID)
+		return s, func() (string, bool) { return s.nextTurn, s.done }
 	})
 }
 

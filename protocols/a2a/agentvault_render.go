@@ -192,6 +192,7 @@ type avStream struct {
 	nextTurn  string
 	continued bool
 	idPrefix  string
+	done      bool // ended without an error
 }
 
 // NewAgentVaultStream returns the AgentVault SSE renderer.
@@ -322,6 +323,7 @@ func (r *avStream) statusEvent(e *a2a.TaskStatusUpdateEvent, final bool, task, t
 func (r *avStream) Heartbeat() error { return render.SSEComment(r.o, "keep-alive") }
 
 func (r *avStream) End(err error) error {
+	r.done = err == nil
 	if err == nil && r.nextTurn != "" {
 		return r.o.Flush() // the next turn may be long in coming
 	}

@@ -373,56 +373,109 @@ func blockingSend(env *e2a.Envelope) bool {
 // same stream (the turn's end written final:false, its state submitted;
 // the next turn opened with a working status and its event ids naming it,
 // as serveTurns writes a resubscription's), and so on to the task's end
-// (ServeFollowed).
+// (ServeFollowed, which also resumes in a later turn).
 func serveStream(serve ServeFunc, w http.ResponseWriter, r *http.Request, requestID string, p a2amap.Params, later LaterFunc) {
-	from, _ := egress.ResumePoint(r)
-	ServeFollowed(serve, StreamFormat, w, r, requestID, from, func(o *render.Output, turn string, from int64, continued bool) (render.Renderer, func() string) {
-		if continued {
+	first := p
+	ServeFollowed(serve, StreamFormat, w, r, requestID, later, func(o *render.Output, t FollowedTurn) (render.Renderer, func() (string, bool)) {
+		p := first
+		if t.Followed {
 			p = a2amap.Params{JSONRPCID: p.JSONRPCID, TaskID: p.TaskID, ContextID: p.ContextID, Resubscribe: true,
 				AcceptedOutputModes: p.AcceptedOutputModes, Interaction: p.Interaction}
 		}
-		s := newStream(o, turn, p, from)
-		s.next = continued
-		s.later = later.After(r.Context(), turn)
-		return s, func() string { return s.nextTurn }
+		s := newStream(o, t.ID, p, t.From)
+		s.next = t.Opened
+		s.later = later.After(r.Context(), t.ID)
+		return s, func() (string, bool) { return s.nextTurn, s.done }
 	})
 }
 
 // ServeFunc serves the frames of a request with a renderer (host.Answerer.Serve).
 type ServeFunc = func(w http.ResponseWriter, r *http.Request, requestID, format string, newRenderer render.NewRenderer)
 
-// ServeFollowed serves a task's turn requestID from from with serve in
-// format, its renderer made by newTurn, and then each later turn its
-// renderer names once it has ended (next, "" for none: its end is the
-// task's), in the same response: from its first frame, continued (the
-// head written), each event id "<requestID>:<seq>" (IDPrefix) once the
-// stream holds more than one turn. It ends after a turn that names none,
-// or with one that ends with an error or the client gone. The A2A v0.3
-// and v1.0 streams of a turn (message/stream, SendStreamingMessage) so go
-// on with a turn queued behind theirs (a terminal state is final).
-func ServeFollowed(serve ServeFunc, format string, w http.ResponseWriter, r *http.Request, requestID string, from int64,
-	newTurn func(o *render.Output, turn string, from int64, continued bool) (render.Renderer, func() string)) {
-	turn, continued := requestID, false
+// FollowedTurn is a turn ServeFollowed serves: its request ID, from
+// sequence From; Followed: a later turn than the call's own (its events as
+// a resubscription's, each id "<ID>:<seq>"); Opened: the response's head
+// is written (a turn served before it in the response).
+type FollowedTurn struct {
+	ID               string
+	From             int64
+	Followed, Opened bool
+}
+
+// maxFollowHops bounds the walk from a call's turn to the later turn a
+// resume point names (the turns a stream has followed).
+const maxFollowHops = 64
+
+// ServeFollowed serves a task's turn requestID with serve in format, its
+// renderer made by newTurn, and then each later turn its renderer names
+// once it has ended (next, "" for none: its end is the task's), in the
+// same response, from its first frame. It ends after a turn that names
+// none, or with one that ends with an error (clean false) or the client
+// gone.
+//
+// The resume point of r (Last-Event-ID or ?from=) is a plain sequence of
+// requestID's frames, or "<turn>:<seq>", an event id of a followed turn:
+// the stream then resumes in that turn (found by later from requestID; a
+// turn not found drops the resume point, as a resubscription does). A
+// turn whose end lies before the resume point renders nothing: the turn
+// after it (later) follows. The A2A v0.3, v1.0 and AgentVault streams of a
+// turn (message/stream, SendStreamingMessage, tasks/sendSubscribe) so go on
+// with a turn queued behind theirs (a terminal state is final).
+func ServeFollowed(serve ServeFunc, format string, w http.ResponseWriter, r *http.Request, requestID string, later LaterFunc,
+	newTurn func(o *render.Output, t FollowedTurn) (render.Renderer, func() (next string, clean bool))) {
+	t := FollowedTurn{ID: requestID}
+	t.From, _ = egress.ResumePoint(r)
+	if turn, from, ok := turnResumePoint(r); ok {
+		t.From = 0
+		if turn == requestID || laterTurnOf(r.Context(), later, requestID, turn) {
+			t.ID, t.From, t.Followed = turn, from, turn != requestID
+		}
+		r = withResumePoint(r, t.From)
+	}
 	for {
-		var next func() string
+		var status func() (string, bool)
 		var out *render.Output
-		serve(w, r, turn, format, func(o *render.Output) render.Renderer {
-			rd, n := newTurn(o, turn, from, continued)
-			if b, ok := rd.(interface{ SetIDPrefix(string) }); ok && continued {
-				b.SetIDPrefix(turn + ":")
+		cur := t
+		serve(w, r, cur.ID, format, func(o *render.Output) render.Renderer {
+			rd, st := newTurn(o, cur)
+			if b, ok := rd.(interface{ SetIDPrefix(string) }); ok && cur.Followed {
+				b.SetIDPrefix(cur.ID + ":")
 			}
-			next, out = n, o
+			status, out = st, o
 			return rd
 		})
-		if next == nil || next() == "" || out.Err() != nil || r.Context().Err() != nil {
+		if status == nil || out.Err() != nil || r.Context().Err() != nil {
 			return
 		}
-		turn, from = next(), 0
-		if !continued {
-			continued = true
+		next, clean := status()
+		if next == "" && clean && cur.From > 0 && later != nil {
+			// Its end lies before the resume point: what follows it.
+			next = later(r.Context(), cur.ID)
+		}
+		if next == "" {
+			return
+		}
+		if !t.Opened {
 			w, r = ContinuedResponse{w}, WithoutResumePoint(r)
 		}
+		t = FollowedTurn{ID: next, Followed: true, Opened: true}
 	}
+}
+
+// laterTurnOf reports whether turn follows requestID in its task's record
+// (later, from requestID on, at most maxFollowHops turns).
+func laterTurnOf(ctx context.Context, later LaterFunc, requestID, turn string) bool {
+	if later == nil {
+		return false
+	}
+	for id, i := requestID, 0; i < maxFollowHops; i++ {
+		if id = later(ctx, id); id == "" {
+			return false
+		} else if id == turn {
+			return true
+		}
+	}
+	return false
 }
 
 // LaterFunc returns the turn a task's record lists after the turn after

@@ -13,7 +13,6 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"google.golang.org/grpc"
 
-	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
@@ -257,31 +256,32 @@ func (b *bindings) stream(w http.ResponseWriter, r *http.Request, req *a2a.SendM
 		return
 	}
 	defer sub.Done()
-	from, _ := egress.ResumePoint(r) // a bad one: Serve answers its error
 	c, _ := callFrom(r.Context())
-	b.followStream(w, r.WithContext(sub.Context()), c.c, sub.RequestID, p, from, newRenderer)
+	b.followStream(w, r.WithContext(sub.Context()), c.c, sub.RequestID, p, newRenderer)
 }
 
-// followStream serves the stream of the task's turn requestID (from the
-// resume point from) and then, when its end is not the task's because the
-// task's record lists a later turn (stream.later), that turn's events in
-// the same response, from its first frame as a resubscription's (no Task
-// first; each event id "<requestID>:<seq>", as a multi-turn v0.3 stream
-// names them), and so on to the task's terminal state
-// (a2aproto.ServeFollowed), as the gRPC binding's stream follows them
+// followStream serves the stream of the task's turn requestID and then,
+// when its end is not the task's because the task's record lists a later
+// turn (stream.later), that turn's events in the same response, from its
+// first frame as a resubscription's (no Task first; each event id
+// "<requestID>:<seq>", as a multi-turn v0.3 stream names them), and so on
+// to the task's terminal state (a2aproto.ServeFollowed, which also resumes
+// in a later turn), as the gRPC binding's stream follows them
 // (handler.SendStreamingMessage, a2aproto.Answers.A2AFollow).
-func (b *bindings) followStream(w http.ResponseWriter, r *http.Request, c host.BindingCaller, requestID string, p a2amap.Params, from int64,
+func (b *bindings) followStream(w http.ResponseWriter, r *http.Request, c host.BindingCaller, requestID string, p a2amap.Params,
 	newRenderer func(o *render.Output, requestID string, p a2amap.Params, from int64) *stream) {
 	later := a2aproto.LaterTurns(c, cmp.Or(p.TaskID, requestID))
-	a2aproto.ServeFollowed(b.h.Serve, StreamFormat, w, r, requestID, from, func(o *render.Output, turn string, from int64, continued bool) (render.Renderer, func() string) {
-		if continued {
+	first := p
+	a2aproto.ServeFollowed(b.h.Serve, StreamFormat, w, r, requestID, later, func(o *render.Output, t a2aproto.FollowedTurn) (render.Renderer, func() (string, bool)) {
+		p := first
+		if t.Followed {
 			p = a2amap.Params{TaskID: p.TaskID, ContextID: p.ContextID, Resubscribe: true, Interaction: p.Interaction,
 				AcceptedOutputModes: p.AcceptedOutputModes}
 		}
-		s := newRenderer(o, turn, p, from)
-		s.continued = continued
-		s.later = later.After(r.Context(), turn)
-		return s, func() string { return s.next }
+		s := newRenderer(o, t.ID, p, t.From)
+		s.continued, s.followed = t.Opened, t.Followed
+		s.later = later.After(r.Context(), t.ID)
+		return s, func() (string, bool) { return s.next, s.done }
 	})
 }
 

@@ -57,8 +57,9 @@ type stream struct {
 	// the next turn's (followStream).
 	next string
 	// continued: the stream goes on from an earlier turn's: its head is
-	// written, and it opens with no Task.
-	continued bool
+	// written. followed: a later turn than the call's: it opens with no
+	// Task. done: it ended without an error.
+	continued, followed, done bool
 }
 
 // NewStream returns the renderer of SendStreamingMessage's JSON-RPC SSE
@@ -88,7 +89,7 @@ func (r *stream) Start() error {
 	if !r.continued {
 		render.SSEHead(r.Out, 0)
 	}
-	r.Opening = r.from == 0 && !r.continued
+	r.Opening = r.from == 0 && !r.followed
 	return nil
 }
 
@@ -183,6 +184,7 @@ func (r *stream) textEvent(f *render.Frame) (out []byte, ok bool) {
 func (r *stream) Heartbeat() error { return render.SSEComment(r.Out, "keep-alive") }
 
 func (r *stream) End(err error) error {
+	r.done = err == nil
 	if err == nil && r.next != "" {
 		// The next turn may be long in coming: this one's end goes out
 		// now.
