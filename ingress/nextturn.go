@@ -3,11 +3,13 @@ package ingress
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
@@ -87,7 +89,26 @@ func (c rpcCaller) LaterTurn(ctx context.Context, t *host.Task, after string) (s
 	if rec == nil || !slices.Contains(rec.RequestIDs, after) {
 		return "", nil
 	}
-	return nextAfter(rec.RequestIDs, after), nil
+	next := nextAfter(rec.RequestIDs, after)
+	if next == "" || c.p.Open {
+		return next, nil
+	}
+	// The stream shows it to the caller: it must be the task's own
+	// (host.Session.OwnRequests: an admin's answer is, another principal's
+	// request stored under an id the record lists is not). One not stored
+	// yet is being published by a writer the record's append checked.
+	rq, err := c.s.egress.LoadRequestHead(ctx, next)
+	if errors.Is(err, egress.ErrNotFound) {
+		return next, nil
+	}
+	if err != nil {
+		return "", hostError(err)
+	}
+	sess := c.p.session(rec)
+	if _, err := sess.OwnRequests([]egress.StoredRequest{rq}); err != nil {
+		return "", nil // not the task's own: nothing of it follows
+	}
+	return next, nil
 }
 
 // LaterTurn is rpcCaller's.
