@@ -30,7 +30,8 @@ func sdkError(err error) error {
 		return a2a.ErrTaskNotFound
 	case errors.Is(err, egress.ErrNotCancelable):
 		return a2a.ErrTaskNotCancelable
-	case errors.Is(err, host.ErrInvalidPool), errors.Is(err, host.ErrUnknownPool), errors.Is(err, host.ErrConflict):
+	case errors.Is(err, host.ErrInvalidPool), errors.Is(err, host.ErrUnknownPool), errors.Is(err, host.ErrConflict),
+		errors.Is(err, egress.ErrBadRequest): // a resume point that is no event id of the stream
 		return fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
 	case errors.Is(err, host.ErrTooLarge):
 		return fmt.Errorf("%w: %v", a2a.ErrInvalidRequest, err)
