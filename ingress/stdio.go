@@ -221,7 +221,8 @@ type stdioConn struct {
 // stdioHookKey is the context key of a test hook of ServeACPStdio, called
 // with event "wait" when a call waits for a session/cancel read before it
 // (or, a session/cancel, for the cancels of the session's prompts in
-// flight: cancelSession), "run" when its handler starts and "done" when it
+// flight: cancelSession), "cancel-wait" when such a cancel waits for a
+// prompt's publish, "run" when its handler starts and "done" when it
 // returned (stdio_export_test.go).
 type stdioHookKey struct{}
 
@@ -312,9 +313,11 @@ func (c *stdioConn) dispatch(ln stdioLine) {
 	call := &stdioCall{id: pk.ID}
 	call.ctx, call.cancel = context.WithCancel(c.base)
 	hdr := http.Header{}
-	if pk.ID != nil && lc.Publishes {
+	if lc.Publishes && (pk.ID != nil || lc.Turn) {
 		// The pipeline request id is fixed before the handler runs, so a
-		// cancel can name the request before it is even published.
+		// cancel can name the request before it is even published: a
+		// prompt sent as a notification too (a turn of the session all
+		// the same, which a session/cancel read after it cancels).
 		call.requestID = newRequestID()
 		hdr.Set("Idempotency-Key", call.requestID)
 		call.ctx = withFreshID(call.ctx, call.requestID) // not a client's: published without a lookup
@@ -554,6 +557,13 @@ func (c *stdioConn) cancelPipeline(call *stdioCall) {
 // same connection as the cancel, so the server stores it first. A call
 // that ended without publishing has nothing to cancel.
 func (c *stdioConn) cancelPublished(call *stdioCall) {
+	select {
+	case <-call.published:
+	default:
+		if c.hook != nil {
+			c.hook("cancel-wait", "session/prompt") // tests: the cancel waits for this publish
+		}
+	}
 	select {
 	case <-call.published:
 	case <-call.ctx.Done():
