@@ -69,8 +69,8 @@ type modelServer struct {
 }
 
 // transport is the bridges' transport to the server, counting the calls
-// in flight as a bridge sees them: from the call to the close of its
-// answer's body (or the call's error), and not once the call's context
+// in flight as a bridge sees them: from the call to the end of its answer
+// (countedBody) or the call's error, and not once the call's context
 // has ended (the bridge abandoned it: a cancelled turn, whose final frame
 // the agent writes once its context ends, while the call closes). The
 // server's side cannot tell: a call the bridge cancelled or read to its
@@ -112,13 +112,30 @@ func (c countedCalls) RoundTrip(r *http.Request) (*http.Response, error) {
 		end()
 		return nil, err
 	}
-	resp.Body = countedBody{resp.Body, end}
+	resp.Body = countedBody{resp.Body, end, new([]byte)}
 	return resp, nil
 }
 
+// countedBody is a model call's answer: the call ends (end) once the
+// bridge has read its last event ([DONE]: the bridge may write the turn's
+// final frame, and the next turn begin, before it closes the body), its
+// body's end, or when it is closed.
 type countedBody struct {
 	io.ReadCloser
-	end func()
+	end  func()
+	tail *[]byte // the last bytes read, for a [DONE] split across reads
+}
+
+func (b countedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	*b.tail = append(*b.tail, p[:n]...)
+	if bytes.Contains(*b.tail, []byte("[DONE]")) || err != nil {
+		b.end()
+	}
+	if len(*b.tail) > 8 {
+		*b.tail = append((*b.tail)[:0], (*b.tail)[len(*b.tail)-8:]...)
+	}
+	return n, err
 }
 
 func (b countedBody) Close() error {
