@@ -2,12 +2,15 @@ package a2abridge
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 )
 
 var (
@@ -35,7 +38,7 @@ func (u *Upstream) CancelTurn(ctx context.Context, env *e2a.Envelope) error {
 	var refused error
 	if open {
 		task := a2a.TaskID(conv.Thread(env).UpstreamTaskID)
-		if _, err := u.client.CancelTask(u.serviceParams(ctx, env), &a2a.CancelTaskRequest{ID: task}); err != nil {
+		if err := u.cancelInterrupted(ctx, env, task); err != nil {
 			refused = upstreamError(err)
 			u.cfg.log.Warn("a2a bridge: the agent refused the cancel of its interrupted task", "task", task,
 				"request_id", env.RequestID, "err", u.Scrub(refused.Error()))
@@ -49,3 +52,31 @@ func (u *Upstream) CancelTurn(ctx context.Context, env *e2a.Envelope) error {
 	}
 	return refused
 }
+
+// cancelInterrupted cancels the agent's interrupted task (CancelTask). A
+// refusal (not cancelable) while the agent still shows the task
+// input-required or auth-required is a cancel that came as the agent's
+// execution of the turn that asked was ending (a2a-go answers it with
+// that execution's result, the interrupted task): it is sent again after
+// a short wait, up to cancelTries times in all.
+func (u *Upstream) cancelInterrupted(ctx context.Context, env *e2a.Envelope, task a2a.TaskID) error {
+	wait := 20 * time.Millisecond
+	for try := 1; ; try++ {
+		_, err := u.client.CancelTask(u.serviceParams(ctx, env), &a2a.CancelTaskRequest{ID: task})
+		if err == nil || !errors.Is(err, a2a.ErrTaskNotCancelable) || try == cancelTries {
+			return err
+		}
+		t, gerr := u.client.GetTask(u.serviceParams(ctx, env), &a2a.GetTaskRequest{ID: task})
+		if gerr != nil || (t.Status.State != a2a.TaskStateInputRequired && t.Status.State != a2a.TaskStateAuthRequired) {
+			return err // terminal: refused for good
+		}
+		if sleepctx.Sleep(ctx, wait) != nil {
+			return err
+		}
+		wait *= 2
+	}
+}
+
+// cancelTries bounds the CancelTasks of an interrupted task
+// (cancelInterrupted).
+const cancelTries = 4
