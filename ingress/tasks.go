@@ -273,7 +273,7 @@ func (s *TaskStore) latest(ctx context.Context, kind, id string) (*TaskRecord, e
 	if s.directErr != nil {
 		return s.recorded(ctx, kind, id)
 	}
-	msg, err := s.direct.GetLast(ctx, "KV_"+streams.TasksBucket, "$KV."+streams.TasksBucket+"."+key)
+	msg, err := s.direct.GetLast(ctx, streams.KVStream(streams.TasksBucket), subjects.KV(streams.TasksBucket, key))
 	if err != nil || msg == nil {
 		return nil, err
 	}
