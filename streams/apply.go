@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/internal/option"
@@ -209,10 +210,18 @@ func retryPlacement(ctx context.Context, call func() error) error {
 }
 
 // transientPlacement reports whether err is the cluster refusing a
-// placement for now (errCodeNoSuitablePeers, errCodeClusterNotAvailable).
+// placement for now (errCodeNoSuitablePeers, errCodeClusterNotAvailable),
+// or the API request timing out (its answer late or lost: a cluster under
+// load creating a replicated stream took longer than the request's 5 s
+// once, in CI). Create and update are idempotent with the same
+// configuration, so they are sent again; a done context still ends the
+// retries (retryPlacement).
 func transientPlacement(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeNoSuitablePeers || apiErr.ErrorCode == errCodeClusterNotAvailable)
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == errCodeNoSuitablePeers || apiErr.ErrorCode == errCodeClusterNotAvailable
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }
 
 func applyStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) Change {

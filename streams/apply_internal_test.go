@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -37,6 +38,10 @@ func TestRetryPlacement(t *testing.T) {
 		}
 		if err, calls, took := run(t, context.Background(), other); !errors.Is(err, other) || calls != 1 || took != 0 {
 			t.Errorf("another error: %v after %d calls, %v", err, calls, took)
+		}
+		// A request that timed out (its answer late under load): again.
+		if err, calls, took := run(t, context.Background(), context.DeadlineExceeded, nats.ErrTimeout, nil); err != nil || calls != 3 || took != 750*time.Millisecond {
+			t.Errorf("timed out twice then placed: %v after %d calls, %v", err, calls, took)
 		}
 		// 250 ms, 500 ms, 1 s, then 2 s each while the next wait ends within 30 s:
 		// 17 waits, 29.75 s.
