@@ -213,7 +213,15 @@ func (h *Handler) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		}
 	}
 	h.m.duration.WithLabelValues(h.pool, name).Observe(time.Since(start).Seconds())
-	h.m.calls.WithLabelValues(h.pool, name, outcome(err)).Inc()
+	oc := outcome(err)
+	if err != nil && ctx.Err() != nil && !errors.Is(context.Cause(ctx), agent.ErrFenced) {
+		// The request's own end (cancelled, past its deadline) whatever
+		// error the call returned then (a frame's write refused as the
+		// request ended: seen in CI): not the upstream's failure. A
+		// worker fenced out stays the runtime's error.
+		oc = "cancelled"
+	}
+	h.m.calls.WithLabelValues(h.pool, name, oc).Inc()
 	var be *Error
 	if errors.As(err, &be) {
 		be = h.scrubbed(be)
