@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/push"
+	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 // NextTurn waits until the record of kind/id holds a request after
@@ -86,10 +90,7 @@ func (c rpcCaller) LaterTurn(ctx context.Context, t *host.Task, after string) (s
 	if err != nil {
 		return "", hostError(err)
 	}
-	if rec == nil || !slices.Contains(rec.RequestIDs, after) {
-		return "", nil
-	}
-	next := nextAfter(rec.RequestIDs, after)
+	next := rec.later(after)
 	if next == "" || c.p.Open {
 		return next, nil
 	}
@@ -109,6 +110,49 @@ func (c rpcCaller) LaterTurn(ctx context.Context, t *host.Task, after string) (s
 		return "", nil // not the task's own: nothing of it follows
 	}
 	return next, nil
+}
+
+// later is the request the record r lists after after: "" when r is
+// nil (no record: one turn, its request stands for it), or after is its
+// newest or not in it.
+func (r *TaskRecord) later(after string) string {
+	if r == nil || !slices.Contains(r.RequestIDs, after) {
+		return ""
+	}
+	return nextAfter(r.RequestIDs, after)
+}
+
+// TaskTurns reads the turn a task's record lists after another for the
+// push stage (push.WithTaskTurns), as a turn's stream reads it at its end
+// (LaterTurn): one direct get of the record, a replica a write behind
+// possibly answering, with no bucket to open first. It does not check
+// who owns the turns: the stage does, against the request it renders.
+// Safe for concurrent use.
+type TaskTurns struct {
+	nc   *nats.Conn
+	once sync.Once
+	d    *streams.DirectGetter
+	err  error
+}
+
+var _ push.TaskTurns = (*TaskTurns)(nil)
+
+// NewTaskTurns returns the TaskTurns of the records on nc's server.
+func NewTaskTurns(nc *nats.Conn) *TaskTurns { return &TaskTurns{nc: nc} }
+
+// LaterTurn is the request the record of A2A task taskID lists after
+// after: "" when the task has no record, or after is its newest or not in
+// it.
+func (t *TaskTurns) LaterTurn(ctx context.Context, taskID, after string) (string, error) {
+	t.once.Do(func() { t.d, t.err = streams.NewDirectGetter(t.nc) })
+	if t.err != nil {
+		return "", t.err
+	}
+	rec, err := directRecord(ctx, t.d, KindTask, taskID)
+	if err != nil {
+		return "", err
+	}
+	return rec.later(after), nil
 }
 
 // LaterTurn is rpcCaller's.

@@ -40,16 +40,24 @@ type queuedTask struct {
 
 func startQueuedTask(t *testing.T, texts ...string) *queuedTask {
 	t.Helper()
-	return startQueuedTaskReplying(t, func(w agent.Writer, text string) error {
-		return w.Chunk(e2a.DeltaText, "Hello, "+text)
-	}, texts...)
+	return startQueuedTaskReplying(t, helloReply, texts...)
 }
+
+// helloReply is startQueuedTask's reply: "Hello, <text>".
+func helloReply(w agent.Writer, text string) error { return w.Chunk(e2a.DeltaText, "Hello, "+text) }
 
 // startQueuedTaskReplying is startQueuedTask whose held turns, once let
 // go, answer with reply (then complete).
 func startQueuedTaskReplying(t *testing.T, reply func(w agent.Writer, text string) error, texts ...string) *queuedTask {
 	t.Helper()
-	g := &queuedTask{Pipeline: pipetest.Start(t, pipetest.WithGRPC(), pipetest.WithIngress(ingress.WithDefaultPool("gated"))), started: make(chan string, 8), gates: map[string]chan struct{}{}}
+	return startQueuedTaskOn(t, pipetest.Start(t, pipetest.WithGRPC(), pipetest.WithIngress(ingress.WithDefaultPool("gated"))), reply, texts...)
+}
+
+// startQueuedTaskOn is startQueuedTaskReplying on the pipeline p (its
+// default pool "gated").
+func startQueuedTaskOn(t *testing.T, p *pipetest.Pipeline, reply func(w agent.Writer, text string) error, texts ...string) *queuedTask {
+	t.Helper()
+	g := &queuedTask{Pipeline: p, started: make(chan string, 8), gates: map[string]chan struct{}{}}
 	for _, s := range texts {
 		g.gates[s] = make(chan struct{})
 	}

@@ -265,15 +265,21 @@ func (s *TaskStore) recorded(ctx context.Context, kind, id string) (*TaskRecord,
 // (streams.DirectGetter), not the key-value API's request. A replica a
 // write behind may answer it, as recorded's.
 func (s *TaskStore) latest(ctx context.Context, kind, id string) (*TaskRecord, error) {
-	key, err := taskKey(kind, id)
-	if err != nil {
-		return nil, nil
-	}
 	s.directOnce.Do(func() { s.direct, s.directErr = streams.NewDirectGetter(s.nc) })
 	if s.directErr != nil {
 		return s.recorded(ctx, kind, id)
 	}
-	msg, err := s.direct.GetLast(ctx, streams.KVStream(streams.TasksBucket), subjects.KV(streams.TasksBucket, key))
+	return directRecord(ctx, s.direct, kind, id)
+}
+
+// directRecord reads the record kind/id with one direct get of d (nil:
+// none, or deleted).
+func directRecord(ctx context.Context, d *streams.DirectGetter, kind, id string) (*TaskRecord, error) {
+	key, err := taskKey(kind, id)
+	if err != nil {
+		return nil, nil
+	}
+	msg, err := d.GetLast(ctx, streams.KVStream(streams.TasksBucket), subjects.KV(streams.TasksBucket, key))
 	if err != nil || msg == nil {
 		return nil, err
 	}

@@ -54,7 +54,11 @@
 // answers it once the update's frame is stored (a2amap.BuildTask, in v0.3, over the
 // task's turns, found by E2A-After-Request: a turn that is another
 // principal's or task's, its id taken again, ends them), what the v0.3
-// SDKs' senders post after each event. The mapper is fed the request's earlier
+// SDKs' senders post after each event. A turn's final status that a turn
+// queued behind it takes back (the task's record lists a later turn of
+// the same principal and task: WithTaskTurns) is posted as a turn's
+// stream writes it: submitted, not terminal, and for V03 the Task as
+// tasks/get answers while that turn waits. The mapper is fed the request's earlier
 // frames when this replica has not seen them, so an update's id
 // (E2A-Event-Id: <request_id>:<frame sequence>:<n>) and body are the same
 // whichever replica renders it.

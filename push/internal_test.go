@@ -90,6 +90,7 @@ func TestOptions(t *testing.T) {
 		"consumer":       WithConsumerName("a.b"),
 		"logger":         WithLogger(nil),
 		"registerer":     WithRegisterer(nil),
+		"task turns":     WithTaskTurns(nil),
 		"nil":            nil,
 	}
 	for name, o := range bad {

@@ -53,6 +53,7 @@ type options struct {
 	log                  *slog.Logger
 	registerer           prometheus.Registerer
 	signer               *Signer
+	turns                TaskTurns
 }
 
 func buildOptions(opts []Option) (options, error) {

@@ -278,7 +278,11 @@ func (s *stage) render(ctx context.Context, mappers map[string]*mapState, r *req
 		return err
 	}
 	for _, f := range fs {
-		evs, err := st.renderFrame(m.requestID, r.params, f)
+		var later func() (*e2a.Envelope, error)
+		if f.IsFinal {
+			later = func() (*e2a.Envelope, error) { return s.laterTurn(ctx, r, m.requestID) }
+		}
+		evs, err := st.renderFrame(m.requestID, r.params, f, later)
 		if err != nil {
 			return err
 		}
@@ -292,20 +296,32 @@ func (s *stage) render(ctx context.Context, mappers map[string]*mapState, r *req
 }
 
 // renderFrame maps frame f of requestID (the call p) to its task
-// updates, each with its id, time and bodies.
-func (st *mapState) renderFrame(requestID string, p a2amap.Params, f *e2a.Response) ([]event, error) {
+// updates, each with its id, time and bodies. When f ends the task and
+// later (nil: not asked) finds the task's next turn queued behind it,
+// the terminal status is written submitted, and the v0.3 Task is the one
+// that turn waits in (WithTaskTurns).
+func (st *mapState) renderFrame(requestID string, p a2amap.Params, f *e2a.Response, later func() (*e2a.Envelope, error)) ([]event, error) {
 	evs, err := st.m.Events(f)
 	if err != nil {
 		return nil, err
 	}
 	evs = a2aproto.FilterEvents(p, evs)
+	var next *e2a.Envelope
+	if i := terminalStatus(evs); i >= 0 && later != nil {
+		if next, err = later(); err != nil {
+			return nil, err
+		}
+		if next != nil {
+			followed(evs, i)
+		}
+	}
 	ts := time.Now()
 	if t := a2amap.FrameTime(f); t != nil {
 		ts = *t
 	}
 	var v03 [][]byte
 	if st.tasks {
-		if v03, err = st.taskBodies(f, evs); err != nil {
+		if v03, err = st.taskBodies(f, evs, next); err != nil {
 			return nil, err
 		}
 	}
@@ -508,8 +524,10 @@ func (st *mapState) addFrames(fs []*e2a.Response) {
 // over the task's turns; st.tb builds it one frame at a time), what the
 // v0.3 SDKs' senders post after each event. An update before the frame's
 // status update carries the status the task had before the frame, so a
-// terminal state comes only with the last update.
-func (st *mapState) taskBodies(f *e2a.Response, evs []a2a.Event) ([][]byte, error) {
+// terminal state comes only with the last update. With next (the
+// task's next turn, queued behind this one: not nil only for the frame
+// that ends it) the Task after f is the one next waits in.
+func (st *mapState) taskBodies(f *e2a.Response, evs []a2a.Event, next *e2a.Envelope) ([][]byte, error) {
 	statusAt := -1
 	for i, ev := range evs {
 		if _, ok := ev.(*a2a.TaskStatusUpdateEvent); ok {
@@ -524,7 +542,13 @@ func (st *mapState) taskBodies(f *e2a.Response, evs []a2a.Event) ([][]byte, erro
 	if len(evs) == 0 {
 		return nil, nil
 	}
-	after, err := st.tb.MarshalV03Task(nil)
+	var after []byte
+	var err error
+	if next != nil {
+		after, err = json.Marshal(a2amap.V03Task(st.tb.FollowedBy(next)))
+	} else {
+		after, err = st.tb.MarshalV03Task(nil)
+	}
 	if err != nil {
 		return nil, err
 	}

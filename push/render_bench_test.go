@@ -42,7 +42,7 @@ func BenchmarkV03PushBody(b *testing.B) {
 			for b.Loop() {
 				st := newBenchState(id, p, env)
 				for _, f := range fs {
-					evs, err := st.renderFrame(id, p, f)
+					evs, err := st.renderFrame(id, p, f, nil)
 					if err != nil {
 						b.Fatal(err)
 					}

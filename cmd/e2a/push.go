@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/push"
 )
 
@@ -123,6 +124,7 @@ func startPush(ctx context.Context, nc *nats.Conn, cfg Config, dev bool, reg pro
 		log.Info("push notification stage not run here", "E2A_PUSH", m)
 		return false, nil
 	}
+	opts = append(opts, push.WithTaskTurns(ingress.NewTaskTurns(nc)))
 	go func() {
 		if err := push.Run(ctx, nc, opts...); err != nil {
 			done <- fmt.Errorf("push: %w", err)
@@ -214,6 +216,7 @@ func runPushStage(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	opts = append(opts, push.WithTaskTurns(ingress.NewTaskTurns(nc)))
 	return serveOps(ctx, cfg, newOpsMux(reg, nc, js), reg, log, func() error { return push.Run(ctx, nc, opts...) },
 		"push notification stage running")
 }

@@ -147,7 +147,9 @@ func startPush(t testing.TB, ctx context.Context, nc *nats.Conn, hosts []string)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- push.Run(ctx, nc, push.WithAllowHosts(hosts...)) }()
+	go func() {
+		done <- push.Run(ctx, nc, push.WithAllowHosts(hosts...), push.WithTaskTurns(ingress.NewTaskTurns(nc)))
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {

@@ -112,6 +112,15 @@ func (b *TaskBuilder) Task() *a2a.Task {
 // builder sb.
 func (b *TaskBuilder) task(text func(sb *strings.Builder) string) *a2a.Task {
 	t := &a2a.Task{ID: a2a.TaskID(b.taskID), ContextID: b.base.ContextID, Status: b.Status()}
+	t.History, t.Artifacts = b.turn(text, true)
+	return t
+}
+
+// turn is the task's history and artifacts after the request's frames
+// added so far (text as task's), the request the task's last (lastReq:
+// its final reply in artifacts when it completed) or followed by another
+// (BuildTask's reading of each request).
+func (b *TaskBuilder) turn(text func(sb *strings.Builder) string, lastReq bool) ([]*a2a.Message, []*a2a.Artifact) {
 	history := append([]*a2a.Message(nil), b.base.History...)
 	view := *b.agg
 	view.msgs = b.agg.sealedMsgs(text)
@@ -123,9 +132,29 @@ func (b *TaskBuilder) task(text func(sb *strings.Builder) string) *a2a.Task {
 		// Its artifacts are in the aggregate's (Aggregator.Add).
 		history = append(history, n.History...)
 	}
-	h, arts := view.history(true)
-	t.History = append(history, h...)
-	t.Artifacts = arts
+	h, arts := view.history(lastReq)
+	return append(history, h...), arts
+}
+
+// FollowedBy is the task once the request's frames added so far have
+// ended its turn and the task's next request env (nil: one whose
+// envelope is not stored) waits behind it without a frame: what BuildTask
+// builds over the earlier turns, this request and env's. It is
+// submitted, this request's reply stays in history (an earlier turn's),
+// an interrupted turn's question too, and env's user message comes last:
+// what tasks/get answers while the next turn is queued. Push posts it
+// for the final status a queued turn takes back.
+func (b *TaskBuilder) FollowedBy(env *e2a.Envelope) *a2a.Task {
+	t := &a2a.Task{ID: a2a.TaskID(b.taskID), ContextID: b.base.ContextID, Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted}}
+	t.History, t.Artifacts = b.turn((*strings.Builder).String, false)
+	if Interrupted(b.agg.state) && b.agg.status != nil {
+		t.History = append(t.History, b.agg.status)
+	}
+	if env != nil {
+		if um := userMessage(env, t.ID, t.ContextID); um != nil {
+			t.History = append(t.History, um)
+		}
+	}
 	return t
 }
 

@@ -71,6 +71,24 @@ func TestTaskBuilderMatchesBuildTask(t *testing.T) {
 	}
 }
 
+// compareFollowed compares FollowedBy, after the turn's final frame, with
+// BuildTask over the task's requests reqs and a next request queued
+// behind them (with a user message, without one, its envelope not
+// stored), as tasks/get answers while that request waits.
+func compareFollowed(t *testing.T, b *a2amap.TaskBuilder, taskID, contextID string, reqs []a2amap.Request) {
+	t.Helper()
+	for _, next := range []*e2a.Envelope{
+		{RequestID: "req-next", Params: map[string]any{"text": "and then?"}},
+		{RequestID: "req-next"},
+		nil,
+	} {
+		want := marshal(t, a2amap.BuildTask(taskID, contextID, append(slices.Clone(reqs), a2amap.Request{Envelope: next}), nil))
+		if got := marshal(t, b.FollowedBy(next)); !bytes.Equal(got, want) {
+			t.Fatalf("FollowedBy(%+v):\nbuilder   %s\nBuildTask %s", next, got, want)
+		}
+	}
+}
+
 // compareBuilder compares the builder with BuildTask after each of
 // frames; it returns how many frames Add refused.
 func compareBuilder(t *testing.T, taskID, contextID string, prev []a2amap.Request, env *e2a.Envelope, frames []*e2a.Response) (refused int) {
@@ -106,6 +124,9 @@ func compareBuilder(t *testing.T, taskID, contextID string, prev []a2amap.Reques
 		full.Status = before
 		if m, err := b.MarshalV03Task(&before); err != nil || !bytes.Equal(m, marshal(t, a2amap.V03Task(full))) {
 			t.Fatalf("after %d frames, MarshalV03Task with the earlier status %s (%v), want %s", k, m, err, marshal(t, a2amap.V03Task(full)))
+		}
+		if k == len(frames) && k > 0 && frames[k-1].IsFinal {
+			compareFollowed(t, b, taskID, contextID, reqs)
 		}
 	}
 	if n := a2amap.Misses(b); n > 0 {
