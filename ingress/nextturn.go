@@ -129,10 +129,9 @@ func (r *TaskRecord) later(after string) string {
 // who owns the turns: the stage does, against the request it renders.
 // Safe for concurrent use.
 type TaskTurns struct {
-	nc   *nats.Conn
-	once sync.Once
-	d    *streams.DirectGetter
-	err  error
+	nc *nats.Conn
+	mu sync.Mutex
+	d  *streams.DirectGetter // made on first use, again after a failure
 }
 
 var _ push.TaskTurns = (*TaskTurns)(nil)
@@ -144,11 +143,18 @@ func NewTaskTurns(nc *nats.Conn) *TaskTurns { return &TaskTurns{nc: nc} }
 // after: "" when the task has no record, or after is its newest or not in
 // it.
 func (t *TaskTurns) LaterTurn(ctx context.Context, taskID, after string) (string, error) {
-	t.once.Do(func() { t.d, t.err = streams.NewDirectGetter(t.nc) })
-	if t.err != nil {
-		return "", t.err
+	t.mu.Lock()
+	if t.d == nil {
+		d, err := streams.NewDirectGetter(t.nc)
+		if err != nil {
+			t.mu.Unlock()
+			return "", err
+		}
+		t.d = d
 	}
-	rec, err := directRecord(ctx, t.d, KindTask, taskID)
+	d := t.d
+	t.mu.Unlock()
+	rec, err := directRecord(ctx, d, KindTask, taskID)
 	if err != nil {
 		return "", err
 	}

@@ -10,6 +10,7 @@ import (
 
 	a2a03 "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
 	"github.com/e2a-pipeline/pipeline/ingress"
 	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
@@ -29,32 +30,12 @@ import (
 // Before, Paris's end was posted completed, and the task then went back
 // to working.
 func TestPushFollowsQueuedTurn(t *testing.T) {
-	p := pipetest.Start(t, pipetest.WithGRPC(), pipetest.WithPush("127.0.0.1"), pipetest.WithIngress(ingress.WithDefaultPool("gated")))
-	g := startQueuedTaskOn(t, p, helloReply, "Paris", "Rome")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c := up.Client(t, g.URL)
-	task := up.Asked(t, ctx, c, up.Msg("the weather"))
-	r := pushtest.NewReceiver(t)
-	if _, err := c.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: task.ID, ID: "v1", URL: r.URL + "/v1", Token: "tok-v1"}); err != nil {
-		t.Fatalf("CreateTaskPushConfig: %v", err)
-	}
-	if _, err := v03ClientAt(t, g.URL).SetTaskPushConfig(ctx, &a2a03.TaskPushConfig{TaskID: a2a03.TaskID(task.ID),
-		Config: a2a03.PushConfig{ID: "v03", URL: r.URL + "/v03", Token: "tok-v03"}}); err != nil {
-		t.Fatalf("tasks/pushNotificationConfig/set: %v", err)
-	}
-	paris := make(chan error, 1)
-	go func() {
-		_, err := c.SendMessage(ctx, up.Reply(task, "Paris"))
-		paris <- err
-	}()
-	if s := <-g.started; s != "Paris" {
-		t.Fatalf("started %q", s)
-	}
-	queueRome(t, ctx, g, c, task)
-	if err := <-paris; err != nil {
+	pt := startPushedParis(t)
+	queueRome(t, pt.ctx, pt.g, pt.c, pt.task)
+	if err := <-pt.paris; err != nil {
 		t.Fatalf("Paris: %v", err)
 	}
+	r := pt.r
 
 	v1 := awaitRome(t, r, "/v1", "TASK_STATE_COMPLETED")
 	noEarlyEnd(t, "v1.0", v1, func(s string) bool { return a2a.TaskState(s).Terminal() })
@@ -76,6 +57,61 @@ func TestPushFollowsQueuedTurn(t *testing.T) {
 	} else if tp, ok := w.History[n-1].Parts[0].(a2a03.TextPart); !ok || tp.Text != "Rome" {
 		t.Errorf("v0.3 Task while Rome waits: last history message %+v, want Rome's", w.History[n-1])
 	}
+}
+
+// pushedParis is a queuedTask holding "Paris" and "Rome" with the push
+// stage: its task asked (input-required, by the a2a-go/v2 client c), an
+// A2A v1.0 push config on it (r's /v1, made with c) and a v0.3 one (r's
+// /v03, made with the a2a-go v0.3 client), and Paris's blocking answer
+// sent (paris gets its result) and running, held at its gate.
+type pushedParis struct {
+	g     *queuedTask
+	ctx   context.Context
+	c     *a2aclient.Client
+	task  *a2a.Task
+	r     *pushtest.Receiver
+	paris chan error
+}
+
+func startPushedParis(t *testing.T) *pushedParis {
+	t.Helper()
+	p := pipetest.Start(t, pipetest.WithGRPC(), pipetest.WithPush("127.0.0.1"), pipetest.WithIngress(ingress.WithDefaultPool("gated")))
+	pt := &pushedParis{g: startQueuedTaskOn(t, p, helloReply, "Paris", "Rome"), r: pushtest.NewReceiver(t), paris: make(chan error, 1)}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	pt.ctx, pt.c = ctx, up.Client(t, pt.g.URL)
+	pt.task = up.Asked(t, ctx, pt.c, up.Msg("the weather"))
+	if _, err := pt.c.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: pt.task.ID, ID: "v1", URL: pt.r.URL + "/v1", Token: "tok-v1"}); err != nil {
+		t.Fatalf("CreateTaskPushConfig: %v", err)
+	}
+	if _, err := v03ClientAt(t, pt.g.URL).SetTaskPushConfig(ctx, &a2a03.TaskPushConfig{TaskID: a2a03.TaskID(pt.task.ID),
+		Config: a2a03.PushConfig{ID: "v03", URL: pt.r.URL + "/v03", Token: "tok-v03"}}); err != nil {
+		t.Fatalf("tasks/pushNotificationConfig/set: %v", err)
+	}
+	go func() {
+		_, err := pt.c.SendMessage(ctx, up.Reply(pt.task, "Paris"))
+		pt.paris <- err
+	}()
+	if s := testkit.Receive(t, pt.g.started, 10*time.Second, "Paris started"); s != "Paris" {
+		t.Fatalf("started %q", s)
+	}
+	return pt
+}
+
+// sendRome sends Rome's blocking answer (its result to the returned
+// channel) and waits until the task's record lists it behind Paris; it
+// returns the record then.
+func (pt *pushedParis) sendRome(t *testing.T) (*ingress.TaskRecord, <-chan error) {
+	t.Helper()
+	rome := make(chan error, 1)
+	go func() {
+		_, err := pt.c.SendMessage(pt.ctx, up.Reply(pt.task, "Rome"))
+		rome <- err
+	}()
+	testkit.Eventually(t, 10*time.Second, "Rome recorded behind Paris", func() bool {
+		return len(record(t, pt.g.JS, ingress.KindTask, string(pt.task.ID)).RequestIDs) == 3
+	})
+	return record(t, pt.g.JS, ingress.KindTask, string(pt.task.ID)), rome
 }
 
 // awaitRome waits until path got the task's last update (state) after

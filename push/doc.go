@@ -58,7 +58,10 @@
 // queued behind it takes back (the task's record lists a later turn of
 // the same principal and task: WithTaskTurns) is posted as a turn's
 // stream writes it: submitted, not terminal, and for V03 the Task as
-// tasks/get answers while that turn waits. The mapper is fed the request's earlier
+// tasks/get answers while that turn waits (unless that turn has a message
+// stored before this one, or the record cannot be read: then as the
+// frame says; a turn recorded and not stored is waited for up to the
+// publish timeout). The mapper is fed the request's earlier
 // frames when this replica has not seen them, so an update's id
 // (E2A-Event-Id: <request_id>:<frame sequence>:<n>) and body are the same
 // whichever replica renders it.

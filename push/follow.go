@@ -2,11 +2,16 @@ package push
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
 	a2a "github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/option"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // TaskTurns reads the turns of a task's record (ingress.TaskTurns: the
@@ -31,32 +36,85 @@ func WithTaskTurns(t TaskTurns) Option {
 	return option.NotNil(ErrInvalidOption, "task turns", t, func(o *options) { o.turns = t })
 }
 
-// laterTurn is the envelope of the turn r's task records after
-// requestID (a stub with its id when it is not stored yet: being
-// published by a writer the record's append checked), when that turn is
-// r's principal's and task's; nil when there is none, another
-// principal's request is stored under its id, or the stage reads no
-// records (WithTaskTurns). A replica behind may answer the record's read
-// without a turn recorded a moment ago: the update is then posted
-// terminal, as a stream that read the record then writes it.
-func (s *stage) laterTurn(ctx context.Context, r *request, requestID string) (*e2a.Envelope, error) {
+// laterTurn is the envelope of the turn r's task records after m's
+// request (a stub with its id when it is not stored), when the update
+// ending that request's turn (m holds its final frame) is to be posted
+// submitted: the turn is r's principal's and task's, and nothing of it
+// is stored before m (tasks/cancel stores a queued turn's end before the
+// running turn's: the task's end is then the running turn's, posted as
+// its frame says, as tasks/get reads it). Nil otherwise, or when the
+// stage reads no records (WithTaskTurns).
+//
+// A record that cannot be read counts as listing no later turn (as a
+// turn's stream reads it): the update is posted as its frame says, with
+// a warning, rather than holding the task's updates. A turn recorded but
+// not stored yet (ingress records a turn, then publishes it) is waited
+// for, up to awaitPublish after m was stored (errBehind: m is looked at
+// again), then counts as none: a publish that never came. A replica
+// behind may answer the record's read without a turn recorded a moment
+// ago: the update is then posted terminal, as a stream that read the
+// record then writes it.
+func (s *stage) laterTurn(ctx context.Context, r *request, m *message) (*e2a.Envelope, error) {
 	if s.o.turns == nil || r.taskID == "" {
 		return nil, nil
 	}
-	next, err := s.o.turns.LaterTurn(ctx, r.taskID, requestID)
-	if err != nil || next == "" {
-		return nil, err
+	next, err := s.o.turns.LaterTurn(ctx, r.taskID, m.requestID)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		s.log.Warn("push: the task's record cannot be read; its turn's end is posted as its frame says",
+			"request_id", m.requestID, "err", err)
+		return nil, nil
+	}
+	if next == "" {
+		return nil, nil
 	}
 	env, _, err := s.envelope(ctx, next)
 	switch {
 	case err != nil:
 		return nil, err
-	case env == nil:
-		return &e2a.Envelope{RequestID: next}, nil
-	case !owns(r.principal, r.taskID, env):
+	case env == nil && time.Since(m.stored) < awaitPublish:
+		return nil, fmt.Errorf("%w: turn %s recorded after %s, not stored yet", errBehind, next, m.requestID)
+	case env == nil || !owns(r.principal, r.taskID, env):
 		return nil, nil
 	}
+	early, err := s.storedBefore(ctx, next, m.seq)
+	if err != nil || early {
+		return nil, err
+	}
 	return env, nil
+}
+
+// awaitPublish bounds the wait for a later turn recorded but not stored:
+// the front door's publish timeout (5 s by default) and a second, as a
+// blocking answer waits (protocols/a2a).
+const awaitPublish = 6 * time.Second
+
+// storedBefore reports whether request id has a message stored before
+// stream sequence seq. A replica that answers with a message tells the
+// truth; one that answers none may be behind (it holds a prefix of the
+// stream), so the leader confirms it.
+func (s *stage) storedBefore(ctx context.Context, id string, seq uint64) (bool, error) {
+	subj, err := subjects.Response(id)
+	if err != nil {
+		return false, nil
+	}
+	page, _, err := streams.DirectGetBatch(ctx, s.nc, streams.ResponsesStream, subj, 1, 1)
+	if err == nil {
+		return page[0].Seq < seq, nil
+	}
+	if !errors.Is(err, streams.ErrNoMessages) {
+		return false, err
+	}
+	first, err := streams.LeaderNextBySubject(ctx, s.nc, streams.ResponsesStream, subj, 1)
+	switch {
+	case errors.Is(err, streams.ErrNoMessages):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return first.Seq < seq, nil
 }
 
 // terminalStatus is the index in evs of a status update in a terminal

@@ -10,7 +10,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/push"
-	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // TestQueuedTurnsEndPostedSubmitted: a stage reading the task records
@@ -28,13 +27,6 @@ func TestQueuedTurnsEndPostedSubmitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.startStage(push.WithTaskTurns(ingress.NewTaskTurns(e.nc)))
-	record := func(task, id string) {
-		t.Helper()
-		base := ingress.TaskRecord{ID: task, Protocol: "a2a", Pool: pool, Principal: "alice"}
-		if _, err := ts.Append(tctx(t), ingress.KindTask, base, id, tenant.Principal{ID: "alice"}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	hooks := map[string]*receiver{}
 	for _, task := range []string{"own", "foreign"} {
 		for _, v := range []string{push.V1, push.V03} {
@@ -47,8 +39,8 @@ func TestQueuedTurnsEndPostedSubmitted(t *testing.T) {
 	// Own: "b" is queued (published after "a", recorded) before "a" ends.
 	gate := uuid.NewString() // the gates are the package's
 	a := e.turnWith("alice", "own", "", "a", 2, map[string]any{"gate": gate})
-	record("own", a)
-	record("own", e.turn("alice", "own", a, "b", 2))
+	recordTurn(t, ts, "own", a)
+	recordTurn(t, ts, "own", e.turn("alice", "own", a, "b", 2))
 	openGate(gate)
 	for _, v := range []string{push.V1, push.V03} {
 		got := awaitCompleted(t, v, hooks["own"+v], 1)
@@ -74,8 +66,8 @@ func TestQueuedTurnsEndPostedSubmitted(t *testing.T) {
 	// after alice's turn.
 	gate = uuid.NewString()
 	f := e.turnWith("alice", "foreign", "", "a", 2, map[string]any{"gate": gate})
-	record("foreign", f)
-	record("foreign", e.turn("bob", "foreign", "", "x", 1))
+	recordTurn(t, ts, "foreign", f)
+	recordTurn(t, ts, "foreign", e.turn("bob", "foreign", "", "x", 1))
 	openGate(gate)
 	for _, v := range []string{push.V1, push.V03} {
 		got := awaitCompleted(t, v, hooks["foreign"+v], 1)

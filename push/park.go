@@ -764,7 +764,7 @@ func (s *stage) drainMessage(d *drainer, id string, raw streams.RawMsg) (*messag
 	if err != nil || len(fs) == 0 {
 		return &message{requestID: id, after: r.after, seq: raw.Seq, firstSeq: undecodableFirst(raw.Header)}, true, nil
 	}
-	m := &message{requestID: id, after: r.after, seq: raw.Seq, firstSeq: fs[0].Sequence, final: fs[len(fs)-1].IsFinal}
+	m := &message{requestID: id, after: r.after, seq: raw.Seq, firstSeq: fs[0].Sequence, final: fs[len(fs)-1].IsFinal, stored: raw.Time}
 	if err := s.render(s.ctx, d.mappers, r, m, fs, d.tasks); err != nil {
 		delete(d.mappers, id)
 		return nil, false, err

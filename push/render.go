@@ -47,6 +47,7 @@ type message struct {
 	after     string // the task's previous turn (E2A-After-Request)
 	firstSeq  int64  // e2a sequence of its first frame
 	final     bool   // it holds the request's final frame
+	stored    time.Time
 	events    []event
 }
 
@@ -280,7 +281,7 @@ func (s *stage) render(ctx context.Context, mappers map[string]*mapState, r *req
 	for _, f := range fs {
 		var later func() (*e2a.Envelope, error)
 		if f.IsFinal {
-			later = func() (*e2a.Envelope, error) { return s.laterTurn(ctx, r, m.requestID) }
+			later = func() (*e2a.Envelope, error) { return s.laterTurn(ctx, r, m) }
 		}
 		evs, err := st.renderFrame(m.requestID, r.params, f, later)
 		if err != nil {

@@ -318,7 +318,7 @@ func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
 		m = &message{requestID: requestID, after: r.after, seq: md.Sequence.Stream, firstSeq: undecodableFirst(msg.Headers())}
 	case m == nil:
 		m = &message{requestID: requestID, after: r.after, seq: md.Sequence.Stream,
-			firstSeq: fs[0].Sequence, final: fs[len(fs)-1].IsFinal}
+			firstSeq: fs[0].Sequence, final: fs[len(fs)-1].IsFinal, stored: md.Timestamp}
 		if err := s.render(ctx, s.mappers, r, m, fs, tasks); err != nil {
 			delete(s.mappers, requestID)
 			return nil, err
