@@ -46,8 +46,10 @@
 // in `e2a serve` with E2A_PUSH=on). Replicas share one durable consumer on
 // E2A_RESPONSES (e2a.resp.*), which starts, when first made, after the
 // last message stored before the oldest stored config was made. For each stored response message it reads the request's
-// envelope (principal and task) and the task's configs; a message of a
-// task without configs is acked at once. Otherwise the message's frames
+// envelope (principal and task) and the task's configs: its principal's,
+// and for an admin's turn of another principal's task the owner's
+// (e2a.Envelope.Owner, set by ingress: the turn is that principal's
+// task's); a message of a task without configs is acked at once. Otherwise the message's frames
 // are mapped to task updates by the A2A mapper the streaming bindings use
 // (protocols/a2a/a2amap, written as it is): A2A v1.0 StreamResponse
 // JSON for V1 configs; for V03 ones the A2A v0.3 Task as tasks/get

@@ -76,7 +76,7 @@ func (s *stage) laterTurn(ctx context.Context, r *request, m *message) (*e2a.Env
 		return nil, err
 	case env == nil && time.Since(m.stored) < awaitPublish:
 		return nil, fmt.Errorf("%w: turn %s recorded after %s, not stored yet", errBehind, next, m.requestID)
-	case env == nil || !owns(r.principal, r.taskID, env):
+	case env == nil || !r.turnOf(env):
 		return nil, nil
 	}
 	early, err := s.storedBefore(ctx, next, m.seq)

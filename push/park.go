@@ -369,9 +369,11 @@ func (s *stage) afterOf(ctx context.Context, ref configRef, id string) (prev str
 	return h.Get(subjects.HeaderAfterRequest), true, nil
 }
 
-// owns reports whether env is a request of principal's task taskID.
+// owns reports whether env is a request of principal's task taskID: its
+// own, or another principal's turn of principal's conversation (an
+// admin's answer: e2a.Envelope.Owner).
 func owns(principal, taskID string, env *e2a.Envelope) bool {
-	return env != nil && env.TaskID != "" && env.UserID == principal && env.TaskID == taskID
+	return env != nil && env.TaskID != "" && env.TaskID == taskID && (env.UserID == principal || env.Owner() == principal)
 }
 
 func (s *stage) putWake(ref configRef) error {
@@ -754,7 +756,7 @@ func (s *stage) drainMessage(d *drainer, id string, raw streams.RawMsg) (*messag
 		r = requestFrom(env, h)
 		d.reqs[id] = r
 	}
-	if !r.found || r.principal != d.ref.principal || r.taskID != d.ref.taskID {
+	if !r.found || !r.ownedBy(d.ref.principal) || r.taskID != d.ref.taskID {
 		return nil, false, nil
 	}
 	if m := s.rendered.get(raw.Seq, d.tasks); m != nil && m.requestID == id {

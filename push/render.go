@@ -120,9 +120,13 @@ func (c *renderedCache) forget(seq uint64) {
 // stored and names a task.
 type request struct {
 	principal, taskID, contextID string
-	after                        string // the previous turn of the task
-	params                       a2amap.Params
-	found                        bool
+	// owner is the owner of the conversation the request belongs to
+	// (e2a.Envelope.Owner): its principal, or for an admin's turn of
+	// another principal's task that principal.
+	owner  string
+	after  string // the previous turn of the task
+	params a2amap.Params
+	found  bool
 }
 
 // same reports whether r and o map alike: the same principal, task,
@@ -130,7 +134,28 @@ type request struct {
 // one built for an earlier request under the same id of another principal
 // or task.
 func (r *request) same(o *request) bool {
-	return r.principal == o.principal && r.taskID == o.taskID && r.contextID == o.contextID && r.after == o.after
+	return r.principal == o.principal && r.owner == o.owner && r.taskID == o.taskID && r.contextID == o.contextID && r.after == o.after
+}
+
+// principals are the principals whose configs follow r's task: its
+// principal, and the owner of its conversation when another.
+func (r *request) principals() []string {
+	if r.owner == "" || r.owner == r.principal {
+		return []string{r.principal}
+	}
+	return []string{r.principal, r.owner}
+}
+
+// ownedBy reports whether principal is one of r's principals.
+func (r *request) ownedBy(principal string) bool {
+	return principal == r.principal || r.owner != "" && principal == r.owner
+}
+
+// turnOf reports whether env is a turn of r's task: the same task, its
+// principal or its conversation's owner one of r's (an admin's turn of
+// alice's task and alice's own turns are each other's).
+func (r *request) turnOf(env *e2a.Envelope) bool {
+	return env != nil && env.TaskID != "" && env.TaskID == r.taskID && (r.ownedBy(env.UserID) || r.ownedBy(env.Owner()))
 }
 
 // mapState is the mapper of one request (req), fed up to stream sequence fed.
@@ -193,7 +218,7 @@ func (s *stage) requestOf(ctx context.Context, requestID, user, task string) (*r
 func requestFrom(env *e2a.Envelope, h nats.Header) *request {
 	r := &request{}
 	if env != nil {
-		r.principal, r.taskID = env.UserID, env.TaskID
+		r.principal, r.owner, r.taskID = env.UserID, env.Owner(), env.TaskID
 		if env.TaskID != "" {
 			r.contextID, r.after, r.found = env.ContextID, h.Get(subjects.HeaderAfterRequest), true
 			// A webhook follows its task, as a continued task's stream does
@@ -445,7 +470,7 @@ func (s *stage) turns(ctx context.Context, id string, r *request) ([]a2amap.Requ
 		if err != nil {
 			return nil, nil, err
 		}
-		if penv != nil && !owns(r.principal, r.taskID, penv) {
+		if penv != nil && !r.turnOf(penv) {
 			break // another tenant's request under the id
 		}
 		rq, err := s.storedTurn(ctx, id, penv, r)
@@ -492,7 +517,7 @@ func (s *stage) storedTurn(ctx context.Context, id string, penv *e2a.Envelope, r
 			continue // skipped, as prepare skips it
 		}
 		for _, f := range fs {
-			if (f.UserID == "" || f.UserID == r.principal) && (f.TaskID == "" || f.TaskID == r.taskID) {
+			if (f.UserID == "" || r.ownedBy(f.UserID) || penv != nil && f.UserID == penv.UserID) && (f.TaskID == "" || f.TaskID == r.taskID) {
 				rq.Frames = append(rq.Frames, f)
 			}
 		}

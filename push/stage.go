@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -299,16 +298,22 @@ func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
 	if err != nil || !r.found {
 		return nil, err
 	}
-	key := taskKey(r.principal, r.taskID)
-	tc, rev, err := readConfigs(ctx, s.kv, key)
-	if err != nil || len(tc.Configs) == 0 {
+	held, err := s.configsOf(ctx, r)
+	if err != nil || len(held) == 0 {
 		return nil, err
 	}
 	fs, ferr := frames(msg.Headers(), msg.Data())
-	if ferr == nil && len(fs) > 0 && fs[0].Sequence == 0 {
-		s.keepConfigs(ctx, key, tc, rev)
+	tasks := false
+	var configs []jobConfig
+	for _, h := range held {
+		if ferr == nil && len(fs) > 0 && fs[0].Sequence == 0 {
+			s.keepConfigs(ctx, h.key, h.tc, h.rev)
+		}
+		for _, c := range h.tc.Configs {
+			tasks = tasks || c.Version == V03
+			configs = append(configs, jobConfig{cfg: c, ref: configRef{h.principal, r.taskID, c.ID}})
+		}
 	}
-	tasks := slices.ContainsFunc(tc.Configs, func(c Config) bool { return c.Version == V03 })
 	m := s.rendered.get(md.Sequence.Stream, tasks)
 	switch {
 	case ferr != nil || len(fs) == 0:
@@ -328,11 +333,35 @@ func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
 	if len(s.mappers) > 10000 {
 		s.mappers = map[string]*mapState{}
 	}
-	j := &job{msg: msg, m: m, done: make(chan result, len(tc.Configs)), n: len(tc.Configs)}
-	for _, c := range tc.Configs {
-		j.configs = append(j.configs, jobConfig{cfg: c, ref: configRef{r.principal, r.taskID, c.ID}})
+	return &job{msg: msg, m: m, done: make(chan result, len(configs)), n: len(configs), configs: configs}, nil
+}
+
+// heldConfigs are the configs of one principal's task, as stored under
+// key at revision rev.
+type heldConfigs struct {
+	principal, key string
+	tc             taskConfigs
+	rev            uint64
+}
+
+// configsOf reads the configs that follow r's task: its principal's and,
+// for a turn of another principal's conversation (an admin's answer or
+// cancel of alice's task: e2a.Envelope.Owner), the owner's, whose task
+// the turn is (tasks/get shows it to her). Keys without configs are left
+// out.
+func (s *stage) configsOf(ctx context.Context, r *request) ([]heldConfigs, error) {
+	var out []heldConfigs
+	for _, p := range r.principals() {
+		key := taskKey(p, r.taskID)
+		tc, rev, err := readConfigs(ctx, s.kv, key)
+		if err != nil {
+			return nil, err
+		}
+		if len(tc.Configs) > 0 {
+			out = append(out, heldConfigs{principal: p, key: key, tc: tc, rev: rev})
+		}
 	}
-	return j, nil
+	return out, nil
 }
 
 // keepConfigs writes the task's configs (key, at revision rev) again as
