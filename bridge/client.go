@@ -277,11 +277,12 @@ func ParseURL(s string) (*url.URL, error) {
 
 // Probe checks that the upstream can be called, before a pool starts:
 // a GET of path (relative to the base URL; "" for the base itself) with
-// the client's credentials. Any answer but 401 and 403 is enough (a
-// 404 or 405 still shows a server there); otherwise it returns the call's
-// *Error: upstream_unreachable, upstream_timeout, a TLS or protocol
-// failure, or upstream_auth for refused credentials.
-func (c *Client) Probe(ctx context.Context, path string) error {
+// the client's credentials, and returns the answer's status. Any answer
+// but 401 and 403 is enough (a 404 or 405 still shows a server there);
+// otherwise it returns the call's *Error: upstream_unreachable,
+// upstream_timeout, a TLS or protocol failure, or upstream_auth for
+// refused credentials.
+func (c *Client) Probe(ctx context.Context, path string) (int, error) {
 	u := c.Base()
 	if path != "" {
 		u.Path = strings.TrimSuffix(u.Path, "/") + "/" + strings.TrimPrefix(path, "/")
@@ -289,18 +290,18 @@ func (c *Client) Probe(ctx context.Context, path string) error {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	resp, err := c.Do(req, nil)
 	if err == nil {
 		_ = resp.Body.Close()
-		return nil
+		return resp.StatusCode, nil
 	}
 	var be *Error
 	if errors.As(err, &be) && be.Status != 0 && be.Code != CodeAuth {
-		return nil
+		return be.Status, nil
 	}
-	return err
+	return 0, err
 }
 
 // Base is the upstream's base URL.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"reflect"
 	"time"
 
@@ -91,7 +92,7 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 	if err != nil {
 		return nil, err
 	}
-	if err := probeUpstream(ctx, client, u); err != nil {
+	if err := probeUpstream(ctx, client, u, log); err != nil {
 		return nil, err
 	}
 	conv, err := bridge.OpenConversations(ctx, js, cfg.StreamsConfig())
@@ -148,9 +149,12 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 // upstream answers (an OpenAI server at {base}/models, the model list every
 // compatible server serves, with the key; an HTTP agent at its URL, any
 // answer): an unreachable URL or a refused key fails the command at
-// start, naming it, instead of every request after its retries. The A2A
-// upstream is checked by reading its card.
-func probeUpstream(ctx context.Context, client *bridge.Client, u UpstreamConfig) error {
+// start, naming it, instead of every request after its retries. A server
+// whose {base}/models is not found (404) is taken, with a warning: the
+// usual mistake is a base URL without its /v1, whose every request then
+// fails upstream_rejected. The A2A upstream is checked by reading its
+// card.
+func probeUpstream(ctx context.Context, client *bridge.Client, u UpstreamConfig, log *slog.Logger) error {
 	path := ""
 	switch u.Kind {
 	case upstreamA2A:
@@ -160,8 +164,13 @@ func probeUpstream(ctx context.Context, client *bridge.Client, u UpstreamConfig)
 	}
 	ctx, cancel := context.WithTimeout(ctx, u.ConnectTimeout+u.IdleTimeout)
 	defer cancel()
-	if err := client.Probe(ctx, path); err != nil {
+	status, err := client.Probe(ctx, path)
+	if err != nil {
 		return fmt.Errorf("the %s upstream %s does not answer: %w", u.Kind, client.Name(), err)
+	}
+	if u.Kind == upstreamOpenAI && status == http.StatusNotFound {
+		log.Warn("the OpenAI upstream has no model list at its base URL: is the URL the API's base, e.g. ending in /v1? Requests will fail upstream_rejected if it is not",
+			"upstream", client.Name(), "probe", "GET models", "status", status)
 	}
 	return nil
 }

@@ -71,6 +71,10 @@ func TestAgentBridgeOpenAI(t *testing.T) {
 			http.Error(w, `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}`, http.StatusUnauthorized)
 			return
 		}
+		if r.URL.Path == "/v1/models" {
+			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"test-model","object":"model"}]}`)
+			return
+		}
 		if r.URL.Path != "/v1/chat/completions" {
 			http.NotFound(w, r)
 			return
@@ -100,6 +104,12 @@ func TestAgentBridgeOpenAI(t *testing.T) {
 			t.Errorf("--openai %s: exit %d, want 1 naming %s without the key: %s", c.url, code, c.want, errOut)
 		}
 	}
+	// A base URL without its /v1 (the usual slip with Ollama or vLLM):
+	// a server is there, so the pool starts, warning that {URL}/models
+	// was not found.
+	_, slipErr := startBin(t, []string{"E2A_NATS_URL=" + natsURL, "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_API_KEY=" + key},
+		"agent", "--pool", "slip", "--openai", upstream.URL, "--model", "test-model")
+	waitLine(t, slipErr, regexp.MustCompile(`no model list at its base URL.*status"?[:=]404`))
 	_, agentErr := startBin(t, []string{"E2A_NATS_URL=" + natsURL, "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_UPSTREAM_API_KEY=" + key,
 		"E2A_UPSTREAM_NAME=Test Model", "E2A_LOG_LEVEL=debug"},
 		"agent", "--pool", "llm", "--openai", upstream.URL+"/v1", "--model", "test-model")

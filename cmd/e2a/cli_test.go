@@ -64,6 +64,10 @@ func TestCLIHelp(t *testing.T) {
 		{[]string{"acp", "-help"}, []string{"Usage: e2a acp", "-pool", "E2A_DEFAULT_POOL"}},
 		{[]string{"streams", "apply", "-h"}, []string{"Usage: e2a streams apply", "E2A_REPLICAS", "E2A_NATS_URL"}},
 		{[]string{"streams", "-h"}, []string{"Usage: e2a streams apply"}},
+		// A help flag after the action: help, not the action run with it.
+		{[]string{"vault", "seal", "-h"}, []string{"Usage: e2a vault"}},
+		{[]string{"vault", "rotate", "--help"}, []string{"Usage: e2a vault"}},
+		{[]string{"push", "dead", "-h"}, []string{"Usage: e2a push"}},
 		{[]string{"bench", "-h"}, []string{"Usage: e2a bench", "-protocol", "-target"}},
 		{[]string{"replay", "-h"}, []string{"Usage: e2a replay", "-task", "E2A_NATS_URL", "3 a request was not found"}},
 		{[]string{"tail", "-h"}, []string{"Usage: e2a tail", "-pool", "E2A_NATS_URL"}},

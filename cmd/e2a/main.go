@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 )
 
@@ -168,6 +169,11 @@ func parseFlags(fs *flag.FlagSet, args []string, maxArgs int) error {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	err := fs.Parse(args)
+	if err == nil && slices.ContainsFunc(fs.Args(), func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
+		// A help flag after the action (`e2a vault seal -h`): the flag
+		// package stops at the first argument.
+		err = flag.ErrHelp
+	}
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		printHelp(os.Stdout, fs)
