@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/push"
 	"github.com/e2a-pipeline/pipeline/streams"
@@ -83,14 +85,13 @@ func (c caller) NextTurn(ctx context.Context, t *host.Task, after string) (strin
 // the task has no record (one turn: its request stands for it), or after
 // is its newest or not in it.
 func (c rpcCaller) LaterTurn(ctx context.Context, t *host.Task, after string) (string, error) {
-	// One direct get (TaskStore.latest): every streamed turn of a task
+	// One direct get (TaskStore.laterTurn): every streamed turn of a task
 	// pays it at its end. A record a replica has not yet got (created a
 	// moment ago, by a turn accepted as this one ended) reads as none.
-	rec, err := c.s.opts.tasks.latest(ctx, KindTask, t.ID)
+	next, rec, err := c.s.opts.tasks.laterTurn(ctx, KindTask, t.ID, after)
 	if err != nil {
 		return "", hostError(err)
 	}
-	next := rec.later(after)
 	if next == "" || c.p.Open {
 		return next, nil
 	}
@@ -154,11 +155,71 @@ func (t *TaskTurns) LaterTurn(ctx context.Context, taskID, after string) (string
 	}
 	d := t.d
 	t.mu.Unlock()
-	rec, err := directRecord(ctx, d, KindTask, taskID)
-	if err != nil {
-		return "", err
+	next, _, err := directLater(ctx, d, KindTask, taskID, after)
+	return next, err
+}
+
+// laterScan is TaskRecord.later of the record data read without decoding
+// it: ok is false when the scan cannot tell what encoding/json would
+// read (a request_ids member other than one array of plain strings under
+// that exact name, more than one, a request id written with escapes before
+// the answer is known, data that is no object): decode it then. Data that
+// encoding/json refuses may scan: the read is then as for no record.
+func laterScan(data []byte, after string) (next string, ok bool) {
+	seen := false
+	ok = jsonstr.Members(data, func(key, val []byte) bool {
+		if !bytes.EqualFold(key, []byte("request_ids")) {
+			return true
+		}
+		if seen || string(key) != "request_ids" {
+			return false
+		}
+		seen = true
+		var good bool
+		next, good = scanLater(val, after)
+		return good
+	})
+	return next, ok
+}
+
+// scanLater reads a request_ids value (an array of plain strings, or
+// null) for the id after after (nextAfter's, once after is in it).
+func scanLater(val []byte, after string) (string, bool) {
+	if string(val) == "null" {
+		return "", true
 	}
-	return rec.later(after), nil
+	if len(val) < 2 || val[0] != '[' {
+		return "", false
+	}
+	found := false
+	for i := 1; ; {
+		i = jsonstr.SkipSpace(val, i)
+		switch {
+		case i >= len(val):
+			return "", false
+		case val[i] == ']':
+			return "", true
+		case val[i] == ',':
+			i++
+			continue
+		case val[i] != '"':
+			return "", false
+		}
+		end := jsonstr.SkipString(val, i)
+		if end > len(val) {
+			return "", false
+		}
+		id, ok := jsonstr.Plain(val[i:end])
+		switch {
+		case !ok:
+			return "", false
+		case found:
+			return string(id), true
+		case string(id) == after:
+			found = true
+		}
+		i = end
+	}
 }
 
 // LaterTurn is rpcCaller's.

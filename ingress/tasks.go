@@ -259,35 +259,46 @@ func (s *TaskStore) recorded(ctx context.Context, kind, id string) (*TaskRecord,
 	return decodeRecord(key, e.Value())
 }
 
-// latest is recorded read the cheapest way, for the read every streamed
+// laterTurn is the request the record kind/id lists after after
+// (TaskRecord.later), read the cheapest way, for the read every streamed
 // turn of a task pays at its end (LaterTurn): one direct get naming the
 // key in its subject on a reply inbox shared by the store's reads
-// (streams.DirectGetter), not the key-value API's request. A replica a
-// write behind may answer it, as recorded's.
-func (s *TaskStore) latest(ctx context.Context, kind, id string) (*TaskRecord, error) {
+// (streams.DirectGetter), not the key-value API's request, and the
+// record scanned for its request ids (laterScan) rather than decoded
+// when no turn follows (the common case); rec is the decoded record when
+// one does (nil otherwise). A replica a write behind may answer it, as
+// recorded's.
+func (s *TaskStore) laterTurn(ctx context.Context, kind, id, after string) (next string, rec *TaskRecord, err error) {
 	s.directOnce.Do(func() { s.direct, s.directErr = streams.NewDirectGetter(s.nc) })
 	if s.directErr != nil {
-		return s.recorded(ctx, kind, id)
+		rec, err := s.recorded(ctx, kind, id)
+		return rec.later(after), rec, err
 	}
-	return directRecord(ctx, s.direct, kind, id)
+	return directLater(ctx, s.direct, kind, id, after)
 }
 
-// directRecord reads the record kind/id with one direct get of d (nil:
-// none, or deleted).
-func directRecord(ctx context.Context, d *streams.DirectGetter, kind, id string) (*TaskRecord, error) {
+// directLater is TaskStore.laterTurn's read with d.
+func directLater(ctx context.Context, d *streams.DirectGetter, kind, id, after string) (string, *TaskRecord, error) {
 	key, err := taskKey(kind, id)
 	if err != nil {
-		return nil, nil
+		return "", nil, nil
 	}
 	msg, err := d.GetLast(ctx, streams.KVStream(streams.TasksBucket), subjects.KV(streams.TasksBucket, key))
 	if err != nil || msg == nil {
-		return nil, err
+		return "", nil, err
 	}
 	switch msg.Header.Get("KV-Operation") {
 	case "DEL", "PURGE":
-		return nil, nil // deleted
+		return "", nil, nil // deleted
 	}
-	return decodeRecord(key, msg.Data)
+	if next, ok := laterScan(msg.Data, after); ok && next == "" {
+		return "", nil, nil
+	}
+	rec, err := decodeRecord(key, msg.Data)
+	if err != nil {
+		return "", nil, err
+	}
+	return rec.later(after), rec, nil
 }
 
 // AppendNew is Append for a task the caller has just made up (a new task
