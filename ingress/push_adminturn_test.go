@@ -9,6 +9,7 @@ import (
 
 	a2a03 "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/ingress"
@@ -26,25 +27,9 @@ import (
 // the envelope's principal (ops, who has none on the task), and alice's
 // webhooks got nothing of the turn that ended her task.
 func TestPushAdminTurnPostedToOwner(t *testing.T) {
-	const aliceKey, opsKey = "ak_pa_alice_0123456789", "ak_pa_ops_00123456789"
-	auth := pipetest.KeyAuth(t, map[string]string{"alice": aliceKey, "ops": opsKey}, map[string][]string{"ops": {"admin"}})
-	pp := pipetest.Start(t, pipetest.WithPush("127.0.0.1"), pipetest.WithIngress(ingress.WithAuth(auth)))
-	pp.Pool("demo", demo.New())
-	p := &pipeline{url: pp.URL, nc: pp.NC, js: pp.JS, in: pp.Ingress}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	alice := keyClient(t, p, a2a.TransportProtocolJSONRPC, aliceKey)
-	task := up.Asked(t, ctx, alice, userMessage("ask:input the weather"))
-	r := pushtest.NewReceiver(t)
-	if _, err := alice.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: task.ID, ID: "v1", URL: r.URL + "/v1", Token: "tok-v1"}); err != nil {
-		t.Fatalf("CreateTaskPushConfig: %v", err)
-	}
-	if _, err := v03KeyClient(t, p, aliceKey).SetTaskPushConfig(ctx, &a2a03.TaskPushConfig{TaskID: a2a03.TaskID(task.ID),
-		Config: a2a03.PushConfig{ID: "v03", URL: r.URL + "/v03", Token: "tok-v03"}}); err != nil {
-		t.Fatalf("tasks/pushNotificationConfig/set: %v", err)
-	}
-	ops := keyClient(t, p, a2a.TransportProtocolJSONRPC, opsKey)
-	res, err := ops.SendMessage(ctx, up.Reply(task, "sunny"))
+	a := startAliceAsked(t)
+	ctx, task, r := a.ctx, a.task, a.r
+	res, err := a.ops.SendMessage(ctx, up.Reply(task, "sunny"))
 	if done, ok := res.(*a2a.Task); err != nil || !ok || done.Status.State != a2a.TaskStateCompleted {
 		t.Fatalf("the admin's answer: %T %+v %v", res, res, err)
 	}
@@ -66,6 +51,47 @@ func TestPushAdminTurnPostedToOwner(t *testing.T) {
 	if h := strings.Join(history, " | "); !strings.Contains(h, "user:ask:input the weather") || !strings.Contains(h, "user:sunny") {
 		t.Errorf("v0.3 Task at the end: history %q, want alice's question and ops's answer", h)
 	}
+}
+
+// keyedPush is a pipeline with push, the demo agent its pool, whose
+// principals are keys' (name: API key) with roles, and a context for the
+// test's calls (ended at its end).
+func keyedPush(t *testing.T, keys map[string]string, roles map[string][]string) (*pipeline, context.Context) {
+	t.Helper()
+	pp := pipetest.Start(t, pipetest.WithPush("127.0.0.1"), pipetest.WithIngress(ingress.WithAuth(pipetest.KeyAuth(t, keys, roles))))
+	pp.Pool("demo", demo.New())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return &pipeline{url: pp.URL, nc: pp.NC, js: pp.JS, in: pp.Ingress}, ctx
+}
+
+// aliceAsked is a pipeline with push whose principals are alice and ops
+// (an admin), the demo agent its pool: alice's task asked for input
+// (ctx, her a2a-go/v2 client alice), her v1.0 push config on it (r's
+// /v1, token tok-v1) and her v0.3 one (r's /v03, made with the a2a-go v0.3
+// client, token tok-v03), and ops's a2a-go/v2 client.
+type aliceAsked struct {
+	ctx        context.Context
+	alice, ops *a2aclient.Client
+	task       *a2a.Task
+	r          *pushtest.Receiver
+}
+
+func startAliceAsked(t *testing.T) *aliceAsked {
+	t.Helper()
+	const aliceKey, opsKey = "ak_pa_alice_0123456789", "ak_pa_ops_00123456789"
+	p, ctx := keyedPush(t, map[string]string{"alice": aliceKey, "ops": opsKey}, map[string][]string{"ops": {"admin"}})
+	a := &aliceAsked{ctx: ctx, alice: keyClient(t, p, a2a.TransportProtocolJSONRPC, aliceKey),
+		ops: keyClient(t, p, a2a.TransportProtocolJSONRPC, opsKey), r: pushtest.NewReceiver(t)}
+	a.task = up.Asked(t, ctx, a.alice, userMessage("ask:input the weather"))
+	if _, err := a.alice.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: a.task.ID, ID: "v1", URL: a.r.URL + "/v1", Token: "tok-v1"}); err != nil {
+		t.Fatalf("CreateTaskPushConfig: %v", err)
+	}
+	if _, err := v03KeyClient(t, p, aliceKey).SetTaskPushConfig(ctx, &a2a03.TaskPushConfig{TaskID: a2a03.TaskID(a.task.ID),
+		Config: a2a03.PushConfig{ID: "v03", URL: a.r.URL + "/v03", Token: "tok-v03"}}); err != nil {
+		t.Fatalf("tasks/pushNotificationConfig/set: %v", err)
+	}
+	return a
 }
 
 // TestPushAdminTurnQueuedFollowed: alice's answer "Paris" runs while an

@@ -199,9 +199,13 @@ func (s *stage) envelope(ctx context.Context, requestID string) (*e2a.Envelope, 
 // a message whose frames name the entry's user and task (none, for a
 // request without a user_id: authentication off). For any other (frames
 // naming another user or task, or none where the entry has one, as an
-// integrator's frames may) the envelope is read again.
+// integrator's frames may) the envelope is read again, and so it is for
+// every message of an admin's turn of another principal's task (its owner
+// is not in its frames: a request id taken again under the same user and
+// task by an admin answering another owner's task must not be sent to the
+// first owner's configs).
 func (s *stage) requestOf(ctx context.Context, requestID, user, task string) (*request, error) {
-	if r, ok := s.requests.get(requestID); ok && user == r.principal && task == r.taskID {
+	if r, ok := s.requests.get(requestID); ok && user == r.principal && task == r.taskID && (r.owner == "" || r.owner == r.principal) {
 		return r, nil
 	}
 	env, h, err := s.envelope(ctx, requestID)
