@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/tenant"
@@ -756,12 +757,16 @@ type firstTurnProbe struct {
 	UserID     string `json:"user_id"`
 	Provenance *struct {
 		SourceProtocol string `json:"source_protocol"`
-		Details        struct {
-			TaskCreated       bool   `json:"task_created"`
-			IngressProtocol   string `json:"ingress_protocol"`
-			ConversationOwner string `json:"conversation_owner"`
-		} `json:"details"`
+		// Details are read by their exact keys, as e2a.Envelope's are
+		// (Owner): a struct's fields would take any spelling.
+		Details map[string]any `json:"details"`
 	} `json:"provenance"`
+}
+
+// detail is the string details[key] of p ("" for none or another type).
+func (p *firstTurnProbe) detail(key string) string {
+	s, _ := p.Provenance.Details[key].(string)
+	return s
 }
 
 // taskCreatedMark is in every envelope that created a task (a cheap test
@@ -785,13 +790,13 @@ func firstTurnRecord(m streams.RawMsg) (rec *TaskRecord, ok bool) {
 	}
 	var p firstTurnProbe
 	if json.Unmarshal(m.Data, &p) != nil || p.RequestID != id || p.TaskID != id || p.Provenance == nil ||
-		!p.Provenance.Details.TaskCreated || p.Provenance.SourceProtocol == "" {
+		p.Provenance.Details[normalizer.DetailTaskCreated] != true || p.Provenance.SourceProtocol == "" {
 		return nil, false
 	}
 	at := e2a.FormatTime(m.Time)
-	rec = &TaskRecord{ID: id, ContextID: p.ContextID, Protocol: cmp.Or(p.Provenance.Details.IngressProtocol, p.Provenance.SourceProtocol), Pool: pool, Principal: p.UserID,
-		RequestIDs: []string{id}, Created: at, Updated: at}
-	if o := p.Provenance.Details.ConversationOwner; o != p.UserID {
+	rec = &TaskRecord{ID: id, ContextID: p.ContextID, Protocol: cmp.Or(p.detail(e2a.DetailIngressProtocol), p.Provenance.SourceProtocol),
+		Pool: pool, Principal: p.UserID, RequestIDs: []string{id}, Created: at, Updated: at}
+	if o := p.detail(e2a.DetailConversationOwner); o != p.UserID {
 		rec.Owner = o
 	}
 	return rec, true

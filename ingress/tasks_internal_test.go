@@ -341,6 +341,14 @@ func TestTurnOwnerOfAnAdminsTask(t *testing.T) {
 	if own.Owner != "" {
 		t.Errorf("alice's own task has owner %q, want none", own.Owner)
 	}
+	// The owner is the key e2a.Envelope.Owner reads, exactly: another
+	// spelling of it names nobody (encoding/json matched it to the
+	// probe's field whatever its case).
+	rec, ok := firstTurnRecord(streams.RawMsg{Subject: "e2a.req.demo.t-1", Time: time.Now(),
+		Data: []byte(`{"request_id":"t-1","task_id":"t-1","user_id":"bob","provenance":{"source_protocol":"a2a","details":{"task_created":true,"Conversation_Owner":"alice"}}}`)})
+	if !ok || rec.Owner != "" || rec.Principal != "bob" {
+		t.Errorf("a first turn naming its owner under another spelling: %+v %v, want bob's record, no owner", rec, ok)
+	}
 	if got := turnOwner(KindTask, host.Turn{}, own, ""); got != "alice" {
 		t.Errorf("alice's own task's later turn's owner %q, want alice", got)
 	}
