@@ -1,8 +1,13 @@
 package ingress
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // FuzzLaterScan: whatever a record holds, laterScan, when it can tell,
@@ -47,6 +52,26 @@ func TestLaterScanReads(t *testing.T) {
 	for after, want := range map[string]string{"r1": "r2", "r2": "", "r9": ""} {
 		if next, ok := laterScan(data, after); !ok || next != want {
 			t.Errorf("laterScan(%s, %q) = %q %v, want %q", data, after, next, ok, want)
+		}
+	}
+}
+
+// BenchmarkLaterTurn: the record read every streamed turn of a task pays
+// at its end (TaskStore.laterTurn), for a one-turn record (nothing
+// follows), in process with the embedded server (its side counted in the
+// allocations too). docs/performance.md quotes it.
+func BenchmarkLaterTurn(b *testing.B) {
+	ctx := context.Background()
+	ts, _ := newTaskStore(b)
+	id, rid := uuid.NewString(), uuid.NewString()
+	if _, err := ts.AppendNew(ctx, KindTask, TaskRecord{ID: id, ContextID: uuid.NewString(), Protocol: "a2a", Pool: "demo", Principal: "alice"},
+		rid, tenant.Principal{ID: "alice"}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if next, _, err := ts.laterTurn(ctx, KindTask, id, rid); err != nil || next != "" {
+			b.Fatal(next, err)
 		}
 	}
 }

@@ -210,7 +210,7 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 // endpoints are (egress.Service.SetReadGate): the rate limit, the stream
 // slots of its streams and waits, the challenge of a 401.
 func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
-	o := options{defaultPool: "demo", maxBody: 4 << 20, publishTimeout: 5 * time.Second, log: slog.Default(), now: time.Now,
+	o := options{defaultPool: "demo", maxBody: 4 << 20, publishTimeout: host.DefaultPublishTimeout, log: slog.Default(), now: time.Now,
 		protocols: protocols.Default()}
 	if err := option.Apply(ErrInvalidOption, &o, opts); err != nil {
 		return nil, err

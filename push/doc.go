@@ -63,7 +63,7 @@
 // tasks/get answers while that turn waits (unless that turn has a message
 // stored before this one, or the record cannot be read: then as the
 // frame says; a turn recorded and not stored is waited for up to the
-// publish timeout). The mapper is fed the request's earlier
+// publish timeout and a second: host.AwaitPublish). The mapper is fed the request's earlier
 // frames when this replica has not seen them, so an update's id
 // (E2A-Event-Id: <request_id>:<frame sequence>:<n>) and body are the same
 // whichever replica renders it.

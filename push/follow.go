@@ -10,6 +10,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/option"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
@@ -37,20 +38,19 @@ func WithTaskTurns(t TaskTurns) Option {
 }
 
 // laterTurn is the envelope of the turn r's task records after m's
-// request (a stub with its id when it is not stored), when the update
-// ending that request's turn (m holds its final frame) is to be posted
-// submitted: the turn is r's principal's and task's, and nothing of it
-// is stored before m (tasks/cancel stores a queued turn's end before the
-// running turn's: the task's end is then the running turn's, posted as
-// its frame says, as tasks/get reads it). Nil otherwise, or when the
-// stage reads no records (WithTaskTurns).
+// request, when the update ending that request's turn (m holds its final
+// frame) is to be posted submitted: the turn is r's principal's and
+// task's, and nothing of it is stored before m (tasks/cancel stores a
+// queued turn's end before the running turn's: the task's end is then
+// the running turn's, posted as its frame says, as tasks/get reads it).
+// Nil otherwise, or when the stage reads no records (WithTaskTurns).
 //
 // A record that cannot be read counts as listing no later turn (as a
 // turn's stream reads it): the update is posted as its frame says, with
 // a warning, rather than holding the task's updates. A turn recorded but
 // not stored yet (ingress records a turn, then publishes it) is waited
-// for, up to awaitPublish after m was stored (errBehind: m is looked at
-// again), then counts as none: a publish that never came. A replica
+// for, up to host.AwaitPublish after m was stored (errBehind: m is looked
+// at again), then counts as none: a publish that never came. A replica
 // behind may answer the record's read without a turn recorded a moment
 // ago: the update is then posted terminal, as a stream that read the
 // record then writes it.
@@ -74,7 +74,7 @@ func (s *stage) laterTurn(ctx context.Context, r *request, m *message) (*e2a.Env
 	switch {
 	case err != nil:
 		return nil, err
-	case env == nil && time.Since(m.stored) < awaitPublish:
+	case env == nil && time.Since(m.stored) < host.AwaitPublish:
 		return nil, fmt.Errorf("%w: turn %s recorded after %s, not stored yet", errBehind, next, m.requestID)
 	case env == nil || !r.turnOf(env):
 		return nil, nil
@@ -85,11 +85,6 @@ func (s *stage) laterTurn(ctx context.Context, r *request, m *message) (*e2a.Env
 	}
 	return env, nil
 }
-
-// awaitPublish bounds the wait for a later turn recorded but not stored:
-// the front door's publish timeout (5 s by default) and a second, as a
-// blocking answer waits (protocols/a2a).
-const awaitPublish = 6 * time.Second
 
 // storedBefore reports whether request id has a message stored before
 // stream sequence seq. A replica that answers with a message tells the

@@ -83,7 +83,7 @@ func (a Answers) A2ATurnTask(ctx context.Context, t *host.Task, env *e2a.Envelop
 // the turns before requestID, now's when it lists requestID, else prev's);
 // Now, when now lists a turn after requestID, the whole task (A2ATaskOf)
 // once those later turns are stored (a turn is recorded before it is
-// published), or awaitPublish has passed.
+// published), or host.AwaitPublish has passed.
 func (a Answers) TurnEnd(ctx context.Context, now, prev *host.Task, env *e2a.Envelope, requestID string) a2amap.TurnEnd {
 	before := prev
 	i := -1
@@ -105,17 +105,13 @@ func (a Answers) TurnEnd(ctx context.Context, now, prev *host.Task, env *e2a.Env
 		// answered as this turn left it (completed while a turn waits).
 		// A turn whose publish failed is not waited for longer than a
 		// publish takes.
-		_, _ = a.f.AwaitRequests(ctx, now.RequestIDs[i+1:], awaitPublish)
+		_, _ = a.f.AwaitRequests(ctx, now.RequestIDs[i+1:], host.AwaitPublish)
 		if t, err := a.A2ATaskOf(ctx, now, nil); err == nil {
 			end.Now = t
 		}
 	}
 	return end
 }
-
-// awaitPublish bounds TurnEnd's wait for a later turn to be stored: the
-// front door's publish timeout (5 s by default) and a second.
-const awaitPublish = 6 * time.Second
 
 // unowned is the task taskID of requestIDs, every one read as its own (no
 // principal).

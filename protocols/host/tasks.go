@@ -159,3 +159,15 @@ type TaskHost interface {
 	// v1.0's, the handler of /a2a/v1); not found when there is none.
 	BindingRPC() http.Handler
 }
+
+// The front doors' publish timing. Ingress records a turn in its task's
+// record before it publishes it, and a publish takes up to
+// DefaultPublishTimeout (ingress.WithPublishTimeout's default).
+// AwaitPublish is how long a reader that finds a turn listed but not
+// stored waits for it before taking it for a publish that never came:
+// that and a second (a blocking answer at its turn's end, the push stage
+// at a turn's end).
+const (
+	DefaultPublishTimeout = 5 * time.Second
+	AwaitPublish          = DefaultPublishTimeout + time.Second
+)
