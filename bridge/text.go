@@ -3,6 +3,7 @@ package bridge
 import (
 	"cmp"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -12,8 +13,9 @@ import (
 // params.text (A2A text parts, joined), params.content or params.query
 // (E2A), or the blocks of params.prompt (ACP) joined by line feeds: text
 // blocks as they are, an embedded resource (the file an editor attaches)
-// as its text in <context ref="URI"> … </context> (a binary one named
-// only), a resource link as [name](URI): an upstream that takes text gets
+// as its text in <context ref="URI"> … </context> (a "</context" in the
+// file or its URI quoted, so the file cannot end the wrapper; a binary one
+// named only), a resource link as [name](URI): an upstream that takes text gets
 // what the user attached.
 func UserText(env *e2a.Envelope) string {
 	for _, k := range []string{"text", "content", "query"} {
@@ -32,6 +34,15 @@ func UserText(env *e2a.Envelope) string {
 	return strings.Join(texts, "\n")
 }
 
+// closeTag is what in an attached file's text (or its URI) would close its
+// <context> wrapper early ("</context", any case or spacing), so that
+// the rest of the file would read as the user's own words: UserText
+// writes it "<\/context", which no reader takes for the wrapper's end.
+var closeTag = regexp.MustCompile(`(?i)</(\s*context)`)
+
+// quoteClose writes s with closeTag quoted.
+func quoteClose(s string) string { return closeTag.ReplaceAllString(s, `<\/$1`) }
+
 // promptBlockText is the text of an ACP content block for UserText.
 func promptBlockText(m map[string]any) string {
 	str := func(m map[string]any, k string) string { s, _ := m[k].(string); return s }
@@ -40,9 +51,9 @@ func promptBlockText(m map[string]any) string {
 		return str(m, "text")
 	case "resource":
 		r, _ := m["resource"].(map[string]any)
-		uri := str(r, "uri")
+		uri := quoteClose(str(r, "uri"))
 		if text, ok := r["text"].(string); ok {
-			return fmt.Sprintf("<context ref=%q>\n%s\n</context>", uri, text)
+			return fmt.Sprintf("<context ref=%q>\n%s\n</context>", uri, quoteClose(text))
 		}
 		if uri != "" {
 			return fmt.Sprintf("[attached %s, %s: binary, not included]", uri, cmp.Or(str(r, "mimeType"), "unknown type"))
