@@ -70,7 +70,8 @@ func (s acpSession) prompt(t *testing.T, text string) acpTurn {
 // TestACPOpenAIContent: a bridged OpenAI pool answered over ACP
 // (acp-go-sdk over stdio): the text as agent_message_chunk, the
 // reasoning as agent_thought_chunk, the streamed tool calls as tool_call
-// updates (their ids), each ending end_turn.
+// updates (their ids, ended failed: nobody runs them), each ending
+// end_turn.
 func TestACPOpenAIContent(t *testing.T) {
 	srv := newModelServer(t)
 	p := startBridge(t, srv, setup{})
@@ -85,6 +86,11 @@ func TestACPOpenAIContent(t *testing.T) {
 	got := s.prompt(t, "fixture:tools")
 	if strings.Join(got.calls, ",") != "call_Wp1XeR4fA2,call_Kz7LmQ9sB3" {
 		t.Errorf("tools: %+v, want tool_call updates of the two calls", got)
+	}
+	// Nobody runs a model's tool calls: the turn's end ends them failed,
+	// never left in_progress (protocols/acp openCalls).
+	if strings.Join(got.callStatus, ",") != "failed,failed" {
+		t.Errorf("tools: statuses %q at the turn's end, want failed,failed", got.callStatus)
 	}
 }
 

@@ -529,11 +529,21 @@ func (d *frontDoor) replaySession(ctx context.Context, rec *host.Session, emit f
 				}
 			}
 		}
+		// The request's tool calls end as the live turn ended them (the
+		// renderer's openCalls): at its final frame; a request still
+		// running keeps its open calls open.
+		var calls openCalls
 		err = d.h.Stored(ctx, id, func(r *e2a.Response) error {
 			if env == nil && !rec.OwnsFrames(r.UserID) {
 				return errNotOwn
 			}
 			ups, _ := Updates(r)
+			for _, u := range ups {
+				calls.track(u)
+			}
+			if r.IsFinal {
+				ups = append(ups, calls.end()...)
+			}
 			for _, u := range ups {
 				if err := emit(u); err != nil {
 					return err

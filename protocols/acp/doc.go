@@ -26,11 +26,18 @@
 //     the prompt has no such keys), and the keys of params._meta.e2a_params
 //     are lifted into params (never overwriting): ACP's PromptRequest has
 //     no room for pipeline parameters, and normalizer.EnvelopeToACPPeerCall
-//     moves them to the same place.
+//     moves them to the same place. Tool calls: an e2a function_call
+//     starts a tool_call (in_progress), its function_response ends it
+//     completed, or failed when the response carries an error ("error",
+//     or an MCP result's isError); a call the turn ends without a result
+//     for (a model's tool call nobody runs: the OpenAI bridge's
+//     finish_reason "tool_calls"; a failed or cancelled turn) gets a
+//     tool_call_update failed before the answer, never left running.
 //   - session/load replays the session's history (user_message_chunk for
 //     each prompt, then the agent's updates; host.Frames) as
 //     session/update notifications, framed like session/prompt, then the
-//     result LoadSessionResponse {} (no modes, models or config options).
+//     result LoadSessionResponse {} (no modes, models or config options);
+//     each ended turn's tool calls end as they did live.
 //   - session/cancel (a notification) cancels the session's last request
 //     (host.Canceler); the pending session/prompt then ends with
 //     stopReason "cancelled".

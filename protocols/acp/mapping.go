@@ -8,6 +8,7 @@ package acp
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	acpsdk "github.com/coder/acp-go-sdk"
 
@@ -82,7 +83,11 @@ func chunkUpdate(c e2a.ChunkBody) (acpsdk.SessionUpdate, bool) {
 		return acpsdk.StartToolCall(acpsdk.ToolCallId(id), name, acpsdk.WithStartKind(acpsdk.ToolKindOther),
 			acpsdk.WithStartStatus(acpsdk.ToolCallStatusInProgress), acpsdk.WithStartRawInput(obj["args"])), true
 	case e2a.ToolFunctionResponse:
-		return acpsdk.UpdateToolCall(acpsdk.ToolCallId(id), acpsdk.WithUpdateStatus(acpsdk.ToolCallStatusCompleted),
+		status := acpsdk.ToolCallStatusCompleted
+		if responseFailed(obj["response"]) {
+			status = acpsdk.ToolCallStatusFailed
+		}
+		return acpsdk.UpdateToolCall(acpsdk.ToolCallId(id), acpsdk.WithUpdateStatus(status),
 			acpsdk.WithUpdateRawOutput(obj["response"])), true
 	case "plan":
 		b, _ := json.Marshal(map[string]any{"sessionUpdate": e2a.UpdatePlan, "entries": obj["entries"]})
@@ -91,6 +96,82 @@ func chunkUpdate(c e2a.ChunkBody) (acpsdk.SessionUpdate, bool) {
 		}
 	}
 	return acpsdk.SessionUpdate{}, false
+}
+
+// responseFailed reports whether a function_response's response (an
+// object, or the JSON string of one, as the trpc spec writes it) says the
+// tool failed: a non-empty "error" member (ADK's and the workflow
+// engine's convention) or "isError": true (an MCP CallToolResult).
+func responseFailed(resp any) bool {
+	if s, ok := resp.(string); ok {
+		var v any
+		if json.Unmarshal([]byte(s), &v) != nil {
+			return false
+		}
+		resp = v
+	}
+	m, ok := a2amap.AsMap(resp)
+	if !ok {
+		return false
+	}
+	if m["isError"] == true {
+		return true
+	}
+	switch e := m["error"].(type) {
+	case nil:
+		return false
+	case string:
+		return e != ""
+	case bool:
+		return e
+	}
+	return true
+}
+
+// openCalls follows the tool calls of one turn that have not ended (a
+// tool_call not yet given a completed or failed status), in the order
+// they started, so that the turn's end can end them: ACP has no way to
+// leave a tool call running after its turn, and a client shows one
+// left pending or in_progress as running for ever. A call the turn ends
+// without a result for was not run to completion (a model's tool call
+// that nobody runs, as the OpenAI bridge passes on with finish_reason
+// "tool_calls"; a failed or cancelled turn), and ACP's statuses have
+// only failed for that (v1 has no cancelled status: the client marks a
+// turn's calls cancelled itself when it sends session/cancel, and shows
+// failed alike). The renderer and session/load share it, so a replay
+// ends each call as the live turn did.
+type openCalls struct {
+	ids []acpsdk.ToolCallId
+}
+
+// track notes the tool call u starts or ends.
+func (o *openCalls) track(u acpsdk.SessionUpdate) {
+	switch {
+	case u.ToolCall != nil:
+		if !terminal(u.ToolCall.Status) && !slices.Contains(o.ids, u.ToolCall.ToolCallId) {
+			o.ids = append(o.ids, u.ToolCall.ToolCallId)
+		}
+	case u.ToolCallUpdate != nil:
+		if u.ToolCallUpdate.Status != nil && terminal(*u.ToolCallUpdate.Status) {
+			o.ids = slices.DeleteFunc(o.ids, func(id acpsdk.ToolCallId) bool { return id == u.ToolCallUpdate.ToolCallId })
+		}
+	}
+}
+
+// end returns the tool_call_update (status failed) of each call still
+// open, and forgets them.
+func (o *openCalls) end() []acpsdk.SessionUpdate {
+	out := make([]acpsdk.SessionUpdate, 0, len(o.ids))
+	for _, id := range o.ids {
+		out = append(out, acpsdk.UpdateToolCall(id, acpsdk.WithUpdateStatus(acpsdk.ToolCallStatusFailed)))
+	}
+	o.ids = nil
+	return out
+}
+
+// terminal reports whether a tool call of status s has ended.
+func terminal(s acpsdk.ToolCallStatus) bool {
+	return s == acpsdk.ToolCallStatusCompleted || s == acpsdk.ToolCallStatusFailed
 }
 
 // decodeUpdate reads an ACP session update from its JSON. The SDK

@@ -37,8 +37,9 @@ var (
 // (agent_message_chunk, agent_thought_chunk, tool_call, tool_call_update,
 // plan), then the JSON-RPC response: result {stopReason} or error.
 type renderer struct {
-	o *render.Output
-	p Params
+	o     *render.Output
+	p     Params
+	calls openCalls // the turn's tool calls not ended
 }
 
 // NewRenderer returns the ACP renderer of the session/prompt p describes.
@@ -88,6 +89,7 @@ func (r *renderer) Frame(f *render.Frame) error {
 		if i == len(ups)-1 && !resp.IsFinal {
 			id = render.SeqID(f)
 		}
+		r.calls.track(u)
 		if err := r.emit(id, notification(r.p.SessionID, u)); err != nil {
 			return err
 		}
@@ -95,7 +97,21 @@ func (r *renderer) Frame(f *render.Frame) error {
 	if !resp.IsFinal {
 		return nil
 	}
+	if err := r.endCalls(); err != nil {
+		return err
+	}
 	return r.emit(render.SeqID(f), Final(resp, r.p.JSONRPCID))
+}
+
+// endCalls ends the turn's tool calls still open (openCalls), before the
+// session/prompt's answer.
+func (r *renderer) endCalls() error {
+	for _, u := range r.calls.end() {
+		if err := r.emit("", notification(r.p.SessionID, u)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (r *renderer) Heartbeat() error {
@@ -114,6 +130,9 @@ func (r *renderer) End(err error) error {
 		if err := r.Start(); err != nil {
 			return err
 		}
+	}
+	if err := r.endCalls(); err != nil {
+		return err
 	}
 	return r.emit("", jsonrpc.ErrorResponse(r.p.JSONRPCID, Error(err)))
 }
