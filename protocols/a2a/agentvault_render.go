@@ -1,7 +1,9 @@
 package a2a
 
 import (
+	"cmp"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
 
@@ -142,17 +144,6 @@ func avParts(parts a2a.ContentParts) []AVPart {
 	return out
 }
 
-func avRole(r a2a.MessageRole) string {
-	if r == a2a.MessageRoleUser {
-		return "user"
-	}
-	return "assistant"
-}
-
-func avMessage(m *a2a.Message) AVMessage {
-	return AVMessage{Role: avRole(m.Role), Parts: avParts(m.Parts), Metadata: m.Metadata}
-}
-
 // avArtifact translates a data part into an AgentVault artifact: a tool
 // call is type tool_call, a tool response tool_response, other data its
 // part type.
@@ -169,15 +160,28 @@ func avArtifact(id string, p a2a.DataPart) AVArtifact {
 	if cid, ok := p.Data["id"].(string); ok && cid != "" {
 		id = cid
 	}
+	if typ == "tool_response" {
+		// The call's result: an artifact of its own, not an update of
+		// the call's (a client keeps one artifact per id).
+		id += "/response"
+	}
 	return AVArtifact{ID: id, Type: typ, Content: p.Data, MediaType: "application/json", Metadata: p.Metadata}
 }
 
 var _ render.Renderer = (*avStream)(nil)
 
 // avStream renders tasks/sendSubscribe: SSE with event: task_status |
-// task_message | task_artifact | error. Text becomes task_message (the
-// reasoning with metadata thought=true), tool calls and other data
-// task_artifact, the end a task_status COMPLETED, FAILED or CANCELED.
+// task_message | task_artifact | error, so that what a client rebuilds
+// from the events is what tasks/get answers (AgentVaultTask): a
+// task_message is a message added (the profile's TaskMessageEvent), so
+// the text the agent streams is one task_message per message, written
+// when the message ends (another kind of text, another artifact, a data
+// part, a status, the end of the stream), not one per chunk; the
+// reasoning is a message of its own (metadata thought=true); tool calls
+// and other data are task_artifact (avArtifact); the end a task_status
+// COMPLETED, FAILED, CANCELED or INPUT_REQUIRED, after the agent's
+// message that ends the turn (its reply, question or failure) as a
+// task_message.
 type avStream struct {
 	o       *render.Output
 	p       AgentVaultParams
@@ -193,6 +197,23 @@ type avStream struct {
 	continued bool
 	idPrefix  string
 	done      bool // ended without an error
+	// pend is the message whose text is still streaming (nil: none), of
+	// the artifact and kind pendKey; prevID is the id of the frame before
+	// the one rendered (the last one once rendered): a message written
+	// at a frame holds the text of the frames before it, and carries
+	// their id, so that a resumption after it does not repeat it.
+	pend    *AVMessageEvent
+	pendKey string
+	prevID  string
+	outs    []avOut
+}
+
+// avOut is one event of a frame; id, when set, is its own (a message of
+// the frames before).
+type avOut struct {
+	event string
+	data  any
+	id    string
 }
 
 // NewAgentVaultStream returns the AgentVault SSE renderer.
@@ -228,15 +249,17 @@ func (r *avStream) Frame(f *render.Frame) error {
 	if t := a2amap.FrameTime(resp); t != nil {
 		ts = avTime(t)
 	}
-	type out struct {
-		event string
-		data  any
+	// The id of a data part's artifact: tasks/get's (the message of an
+	// E2A chunk has the frame's response id, an agent's own artifact its
+	// id).
+	dataID := ""
+	if _, ok := a2amap.ContentChunk(resp); ok {
+		dataID = resp.ResponseID
 	}
-	var outs []out
-	task := r.m.TaskID()
+	r.outs = r.outs[:0]
 	if !r.working {
 		r.working = true
-		outs = append(outs, out{"task_status", AVStatusEvent{TaskID: task, State: AVWorking, Timestamp: ts}})
+		r.add("task_status", AVStatusEvent{TaskID: r.m.TaskID(), State: AVWorking, Timestamp: ts})
 	}
 	for _, v := range evs {
 		// The profile follows A2A's events in v0.3 (its edge).
@@ -244,53 +267,110 @@ func (r *avStream) Frame(f *render.Frame) error {
 		if err != nil {
 			return err
 		}
-		switch e := ev.(type) {
-		case *a2a.TaskArtifactUpdateEvent:
-			if e.Artifact == nil {
-				continue
-			}
-			for _, p := range e.Artifact.Parts {
-				switch t := p.(type) {
-				case a2a.TextPart:
-					var meta map[string]any
-					if t.Metadata[a2amap.MetaThought] == true {
-						meta = map[string]any{a2amap.MetaThought: true}
-					}
-					outs = append(outs, out{"task_message", AVMessageEvent{TaskID: task, Timestamp: ts,
-						Message: AVMessage{Role: "assistant", Parts: []AVPart{{Type: "text", Content: t.Text}}, Metadata: meta}}})
-				case a2a.DataPart:
-					outs = append(outs, out{"task_artifact", AVArtifactEvent{TaskID: task, Timestamp: ts,
-						Artifact: avArtifact(string(e.Artifact.ID), t)}})
-				}
-			}
-		case *a2a.Message:
-			outs = append(outs, out{"task_message", AVMessageEvent{TaskID: task, Timestamp: ts, Message: avMessage(e)}})
-		case *a2a.TaskStatusUpdateEvent:
-			if e.Status.State == a2a.TaskStateCompleted && e.Status.Message != nil {
-				// The agent's answer that ends its turn (agent.Reply): its
-				// message, then the task's completed status.
-				outs = append(outs, out{"task_message", AVMessageEvent{TaskID: task, Timestamp: ts, Message: avMessage(e.Status.Message)}})
-				e.Status.Message = nil
-			}
-			st := r.statusEvent(e, f.IsFinal(), task, ts)
-			if st.State == AVWorking {
-				continue
-			}
-			outs = append(outs, out{"task_status", st})
-		case *a2a.Task:
-			outs = append(outs, out{"task_status", AVStatusEvent{TaskID: task, State: avState(e.Status.State), Timestamp: ts}})
+		r.event(ev, f.IsFinal(), dataID, ts)
+	}
+	if f.IsFinal() {
+		r.flush()
+		// The turn's last events go together, under its last frame's id
+		// (resumed from that frame, a stream that saw no content replays
+		// the result: a2amap.Mapper.Events).
+		for i := range r.outs {
+			r.outs[i].id = ""
 		}
 	}
-	for i, o := range outs {
-		id := ""
-		if i == len(outs)-1 {
-			id = r.idPrefix + render.SeqID(f)
+	id := r.idPrefix + render.SeqID(f)
+	for i, o := range r.outs {
+		if o.id == "" && i == len(r.outs)-1 && r.pend == nil {
+			// Nothing of this frame waits: a resumption goes on after it.
+			o.id = id
 		}
-		if err := render.SSEEventJSON(r.o, id, o.event, o.data); err != nil {
+		if err := render.SSEEventJSON(r.o, o.id, o.event, o.data); err != nil {
 			return err
 		}
 	}
+	r.prevID = id
 	return nil
+}
+
+func (r *avStream) add(event string, data any) {
+	r.outs = append(r.outs, avOut{event: event, data: data})
+}
+
+// flush adds the message still streaming, with the id of the frames
+// its text is from.
+func (r *avStream) flush() {
+	if r.pend == nil {
+		return
+	}
+	r.outs = append(r.outs, avOut{event: "task_message", data: *r.pend, id: r.prevID})
+	r.pend, r.pendKey = nil, ""
+}
+
+// parts adds the agent's parts of id (avAgentParts): a message or an
+// artifact each.
+func (r *avStream) parts(id string, parts a2a.ContentParts, meta map[string]any, ts string) {
+	r.flush()
+	task := r.m.TaskID()
+	avAgentParts(id, parts, meta, func(m AVMessage) {
+		r.add("task_message", AVMessageEvent{TaskID: task, Timestamp: ts, Message: m})
+	}, func(a AVArtifact) {
+		r.add("task_artifact", AVArtifactEvent{TaskID: task, Timestamp: ts, Artifact: a})
+	})
+}
+
+// text adds streamed text of the artifact id: to the message streaming
+// when it is of the same artifact and kind, else as the next message.
+func (r *avStream) text(id string, t a2a.TextPart, ts string) {
+	thought := avThought(t)
+	key := id + "\x00" + strconv.FormatBool(thought)
+	if r.pend != nil && r.pendKey == key {
+		p := &r.pend.Message.Parts[0]
+		p.Content = p.Content.(string) + t.Text
+		r.pend.Timestamp = ts
+		return
+	}
+	r.flush()
+	r.pend = &AVMessageEvent{TaskID: r.m.TaskID(), Timestamp: ts,
+		Message: AVMessage{Role: "assistant", Parts: []AVPart{{Type: "text", Content: t.Text}}, Metadata: avMeta(thought, nil)}}
+	r.pendKey = key
+}
+
+// event adds the events of ev, an event of a frame (final: the turn's
+// last) at ts.
+func (r *avStream) event(ev a2a.Event, final bool, dataID, ts string) {
+	switch e := ev.(type) {
+	case *a2a.TaskArtifactUpdateEvent:
+		if e.Artifact == nil {
+			return
+		}
+		id := string(e.Artifact.ID)
+		for _, p := range e.Artifact.Parts {
+			if t, ok := p.(a2a.TextPart); ok {
+				r.text(id, t, ts)
+				continue
+			}
+			r.parts(cmp.Or(dataID, id), a2a.ContentParts{p}, nil, ts)
+		}
+	case *a2a.Message:
+		r.parts(e.ID, e.Parts, e.Metadata, ts)
+	case *a2a.TaskStatusUpdateEvent:
+		r.flush()
+		if m := e.Status.Message; m != nil && (e.Status.State == a2a.TaskStateCompleted || avSaid(e.Status.State)) {
+			// The agent's message that ends its turn: its answer
+			// (agent.Reply), its question, its failure; then the status.
+			r.parts(m.ID, m.Parts, m.Metadata, ts)
+			if e.Status.State == a2a.TaskStateCompleted {
+				e.Status.Message = nil
+			}
+		}
+		st := r.statusEvent(e, final, r.m.TaskID(), ts)
+		if st.State != AVWorking {
+			r.add("task_status", st)
+		}
+	case *a2a.Task:
+		r.flush()
+		r.add("task_status", AVStatusEvent{TaskID: r.m.TaskID(), State: avState(e.Status.State), Timestamp: ts})
+	}
 }
 
 // statusEvent is the task_status event of e (a status-update of frame f,
@@ -324,6 +404,15 @@ func (r *avStream) Heartbeat() error { return render.SSEComment(r.o, "keep-alive
 
 func (r *avStream) End(err error) error {
 	r.done = err == nil
+	// The message still streaming, when the turn did not end: what the
+	// task holds of it.
+	r.outs = r.outs[:0]
+	r.flush()
+	for _, o := range r.outs {
+		if werr := render.SSEEventJSON(r.o, o.id, o.event, o.data); werr != nil && err == nil {
+			return werr
+		}
+	}
 	if err == nil && r.nextTurn != "" {
 		return r.o.Flush() // the next turn may be long in coming
 	}
@@ -336,44 +425,176 @@ func (r *avStream) End(err error) error {
 }
 
 // AgentVaultTask translates an A2A task rebuilt by a2amap.BuildTask into the
-// AgentVault Task shape: history and the final reply as messages (then a
-// failure's message, or the question of a task waiting for input),
-// data parts as artifacts. createdAt is the first request's envelope
-// timestamp.
+// AgentVault Task shape, as the stream of its turns shows it (avStream):
+// the user's messages and the agent's (avAgentParts: its reasoning, its
+// answers, each a message; data parts artifacts), then a failure's
+// message, or the question of a task waiting for input. createdAt is the
+// first request's envelope timestamp.
 func AgentVaultTask(t *a2a.Task, createdAt string) AVTask {
 	out := AVTask{ID: string(t.ID), State: avState(t.Status.State), CreatedAt: createdAt,
 		UpdatedAt: avTime(t.Status.Timestamp), Messages: []AVMessage{}, Artifacts: []AVArtifact{}}
 	if out.UpdatedAt == "" {
 		out.UpdatedAt = createdAt
 	}
-	add := func(id string, role a2a.MessageRole, parts a2a.ContentParts, meta map[string]any) {
-		var text a2a.ContentParts
-		for _, p := range parts {
-			if dp, ok := p.(a2a.DataPart); ok {
-				out.Artifacts = append(out.Artifacts, avArtifact(id, dp))
-				continue
-			}
-			text = append(text, p)
-		}
-		if len(text) > 0 {
-			out.Messages = append(out.Messages, AVMessage{Role: avRole(role), Parts: avParts(text), Metadata: meta})
-		}
-	}
+	msg := func(m AVMessage) { out.Messages = append(out.Messages, m) }
+	art := func(a AVArtifact) { out.Artifacts = append(out.Artifacts, a) }
+	// A completed turn's reply is an artifact of the id of its model
+	// response, whose reasoning stays in history: the reply follows the
+	// last of those, as the stream has it.
+	replies := avReplies(t)
+	done := map[*a2a.Artifact]bool{}
 	// A stored task's "history":[null] or "artifacts":[null]: nothing to add.
-	for _, m := range t.History {
-		if m != nil {
-			add(m.ID, m.Role, m.Parts, nil)
+	for i, m := range t.History {
+		switch {
+		case m == nil:
+		case m.Role == a2a.MessageRoleUser:
+			avUserParts(m.ID, m.Parts, msg, art)
+		default:
+			avAgentParts(m.ID, m.Parts, m.Metadata, msg, art)
+		}
+		if a := replies[i]; a != nil {
+			done[a] = true
+			avAgentParts(string(a.ID), a.Parts, nil, msg, art)
 		}
 	}
 	for _, a := range t.Artifacts {
-		if a != nil {
-			add(string(a.ID), a2a.MessageRoleAgent, a.Parts, nil)
+		if a != nil && !done[a] {
+			avAgentParts(string(a.ID), a.Parts, nil, msg, art)
 		}
 	}
 	// A failure's message, or the question of a task waiting for input
 	// (input-required, auth-required: both INPUT_REQUIRED here).
-	if t.Status.Message != nil && (t.Status.State == a2a.TaskStateFailed || t.Status.State == a2a.TaskStateCanceled || t.Status.State == a2a.TaskStateInputRequired || t.Status.State == a2a.TaskStateAuthRequired) {
-		add(t.Status.Message.ID, a2a.MessageRoleAgent, t.Status.Message.Parts, t.Status.Message.Metadata)
+	if t.Status.Message != nil && avSaid(t.Status.State) {
+		avAgentParts(t.Status.Message.ID, t.Status.Message.Parts, t.Status.Message.Metadata, msg, art)
 	}
 	return out
+}
+
+// avReplies maps the index of a history message to the reply artifact
+// that follows it: an artifact of text only whose id is the model
+// response (metadata llm_response_id) of agent messages with text in
+// history follows the last of them.
+func avReplies(t *a2a.Task) map[int]*a2a.Artifact {
+	last := map[string]int{}
+	for i, m := range t.History {
+		if m == nil || m.Role == a2a.MessageRoleUser {
+			continue
+		}
+		llm, _ := m.Metadata[a2amap.MetaLLMResponseID].(string)
+		if llm != "" && avHasText(m.Parts) {
+			last[llm] = i
+		}
+	}
+	out := map[int]*a2a.Artifact{}
+	for _, a := range t.Artifacts {
+		if a == nil || !avHasText(a.Parts) {
+			continue
+		}
+		i, ok := last[string(a.ID)]
+		if !ok || out[i] != nil {
+			continue
+		}
+		textOnly := true
+		for _, p := range a.Parts {
+			if _, ok := p.(a2a.TextPart); !ok {
+				textOnly = false
+			}
+		}
+		if textOnly {
+			out[i] = a
+		}
+	}
+	return out
+}
+
+// avHasText reports whether parts hold a text part.
+func avHasText(parts a2a.ContentParts) bool {
+	for _, p := range parts {
+		if _, ok := p.(a2a.TextPart); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// avSaid reports whether the message of a turn's status in state s is
+// one of the task's messages: a failure's, a cancel's, a question.
+func avSaid(s a2a.TaskState) bool {
+	switch s {
+	case a2a.TaskStateFailed, a2a.TaskStateCanceled, a2a.TaskStateInputRequired, a2a.TaskStateAuthRequired:
+		return true
+	}
+	return false
+}
+
+// avThought reports whether t is reasoning.
+func avThought(t a2a.TextPart) bool { return t.Metadata[a2amap.MetaThought] == true }
+
+// avMeta is the metadata of an agent message: {"thought": true} for
+// reasoning, else the error a failure's message carries in meta (A2A
+// message metadata), else none.
+func avMeta(thought bool, meta map[string]any) map[string]any {
+	if thought {
+		return map[string]any{a2amap.MetaThought: true}
+	}
+	if e, ok := meta["error"]; ok {
+		return map[string]any{"error": e}
+	}
+	return nil
+}
+
+// avUserParts adds a user message of id: its data parts artifacts, the
+// others one message.
+func avUserParts(id string, parts a2a.ContentParts, msg func(AVMessage), art func(AVArtifact)) {
+	var rest a2a.ContentParts
+	for _, p := range parts {
+		if dp, ok := p.(a2a.DataPart); ok {
+			art(avArtifact(id, dp))
+			continue
+		}
+		rest = append(rest, p)
+	}
+	if len(rest) > 0 {
+		msg(AVMessage{Role: "user", Parts: avParts(rest)})
+	}
+}
+
+// avAgentParts adds the agent's parts of a message or artifact of id, in
+// order, as the AgentVault view shows them: each run of text and file
+// parts of one kind (reasoning, answer) one message, its text one part
+// (metadata thought for reasoning); each data part an artifact
+// (avArtifact). meta is the A2A message's metadata (avMeta).
+func avAgentParts(id string, parts a2a.ContentParts, meta map[string]any, msg func(AVMessage), art func(AVArtifact)) {
+	var run []AVPart
+	thought := false
+	end := func() {
+		if len(run) > 0 {
+			msg(AVMessage{Role: "assistant", Parts: run, Metadata: avMeta(thought, meta)})
+		}
+		run = nil
+	}
+	for _, p := range parts {
+		switch t := p.(type) {
+		case a2a.DataPart:
+			end()
+			art(avArtifact(id, t))
+		case a2a.TextPart:
+			if th := avThought(t); th != thought || len(run) == 0 {
+				end()
+				thought = th
+			}
+			if n := len(run); n > 0 && run[n-1].Type == "text" {
+				run[n-1].Content = run[n-1].Content.(string) + t.Text
+				continue
+			}
+			run = append(run, AVPart{Type: "text", Content: t.Text})
+		default:
+			if thought {
+				end()
+				thought = false
+			}
+			run = append(run, avParts(a2a.ContentParts{p})...)
+		}
+	}
+	end()
 }

@@ -35,20 +35,27 @@ func fakeServe(t *testing.T, turns map[string][]*e2a.Response, noContent bool) f
 		if err := rend.Start(); err != nil {
 			t.Fatal(err)
 		}
-		for i, f := range frames {
-			if f.Sequence < from {
-				continue
-			}
-			raw, _ := json.Marshal(f)
-			hf, err := render.HeadFrame(raw, uint64(i+1))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := rend.Frame(hf); err != nil {
-				t.Fatal(err)
-			}
-		}
+		renderFramesFrom(t, rend, frames, from)
 		_ = rend.End(nil)
+	}
+}
+
+// renderFramesFrom renders frames from sequence from with rend, each
+// as egress reads it from the stream (stream sequence: its index + 1).
+func renderFramesFrom(t *testing.T, rend render.Renderer, frames []*e2a.Response, from int64) {
+	t.Helper()
+	for i, f := range frames {
+		if f.Sequence < from {
+			continue
+		}
+		raw, _ := json.Marshal(f)
+		hf, err := render.HeadFrame(raw, uint64(i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rend.Frame(hf); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
