@@ -296,6 +296,9 @@ func (s *Service) driveHistoric(o *render.Output, rend render.Renderer, format, 
 		o.WriteHeader(http.StatusNoContent)
 		return 0, nil
 	}
+	if err := primeFrames(rend, frames, from); err != nil {
+		return 0, err
+	}
 	if err := rend.Start(); err != nil {
 		return 0, err
 	}

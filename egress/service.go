@@ -454,6 +454,10 @@ func (s *Service) stream(ctx context.Context, o *render.Output, rend render.Rend
 		return
 	}
 	defer rd.Close()
+	if err := s.prime(ctx, rend, requestID, from); err != nil {
+		finish(err)
+		return
+	}
 	if err := rend.Start(); err != nil {
 		finish(err)
 		return
@@ -487,6 +491,53 @@ func (s *Service) stream(ctx context.Context, o *render.Output, rend render.Rend
 			s.m.ttff.WithLabelValues(format).Observe(time.Since(start).Seconds())
 		}
 	}
+}
+
+// prime gives a resumed stream's renderer, when it is a render.Primer
+// and from is after the request's first frame, the frames before from
+// (the client has them), read from the hot stream as it holds them now.
+func (s *Service) prime(ctx context.Context, rend render.Renderer, requestID string, from int64) error {
+	p, ok := rend.(render.Primer)
+	if !ok || from <= 0 {
+		return nil
+	}
+	rd, err := Open(ctx, s.nc, requestID, 0, append(s.replayOptions(nil), WithoutRequestCheck())...)
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	for {
+		f, ok, err := rd.NextStored(ctx)
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return err
+		case !ok || f.Sequence() >= from:
+			return nil
+		}
+		if err := p.Prime(&f); err != nil {
+			return err
+		}
+	}
+}
+
+// primeFrames is prime of a request read from the History: its frames
+// before from.
+func primeFrames(rend render.Renderer, frames []render.Frame, from int64) error {
+	p, ok := rend.(render.Primer)
+	if !ok {
+		return nil
+	}
+	for i := range frames {
+		if frames[i].Sequence() >= from {
+			break
+		}
+		if err := p.Prime(&frames[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // finish ends a response: End on the renderer unless the client is gone,

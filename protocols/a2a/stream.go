@@ -39,6 +39,10 @@ var (
 	_ render.PassThrough = (*stream)(nil)
 )
 
+// A resumed stream learns from the frames before its resume point
+// (StreamBase.Prime).
+var _ render.Primer = (*stream)(nil)
+
 // stream renders message/stream and tasks/resubscribe: SSE whose data: is
 // a JSON-RPC response object with an A2A event as result. The SSE id of
 // the last event of each frame is the frame's sequence (after IDPrefix

@@ -69,6 +69,20 @@ func (s *StreamBase) Events(f *render.Frame, b []byte, text bool, submitted func
 	return s.Mapper.Events(resp)
 }
 
+// Prime is render.Primer: a frame before the resume point of a resumed
+// stream, which the client has, given to the mapper for what it learns
+// (the content seen, the artifacts the client has), its events left
+// unwritten. A frame that does not decode is skipped, as the mapper skips
+// an unreadable frame.
+func (s *StreamBase) Prime(f *render.Frame) error {
+	resp, err := f.Decoded()
+	if err != nil {
+		return nil
+	}
+	_, _ = s.Mapper.Events(resp)
+	return nil
+}
+
 // open writes the submitted status-update with submitted while the
 // stream is opening, unless the first frame is a Message (reply).
 func (s *StreamBase) open(reply bool, submitted func() error) error {

@@ -33,6 +33,10 @@ var (
 	_ render.PassThrough = (*stream)(nil)
 )
 
+// A resumed stream learns from the frames before its resume point
+// (StreamBase.Prime).
+var _ render.Primer = (*stream)(nil)
+
 // stream renders SendStreamingMessage of the JSON-RPC binding: SSE whose
 // data: is a JSON-RPC response with a v1.0 StreamResponse as result, the
 // bytes the SDK's JSON-RPC transport writes for the same events
