@@ -547,6 +547,21 @@ func (c rpcCaller) Session(ctx context.Context, protocol, id string, a tenant.Ac
 	return &sess, nil
 }
 
+var _ host.SessionCanceler = rpcCaller{}
+
+// CancelSession marks the owned session id of protocol as cancelled for
+// the turns received before received (TaskStore.markCancelBefore) and
+// returns it as marked; ErrTaskNotFound (host.ErrSessionNotFound) for
+// another protocol's or principal's, nothing written.
+func (c rpcCaller) CancelSession(ctx context.Context, protocol, id string, received time.Time) (*host.Session, error) {
+	rec, err := c.s.opts.tasks.markCancelBefore(ctx, protocol, id, received, c.p.Tenant())
+	if err != nil {
+		return nil, hostError(err)
+	}
+	sess := c.p.session(rec)
+	return &sess, nil
+}
+
 // PutSessionData stores data under kind/id in the task bucket.
 func (c rpcCaller) PutSessionData(ctx context.Context, kind, id string, data []byte) error {
 	key, err := taskKey(kind, id)

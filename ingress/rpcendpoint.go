@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
@@ -40,9 +41,11 @@ func (s *Server) rpcEndpointOf(e host.RPCEndpoint) rpcEndpoint {
 		}}
 }
 
-// httpIn is the call input of a JSON-RPC call that came over HTTP.
-func httpIn(r *http.Request) host.Call {
-	return host.Call{Ctx: r.Context(), Header: r.Header, Agent: r.URL.Query().Get("agent"), Channel: "http", Request: r}
+// httpIn is the call input of a JSON-RPC call that came over HTTP,
+// received (its handling began) at received.
+func httpIn(r *http.Request, received time.Time) host.Call {
+	return host.Call{Ctx: r.Context(), Header: r.Header, Agent: r.URL.Query().Get("agent"), Channel: "http", Request: r,
+		Received: received}
 }
 
 // rpcInput is the normalizer input of one JSON-RPC call: the request is
@@ -90,6 +93,7 @@ func (v *valueReply) Stream() http.ResponseWriter { return nil }
 // notifications answered with no content, batches answered element by
 // element (streaming methods refused inside them), one call otherwise.
 func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, e rpcEndpoint) {
+	received := time.Now() // before the gate: host.Call.Received
 	rec := &statusRecorder{StatusWriter: obs.StatusWriter{ResponseWriter: w}}
 	method := "?"
 	defer func() { s.metrics.requests.WithLabelValues(e.protocol, method, strconv.Itoa(rec.Code)).Inc() }()
@@ -116,7 +120,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, e rpcEndpoint)
 		}
 		resps := jsonrpc.Batch(r.Context(), calls, e.streaming, func(ctx context.Context, req *Request) (any, *Error) {
 			var v valueReply
-			e.call(&v, httpIn(r).WithContext(ctx), p, req)
+			e.call(&v, httpIn(r, received).WithContext(ctx), p, req)
 			return v.result, v.err
 		})
 		_ = jsonrpc.WriteBatch(w, resps)
@@ -130,7 +134,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, e rpcEndpoint)
 	method = e.metric(c.Request.Method)
 	if c.Request.IsNotification() {
 		var v valueReply
-		e.call(&v, httpIn(r), p, &c.Request)
+		e.call(&v, httpIn(r, received), p, &c.Request)
 		if e.notifyErrors && v.err != nil {
 			_ = jsonrpc.WriteError(w, nil, v.err)
 			return
@@ -138,5 +142,5 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, e rpcEndpoint)
 		jsonrpc.WriteNoReply(w)
 		return
 	}
-	e.call(host.HTTPReply(w, c.Request.ID), httpIn(r), p, &c.Request)
+	e.call(host.HTTPReply(w, c.Request.ID), httpIn(r, received), p, &c.Request)
 }

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -68,6 +69,13 @@ type TaskRecord struct {
 	// a task in a terminal state (appendAfter). Only the append reads it;
 	// every reader of the task's state reads the frames.
 	CancelTurn string `json:"cancel_turn,omitempty"`
+	// CancelBefore, of an ACP session, is when the latest session/cancel
+	// of the session was received (Unix nanoseconds, by the clock of the
+	// replica that received it; host.SessionCanceler): a turn received
+	// before it and appended after it is cancelled once published
+	// (publishTurnIf), as the cancel would have, had it found the turn in
+	// the record. It only grows; 0 in a session never cancelled.
+	CancelBefore int64 `json:"cancel_before,omitempty"`
 	// ContextClaimed is a time at or before which the claim of the task's
 	// A2A context (KindContext, ContextID) was last written, as the task's
 	// writes last found it: once it is older than
@@ -132,6 +140,10 @@ type TaskStore struct {
 	directOnce sync.Once
 	direct     *streams.DirectGetter
 	directErr  error
+	// appending, set by tests only (SetAppendHook), is called when the
+	// append of a turn starts (appendAfter), before the record is read: a
+	// turn it holds is received and not yet recorded.
+	appending atomic.Pointer[func(kind, id, requestID string)]
 	// contextRefresh is the age past which a write of a task writes the
 	// claim of its context again (keepContext; a new task of the context
 	// does at half of it: claimContext); negative when records never
@@ -376,6 +388,9 @@ func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecor
 	if err != nil {
 		return nil, false, err
 	}
+	if f := s.appending.Load(); f != nil {
+		(*f)(kind, base.ID, requestID)
+	}
 	for attempt := 0; attempt < maxAppendAttempts; attempt++ {
 		if err := updateBackoff(ctx, attempt); err != nil {
 			return nil, false, err
@@ -500,6 +515,44 @@ func (s *TaskStore) markCancelled(ctx context.Context, id, after string, by tena
 		}
 	}
 	return fmt.Errorf("ingress: task %s: too many concurrent updates", key)
+}
+
+// markCancelBefore records on the session id of protocol that its turns
+// received before received are cancelled (TaskRecord.CancelBefore, raised
+// to received, never lowered) and returns the record as written: the
+// compare-and-set on the record's revision orders the mark with every
+// append of a turn, so a turn appended before it is in the record returned
+// and a turn appended after it reads the mark (appendAfter). The record is
+// written even when the mark is not raised, for that record.
+// ErrTaskNotFound, with nothing written, when there is no such session or
+// by may not write it.
+func (s *TaskStore) markCancelBefore(ctx context.Context, protocol, id string, received time.Time, by tenant.Principal) (*TaskRecord, error) {
+	key, err := taskKey(KindSession, id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrTaskNotFound, err)
+	}
+	var marked *TaskRecord
+	found, err := s.modify(ctx, key, func(rec *TaskRecord, _ time.Time) (bool, error) {
+		if rec.Protocol != protocol || !by.Allows(tenant.Write, rec.Principal) {
+			return false, ErrTaskNotFound
+		}
+		rec.CancelBefore = max(rec.CancelBefore, received.UnixNano())
+		marked = rec
+		return true, nil
+	})
+	if err == nil && !found {
+		err = ErrTaskNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return marked, nil
+}
+
+// cancelledBefore reports whether a turn of rec received at received is
+// one a session/cancel received after it cancels (TaskRecord.CancelBefore).
+func (t *TaskRecord) cancelledBefore(received time.Time) bool {
+	return t.CancelBefore != 0 && !received.IsZero() && received.UnixNano() < t.CancelBefore
 }
 
 // unmarkCancelled takes back markCancelled's mark of requestID on the task

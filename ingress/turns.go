@@ -43,7 +43,10 @@ const removeTimeout = 5 * time.Second
 // none was made). An A2A message is not appended after the task's cancel
 // turn (ErrTaskTerminal): the task is canceled from that turn's append on,
 // while the terminal-task check (taskOpen), which reads the frames, finds
-// the cancel turn running until its final frame is stored.
+// the cancel turn running until its final frame is stored. A turn of an
+// ACP session received before a session/cancel whose mark its append
+// reads (TaskRecord.CancelBefore) is cancelled once published
+// (cancelReceivedBefore).
 func (s *Server) publishTurn(ctx context.Context, p Principal, pool string, env *e2a.Envelope, of host.Turn, origin idOrigin, contextOwner string) (Accepted, error) {
 	return s.publishTurnIf(ctx, p, pool, env, of, origin, contextOwner, turnCond{open: of.Task.Protocol == normalizer.ProtocolA2A})
 }
@@ -97,6 +100,9 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 	start := time.Now()
 	acc, err := s.publishAfter(ctx, p, pool, env, turnsBefore(rec, env.RequestID), origin, owner)
 	s.metrics.publish.Observe(time.Since(start).Seconds())
+	if err == nil && added && rec.cancelledBefore(of.Received) {
+		s.cancelReceivedBefore(ctx, of.Task.ID, env.RequestID)
+	}
 	if err != nil && added {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
 		defer cancel()
@@ -107,6 +113,21 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 		}
 	}
 	return acc, err
+}
+
+// cancelReceivedBefore cancels requestID, a turn of the session id just
+// published, which a session/cancel received after the turn and handled
+// before the turn was recorded did not find (TaskRecord.CancelBefore: the
+// append read the cancel's mark): the turn ends cancelled as if that cancel
+// had found it. The cancel follows the publish (agent.Cancel), is sent
+// even when the caller has gone (the turn is published), and its failure
+// is logged: the turn then runs.
+func (s *Server) cancelReceivedBefore(ctx context.Context, id, requestID string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+	defer cancel()
+	if err := s.cancel(ctx, requestID); err != nil {
+		s.opts.log.Warn("a turn received before a cancel of its session: its cancel failed", "session_id", id, "request_id", requestID, "err", err)
+	}
 }
 
 // turnsBefore returns the turns the record rec holds before requestID,

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	acpsdk "github.com/coder/acp-go-sdk"
 	"github.com/google/uuid"
@@ -333,6 +334,7 @@ func (d *frontDoor) session(rep host.Reply, in host.Call, c host.RPCCaller, req 
 
 // prompt publishes a session/prompt and streams its answer.
 func (d *frontDoor) prompt(rep host.Reply, in host.Call, c host.RPCCaller, res *normalizer.Result, req *jsonrpc.Request) {
+	at := received(in)
 	env := res.Envelope
 	if rec := d.session(rep, in, c, req, env.SessionID, tenant.Write); rec == nil {
 		return
@@ -353,8 +355,12 @@ func (d *frontDoor) prompt(rep host.Reply, in host.Call, c host.RPCCaller, res *
 	// before the publish, so a new prompt's stream opens without reading
 	// E2A_RESPONSES (egress.ExpectStream).
 	answered := !req.IsNotification()
+	// A cancel of the session received after the prompt may be handled
+	// before the prompt is recorded (two HTTP requests): the prompt is then
+	// cancelled once published, by its time (host.Turn.Received).
 	sub, err := c.Submit(in.Ctx, host.Submission{Pool: res.Pool, Envelope: env, Slot: answered, Prepare: answered && rep.Stream() != nil,
-		Turn: &host.Turn{Task: host.Task{Session: host.Session{ID: env.SessionID, Protocol: normalizer.ProtocolACP, Pool: res.Pool}}, Session: true}})
+		Turn: &host.Turn{Task: host.Task{Session: host.Session{ID: env.SessionID, Protocol: normalizer.ProtocolACP, Pool: res.Pool}},
+			Session: true, Received: at}})
 	if !host.ReplySubmitted(rep, sub, err) {
 		return
 	}
@@ -399,19 +405,60 @@ func liftE2AParams(env *e2a.Envelope) {
 // queued after it (turns of a session run one after another). The worker
 // then writes each one's final cancelled frame, which ends its pending
 // session/prompt with stopReason "cancelled".
+//
+// A prompt received before the cancel may not be recorded yet (over HTTP
+// the prompt and the cancel are two requests, handled concurrently, maybe
+// by two replicas): the session is first marked cancelled for the prompts
+// received before this cancel (host.SessionCanceler), a compare-and-set
+// that orders the mark with the prompts' appends to the session's record.
+// A prompt appended before the mark is in the record the mark returns,
+// and cancelled here; one appended after it reads the mark and is
+// cancelled once published, if it was received before the cancel. A
+// prompt received after the cancel runs.
 func (d *frontDoor) cancel(rep host.Reply, in host.Call, c host.RPCCaller, res *normalizer.Result, req *jsonrpc.Request) {
+	at := received(in)
 	rec := d.session(rep, in, c, req, res.Envelope.SessionID, tenant.Write)
 	if rec == nil {
 		return
 	}
+	if sc, ok := c.(host.SessionCanceler); ok {
+		marked, err := sc.CancelSession(in.Ctx, normalizer.ProtocolACP, rec.ID, at)
+		if errors.Is(err, host.ErrSessionNotFound) {
+			// Gone, or another principal's, since it was read.
+			rep.Error(&jsonrpc.Error{Code: jsonrpc.CodeACPResourceNotFound, Message: "Resource not found: session " + jsonrpc.QuoteForMessage(rec.ID),
+				Data: map[string]any{"sessionId": rec.ID}})
+			return
+		}
+		if err != nil {
+			d.cancelFailed(rep, rec, err)
+			return
+		}
+		rec = marked
+	}
 	if len(rec.RequestIDs) > 0 {
 		if err := d.h.CancelTurns(in.Ctx, rec); err != nil {
-			d.h.Logger().Warn("acp: cancel failed", "session_id", rec.ID, "request_id", rec.LastRequest(), "err", err)
-			rep.Error(jsonrpc.InternalError("the cancel could not be delivered; retry"))
+			d.cancelFailed(rep, rec, err)
 			return
 		}
 	}
 	rep.Result(nil)
+}
+
+// cancelFailed answers a session/cancel that could not be delivered.
+func (d *frontDoor) cancelFailed(rep host.Reply, rec *host.Session, err error) {
+	d.h.Logger().Warn("acp: cancel failed", "session_id", rec.ID, "request_id", rec.LastRequest(), "err", err)
+	rep.Error(jsonrpc.InternalError("the cancel could not be delivered; retry"))
+}
+
+// received is when the call was received: the transport's time
+// (host.Call.Received), else now (stdio, whose calls of a session start
+// in the order read: a prompt read after a session/cancel starts once the
+// cancel's handler returned).
+func received(in host.Call) time.Time {
+	if in.Received.IsZero() {
+		return time.Now()
+	}
+	return in.Received
 }
 
 // stream writes the JSON-RPC messages of one streamed answer: NDJSON

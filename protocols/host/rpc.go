@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -64,6 +65,11 @@ type Call struct {
 	// Request is the HTTP request when the transport is HTTP (streams
 	// negotiate their format and resume from it); nil on stdio.
 	Request *http.Request
+	// Received is when the transport received the call, before its
+	// admission (HTTP: the request's handling began); zero when the
+	// transport does not say (stdio: the handler's start is its time).
+	// A cancel of a session's turns compares it ([SessionCanceler]).
+	Received time.Time
 }
 
 // WithContext returns c with ctx (the context of one batch element).
@@ -204,6 +210,26 @@ type Turn struct {
 	// is no record to read first; the request stands for the record until
 	// a second turn writes one.
 	Created bool
+	// Received, of a session's turn, is when the front door received it
+	// ([Call.Received]): a turn received before a cancel of the session
+	// ([SessionCanceler]) and recorded after it is cancelled once
+	// published. Zero: no such check.
+	Received time.Time
+}
+
+// SessionCanceler is what a caller adds to [Sessions] for a cancel of a
+// session's turns over a transport that does not order calls (HTTP: a
+// prompt and the cancel sent after it are two requests, which may be
+// handled in either order).
+type SessionCanceler interface {
+	// CancelSession marks the caller's session id of protocol as
+	// cancelled for every turn received before received ([Turn.Received]):
+	// such a turn recorded after the mark is cancelled once published. It
+	// returns the session as the mark was written: every turn recorded
+	// before the mark is among its RequestIDs, for [Canceler.CancelTurns].
+	// [ErrSessionNotFound] when the caller may not write it, with nothing
+	// written.
+	CancelSession(ctx context.Context, protocol, id string, received time.Time) (*Session, error)
 }
 
 // Sessions keeps the sessions of the caller in the task store, where a
