@@ -314,14 +314,25 @@ func (h protocolHost) CancelTurns(ctx context.Context, sess *host.Session) error
 		if !ok {
 			continue // never published: nothing to cancel
 		}
-		if env, err := e2a.FromJSON(data); err == nil && !sess.Owns(env) {
-			continue // another principal's
+		if env, err := e2a.FromJSON(data); err == nil && (!sess.Owns(env) || receivedSince(env, sess.CancelBefore)) {
+			continue // another principal's, or received after the cancel
 		}
 		if err := h.s.cancel(ctx, id); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// receivedSince reports whether env, a turn, was received at or after t
+// (its timestamp: when its front door received it), t not zero: a
+// session/cancel received at t leaves it running (host.Session.CancelBefore).
+func receivedSince(env *e2a.Envelope, t time.Time) bool {
+	if t.IsZero() {
+		return false
+	}
+	at, err := e2a.ParseTime(env.Timestamp)
+	return err == nil && !at.Before(t.Truncate(time.Microsecond))
 }
 
 // awaitStored reports whether requestID is stored in E2A_REQUESTS, and
@@ -559,6 +570,7 @@ func (c rpcCaller) CancelSession(ctx context.Context, protocol, id string, recei
 		return nil, hostError(err)
 	}
 	sess := c.p.session(rec)
+	sess.CancelBefore = received
 	return &sess, nil
 }
 

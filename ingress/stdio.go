@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -228,7 +229,8 @@ type stdioHookKey struct{}
 
 // stdioCall is one request in flight.
 type stdioCall struct {
-	seq       uint64 // the order read, from 1 (register)
+	seq       uint64    // the order read, from 1 (register)
+	received  time.Time // when its line was read: host.Call.Received, in the order read
 	idKey     string
 	id        json.RawMessage
 	sessionID string // of a turn (session/prompt)
@@ -310,7 +312,7 @@ func (c *stdioConn) dispatch(ln stdioLine) {
 		return
 	}
 	lc := lines.Classify(pk.Method, pk.Params)
-	call := &stdioCall{id: pk.ID}
+	call := &stdioCall{id: pk.ID, received: time.Now()}
 	call.ctx, call.cancel = context.WithCancel(c.base)
 	hdr := http.Header{}
 	if lc.Publishes && (pk.ID != nil || lc.Turn) {
@@ -609,7 +611,7 @@ func (c *stdioConn) cancelRequest(id json.RawMessage) {
 // answers are written as lines, a streamed answer line by line.
 func (c *stdioConn) run(call *stdioCall, line []byte, hdr http.Header) {
 	s := c.s
-	in := host.Call{Ctx: call.ctx, Header: hdr, Channel: "stdio"}
+	in := host.Call{Ctx: call.ctx, Header: hdr, Channel: "stdio", Received: call.received}
 	w := &stdioResponse{hdr: http.Header{}, out: c.out, after: call.beforeEnded, ctx: call.ctx}
 	defer func() {
 		w.finish()

@@ -97,10 +97,19 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 		return Accepted{}, fmt.Errorf("%w: task index: %v", ErrBackpressure, err)
 	}
 	owner := turnOwner(kind, of, rec, contextOwner)
+	cancelled := added && rec.cancelledBefore(of.Received)
+	if cancelled {
+		// Before the publish: a worker running now has the cancel when the
+		// turn reaches it and ends the turn without running it.
+		s.cancelReceivedBefore(ctx, of.Task.ID, env.RequestID)
+	}
 	start := time.Now()
 	acc, err := s.publishAfter(ctx, p, pool, env, turnsBefore(rec, env.RequestID), origin, owner)
 	s.metrics.publish.Observe(time.Since(start).Seconds())
-	if err == nil && added && rec.cancelledBefore(of.Received) {
+	if err == nil && cancelled {
+		// And after it, for a worker started between the two, which proves
+		// a turn stored after it has no cancel from the cancels it receives
+		// live (agent.Cancel).
 		s.cancelReceivedBefore(ctx, of.Task.ID, env.RequestID)
 	}
 	if err != nil && added {
@@ -115,13 +124,13 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 	return acc, err
 }
 
-// cancelReceivedBefore cancels requestID, a turn of the session id just
-// published, which a session/cancel received after the turn and handled
+// cancelReceivedBefore cancels requestID, a turn of the session id
+// published (or about to be), which a session/cancel received after the turn and handled
 // before the turn was recorded did not find (TaskRecord.CancelBefore: the
 // append read the cancel's mark): the turn ends cancelled as if that cancel
-// had found it. The cancel follows the publish (agent.Cancel), is sent
-// even when the caller has gone (the turn is published), and its failure
-// is logged: the turn then runs.
+// had found it. It is sent before the publish and after it
+// (publishTurnIf), even when the caller has gone, and its failure is
+// logged: the turn then runs.
 func (s *Server) cancelReceivedBefore(ctx context.Context, id, requestID string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
 	defer cancel()

@@ -355,6 +355,10 @@ func (d *frontDoor) prompt(rep host.Reply, in host.Call, c host.RPCCaller, res *
 	// before the publish, so a new prompt's stream opens without reading
 	// E2A_RESPONSES (egress.ExpectStream).
 	answered := !req.IsNotification()
+	// The envelope's timestamp is when the prompt was received: a
+	// session/cancel received after it cancels it, one received before it
+	// leaves it running (host.Session.CancelBefore).
+	env.Timestamp = e2a.FormatTime(at)
 	// A cancel of the session received after the prompt may be handled
 	// before the prompt is recorded (two HTTP requests): the prompt is then
 	// cancelled once published, by its time (host.Turn.Received).
@@ -451,9 +455,8 @@ func (d *frontDoor) cancelFailed(rep host.Reply, rec *host.Session, err error) {
 }
 
 // received is when the call was received: the transport's time
-// (host.Call.Received), else now (stdio, whose calls of a session start
-// in the order read: a prompt read after a session/cancel starts once the
-// cancel's handler returned).
+// (host.Call.Received: HTTP's before admission, stdio's when its line was
+// read, in the order read), else now.
 func received(in host.Call) time.Time {
 	if in.Received.IsZero() {
 		return time.Now()

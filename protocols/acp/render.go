@@ -65,6 +65,26 @@ func (r *renderer) emit(id string, v any) error {
 	return render.WriteLineJSON(r.o, v)
 }
 
+// A resumed prompt learns the tool calls the client saw open (Prime).
+var _ render.Primer = (*renderer)(nil)
+
+// Prime is render.Primer: a frame before a resumed prompt's resume point
+// (the client has its updates) opens or ends the tool calls it names, so
+// the turn's end ends the calls the client saw open before it resumed
+// (openCalls), as the whole stream does. A frame that does not decode
+// is skipped, as Frame would have failed on it then.
+func (r *renderer) Prime(f *render.Frame) error {
+	resp, err := f.Decoded()
+	if err != nil {
+		return nil
+	}
+	ups, _ := Updates(resp)
+	for _, u := range ups {
+		r.calls.track(u)
+	}
+	return nil
+}
+
 func (r *renderer) Frame(f *render.Frame) error {
 	if b, session, ok := TextUpdate(f, r.p.SessionID); ok {
 		r.p.SessionID = session

@@ -66,9 +66,10 @@ type Call struct {
 	// negotiate their format and resume from it); nil on stdio.
 	Request *http.Request
 	// Received is when the transport received the call, before its
-	// admission (HTTP: the request's handling began); zero when the
-	// transport does not say (stdio: the handler's start is its time).
-	// A cancel of a session's turns compares it ([SessionCanceler]).
+	// admission (HTTP: the request's handling began; stdio: its line was
+	// read, so in the order read); zero when the transport does not say
+	// (now is its time then). A cancel of a session's turns compares it
+	// ([SessionCanceler]).
 	Received time.Time
 }
 
@@ -164,6 +165,12 @@ type Session struct {
 	Writers []string
 	// RequestIDs are its requests, oldest first.
 	RequestIDs []string
+	// CancelBefore, of the session a session/cancel marked
+	// ([SessionCanceler]), is when that cancel was received: its
+	// [Canceler.CancelTurns] leaves running a turn received at or after it
+	// (the envelope's timestamp, the time its front door received it),
+	// recorded before the mark though it was. Zero: every turn not ended.
+	CancelBefore time.Time
 }
 
 // Owns reports whether the stored request env is one of the record's:
