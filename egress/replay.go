@@ -60,6 +60,9 @@ type replayConfig struct {
 	mux          *streams.DirectGetter
 	get          batchGetter
 	prepared     *Prepared // a subscription made before the publish (Prepare)
+	// before is given each frame stored before the resume point, decoded,
+	// once, in order, as the read meets it (withBefore).
+	before func(f *render.Frame) error
 }
 
 // batchGetter reads up to batch messages stored under subject in stream
@@ -217,6 +220,24 @@ func withWaitHooks(h waitHooks, hold time.Duration) ReplayOption {
 	return func(c *replayConfig) error { c.waits, c.headHold = h, hold; return nil }
 }
 
+// withBefore gives fn each frame stored before the resume point, decoded,
+// once and in order, as the read meets it (a render.Primer's Prime): the
+// reader reads them to find the resume point anyway. A frame that does not
+// decode is not given.
+func withBefore(fn func(f *render.Frame) error) ReplayOption {
+	return func(c *replayConfig) error { c.before = fn; return nil }
+}
+
+// giveBefore gives cfg.before the frame data, stored before the resume
+// point in the message at stream sequence streamSeq.
+func (r *Reader) giveBefore(streamSeq uint64, data []byte) error {
+	resp, err := e2a.UnmarshalResponse(data)
+	if err != nil {
+		return nil
+	}
+	return r.cfg.before(&render.Frame{Response: resp, Raw: data, StreamSeq: streamSeq})
+}
+
 func withMux(m *streams.DirectGetter) ReplayOption {
 	return func(c *replayConfig) error { c.mux = m; return nil }
 }
@@ -255,6 +276,8 @@ type Reader struct {
 	scratch render.Head // the head of the frame being accepted
 
 	next     int64  // E2A sequence of the next frame to deliver
+	from     int64  // the resume point
+	primed   int64  // the last frame before it given to cfg.before (-1: none)
 	lastSeq  uint64 // stream sequence of the last message read for this request
 	caughtUp bool   // the stream held nothing more at the last read
 	done     bool   // the final frame was delivered, or lies before the resume point
@@ -302,7 +325,7 @@ func Open(ctx context.Context, nc *nats.Conn, requestID string, from int64, opts
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
 	}
-	r := &Reader{nc: nc, cfg: cfg, requestID: requestID, respSubj: respSubj, next: from}
+	r := &Reader{nc: nc, cfg: cfg, requestID: requestID, respSubj: respSubj, next: from, from: from, primed: -1}
 	if r.cfg.mux == nil {
 		m, err := streams.NewDirectGetter(nc)
 		if err != nil {
@@ -559,6 +582,12 @@ func (r *Reader) acceptFrame(streamSeq uint64, seq int64, haveHead bool, data []
 	case seq < expect:
 		// Before the resume point or a duplicate. A final frame before the
 		// resume point still ends the read.
+		if r.cfg.before != nil && seq < r.from && seq > r.primed {
+			r.primed = seq
+			if err := r.giveBefore(streamSeq, data); err != nil {
+				return false, err
+			}
+		}
 		if streamSeq > r.lastSeq {
 			r.lastSeq = streamSeq
 		}

@@ -425,6 +425,11 @@ func (s *Service) stream(ctx context.Context, o *render.Output, rend render.Rend
 	if pt, ok := rend.(render.PassThrough); ok && pt.PassThrough() {
 		ropts = append(ropts, WithoutDecode())
 	}
+	if p, ok := rend.(render.Primer); ok && from > 0 {
+		// The frames before the resume point, which the client has, as the
+		// reader meets them on its way there.
+		ropts = append(ropts, withBefore(p.Prime))
+	}
 	// What is written goes out when the reader has nothing more to give
 	// at once: frames that arrived together in one write. The head waits
 	// for the first frame (headHold at most), so that a request's first
@@ -454,10 +459,6 @@ func (s *Service) stream(ctx context.Context, o *render.Output, rend render.Rend
 		return
 	}
 	defer rd.Close()
-	if err := s.prime(ctx, rend, requestID, from); err != nil {
-		finish(err)
-		return
-	}
 	if err := rend.Start(); err != nil {
 		finish(err)
 		return
@@ -493,37 +494,10 @@ func (s *Service) stream(ctx context.Context, o *render.Output, rend render.Rend
 	}
 }
 
-// prime gives a resumed stream's renderer, when it is a render.Primer
-// and from is after the request's first frame, the frames before from
-// (the client has them), read from the hot stream as it holds them now.
-func (s *Service) prime(ctx context.Context, rend render.Renderer, requestID string, from int64) error {
-	p, ok := rend.(render.Primer)
-	if !ok || from <= 0 {
-		return nil
-	}
-	rd, err := Open(ctx, s.nc, requestID, 0, append(s.replayOptions(nil), WithoutRequestCheck())...)
-	if err != nil {
-		return err
-	}
-	defer rd.Close()
-	for {
-		f, ok, err := rd.NextStored(ctx)
-		switch {
-		case errors.Is(err, io.EOF):
-			return nil
-		case err != nil:
-			return err
-		case !ok || f.Sequence() >= from:
-			return nil
-		}
-		if err := p.Prime(&f); err != nil {
-			return err
-		}
-	}
-}
-
-// primeFrames is prime of a request read from the History: its frames
-// before from.
+// primeFrames gives a resumed stream's renderer, when it is a
+// render.Primer, the frames of a request read from the History before
+// from (the client has them); a stream read from the hot streams gets them
+// from its reader (withBefore).
 func primeFrames(rend render.Renderer, frames []render.Frame, from int64) error {
 	p, ok := rend.(render.Primer)
 	if !ok {

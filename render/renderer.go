@@ -30,8 +30,9 @@ type PassThrough interface{ PassThrough() bool }
 // Primer is implemented by the renderers whose events depend on the
 // frames before a resume point: resumed (a resume point after the first
 // frame), the driver gives Prime each frame the stream holds before that
-// point, in order, before Start, and writes nothing of them (the client
-// has them). An A2A stream's mapper learns from them what the client has
+// point, in order, before the first frame it renders (its reader meets
+// them on its way to the resume point), and writes nothing of them (the
+// client has them). An A2A stream's mapper learns from them what the client has
 // seen, so that the final frame's result, sent as the answer by a stream
 // that saw no content, is not sent again to a client that has the
 // streamed text. An error from Prime ends the stream as Frame's does.

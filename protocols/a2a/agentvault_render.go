@@ -202,10 +202,11 @@ type avStream struct {
 	// the one rendered (the last one once rendered): a message written
 	// at a frame holds the text of the frames before it, and carries
 	// their id, so that a resumption after it does not repeat it.
-	pend    *AVMessageEvent
-	pendKey string
-	prevID  string
-	outs    []avOut
+	pend     *AVMessageEvent
+	pendText strings.Builder // pend's text so far (its part's content once flushed)
+	pendKey  string
+	prevID   string
+	outs     []avOut
 }
 
 // avOut is one event of a frame; id, when set, is its own (a message of
@@ -302,6 +303,7 @@ func (r *avStream) flush() {
 	if r.pend == nil {
 		return
 	}
+	r.pend.Message.Parts[0].Content = r.pendText.String()
 	r.outs = append(r.outs, avOut{event: "task_message", data: *r.pend, id: r.prevID})
 	r.pend, r.pendKey = nil, ""
 }
@@ -324,14 +326,15 @@ func (r *avStream) text(id string, t a2a.TextPart, ts string) {
 	thought := avThought(t)
 	key := id + "\x00" + strconv.FormatBool(thought)
 	if r.pend != nil && r.pendKey == key {
-		p := &r.pend.Message.Parts[0]
-		p.Content = p.Content.(string) + t.Text
+		r.pendText.WriteString(t.Text)
 		r.pend.Timestamp = ts
 		return
 	}
 	r.flush()
 	r.pend = &AVMessageEvent{TaskID: r.m.TaskID(), Timestamp: ts,
-		Message: AVMessage{Role: "assistant", Parts: []AVPart{{Type: "text", Content: t.Text}}, Metadata: avMeta(thought, nil)}}
+		Message: AVMessage{Role: "assistant", Parts: []AVPart{{Type: "text"}}, Metadata: avMeta(thought, nil)}}
+	r.pendText.Reset()
+	r.pendText.WriteString(t.Text)
 	r.pendKey = key
 }
 
@@ -402,12 +405,34 @@ func (r *avStream) statusEvent(e *a2a.TaskStatusUpdateEvent, final bool, task, t
 
 func (r *avStream) Heartbeat() error { return render.SSEComment(r.o, "keep-alive") }
 
+// A resumed stream learns what the client saw before its resume point
+// (Prime).
+var _ render.Primer = (*avStream)(nil)
+
+// Prime is render.Primer: a frame before the resume point (the client
+// has its events) is given to the mapper, so that the final frame's result
+// is not sent again as the answer to a client that has the streamed text.
+// Nothing of it is held: a message's text is written under the id of its
+// last frame, never before it.
+func (r *avStream) Prime(f *render.Frame) error {
+	resp, err := f.Decoded()
+	if err != nil {
+		return nil
+	}
+	_, _ = r.m.Events(resp)
+	return nil
+}
+
 func (r *avStream) End(err error) error {
 	r.done = err == nil
 	// The message still streaming, when the turn did not end: what the
-	// task holds of it.
+	// task holds of it. Not when the stream breaks (err): the client
+	// resumes after the last id it has and gets the whole message then,
+	// not its rest as a second one.
 	r.outs = r.outs[:0]
-	r.flush()
+	if err == nil {
+		r.flush()
+	}
 	for _, o := range r.outs {
 		if werr := render.SSEEventJSON(r.o, o.id, o.event, o.data); werr != nil && err == nil {
 			return werr

@@ -1,0 +1,208 @@
+package a2a_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/protocols"
+)
+
+// avResumeAgent streams its answer's text, then a tool call (as a model
+// does that answers and calls a tool: the OpenAI bridge passes its
+// tool_calls on), then completes with the answer as its result, as the
+// model bridges and the demo agent do.
+func avResumeAgent(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+	for _, d := range []string{"Sunny ", "today."} {
+		if err := w.Chunk(e2a.DeltaText, d); err != nil {
+			return err
+		}
+		if err := w.Sync(); err != nil {
+			return err
+		}
+	}
+	if err := w.Chunk(e2a.DeltaTool, e2a.ToolDelta{Type: e2a.ToolFunctionCall, ID: "call_9", Name: "lookup", Args: map[string]any{"q": "x"}}); err != nil {
+		return err
+	}
+	if err := w.Sync(); err != nil {
+		return err
+	}
+	return w.Complete("Sunny today.")
+}
+
+// avSSEIDs are the (event, id) of an SSE body's events with an id.
+func avSSEIDs(t *testing.T, resp *http.Response) (events, ids []string) {
+	t.Helper()
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var ev, id string
+	for sc.Scan() {
+		switch l := sc.Text(); {
+		case l == "":
+			if ev != "" && id != "" {
+				events, ids = append(events, ev), append(ids, id)
+			}
+			ev, id = "", ""
+		case strings.HasPrefix(l, "event: "):
+			ev = strings.TrimPrefix(l, "event: ")
+		case strings.HasPrefix(l, "id: "):
+			id = strings.TrimPrefix(l, "id: ")
+		}
+	}
+	return events, ids
+}
+
+// TestAgentVaultResumeAfterToolCall: an AgentVault client that lost
+// tasks/sendSubscribe right after the tool call's task_artifact (the last
+// event before the turn's end) resumes after its id (Last-Event-ID): it
+// has the answer's task_message already and gets only the end (COMPLETED),
+// not the final frame's result again as the answer (the renderer is a
+// render.Primer: its mapper learns of the content before the resume
+// point), so it rebuilds what tasks/get has.
+func TestAgentVaultResumeAfterToolCall(t *testing.T) {
+	auth := pipetest.KeyAuth(t, map[string]string{"alice": "alice-key-0123456789"}, nil)
+	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithAuth(auth)))
+	p.Pool("av", agent.HandlerFunc(avResumeAgent))
+	alice := avClient{t, p.URL, "alice-key-0123456789"}
+
+	whole := readAV(t, alice.post("tasks/sendSubscribe", `{"message":`+avText("weather?")+`}`, true), nil)
+	id := whole.taskID
+	task := alice.get(id)
+	sameView(t, task, whole) // read whole, the stream is the task
+
+	resp := alice.post("tasks/sendSubscribe", `{"id":"`+id+`"}`, true)
+	events, ids := avSSEIDs(t, resp)
+	last := ""
+	for i, e := range events {
+		if e == "task_artifact" {
+			last = ids[i]
+		}
+	}
+	if last == "" {
+		t.Fatalf("no task_artifact with an id: %v %v", events, ids)
+	}
+	req, err := http.NewRequest(http.MethodPost, p.URL+"/a2a?agent=av",
+		strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","id":"req-2","method":"tasks/sendSubscribe","params":{"id":%q}}`, id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Api-Key", alice.key)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Last-Event-ID", last)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest := readAV(t, resp, nil)
+	if len(rest.messages) != 0 {
+		t.Errorf("resumed after the tool call's event %s: %d task_message, want none (the client has the answer): %s\ntasks/get: %s",
+			last, len(rest.messages), avJSON(rest.messages), avJSON(agentMessages(task)))
+	}
+	if n := len(rest.states); n == 0 || rest.states[n-1] != task.State {
+		t.Errorf("resumed: states %v, want the end %s", rest.states, task.State)
+	}
+}
+
+// avReadStream is readAV that also returns the id of the last event with one.
+func avReadStream(t *testing.T, resp *http.Response) (*avSeen, string) {
+	t.Helper()
+	defer resp.Body.Close()
+	s := &avSeen{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var event, data, id, last string
+	for sc.Scan() {
+		switch l := sc.Text(); {
+		case l == "" && event != "":
+			end := s.add(t, event, data)
+			if id != "" {
+				last = id
+			}
+			event, data, id = "", "", ""
+			if end {
+				return s, last
+			}
+		case strings.HasPrefix(l, "event: "):
+			event = strings.TrimPrefix(l, "event: ")
+		case strings.HasPrefix(l, "data: "):
+			data += strings.TrimPrefix(l, "data: ")
+		case strings.HasPrefix(l, "id: "):
+			id = strings.TrimPrefix(l, "id: ")
+		}
+	}
+	return s, last
+}
+
+// TestAgentVaultErrorMidMessage: a tasks/sendSubscribe stream that ends
+// on an error while a message's text is held (here egress's idle limit
+// passes while the agent pauses mid-answer) writes the error event, not the
+// text held so far: the client resumes after the last id it has
+// (Last-Event-ID) once the agent goes on and gets the whole message then,
+// one task_message ("Working on it."), as tasks/get has it, never its two
+// halves.
+func TestAgentVaultErrorMidMessage(t *testing.T) {
+	auth := pipetest.KeyAuth(t, map[string]string{"alice": "alice-key-0123456789"}, nil)
+	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithAuth(auth)))
+	release := make(chan struct{})
+	p.Pool("av", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		say := func(d string) error {
+			if err := w.Chunk(e2a.DeltaText, d); err != nil {
+				return err
+			}
+			return w.Sync()
+		}
+		if err := say("Work"); err != nil {
+			return err
+		}
+		if err := say("ing"); err != nil {
+			return err
+		}
+		select { // a pause mid-answer, past egress's idle limit
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if err := say(" on it."); err != nil {
+			return err
+		}
+		return w.Complete("Working on it.")
+	}))
+	// A front whose egress ends a stream idle for 300ms (its idle limit).
+	f := pipetest.ServeFront(t, p.NC, []egress.Option{egress.WithWaitLimits(30*time.Second, 300*time.Millisecond),
+		egress.WithProjections(protocols.FillProjections)}, ingress.WithAuth(auth))
+	alice := avClient{t, f.URL, "alice-key-0123456789"}
+
+	first, last := avReadStream(t, alice.post("tasks/sendSubscribe", `{"message":`+avText("go")+`}`, true))
+	if len(first.errors) == 0 {
+		t.Fatalf("the first stream did not end on an error: %v", first.events)
+	}
+	close(release)
+	req, err := http.NewRequest(http.MethodPost, p.URL+"/a2a?agent=av",
+		strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","id":"req-2","method":"tasks/sendSubscribe","params":{"id":%q}}`, first.taskID)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Api-Key", alice.key)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Last-Event-ID", last)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := avReadStream(t, resp)
+	task := alice.get(first.taskID)
+	t.Logf("first stream %v (last id %s), resumed %v", first.events, last, rest.events)
+	sameView(t, task, first, rest)
+}
