@@ -1,7 +1,6 @@
 package a2a_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/protocols"
 )
 
@@ -43,20 +43,9 @@ func avResumeAgent(ctx context.Context, env *e2a.Envelope, w agent.Writer) error
 func avSSEIDs(t *testing.T, resp *http.Response) (events, ids []string) {
 	t.Helper()
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	var ev, id string
-	for sc.Scan() {
-		switch l := sc.Text(); {
-		case l == "":
-			if ev != "" && id != "" {
-				events, ids = append(events, ev), append(ids, id)
-			}
-			ev, id = "", ""
-		case strings.HasPrefix(l, "event: "):
-			ev = strings.TrimPrefix(l, "event: ")
-		case strings.HasPrefix(l, "id: "):
-			id = strings.TrimPrefix(l, "id: ")
+	for _, ev := range testkit.MustReadSSE(t, resp.Body) {
+		if ev.Event != "" && ev.ID != "" {
+			events, ids = append(events, ev.Event), append(ids, ev.ID)
 		}
 	}
 	return events, ids
@@ -114,36 +103,6 @@ func TestAgentVaultResumeAfterToolCall(t *testing.T) {
 	}
 }
 
-// avReadStream is readAV that also returns the id of the last event with one.
-func avReadStream(t *testing.T, resp *http.Response) (*avSeen, string) {
-	t.Helper()
-	defer resp.Body.Close()
-	s := &avSeen{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	var event, data, id, last string
-	for sc.Scan() {
-		switch l := sc.Text(); {
-		case l == "" && event != "":
-			end := s.add(t, event, data)
-			if id != "" {
-				last = id
-			}
-			event, data, id = "", "", ""
-			if end {
-				return s, last
-			}
-		case strings.HasPrefix(l, "event: "):
-			event = strings.TrimPrefix(l, "event: ")
-		case strings.HasPrefix(l, "data: "):
-			data += strings.TrimPrefix(l, "data: ")
-		case strings.HasPrefix(l, "id: "):
-			id = strings.TrimPrefix(l, "id: ")
-		}
-	}
-	return s, last
-}
-
 // TestAgentVaultErrorMidMessage: a tasks/sendSubscribe stream that ends
 // on an error while a message's text is held (here egress's idle limit
 // passes while the agent pauses mid-answer) writes the error event, not the
@@ -183,7 +142,8 @@ func TestAgentVaultErrorMidMessage(t *testing.T) {
 		egress.WithProjections(protocols.FillProjections)}, ingress.WithAuth(auth))
 	alice := avClient{t, f.URL, "alice-key-0123456789"}
 
-	first, last := avReadStream(t, alice.post("tasks/sendSubscribe", `{"message":`+avText("go")+`}`, true))
+	first := readAV(t, alice.post("tasks/sendSubscribe", `{"message":`+avText("go")+`}`, true), nil)
+	last := first.lastID
 	if len(first.errors) == 0 {
 		t.Fatalf("the first stream did not end on an error: %v", first.events)
 	}
@@ -201,7 +161,7 @@ func TestAgentVaultErrorMidMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rest, _ := avReadStream(t, resp)
+	rest := readAV(t, resp, nil)
 	task := alice.get(first.taskID)
 	t.Logf("first stream %v (last id %s), resumed %v", first.events, last, rest.events)
 	sameView(t, task, first, rest)

@@ -157,6 +157,7 @@ type avSeen struct {
 	artifacts []a2a.AVArtifact
 	states    []string
 	errors    []string
+	lastID    string // the id of the last event with one
 }
 
 // add reads one SSE event into s; it reports whether it ends the stream
@@ -219,6 +220,8 @@ func readAV(t *testing.T, resp *http.Response, each func(*avSeen)) *avSeen {
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
+		case strings.HasPrefix(line, "id: "):
+			s.lastID = strings.TrimPrefix(line, "id: ")
 		case line == "" && event != "":
 			end := s.add(t, event, data)
 			event, data = "", ""
