@@ -592,7 +592,8 @@ func (d *frontDoor) replaySession(ctx context.Context, rec *host.Session, emit f
 				calls.track(u)
 			}
 			if r.IsFinal {
-				ups = append(ups, calls.end()...)
+				_, _, interrupted := r.Interrupt()
+				ups = append(ups, calls.end(interrupted)...)
 			}
 			for _, u := range ups {
 				if err := emit(u); err != nil {

@@ -32,7 +32,8 @@
 //     or an MCP result's isError); a call the turn ends without a result
 //     for (a model's tool call nobody runs: the OpenAI bridge's
 //     finish_reason "tool_calls"; a failed or cancelled turn) gets a
-//     tool_call_update failed before the answer, never left running.
+//     tool_call_update failed before the answer, never left running; a
+//     turn interrupted for input or auth leaves its open calls pending.
 //   - session/load replays the session's history (user_message_chunk for
 //     each prompt, then the agent's updates; host.Frames) as
 //     session/update notifications, framed like session/prompt, then the

@@ -158,12 +158,18 @@ func (o *openCalls) track(u acpsdk.SessionUpdate) {
 	}
 }
 
-// end returns the tool_call_update (status failed) of each call still
-// open, and forgets them.
-func (o *openCalls) end() []acpsdk.SessionUpdate {
+// end returns the tool_call_update of each call still open, and forgets
+// them: status failed, or pending when the turn ended interrupted (the
+// agent asks for input or auth, e.g. the approval of that very call: ACP's
+// status for a call awaiting approval; the next turn's response ends it).
+func (o *openCalls) end(interrupted bool) []acpsdk.SessionUpdate {
+	status := acpsdk.ToolCallStatusFailed
+	if interrupted {
+		status = acpsdk.ToolCallStatusPending
+	}
 	out := make([]acpsdk.SessionUpdate, 0, len(o.ids))
 	for _, id := range o.ids {
-		out = append(out, acpsdk.UpdateToolCall(id, acpsdk.WithUpdateStatus(acpsdk.ToolCallStatusFailed)))
+		out = append(out, acpsdk.UpdateToolCall(id, acpsdk.WithUpdateStatus(status)))
 	}
 	o.ids = nil
 	return out

@@ -117,16 +117,17 @@ func (r *renderer) Frame(f *render.Frame) error {
 	if !resp.IsFinal {
 		return nil
 	}
-	if err := r.endCalls(); err != nil {
+	_, _, interrupted := resp.Interrupt()
+	if err := r.endCalls(interrupted); err != nil {
 		return err
 	}
 	return r.emit(render.SeqID(f), Final(resp, r.p.JSONRPCID))
 }
 
 // endCalls ends the turn's tool calls still open (openCalls), before the
-// session/prompt's answer.
-func (r *renderer) endCalls() error {
-	for _, u := range r.calls.end() {
+// session/prompt's answer (interrupted: the turn asks for input).
+func (r *renderer) endCalls(interrupted bool) error {
+	for _, u := range r.calls.end(interrupted) {
 		if err := r.emit("", notification(r.p.SessionID, u)); err != nil {
 			return err
 		}
@@ -151,7 +152,7 @@ func (r *renderer) End(err error) error {
 			return err
 		}
 	}
-	if err := r.endCalls(); err != nil {
+	if err := r.endCalls(false); err != nil {
 		return err
 	}
 	return r.emit("", jsonrpc.ErrorResponse(r.p.JSONRPCID, Error(err)))
