@@ -94,6 +94,29 @@ func TestACPOpenAIContent(t *testing.T) {
 	}
 }
 
+// TestACPOpenAIToolCallIDsUnique: a model server that streams its tool
+// calls without ids gets ids from the bridge, unique in the ACP session
+// (ACP keys a session's tool calls by id: the second turn's calls named as
+// the first's would update the first turn's in the editor).
+func TestACPOpenAIToolCallIDsUnique(t *testing.T) {
+	srv := newModelServer(t)
+	p := startBridge(t, srv, setup{})
+	s := openACPSession(t, p)
+	seen := map[string]int{}
+	for turn := range 2 {
+		got := s.prompt(t, "fixture:tools_idless")
+		if len(got.calls) != 2 {
+			t.Fatalf("turn %d: tool calls %q, want 2", turn, got.calls)
+		}
+		for _, id := range got.calls {
+			if prev, ok := seen[id]; ok || id == "" {
+				t.Errorf("turn %d: tool call id %q (turn %d had it too)", turn, id, prev)
+			}
+			seen[id] = turn
+		}
+	}
+}
+
 // TestACPOpenAIMultiTurn: the second prompt of one ACP session
 // sends the model the first turn (user message and the model's reply), a
 // prompt of another session none of it.

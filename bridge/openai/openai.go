@@ -157,7 +157,7 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		return bridge.Errorf(bridge.CodeProtocol, false, "upstream answered %q, not an event stream", mt)
 	}
-	t := &turn{w: w, maxEvent: u.maxEvent, scrub: u.Scrub}
+	t := &turn{w: w, maxEvent: u.maxEvent, scrub: u.Scrub, callPrefix: "call_" + env.RequestID + "_"}
 	if err := t.read(ctx, resp.Body); err != nil {
 		return err
 	}

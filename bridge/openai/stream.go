@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -74,13 +75,17 @@ type turn struct {
 	w        agent.Writer
 	maxEvent int
 	id       string // the completion's id (llm_response_id)
-	model    string
-	content  strings.Builder
-	finish   string
-	usage    json.RawMessage
-	calls    []*toolCall // by index, then seq
-	loose    *toolCall   // the call the fragments without an index continue
-	done     bool        // [DONE] read
+	// callPrefix begins the id the bridge gives a tool call the server
+	// streamed without one ("call_<request id>_": unique in the session,
+	// which keys its calls by id); "" is "call_".
+	callPrefix string
+	model      string
+	content    strings.Builder
+	finish     string
+	usage      json.RawMessage
+	calls      []*toolCall // by index, then seq
+	loose      *toolCall   // the call the fragments without an index continue
+	done       bool        // [DONE] read
 
 	// scrub takes the client's credentials out of the upstream's words
 	// an error quotes, before they are cut (bridge.Clip).
@@ -351,7 +356,7 @@ func (t *turn) flush(upTo int, whole bool) error {
 		c.written = true
 		id := c.id
 		if id == "" {
-			id = "call_" + strconv.Itoa(c.index)
+			id = cmp.Or(t.callPrefix, "call_") + strconv.Itoa(c.index)
 			if c.seq > 0 {
 				id += "_" + strconv.Itoa(c.seq)
 			}
