@@ -158,3 +158,34 @@ func TestACPFastPromptCancelBeforeRecorded(t *testing.T) {
 			len(ran), rounds, strings.Join(ran, "\n"))
 	}
 }
+
+// TestE2ATurnOfACPSessionCancelBeforeRecorded: an E2A request naming an
+// ACP session (session_id) is a turn of that session; received before a
+// session/cancel of it and recorded after the cancel's mark, it ends
+// cancelled like a session/prompt would (its front door says when it was
+// received: host.Turn.Received).
+func TestE2ATurnOfACPSessionCancelBeforeRecorded(t *testing.T) {
+	h := startACPHeld(t)
+	sid := acpNewSession(t, h.p.URL, "")
+	hold := holdFirstTurn(t, h.p.Ingress, sid)
+	done := make(chan string, 1)
+	go func() {
+		resp, err := http.Post(h.p.URL+"/v1/requests?wait=true", "application/json",
+			strings.NewReader(`{"session_id":"`+sid+`","params":{"text":"first","hold":true}}`))
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		done <- string(b)
+	}()
+	testkit.Receive(t, hold.held, 15*time.Second, "the E2A turn did not reach its record")
+	cancelNotified(t, h.p.URL, "", sid)
+	hold.let()
+	id := h.request(t)
+	body := testkit.Receive(t, done, 30*time.Second, "no answer to the E2A turn")
+	if !strings.Contains(body, `"cancelled"`) {
+		t.Fatalf("an E2A turn of the session received before its session/cancel and recorded after it (%s) answered %s, want cancelled", id, body)
+	}
+}

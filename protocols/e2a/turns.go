@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/normalizer"
@@ -47,7 +48,10 @@ func admitTurn(ctx context.Context, w http.ResponseWriter, c host.Caller, env *e
 			return nil, false
 		}
 		if s != nil {
-			turn = &host.Turn{Task: *s, Session: true}
+			// Received: a session/cancel of the session received after
+			// this request cancels it even when it is recorded after the
+			// cancel's mark (host.SessionCanceler), as a session/prompt.
+			turn = &host.Turn{Task: *s, Session: true, Received: time.Now()}
 		}
 	}
 	if env.TaskID == "" {
