@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -15,27 +14,14 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 func avBenchPost(tb testing.TB, url, params string) []byte {
 	tb.Helper()
 	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":"req-1","method":"tasks/sendSubscribe","params":%s}`, params)
-	req, err := http.NewRequest(http.MethodPost, url+"/a2a?agent=av", strings.NewReader(body))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Api-Key", "alice-key-0123456789")
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	_, b := testkit.Do(tb, http.MethodPost, url+"/a2a?agent=av", body, "Content-Type", "application/json",
+		"X-Api-Key", "alice-key-0123456789", "Accept", "text/event-stream")
 	return b
 }
 
