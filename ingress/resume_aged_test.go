@@ -47,12 +47,7 @@ func TestResumeAfterEarlyFramesAgedOut(t *testing.T) {
 		resp := openCall(t, ctx, p.URL, c)
 		whole := readSSE(t, resp.Body)
 		resp.Body.Close()
-		var ids []string
-		for _, ev := range whole {
-			if ev.id != "" {
-				ids = append(ids, ev.id)
-			}
-		}
+		ids := eventIDs(whole)
 		if len(ids) < 3 {
 			t.Fatalf("%s: %d events with an id:\n%s", c.name, len(ids), sseLines(whole))
 		}

@@ -57,12 +57,7 @@ func TestResumeBeforeFinalFrame(t *testing.T) {
 			t.Fatalf("%s: the whole stream's text %q, want %q\n%s", c.name, got, resumeAnswer, sseLines(whole))
 		}
 		// The events with an id, in order: the last is the final status.
-		var ids []string
-		for _, ev := range whole {
-			if ev.id != "" {
-				ids = append(ids, ev.id)
-			}
-		}
+		ids := eventIDs(whole)
 		if len(ids) < 2 {
 			t.Fatalf("%s: %d events with an id:\n%s", c.name, len(ids), sseLines(whole))
 		}
@@ -127,4 +122,15 @@ func streamedText(t *testing.T, evs []sseEvent) string {
 		}
 	}
 	return b.String()
+}
+
+// eventIDs are the ids of the events that have one, in order.
+func eventIDs(evs []sseEvent) []string {
+	var ids []string
+	for _, ev := range evs {
+		if ev.id != "" {
+			ids = append(ids, ev.id)
+		}
+	}
+	return ids
 }

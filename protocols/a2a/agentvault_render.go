@@ -414,14 +414,7 @@ var _ render.Primer = (*avStream)(nil)
 // is not sent again as the answer to a client that has the streamed text.
 // Nothing of it is held: a message's text is written under the id of its
 // last frame, never before it.
-func (r *avStream) Prime(f *render.Frame) error {
-	resp, err := f.Decoded()
-	if err != nil {
-		return nil
-	}
-	_, _ = r.m.Events(resp)
-	return nil
-}
+func (r *avStream) Prime(f *render.Frame) error { return primeMapper(r.m, f) }
 
 func (r *avStream) End(err error) error {
 	r.done = err == nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -80,19 +79,7 @@ func TestAgentVaultResumeAfterToolCall(t *testing.T) {
 	if last == "" {
 		t.Fatalf("no task_artifact with an id: %v %v", events, ids)
 	}
-	req, err := http.NewRequest(http.MethodPost, p.URL+"/a2a?agent=av",
-		strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","id":"req-2","method":"tasks/sendSubscribe","params":{"id":%q}}`, id)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Api-Key", alice.key)
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Last-Event-ID", last)
-	resp, err = http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp = avResume(t, p.URL, alice.key, id, last)
 	rest := readAV(t, resp, nil)
 	if len(rest.messages) != 0 {
 		t.Errorf("resumed after the tool call's event %s: %d task_message, want none (the client has the answer): %s\ntasks/get: %s",
@@ -148,21 +135,18 @@ func TestAgentVaultErrorMidMessage(t *testing.T) {
 		t.Fatalf("the first stream did not end on an error: %v", first.events)
 	}
 	close(release)
-	req, err := http.NewRequest(http.MethodPost, p.URL+"/a2a?agent=av",
-		strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","id":"req-2","method":"tasks/sendSubscribe","params":{"id":%q}}`, first.taskID)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Api-Key", alice.key)
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Last-Event-ID", last)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := avResume(t, p.URL, alice.key, first.taskID, last)
 	rest := readAV(t, resp, nil)
 	task := alice.get(first.taskID)
 	t.Logf("first stream %v (last id %s), resumed %v", first.events, last, rest.events)
 	sameView(t, task, first, rest)
+}
+
+// avResume resubscribes (tasks/sendSubscribe) to task id with key after
+// event id last (Last-Event-ID).
+func avResume(t *testing.T, url, key, id, last string) *http.Response {
+	t.Helper()
+	return testkit.Open(t, http.MethodPost, url+"/a2a?agent=av",
+		fmt.Sprintf(`{"jsonrpc":"2.0","id":"req-2","method":"tasks/sendSubscribe","params":{"id":%q}}`, id),
+		"Content-Type", "application/json", "X-Api-Key", key, "Accept", "text/event-stream", "Last-Event-ID", last)
 }

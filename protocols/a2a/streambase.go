@@ -74,12 +74,17 @@ func (s *StreamBase) Events(f *render.Frame, b []byte, text bool, submitted func
 // (the content seen, the artifacts the client has), its events left
 // unwritten. A frame that does not decode is skipped, as the mapper skips
 // an unreadable frame.
-func (s *StreamBase) Prime(f *render.Frame) error {
+func (s *StreamBase) Prime(f *render.Frame) error { return primeMapper(s.Mapper, f) }
+
+// primeMapper gives m a frame before a resumed stream's resume point
+// (render.Primer), its events left unwritten; a frame that does not
+// decode is skipped, as the mapper skips an unreadable frame.
+func primeMapper(m *a2amap.Mapper, f *render.Frame) error {
 	resp, err := f.Decoded()
 	if err != nil {
 		return nil
 	}
-	_, _ = s.Mapper.Events(resp)
+	_, _ = m.Events(resp)
 	return nil
 }
 
