@@ -341,8 +341,10 @@ func protocols(t *testing.T, ctx context.Context, client *http.Client, base stri
 	auth = tester
 
 	// The console lists them (its index trails the streams a little).
-	waitUntil(t, 20*time.Second, "the console lists p-e2a-wait as succeeded", func() bool {
+	var listed string // the last page read, for the failure
+	if !testkit.Until(20*time.Second, func() bool {
 		_, body := do("console", http.MethodGet, "/console/api/requests?limit=100", "", "")
+		listed = body
 		var page struct {
 			Entries []struct {
 				RequestID string `json:"request_id"`
@@ -356,7 +358,16 @@ func protocols(t *testing.T, ctx context.Context, client *http.Client, base stri
 			}
 		}
 		return false
-	})
+	}) {
+		// Which part trails: the index (the request is missing from the
+		// page; the stats show the index consumer's backlog) or the
+		// progress read from the frames (listed, not succeeded).
+		_, one := do("console entry", http.MethodGet, "/console/api/requests?request_id=p-e2a-wait", "", "")
+		auth = ops
+		_, stats := do("console stats", http.MethodGet, "/console/api/stats", "", "")
+		auth = tester
+		t.Errorf("20s passed and the console does not list p-e2a-wait as succeeded\nlist: %s\nentry: %s\nstats: %s", listed, one, stats)
+	}
 }
 
 // summaries decodes the summary records of `e2a replay` output.

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
@@ -67,6 +68,9 @@ type options struct {
 	demoPool  string
 	budget    int
 	push      PushView
+	// publishTimeout bounds the wait for an index publish's ack
+	// (indexPublishTimeout when 0).
+	publishTimeout time.Duration
 }
 
 // Option configures a Console. Options validate their arguments: New
@@ -153,7 +157,10 @@ func New(ctx context.Context, nc *nats.Conn, eg *egress.Service, opts ...Option)
 	if o.budget <= 0 {
 		o.budget = DefaultScanBudget
 	}
-	js, err := jetstream.New(nc)
+	// A publish of the indexer whose ack never comes (the server that took
+	// it lost it) fails after publishTimeout instead of holding the index
+	// for good; the indexer then publishes the batch again.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(cmp.Or(o.publishTimeout, indexPublishTimeout)))
 	if err != nil {
 		return nil, err
 	}

@@ -51,8 +51,11 @@
 //     sequence 1). A request whose frames the responses stream no longer
 //     keeps shows as pending.
 //   - The index is best effort: a failed update is counted
-//     (e2a_console_index_errors_total), logged and skipped; the streams stay
-//     the truth, and opening a request reads the streams, not the index.
+//     (e2a_console_index_errors_total) and logged, and its batch published
+//     again (an ack the index stream never sent times out after 10 s; the
+//     stream drops the copies it stored, by message id) for up to a minute
+//     before it is skipped; the streams stay the truth, and opening a
+//     request reads the streams, not the index.
 //
 // # Listing without a scan per page
 //

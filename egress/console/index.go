@@ -41,6 +41,19 @@ const (
 	batchIdle    = 5 * time.Millisecond
 	batchLinger  = 50 * time.Millisecond
 	writeWorkers = 16
+
+	// indexPublishTimeout bounds the wait for the index stream's ack of a
+	// publish.
+	indexPublishTimeout = 10 * time.Second
+	// indexRetryFor is how long the indexer publishes a batch again when
+	// the index stream does not take it (an ack lost or late, no leader
+	// while one is elected) before it gives the batch up (counted and
+	// logged: the index is best effort). A batch held that long is
+	// delivered again by the consumer (ack wait 30 s) and indexed once: its
+	// publishes carry message ids.
+	indexRetryFor = time.Minute
+	retryFirst    = 100 * time.Millisecond
+	retryMost     = 5 * time.Second
 )
 
 // Request states shown by the console (those of the aggregated E2A JSON).
@@ -334,18 +347,40 @@ func (ix *indexer) consume(ctx context.Context, it jetstream.MessagesContext, ki
 			}
 			msgs = append(msgs, m)
 		}
-		if err := handle(ctx, msgs); err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			// The index is best effort: count, log and move on rather than
-			// block on a message that cannot be indexed.
-			ix.errors.WithLabelValues(kind).Inc()
-			ix.log.Warn("console: index update failed", "consumer", kind, "messages", len(msgs), "err", err)
+		if !ix.handleRetrying(ctx, msgs, kind, handle) {
+			return
 		}
 		ix.indexed.WithLabelValues(kind).Add(float64(len(msgs)))
 		if err := msgs[len(msgs)-1].Ack(); err != nil && ctx.Err() == nil {
 			ix.log.Debug("console: index ack failed", "consumer", kind, "err", err)
+		}
+	}
+}
+
+// handleRetrying hands msgs to handle, again after a failure (with a
+// growing pause) for up to indexRetryFor: a publish the index stream did
+// not acknowledge (lost, or no leader yet) is published again, the ones it
+// stored dropped as duplicates. Each failure is counted and logged; a batch
+// still failing then is given up rather than block the index on messages
+// that cannot be indexed. false when ctx ended.
+func (ix *indexer) handleRetrying(ctx context.Context, msgs []jetstream.Msg, kind string, handle func(context.Context, []jetstream.Msg) error) bool {
+	giveUp := time.Now().Add(indexRetryFor)
+	for pause := retryFirst; ; pause = min(2*pause, retryMost) {
+		err := handle(ctx, msgs)
+		if ctx.Err() != nil {
+			return false
+		}
+		if err == nil {
+			return true
+		}
+		ix.errors.WithLabelValues(kind).Inc()
+		if time.Now().Add(pause).After(giveUp) {
+			ix.log.Warn("console: index update failed, batch given up", "consumer", kind, "messages", len(msgs), "err", err)
+			return true
+		}
+		ix.log.Warn("console: index update failed, retrying", "consumer", kind, "messages", len(msgs), "retry_in", pause, "err", err)
+		if sleepctx.Sleep(ctx, pause) != nil {
+			return false
 		}
 	}
 }
