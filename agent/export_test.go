@@ -17,6 +17,7 @@ var (
 	WithMissedControl = withMissedControl
 	WithBeforeBurst   = withBeforeBurst
 	WithEnqueueWait   = withEnqueueWait
+	WithTurnHeld      = withTurnHeld
 )
 
 // PublishRaw publishes data as frame seq of requestID with the writer's

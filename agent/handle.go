@@ -55,6 +55,9 @@ type delivery struct {
 
 	deadline    time.Time
 	hasDeadline bool
+	// cancelled: refused because a cancel of it came before its handler
+	// ran (refusal).
+	cancelled bool
 }
 
 // handle runs one delivery to its end, phase by phase, and returns its
@@ -80,7 +83,22 @@ func (w *worker) handle(m jetstream.Msg, sl *slot) (outcome string) {
 	}
 	hctx, stop, cancelledLive := w.start(d, r)
 	defer stop(nil)
+	// A later turn of a task or session: the handler runs once the turn
+	// before has ended (turns.go). A request with frames already waited
+	// before it wrote them.
+	var chain []string
+	if d.last == nil {
+		chain = turnChain(m, d.id)
+	}
 	if f, refused := w.refusal(d, cancelledLive); refused {
+		if d.cancelled && len(chain) > 0 {
+			// Cancelled before it was picked up: it ends after the turn
+			// before it, as it would have run.
+			if held := w.holdCancelled(d, r, chain); held != nil {
+				out, _ := w.stopped(r, held, d.log, func() {})
+				return out
+			}
+		}
 		return w.end(r, f, d.log)
 	}
 	if d.hasDeadline {
@@ -88,11 +106,8 @@ func (w *worker) handle(m jetstream.Msg, sl *slot) (outcome string) {
 		hctx, cancelDL = context.WithDeadlineCause(hctx, d.deadline, ErrDeadlineExceeded)
 		defer cancelDL()
 	}
-	if chain := turnChain(m, d.id); len(chain) > 0 && d.last == nil {
-		// A later turn of a task or session: the handler runs once the
-		// turn before has ended (turns.go). A request with frames already
-		// waited before it wrote them.
-		if out, wait := w.awaitTurn(hctx, r, chain, d.meta, d.log); wait {
+	if len(chain) > 0 {
+		if out, wait := w.awaitTurn(hctx, d, r, chain); wait {
 			return out
 		}
 	}
@@ -264,6 +279,7 @@ func (w *worker) refusal(d *delivery, cancelledLive bool) (f frame, refused bool
 		// RequestCanceller handler is told, to stop what that one
 		// started.
 		w.cancelRequest(d)
+		d.cancelled = true
 		return cancelFrame(), true
 	}
 	d.deadline, d.hasDeadline = w.deadline(d.env, d.meta)

@@ -56,6 +56,9 @@ type config struct {
 	// of request id starts waiting to queue its frame behind the message
 	// in flight.
 	enqueueWait func(id string)
+	// turnHeld (tests) is called when a turn cancelled before it ran
+	// starts waiting for the turn before it to end (holdCancelled).
+	turnHeld func(id string)
 }
 
 func defaultConfig() config {
@@ -275,6 +278,16 @@ func withBeforeBurst(f func(id string, first int64, n int)) Option {
 func withEnqueueWait(f func(id string)) Option {
 	return func(c *config) error {
 		c.enqueueWait = f
+		return nil
+	}
+}
+
+// withTurnHeld calls f with the id of each turn cancelled before it ran
+// that waits for the turn before it to end before it ends (tests: its end
+// is not stored before then).
+func withTurnHeld(f func(id string)) Option {
+	return func(c *config) error {
+		c.turnHeld = f
 		return nil
 	}
 }

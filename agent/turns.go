@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -24,10 +25,11 @@ import (
 // it runs it checks its cancel again (a cancel of the task or session
 // cancels its turns newest first, so a queued turn's cancel is stored
 // before the turn it waits for can end: cancelledBeforeRun). While
-// it waits it stays registered (heartbeats keep its delivery, cancels and
-// its deadline end it as they end a running handler) but gives its
-// WithConcurrency slot back: a waiting turn never keeps the turn it waits
-// for, nor any other request, from being pulled.
+// it waits it stays registered (heartbeats keep its delivery; its deadline
+// ends it as it ends a running handler; a cancel ends it once the turn it
+// waits for has ended, holdCancelled) but gives its WithConcurrency slot
+// back: a waiting turn never keeps the turn it waits for, nor any other
+// request, from being pulled.
 
 var (
 	// turnGrace is how long after a turn was stored the request it names
@@ -113,12 +115,69 @@ func turnChain(m jetstream.Msg, id string) []string {
 // awaitTurn waits, before r's handler runs, until the turns of chain have
 // ended (waitTurn). stop is false when the handler may run; otherwise r
 // has ended while it waited (cancelled, past its deadline, handed back at
-// shutdown) and outcome says how.
-func (w *worker) awaitTurn(hctx context.Context, r *request, chain []string, meta *jetstream.MsgMetadata, log *reqLogger) (outcome string, stop bool) {
-	if err := w.waitTurn(hctx, r, chain, meta, log); err == nil {
+// shutdown) and outcome says how. A turn cancelled while it waits ends
+// once the turns before it have ended (holdCancelled).
+func (w *worker) awaitTurn(hctx context.Context, d *delivery, r *request, chain []string) (outcome string, stop bool) {
+	if err := w.waitTurn(hctx, r, chain, d.meta, d.log); err == nil {
 		return "", false
 	}
-	return w.stopped(r, hctx, log, func() {})
+	if errors.Is(context.Cause(hctx), ErrCancelled) {
+		if held := w.holdCancelled(d, r, chain); held != nil {
+			return w.stopped(r, held, d.log, func() {})
+		}
+	}
+	return w.stopped(r, hctx, d.log, func() {})
+}
+
+// holdCancelled keeps the turn r, cancelled before its handler ran, until
+// the turns of chain have ended, so that its final frame (cancelled) is
+// stored after theirs: the turns of a task or session end in the order
+// they run, even when cancelled. A cancel of a task cancels its queued
+// turns first, so that they never run; their ends written at once would
+// come before the end of the turn still running, and a reader of the task
+// (tasks/get, its stream, its push notifications) would take the task for
+// canceled while that turn runs on, then see it end again. r stays
+// registered meanwhile (its delivery kept by heartbeats) without its slot.
+// Its deadline ends the hold (its end is then written at once); so do a
+// shutdown and a fence, for which held is returned, the context whose cause
+// says how r stops (stopped); nil when r is to end cancelled now.
+func (w *worker) holdCancelled(d *delivery, r *request, chain []string) (held context.Context) {
+	hold, stop := context.WithCancelCause(context.Background())
+	defer stop(nil)
+	w.mu.Lock()
+	// Another cancel changes nothing; a shutdown or a fence ends the hold.
+	r.stop = func(cause error) {
+		if !errors.Is(cause, ErrCancelled) {
+			stop(cause)
+		}
+	}
+	stopping := w.stopCause
+	w.mu.Unlock()
+	if stopping != nil {
+		stop(stopping)
+	}
+	ctx := hold
+	if dl, ok := w.deadline(d.env, d.meta); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(hold, dl)
+		defer cancel()
+	}
+	done, target, err := w.turnEnded(ctx, chain, d.meta, d.log)
+	if !done {
+		if err != nil && ctx.Err() == nil {
+			d.log.get().Warn("cannot read the earlier turn's state: reading it again", "after_request_id", target, "err", err)
+		}
+		d.log.get().Debug("cancelled before it ran: ends once the earlier turn has", "after_request_id", target)
+		r.slot.release()
+		if w.cfg.turnHeld != nil {
+			w.cfg.turnHeld(d.id)
+		}
+		_ = w.waitEarlier(ctx, chain, target, d.meta, d.log)
+	}
+	if context.Cause(hold) != nil {
+		return hold
+	}
+	return nil
 }
 
 // waitTurn returns nil once the nearest turn of chain that is stored (or
@@ -140,40 +199,9 @@ func (w *worker) waitTurn(ctx context.Context, r *request, chain []string, meta 
 	if err != nil && ctx.Err() == nil {
 		log.get().Warn("cannot read the earlier turn's state: reading it again", "after_request_id", target, "err", err)
 	}
-	log.get().Debug("waiting for the earlier turn", "after_request_id", target)
-	var l turnListener
-	defer l.stop()
 	r.slot.release()
-	recheck := turnRecheckMin
-	timer := time.NewTimer(recheck)
-	defer timer.Stop()
-	for {
-		// Listen to the turn waited for (another once the nearer one is
-		// known never to be stored), then read at once: a final frame
-		// stored before the subscription took effect is not seen live.
-		ended := l.listen(w, target, log)
-		done, next, err := w.turnEnded(ctx, chain, meta, log)
-		if err != nil && ctx.Err() == nil {
-			log.get().Warn("cannot read the earlier turn's state: reading it again", "after_request_id", next, "err", err)
-		}
-		if done {
-			break
-		}
-		if next != target {
-			log.get().Info("the earlier turn was never stored, or no longer is: waiting for the turn before it", "after_request_id", target, "earlier_request_id", next)
-			target = next
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-ended:
-		case <-timer.C:
-			recheck = min(2*recheck, turnRecheckMax)
-			timer.Reset(recheck)
-			continue
-		}
-		break
+	if err := w.waitEarlier(ctx, chain, target, meta, log); err != nil {
+		return err
 	}
 	if !r.slot.acquire(ctx) {
 		return context.Cause(ctx)
@@ -190,6 +218,46 @@ func (w *worker) waitTurn(ctx context.Context, r *request, chain []string, meta 
 		return context.Cause(ctx)
 	}
 	return nil
+}
+
+// waitEarlier waits until the turns of chain have ended, target the
+// nearest that has not (turnEnded): listening to its live frames and
+// reading its last one again now and then; the cause of ctx's end if it
+// ends first.
+func (w *worker) waitEarlier(ctx context.Context, chain []string, target string, meta *jetstream.MsgMetadata, log *reqLogger) error {
+	log.get().Debug("waiting for the earlier turn", "after_request_id", target)
+	var l turnListener
+	defer l.stop()
+	recheck := turnRecheckMin
+	timer := time.NewTimer(recheck)
+	defer timer.Stop()
+	for {
+		// Listen to the turn waited for (another once the nearer one is
+		// known never to be stored), then read at once: a final frame
+		// stored before the subscription took effect is not seen live.
+		ended := l.listen(w, target, log)
+		done, next, err := w.turnEnded(ctx, chain, meta, log)
+		if err != nil && ctx.Err() == nil {
+			log.get().Warn("cannot read the earlier turn's state: reading it again", "after_request_id", next, "err", err)
+		}
+		if done {
+			return nil
+		}
+		if next != target {
+			log.get().Info("the earlier turn was never stored, or no longer is: waiting for the turn before it", "after_request_id", target, "earlier_request_id", next)
+			target = next
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-ended:
+			return nil
+		case <-timer.C:
+			recheck = min(2*recheck, turnRecheckMax)
+			timer.Reset(recheck)
+		}
+	}
 }
 
 // cancelledBeforeRun reports whether a cancel of the request id (stored

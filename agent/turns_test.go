@@ -140,13 +140,17 @@ func TestTurnAfterCancelledTurn(t *testing.T) {
 	}
 }
 
-// A turn cancelled, or past its deadline, while it waits ends with its
-// final frame (cancelled, deadline_exceeded) and its handler never runs;
-// the earlier turn goes on.
+// A turn past its deadline while it waits ends at once with its final
+// frame (deadline_exceeded); a turn cancelled while it waits ends
+// cancelled too, but only once the turn before it has ended: its final
+// frame is stored after that turn's (the turns of a task end in the order
+// they run; before, a task's queued turn ended canceled while the turn
+// before it still ran). Neither handler runs; the earlier turn goes on.
 func TestTurnStoppedWhileWaiting(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
 	started, release := make(chan struct{}), make(chan struct{})
+	held := make(chan string, 4)
 	var later atomic.Int32
 	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
 		if env.RequestID == "wait-1" {
@@ -157,30 +161,54 @@ func TestTurnStoppedWhileWaiting(t *testing.T) {
 		later.Add(1)
 		return w.Complete("ran")
 	})
-	startWorker(t, s.connect(t), "wturns", h, agent.WithConcurrency(2))
+	startWorker(t, s.connect(t), "wturns", h, agent.WithConcurrency(2),
+		agent.WithTurnHeld(func(id string) { held <- id }))
 	waitConsumer(t, s.js, "wturns")
 	publish(t, s.js, "wturns", request("wait-1", nil))
 	<-started
+	deadlined := request("wait-3", nil)
+	deadlined.Deadline = e2a.FormatTime(time.Now().Add(300 * time.Millisecond))
+	publishAfter(t, s.js, "wturns", deadlined, "wait-1")
+	fr := waitFinal(t, s.nc, "wait-3", 10*time.Second)
+	if e, _ := fr[0].Error(); len(fr) != 1 || e.Code != e2a.ErrCodeDeadlineExceeded {
+		t.Fatalf("waiting turn past its deadline: %d frames, %+v", len(fr), fr[0])
+	}
 	publishAfter(t, s.js, "wturns", request("wait-2", nil), "wait-1")
 	waitPending(t, s.js, "wturns", 2)
 	if _, err := agent.Cancel(tctx(t), s.js, "wait-2"); err != nil {
 		t.Fatal(err)
 	}
-	fr := waitFinal(t, s.nc, "wait-2", 10*time.Second)
-	if e, _ := fr[0].Error(); len(fr) != 1 || e.Code != e2a.ErrCodeCancelled {
-		t.Fatalf("cancelled waiting turn: %d frames, %+v", len(fr), fr[0])
+	if id := testkit.Receive(t, held, 10*time.Second, "the cancelled turn held"); id != "wait-2" {
+		t.Fatalf("held %q", id)
 	}
-	deadlined := request("wait-3", nil)
-	deadlined.Deadline = e2a.FormatTime(time.Now().Add(300 * time.Millisecond))
-	publishAfter(t, s.js, "wturns", deadlined, "wait-1")
-	fr = waitFinal(t, s.nc, "wait-3", 10*time.Second)
-	if e, _ := fr[0].Error(); len(fr) != 1 || e.Code != e2a.ErrCodeDeadlineExceeded {
-		t.Fatalf("waiting turn past its deadline: %d frames, %+v", len(fr), fr[0])
+	// A turn whose cancel is stored before it is picked up waits too.
+	if _, err := agent.Cancel(tctx(t), s.js, "wait-4"); err != nil {
+		t.Fatal(err)
+	}
+	publishAfter(t, s.js, "wturns", request("wait-4", nil), "wait-1")
+	if id := testkit.Receive(t, held, 10*time.Second, "the turn cancelled before its pick-up held"); id != "wait-4" {
+		t.Fatalf("held %q", id)
+	}
+	for _, id := range []string{"wait-2", "wait-4"} {
+		if fr, _ := storedFrames(t, s.nc, id); len(fr) != 0 {
+			t.Fatalf("the cancelled turn %s ended while the turn before it runs: %+v", id, fr)
+		}
+	}
+	close(release)
+	_, final1 := finalSeq(t, s, "wait-1")
+	for _, id := range []string{"wait-2", "wait-4"} {
+		first, _ := finalSeq(t, s, id)
+		if first <= final1 {
+			t.Errorf("the cancelled turn %s's end at stream sequence %d, the turn before's at %d", id, first, final1)
+		}
+		fr, _ = storedFrames(t, s.nc, id)
+		if e, _ := fr[0].Error(); len(fr) != 1 || e.Code != e2a.ErrCodeCancelled {
+			t.Fatalf("cancelled waiting turn %s: %d frames, %+v", id, len(fr), fr[0])
+		}
 	}
 	if n := later.Load(); n != 0 {
 		t.Errorf("the handler ran %d times for turns stopped while waiting", n)
 	}
-	close(release)
 	if fr := waitFinal(t, s.nc, "wait-1", 10*time.Second); fr[len(fr)-1].Status != e2a.StatusSucceeded {
 		t.Errorf("turn 1 final %+v", fr[len(fr)-1])
 	}

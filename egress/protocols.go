@@ -103,51 +103,63 @@ func (s *Service) CancelRequest(ctx context.Context, requestID string, cancel Ca
 }
 
 // cancelRequest is CancelRequest; listed tells that a task's or session's
-// record lists requestID as its newest turn. Ingress records a turn before
-// it publishes it, so such a turn with no frame and not stored yet is one
-// whose publish is under way: it is cancelled as a queued turn is (the
-// front door's cancel waits for the request to be stored), not answered
-// ErrNotFound. One still not stored once cancel returns was never
-// published (its publish failed): ErrNotCancelable, so that the task's
-// earlier turns are cancelled still.
+// record lists requestID as its newest turn (askCancel), then awaits its
+// end (awaitCanceled).
 func (s *Service) cancelRequest(ctx context.Context, requestID string, cancel CancelFunc, listed bool) (bool, error) {
-	last, err := s.lastFrame(ctx, requestID)
-	if err != nil {
+	if err := s.askCancel(ctx, requestID, cancel, listed); err != nil {
 		return false, err
 	}
-	canceled := false
+	return s.awaitCanceled(ctx, requestID)
+}
+
+// askCancel calls cancel for requestID unless its final frame is written
+// (ErrNotCancelable). listed tells that a task's or session's record lists
+// requestID as its newest turn. Ingress records a turn before it publishes
+// it, so such a turn with no frame and not stored yet is one whose publish
+// is under way: it is cancelled as a queued turn is (the front door's
+// cancel waits for the request to be stored), not answered ErrNotFound.
+// One still not stored once cancel returns was never published (its
+// publish failed): ErrNotCancelable, so that the task's earlier turns are
+// cancelled still.
+func (s *Service) askCancel(ctx context.Context, requestID string, cancel CancelFunc, listed bool) error {
+	last, err := s.lastFrame(ctx, requestID)
+	if err != nil {
+		return err
+	}
 	if last == nil {
 		ok, err := requestExists(ctx, s.mux, s.streamNames().requests, requestID)
 		if err != nil {
-			return false, err
+			return err
 		}
 		if !ok && !listed {
-			return false, fmt.Errorf("%w: %q", ErrNotFound, requestID)
+			return fmt.Errorf("%w: %q", ErrNotFound, requestID)
 		}
 		if !ok {
 			if err := cancel(ctx, requestID); err != nil {
-				return false, err
+				return err
 			}
-			canceled = true
 			if ok, err = requestExists(ctx, s.mux, s.streamNames().requests, requestID); err != nil {
-				return false, err
+				return err
 			} else if !ok {
-				return false, fmt.Errorf("%w: %q was never published", ErrNotCancelable, requestID)
+				return fmt.Errorf("%w: %q was never published", ErrNotCancelable, requestID)
 			}
+			return nil
 		}
 	}
 	if last != nil && last.final {
-		return false, fmt.Errorf("%w: %q", ErrNotCancelable, requestID)
+		return fmt.Errorf("%w: %q", ErrNotCancelable, requestID)
 	}
-	if !canceled {
-		if err := cancel(ctx, requestID); err != nil {
-			return false, err
-		}
-	}
+	return cancel(ctx, requestID)
+}
+
+// awaitCanceled awaits the final frame of requestID (up to the cancel
+// wait) and reports whether it ends the request canceled; false without
+// error when none came in time, ErrNotCancelable when it ended otherwise.
+func (s *Service) awaitCanceled(ctx context.Context, requestID string) (bool, error) {
 	wctx, stop := context.WithTimeout(ctx, s.cfg.cancelWait)
 	defer stop()
 	var final *e2a.Response
-	err = Replay(wctx, s.nc, requestID, 0, func(f render.Frame) error {
+	err := Replay(wctx, s.nc, requestID, 0, func(f render.Frame) error {
 		if f.IsFinal() {
 			r, err := f.Decoded()
 			if err != nil {
@@ -233,15 +245,17 @@ func (s *Service) Continuable(ctx context.Context, requestID string) (bool, erro
 }
 
 // CancelTurns cancels the turns of a task (requestIDs, oldest first) that
-// have not ended, newest first, each as CancelRequest does (its final frame
-// awaited); it reports whether the newest ended canceled. Turns of a task
-// run one after another (the agent runtime starts one when the one before
-// has its final frame), so the newest may be waiting for earlier ones still
-// running: cancelled first, it ends without running, and the task is never
-// left canceled while an earlier turn runs on. The newest turn may not be
-// stored yet (its publish under way, cancelRequest): it is cancelled as a
-// queued turn. ErrNotCancelable when no turn is left running, ErrNotFound
-// for a task without requests.
+// have not ended, newest first, then awaits the newest's final frame (up
+// to the cancel wait); it reports whether the newest ended canceled. Turns
+// of a task run one after another (the agent runtime starts one when the
+// one before has its final frame), so the newest may be waiting for
+// earlier ones still running: cancelled first, it never runs, and its
+// final frame is stored once the turns before it have ended (the agent
+// runtime holds a cancelled queued turn until then), so the task is never
+// shown canceled while an earlier turn runs on, and the newest's end is
+// the task's. The newest turn may not be stored yet (its publish under
+// way, askCancel): it is cancelled as a queued turn. ErrNotCancelable when
+// no turn is left running, ErrNotFound for a task without requests.
 func (s *Service) CancelTurns(ctx context.Context, requestIDs []string, cancel CancelFunc) (bool, error) {
 	if len(requestIDs) == 0 {
 		return false, ErrNotFound
@@ -250,16 +264,28 @@ func (s *Service) CancelTurns(ctx context.Context, requestIDs []string, cancel C
 	if err != nil {
 		return false, err
 	}
-	canceled, err := s.cancelRequest(ctx, requestIDs[len(requestIDs)-1], cancel, true)
+	newest := requestIDs[len(requestIDs)-1]
+	err = s.askCancel(ctx, newest, cancel, true)
 	if err != nil && (len(earlier) == 0 || !errors.Is(err, ErrNotCancelable)) {
 		return false, err
 	}
+	asked := err == nil
 	for _, id := range earlier {
-		if _, err := s.CancelRequest(ctx, id, cancel); err != nil && !errors.Is(err, ErrNotCancelable) {
-			return canceled, err
+		if err := s.askCancel(ctx, id, cancel, false); err != nil && !errors.Is(err, ErrNotCancelable) {
+			return false, err
 		}
 	}
-	return canceled, nil
+	if !asked {
+		// The newest was never published: the task's end is that of the
+		// nearest turn before it still running, awaited as the newest's
+		// would be (its end comes after those before it).
+		_, err := s.awaitCanceled(ctx, earlier[0])
+		if errors.Is(err, ErrNotCancelable) {
+			err = nil
+		}
+		return false, err
+	}
+	return s.awaitCanceled(ctx, newest)
 }
 
 // maxUnstoredTurns bounds the run of turns not stored (no frame, no

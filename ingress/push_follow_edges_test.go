@@ -79,14 +79,14 @@ func TestPushUnstoredQueuedTurnWaitedFor(t *testing.T) {
 
 // TestPushCancelWithQueuedTurnEndsCanceled: alice cancels her task while
 // Paris runs and Rome is queued behind it. tasks/cancel cancels the
-// newest turn first, so Rome's only frame (canceled) is stored before
-// Paris's, and the push cursor (stream order) has taken Rome's update
-// when Paris's end comes. Paris's end is posted as its frame says
-// (canceled), not submitted: the webhooks' last update is the task
-// canceled, as GetTask says. It was posted submitted (the record lists
-// Rome after Paris), and the webhooks' last word stayed "submitted".
-// Known and left: Rome's canceled is posted before Paris's or not at all,
-// as the two ends are stored (newest first).
+// newest turn first, so that it never runs, and the agent runtime stores
+// Rome's end (canceled) after Paris's, as Rome would have run. Paris's
+// end, with Rome queued behind it, is posted submitted; Rome's, the
+// task's end, canceled, once: the webhooks' last update is the task
+// canceled, as GetTask says, and no other update is terminal. Rome's end
+// was stored first: canceled was posted for it, then again for Paris's
+// (the cursor had passed Rome's), two terminal updates for one task, the
+// first while Paris still ran.
 func TestPushCancelWithQueuedTurnEndsCanceled(t *testing.T) {
 	pt := startPushedParis(t)
 	ctx, c, task, r := pt.ctx, pt.c, pt.task, pt.r
@@ -101,12 +101,22 @@ func TestPushCancelWithQueuedTurnEndsCanceled(t *testing.T) {
 		t.Fatalf("GetTask after the cancel: %+v %v", got, err)
 	}
 	for path, want := range map[string]string{"/v1": string(a2a.TaskStateCanceled), "/v03": string(a2a03.TaskStateCanceled)} {
-		// Paris's end posted: the last update. Rome's, stored before
-		// it, is posted before it or not at all (the cursor has passed
-		// it).
-		turnEndPosted(t, r, path, rec.RequestIDs[1])
-		if ds := r.Of(path); ds[len(ds)-1].State != want {
-			t.Errorf("%s: the webhook's last update is not the task %s (GetTask says so); it got:\n%s", path, want, states(ds))
+		turnEndPosted(t, r, path, rec.RequestIDs[2])
+		seen := map[string]bool{}
+		var terminal []string
+		ds := r.Of(path)
+		for _, d := range ds {
+			if seen[d.EventID] {
+				continue // a redelivery
+			}
+			seen[d.EventID] = true
+			if d.State == want || d.State == string(a2a.TaskStateCompleted) || d.State == string(a2a03.TaskStateCompleted) {
+				terminal = append(terminal, d.EventID)
+			}
+		}
+		last := ds[len(ds)-1]
+		if len(terminal) != 1 || last.State != want || !strings.HasPrefix(last.EventID, rec.RequestIDs[2]+":") {
+			t.Errorf("%s: want one terminal update, the task %s at Rome's end (GetTask says so); it got:\n%s", path, want, states(ds))
 		}
 	}
 }

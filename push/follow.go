@@ -40,9 +40,10 @@ func WithTaskTurns(t TaskTurns) Option {
 // laterTurn is the envelope of the turn r's task records after m's
 // request, when the update ending that request's turn (m holds its final
 // frame) is to be posted submitted: the turn is r's principal's and
-// task's, and nothing of it is stored before m (tasks/cancel stores a
-// queued turn's end before the running turn's: the task's end is then
-// the running turn's, posted as its frame says, as tasks/get reads it).
+// task's, and nothing of it is stored before m (a queued turn that ended
+// first: past its deadline while it waited, or cancelled under an agent
+// runtime of an earlier build, which wrote a cancelled queued turn's end
+// at once; the running turn's end is then posted as its frame says).
 // Nil otherwise, or when the stage reads no records (WithTaskTurns).
 //
 // A record that cannot be read counts as listing no later turn (as a
