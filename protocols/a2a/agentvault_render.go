@@ -175,13 +175,17 @@ var _ render.Renderer = (*avStream)(nil)
 // from the events is what tasks/get answers (AgentVaultTask): a
 // task_message is a message added (the profile's TaskMessageEvent), so
 // the text the agent streams is one task_message per message, written
-// when the message ends (another kind of text, another artifact, a data
-// part, a status, the end of the stream), not one per chunk; the
-// reasoning is a message of its own (metadata thought=true); tool calls
-// and other data are task_artifact (avArtifact); the end a task_status
-// COMPLETED, FAILED, CANCELED or INPUT_REQUIRED, after the agent's
-// message that ends the turn (its reply, question or failure) as a
-// task_message.
+// when the message ends, not one per chunk: the reasoning and the answer
+// text of one model response (a run of text chunks of one
+// llm_response_id, as a2amap's aggregation merges them) are held together
+// and written when the run ends (another model response, a data part, a
+// status, the end of the stream) as tasks/get has them, the reasoning
+// (metadata thought=true), then the answer, however their chunks
+// interleave; an agent's own artifact's text is a message per run of one
+// kind; tool calls and other data are task_artifact (avArtifact); the end
+// a task_status COMPLETED, FAILED, CANCELED or INPUT_REQUIRED, after the
+// agent's message that ends the turn (its reply, question or failure) as
+// a task_message.
 type avStream struct {
 	o       *render.Output
 	p       AgentVaultParams
@@ -197,16 +201,27 @@ type avStream struct {
 	continued bool
 	idPrefix  string
 	done      bool // ended without an error
-	// pend is the message whose text is still streaming (nil: none), of
-	// the artifact and kind pendKey; prevID is the id of the frame before
-	// the one rendered (the last one once rendered): a message written
-	// at a frame holds the text of the frames before it, and carries
-	// their id, so that a resumption after it does not repeat it.
-	pend     *AVMessageEvent
-	pendText strings.Builder // pend's text so far (its part's content once flushed)
-	pendKey  string
-	prevID   string
+	// held are the messages whose text is still streaming, the
+	// reasoning (held[0]) and the answer (held[1]) of the run heldKey
+	// (runKey); prevID is the id of the frame before the one rendered
+	// (the last one once rendered): the messages written at a frame hold
+	// the text of the frames before it, and the last carries their id, so
+	// that a resumption after it does not repeat them.
+	held    [2]avHeld
+	heldKey string
+	prevID  string
+	// chunkLLM is the llm_response_id of the frame rendered when it is a
+	// content chunk (chunk: a2amap.ContentChunk), whose text is held by
+	// model response.
+	chunkLLM string
+	chunk    bool
 	outs     []avOut
+}
+
+// avHeld is a message whose text is still streaming (ev nil: none).
+type avHeld struct {
+	ev   *AVMessageEvent
+	text strings.Builder // ev's text so far (its part's content once flushed)
 }
 
 // avOut is one event of a frame; id, when set, is its own (a message of
@@ -254,8 +269,10 @@ func (r *avStream) Frame(f *render.Frame) error {
 	// E2A chunk has the frame's response id, an agent's own artifact its
 	// id).
 	dataID := ""
-	if _, ok := a2amap.ContentChunk(resp); ok {
-		dataID = resp.ResponseID
+	_, r.chunk = a2amap.ContentChunk(resp)
+	r.chunkLLM = ""
+	if r.chunk {
+		dataID, r.chunkLLM = resp.ResponseID, a2amap.LLMResponseID(resp)
 	}
 	r.outs = r.outs[:0]
 	if !r.working {
@@ -281,7 +298,7 @@ func (r *avStream) Frame(f *render.Frame) error {
 	}
 	id := r.idPrefix + render.SeqID(f)
 	for i, o := range r.outs {
-		if o.id == "" && i == len(r.outs)-1 && r.pend == nil {
+		if o.id == "" && i == len(r.outs)-1 && !r.holding() {
 			// Nothing of this frame waits: a resumption goes on after it.
 			o.id = id
 		}
@@ -297,15 +314,29 @@ func (r *avStream) add(event string, data any) {
 	r.outs = append(r.outs, avOut{event: event, data: data})
 }
 
-// flush adds the message still streaming, with the id of the frames
-// its text is from.
+// holding reports whether a message's text is held.
+func (r *avStream) holding() bool { return r.held[0].ev != nil || r.held[1].ev != nil }
+
+// flush adds the messages still streaming, the reasoning then the answer,
+// the last with the id of the frames their text is from (a resumption
+// after it has both; one before it, the frames of both).
 func (r *avStream) flush() {
-	if r.pend == nil {
-		return
+	last := len(r.outs)
+	for i := range r.held {
+		h := &r.held[i]
+		if h.ev == nil {
+			continue
+		}
+		h.ev.Message.Parts[0].Content = h.text.String()
+		last = len(r.outs)
+		r.outs = append(r.outs, avOut{event: "task_message", data: *h.ev})
+		h.ev = nil
+		h.text.Reset()
 	}
-	r.pend.Message.Parts[0].Content = r.pendText.String()
-	r.outs = append(r.outs, avOut{event: "task_message", data: *r.pend, id: r.prevID})
-	r.pend, r.pendKey = nil, ""
+	if last < len(r.outs) {
+		r.outs[last].id = r.prevID
+	}
+	r.heldKey = ""
 }
 
 // parts adds the agent's parts of id (avAgentParts): a message or an
@@ -320,22 +351,39 @@ func (r *avStream) parts(id string, parts a2a.ContentParts, meta map[string]any,
 	})
 }
 
-// text adds streamed text of the artifact id: to the message streaming
-// when it is of the same artifact and kind, else as the next message.
+// text adds streamed text of the artifact id to the message of its kind
+// held for its run (runKey), the messages held for another run written
+// first.
 func (r *avStream) text(id string, t a2a.TextPart, ts string) {
 	thought := avThought(t)
-	key := id + "\x00" + strconv.FormatBool(thought)
-	if r.pend != nil && r.pendKey == key {
-		r.pendText.WriteString(t.Text)
-		r.pend.Timestamp = ts
-		return
+	if key := r.runKey(id, thought); key != r.heldKey {
+		r.flush()
+		r.heldKey = key
 	}
-	r.flush()
-	r.pend = &AVMessageEvent{TaskID: r.m.TaskID(), Timestamp: ts,
-		Message: AVMessage{Role: "assistant", Parts: []AVPart{{Type: "text"}}, Metadata: avMeta(thought, nil)}}
-	r.pendText.Reset()
-	r.pendText.WriteString(t.Text)
-	r.pendKey = key
+	h := &r.held[1]
+	if thought {
+		h = &r.held[0]
+	}
+	if h.ev == nil {
+		h.ev = &AVMessageEvent{TaskID: r.m.TaskID(),
+			Message: AVMessage{Role: "assistant", Parts: []AVPart{{Type: "text"}}, Metadata: avMeta(thought, nil)}}
+	}
+	h.text.WriteString(t.Text)
+	h.ev.Timestamp = ts
+}
+
+// runKey is the run of messages text of the artifact id (thought: its
+// kind) is held in: a content chunk's, its model response (its
+// llm_response_id, "" for none: a2amap's aggregation merges the
+// reasoning and the answer text of one response, however they
+// interleave, until another piece comes); an agent's own artifact's, the
+// artifact and the kind (its parts in order, as AgentVaultTask reads
+// them: avAgentParts).
+func (r *avStream) runKey(id string, thought bool) string {
+	if r.chunk {
+		return "llm\x00" + r.chunkLLM
+	}
+	return "artifact\x00" + id + "\x00" + strconv.FormatBool(thought)
 }
 
 // event adds the events of ev, an event of a frame (final: the turn's

@@ -62,6 +62,16 @@ func avScript(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
 			}
 		}
 		return w.Complete("Hello, worldDone.")
+	case strings.HasPrefix(text, "think"): // reasoning and answer interleaved in one response
+		if err := llm("r1"); err != nil {
+			return err
+		}
+		for _, c := range [][2]string{{e2a.DeltaReasoning, "Let me "}, {e2a.DeltaText, "Hello"}, {e2a.DeltaReasoning, "think."}, {e2a.DeltaText, ", world"}} {
+			if err := say(c[0], c[1]); err != nil {
+				return err
+			}
+		}
+		return w.Complete("Hello, world")
 	case strings.HasPrefix(text, "ask"):
 		if err := say(e2a.DeltaReasoning, "No city ", "given."); err != nil {
 			return err
@@ -295,9 +305,12 @@ func avText(s string) string {
 // TaskMessageEvent; a task_artifact an artifact created or updated) is
 // what tasks/get then answers for the same task: the streamed text of a
 // message is one task_message, not one per chunk; the reasoning a message
-// of its own (metadata thought); tool and other data artifacts of the ids
-// tasks/get gives them. So for a completed turn, an interrupted one
-// (input-required, the question a message as in tasks/get) and the
+// of its own (metadata thought), and a model response's reasoning and
+// answer one message each however their chunks interleave; tool and other
+// data artifacts of the ids tasks/get gives them. So for a completed
+// turn, one whose response interleaves reasoning and answer, an
+// interrupted one (input-required, the question a message as in
+// tasks/get) and the
 // second turn that answers it (tasks/send naming the task, then
 // tasks/sendSubscribe of it), a failed turn and a canceled one. Another
 // principal finds none of these tasks.
@@ -320,6 +333,14 @@ func TestAgentVaultStreamIsTheTask(t *testing.T) {
 		sameView(t, task, s)
 		if len(s.messages) != 4 {
 			t.Errorf("%d task_message events, want 4 (reasoning and answer, twice): %s", len(s.messages), avJSON(s.messages))
+		}
+	})
+	t.Run("reasoning and answer interleaved", func(t *testing.T) {
+		s := sendSubscribe(alice, `{"message":`+avText("think it over")+`}`)
+		ids = append(ids, s.taskID)
+		sameView(t, alice.get(s.taskID), s)
+		if len(s.messages) != 2 {
+			t.Errorf("%d task_message events, want 2 (the response's reasoning, then its answer): %s", len(s.messages), avJSON(s.messages))
 		}
 	})
 	t.Run("input-required, then the answer", func(t *testing.T) {

@@ -71,31 +71,37 @@ func TestAgentVaultResumeAfterEveryID(t *testing.T) {
 		if !sc.Final || sc.From > 0 {
 			continue
 		}
-		t.Run(sc.Name, func(t *testing.T) {
-			full := avRender(t, sc, 0)
-			wantM, wantA := avRebuilt(t, full)
-			blocks := strings.SplitAfter(string(full), "\n\n")
-			for i, b := range blocks {
-				id := ""
-				for _, l := range strings.Split(b, "\n") {
-					if v, ok := strings.CutPrefix(l, "id: "); ok {
-						id = v
-					}
-				}
-				if id == "" {
-					continue
-				}
-				seq, err := strconv.ParseInt(id, 10, 64)
-				if err != nil {
-					t.Fatal(err)
-				}
-				body := strings.Join(blocks[:i+1], "") + string(avRender(t, sc, seq+1))
-				m, a := avRebuilt(t, []byte(body))
-				if g, w := mustJSON(m, a), mustJSON(wantM, wantA); g != w {
-					t.Errorf("resumed after %s:\n%s\nwant\n%s", id, g, w)
-				}
+		t.Run(sc.Name, func(t *testing.T) { avResumeEveryID(t, sc) })
+	}
+}
+
+// avResumeEveryID fails the test unless a client that resumes after any
+// event id of sc's stream (rendered from its first frame) rebuilds what
+// one that read it whole does.
+func avResumeEveryID(t *testing.T, sc conformance.Scenario) {
+	t.Helper()
+	full := avRender(t, sc, 0)
+	wantM, wantA := avRebuilt(t, full)
+	blocks := strings.SplitAfter(string(full), "\n\n")
+	for i, b := range blocks {
+		id := ""
+		for _, l := range strings.Split(b, "\n") {
+			if v, ok := strings.CutPrefix(l, "id: "); ok {
+				id = v
 			}
-		})
+		}
+		if id == "" {
+			continue
+		}
+		seq, err := strconv.ParseInt(id, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := strings.Join(blocks[:i+1], "") + string(avRender(t, sc, seq+1))
+		m, a := avRebuilt(t, []byte(body))
+		if g, w := mustJSON(m, a), mustJSON(wantM, wantA); g != w {
+			t.Errorf("resumed after %s:\n%s\nwant\n%s", id, g, w)
+		}
 	}
 }
 
@@ -115,23 +121,31 @@ func TestAgentVaultStreamMatchesTask(t *testing.T) {
 		frames[sc.Name] = sc
 	}
 	finishedTasks(t, func(t *testing.T, name string, task *a2a.Task) {
-		msgs, arts := avRebuilt(t, avRender(t, frames[name], 0))
-		av := AgentVaultTask(task, "2025-01-23T10:30:00Z")
-		want := []AVMessage{}
-		for _, m := range av.Messages {
-			if m.Role == "assistant" {
-				want = append(want, m)
-			}
-		}
-		got, _ := json.Marshal(msgs)
-		wantB, _ := json.Marshal(want)
-		if string(got) != string(wantB) {
-			t.Errorf("streamed messages\n%s\ntasks/get's\n%s", got, wantB)
-		}
-		got, _ = json.Marshal(arts)
-		wantB, _ = json.Marshal(av.Artifacts)
-		if string(got) != string(wantB) {
-			t.Errorf("streamed artifacts\n%s\ntasks/get's\n%s", got, wantB)
-		}
+		avStreamIsTask(t, frames[name], task)
 	})
+}
+
+// avStreamIsTask fails the test unless the messages and artifacts a
+// client rebuilds from sc's stream (from its first frame) are the agent's
+// messages and the artifacts of task as tasks/get answers it.
+func avStreamIsTask(t *testing.T, sc conformance.Scenario, task *a2a.Task) {
+	t.Helper()
+	msgs, arts := avRebuilt(t, avRender(t, sc, 0))
+	av := AgentVaultTask(task, "2025-01-23T10:30:00Z")
+	want := []AVMessage{}
+	for _, m := range av.Messages {
+		if m.Role == "assistant" {
+			want = append(want, m)
+		}
+	}
+	got, _ := json.Marshal(msgs)
+	wantB, _ := json.Marshal(want)
+	if string(got) != string(wantB) {
+		t.Errorf("streamed messages\n%s\ntasks/get's\n%s", got, wantB)
+	}
+	got, _ = json.Marshal(arts)
+	wantB, _ = json.Marshal(av.Artifacts)
+	if string(got) != string(wantB) {
+		t.Errorf("streamed artifacts\n%s\ntasks/get's\n%s", got, wantB)
+	}
 }
