@@ -91,7 +91,9 @@
 //     250 ms to 5 s (turns.go). While it waits the request is held like a
 //     running one: heartbeats keep its delivery; a cancel or its deadline
 //     (counted from when it was stored: the wait counts) ends it with its
-//     final frame and no handler call; a shutdown hands it back. Its
+//     final frame and no handler call, stored once the request it waits
+//     for has ended (a task's turns end in the order they run); a
+//     shutdown hands it back. Its
 //     [WithConcurrency] slot is given back while it waits (a turn picked up
 //     before the one it waits for never keeps that one from being pulled),
 //     but its delivery stays unacknowledged: waiting turns count against

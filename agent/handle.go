@@ -55,9 +55,9 @@ type delivery struct {
 
 	deadline    time.Time
 	hasDeadline bool
-	// cancelled: refused because a cancel of it came before its handler
-	// ran (refusal).
-	cancelled bool
+	// unrun: refused, before its handler ran, because a cancel of it
+	// came or its deadline passed (refusal).
+	unrun bool
 }
 
 // handle runs one delivery to its end, phase by phase, and returns its
@@ -91,10 +91,10 @@ func (w *worker) handle(m jetstream.Msg, sl *slot) (outcome string) {
 		chain = turnChain(m, d.id)
 	}
 	if f, refused := w.refusal(d, cancelledLive); refused {
-		if d.cancelled && len(chain) > 0 {
-			// Cancelled before it was picked up: it ends after the turn
-			// before it, as it would have run.
-			if held := w.holdCancelled(d, r, chain); held != nil {
+		if d.unrun && len(chain) > 0 {
+			// Cancelled, or past its deadline, before it was picked up:
+			// it ends after the turn before it, as it would have run.
+			if held := w.holdUnrun(d, r, chain); held != nil {
 				out, _ := w.stopped(r, held, d.log, func() {})
 				return out
 			}
@@ -279,11 +279,12 @@ func (w *worker) refusal(d *delivery, cancelledLive bool) (f frame, refused bool
 		// RequestCanceller handler is told, to stop what that one
 		// started.
 		w.cancelRequest(d)
-		d.cancelled = true
+		d.unrun = true
 		return cancelFrame(), true
 	}
 	d.deadline, d.hasDeadline = w.deadline(d.env, d.meta)
 	if d.hasDeadline && !time.Now().Before(d.deadline) {
+		d.unrun = true
 		return deadlineFrame(), true
 	}
 	if d.last != nil && !w.resumable {

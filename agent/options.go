@@ -56,8 +56,9 @@ type config struct {
 	// of request id starts waiting to queue its frame behind the message
 	// in flight.
 	enqueueWait func(id string)
-	// turnHeld (tests) is called when a turn cancelled before it ran
-	// starts waiting for the turn before it to end (holdCancelled).
+	// turnHeld (tests) is called when a turn ended before it ran
+	// (cancelled, past its deadline) starts waiting for the turn before
+	// it to end (holdUnrun).
 	turnHeld func(id string)
 }
 
@@ -282,9 +283,9 @@ func withEnqueueWait(f func(id string)) Option {
 	}
 }
 
-// withTurnHeld calls f with the id of each turn cancelled before it ran
-// that waits for the turn before it to end before it ends (tests: its end
-// is not stored before then).
+// withTurnHeld calls f with the id of each turn ended before it ran
+// (cancelled, past its deadline) that waits for the turn before it to end
+// before it ends (tests: its end is not stored before then).
 func withTurnHeld(f func(id string)) Option {
 	return func(c *config) error {
 		c.turnHeld = f

@@ -598,12 +598,17 @@ func (w *worker) stopCancelled(id string) {
 // stopCancelledAt stops the requests of id this worker holds that a cancel
 // stored at at can be for (at zero: every one); it returns how many it
 // stopped and how many it left, stored after the cancel (stale for them).
+// One stopped already (a turn held until the turn before it ends,
+// holdUnrun, is re-read for cancels too) is not counted again.
 func (w *worker) stopCancelledAt(id string, at time.Time) (stopped, stale int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, r := range w.byID[id] {
 		if w.cancels.stale(at, r.stored) {
 			stale++
+			continue
+		}
+		if r.cancelled {
 			continue
 		}
 		stopped++

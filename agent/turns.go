@@ -25,10 +25,9 @@ import (
 // it runs it checks its cancel again (a cancel of the task or session
 // cancels its turns newest first, so a queued turn's cancel is stored
 // before the turn it waits for can end: cancelledBeforeRun). While
-// it waits it stays registered (heartbeats keep its delivery; its deadline
-// ends it as it ends a running handler; a cancel ends it once the turn it
-// waits for has ended, holdCancelled) but gives its WithConcurrency slot
-// back: a waiting turn never keeps the turn it waits for, nor any other
+// it waits it stays registered (heartbeats keep its delivery; a cancel or
+// its deadline ends it, once the turn it waits for has ended: holdUnrun)
+// but gives its WithConcurrency slot back: a waiting turn never keeps the turn it waits for, nor any other
 // request, from being pulled.
 
 var (
@@ -115,37 +114,39 @@ func turnChain(m jetstream.Msg, id string) []string {
 // awaitTurn waits, before r's handler runs, until the turns of chain have
 // ended (waitTurn). stop is false when the handler may run; otherwise r
 // has ended while it waited (cancelled, past its deadline, handed back at
-// shutdown) and outcome says how. A turn cancelled while it waits ends
-// once the turns before it have ended (holdCancelled).
+// shutdown) and outcome says how. A turn cancelled, or past its deadline,
+// while it waits ends once the turns before it have ended (holdUnrun).
 func (w *worker) awaitTurn(hctx context.Context, d *delivery, r *request, chain []string) (outcome string, stop bool) {
 	if err := w.waitTurn(hctx, r, chain, d.meta, d.log); err == nil {
 		return "", false
 	}
-	if errors.Is(context.Cause(hctx), ErrCancelled) {
-		if held := w.holdCancelled(d, r, chain); held != nil {
+	if cause := context.Cause(hctx); errors.Is(cause, ErrCancelled) || errors.Is(cause, ErrDeadlineExceeded) {
+		if held := w.holdUnrun(d, r, chain); held != nil {
 			return w.stopped(r, held, d.log, func() {})
 		}
 	}
 	return w.stopped(r, hctx, d.log, func() {})
 }
 
-// holdCancelled keeps the turn r, cancelled before its handler ran, until
-// the turns of chain have ended, so that its final frame (cancelled) is
-// stored after theirs: the turns of a task or session end in the order
-// they run, even when cancelled. A cancel of a task cancels its queued
-// turns first, so that they never run; their ends written at once would
-// come before the end of the turn still running, and a reader of the task
-// (tasks/get, its stream, its push notifications) would take the task for
-// canceled while that turn runs on, then see it end again. r stays
-// registered meanwhile (its delivery kept by heartbeats) without its slot.
-// Its deadline ends the hold (its end is then written at once); so do a
-// shutdown and a fence, for which held is returned, the context whose cause
-// says how r stops (stopped); nil when r is to end cancelled now.
-func (w *worker) holdCancelled(d *delivery, r *request, chain []string) (held context.Context) {
+// holdUnrun keeps the turn r, ended before its handler ran (cancelled, or
+// past its deadline), until the turns of chain have ended, so that its
+// final frame is stored after theirs: the turns of a task or session end
+// in the order they run, never one while a turn before it runs. A cancel
+// of a task cancels its queued turns first, so that they never run; their
+// ends written at once came before the end of the turn still running, and
+// a reader of the task (tasks/get, its stream, its push notifications)
+// took the task for canceled while that turn ran on, then saw it end
+// again; a queued turn past its deadline ended the task failed under a
+// running turn, and the turn queued behind it, finding the turn before
+// it ended, ran alongside that one. r stays registered meanwhile (its
+// delivery kept by heartbeats, a further cancel changing nothing) without
+// its slot. A shutdown or a fence ends the hold: held is then the context
+// whose cause says how r stops (stopped); nil when r is to end now, as
+// refused.
+func (w *worker) holdUnrun(d *delivery, r *request, chain []string) (held context.Context) {
 	hold, stop := context.WithCancelCause(context.Background())
 	defer stop(nil)
 	w.mu.Lock()
-	// Another cancel changes nothing; a shutdown or a fence ends the hold.
 	r.stop = func(cause error) {
 		if !errors.Is(cause, ErrCancelled) {
 			stop(cause)
@@ -156,23 +157,17 @@ func (w *worker) holdCancelled(d *delivery, r *request, chain []string) (held co
 	if stopping != nil {
 		stop(stopping)
 	}
-	ctx := hold
-	if dl, ok := w.deadline(d.env, d.meta); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(hold, dl)
-		defer cancel()
-	}
-	done, target, err := w.turnEnded(ctx, chain, d.meta, d.log)
+	done, target, err := w.turnEnded(hold, chain, d.meta, d.log)
 	if !done {
-		if err != nil && ctx.Err() == nil {
+		if err != nil && hold.Err() == nil {
 			d.log.get().Warn("cannot read the earlier turn's state: reading it again", "after_request_id", target, "err", err)
 		}
-		d.log.get().Debug("cancelled before it ran: ends once the earlier turn has", "after_request_id", target)
+		d.log.get().Debug("ended before it ran: its end waits for the earlier turn's", "after_request_id", target)
 		r.slot.release()
 		if w.cfg.turnHeld != nil {
 			w.cfg.turnHeld(d.id)
 		}
-		_ = w.waitEarlier(ctx, chain, target, d.meta, d.log)
+		_ = w.waitEarlier(hold, chain, target, d.meta, d.log)
 	}
 	if context.Cause(hold) != nil {
 		return hold

@@ -140,12 +140,13 @@ func TestTurnAfterCancelledTurn(t *testing.T) {
 	}
 }
 
-// A turn past its deadline while it waits ends at once with its final
-// frame (deadline_exceeded); a turn cancelled while it waits ends
-// cancelled too, but only once the turn before it has ended: its final
-// frame is stored after that turn's (the turns of a task end in the order
-// they run; before, a task's queued turn ended canceled while the turn
-// before it still ran). Neither handler runs; the earlier turn goes on.
+// A turn cancelled, or past its deadline, while it waits, or before its
+// pick-up, ends with its final frame (cancelled, deadline_exceeded) once
+// the turn before it has ended, its end stored after that turn's (a
+// task's turns end in the order they run; before, a queued turn ended at
+// once: the task read canceled or failed while the turn before it ran,
+// and a turn queued behind an expired one ran alongside that one). No
+// handler runs for them; the earlier turn goes on.
 func TestTurnStoppedWhileWaiting(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
@@ -158,7 +159,9 @@ func TestTurnStoppedWhileWaiting(t *testing.T) {
 			<-release
 			return w.Complete("one")
 		}
-		later.Add(1)
+		if env.RequestID != "wait-6" {
+			later.Add(1)
+		}
 		return w.Complete("ran")
 	})
 	startWorker(t, s.connect(t), "wturns", h, agent.WithConcurrency(2),
@@ -169,12 +172,20 @@ func TestTurnStoppedWhileWaiting(t *testing.T) {
 	deadlined := request("wait-3", nil)
 	deadlined.Deadline = e2a.FormatTime(time.Now().Add(300 * time.Millisecond))
 	publishAfter(t, s.js, "wturns", deadlined, "wait-1")
-	fr := waitFinal(t, s.nc, "wait-3", 10*time.Second)
-	if e, _ := fr[0].Error(); len(fr) != 1 || e.Code != e2a.ErrCodeDeadlineExceeded {
-		t.Fatalf("waiting turn past its deadline: %d frames, %+v", len(fr), fr[0])
+	if id := testkit.Receive(t, held, 10*time.Second, "the turn past its deadline held"); id != "wait-3" {
+		t.Fatalf("held %q", id)
 	}
+	expired := request("wait-5", nil)
+	expired.Deadline = e2a.FormatTime(time.Now().Add(-time.Second))
+	publishAfter(t, s.js, "wturns", expired, "wait-1")
+	if id := testkit.Receive(t, held, 10*time.Second, "the turn past its deadline at pick-up held"); id != "wait-5" {
+		t.Fatalf("held %q", id)
+	}
+	// A turn queued behind the expired one waits for the turn before
+	// that one too (it found the expired turn ended and ran alongside it).
+	publishAfterTurns(t, s.js, "wturns", request("wait-6", nil), "wait-3", "wait-1")
 	publishAfter(t, s.js, "wturns", request("wait-2", nil), "wait-1")
-	waitPending(t, s.js, "wturns", 2)
+	waitPending(t, s.js, "wturns", 5)
 	if _, err := agent.Cancel(tctx(t), s.js, "wait-2"); err != nil {
 		t.Fatal(err)
 	}
@@ -189,22 +200,27 @@ func TestTurnStoppedWhileWaiting(t *testing.T) {
 	if id := testkit.Receive(t, held, 10*time.Second, "the turn cancelled before its pick-up held"); id != "wait-4" {
 		t.Fatalf("held %q", id)
 	}
-	for _, id := range []string{"wait-2", "wait-4"} {
+	ends := map[string]string{"wait-2": e2a.ErrCodeCancelled, "wait-4": e2a.ErrCodeCancelled,
+		"wait-3": e2a.ErrCodeDeadlineExceeded, "wait-5": e2a.ErrCodeDeadlineExceeded}
+	for id := range ends {
 		if fr, _ := storedFrames(t, s.nc, id); len(fr) != 0 {
-			t.Fatalf("the cancelled turn %s ended while the turn before it runs: %+v", id, fr)
+			t.Fatalf("the turn %s ended while the turn before it runs: %+v", id, fr)
 		}
 	}
 	close(release)
 	_, final1 := finalSeq(t, s, "wait-1")
-	for _, id := range []string{"wait-2", "wait-4"} {
+	for id, code := range ends {
 		first, _ := finalSeq(t, s, id)
 		if first <= final1 {
-			t.Errorf("the cancelled turn %s's end at stream sequence %d, the turn before's at %d", id, first, final1)
+			t.Errorf("the turn %s's end at stream sequence %d, the turn before's at %d", id, first, final1)
 		}
-		fr, _ = storedFrames(t, s.nc, id)
-		if e, _ := fr[0].Error(); len(fr) != 1 || e.Code != e2a.ErrCodeCancelled {
-			t.Fatalf("cancelled waiting turn %s: %d frames, %+v", id, len(fr), fr[0])
+		fr, _ := storedFrames(t, s.nc, id)
+		if e, _ := fr[0].Error(); len(fr) != 1 || e.Code != code {
+			t.Fatalf("the turn %s ended before it ran: %d frames, %+v; want %s", id, len(fr), fr[0], code)
 		}
+	}
+	if first6, _ := finalSeq(t, s, "wait-6"); first6 <= final1 {
+		t.Errorf("the turn after the expired one began at stream sequence %d, before the end of the turn running then (%d)", first6, final1)
 	}
 	if n := later.Load(); n != 0 {
 		t.Errorf("the handler ran %d times for turns stopped while waiting", n)

@@ -41,9 +41,9 @@ func WithTaskTurns(t TaskTurns) Option {
 // request, when the update ending that request's turn (m holds its final
 // frame) is to be posted submitted: the turn is r's principal's and
 // task's, and nothing of it is stored before m (a queued turn that ended
-// first: past its deadline while it waited, or cancelled under an agent
-// runtime of an earlier build, which wrote a cancelled queued turn's end
-// at once; the running turn's end is then posted as its frame says).
+// first, cancelled or past its deadline under an agent runtime of an
+// earlier build, which wrote such a turn's end at once: the running
+// turn's end is then posted as its frame says).
 // Nil otherwise, or when the stage reads no records (WithTaskTurns).
 //
 // A record that cannot be read counts as listing no later turn (as a

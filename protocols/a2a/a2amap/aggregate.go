@@ -511,11 +511,9 @@ type Request = egress.StoredRequest
 // (submitted when it has no frame, working while it runs, input-required
 // or auth-required with the agent's question as the status message when it
 // was interrupted, completed when the agent ended it with its own Message,
-// that Message in history) or, while an earlier turn has not ended and the
-// last request waits behind it without a frame, or ended waiting (past its
-// deadline: turns of a task run one after another, and a task never shows
-// a terminal state while one runs), that turn's. historyLength keeps the
-// last N history messages.
+// that Message in history) or, while the last request waits without a frame
+// behind an earlier turn that has not ended (turns of a task run one after
+// another), that turn's. historyLength keeps the last N history messages.
 func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2a.Task {
 	t := &a2a.Task{ID: a2a.TaskID(taskID), ContextID: contextID, Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted}}
 	var history []*a2a.Message
@@ -575,7 +573,6 @@ func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2
 		if n, ok := agg.native.(*a2a.Task); ok {
 			st = n.Status
 		}
-		before := running // the state of an earlier turn still running
 		if n := len(rq.Frames); n > 0 {
 			running = nil
 			if !rq.Frames[n-1].IsFinal {
@@ -585,12 +582,11 @@ func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2
 		if lastReq {
 			t.Status = st
 			switch {
-			case before != nil && (len(rq.Frames) == 0 || running == nil):
-				// Queued behind the turn that runs (no frame yet), or
-				// ended while it waited for it (past its deadline): the
-				// task is that turn's until it ends.
-				t.Status = *before
 			case len(rq.Frames) > 0:
+			case running != nil:
+				// Queued behind the turn that runs: the task is that
+				// turn's.
+				t.Status = *running
 			default:
 				t.Status.State = a2a.TaskStateSubmitted
 			}

@@ -214,24 +214,3 @@ func TestContentArtifactsAsStreamed(t *testing.T) {
 	// ids interleave).
 	check("running", a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{running}, nil), []string{"N=n"}, 5)
 }
-
-// TestBuildTaskWhileEarlierTurnRuns: a turn that ended while the turn
-// before it runs (queued, it passed its deadline waiting; or an agent
-// runtime of an earlier build wrote a cancelled queued turn's end at once)
-// does not end the task: tasks/get shows the running turn's state until
-// it ends (turns of a task run one after another: a task never shows a
-// terminal state while one of its turns runs), then the last turn's.
-func TestBuildTaskWhileEarlierTurnRuns(t *testing.T) {
-	chunk := conformance.Frame("q1", 0, e2a.KindChunk, e2a.StatusInProgress, false, e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: "part"}, nil)
-	expired := conformance.Frame("q2", 0, e2a.KindError, e2a.StatusFailed, true,
-		e2a.ErrorBody{Code: e2a.ErrCodeDeadlineExceeded, Message: "the request passed its deadline", Retryable: true}, nil)
-	task := a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{turnRequest("q1", chunk), turnRequest("q2", expired)}, nil)
-	if task.Status.State != a2a.TaskStateWorking {
-		t.Errorf("the task %s while its first turn runs, its queued turn expired; want %s", task.Status.State, a2a.TaskStateWorking)
-	}
-	done := conformance.Frame("q1", 1, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{Result: "whole"}, nil)
-	task = a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{turnRequest("q1", chunk, done), turnRequest("q2", expired)}, nil)
-	if task.Status.State != a2a.TaskStateFailed {
-		t.Errorf("the task %s once both turns ended, the last failed; want %s", task.Status.State, a2a.TaskStateFailed)
-	}
-}
