@@ -229,7 +229,8 @@ func withFetchWait(d time.Duration) Option {
 }
 
 // withCancelSeen calls f with the id of each cancel the worker's control
-// subscription has recorded (tests: a pick-up after it is covered).
+// subscription has recorded, once it stopped the requests it names (tests:
+// a pick-up after it is covered).
 func withCancelSeen(f func(id string)) Option {
 	return func(c *config) error {
 		c.cancelSeen = f

@@ -584,10 +584,13 @@ func (w *worker) onControl(m *nats.Msg) {
 	// Recorded before the requests are looked at: a pick-up registers its
 	// request before it checks the record, so either sees the other.
 	w.cancels.record(id)
+	w.stopCancelled(id)
 	if w.cfg.cancelSeen != nil {
+		// Last: a pick-up the test lets happen after it finds the
+		// subscription with nothing pending (cancelWatch.checkAt) but for
+		// this callback's return, not its wait for w.mu (stopCancelled).
 		w.cfg.cancelSeen(id)
 	}
-	w.stopCancelled(id)
 }
 
 // stopCancelled stops the requests of id this worker holds: cancelled.

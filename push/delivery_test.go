@@ -521,7 +521,10 @@ func hotRun(t *testing.T, paced bool) (msgs int, leader, direct, parks int64) {
 // config waits) no message costs a leader request nor a park: they
 // confirm absences, which an in-order run does not meet. In a burst the
 // configs park and their drains confirm each turn's end: bounded by the
-// parks, under one request for two messages.
+// parks. How many depends on how often the stage, ahead of the storing,
+// confirms an absence: 11-15 for 105 messages on an idle machine, 53 once
+// under CI's -race with the machine loaded; one a message (the cost this
+// guards against) fails.
 func TestHotPathLeaderRequests(t *testing.T) {
 	t.Run("paced", func(t *testing.T) {
 		msgs, leader, direct, parks := hotRun(t, true)
@@ -535,7 +538,7 @@ func TestHotPathLeaderRequests(t *testing.T) {
 		msgs, leader, direct, parks := hotRun(t, false)
 		t.Logf("%d messages, 2 configs: %d leader requests, %d direct gets of %s, %d parks", msgs, leader, direct,
 			streams.ResponsesStream, parks)
-		if leader > int64(msgs)/2 {
+		if leader > int64(msgs)*3/4 {
 			t.Errorf("%d leader requests for %d messages (%d parks): about one a message", leader, msgs, parks)
 		}
 	})
