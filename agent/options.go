@@ -93,7 +93,11 @@ func WithConcurrency(n int) Option {
 
 // WithMaxAckPending bounds the requests in flight across every worker of the
 // pool (the consumer's MaxAckPending, n ≥ 1). All workers of a pool must use
-// the same consumer options, since each one provisions the consumer.
+// the same consumer options, since each one provisions the consumer. A later
+// turn of a task waiting for the turn before it (or held, ended before it
+// ran, until that turn ends) counts: keep n above the turns that may wait at
+// once. A held turn whose earlier turn is undelivered behind a full
+// MaxAckPending ends at once rather than hold the pool.
 func WithMaxAckPending(n int) Option {
 	return option.Check(ErrInvalidOption, n >= 1, func(c *config) { c.maxAckPending = n }, "max ack pending %d < 1", n)
 }
@@ -169,7 +173,9 @@ func WithCoalesce(maxBytes int, maxDelay time.Duration) Option {
 
 // WithDefaultDeadline sets a deadline for requests, counted from the time
 // the request was stored. An envelope deadline that is earlier wins. A request
-// past its deadline gets a final e2a.error deadline_exceeded. 0 means none.
+// past its deadline gets a final e2a.error deadline_exceeded (a later turn of
+// a task that passed it waiting for the turn before it gets it once that
+// turn has ended: a task's turns end in the order they run). 0 means none.
 func WithDefaultDeadline(d time.Duration) Option {
 	return option.Check(ErrInvalidOption, d >= 0, func(c *config) { c.defaultDL = d }, "default deadline %v < 0", d)
 }

@@ -152,6 +152,9 @@ func (w *worker) holdUnrun(d *delivery, r *request, chain []string) (held contex
 			stop(cause)
 		}
 	}
+	// Stopped already: a re-read of its stored cancel (missed.go) neither
+	// counts nor logs it as a cancel the subscription missed.
+	r.cancelled = true
 	stopping := w.stopCause
 	w.mu.Unlock()
 	if stopping != nil {
@@ -167,12 +170,46 @@ func (w *worker) holdUnrun(d *delivery, r *request, chain []string) (held contex
 		if w.cfg.turnHeld != nil {
 			w.cfg.turnHeld(d.id)
 		}
-		_ = w.waitEarlier(hold, chain, target, d.meta, d.log)
+		if errors.Is(w.waitEarlier(hold, chain, target, d.meta, d.log, w.undelivered), errTurnJammed) {
+			d.log.get().Warn("the earlier turn is not delivered while the pool's deliveries are all held: ending before it",
+				"after_request_id", target)
+		}
 	}
 	if context.Cause(hold) != nil {
 		return hold
 	}
 	return nil
+}
+
+// errTurnJammed: the turn a held turn waits for cannot be delivered while
+// it holds its own delivery (undelivered).
+var errTurnJammed = errors.New("agent: the earlier turn cannot be delivered")
+
+// undelivered reports whether the turn target, which a held turn waits
+// for, is jammed behind it: stored for this pool and never delivered
+// (after the last message the pool's consumer delivered), while the
+// consumer has MaxAckPending deliveries unacknowledged, so that it
+// delivers nothing new until one is. The held turn then ends at once
+// (out of order, rather than hold the pool for good: a later turn stored
+// before the earlier one, the two published by two front doors at once,
+// is picked up first). A read that fails says no.
+func (w *worker) undelivered(ctx context.Context, target string) bool {
+	ctx, cancel := context.WithTimeout(ctx, ioTimeout)
+	defer cancel()
+	subj, err := subjects.Request(w.pool, target)
+	if err != nil {
+		return false
+	}
+	req, err := lastMsg(ctx, w.js, w.streams.Requests, subj)
+	if err != nil || req == nil {
+		return false
+	}
+	cons, err := w.js.Consumer(ctx, w.streams.Requests, w.consumer)
+	if err != nil {
+		return false
+	}
+	info := cons.CachedInfo()
+	return req.seq > info.Delivered.Stream && info.Config.MaxAckPending > 0 && info.NumAckPending >= info.Config.MaxAckPending
 }
 
 // waitTurn returns nil once the nearest turn of chain that is stored (or
@@ -195,7 +232,7 @@ func (w *worker) waitTurn(ctx context.Context, r *request, chain []string, meta 
 		log.get().Warn("cannot read the earlier turn's state: reading it again", "after_request_id", target, "err", err)
 	}
 	r.slot.release()
-	if err := w.waitEarlier(ctx, chain, target, meta, log); err != nil {
+	if err := w.waitEarlier(ctx, chain, target, meta, log, nil); err != nil {
 		return err
 	}
 	if !r.slot.acquire(ctx) {
@@ -218,8 +255,10 @@ func (w *worker) waitTurn(ctx context.Context, r *request, chain []string, meta 
 // waitEarlier waits until the turns of chain have ended, target the
 // nearest that has not (turnEnded): listening to its live frames and
 // reading its last one again now and then; the cause of ctx's end if it
-// ends first.
-func (w *worker) waitEarlier(ctx context.Context, chain []string, target string, meta *jetstream.MsgMetadata, log *reqLogger) error {
+// ends first. With stuck, errTurnJammed when stuck, asked at each read
+// again, says the turn waited for cannot come.
+func (w *worker) waitEarlier(ctx context.Context, chain []string, target string, meta *jetstream.MsgMetadata, log *reqLogger,
+	stuck func(ctx context.Context, target string) bool) error {
 	log.get().Debug("waiting for the earlier turn", "after_request_id", target)
 	var l turnListener
 	defer l.stop()
@@ -249,6 +288,9 @@ func (w *worker) waitEarlier(ctx context.Context, chain []string, target string,
 		case <-ended:
 			return nil
 		case <-timer.C:
+			if stuck != nil && stuck(ctx, target) {
+				return errTurnJammed
+			}
 			recheck = min(2*recheck, turnRecheckMax)
 			timer.Reset(recheck)
 		}
