@@ -21,8 +21,10 @@ import (
 // an error (the work already ended, the agent cannot be reached) is
 // logged, a panic recovered and logged with its stack (the process keeps
 // serving). A first delivery cancelled before its pick-up started nothing:
-// CancelRequest is not called. A cancel that reaches a running handler
-// cancels its context instead ([ErrCancelled]).
+// CancelRequest is not called. A redelivery past its deadline at its
+// pick-up is told the same way (the earlier delivery's work would run on
+// for nobody), then ends with e2a.error deadline_exceeded. A cancel that
+// reaches a running handler cancels its context instead ([ErrCancelled]).
 type RequestCanceller interface {
 	CancelRequest(ctx context.Context, env *e2a.Envelope) error
 }
@@ -31,8 +33,8 @@ type RequestCanceller interface {
 const CancelRequestTimeout = 5 * time.Second
 
 // cancelRequest tells a RequestCanceller handler that d, a redelivery, was
-// cancelled at its pick-up (see RequestCanceller); a first delivery is not
-// told.
+// cancelled or past its deadline at its pick-up (see RequestCanceller); a
+// first delivery is not told.
 func (w *worker) cancelRequest(d *delivery) {
 	rc, ok := w.h.(RequestCanceller)
 	if !ok || d.meta.NumDelivered <= 1 {

@@ -63,7 +63,8 @@
 //     stalled, and may have started work that runs on), a handler
 //     implementing [RequestCanceller] is told first, bounded by
 //     [CancelRequestTimeout] (its error or panic is logged; the request
-//     ends cancelled all the same); while the
+//     ends cancelled all the same), as it is for a redelivery past its
+//     deadline at its pick-up (which ends deadline_exceeded); while the
 //     handler runs, its context is cancelled ([ErrCancelled]) and the final
 //     frame is e2a.error cancelled. A cancel the worker's subscription missed
 //     (published while it was reconnecting, or a dropped message) is read

@@ -284,6 +284,8 @@ func (w *worker) refusal(d *delivery, cancelledLive bool) (f frame, refused bool
 	}
 	d.deadline, d.hasDeadline = w.deadline(d.env, d.meta)
 	if d.hasDeadline && !time.Now().Before(d.deadline) {
+		// As for a cancel: what an earlier delivery started stops too.
+		w.cancelRequest(d)
 		d.unrun = true
 		return deadlineFrame(), true
 	}

@@ -13,7 +13,7 @@ var _ agent.RequestCanceller = (*Upstream)(nil)
 
 // CancelRequest forwards the cancel of a request cancelled while no worker
 // held it (its worker died mid-task; the worker taking it over found it
-// cancelled, agent.RequestCanceller) to the agent: the upstream task the
+// cancelled, or past its deadline: agent.RequestCanceller) to the agent: the upstream task the
 // request recorded (its thread's Tasks) is cancelled with CancelTask,
 // bounded by agent.CancelRequestTimeout, as a cancel reaching a running
 // Call is. A request that recorded no task (none started, or a direct
