@@ -88,14 +88,20 @@ func runReplay(ctx context.Context, cfg Config, args []string, stdout, stderr io
 	fs.Var(timeFlag{&q.Since}, "since", "stored at or after: RFC 3339 time or a duration ago (2h)")
 	fs.Var(timeFlag{&q.Until}, "until", "stored at or before: RFC 3339 time or a duration ago")
 	fs.StringVar(&source, "source", "auto", "auto (hot streams, then E2A_AUDIT), hot, or audit")
-	fs.IntVar(&q.Limit, "limit", 1000, "at most this many requests (0: no limit)")
+	fs.IntVar(&q.Limit, "limit", 1000, "at most this many requests found by filters (0: no limit); ids given are all read unless it is set")
 	fs.BoolVar(&q.NoFrames, "no-frames", false, "print envelopes and summaries only (frames are still checked)")
 	fs.IntVar(&partitions, "partitions", 0, "E2A_AUDIT partitions (default: read from the stream)")
 	if err := parseFlags(fs, args, -1); err != nil {
 		return err
 	}
 	q.RequestIDs = append(ids, fs.Args()...)
+	if len(q.RequestIDs) > 0 && !flagSet(fs, "limit") {
+		q.Limit = 0 // every id asked for, not the first 1000
+	}
 	q.Source = audit.Source(source)
+	if err := q.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", errArgs, err)
+	}
 	nc, err := auditConnect(ctx, cfg, "replay")
 	if err != nil {
 		return err
@@ -222,8 +228,9 @@ E2A_REQUESTS/E2A_RESPONSES and from E2A_AUDIT for what they no longer hold, and 
 invariants (sequence from 0 without gap or repeat, exactly one final frame, last; valid frames; headers
 agreeing with frames). Select requests by id (arguments or --request), or by --task, --context,
 --session, --pool and a time range (--since, --until).
-Exit status: 0 all found and sound, 1 a request breaks an invariant, 3 a request was not found (or
-nothing matched).`,
+Every id given is read (--limit bounds them only when set). Exit status: 0 all found and sound, 1 a
+request breaks an invariant (or the streams cannot be read), 2 bad arguments (no selection, an unknown
+--source, --until before --since, an invalid pool or id), 3 a request was not found (or nothing matched).`,
 		env: fmt.Sprintf(natsEnv, "required (the audit user in production)")}
 	tailHelp = commandHelp{usage: "e2a tail [flags]",
 		about: `Follows live traffic until interrupted: new requests (read from E2A_REQUESTS) and their frames

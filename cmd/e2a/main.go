@@ -64,6 +64,9 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitUsage
 	case errors.Is(err, errFlags):
 		return exitUsage // already reported with the command's own usage
+	case errors.Is(err, errArgs):
+		fmt.Fprintln(stderr, "e2a:", err)
+		return exitUsage
 	case errors.Is(err, errNotFound):
 		fmt.Fprintln(stderr, "e2a:", err)
 		return exitNotFound
@@ -80,6 +83,9 @@ var (
 	// errFlags: a subcommand's arguments were wrong; the error and the
 	// subcommand's usage were printed (exit 2).
 	errFlags = errors.New("bad arguments")
+	// errArgs: arguments that parse but ask for nothing valid (exit 2,
+	// the error printed).
+	errArgs = errors.New("bad arguments")
 	// errNotFound: what was asked for does not exist (exit 3).
 	errNotFound = errors.New("not found")
 )
@@ -246,4 +252,11 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	}
 	return errUsage
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -61,7 +61,10 @@ type Query struct {
 	NoFrames bool
 }
 
-func (q *Query) validate() error {
+// Validate reports, wrapping [ErrQuery], a query that asks for nothing
+// valid (as Replay does before reading anything); it fills in the default
+// Source.
+func (q *Query) Validate() error {
 	switch q.Source {
 	case "":
 		q.Source = SourceAuto
@@ -188,7 +191,7 @@ func (rc *replayCtx) framesUntil(req *storedMsg) time.Time {
 // as an error. It returns ErrQuery for an invalid query, the error of emit,
 // and read errors.
 func (a *Auditor) Replay(ctx context.Context, q Query, emit func(Record) error) (Stats, error) {
-	if err := q.validate(); err != nil {
+	if err := q.Validate(); err != nil {
 		return Stats{}, err
 	}
 	rc := &replayCtx{q: q, emit: emit}

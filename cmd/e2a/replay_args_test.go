@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A malformed query is a bad argument (exit 2, as a bad flag is), not
+// exit 1, which says a request breaks an invariant: a script tells a typo
+// from a broken request. No selection at all, an unknown --source, a
+// negative --limit, --until before --since, a --pool that is no pool name,
+// and an id over 1024 bytes all pass the flags and fail Query.Validate.
+func TestReplayBadQueryExitCode(t *testing.T) {
+	cfg, _ := auditEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, args := range [][]string{
+		{},
+		{"--source", "hto", "req-1"},
+		{"--limit", "-1", "req-1"},
+		{"--since", "1h", "--until", "2h", "--pool", "demo"},
+		{"--pool", "a.b"},
+		{strings.Repeat("x", 1025)},
+	} {
+		var out, errOut bytes.Buffer
+		err := runReplay(ctx, cfg, args, &out, &errOut)
+		if code := exitCode(err, io.Discard); code != exitUsage {
+			t.Errorf("e2a replay %.60q: exit %d (%v), want %d (bad arguments)", args, code, err, exitUsage)
+		}
+	}
+}
+
+// An unknown id exits 3 with the count on stderr, a malformed --since
+// exits 2 without a panic.
+func TestReplayUnknownIDAndBadTime(t *testing.T) {
+	cfg, _ := auditEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	err := runReplay(ctx, cfg, []string{"no-such-request"}, &out, &errOut)
+	if code := exitCode(err, io.Discard); code != exitNotFound || !strings.Contains(errOut.String(), "1 not found") {
+		t.Errorf("unknown id: exit %d (%v), stderr %q", code, err, errOut.String())
+	}
+	err = runReplay(ctx, cfg, []string{"--since", "yesterday", "x"}, &out, &errOut)
+	if code := exitCode(err, io.Discard); code != exitUsage {
+		t.Errorf("--since yesterday: exit %d (%v), want %d", code, err, exitUsage)
+	}
+}
+
+// Every id given is read, not only the first 1000 (the default --limit is
+// for requests found by filters); an explicit --limit still bounds them.
+func TestReplayReadsEveryIDGiven(t *testing.T) {
+	cfg, _ := auditEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ids := make([]string, 1001)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("no-such-%d", i)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{ids, "1001 not found"},
+		{append([]string{"--limit", "3"}, ids...), "3 not found"},
+	} {
+		var out, errOut bytes.Buffer
+		err := runReplay(ctx, cfg, c.args, &out, &errOut)
+		if code := exitCode(err, io.Discard); code != exitNotFound || !strings.Contains(errOut.String(), c.want) {
+			t.Errorf("%d arguments: exit %d (%v), stderr %q, want %q", len(c.args), code, err, errOut.String(), c.want)
+		}
+	}
+}
