@@ -28,11 +28,15 @@ func (a *Auditor) withArchive(ctx context.Context, st streamState) (streamState,
 		return st, err
 	}
 	st.held, st.heldTime = st.first, st.firstTime
-	if !sp.Exists || sp.Empty || sp.First >= st.first || !sp.Epoch.Equal(st.created) {
-		return st, nil // nothing older, or the batches of an earlier E2A_AUDIT
+	if !sp.Exists || sp.Empty || !sp.Epoch.Equal(st.created) {
+		return st, nil // nothing archived, or the batches of an earlier E2A_AUDIT
 	}
+	// Kept even when it starts no earlier: E2A_AUDIT may drop its head
+	// while the replay reads (auditSeq).
 	st.arch = sp
-	st.first, st.firstTime = sp.First, sp.FirstTime
+	if sp.First < st.first {
+		st.first, st.firstTime = sp.First, sp.FirstTime
+	}
 	return st, nil
 }
 
@@ -69,11 +73,21 @@ func (a *Auditor) archiveSeqAtTime(ctx context.Context, st streamState, t time.T
 func (a *Auditor) auditSeq(ctx context.Context, st streamState, subject string, from uint64,
 	read func(ctx context.Context, stream, subject string, from uint64) iter.Seq2[streams.RawMsg, error]) iter.Seq2[streams.RawMsg, error] {
 	return func(yield func(streams.RawMsg, error) bool) {
-		if st.archived() && from < st.held {
+		dropped := st.archived() && from < st.held
+		if st.archived() && !dropped {
+			// E2A_AUDIT held from when the replay began; it may have
+			// dropped its head past it since (it is kept at its limit).
+			var err error
+			if dropped, err = a.headDropped(ctx, st, from); err != nil {
+				yield(streams.RawMsg{}, err)
+				return
+			}
+		}
+		if dropped {
 			// The archive's span read now: E2A_AUDIT may have dropped
-			// more of its head since the replay began (it is kept at its
-			// limit), and what it dropped the archive holds. Read the
-			// archive to its end, then E2A_AUDIT after it.
+			// more of its head since the replay began, and what it
+			// dropped the archive holds. Read the archive to its end,
+			// then E2A_AUDIT after it.
 			sp := st.arch
 			fresh, err := a.span(ctx)
 			if err != nil {
@@ -103,4 +117,14 @@ func (a *Auditor) auditSeq(ctx context.Context, st streamState, subject string, 
 			}
 		}
 	}
+}
+
+// headDropped reports whether E2A_AUDIT no longer holds sequence from: its
+// head was dropped past it since the replay began.
+func (a *Auditor) headDropped(ctx context.Context, st streamState, from uint64) (bool, error) {
+	cur, err := a.state(ctx, st.name)
+	if err != nil {
+		return false, err
+	}
+	return cur.exists && from < cur.first, nil
 }

@@ -282,6 +282,11 @@ func (a *Auditor) findByID(ctx context.Context, rc *replayCtx, id string) (*foun
 			if f.req == nil && rc.bounded {
 				return f, nil
 			}
+			if f.req != nil && rc.q.Pool != "" && auditPool(f.req) != rc.q.Pool {
+				// Another pool's request: not one --pool asks for, as the
+				// hot lookup (by the pool's subject) finds none.
+				return &found{id: id}, nil
+			}
 		}
 		frames, err := a.auditFramesOf(ctx, rc, id, f.req, from)
 		if err != nil {
@@ -292,11 +297,19 @@ func (a *Auditor) findByID(ctx context.Context, rc *replayCtx, id string) (*foun
 		}
 	}
 	if f.req != nil {
-		if s, err := subjects.Parse(f.req.subject); err == nil {
-			f.pool = s.Agent
-		}
+		f.pool = auditPool(f.req)
 	}
 	return f, nil
+}
+
+// auditPool is the pool of the request m, by its subject ("" when it
+// does not parse).
+func auditPool(m *storedMsg) string {
+	s, err := subjects.Parse(m.subject)
+	if err != nil {
+		return ""
+	}
+	return s.Agent
 }
 
 // auditFramesOf reads id's frames from E2A_AUDIT, from sequence from on

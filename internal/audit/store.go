@@ -378,7 +378,10 @@ func (a *Auditor) auditFrames(ctx context.Context, st streamState, id string, fr
 }
 
 // auditFramesUntil is auditFrames stopping at the first message stored
-// after until (none when zero).
+// after until (none when zero). It stops at the final frame: the partition
+// holds every request's frames, and reading on to find a frame stored
+// after the final one would make every lookup read to the stream's end
+// (the hot replay and the scans of Replay's filters report such a frame).
 func (a *Auditor) auditFramesUntil(ctx context.Context, st streamState, id string, from uint64, until time.Time) ([]*storedMsg, error) {
 	p, err := subjects.AuditPartition(id, a.auditPartitions(st))
 	if err != nil {
