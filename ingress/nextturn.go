@@ -92,19 +92,32 @@ func (c rpcCaller) LaterTurn(ctx context.Context, t *host.Task, after string) (s
 	if err != nil {
 		return "", hostError(err)
 	}
-	if next == "" || c.p.Open {
-		return next, nil
+	if next == "" {
+		return "", nil
 	}
 	// The stream shows it to the caller: it must be the task's own
 	// (host.Session.OwnRequests: an admin's answer is, another principal's
-	// request stored under an id the record lists is not). One not stored
-	// yet is being published by a writer the record's append checked.
+	// request stored under an id the record lists is not).
 	rq, err := c.s.egress.LoadRequestHead(ctx, next)
 	if errors.Is(err, egress.ErrNotFound) {
-		return next, nil
+		// Recorded before it is published: its publish, by a writer the
+		// record's append checked, is under way. The stream serves it
+		// next, and a request not stored yet is one the stream cannot
+		// find: wait for it, no longer than a publish takes (one that
+		// failed: nothing follows).
+		stored, werr := c.s.egress.AwaitRequests(ctx, []string{next}, host.AwaitPublish)
+		if werr != nil || !stored {
+			return "", hostError(werr)
+		}
+		if rq, err = c.s.egress.LoadRequestHead(ctx, next); errors.Is(err, egress.ErrNotFound) {
+			return next, nil // stored, on a replica this read missed
+		}
 	}
 	if err != nil {
 		return "", hostError(err)
+	}
+	if c.p.Open {
+		return next, nil
 	}
 	sess := c.p.session(rec)
 	if _, err := sess.OwnRequests([]egress.StoredRequest{rq}); err != nil {

@@ -263,30 +263,8 @@ func TestAnswerWaitsForQueuedTurnsPublish(t *testing.T) {
 
 	rome := uuid.Must(uuid.NewV7()).String()
 	lookup, _ := subjects.RequestAnyPool(rome)
-	lookups := make(chan struct{}, 64)
-	sub, err := g.NC.Subscribe("$JS.API.DIRECT.GET."+streams.RequestsStream, func(m *nats.Msg) {
-		if bytes.Contains(m.Data, []byte(lookup)) {
-			select {
-			case lookups <- struct{}{}:
-			default:
-			}
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := g.NC.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	ts, err := ingress.NewTaskStore(ctx, g.JS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := record(t, g.JS, ingress.KindTask, string(task.ID))
-	if _, err := ts.Append(ctx, ingress.KindTask, *rec, rome, tenant.Principal{Open: true}); err != nil {
-		t.Fatal(err)
-	}
+	lookups := lookupsOf(t, g.NC, "$JS.API.DIRECT.GET."+streams.RequestsStream, lookup)
+	recordTurn(t, ctx, g, task, rome)
 	close(g.gates["Paris"])
 	for seen := 0; ; {
 		select {
@@ -425,7 +403,56 @@ func v03EventLine(ev a2av03.Event, err error) string {
 // before it. v0.3's followed only the turns recorded when it opened: it
 // ended final with the first turn's completed status.
 func TestResubscribeFollowsTurnQueuedSince(t *testing.T) {
-	for name, subscribe := range map[string]func(ctx context.Context, url string, task *a2a.Task) iter.Seq[string]{
+	for name, subscribe := range taskSubscribers(t) {
+		t.Run(name, func(t *testing.T) {
+			g, ctx, c, task := askedParisRome(t)
+			parisDone := make(chan error, 1)
+			go func() {
+				_, err := v1BlockingAnswer(c)(ctx, task, "Paris")
+				parisDone <- err
+			}()
+			if s := <-g.started; s != "Paris" {
+				t.Fatalf("started %q", s)
+			}
+			lines := subscribed(ctx, subscribe(ctx, g.URL, task))
+			queueRome(t, ctx, g, c, task)
+			if err := <-parisDone; err != nil {
+				t.Fatal(err)
+			}
+			followedRome(t, "the subscription", <-lines)
+		})
+	}
+}
+
+// subscribed reads the subscription events in a goroutine, returning
+// once the first has come (the turns it follows are read then); the
+// channel gets every line once it ends.
+func subscribed(ctx context.Context, events iter.Seq[string]) <-chan []string {
+	lines, opened := make(chan []string, 1), make(chan struct{})
+	go func() {
+		var seen []string
+		for l := range events {
+			if seen = append(seen, l); len(seen) == 1 {
+				close(opened)
+			}
+		}
+		if len(seen) == 0 {
+			close(opened)
+		}
+		lines <- seen
+	}()
+	select {
+	case <-opened:
+	case <-ctx.Done():
+	}
+	return lines
+}
+
+// taskSubscribers are the subscriptions to a task, by name: A2A v0.3
+// tasks/resubscribe (a2a-go v0.3's client) and v1.0 SubscribeToTask
+// (a2a-go/v2's), each event a line (v03EventLine, v1EventLine).
+func taskSubscribers(t *testing.T) map[string]func(ctx context.Context, url string, task *a2a.Task) iter.Seq[string] {
+	return map[string]func(ctx context.Context, url string, task *a2a.Task) iter.Seq[string]{
 		"v03": func(ctx context.Context, url string, task *a2a.Task) iter.Seq[string] {
 			c := v03ClientAt(t, url)
 			return func(yield func(string) bool) {
@@ -450,34 +477,6 @@ func TestResubscribeFollowsTurnQueuedSince(t *testing.T) {
 				}
 			}
 		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			g, ctx, c, task := askedParisRome(t)
-			parisDone := make(chan error, 1)
-			go func() {
-				_, err := v1BlockingAnswer(c)(ctx, task, "Paris")
-				parisDone <- err
-			}()
-			if s := <-g.started; s != "Paris" {
-				t.Fatalf("started %q", s)
-			}
-			lines, opened := make(chan []string, 1), make(chan struct{})
-			go func() {
-				var seen []string
-				for l := range subscribe(ctx, g.URL, task) {
-					if seen = append(seen, l); len(seen) == 1 {
-						close(opened)
-					}
-				}
-				lines <- seen
-			}()
-			<-opened // its first event: the turns it follows are read
-			queueRome(t, ctx, g, c, task)
-			if err := <-parisDone; err != nil {
-				t.Fatal(err)
-			}
-			followedRome(t, "the subscription", <-lines)
-		})
 	}
 }
 
@@ -533,4 +532,44 @@ func askedParisRome(t *testing.T) (*queuedTask, context.Context, *a2aclient.Clie
 	t.Cleanup(cancel)
 	c := up.Client(t, g.URL)
 	return g, ctx, c, up.Asked(t, ctx, c, up.Msg("the weather"))
+}
+
+// lookupsOf notes in the channel it returns (up to 64 pending) each
+// JetStream API request on apiSubj (a wildcard allowed) whose subject or
+// body holds match, until the test ends.
+func lookupsOf(t *testing.T, nc *nats.Conn, apiSubj, match string) <-chan struct{} {
+	t.Helper()
+	lookups := make(chan struct{}, 64)
+	sub, err := nc.Subscribe(apiSubj, func(m *nats.Msg) {
+		if strings.Contains(m.Subject, match) || bytes.Contains(m.Data, []byte(match)) {
+			select {
+			case lookups <- struct{}{}:
+			default:
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return lookups
+}
+
+// recordTurn appends the turn id to task's record, as ingress records a
+// turn before it publishes it, and does not publish it; it returns the
+// task's newest request before it.
+func recordTurn(t *testing.T, ctx context.Context, g *queuedTask, task *a2a.Task, id string) string {
+	t.Helper()
+	ts, err := ingress.NewTaskStore(ctx, g.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := record(t, g.JS, ingress.KindTask, string(task.ID))
+	if _, err := ts.Append(ctx, ingress.KindTask, *rec, id, tenant.Principal{Open: true}); err != nil {
+		t.Fatal(err)
+	}
+	return rec.RequestIDs[len(rec.RequestIDs)-1]
 }
