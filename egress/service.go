@@ -269,7 +269,7 @@ func (s *Service) Register(mux *http.ServeMux) {
 				r = r.WithContext(withRequestTrace(r.Context(), k.env))
 			}
 		}
-		k.history = true
+		k.history = !k.asked
 		id := r.PathValue("id")
 		if wantsNDJSON(r) {
 			s.serveE2AStream(w, r, id, FormatE2ANDJSON, k, opts...)
@@ -282,7 +282,7 @@ func (s *Service) Register(mux *http.ServeMux) {
 		if !ok {
 			return
 		}
-		k.history = true
+		k.history = !k.asked
 		wait := isTrue(r.URL.Query().Get("wait"))
 		if wait {
 			// A wait is a streamed answer too: one of the reader's
@@ -347,7 +347,9 @@ type known struct {
 	env     *nats.Msg
 	hist    *HistoricRequest
 	history bool
-	p       tenant.Principal
+	// asked: the History was asked already and has no copy (seen).
+	asked bool
+	p     tenant.Principal
 }
 
 func (s *Service) serveE2AStream(w http.ResponseWriter, r *http.Request, id, format string, k known, opts ...ReplayOption) {
@@ -896,10 +898,10 @@ func (s *Service) authorized(w http.ResponseWriter, r *http.Request) (known, boo
 // owned is authorized's ownership check of the request the path names for
 // principal p.
 func (s *Service) owned(w http.ResponseWriter, r *http.Request, p tenant.Principal) (known, bool) {
-	if p.SeesAll() {
-		return known{}, true
-	}
 	id := r.PathValue("id")
+	if p.SeesAll() {
+		return s.seen(w, r, id)
+	}
 	msg, err := s.findRequest(r.Context(), id)
 	found, owner := msg != nil, ownerOf(msg)
 	if err == nil && found && !p.Allows(tenant.Read, owner) {
@@ -915,14 +917,9 @@ func (s *Service) owned(w http.ResponseWriter, r *http.Request, p tenant.Princip
 	if err == nil && !found && s.historyFor(id) {
 		// The envelope aged out of E2A_REQUESTS: its owner is the one of
 		// its copy in the History, if any.
-		h, herr := s.fromHistory(r.Context(), id, p.ID)
-		switch {
-		case herr == nil:
-			if p.Allows(tenant.Read, ownerOfData(h.Envelope)) {
-				return known{hist: h}, true
-			}
-		case !errors.Is(herr, ErrNotFound):
-			err = herr
+		var h *HistoricRequest
+		if h, err = s.historyCopy(r.Context(), id, p.ID); h != nil && p.Allows(tenant.Read, ownerOfData(h.Envelope)) {
+			return known{hist: h}, true
 		}
 	}
 	if err != nil {
@@ -934,6 +931,44 @@ func (s *Service) owned(w http.ResponseWriter, r *http.Request, p tenant.Princip
 		return known{}, false
 	}
 	return known{env: msg}, true
+}
+
+// seen is owned for a principal that sees every request (the audit role;
+// every reader with authentication off): nothing to check, but a request
+// whose envelope aged out of E2A_REQUESTS while some of its frames are
+// still hot (the streams drop their oldest messages first) is answered
+// from its copy in the History, as to its owner; the hot remainder alone
+// starts after frame 0. A request the History cannot have (no time in its
+// id, or no History) is not looked up.
+func (s *Service) seen(w http.ResponseWriter, r *http.Request, id string) (known, bool) {
+	if !s.historyFor(id) {
+		return known{}, true
+	}
+	msg, err := s.findRequest(r.Context(), id)
+	if err == nil && msg != nil {
+		return known{env: msg}, true
+	}
+	var h *HistoricRequest
+	if err == nil {
+		h, err = s.historyCopy(r.Context(), id, "")
+	}
+	switch {
+	case err != nil:
+		WriteError(w, err)
+		return known{}, false
+	case h != nil:
+		return known{hist: h}, true
+	}
+	return known{asked: true}, true
+}
+
+// historyCopy is fromHistory with none found (ErrNotFound) as nil, nil.
+func (s *Service) historyCopy(ctx context.Context, id, user string) (*HistoricRequest, error) {
+	h, err := s.fromHistory(ctx, id, user)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	return h, err
 }
 
 // Owner returns the owner of a request: the user_id of its stored envelope.
