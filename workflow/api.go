@@ -11,7 +11,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -454,6 +453,14 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, p Principal) {
 		return
 	}
 	st := statusFromFrames([]*e2a.Response{final})
+	if st.DurationMs == 0 && final.Sequence > 0 {
+		// Ended by the runtime (a cancel, a deadline, an interrupted
+		// worker), not the executor: its final frame gives no duration.
+		// Read from every frame, as GET /api/v1/executions/{id} does.
+		if frames, err := a.Frames.Frames(r.Context(), env.RequestID); err == nil && len(frames) > 0 {
+			st = statusFromFrames(frames)
+		}
+	}
 	st.ExecutionID = a.answerID(r.Context(), env.TaskID, env.RequestID)
 	body := map[string]any{"execution_id": st.ExecutionID, "request_id": env.RequestID, "status": st.Status, "results": st.Results, "duration_ms": st.DurationMs}
 	if st.WorkflowExecutionID != "" {
@@ -666,22 +673,33 @@ func (a *API) execution(w http.ResponseWriter, r *http.Request, p Principal) {
 	owned := func(frames []*e2a.Response) bool {
 		return len(frames) > 0 && p.Tenant().Allows(tenant.Read, frames[0].UserID) && (frames[0].Method == "" || frames[0].Method == Method)
 	}
+	var queued *e2a.Envelope
 	if !owned(frames) && a.Tasks != nil {
+		// The newest of the caller's executions carrying the executionId,
+		// queued (accepted, no frame yet) or not: a reused executionId
+		// answers the execution its last execute started.
 		if ids, err := a.Tasks.RequestIDs(r.Context(), id); err == nil {
-			for i := len(ids) - 1; i >= 0; i-- {
-				if fr, err := a.Frames.Frames(r.Context(), ids[i]); err == nil && owned(fr) {
+			for i := len(ids) - 1; i >= 0 && queued == nil; i-- {
+				fr, err := a.Frames.Frames(r.Context(), ids[i])
+				if err == nil && owned(fr) {
 					frames, id = fr, ids[i]
 					break
+				}
+				if err == nil && len(fr) == 0 {
+					queued = a.queued(r.Context(), p, ids[i])
 				}
 			}
 		}
 	}
+	if !owned(frames) && queued == nil {
+		queued = a.queued(r.Context(), p, asked)
+	}
+	if queued != nil {
+		writeJSON(w, http.StatusOK, &ExecutionStatus{ExecutionID: asked, RequestID: queued.RequestID, Status: StatusRunning,
+			Results: map[string]any{}, Operations: []OperationStatus{}})
+		return
+	}
 	if !owned(frames) {
-		if env := a.queued(r.Context(), p, asked); env != nil {
-			writeJSON(w, http.StatusOK, &ExecutionStatus{ExecutionID: asked, RequestID: env.RequestID, Status: StatusRunning,
-				Results: map[string]any{}, Operations: []OperationStatus{}})
-			return
-		}
 		writeError(w, http.StatusNotFound, &Error{Type: DataError, Message: fmt.Sprintf("execution %q not found", asked)})
 		return
 	}
@@ -690,27 +708,17 @@ func (a *API) execution(w http.ResponseWriter, r *http.Request, p Principal) {
 	writeJSON(w, http.StatusOK, st)
 }
 
-// queued returns the envelope of the caller's execution asked (a request
-// id, or an executionId: its newest request the caller's) that was
-// accepted but has no frame yet (QueuedSource); nil when there is none,
-// it is another principal's, or it is no workflow's.
-func (a *API) queued(ctx context.Context, p Principal, asked string) *e2a.Envelope {
+// queued returns the envelope of the caller's execution rid (a request
+// id) that was accepted but has no frame yet (QueuedSource); nil when
+// there is none, it is another principal's, or it is no workflow's.
+func (a *API) queued(ctx context.Context, p Principal, rid string) *e2a.Envelope {
 	qs, ok := a.Frames.(QueuedSource)
 	if !ok {
 		return nil
 	}
-	ids := []string{asked}
-	if a.Tasks != nil {
-		if byTask, err := a.Tasks.RequestIDs(ctx, asked); err == nil {
-			slices.Reverse(byTask)
-			ids = append(ids, byTask...)
-		}
-	}
-	for _, rid := range ids {
-		env, err := qs.Queued(ctx, rid)
-		if err == nil && env != nil && p.Tenant().Allows(tenant.Read, env.UserID) && (env.Method == "" || env.Method == Method) {
-			return env
-		}
+	env, err := qs.Queued(ctx, rid)
+	if err == nil && env != nil && p.Tenant().Allows(tenant.Read, env.UserID) && (env.Method == "" || env.Method == Method) {
+		return env
 	}
 	return nil
 }

@@ -61,22 +61,7 @@ func TestExecuteAnswersExecutionID(t *testing.T) {
 		Authenticate: func(r *http.Request) (Principal, error) {
 			return Principal{ID: r.Header.Get("X-Who"), Origin: e2a.IdentityAgent}, nil
 		}}
-	mux := http.NewServeMux()
-	rest.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	call := func(who, method, path, body string) (int, map[string]any) {
-		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		req.Header.Set("X-Who", who)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&m)
-		return resp.StatusCode, m
-	}
+	call := serveAPI(t, rest)
 	wf := workflowBody(lines(op("w", `{"Wait":{"duration":1}}`), `{"type":"beginExecution","executionId":"exec-123","operationOrder":["w"]}`))
 
 	code, body := call("alice", "POST", "/api/v1/workflows/execute", wf)
@@ -107,5 +92,30 @@ func TestExecuteAnswersExecutionID(t *testing.T) {
 	}
 	if code, body = call("alice", "GET", "/api/v1/executions/exec-123", ""); code != 200 || body["request_id"] != reqID {
 		t.Errorf("alice after bob: %d %v", code, body)
+	}
+}
+
+// serveAPI serves api's routes on a test server and returns a call of
+// them: the answer's status and JSON body, X-Who naming the caller (none
+// when who is "").
+func serveAPI(t *testing.T, api *API) func(who, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	mux := http.NewServeMux()
+	api.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return func(who, method, path, body string) (int, map[string]any) {
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if who != "" {
+			req.Header.Set("X-Who", who)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
 	}
 }

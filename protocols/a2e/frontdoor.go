@@ -253,6 +253,10 @@ func (d *frontDoor) message(lw *lineWriter, r *http.Request, c host.Caller, line
 	case errors.Is(err, host.ErrUnknownPool):
 		lw.line(NewError(reqID, "unknown_agent", err.Error(), false, nil))
 		return r.Context().Err() == nil
+	case errors.Is(err, host.ErrInvalidPool):
+		// Not a pool name at all: no retry can succeed (E2A: 400 invalid_agent).
+		lw.line(NewError(reqID, "invalid_agent", err.Error(), false, nil))
+		return r.Context().Err() == nil
 	case errors.Is(err, host.ErrConflict):
 		lw.line(NewError(reqID, "conflict", "the request id (Idempotency-Key) is already in use; choose another", false, nil))
 		return r.Context().Err() == nil
