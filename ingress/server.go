@@ -335,7 +335,7 @@ func (s *Server) inputFrom(header http.Header, body []byte, p Principal, agent s
 		// know, so it is kept. Otherwise the authenticated principal wins,
 		// the anonymous one of optional auth included: an unauthenticated
 		// request can never carry the identity of a configured principal.
-		in.Principal = &normalizer.Principal{UserID: p.UserID, IdentityOrigin: p.IdentityOrigin, AssertsUser: p.Open}
+		in.Principal = &normalizer.Principal{UserID: p.UserID, IdentityOrigin: p.IdentityOrigin, Scheme: p.Scheme, AssertsUser: p.Open}
 	}
 	return in
 }

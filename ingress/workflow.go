@@ -112,6 +112,9 @@ func (s *Server) workflowAPI() *workflow.API {
 			StripCredentialHeaders(r.Header)
 			if err != nil {
 				s.metrics.authFailures.WithLabelValues("a2e.workflow").Inc()
+				if errors.Is(err, ErrForbidden) {
+					return workflow.Principal{}, errors.Join(workflow.ErrForbidden, err)
+				}
 				return workflow.Principal{}, errors.Join(workflow.ErrUnauthenticated, err)
 			}
 			return workflow.Principal{ID: p.UserID, Origin: p.IdentityOrigin, Roles: p.Roles, Open: p.Open}, nil
@@ -129,6 +132,9 @@ func (s *Server) workflowAPI() *workflow.API {
 			return res.Envelope, nil
 		},
 		MaxBodyBytes: s.opts.maxBody,
+	}
+	if s.opts.auth != nil {
+		api.Challenge = s.opts.auth.SetChallenge // the front doors' challenges, its realm
 	}
 	if l := s.workflowLimiter(); l != nil {
 		api.RateLimits = wfLimits{l}

@@ -67,6 +67,10 @@ type Principal struct {
 	// IdentityOrigin is user, service, agent or system (e2a.Identity*);
 	// "user" when empty.
 	IdentityOrigin string
+	// Scheme is how the caller authenticated (the ingress's scheme names:
+	// none, apiKey, bearer, oauth2); "" when not known. ACP's authenticate
+	// checks the method it names against it.
+	Scheme string
 	// AssertsUser marks a trusted gateway allowed to speak for end users:
 	// the user id the request claims (X-User-ID, message metadata, envelope
 	// user_id) is kept and the principal only fills a missing one. For any

@@ -95,6 +95,11 @@ func (p Principal) Tenant() tenant.Principal {
 // valid credential; the API answers 401.
 var ErrUnauthenticated = errors.New("workflow: unauthenticated")
 
+// ErrForbidden is returned by an API.Authenticate whose caller presented a
+// valid credential that may not be used (a disabled principal, a token
+// without the required scope); the API answers 403.
+var ErrForbidden = errors.New("workflow: forbidden")
+
 // ErrConflict is returned by a Submitter when the execution's request id
 // (an Idempotency-Key) is already taken by another principal; the API
 // answers 409 and reveals nothing of the other execution.
@@ -134,9 +139,13 @@ type API struct {
 	// Retry-After, or 503) and returns false. nil: no limit.
 	Limit func(w http.ResponseWriter, r *http.Request, p Principal) bool
 	// Authenticate returns the caller; nil treats every caller as
-	// [Anonymous]. An error wrapping ErrUnauthenticated answers 401, any
-	// other 500. /health needs no authentication.
+	// [Anonymous]. An error wrapping ErrUnauthenticated answers 401,
+	// ErrForbidden 403, any other 500. /health needs no authentication.
 	Authenticate func(r *http.Request) (Principal, error)
+	// Challenge sets the WWW-Authenticate challenges of a refusal by
+	// Authenticate (err, wrapping ErrUnauthenticated or ErrForbidden) on
+	// h; nil sets `Bearer realm="a2e"` on a 401.
+	Challenge func(h http.Header, err error)
 	// NewEnvelope builds the envelope of an execution (e.g. with the
 	// normalizer); nil uses [NewEnvelope]. An error wrapping
 	// ErrInvalidRequest is answered 400, any other 500.
@@ -189,9 +198,8 @@ func (a *API) auth(h func(http.ResponseWriter, *http.Request, Principal)) http.H
 		if a.Authenticate != nil {
 			var err error
 			p, err = a.Authenticate(r)
-			if errors.Is(err, ErrUnauthenticated) {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="a2e"`)
-				writeError(w, http.StatusUnauthorized, &Error{Type: PermissionError, Message: "authentication required"})
+			if errors.Is(err, ErrUnauthenticated) || errors.Is(err, ErrForbidden) {
+				a.refuse(w, err)
 				return
 			}
 			if err != nil {
@@ -207,6 +215,22 @@ func (a *API) auth(h func(http.ResponseWriter, *http.Request, Principal)) http.H
 		}
 		h(w, r, p)
 	}
+}
+
+// refuse answers a refusal by Authenticate: 403 for ErrForbidden, else
+// 401, with the challenges (Challenge).
+func (a *API) refuse(w http.ResponseWriter, err error) {
+	switch {
+	case a.Challenge != nil:
+		a.Challenge(w.Header(), err)
+	case !errors.Is(err, ErrForbidden):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="a2e"`)
+	}
+	if errors.Is(err, ErrForbidden) {
+		writeError(w, http.StatusForbidden, &Error{Type: PermissionError, Message: "forbidden: the credential may not be used"})
+		return
+	}
+	writeError(w, http.StatusUnauthorized, &Error{Type: PermissionError, Message: "authentication required"})
 }
 
 func (a *API) health(w http.ResponseWriter, _ *http.Request) {

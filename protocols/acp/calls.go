@@ -160,7 +160,7 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 	case e2a.ACPInitialize:
 		d.initialize(rep, req)
 	case e2a.ACPAuthenticate:
-		d.authenticate(rep, req)
+		d.authenticate(rep, req, nin.Principal)
 	case MethodLogout:
 		rep.Result(map[string]any{})
 	case e2a.ACPSessionNew:
@@ -209,9 +209,12 @@ func (d *frontDoor) initialize(rep host.Reply, req *jsonrpc.Request) {
 	})
 }
 
-// authenticate accepts a configured method: the request carrying it has
-// already passed auth.
-func (d *frontDoor) authenticate(rep host.Reply, req *jsonrpc.Request) {
+// authenticate accepts a configured method the request carrying it
+// authenticated with (p.Scheme; it has passed auth): one that came without
+// that credential (the anonymous caller of optional auth) gets ACP's
+// auth_required, since what it does next stays the anonymous principal's,
+// shared by every caller without a credential.
+func (d *frontDoor) authenticate(rep host.Reply, req *jsonrpc.Request, p *normalizer.Principal) {
 	var params struct {
 		MethodID string `json:"methodId"`
 	}
@@ -221,10 +224,16 @@ func (d *frontDoor) authenticate(rep host.Reply, req *jsonrpc.Request) {
 		return
 	}
 	for _, m := range d.h.AuthMethods() {
-		if m.ID == params.MethodID {
-			rep.Result(map[string]any{})
+		if m.ID != params.MethodID {
+			continue
+		}
+		if p != nil && p.Scheme != "" && p.Scheme != m.ID {
+			rep.Error(&jsonrpc.Error{Code: jsonrpc.CodeACPAuthRequired,
+				Message: "authentication required: send the " + m.Name + " credential with the request (" + m.Description + ")"})
 			return
 		}
+		rep.Result(map[string]any{})
+		return
 	}
 	rep.Error(jsonrpc.InvalidParams("unknown auth method " + jsonrpc.QuoteForMessage(params.MethodID)))
 }
