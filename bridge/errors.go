@@ -125,11 +125,16 @@ func FromResponse(resp *http.Response) *Error { return fromResponse(resp, Creden
 func fromResponse(resp *http.Response, creds Credentials) *Error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+1))
 	_ = resp.Body.Close()
-	body := string(b)
+	// A JSON error page may echo a credential with its '/' escaped
+	// (PHP's json_encode writes \/), which a scan of the text misses:
+	// the slashes are unescaped first, and a whole page's JSON strings
+	// are scrubbed decoded too (scrubJSON), as frames are.
+	var body string
 	if len(b) > maxErrorBody {
-		body = creds.scrubCut(string(b[:maxErrorBody]))
+		body = creds.scrubCut(strings.ReplaceAll(string(b[:maxErrorBody]), `\/`, "/"))
 	} else {
-		body = creds.scrub(body)
+		out, _ := scrubJSON([]byte(strings.ReplaceAll(string(b), `\/`, "/")), creds.scrub)
+		body = string(out)
 	}
 	msg := Clip(strings.Join(strings.Fields(body), " "), 200, nil)
 	if msg == "" {

@@ -200,6 +200,13 @@ func buffered(r *bufio.Reader, marker []byte) bool {
 }
 
 // sseReader yields the data of the events of an SSE answer.
+// skipBOM drops a UTF-8 byte order mark at the start of r.
+func skipBOM(r *bufio.Reader) {
+	if b, err := r.Peek(3); err == nil && b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF {
+		_, _ = r.Discard(3)
+	}
+}
+
 type sseReader struct {
 	r    *bufio.Reader
 	max  int

@@ -90,6 +90,7 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		return c.stream(&ndjsonReader{r: br, max: u.cfg.maxFrameBytes})
 	case "text/event-stream":
 		br := bufio.NewReaderSize(resp.Body, 64<<10)
+		skipBOM(br) // an event stream may start with one, which its readers strip (WHATWG HTML §9.2.6)
 		return c.stream(&sseReader{r: br, max: u.cfg.maxFrameBytes})
 	case "application/json":
 		return c.single(resp.Body)

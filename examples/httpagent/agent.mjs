@@ -5,10 +5,12 @@
 import http from 'node:http';
 
 const server = http.createServer((req, res) => {
+  if (req.method !== 'POST') return res.writeHead(405, {Allow: 'POST'}).end(); // e2a agent's start check GETs
   let body = '';
   req.on('data', (c) => (body += c));
   req.on('end', () => {
-    const p = JSON.parse(body).params ?? {};
+    let p;
+    try { p = JSON.parse(body).params ?? {}; } catch { return res.writeHead(400).end('not JSON'); }
     const prompt = (p.prompt ?? []).filter((b) => b.type === 'text').map((b) => b.text); // ACP
     const text = p.text ?? prompt.join(''); // A2A and E2A: params.text
     const frame = (kind, b) => JSON.stringify({response_kind: kind, body: b}) + '\n';
