@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/reflection"
@@ -56,7 +57,7 @@ func (h protocolHost) AdmitHeader(ctx context.Context, header http.Header, proto
 		StripCredentialHeaders(header)
 		if err != nil {
 			s.metrics.authFailures.WithLabelValues(protocol).Inc()
-			s.metrics.requests.WithLabelValues(protocol, route, "401").Inc()
+			s.metrics.requests.WithLabelValues(protocol, route, strconv.Itoa(AuthStatus(err))).Inc()
 			code := "unauthenticated"
 			if errors.Is(err, ErrForbidden) {
 				code = "forbidden"

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
@@ -180,13 +181,18 @@ func TestNoCredentialStored(t *testing.T) {
 // issued before its client was disabled is 403 at the door, and the token
 // endpoint answers the disabled client unauthorized_client (RFC 6749 §5.2).
 func TestDisabledEverywhere(t *testing.T) {
-	p, _ := startGRPCPipeline(t, ingress.WithAuth(doorsAuth(t, false)))
+	reg := prometheus.NewRegistry()
+	p, _ := startGRPCPipeline(t, ingress.WithAuth(doorsAuth(t, false)), ingress.WithRegisterer(reg))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	before := streamMsgs(t, p.js, "E2A_REQUESTS")
 	_, err := grpcClient(t, p, disabledKey).SendMessage(ctx, userMessage("disabled"))
 	if !errors.Is(err, a2a.ErrUnauthorized) { // the SDK's mapping of PermissionDenied
 		t.Errorf("gRPC with a disabled key: %v, want PermissionDenied", err)
+	}
+	// Counted as what it was (it was counted 401).
+	if n, wrong := requestsCounted(t, reg, "a2a", "grpc", "403"), requestsCounted(t, reg, "a2a", "grpc", "401"); n != 1 || wrong != 0 {
+		t.Errorf("the gRPC refusal counted %v times 403, %v times 401; want once 403", n, wrong)
 	}
 	if after := streamMsgs(t, p.js, "E2A_REQUESTS"); after != before {
 		t.Errorf("published %d requests for a disabled key", after-before)
