@@ -517,8 +517,8 @@ func TestA2AV1StreamSlotReleased(t *testing.T) {
 	second, cancelSecond := open(2)
 	b, _ := io.ReadAll(second.Body)
 	cancelSecond()
-	if !strings.Contains(string(b), "too many open streams") {
-		t.Fatalf("a second stream with the slot taken: %s", b)
+	if second.StatusCode != http.StatusTooManyRequests || second.Header.Get("Retry-After") != "1" || !strings.Contains(string(b), `"code":-32029`) {
+		t.Fatalf("a second stream with the slot taken: %d %s", second.StatusCode, b)
 	}
 	// The first client goes away mid-stream: its slot comes back.
 	cancelFirst()

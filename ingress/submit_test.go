@@ -50,7 +50,7 @@ func TestStreamRefusedPublishesNothing(t *testing.T) {
 		{"e2a-sse", "/v1/requests?agent=slow", "text/event-stream", `{"params":{"q":"x"}}`, `"too_many_streams"`},
 		{"e2a-ndjson", "/v1/requests?agent=slow", "application/x-ndjson", `{"params":{"q":"x"}}`, `"too_many_streams"`},
 		{"e2a-wait", "/v1/requests?agent=slow&wait=true", "", `{"params":{"q":"x"}}`, `"too_many_streams"`},
-		{"a2a-v1", ingress.A2AV1Path + "?agent=slow", "", v1, "too many open streams"},
+		{"a2a-v1", ingress.A2AV1Path + "?agent=slow", "", v1, "too many concurrent streams"},
 		{"a2a-v03", "/a2a?agent=slow", "text/event-stream", v03, "too many concurrent streams"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -53,7 +54,7 @@ func Bindings(h Host) host.Bindings {
 		// JSON-RPC refusals are JSON-RPC errors (id null); the body is
 		// checked first (v0.3 methods, batches), and SendStreamingMessage
 		// is streamed by egress (streamRPC).
-		JSONRPC: b.admit(func(w http.ResponseWriter, f host.Refusal) { host.RefuseJSONRPC(w, nil, f) }, true,
+		JSONRPC: b.admit(refuseRPC, true,
 			a2asrv.NewJSONRPCHandler(hd, opts...)),
 		// message:stream is streamed by egress too (streamREST).
 		// Its error answers get §5.4's HTTP statuses (specREST).
@@ -108,6 +109,8 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 		case b.refuseFinished(w, r, head, !checkRPC):
 			// SubscribeToTask of a finished task: refused before a stream
 			// opens (the SDK's transports open one first).
+		case head.Method == methodSubscribeToTask || !checkRPC && strings.HasSuffix(r.URL.Path, ":subscribe"):
+			b.holdSlot(w, r, head.ID, refuse, next)
 		case checkRPC && head.nativeStream():
 			b.streamRPC(w, r, head, next)
 		case !checkRPC && r.Method == http.MethodPost && r.URL.Path == restStreamPath:
@@ -116,6 +119,38 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 			next.ServeHTTP(w, r)
 		}
 	})
+}
+
+// holdSlot serves a SubscribeToTask with next once the call has taken a
+// stream slot, held until next returns (call.slotHeld): with none free it
+// is refused 429 with Retry-After (tooManyStreams) before a stream opens.
+// The SDK's transports would open the stream first and answer the
+// handler's refusal in it as an internal error.
+func (b *bindings) holdSlot(w http.ResponseWriter, r *http.Request, id json.RawMessage, refuse host.Refuse, next http.Handler) {
+	c, _ := callFrom(r.Context())
+	release, ok := c.c.AcquireStream()
+	if !ok {
+		refuseTooMany(w, id, refuse)
+		return
+	}
+	defer release()
+	c.slotHeld = true
+	next.ServeHTTP(w, r.WithContext(withCall(r.Context(), c)))
+}
+
+// refuseRPC writes a refusal of the gate as a JSON-RPC error (id null:
+// the call is not read yet).
+func refuseRPC(w http.ResponseWriter, f host.Refusal) { host.RefuseJSONRPC(w, nil, f) }
+
+// refuseTooMany answers tooManyStreams with refuse (the call's id in a
+// JSON-RPC answer).
+func refuseTooMany(w http.ResponseWriter, id json.RawMessage, refuse host.Refuse) {
+	w.Header().Set("Retry-After", "1")
+	if id != nil {
+		host.RefuseJSONRPC(w, sdkRPCID(id), tooManyStreams)
+		return
+	}
+	refuse(w, tooManyStreams)
 }
 
 // rpcHead is what checkCall reads of a JSON-RPC call.
@@ -242,6 +277,14 @@ func (b *bindings) stream(w http.ResponseWriter, r *http.Request, req *a2a.SendM
 	// A stream slot, and the frames subscribed to before the publish, as
 	// the handler's SendStreamingMessage does.
 	sub, p, err := b.hd.submit(r.Context(), req, normalizer.A2AMessageStream, true)
+	if errors.Is(err, errTooManyStreams) {
+		if rest {
+			refuseTooMany(w, nil, restRefuse)
+		} else {
+			refuseTooMany(w, id, refuseRPC)
+		}
+		return
+	}
 	if err != nil && plainRefusal(err) {
 		// A pool's profile refused it: one plain error answer.
 		writePlain(w, err, id, rest)
@@ -305,10 +348,11 @@ func checkCall(w http.ResponseWriter, r *http.Request, limit int64) (head rpcHea
 	}
 	if json.Unmarshal(body, &head) != nil {
 		head = rpcHead{}
-	} else if p := protoJSONParams(head.Params); !strings.Contains(head.Method, "/") && !bytes.Equal(p, head.Params) {
-		// The call again, its params with JSON names (ProtoJSON).
+	} else if p := callParams(head.Params); !strings.Contains(head.Method, "/") && !bytes.Equal(p, head.Params) {
+		// The call again, its params with JSON names (ProtoJSON), or {}
+		// for none.
 		var call map[string]json.RawMessage
-		if json.Unmarshal(body, &call) == nil {
+		if json.Unmarshal(body, &call) == nil && call != nil {
 			call["params"] = p
 			if b, err := json.Marshal(call); err == nil {
 				body, head.Params = b, p
@@ -321,6 +365,17 @@ func checkCall(w http.ResponseWriter, r *http.Request, limit int64) (head rpcHea
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return head, true
+}
+
+// callParams is a call's params as the SDK reads them: with JSON names
+// (protoJSONParams), and {} when the call has none. JSON-RPC 2.0 lets a
+// call leave them out (the spec's GetExtendedAgentCard example does), and
+// the SDK's decoding of nothing was a parse error.
+func callParams(params json.RawMessage) json.RawMessage {
+	if len(params) == 0 {
+		return json.RawMessage(`{}`)
+	}
+	return protoJSONParams(params)
 }
 
 // requestedVersion is the A2A-Version the client asked for: the header, or

@@ -55,7 +55,13 @@ func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 			if err != nil {
 				return err
 			}
-			return specStatus(next(srv, ctxStream{ServerStream: ss, ctx: ctx}))
+			err = next(srv, ctxStream{ServerStream: ss, ctx: ctx})
+			if c, ok := callFrom(ctx); ok && err != nil && c.tooMany != nil && *c.tooMany {
+				// Refused for want of a stream slot: as every door answers
+				// it (the SDK's transport says internal error).
+				return status.Error(codes.ResourceExhausted, tooManyStreams.Message)
+			}
+			return specStatus(err)
 		}
 	}
 	g.ServiceRegistrar.RegisterService(&d, impl)
@@ -134,7 +140,7 @@ func (b *bindings) admitGRPC(ctx context.Context) (context.Context, error) {
 		return nil, status.Error(grpcCode(f.Code), f.Message)
 	}
 	return withCall(ctx, call{header: header, agent: header.Get(GRPCAgentMetadata),
-		version: strings.TrimSpace(header.Get(a2a.SvcParamVersion)), channel: "grpc", c: c, invalid: new(error)}), nil
+		version: strings.TrimSpace(header.Get(a2a.SvcParamVersion)), channel: "grpc", c: c, invalid: new(error), tooMany: new(bool)}), nil
 }
 
 // grpcCode is the gRPC status of a refusal of the gate, by its code.

@@ -23,6 +23,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/ctxkey"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
@@ -69,6 +70,14 @@ type call struct {
 	// for when the SDK decoded it (checkProto), which the SDK's
 	// conversion would lose; the handler answers it.
 	invalid *error
+	// slotHeld: the binding took the call's stream slot before the SDK's
+	// transport opened the stream (holdSlot), and gives it back when the
+	// call ends; the handler takes none.
+	slotHeld bool
+	// tooMany, when set, is set by the handler when it refuses the call
+	// for want of a stream slot, which the SDK's transports would answer
+	// as an internal error: the gRPC binding answers RESOURCE_EXHAUSTED.
+	tooMany *bool
 }
 
 var callKey = ctxkey.New[call]("a2av1 call")
@@ -170,6 +179,7 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 	submitted := time.Now()
 	sub, err = c.c.Submit(ctx, s)
 	if errors.Is(err, host.ErrTooManyStreams) {
+		c.refusedSlot()
 		return nil, p, errTooManyStreams
 	} else if err != nil {
 		return nil, p, sdkError(err)
@@ -286,11 +296,33 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessage
 	return v1Events(h.h.V1Answers().A2AFollow(sub.Context(), sub.RequestID, p, 0, f, egress.WithoutRequestCheck()), p, sub.Done)
 }
 
-// stream takes one of the caller's stream slots.
+// stream takes one of the caller's stream slots (none when the binding
+// holds it: call.slotHeld).
 func (h *handler) stream(ctx context.Context) (func(), bool) {
 	c, _ := callFrom(ctx)
-	return c.c.AcquireStream()
+	if c.slotHeld {
+		return func() {}, true
+	}
+	release, ok := c.c.AcquireStream()
+	if !ok {
+		c.refusedSlot()
+	}
+	return release, ok
 }
+
+// refusedSlot notes that the call was refused for want of a stream slot
+// (call.tooMany).
+func (c call) refusedSlot() {
+	if c.tooMany != nil {
+		*c.tooMany = true
+	}
+}
+
+// tooManyStreams is the refusal of a stream for want of a slot, as every
+// front door answers it: 429, Retry-After 1 (RESOURCE_EXHAUSTED over
+// gRPC).
+var tooManyStreams = host.Refusal{Status: http.StatusTooManyRequests, Code: "too_many_streams",
+	Message: "too many concurrent streams for this principal; retry later", Retryable: true, RPCCode: jsonrpc.CodeRateLimited}
 
 // errTooManyStreams refuses a stream when the caller's slots are taken.
 var errTooManyStreams = fmt.Errorf("%w: too many open streams", a2a.ErrServerError)

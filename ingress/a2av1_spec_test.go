@@ -1,0 +1,207 @@
+package ingress_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	a2apb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/ingress"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+)
+
+// A2A v1.0 (REST, JSON-RPC, gRPC) against the specification: what the
+// pinned TCK does not exercise.
+
+// v1RPC posts one JSON-RPC call to the v1.0 endpoint and returns its
+// decoded answer (a JSON object, not a stream).
+func v1RPC(t *testing.T, p *pipeline, body string) (status int, out map[string]any) {
+	t.Helper()
+	r := p.post(t, ingress.A2AV1Path, "", body)
+	b, _ := io.ReadAll(r.Body)
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("%s: answer is not one JSON object: %d %s", body, r.StatusCode, b)
+	}
+	return r.StatusCode, out
+}
+
+// TestA2AV1RPCWithoutParams: A2A v1.0 §9.4.8 gives GetExtendedAgentCard's
+// JSON-RPC request without "params" (JSON-RPC 2.0: params MAY be omitted), and
+// ListTasks, whose request fields are all optional, may be sent so too: both
+// are answered as with "params":{}. The spec's own example was answered
+// -32700 Parse error.
+func TestA2AV1RPCWithoutParams(t *testing.T) {
+	p := startPipeline(t)
+	for _, method := range []string{"GetExtendedAgentCard", "ListTasks"} {
+		_, out := v1RPC(t, p, `{"jsonrpc":"2.0","id":6,"method":"`+method+`"}`)
+		if e, ok := out["error"].(map[string]any); ok {
+			t.Errorf("%s without params (JSON-RPC 2.0 lets a call omit them; §9.4.8's GetExtendedAgentCard example does): "+
+				"error %v %q; want the result, as with \"params\":{}",
+				method, e["code"], e["message"])
+		}
+	}
+}
+
+// TestA2AV1TooManyStreamsNotInternal: a stream refused because the
+// principal's stream slots are taken is answered 429 with Retry-After
+// (docs/configuration.md, E2A_MAX_STREAMS_PER_PRINCIPAL: "A2A/AgentVault
+// streams"; v0.3 and E2A answer it so), RESOURCE_EXHAUSTED over gRPC. The
+// v1.0 bindings answered it as an internal server error (HTTP+JSON 500
+// INTERNAL in a 200 stream, gRPC INTERNAL), which says nothing of a retry.
+func TestA2AV1TooManyStreamsNotInternal(t *testing.T) {
+	lim := ingress.NewStreamLimiter(1)
+	p, addr := startGRPCPipeline(t, ingress.WithStreamLimiter(lim))
+	started := make(chan struct{}, 1)
+	runSlowAgent(t, p, started, agent.WithDrainTimeout(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The one slot: a stream to the slow agent, held open.
+	hold, stop := context.WithCancel(ctx)
+	req, _ := http.NewRequestWithContext(hold, http.MethodPost, p.url+ingress.A2AV1Path+"/message:stream?agent=slow",
+		strings.NewReader(`{"message":{"messageId":"hold","role":"ROLE_USER","parts":[{"text":"wait"}]}}`))
+	first, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stop(); first.Body.Close() }()
+	testkit.Receive(t, started, 10*time.Second, "the agent never got the first stream's request")
+
+	// HTTP+JSON.
+	resp, err := http.Post(p.url+ingress.A2AV1Path+"/message:stream?agent=slow", "application/json",
+		strings.NewReader(`{"message":{"messageId":"second","role":"ROLE_USER","parts":[{"text":"wait"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests && !strings.Contains(string(b), "RESOURCE_EXHAUSTED") {
+		t.Errorf("HTTP+JSON message:stream with the principal's stream slots taken: %d %q; want 429 (RESOURCE_EXHAUSTED, "+
+			"Retry-After), not an internal server error", resp.StatusCode, b)
+	}
+	// gRPC: the service's own client, to read the status code as sent.
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stream, err := a2apb.NewA2AServiceClient(conn).SendStreamingMessage(metadata.AppendToOutgoingContext(ctx, ingress.GRPCAgentMetadata, "slow"),
+		&a2apb.SendMessageRequest{Message: &a2apb.Message{MessageId: "third", Role: a2apb.Role_ROLE_USER,
+			Parts: []*a2apb.Part{{Content: &a2apb.Part_Text{Text: "wait"}}}}})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if st, _ := status.FromError(err); st.Code() != codes.ResourceExhausted {
+		t.Errorf("gRPC SendStreamingMessage with the principal's stream slots taken: %v %q; want RESOURCE_EXHAUSTED, "+
+			"not an internal error", st.Code(), st.Message())
+	}
+}
+
+// TestA2AV1RESTTenantPath: a2a.proto's
+// additional_bindings put every HTTP+JSON route under /{tenant}; the SDK's
+// REST client sends a request's tenant there. Each task method reached that
+// way answers as without the prefix, and errors keep their kinds.
+func TestA2AV1RESTTenantPath(t *testing.T) {
+	p := startPipeline(t)
+	_, c := v1Client(t, p, a2a.TransportProtocolHTTPJSON)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	send := userMessage("tenanted")
+	send.Tenant = "demo"
+	res, err := c.SendMessage(ctx, send)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok || task.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("SendMessage with tenant: %T %+v", res, res)
+	}
+	if g, err := c.GetTask(ctx, &a2a.GetTaskRequest{Tenant: "demo", ID: task.ID}); err != nil || g.ID != task.ID {
+		t.Fatalf("GetTask with tenant: %+v %v", g, err)
+	}
+	list, err := c.ListTasks(ctx, &a2a.ListTasksRequest{Tenant: "demo", ContextID: task.ContextID})
+	if err != nil || len(list.Tasks) != 1 {
+		t.Fatalf("ListTasks with tenant: %+v %v", list, err)
+	}
+	if _, err := c.CancelTask(ctx, &a2a.CancelTaskRequest{Tenant: "demo", ID: task.ID}); !errors.Is(err, a2a.ErrTaskNotCancelable) {
+		t.Fatalf("CancelTask of a completed task with tenant: %v", err)
+	}
+	var subErr error
+	for _, err := range c.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{Tenant: "demo", ID: task.ID}) {
+		if err != nil {
+			subErr = err
+			break
+		}
+	}
+	if !errors.Is(subErr, a2a.ErrUnsupportedOperation) {
+		t.Fatalf("SubscribeToTask of a completed task with tenant: %v", subErr)
+	}
+	if _, err := c.GetTask(ctx, &a2a.GetTaskRequest{Tenant: "demo", ID: "no-such-task"}); !errors.Is(err, a2a.ErrTaskNotFound) {
+		t.Fatalf("GetTask of an unknown task with tenant: %v", err)
+	}
+	// A body's tenant naming another pool than the path's.
+	r := p.post(t, ingress.A2AV1Path+"/demo/message:send", "",
+		`{"tenant":"other","message":{"role":"ROLE_USER","messageId":"m-t","parts":[{"text":"x"}]}}`)
+	b, _ := io.ReadAll(r.Body)
+	if r.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "INVALID_ARGUMENT") {
+		t.Fatalf("body tenant naming another pool than the path's: %d %s", r.StatusCode, b)
+	}
+}
+
+// TestA2AV1MalformedNever500: malformed JSON, wrong
+// types, absent or empty required members, out-of-range query parameters
+// and oversized bodies on the HTTP+JSON and JSON-RPC bindings are answered
+// with a 4xx (or a JSON-RPC error other than internal), never a 5xx.
+func TestA2AV1MalformedNever500(t *testing.T) {
+	p := startPipeline(t)
+	v1, msg := ingress.A2AV1Path, `{"role":"ROLE_USER","messageId":"m1","parts":[{"text":"x"}]}`
+	big := `{"message":{"role":"ROLE_USER","messageId":"m","parts":[{"text":"` + strings.Repeat("a", 70<<10) + `"}]}}`
+	cases := [][3]string{
+		{"POST", v1 + "/message:send", `{`}, {"POST", v1 + "/message:send", `[]`}, {"POST", v1 + "/message:send", `{"message":5}`},
+		{"POST", v1 + "/message:send", `{"message":{"role":"ROLE_USER","messageId":"m","parts":[{}]}}`},
+		{"POST", v1 + "/message:send", `{"message":{"role":"ROLE_BOGUS","messageId":"m","parts":[{"text":"x"}]}}`},
+		{"POST", v1 + "/message:send", `{"message":{"role":"ROLE_USER","messageId":"m","parts":[{"raw":"!!!"}]}}`},
+		{"POST", v1 + "/message:send", `{"message":` + msg + `,"configuration":{"historyLength":"x"}}`},
+		{"POST", v1 + "/message:send", `{"message":{"role":"ROLE_USER","messageId":"m","parts":[{"data":` +
+			strings.Repeat(`[`, 3000) + strings.Repeat(`]`, 3000) + `}]}}`},
+		{"POST", v1 + "/message:send", big}, {"POST", v1 + "/message:stream", big}, {"POST", v1 + "/message:stream", `{"message":5}`},
+		{"GET", v1 + "/tasks?pageSize=abc", ""}, {"GET", v1 + "/tasks?pageSize=1000", ""}, {"GET", v1 + "/tasks?status=bogus", ""},
+		{"GET", v1 + "/tasks?statusTimestampAfter=yesterday", ""}, {"GET", v1 + "/tasks?includeArtifacts=maybe", ""},
+		{"GET", v1 + "/tasks?pageToken=garbage", ""}, {"GET", v1 + "/tasks/x?historyLength=abc", ""},
+		{"GET", v1 + "/tasks/:subscribe", ""}, {"POST", v1 + "/tasks/x:bogus", ""}, {"POST", v1 + "/tasks/x/pushNotificationConfigs", `{"url":5}`},
+		{"GET", v1 + "/bad%20pool/tasks", ""},
+		{"POST", v1, `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":5}`},
+		{"POST", v1, `{"jsonrpc":"2.0","id":1,"method":5}`},
+		{"POST", v1, `{"jsonrpc":"2.0","id":{},"method":"GetTask","params":{"id":"x"}}`},
+		{"POST", v1, `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":"x"}}`},
+		{"POST", v1, `{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":5}`},
+		{"POST", v1, `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"m","parts":[{"data":` +
+			strings.Repeat(`{"a":`, 3000) + `1` + strings.Repeat(`}`, 3000) + `}]}}}`},
+		{"POST", v1, strings.Repeat("[", 5000)}, {"POST", v1, `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":` + big + `}`},
+	}
+	for _, c := range cases {
+		req, _ := http.NewRequest(c[0], p.url+c[1], strings.NewReader(c[2]))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", c[0], c[1], err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		s := string(b)
+		if resp.StatusCode >= 500 || strings.Contains(s, `"INTERNAL"`) || strings.Contains(s, `"code":-32603`) || strings.Contains(s, `"code":-32000`) {
+			t.Errorf("%s %s %.80s: %d %.200s; want a client error", c[0], c[1], c[2], resp.StatusCode, s)
+		}
+	}
+}
