@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -178,7 +179,50 @@ func LoadConfig() (Config, error) {
 	if err := c.checkArchive(); err != nil {
 		return c, err
 	}
+	if err := c.checkLimits(); err != nil {
+		return c, err
+	}
+	if err := c.StreamsConfig().Validate(); err != nil {
+		// Refused now, by the variables' names (streams names its
+		// fields), not when the streams are provisioned.
+		return c, fmt.Errorf("config: %s", streamVars.Replace(strings.TrimPrefix(err.Error(), streams.ErrInvalidConfig.Error()+": ")))
+	}
 	return c, nil
+}
+
+// streamVars renames streams.Config's fields in its errors to the
+// variables that set them (StreamsConfig).
+var streamVars = strings.NewReplacer(
+	"RequestsMaxAge", "E2A_REQUESTS_MAX_AGE", "ResponsesMaxAge", "E2A_RESPONSES_MAX_AGE",
+	"RequestsMaxBytes", "E2A_REQUESTS_MAX_BYTES", "ResponsesMaxBytes", "E2A_RESPONSES_MAX_BYTES",
+	"ControlMaxBytes", "E2A_CONTROL_MAX_BYTES", "AuditMaxAge", "E2A_AUDIT_MAX_AGE", "AuditMaxBytes", "E2A_AUDIT_MAX_BYTES",
+	"ArchiveMaxAge", "E2A_ARCHIVE_MAX_AGE", "ArchiveMaxBytes", "E2A_ARCHIVE_MAX_BYTES", "Duplicates", "E2A_DEDUPE_WINDOW",
+	"Replicas", "E2A_REPLICAS", "TasksTTL", "E2A_TASKS_TTL")
+
+// checkLimits refuses negative limits (0 turns each off; a negative one
+// was taken as off too, silently) and an E2A_PUBLIC_URL that is no
+// absolute http(s) URL: the agent cards advertise it, and a host without
+// its scheme made their URLs relative ones no client can call.
+func (c Config) checkLimits() error {
+	for _, l := range []struct {
+		name string
+		v    int64
+	}{
+		{"E2A_RATE_LIMIT_PER_MINUTE", int64(c.RateLimitPerMinute)}, {"E2A_RATE_LIMIT_PER_HOUR", int64(c.RateLimitPerHour)},
+		{"E2A_RATE_LIMIT_PER_DAY", int64(c.RateLimitPerDay)}, {"E2A_MAX_STREAMS_PER_PRINCIPAL", int64(c.MaxStreamsPerPrincipal)},
+		{"E2A_UPSTREAM_CARD_REFRESH", int64(c.Upstream.CardRefresh)},
+	} {
+		if l.v < 0 {
+			return fmt.Errorf("config: %s must not be negative (0 turns it off)", l.name)
+		}
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("config: E2A_PUBLIC_URL %q must be an absolute http or https URL (https://e2a.example.com)", c.PublicURL)
+		}
+	}
+	return nil
 }
 
 // checkArchive checks the E2A_ARCHIVE_* values, the batch's against the

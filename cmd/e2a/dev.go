@@ -83,7 +83,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := newHTTP(ctx, cfg, nc, reg, log, cfg.DefaultPool, append(pushAPI, ingress.WithWorkflow(wf))...)
+	srv, err := newHTTP(ctx, &cfg, nc, reg, log, cfg.DefaultPool, append(pushAPI, ingress.WithWorkflow(wf))...)
 	if err != nil {
 		return err
 	}
@@ -196,6 +196,15 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Co
 		nc, url = c, cfg.NatsURL
 		stop = func() { _ = nc.Drain() }
 	} else {
+		// A taken port or an unusable store is said at once, naming its
+		// variable: the server would wait for its listener 10 s, then
+		// blame the port.
+		if err := checkNATSPort(cfg); err != nil {
+			return nil, nil, "", err
+		}
+		if err := checkStoreDir(cfg.StoreDir); err != nil {
+			return nil, nil, "", err
+		}
 		if pct := gcDefault(); pct > 0 {
 			log.Debug("GC target (GOGC unset)", "GOGC", pct)
 		}
@@ -284,6 +293,21 @@ func listenHTTP(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
+// checkStoreDir makes the embedded server's store directory dir ("": a
+// temporary one, made by the server), or says why it cannot be one.
+func checkStoreDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return fmt.Errorf("E2A_STORE_DIR=%s is not a directory: set it to a directory for the embedded server's store", dir)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("E2A_STORE_DIR=%s cannot be made: %w", dir, err)
+	}
+	return nil
+}
+
 // checkNATSPort tells at once when the embedded server's port is taken.
 func checkNATSPort(cfg Config) error {
 	if cfg.NatsURL != "" || cfg.NATSPort == 0 {
@@ -302,14 +326,14 @@ func checkNATSPort(cfg Config) error {
 
 // newHTTP builds the HTTP server of ingress + egress + console + operations
 // endpoints. demoPool, when set, gives the console a demo-request form.
-func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Registry, log *slog.Logger, demoPool string, extra ...ingress.Option) (*http.Server, error) {
+func newHTTP(ctx context.Context, cfg *Config, nc *nats.Conn, reg *prometheus.Registry, log *slog.Logger, demoPool string, extra ...ingress.Option) (*http.Server, error) {
 	auth, err := ingress.LoadAuth(os.Getenv)
 	if err != nil {
 		return nil, err
 	}
 	eopts := []egress.Option{egress.WithRegisterer(reg), egress.WithLogger(log), egress.WithProjections(protocols.FillProjections),
 		egress.WithAuthorizer(egressAuthorizer(auth))}
-	hopts, err := historyOptions(cfg, nc)
+	hopts, err := historyOptions(*cfg, nc)
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +345,7 @@ func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Reg
 	if err != nil {
 		return nil, err
 	}
-	opts, err := ingressOptions(ctx, js, cfg, auth)
+	opts, err := ingressOptions(ctx, js, *cfg, auth)
 	if err != nil {
 		return nil, err
 	}
@@ -330,7 +354,10 @@ func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Reg
 		if grpcLn, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
 			return nil, fmt.Errorf("E2A_GRPC_ADDR: %w", err)
 		}
-		opts = append(opts, ingress.WithA2AGRPCAddress(grpcLn.Addr().String()))
+		// The port it took (E2A_GRPC_ADDR=…:0 picks one), for the card and
+		// the banner.
+		cfg.GRPCAddr = grpcLn.Addr().String()
+		opts = append(opts, ingress.WithA2AGRPCAddress(cfg.GRPCAddr))
 	}
 	opts = append(opts,
 		ingress.WithDefaultPool(cfg.DefaultPool),
@@ -351,7 +378,7 @@ func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Reg
 	mux := http.NewServeMux()
 	in.Register(mux)
 	eg.Register(mux)
-	con, err := newConsole(ctx, cfg, nc, eg, mux, reg, log, demoPool)
+	con, err := newConsole(ctx, *cfg, nc, eg, mux, reg, log, demoPool)
 	if err != nil {
 		return nil, err
 	}
@@ -363,8 +390,8 @@ func newHTTP(ctx context.Context, cfg Config, nc *nats.Conn, reg *prometheus.Reg
 	if signer != nil {
 		mux.Handle("GET "+push.JWKSPath, signer)
 	}
-	mountOps(mux, cfg, newOpsMux(reg, nc, js, obs.Detail{Name: "pools", Get: func(ctx context.Context) (any, error) { return in.Pools(ctx) }}))
-	warnBodyLimit(cfg, nc, log)
+	mountOps(mux, *cfg, newOpsMux(reg, nc, js, obs.Detail{Name: "pools", Get: func(ctx context.Context) (any, error) { return in.Pools(ctx) }}))
+	warnBodyLimit(*cfg, nc, log)
 	return &http.Server{
 		Handler:           tracing.Handler(mux, untraced...),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -123,7 +123,9 @@ var helps = map[string]commandHelp{
 		about: "Runs an agent pool against a NATS cluster, with /metrics, /healthz and /readyz: a built-in one, or a bridge\n" +
 			"that puts an existing agent behind the pipeline (an A2A server, an OpenAI-compatible model server, any HTTP\n" +
 			"service answering E2A frames): every request's upstream answer becomes its durable, ordered frames.",
-		env: fmt.Sprintf(natsEnv, "empty = an embedded server") + `  E2A_HTTP_ADDR             operations listener (default 127.0.0.1:8080)
+		env: fmt.Sprintf(natsEnv, "empty = an embedded server") + `  E2A_NATS_PORT             the embedded server's client port (default 4222; 0 = random)
+  E2A_STORE_DIR             the embedded server's store (default: a temporary directory)
+  E2A_HTTP_ADDR             operations listener (default 127.0.0.1:8080)
   E2A_METRICS_ADDR          its own listener for /metrics and /debug/pprof/ (then /metrics not on E2A_HTTP_ADDR)
   E2A_AGENT_ACK_WAIT        how long a request may go without this worker's heartbeat before another takes
                             it over (default 4s, as --ack-wait; the same for every worker of a pool)
@@ -138,6 +140,7 @@ var helps = map[string]commandHelp{
                             timeouts, bound and retries (retried only before the first frame)
   E2A_UPSTREAM_NAME, E2A_UPSTREAM_DESCRIPTION
                             the pool's name and description in its agent card
+  E2A_UPSTREAM_CARD_REFRESH how often an A2A upstream's card is read again (default 5m; 0 = at start only)
 `},
 	"acp": {usage: "e2a acp [--pool NAME]", about: "Speaks ACP on stdin/stdout (logs on stderr), for editors that spawn an agent.",
 		env: fmt.Sprintf(natsEnv, "empty = an embedded server with the demo agent") + `  E2A_DEFAULT_POOL, E2A_ROUTES
@@ -145,9 +148,12 @@ var helps = map[string]commandHelp{
 `},
 	"streams": {usage: "e2a streams apply", about: "Creates or updates every stream and KV bucket (run it as the NATS admin user, first).",
 		env: fmt.Sprintf(natsEnv, "required") + `  E2A_REPLICAS              replicas of every stream (3 in production)
-  E2A_REQUESTS_MAX_AGE, E2A_RESPONSES_MAX_AGE, E2A_REQUESTS_MAX_BYTES, E2A_DEDUPE_WINDOW, E2A_TASKS_TTL,
-  E2A_AUDIT_MAX_AGE, E2A_AUDIT_MAX_BYTES, E2A_ARCHIVE_MAX_AGE, E2A_ARCHIVE_MAX_BYTES
+  E2A_REQUESTS_MAX_AGE, E2A_RESPONSES_MAX_AGE, E2A_REQUESTS_MAX_BYTES, E2A_RESPONSES_MAX_BYTES,
+  E2A_CONTROL_MAX_BYTES, E2A_DEDUPE_WINDOW, E2A_TASKS_TTL, E2A_AUDIT_MAX_AGE, E2A_AUDIT_MAX_BYTES,
+  E2A_ARCHIVE_MAX_AGE, E2A_ARCHIVE_MAX_BYTES
                             the streams' limits (use the same values everywhere)
+  E2A_REQUESTS_COMPRESSION, E2A_RESPONSES_COMPRESSION, E2A_AUDIT_COMPRESSION
+                            none or s2 (docs/capacity.md)
 `},
 	"vault": {usage: "e2a vault key | seal CREDENTIAL-ID < value | rotate CREDENTIALS-FILE",
 		about: "Seals workflow credentials for the encrypted vault (AES-256-GCM; the first key seals, every key opens):\n" +
@@ -219,7 +225,7 @@ func run(ctx context.Context, args []string) error {
 		return errUsage
 	}
 	cfg, err := LoadConfig()
-	if err != nil {
+	if err != nil && !configFree(args) {
 		return err
 	}
 	switch args[0] {
@@ -252,6 +258,18 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	}
 	return errUsage
+}
+
+// configFree reports whether the command args runs needs no
+// configuration, so that a bad E2A_* value does not stop it: help (of e2a
+// or of a command), e2a bench (flags only) and e2a vault (its own
+// variables).
+func configFree(args []string) bool {
+	switch args[0] {
+	case "help", "-h", "--help", "bench", "vault":
+		return true
+	}
+	return slices.ContainsFunc(args[1:], func(a string) bool { return a == "-h" || a == "-help" || a == "--help" })
 }
 
 // flagSet reports whether the flag name was given on the command line.

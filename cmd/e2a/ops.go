@@ -157,7 +157,7 @@ func serveOps(ctx context.Context, cfg Config, mux http.Handler, reg *prometheus
 		return err
 	}
 	defer stopMetrics()
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	ln, err := listenHTTP(cfg.HTTPAddr)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"time"
@@ -49,11 +48,11 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := newHTTP(ctx, cfg, nc, reg, log, "", append(pushAPI, ingress.WithWorkflow(wf))...)
+	srv, err := newHTTP(ctx, &cfg, nc, reg, log, "", append(pushAPI, ingress.WithWorkflow(wf))...)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	ln, err := listenHTTP(cfg.HTTPAddr)
 	if err != nil {
 		return err
 	}
