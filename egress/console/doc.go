@@ -73,7 +73,10 @@
 // ids that share the bucket (skipped, and counted as examined); the most
 // selective one is walked and the others, status and the time range are
 // checked on the rows. Until is found by a binary search
-// on stored times (a few direct gets); since stops the walk. Only filters
+// on stored times (a few direct gets), a minute after it (the indexing
+// delay): a request indexed more than a minute late (the index's writer
+// down or behind that long) is missed by until, though listed without it;
+// since stops the walk. Only filters
 // that no secondary key serves (status alone, or a second id filter) may
 // examine many keys: a call examines at most DefaultScanBudget keys and
 // then answers with what it found, Partial, and the cursor to go on from.

@@ -40,7 +40,11 @@ type tailReq struct {
 	emitted bool
 	done    bool   // its final frame was seen: later live copies are ignored
 	lastSeq uint64 // stream sequence of its last response message seen
-	check   *checker
+	// after: its envelope was stored after the live subscription was in
+	// place (tailer.backfillTo), so every frame of it is shown, one read
+	// back because its live copy was lost included.
+	after bool
+	check *checker
 }
 
 // liveBuffer is how many live messages (frames or bursts) Tail queues;
@@ -185,6 +189,7 @@ func (t *tailer) poll(ctx context.Context, filter string, next uint64) (uint64, 
 			}
 			env, _ := e2a.FromJSON(sm.data)
 			r.pool, r.match, r.emitted = s.Agent, t.q.match(s.Agent, env), true
+			r.after = m.Seq > t.backfillTo
 			if r.match {
 				if err := t.emit(requestRecord(sm, s.RequestID, s.Agent)); err != nil {
 					return next, err
@@ -272,6 +277,7 @@ func (t *tailer) frame(ctx context.Context, m *nats.Msg) error {
 			s, _ := subjects.Parse(req.subject)
 			env, _ := e2a.FromJSON(req.data)
 			r.pool, r.match, r.emitted = s.Agent, t.q.match(s.Agent, env), true
+			r.after = req.seq > t.backfillTo
 			if r.match {
 				if err := t.emit(requestRecord(req, id, r.pool)); err != nil {
 					return err
@@ -288,8 +294,9 @@ func (t *tailer) frame(ctx context.Context, m *nats.Msg) error {
 	// frames of a request already running, or lost live messages.
 	if prev != 0 && prev != r.lastSeq && t.resps.exists {
 		// Frames before the first one seen only prime the checker when
-		// the request started before Tail did; lost ones are shown.
-		show := r.lastSeq != 0
+		// the request started before Tail did; lost ones are shown (the
+		// first one's too, of a request stored after Tail started).
+		show := r.lastSeq != 0 || r.after
 		for sm, err := range t.a.seq(ctx, t.resps.name, stored, r.lastSeq+1) {
 			if err != nil {
 				return err

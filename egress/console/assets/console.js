@@ -330,12 +330,20 @@ async function loadPush(id, env) {
 const FINAL_STATUSES = ['succeeded', 'failed', 'input-required', 'auth-required'];
 
 // interruptOf returns the state and the question of a frame that ends an
-// interrupted turn (a final a2a.stream_event status_update in state
-// input-required or auth-required, e2a.Response.Interrupt), else null.
+// interrupted turn (a final a2a.stream_event status_update, or a final
+// a2a.task, in state input-required or auth-required: as
+// e2a.Response.Interrupt reads them), else null.
 function interruptOf(f) {
   const b = f.body || {};
-  if (!f.is_final || f.response_kind !== 'a2a.stream_event' || (b.branch !== 'status_update' && b.branch !== 'status-update')) return null;
-  const st = (b.payload && b.payload.status) || {};
+  if (!f.is_final) return null;
+  let st;
+  if (f.response_kind === 'a2a.stream_event' && (b.branch === 'status_update' || b.branch === 'status-update')) {
+    st = (b.payload && b.payload.status) || {};
+  } else if (f.response_kind === 'a2a.task') {
+    st = b.status || {};
+  } else {
+    return null;
+  }
   const state = String(st.state || '').toLowerCase().replace(/^task_state_/, '').replace(/_/g, '-');
   if (state !== 'input-required' && state !== 'auth-required') return null;
   const parts = (st.message && st.message.parts) || [];

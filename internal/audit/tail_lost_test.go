@@ -1,0 +1,89 @@
+package audit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// TestReviewTailShowsLostFirstLiveFrame: a request stored after Tail's live
+// subscription was in place (so Tail must show all of its frames) whose
+// first live message is lost (Tail's live buffer of 8192 was full: a busy
+// pipeline, or `e2a tail | less` not reading) has frame 0 read back from
+// E2A_RESPONSES when frame 1 arrives, and it is shown ("lost ones are
+// shown"). It was only fed to the checker (taken for a frame from before
+// Tail started): `e2a tail` printed frame 1 alone.
+func TestTailShowsLostFirstLiveFrame(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, nc := natstest.RunServer(t)
+	js := natstest.JetStream(t, nc)
+	a, err := New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The live feed, as Tail's subscription receives it (the server's
+	// republish of each stored response message).
+	live := make(chan *nats.Msg, 16)
+	sub, err := nc.ChanSubscribe(subjects.AllLive, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.FlushWithContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The tailer as Tail builds it once subscribed: nothing stored yet.
+	reqs, err := a.state(ctx, streams.RequestsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resps, err := a.state(ctx, streams.ResponsesStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []Record
+	tl := &tailer{a: a, emit: func(r Record) error { recs = append(recs, r); return nil }, reqs: reqs, resps: resps,
+		tracked: map[string]*tailReq{}, max: 100, backfillTo: reqs.last}
+
+	const id = "lost-first-live"
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: id})
+	if _, err := tl.poll(ctx, subjects.AllRequests, reqs.last+1); err != nil {
+		t.Fatal(err)
+	}
+	s0 := natstest.PublishBurst(t, nc, id, 0, 0, natstest.Frame(id, 0, false))
+	natstest.PublishBurst(t, nc, id, 1, s0, natstest.Frame(id, 1, true))
+	var msgs []*nats.Msg
+	for len(msgs) < 2 {
+		select {
+		case m := <-live:
+			msgs = append(msgs, m)
+		case <-ctx.Done():
+			t.Fatalf("live copies: got %d of 2", len(msgs))
+		}
+	}
+	// Frame 0's live copy is lost (Tail's channel was full); frame 1's
+	// arrives.
+	if err := tl.frame(ctx, msgs[1]); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	var seqs []int64
+	for _, r := range recs {
+		kinds = append(kinds, r.Kind)
+		if r.Kind == KindFrame && r.Sequence != nil {
+			seqs = append(seqs, *r.Sequence)
+		}
+	}
+	if len(seqs) != 2 || seqs[0] != 0 || seqs[1] != 1 {
+		t.Fatalf("frames printed %v (records %v), want [0 1]: frame 0, whose live copy was lost, "+
+			"was read back but not printed, for a request stored after the tail started", seqs, kinds)
+	}
+}
