@@ -123,7 +123,7 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 
 // holdSlot serves a SubscribeToTask with next once the call has taken a
 // stream slot, held until next returns (call.slotHeld): with none free it
-// is refused 429 with Retry-After (tooManyStreams) before a stream opens.
+// is refused 429 with Retry-After (host.TooManyStreams) before a stream opens.
 // The SDK's transports would open the stream first and answer the
 // handler's refusal in it as an internal error.
 func (b *bindings) holdSlot(w http.ResponseWriter, r *http.Request, id json.RawMessage, refuse host.Refuse, next http.Handler) {
@@ -142,15 +142,15 @@ func (b *bindings) holdSlot(w http.ResponseWriter, r *http.Request, id json.RawM
 // the call is not read yet).
 func refuseRPC(w http.ResponseWriter, f host.Refusal) { host.RefuseJSONRPC(w, nil, f) }
 
-// refuseTooMany answers tooManyStreams with refuse (the call's id in a
+// refuseTooMany answers host.TooManyStreams with refuse (the call's id in a
 // JSON-RPC answer).
 func refuseTooMany(w http.ResponseWriter, id json.RawMessage, refuse host.Refuse) {
 	w.Header().Set("Retry-After", "1")
 	if id != nil {
-		host.RefuseJSONRPC(w, sdkRPCID(id), tooManyStreams)
+		host.RefuseJSONRPC(w, sdkRPCID(id), host.TooManyStreams)
 		return
 	}
-	refuse(w, tooManyStreams)
+	refuse(w, host.TooManyStreams)
 }
 
 // rpcHead is what checkCall reads of a JSON-RPC call.

@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
 // registerGRPC registers the SDK's gRPC service (a2agrpc) over hd on s,
@@ -59,7 +61,7 @@ func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 			if c, ok := callFrom(ctx); ok && err != nil && c.tooMany != nil && *c.tooMany {
 				// Refused for want of a stream slot: as every door answers
 				// it (the SDK's transport says internal error).
-				return status.Error(codes.ResourceExhausted, tooManyStreams.Message)
+				return status.Error(codes.ResourceExhausted, host.TooManyStreams.Message)
 			}
 			return specStatus(err)
 		}

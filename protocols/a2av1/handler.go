@@ -23,7 +23,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/ctxkey"
-	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
@@ -317,12 +316,6 @@ func (c call) refusedSlot() {
 		*c.tooMany = true
 	}
 }
-
-// tooManyStreams is the refusal of a stream for want of a slot, as every
-// front door answers it: 429, Retry-After 1 (RESOURCE_EXHAUSTED over
-// gRPC).
-var tooManyStreams = host.Refusal{Status: http.StatusTooManyRequests, Code: "too_many_streams",
-	Message: "too many concurrent streams for this principal; retry later", Retryable: true, RPCCode: jsonrpc.CodeRateLimited}
 
 // errTooManyStreams refuses a stream when the caller's slots are taken.
 var errTooManyStreams = fmt.Errorf("%w: too many open streams", a2a.ErrServerError)
