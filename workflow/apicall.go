@@ -253,7 +253,7 @@ func (x *execution) attempt(ctx context.Context, pc *preparedCall) (any, error) 
 		return nil, dataError("the request cannot be built: %v", err)
 	}
 	req.Header = pc.headers.Clone()
-	origHost := pc.u.Host
+	origHost, origScheme := pc.u.Host, pc.u.Scheme
 	client := &http.Client{
 		Transport: x.e.transport,
 		CheckRedirect: func(r *http.Request, via []*http.Request) error {
@@ -264,7 +264,10 @@ func (x *execution) attempt(ctx context.Context, pc *preparedCall) (any, error) 
 				perr.Message = "redirect refused: " + perr.Message
 				return perr
 			}
-			if !strings.EqualFold(r.URL.Host, origHost) {
+			// Credentials go only where they were sent first: the same
+			// host and port over the same scheme (an https → http
+			// redirect would send them in clear, CVE-2022-27776).
+			if !strings.EqualFold(r.URL.Host, origHost) || !strings.EqualFold(r.URL.Scheme, origScheme) {
 				for _, h := range pc.credNames {
 					r.Header.Del(h)
 				}

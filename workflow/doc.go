@@ -110,10 +110,12 @@
 //     link-local, CGNAT, multicast, unspecified and documentation addresses
 //     (IPv4-mapped IPv6 unwrapped) and connects to the address it checked.
 //     Such addresses are allowed only in E2A_WORKFLOW_ALLOWED_NETS, or when
-//     the URL names an IP literal that a rule names exactly (e.g. allowing
-//     "127.0.0.1" for a local test API). No proxy from the environment.
-//     Redirects (at most 5) are re-checked; credential headers are dropped
-//     when a redirect changes host.
+//     the URL names an IP literal that a rule of the calling principal
+//     names exactly, port included when the pattern has one (e.g. allowing
+//     "127.0.0.1:8080" for a local test API; "*" does not open it). No
+//     proxy from the environment. Redirects (at most 5) are re-checked;
+//     credential headers are dropped when a redirect changes host, port or
+//     scheme.
 //   - Response bodies are capped (Limits.MaxResponseBytes, default 1 MiB).
 //   - Credentials are stored encrypted (spec §7): with vault keys
 //     (E2A_WORKFLOW_VAULT_KEYS, base64 32-byte keys, comma-separated, or

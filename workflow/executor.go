@@ -487,9 +487,10 @@ func (x *execution) runOne(ctx context.Context, id, parent string, iter *int) er
 		return we
 	}
 	res = x.red.value(res)
-	n := jsonSize(res)
-	if x.dataBytes += n; x.dataBytes > x.e.limits.MaxDataBytes {
-		we := &Error{Type: DataError, OperationID: id, Message: fmt.Sprintf("the execution's outputs exceed %d bytes (this one: %d)", x.e.limits.MaxDataBytes, n)}
+	room := x.e.limits.MaxDataBytes - x.dataBytes
+	n, over := jsonSizeAtMost(res, room)
+	if x.dataBytes += n; over {
+		we := &Error{Type: DataError, OperationID: id, Message: fmt.Sprintf("the execution's outputs exceed %d bytes (this one: more than the %d left)", x.e.limits.MaxDataBytes, room)}
 		end.Status, end.Error = StatusFailed, we
 		if eerr := x.emit(ctx, end); eerr != nil {
 			return eerr
@@ -558,7 +559,9 @@ func (x *execution) run(ctx context.Context, op *Operation, step int, iter *int)
 			return nil, false, err
 		}
 		td := op.TransformData
-		return x.cached(ctx, op, in, nil, func() (any, error) { return transform(in, td.Transform, td.Config) })
+		return x.cached(ctx, op, in, nil, func() (any, error) {
+			return transform(in, td.Transform, td.Config, x.e.limits.MaxDataBytes-x.dataBytes)
+		})
 	case OpMergeData:
 		srcs := make([]any, len(op.MergeData.Sources))
 		for i, p := range op.MergeData.Sources {

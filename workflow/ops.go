@@ -124,11 +124,13 @@ func cfgString(cfg map[string]any, k string) string {
 }
 
 // transform applies a TransformData transform. See doc.go for the config
-// of each transform.
-func transform(input any, kind string, cfg map[string]any) (any, error) {
+// of each transform. limit is what is left of Limits.MaxDataBytes: a map,
+// whose output can be far larger than its input (a "set" constant in every
+// element), stops building once its output passes it.
+func transform(input any, kind string, cfg map[string]any, limit int) (any, error) {
 	switch kind {
 	case "map":
-		return transformMap(input, cfg)
+		return transformMap(input, cfg, limit)
 	case "sort":
 		return transformSort(input, cfg)
 	case "group":
@@ -152,7 +154,7 @@ func transform(input any, kind string, cfg map[string]any) (any, error) {
 	return nil, newError(ValidationError, "unknown transform %q", kind)
 }
 
-func transformMap(input any, cfg map[string]any) (any, error) {
+func transformMap(input any, cfg map[string]any, limit int) (any, error) {
 	arr, ok := input.([]any)
 	if !ok {
 		return nil, dataError("map needs an array, got %s", typeName(input))
@@ -163,6 +165,7 @@ func transformMap(input any, cfg map[string]any) (any, error) {
 	fields, _ := cfg["fields"].(map[string]any)
 	set, _ := cfg["set"].(map[string]any)
 	out := make([]any, len(arr))
+	size := 1 // the brackets, and a comma after each element but the last
 	for i, el := range arr {
 		var res any
 		switch {
@@ -225,6 +228,9 @@ func transformMap(input any, cfg map[string]any) (any, error) {
 			}
 		}
 		out[i] = res
+		if size += sizeAtMost(res, limit-size) + 1; size > limit+1 {
+			return nil, dataError("the map's output passes the %d bytes left of the execution's outputs (MaxDataBytes) at element %d", limit, i)
+		}
 	}
 	return out, nil
 }
@@ -632,6 +638,43 @@ func deepMerge(a, b any) any {
 		return out
 	}
 	return b
+}
+
+// jsonSizeAtMost returns the encoded size of v, as jsonSize does, without
+// encoding its arrays and objects whole: it adds up their members and stops
+// as soon as the size passes limit (over true, n then more than limit and less
+// than the full size). An operation's output (a map over an array doubled
+// by MergeData, say) can be thousands of times MaxDataBytes encoded; the
+// check must not build that encoding first.
+func jsonSizeAtMost(v any, limit int) (n int, over bool) {
+	n = sizeAtMost(v, limit)
+	return n, n > limit
+}
+
+// sizeAtMost adds v's encoded size up, stopping once it passes limit.
+func sizeAtMost(v any, limit int) int {
+	switch v := v.(type) {
+	case []any:
+		n := 2 + max(len(v)-1, 0) // brackets and commas
+		for _, e := range v {
+			if n > limit {
+				break
+			}
+			n += sizeAtMost(e, limit-n)
+		}
+		return n
+	case map[string]any:
+		n := 2 + max(len(v)-1, 0) + len(v) // braces, commas and colons
+		for k, e := range v {
+			if n > limit {
+				break
+			}
+			n += jsonSize(k)
+			n += sizeAtMost(e, limit-n)
+		}
+		return n
+	}
+	return jsonSize(v)
 }
 
 // jsonSize returns the encoded size of v.

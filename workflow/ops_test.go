@@ -262,7 +262,7 @@ func TestTransformData(t *testing.T) {
 		{"select", "select", `{"fields":["id","address.city"]}`, `[{"id":1,"address":{"city":"Paris"}},{"id":2,"address":{"city":"Lyon"}},{"id":3,"address":{"city":"Paris"}},{"id":4}]`},
 	} {
 		cfg, _ := j(t, tc.cfg).(map[string]any)
-		out, err := transform(in, tc.kind, cfg)
+		out, err := transform(in, tc.kind, cfg, 1<<20)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -280,13 +280,13 @@ func TestTransformData(t *testing.T) {
 			eqJSON(t, out, tc.want)
 		}
 	}
-	out, err := transform(j(t, `{"a":1,"b":{"c":2},"d":3}`), "select", map[string]any{"fields": []any{"a", "b.c"}})
+	out, err := transform(j(t, `{"a":1,"b":{"c":2},"d":3}`), "select", map[string]any{"fields": []any{"a", "b.c"}}, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	eqJSON(t, out, `{"a":1,"b":{"c":2}}`)
 	for _, kind := range []string{"map", "sort", "group", "aggregate"} {
-		if _, err := transform(j(t, `{"a":1}`), kind, map[string]any{"field": "a", "operation": "count"}); err == nil {
+		if _, err := transform(j(t, `{"a":1}`), kind, map[string]any{"field": "a", "operation": "count"}, 1<<20); err == nil {
 			t.Errorf("%s on an object accepted", kind)
 		}
 	}

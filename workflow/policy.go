@@ -263,7 +263,13 @@ func (p *Policy) checkRequest(principal, method string, u *url.URL, checkPath bo
 		return permissionError("%s has a \".\" or \"..\" path segment (plain or percent-encoded), which is not allowed", redactURL(u))
 	}
 	host, port := normHost(u)
-	hostKnown := false
+	// A private, loopback or other special IP literal outside AllowedNets
+	// is allowed only by a rule of this principal that names it (and its
+	// port, when the pattern has one): "*" or a name pattern does not open
+	// it, nor does another principal's rule naming it.
+	lit, err := netip.ParseAddr(host)
+	explicitOnly := err == nil && outbound.Special(lit.Unmap()) && !p.inNets(lit.Unmap())
+	hostKnown, special := false, false
 	for _, r := range p.APIs {
 		if !principalIn(r.Principals, principal) {
 			continue
@@ -271,6 +277,10 @@ func (p *Policy) checkRequest(principal, method string, u *url.URL, checkPath bo
 		hm := false
 		for _, hp := range r.hosts {
 			if hp.match(host, port) {
+				if explicitOnly && !hp.isIPAddr {
+					special = true
+					continue
+				}
 				hm = true
 				break
 			}
@@ -289,6 +299,9 @@ func (p *Policy) checkRequest(principal, method string, u *url.URL, checkPath bo
 	}
 	if hostKnown {
 		return permissionError("%s %s is not allowed by the API knowledge base", method, redactURL(u))
+	}
+	if special {
+		return permissionError("destination address %s is private, loopback, link-local or reserved, and no rule of this principal names it", u.Host)
 	}
 	return permissionError("host %s is not in the API knowledge base", u.Host)
 }
@@ -324,16 +337,24 @@ func (p *Policy) checkAddr(host string, ip netip.Addr) *Error {
 		return nil
 	}
 	if p != nil {
-		for _, n := range p.nets {
-			if n.Contains(ip) {
-				return nil
-			}
+		if p.inNets(ip) {
+			return nil
 		}
 		if h, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil && h.Unmap() == ip && p.explicitIP(ip) {
 			return nil
 		}
 	}
 	return permissionError("destination address %s of %s is private, loopback, link-local or reserved", ip, host)
+}
+
+// inNets reports whether ip is in AllowedNets.
+func (p *Policy) inNets(ip netip.Addr) bool {
+	for _, n := range p.nets {
+		if n.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // allowedOperation reports whether principal may use operation type typ.
