@@ -478,8 +478,8 @@ func decodeApiCall(r *fieldReader) *ApiCall {
 		op.OutputPath = p
 	}
 	if t, ok := r.number("timeout", false); ok {
-		if t <= 0 || t != math.Trunc(t) {
-			r.errorf("timeout", CodeInvalidField, "must be a positive whole number of milliseconds")
+		if t <= 0 || t != math.Trunc(t) || t > float64(24*time.Hour/time.Millisecond) {
+			r.errorf("timeout", CodeInvalidField, "must be a whole number of milliseconds from 1 to one day (86400000)")
 		} else {
 			op.Timeout = time.Duration(t) * time.Millisecond
 		}

@@ -88,6 +88,9 @@ func TestValidationErrors(t *testing.T) {
 		{"bad output path", lines(op("a", `{"ApiCall":{"method":"GET","url":"https://api.example.com/","outputPath":"users"}}`), begin("a")), 1, "a", CodeInvalidField, "outputPath"},
 		{"reserved output", lines(op("a", `{"ApiCall":{"method":"GET","url":"https://api.example.com/","outputPath":"/workflow/_loop"}}`), begin("a")), 1, "a", CodeInvalidField, "outputPath"},
 		{"bad timeout", lines(op("a", `{"ApiCall":{"method":"GET","url":"https://api.example.com/","outputPath":"/workflow/x","timeout":-5}}`), begin("a")), 1, "a", CodeInvalidField, "timeout"},
+		// 1e300 ms became a negative duration: the call failed at once with a TimeoutError
+		{"huge timeout", lines(op("a", `{"ApiCall":{"method":"GET","url":"https://api.example.com/","outputPath":"/workflow/x","timeout":1e300}}`), begin("a")), 1, "a", CodeInvalidField, "timeout"},
+		{"timeout over a day", lines(op("a", `{"ApiCall":{"method":"GET","url":"https://api.example.com/","outputPath":"/workflow/x","timeout":86400001}}`), begin("a")), 1, "a", CodeInvalidField, "timeout"},
 		{"forbidden header", lines(op("a", `{"ApiCall":{"method":"GET","url":"https://api.example.com/","outputPath":"/workflow/x","headers":{"Host":"evil"}}}`), begin("a")), 1, "a", CodePermission, "headers.Host"},
 		{"header line break", lines(op("a", `{"ApiCall":{"method":"GET","url":"https://api.example.com/","outputPath":"/workflow/x","headers":{"X":"a\r\nB: c"}}}`), begin("a")), 1, "a", CodeInvalidField, "headers.X"},
 		{"bad operator", lines(op("a", apiOK), op("f", `{"FilterData":{"inputPath":"/workflow/users","conditions":[{"field":"x","operator":"~=","value":1}],"outputPath":"/workflow/f"}}`), begin("a", "f")), 2, "f", CodeInvalidField, "conditions[0].operator"},
