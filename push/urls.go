@@ -161,16 +161,18 @@ func (p *urlPolicy) transport(dialTimeout time.Duration) *http.Transport {
 	})
 }
 
-// redactURL is raw without user information, query values or fragment.
+// redactURL is raw's scheme and host, "/…" standing for a path or query:
+// a webhook's path may be its secret (docs/security.md; Slack's and
+// Discord's hooks are), as its query and user information may be. It kept
+// the path, which the stage's log lines and e2a push redeliver printed.
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "(invalid url)"
 	}
-	u.User = nil
-	if u.RawQuery != "" {
-		u.RawQuery = "…"
+	out := u.Scheme + "://" + u.Host
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+		out += "/…"
 	}
-	u.Fragment = ""
-	return u.String()
+	return out
 }

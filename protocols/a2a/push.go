@@ -137,7 +137,9 @@ func (d *frontDoor) servePush(rep host.Reply, in host.Call, tc host.TaskCaller, 
 // configs of task t (the caller's, checked) are kept: the user_id of the
 // task's envelopes, by which the push stage finds them, as a message's
 // inline config is stored (under its envelope's). An authenticated
-// caller's envelopes carry its own id (normalizer.CallerUserID). With
+// caller's envelopes carry its own id (normalizer.CallerUserID): the
+// task's owner (host.Session.Principal) is taken, the caller itself or the
+// owner of the task an admin acts on. With
 // authentication off (in.Principal nil, or asserting users: nobody is
 // kept apart) they carry the user each message claims, its metadata's
 // included: the user of the task's newest request is taken (its
@@ -146,6 +148,14 @@ func (d *frontDoor) servePush(rep host.Reply, in host.Call, tc host.TaskCaller, 
 func PushPrincipal(ctx context.Context, f host.TaskRequests, in normalizer.Input, t *host.Task) string {
 	caller := normalizer.CallerUserID(in)
 	if p := in.Principal; p != nil && p.UserID != "" && !p.AssertsUser {
+		if t.Principal != "" {
+			// The task's owner: the caller, or the owner of the task an
+			// admin acts on. An admin's calls were on configs of its own,
+			// which the push stage never reads for alice's task: its
+			// config was accepted and never posted to, its delete of
+			// hers answered success and left it.
+			return t.Principal
+		}
 		return caller
 	}
 	last := t.LastRequest()
