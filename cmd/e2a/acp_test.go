@@ -72,20 +72,28 @@ func (j *jsonLines) Write(p []byte) (int, error) {
 	}
 }
 
-// TestACPStdioBinary spawns `e2a acp` as an editor does (it embeds its own
-// JetStream server and demo agent) and talks to it with acp-go-sdk's
-// client: initialize, session/new, a prompt turn, and a cancelled turn.
-func TestACPStdioBinary(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+// acpProc is `e2a acp` spawned as an editor spawns it, with acp-go-sdk's
+// client connected to its stdio (not yet initialized).
+type acpProc struct {
+	conn   *acp.ClientSideConnection
+	rec    *acptest.Recorder
+	stdin  io.Closer
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	lines  *jsonLines // every line it wrote to stdout
+}
+
+// startACP spawns `e2a acp` with env (the test's own E2A_* variables
+// dropped) on an embedded store of its own.
+func startACP(t *testing.T, ctx context.Context, env ...string) *acpProc {
+	t.Helper()
 	cmd := exec.CommandContext(ctx, e2aBin, "acp")
-	env := []string{}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "E2A_") {
-			env = append(env, kv)
+			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(env, "E2A_NATS_PORT=0", "E2A_STORE_DIR="+t.TempDir(), "E2A_REQUESTS_MAX_BYTES=67108864", "E2A_LOG_LEVEL=info")
+	cmd.Env = append(cmd.Env, env...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -94,22 +102,41 @@ func TestACPStdioBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	p := &acpProc{rec: acptest.NewRecorder(), stdin: stdin, cmd: cmd, stderr: &bytes.Buffer{}, lines: &jsonLines{}}
+	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	var check jsonLines
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		if t.Failed() {
-			t.Logf("stderr of e2a acp:\n%s", stderr.String())
+			t.Logf("stderr of e2a acp:\n%s", p.stderr.String())
 		}
 	})
+	p.conn = acp.NewClientSideConnection(p.rec, stdin, io.TeeReader(stdout, p.lines))
+	return p
+}
 
-	ed := acptest.NewRecorder()
-	conn := acp.NewClientSideConnection(ed, stdin, io.TeeReader(stdout, &check))
+// stop closes its stdin, as an editor closing the pipe, and waits for it
+// to exit cleanly.
+func (p *acpProc) stop(t *testing.T) {
+	t.Helper()
+	_ = p.stdin.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- p.cmd.Wait() }()
+	if err := testkit.Receive(t, exited, 30*time.Second, "e2a acp did not exit after its stdin closed"); err != nil {
+		t.Fatalf("e2a acp exited: %v", err)
+	}
+}
+
+// TestACPStdioBinary spawns `e2a acp` as an editor does (it embeds its own
+// JetStream server and demo agent) and talks to it with acp-go-sdk's
+// client: initialize, session/new, a prompt turn, and a cancelled turn.
+func TestACPStdioBinary(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	p := startACP(t, ctx, "E2A_NATS_PORT=0", "E2A_STORE_DIR="+t.TempDir(), "E2A_REQUESTS_MAX_BYTES=67108864", "E2A_LOG_LEVEL=info")
+	ed, conn := p.rec, p.conn
 
 	ini, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber,
 		ClientCapabilities: acp.ClientCapabilities{Fs: acp.FileSystemCapabilities{ReadTextFile: true}}})
@@ -160,18 +187,57 @@ func TestACPStdioBinary(t *testing.T) {
 	})
 
 	// The editor closes the pipe: the agent exits cleanly.
-	_ = stdin.Close()
-	go func() { exited <- cmd.Wait() }()
-	err = testkit.Receive(t, exited, 30*time.Second, "e2a acp did not exit after its stdin closed")
-	if err != nil {
-		t.Fatalf("e2a acp exited: %v", err)
-	}
+	p.stop(t)
+	check := p.lines
 	check.mu.Lock()
 	defer check.mu.Unlock()
 	if len(check.bad) > 0 || check.seen < 10 {
 		t.Fatalf("stdout: %d lines, not JSON-RPC: %q", check.seen, check.bad)
 	}
-	if !strings.Contains(stderr.String(), "acp: serving on stdio") {
-		t.Fatalf("no log on stderr: %s", stderr.String())
+	if !strings.Contains(p.stderr.String(), "acp: serving on stdio") {
+		t.Fatalf("no log on stderr: %s", p.stderr.String())
+	}
+}
+
+// TestACPLoadAfterRestart: an editor restarts `e2a acp` (same
+// E2A_STORE_DIR, so the embedded store persists) and loads a session of
+// the previous run, as initialize's loadSession invites: session/load
+// replays the prompt and the agent's answer.
+func TestACPLoadAfterRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	env := []string{"E2A_NATS_PORT=0", "E2A_STORE_DIR=" + t.TempDir(), "E2A_REQUESTS_MAX_BYTES=67108864"}
+	p := startACP(t, ctx, env...)
+	conn := p.conn
+	if _, err := conn.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: "/work", McpServers: []acp.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := conn.Prompt(ctx, acp.PromptRequest{SessionId: s.SessionId, Prompt: []acp.ContentBlock{acp.TextBlock("remember me")}}); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt: %+v %v", res, err)
+	}
+	p.stop(t)
+
+	p2 := startACP(t, ctx, env...)
+	defer p2.stop(t)
+	conn2, rec2 := p2.conn, p2.rec
+	if _, err := conn2.Initialize(ctx, acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn2.LoadSession(ctx, acp.LoadSessionRequest{SessionId: s.SessionId, Cwd: "/work", McpServers: []acp.McpServer{}}); err != nil {
+		t.Fatalf("session/load of the previous run's session: %v", err)
+	}
+	ups := rec2.Take(s.SessionId)
+	user := ""
+	for _, u := range ups {
+		if u.UserMessageChunk != nil && u.UserMessageChunk.Content.Text != nil {
+			user += u.UserMessageChunk.Content.Text.Text
+		}
+	}
+	if user != "remember me" || acptest.Said(ups) != "You said: remember me" {
+		t.Errorf("replay after restart: user %q, agent %q", user, acptest.Said(ups))
 	}
 }

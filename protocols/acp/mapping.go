@@ -6,10 +6,12 @@ package acp
 // the L3 projections (package protocols) share it.
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -284,6 +286,20 @@ func Final(r *e2a.Response, id json.RawMessage) jsonrpc.Response {
 		case e2a.StopRefusal, e2a.StopMaxTokens, e2a.StopMaxTurnRequests:
 			return jsonrpc.ResultResponse(id, acpsdk.PromptResponse{StopReason: acpsdk.StopReason(b.Code)})
 		}
+	case e2a.KindA2AStreamEvent, e2a.KindA2ATask, e2a.KindA2AMessage:
+		// The agent's own final A2A status or Task: failed is the
+		// prompt's error, rejected a refusal, canceled cancelled, as the
+		// A2A doors end the task (they were all end_turn).
+		switch o := a2amap.FinalOutcome(r); o.State {
+		case a2a.TaskStateFailed:
+			msg := cmp.Or(o.Message, "the agent's task failed")
+			return jsonrpc.ErrorResponse(id, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg,
+				Data: map[string]any{"code": cmp.Or(o.Code, e2a.ErrCodeHandlerError), "retryable": false}})
+		case a2a.TaskStateRejected:
+			return jsonrpc.ResultResponse(id, acpsdk.PromptResponse{StopReason: acpsdk.StopReasonRefusal})
+		case a2a.TaskStateCanceled:
+			return jsonrpc.ResultResponse(id, acpsdk.PromptResponse{StopReason: acpsdk.StopReasonCancelled})
+		}
 	}
 	if resp, ok := E2AResponseToACPJSONRPCResponse(r); ok {
 		resp.ID = id
@@ -298,16 +314,31 @@ func Final(r *e2a.Response, id json.RawMessage) jsonrpc.Response {
 // it) says: length → max_tokens, content_filter → refusal (an editor
 // shows a cut or filtered answer as such); else end_turn.
 func resultStopReason(m map[string]any) acpsdk.StopReason {
-	for _, k := range []string{"stopReason", "stop_reason"} {
+	for _, k := range []string{"stopReason", "stop_reason", "finish_reason"} {
 		if s, _ := m[k].(string); s != "" {
-			return acpsdk.StopReason(s)
+			return stopReasonOf(s)
 		}
 	}
-	switch m["finish_reason"] {
+	return acpsdk.StopReasonEndTurn
+}
+
+// stopReasonOf is the ACP StopReason (an enum of five) a model API's stop
+// or finish reason stands for: ACP's own as they are; length and
+// max_tokens → max_tokens; content_filter → refusal; canceled → cancelled;
+// anything else (stop, stop_sequence, tool_use, tool_calls, pause_turn, a
+// reason of the agent's own) → end_turn. It was passed through as it
+// was, a value schema-checking clients refuse.
+func stopReasonOf(s string) acpsdk.StopReason {
+	switch s {
+	case string(acpsdk.StopReasonEndTurn), string(acpsdk.StopReasonMaxTokens), string(acpsdk.StopReasonMaxTurnRequests),
+		string(acpsdk.StopReasonRefusal), string(acpsdk.StopReasonCancelled):
+		return acpsdk.StopReason(s)
 	case "length":
 		return acpsdk.StopReasonMaxTokens
 	case "content_filter":
 		return acpsdk.StopReasonRefusal
+	case "canceled":
+		return acpsdk.StopReasonCancelled
 	}
 	return acpsdk.StopReasonEndTurn
 }

@@ -311,12 +311,18 @@ func FinalOutcome(r *e2a.Response) Outcome {
 			return Outcome{State: a2av0.ToV1TaskState(su.Status.State), Message: legacyText(su.Status.Message)}
 		}
 	case e2a.KindA2ATask, e2a.KindA2AMessage:
-		if _, err := NativeEvent(r); err != nil {
+		ev, err := NativeEvent(r)
+		if err != nil {
 			return unreadableOutcome
 		}
 		// The agent's Task in an interrupted state (e2a.Response.Interrupt).
 		if state, text, ok := r.Interrupt(); ok {
 			return Outcome{State: a2av0.ToV1TaskState(legacy.TaskState(state)), Message: text}
+		}
+		// The agent's own Task in a terminal state, as its final
+		// status-update above.
+		if t, ok := ev.(*legacy.Task); ok && t.Status.State.Terminal() {
+			return Outcome{State: a2av0.ToV1TaskState(t.Status.State), Message: legacyText(t.Status.Message)}
 		}
 	}
 	if r.Status == e2a.StatusFailed {
