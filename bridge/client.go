@@ -324,6 +324,30 @@ func (c *Client) HTTP() *http.Client {
 
 type headerTransport struct{ c *Client }
 
+// HTTPRefusing is HTTP, with the answers refuse picks turned into the
+// *Error their status stands for (FromResponse: 429 rate limited, 5xx
+// unavailable, 401/403 auth, with Retry-After; the credentials scrubbed
+// from the quoted body) before the SDK reads them. An SDK that reads a
+// non-2xx answer into a bare message loses its status and Retry-After:
+// a2a-go's JSON-RPC client answers "unexpected HTTP status: 503", which
+// Classify can only call a protocol error.
+func (c *Client) HTTPRefusing(refuse func(*http.Response) bool) *http.Client {
+	return &http.Client{Transport: refusingTransport{c, refuse}, CheckRedirect: c.http.CheckRedirect}
+}
+
+type refusingTransport struct {
+	c      *Client
+	refuse func(*http.Response) bool
+}
+
+func (t refusingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := headerTransport{t.c}.RoundTrip(r)
+	if err != nil || !t.refuse(resp) {
+		return resp, err
+	}
+	return nil, fromResponse(resp, t.c.creds)
+}
+
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	t.c.SetHeaders(r.Context(), r.Header, nil)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/url"
 	"slices"
@@ -90,20 +91,35 @@ func New(ctx context.Context, c *bridge.Client, opts ...Option) (*Upstream, erro
 	if err != nil {
 		return nil, err
 	}
-	hc := c.HTTP()
+	// A non-2xx answer keeps its status (and Retry-After) as the bridge's
+	// error: on JSON-RPC every one (A2A's errors come in 200 answers), on
+	// HTTP+JSON a 429 and any error that is not the binding's JSON error
+	// (a gateway's page), which a2a-go reads as the agent's own.
+	rpc := c.HTTPRefusing(func(r *http.Response) bool { return r.StatusCode != http.StatusOK })
+	rest := c.HTTPRefusing(func(r *http.Response) bool {
+		return r.StatusCode == http.StatusTooManyRequests || r.StatusCode >= 400 && !jsonAnswer(r)
+	})
 	creds := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if c.Base().Scheme == "https" {
 		creds[0] = grpc.WithTransportCredentials(credentials.NewClientTLSFromCert(nil, ""))
 	}
 	creds = append(creds, grpcIdle(c.IdleTimeout())...)
+	creds = append(creds, grpcRateLimited()...)
 	client, err := a2aclient.NewFromCard(ctx, card,
-		a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc), grpcv1.WithGRPCTransport(creds...),
-		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: hc}),
-		a2av0.WithRESTTransport(a2av0.RESTTransportConfig{Client: hc}), grpcv0.WithGRPCTransport(creds...))
+		a2aclient.WithJSONRPCTransport(rpc), a2aclient.WithRESTTransport(rest), grpcv1.WithGRPCTransport(creds...),
+		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: rpc}),
+		a2av0.WithRESTTransport(a2av0.RESTTransportConfig{Client: rest}), grpcv0.WithGRPCTransport(creds...))
 	if err != nil {
 		return nil, fmt.Errorf("a2abridge: no interface of the card at %s can be used: %w", c.Name(), err)
 	}
 	return &Upstream{card: card, client: client, http: c, streaming: card.Capabilities.Streaming, cfg: cfg}, nil
+}
+
+// jsonAnswer reports an answer whose body is JSON (application/json or a
+// +json type, parameters aside).
+func jsonAnswer(r *http.Response) bool {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
 }
 
 // resolveCard reads the card, as v1.0 and, when that gives no interface, as

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
 )
@@ -78,3 +80,35 @@ func (s *idleStream) stop() {
 	s.timer.Stop()
 	s.cancel(nil)
 }
+
+// grpcRateLimited makes a gRPC agent's RESOURCE_EXHAUSTED the bridge's
+// upstream_rate_limited (retryable), as an HTTP 429 is: a2a-go maps the
+// code to no A2A error and reads it as an internal error (unavailable).
+func grpcRateLimited() []grpc.DialOption {
+	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return rateLimited(invoke(ctx, method, req, reply, cc, opts...))
+	}
+	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, open grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		cs, err := open(ctx, desc, cc, method, opts...)
+		if err != nil {
+			return nil, rateLimited(err)
+		}
+		return rateLimitedStream{cs}, nil
+	}
+	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream)}
+}
+
+// rateLimited is err as a *bridge.Error upstream_rate_limited when it is
+// the gRPC status RESOURCE_EXHAUSTED.
+func rateLimited(err error) error {
+	if s, ok := status.FromError(err); ok && err != nil && s.Code() == codes.ResourceExhausted {
+		// Not wrapping err: a2a-go reads a wrapped status as it reads
+		// the status itself (status.FromError unwraps).
+		return &bridge.Error{Code: bridge.CodeRateLimited, Retryable: true, Message: "the agent answered RESOURCE_EXHAUSTED: " + s.Message()}
+	}
+	return err
+}
+
+type rateLimitedStream struct{ grpc.ClientStream }
+
+func (s rateLimitedStream) RecvMsg(m any) error { return rateLimited(s.ClientStream.RecvMsg(m)) }
