@@ -851,12 +851,19 @@ func accepts(r *http.Request, mt string) bool {
 			if err != nil {
 				continue
 			}
-			if strings.EqualFold(t, mt) && params["q"] != "0" {
+			if strings.EqualFold(t, mt) && !qZero(params["q"]) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// qZero reports a q-value of zero: "0", "0.", "0.0", "0.00" or "0.000"
+// (RFC 9110 §12.4.2's qvalue; only "0" was read as zero, so "q=0.0" did
+// not exclude a type).
+func qZero(q string) bool {
+	return q != "" && strings.TrimRight(strings.TrimPrefix(q, "0"), "0") == "." || q == "0"
 }
 
 // Accepts reports whether the Accept headers of r list the media type mt
