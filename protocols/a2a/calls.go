@@ -37,7 +37,8 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 		return
 	}
 	if sw := rep.Stream(); sw != nil && Streaming(req.Method) {
-		rep = host.HTTPReply(&sseErrors{ResponseWriter: sw}, req.ID)
+		_, t, _ := method(req.Method)
+		rep = host.HTTPReply(&sseErrors{ResponseWriter: sw, agentVault: t == 1}, req.ID)
 	}
 	// The request is already decoded: the adapters read it as is, with no
 	// second encode and parse.

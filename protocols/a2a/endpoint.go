@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
@@ -161,10 +163,16 @@ func validID(id json.RawMessage) bool {
 // sseErrors writes a JSON answer as one SSE event (data: the JSON-RPC
 // response) and passes an event stream through: a client of a streaming
 // method (message/stream, tasks/resubscribe, tasks/sendSubscribe) reads
-// every answer, errors included, as the stream it asked for.
+// every answer, errors included, as the stream it asked for. AgentVault's
+// tasks/sendSubscribe gets an error as the profile's stream error, event
+// error with data {"error": "<code>", "message": "<desc>"} (the JSON-RPC
+// code, as a string): its client reads an unnamed event as a message,
+// drops it as one that does not validate, and ends the stream as if
+// nothing had failed.
 type sseErrors struct {
 	http.ResponseWriter
 	decided, sse bool
+	agentVault   bool
 }
 
 func (w *sseErrors) decide() {
@@ -191,10 +199,29 @@ func (w *sseErrors) Write(b []byte) (int, error) {
 		return w.ResponseWriter.Write(b)
 	}
 	event := append(append([]byte("data: "), bytes.TrimRight(b, "\n")...), '\n', '\n')
+	if w.agentVault {
+		event = avErrorEvent(b, event)
+	}
 	if _, err := w.ResponseWriter.Write(event); err != nil {
 		return 0, err
 	}
 	return len(b), nil
+}
+
+// avErrorEvent is the AgentVault stream error of the JSON-RPC error
+// response b; event, b's plain SSE event, when b is not an error.
+func avErrorEvent(b, event []byte) []byte {
+	var resp struct {
+		Error *jsonrpc.Error `json:"error"`
+	}
+	if json.Unmarshal(b, &resp) != nil || resp.Error == nil {
+		return event
+	}
+	data, err := json.Marshal(AVErrorEvent{Error: strconv.Itoa(resp.Error.Code), Message: resp.Error.Message})
+	if err != nil {
+		return event
+	}
+	return append(append([]byte("event: error\ndata: "), data...), '\n', '\n')
 }
 
 // Unwrap lets http.ResponseController reach the connection (flushes,
