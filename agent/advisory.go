@@ -22,6 +22,34 @@ type maxDeliveriesAdvisory struct {
 	Deliveries uint64 `json:"deliveries"`
 }
 
+// A request is given up after WithMaxDeliver deliveries: the consumer
+// delivers it once more (its MaxDeliver is one more), and the worker that
+// picks that delivery up writes the final e2a.error max_deliveries without
+// running the handler (giveUp). That delivery waits in the consumer until a
+// worker pulls it, so a request is closed even when no worker of the pool
+// was running when its last delivery expired: a poison request that kills
+// the pool's one worker, restarted after a crash-loop back-off. The
+// server's max-deliveries advisory, published once and only to who is
+// listening then, closed it before; it stays as the backstop of a worker
+// dying during the give-up delivery.
+
+// giveUp ends the delivery d, past the pool's WithMaxDeliver deliveries,
+// with the final e2a.error max_deliveries (none when its final frame is
+// already stored) and acks it; the handler does not run again.
+func (w *worker) giveUp(d *delivery) string {
+	written, err := w.closeExhausted(maxDeliveriesAdvisory{StreamSeq: d.meta.Sequence.Stream, Deliveries: d.meta.NumDelivered - 1})
+	if err != nil {
+		d.log.get().Warn("cannot close the request after max deliveries: handing back", "err", err)
+		_ = d.m.NakWithDelay(time.Second)
+		return OutcomeLost
+	}
+	_ = d.m.Ack()
+	if !written {
+		return OutcomeAlreadyFinal
+	}
+	return OutcomeMaxDeliveries
+}
+
 // onMaxDeliveries receives the consumer's max-deliveries advisory: the
 // request at stream_seq will not be delivered again. Every worker of the pool
 // receives it and tries to write the final e2a.error max_deliveries frame;
@@ -33,25 +61,31 @@ func (w *worker) onMaxDeliveries(m *nats.Msg) {
 		return
 	}
 	go func() {
-		if err := w.closeExhausted(adv); err != nil {
+		written, err := w.closeExhausted(adv)
+		if err != nil {
 			w.log.Warn("cannot close request after max deliveries", "stream_seq", adv.StreamSeq, "err", err)
+		}
+		if written {
+			w.metrics.handled.WithLabelValues(w.pool, OutcomeMaxDeliveries).Inc()
 		}
 	}()
 }
 
-func (w *worker) closeExhausted(adv maxDeliveriesAdvisory) error {
+// closeExhausted writes the final e2a.error max_deliveries of the request
+// adv names; written is false when its final frame was already stored.
+func (w *worker) closeExhausted(adv maxDeliveriesAdvisory) (written bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
 	defer cancel()
 	filter, err := subjects.RequestFilter(w.pool)
 	if err != nil {
-		return err
+		return false, err
 	}
 	req, err := msgAt(ctx, w.js, w.streams.Requests, filter, adv.StreamSeq)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if req == nil {
-		return fmt.Errorf("request at stream sequence %d is gone", adv.StreamSeq)
+		return false, fmt.Errorf("request at stream sequence %d is gone", adv.StreamSeq)
 	}
 	env, perr := e2a.FromJSON(req.data)
 	if perr != nil {
@@ -60,14 +94,14 @@ func (w *worker) closeExhausted(adv maxDeliveriesAdvisory) error {
 	_, id, err := subjects.ParseRequest(req.subject)
 	if err != nil {
 		if env.RequestID == "" {
-			return err
+			return false, err
 		}
 		id = env.RequestID
 	}
 	env.RequestID = id
 	respSubj, err := subjects.Response(id)
 	if err != nil {
-		return err
+		return false, err
 	}
 	f := errorFrame(e2a.ErrCodeMaxDeliveries,
 		fmt.Sprintf("the request was delivered %d times without completing", adv.Deliveries), false,
@@ -76,17 +110,17 @@ func (w *worker) closeExhausted(adv maxDeliveriesAdvisory) error {
 	for attempt := 0; attempt < 20; attempt++ {
 		last, err := lastMsg(ctx, w.js, w.streams.Responses, respSubj)
 		if err != nil {
-			return err
+			return false, err
 		}
 		lastSeq := int64(-1)
 		if last != nil {
 			h, ferr := last.frame()
 			if ferr != nil {
-				return ferr
+				return false, ferr
 			}
 			if h.IsFinal {
 				w.stopLocal(id, h.Sequence)
-				return nil
+				return false, nil
 			}
 			lastSeq = h.Sequence
 		}
@@ -95,20 +129,19 @@ func (w *worker) closeExhausted(adv maxDeliveriesAdvisory) error {
 		if err == nil {
 			w.stopLocal(id, lastSeq+1)
 			if written {
-				w.metrics.handled.WithLabelValues(w.pool, OutcomeMaxDeliveries).Inc()
 				w.log.Info("request closed after max deliveries", "request_id", id, "deliveries", adv.Deliveries)
 			}
-			return nil
+			return written, nil
 		}
 		if !errors.Is(err, ErrFenced) {
-			return err
+			return false, err
 		}
 		// Someone wrote meanwhile (a zombie, or another worker closing it):
 		// read again.
 		time.Sleep(backoff)
 		backoff = min(2*backoff, 200*time.Millisecond)
 	}
-	return errors.New("gave up after 20 conflicting writes")
+	return false, errors.New("gave up after 20 conflicting writes")
 }
 
 // stopLocal stops this process's deliveries of request id, whose final frame

@@ -48,9 +48,12 @@
 //     Partial → a resumable handler ([WithResumable], [Resumer]) continues
 //     after it ([Writer.ResumeAfter]); any other gets a final e2a.error
 //     agent_interrupted, retryable. Never sequence 0 again.
-//   - No request hangs: after MaxDeliver the server's max-deliveries
-//     advisory makes the pool's workers write a final e2a.error
-//     max_deliveries; a request past its deadline (envelope "deadline" or
+//   - No request hangs: after MaxDeliver deliveries the consumer delivers
+//     the request once more, and the worker that takes that delivery
+//     (whenever one runs: a pool whose one worker the request killed too)
+//     writes a final e2a.error max_deliveries without running the handler;
+//     the server's max-deliveries advisory closes it should that worker die
+//     too. A request past its deadline (envelope "deadline" or
 //     [WithDefaultDeadline]) gets deadline_exceeded; both fenced like any
 //     frame, so they can never follow a real final frame.
 //   - Cancellation: [Cancel] stores a cancel on e2a.ctl.<request_id>

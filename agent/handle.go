@@ -67,6 +67,9 @@ func (w *worker) handle(m jetstream.Msg, sl *slot) (outcome string) {
 	if !ok {
 		return outcome
 	}
+	if d.meta.NumDelivered > uint64(w.cfg.maxDeliver) {
+		return w.giveUp(d) // advisory.go
+	}
 	// With tracing on, the delivery is a consumer span, child of the
 	// request's publish; frames and the handler's own spans are its
 	// children.

@@ -126,10 +126,14 @@ func WithHeartbeat(d time.Duration) Option {
 		"heartbeat %v < 10ms", d)
 }
 
-// WithMaxDeliver sets how many times a request is delivered before it is
-// given up: the runtime then writes a final e2a.error max_deliveries (n ≥ 1).
+// WithMaxDeliver sets how many times a request is delivered to the
+// handler before it is given up: the runtime then writes a final e2a.error
+// max_deliveries (n from 1 to 99: the consumer delivers it once more, to
+// give it up, and streams.WithMaxDeliver bounds the consumer at 100; a
+// larger n was refused only by Run, wrapping streams.ErrInvalidOptions,
+// and math.MaxInt made Run panic).
 func WithMaxDeliver(n int) Option {
-	return option.Check(ErrInvalidOption, n >= 1, func(c *config) { c.maxDeliver = n }, "max deliver %d < 1", n)
+	return option.Check(ErrInvalidOption, n >= 1 && n <= 99, func(c *config) { c.maxDeliver = n }, "max deliver %d not in 1..99", n)
 }
 
 // WithBackOff sets the consumer's redelivery back-off: the wait before

@@ -166,7 +166,9 @@ func Run(ctx context.Context, nc *nats.Conn, pool string, h Handler, opts ...Opt
 }
 
 func (w *worker) consumerConfig() (jetstream.ConsumerConfig, error) {
-	opts := []streams.ConsumerOption{streams.WithAckWait(w.cfg.ackWait), streams.WithMaxDeliver(w.cfg.maxDeliver)}
+	// One delivery more than WithMaxDeliver: the give-up delivery
+	// (advisory.go, giveUp).
+	opts := []streams.ConsumerOption{streams.WithAckWait(w.cfg.ackWait), streams.WithMaxDeliver(w.cfg.maxDeliver + 1)}
 	if len(w.cfg.backOff) > 0 {
 		opts = append(opts, streams.WithBackOff(w.cfg.backOff...))
 	} else {

@@ -1,0 +1,255 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/streams"
+)
+
+// TestGivenUpWithNoWorkerRunning: a request whose last delivery runs out
+// while no worker of the pool runs (the poison request killed the pool's
+// one worker, restarted after its AckWait) is given up with max_deliveries
+// by the worker that starts next. It hung for good ("No request hangs"):
+// the server's max-deliveries advisory, sent once to whoever listened then,
+// was the only trigger.
+func TestGivenUpWithNoWorkerRunning(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	const pool, id = "rvadv", "rvadv-1"
+	name, _ := streams.AgentConsumerName(pool)
+	picked := make(chan struct{}, 1)
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		picked <- struct{}{}
+		<-ctx.Done() // the poison request: the process dies in it
+		return ctx.Err()
+	})
+	opts := []agent.Option{agent.WithAckWait(time.Second), agent.WithMaxDeliver(1)}
+	ncA := s.connect(t)
+	startWorker(t, ncA, pool, h, opts...)
+	waitConsumer(t, s.js, pool)
+	publish(t, s.js, pool, request(id, nil))
+	testkit.Receive(t, picked, 10*time.Second, "no pick-up")
+	ncA.Close() // the worker dies: nothing is acked, nacked or written
+	// Its delivery runs out with no worker running: the server takes it
+	// back (to deliver again, or as the last one, for good).
+	cons, err := s.js.Consumer(context.Background(), streams.RequestsStream, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 15*time.Second, "the delivery's AckWait ran out", func() bool {
+		// By the server's clock: its info's time is past the last
+		// delivery's AckWait (1 s), with a margin for its expiry check.
+		ci, err := cons.Info(context.Background())
+		return err == nil && ci.Delivered.Last != nil && ci.TimeStamp.Sub(*ci.Delivered.Last) > 2*time.Second
+	})
+	// The worker is back (its supervisor restarted it).
+	startWorker(t, s.connect(t), pool, demo.New(), opts...)
+	fr := waitFinal(t, s.nc, id, 15*time.Second)
+	f := fr[len(fr)-1]
+	if b, err := f.Error(); err != nil || b.Code != e2a.ErrCodeMaxDeliveries {
+		t.Fatalf("final frame %s %+v %v, want e2a.error max_deliveries", f.ResponseKind, b, err)
+	}
+}
+
+// TestMaxDeliverOutOfRangeIsInvalidOption: WithMaxDeliver past 99 (the
+// consumer takes at most 100 deliveries, one of them the give-up one) is
+// ErrInvalidOption. It took any n ≥ 1: Run then failed with
+// streams.ErrInvalidOptions, and for a huge n panicked building the
+// per-delivery back-off (make of n durations).
+func TestMaxDeliverOutOfRangeIsInvalidOption(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	steps := make([]time.Duration, 101)
+	for i := range steps {
+		steps[i] = time.Second
+	}
+	cases := map[string][]agent.Option{
+		"max deliver 100":    {agent.WithMaxDeliver(100)},
+		"max deliver 101":    {agent.WithMaxDeliver(101)},
+		"max deliver MaxInt": {agent.WithMaxDeliver(math.MaxInt)},
+		"101 back-off steps": {agent.WithMaxDeliver(102), agent.WithBackOff(steps...)},
+		"max deliver 1<<20":  {agent.WithMaxDeliver(1 << 20)},
+	}
+	for name, opts := range cases {
+		err := runRecovered(s, "rvopts", opts)
+		if !errors.Is(err, agent.ErrInvalidOption) {
+			t.Errorf("%s: Run returned %v, want an error wrapping ErrInvalidOption", name, err)
+		}
+	}
+}
+
+// runRecovered runs agent.Run for at most 3 s and returns its error, or its
+// panic as an error.
+func runRecovered(s *server, pool string, opts []agent.Option) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("panic: %v", v)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	return agent.Run(ctx, s.nc, pool, demo.New(), opts...)
+}
+
+// TestConcurrencyBoundWithTurns: WithConcurrency bounds the handlers
+// running at once, with later turns in the mix (a waiting turn gives its slot back and
+// takes one again before it runs): 3 slots, 12 requests of which 4 are turns
+// after another request, released one at a time; at most 3 run at once.
+func TestConcurrencyBoundWithTurns(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	const pool, n, limit = "rvconc", 12, 3
+	var cur, peak atomic.Int32
+	var running sync.Map
+	release := make(chan struct{})
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		running.Store(env.RequestID, true)
+		defer running.Delete(env.RequestID)
+		c := cur.Add(1)
+		for p := peak.Load(); c > p && !peak.CompareAndSwap(p, c); p = peak.Load() {
+		}
+		defer cur.Add(-1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return w.Complete("ok")
+	})
+	// A long AckWait: on a loaded machine a late heartbeat would redeliver a
+	// held request and change the count (not what this test is about).
+	startWorker(t, s.connect(t), pool, h, agent.WithConcurrency(limit), agent.WithAckWait(30*time.Second))
+	waitConsumer(t, s.js, pool)
+	for i := range n {
+		env := request(fmt.Sprintf("rvconc-%d", i), nil)
+		if i%3 == 2 {
+			publishAfter(t, s.js, pool, env, fmt.Sprintf("rvconc-%d", i-2))
+		} else {
+			publish(t, s.js, pool, env)
+		}
+	}
+	for done := range n {
+		deadline := time.Now().Add(10 * time.Second)
+		for cur.Load() != int32(min(limit, n-done)) && cur.Load() <= limit {
+			if time.Now().After(deadline) {
+				var ids []any
+				running.Range(func(k, _ any) bool { ids = append(ids, k); return true })
+				t.Fatalf("after %d releases: %d handlers run (%v), want %d", done, cur.Load(), ids, min(limit, n-done))
+			}
+			<-time.After(5 * time.Millisecond) // a poll, as testkit.Eventually's
+		}
+		if p := peak.Load(); p > limit {
+			t.Fatalf("%d handlers ran at once with WithConcurrency(%d)", p, limit)
+		}
+		release <- struct{}{}
+	}
+	for i := range n {
+		waitFinal(t, s.nc, fmt.Sprintf("rvconc-%d", i), 10*time.Second)
+	}
+	if p := peak.Load(); p > limit {
+		t.Fatalf("%d handlers ran at once with WithConcurrency(%d)", p, limit)
+	}
+}
+
+// TestNoGoroutineLeftAfterRun: once Run has returned, the goroutines it
+// started
+// (fetch loop, heartbeats, cancel re-reads, subscriptions, writers, turn
+// listeners, advisory handlers) are gone: a second worker's life on a
+// provisioned consumer, with completed, cancelled, turn-waiting and
+// handed-back requests, leaves the goroutine count where it was.
+func TestNoGoroutineLeftAfterRun(t *testing.T) {
+	s := startServer(t)
+	const pool = "rvleak"
+	nc := s.connect(t)
+	first := startWorker(t, nc, pool, demo.New())
+	waitConsumer(t, s.js, pool)
+	publish(t, s.js, pool, request("rvleak-0", map[string]any{"frames": 2}))
+	waitFinal(t, s.nc, "rvleak-0", 10*time.Second)
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	base := runtime.NumGoroutine()
+
+	hold := make(chan struct{})
+	var once sync.Once
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if env.RequestID == "rvleak-held" {
+			once.Do(func() { close(hold) })
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return demo.New().Serve(ctx, env, w)
+	})
+	w := startWorker(t, nc, pool, h, agent.WithDrainTimeout(200*time.Millisecond), agent.WithCoalesce(64, 50*time.Millisecond))
+	publish(t, s.js, pool, request("rvleak-1", map[string]any{"frames": 4}))
+	waitFinal(t, s.nc, "rvleak-1", 10*time.Second)
+	publish(t, s.js, pool, request("rvleak-held", nil))
+	<-hold
+	publishAfter(t, s.js, pool, request("rvleak-turn", nil), "rvleak-held")
+	waitPending(t, s.js, pool, 2)
+	if err := w.stop(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("goroutines back to the baseline %d", base), func() bool {
+		return runtime.NumGoroutine() <= base
+	})
+}
+
+// TestInterruptEndsTurnThenNextRuns: agent.Interrupt ends a turn with one
+// final
+// a2a.stream_event frame (status succeeded, state input-required), the
+// handler's nil return adds nothing, and the task's next turn runs only
+// after that frame is stored and its first frame follows it.
+func TestInterruptEndsTurnThenNextRuns(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	const pool = "rvintr"
+	sawFinal := make(chan bool, 1)
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if env.RequestID == "rvintr-1" {
+			if err := w.Chunk(e2a.DeltaText, "which city?"); err != nil {
+				return err
+			}
+			if err := agent.Interrupt(w, e2a.StateInputRequired, "Which city?"); err != nil {
+				return err
+			}
+			if err := w.Chunk(e2a.DeltaText, "late"); !errors.Is(err, agent.ErrFinalWritten) {
+				return fmt.Errorf("write after Interrupt: %v, want ErrFinalWritten", err)
+			}
+			return nil
+		}
+		fr, _ := storedFrames(t, s.nc, "rvintr-1")
+		sawFinal <- len(fr) > 0 && fr[len(fr)-1].IsFinal
+		return w.Complete("Paris")
+	})
+	startWorker(t, s.connect(t), pool, h, agent.WithConcurrency(4), agent.WithAckWait(30*time.Second))
+	waitConsumer(t, s.js, pool)
+	publish(t, s.js, pool, request("rvintr-1", nil))
+	publishAfter(t, s.js, pool, request("rvintr-2", nil), "rvintr-1")
+	fr := waitFinal(t, s.nc, "rvintr-1", 10*time.Second)
+	last := fr[len(fr)-1]
+	if len(fr) != 2 || last.ResponseKind != e2a.KindA2AStreamEvent || last.Status != e2a.StatusSucceeded {
+		t.Fatalf("interrupted turn: %d frames, last %s/%s", len(fr), last.ResponseKind, last.Status)
+	}
+	waitFinal(t, s.nc, "rvintr-2", 10*time.Second)
+	if !testkit.Receive(t, sawFinal, 5*time.Second, "turn 2 never ran") {
+		t.Fatal("turn 2 ran before turn 1's interrupt frame was stored")
+	}
+	_, m1 := storedFrames(t, s.nc, "rvintr-1")
+	_, m2 := storedFrames(t, s.nc, "rvintr-2")
+	if m2[0].Seq < m1[len(m1)-1].Seq {
+		t.Fatalf("turn 2's first frame (stream seq %d) before turn 1's final (%d)", m2[0].Seq, m1[len(m1)-1].Seq)
+	}
+}
