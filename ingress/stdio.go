@@ -632,7 +632,7 @@ func (c *stdioConn) run(call *stdioCall, line []byte, hdr http.Header) {
 		return // cancelled
 	}
 	if f != nil {
-		w.response(jsonrpc.ErrorResponse(nil, &Error{Code: f.RPCCode, Message: f.Message, Data: f.Data}))
+		refuseCalls(w, calls, batch, &Error{Code: f.RPCCode, Message: f.Message, Data: f.Data})
 		return
 	}
 	if batch {
@@ -792,4 +792,24 @@ func canonicalID(raw json.RawMessage) (string, error) {
 		return x.String(), nil
 	}
 	return "", errors.New("id must be a string, a number or null")
+}
+
+// refuseCalls answers the calls of one line refused as a whole (auth, rate
+// limit) with e, each to its own id, as a client waits for it (answered to
+// id null, an SDK's call never returned): a batch's as a batch, nothing
+// for notifications.
+func refuseCalls(w *stdioResponse, calls []jsonrpc.Call, batch bool, e *Error) {
+	var resps []jsonrpc.Response
+	for _, c := range calls {
+		if !c.Request.IsNotification() {
+			resps = append(resps, jsonrpc.ErrorResponse(c.Request.ID, e))
+		}
+	}
+	switch {
+	case len(resps) == 0:
+	case batch:
+		w.response(resps)
+	default:
+		w.response(resps[0])
+	}
 }

@@ -492,14 +492,45 @@ func TestStdioBatchAndAuth(t *testing.T) {
 			t.Fatalf("session/prompt in a batch: %s", line)
 		}
 	})
+	// A refusal answers the call's own id (a client waits for that id: it
+	// was answered to id null, and an SDK's call never returned), each
+	// call's in a batch, and no notification.
 	t.Run("auth without none", func(t *testing.T) {
 		in, out, _ := startStdio(t, withAPIKey(t))
-		line := exchange(t, in, out, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
-		var resp struct {
-			Error *ingress.Error `json:"error"`
+		r := bufio.NewReader(out)
+		send := func(msg string) json.RawMessage {
+			t.Helper()
+			if _, err := io.WriteString(in, msg+"\n"); err != nil {
+				t.Fatal(err)
+			}
+			line, err := r.ReadBytes('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			return line
 		}
-		if err := json.Unmarshal(line, &resp); err != nil || resp.Error == nil || resp.Error.Code != jsonrpc.CodeACPAuthRequired {
+		line := send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}`)
+		var resp struct {
+			ID    json.RawMessage `json:"id"`
+			Error *ingress.Error  `json:"error"`
+		}
+		if err := json.Unmarshal(line, &resp); err != nil || resp.Error == nil || resp.Error.Code != jsonrpc.CodeACPAuthRequired || string(resp.ID) != "1" {
 			t.Fatalf("stdio under auth: %s", line)
+		}
+		// A notification gets nothing: the next answer is the batch's.
+		if _, err := io.WriteString(in, `{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		line = send(`[{"jsonrpc":"2.0","id":"a","method":"initialize","params":{"protocolVersion":1}},` +
+			`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}},` +
+			`{"jsonrpc":"2.0","id":7,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}]`)
+		var resps []struct {
+			ID    json.RawMessage `json:"id"`
+			Error *ingress.Error  `json:"error"`
+		}
+		if err := json.Unmarshal(line, &resps); err != nil || len(resps) != 2 || string(resps[0].ID) != `"a"` || string(resps[1].ID) != "7" ||
+			resps[0].Error == nil || resps[1].Error == nil || resps[1].Error.Code != jsonrpc.CodeACPAuthRequired {
+			t.Fatalf("a batch under auth: %s", line)
 		}
 	})
 }
