@@ -180,11 +180,17 @@ func TestArchiveCountsWhatE2AAuditDroppedUnarchived(t *testing.T) {
 // auditState returns E2A_AUDIT's state.
 func auditState(t *testing.T, js jetstream.JetStream) jetstream.StreamState {
 	t.Helper()
+	return auditInfo(t, js).State
+}
+
+// auditInfo returns E2A_AUDIT's info.
+func auditInfo(t *testing.T, js jetstream.JetStream) *jetstream.StreamInfo {
+	t.Helper()
 	st, err := js.Stream(context.Background(), streams.AuditStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st.CachedInfo().State
+	return st.CachedInfo()
 }
 
 // A message too large for any batch under max_payload (incompressible,
