@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,19 +40,31 @@ func v1Message(extra string) string {
 }
 
 // rpcError returns the code of the first JSON-RPC error in an answer, JSON
-// or a stream (SSE data: lines or NDJSON), 0 when there is none.
+// or a stream (SSE data: lines or NDJSON; AgentVault's stream error names
+// it as a string), 0 when there is none.
 func rpcError(b []byte) int {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := bytes.TrimPrefix(bytes.TrimSpace(sc.Bytes()), []byte("data:"))
 		var m struct {
-			Error *struct {
-				Code int `json:"code"`
-			} `json:"error"`
+			Error json.RawMessage `json:"error"`
 		}
-		if json.Unmarshal(bytes.TrimSpace(line), &m) == nil && m.Error != nil {
-			return m.Error.Code
+		if json.Unmarshal(bytes.TrimSpace(line), &m) != nil || m.Error == nil {
+			continue
+		}
+		var obj struct {
+			Code int `json:"code"`
+		}
+		if json.Unmarshal(m.Error, &obj) == nil {
+			return obj.Code
+		}
+		// AgentVault's stream error: {"error": "<code>", "message": …}.
+		var code string
+		if json.Unmarshal(m.Error, &code) == nil {
+			if n, err := strconv.Atoi(code); err == nil {
+				return n
+			}
 		}
 	}
 	return 0
