@@ -182,19 +182,25 @@ const (
 	errCodeClusterNotAvailable jetstream.ErrorCode = 10008
 )
 
-// placementRetry is how retryPlacement backs off: from first, doubling up
+// placementRetry is how retryPlacement backs off (each attempt bounded by
+// attempt, the JetStream API's own default): from first, doubling up
 // to max, for at most within in all.
-var placementRetry = struct{ first, max, within time.Duration }{250 * time.Millisecond, 2 * time.Second, 30 * time.Second}
+var placementRetry = struct{ first, max, within, attempt time.Duration }{250 * time.Millisecond, 2 * time.Second, 30 * time.Second, 5 * time.Second}
 
 // retryPlacement runs call, a create or update, again while the cluster
 // refuses it as not ready to place it (transientPlacement), backing off
 // (placementRetry) until ctx is done: `e2a streams apply` run as the
 // cluster starts (a Kubernetes Job beside the NATS pods) waits for it
 // instead of failing. Any other error, or the last refusal, is returned.
-func retryPlacement(ctx context.Context, call func() error) error {
+func retryPlacement(ctx context.Context, call func(ctx context.Context) error) error {
 	wait, deadline := placementRetry.first, time.Now().Add(placementRetry.within)
 	for {
-		err := call()
+		// Each attempt has its own timeout: a request the cluster drops
+		// (no meta leader) is otherwise answered by nothing until ctx's
+		// own deadline, and never tried again.
+		actx, cancel := context.WithTimeout(ctx, placementRetry.attempt)
+		err := call(actx)
+		cancel()
 		if err == nil || !transientPlacement(err) || time.Now().Add(wait).After(deadline) {
 			return err
 		}
@@ -226,9 +232,9 @@ func transientPlacement(err error) bool {
 
 func applyStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) Change {
 	c := Change{Kind: KindStream, Name: want.Name}
-	s, err := js.Stream(ctx, want.Name)
+	s, err := streamInfo(ctx, js, want.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return created(ctx, c, func() error { _, err := js.CreateStream(ctx, want); return err })
+		return created(ctx, c, func(ctx context.Context) error { _, err := js.CreateStream(ctx, want); return err })
 	}
 	if err != nil {
 		c.Action, c.Err = ActionFailed, err
@@ -246,14 +252,14 @@ func applyStream(ctx context.Context, js jetstream.JetStream, want jetstream.Str
 		// and to change the mode of a stream.
 		fixed = append(fixed, fmt.Sprintf("Replicas: %d -> %d (the stream is in async persist mode, which one server only has: delete it and apply again)", have.Replicas, want.Replicas))
 	}
-	return settled(ctx, c, fixed, func() error { _, err := js.UpdateStream(ctx, want); return err })
+	return settled(ctx, c, fixed, func(ctx context.Context) error { _, err := js.UpdateStream(ctx, want); return err })
 }
 
 func applyKeyValue(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) Change {
 	c := Change{Kind: KindKeyValue, Name: want.Bucket}
-	s, err := js.Stream(ctx, KVStream(want.Bucket))
+	s, err := streamInfo(ctx, js, KVStream(want.Bucket))
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return created(ctx, c, func() error { _, err := js.CreateKeyValue(ctx, want); return err })
+		return created(ctx, c, func(ctx context.Context) error { _, err := js.CreateKeyValue(ctx, want); return err })
 	}
 	if err != nil {
 		c.Action, c.Err = ActionFailed, err
@@ -261,13 +267,29 @@ func applyKeyValue(ctx context.Context, js jetstream.JetStream, want jetstream.K
 	}
 	var fixed []string
 	c.Drift, fixed = streamDrift(s.CachedInfo().Config, kvStreamView(want), kvFields)
-	return settled(ctx, c, fixed, func() error { _, err := js.UpdateKeyValue(ctx, want); return err })
+	return settled(ctx, c, fixed, func(ctx context.Context) error { _, err := js.UpdateKeyValue(ctx, want); return err })
+}
+
+// streamInfo reads stream name's info, again while the cluster cannot
+// answer yet (transientPlacement: its meta layer recovering or without a
+// leader, the request timing out), as a create is: every stage applies the
+// streams at start-up, and one whose first read fell in an election exited
+// ("stream E2A_REQUESTS: context deadline exceeded", deploy's
+// TestProductionDeployment).
+func streamInfo(ctx context.Context, js jetstream.JetStream, name string) (jetstream.Stream, error) {
+	var s jetstream.Stream
+	err := retryPlacement(ctx, func(ctx context.Context) error {
+		var err error
+		s, err = js.Stream(ctx, name)
+		return err
+	})
+	return s, err
 }
 
 // created is c once create (retried while the cluster refuses a
 // placement) has made what did not exist: ActionCreated, or ActionFailed
 // with the error.
-func created(ctx context.Context, c Change, create func() error) Change {
+func created(ctx context.Context, c Change, create func(context.Context) error) Change {
 	c.Action = ActionCreated
 	if err := retryPlacement(ctx, create); err != nil {
 		c.Action, c.Err = ActionFailed, err
@@ -279,7 +301,7 @@ func created(ctx context.Context, c Change, create func() error) Change {
 // that drifted cannot be updated in place (fixed), ActionUnchanged
 // without drift, else ActionUpdated by update (retried while the cluster
 // refuses a placement), or ActionFailed with its error.
-func settled(ctx context.Context, c Change, fixed []string, update func() error) Change {
+func settled(ctx context.Context, c Change, fixed []string, update func(context.Context) error) Change {
 	switch {
 	case len(fixed) > 0:
 		c.Action = ActionFailed

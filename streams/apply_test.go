@@ -1,6 +1,7 @@
 package streams_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -426,5 +427,47 @@ func TestAuditAsyncNotReplicated(t *testing.T) {
 	}
 	if s, _ := js.Stream(ctx(t), streams.AuditStream); s.CachedInfo().Config.Replicas != 1 {
 		t.Fatalf("audit replicas %d", s.CachedInfo().Config.Replicas)
+	}
+}
+
+// TestApplyWaitsForTheCluster: Apply on a cluster that has lost its meta
+// leader (two of three nodes down, as while a cluster starts or elects)
+// waits for it, reading the streams again, and provisions them once the
+// nodes are back. Its first read failed the whole Apply ("stream
+// E2A_REQUESTS: context deadline exceeded"), and every stage applies the
+// streams at start-up: one that started in an election exited.
+func TestApplyWaitsForTheCluster(t *testing.T) {
+	c := natstest.RunCluster(t, 3, natstest.WithoutStreams())
+	c.Kill(1)
+	c.Kill(2)
+	nc, err := nats.Connect(c.Node(0).ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := natstest.CountOn(t, nc, "$JS.API.STREAM.INFO."+streams.RequestsStream)
+	cfg := testConfig()
+	cfg.Replicas = 3
+	done := make(chan error, 1)
+	go func() {
+		actx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		rep, err := streams.Apply(actx, js, cfg)
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, rep)
+		}
+		done <- err
+	}()
+	testkit.Eventually(t, 30*time.Second, "Apply reading E2A_REQUESTS with no meta leader", func() bool {
+		return asked.Count(t) >= 1
+	})
+	c.Restart(1)
+	c.Restart(2)
+	if err := testkit.Receive(t, done, 60*time.Second, "Apply did not return"); err != nil {
+		t.Fatalf("Apply once the cluster is back: %v", err)
 	}
 }
