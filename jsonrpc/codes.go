@@ -42,6 +42,15 @@ const (
 	CodeACPRequestCancelled = -32800
 )
 
+// A2A v1.0 defines no JSON-RPC code for a refused credential (its
+// bindings answer HTTP 401/403); these are a2a-go/v2's, which its client
+// reads as a2a.ErrUnauthenticated and a2a.ErrUnauthorized. The v1.0
+// JSON-RPC endpoint answers them.
+const (
+	CodeA2AUnauthenticated = -31401
+	CodeA2AUnauthorized    = -31403
+)
+
 // The pipeline's own, on every JSON-RPC endpoint.
 const (
 	// CodeRateLimited refuses a request over the principal's rate limit

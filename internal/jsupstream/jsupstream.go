@@ -91,6 +91,36 @@ func Start(t testing.TB, o Options) *Server {
 	return s
 }
 
+// RunScript runs script, an ES module (process.argv.slice(1) are args),
+// with node in Dir, where the pinned SDKs are installed (npm ci when they
+// are not), and returns its stdout: a test's own use of the SDK's client.
+// As Start, it skips the test without node except under CI=true, where it
+// fails it.
+func RunScript(t testing.TB, script string, args ...string) []byte {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil && os.Getenv("CI") != "true" {
+		t.Skip(ErrNoNode.Error() + ": install Node.js ≥ 20 (Debian: apt-get install nodejs npm; .ci/run does)")
+	}
+	if err != nil {
+		t.Fatalf("%v: %v", ErrNoNode, err)
+	}
+	if err := install(Dir()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{"--input-type=module", "-e", script, "--"}, args...)...)
+	cmd.Dir = Dir()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, stderr.String())
+	}
+	return out
+}
+
 // Dir is the directory of server.mjs and the pinned node_modules.
 func Dir() string {
 	_, file, _, _ := runtime.Caller(0)

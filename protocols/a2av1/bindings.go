@@ -139,8 +139,20 @@ func (b *bindings) holdSlot(w http.ResponseWriter, r *http.Request, id json.RawM
 }
 
 // refuseRPC writes a refusal of the gate as a JSON-RPC error (id null:
-// the call is not read yet).
-func refuseRPC(w http.ResponseWriter, f host.Refusal) { host.RefuseJSONRPC(w, nil, f) }
+// the call is not read yet). A credential refused is a2a-go/v2's
+// Unauthenticated (-31401) or Unauthorized (-31403) code: A2A v1.0 has
+// none, and the pipeline's own (AgentVault's -32002, -32003) are v1.0's
+// TaskNotCancelable and PushNotificationNotSupported, which @a2a-js/sdk
+// reported for a missing key.
+func refuseRPC(w http.ResponseWriter, f host.Refusal) {
+	switch f.RPCCode {
+	case jsonrpc.CodeAuthentication:
+		f.RPCCode = jsonrpc.CodeA2AUnauthenticated
+	case jsonrpc.CodeAuthorization:
+		f.RPCCode = jsonrpc.CodeA2AUnauthorized
+	}
+	host.RefuseJSONRPC(w, nil, f)
+}
 
 // refuseTooMany answers host.TooManyStreams with refuse (the call's id in a
 // JSON-RPC answer).

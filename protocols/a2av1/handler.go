@@ -625,8 +625,15 @@ func refuseFinished(evs iter.Seq2[a2a.Event, error]) iter.Seq2[a2a.Event, error]
 // GetExtendedAgentCard answers the host's extended card for the caller
 // (CardHost.ExtendedCard: the card of the pool called, with what the
 // caller may use), in its v1.0 form.
-func (h *handler) GetExtendedAgentCard(ctx context.Context, _ *a2a.GetExtendedAgentCardRequest) (*a2a.AgentCard, error) {
-	c, err := h.call(ctx)
+func (h *handler) GetExtendedAgentCard(ctx context.Context, req *a2a.GetExtendedAgentCardRequest) (*a2a.AgentCard, error) {
+	tenant := ""
+	if req != nil {
+		tenant = req.Tenant
+	}
+	// The pool the tenant names, as for every other method (a client
+	// built from a pool's card sends it over gRPC): it was ignored, and
+	// the root card answered.
+	c, err := h.readCall(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
