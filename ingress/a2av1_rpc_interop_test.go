@@ -3,7 +3,6 @@ package ingress_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -27,18 +26,7 @@ import (
 // returns the HTTP status and the decoded answer.
 func rawRPC(t *testing.T, url, body string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("A2A-Version", "1.0")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := do(t, http.MethodPost, url, body, "Content-Type", "application/json", "A2A-Version", "1.0")
 	var out map[string]any
 	if err := json.Unmarshal(b, &out); err != nil {
 		t.Fatalf("%s: not one JSON object: %d %s", body, resp.StatusCode, b)
