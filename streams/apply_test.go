@@ -465,8 +465,7 @@ func TestApplyWaitsForTheCluster(t *testing.T) {
 	testkit.Eventually(t, 30*time.Second, "Apply reading E2A_REQUESTS with no meta leader", func() bool {
 		return asked.Count(t) >= 1
 	})
-	c.Restart(1)
-	c.Restart(2)
+	c.Restart(1, 2)
 	if err := testkit.Receive(t, done, 60*time.Second, "Apply did not return"); err != nil {
 		t.Fatalf("Apply once the cluster is back: %v", err)
 	}

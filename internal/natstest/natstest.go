@@ -370,24 +370,28 @@ func (c *Cluster) Kill(i int) {
 	}
 }
 
-// Restart starts killed node i again with its store, name, addresses and
-// routes, and waits until the cluster is ready.
-func (c *Cluster) Restart(i int) {
+// Restart starts killed nodes again, each with its store, name, addresses
+// and routes, and then waits until the cluster is ready (once for all: two
+// nodes of three restarted one at a time leave the first alone without a
+// quorum while it waits).
+func (c *Cluster) Restart(nodes ...int) {
 	c.t.Helper()
-	c.mu.Lock()
-	if c.nodes[i] != nil {
+	for _, i := range nodes {
+		c.mu.Lock()
+		if c.nodes[i] != nil {
+			c.mu.Unlock()
+			c.t.Fatalf("natstest: node %d is running", i)
+		}
+		o := c.opts[i]
 		c.mu.Unlock()
-		c.t.Fatalf("natstest: node %d is running", i)
+		e, err := streams.StartEmbedded(o)
+		if err != nil {
+			c.t.Fatalf("natstest: restart node %d: %v", i, err)
+		}
+		c.mu.Lock()
+		c.nodes[i] = e
+		c.mu.Unlock()
 	}
-	o := c.opts[i]
-	c.mu.Unlock()
-	e, err := streams.StartEmbedded(o)
-	if err != nil {
-		c.t.Fatalf("natstest: restart node %d: %v", i, err)
-	}
-	c.mu.Lock()
-	c.nodes[i] = e
-	c.mu.Unlock()
 	c.WaitReady()
 }
 
