@@ -563,9 +563,14 @@ func (d *frontDoor) sessionLoad(rep host.Reply, in host.Call, c host.RPCCaller, 
 
 // replaySession calls emit with the session/update notifications of the
 // session's history: each prompt's content blocks as user_message_chunk,
-// then the updates of the frames the agent has written so far. A request
-// that is not the session's own (host.Session.Owns: by its envelope, else
-// by the user_id of its frames) is left out.
+// then the updates of the frames the agent has written. A prompt still
+// running (or queued behind it) is followed to its end: its updates are
+// emitted as they are written, and the load answers once every turn has
+// ended (it answered with what was stored, and the rest of the prompt
+// reached the client on no call: an editor reloading a session after its
+// e2a acp or serve replica died mid-prompt showed the answer cut off). A
+// request that is not the session's own (host.Session.Owns: by its
+// envelope, else by the user_id of its frames) is left out.
 func (d *frontDoor) replaySession(ctx context.Context, rec *host.Session, emit func(acpsdk.SessionUpdate) error) error {
 	for _, id := range rec.RequestIDs {
 		env, err := d.h.Envelope(ctx, id)
@@ -576,46 +581,85 @@ func (d *frontDoor) replaySession(ctx context.Context, rec *host.Session, emit f
 			continue
 		}
 		if env != nil {
-			blocks, _ := normalizer.MergeParamsToACPPrompt(env)["prompt"].([]any)
-			for _, b := range blocks {
-				data, _ := json.Marshal(b)
-				var cb acpsdk.ContentBlock
-				if json.Unmarshal(data, &cb) != nil {
-					continue
-				}
-				if err := emit(acpsdk.UpdateUserMessage(cb)); err != nil {
-					return err
-				}
+			if err := emitPrompt(env, emit); err != nil {
+				return err
 			}
 		}
-		// The request's tool calls end as the live turn ended them (the
-		// renderer's openCalls): at its final frame; a request still
-		// running keeps its open calls open.
-		var calls openCalls
-		err = d.h.Stored(ctx, id, func(r *e2a.Response) error {
-			if env == nil && !rec.OwnsFrames(r.UserID) {
-				return errNotOwn
-			}
-			ups, _ := Updates(r)
-			for _, u := range ups {
-				calls.track(u)
-			}
-			if r.IsFinal {
-				_, _, interrupted := r.Interrupt()
-				ups = append(ups, calls.end(interrupted)...)
-			}
-			for _, u := range ups {
-				if err := emit(u); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, egress.ErrNotFound) && !errors.Is(err, errNotOwn) {
+		if err := d.replayTurn(ctx, rec, id, env != nil, emit); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// emitPrompt emits env's prompt as user_message_chunk updates.
+func emitPrompt(env *e2a.Envelope, emit func(acpsdk.SessionUpdate) error) error {
+	blocks, _ := normalizer.MergeParamsToACPPrompt(env)["prompt"].([]any)
+	for _, b := range blocks {
+		data, _ := json.Marshal(b)
+		var cb acpsdk.ContentBlock
+		if json.Unmarshal(data, &cb) != nil {
+			continue
+		}
+		if err := emit(acpsdk.UpdateUserMessage(cb)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replayTurn emits the updates of request id's frames: those stored, then,
+// when it has not ended and is still stored (stored: its envelope was
+// read), those written until its final frame.
+func (d *frontDoor) replayTurn(ctx context.Context, rec *host.Session, id string, stored bool, emit func(acpsdk.SessionUpdate) error) error {
+	// The request's tool calls end as the live turn ended them (the
+	// renderer's openCalls): at its final frame.
+	var calls openCalls
+	last, final := int64(-1), false
+	frame := func(r *e2a.Response) error {
+		if r.Sequence <= last {
+			return nil // already emitted (the follow reads from the start)
+		}
+		if !stored && !rec.OwnsFrames(r.UserID) {
+			return errNotOwn
+		}
+		last, final = r.Sequence, r.IsFinal
+		ups, _ := Updates(r)
+		for _, u := range ups {
+			calls.track(u)
+		}
+		if r.IsFinal {
+			_, _, interrupted := r.Interrupt()
+			ups = append(ups, calls.end(interrupted)...)
+		}
+		for _, u := range ups {
+			if err := emit(u); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	err := d.h.Stored(ctx, id, frame)
+	if errors.Is(err, errNotOwn) || errors.Is(err, egress.ErrNotFound) && !stored {
+		return nil
+	}
+	if err != nil && !errors.Is(err, egress.ErrNotFound) {
+		return err
+	}
+	if final || !stored {
+		return nil
+	}
+	err = d.h.Replay(ctx, id, func(f render.Frame) error {
+		r, derr := f.Decoded()
+		if derr != nil {
+			return derr
+		}
+		return frame(r)
+	})
+	if errors.Is(err, errNotOwn) {
+		return nil
+	}
+	return err
 }
 
 // errNotOwn ends the replay of a request's frames that name another
