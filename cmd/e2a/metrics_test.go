@@ -153,20 +153,27 @@ func TestMetricsAddr(t *testing.T) {
 	})
 	t.Run("agent", func(t *testing.T) {
 		_, stderr := startBin(t, env, "agent", "--pool", "demo")
-		re := regexp.MustCompile(`^\{.*"msg":"(?:metrics served|agent pool running)".*\}$`)
-		var metrics, main string
-		for metrics == "" || main == "" {
-			m, _ := waitLine(t, stderr, re)
-			var rec struct{ Msg, Addr, Ops string }
-			if err := json.Unmarshal([]byte(m[0]), &rec); err != nil {
-				t.Fatalf("log line %s: %v", m[0], err)
-			}
-			if rec.Msg == "metrics served" {
-				metrics = "http://" + rec.Addr
-			} else {
-				main = "http://" + rec.Ops
-			}
-		}
+		main, metrics := splitAddrs(t, stderr, "agent pool running")
 		checkSplit(t, main, metrics)
 	})
+}
+
+// splitAddrs reads from a stage's JSON log the operations listener (the
+// "ops" of its running line) and the metrics listener ("metrics served").
+func splitAddrs(t *testing.T, stderr <-chan string, running string) (main, metrics string) {
+	t.Helper()
+	re := regexp.MustCompile(`^\{.*"msg":"(?:metrics served|` + regexp.QuoteMeta(running) + `)".*\}$`)
+	for metrics == "" || main == "" {
+		m, _ := waitLine(t, stderr, re)
+		var rec struct{ Msg, Addr, Ops string }
+		if err := json.Unmarshal([]byte(m[0]), &rec); err != nil {
+			t.Fatalf("log line %s: %v", m[0], err)
+		}
+		if rec.Msg == "metrics served" {
+			metrics = "http://" + rec.Addr
+		} else {
+			main = "http://" + rec.Ops
+		}
+	}
+	return main, metrics
 }

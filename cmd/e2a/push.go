@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
@@ -217,6 +218,10 @@ func runPushStage(ctx context.Context, cfg Config) error {
 		return err
 	}
 	opts = append(opts, push.WithTaskTurns(ingress.NewTaskTurns(nc)))
-	return serveOps(ctx, cfg, newOpsMux(reg, nc, js), reg, log, func() error { return push.Run(ctx, nc, opts...) },
+	// /metrics on E2A_METRICS_ADDR alone when it is set, as every stage
+	// (the push stage served it on E2A_HTTP_ADDR too).
+	mux := http.NewServeMux()
+	mountOps(mux, cfg, newOpsMux(reg, nc, js))
+	return serveOps(ctx, cfg, mux, reg, log, func() error { return push.Run(ctx, nc, opts...) },
 		"push notification stage running")
 }
