@@ -159,6 +159,13 @@ func newOAuthIssuer(c *OAuth2Config) (*oauthIssuer, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A client that can never obtain the required scope would get
+		// tokens every door refuses (forbidden): the configuration is
+		// refused instead, naming it (E2A_OAUTH2_CLIENTS gives no scopes).
+		if o.requiredScope != "" && !cl.Disabled && !slices.Contains(cl.Scopes, o.requiredScope) {
+			return nil, fmt.Errorf("%w: %s (%s) cannot obtain the required scope %q (%s): list it in the client's scopes (the auth file; %s gives none)",
+				ErrAuthConfig, label, cl.ClientID, o.requiredScope, EnvOAuth2RequiredScp, EnvOAuth2Clients)
+		}
 		o.clients[cl.ClientID] = &oauthClient{id: cl.ClientID, sum: sum, scopes: slices.Clone(cl.Scopes), disabled: cl.Disabled,
 			principal: Principal{UserID: name, IdentityOrigin: origin, Scheme: SchemeOAuth2}}
 	}

@@ -132,7 +132,10 @@ func (s *Server) rateLimit(ctx context.Context, p Principal, protocol string, n 
 			hdr.Set("Retry-After", "1")
 			return &failure{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "rate limiter unavailable; retry later", Retryable: true, RPCCode: jsonrpc.CodeInternalError}, false
 		}
-		if !d.Allowed || !batch {
+		// A batch's answer carries what is left after all its elements
+		// (it showed the first element's: 9 left at 10 a minute after a
+		// batch of 4).
+		if !d.Allowed || !batch || i == n-1 {
 			d.SetHeaders(hdr)
 		}
 		if !d.Allowed {
