@@ -24,6 +24,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/protocols"
 )
@@ -115,20 +116,9 @@ func rvReplicaOn(t *testing.T, natsURL, name string) *rvReplica {
 	}
 	t.Cleanup(nc.Close)
 	reg := prometheus.NewRegistry()
-	eg, err := egress.New(nc, egress.WithRegisterer(reg), egress.WithProjections(protocols.FillProjections))
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := ingress.New(nc, eg, ingress.WithRegisterer(reg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	in.Register(mux)
-	eg.Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return &rvReplica{url: srv.URL, srv: srv, nc: nc, in: in}
+	f := pipetest.ServeFront(t, nc, []egress.Option{egress.WithRegisterer(reg), egress.WithProjections(protocols.FillProjections)},
+		ingress.WithRegisterer(reg))
+	return &rvReplica{url: f.URL, srv: f.Server, nc: nc, in: f.Ingress}
 }
 
 func rvStart(t *testing.T) *rvCluster {

@@ -113,6 +113,7 @@ func Start(t testing.TB, opts ...Option) *Pipeline {
 // serves them.
 type Front struct {
 	URL     string
+	Server  *httptest.Server
 	Ingress *ingress.Server
 	Egress  *egress.Service
 }
@@ -120,6 +121,13 @@ type Front struct {
 // ServeFront starts egress on nc with eopts and ingress on nc with iopts,
 // and serves both on a loopback HTTP server until the test ends.
 func ServeFront(t testing.TB, nc *nats.Conn, eopts []egress.Option, iopts ...ingress.Option) *Front {
+	t.Helper()
+	return ServeFrontWrapped(t, nc, nil, eopts, iopts...)
+}
+
+// ServeFrontWrapped is ServeFront with the routes wrapped by wrap (nil:
+// none), as a process wraps them (tracing.Handler, say).
+func ServeFrontWrapped(t testing.TB, nc *nats.Conn, wrap func(http.Handler) http.Handler, eopts []egress.Option, iopts ...ingress.Option) *Front {
 	t.Helper()
 	eg, err := egress.New(nc, eopts...)
 	if err != nil {
@@ -132,9 +140,13 @@ func ServeFront(t testing.TB, nc *nats.Conn, eopts []egress.Option, iopts ...ing
 	mux := http.NewServeMux()
 	in.Register(mux)
 	eg.Register(mux)
-	srv := httptest.NewServer(mux)
+	var h http.Handler = mux
+	if wrap != nil {
+		h = wrap(mux)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &Front{URL: srv.URL, Ingress: in, Egress: eg}
+	return &Front{URL: srv.URL, Server: srv, Ingress: in, Egress: eg}
 }
 
 // startPush opens the push config store and runs the push stage until
