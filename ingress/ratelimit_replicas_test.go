@@ -14,14 +14,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
-	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/streams"
-	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // The doors' rate limits across replicas, stream slots and OAuth2 client
@@ -198,20 +194,6 @@ func TestRateLimitRequiredScopeEnvClients(t *testing.T) {
 	}
 }
 
-// rlrGatedFront serves ingress and egress as cmd/e2a wires them with
-// authentication on: egress's read API behind the same Auth.
-func rlrGatedFront(t *testing.T, nc *nats.Conn, a *ingress.Auth, iopts ...ingress.Option) string {
-	t.Helper()
-	eopts := []egress.Option{egress.WithRegisterer(prometheus.NewRegistry()),
-		egress.WithAuthorizer(func(r *http.Request) (tenant.Principal, error) {
-			p, err := a.Tenant(r)
-			ingress.StripCredentialHeaders(r.Header)
-			return p, err
-		})}
-	iopts = append([]ingress.Option{ingress.WithRegisterer(prometheus.NewRegistry()), ingress.WithAuth(a)}, iopts...)
-	return pipetest.ServeFront(t, nc, eopts, iopts...).URL
-}
-
 // rlrOpen opens a streamed request and returns once its answer's status
 // is in, with the function that aborts it (the client goes away).
 func rlrOpen(t *testing.T, method, u, accept, body string, hdr ...string) (int, func()) {
@@ -247,7 +229,7 @@ func rlrOpen(t *testing.T, method, u, accept, body string, hdr ...string) (int, 
 func TestRateLimitStreamSlotsAfterAbortedStreams(t *testing.T) {
 	_, nc := natstest.RunServer(t)
 	sl := ingress.NewStreamLimiter(1)
-	base := rlrGatedFront(t, nc, rlrAuth(t, rlrSigningKey), ingress.WithStreamLimiter(sl))
+	base := authFront(t, nc, rlrAuth(t, rlrSigningKey), ingress.WithStreamLimiter(sl))
 	alice := []string{"X-Api-Key", rlrAliceKey}
 	bob := []string{"X-Api-Key", rlrBobKey}
 	waitIdle := func(what string) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -32,7 +33,13 @@ const keyAliceGated = "ak_gated_alice_00123456789abcdef"
 func gatedFront(t *testing.T, iopts ...ingress.Option) string {
 	t.Helper()
 	_, nc := natstest.RunServer(t)
-	a := pipetest.KeyAuth(t, map[string]string{"alice": keyAliceGated}, nil)
+	return authFront(t, nc, pipetest.KeyAuth(t, map[string]string{"alice": keyAliceGated}, nil), iopts...)
+}
+
+// authFront serves ingress and egress on nc as cmd/e2a wires them with
+// authentication a: egress's read API behind the same Auth.
+func authFront(t *testing.T, nc *nats.Conn, a *ingress.Auth, iopts ...ingress.Option) string {
+	t.Helper()
 	eopts := []egress.Option{egress.WithRegisterer(prometheus.NewRegistry()),
 		egress.WithAuthorizer(func(r *http.Request) (tenant.Principal, error) {
 			p, err := a.Tenant(r)
