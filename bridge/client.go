@@ -341,12 +341,22 @@ type refusingTransport struct {
 }
 
 func (t refusingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := headerTransport{t.c}.RoundTrip(r)
-	if err != nil || !t.refuse(resp) {
-		return resp, err
+	ctx, cancel := context.WithCancelCause(r.Context())
+	resp, err := headerTransport{t.c}.RoundTrip(r.WithContext(ctx))
+	switch {
+	case err != nil:
+		cancel(nil)
+		return nil, err
+	case !t.refuse(resp):
+		resp.Body = cancelOnClose{resp.Body, cancel}
+		return resp, nil
 	}
+	// The error page is read under the idle timeout, as Do reads it.
+	defer cancel(nil)
+	resp.Body = newIdleBody(resp.Body, t.c.idle, cancel)
 	return nil, fromResponse(resp, t.c.creds)
 }
+
 
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())

@@ -401,6 +401,35 @@ func TestClientErrorBodyIdleTimeout(t *testing.T) {
 	})
 }
 
+// TestHTTPRefusingErrorBodyIdleTimeout: HTTPRefusing's refused answer
+// (the A2A bridge's) whose error body stalls is read for the idle timeout
+// (fake time), then ends with the status's error, as Do's is; its body was
+// read with no bound but the call's own deadline.
+func TestHTTPRefusingErrorBodyIdleTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 503, Header: http.Header{}, Body: &stalledBody{ctx: r.Context(), first: "overloa"}, Request: r}, nil
+		})
+		c, err := NewClient("http://upstream.test", WithIdleTimeout(time.Minute), WithTransport(rt))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc := c.HTTPRefusing(func(r *http.Response) bool { return r.StatusCode != http.StatusOK })
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "POST", "http://upstream.test/", nil)
+		start := time.Now()
+		_, err = hc.Do(req)
+		var be *Error
+		if !errors.As(err, &be) || be.Code != CodeUnavailable || be.Status != 503 || be.Message != "upstream answered 503: overloa" {
+			t.Errorf("refused stalled answer: %v", err)
+		}
+		if d := time.Since(start); d != time.Minute {
+			t.Errorf("returned after %v, want the idle timeout (1m0s)", d)
+		}
+	})
+}
+
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
