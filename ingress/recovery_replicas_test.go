@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"iter"
 	"net/http"
 	"net/http/httptest"
@@ -27,6 +28,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/protocols"
+	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 // Recovery across serve replicas: two in-process serve replicas
@@ -531,4 +533,38 @@ func joined[K comparable](order []K, arts map[K]string) string {
 		text.WriteString(arts[id])
 	}
 	return text.String()
+}
+
+// TestACPLoadSessionFramesGone: session/load of a session whose request is
+// still stored but whose frames E2A_RESPONSES no longer holds (its age or
+// byte limit) answers at once with the prompt replayed: such a request is
+// not followed as if it were running, which would wait for frames that
+// never come.
+func TestACPLoadSessionFramesGone(t *testing.T) {
+	p := startPipeline(t)
+	sid := p.acpSession(t)
+	resp := p.post(t, "/acp", "", `{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"`+sid+`","prompt":[{"type":"text","text":"gone"}]}}`)
+	if b, _ := io.ReadAll(resp.Body); !strings.Contains(string(b), `"stopReason":"end_turn"`) {
+		t.Fatalf("prompt: %s", b)
+	}
+	st, err := p.js.Stream(context.Background(), streams.ResponsesStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Purge(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.url+"/acp",
+		strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"session/load","params":{"sessionId":"`+sid+`","cwd":"/w","mcpServers":[]}}`))
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || !strings.Contains(string(b), `"id":2,"result":{}`) || !strings.Contains(string(b), `"text":"gone"`) {
+		t.Fatalf("session/load with the frames gone: %v %s", err, b)
+	}
 }

@@ -609,8 +609,11 @@ func emitPrompt(env *e2a.Envelope, emit func(acpsdk.SessionUpdate) error) error 
 }
 
 // replayTurn emits the updates of request id's frames: those stored, then,
-// when it has not ended and is still stored (stored: its envelope was
-// read), those written until its final frame.
+// when it is running (some frames stored, not its final one) and still
+// stored (stored: its envelope was read), those written until its final
+// frame. A request with no frame stored is not waited for: it may be a
+// turn still queued, or one whose frames E2A_RESPONSES no longer holds
+// (its age or byte limit), which would never end.
 func (d *frontDoor) replayTurn(ctx context.Context, rec *host.Session, id string, stored bool, emit func(acpsdk.SessionUpdate) error) error {
 	// The request's tool calls end as the live turn ended them (the
 	// renderer's openCalls): at its final frame.
@@ -646,7 +649,7 @@ func (d *frontDoor) replayTurn(ctx context.Context, rec *host.Session, id string
 	if err != nil && !errors.Is(err, egress.ErrNotFound) {
 		return err
 	}
-	if final || !stored {
+	if final || !stored || last < 0 {
 		return nil
 	}
 	err = d.h.Replay(ctx, id, func(f render.Frame) error {
