@@ -357,7 +357,6 @@ func (t refusingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return nil, fromResponse(resp, t.c.creds)
 }
 
-
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	t.c.SetHeaders(r.Context(), r.Header, nil)
