@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/reflection"
@@ -67,10 +68,14 @@ func (h protocolHost) AdmitHeader(ctx context.Context, header http.Header, proto
 	} else {
 		StripCredentialHeaders(header)
 	}
-	if f, canceled := s.rateLimit(ctx, p, protocol, 1, http.Header{}, false); canceled {
+	rh := http.Header{}
+	if f, canceled := s.rateLimit(ctx, p, protocol, 1, rh, false); canceled {
 		return nil, nil, cmp.Or(ctx.Err(), context.Canceled)
 	} else if f != nil {
 		s.metrics.requests.WithLabelValues(protocol, route, "429").Inc()
+		if secs, err := strconv.Atoi(rh.Get("Retry-After")); err == nil && secs > 0 {
+			f.RetryAfter = time.Duration(secs) * time.Second
+		}
 		return nil, f, nil
 	}
 	s.metrics.requests.WithLabelValues(protocol, route, "200").Inc()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	a2apb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -103,10 +104,20 @@ func TestA2AV1TooManyStreamsNotInternal(t *testing.T) {
 	if err == nil {
 		_, err = stream.Recv()
 	}
-	if st, _ := status.FromError(err); st.Code() != codes.ResourceExhausted {
-		t.Errorf("gRPC SendStreamingMessage with the principal's stream slots taken: %v %q; want RESOURCE_EXHAUSTED, "+
-			"not an internal error", st.Code(), st.Message())
+	if st, _ := status.FromError(err); st.Code() != codes.ResourceExhausted || retryDelay(st) != time.Second {
+		t.Errorf("gRPC SendStreamingMessage with the principal's stream slots taken: %v %q, RetryInfo %v; want RESOURCE_EXHAUSTED "+
+			"with a RetryInfo of 1s (HTTP's Retry-After: 1), not an internal error", st.Code(), st.Message(), retryDelay(st))
 	}
+}
+
+// retryDelay is the delay of st's google.rpc.RetryInfo detail, 0 without one.
+func retryDelay(st *status.Status) time.Duration {
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return ri.GetRetryDelay().AsDuration()
+		}
+	}
+	return 0
 }
 
 // TestA2AV1RESTTenantPath: a2a.proto's
@@ -203,5 +214,32 @@ func TestA2AV1MalformedNever500(t *testing.T) {
 		if resp.StatusCode >= 500 || strings.Contains(s, `"INTERNAL"`) || strings.Contains(s, `"code":-32603`) || strings.Contains(s, `"code":-32000`) {
 			t.Errorf("%s %s %.80s: %d %.200s; want a client error", c[0], c[1], c[2], resp.StatusCode, s)
 		}
+	}
+}
+
+// TestA2AV1GRPCRefusalSaysWhenToRetry: a gRPC call over the principal's
+// rate limit is RESOURCE_EXHAUSTED with a google.rpc.RetryInfo detail
+// saying how long to wait, as the HTTP bindings' Retry-After does; so is a
+// stream refused for want of a stream slot (1 s). The status carried a
+// message only: a gRPC client could not tell when to retry.
+func TestA2AV1GRPCRefusalSaysWhenToRetry(t *testing.T) {
+	_, addr := startGRPCPipeline(t, ingress.WithLimiter(ingress.NewLimiter(nil, ingress.LimiterConfig{Limits: ingress.RateLimits{PerMinute: 1}})))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := a2apb.NewA2AServiceClient(conn)
+	var err2 error
+	for range 2 {
+		_, err2 = c.ListTasks(ctx, &a2apb.ListTasksRequest{})
+	}
+	st, _ := status.FromError(err2)
+	delay := retryDelay(st)
+	if st.Code() != codes.ResourceExhausted || delay <= 0 || delay > time.Minute {
+		t.Errorf("second call over 1 a minute: %v %q, RetryInfo %v; want RESOURCE_EXHAUSTED with a RetryInfo delay in (0, 1m]",
+			st.Code(), st.Message(), delay)
 	}
 }

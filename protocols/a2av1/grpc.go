@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	a2agrpc "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
@@ -61,7 +63,7 @@ func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 			if c, ok := callFrom(ctx); ok && err != nil && c.tooMany != nil && *c.tooMany {
 				// Refused for want of a stream slot: as every door answers
 				// it (the SDK's transport says internal error).
-				return status.Error(codes.ResourceExhausted, host.TooManyStreams.Message)
+				return refusalStatus(codes.ResourceExhausted, host.TooManyStreams.Message, time.Second)
 			}
 			return specStatus(err)
 		}
@@ -139,10 +141,24 @@ func (b *bindings) admitGRPC(ctx context.Context) (context.Context, error) {
 		return nil, status.FromContextError(err).Err()
 	}
 	if f != nil {
-		return nil, status.Error(grpcCode(f.Code), f.Message)
+		return nil, refusalStatus(grpcCode(f.Code), f.Message, f.RetryAfter)
 	}
 	return withCall(ctx, call{header: header, agent: header.Get(GRPCAgentMetadata),
 		version: strings.TrimSpace(header.Get(a2a.SvcParamVersion)), channel: "grpc", c: c, invalid: new(error), tooMany: new(bool)}), nil
+}
+
+// refusalStatus is the gRPC status of a refusal, with a google.rpc.RetryInfo
+// detail saying how long the client should wait before it retries (the HTTP
+// bindings' Retry-After, which gRPC has no header for).
+func refusalStatus(code codes.Code, msg string, retry time.Duration) error {
+	st := status.New(code, msg)
+	if retry <= 0 {
+		return st.Err()
+	}
+	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retry)}); err == nil {
+		st = d
+	}
+	return st.Err()
 }
 
 // grpcCode is the gRPC status of a refusal of the gate, by its code.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
@@ -39,6 +40,11 @@ type Refusal struct {
 	// Challenges are the WWW-Authenticate challenges of a refusal for
 	// want of credentials, added to an HTTP answer ([RefuseJSONRPC]).
 	Challenges []string
+	// RetryAfter is how long the client should wait before it retries (a
+	// rate limit's window, a stream slot); 0 when not known. An HTTP
+	// answer carries it as Retry-After, set by the gate; a gRPC status,
+	// which has no such header, as a google.rpc.RetryInfo detail.
+	RetryAfter time.Duration
 }
 
 // Refuse writes a refusal in one protocol's error shape.
