@@ -238,6 +238,22 @@ func (d *frontDoor) authenticate(rep host.Reply, req *jsonrpc.Request, p *normal
 	rep.Error(jsonrpc.InvalidParams("unknown auth method " + jsonrpc.QuoteForMessage(params.MethodID)))
 }
 
+// absolutePath reports whether p is an absolute path on the client's
+// machine, whichever system that is: POSIX /…, or Windows C:\…, C:/…
+// or a UNC \\server\share. ACP requires cwd and additional
+// directories to be absolute; the pipeline never opens them, so the
+// server's own filepath rules do not apply.
+func absolutePath(p string) bool {
+	switch {
+	case strings.HasPrefix(p, "/"), strings.HasPrefix(p, `\\`):
+		return true
+	case len(p) >= 3 && p[1] == ':' && (p[2] == '\\' || p[2] == '/'):
+		c := p[0] | 0x20
+		return c >= 'a' && c <= 'z'
+	}
+	return false
+}
+
 // readSessionConfig reads cwd, mcpServers and additionalDirectories of
 // session/new or session/load params. cwd is required when need is true.
 func readSessionConfig(raw json.RawMessage, need bool) (*sessionConfig, *jsonrpc.Error) {
@@ -254,6 +270,14 @@ func readSessionConfig(raw json.RawMessage, need bool) (*sessionConfig, *jsonrpc
 			return nil, jsonrpc.InvalidParams("cwd is required")
 		}
 		return nil, nil
+	}
+	if !absolutePath(*params.Cwd) {
+		return nil, jsonrpc.InvalidParams("cwd must be an absolute path")
+	}
+	for _, dir := range params.AdditionalDirectories {
+		if !absolutePath(dir) {
+			return nil, jsonrpc.InvalidParams("additionalDirectories must be absolute paths")
+		}
 	}
 	cfg := &sessionConfig{Cwd: *params.Cwd, McpServers: []any{}, AdditionalDirectories: params.AdditionalDirectories}
 	if len(params.McpServers) > 0 && string(params.McpServers) != "null" {
