@@ -651,7 +651,7 @@ func (d *frontDoor) replayTurn(ctx context.Context, rec *host.Session, id string
 			return errNotOwn
 		}
 		last, final = r.Sequence, r.IsFinal
-		ups, _ := Updates(r)
+		ups, _ := calls.updates(r)
 		for _, u := range ups {
 			calls.track(u)
 		}

@@ -26,7 +26,9 @@ import (
 // text → agent_message_chunk, reasoning → agent_thought_chunk, tool
 // function_call → tool_call, function_response → tool_call_update, custom
 // {type: plan, entries} → plan; acpsdk.session_update frames as they are;
-// a2a.* frames through their parts. Frames without content give none.
+// a2a.* frames through their parts. Frames without content give none. A
+// tool call the agent gave no id gets one of its frame (callID); a result
+// without an id keeps none (openCalls.updates finds its call).
 func Updates(r *e2a.Response) ([]acpsdk.SessionUpdate, error) {
 	switch r.ResponseKind {
 	case e2a.KindChunk:
@@ -35,7 +37,7 @@ func Updates(r *e2a.Response) ([]acpsdk.SessionUpdate, error) {
 			return nil, err
 		}
 		if u, ok := chunkUpdate(c); ok {
-			return []acpsdk.SessionUpdate{u}, nil
+			return nameCalls(r, []acpsdk.SessionUpdate{u}), nil
 		}
 		return nil, nil
 	case e2a.KindACPSessionUpd:
@@ -60,7 +62,7 @@ func Updates(r *e2a.Response) ([]acpsdk.SessionUpdate, error) {
 				out = append(out, u)
 			}
 		}
-		return out, nil
+		return nameCalls(r, out), nil
 	}
 	return nil, nil
 }
@@ -89,8 +91,12 @@ func chunkUpdate(c e2a.ChunkBody) (acpsdk.SessionUpdate, bool) {
 		if responseFailed(obj["response"]) {
 			status = acpsdk.ToolCallStatusFailed
 		}
-		return acpsdk.UpdateToolCall(acpsdk.ToolCallId(id), acpsdk.WithUpdateStatus(status),
-			acpsdk.WithUpdateRawOutput(obj["response"])), true
+		opts := []acpsdk.ToolCallUpdateOpt{acpsdk.WithUpdateStatus(status), acpsdk.WithUpdateRawOutput(obj["response"])}
+		if id == "" {
+			// Its call is found by name (openCalls.updates).
+			opts = append(opts, acpsdk.WithUpdateTitle(name))
+		}
+		return acpsdk.UpdateToolCall(acpsdk.ToolCallId(id), opts...), true
 	case "plan":
 		b, _ := json.Marshal(map[string]any{"sessionUpdate": e2a.UpdatePlan, "entries": obj["entries"]})
 		if u, err := decodeUpdate(b); err == nil {
@@ -130,6 +136,25 @@ func responseFailed(resp any) bool {
 	return true
 }
 
+// callID is the toolCallId of the i-th update of frame r when the agent
+// gave its tool call none: ACP requires one, unique in the session, and
+// the same each time the frame is rendered (a resume, session/load).
+func callID(r *e2a.Response, i int) acpsdk.ToolCallId {
+	return acpsdk.ToolCallId(fmt.Sprintf("%s/%d/%d", r.RequestID, r.Sequence, i))
+}
+
+// nameCalls gives each tool call of frame r's updates that has no id one
+// (callID). A function_response without an id keeps none here (with its
+// name as title): openCalls.updates finds its call.
+func nameCalls(r *e2a.Response, ups []acpsdk.SessionUpdate) []acpsdk.SessionUpdate {
+	for i := range ups {
+		if tc := ups[i].ToolCall; tc != nil && tc.ToolCallId == "" {
+			tc.ToolCallId = callID(r, i)
+		}
+	}
+	return ups
+}
+
 // openCalls follows the tool calls of one turn that have not ended (a
 // tool_call not yet given a completed or failed status), in the order
 // they started, so that the turn's end can end them: ACP has no way to
@@ -143,7 +168,37 @@ func responseFailed(resp any) bool {
 // failed alike). The renderer and session/load share it, so a replay
 // ends each call as the live turn did.
 type openCalls struct {
-	ids []acpsdk.ToolCallId
+	ids    []acpsdk.ToolCallId
+	titles map[acpsdk.ToolCallId]string // of the calls in ids
+}
+
+// updates returns the session updates of frame r (Updates), each tool
+// call's result given its call's id when the agent gave it none: the
+// oldest call of its name still open, or, when there is none, it is shown
+// as a call of its own, already ended. Every frame of the turn passes
+// here in order, so a replay names them as the live turn did.
+func (o *openCalls) updates(r *e2a.Response) ([]acpsdk.SessionUpdate, error) {
+	ups, err := Updates(r)
+	for i, u := range ups {
+		tu := u.ToolCallUpdate
+		if tu == nil || tu.ToolCallId != "" {
+			continue
+		}
+		name := ""
+		if tu.Title != nil {
+			name = *tu.Title
+		}
+		if j := slices.IndexFunc(o.ids, func(id acpsdk.ToolCallId) bool { return o.titles[id] == name }); j >= 0 {
+			tu.ToolCallId, tu.Title = o.ids[j], nil
+			continue
+		}
+		opts := []acpsdk.ToolCallStartOpt{acpsdk.WithStartKind(acpsdk.ToolKindOther), acpsdk.WithStartRawOutput(tu.RawOutput)}
+		if tu.Status != nil {
+			opts = append(opts, acpsdk.WithStartStatus(*tu.Status))
+		}
+		ups[i] = acpsdk.StartToolCall(callID(r, i), name, opts...)
+	}
+	return ups, err
 }
 
 // track notes the tool call u starts or ends.
@@ -152,10 +207,15 @@ func (o *openCalls) track(u acpsdk.SessionUpdate) {
 	case u.ToolCall != nil:
 		if !terminal(u.ToolCall.Status) && !slices.Contains(o.ids, u.ToolCall.ToolCallId) {
 			o.ids = append(o.ids, u.ToolCall.ToolCallId)
+			if o.titles == nil {
+				o.titles = map[acpsdk.ToolCallId]string{}
+			}
+			o.titles[u.ToolCall.ToolCallId] = u.ToolCall.Title
 		}
 	case u.ToolCallUpdate != nil:
 		if u.ToolCallUpdate.Status != nil && terminal(*u.ToolCallUpdate.Status) {
 			o.ids = slices.DeleteFunc(o.ids, func(id acpsdk.ToolCallId) bool { return id == u.ToolCallUpdate.ToolCallId })
+			delete(o.titles, u.ToolCallUpdate.ToolCallId)
 		}
 	}
 }
@@ -173,7 +233,7 @@ func (o *openCalls) end(interrupted bool) []acpsdk.SessionUpdate {
 	for _, id := range o.ids {
 		out = append(out, acpsdk.UpdateToolCall(id, acpsdk.WithUpdateStatus(status)))
 	}
-	o.ids = nil
+	o.ids, o.titles = nil, nil
 	return out
 }
 

@@ -78,7 +78,7 @@ func (r *renderer) Prime(f *render.Frame) error {
 	if err != nil {
 		return nil
 	}
-	ups, _ := Updates(resp)
+	ups, _ := r.calls.updates(resp)
 	for _, u := range ups {
 		r.calls.track(u)
 	}
@@ -100,7 +100,7 @@ func (r *renderer) Frame(f *render.Frame) error {
 	if r.p.SessionID == "" {
 		r.p.SessionID = resp.SessionID
 	}
-	ups, err := Updates(resp)
+	ups, err := r.calls.updates(resp)
 	if err != nil {
 		return err
 	}
