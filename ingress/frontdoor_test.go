@@ -333,7 +333,9 @@ func TestStreamLimit(t *testing.T) {
 	}
 }
 
-// A JSON-RPC batch is charged per element: it cannot multiply the limit.
+// TestRateLimitChargesBatchElements: a JSON-RPC batch is charged per
+// element, so it cannot multiply the limit; a batch over the limit is
+// refused whole and charged as one request.
 func TestRateLimitChargesBatchElements(t *testing.T) {
 	_, nc := natstest.RunServer(t)
 	js, _ := jetstream.New(nc)
@@ -352,6 +354,14 @@ func TestRateLimitChargesBatchElements(t *testing.T) {
 	}
 	if n := streamMsgs(t, js, streams.RequestsStream); n != 0 {
 		t.Fatalf("a refused batch published %d requests", n)
+	}
+	// Refused, it costs one request (its HTTP request, as the gate charges
+	// before it reads the body), not the elements that fitted before the
+	// limit: they ran nothing. It cost 3, leaving the client nothing.
+	resp, b = do(t, "POST", url+"/a2a", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"none"}}`, "X-Api-Key", testKey)
+	if resp.StatusCode == 429 || resp.Header.Get("X-RateLimit-Remaining") != "1" {
+		t.Errorf("a single call after the refused batch: %d, X-RateLimit-Remaining %q, want 1 (3 a minute, the refused batch charged 1) %s",
+			resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"), b)
 	}
 }
 

@@ -123,31 +123,27 @@ func (s *Server) rateLimit(ctx context.Context, p Principal, protocol string, n 
 	if key == "" {
 		key = "anonymous"
 	}
-	for i := 0; i < n; i++ {
-		d, err := s.opts.limiter.Allow(ctx, key)
-		if err != nil {
-			if errors.Is(err, context.Canceled) {
-				return nil, true
-			}
-			hdr.Set("Retry-After", "1")
-			return &failure{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "rate limiter unavailable; retry later", Retryable: true, RPCCode: jsonrpc.CodeInternalError}, false
+	// A batch's elements are charged all or none: a refused batch ran
+	// nothing (it cost the elements that fitted before the limit), and
+	// its answer carries what is left after all of them.
+	d, err := s.opts.limiter.AllowN(ctx, key, n)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return nil, true
 		}
-		// A batch's answer carries what is left after all its elements
-		// (it showed the first element's: 9 left at 10 a minute after a
-		// batch of 4).
-		if !d.Allowed || !batch || i == n-1 {
-			d.SetHeaders(hdr)
+		hdr.Set("Retry-After", "1")
+		return &failure{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "rate limiter unavailable; retry later", Retryable: true, RPCCode: jsonrpc.CodeInternalError}, false
+	}
+	d.SetHeaders(hdr)
+	if !d.Allowed {
+		s.metrics.rateLimited.WithLabelValues(protocol).Inc()
+		msg := "rate limit exceeded: "
+		if batch {
+			msg = "rate limit exceeded by the batch: "
 		}
-		if !d.Allowed {
-			s.metrics.rateLimited.WithLabelValues(protocol).Inc()
-			msg := "rate limit exceeded: "
-			if batch {
-				msg = "rate limit exceeded by the batch: "
-			}
-			return &failure{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded",
-				Message:   msg + strconv.Itoa(d.Limit) + " requests per " + d.Window,
-				Retryable: true, RPCCode: jsonrpc.CodeRateLimited, Data: d.ExceededBody()}, false
-		}
+		return &failure{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded",
+			Message:   msg + strconv.Itoa(d.Limit) + " requests per " + d.Window,
+			Retryable: true, RPCCode: jsonrpc.CodeRateLimited, Data: d.ExceededBody()}, false
 	}
 	return nil, false
 }

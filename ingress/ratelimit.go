@@ -337,9 +337,9 @@ func (l *Limiter) pruneLocked() {
 	}
 }
 
-// decide computes the decision for one more request on s at now, and the
-// state after counting it (valid only when allowed).
-func decide(s rlState, now time.Time, limits RateLimits) (Decision, rlState) {
+// decide computes the decision for k more requests on s at now, all or
+// none, and the state after counting them (valid only when allowed).
+func decide(s rlState, now time.Time, limits RateLimits, k int) (Decision, rlState) {
 	t := now.Unix()
 	lim := limits.arr()
 	var next rlState
@@ -357,20 +357,20 @@ func decide(s rlState, now time.Time, limits RateLimits) (Decision, rlState) {
 		case s[i][0] == idx:
 			n = s[i][1]
 		}
-		next[i] = [2]int64{idx, n + 1}
+		next[i] = [2]int64{idx, n + int64(k)}
 		if lim[i] <= 0 {
 			continue
 		}
 		reset := (idx + 1) * windowSizes[i]
-		if n >= int64(lim[i]) {
+		if n+int64(k) > int64(lim[i]) {
 			if reset > worstExceededReset {
 				worstExceededReset = reset
-				d = Decision{Allowed: false, Window: windowNames[i], Limit: lim[i], Remaining: 0, Reset: time.Unix(reset, 0)}
+				d = Decision{Allowed: false, Window: windowNames[i], Limit: lim[i], Remaining: max(0, lim[i]-int(n)), Reset: time.Unix(reset, 0)}
 			}
 			continue
 		}
 		if d.Allowed {
-			rem := lim[i] - int(n) - 1
+			rem := lim[i] - int(n) - k
 			if best < 0 || rem < bestRemaining {
 				best, bestRemaining = i, rem
 				d = Decision{Allowed: true, Window: windowNames[i], Limit: lim[i], Remaining: rem, Reset: time.Unix(reset, 0)}
@@ -399,6 +399,15 @@ func floorDiv(a, b int64) int64 {
 // is non-nil only for a fail-closed Limiter whose KV is unavailable
 // (ErrRateLimitUnavailable) or when ctx ended.
 func (l *Limiter) Allow(ctx context.Context, principal string) (Decision, error) {
+	return l.AllowN(ctx, principal, 1)
+}
+
+// AllowN counts n requests of principal (n ≥ 1; the elements of a JSON-RPC
+// batch) all or none, in one compare-and-set: it reports whether all may
+// proceed, and when they may not, none is counted, its Remaining saying
+// how many would have fitted. Its errors are Allow's.
+func (l *Limiter) AllowN(ctx context.Context, principal string, n int) (Decision, error) {
+	n = max(n, 1)
 	limits := l.LimitsFor(principal)
 	if limits.disabled() {
 		return Decision{Allowed: true}, nil
@@ -410,18 +419,18 @@ func (l *Limiter) Allow(ctx context.Context, principal string) (Decision, error)
 	now := l.now()
 
 	// Over a limit by the last known state (a lower bound): refuse at once.
-	if d, _ := decide(e.state, now, limits); !d.Allowed {
+	if d, _ := decide(e.state, now, limits, n); !d.Allowed {
 		return d, nil
 	}
 	if l.kv == nil {
-		d, next := decide(e.state, now, limits)
+		d, next := decide(e.state, now, limits, n)
 		if d.Allowed {
 			e.state = next
 		}
 		return d, nil
 	}
 	if l.kvSkipped(now) {
-		return l.fallback(e, now, limits, nil)
+		return l.fallback(e, now, limits, n, nil)
 	}
 	opCtx, cancel := context.WithTimeout(ctx, l.cfg.OpTimeout)
 	defer cancel()
@@ -432,10 +441,10 @@ func (l *Limiter) Allow(ctx context.Context, principal string) (Decision, error)
 				if ctx.Err() != nil {
 					return Decision{}, ctx.Err()
 				}
-				return l.fallback(e, now, limits, err)
+				return l.fallback(e, now, limits, n, err)
 			}
 		}
-		d, next := decide(e.state, now, limits)
+		d, next := decide(e.state, now, limits, n)
 		if !d.Allowed {
 			return d, nil
 		}
@@ -458,16 +467,16 @@ func (l *Limiter) Allow(ctx context.Context, principal string) (Decision, error)
 				if ctx.Err() != nil {
 					return Decision{}, ctx.Err()
 				}
-				return l.fallback(e, now, limits, fmt.Errorf("%w after %d compare-and-set conflicts", err, attempt+1))
+				return l.fallback(e, now, limits, n, fmt.Errorf("%w after %d compare-and-set conflicts", err, attempt+1))
 			}
 			continue
 		}
 		if ctx.Err() != nil {
 			return Decision{}, ctx.Err()
 		}
-		return l.fallback(e, now, limits, err)
+		return l.fallback(e, now, limits, n, err)
 	}
-	return l.fallback(e, now, limits, fmt.Errorf("%d compare-and-set conflicts in a row: %w", l.cfg.MaxAttempts, lastErr))
+	return l.fallback(e, now, limits, n, fmt.Errorf("%d compare-and-set conflicts in a row: %w", l.cfg.MaxAttempts, lastErr))
 }
 
 // casBackoff waits a random time below 0.5 ms × 2^attempt (capped at
@@ -498,9 +507,9 @@ func (l *Limiter) load(ctx context.Context, key string, e *rlEntry) error {
 
 func (l *Limiter) kvSkipped(now time.Time) bool { return now.UnixNano() < l.downUntil.Load() }
 
-// fallback decides without the KV (err: the failure, nil when the KV is
-// being skipped after an earlier one).
-func (l *Limiter) fallback(e *rlEntry, now time.Time, limits RateLimits, err error) (Decision, error) {
+// fallback decides n requests without the KV (err: the failure, nil when
+// the KV is being skipped after an earlier one).
+func (l *Limiter) fallback(e *rlEntry, now time.Time, limits RateLimits, n int, err error) (Decision, error) {
 	if err != nil {
 		l.downUntil.Store(now.Add(l.cfg.RetryAfterFailure).UnixNano())
 		if l.onError != nil {
@@ -514,7 +523,7 @@ func (l *Limiter) fallback(e *rlEntry, now time.Time, limits RateLimits, err err
 		}
 		return d, fmt.Errorf("%w: %w", ErrRateLimitUnavailable, err)
 	}
-	d, next := decide(e.state, now, limits)
+	d, next := decide(e.state, now, limits, n)
 	d.Degraded = true
 	if d.Allowed {
 		// Counted locally; the KV value is read again once it is back.

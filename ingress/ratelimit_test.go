@@ -410,7 +410,7 @@ func TestRateLimitKeysOverridesDisabled(t *testing.T) {
 
 func TestRateLimitHTTPAnswer(t *testing.T) {
 	now := time.Unix(1702847985, 0) // 15 s before 1702848000
-	d, _ := decide(rlState{{floorDiv(now.Unix(), 60), 60}}, now, RateLimits{PerMinute: 60, PerHour: 1000})
+	d, _ := decide(rlState{{floorDiv(now.Unix(), 60), 60}}, now, RateLimits{PerMinute: 60, PerHour: 1000}, 1)
 	if d.Allowed {
 		t.Fatal("allowed")
 	}
@@ -432,7 +432,7 @@ func TestRateLimitHTTPAnswer(t *testing.T) {
 		t.Fatalf("rpc %s", b)
 	}
 	// Allowed: the window with the fewest remaining.
-	d, _ = decide(rlState{{floorDiv(now.Unix(), 60), 10}, {floorDiv(now.Unix(), 3600), 995}}, now, RateLimits{PerMinute: 60, PerHour: 1000})
+	d, _ = decide(rlState{{floorDiv(now.Unix(), 60), 10}, {floorDiv(now.Unix(), 3600), 995}}, now, RateLimits{PerMinute: 60, PerHour: 1000}, 1)
 	if !d.Allowed || d.Window != WindowHour || d.Remaining != 4 {
 		t.Fatalf("binding %+v", d)
 	}
@@ -442,7 +442,7 @@ func TestRateLimitHTTPAnswer(t *testing.T) {
 		t.Fatalf("allowed headers %v", h)
 	}
 	// Several windows exceeded: the latest reset wins.
-	d, _ = decide(rlState{{floorDiv(now.Unix(), 60), 60}, {floorDiv(now.Unix(), 3600), 1000}}, now, RateLimits{PerMinute: 60, PerHour: 1000})
+	d, _ = decide(rlState{{floorDiv(now.Unix(), 60), 60}, {floorDiv(now.Unix(), 3600), 1000}}, now, RateLimits{PerMinute: 60, PerHour: 1000}, 1)
 	if d.Window != WindowHour {
 		t.Fatalf("worst window %+v", d)
 	}
