@@ -337,7 +337,7 @@ func protocols(t *testing.T, ctx context.Context, client *http.Client, base stri
 	tester := auth
 	auth = ops
 	code, body = do("console stats", http.MethodGet, "/console/api/stats", "", "")
-	expect("console stats as ops (audit role)", code, body, http.StatusOK, `"agent-demo"`, `"console-index-requests"`)
+	expect("console stats as ops (audit role)", code, body, http.StatusOK, `"agent-demo"`, `"console-index-requests-v2"`)
 	auth = tester
 
 	// The console lists them (its index trails the streams a little).

@@ -145,9 +145,10 @@ func AgentConsumerConfig(pool string, concurrency int, opts ...ConsumerOption) (
 
 // IndexConsumerConfig returns the definition of a durable consumer that
 // builds an index from a stream (the console's request index): pull,
-// ack-all (one ack per fetched batch), starting ttl before now the first
-// time it is created, at most maxAckPending messages unacknowledged, and
-// removed by the server after ttl without any reader.
+// explicit acks (the consumer is shared by processes: an ack-all of one
+// would acknowledge what another fetched), starting ttl before now the
+// first time it is created, at most maxAckPending messages
+// unacknowledged, and removed by the server after ttl without any reader.
 func IndexConsumerConfig(name, filter, desc string, ttl time.Duration, now time.Time, maxAckPending int) jetstream.ConsumerConfig {
 	start := now.Add(-ttl)
 	return jetstream.ConsumerConfig{
@@ -156,7 +157,7 @@ func IndexConsumerConfig(name, filter, desc string, ttl time.Duration, now time.
 		FilterSubject:     filter,
 		DeliverPolicy:     jetstream.DeliverByStartTimePolicy,
 		OptStartTime:      &start,
-		AckPolicy:         jetstream.AckAllPolicy,
+		AckPolicy:         jetstream.AckExplicitPolicy,
 		AckWait:           30 * time.Second,
 		MaxDeliver:        -1,
 		MaxAckPending:     maxAckPending,

@@ -21,15 +21,19 @@
 // keeps no subject per request (a NATS server's memory grows with the
 // subjects it holds): its subjects are shared, at most MaxIndexSubjects.
 //
-//   - One durable pull consumer, console-index-requests on E2A_REQUESTS,
-//     is shared by all egress processes: each request is indexed by one of
-//     them. It reads continuously and indexes in batches of up to 256
-//     messages (a batch closes after 5 ms without a message, at most 50 ms
-//     after its first), acknowledged with one ack of the last message
-//     (AckAll): indexing trails the stream by milliseconds and costs one ack
-//     per batch. Created the first time with a start time one TTL ago; the
-//     server removes it after one TTL without any reader
-//     (InactiveThreshold). (Earlier builds also consumed E2A_RESPONSES into
+//   - One durable pull consumer, console-index-requests-v2 on
+//     E2A_REQUESTS, is shared by all egress processes: each request is
+//     indexed by one of them. It reads continuously and indexes in batches
+//     of up to 256 messages (a batch closes after 5 ms without a message,
+//     at most 50 ms after its first), each message acknowledged once its
+//     batch is indexed (explicit acks): indexing trails the stream by
+//     milliseconds, and a batch fetched by a process that stops before
+//     indexing it is delivered again after the ack wait (30 s). Created the
+//     first time with a start time one TTL ago, or after the ack floor of
+//     console-index-requests, the consumer of earlier builds, whose
+//     one ack-all per batch acknowledged, for every process sharing it,
+//     what another process had fetched and not indexed; the server removes
+//     either after one TTL without any reader (InactiveThreshold). (Earlier builds also consumed E2A_RESPONSES into
 //     a progress key per request; that consumer, console-index-responses,
 //     is no longer read and the server removes it after one TTL.)
 //   - A request writes its record (time, pool, protocol = provenance

@@ -28,7 +28,14 @@ const (
 	// RequestsConsumer is the durable consumer of E2A_REQUESTS that indexes
 	// new requests. A request's progress is not indexed: it is read from
 	// its frames when a page shows it.
-	RequestsConsumer = "console-index-requests"
+	RequestsConsumer = "console-index-requests-v2"
+	// legacyRequestsConsumer is the consumer earlier builds indexed with,
+	// acknowledging a batch with one ack of its last message (AckAll);
+	// shared by several processes, one's ack acknowledged the messages
+	// another had fetched and not indexed, lost if that one stopped. Its
+	// ack floor is where RequestsConsumer starts when it is first made;
+	// the server removes it after one TTL without a reader.
+	legacyRequestsConsumer = "console-index-requests"
 
 	// DefaultIndexTTL is how long an index key lives when the streams
 	// configuration does not say (it follows ResponsesMaxAge otherwise).
@@ -281,7 +288,17 @@ func (ix *indexer) consumer(ctx context.Context, stream, name, filter, desc stri
 	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, fmt.Errorf("console: consumer %s: %w", name, err)
 	}
-	c, err = s.CreateConsumer(ctx, streams.IndexConsumerConfig(name, filter, desc, ix.ttl, time.Now(), 16*fetchBatch))
+	cfg := streams.IndexConsumerConfig(name, filter, desc, ix.ttl, time.Now(), 16*fetchBatch)
+	if name == RequestsConsumer {
+		// Upgraded from a build that indexed with the legacy consumer: go
+		// on after what it acknowledged (a message past it is indexed
+		// again, its Nats-Msg-Id dropping the copy), not one TTL back.
+		if old, err := s.Consumer(ctx, legacyRequestsConsumer); err == nil && old.CachedInfo().AckFloor.Stream > 0 {
+			cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartSequencePolicy, nil
+			cfg.OptStartSeq = old.CachedInfo().AckFloor.Stream + 1
+		}
+	}
+	c, err = s.CreateConsumer(ctx, cfg)
 	if err != nil {
 		// Another egress process created it first.
 		if c2, err2 := s.Consumer(ctx, name); err2 == nil {
@@ -306,8 +323,11 @@ func (ix *indexer) run(ctx context.Context, ready chan<- error) {
 // loop reads c continuously and hands it to handle in small batches: a
 // batch closes when 256 messages are in, or when no message came for
 // batchIdle (at most batchLinger after its first), so the index trails the
-// streams by milliseconds when idle and batches under load. A batch is
-// acknowledged with one ack of its last message (ack-all).
+// streams by milliseconds when idle and batches under load. Each message
+// of a batch is acknowledged once the batch is indexed (explicit acks,
+// not waited for: a lost ack delivers the message again, its record
+// dropped as a duplicate): the consumer is shared, and one process's
+// ack-all acknowledged what another had fetched and not indexed.
 func (ix *indexer) loop(ctx context.Context, c jetstream.Consumer, kind string, handle func(context.Context, []jetstream.Msg) error) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
@@ -351,8 +371,11 @@ func (ix *indexer) consume(ctx context.Context, it jetstream.MessagesContext, ki
 			return
 		}
 		ix.indexed.WithLabelValues(kind).Add(float64(len(msgs)))
-		if err := msgs[len(msgs)-1].Ack(); err != nil && ctx.Err() == nil {
-			ix.log.Debug("console: index ack failed", "consumer", kind, "err", err)
+		for _, m := range msgs {
+			if err := m.Ack(); err != nil && ctx.Err() == nil {
+				ix.log.Debug("console: index ack failed", "consumer", kind, "err", err)
+				break
+			}
 		}
 	}
 }

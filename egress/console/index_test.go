@@ -247,7 +247,7 @@ func TestIndexProvisioning(t *testing.T) {
 	if ch, ok := rep.Get(sc.Name); !ok || ch.Action != streams.ActionUnchanged {
 		t.Fatalf("after New, Apply reports %+v", ch)
 	}
-	// The consumers exist, durable, ack-all.
+	// The consumers exist, durable, explicit acks.
 	for _, s := range []struct{ stream, name string }{
 		{streams.RequestsStream, console.RequestsConsumer},
 	} {
@@ -256,7 +256,7 @@ func TestIndexProvisioning(t *testing.T) {
 			t.Fatal(err)
 		}
 		ci := cons.CachedInfo()
-		if ci.Config.Durable != s.name || ci.Config.AckPolicy != jetstream.AckAllPolicy {
+		if ci.Config.Durable != s.name || ci.Config.AckPolicy != jetstream.AckExplicitPolicy {
 			b, _ := json.Marshal(ci.Config)
 			t.Fatalf("consumer %s: %s", s.name, b)
 		}

@@ -149,7 +149,10 @@ func TestIndexMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cons, err := rs.CreateConsumer(ctx, streams.IndexConsumerConfig(console.RequestsConsumer, subjects.AllRequests, "old", old.TTL, time.Now(), 64))
+	// The earlier builds' consumer: its name, ack-all.
+	oldCons := streams.IndexConsumerConfig("console-index-requests", subjects.AllRequests, "old", old.TTL, time.Now(), 64)
+	oldCons.AckPolicy = jetstream.AckAllPolicy
+	cons, err := rs.CreateConsumer(ctx, oldCons)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,6 +195,11 @@ func TestIndexMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer con.Close()
+	// The new consumer goes on after what the old one acknowledged.
+	lastMeta, _ := last.Metadata()
+	if nw, err := rs.Consumer(ctx, console.RequestsConsumer); err != nil || nw.CachedInfo().Config.OptStartSeq != lastMeta.Sequence.Stream+1 {
+		t.Fatalf("the new index consumer: %v; want it to start at E2A_REQUESTS seq %d, after the old one's ack floor", err, lastMeta.Sequence.Stream+1)
+	}
 	newIDs := make([]string, 0, 4)
 	for i := range 4 {
 		id := fmt.Sprintf("new-%d", i)
