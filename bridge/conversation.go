@@ -282,7 +282,11 @@ func OpenConversations(ctx context.Context, js jetstream.JetStream, cfg streams.
 	if err != nil {
 		return nil, err
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, kvc)
+	var kv jetstream.KeyValue
+	err = streams.RetryPlacement(ctx, func(ctx context.Context) (err error) {
+		kv, err = js.CreateOrUpdateKeyValue(ctx, kvc)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("bridge: conversations bucket: %w", err)
 	}

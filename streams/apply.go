@@ -182,17 +182,20 @@ const (
 	errCodeClusterNotAvailable jetstream.ErrorCode = 10008
 )
 
-// placementRetry is how retryPlacement backs off (each attempt bounded by
+// placementRetry is how RetryPlacement backs off (each attempt bounded by
 // attempt, the JetStream API's own default): from first, doubling up
 // to max, for at most within in all.
 var placementRetry = struct{ first, max, within, attempt time.Duration }{250 * time.Millisecond, 2 * time.Second, 30 * time.Second, 5 * time.Second}
 
-// retryPlacement runs call, a create or update, again while the cluster
+// RetryPlacement runs call, a create or update, again while the cluster
 // refuses it as not ready to place it (transientPlacement), backing off
-// (placementRetry) until ctx is done: `e2a streams apply` run as the
-// cluster starts (a Kubernetes Job beside the NATS pods) waits for it
-// instead of failing. Any other error, or the last refusal, is returned.
-func retryPlacement(ctx context.Context, call func(ctx context.Context) error) error {
+// (placementRetry) for up to 30 s or until ctx is done: `e2a streams
+// apply` run as the cluster starts (a Kubernetes Job beside the NATS pods)
+// waits for it instead of failing, and so does a stage that creates or
+// updates its own bucket at start-up while a server of the cluster is
+// (re)starting ("no suitable peers for placement, peer offline"). Any
+// other error, or the last refusal, is returned.
+func RetryPlacement(ctx context.Context, call func(ctx context.Context) error) error {
 	wait, deadline := placementRetry.first, time.Now().Add(placementRetry.within)
 	for {
 		// Each attempt has its own timeout: a request the cluster drops
@@ -221,7 +224,7 @@ func retryPlacement(ctx context.Context, call func(ctx context.Context) error) e
 // load creating a replicated stream took longer than the request's 5 s
 // once, in CI). Create and update are idempotent with the same
 // configuration, so they are sent again; a done context still ends the
-// retries (retryPlacement).
+// retries (RetryPlacement).
 func transientPlacement(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
@@ -278,7 +281,7 @@ func applyKeyValue(ctx context.Context, js jetstream.JetStream, want jetstream.K
 // TestProductionDeployment).
 func streamInfo(ctx context.Context, js jetstream.JetStream, name string) (jetstream.Stream, error) {
 	var s jetstream.Stream
-	err := retryPlacement(ctx, func(ctx context.Context) error {
+	err := RetryPlacement(ctx, func(ctx context.Context) error {
 		var err error
 		s, err = js.Stream(ctx, name)
 		return err
@@ -291,7 +294,7 @@ func streamInfo(ctx context.Context, js jetstream.JetStream, name string) (jetst
 // with the error.
 func created(ctx context.Context, c Change, create func(context.Context) error) Change {
 	c.Action = ActionCreated
-	if err := retryPlacement(ctx, create); err != nil {
+	if err := RetryPlacement(ctx, create); err != nil {
 		c.Action, c.Err = ActionFailed, err
 	}
 	return c
@@ -310,7 +313,7 @@ func settled(ctx context.Context, c Change, fixed []string, update func(context.
 		c.Action = ActionUnchanged
 	default:
 		c.Action = ActionUpdated
-		if err := retryPlacement(ctx, update); err != nil {
+		if err := RetryPlacement(ctx, update); err != nil {
 			c.Action, c.Err = ActionFailed, err
 		}
 	}

@@ -23,7 +23,7 @@ func TestRetryPlacement(t *testing.T) {
 	other := &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeBadRequest, Description: "bad request"}
 	run := func(t *testing.T, ctx context.Context, errs ...error) (error, int, time.Duration) {
 		calls, start := 0, time.Now()
-		err := retryPlacement(ctx, func(context.Context) error {
+		err := RetryPlacement(ctx, func(context.Context) error {
 			calls++
 			if calls <= len(errs) {
 				return errs[calls-1]

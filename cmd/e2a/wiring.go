@@ -30,7 +30,12 @@ func newWorkflowExecutor(ctx context.Context, js jetstream.JetStream, cfg Config
 		if err != nil {
 			return nil, err
 		}
-		return js.CreateOrUpdateKeyValue(ctx, kc)
+		var kv jetstream.KeyValue
+		err = streams.RetryPlacement(ctx, func(ctx context.Context) (err error) {
+			kv, err = js.CreateOrUpdateKeyValue(ctx, kc)
+			return err
+		})
+		return kv, err
 	}
 	local, err := kv(streams.WorkflowLocalBucket)
 	if err != nil {
