@@ -121,7 +121,7 @@ async function refreshStats() {
 
 // ---------- request list ----------
 
-const list = {cursors: [], before: 0, last: '', query: {}};
+const list = {cursors: [], before: 0, last: '', query: {}, gen: 0};
 
 function readFilters() {
   const f = $('filters');
@@ -144,13 +144,17 @@ async function refreshList() {
   const params = new URLSearchParams(list.query);
   if (list.before) params.set('before', String(list.before));
   params.set('limit', '25');
+  // Only the latest call renders: a live refresh sent before a search
+  // must not overwrite its answer with the old query's.
+  const gen = ++list.gen;
   let page;
   try {
     page = await api('/console/api/requests?' + params);
   } catch (e) {
-    $('page-info').textContent = 'list unavailable: ' + e.message;
+    if (gen === list.gen) $('page-info').textContent = 'list unavailable: ' + e.message;
     return;
   }
+  if (gen !== list.gen) return;
   const sig = JSON.stringify(page);
   if (sig === list.last) return;
   list.last = sig;
