@@ -107,7 +107,8 @@ func (c *Console) authenticate(r *http.Request) (credential, int, error) {
 				areq.Header[k] = v
 			}
 		}
-		if s, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		// The scheme is case-insensitive (RFC 9110 §11.1), as ingress reads it.
+		if scheme, s, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " "); ok && strings.EqualFold(scheme, "Bearer") {
 			cred = credential{scheme: SchemeBearer, secret: strings.TrimSpace(s)}
 		} else {
 			cred = credential{}
