@@ -60,6 +60,9 @@ type renderCase struct {
 	// resubscription opens with a working status-update stamped now), so
 	// two runs differ.
 	wallClock bool
+	// pingClock: its heartbeat is a line stamped now (A2E's ping), left
+	// out when two runs are compared.
+	pingClock bool
 	make      func(o *render.Output, from int64, final bool) render.Renderer
 }
 
@@ -141,11 +144,11 @@ func renderCases() []renderCase {
 			make: func(o *render.Output, _ int64, _ bool) render.Renderer {
 				return acp.NewRenderer(o, acp.Params{JSONRPCID: json.RawMessage(`"p"`), SessionID: "s1", SSE: true})
 			}},
-		renderCase{name: a2e.Format, format: a2e.Format, shape: shapeNDJSON,
+		renderCase{name: a2e.Format, format: a2e.Format, shape: shapeNDJSON, pingClock: true,
 			make: func(o *render.Output, _ int64, _ bool) render.Renderer {
 				return a2e.NewRenderer(o, a2e.Params{ReqID: "a1", ReqType: "tool/call/req"})
 			}},
-		renderCase{name: a2e.Format + "_defaults", format: a2e.Format, shape: shapeNDJSON,
+		renderCase{name: a2e.Format + "_defaults", format: a2e.Format, shape: shapeNDJSON, pingClock: true,
 			make: func(o *render.Output, _ int64, _ bool) render.Renderer {
 				return a2e.NewRenderer(o, a2e.Params{})
 			}},
@@ -377,6 +380,9 @@ func FuzzRenderFrames(f *testing.F) {
 			for _, c := range cases {
 				b, ok := renderOnce(t, c, read, endErr, from, final, decode)
 				if ok && !c.wallClock {
+					if c.pingClock {
+						b = withoutPings(b)
+					}
 					bb := bodies[c.name]
 					bb[i] = b
 					bodies[c.name] = bb
@@ -630,4 +636,16 @@ func projector(on bool) func(*e2a.Response) *e2a.Response {
 		return protocols.FillProjections
 	}
 	return nil
+}
+
+// withoutPings returns the NDJSON body b without its A2E ping lines (the
+// heartbeat, stamped with the time it is written).
+func withoutPings(b []byte) []byte {
+	var out []byte
+	for _, l := range bytes.SplitAfter(b, []byte("\n")) {
+		if !bytes.Contains(l, []byte(`"type":"ping"`)) {
+			out = append(out, l...)
+		}
+	}
+	return out
 }

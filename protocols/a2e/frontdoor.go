@@ -7,8 +7,10 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/render"
@@ -105,6 +107,16 @@ func refusalLine(reqID string, f host.Refusal) Message {
 
 var _ host.Refuse = refuse
 
+// ofCapability names in error line m the capability namespace of the
+// message type method that failed (tool of tool/call/req), as an A2EError
+// says which capability failed; a type without one names none.
+func ofCapability(m Message, method string) Message {
+	if c, _, ok := strings.Cut(method, "/"); ok {
+		m.CapabilityName = c
+	}
+	return m
+}
+
 func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c, ok := d.h.Admit(w, r, Name, refuse)
 	if !ok {
@@ -117,6 +129,14 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	// A resume point (Last-Event-ID, ?from=) applies to each call's
+	// answer; a malformed one is refused before any line runs, as E2A
+	// refuses it before its publish: the calls would run and each be
+	// answered bad_request.
+	if _, err := egress.ResumePoint(r); err != nil {
+		refuse(w, host.Refusal{Status: http.StatusBadRequest, Code: normalizer.A2ECodeInvalidRequest, Message: err.Error()})
+		return
+	}
 	maxBody := d.h.MaxBody()
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	var body bytes.Buffer
@@ -159,7 +179,9 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if !lw.started {
+	if n == 0 {
+		// (A body of messages that need no answer, pong or events sent
+		// back, is answered with nothing.)
 		lw.line(NewError("", normalizer.A2ECodeInvalidRequest, "empty body: send one A2E message per line", false, nil))
 	}
 }
@@ -214,7 +236,11 @@ func (d *frontDoor) message(lw *lineWriter, r *http.Request, c host.Caller, line
 		if ne, ok := err.(*normalizer.Error); ok {
 			reqID = ne.ReqID
 		}
-		lw.line(NewError(reqID, normalizer.A2ECode(err), err.Error(), false, nil))
+		method := ""
+		if ne, ok := err.(*normalizer.Error); ok {
+			method = ne.Method
+		}
+		lw.line(ofCapability(NewError(reqID, normalizer.A2ECode(err), err.Error(), false, nil), method))
 		return true
 	}
 	env := res.Envelope
@@ -244,27 +270,27 @@ func (d *frontDoor) message(lw *lineWriter, r *http.Request, c host.Caller, line
 	// principal's rate limit. Over it, the rest of the body is not run.
 	if lw.submits++; lw.submits > 1 {
 		if f := c.Charge(r.Context(), Name, 1); f != nil {
-			lw.line(refusalLine(reqID, *f))
+			lw.line(ofCapability(refusalLine(reqID, *f), env.Method))
 			return false
 		}
 	}
 	sub, err := c.Submit(r.Context(), host.Submission{Pool: res.Pool, Envelope: env})
 	switch {
 	case errors.Is(err, host.ErrUnknownPool):
-		lw.line(NewError(reqID, "unknown_agent", err.Error(), false, nil))
+		lw.line(ofCapability(NewError(reqID, "unknown_agent", err.Error(), false, nil), env.Method))
 		return r.Context().Err() == nil
 	case errors.Is(err, host.ErrInvalidPool):
 		// Not a pool name at all: no retry can succeed (E2A: 400 invalid_agent).
-		lw.line(NewError(reqID, "invalid_agent", err.Error(), false, nil))
+		lw.line(ofCapability(NewError(reqID, "invalid_agent", err.Error(), false, nil), env.Method))
 		return r.Context().Err() == nil
 	case errors.Is(err, host.ErrConflict):
-		lw.line(NewError(reqID, "conflict", "the request id (Idempotency-Key) is already in use; choose another", false, nil))
+		lw.line(ofCapability(NewError(reqID, "conflict", "the request id (Idempotency-Key) is already in use; choose another", false, nil), env.Method))
 		return r.Context().Err() == nil
 	case errors.Is(err, host.ErrTooLarge):
-		lw.line(NewError(reqID, "body_too_large", err.Error(), false, map[string]any{"http_status": http.StatusRequestEntityTooLarge}))
+		lw.line(ofCapability(NewError(reqID, "body_too_large", err.Error(), false, map[string]any{"http_status": http.StatusRequestEntityTooLarge}), env.Method))
 		return r.Context().Err() == nil
 	case err != nil:
-		lw.line(NewError(reqID, "unavailable", "the pipeline could not accept the request; retry later", true, nil))
+		lw.line(ofCapability(NewError(reqID, "unavailable", "the pipeline could not accept the request; retry later", true, nil), env.Method))
 		return r.Context().Err() == nil
 	}
 	defer sub.Done()

@@ -2,6 +2,7 @@ package a2e
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -52,10 +53,11 @@ var _ render.Renderer = (*renderer)(nil)
 // renderer renders A2E NDJSON: each content frame as invoke/event
 // {kind, req_id, data, seq = frame sequence}, then the response of the
 // request's type with the result, or error {code, message, detail,
-// retryable, capability_name}. A heartbeat is an empty line.
+// retryable, capability_name}. A heartbeat is a ping line.
 type renderer struct {
-	o *render.Output
-	p Params
+	o     *render.Output
+	p     Params
+	pings int // heartbeats written (each ping's id)
 }
 
 // NewRenderer returns the A2E NDJSON renderer of the request p describes.
@@ -185,9 +187,15 @@ func (r *renderer) Frame(f *render.Frame) error {
 	return nil
 }
 
+// Heartbeat writes a ping naming the call (req_id): every NDJSON line is
+// an A2E message (the spec's wire format; an empty line, as this was, is
+// not JSON to a client decoding each line). A client need not answer it.
 func (r *renderer) Heartbeat() error {
-	_, err := r.o.WriteString("\n")
-	return err
+	r.pings++
+	m := NewMessage("ping", r.p.ReqID)
+	id := uuid.NewSHA1(uuid.NameSpaceOID, []byte(r.p.ReqID+"\x00ping\x00"+strconv.Itoa(r.pings)))
+	m.ID = strings.ReplaceAll(id.String(), "-", "")
+	return render.WriteLineJSON(r.o, m)
 }
 
 func (r *renderer) End(err error) error {

@@ -1,0 +1,78 @@
+package a2e_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/e2a-pipeline/pipeline/protocols/a2e"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/render"
+)
+
+// TestFrontDoorErrorCarriesCapability: an A2EError names the capability
+// namespace that failed (a2e-message-protocol.md, Error Handling:
+// capability_name). The renderer's error lines carry it (the first
+// segment of the request's type), and so do the front door's own error
+// lines for a request it could not submit: they left it empty although
+// the type was known.
+func TestFrontDoorErrorCarriesCapability(t *testing.T) {
+	for err, code := range map[error]string{
+		fmt.Errorf("%w: %q", host.ErrUnknownPool, "echo"): "unknown_agent",
+		host.ErrInvalidPool:  "invalid_agent",
+		host.ErrConflict:     "conflict",
+		host.ErrBackpressure: "unavailable",
+	} {
+		_, msgs := post(t, &fakeHost{PublishErr: err}, `{"a2e":"1.0","id":"c1","type":"tool/call/req","req_id":"r-1"}`)
+		if len(msgs) != 1 || msgs[0].Type != a2e.ErrorType || msgs[0].Code != code {
+			t.Fatalf("%v: %+v", err, msgs)
+		}
+		if msgs[0].CapabilityName != "tool" {
+			t.Errorf("%s error of a tool/call/req: capability_name %q, want %q", code, msgs[0].CapabilityName, "tool")
+		}
+	}
+}
+
+// TestHeartbeatIsAMessage: each NDJSON line is a self-contained JSON
+// object (a2e-message-protocol.md, Wire Format), the heartbeat too (a
+// ping naming the call). It was an empty line, which a client decoding
+// every line as an A2E message cannot parse.
+func TestHeartbeatIsAMessage(t *testing.T) {
+	rec := httptest.NewRecorder()
+	o := render.NewOutput(rec, 0)
+	r := a2e.NewRenderer(o, a2e.Params{ReqID: "r-1", ReqType: "tool/call/req"})
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Heartbeat(); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range bytes.SplitAfter(rec.Body.Bytes(), []byte("\n")) {
+		if len(l) == 0 {
+			continue // after the last line feed
+		}
+		var m map[string]any
+		if err := json.Unmarshal(l, &m); err != nil {
+			t.Errorf("line %d %q is not a JSON object: %v", i, l, err)
+		}
+	}
+}
+
+// TestPongOnlyBodyIsNotEmpty: a body holding only messages that need no
+// answer (a pong, an invoke/event or error sent back by the client) is
+// not empty: the front door answered it with an invalid_request error
+// claiming the body was empty.
+func TestPongOnlyBodyIsNotEmpty(t *testing.T) {
+	rec, msgs := post(t, &fakeHost{}, `{"a2e":"1.0","id":"p1","type":"pong","req_id":"x1"}`+"\n")
+	for _, m := range msgs {
+		if m.Type == a2e.ErrorType && strings.Contains(m.Message, "empty body") {
+			t.Fatalf("a pong answered %d with %q (%s)", rec.Code, m.Message, rec.Body)
+		}
+	}
+}
