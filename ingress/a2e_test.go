@@ -3,6 +3,7 @@ package ingress_test
 import (
 	"bufio"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 
@@ -15,8 +16,20 @@ func readA2E(t *testing.T, p *pipeline, body string) []a2e.Message {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
 		t.Fatalf("status %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
+	out := decodeA2ELines(t, resp.Body)
+	for _, m := range out {
+		if m.A2E != "1.0" || m.ID == "" || m.TS == 0 {
+			t.Fatalf("base fields missing: %+v", m)
+		}
+	}
+	return out
+}
+
+// decodeA2ELines reads the A2E messages of an NDJSON answer, one per line.
+func decodeA2ELines(t *testing.T, r io.Reader) []a2e.Message {
+	t.Helper()
 	var out []a2e.Message
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		if strings.TrimSpace(sc.Text()) == "" {
 			continue
@@ -24,9 +37,6 @@ func readA2E(t *testing.T, p *pipeline, body string) []a2e.Message {
 		var m a2e.Message
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
-		if m.A2E != "1.0" || m.ID == "" || m.TS == 0 {
-			t.Fatalf("base fields missing: %q", sc.Text())
 		}
 		out = append(out, m)
 	}
