@@ -461,8 +461,10 @@ type Turn struct {
 }
 
 // History returns the stored turns of conv's request ids in pool, oldest
-// first, each once, leaving out the request `except` (the one being served) and any
-// whose envelope is no longer stored. Only requests of env's conversation
+// first, each once: those before env's own request when conv lists it (a
+// retried call or a redelivered request is the same turn: the turns
+// recorded since are later ones), leaving out any whose envelope is no
+// longer stored. Only requests of env's conversation
 // owner are returned (e2a.Envelope.Owner: the conversation key already
 // scopes them; each envelope's owner is checked again), so an admin's
 // turn in another principal's session gets that session's turns, and the
@@ -471,7 +473,11 @@ func (c *Conversations) History(ctx context.Context, pool string, env *e2a.Envel
 	nc := c.js.Conn()
 	var out []Turn
 	seen := map[string]bool{env.RequestID: true}
-	for _, id := range conv.RequestIDs {
+	ids := conv.RequestIDs
+	if i := slices.Index(ids, env.RequestID); i >= 0 {
+		ids = ids[:i]
+	}
+	for _, id := range ids {
 		if seen[id] {
 			// The request being served, or one a record written before
 			// Update recorded each request once lists again.

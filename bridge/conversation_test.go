@@ -74,6 +74,11 @@ func TestConversations(t *testing.T) {
 	if turns[0].Final == nil || !turns[0].Final.IsFinal || turns[1].Final != nil {
 		t.Fatalf("History finals: %+v, %+v", turns[0].Final, turns[1].Final)
 	}
+	// a2 served again (a retry, a redelivery) after a3 was recorded: its
+	// history is the turns before it, not the later a3 (it had a1 and a3).
+	if turns, err := convs.History(ctx, "p", a2, conv); err != nil || len(turns) != 1 || turns[0].Envelope.RequestID != "a1" {
+		t.Fatalf("History of a2 served again after a3: %+v %v; want a1 only", turns, err)
+	}
 
 	// Mallory names alice's context: a conversation of her own, empty.
 	m1 := store("m1", "mallory", "ctx-1", true)

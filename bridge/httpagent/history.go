@@ -59,7 +59,13 @@ func (u *Upstream) history(ctx context.Context, env *e2a.Envelope) ([]HistoryMes
 	if u.cfg.maxTurns == 0 {
 		return nil, nil
 	}
-	ids := slices.DeleteFunc(slices.Clone(conv.RequestIDs), func(id string) bool { return id == env.RequestID })
+	// The turns recorded before this one: a retried POST (or a request
+	// delivered again) is the same turn, and the turns recorded since it
+	// are later ones, not its history.
+	var ids []string
+	if i := slices.Index(conv.RequestIDs, env.RequestID); i >= 0 {
+		ids = slices.Clone(conv.RequestIDs[:i])
+	}
 	if len(ids) > u.cfg.maxTurns {
 		ids = ids[len(ids)-u.cfg.maxTurns:]
 	}

@@ -93,7 +93,10 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		skipBOM(br) // an event stream may start with one, which its readers strip (WHATWG HTML §9.2.6)
 		return c.stream(&sseReader{r: br, max: u.cfg.maxFrameBytes})
 	case "application/json":
-		return c.single(resp.Body)
+		// A body without a length or chunks ends when the connection
+		// closes (Python's http.server, HTTP/1.0): a value cut short there
+		// is the connection's, not the agent's.
+		return c.single(resp.Body, resp.ContentLength < 0 && len(resp.TransferEncoding) == 0)
 	}
 	return protocolError(ErrContentType, "upstream answered %d with Content-Type %q (want application/x-ndjson, text/event-stream or application/json)",
 		resp.StatusCode, clip(ct, u.Scrub))
@@ -225,8 +228,11 @@ func (c *call) writeFrame(f frame) error {
 }
 
 // single writes a JSON answer: a final frame, or any other value as the
-// request's result.
-func (c *call) single(body io.Reader) error {
+// request's result. closeDelimited: the body ends when the connection
+// closes, so a JSON value it cuts short is the connection dropped
+// (upstream_unavailable, retryable, as a cut NDJSON line or SSE event),
+// not the agent's bad answer.
+func (c *call) single(body io.Reader, closeDelimited bool) error {
 	max := c.u.cfg.maxFrameBytes
 	data, err := io.ReadAll(io.LimitReader(body, int64(max)+1))
 	if err != nil {
@@ -237,6 +243,9 @@ func (c *call) single(body io.Reader) error {
 	}
 	data = bytes.TrimSpace(data)
 	if err := checkJSON(data); err != nil {
+		if closeDelimited && len(data) > 0 && cutShort(data) {
+			return c.readError(errTruncated)
+		}
 		return protocolError(ErrBadFrame, "upstream JSON answer: %v", err)
 	}
 	if isFrame(data) {
@@ -264,3 +273,10 @@ func protocolError(cause error, format string, args ...any) *bridge.Error {
 // in a message: at most 100 characters, scrubbed (scrub, when not nil)
 // before it is cut (bridge.Clip).
 func clip(s string, scrub func(string) string) string { return bridge.Clip(s, 100, scrub) }
+
+// cutShort reports whether data is the start of a JSON value that ends
+// too soon (a value cut off), rather than one that is malformed.
+func cutShort(data []byte) bool {
+	var v json.RawMessage
+	return errors.Is(json.NewDecoder(bytes.NewReader(data)).Decode(&v), io.ErrUnexpectedEOF)
+}
