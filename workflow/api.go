@@ -458,12 +458,12 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
-	final, err := a.waitFinal(ctx, env.RequestID)
+	final, _ := a.waitFinal(ctx, env.RequestID)
 	if final == nil {
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-			writeError(w, http.StatusServiceUnavailable, &Error{Type: ExecutionError, Message: "the execution's frames could not be read"})
-			return
-		}
+		// Queued durably, it runs whatever the wait read: answered as
+		// running, with where to read it (a frame read that failed was
+		// once a 503 without the ids, and the client, told to retry,
+		// submitted the workflow again: its ApiCalls ran twice).
 		execID := a.answerID(r.Context(), env.TaskID, env.RequestID)
 		w.Header().Set("Location", "/api/v1/executions/"+url.PathEscape(execID))
 		writeJSON(w, http.StatusAccepted, map[string]any{"execution_id": execID, "request_id": env.RequestID, "status": StatusRunning})
@@ -536,6 +536,8 @@ func (a *API) answerID(ctx context.Context, executionID, requestID string) strin
 	return executionID
 }
 
+// waitFinal waits for request id's final frame until ctx ends (nil and
+// ctx's error then).
 func (a *API) waitFinal(ctx context.Context, id string) (*e2a.Response, error) {
 	if fw, ok := a.Frames.(FinalWaiter); ok {
 		return fw.WaitFinal(ctx, id)
@@ -545,10 +547,9 @@ func (a *API) waitFinal(ctx context.Context, id string) (*e2a.Response, error) {
 		d = 20 * time.Millisecond
 	}
 	for {
-		frames, err := a.Frames.Frames(ctx, id)
-		if err != nil && ctx.Err() == nil {
-			return nil, err
-		}
+		// A read that fails is tried again at the next poll, until ctx
+		// ends: the execution is queued and runs regardless.
+		frames, _ := a.Frames.Frames(ctx, id)
 		if n := len(frames); n > 0 && frames[n-1].IsFinal {
 			return frames[n-1], nil
 		}

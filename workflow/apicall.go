@@ -309,7 +309,7 @@ func (x *execution) attempt(ctx context.Context, pc *preparedCall) (any, error) 
 			return v, nil
 		}
 		if strings.Contains(ct, "json") {
-			return nil, dataError("the response is not valid JSON")
+			return nil, dataError("the response is not valid JSON: %v", err)
 		}
 	}
 	return string(data), nil

@@ -30,6 +30,10 @@ type Error struct {
 	Retryable bool `json:"-"`
 	// RetryAfter is a server's Retry-After, when it sent one.
 	RetryAfter time.Duration `json:"-"`
+	// limit: one of the executor's limits refused to go on (MaxSteps,
+	// MaxLoopIterations, MaxDataBytes): the execution ends, even with
+	// Options.ContinueOnError.
+	limit bool
 }
 
 func (e *Error) Error() string {

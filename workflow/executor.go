@@ -438,6 +438,11 @@ func (x *execution) runContinuing(ctx context.Context, ids []string) error {
 			first = we
 		}
 		failed = append(failed, map[string]any{"operationId": we.OperationID, "type": we.Type, "message": we.Message})
+		if we.limit {
+			// A limit ends the execution: it is the failure, the earlier
+			// ones listed with it.
+			return we.withDetail("failedOperations", failed)
+		}
 	}
 	if first == nil {
 		return nil
@@ -461,7 +466,7 @@ func (x *execution) runOne(ctx context.Context, id, parent string, iter *int) er
 	}
 	x.steps++
 	if x.steps > x.e.limits.MaxSteps {
-		return &Error{Type: ExecutionError, OperationID: id, Message: fmt.Sprintf("the execution ran more than %d operations (Loops included)", x.e.limits.MaxSteps)}
+		return &Error{Type: ExecutionError, OperationID: id, Message: fmt.Sprintf("the execution ran more than %d operations (Loops included)", x.e.limits.MaxSteps), limit: true}
 	}
 	step := x.steps
 	if err := x.emit(ctx, Event{Phase: PhaseStart, OperationID: id, Type: op.Type, Step: step, Parent: parent, Iteration: iter}); err != nil {
@@ -487,10 +492,18 @@ func (x *execution) runOne(ctx context.Context, id, parent string, iter *int) er
 		return we
 	}
 	res = x.red.value(res)
+	if !depthAtMost(res, maxValueDepth) {
+		we := &Error{Type: DataError, OperationID: id, Message: fmt.Sprintf("the output nests deeper than %d levels", maxValueDepth), limit: true}
+		end.Status, end.Error = StatusFailed, we
+		if eerr := x.emit(ctx, end); eerr != nil {
+			return eerr
+		}
+		return we
+	}
 	room := x.e.limits.MaxDataBytes - x.dataBytes
 	n, over := jsonSizeAtMost(res, room)
 	if x.dataBytes += n; over {
-		we := &Error{Type: DataError, OperationID: id, Message: fmt.Sprintf("the execution's outputs exceed %d bytes (this one: more than the %d left)", x.e.limits.MaxDataBytes, room)}
+		we := &Error{Type: DataError, OperationID: id, Message: fmt.Sprintf("the execution's outputs exceed %d bytes (this one: more than the %d left)", x.e.limits.MaxDataBytes, max(room, 0)), limit: true}
 		end.Status, end.Error = StatusFailed, we
 		if eerr := x.emit(ctx, end); eerr != nil {
 			return eerr
@@ -650,7 +663,7 @@ func (x *execution) loop(ctx context.Context, op *Operation) (any, bool, error) 
 		return nil, false, dataError("Loop needs an array at %s, got %s", op.Loop.InputPath, typeName(in))
 	}
 	if len(arr) > x.e.limits.MaxLoopIterations {
-		return nil, false, &Error{Type: ExecutionError, Message: fmt.Sprintf("Loop over %d elements; at most %d are allowed", len(arr), x.e.limits.MaxLoopIterations)}
+		return nil, false, &Error{Type: ExecutionError, Message: fmt.Sprintf("Loop over %d elements; at most %d are allowed", len(arr), x.e.limits.MaxLoopIterations), limit: true}
 	}
 	saved, hadSaved := x.data.root[LoopVar]
 	defer func() {

@@ -216,9 +216,17 @@ type ValidationResult struct {
 	Deferred []string `json:"deferred,omitempty"`
 }
 
+// maxIssues is how many errors, and how many warnings, a report lists: a
+// workflow of a million bytes can hold a hundred thousand mistakes, and
+// the answer would be thirty times its size. The rest are counted, in a
+// last issue of their list.
+const maxIssues = 100
+
 type report struct {
-	errs, warns []Issue
-	seen        map[string]bool
+	errs, warns       []Issue
+	nErrs             int // errors found, listed or not
+	moreErr, moreWarn int // found past maxIssues, not listed
+	seen              map[string]bool
 }
 
 func issueText(line int, opID, field, msg string) string {
@@ -243,10 +251,17 @@ func (r *report) add(warn bool, line int, opID, field, code, format string, a ..
 		return
 	}
 	r.seen[k] = true
-	if warn {
+	switch {
+	case warn && len(r.warns) < maxIssues:
 		r.warns = append(r.warns, is)
-	} else {
+	case warn:
+		r.moreWarn++
+	case len(r.errs) < maxIssues:
 		r.errs = append(r.errs, is)
+		r.nErrs++
+	default:
+		r.moreErr++
+		r.nErrs++
 	}
 }
 
@@ -259,7 +274,13 @@ func (r *report) warnf(line int, opID, field, code, format string, a ...any) {
 }
 
 func (r *report) result() ValidationResult {
-	res := ValidationResult{Valid: len(r.errs) == 0, Errors: r.errs, Warnings: r.warns}
+	more := func(list []Issue, n int, what string) []Issue {
+		if n == 0 {
+			return list
+		}
+		return append(list, Issue{Code: CodeLimit, Message: fmt.Sprintf("%d more %s not listed (the first %d are)", n, what, maxIssues)})
+	}
+	res := ValidationResult{Valid: r.nErrs == 0, Errors: more(r.errs, r.moreErr, "errors"), Warnings: more(r.warns, r.moreWarn, "warnings")}
 	if res.Errors == nil {
 		res.Errors = []Issue{}
 	}

@@ -76,7 +76,7 @@ func parse(text string, rep *report) *Workflow {
 		return wf
 	}
 	lines := splitLines(text, rep)
-	if len(rep.errs) > 0 {
+	if rep.nErrs > 0 {
 		return wf
 	}
 	if len(lines) > MaxLines {
@@ -174,7 +174,7 @@ func parseOperationUpdate(wf *Workflow, line int, m map[string]any, rep *report)
 	}
 	op := &Operation{ID: id, Type: typ, Line: line, Config: cfg}
 	r := &fieldReader{rep: rep, line: line, opID: id, prefix: "operation." + typ, m: cfg}
-	before := len(rep.errs)
+	before := rep.nErrs
 	switch typ {
 	case OpApiCall:
 		op.ApiCall = decodeApiCall(r)
@@ -199,7 +199,7 @@ func parseOperationUpdate(wf *Workflow, line int, m map[string]any, rep *report)
 	} else {
 		wf.Defined = append(wf.Defined, id)
 	}
-	if len(rep.errs) > before {
+	if rep.nErrs > before {
 		// keep the id known (so references to it do not add noise) but
 		// unusable: the workflow is invalid anyway.
 		op.Type = ""

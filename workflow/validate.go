@@ -2,7 +2,6 @@ package workflow
 
 import (
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 )
@@ -198,14 +197,16 @@ func (t template) staticURL() (string, bool) {
 // walk follows the execution order, checking that every path read was
 // written before, detecting cycles and recording reached operations.
 func (v *validator) walk(ids []string, sc *scope, stack []string, parentLine int, parentID string) {
-	for i, id := range ids {
-		if slices.Contains(ids[:i], id) {
+	listed := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if listed[id] {
 			// Run again after itself in the same list: it reads what it
 			// read the first time, now with its own writes too, so a
 			// second check finds nothing new (and walking each repeat
 			// multiplied the walk at every level).
 			continue
 		}
+		listed[id] = true
 		op := v.wf.Operations[id]
 		if op == nil {
 			if parentID != "" {

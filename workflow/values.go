@@ -10,11 +10,24 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
 )
 
+// maxValueDepth is how deep a value the executor reads (a workflow's line,
+// an API's answer) or keeps (an operation's output) may nest: the frames
+// that carry it add their own levels, and a frame nested deeper than
+// e2a.MaxNesting is refused by every reader (the execution's answer and
+// status would be unreadable).
+const maxValueDepth = e2a.MaxNesting - 16
+
 // decodeJSON decodes data keeping numbers as json.Number, so that large
-// integers (ids) survive unchanged.
+// integers (ids) survive unchanged. A value nested deeper than
+// maxValueDepth is an error.
 func decodeJSON(data []byte) (any, error) {
+	if err := e2a.CheckDepth(data, maxValueDepth); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
@@ -321,4 +334,30 @@ func groupKey(v any) string {
 		return canonicalNumber(t)
 	}
 	return canonical(v)
+}
+
+// depthAtMost reports whether the decoded JSON value v nests no deeper
+// than max (an object or array is one level).
+func depthAtMost(v any, max int) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		if max <= 0 {
+			return false
+		}
+		for _, e := range v {
+			if !depthAtMost(e, max-1) {
+				return false
+			}
+		}
+	case []any:
+		if max <= 0 {
+			return false
+		}
+		for _, e := range v {
+			if !depthAtMost(e, max-1) {
+				return false
+			}
+		}
+	}
+	return true
 }
