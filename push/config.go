@@ -11,6 +11,8 @@ import (
 	a2a03 "github.com/a2aproject/a2a-go/a2a"
 	a2a "github.com/a2aproject/a2a-go/v2/a2a"
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // Versions of A2A a config was registered with; they decide the body and
@@ -145,12 +147,15 @@ func (c *Config) check() error {
 	switch {
 	case c.TaskID == "":
 		return fmt.Errorf("%w: no task id", ErrInvalidConfig)
-	case len(c.TaskID) > maxIDLen || !utf8.ValidString(c.TaskID):
-		return fmt.Errorf("%w: task id longer than %d bytes or not UTF-8", ErrInvalidConfig, maxIDLen)
+	case len(c.TaskID) > subjects.MaxIDLength || !utf8.ValidString(c.TaskID):
+		// Any task id the pipeline takes (an Idempotency-Key names a new
+		// task's, up to subjects.MaxIDLength): a webhook for one longer
+		// than 256 bytes was refused.
+		return fmt.Errorf("%w: task id longer than %d bytes or not UTF-8", ErrInvalidConfig, subjects.MaxIDLength)
 	case len(c.ID) > maxIDLen || !utf8.ValidString(c.ID):
 		return fmt.Errorf("%w: id longer than %d bytes or not UTF-8", ErrInvalidConfig, maxIDLen)
-	case len(c.Token) > maxTokenLen || !httpguts.ValidHeaderFieldValue(c.Token):
-		return fmt.Errorf("%w: token longer than %d bytes or not a header value", ErrInvalidConfig, maxTokenLen)
+	case len(c.Token) > maxTokenLen || !headerValue(c.Token):
+		return fmt.Errorf("%w: token longer than %d bytes, not a header value, or starting or ending with whitespace", ErrInvalidConfig, maxTokenLen)
 	case c.URL == "":
 		return fmt.Errorf("%w: no url", ErrInvalidConfig)
 	case len(c.URL) > maxURLLen:
@@ -170,11 +175,19 @@ func (c *Config) check() error {
 	if !ok {
 		return fmt.Errorf("%w: authentication scheme %q (want Bearer or Basic)", ErrInvalidConfig, c.Auth.Scheme)
 	}
-	if len(c.Auth.Credentials) > maxCredLen || !httpguts.ValidHeaderFieldValue(c.Auth.Credentials) {
-		return fmt.Errorf("%w: credentials longer than %d bytes or not a header value", ErrInvalidConfig, maxCredLen)
+	if len(c.Auth.Credentials) > maxCredLen || !headerValue(c.Auth.Credentials) {
+		return fmt.Errorf("%w: credentials longer than %d bytes, not a header value, or starting or ending with whitespace", ErrInvalidConfig, maxCredLen)
 	}
 	c.Auth = &Auth{Scheme: sc, Credentials: c.Auth.Credentials}
 	return nil
+}
+
+// headerValue reports whether s can be sent in an HTTP header as it is:
+// a valid field value without whitespace at either end (net/http trims
+// it from what it sends, and the receiver would get another value than it
+// registered).
+func headerValue(s string) bool {
+	return httpguts.ValidHeaderFieldValue(s) && strings.Trim(s, " \t") == s
 }
 
 // tok encodes an id as a subject token: never empty, only [A-Za-z0-9_-].

@@ -242,6 +242,11 @@ func TestStoreScoping(t *testing.T) {
 		{TaskID: "t", URL: "http://127.0.0.1:1/", Token: "tok\x01en"},
 		{TaskID: "t", URL: "http://127.0.0.1:1/", Token: "tok\x7fen"},
 		{TaskID: "t", URL: "http://127.0.0.1:1/", Auth: &push.Auth{Scheme: "Bearer", Credentials: "cred\x1bx"}},
+		// Whitespace at either end, which net/http trims from a header it
+		// sends: the receiver would get another token than it registered.
+		{TaskID: "t", URL: "http://127.0.0.1:1/", Token: " tok"},
+		{TaskID: "t", URL: "http://127.0.0.1:1/", Token: "tok\t"},
+		{TaskID: "t", URL: "http://127.0.0.1:1/", Auth: &push.Auth{Scheme: "Bearer", Credentials: "cred "}},
 	} {
 		if _, err := s.Create(ctx, "alice", bad); !errors.Is(err, push.ErrInvalidConfig) {
 			t.Errorf("%+v: %v, want ErrInvalidConfig", bad, err)
