@@ -281,13 +281,15 @@ func startsCall(c *toolCall, d toolCallDelta) bool {
 }
 
 // secondValue reports arguments that start a JSON object or array right
-// after c's ended one: no JSON continues so (after '}' or ']' comes ',',
-// '}', ']' or the end), it is another call's.
+// after c's ended one: no JSON continues so (after a whole value comes
+// nothing), it is another call's. c's arguments must be a whole value: a
+// '}' or ']' inside a string or a nested value ("print(m[i]" then "[j])")
+// is not its end.
 func secondValue(c *toolCall, d toolCallDelta) bool {
 	prev := strings.TrimRight(c.args.String(), " \t\r\n")
 	next := strings.TrimLeft(d.Function.Arguments, " \t\r\n")
 	return prev != "" && next != "" && strings.ContainsAny(prev[len(prev)-1:], "}]") &&
-		strings.ContainsAny(next[:1], "{[")
+		strings.ContainsAny(next[:1], "{[") && json.Valid([]byte(prev))
 }
 
 // lastAt is the last call started at index idx (nil: none).
