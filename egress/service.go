@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -271,7 +272,7 @@ func (s *Service) Register(mux *http.ServeMux) {
 		}
 		k.history = !k.asked
 		id := r.PathValue("id")
-		if wantsNDJSON(r) {
+		if preferred(r, mtNDJSON, mtSSE) == mtNDJSON {
 			s.serveE2AStream(w, r, id, FormatE2ANDJSON, k, opts...)
 			return
 		}
@@ -328,10 +329,10 @@ func MethodNotAllowed(allow ...string) http.HandlerFunc {
 // with the frames so far otherwise). Ingress calls it right after the
 // publish of a request was acknowledged; the request is not looked up.
 func (s *Service) ServeE2A(w http.ResponseWriter, r *http.Request, requestID string) {
-	switch {
-	case wantsSSE(r):
+	switch NegotiateE2A(r) {
+	case mtSSE:
 		s.serveE2AStream(w, r, requestID, FormatE2ASSE, known{}, WithoutRequestCheck())
-	case wantsNDJSON(r):
+	case mtNDJSON:
 		s.serveE2AStream(w, r, requestID, FormatE2ANDJSON, known{}, WithoutRequestCheck())
 	default:
 		s.serveE2AJSON(w, r, requestID, isTrue(r.URL.Query().Get("wait")), known{})
@@ -842,21 +843,49 @@ func isTrue(v string) bool {
 	return err == nil && b
 }
 
-// accepts reports whether the Accept header lists media type mt
-// (parameters and q-values are not weighed; q=0 excludes).
-func accepts(r *http.Request, mt string) bool {
+// accepts reports whether the Accept header lists media type mt with a
+// q other than 0 (wildcards are not read as naming it).
+func accepts(r *http.Request, mt string) bool { return acceptQ(r, mt) > 0 }
+
+// acceptQ is the q-value the Accept header gives media type mt, listed by
+// name: its highest where it is listed more than once, 0 where it is not
+// listed or excluded (q=0), 1 where its q is missing or unreadable.
+func acceptQ(r *http.Request, mt string) float64 {
+	best := 0.0
 	for _, v := range r.Header.Values("Accept") {
 		for _, part := range strings.Split(v, ",") {
 			t, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-			if err != nil {
+			if err != nil || !strings.EqualFold(t, mt) {
 				continue
 			}
-			if strings.EqualFold(t, mt) && !qZero(params["q"]) {
-				return true
+			q := 1.0
+			if v, ok := params["q"]; ok {
+				if qZero(v) {
+					continue
+				}
+				if f, err := strconv.ParseFloat(v, 64); err == nil && f > 0 && f <= 1 {
+					q = f
+				}
 			}
+			best = max(best, q)
 		}
 	}
-	return false
+	return best
+}
+
+// preferred is the media type of types the Accept header ranks highest
+// (RFC 9110 §12.5.1's q-values), the earlier of types on a tie; "" when
+// it lists none of them. A client that prefers SSE to NDJSON
+// (text/event-stream, application/x-ndjson;q=0.1) got NDJSON: only
+// whether a type was listed was read.
+func preferred(r *http.Request, types ...string) string {
+	pick, best := "", 0.0
+	for _, t := range types {
+		if q := acceptQ(r, t); q > best {
+			pick, best = t, q
+		}
+	}
+	return pick
 }
 
 // qZero reports a q-value of zero: "0", "0.", "0.0", "0.00" or "0.000"
@@ -870,8 +899,23 @@ func qZero(q string) bool {
 // (with a q other than 0).
 func Accepts(r *http.Request, mt string) bool { return accepts(r, mt) }
 
-func wantsSSE(r *http.Request) bool    { return accepts(r, "text/event-stream") }
-func wantsNDJSON(r *http.Request) bool { return accepts(r, "application/x-ndjson") }
+// Preferred is the media type of types r's Accept headers rank highest by
+// q-value, the earlier of types on a tie; "" when they list none of them.
+func Preferred(r *http.Request, types ...string) string { return preferred(r, types...) }
+
+// NegotiateE2A is the media type of the answer to an E2A request
+// ([Service.ServeE2A]): text/event-stream, application/x-ndjson or
+// application/json, by the Accept headers' q-values (SSE, then NDJSON,
+// then JSON on a tie; JSON when none is listed).
+func NegotiateE2A(r *http.Request) string {
+	return cmp.Or(preferred(r, mtSSE, mtNDJSON, "application/json"), "application/json")
+}
+
+// The streamed formats' media types.
+const (
+	mtSSE    = "text/event-stream"
+	mtNDJSON = "application/x-ndjson"
+)
 
 // authorized applies WithAuthorizer and the ReadGate's rate limit; on
 // refusal it answers itself: 401 without valid credentials (with the

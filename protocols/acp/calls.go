@@ -417,7 +417,7 @@ func (d *frontDoor) prompt(rep host.Reply, in host.Call, c host.RPCCaller, res *
 		d.h.ServeFrom(in.Ctx, w, acc.RequestID, Format, 0, func(o *render.Output) render.Renderer { return NewRenderer(o, params) })
 		return
 	}
-	if egress.Accepts(in.Request, "text/event-stream") && !egress.Accepts(in.Request, "application/x-ndjson") {
+	if egress.Preferred(in.Request, "application/x-ndjson", "text/event-stream") == "text/event-stream" {
 		params.SSE = true
 	}
 	d.h.Serve(w, in.Request, acc.RequestID, Format, func(o *render.Output) render.Renderer { return NewRenderer(o, params) })

@@ -53,7 +53,7 @@ var _ http.Handler = (*frontDoor)(nil)
 // wantsStream reports whether the client asked for a streamed answer, as
 // egress negotiates it (ServeE2A).
 func wantsStream(r *http.Request) bool {
-	return egress.Accepts(r, "text/event-stream") || egress.Accepts(r, "application/x-ndjson")
+	return egress.NegotiateE2A(r) != "application/json"
 }
 
 func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
