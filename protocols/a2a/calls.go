@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -172,7 +173,10 @@ func (d *frontDoor) resubscribe(rep host.Reply, in host.Call, c host.RPCCaller, 
 		serveAgentVault(d.h.TaskFrames().ServeExisting, w, r, last, AgentVaultParams{JSONRPCID: req.ID, TaskID: t.ID}, later)
 		return
 	}
-	p := a2amap.Params{JSONRPCID: req.ID, TaskID: t.ID, ContextID: t.ContextID, Resubscribe: true, Interaction: interaction}
+	// A task AgentVault made has no context of its own: its events name
+	// the task's id (the mapper's fallback), the opening status too (it
+	// was "").
+	p := a2amap.Params{JSONRPCID: req.ID, TaskID: t.ID, ContextID: cmp.Or(t.ContextID, t.ID), Resubscribe: true, Interaction: interaction}
 	serveTurns(d.h.TaskFrames().ServeExisting, w, r, turns, p, later)
 }
 
@@ -278,6 +282,11 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 		// read when the turn has ended (a turn accepted meanwhile changes
 		// it: a2amap.Params.TurnEnded).
 		params.Continued = prev != nil
+		if prev == nil {
+			// A new task's Task answer holds its user message, as
+			// tasks/get shows it (its history was the agent's replies only).
+			params.Task = a2amap.BuildTask(env.TaskID, env.ContextID, []a2amap.Request{{Envelope: env}}, nil)
+		}
 		if env.TaskID != "" {
 			params.TurnEnded = TurnEnded(in.Ctx, tc, prev, env, acc.RequestID, ans.TurnEnd)
 		}
@@ -330,7 +339,10 @@ func admitTurn(rep host.Reply, in host.Call, tc host.TaskCaller, protocol string
 			taskNotFound(rep, protocol, env.TaskID)
 			return nil, false
 		}
-		if protocol == normalizer.ProtocolA2A {
+		// A finished A2A task accepts no more messages (v0.3 §7.1), also
+		// when AgentVault's tasks/send names it (whose own tasks continue
+		// whatever their state): it reopened a completed A2A task.
+		if protocol == normalizer.ProtocolA2A || t.Protocol == normalizer.ProtocolA2A {
 			if err := tc.CheckTaskOpen(in.Ctx, t); err != nil {
 				host.AnswerSubmitError(rep, err)
 				return nil, false

@@ -198,6 +198,12 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 			p.Task = h.h.V1Answers().A2ATurnTask(ctx, prev, env, nil)
 		}
 	}
+	if !stream && prev == nil && (req.Config == nil || !req.Config.ReturnImmediately) {
+		// A new task's Task answer holds its user message, as GetTask
+		// shows it (its history was the agent's replies only).
+		id := cmp.Or(env.TaskID, sub.RequestID)
+		p.Task = a2amap.BuildTask(id, cmp.Or(env.ContextID, id), []a2amap.Request{{Envelope: env}}, nil)
+	}
 	if !stream && env.TaskID != "" && (req.Config == nil || !req.Config.ReturnImmediately) {
 		// A blocking answer that is a Task reads the task when the turn
 		// has ended (a2amap.Params.TurnEnded): a turn accepted meanwhile,

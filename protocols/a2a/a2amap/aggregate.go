@@ -80,9 +80,13 @@ func NewAggregator(requestID string, p Params) *Aggregator {
 	m := newMapper(p, 0)
 	m.requestID = requestID
 	a := &Aggregator{m: m, state: a2a.TaskStateSubmitted, continued: p.Continued, turnEnded: p.TurnEnded}
-	if p.Continued && p.Task != nil {
+	if p.Task != nil {
+		// The task as tasks/get shows it with this turn's message: a
+		// continued task's earlier turns, or a new task's user message.
 		a.prior = slices.Clone(p.Task.History)
-		a.startFrom(p.Task.Artifacts)
+		if p.Continued {
+			a.startFrom(p.Task.Artifacts)
+		}
 	}
 	return a
 }
@@ -364,11 +368,10 @@ func (a *Aggregator) Task(historyLength *int) *a2a.Task {
 	// The artifacts of the task before this turn (a continued task's)
 	// and of this turn.
 	t.Artifacts = cloneArtifacts(arts)
-	if a.continued {
-		// The task before this turn, then the turn (as BuildTask reads
-		// the task's last request).
-		history = append(slices.Clone(a.prior), history...)
-	}
+	// The task before this turn with the turn's message (a new task's:
+	// its user message), then the turn's replies, as BuildTask reads the
+	// task's last request.
+	history = append(slices.Clone(a.prior), history...)
 	t.History = trimHistory(history, historyLength)
 	return t
 }

@@ -26,8 +26,9 @@ type Params struct {
 	// (Mapper.OpeningTask), as tasks/get shows it once the call's turn is
 	// recorded (BuildTask: its user message last in history); nil: the
 	// mapper's task, submitted, with no history. The Aggregator of a
-	// Continued call starts from it (built with every history message:
-	// HistoryLength trims the result).
+	// blocking answer starts from it (built with every history message:
+	// HistoryLength trims the result): a Continued call's earlier turns
+	// and artifacts, a new task's user message.
 	Task *a2a.Task
 	// Continued marks a message continuing a task that exists (the answer
 	// to input-required or auth-required, any later turn): message/send's
