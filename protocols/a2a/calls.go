@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	a2av1 "github.com/a2aproject/a2a-go/v2/a2a"
 	"math"
 	"net/http"
 	"strconv"
@@ -262,19 +263,7 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 		serveStream(d.h.Serve, w, in.Request, acc.RequestID, params, LaterTurns(tc, env.TaskID))
 	case normalizer.A2AMessageSend:
 		if !blockingSend(env) {
-			// configuration.blocking false: the task at once, as tasks/get
-			// shows it (its earlier turns, then this message, submitted or
-			// waiting behind a turn that runs); the client polls tasks/get
-			// or cancels it.
-			t := a2amap.BuildTask(env.TaskID, env.ContextID, []a2amap.Request{{Envelope: env}}, HistoryLength(env))
-			if prev != nil {
-				t = ans.A2ATurnTask(in.Ctx, prev, env, HistoryLength(env))
-			}
-			if t.Status.Timestamp == nil {
-				ts := submitted.UTC()
-				t.Status.Timestamp = &ts
-			}
-			rep.Result(a2amap.V03Task(t))
+			rep.Result(a2amap.V03Task(nonBlockingTask(in.Ctx, ans, prev, env, submitted)))
 			return
 		}
 		// The answer to a message continuing the task is the Task, from
@@ -309,6 +298,22 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 	default: // tasks/send
 		rep.Result(map[string]string{"id": env.TaskID})
 	}
+}
+
+// nonBlockingTask is the answer to a non-blocking message/send
+// (configuration.blocking false): the task at once, as tasks/get shows it
+// (its earlier turns, then this message, submitted or waiting behind a
+// turn that runs); the client polls tasks/get or cancels it.
+func nonBlockingTask(ctx context.Context, ans Answers, prev *host.Task, env *e2a.Envelope, submitted time.Time) *a2av1.Task {
+	t := a2amap.BuildTask(env.TaskID, env.ContextID, []a2amap.Request{{Envelope: env}}, HistoryLength(env))
+	if prev != nil {
+		t = ans.A2ATurnTask(ctx, prev, env, HistoryLength(env))
+	}
+	if t.Status.Timestamp == nil {
+		ts := submitted.UTC()
+		t.Status.Timestamp = &ts
+	}
+	return t
 }
 
 // admitSend checks a message before anything is published: its task

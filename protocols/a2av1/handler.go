@@ -183,7 +183,15 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 	} else if err != nil {
 		return nil, p, sdkError(err)
 	}
-	p = a2amap.Params{TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
+	return sub, h.answerParams(ctx, c, req, env, prev, sub, stream, submitted), nil
+}
+
+// answerParams are the mapping parameters of the answer to the message
+// env submitted as sub at submitted (prev: the task it continues, nil for
+// a new one).
+func (h *handler) answerParams(ctx context.Context, c call, req *a2a.SendMessageRequest, env *e2a.Envelope, prev *host.Task,
+	sub *host.Submitted, stream bool, submitted time.Time) a2amap.Params {
+	p := a2amap.Params{TaskID: env.TaskID, ContextID: env.ContextID, Submitted: submitted,
 		AcceptedOutputModes: env.ExpectedOutputModes, Interaction: a2aproto.Interaction(c.header, env)}
 	if req.Config != nil {
 		p.HistoryLength = req.Config.HistoryLength
@@ -222,7 +230,7 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 		}
 		p.Task = h.h.V1Answers().A2ATurnTask(ctx, prev, env, p.HistoryLength)
 	}
-	return sub, p, nil
+	return p
 }
 
 // SendMessage publishes the message and answers, after the final frame,
