@@ -91,6 +91,19 @@ func TestTracingReachesCollector(t *testing.T) {
 // names the policies that select them.
 func egressAllowed(t *testing.T, pols []*networkingv1.NetworkPolicy, l labels.Set, ns string, port int) (bool, []string) {
 	t.Helper()
+	// Pod addresses a cluster may use (each private range but one).
+	podIPs := []string{"10.244.1.7", "172.20.1.7", "192.168.1.7", "100.64.1.7"}
+	return egressTo(t, pols, l, labels.Set{"kubernetes.io/metadata.name": ns}, podIPs, port)
+}
+
+// egressTo says whether the egress policies selecting pods labelled l let
+// them open TCP port to a destination: a pod of the namespace labelled
+// nsLabels at one of ips, or, nsLabels nil, an address outside the
+// cluster among ips (namespace and pod selectors select pods only).
+// Policies are additive; a pod no egress policy selects may reach
+// anything. It names the policies that select the pods.
+func egressTo(t *testing.T, pols []*networkingv1.NetworkPolicy, l, nsLabels labels.Set, ips []string, port int) (bool, []string) {
+	t.Helper()
 	sel := func(s *metav1.LabelSelector, set labels.Set) bool {
 		x, err := metav1.LabelSelectorAsSelector(s)
 		if err != nil {
@@ -98,9 +111,6 @@ func egressAllowed(t *testing.T, pols []*networkingv1.NetworkPolicy, l labels.Se
 		}
 		return x.Matches(set)
 	}
-	nsLabels := labels.Set{"kubernetes.io/metadata.name": ns}
-	// Pod addresses a cluster may use (each private range but one).
-	podIPs := []string{"10.244.1.7", "172.20.1.7", "192.168.1.7", "100.64.1.7"}
 	var by []string
 	for _, np := range pols {
 		if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) || !sel(&np.Spec.PodSelector, l) {
@@ -110,7 +120,8 @@ func egressAllowed(t *testing.T, pols []*networkingv1.NetworkPolicy, l labels.Se
 		for _, r := range np.Spec.Egress {
 			portOK := len(r.Ports) == 0
 			for _, p := range r.Ports {
-				if p.Port == nil || p.Port.IntValue() == port {
+				if p.Port == nil || p.Port.IntValue() == port ||
+					(p.EndPort != nil && p.Port.IntValue() <= port && port <= int(*p.EndPort)) {
 					portOK = true
 				}
 			}
@@ -122,11 +133,11 @@ func egressAllowed(t *testing.T, pols []*networkingv1.NetworkPolicy, l labels.Se
 			}
 			for _, to := range r.To {
 				switch {
-				case to.NamespaceSelector != nil && sel(to.NamespaceSelector, nsLabels) &&
+				case nsLabels != nil && to.NamespaceSelector != nil && sel(to.NamespaceSelector, nsLabels) &&
 					(to.PodSelector == nil || len(to.PodSelector.MatchLabels)+len(to.PodSelector.MatchExpressions) == 0):
 					return true, by
 				case to.IPBlock != nil:
-					for _, ip := range podIPs {
+					for _, ip := range ips {
 						if inBlock(t, to.IPBlock, ip) {
 							return true, by
 						}

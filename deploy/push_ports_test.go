@@ -5,13 +5,11 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
@@ -27,48 +25,11 @@ func (r publicResolver) LookupNetIP(context.Context, string, string) ([]netip.Ad
 }
 
 // egressToPublic says whether the egress NetworkPolicies selecting pods
-// labelled l let them open TCP port to the public address ip (policies
-// are additive; a pod no egress policy selects may reach anything), and
-// names the policies that select them.
+// labelled l let them open TCP port to the public address ip (egressTo),
+// and names the policies that select them.
 func egressToPublic(t *testing.T, pols []*networkingv1.NetworkPolicy, l labels.Set, ip string, port int) (bool, []string) {
 	t.Helper()
-	sel := func(s *metav1.LabelSelector, set labels.Set) bool {
-		x, err := metav1.LabelSelectorAsSelector(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return x.Matches(set)
-	}
-	var by []string
-	for _, np := range pols {
-		if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) || !sel(&np.Spec.PodSelector, l) {
-			continue
-		}
-		by = append(by, np.Name)
-		for _, r := range np.Spec.Egress {
-			portOK := len(r.Ports) == 0
-			for _, p := range r.Ports {
-				if p.Port == nil || p.Port.IntValue() == port ||
-					(p.EndPort != nil && p.Port.IntValue() <= port && port <= int(*p.EndPort)) {
-					portOK = true
-				}
-			}
-			if !portOK {
-				continue
-			}
-			if len(r.To) == 0 {
-				return true, by
-			}
-			for _, to := range r.To {
-				// Pod and namespace selectors select pods, never an
-				// address outside the cluster.
-				if to.IPBlock != nil && inBlock(t, to.IPBlock, ip) {
-					return true, by
-				}
-			}
-		}
-	}
-	return len(by) == 0, by
+	return egressTo(t, pols, l, nil, []string{ip}, port)
 }
 
 // TestPushWebhookPortsTheStageAcceptsAreReachable: docs/push.md's URL
