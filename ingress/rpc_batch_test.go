@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // TestA2ABatchAnswersValues: inside a batch the non-streaming methods are
@@ -73,5 +76,39 @@ func TestA2ABatchAnswersValues(t *testing.T) {
 	}
 	if json.Unmarshal(out[2]["error"], &rpcErr) != nil || rpcErr.Code != -32002 || rpcErr.Data.Code != "not_cancelable" {
 		t.Fatalf("tasks/cancel of a finished task in a batch: %s / %s", out[2]["result"], out[2]["error"])
+	}
+}
+
+// TestA2ABatchStreamingNotificationRuns: a message/stream notification
+// inside a batch is run as it is when sent alone (its request published,
+// nothing answered); it was dropped without a word, an accepted message
+// lost.
+func TestA2ABatchStreamingNotificationRuns(t *testing.T) {
+	p := startPipeline(t)
+	filter, err := subjects.RequestFilter("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := p.nc.SubscribeSync(filter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := p.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	resp := p.post(t, "/a2a?agent=demo", "", `[{"jsonrpc":"2.0","method":"message/stream","params":{"message":{"kind":"message","role":"user","messageId":"note-in-batch","parts":[{"kind":"text","text":"hi"}]}}},
+		{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"no-such-task"}}]`)
+	var out []map[string]json.RawMessage
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || len(out) != 1 || string(out[0]["id"]) != "1" {
+		t.Fatalf("batch: %d %v %v", resp.StatusCode, err, out)
+	}
+	resp.Body.Close()
+	m, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("the streaming notification's request was not published: %v", err)
+	}
+	if !strings.Contains(string(m.Data), "note-in-batch") {
+		t.Fatalf("published %s", m.Data)
 	}
 }

@@ -363,13 +363,16 @@ func WriteNoReply(w http.ResponseWriter) {
 }
 
 // Handler answers one valid, non-streaming request: a result, or an
-// error. It is also called for notifications, whose answer is dropped.
+// error. It is also called for notifications, a streaming method's too,
+// whose answer is dropped.
 type Handler func(ctx context.Context, req *Request) (result any, err *Error)
 
 // Batch answers the calls of a batch one after another, in order:
 // invalid elements get their -32600, elements whose method isStreaming
 // reports true get a -32600 saying streaming methods cannot be batched, the
-// others are passed to h. Notifications are run but get no response. The
+// others are passed to h. Notifications are run but get no response, a
+// streaming method's too (it has no stream to answer, as when it is sent
+// alone; refusing it would drop it without a word). The
 // result may be empty (all notifications): then nothing must be written but
 // an empty HTTP answer (see WriteNoReply).
 func Batch(ctx context.Context, calls []Call, isStreaming func(method string) bool, h Handler) []Response {
@@ -380,13 +383,11 @@ func Batch(ctx context.Context, calls []Call, isStreaming func(method string) bo
 			out = append(out, ErrorResponse(c.Request.ID, c.Err))
 			continue
 		}
-		if isStreaming != nil && isStreaming(c.Request.Method) {
-			if !c.Request.IsNotification() {
-				out = append(out, ErrorResponse(c.Request.ID, &Error{
-					Code:    CodeInvalidRequest,
-					Message: "Invalid Request: streaming method " + QuoteForMessage(c.Request.Method) + " cannot be part of a batch; send it alone",
-				}))
-			}
+		if isStreaming != nil && isStreaming(c.Request.Method) && !c.Request.IsNotification() {
+			out = append(out, ErrorResponse(c.Request.ID, &Error{
+				Code:    CodeInvalidRequest,
+				Message: "Invalid Request: streaming method " + QuoteForMessage(c.Request.Method) + " cannot be part of a batch; send it alone",
+			}))
 			continue
 		}
 		res, rerr := h(ctx, &c.Request)

@@ -124,11 +124,12 @@ func TestJSONRPCBatch(t *testing.T) {
 		{"foo":"boo"},
 		{"jsonrpc":"2.0","method":"foo.get","params":{"name":"myself"},"id":"5"},
 		{"jsonrpc":"2.0","method":"message/stream","params":{},"id":"6"},
+		{"jsonrpc":"2.0","method":"message/stream","params":{}},
 		1,
 		{"jsonrpc":"2.0","method":"get_data","id":"9"}
 	]`
 	calls, batch, derr := Decode([]byte(body), DecodeOptions{})
-	if derr != nil || !batch || len(calls) != 8 {
+	if derr != nil || !batch || len(calls) != 9 {
 		t.Fatalf("decode: %v %v %d", derr, batch, len(calls))
 	}
 	var ran []string
@@ -177,7 +178,9 @@ func TestJSONRPCBatch(t *testing.T) {
 			t.Errorf("response %d = %s\nwant %s", i, b, want[i])
 		}
 	}
-	if strings.Join(ran, ",") != "sum,notify_hello,subtract,foo.get,get_data" {
+	// The streaming notification runs (no response, as alone); the
+	// streaming request with an id is refused.
+	if strings.Join(ran, ",") != "sum,notify_hello,subtract,foo.get,message/stream,get_data" {
 		t.Fatalf("ran %v", ran)
 	}
 

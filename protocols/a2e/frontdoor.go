@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -108,12 +107,10 @@ func refusalLine(reqID string, f host.Refusal) Message {
 var _ host.Refuse = refuse
 
 // ofCapability names in error line m the capability namespace of the
-// message type method that failed (tool of tool/call/req), as an A2EError
-// says which capability failed; a type without one names none.
+// message type method that failed (capabilityOf, as the renderer's error
+// lines name it), as an A2EError says which capability failed.
 func ofCapability(m Message, method string) Message {
-	if c, _, ok := strings.Cut(method, "/"); ok {
-		m.CapabilityName = c
-	}
+	m.CapabilityName = capabilityOf(method)
 	return m
 }
 

@@ -3,6 +3,7 @@ package a2e_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"strings"
@@ -74,5 +75,35 @@ func TestPongOnlyBodyIsNotEmpty(t *testing.T) {
 		if m.Type == a2e.ErrorType && strings.Contains(m.Message, "empty body") {
 			t.Fatalf("a pong answered %d with %q (%s)", rec.Code, m.Message, rec.Body)
 		}
+	}
+}
+
+// TestFrontDoorErrorCapabilityAsRenderer: the front door's error line for
+// a message of a one-segment type names the capability as the renderer's
+// error lines do (the type itself); it named none, so the two answers of
+// one type differed by where the error arose.
+func TestFrontDoorErrorCapabilityAsRenderer(t *testing.T) {
+	_, msgs := post(t, &fakeHost{PublishErr: host.ErrConflict}, `{"a2e":"1.0","id":"c1","type":"frobnicate","req_id":"r-1"}`)
+	if len(msgs) != 1 || msgs[0].Type != a2e.ErrorType {
+		t.Fatalf("want one error line, got %+v", msgs)
+	}
+	rec := httptest.NewRecorder()
+	o := render.NewOutput(rec, 0)
+	r := a2e.NewRenderer(o, a2e.Params{ReqID: "r-1", ReqType: "frobnicate"})
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.End(errors.New("boom")); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var rendered a2e.Message
+	if err := json.Unmarshal(bytes.TrimSpace(rec.Body.Bytes()), &rendered); err != nil {
+		t.Fatalf("%v: %s", err, rec.Body.Bytes())
+	}
+	if msgs[0].CapabilityName != rendered.CapabilityName || rendered.CapabilityName != "frobnicate" {
+		t.Errorf("capability_name: front door %q, renderer %q, want both %q", msgs[0].CapabilityName, rendered.CapabilityName, "frobnicate")
 	}
 }

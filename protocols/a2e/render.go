@@ -44,7 +44,15 @@ func (p Params) capability() string {
 	if p.Capability != "" {
 		return p.Capability
 	}
-	c, _, _ := strings.Cut(p.ReqType, "/")
+	return capabilityOf(p.ReqType)
+}
+
+// capabilityOf is the capability namespace of an A2E message type: its
+// first segment (tool of tool/call/req), the type itself when it has
+// one segment. The renderer's error lines and the front door's name it
+// alike.
+func capabilityOf(reqType string) string {
+	c, _, _ := strings.Cut(reqType, "/")
 	return c
 }
 
