@@ -257,6 +257,18 @@ func (s *Service) Register(mux *http.ServeMux) {
 		if !ok {
 			return
 		}
+		format, ok := streamFormat(w, r)
+		if !ok {
+			return
+		}
+		id := r.PathValue("id")
+		if r.Method == http.MethodHead {
+			// The head a GET would open with, and no stream: a HEAD
+			// holds none of the reader's stream slots while the
+			// request runs.
+			s.streamHead(w, r, id, format, k)
+			return
+		}
 		// A stream takes one of the reader's stream slots (ReadGate).
 		release, ok := s.streamSlot(w, k.p)
 		if !ok {
@@ -271,12 +283,7 @@ func (s *Service) Register(mux *http.ServeMux) {
 			}
 		}
 		k.history = !k.asked
-		id := r.PathValue("id")
-		if preferred(r, mtNDJSON, mtSSE) == mtNDJSON {
-			s.serveE2AStream(w, r, id, FormatE2ANDJSON, k, opts...)
-			return
-		}
-		s.serveE2AStream(w, r, id, FormatE2ASSE, k, opts...)
+		s.serveE2AStream(w, r, id, format, k, opts...)
 	})
 	mux.HandleFunc("GET /v1/requests/{id}", func(w http.ResponseWriter, r *http.Request) {
 		k, ok := s.authorized(w, r)
@@ -336,6 +343,53 @@ func (s *Service) ServeE2A(w http.ResponseWriter, r *http.Request, requestID str
 		s.serveE2AStream(w, r, requestID, FormatE2ANDJSON, known{}, WithoutRequestCheck())
 	default:
 		s.serveE2AJSON(w, r, requestID, isTrue(r.URL.Query().Get("wait")), known{})
+	}
+}
+
+// streamFormat is the format of a request's stream the Accept headers
+// of r allow: NDJSON when they rank it above SSE, else SSE, else NDJSON;
+// when they allow neither it answers 406 itself.
+func streamFormat(w http.ResponseWriter, r *http.Request) (string, bool) {
+	switch {
+	case preferred(r, mtNDJSON, mtSSE) == mtNDJSON:
+		return FormatE2ANDJSON, true
+	case acceptable(r, mtSSE):
+		return FormatE2ASSE, true
+	case acceptable(r, mtNDJSON):
+		return FormatE2ANDJSON, true
+	}
+	o := render.NewOutput(w, 0)
+	_ = o.WriteJSON(http.StatusNotAcceptable, APIError{Error: APIErrorBody{Code: CodeNotAccept,
+		Message: "a request's stream is " + mtSSE + " or " + mtNDJSON + "; the Accept header allows neither"}})
+	return "", false
+}
+
+// streamHead answers a HEAD of a request's stream: the status and headers
+// its GET opens with, in format; 404 for a request none of the lookups
+// authorized made found (k), nor E2A_REQUESTS.
+func (s *Service) streamHead(w http.ResponseWriter, r *http.Request, id, format string, k known) {
+	if k.env == nil && k.hist == nil {
+		err := ErrNotFound
+		if !k.asked {
+			var msg *nats.Msg
+			if msg, err = s.findRequest(r.Context(), id); err == nil && msg == nil {
+				err = ErrNotFound
+			}
+		}
+		if err != nil {
+			WriteError(w, err)
+			return
+		}
+	}
+	o := render.NewOutput(w, s.cfg.writeTimeout)
+	var rend render.Renderer
+	if format == FormatE2ANDJSON {
+		rend = NewE2ANDJSON(o)
+	} else {
+		rend = NewE2ASSE(o, s.cfg.retry, "")
+	}
+	if rend.Start() == nil {
+		_ = o.Flush()
 	}
 }
 
@@ -886,6 +940,46 @@ func preferred(r *http.Request, types ...string) string {
 		}
 	}
 	return pick
+}
+
+// acceptable reports whether the Accept headers of r allow media type mt
+// (RFC 9110 §12.5.1): all types without a readable Accept header; else
+// the most specific range that matches mt (mt itself, its type/*, */*)
+// decides, allowing it with a q other than 0.
+func acceptable(r *http.Request, mt string) bool {
+	typ, _, _ := strings.Cut(mt, "/")
+	q, spec, read := 0.0, -1, false
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			t, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil {
+				continue
+			}
+			read = true
+			s := -1
+			switch {
+			case strings.EqualFold(t, mt):
+				s = 2
+			case strings.EqualFold(t, typ+"/*"):
+				s = 1
+			case t == "*/*":
+				s = 0
+			}
+			if s < 0 || s < spec {
+				continue
+			}
+			pq := 1.0
+			if v, ok := params["q"]; ok && qZero(v) {
+				pq = 0
+			}
+			if s > spec {
+				q, spec = pq, s
+			} else {
+				q = max(q, pq)
+			}
+		}
+	}
+	return !read || q > 0
 }
 
 // qZero reports a q-value of zero: "0", "0.", "0.0", "0.00" or "0.000"
