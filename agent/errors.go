@@ -17,7 +17,8 @@ var (
 	// frame.
 	ErrFinalWritten = errors.New("agent: final frame already written")
 	// ErrWriterClosed is returned by a Writer after the runtime took the
-	// request back from the handler (cancel, deadline, shutdown).
+	// request back from the handler (cancel, deadline, shutdown) or the
+	// handler returned (a goroutine it left writing).
 	ErrWriterClosed = errors.New("agent: writer closed")
 	// ErrCancelled is the cause of a handler context cancelled by a cancel
 	// on the request's control subject.

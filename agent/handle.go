@@ -331,7 +331,10 @@ func (w *worker) runHandler(d *delivery, r *request, hctx context.Context) strin
 		}
 	}
 	wait()
-	// The handler returned: write what it left unwritten.
+	// The handler returned: its writes end here (a goroutine it left
+	// writing is refused, as after a cancel: nothing may follow the final
+	// frame the runtime writes now), then what it left unwritten is.
+	wr.close(ErrWriterClosed, false)
 	if ferr := wr.flush(); ferr != nil {
 		return w.settle(r, ferr, d.log)
 	}

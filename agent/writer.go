@@ -840,7 +840,9 @@ const textSlack = 64
 // without encoding anything).
 func (wr *writer) textBudget(deltaKind string, n int) (int, bool) {
 	limit := wr.maxPayload()
-	if limit <= 0 || int64(n)*maxEscape+int64(wr.enc.size())+wr.cheapHeaderBound()+textSlack <= limit {
+	// n ≤ room/maxEscape, not n*maxEscape ≤ room: a bound as large as
+	// math.MaxInt (WithCoalesce) overflowed the product and fit.
+	if room := limit - int64(wr.enc.size()) - wr.cheapHeaderBound() - textSlack; limit <= 0 || room >= 0 && int64(n) <= room/maxEscape {
 		return 0, false
 	}
 	empty, err := wr.encode(math.MaxInt64, frame{kind: e2a.KindChunk, status: e2a.StatusInProgress, body: e2a.ChunkBody{DeltaKind: deltaKind, Delta: ""}})
