@@ -136,8 +136,11 @@ func (a *archiver) session(ctx context.Context) error {
 	}
 	// At most 2 MiB read ahead (a batch and more), whatever the messages'
 	// sizes: the client's default (500 messages, no byte bound) held 7.6 MB
-	// of a running e2a dev's heap.
-	it, err := cons.Messages(jetstream.PullMaxBytes(2 << 20))
+	// of a running e2a dev's heap. Never less than the largest message the
+	// server takes, with room for its subject and headers: the server
+	// delivers no message over a pull's byte bound, and the archive would
+	// stop at it for good.
+	it, err := cons.Messages(jetstream.PullMaxBytes(max(2<<20, int(a.js.Conn().MaxPayload())+64<<10)))
 	if err != nil {
 		return err
 	}

@@ -15,4 +15,11 @@ var (
 	// ErrBatchTooLarge is returned by Encode when the records take more
 	// than MaxBatchBytes before compression.
 	ErrBatchTooLarge = errors.New("archive: batch too large")
+
+	// ErrBehind is yielded by Reader.Records when a batch its span names
+	// is not answered: the span comes from the stream's leader, a batch
+	// from a direct get any replica answers, and one behind the leader
+	// holds no newest batch yet. Retry the read; the archive did not end
+	// there.
+	ErrBehind = errors.New("archive: a batch of the span was not answered (a replica behind its leader)")
 )

@@ -266,7 +266,8 @@ func (r *Reader) SeqAtTime(ctx context.Context, sp Span, t time.Time) (uint64, e
 
 // Records returns the archived messages from E2A_AUDIT sequence from on,
 // in sequence order, each once (should two batches hold a message, it is
-// returned from the first), up to sp.Last.
+// returned from the first), up to sp.Last. A batch of sp that no direct
+// get answers ends it with ErrBehind.
 func (r *Reader) Records(ctx context.Context, sp Span, from uint64) iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
 		if !sp.Exists || sp.Empty || from > sp.Last {
@@ -281,7 +282,10 @@ func (r *Reader) Records(ctx context.Context, sp Span, from uint64) iter.Seq2[Re
 		for bs != 0 && bs <= sp.LastBatch {
 			b, err := r.Load(ctx, bs)
 			if errors.Is(err, streams.ErrNoMessages) {
-				return
+				// The span names batch bs (the leader's word) and the
+				// replica that answered holds none from it on: not the
+				// archive's end, which would skip its records.
+				err = fmt.Errorf("%w: batch %d (the span ends at batch %d)", ErrBehind, bs, sp.LastBatch)
 			}
 			if err != nil {
 				yield(Record{}, err)
