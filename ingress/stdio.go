@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -159,6 +160,12 @@ func readLines(r *bufio.Reader, limit int64, lines chan<- stdioLine, done <-chan
 			if err != bufio.ErrBufferFull {
 				break
 			}
+		}
+		// The bound above leaves room for a "\r\n" end; the message
+		// itself is held to the limit, as a POST body is.
+		if msg := bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r")); !tooLong && int64(len(msg)) > limit {
+			tooLong = true
+			line = line[:min(len(line), overlongKept)]
 		}
 		if len(bytes.TrimSpace(line)) > 0 || tooLong {
 			if !send(stdioLine{data: bytes.TrimSpace(line), tooLong: tooLong}) {
@@ -785,6 +792,12 @@ func canonicalID(raw json.RawMessage) (string, error) {
 	case json.Number:
 		if n, err := x.Int64(); err == nil {
 			return strconv.FormatInt(n, 10), nil
+		}
+		if lit := x.String(); !strings.ContainsAny(lit, ".eE") {
+			// An integer beyond int64: its literal is its exact decimal
+			// (JSON writes no leading zeros). As a float64, two such ids
+			// were one key, and a cancel named the other call.
+			return lit, nil
 		}
 		if f, err := x.Float64(); err == nil {
 			return strconv.FormatFloat(f, 'g', -1, 64), nil
