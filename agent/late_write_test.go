@@ -72,6 +72,25 @@ func lateWriteAfterReturn(t *testing.T, id string, write func(agent.Writer) erro
 	return s, lateErr
 }
 
+// storedAfterLateWrite waits for the request's final frame to be stored
+// and, when the late write was accepted (lateErr nil), for what it became;
+// it returns the messages stored.
+func storedAfterLateWrite(t *testing.T, s *server, id string, lateErr error) []streams.RawMsg {
+	t.Helper()
+	var msgs []streams.RawMsg
+	testkit.Eventually(t, 20*time.Second, "the final frame stored", func() bool {
+		msgs = rawResponseMessages(t, s, id)
+		return len(msgs) >= 1
+	})
+	if lateErr == nil {
+		testkit.Eventually(t, 20*time.Second, "the late frame stored", func() bool {
+			msgs = rawResponseMessages(t, s, id)
+			return len(msgs) >= 2
+		})
+	}
+	return msgs
+}
+
 // A handler that returned has handed the request to the runtime, which
 // writes its final frame. A write after that (a goroutine the handler left
 // behind) must be refused (ErrWriterClosed or ErrFinalWritten) and nothing
@@ -88,18 +107,7 @@ func TestWriteAfterHandlerReturnedRefused(t *testing.T) {
 	if err == nil {
 		t.Errorf("a Write after the handler returned (runtime final frame in flight) returned nil; want ErrWriterClosed or ErrFinalWritten")
 	}
-	var msgs []streams.RawMsg
-	testkit.Eventually(t, 20*time.Second, "the final frame stored", func() bool {
-		msgs = rawResponseMessages(t, s, id)
-		return len(msgs) >= 1
-	})
-	if err == nil {
-		// The write was accepted: wait for what it became.
-		testkit.Eventually(t, 20*time.Second, "the late frame stored", func() bool {
-			msgs = rawResponseMessages(t, s, id)
-			return len(msgs) >= 2
-		})
-	}
+	msgs := storedAfterLateWrite(t, s, id, err)
 	first, ferr := e2a.BurstResponses(msgs[0].Header.Get(subjects.HeaderFrames), msgs[0].Data)
 	if ferr != nil || len(first) == 0 || !first[len(first)-1].IsFinal {
 		t.Fatalf("first message is not the final frame: %v", ferr)
@@ -121,17 +129,7 @@ func TestChunkAfterHandlerReturnedRefused(t *testing.T) {
 	if err == nil {
 		t.Errorf("a Chunk after the handler returned (runtime final frame in flight) returned nil; want ErrWriterClosed or ErrFinalWritten")
 	}
-	var msgs []streams.RawMsg
-	testkit.Eventually(t, 20*time.Second, "the final frame stored", func() bool {
-		msgs = rawResponseMessages(t, s, id)
-		return len(msgs) >= 1
-	})
-	if err == nil {
-		testkit.Eventually(t, 20*time.Second, "the late frame stored", func() bool {
-			msgs = rawResponseMessages(t, s, id)
-			return len(msgs) >= 2
-		})
-	}
+	msgs := storedAfterLateWrite(t, s, id, err)
 	for i, m := range msgs {
 		fr, ferr := e2a.BurstResponses(m.Header.Get(subjects.HeaderFrames), m.Data)
 		if ferr != nil {

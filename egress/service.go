@@ -381,16 +381,20 @@ func (s *Service) streamHead(w http.ResponseWriter, r *http.Request, id, format 
 			return
 		}
 	}
-	o := render.NewOutput(w, s.cfg.writeTimeout)
-	var rend render.Renderer
-	if format == FormatE2ANDJSON {
-		rend = NewE2ANDJSON(o)
-	} else {
-		rend = NewE2ASSE(o, s.cfg.retry, "")
-	}
+	o, rend := s.e2aStreamOutput(w, format)
 	if rend.Start() == nil {
 		_ = o.Flush()
 	}
+}
+
+// e2aStreamOutput is the output to w and the renderer of an E2A stream in
+// format (FormatE2ANDJSON, else SSE).
+func (s *Service) e2aStreamOutput(w http.ResponseWriter, format string) (*render.Output, render.Renderer) {
+	o := render.NewOutput(w, s.cfg.writeTimeout)
+	if format == FormatE2ANDJSON {
+		return o, NewE2ANDJSON(o)
+	}
+	return o, NewE2ASSE(o, s.cfg.retry, "")
 }
 
 // known is what a handler knows of a request before it reads it: its
@@ -408,13 +412,7 @@ type known struct {
 }
 
 func (s *Service) serveE2AStream(w http.ResponseWriter, r *http.Request, id, format string, k known, opts ...ReplayOption) {
-	o := render.NewOutput(w, s.cfg.writeTimeout)
-	var rend render.Renderer
-	if format == FormatE2ANDJSON {
-		rend = NewE2ANDJSON(o)
-	} else {
-		rend = NewE2ASSE(o, s.cfg.retry, "")
-	}
+	o, rend := s.e2aStreamOutput(w, format)
 	rend = maybeProjecting(r, rend, s.cfg.projections)
 	from, err := ResumePoint(r)
 	if err != nil {
