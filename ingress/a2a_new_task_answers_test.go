@@ -113,14 +113,7 @@ func TestA2AFinishedTaskNotReopenedByAgentVault(t *testing.T) {
 	_, c := a2aClient(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := c.SendMessage(ctx, &a2av03.MessageSendParams{Message: a2av03.NewMessage(a2av03.MessageRoleUser, a2av03.TextPart{Text: "first"})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	task, ok := res.(*a2av03.Task)
-	if !ok || task.Status.State != a2av03.TaskStateCompleted {
-		t.Fatalf("message/send: %T %+v", res, res)
-	}
+	task := sentV03(t, ctx, c, "first")
 	// The A2A door refuses another message to it.
 	again := a2av03.NewMessage(a2av03.MessageRoleUser, a2av03.TextPart{Text: "again"})
 	again.TaskID, again.ContextID = task.ID, task.ContextID

@@ -52,11 +52,7 @@ func TestA2AResubscribeOpensWithState(t *testing.T) {
 	_, c := a2aClient(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := c.SendMessage(ctx, &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "hi"})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	task := res.(*a2a.Task)
+	task := sentV03(t, ctx, c, "hi")
 	var events []a2a.Event
 	for ev, err := range c.ResubscribeToTask(ctx, &a2a.TaskIDParams{ID: task.ID}) {
 		if err != nil {

@@ -71,6 +71,21 @@ func askedV03(t *testing.T, ctx context.Context, c *a2aclientv03.Client, text st
 	return asked
 }
 
+// sentV03 sends text as a new message with a2a-go v0.3's client c
+// (message/send, blocking) and returns the task it answers, completed.
+func sentV03(t *testing.T, ctx context.Context, c *a2aclientv03.Client, text string) *a2av03.Task {
+	t.Helper()
+	res, err := c.SendMessage(ctx, &a2av03.MessageSendParams{Message: a2av03.NewMessage(a2av03.MessageRoleUser, a2av03.TextPart{Text: text})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2av03.Task)
+	if !ok || task.Status.State != a2av03.TaskStateCompleted {
+		t.Fatalf("message/send: %T %+v", res, res)
+	}
+	return task
+}
+
 // TestContinuationAnsweredWithTheTask: a Go handler asks for input with
 // agent.Interrupt, then answers the client's answer the common way, a
 // text and Complete. The A2A v1.0 client (a2a-go/v2) answered the question
