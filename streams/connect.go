@@ -83,12 +83,24 @@ func (c ConnConfig) LogValue() slog.Value {
 // RedactURLs returns the comma-separated NATS URLs of s with the password
 // or token of any user information replaced ("nats://u:xxxxx@h:4222",
 // "nats://xxxxx@h"): nats.go takes credentials in a URL, and a URL is
-// printed and logged.
+// printed and logged. A URL without a scheme is read as nats.go reads it
+// (nats:// added); one that does not parse keeps nothing of what comes
+// before its last "@".
 func RedactURLs(s string) string {
 	parts := strings.Split(s, ",")
 	for i, p := range parts {
-		u, err := url.Parse(strings.TrimSpace(p))
-		if err != nil || u.User == nil {
+		u, err := parseNATSURL(p)
+		if err != nil {
+			if at := strings.LastIndex(p, "@"); at >= 0 {
+				start := 0
+				if j := strings.Index(p, "://"); j >= 0 && j < at {
+					start = j + len("://")
+				}
+				parts[i] = p[:start] + "xxxxx" + p[at:]
+			}
+			continue
+		}
+		if u.User == nil {
 			continue
 		}
 		if _, ok := u.User.Password(); !ok {
@@ -99,6 +111,16 @@ func RedactURLs(s string) string {
 	return strings.Join(parts, ",")
 }
 
+// parseNATSURL parses one NATS server URL as nats.go does: trimmed, and
+// nats:// added when it names no scheme.
+func parseNATSURL(s string) (*url.URL, error) {
+	s = strings.TrimSpace(s)
+	if !strings.Contains(s, "://") {
+		s = "nats://" + s
+	}
+	return url.Parse(s)
+}
+
 func redact(s string) string {
 	if s == "" {
 		return ""
@@ -106,12 +128,19 @@ func redact(s string) string {
 	return "[redacted]"
 }
 
-// Validate returns ErrInvalidConnConfig when c has no URL, mixes
-// authentication methods, or has a TLS certificate without its key (or the
-// reverse).
+// Validate returns ErrInvalidConnConfig when c has no URL or one that
+// does not parse (named redacted: url.Parse's own error quotes it whole,
+// credentials and all), mixes authentication methods, or has a TLS
+// certificate without its key (or the reverse).
 func (c ConnConfig) Validate() error {
 	if strings.TrimSpace(c.NatsURL) == "" {
 		return fmt.Errorf("%w: no NATS URL", ErrInvalidConnConfig)
+	}
+	for _, p := range strings.Split(c.NatsURL, ",") {
+		if _, err := parseNATSURL(p); err != nil {
+			// url.Parse's error quotes the URL, credentials and all.
+			return fmt.Errorf("%w: NATS URL %s does not parse (percent-encode a %% or / in a password)", ErrInvalidConnConfig, RedactURLs(p))
+		}
 	}
 	methods := 0
 	for _, set := range []bool{c.CredsFile != "", c.User != "" || c.Password != "", c.NKeySeedFile != ""} {

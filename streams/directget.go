@@ -125,7 +125,7 @@ func DirectGetBatch(ctx context.Context, nc *nats.Conn, stream, subject string, 
 		case <-ctx.Done():
 			return nil, false, fmt.Errorf("direct get %s %s from %d: %w", stream, subject, fromSeq, ctx.Err())
 		}
-		switch st := m.Header.Get(statusHeader); st {
+		switch st := ReplyStatus(m); st {
 		case "":
 			rm, err := rawMsg(m)
 			if err != nil {
@@ -227,10 +227,24 @@ func LastBySubject(ctx context.Context, nc *nats.Conn, stream, subject string) (
 	if err != nil {
 		return RawMsg{}, fmt.Errorf("direct get last %s %s: %w", stream, subject, err)
 	}
-	if m.Header.Get(statusHeader) != "" {
+	if ReplyStatus(m) != "" {
 		return RawMsg{}, statusError(stream, subject, m)
 	}
 	return rawMsg(m)
+}
+
+// ReplyStatus is the status of a direct get's reply m: the server's status
+// line (204 end of batch, 404 no message, 408, 503, …), "" for a stored
+// message. nats.go reads a status line into the Status header, where a
+// stored message's own Status header (a publisher's) lands too; a reply
+// carrying a stored message always names its stream (Nats-Stream), a
+// status reply never does. Reading Status alone made a stored message with
+// Status: 204 end a batch, and one with Status: 404 an absence.
+func ReplyStatus(m *nats.Msg) string {
+	if m.Header == nil || m.Header.Get(subjects.HeaderStream) != "" {
+		return ""
+	}
+	return m.Header.Get(statusHeader)
 }
 
 func checkStreamSubject(stream, subject string) error {

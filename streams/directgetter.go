@@ -139,7 +139,7 @@ func (m *DirectGetter) GetBatch(ctx context.Context, stream, subject string, sta
 			return 0, ctx.Err()
 		}
 		if len(msg.Data) == 0 && msg.Header != nil {
-			if st := msg.Header.Get("Status"); st != "" {
+			if st := ReplyStatus(msg); st != "" {
 				switch st {
 				case "204": // end of batch
 					n, _ := strconv.ParseUint(msg.Header.Get(subjects.HeaderNumPending), 10, 64)
@@ -203,7 +203,7 @@ func (m *DirectGetter) GetLast(ctx context.Context, stream, subject string) (*na
 	select {
 	case msg := <-ch:
 		if len(msg.Data) == 0 && msg.Header != nil {
-			switch st := msg.Header.Get("Status"); st {
+			switch st := ReplyStatus(msg); st {
 			case "":
 			case "404":
 				return nil, nil

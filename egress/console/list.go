@@ -415,7 +415,7 @@ func (l *lister) getSeq(ctx context.Context, seq uint64) (data []byte, subj stri
 	if err != nil {
 		return nil, "", err
 	}
-	if st := reply.Header.Get("Status"); st != "" {
+	if st := streams.ReplyStatus(reply); st != "" {
 		return nil, "", fmt.Errorf("console: index message %d: %s %s", seq, st, reply.Header.Get("Description"))
 	}
 	return reply.Data, reply.Header.Get(jetstream.SubjectHeader), nil

@@ -85,7 +85,7 @@ func (a *Auditor) seqFromTime(ctx context.Context, st streamState, filter string
 	if err != nil {
 		return 0, false
 	}
-	switch reply.Header.Get("Status") {
+	switch streams.ReplyStatus(reply) {
 	case "":
 	case "404":
 		return st.last + 1, true
@@ -149,7 +149,7 @@ func (a *Auditor) single(ctx context.Context, stream, subject string, from uint6
 	if err != nil {
 		return streams.RawMsg{}, false, err
 	}
-	switch st := reply.Header.Get("Status"); st {
+	switch st := streams.ReplyStatus(reply); st {
 	case "":
 	case "404":
 		return streams.RawMsg{}, false, nil
