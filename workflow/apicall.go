@@ -117,7 +117,10 @@ func (x *execution) apiCall(ctx context.Context, op *Operation, step int, iter *
 			x.red.add(hv.Prefix + val)
 			pc.headers.Set(name, hv.Prefix+val)
 			pc.credNames = append(pc.credNames, name)
-			creds[http.CanonicalHeaderKey(name)] = hv.CredentialID
+			// The prefix is part of the header sent: two calls that
+			// differ in it are two calls (the cache answered the second
+			// with the first's response).
+			creds[http.CanonicalHeaderKey(name)] = hv.CredentialID + "\x00" + hv.Prefix
 			continue
 		}
 		s, err := hv.Value.render(x.get, nil)

@@ -1,168 +1,108 @@
 package workflow
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/e2a-pipeline/pipeline/e2a"
 )
 
-// TestDeepWorkflowValueRefused: a workflow carrying a value nested deeper
-// than the frames that would carry it allow (e2a.MaxNesting, less their
-// own levels) is refused by validation, before it runs. Inside its JSONL
-// string the body's depth check did not see it: it validated and ran, the
-// executor echoed it into its function_call frame, which every reader
-// refused, so execute answered 503 for an execution that ran (a client
-// retries it) and GET /api/v1/executions/{id} answered 503 for ever. A
-// value only as deep as the frames allow still runs and reads back.
-func TestDeepWorkflowValueRefused(t *testing.T) {
-	n := startNATS(t)
-	exec := New(Options{})
-	runPool(t, n.connect(t), exec)
-	rest := &API{Executor: exec, Submitter: jsSubmitter{n.js}, Frames: &StreamFrames{Conn: n.nc},
-		Authenticate: func(r *http.Request) (Principal, error) {
-			return Principal{ID: r.Header.Get("X-Who"), Origin: e2a.IdentityAgent}, nil
-		}}
-	call := serveAPI(t, rest)
-	nested := func(depth int) string { return strings.Repeat("[", depth) + strings.Repeat("]", depth) }
-	deep := workflowBody(lines(op("w", `{"Wait":{"duration":1,"note":`+nested(140)+`}}`), begin("w")))
-	code, body := call("alice", "POST", "/api/v1/workflows/validate", deep)
-	if code != 200 || body["valid"] != false || !strings.Contains(fmt.Sprint(body["errors"]), "nesting deeper than") {
-		t.Fatalf("validate a value 140 deep: %d %v; want invalid, naming the nesting", code, body)
-	}
-	if code, body = call("alice", "POST", "/api/v1/workflows/execute", deep); code != http.StatusBadRequest {
-		t.Fatalf("execute a value 140 deep: %d %v; want 400 before it runs", code, body)
-	}
-	// As deep as a line may be (the line's object, operation, Wait, note).
-	fits := workflowBody(lines(op("w", `{"Wait":{"duration":1,"note":`+nested(maxValueDepth-4)+`}}`), begin("w")))
-	code, body = call("alice", "POST", "/api/v1/workflows/execute", fits)
-	if code != 200 || body["status"] != StatusSuccess {
-		t.Fatalf("execute a value %d deep: %d %v", maxValueDepth-4, code, body)
-	}
-	id, _ := body["request_id"].(string)
-	if code, body = call("alice", "GET", "/api/v1/executions/"+id, ""); code != 200 || body["status"] != StatusSuccess {
-		t.Errorf("GET execution: %d %v", code, body)
-	}
-}
-
-// TestContinueOnErrorStopsAtDataLimit: Options.ContinueOnError says
-// "Timeouts, cancellation and limits still end the execution", and
-// MaxDataBytes exists to stop a runaway execution. With ContinueOnError an
-// execution past MaxDataBytes went on: the next ApiCall (a POST) was still
-// sent, its answer refused only after it acted.
-func TestContinueOnErrorStopsAtDataLimit(t *testing.T) {
+// TestContinueOnErrorTimeoutKeepsEarlierFailures: Options.ContinueOnError
+// documents "the outcome is failed with the first failure as its error and
+// every failure in error.details.failedOperations"; timeouts end the
+// execution. When an earlier operation failed and a later one timed out,
+// the final error was the timeout alone: the earlier failure was not
+// listed in failedOperations (a limit kept them, a timeout did not).
+func TestContinueOnErrorTimeoutKeepsEarlierFailures(t *testing.T) {
 	en := newEnv(t, func(o *Options) {
 		o.ContinueOnError = true
-		o.Limits.MaxDataBytes = 64
+		o.Limits.MaxExecutionTime = 10 * time.Second
 	})
+	en.api.flaky.Store(100) // /flaky always 503: 3 retries, 1+2+4 s on the fake clock
 	wf := lines(
-		op("big", `{"ApiCall":{"method":"GET","url":"https://api.example.com/users","outputPath":"/workflow/users"}}`),
-		op("create", `{"ApiCall":{"method":"POST","url":"https://api.example.com/users","body":{"name":"x"},"outputPath":"/workflow/created"}}`),
-		begin("big", "create"))
+		op("bad", `{"ApiCall":{"method":"GET","url":"https://api.example.com/flaky","outputPath":"/workflow/f"}}`),
+		op("pause", `{"Wait":{"duration":5000}}`),
+		begin("bad", "pause"))
 	out, _ := en.run(t, wf)
-	if out.Status != StatusFailed || out.Error == nil || out.Error.OperationID != "big" {
-		t.Fatalf("outcome: %+v %+v", out, out.Error)
+	if out.Status != StatusFailed || out.Error == nil {
+		t.Fatalf("outcome: %+v", out)
 	}
-	if n := en.api.hit("POST /users"); n != 0 {
-		t.Errorf("the execution went on past MaxDataBytes: POST /users sent %d time(s); failed: %v", n, out.Error.Details["failedOperations"])
+	failed, _ := out.Error.Details["failedOperations"].([]map[string]any)
+	var ids []string
+	for _, f := range failed {
+		ids = append(ids, f["operationId"].(string))
+	}
+	if !strings.Contains(","+strings.Join(ids, ",")+",", ",bad,") {
+		t.Errorf("error %s on %q, failedOperations %v: the earlier failure of \"bad\" is not reported",
+			out.Error.Type, out.Error.OperationID, ids)
 	}
 }
 
-// TestLongOperationOrderValidates: a 1 MB workflow (under
-// MaxWorkflowBytes) whose beginExecution lists ~130,000 distinct operation
-// ids tied up /api/v1/workflows/validate for 15 s of CPU (walk checked each
-// id against every earlier one: quadratic; now 0.25 s) and answered one
-// error per id, an answer ~30 times the request: the report lists the
-// first 100 and counts the rest.
-func TestLongOperationOrderValidates(t *testing.T) {
-	var ids strings.Builder
-	n := 0
-	for ids.Len() < MaxWorkflowBytes-4096 {
-		if n > 0 {
-			ids.WriteString(`","`)
+// TestCacheKeyHoldsCredentialPrefix: the ApiCall cache key holds the
+// header's prefix with the credential id: two GETs sending different
+// Authorization values ("Bearer <k>" and "Token <k>") shared one cache
+// entry, the second never sent and answered with the first's response.
+func TestCacheKeyHoldsCredentialPrefix(t *testing.T) {
+	en := newEnv(t, nil)
+	wf := lines(
+		op("bearer", `{"ApiCall":{"method":"GET","url":"https://api.example.com/echo","headers":{"Authorization":{"credentialRef":{"id":"api-key-123"},"prefix":"Bearer "}},"outputPath":"/workflow/a"}}`),
+		op("token", `{"ApiCall":{"method":"GET","url":"https://api.example.com/echo","headers":{"Authorization":{"credentialRef":{"id":"api-key-123"},"prefix":"Token "}},"outputPath":"/workflow/b"}}`),
+		begin("bearer", "token"))
+	out, rec := en.run(t, wf)
+	if out.Status != StatusSuccess {
+		t.Fatalf("%+v", out.Error)
+	}
+	ends := rec.ends()
+	if n := en.api.hit("GET /echo"); n != 2 || ends[1].Cached {
+		t.Errorf("GET /echo sent %d time(s), second cached=%v: a call with another Authorization value was answered from the cache", n, ends[1].Cached)
+	}
+	if last, _ := en.api.lastAuth.Load().(string); !strings.HasPrefix(last, "Token ") {
+		t.Errorf("last Authorization the API saw: %q", strings.SplitN(last, " ", 2)[0])
+	}
+}
+
+// TestLoopPastStepsRefusedBeforeFirstIteration: with the default
+// limits a Loop may run over 1,000 elements (MaxLoopIterations, checked
+// before the first iteration so nothing runs when it is over), but
+// MaxSteps (1,000, counting the Loop and the operations before it) is only
+// checked per operation: a Loop over 1,000 elements started, made 998
+// POSTs and then failed with "ran more than 1000 operations". A Loop sure
+// to pass MaxSteps is refused before its first iteration, like one past
+// MaxLoopIterations.
+func TestLoopPastStepsRefusedBeforeFirstIteration(t *testing.T) {
+	var posts atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodPost {
+			posts.Add(1)
+			_, _ = w.Write([]byte(`{"ok":true}`))
+			return
 		}
-		fmt.Fprintf(&ids, "%x", n)
-		n++
-	}
-	wf := lines(op("w", `{"Wait":{"duration":1}}`),
-		`{"type":"beginExecution","executionId":"e1","operationOrder":["`+ids.String()+`"]}`)
-	if len(wf) > MaxWorkflowBytes {
-		t.Fatalf("workflow of %d bytes", len(wf))
-	}
-	a := &API{Executor: New(Options{})}
-	mux := http.NewServeMux()
-	a.Register(mux)
-	srv := httptest.NewServer(mux)
+		items := make([]string, 1000)
+		for i := range items {
+			items[i] = fmt.Sprint(i)
+		}
+		_, _ = w.Write([]byte("[" + strings.Join(items, ",") + "]"))
+	}))
 	t.Cleanup(srv.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang, not a timing
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/api/v1/workflows/validate", strings.NewReader(wf))
-	req.Header.Set("Content-Type", "application/jsonl")
-	t0 := time.Now()
-	resp, err := http.DefaultClient.Do(req)
+	e := New(Options{Policy: examplePolicy(t, "127.0.0.1"), Cache: NoCache{}, Limiter: allowAll{}})
+	wf := lines(
+		op("list", `{"ApiCall":{"method":"GET","url":"`+srv.URL+`/items","outputPath":"/workflow/items"}}`),
+		op("each", `{"Loop":{"inputPath":"/workflow/items","operations":["notify"]}}`),
+		op("notify", `{"ApiCall":{"method":"POST","url":"`+srv.URL+`/notify","body":{"item":"{/workflow/_loop/item}"},"outputPath":"/workflow/n"}}`),
+		begin("list", "each"))
+	w, res := e.Validate("agent-1", wf)
+	if !res.Valid {
+		t.Fatal(res.Errors)
+	}
+	out, err := e.Execute(tctx(t), "agent-1", "req-loop", w, nil)
 	if err != nil {
-		t.Fatalf("validate of a %d-byte workflow (%d ids) not answered after %v: %v", len(wf), n, time.Since(t0).Round(time.Millisecond), err)
+		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("reading the answer after %v: %v", time.Since(t0).Round(time.Millisecond), err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("validate: %d %.200s", resp.StatusCode, b)
-	}
-	if len(b) > 2*len(wf) {
-		t.Errorf("validate answered %d bytes for a %d-byte workflow (status %d)", len(b), len(wf), resp.StatusCode)
-	}
-	var res ValidationResult
-	if err := json.Unmarshal(b, &res); err != nil || res.Valid || len(res.Errors) != maxIssues+1 ||
-		!strings.Contains(res.Errors[maxIssues].Message, "more errors not listed") {
-		t.Errorf("validate: %d errors listed (want the first %d and a count of the rest), valid %v, %v", len(res.Errors), maxIssues, res.Valid, err)
-	}
-}
-
-// flakyFrames fails its first read (a NATS hiccup), then knows nothing yet.
-type flakyFrames struct{ calls int }
-
-func (f *flakyFrames) Frames(context.Context, string) ([]*e2a.Response, error) {
-	f.calls++
-	if f.calls == 1 {
-		return nil, fmt.Errorf("nats: timeout")
-	}
-	return nil, nil
-}
-
-type recordingSubmitter struct{ envs []*e2a.Envelope }
-
-func (s *recordingSubmitter) Submit(_ context.Context, env *e2a.Envelope) error {
-	s.envs = append(s.envs, env)
-	return nil
-}
-
-// TestExecuteReadErrorAfterQueueingIsNot503: once Submit has queued the
-// execution durably (it will run), one failed read of its frames during
-// execute's wait answered 503 "could not be read", with neither the
-// execution's id nor Location: the client could not find the execution
-// and, told the service was unavailable, submitted the workflow again (a
-// second run of its ApiCalls). The answer for an accepted execution whose
-// result is not known is 202 with its id (README: "do not submit it
-// again").
-func TestExecuteReadErrorAfterQueueingIsNot503(t *testing.T) {
-	sub := &recordingSubmitter{}
-	a := &API{Executor: New(Options{}), Submitter: sub, Frames: &flakyFrames{}, Wait: 200 * time.Millisecond, PollInterval: time.Millisecond}
-	call := serveAPI(t, a)
-	code, body := call("", "POST", "/api/v1/workflows/execute", workflowBody(lines(op("w", `{"Wait":{"duration":1}}`), begin("w"))))
-	if len(sub.envs) != 1 {
-		t.Fatalf("submitted %d times", len(sub.envs))
-	}
-	if code != http.StatusAccepted || body["request_id"] != sub.envs[0].RequestID {
-		t.Errorf("execute of a queued execution: %d %v (want 202 with request_id %s)", code, body, sub.envs[0].RequestID)
+	if out.Status == StatusSuccess || posts.Load() != 0 || out.Error == nil || out.Error.Type != ExecutionError {
+		t.Errorf("the Loop (1000 elements, MaxSteps %d): %s after %d POSTs: %+v; want refused before its first", e.Limits().MaxSteps, out.Status, posts.Load(), out.Error)
 	}
 }

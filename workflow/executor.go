@@ -431,16 +431,17 @@ func (x *execution) runContinuing(ctx context.Context, ids []string) error {
 		}
 		var we *Error
 		var oe errObserver
-		if errors.As(err, &oe) || ctx.Err() != nil || !errors.As(err, &we) || we.Type == TimeoutError {
+		if errors.As(err, &oe) || ctx.Err() != nil || !errors.As(err, &we) {
 			return err
 		}
 		if first == nil {
 			first = we
 		}
 		failed = append(failed, map[string]any{"operationId": we.OperationID, "type": we.Type, "message": we.Message})
-		if we.limit {
-			// A limit ends the execution: it is the failure, the earlier
-			// ones listed with it.
+		if we.limit || we.Type == TimeoutError {
+			// A limit or the execution's time ends the execution: it is
+			// the failure, the earlier ones listed with it (a timeout
+			// dropped them).
 			return we.withDetail("failedOperations", failed)
 		}
 	}
@@ -664,6 +665,13 @@ func (x *execution) loop(ctx context.Context, op *Operation) (any, bool, error) 
 	}
 	if len(arr) > x.e.limits.MaxLoopIterations {
 		return nil, false, &Error{Type: ExecutionError, Message: fmt.Sprintf("Loop over %d elements; at most %d are allowed", len(arr), x.e.limits.MaxLoopIterations), limit: true}
+	}
+	// Each iteration runs each of its operations at least once: a Loop
+	// sure to pass MaxSteps is refused before its first, as one past
+	// MaxLoopIterations is, not after most of its side effects.
+	if at := x.steps + len(arr)*len(op.Loop.Operations); at > x.e.limits.MaxSteps {
+		return nil, false, &Error{Type: ExecutionError, Message: fmt.Sprintf("Loop over %d elements of %d operations: the execution would run more than %d operations (Loops included)",
+			len(arr), len(op.Loop.Operations), x.e.limits.MaxSteps), limit: true}
 	}
 	saved, hadSaved := x.data.root[LoopVar]
 	defer func() {
