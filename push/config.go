@@ -12,6 +12,7 @@ import (
 	a2a "github.com/a2aproject/a2a-go/v2/a2a"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/e2a-pipeline/pipeline/redact"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
@@ -128,7 +129,7 @@ func (c Config) V03() *a2a03.TaskPushConfig {
 
 // String names the config without its URL's query, token or credentials.
 func (c Config) String() string {
-	return fmt.Sprintf("push config %q of task %q (%s)", c.ID, c.TaskID, redactURL(c.URL))
+	return fmt.Sprintf("push config %q of task %q (%s)", c.ID, c.TaskID, redact.URL(c.URL))
 }
 
 func canonicalScheme(s string) (string, bool) {

@@ -160,19 +160,3 @@ func (p *urlPolicy) transport(dialTimeout time.Duration) *http.Transport {
 		MaxResponseHeaderBytes: 16 << 10,
 	})
 }
-
-// redactURL is raw's scheme and host, "/…" standing for a path or query:
-// a webhook's path may be its secret (docs/security.md; Slack's and
-// Discord's hooks are), as its query and user information may be. It kept
-// the path, which the stage's log lines and e2a push redeliver printed.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(invalid url)"
-	}
-	out := u.Scheme + "://" + u.Host
-	if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
-		out += "/…"
-	}
-	return out
-}

@@ -6,11 +6,13 @@ import (
 	"errors"
 
 	legacy "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
+	"github.com/e2a-pipeline/pipeline/redact"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
@@ -120,9 +122,17 @@ func (d *frontDoor) servePush(rep host.Reply, in host.Call, tc host.TaskCaller, 
 			id = taskID // v0.3: a config set without id has the task's
 		}
 		v, err := pc.GetV03(in.Ctx, principal, taskID, id)
+		if err == nil && !PushSecretsShown(nin, t) {
+			HideSecretsV03(v)
+		}
 		pushAnswer(rep, v, err)
 	case normalizer.A2APushConfigList:
 		v, err := pc.ListV03(in.Ctx, principal, taskID)
+		if err == nil && !PushSecretsShown(nin, t) {
+			for _, c := range v {
+				HideSecretsV03(c)
+			}
+		}
 		pushAnswer(rep, v, err)
 	case normalizer.A2APushConfigDelete:
 		if p.ConfigID == "" {
@@ -131,6 +141,39 @@ func (d *frontDoor) servePush(rep host.Reply, in host.Call, tc host.TaskCaller, 
 		}
 		pushAnswer(rep, nil, pc.DeleteV03(in.Ctx, principal, taskID, p.ConfigID))
 	}
+}
+
+// HideSecretsV03 blanks in c what a principal other than its task's
+// owner may not read (PushSecretsShown): the token, the credentials and
+// the URL's path and query (redact.URL), as the console shows configs. It
+// returns c.
+func HideSecretsV03(c *legacy.TaskPushConfig) *legacy.TaskPushConfig {
+	c.Config.Token, c.Config.URL = "", redact.URL(c.Config.URL)
+	if c.Config.Auth != nil {
+		c.Config.Auth.Credentials = ""
+	}
+	return c
+}
+
+// HideSecretsV1 is HideSecretsV03 for a config as A2A v1.0 answers it.
+func HideSecretsV1(c *a2a.PushConfig) *a2a.PushConfig {
+	c.Token, c.URL = "", redact.URL(c.URL)
+	if c.Auth != nil {
+		c.Auth.Credentials = ""
+	}
+	return c
+}
+
+// PushSecretsShown reports whether the caller of in reads the secrets of
+// task t's push configs (their tokens, credentials and URLs whole): the
+// task's owner does, and anyone where principals are not kept apart
+// (authentication off, a gateway asserting users). Another principal a
+// role lets read the task (audit, an admin) gets them hidden
+// (HideSecretsV1, HideSecretsV03): it was handed the owner's
+// webhook token and credentials, with which it could forge deliveries.
+func PushSecretsShown(in normalizer.Input, t *host.Task) bool {
+	p := in.Principal
+	return p == nil || p.UserID == "" || p.AssertsUser || t.Principal == "" || normalizer.CallerUserID(in) == t.Principal
 }
 
 // PushPrincipal is the principal under which the push notification

@@ -35,27 +35,43 @@ func (h *handler) pushStore() *push.Store {
 // (a2aproto.PushPrincipal: the user_id of the task's envelopes), after
 // checking that the task is the caller's (another principal's is
 // TaskNotFound, as one that does not exist).
-func (h *handler) pushCall(ctx context.Context, taskID a2a.TaskID, access tenant.Access) (*push.Store, string, error) {
+func (h *handler) pushCall(ctx context.Context, taskID a2a.TaskID, access tenant.Access) (*push.Store, pushCaller, error) {
 	c, err := h.call(ctx)
 	if err != nil {
-		return nil, "", err
+		return nil, pushCaller{}, err
 	}
 	st := h.pushStore()
 	if st == nil {
-		return nil, "", a2a.ErrPushNotificationNotSupported
+		return nil, pushCaller{}, a2a.ErrPushNotificationNotSupported
 	}
 	if taskID == "" {
-		return nil, "", fmt.Errorf("%w: taskId is required", a2a.ErrInvalidParams)
+		return nil, pushCaller{}, fmt.Errorf("%w: taskId is required", a2a.ErrInvalidParams)
 	}
 	t, err := c.c.Task(ctx, string(taskID), access)
 	if err != nil {
-		return nil, "", a2a.ErrTaskNotFound
+		return nil, pushCaller{}, a2a.ErrTaskNotFound
 	}
 	var f host.TaskRequests
 	if fh, ok := h.h.(interface{ TaskFrames() host.TaskFrames }); ok {
 		f = fh.TaskFrames()
 	}
-	return st, a2aproto.PushPrincipal(ctx, f, c.c.HeaderInput(c.header, c.agent), t), nil
+	in := c.c.HeaderInput(c.header, c.agent)
+	return st, pushCaller{principal: a2aproto.PushPrincipal(ctx, f, in, t), secrets: a2aproto.PushSecretsShown(in, t)}, nil
+}
+
+// pushCaller is a push-config call's principal (whose configs it reads)
+// and whether it reads their secrets (a2aproto.PushSecretsShown).
+type pushCaller struct {
+	principal string
+	secrets   bool
+}
+
+// answer is c as the caller reads it: whole, or with its secrets hidden.
+func (p pushCaller) answer(c *a2a.PushConfig) *a2a.PushConfig {
+	if !p.secrets {
+		return a2aproto.HideSecretsV1(c)
+	}
+	return c
 }
 
 // pushError is the SDK's kind of a push store error (push.KindOf).
@@ -80,7 +96,7 @@ func (h *handler) CreateTaskPushConfig(ctx context.Context, req *a2a.PushConfig)
 	if err != nil {
 		return nil, err
 	}
-	c, err := st.Create(ctx, p, push.FromV1(req))
+	c, err := st.Create(ctx, p.principal, push.FromV1(req))
 	if err != nil {
 		return nil, pushError(err)
 	}
@@ -93,11 +109,11 @@ func (h *handler) GetTaskPushConfig(ctx context.Context, req *a2a.GetTaskPushCon
 	if err != nil {
 		return nil, err
 	}
-	c, err := st.Get(ctx, p, string(req.TaskID), req.ID)
+	c, err := st.Get(ctx, p.principal, string(req.TaskID), req.ID)
 	if err != nil {
 		return nil, pushError(err)
 	}
-	return c.V1(), nil
+	return p.answer(c.V1()), nil
 }
 
 // ListTaskPushConfigs answers a page of the caller's task's configs.
@@ -120,13 +136,13 @@ func (h *handler) ListTaskPushConfigs(ctx context.Context, req *a2a.ListTaskPush
 	if err != nil {
 		return nil, err
 	}
-	cs, next, err := st.List(ctx, p, string(req.TaskID), req.PageSize, req.PageToken)
+	cs, next, err := st.List(ctx, p.principal, string(req.TaskID), req.PageSize, req.PageToken)
 	if err != nil {
 		return nil, pushError(err)
 	}
 	out := &a2a.ListTaskPushConfigResponse{Configs: make([]*a2a.PushConfig, 0, len(cs)), NextPageToken: next}
 	for _, c := range cs {
-		out.Configs = append(out.Configs, c.V1())
+		out.Configs = append(out.Configs, p.answer(c.V1()))
 	}
 	return out, nil
 }
@@ -139,7 +155,7 @@ func (h *handler) DeleteTaskPushConfig(ctx context.Context, req *a2a.DeleteTaskP
 	if err != nil {
 		return err
 	}
-	if err := st.Delete(ctx, p, string(req.TaskID), req.ID); err != nil && !errors.Is(err, push.ErrNotFound) {
+	if err := st.Delete(ctx, p.principal, string(req.TaskID), req.ID); err != nil && !errors.Is(err, push.ErrNotFound) {
 		return pushError(err)
 	}
 	return nil
