@@ -422,7 +422,11 @@ func (r *Reader) Next(ctx context.Context) (render.Frame, error) {
 				r.queue, r.head = r.queue[:0], 0
 			}
 			if f.IsFinal() {
+				// Nothing follows a final frame: frames stored after it
+				// (published on the subjects by hand) are not given.
 				r.done = true
+				clear(r.queue[r.head:])
+				r.queue, r.head = r.queue[:0], 0
 			}
 			r.gave = true
 			r.waitStart = time.Time{} // the wait for the next frame starts afresh

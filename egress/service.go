@@ -382,6 +382,9 @@ func (s *Service) streamHead(w http.ResponseWriter, r *http.Request, id, format 
 		}
 	}
 	o, rend := s.e2aStreamOutput(w, format)
+	if _, ok := s.resumeFrom(w, r, o, rend, format, id, k); !ok {
+		return
+	}
 	if rend.Start() == nil {
 		_ = o.Flush()
 	}
@@ -414,10 +417,22 @@ type known struct {
 func (s *Service) serveE2AStream(w http.ResponseWriter, r *http.Request, id, format string, k known, opts ...ReplayOption) {
 	o, rend := s.e2aStreamOutput(w, format)
 	rend = maybeProjecting(r, rend, s.cfg.projections)
+	from, ok := s.resumeFrom(w, r, o, rend, format, id, k)
+	if !ok {
+		return
+	}
+	o.SetEndsResponse()
+	s.stream(r.Context(), o, rend, format, id, from, k, opts...)
+}
+
+// resumeFrom is the resume point of a request's stream (ResumePoint), its
+// GET and HEAD alike; ok is false when it answered instead: 400 for a
+// malformed one, 204 for one past the final frame.
+func (s *Service) resumeFrom(w http.ResponseWriter, r *http.Request, o *render.Output, rend render.Renderer, format, id string, k known) (from int64, ok bool) {
 	from, err := ResumePoint(r)
 	if err != nil {
 		s.finish(o, rend, format, err)
-		return
+		return 0, false
 	}
 	if from > 0 && k.hist == nil {
 		// A resume past the final frame has nothing to send, ever: 204 No
@@ -426,11 +441,10 @@ func (s *Service) serveE2AStream(w http.ResponseWriter, r *http.Request, id, for
 		if last, err := s.lastFrame(r.Context(), id); err == nil && last != nil && last.final && from > last.seq {
 			s.m.outcomes.WithLabelValues(format, "final").Inc()
 			w.WriteHeader(http.StatusNoContent)
-			return
+			return 0, false
 		}
 	}
-	o.SetEndsResponse()
-	s.stream(r.Context(), o, rend, format, id, from, k, opts...)
+	return from, true
 }
 
 // headHold is how long a stream's head (status line, headers, the
