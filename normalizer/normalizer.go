@@ -370,13 +370,19 @@ func (r *req) finish(env *e2a.Envelope, op Op, notification bool, claimedUsers .
 // checkIDs applies subjects.ValidateRequestID to the request id (from the
 // body, the Input — an Idempotency-Key — or generated) and, for the
 // protocols whose task, context and session ids become keys of the task
-// index (A2A, AgentVault, ACP, workflows), to those ids when set. A refused
+// index (A2A, AgentVault, ACP, workflows), to those ids when set; to an
+// E2A task_id too, a key of the task index since E2A's turns of a task
+// (a bad one was answered 503, retryable, forever). A refused
 // id is an ErrInvalidParams *Error that also wraps the subjects error
 // (errors.Is(err, subjects.ErrInvalidID)): HTTP 400, JSON-RPC -32602, A2E
 // invalid_params, never retryable.
 func (r *req) checkIDs(env *e2a.Envelope) error {
 	ids := [][2]string{{"request_id", env.RequestID}}
-	if r.adapter != ProtocolE2A && r.adapter != ProtocolA2E {
+	switch r.adapter {
+	case ProtocolE2A:
+		ids = append(ids, [2]string{"task id", env.TaskID})
+	case ProtocolA2E:
+	default:
 		ids = append(ids, [2]string{"task id", env.TaskID}, [2]string{"context id", env.ContextID},
 			[2]string{"session id", env.SessionID})
 	}

@@ -38,7 +38,11 @@ func invalidID(format string, a ...any) error {
 //     are invisible or reorder text, so two ids that print the same would be
 //     different requests;
 //   - contains no line or paragraph separator (U+2028, U+2029, categories
-//     Zl and Zp): they break a log line as a newline does.
+//     Zl and Zp): they break a log line as a newline does;
+//   - contains no U+FFFD replacement character: JSON decoding makes it of
+//     an escaped lone surrogate ("\ud800", what JavaScript writes for a
+//     string cut inside a surrogate pair), so two ids different on the
+//     wire would be one.
 //
 // Everything else is accepted — inner spaces (U+0020 and other space
 // separators), any letter, mark, number, punctuation or symbol, private-use
@@ -111,6 +115,8 @@ func refusedRune(c rune) string {
 		return "line separator"
 	case unicode.Is(unicode.Zp, c):
 		return "paragraph separator"
+	case c == utf8.RuneError:
+		return "replacement character"
 	}
 	return ""
 }

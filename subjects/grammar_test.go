@@ -29,7 +29,7 @@ func TestValidateRequestIDCases(t *testing.T) {
 	}{
 		{"req-1", true}, {"a b", true}, {"dup", true}, {"a:0", true}, {"=YWJj", true}, {".", true}, {"*", true},
 		{"日本", true}, {"🚀", true}, {"e\u0301", true}, {"a\u00a0b", true}, {"a\u3000b", true}, {"\ue000", true},
-		{"\ufffd", true}, {"\U0010ffff", true}, {strings.Repeat("x", subjects.MaxIDLength), true},
+		{"\ufffd", false}, {"a\ufffdb", false}, {"\U0010ffff", true}, {strings.Repeat("x", subjects.MaxIDLength), true},
 		{"x" + strings.Repeat(" ", subjects.MaxIDLength-2) + "x", true},
 		{"", false}, {"\t", false}, {"\n", false}, {"\r\r", false}, {"dup ", false}, {" dup", false},
 		{"a\tb", false}, {"a\r\nb", false}, {"a\x00b", false}, {"a\x7fb", false}, {"a\u0085b", false},
@@ -55,7 +55,7 @@ func TestValidateRequestIDCases(t *testing.T) {
 // alone and between two letters, against its definition.
 func TestValidateRequestIDEveryCodePoint(t *testing.T) {
 	anywhere := func(c rune) bool {
-		return unicode.In(c, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp)
+		return unicode.In(c, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp) || c == '\ufffd'
 	}
 	for c := rune(0); c <= unicode.MaxRune; c++ {
 		if c >= 0xd800 && c <= 0xdfff {
