@@ -328,7 +328,8 @@ func TestMetricsRegistered(t *testing.T) {
 	}
 }
 
-// Options validate their arguments.
+// Options validate their arguments; CheckOptions refuses what Run
+// refuses.
 func TestOptionsValidate(t *testing.T) {
 	s := startServer(t)
 	h := demo.New()
@@ -355,6 +356,12 @@ func TestOptionsValidate(t *testing.T) {
 		if !errors.Is(err, agent.ErrInvalidOption) {
 			t.Errorf("%s: %v, want ErrInvalidOption", name, err)
 		}
+		if err := agent.CheckOptions(opts...); !errors.Is(err, agent.ErrInvalidOption) {
+			t.Errorf("CheckOptions, %s: %v, want ErrInvalidOption", name, err)
+		}
+	}
+	if err := agent.CheckOptions(agent.WithConcurrency(2), agent.WithAckWait(time.Second)); err != nil {
+		t.Errorf("CheckOptions of good options: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -315,6 +315,23 @@ func (c *config) minWait() time.Duration {
 	return w
 }
 
+// configOf is the configuration opts make of the defaults, finished.
+func configOf(opts []Option) (config, error) {
+	c := defaultConfig()
+	if err := option.Apply(ErrInvalidOption, &c, opts); err != nil {
+		return c, err
+	}
+	return c, c.finish()
+}
+
+// CheckOptions returns the error Run would return for opts (matching
+// ErrInvalidOption), for a command that checks its arguments before it
+// calls an upstream or publishes anything.
+func CheckOptions(opts ...Option) error {
+	_, err := configOf(opts)
+	return err
+}
+
 func (c *config) finish() error {
 	if len(c.backOff) > 0 && c.maxDeliver <= len(c.backOff) {
 		return invalid("max deliver %d must exceed the %d back-off steps", c.maxDeliver, len(c.backOff))

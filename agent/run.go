@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/internal/option"
 	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -122,11 +121,8 @@ func Run(ctx context.Context, nc *nats.Conn, pool string, h Handler, opts ...Opt
 	if nc == nil || h == nil {
 		return fmt.Errorf("%w: nil connection or handler", ErrInvalidOption)
 	}
-	cfg := defaultConfig()
-	if err := option.Apply(ErrInvalidOption, &cfg, opts); err != nil {
-		return err
-	}
-	if err := cfg.finish(); err != nil {
+	cfg, err := configOf(opts)
+	if err != nil {
 		return err
 	}
 	if cfg.workerID == "" {

@@ -263,11 +263,16 @@ func NewClient(base string, opts ...ClientOption) (*Client, error) {
 
 // ParseURL checks an upstream URL: absolute, http or https, with a host,
 // without user info (credentials go in Credentials, never in a URL that
-// logs print).
+// logs print). Its errors never show s as given, which may hold a
+// password: a URL that parses is shown redacted, one that does not is not
+// shown at all.
 func ParseURL(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: %q", ErrBadUpstreamURL, s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the upstream URL given does not parse", ErrBadUpstreamURL)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%w: %q", ErrBadUpstreamURL, u.Redacted())
 	}
 	if u.User != nil {
 		return nil, fmt.Errorf("%w: %q holds credentials (use E2A_UPSTREAM_API_KEY or headers)", ErrBadUpstreamURL, u.Redacted())

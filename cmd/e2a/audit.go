@@ -15,7 +15,6 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/internal/audit"
 	"github.com/e2a-pipeline/pipeline/normalizer"
-	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 // errViolations makes `e2a replay` exit non-zero when a request breaks the
@@ -51,6 +50,21 @@ func (f timeFlag) Set(v string) error {
 	return nil
 }
 
+// checkPositive refuses a duration flag of fs (each of names) set to 0 or
+// less as a bad flag (exit 2, the command's help on stderr), as parseFlags
+// refuses a value that does not parse: the library would take it for its
+// default, which the flag's help does not say.
+func checkPositive(fs *flag.FlagSet, stderr io.Writer, names ...string) error {
+	for _, name := range names {
+		if d := fs.Lookup(name).Value.(flag.Getter).Get().(time.Duration); d <= 0 {
+			fmt.Fprintf(stderr, "e2a %s: --%s %v: must be > 0\n\n", fs.Name(), name, d)
+			printHelp(stderr, fs)
+			return errFlags
+		}
+	}
+	return nil
+}
+
 // auditConnect connects to E2A_NATS_URL for the operator commands (no
 // embedded server: they read a running pipeline).
 func auditConnect(ctx context.Context, cfg Config, name string) (*nats.Conn, error) {
@@ -63,7 +77,7 @@ func auditConnect(ctx context.Context, cfg Config, name string) (*nats.Conn, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return streams.Connect(cctx, cc)
+	return connectNATS(cctx, cc)
 }
 
 // ndjson writes records one a line.
@@ -143,6 +157,9 @@ func runTail(ctx context.Context, cfg Config, args []string, stdout, stderr io.W
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
+	if err := checkPositive(fs, stderr, "poll"); err != nil {
+		return err
+	}
 	nc, err := auditConnect(ctx, cfg, "tail")
 	if err != nil {
 		return err
@@ -169,6 +186,9 @@ func runPublish(ctx context.Context, cfg Config, args []string, stdin io.Reader,
 	fs.BoolVar(&follow, "follow", false, "print the frames of each request until its final frame")
 	fs.DurationVar(&wait, "wait", time.Minute, "with --follow: give up when no frame comes for this long")
 	if err := parseFlags(fs, args, 1); err != nil {
+		return err
+	}
+	if err := checkPositive(fs, stderr, "timeout", "wait"); err != nil {
 		return err
 	}
 	in := stdin

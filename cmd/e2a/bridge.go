@@ -72,6 +72,19 @@ func (f bridgeFlags) upstream(cfg UpstreamConfig) (UpstreamConfig, error) {
 	return u, nil
 }
 
+// namedOption returns option o of a bridge setting whose refusal names
+// vars, the variables it is set from, before the bridge's explanation
+// ("E2A_UPSTREAM_CONNECT_TIMEOUT: bridge: invalid option: connect timeout
+// -1s must be > 0"): the operator must know which E2A_UPSTREAM_* to fix.
+func namedOption[C any, O ~func(*C) error](vars string, o O) O {
+	return func(c *C) error {
+		if err := o(c); err != nil {
+			return fmt.Errorf("%s: %w", vars, err)
+		}
+		return nil
+	}
+}
+
 // newBridge builds the handler of pool for upstream u: its client, its
 // conversations store and pool card (E2A_BRIDGE), and the bridge around
 // it. An unreachable A2A card fails here, before the pool starts.
@@ -81,13 +94,15 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 		return nil, err
 	}
 	// The bridge's settings are checked before the upstream is called or
-	// the pool's card published.
-	opts := []bridge.Option{bridge.WithMaxInFlight(u.MaxInFlight), bridge.WithRetry(u.Retries, u.RetryBase, u.RetryMax),
+	// the pool's card published; a refused one names its variables.
+	opts := []bridge.Option{namedOption("E2A_UPSTREAM_MAX_IN_FLIGHT", bridge.WithMaxInFlight(u.MaxInFlight)),
+		namedOption("E2A_UPSTREAM_RETRIES, E2A_UPSTREAM_RETRY_BASE, E2A_UPSTREAM_RETRY_MAX", bridge.WithRetry(u.Retries, u.RetryBase, u.RetryMax)),
 		bridge.WithMetrics(reg), bridge.WithLogger(log)}
 	if err := bridge.CheckOptions(opts...); err != nil {
 		return nil, err
 	}
-	client, err := bridge.NewClient(u.URL, bridge.WithConnectTimeout(u.ConnectTimeout), bridge.WithIdleTimeout(u.IdleTimeout),
+	client, err := bridge.NewClient(u.URL, namedOption("E2A_UPSTREAM_CONNECT_TIMEOUT", bridge.WithConnectTimeout(u.ConnectTimeout)),
+		namedOption("E2A_UPSTREAM_IDLE_TIMEOUT", bridge.WithIdleTimeout(u.IdleTimeout)),
 		bridge.WithCredentials(bridge.Credentials{APIKey: u.APIKey, Headers: headers}))
 	if err != nil {
 		return nil, err

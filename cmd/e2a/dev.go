@@ -182,6 +182,17 @@ func waitDevPools(ctx context.Context, js jetstream.JetStream, pools []devPool, 
 	}
 }
 
+// connectNATS connects to E2A_NATS_URL (cc.NatsURL); its error names the
+// variable and the URL, credentials redacted, where nats.go's alone ("no
+// servers available for connection") names neither.
+func connectNATS(ctx context.Context, cc streams.ConnConfig) (*nats.Conn, error) {
+	nc, err := streams.Connect(ctx, cc)
+	if err != nil {
+		return nil, fmt.Errorf("connect to E2A_NATS_URL=%s: %w", streams.RedactURLs(cc.NatsURL), err)
+	}
+	return nc, nil
+}
+
 // connectOrEmbed connects to E2A_NATS_URL, or starts the embedded server, and
 // provisions streams in both cases.
 func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn, func(), string, error) {
@@ -189,7 +200,7 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Co
 	var url string
 	stop := func() {}
 	if cfg.NatsURL != "" {
-		c, err := streams.Connect(ctx, cfg.ConnConfig)
+		c, err := connectNATS(ctx, cfg.ConnConfig)
 		if err != nil {
 			return nil, nil, "", err
 		}

@@ -91,6 +91,13 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 		printHelp(os.Stderr, fs)
 		return errFlags
 	}
+	// Refused here, by the runtime's own check, before the upstream is
+	// probed or the pool's card published: Run would refuse it only then.
+	if err := agent.CheckOptions(agent.WithConcurrency(*concurrency)); err != nil {
+		fmt.Fprintf(os.Stderr, "e2a agent: --concurrency %d: %v\n\n", *concurrency, err)
+		printHelp(os.Stderr, fs)
+		return errFlags
+	}
 	workerID := cfg.AgentWorkerID
 	if workerID == "" {
 		workerID = uuid.NewString()
@@ -178,7 +185,7 @@ func runStreams(ctx context.Context, cfg Config, args []string) error {
 	if cfg.NatsURL == "" {
 		return errors.New("streams apply needs E2A_NATS_URL")
 	}
-	nc, err := streams.Connect(ctx, cfg.ConnConfig)
+	nc, err := connectNATS(ctx, cfg.ConnConfig)
 	if err != nil {
 		return err
 	}
