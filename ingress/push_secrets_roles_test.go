@@ -1,14 +1,34 @@
 package ingress_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	a2a03 "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
 	"github.com/e2a-pipeline/pipeline/internal/pushtest"
 )
+
+// aliceTaskAudited starts a pipeline with push configs and the keys of
+// alice and of ops, an auditor, and returns alice's client, a task of
+// hers (one message sent) and a push receiver.
+func aliceTaskAudited(t *testing.T, aliceKey, opsKey string) (*pipeline, context.Context, *a2aclient.Client, *a2a.Task, *pushtest.Receiver) {
+	t.Helper()
+	p, ctx := keyedPush(t, map[string]string{"alice": aliceKey, "ops": opsKey}, map[string][]string{"ops": {"audit"}})
+	alice := keyClient(t, p, a2a.TransportProtocolJSONRPC, aliceKey)
+	res, err := alice.SendMessage(ctx, userMessage("hello"))
+	if err != nil {
+		t.Fatalf("alice SendMessage: %v", err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok {
+		t.Fatalf("alice SendMessage: %T", res)
+	}
+	return p, ctx, alice, task, pushtest.NewReceiver(t)
+}
 
 // TestAuditReadsPushConfigsWithoutSecrets: a push config's token and
 // credentials are sent to the webhook only (docs/push.md). A principal
@@ -20,18 +40,8 @@ import (
 func TestAuditReadsPushConfigsWithoutSecrets(t *testing.T) {
 	const aliceKey, opsKey = "ak_pushsec_alice_0123456", "ak_pushsec_ops_00123456"
 	const tok, cred = "tok-alice-SECRET-7f3c", "cred-alice-SECRET-9e8d"
-	p, ctx := keyedPush(t, map[string]string{"alice": aliceKey, "ops": opsKey}, map[string][]string{"ops": {"audit"}})
-	alice := keyClient(t, p, a2a.TransportProtocolJSONRPC, aliceKey)
+	p, ctx, alice, task, r := aliceTaskAudited(t, aliceKey, opsKey)
 	ops := keyClient(t, p, a2a.TransportProtocolJSONRPC, opsKey)
-	r := pushtest.NewReceiver(t)
-	res, err := alice.SendMessage(ctx, userMessage("hello"))
-	if err != nil {
-		t.Fatalf("alice SendMessage: %v", err)
-	}
-	task, ok := res.(*a2a.Task)
-	if !ok {
-		t.Fatalf("alice SendMessage: %T", res)
-	}
 	if _, err := alice.CreateTaskPushConfig(ctx, &a2a.PushConfig{TaskID: task.ID, ID: "c1", URL: r.URL + "/alice", Token: tok,
 		Auth: &a2a.PushAuthInfo{Scheme: "Bearer", Credentials: cred}}); err != nil {
 		t.Fatalf("alice CreateTaskPushConfig: %v", err)
@@ -61,18 +71,8 @@ func TestAuditReadsPushConfigsWithoutSecrets(t *testing.T) {
 func TestAuditReadsPushConfigsWithoutSecretsV03(t *testing.T) {
 	const aliceKey, opsKey = "ak_pushsec3_alice_012345", "ak_pushsec3_ops_0012345"
 	const tok, cred = "tok-alice-SECRET-03aa", "cred-alice-SECRET-03bb"
-	p, ctx := keyedPush(t, map[string]string{"alice": aliceKey, "ops": opsKey}, map[string][]string{"ops": {"audit"}})
-	alice := keyClient(t, p, a2a.TransportProtocolJSONRPC, aliceKey)
+	p, ctx, _, task, r := aliceTaskAudited(t, aliceKey, opsKey)
 	alice03, ops03 := v03KeyClient(t, p, aliceKey), v03KeyClient(t, p, opsKey)
-	r := pushtest.NewReceiver(t)
-	res, err := alice.SendMessage(ctx, userMessage("hello"))
-	if err != nil {
-		t.Fatalf("alice SendMessage: %v", err)
-	}
-	task, ok := res.(*a2a.Task)
-	if !ok {
-		t.Fatalf("alice SendMessage: %T", res)
-	}
 	if _, err := alice03.SetTaskPushConfig(ctx, &a2a03.TaskPushConfig{TaskID: a2a03.TaskID(task.ID),
 		Config: a2a03.PushConfig{ID: "c1", URL: r.URL + "/alice", Token: tok,
 			Auth: &a2a03.PushAuthInfo{Schemes: []string{"Bearer"}, Credentials: cred}}}); err != nil {

@@ -125,6 +125,20 @@ func waitCall(t *testing.T, calls <-chan string, d time.Duration) string {
 	return ""
 }
 
+// probedUpstream is an HTTP upstream that answers "ok" and counts the
+// calls made to it (probes, their methods), for a command that must not
+// call it.
+func probedUpstream(t *testing.T) (*httptest.Server, chan string) {
+	t.Helper()
+	probes := make(chan string, 8)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		probes <- r.Method
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(upstream.Close)
+	return upstream, probes
+}
+
 // TestRefusedBoundPublishesNoCard: a bridge pool whose
 // E2A_UPSTREAM_* settings are refused (here E2A_UPSTREAM_MAX_IN_FLIGHT=0)
 // fails at start (exit 1) before it tells clients of itself: no pool card
@@ -132,12 +146,7 @@ func waitCall(t *testing.T, calls <-chan string, d time.Duration) string {
 // serve) and no call to the upstream: the options are checked first
 // (bridge.CheckOptions), before the upstream's probe and PublishPool.
 func TestRefusedBoundPublishesNoCard(t *testing.T) {
-	probes := make(chan string, 4)
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		probes <- r.Method
-		_, _ = io.WriteString(w, "ok")
-	}))
-	defer upstream.Close()
+	upstream, probes := probedUpstream(t)
 	_, nc := natstest.RunServer(t)
 	natsURL := nc.ConnectedUrl()
 

@@ -7,8 +7,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,12 +62,7 @@ func TestNATSUnreachableNamesURL(t *testing.T) {
 // pool no worker serves (the bridge's own refused settings are checked
 // before both, TestRefusedBoundPublishesNoCard).
 func TestAgentConcurrencyRefusedBeforeStart(t *testing.T) {
-	probes := make(chan string, 8)
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		probes <- r.Method
-		_, _ = io.WriteString(w, "ok")
-	}))
-	defer upstream.Close()
+	upstream, probes := probedUpstream(t)
 	_, nc := natstest.RunServer(t)
 	code, _, errOut := runBin(t, []string{"E2A_NATS_URL=" + nc.ConnectedUrl(), "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_LEVEL=error"},
 		"agent", "--pool", "badconc", "--concurrency", "0", "--http", upstream.URL+"/agent")
