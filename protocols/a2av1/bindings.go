@@ -402,7 +402,8 @@ func requestedVersion(r *http.Request) string {
 }
 
 // refuseFinished answers SubscribeToTask on a task in a terminal state
-// with UnsupportedOperationError (A2A v1.0 §3.1.6) as a plain error answer,
+// with UnsupportedOperationError (A2A v1.0 §3.1.6), and on one the caller
+// does not have with TaskNotFoundError, as a plain error answer,
 // as the specification's examples show it (the SDK's transports would
 // open the stream first and send the error as its one event), and reports
 // whether it did. A call that activates ReplayExtension, any other call,
@@ -438,6 +439,13 @@ func (b *bindings) refuseFinished(w http.ResponseWriter, r *http.Request, head r
 	}
 	zero := 0
 	t, err := b.hd.GetTask(r.Context(), &a2a.GetTaskRequest{ID: a2a.TaskID(id), HistoryLength: &zero})
+	if errors.Is(err, a2a.ErrTaskNotFound) {
+		// An unknown task (or another's) is TaskNotFoundError the same
+		// way (HTTP 404 on HTTP+JSON), not a stream whose one event is
+		// the error.
+		writePlain(w, err, head.ID, rest)
+		return true
+	}
 	if err != nil || !t.Status.State.Terminal() {
 		return false
 	}

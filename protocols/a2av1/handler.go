@@ -407,6 +407,11 @@ func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2
 	if req.HistoryLength != nil && *req.HistoryLength < 0 {
 		return nil, fmt.Errorf("%w: historyLength must not be negative", a2a.ErrInvalidParams)
 	}
+	if req.Status == "TASK_STATE_UNSPECIFIED" {
+		// The enum's zero value by name (an HTTP+JSON query carries it
+		// so; the SDK reads it as unset elsewhere): no filter.
+		req.Status = a2a.TaskStateUnspecified
+	}
 	if req.Status != "" && !slices.Contains(states, req.Status) {
 		return nil, fmt.Errorf("%w: status %q is not a task state", a2a.ErrInvalidParams, req.Status)
 	}
@@ -455,7 +460,10 @@ func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2
 	if tasks == nil {
 		tasks = []*a2a.Task{}
 	}
-	return &a2a.ListTasksResponse{Tasks: tasks, TotalSize: total, PageSize: len(tasks), NextPageToken: next}, nil
+	// pageSize is the page size used (the proto: "The page size used for
+	// this response"; the spec's examples answer the size asked for with
+	// fewer tasks), not the number of tasks on the page.
+	return &a2a.ListTasksResponse{Tasks: tasks, TotalSize: total, PageSize: size, NextPageToken: next}, nil
 }
 
 // listing reads the tasks listed as recs and returns those req's filters
