@@ -329,6 +329,10 @@ func MethodNotAllowed(allow ...string) http.HandlerFunc {
 	}
 }
 
+// WriteTimeout is how long one write of an answer may block before the
+// client is cut off as too slow (WithWriteTimeout).
+func (s *Service) WriteTimeout() time.Duration { return s.cfg.writeTimeout }
+
 // ServeE2A answers with the frames of requestID in the E2A format the
 // request negotiates: SSE for Accept: text/event-stream, NDJSON for Accept:
 // application/x-ndjson (both resume from Last-Event-ID or ?from=), else

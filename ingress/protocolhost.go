@@ -238,6 +238,9 @@ func (h protocolHost) Serve(w http.ResponseWriter, r *http.Request, requestID, f
 	h.s.egress.Serve(w, r, requestID, format, newRenderer)
 }
 
+// WriteTimeout is egress's write timeout.
+func (h protocolHost) WriteTimeout() time.Duration { return h.s.egress.WriteTimeout() }
+
 // ServeE2A is egress's E2A answer.
 func (h protocolHost) ServeE2A(w http.ResponseWriter, r *http.Request, requestID string) {
 	h.s.egress.ServeE2A(w, r, requestID)

@@ -38,6 +38,7 @@ type Pipeline struct {
 
 type options struct {
 	grpc      bool
+	egress    []egress.Option
 	ingress   []ingress.Option
 	nc        *nats.Conn
 	push      bool
@@ -53,6 +54,11 @@ func WithGRPC() Option { return func(o *options) { o.grpc = true } }
 // WithIngress adds ingress options (auth, limits).
 func WithIngress(opts ...ingress.Option) Option {
 	return func(o *options) { o.ingress = append(o.ingress, opts...) }
+}
+
+// WithEgress adds egress options (write timeout, wait limits).
+func WithEgress(opts ...egress.Option) Option {
+	return func(o *options) { o.egress = append(o.egress, opts...) }
 }
 
 // WithPush keeps push configs (ingress.WithPushStore) and runs the push
@@ -92,7 +98,7 @@ func Start(t testing.TB, opts ...Option) *Pipeline {
 		}
 		inOpts = append(inOpts, ingress.WithA2AGRPCAddress(grpcLn.Addr().String()))
 	}
-	f := ServeFront(t, nc, []egress.Option{egress.WithRegisterer(reg), egress.WithProjections(protocols.FillProjections)}, inOpts...)
+	f := ServeFront(t, nc, append([]egress.Option{egress.WithRegisterer(reg), egress.WithProjections(protocols.FillProjections)}, o.egress...), inOpts...)
 	p := &Pipeline{URL: f.URL, NC: nc, JS: natstest.JetStream(t, nc), Ingress: f.Ingress, Registry: reg, ctx: ctx, t: t}
 	if grpcLn != nil {
 		gs := f.Ingress.A2AGRPC()

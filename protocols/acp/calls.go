@@ -504,12 +504,16 @@ type stream struct {
 	rc      *http.ResponseController
 	sse     bool
 	started bool
+	// timeout bounds each write (host.Answerer.WriteTimeout): a client
+	// that stopped reading held the replay, and its stream slot, for as
+	// long as its connection stayed open.
+	timeout time.Duration
 }
 
-func newStream(w http.ResponseWriter, header http.Header) *stream {
+func newStream(w http.ResponseWriter, header http.Header, timeout time.Duration) *stream {
 	a := header.Get("Accept")
 	sse := strings.Contains(a, "text/event-stream") && !strings.Contains(a, "application/x-ndjson")
-	return &stream{w: w, rc: http.NewResponseController(w), sse: sse}
+	return &stream{w: w, rc: http.NewResponseController(w), sse: sse, timeout: timeout}
 }
 
 func (st *stream) emit(v any) error {
@@ -533,6 +537,9 @@ func (st *stream) emit(v any) error {
 		b = append(append([]byte("data: "), b...), '\n', '\n')
 	} else {
 		b = append(b, '\n')
+	}
+	if st.timeout > 0 {
+		_ = st.rc.SetWriteDeadline(time.Now().Add(st.timeout))
 	}
 	if _, err := st.w.Write(b); err != nil {
 		return err
@@ -572,7 +579,7 @@ func (d *frontDoor) sessionLoad(rep host.Reply, in host.Call, c host.RPCCaller, 
 		return
 	}
 	defer release()
-	st := newStream(w, in.Header)
+	st := newStream(w, in.Header, d.h.WriteTimeout())
 	emit := func(u acpsdk.SessionUpdate) error { return st.emit(notification(id, u)) }
 	if err := d.replaySession(in.Ctx, rec, emit); err != nil {
 		if in.Ctx.Err() != nil {

@@ -417,16 +417,20 @@ func E2AResponseToACPJSONRPCResponse(r *e2a.Response) (*jsonrpc.Response, bool) 
 		if err != nil {
 			return nil, false
 		}
-		res := make(map[string]any, len(body))
+		res := make(map[string]any, len(body)+1)
 		for k, v := range body {
-			if k == "stop_reason" {
-				if _, has := body["stopReason"]; has {
-					continue
-				}
-				k = "stopReason"
+			if k != "stop_reason" {
+				res[k] = v
 			}
-			res[k] = v
 		}
+		// stopReason is required and one of ACP's five (stopReasonOf, as
+		// for an e2a.complete): the agent's was copied as it came, empty,
+		// "length" or missing.
+		reason, ok := body["stopReason"].(string)
+		if !ok {
+			reason, _ = body["stop_reason"].(string)
+		}
+		res["stopReason"] = stopReasonOf(reason)
 		out := jsonrpc.ResultResponse(r.JSONRPCID, res)
 		return &out, true
 	case e2a.KindACPJSONRPCErr:

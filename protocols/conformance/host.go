@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -105,6 +106,9 @@ func (h *Host) eachFrame(requestID string, fn func(render.Frame) error) error {
 	}
 	return nil
 }
+
+// WriteTimeout is egress's default, 10 s.
+func (h *Host) WriteTimeout() time.Duration { return 10 * time.Second }
 
 // ServeE2A records the request (format e2a) and answers its Frames as
 // egress's NDJSON stream does: one frame per line.

@@ -120,6 +120,11 @@ type Answerer interface {
 	// once the final frame is in). It is egress's own read API, the format
 	// frames are stored in.
 	ServeE2A(w http.ResponseWriter, r *http.Request, requestID string)
+	// WriteTimeout is how long one write of an answer may block before
+	// the client is cut off as too slow (egress.WithWriteTimeout): a
+	// stream a protocol writes itself (ACP's session/load replay) holds
+	// its clients to it too.
+	WriteTimeout() time.Duration
 }
 
 var _ Answerer = (*egress.Service)(nil)
