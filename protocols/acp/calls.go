@@ -498,7 +498,7 @@ func received(in host.Call) time.Time {
 }
 
 // stream writes the JSON-RPC messages of one streamed answer: NDJSON
-// lines, or SSE events when the client accepts only text/event-stream.
+// lines, or SSE events when the client prefers text/event-stream.
 type stream struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
@@ -511,8 +511,10 @@ type stream struct {
 }
 
 func newStream(w http.ResponseWriter, header http.Header, timeout time.Duration) *stream {
-	a := header.Get("Accept")
-	sse := strings.Contains(a, "text/event-stream") && !strings.Contains(a, "application/x-ndjson")
+	// As session/prompt chooses: by the Accept header's q-values, NDJSON
+	// on a tie or when neither is listed (a Contains test answered NDJSON
+	// to a client preferring SSE that accepted NDJSON too).
+	sse := egress.Preferred(&http.Request{Header: header}, "application/x-ndjson", "text/event-stream") == "text/event-stream"
 	return &stream{w: w, rc: http.NewResponseController(w), sse: sse, timeout: timeout}
 }
 
