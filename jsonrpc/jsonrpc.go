@@ -122,12 +122,17 @@ func InternalError(msg string) *Error {
 	return &Error{Code: CodeInternalError, Message: "Internal error: " + msg}
 }
 
-// QuoteForMessage quotes s for an error message, cut to 128 bytes: a
-// client-chosen name echoed back can never make the answer large.
+// QuoteForMessage quotes s for an error message, cut to 128 bytes at a
+// character's start: a client-chosen name echoed back can never make the
+// answer large (nor end in half a character).
 func QuoteForMessage(s string) string {
 	const max = 128
 	if len(s) > max {
-		s = s[:max] + "…"
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
 	}
 	return strconv.Quote(s)
 }
