@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -57,6 +58,19 @@ const (
 	// principal's own: the request is a duplicate.
 	idOwnStored
 )
+
+// publishTimed is publishAfter, its time observed as
+// e2a_ingress_publish_seconds when it stored the request (accepted, not a
+// duplicate found): a refusal (413 over max_payload, an unknown pool, a
+// conflict, a timeout) was counted as a publish too.
+func (s *Server) publishTimed(ctx context.Context, p Principal, pool string, env *e2a.Envelope, after []string, origin idOrigin, owner string) (Accepted, error) {
+	start := time.Now()
+	acc, err := s.publishAfter(ctx, p, pool, env, after, origin, owner)
+	if err == nil && !acc.Duplicate {
+		s.metrics.publish.Observe(time.Since(start).Seconds())
+	}
+	return acc, err
+}
 
 // publishAfter is publish for a turn that runs after the request after
 // (Publisher.PublishAfter; none when ""), of the conversation (task,

@@ -64,9 +64,7 @@ func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub h
 	if sub.Turn != nil {
 		acc, err = s.publishTurn(ctx, p, sub.Pool, env, *sub.Turn, origin, owner)
 	} else {
-		start := time.Now()
-		acc, err = s.publishAfter(ctx, p, sub.Pool, env, nil, origin, owner)
-		s.metrics.publish.Observe(time.Since(start).Seconds())
+		acc, err = s.publishTimed(ctx, p, sub.Pool, env, nil, origin, owner)
 	}
 	if err != nil {
 		done()

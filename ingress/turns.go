@@ -69,10 +69,7 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 				return Accepted{}, err
 			}
 		}
-		start := time.Now()
-		acc, err := s.publishAfter(ctx, p, pool, env, nil, origin, contextOwner)
-		s.metrics.publish.Observe(time.Since(start).Seconds())
-		return acc, err
+		return s.publishTimed(ctx, p, pool, env, nil, origin, contextOwner)
 	}
 	if origin == idChosen {
 		var err error
@@ -103,9 +100,7 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 		// turn reaches it and ends the turn without running it.
 		s.cancelReceivedBefore(ctx, of.Task.ID, env.RequestID)
 	}
-	start := time.Now()
-	acc, err := s.publishAfter(ctx, p, pool, env, turnsBefore(rec, env.RequestID), origin, owner)
-	s.metrics.publish.Observe(time.Since(start).Seconds())
+	acc, err := s.publishTimed(ctx, p, pool, env, turnsBefore(rec, env.RequestID), origin, owner)
 	if err == nil && cancelled {
 		// And after it, for a worker started between the two, which proves
 		// a turn stored after it has no cancel from the cancels it receives
