@@ -147,6 +147,11 @@ func (w *worker) pickUp(m jetstream.Msg) (d *delivery, outcome string, ok bool) 
 			env.Trace = &e2a.TraceContext{Traceparent: h.Get(subjects.HeaderTraceparent), Tracestate: h.Get(subjects.HeaderTracestate)}
 		}
 	}
+	// A request published straight onto the subject did not pass the front
+	// door's check: the handler, its logs, its frames and an upstream see
+	// only a valid trace context (an invalid traceparent is dropped with
+	// its tracestate, W3C's "must not propagate").
+	env.Trace = e2a.CleanTrace(env.Trace)
 	respSubj, err := subjects.Response(id)
 	if err != nil {
 		w.log.Error("request id unusable: terminated", "err", err)

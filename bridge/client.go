@@ -371,12 +371,14 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // SetHeaders sets the credentials and the W3C trace context on h: the
 // context of ctx's span when tracing is on, else the request's own
 // (env.Trace, as the client sent it), so the upstream joins the request's
-// trace either way.
+// trace either way. Only a valid trace context is sent ([e2a.CleanTrace]:
+// an envelope published straight onto NATS may carry any): an invalid
+// traceparent is not propagated, and no header value fails the call.
 func (c *Client) SetHeaders(ctx context.Context, h http.Header, env *e2a.Envelope) {
 	c.creds.apply(h)
 	tc := tracing.Inject(ctx)
 	if (tc == nil || tc.Traceparent == "") && env != nil {
-		tc = env.Trace
+		tc = e2a.CleanTrace(env.Trace)
 	}
 	if tc != nil && tc.Traceparent != "" {
 		h.Set("traceparent", tc.Traceparent)

@@ -466,74 +466,16 @@ func (r *req) applyIdentity(env *e2a.Envelope, claimed []string) {
 
 // applyTrace takes W3C trace context from the headers when traceparent is
 // valid; otherwise keeps the body's (E2A) if valid, and drops anything
-// invalid. tracestate is kept only with a valid traceparent.
+// invalid. tracestate is kept only with a valid traceparent. Both are
+// checked by [e2a.CleanTrace], the check every stage applies.
 func (r *req) applyTrace(env *e2a.Envelope) {
 	if r.Header != nil {
-		if tp := r.Header.Get("traceparent"); validTraceparent(tp) {
-			env.Trace = &e2a.TraceContext{Traceparent: tp, Tracestate: cleanTracestate(r.Header.Values("tracestate"))}
+		if tp := r.Header.Get("traceparent"); e2a.ValidTraceparent(tp) {
+			env.Trace = &e2a.TraceContext{Traceparent: tp, Tracestate: e2a.CleanTracestate(r.Header.Values("tracestate")...)}
 			return
 		}
 	}
-	if env.Trace != nil {
-		if !validTraceparent(env.Trace.Traceparent) {
-			env.Trace = nil
-			return
-		}
-		env.Trace.Tracestate = cleanTracestate([]string{env.Trace.Tracestate})
-	}
-}
-
-// validTraceparent checks the W3C traceparent format: version-traceid-
-// parentid-flags in lower-case hex, version not ff, ids not all zero;
-// versions above 00 may carry more fields after a dash.
-func validTraceparent(s string) bool {
-	if len(s) < 55 {
-		return false
-	}
-	for i := 0; i < 55; i++ {
-		c := s[i]
-		switch i {
-		case 2, 35, 52:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-				return false
-			}
-		}
-	}
-	if s[:2] == "ff" || s[3:35] == "00000000000000000000000000000000" || s[36:52] == "0000000000000000" {
-		return false
-	}
-	if len(s) > 55 {
-		return s[:2] != "00" && s[55] == '-'
-	}
-	return true
-}
-
-// cleanTracestate joins tracestate header values and drops the result when
-// it is longer than 512 characters or not printable ASCII (W3C limits).
-func cleanTracestate(vals []string) string {
-	s := ""
-	for _, v := range vals {
-		if v == "" {
-			continue
-		}
-		if s != "" {
-			s += ","
-		}
-		s += v
-	}
-	if len(s) > 512 {
-		return ""
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7e {
-			return ""
-		}
-	}
-	return s
+	env.Trace = e2a.CleanTrace(env.Trace)
 }
 
 // checkUTF8 refuses a body that is not valid UTF-8 with ErrParse (JSON-RPC

@@ -370,8 +370,9 @@ func (a *API) validate(w http.ResponseWriter, r *http.Request, p Principal) {
 // NewEnvelope builds the envelope of a REST execution: a fresh UUIDv7
 // request id (or one derived from the principal and an Idempotency-Key
 // header, so a retried POST is one execution), method a2e.workflow.execute,
-// params {"workflow": text}, the principal as user_id. No credential of the
-// HTTP request is copied.
+// params {"workflow": text}, the principal as user_id, the W3C trace
+// context of the headers as the normalizer keeps it ([e2a.CleanTrace]). No
+// credential of the HTTP request is copied.
 func NewEnvelope(r *http.Request, p Principal, workflow string) (*e2a.Envelope, error) {
 	id := ""
 	if k := r.Header.Get("Idempotency-Key"); k != "" {
@@ -391,9 +392,8 @@ func NewEnvelope(r *http.Request, p Principal, workflow string) (*e2a.Envelope, 
 		Provenance: &e2a.Provenance{SourceProtocol: e2a.SourceE2A, Converter: "workflow.api", ConvertedAt: now,
 			Details: map[string]any{e2a.DetailIngressProtocol: e2a.SourceA2E}},
 	}
-	if tp := r.Header.Get("traceparent"); tp != "" {
-		env.Trace = &e2a.TraceContext{Traceparent: tp, Tracestate: r.Header.Get("tracestate")}
-	}
+	env.Trace = e2a.CleanTrace(&e2a.TraceContext{Traceparent: r.Header.Get("traceparent"),
+		Tracestate: e2a.CleanTracestate(r.Header.Values("tracestate")...)})
 	return env, nil
 }
 

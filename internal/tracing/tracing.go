@@ -242,30 +242,55 @@ func (c carrier) Set(key, value string) {
 func (c carrier) Keys() []string { return []string{"traceparent", "tracestate"} }
 
 // Extract returns ctx with the remote span context t carries as its parent
-// (ctx unchanged when t is nil or invalid).
+// (ctx unchanged when t is nil or its traceparent invalid). t is checked
+// as the front door checks it ([e2a.CleanTrace]): a tracestate out of the
+// W3C limits is not taken.
 func Extract(ctx context.Context, t *e2a.TraceContext) context.Context {
-	if t == nil || t.Traceparent == "" {
+	if t = e2a.CleanTrace(t); t == nil {
 		return ctx
 	}
 	return w3c.Extract(ctx, carrier{t})
 }
 
 // Inject returns the W3C trace context of the span in ctx, or nil when
-// ctx holds no valid span context.
+// ctx holds no valid span context. Its tracestate is one [e2a.CleanTrace]
+// keeps (OpenTelemetry's own limits are wider: 32 members of up to 256
+// characters each), else empty.
 func Inject(ctx context.Context) *e2a.TraceContext {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return nil
 	}
 	t := &e2a.TraceContext{}
 	w3c.Inject(ctx, carrier{t})
-	return t
+	return e2a.CleanTrace(t)
 }
 
-// Handler wraps h with a server span per request, named by the method and
-// the route pattern (the path is not used: it holds request ids), whose
-// parent is the request's traceparent header. Requests whose path is one
-// of skip (health probes, /metrics) get no span. When tracing is off it
-// returns h itself.
+// knownMethods are the HTTP methods a server span is named by
+// (OpenTelemetry HTTP semantic conventions: RFC 9110's and PATCH).
+var knownMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
+	http.MethodDelete: true, http.MethodConnect: true, http.MethodOptions: true, http.MethodTrace: true,
+	http.MethodPatch: true,
+}
+
+// spanMethod is the method a server span records: m when it is a known one,
+// else "_OTHER", and the prefix of its name, "HTTP <m>" or "HTTP". A
+// client's arbitrary method never becomes a span name or an attribute
+// value, so the span names stay a bounded set.
+func spanMethod(m string) (attr, name string) {
+	if knownMethods[m] {
+		return m, "HTTP " + m
+	}
+	return "_OTHER", "HTTP"
+}
+
+// Handler wraps h with a server span per request, named by the method (a
+// known one, else none: spanMethod) and the route pattern (the path is not
+// used: it holds request ids), whose parent is the request's traceparent
+// header with its tracestate headers, checked as the normalizer checks
+// them (Extract, [e2a.CleanTrace]). Requests whose path is one of skip
+// (health probes, /metrics) get no span. When tracing is off it returns h
+// itself.
 func Handler(h http.Handler, skip ...string) http.Handler {
 	if !Enabled() {
 		return h
@@ -278,9 +303,11 @@ func Handler(h http.Handler, skip ...string) http.Handler {
 				return
 			}
 		}
-		ctx := w3c.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span := tr.Start(ctx, "HTTP "+r.Method, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(semconv.HTTPRequestMethodKey.String(r.Method)))
+		ctx := Extract(r.Context(), &e2a.TraceContext{Traceparent: r.Header.Get("traceparent"),
+			Tracestate: strings.Join(r.Header.Values("tracestate"), ",")})
+		method, name := spanMethod(r.Method)
+		ctx, span := tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(semconv.HTTPRequestMethodKey.String(method)))
 		defer span.End()
 		rw := &obs.StatusWriter{ResponseWriter: w}
 		r = r.WithContext(ctx)
@@ -290,7 +317,7 @@ func Handler(h http.Handler, skip ...string) http.Handler {
 			if route == "" {
 				route = r.Pattern
 			}
-			span.SetName("HTTP " + r.Method + " " + route)
+			span.SetName(name + " " + route)
 			span.SetAttributes(semconv.HTTPRoute(route))
 		}
 		code := rw.Code
