@@ -57,6 +57,20 @@ type revRig struct {
 	seen chan revSeen
 }
 
+// memTracing starts tracing (the OTEL_* variables cleared) with an
+// in-memory exporter, shut down when the test ends.
+func memTracing(t *testing.T) (*tracetest.InMemoryExporter, *tracing.Provider) {
+	t.Helper()
+	clearOTELEnv(t)
+	exp := tracetest.NewInMemoryExporter()
+	p, err := tracing.Start(context.Background(), tracing.WithExporter(exp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Shutdown(context.Background()) })
+	return exp, p
+}
+
 func startRevRig(t *testing.T) *revRig { return startRevRigTracing(t, true) }
 
 // startRevRigTracing is startRevRig, with tracing off when on is false.
@@ -281,13 +295,7 @@ func TestTraceDirectPublishHeaders(t *testing.T) {
 // request's handling (the process span or one under it), not the client's
 // own span id or another trace.
 func TestTraceBridgeUpstream(t *testing.T) {
-	clearOTELEnv(t)
-	exp := tracetest.NewInMemoryExporter()
-	p, err := tracing.Start(context.Background(), tracing.WithExporter(exp))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Shutdown(context.Background()) })
+	exp, p := memTracing(t)
 	var mu sync.Mutex
 	var got []string
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

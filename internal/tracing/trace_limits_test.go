@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
@@ -81,13 +80,7 @@ func TestOversizedTracestateDroppedWithTracingOn(t *testing.T) {
 // conventions record an unknown method as _OTHER and name the span
 // "HTTP", as Handler now does.
 func TestHandlerSpanNameOfUnknownMethod(t *testing.T) {
-	clearOTELEnv(t)
-	exp := tracetest.NewInMemoryExporter()
-	p, err := tracing.Start(context.Background(), tracing.WithExporter(exp))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Shutdown(context.Background()) })
+	exp, p := memTracing(t)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/requests", func(w http.ResponseWriter, r *http.Request) {})
 	srv := httptest.NewServer(tracing.Handler(mux, "/healthz"))
