@@ -1,6 +1,7 @@
 package push
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -138,8 +139,10 @@ func ListDead(ctx context.Context, nc *nats.Conn, f DeadFilter, limit int, opts 
 type RedeliverReport struct {
 	// Delivered updates were accepted by their webhooks and removed.
 	Delivered int
-	// Dropped updates belonged to a config that no longer exists, or had
-	// a body too large to keep (named in Failures); removed.
+	// Dropped updates belonged to a config that no longer exists (deleted,
+	// or set again under its id as another A2A version, whose body they
+	// are not), or had a body too large to keep (named in Failures);
+	// removed.
 	Dropped int
 	// Kept updates are still dead-lettered: their webhook failed (the
 	// first failure of a config stops its updates, keeping their order).
@@ -151,7 +154,9 @@ type RedeliverReport struct {
 // Redeliver posts the dead-lettered updates matching f to their configs'
 // webhooks, each config's in order, once each (an update whose webhook
 // fails stays, with the ones after it), with the config's current
-// token and authentication and the update's original event id. A config
+// token and authentication and the update's original event id; an
+// update of a config that no longer exists, or that was set again under
+// its id as another A2A version than the update's body, is dropped. A config
 // whose updates are all redelivered leaves dead-letter mode: the stage
 // delivers its next updates to the webhook again. Options: the URL rules
 // (WithAllowHosts, WithResolver), WithTimeout, WithMaxBody.
@@ -213,6 +218,18 @@ func (r *redelivery) config(ref configRef, ds []DeadLetter) error {
 		return err
 	}
 	for i, d := range ds {
+		if cmp.Or(d.Version, V1) != cfg.Version {
+			// Dead-lettered for an earlier config of the id, set again
+			// since as another A2A version: the body is the old version's
+			// (a v0.3 Task is no v1.0 StreamResponse), and the config
+			// that replaced it starts afresh (cursor.forConfig). Dropped,
+			// as for a deleted config.
+			if err := r.remove(d.Seq); err != nil {
+				return err
+			}
+			r.rep.Dropped++
+			continue
+		}
 		if d.BodyBytes > 0 && (len(d.Body) == 0 || string(d.Body) == "null") {
 			// Too large to keep, so never sent again: removed.
 			if err := r.remove(d.Seq); err != nil {

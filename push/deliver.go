@@ -158,6 +158,54 @@ func writeCursor(ctx context.Context, kv jetstream.KeyValue, key string, c curso
 	return rev, err
 }
 
+// errGone: the item's config is no longer its task's config of its id
+// (deleted, or set again since): its message is done with for it,
+// neither delivered nor its cursor written.
+var errGone = errors.New("push: config deleted or replaced")
+
+// configured reports whether cfg is still ref's config as stored: its id
+// among the task's configs, made at cfg.Created (not a config set again
+// under the id since). One KV get of the task's configs.
+//
+// It is read when a cursor is missing or another config's (tryItem),
+// when a cursor is created (putCursor) and when a drain's cursor moved
+// under it (drain), not before every POST: Store.Delete removes the
+// config, then its cursor, so a message of a deleted config finds the
+// cursor missing, or its compare-and-set fails. A POST in flight when the
+// config is deleted (or one whose cursor was read just before) may
+// complete; none starts after that. A config set again with another
+// target whose cursor the new config has not written yet is not seen
+// until then: the old target may get the messages already handed to its
+// lane (at most maxLaneQueue+1), as before the set.
+func (s *stage) configured(ref configRef, cfg Config) (bool, error) {
+	tc, _, err := readConfigs(s.ctx, s.kv, taskKey(ref.principal, ref.taskID))
+	if err != nil {
+		return false, err
+	}
+	i := slices.IndexFunc(tc.Configs, func(c Config) bool { return c.ID == ref.id })
+	return i >= 0 && tc.Configs[i].Created.Equal(cfg.Created), nil
+}
+
+// putCursor writes it's config's cursor c at rev. One created (rev 0: a
+// first delivery, or a first park) is checked to be an existing config's
+// once written, and deleted again (errGone) when it is not: kv.Create
+// succeeds over the delete marker Store.Delete leaves, and Store.Delete
+// removes the config before the cursor, so a cursor created after that
+// delete sees the config gone, and one created before is deleted by it.
+func (s *stage) putCursor(it item, c cursor, rev uint64) (uint64, error) {
+	key := it.ref.cursorKey()
+	r, err := writeCursor(s.ctx, s.kv, key, c, rev)
+	if err != nil || rev != 0 {
+		return r, err
+	}
+	ok, err := s.configured(it.ref, it.cfg)
+	if err != nil || ok {
+		return r, err
+	}
+	_ = s.kv.Delete(s.ctx, key, jetstream.LastRevision(r))
+	return 0, errGone
+}
+
 // deliverItem delivers one message's updates to one config, as far as it
 // can: done, or retry after a delay (its webhook failed, or an earlier
 // message of the config is not handled yet).
@@ -171,6 +219,9 @@ func (s *stage) deliverItem(it item) result {
 		}
 		if errors.Is(err, errMoved) {
 			continue
+		}
+		if errors.Is(err, errGone) {
+			return result{}
 		}
 		if err != nil {
 			return s.stateFailed(it, err)
@@ -219,6 +270,17 @@ func (s *stage) tryItem(it item) (result, error) {
 	cur, rev, err := readCursor(ctx, s.kv, key)
 	if err != nil {
 		return result{}, err
+	}
+	if rev == 0 || (cur.Gen != 0 && cur.Gen != it.cfg.Created.UnixNano()) {
+		// it.cfg was read when the message came (prepare), maybe a POST
+		// ago: the cursor missing (never written, or deleted with its
+		// config by Store.Delete) or another config's (the id set again)
+		// is when it may be gone. Read only then: one KV get at a config's
+		// first delivery and after a delete or replace, none per POST in
+		// the steady state (see configured).
+		if ok, err := s.configured(it.ref, it.cfg); err != nil || !ok {
+			return result{}, err
+		}
 	}
 	cur = cur.forConfig(it.cfg)
 	if cur.parked() {

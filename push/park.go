@@ -99,6 +99,9 @@ func (s *stage) parkItem(it item) result {
 		if errors.Is(err, errMoved) {
 			continue
 		}
+		if errors.Is(err, errGone) {
+			return result{}
+		}
 		if err != nil {
 			return s.stateFailed(it, err)
 		}
@@ -130,7 +133,7 @@ func (s *stage) park(it item) (result, error) {
 		return result{}, err // none: a message after its request's final frame
 	}
 	cur.Backlog, cur.Tail = backlog(ids[0], ids[len(ids)-1]), it.job.m.seq
-	if _, err := writeCursor(s.ctx, s.kv, key, cur, rev); err != nil {
+	if _, err := s.putCursor(it, cur, rev); err != nil {
 		return result{}, err
 	}
 	if err := s.putWake(it.ref); err != nil {
@@ -392,7 +395,7 @@ func (s *stage) putWake(ref configRef) error {
 func (s *stage) casCursor(it item, base cursor, c *cursor, rev uint64) (uint64, error) {
 	key := it.ref.cursorKey()
 	for range 8 {
-		r, err := writeCursor(s.ctx, s.kv, key, *c, rev)
+		r, err := s.putCursor(it, *c, rev)
 		if !errors.Is(err, errMoved) {
 			return r, err
 		}
@@ -583,7 +586,18 @@ func (s *stage) drain(ref configRef) (result, error) {
 		}
 		r, finished, err := s.drainStep(d, cur, rev)
 		if errors.Is(err, errMoved) {
+			// The cursor moved under the drain: another replica, or
+			// Store.Delete (the config removed, then its cursor). The
+			// config read above is confirmed before the next step posts
+			// (configured: read then only, not at every step; a cursor
+			// deleted with its config is found not parked above).
+			if ok, err := s.configured(ref, d.cfg); err != nil || !ok {
+				return result{}, err
+			}
 			continue
+		}
+		if errors.Is(err, errGone) {
+			return result{}, nil
 		}
 		if err != nil || r.retry || finished {
 			return r, err
