@@ -282,9 +282,11 @@ func (u *Upstream) interrupted(ctx context.Context, env *e2a.Envelope, conv brid
 }
 
 // sendAndPoll sends the message and polls the task until it ends or is
-// interrupted.
+// interrupted. The answer is waited for on a context the request's end
+// does not close (send): a request cancelled before it came still has the
+// task it names cancelled.
 func (t *turn) sendAndPoll(ctx context.Context, req *a2a.SendMessageRequest) error {
-	res, err := t.u.client.SendMessage(ctx, req)
+	res, err := t.send(ctx, req)
 	if err != nil {
 		return upstreamError(err)
 	}
@@ -341,7 +343,8 @@ func (t *turn) follow(ctx context.Context, events func(func(a2a.Event, error) bo
 // forwardCancel tells the agent when the request ended for good (it was
 // cancelled or passed its deadline) while its task runs: CancelTask
 // (cancelforward.go; a task the agent had not named yet is cancelled by
-// the stream, turn.stream). A request handed back or fenced is not: its
+// the stream, turn.stream, or by the wait for SendMessage's answer,
+// turn.send). A request handed back or fenced is not: its
 // next worker resumes the task.
 func (t *turn) forwardCancel(ctx context.Context) {
 	if t.done || t.taskID == "" || !forwarded(ctx) {

@@ -18,15 +18,18 @@ import (
 // handed back (a shutdown) or fenced is not: the worker that takes it over
 // resumes the task.
 //
-// The agent names its task in its stream's first event, which may come
-// late (a model loading, a queue). A cancel before it came has no task to
-// cancel, and closing the stream would leave the agent's task, made a
-// moment later, running (a2a-go's and @a2a-js/sdk's executions are
-// detached from the stream). So the stream is read on a context the
-// request's end does not close (stream), and on such an end it is read on,
-// for at most cancelWait, until an event names the task, which is then
-// cancelled; a stream that ends, or a wait that passes, without a task is
-// logged. The events read so are not written (the request has ended).
+// The agent names its task in its stream's first event, or, for an agent
+// that does not stream, in its answer to SendMessage (returnImmediately:
+// answered at its first event), which may come late (a model loading, a
+// queue). A cancel before it came has no task to cancel, and closing the
+// stream or dropping the call would leave the agent's task, made a moment
+// later, running (a2a-go's and @a2a-js/sdk's executions are detached from
+// the stream or the call). So the stream is read, and the answer waited
+// for, on a context the request's end does not close (detached: stream,
+// send), and on such an end it is read on, for at most cancelWait, until
+// an event names the task, which is then cancelled; a stream or a call
+// that ends, or a wait that passes, without a task is logged. The events
+// read so are not written (the request has ended).
 
 // cancelWait bounds the wait for the task's name after the request ended
 // (agent.CancelRequestTimeout, which bounds a cancel's forwarding
@@ -47,28 +50,60 @@ type streamed struct {
 }
 
 // stream is the agent's stream of req (SendStreamingMessage), read on a
-// context the end of ctx does not close. It yields the stream's events
-// while ctx lasts; once ctx is done it yields ctx.Err(), after, when ctx
-// ended the request for good before the agent named its task, reading the
-// stream on until it does and cancelling that task (cancelUnnamed). The
-// stream is closed when the iteration ends.
+// context the end of ctx does not close (detached).
 func (t *turn) stream(ctx context.Context, req *a2a.SendMessageRequest) func(func(a2a.Event, error) bool) {
+	return t.detached(ctx, func(sctx context.Context, emit func(a2a.Event, error) bool) {
+		for ev, err := range t.u.client.SendStreamingMessage(sctx, req) {
+			if !emit(ev, err) {
+				return
+			}
+		}
+	})
+}
+
+// send is the agent's answer to req (SendMessage), asked for on a context
+// the end of ctx does not close (detached): the answer, or the call's
+// error, as the one item; ctx.Err() when ctx ended first.
+func (t *turn) send(ctx context.Context, req *a2a.SendMessageRequest) (a2a.Event, error) {
+	for ev, err := range t.detached(ctx, func(sctx context.Context, emit func(a2a.Event, error) bool) {
+		res, err := t.u.client.SendMessage(sctx, req)
+		if err != nil {
+			emit(nil, err)
+			return
+		}
+		emit(res, nil)
+	}) {
+		return ev, err
+	}
+	return nil, errors.New("a2abridge: no answer") // detached yields an item at least
+}
+
+// detached runs call, which emits the agent's events (a stream's, or a
+// SendMessage's one answer) until emit returns false, on a context the
+// end of ctx does not close (its values kept: the credentials; the
+// bridge's own timeouts still bound its calls). It yields the events
+// while ctx lasts; once ctx is done it yields ctx.Err(), after, when ctx
+// ended the request for good before the agent named its task, reading
+// the events on until one does and cancelling that task (cancelUnnamed).
+// call's context is closed when the iteration ends.
+func (t *turn) detached(ctx context.Context, call func(context.Context, func(a2a.Event, error) bool)) func(func(a2a.Event, error) bool) {
 	return func(yield func(a2a.Event, error) bool) {
 		sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		items := make(chan streamed)
 		go func() {
 			defer close(items)
-			for ev, err := range t.u.client.SendStreamingMessage(sctx, req) {
+			call(sctx, func(ev a2a.Event, err error) bool {
 				select {
 				case items <- streamed{ev, err}:
+					return true
 				case <-sctx.Done():
-					return
+					return false
 				}
-			}
+			})
 		}()
 		defer func() {
 			stop()
-			for range items { // the reader ends once sctx is done
+			for range items { // the caller ends once sctx is done
 			}
 		}()
 		for ctx.Err() == nil {
@@ -87,11 +122,12 @@ func (t *turn) stream(ctx context.Context, req *a2a.SendMessageRequest) func(fun
 	}
 }
 
-// cancelUnnamed reads items, the rest of the stream of a request that
-// ended for good before the agent named its task, until an event names
-// it (for at most cancelWait), and cancels that task. A direct answer or
-// a task already ended has nothing to cancel; a stream that ends or a
-// wait that passes without a task is logged.
+// cancelUnnamed reads items, the rest of the events (a stream's, or the
+// answer of SendMessage) of a request that ended for good before the
+// agent named its task, until an event names it (for at most
+// cancelWait), and cancels that task. A direct answer or a task already
+// ended has nothing to cancel; events that end (an error) or a wait that
+// passes without a task are logged.
 func (t *turn) cancelUnnamed(ctx context.Context, items <-chan streamed) {
 	timer := time.NewTimer(cancelWait)
 	defer timer.Stop()
@@ -103,7 +139,7 @@ func (t *turn) cancelUnnamed(ctx context.Context, items <-chan streamed) {
 				if ok {
 					msg = t.u.Scrub(it.err.Error())
 				}
-				t.u.cfg.log.Warn("a2a bridge: cancel not forwarded: the agent's stream ended before it named its task",
+				t.u.cfg.log.Warn("a2a bridge: cancel not forwarded: the agent's answer ended before it named its task",
 					"request_id", t.env.RequestID, "err", msg)
 				return
 			}

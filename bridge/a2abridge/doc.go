@@ -46,8 +46,10 @@
 //   - a status message while the task works: its parts, its text scrubbed
 //     of the bridge's credentials (bridge.Scrubber: the agent's own words,
 //     not its answer; so is a completed status's message); input-required
-//     and auth-required: the turn ends interrupted with the agent's message
-//     (agent.Interrupt); completed: e2a.complete, whose result is
+//     and auth-required: the turn ends interrupted with the agent's message,
+//     its text and its data and file parts (a form to fill in), with their
+//     metadata (agent.InterruptWithParts; the Handler scrubs the frame);
+//     completed: e2a.complete, whose result is
 //     {"upstream_task_id", "upstream_context_id", "text"} when deltas were
 //     written and none otherwise (the renderers would make a part of it);
 //     its text is the text deltas of each artifact (and of no artifact:
@@ -85,8 +87,10 @@
 // thread's last turns keeps the upstream task it recorded
 // (bridge.Thread.Tasks): requests of one session that run at once, each
 // in an upstream task of its own, are each taken over to their own. A
-// cancel of the request is forwarded (CancelTask), by the running Call,
-// or, when the request was cancelled while no worker held it (its worker
+// cancel of the request is forwarded (CancelTask), by the running Call
+// (also when the agent had not named its task yet: its stream, or its
+// answer to SendMessage, is waited for on, up to
+// agent.CancelRequestTimeout, and the task it names cancelled), or, when the request was cancelled while no worker held it (its worker
 // died), by the worker that picks its redelivery up
 // (agent.RequestCanceller: the task the request recorded is cancelled; a
 // refusal is logged and the request ends cancelled all the same); so is

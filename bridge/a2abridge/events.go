@@ -1,14 +1,17 @@
 package a2abridge
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
@@ -197,7 +200,9 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 			state = e2a.StateAuthRequired
 		}
 		t.done = true
-		return agent.Interrupt(t.w, state, text)
+		// The message's other parts (a form to fill in: a data part; a
+		// file) go with its text; the Handler scrubs the frame (final).
+		return agent.InterruptWithParts(t.w, state, text, t.extraParts(st.Message)...)
 	case a2a.TaskStateCompleted:
 		t.done = true
 		if err := t.message(t.scrubbed(st.Message)); err != nil {
@@ -221,6 +226,46 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 		return t.message(t.scrubbed(st.Message))
 	}
 	return nil
+}
+
+// extraParts is the parts of m but its text (and thoughts): its data
+// parts and file parts (bytes or URI), with their metadata, as A2A v0.3
+// Part JSON (e2a.InterruptBody's extra parts). A part that does not
+// encode is left out, logged.
+func (t *turn) extraParts(m *a2a.Message) []map[string]any {
+	if m == nil {
+		return nil
+	}
+	var out []map[string]any
+	for _, p := range m.Parts {
+		if pc := pieceOf(p); pc.kind == "" || pc.kind == e2a.DeltaText || pc.kind == e2a.DeltaReasoning {
+			continue
+		}
+		part, err := partJSON(p)
+		if err != nil {
+			t.u.cfg.log.Warn("a2a bridge: a part of the agent's message left out", "request_id", t.env.RequestID,
+				"err", t.u.Scrub(err.Error()))
+			continue
+		}
+		out = append(out, part)
+	}
+	return out
+}
+
+// partJSON is p as A2A v0.3 Part JSON (kind data or file), its numbers
+// as they were written.
+func partJSON(p *a2a.Part) (map[string]any, error) {
+	raw, err := json.Marshal(a2av0.FromV1Part(p))
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // scrubbed is a status message with the bridge's credentials taken out
