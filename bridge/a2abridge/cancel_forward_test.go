@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -76,6 +77,29 @@ func (e lateAgent) Cancel(ctx context.Context, rc *legacysrv.RequestContext, q e
 	return q.Write(ctx, ev)
 }
 
+// cancelOnceStarted sends text to pool agent of p (E2A, waiting for the
+// answer, in a goroutine of its own) and cancels the request once the
+// agent has it (started).
+func cancelOnceStarted(t *testing.T, p *pipetest.Pipeline, started <-chan struct{}, text string) {
+	t.Helper()
+	go func() {
+		req, _ := http.NewRequestWithContext(testCtx(t), http.MethodPost, p.URL+"/pools/agent/v1/requests?wait=true",
+			strings.NewReader(`{"params":{"text":`+strconv.Quote(text)+`}}`))
+		req.Header.Set("Content-Type", "application/json")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_ = resp.Body.Close()
+		}
+	}()
+	select {
+	case <-started:
+	case <-testCtx(t).Done():
+		t.Fatal("the agent never got the message")
+	}
+	if _, err := agent.Cancel(testCtx(t), p.JS, lastStoredID(t, p)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestCancelBeforeTheTaskIsKnown: a request cancelled while the agent has
 // its message but has not named its task yet (no event) still has the
 // agent's task cancelled: the bridge reads the agent's stream on after
@@ -88,22 +112,7 @@ func TestCancelBeforeTheTaskIsKnown(t *testing.T) {
 	url := startV03(t, exec)
 	p := pipetest.Start(t)
 	bridgePool(t, p, "agent", url)
-	go func() {
-		req, _ := http.NewRequestWithContext(testCtx(t), http.MethodPost, p.URL+"/pools/agent/v1/requests?wait=true",
-			strings.NewReader(`{"params":{"text":"slow: late"}}`))
-		req.Header.Set("Content-Type", "application/json")
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			_ = resp.Body.Close()
-		}
-	}()
-	select {
-	case <-exec.started:
-	case <-testCtx(t).Done():
-		t.Fatal("the agent never got the message")
-	}
-	if _, err := agent.Cancel(testCtx(t), p.JS, lastStoredID(t, p)); err != nil {
-		t.Fatal(err)
-	}
+	cancelOnceStarted(t, p, exec.started, "slow: late")
 	a := stored(t, p) // the request ended (cancelled)
 	if code, _ := a.ErrorCode(); code != e2a.ErrCodeCancelled {
 		t.Fatalf("the request ended %s %s, want cancelled", a.Final().ResponseKind, a.Final().Body)

@@ -96,6 +96,12 @@ func TestEventsOfAnotherTaskDropped(t *testing.T) {
 // well-known path).
 func serveA2A(t *testing.T, h a2asrv.RequestHandler) string {
 	t.Helper()
+	return serveA2ACard(t, h, true)
+}
+
+// serveA2ACard is serveA2A with the card's capabilities.streaming.
+func serveA2ACard(t *testing.T, h a2asrv.RequestHandler, streaming bool) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +110,7 @@ func serveA2A(t *testing.T, h a2asrv.RequestHandler) string {
 	card := &a2a.AgentCard{
 		Name: "agent", Description: "a test agent", Version: "1.0.0",
 		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(base+"/rpc", a2a.TransportProtocolJSONRPC)},
-		Capabilities:        a2a.AgentCapabilities{Streaming: true},
+		Capabilities:        a2a.AgentCapabilities{Streaming: streaming},
 		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
 		Skills: []a2a.AgentSkill{{ID: "c", Name: "c", Description: "c", Tags: []string{"test"}}},
 	}

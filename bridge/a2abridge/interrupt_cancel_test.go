@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"iter"
-	"net"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,7 +12,6 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
-	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 )
@@ -151,25 +148,7 @@ func (e latePolled) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 // returnImmediately and polls GetTask.
 func serveNoStreaming(t *testing.T, h a2asrv.RequestHandler) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
-	card := &a2a.AgentCard{
-		Name: "agent", Description: "a test agent", Version: "1.0.0",
-		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(base+"/rpc", a2a.TransportProtocolJSONRPC)},
-		Capabilities:        a2a.AgentCapabilities{Streaming: false},
-		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
-		Skills: []a2a.AgentSkill{{ID: "c", Name: "c", Description: "c", Tags: []string{"test"}}},
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(h))
-	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
-	srv := &http.Server{Handler: mux}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return base
+	return serveA2ACard(t, h, false)
 }
 
 // TestPolledCancelBeforeTheTaskIsKnown: the polled twin of
@@ -186,22 +165,7 @@ func TestPolledCancelBeforeTheTaskIsKnown(t *testing.T) {
 	url := serveNoStreaming(t, a2asrv.NewHandler(exec))
 	p := pipetest.Start(t)
 	bridgePool(t, p, "agent", url)
-	go func() {
-		req, _ := http.NewRequestWithContext(testCtx(t), http.MethodPost, p.URL+"/pools/agent/v1/requests?wait=true",
-			strings.NewReader(`{"params":{"text":"a long job"}}`))
-		req.Header.Set("Content-Type", "application/json")
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			_ = resp.Body.Close()
-		}
-	}()
-	select {
-	case <-exec.started:
-	case <-testCtx(t).Done():
-		t.Fatal("the agent never got the message")
-	}
-	if _, err := agent.Cancel(testCtx(t), p.JS, lastStoredID(t, p)); err != nil {
-		t.Fatal(err)
-	}
+	cancelOnceStarted(t, p, exec.started, "a long job")
 	a := stored(t, p)
 	if code, _ := a.ErrorCode(); code != e2a.ErrCodeCancelled {
 		t.Fatalf("the request ended %s %s, want cancelled", a.Final().ResponseKind, a.Final().Body)
