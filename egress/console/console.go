@@ -257,6 +257,17 @@ func (c *Console) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /console/api/stats", c.gate(c.getStats))
 	mux.HandleFunc("GET /console/api/tasks/{task}/push", c.gate(c.taskPush))
 	mux.HandleFunc("POST /console/api/demo", c.gate(c.startDemo))
+	// Another method on an API path gets the console's JSON error with
+	// Allow (the router's own 405 is text the page cannot read).
+	for path, allow := range map[string]string{
+		"/console/api/session": http.MethodGet, "/console/api/login": http.MethodPost,
+		"/console/api/logout": http.MethodPost, "/console/api/requests": http.MethodGet,
+		"/console/api/requests/{id}": http.MethodGet, "/console/api/requests/{id}/stream": http.MethodGet,
+		"/console/api/stats": http.MethodGet, "/console/api/tasks/{task}/push": http.MethodGet,
+		"/console/api/demo": http.MethodPost,
+	} {
+		mux.HandleFunc(path, egress.MethodNotAllowed(allow))
+	}
 }
 
 // List answers a list query (what GET /console/api/requests serves).

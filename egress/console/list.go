@@ -225,20 +225,12 @@ func (l *lister) List(ctx context.Context, q Query) (Page, error) {
 		}
 		return page, nil
 	}
-	s, err := l.js.Stream(ctx, kvStream)
-	if err != nil {
-		return page, fmt.Errorf("console: index stream: %w", err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return page, fmt.Errorf("console: index stream: %w", err)
-	}
-	first, last := info.State.FirstSeq, info.State.LastSeq
-	if last == 0 || last < first {
-		return page, nil
-	}
 	key, want := q.keyFilter()
 	filter := kvSubject(key)
+	first, last, found, err := l.span(ctx, filter)
+	if err != nil || !found {
+		return page, err
+	}
 	hi := last + 1 // exclusive bound
 	if q.Before != 0 {
 		hi = min(hi, q.Before)
@@ -304,6 +296,37 @@ func (l *lister) List(ctx context.Context, q Query) (Page, error) {
 		window = min(2*window, maxWindow)
 	}
 	return page, nil
+}
+
+// span is the part of the index a list on filter walks: from the first
+// message on filter to the index's last; found is false when filter has
+// none. A list walks no lower than that first message: a filter with no
+// message (a new user, a task nobody used) costs one get, where it walked
+// the whole index back, every window a get, the cost growing with
+// everyone's history rather than with the page.
+func (l *lister) span(ctx context.Context, filter string) (first, last uint64, found bool, err error) {
+	s, err := l.js.Stream(ctx, kvStream)
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("console: index stream: %w", err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("console: index stream: %w", err)
+	}
+	first, last = info.State.FirstSeq, info.State.LastSeq
+	if last == 0 || last < first {
+		return first, last, false, nil
+	}
+	head, _, err := streams.DirectGetBatch(ctx, l.nc, kvStream, filter, first, 1)
+	switch {
+	case errors.Is(err, streams.ErrNoMessages):
+		return first, last, false, nil
+	case err != nil:
+		return first, last, false, fmt.Errorf("console: read index: %w", err)
+	case len(head) > 0:
+		first = max(first, head[0].Seq)
+	}
+	return first, last, true, nil
 }
 
 // readRange returns the messages matching filter with lo <= seq < hi.
