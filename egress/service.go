@@ -303,8 +303,10 @@ func (s *Service) Register(mux *http.ServeMux) {
 		}
 		s.serveE2AJSON(w, r, r.PathValue("id"), wait, k)
 	})
-	mux.HandleFunc("/v1/requests/{id}", MethodNotAllowed(http.MethodGet))
-	mux.HandleFunc("/v1/requests/{id}/stream", MethodNotAllowed(http.MethodGet))
+	// GET patterns take HEAD too: a 405's Allow names both (RFC 9110
+	// §15.5.6: every method the resource supports).
+	mux.HandleFunc("/v1/requests/{id}", MethodNotAllowed(http.MethodGet, http.MethodHead))
+	mux.HandleFunc("/v1/requests/{id}/stream", MethodNotAllowed(http.MethodGet, http.MethodHead))
 }
 
 // PathSegment escapes a request id for a URL path: url.PathEscape, and the

@@ -69,7 +69,8 @@ func isSDKError(err error) bool {
 // shape ({"error":{"code","status","message"}}, google.rpc.Status).
 func restRefuse(w http.ResponseWriter, f host.Refusal) {
 	status := map[int]string{http.StatusUnauthorized: "UNAUTHENTICATED", http.StatusForbidden: "PERMISSION_DENIED",
-		http.StatusTooManyRequests: "RESOURCE_EXHAUSTED", http.StatusServiceUnavailable: "UNAVAILABLE"}[f.Status]
+		http.StatusTooManyRequests: "RESOURCE_EXHAUSTED", http.StatusServiceUnavailable: "UNAVAILABLE",
+		http.StatusMethodNotAllowed: "UNIMPLEMENTED"}[f.Status]
 	if status == "" {
 		status = "INVALID_ARGUMENT"
 	}

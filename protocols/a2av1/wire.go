@@ -12,6 +12,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/errordetails"
 
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
 // Where the SDK's transports and A2A v1.0 (§5.4, §9, §11) part, the
@@ -119,7 +120,10 @@ func (s *specStatusWriter) WriteHeader(code int) {
 		return
 	}
 	s.wrote = true
-	if code >= http.StatusBadRequest && strings.HasPrefix(s.Header().Get("Content-Type"), "application/json") {
+	if code >= http.StatusBadRequest && strings.HasPrefix(s.Header().Get("Content-Type"), "application/json") ||
+		code == http.StatusMethodNotAllowed {
+		// A 405 is the SDK's router's, in text: finish writes it in the
+		// binding's shape.
 		s.held = code
 		return
 	}
@@ -155,6 +159,13 @@ func (s *specStatusWriter) finish() {
 		return
 	}
 	code, body := s.held, s.body.Bytes()
+	if code == http.StatusMethodNotAllowed && !json.Valid(body) {
+		// The router's text "Method Not Allowed": the binding answers
+		// every error as google.rpc.Status, Allow kept.
+		restRefuse(s.ResponseWriter, host.Refusal{Status: code,
+			Message: "method not allowed here; use " + s.Header().Get("Allow")})
+		return
+	}
 	var st struct {
 		Error struct {
 			Code    int               `json:"code"`
