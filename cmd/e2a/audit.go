@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -169,6 +170,9 @@ func runTail(ctx context.Context, cfg Config, args []string, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
+	// A poll that got no answer (the server restarting) is logged on
+	// stderr; tail goes on.
+	o.Log = slog.New(slog.NewTextHandler(stderr, nil))
 	return a.Tail(ctx, o, ndjson(stdout))
 }
 

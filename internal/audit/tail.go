@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -28,8 +29,15 @@ type TailOptions struct {
 	// (default 200 ms).
 	PollInterval time.Duration
 	// MaxTracked bounds the requests whose frames are being checked
-	// (default 100,000); the oldest is forgotten beyond it.
+	// (default 100,000). Beyond it the request that finished first is
+	// forgotten, or, when every one of them still runs, the oldest: the
+	// later frames of such a running request are then ignored (up to
+	// MaxTracked of their ids are remembered for that).
 	MaxTracked int
+	// Log receives what Tail rides out: a poll or a read-back that got no
+	// answer (a NATS server restarting), tried again at the next poll
+	// (nil: not logged).
+	Log *slog.Logger
 }
 
 // tailReq is one request Tail follows.
@@ -38,7 +46,7 @@ type tailReq struct {
 	pool    string
 	match   bool
 	emitted bool
-	done    bool   // its final frame was seen: later live copies are ignored
+	done    bool   // its final frame was seen
 	lastSeq uint64 // stream sequence of its last response message seen
 	// after: its envelope was stored after the live subscription was in
 	// place (tailer.backfillTo), so every frame of it is shown, one read
@@ -58,10 +66,15 @@ const liveBuffer = 8192
 // or burst of frames), each checked as it comes. A message whose
 // predecessor on its subject was not seen (a request already running when
 // Tail started, or a live message lost) is read back from E2A_RESPONSES
-// first. Each request ends with a KindSummary record when the message
-// holding its final frame arrives. Records of different requests
-// interleave; a request record may follow the first frames of its request
-// by up to PollInterval. It returns nil when ctx ends, or the error of emit.
+// first, and so is, after the connection reconnected, every request
+// followed and not done (its live messages went by meanwhile). Each request
+// ends with a KindSummary record when the message holding its final frame
+// arrives; a message stored after that one is shown too, with a further
+// summary that reports it. Records of different requests interleave; a
+// request record may follow the first frames of its request by up to
+// PollInterval. A poll or a read-back that gets no answer (the connection
+// down) is logged and tried again at the next poll. It returns nil when ctx
+// ends, or the error of emit.
 func (a *Auditor) Tail(ctx context.Context, o TailOptions, emit func(Record) error) error {
 	if o.PollInterval <= 0 {
 		o.PollInterval = 200 * time.Millisecond
@@ -83,6 +96,7 @@ func (a *Auditor) Tail(ctx context.Context, o TailOptions, emit func(Record) err
 	if err != nil {
 		return err
 	}
+	reconnects := a.nc.Stats().Reconnects
 	live := make(chan *nats.Msg, liveBuffer)
 	sub, err := a.nc.Subscribe(subjects.AllLive, func(m *nats.Msg) {
 		select {
@@ -112,7 +126,7 @@ func (a *Auditor) Tail(ctx context.Context, o TailOptions, emit func(Record) err
 		return nilIfDone(ctx, err)
 	}
 	t := &tailer{a: a, q: q, emit: emit, reqs: reqs, resps: resps, tracked: map[string]*tailReq{}, max: o.MaxTracked,
-		backfillTo: subscribed.last}
+		backfillTo: subscribed.last, reconnects: reconnects, log: o.Log}
 	filter := subjects.AllRequests
 	if o.Pool != "" {
 		filter, _ = subjects.RequestFilter(o.Pool)
@@ -134,11 +148,9 @@ func (a *Auditor) Tail(ctx context.Context, o TailOptions, emit func(Record) err
 				return nilIfDone(ctx, err)
 			}
 		case <-poll.C:
-			n, err := t.poll(ctx, filter, next)
-			if err != nil && !errors.Is(err, streams.ErrDirectGet) {
+			if next, err = t.tick(ctx, filter, next); err != nil {
 				return nilIfDone(ctx, err)
 			}
-			next = n
 			poll.Reset(o.PollInterval)
 		}
 	}
@@ -158,11 +170,111 @@ type tailer struct {
 	reqs    streamState
 	resps   streamState
 	tracked map[string]*tailReq
-	order   []string
+	order   []string // tracked ids by first sighting (and some forgotten)
+	doneQ   []string // tracked ids in the order they finished (and some forgotten)
 	max     int
+	// forgotten holds the ids of running requests forgotten beyond max
+	// (up to max of them, in forgotQ's order): their frames are ignored.
+	forgotten map[string]struct{}
+	forgotQ   []string
+	// pending holds the requests whose read-back failed for want of an
+	// answer, or which a reconnect left behind, to read back at the next
+	// poll: each from its last message seen on, showing the messages from
+	// the stream sequence it maps to on.
+	pending map[string]uint64
 	// backfillTo is the last request stored before the live subscription
-	// was in place (see Tail).
+	// was in place (see Tail), or in place again after a reconnect.
 	backfillTo uint64
+	reconnects uint64 // the connection's reconnects caught up with
+	log        *slog.Logger
+}
+
+// tick is one poll: it catches up after a reconnect, retries the pending
+// read-backs and reads the new requests. An error a later poll may not meet
+// (no answer) is logged and the work tried again at the next poll, from the
+// position reached.
+func (t *tailer) tick(ctx context.Context, filter string, next uint64) (uint64, error) {
+	err := t.resume(ctx)
+	if err == nil {
+		err = t.retryPending(ctx)
+	}
+	if err == nil {
+		next, err = t.poll(ctx, filter, next)
+	}
+	if err != nil && retryable(err) && ctx.Err() == nil {
+		t.warn("poll", err)
+		return next, nil
+	}
+	return next, err
+}
+
+func (t *tailer) warn(what string, err error) {
+	if t.log != nil {
+		t.log.Warn("e2a tail: "+what+" failed, trying again at the next poll", "err", err)
+	}
+}
+
+// resume catches up after the connection reconnected: the live messages
+// republished while it was away never reach the subscription. Every request
+// followed and not done is read back from its last message seen, and the
+// requests stored up to now are backfilled when polled (their frames may
+// have gone by as well).
+func (t *tailer) resume(ctx context.Context) error {
+	rc := t.a.nc.Stats().Reconnects
+	if rc == t.reconnects {
+		return nil
+	}
+	// The subscription is in place again once the server answers a flush.
+	if err := t.a.call(ctx, t.a.nc.FlushWithContext); err != nil {
+		return err
+	}
+	reqs, err := t.a.state(ctx, streams.RequestsStream)
+	if err != nil {
+		return err
+	}
+	t.backfillTo = max(t.backfillTo, reqs.last)
+	for id, r := range t.tracked {
+		if _, ok := t.pending[id]; !ok && !r.done {
+			t.later(r, 0)
+		}
+	}
+	t.reconnects = rc
+	return nil
+}
+
+// retryPending reads back the pending requests.
+func (t *tailer) retryPending(ctx context.Context) error {
+	for id, showFrom := range t.pending {
+		if r := t.tracked[id]; r != nil {
+			if err := t.readBack(ctx, r, 0, showFrom); err != nil {
+				return err
+			}
+		}
+		delete(t.pending, id)
+	}
+	return nil
+}
+
+// later makes r pending (see tailer.pending), unless it is already.
+func (t *tailer) later(r *tailReq, showFrom uint64) {
+	if t.pending == nil {
+		t.pending = map[string]uint64{}
+	}
+	if _, ok := t.pending[r.id]; !ok {
+		t.pending[r.id] = showFrom
+	}
+}
+
+// deferRead makes r pending after a read-back that failed with err, when a
+// later one may not meet it (no answer), and returns nil; other errors are
+// returned.
+func (t *tailer) deferRead(r *tailReq, showFrom uint64, err error) error {
+	if !retryable(err) {
+		return err
+	}
+	t.later(r, showFrom)
+	t.warn("read back of request "+r.id, err)
+	return nil
 }
 
 // poll reads the requests stored from sequence next on and returns the
@@ -183,6 +295,9 @@ func (t *tailer) poll(ctx context.Context, filter string, next uint64) (uint64, 
 			if err != nil || s.Kind != subjects.KindRequest {
 				continue
 			}
+			if t.isForgotten(s.RequestID) {
+				continue
+			}
 			r := t.track(s.RequestID)
 			if r.emitted {
 				continue
@@ -195,9 +310,14 @@ func (t *tailer) poll(ctx context.Context, filter string, next uint64) (uint64, 
 					return next, err
 				}
 			}
-			if r.match && m.Seq <= t.backfillTo && t.resps.exists {
-				if err := t.backfill(ctx, r); err != nil {
-					return next, err
+			// Stored before the live subscription was in place: its frames
+			// already stored are shown, and live copies of them then skipped
+			// by stream sequence.
+			if r.match && m.Seq <= t.backfillTo {
+				if err := t.readBack(ctx, r, 0, 0); err != nil {
+					if err := t.deferRead(r, 0, err); err != nil {
+						return next, err
+					}
 				}
 			}
 		}
@@ -207,22 +327,22 @@ func (t *tailer) poll(ctx context.Context, filter string, next uint64) (uint64, 
 	}
 }
 
-// backfill shows the frames of r already stored (it was stored before the
-// live subscription was in place); live copies of them are then skipped by
-// stream sequence.
-func (t *tailer) backfill(ctx context.Context, r *tailReq) error {
+// readBack reads the messages of r stored after the last one seen, up to
+// stream sequence until (excluded; 0: to the end), and adds them, showing
+// those from sequence showFrom on.
+func (t *tailer) readBack(ctx context.Context, r *tailReq, until, showFrom uint64) error {
 	subj, err := subjects.Response(r.id)
-	if err != nil {
+	if err != nil || !t.resps.exists {
 		return nil
 	}
 	for sm, err := range t.a.seq(ctx, t.resps.name, subj, r.lastSeq+1) {
 		if err != nil {
 			return err
 		}
-		if r.done {
-			return nil
+		if until != 0 && sm.Seq >= until {
+			break
 		}
-		if err := t.add(r, hotMsg(t.resps.name, sm), true); err != nil {
+		if err := t.add(r, hotMsg(t.resps.name, sm), sm.Seq >= showFrom); err != nil {
 			return err
 		}
 	}
@@ -237,9 +357,7 @@ func (t *tailer) track(id string) *tailReq {
 	r := &tailReq{id: id, check: newChecker(id)}
 	t.tracked[id] = r
 	t.order = append(t.order, id)
-	for len(t.tracked) > t.max && len(t.order) > 0 {
-		delete(t.tracked, t.order[0])
-		t.order = t.order[1:]
+	for len(t.tracked) > t.max && t.evict() {
 	}
 	if len(t.order) > 4*t.max {
 		// Compact: drop ids no longer tracked.
@@ -252,6 +370,46 @@ func (t *tailer) track(id string) *tailReq {
 		t.order = kept
 	}
 	return r
+}
+
+// evict forgets one request: the one that finished first or, when every
+// request tracked still runs, the oldest, whose id is remembered so that
+// its later frames are ignored (not taken for a new request's). It reports
+// whether one was.
+func (t *tailer) evict() bool {
+	for len(t.doneQ) > 0 {
+		id := t.doneQ[0]
+		t.doneQ = t.doneQ[1:]
+		if r := t.tracked[id]; r != nil && r.done {
+			delete(t.tracked, id)
+			return true
+		}
+	}
+	for len(t.order) > 0 {
+		id := t.order[0]
+		t.order = t.order[1:]
+		if t.tracked[id] == nil {
+			continue
+		}
+		delete(t.tracked, id)
+		delete(t.pending, id)
+		if t.forgotten == nil {
+			t.forgotten = map[string]struct{}{}
+		}
+		t.forgotten[id] = struct{}{}
+		t.forgotQ = append(t.forgotQ, id)
+		for len(t.forgotQ) > t.max {
+			delete(t.forgotten, t.forgotQ[0])
+			t.forgotQ = t.forgotQ[1:]
+		}
+		return true
+	}
+	return false
+}
+
+func (t *tailer) isForgotten(id string) bool {
+	_, ok := t.forgotten[id]
+	return ok
 }
 
 // frame handles one live response message (a frame or a burst).
@@ -267,28 +425,23 @@ func (t *tailer) frame(ctx context.Context, m *nats.Msg) error {
 	seq, _ := strconv.ParseUint(m.Header.Get(subjects.HeaderStreamSequence), 10, 64)
 	prev, _ := strconv.ParseUint(m.Header.Get(subjects.HeaderLastSequence), 10, 64)
 	r := t.tracked[id]
-	if r != nil && r.done {
-		return nil // a live copy of a frame read back, or after the final one
-	}
 	if r == nil {
-		r = t.track(id)
-		// A request met through its frames: look its envelope up.
-		if req, err := t.a.hotRequest(ctx, t.reqs, id, ""); err == nil && req != nil {
-			s, _ := subjects.Parse(req.subject)
-			env, _ := e2a.FromJSON(req.data)
-			r.pool, r.match, r.emitted = s.Agent, t.q.match(s.Agent, env), true
-			r.after = req.seq > t.backfillTo
-			if r.match {
-				if err := t.emit(requestRecord(req, id, r.pool)); err != nil {
-					return err
-				}
-			}
-		} else {
-			r.match = t.q.Pool == "" && t.q.TaskID == "" && t.q.ContextID == "" && t.q.SessionID == ""
+		if t.isForgotten(id) {
+			return nil
+		}
+		if r, err = t.meet(ctx, id); err != nil {
+			return err
 		}
 	}
-	if seq != 0 && seq <= r.lastSeq {
-		return nil // already seen (read back from the stream)
+	if showFrom, ok := t.pending[id]; ok {
+		// Its read-back failed: this message is stored, read it back too.
+		if err := t.readBack(ctx, r, 0, showFrom); err != nil {
+			return t.deferRead(r, showFrom, err)
+		}
+		delete(t.pending, id)
+	}
+	if seq != 0 && seq <= r.lastSeq || seq == 0 && r.done {
+		return nil // already read (back from the stream)
 	}
 	// Read back what the live subscription did not deliver: the earlier
 	// frames of a request already running, or lost live messages.
@@ -296,17 +449,13 @@ func (t *tailer) frame(ctx context.Context, m *nats.Msg) error {
 		// Frames before the first one seen only prime the checker when
 		// the request started before Tail did; lost ones are shown (the
 		// first one's too, of a request stored after Tail started).
-		show := r.lastSeq != 0 || r.after
-		for sm, err := range t.a.seq(ctx, t.resps.name, stored, r.lastSeq+1) {
-			if err != nil {
-				return err
-			}
-			if seq != 0 && sm.Seq >= seq {
-				break
-			}
-			if err := t.add(r, hotMsg(t.resps.name, sm), show); err != nil {
-				return err
-			}
+		var showFrom uint64
+		if r.lastSeq == 0 && !r.after {
+			showFrom = seq
+		}
+		if err := t.readBack(ctx, r, seq, showFrom); err != nil {
+			// This message is read back with the rest next time.
+			return t.deferRead(r, showFrom, err)
 		}
 	}
 	rm := streams.RawMsg{Subject: stored, Seq: seq, Header: m.Header, Data: m.Data}
@@ -316,10 +465,32 @@ func (t *tailer) frame(ctx context.Context, m *nats.Msg) error {
 	return t.add(r, hotMsg(t.resps.name, rm), true)
 }
 
+// meet tracks request id, met through its frames: its envelope is looked up
+// (and shown when it matches).
+func (t *tailer) meet(ctx context.Context, id string) (*tailReq, error) {
+	r := t.track(id)
+	req, err := t.a.hotRequest(ctx, t.reqs, id, "")
+	if err != nil || req == nil {
+		r.match = t.q.Pool == "" && t.q.TaskID == "" && t.q.ContextID == "" && t.q.SessionID == ""
+		return r, nil
+	}
+	s, _ := subjects.Parse(req.subject)
+	env, _ := e2a.FromJSON(req.data)
+	r.pool, r.match, r.emitted = s.Agent, t.q.match(s.Agent, env), true
+	r.after = req.seq > t.backfillTo
+	if r.match {
+		if err := t.emit(requestRecord(req, id, r.pool)); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
 // add checks the frames of a stored response message (one, or a burst),
 // emits them when show is set and the request matches, and closes the
 // request at the message holding its final frame (frames after it in that
-// message are checked, and reported in the summary).
+// message are checked, and reported in the summary). Each message stored
+// after that one is reported in a further summary.
 func (t *tailer) add(r *tailReq, sm *storedMsg, show bool) error {
 	hadFinal := r.check.final != nil
 	frames := r.check.add(sm)
@@ -331,16 +502,21 @@ func (t *tailer) add(r *tailReq, sm *storedMsg, show bool) error {
 			}
 		}
 	}
-	if !hadFinal && r.check.final != nil {
-		if r.match {
-			sum := r.check.summary(r.emitted)
-			if err := t.emit(Record{Kind: KindSummary, RequestID: r.id, Pool: r.pool, Summary: sum}); err != nil {
-				return err
-			}
+	if r.check.final == nil {
+		return nil
+	}
+	if r.match {
+		sum := r.check.summary(r.emitted)
+		if err := t.emit(Record{Kind: KindSummary, RequestID: r.id, Pool: r.pool, Summary: sum}); err != nil {
+			return err
 		}
-		// Kept (until MaxTracked newer ones push it out) as done, so that
-		// a live copy of a frame read back does not show it again.
+	}
+	if !hadFinal {
+		// Kept (until MaxTracked newer ones push it out, the first done
+		// first) as done, so that a live copy of a frame read back does
+		// not show it again.
 		r.done = true
+		t.doneQ = append(t.doneQ, r.id)
 	}
 	return nil
 }

@@ -2,16 +2,48 @@ package audit
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
+
+// testAuditor is an Auditor on a new server.
+func testAuditor(t *testing.T) (*Auditor, jetstream.JetStream, *nats.Conn) {
+	t.Helper()
+	_, nc := natstest.RunServer(t)
+	js := natstest.JetStream(t, nc)
+	a, err := New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, js, nc
+}
+
+// newTestTailer is the tailer Tail builds once subscribed, with its records
+// appended to *recs.
+func newTestTailer(ctx context.Context, t *testing.T, a *Auditor) (*tailer, *[]Record) {
+	t.Helper()
+	reqs, err := a.state(ctx, streams.RequestsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resps, err := a.state(ctx, streams.ResponsesStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := &[]Record{}
+	tl := &tailer{a: a, emit: func(r Record) error { *recs = append(*recs, r); return nil }, reqs: reqs, resps: resps,
+		tracked: map[string]*tailReq{}, max: 100, backfillTo: reqs.last, reconnects: a.nc.Stats().Reconnects}
+	return tl, recs
+}
 
 // TestReviewTailShowsLostFirstLiveFrame: a request stored after Tail's live
 // subscription was in place (so Tail must show all of its frames) whose
@@ -23,12 +55,7 @@ import (
 func TestTailShowsLostFirstLiveFrame(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, nc := natstest.RunServer(t)
-	js := natstest.JetStream(t, nc)
-	a, err := New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, js, nc := testAuditor(t)
 	// The live feed, as Tail's subscription receives it (the server's
 	// republish of each stored response message).
 	live := make(chan *nats.Msg, 16)
@@ -41,17 +68,8 @@ func TestTailShowsLostFirstLiveFrame(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The tailer as Tail builds it once subscribed: nothing stored yet.
-	reqs, err := a.state(ctx, streams.RequestsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resps, err := a.state(ctx, streams.ResponsesStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recs []Record
-	tl := &tailer{a: a, emit: func(r Record) error { recs = append(recs, r); return nil }, reqs: reqs, resps: resps,
-		tracked: map[string]*tailReq{}, max: 100, backfillTo: reqs.last}
+	tl, recs := newTestTailer(ctx, t, a)
+	reqs := tl.reqs
 
 	const id = "lost-first-live"
 	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: id})
@@ -76,7 +94,7 @@ func TestTailShowsLostFirstLiveFrame(t *testing.T) {
 	}
 	var kinds []string
 	var seqs []int64
-	for _, r := range recs {
+	for _, r := range *recs {
 		kinds = append(kinds, r.Kind)
 		if r.Kind == KindFrame && r.Sequence != nil {
 			seqs = append(seqs, *r.Sequence)
@@ -85,5 +103,36 @@ func TestTailShowsLostFirstLiveFrame(t *testing.T) {
 	if len(seqs) != 2 || seqs[0] != 0 || seqs[1] != 1 {
 		t.Fatalf("frames printed %v (records %v), want [0 1]: frame 0, whose live copy was lost, "+
 			"was read back but not printed, for a request stored after the tail started", seqs, kinds)
+	}
+}
+
+// TestTailBackfillsRequestsStoredDuringReconnect: a request stored and
+// answered while Tail's connection was away, and first polled after it
+// reconnected, has every frame read back from E2A_RESPONSES (their live
+// copies never reached Tail): backfillTo is raised to the requests stored
+// by then. Only requests stored before Tail subscribed were backfilled, so
+// such a request was shown without frames or summary.
+func TestTailBackfillsRequestsStoredDuringReconnect(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, js, nc := testAuditor(t)
+	tl, recs := newTestTailer(ctx, t, a)
+	reqs := tl.reqs
+	// A reconnect not caught up with yet: the counter Tail saw differs.
+	tl.reconnects = nc.Stats().Reconnects + 1
+
+	const id = "during-reconnect"
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: id})
+	s0 := natstest.PublishBurst(t, nc, id, 0, 0, natstest.Frame(id, 0, false))
+	natstest.PublishBurst(t, nc, id, 1, s0, natstest.Frame(id, 1, true))
+	if _, err := tl.tick(ctx, subjects.AllRequests, reqs.last+1); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, r := range *recs {
+		kinds = append(kinds, r.Kind)
+	}
+	if got := strings.Join(kinds, ","); got != "request,frame,frame,summary" {
+		t.Fatalf("records %s, want request,frame,frame,summary", got)
 	}
 }

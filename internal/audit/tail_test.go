@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,32 +30,9 @@ func TestTail(t *testing.T) {
 	completeRequest(t, js, "demo", &e2a.Envelope{RequestID: "done"}, 1)
 
 	// No deadline, as the CLI's context (cancelled by SIGINT): Tail bounds
-	// each of its calls itself.
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	rec := newRecorder()
-	errc := make(chan error, 1)
-	go func() { errc <- a.Tail(ctx, audit.TailOptions{PollInterval: 20 * time.Millisecond}, rec.emit) }()
-	// Once a new request is shown, the live subscription is in place (it
-	// is made before the first read of the request stream).
-	// Markers until one shows: those stored before Tail read where the
+	// each of its calls itself. Markers stored before Tail read where the
 	// stream ends are not shown.
-	stopMarkers := make(chan struct{})
-	go func() {
-		for i := 0; ; i++ {
-			subj, _ := subjects.Request("demo", "marker-"+strconv.Itoa(i))
-			_, _ = js.Publish(ctx, subj, []byte(`{}`))
-			select {
-			case <-stopMarkers:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}()
-	rec.waitFor(t, "marker request", func(r audit.Record) bool {
-		return r.Kind == audit.KindRequest && strings.HasPrefix(r.RequestID, "marker-")
-	})
-	close(stopMarkers)
+	rec, errc, cancel := startTail(t, js, a, audit.TailOptions{PollInterval: 20 * time.Millisecond})
 
 	// A new request with a gap: its summary reports it.
 	natstest.PublishRequest(t, js, "other", &e2a.Envelope{RequestID: "new", TaskID: "t-new"})

@@ -1,0 +1,384 @@
+package audit_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/audit"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/subjects"
+)
+
+// tcpProxy forwards TCP connections to a NATS server; cut closes them and
+// refuses new ones until restore, as a network blip or a server restart
+// does to `e2a tail`'s connection.
+type tcpProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cut    bool
+	conns  []net.Conn
+}
+
+func (p *tcpProxy) url() string { return "nats://" + p.ln.Addr().String() }
+
+func (p *tcpProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		p.conns = append(p.conns, c, s)
+		p.mu.Unlock()
+		go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
+		go func() { _, _ = io.Copy(c, s); _ = c.Close() }()
+	}
+}
+
+func (p *tcpProxy) cutAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *tcpProxy) restore() {
+	p.mu.Lock()
+	p.cut = false
+	p.mu.Unlock()
+}
+
+// proxied is a NATS server with a connection to it through a tcpProxy that
+// reconnects for ever, as `e2a tail`'s does.
+type proxied struct {
+	js    jetstream.JetStream
+	nc    *nats.Conn // direct
+	tnc   *nats.Conn // through the proxy
+	proxy *tcpProxy
+	disc  chan struct{}
+	reco  chan struct{}
+}
+
+func newProxied(t *testing.T) *proxied {
+	t.Helper()
+	srv, nc := natstest.RunServer(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := &tcpProxy{ln: ln, target: strings.TrimPrefix(srv.ClientURL(), "nats://")}
+	t.Cleanup(func() { _ = ln.Close(); px.cutAll() })
+	go px.serve()
+	p := &proxied{js: natstest.JetStream(t, nc), nc: nc, proxy: px, disc: make(chan struct{}, 4), reco: make(chan struct{}, 4)}
+	p.tnc, err = nats.Connect(px.url(), nats.ReconnectWait(20*time.Millisecond), nats.MaxReconnects(-1),
+		nats.ReconnectJitter(0, 0),
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { p.disc <- struct{}{} }),
+		nats.ReconnectHandler(func(*nats.Conn) { p.reco <- struct{}{} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.tnc.Close)
+	return p
+}
+
+// cut cuts the proxied connection and waits for it to see so.
+func (p *proxied) cut(t *testing.T) {
+	t.Helper()
+	p.proxy.cutAll()
+	waitSignal(t, p.disc, "tail's connection disconnected")
+}
+
+// restore lets the proxied connection in again and waits for it to
+// reconnect.
+func (p *proxied) restore(t *testing.T) {
+	t.Helper()
+	p.proxy.restore()
+	waitSignal(t, p.reco, "tail's connection reconnected")
+}
+
+func waitSignal(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not " + what)
+	}
+}
+
+// startTail runs Tail on a until the test ends and returns once the live
+// subscription is in place (a request stored after Tail started is shown).
+func startTail(t *testing.T, js jetstream.JetStream, a *audit.Auditor, o audit.TailOptions) (*recorder, chan error, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	rec := newRecorder()
+	errc := make(chan error, 1)
+	go func() { errc <- a.Tail(ctx, o, rec.emit) }()
+	stop := make(chan struct{})
+	go func() {
+		for i := 0; ; i++ {
+			subj, _ := subjects.Request("demo", "marker-"+strconv.Itoa(i))
+			_, _ = js.Publish(ctx, subj, []byte(`{}`))
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	rec.waitFor(t, "marker request", func(r audit.Record) bool {
+		return r.Kind == audit.KindRequest && strings.HasPrefix(r.RequestID, "marker-")
+	})
+	close(stop)
+	return rec, errc, cancel
+}
+
+// waitSummaries waits (bounded) for the summaries of ids and returns the
+// ones that never came.
+func waitSummaries(rec *recorder, within time.Duration, ids ...string) []string {
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	rec.mu.Lock()
+	for _, r := range rec.recs {
+		if r.Kind == audit.KindSummary {
+			delete(want, r.RequestID)
+		}
+	}
+	rec.mu.Unlock()
+	timeout := time.After(within)
+	for len(want) > 0 {
+		select {
+		case r := <-rec.ch:
+			if r.Kind == audit.KindSummary {
+				delete(want, r.RequestID)
+			}
+		case <-timeout:
+			var missing []string
+			for _, id := range ids {
+				if want[id] {
+					missing = append(missing, id)
+				}
+			}
+			return missing
+		}
+	}
+	return nil
+}
+
+// shown lists the records of the requests whose id starts with prefix, as
+// "kind id [sequence]".
+func shown(rec *recorder, prefix string) []string {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var out []string
+	for _, r := range rec.recs {
+		if strings.HasPrefix(r.RequestID, prefix) {
+			s := r.Kind + " " + r.RequestID
+			if r.Sequence != nil {
+				s += " " + strconv.FormatInt(*r.Sequence, 10)
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestTailReadsBackAfterReconnect: after `e2a tail`'s connection
+// reconnected (it "reconnects for ever", docs/configuration.md), the frames
+// republished on e2a.live.> while it was away, which its core subscription
+// never gets, were lost: Tail read a lost message back only when a later
+// live message of the same request showed the gap, and backfilled a polled
+// request only when it was stored before the subscription. A request that
+// ran entirely during the blip was shown as a request record with no frame
+// and no summary, and a running request whose final frame fell in the blip
+// never got its final frame or summary.
+func TestTailReadsBackAfterReconnect(t *testing.T) {
+	p := newProxied(t)
+	js, nc := p.js, p.nc
+	a, err := audit.New(p.tnc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, errc, cancel := startTail(t, js, a, audit.TailOptions{PollInterval: 20 * time.Millisecond})
+
+	// A request running when the blip starts: frame 0 shown live.
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: "rc-run"})
+	s0 := natstest.PublishBurst(t, nc, "rc-run", 0, 0, frame("rc-run", 0, false))
+	rec.waitFor(t, "frame 0 of rc-run", func(r audit.Record) bool {
+		return r.Kind == audit.KindFrame && r.RequestID == "rc-run"
+	})
+
+	p.cut(t)
+	// During the blip: rc-run ends; rc-gone runs whole.
+	natstest.PublishBurst(t, nc, "rc-run", 1, s0, frame("rc-run", 1, true))
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: "rc-gone"})
+	g0 := natstest.PublishBurst(t, nc, "rc-gone", 0, 0, frame("rc-gone", 0, false))
+	natstest.PublishBurst(t, nc, "rc-gone", 1, g0, frame("rc-gone", 1, true))
+	p.restore(t)
+	if err := p.tnc.FlushTimeout(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// After the blip: a request shown whole, live.
+	completeRequest(t, js, "demo", &e2a.Envelope{RequestID: "rc-after"}, 1)
+
+	missing := waitSummaries(rec, 10*time.Second, "rc-after", "rc-run", "rc-gone")
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("Tail: %v", err)
+	}
+	if len(missing) > 0 {
+		t.Fatalf("after a reconnect, no summary (nor the frames stored during the disconnect) for %v; tail printed:\n  %s",
+			missing, strings.Join(shown(rec, "rc-"), "\n  "))
+	}
+}
+
+// TestTailReportsFrameAfterFinal: docs/operations.md says "a frame stored
+// after the final one is reported ... live by `e2a tail`", but Tail dropped
+// every live message of a request once its final frame was seen, so a
+// frame stored after the final one in a message of its own (a second
+// writer, a stray publish onto e2a.resp.<id>) was neither printed nor
+// reported as a violation; only frames after the final one inside the same
+// burst were.
+func TestTailReportsFrameAfterFinal(t *testing.T) {
+	js, nc := server(t)
+	a, err := audit.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, errc, cancel := startTail(t, js, a, audit.TailOptions{PollInterval: 20 * time.Millisecond})
+
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: "extra"})
+	publishFrame(t, js, "extra", 0, frame("extra", 0, true))
+	rec.waitFor(t, "summary of extra", func(r audit.Record) bool {
+		return r.Kind == audit.KindSummary && r.RequestID == "extra"
+	})
+	// A frame stored after the final one, in its own message.
+	publishFrame(t, js, "extra", 1, frame("extra", 1, false))
+	// A later request: once its summary is shown, tail has handled every
+	// live message stored before its frames.
+	completeRequest(t, js, "demo", &e2a.Envelope{RequestID: "next"}, 0)
+	rec.waitFor(t, "summary of next", func(r audit.Record) bool {
+		return r.Kind == audit.KindSummary && r.RequestID == "next"
+	})
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("Tail: %v", err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	printed, reported := false, false
+	for _, r := range rec.recs {
+		if r.RequestID != "extra" {
+			continue
+		}
+		if r.Kind == audit.KindFrame && r.Sequence != nil && *r.Sequence == 1 {
+			printed = true
+		}
+		if r.Kind == audit.KindSummary && strings.Contains(strings.Join(r.Summary.Violations, " "), "after the final frame") {
+			reported = true
+		}
+	}
+	if !printed || !reported {
+		t.Fatalf("frame 1 of extra, stored after its final frame 0: printed %v, reported in a summary %v", printed, reported)
+	}
+}
+
+// TestTailRidesOutAShortOutage: Tail "returns nil when ctx ends, or the
+// error of emit" and `e2a tail` "follows live traffic until interrupted",
+// on a connection that "reconnects for ever"; but a poll of E2A_REQUESTS
+// that failed for want of an answer (3 attempts of the call timeout,
+// 3 × 5 s by default: a NATS server restart) ended Tail with that error
+// (only streams.ErrDirectGet was tolerated).
+func TestTailRidesOutAShortOutage(t *testing.T) {
+	p := newProxied(t)
+	// A short call timeout stands for the default 5 s with a longer outage.
+	a, err := audit.New(p.tnc, audit.WithCallTimeout(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, errc, cancel := startTail(t, p.js, a, audit.TailOptions{PollInterval: 20 * time.Millisecond})
+	p.cut(t)
+	// The outage lasts well over 3 call timeouts and several polls.
+	select {
+	case err := <-errc:
+		t.Fatalf("Tail ended during a %v outage of its (reconnecting) connection: %v", 2*time.Second, err)
+	case <-time.After(2 * time.Second):
+	}
+	p.restore(t)
+	completeRequest(t, p.js, "demo", &e2a.Envelope{RequestID: "later"}, 0)
+	if missing := waitSummaries(rec, 10*time.Second, "later"); len(missing) > 0 {
+		t.Fatal("no summary of a request after the outage")
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("Tail: %v", err)
+	}
+}
+
+// TestTailKeepsARunningRequest: MaxTracked bounds the requests Tail
+// remembers, and the one forgotten beyond it was the oldest by first
+// sight, even while it still ran and newer ones were done. Its next live
+// frame then made it a new request to Tail: its request record was printed
+// again and its earlier frames read back and printed again. With the
+// default 100,000, one request running while 100,000 others passed (100 s
+// at 1,000 requests/s) was printed twice.
+func TestTailKeepsARunningRequest(t *testing.T) {
+	js, nc := server(t)
+	a, err := audit.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, errc, cancel := startTail(t, js, a, audit.TailOptions{PollInterval: 20 * time.Millisecond, MaxTracked: 2})
+
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: "long"})
+	s0 := natstest.PublishBurst(t, nc, "long", 0, 0, frame("long", 0, false))
+	rec.waitFor(t, "frame 0 of long", func(r audit.Record) bool {
+		return r.Kind == audit.KindFrame && r.RequestID == "long"
+	})
+	// Two short requests pass (and are done) while long runs.
+	completeRequest(t, js, "demo", &e2a.Envelope{RequestID: "short-1"}, 0)
+	completeRequest(t, js, "demo", &e2a.Envelope{RequestID: "short-2"}, 0)
+	if missing := waitSummaries(rec, 10*time.Second, "short-1", "short-2"); len(missing) > 0 {
+		t.Fatalf("no summary of %v", missing)
+	}
+	natstest.PublishBurst(t, nc, "long", 1, s0, frame("long", 1, true))
+	if missing := waitSummaries(rec, 10*time.Second, "long"); len(missing) > 0 {
+		t.Fatal("no summary of long")
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("Tail: %v", err)
+	}
+	if got := strings.Join(shown(rec, "long"), ","); got != "request long,frame long 0,frame long 1,summary long" {
+		t.Fatalf("records of long: %s, want request,frame 0,frame 1,summary (each once)", got)
+	}
+}
