@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/sse"
 )
 
 // errTruncated: the answer ended inside a line or an event that does not
@@ -128,51 +129,33 @@ func str(m map[string]json.RawMessage, key string, dst *string) error {
 // rawResult is a JSON answer as the result of e2a.complete.
 func rawResult(data []byte) json.RawMessage { return json.RawMessage(data) }
 
-// readLine returns r's next line without its line ending, at most max
-// bytes (ErrFrameTooLarge past that, the last line included). At the end it
-// returns io.EOF, or the last line when it has no line feed, with truncated
-// set.
-func readLine(r *bufio.Reader, max int, buf []byte) (line []byte, truncated bool, err error) {
-	buf = buf[:0]
-	for {
-		chunk, err := r.ReadSlice('\n')
-		if len(buf)+len(chunk) > max+2 { // + "\r\n"
-			return nil, false, ErrFrameTooLarge
-		}
-		buf = append(buf, chunk...)
-		switch {
-		case err == nil:
-			buf = bytes.TrimSuffix(buf[:len(buf)-1], []byte{'\r'})
-			if len(buf) > max {
-				return nil, false, ErrFrameTooLarge
-			}
-			return buf, false, nil
-		case errors.Is(err, bufio.ErrBufferFull):
-		case errors.Is(err, io.EOF) && len(buf) > 0:
-			if len(bytes.TrimSuffix(buf, []byte{'\r'})) > max {
-				return nil, false, ErrFrameTooLarge // the bound holds for a last line too
-			}
-			return buf, true, nil
-		default:
-			return nil, false, err
-		}
+// readLine returns lines' next line (sse.LineReader.ReadLine), a line
+// past the bound ErrFrameTooLarge.
+func readLine(lines *sse.LineReader) (line []byte, truncated bool, err error) {
+	line, truncated, err = lines.ReadLine()
+	if errors.Is(err, sse.ErrLineTooLong) {
+		return nil, false, ErrFrameTooLarge
 	}
+	return line, truncated, err
 }
 
-// ndjsonReader yields the non-blank lines of an NDJSON answer.
+// ndjsonReader yields the non-blank lines of an NDJSON answer: lines that
+// LF ends (a JSON value may hold a CR as blank space).
 type ndjsonReader struct {
-	r   *bufio.Reader
-	max int
-	buf []byte
+	r     *bufio.Reader
+	lines *sse.LineReader
+}
+
+func newNDJSONReader(r *bufio.Reader, max int) *ndjsonReader {
+	return &ndjsonReader{r: r, lines: sse.NewLFLineReader(r, max)}
 }
 
 func (n *ndjsonReader) next() ([]byte, error) {
 	for {
-		line, truncated, err := readLine(n.r, n.max, n.buf)
+		line, truncated, err := readLine(n.lines)
 		if err != nil {
 			return nil, err
 		}
-		n.buf = line[:0]
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
 			if truncated {
@@ -199,26 +182,25 @@ func buffered(r *bufio.Reader, marker []byte) bool {
 	return len(bytes.TrimSpace(b)) > 0
 }
 
-// sseReader yields the data of the events of an SSE answer.
-// skipBOM drops a UTF-8 byte order mark at the start of r.
-func skipBOM(r *bufio.Reader) {
-	if b, err := r.Peek(3); err == nil && b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF {
-		_, _ = r.Discard(3)
-	}
+// sseReader yields the data of the events of an SSE answer. Its lines are
+// sse.LineReader's (a leading byte order mark dropped; CRLF, LF or a lone
+// CR end a line).
+type sseReader struct {
+	r     *bufio.Reader
+	lines *sse.LineReader
+	max   int
+	data  []byte
+	has   bool // a data line was seen for the current event
 }
 
-type sseReader struct {
-	r    *bufio.Reader
-	max  int
-	buf  []byte
-	data []byte
-	has  bool // a data line was seen for the current event
+func newSSEReader(r *bufio.Reader, max int) *sseReader {
+	return &sseReader{r: r, lines: sse.NewLineReader(r, max+len("data: ")), max: max}
 }
 
 func (s *sseReader) next() ([]byte, error) {
 	s.data, s.has = s.data[:0], false
 	for {
-		line, truncated, err := readLine(s.r, s.max+len("data: "), s.buf)
+		line, truncated, err := readLine(s.lines)
 		if errors.Is(err, io.EOF) && s.has {
 			// The answer ended without the event's blank line: dispatch
 			// it if it is whole.
@@ -230,7 +212,6 @@ func (s *sseReader) next() ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.buf = line[:0]
 		if len(line) == 0 {
 			if s.has && len(bytes.TrimSpace(s.data)) > 0 {
 				return s.data, nil

@@ -92,7 +92,7 @@ func frames(t *testing.T, src frameSource) (out []string, end error) {
 // not, a line over the bound refused.
 func TestNDJSONReader(t *testing.T) {
 	read := func(s string, max int) ([]string, error) {
-		return frames(t, &ndjsonReader{r: bufio.NewReaderSize(strings.NewReader(s), 16), max: max})
+		return frames(t, newNDJSONReader(bufio.NewReaderSize(strings.NewReader(s), 16), max))
 	}
 	got, end := read("{\"a\":1}\r\n\n  \n{\"b\":2}\n{\"c\":3}", 100)
 	if strings.Join(got, "|") != `{"a":1}|{"b":2}|{"c":3}` || !errors.Is(end, io.EOF) {
@@ -120,7 +120,7 @@ func TestNDJSONReader(t *testing.T) {
 // an event over the bound refused.
 func TestSSEReader(t *testing.T) {
 	read := func(s string, max int) ([]string, error) {
-		return frames(t, &sseReader{r: bufio.NewReaderSize(strings.NewReader(s), 16), max: max})
+		return frames(t, newSSEReader(bufio.NewReaderSize(strings.NewReader(s), 16), max))
 	}
 	got, end := read(": hello\nretry: 10\nevent: frame\nid: 7\ndata: {\"a\":\ndata:1}\n\n\n\ndata: {\"b\":2}\r\n\r\nevent: x\n\ndata: {\"c\":3}\n", 100)
 	if strings.Join(got, "|") != "{\"a\":\n1}|{\"b\":2}|{\"c\":3}" || !errors.Is(end, io.EOF) {

@@ -27,7 +27,13 @@ const (
 
 // fuzzCall is a call of an upstream with the fuzz bounds.
 func fuzzCall(w agent.Writer) *call {
-	u := &Upstream{url: "http://upstream.test/", cfg: config{maxFrameBytes: fuzzMaxBytes, maxFrames: fuzzMaxFrames,
+	// A client as New gets one: an answer of an unknown kind is scrubbed
+	// with its credentials (the harness had none: a nil-pointer panic).
+	c, err := bridge.NewClient("http://upstream.test/")
+	if err != nil {
+		panic(err)
+	}
+	u := &Upstream{c: c, url: "http://upstream.test/", cfg: config{maxFrameBytes: fuzzMaxBytes, maxFrames: fuzzMaxFrames,
 		log: slog.New(slog.DiscardHandler)}}
 	return &call{u: u, ctx: context.Background(), env: &e2a.Envelope{RequestID: "q"}, w: w}
 }
@@ -63,14 +69,14 @@ func FuzzAnswer(f *testing.F) {
 		var err error
 		switch format % formats {
 		case formatNDJSON:
-			err = c.stream(&ndjsonReader{r: br, max: fuzzMaxBytes})
+			err = c.stream(newNDJSONReader(br, fuzzMaxBytes))
 			wantKinds, wantErr := splitNDJSON(body)
 			same := (err == nil) == (wantErr == nil) && (wantErr == nil || errors.Is(err, wantErr))
 			if !slices.Equal(w.Kinds(), wantKinds) || !same {
 				t.Fatalf("NDJSON: frames %q, %v; a line splitter: %q, %v", w.Kinds(), err, wantKinds, wantErr)
 			}
 		case formatSSE:
-			err = c.stream(&sseReader{r: br, max: fuzzMaxBytes})
+			err = c.stream(newSSEReader(br, fuzzMaxBytes))
 		case formatJSON:
 			err = c.single(bytes.NewReader(body), len(body)%2 == 0) // either framing
 		}

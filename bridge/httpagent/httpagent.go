@@ -87,11 +87,10 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	switch mediaType(ct) {
 	case "application/x-ndjson", "application/ndjson", "application/jsonl":
 		br := bufio.NewReaderSize(resp.Body, 64<<10)
-		return c.stream(&ndjsonReader{r: br, max: u.cfg.maxFrameBytes})
+		return c.stream(newNDJSONReader(br, u.cfg.maxFrameBytes))
 	case "text/event-stream":
 		br := bufio.NewReaderSize(resp.Body, 64<<10)
-		skipBOM(br) // an event stream may start with one, which its readers strip (WHATWG HTML §9.2.6)
-		return c.stream(&sseReader{r: br, max: u.cfg.maxFrameBytes})
+		return c.stream(newSSEReader(br, u.cfg.maxFrameBytes))
 	case "application/json":
 		// A body without a length or chunks ends when the connection
 		// closes (Python's http.server, HTTP/1.0): a value cut short there

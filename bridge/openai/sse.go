@@ -9,28 +9,29 @@ import (
 	"strconv"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/internal/sse"
 )
 
 // sseReader reads server-sent events with a bound: a line, and the data of
 // one event, may hold at most max bytes (a longer one is a protocol error,
-// never an unbounded allocation).
+// never an unbounded allocation). Its lines are sse.LineReader's (a
+// leading byte order mark dropped; CRLF, LF or a lone CR end a line).
 type sseReader struct {
-	r   *bufio.Reader
-	max int
-	buf []byte // the line being read, when longer than the bufio buffer
+	lines *sse.LineReader
+	max   int
 	// scrub (when set) takes the client's credentials out of a line an
 	// error quotes, before it is cut (quote).
 	scrub func(string) string
 }
 
 // sseBufferSize is the read buffer of an sseReader: a chat completions
-// chunk is well under it, a longer line is gathered in buf. (It was 64 KiB:
+// chunk is well under it, a longer line is gathered apart. (It was 64 KiB:
 // allocated and cleared for every call, it was an eighth of the bridge's CPU
 // per request in `e2a bench --bridge openai`.)
 const sseBufferSize = 4 << 10
 
 func newSSEReader(r io.Reader, max int) *sseReader {
-	return &sseReader{r: bufio.NewReaderSize(r, min(max, sseBufferSize)), max: max}
+	return &sseReader{lines: sse.NewLineReader(bufio.NewReaderSize(r, min(max, sseBufferSize)), max), max: max}
 }
 
 // errSSE reports an answer that is not an event stream (a line that is not
@@ -41,38 +42,14 @@ var errSSE = errors.New("not a server-sent event stream")
 // SSE field (the upstream was cut off, not wrong).
 var errCut = errors.New("the stream ended mid-line")
 
-// readLine returns the next line without its line ending (LF or CRLF). At
-// the end of the stream it returns io.EOF, after a last line without a
-// line feed if there is one, with last set (the stream may have been cut
-// in that line).
+// readLine returns the next line (sse.LineReader.ReadLine), a line past
+// the bound errSSE.
 func (s *sseReader) readLine() (line []byte, last bool, err error) {
-	s.buf = s.buf[:0]
-	for {
-		frag, err := s.r.ReadSlice('\n')
-		if len(s.buf)+len(frag) > s.max+2 {
-			return nil, false, fmt.Errorf("%w: a line longer than %d bytes", errSSE, s.max)
-		}
-		switch {
-		case err == nil:
-			line := frag
-			if len(s.buf) > 0 {
-				s.buf = append(s.buf, frag...)
-				line = s.buf
-			}
-			line = line[:len(line)-1]
-			return bytes.TrimSuffix(line, []byte{'\r'}), false, nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			s.buf = append(s.buf, frag...)
-		case errors.Is(err, io.EOF):
-			s.buf = append(s.buf, frag...)
-			if len(s.buf) > 0 {
-				return bytes.TrimSuffix(s.buf, []byte{'\r'}), true, nil
-			}
-			return nil, false, io.EOF
-		default:
-			return nil, false, err
-		}
+	line, last, err = s.lines.ReadLine()
+	if errors.Is(err, sse.ErrLineTooLong) {
+		return nil, false, fmt.Errorf("%w: a line longer than %d bytes", errSSE, s.max)
 	}
+	return line, last, err
 }
 
 // next returns the next event: its type ("" unless an event field named

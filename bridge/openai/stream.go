@@ -231,11 +231,11 @@ func reasoning(d delta) string {
 
 // toolFragment adds one fragment to the tool call of index idx: the last
 // call started there, or a new one when the fragment is another call's
-// start (startsCall: a server that numbers every call 0). A call whose
-// arguments are already a whole JSON value is written as soon as a later
-// call starts (a model streams its calls one after another); the others
-// are written at the finish reason, so interleaved fragments are
-// assembled whole.
+// start (startsCall: a server that numbers every call 0). A call with a
+// name whose arguments are already a whole JSON value is written as soon
+// as a later call starts (a model streams its calls one after another);
+// the others are written at the finish reason, so interleaved fragments,
+// and a name streamed after the arguments, are assembled whole.
 func (t *turn) toolFragment(idx int, d toolCallDelta) error {
 	c := t.lastAt(idx)
 	if c == nil || startsCall(c, d) {
@@ -349,10 +349,12 @@ func (t *turn) addFragment(c *toolCall, d toolCallDelta) error {
 func (t *turn) flushCalls() error { return t.flush(math.MaxInt, false) }
 
 // flush writes, in order, the tool calls not yet written of an index up
-// to upTo (with whole, only those whose arguments are a whole JSON value).
+// to upTo (with whole, only those whose arguments are a whole JSON value
+// and that have a name: a server may stream a call's arguments before its
+// id and name).
 func (t *turn) flush(upTo int, whole bool) error {
 	for _, c := range t.calls {
-		if c.written || c.index > upTo || (whole && !json.Valid([]byte(c.args.String()))) {
+		if c.written || c.index > upTo || (whole && (c.name == "" || !json.Valid([]byte(c.args.String())))) {
 			continue
 		}
 		c.written = true
@@ -389,8 +391,8 @@ type upstreamError struct {
 
 // streamError maps an error the upstream sent in its stream (the data of
 // an event holding {"error": {...}}, the error object itself, or vLLM's
-// {"object": "error", ...}) to an *bridge.Error: rate limits and server
-// errors retryable, a refused request or credentials not, anything else
+// {"object": "error", ...}) to an *bridge.Error: rate limits, server
+// errors and timeouts retryable (as bridge.FromResponse takes 408 and 5xx), a refused request or credentials not, anything else
 // upstream_failed. The message is scrubbed (scrub) before it is cut.
 func streamError(raw []byte, scrub func(string) string) error {
 	var wrapped struct {
@@ -417,8 +419,10 @@ func streamError(raw []byte, scrub func(string) string) error {
 	switch {
 	case n == 429 || strings.Contains(kind, "rate_limit"):
 		return bridge.Errorf(bridge.CodeRateLimited, true, "%s", msg)
-	case n >= 500 || strings.Contains(kind, "server_error") || strings.Contains(kind, "overloaded") ||
-		strings.Contains(kind, "internal"):
+	case n == 408 || n >= 500 || strings.Contains(kind, "timeout") || strings.Contains(kind, "server_error") ||
+		strings.Contains(kind, "api_error") || strings.Contains(kind, "overloaded") || strings.Contains(kind, "internal"):
+		// 408 and a timeout as FromResponse takes an HTTP 408; "api_error"
+		// is Anthropic's error type for its 500.
 		return bridge.Errorf(bridge.CodeUnavailable, true, "%s", msg)
 	case n == 401 || n == 403 || strings.Contains(kind, "auth") || strings.Contains(kind, "permission"):
 		return bridge.Errorf(bridge.CodeAuth, false, "%s", msg)
