@@ -71,9 +71,9 @@ func TestCancelWhileReconnecting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newTCPProxy(t, u.Host)
+	p := natstest.NewProxy(t, u.Host)
 	var reconnected atomic.Int32
-	wnc, err := nats.Connect(p.url(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond),
+	wnc, err := nats.Connect(p.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond),
 		nats.ReconnectHandler(func(*nats.Conn) { reconnected.Add(1) }))
 	if err != nil {
 		t.Fatal(err)
@@ -99,14 +99,14 @@ func TestCancelWhileReconnecting(t *testing.T) {
 	publishAfter(t, s.js, "recon", request("recon-2", nil), "recon-1")
 	waitPending(t, s.js, "recon", 2) // recon-2 picked up, waiting for recon-1
 
-	p.cut()
+	p.Cut()
 	testkit.Eventually(t, 5*time.Second, "worker disconnected", func() bool { return !wnc.IsConnected() })
 	for _, id := range []string{"recon-1", "recon-2"} {
 		if res, err := agent.Cancel(tctx(t), s.js, id); err != nil || !res.Published {
 			t.Fatalf("cancel %s: %+v %v", id, res, err)
 		}
 	}
-	p.heal()
+	p.Heal()
 	testkit.Eventually(t, 5*time.Second, "worker reconnected", func() bool { return wnc.IsConnected() })
 
 	for _, id := range []string{"recon-1", "recon-2"} {

@@ -3,8 +3,6 @@ package agent_test
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -233,72 +231,4 @@ func msgFrames(t testing.TB, h nats.Header, data []byte) []*e2a.Response {
 		t.Fatalf("response message: %v", err)
 	}
 	return fr
-}
-
-// tcpProxy forwards TCP connections to a server; cut closes them and
-// refuses new ones until heal.
-type tcpProxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	down  bool
-	conns []net.Conn
-}
-
-// newTCPProxy listens on a local port and forwards to target (host:port).
-func newTCPProxy(t testing.TB, target string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &tcpProxy{ln: ln}
-	t.Cleanup(func() { _ = ln.Close(); p.cut() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.forward(c, target)
-		}
-	}()
-	return p
-}
-
-func (p *tcpProxy) forward(c net.Conn, target string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.down {
-		_ = c.Close()
-		return
-	}
-	u, err := net.Dial("tcp", target)
-	if err != nil {
-		_ = c.Close()
-		return
-	}
-	p.conns = append(p.conns, c, u)
-	go func() { _, _ = io.Copy(u, c); _ = u.Close() }()
-	go func() { _, _ = io.Copy(c, u); _ = c.Close() }()
-}
-
-// url is the proxy's NATS URL.
-func (p *tcpProxy) url() string { return "nats://" + p.ln.Addr().String() }
-
-// cut closes every connection and refuses new ones.
-func (p *tcpProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = true
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
-}
-
-// heal accepts connections again.
-func (p *tcpProxy) heal() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = false
 }

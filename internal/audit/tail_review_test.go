@@ -2,11 +2,8 @@ package audit_test
 
 import (
 	"context"
-	"io"
-	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,67 +16,13 @@ import (
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
-// tcpProxy forwards TCP connections to a NATS server; cut closes them and
-// refuses new ones until restore, as a network blip or a server restart
-// does to `e2a tail`'s connection.
-type tcpProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	cut    bool
-	conns  []net.Conn
-}
-
-func (p *tcpProxy) url() string { return "nats://" + p.ln.Addr().String() }
-
-func (p *tcpProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.cut {
-			p.mu.Unlock()
-			_ = c.Close()
-			continue
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			p.mu.Unlock()
-			_ = c.Close()
-			continue
-		}
-		p.conns = append(p.conns, c, s)
-		p.mu.Unlock()
-		go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
-		go func() { _, _ = io.Copy(c, s); _ = c.Close() }()
-	}
-}
-
-func (p *tcpProxy) cutAll() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = true
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *tcpProxy) restore() {
-	p.mu.Lock()
-	p.cut = false
-	p.mu.Unlock()
-}
-
 // proxied is a NATS server with a connection to it through a tcpProxy that
 // reconnects for ever, as `e2a tail`'s does.
 type proxied struct {
 	js    jetstream.JetStream
 	nc    *nats.Conn // direct
 	tnc   *nats.Conn // through the proxy
-	proxy *tcpProxy
+	proxy *natstest.Proxy
 	disc  chan struct{}
 	reco  chan struct{}
 }
@@ -87,15 +30,10 @@ type proxied struct {
 func newProxied(t *testing.T) *proxied {
 	t.Helper()
 	srv, nc := natstest.RunServer(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	px := &tcpProxy{ln: ln, target: strings.TrimPrefix(srv.ClientURL(), "nats://")}
-	t.Cleanup(func() { _ = ln.Close(); px.cutAll() })
-	go px.serve()
+	px := natstest.NewProxy(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
 	p := &proxied{js: natstest.JetStream(t, nc), nc: nc, proxy: px, disc: make(chan struct{}, 4), reco: make(chan struct{}, 4)}
-	p.tnc, err = nats.Connect(px.url(), nats.ReconnectWait(20*time.Millisecond), nats.MaxReconnects(-1),
+	var err error
+	p.tnc, err = nats.Connect(px.URL(), nats.ReconnectWait(20*time.Millisecond), nats.MaxReconnects(-1),
 		nats.ReconnectJitter(0, 0),
 		nats.DisconnectErrHandler(func(*nats.Conn, error) { p.disc <- struct{}{} }),
 		nats.ReconnectHandler(func(*nats.Conn) { p.reco <- struct{}{} }))
@@ -109,7 +47,7 @@ func newProxied(t *testing.T) *proxied {
 // cut cuts the proxied connection and waits for it to see so.
 func (p *proxied) cut(t *testing.T) {
 	t.Helper()
-	p.proxy.cutAll()
+	p.proxy.Cut()
 	waitSignal(t, p.disc, "tail's connection disconnected")
 }
 
@@ -117,7 +55,7 @@ func (p *proxied) cut(t *testing.T) {
 // reconnect.
 func (p *proxied) restore(t *testing.T) {
 	t.Helper()
-	p.proxy.restore()
+	p.proxy.Heal()
 	waitSignal(t, p.reco, "tail's connection reconnected")
 }
 
