@@ -1,7 +1,6 @@
 package egress
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -356,8 +355,13 @@ func (s *Service) ServeE2A(w http.ResponseWriter, r *http.Request, requestID str
 // of r allow: NDJSON when they rank it above SSE, else SSE, else NDJSON;
 // when they allow neither it answers 406 itself.
 func streamFormat(w http.ResponseWriter, r *http.Request) (string, bool) {
+	// NDJSON is asked for by name, and wins when SSE's range ranks no
+	// higher: a wildcard ranking SSE above a named NDJSON (q=0.5, */*)
+	// lost to it when only named types were read.
+	nd := acceptQ(r, mtNDJSON)
+	sse, _ := rangeQ(r, mtSSE)
 	switch {
-	case preferred(r, mtNDJSON, mtSSE) == mtNDJSON:
+	case nd > 0 && nd >= sse:
 		return FormatE2ANDJSON, true
 	case acceptable(r, mtSSE):
 		return FormatE2ASSE, true
@@ -930,16 +934,9 @@ func acceptQ(r *http.Request, mt string) float64 {
 			if err != nil || !strings.EqualFold(t, mt) {
 				continue
 			}
-			q := 1.0
-			if v, ok := params["q"]; ok {
-				if qZero(v) {
-					continue
-				}
-				if f, err := strconv.ParseFloat(v, 64); err == nil && f > 0 && f <= 1 {
-					q = f
-				}
+			if q := qOf(params); q > 0 {
+				best = max(best, q)
 			}
-			best = max(best, q)
 		}
 	}
 	return best
@@ -965,8 +962,18 @@ func preferred(r *http.Request, types ...string) string {
 // the most specific range that matches mt (mt itself, its type/*, */*)
 // decides, allowing it with a q other than 0.
 func acceptable(r *http.Request, mt string) bool {
+	q, read := rangeQ(r, mt)
+	return !read || q > 0
+}
+
+// rangeQ is the q-value the Accept headers of r give media type mt by the
+// most specific range that matches it (mt itself, its type/*, */*; RFC
+// 9110 §12.5.1), the highest where that range is listed more than once,
+// 0 where none matches; read is false when no Accept header part could be
+// read.
+func rangeQ(r *http.Request, mt string) (q float64, read bool) {
 	typ, _, _ := strings.Cut(mt, "/")
-	q, spec, read := 0.0, -1, false
+	spec := -1
 	for _, v := range r.Header.Values("Accept") {
 		for _, part := range strings.Split(v, ",") {
 			t, params, err := mime.ParseMediaType(strings.TrimSpace(part))
@@ -986,10 +993,7 @@ func acceptable(r *http.Request, mt string) bool {
 			if s < 0 || s < spec {
 				continue
 			}
-			pq := 1.0
-			if v, ok := params["q"]; ok && qZero(v) {
-				pq = 0
-			}
+			pq := qOf(params)
 			if s > spec {
 				q, spec = pq, s
 			} else {
@@ -997,7 +1001,23 @@ func acceptable(r *http.Request, mt string) bool {
 			}
 		}
 	}
-	return !read || q > 0
+	return q, read
+}
+
+// qOf is the q-value of an Accept header part's parameters: 1 when it is
+// missing or unreadable, 0 for a zero (qZero).
+func qOf(params map[string]string) float64 {
+	v, ok := params["q"]
+	switch {
+	case !ok:
+		return 1
+	case qZero(v):
+		return 0
+	}
+	if f, err := strconv.ParseFloat(v, 64); err == nil && f > 0 && f <= 1 {
+		return f
+	}
+	return 1
 }
 
 // qZero reports a q-value of zero: "0", "0.", "0.0", "0.00" or "0.000"
@@ -1020,7 +1040,18 @@ func Preferred(r *http.Request, types ...string) string { return preferred(r, ty
 // application/json, by the Accept headers' q-values (SSE, then NDJSON,
 // then JSON on a tie; JSON when none is listed).
 func NegotiateE2A(r *http.Request) string {
-	return cmp.Or(preferred(r, mtSSE, mtNDJSON, "application/json"), "application/json")
+	// A stream is asked for by name (a wildcard never asks for one), the
+	// JSON answer by any range that matches it: a stream wins with a q at
+	// least the JSON's (a named NDJSON at q=0.5 beside */* was streamed
+	// when only named types were read).
+	js, _ := rangeQ(r, "application/json")
+	pick, best := "application/json", 0.0
+	for _, t := range []string{mtSSE, mtNDJSON} {
+		if q := acceptQ(r, t); q > best && q >= js {
+			pick, best = t, q
+		}
+	}
+	return pick
 }
 
 // The streamed formats' media types.
