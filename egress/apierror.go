@@ -48,7 +48,7 @@ func Classify(err error) (status int, code string) {
 		return http.StatusOK, ""
 	case errors.Is(err, ErrNotFound):
 		return http.StatusNotFound, CodeNotFound
-	case errors.Is(err, ErrHistoryUnavailable):
+	case errors.Is(err, ErrHistoryUnavailable), errors.Is(err, ErrShuttingDown):
 		return http.StatusServiceUnavailable, CodeUnavailable
 	case errors.Is(err, ErrBadRequest):
 		return http.StatusBadRequest, CodeBadRequest

@@ -39,6 +39,13 @@ var (
 	// history timeout ([WithHistoryLimits]): the request may well be
 	// there, so it is answered 503 unavailable, retryable.
 	ErrHistoryUnavailable = errors.New("egress: history unavailable")
+	// ErrShuttingDown is the cause with which a server ends its requests'
+	// contexts when it shuts down (context.WithCancelCause): a wait for a
+	// request's final frame ended by it is answered 503 unavailable,
+	// retryable, naming the request, where it was taken for the client
+	// gone and answered nothing (an empty 200 the client could not tell
+	// from an answer).
+	ErrShuttingDown = errors.New("egress: the server is shutting down")
 )
 
 func invalid(format string, a ...any) error {

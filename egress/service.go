@@ -621,6 +621,8 @@ func (s *Service) finish(o *render.Output, rend render.Renderer, format string, 
 		// The client's mistake (a malformed Last-Event-ID or from),
 		// answered 400: nothing for an operator to act on.
 		s.log.Debug("egress: bad request", "format", format, "err", err)
+	case outcome == "error" && errors.Is(err, ErrShuttingDown):
+		s.log.Debug("egress: wait ended by the shutdown", "format", format)
 	case outcome == "error" && errors.Is(err, ErrHistoryUnavailable):
 		// Logged once already, by the lookup (historyFailed).
 		s.log.Debug("egress: history unavailable", "format", format, "err", err)
@@ -634,6 +636,16 @@ func (s *Service) finish(o *render.Output, rend render.Renderer, format string, 
 		return
 	}
 	_ = o.Flush()
+}
+
+// shutdownErr is err, the end of a wait for request id, as the client is
+// answered it: ErrShuttingDown, naming the request, when the server's
+// shutdown ended ctx (its cause), else err.
+func shutdownErr(ctx context.Context, id string, err error) error {
+	if errors.Is(err, context.Canceled) && errors.Is(context.Cause(ctx), ErrShuttingDown) {
+		return fmt.Errorf("%w: request %q was accepted; read it again with GET /v1/requests/%s", ErrShuttingDown, id, PathSegment(id))
+	}
+	return err
 }
 
 // Heartbeat is the interval of keep-alives on idle streams.
@@ -710,7 +722,7 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 	}
 	if wait {
 		if last, err = s.waitFinal(ctx, id, env != nil); err != nil {
-			s.finish(o, NewE2AJSON(o, id, envRaw, false, from), FormatE2AJSON, err)
+			s.finish(o, NewE2AJSON(o, id, envRaw, false, from), FormatE2AJSON, shutdownErr(ctx, id, err))
 			return
 		}
 	} else if !lastRead {

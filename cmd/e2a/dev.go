@@ -410,8 +410,18 @@ func newHTTP(ctx context.Context, cfg *Config, nc *nats.Conn, reg *prometheus.Re
 		// streamed answers are bounded by egress's write deadlines instead.
 		ReadTimeout: 60 * time.Second,
 		IdleTimeout: 120 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx },
+		BaseContext: func(net.Listener) context.Context { return shutdownContext(ctx) },
 	}, nil
+}
+
+// shutdownContext is the context of the requests a server serves until
+// ctx ends: it ends with ctx, its cause egress.ErrShuttingDown, so that a
+// wait the shutdown cuts is answered 503 naming the request rather than
+// taken for a client gone (an empty answer).
+func shutdownContext(ctx context.Context) context.Context {
+	base, stop := context.WithCancelCause(context.WithoutCancel(ctx))
+	context.AfterFunc(ctx, func() { stop(egress.ErrShuttingDown) })
+	return base
 }
 
 // grpcLine is the banner's line of the A2A v1.0 gRPC binding, if on.
