@@ -43,7 +43,7 @@ func TestErrorShapes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		check(m+" /v1/requests/{id}", resp, 405, "method_not_allowed", "GET")
+		check(m+" /v1/requests/{id}", resp, 405, "method_not_allowed", "GET, HEAD")
 		resp.Body.Close()
 	}
 	resp := p.get(t, "/")
