@@ -558,17 +558,38 @@ func targets(r *Report) []Target {
 	}
 	t := []Target{{
 		What: "requests/s at full load", Want: "≥ 5000", Got: r.Full.RPS, Unit: "requests/s",
-		Met: r.Full.RPS >= 5000, Notes: note,
+		Met: r.Full.RPS >= 5000 && clean(r.Full), Notes: joinNotes(note, failedNote(r.Full)),
 	}}
 	if r.Half != nil {
 		t = append(t, Target{What: "TTFF p99 at half load", Want: "≤ 10 ms", Got: r.Half.TTFF.P99, Unit: "ms",
-			Met: r.Half.TTFF.P99 <= 10 && r.Half.OK > 0, Notes: fmt.Sprintf("half load = %.0f requests/s", r.Half.OfferedRPS)})
+			Met:   r.Half.TTFF.P99 <= 10 && clean(*r.Half),
+			Notes: joinNotes(fmt.Sprintf("half load = %.0f requests/s", r.Half.OfferedRPS), failedNote(*r.Half))})
 	}
 	if r.Replay != nil {
 		t = append(t, Target{What: "replay stream opens/s (finished requests)", Want: "≥ 2000", Got: r.Replay.RPS, Unit: "opens/s",
-			Met: r.Replay.RPS >= 2000})
+			Met: r.Replay.RPS >= 2000 && clean(*r.Replay), Notes: failedNote(*r.Replay)})
 	}
 	return t
+}
+
+// clean reports whether a phase can meet a target: it ran requests and none
+// failed (its figures leave the failed requests out: a timed-out request,
+// the slowest of all, is not in the percentiles).
+func clean(p Phase) bool { return p.OK > 0 && p.Failed == 0 }
+
+// failedNote says why a phase with failed requests cannot meet its target.
+func failedNote(p Phase) string {
+	if p.Failed == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d of %d requests failed", p.Failed, p.Requests)
+}
+
+func joinNotes(a, b string) string {
+	if a == "" || b == "" {
+		return a + b
+	}
+	return a + "; " + b
 }
 
 // startTrace starts a runtime execution trace into the file at path; stop

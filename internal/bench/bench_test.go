@@ -182,6 +182,55 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// TestTargetsNotMetWithFailures: a target is met only by a phase none of
+// whose requests failed: its figures are taken over the successful
+// requests (a request that timed out, the slowest of all, is not in the
+// p99), so half the requests failing must not read MET.
+func TestTargetsNotMetWithFailures(t *testing.T) {
+	half := Phase{Name: "50%", Mode: "open", OfferedRPS: 1000, Requests: 200, OK: 100, Failed: 100,
+		TTFF:   Percentiles{P50: 1, P90: 2, P99: 3, P999: 4, Max: 5},
+		Errors: map[string]int{"context deadline exceeded": 100}}
+	replay := Phase{Name: "replay", Requests: 100, OK: 99, Failed: 1, RPS: 9000}
+	full := Phase{RPS: 6000, OK: 100, Requests: 100}
+	rep := &Report{InProc: true, Config: DefaultConfig(), Full: full, Half: &half, Replay: &replay}
+	tgs := targets(rep)
+	if len(tgs) != 3 {
+		t.Fatalf("targets %+v", tgs)
+	}
+	for _, tg := range tgs {
+		switch {
+		case tg.What == "requests/s at full load" && !tg.Met:
+			t.Errorf("target %q not met at %.0f requests/s with no failure", tg.What, tg.Got)
+		case tg.What != "requests/s at full load" && (tg.Met || !strings.Contains(tg.Notes, "failed")):
+			t.Errorf("target %q: met %v (got %.2f), notes %q, although requests of its phase failed", tg.What, tg.Met, tg.Got, tg.Notes)
+		}
+	}
+	rep.Full.Failed, rep.Full.Requests = 1, 101
+	if tg := targets(rep)[0]; tg.Met {
+		t.Errorf("target %q met with a failed request", tg.What)
+	}
+	half.Failed, half.Requests = 0, 100
+	if tg := targets(rep)[1]; !tg.Met {
+		t.Errorf("target %q not met (got %.2f ms) with no failure", tg.What, tg.Got)
+	}
+}
+
+// TestTextReportListsReplayEngineErrors: the text report's errors section
+// lists every phase's failures, the replay engine's too, whose row shows
+// them failed.
+func TestTextReportListsReplayEngineErrors(t *testing.T) {
+	eng := Phase{Name: "replay-engine", Mode: "closed", Concurrency: 4, Requests: 10, OK: 7, Failed: 3,
+		Errors: map[string]int{"5 frames, expected 8": 3}}
+	rep := &Report{InProc: true, Config: DefaultConfig(), Full: Phase{Name: "full", OK: 10, Requests: 10}, ReplayEngine: &eng}
+	var b strings.Builder
+	if err := rep.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "replay-engine: 3 × 5 frames, expected 8") {
+		t.Errorf("the replay engine's 3 failures are in its row but not in the errors section:\n%s", b.String())
+	}
+}
+
 func TestSSEEvent(t *testing.T) {
 	in := "retry: 2000\n: ok\n\nid: 0\nevent: e2a.chunk\ndata: {\"a\":1}\n\nid: 1\ndata: x\ndata: y\n\n"
 	rd := bufio.NewReader(strings.NewReader(in))

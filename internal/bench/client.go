@@ -313,6 +313,8 @@ func (c *client) read(req *http.Request, id string, start time.Time, proto strin
 		res.err = err
 	case !fr.final:
 		res.err = errNoFinal
+	case fr.failed != nil:
+		res.err = fr.failed
 	case c.expectFrames > 0 && (proto == ProtoE2ASSE || proto == ProtoE2ANDJSON || proto == ProtoOpenAIChat) && res.frames != c.expectFrames:
 		res.err = fmt.Errorf("%d frames, expected %d", res.frames, c.expectFrames)
 	}
@@ -356,6 +358,8 @@ type frameReader struct {
 	res   result
 	// final is set once the final frame is read.
 	final bool
+	// failed is the failure the final frame reports (nil: it succeeded).
+	failed error
 }
 
 // readAll reads the answer from rd to its end: SSE events in sseMode, else
@@ -406,6 +410,7 @@ func (f *frameReader) message(msg []byte, evID, evName string) error {
 	if isFinal {
 		f.final = true
 		f.res.e2e = time.Since(f.start)
+		f.failed = finalFailure(f.proto, msg)
 	}
 	return nil
 }
@@ -658,6 +663,83 @@ func classifyRPC(proto string, msg []byte) (isFrame, isFinal bool, seq int64, er
 	}
 	// The JSON-RPC response of session/prompt ends the turn.
 	return true, m.id && m.result, -1, nil
+}
+
+// finalFailure reads the outcome of a request from its final frame: an
+// error when the agent failed it (E2A: an e2a.error frame or status failed;
+// A2A v0.3: state failed, canceled or rejected; A2A v1.0: a terminal state
+// other than TASK_STATE_COMPLETED), nil otherwise (an A2A state asking for
+// input or authentication is not a failure). Only the final frame is read,
+// once a request, so that the hot path stays the classifiers' byte search.
+// The error names the outcome, not the request, so that the report counts
+// each kind once.
+func finalFailure(proto string, msg []byte) error {
+	switch proto {
+	case ProtoE2ASSE, ProtoE2ANDJSON:
+		status, kind := member(msg, "status"), member(msg, "response_kind")
+		if string(status) == `"failed"` || string(kind) == `"`+e2a.KindError+`"` {
+			return failure("final frame "+word(kind)+", status "+word(status), member(member(msg, "body"), "code"))
+		}
+	case ProtoA2AStream:
+		status := member(member(msg, "result"), "status")
+		switch st := member(status, "state"); string(st) {
+		case `"failed"`, `"canceled"`, `"rejected"`:
+			return failure(proto+": final state "+word(st), a2aErrorCode(status))
+		}
+	case ProtoA2AV1Stream, ProtoA2AV1RESTStream:
+		res := msg
+		if proto == ProtoA2AV1Stream {
+			res = member(msg, "result")
+		}
+		obj := member(res, "statusUpdate")
+		if obj == nil {
+			obj = member(res, "task")
+		}
+		status := member(obj, "status")
+		switch st := member(status, "state"); string(st) {
+		case `"TASK_STATE_FAILED"`, `"TASK_STATE_CANCELED"`, `"TASK_STATE_REJECTED"`:
+			return failure(proto+": final state "+word(st), a2aErrorCode(status))
+		}
+	}
+	return nil
+}
+
+// failure is the error of a request its final frame failed: what, and the
+// error code when the frame has one.
+func failure(what string, code []byte) error {
+	if len(code) > 0 {
+		what += ", code " + word(code)
+	}
+	return errors.New(what)
+}
+
+// word is a JSON string value without its quotes (any other value as it
+// stands).
+func word(v []byte) string {
+	if in, ok := jsonstr.Plain(v); ok {
+		return string(in)
+	}
+	return string(v)
+}
+
+// a2aErrorCode is the pipeline's error code in an A2A status's message
+// (metadata.error.code), if any.
+func a2aErrorCode(status []byte) []byte {
+	return member(member(member(member(status, "message"), "metadata"), "error"), "code")
+}
+
+// member returns the raw value of the JSON object obj's member key, nil
+// when obj is not an object or has no such member.
+func member(obj []byte, key string) []byte {
+	var val []byte
+	jsonstr.Members(obj, func(k, v []byte) bool {
+		if string(k) == key {
+			val = v
+			return false
+		}
+		return true
+	})
+	return val
 }
 
 var (

@@ -25,12 +25,16 @@ func percentiles(d []time.Duration) Percentiles {
 		return Percentiles{}
 	}
 	slices.Sort(d)
-	at := func(q float64) float64 {
-		i := int(q*float64(len(d))+0.999999) - 1
-		i = min(max(i, 0), len(d)-1)
-		return ms(d[i])
-	}
+	at := func(q float64) float64 { return ms(d[rank(q, len(d))]) }
 	return Percentiles{P50: at(0.50), P90: at(0.90), P99: at(0.99), P999: at(0.999), Max: ms(d[len(d)-1])}
+}
+
+// rank is the index of the q-quantile (0..1) in n sorted values, by
+// nearest rank: ceil(q·n)−1, within [0, n−1] (n > 0). The load phases'
+// percentiles and the recovery's resume delays both use it.
+func rank(q float64, n int) int {
+	i := int(q*float64(n)+0.999999) - 1
+	return min(max(i, 0), n-1)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }

@@ -170,13 +170,13 @@ type RecoveryReport struct {
 	Restart time.Duration `json:"restart_ns,omitempty"`
 }
 
-// Percentile returns the q-quantile (0..1) of the resume delays, 0 when
-// there are none.
+// Percentile returns the q-quantile (0..1) of the resume delays, by
+// nearest rank as the load phases' percentiles, 0 when there are none.
 func (r *RecoveryReport) Percentile(q float64) time.Duration {
 	if len(r.Delays) == 0 {
 		return 0
 	}
-	return r.Delays[min(len(r.Delays)-1, int(q*float64(len(r.Delays))))]
+	return r.Delays[rank(q, len(r.Delays))]
 }
 
 // OK reports whether every request completed exactly once, every held

@@ -57,3 +57,34 @@ func TestRecoveryConfigRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestRecoveryPercentileNearestRank: the resume delays' percentiles are
+// nearest rank, ceil(q·n)−1, as the load phases' (percentiles): with 100
+// resumed streams the p99 is the 99th smallest, not the maximum, so one
+// slow stream of 100 does not turn the verdict SHORT; the p50 of an even
+// count is the lower of the two middle values.
+func TestRecoveryPercentileNearestRank(t *testing.T) {
+	cfg := DefaultRecoveryConfig()
+	cfg.Requests = 100
+	r := &RecoveryReport{Config: cfg, Killed: "w0", Held: 100, Resumed: 100, Complete: 100}
+	for i := range 99 {
+		r.Delays = append(r.Delays, time.Duration(100+i)*time.Millisecond)
+	}
+	r.Delays = append(r.Delays, 30*time.Second) // one slow stream of 100
+	if got, want := r.Percentile(0.99), r.Delays[98]; got != want {
+		t.Errorf("p99 of 100 delays = %v, want the 99th smallest %v (nearest rank, as the load phases' percentiles)", got, want)
+	}
+	if got := r.Percentile(0); got != r.Delays[0] {
+		t.Errorf("p0 = %v, want the minimum %v", got, r.Delays[0])
+	}
+	if got := r.Percentile(1); got != 30*time.Second {
+		t.Errorf("p100 = %v, want the maximum 30s", got)
+	}
+	if !r.OK() {
+		t.Errorf("99 of 100 streams resumed within %v, yet the verdict is SHORT (p99 %v)", r.Target(), r.Percentile(0.99))
+	}
+	two := &RecoveryReport{Delays: []time.Duration{time.Second, 3 * time.Second}}
+	if got := two.Percentile(0.5); got != time.Second {
+		t.Errorf("p50 of [1s 3s] = %v, want 1s (percentiles gives %v)", got, time.Duration(percentiles([]time.Duration{time.Second, 3 * time.Second}).P50*1e6))
+	}
+}

@@ -103,7 +103,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	b.WriteString("(latencies in ms; open-loop latencies count from the instant each request was due; replay rows: TTFF = first frame, E2E = whole stream)\n\n")
 
 	var errs []string
-	for _, p := range append([]Phase{f}, append(r.Sweep, deref(r.Replay)...)...) {
+	phases := append(append([]Phase{f}, r.Sweep...), deref(r.Replay)...)
+	for _, p := range append(phases, deref(r.ReplayEngine)...) {
 		keys := make([]string, 0, len(p.Errors))
 		for k := range p.Errors {
 			keys = append(keys, k)

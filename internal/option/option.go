@@ -1,6 +1,9 @@
 package option
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // NotNil returns an option that applies set, or refuses a nil v with an
 // error wrapping errInvalid ("<errInvalid>: nil <what>"). v is a pointer,
@@ -34,16 +37,21 @@ func Check[C any](errInvalid error, ok bool, set func(*C), format string, a ...a
 	}
 }
 
-// Apply applies opts to c in order and returns the first error. A nil
-// option is refused with an error wrapping errInvalid ("<errInvalid>: nil
-// option"), never called: a nil func in a caller's option list is a bad
-// option like any other, not a panic.
+// Apply applies opts to c in order and returns the first error, which
+// wraps errInvalid (an option's own error that does not is wrapped: a
+// package's options all refuse with its ErrInvalidOption, whatever else
+// the error says). A nil option is refused with an error wrapping
+// errInvalid ("<errInvalid>: nil option"), never called: a nil func in a
+// caller's option list is a bad option like any other, not a panic.
 func Apply[C any, O ~func(*C) error](errInvalid error, c *C, opts []O) error {
 	for _, o := range opts {
 		if o == nil {
 			return fmt.Errorf("%w: nil option", errInvalid)
 		}
 		if err := o(c); err != nil {
+			if !errors.Is(err, errInvalid) {
+				err = fmt.Errorf("%w: %w", errInvalid, err)
+			}
 			return err
 		}
 	}

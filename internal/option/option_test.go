@@ -63,6 +63,14 @@ func TestApply(t *testing.T) {
 	if !errors.Is(err, errInvalid) || calls != 1 {
 		t.Fatalf("a refused option: %v, %d calls after it, want its error and none", err, calls-1)
 	}
+	// An option's own error that does not wrap errInvalid is wrapped, its
+	// own kept (ingress's WithAuth(nil), WithDefaultPool's ErrInvalidPool
+	// were not its package's ErrInvalidOption).
+	own := errors.New("pkg: the pool name is bad")
+	err = option.Apply(errInvalid, &config{}, []setting{func(*config) error { return own }})
+	if !errors.Is(err, errInvalid) || !errors.Is(err, own) {
+		t.Fatalf("an option's own error: %v, want it wrapping %v and %v", err, errInvalid, own)
+	}
 }
 
 func TestCheck(t *testing.T) {
