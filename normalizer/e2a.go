@@ -23,7 +23,7 @@ var legacyKeys = [][]byte{[]byte(`"channel_id"`), []byte(`"req_method"`), []byte
 // Errors: ErrParse for a body that is not JSON (or nests too deep),
 // ErrInvalidRequest for JSON that is not an envelope (not an object, a
 // known field with the wrong type, a timestamp or deadline that is neither
-// RFC 3339 nor epoch seconds).
+// RFC 3339 nor epoch seconds, an identity_origin outside §4.3's four).
 func (n *Normalizer) FromE2A(in Input) (*Result, error) {
 	r := n.begin(in, e2a.SourceE2A, ProtocolE2A)
 	if e := checkUTF8(in.Body, ProtocolE2A); e != nil {
@@ -47,6 +47,13 @@ func (n *Normalizer) FromE2A(in Input) (*Result, error) {
 				return nil, newErr(ErrInvalidRequest, ProtocolE2A, "%s must be RFC 3339 or epoch seconds", name)
 			}
 		}
+	}
+	switch env.IdentityOrigin {
+	case "", e2a.IdentitySystem, e2a.IdentityUser, e2a.IdentityAgent, e2a.IdentityService:
+	default:
+		// §4.3: system / user / agent / service; another value reached
+		// the agent as sent (with auth off, or a gateway asserting users).
+		return nil, newErr(ErrInvalidRequest, ProtocolE2A, "identity_origin must be one of system, user, agent, service")
 	}
 	if env.Provenance == nil && isLegacy(in.Body) {
 		env.Provenance = &e2a.Provenance{SourceProtocol: e2a.SourceLegacy}

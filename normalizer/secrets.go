@@ -190,7 +190,8 @@ func stripMCPIn(v any, depth int) int {
 // values it replaced: every value of a server's env and headers, whatever
 // their names (an MCP server's environment is its credentials, as a rule),
 // given as [{"name","value"}] or as an object, becomes [Redacted]; names
-// stay. Args and anything else follow the redact policy (["--token", X],
+// stay; a URL loses its user information and secret query parameters.
+// Args and anything else follow the redact policy (["--token", X],
 // "--api-key=X", "GITHUB_TOKEN=X").
 func StripMCPServers(servers []any) int {
 	n := 0
@@ -198,6 +199,15 @@ func StripMCPServers(servers []any) int {
 		m, ok := s.(map[string]any)
 		if !ok {
 			continue
+		}
+		if u, ok := m["url"].(string); ok && u != "" {
+			// An http or sse server's URL: its user information and
+			// secret query parameters (cleanURL), which the key-name
+			// policy below does not see inside a value.
+			if c := cleanURL(u); c != u {
+				m["url"] = c
+				n++
+			}
 		}
 		for _, k := range []string{"env", "headers"} {
 			switch t := m[k].(type) {

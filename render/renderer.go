@@ -37,3 +37,11 @@ type PassThrough interface{ PassThrough() bool }
 // that saw no content, is not sent again to a client that has the
 // streamed text. An error from Prime ends the stream as Frame's does.
 type Primer interface{ Prime(f *Frame) error }
+
+// Interruptible is implemented by the renderers whose answer is one
+// response the client waits for (a blocking send), not a stream it resumes
+// from where it stopped: when the server shuts down before the request's
+// final frame, the driver calls Interrupted, once and instead of End, to
+// write the answer as it stands (the task as far as its frames go, which
+// the client reads again to follow it), where a stream would just end.
+type Interruptible interface{ Interrupted() error }

@@ -514,7 +514,7 @@ func AgentVaultTask(t *a2a.Task, createdAt string) AVTask {
 		switch {
 		case m == nil:
 		case m.Role == a2a.MessageRoleUser:
-			avUserParts(m.ID, m.Parts, msg, art)
+			avUserParts(m.Parts, msg)
 		default:
 			avAgentParts(m.ID, m.Parts, m.Metadata, msg, art)
 		}
@@ -609,19 +609,13 @@ func avMeta(thought bool, meta map[string]any) map[string]any {
 	return nil
 }
 
-// avUserParts adds a user message of id: its data parts artifacts, the
-// others one message.
-func avUserParts(id string, parts a2a.ContentParts, msg func(AVMessage), art func(AVArtifact)) {
-	var rest a2a.ContentParts
-	for _, p := range parts {
-		if dp, ok := p.(a2a.DataPart); ok {
-			art(avArtifact(id, dp))
-			continue
-		}
-		rest = append(rest, p)
-	}
-	if len(rest) > 0 {
-		msg(AVMessage{Role: "user", Parts: avParts(rest)})
+// avUserParts adds a user message of id, all its parts (data parts as
+// {type: data, content}: avParts). Its data parts were shown as artifacts
+// under the task's id, as if the agent had made them, and a message of
+// data parts only was missing from the messages.
+func avUserParts(parts a2a.ContentParts, msg func(AVMessage)) {
+	if len(parts) > 0 {
+		msg(AVMessage{Role: "user", Parts: avParts(parts)})
 	}
 }
 

@@ -426,3 +426,31 @@ func TestAgentVaultStreamIsTheTask(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentVaultUserDataMessageKept: tasks/get's messages hold the user's
+// message whatever its parts, and its artifacts are the agent's only. A
+// message of one data part ({"type":"data","content":{...}}) was missing
+// from the messages, its data listed as an artifact under the task's id,
+// as if the agent had made it.
+func TestAgentVaultUserDataMessageKept(t *testing.T) {
+	alice, _ := startAV(t)
+	s := readAV(t, alice.post("tasks/sendSubscribe", `{"message":{"role":"user","parts":[{"type":"data","content":{"city":"Paris"}}]}}`, true), nil)
+	if len(s.errors) > 0 || s.taskID == "" {
+		t.Fatalf("stream errors %v, task %q", s.errors, s.taskID)
+	}
+	task := alice.get(s.taskID)
+	var users []a2a.AVMessage
+	for _, m := range task.Messages {
+		if m.Role == "user" {
+			users = append(users, m)
+		}
+	}
+	if len(users) != 1 || len(users[0].Parts) != 1 || users[0].Parts[0].Type != "data" {
+		t.Errorf("tasks/get's user messages %s, want the one sent, its data part", avJSON(users))
+	}
+	for _, a := range task.Artifacts {
+		if strings.Contains(avJSON(a), "Paris") {
+			t.Errorf("the user's data is listed as an artifact of the task: %s", avJSON(a))
+		}
+	}
+}

@@ -312,10 +312,16 @@ func frameA2AEvents(m *a2amap.Mapper, f *render.Frame, yield func(a2a.Event, err
 // A2AResult waits for requestID's final frame and returns what
 // message/send answers: a Message (the agent answered with one message) or
 // a Task, as A2A's JSON renderer (package protocols/a2a) does before its
-// part filters (both aggregate with a2amap.Aggregator).
+// part filters (both aggregate with a2amap.Aggregator). When the server's
+// shutdown ends the wait (egress.ShuttingDown), the answer is the Task as
+// its frames so far make it, which the client follows as it does a
+// non-blocking send's.
 func (a Answers) A2AResult(ctx context.Context, requestID string, p A2AParams, opts ...egress.ReplayOption) (a2a.SendMessageResult, error) {
 	agg := a2amap.NewAggregator(requestID, p)
 	rd, err := a.f.OpenReader(ctx, requestID, 0, opts...)
+	if egress.ShuttingDown(ctx, err) {
+		return agg.Task(p.HistoryLength), nil // as below
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -324,6 +330,11 @@ func (a Answers) A2AResult(ctx context.Context, requestID string, p A2AParams, o
 		f, err := rd.Next(ctx)
 		if errors.Is(err, io.EOF) {
 			return agg.Result(p.HistoryLength), nil
+		}
+		if egress.ShuttingDown(ctx, err) {
+			// The server stops before the turn ends: the task as it
+			// stands, which the client follows (GetTask, SubscribeToTask).
+			return agg.Task(p.HistoryLength), nil
 		}
 		if err != nil {
 			return nil, err

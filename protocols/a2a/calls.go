@@ -224,8 +224,15 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 		ClaimContext: !(env.TaskID != "" && Continued(env))}
 	if env.TaskID != "" {
 		// A turn of the task: recorded first, run after the task's
-		// earlier turn.
-		s.Turn = &host.Turn{Task: host.Task{Session: host.Session{ID: env.TaskID, Protocol: protocol, Pool: res.Pool},
+		// earlier turn. It is a turn of the task's protocol: AgentVault's
+		// tasks/send continuing an A2A task is checked as A2A's message is
+		// (a task whose cancel turn is recorded takes none), where it
+		// reopened a canceled task.
+		tp := protocol
+		if prev != nil && prev.Protocol != "" {
+			tp = prev.Protocol
+		}
+		s.Turn = &host.Turn{Task: host.Task{Session: host.Session{ID: env.TaskID, Protocol: tp, Pool: res.Pool},
 			ContextID: env.ContextID}, Created: !Continued(env)}
 	}
 	if protocol == normalizer.ProtocolA2A {

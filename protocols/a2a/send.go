@@ -10,7 +10,10 @@ import (
 	"github.com/e2a-pipeline/pipeline/render"
 )
 
-var _ render.Renderer = (*send)(nil)
+var (
+	_ render.Renderer      = (*send)(nil)
+	_ render.Interruptible = (*send)(nil)
+)
 
 // send renders message/send: one JSON-RPC response whose result is a
 // Message (the agent answered with one message) or a Task (several: the
@@ -60,6 +63,21 @@ func (r *send) End(err error) error {
 		// then empty.
 		res, _ = keep(r.agg.Task(r.p.HistoryLength))
 	}
+	return r.writeResult(res)
+}
+
+// Interrupted answers a send the server's shutdown cut before its final
+// frame: the Task as its frames so far make it (submitted or working),
+// which the client follows with tasks/get or tasks/resubscribe, as it
+// does a non-blocking send's answer.
+func (r *send) Interrupted() error {
+	res, _ := EventFilter(r.p)(r.agg.Task(r.p.HistoryLength))
+	return r.writeResult(res)
+}
+
+// writeResult writes res, a filtered v1.0 result, as the v0.3 answer (or
+// the error of its conversion).
+func (r *send) writeResult(res a2a.Event) error {
 	old, err := a2amap.V03Result(res.(a2a.SendMessageResult))
 	if err != nil {
 		return r.writeRPC(jsonrpc.ErrorResponse(r.p.JSONRPCID, Error(err)))

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/errordetails"
 	"google.golang.org/grpc"
 
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
@@ -105,6 +107,9 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 		ctx := withCall(r.Context(), call{header: r.Header, agent: r.URL.Query().Get("agent"),
 			version: requestedVersion(r), channel: "http", c: c, query: r.URL.Query(), r: r})
 		r = r.WithContext(ctx)
+		if checkRPC && head.Method != "" {
+			w = &paramsErrorWriter{ResponseWriter: w}
+		}
 		switch {
 		case b.refuseFinished(w, r, head, !checkRPC):
 			// SubscribeToTask of a finished task: refused before a stream
@@ -151,7 +156,32 @@ func refuseRPC(w http.ResponseWriter, f host.Refusal) {
 	case jsonrpc.CodeAuthorization:
 		f.RPCCode = jsonrpc.CodeA2AUnauthorized
 	}
+	f.Data = typedDetails(f)
 	host.RefuseJSONRPC(w, nil, f)
+}
+
+// typedDetails is a refusal's detail as A2A v1.0's JSON-RPC binding
+// carries details (§9.5: error.data, an array of objects each with an
+// @type): its data as a google.protobuf.Struct, its wait as a
+// google.rpc.RetryInfo; nil for none. The gate's protocol-neutral data (a
+// rate limit's {error, message, retry_after}) was written bare, which a
+// client decoding the spec's details could not read.
+func typedDetails(f host.Refusal) any {
+	var out []*errordetails.Typed
+	if f.Data != nil {
+		var m map[string]any
+		if b, err := json.Marshal(f.Data); err == nil && json.Unmarshal(b, &m) == nil && len(m) > 0 {
+			out = append(out, errordetails.NewFromStruct(m))
+		}
+	}
+	if f.RetryAfter > 0 {
+		out = append(out, errordetails.NewTyped("type.googleapis.com/google.rpc.RetryInfo",
+			map[string]any{"retryDelay": strconv.FormatFloat(f.RetryAfter.Seconds(), 'f', -1, 64) + "s"}))
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // refuseTooMany answers host.TooManyStreams with refuse (the call's id in a
@@ -159,7 +189,9 @@ func refuseRPC(w http.ResponseWriter, f host.Refusal) {
 func refuseTooMany(w http.ResponseWriter, id json.RawMessage, refuse host.Refuse) {
 	w.Header().Set("Retry-After", "1")
 	if id != nil {
-		host.RefuseJSONRPC(w, sdkRPCID(id), host.TooManyStreams)
+		f := host.TooManyStreams
+		f.Data = typedDetails(f)
+		host.RefuseJSONRPC(w, sdkRPCID(id), f)
 		return
 	}
 	refuse(w, host.TooManyStreams)
@@ -271,8 +303,15 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 // yields when the call carries it (call.refusal).
 func (b *bindings) streamRPC(w http.ResponseWriter, r *http.Request, head rpcHead, sdk http.Handler) {
 	var req a2a.SendMessageRequest
-	if len(head.Params) == 0 || json.Unmarshal(head.Params, &req) != nil {
+	if len(head.Params) == 0 {
 		sdk.ServeHTTP(w, r)
+		return
+	}
+	if err := json.Unmarshal(head.Params, &req); err != nil {
+		// Params that are no valid request: -32602 before a stream opens
+		// (the SDK's stream said -32700, as if the body were no JSON:
+		// paramsErrorWriter).
+		writePlain(w, fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err), head.ID, false)
 		return
 	}
 	b.stream(w, r, &req, sdk, head.ID, false, func(o *render.Output, requestID string, p a2amap.Params, from int64) *stream {

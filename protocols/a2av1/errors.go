@@ -16,6 +16,13 @@ import (
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
+// errUnavailable is a temporary failure of the pipeline (the request not
+// accepted in time, the server stopping): the SDK's ServerError, which
+// its gRPC transport answers INTERNAL; the gRPC binding answers it
+// UNAVAILABLE with a RetryInfo (unavailableStatus), the code clients and
+// retry policies take as temporary (§3.3.2 System Errors).
+var errUnavailable = fmt.Errorf("%w: the pipeline is unavailable; retry later", a2a.ErrServerError)
+
 // sdkError is the error table of A2A v1.0: it maps the pipeline's errors
 // (the host's, egress's, the normalizer's) onto the SDK's, whose
 // transports write each binding's code (JSON-RPC -32001…, HTTP 404…, gRPC
@@ -39,6 +46,8 @@ func sdkError(err error) error {
 		return fmt.Errorf("%w: %s", a2a.ErrUnsupportedOperation, strings.TrimPrefix(err.Error(), "ingress: "))
 	case errors.Is(err, context.Canceled):
 		return err
+	case errors.Is(err, host.ErrBackpressure), errors.Is(err, egress.ErrShuttingDown):
+		return errUnavailable
 	}
 	switch normalizer.JSONRPCCode(err) {
 	case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeInvalidParams:

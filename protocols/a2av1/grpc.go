@@ -48,7 +48,14 @@ func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 				return nil, err
 			}
 			resp, err := next(srv, ctx, checkedDecoder(ctx, dec), intercept)
-			return resp, specStatus(err)
+			if l, ok := resp.(*a2apb.ListTaskPushNotificationConfigsResponse); ok && err == nil {
+				// The next page's token, which the SDK's conversion drops
+				// (its configs would be the first page only).
+				if c, ok := callFrom(ctx); ok && c.nextPageToken != nil {
+					l.NextPageToken = *c.nextPageToken
+				}
+			}
+			return resp, specStatus(unavailableStatus(err))
 		}
 	}
 	d.Streams = slices.Clone(desc.Streams)
@@ -65,10 +72,20 @@ func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 				// it (the SDK's transport says internal error).
 				return refusalStatus(codes.ResourceExhausted, host.TooManyStreams.Message, time.Second)
 			}
-			return specStatus(err)
+			return specStatus(unavailableStatus(err))
 		}
 	}
 	g.ServiceRegistrar.RegisterService(&d, impl)
+}
+
+// unavailableStatus is err, but UNAVAILABLE with a RetryInfo of a second
+// for errUnavailable, which the SDK's transport answers INTERNAL (a
+// permanent failure to gRPC clients and retry policies).
+func unavailableStatus(err error) error {
+	if st, ok := status.FromError(err); ok && err != nil && st.Code() == codes.Internal && st.Message() == errUnavailable.Error() {
+		return refusalStatus(codes.Unavailable, st.Message(), time.Second)
+	}
+	return err
 }
 
 // ctxStream is a server stream with the call's context, whose request is
@@ -91,8 +108,19 @@ func checkedDecoder(ctx context.Context, dec func(any) error) func(any) error {
 		if err := dec(m); err != nil {
 			return err
 		}
-		if c, ok := callFrom(ctx); ok && c.invalid != nil && *c.invalid == nil {
+		c, ok := callFrom(ctx)
+		if ok && c.invalid != nil && *c.invalid == nil {
 			*c.invalid = checkProto(m)
+		}
+		if ok && c.protoTenant != nil {
+			// The SDK's conversion of these drops their tenant (the
+			// handler checks it as on the other bindings: readCall).
+			switch r := m.(type) {
+			case *a2apb.CancelTaskRequest:
+				*c.protoTenant = r.GetTenant()
+			case *a2apb.SubscribeToTaskRequest:
+				*c.protoTenant = r.GetTenant()
+			}
 		}
 		return nil
 	}
@@ -144,7 +172,8 @@ func (b *bindings) admitGRPC(ctx context.Context) (context.Context, error) {
 		return nil, refusalStatus(grpcCode(f.Code), f.Message, f.RetryAfter)
 	}
 	return withCall(ctx, call{header: header, agent: header.Get(GRPCAgentMetadata),
-		version: strings.TrimSpace(header.Get(a2a.SvcParamVersion)), channel: "grpc", c: c, invalid: new(error), tooMany: new(bool)}), nil
+		version: strings.TrimSpace(header.Get(a2a.SvcParamVersion)), channel: "grpc", c: c, invalid: new(error), tooMany: new(bool),
+		protoTenant: new(string), nextPageToken: new(string)}), nil
 }
 
 // refusalStatus is the gRPC status of a refusal, with a google.rpc.RetryInfo

@@ -77,6 +77,13 @@ type call struct {
 	// for want of a stream slot, which the SDK's transports would answer
 	// as an internal error: the gRPC binding answers RESOURCE_EXHAUSTED.
 	tooMany *bool
+	// protoTenant, for a gRPC call, is the tenant of its CancelTask or
+	// SubscribeToTask request, which the SDK's conversion drops.
+	protoTenant *string
+	// nextPageToken, for a gRPC call, is where ListTaskPushConfigs leaves
+	// its next page's token, which the SDK's conversion drops; the gRPC
+	// binding puts it back in the response.
+	nextPageToken *string
 }
 
 var callKey = ctxkey.New[call]("a2av1 call")

@@ -57,6 +57,9 @@ func (h *handler) callFor(ctx context.Context, tenant string) (call, error) {
 // (host.ErrInvalidPool: InvalidParams). It does not scope the read (the
 // package comment).
 func (h *handler) readCall(ctx context.Context, tenant string) (call, error) {
+	if cc, ok := callFrom(ctx); ok && tenant == "" && cc.protoTenant != nil {
+		tenant = *cc.protoTenant // a gRPC request's, which the SDK dropped
+	}
 	c, err := h.callFor(ctx, tenant)
 	if err != nil || c.agent == "" || normalizer.ValidPool(c.agent) {
 		return c, err

@@ -140,6 +140,9 @@ func (h *handler) ListTaskPushConfigs(ctx context.Context, req *a2a.ListTaskPush
 	if err != nil {
 		return nil, pushError(err)
 	}
+	if c, ok := callFrom(ctx); ok && c.nextPageToken != nil {
+		*c.nextPageToken = next
+	}
 	out := &a2a.ListTaskPushConfigResponse{Configs: make([]*a2a.PushConfig, 0, len(cs)), NextPageToken: next}
 	for _, c := range cs {
 		out.Configs = append(out.Configs, p.answer(c.V1()))

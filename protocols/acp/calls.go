@@ -1,9 +1,11 @@
 package acp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -284,12 +286,61 @@ func readSessionConfig(raw json.RawMessage, need bool) (*sessionConfig, *jsonrpc
 		if err := json.Unmarshal(params.McpServers, &cfg.McpServers); err != nil {
 			return nil, jsonrpc.InvalidParams("mcpServers must be an array")
 		}
+		if e := checkMCPServers(params.McpServers); e != nil {
+			return nil, e
+		}
 	}
 	// The secrets of MCP servers: every value of their environment
 	// variables and HTTP headers, and secret args (--token X), by the
 	// normalizer's rule; names stay.
 	normalizer.StripMCPServers(cfg.McpServers)
 	return cfg, nil
+}
+
+// checkMCPServers checks each of mcpServers (a JSON array) as the ACP
+// schema's McpServer: by its type, http or sse {name, url, headers}, acp
+// {name, id}, else stdio {name, command, args, env}, every member there
+// (the lists may be empty), the names and the command or URL not empty.
+// An entry that is none ([1], "fs", {}, null, a name alone) was stored
+// with the session and sent to the agent with every prompt; the SDK's own
+// decoding takes anything with a name as an http server.
+func checkMCPServers(raw json.RawMessage) *jsonrpc.Error {
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return jsonrpc.InvalidParams("mcpServers must be an array")
+	}
+	for i, it := range items {
+		var m struct {
+			Type    *string           `json:"type"`
+			Name    string            `json:"name"`
+			Command string            `json:"command"`
+			URL     string            `json:"url"`
+			ID      json.RawMessage   `json:"id"`
+			Args    *[]string         `json:"args"`
+			Env     *[]map[string]any `json:"env"`
+			Headers *[]map[string]any `json:"headers"`
+		}
+		err := json.Unmarshal(it, &m)
+		var missing string
+		switch {
+		case err != nil || string(bytes.TrimSpace(it)) == "null":
+			missing = "an object"
+		case m.Name == "":
+			missing = "name"
+		case m.Type == nil && (m.Command == "" || m.Args == nil || m.Env == nil):
+			missing = "command, args and env (a stdio server)"
+		case m.Type != nil && (*m.Type == "http" || *m.Type == "sse") && (m.URL == "" || m.Headers == nil):
+			missing = "url and headers (an " + *m.Type + " server)"
+		case m.Type != nil && *m.Type == "acp" && len(m.ID) == 0:
+			missing = "id (an acp server)"
+		case m.Type != nil && *m.Type != "http" && *m.Type != "sse" && *m.Type != "acp":
+			missing = "a type of http, sse or acp (or none: stdio)"
+		}
+		if missing != "" {
+			return jsonrpc.InvalidParams(fmt.Sprintf("mcpServers[%d] needs %s", i, missing))
+		}
+	}
+	return nil
 }
 
 // NewSessionID returns a new session id (a UUIDv7).

@@ -127,6 +127,9 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			WriteError(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge, err.Error(), false)
 		case errors.Is(err, host.ErrUnknownPool):
 			WriteError(w, http.StatusNotFound, CodeUnknownAgent, err.Error(), false)
+		case errors.Is(err, egress.ErrShuttingDown):
+			w.Header().Set("Retry-After", "1")
+			WriteError(w, http.StatusServiceUnavailable, CodeUnavailable, err.Error(), true)
 		case errors.Is(err, context.Canceled):
 			WriteError(w, 499, CodeClientClosed, "client went away before the request was accepted", true)
 		default:

@@ -138,6 +138,11 @@ func TestFrontDoorRefusals(t *testing.T) {
 		{"envelope too large", newHost(func(h *conformance.Host) { h.PublishErr = host.ErrTooLarge }), "/v1/requests", `{"params":{}}`, nil, 413, e2aproto.CodeBodyTooLarge, false},
 		{"unknown pool", newHost(func(h *conformance.Host) { h.PublishErr = host.ErrUnknownPool }), "/v1/requests", `{"params":{}}`, nil, 404, e2aproto.CodeUnknownAgent, false},
 		{"client gone", newHost(func(h *conformance.Host) { h.PublishErr = context.Canceled }), "/v1/requests", `{"params":{}}`, nil, 499, e2aproto.CodeClientClosed, true},
+		// The server's shutdown cut the publish (the client is there): 503
+		// retryable, as an unavailable pipeline, never 499.
+		{"shutting down", newHost(func(h *conformance.Host) {
+			h.PublishErr = fmt.Errorf("%w: request %q may have been accepted", egress.ErrShuttingDown, "r-9")
+		}), "/v1/requests", `{"params":{}}`, nil, 503, e2aproto.CodeUnavailable, true},
 		{"backpressure", newHost(func(h *conformance.Host) { h.PublishErr = host.ErrBackpressure }), "/v1/requests", `{"params":{}}`, nil, 503, e2aproto.CodeUnavailable, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -601,8 +601,11 @@ func BuildTask(taskID, contextID string, reqs []Request, historyLength *int) *a2
 }
 
 // userMessage returns the user message of a request: params.message when
-// it is an A2A message, else the text of params.text/content/query with
-// the message's reference tasks (params.reference_task_ids).
+// it is an A2A message, else the text of params.text/content/query, then
+// its files and data parts (ParamParts), with the message's reference
+// tasks (params.reference_task_ids), extensions and metadata; nil when the
+// request has neither text nor parts. A message of data or file parts only
+// was left out of the task's history.
 func userMessage(env *e2a.Envelope, taskID a2a.TaskID, contextID string) *a2a.Message {
 	if mv, ok := env.Params["message"].(map[string]any); ok {
 		if ev, err := decodeA2AEvent("message", mv); err == nil {
@@ -617,17 +620,39 @@ func userMessage(env *e2a.Envelope, taskID a2a.TaskID, contextID string) *a2a.Me
 			}
 		}
 	}
+	var parts a2a.ContentParts
 	for _, k := range []string{"text", "content", "query"} {
 		if s := env.ParamString(k); s != "" {
-			id := env.MessageID
-			if id == "" {
-				id = env.RequestID
-			}
-			return &a2a.Message{ID: id, Role: a2a.MessageRoleUser, TaskID: taskID, ContextID: contextID,
-				Parts: a2a.ContentParts{textPart(s, nil)}, ReferenceTasks: referenceTasks(env)}
+			parts = append(parts, textPart(s, nil))
+			break
 		}
 	}
-	return nil
+	parts = append(parts, ParamParts(env)...)
+	if len(parts) == 0 {
+		return nil
+	}
+	id := env.MessageID
+	if id == "" {
+		id = env.RequestID
+	}
+	m := &a2a.Message{ID: id, Role: a2a.MessageRoleUser, TaskID: taskID, ContextID: contextID,
+		Parts: parts, ReferenceTasks: referenceTasks(env), Metadata: env.A2AMetadata}
+	m.Extensions = Extensions(env)
+	return m
+}
+
+// Extensions are the extensions (URIs) of a request's A2A message, which
+// the normalizer keeps in params.extensions; nil for none.
+func Extensions(env *e2a.Envelope) []string {
+	var out []string
+	if ext, ok := env.Params["extensions"].([]any); ok {
+		for _, x := range ext {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
 }
 
 // referenceTasks are the message's referenceTaskIds an A2A request's

@@ -1,0 +1,66 @@
+package a2av1
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
+)
+
+// paramsErrorWriter passes the SDK's JSON-RPC answer to a call whose body
+// is valid JSON (checkCall read it) through, but for a -32700 Parse error:
+// the SDK answers every params decode error but a Go type mismatch so (a
+// part with no content or two, raw bytes not base64, a timestamp that is
+// none), where A2A v1.0 says -32700 is "the server received invalid JSON"
+// and a request that does not validate is -32602 Invalid params (§3.3.2,
+// §9.5's example of a bad message.parts). The a2a-go client read it as
+// ErrParseError. The SDK writes an answer in one Write (its encoder's);
+// only one that names PARSE_ERROR is decoded.
+type paramsErrorWriter struct {
+	http.ResponseWriter
+	seen bool
+}
+
+func (w *paramsErrorWriter) Write(b []byte) (int, error) {
+	if w.seen {
+		return w.ResponseWriter.Write(b)
+	}
+	w.seen = true
+	if !bytes.HasPrefix(b, []byte(`{"jsonrpc":`)) || !bytes.Contains(b, []byte(`"PARSE_ERROR"`)) {
+		return w.ResponseWriter.Write(b)
+	}
+	var resp struct {
+		ID    json.RawMessage `json:"id"`
+		Error *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &resp) != nil || resp.Error == nil || resp.Error.Code != jsonrpc.CodeParseError {
+		return w.ResponseWriter.Write(b)
+	}
+	msg := strings.TrimPrefix(resp.Error.Message, a2a.ErrParseError.Error()+": ")
+	out, err := json.Marshal(jsonrpc.ErrorResponse(resp.ID, Error(fmt.Errorf("%w: %s", a2a.ErrInvalidParams, msg))))
+	if err != nil {
+		return w.ResponseWriter.Write(b)
+	}
+	if _, err := w.ResponseWriter.Write(append(out, '\n')); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// Flush and Unwrap keep what the writer wrapped reachable (streams,
+// http.ResponseController's deadlines).
+func (w *paramsErrorWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *paramsErrorWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
