@@ -54,7 +54,17 @@ func (w *worker) giveUp(d *delivery) string {
 // request at stream_seq will not be delivered again. Every worker of the pool
 // receives it and tries to write the final e2a.error max_deliveries frame;
 // fencing lets exactly one succeed, and never after a real final frame.
+//
+// Only the server's own advisory is taken: it has no reply subject. A
+// message with one is a push consumer's delivery that a NATS user who may
+// create consumers (of any stream, with any deliver subject) pointed at
+// this subject: the server publishes it for them whatever their publish
+// permissions, and it would end another principal's running request.
 func (w *worker) onMaxDeliveries(m *nats.Msg) {
+	if m.Reply != "" {
+		w.log.Warn("ignored a max deliveries advisory the server did not send (it has a reply subject)", "reply", m.Reply)
+		return
+	}
 	var adv maxDeliveriesAdvisory
 	if err := json.Unmarshal(m.Data, &adv); err != nil || adv.StreamSeq == 0 {
 		w.log.Warn("unreadable max deliveries advisory", "err", err)

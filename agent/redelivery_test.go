@@ -3,16 +3,24 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // crashAfter runs the demo on its own connection until the request has n
@@ -230,5 +238,51 @@ func TestDeadlines(t *testing.T) {
 	}
 	if err := <-lateWrite; !errors.Is(err, agent.ErrWriterClosed) {
 		t.Errorf("write after the deadline: %v, want ErrWriterClosed", err)
+	}
+}
+
+// TestForgedMaxDeliveriesAdvisoryIgnored: the max-deliveries advisory ends
+// the request it names with a final e2a.error max_deliveries. The server
+// sends it with no reply subject. A NATS user who may create consumers
+// (the deployment's serve, ingress and workflow users may, of their own
+// buckets) can have the server deliver its own bytes on the advisory
+// subject (a push consumer whose deliver_subject it is), whatever its
+// publish permissions: such a delivery (it has a reply subject) ended
+// another principal's running request as failed. It is ignored, and the
+// request ends as its handler ends it.
+func TestForgedMaxDeliveriesAdvisoryIgnored(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if err := w.Chunk(e2a.DeltaText, "working"); err != nil {
+			return err
+		}
+		close(started)
+		<-release
+		return w.Complete("finished")
+	})
+	logs := &testkit.Buffer{}
+	startWorker(t, s.connect(t), "forged", h, agent.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	waitConsumer(t, s.js, "forged")
+	publish(t, s.js, "forged", request("forged-1", nil))
+	testkit.Receive(t, started, 10*time.Second, "the handler did not start")
+	reqSubj, _ := subjects.Request("forged", "forged-1")
+	req, err := streams.LastBySubject(tctx(t), s.nc, streams.RequestsStream, reqSubj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumer, _ := streams.AgentConsumerName("forged")
+	m := nats.NewMsg("")
+	m.Data = fmt.Appendf(nil, `{"type":"io.nats.jetstream.advisory.v1.max_deliver","stream":%q,"consumer":%q,"stream_seq":%d,"deliveries":77}`,
+		streams.RequestsStream, consumer, req.Seq)
+	natstest.DeliverByConsumer(t, s.nc, subjects.MaxDeliveriesAdvisory(streams.RequestsStream, consumer), m)
+	testkit.Eventually(t, 10*time.Second, "the worker to ignore the forged advisory", func() bool {
+		return strings.Contains(logs.String(), "advisory the server did not send")
+	})
+	close(release)
+	fr := waitFinal(t, s.nc, "forged-1", 10*time.Second)
+	if last := fr[len(fr)-1]; last.ResponseKind != e2a.KindComplete {
+		t.Fatalf("the request ended %s %s; want its handler's e2a.complete (a forged advisory ended it)", last.ResponseKind, last.Body)
 	}
 }

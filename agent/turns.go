@@ -358,6 +358,14 @@ func (w *worker) listenTurn(after string, log *reqLogger) (ended <-chan struct{}
 	}
 	var once sync.Once
 	sub, err := w.js.Conn().Subscribe(live, func(m *nats.Msg) {
+		if m.Reply != "" || m.Subject != live {
+			// Not the response stream's RePublish (no reply subject, the
+			// live subject): a push consumer's delivery that a NATS user
+			// who may create consumers pointed here, which would start
+			// this turn while the earlier one still runs.
+			log.get().Warn("ignored a live frame the server did not send (a consumer's delivery)", "after_request_id", after, "reply", m.Reply)
+			return
+		}
 		sm := storedMsg{data: m.Data, header: m.Header}
 		if h, err := sm.frame(); err == nil && h.IsFinal {
 			once.Do(func() { close(c) })

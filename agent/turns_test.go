@@ -3,14 +3,18 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -322,4 +326,54 @@ func TestTurnAfterUnpublishedTurnWaitsForTheOneBefore(t *testing.T) {
 	if firstC <= finalA {
 		t.Errorf("turn C's first frame at stream sequence %d, before turn A's final at %d: the turns overlapped", firstC, finalA)
 	}
+}
+
+// TestForgedLiveFinalDoesNotStartTurn: a later turn waiting for the
+// earlier one listens to its live frames (e2a.live.<id>, the response
+// stream's RePublish, which has no reply subject) and starts at the final
+// one. A NATS user who may create consumers can have the server deliver
+// its own bytes there (a push consumer's deliver_subject), whatever its
+// publish permissions: a forged final frame started the later turn while
+// the earlier one still ran. Such a delivery is ignored.
+func TestForgedLiveFinalDoesNotStartTurn(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	var calls2 atomic.Int32
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		if env.RequestID == "forged-turn-1" {
+			if err := w.Chunk(e2a.DeltaText, "one"); err != nil {
+				return err
+			}
+			close(started)
+			<-release
+			return w.Complete("one")
+		}
+		calls2.Add(1)
+		return w.Complete("two")
+	})
+	logs := &testkit.Buffer{}
+	startWorker(t, s.connect(t), "fturns", h, agent.WithConcurrency(2), agent.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	waitConsumer(t, s.js, "fturns")
+	publish(t, s.js, "fturns", request("forged-turn-1", nil))
+	<-started
+	publishAfter(t, s.js, "fturns", request("forged-turn-2", nil), "forged-turn-1")
+	waitPending(t, s.js, "fturns", 2)
+	m := nats.NewMsg("")
+	m.Data = natstest.Frame("forged-turn-1", 1, true)
+	m.Header.Set(subjects.HeaderRequestID, "forged-turn-1")
+	m.Header.Set(subjects.HeaderSequence, "1")
+	live, _ := subjects.Live("forged-turn-1")
+	// The waiting turn listens (the delivery is sent once, to the
+	// subscriptions there).
+	natstest.WaitInterest(t, s.e, live, 1)
+	natstest.DeliverByConsumer(t, s.nc, live, m)
+	testkit.Eventually(t, 10*time.Second, "the waiting turn to ignore the forged final frame (or run)", func() bool {
+		return calls2.Load() != 0 || strings.Contains(logs.String(), "ignored a live frame the server did not send")
+	})
+	if n := calls2.Load(); n != 0 {
+		t.Fatalf("turn 2 ran while turn 1 runs, started by a forged final frame (%d calls)", n)
+	}
+	close(release)
+	waitFinal(t, s.nc, "forged-turn-2", 10*time.Second)
 }

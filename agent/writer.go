@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -274,8 +275,8 @@ func (wr *writer) writable(runtime bool) error {
 }
 
 func (wr *writer) Chunk(deltaKind string, delta any) error {
-	if deltaKind == "" {
-		return fmt.Errorf("agent: Chunk needs a delta kind")
+	if err := checkDelta(deltaKind, delta); err != nil {
+		return err
 	}
 	s, isText := delta.(string)
 	text := isText && (deltaKind == e2a.DeltaText || deltaKind == e2a.DeltaReasoning)
@@ -717,6 +718,44 @@ func (wr *writer) appendFrame(dst []byte, seq int64, f frame) ([]byte, error) {
 	return append(out, wr.enc.end...), nil
 }
 
+// checkDelta checks a Chunk's delta against §12.5: delta_kind one of
+// text, reasoning, tool, custom; the delta a string or a structured
+// object (a struct, a map). A typo ("Text") was published as a kind no
+// client reads as text, a number or nil as a delta no client reads.
+func checkDelta(deltaKind string, delta any) error {
+	switch deltaKind {
+	case e2a.DeltaText, e2a.DeltaReasoning, e2a.DeltaTool, e2a.DeltaCustom:
+	case "":
+		return fmt.Errorf("%w: Chunk needs a delta kind", e2a.ErrInvalidResponse)
+	default:
+		return fmt.Errorf("%w: delta_kind %q is not one of text, reasoning, tool, custom", e2a.ErrInvalidResponse, deltaKind)
+	}
+	switch delta.(type) {
+	case string:
+		return nil
+	case json.Number: // a number, as a decoder using numbers reads one
+		return fmt.Errorf("%w: a chunk's delta is a string or an object, not a number", e2a.ErrInvalidResponse)
+	}
+	if delta == nil {
+		return fmt.Errorf("%w: a %s chunk needs a delta", e2a.ErrInvalidResponse, deltaKind)
+	}
+	if raw, ok := delta.(json.RawMessage); ok {
+		if t := bytes.TrimSpace(raw); len(t) > 0 && (t[0] == '{' || t[0] == '"') {
+			return nil
+		}
+		return fmt.Errorf("%w: a chunk's delta is a string or an object, not %.20s", e2a.ErrInvalidResponse, raw)
+	}
+	switch v := reflect.ValueOf(delta); v.Kind() {
+	case reflect.String, reflect.Struct, reflect.Map:
+		return nil
+	case reflect.Pointer:
+		if !v.IsNil() && (v.Elem().Kind() == reflect.Struct || v.Elem().Kind() == reflect.Map) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: a chunk's delta is a string or an object, not %T", e2a.ErrInvalidResponse, delta)
+}
+
 // checkRaw validates a frame of Write: the §12.2 rules on kind, status and
 // is_final, and the body; typed bodies are checked without decoding them
 // again. complete (when not nil) fills in the members of r the full
@@ -730,12 +769,25 @@ func checkRaw(r *e2a.Response, body any, complete func()) error {
 		if complete != nil {
 			complete()
 		}
-		return r.Validate()
+		if err := r.Validate(); err != nil {
+			return err
+		}
+		if r.ResponseKind == e2a.KindChunk {
+			// §12.5's delta rules, which Validate (lenient on what it
+			// reads) leaves out: a raw chunk body (the HTTP agent
+			// bridge's) as Chunk's arguments.
+			if c, err := r.Chunk(); err == nil {
+				return checkDelta(c.DeltaKind, c.Delta)
+			}
+		}
+		return nil
 	}
 	switch b := body.(type) {
 	case e2a.ChunkBody:
-		if r.ResponseKind == e2a.KindChunk && b.DeltaKind == "" {
-			return bad("e2a.chunk body needs delta_kind")
+		if r.ResponseKind == e2a.KindChunk {
+			if err := checkDelta(b.DeltaKind, b.Delta); err != nil {
+				return err
+			}
 		}
 	case *e2a.ChunkBody, e2a.ErrorBody, *e2a.ErrorBody, e2a.StreamEventBody, *e2a.StreamEventBody:
 		return validate()
@@ -756,8 +808,29 @@ func checkRaw(r *e2a.Response, body any, complete func()) error {
 		return bad("is_final %v with status %q", r.IsFinal, r.Status)
 	case r.ResponseKind == e2a.KindChunk && body != nil && !isChunkBody(body):
 		return validate()
+	case !typedBodyOf(r.ResponseKind, body):
+		// A typed body of another kind (a CompleteBody on an e2a.error,
+		// an ExtBody on a2a.stream_event): the whole check, which the
+		// typed ones skip (it stored a final e2a.error without code and
+		// message).
+		return validate()
 	}
 	return nil
+}
+
+// typedBodyOf reports whether body, a ChunkBody, CompleteBody or ExtBody
+// (a pointer to one too), is the body of a frame of kind: e2a.chunk's,
+// e2a.complete's, ext's.
+func typedBodyOf(kind string, body any) bool {
+	switch body.(type) {
+	case e2a.ChunkBody:
+		return kind == e2a.KindChunk
+	case e2a.CompleteBody, *e2a.CompleteBody:
+		return kind == e2a.KindComplete
+	case e2a.ExtBody, *e2a.ExtBody:
+		return kind == e2a.KindExt
+	}
+	return true
 }
 
 func isChunkBody(b any) bool {
