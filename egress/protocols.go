@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/render"
@@ -221,27 +222,45 @@ func (s *Service) Finished(ctx context.Context, requestID string) (bool, error) 
 // failed, canceled) leaves the task terminal: ingress refuses further
 // messages to it.
 func (s *Service) Continuable(ctx context.Context, requestID string) (bool, error) {
+	ended, err := s.EndedTaskAt(ctx, requestID)
+	if err != nil {
+		return false, err
+	}
+	return ended.IsZero(), nil
+}
+
+// EndedTaskAt is when the final frame of requestID that ended its task was
+// stored (the zero time when the task stays open: no final frame, or one
+// that interrupts the turn; see Continuable), by the responses stream's
+// clock.
+func (s *Service) EndedTaskAt(ctx context.Context, requestID string) (time.Time, error) {
 	subj, err := responseSubject(requestID)
 	if err != nil {
-		return true, nil
+		return time.Time{}, nil
 	}
 	msg, err := s.mux.GetLast(ctx, s.streamNames().responses, subj)
 	if err != nil || msg == nil {
-		return err == nil, err
+		return time.Time{}, err
 	}
 	data, _, err := e2a.LastInBurst(msg.Header.Get(subjects.HeaderFrames), msg.Data)
 	if err != nil {
-		return false, fmt.Errorf("%w: request %q: %w", ErrInvalidFrame, requestID, err)
+		return time.Unix(0, 1), fmt.Errorf("%w: request %q: %w", ErrInvalidFrame, requestID, err)
 	}
 	r, err := e2a.ResponseFromJSON(data)
 	if err != nil {
-		return false, fmt.Errorf("%w: request %q: %v", ErrInvalidFrame, requestID, err)
+		return time.Unix(0, 1), fmt.Errorf("%w: request %q: %v", ErrInvalidFrame, requestID, err)
 	}
 	if !r.IsFinal {
-		return true, nil
+		return time.Time{}, nil
 	}
-	_, _, interrupted := r.Interrupt()
-	return interrupted, nil
+	if _, _, interrupted := r.Interrupt(); interrupted {
+		return time.Time{}, nil
+	}
+	at, err := time.Parse(time.RFC3339Nano, msg.Header.Get(subjects.HeaderTimeStamp))
+	if err != nil || at.IsZero() {
+		at = time.Unix(0, 1) // ended, its time not known
+	}
+	return at, nil
 }
 
 // CancelTurns cancels the turns of a task (requestIDs, oldest first) that

@@ -127,10 +127,15 @@ func WithBatch(frames, maxBytes int) ReplayOption {
 
 // WithLiveBuffer sets how many live messages a reader buffers (default 64).
 // Live messages beyond it are dropped and read again from the stream.
-// n < 1 is refused.
+// n outside 1..MaxLiveBuffer is refused (a channel that size, made per
+// stream, could not be).
 func WithLiveBuffer(n int) ReplayOption {
-	return option.Check(ErrInvalidOption, n >= 1, func(c *replayConfig) { c.liveBuffer = n }, "live buffer %d < 1", n)
+	return option.Check(ErrInvalidOption, n >= 1 && n <= MaxLiveBuffer, func(c *replayConfig) { c.liveBuffer = n },
+		"live buffer %d not in 1..%d", n, MaxLiveBuffer)
 }
+
+// MaxLiveBuffer bounds WithLiveBuffer.
+const MaxLiveBuffer = 1 << 16
 
 // WithHeartbeat calls fn after every interval spent waiting for a frame,
 // including before the first one: the interval starts again when a frame
@@ -310,6 +315,9 @@ type Reader struct {
 // accepted (its envelope is in E2A_REQUESTS) and returns ErrNotFound
 // otherwise. Close the reader when done.
 func Open(ctx context.Context, nc *nats.Conn, requestID string, from int64, opts ...ReplayOption) (*Reader, error) {
+	if nc == nil {
+		return nil, fmt.Errorf("%w: nil NATS connection", ErrInvalidOption)
+	}
 	if from < 0 {
 		return nil, badRequest("resume point %d is negative", from)
 	}
@@ -704,6 +712,13 @@ func (r *Reader) wait(ctx context.Context) error {
 		}
 		select {
 		case m := <-r.live:
+			if m.Reply != "" {
+				// Not the stream's republish, which has no reply
+				// subject: a push consumer's delivery a NATS user who
+				// may create consumers pointed at this subject (the
+				// server delivers it whatever their publish permissions).
+				continue
+			}
 			if err := r.accept(headerUint(m, subjects.HeaderStreamSequence), m.Header, m.Data, true); err != nil {
 				return err
 			}

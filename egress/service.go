@@ -190,14 +190,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		slow: s.CounterVec("e2a_egress_slow_client_disconnects_total",
 			"Clients disconnected because they did not read within the write timeout.", "format"),
 		outcomes: s.CounterVec("e2a_egress_streams_total",
-			"Responses served, by output format and outcome (final, not_found, timeout, client_gone, slow_client, error).",
+			"Responses served, by output format and outcome (final, not_found, timeout, client_gone, slow_client, shutdown, error).",
 			"format", "outcome"),
 	}
 	return m, s.Err()
 }
 
-// New returns a Service reading from nc.
+// New returns a Service reading from nc. A nil nc is ErrInvalidOption.
 func New(nc *nats.Conn, opts ...Option) (*Service, error) {
+	if nc == nil {
+		return nil, fmt.Errorf("%w: nil NATS connection", ErrInvalidOption)
+	}
 	cfg := config{
 		heartbeat:    DefaultHeartbeat,
 		retry:        2 * time.Second,
@@ -490,7 +493,7 @@ func (s *Service) stream(ctx context.Context, o *render.Output, rend render.Rend
 	}
 	finish := func(err error) {
 		endErr = err
-		s.finish(o, rend, format, err)
+		s.endStream(ctx, o, rend, format, err)
 	}
 	g := s.m.open.WithLabelValues(format)
 	g.Inc()
@@ -573,6 +576,20 @@ func (s *Service) stream(ctx context.Context, o *render.Output, rend render.Rend
 	}
 }
 
+// endStream ends a stream as finish does, but for a renderer whose answer
+// is one response (render.Interruptible, a blocking send) cut by the
+// server's shutdown: its answer as it stands, which names the task the
+// client reads again, not nothing.
+func (s *Service) endStream(ctx context.Context, o *render.Output, rend render.Renderer, format string, err error) {
+	if ir, ok := rend.(render.Interruptible); ok && o.Err() == nil && ShuttingDown(ctx, err) {
+		s.m.outcomes.WithLabelValues(format, "shutdown").Inc()
+		_ = ir.Interrupted()
+		_ = o.Flush()
+		return
+	}
+	s.finish(o, rend, format, err)
+}
+
 // primeFrames gives a resumed stream's renderer, when it is a
 // render.Primer, the frames of a request read from the History before
 // from (the client has them); a stream read from the hot streams gets them
@@ -642,10 +659,18 @@ func (s *Service) finish(o *render.Output, rend render.Renderer, format string, 
 // answered it: ErrShuttingDown, naming the request, when the server's
 // shutdown ended ctx (its cause), else err.
 func shutdownErr(ctx context.Context, id string, err error) error {
-	if errors.Is(err, context.Canceled) && errors.Is(context.Cause(ctx), ErrShuttingDown) {
+	if ShuttingDown(ctx, err) {
 		return fmt.Errorf("%w: request %q was accepted; read it again with GET /v1/requests/%s", ErrShuttingDown, id, PathSegment(id))
 	}
 	return err
+}
+
+// ShuttingDown reports whether err, the end of a wait under ctx, is the
+// server's shutdown ([ErrShuttingDown], the cause of ctx's end), not the
+// client gone: a client waiting for one answer is then answered with what
+// there is, naming the request or task to read again.
+func ShuttingDown(ctx context.Context, err error) bool {
+	return errors.Is(err, context.Canceled) && errors.Is(context.Cause(ctx), ErrShuttingDown)
 }
 
 // Heartbeat is the interval of keep-alives on idle streams.
@@ -674,12 +699,18 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 		defer span.End()
 	}
 	o := render.NewOutput(w, s.cfg.writeTimeout)
+	// Every end the server's shutdown causes is answered 503 naming the
+	// request (shutdownErr), not taken for the client gone: the shutdown
+	// may come while the request is looked up, not only in the wait.
+	finish := func(rend render.Renderer, err error) {
+		s.finish(o, rend, FormatE2AJSON, shutdownErr(ctx, id, err))
+	}
 	g := s.m.open.WithLabelValues(FormatE2AJSON)
 	g.Inc()
 	defer g.Dec()
 	from, err := ResumePoint(r)
 	if err != nil {
-		s.finish(o, NewE2AJSON(o, id, nil, false, 0), FormatE2AJSON, err)
+		finish(NewE2AJSON(o, id, nil, false, 0), err)
 		return
 	}
 	if k.hist != nil {
@@ -688,7 +719,7 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 	}
 	if env == nil {
 		if env, err = s.findRequest(ctx, id); err != nil {
-			s.finish(o, NewE2AJSON(o, id, nil, false, from), FormatE2AJSON, err)
+			finish(NewE2AJSON(o, id, nil, false, from), err)
 			return
 		}
 	}
@@ -702,13 +733,13 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 		// No envelope: when there is no frame either, the hot streams
 		// hold nothing of the request, and the History may.
 		if last, err = s.lastFrame(ctx, id); err != nil {
-			s.finish(o, NewE2AJSON(o, id, nil, false, from), FormatE2AJSON, err)
+			finish(NewE2AJSON(o, id, nil, false, from), err)
 			return
 		}
 		if last == nil {
 			h, err := s.fromHistory(ctx, id, "")
 			if err != nil {
-				s.finish(o, NewE2AJSON(o, id, nil, false, from), FormatE2AJSON, err)
+				finish(NewE2AJSON(o, id, nil, false, from), err)
 				return
 			}
 			s.serveHistoricJSON(r, o, id, from, wait, h)
@@ -722,17 +753,17 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 	}
 	if wait {
 		if last, err = s.waitFinal(ctx, id, env != nil); err != nil {
-			s.finish(o, NewE2AJSON(o, id, envRaw, false, from), FormatE2AJSON, shutdownErr(ctx, id, err))
+			finish(NewE2AJSON(o, id, envRaw, false, from), err)
 			return
 		}
 	} else if !lastRead {
 		if last, err = s.lastFrame(ctx, id); err != nil {
-			s.finish(o, NewE2AJSON(o, id, envRaw, false, from), FormatE2AJSON, err)
+			finish(NewE2AJSON(o, id, envRaw, false, from), err)
 			return
 		}
 	}
 	if env == nil && last == nil {
-		s.finish(o, NewE2AJSON(o, id, nil, false, from), FormatE2AJSON, ErrNotFound)
+		finish(NewE2AJSON(o, id, nil, false, from), ErrNotFound)
 		return
 	}
 	rend, past := s.startE2AJSON(r, o, id, envRaw, from, last)
@@ -743,7 +774,7 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 	if last != nil && !past {
 		werr = s.writeSnapshot(ctx, rend, id, from, last)
 	}
-	s.finish(o, rend, FormatE2AJSON, werr)
+	finish(rend, werr)
 }
 
 // startE2AJSON starts the aggregated JSON answer of request id (its

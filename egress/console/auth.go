@@ -162,7 +162,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	r.Header.Set("Cookie", cookieName+"="+cred.cookieValue())
 	got, st, err := c.authenticate(r)
 	if err != nil {
-		apiError(w, st, "unauthenticated", err.Error())
+		c.authError(w, st, err)
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: cred.cookieValue(), Path: "/console",

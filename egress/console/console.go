@@ -58,6 +58,7 @@ type AuthFunc func(r *http.Request) (p tenant.Principal, status int, err error)
 
 type options struct {
 	auth      AuthFunc
+	challenge func(h http.Header, err error)
 	reg       prometheus.Registerer
 	gatherer  prometheus.Gatherer
 	log       *slog.Logger
@@ -81,6 +82,14 @@ type Option func(*options) error
 // fn (default: none, as when ingress runs without auth; nil is refused).
 func WithAuth(fn AuthFunc) Option {
 	return option.Check(ErrInvalidOption, fn != nil, func(o *options) { o.auth = fn }, "nil auth func")
+}
+
+// WithChallenge sets the WWW-Authenticate challenges of a 401 the console
+// answers (RFC 9110 §15.5.2), as the front door's (ingress.Auth's
+// SetChallenge): fn adds them to h for the authentication error err (nil
+// is refused). Without it a 401 names none.
+func WithChallenge(fn func(h http.Header, err error)) Option {
+	return option.Check(ErrInvalidOption, fn != nil, func(o *options) { o.challenge = fn }, "nil challenge func")
 }
 
 // WithRegisterer registers the console's metrics (e2a_console_*) on reg
@@ -259,14 +268,16 @@ func (c *Console) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /console/api/demo", c.gate(c.startDemo))
 	// Another method on an API path gets the console's JSON error with
 	// Allow (the router's own 405 is text the page cannot read).
-	for path, allow := range map[string]string{
-		"/console/api/session": http.MethodGet, "/console/api/login": http.MethodPost,
-		"/console/api/logout": http.MethodPost, "/console/api/requests": http.MethodGet,
-		"/console/api/requests/{id}": http.MethodGet, "/console/api/requests/{id}/stream": http.MethodGet,
-		"/console/api/stats": http.MethodGet, "/console/api/tasks/{task}/push": http.MethodGet,
-		"/console/api/demo": http.MethodPost,
+	// The GET paths serve HEAD too (the router's), which Allow names.
+	get, post := []string{http.MethodGet, http.MethodHead}, []string{http.MethodPost}
+	for path, allow := range map[string][]string{
+		"/console/api/session": get, "/console/api/login": post,
+		"/console/api/logout": post, "/console/api/requests": get,
+		"/console/api/requests/{id}": get, "/console/api/requests/{id}/stream": get,
+		"/console/api/stats": get, "/console/api/tasks/{task}/push": get,
+		"/console/api/demo": post,
 	} {
-		mux.HandleFunc(path, egress.MethodNotAllowed(allow))
+		mux.HandleFunc(path, egress.MethodNotAllowed(allow...))
 	}
 }
 
@@ -280,6 +291,19 @@ func (c *Console) Lookup(ctx context.Context, requestID string) (*Entry, error) 
 
 // Stats returns the live counters (what GET /console/api/stats serves).
 func (c *Console) Stats(ctx context.Context) (*Stats, error) { return c.stats.get(ctx) }
+
+// authError answers a refused credential: 401 unauthenticated with the
+// front door's challenges, 403 forbidden for one that may not be used.
+func (c *Console) authError(w http.ResponseWriter, status int, err error) {
+	code := "unauthenticated"
+	if status == http.StatusForbidden {
+		code = "forbidden"
+	}
+	if status == http.StatusUnauthorized && c.o.challenge != nil {
+		c.o.challenge(w.Header(), err)
+	}
+	apiError(w, status, code, err.Error())
+}
 
 // securityHeaders are set on every console answer.
 func securityHeaders(h http.Header) {
@@ -345,11 +369,7 @@ func (c *Console) gate(h http.HandlerFunc) http.HandlerFunc {
 		}
 		cred, st, err := c.authenticate(r)
 		if err != nil {
-			code := "unauthenticated"
-			if st == http.StatusForbidden {
-				code = "forbidden"
-			}
-			apiError(w, st, code, err.Error())
+			c.authError(w, st, err)
 			return
 		}
 		// The principal travels in the context: egress's stream handler,
@@ -551,6 +571,9 @@ func (c *Console) streamRequest(w http.ResponseWriter, r *http.Request) {
 	r2.URL.Path = "/v1/requests/" + id + "/stream"
 	r2.URL.RawPath = "/v1/requests/" + egress.PathSegment(id) + "/stream"
 	r2.RequestURI = r2.URL.RequestURI()
+	// The console's headers on egress's answer too (its 404, its stream),
+	// as on every console answer.
+	securityHeaders(w.Header())
 	c.egress.ServeHTTP(w, r2)
 }
 

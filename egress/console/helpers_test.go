@@ -86,7 +86,7 @@ func startPipeline(t *testing.T, po pipelineOptions) *pipeline {
 			t.Fatal(err)
 		}
 		iopts = append(iopts, ingress.WithAuth(a))
-		copts = append(copts, console.WithAuth(authFunc(a)))
+		copts = append(copts, console.WithAuth(authFunc(a)), console.WithChallenge(a.SetChallenge))
 		// Egress's own endpoints demand credentials too, as cmd/e2a wires
 		// them: the console's stream view must pass the principal along.
 		eopts = append(eopts, egress.WithAuthorizer(func(r *http.Request) (tenant.Principal, error) {

@@ -24,6 +24,7 @@ func TestOptionsRefuseBadValues(t *testing.T) {
 	auth := func(*http.Request) (tenant.Principal, int, error) { return tenant.Principal{}, 0, nil }
 	bad := map[string]console.Option{
 		"nil auth":             console.WithAuth(nil),
+		"nil challenge":        console.WithChallenge(nil),
 		"nil registerer":       console.WithRegisterer(nil),
 		"nil gatherer":         console.WithGatherer(nil),
 		"nil logger":           console.WithLogger(nil),
