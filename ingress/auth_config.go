@@ -286,6 +286,9 @@ func NewAuth(cfg *AuthConfig, opts ...AuthOption) (*Auth, error) {
 	defer cfg.wipe()
 	a := &Auth{realm: cfg.Realm, now: time.Now, apiKeys: credSet{}, bearers: credSet{}}
 	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil option", ErrAuthConfig)
+		}
 		o(a)
 	}
 	if a.realm == "" {

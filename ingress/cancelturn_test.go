@@ -2,7 +2,9 @@ package ingress_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -173,8 +175,45 @@ func (h *stalledCanceller) CancelTurn(ctx context.Context, env *e2a.Envelope) er
 // agent is told of the cancel turn and holds it). The task is terminal
 // from the cancel turn on: the answer is refused as to a task in a
 // terminal state (ErrUnsupportedOperation, nothing published), never queued
-// behind the cancel turn to run after it, and the task stays canceled.
+// behind the cancel turn to run after it, and the task stays canceled. So
+// for A2A's own message and for AgentVault's tasks/send naming the A2A
+// task (docs/protocols.md: refused as A2A's own message is), which was
+// taken: its turn was checked as an AgentVault task's, which continues
+// whatever its state, and the canceled task ran again.
 func TestCancelTurnRecordedRefusesTheAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// answer sends "Paris" to the task and reports whether it was
+		// accepted, the refusal wanted otherwise.
+		answer func(t *testing.T, ctx context.Context, pp *pipetest.Pipeline, c *a2aclient.Client, task *a2a.Task) (accepted bool)
+	}{
+		{"a2a v1.0", func(t *testing.T, ctx context.Context, _ *pipetest.Pipeline, c *a2aclient.Client, task *a2a.Task) bool {
+			answer := v1Answer(task, "Paris")
+			answer.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
+			ares, aerr := c.SendMessage(ctx, answer)
+			if !errors.Is(aerr, a2a.ErrUnsupportedOperation) {
+				t.Errorf("the answer after the cancel turn: %T %+v, %v; want ErrUnsupportedOperation (a task in a terminal state)", ares, ares, aerr)
+			}
+			return aerr == nil
+		}},
+		{"agentvault", func(t *testing.T, _ context.Context, pp *pipetest.Pipeline, _ *a2aclient.Client, task *a2a.Task) bool {
+			_, b := do(t, http.MethodPost, pp.URL+"/a2a", `{"jsonrpc":"2.0","id":"av-answer","method":"tasks/send","params":{"id":"`+string(task.ID)+
+				`","message":{"role":"user","parts":[{"type":"text","content":"Paris"}]}}}`, "Content-Type", "application/json")
+			var answer struct {
+				Error *struct{ Code int } `json:"error"`
+			}
+			err := json.Unmarshal(b, &answer)
+			if err != nil || answer.Error == nil || answer.Error.Code != -32004 {
+				t.Errorf("AgentVault tasks/send after the cancel turn: %s; want -32004 (the A2A task is terminal)", b)
+			}
+			return err == nil && answer.Error == nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { cancelTurnThenAnswer(t, tc.answer) })
+	}
+}
+
+func cancelTurnThenAnswer(t *testing.T, send func(*testing.T, context.Context, *pipetest.Pipeline, *a2aclient.Client, *a2a.Task) bool) {
 	pp := pipetest.Start(t)
 	h := &stalledCanceller{told: make(chan *e2a.Envelope, 1), release: make(chan struct{}), served: make(chan string, 1)}
 	pp.Pool("demo", h)
@@ -203,13 +242,7 @@ func TestCancelTurnRecordedRefusesTheAnswer(t *testing.T) {
 		t.Fatalf("told of %q (task %q), want the cancel turn of %q", turn.Method, turn.TaskID, task.ID)
 	}
 
-	answer := v1Answer(task, "Paris")
-	answer.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
-	ares, aerr := c.SendMessage(ctx, answer)
-	accepted := aerr == nil
-	if !errors.Is(aerr, a2a.ErrUnsupportedOperation) {
-		t.Errorf("the answer after the cancel turn: %T %+v, %v; want ErrUnsupportedOperation (a task in a terminal state)", ares, ares, aerr)
-	}
+	accepted := send(t, ctx, pp, c, task)
 
 	released()
 	r := <-cancelDone

@@ -270,7 +270,9 @@ func NewLimiter(kv jetstream.KeyValue, cfg LimiterConfig, opts ...LimiterOption)
 	}
 	l := &Limiter{kv: kv, cfg: cfg, now: time.Now, entries: map[string]*rlEntry{}}
 	for _, o := range opts {
-		o(l)
+		if o != nil { // a nil option is none
+			o(l)
+		}
 	}
 	return l
 }

@@ -51,7 +51,9 @@ func RateLimitBucketConfig(opts ...BucketOption) jetstream.KeyValueConfig {
 	c.Storage = jetstream.MemoryStorage
 	c.Replicas = 1
 	for _, o := range opts {
-		o(&c)
+		if o != nil { // a nil option is none
+			o(&c)
+		}
 	}
 	return c
 }

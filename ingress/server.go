@@ -197,7 +197,7 @@ func WithPublishTimeout(d time.Duration) Option {
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option {
-	return func(o *options) error { o.log = l; return nil }
+	return option.NotNil(ErrInvalidOption, "logger", l, func(o *options) { o.log = l })
 }
 
 // WithRegisterer registers the ingress metrics on reg.
@@ -214,6 +214,9 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 		protocols: protocols.Default()}
 	if err := option.Apply(ErrInvalidOption, &o, opts); err != nil {
 		return nil, err
+	}
+	if nc == nil || eg == nil {
+		return nil, fmt.Errorf("%w: nil NATS connection or egress service", ErrInvalidOption)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

@@ -3,6 +3,7 @@ package ingress
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -18,7 +19,16 @@ import (
 // refused publish undoes Before (undoBefore). fresh
 // holds the ids the pipeline made for the call: a request id among them
 // is published without the lookup a client's id needs (publishAfter).
-func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub host.Submission) (*host.Submitted, error) {
+func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub host.Submission) (_ *host.Submitted, err error) {
+	defer func(ctx context.Context) {
+		if egress.ShuttingDown(ctx, err) {
+			// Cut by the server's shutdown, not by its client: retryable
+			// (the publish may have been stored; the same request_id is
+			// then answered from it), never taken for a client gone.
+			err = fmt.Errorf("%w: request %q may have been accepted; send it again with the same request_id or read it with GET /v1/requests/%s",
+				egress.ErrShuttingDown, sub.Envelope.RequestID, egress.PathSegment(sub.Envelope.RequestID))
+		}
+	}(ctx)
 	var release func()
 	if sub.Slot {
 		r, f := s.streamSlot(p)
@@ -59,7 +69,6 @@ func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub h
 		}
 	}
 	var acc Accepted
-	var err error
 	origin := fresh.origin(env.RequestID)
 	if sub.Turn != nil {
 		acc, err = s.publishTurn(ctx, p, sub.Pool, env, *sub.Turn, origin, owner)

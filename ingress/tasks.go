@@ -84,6 +84,9 @@ type TaskRecord struct {
 	ContextClaimed string `json:"context_claimed,omitempty"`
 	Created        string `json:"created"`
 	Updated        string `json:"updated"`
+	// rev is the record's revision in the bucket that appendAfter wrote
+	// (0: not known), for when that write was stored (appendedAt).
+	rev uint64
 }
 
 // maxWriters bounds TaskRecord.Writers.
@@ -201,12 +204,17 @@ var expectNew = nats.Header{jetstream.ExpectedLastSubjSeqHeader: []string{"0"}}
 // (written over) and from the connection's errors; an attempt that landed
 // after all is then found as the key existing.
 func (s *TaskStore) create(ctx context.Context, key string, data []byte) error {
-	m := &nats.Msg{Subject: subjects.KV(streams.TasksBucket, key), Header: expectNew, Data: data}
-	if _, err := streams.Publish(ctx, s.nc, m); err == nil {
-		return nil
-	}
-	_, err := s.kv.Create(ctx, key, data)
+	_, err := s.createRev(ctx, key, data)
 	return err
+}
+
+// createRev is create, returning the revision written.
+func (s *TaskStore) createRev(ctx context.Context, key string, data []byte) (uint64, error) {
+	m := &nats.Msg{Subject: subjects.KV(streams.TasksBucket, key), Header: expectNew, Data: data}
+	if ack, err := streams.Publish(ctx, s.nc, m); err == nil {
+		return ack.Seq, nil
+	}
+	return s.kv.Create(ctx, key, data)
 }
 
 // taskKey refuses an id outside the request-id grammar
@@ -417,12 +425,14 @@ func (s *TaskStore) appendAfter(ctx context.Context, kind string, base TaskRecor
 				return nil, false, err
 			}
 			data, _ := json.Marshal(rec)
-			if err := s.create(ctx, key, data); err != nil {
+			rev, err := s.createRev(ctx, key, data)
+			if err != nil {
 				if errors.Is(err, jetstream.ErrKeyExists) {
 					continue
 				}
 				return nil, false, err
 			}
+			rec.rev = rev
 			return rec, true, nil
 		case err != nil:
 			return nil, false, err
@@ -654,7 +664,11 @@ func updateBackoff(ctx context.Context, attempt int) error {
 // (no error) when another writer came first.
 func (s *TaskStore) update(ctx context.Context, key string, rec *TaskRecord, rev uint64) (bool, error) {
 	data, _ := json.Marshal(rec)
-	if _, err := s.kv.Update(ctx, key, data, rev); err != nil {
+	next, err := s.kv.Update(ctx, key, data, rev)
+	if err == nil {
+		rec.rev = next
+	}
+	if err != nil {
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
 			return false, nil
@@ -662,6 +676,27 @@ func (s *TaskStore) update(ctx context.Context, key string, rec *TaskRecord, rev
 		return false, err
 	}
 	return true, nil
+}
+
+// appendedAt is when the bucket stored revision rev of the record kind/id.
+// When that revision is not known (rev 0) or no longer kept (the bucket's
+// history), it is the record's current revision's time, no earlier than
+// it: what ended after that ended after the turn was recorded.
+func (s *TaskStore) appendedAt(ctx context.Context, kind, id string, rev uint64) (time.Time, error) {
+	key, err := taskKey(kind, id)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if rev != 0 {
+		if e, err := s.kv.GetRevision(ctx, key, rev); err == nil {
+			return e.Created(), nil
+		}
+	}
+	e, err := s.kv.Get(ctx, key)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return e.Created(), nil
 }
 
 // Remove takes requestID out of the record kind/id: a turn appended before

@@ -93,6 +93,11 @@ func (s *Server) publishTurnIf(ctx context.Context, p Principal, pool string, en
 		s.opts.log.Warn("task index update failed: request refused", "kind", kind, "task_id", of.Task.ID, "request_id", env.RequestID, "err", err)
 		return Accepted{}, fmt.Errorf("%w: task index: %v", ErrBackpressure, err)
 	}
+	if added && !of.Created && cond.open {
+		if err := s.stillOpen(ctx, kind, rec, of.Task.ID, env.RequestID); err != nil {
+			return Accepted{}, err
+		}
+	}
 	owner := turnOwner(kind, of, rec, contextOwner)
 	cancelled := added && rec.cancelledBefore(of.Received)
 	if cancelled {
@@ -132,6 +137,60 @@ func (s *Server) cancelReceivedBefore(ctx context.Context, id, requestID string)
 	if err := s.cancel(ctx, requestID); err != nil {
 		s.opts.log.Warn("a turn received before a cancel of its session: its cancel failed", "session_id", id, "request_id", requestID, "err", err)
 	}
+}
+
+// stillOpen checks again, once the turn requestID is recorded, that the
+// turn before it has not ended the task (a terminal final frame): the
+// front door's check (taskOpen) read it before, and a turn ending between
+// the two has its stream read the record when its final frame is stored.
+// Read before this turn was recorded, the stream told its client the
+// task's terminal state, which this turn would take back: refused. Read
+// after, the stream follows this turn: taken. So the turn is refused when
+// the turn before ended before it was recorded (by the two streams'
+// clocks: the final frame's store, the record's revision). The turn
+// checked is the nearest one before that is stored in E2A_REQUESTS: one
+// recorded but not published (refused, its removal still to come, or
+// still on its way) is no turn yet, and the agent runtime would run this
+// one after the turn before it. On ErrTaskTerminal (or a read that fails)
+// the turn is taken out again and nothing is published.
+func (s *Server) stillOpen(ctx context.Context, kind string, rec *TaskRecord, taskID, requestID string) error {
+	err := s.endedBefore(ctx, kind, rec, taskID, requestID)
+	if err == nil {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+	defer cancel()
+	if rerr := s.opts.tasks.Remove(rctx, kind, taskID, requestID); rerr != nil {
+		s.opts.log.Warn("refused turn left in the task index", "kind", kind, "task_id", taskID, "request_id", requestID, "err", rerr)
+	}
+	return err
+}
+
+// endedBefore is stillOpen's check: ErrTaskTerminal when the nearest
+// stored turn before requestID ended the task before rec (its revision
+// with requestID) was stored, ErrBackpressure when that cannot be read.
+func (s *Server) endedBefore(ctx context.Context, kind string, rec *TaskRecord, taskID, requestID string) error {
+	for _, prev := range turnsBefore(rec, requestID) {
+		_, _, found, err := s.egress.Stored(ctx, prev)
+		if err != nil {
+			return fmt.Errorf("%w: task state: %v", ErrBackpressure, err)
+		}
+		if !found {
+			continue
+		}
+		ended, err := s.egress.EndedTaskAt(ctx, prev)
+		if err != nil {
+			return fmt.Errorf("%w: task state: %v", ErrBackpressure, err)
+		}
+		if ended.IsZero() {
+			return nil
+		}
+		if at, err := s.opts.tasks.appendedAt(ctx, kind, taskID, rec.rev); err == nil && !at.IsZero() && ended.After(at) {
+			return nil // ended after this turn was recorded: its stream follows it
+		}
+		return taskTerminal(taskID)
+	}
+	return nil
 }
 
 // turnsBefore returns the turns the record rec holds before requestID,

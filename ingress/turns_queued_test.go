@@ -33,7 +33,7 @@ func TestQueuedTurnStartedNotTerminal(t *testing.T) {
 	send := v1BlockingAnswer(c)
 	done := make(chan error, 2)
 	go func() { _, err := send(ctx, task, "Paris"); done <- err }()
-	if s := <-g.started; s != "Paris" {
+	if s := testkit.Receive(t, g.started, 30*time.Second, "the turn Paris to start"); s != "Paris" {
 		t.Fatalf("started %q", s)
 	}
 	go func() { _, err := send(ctx, task, "Rome"); done <- err }()
@@ -44,7 +44,7 @@ func TestQueuedTurnStartedNotTerminal(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Paris: %v", err)
 	}
-	if s := <-g.started; s != "Rome" {
+	if s := testkit.Receive(t, g.started, 30*time.Second, "the turn Rome to start (was it refused?)"); s != "Rome" {
 		t.Fatalf("started %q", s)
 	}
 	check := func(when string, final bool) {
@@ -180,7 +180,7 @@ func TestFirstTurnAnswerNotTerminalWhileSecondQueued(t *testing.T) {
 				s, err := first(ctx, g.URL)
 				parisDone <- result{s, err}
 			}()
-			if s := <-g.started; s != "Paris" {
+			if s := testkit.Receive(t, g.started, 30*time.Second, "the turn Paris to start"); s != "Paris" {
 				t.Fatalf("started %q", s)
 			}
 			list, err := c.ListTasks(ctx, &a2a.ListTasksRequest{})
@@ -201,7 +201,7 @@ func TestFirstTurnAnswerNotTerminalWhileSecondQueued(t *testing.T) {
 				return err == nil && len(r.RequestIDs) == 2
 			})
 			close(g.gates["Paris"])
-			pr := <-parisDone
+			pr := testkit.Receive(t, parisDone, 30*time.Second, "Paris's answer")
 			if pr.err != nil {
 				t.Fatalf("Paris: %v", pr.err)
 			}
@@ -209,11 +209,11 @@ func TestFirstTurnAnswerNotTerminalWhileSecondQueued(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s := <-g.started; s != "Rome" {
+			if s := testkit.Receive(t, g.started, 30*time.Second, "the turn Rome to start (was it refused?)"); s != "Rome" {
 				t.Fatalf("started %q", s)
 			}
 			close(g.gates["Rome"])
-			if rr := <-romeDone; rr.err != nil {
+			if rr := testkit.Receive(t, romeDone, 30*time.Second, "Rome's answer"); rr.err != nil {
 				t.Fatalf("Rome: %v", rr.err)
 			}
 			t.Logf("Paris answered %s; GetTask then %s", pr.state, now.Status.State)

@@ -1,0 +1,89 @@
+package ingress_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/e2a-pipeline/pipeline/agent"
+	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
+)
+
+// TestACPSessionNewRejectsNonMcpServers: ACP's NewSessionRequest
+// (schema.json) has "mcpServers": {"type":"array","items":{"$ref":
+// "#/$defs/McpServer"}}, and every McpServer variant is an object with
+// required fields (stdio: name, command, args, env; http/sse: name, url,
+// headers). A session/new whose mcpServers holds no McpServer is invalid
+// params (-32602), as session/prompt's content blocks are
+// (TestACPPromptBlocksValidated); it must not create a session whose
+// configuration every later prompt hands to the agent.
+func TestACPSessionNewRejectsNonMcpServers(t *testing.T) {
+	z := startACPHTTP(t, demo.New())
+	ctx := acpCtx(t)
+	for _, servers := range []string{`[1]`, `["fs"]`, `[{}]`, `[null]`, `[{"name":"fs"}]`} {
+		msgs := z.post(ctx, `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":`+servers+`}}`)
+		if len(msgs) != 1 || msgs[0].Error == nil || msgs[0].Error.Code != -32602 {
+			var res json.RawMessage
+			if len(msgs) > 0 {
+				res = msgs[0].Result
+			}
+			t.Errorf("session/new with mcpServers %s (no McpServer): want -32602 invalid params, got %d message(s), result %s", servers, len(msgs), res)
+		}
+	}
+	for _, servers := range []string{`[{"name":"fs","command":"/bin/fs","args":[],"env":[]}]`,
+		`[{"type":"http","name":"h","url":"https://mcp.example/","headers":[]},{"type":"sse","name":"s","url":"https://mcp.example/sse","headers":[]}]`} {
+		msgs := z.post(ctx, `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":`+servers+`}}`)
+		if len(msgs) != 1 || msgs[0].Error != nil || !strings.Contains(string(msgs[0].Result), "sessionId") {
+			t.Errorf("session/new with mcpServers %s: %+v", servers, msgs)
+		}
+	}
+}
+
+// TestACPMCPServerURLSecretsStripped: an HTTP or SSE MCP server
+// (McpServerHttp / McpServerSse: name, url, headers) often carries its
+// credential in its url (user information, or a query parameter such as
+// access_token / api_key). The README promises that secrets are replaced
+// "before anything is published", and the normalizer already cleans URLs of
+// both (cleanURL: user information removed, secret-named query parameters
+// [redacted]) for A2A push configurations; MCP servers' headers, env and
+// args are stripped (StripMCPServers), but their url is passed on as sent:
+// the agent (and E2A_REQUESTS, the session's record) get the password and
+// tokens.
+func TestACPMCPServerURLSecretsStripped(t *testing.T) {
+	got := make(chan *e2a.Envelope, 1)
+	p := pipetest.Start(t)
+	p.Pool("demo", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		select {
+		case got <- env:
+		default:
+		}
+		return demo.New().Serve(ctx, env, w)
+	}))
+	z := &acpHTTP{t: t, p: p}
+	ctx := acpCtx(t)
+	msgs := z.post(ctx, `{"jsonrpc":"2.0","id":"new","method":"session/new","params":{"cwd":"/w","mcpServers":[
+	 {"type":"http","name":"h","url":"https://alice:pw-hunter2@mcp.example.com/mcp?access_token=tok-query-1&q=1","headers":[]},
+	 {"type":"sse","name":"s","url":"https://mcp.example.com/sse?api_key=tok-query-2","headers":[]}]}}`)
+	var res struct {
+		SessionID string `json:"sessionId"`
+	}
+	if len(msgs) != 1 || msgs[0].Error != nil || json.Unmarshal(msgs[0].Result, &res) != nil || res.SessionID == "" {
+		t.Fatalf("session/new: %+v", msgs)
+	}
+	out := z.post(ctx, `{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"`+res.SessionID+`","prompt":[{"type":"text","text":"hi"}]}}`)
+	if len(out) == 0 {
+		t.Fatal("session/prompt: no answer")
+	}
+	env := testkit.Receive(t, got, 30*time.Second, "the prompt's envelope")
+	b, _ := json.Marshal(env.Params["mcpServers"])
+	for _, secret := range []string{"pw-hunter2", "tok-query-1", "tok-query-2"} {
+		if strings.Contains(string(b), secret) {
+			t.Errorf("the MCP servers' url secret %q reached the agent (so E2A_REQUESTS): %s", secret, b)
+		}
+	}
+}
