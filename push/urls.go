@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +37,9 @@ func parseAllowHosts(list []string) ([]hostRule, error) {
 			host, port := s, ""
 			if h, p, err := net.SplitHostPort(s); err == nil {
 				host, port = h, p
+				if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+					return nil, fmt.Errorf("%w: allow-list entry %q: the port must be 1..65535", ErrInvalidOption, s)
+				}
 			} else if strings.HasPrefix(s, "[") {
 				host = strings.Trim(s, "[]")
 			}

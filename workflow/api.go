@@ -524,7 +524,10 @@ func refusal(final *e2a.Response) *Error {
 // /api/v1/executions/{executionId} resolves to this execution (the task
 // index lists its request id: the executionId is the caller's); else the
 // request id (an executionId another principal used first stays theirs).
-// The request id is always resolvable and is answered as request_id.
+// The request id is always resolvable and is answered as request_id. An
+// executionId that is also another request's id (an Idempotency-Key
+// reused as it) resolves to that request first (execution), so it is not
+// answered: it named an older execution.
 func (a *API) answerID(ctx context.Context, executionID, requestID string) string {
 	if executionID == "" || a.Tasks == nil {
 		return requestID
@@ -532,6 +535,11 @@ func (a *API) answerID(ctx context.Context, executionID, requestID string) strin
 	ids, err := a.Tasks.RequestIDs(ctx, executionID)
 	if err != nil || len(ids) == 0 || ids[len(ids)-1] != requestID {
 		return requestID
+	}
+	if executionID != requestID && a.Frames != nil {
+		if fr, err := a.Frames.Frames(ctx, executionID); err != nil || len(fr) > 0 {
+			return requestID
+		}
 	}
 	return executionID
 }

@@ -89,6 +89,26 @@ func ConfigFromEnv() (Config, error) {
 	return c, nil
 }
 
+// checkLimits refuses a negative limit, naming its variable: passed on as
+// it was, a negative API-call limit meant none (the spec's 30 a minute and
+// 500 an hour gone), the others no bound or every step refused.
+func (c Config) checkLimits() error {
+	for _, l := range []struct {
+		name string
+		neg  bool
+	}{
+		{"E2A_WORKFLOW_MAX_OPERATIONS", c.MaxOperations < 0}, {"E2A_WORKFLOW_MAX_EXECUTION_TIME", c.MaxExecutionTime < 0},
+		{"E2A_WORKFLOW_MAX_RESPONSE_BYTES", c.MaxResponseBytes < 0}, {"E2A_WORKFLOW_MAX_LOOP_ITERATIONS", c.MaxLoopIterations < 0},
+		{"E2A_WORKFLOW_MAX_STEPS", c.MaxSteps < 0}, {"E2A_WORKFLOW_API_CALLS_PER_MINUTE", c.APICallsPerMinute < 0},
+		{"E2A_WORKFLOW_API_CALLS_PER_HOUR", c.APICallsPerHour < 0},
+	} {
+		if l.neg {
+			return fmt.Errorf("workflow: config: %s must not be negative", l.name)
+		}
+	}
+	return nil
+}
+
 // DefaultFileDir returns, created with mode 0700, the directory StoreData
 // "file" writes to when E2A_WORKFLOW_FILE_DIR is unset: <user cache
 // dir>/e2a/workflow-files (kept across restarts, private to the user), or,
@@ -111,6 +131,9 @@ func DefaultFileDir() (string, error) {
 // caller adds Storage (KV buckets, FileDir) and, for Cache "kv", the
 // KVCache.
 func (c Config) Options(environ []string, log *slog.Logger) (Options, error) {
+	if err := c.checkLimits(); err != nil {
+		return Options{}, err
+	}
 	pol := &Policy{}
 	if c.PolicyFile != "" {
 		p, err := LoadPolicy(c.PolicyFile)

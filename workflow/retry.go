@@ -158,12 +158,12 @@ type WindowLimiter struct {
 type callLog struct{ t []time.Time }
 
 // NewWindowLimiter returns a limiter with the spec's defaults when the
-// arguments are 0 (30 per minute, 500 per hour).
+// arguments are 0 or negative (30 per minute, 500 per hour).
 func NewWindowLimiter(perMinute, perHour int, clock Clock) *WindowLimiter {
-	if perMinute == 0 {
+	if perMinute <= 0 { // a negative limit is none set: the spec's, never no limit
 		perMinute = 30
 	}
-	if perHour == 0 {
+	if perHour <= 0 {
 		perHour = 500
 	}
 	if clock == nil {
