@@ -152,13 +152,22 @@ func WithIdleTimeout(d time.Duration) ClientOption {
 }
 
 // WithCredentials sets what the client sends the upstream to authenticate.
-// Header names must be valid; Authorization in Headers and an API key
-// together are refused (one would overwrite the other).
+// Header names and values must be valid (a value with a line feed or
+// another control character, as an API key read from a file with its
+// newline, is refused: every call would fail); Authorization in Headers
+// and an API key together are refused (one would overwrite the other).
+// The errors never quote a value.
 func WithCredentials(cr Credentials) ClientOption {
 	return func(c *Client) error {
-		for k := range cr.Headers {
+		if !validHeaderValue(cr.APIKey) {
+			return fmt.Errorf("%w: the API key holds a control character (a trailing newline?)", ErrInvalidOption)
+		}
+		for k, v := range cr.Headers {
 			if k == "" || strings.ContainsAny(k, " :\r\n") {
 				return fmt.Errorf("%w: header name %q", ErrInvalidOption, k)
+			}
+			if !validHeaderValue(v) {
+				return fmt.Errorf("%w: the value of header %q holds a control character", ErrInvalidOption, k)
 			}
 			if cr.APIKey != "" && http.CanonicalHeaderKey(k) == "Authorization" {
 				return fmt.Errorf("%w: an API key and an Authorization header together", ErrInvalidOption)
@@ -167,6 +176,17 @@ func WithCredentials(cr Credentials) ClientOption {
 		c.creds = cr
 		return nil
 	}
+}
+
+// validHeaderValue reports whether v may be an HTTP header's value: no
+// control character but tab (RFC 9110 field-value).
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; (b < 0x20 && b != '\t') || b == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // WithTransport replaces the client's transport (tests, proxies). The

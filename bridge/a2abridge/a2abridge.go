@@ -26,6 +26,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/option"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
 // Option configures New.
@@ -211,6 +212,10 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	}
 	msg := a2a.NewMessage(a2a.MessageRoleUser, parts...)
 	msg.ContextID = t.contextID
+	// The client's message metadata and extensions, as it sent them (the
+	// agent behind the bridge unchanged); its reference tasks name the
+	// pipeline's tasks, which the agent does not know.
+	msg.Metadata, msg.Extensions = env.A2AMetadata, a2amap.Extensions(env)
 	open, err := u.interrupted(ctx, env, conv)
 	if err != nil {
 		return err

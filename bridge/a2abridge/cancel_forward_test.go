@@ -113,17 +113,27 @@ func TestCancelBeforeTheTaskIsKnown(t *testing.T) {
 	p := pipetest.Start(t)
 	bridgePool(t, p, "agent", url)
 	cancelOnceStarted(t, p, exec.started, "slow: late")
-	a := stored(t, p) // the request ended (cancelled)
+	cancelledBeforeTask(t, p, exec.gate, exec.cancels, exec.emitted)
+}
+
+// cancelledBeforeTask checks the end of a request cancelled before the
+// agent named its task: the request ended cancelled; once the agent makes
+// its task (gate closed), the bridge cancels it (a task id on cancels,
+// within 10 s). emitted counts the chunks the agent sent meanwhile. T is
+// the task id type of the agent's SDK (v0.3 or v1.0).
+func cancelledBeforeTask[T any](t *testing.T, p *pipetest.Pipeline, gate chan struct{}, cancels <-chan T, emitted *atomic.Int64) {
+	t.Helper()
+	a := stored(t, p)
 	if code, _ := a.ErrorCode(); code != e2a.ErrCodeCancelled {
 		t.Fatalf("the request ended %s %s, want cancelled", a.Final().ResponseKind, a.Final().Body)
 	}
-	close(exec.gate) // the agent makes its task now
+	close(gate) // the agent makes its task now
 	select {
-	case id := <-exec.cancels:
-		t.Logf("the agent's task %s was cancelled", id)
+	case id := <-cancels:
+		t.Logf("the agent's task %v was cancelled", id)
 	case <-time.After(10 * time.Second):
 		t.Errorf("the request was cancelled, but the agent was never told (no CancelTask): its task runs on for nobody (%d chunks sent since)",
-			exec.emitted.Load())
+			emitted.Load())
 	}
 }
 

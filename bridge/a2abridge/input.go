@@ -8,12 +8,12 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
 // userParts are the parts of the user message a request sends to the
 // agent: its text (bridge.UserText), then its files and data parts as the
-// normalizers keep them (params.files: {uri, name, mime_type}, bytes as a
-// data: URI; params.data_parts: {data, metadata}), or, when it has none,
+// normalizers keep them (a2amap.ParamParts), or, when it has none,
 // the non-text blocks of an ACP prompt (image, audio, resource_link,
 // resource).
 func userParts(env *e2a.Envelope) a2a.ContentParts {
@@ -22,24 +22,13 @@ func userParts(env *e2a.Envelope) a2a.ContentParts {
 		parts = append(parts, a2a.NewTextPart(text))
 	}
 	n := len(parts)
-	for _, f := range objects(env.Params["files"]) {
-		if p := filePart(f); p != nil {
-			parts = append(parts, p)
-		}
-	}
-	for _, d := range objects(env.Params["data_parts"]) {
-		if v, ok := d["data"]; ok {
-			p := a2a.NewDataPart(v)
-			p.Metadata, _ = d["metadata"].(map[string]any)
-			parts = append(parts, p)
-		}
-	}
+	parts = append(parts, a2amap.ParamParts(env)...)
 	if len(parts) > n {
 		return parts
 	}
-	blocks := objects(env.Params["prompt"])
+	blocks := a2amap.Objects(env.Params["prompt"])
 	if len(blocks) == 0 {
-		blocks = objects(env.Params["content_blocks"])
+		blocks = a2amap.Objects(env.Params["content_blocks"])
 	}
 	for _, b := range blocks {
 		if p := blockPart(b); p != nil {
@@ -47,58 +36,6 @@ func userParts(env *e2a.Envelope) a2a.ContentParts {
 		}
 	}
 	return parts
-}
-
-// objects is v's JSON objects, when v is an array.
-func objects(v any) []map[string]any {
-	arr, _ := v.([]any)
-	var out []map[string]any
-	for _, e := range arr {
-		if m, ok := e.(map[string]any); ok {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// filePart is a file of params.files: its bytes when its uri is a base64
-// data: URI, else its URL.
-func filePart(f map[string]any) *a2a.Part {
-	uri, _ := f["uri"].(string)
-	if uri == "" {
-		return nil
-	}
-	name, _ := f["name"].(string)
-	mime, _ := f["mime_type"].(string)
-	var p *a2a.Part
-	if b, mt, ok := dataURI(uri); ok {
-		p = a2a.NewRawPart(b)
-		if mime == "" {
-			mime = mt
-		}
-	} else {
-		p = a2a.NewFileURLPart(a2a.URL(uri), mime)
-	}
-	p.Filename, p.MediaType = name, mime
-	return p
-}
-
-// dataURI decodes a base64 data: URI.
-func dataURI(uri string) ([]byte, string, bool) {
-	rest, ok := strings.CutPrefix(uri, "data:")
-	if !ok {
-		return nil, "", false
-	}
-	head, data, ok := strings.Cut(rest, ",")
-	mt, isB64 := strings.CutSuffix(head, ";base64")
-	if !ok || !isB64 {
-		return nil, "", false
-	}
-	b, err := base64.StdEncoding.DecodeString(data)
-	if err != nil {
-		return nil, "", false
-	}
-	return b, mt, true
 }
 
 // blockPart is an ACP content block that is not text: an image or audio

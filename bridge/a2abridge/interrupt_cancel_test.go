@@ -12,7 +12,6 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
-	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 )
 
@@ -166,16 +165,5 @@ func TestPolledCancelBeforeTheTaskIsKnown(t *testing.T) {
 	p := pipetest.Start(t)
 	bridgePool(t, p, "agent", url)
 	cancelOnceStarted(t, p, exec.started, "a long job")
-	a := stored(t, p)
-	if code, _ := a.ErrorCode(); code != e2a.ErrCodeCancelled {
-		t.Fatalf("the request ended %s %s, want cancelled", a.Final().ResponseKind, a.Final().Body)
-	}
-	close(exec.gate) // the agent makes its task now
-	select {
-	case id := <-exec.cancels:
-		t.Logf("the agent's task %s was cancelled", id)
-	case <-time.After(10 * time.Second):
-		t.Errorf("the request was cancelled, but the agent was never told (no CancelTask): its task runs on for nobody (%d chunks sent since)",
-			exec.emitted.Load())
-	}
+	cancelledBeforeTask(t, p, exec.gate, exec.cancels, exec.emitted)
 }

@@ -2,6 +2,7 @@ package httpagent_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -156,4 +157,36 @@ func v03Text(res a2a03.SendMessageResult) string {
 		}
 	}
 	return b.String()
+}
+
+// TestExamplesOddInput: the examples take what the E2A door accepts and
+// the bridge posts as it is. A params.text that is no string, a prompt
+// that is no array, a null prompt block: the Node example threw in its
+// 'end' handler, its process exited and every later request of the pool
+// failed upstream_unreachable; the Python one closed that answer
+// mid-stream (retryable, though a retry fails the same way). Both answer
+// them, and the next request too. A large non-ASCII text comes back whole:
+// the Node example decoded each chunk of the body alone (`body += c`), a
+// character split between two reads became U+FFFD.
+func TestExamplesOddInput(t *testing.T) {
+	t.Parallel()
+	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithDefaultPool("py")))
+	bridgePool(t, p, "py", startExample(t, proctest.Python3(t), "agent.py"))
+	bridgePool(t, p, "js", startExample(t, proctest.Node(t), "agent.mjs"))
+	big := strings.Repeat("日本語のテキスト", 12000) + " end"
+	for _, c := range []struct{ pool, who string }{{"py", "Python"}, {"js", "Node"}} {
+		t.Run(c.pool, func(t *testing.T) {
+			for _, params := range []string{`{"text":5}`, `{"prompt":"x"}`, `{"prompt":[null,{"type":"text","text":7}]}`, `{"text":null}`} {
+				a := p.Ask(t, c.pool, `{"params":`+params+`}`)
+				if f := a.Final(); f == nil || f.ResponseKind != "e2a.complete" {
+					t.Errorf("params %s: final frame %+v", params, f)
+				}
+			}
+			b, _ := json.Marshal(map[string]any{"params": map[string]any{"text": big}})
+			a := p.Ask(t, c.pool, string(b))
+			if got, want := a.Text(e2a.DeltaText), c.who+" heard: "+big+" "; got != want {
+				t.Errorf("a %d-byte text came back as %d bytes with %d U+FFFD", len(want), len(got), strings.Count(got, "\uFFFD"))
+			}
+		})
+	}
 }

@@ -94,8 +94,11 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	case "application/json":
 		// A body without a length or chunks ends when the connection
 		// closes (Python's http.server, HTTP/1.0): a value cut short there
-		// is the connection's, not the agent's.
-		return c.single(resp.Body, resp.ContentLength < 0 && len(resp.TransferEncoding) == 0)
+		// is the connection's, not the agent's. Not so a decompressed body
+		// (its length is the transport's to drop; a cut one fails to
+		// inflate) or an HTTP/2 one (a cut stream is a stream error): their
+		// garbage is the agent's, not retried.
+		return c.single(resp.Body, resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 && resp.ProtoMajor == 1 && !resp.Uncompressed)
 	}
 	return protocolError(ErrContentType, "upstream answered %d with Content-Type %q (want application/x-ndjson, text/event-stream or application/json)",
 		resp.StatusCode, clip(ct, u.Scrub))

@@ -54,7 +54,8 @@ func (s *sseReader) readLine() (line []byte, last bool, err error) {
 
 // next returns the next event: its type ("" unless an event field named
 // one), its data lines joined by line feeds, and whether the stream ended
-// inside its last line (cut: the data may be incomplete). Comments, id and
+// inside its last line (cut: the data may be incomplete). An "error" field
+// (llama.cpp's) is an error event of that data. Comments, id and
 // retry fields are skipped; an event without data, or whose data is empty
 // or blank ("data:" alone, which some servers send as a keep-alive), is
 // skipped, as httpagent's reader does. At the end of the stream it returns
@@ -92,6 +93,13 @@ func (s *sseReader) next() (event string, data []byte, cut bool, err error) {
 			data, has = append(data, value...), true
 		case "event":
 			event = string(value)
+		case "error":
+			// llama.cpp's server reports a failure after its headers as an
+			// "error: {...}" line (then "data: [DONE]"): an error event
+			// whose data is that object, mapped by its code and type as
+			// any error event's (an unknown field to SSE, so ignored by
+			// clients, but the only word of the failure).
+			event, data, has = "error", append(data[:0], value...), true
 		case "id", "retry":
 		default:
 			if last {

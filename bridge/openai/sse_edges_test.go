@@ -2,16 +2,12 @@ package openai_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	oai "github.com/openai/openai-go/v3"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/bridge/openai"
@@ -119,34 +115,5 @@ func TestToolCallArgumentsBeforeName(t *testing.T) {
 		`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"f","arguments":""}}]},"finish_reason":null}]}`,
 		`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
 	}
-	// What the official client makes of the stream.
-	var acc oai.ChatCompletionAccumulator
-	for _, ev := range events {
-		var c oai.ChatCompletionChunk
-		if err := json.Unmarshal([]byte(ev), &c); err != nil || !acc.AddChunk(c) {
-			t.Fatalf("the official accumulator refuses %s: %v", ev, err)
-		}
-	}
-	var want []string
-	for _, tc := range acc.Choices[0].Message.ToolCalls {
-		want = append(want, fmt.Sprintf("%s %s %s", tc.ID, tc.Function.Name, tc.Function.Arguments))
-	}
-	if fmt.Sprint(want) != "[a f {} b g {}]" {
-		t.Fatalf("the official accumulator reads %q", want)
-	}
-	body := ""
-	for _, ev := range events {
-		body += "data: " + ev + "\n\n"
-	}
-	w, err := serveEvents(t, body+"data: [DONE]\n\n")
-	var got []string
-	for _, f := range w.Frames() {
-		if c, cerr := f.Chunk(); cerr == nil && c.DeltaKind == e2a.DeltaTool {
-			d := c.Delta.(map[string]any)
-			got = append(got, fmt.Sprintf("%v %v %v", d["id"], d["name"], d["args"]))
-		}
-	}
-	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("tool calls %q, err %v; want %q", got, err, want)
-	}
+	toolCallsAsOfficial(t, events, "[a f {} b g {}]")
 }

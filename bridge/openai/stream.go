@@ -350,12 +350,17 @@ func (t *turn) flushCalls() error { return t.flush(math.MaxInt, false) }
 
 // flush writes, in order, the tool calls not yet written of an index up
 // to upTo (with whole, only those whose arguments are a whole JSON value
-// and that have a name: a server may stream a call's arguments before its
-// id and name).
+// and that have a name and an id, up to the first that has not: a server
+// may stream a call's arguments before its id and name, even after the
+// next call began; a call written before its id came went out under a
+// made-up one, the model's dropped).
 func (t *turn) flush(upTo int, whole bool) error {
 	for _, c := range t.calls {
-		if c.written || c.index > upTo || (whole && (c.name == "" || !json.Valid([]byte(c.args.String())))) {
+		if c.written || c.index > upTo {
 			continue
+		}
+		if whole && (c.name == "" || c.id == "" || !json.Valid([]byte(c.args.String()))) {
+			break // written with the calls after it, in order
 		}
 		c.written = true
 		id := c.id
