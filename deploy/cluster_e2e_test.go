@@ -337,6 +337,25 @@ func provisioned(t *testing.T, ctx context.Context, c *natsCluster, cfg streams.
 	return adminNC, adminJS
 }
 
+// provisionedCluster starts three nats-server processes with the shipped
+// configuration and provisions the streams as admin (provisioned) with
+// replicas 3, the defaults otherwise but what adjust changes (nil: none).
+// It returns the cluster, a context ending after timeout (or with the
+// test) and admin's connection.
+func provisionedCluster(t *testing.T, timeout time.Duration, adjust func(*streams.Config)) (*natsCluster, context.Context, *nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	c := startNATSCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	cfg := streams.DefaultConfig()
+	cfg.Replicas = 3
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	nc, js := provisioned(t, ctx, c, cfg)
+	return c, ctx, nc, js
+}
+
 // applyUntil provisions the streams (streams.Apply), asking again in
 // 5-second attempts while the new cluster settles.
 func applyUntil(t *testing.T, ctx context.Context, js jetstream.JetStream, cfg streams.Config) {

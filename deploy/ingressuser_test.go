@@ -25,12 +25,7 @@ import (
 // drops it and reports a permissions violation), so each read is bounded
 // by a short deadline.
 func TestNATSClusterIngressReadsRequests(t *testing.T) {
-	c := startNATSCluster(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cfg := streams.DefaultConfig()
-	cfg.Replicas = 3
-	provisioned(t, ctx, c, cfg)
+	c, ctx, _, _ := provisionedCluster(t, 60*time.Second, nil)
 
 	inNC, sink := c.connect("ingress")
 	inJS, err := jetstream.New(inNC)

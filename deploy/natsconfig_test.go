@@ -574,12 +574,9 @@ func TestNATSClusterPushUserRunsTheStage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node nats-server cluster")
 	}
-	c := startNATSCluster(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	c, ctx, _, adminJS := provisionedCluster(t, 90*time.Second, nil)
 	cfg := streams.DefaultConfig()
 	cfg.Replicas = 3
-	_, adminJS := provisioned(t, ctx, c, cfg)
 	// As `e2a streams apply` provisions them: the push user creates no
 	// stream.
 	if rep, err := streams.Apply(ctx, adminJS, cfg, streams.WithKeyValue(cfg.PushBucketConfig()),

@@ -55,13 +55,7 @@ func TestNATSClusterServeReadsHistory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node nats-server cluster")
 	}
-	c := startNATSCluster(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cfg := streams.DefaultConfig()
-	cfg.Replicas = 3
-	cfg.AuditMaxBytes = 64 << 10
-	adminNC, adminJS := provisioned(t, ctx, c, cfg)
+	c, ctx, adminNC, adminJS := provisionedCluster(t, 90*time.Second, func(cfg *streams.Config) { cfg.AuditMaxBytes = 64 << 10 })
 	archNC, archSink := c.connect("archive")
 	natstest.RunArchiver(t, archNC, archive.WithFlushInterval(20*time.Millisecond), archive.WithBatchBytes(8<<10))
 

@@ -70,8 +70,8 @@ func newBenchFlags(fs *flag.FlagSet, c *bench.Config, d bench.Config) *benchFlag
 	fs.BoolVar(&c.Archive, "archive", false, "in process: run the archiver too, as e2a dev does")
 	m.recovery = fs.Bool("recovery", false, "kill a part of the pipeline mid-stream (--kill) and report, from the clients, how soon each stream goes on and that every stream stayed whole and exactly once (--requests, --frames, --frame-bytes, --delay default to 30, 44, 100 and 100ms here; --frame-bytes applies to the worker kill, the processes run the demo agent)")
 	m.kill = fs.String("kill", "", "with --recovery: "+bench.KillWorker+" (default: one agent worker of several in this process, its connection closed), "+
-		bench.KillAgent+" (SIGKILL to one of several `e2a agent --pool demo` processes), "+bench.KillServe+" (SIGKILL to the `e2a serve` process the clients stream from; they reconnect to a second one with Last-Event-ID) or "+
-		bench.KillDev+" (SIGKILL to `e2a dev`, started again on its store; the clients reconnect with Last-Event-ID)")
+		bench.KillAgent+" (SIGKILL to one of several \"e2a agent --pool demo\" processes), "+bench.KillServe+" (SIGKILL to the \"e2a serve\" process the clients stream from; they reconnect to a second one with Last-Event-ID) or "+
+		bench.KillDev+" (SIGKILL to \"e2a dev\", started again on its store; the clients reconnect with Last-Event-ID)")
 	m.workers = fs.Int("workers", 0, "with --recovery: workers of the pool, each on its own NATS connection (default 3)")
 	m.ackWait = fs.Duration("ack-wait", 0, "with --recovery: the pool's AckWait (default: the agent runtime's, 4s)")
 	m.replicas = fs.String("replicas", "", "scaling: N serve + N agent processes of this binary on one JetStream server, for each N of a list (e.g. 1,2,3)")
@@ -106,7 +106,7 @@ func runBench(ctx context.Context, _ Config, args []string) error {
 	case *m.replicas != "":
 		return runBenchReplicas(ctx, c, m)
 	case *m.bridgeKind != "":
-		return runBridgeBench(ctx, c, *m.bridgeKind, *m.rounds, !*m.coalesce, *m.peer != "" || *m.duration > 0 || *m.replicas != "", *m.asJSON)
+		return runBridgeBench(ctx, c, *m.bridgeKind, *m.rounds, !*m.coalesce, *m.asJSON)
 	case *m.peer != "":
 		return runBenchPeer(ctx, c, m)
 	}
@@ -145,6 +145,42 @@ func (m *benchFlags) apply(c *bench.Config) error {
 	if c.NATSURL != "" && c.Target == "" && *m.duration == 0 {
 		return errors.New("bench --nats goes with --target (the baseline's server) or --duration (the soak's server)")
 	}
+	return m.checkModes(c)
+}
+
+// modes are the modes chosen other than the in-process (or --target)
+// bench, in the order runBench dispatches them.
+func (m *benchFlags) modes() []string {
+	var on []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"--recovery", *m.recovery}, {"--duration", *m.duration > 0}, {"--replicas", *m.replicas != ""},
+		{"--bridge", *m.bridgeKind != ""}, {"--peer", *m.peer != ""}} {
+		if f.set {
+			on = append(on, f.name)
+		}
+	}
+	return on
+}
+
+// checkModes refuses, before anything starts, two modes at once, and
+// --target or --chart with a mode, which neither applies to: runBench runs
+// the first mode it finds and would drop the others' flags without a word.
+func (m *benchFlags) checkModes(c *bench.Config) error {
+	on := m.modes()
+	switch {
+	case len(on) == 0:
+		return nil
+	case *m.recovery && (c.Target != "" || c.NATSURL != "" || len(on) > 1):
+		return errors.New("bench --recovery runs a pipeline of its own (in process, or this binary's processes): no --target, --nats, --peer, --duration, --replicas or --bridge")
+	case len(on) > 1:
+		return fmt.Errorf("bench %s and %s do not go together: they are different modes", on[0], on[1])
+	case c.Target != "":
+		return fmt.Errorf("bench --target and %s do not go together: %s runs a pipeline of its own", on[0], on[0])
+	case *m.chart != "":
+		return fmt.Errorf("bench --chart and %s do not go together: --chart charts the in-process or --target bench", on[0])
+	}
 	return nil
 }
 
@@ -173,9 +209,6 @@ func printReport(r interface{ Text() string }, asJSON bool) error {
 // runBenchRecovery runs e2a bench --recovery and prints its report. The
 // load flags given on the command line override the scenario's defaults.
 func runBenchRecovery(ctx context.Context, c bench.Config, fs *flag.FlagSet, m *benchFlags) error {
-	if c.Target != "" || c.NATSURL != "" || *m.peer != "" || *m.duration > 0 || *m.replicas != "" || *m.bridgeKind != "" {
-		return errors.New("bench --recovery runs a pipeline of its own (in process, or this binary's processes): no --target, --nats, --peer, --duration, --replicas or --bridge")
-	}
 	rc := bench.DefaultRecoveryConfig()
 	rc.Kill, rc.TCP, rc.Timeout, rc.Progress, rc.Header = *m.kill, c.TCP, max(c.Timeout, rc.Timeout), c.Progress, c.Header
 	if *m.workers != 0 {
@@ -205,9 +238,6 @@ func runBenchRecovery(ctx context.Context, c bench.Config, fs *flag.FlagSet, m *
 
 // runBenchReplicas runs e2a bench --replicas and prints its report.
 func runBenchReplicas(ctx context.Context, c bench.Config, m *benchFlags) error {
-	if c.Target != "" || *m.peer != "" || *m.duration > 0 {
-		return errors.New("bench --replicas starts its own processes: no --target, --peer or --duration")
-	}
 	ns, err := parseInts(*m.replicas)
 	if err != nil {
 		return fmt.Errorf("bench --replicas: %w", err)
@@ -227,9 +257,6 @@ func runBenchReplicas(ctx context.Context, c bench.Config, m *benchFlags) error 
 func runBenchPeer(ctx context.Context, c bench.Config, m *benchFlags) error {
 	if *m.peer != bench.PeerA2AGo {
 		return fmt.Errorf("bench --peer %q: the reference servers are: %s", *m.peer, bench.PeerA2AGo)
-	}
-	if c.Target != "" {
-		return errors.New("bench --peer runs the pipeline in process: no --target")
 	}
 	prep, err := bench.RunPeer(ctx, bench.PeerConfig{Bench: c, Rounds: *m.rounds, PeerBin: *m.peerBin})
 	if prep != nil {
@@ -260,11 +287,9 @@ func runBenchInProcess(ctx context.Context, c bench.Config, chart string, asJSON
 	return rep.WriteText(os.Stdout)
 }
 
-// runBridgeBench runs `e2a bench --bridge KIND` and prints its report.
-func runBridgeBench(ctx context.Context, c bench.Config, kind string, rounds int, noCoalesce, otherMode, asJSON bool) error {
-	if c.Target != "" || otherMode {
-		return errors.New("bench --bridge runs the pipeline, the bridge and the upstream in process: no --target, --peer, --duration or --replicas")
-	}
+// runBridgeBench runs `e2a bench --bridge KIND` and prints its report
+// (checkModes has refused --target and the other modes).
+func runBridgeBench(ctx context.Context, c bench.Config, kind string, rounds int, noCoalesce, asJSON bool) error {
 	rep, err := bench.RunBridge(ctx, bench.BridgeConfig{Bench: c, Upstream: kind, Rounds: rounds, NoCoalesce: noCoalesce})
 	if rep != nil {
 		if asJSON {

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,5 +107,37 @@ func TestBenchRecoveryCLI(t *testing.T) {
 				t.Errorf("report %s", out)
 			}
 		})
+	}
+}
+
+// TestBenchRefusesModeCombinations: e2a bench runs one mode (--recovery,
+// --duration, --replicas, --bridge, --peer, else the in-process or
+// --target bench); two at once, or --target or --chart with a mode, are
+// refused up front, naming both flags, with exit 1 as the other refused
+// combinations, rather than one mode run and the other flags dropped.
+func TestBenchRefusesModeCombinations(t *testing.T) {
+	soak := []string{"bench", "--duration", "1s", "--interval", "1s", "--rate", "5", "--json"}
+	chart := filepath.Join(t.TempDir(), "latency.png")
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{append(soak[:len(soak):len(soak)], "--target", "http://127.0.0.1:1"), "--target"},
+		{append(soak[:len(soak):len(soak)], "--bridge", bench.BridgeOpenAI), "--bridge"},
+		{append(soak[:len(soak):len(soak)], "--replicas", "1"), "--replicas"},
+		{append(soak[:len(soak):len(soak)], "--peer", bench.PeerA2AGo), "--peer"},
+		{append(soak[:len(soak):len(soak)], "--chart", chart), "--chart"},
+		{[]string{"bench", "--replicas", "1", "--peer", bench.PeerA2AGo}, "--peer"},
+		{[]string{"bench", "--bridge", bench.BridgeOpenAI, "--chart", chart}, "--chart"},
+		{[]string{"bench", "--peer", bench.PeerA2AGo, "--target", "http://127.0.0.1:1"}, "--target"},
+	} {
+		code, out, errOut := runBin(t, nil, c.args...)
+		mode := c.args[1]
+		if code != 1 || out != "" || !strings.Contains(errOut, mode) || !strings.Contains(errOut, c.flag) {
+			t.Errorf("e2a %s: exit %d, stdout %.200q, stderr %q; want exit 1 naming %s and %s", strings.Join(c.args, " "), code, out, errOut, mode, c.flag)
+		}
+	}
+	if _, err := os.Stat(chart); !os.IsNotExist(err) {
+		t.Errorf("a refused bench wrote the chart (%v)", err)
 	}
 }

@@ -47,6 +47,27 @@ func runBin(t *testing.T, env []string, args ...string) (int, string, string) {
 	return 0, "", ""
 }
 
+// TestFlagHelpNamesTypes: in every command's help a flag's line is its
+// name and, for a flag taking a value, one word naming the value
+// ("-kill string"). flag.PrintDefaults takes back-quoted text in a usage
+// as the value's name: bench's --kill showed as "-kill e2a agent --pool
+// demo", as if it took that command.
+func TestFlagHelpNamesTypes(t *testing.T) {
+	flagLine := regexp.MustCompile(`(?m)^  -(\S+)(.*)$`)
+	for _, args := range [][]string{{"dev"}, {"serve"}, {"agent"}, {"acp"}, {"streams", "apply"}, {"vault"}, {"push"},
+		{"bench"}, {"replay"}, {"tail"}, {"publish"}, {"archive"}} {
+		code, out, _ := runBin(t, []string{"E2A_NATS_URL="}, append(args, "-h")...)
+		if code != 0 {
+			t.Fatalf("e2a %v -h: exit %d", args, code)
+		}
+		for _, m := range flagLine.FindAllStringSubmatch(out, -1) {
+			if v := strings.TrimSpace(m[2]); strings.Contains(v, " ") {
+				t.Errorf("e2a %s -h shows the flag as \"-%s %s\": a back-quoted usage names its value", strings.Join(args, " "), m[1], v)
+			}
+		}
+	}
+}
+
 // TestCLIHelp: every subcommand's help is its own (usage, flags, the
 // environment it reads) on stdout with exit 0; a wrong flag or argument
 // prints the error and that help on stderr with exit 2, never the global

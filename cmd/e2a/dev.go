@@ -477,7 +477,7 @@ func newConsole(ctx context.Context, cfg Config, nc *nats.Conn, eg *egress.Servi
 				return tenant.Principal{}, ingress.AuthStatus(err), err
 			}
 			return p, 0, nil
-		}))
+		}), console.WithChallenge(auth.SetChallenge))
 	}
 	if demoPool != "" {
 		opts = append(opts, console.WithDemo(mux, demoPool))

@@ -29,6 +29,7 @@ dead lists the task updates given up on (NDJSON, no credentials); redeliver post
 webhooks, each config's in order, and takes a config whose updates all went out out of dead-letter mode.
 Without --principal both act on every principal's updates.`,
 	env: fmt.Sprintf(natsEnv, "required") + `  E2A_HTTP_ADDR             operations listener (default 127.0.0.1:8080)
+  E2A_METRICS_ADDR          its own listener for /metrics and /debug/pprof/ (then /metrics not on E2A_HTTP_ADDR)
   E2A_PUSH                  e2a dev and e2a serve: "on" (default) serve the push config methods and run the stage;
                             "api" serve the methods, leave delivery to e2a push; "off" neither (no E2A_PUSH
                             bucket; the card says pushNotifications false)

@@ -15,24 +15,51 @@ import (
 )
 
 // TestShutdownWaitAnswerAccepted: `e2a serve` (runServe, in process)
-// accepts a `POST /v1/requests?wait=true`, stores it in E2A_REQUESTS, and
-// is then stopped (SIGTERM: its context ends) while the client waits for
-// the answer. An accepted request must not be lost to its client: it was
-// answered an empty 200 (the shutdown ended the request's context, taken
-// for the client gone); it is answered 503, retryable, naming the request
-// to read again. (A2A's blocking message/send still answers nothing at
-// shutdown: not fixed.)
+// accepts a request whose client waits for its one answer (E2A
+// `?wait=true`, A2A v0.3 message/send, A2A v1.0 SendMessage on JSON-RPC and
+// HTTP+JSON), stores it in E2A_REQUESTS, and is then stopped (SIGTERM: its
+// context ends) while the client waits. An accepted request must not be
+// lost to its client: E2A's was answered an empty 200 (the shutdown ended
+// the request's context, taken for the client gone), now 503, retryable,
+// naming the request to read again; A2A's answered an empty 200 (v0.3),
+// -32603 "context canceled" or 499 CANCELLED (v1.0), now the Task as it
+// stands (submitted), which the client follows as after a non-blocking
+// send. The shutdown may also come before the front door has its PubAck
+// (the test cannot order the two): then E2A answers 503 retryable too
+// (it answered 499, as if the client had gone), A2A v0.3 503 retryable,
+// v1.0 the binding's server error, "retry later".
 func TestShutdownWaitAnswerAccepted(t *testing.T) {
+	const v1Msg = `{"message":{"role":"ROLE_USER","messageId":"m1","parts":[{"text":"hi"}]}}`
+	unavailable := func(body string) bool {
+		return strings.Contains(body, `"retryable":true`) && strings.Contains(body, "/v1/requests/")
+	}
 	for _, tc := range []struct {
-		name, path, body, accept string
+		name, path, body string
+		// ok reports whether status and body are the answer wanted.
+		ok func(status int, body string) bool
 	}{
-		{"e2a wait", "/v1/requests?wait=true", `{"params":{"text":"hi"}}`, ""},
+		{"e2a wait", "/v1/requests?wait=true", `{"params":{"text":"hi"}}`, func(st int, b string) bool {
+			return st == http.StatusServiceUnavailable && unavailable(b)
+		}},
+		{"a2a v0.3 message/send", "/a2a", `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":` +
+			`{"role":"user","messageId":"m1","kind":"message","parts":[{"kind":"text","text":"hi"}]}}}`, func(st int, b string) bool {
+			return st == http.StatusOK && strings.Contains(b, `"result":{"kind":"task","id":"`) && strings.Contains(b, `"state":"submitted"`) ||
+				st == http.StatusServiceUnavailable && strings.Contains(b, `"retryable":true`)
+		}},
+		{"a2a v1.0 SendMessage", "/a2a/v1", `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":` + v1Msg + `}`, func(st int, b string) bool {
+			return st == http.StatusOK && strings.Contains(b, `"result":{"task":{"id":"`) && strings.Contains(b, `"TASK_STATE_SUBMITTED"`) ||
+				st == http.StatusOK && strings.Contains(b, `"code":-32000`) && strings.Contains(b, "retry later")
+		}},
+		{"a2a v1.0 REST message:send", "/a2a/v1/message:send", v1Msg, func(st int, b string) bool {
+			return st == http.StatusOK && strings.HasPrefix(b, `{"task":{"id":"`) && strings.Contains(b, `"TASK_STATE_SUBMITTED"`) ||
+				st == http.StatusInternalServerError && strings.Contains(b, "retry later")
+		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) { shutdownAccepted(t, tc.path, tc.body, tc.accept) })
+		t.Run(tc.name, func(t *testing.T) { shutdownAccepted(t, tc.path, tc.body, tc.ok) })
 	}
 }
 
-func shutdownAccepted(t *testing.T, path, reqBody, accept string) {
+func shutdownAccepted(t *testing.T, path, reqBody string, ok func(status int, body string) bool) {
 	srv, nc := natstest.RunServer(t)
 	port := natstest.FreePorts(t, 1)[0]
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
@@ -88,9 +115,6 @@ func shutdownAccepted(t *testing.T, path, reqBody, accept string) {
 		req, _ := http.NewRequestWithContext(rctx, http.MethodPost, "http://"+addr+path,
 			strings.NewReader(reqBody))
 		req.Header.Set("Content-Type", "application/json")
-		if accept != "" {
-			req.Header.Set("Accept", accept)
-		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			ans <- answer{err: err}
@@ -134,8 +158,9 @@ func shutdownAccepted(t *testing.T, path, reqBody, accept string) {
 	if a.err != nil {
 		t.Fatalf("the accepted request's client got a transport error at shutdown (request id never told): %v", a.err)
 	}
-	if a.status != http.StatusServiceUnavailable || !strings.Contains(a.body, `"retryable":true`) || !strings.Contains(a.body, "/v1/requests/") {
+	if !ok(a.status, a.body) {
 		t.Fatalf("an accepted request awaiting its answer was answered %d (headers %v) with body %q at shutdown; "+
-			"want 503, retryable, naming the request to read again", a.status, a.header, a.body)
+			"want its answer as it stands (E2A: 503, retryable, naming the request to read again; A2A: the Task, submitted)",
+			a.status, a.header, a.body)
 	}
 }

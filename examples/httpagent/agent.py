@@ -8,8 +8,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class Agent(BaseHTTPRequestHandler):
     def do_POST(self):
         p = json.loads(self.rfile.read(int(self.headers["Content-Length"]))).get("params") or {}
-        prompt = [b.get("text", "") for b in p.get("prompt") or [] if b.get("type") == "text"]  # ACP
-        text = p.get("text") or "".join(prompt)  # A2A and E2A: params.text
+        prompt = [str(b.get("text", "")) for b in p.get("prompt") or [] if isinstance(b, dict) and b.get("type") == "text"]  # ACP
+        text = p["text"] if isinstance(p.get("text"), str) else "".join(prompt)  # A2A and E2A: params.text
         self.send_response(200)
         self.send_header("Content-Type", "application/x-ndjson")
         self.end_headers()
