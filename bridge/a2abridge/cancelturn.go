@@ -2,7 +2,6 @@ package a2abridge
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -54,16 +53,19 @@ func (u *Upstream) CancelTurn(ctx context.Context, env *e2a.Envelope) error {
 }
 
 // cancelInterrupted cancels the agent's interrupted task (CancelTask). A
-// refusal (not cancelable) while the agent still shows the task
-// input-required or auth-required is a cancel that came as the agent's
-// execution of the turn that asked was ending (a2a-go answers it with
-// that execution's result, the interrupted task): it is sent again after
-// a short wait, up to cancelTries times in all.
+// failure while the agent still shows the task input-required or
+// auth-required is a cancel that came as the agent's execution of the
+// turn that asked was ending: a2a-go answers it with that execution's
+// result (the interrupted task: not cancelable) or, when the execution
+// had just closed its event queue, with an internal error ("cancelation
+// failed: queue is closed"). Either way the task was not touched: the
+// cancel is sent again after a short wait, up to cancelTries times in
+// all. A task the agent shows in any other state refused it for good.
 func (u *Upstream) cancelInterrupted(ctx context.Context, env *e2a.Envelope, task a2a.TaskID) error {
 	wait := 20 * time.Millisecond
 	for try := 1; ; try++ {
 		_, err := u.client.CancelTask(u.serviceParams(ctx, env), &a2a.CancelTaskRequest{ID: task})
-		if err == nil || !errors.Is(err, a2a.ErrTaskNotCancelable) || try == cancelTries {
+		if err == nil || ctx.Err() != nil || try == cancelTries {
 			return err
 		}
 		t, gerr := u.client.GetTask(u.serviceParams(ctx, env), &a2a.GetTaskRequest{ID: task})

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/ingress"
 	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/jsupstream"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
@@ -183,4 +184,40 @@ func cancelTurnFinal(t *testing.T, p *pipetest.Pipeline, outcome string) *e2a.Re
 		}
 	}
 	return nil
+}
+
+// TestCancelInterruptedRacingItsExecution: a2a-go's server fails a
+// CancelTask that races the end of the execution which turned the task
+// input-required ("cancelation failed: queue is closed", an internal
+// error: CI saw it); the task is still input-required, so the bridge sends
+// the cancel again and the agent's task is cancelled, not recorded as a
+// refusal (up.Server.RaceCancels holds the window open), on JSON-RPC and
+// gRPC.
+func TestCancelInterruptedRacingItsExecution(t *testing.T) {
+	t.Parallel()
+	for _, b := range []a2a.TransportProtocol{up.JSONRPC, up.GRPC} {
+		t.Run(string(b), func(t *testing.T) {
+			t.Parallel()
+			srv := up.Start(t, up.Options{Binding: b})
+			p := pipetest.Start(t, pipetest.WithIngress(ingress.WithDefaultPool("agent")))
+			bridgePool(t, p, "agent", srv.BaseURL())
+			c := v1Door(a2a.TransportProtocolJSONRPC, true)(t, p, "agent").(*v1Conv)
+			ask := "ask: raced, " + string(b)
+			if s := c.send(t, ask); s.state != "input-required" {
+				t.Fatalf("ask: %s", s.state)
+			}
+			srv.RaceCancels(1)
+			task, err := c.c.CancelTask(testCtx(t), &a2a.CancelTaskRequest{ID: c.taskID})
+			if err != nil || task.Status.State != a2a.TaskStateCanceled {
+				t.Fatalf("CancelTask of the interrupted task: %+v, %v", task, err)
+			}
+			upTask, _ := executionOf(srv, ask)
+			if !slices.Contains(srv.Cancels(), a2a.TaskID(upTask)) {
+				t.Errorf("the agent's cancels %v lack its task %s (CancelTask calls: %d)", srv.Cancels(), upTask, len(srv.CallsOf("CancelTask")))
+			}
+			if f := cancelTurnFinal(t, p, "refused"); f != nil {
+				t.Errorf("a raced cancel recorded as refused: %+v", f)
+			}
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/eventqueue"
 )
 
 // handler is the server's a2asrv.RequestHandler: a2a-go's own, behind a
@@ -178,7 +179,12 @@ func (h *handler) ListTasks(ctx context.Context, req *a2a.ListTasksRequest) (*a2
 }
 
 func (h *handler) CancelTask(ctx context.Context, req *a2a.CancelTaskRequest) (*a2a.Task, error) {
-	return checked(ctx, h, Call{Method: "CancelTask", TaskID: req.ID}, req, h.RequestHandler.CancelTask)
+	return checked(ctx, h, Call{Method: "CancelTask", TaskID: req.ID}, req, func(ctx context.Context, req *a2a.CancelTaskRequest) (*a2a.Task, error) {
+		if h.s.raceCancel() {
+			return nil, fmt.Errorf("cancelation failed: %w", eventqueue.ErrQueueClosed)
+		}
+		return h.RequestHandler.CancelTask(ctx, req)
+	})
 }
 
 func (h *handler) GetTaskPushConfig(ctx context.Context, req *a2a.GetTaskPushConfigRequest) (*a2a.PushConfig, error) {

@@ -52,6 +52,7 @@ type Server struct {
 	fault   Fault
 	left    int // calls the fault still answers; -1: every call
 	faulted int
+	races   int // RaceCancels: CancelTasks still to answer as raced
 }
 
 // Call is one A2A call the server received.
@@ -341,6 +342,30 @@ func (s *Server) Cancels() []a2a.TaskID {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.cancels)
+}
+
+// RaceCancels makes the next n CancelTask calls fail as a2a-go's own
+// server fails a cancel that races the end of the task's execution (the
+// execution it signals has just closed its event queue: "cancelation
+// failed: queue is closed", an internal error on the wire), without
+// reaching the executor: the task is left as it was. It is the window
+// an agent's CancelTask of a task that has just turned input-required can
+// hit, held open.
+func (s *Server) RaceCancels(n int) {
+	s.mu.Lock()
+	s.races = n
+	s.mu.Unlock()
+}
+
+// raceCancel reports whether this CancelTask is answered as raced.
+func (s *Server) raceCancel() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.races == 0 {
+		return false
+	}
+	s.races--
+	return true
 }
 
 func (s *Server) recordCall(c Call) {
