@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
@@ -55,13 +56,11 @@ func (w *worker) giveUp(d *delivery) string {
 // receives it and tries to write the final e2a.error max_deliveries frame;
 // fencing lets exactly one succeed, and never after a real final frame.
 //
-// Only the server's own advisory is taken: it has no reply subject. A
-// message with one is a push consumer's delivery that a NATS user who may
-// create consumers (of any stream, with any deliver subject) pointed at
-// this subject: the server publishes it for them whatever their publish
-// permissions, and it would end another principal's running request.
+// Only the server's own advisory is taken (streams.ServerPublished): a
+// push consumer's delivery pointed at this subject would end another
+// principal's running request.
 func (w *worker) onMaxDeliveries(m *nats.Msg) {
-	if m.Reply != "" {
+	if !streams.ServerPublished(m) {
 		w.log.Warn("ignored a max deliveries advisory the server did not send (it has a reply subject)", "reply", m.Reply)
 		return
 	}

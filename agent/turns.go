@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
@@ -358,11 +359,10 @@ func (w *worker) listenTurn(after string, log *reqLogger) (ended <-chan struct{}
 	}
 	var once sync.Once
 	sub, err := w.js.Conn().Subscribe(live, func(m *nats.Msg) {
-		if m.Reply != "" || m.Subject != live {
-			// Not the response stream's RePublish (no reply subject, the
-			// live subject): a push consumer's delivery that a NATS user
-			// who may create consumers pointed here, which would start
-			// this turn while the earlier one still runs.
+		if !streams.ServerPublished(m) || m.Subject != live {
+			// Not the response stream's RePublish on the live subject
+			// (streams.ServerPublished): a push consumer's delivery,
+			// which would start this turn while the earlier one runs.
 			log.get().Warn("ignored a live frame the server did not send (a consumer's delivery)", "after_request_id", after, "reply", m.Reply)
 			return
 		}

@@ -712,11 +712,9 @@ func (r *Reader) wait(ctx context.Context) error {
 		}
 		select {
 		case m := <-r.live:
-			if m.Reply != "" {
-				// Not the stream's republish, which has no reply
-				// subject: a push consumer's delivery a NATS user who
-				// may create consumers pointed at this subject (the
-				// server delivers it whatever their publish permissions).
+			if !streams.ServerPublished(m) {
+				// Not the stream's republish: a push consumer's
+				// delivery (streams.ServerPublished).
 				continue
 			}
 			if err := r.accept(headerUint(m, subjects.HeaderStreamSequence), m.Header, m.Data, true); err != nil {
