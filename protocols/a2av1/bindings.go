@@ -156,6 +156,17 @@ func refuseRPC(w http.ResponseWriter, f host.Refusal) {
 	case jsonrpc.CodeAuthorization:
 		f.RPCCode = jsonrpc.CodeA2AUnauthorized
 	}
+	if e, ok := refusalUnavailable(f); ok {
+		// A temporary failure, as errUnavailable is answered: -32000 with
+		// its RetryInfo beside the ErrorInfo.
+		je := Error(e)
+		f.RPCCode, f.Message, f.Data = je.Code, je.Message, je.Data
+		if ra := retryAfter(e.TypedDetails); ra != "" && w.Header().Get("Retry-After") == "" {
+			w.Header().Set("Retry-After", ra)
+		}
+		host.RefuseJSONRPC(w, nil, f)
+		return
+	}
 	f.Data = typedDetails(f)
 	host.RefuseJSONRPC(w, nil, f)
 }
@@ -175,8 +186,7 @@ func typedDetails(f host.Refusal) any {
 		}
 	}
 	if f.RetryAfter > 0 {
-		out = append(out, errordetails.NewTyped("type.googleapis.com/google.rpc.RetryInfo",
-			map[string]any{"retryDelay": strconv.FormatFloat(f.RetryAfter.Seconds(), 'f', -1, 64) + "s"}))
+		out = append(out, retryInfo(f.RetryAfter))
 	}
 	if len(out) == 0 {
 		return nil
@@ -336,8 +346,12 @@ func (b *bindings) stream(w http.ResponseWriter, r *http.Request, req *a2a.SendM
 		}
 		return
 	}
-	if err != nil && plainRefusal(err) {
-		// A pool's profile refused it: one plain error answer.
+	if err != nil && (plainRefusal(err) || rest && errors.Is(sdkError(err), errTemporary)) {
+		// A pool's profile refused it: one plain error answer; and on
+		// HTTP+JSON a temporary failure (errUnavailable): 503 with
+		// Retry-After before a stream opens, not a 200 stream whose one
+		// event is the error, which proxies and retry policies take as
+		// an answer.
 		writePlain(w, err, id, rest)
 		return
 	}

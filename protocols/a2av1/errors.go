@@ -1,14 +1,19 @@
 package a2av1
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/errordetails"
 
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
@@ -16,12 +21,83 @@ import (
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
+// unavailableRetry is how long a client is told to wait before it retries
+// a temporary failure of the pipeline (errUnavailable): gRPC's RetryInfo
+// (unavailableStatus), the HTTP+JSON binding's Retry-After and RetryInfo,
+// JSON-RPC's RetryInfo.
+const unavailableRetry = time.Second
+
+// retryInfoType is the @type of a google.rpc.RetryInfo detail (ProtoJSON
+// Any).
+const retryInfoType = "type.googleapis.com/google.rpc.RetryInfo"
+
+// errTemporary is the SDK's ServerError of a temporary failure (unavailable):
+// restCodes answers it 503 UNAVAILABLE where the SDK's transport says 500
+// INTERNAL; its ErrorInfo reason stays SERVER_ERROR, the only one a2a-go/v2's
+// clients read back as ServerError.
+var errTemporary = fmt.Errorf("%w (temporary)", a2a.ErrServerError)
+
 // errUnavailable is a temporary failure of the pipeline (the request not
-// accepted in time, the server stopping): the SDK's ServerError, which
-// its gRPC transport answers INTERNAL; the gRPC binding answers it
-// UNAVAILABLE with a RetryInfo (unavailableStatus), the code clients and
-// retry policies take as temporary (§3.3.2 System Errors).
-var errUnavailable = fmt.Errorf("%w: the pipeline is unavailable; retry later", a2a.ErrServerError)
+// accepted in time, the server stopping), A2A v1.0 §3.3.2's System Error
+// a client may retry: the SDK's ServerError carrying a google.rpc.RetryInfo
+// (unavailable), which every binding writes beside the ErrorInfo: JSON-RPC
+// -32000 with both in error.data, HTTP+JSON 503 UNAVAILABLE with Retry-After
+// (restCodes, writeREST, specStatusWriter), gRPC UNAVAILABLE with the
+// RetryInfo (unavailableStatus; the SDK's transport said INTERNAL, a
+// permanent failure to clients and retry policies). Shared: never modified.
+var errUnavailable error = unavailable(a2a.ErrServerError.Error()+": the pipeline is unavailable; retry later", unavailableRetry)
+
+// unavailable is a temporary failure with message msg, to be retried after
+// retry: an a2a.Error whose typed details (the RetryInfo) the SDK's
+// transports and Error, restError write among the answer's details.
+func unavailable(msg string, retry time.Duration) *a2a.Error {
+	return &a2a.Error{Err: errTemporary, Message: msg, TypedDetails: []*errordetails.Typed{retryInfo(retry)}}
+}
+
+// retryInfo is a google.rpc.RetryInfo detail of delay d (ProtoJSON: a
+// Duration is seconds with an s suffix).
+func retryInfo(d time.Duration) *errordetails.Typed {
+	return errordetails.NewTyped(retryInfoType, map[string]any{"retryDelay": strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"})
+}
+
+// errorDetails are the details of the A2A error err with ErrorInfo reason
+// reason, as the SDK's transports write them: an a2a.Error's details (its
+// Details as a google.protobuf.Struct, its typed details but an ErrorInfo),
+// then the ErrorInfo with A2A's domain and the time.
+func errorDetails(err error, reason string) []*errordetails.Typed {
+	var out []*errordetails.Typed
+	var ae *a2a.Error
+	if errors.As(err, &ae) {
+		if len(ae.Details) > 0 {
+			out = append(out, errordetails.NewFromStruct(ae.Details))
+		}
+		for _, d := range ae.TypedDetails {
+			if d.TypeURL != errordetails.ErrorInfoType {
+				out = append(out, d)
+			}
+		}
+	}
+	return append(out, errordetails.NewErrorInfo(reason, a2a.ProtocolDomain,
+		map[string]string{"timestamp": now().UTC().Format(time.RFC3339)}))
+}
+
+// retryAfter is the Retry-After header value of details: the delay of
+// their google.rpc.RetryInfo in whole seconds, rounded up (at least 1);
+// "" without one.
+func retryAfter(details []*errordetails.Typed) string {
+	for _, d := range details {
+		if d == nil || d.TypeURL != retryInfoType {
+			continue
+		}
+		s, _ := d.Value["retryDelay"].(string)
+		delay, err := time.ParseDuration(s)
+		if err != nil {
+			return ""
+		}
+		return strconv.FormatInt(max(1, int64(math.Ceil(delay.Seconds()))), 10)
+	}
+	return ""
+}
 
 // sdkError is the error table of A2A v1.0: it maps the pipeline's errors
 // (the host's, egress's, the normalizer's) onto the SDK's, whose
@@ -75,8 +151,14 @@ func isSDKError(err error) bool {
 }
 
 // restRefuse writes a refusal of the gate in the HTTP+JSON binding's error
-// shape ({"error":{"code","status","message"}}, google.rpc.Status).
+// shape ({"error":{"code","status","message"}}, google.rpc.Status); a 503
+// (the gate's limiter unavailable) as errUnavailable is written
+// (refusalUnavailable).
 func restRefuse(w http.ResponseWriter, f host.Refusal) {
+	if e, ok := refusalUnavailable(f); ok {
+		writeREST(w, restError(e))
+		return
+	}
 	status := map[int]string{http.StatusUnauthorized: "UNAUTHENTICATED", http.StatusForbidden: "PERMISSION_DENIED",
 		http.StatusTooManyRequests: "RESOURCE_EXHAUSTED", http.StatusServiceUnavailable: "UNAVAILABLE",
 		http.StatusMethodNotAllowed: "UNIMPLEMENTED"}[f.Status]
@@ -86,4 +168,35 @@ func restRefuse(w http.ResponseWriter, f host.Refusal) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(f.Status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": f.Status, "status": status, "message": f.Message}})
+}
+
+// refusalUnavailable is a refusal 503 of the gate (a fail-closed rate
+// limiter unavailable: a temporary failure) as the temporary failure the
+// bindings answer (unavailable): its message, its wait (unavailableRetry
+// when it names none), its data a google.protobuf.Struct detail; ok is
+// false for any other refusal.
+func refusalUnavailable(f host.Refusal) (e *a2a.Error, ok bool) {
+	if f.Status != http.StatusServiceUnavailable {
+		return nil, false
+	}
+	e = unavailable(f.Message, cmp.Or(f.RetryAfter, unavailableRetry))
+	if f.Data != nil {
+		var m map[string]any
+		if b, err := json.Marshal(f.Data); err == nil && json.Unmarshal(b, &m) == nil && len(m) > 0 {
+			e.Details = m
+		}
+	}
+	return e, true
+}
+
+// writeREST writes st, an HTTP+JSON error answer, with its status and, when
+// its details carry a google.rpc.RetryInfo, Retry-After (§3.3.2: the HTTP
+// retry guidance, which proxies and HTTP clients' retry policies read).
+func writeREST(w http.ResponseWriter, st restStatus) {
+	if ra := retryAfter(st.Error.Details); ra != "" {
+		w.Header().Set("Retry-After", ra)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(st.Error.Code)
+	_ = json.NewEncoder(w).Encode(st)
 }

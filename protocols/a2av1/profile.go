@@ -142,10 +142,7 @@ func plainRefusal(err error) bool {
 // JSON-RPC's with the call's id.
 func writePlain(w http.ResponseWriter, err error, id json.RawMessage, rest bool) {
 	if rest {
-		st := restError(err)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(st.Error.Code)
-		_ = json.NewEncoder(w).Encode(st)
+		writeREST(w, restError(err))
 		return
 	}
 	_ = jsonrpc.WriteError(w, sdkRPCID(id), Error(err))

@@ -268,8 +268,9 @@ var rpcCodes = []struct {
 // Error is the JSON-RPC error a stream of the JSON-RPC binding ends with
 // for err (egress's, the host's: sdkError's table), as the SDK's transport
 // writes it: the code of the SDK's error (-32603 for none), the error's
-// text as message, and a google.rpc.ErrorInfo with the error's reason,
-// A2A's domain and the time (TestStreamMatchesSDK).
+// text as message, and its details (errorDetails: a temporary failure's
+// google.rpc.RetryInfo, then an ErrorInfo with the error's reason, A2A's
+// domain and the time; TestStreamMatchesSDK).
 func Error(err error) *jsonrpc.Error {
 	err = sdkError(err)
 	code := -32603
@@ -279,9 +280,7 @@ func Error(err error) *jsonrpc.Error {
 			break
 		}
 	}
-	info := errordetails.NewErrorInfo(a2a.ErrorReason(err), a2a.ProtocolDomain,
-		map[string]string{"timestamp": now().UTC().Format(time.RFC3339)})
-	return &jsonrpc.Error{Code: code, Message: err.Error(), Data: []*errordetails.Typed{info}}
+	return &jsonrpc.Error{Code: code, Message: err.Error(), Data: errorDetails(err, a2a.ErrorReason(err))}
 }
 
 // restCodes are the HTTP and google.rpc statuses of the SDK's errors, as
@@ -296,6 +295,9 @@ var restCodes = []struct {
 	{a2a.ErrMethodNotFound, http.StatusNotImplemented, "UNIMPLEMENTED"},
 	{a2a.ErrInvalidParams, http.StatusBadRequest, "INVALID_ARGUMENT"},
 	{a2a.ErrInternalError, http.StatusInternalServerError, "INTERNAL"},
+	// A temporary failure (errUnavailable): §3.3.2's 503, where the SDK
+	// answers every ServerError 500; its reason stays SERVER_ERROR.
+	{errTemporary, http.StatusServiceUnavailable, "UNAVAILABLE"},
 	{a2a.ErrServerError, http.StatusInternalServerError, "INTERNAL"},
 	{a2a.ErrTaskNotFound, http.StatusNotFound, "NOT_FOUND"},
 	{a2a.ErrTaskNotCancelable, http.StatusBadRequest, "FAILED_PRECONDITION"},
@@ -324,25 +326,34 @@ type restStatus struct {
 
 // restError is the google.rpc.Status an HTTP+JSON stream ends with for
 // err (egress's, the host's: sdkError's table), as the SDK's transport
-// writes it: the HTTP status and status name of the SDK's error (500
-// INTERNAL for none), the error's text, and a google.rpc.ErrorInfo with
-// the error's reason, A2A's domain and the time (TestStreamMatchesSDK).
+// writes it: the HTTP status and status name of the SDK's error (restCode),
+// the error's text, and its details (errorDetails: a temporary failure's
+// google.rpc.RetryInfo, then an ErrorInfo with the error's reason, A2A's
+// domain and the time; TestStreamMatchesSDK).
 func restError(err error) restStatus {
 	err = sdkError(err)
 	var out restStatus
-	out.Error.Code, out.Error.Status = http.StatusInternalServerError, "INTERNAL"
-	reason := "INTERNAL_ERROR"
+	var reason string
+	out.Error.Code, out.Error.Status, reason = restCode(err)
+	out.Error.Message = err.Error()
+	out.Error.Details = errorDetails(err, reason)
+	return out
+}
+
+// restCode is the HTTP status, the google.rpc status name and the ErrorInfo
+// reason of the A2A error err on the HTTP+JSON binding: restCodes' (500
+// INTERNAL for none), with §5.4's status where the SDK's differs
+// (specHTTPStatus).
+func restCode(err error) (status int, code, reason string) {
+	status, code, reason = http.StatusInternalServerError, "INTERNAL", "INTERNAL_ERROR"
 	for _, c := range restCodes {
 		if errors.Is(err, c.err) {
-			out.Error.Code, out.Error.Status, reason = c.status, c.code, a2a.ErrorReason(c.err)
+			status, code, reason = c.status, c.code, a2a.ErrorReason(c.err)
 			break
 		}
 	}
 	if c, ok := specHTTPStatus[reason]; ok {
-		out.Error.Code = c // §5.4's, where the SDK's differs
+		status = c
 	}
-	out.Error.Message = err.Error()
-	out.Error.Details = []*errordetails.Typed{errordetails.NewErrorInfo(reason, a2a.ProtocolDomain,
-		map[string]string{"timestamp": now().UTC().Format(time.RFC3339)})}
-	return out
+	return status, code, reason
 }

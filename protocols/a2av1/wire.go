@@ -166,35 +166,46 @@ func (s *specStatusWriter) finish() {
 			Message: "method not allowed here; use " + s.Header().Get("Allow")})
 		return
 	}
-	var st struct {
-		Error struct {
-			Code    int               `json:"code"`
-			Status  string            `json:"status"`
-			Message string            `json:"message"`
-			Details []json.RawMessage `json:"details,omitempty"`
-		} `json:"error"`
-	}
+	var st restStatus
 	if json.Unmarshal(body, &st) == nil {
-		for _, d := range st.Error.Details {
-			var info struct {
-				Type   string `json:"@type"`
-				Reason string `json:"reason"`
-				Domain string `json:"domain"`
+		if c, name := specAnswer(st); c != code || name != st.Error.Status {
+			code, st.Error.Code, st.Error.Status = c, c, name
+			if b, err := json.Marshal(st); err == nil {
+				body = append(b, '\n')
 			}
-			if json.Unmarshal(d, &info) != nil || info.Type != errordetails.ErrorInfoType || info.Domain != a2a.ProtocolDomain {
-				continue
-			}
-			if c, ok := specHTTPStatus[info.Reason]; ok && c != code {
-				code, st.Error.Code = c, c
-				if b, err := json.Marshal(st); err == nil {
-					body = append(b, '\n')
-				}
-			}
-			break
+		}
+		if ra := retryAfter(st.Error.Details); ra != "" {
+			s.Header().Set("Retry-After", ra)
 		}
 	}
 	s.ResponseWriter.WriteHeader(code)
 	_, _ = s.ResponseWriter.Write(body)
+}
+
+// specAnswer is the HTTP status and google.rpc status name of st, an error
+// answer of the SDK's HTTP+JSON transport, by the reason of its A2A
+// ErrorInfo: §5.4's status (restCode), and a ServerError that carries a
+// google.rpc.RetryInfo is a temporary failure (errUnavailable; the SDK
+// answers every ServerError 500 INTERNAL): 503 UNAVAILABLE. An answer
+// without an A2A ErrorInfo keeps its own.
+func specAnswer(st restStatus) (code int, name string) {
+	code, name = st.Error.Code, st.Error.Status
+	temporary := retryAfter(st.Error.Details) != ""
+	for _, d := range st.Error.Details {
+		if d == nil || d.TypeURL != errordetails.ErrorInfoType || d.Value["domain"] != a2a.ProtocolDomain {
+			continue
+		}
+		reason, _ := d.Value["reason"].(string)
+		if reason == a2a.ErrorReason(a2a.ErrServerError) && temporary {
+			c, n, _ := restCode(errTemporary)
+			return c, n
+		}
+		if c, ok := specHTTPStatus[reason]; ok {
+			code = c
+		}
+		break
+	}
+	return code, name
 }
 
 // protoJSONParams returns the params of a JSON-RPC call with the proto
