@@ -322,8 +322,15 @@ func (t *turn) pollTask(ctx context.Context) error {
 	return nil
 }
 
-// follow writes the events of a stream until the turn ends.
+// follow writes the events of a stream until the turn ends; a stream cut
+// once the task is known is followed on by subscribing to the task
+// (resubscribe.go).
 func (t *turn) follow(ctx context.Context, events func(func(a2a.Event, error) bool)) error {
+	return t.resubscribing(ctx, t.followStream(ctx, events))
+}
+
+// followStream writes the events of one stream until the turn ends.
+func (t *turn) followStream(ctx context.Context, events func(func(a2a.Event, error) bool)) error {
 	for ev, err := range events {
 		if err != nil {
 			if ctx.Err() != nil {

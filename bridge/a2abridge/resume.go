@@ -40,10 +40,19 @@ func (t *turn) resume(ctx context.Context, earlier []string, base []byte) error 
 		return err
 	}
 	defer t.forwardCancel(ctx)
+	return t.resubscribing(ctx, t.followTask(ctx))
+}
+
+// followTask follows the turn's upstream task from where it stands, once:
+// it subscribes to it (its first event is the task as a whole, of which
+// only what is beyond what the turn's frames hold is written), or, for an
+// agent that does not stream, reads it with GetTask and polls. A takeover
+// (resume) and a stream cut mid-answer (resubscribing) go on so.
+func (t *turn) followTask(ctx context.Context) error {
 	poll := !t.u.streaming
 	if t.u.streaming {
 		var cut bool
-		err := t.follow(ctx, taskFirst(t.u.client.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: t.taskID}), &cut))
+		err := t.followStream(ctx, taskFirst(t.u.client.SubscribeToTask(ctx, &a2a.SubscribeToTaskRequest{ID: t.taskID}), &cut))
 		var be *bridge.Error
 		switch {
 		case cut:

@@ -89,7 +89,7 @@ func (s *Server) faultHTTP(next http.Handler, card bool) http.Handler {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, "<html>this is not json{")
 		case FaultCloseMidEvent:
-			next.ServeHTTP(&cutWriter{ResponseWriter: w}, r)
+			next.ServeHTTP(&cutWriter{ResponseWriter: w, after: f.cutAfter()}, r)
 		}
 	})
 }
@@ -101,11 +101,12 @@ var (
 	_ grpc.ServerStream = (*cutStream)(nil)
 )
 
-// cutWriter passes an answer through until the middle of its second
-// server-sent event (of its body, when it is not an event stream), writes
-// half of what comes then, and drops the connection.
+// cutWriter passes an answer through until the middle of the server-sent
+// event after its first after ones (of its body, when it is not an event
+// stream), writes half of what comes then, and drops the connection.
 type cutWriter struct {
 	http.ResponseWriter
+	after  int  // complete events to pass through
 	events int  // complete events passed through
 	cut    bool // the connection was dropped
 }
@@ -115,15 +116,18 @@ func (c *cutWriter) Write(p []byte) (int, error) {
 		return 0, errCut
 	}
 	keep := 0 // bytes of p that pass whole
-	if strings.HasPrefix(c.Header().Get("Content-Type"), "text/event-stream") && c.events == 0 {
-		i := bytes.Index(p, []byte("\n\n"))
-		if i < 0 || i+2 == len(p) {
-			if i >= 0 {
-				c.events++
+	if strings.HasPrefix(c.Header().Get("Content-Type"), "text/event-stream") {
+		for c.events < c.after {
+			i := bytes.Index(p[keep:], []byte("\n\n"))
+			if i < 0 {
+				return c.ResponseWriter.Write(p)
 			}
-			return c.ResponseWriter.Write(p)
+			keep += i + 2
+			c.events++
+			if keep == len(p) {
+				return c.ResponseWriter.Write(p)
+			}
 		}
-		keep = i + 2
 	}
 	cut := keep + (len(p)-keep+1)/2
 	_, _ = c.ResponseWriter.Write(p[:cut])
@@ -196,7 +200,7 @@ func (s *Server) faultStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServer
 	if f.Kind != FaultCloseMidEvent {
 		return s.grpcFault(ss.Context(), f)
 	}
-	cs := &cutStream{ServerStream: ss}
+	cs := &cutStream{ServerStream: ss, after: f.cutAfter()}
 	err := next(srv, cs)
 	if cs.cut {
 		return status.Error(codes.Unavailable, errCut.Error())
@@ -204,15 +208,16 @@ func (s *Server) faultStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServer
 	return err
 }
 
-// cutStream lets one message through, then fails every send.
+// cutStream lets after messages through, then fails every send.
 type cutStream struct {
 	grpc.ServerStream
-	sent int
-	cut  bool
+	after int
+	sent  int
+	cut   bool
 }
 
 func (c *cutStream) SendMsg(m any) error {
-	if c.sent >= 1 {
+	if c.sent >= c.after {
 		c.cut = true
 		return errCut
 	}

@@ -3,6 +3,7 @@ package a2aupstream_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -208,33 +209,42 @@ func readAll(t *testing.T, resp *http.Response) string {
 	return string(b)
 }
 
-// TestFaultCloseMidEvent: a stream gets its first event whole, then the
-// connection drops in the middle of the next one and the client's stream
-// ends with an error; a plain answer is cut in its middle.
+// TestFaultCloseMidEvent: a stream gets its first event whole (or
+// AfterEvents of them), then the connection drops in the middle of the
+// next one and the client's stream ends with an error; a plain answer is
+// cut in its middle. An AfterEvents that is negative, or given to another
+// fault, is refused.
 func TestFaultCloseMidEvent(t *testing.T) {
 	for _, b := range bindings {
 		t.Run(string(b), func(t *testing.T) {
-			s := up.Start(t, up.Options{Binding: b, Fault: up.Fault{Kind: up.FaultCloseMidEvent}})
-			c := up.Connect(t, s.BaseURL(), false)
-			var events int
-			var last error
-			for _, err := range c.SendStreamingMessage(context.Background(), up.Msg("stream: x")) {
-				if err != nil {
-					last = err
-					break
+			for _, after := range []int{0, 4} {
+				s := up.Start(t, up.Options{Binding: b, Fault: up.Fault{Kind: up.FaultCloseMidEvent, AfterEvents: after}})
+				c := up.Connect(t, s.BaseURL(), false)
+				var events int
+				var last error
+				for _, err := range c.SendStreamingMessage(context.Background(), up.Msg("stream: x")) {
+					if err != nil {
+						last = err
+						break
+					}
+					events++
 				}
-				events++
-			}
-			if events != 1 || last == nil {
-				t.Errorf("stream: %d events then %v, want 1 then an error", events, last)
-			}
-			if res, err := c.SendMessage(context.Background(), up.Msg("hi")); err == nil {
-				t.Errorf("cut answer read as %v", res)
-			}
-			if b != up.GRPC {
-				resp := post(t, s, b, "")
-				if _, err := io.ReadAll(resp.Body); err == nil {
-					t.Error("cut body read to its end without error")
+				if want := max(after, 1); events != want || last == nil {
+					t.Errorf("AfterEvents %d: %d events then %v, want %d then an error", after, events, last, want)
+				}
+				if res, err := c.SendMessage(context.Background(), up.Msg("hi")); err == nil {
+					t.Errorf("cut answer read as %v", res)
+				}
+				if b != up.GRPC {
+					resp := post(t, s, b, "")
+					if _, err := io.ReadAll(resp.Body); err == nil {
+						t.Error("cut body read to its end without error")
+					}
+				}
+				for _, f := range []up.Fault{{Kind: up.FaultCloseMidEvent, AfterEvents: -1}, {Kind: up.FaultHang, AfterEvents: 2}} {
+					if err := s.SetFault(f); !errors.Is(err, up.ErrInvalidOption) {
+						t.Errorf("SetFault(%+v): %v, want %v", f, err, up.ErrInvalidOption)
+					}
 				}
 			}
 		})

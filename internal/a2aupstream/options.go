@@ -108,10 +108,11 @@ const (
 	// text/event-stream, else a body that is not JSON. HTTP bindings only.
 	FaultGarbage
 	// FaultCloseMidEvent serves the call, but drops the connection in the
-	// middle of the second server-sent event of a stream (the first gets
-	// through whole) or in the middle of a JSON answer. On gRPC a stream
-	// ends with codes.Unavailable after its first event, as a dropped
-	// connection does, and a unary call fails with it.
+	// middle of the server-sent event after Fault.AfterEvents whole ones
+	// (by default the second: the first gets through whole) or in the
+	// middle of a JSON answer. On gRPC a stream ends with
+	// codes.Unavailable after AfterEvents events (by default its first),
+	// as a dropped connection does, and a unary call fails with it.
 	FaultCloseMidEvent
 )
 
@@ -126,6 +127,10 @@ type Fault struct {
 	// OnCard applies the fault to the agent card's URL too (by default
 	// the card is always served, so a client can start).
 	OnCard bool
+	// AfterEvents is, for FaultCloseMidEvent, how many events of a
+	// stream get through whole before the cut (0 means 1): a cut after
+	// the answer has begun.
+	AfterEvents int
 }
 
 func (f *Fault) validate(b a2a.TransportProtocol) error {
@@ -148,5 +153,12 @@ func (f *Fault) validate(b a2a.TransportProtocol) error {
 	if f.Times < 0 {
 		return fmt.Errorf("%w: negative fault count %d", ErrInvalidOption, f.Times)
 	}
+	if f.AfterEvents < 0 || (f.AfterEvents > 0 && f.Kind != FaultCloseMidEvent) {
+		return fmt.Errorf("%w: events before the cut %d (a non-negative count, for FaultCloseMidEvent only)", ErrInvalidOption, f.AfterEvents)
+	}
 	return nil
 }
+
+// cutAfter is how many events of a stream FaultCloseMidEvent lets through
+// whole.
+func (f Fault) cutAfter() int { return max(f.AfterEvents, 1) }
