@@ -56,9 +56,13 @@
 //     messages'), in the order first written, with an artifact's later
 //     text parts written natively, and the text of an artifact replaced
 //     whole replaced;
-//     failed or rejected: e2a.error upstream_failed with the agent's
-//     message; canceled: e2a.error upstream_canceled (a cancel of the
-//     request ends as the runtime's cancelled);
+//     failed: e2a.error upstream_failed (not retryable) with the agent's
+//     message; rejected, and canceled by the agent itself: the agent's
+//     final status-update (an a2a.stream_event status_update frame,
+//     final, status succeeded) with its message, which A2A clients see as
+//     the task rejected or canceled with that message (a2amap's
+//     FinalOutcome), ACP's as stopReason refusal or cancelled; a cancel
+//     of the request ends as the runtime's cancelled;
 //   - a Message answer (no task): its parts, then e2a.complete;
 //   - an event naming another task than the turn's, once the turn's task
 //     is known (the first event naming one, or the task a continuation or

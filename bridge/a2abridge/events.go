@@ -209,23 +209,46 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 			return err
 		}
 		return t.complete()
-	case a2a.TaskStateFailed, a2a.TaskStateRejected:
+	case a2a.TaskStateFailed:
 		t.done = true
 		if text == "" {
-			text = "the agent's task " + strings.ToLower(strings.TrimPrefix(string(st.State), "TASK_STATE_"))
+			text = "the agent's task failed"
 		}
 		return t.w.Fail(bridge.CodeFailed, text, false)
-	case a2a.TaskStateCanceled:
+	case a2a.TaskStateRejected, a2a.TaskStateCanceled:
 		t.done = true
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if st.State == a2a.TaskStateCanceled && ctx.Err() != nil {
+			return ctx.Err() // our request's cancel: the runtime ends it cancelled
 		}
-		return t.w.Fail("upstream_canceled", "the agent canceled the task", false)
+		return t.end(st)
 	}
 	if working {
 		return t.message(t.scrubbed(st.Message))
 	}
 	return nil
+}
+
+// end writes the agent's own end of its task, rejected or canceled (not
+// by a cancel of the request), as the request's final frame: the
+// agent's final status-update (an a2a.stream_event of branch
+// status_update), with its status message, which the A2A renderers pass
+// on as the task's end (a2amap.FinalOutcome: TASK_STATE_REJECTED or
+// TASK_STATE_CANCELED with the agent's text, where an e2a.error would be
+// failed), ACP's as stopReason refusal or cancelled. The message is the
+// agent's without the upstream's ids (message, task, context, reference
+// tasks): the renderers give it the pipeline's. The Handler scrubs the
+// frame (final).
+func (t *turn) end(st a2a.TaskStatus) error {
+	var msg *a2a.Message
+	if st.Message != nil {
+		m := *st.Message
+		m.ID, m.TaskID, m.ContextID, m.ReferenceTasks = "", "", "", nil
+		msg = &m
+	}
+	ev := a2av0.FromV1TaskStatusUpdateEvent(&a2a.TaskStatusUpdateEvent{
+		Status: a2a.TaskStatus{State: st.State, Message: msg, Timestamp: st.Timestamp}})
+	return t.w.Write(e2a.KindA2AStreamEvent, e2a.StatusSucceeded,
+		e2a.StreamEventBody{Branch: e2a.BranchStatusUpdate, Payload: ev}, true)
 }
 
 // extraParts is the parts of m but its text (and thoughts): its data

@@ -16,14 +16,19 @@ import (
 // of branch artifact_update: the A2A v0.3 TaskArtifactUpdateEvent (the
 // shape §12.5 gives a2a.* bodies) naming no task or context, which the
 // pipeline's renderers give the pipeline's own. The artifact's name,
-// description and metadata go with a frame without append; appendTo says
-// that the parts are appended to the frames of the artifact written
-// before (without it, the frame is the artifact's first, or replaces it
-// whole).
+// description and extensions go with a frame without append, its
+// metadata with every frame of an update that has some (an appended
+// update's metadata is merged into the artifact's by an A2A client, as
+// a2a-go's task manager merges it); appendTo says that the parts are
+// appended to the frames of the artifact written before (without it, the
+// frame is the artifact's first, or replaces it whole).
 func (t *turn) writeNative(id a2a.ArtifactID, a *a2a.Artifact, parts a2a.ContentParts, appendTo bool) error {
 	art := &a2a.Artifact{ID: id, Parts: parts}
-	if a != nil && !appendTo {
-		art.Name, art.Description, art.Metadata, art.Extensions = a.Name, a.Description, a.Metadata, a.Extensions
+	if a != nil {
+		art.Metadata = a.Metadata
+		if !appendTo {
+			art.Name, art.Description, art.Extensions = a.Name, a.Description, a.Extensions
+		}
 	}
 	ev := a2av0.FromV1TaskArtifactUpdateEvent(&a2a.TaskArtifactUpdateEvent{Artifact: art, Append: appendTo})
 	return t.w.Write(e2a.KindA2AStreamEvent, e2a.StatusInProgress,

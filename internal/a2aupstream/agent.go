@@ -67,6 +67,12 @@ func (e *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 			e.slow(ctx, ec, out)
 		case File:
 			e.file(ec, body, out)
+		case Reject:
+			out(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateRejected, agentMessage(ec, "rejected", RejectText(body))))
+		case AgentCancel:
+			out(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, agentMessage(ec, "agent-canceled", AgentCancelText(body))))
+		case ArtifactMeta:
+			e.artifactMeta(ec, body, out)
 		}
 	}
 }
@@ -114,6 +120,30 @@ func (e *executor) file(ec *a2asrv.ExecutorContext, body string, out emit) {
 	raw.Filename, raw.MediaType = FileName, FileMIME
 	if out(artifact(ec, FileBytesArtifact, false, true, raw)) &&
 		out(artifact(ec, FileURLArtifact, false, true, a2a.NewFileURLPart(a2a.URL(FileURL(body)), FileURLMIME))) {
+		out(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, nil))
+	}
+}
+
+// artifactMeta sends "artifact-meta:"'s artifacts: metadata on the
+// artifacts and on each of their parts.
+func (e *executor) artifactMeta(ec *a2asrv.ExecutorContext, body string, out emit) {
+	chunks := MetaChunks(body)
+	for i, c := range chunks {
+		p := a2a.NewTextPart(c)
+		p.Metadata = PartMetadata(body)
+		ev := artifact(ec, MetaTextArtifact, i > 0, i == len(chunks)-1, p)
+		if i == 0 { // the artifact's name and metadata come with its first chunk
+			ev.Artifact.Name, ev.Artifact.Metadata = MetaArtifactName, ArtifactMetadata(body)
+		}
+		if !out(ev) {
+			return
+		}
+	}
+	d := a2a.NewDataPart(StreamData())
+	d.Metadata = PartMetadata(body)
+	ev := artifact(ec, MetaDataArtifact, false, true, d)
+	ev.Artifact.Metadata = ArtifactMetadata(body)
+	if out(ev) {
 		out(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, nil))
 	}
 }

@@ -23,10 +23,15 @@ const (
 	Slow    = "slow"
 	Message = "message"
 	File    = "file"
-	Echo    = "echo" // anything else
+	Reject  = "reject"
+	// AgentCancel: the agent ends its task canceled on its own (no
+	// CancelTask asked for it).
+	AgentCancel  = "agent-cancel"
+	ArtifactMeta = "artifact-meta"
+	Echo         = "echo" // anything else
 )
 
-var scenarios = []string{Stream, Tool, Ask, Auth, Fail, Slow, Message, File}
+var scenarios = []string{Stream, Tool, Ask, Auth, Fail, Slow, Message, File, Reject, AgentCancel, ArtifactMeta}
 
 // Scenario splits a message text into its scenario and body: "stream:
 // hi" → (Stream, "hi"); a text with no known prefix → (Echo, text).
@@ -52,6 +57,8 @@ const (
 	FileBytesArtifact    a2a.ArtifactID = "file-bytes"
 	FileURLArtifact      a2a.ArtifactID = "file-url"
 	EchoArtifact         a2a.ArtifactID = "echo"
+	MetaTextArtifact     a2a.ArtifactID = "meta-text"
+	MetaDataArtifact     a2a.ArtifactID = "meta-data"
 )
 
 // StreamChunks is the text "stream:" sends for body, chunk by chunk (one
@@ -114,6 +121,34 @@ func AuthReply(text string) string { return "Authorized: " + text }
 
 // FailText is the agent message of "fail:"'s failed status.
 func FailText(body string) string { return "Failed: " + body }
+
+// RejectText is the agent message of "reject:"'s rejected status.
+func RejectText(body string) string { return "Rejected: " + body }
+
+// AgentCancelText is the agent message of "agent-cancel:"'s canceled
+// status.
+func AgentCancelText(body string) string { return "Canceled by the agent: " + body }
+
+// The artifacts "artifact-meta:" sends: a text artifact named
+// MetaArtifactName with ArtifactMetadata (both on its first event), its
+// text MetaChunks in two events (the second appended), each part with
+// PartMetadata; then a data
+// artifact {"k":"v"} with ArtifactMetadata and PartMetadata too.
+const MetaArtifactName = "notes"
+
+// MetaChunks: see MetaArtifactName.
+func MetaChunks(body string) []string { return []string{"Notes on " + body + ", ", "in two parts."} }
+
+// MetaText is MetaChunks joined.
+func MetaText(body string) string { return strings.Join(MetaChunks(body), "") }
+
+// ArtifactMetadata: see MetaArtifactName.
+func ArtifactMetadata(body string) map[string]any {
+	return map[string]any{"source": body, "labels": []any{"a", "b"}}
+}
+
+// PartMetadata: see MetaArtifactName.
+func PartMetadata(body string) map[string]any { return map[string]any{"lang": "en", "of": body} }
 
 // MessageText is the text of "message:"'s direct Message answer.
 func MessageText(body string) string { return "Direct answer: " + body }

@@ -30,6 +30,13 @@
 //     → canceled) or Options.SlowChunks were sent.
 //   - "message:" a direct Message (no task).
 //   - "file:" an artifact with a file's bytes, one with a file URL.
+//   - "reject:" working, then rejected with a message ([RejectText]).
+//   - "agent-cancel:" working, then canceled by the agent itself (no
+//     CancelTask) with a message ([AgentCancelText]).
+//   - "artifact-meta:" a text artifact with a name and metadata, in two
+//     chunks (the second appended), each text part with metadata of its
+//     own; a data artifact with metadata on it and its part; completed
+//     ([MetaArtifactName]).
 //   - anything else: one Task event, completed, with an echo artifact.
 //
 // Variants ([Options]): no streaming capability (SendMessage and GetTask

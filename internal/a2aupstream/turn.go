@@ -3,6 +3,7 @@ package a2aupstream
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -47,10 +48,16 @@ func (t *Turn) Add(ev a2a.Event) {
 		t.Task = e.TaskInfo()
 		a := t.Artifacts[e.Artifact.ID]
 		if a == nil || !e.Append {
-			a = &a2a.Artifact{ID: e.Artifact.ID}
+			a = &a2a.Artifact{ID: e.Artifact.ID, Name: e.Artifact.Name, Description: e.Artifact.Description}
 			t.Artifacts[a.ID] = a
 		}
 		a.Parts = append(a.Parts, e.Artifact.Parts...)
+		// An appended update's metadata is merged in (a2a-go's task
+		// manager does so).
+		if len(e.Artifact.Metadata) > 0 && a.Metadata == nil {
+			a.Metadata = map[string]any{}
+		}
+		maps.Copy(a.Metadata, e.Artifact.Metadata)
 		t.Chunks[a.ID]++
 		t.LastChunk[a.ID] = e.LastChunk
 	}
@@ -80,7 +87,7 @@ func (t *Turn) Text(id a2a.ArtifactID) string {
 }
 
 // Check compares the turn with what the scenario of text sends (stream,
-// tool, fail, message, file or echo; the turns of ask, auth and slow have
+// tool, fail, reject, agent-cancel, artifact-meta, message, file or echo; the turns of ask, auth and slow have
 // their own shape) and returns every difference, or nil. streamed also
 // checks what only a stream shows: the chunks of the streamed text and
 // the states from submitted.
@@ -101,6 +108,18 @@ func (t *Turn) Check(text string, streamed bool) error {
 		if t.Status != FailText(body) {
 			errs = append(errs, fmt.Errorf("status message %q, want %q", t.Status, FailText(body)))
 		}
+	case Reject, AgentCancel:
+		text := RejectText(body)
+		state = a2a.TaskStateRejected
+		if name == AgentCancel {
+			state, text = a2a.TaskStateCanceled, AgentCancelText(body)
+		}
+		if t.Status != text {
+			errs = append(errs, fmt.Errorf("status message %q, want %q", t.Status, text))
+		}
+	case ArtifactMeta:
+		want[MetaTextArtifact] = MetaText(body)
+		errs = append(errs, t.checkMeta(body))
 	case Message:
 		if t.Message == nil || TextOf(t.Message.Parts) != MessageText(body) || t.Events != 1 {
 			return fmt.Errorf("want one direct message %q, got %d events, message %+v", MessageText(body), t.Events, t.Message)
@@ -140,6 +159,31 @@ func (t *Turn) checkStream(body string, streamed bool) []error {
 		errs = append(errs, fmt.Errorf("states %v, want submitted, working … completed", t.States))
 	}
 	return errs
+}
+
+// checkMeta checks "artifact-meta:"'s artifacts: their metadata and their
+// parts'.
+func (t *Turn) checkMeta(body string) error {
+	var errs []error
+	for _, id := range []a2a.ArtifactID{MetaTextArtifact, MetaDataArtifact} {
+		a := t.Artifacts[id]
+		if a == nil {
+			errs = append(errs, fmt.Errorf("artifact %s missing", id))
+			continue
+		}
+		if !reflect.DeepEqual(map[string]any(a.Metadata), ArtifactMetadata(body)) {
+			errs = append(errs, fmt.Errorf("artifact %s metadata %#v, want %#v", id, a.Metadata, ArtifactMetadata(body)))
+		}
+		for i, p := range a.Parts {
+			if !reflect.DeepEqual(map[string]any(p.Metadata), PartMetadata(body)) {
+				errs = append(errs, fmt.Errorf("artifact %s part %d metadata %#v, want %#v", id, i, p.Metadata, PartMetadata(body)))
+			}
+		}
+	}
+	if a := t.Artifacts[MetaTextArtifact]; a != nil && a.Name != MetaArtifactName {
+		errs = append(errs, fmt.Errorf("artifact %s named %q, want %q", MetaTextArtifact, a.Name, MetaArtifactName))
+	}
+	return errors.Join(errs...)
 }
 
 func (t *Turn) checkData(id a2a.ArtifactID, want map[string]any, typ string) error {
