@@ -75,7 +75,7 @@ func TestDefinitions(t *testing.T) {
 		t.Errorf("archive: %+v", arch)
 	}
 	req := c.RequestsStreamConfig()
-	if req.Name != "E2A_REQUESTS" || req.Subjects[0] != subjects.AllRequests || req.Discard != jetstream.DiscardNew ||
+	if req.Name != "E2A_REQUESTS" || req.Subjects[0] != subjects.RequestSubjects || req.Discard != jetstream.DiscardNew ||
 		req.MaxBytes != streams.GiB || req.Duplicates != 10*time.Minute || req.MaxAge != 24*time.Hour || req.Replicas != 3 ||
 		req.Retention != jetstream.LimitsPolicy {
 		t.Errorf("requests: %+v", req)

@@ -42,13 +42,13 @@ func (c Config) hot(name, description, subject string, maxAge time.Duration, max
 }
 
 // RequestsStreamConfig returns the definition of E2A_REQUESTS: subjects
-// e2a.req.>, limits retention, RequestsMaxAge, the Duplicates window, and
+// e2a.req.*.* (subjects.RequestSubjects), limits retention, RequestsMaxAge, the Duplicates window, and
 // DiscardNew with RequestsMaxBytes so that a full stream refuses new
 // requests instead of dropping accepted ones. Direct gets are allowed (cheap
 // existence checks).
 func (c Config) RequestsStreamConfig() jetstream.StreamConfig {
 	s := c.hot(RequestsStream, "E2A requests, e2a.req.<agent>.<request_id>",
-		subjects.AllRequests, c.RequestsMaxAge, c.RequestsMaxBytes)
+		subjects.RequestSubjects, c.RequestsMaxAge, c.RequestsMaxBytes)
 	s.Discard = jetstream.DiscardNew
 	s.Compression = c.RequestsCompression
 	return s

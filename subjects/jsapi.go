@@ -54,7 +54,7 @@ const ArchiveBatches = "e2a.archive.batches"
 // subject transform that maps e2a.req.<agent>.<token> into
 // e2a.audit.req.<p>, p in [0, partitions).
 func AuditRequestMapping(partitions int) (src, dest string) {
-	return "e2a.req.*.*", prefixAuditReq + "{{partition(" + strconv.Itoa(partitions) + ",2)}}"
+	return RequestSubjects, prefixAuditReq + "{{partition(" + strconv.Itoa(partitions) + ",2)}}"
 }
 
 // AuditResponseMapping returns the source filter and the destination of the

@@ -12,9 +12,15 @@ const (
 	prefixLive = "e2a.live."
 	prefixCtl  = "e2a.ctl."
 
-	// AllRequests matches every request subject; it is the subject of stream
-	// E2A_REQUESTS.
+	// AllRequests matches every request subject, as a filter (readers of
+	// E2A_REQUESTS and their durable consumers keep it).
 	AllRequests = "e2a.req.>"
+	// RequestSubjects are the subjects stream E2A_REQUESTS takes, and what
+	// its audit source copies: e2a.req.<pool>.<request_id>, one token each.
+	// A publish on fewer or more tokens (a request id with a dot not
+	// encoded: Request does) is refused by the server at once; with
+	// e2a.req.> it was stored and acknowledged, and no pool read it.
+	RequestSubjects = "e2a.req.*.*"
 	// AllResponses matches every response subject; it is the subject of stream
 	// E2A_RESPONSES and the source of its RePublish.
 	AllResponses = "e2a.resp.>"
