@@ -26,7 +26,12 @@
 //     interaction spec's DataParts): a tool delta (e2a.ToolDelta);
 //   - the deltas of an artifact carry its id as the frames'
 //     llm_response_id (agent.Writer.SetMetadata), so the pipeline's A2A
-//     renderers keep them in one artifact of that id;
+//     renderers keep them in one artifact of that id, and its name,
+//     description and metadata (artifact_name, artifact_description,
+//     artifact_metadata: on its first chunk, and again when an appended
+//     update changes the metadata) and the text part's metadata
+//     (artifact_part_metadata, on each chunk of that part), which the
+//     renderers give the artifact and its part;
 //   - any other data part, and a file part (bytes or URL): an
 //     a2a.stream_event frame of branch artifact_update (the A2A v0.3
 //     TaskArtifactUpdateEvent with the part, the artifact's id, its name

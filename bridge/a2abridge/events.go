@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -45,11 +47,17 @@ type turn struct {
 	// foreign counts the events of another task than the turn's that
 	// the agent's stream carried (dropped: foreignEvent).
 	foreign int
-	// labeled: the frames' metadata carries the artifact's name and
-	// description too (its first chunk's); named: the artifacts whose
-	// first chunk of the turn carried them.
-	labeled bool
-	named   map[a2a.ArtifactID]bool
+	// labeled: the frames' metadata carries the artifact's name,
+	// description or metadata too (its first chunk's, or a chunk's whose
+	// update changed the metadata); named: the artifacts whose first
+	// chunk of the turn carried them; sentMeta: each artifact's metadata
+	// as the chunks' carried it (merged, as an A2A client merges it).
+	labeled  bool
+	named    map[a2a.ArtifactID]bool
+	sentMeta map[a2a.ArtifactID]map[string]any
+	// partMeta is the text part metadata the frames' metadata carries
+	// now (artifact_part_metadata), on every chunk of a part with some.
+	partMeta map[string]any
 }
 
 // event writes the frames of one event of the agent. Once the turn's
@@ -420,7 +428,9 @@ func (t *turn) snapshot(a *a2a.Artifact) error {
 	}
 	for _, kind := range c.kinds {
 		if done := w.text[kind]; len(c.full[kind]) > len(done) {
-			if err := t.write(a.ID, a, textPiece(kind, c.full[kind][len(done):])); err != nil {
+			pc := textPiece(kind, c.full[kind][len(done):])
+			pc.part.Metadata = withThought(c.meta[kind], kind)
+			if err := t.write(a.ID, a, pc); err != nil {
 				return err
 			}
 		}
@@ -459,7 +469,7 @@ func (t *turn) rewrite(a *a2a.Artifact) error {
 	if len(parts) == 0 {
 		return nil // an artifact_update has a part at least (a2a.proto)
 	}
-	if err := t.metadata(a.ID, nil); err != nil {
+	if err := t.metadata(a.ID, nil, nil); err != nil {
 		return err
 	}
 	if err := t.writeNative(a.ID, a, parts, false); err != nil {
@@ -487,15 +497,17 @@ func (t *turn) base(task *a2a.Task) {
 }
 
 // contents is what an artifact holds: the text of each kind (text,
-// reasoning), the kinds in the order they come, and its other parts.
+// reasoning), the kinds in the order they come, and its other parts;
+// meta the metadata of the text parts of each kind, merged.
 type contents struct {
 	full   map[string]string
 	kinds  []string
 	others []piece
+	meta   map[string]map[string]any
 }
 
 func contentsOf(a *a2a.Artifact) contents {
-	c := contents{full: map[string]string{}}
+	c := contents{full: map[string]string{}, meta: map[string]map[string]any{}}
 	for _, p := range a.Parts {
 		pc := pieceOf(p)
 		switch s, ok := pc.delta.(string); {
@@ -505,6 +517,12 @@ func contentsOf(a *a2a.Artifact) contents {
 				c.kinds = append(c.kinds, pc.kind)
 			}
 			c.full[pc.kind] += s
+			if md := partMetadata(pc); md != nil {
+				if c.meta[pc.kind] == nil {
+					c.meta[pc.kind] = map[string]any{}
+				}
+				maps.Copy(c.meta[pc.kind], md)
+			}
 		default:
 			c.others = append(c.others, pc)
 		}
@@ -529,18 +547,25 @@ func (c contents) extends(w *written) bool {
 // write writes one piece of artifact id (a of its first frame; "" for a
 // message's text) and records it. Text, reasoning and tool deltas are
 // e2a.chunk frames with the artifact's id as their llm_response_id (the
-// first of the turn with the artifact's name and description too:
-// metadata); data and file parts, and every later part of an artifact
-// that had one, are a2a.stream_event artifact_update frames (native), so
-// that A2A clients get the parts and the artifact as the agent sent them.
+// first of the turn with the artifact's name, description and metadata
+// too, and one whose update changed the metadata with it; each text or
+// reasoning chunk with its part's metadata: metadata); data and file
+// parts, and every later part of an artifact that had one, are
+// a2a.stream_event artifact_update frames (native), so that A2A clients
+// get the parts and the artifact as the agent sent them.
 func (t *turn) write(id a2a.ArtifactID, a *a2a.Artifact, pc piece) error {
 	w := t.seenOf(id)
 	chunk := textual(pc.kind) && !w.native
 	var label *a2a.Artifact
-	if chunk && a != nil && (a.Name != "" || a.Description != "") && !t.named[id] {
+	if chunk && a != nil && id != "" && ((a.Name != "" || a.Description != "" || len(a.Metadata) > 0) && !t.named[id] ||
+		t.newMeta(id, a.Metadata)) {
 		label = a
 	}
-	if err := t.metadata(id, label); err != nil {
+	var partMeta map[string]any
+	if chunk && pc.kind != e2a.DeltaTool {
+		partMeta = partMetadata(pc)
+	}
+	if err := t.metadata(id, label, partMeta); err != nil {
 		return err
 	}
 	if label != nil {
@@ -548,6 +573,17 @@ func (t *turn) write(id a2a.ArtifactID, a *a2a.Artifact, pc piece) error {
 			t.named = map[a2a.ArtifactID]bool{}
 		}
 		t.named[id] = true
+		if len(a.Metadata) > 0 {
+			if t.sentMeta == nil {
+				t.sentMeta = map[a2a.ArtifactID]map[string]any{}
+			}
+			md := maps.Clone(t.sentMeta[id])
+			if md == nil {
+				md = map[string]any{}
+			}
+			maps.Copy(md, a.Metadata)
+			t.sentMeta[id] = md
+		}
 	}
 	var err error
 	if chunk {
@@ -571,11 +607,18 @@ func (t *turn) write(id a2a.ArtifactID, a *a2a.Artifact, pc piece) error {
 }
 
 // metadata sets the frames' llm_response_id to artifact id (none for
-// ""), with label's name and description (artifact_name,
-// artifact_description: the A2A renderers give them to the artifact)
-// when label is not nil, for the next frame only.
-func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact) error {
-	if id == t.artifact && label == nil && !t.labeled {
+// ""), with label's name, description and metadata (artifact_name,
+// artifact_description, artifact_metadata: the A2A renderers give them
+// to the artifact, an appended update's metadata merged into its) when
+// label is not nil, for the next frame only, and partMeta
+// (artifact_part_metadata: the renderers give it to the chunk's text
+// part) for every next frame until it changes. The writer's metadata is
+// set only when it changes: setting it ends the text coalescing.
+func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact, partMeta map[string]any) error {
+	if id == "" {
+		partMeta = nil // a message's text: no artifact (none for the A2A renderers)
+	}
+	if id == t.artifact && label == nil && !t.labeled && reflect.DeepEqual(partMeta, t.partMeta) {
 		return nil
 	}
 	var md map[string]any
@@ -587,12 +630,69 @@ func (t *turn) metadata(id a2a.ArtifactID, label *a2a.Artifact) error {
 		if label != nil && label.Description != "" {
 			md["artifact_description"] = label.Description
 		}
+		if label != nil && len(label.Metadata) > 0 {
+			md["artifact_metadata"] = map[string]any(label.Metadata)
+		}
+		if len(partMeta) > 0 {
+			md["artifact_part_metadata"] = partMeta
+		}
 	}
 	if err := t.w.SetMetadata(md); err != nil {
 		return err
 	}
-	t.artifact, t.labeled = id, label != nil && id != ""
+	t.artifact, t.labeled, t.partMeta = id, label != nil && id != "", partMeta
 	return nil
+}
+
+// newMeta reports whether the metadata md of an update of artifact id
+// changes what the frames gave the artifact (sentMeta): a member they did
+// not carry, or carried another value of. An update without metadata
+// changes nothing (an A2A client merges an appended update's into the
+// artifact's); a snapshot's, the artifact's whole, changes nothing that
+// its updates' did not.
+func (t *turn) newMeta(id a2a.ArtifactID, md map[string]any) bool {
+	if !t.named[id] {
+		return false // its first chunk carries it
+	}
+	sent := t.sentMeta[id]
+	for k, v := range md {
+		if old, ok := sent[k]; !ok || !reflect.DeepEqual(old, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// partMetadata is the metadata of a text or reasoning piece's part the
+// frames carry (artifact_part_metadata): its part's, but the thought
+// flag that made it reasoning (the chunk's kind says so); nil for none.
+func partMetadata(pc piece) map[string]any {
+	if pc.part == nil || len(pc.part.Metadata) == 0 {
+		return nil
+	}
+	md := map[string]any(pc.part.Metadata)
+	if _, ok := md["thought"]; ok {
+		if len(md) == 1 {
+			return nil
+		}
+		md = maps.Clone(md)
+		delete(md, "thought")
+	}
+	return md
+}
+
+// withThought is a text piece's part metadata md (contents.meta), with
+// the thought flag of a reasoning piece: the part pieceOf reads as kind.
+func withThought(md map[string]any, kind string) map[string]any {
+	if kind != e2a.DeltaReasoning {
+		return md
+	}
+	out := maps.Clone(md)
+	if out == nil {
+		out = map[string]any{}
+	}
+	out["thought"] = true
+	return out
 }
 
 func (t *turn) seenOf(id a2a.ArtifactID) *written {

@@ -60,9 +60,11 @@ func TestA2AFastTextMatches(t *testing.T) {
 	}
 }
 
-// TestA2AFastTextLabeled: a text chunk that names its artifact takes the
-// general path, whose event carries the artifact's name and description
-// (the fast path's would not): both write the same bytes, in v0.3.
+// TestA2AFastTextLabeled: a text chunk that names its artifact, or gives
+// it or its part metadata (artifact_metadata, artifact_part_metadata),
+// takes the general path, whose event carries the artifact's name,
+// description and metadata and the part's (the fast path's would not):
+// both write the same bytes, in v0.3.
 func TestA2AFastTextLabeled(t *testing.T) {
 	frames := conformance.LabeledTextFrames()
 	slow := renderStream(t, false, false, json.RawMessage(`"req-1"`), 0, frames)
@@ -71,9 +73,33 @@ func TestA2AFastTextLabeled(t *testing.T) {
 			t.Fatalf("lazy %v:\nfast:\n%s\nslow:\n%s", lazy, fast, slow)
 		}
 	}
-	for _, want := range []string{`"name":"Report \u003c1\u003e"`, `"description":"What \"was\" found."`, `"description":"no id"`} {
+	for _, want := range []string{`"name":"Report \u003c1\u003e"`, `"description":"What \"was\" found."`, `"description":"no id"`,
+		`"metadata":{"labels":["a","b"],"source":"\u003cx\u003e"}`, `"metadata":{"n":2,"source":"later"}`, `"metadata":{"lang":"en"}`, `"metadata":{"lang":"en","thought":true}`} {
 		if !bytes.Contains(slow, []byte(want)) {
 			t.Fatalf("%s is missing:\n%s", want, slow)
+		}
+	}
+}
+
+// TestReadTextUpdateLabeled: the fast path leaves to the general path
+// exactly the chunks whose metadata holds a label key (artifact_name,
+// artifact_description, artifact_metadata, artifact_part_metadata),
+// decoded or read from their bytes, and takes those whose text only
+// quotes the keys or whose metadata has another artifact_ key.
+func TestReadTextUpdateLabeled(t *testing.T) {
+	frames := conformance.LabeledTextFrames()
+	fast := map[int]bool{1: true, 3: true} // "a2 …" (the keys in its text, artifact_other), "a3"
+	for i, f := range frames[:len(frames)-1] {
+		raw, _ := json.Marshal(f)
+		head, err := render.HeadFrame(raw, uint64(i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fr := range []*render.Frame{{Response: f, Raw: raw, StreamSeq: uint64(i + 1)}, head} {
+			m := a2amap.NewStreamMapper(f.RequestID, a2amap.Params{}, 0)
+			if _, ok := ReadTextUpdate(m, fr); ok != fast[i] {
+				t.Errorf("frame %d (metadata %v, decoded %v): fast path %v, want %v", i, f.Metadata, fr.Response != nil, ok, fast[i])
+			}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package a2a
 
 import (
 	"bytes"
+	"strings"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
@@ -39,23 +40,62 @@ func ReadTextUpdate(m *a2amap.Mapper, f *render.Frame) (u TextUpdate, ok bool) {
 		TaskID: m.TaskID(), ContextID: m.ContextID(), Text: c.Text}, true
 }
 
-// labeled reports a frame that may name its artifact (metadata
-// artifact_name or artifact_description: a2amap.MetaArtifactName), whose
-// event carries the name: the general path writes it. Read without
-// decoding, the test is for the key in quotes, which no JSON string can
-// hold unescaped (a text holding it has \" before its closing quote);
-// a frame that holds it elsewhere only takes the general path.
+// labeled reports a frame that may label its artifact or its part
+// (metadata artifact_name, artifact_description, artifact_metadata or
+// artifact_part_metadata: a2amap.MetaArtifactName and the others), whose
+// event carries them: the general path writes it. Read without decoding,
+// the test is for a key in quotes, which no JSON string can hold
+// unescaped (a text holding it has \" before its closing quote): one
+// scan for the four keys' common start, "artifact_, each found checked
+// for one of their ends. The scan looks for the start's tail (labelMark:
+// its 'f' is rare in a frame, so bytes.Index skips ahead fast; a search
+// for the whole start stops at every quote) and checks the head before
+// it. A frame that holds such a key elsewhere only takes the general
+// path.
 func labeled(f *render.Frame) bool {
 	if f.Response != nil {
 		md := f.Response.Metadata
-		return md[a2amap.MetaArtifactName] != nil || md[a2amap.MetaArtifactDescription] != nil
+		return md[a2amap.MetaArtifactName] != nil || md[a2amap.MetaArtifactDescription] != nil ||
+			md[a2amap.MetaArtifactMetadata] != nil || md[a2amap.MetaArtifactPartMetadata] != nil
 	}
-	return bytes.Contains(f.Raw, quotedName) || bytes.Contains(f.Raw, quotedDescription)
+	for raw := f.Raw; ; {
+		i := bytes.Index(raw, labelMark)
+		if i < 0 {
+			return false
+		}
+		head := raw[:i]
+		raw = raw[i+len(labelMark):]
+		if !bytes.HasSuffix(head, labelHead) {
+			continue
+		}
+		for _, end := range labelEnds {
+			if bytes.HasPrefix(raw, end) {
+				return true
+			}
+		}
+	}
 }
 
+// labelPrefix starts every key labeled looks for; labelHead and
+// labelMark are its quoted form ("artifact_) split where the scan looks
+// (labelMark, "fact_"), and labelEnds the keys' ends, with their closing
+// quote.
+const labelPrefix = "artifact_"
+
 var (
-	quotedName        = []byte(`"` + a2amap.MetaArtifactName + `"`)
-	quotedDescription = []byte(`"` + a2amap.MetaArtifactDescription + `"`)
+	labelHead = []byte(`"` + labelPrefix[:len(labelPrefix)-5])
+	labelMark = []byte(labelPrefix[len(labelPrefix)-5:])
+	labelEnds = func() [][]byte {
+		var ends [][]byte
+		for _, k := range []string{a2amap.MetaArtifactName, a2amap.MetaArtifactDescription,
+			a2amap.MetaArtifactMetadata, a2amap.MetaArtifactPartMetadata} {
+			if !strings.HasPrefix(k, labelPrefix) {
+				panic("a2a: label key " + k + " does not start with " + labelPrefix)
+			}
+			ends = append(ends, []byte(k[len(labelPrefix):]+`"`))
+		}
+		return ends
+	}()
 )
 
 // Len is the length of u's strings, for sizing the buffer an event is

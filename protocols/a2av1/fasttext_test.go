@@ -58,10 +58,11 @@ func TestStreamFastTextMatches(t *testing.T) {
 
 // TestStreamFastTextLabeled: a text chunk that names its artifact
 // (metadata artifact_name, artifact_description: the A2A bridge's first
-// chunk of an agent's named artifact) takes the general path, whose event
-// carries the artifact's name and description (the fast path's would
-// not): both write the same bytes, on both bindings. A text that holds
-// those keys in quotes changes nothing.
+// chunk of an agent's named artifact) or gives it or its part metadata
+// (artifact_metadata, artifact_part_metadata) takes the general path,
+// whose event carries them (the fast path's would not): both write the
+// same bytes, on both bindings. A text that holds those keys in quotes
+// changes nothing.
 func TestStreamFastTextLabeled(t *testing.T) {
 	frames := conformance.LabeledTextFrames()
 	for _, rest := range []bool{false, true} {
@@ -71,7 +72,8 @@ func TestStreamFastTextLabeled(t *testing.T) {
 				t.Fatalf("rest %v lazy %v:\nfast:\n%s\nslow:\n%s", rest, lazy, fast, slow)
 			}
 		}
-		for _, want := range []string{`"name":"Report \u003c1\u003e"`, `"description":"What \"was\" found."`, `"description":"no id"`} {
+		for _, want := range []string{`"name":"Report \u003c1\u003e"`, `"description":"What \"was\" found."`, `"description":"no id"`,
+			`"metadata":{"labels":["a","b"],"source":"\u003cx\u003e"}`, `"metadata":{"n":2,"source":"later"}`, `"metadata":{"lang":"en"}`, `"metadata":{"lang":"en","thought":true}`} {
 			if !bytes.Contains(slow, []byte(want)) {
 				t.Fatalf("rest %v: %s is missing:\n%s", rest, want, slow)
 			}

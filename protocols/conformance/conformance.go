@@ -123,9 +123,16 @@ func TextFrames() []*e2a.Response {
 // LabeledTextFrames is a request's text chunks of artifacts with a name or
 // a description (metadata artifact_name, artifact_description: the A2A
 // bridge's first chunk of an agent's named artifact; llm_response_id the
-// artifact's id), one text that holds those keys in quotes, and the final
-// frame: the input of the text fast paths' tests that such chunks take
-// the general path.
+// artifact's id), one text that holds those keys in quotes, the chunks of
+// an artifact "M" with metadata (artifact_metadata on its first chunk,
+// LabelMetadata, and on a later one that changes it, LabelMetadataLater;
+// artifact_part_metadata, PartLabelMetadata, on its text chunks and on a
+// reasoning chunk of its own), and the final frame: the input of the
+// text fast paths' tests that such chunks take the general path, and of
+// the A2A renderers' that their events and the task carry the labels
+// (artifact "M": its metadata LabelMetadata merged with
+// LabelMetadataLater, its text "m1 m2 " and, after the reasoning
+// chunk's artifact, "m3", each a part with PartLabelMetadata).
 func LabeledTextFrames() []*e2a.Response {
 	c := func(text, llm string, meta map[string]any) *e2a.Response {
 		f := Frame("req-fast", 0, e2a.KindChunk, e2a.StatusInProgress, false, e2a.ChunkBody{DeltaKind: e2a.DeltaText, Delta: text}, meta)
@@ -134,11 +141,17 @@ func LabeledTextFrames() []*e2a.Response {
 		}
 		return f
 	}
+	reasoning := c("thinking", "T", map[string]any{"artifact_part_metadata": PartLabelMetadata()})
+	reasoning.Body = e2a.MarshalBody(e2a.ChunkBody{DeltaKind: e2a.DeltaReasoning, Delta: "thinking"})
 	frames := []*e2a.Response{
 		c("a1 ", "R", map[string]any{"artifact_name": "Report <1>", "artifact_description": `What "was" found.`}),
-		c(`a2 "artifact_name": "x", "artifact_description"`, "R", map[string]any{}),
+		c(`a2 "artifact_name": "x", "artifact_description", "artifact_metadata", "artifact_part_metadata"`, "R", map[string]any{"artifact_other": "y"}),
 		c("b1 ", "", map[string]any{"artifact_description": "no id"}),
 		c("a3", "R", map[string]any{}),
+		c("m1 ", "M", map[string]any{"artifact_name": "Notes", "artifact_metadata": LabelMetadata(), "artifact_part_metadata": PartLabelMetadata()}),
+		c("m2 ", "M", map[string]any{"artifact_part_metadata": PartLabelMetadata()}),
+		reasoning,
+		c("m3", "M", map[string]any{"artifact_metadata": LabelMetadataLater(), "artifact_part_metadata": PartLabelMetadata()}),
 		Frame("req-fast", 0, e2a.KindComplete, e2a.StatusSucceeded, true, e2a.CompleteBody{}, nil),
 	}
 	for i, f := range frames {
@@ -146,6 +159,20 @@ func LabeledTextFrames() []*e2a.Response {
 	}
 	return frames
 }
+
+// LabelMetadata is the artifact metadata of LabeledTextFrames' artifact
+// "M" on its first chunk.
+func LabelMetadata() map[string]any {
+	return map[string]any{"source": "<x>", "labels": []any{"a", "b"}}
+}
+
+// LabelMetadataLater is the artifact metadata a later chunk of
+// LabeledTextFrames' artifact "M" adds: it replaces "source".
+func LabelMetadataLater() map[string]any { return map[string]any{"source": "later", "n": 2.0} }
+
+// PartLabelMetadata is the part metadata of LabeledTextFrames' text and
+// reasoning chunks of artifact "M" (and "T").
+func PartLabelMetadata() map[string]any { return map[string]any{"lang": "en"} }
 
 // UnreadableFrames is request id's frames around an a2a.stream_event whose
 // payload is not the A2A object it names (a status_update whose status is

@@ -22,17 +22,36 @@ type aggMsg struct {
 	thought strings.Builder
 	text    strings.Builder
 	texts   bool
-	// label is the name and description of the artifact a content
-	// message's text becomes, as its frames' metadata gives them
-	// (artifactLabel).
-	label label
+	// label is the name, description and metadata of the artifact a
+	// content message's text becomes, as its frames' metadata gives them
+	// (artifactLabel: the first name and description, every frame's
+	// metadata merged); textMeta and thoughtMeta the metadata of its
+	// text and reasoning parts (partMetadata, every frame's merged).
+	label                 label
+	textMeta, thoughtMeta map[string]any
 	// art, when set, is the id of that artifact (the result of a request
 	// that streamed no content: Mapper.artifactID, as its stream names it).
 	art a2a.ArtifactID
 }
 
-// label is an artifact's name and description.
-type label struct{ name, description string }
+// label is an artifact's name, description and metadata.
+type label struct {
+	name, description string
+	meta              map[string]any
+}
+
+// empty reports a label that gives an artifact nothing.
+func (l label) empty() bool { return l.name == "" && l.description == "" && len(l.meta) == 0 }
+
+// add is l with the label of a later frame of its artifact: its name
+// and description when l has neither, its metadata merged (mergeMeta).
+func (l label) add(more label) label {
+	if l.name == "" && l.description == "" {
+		l.name, l.description = more.name, more.description
+	}
+	l.meta = mergeMeta(l.meta, more.meta)
+	return l
+}
 
 // artOp is one artifact event of a request, in the order of its frames:
 // an artifact (update) of the agent's own (art, appended to the artifact
@@ -229,14 +248,15 @@ func (a *Aggregator) addPiece(r *e2a.Response, p piece) {
 		cur = a.newMsg(r, p.group, llm, p)
 	}
 	if p.group == "content" {
-		if cur.label == (label{}) {
-			cur.label = artifactLabel(r)
-		}
+		cur.label = cur.label.add(artifactLabel(r))
+		pm := partMetadata(r)
 		for _, part := range p.parts {
 			if text, ok := part.Content.(a2a.Text); ok {
 				if p.thought {
+					cur.thoughtMeta = mergeMeta(cur.thoughtMeta, pm)
 					cur.thought.WriteString(string(text))
 				} else {
+					cur.textMeta = mergeMeta(cur.textMeta, pm)
 					cur.text.WriteString(string(text))
 					cur.texts = true
 				}
@@ -279,6 +299,7 @@ func putArtifact(arts []*a2a.Artifact, art *a2a.Artifact, appendParts bool) []*a
 		}
 		if appendParts {
 			old.Parts = append(old.Parts, art.Parts...)
+			old.Metadata = mergeMeta(old.Metadata, art.Metadata)
 		} else {
 			arts[i] = &c
 		}
@@ -303,25 +324,33 @@ func (a *Aggregator) seal() {
 		if m.group != "content" || (m.thought.Len() == 0 && !m.texts) {
 			continue
 		}
-		var parts a2a.ContentParts
-		if m.thought.Len() > 0 {
-			parts = append(parts, textPart(m.thought.String(), map[string]any{MetaThought: true}))
-		}
-		if m.texts {
-			parts = append(parts, textPart(m.text.String(), nil))
-		}
-		m.msg.Parts = append(parts, m.msg.Parts...)
+		m.msg.Parts = append(m.textParts((*strings.Builder).String), m.msg.Parts...)
 		m.thought.Reset()
 		m.text.Reset()
 		m.texts = false
 	}
 }
 
+// textParts is the parts of content message m's assembled text, text(sb)
+// that of each builder sb: its reasoning, then its text, each with its
+// metadata.
+func (m *aggMsg) textParts(text func(sb *strings.Builder) string) a2a.ContentParts {
+	var parts a2a.ContentParts
+	if m.thought.Len() > 0 {
+		parts = append(parts, textPart(text(&m.thought), withPartMeta(map[string]any{MetaThought: true}, m.thoughtMeta)))
+	}
+	if m.texts {
+		parts = append(parts, textPart(text(&m.text), m.textMeta))
+	}
+	return parts
+}
+
 // Result returns the message/send result of the frames added: the
 // frame's own Message or Task when an a2a.* final frame carried one, a
 // Message when a completed request answered with one content message and
-// no artifact (nor a name or description for its artifact:
-// MetaArtifactName, which a Message cannot carry), else the Task
+// no artifact (nor a name, description or metadata for its artifact:
+// MetaArtifactName, MetaArtifactMetadata, which a Message cannot carry),
+// else the Task
 // ([Aggregator.Task]). Those direct answers are
 // for a message that created no task only: the answer to a message
 // continuing a task (Params.Continued: the answer to input-required, any
@@ -341,7 +370,7 @@ func (a *Aggregator) Result(historyLength *int) a2a.SendMessageResult {
 	}
 	a.seal()
 	if a.state == a2a.TaskStateCompleted && len(a.msgs) == 1 && a.msgs[0].group == "content" && len(a.artifacts) == 0 &&
-		a.msgs[0].label == (label{}) {
+		a.msgs[0].label.empty() {
 		return a.msgs[0].msg
 	}
 	return a.Task(historyLength)
@@ -458,7 +487,7 @@ func (a *Aggregator) contentArtifacts(replies []a2a.ContentParts) []*a2a.Artifac
 		if !written[id] {
 			written[id] = true
 			arts = putArtifact(arts, &a2a.Artifact{ID: id, Name: m.label.name, Description: m.label.description,
-				Parts: replies[op.msg]}, false)
+				Metadata: m.label.meta, Parts: replies[op.msg]}, false)
 			continue
 		}
 		for _, art := range arts {
@@ -467,6 +496,7 @@ func (a *Aggregator) contentArtifacts(replies []a2a.ContentParts) []*a2a.Artifac
 				if art.Name == "" && art.Description == "" {
 					art.Name, art.Description = m.label.name, m.label.description
 				}
+				art.Metadata = mergeMeta(art.Metadata, m.label.meta)
 				break
 			}
 		}

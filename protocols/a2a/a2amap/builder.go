@@ -299,16 +299,9 @@ func (a *Aggregator) sealedMsgs(text func(sb *strings.Builder) string) []*aggMsg
 		if m.group != "content" || (m.thought.Len() == 0 && !m.texts) {
 			continue
 		}
-		var parts a2a.ContentParts
-		if m.thought.Len() > 0 {
-			parts = append(parts, textPart(text(&m.thought), map[string]any{MetaThought: true}))
-		}
-		if m.texts {
-			parts = append(parts, textPart(text(&m.text), nil))
-		}
 		msg := *m.msg
-		msg.Parts = append(parts, m.msg.Parts...)
-		out[i] = &aggMsg{group: m.group, llm: m.llm, msg: &msg, label: m.label}
+		msg.Parts = append(m.textParts(text), m.msg.Parts...)
+		out[i] = &aggMsg{group: m.group, llm: m.llm, msg: &msg, label: m.label, textMeta: m.textMeta, thoughtMeta: m.thoughtMeta}
 	}
 	return out
 }

@@ -32,6 +32,7 @@ func TestTaskBuilderMatchesBuildTask(t *testing.T) {
 		}
 	}
 	current = append(current, conformance.Scenario{Name: "text_frames", Frames: conformance.TextFrames()},
+		conformance.Scenario{Name: "labeled_frames", Frames: conformance.LabeledTextFrames()},
 		conformance.Scenario{Name: "bad_frame", Frames: withBadFrame(byName["a2a_native"].Frames)},
 		conformance.Scenario{Name: "bad_final", Frames: withBadFinal(byName["a2a_native"].Frames)})
 	turn := func(name string) a2amap.Request {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"time"
 
@@ -28,6 +29,23 @@ const (
 	// artifact-update carries them, and so does the task's artifact.
 	MetaArtifactName        = "artifact_name"
 	MetaArtifactDescription = "artifact_description"
+	// MetaArtifactMetadata, a JSON object in a content frame's metadata,
+	// is metadata of the artifact its chunk is part of: its
+	// artifact-update carries it as the artifact's metadata, which a
+	// client merges into the artifact's as an appended update's (a2a-go's
+	// task manager: maps.Copy), and the task's artifact holds every such
+	// frame's merged so. A frame that adds nothing carries none (the A2A
+	// bridge: the first chunk of an agent's artifact with metadata, and
+	// one whose update changed it).
+	MetaArtifactMetadata = "artifact_metadata"
+	// MetaArtifactPartMetadata, a JSON object in a text or reasoning
+	// chunk's metadata, is the metadata of the text part the chunk
+	// renders: its artifact-update's part carries it (beside a
+	// reasoning part's thought), and the task's artifact's text part
+	// (the text of its chunks joined) every such frame's merged. Unlike
+	// MetaArtifactMetadata every chunk of the part carries it (the
+	// writer coalesces only chunks of the same metadata).
+	MetaArtifactPartMetadata = "artifact_part_metadata"
 )
 
 // Object types and tags of the trpc A2A interaction spec.
@@ -351,8 +369,9 @@ func FrameTime(r *e2a.Response) *time.Time {
 	return &t
 }
 
-// artifactLabel is the artifact name and description a content frame's
-// metadata gives (MetaArtifactName, MetaArtifactDescription).
+// artifactLabel is the artifact name, description and metadata a content
+// frame's metadata gives (MetaArtifactName, MetaArtifactDescription,
+// MetaArtifactMetadata: an object, else none).
 func artifactLabel(r *e2a.Response) label {
 	if r.Metadata == nil {
 		return label{}
@@ -360,7 +379,45 @@ func artifactLabel(r *e2a.Response) label {
 	var l label
 	l.name, _ = r.Metadata[MetaArtifactName].(string)
 	l.description, _ = r.Metadata[MetaArtifactDescription].(string)
+	if md, ok := r.Metadata[MetaArtifactMetadata].(map[string]any); ok && len(md) > 0 {
+		l.meta = md
+	}
 	return l
+}
+
+// partMetadata is the metadata of a text or reasoning chunk's part its
+// frame's metadata gives (MetaArtifactPartMetadata: an object, else nil).
+func partMetadata(r *e2a.Response) map[string]any {
+	md, _ := r.Metadata[MetaArtifactPartMetadata].(map[string]any)
+	if len(md) == 0 {
+		return nil
+	}
+	return md
+}
+
+// withPartMeta is the metadata of a content part whose own is own (a
+// reasoning part's thought=true, else nil) and whose frame gave extra
+// (partMetadata): extra's members, then own's over them (a part stays
+// what the chunk's kind says: mergeMeta). own when extra is empty.
+func withPartMeta(own, extra map[string]any) map[string]any {
+	if len(extra) == 0 {
+		return own
+	}
+	return mergeMeta(extra, own)
+}
+
+// mergeMeta is the metadata md with more merged in, as an appended
+// artifact-update's metadata merges into the artifact's (a2a-go's task
+// manager: maps.Copy, more's members over md's), in a new map (md may be
+// an artifact's that others share); md itself when more is empty.
+func mergeMeta(md, more map[string]any) map[string]any {
+	if len(more) == 0 {
+		return md
+	}
+	out := make(map[string]any, len(md)+len(more))
+	maps.Copy(out, md)
+	maps.Copy(out, more)
+	return out
 }
 
 func LLMResponseID(r *e2a.Response) string {
@@ -877,8 +934,11 @@ func (m *Mapper) Events(r *e2a.Response) ([]a2a.Event, error) {
 				llm = string(id)
 			}
 			l := artifactLabel(r)
+			if p.group == "content" {
+				p.parts[0].Metadata = withPartMeta(p.parts[0].Metadata, partMetadata(r))
+			}
 			evs = append(evs, &a2a.TaskArtifactUpdateEvent{TaskID: m.taskID, ContextID: m.contextID,
-				Artifact: &a2a.Artifact{ID: id, Name: l.name, Description: l.description, Parts: p.parts},
+				Artifact: &a2a.Artifact{ID: id, Name: l.name, Description: l.description, Metadata: l.meta, Parts: p.parts},
 				Append:   m.seen[id] || m.resumed,
 				Metadata: p.meta(llm)})
 			m.seen[id], m.content = true, true
