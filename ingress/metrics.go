@@ -38,19 +38,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 // acceptedProtocol is the protocol label of e2a_ingress_accepted_total for
 // an accepted envelope: "workflow" for the workflow API, else the finer
 // ingress origin (provenance.details.ingress_protocol: agentvault, a2e,
-// agent_request), else the source protocol (e2a, a2a, acp).
+// agent_request), else the source protocol (e2a, a2a, acp). Only those
+// values: a raw E2A envelope keeps the provenance its client wrote, and
+// any other value would be a series per string a client sends.
 func acceptedProtocol(env *e2a.Envelope) string {
 	if strings.HasPrefix(env.Method, "a2e.workflow.") {
 		return "workflow"
 	}
 	if env.Provenance == nil {
-		return "e2a"
+		return e2a.SourceE2A
 	}
-	if p, ok := env.Provenance.Details[e2a.DetailIngressProtocol].(string); ok && p != "" {
+	switch p, _ := env.Provenance.Details[e2a.DetailIngressProtocol].(string); p {
+	case e2a.SourceAgentVault, e2a.SourceA2E, e2a.SourceLegacy:
 		return p
 	}
-	if env.Provenance.SourceProtocol != "" {
-		return env.Provenance.SourceProtocol
+	switch p := env.Provenance.SourceProtocol; p {
+	case e2a.SourceA2A, e2a.SourceACP:
+		return p
 	}
-	return "e2a"
+	return e2a.SourceE2A
 }

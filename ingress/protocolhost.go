@@ -143,16 +143,19 @@ func (s *Server) bindProtocols() {
 }
 
 // servePeeked is serveRPC, the body first read and shown to peek when
-// the endpoint has one (before the gate, uncounted): a request peek
-// diverts is served by its handler, the others by serveRPC with the
-// refusal peek chose.
+// the endpoint has one (before the gate): a request peek diverts is
+// served by its handler, the others by serveRPC with the refusal peek
+// chose. A body refused as it is read (over the limit, cut short) is
+// counted as serveRPC counts it (method "?"), not left out of the metric.
 func (s *Server) servePeeked(w http.ResponseWriter, r *http.Request, e rpcEndpoint, peek func([]byte) (http.Handler, host.Refuse)) {
 	if peek == nil {
 		s.serveRPC(w, r, e)
 		return
 	}
-	body, ok := s.readRPCBody(w, r)
+	rec := &obs.StatusWriter{ResponseWriter: w}
+	body, ok := s.readRPCBody(rec, r)
 	if !ok {
+		s.metrics.requests.WithLabelValues(e.protocol, "?", strconv.Itoa(rec.Code)).Inc()
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))

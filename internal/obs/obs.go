@@ -67,8 +67,9 @@ func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 //     is redacted as its JSON form would be, at every depth: when it holds
 //     a secret the attribute is written as a redacted copy (a JSON value),
 //     otherwise it is left as is; the caller's value is never modified;
-//   - a string holding "Bearer <credential>" or "Basic <credential>" has the
-//     credential replaced, whatever the key.
+//   - a string or an error holding "Bearer <credential>" or "Basic
+//     <credential>" has the credential replaced, whatever the key (an
+//     error is then written as its redacted text).
 func RedactAttr(groups []string, a slog.Attr) slog.Attr {
 	if secretKey(groups, a.Key) {
 		switch a.Value.Kind() {
@@ -89,6 +90,14 @@ func RedactAttr(groups []string, a slog.Attr) slog.Attr {
 			}
 		}
 	case slog.KindAny:
+		if e, ok := a.Value.Any().(error); ok && e != nil {
+			// Written as its text: an upstream's answer or a wrapped
+			// HTTP error may echo an Authorization header in it.
+			if r, ok := redactAuthScheme(e.Error()); ok {
+				return slog.String(a.Key, r)
+			}
+			return a
+		}
 		if v, ok := redactAny(a.Value.Any()); ok {
 			return slog.Any(a.Key, v)
 		}
