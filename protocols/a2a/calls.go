@@ -237,7 +237,7 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 	}
 	if protocol == normalizer.ProtocolA2A {
 		s.Before = func(context.Context) (func(context.Context) error, error) {
-			undo, ok := d.inlinePush(rep, in, req, env)
+			undo, ok := d.inlinePush(rep, in, tc, req, env, prev)
 			if !ok {
 				return nil, errAnswered
 			}

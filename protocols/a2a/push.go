@@ -177,30 +177,22 @@ func PushSecretsShown(in normalizer.Input, t *host.Task) bool {
 }
 
 // PushPrincipal is the principal under which the push notification
-// configs of task t (the caller's, checked) are kept: the user_id of the
-// task's envelopes, by which the push stage finds them, as a message's
-// inline config is stored (under its envelope's). An authenticated
-// caller's envelopes carry its own id (normalizer.CallerUserID): the
-// task's owner (host.Session.Principal) is taken, the caller itself or the
-// owner of the task an admin acts on. With
+// configs of task t (the caller's, checked) are kept, where the push
+// stage finds them, as a message's inline config is stored
+// (InlinePushPrincipal). An authenticated caller's envelopes carry its
+// own id (normalizer.CallerUserID): the task's owner is taken (pushOwner),
+// the caller itself or the owner of the task an admin acts on, whose
+// configs the stage reads for every turn of the task. With
 // authentication off (in.Principal nil, or asserting users: nobody is
 // kept apart) they carry the user each message claims, its metadata's
 // included: the user of the task's newest request is taken (its
 // envelope's, else its first frame's), the caller's id when neither is
 // stored.
 func PushPrincipal(ctx context.Context, f host.TaskRequests, in normalizer.Input, t *host.Task) string {
-	caller := normalizer.CallerUserID(in)
-	if p := in.Principal; p != nil && p.UserID != "" && !p.AssertsUser {
-		if t.Principal != "" {
-			// The task's owner: the caller, or the owner of the task an
-			// admin acts on. An admin's calls were on configs of its own,
-			// which the push stage never reads for alice's task: its
-			// config was accepted and never posted to, its delete of
-			// hers answered success and left it.
-			return t.Principal
-		}
-		return caller
+	if owner, ok := pushOwner(in, t); ok {
+		return owner
 	}
+	caller := normalizer.CallerUserID(in)
 	last := t.LastRequest()
 	if last == "" || f == nil {
 		return caller
@@ -217,15 +209,51 @@ func PushPrincipal(ctx context.Context, f host.TaskRequests, in normalizer.Input
 	return caller
 }
 
+// pushOwner is the principal under which an authenticated caller of in
+// keeps the push configs of task t (nil: a new task, the caller's own):
+// the task's owner (host.Session.Principal), the caller itself or the
+// owner of the task an admin acts on, else the caller. An admin's configs
+// were its own, which the push stage never reads for alice's task: the
+// config it created (by the methods, or inline with its message) was
+// accepted and never posted to, its delete of hers answered success and
+// left it. False where principals are not kept apart (authentication
+// off, a gateway asserting users): the envelopes carry the user each
+// message claims, which the caller takes instead (PushPrincipal,
+// InlinePushPrincipal).
+func pushOwner(in normalizer.Input, t *host.Task) (string, bool) {
+	p := in.Principal
+	if p == nil || p.UserID == "" || p.AssertsUser {
+		return "", false
+	}
+	if t != nil && t.Principal != "" {
+		return t.Principal, true
+	}
+	return normalizer.CallerUserID(in), true
+}
+
+// InlinePushPrincipal is the principal under which a message's inline
+// push config is stored, env its envelope and t the task it continues
+// (nil: a new task): the principal the push-config methods keep the
+// task's configs under (PushPrincipal: its owner, also for an admin's
+// message continuing another principal's task) with authentication;
+// without it, or from a gateway asserting users, the user the message
+// claims (env's user_id: its metadata, X-User-ID), whose envelopes the
+// push stage finds the configs by.
+func InlinePushPrincipal(in normalizer.Input, t *host.Task, env *e2a.Envelope) string {
+	if owner, ok := pushOwner(in, t); ok {
+		return owner
+	}
+	return env.UserID
+}
+
 // inlinePush stores message/send's or message/stream's inline
 // configuration.pushNotificationConfig for the task of env, the request's
 // envelope, before it is published, returning what takes it back (nil
-// when there is none); false when it answered rep with a refusal. The
-// config is stored under env's user_id, the principal the push stage
-// finds the task's configs under: the caller's own with authentication,
-// the user the message claims (its metadata, X-User-ID) without it or
-// from a gateway asserting users.
-func (d *frontDoor) inlinePush(rep host.Reply, in host.Call, req *jsonrpc.Request, env *e2a.Envelope) (func(context.Context) error, bool) {
+// when there is none); false when it answered rep with a refusal. prev is
+// the task the message continues (nil: a new task), the caller's or one
+// an admin may write (admitTurn); the config is stored under
+// InlinePushPrincipal, as tasks/pushNotificationConfig/set stores one.
+func (d *frontDoor) inlinePush(rep host.Reply, in host.Call, tc host.TaskCaller, req *jsonrpc.Request, env *e2a.Envelope, prev *host.Task) (func(context.Context) error, bool) {
 	if req.Method != normalizer.A2AMessageSend && req.Method != normalizer.A2AMessageStream {
 		return nil, true
 	}
@@ -246,7 +274,8 @@ func (d *frontDoor) inlinePush(rep host.Reply, in host.Call, req *jsonrpc.Reques
 		rep.Error(jsonrpc.InvalidParams("a push notification config needs a task"))
 		return nil, false
 	}
-	undo, err := pc.SetInlineV03(in.Ctx, env.UserID, &legacy.TaskPushConfig{TaskID: legacy.TaskID(env.TaskID), Config: *p.Configuration.PushConfig})
+	principal := InlinePushPrincipal(tc.Input(in, req), prev, env)
+	undo, err := pc.SetInlineV03(in.Ctx, principal, &legacy.TaskPushConfig{TaskID: legacy.TaskID(env.TaskID), Config: *p.Configuration.PushConfig})
 	if err != nil {
 		pushAnswer(rep, nil, err)
 		return nil, false

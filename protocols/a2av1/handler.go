@@ -173,7 +173,7 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 	}
 	s := host.Submission{Pool: res.Pool, Envelope: env, ClaimContext: !(env.TaskID != "" && continued), Slot: stream, Prepare: stream,
 		Before: func(ctx context.Context) (func(context.Context) error, error) {
-			return h.inlinePush(ctx, req, env)
+			return h.inlinePush(ctx, in, req, env, prev)
 		}}
 	if env.TaskID != "" {
 		// A turn of the task: recorded first, run after the task's earlier

@@ -9,6 +9,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/normalizer"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/push"
@@ -166,11 +167,13 @@ func (h *handler) DeleteTaskPushConfig(ctx context.Context, req *a2a.DeleteTaskP
 
 // inlinePush stores SendMessage's inline config for the task of env, the
 // request's envelope, before the request is published, so its first
-// update is delivered. The config is stored under env's user_id, the
-// principal the push stage finds the task's configs under: the caller's
-// own with authentication, the user the message claims (its metadata,
-// X-User-ID) without it or from a gateway asserting users.
-func (h *handler) inlinePush(ctx context.Context, req *a2a.SendMessageRequest, env *e2a.Envelope) (func(context.Context) error, error) {
+// update is delivered. prev is the task the message continues (nil: a new
+// task), the caller's or one an admin may write (checked by submit); in is
+// the caller's input. The config is stored under
+// a2aproto.InlinePushPrincipal, the principal CreateTaskPushConfig keeps
+// the task's configs under (its owner, for an admin's message continuing
+// another principal's task too), where the push stage finds them.
+func (h *handler) inlinePush(ctx context.Context, in normalizer.Input, req *a2a.SendMessageRequest, env *e2a.Envelope, prev *host.Task) (func(context.Context) error, error) {
 	if req.Config == nil || req.Config.PushConfig == nil {
 		return nil, nil
 	}
@@ -183,7 +186,7 @@ func (h *handler) inlinePush(ctx context.Context, req *a2a.SendMessageRequest, e
 	}
 	cfg := *req.Config.PushConfig
 	cfg.TaskID = a2a.TaskID(env.TaskID)
-	_, undo, err := st.CreateUndoable(ctx, env.UserID, push.FromV1(&cfg))
+	_, undo, err := st.CreateUndoable(ctx, a2aproto.InlinePushPrincipal(in, prev, env), push.FromV1(&cfg))
 	if err != nil {
 		return nil, pushError(err)
 	}
