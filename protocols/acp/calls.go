@@ -754,8 +754,16 @@ func (d *frontDoor) replayTurn(ctx context.Context, rec *host.Session, id string
 var errNotOwn = errors.New("acp: another principal's request")
 
 // passThrough publishes a method the pipeline does not answer itself and
-// answers with the request's final frame.
+// answers with the request's final frame. A call naming a session
+// (params.sessionId or session_id: the envelope's session_id) is a call
+// into it, for the session's agent to act on: the session must be one the
+// caller may write, as for session/prompt (another principal's, or none,
+// is ResourceNotFound, and nothing is published). Without the check any
+// principal published an envelope naming another's session.
 func (d *frontDoor) passThrough(rep host.Reply, in host.Call, c host.RPCCaller, res *normalizer.Result, req *jsonrpc.Request) {
+	if id := res.Envelope.SessionID; id != "" && d.session(rep, in, c, req, id, tenant.Write) == nil {
+		return
+	}
 	sub, err := c.Submit(in.Ctx, host.Submission{Pool: res.Pool, Envelope: res.Envelope})
 	if !host.ReplySubmitted(rep, sub, err) || req.IsNotification() {
 		return

@@ -52,7 +52,10 @@
 //     document and provider methods, …) is passed through to the agent
 //     pool: published, then answered with the request's final frame
 //     (e2a.complete → result, e2a.error → error). As a notification it is
-//     only published.
+//     only published. One whose params name a session (sessionId, or
+//     session_id) is a call into it: the session must be one the caller
+//     may write, as for session/prompt, else -32002 and nothing is
+//     published.
 //
 // Unknown sessions are answered with ACP's -32002 (resource not found); a
 // session of another principal is unknown. Auth failures use ACP's -32000
