@@ -50,7 +50,9 @@
 //     Message answer) likewise, as an artifact named after the message;
 //   - a status message while the task works: its parts, its text scrubbed
 //     of the bridge's credentials (bridge.Scrubber: the agent's own words,
-//     not its answer; so is a completed status's message); input-required
+//     not its answer; so is a completed status's message), once each by
+//     its id, also when only a snapshot shows it (a poll, a re-subscription
+//     after a cut: the task's history and status); input-required
 //     and auth-required: the turn ends interrupted with the agent's message,
 //     its text and its data and file parts (a form to fill in), with their
 //     metadata (agent.InterruptWithParts; the Handler scrubs the frame);

@@ -58,6 +58,18 @@ type turn struct {
 	// partMeta is the text part metadata the frames' metadata carries
 	// now (artifact_part_metadata), on every chunk of a part with some.
 	partMeta map[string]any
+	// said holds the ids of the agent's messages the turn need not
+	// write: those it wrote (status messages), and those the task held
+	// before it (a continuation's, base) or when a takeover first saw it;
+	// saidUnknown: the turn does not know which of the task's messages
+	// its frames hold (a takeover, until its first task snapshot). A
+	// task snapshot writes the agent's messages it holds beyond said
+	// (gapMessages, resubscribe.go).
+	said        map[string]bool
+	saidUnknown bool
+	// frames counts the frames of the answer the turn wrote (a
+	// re-subscription that wrote some made progress: resubscribing).
+	frames int
 }
 
 // event writes the frames of one event of the agent. Once the turn's
@@ -90,12 +102,18 @@ func (t *turn) event(ctx context.Context, ev a2a.Event) error {
 		if t.pending {
 			t.resolveBaseline(e)
 		}
+		// The agent's messages the turn has not written (sent while a
+		// stream was cut, or between two polls) come first: a snapshot
+		// does not say where they came among its artifacts' parts.
+		if err := t.gapMessages(e); err != nil {
+			return err
+		}
 		for _, a := range e.Artifacts {
 			if err := t.snapshot(a); err != nil {
 				return err
 			}
 		}
-		return t.status(ctx, e.Status, false) // a snapshot: its working message was streamed, or is not news
+		return t.status(ctx, e.Status, false) // a snapshot: its working message was written by gapMessages, or known
 	case *a2a.TaskStatusUpdateEvent:
 		if err := t.ids(ctx, e.TaskID, e.ContextID); err != nil {
 			return err
@@ -213,6 +231,7 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 		return agent.InterruptWithParts(t.w, state, text, t.extraParts(st.Message)...)
 	case a2a.TaskStateCompleted:
 		t.done = true
+		t.say(st.Message)
 		if err := t.message(t.scrubbed(st.Message)); err != nil {
 			return err
 		}
@@ -231,6 +250,7 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 		return t.end(st)
 	}
 	if working {
+		t.say(st.Message)
 		return t.message(t.scrubbed(st.Message))
 	}
 	return nil
@@ -475,6 +495,7 @@ func (t *turn) rewrite(a *a2a.Artifact) error {
 	if err := t.writeNative(a.ID, a, parts, false); err != nil {
 		return err
 	}
+	t.frames++
 	t.seenOf(a.ID)
 	t.seen[a.ID] = w
 	t.text.replace(a.ID, w.text[e2a.DeltaText])
@@ -482,9 +503,10 @@ func (t *turn) rewrite(a *a2a.Artifact) error {
 }
 
 // base records the artifacts of task, as a continuation finds it, as
-// what the frames hold: they are its earlier turns' answers, not this
-// one's.
+// what the frames hold, and its messages as said: they are its earlier
+// turns' answers, not this one's.
 func (t *turn) base(task *a2a.Task) {
+	t.sayAll(task)
 	for _, a := range task.Artifacts {
 		w := t.seenOf(a.ID)
 		for _, p := range a.Parts {
@@ -602,6 +624,7 @@ func (t *turn) write(id a2a.ArtifactID, a *a2a.Artifact, pc piece) error {
 	if err != nil {
 		return err
 	}
+	t.frames++
 	w.add(pc)
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
+
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 )
@@ -22,13 +24,23 @@ import (
 // does), and the task as it stands, the subscription's first event, is
 // written by difference against what the turn wrote (turn.seen, kept in
 // memory as each frame is written: no stored frame is read again), so no
-// frame is written twice or lost. A stream cut before the task was named
-// keeps the Handler's retry (nothing was written).
+// frame is written twice or lost. That holds for the agent's status
+// messages too (the text of no artifact a working status-update carries):
+// those it sent while the stream was cut are in the snapshot's history
+// (an A2A server moves a status message there when the next status comes)
+// or are its status message, and the turn writes those it did not
+// (gapMessages, against turn.said), before the snapshot's artifacts (a
+// snapshot does not say where among their parts a message came). A stream
+// cut before the task was named keeps the Handler's retry (nothing was
+// written).
 
-// Re-subscriptions of one turn after its stream was cut, and the waits
-// before them: full jitter up to resubscribeBase·2^attempt, at most
-// resubscribeCap, or the agent's Retry-After when longer (at most the
-// cap), as the Handler's retries wait.
+// Re-subscriptions of one turn after its stream was cut without progress
+// in between (a re-subscription that wrote a frame makes the count start
+// again: a long answer behind a proxy's idle timeout is cut again and
+// again, each time further on), and the waits before them: full jitter up
+// to resubscribeBase·2^attempt, at most resubscribeCap, or the agent's
+// Retry-After when longer (at most the cap), as the Handler's retries
+// wait.
 const (
 	resubscribes    = 3
 	resubscribeBase = 100 * time.Millisecond
@@ -46,9 +58,12 @@ var cutCodes = []string{bridge.CodeUnreachable, bridge.CodeTimeout, bridge.CodeR
 
 // resubscribing follows the turn's task on after err, the end of its
 // stream (or of a subscription), while that was a cut (cutOf): it
-// subscribes to the task again (followTask), at most resubscribes times,
-// waiting between (backoff). err itself otherwise, and the last cut's
-// error once the re-subscriptions are spent.
+// subscribes to the task again (followTask), at most resubscribes times
+// in a row without a frame written (one that wrote some starts the count
+// again: the agent's answer is finite, each such one goes further in it,
+// and the request's deadline bounds them all), waiting between
+// (backoff). err itself otherwise, and the last cut's error once the
+// re-subscriptions are spent.
 func (t *turn) resubscribing(ctx context.Context, err error) error {
 	for attempt := 0; attempt < resubscribes; attempt++ {
 		be, cut := t.cutOf(ctx, err)
@@ -61,7 +76,11 @@ func (t *turn) resubscribing(ctx context.Context, err error) error {
 		if serr := sleepctx.Sleep(ctx, wait); serr != nil {
 			return serr
 		}
+		frames := t.frames
 		err = t.followTask(ctx)
+		if t.frames > frames {
+			attempt = -1 // progress: the next cut has the whole budget
+		}
 	}
 	return err
 }
@@ -82,4 +101,59 @@ func resubscribeWait(attempt int, after time.Duration) time.Duration {
 	ceil := min(resubscribeBase<<attempt, resubscribeCap)
 	d := time.Duration(rand.Int64N(int64(ceil) + 1))
 	return min(max(d, after), resubscribeCap)
+}
+
+// gapMessages writes, from task (a snapshot: GetTask, the first event of
+// a subscription or of a stream), the agent's messages the turn did not
+// write: those of its history not said, then its status message when the
+// status is a working one (a state that neither ends the task nor asks
+// for input: those status writes as the turn's end) and it is not said.
+// A message without an id is never written from a snapshot (whether it
+// was cannot be told). A takeover (saidUnknown) does not know which of
+// them the worker before it wrote: its first snapshot writes none and
+// records them all as said, as a continuation's base does; the
+// snapshots after (a re-subscription, a poll) write only what came since.
+func (t *turn) gapMessages(task *a2a.Task) error {
+	if t.saidUnknown {
+		t.saidUnknown = false
+		t.sayAll(task)
+		return nil
+	}
+	cur := task.Status.Message
+	for _, m := range task.History {
+		if m == nil || m.Role != a2a.MessageRoleAgent || m.ID == "" || t.said[m.ID] || cur != nil && m.ID == cur.ID {
+			continue // the status message, when the history holds it too, is the status's
+		}
+		t.say(m)
+		if err := t.message(t.scrubbed(m)); err != nil {
+			return err
+		}
+	}
+	st := task.Status.State
+	if cur == nil || cur.ID == "" || t.said[cur.ID] || terminal(st) ||
+		st == a2a.TaskStateInputRequired || st == a2a.TaskStateAuthRequired {
+		return nil
+	}
+	t.say(cur)
+	return t.message(t.scrubbed(cur))
+}
+
+// say records agent message m (nil or without an id: nothing) as said.
+func (t *turn) say(m *a2a.Message) {
+	if m == nil || m.ID == "" {
+		return
+	}
+	if t.said == nil {
+		t.said = map[string]bool{}
+	}
+	t.said[m.ID] = true
+}
+
+// sayAll records the messages of task, its history's and its status's,
+// as said.
+func (t *turn) sayAll(task *a2a.Task) {
+	for _, m := range task.History {
+		t.say(m)
+	}
+	t.say(task.Status.Message)
 }

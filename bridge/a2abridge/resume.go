@@ -36,6 +36,10 @@ func (t *turn) resume(ctx context.Context, earlier []string, base []byte) error 
 		}
 	}
 	t.seedBaseline(b)
+	// The stored frames do not say which of the agent's messages they
+	// hold (a message's text is a delta of no artifact): the first task
+	// snapshot's are taken as written (gapMessages).
+	t.saidUnknown = true
 	if err := t.readStored(ctx, t.env.RequestID, true); err != nil {
 		return err
 	}

@@ -68,9 +68,13 @@ func TestStreamCutAfterFrames(t *testing.T) {
 	}
 }
 
-// cutAgent answers "one " and "two " as artifact "answer", then (once
-// release is closed, when it is not nil) "three " and completes.
-type cutAgent struct{ release chan struct{} }
+// cutAgent answers "one " and "two " as artifact "answer", then a
+// working status message of text say (when not ""), then (once release
+// is closed, when it is not nil) "three " and completes.
+type cutAgent struct {
+	release chan struct{}
+	say     string
+}
 
 func (c cutAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	chunk := func(s string, more bool) *a2a.TaskArtifactUpdateEvent {
@@ -82,6 +86,9 @@ func (c cutAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.
 		if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) ||
 			!yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, nil), nil) ||
 			!yield(chunk("one ", false), nil) || !yield(chunk("two ", true), nil) {
+			return
+		}
+		if c.say != "" && !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart(c.say))), nil) {
 			return
 		}
 		if c.release != nil {
