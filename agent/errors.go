@@ -40,7 +40,8 @@ var (
 )
 
 // Error is an error a handler may return to choose the e2a.error frame the
-// runtime writes for it: its code, message and whether the client may retry.
+// runtime writes for it: its code, message and whether the client may retry
+// (as Fail: an empty code is handler_error, an empty message the code).
 // Any other error becomes code handler_error, retryable false.
 type Error struct {
 	Code      string
@@ -49,7 +50,14 @@ type Error struct {
 	Details   map[string]any
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("agent: %s: %s", e.Code, e.Message) }
+// Error formats the code and message. A nil *Error (a handler returning a
+// typed nil) formats as such rather than panic in the runtime.
+func (e *Error) Error() string {
+	if e == nil {
+		return "agent: nil *agent.Error"
+	}
+	return fmt.Sprintf("agent: %s: %s", e.Code, e.Message)
+}
 
 // Errorf returns an *Error with code and a formatted message.
 func Errorf(code string, retryable bool, format string, args ...any) *Error {

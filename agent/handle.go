@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
@@ -29,9 +30,15 @@ import (
 const maxErrorMessage = 1024
 
 // boundMessage is msg cut to maxErrorMessage bytes, "…" marking a cut.
+// The cut is on a character boundary: one inside a character left a
+// replacement character (U+FFFD) in the frame.
 func boundMessage(msg string) string {
 	if len(msg) > maxErrorMessage {
-		return msg[:maxErrorMessage] + "…"
+		n := maxErrorMessage
+		for n > 0 && !utf8.RuneStart(msg[n]) {
+			n--
+		}
+		return msg[:n] + "…"
 	}
 	return msg
 }
@@ -356,9 +363,18 @@ func handlerFinal(herr error, log *reqLogger) frame {
 	case errors.As(herr, &pe):
 		log.get().Error("handler panicked", "panic", pe.value, "stack", string(pe.stack))
 		return errorFrame(e2a.ErrCodeHandlerPanic, "the agent failed unexpectedly", false, nil)
-	case errors.As(herr, &ae):
-		return errorFrame(ae.Code, ae.Message, ae.Retryable, ae.Details)
-	case herr != nil:
+	case errors.As(herr, &ae) && ae != nil:
+		// As Fail: a frame without a code or a message is not a valid
+		// e2a.error (§12.5), and readers refuse it.
+		code, msg := ae.Code, ae.Message
+		if code == "" {
+			code = e2a.ErrCodeHandlerError
+		}
+		if msg == "" {
+			msg = code
+		}
+		return errorFrame(code, msg, ae.Retryable, ae.Details)
+	case herr != nil: // a typed nil *Error too (its Error is nil-safe)
 		return errorFrame(e2a.ErrCodeHandlerError, boundMessage(herr.Error()), false, nil)
 	}
 	return frame{kind: e2a.KindComplete, status: e2a.StatusSucceeded, body: e2a.CompleteBody{}, final: true}

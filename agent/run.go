@@ -118,7 +118,7 @@ type request struct {
 // when the options are invalid, the consumer cannot be made, or the
 // connection is closed under it.
 func Run(ctx context.Context, nc *nats.Conn, pool string, h Handler, opts ...Option) error {
-	if nc == nil || h == nil {
+	if f, ok := h.(HandlerFunc); nc == nil || h == nil || ok && f == nil {
 		return fmt.Errorf("%w: nil connection or handler", ErrInvalidOption)
 	}
 	cfg, err := configOf(opts)

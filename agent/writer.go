@@ -745,11 +745,16 @@ func checkDelta(deltaKind string, delta any) error {
 		}
 		return fmt.Errorf("%w: a chunk's delta is a string or an object, not %.20s", e2a.ErrInvalidResponse, raw)
 	}
+	// A nil map (or a pointer to one) encodes as null: no delta.
 	switch v := reflect.ValueOf(delta); v.Kind() {
-	case reflect.String, reflect.Struct, reflect.Map:
+	case reflect.String, reflect.Struct:
 		return nil
+	case reflect.Map:
+		if !v.IsNil() {
+			return nil
+		}
 	case reflect.Pointer:
-		if !v.IsNil() && (v.Elem().Kind() == reflect.Struct || v.Elem().Kind() == reflect.Map) {
+		if !v.IsNil() && (v.Elem().Kind() == reflect.Struct || v.Elem().Kind() == reflect.Map && !v.Elem().IsNil()) {
 			return nil
 		}
 	}
