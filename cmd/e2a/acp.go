@@ -27,6 +27,9 @@ func runACP(ctx context.Context, cfg Config, args []string) error {
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
+	if err := checkPoolFlag(fs, *pool); err != nil {
+		return err
+	}
 	log, err := processLogger(cfg)
 	if err != nil {
 		return err

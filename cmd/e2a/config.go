@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/archive"
 	"github.com/e2a-pipeline/pipeline/redact"
 	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // Config is the process configuration, read from environment variables with
@@ -182,6 +184,12 @@ func LoadConfig() (Config, error) {
 	if err := c.checkLimits(); err != nil {
 		return c, err
 	}
+	if err := c.checkProcess(); err != nil {
+		return c, err
+	}
+	if err := c.checkConn(); err != nil {
+		return c, err
+	}
 	if err := c.StreamsConfig().Validate(); err != nil {
 		// Refused now, by the variables' names (streams names its
 		// fields), not when the streams are provisioned.
@@ -221,6 +229,55 @@ func (c Config) checkLimits() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("config: E2A_PUBLIC_URL %q must be an absolute http or https URL (https://e2a.example.com)", c.PublicURL)
 		}
+	}
+	return nil
+}
+
+// checkProcess refuses, by their variables' names, values that were
+// refused only later by an option's own name (ingress's "max body bytes",
+// "invalid agent pool", obs's "log level", the embedded server's "invalid
+// port") or, for E2A_HTTP_ADDR set but empty, taken as ":0": every
+// interface at a random port instead of the loopback default.
+func (c Config) checkProcess() error {
+	var lv slog.Level
+	switch {
+	case strings.TrimSpace(c.HTTPAddr) == "":
+		return fmt.Errorf("config: E2A_HTTP_ADDR is set but empty (unset it for 127.0.0.1:8080; :8080 listens on every interface)")
+	case c.NATSPort < 0 || c.NATSPort > 65535:
+		return fmt.Errorf("config: E2A_NATS_PORT (%d) must be within 0..65535 (0 = random)", c.NATSPort)
+	case c.MaxBodyBytes <= 0:
+		return fmt.Errorf("config: E2A_MAX_BODY_BYTES (%d) must be positive", c.MaxBodyBytes)
+	case subjects.ValidatePool(c.DefaultPool) != nil:
+		return fmt.Errorf("config: E2A_DEFAULT_POOL %q is no agent pool name (1 to 64 letters, digits, - and _)", c.DefaultPool)
+	case lv.UnmarshalText([]byte(c.LogLevel)) != nil:
+		return fmt.Errorf("config: E2A_LOG_LEVEL %q: want debug, info, warn or error", c.LogLevel)
+	case c.LogFormat != "" && c.LogFormat != "json" && c.LogFormat != "text":
+		return fmt.Errorf("config: E2A_LOG_FORMAT %q: want json or text", c.LogFormat)
+	}
+	return nil
+}
+
+// checkConn refuses the connection settings streams.ConnConfig.Validate
+// refuses when connecting, by the variables' names (it says "password
+// without user"); never quoting a credential.
+func (c Config) checkConn() error {
+	methods := 0
+	for _, set := range []bool{c.CredsFile != "", c.User != "" || c.Password != "", c.NKeySeedFile != ""} {
+		if set {
+			methods++
+		}
+	}
+	switch {
+	case c.ReconnectWait < 0:
+		return fmt.Errorf("config: E2A_NATS_RECONNECT_WAIT (%s) must not be negative (0 = 2s)", c.ReconnectWait)
+	case c.ReconnectBufSize < 0:
+		return fmt.Errorf("config: E2A_NATS_RECONNECT_BUFFER (%d) must not be negative (0 = 8 MiB)", c.ReconnectBufSize)
+	case methods > 1:
+		return fmt.Errorf("config: set one of E2A_NATS_CREDS, E2A_NATS_USER (with E2A_NATS_PASSWORD) and E2A_NATS_NKEY")
+	case c.Password != "" && c.User == "":
+		return fmt.Errorf("config: E2A_NATS_PASSWORD is set without E2A_NATS_USER")
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return fmt.Errorf("config: E2A_NATS_TLS_CERT and E2A_NATS_TLS_KEY go together")
 	}
 	return nil
 }

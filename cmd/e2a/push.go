@@ -89,8 +89,9 @@ func pushOptions(cfg Config, dev bool, reg prometheus.Registerer, log *slog.Logg
 	default:
 		return pe, nil, fmt.Errorf("config: E2A_PUSH=%q (on, api or off)", pe.Push)
 	}
-	opts := []push.Option{push.WithStreamsConfig(cfg.StreamsConfig()), push.WithRetryWindow(pe.RetryWindow),
-		push.WithTimeout(pe.Timeout), push.WithAckWait(pe.AckWait)}
+	// A refused value names its variable (push says "timeout 0s").
+	opts := []push.Option{push.WithStreamsConfig(cfg.StreamsConfig()), namedOption("E2A_PUSH_RETRY_WINDOW", push.WithRetryWindow(pe.RetryWindow)),
+		namedOption("E2A_PUSH_TIMEOUT", push.WithTimeout(pe.Timeout)), namedOption("E2A_PUSH_ACK_WAIT", push.WithAckWait(pe.AckWait))}
 	if pe.AllowHosts != "" {
 		opts = append(opts, push.WithAllowHosts(pe.AllowHosts))
 	}

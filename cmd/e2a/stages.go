@@ -19,6 +19,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/workflow"
 )
 
@@ -69,6 +70,19 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 	return serveUntil(ctx, srv, ln, log, pushDone, stages)
 }
 
+// checkPoolFlag refuses a --pool no subject can hold as a bad argument
+// (exit 2, with the command's help), before NATS is started or an
+// upstream called: it was refused only then, by the subjects' or an
+// option's words ("history needs a pool").
+func checkPoolFlag(fs *flag.FlagSet, pool string) error {
+	if subjects.ValidatePool(pool) == nil {
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "e2a %s: --pool %q: an agent pool is 1 to 64 letters, digits, - and _\n\n", fs.Name(), pool)
+	printHelp(os.Stderr, fs)
+	return errFlags
+}
+
 // runAgent runs one built-in agent pool against E2A_NATS_URL, with
 // /metrics, /healthz and /readyz on E2A_HTTP_ADDR (/metrics on
 // E2A_METRICS_ADDR instead when set).
@@ -84,6 +98,9 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 	fs.StringVar(&bf.model, "model", "", "with --openai: the model")
 	fs.StringVar(&bf.system, "system", "", "with --openai: the system prompt")
 	if err := parseFlags(fs, args, 0); err != nil {
+		return err
+	}
+	if err := checkPoolFlag(fs, *pool); err != nil {
 		return err
 	}
 	if *ackWait != 0 && *ackWait < time.Second {
@@ -109,6 +126,12 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 		return errFlags
 	}
 	bridged := err == nil
+	if !bridged && *pool != "demo" && *pool != tck.Pool && *pool != tck.BasicPool && *pool != workflow.Pool {
+		// A bad argument, said before NATS or the listener start.
+		fmt.Fprintf(os.Stderr, "e2a agent: no built-in agent for pool %q (built-in: demo, tck, tck-basic, workflow; or give an upstream: --a2a, --openai, --http)\n\n", *pool)
+		printHelp(os.Stderr, fs)
+		return errFlags
+	}
 	conc := *concurrency
 	if bridged && up.MaxInFlight > 0 && up.MaxInFlight < conc {
 		// A bridge worker takes no more requests than it may call its

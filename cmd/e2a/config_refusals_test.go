@@ -1,0 +1,133 @@
+package main
+
+// Review of the configuration (session 44): values that were accepted and
+// meant something else, or refused late by an option's own name where the
+// operator needs the variable's or the flag's. Each test says what it
+// failed on before the fix.
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+)
+
+// TestConfigRefusedNamingVariable: each value is refused by
+// LoadConfig, at start, with an error naming its variable. Before:
+// E2A_HTTP_ADDR set but empty (an empty ConfigMap value, `E2A_HTTP_ADDR=`
+// in an env file) was taken as ":0", and `e2a dev` served the unauthenticated
+// pipeline on every interface at a random port instead of the loopback
+// default; E2A_NATS_PORT=70000 or -1 failed only when the embedded server
+// listened ("embedded NATS on 127.0.0.1:70000: … invalid port");
+// E2A_MAX_BODY_BYTES=0, E2A_DEFAULT_POOL=a.b and an empty E2A_DEFAULT_POOL
+// only once the streams were provisioned, as ingress's option ("ingress:
+// max body bytes must be > 0", "invalid agent pool"); E2A_LOG_LEVEL and
+// E2A_LOG_FORMAT as "obs: log level …"; the NATS connection's settings only
+// when connecting, as "negative reconnect setting", "password without
+// user", "TLS certificate and key go together".
+func TestConfigRefusedNamingVariable(t *testing.T) {
+	for _, c := range []struct {
+		env  []string
+		name string
+	}{
+		{[]string{"E2A_HTTP_ADDR="}, "E2A_HTTP_ADDR"},
+		{[]string{"E2A_HTTP_ADDR= "}, "E2A_HTTP_ADDR"},
+		{[]string{"E2A_NATS_PORT=70000"}, "E2A_NATS_PORT"},
+		{[]string{"E2A_NATS_PORT=-1"}, "E2A_NATS_PORT"},
+		{[]string{"E2A_MAX_BODY_BYTES=0"}, "E2A_MAX_BODY_BYTES"},
+		{[]string{"E2A_MAX_BODY_BYTES=-1"}, "E2A_MAX_BODY_BYTES"},
+		{[]string{"E2A_DEFAULT_POOL="}, "E2A_DEFAULT_POOL"},
+		{[]string{"E2A_DEFAULT_POOL=a.b"}, "E2A_DEFAULT_POOL"},
+		{[]string{"E2A_LOG_LEVEL=verbose"}, "E2A_LOG_LEVEL"},
+		{[]string{"E2A_LOG_FORMAT=xml"}, "E2A_LOG_FORMAT"},
+		{[]string{"E2A_NATS_RECONNECT_WAIT=-1s"}, "E2A_NATS_RECONNECT_WAIT"},
+		{[]string{"E2A_NATS_RECONNECT_BUFFER=-5"}, "E2A_NATS_RECONNECT_BUFFER"},
+		{[]string{"E2A_NATS_URL=nats://127.0.0.1:1", "E2A_NATS_PASSWORD=hunter2-secret"}, "E2A_NATS_USER"},
+		{[]string{"E2A_NATS_URL=nats://127.0.0.1:1", "E2A_NATS_TLS_CERT=/etc/tls.crt"}, "E2A_NATS_TLS_KEY"},
+		{[]string{"E2A_NATS_URL=nats://127.0.0.1:1", "E2A_NATS_USER=u", "E2A_NATS_CREDS=/c.creds"}, "E2A_NATS_CREDS"},
+	} {
+		t.Run(strings.Join(c.env, ","), func(t *testing.T) {
+			for _, kv := range c.env {
+				k, v, _ := strings.Cut(kv, "=")
+				t.Setenv(k, v)
+			}
+			_, err := LoadConfig()
+			if err == nil || !strings.Contains(err.Error(), c.name) {
+				t.Errorf("LoadConfig: %v, want an error naming %s", err, c.name)
+			}
+			if err != nil && strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("the error shows E2A_NATS_PASSWORD: %v", err)
+			}
+		})
+	}
+	// The values these checks must keep accepting.
+	for _, kv := range []string{"E2A_NATS_PORT=0", "E2A_NATS_PORT=65535", "E2A_HTTP_ADDR=:8080", "E2A_LOG_LEVEL=DEBUG",
+		"E2A_LOG_FORMAT=text", "E2A_DEFAULT_POOL=tools_v2", "E2A_NATS_RECONNECT_WAIT=0"} {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Run("ok "+kv, func(t *testing.T) {
+			t.Setenv(k, v)
+			if _, err := LoadConfig(); err != nil {
+				t.Errorf("%s refused: %v", kv, err)
+			}
+		})
+	}
+}
+
+// TestConfigEmptyHTTPAddrNotPublic: `e2a dev` with E2A_HTTP_ADDR set
+// but empty does not start. It started, its banner saying "HTTP
+// http://[::]:34919": every interface, no auth, a port nobody chose.
+func TestConfigEmptyHTTPAddrNotPublic(t *testing.T) {
+	banner, stderr := cfgBanner(t, "E2A_HTTP_ADDR=")
+	if banner != nil {
+		t.Fatalf("e2a dev with E2A_HTTP_ADDR empty started:\n%s", strings.Join(banner, "\n"))
+	}
+	if !strings.Contains(strings.Join(stderr, "\n"), "E2A_HTTP_ADDR") {
+		t.Errorf("refused without naming E2A_HTTP_ADDR: %q", stderr)
+	}
+}
+
+// TestConfigPushValuesNameVariable: a refused E2A_PUSH_TIMEOUT,
+// E2A_PUSH_RETRY_WINDOW or E2A_PUSH_ACK_WAIT names its variable. `e2a
+// push` (and dev and serve) said "push config store: push: invalid option:
+// timeout 0s (10ms..5m)", naming none of the six E2A_PUSH_* variables.
+func TestConfigPushValuesNameVariable(t *testing.T) {
+	srv, _ := natstest.RunServer(t)
+	for _, kv := range []string{"E2A_PUSH_TIMEOUT=0", "E2A_PUSH_RETRY_WINDOW=-1h", "E2A_PUSH_ACK_WAIT=500ms"} {
+		name, _, _ := strings.Cut(kv, "=")
+		code, _, errOut := runBin(t, []string{"E2A_NATS_URL=" + srv.ClientURL(), "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_LEVEL=error", kv}, "push")
+		if code == 0 || !strings.Contains(errOut, name) {
+			t.Errorf("e2a push with %s: exit %d, the error does not name %s: %s", kv, code, name, strings.TrimSpace(errOut))
+		}
+	}
+}
+
+// TestConfigPoolFlagChecked: `e2a agent --pool` and `e2a acp --pool`
+// with a name no subject can hold are bad arguments (exit 2, naming
+// --pool), refused before NATS is started or the upstream called. `e2a
+// agent --pool a.b --http URL` called the upstream first and, when it
+// answered, exited 1 with "pool a.b: subjects: invalid agent pool name";
+// `--pool ""` with "bridge: invalid option: history needs a pool";
+// `--pool travel` without an upstream exited 1 with "no built-in agent"
+// after starting NATS and its listener.
+func TestConfigPoolFlagChecked(t *testing.T) {
+	dead := "http://127.0.0.1:" + strconv.Itoa(natstest.FreePorts(t, 1)[0]) + "/"
+	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_LEVEL=error"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"agent", "--pool", "a.b", "--http", dead}, "--pool"},
+		{[]string{"agent", "--pool", "", "--http", dead}, "--pool"},
+		{[]string{"agent", "--pool", "x>"}, "--pool"},
+		{[]string{"acp", "--pool", "a*"}, "--pool"},
+		// A valid name with no built-in agent and no upstream: exit 1
+		// once NATS and the listener had started.
+		{[]string{"agent", "--pool", "travel"}, "no built-in agent"},
+	} {
+		code, _, errOut := runBin(t, env, c.args...)
+		if code != exitUsage || !strings.Contains(errOut, c.want) || !strings.Contains(errOut, "Usage: e2a "+c.args[0]) {
+			t.Errorf("e2a %q: exit %d, want 2 saying %q, with the help: %s", c.args, code, c.want, strings.TrimSpace(errOut))
+		}
+	}
+}
