@@ -37,6 +37,10 @@ const (
 	CodeNotAccept    = "not_acceptable"
 	// CodeNotCancelable: the request already ended (409).
 	CodeNotCancelable = "not_cancelable"
+	// CodeFramesExpired: the request's frames aged out of the hot
+	// retention (E2A_RESPONSES), and no History has a copy (410, not
+	// retryable).
+	CodeFramesExpired = "frames_expired"
 )
 
 // Classify maps an error of this package (or of NATS) to an HTTP status and
@@ -48,6 +52,8 @@ func Classify(err error) (status int, code string) {
 		return http.StatusOK, ""
 	case errors.Is(err, ErrNotFound):
 		return http.StatusNotFound, CodeNotFound
+	case errors.Is(err, ErrFramesExpired):
+		return http.StatusGone, CodeFramesExpired
 	case errors.Is(err, ErrHistoryUnavailable), errors.Is(err, ErrShuttingDown):
 		return http.StatusServiceUnavailable, CodeUnavailable
 	case errors.Is(err, ErrBadRequest):

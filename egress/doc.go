@@ -19,7 +19,15 @@
 // buffer.
 // A request with no frame yet is looked up in E2A_REQUESTS: unknown →
 // [ErrNotFound]; accepted but unanswered → the reader waits, calling the
-// heartbeat function, up to the wait limits ([ErrWaitTimeout]). Options
+// heartbeat function, up to the wait limits ([ErrWaitTimeout]). The
+// Service first tells an unanswered request from an answered one whose
+// frames aged out of E2A_RESPONSES (which rolls over long before
+// E2A_REQUESTS): its pool's consumer (agent-<pool>) acknowledged it (its
+// ack floor is past the envelope; the agent acknowledges only once the
+// final frame is stored; consumer info cached a few seconds) →
+// [ErrFramesExpired], not a wait. A read whose first stored frame lies
+// past its resume point (the first frames aged out) is [ErrFramesExpired]
+// too, not [ErrInvalidFrame]. Options
 // validate their values: a bad one makes [Open], [Replay] or [New] return
 // an error wrapping [ErrInvalidOption].
 //
@@ -41,7 +49,8 @@
 //	                               NDJSON with Accept: application/x-ndjson;
 //	                               resume with Last-Event-ID or ?from=N
 //	GET /v1/requests/{id}          aggregated JSON ([RequestView]): 200 when final,
-//	                               202 while running, ?wait=true waits; 404 unknown
+//	                               202 while running, ?wait=true waits; 404 unknown;
+//	                               410 frames_expired: its frames aged out, no History copy
 //
 // Errors are {"error":{"code":"…","message":"…"}} ([APIError], [Classify],
 // [WriteError]). Every stream sets X-Accel-Buffering: no and Cache-Control:
@@ -63,7 +72,10 @@
 // anyone else gets the 404 of an unknown id. Lookups are bounded per
 // Service ([WithHistoryLimits]: 8 at once, 30 s each) and per principal
 // ([WithHistoryLookupsPerPrincipal]: 2); one that fails or times out is
-// 503, retryable ([ErrHistoryUnavailable]).
+// 503, retryable ([ErrHistoryUnavailable]). A request whose envelope is
+// still hot but whose frames aged out ([ErrFramesExpired]) is answered
+// from the History too; without one, or when it lacks the request, 410
+// frames_expired, not retryable (its audit copy: `e2a replay <id>`).
 //
 // # What ingress calls
 //

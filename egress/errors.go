@@ -13,6 +13,19 @@ var (
 	// ErrNotFound reports a request that has no envelope in E2A_REQUESTS and
 	// no frame in E2A_RESPONSES: it was never accepted, or it aged out.
 	ErrNotFound = errors.New("egress: request not found")
+	// ErrFramesExpired reports a request whose frames E2A_RESPONSES no
+	// longer holds from the point a read needs, while E2A_REQUESTS may
+	// still hold its envelope: the responses stream, many frames per
+	// request, drops its oldest first (E2A_RESPONSES_MAX_BYTES with
+	// DiscardOld, E2A_RESPONSES_MAX_AGE) and rolls over long before the
+	// requests stream. A reader returns it when the first frame it reads of
+	// a request lies past its resume point ([Open], [Reader.Next]), or,
+	// with the Service's check, when the request was answered (its pool's
+	// consumer acknowledged it, which the agent does only once its final
+	// frame is stored) and no frame of it is stored. No retry brings the
+	// frames back: the read API answers from the History ([WithHistory])
+	// when it has the request, else 410 frames_expired, not retryable.
+	ErrFramesExpired = errors.New("egress: the request's frames aged out of the hot retention (E2A_RESPONSES)")
 	// ErrWaitTimeout reports a request that was accepted but produced no
 	// frame within the configured wait (no first frame within MaxWait, or no
 	// next frame within IdleTimeout).
@@ -47,6 +60,12 @@ var (
 	// from an answer).
 	ErrShuttingDown = errors.New("egress: the server is shutting down")
 )
+
+// framesExpired is ErrFramesExpired for request id, with detail, naming
+// where its audit copy may still be read.
+func framesExpired(id, detail string) error {
+	return fmt.Errorf("%w: request %q: %s; its audit copy may be read with `e2a replay %s`", ErrFramesExpired, id, detail, id)
+}
 
 func invalid(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, a...))

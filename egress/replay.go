@@ -63,6 +63,11 @@ type replayConfig struct {
 	// before is given each frame stored before the resume point, decoded,
 	// once, in order, as the read meets it (withBefore).
 	before func(f *render.Frame) error
+	// agedOut, when set, tells Open whether a request of which the stream
+	// holds no frame was answered and its frames aged out; env is its
+	// envelope message when the caller read it (withAgedOut).
+	agedOut func(ctx context.Context, id string, env *nats.Msg) (bool, error)
+	env     *nats.Msg
 }
 
 // batchGetter reads up to batch messages stored under subject in stream
@@ -243,6 +248,16 @@ func (r *Reader) giveBefore(streamSeq uint64, data []byte) error {
 	return r.cfg.before(&render.Frame{Response: resp, Raw: data, StreamSeq: streamSeq})
 }
 
+// withAgedOut has Open, when the stream holds no frame of the request,
+// ask agedOut whether it was answered all the same (its frames aged out of
+// E2A_RESPONSES), and end with ErrFramesExpired then rather than wait for
+// a first frame that will never come. env is the request's envelope
+// message when the caller read it; without it Open's own lookup gives it
+// (nil with WithoutRequestCheck: nothing is asked).
+func withAgedOut(agedOut func(ctx context.Context, id string, env *nats.Msg) (bool, error), env *nats.Msg) ReplayOption {
+	return func(c *replayConfig) error { c.agedOut, c.env = agedOut, env; return nil }
+}
+
 func withMux(m *streams.DirectGetter) ReplayOption {
 	return func(c *replayConfig) error { c.mux = m; return nil }
 }
@@ -313,7 +328,9 @@ type Reader struct {
 // batch of stored frames from sequence from (0 for the start). When the
 // stream holds no frame for the request, it checks that the request was
 // accepted (its envelope is in E2A_REQUESTS) and returns ErrNotFound
-// otherwise. Close the reader when done.
+// otherwise. When the first frame stored lies past from (the frames the
+// read needs aged out of E2A_RESPONSES), it returns ErrFramesExpired.
+// Close the reader when done.
 func Open(ctx context.Context, nc *nats.Conn, requestID string, from int64, opts ...ReplayOption) (*Reader, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("%w: nil NATS connection", ErrInvalidOption)
@@ -373,21 +390,43 @@ func Open(ctx context.Context, nc *nats.Conn, requestID string, from int64, opts
 		r.Close()
 		return nil, err
 	}
-	if !r.any && cfg.checkRequest {
-		ok, err := requestExists(ctx, r.cfg.mux, cfg.requests, requestID)
-		if err != nil {
+	if !r.any {
+		if err := r.unstarted(ctx); err != nil {
 			r.Close()
 			return nil, err
 		}
-		// requestExists asks the stream's leader before it answers no: a
-		// request accepted a moment ago is found even when the replica
-		// that answered the frames' direct get lags.
-		if !ok {
-			r.Close()
-			return nil, fmt.Errorf("%w: %q", ErrNotFound, requestID)
-		}
 	}
 	return r, nil
+}
+
+// unstarted checks a request of which the stream holds no frame: that it
+// was accepted (its envelope is in E2A_REQUESTS; not with
+// WithoutRequestCheck), ErrNotFound otherwise, and, with withAgedOut,
+// that it is not one answered whose frames aged out (ErrFramesExpired).
+// A check that fails leaves the request taken for one not answered yet:
+// the reader waits for its first frame, as it always did.
+func (r *Reader) unstarted(ctx context.Context) error {
+	env := r.cfg.env
+	if r.cfg.checkRequest {
+		// lookupRequest asks the stream's leader before it answers none: a
+		// request accepted a moment ago is found even when the replica
+		// that answered the frames' direct get lags.
+		msg, err := lookupRequest(ctx, r.cfg.mux, r.cfg.requests, r.requestID)
+		if err != nil {
+			return err
+		}
+		if msg == nil {
+			return fmt.Errorf("%w: %q", ErrNotFound, r.requestID)
+		}
+		env = msg
+	}
+	if r.cfg.agedOut == nil || env == nil {
+		return nil
+	}
+	if gone, err := r.cfg.agedOut(ctx, r.requestID, env); err == nil && gone {
+		return framesExpired(r.requestID, "it was answered, and no frame of it is stored any more")
+	}
+	return nil
 }
 
 // RequestID returns the id of the request being read.
@@ -418,8 +457,9 @@ func (r *Reader) Close() {
 
 // Next returns the next frame. After the final frame it returns io.EOF.
 // It blocks while the request is running, calling the heartbeat function
-// while idle, and returns ErrWaitTimeout when the wait limits pass, or
-// the context's error.
+// while idle, and returns ErrWaitTimeout when the wait limits pass,
+// ErrFramesExpired when the first frame it reads lies past the resume
+// point (the frames before aged out), or the context's error.
 func (r *Reader) Next(ctx context.Context) (render.Frame, error) {
 	for {
 		if r.head < len(r.queue) {
@@ -621,6 +661,13 @@ func (r *Reader) acceptFrame(streamSeq uint64, seq int64, haveHead bool, data []
 		if live {
 			r.caughtUp = false // a gap: read the stream
 			return false, nil
+		}
+		if !r.any {
+			// The first frame stored is past the one the read needs:
+			// the stream dropped its oldest messages (the frames aged
+			// out), no hole of the agent's making (it writes them in
+			// order, each fenced on the one before).
+			return false, framesExpired(r.requestID, fmt.Sprintf("the first frame stored is %d where %d was needed", seq, expect))
 		}
 		return false, fmt.Errorf("%w: request %q: stored sequence %d where %d was expected", ErrInvalidFrame, r.requestID, seq, expect)
 	}

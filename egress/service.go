@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
@@ -65,6 +66,9 @@ type Service struct {
 	userTurns principalTurns
 	// gate is the front door's ReadGate (SetReadGate; nil: none).
 	gate atomic.Pointer[ReadGate]
+	// floors caches the agent pools' ack floors: a request answered but
+	// whose frames aged out is told from one not answered yet (agedOut).
+	floors ackFloors
 }
 
 type config struct {
@@ -231,7 +235,13 @@ func New(nc *nats.Conn, opts ...Option) (*Service, error) {
 	if err := applyReplay(&rc, cfg.replay); err != nil {
 		return nil, err
 	}
-	s := &Service{nc: nc, mux: mux, cfg: cfg, m: m, log: cfg.log, liveBuffer: rc.liveBuffer}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		mux.Close()
+		return nil, fmt.Errorf("egress: JetStream context: %w", err)
+	}
+	s := &Service{nc: nc, mux: mux, cfg: cfg, m: m, log: cfg.log, liveBuffer: rc.liveBuffer,
+		floors: ackFloors{js: js, m: map[string]ackFloor{}}}
 	if cfg.history != nil {
 		s.historyTurns = make(chan struct{}, cfg.historyLookups)
 		s.userTurns = principalTurns{per: cfg.historyPerPrincipal, users: map[string]*userTurns{}}
@@ -520,14 +530,13 @@ func (s *Service) stream(ctx context.Context, o *render.Output, rend render.Rend
 	var rd *Reader
 	h := k.hist
 	if h == nil {
-		ropts = append(ropts, withWaitHooks(o, s.cfg.headHold))
+		ropts = append(ropts, withWaitHooks(o, s.cfg.headHold), withAgedOut(s.agedOut, k.env))
 		var err error
 		rd, err = s.open(ctx, requestID, from, append(ropts, opts...)...)
-		if err != nil && k.history && errors.Is(err, ErrNotFound) {
-			// Nothing of it in the hot streams: the audit history's
-			// copy, if it has one (fromHistory), answered as a finished
-			// request is.
-			h, err = s.fromHistory(ctx, requestID, "")
+		if err != nil {
+			// Nothing of it in the hot streams, or not the frames the
+			// read needs: the audit history's copy, if it has one.
+			h, err = s.historyInstead(ctx, requestID, k, err)
 		}
 		if err != nil {
 			finish(err)
@@ -576,6 +585,27 @@ func (s *Service) stream(ctx context.Context, o *render.Output, rend render.Rend
 	}
 }
 
+// historyInstead is the History's copy of request id for a read of the
+// hot streams that ended with err: ErrNotFound (nothing of it is hot) or
+// ErrFramesExpired (its envelope is, not the frames the read needs), when
+// k lets the History be asked (fromHistory) and it has a copy. Otherwise
+// it returns err; a request whose frames aged out stays ErrFramesExpired
+// when the History has none (it existed: a final 410, not a 404).
+func (s *Service) historyInstead(ctx context.Context, id string, k known, err error) (*HistoricRequest, error) {
+	if !k.history || !(errors.Is(err, ErrNotFound) || errors.Is(err, ErrFramesExpired)) {
+		return nil, err
+	}
+	user := "" // bounded by the Service's limit alone (fromHistory)
+	if !k.p.SeesAll() {
+		user = k.p.ID // whose ownership the envelope gave: its own turns
+	}
+	h, herr := s.fromHistory(ctx, id, user)
+	if herr != nil && errors.Is(err, ErrFramesExpired) && errors.Is(herr, ErrNotFound) {
+		return nil, err
+	}
+	return h, herr
+}
+
 // endStream ends a stream as finish does, but for a renderer whose answer
 // is one response (render.Interruptible, a blocking send) cut by the
 // server's shutdown: its answer as it stands, which names the task the
@@ -622,7 +652,10 @@ func (s *Service) finish(o *render.Output, rend render.Renderer, format string, 
 		s.log.Warn("egress: slow client disconnected", "format", format, "reason", "write blocked longer than the write timeout", "timeout", s.cfg.writeTimeout)
 	case o.Err() != nil || errors.Is(err, context.Canceled):
 		outcome = "client_gone"
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrFramesExpired):
+		// A request whose frames aged out is not found in the hot
+		// streams either: the client's answer (410), nothing for an
+		// operator to act on per read.
 		outcome = "not_found"
 	case errors.Is(err, ErrWaitTimeout):
 		outcome = "timeout"
@@ -751,30 +784,61 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 	if env != nil {
 		envRaw = env.Data
 	}
-	if wait {
-		if last, err = s.waitFinal(ctx, id, env != nil); err != nil {
-			finish(NewE2AJSON(o, id, envRaw, false, from), err)
-			return
-		}
-	} else if !lastRead {
-		if last, err = s.lastFrame(ctx, id); err != nil {
-			finish(NewE2AJSON(o, id, envRaw, false, from), err)
-			return
-		}
+	if wait || !lastRead {
+		last, err = s.lastOrFinal(ctx, id, env, wait)
 	}
-	if env == nil && last == nil {
-		finish(NewE2AJSON(o, id, nil, false, from), ErrNotFound)
+	// The snapshot's reader is opened before the answer starts: a request
+	// whose first frames aged out is answered from the History, or 410,
+	// not 200 with an error after the envelope.
+	var rd *Reader
+	if err == nil && last != nil && from <= last.seq {
+		rd, err = Open(ctx, s.nc, id, from, append(s.replayOptions(nil), WithoutRequestCheck(), WithoutDecode())...)
+	}
+	if err == nil && env == nil && last == nil {
+		err = ErrNotFound
+	}
+	if err != nil {
+		if errors.Is(err, ErrFramesExpired) {
+			h, herr := s.historyInstead(ctx, id, k, err)
+			if herr == nil {
+				s.serveHistoricJSON(r, o, id, from, wait, h)
+				return
+			}
+			err = herr
+		}
+		finish(NewE2AJSON(o, id, envRaw, false, from), err)
 		return
+	}
+	if rd != nil {
+		defer rd.Close()
 	}
 	rend, past := s.startE2AJSON(r, o, id, envRaw, from, last)
 	if rend == nil {
 		return
 	}
 	var werr error
-	if last != nil && !past {
-		werr = s.writeSnapshot(ctx, rend, id, from, last)
+	if rd != nil && !past {
+		werr = s.writeSnapshot(ctx, rd, rend, last)
 	}
 	finish(rend, werr)
+}
+
+// lastOrFinal is the last frame stored of request id (env: its envelope
+// message; nil when E2A_REQUESTS does not hold it), or with wait its final
+// frame, once stored. A request of which no frame is stored but that was
+// answered (agedOut) is ErrFramesExpired, not a pending one.
+func (s *Service) lastOrFinal(ctx context.Context, id string, env *nats.Msg, wait bool) (*lastInfo, error) {
+	if wait {
+		return s.waitFinal(ctx, id, env)
+	}
+	last, err := s.lastFrame(ctx, id)
+	if err != nil || last != nil || env == nil {
+		return last, err
+	}
+	if gone, err := s.agedOut(ctx, id, env); err == nil && gone {
+		return nil, framesExpired(id, "it was answered, and no frame of it is stored any more")
+	}
+	return nil, nil
 }
 
 // startE2AJSON starts the aggregated JSON answer of request id (its
@@ -802,17 +866,15 @@ func (s *Service) startE2AJSON(r *http.Request, o *render.Output, id string, env
 	return rend, past
 }
 
-// writeSnapshot writes with rend the stored frames of request id from
-// sequence from up to last, the last (with ?wait=true the final) frame
-// read before the answer began.
-func (s *Service) writeSnapshot(ctx context.Context, rend render.Renderer, id string, from int64, last *lastInfo) error {
-	rd, err := Open(ctx, s.nc, id, from, append(s.replayOptions(nil), WithoutRequestCheck(), WithoutDecode())...)
-	if err != nil {
-		return err
-	}
-	defer rd.Close()
+// writeSnapshot writes with rend the stored frames of a request that rd
+// reads, from its resume point up to last, the last (with ?wait=true the
+// final) frame read before the answer began.
+func (s *Service) writeSnapshot(ctx context.Context, rd *Reader, rend render.Renderer, last *lastInfo) error {
 	for {
-		var f render.Frame
+		var (
+			f   render.Frame
+			err error
+		)
 		ok := true
 		if last.final {
 			// Up to the final frame, which exists: Next waits out a
@@ -840,10 +902,12 @@ func (s *Service) writeSnapshot(ctx context.Context, rend render.Renderer, id st
 }
 
 // waitFinal reads the request to its final frame without keeping frames,
-// and returns where the final frame is.
-func (s *Service) waitFinal(ctx context.Context, id string, known bool) (*lastInfo, error) {
-	opts := append(s.replayOptions(nil), WithoutDecode())
-	if known {
+// and returns where the final frame is. env is its envelope message when
+// the caller read it (nil: the reader looks it up); a request answered
+// whose frames aged out is ErrFramesExpired, not waited for.
+func (s *Service) waitFinal(ctx context.Context, id string, env *nats.Msg) (*lastInfo, error) {
+	opts := append(s.replayOptions(nil), WithoutDecode(), withAgedOut(s.agedOut, env))
+	if env != nil {
 		opts = append(opts, WithoutRequestCheck())
 	}
 	rd, err := Open(ctx, s.nc, id, 0, opts...)
