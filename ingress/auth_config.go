@@ -116,7 +116,8 @@ const (
 // Environment variables read by LoadAuth. Lists are comma separated; an
 // entry is "<principal>:<secret>" (client entries "<client_id>:<secret>"),
 // split at the first colon, and the secret may be "sha256:<64 hex>" to give
-// its digest instead. Lists add to the file's; the other variables override
+// its digest instead (a secret starting "sha256:" is always read as a
+// digest, and refused unless it is 64 hex digits). Lists add to the file's; the other variables override
 // the file's values.
 const (
 	EnvAuthFile          = "E2A_AUTH_FILE"
@@ -207,7 +208,10 @@ func applyAuthEnv(getenv func(string) string, cfg *AuthConfig) error {
 				return fmt.Errorf("%w: %s entry %d must be <principal>:<secret>", ErrAuthConfig, l.env, i+1)
 			}
 			c := Credential{Principal: name}
-			if h, ok := strings.CutPrefix(secret, "sha256:"); ok && len(h) == 64 {
+			// Anything after "sha256:" is a digest, checked as one: a
+			// mistyped digest taken as a clear key would make its text
+			// (not secret) a working credential.
+			if h, ok := strings.CutPrefix(secret, "sha256:"); ok {
 				c.SecretSHA256 = h
 			} else {
 				c.Secret = secret
@@ -221,7 +225,7 @@ func applyAuthEnv(getenv func(string) string, cfg *AuthConfig) error {
 			return fmt.Errorf("%w: %s entry %d must be <client_id>:<secret>", ErrAuthConfig, EnvOAuth2Clients, i+1)
 		}
 		c := OAuth2Client{ClientID: id}
-		if h, ok := strings.CutPrefix(secret, "sha256:"); ok && len(h) == 64 {
+		if h, ok := strings.CutPrefix(secret, "sha256:"); ok {
 			c.ClientSecretSHA256 = h
 		} else {
 			c.ClientSecret = secret
@@ -341,7 +345,27 @@ func NewAuth(cfg *AuthConfig, opts ...AuthOption) (*Auth, error) {
 	if !slices.Contains(a.schemes, SchemeBearer) {
 		a.bearers = credSet{}
 	}
+	if err := sharedSecrets(a.apiKeys, a.bearers); err != nil {
+		return nil, err
+	}
 	return a, nil
+}
+
+// sharedSecrets refuses a secret that is one principal's API key and
+// another's bearer token: whoever holds it would be either principal,
+// by the header it is sent in. (The same principal's secret in both
+// lists names one principal and is allowed.)
+func sharedSecrets(keys, bearers credSet) error {
+	for k, bs := range bearers {
+		for _, b := range bs {
+			for _, c := range keys[k] {
+				if c.sum == b.sum && c.principal.UserID != b.principal.UserID {
+					return fmt.Errorf("%w: the same secret is API key of %q and bearer token of %q", ErrAuthConfig, c.principal.UserID, b.principal.UserID)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // enabledSchemes are the schemes cfg enables: those it names, else those

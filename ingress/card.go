@@ -200,7 +200,8 @@ func (s *Server) mountCard(mux *http.ServeMux, p protocols.Protocol) {
 // as it is when there is none), with an ETag (a hash of the bytes) and
 // Last-Modified (when this server first served those bytes), 304 Not
 // Modified when If-None-Match names the ETag (A2A v1.0 §8.6.1). Vary:
-// A2A-Version, since the header chooses the form.
+// A2A-Version, since the header chooses the form, and without a public URL
+// the X-Forwarded headers baseURL builds the card's URLs from.
 func (s *Server) writeCard(w http.ResponseWriter, r *http.Request, cs host.CardServer, card map[string]any) {
 	v, err := cs.CardView(r, card)
 	if err != nil {
@@ -218,7 +219,14 @@ func (s *Server) writeCard(w http.ResponseWriter, r *http.Request, cs host.CardS
 	h := w.Header()
 	h.Set("ETag", etag)
 	h.Set("Last-Modified", cardModified(etag).UTC().Format(http.TimeFormat))
-	h.Add("Vary", "A2A-Version")
+	vary := "A2A-Version"
+	if s.opts.publicURL == "" {
+		// The card's URLs (the oauth2 tokenUrl among them) come from
+		// these headers (baseURL): a shared cache must not serve the
+		// card one request's X-Forwarded-Host named to every client.
+		vary += ", X-Forwarded-Host, X-Forwarded-Proto, X-Forwarded-Prefix"
+	}
+	h.Add("Vary", vary)
 	if etagMatch(r.Header.Get("If-None-Match"), etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
