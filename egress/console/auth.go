@@ -84,10 +84,13 @@ func stripCredentials(h http.Header) {
 func (c *Console) authenticate(r *http.Request) (credential, int, error) {
 	var cred credential
 	switch {
+	case r.Header.Get("Authorization") != "":
+		// Both credential headers go to the AuthFunc, which refuses two
+		// credentials as ingress does (the API key was taken and the
+		// Authorization header dropped unseen).
+		cred.scheme = "header"
 	case r.Header.Get(headerAPIKey) != "":
 		cred = credential{scheme: SchemeAPIKey, secret: r.Header.Get(headerAPIKey)}
-	case r.Header.Get("Authorization") != "":
-		cred.scheme = "header"
 	default:
 		if ck, err := r.Cookie(cookieName); err == nil {
 			cred, _ = credentialFromCookie(ck.Value)
