@@ -288,6 +288,11 @@ func fuzzSeeds() [][]byte {
 		[]byte(`{"sequence":0,"is_final":true,"response_kind":"e2a.complete","metadata":{"llm_response_id":5},"projections":[1],"body":{"result":"x"}}`),
 		seq(`{"sequence":0,"response_kind":"e2a.chunk","metadata":{"llm_response_id":{"x":1}},"body":{"delta_kind":"text","delta":"x"}}`, `{"sequence":1,"is_final":true,"response_kind":"e2a.chunk","body":{"delta_kind":"text","delta":"end"}}`),
 		seq(chunk(0, `{"delta_kind":"text","delta":"a"}`), `{"sequence":1,"is_final":true,"status":"succeeded","response_kind":"e2a.complete","timestamp":5,"body":{"result":"x"}}`),
+		// An artifact's labels (a2amap.MetaArtifact*): good, of the wrong
+		// type, and a text that only quotes the keys.
+		seq(`{"sequence":0,"response_kind":"e2a.chunk","metadata":{"llm_response_id":"a1","artifact_name":"R","artifact_metadata":{"k":[1]},"artifact_part_metadata":{"lang":"en"}},"body":{"delta_kind":"text","delta":"x"}}`,
+			`{"sequence":1,"response_kind":"e2a.chunk","metadata":{"llm_response_id":"a1","artifact_metadata":"no","artifact_part_metadata":[1]},"body":{"delta_kind":"reasoning","delta":"y"}}`,
+			`{"sequence":2,"response_kind":"e2a.chunk","metadata":{"llm_response_id":"a1"},"body":{"delta_kind":"text","delta":"\"artifact_metadata\":{}"}}`, done(3)),
 		[]byte(`null`), []byte(`[]`), []byte(`"frame"`), []byte(`{}`), []byte(`{"sequence":-1,"is_final":true}`),
 		[]byte(`{"sequence":0,"Sequence":1,"IS_FINAL":true,"Response_Kind":"e2a.error","body":{"code":"x"}}`),
 		[]byte("{\"sequence\":0,\n\"is_final\":true,\r\n\"response_kind\":\"e2a.complete\",\t\"body\":{\"result\":\"multi\\nline\"}}"),
