@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
@@ -93,6 +94,8 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 			if head, ok = checkCall(w, r, limit); !ok {
 				return
 			}
+		} else if r.Method == http.MethodPost && !checkRESTBody(w, r, limit) {
+			return
 		}
 		if ReplayRequested(r.Header) && (head.Method == methodSubscribeToTask || strings.HasSuffix(r.URL.Path, ":subscribe")) {
 			// The extension the call activates, echoed (A2A §4.6).
@@ -411,6 +414,9 @@ func checkCall(w http.ResponseWriter, r *http.Request, limit int64) (head rpcHea
 		_ = jsonrpc.WriteError(w, nil, jsonrpc.InvalidRequest("batches are not supported on the A2A v1.0 interface; send each call alone"))
 		return head, false
 	}
+	if !checkEnvelope(w, body) {
+		return head, false
+	}
 	if json.Unmarshal(body, &head) != nil {
 		head = rpcHead{}
 	} else if p := callParams(head.Params); !strings.Contains(head.Method, "/") && !bytes.Equal(p, head.Params) {
@@ -430,6 +436,73 @@ func checkCall(w http.ResponseWriter, r *http.Request, limit int64) (head rpcHea
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return head, true
+}
+
+// checkEnvelope answers, as the other JSON-RPC doors (package jsonrpc's
+// Decode) do, a body the SDK's transport reads wrongly, and reports whether
+// the call goes on: not one JSON value (data after it, which the SDK's
+// json.Decoder leaves unread and acts on the call before it; invalid UTF-8)
+// is -32700; no object, or a "jsonrpc" or "method" that is no string, is
+// -32600 (the SDK said -32602 with a Go decoding error), to the call's id
+// when it has a valid one.
+func checkEnvelope(w http.ResponseWriter, body []byte) bool {
+	if !jsonBodyValid(body) {
+		writePlain(w, fmt.Errorf("%w: the body is not one JSON value", a2a.ErrParseError), nil, false)
+		return false
+	}
+	if t := bytes.TrimLeft(body, " \t\r\n"); t[0] != '{' {
+		writePlain(w, fmt.Errorf("%w: a request must be a JSON object", a2a.ErrInvalidRequest), nil, false)
+		return false
+	}
+	var head struct {
+		ID      json.RawMessage `json:"id"`
+		JSONRPC any             `json:"jsonrpc"`
+		Method  any             `json:"method"`
+	}
+	_ = json.Unmarshal(body, &head)
+	_, okVersion := head.JSONRPC.(string)
+	_, okMethod := head.Method.(string)
+	if (head.JSONRPC == nil || okVersion) && (head.Method == nil || okMethod) {
+		return true // the SDK answers a missing member or a wrong version
+	}
+	var id json.RawMessage
+	if len(head.ID) > 0 && (head.ID[0] == '"' || head.ID[0] == '-' || head.ID[0] >= '0' && head.ID[0] <= '9') {
+		id = head.ID
+	}
+	writePlain(w, fmt.Errorf("%w: \"jsonrpc\" and \"method\" must be strings", a2a.ErrInvalidRequest), id, false)
+	return false
+}
+
+// jsonBodyValid reports whether body is exactly one JSON value in valid
+// UTF-8 (encoding/json would replace invalid bytes with U+FFFD).
+func jsonBodyValid(body []byte) bool {
+	return utf8.Valid(body) && json.Valid(body)
+}
+
+// checkRESTBody reads the body of an HTTP+JSON POST (bounded by limit) and
+// answers, in the binding's error shape, one over the limit (413, as every
+// other door: the SDK read the cut body as a parse error) and a non-empty
+// one that is not one JSON value (400: the SDK's json.Decoder read the first
+// value and acted on it, trailing data unread). It reports whether the call
+// goes on, r's body then the body read.
+func checkRESTBody(w http.ResponseWriter, r *http.Request, limit int64) bool {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			restRefuse(w, host.Refusal{Status: http.StatusRequestEntityTooLarge,
+				Message: "request body exceeds " + strconv.FormatInt(limit, 10) + " bytes"})
+			return false
+		}
+		writePlain(w, fmt.Errorf("%w: the body could not be read", a2a.ErrParseError), nil, true)
+		return false
+	}
+	if len(bytes.TrimSpace(body)) > 0 && !jsonBodyValid(body) {
+		writePlain(w, fmt.Errorf("%w: the body is not one JSON value", a2a.ErrParseError), nil, true)
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return true
 }
 
 // callParams is a call's params as the SDK reads them: with JSON names

@@ -312,7 +312,7 @@ func TestStreamRPCRoutes(t *testing.T) {
 		{"rest streamed", restStreamPath, msg, "", true, `data: {"task":`, 1},
 		{"rest body not decoded", restStreamPath, `{"message":5`, "", false, `"status":"INVALID_ARGUMENT"`, 0},
 		{"rest refused by the handler", restStreamPath, msg, "0.5", false, `"status":"FAILED_PRECONDITION"`, 0},
-		{"rest body too large", restStreamPath, `{"message":"` + strings.Repeat("x", 1<<20) + `"}`, "", false, `"reason":"PARSE_ERROR"`, 0},
+		{"rest body too large", restStreamPath, `{"message":"` + strings.Repeat("x", 1<<20) + `"}`, "", false, `"code":413`, 0},
 		{"rest send", Path + "/message:send", `{"message":{"messageId":"m-3","taskId":"t-9","role":"ROLE_USER","parts":[{"text":"hi"}]}}`,
 			"", false, `"status":"NOT_FOUND"`, 0},
 	} {

@@ -79,7 +79,7 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, CodeInvalidAgent, fmt.Sprintf("agent %q must match [A-Za-z0-9_-]{1,64}", pool), false)
 		return
 	}
-	stream, wait := wantsStream(r), r.URL.Query().Get("wait") == "true"
+	stream, wait := wantsStream(r), isTrue(r.URL.Query().Get("wait"))
 	if stream || wait {
 		// The resume point of the answer (Last-Event-ID, ?from=) is read
 		// as egress reads it (ServeE2A), before the publish: a malformed
@@ -153,6 +153,14 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Warning:   acc.Warning,
 		Links:     Links(acc.RequestID),
 	})
+}
+
+// isTrue reads a boolean query parameter (?wait=) as the read API reads it
+// (strconv.ParseBool: 1, t, True…), which answers the wait a POST starts:
+// only "true" was read, so ?wait=1 got 202 at once where GET waited.
+func isTrue(v string) bool {
+	b, err := strconv.ParseBool(v)
+	return err == nil && b
 }
 
 // readBody reads at most limit bytes. It answers 413 itself and returns
