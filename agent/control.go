@@ -38,6 +38,8 @@ const cancelPublishTimeout = 10 * time.Second
 // A request that finishes between the check and the cancel keeps its final
 // frame; the stored cancel then changes nothing.
 //
+// A nil js is refused with ErrInvalidOption.
+//
 // Cancel a request after it is published (ingress always does: over HTTP
 // it reads the request's owner first; ACP stdio, which knows a prompt's id
 // before publishing it, waits for the publish). A worker proves that a
@@ -48,6 +50,9 @@ const cancelPublishTimeout = 10 * time.Second
 // request's under the same id, and ignored.
 func Cancel(ctx context.Context, js jetstream.JetStream, requestID string) (CancelResult, error) {
 	var res CancelResult
+	if js == nil {
+		return res, fmt.Errorf("%w: nil JetStream", ErrInvalidOption)
+	}
 	respSubj, err := subjects.Response(requestID)
 	if err != nil {
 		return res, err

@@ -126,3 +126,11 @@ func TestRunRefusesNilHandlerFunc(t *testing.T) {
 		t.Fatalf("Run with a nil HandlerFunc: %v, want ErrInvalidOption", err)
 	}
 }
+
+// TestCancelNilJetStreamRefused: Cancel with a nil JetStream is refused
+// with ErrInvalidOption, as Run refuses a nil connection; it panicked.
+func TestCancelNilJetStreamRefused(t *testing.T) {
+	if _, err := agent.Cancel(context.Background(), nil, "r-1"); !errors.Is(err, agent.ErrInvalidOption) {
+		t.Fatalf("Cancel with a nil JetStream: %v, want ErrInvalidOption", err)
+	}
+}
