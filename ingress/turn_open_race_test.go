@@ -171,14 +171,20 @@ func TestA2AMessageCheckedOpenThenAppendedAfterTaskCompleted(t *testing.T) {
 	r := testkit.Receive(t, sent, 15*time.Second, "the second message's answer")
 	accepted := r.err == nil
 	if streamedTerminal && accepted {
-		got, err := ca.GetTask(ctx, &a2a.GetTaskRequest{ID: a2a.TaskID(taskID)})
-		state := "?"
-		if err == nil {
-			state = string(got.Status.State)
-		}
+		state := taskStateOf(ctx, ca, taskID)
 		t.Errorf("task %s: replica A's stream ended it %s (final), then replica B accepted a message as its next turn "+
 			"(it checked the task open before the first turn ended, and appended the turn after); GetTask now says %s. "+
 			"Want either the message refused as to a finished task, or the stream to go on with the queued turn (submitted, not terminal)",
 			taskID, last.Status.State, state)
 	}
+}
+
+// taskStateOf is the state GetTask gives task id through c, "?" when it
+// answers an error.
+func taskStateOf(ctx context.Context, c *a2aclient.Client, id string) string {
+	got, err := c.GetTask(ctx, &a2a.GetTaskRequest{ID: a2a.TaskID(id)})
+	if err != nil {
+		return "?"
+	}
+	return string(got.Status.State)
 }

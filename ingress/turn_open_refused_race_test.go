@@ -174,11 +174,7 @@ func TestLateMessageAppendedBehindRefusedTurnRefused(t *testing.T) {
 			t.Fatalf("round %d: M1 (%s), recorded after the task completed, was accepted", round, m1)
 		}
 		if r2.err == nil {
-			got, gerr := ca.GetTask(ctx, &a2a.GetTaskRequest{ID: a2a.TaskID(taskID)})
-			state := "?"
-			if gerr == nil {
-				state = string(got.Status.State)
-			}
+			state := taskStateOf(ctx, ca, taskID)
 			t.Fatalf("round %d, task %s: replica A's stream ended it %s (final); M1 was refused as to a finished task, "+
 				"but M2 (%s), recorded behind M1 before M1 was taken out of the record, was accepted as the task's next turn "+
 				"(stillOpen checked only M1, never published, so \"open\"); GetTask now says %s. Want M2 refused (UnsupportedOperation)",

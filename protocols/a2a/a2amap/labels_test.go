@@ -1,8 +1,6 @@
 package a2amap_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"maps"
 	"reflect"
 	"testing"
@@ -113,26 +111,8 @@ func TestArtifactMetadataLabels(t *testing.T) {
 	}
 	task := a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{req}, nil)
 	checkTask("BuildTask", task)
-	b := a2amap.NewTaskBuilder("task-1", "ctx-1", nil, req.Envelope)
-	agg := a2amap.NewAggregator("req-fast", a2amap.Params{TaskID: "task-1", ContextID: "ctx-1"})
-	for _, f := range frames {
-		_ = b.Add(f)
-		_ = agg.Add(f)
-	}
-	checkTask("TaskBuilder", b.Task())
-	built, _ := json.Marshal(b.Task())
-	rebuilt, _ := json.Marshal(task)
-	if !bytes.Equal(built, rebuilt) {
-		t.Errorf("TaskBuilder:\n%s\nBuildTask:\n%s", built, rebuilt)
-	}
-	v03, err := b.MarshalV03Task(nil)
-	if want, _ := json.Marshal(a2amap.V03Task(b.Task())); err != nil || !bytes.Equal(v03, want) {
-		t.Errorf("MarshalV03Task %s (%v), want %s", v03, err, want)
-	}
-	res, ok := agg.Result(nil).(*a2a.Task)
-	if !ok {
-		t.Fatalf("Result %T, want the Task", agg.Result(nil))
-	}
+	built, res := builtEachWay(t, task, req, frames)
+	checkTask("TaskBuilder", built)
 	checkTask("Aggregator", res)
 }
 

@@ -189,16 +189,31 @@ func TestContentArtifactsAsStreamed(t *testing.T) {
 	if len(task.Artifacts[0].Parts) != 1 {
 		t.Errorf("artifact A has %d parts, want its text in one", len(task.Artifacts[0].Parts))
 	}
-	b := a2amap.NewTaskBuilder("task-1", "ctx-1", nil, q1.Envelope)
-	agg := a2amap.NewAggregator("q1", a2amap.Params{TaskID: "task-1", ContextID: "ctx-1"})
+	_, res := builtEachWay(t, task, q1, frames)
+	check("Aggregator", res, want, 1) // the thought (no user message)
+	running := turnRequest("q1", frames[:len(frames)-1]...)
+	// The user message and the four content messages (A, B, A, B: the
+	// ids interleave).
+	check("running", a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{running}, nil), []string{"N=n"}, 5)
+}
+
+// builtEachWay builds the task of req (its frames, one turn of task-1 in
+// ctx-1) incrementally, with a TaskBuilder and with an Aggregator, and
+// checks the builder's against task (BuildTask's) and its v0.3 encoding
+// against V03Task's; it returns the builder's task and the Aggregator's
+// result, which must be a Task.
+func builtEachWay(t *testing.T, task *a2a.Task, req a2amap.Request, frames []*e2a.Response) (built, aggregated *a2a.Task) {
+	t.Helper()
+	b := a2amap.NewTaskBuilder("task-1", "ctx-1", nil, req.Envelope)
+	agg := a2amap.NewAggregator(req.Envelope.RequestID, a2amap.Params{TaskID: "task-1", ContextID: "ctx-1"})
 	for _, f := range frames {
 		_ = b.Add(f)
 		_ = agg.Add(f)
 	}
-	built, _ := json.Marshal(b.Task())
-	rebuilt, _ := json.Marshal(task)
-	if !bytes.Equal(built, rebuilt) {
-		t.Errorf("TaskBuilder:\n%s\nBuildTask:\n%s", built, rebuilt)
+	got, _ := json.Marshal(b.Task())
+	want, _ := json.Marshal(task)
+	if !bytes.Equal(got, want) {
+		t.Errorf("TaskBuilder:\n%s\nBuildTask:\n%s", got, want)
 	}
 	v03, err := b.MarshalV03Task(nil)
 	if want, _ := json.Marshal(a2amap.V03Task(b.Task())); err != nil || !bytes.Equal(v03, want) {
@@ -208,9 +223,5 @@ func TestContentArtifactsAsStreamed(t *testing.T) {
 	if !ok {
 		t.Fatalf("Result %T, want the Task", agg.Result(nil))
 	}
-	check("Aggregator", res, want, 1) // the thought (no user message)
-	running := turnRequest("q1", frames[:len(frames)-1]...)
-	// The user message and the four content messages (A, B, A, B: the
-	// ids interleave).
-	check("running", a2amap.BuildTask("task-1", "ctx-1", []a2amap.Request{running}, nil), []string{"N=n"}, 5)
+	return b.Task(), res
 }
