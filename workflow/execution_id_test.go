@@ -1,16 +1,15 @@
 package workflow
 
 import (
-	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/agenttest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // TestExecuteExecutionIDResolvesToThisExecution: the execute answer's
@@ -42,23 +41,17 @@ func TestExecuteExecutionIDResolvesToThisExecution(t *testing.T) {
 	a.Register(mux)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	call := func(method, path, key, body string) map[string]any {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, method, srv.URL+path, strings.NewReader(body))
+		var hdr []string
 		if key != "" {
-			req.Header.Set("Idempotency-Key", key)
+			hdr = []string{"Idempotency-Key", key}
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
+		resp, b := testkit.Do(t, method, srv.URL+path, body, hdr...)
 		var m map[string]any
-		_ = jsonDecode(resp.Body, &m)
+		_ = json.Unmarshal(b, &m)
 		if resp.StatusCode != 200 {
-			t.Fatalf("%s %s: %d %v", method, path, resp.StatusCode, m)
+			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
 		}
 		return m
 	}
