@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -384,6 +385,11 @@ func finishBridge(rep *BridgeReport, cfg Config, systems [3]*bridgeSystem) error
 				errs = append(errs, err)
 			}
 		}
+	}
+	if cfg.MemProfile != "" {
+		// The allocations of the whole run, all three systems (the
+		// profile is cumulative): read a system's by its packages.
+		errs = append(errs, WriteFile(cfg.MemProfile, func(w io.Writer) error { return pprof.Lookup("allocs").WriteTo(w, 0) }))
 	}
 	for _, s := range []BridgeSide{rep.Direct, rep.Bridged, rep.Native} {
 		if s.Failed > 0 || s.SequenceErrors > 0 {
