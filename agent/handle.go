@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -139,9 +140,12 @@ func (w *worker) pickUp(m jetstream.Msg) (d *delivery, outcome string, ok bool) 
 		w.metrics.redeliveries.WithLabelValues(w.pool).Inc()
 	}
 	env, perr := e2a.FromJSON(m.Data())
-	id, ok := w.requestID(m, env, perr)
+	id, tokErr, ok := w.requestID(m, env, perr)
 	if !ok {
 		return nil, OutcomeInvalid, false
+	}
+	if perr == nil {
+		perr = tokErr // answered with a final error frame, never run
 	}
 	if env == nil {
 		env = &e2a.Envelope{}
@@ -175,24 +179,43 @@ func (w *worker) pickUp(m jetstream.Msg) (d *delivery, outcome string, ok bool) 
 }
 
 // requestID is m's request id: its subject's token, else the envelope's.
-// ok is false when it has none (m is terminated).
-func (w *worker) requestID(m jetstream.Msg, env *e2a.Envelope, perr error) (id string, ok bool) {
+// ok is false when it has none (m is terminated). tokErr is set when the
+// subject's token is not the canonical encoding of an id (only an
+// integrator publishing straight on the subject can send one) while the
+// envelope names an id: the request is stored under a subject no read by
+// that id finds (egress, replay, the console look for
+// subjects.Request(pool, id)), so it is answered under the envelope's id
+// with an error naming the subject to publish on, not run.
+func (w *worker) requestID(m jetstream.Msg, env *e2a.Envelope, perr error) (id string, tokErr error, ok bool) {
 	_, id, serr := subjects.ParseRequest(m.Subject())
 	if serr != nil {
 		if perr != nil || env.RequestID == "" {
 			w.log.Error("request without a request id: terminated", "subject", m.Subject(), "err", serr)
 			_ = m.TermWithReason("no request id")
-			return "", false
+			return "", nil, false
 		}
 		id = env.RequestID
+		tokErr = fmt.Errorf("published on %.200q, whose id token is not the canonical encoding of a request id (%v): publish request %.200q on %.200q", m.Subject(), serr, id, canonicalSubject(m.Subject(), id))
 	}
 	if id == "" {
 		// No frame can be written for it (a frame requires a request id).
 		w.log.Error("request with an empty request id: terminated", "subject", m.Subject())
 		_ = m.TermWithReason("empty request id")
-		return "", false
+		return "", nil, false
 	}
-	return id, true
+	return id, tokErr, true
+}
+
+// canonicalSubject is the subject a request with id should have been
+// published on: subjects.Request with the pool token of subject, or the
+// rule spelled out when the pool token or the id is unusable.
+func canonicalSubject(subject, id string) string {
+	rest, _ := strings.CutPrefix(subject, "e2a.req.")
+	pool, _, _ := strings.Cut(rest, ".")
+	if subj, err := subjects.Request(pool, id); err == nil {
+		return subj
+	}
+	return "e2a.req.<pool>.<subjects.EncodeID(request_id)>"
 }
 
 // resume reads, for a redelivery, what the response subject already holds

@@ -129,3 +129,48 @@ func TestInvalidRequestIDFromIntegrator(t *testing.T) {
 		return info.NumAckPending == 0 && info.NumPending == 0
 	})
 }
+
+// TestNonCanonicalSubjectTokenRefused: a request an integrator publishes on
+// e2a.req.<pool>.<token> whose token is not the canonical encoding of any
+// id (a marked token encoding a plain id, a character outside the plain
+// set without the marker) is stored under that subject, where no read by
+// its envelope's request_id finds it. It is answered, once, with a final
+// e2a.error invalid_request frame on its envelope id's response subject
+// that names the subject to publish on, and the handler never runs: it ran
+// under the envelope's id before, with frames no replay could pair with
+// their request.
+func TestNonCanonicalSubjectTokenRefused(t *testing.T) {
+	s := startServer(t)
+	var served atomic.Int32
+	startWorker(t, s.nc, "ids", agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		served.Add(1)
+		return w.Complete(map[string]any{"ok": true})
+	}))
+	waitConsumer(t, s.js, "ids")
+	cases := map[string]string{"=YWJj": "tok-abc", "a!b": "tok-bang"} // token → the envelope's request_id
+	for tok, id := range cases {
+		data, _ := json.Marshal(request(id, map[string]any{"text": "hi"}))
+		if _, err := s.js.Publish(tctx(t), "e2a.req.ids."+tok, data); err != nil {
+			t.Fatalf("publish on token %q: %v", tok, err)
+		}
+	}
+	for tok, id := range cases {
+		var frames []*e2a.Response
+		var raw []streams.RawMsg
+		testkit.Eventually(t, 10*time.Second, "the error frame of "+id, func() bool {
+			frames, raw = storedFrames(t, s.nc, id)
+			return len(frames) > 0
+		})
+		if len(frames) != 1 || !frames[0].IsFinal || frames[0].ResponseKind != e2a.KindError {
+			t.Fatalf("token %q: frames %+v, want one final error", tok, frames)
+		}
+		want, _ := subjects.Request("ids", id)
+		body := string(raw[0].Data)
+		if !strings.Contains(body, e2a.ErrCodeInvalidRequest) || !strings.Contains(body, want) || !strings.Contains(body, tok) {
+			t.Fatalf("token %q: error frame %s, want %s naming %s and %s", tok, body, e2a.ErrCodeInvalidRequest, tok, want)
+		}
+	}
+	if n := served.Load(); n != 0 {
+		t.Fatalf("handler ran %d times for requests on non-canonical subjects", n)
+	}
+}
