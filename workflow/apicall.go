@@ -288,19 +288,22 @@ func (x *execution) attempt(ctx context.Context, pc *preparedCall) (any, error) 
 	if err != nil {
 		return nil, err
 	}
+	// A non-2xx answer is judged by its status (spec §10: 5xx, 408 and 429
+	// are retryable) before its size: only a snippet of its body is kept,
+	// so an error page larger than MaxResponseBytes is no DataError.
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		snip := string(x.red.bytes(data))
+		if len(snip) > 1024 {
+			snip = strings.ToValidUTF8(snip[:1024], "") + "…" // no character cut in two
+		}
+		return nil, &apiFailure{httpStatusError{status: resp.StatusCode, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), x.e.clock.Now())}, snip}
+	}
 	if int64(len(data)) > max {
 		e := dataError("the response is larger than %d bytes", max)
 		e.Suggestions = []string{"Request less data (pagination, filters) from the API"}
 		return nil, e
 	}
 	data = x.red.bytes(data)
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		snip := string(data)
-		if len(snip) > 1024 {
-			snip = snip[:1024] + "…"
-		}
-		return nil, &apiFailure{httpStatusError{status: resp.StatusCode, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), x.e.clock.Now())}, snip}
-	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, nil
 	}

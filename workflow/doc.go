@@ -116,7 +116,10 @@
 //     proxy from the environment. Redirects (at most 5) are re-checked;
 //     credential headers are dropped when a redirect changes host, port or
 //     scheme.
-//   - Response bodies are capped (Limits.MaxResponseBytes, default 1 MiB).
+//   - Response bodies are capped (Limits.MaxResponseBytes, default 1 MiB):
+//     a larger 2xx body is a DataError; a non-2xx answer is judged by its
+//     status whatever its size (a 5xx error page stays retryable), with a
+//     redacted snippet of its body in details.response.
 //   - Credentials are stored encrypted (spec §7): with vault keys
 //     (E2A_WORKFLOW_VAULT_KEYS, base64 32-byte keys, comma-separated, or
 //     E2A_WORKFLOW_VAULT_KEY_FILE, one a line) every stored value must be

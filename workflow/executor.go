@@ -20,7 +20,8 @@ type Limits struct {
 	MaxOperations int
 	// MaxExecutionTime bounds one execution (30 s).
 	MaxExecutionTime time.Duration
-	// MaxResponseBytes bounds an ApiCall response body (1 MiB).
+	// MaxResponseBytes bounds an ApiCall response body (1 MiB); a non-2xx
+	// answer past it is still reported by its status code.
 	MaxResponseBytes int64
 	// MaxLoopIterations bounds the elements one Loop runs over (1,000).
 	MaxLoopIterations int
