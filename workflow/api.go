@@ -448,7 +448,7 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, p Principal) {
 			return
 		}
 		w.Header().Set("Retry-After", "1")
-		we := &Error{Type: ExecutionError, Message: "the execution could not be queued; retry later"}
+		we := &Error{Type: ExecutionError, Message: "the execution could not be queued; retry later", Retryable: true}
 		writeError(w, http.StatusServiceUnavailable, we)
 		return
 	}
@@ -653,9 +653,10 @@ func statusFromFrames(frames []*e2a.Response) *ExecutionStatus {
 		case e2a.KindError:
 			st.Status, st.CompletedAt = StatusFailed, f.Timestamp
 			var b struct {
-				Code    string `json:"code"`
-				Message string `json:"message"`
-				Details struct {
+				Code      string `json:"code"`
+				Message   string `json:"message"`
+				Retryable bool   `json:"retryable"`
+				Details   struct {
 					Error               json.RawMessage `json:"error"`
 					Results             map[string]any  `json:"results"`
 					DurationMs          int64           `json:"duration_ms"`
@@ -664,14 +665,14 @@ func statusFromFrames(frames []*e2a.Response) *ExecutionStatus {
 			}
 			_ = json.Unmarshal(f.Body, &b)
 			if len(b.Details.Error) > 0 {
-				st.Error = b.Details.Error
+				st.Error = withRetryable(b.Details.Error, b.Retryable)
 			} else {
 				// written by the runtime: cancelled, agent_interrupted, deadline…
 				typ := ExecutionError
 				if b.Code == e2a.ErrCodeDeadlineExceeded {
 					typ = TimeoutError
 				}
-				st.Error = marshal(&Error{Type: typ, Message: b.Message, Details: map[string]any{"code": b.Code}})
+				st.Error = marshal(&Error{Type: typ, Message: b.Message, Details: map[string]any{"code": b.Code}, Retryable: b.Retryable})
 			}
 			if b.Details.Results != nil {
 				st.Results = normalize(b.Details.Results).(map[string]any)
@@ -690,6 +691,19 @@ func statusFromFrames(frames []*e2a.Response) *ExecutionStatus {
 	return st
 }
 
+// withRetryable is the executor's error object of a final frame with its
+// retryable set to the frame's (the e2a.error's retryable is the one the
+// runtime and every protocol answer by; frames stored before Error
+// carried it have none).
+func withRetryable(raw json.RawMessage, retryable bool) json.RawMessage {
+	var e map[string]any
+	if json.Unmarshal(raw, &e) != nil || e == nil {
+		return raw
+	}
+	e["retryable"] = retryable
+	return marshal(e)
+}
+
 func (a *API) execution(w http.ResponseWriter, r *http.Request, p Principal) {
 	if a.Frames == nil {
 		writeError(w, http.StatusNotImplemented, &Error{Type: ExecutionError, Message: "execution lookup is not configured on this server"})
@@ -699,7 +713,7 @@ func (a *API) execution(w http.ResponseWriter, r *http.Request, p Principal) {
 	id := asked
 	frames, err := a.Frames.Frames(r.Context(), id)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, &Error{Type: ExecutionError, Message: "the execution's frames could not be read"})
+		writeError(w, http.StatusServiceUnavailable, &Error{Type: ExecutionError, Message: "the execution's frames could not be read", Retryable: true})
 		return
 	}
 	// another principal's execution is reported as unknown
@@ -763,7 +777,7 @@ func (a *API) rateLimit(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	st, err := a.RateLimits.Status(r.Context(), p.ID)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, &Error{Type: ExecutionError, Message: "the rate-limit state could not be read"})
+		writeError(w, http.StatusServiceUnavailable, &Error{Type: ExecutionError, Message: "the rate-limit state could not be read", Retryable: true})
 		return
 	}
 	if st.AgentID == "" {

@@ -27,7 +27,7 @@ type Error struct {
 	Suggestions []string       `json:"suggestions,omitempty"`
 	// Retryable tells whether running the same workflow again may succeed
 	// (a transient failure); it travels as the e2a.error frame's retryable.
-	Retryable bool `json:"-"`
+	Retryable bool `json:"retryable"`
 	// RetryAfter is a server's Retry-After, when it sent one.
 	RetryAfter time.Duration `json:"-"`
 	// limit: one of the executor's limits refused to go on (MaxSteps,
