@@ -39,12 +39,17 @@ const (
 	maxTokenLen = 4096
 	maxURLLen   = 2048
 	maxCredLen  = 8192
+	// maxSchemeLen bounds a scheme kept as given (one without
+	// credentials that is neither Bearer nor Basic).
+	maxSchemeLen = 64
 )
 
 // Auth is a config's authentication: Authorization: <Scheme> <Credentials>
-// on every delivery. Credentials are stored in the bucket and sent to the
-// webhook only: never logged, never in a dead-lettered update, never in
-// the console.
+// on every delivery when it has credentials (Scheme is then Bearer or
+// Basic; without credentials any scheme token is kept and nothing is
+// sent). Credentials are stored in the bucket and sent to the webhook
+// only: never logged, never in a dead-lettered update, never in the
+// console.
 type Auth struct {
 	Scheme      string `json:"scheme"`
 	Credentials string `json:"credentials,omitempty"`
@@ -94,15 +99,17 @@ func (c Config) V1() *a2a.PushConfig {
 }
 
 // FromV03 is the config of an A2A v0.3 TaskPushNotificationConfig (its
-// first Bearer or Basic scheme is kept; none is ErrInvalidConfig at
-// creation when credentials are given). A config without id is the
-// task's own: its id is the task id, as the v0.3 reference servers
+// first Bearer or Basic scheme is kept, else its first scheme, which
+// Create refuses only with credentials: v0.3's schemes list what the
+// webhook accepts, credentials optional; an authentication without
+// schemes or credentials says nothing and is dropped). A config without
+// id is the task's own: its id is the task id, as the v0.3 reference servers
 // (@a2a-js/sdk 0.3, a2a-python) store it and tasks/pushNotificationConfig/get
 // without pushNotificationConfigId reads it; setting one again, inline
 // with each message as v0.3 clients do, replaces it.
 func FromV03(c *a2a03.TaskPushConfig) Config {
 	out := Config{TaskID: string(c.TaskID), ID: cmp.Or(c.Config.ID, string(c.TaskID)), URL: c.Config.URL, Token: c.Config.Token, Version: V03}
-	if a := c.Config.Auth; a != nil {
+	if a := c.Config.Auth; a != nil && (len(a.Schemes) > 0 || a.Credentials != "") {
 		out.Auth = &Auth{Credentials: a.Credentials}
 		for _, s := range a.Schemes {
 			if sc, ok := canonicalScheme(s); ok {
@@ -173,8 +180,15 @@ func (c *Config) check() error {
 		return nil
 	}
 	sc, ok := canonicalScheme(c.Auth.Scheme)
-	if !ok {
-		return fmt.Errorf("%w: authentication scheme %q (want Bearer or Basic)", ErrInvalidConfig, c.Auth.Scheme)
+	switch {
+	case !ok && (c.Auth.Credentials != "" || len(c.Auth.Scheme) > maxSchemeLen || !httpguts.ValidHeaderFieldName(c.Auth.Scheme)):
+		// Credentials are sent as Authorization: Bearer or Basic only. A
+		// scheme without credentials has nothing to send (none is sent,
+		// as for Bearer without credentials): it is kept as given, an
+		// RFC 9110 auth-scheme token.
+		return fmt.Errorf("%w: authentication scheme %q (want Bearer or Basic with credentials, or a scheme token without)", ErrInvalidConfig, c.Auth.Scheme)
+	case !ok:
+		sc = c.Auth.Scheme
 	}
 	if len(c.Auth.Credentials) > maxCredLen || !headerValue(c.Auth.Credentials) {
 		return fmt.Errorf("%w: credentials longer than %d bytes, not a header value, or starting or ending with whitespace", ErrInvalidConfig, maxCredLen)

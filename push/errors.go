@@ -12,8 +12,9 @@ var (
 
 	// ErrInvalidConfig is returned by Store.Create for a config that is not
 	// acceptable apart from its URL: no task id, an id or token too long, an
-	// authentication scheme other than Bearer or Basic, credentials without
-	// a scheme. The A2A layers answer it with InvalidParams (-32602).
+	// authentication scheme other than Bearer or Basic with credentials
+	// (credentials without a scheme too), a scheme that is no RFC 9110
+	// token. The A2A layers answer it with InvalidParams (-32602).
 	ErrInvalidConfig = errors.New("push: invalid push notification config")
 
 	// ErrURLRefused is returned by Store.Create when the webhook URL breaks

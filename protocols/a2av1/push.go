@@ -104,11 +104,15 @@ func (h *handler) CreateTaskPushConfig(ctx context.Context, req *a2a.PushConfig)
 	return c.V1(), nil
 }
 
-// GetTaskPushConfig answers one config of the caller's task.
+// GetTaskPushConfig answers one config of the caller's task (no id:
+// InvalidParams).
 func (h *handler) GetTaskPushConfig(ctx context.Context, req *a2a.GetTaskPushConfigRequest) (*a2a.PushConfig, error) {
 	st, p, err := h.pushCall(ctx, req.TaskID, tenant.Read)
 	if err != nil {
 		return nil, err
+	}
+	if req.ID == "" {
+		return nil, errConfigIDRequired
 	}
 	c, err := st.Get(ctx, p.principal, string(req.TaskID), req.ID)
 	if err != nil {
@@ -151,13 +155,22 @@ func (h *handler) ListTaskPushConfigs(ctx context.Context, req *a2a.ListTaskPush
 	return out, nil
 }
 
+// errConfigIDRequired answers a get or delete without the config's id,
+// a REQUIRED field of their requests (a2a.proto): a delete answered
+// success for it would tell the client its config was gone while its
+// webhook still gets every update.
+var errConfigIDRequired = fmt.Errorf("%w: id (the push notification config's) is required", a2a.ErrInvalidParams)
+
 // DeleteTaskPushConfig deletes one config of the caller's task,
 // idempotently (A2A v1.0 §3.1.10): a config already gone is no error;
-// another principal's task is TaskNotFound.
+// another principal's task is TaskNotFound; no id is InvalidParams.
 func (h *handler) DeleteTaskPushConfig(ctx context.Context, req *a2a.DeleteTaskPushConfigRequest) error {
 	st, p, err := h.pushCall(ctx, req.TaskID, tenant.Write)
 	if err != nil {
 		return err
+	}
+	if req.ID == "" {
+		return errConfigIDRequired
 	}
 	if err := st.Delete(ctx, p.principal, string(req.TaskID), req.ID); err != nil && !errors.Is(err, push.ErrNotFound) {
 		return pushError(err)
