@@ -610,15 +610,11 @@ func (d *frontDoor) sessionLoad(rep host.Reply, in host.Call, c host.RPCCaller, 
 		rep.Error(rerr)
 		return
 	}
-	access := tenant.Read
-	if cfg != nil {
-		access = tenant.Write // it replaces the session's configuration
-	}
-	rec := d.session(rep, in, c, req, id, access)
+	rec, store := d.loadTarget(rep, in, c, req, id, cfg != nil)
 	if rec == nil || req.IsNotification() {
 		return
 	}
-	if cfg != nil {
+	if store {
 		if err := d.putSessionConfig(in.Ctx, c, id, cfg); err != nil {
 			d.h.Logger().Warn("acp: session config update failed", "session_id", id, "err", err)
 		}
@@ -643,6 +639,28 @@ func (d *frontDoor) sessionLoad(rep host.Reply, in host.Call, c host.RPCCaller, 
 		return
 	}
 	_ = st.emit(jsonrpc.ResultResponse(req.ID, acpsdk.LoadSessionResponse{}))
+}
+
+// loadTarget returns the session a session/load reads, answering the
+// error itself when there is none, and whether the load's settings (cwd,
+// mcpServers: settings is true when it has them) replace the session's:
+// when the caller may write the session. A caller who may only read it
+// (the audit role) gets the replay, the session's settings left as they
+// are. Every conforming client sends cwd and mcpServers (the schema's
+// LoadSessionRequest requires both), and asking write access whenever
+// they came answered every auditor's load -32002.
+func (d *frontDoor) loadTarget(rep host.Reply, in host.Call, c host.RPCCaller, req *jsonrpc.Request, id string, settings bool) (*host.Session, bool) {
+	if settings {
+		rec, err := c.Session(in.Ctx, normalizer.ProtocolACP, id, tenant.Write)
+		if err == nil {
+			return rec, true
+		}
+		if !errors.Is(err, host.ErrSessionNotFound) {
+			d.storeFailed(rep, req, "session lookup", err)
+			return nil, false
+		}
+	}
+	return d.session(rep, in, c, req, id, tenant.Read), false
 }
 
 // replaySession calls emit with the session/update notifications of the

@@ -38,7 +38,10 @@
 //     each prompt, then the agent's updates; host.Frames) as
 //     session/update notifications, framed like session/prompt, then the
 //     result LoadSessionResponse {} (no modes, models or config options);
-//     each ended turn's tool calls end as they did live.
+//     each ended turn's tool calls end as they did live. Its cwd and
+//     mcpServers replace the session's when the caller may write the
+//     session; a caller who may only read it (the audit role) gets the
+//     replay, the settings left as they are.
 //   - session/cancel (a notification) cancels the session's last request
 //     (host.Canceler); the pending session/prompt then ends with
 //     stopReason "cancelled".

@@ -166,10 +166,17 @@ func nameCalls(r *e2a.Response, ups []acpsdk.SessionUpdate) []acpsdk.SessionUpda
 // only failed for that (v1 has no cancelled status: the client marks a
 // turn's calls cancelled itself when it sends session/cancel, and shows
 // failed alike). The renderer and session/load share it, so a replay
-// ends each call as the live turn did.
+// ends each call as the live turn did. It also notes the A2A artifacts
+// the turn has shown (artifactUpdates), so that a Task repeating one is
+// not shown twice.
 type openCalls struct {
 	ids    []acpsdk.ToolCallId
 	titles map[acpsdk.ToolCallId]string // of the calls in ids
+	shown  map[string]bool              // artifactIds of the turn's A2A artifacts shown
+	// said: the turn has shown message content from a frame other than a
+	// Task (text chunks, an artifact-update): a Task's artifacts then
+	// repeat what was said, by ids the turn's chunks never had.
+	said bool
 }
 
 // updates returns the session updates of frame r (Updates), each tool
@@ -179,6 +186,9 @@ type openCalls struct {
 // here in order, so a replay names them as the live turn did.
 func (o *openCalls) updates(r *e2a.Response) ([]acpsdk.SessionUpdate, error) {
 	ups, err := Updates(r)
+	if err == nil {
+		ups = o.artifactUpdates(r, ups)
+	}
 	for i, u := range ups {
 		tu := u.ToolCallUpdate
 		if tu == nil || tu.ToolCallId != "" {
@@ -199,6 +209,77 @@ func (o *openCalls) updates(r *e2a.Response) ([]acpsdk.SessionUpdate, error) {
 		ups[i] = acpsdk.StartToolCall(callID(r, i), name, opts...)
 	}
 	return ups, err
+}
+
+// artifactUpdates returns ups (the Updates of frame r) followed by the
+// content of the artifacts of the A2A Task r carries (a final a2a.task
+// frame, or a stream's task event) that the turn has not shown yet. An
+// agent that answers its turn with its Task (an HTTP agent wrapping an A2A
+// framework that answers message/send with a completed Task) has its
+// answer there, and Updates reads only a Task's status message: the ACP
+// client got an empty turn while the A2A doors showed the artifacts. An
+// artifact an artifact-update event of the turn streamed is not shown
+// again when the Task repeats it (by its artifactId), nor any when the
+// turn has shown message content already (an agent streaming its text as
+// chunks, then its Task: the chunks' text again). Tool calls among
+// the parts get ids after those of ups (nameCalls).
+func (o *openCalls) artifactUpdates(r *e2a.Response, ups []acpsdk.SessionUpdate) []acpsdk.SessionUpdate {
+	if r.ResponseKind != e2a.KindA2AStreamEvent && r.ResponseKind != e2a.KindA2ATask {
+		o.noteSaid(ups)
+		return ups
+	}
+	ev, err := a2amap.NativeEvent(r)
+	if err != nil || ev == nil {
+		return ups
+	}
+	b, _ := json.Marshal(ev)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	if o.shown == nil {
+		o.shown = map[string]bool{}
+	}
+	if a, ok := m["artifact"].(map[string]any); ok { // an artifact-update: Updates shows it
+		id, _ := a["artifactId"].(string)
+		o.shown[id] = true
+		return ups
+	}
+	if m["kind"] != "task" {
+		o.noteSaid(ups)
+		return ups
+	}
+	if o.said {
+		return ups
+	}
+	n := len(ups)
+	arts, _ := m["artifacts"].([]any)
+	for _, x := range arts {
+		a, _ := x.(map[string]any)
+		id, _ := a["artifactId"].(string)
+		if a == nil || o.shown[id] {
+			continue
+		}
+		o.shown[id] = true
+		parts, _ := a["parts"].([]any)
+		for _, p := range parts {
+			if u, ok := partUpdate(p); ok {
+				ups = append(ups, u)
+			}
+		}
+	}
+	if len(ups) == n {
+		return ups
+	}
+	return nameCalls(r, ups)
+}
+
+// noteSaid notes whether ups show message content (said).
+func (o *openCalls) noteSaid(ups []acpsdk.SessionUpdate) {
+	for _, u := range ups {
+		if u.AgentMessageChunk != nil {
+			o.said = true
+			return
+		}
+	}
 }
 
 // track notes the tool call u starts or ends.

@@ -88,6 +88,7 @@ func (r *renderer) Prime(f *render.Frame) error {
 func (r *renderer) Frame(f *render.Frame) error {
 	if b, session, ok := TextUpdate(f, r.p.SessionID); ok {
 		r.p.SessionID = session
+		r.calls.said = true // text said (a Task's artifacts would repeat it)
 		if r.p.SSE {
 			return render.SSEEvent(r.o, render.SeqID(f), "", b)
 		}
