@@ -110,6 +110,13 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 		ctx := withCall(r.Context(), call{header: r.Header, agent: r.URL.Query().Get("agent"),
 			version: requestedVersion(r), channel: "http", c: c, query: r.URL.Query(), r: r})
 		r = r.WithContext(ctx)
+		if head.placeholder {
+			w = newIDWriter(w, head.ID)
+		}
+		if checkRPC && head.notification() {
+			b.notify(w, r, head, next)
+			return
+		}
 		if checkRPC && head.Method != "" {
 			w = &paramsErrorWriter{ResponseWriter: w}
 		}
@@ -203,8 +210,7 @@ func refuseTooMany(w http.ResponseWriter, id json.RawMessage, refuse host.Refuse
 	w.Header().Set("Retry-After", "1")
 	if id != nil {
 		f := host.TooManyStreams
-		f.Data = typedDetails(f)
-		host.RefuseJSONRPC(w, sdkRPCID(id), f)
+		writeRPCError(w, f.Status, id, &jsonrpc.Error{Code: f.RPCCode, Message: f.Message, Data: typedDetails(f)})
 		return
 	}
 	refuse(w, host.TooManyStreams)
@@ -212,34 +218,24 @@ func refuseTooMany(w http.ResponseWriter, id json.RawMessage, refuse host.Refuse
 
 // rpcHead is what checkCall reads of a JSON-RPC call.
 type rpcHead struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params"`
+	JSONRPC string `json:"jsonrpc"`
+	// ID is the call's id as sent (nil when the member is absent: a
+	// notification).
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	// placeholder: the SDK gets the call with rpcIDPlaceholder for its id,
+	// which it would not write back as sent (rpcid.go); its answers go
+	// through idWriter.
+	placeholder bool
 }
 
 // nativeStream reports whether the call is a SendStreamingMessage the SDK
-// would stream (a JSON-RPC 2.0 call whose id, if any, is a string or a
-// number): streamRPC answers it. The SDK answers any other call, and these
-// with a malformed envelope, in its own words.
+// would stream (a JSON-RPC 2.0 call whose id, if any, is a string, a
+// number or null): streamRPC answers it. The SDK answers any other call,
+// and these with a malformed envelope, in its own words.
 func (h rpcHead) nativeStream() bool {
-	if h.Method != methodSendStreamingMessage || h.JSONRPC != "2.0" {
-		return false
-	}
-	if len(h.ID) == 0 {
-		return true
-	}
-	// As the SDK decodes and checks it (a number beyond float64, say, is
-	// its parse error).
-	var id any
-	if json.Unmarshal(h.ID, &id) != nil {
-		return false
-	}
-	switch id.(type) {
-	case nil, string, float64:
-		return true
-	}
-	return false
+	return h.Method == methodSendStreamingMessage && h.JSONRPC == "2.0" && (len(h.ID) == 0 || validRPCID(h.ID))
 }
 
 // methodSendStreamingMessage is the JSON-RPC method streamRPC answers;
@@ -419,23 +415,42 @@ func checkCall(w http.ResponseWriter, r *http.Request, limit int64) (head rpcHea
 	}
 	if json.Unmarshal(body, &head) != nil {
 		head = rpcHead{}
-	} else if p := callParams(head.Params); !strings.Contains(head.Method, "/") && !bytes.Equal(p, head.Params) {
-		// The call again, its params with JSON names (ProtoJSON), or {}
-		// for none.
-		var call map[string]json.RawMessage
-		if json.Unmarshal(body, &call) == nil && call != nil {
-			call["params"] = p
-			if b, err := json.Marshal(call); err == nil {
-				body, head.Params = b, p
-			}
-		}
 	} else if strings.Contains(head.Method, "/") {
-		_ = jsonrpc.WriteError(w, head.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found: " +
+		writeRPCError(w, http.StatusOK, head.ID, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Method not found: " +
 			jsonrpc.QuoteForMessage(head.Method) + ": a method of A2A v0.3, served at /a2a (this endpoint speaks A2A v1.0)"})
 		return head, false
+	} else {
+		body = sdkCall(body, &head)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return head, true
+}
+
+// sdkCall is the call body as the SDK's transport gets it: its params
+// with JSON names (ProtoJSON), or {} for none (callParams), and an id the
+// SDK would not write back as sent replaced by rpcIDPlaceholder
+// (head.placeholder). head's params are updated; its id stays the one
+// sent. body itself when nothing changes.
+func sdkCall(body []byte, head *rpcHead) []byte {
+	p := callParams(head.Params)
+	placeholder := validRPCID(head.ID) && !sdkEchoes(head.ID)
+	if !placeholder && bytes.Equal(p, head.Params) {
+		return body
+	}
+	var call map[string]json.RawMessage
+	if json.Unmarshal(body, &call) != nil || call == nil {
+		return body
+	}
+	call["params"] = p
+	if placeholder {
+		call["id"] = json.RawMessage(rpcIDPlaceholder)
+	}
+	b, err := json.Marshal(call)
+	if err != nil {
+		return body
+	}
+	head.Params, head.placeholder = p, placeholder
+	return b
 }
 
 // checkEnvelope answers, as the other JSON-RPC doors (package jsonrpc's

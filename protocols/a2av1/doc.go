@@ -31,7 +31,11 @@
 // batch, a v0.3 method name, params with proto field names), and what
 // the SDK answers unlike the specification answered as it says (wire.go: a
 // body that is not JSON by its Content-Type, the HTTP+JSON binding's §5.4
-// statuses, SubscribeToTask on a finished task before a stream opens);
+// statuses, SubscribeToTask on a finished task before a stream opens;
+// rpcid.go: the call's JSON-RPC id written back as sent in every answer
+// and event, where the SDK decodes it into a float64 or a Go string and
+// encodes it again, and a call without an id, a notification, run and
+// answered 204 as /a2a answers it, not with id null);
 // over gRPC the [host.HeaderGate] on the
 // call's metadata read as headers (refusals as gRPC statuses; the agent
 // pool is the [GRPCAgentMetadata] key), wrapped around the service's own

@@ -76,7 +76,8 @@ func FuzzNormalizeV1Send(f *testing.F) {
 // (checkCall, the SendStreamingMessage it streams with egress, the SDK
 // for the rest) never panics, publishes at most one request, hands a
 // stream to egress only for a request it published, and answers well-formed:
-// SSE whose every data: is one JSON value, or one JSON value.
+// SSE whose every data: is one JSON value, or one JSON value, or nothing
+// (204) to a notification.
 func FuzzStreamBindings(f *testing.F) {
 	msg := `{"message":{"messageId":"m-1","role":"ROLE_USER","parts":[{"text":"hi"}]}}`
 	for _, s := range []string{
@@ -112,6 +113,14 @@ func FuzzStreamBindings(f *testing.F) {
 			t.Fatalf("%q: %d published, %d streams served", body, len(pub), len(served))
 		}
 		out := w.Body.Bytes()
+		if w.Code == http.StatusNoContent {
+			// A notification (no id member) that was run: no answer.
+			var head rpcHead
+			if rest || len(out) != 0 || json.Unmarshal(body, &head) != nil || !head.notification() {
+				t.Fatalf("%q: 204 with %q", body, out)
+			}
+			return
+		}
 		if strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
 			data, err := conformance.SSEData(out)
 			if err != nil {

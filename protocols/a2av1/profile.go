@@ -11,7 +11,6 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
-	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
@@ -139,11 +138,11 @@ func plainRefusal(err error) bool {
 }
 
 // writePlain answers err as a plain JSON error: HTTP+JSON's (rest) or
-// JSON-RPC's with the call's id.
+// JSON-RPC's with the call's id as sent (rpcID; HTTP 200).
 func writePlain(w http.ResponseWriter, err error, id json.RawMessage, rest bool) {
 	if rest {
 		writeREST(w, restError(err))
 		return
 	}
-	_ = jsonrpc.WriteError(w, sdkRPCID(id), Error(err))
+	writeRPCError(w, http.StatusOK, id, Error(err))
 }

@@ -50,7 +50,7 @@ type stream struct {
 	rest  bool // the HTTP+JSON binding's: no JSON-RPC response around the events, REST errors
 	p     a2amap.Params
 	from  int64
-	rpcID []byte // the JSON-RPC id as the SDK writes it
+	rpcID []byte // the JSON-RPC id as sent (rpcID)
 	// later, when set, is the turn the task's record lists after this one
 	// ("" when none: a2aproto.Follow.Later), read when the final frame's
 	// events end the task: a terminal state that a later turn takes back
@@ -75,10 +75,11 @@ type stream struct {
 // then that message alone), then each frame's
 // events as protocols/a2a's Answers.A2AEvents yields them (a2amap's A2A
 // v1.0 events, written as they are); an error ends the stream as a
-// JSON-RPC error in the SDK's shape. rpcID is the call's JSON-RPC id as
-// sent (absent: null).
-func NewStream(o *render.Output, requestID string, p a2amap.Params, rpcID json.RawMessage, from int64) render.Renderer {
-	return &stream{StreamBase: a2aproto.StreamBase{Out: o, Mapper: a2amap.NewStreamMapper(requestID, p, from)}, p: p, from: from, rpcID: sdkRPCID(rpcID)}
+// JSON-RPC error in the SDK's shape. id is the call's JSON-RPC id, which
+// every event carries as sent (absent or invalid: null), where the SDK's
+// transport writes it decoded and encoded again (rpcid.go).
+func NewStream(o *render.Output, requestID string, p a2amap.Params, id json.RawMessage, from int64) render.Renderer {
+	return &stream{StreamBase: a2aproto.StreamBase{Out: o, Mapper: a2amap.NewStreamMapper(requestID, p, from)}, p: p, from: from, rpcID: rpcID(id)}
 }
 
 // NewRESTStream is [NewStream] for the HTTP+JSON binding's
@@ -201,7 +202,10 @@ func (r *stream) End(err error) error {
 	if r.rest {
 		return render.SSEEndEvent(r.Out, "", restError(err))
 	}
-	return render.SSEEndEvent(r.Out, "", jsonrpc.ErrorResponse(r.rpcID, Error(err)))
+	if !r.Out.Started() {
+		render.SSEHead(r.Out, 0)
+	}
+	return render.SSEEvent(r.Out, "", "", rpcErrorJSON(r.rpcID, Error(err)))
 }
 
 // event writes ev as one SSE event with SSE id id.
@@ -223,21 +227,6 @@ func (r *stream) event(id string, ev a2a.Event) error {
 	err = render.SSEEvent(r.Out, id, "", b)
 	r.Buf = render.KeepScratch(b)
 	return err
-}
-
-// sdkRPCID is a JSON-RPC id as the SDK's transport writes it back: decoded
-// into a Go value (a number becomes a float64) and encoded again; null
-// when absent or not a valid id (the SDK refuses those before streaming).
-func sdkRPCID(raw json.RawMessage) []byte {
-	var v any
-	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
-		return []byte("null")
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return []byte("null")
-	}
-	return b
 }
 
 // rpcCodes are the JSON-RPC codes of the SDK's errors, as its transports
