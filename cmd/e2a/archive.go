@@ -12,8 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/archive"
-	"github.com/e2a-pipeline/pipeline/internal/obs"
-	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 var archiveHelp = commandHelp{usage: "e2a archive",
@@ -83,10 +81,8 @@ func runArchive(ctx context.Context, cfg Config, args []string) error {
 	}
 	// Ready while connected with both streams there: the one it reads, the
 	// one it writes.
-	ops := http.NewServeMux()
-	obs.Register(ops, reg, obs.NATSConnected(nc), obs.StreamsPresent(js, streams.AuditStream, streams.ArchiveStream))
 	mux := http.NewServeMux()
-	mountOps(mux, cfg, ops)
+	mountOps(mux, cfg, newOpsMux(reg, nc, js, archiveNeeds()))
 	return serveOps(ctx, cfg, mux, reg, log, func() error { return archive.Run(ctx, nc, cfg.archiveOptions(reg, log)...) },
 		"archiver running", "batch_bytes", cfg.ArchiveBatchBytes, "flush_interval", cfg.ArchiveFlushInterval.String())
 }

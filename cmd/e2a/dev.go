@@ -401,7 +401,11 @@ func newHTTP(ctx context.Context, cfg *Config, nc *nats.Conn, reg *prometheus.Re
 	if signer != nil {
 		mux.Handle("GET "+push.JWKSPath, signer)
 	}
-	mountOps(mux, *cfg, newOpsMux(reg, nc, js, obs.Detail{Name: "pools", Get: func(ctx context.Context) (any, error) { return in.Pools(ctx) }}))
+	need, err := serveNeeds(*cfg)
+	if err != nil {
+		return nil, err
+	}
+	mountOps(mux, *cfg, newOpsMux(reg, nc, js, need, obs.Detail{Name: "pools", Get: func(ctx context.Context) (any, error) { return in.Pools(ctx) }}))
 	warnBodyLimit(*cfg, nc, log)
 	return &http.Server{
 		Handler:           tracing.Handler(mux, untraced...),

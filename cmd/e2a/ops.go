@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,15 +17,132 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/internal/obs"
+	"github.com/e2a-pipeline/pipeline/push"
 	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/workflow"
 )
 
 // newOpsMux returns the operations endpoints (/metrics, /healthz, /readyz)
-// of a process, mounted on mux by mountOps; details are added to /readyz.
-func newOpsMux(reg *prometheus.Registry, nc *nats.Conn, js jetstream.JetStream, details ...obs.Detail) *http.ServeMux {
+// of a process, mounted on mux by mountOps; /readyz checks the connection
+// and need, details are added to it.
+func newOpsMux(reg *prometheus.Registry, nc *nats.Conn, js jetstream.JetStream, need readyNeeds, details ...obs.Detail) *http.ServeMux {
 	mux := http.NewServeMux()
-	obs.RegisterWithDetails(mux, reg, details, obs.NATSConnected(nc), obs.StreamsPresent(js, streams.RequestsStream, streams.ResponsesStream))
+	obs.RegisterWithDetails(mux, reg, details, need.checks(nc, js)...)
 	return mux
+}
+
+// readyCacheTTL is how long an answer of a JetStream readiness check is
+// kept (obs.Cached): Kubernetes asks every 5 s, anyone may ask /readyz,
+// and the cluster answers each check at most once per TTL per process.
+const readyCacheTTL = 2 * time.Second
+
+// readyNeeds is what a process needs in order to serve, which its /readyz
+// checks (one stream or consumer info each, cached): a stream, bucket or
+// durable consumer deleted under a running process is not made again by
+// it, and it would report ready while it fails or pulls nothing. Each is
+// named in the answer's failures when missing. Every check here is one
+// the process's NATS user may make (deploy/nats/accounts.conf: STREAM.INFO
+// of the E2A streams and buckets, CONSUMER.INFO of its own consumers).
+type readyNeeds struct {
+	streams   []string
+	buckets   []string
+	consumers []consumerRef
+}
+
+// consumerRef names a durable consumer on a stream.
+type consumerRef struct{ stream, name string }
+
+// with is n and m together.
+func (n readyNeeds) with(m readyNeeds) readyNeeds {
+	return readyNeeds{streams: append(slices.Clone(n.streams), m.streams...), buckets: append(slices.Clone(n.buckets), m.buckets...),
+		consumers: append(slices.Clone(n.consumers), m.consumers...)}
+}
+
+// checks are NATSConnected and one cached check per distinct need.
+func (n readyNeeds) checks(nc *nats.Conn, js jetstream.JetStream) []obs.Check {
+	checks := []obs.Check{obs.NATSConnected(nc)}
+	seen := map[string]bool{}
+	add := func(key string, c obs.Check) {
+		if !seen[key] {
+			seen[key] = true
+			checks = append(checks, obs.Cached(readyCacheTTL, c))
+		}
+	}
+	for _, s := range n.streams {
+		add("stream "+s, obs.StreamPresent(js, s))
+	}
+	for _, b := range n.buckets {
+		add("bucket "+b, obs.BucketPresent(js, b))
+	}
+	for _, c := range n.consumers {
+		add("consumer "+c.stream+" "+c.name, obs.ConsumerPresent(js, c.stream, c.name))
+	}
+	return checks
+}
+
+// coreNeeds are the streams every stage but the archiver reads or writes:
+// E2A_REQUESTS and E2A_RESPONSES.
+func coreNeeds() readyNeeds {
+	return readyNeeds{streams: []string{streams.RequestsStream, streams.ResponsesStream}}
+}
+
+// serveNeeds is what ingress and egress (e2a serve, e2a dev) use per
+// request: the core streams, E2A_CONTROL (cancels), E2A_TASKS (task and
+// context records), E2A_RATELIMIT when a rate limit is set, E2A_PUSH unless
+// E2A_PUSH=off, and the push stage's needs when it runs here. The console's
+// E2A_INDEX is left out: the console's index is best effort, and the API
+// serves without it.
+func serveNeeds(cfg Config) (readyNeeds, error) {
+	n := coreNeeds().with(readyNeeds{streams: []string{streams.ControlStream}, buckets: []string{streams.TasksBucket}})
+	if rateLimited(cfg) {
+		n.buckets = append(n.buckets, streams.RateLimitBucket)
+	}
+	pe, _, err := pushOptions(cfg, false, nil, nil)
+	if err != nil {
+		return n, err
+	}
+	switch pe.mode() {
+	case pushOn:
+		n = n.with(pushStageNeeds())
+	case pushAPI:
+		n.buckets = append(n.buckets, streams.PushBucket)
+	}
+	return n, nil
+}
+
+// pushStageNeeds is what the push stage reads and writes: the core
+// streams, E2A_PUSH_DEAD, the bucket E2A_PUSH and its two durable
+// consumers (push on E2A_RESPONSES, push-wake on KV_E2A_PUSH), which the
+// stage makes at start-up only.
+func pushStageNeeds() readyNeeds {
+	return coreNeeds().with(readyNeeds{streams: []string{streams.PushDeadStream}, buckets: []string{streams.PushBucket},
+		consumers: []consumerRef{{streams.ResponsesStream, push.DefaultConsumer},
+			{"KV_" + streams.PushBucket, push.DefaultConsumer + "-wake"}}}) // push's wake consumer: <consumer>-wake
+}
+
+// agentNeeds is what a worker of pool needs: the core streams, its
+// pool's durable consumer (agent-<pool> on E2A_REQUESTS, which the runtime
+// makes at start-up only: deleted, the worker pulls nothing and says
+// nothing above debug), and the buckets its handler opened at start-up (a
+// bridge's E2A_BRIDGE, the workflow pool's A2E_LOCAL and A2E_SESSION).
+// The pool's name was checked before (checkPoolFlag).
+func agentNeeds(pool string, bridged bool) readyNeeds {
+	consumer, _ := streams.AgentConsumerName(pool)
+	n := coreNeeds().with(readyNeeds{consumers: []consumerRef{{streams.RequestsStream, consumer}}})
+	switch {
+	case bridged:
+		n.buckets = []string{streams.BridgeBucket}
+	case pool == workflow.Pool:
+		n.buckets = []string{streams.WorkflowLocalBucket, streams.WorkflowSessionBucket}
+	}
+	return n
+}
+
+// archiveNeeds are the archiver's streams: E2A_AUDIT, which it reads (with
+// an ordered consumer, made again by nats.go when it is lost), and
+// E2A_ARCHIVE, which it writes.
+func archiveNeeds() readyNeeds {
+	return readyNeeds{streams: []string{streams.AuditStream, streams.ArchiveStream}}
 }
 
 // mountOps mounts ops's /healthz and /readyz on mux, and /metrics too

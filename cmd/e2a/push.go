@@ -223,7 +223,7 @@ func runPushStage(ctx context.Context, cfg Config) error {
 	// /metrics on E2A_METRICS_ADDR alone when it is set, as every stage
 	// (the push stage served it on E2A_HTTP_ADDR too).
 	mux := http.NewServeMux()
-	mountOps(mux, cfg, newOpsMux(reg, nc, js))
+	mountOps(mux, cfg, newOpsMux(reg, nc, js, pushStageNeeds()))
 	return serveOps(ctx, cfg, mux, reg, log, func() error { return push.Run(ctx, nc, opts...) },
 		"push notification stage running")
 }

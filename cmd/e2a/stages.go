@@ -181,7 +181,7 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 		return fmt.Errorf("no built-in agent for pool %q (built-in: demo, tck, tck-basic, workflow; or give an upstream: --a2a, --openai, --http)", *pool)
 	}
 	mux := http.NewServeMux()
-	mountOps(mux, cfg, newOpsMux(reg, nc, js))
+	mountOps(mux, cfg, newOpsMux(reg, nc, js, agentNeeds(*pool, bridged)))
 	return serveOps(ctx, cfg, mux, reg, log, func() error {
 		return agent.Run(ctx, nc, *pool, h, append(runOpts, agent.WithMetrics(reg), agent.WithLogger(log))...)
 	}, "agent pool running", "pool", *pool, "worker", workerID)

@@ -111,6 +111,12 @@ func workflowOptions(log *slog.Logger) (workflow.Config, workflow.Options, error
 	return wc, opts, err
 }
 
+// rateLimited reports whether a rate limit is set: ingress then counts
+// every request in E2A_RATELIMIT, which its /readyz checks too.
+func rateLimited(cfg Config) bool {
+	return cfg.RateLimitPerMinute > 0 || cfg.RateLimitPerHour > 0 || cfg.RateLimitPerDay > 0
+}
+
 // ingressOptions builds auth, rate limits and stream limits from the
 // environment (E2A_AUTH_*, E2A_API_KEYS, E2A_RATE_LIMIT_*, E2A_MAX_STREAMS).
 func ingressOptions(ctx context.Context, js jetstream.JetStream, cfg Config, auth *ingress.Auth) ([]ingress.Option, error) {
@@ -126,8 +132,8 @@ func ingressOptions(ctx context.Context, js jetstream.JetStream, cfg Config, aut
 	if !cfg.AcceptUnknownPools {
 		opts = append(opts, ingress.WithPoolCheck(0))
 	}
-	limits := ingress.RateLimits{PerMinute: cfg.RateLimitPerMinute, PerHour: cfg.RateLimitPerHour, PerDay: cfg.RateLimitPerDay}
-	if limits.PerMinute > 0 || limits.PerHour > 0 || limits.PerDay > 0 {
+	if rateLimited(cfg) {
+		limits := ingress.RateLimits{PerMinute: cfg.RateLimitPerMinute, PerHour: cfg.RateLimitPerHour, PerDay: cfg.RateLimitPerDay}
 		kv, err := ingress.EnsureRateLimitBucket(ctx, js)
 		if err != nil {
 			return nil, err // includes a bucket whose TTL cannot hold the day window

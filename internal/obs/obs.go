@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -218,18 +217,6 @@ func NATSConnected(nc *nats.Conn) Check {
 	return func(context.Context) error {
 		if !nc.IsConnected() {
 			return fmt.Errorf("nats: %s", nc.Status())
-		}
-		return nil
-	}
-}
-
-// StreamsPresent is ready when every named stream exists.
-func StreamsPresent(js jetstream.JetStream, names ...string) Check {
-	return func(ctx context.Context) error {
-		for _, n := range names {
-			if _, err := js.Stream(ctx, n); err != nil {
-				return fmt.Errorf("stream %s: %w", n, err)
-			}
 		}
 		return nil
 	}

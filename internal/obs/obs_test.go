@@ -97,3 +97,30 @@ func TestLoggerRedactsNestedSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestCachedCheck: Cached asks its check at most once per TTL, however
+// often /readyz is asked, and keeps no answer cut short by the caller's
+// context.
+func TestCachedCheck(t *testing.T) {
+	calls := 0
+	var fail error
+	c := Cached(time.Hour, func(context.Context) error { calls++; return fail })
+	for range 5 {
+		if err := c(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fail = errors.New("bucket E2A_TASKS: nats: stream not found")
+	if err := c(context.Background()); err != nil || calls != 1 {
+		t.Fatalf("within the TTL: err %v, %d calls (want the kept answer, 1 call)", err, calls)
+	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	d := Cached(time.Hour, func(context.Context) error { calls++; return fail })
+	if err := d(gone); err == nil {
+		t.Fatal("the check's failure not returned")
+	}
+	if err := d(context.Background()); err == nil || calls != 3 {
+		t.Fatalf("an answer cut short was kept: err %v, %d calls (want 3)", err, calls)
+	}
+}
