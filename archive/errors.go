@@ -9,7 +9,9 @@ var (
 
 	// ErrCorrupt is returned by Decode, and by the Reader's reads, for a
 	// batch that is not one Encode made (or that decompresses to more than
-	// MaxBatchBytes).
+	// MaxBatchBytes); the Reader's also for a batch whose headers do not
+	// parse or do not name the messages it holds (their count, their
+	// E2A_AUDIT sequences in order from First to Last).
 	ErrCorrupt = errors.New("archive: corrupt batch")
 
 	// ErrBatchTooLarge is returned by Encode when the records take more

@@ -189,11 +189,34 @@ func (r *Reader) Load(ctx context.Context, seq uint64) (*Batch, error) {
 	if b.Records, err = Decode(m.Data); err != nil {
 		return nil, fmt.Errorf("batch %d: %w", b.Seq, err)
 	}
-	if len(b.Records) != b.Count {
-		return nil, fmt.Errorf("%w: batch %d holds %d messages, its header says %d", ErrCorrupt, b.Seq, len(b.Records), b.Count)
+	if err := b.checkRecords(); err != nil {
+		return nil, err
 	}
 	r.keep(b)
 	return b, nil
+}
+
+// checkRecords returns ErrCorrupt, naming the batch, when b's records are
+// not what its headers say: Count of them, E2A_AUDIT sequences growing from
+// First to Last. Records and SeqAtTime trust that order (a record outside
+// it would be skipped without a word, and the audit read through them miss
+// it), and the binary searches trust the headers.
+func (b *Batch) checkRecords() error {
+	if len(b.Records) != b.Count {
+		return fmt.Errorf("%w: batch %d holds %d messages, its header says %d", ErrCorrupt, b.Seq, len(b.Records), b.Count)
+	}
+	prev := uint64(0)
+	for i, rec := range b.Records {
+		if i > 0 && rec.Seq <= prev || rec.Seq < b.First || rec.Seq > b.Last {
+			return fmt.Errorf("%w: batch %d: message %d has sequence %d, not in order within its header's %d..%d",
+				ErrCorrupt, b.Seq, i, rec.Seq, b.First, b.Last)
+		}
+		prev = rec.Seq
+	}
+	if first, last := b.Records[0].Seq, b.Records[len(b.Records)-1].Seq; first != b.First || last != b.Last {
+		return fmt.Errorf("%w: batch %d holds sequences %d..%d, its header says %d..%d", ErrCorrupt, b.Seq, first, last, b.First, b.Last)
+	}
+	return nil
 }
 
 func (r *Reader) cached(seq uint64) *Batch {

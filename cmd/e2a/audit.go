@@ -16,6 +16,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/internal/audit"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // errViolations makes `e2a replay` exit non-zero when a request breaks the
@@ -139,8 +140,11 @@ func runReplay(ctx context.Context, cfg Config, args []string, stdout, stderr io
 	if st.Violations > 0 {
 		return errViolations
 	}
-	if st.NotFound > 0 || st.Requests == 0 {
-		return fmt.Errorf("%w: %d of the requests asked for", errNotFound, max(st.NotFound, 1))
+	if st.Requests == 0 {
+		return fmt.Errorf("%w: no request matched", errNotFound)
+	}
+	if st.NotFound > 0 {
+		return fmt.Errorf("%w: %d of the requests asked for", errNotFound, st.NotFound)
 	}
 	return nil
 }
@@ -160,6 +164,12 @@ func runTail(ctx context.Context, cfg Config, args []string, stdout, stderr io.W
 	}
 	if err := checkPositive(fs, stderr, "poll"); err != nil {
 		return err
+	}
+	if o.Pool != "" {
+		// A bad argument (exit 2) as for replay, not a read failure.
+		if err := subjects.ValidatePool(o.Pool); err != nil {
+			return fmt.Errorf("%w: %w", errArgs, err)
+		}
 	}
 	nc, err := auditConnect(ctx, cfg, "tail")
 	if err != nil {
@@ -250,8 +260,8 @@ var (
 		about: `Prints, as NDJSON, the envelope, every frame and a summary of each request selected, read from
 E2A_REQUESTS/E2A_RESPONSES and from E2A_AUDIT for what they no longer hold, and checks the frame
 invariants (sequence from 0 without gap or repeat, exactly one final frame, last; valid frames; headers
-agreeing with frames). Select requests by id (arguments or --request), or by --task, --context,
---session, --pool and a time range (--since, --until).
+agreeing with frames; an envelope for the frames stored). Select requests by id (arguments or --request),
+or by --task, --context, --session, --pool and a time range (--since, --until).
 Every id given is read (--limit bounds them only when set). Exit status: 0 all found and sound, 1 a
 request breaks an invariant (or the streams cannot be read), 2 bad arguments (no selection, an unknown
 --source, --until before --since, an invalid pool or id), 3 a request was not found (or nothing matched).`,
@@ -259,7 +269,8 @@ request breaks an invariant (or the streams cannot be read), 2 bad arguments (no
 	tailHelp = commandHelp{usage: "e2a tail [flags]",
 		about: `Follows live traffic until interrupted: new requests (read from E2A_REQUESTS) and their frames
 (e2a.live.>), as NDJSON, each request closed by a summary with its invariant checks when its final
-frame arrives.`,
+frame arrives. Exit status: 0 when interrupted, 1 when the streams cannot be read (it rides out a NATS
+outage) or the output cannot be written, 2 bad arguments (an invalid pool).`,
 		env: fmt.Sprintf(natsEnv, "required (the audit user in production)")}
 	publishHelp = commandHelp{usage: "e2a publish [flags] [FILE|-]",
 		about: `Publishes E2A envelopes (or legacy AgentRequests) read from FILE or stdin (one JSON object, or several

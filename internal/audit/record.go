@@ -109,7 +109,8 @@ type Summary struct {
 	// sequence gaps, repeats, frames after the final one, frames of another
 	// request, headers that disagree with the frame (or, on a burst, with
 	// its first frame), bursts whose payload does not hold the frames their
-	// E2A-Frames header counts. Empty when the request is sound.
+	// E2A-Frames header counts, frames whose envelope was not found (replay
+	// only). Empty when the request is sound.
 	Violations []string `json:"violations,omitempty"`
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -296,6 +297,12 @@ func (a *Auditor) findByID(ctx context.Context, rc *replayCtx, id string) (*foun
 			f.frames = frames
 		}
 	}
+	if f.req == nil && rc.q.Pool != "" {
+		// Frames name no pool: without an envelope of the pool asked for
+		// they may be another pool's request (the hot lookup, by the
+		// pool's subject, finds none of it), not one --pool asks for.
+		return &found{id: id}, nil
+	}
 	if f.req != nil {
 		f.pool = auditPool(f.req)
 	}
@@ -431,6 +438,16 @@ func (rc *replayCtx) report(f *found) error {
 	if f.req == nil && len(f.frames) == 0 {
 		sum.State = StateNotFound
 	}
+	if f.req == nil && len(f.frames) > 0 {
+		// Frames are stored after their envelope, which E2A_AUDIT and the
+		// archive keep as long as them: a request whose frames are found
+		// and envelope is not cannot be audited, a violation (it was
+		// reported complete and sound). With SourceHot alone the envelope
+		// may have aged out of E2A_REQUESTS a moment before its frames:
+		// the violation names the streams read.
+		sum.Violations = append(sum.Violations, fmt.Sprintf("%d frames stored without their envelope: no request %q in %s",
+			sum.Frames, f.id, rc.envelopeStreams()))
+	}
 	if f.req != nil {
 		if _, err := e2a.FromJSON(f.req.data); err != nil {
 			sum.Violations = append(sum.Violations, fmt.Sprintf("envelope at %s %d: %v", f.req.stream, f.req.seq, err))
@@ -446,6 +463,21 @@ func (rc *replayCtx) report(f *found) error {
 	}
 	rc.stats.add(sum)
 	return rc.emit(Record{Kind: KindSummary, RequestID: f.id, Pool: f.pool, Summary: sum})
+}
+
+// envelopeStreams names the streams a request's envelope was looked for in.
+func (rc *replayCtx) envelopeStreams() string {
+	var in []string
+	if rc.useHot() {
+		in = append(in, streams.RequestsStream)
+	}
+	if rc.useAudit() {
+		in = append(in, streams.AuditStream)
+		if rc.audit.archived() {
+			in = append(in, streams.ArchiveStream)
+		}
+	}
+	return strings.Join(in, ", ")
 }
 
 // scan reads the requests in the query's time range that match its
