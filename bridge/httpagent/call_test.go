@@ -206,9 +206,11 @@ func TestAnswerForms(t *testing.T) {
 		{"final in progress", "application/x-ndjson", `{"response_kind":"e2a.chunk","is_final":true,"status":"in_progress","body":{"delta_kind":"text","delta":"a"}}`, nil, bridge.CodeProtocol, false, 1},
 		{"unknown kind", "application/x-ndjson", ok + "\n" + `{"response_kind":"e2a.done","body":{}}`, nil, bridge.CodeProtocol, false, 2},
 		{"not a frame line", "application/x-ndjson", `{"reply":"hi"}`, nil, bridge.CodeProtocol, false, 1},
-		{"ends without final", "application/x-ndjson", ok + "\n" + ok + "\n", nil, bridge.CodeUnavailable, true, 3},
-		{"sse ends without final", "text/event-stream", "data: " + ok + "\n\n", nil, bridge.CodeUnavailable, true, 2},
-		{"sse cut mid-event", "text/event-stream", "data: " + ok + "\n\ndata: {\"resp", nil, bridge.CodeUnavailable, true, 2},
+		// Ended by the agent (the body's Content-Length reached): its own
+		// answer, not a cut (TestAnswerEndedWithoutFinalFrame).
+		{"ends without final", "application/x-ndjson", ok + "\n" + ok + "\n", nil, bridge.CodeProtocol, false, 3},
+		{"sse ends without final", "text/event-stream", "data: " + ok + "\n\n", nil, bridge.CodeProtocol, false, 2},
+		{"sse ends mid-event", "text/event-stream", "data: " + ok + "\n\ndata: {\"resp", nil, bridge.CodeProtocol, false, 2},
 		{"too many frames", "application/x-ndjson", strings.Repeat(ok+"\n", 5) + done, []httpagent.Option{httpagent.WithMaxFrames(3)}, bridge.CodeProtocol, false, 4},
 		{"frame too large", "application/x-ndjson", ok + "\n" + `{"response_kind":"e2a.chunk","body":{"delta_kind":"text","delta":"` + strings.Repeat("x", 2000) + `"}}`,
 			[]httpagent.Option{httpagent.WithMaxFrameBytes(1024)}, bridge.CodeProtocol, false, 2},

@@ -114,13 +114,18 @@
 // the frame bound ([WithMaxFrameBytes], 1 MiB by default: the NATS
 // server's default max_payload), or beyond the bound on frames per request
 // ([WithMaxFrames]) ends the request with upstream_protocol_error, not
-// retryable. An answer that ends before its final frame (the connection
-// closed or reset, an HTTP/2 stream reset, cut mid-line or mid-event)
-// ends it with upstream_unavailable,
-// retryable ("closed mid-stream"); one silent for the client's idle
-// timeout with upstream_timeout. Frames after the final one are ignored
-// (and logged when they were already received); the answer is closed at the
-// final frame.
+// retryable. An answer cut before its final frame (the connection reset,
+// an HTTP/2 stream reset, a body whose length or last chunk never came, a
+// body delimited by the connection's close, HTTP/1.0's, ending, mid-line,
+// mid-event or not) ends it with upstream_unavailable, retryable ("closed
+// mid-stream"). An answer the agent ended itself before its final frame
+// (its Content-Length reached, its last chunk sent, its HTTP/2 stream
+// ended, its gzip stream whole) ends it with upstream_protocol_error, not
+// retryable, and is not POSTed again: the agent took the request and
+// gave no final word, and would do so again. One silent for the client's
+// idle timeout ends it with upstream_timeout. Frames after the final one
+// are ignored (and logged when they were already received); the answer is
+// closed at the final frame.
 //
 // # Resumption
 //

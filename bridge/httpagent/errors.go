@@ -19,6 +19,8 @@ var (
 	// upstream_protocol_error).
 	ErrContentType = errors.New("httpagent: upstream answer has an unknown content type")
 	// ErrNoFinalFrame: the answer ended before its final frame (code
-	// upstream_unavailable, retryable).
+	// upstream_unavailable, retryable, when the connection may have cut
+	// it; upstream_protocol_error, not retryable, when the agent ended its
+	// body itself: its length reached, its last chunk sent).
 	ErrNoFinalFrame = errors.New("httpagent: upstream answer ended without a final frame")
 )

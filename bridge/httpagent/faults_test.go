@@ -63,6 +63,7 @@ func TestFaults(t *testing.T) {
 			http.Error(w, "no such agent", http.StatusNotFound)
 		case "cut-after-frame":
 			ndjson(chunk, `{"response_kind":"e2a.ch`)
+			panic(http.ErrAbortHandler) // the connection cut: no last chunk
 		case "garbage":
 			ndjson(chunk, "this is not json\n")
 		case "hang":

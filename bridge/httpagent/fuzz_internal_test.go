@@ -51,7 +51,8 @@ const (
 // bridge.Error whose code and retryable flag are its cause's (a frame that
 // is not one, too large or too many: upstream_protocol_error, not
 // retryable; an answer ending before its final frame: upstream_unavailable,
-// retryable), never a panic, a frame past the bounds or a frame after the
+// retryable, when its body is delimited by the connection's close, else
+// upstream_protocol_error, not retryable), never a panic, a frame past the bounds or a frame after the
 // final one. An NDJSON answer is also read by a plain line splitter, which
 // must take the same frames and end the same way.
 func FuzzAnswer(f *testing.F) {
@@ -65,6 +66,7 @@ func FuzzAnswer(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, format uint8) {
 		w := &agenttest.Writer{}
 		c := fuzzCall(w)
+		c.closeDelimited = len(body)%2 == 0 // either framing
 		br := bufio.NewReaderSize(bytes.NewReader(body), fuzzBufSize)
 		var err error
 		switch format % formats {
@@ -78,14 +80,14 @@ func FuzzAnswer(f *testing.F) {
 		case formatSSE:
 			err = c.stream(newSSEReader(br, fuzzMaxBytes))
 		case formatJSON:
-			err = c.single(bytes.NewReader(body), len(body)%2 == 0) // either framing
+			err = c.single(bytes.NewReader(body))
 		}
-		checkAnswer(t, w, err)
+		checkAnswer(t, w, err, c.closeDelimited)
 	})
 }
 
 // checkAnswer checks what FuzzAnswer promises of every answer.
-func checkAnswer(t *testing.T, w *agenttest.Writer, err error) {
+func checkAnswer(t *testing.T, w *agenttest.Writer, err error, closeDelimited bool) {
 	t.Helper()
 	if w.AfterFinal() > 0 || len(w.Kinds()) > fuzzMaxFrames {
 		t.Fatalf("frames %q: %d after the final one (bound %d)", w.Kinds(), w.AfterFinal(), fuzzMaxFrames)
@@ -101,8 +103,12 @@ func checkAnswer(t *testing.T, w *agenttest.Writer, err error) {
 		t.Fatalf("error %v is not a bridge.Error", err)
 	}
 	switch {
-	case errors.Is(err, ErrNoFinalFrame):
+	case errors.Is(err, ErrNoFinalFrame) && closeDelimited:
 		if be.Code != bridge.CodeUnavailable || !be.Retryable {
+			t.Fatalf("%v: code %s retryable %v", err, be.Code, be.Retryable)
+		}
+	case errors.Is(err, ErrNoFinalFrame):
+		if be.Code != bridge.CodeProtocol || be.Retryable {
 			t.Fatalf("%v: code %s retryable %v", err, be.Code, be.Retryable)
 		}
 	case errors.Is(err, ErrBadFrame), errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrTooManyFrames):

@@ -82,7 +82,13 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		return err
 	}
 	defer resp.Body.Close()
-	c := &call{u: u, ctx: ctx, env: env, w: w}
+	// A body without a length or chunks ends when the connection closes
+	// (Python's http.server, HTTP/1.0): its end may be the connection's,
+	// not the agent's. Not so a decompressed body (its length is the
+	// transport's to drop; a cut one fails to inflate) or an HTTP/2 one
+	// (a cut stream is a stream error): their end is the agent's.
+	closeDelimited := resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 && resp.ProtoMajor == 1 && !resp.Uncompressed
+	c := &call{u: u, ctx: ctx, env: env, w: w, closeDelimited: closeDelimited}
 	ct := resp.Header.Get("Content-Type")
 	switch mediaType(ct) {
 	case "application/x-ndjson", "application/ndjson", "application/jsonl":
@@ -92,13 +98,9 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		br := bufio.NewReaderSize(resp.Body, 64<<10)
 		return c.stream(newSSEReader(br, u.cfg.maxFrameBytes))
 	case "application/json":
-		// A body without a length or chunks ends when the connection
-		// closes (Python's http.server, HTTP/1.0): a value cut short there
-		// is the connection's, not the agent's. Not so a decompressed body
-		// (its length is the transport's to drop; a cut one fails to
-		// inflate) or an HTTP/2 one (a cut stream is a stream error): their
-		// garbage is the agent's, not retried.
-		return c.single(resp.Body, resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 && resp.ProtoMajor == 1 && !resp.Uncompressed)
+		// A value cut short by a close-delimited body's end is the
+		// connection's; any other garbage is the agent's, not retried.
+		return c.single(resp.Body)
 	}
 	return protocolError(ErrContentType, "upstream answered %d with Content-Type %q (want application/x-ndjson, text/event-stream or application/json)",
 		resp.StatusCode, clip(ct, u.Scrub))
@@ -138,6 +140,11 @@ type call struct {
 	n   int // frames written
 	// meta is the metadata member of the last frame written.
 	meta json.RawMessage
+	// closeDelimited: the answer's body ends when the connection closes
+	// (no length, no chunks, HTTP/1.x, not decompressed), so an end
+	// before the final frame may be a dropped connection. Any other
+	// body's clean end is the agent's own.
+	closeDelimited bool
 }
 
 // frameSource yields an answer's frames: io.EOF at its clean end,
@@ -177,6 +184,16 @@ func (c *call) readError(err error) error {
 		return context.Cause(c.ctx)
 	}
 	switch {
+	case (errors.Is(err, io.EOF) || errors.Is(err, errTruncated)) && !c.closeDelimited:
+		// The agent ended its answer (its length reached, its last chunk
+		// sent, its HTTP/2 stream ended): it will end it so again, and a
+		// re-run repeats whatever it did. A cut is a transport error
+		// (bridge.Classify: upstream_unavailable).
+		where := "mid-stream: no final frame"
+		if errors.Is(err, errTruncated) {
+			where = "mid-frame"
+		}
+		return protocolError(ErrNoFinalFrame, "upstream ended its answer %s after %d frames", where, c.n)
 	case errors.Is(err, io.EOF):
 		return &bridge.Error{Code: bridge.CodeUnavailable, Retryable: true, Err: ErrNoFinalFrame,
 			Message: fmt.Sprintf("upstream closed the answer mid-stream: no final frame after %d frames", c.n)}
@@ -230,11 +247,10 @@ func (c *call) writeFrame(f frame) error {
 }
 
 // single writes a JSON answer: a final frame, or any other value as the
-// request's result. closeDelimited: the body ends when the connection
-// closes, so a JSON value it cuts short is the connection dropped
-// (upstream_unavailable, retryable, as a cut NDJSON line or SSE event),
-// not the agent's bad answer.
-func (c *call) single(body io.Reader, closeDelimited bool) error {
+// request's result. A JSON value a close-delimited body (c.closeDelimited)
+// cuts short is the connection dropped (upstream_unavailable, retryable,
+// as a cut NDJSON line or SSE event), not the agent's bad answer.
+func (c *call) single(body io.Reader) error {
 	max := c.u.cfg.maxFrameBytes
 	data, err := io.ReadAll(io.LimitReader(body, int64(max)+1))
 	if err != nil {
@@ -245,7 +261,7 @@ func (c *call) single(body io.Reader, closeDelimited bool) error {
 	}
 	data = bytes.TrimSpace(data)
 	if err := checkJSON(data); err != nil {
-		if closeDelimited && len(data) > 0 && cutShort(data) {
+		if c.closeDelimited && len(data) > 0 && cutShort(data) {
 			return c.readError(errTruncated)
 		}
 		return protocolError(ErrBadFrame, "upstream JSON answer: %v", err)

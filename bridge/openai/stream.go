@@ -54,8 +54,8 @@ type toolCallDelta struct {
 	Index    *int   `json:"index"`
 	ID       string `json:"id"`
 	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
+		Name      string       `json:"name"`
+		Arguments argsFragment `json:"arguments"`
 	} `json:"function"`
 }
 
@@ -287,7 +287,7 @@ func startsCall(c *toolCall, d toolCallDelta) bool {
 // is not its end.
 func secondValue(c *toolCall, d toolCallDelta) bool {
 	prev := strings.TrimRight(c.args.String(), " \t\r\n")
-	next := strings.TrimLeft(d.Function.Arguments, " \t\r\n")
+	next := strings.TrimLeft(string(d.Function.Arguments), " \t\r\n")
 	return prev != "" && next != "" && strings.ContainsAny(prev[len(prev)-1:], "}]") &&
 		strings.ContainsAny(next[:1], "{[") && json.Valid([]byte(prev))
 }
@@ -322,7 +322,7 @@ func (t *turn) startCall(idx int) (*toolCall, error) {
 // addFragment adds d's id, name and argument fragment to c.
 func (t *turn) addFragment(c *toolCall, d toolCallDelta) error {
 	if c.written {
-		if strings.TrimSpace(d.Function.Arguments) == "" && (d.Function.Name == "" || d.Function.Name == c.name) {
+		if strings.TrimSpace(string(d.Function.Arguments)) == "" && (d.Function.Name == "" || d.Function.Name == c.name) {
 			return nil
 		}
 		return bridge.Errorf(bridge.CodeProtocol, false, "upstream streamed a fragment of tool call %d after its arguments were whole", c.index)
@@ -341,7 +341,7 @@ func (t *turn) addFragment(c *toolCall, d toolCallDelta) error {
 	if c.args.Len()+len(d.Function.Arguments) > t.maxEvent {
 		return bridge.Errorf(bridge.CodeProtocol, false, "upstream streamed tool call arguments larger than %d bytes", t.maxEvent)
 	}
-	c.args.WriteString(d.Function.Arguments)
+	c.args.WriteString(string(d.Function.Arguments))
 	return nil
 }
 
