@@ -465,12 +465,13 @@ type chartContainer struct {
 
 // checkStoreFits checks that a server's max_file_store leaves at least
 // 15 % of its volume free and holds the byte limits of every stream of
-// deploy/k8s/config.yaml (JetStream reserves each stream's max_bytes on
-// every server holding a replica).
+// deploy/k8s/config.yaml and of E2A_PUSH_DEAD, which `e2a streams apply`
+// creates too with a fixed limit (JetStream reserves each stream's
+// max_bytes on every server holding a replica).
 func checkStoreFits(t *testing.T, where string, maxStore, volume int64) {
 	t.Helper()
 	env := configMapEnv(t)
-	var sum int64
+	sum := int64(streams.PushDeadMaxBytes)
 	for _, k := range []string{"E2A_REQUESTS_MAX_BYTES", "E2A_RESPONSES_MAX_BYTES", "E2A_CONTROL_MAX_BYTES", "E2A_AUDIT_MAX_BYTES", "E2A_ARCHIVE_MAX_BYTES"} {
 		n, err := strconv.ParseInt(env[k], 10, 64)
 		if err != nil || n <= 0 {
@@ -547,7 +548,7 @@ func TestComposeFile(t *testing.T) {
 	}
 	users := natsUsersFromAccounts(t)
 	for name, s := range f.Services {
-		if strings.HasPrefix(name, "nats-") {
+		if strings.HasPrefix(name, "nats-") || name == "tls" { // tls: TestComposeStartsWithOneCommand
 			continue
 		}
 		u := s.Environment["E2A_NATS_USER"]

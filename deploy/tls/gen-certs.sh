@@ -4,17 +4,29 @@
 # "nats" in namespace "e2a") and the compose node names:
 #
 #   deploy/tls/gen-certs.sh DIR      # writes DIR/ca.crt, DIR/tls.crt, DIR/tls.key
+#   deploy/tls/gen-certs.sh --if-missing DIR   # the same, unless DIR holds them
+#                                    # already (deploy/compose runs it at every up)
 #
 # Kubernetes:  kubectl -n e2a create secret generic nats-server-tls \
 #                --from-file=DIR/ca.crt --from-file=DIR/tls.crt --from-file=DIR/tls.key
-# compose:     deploy/tls/gen-certs.sh deploy/compose/tls
+# compose:     nothing to do: its service tls runs this script with
+#              --if-missing into deploy/compose/tls before the servers start.
 #
 # The key never leaves DIR (0600). Certificates are valid for 825 days;
 # run it again and update the secret to renew (the reloader picks the new
 # files up). Use your own CA (cert-manager, …) when you have one: the
 # servers need tls.crt/tls.key with these names, the e2a pods ca.crt.
 set -eu
-dir=${1:?usage: gen-certs.sh DIR}
+if_missing=false
+if [ "${1:-}" = --if-missing ]; then
+  if_missing=true
+  shift
+fi
+dir=${1:?usage: gen-certs.sh [--if-missing] DIR}
+if $if_missing && [ -s "$dir/ca.crt" ] && [ -s "$dir/tls.crt" ] && [ -s "$dir/tls.key" ]; then
+  echo "$dir holds ca.crt, tls.crt and tls.key: kept"
+  exit 0
+fi
 mkdir -p "$dir"
 umask 077
 ns=${NATS_NAMESPACE:-e2a}
