@@ -18,7 +18,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files (A2A v1.0 wire: package protocols/a2av1's, "+wireGolden+")")
+var update = flag.Bool("update", false, "rewrite the golden files of this package's tests (A2A v1.0 wire: package protocols/a2av1's, "+wireGolden+"; ACP shapes; AgentVault's spec replay)")
 
 // wireGolden is where the A2A v1.0 wire's golden files are: with the
 // package that owns the wire (protocols.TestPackageConformance checks them).

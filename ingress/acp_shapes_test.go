@@ -2,14 +2,11 @@ package ingress_test
 
 import (
 	"bytes"
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
 	"testing"
 )
-
-var updateACPGolden = flag.Bool("update-acp", false, "rewrite ingress/testdata/golden/acp_*.golden")
 
 // TestACPShapesGolden pins the wire answers issue 16 corrected: the
 // LoadSessionResponse object ending session/load (was null) and the -32601
@@ -32,7 +29,7 @@ func TestACPShapesGolden(t *testing.T) {
 		got.WriteString("\n")
 	}
 	path := filepath.Join("testdata", "golden", "acp_shapes.golden")
-	if *updateACPGolden {
+	if *update {
 		if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +37,7 @@ func TestACPShapesGolden(t *testing.T) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("missing golden (run with -update-acp): %v", err)
+		t.Fatalf("missing golden (run with -update): %v", err)
 	}
 	if !bytes.Equal(got.Bytes(), want) {
 		t.Errorf("differs from %s\n--- got\n%s--- want\n%s", path, got.Bytes(), want)

@@ -29,6 +29,20 @@ func AgentVaultError(err error) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeAVServerError, Message: err.Error(), Data: d}
 }
 
+// avNotification is the reply to an AgentVault notification (a call
+// without an id): its errors and refusals are dropped, because the
+// profile's server "MUST NOT reply" to a notification
+// (a2a-agentvault-profile.md, JSON-RPC 2.0 Structure), where the endpoint
+// answers a failing A2A one with its error (host.RPCEndpoint.NotifyErrors:
+// A2A defines no notifications). The exchange then ends with no content.
+type avNotification struct{ host.Reply }
+
+// Error drops the error of a notification.
+func (avNotification) Error(*jsonrpc.Error) {}
+
+// Refuse drops the refusal of a notification.
+func (avNotification) Refuse(host.Refusal) {}
+
 // serveAgentVault writes tasks/sendSubscribe's SSE answer (and an
 // AgentVault task's resubscription) for requestID with serve: the frames
 // from the resume point (Last-Event-ID or ?from=), an unknown request

@@ -61,6 +61,9 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 			protocol, toRPC = normalizer.ProtocolAgentVault, AgentVaultError
 		}
 	}
+	if protocol == normalizer.ProtocolAgentVault && req.IsNotification() {
+		rep = avNotification{rep}
+	}
 	if protocol == normalizer.ProtocolA2A && d.serveDirect(rep, in, tc, nin, req) {
 		return
 	}
