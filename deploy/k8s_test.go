@@ -336,6 +336,7 @@ func TestKubernetesManifests(t *testing.T) {
 			if !users[user] || !hasPassword {
 				t.Errorf("%s/%s: NATS user %q (in accounts.conf: %v), password from a secret: %v", where, c.Name, user, users[user], hasPassword)
 			}
+			checkMemoryLimit(t, where, c)
 			if !probes {
 				continue
 			}
@@ -792,6 +793,30 @@ func TestDockerfile(t *testing.T) {
 }
 
 // envVar returns the container's variable name (zero when it has none).
+// checkMemoryLimit checks that an e2a container gives the process its
+// memory limit in bytes as E2A_MEMORY_LIMIT (resourceFieldRef, no divisor,
+// its own container's), from which e2a sets Go's soft limit to 90 % of it,
+// and sets no GOMEMLIMIT, which would win over it. The manifests set
+// GOMEMLIMIT to 100 % of the limit: no headroom for what the Go runtime
+// does not manage, the collector hardest at work when the kernel
+// OOM-kills the container.
+func checkMemoryLimit(t *testing.T, where string, c corev1.Container) {
+	t.Helper()
+	if e := envVar(c, "GOMEMLIMIT"); e.Name != "" {
+		t.Errorf("%s/%s: GOMEMLIMIT set: it wins over E2A_MEMORY_LIMIT's 90 %%, leaving no headroom", where, c.Name)
+	}
+	ref := envVar(c, "E2A_MEMORY_LIMIT").ValueFrom
+	if ref == nil || ref.ResourceFieldRef == nil {
+		t.Errorf("%s/%s: no E2A_MEMORY_LIMIT from resourceFieldRef limits.memory", where, c.Name)
+		return
+	}
+	r := ref.ResourceFieldRef
+	if r.Resource != "limits.memory" || (r.ContainerName != "" && r.ContainerName != c.Name) ||
+		(!r.Divisor.IsZero() && r.Divisor.Value() != 1) {
+		t.Errorf("%s/%s: E2A_MEMORY_LIMIT from %+v, want limits.memory of this container in bytes (no divisor)", where, c.Name, r)
+	}
+}
+
 func envVar(c corev1.Container, name string) corev1.EnvVar {
 	for _, e := range c.Env {
 		if e.Name == name {

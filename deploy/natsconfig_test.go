@@ -246,6 +246,27 @@ func renderHelmMerge(m map[string]any) string {
 	return b.String()
 }
 
+// checkNATSMemoryLimit checks that the NATS servers' GOMEMLIMIT (Go's
+// syntax, 3GiB) leaves at least 10 % of the container's memory limit to
+// what Go's limit does not cover (Go's GC guide: 5–10 % headroom), as
+// e2a's containers do with E2A_MEMORY_LIMIT: at 100 % the collector runs
+// hardest as the kernel OOM-kills the server.
+func checkNATSMemoryLimit(t *testing.T, env, resources map[string]any) {
+	t.Helper()
+	soft, _ := env["GOMEMLIMIT"].(string)
+	limits, _ := resources["limits"].(map[string]any)
+	hard, _ := limits["memory"].(string)
+	sq, err1 := resource.ParseQuantity(strings.TrimSuffix(soft, "B"))
+	hq, err2 := resource.ParseQuantity(hard)
+	if err1 != nil || err2 != nil || hq.IsZero() {
+		t.Errorf("NATS container: GOMEMLIMIT %q, limits.memory %q: want both (%v, %v)", soft, hard, err1, err2)
+		return
+	}
+	if float64(sq.Value()) > 0.9*float64(hq.Value()) {
+		t.Errorf("NATS container: GOMEMLIMIT %s is over 90 %% of limits.memory %s: no headroom", soft, hard)
+	}
+}
+
 // TestNATSHelmValues checks deploy/k8s/nats-values.yaml: a 3-node
 // JetStream cluster on file storage, monitoring and the exporter on, and a
 // "merge" that, rendered as the chart renders it next to the mounted
@@ -341,6 +362,7 @@ func TestNATSHelmValues(t *testing.T) {
 			t.Errorf("container.env lacks %s", env)
 		}
 	}
+	checkNATSMemoryLimit(t, v.Container.Env, v.Container.Resources)
 
 	// Render the configuration the chart would write (server part reduced
 	// to what the merges touch) beside the accounts file, and load it.

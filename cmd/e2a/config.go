@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -120,6 +122,14 @@ type Config struct {
 	// MaxStreamsPerPrincipal bounds concurrent streams per principal per
 	// replica (0 = unbounded).
 	MaxStreamsPerPrincipal int `envconfig:"E2A_MAX_STREAMS_PER_PRINCIPAL" default:"0"`
+
+	// MemoryLimit is the container's memory limit in bytes (the shipped
+	// manifests give limits.memory through resourceFieldRef); 0: none.
+	// Unless GOMEMLIMIT is set, the process sets Go's soft memory limit to
+	// 90 % of it (applyMemoryLimit): Go's limit covers only the memory the
+	// runtime manages, so at 100 % the collector runs hardest exactly when
+	// the kernel OOM-kills the container.
+	MemoryLimit int64 `envconfig:"E2A_MEMORY_LIMIT" default:"0"`
 
 	// LogFormat is json or text; LogLevel debug, info, warn or error.
 	LogFormat string `envconfig:"E2A_LOG_FORMAT" default:"json"`
@@ -253,8 +263,31 @@ func (c Config) checkProcess() error {
 		return fmt.Errorf("config: E2A_LOG_LEVEL %q: want debug, info, warn or error", c.LogLevel)
 	case c.LogFormat != "" && c.LogFormat != "json" && c.LogFormat != "text":
 		return fmt.Errorf("config: E2A_LOG_FORMAT %q: want json or text", c.LogFormat)
+	case c.MemoryLimit != 0 && c.MemoryLimit < minMemoryLimit:
+		// Below 16 MiB it is no container's limit in bytes but a slip
+		// (a resourceFieldRef with a divisor: "256" for 256Mi), and a soft
+		// limit that low would run the collector without pause.
+		return fmt.Errorf("config: E2A_MEMORY_LIMIT (%d) must be 0 (none) or the memory limit in bytes, at least %d (16 MiB)", c.MemoryLimit, minMemoryLimit)
 	}
 	return nil
+}
+
+// minMemoryLimit is the least E2A_MEMORY_LIMIT taken (16 MiB).
+const minMemoryLimit = 16 << 20
+
+// applyMemoryLimit sets Go's soft memory limit to 90 % of E2A_MEMORY_LIMIT
+// unless GOMEMLIMIT is set (it wins, "off" too, as GOGC wins over
+// gcDefault), and returns the limit set (0: none). The 10 % left are what
+// the runtime's limit does not cover: goroutine stacks beyond its goal,
+// memory outside the Go heap, the page cache charged to the container,
+// fragmentation (Go's GC guide: leave 5–10 % headroom).
+func (c Config) applyMemoryLimit() int64 {
+	if c.MemoryLimit == 0 || os.Getenv("GOMEMLIMIT") != "" {
+		return 0
+	}
+	limit := c.MemoryLimit - c.MemoryLimit/10
+	debug.SetMemoryLimit(limit)
+	return limit
 }
 
 // checkConn refuses the connection settings streams.ConnConfig.Validate

@@ -275,8 +275,9 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Co
 // per request 0.431–0.464 → 0.401–0.419 ms at 1,154 requests/s and the
 // agent's 0.107–0.118 → 0.086–0.097 ms closed loop, lower in every pair,
 // for peak RSS 48–60 → 57–71 MiB (serve). Deployments bound the heap with
-// GOMEMLIMIT (deploy/k8s sets it to the container's memory limit), which
-// the collector honours before the GOGC target.
+// Go's memory limit (deploy/k8s gives the container's limit as
+// E2A_MEMORY_LIMIT, and the process sets 90 % of it: applyMemoryLimit),
+// which the collector honours before the GOGC target.
 const defaultGCPercent = 200
 
 // gcDefault sets defaultGCPercent unless the GOGC variable is set, and

@@ -130,6 +130,8 @@ var helps = map[string]commandHelp{
   E2A_AGENT_ACK_WAIT        how long a request may go without this worker's heartbeat before another takes
                             it over (default 4s, as --ack-wait; the same for every worker of a pool)
   E2A_AGENT_WORKER_ID       this worker's id in its logs and its frames' provenance (default: random)
+  E2A_MEMORY_LIMIT          the container's memory limit in bytes: Go's memory limit is set to 90 % of it
+                            (unless GOMEMLIMIT is set)
   E2A_WORKFLOW_*            the workflow pool's policy, vault and cache (workflow/doc.go)
   E2A_UPSTREAM_KIND, E2A_UPSTREAM_URL, E2A_UPSTREAM_MODEL, E2A_UPSTREAM_SYSTEM
                             the upstream, as the flags give it (the flags win)
@@ -227,6 +229,11 @@ func run(ctx context.Context, args []string) error {
 	cfg, err := LoadConfig()
 	if err != nil && !configFree(args) {
 		return err
+	}
+	if err == nil {
+		// Before any command allocates: E2A_MEMORY_LIMIT's 90 % as Go's
+		// memory limit (unless GOMEMLIMIT is set).
+		cfg.applyMemoryLimit()
 	}
 	switch args[0] {
 	case "dev":
