@@ -229,9 +229,11 @@ func canonicalSubject(subject, id string) string {
 // what we read. Workers of earlier versions sent frames in fast batches
 // fenced on the request's lease subject instead: a redelivery first stores
 // a lease, so that none of those lands after what it reads (during a
-// rolling upgrade).
+// rolling upgrade). A first delivery of a request stored before its
+// consumer was made is read as a redelivery: an earlier consumer of the
+// pool, deleted since, may have delivered it (rebind.go).
 func (w *worker) resume(d *delivery) (outcome string, ok bool) {
-	if d.meta.NumDelivered <= 1 {
+	if d.meta.NumDelivered <= 1 && !w.deliveredBefore(d.meta.Timestamp) {
 		return "", true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -69,6 +70,15 @@ type worker struct {
 	log       *slog.Logger
 	resumable bool
 
+	// created is when the consumer the worker fetches from was made
+	// (unix ns, the server's clock): a first delivery of a request stored
+	// before it may have been answered under an earlier consumer of the
+	// pool (resume, deliveredBefore).
+	created atomic.Int64
+	// maxFirst is the highest stream sequence the fetch loop got as a
+	// first delivery: read and written by the fetch loop only (noteFirst).
+	maxFirst uint64
+
 	mu        sync.Mutex
 	active    map[*request]struct{}
 	byID      map[string][]*request
@@ -110,7 +120,8 @@ type request struct {
 // see WithProvisionConsumer), pulls requests only for free slots
 // (WithConcurrency), sends InProgress for every request it holds, listens to
 // cancels and to the consumer's max-deliveries advisory, and writes every
-// frame fenced (see Writer).
+// frame fenced (see Writer). A consumer deleted under it is made again
+// with the same configuration (rebind.go).
 //
 // When ctx is done Run stops pulling, waits up to the drain timeout for
 // in-flight requests, hands the others back to the pool (Nak, their handlers'
@@ -223,6 +234,7 @@ func (w *worker) run(ctx context.Context) error {
 		}
 		return err
 	}
+	w.bound(cons.CachedInfo())
 	nc := w.js.Conn()
 	ctlSub, err := nc.Subscribe(subjects.AllControl, w.onControl)
 	if err != nil {
@@ -352,7 +364,8 @@ func (w *worker) fetchLoop(ctx context.Context, cons jetstream.Consumer) error {
 			for range want {
 				<-slots
 			}
-			if stop, err := w.retryFetch(ctx, err, w.log.Warn, "fetch failed", &backoff); stop {
+			var stop bool
+			if cons, stop, err = w.fetchFailed(ctx, cons, err, w.log.Warn, "fetch failed", &backoff); stop {
 				return err
 			}
 			continue
@@ -365,6 +378,7 @@ func (w *worker) fetchLoop(ctx context.Context, cons jetstream.Consumer) error {
 				<-slots
 				continue
 			}
+			w.noteFirst(cons, m)
 			w.wg.Add(1)
 			go func() {
 				defer w.wg.Done()
@@ -376,8 +390,9 @@ func (w *worker) fetchLoop(ctx context.Context, cons jetstream.Consumer) error {
 		for range want - got {
 			<-slots
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-			if stop, err := w.retryFetch(ctx, err, w.log.Debug, "fetch ended", &backoff); stop {
+		if ferr := batch.Error(); ferr != nil && !errors.Is(ferr, nats.ErrTimeout) && !errors.Is(ferr, context.DeadlineExceeded) {
+			var stop bool
+			if cons, stop, err = w.fetchFailed(ctx, cons, ferr, w.log.Debug, "fetch ended", &backoff); stop {
 				return err
 			}
 			continue

@@ -59,7 +59,8 @@ type stage struct {
 // the consumers split the work. Streams and consumers that cannot be
 // bound yet (a cluster electing their leaders, under load or starting,
 // streams not applied yet) are tried again with a backoff, each failure
-// logged, as the agent runtime does. It returns nil when ctx is done, an
+// logged, as the agent runtime does; a consumer deleted under the stage is
+// bound again the same way (rebind.go). It returns nil when ctx is done, an
 // error when the options are invalid or the connection is closed under it
 // (nats.ErrConnectionClosed).
 func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
@@ -82,21 +83,21 @@ func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
 		return err
 	}
 	defer s.getter.Close()
-	cc, err := cons.Consume(s.intake, jetstream.PullMaxMessages(256))
-	if err != nil {
-		return fmt.Errorf("push: consume: %w", err)
+	main := &feed{stream: streams.ResponsesStream, name: o.consumer, bind: s.bindConsumer, handler: s.intake}
+	wakes := &feed{stream: "KV_" + streams.PushBucket, name: s.wakeConsumer(), bind: s.bindWake, handler: s.wakeIntake}
+	if err := s.consume(main, cons); err != nil {
+		return err
 	}
-	wc, err := wake.Consume(s.wakeIntake, jetstream.PullMaxMessages(256))
-	if err != nil {
-		cc.Stop()
-		return fmt.Errorf("push: consume: %w", err)
+	if err := s.consume(wakes, wake); err != nil {
+		main.cc.Stop()
+		return err
 	}
 	s.log.Info("push stage started", "consumer", o.consumer, "retry_window", o.retryWindow)
-	closed := s.waitStop(ctx)
-	cc.Drain()
-	wc.Drain()
-	<-cc.Closed()
-	<-wc.Closed()
+	closed := s.waitStop(ctx, main, wakes)
+	main.cc.Drain()
+	wakes.cc.Drain()
+	<-main.cc.Closed()
+	<-wakes.cc.Closed()
 	s.jobs.Wait()
 	if closed {
 		return fmt.Errorf("push: %w", nats.ErrConnectionClosed)
@@ -105,14 +106,25 @@ func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
 }
 
 // waitStop waits until ctx is done (false) or the connection is closed
-// under the stage (true: nothing can be read, acked or written any more).
-func (s *stage) waitStop(ctx context.Context) bool {
-	for range sleepctx.Ticks(ctx, time.Second) {
-		if s.nc.IsClosed() {
-			return true
+// under the stage (true: nothing can be read, acked or written any more),
+// binding again meanwhile a consumer of the feeds that is gone (rebind).
+func (s *stage) waitStop(ctx context.Context, main, wakes *feed) bool {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+			if s.nc.IsClosed() {
+				return true
+			}
+		case cause := <-main.gone:
+			s.rebind(ctx, main, cause)
+		case cause := <-wakes.gone:
+			s.rebind(ctx, wakes, cause)
 		}
 	}
-	return false
 }
 
 // start opens the stage and binds its two consumers (bindOnce), again
