@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
@@ -20,6 +21,12 @@ import (
 // changing calls also need the X-E2A-Console header, which a cross-site
 // form cannot send.
 const (
+	// sessionMaxAge is how long the browser keeps the sign-in cookie: a
+	// session cookie would live as long as the browser restores its
+	// session, and it holds a credential. (The server keeps no state: the
+	// credential itself stays valid until it is revoked.)
+	sessionMaxAge = 12 * time.Hour
+
 	cookieName   = "e2a_console"
 	csrfHeader   = "X-E2A-Console"
 	headerAPIKey = "X-Api-Key"
@@ -169,7 +176,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: cred.cookieValue(), Path: "/console",
-		HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteStrictMode})
+		MaxAge: int(sessionMaxAge / time.Second), HttpOnly: true, Secure: secureRequest(r), SameSite: http.SameSiteStrictMode})
 	writeJSON(w, http.StatusOK, map[string]any{"principal": got.principal.ID, "auth_required": true})
 }
 

@@ -256,7 +256,7 @@ func (c *Console) Close() {
 func (c *Console) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /console", c.page)
 	mux.HandleFunc("GET /console/{$}", c.page)
-	mux.Handle("GET /console/assets/", c.assets)
+	mux.Handle("GET /console/assets/", withSecurityHeaders(c.assets))
 	mux.HandleFunc("GET /console/api/session", c.gate(c.session))
 	mux.HandleFunc("POST /console/api/login", c.login)
 	mux.HandleFunc("POST /console/api/logout", c.logout)
@@ -277,7 +277,7 @@ func (c *Console) Register(mux *http.ServeMux) {
 		"/console/api/stats": get, "/console/api/tasks/{task}/push": get,
 		"/console/api/demo": post,
 	} {
-		mux.HandleFunc(path, egress.MethodNotAllowed(allow...))
+		mux.HandleFunc(path, withSecurityHeaders(egress.MethodNotAllowed(allow...)))
 	}
 }
 
@@ -305,13 +305,28 @@ func (c *Console) authError(w http.ResponseWriter, status int, err error) {
 	apiError(w, status, code, err.Error())
 }
 
-// securityHeaders are set on every console answer.
+// securityHeaders are set on every console answer: the page, its assets,
+// the API answers and their errors. Their Content-Security-Policy lets
+// nothing load or run (an API answer opened as a document stays inert);
+// the page replaces it with pageCSP.
 func securityHeaders(h http.Header) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", answerCSP)
 }
+
+// withSecurityHeaders sets the console's headers before h answers: the
+// file server of the assets and the 405 answers of egress set none.
+func withSecurityHeaders(h http.Handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		securityHeaders(w.Header())
+		h.ServeHTTP(w, r)
+	}
+}
+
+const answerCSP = "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 

@@ -103,7 +103,9 @@
 // /v1/requests/{id}/stream (E2A SSE, resumable with Last-Event-ID or
 // ?from=N), mounted under the console's auth, because a browser cannot put
 // an API key on an EventSource. The page keeps the frames it showed in
-// sessionStorage: after a reload it shows them again and resumes the stream
+// sessionStorage (written at most once a second, at the final frame and
+// when the page is left; up to 2,000 frames or 2 million characters per
+// request): after a reload it shows them again and resumes the stream
 // from the next sequence, dropping any frame it already has. Frames are
 // rendered as text, reasoning, tool calls with their arguments and results
 // (joined by call id), completions and errors; every raw frame and the raw
@@ -142,9 +144,15 @@
 // the page does the same for raw frames. With [WithAuth], the page and every
 // API need the same credential as the other endpoints (X-Api-Key or
 // Authorization: Bearer); a person signs in once and the credential is kept
-// in an HttpOnly, SameSite=Strict cookie scoped to /console, checked on each
-// request like a header and removed from the request before any handler
-// runs. No state is kept on the server. POSTs need the X-E2A-Console header
-// (no cross-site form can send it). The page runs under a strict
-// Content-Security-Policy and renders stored content as text only.
+// in an HttpOnly, SameSite=Strict cookie scoped to /console (Secure over
+// TLS or behind a proxy sending X-Forwarded-Proto: https) for 12 hours,
+// checked on each request like a header and removed from the request
+// before any handler runs. No state is kept on the server: signing out
+// removes the cookie from the browser, and a copy of it stays valid as
+// long as its credential does. POSTs need the X-E2A-Console header (no
+// cross-site form can send it). Every console answer is nosniff,
+// no-referrer and may not be framed; the page runs under a strict
+// Content-Security-Policy (its own script and style sheet only), every
+// other answer under one that lets nothing load or run, and API answers
+// are no-store. The page renders stored content as text only.
 package console

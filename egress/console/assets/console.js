@@ -7,6 +7,13 @@ const KINDS = ['e2a.chunk', 'e2a.complete', 'e2a.error', 'acp.session_update', '
   'acp.jsonrpc_error', 'a2a.task', 'a2a.message', 'a2a.stream_event', 'ext'];
 const STORE_PREFIX = 'e2a.console.frames.';
 const STORE_MAX_FRAMES = 2000;
+// STORE_MAX_CHARS bounds the raw frames a tab keeps per request
+// (sessionStorage holds about 5 million characters per site), and
+// STORE_EVERY_MS how often they are written while frames stream in:
+// writing them at each frame cost seconds of a blocked page for a request
+// with a 1 MB frame (each write copies them all).
+const STORE_MAX_CHARS = 2000000;
+const STORE_EVERY_MS = 1000;
 const POLL_MS = 2000;
 
 const $ = (id) => document.getElementById(id);
@@ -194,7 +201,7 @@ function search(ev) {
 
 // ---------- one request ----------
 
-const detail = {id: null, es: null, frames: [], last: -1, final: false, dups: 0, info: null, renderQueued: false};
+const detail = {id: null, es: null, frames: [], chars: 0, last: -1, final: false, dups: 0, info: null, renderQueued: false, saveTimer: 0};
 
 function storeKey(id) { return STORE_PREFIX + id; }
 
@@ -208,9 +215,11 @@ function loadStored(id) {
 }
 
 function saveStored() {
+  clearTimeout(detail.saveTimer);
+  detail.saveTimer = 0;
   if (!detail.id) return;
   try {
-    if (detail.frames.length > STORE_MAX_FRAMES) {
+    if (detail.frames.length > STORE_MAX_FRAMES || detail.chars > STORE_MAX_CHARS) {
       sessionStorage.removeItem(storeKey(detail.id)); // too big: a reload replays from the start
       return;
     }
@@ -218,6 +227,12 @@ function saveStored() {
   } catch (e) {
     /* storage full: a reload replays from the start */
   }
+}
+
+// scheduleSave writes the frames once STORE_EVERY_MS has passed (the
+// final frame and leaving the page write them at once).
+function scheduleSave() {
+  if (!detail.saveTimer) detail.saveTimer = setTimeout(saveStored, STORE_EVERY_MS);
 }
 
 function setStreamState(text, attrs = {}) {
@@ -235,6 +250,7 @@ function closeStream() {
 
 function closeDetail() {
   closeStream();
+  if (detail.saveTimer) saveStored(); // the frames not written yet
   detail.id = null;
   $('detail').hidden = true;
   $('layout').classList.remove('with-detail');
@@ -244,7 +260,8 @@ function closeDetail() {
 async function openDetail(id) {
   if (detail.id === id) return;
   closeStream();
-  Object.assign(detail, {id, frames: [], last: -1, final: false, dups: 0, info: null});
+  if (detail.saveTimer) saveStored(); // the previous request's frames not written yet
+  Object.assign(detail, {id, frames: [], chars: 0, last: -1, final: false, dups: 0, info: null});
   $('detail').hidden = false;
   $('layout').classList.add('with-detail');
   for (const tr of document.querySelectorAll('tr.row')) tr.classList.toggle('selected', tr.dataset.id === id);
@@ -416,7 +433,8 @@ function openStream(id, from) {
       return;
     }
     addFrame(f, ev.data, true);
-    saveStored();
+    if (f.is_final) saveStored();
+    else scheduleSave();
     scheduleRender();
     const st = $('stream-state');
     if (f.is_final) {
@@ -453,6 +471,7 @@ function openStream(id, from) {
 
 function addFrame(f, raw, live) {
   detail.frames.push({f, raw, live});
+  detail.chars += raw.length;
   detail.last = f.sequence;
   if (f.is_final) detail.final = true;
 }
@@ -661,6 +680,7 @@ async function init() {
   $('copy-replay').addEventListener('click', copyReplay);
   for (const b of document.querySelectorAll('.tabs button')) b.addEventListener('click', () => selectTab(b.dataset.tab));
   window.addEventListener('hashchange', route);
+  window.addEventListener('pagehide', () => { if (detail.saveTimer) saveStored(); }); // a reload resumes after every frame shown
   route();
   // The counters are the deployment's: shown to the audit and admin roles
   // (and to everyone without auth) only.
