@@ -63,7 +63,8 @@ func (l *syncLog) String() string {
 //
 //  1. the admin user provisions the streams with 3 replicas; the stage
 //     users' start-up check (streams.Apply, no drift) passes with their
-//     read-only stream permissions;
+//     read-only stream permissions (audit's, which runs none, refuses it:
+//     TestNATSUsersLeastPrivilege);
 //  2. each stage user is refused what its stage must not do (and nothing
 //     it tried lands in a stream);
 //  3. traffic through ingress (HTTP, user ingress) → agent workers (demo,
@@ -98,7 +99,7 @@ func TestNATSClusterSecurityAndFailover(t *testing.T) {
 	adminJS, _ := jetstream.New(adminNC)
 	applyUntil(t, ctx, adminJS, cfg)
 	waitDirect(t, ctx, adminNC, probeSubjects)
-	for _, user := range []string{"serve", "ingress", "egress", "agent-demo", "audit", "archive"} {
+	for _, user := range []string{"serve", "ingress", "egress", "agent-demo", "archive"} {
 		nc, _ := c.connect(user)
 		js, _ := jetstream.New(nc)
 		startupCheckUntil(t, ctx, js, cfg, user)
@@ -500,22 +501,7 @@ func checkRefusals(t *testing.T, ctx context.Context, c *natsCluster, adminNC *n
 		{"audit", "pub", "$JS.API.CONSUMER.CREATE.E2A_AUDIT.spy"},
 	} {
 		nc, sink := c.connect(o.user)
-		switch o.kind {
-		case "pub":
-			if err := nc.Publish(o.subject, []byte(`{}`)); err != nil {
-				t.Fatalf("%s publish %s: %v", o.user, o.subject, err)
-			}
-			if err := sink.waitFor(3*time.Second, "permissions violation", "publish", o.subject); err != nil {
-				t.Errorf("%s may publish to %s: %v", o.user, o.subject, err)
-			}
-		case "sub":
-			if _, err := nc.SubscribeSync(o.subject); err != nil {
-				t.Fatalf("%s subscribe %s: %v", o.user, o.subject, err)
-			}
-			if err := sink.waitFor(3*time.Second, "permissions violation", "subscription", o.subject); err != nil {
-				t.Errorf("%s may subscribe to %s: %v", o.user, o.subject, err)
-			}
-		}
+		expectRefused(t, nc, sink, o.user, o.kind, o.subject)
 		nc.Close()
 	}
 	// Nothing of it was stored; the streams are all there.

@@ -1,0 +1,124 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// e2aStreamsAndBuckets are the streams and key-value buckets (their
+// streams, KV_<bucket>) of the pipeline whose info a stage user may or may
+// not read: those of the start-up check (allE2AStreams) and the ones
+// some stages open besides.
+var e2aStreamsAndBuckets = append(slices.Clone(allE2AStreams), "E2A_PUSH_DEAD", "KV_E2A_PUSH", "KV_E2A_BRIDGE")
+
+// withStartupCheck is allE2AStreams, whose info every stage process
+// (serve, push, archive, agent: cmd/e2a's connectOrEmbed) reads at
+// start-up (streams.Apply finds no drift), and more, the info its code
+// reads besides (js.Stream, js.KeyValue, its /readyz: cmd/e2a/ops.go).
+func withStartupCheck(more ...string) []string { return append(slices.Clone(allE2AStreams), more...) }
+
+// stageInfoReads maps each stage user to the streams and buckets whose
+// info its stage reads ($JS.API.STREAM.INFO); the user must be refused the
+// info of every other one of e2aStreamsAndBuckets.
+var stageInfoReads = map[string][]string{
+	// ingress.New: E2A_PUSH through push.Store, a bridge pool's card
+	// (bridge.LookupPool); egress: the console, the history.
+	"ingress": withStartupCheck("KV_E2A_PUSH", "KV_E2A_BRIDGE"),
+	"egress":  withStartupCheck(),
+	"serve":   withStartupCheck("E2A_PUSH_DEAD", "KV_E2A_PUSH", "KV_E2A_BRIDGE"),
+	// push: pushStageNeeds (E2A_PUSH_DEAD, E2A_PUSH).
+	"push":           withStartupCheck("E2A_PUSH_DEAD", "KV_E2A_PUSH"),
+	"archive":        withStartupCheck(),
+	"agent-demo":     withStartupCheck(),
+	"agent-workflow": withStartupCheck(),
+	"agent-bridge":   withStartupCheck("KV_E2A_BRIDGE"),
+	// audit: `e2a replay` and `e2a tail` run no start-up check
+	// (connectNATS); they read the state of these (audit.Auditor,
+	// archive.Reader) only.
+	"audit": {"E2A_REQUESTS", "E2A_RESPONSES", "E2A_AUDIT", "E2A_ARCHIVE"},
+}
+
+// removedGrants are grants other than stream info that no code path of the
+// user's stage uses: the audit user reads neither cancels nor task records
+// and confirms no absence with a leader's message get, and no stage reads
+// or writes E2A_IDEMPOTENCY (streams.Apply provisions it and reads its
+// info; nothing opens it).
+var removedGrants = map[string][]string{
+	"audit": {"$JS.API.DIRECT.GET.E2A_CONTROL", "$JS.API.DIRECT.GET.E2A_CONTROL.e2a.ctl.x",
+		"$JS.API.DIRECT.GET.KV_E2A_TASKS", "$JS.API.DIRECT.GET.KV_E2A_TASKS.$KV.E2A_TASKS.task.x",
+		"$JS.API.STREAM.MSG.GET.E2A_REQUESTS"},
+	"ingress": {"$KV.E2A_IDEMPOTENCY.x", "$JS.API.DIRECT.GET.KV_E2A_IDEMPOTENCY", "$JS.API.DIRECT.GET.KV_E2A_IDEMPOTENCY.$KV.E2A_IDEMPOTENCY.x"},
+	"serve":   {"$KV.E2A_IDEMPOTENCY.x", "$JS.API.DIRECT.GET.KV_E2A_IDEMPOTENCY", "$JS.API.DIRECT.GET.KV_E2A_IDEMPOTENCY.$KV.E2A_IDEMPOTENCY.x"},
+}
+
+// TestNATSUsersLeastPrivilege runs deploy/nats on three real nats-server
+// processes, the streams provisioned as admin, and shows per stage user
+// that it reads the info of the streams and buckets its stage reads
+// (stageInfoReads: an answer, found or not, and no violation) and that the
+// server refuses it the info of every other one and each grant of
+// removedGrants (a permissions violation).
+func TestNATSUsersLeastPrivilege(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node nats-server cluster")
+	}
+	c, ctx, _, _ := provisionedCluster(t, 300*time.Second, nil)
+	for _, user := range []string{"ingress", "egress", "serve", "push", "archive", "agent-demo", "agent-workflow", "agent-bridge", "audit"} {
+		nc, sink := c.connect(user)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reads := stageInfoReads[user]
+		for _, name := range reads {
+			ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			_, err := js.Stream(ictx, name)
+			cancel()
+			if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+				t.Errorf("%s reads the info of %s: %v", user, name, err)
+			}
+		}
+		if sink.waitFor(0, "permissions violation") == nil {
+			t.Errorf("%s was refused the info of a stream its stage reads: %s", user, sink)
+		}
+		var refused []string
+		for _, name := range e2aStreamsAndBuckets {
+			if !slices.Contains(reads, name) {
+				refused = append(refused, "$JS.API.STREAM.INFO."+name)
+			}
+		}
+		expectRefused(t, nc, sink, user, "pub", append(refused, removedGrants[user]...)...)
+	}
+}
+
+// expectRefused publishes on (kind "pub") or subscribes to (kind "sub")
+// each of subjects on nc, user's connection, and fails the test unless the
+// server refuses each with a permissions violation (collected by sink).
+func expectRefused(t *testing.T, nc *nats.Conn, sink *errSink, user, kind string, subjects ...string) {
+	t.Helper()
+	for _, subj := range subjects {
+		switch kind {
+		case "pub":
+			if err := nc.Publish(subj, []byte(`{}`)); err != nil {
+				t.Fatalf("%s publish %s: %v", user, subj, err)
+			}
+			if err := sink.waitFor(3*time.Second, "permissions violation", "publish", `"`+subj+`"`); err != nil {
+				t.Errorf("%s may publish to %s: %v", user, subj, err)
+			}
+		case "sub":
+			if _, err := nc.SubscribeSync(subj); err != nil {
+				t.Fatalf("%s subscribe %s: %v", user, subj, err)
+			}
+			if err := sink.waitFor(3*time.Second, "permissions violation", "subscription", `"`+subj+`"`); err != nil {
+				t.Errorf("%s may subscribe to %s: %v", user, subj, err)
+			}
+		default:
+			t.Fatalf("expectRefused: kind %q", kind)
+		}
+	}
+}
