@@ -43,11 +43,25 @@ func TestNATSClusterEgressTellsExpiredFrames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var seq uint64
 	for m := range batch.Messages() {
 		if err := m.DoubleAck(ctx); err != nil {
 			t.Fatal(err)
 		}
+		if md, err := m.Metadata(); err == nil {
+			seq = md.Sequence.Stream
+		}
 	}
+	if seq == 0 {
+		t.Fatal("the pool's consumer delivered no request")
+	}
+	// The ack is confirmed before every replica's consumer state shows it:
+	// egress tells answered from queued by the ack floor it reads, so wait
+	// for that floor, as egress would see it a moment later.
+	testkit.Eventually(t, 10*time.Second, "the consumer's ack floor to pass the request", func() bool {
+		ci, err := cons.Info(ctx)
+		return err == nil && ci.AckFloor.Stream >= seq
+	})
 	natstest.Purge(t, adminJS, streams.ResponsesStream)
 
 	egNC, sink := c.connect("egress")
