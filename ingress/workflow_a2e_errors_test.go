@@ -118,7 +118,7 @@ func TestQueuedExecutionScoped(t *testing.T) {
 	}
 	for _, id := range append(ids, "no-such-exec") {
 		resp, b := do(t, "GET", p.URL+"/api/v1/executions/"+url.PathEscape(id), "", "Authorization", "Bearer "+bobKey)
-		want := `{"error":{"type":"DataError","message":"execution \"` + id + `\" not found"}}`
+		want := `{"error":{"type":"DataError","message":"execution \"` + id + `\" not found","retryable":false}}`
 		if resp.StatusCode != http.StatusNotFound || strings.TrimSpace(string(b)) != want {
 			t.Errorf("bob GET %s: %d %s; want 404 %s", id, resp.StatusCode, b, want)
 		}
