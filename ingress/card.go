@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2av1"
@@ -192,6 +193,10 @@ func (s *Server) mountCard(mux *http.ServeMux, p protocols.Protocol) {
 	for _, path := range p.Paths {
 		if strings.HasPrefix(path, "/") {
 			mux.HandleFunc("GET "+path+"/.well-known/agent-card.json", s.handleCard)
+			// Another method is the E2A 405, not the answer of what
+			// serves the rest of path's subtree (A2A v1.0's HTTP+JSON
+			// binding under /a2a/v1/ answered it 404 in text).
+			mux.HandleFunc(path+"/.well-known/agent-card.json", egress.MethodNotAllowed(http.MethodGet, http.MethodHead))
 		}
 	}
 }

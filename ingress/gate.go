@@ -19,7 +19,9 @@ type failure = host.Refusal
 type errorShape = host.Refuse
 
 // gate authenticates the request, strips its credential headers and
-// applies the principal's rate limit. On refusal it writes the answer in the
+// applies the principal's rate limit, then refuses a request no door
+// reads as sent (requestRefusal: a query parameter given twice, a body
+// that is not the door's media type). On refusal it writes the answer in the
 // endpoint's shape and returns ok=false; nothing has been published.
 func (s *Server) gate(w http.ResponseWriter, r *http.Request, protocol string, shape errorShape) (Principal, bool) {
 	p := Principal{UserID: "", IdentityOrigin: "user", Scheme: SchemeNone, Open: true}
@@ -38,6 +40,10 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, protocol string, s
 	if f, canceled := s.rateLimit(r.Context(), p, protocol, 1, w.Header(), false); canceled {
 		return p, false
 	} else if f != nil {
+		shape(w, *f)
+		return p, false
+	}
+	if f := requestRefusal(r, protocol, bodyChecked(r.Context())); f != nil {
 		shape(w, *f)
 		return p, false
 	}

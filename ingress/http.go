@@ -1,13 +1,21 @@
 package ingress
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
+	"mime"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	a2eproto "github.com/e2a-pipeline/pipeline/protocols/a2e"
+	acpproto "github.com/e2a-pipeline/pipeline/protocols/acp"
+	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
 )
 
 // writeJSON writes v with status code.
@@ -38,3 +46,110 @@ func logRequest(log *slog.Logger, r *http.Request, code int, start time.Time, re
 		slog.Int("code", code), slog.Duration("dur", time.Since(start)),
 		slog.String("request_id", requestID))
 }
+
+// probeMethods are the methods unrouted asks the mux about to fill a
+// 405's Allow.
+var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+	http.MethodDelete}
+
+// unrouted answers a request no other pattern of mux takes (Register
+// mounts it at "/"): the ServeMux's own answers are text/plain ("404 page
+// not found", "Method Not Allowed"), which no client of a JSON API reads.
+// A path mux serves for other methods is 405 with those in Allow, any
+// other 404, both in the E2A error object.
+func unrouted(mux *http.ServeMux) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var allow []string
+		for _, m := range probeMethods {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) > 0 {
+			egress.MethodNotAllowed(allow...)(w, r)
+			return
+		}
+		e2aproto.WriteError(w, http.StatusNotFound, "not_found", "no such endpoint: GET / lists them", false)
+	}
+}
+
+// requestRefusal is the gate's refusal of a request every door reads the
+// same way (nil: none): a query parameter given twice with different
+// values (?agent=a&agent=b: the doors read the first, so the pool chosen
+// was not the client's whole say), and a body whose Content-Type is not
+// one the door reads (bodyTypeOK).
+// checked: the door refuses a non-JSON Content-Type itself (A2A v1.0's
+// bindings), so only what it reads and a browser may send cross-site (no
+// Content-Type, a form) is refused here.
+func requestRefusal(r *http.Request, protocol string, checked bool) *failure {
+	for name, vs := range r.URL.Query() {
+		for _, v := range vs[1:] {
+			if v != vs[0] {
+				return &failure{Status: http.StatusBadRequest, Code: "invalid_request", RPCCode: jsonrpc.CodeInvalidRequest,
+					Message: "query parameter " + strconv.Quote(name) + " is given twice with different values"}
+			}
+		}
+	}
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+	default:
+		return nil
+	}
+	if r.ContentLength == 0 {
+		return nil // no body to read wrongly (a cancel, say)
+	}
+	if bodyTypeOK(r, protocol) || checked && r.Header.Get("Origin") == "" {
+		return nil
+	}
+	code := -32005 // A2A's ContentTypeNotSupportedError (v0.3 and v1.0)
+	if protocol == acpproto.Name {
+		code = jsonrpc.CodeInvalidRequest
+	}
+	want := "application/json"
+	if protocol == a2eproto.Name {
+		want = "application/x-ndjson"
+	}
+	return &failure{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type", RPCCode: code,
+		Message: "Content-Type " + strconv.Quote(r.Header.Get("Content-Type")) + " is not supported: send the body as " + want}
+}
+
+// bodyTypeOK reports whether r's Content-Type is one the door of protocol
+// reads: JSON (application/json, application/*+json: A2A's JSON-RPC and
+// HTTP+JSON bindings, ACP over HTTP, E2A), and for A2E, whose body is
+// NDJSON, application/x-ndjson and application/jsonl too. A body with no
+// Content-Type, or application/x-www-form-urlencoded (what curl -d sends
+// when told nothing, as the README's examples do), is read only when no
+// browser sent it: a browser posts those cross-site without a CORS
+// preflight (a form, a no-cors fetch), and always names the page's
+// Origin on a POST; any other type (text/plain, multipart/form-data) is
+// refused whoever sends it.
+func bodyTypeOK(r *http.Request, protocol string) bool {
+	ct := strings.TrimSpace(r.Header.Get("Content-Type"))
+	if ct == "" {
+		return r.Header.Get("Origin") == ""
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	switch {
+	case err != nil:
+		return false
+	case mt == "application/json", strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"):
+		return true
+	case mt == "application/x-www-form-urlencoded":
+		return r.Header.Get("Origin") == ""
+	case protocol == a2eproto.Name:
+		return mt == "application/x-ndjson" || mt == "application/jsonl"
+	}
+	return false
+}
+
+type bodyCheckedKey struct{}
+
+// withBodyChecked marks a request's context: its door checks the
+// Content-Type itself (requestRefusal).
+func withBodyChecked(ctx context.Context) context.Context {
+	return context.WithValue(ctx, bodyCheckedKey{}, true)
+}
+
+func bodyChecked(ctx context.Context) bool { v, _ := ctx.Value(bodyCheckedKey{}).(bool); return v }

@@ -213,7 +213,9 @@ func (h protocolHost) admit(w http.ResponseWriter, r *http.Request, protocol str
 
 // AdmitBinding is Admit for an SDK binding's HTTP call (host.HeaderGate).
 func (h protocolHost) AdmitBinding(w http.ResponseWriter, r *http.Request, protocol string, refuse host.Refuse) (host.BindingCaller, bool) {
-	c, ok := h.admit(w, r, protocol, refuse)
+	// The bindings answer a body that is not JSON by its Content-Type
+	// themselves (A2A's ContentTypeNotSupportedError with its ErrorInfo).
+	c, ok := h.admit(w, r.WithContext(withBodyChecked(r.Context())), protocol, refuse)
 	if !ok {
 		return nil, false
 	}

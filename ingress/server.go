@@ -279,9 +279,14 @@ func New(nc *nats.Conn, eg *egress.Service, opts ...Option) (*Server, error) {
 //	/api/v1/workflows/…, /health                 the A2E workflow API (WithWorkflow; package
 //	                                             workflow's routes, from the registry)
 //	POST /oauth/token                            OAuth2 client credentials (when enabled)
+//	/                                            anything no pattern of mux takes (mounted here,
+//	                                             so the caller mounts nothing at "/"): 405 with
+//	                                             Allow when mux serves the path for other
+//	                                             methods, else 404, in the E2A error object
 func (s *Server) Register(mux *http.ServeMux) {
 	s.mountProtocols(mux)
 	mux.HandleFunc("GET /{$}", handleRoot)
+	mux.HandleFunc("/", unrouted(mux))
 	s.mountPools(mux)
 	if s.opts.auth != nil && s.opts.auth.Enabled(SchemeOAuth2) {
 		mux.Handle("POST /oauth/token", s.opts.auth.TokenHandler())

@@ -1,0 +1,168 @@
+package ingress_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+)
+
+// frontAnswerPaths are the paths of the front door's mux (every pattern
+// of ingress.Server.Register and egress's read API, again under a pool's
+// path) and some that match none.
+var frontAnswerPaths = []string{
+	"/", "/nope", "/v1/nope", "/v1/requests", "/v1/requests/some-id", "/a2a", "/a2a/", "/a2a/v1", "/acp", "/a2e",
+	"/.well-known/agent-card.json", "/.well-known/agent.json", "/a2a/.well-known/agent-card.json",
+	"/a2a/v1/.well-known/agent-card.json",
+	"/pools/demo/", "/pools/demo/nope", "/pools/demo/.well-known/agent-card.json", "/pools/demo/v1/requests",
+	"/pools/demo/a2a", "/pools/demo/acp", "/pools/demo/a2e", "/pools/bad!pool/a2a",
+}
+
+// TestFrontDoorOwnAnswers: every path of the mux, with every method,
+// answers an error (404, 405 above all: the ServeMux's own answers were
+// text/plain "404 page not found" and "Method Not Allowed") as JSON in its
+// door's shape, the E2A error object outside the A2A v1.0 HTTP+JSON
+// binding; a 405 names the methods the path takes in Allow.
+func TestFrontDoorOwnAnswers(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	url := frontDoor(t, nc)
+	methods := []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+	for _, path := range frontAnswerPaths {
+		for _, m := range methods {
+			resp, b := do(t, m, url+path, "", "Content-Type", "application/json")
+			if resp.StatusCode < 400 {
+				continue
+			}
+			ct := resp.Header.Get("Content-Type")
+			if !strings.HasPrefix(ct, "application/json") {
+				t.Errorf("%s %s: %d %q %q, want a JSON error", m, path, resp.StatusCode, ct, b)
+				continue
+			}
+			if resp.StatusCode == http.StatusMethodNotAllowed && resp.Header.Get("Allow") == "" {
+				t.Errorf("%s %s: 405 with no Allow", m, path)
+			}
+			if m == "HEAD" || resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusMethodNotAllowed {
+				continue
+			}
+			var e struct {
+				Error struct {
+					Code      string `json:"code"`
+					Message   string `json:"message"`
+					Retryable *bool  `json:"retryable"`
+				} `json:"error"`
+			}
+			if json.Unmarshal(b, &e) != nil || e.Error.Code == "" || e.Error.Message == "" || e.Error.Retryable == nil {
+				t.Errorf("%s %s: %d %s, want the E2A error object", m, path, resp.StatusCode, b)
+			}
+		}
+	}
+}
+
+// TestFrontDoorOwnAnswersAllow: the JSON 405 of a path the mux serves for
+// other methods names them (a card: GET and HEAD; GET /: GET, HEAD), and
+// an unknown path is 404 not_found.
+func TestFrontDoorOwnAnswersAllow(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	url := frontDoor(t, nc)
+	for _, c := range []struct{ method, path, allow string }{
+		{"POST", "/.well-known/agent-card.json", "GET, HEAD"},
+		{"DELETE", "/pools/demo/.well-known/agent-card.json", "GET, HEAD"},
+		{"POST", "/", "GET, HEAD"},
+		{"DELETE", "/a2a/v1/.well-known/agent-card.json", "GET, HEAD"},
+	} {
+		resp, b := do(t, c.method, url+c.path, "")
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != c.allow ||
+			!strings.Contains(string(b), `"method_not_allowed"`) {
+			t.Errorf("%s %s: %d Allow %q %s, want 405 Allow %q", c.method, c.path, resp.StatusCode, resp.Header.Get("Allow"), b, c.allow)
+		}
+	}
+	for _, path := range []string{"/nope", "/pools/demo/nope", "/v1/nope"} {
+		resp, b := do(t, "GET", url+path, "")
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"not_found"`) {
+			t.Errorf("GET %s: %d %s, want 404 not_found", path, resp.StatusCode, b)
+		}
+	}
+}
+
+// TestFrontDoorQueryTwice: ?agent=a&agent=b chose the first pool silently; every door refuses it
+// 400 in its shape, before anything is published. The same value twice
+// is one choice.
+func TestFrontDoorQueryTwice(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	url := frontDoor(t, nc)
+	e2aBody := `{"params":{"text":"hi"}}`
+	a2a := `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"nope"}}`
+	acp := `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`
+	for _, c := range []struct{ path, body, want string }{
+		{"/v1/requests?agent=a&agent=b", e2aBody, `"invalid_request"`},
+		{"/v1/requests?wait=false&wait=true", e2aBody, `"invalid_request"`},
+		{"/a2a?agent=a&agent=b", a2a, `-32600`},
+		{"/acp?agent=a&agent=b", acp, `-32600`},
+		{"/a2e?agent=a&agent=b", `{"type":"ping"}`, `"invalid_request"`},
+		{"/a2a/v1/tasks/nope?agent=a&agent=b", "", `INVALID_ARGUMENT`},
+	} {
+		method := "POST"
+		if c.body == "" {
+			method = "GET"
+		}
+		resp, b := do(t, method, url+c.path, c.body, "Content-Type", "application/json")
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), c.want) || !strings.Contains(string(b), "twice") {
+			t.Errorf("%s %s: %d %s, want 400 %s", method, c.path, resp.StatusCode, b, c.want)
+		}
+	}
+	if resp, b := do(t, "POST", url+"/v1/requests?agent=a&agent=a", e2aBody, "Content-Type", "application/json"); resp.StatusCode != http.StatusAccepted {
+		t.Errorf("?agent= naming one pool twice: %d %s, want 202", resp.StatusCode, b)
+	}
+}
+
+// TestFrontDoorContentType: a body declared as something else than the
+// door's media type was read as JSON at every door but A2A v1.0's; it is
+// 415 in the door's shape. A browser can post text/plain, a form or no
+// Content-Type cross-site without a preflight, always with Origin: those
+// are refused from a browser, while curl -d's form type and no type at all
+// stay accepted from other clients (the README's examples).
+func TestFrontDoorContentType(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	url := frontDoor(t, nc)
+	e2aBody := `{"params":{"text":"hi"}}`
+	rpc := `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`
+	a2a := `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"nope"}}`
+	origin := []string{"Origin", "https://evil.example"}
+	for _, c := range []struct {
+		path, body, want string
+		hdr              []string
+	}{
+		{"/v1/requests", e2aBody, `"unsupported_media_type"`, []string{"Content-Type", "text/plain"}},
+		{"/v1/requests", e2aBody, `"unsupported_media_type"`, []string{"Content-Type", "multipart/form-data; boundary=x"}},
+		{"/v1/requests", e2aBody, `"unsupported_media_type"`, append([]string{"Content-Type", "application/x-www-form-urlencoded"}, origin...)},
+		{"/v1/requests", e2aBody, `"unsupported_media_type"`, origin},
+		{"/pools/demo/v1/requests", e2aBody, `"unsupported_media_type"`, []string{"Content-Type", "text/plain"}},
+		{"/a2a", a2a, `-32005`, []string{"Content-Type", "text/plain;charset=UTF-8"}},
+		{"/acp", rpc, `-32600`, []string{"Content-Type", "text/plain"}},
+		{"/a2e", `{"type":"ping"}`, `"unsupported_media_type"`, []string{"Content-Type", "text/plain"}},
+		{"/a2a/v1", a2a, `-32005`, append([]string{"Content-Type", "application/x-www-form-urlencoded"}, origin...)},
+	} {
+		resp, b := do(t, "POST", url+c.path, c.body, c.hdr...)
+		if resp.StatusCode != http.StatusUnsupportedMediaType || !strings.Contains(string(b), c.want) ||
+			!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/") {
+			t.Errorf("POST %s %v: %d %s, want 415 %s", c.path, c.hdr, resp.StatusCode, b, c.want)
+		}
+	}
+	for _, c := range []struct {
+		path, body string
+		hdr        []string
+	}{
+		{"/v1/requests", e2aBody, []string{"Content-Type", "application/json; charset=utf-8"}},
+		{"/v1/requests", e2aBody, []string{"Content-Type", "application/x-www-form-urlencoded"}}, // curl -d
+		{"/v1/requests", e2aBody, nil},
+		{"/acp", rpc, []string{"Content-Type", "application/x-www-form-urlencoded"}},
+		{"/a2e", `{"type":"ping"}`, []string{"Content-Type", "application/x-ndjson"}},
+		{"/a2a/v1/tasks/nope:cancel", "", origin}, // no body, nothing to read wrongly: a browser app's cancel
+	} {
+		if resp, b := do(t, "POST", url+c.path, c.body, c.hdr...); resp.StatusCode == http.StatusUnsupportedMediaType || resp.StatusCode >= 500 {
+			t.Errorf("POST %s %v: %d %s, want it read", c.path, c.hdr, resp.StatusCode, b)
+		}
+	}
+}
