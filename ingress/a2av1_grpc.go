@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/e2a-pipeline/pipeline/protocols/a2av1"
@@ -20,6 +21,12 @@ import (
 // A2A v1.0 gRPC call (what ?agent= is over HTTP); absent, the routes and
 // the default pool decide.
 const GRPCAgentMetadata = a2av1.GRPCAgentMetadata
+
+// grpcMinClientPing is the shortest interval between a gRPC client's
+// keepalive pings the server accepts: half grpc-go's shortest client
+// interval (10 s), so that network jitter does not strike a client
+// pinging at it.
+const grpcMinClientPing = 5 * time.Second
 
 // A2AGRPC returns the A2A v1.0 gRPC binding, the third of the v1.0
 // bindings: the SDK's gRPC service (a2agrpc) over the same handler as the
@@ -32,8 +39,22 @@ const GRPCAgentMetadata = a2av1.GRPCAgentMetadata
 // the gate. Server reflection is on, without credentials (the schema is
 // public, as the agent card is). Serve it on a listener of its own (the
 // card lists it when WithA2AGRPCAddress is set).
+//
+// Keepalive: the server pings a connection idle for a stream heartbeat
+// interval (what the HTTP bindings' keep-alive comments are), so that a
+// stream on a task whose agent thinks for long outlives proxies' and
+// NATs' idle timeouts and a vanished client's stream, and its stream
+// slot, end within that and a ping timeout (grpc-go's default: 2 hours);
+// clients may ping every grpcMinClientPing, streams open or not (grpc-go
+// refuses more than one ping per 5 minutes with GOAWAY too_many_pings,
+// which ended a held stream of a client pinging every 10 s, grpc-go's
+// minimum). No maximum connection age: it would end long streams.
+// opts come after these and may override them.
 func (s *Server) A2AGRPC(opts ...grpc.ServerOption) *grpc.Server {
-	gs := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(int(s.opts.maxBody))}, opts...)...)
+	gs := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(int(s.opts.maxBody)),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: s.egress.Heartbeat()}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcMinClientPing, PermitWithoutStream: true}),
+	}, opts...)...)
 	for _, p := range s.opts.protocols.All() {
 		if b, ok := s.bound[p.Name]; ok && b.GRPC != nil && slices.Contains(p.Paths, "grpc") {
 			b.GRPC(gs) // the gRPC services of the registry's binding servers

@@ -1,6 +1,7 @@
 package a2av1
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/e2a-pipeline/pipeline/protocols/host"
@@ -80,12 +82,23 @@ func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 
 // unavailableStatus is err, but UNAVAILABLE with a RetryInfo of a second
 // for errUnavailable, which the SDK's transport answers INTERNAL (a
-// permanent failure to gRPC clients and retry policies).
+// permanent failure to gRPC clients and retry policies). The SDK's
+// ErrorInfo (SERVER_ERROR) is kept, as JSON-RPC and HTTP+JSON write it
+// beside their RetryInfo (A2A v1.0 §10.6: an A2A error's status MUST
+// carry it); the SDK's Struct copy of the retry delay is dropped for the
+// RetryInfo itself.
 func unavailableStatus(err error) error {
-	if st, ok := status.FromError(err); ok && err != nil && st.Code() == codes.Internal && st.Message() == errUnavailable.Error() {
-		return refusalStatus(codes.Unavailable, st.Message(), time.Second)
+	st, ok := status.FromError(err)
+	if !ok || err == nil || st.Code() != codes.Internal || st.Message() != errUnavailable.Error() {
+		return err
 	}
-	return err
+	var infos []protoadapt.MessageV1
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			infos = append(infos, info)
+		}
+	}
+	return refusalStatus(codes.Unavailable, st.Message(), time.Second, infos...)
 }
 
 // ctxStream is a server stream with the call's context, whose request is
@@ -169,25 +182,42 @@ func (b *bindings) admitGRPC(ctx context.Context) (context.Context, error) {
 		return nil, status.FromContextError(err).Err()
 	}
 	if f != nil {
-		return nil, refusalStatus(grpcCode(f.Code), f.Message, f.RetryAfter)
+		code := grpcCode(f.Code)
+		if code == codes.Unavailable {
+			// A temporary failure, named as the other bindings name it.
+			return nil, refusalStatus(code, f.Message, cmp.Or(f.RetryAfter, unavailableRetry), serverErrorInfo())
+		}
+		return nil, refusalStatus(code, f.Message, f.RetryAfter)
 	}
 	return withCall(ctx, call{header: header, agent: header.Get(GRPCAgentMetadata),
 		version: strings.TrimSpace(header.Get(a2a.SvcParamVersion)), channel: "grpc", c: c, invalid: new(error), tooMany: new(bool),
 		protoTenant: new(string), nextPageToken: new(string)}), nil
 }
 
-// refusalStatus is the gRPC status of a refusal, with a google.rpc.RetryInfo
-// detail saying how long the client should wait before it retries (the HTTP
-// bindings' Retry-After, which gRPC has no header for).
-func refusalStatus(code codes.Code, msg string, retry time.Duration) error {
+// refusalStatus is the gRPC status of a refusal, its details (an
+// ErrorInfo) then a google.rpc.RetryInfo saying how long the client should
+// wait before it retries (the HTTP bindings' Retry-After, which gRPC has
+// no header for).
+func refusalStatus(code codes.Code, msg string, retry time.Duration, details ...protoadapt.MessageV1) error {
 	st := status.New(code, msg)
-	if retry <= 0 {
+	if retry > 0 {
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(retry)})
+	}
+	if len(details) == 0 {
 		return st.Err()
 	}
-	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retry)}); err == nil {
+	if d, err := st.WithDetails(details...); err == nil {
 		st = d
 	}
 	return st.Err()
+}
+
+// serverErrorInfo is the ErrorInfo of a temporary failure the gate
+// refuses (its rate limiter unavailable): the SDK's ServerError, as
+// JSON-RPC and HTTP+JSON name it (refusalUnavailable).
+func serverErrorInfo() *errdetails.ErrorInfo {
+	return &errdetails.ErrorInfo{Reason: a2a.ErrorReason(a2a.ErrServerError), Domain: a2a.ProtocolDomain,
+		Metadata: map[string]string{"timestamp": now().UTC().Format(time.RFC3339)}}
 }
 
 // grpcCode is the gRPC status of a refusal of the gate, by its code.
