@@ -3,6 +3,7 @@ package normalizer
 import (
 	"bytes"
 	"errors"
+	"strings"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 )
@@ -12,13 +13,16 @@ var legacyKeys = [][]byte{[]byte(`"channel_id"`), []byte(`"req_method"`), []byte
 
 // FromE2A normalizes a raw E2A envelope or a legacy AgentRequest (spec
 // §9–§11) with every compatibility rule of e2a.FromJSON. The envelope is
-// kept as sent, with these completions: protocol_version "1.0",
+// kept as sent (a top-level field §4 does not define is dropped, not
+// refused, as from_dict reads the fields it knows), with these
+// completions: protocol_version "1.0",
 // request_id (Input.RequestID or a new one), timestamp (now), channel
 // (Input.Channel, else "e2a"), provenance (source_protocol "e2a", or
 // "agent_request" for a legacy body without provenance; converter and
 // converted_at set when the sender set none), trace context from the
 // headers, identity per [Principal], secrets stripped, and the pool by the
-// routing rule.
+// routing rule. A timestamp or deadline is kept in the RFC 3339 form every
+// stage reads: a lower-case "t" or "z" is written upper case.
 //
 // Errors: ErrParse for a body that is not JSON (or nests too deep),
 // ErrInvalidRequest for JSON that is not an envelope (not an object, a
@@ -41,11 +45,9 @@ func (n *Normalizer) FromE2A(in Input) (*Result, error) {
 		e := newErr(kind, ProtocolE2A, "%v", err)
 		return nil, e
 	}
-	for name, ts := range map[string]string{"timestamp": env.Timestamp, "deadline": env.Deadline} {
-		if ts != "" {
-			if _, err := e2a.ParseTime(ts); err != nil {
-				return nil, newErr(ErrInvalidRequest, ProtocolE2A, "%s must be RFC 3339 or epoch seconds", name)
-			}
+	for name, ts := range map[string]*string{"timestamp": &env.Timestamp, "deadline": &env.Deadline} {
+		if !canonicalTime(ts) {
+			return nil, newErr(ErrInvalidRequest, ProtocolE2A, "%s must be RFC 3339 or epoch seconds", name)
 		}
 	}
 	switch env.IdentityOrigin {
@@ -59,6 +61,29 @@ func (n *Normalizer) FromE2A(in Input) (*Result, error) {
 		env.Provenance = &e2a.Provenance{SourceProtocol: e2a.SourceLegacy}
 	}
 	return r.finish(env, OpSubmit, false)
+}
+
+// canonicalTime reports whether *ts is empty or an RFC 3339 time (spec
+// §4.3), which it leaves in the form every stage reads (e2a.ParseTime): a
+// "t" or "z" written in lower case, which RFC 3339 §5.6 allows and Go's
+// parser refuses, is made upper case, then converted to UTC as
+// e2a.FromJSON converts any other offset. A lower-case time was refused
+// 400, and a deadline stored so would not be read by the agent.
+func canonicalTime(ts *string) bool {
+	if *ts == "" {
+		return true
+	}
+	if _, err := e2a.ParseTime(*ts); err == nil {
+		return true
+	}
+	// An RFC 3339 time holds no letter but T and Z: upper-casing changes
+	// nothing else of one, and what is not one stays refused.
+	up := strings.ToUpper(*ts)
+	if _, err := e2a.ParseTime(up); err != nil {
+		return false
+	}
+	*ts = e2a.NormalizeTime(up)
+	return true
 }
 
 // isLegacy reports whether body has a legacy AgentRequest key at its top
