@@ -320,7 +320,11 @@ func checkStoreDir(dir string) error {
 	return nil
 }
 
-// checkNATSPort tells at once when the embedded server's port is taken.
+// checkNATSPort tells at once when the embedded server's port is taken,
+// naming both ways out: E2A_NATS_URL to use the server already there (what
+// `e2a agent` and `e2a acp` beside `e2a dev` want: an embedded server on
+// another port would be a pipeline of their own, whose pools `e2a dev`
+// never sees), or E2A_NATS_PORT for another embedded one.
 func checkNATSPort(cfg Config) error {
 	if cfg.NatsURL != "" || cfg.NATSPort == 0 {
 		return nil
@@ -329,7 +333,8 @@ func checkNATSPort(cfg Config) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return fmt.Errorf("NATS port %d is already in use (another e2a dev or nats-server?): set E2A_NATS_PORT to another port, or 0 for a random one", cfg.NATSPort)
+			return fmt.Errorf("NATS port %d is already in use (another e2a dev or nats-server?): to use that server, set E2A_NATS_URL=nats://%s; "+
+				"to run another embedded one, set E2A_NATS_PORT to another port, or 0 for a random one", cfg.NATSPort, addr)
 		}
 		return fmt.Errorf("embedded NATS on %s: %w", addr, err)
 	}

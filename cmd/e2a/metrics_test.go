@@ -120,6 +120,12 @@ func checkSplit(t *testing.T, main, metrics string) {
 	if code, _ := httpGet(t, main+"/debug/pprof/heap"); code == 200 {
 		t.Errorf("main listener serves Go's profiles")
 	}
+	// /readyz waits for what the stage needs, which it may still be
+	// making after the log line (the push stage's consumers).
+	testkit.Eventually(t, 10*time.Second, "/readyz 200 on the main listener", func() bool {
+		code, _ := httpGet(t, main+"/readyz")
+		return code == 200
+	})
 	for _, p := range []string{"/healthz", "/readyz"} {
 		if code, body := httpGet(t, main+p); code != 200 {
 			t.Errorf("main listener %s: %d %s", p, code, body)

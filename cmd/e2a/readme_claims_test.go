@@ -5,15 +5,22 @@ package main
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/proctest"
 )
 
 // TestREADMEMetricsAddrEveryProcess: the README (Operations) says every
@@ -115,5 +122,163 @@ func TestREADMEConfigTableDefaults(t *testing.T) {
 	}
 	if checked < 6 {
 		t.Errorf("only %d defaults compared: the parse is broken", checked)
+	}
+}
+
+// TestREADMEAgentBesideDevNamesNATSURL: the README's "Bring your own agent"
+// runs `e2a agent` beside `e2a dev`, one terminal per pool, with
+// E2A_NATS_URL exported. A new terminal has no such export: the agent then
+// starts an embedded server on the port `e2a dev` holds, and its error said
+// only "set E2A_NATS_PORT to another port, or 0 for a random one". Followed,
+// that ran the agent on a NATS server of its own, and `e2a dev` answered its
+// pool's requests 404 unknown_agent. The error names the variable that
+// joins the server already there.
+func TestREADMEAgentBesideDevNamesNATSURL(t *testing.T) {
+	srv, _ := natstest.RunServer(t) // e2a dev's embedded server, on its port
+	u, err := url.Parse(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	defer upstream.Close()
+	code, _, errOut := runBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=" + u.Port(), "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_LEVEL=error"},
+		"agent", "--pool", "py", "--http", upstream.URL+"/")
+	want := "E2A_NATS_URL=nats://127.0.0.1:" + u.Port()
+	if code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("e2a agent without E2A_NATS_URL beside a server on its port: exit %d, want %q named: %s", code, want, strings.TrimSpace(errOut))
+	}
+}
+
+// TestREADMECurlExamples: every command of the README's Quick start and
+// Protocols sections, run as a newcomer runs them (sh and curl, beside `e2a
+// dev`), answers: curl exits 0 (with --fail-with-body, so an HTTP status ≥
+// 400 fails it) and what it prints is no error. A placeholder is what the
+// commands before it answered, as a reader copies it (<request_id>,
+// <sessionId>); grpcurl (a tool of its own, with E2A_GRPC_ADDR set) is left
+// to the gRPC tests. Before it no test ran the README's commands: a renamed
+// method or field in an example went unnoticed.
+func TestREADMECurlExamples(t *testing.T) {
+	curl := proctest.Need(t, "curl", "install curl (Debian: apt-get install curl)")
+	sh := proctest.Need(t, "sh", "a POSIX shell")
+	stmts := readmeShellStatements(t, "Quick start", "Protocols")
+	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
+	m, _ := waitLine(t, devOut, regexp.MustCompile(`^\s+HTTP\s+http://(\S+)`))
+	prelude := "curl() { '" + curl + "' --fail-with-body -sS --max-time 30 \"$@\"; }\n"
+	found := map[string]*regexp.Regexp{
+		"<request_id>": regexp.MustCompile(`"request_id":"([^"]+)"`),
+		"<sessionId>":  regexp.MustCompile(`"sessionId":"([^"]+)"`),
+	}
+	values := map[string]string{}
+	ran := 0
+	for _, stmt := range stmts {
+		switch first := strings.Fields(stmt)[0]; {
+		case regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`).MatchString(first):
+			prelude += stmt + "\n" // a variable the commands after it use
+			continue
+		case first != "curl" && first != "printf":
+			t.Logf("not run: %s", stmt)
+			continue
+		}
+		cmd := strings.ReplaceAll(stmt, "localhost:8080", m[1])
+		for ph, v := range values {
+			cmd = strings.ReplaceAll(cmd, ph, v)
+		}
+		out, err := exec.Command(sh, "-c", prelude+cmd).CombinedOutput()
+		ran++
+		if err != nil || len(out) == 0 || strings.Contains(string(out), `"error":`) {
+			t.Errorf("README command failed (%v):\n%s\n→ %.600s", err, cmd, out)
+		}
+		for ph, re := range found {
+			if g := re.FindSubmatch(out); g != nil && values[ph] == "" {
+				values[ph] = string(g[1])
+			}
+		}
+	}
+	if ran < 15 {
+		t.Errorf("only %d README commands run: the parse is broken", ran)
+	}
+}
+
+// readmeShellStatements returns the shell statements of the ```sh blocks
+// in the README's sections with the given titles ("## <title>"), each
+// statement whole: its continuation lines (a trailing \ or |, or a quote
+// still open) joined to it, comment lines left out.
+func readmeShellStatements(t *testing.T, sections ...string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stmts []string
+	var section, cur string
+	inBlock, quote := false, rune(0)
+	for _, l := range strings.Split(string(b), "\n") {
+		switch {
+		case strings.HasPrefix(l, "## "):
+			section = strings.TrimPrefix(l, "## ")
+		case strings.HasPrefix(l, "```"):
+			inBlock = l == "```sh" && slices.Contains(sections, section)
+		case !inBlock || (cur == "" && (strings.TrimSpace(l) == "" || strings.HasPrefix(strings.TrimSpace(l), "#"))):
+		default:
+			cur += l + "\n"
+			var code string
+			code, quote = shellScan(l, quote)
+			if code = strings.TrimSpace(code); quote == 0 && !strings.HasSuffix(code, "\\") && !strings.HasSuffix(code, "|") {
+				stmts, cur = append(stmts, strings.TrimSpace(cur)), ""
+			}
+		}
+	}
+	return stmts
+}
+
+// shellScan follows line's quotes from quote (0, ' or "), and returns the
+// line without a trailing comment and the quote still open at its end.
+func shellScan(line string, quote rune) (string, rune) {
+	escaped := false
+	for i, c := range line {
+		switch {
+		case escaped:
+			escaped = false
+		case quote == '\'':
+			if c == '\'' {
+				quote = 0
+			}
+		case c == '\\':
+			escaped = true
+		case quote == '"':
+			if c == '"' {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '#' && (i == 0 || line[i-1] == ' '):
+			return line[:i], 0
+		}
+	}
+	return line, quote
+}
+
+// TestREADMEAgentA2ABridgesDev: the README's "Bring your own agent" offers,
+// to a reader with no A2A server at hand, `e2a dev` itself as one:
+// `e2a agent --pool travel --a2a <e2a dev's URL>` puts its demo agent
+// behind the pool, whose requests then answer the demo agent's text.
+func TestREADMEAgentA2ABridgesDev(t *testing.T) {
+	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0"}, "dev")
+	m, _ := waitLine(t, devOut, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	base := m[1]
+	m, _ = waitLine(t, devOut, regexp.MustCompile(`^\s+NATS\s+(nats://\S+)`))
+	_, agentErr := startBin(t, []string{"E2A_NATS_URL=" + m[1], "E2A_HTTP_ADDR=127.0.0.1:0"}, "agent", "--pool", "travel", "--a2a", base)
+	if got, _ := waitLine(t, agentErr, regexp.MustCompile(`agent pool running|e2a: .*`)); got[0] != "agent pool running" {
+		t.Fatalf("e2a agent --pool travel --a2a <e2a dev>: %s", got[0])
+	}
+	waitPoolLive(t, base, "travel")
+	resp, err := http.Post(base+"/pools/travel/v1/requests?wait=true", "application/json", strings.NewReader(`{"params":{"text":"hi there"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"state":"succeeded"`) || !strings.Contains(string(b), "You said: hi there") {
+		t.Errorf("POST /pools/travel/v1/requests?wait=true: %d %s", resp.StatusCode, b)
 	}
 }
