@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/ingress"
-	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // JSON-RPC ids and notifications at the A2A doors (session 45): JSON-RPC
@@ -133,18 +132,7 @@ func TestA2ARPCIDEchoedAsWritten(t *testing.T) {
 // notifications; docs/protocols.md, Id-less requests).
 func TestA2ANotificationsNotAnswered(t *testing.T) {
 	p := startPipeline(t)
-	filter, err := subjects.RequestFilter("demo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := p.nc.SubscribeSync(filter)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	if err := p.nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	sub := subscribeRequests(t, p.nc, "demo")
 	v1, v03 := p.url+ingress.A2AV1Path+"?agent=demo", p.url+"/a2a?agent=demo"
 	msgV1 := func(id string) string {
 		return `{"message":{"messageId":"` + id + `","role":"ROLE_USER","parts":[{"text":"hi"}]}}`

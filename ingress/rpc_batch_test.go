@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
@@ -85,18 +87,7 @@ func TestA2ABatchAnswersValues(t *testing.T) {
 // lost.
 func TestA2ABatchStreamingNotificationRuns(t *testing.T) {
 	p := startPipeline(t)
-	filter, err := subjects.RequestFilter("demo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := p.nc.SubscribeSync(filter)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	if err := p.nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	sub := subscribeRequests(t, p.nc, "demo")
 	resp := p.post(t, "/a2a?agent=demo", "", `[{"jsonrpc":"2.0","method":"message/stream","params":{"message":{"kind":"message","role":"user","messageId":"note-in-batch","parts":[{"kind":"text","text":"hi"}]}}},
 		{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"no-such-task"}}]`)
 	var out []map[string]json.RawMessage
@@ -111,4 +102,24 @@ func TestA2ABatchStreamingNotificationRuns(t *testing.T) {
 	if !strings.Contains(string(m.Data), "note-in-batch") {
 		t.Fatalf("published %s", m.Data)
 	}
+}
+
+// subscribeRequests subscribes to the requests published for pool (a
+// core subscription on its E2A_REQUESTS subjects, flushed: it sees every
+// request published after it returns), unsubscribed when the test ends.
+func subscribeRequests(t *testing.T, nc *nats.Conn, pool string) *nats.Subscription {
+	t.Helper()
+	filter, err := subjects.RequestFilter(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := nc.SubscribeSync(filter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return sub
 }

@@ -86,6 +86,22 @@ type Request struct {
 // IsNotification reports whether r carries no id and so must get no reply.
 func (r *Request) IsNotification() bool { return r.ID == nil }
 
+// ValidID reports whether raw is a JSON-RPC 2.0 id: one JSON value that
+// is a string, a number or null (white space around it allowed). The
+// doors that read an id before Decode (to answer a refusal to it) use it.
+func ValidID(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return false
+	}
+	switch raw[0] {
+	case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'n':
+		var v any
+		return json.Unmarshal(raw, &v) == nil
+	}
+	return false
+}
+
 // ResultResponse returns the success response to id.
 func ResultResponse(id json.RawMessage, result any) Response {
 	return Response{JSONRPC: "2.0", ID: id, Result: result}

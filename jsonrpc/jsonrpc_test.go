@@ -393,3 +393,16 @@ func FuzzScanCall(f *testing.F) {
 		checkScanCall(t, el)
 	})
 }
+
+// TestValidID: a string, a number or null, as one JSON value, is an id;
+// anything else is not.
+func TestValidID(t *testing.T) {
+	for raw, want := range map[string]bool{
+		`"a"`: true, `12345678901234567890`: true, `-1.5e3`: true, `null`: true, ` 7 `: true,
+		``: false, `{}`: false, `[1]`: false, `true`: false, `"a" "b"`: false, `nul`: false, `1 2`: false,
+	} {
+		if got := ValidID(json.RawMessage(raw)); got != want {
+			t.Errorf("ValidID(%q) = %v, want %v", raw, got, want)
+		}
+	}
+}

@@ -139,25 +139,11 @@ func refuseWithID(body []byte) host.Refuse {
 		var head struct {
 			ID json.RawMessage `json:"id"`
 		}
-		if json.Unmarshal(body, &head) != nil || !validID(head.ID) {
+		if json.Unmarshal(body, &head) != nil || !jsonrpc.ValidID(head.ID) {
 			head.ID = nil
 		}
 		host.RefuseJSONRPC(w, head.ID, f)
 	}
-}
-
-// validID reports a JSON-RPC id: a string, a number or null.
-func validID(id json.RawMessage) bool {
-	id = bytes.TrimSpace(id)
-	if len(id) == 0 {
-		return false
-	}
-	switch id[0] {
-	case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'n':
-		var v any
-		return json.Unmarshal(id, &v) == nil
-	}
-	return false
 }
 
 // sseErrors writes a JSON answer as one SSE event (data: the JSON-RPC

@@ -235,7 +235,7 @@ type rpcHead struct {
 // number or null): streamRPC answers it. The SDK answers any other call,
 // and these with a malformed envelope, in its own words.
 func (h rpcHead) nativeStream() bool {
-	return h.Method == methodSendStreamingMessage && h.JSONRPC == "2.0" && (len(h.ID) == 0 || validRPCID(h.ID))
+	return h.Method == methodSendStreamingMessage && h.JSONRPC == "2.0" && (len(h.ID) == 0 || jsonrpc.ValidID(h.ID))
 }
 
 // methodSendStreamingMessage is the JSON-RPC method streamRPC answers;
@@ -433,7 +433,7 @@ func checkCall(w http.ResponseWriter, r *http.Request, limit int64) (head rpcHea
 // sent. body itself when nothing changes.
 func sdkCall(body []byte, head *rpcHead) []byte {
 	p := callParams(head.Params)
-	placeholder := validRPCID(head.ID) && !sdkEchoes(head.ID)
+	placeholder := jsonrpc.ValidID(head.ID) && !sdkEchoes(head.ID)
 	if !placeholder && bytes.Equal(p, head.Params) {
 		return body
 	}

@@ -32,25 +32,11 @@ const rpcIDPlaceholder = `"e2a:rpc-id"`
 // then id); paramsErrorWriter's rewrite begins so too.
 var sdkAnswerHead = []byte(`{"jsonrpc":"2.0","id":` + rpcIDPlaceholder)
 
-// validRPCID reports whether raw is a JSON-RPC id: a string, a number or
-// null, as one JSON value.
-func validRPCID(raw json.RawMessage) bool {
-	if len(raw) == 0 {
-		return false
-	}
-	switch raw[0] {
-	case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'n':
-		var v any
-		return json.Unmarshal(raw, &v) == nil
-	}
-	return false
-}
-
 // rpcID is the id an answer to a call with id raw carries: raw as sent
 // when it is a valid id, null when it is absent or not one (the SDK
 // refuses those with id null).
 func rpcID(raw json.RawMessage) json.RawMessage {
-	if !validRPCID(raw) {
+	if !jsonrpc.ValidID(raw) {
 		return json.RawMessage("null")
 	}
 	return raw
