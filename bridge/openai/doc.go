@@ -13,10 +13,21 @@
 //   - with [WithHistory], the earlier turns of the request's conversation
 //     (A2A context, ACP session or E2A session_id, of the same owner
 //     only, e2a.Envelope.Owner: bridge.Conversations) as the pipeline stored them: each turn's
-//     user text and the content of its final e2a.complete frame; a turn
-//     without a text reply (failed, interrupted, tool calls only, expired)
-//     is left out whole;
-//   - the request's text ([UserText]).
+//     user message (as below, images and audio included) and the content
+//     of its final e2a.complete frame; a turn without a text reply
+//     (failed, interrupted, tool calls only, expired) is left out whole;
+//   - the request's user message: its text ([UserText]) as a plain string
+//     (servers that take only strings keep working), or, when it carries
+//     images or audio, an array of content parts: a text part, then each
+//     ACP image block and A2A image file part (params.files) as
+//     {"type":"image_url","image_url":{"url"}} (a base64 data URL, or the
+//     file's http(s) URL), each ACP audio block and A2A audio file part
+//     (bytes) as {"type":"input_audio","input_audio":{"data","format"}}.
+//     What a chat completion cannot carry (audio other than WAV or MP3,
+//     audio by URL, a file neither image nor audio, or without a media
+//     type, an image URL of another scheme) ends the request
+//     invalid_request, naming it: the model is not called, rather than
+//     answer about an attachment it never saw.
 //
 // The answer, a server-sent event stream read with a bounded line reader
 // ([WithMaxEventBytes]; an event whose data is empty or blank, "data:"
@@ -54,10 +65,10 @@
 // an HTTP/2 stream reset, or a clean end in the middle of a line whose
 // event does not decode) → upstream_unavailable; silence past the client's
 // idle timeout → upstream_timeout. A request with no
-// text gets invalid_request; a history the pipeline cannot read,
+// text, image or audio gets invalid_request; a history the pipeline cannot read,
 // history_unavailable (retryable).
 //
-// Not sent: file and image parts (the user message is text only), tools
-// (the model's own tool calls are passed through, never executed), and
-// sampling parameters.
+// Not sent: tools (the model's own tool calls are passed through, never
+// executed) and sampling parameters; an ACP embedded resource that is
+// binary is named in the text, not sent ([UserText]).
 package openai

@@ -8,19 +8,24 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 )
 
-// message is one chat message sent upstream.
+// message is one chat message sent upstream. Content is a string, or a
+// user message's []contentPart when it carries images or audio
+// (userContent).
 type message struct {
 	Role    string `json:"role"`
-	Content string `json:"content"`
+	Content any    `json:"content"`
 }
 
 // messages is the conversation sent for env: the system prompt, the
-// earlier turns of env's conversation (user text and the model's reply, as
-// the pipeline stored them), then env's own text.
+// earlier turns of env's conversation (user content and the model's reply,
+// as the pipeline stored them), then env's own text, images and audio.
 func (u *Upstream) messages(ctx context.Context, env *e2a.Envelope) ([]message, error) {
-	text := UserText(env)
-	if text == "" {
-		return nil, agent.Errorf(e2a.ErrCodeInvalidRequest, false, "the request holds no text for the model")
+	content, err := userContent(env)
+	if err != nil {
+		return nil, err
+	}
+	if content == nil {
+		return nil, agent.Errorf(e2a.ErrCodeInvalidRequest, false, "the request holds no text, image or audio for the model")
 	}
 	var msgs []message
 	if s := u.system; s != "" {
@@ -33,13 +38,16 @@ func (u *Upstream) messages(ctx context.Context, env *e2a.Envelope) ([]message, 
 		return nil, err
 	}
 	msgs = append(msgs, past...)
-	return append(msgs, message{"user", text}), nil
+	return append(msgs, message{"user", content}), nil
 }
 
 // history is the user and assistant messages of env's earlier turns, at
-// most maxTurns of them, oldest first. A turn without a text reply (it
-// failed, was interrupted, ended in tool calls, or its frames expired) is
-// left out whole, so the messages alternate.
+// most maxTurns of them, oldest first, each user message with the images
+// and audio it carried (userContent; a turn whose media cannot be sent
+// was answered, before the bridge sent media, from its text, which is sent
+// again). A turn without a text reply (it failed, was
+// interrupted, ended in tool calls, or its frames expired) is left out
+// whole, so the messages alternate.
 func (u *Upstream) history(ctx context.Context, env *e2a.Envelope) ([]message, error) {
 	if u.convs == nil || u.maxTurns == 0 || !bridge.InConversation(env) {
 		return nil, nil
@@ -54,8 +62,15 @@ func (u *Upstream) history(ctx context.Context, env *e2a.Envelope) ([]message, e
 	}
 	var out []message
 	for _, t := range turns {
-		user, reply := UserText(t.Envelope), replyText(t.Final)
-		if user == "" || reply == "" {
+		user, err := userContent(t.Envelope)
+		if err != nil {
+			user = nil
+			if s := UserText(t.Envelope); s != "" {
+				user = s // as the model got it: answered before media were sent
+			}
+		}
+		reply := replyText(t.Final)
+		if user == nil || reply == "" {
 			continue
 		}
 		out = append(out, message{"user", user}, message{"assistant", reply})

@@ -19,18 +19,46 @@ import (
 type chatRequest struct {
 	Model    string `json:"model"`
 	Messages []struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
+		Role    string      `json:"role"`
+		Content textContent `json:"content"`
 	} `json:"messages"`
 	Stream        bool           `json:"stream"`
 	StreamOptions map[string]any `json:"stream_options"`
+}
+
+// textContent is a message's content as the fixtures and echoes read it:
+// a string as it is, a content-part array (a user message with images or
+// audio) as its text parts joined; the parts themselves are checked on the
+// recorded body with openai-go's types (sentParams).
+type textContent string
+
+func (c *textContent) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*c = textContent(s)
+		return nil
+	}
+	var parts []struct {
+		Type, Text string
+	}
+	if err := json.Unmarshal(b, &parts); err != nil {
+		return fmt.Errorf("content neither a string nor an array of parts: %w", err)
+	}
+	var texts []string
+	for _, p := range parts {
+		if p.Type == "text" {
+			texts = append(texts, p.Text)
+		}
+	}
+	*c = textContent(strings.Join(texts, "\n"))
+	return nil
 }
 
 // lastUser is the request's last user message.
 func (r chatRequest) lastUser() string {
 	for i := len(r.Messages) - 1; i >= 0; i-- {
 		if r.Messages[i].Role == "user" {
-			return r.Messages[i].Content
+			return string(r.Messages[i].Content)
 		}
 	}
 	return ""
@@ -40,7 +68,7 @@ func (r chatRequest) lastUser() string {
 func (r chatRequest) roles() []string {
 	out := make([]string, len(r.Messages))
 	for i, m := range r.Messages {
-		out[i] = m.Role + ": " + m.Content
+		out[i] = m.Role + ": " + string(m.Content)
 	}
 	return out
 }
@@ -48,6 +76,7 @@ func (r chatRequest) roles() []string {
 type recorded struct {
 	Header http.Header
 	Body   chatRequest
+	Raw    []byte // the body as sent
 }
 
 // modelServer is an OpenAI-compatible chat completions server on
@@ -159,12 +188,16 @@ func (s *modelServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body chatRequest
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+	raw, err := io.ReadAll(r.Body)
+	if err == nil {
+		err = json.Unmarshal(raw, &body)
+	}
+	if err != nil {
 		http.Error(w, `{"error":{"message":"bad json","type":"invalid_request_error"}}`, http.StatusBadRequest)
 		return
 	}
 	s.mu.Lock()
-	s.calls = append(s.calls, recorded{Header: r.Header.Clone(), Body: body})
+	s.calls = append(s.calls, recorded{Header: r.Header.Clone(), Body: body, Raw: raw})
 	n, script := len(s.calls), s.script
 	s.mu.Unlock()
 	if script != nil && script(n, w, r, body) {
