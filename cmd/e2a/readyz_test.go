@@ -4,6 +4,9 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,8 +68,8 @@ func waitReadyz(t *testing.T, base string, code int, want string) {
 
 // TestReadyzServeNeedsItsBuckets: `e2a serve` is unready, naming what is
 // gone, while a KV bucket it reads and writes per request (E2A_TASKS, and
-// E2A_RATELIMIT with a rate limit) or the push stage's durable consumer
-// is missing, and ready again once it is back.
+// E2A_RATELIMIT with a rate limit) is missing, and ready again once it is
+// back; the push stage's durable consumer, deleted, is made again.
 func TestReadyzServeNeedsItsBuckets(t *testing.T) {
 	srv, nc := natstest.RunServer(t)
 	js := natstest.JetStream(t, nc)
@@ -83,26 +86,25 @@ func TestReadyzServeNeedsItsBuckets(t *testing.T) {
 		}
 		waitReadyz(t, base, http.StatusOK, "")
 	}
-	consumerGoneThenBack(ctx, t, js, base, streams.ResponsesStream, push.DefaultConsumer)
+	consumerMadeAgain(ctx, t, js, base, streams.ResponsesStream, push.DefaultConsumer)
 }
 
-// TestReadyzAgentNeedsItsConsumer: `e2a agent --pool demo` is unready,
-// naming agent-demo, while the pool's durable consumer is deleted (the
-// runtime does not make it again: it pulls nothing until it is back), and
-// ready again once it is back.
-func TestReadyzAgentNeedsItsConsumer(t *testing.T) {
+// TestReadyzAgentMakesItsConsumerAgain: `e2a agent --pool demo` whose
+// pool's durable consumer is deleted makes it again and is ready (it
+// pulled nothing until a restart, ready all the while).
+func TestReadyzAgentMakesItsConsumerAgain(t *testing.T) {
 	srv, nc := natstest.RunServer(t)
 	js := natstest.JetStream(t, nc)
 	base := startStageForReadyz(t, srv.ClientURL(), nil, "agent", "--pool", "demo")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	consumerGoneThenBack(ctx, t, js, base, streams.RequestsStream, "agent-demo")
+	consumerMadeAgain(ctx, t, js, base, streams.RequestsStream, "agent-demo")
 }
 
-// TestReadyzPushNeedsItsBucketAndConsumers: `e2a push` is unready, naming
-// it, while E2A_PUSH or its wake-up consumer (push-wake on KV_E2A_PUSH) is
-// gone.
-func TestReadyzPushNeedsItsBucketAndConsumers(t *testing.T) {
+// TestReadyzPushNeedsItsBucket: `e2a push` is unready, naming it, while
+// E2A_PUSH is gone; its wake-up consumer (push-wake on KV_E2A_PUSH),
+// deleted, is made again.
+func TestReadyzPushNeedsItsBucket(t *testing.T) {
 	srv, nc := natstest.RunServer(t)
 	js := natstest.JetStream(t, nc)
 	sc := natstest.Config()
@@ -115,28 +117,57 @@ func TestReadyzPushNeedsItsBucketAndConsumers(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := startStageForReadyz(t, srv.ClientURL(), nil, "push")
-	consumerGoneThenBack(ctx, t, js, base, "KV_"+streams.PushBucket, push.DefaultConsumer+"-wake")
+	consumerMadeAgain(ctx, t, js, base, "KV_"+streams.PushBucket, push.DefaultConsumer+"-wake")
 	if err := js.DeleteKeyValue(ctx, streams.PushBucket); err != nil {
 		t.Fatal(err)
 	}
 	waitReadyz(t, base, http.StatusServiceUnavailable, "bucket "+streams.PushBucket)
 }
 
-// consumerGoneThenBack deletes the durable consumer name on stream and
-// waits for base's /readyz to answer 503 naming it, then makes it again
-// as it was and waits for 200.
-func consumerGoneThenBack(ctx context.Context, t *testing.T, js jetstream.JetStream, base, stream, name string) {
+// consumerMadeAgain deletes the durable consumer name on stream and waits
+// for the process behind base to make it again (the agent runtime and the
+// push stage do: agent/rebind.go, push/rebind.go) and for its /readyz to
+// answer 200. That /readyz names a consumer that stays missing is
+// internal/obs's TestPresenceChecks: here it is made again at once.
+func consumerMadeAgain(ctx context.Context, t *testing.T, js jetstream.JetStream, base, stream, name string) {
 	t.Helper()
 	cc, err := js.Consumer(ctx, stream, name)
 	if err != nil {
 		t.Fatal(err)
 	}
+	was := cc.CachedInfo().Created
 	if err := js.DeleteConsumer(ctx, stream, name); err != nil {
 		t.Fatal(err)
 	}
-	waitReadyz(t, base, http.StatusServiceUnavailable, "consumer "+name+" on "+stream)
-	if _, err := js.CreateConsumer(ctx, stream, cc.CachedInfo().Config); err != nil {
+	testkit.Eventually(t, 30*time.Second, "consumer "+name+" on "+stream+" made again", func() bool {
+		c, err := js.Consumer(ctx, stream, name)
+		return err == nil && c.CachedInfo().Created.After(was)
+	})
+	waitReadyz(t, base, http.StatusOK, "")
+}
+
+// TestReadyzDevReadyWithoutLiveWorker: `e2a dev`'s /readyz names a pool
+// whose (bridge) worker stopped "no live worker" and stays 200: the front
+// doors still take its requests, which wait for a worker (their answer's
+// warning says so), so taking the process out of its Service would refuse
+// every other pool's requests too. docs/operations.md says so.
+func TestReadyzDevReadyWithoutLiveWorker(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitReadyz(t, base, http.StatusOK, "")
+	if !regexp.MustCompile("`no live worker`[^.]*; `/readyz` stays 200").Match(b) {
+		t.Errorf("docs/operations.md does not say /readyz stays 200 while a pool has no live worker")
+	}
+	srv, _ := natstest.RunServer(t)
+	base := startStageForReadyz(t, srv.ClientURL(), nil, "dev")
+	upstream, _ := probedUpstream(t)
+	t.Setenv("E2A_HTTP_ADDR", "127.0.0.1:0") // the worker's own operations listener
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"agent", "--pool", "gone", "--http", upstream.URL + "/agent"}) }()
+	waitReadyz(t, base, http.StatusOK, `"gone":"live"`)
+	cancel()
+	testkit.Receive(t, done, 30*time.Second, "the bridge worker stopped")
+	waitReadyz(t, base, http.StatusOK, `"gone":"no live worker"`)
 }

@@ -35,8 +35,9 @@ func BucketPresent(js jetstream.JetStream, name string) Check {
 
 // ConsumerPresent is ready when the durable consumer name exists on
 // stream (one consumer info). The agent runtime and the push stage make
-// their durable consumers at start-up only: one deleted under them is not
-// made again, and the process pulls nothing while it looks alive.
+// their durable consumers again when one is deleted under them; until
+// they have (or when they cannot: a permission, a full account), the
+// process pulls nothing while it looks alive.
 func ConsumerPresent(js jetstream.JetStream, stream, name string) Check {
 	return func(ctx context.Context) error {
 		if _, err := js.Consumer(ctx, stream, name); err != nil {
