@@ -28,6 +28,10 @@ type archiver struct {
 	m   *metrics
 	log *slog.Logger
 	enc encoder
+	r   *Reader // the archive's batches before a corrupt last one
+
+	corrupt      uint64    // the corrupt last batch counted last
+	failingSince time.Time // the first failure since the last progress; zero while progressing
 }
 
 // Run archives E2A_AUDIT into E2A_ARCHIVE until ctx is done, then returns
@@ -58,7 +62,14 @@ func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	a := &archiver{nc: nc, js: js, o: o, m: m, log: o.log}
+	r, err := NewReader(nc)
+	if err != nil {
+		return err
+	}
+	if o.health != nil {
+		o.health.setAfter(o.stallAfter)
+	}
+	a := &archiver{nc: nc, js: js, o: o, m: m, log: o.log, r: r}
 	backoff := 100 * time.Millisecond
 	for {
 		err := a.session(ctx)
@@ -73,6 +84,7 @@ func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
 			a.log.Info("another archiver stored a batch first: reading the archive again")
 			backoff = 100 * time.Millisecond
 		} else {
+			a.failed(err)
 			a.log.Warn("archiving stopped, retrying", "err", err, "in", backoff)
 		}
 		if sleepctx.Sleep(ctx, backoff) != nil {
@@ -91,7 +103,8 @@ type position struct {
 	epoch              time.Time
 }
 
-// lastPosition reads the archive's last batch.
+// lastPosition reads the archive's last batch; after a corrupt one, see
+// pastCorrupt.
 func (a *archiver) lastPosition(ctx context.Context) (position, error) {
 	m, err := streams.LastBySubject(ctx, a.nc, streams.ArchiveStream, subjects.ArchiveBatches)
 	if errors.Is(err, streams.ErrNoMessages) {
@@ -101,10 +114,44 @@ func (a *archiver) lastPosition(ctx context.Context) (position, error) {
 		return position{}, err
 	}
 	b, err := parseHeader(m)
+	if _, ok := corruptAt(err); ok {
+		return a.pastCorrupt(ctx, m.Seq, err)
+	}
 	if err != nil {
 		return position{}, err
 	}
 	return position{auditSeq: b.Last, batchSeq: b.Seq, epoch: b.Epoch}, nil
+}
+
+// pastCorrupt is the position after the archive's corrupt last batch seq
+// (its headers do not read: it does not say where the archive ends, and
+// E2A_ARCHIVE denies its deletion): after the newest sound batch before it,
+// fenced on seq. What seq may have held is archived again from E2A_AUDIT
+// (what E2A_AUDIT no longer holds is counted missed), in batches after it
+// that readers read instead (Reader.Records reads around it); every
+// archiver finds the same position, and the fence lets one store. Without
+// a sound batch before it, the archive starts again from E2A_AUDIT's first
+// message. Counted once per batch (e2a_archive_corrupt_batches_total).
+func (a *archiver) pastCorrupt(ctx context.Context, seq uint64, cause error) (position, error) {
+	st, err := a.js.Stream(ctx, streams.ArchiveStream)
+	if err != nil {
+		return position{}, fmt.Errorf("stream %s: %w", streams.ArchiveStream, err)
+	}
+	prev, err := a.r.prevSound(ctx, seq-1, st.CachedInfo().State.FirstSeq)
+	if err != nil && !errors.Is(err, errNoSound) {
+		return position{}, fmt.Errorf("the sound batch before corrupt batch %d: %w", seq, err)
+	}
+	pos := position{batchSeq: seq}
+	if prev != nil {
+		pos.auditSeq, pos.epoch = prev.Last, prev.Epoch
+	}
+	if a.corrupt != seq {
+		a.corrupt = seq
+		a.m.corrupt.Inc()
+		a.log.Error("E2A_ARCHIVE's last batch is corrupt: archiving again after the sound batch before it",
+			"batch", seq, "err", cause, "from_audit_seq", pos.auditSeq+1)
+	}
+	return pos, nil
 }
 
 // session archives from the archive's last batch on, until an error or
@@ -119,7 +166,7 @@ func (a *archiver) session(ctx context.Context) error {
 		return fmt.Errorf("stream %s: %w", streams.AuditStream, err)
 	}
 	if epoch := st.CachedInfo().Created; !pos.epoch.Equal(epoch) {
-		if pos.batchSeq > 0 {
+		if pos.batchSeq > 0 && !pos.epoch.IsZero() { // (zero: after a corrupt batch with no sound one before it)
 			// E2A_AUDIT was deleted and applied again: its sequences
 			// start again. The archive keeps the old epoch's batches.
 			a.log.Warn("E2A_AUDIT is a new stream: archiving it from its first message in a new epoch",
@@ -188,6 +235,9 @@ func (a *archiver) session(ctx context.Context) error {
 			if err := a.sameEpoch(ctx, pos.epoch); err != nil {
 				return err
 			}
+		}
+		if msg == nil && len(b.recs) == 0 {
+			a.progressed() // caught up with E2A_AUDIT
 		}
 		if full {
 			if err := a.store(ctx, b.recs, &pos); err != nil {
@@ -320,6 +370,7 @@ func (a *archiver) store(ctx context.Context, recs []Record, pos *position) erro
 	a.m.bytesIn.Add(float64(in))
 	a.m.bytesOut.Add(float64(len(data)))
 	a.m.lastTime.Set(float64(last.Time.UnixNano()) / 1e9)
+	a.progressed()
 	return nil
 }
 

@@ -18,11 +18,19 @@
 // Each batch is stored with the subject's expected last sequence, so two
 // archivers never store the same messages twice (the second is refused
 // and reads the archive again). A message E2A_AUDIT dropped before it was
-// archived is counted (e2a_archive_missed_total) and logged.
+// archived is counted (e2a_archive_missed_total) and logged. A corrupt last
+// batch (its headers do not read, so it does not say where the archive
+// ends; E2A_ARCHIVE denies its deletion) is written past: the archiver goes
+// on after the newest sound batch before it, fenced on the corrupt one,
+// archiving again from E2A_AUDIT what it may have held
+// (e2a_archive_corrupt_batches_total). An archiver that fails without
+// progress for WithStallAfter reports it (Health, e2a_archive_stalled_seconds).
 //
 // A [Reader] finds messages by E2A_AUDIT sequence or store time with a
 // binary search over the batches' headers (log2(batches) direct gets) and
-// one decompression: package internal/audit reads the archive as the part
-// of E2A_AUDIT's sequence that E2A_AUDIT no longer holds, so `e2a replay`
-// finds a request of last month by the time in its UUIDv7 id.
+// one decompression; it reads around a corrupt batch, reporting the
+// sequences only that batch may hold ([UnreadableError]). Package
+// internal/audit reads the archive as the part of E2A_AUDIT's sequence
+// that E2A_AUDIT no longer holds, so `e2a replay` finds a request of last
+// month by the time in its UUIDv7 id.
 package archive

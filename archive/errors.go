@@ -1,6 +1,9 @@
 package archive
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	// ErrInvalidOption is returned by Run and NewReader when an option is
@@ -25,3 +28,23 @@ var (
 	// there.
 	ErrBehind = errors.New("archive: a batch of the span was not answered (a replica behind its leader)")
 )
+
+// UnreadableError is yielded by Reader.Records for the E2A_AUDIT sequences
+// First..Last that only a corrupt batch of the archive may hold (its
+// headers or its payload do not read): they are reported, naming the
+// batch, never skipped without a word. It wraps ErrCorrupt. Records goes on
+// after it when its caller goes on iterating: the batches after the corrupt
+// one are read as before.
+type UnreadableError struct {
+	Batch       uint64 // the corrupt batch's E2A_ARCHIVE sequence
+	First, Last uint64 // the E2A_AUDIT sequences no sound batch holds
+	Err         error  // why the batch does not read (wraps ErrCorrupt)
+}
+
+// Error names the batch and the sequences.
+func (e *UnreadableError) Error() string {
+	return fmt.Sprintf("archive: E2A_AUDIT messages %d..%d unreadable: E2A_ARCHIVE batch %d: %v", e.First, e.Last, e.Batch, e.Err)
+}
+
+// Unwrap returns the batch's error (ErrCorrupt).
+func (e *UnreadableError) Unwrap() error { return e.Err }

@@ -9,8 +9,8 @@ import (
 // metrics are the archiver's series (e2a_archive_*).
 type metrics struct {
 	batches, records, bytesIn, bytesOut prometheus.Counter
-	missed, skipped, conflicts          prometheus.Counter
-	lastTime                            prometheus.Gauge
+	missed, skipped, conflicts, corrupt prometheus.Counter
+	lastTime, stalled                   prometheus.Gauge
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
@@ -25,6 +25,10 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		skipped: s.Counter("e2a_archive_skipped_total", "E2A_AUDIT messages too large to fit a batch under max_payload, "+
 			"left in E2A_AUDIT only."),
 		conflicts: s.Counter("e2a_archive_conflicts_total", "Batches refused because another archiver stored first."),
+		corrupt: s.Counter("e2a_archive_corrupt_batches_total", "Corrupt last batches of E2A_ARCHIVE (their headers do not read) "+
+			"that the archiver wrote past, archiving again from E2A_AUDIT what they may have held."),
+		stalled: s.GaugeVec("e2a_archive_stalled_seconds", "How long the archiver has failed without storing a batch or "+
+			"catching up with E2A_AUDIT, once that is longer than its stall delay (WithStallAfter, 1 min by default); 0 otherwise.").WithLabelValues(),
 		lastTime: s.GaugeVec("e2a_archive_last_record_timestamp_seconds",
 			"E2A_AUDIT store time of the newest archived message (Unix seconds).").WithLabelValues(),
 	}

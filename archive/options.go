@@ -43,6 +43,8 @@ type options struct {
 	log           *slog.Logger
 	registerer    prometheus.Registerer
 	cacheBatches  int
+	health        *Health
+	stallAfter    time.Duration
 }
 
 // buildOptions applies opts over the defaults, for a Run or a Reader on
@@ -57,6 +59,7 @@ func buildOptions(nc *nats.Conn, opts []Option) (options, error) {
 		flushInterval: DefaultFlushInterval,
 		log:           slog.New(slog.DiscardHandler),
 		cacheBatches:  8,
+		stallAfter:    DefaultStallAfter,
 	}
 	if err := option.Apply(ErrInvalidOption, &o, opts); err != nil {
 		return o, err
@@ -99,4 +102,17 @@ func WithLogger(l *slog.Logger) Option {
 // WithRegisterer registers the archiver's metrics (e2a_archive_*) on r.
 func WithRegisterer(r prometheus.Registerer) Option {
 	return option.NotNil(ErrInvalidOption, "registerer", r, func(o *options) { o.registerer = r })
+}
+
+// WithHealth has Run report on h whether it is stalled (Health.Check).
+func WithHealth(h *Health) Option {
+	return option.NotNil(ErrInvalidOption, "health", h, func(o *options) { o.health = h })
+}
+
+// WithStallAfter sets how long the archiver fails without progress before
+// it reports itself stalled: 10 ms to 1 h (default DefaultStallAfter).
+func WithStallAfter(d time.Duration) Option {
+	return option.Check(ErrInvalidOption, d >= FlushIntervalMin && d <= FlushIntervalMax,
+		func(o *options) { o.stallAfter = d },
+		"stall after %v not in 10ms..1h", d)
 }

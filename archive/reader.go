@@ -46,8 +46,10 @@ type Batch struct {
 // epoch (Epoch, that stream's creation time; the batches of an earlier
 // E2A_AUDIT, deleted and applied again, are left out: their sequences are
 // another stream's): its first and last batches' E2A_ARCHIVE sequences
-// and the E2A_AUDIT sequences and time they start and end with. Exists is
-// false without E2A_ARCHIVE; Empty when it holds no batch.
+// and the E2A_AUDIT sequences and time they start and end with. Its ends
+// are batches whose headers read: corrupt batches after the last sound one
+// are left out (the archiver writes past them). Exists is false without
+// E2A_ARCHIVE; Empty when it holds no batch, or none that reads.
 type Span struct {
 	Exists, Empty         bool
 	FirstBatch, LastBatch uint64
@@ -84,7 +86,13 @@ func (r *Reader) Span(ctx context.Context) (Span, error) {
 	if sp.Empty {
 		return sp, nil
 	}
-	last, err := r.header(ctx, info.State.LastSeq)
+	// The newest batch whose headers read: a corrupt last batch (which
+	// the archiver writes past) does not say where the archive ends.
+	last, err := r.prevSound(ctx, info.State.LastSeq, info.State.FirstSeq)
+	if errors.Is(err, errNoSound) {
+		sp.Empty = true
+		return sp, nil
+	}
 	if err != nil {
 		return Span{}, err
 	}
@@ -93,7 +101,7 @@ func (r *Reader) Span(ctx context.Context) (Span, error) {
 	if sp.FirstBatch, err = r.search(ctx, sp, func(b *Batch) bool { return !b.Epoch.Before(last.Epoch) }); err != nil {
 		return Span{}, err
 	}
-	first, err := r.header(ctx, sp.FirstBatch)
+	first, err := r.soundHeader(ctx, sp.FirstBatch, sp.LastBatch+1)
 	if err != nil {
 		return Span{}, err
 	}
@@ -141,6 +149,69 @@ func (r *Reader) get(ctx context.Context, seq uint64) (streams.RawMsg, error) {
 	return streams.RawMsg{}, err
 }
 
+// batchError is ErrCorrupt for the batch stored at seq, so that Span,
+// Records and the archiver can read around it.
+type batchError struct {
+	seq uint64
+	err error
+}
+
+func (e *batchError) Error() string { return e.err.Error() }
+func (e *batchError) Unwrap() error { return e.err }
+
+// corruptAt returns the sequence of the corrupt batch err names.
+func corruptAt(err error) (uint64, bool) {
+	var be *batchError
+	if errors.As(err, &be) {
+		return be.seq, true
+	}
+	return 0, false
+}
+
+// errNoSound: no batch of a range has headers that read.
+var errNoSound = errors.New("archive: no sound batch in the range")
+
+// soundHeader returns the first batch stored from seq on, before end,
+// whose headers read (corrupt ones are passed over); errNoSound when none
+// is, streams.ErrNoMessages when no batch is answered from seq on.
+func (r *Reader) soundHeader(ctx context.Context, seq, end uint64) (*Batch, error) {
+	for seq < end {
+		b, err := r.header(ctx, seq)
+		if c, ok := corruptAt(err); ok {
+			seq = c + 1
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if b.Seq >= end {
+			break
+		}
+		return b, nil
+	}
+	return nil, errNoSound
+}
+
+// prevSound returns the newest batch stored at seq or before, not before
+// floor, whose headers read; errNoSound when none is. Batches are never
+// deleted from E2A_ARCHIVE (only aged out at its head), so the walk back
+// is as long as the run of corrupt batches.
+func (r *Reader) prevSound(ctx context.Context, seq, floor uint64) (*Batch, error) {
+	for s := seq; s >= floor && s > 0; s-- {
+		b, err := r.header(ctx, s)
+		if _, ok := corruptAt(err); ok {
+			continue
+		}
+		if err != nil && !errors.Is(err, streams.ErrNoMessages) {
+			return nil, err
+		}
+		if err == nil && b.Seq <= seq {
+			return b, nil
+		}
+	}
+	return nil, errNoSound
+}
+
 // parseHeader reads a stored batch's headers.
 func parseHeader(m streams.RawMsg) (*Batch, error) {
 	b := &Batch{Seq: m.Seq}
@@ -167,7 +238,7 @@ func parseHeader(m streams.RawMsg) (*Batch, error) {
 		errs = append(errs, fmt.Errorf("range %d..%d of %d messages", b.First, b.Last, b.Count))
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("%w: batch %d: %w", ErrCorrupt, m.Seq, errors.Join(errs...))
+		return nil, &batchError{m.Seq, fmt.Errorf("%w: batch %d: %w", ErrCorrupt, m.Seq, errors.Join(errs...))}
 	}
 	return b, nil
 }
@@ -187,10 +258,10 @@ func (r *Reader) Load(ctx context.Context, seq uint64) (*Batch, error) {
 		return nil, err
 	}
 	if b.Records, err = Decode(m.Data); err != nil {
-		return nil, fmt.Errorf("batch %d: %w", b.Seq, err)
+		return nil, &batchError{b.Seq, fmt.Errorf("batch %d: %w", b.Seq, err)}
 	}
 	if err := b.checkRecords(); err != nil {
-		return nil, err
+		return nil, &batchError{b.Seq, err}
 	}
 	r.keep(b)
 	return b, nil
@@ -245,8 +316,10 @@ func (r *Reader) search(ctx context.Context, sp Span, after func(*Batch) bool) (
 	lo, hi := sp.FirstBatch, sp.LastBatch+1
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		b, err := r.header(ctx, mid)
-		if errors.Is(err, streams.ErrNoMessages) {
+		// A corrupt batch is passed over: the search goes by the sound
+		// ones around it, and may end on it (its reader reads around it).
+		b, err := r.soundHeader(ctx, mid, hi)
+		if errors.Is(err, streams.ErrNoMessages) || errors.Is(err, errNoSound) {
 			hi = mid
 			continue
 		}
@@ -276,6 +349,17 @@ func (r *Reader) SeqAtTime(ctx context.Context, sp Span, t time.Time) (uint64, e
 		return sp.Last + 1, err
 	}
 	b, err := r.Load(ctx, bs)
+	if c, ok := corruptAt(err); ok {
+		// Where the corrupt batch starts: a read from there reports it.
+		prev, err := r.prevSound(ctx, c-1, sp.FirstBatch)
+		if errors.Is(err, errNoSound) {
+			return sp.First, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		return prev.Last + 1, nil
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -290,7 +374,11 @@ func (r *Reader) SeqAtTime(ctx context.Context, sp Span, t time.Time) (uint64, e
 // Records returns the archived messages from E2A_AUDIT sequence from on,
 // in sequence order, each once (should two batches hold a message, it is
 // returned from the first), up to sp.Last. A batch of sp that no direct
-// get answers ends it with ErrBehind.
+// get answers ends it with ErrBehind. A corrupt batch is read around: the
+// sequences that only it may hold (up to the next sound batch's first) are
+// yielded as an *UnreadableError naming it, and the records after it
+// follow if the caller goes on; when the batches after it hold them all
+// (the archiver wrote past a corrupt last batch), nothing is reported.
 func (r *Reader) Records(ctx context.Context, sp Span, from uint64) iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
 		if !sp.Exists || sp.Empty || from > sp.Last {
@@ -304,6 +392,24 @@ func (r *Reader) Records(ctx context.Context, sp Span, from uint64) iter.Seq2[Re
 		next := from
 		for bs != 0 && bs <= sp.LastBatch {
 			b, err := r.Load(ctx, bs)
+			if c, ok := corruptAt(err); ok {
+				nb, u, err := r.around(ctx, sp, c, next, err)
+				if err != nil {
+					yield(Record{}, err)
+					return
+				}
+				if u != nil {
+					if !yield(Record{}, u) {
+						return
+					}
+					next = u.Last + 1
+				}
+				if nb == nil {
+					return
+				}
+				bs = nb.Seq
+				continue
+			}
 			if errors.Is(err, streams.ErrNoMessages) {
 				// The span names batch bs (the leader's word) and the
 				// replica that answered holds none from it on: not the
@@ -326,4 +432,27 @@ func (r *Reader) Records(ctx context.Context, sp Span, from uint64) iter.Seq2[Re
 			bs = b.Seq + 1
 		}
 	}
+}
+
+// around reads around the corrupt batch c of sp, for a read at sequence
+// next: the next batch whose headers read (nil when none of sp does) and,
+// when the sequences from next to that batch's first (or to sp.Last) are
+// not empty, an UnreadableError naming c with cause as its error.
+func (r *Reader) around(ctx context.Context, sp Span, c, next uint64, cause error) (*Batch, *UnreadableError, error) {
+	end := sp.Last
+	nb, err := r.soundHeader(ctx, c+1, sp.LastBatch+1)
+	switch {
+	case errors.Is(err, streams.ErrNoMessages):
+		return nil, nil, fmt.Errorf("%w: batch after %d (the span ends at batch %d)", ErrBehind, c, sp.LastBatch)
+	case errors.Is(err, errNoSound):
+		nb = nil
+	case err != nil:
+		return nil, nil, err
+	default:
+		end = min(end, nb.First-1)
+	}
+	if nb != nil && nb.First <= next || end < next {
+		return nb, nil, nil
+	}
+	return nb, &UnreadableError{Batch: c, First: next, Last: end, Err: cause}, nil
 }

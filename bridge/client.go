@@ -336,6 +336,16 @@ func (c *Client) Base() *url.URL { u := *c.base; return &u }
 // by.
 func (c *Client) Name() string { return c.base.Scheme + "://" + c.base.Host }
 
+// Location is the upstream's base URL as start-up messages and logs show
+// it: scheme, host and path, so that two upstreams on one host
+// (http://host:8000 and http://host:8000/v1, the difference a wrong base
+// URL makes) read apart. Never its query or fragment, which may carry a
+// token (?key=…), nor user info (ParseURL refuses it). Name stays the
+// scheme and host: metrics are labelled by it.
+func (c *Client) Location() string {
+	return (&url.URL{Scheme: c.base.Scheme, Host: c.base.Host, Path: c.base.Path, RawPath: c.base.RawPath}).String()
+}
+
 // IdleTimeout is the client's idle timeout.
 func (c *Client) IdleTimeout() time.Duration { return c.idle }
 

@@ -249,6 +249,26 @@ func TestClientOptions(t *testing.T) {
 	}
 }
 
+// TestClientLocation: Location shows the base URL's path (http://host and
+// http://host/v1 read apart in a start error or a warning), never its
+// query or fragment (a token may be there), and a path's escapes as given.
+func TestClientLocation(t *testing.T) {
+	for base, want := range map[string]string{
+		"http://127.0.0.1:8000":                      "http://127.0.0.1:8000",
+		"http://127.0.0.1:8000/v1":                   "http://127.0.0.1:8000/v1",
+		"https://llm.example/api/v1/?key=sekret#top": "https://llm.example/api/v1/",
+		"http://h/a%2Fb/card.json?token=t0k3n":       "http://h/a%2Fb/card.json",
+	} {
+		c, err := NewClient(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Location(); got != want {
+			t.Errorf("%s: Location %q, want %q", base, got, want)
+		}
+	}
+}
+
 // TestClientHeaders: the upstream gets the credentials and the request's
 // trace context; a redirect is not followed (credentials stay with the
 // configured upstream); an error page echoing the key is scrubbed.

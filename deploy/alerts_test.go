@@ -65,6 +65,9 @@ var requiredAlerts = []string{
 	// The archiver: history lost, the archive behind, the archive's own
 	// retention.
 	"E2AArchiveMissed", "E2AArchiveBehind", "E2AArchiveRetentionShort",
+	// A stalled archiver (failing without archiving), and a corrupt batch
+	// it wrote past.
+	"E2AArchiveStalled", "E2AArchiveCorruptBatch",
 }
 
 // loadRules reads deploy/prometheus/rules.yaml and checks that the
@@ -247,7 +250,10 @@ func ruleNamed(rules ruleGroups, name string) rule {
 // checkArchiveAlerts checks what the archiver's alerts say: history lost
 // (any message E2A_AUDIT dropped unarchived, at once, critical), and the
 // archive behind (its newest message more than 15 min old, or no archiver
-// reporting, while E2A_AUDIT receives).
+// reporting, while E2A_AUDIT receives), the archiver stalled (failing
+// without progress: e2a_archive_stalled_seconds, which it sets past its
+// stall delay), and a corrupt last batch it wrote past (counted, said at
+// once, also by a process whose counter starts at 1).
 func checkArchiveAlerts(t *testing.T, rules ruleGroups) {
 	t.Helper()
 	for _, c := range []struct {
@@ -257,6 +263,9 @@ func checkArchiveAlerts(t *testing.T, rules ruleGroups) {
 		{"E2AArchiveMissed", "critical", []string{"increase(e2a_archive_missed_total[15m])", "> 0"}},
 		{"E2AArchiveBehind", "warning", []string{"time() - max(e2a_archive_last_record_timestamp_seconds)", "> 900",
 			"absent(e2a_archive_last_record_timestamp_seconds)", `rate(nats_stream_last_seq{stream_name="E2A_AUDIT",is_stream_leader="true"}[15m])`}},
+		{"E2AArchiveStalled", "warning", []string{"max(e2a_archive_stalled_seconds)", "> 0"}},
+		{"E2AArchiveCorruptBatch", "warning", []string{"increase(e2a_archive_corrupt_batches_total[1h])", "> 0",
+			"e2a_archive_corrupt_batches_total unless e2a_archive_corrupt_batches_total offset 1h"}},
 	} {
 		r := ruleNamed(rules, c.alert)
 		if r.Labels["severity"] != c.severity {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/archive"
+	"github.com/e2a-pipeline/pipeline/internal/obs"
 )
 
 var archiveHelp = commandHelp{usage: "e2a archive",
@@ -29,7 +30,7 @@ it in its process with E2A_ARCHIVE=true. e2a replay reads the archive as part of
   E2A_ARCHIVE               e2a dev: run the archiver in its process (default false)
   E2A_ARCHIVE_MAX_AGE, E2A_ARCHIVE_MAX_BYTES, E2A_AUDIT_MAX_AGE, E2A_AUDIT_MAX_BYTES
                             the streams' limits (the same everywhere: e2a streams apply sets them)
-`}
+` + memoryLimitEnv}
 
 // archiveOptions are the archiver's options from the configuration; reg
 // and log may be nil.
@@ -79,10 +80,16 @@ func runArchive(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
-	// Ready while connected with both streams there: the one it reads, the
-	// one it writes.
+	// Ready while connected with both streams there (the one it reads, the
+	// one it writes) and while the archiver is not stalled (failing for
+	// over archive.DefaultStallAfter without storing or catching up): a
+	// stall is seen before E2A_AUDIT drops what was not archived.
+	health := archive.NewHealth()
+	ops := http.NewServeMux()
+	obs.RegisterWithDetails(ops, reg, nil, append(archiveNeeds().checks(nc, js), health.Check)...)
 	mux := http.NewServeMux()
-	mountOps(mux, cfg, newOpsMux(reg, nc, js, archiveNeeds()))
-	return serveOps(ctx, cfg, mux, reg, log, func() error { return archive.Run(ctx, nc, cfg.archiveOptions(reg, log)...) },
+	mountOps(mux, cfg, ops)
+	opts := append(cfg.archiveOptions(reg, log), archive.WithHealth(health))
+	return serveOps(ctx, cfg, mux, reg, log, func() error { return archive.Run(ctx, nc, opts...) },
 		"archiver running", "batch_bytes", cfg.ArchiveBatchBytes, "flush_interval", cfg.ArchiveFlushInterval.String())
 }

@@ -132,8 +132,8 @@ func runReplay(ctx context.Context, cfg Config, args []string, stdout, stderr io
 		return err
 	}
 	st, err := a.Replay(ctx, q, ndjson(stdout))
-	fmt.Fprintf(stderr, "replay: %d requests (%d complete, %d incomplete, %d without frames, %d not found), %d frames, %d with violations\n",
-		st.Requests, st.Complete, st.Incomplete, st.NoFrames, st.NotFound, st.Frames, st.Violations)
+	fmt.Fprintf(stderr, "replay: %s (%d complete, %d incomplete, %d without frames, %d not found), %s, %d with violations\n",
+		counted(st.Requests, "request"), st.Complete, st.Incomplete, st.NoFrames, st.NotFound, counted(st.Frames, "frame"), st.Violations)
 	if err != nil {
 		return err
 	}
@@ -279,3 +279,12 @@ sets, and prints each PubAck as an "accepted" record. Secrets are stripped as in
 --follow, prints the frames of each request until its final frame.`,
 		env: fmt.Sprintf(natsEnv, "required") + "  E2A_DEFAULT_POOL          the pool when --pool is not given\n"}
 )
+
+// counted is n and noun, in the plural unless n is 1 ("1 request", "0
+// frames"): the summaries a user reads said "1 requests".
+func counted(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -107,7 +110,7 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 	if err != nil {
 		return nil, err
 	}
-	if err := probeUpstream(ctx, client, u, log); err != nil {
+	if err := probeUpstream(ctx, client, u, headers, log); err != nil {
 		return nil, err
 	}
 	conv, err := bridge.OpenConversations(ctx, js, cfg.StreamsConfig())
@@ -132,6 +135,9 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 		}
 	default:
 		up, readCard, err = newUpstream(ctx, client, conv, pool, u, &info, log)
+		if refused := refusedAtStart(err, u, client.Location(), "the agent card's GET", headers); refused != nil {
+			return nil, refused
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -156,7 +162,7 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 		}, u.CardRefresh
 	}
 	go keep.run(ctx)
-	log.Info("bridge", "pool", pool, "upstream", up.Name(), "credentials", bridge.Credentials{APIKey: u.APIKey, Headers: headers})
+	log.Info("bridge", "pool", pool, "upstream", up.Name(), "url", client.Location(), "credentials", bridge.Credentials{APIKey: u.APIKey, Headers: headers})
 	return bridge.New(pool, up, opts...)
 }
 
@@ -168,26 +174,88 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 // whose {base}/models is not found (404) is taken, with a warning: the
 // usual mistake is a base URL without its /v1, whose every request then
 // fails upstream_rejected. The A2A upstream is checked by reading its
-// card.
-func probeUpstream(ctx context.Context, client *bridge.Client, u UpstreamConfig, log *slog.Logger) error {
-	path := ""
+// card. A refused key says so (refusedAtStart); headers are the
+// E2A_UPSTREAM_HEADERS sent.
+func probeUpstream(ctx context.Context, client *bridge.Client, u UpstreamConfig, headers map[string]string, log *slog.Logger) error {
+	path, call := "", "a GET of its URL"
 	switch u.Kind {
 	case upstreamA2A:
 		return nil
 	case upstreamOpenAI:
-		path = "models"
+		path, call = "models", "GET models"
 	}
 	ctx, cancel := context.WithTimeout(ctx, u.ConnectTimeout+u.IdleTimeout)
 	defer cancel()
 	status, err := client.Probe(ctx, path)
+	if refused := refusedAtStart(err, u, client.Location(), call, headers); refused != nil {
+		return refused
+	}
 	if err != nil {
-		return fmt.Errorf("the %s upstream %s does not answer: %w", u.Kind, client.Name(), err)
+		return fmt.Errorf("the %s upstream %s does not answer: %w", u.Kind, client.Location(), err)
 	}
 	if u.Kind == upstreamOpenAI && status == http.StatusNotFound {
+		// The base URL's path is the warning's question: shown
+		// (Location), its query never.
 		log.Warn("the OpenAI upstream has no model list at its base URL: is the URL the API's base, e.g. ending in /v1? Requests will fail upstream_rejected if it is not",
-			"upstream", client.Name(), "probe", "GET models", "status", status)
+			"upstream", client.Location(), "probe", "GET models", "status", status)
 	}
 	return nil
+}
+
+// startRefused is the error of a bridge whose upstream refused its
+// credentials at start: it names the status and the variables the
+// credentials came from (never their values), or says none were sent. The
+// call's own error said the upstream "does not answer", or for an A2A
+// card a protocol error, and an operator looked at the network instead of
+// the key. It unwraps to the call's error.
+type startRefused struct {
+	msg string
+	err error
+}
+
+func (e *startRefused) Error() string { return e.msg }
+func (e *startRefused) Unwrap() error { return e.err }
+
+// refusedAtStart returns err as a *startRefused when it is the upstream's
+// 401 or 403 to call (a bridge.Error of code upstream_auth, or a2a-go's
+// card resolver's status, which bridge.Classify leaves a protocol error),
+// else nil. loc is the upstream's Location; headers the
+// E2A_UPSTREAM_HEADERS sent. The upstream's words are quoted as the
+// bridge scrubbed them.
+func refusedAtStart(err error, u UpstreamConfig, loc, call string, headers map[string]string) error {
+	var be *bridge.Error
+	var card *agentcard.ErrStatusNotOK
+	status, words := 0, ""
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &be) && be.Code == bridge.CodeAuth:
+		status, words = be.Status, be.Message
+	case errors.As(err, &card) && (card.StatusCode == http.StatusUnauthorized || card.StatusCode == http.StatusForbidden):
+		status, words = card.StatusCode, card.Error()
+	default:
+		return nil
+	}
+	return &startRefused{err: err, msg: fmt.Sprintf("the %s upstream %s answered %d (%s) to %s: %s; %s",
+		u.Kind, loc, status, bridge.CodeAuth, call, credentialsRefused(u.APIKey != "", headers), words)}
+}
+
+// credentialsRefused says which credentials an upstream refused, by the
+// variables they came from and the headers' names, or that none were
+// sent.
+func credentialsRefused(key bool, headers map[string]string) string {
+	var names []string
+	for k := range headers {
+		names = append(names, "header "+http.CanonicalHeaderKey(k)+" of E2A_UPSTREAM_HEADERS")
+	}
+	slices.Sort(names)
+	if key {
+		names = append([]string{"E2A_UPSTREAM_API_KEY"}, names...)
+	}
+	if len(names) == 0 {
+		return "no credentials were sent: set E2A_UPSTREAM_API_KEY (sent as a bearer token) or E2A_UPSTREAM_HEADERS"
+	}
+	return "it refused the credentials sent (" + strings.Join(names, ", ") + "; values not shown)"
 }
 
 // poolCard keeps a pool's card (info, published at start) in the

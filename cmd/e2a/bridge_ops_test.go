@@ -197,3 +197,68 @@ func TestStartErrorHidesHeaderToken(t *testing.T) {
 		t.Errorf("the start error shows the bearer token of E2A_UPSTREAM_HEADERS: %s", strings.TrimSpace(errOut))
 	}
 }
+
+// TestStartRefusedCredentialsSaidSo: an upstream that answers 401 or 403
+// when the bridge starts (an OpenAI server's model list, an A2A agent's
+// card, an HTTP agent's URL) fails `e2a agent` saying it answered that
+// status and that the credentials sent (named by their variable, never
+// shown) were refused, or that none were sent. It said the upstream "does
+// not answer", and for an A2A card nothing of the status.
+func TestStartRefusedCredentialsSaidSo(t *testing.T) {
+	const key = "sk-refused-5c1e9a07d24b"
+	refusing := func(status int) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(status)
+			_, _ = io.WriteString(w, `{"error":"bad credentials"}`)
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	_, nc := natstest.RunServer(t)
+	env := []string{"E2A_NATS_URL=" + nc.ConnectedUrl(), "E2A_HTTP_ADDR=127.0.0.1:0"}
+	for _, c := range []struct {
+		name string
+		env  []string
+		args []string
+		want []string
+	}{
+		{"openai key", []string{"E2A_UPSTREAM_API_KEY=" + key}, []string{"--openai", refusing(401) + "/v1", "--model", "m"},
+			[]string{"answered 401", "E2A_UPSTREAM_API_KEY", "refused", "/v1"}},
+		{"a2a header", []string{"E2A_UPSTREAM_HEADERS=X-Api-Key: " + key}, []string{"--a2a", refusing(403)},
+			[]string{"answered 403", "E2A_UPSTREAM_HEADERS", "X-Api-Key", "refused"}},
+		{"http none", nil, []string{"--http", refusing(401) + "/agent"},
+			[]string{"answered 401", "no credentials", "E2A_UPSTREAM_API_KEY"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, errOut := runBin(t, append(env, c.env...), append([]string{"agent", "--pool", "locked"}, c.args...)...)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1: %s", code, errOut)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("the start error does not say %q: %s", w, strings.TrimSpace(errOut))
+				}
+			}
+			if strings.Contains(errOut, "does not answer") || strings.Contains(errOut, key) {
+				t.Errorf("the start error says the upstream does not answer, or shows the key: %s", strings.TrimSpace(errOut))
+			}
+		})
+	}
+}
+
+// TestNoModelListWarningShowsPath: the warning that an OpenAI upstream
+// serves no model list names the base URL with its path (http://host/api
+// and http://host/api/v1 read alike without it: the warning's very
+// question is the path), never its query, which may hold a token.
+func TestNoModelListWarningShowsPath(t *testing.T) {
+	const token = "qs-token-77e0b1c4"
+	upstream := httptest.NewServer(http.NotFoundHandler())
+	defer upstream.Close()
+	_, nc := natstest.RunServer(t)
+	_, stderr := startBin(t, []string{"E2A_NATS_URL=" + nc.ConnectedUrl(), "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json", "E2A_LOG_LEVEL=info"},
+		"agent", "--pool", "nolist", "--openai", upstream.URL+"/api?access="+token, "--model", "m")
+	m, _ := waitLine(t, stderr, regexp.MustCompile(`^.*no model list.*$`))
+	if !strings.Contains(m[0], `"upstream":"`+upstream.URL+`/api"`) || strings.Contains(m[0], token) {
+		t.Errorf("the warning does not name %s/api (without its query): %s", upstream.URL, m[0])
+	}
+}

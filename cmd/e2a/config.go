@@ -290,6 +290,25 @@ func (c Config) applyMemoryLimit() int64 {
 	return limit
 }
 
+// logMemoryLimit says at start which soft memory limit the runtime runs
+// with, and where it came from: E2A_MEMORY_LIMIT's 90 % (applyMemoryLimit,
+// which run calls before the logger exists) or GOMEMLIMIT, which wins.
+// The limit in effect was seen only on /metrics (go_gc_gomemlimit_bytes),
+// so a manifest whose E2A_MEMORY_LIMIT was lost (or overridden by a
+// GOMEMLIMIT left in an image) went unnoticed. Neither set: debug only.
+func logMemoryLimit(c Config, log *slog.Logger) {
+	limit := debug.SetMemoryLimit(-1) // reads it
+	switch gomem := os.Getenv("GOMEMLIMIT"); {
+	case gomem != "":
+		log.Info("Go memory limit from GOMEMLIMIT (it wins over E2A_MEMORY_LIMIT)", "GOMEMLIMIT", gomem,
+			"E2A_MEMORY_LIMIT", c.MemoryLimit, "go_memory_limit", limit)
+	case c.MemoryLimit != 0:
+		log.Info("Go memory limit set", "E2A_MEMORY_LIMIT", c.MemoryLimit, "go_memory_limit", limit)
+	default:
+		log.Debug("no Go memory limit (E2A_MEMORY_LIMIT and GOMEMLIMIT unset)")
+	}
+}
+
 // checkConn refuses the connection settings streams.ConnConfig.Validate
 // refuses when connecting, by the variables' names (it says "password
 // without user"); never quoting a credential.

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/workflow"
 )
 
@@ -183,6 +184,13 @@ func TestCommandHelpListsVariables(t *testing.T) {
 		{[]string{"dev", "-h"}, []string{"E2A_METRICS_ADDR"}},
 		{[]string{"serve", "-h"}, []string{"E2A_METRICS_ADDR"}},
 		{[]string{"archive", "-h"}, []string{"E2A_METRICS_ADDR"}},
+		// Every stage's manifest sets E2A_MEMORY_LIMIT (deploy/k8s), and
+		// every stage applies it; only agent's help listed it.
+		{[]string{"push", "-h"}, []string{"E2A_MEMORY_LIMIT"}},
+		{[]string{"archive", "-h"}, []string{"E2A_MEMORY_LIMIT"}},
+		{[]string{"serve", "-h"}, []string{"E2A_MEMORY_LIMIT"}},
+		{[]string{"dev", "-h"}, []string{"E2A_MEMORY_LIMIT"}},
+		{[]string{"agent", "-h"}, []string{"E2A_MEMORY_LIMIT"}},
 	} {
 		code, out, _ := runBin(t, []string{"E2A_NATS_URL="}, c.args...)
 		if code != 0 {
@@ -337,6 +345,16 @@ func TestDevBannerAddressesAnswer(t *testing.T) {
 		t.Errorf("banner URLs %q, want console, card, metrics, health, ready:\n%s", urls, text)
 	}
 	for _, u := range urls {
+		if strings.HasSuffix(u, "/readyz") {
+			// Ready once the in-process stages have made what they need
+			// (the push stage's consumers, the archiver's state), a moment
+			// after the banner.
+			testkit.Eventually(t, 10*time.Second, "banner URL "+u+" 200", func() bool {
+				code, _ := httpGet(t, u)
+				return code == 200
+			})
+			continue
+		}
 		if code, _ := httpGet(t, u); code != 200 {
 			t.Errorf("banner URL %s: %d", u, code)
 		}

@@ -44,6 +44,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
+	logMemoryLimit(cfg, log)
 	// Both ports first, before anything starts: a taken port is said at
 	// once, with the variable that moves it.
 	ln, err := listenHTTP(cfg.HTTPAddr)

@@ -14,15 +14,17 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 )
 
-const usage = `e2a — the E2A Pipeline
+// usage is the global help; the built-in agents are builtinAgentPools.
+var usage = `e2a — the E2A Pipeline
 
 Usage:
   e2a dev                   run everything in one process on an embedded JetStream server
   e2a serve                 run ingress and egress against E2A_NATS_URL
-  e2a agent --pool NAME     run a built-in agent pool (demo, workflow) against E2A_NATS_URL
+  e2a agent --pool NAME     run a built-in agent pool (` + strings.Join(builtinAgentPools, ", ") + `) against E2A_NATS_URL
   e2a agent --pool NAME --a2a URL | --openai URL --model M | --http URL
                             put an existing agent behind the pipeline as pool NAME
   e2a acp [--pool NAME]     an ACP agent on stdio for editors (E2A_NATS_URL, or embedded + demo agent)
@@ -97,6 +99,13 @@ type commandHelp struct {
 	env   string // the environment variables it reads
 }
 
+// memoryLimitEnv is E2A_MEMORY_LIMIT's entry in the help of every command
+// that runs a stage (the manifests set it for each; run applies it before
+// any command, and startStage logs the limit in effect).
+const memoryLimitEnv = `  E2A_MEMORY_LIMIT          the container's memory limit in bytes: Go's memory limit is set to 90 % of it
+                            (unless GOMEMLIMIT is set)
+`
+
 // natsEnv is the connection part of every subcommand's environment.
 const natsEnv = `  E2A_NATS_URL              the NATS cluster (nats://host:4222); %s
   E2A_NATS_CREDS, E2A_NATS_USER, E2A_NATS_PASSWORD, E2A_NATS_NKEY
@@ -112,14 +121,14 @@ var helps = map[string]commandHelp{
   E2A_NATS_PORT             embedded server's client port (default 4222; 0 = random)
   E2A_STORE_DIR             embedded server's store (default: a temporary directory)
   E2A_ARCHIVE               run the archiver (E2A_AUDIT into E2A_ARCHIVE) in this process (default false)
-  E2A_AUTH_*, E2A_API_KEYS  auth (ingress/AUTH.md); and every E2A_* of docs/configuration.md
+` + memoryLimitEnv + `  E2A_AUTH_*, E2A_API_KEYS  auth (ingress/AUTH.md); and every E2A_* of docs/configuration.md
 `},
 	"serve": {usage: "e2a serve", about: "Runs ingress and egress (and the console) against a NATS cluster; run any number of replicas.",
 		env: fmt.Sprintf(natsEnv, "required") + `  E2A_HTTP_ADDR             HTTP listener (default 127.0.0.1:8080)
   E2A_METRICS_ADDR          its own listener for /metrics and /debug/pprof/ (then /metrics not on E2A_HTTP_ADDR)
-  E2A_AUTH_*, E2A_API_KEYS  auth (ingress/AUTH.md); and every E2A_* of docs/configuration.md
+` + memoryLimitEnv + `  E2A_AUTH_*, E2A_API_KEYS  auth (ingress/AUTH.md); and every E2A_* of docs/configuration.md
 `},
-	"agent": {usage: "e2a agent [--pool demo|workflow] [--concurrency N]\n       e2a agent --pool NAME (--a2a CARD-URL | --openai BASE-URL --model M [--system S] | --http URL)",
+	"agent": {usage: "e2a agent [--pool " + strings.Join(builtinAgentPools, "|") + "] [--concurrency N]\n       e2a agent --pool NAME (--a2a CARD-URL | --openai BASE-URL --model M [--system S] | --http URL)",
 		about: "Runs an agent pool against a NATS cluster, with /metrics, /healthz and /readyz: a built-in one, or a bridge\n" +
 			"that puts an existing agent behind the pipeline (an A2A server, an OpenAI-compatible model server, any HTTP\n" +
 			"service answering E2A frames): every request's upstream answer becomes its durable, ordered frames.",
@@ -130,9 +139,7 @@ var helps = map[string]commandHelp{
   E2A_AGENT_ACK_WAIT        how long a request may go without this worker's heartbeat before another takes
                             it over (default 4s, as --ack-wait; the same for every worker of a pool)
   E2A_AGENT_WORKER_ID       this worker's id in its logs and its frames' provenance (default: random)
-  E2A_MEMORY_LIMIT          the container's memory limit in bytes: Go's memory limit is set to 90 % of it
-                            (unless GOMEMLIMIT is set)
-  E2A_WORKFLOW_*            the workflow pool's policy, vault and cache (workflow/doc.go)
+` + memoryLimitEnv + `  E2A_WORKFLOW_*            the workflow pool's policy, vault and cache (workflow/doc.go)
   E2A_UPSTREAM_KIND, E2A_UPSTREAM_URL, E2A_UPSTREAM_MODEL, E2A_UPSTREAM_SYSTEM
                             the upstream, as the flags give it (the flags win)
   E2A_UPSTREAM_API_KEY      sent upstream as "Authorization: Bearer <key>" (never logged or stored)

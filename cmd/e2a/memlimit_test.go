@@ -93,11 +93,17 @@ func TestMemoryLimitRefusedNamingVariable(t *testing.T) {
 
 // TestMemoryLimitInProcess: `e2a agent` run as the manifests run it, with
 // E2A_MEMORY_LIMIT the container's 256 MiB and no GOMEMLIMIT, runs its
-// collector at 90 % of it, as its own go_gc_gomemlimit_bytes says.
+// collector at 90 % of it, as its own go_gc_gomemlimit_bytes says, and
+// its start log says so (nothing said it: the limit in effect was seen
+// only on /metrics).
 func TestMemoryLimitInProcess(t *testing.T) {
 	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_METRICS_ADDR=127.0.0.1:0",
 		"E2A_LOG_FORMAT=json", "E2A_MEMORY_LIMIT=268435456", "GOMEMLIMIT="}
 	_, stderr := startBin(t, env, "agent", "--pool", "demo")
+	memLine := regexp.MustCompile(`^\{.*"msg":"Go memory limit set".*\}$|"msg":"agent pool running"`)
+	if m, seen := waitLine(t, stderr, memLine); !strings.Contains(m[0], `"E2A_MEMORY_LIMIT":268435456`) || !strings.Contains(m[0], `"go_memory_limit":241591911`) {
+		t.Fatalf("no start log line with the memory limit applied before %q:\n%s", m[0], strings.Join(seen, "\n"))
+	}
 	_, metrics := splitAddrs(t, stderr, "agent pool running")
 	want := regexp.MustCompile(`\ngo_gc_gomemlimit_bytes 2\.41591911e\+08\n`) // 268435456 - 26843545
 	var body string

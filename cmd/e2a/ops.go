@@ -140,7 +140,8 @@ func agentNeeds(pool string, bridged bool) readyNeeds {
 
 // archiveNeeds are the archiver's streams: E2A_AUDIT, which it reads (with
 // an ordered consumer, made again by nats.go when it is lost), and
-// E2A_ARCHIVE, which it writes.
+// E2A_ARCHIVE, which it writes. runArchive adds the archiver's own check
+// (archive.Health: not stalled), which no stream's presence tells.
 func archiveNeeds() readyNeeds {
 	return readyNeeds{streams: []string{streams.AuditStream, streams.ArchiveStream}}
 }
@@ -227,7 +228,7 @@ func processLogger(cfg Config) (*slog.Logger, error) {
 }
 
 // startStage is how a stage process (serve, agent, push, archive) starts: its logger,
-// the GC target note, tracing as service, and the NATS connection
+// the GC target and memory limit notes (logMemoryLimit), tracing as service, and the NATS connection
 // (E2A_NATS_URL, or the embedded server); stop closes the connection,
 // then tracing.
 func startStage(ctx context.Context, cfg Config, service string) (log *slog.Logger, nc *nats.Conn, stop func(), err error) {
@@ -238,6 +239,7 @@ func startStage(ctx context.Context, cfg Config, service string) (log *slog.Logg
 	if pct := gcDefault(); pct > 0 {
 		log.Debug("GC target (GOGC unset)", "GOGC", pct)
 	}
+	logMemoryLimit(cfg, log)
 	stopTracing, err := startTracing(ctx, log, service)
 	if err != nil {
 		return nil, nil, nil, err

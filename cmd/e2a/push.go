@@ -41,7 +41,7 @@ Without --principal both act on every principal's updates.`,
                             replica extends it every third of it while it delivers)
   E2A_PUSH_SIGNING_KEY      file of an Ed25519 private key (PKCS #8 PEM): every delivery is signed (E2A-Signature,
                             detached JWS); e2a serve and e2a dev serve the public key at /.well-known/jwks.json
-`}
+` + memoryLimitEnv}
 
 // pushEnv is the push stage's part of the environment.
 type pushEnv struct {

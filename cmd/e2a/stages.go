@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -83,12 +85,24 @@ func checkPoolFlag(fs *flag.FlagSet, pool string) error {
 	return errFlags
 }
 
+// builtinAgentPools are the pools `e2a agent` serves with an agent of its
+// own (no upstream): the one list that `e2a help`, `e2a agent -h`, --pool's
+// usage and the refusal of any other pool without an upstream name (the
+// help said "demo, workflow" while tck and tck-basic ran too).
+var builtinAgentPools = []string{"demo", tck.Pool, tck.BasicPool, workflow.Pool}
+
+// noBuiltinAgent is the refusal of pool, which has no built-in agent and
+// was given no upstream.
+func noBuiltinAgent(pool string) string {
+	return fmt.Sprintf("no built-in agent for pool %q (built-in: %s; or give an upstream: --a2a, --openai, --http)", pool, strings.Join(builtinAgentPools, ", "))
+}
+
 // runAgent runs one built-in agent pool against E2A_NATS_URL, with
 // /metrics, /healthz and /readyz on E2A_HTTP_ADDR (/metrics on
 // E2A_METRICS_ADDR instead when set).
 func runAgent(ctx context.Context, cfg Config, args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	pool := fs.String("pool", "demo", "agent pool to serve: a built-in one (demo, tck, tck-basic, workflow), or any name with an upstream")
+	pool := fs.String("pool", "demo", "agent pool to serve: a built-in one ("+strings.Join(builtinAgentPools, ", ")+"), or any name with an upstream")
 	concurrency := fs.Int("concurrency", 64, "requests handled at once (a bridge worker: at most E2A_UPSTREAM_MAX_IN_FLIGHT)")
 	ackWait := fs.Duration("ack-wait", cfg.AgentAckWait, "how long a request may go without this worker's heartbeat before another worker takes it over (default E2A_AGENT_ACK_WAIT, else 4s; at least 1s; every worker of a pool must use the same)")
 	var bf bridgeFlags
@@ -126,9 +140,9 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 		return errFlags
 	}
 	bridged := err == nil
-	if !bridged && *pool != "demo" && *pool != tck.Pool && *pool != tck.BasicPool && *pool != workflow.Pool {
+	if !bridged && !slices.Contains(builtinAgentPools, *pool) {
 		// A bad argument, said before NATS or the listener start.
-		fmt.Fprintf(os.Stderr, "e2a agent: no built-in agent for pool %q (built-in: demo, tck, tck-basic, workflow; or give an upstream: --a2a, --openai, --http)\n\n", *pool)
+		fmt.Fprintf(os.Stderr, "e2a agent: %s\n\n", noBuiltinAgent(*pool))
 		printHelp(os.Stderr, fs)
 		return errFlags
 	}
@@ -178,7 +192,7 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 			return err
 		}
 	default:
-		return fmt.Errorf("no built-in agent for pool %q (built-in: demo, tck, tck-basic, workflow; or give an upstream: --a2a, --openai, --http)", *pool)
+		return errors.New(noBuiltinAgent(*pool))
 	}
 	mux := http.NewServeMux()
 	mountOps(mux, cfg, newOpsMux(reg, nc, js, agentNeeds(*pool, bridged)))

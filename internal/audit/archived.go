@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"time"
 
@@ -69,7 +70,9 @@ func (a *Auditor) archiveSeqAtTime(ctx context.Context, st streamState, t time.T
 
 // auditSeq iterates over the audit's messages under subject from sequence
 // from on: the archived ones before E2A_AUDIT's first, then E2A_AUDIT's
-// (read with read).
+// (read with read). Sequences only a corrupt batch of the archive holds
+// are yielded as an *archive.UnreadableError (naming the batch), and the
+// messages after them follow if the caller goes on (see unreadable).
 func (a *Auditor) auditSeq(ctx context.Context, st streamState, subject string, from uint64,
 	read func(ctx context.Context, stream, subject string, from uint64) iter.Seq2[streams.RawMsg, error]) iter.Seq2[streams.RawMsg, error] {
 	return func(yield func(streams.RawMsg, error) bool) {
@@ -99,8 +102,10 @@ func (a *Auditor) auditSeq(ctx context.Context, st streamState, subject string, 
 			}
 			for r, err := range a.arch.Records(ctx, sp, from) {
 				if err != nil {
-					yield(streams.RawMsg{}, err)
-					return
+					if !yield(streams.RawMsg{}, err) || !unreadable(err) {
+						return
+					}
+					continue
 				}
 				if !subjects.Matches(subject, r.Subject) {
 					continue
@@ -127,4 +132,13 @@ func (a *Auditor) headDropped(ctx context.Context, st streamState, from uint64) 
 		return false, err
 	}
 	return cur.exists && from < cur.first, nil
+}
+
+// unreadable reports whether err is the archive's report of messages only
+// a corrupt batch holds: a search for one message reads on past them, and
+// reports them (the error) only when it finds the message nowhere else;
+// a read that needs every message (frames, scans) ends with it.
+func unreadable(err error) bool {
+	var u *archive.UnreadableError
+	return errors.As(err, &u)
 }

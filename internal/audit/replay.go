@@ -241,11 +241,16 @@ func (rc *replayCtx) useAudit() bool { return rc.q.Source != SourceHot && rc.aud
 
 // needAudit reports whether the hot streams miss part of a request.
 func needAudit(f *found) bool {
-	if f.req == nil || len(f.frames) == 0 {
-		return true
+	return f.req == nil || !fromFrame0(f.frames)
+}
+
+// fromFrame0 reports whether frames start with frame 0.
+func fromFrame0(frames []*storedMsg) bool {
+	if len(frames) == 0 {
+		return false
 	}
 	var h frameHead
-	return jsonUnmarshal(f.frames[0].firstFrame(), &h) != nil || h.Sequence == nil || *h.Sequence != 0
+	return jsonUnmarshal(frames[0].firstFrame(), &h) == nil && h.Sequence != nil && *h.Sequence == 0
 }
 
 // requestTime is the earliest plausible time of a request: its store time,

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -349,25 +350,32 @@ func (a *Auditor) auditRequest(ctx context.Context, st streamState, id string, f
 }
 
 // auditRequestUntil is auditRequest stopping at the first message stored
-// after until (none when zero).
+// after until (none when zero). It reads on past archived messages only a
+// corrupt batch holds: not found, it returns the first such report (the
+// envelope may be in that batch), never a silent miss.
 func (a *Auditor) auditRequestUntil(ctx context.Context, st streamState, id string, from uint64, until time.Time) (*storedMsg, error) {
 	p, err := subjects.AuditPartition(id, a.auditPartitions(st))
 	if err != nil {
 		return nil, err
 	}
+	var lost error
 	for m, err := range a.auditSeq(ctx, st, subjects.AuditRequest(p), from, a.seqFrom) {
+		if unreadable(err) {
+			lost = cmp.Or(lost, err)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
 		if !until.IsZero() && m.Time.After(until) {
-			return nil, nil
+			return nil, lost
 		}
 		sm := auditMsg(st.name, m)
 		if s, err := subjects.Parse(sm.subject); err == nil && s.Kind == subjects.KindRequest && s.RequestID == id {
 			return sm, nil
 		}
 	}
-	return nil, nil
+	return nil, lost
 }
 
 // auditFrames scans id's partition of E2A_AUDIT from sequence from for its
@@ -382,15 +390,24 @@ func (a *Auditor) auditFrames(ctx context.Context, st streamState, id string, fr
 // holds every request's frames, and reading on to find a frame stored
 // after the final one would make every lookup read to the stream's end
 // (the hot replay and the scans of Replay's filters report such a frame).
+// Archived messages only a corrupt batch holds end it with their report
+// once a frame of id was read (its frames may go on in them); before, it
+// reads on, and reports them when the frames it finds do not start at
+// frame 0 (or it finds none).
 func (a *Auditor) auditFramesUntil(ctx context.Context, st streamState, id string, from uint64, until time.Time) ([]*storedMsg, error) {
 	p, err := subjects.AuditPartition(id, a.auditPartitions(st))
 	if err != nil {
 		return nil, err
 	}
 	var out []*storedMsg
+	var lost error
 	for m, err := range a.auditSeq(ctx, st, subjects.AuditResponse(p), from, a.seqFrom) {
+		if unreadable(err) && len(out) == 0 {
+			lost = cmp.Or(lost, err)
+			continue
+		}
 		if err != nil {
-			return nil, err
+			return out, err
 		}
 		if !until.IsZero() && m.Time.After(until) {
 			break
@@ -404,6 +421,9 @@ func (a *Auditor) auditFramesUntil(ctx context.Context, st streamState, id strin
 		if isFinal(sm) {
 			break
 		}
+	}
+	if lost != nil && !fromFrame0(out) {
+		return out, lost
 	}
 	return out, nil
 }
