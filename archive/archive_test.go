@@ -6,13 +6,11 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -303,16 +301,8 @@ func TestReaderRefusesCorruptBatches(t *testing.T) {
 		{map[string]string{subjects.HeaderArchiveFirst: "x"}, oneRecord},
 		{sound, oneRecord}, // counts 2, holds 1
 	} {
-		m := nats.NewMsg(subjects.ArchiveBatches)
-		m.Data = c.data
-		for _, k := range slices.Sorted(maps.Keys(c.h)) {
-			m.Header.Set(k, c.h[k])
-		}
-		ack, err := js.PublishMsg(context.Background(), m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.Load(context.Background(), ack.Sequence); !errors.Is(err, archive.ErrCorrupt) {
+		seq := natstest.StoreArchiveBatch(t, js, c.h, c.data)
+		if _, err := r.Load(context.Background(), seq); !errors.Is(err, archive.ErrCorrupt) {
 			t.Errorf("batch %d: %v, want ErrCorrupt", i, err)
 		}
 	}

@@ -3,7 +3,6 @@ package archive_test
 import (
 	"context"
 	"errors"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/archive"
@@ -20,22 +18,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
-
-// publishBatch stores a batch of the test's making on E2A_ARCHIVE (as the
-// admin user: no archiver writes such a thing) and returns its sequence.
-func publishBatch(t *testing.T, js jetstream.JetStream, h map[string]string, data []byte) uint64 {
-	t.Helper()
-	m := nats.NewMsg(subjects.ArchiveBatches)
-	m.Data = data
-	for _, k := range slices.Sorted(maps.Keys(h)) {
-		m.Header.Set(k, h[k])
-	}
-	ack, err := js.PublishMsg(context.Background(), m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ack.Sequence
-}
 
 // readAll reads the archive's span from its first message, returning the
 // sequences read and the unreadable ranges reported; any other error
@@ -92,7 +74,7 @@ func TestArchiverWritesPastACorruptLastBatch(t *testing.T) {
 	traffic(t, nc, js, "before", 10)
 	natstest.WaitArchived(t, nc, auditLast(t, js, 30))
 	stop()
-	publishBatch(t, js, map[string]string{subjects.HeaderArchiveFirst: "x"}, []byte("not zstd"))
+	natstest.StoreArchiveBatch(t, js, map[string]string{subjects.HeaderArchiveFirst: "x"}, []byte("not zstd"))
 	traffic(t, nc, js, "after", 10)
 	last := auditLast(t, js, 60)
 	reg := prometheus.NewRegistry()
@@ -124,7 +106,7 @@ func TestRecordsReadAroundACorruptBatch(t *testing.T) {
 	traffic(t, nc, js, "b", 5)
 	b := auditLast(t, js, 30)
 	now := time.Now().UTC().Format(time.RFC3339Nano)
-	bad := publishBatch(t, js, map[string]string{
+	bad := natstest.StoreArchiveBatch(t, js, map[string]string{
 		subjects.HeaderArchiveFirst: strconv.FormatUint(a+1, 10), subjects.HeaderArchiveLast: strconv.FormatUint(b, 10),
 		subjects.HeaderArchiveCount: strconv.FormatUint(b-a, 10), subjects.HeaderArchiveFrom: now, subjects.HeaderArchiveUntil: now,
 		subjects.HeaderArchiveEpoch: auditInfo(t, js).Created.UTC().Format(time.RFC3339Nano),

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/e2a-pipeline/pipeline/archive"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -48,23 +46,17 @@ func TestReaderRefusesRecordsThatDisagreeWithTheHeader(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := nats.NewMsg(subjects.ArchiveBatches)
-		m.Data = data
-		m.Header.Set(subjects.HeaderArchiveFirst, strconv.FormatUint(c.first, 10))
-		m.Header.Set(subjects.HeaderArchiveLast, strconv.FormatUint(c.last, 10))
-		m.Header.Set(subjects.HeaderArchiveCount, strconv.Itoa(len(recs)))
-		for _, h := range []string{subjects.HeaderArchiveFrom, subjects.HeaderArchiveUntil, subjects.HeaderArchiveEpoch} {
-			m.Header.Set(h, now.Format(time.RFC3339Nano))
+		h := map[string]string{subjects.HeaderArchiveFirst: strconv.FormatUint(c.first, 10),
+			subjects.HeaderArchiveLast: strconv.FormatUint(c.last, 10), subjects.HeaderArchiveCount: strconv.Itoa(len(recs))}
+		for _, k := range []string{subjects.HeaderArchiveFrom, subjects.HeaderArchiveUntil, subjects.HeaderArchiveEpoch} {
+			h[k] = now.Format(time.RFC3339Nano)
 		}
-		ack, err := js.PublishMsg(ctx, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := "batch " + strconv.FormatUint(ack.Sequence, 10)
-		if _, err := r.Load(ctx, ack.Sequence); !errors.Is(err, archive.ErrCorrupt) || !strings.Contains(err.Error(), name) {
+		seq := natstest.StoreArchiveBatch(t, js, h, data)
+		name := "batch " + strconv.FormatUint(seq, 10)
+		if _, err := r.Load(ctx, seq); !errors.Is(err, archive.ErrCorrupt) || !strings.Contains(err.Error(), name) {
 			t.Errorf("case %d: Load: %v, want ErrCorrupt naming %s", i, err, name)
 		}
-		sp := archive.Span{Exists: true, FirstBatch: ack.Sequence, LastBatch: ack.Sequence, First: c.first, Last: c.last, Epoch: now}
+		sp := archive.Span{Exists: true, FirstBatch: seq, LastBatch: seq, First: c.first, Last: c.last, Epoch: now}
 		var got []uint64
 		var rerr error
 		for rec, err := range r.Records(ctx, sp, c.first) {

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/archive"
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -18,22 +16,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
-
-// storeBatch stores a batch of the test's making on E2A_ARCHIVE, as the
-// admin user (no archiver writes such a thing), and returns its sequence.
-func storeBatch(t *testing.T, js jetstream.JetStream, h map[string]string, data []byte) uint64 {
-	t.Helper()
-	m := nats.NewMsg(subjects.ArchiveBatches)
-	m.Data = data
-	for k, v := range h {
-		m.Header.Set(k, v)
-	}
-	ack, err := js.PublishMsg(testCtx(t), m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ack.Sequence
-}
 
 // Corrupt batches in the archive: a request in one of them is reported
 // unreadable, naming the batch; the requests before and after it are
@@ -66,7 +48,7 @@ func TestReplayAroundCorruptArchiveBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := storeBatch(t, js, map[string]string{
+	bad := natstest.StoreArchiveBatch(t, js, map[string]string{
 		subjects.HeaderArchiveFirst: strconv.FormatUint(beforeLast+1, 10), subjects.HeaderArchiveLast: strconv.FormatUint(lostLast, 10),
 		subjects.HeaderArchiveCount: strconv.FormatUint(lostLast-beforeLast, 10), subjects.HeaderArchiveFrom: now,
 		subjects.HeaderArchiveUntil: now, subjects.HeaderArchiveEpoch: s.CachedInfo().Created.UTC().Format(time.RFC3339Nano),
@@ -76,7 +58,7 @@ func TestReplayAroundCorruptArchiveBatches(t *testing.T) {
 	natstest.WaitArchived(t, nc, afterLast)
 	stop()
 	// And the archive ends with a batch whose headers do not read.
-	storeBatch(t, js, map[string]string{subjects.HeaderArchiveFirst: "x"}, []byte("not zstd"))
+	natstest.StoreArchiveBatch(t, js, map[string]string{subjects.HeaderArchiveFirst: "x"}, []byte("not zstd"))
 	for i := 0; auditState(t, js).FirstSeq <= afterLast; i++ {
 		if i > 2000 {
 			t.Fatal("E2A_AUDIT never dropped the requests")

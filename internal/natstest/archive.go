@@ -2,13 +2,17 @@ package natstest
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/archive"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // WaitArchived waits until the archive (package archive)'s last batch ends at E2A_AUDIT
@@ -49,4 +53,24 @@ func RunArchiver(t testing.TB, nc *nats.Conn, opts ...archive.Option) (stop func
 		}
 	})
 	return stop
+}
+
+// StoreArchiveBatch stores a batch of the test's making on E2A_ARCHIVE's
+// subject (as the admin user: no archiver writes such a thing: corrupt
+// payloads, headers that disagree), with headers h, and returns its
+// stream sequence.
+func StoreArchiveBatch(t testing.TB, js jetstream.JetStream, h map[string]string, data []byte) uint64 {
+	t.Helper()
+	m := nats.NewMsg(subjects.ArchiveBatches)
+	m.Data = data
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		m.Header.Set(k, h[k])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ack, err := js.PublishMsg(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ack.Sequence
 }
