@@ -87,8 +87,8 @@ func TestArchiveEveryAuditMessage(t *testing.T) {
 	}
 }
 
-// metricValue returns the value of the counter name registered on reg (0
-// before it is).
+// metricValue returns the value of the counter or gauge name registered
+// on reg (0 before it is).
 func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -97,6 +97,9 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	for _, mf := range mfs {
 		if mf.GetName() == name && len(mf.Metric) == 1 {
+			if g := mf.Metric[0].GetGauge(); g != nil {
+				return g.GetValue()
+			}
 			return mf.Metric[0].GetCounter().GetValue()
 		}
 	}

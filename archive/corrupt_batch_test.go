@@ -147,7 +147,7 @@ func TestArchiverReportsAStall(t *testing.T) {
 	natstest.RunArchiver(t, nc, append(fast, archive.WithRegisterer(reg), archive.WithHealth(h), archive.WithStallAfter(100*time.Millisecond))...)
 	testkit.Eventually(t, 10*time.Second, "the stall reported", func() bool {
 		err := h.Check(ctx)
-		return err != nil && strings.Contains(err.Error(), "stalled") && gaugeValue(t, reg, "e2a_archive_stalled_seconds") > 0
+		return err != nil && strings.Contains(err.Error(), "stalled") && metricValue(t, reg, "e2a_archive_stalled_seconds") > 0
 	})
 	if rep, err := streams.Apply(ctx, js, natstest.Config()); err != nil {
 		t.Fatalf("apply: %v\n%s", err, rep)
@@ -155,21 +155,6 @@ func TestArchiverReportsAStall(t *testing.T) {
 	traffic(t, nc, js, "back", 2)
 	natstest.WaitArchived(t, nc, auditLast(t, js, 6))
 	testkit.Eventually(t, 10*time.Second, "the stall cleared", func() bool {
-		return h.Check(ctx) == nil && gaugeValue(t, reg, "e2a_archive_stalled_seconds") == 0
+		return h.Check(ctx) == nil && metricValue(t, reg, "e2a_archive_stalled_seconds") == 0
 	})
-}
-
-// gaugeValue returns the value of reg's gauge name (0 when absent).
-func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.Metric) == 1 {
-			return mf.Metric[0].GetGauge().GetValue()
-		}
-	}
-	return 0
 }

@@ -118,7 +118,7 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 			return
 		}
 		if checkRPC && head.Method != "" {
-			w = &paramsErrorWriter{ResponseWriter: w}
+			w = &paramsErrorWriter{passThrough: passThrough{w}}
 		}
 		switch {
 		case b.refuseFinished(w, r, head, !checkRPC):

@@ -22,7 +22,7 @@ import (
 // ErrParseError. The SDK writes an answer in one Write (its encoder's);
 // only one that names PARSE_ERROR is decoded.
 type paramsErrorWriter struct {
-	http.ResponseWriter
+	passThrough
 	seen bool
 }
 
@@ -55,12 +55,15 @@ func (w *paramsErrorWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// Flush and Unwrap keep what the writer wrapped reachable (streams,
-// http.ResponseController's deadlines).
-func (w *paramsErrorWriter) Flush() {
+// passThrough is what a writer wrapping the SDK's answers passes on
+// untouched: Flush and Unwrap keep what it wraps reachable (the SDK's
+// streams, http.ResponseController's deadlines).
+type passThrough struct{ http.ResponseWriter }
+
+func (w passThrough) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
 }
 
-func (w *paramsErrorWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w passThrough) Unwrap() http.ResponseWriter { return w.ResponseWriter }

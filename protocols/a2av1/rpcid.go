@@ -84,12 +84,12 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, e *jso
 // the placeholder is replaced where an answer begins (sdkAnswerHead),
 // which no JSON string in an answer can hold (its quotes are escaped).
 type idWriter struct {
-	http.ResponseWriter
+	passThrough
 	head []byte // sdkAnswerHead with the id as sent
 }
 
 func newIDWriter(w http.ResponseWriter, id json.RawMessage) *idWriter {
-	return &idWriter{ResponseWriter: w, head: append([]byte(`{"jsonrpc":"2.0","id":`), id...)}
+	return &idWriter{passThrough: passThrough{w}, head: append([]byte(`{"jsonrpc":"2.0","id":`), id...)}
 }
 
 func (w *idWriter) Write(b []byte) (int, error) {
@@ -101,16 +101,6 @@ func (w *idWriter) Write(b []byte) (int, error) {
 	}
 	return len(b), nil
 }
-
-// Flush and Unwrap keep what the writer wrapped reachable (the SDK's
-// streams, http.ResponseController's deadlines).
-func (w *idWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *idWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // notification reports whether the call is a JSON-RPC notification: a
 // valid JSON-RPC 2.0 request without an id member ("id": null is a
@@ -145,7 +135,7 @@ func (b *bindings) notify(w http.ResponseWriter, r *http.Request, head rpcHead, 
 		_, err = b.hd.GetTask(r.Context(), &a2a.GetTaskRequest{Tenant: req.Tenant, ID: req.ID, HistoryLength: &zero})
 	default:
 		rec := &answerRecorder{header: http.Header{}}
-		sdk.ServeHTTP(&paramsErrorWriter{ResponseWriter: rec}, r)
+		sdk.ServeHTTP(&paramsErrorWriter{passThrough: passThrough{rec}}, r)
 		if rec.failed() {
 			rec.copyTo(w)
 			return
