@@ -43,7 +43,8 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, protocol string, s
 		shape(w, *f)
 		return p, false
 	}
-	if f := requestRefusal(r, protocol, bodyChecked(r.Context())); f != nil {
+	pr, _ := s.opts.protocols.Lookup(protocol)
+	if f := requestRefusal(r, pr, bodyChecked(r.Context())); f != nil {
 		shape(w, *f)
 		return p, false
 	}

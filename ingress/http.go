@@ -1,11 +1,13 @@
 package ingress
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,8 +15,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
-	a2eproto "github.com/e2a-pipeline/pipeline/protocols/a2e"
-	acpproto "github.com/e2a-pipeline/pipeline/protocols/acp"
+	"github.com/e2a-pipeline/pipeline/protocols"
 	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
 )
 
@@ -79,11 +80,12 @@ func unrouted(mux *http.ServeMux) http.HandlerFunc {
 // same way (nil: none): a query parameter given twice with different
 // values (?agent=a&agent=b: the doors read the first, so the pool chosen
 // was not the client's whole say), and a body whose Content-Type is not
-// one the door reads (bodyTypeOK).
+// one the door of protocol p reads (bodyTypeOK), refused 415 with p's
+// JSON-RPC code for it (protocols.Protocol.MediaTypeCode).
 // checked: the door refuses a non-JSON Content-Type itself (A2A v1.0's
 // bindings), so only what it reads and a browser may send cross-site (no
 // Content-Type, a form) is refused here.
-func requestRefusal(r *http.Request, protocol string, checked bool) *failure {
+func requestRefusal(r *http.Request, p protocols.Protocol, checked bool) *failure {
 	for name, vs := range r.URL.Query() {
 		for _, v := range vs[1:] {
 			if v != vs[0] {
@@ -100,32 +102,29 @@ func requestRefusal(r *http.Request, protocol string, checked bool) *failure {
 	if r.ContentLength == 0 {
 		return nil // no body to read wrongly (a cancel, say)
 	}
-	if bodyTypeOK(r, protocol) || checked && r.Header.Get("Origin") == "" {
+	if bodyTypeOK(r, p.BodyTypes) || checked && r.Header.Get("Origin") == "" {
 		return nil
 	}
-	code := -32005 // A2A's ContentTypeNotSupportedError (v0.3 and v1.0)
-	if protocol == acpproto.Name {
-		code = jsonrpc.CodeInvalidRequest
-	}
+	code := cmp.Or(p.MediaTypeCode, jsonrpc.CodeInvalidRequest)
 	want := "application/json"
-	if protocol == a2eproto.Name {
-		want = "application/x-ndjson"
+	if len(p.BodyTypes) > 0 {
+		want = p.BodyTypes[0]
 	}
 	return &failure{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type", RPCCode: code,
 		Message: "Content-Type " + strconv.Quote(r.Header.Get("Content-Type")) + " is not supported: send the body as " + want}
 }
 
-// bodyTypeOK reports whether r's Content-Type is one the door of protocol
-// reads: JSON (application/json, application/*+json: A2A's JSON-RPC and
-// HTTP+JSON bindings, ACP over HTTP, E2A), and for A2E, whose body is
-// NDJSON, application/x-ndjson and application/jsonl too. A body with no
-// Content-Type, or application/x-www-form-urlencoded (what curl -d sends
-// when told nothing, as the README's examples do), is read only when no
-// browser sent it: a browser posts those cross-site without a CORS
-// preflight (a form, a no-cors fetch), and always names the page's
-// Origin on a POST; any other type (text/plain, multipart/form-data) is
-// refused whoever sends it.
-func bodyTypeOK(r *http.Request, protocol string) bool {
+// bodyTypeOK reports whether r's Content-Type is one a door reads: JSON
+// (application/json, application/*+json: A2A's JSON-RPC and HTTP+JSON
+// bindings, ACP over HTTP, E2A), or one of its protocol's other types
+// (A2E's NDJSON). A body with no Content-Type, or
+// application/x-www-form-urlencoded (what curl -d sends when told
+// nothing, as the README's examples do), is read only when no browser
+// sent it: a browser posts those cross-site without a CORS preflight (a
+// form, a no-cors fetch), and always names the page's Origin on a POST;
+// any other type (text/plain, multipart/form-data) is refused whoever
+// sends it.
+func bodyTypeOK(r *http.Request, others []string) bool {
 	ct := strings.TrimSpace(r.Header.Get("Content-Type"))
 	if ct == "" {
 		return r.Header.Get("Origin") == ""
@@ -138,10 +137,8 @@ func bodyTypeOK(r *http.Request, protocol string) bool {
 		return true
 	case mt == "application/x-www-form-urlencoded":
 		return r.Header.Get("Origin") == ""
-	case protocol == a2eproto.Name:
-		return mt == "application/x-ndjson" || mt == "application/jsonl"
 	}
-	return false
+	return slices.Contains(others, mt)
 }
 
 type bodyCheckedKey struct{}

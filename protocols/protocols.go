@@ -68,6 +68,15 @@ type Protocol struct {
 	// on a worker without ingress). egress's TestConformanceCoversRegistry
 	// checks them instead of protocols.TestPackageConformance.
 	EgressRenderers bool
+	// BodyTypes are the media types of request bodies its doors read
+	// besides JSON (application/json, application/*+json, which every door
+	// reads): A2E's NDJSON lines. Ingress refuses a body of any other type
+	// with HTTP 415 in the door's shape before reading it.
+	BodyTypes []string
+	// MediaTypeCode is the JSON-RPC code of that refusal; 0: -32600
+	// Invalid Request (ACP). A2A's (v0.3, v1.0, and the AgentVault profile
+	// on its endpoint) is ContentTypeNotSupportedError, -32005.
+	MediaTypeCode int
 	// In names the protocol package (protocols/<In>) that owns the
 	// protocol when its directory is not the entry's Name: AgentVault is
 	// package a2a's (the endpoint is on the A2A entry), with its renderer,
@@ -125,17 +134,19 @@ var all = []Protocol{
 	// (AgentVault's entry names it, In); the frame-to-A2A mapping they
 	// share with egress's A2A v1.0 answers is its package a2amap's.
 	{Name: A2A, Title: "A2A", Version: "0.3", Adapter: normalizer.ProtocolA2A,
-		Paths:   []string{a2a.Path},
-		Methods: a2a.Methods,
-		Formats: []string{a2a.StreamFormat, a2a.SendFormat},
-		Errors:  a2a.Error,
-		Service: host.TaskRPCFunc(a2a.TaskEndpoint)},
+		Paths:         []string{a2a.Path},
+		Methods:       a2a.Methods,
+		Formats:       []string{a2a.StreamFormat, a2a.SendFormat},
+		Errors:        a2a.Error,
+		MediaTypeCode: jsonrpc.CodeA2AContentTypeNotSupported,
+		Service:       host.TaskRPCFunc(a2a.TaskEndpoint)},
 	{Name: AgentVault, Title: "AgentVault A2A profile", Version: "1", Adapter: normalizer.ProtocolAgentVault,
-		Paths:   []string{a2a.Path},
-		Methods: a2a.AgentVaultMethods,
-		Formats: []string{a2a.AgentVaultFormat},
-		Errors:  a2a.AgentVaultError,
-		In:      A2A},
+		Paths:         []string{a2a.Path},
+		Methods:       a2a.AgentVaultMethods,
+		Formats:       []string{a2a.AgentVaultFormat},
+		Errors:        a2a.AgentVaultError,
+		MediaTypeCode: jsonrpc.CodeA2AContentTypeNotSupported,
+		In:            A2A},
 	// A2A v1.0 is package protocols/a2av1 (In): its request handler
 	// behind the SDK's transports (Bindings) reads requests into the A2A
 	// adapter's types and answers with egress's events in v1.0 shapes;
@@ -145,12 +156,13 @@ var all = []Protocol{
 	// agent card of both A2A generations (host.CardServer), served beside
 	// /a2a/v1 and /a2a.
 	{Name: A2AV1, Title: "A2A", Version: "1.0", Adapter: normalizer.ProtocolA2A,
-		Paths:   []string{a2av1.Path, a2a.Path, "grpc"},
-		Methods: a2a.V1Methods,
-		Formats: []string{a2av1.StreamFormat},
-		Errors:  a2av1.Error,
-		Service: a2av1.Service{},
-		In:      "a2av1"},
+		Paths:         []string{a2av1.Path, a2a.Path, "grpc"},
+		Methods:       a2a.V1Methods,
+		Formats:       []string{a2av1.StreamFormat},
+		Errors:        a2av1.Error,
+		MediaTypeCode: jsonrpc.CodeA2AContentTypeNotSupported,
+		Service:       a2av1.Service{},
+		In:            "a2av1"},
 	{Name: ACP, Title: "ACP", Version: "1", Adapter: normalizer.ProtocolACP,
 		Paths:       []string{acp.Path, "stdio"},
 		Methods:     acp.Methods,
@@ -159,9 +171,10 @@ var all = []Protocol{
 		Errors:      acp.Error,
 		Service:     host.RPCFunc(acp.Endpoint)},
 	{Name: A2E, Title: "A2E", Version: a2e.Version, Adapter: normalizer.ProtocolA2E,
-		Paths:   []string{a2e.Path},
-		Formats: []string{a2e.Format},
-		Service: host.RoutesFunc(a2e.Routes)},
+		Paths:     []string{a2e.Path},
+		Formats:   []string{a2e.Format},
+		BodyTypes: []string{"application/x-ndjson", "application/jsonl"},
+		Service:   host.RoutesFunc(a2e.Routes)},
 	// Workflow executions are answered by package workflow's REST API,
 	// its routes served when the host serves workflows (workflow.Host).
 	{Name: Workflow, Title: "A2E workflows", Version: "1.0", Adapter: normalizer.ProtocolWorkflow,
