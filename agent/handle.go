@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -210,10 +209,10 @@ func (w *worker) requestID(m jetstream.Msg, env *e2a.Envelope, perr error) (id s
 // published on: subjects.Request with the pool token of subject, or the
 // rule spelled out when the pool token or the id is unusable.
 func canonicalSubject(subject, id string) string {
-	rest, _ := strings.CutPrefix(subject, "e2a.req.")
-	pool, _, _ := strings.Cut(rest, ".")
-	if subj, err := subjects.Request(pool, id); err == nil {
-		return subj
+	if pool, err := subjects.RequestPool(subject); err == nil {
+		if subj, err := subjects.Request(pool, id); err == nil {
+			return subj
+		}
 	}
 	return "e2a.req.<pool>.<subjects.EncodeID(request_id)>"
 }

@@ -157,6 +157,28 @@ func RequestFilter(agent string) (string, error) {
 	return prefixReq + agent + ".>", nil
 }
 
+// RequestPool returns the agent pool of a request subject
+// e2a.req.<agent>.<token>, whatever its token (ParseRequest also decodes
+// the token: a request published on a token that does not decode still
+// names its pool).
+//
+// It returns ErrNotE2ASubject when subject is not of that shape and
+// ErrInvalidPool when the agent token is not a valid pool name.
+func RequestPool(subject string) (string, error) {
+	rest, ok := strings.CutPrefix(subject, prefixReq)
+	if !ok {
+		return "", notE2A(subject, KindRequest)
+	}
+	agent, tok, ok := strings.Cut(rest, ".")
+	if !ok || strings.IndexByte(tok, '.') >= 0 {
+		return "", notE2A(subject, KindRequest)
+	}
+	if err := ValidatePool(agent); err != nil {
+		return "", err
+	}
+	return agent, nil
+}
+
 // ParseRequest returns the agent pool and the request id of a request
 // subject e2a.req.<agent>.<token>.
 //
@@ -164,18 +186,11 @@ func RequestFilter(agent string) (string, error) {
 // ErrInvalidPool when the agent token is not a valid pool name, and
 // ErrInvalidToken or ErrIDTooLong when the id token does not decode.
 func ParseRequest(subject string) (agent, requestID string, err error) {
-	rest, ok := strings.CutPrefix(subject, prefixReq)
-	if !ok {
-		return "", "", notE2A(subject, KindRequest)
-	}
-	agent, tok, ok := strings.Cut(rest, ".")
-	if !ok || strings.IndexByte(tok, '.') >= 0 {
-		return "", "", notE2A(subject, KindRequest)
-	}
-	if err := ValidatePool(agent); err != nil {
+	agent, err = RequestPool(subject)
+	if err != nil {
 		return "", "", err
 	}
-	id, err := DecodeID(tok)
+	id, err := DecodeID(subject[len(prefixReq)+len(agent)+1:])
 	if err != nil {
 		return "", "", err
 	}

@@ -442,3 +442,19 @@ func TestResponseLease(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestPool: a request subject's pool, whatever its id token (one
+// that does not decode too: ParseRequest refuses that subject); errors as
+// ParseRequest's for anything else.
+func TestRequestPool(t *testing.T) {
+	for subj, want := range map[string]string{"e2a.req.demo.abc": "demo", "e2a.req.demo.=YWJj": "demo", "e2a.req.demo.a!b": "demo"} {
+		if got, err := subjects.RequestPool(subj); err != nil || got != want {
+			t.Errorf("RequestPool(%q) = %q, %v; want %q", subj, got, err, want)
+		}
+	}
+	for _, subj := range []string{"e2a.resp.abc", "e2a.req.demo", "e2a.req.demo.a.b", "e2a.req.bad*pool.abc"} {
+		if got, err := subjects.RequestPool(subj); err == nil {
+			t.Errorf("RequestPool(%q) = %q, want an error", subj, got)
+		}
+	}
+}
