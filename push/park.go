@@ -51,13 +51,18 @@ const wakeSubjects = "$KV." + streams.PushBucket + ".wake.>"
 // kvOperation is the header of a KV delete or purge marker.
 const kvOperation = "KV-Operation"
 
-func (s *stage) wakeConsumer() string { return s.o.consumer + "-wake" }
+func (s *stage) wakeConsumer() string { return WakeConsumer(s.o.consumer) }
+
+// WakeConsumer is the name of the push stage's wake-up consumer on
+// E2A_PUSH's stream beside its durable consumer consumer on E2A_RESPONSES
+// (WithConsumer; DefaultConsumer's is push-wake).
+func WakeConsumer(consumer string) string { return consumer + "-wake" }
 
 // bindWake creates or updates the durable consumer of wake-ups. Its
 // pending wake-ups are bounded by the configs (one key each), not by
 // MaxAckPending: a wake-up waits, nak'd, for its webhook's next attempt.
 func (s *stage) bindWake(ctx context.Context) (jetstream.Consumer, error) {
-	return s.js.CreateOrUpdateConsumer(ctx, "KV_"+streams.PushBucket, jetstream.ConsumerConfig{
+	return s.js.CreateOrUpdateConsumer(ctx, streams.KVStream(streams.PushBucket), jetstream.ConsumerConfig{
 		Durable:       s.wakeConsumer(),
 		Description:   "E2A push notification delivery: parked configs",
 		DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,

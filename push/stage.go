@@ -84,7 +84,7 @@ func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
 	}
 	defer s.getter.Close()
 	main := &feed{stream: streams.ResponsesStream, name: o.consumer, bind: s.bindConsumer, handler: s.intake}
-	wakes := &feed{stream: "KV_" + streams.PushBucket, name: s.wakeConsumer(), bind: s.bindWake, handler: s.wakeIntake}
+	wakes := &feed{stream: streams.KVStream(streams.PushBucket), name: s.wakeConsumer(), bind: s.bindWake, handler: s.wakeIntake}
 	if err := s.consume(main, cons); err != nil {
 		return err
 	}
@@ -226,7 +226,7 @@ func (s *stage) startSeq(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	start := st.CachedInfo().State.LastSeq
-	for raw, err := range streams.DirectGetSeq(ctx, s.nc, "KV_"+streams.PushBucket, "$KV."+streams.PushBucket+".cfg.>", 0, 256) {
+	for raw, err := range streams.DirectGetSeq(ctx, s.nc, streams.KVStream(streams.PushBucket), "$KV."+streams.PushBucket+".cfg.>", 0, 256) {
 		if err != nil {
 			return 0, err
 		}

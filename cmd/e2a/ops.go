@@ -117,7 +117,7 @@ func serveNeeds(cfg Config) (readyNeeds, error) {
 func pushStageNeeds() readyNeeds {
 	return coreNeeds().with(readyNeeds{streams: []string{streams.PushDeadStream}, buckets: []string{streams.PushBucket},
 		consumers: []consumerRef{{streams.ResponsesStream, push.DefaultConsumer},
-			{"KV_" + streams.PushBucket, push.DefaultConsumer + "-wake"}}}) // push's wake consumer: <consumer>-wake
+			{streams.KVStream(streams.PushBucket), push.WakeConsumer(push.DefaultConsumer)}}})
 }
 
 // agentNeeds is what a worker of pool needs: the core streams, its

@@ -117,7 +117,7 @@ func TestReadyzPushNeedsItsBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := startStageForReadyz(t, srv.ClientURL(), nil, "push")
-	consumerMadeAgain(ctx, t, js, base, "KV_"+streams.PushBucket, push.DefaultConsumer+"-wake")
+	consumerMadeAgain(ctx, t, js, base, streams.KVStream(streams.PushBucket), push.WakeConsumer(push.DefaultConsumer))
 	if err := js.DeleteKeyValue(ctx, streams.PushBucket); err != nil {
 		t.Fatal(err)
 	}

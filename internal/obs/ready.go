@@ -26,7 +26,7 @@ func StreamPresent(js jetstream.JetStream, name string) Check {
 // bucket was deleted would report ready and fail every request.
 func BucketPresent(js jetstream.JetStream, name string) Check {
 	return func(ctx context.Context) error {
-		if _, err := js.Stream(ctx, "KV_"+name); err != nil {
+		if _, err := js.KeyValue(ctx, name); err != nil { // one info of its stream
 			return fmt.Errorf("bucket %s: %w", name, err)
 		}
 		return nil
