@@ -10,6 +10,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
 // JSON-RPC 2.0: a response's id is the request's. The SDK's transport
@@ -134,10 +135,10 @@ func (b *bindings) notify(w http.ResponseWriter, r *http.Request, head rpcHead, 
 		zero := 0
 		_, err = b.hd.GetTask(r.Context(), &a2a.GetTaskRequest{Tenant: req.Tenant, ID: req.ID, HistoryLength: &zero})
 	default:
-		rec := &answerRecorder{header: http.Header{}}
+		rec := host.NewRecorder()
 		sdk.ServeHTTP(&paramsErrorWriter{passThrough: passThrough{rec}}, r)
-		if rec.failed() {
-			rec.copyTo(w)
+		if failedAnswer(rec) {
+			rec.CopyTo(w)
 			return
 		}
 	}
@@ -168,42 +169,11 @@ func (b *bindings) publishNotification(r *http.Request, head rpcHead) error {
 	return nil
 }
 
-// answerRecorder keeps the SDK's answer to a notification: dropped, unless
-// it is an error (failed), then written as it was (copyTo).
-type answerRecorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (a *answerRecorder) Header() http.Header { return a.header }
-
-func (a *answerRecorder) WriteHeader(code int) {
-	if a.status == 0 {
-		a.status = code
-	}
-}
-
-func (a *answerRecorder) Write(b []byte) (int, error) {
-	if a.status == 0 {
-		a.status = http.StatusOK
-	}
-	return a.body.Write(b)
-}
-
-// failed reports whether the answer is a JSON-RPC error response.
-func (a *answerRecorder) failed() bool {
+// failedAnswer reports whether the answer rec kept is a JSON-RPC error
+// response (a notification's answer is dropped unless it is one).
+func failedAnswer(rec *host.Recorder) bool {
 	var resp struct {
 		Error json.RawMessage `json:"error"`
 	}
-	return json.Unmarshal(a.body.Bytes(), &resp) == nil && len(resp.Error) > 0 && string(resp.Error) != "null"
-}
-
-// copyTo writes the answer kept to w.
-func (a *answerRecorder) copyTo(w http.ResponseWriter) {
-	for k, v := range a.header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(max(a.status, http.StatusOK))
-	_, _ = w.Write(a.body.Bytes())
+	return json.Unmarshal(rec.Body.Bytes(), &resp) == nil && len(resp.Error) > 0 && string(resp.Error) != "null"
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/render"
 )
 
@@ -368,7 +369,7 @@ type Result struct {
 // recorded response (write timeout one second), flushing after every
 // step. It returns the first error of a renderer call or flush.
 func Run(sc Scenario, newRenderer render.NewRenderer) (*Result, error) {
-	rec := &recorder{header: http.Header{}}
+	rec := host.NewRecorder()
 	o := render.NewOutput(rec, time.Second)
 	rend := newRenderer(o)
 	var golden bytes.Buffer
@@ -407,18 +408,18 @@ func Run(sc Scenario, newRenderer render.NewRenderer) (*Result, error) {
 			golden.WriteString("\n")
 		}
 	}
-	status := rec.status
+	status := rec.Status
 	if status == 0 {
 		status = http.StatusOK
 	}
 	head := fmt.Sprintf("# status %d\n", status)
 	for _, h := range []string{"Content-Type", "Cache-Control", "X-Accel-Buffering"} {
-		if v := rec.header.Get(h); v != "" {
+		if v := rec.Header().Get(h); v != "" {
 			head += fmt.Sprintf("# %s: %s\n", h, v)
 		}
 	}
 	run.Golden = append([]byte(head), golden.Bytes()...)
-	run.Status, run.Header, run.Body = status, rec.header, rec.Body.Bytes()
+	run.Status, run.Header, run.Body = status, rec.Header(), rec.Body.Bytes()
 	return run, nil
 }
 
@@ -430,7 +431,7 @@ func Run(sc Scenario, newRenderer render.NewRenderer) (*Result, error) {
 // text fast paths' differential tests compare the two paths' bytes with
 // it.
 func RenderFrames(newRenderer render.NewRenderer, frames []*e2a.Response, lazy bool) ([]byte, error) {
-	rec := &recorder{header: http.Header{}}
+	rec := host.NewRecorder()
 	rend := newRenderer(render.NewOutput(rec, time.Second))
 	if err := rend.Start(); err != nil {
 		return nil, err
@@ -523,27 +524,3 @@ func SSEData(body []byte) ([][]byte, error) {
 	}
 	return out, errors.Join(errs...)
 }
-
-// recorder is the http.ResponseWriter the conformance driver renders into:
-// the status (the first WriteHeader, 200 if none) and headers as sent, and
-// the body. (Not net/http/httptest, which production code does not import.)
-type recorder struct {
-	header http.Header
-	status int
-	Body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-
-func (r *recorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	r.WriteHeader(http.StatusOK)
-	return r.Body.Write(b)
-}
-
-func (r *recorder) Flush() {}
