@@ -24,15 +24,8 @@ import (
 // fails the test.
 func readAll(t *testing.T, nc *nats.Conn) ([]uint64, []*archive.UnreadableError) {
 	t.Helper()
-	r, err := archive.NewReader(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, sp := openSpan(t, nc)
 	ctx := context.Background()
-	sp, err := r.Span(ctx)
-	if err != nil {
-		t.Fatalf("span: %v", err)
-	}
 	var seqs []uint64
 	var bad []*archive.UnreadableError
 	for rec, err := range r.Records(ctx, sp, sp.First) {

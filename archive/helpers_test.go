@@ -48,18 +48,25 @@ func auditLast(t *testing.T, js jetstream.JetStream, want uint64) uint64 {
 	return last
 }
 
-// batches returns every batch E2A_ARCHIVE holds, decoded.
-func batches(t *testing.T, nc *nats.Conn) []*archive.Batch {
+// openSpan returns a Reader of the archive on nc and the span it holds.
+func openSpan(t *testing.T, nc *nats.Conn) (*archive.Reader, archive.Span) {
 	t.Helper()
 	r, err := archive.NewReader(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	sp, err := r.Span(ctx)
+	sp, err := r.Span(context.Background())
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("span: %v", err)
 	}
+	return r, sp
+}
+
+// batches returns every batch E2A_ARCHIVE holds, decoded.
+func batches(t *testing.T, nc *nats.Conn) []*archive.Batch {
+	t.Helper()
+	r, sp := openSpan(t, nc)
+	ctx := context.Background()
 	var out []*archive.Batch
 	for seq := sp.FirstBatch; !sp.Empty && seq <= sp.LastBatch; seq++ {
 		b, err := r.Load(ctx, seq)
