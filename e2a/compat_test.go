@@ -73,8 +73,9 @@ func TestFromJSONCompatibility(t *testing.T) {
 		{"string jsonrpc_id", `{"jsonrpc_id":"42"}`, `{"jsonrpc_id":"42"}`},
 		{"escaped string jsonrpc_id canonical", `{"jsonrpc_id":"\u0041b"}`, `{"jsonrpc_id":"Ab"}`},
 
-		// §10: request_id may arrive as a number
-		{"numeric request_id", `{"request_id":12}`, `{"request_id":"12"}`},
+		// RFC 3339 leap second: read as the next second, in UTC
+		{"leap second", `{"timestamp":"2016-12-31T23:59:60Z"}`, `{"timestamp":"2017-01-01T00:00:00+00:00"}`},
+		{"leap second with an offset", `{"deadline":"1990-12-31T15:59:60.5-08:00"}`, `{"deadline":"1991-01-01T00:00:00.500000+00:00"}`},
 		// numbers in free-form objects survive exactly
 		{"big numbers in params", `{"params":{"n":12345678901234567890,"f":0.1}}`, `{"params":{"n":12345678901234567890,"f":0.1}}`},
 		// unknown keys are dropped, never an error
@@ -147,6 +148,11 @@ func TestFromJSONRejects(t *testing.T) {
 		{"jsonrpc_id object", `{"jsonrpc_id":{}}`, e2a.ErrInvalidEnvelope},
 		{"jsonrpc_id bool", `{"jsonrpc_id":true}`, e2a.ErrInvalidEnvelope},
 		{"request_id bool", `{"request_id":false}`, e2a.ErrInvalidEnvelope},
+		// §4.1 types request_id string / null: a number was read as its text.
+		{"request_id number", `{"request_id":12}`, e2a.ErrInvalidEnvelope},
+		{"is_stream number", `{"is_stream":1}`, e2a.ErrInvalidEnvelope},
+		{"expected_output_modes null element", `{"expected_output_modes":[null]}`, e2a.ErrInvalidEnvelope},
+		{"leap second at noon", `{"deadline":"2016-12-31T12:00:60Z"}`, e2a.ErrInvalidEnvelope},
 		{"provenance not an object", `{"provenance":"acp"}`, e2a.ErrInvalidEnvelope},
 		{"expected_output_modes not strings", `{"expected_output_modes":[1]}`, e2a.ErrInvalidEnvelope},
 	}

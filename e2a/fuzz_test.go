@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -19,9 +20,10 @@ import (
 // from the golden inputs by TestWriteFuzzCorpus -update) and extended by f.Add.
 // Run: go test ./e2a/ -run '^$' -fuzz FuzzFromJSON -fuzztime 20s
 
-// FuzzFromJSON: FromJSON never panics, refuses only with its sentinels, and
-// whatever it accepts writes valid UTF-8 JSON that reads back to the same
-// written form (write → read → write is stable).
+// FuzzFromJSON: FromJSON never panics, refuses only with its sentinels,
+// stores no time ParseTime reads that time.Parse does not (a leap second),
+// and whatever it accepts writes valid UTF-8 JSON that reads back to the
+// same written form (write → read → write is stable).
 func FuzzFromJSON(f *testing.F) {
 	for _, s := range []string{
 		`{}`, `{"timestamp":1774524781.15}`, `{"timestamp":"1e9"}`, `{"jsonrpc_id":null}`,
@@ -38,6 +40,15 @@ func FuzzFromJSON(f *testing.F) {
 				t.Fatalf("FromJSON error without a sentinel: %v", err)
 			}
 			return
+		}
+		// A time ParseTime reads is stored as time.Parse reads it: a leap
+		// second is written as the next second.
+		for _, ts := range []string{env.Timestamp, env.Deadline} {
+			if _, err := e2a.ParseTime(ts); err == nil {
+				if _, err := time.Parse(time.RFC3339Nano, ts); err != nil {
+					t.Fatalf("stored time %q is not read by time.Parse: %v", ts, err)
+				}
+			}
 		}
 		w1, err := json.Marshal(env)
 		if err != nil {
@@ -103,11 +114,43 @@ func FuzzResponseFromJSON(f *testing.F) {
 	})
 }
 
+// typeSeeds seed FuzzFromJSON's kept corpus (testdata/fuzz/FuzzFromJSON/
+// types_<name>) with the members of a wrong JSON type FromJSON refuses (a
+// number request_id was read as its text) and the times RFC 3339 allows
+// that Go's parser does not: a leap second, read as the next second, or
+// refused where none can be.
+var typeSeeds = map[string]string{
+	"request_id_number":    `{"request_id":42}`,
+	"request_id_float":     `{"request_id":-1.5e3,"method":"m"}`,
+	"session_id_number":    `{"session_id":7}`,
+	"task_id_bool":         `{"task_id":true}`,
+	"message_id_object":    `{"message_id":{}}`,
+	"correlation_id_array": `{"correlation_id":["c"]}`,
+	"channel_id_number":    `{"channel_id":1}`,
+	"is_stream_string":     `{"is_stream":"true"}`,
+	"is_stream_number":     `{"is_stream":1}`,
+	"output_modes_null":    `{"expected_output_modes":["text/plain",null]}`,
+	"jsonrpc_id_number":    `{"jsonrpc_id":42,"request_id":"42"}`,
+	"metadata_string":      `{"metadata":"m"}`,
+	"leap_utc":             `{"timestamp":"2016-12-31T23:59:60Z","deadline":"2016-12-31T23:59:60.5Z"}`,
+	"leap_offset":          `{"deadline":"1990-12-31T15:59:60-08:00"}`,
+	"leap_lower_case":      `{"deadline":"2016-12-31t23:59:60z"}`,
+	"leap_misplaced":       `{"timestamp":"2016-12-31T12:30:60Z"}`,
+	"leap_misplaced_lower": `{"deadline":"2016-12-31t23:58:60+00:00"}`,
+	"leap_year_9999":       `{"timestamp":"9999-12-31T23:59:60Z"}`,
+	"leap_no_offset":       `{"timestamp":"2016-12-31T23:59:60"}`,
+	"second_61":            `{"deadline":"2016-12-31T23:59:61Z"}`,
+	"version_number_leap":  `{"protocol_version":60,"timestamp":"2016-06-30T23:59:60+00:00"}`,
+}
+
 // TestWriteFuzzCorpus keeps the checked-in seed corpus in step with the
 // golden inputs: every golden envelope seeds FuzzFromJSON and every golden
-// frame seeds FuzzResponseFromJSON. With -update it rewrites the files;
-// otherwise it checks they exist.
+// frame seeds FuzzResponseFromJSON; typeSeeds seed FuzzFromJSON too. With
+// -update it rewrites the files; otherwise it checks they exist.
 func TestWriteFuzzCorpus(t *testing.T) {
+	for name, s := range typeSeeds {
+		testkit.FuzzSeed(t, filepath.Join("testdata", "fuzz", "FuzzFromJSON", "types_"+name), []byte(s), *update)
+	}
 	seeds := map[string][][]byte{}
 	for _, name := range inputs(t, ".json") {
 		b, err := os.ReadFile(filepath.Join(goldenDir(), name+".in.json"))

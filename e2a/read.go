@@ -31,7 +31,9 @@ const MaxNesting = 128
 // Numbers inside params and other free-form objects are kept as json.Number.
 // It returns an error wrapping ErrInvalidJSON when data is not a JSON object
 // (or nests deeper than MaxNesting), and ErrInvalidEnvelope when a known field
-// has the wrong type.
+// has a JSON type §4 does not allow (a number request_id included: it is
+// never converted) or a timestamp or deadline has second 60 where no leap
+// second can be (see [ParseTime]).
 func FromJSON(data []byte) (*Envelope, error) {
 	if err := checkDepth(data, MaxNesting); err != nil {
 		return nil, err
@@ -128,7 +130,9 @@ func readEnvelopeField(env *Envelope, key string, v json.RawMessage) error {
 	case "protocol_version":
 		return readString(v, &env.ProtocolVersion)
 	case "request_id":
-		return readStringOrNumber(v, &env.RequestID)
+		// string / null (§4.1); a number was read as its decimal text,
+		// which the specification does not allow.
+		return readString(v, &env.RequestID)
 	case "jsonrpc_id":
 		return readJSONRPCID(v, &env.JSONRPCID)
 	case "correlation_id":
@@ -170,10 +174,7 @@ func readEnvelopeField(env *Envelope, key string, v json.RawMessage) error {
 	case "session_update_kind":
 		return readString(v, &env.SessionUpdateKind)
 	case "expected_output_modes":
-		if isNull(v) {
-			return nil
-		}
-		return json.Unmarshal(v, &env.ExpectedOutputModes)
+		return readStrings(v, &env.ExpectedOutputModes)
 	case "auth":
 		return readStruct(v, &env.Auth)
 	case "channel_context":
@@ -252,6 +253,8 @@ func DecodeStrict(data []byte, v any) error {
 	return nil
 }
 
+// readString reads a string member (§4: "string / null"); null leaves
+// *dst unchanged. Any other JSON type is refused, never converted.
 func readString(v json.RawMessage, dst *string) error {
 	if isNull(v) {
 		return nil
@@ -260,7 +263,55 @@ func readString(v json.RawMessage, dst *string) error {
 		*dst = s
 		return nil
 	}
+	if t := bytes.TrimSpace(v); len(t) == 0 || t[0] != '"' {
+		return fmt.Errorf("must be a string or null, not %s", jsonKind(t))
+	}
 	return json.Unmarshal(v, dst)
+}
+
+// readStrings reads an array of strings (expected_output_modes); null
+// leaves *dst unchanged. A null element is refused: json.Unmarshal would
+// have read it as "".
+func readStrings(v json.RawMessage, dst *[]string) error {
+	if isNull(v) {
+		return nil
+	}
+	var elems []json.RawMessage
+	if t := bytes.TrimSpace(v); len(t) == 0 || t[0] != '[' || json.Unmarshal(t, &elems) != nil {
+		return fmt.Errorf("must be an array of strings or null, not %s", jsonKind(t))
+	}
+	out := make([]string, len(elems))
+	for i, e := range elems {
+		if t := bytes.TrimSpace(e); len(t) == 0 || t[0] != '"' {
+			return fmt.Errorf("element %d must be a string, not %s", i, jsonKind(t))
+		}
+		if err := json.Unmarshal(e, &out[i]); err != nil {
+			return fmt.Errorf("element %d: %w", i, err)
+		}
+	}
+	*dst = out
+	return nil
+}
+
+// jsonKind names the JSON type of t, a valid JSON value without leading
+// white space, for an error message.
+func jsonKind(t []byte) string {
+	if len(t) == 0 {
+		return "nothing"
+	}
+	switch t[0] {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
 }
 
 // plainString reads a JSON string that needs no decoding (no escape, no
@@ -270,23 +321,6 @@ func readString(v json.RawMessage, dst *string) error {
 func plainString(v []byte) (string, bool) {
 	in, ok := jsonstr.Plain(bytes.TrimSpace(v))
 	return string(in), ok
-}
-
-// readStringOrNumber accepts a string, or a number written as its decimal text.
-func readStringOrNumber(v json.RawMessage, dst *string) error {
-	if isNull(v) {
-		return nil
-	}
-	t := bytes.TrimSpace(v)
-	if len(t) > 0 && (t[0] == '-' || (t[0] >= '0' && t[0] <= '9')) {
-		var n json.Number
-		if err := json.Unmarshal(t, &n); err != nil {
-			return err
-		}
-		*dst = n.String()
-		return nil
-	}
-	return json.Unmarshal(v, dst)
 }
 
 // readStruct reads an object member into a new T (its numbers as
@@ -303,11 +337,21 @@ func readStruct[T any](v json.RawMessage, dst **T) error {
 	return nil
 }
 
+// readBool reads a boolean member (is_stream); null leaves *dst
+// unchanged. A string or number ("true", 1) is refused, never converted.
 func readBool(v json.RawMessage, dst *bool) error {
 	if isNull(v) {
 		return nil
 	}
-	return json.Unmarshal(v, dst)
+	switch t := bytes.TrimSpace(v); string(t) {
+	case "true":
+		*dst = true
+	case "false":
+		*dst = false
+	default:
+		return fmt.Errorf("must be true, false or null, not %s", jsonKind(t))
+	}
+	return nil
 }
 
 // readObject reads a free-form object member; v is valid JSON (a member
@@ -380,7 +424,9 @@ func CanonicalJSONRPCID(raw json.RawMessage) (json.RawMessage, error) {
 // readTimestamp accepts an RFC 3339 string or epoch seconds as a number or
 // numeric string, normalized to RFC 3339 UTC (spec §4.3; see
 // [NormalizeTime]). A string that is neither is kept as written, for the
-// caller to refuse.
+// caller to refuse, but for a leap second (second 60) where none can be,
+// refused here: the caller's "not RFC 3339" would be wrong about its
+// syntax, which RFC 3339 allows.
 func readTimestamp(v json.RawMessage, dst *string) error {
 	if isNull(v) {
 		return nil
@@ -402,6 +448,12 @@ func readTimestamp(v json.RawMessage, dst *string) error {
 			return nil
 		}
 		*dst = NormalizeTime(s)
+		if isLeapSecond(s) {
+			// Upper case: a lower-case t or z is the caller's to read.
+			if _, err := ParseTime(strings.ToUpper(s)); errors.Is(err, errLeapSecond) {
+				return err
+			}
+		}
 		return nil
 	}
 	var f float64
@@ -496,13 +548,16 @@ func appendDigits(dst []byte, v, n int) []byte {
 // already in UTC ("Z", "+00:00" or "-00:00") is kept as written; one with
 // another offset is converted, e.g. 2026-03-28T14:00:00+02:00 becomes
 // 2026-03-28T12:00:00+00:00 (the form of [FormatTime], nanoseconds kept).
+// A leap second is written as the next second ([ParseTime]), whatever its
+// offset: 2016-12-31T23:59:60Z becomes 2017-01-01T00:00:00+00:00, which
+// every stage's parser reads (Go's and Python's refuse second 60).
 // Anything that is not RFC 3339 is returned unchanged.
 func NormalizeTime(s string) string {
 	t, err := ParseTime(s)
 	if err != nil {
 		return s
 	}
-	if _, off := t.Zone(); off == 0 {
+	if _, off := t.Zone(); off == 0 && !isLeapSecond(s) {
 		return s
 	}
 	t = t.UTC()
@@ -516,9 +571,44 @@ func NormalizeTime(s string) string {
 func Now() string { return FormatTime(time.Now()) }
 
 // ParseTime reads an RFC 3339 timestamp as written by [FormatTime] or any
-// RFC 3339 form.
+// RFC 3339 form, a leap second included.
+//
+// RFC 3339 (§5.6, §5.7) allows second 60, a leap second, which Go's
+// time.Parse refuses (time.Time has no 61st second). It is read as the
+// next second, 2016-12-31T23:59:60.5Z as 2017-01-01T00:00:00.5Z, as Unix
+// time, which has no leap seconds, counts it (C's timegm carries second 60
+// into the next minute; PostgreSQL reads it so): refusing it would refuse
+// a valid timestamp, and a deadline one second later than written is
+// harmless. Second 60 is only accepted where a leap second can
+// be, at 23:59 UTC (any offset, as RFC 3339 §5.8's 1990-12-31T15:59:60-08:00),
+// and never past 9999-12-31T23:59:59Z (no RFC 3339 time follows it);
+// elsewhere the error wraps a message that says so.
 func ParseTime(s string) (time.Time, error) {
-	return time.Parse(time.RFC3339Nano, s)
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err == nil || !isLeapSecond(s) {
+		return t, err
+	}
+	t, lerr := time.Parse(time.RFC3339Nano, s[:17]+"59"+s[19:])
+	if lerr != nil {
+		return time.Time{}, err // not RFC 3339 for another reason
+	}
+	if u := t.UTC(); u.Hour() != 23 || u.Minute() != 59 {
+		return time.Time{}, fmt.Errorf("parsing time %q: second 60 (a %w) is only valid at 23:59:60 UTC", s, errLeapSecond)
+	}
+	next := t.Add(time.Second)
+	if next.UTC().Year() > 9999 {
+		return time.Time{}, fmt.Errorf("parsing time %q: the %w at the end of year 9999 has no next second in RFC 3339", s, errLeapSecond)
+	}
+	return next, nil
+}
+
+// errLeapSecond is wrapped by the errors of a second 60 where none can be.
+var errLeapSecond = errors.New("leap second")
+
+// isLeapSecond reports whether s, read as RFC 3339, has second 60: the
+// digits after the second colon of its time ("2016-12-31T23:59:60Z").
+func isLeapSecond(s string) bool {
+	return len(s) > 19 && s[16] == ':' && s[17:19] == "60"
 }
 
 // checkDepth refuses JSON nested deeper than max without decoding it.

@@ -36,6 +36,10 @@ var fromJSONSeeds = []string{
 	`{"provenance":{"details":{"pool":"demo","worker":"w","n":1.50}}}`,
 	`{"auth":{"extra_headers":{"a":"b"}},"trace":{"traceparent":"00-x"},"expected_output_modes":["text/plain"],"deadline":"2026-01-01T00:00:00Z"}`,
 	` { "method" : "m" , "params" : { "x" : [ 1 , { } ] } } `,
+	// wrong JSON types, refused alike on both paths; leap seconds
+	`{"request_id":42}`, `{"request_id":-1.5e3}`, `{"is_stream":1}`, `{"expected_output_modes":["a",null]}`,
+	`{"session_id":7,"task_id":true}`, `{"timestamp":"2016-12-31T23:59:60Z","deadline":"1990-12-31T15:59:60-08:00"}`,
+	`{"deadline":"2016-12-31T12:30:60Z"}`, `{"deadline":"2016-12-31t23:59:60z"}`,
 }
 
 // TestFromJSONFastMatches: FromJSON answers the same with and without its

@@ -1,6 +1,7 @@
 package e2a_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +26,46 @@ func TestTimestampUTC(t *testing.T) {
 		env, err := e2a.FromJSON([]byte(`{"timestamp":"` + in + `","deadline":"` + in + `"}`))
 		if err != nil || env.Timestamp != want || env.Deadline != want {
 			t.Errorf("FromJSON(%q): %+v %v", in, env, err)
+		}
+	}
+}
+
+// TestParseTimeLeapSecond: RFC 3339 allows second 60 (§5.6, §5.7), which
+// time.Parse refuses; ParseTime reads it as the next second where a leap
+// second can be (23:59 UTC, any offset) and NormalizeTime writes that
+// second in UTC. Elsewhere, and when no RFC 3339 time follows it, the
+// error says why; other bad seconds keep time.Parse's error.
+func TestParseTimeLeapSecond(t *testing.T) {
+	for in, want := range map[string]string{
+		"2016-12-31T23:59:60Z":        "2017-01-01T00:00:00+00:00",
+		"2016-12-31T23:59:60.25Z":     "2017-01-01T00:00:00.250000+00:00",
+		"2016-06-30T23:59:60+00:00":   "2016-07-01T00:00:00+00:00",
+		"1990-12-31T15:59:60-08:00":   "1991-01-01T00:00:00+00:00",
+		"1990-12-31T15:59:60.5-08:00": "1991-01-01T00:00:00.500000+00:00",
+		"2017-01-01T05:29:60+05:30":   "2017-01-01T00:00:00+00:00",
+	} {
+		got, err := e2a.ParseTime(in)
+		if err != nil || e2a.FormatTime(got) != want {
+			t.Errorf("ParseTime(%q) = %v, %v; want %s", in, got, err, want)
+		}
+		if n := e2a.NormalizeTime(in); n != want {
+			t.Errorf("NormalizeTime(%q) = %q, want %q", in, n, want)
+		}
+	}
+	for in, msg := range map[string]string{
+		"2016-12-31T12:30:60Z":      "only valid at 23:59:60 UTC",
+		"2016-12-31T23:59:60+01:00": "only valid at 23:59:60 UTC",
+		"2016-12-31T23:58:60Z":      "only valid at 23:59:60 UTC",
+		"9999-12-31T23:59:60Z":      "no next second",
+		"2016-12-31T23:59:61Z":      "second out of range",
+		"2016-12-31T23:59:60":       "second out of range",
+		"2016-12-31t23:59:60z":      "cannot parse", // upper-casing is the normalizer's
+	} {
+		if got, err := e2a.ParseTime(in); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("ParseTime(%q) = %v, %v; want an error saying %q", in, got, err, msg)
+		}
+		if n := e2a.NormalizeTime(in); n != in {
+			t.Errorf("NormalizeTime(%q) = %q, want it unchanged", in, n)
 		}
 	}
 }
