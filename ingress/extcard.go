@@ -71,8 +71,11 @@ type cachedProfile struct {
 const profileTTL = 5 * time.Second
 
 // poolProfile is pool's profile from its pool info (bridge.PoolInfo:
-// Streaming, RequiredExtensions); a pool without info streams and requires
-// nothing, and so does one whose info cannot be read (logged).
+// Streaming, RequiredExtensions, InputModes): read once per profileTTL for
+// every check of a call to the pool (streaming, extensions, the media
+// types of a message's file parts). A pool without info streams, requires
+// nothing and takes the default input modes (normalizer.A2AInputModes),
+// and so does one whose info cannot be read (logged).
 func (s *Server) poolProfile(ctx context.Context, pool string) a2av1.Profile {
 	if pool == "" {
 		pool = s.opts.defaultPool
@@ -91,7 +94,7 @@ func (s *Server) poolProfile(ctx context.Context, pool string) a2av1.Profile {
 		s.opts.log.Warn("pool profile: pool info unreadable; taken as streaming, no extension required", "pool", pool, "err", err)
 		return p
 	case found:
-		p = a2av1.Profile{Streaming: info.Streaming, RequiredExtensions: slices.Clone(info.RequiredExtensions)}
+		p = a2av1.Profile{Streaming: info.Streaming, RequiredExtensions: slices.Clone(info.RequiredExtensions), InputModes: slices.Clone(info.InputModes)}
 	}
 	c.mu.Lock()
 	if c.m == nil || len(c.m) > 10000 {
@@ -111,9 +114,9 @@ var _ a2av1.CardHost = protocolHost{}
 
 // PoolCapabilities is the pool's profile for the A2A v0.3 endpoint
 // (a2aproto.Profiles).
-func (h protocolHost) PoolCapabilities(ctx context.Context, pool string) (bool, []string) {
+func (h protocolHost) PoolCapabilities(ctx context.Context, pool string) (streaming bool, requiredExtensions, inputModes []string) {
 	p := h.s.poolProfile(ctx, pool)
-	return p.Streaming, p.RequiredExtensions
+	return p.Streaming, p.RequiredExtensions, p.InputModes
 }
 
 var _ a2aproto.Profiles = protocolHost{}

@@ -162,11 +162,9 @@ func a2aSendMessage(rq *rpcRequest, w *a2aMessageWire) (a2a.Message, error) {
 		if msgErr != "" {
 			return bad("message.parts[%d]: %s", i, msgErr)
 		}
-		if fp, ok := part.(a2a.FilePart); ok {
-			if mt := fileMIME(fp); mt != "" && !AcceptsInputMode(mt) {
-				return a2a.Message{}, rq.errf(ErrContentTypeNotSupported, ProtocolA2A, "message.parts[%d]: media type %q is not accepted (input modes %v)", i, mt, A2AInputModes)
-			}
-		}
+		// A file part's media type is checked by the door against the
+		// input modes of the pool the message goes to (CheckInputModes),
+		// known only once the message is routed.
 		msg.Parts = append(msg.Parts, part)
 	}
 	return msg, nil
@@ -501,31 +499,61 @@ func putFileMeta(m map[string]any, mimeKey, mimeType string, meta map[string]any
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // A2AInputModes are the media types the agent card declares as
-// defaultInputModes; a FilePart of another type is refused with
+// defaultInputModes, and the input modes of a pool that declares none
+// (CheckInputModes): a FilePart of another type is refused with
 // ErrContentTypeNotSupported.
 var A2AInputModes = []string{"text/plain", "application/json"}
 
 // AcceptsInputMode reports whether media type mt (parameters ignored) is
 // one of A2AInputModes.
-func AcceptsInputMode(mt string) bool {
-	if i := strings.IndexByte(mt, ';'); i >= 0 {
-		mt = mt[:i]
-	}
-	mt = strings.ToLower(strings.TrimSpace(mt))
-	for _, m := range A2AInputModes {
-		if m == mt {
+func AcceptsInputMode(mt string) bool { return AcceptsMediaType(A2AInputModes, mt) }
+
+// AcceptsMediaType reports whether media type mt is one of modes, as an
+// A2A card's input modes list them: parameters ignored and case folded on
+// both sides, and a mode may be a wildcard ("image/*", "*/*").
+func AcceptsMediaType(modes []string, mt string) bool {
+	mt = bareMediaType(mt)
+	top, _, _ := strings.Cut(mt, "/")
+	for _, m := range modes {
+		switch m = bareMediaType(m); {
+		case m == mt, m == "*/*", m == "*":
+			return true
+		case strings.HasSuffix(m, "/*") && m[:len(m)-2] == top:
 			return true
 		}
 	}
 	return false
 }
 
-func fileMIME(fp a2a.FilePart) string {
-	switch f := fp.File.(type) {
-	case a2a.FileBytes:
-		return f.MimeType
-	case a2a.FileURI:
-		return f.MimeType
+// bareMediaType is mt without its parameters, trimmed and lower-cased.
+func bareMediaType(mt string) string {
+	if i := strings.IndexByte(mt, ';'); i >= 0 {
+		mt = mt[:i]
 	}
-	return ""
+	return strings.ToLower(strings.TrimSpace(mt))
+}
+
+// CheckInputModes refuses an A2A message (env, as FromA2A normalized it)
+// to pool whose input modes (modes; A2AInputModes when empty: the pool
+// declares none) do not accept the media type of one of its file parts
+// (params.files' mime_type; a file without one is not checked), with
+// ErrContentTypeNotSupported naming the pool and its modes. The doors call
+// it once the message's pool is known (the pool a continued task is in
+// included), before anything is published, so that a pool's card and its
+// door agree.
+func CheckInputModes(env *e2a.Envelope, pool string, modes []string) error {
+	if len(modes) == 0 {
+		modes = A2AInputModes
+	}
+	files, _ := env.Params["files"].([]any)
+	for i, f := range files {
+		fr, _ := f.(map[string]any)
+		mt, _ := fr["mime_type"].(string)
+		if mt != "" && !AcceptsMediaType(modes, mt) {
+			e := newErr(ErrContentTypeNotSupported, ProtocolA2A, "file %d: media type %q is not accepted by agent pool %q (input modes %v)", i, mt, pool, modes)
+			e.JSONRPCID = env.JSONRPCID
+			return e
+		}
+	}
+	return nil
 }

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
+	"mime"
 	"net/http"
 	"reflect"
 	"slices"
@@ -35,7 +37,18 @@ var errNoUpstream = errors.New("no upstream")
 // bridgeFlags are the flags of `e2a agent` that name an upstream; each
 // wins over its E2A_UPSTREAM_* variable.
 type bridgeFlags struct {
-	a2a, openai, http, model, system string
+	a2a, openai, http, model, system, inputModes string
+}
+
+// register adds the flags to fs (`e2a agent`'s).
+func (f *bridgeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.a2a, "a2a", "", "bridge an A2A agent: the URL its agent card is served at (or its base URL)")
+	fs.StringVar(&f.openai, "openai", "", "bridge an OpenAI-compatible chat completions server: its base URL (http://localhost:8000/v1)")
+	fs.StringVar(&f.http, "http", "", "bridge an HTTP agent: the URL the E2A envelope is POSTed to")
+	fs.StringVar(&f.model, "model", "", "with --openai: the model")
+	fs.StringVar(&f.system, "system", "", "with --openai: the system prompt")
+	fs.StringVar(&f.inputModes, "input-modes", "", "media types the pool takes in an A2A file part, listed on its card: a comma list (text/plain,image/png; image/* allowed); "+
+		"default E2A_UPSTREAM_INPUT_MODES, else an --a2a agent's own card's, else text/plain,application/json; given, it wins over the --a2a agent's card")
 }
 
 // upstream returns the configured upstream: the flags over cfg.Upstream.
@@ -57,6 +70,12 @@ func (f bridgeFlags) upstream(cfg UpstreamConfig) (UpstreamConfig, error) {
 	}
 	if f.system != "" {
 		u.System = f.system
+	}
+	if f.inputModes != "" {
+		if _, err := parseInputModes(f.inputModes); err != nil {
+			return u, fmt.Errorf("--input-modes: %w", err)
+		}
+		u.InputModes = f.inputModes
 	}
 	if u.Kind == "" && u.URL == "" {
 		return u, errNoUpstream
@@ -96,6 +115,10 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 	if err != nil {
 		return nil, err
 	}
+	inputModes, err := parseInputModes(u.InputModes)
+	if err != nil {
+		return nil, fmt.Errorf("E2A_UPSTREAM_INPUT_MODES: %w", err)
+	}
 	// The bridge's settings are checked before the upstream is called or
 	// the pool's card published; a refused one names its variables.
 	opts := []bridge.Option{namedOption("E2A_UPSTREAM_MAX_IN_FLIGHT", bridge.WithMaxInFlight(u.MaxInFlight)),
@@ -117,7 +140,8 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 	if err != nil {
 		return nil, err
 	}
-	info := bridge.PoolInfo{Pool: pool, Kind: u.Kind, Upstream: client.Name(), Name: u.Name, Description: u.Description, Streaming: true}
+	info := bridge.PoolInfo{Pool: pool, Kind: u.Kind, Upstream: client.Name(), Name: u.Name, Description: u.Description, Streaming: true,
+		InputModes: inputModes}
 	configured := info
 	var up bridge.Upstream
 	var readCard cardReader
@@ -164,6 +188,27 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 	go keep.run(ctx)
 	log.Info("bridge", "pool", pool, "upstream", up.Name(), "url", client.Location(), "credentials", bridge.Credentials{APIKey: u.APIKey, Headers: headers})
 	return bridge.New(pool, up, opts...)
+}
+
+// parseInputModes reads the pool's input modes (--input-modes,
+// E2A_UPSTREAM_INPUT_MODES: media types separated by commas, wildcards
+// such as image/* allowed): the media types the A2A doors take in a file
+// part to the pool and its card lists (nil when list is empty: the
+// defaults). A malformed type is refused, quoted, so that the card and the
+// door never disagree on a type neither can read.
+func parseInputModes(list string) ([]string, error) {
+	var modes []string
+	for _, m := range strings.Split(list, ",") {
+		if m = strings.TrimSpace(m); m == "" {
+			continue
+		}
+		mt, _, err := mime.ParseMediaType(m)
+		if err != nil || !strings.Contains(mt, "/") {
+			return nil, fmt.Errorf("%q is not a media type (type/subtype, as image/png or image/*)", m)
+		}
+		modes = append(modes, m)
+	}
+	return modes, nil
 }
 
 // probeUpstream checks, before the pool starts, that the OpenAI or HTTP

@@ -39,8 +39,10 @@ func newUpstream(ctx context.Context, client *bridge.Client, conv *bridge.Conver
 type cardReader func(context.Context) (*a2a.AgentCard, error)
 
 // describeA2A fills the pool's card from the agent's own: its name,
-// description, version, skills and modes (the configuration's name and
-// description win: info holds them, or nothing, when called).
+// description, version, skills and modes (the configuration's name,
+// description and input modes win: info holds them, or nothing, when
+// called). The input modes are also those the A2A doors take in a file
+// part to the pool.
 func describeA2A(info *bridge.PoolInfo, card *a2a.AgentCard) {
 	if info.Name == "" {
 		info.Name = card.Name
@@ -49,7 +51,10 @@ func describeA2A(info *bridge.PoolInfo, card *a2a.AgentCard) {
 		info.Description = card.Description
 	}
 	info.Version = card.Version
-	info.InputModes, info.OutputModes = card.DefaultInputModes, card.DefaultOutputModes
+	if len(info.InputModes) == 0 {
+		info.InputModes = card.DefaultInputModes
+	}
+	info.OutputModes = card.DefaultOutputModes
 	for _, s := range card.Skills {
 		var m map[string]any
 		if b, err := json.Marshal(s); err == nil && json.Unmarshal(b, &m) == nil {

@@ -417,6 +417,11 @@ type UpstreamConfig struct {
 	// that the pool's card follows it (skills added, a new version); 0
 	// reads it at start only.
 	CardRefresh time.Duration `envconfig:"E2A_UPSTREAM_CARD_REFRESH" default:"5m"`
+	// InputModes are the media types (comma-separated) the A2A doors take
+	// in a file part to the pool, listed on its card (set by
+	// --input-modes); empty: an A2A upstream's own card's, else the
+	// defaults (text/plain, application/json).
+	InputModes string `envconfig:"E2A_UPSTREAM_INPUT_MODES"`
 }
 
 // headers parses Headers ("Name: value; Name2: value2").

@@ -106,11 +106,7 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 	concurrency := fs.Int("concurrency", 64, "requests handled at once (a bridge worker: at most E2A_UPSTREAM_MAX_IN_FLIGHT)")
 	ackWait := fs.Duration("ack-wait", cfg.AgentAckWait, "how long a request may go without this worker's heartbeat before another worker takes it over (default E2A_AGENT_ACK_WAIT, else 4s; at least 1s; every worker of a pool must use the same)")
 	var bf bridgeFlags
-	fs.StringVar(&bf.a2a, "a2a", "", "bridge an A2A agent: the URL its agent card is served at (or its base URL)")
-	fs.StringVar(&bf.openai, "openai", "", "bridge an OpenAI-compatible chat completions server: its base URL (http://localhost:8000/v1)")
-	fs.StringVar(&bf.http, "http", "", "bridge an HTTP agent: the URL the E2A envelope is POSTed to")
-	fs.StringVar(&bf.model, "model", "", "with --openai: the model")
-	fs.StringVar(&bf.system, "system", "", "with --openai: the system prompt")
+	bf.register(fs)
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}

@@ -110,7 +110,7 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 		answer(rep, toRPC)(a2aCancel(in.Ctx, ans, tc, t, d.h.Cancel))
 	case normalizer.OpSubscribe:
 		t := owned(tenant.Read)
-		if t == nil || !d.admitProfile(rep, in, protocol, t.Pool, req.Method) {
+		if t == nil || !d.admitProfile(rep, in, protocol, t.Pool, req.Method, nil) {
 			return
 		}
 		d.resubscribe(rep, in, c, ans, t, protocol == normalizer.ProtocolAgentVault, toRPC, req, Interaction(in.Header, env))
@@ -327,7 +327,8 @@ func nonBlockingTask(ctx context.Context, ans Answers, prev *host.Task, env *e2a
 }
 
 // admitSend checks a message before anything is published: its task
-// (admitTurn), then the profile of the pool it goes to (admitProfile):
+// (admitTurn), then the profile of the pool it goes to (admitProfile: its
+// streaming, required extensions and input modes):
 // the pool that holds a continued task when the call names none (the
 // pipeline's own endpoint), else res's. It returns the continued task's
 // record (nil for a new task); it answered rep when ok is false.
@@ -339,7 +340,7 @@ func (d *frontDoor) admitSend(rep host.Reply, in host.Call, tc host.TaskCaller, 
 	if prev != nil && prev.Pool != "" && in.Agent == "" {
 		res.Pool = prev.Pool
 	}
-	return prev, d.admitProfile(rep, in, protocol, res.Pool, method)
+	return prev, d.admitProfile(rep, in, protocol, res.Pool, method, res.Envelope)
 }
 
 // admitTurn checks env's task against the caller before anything is

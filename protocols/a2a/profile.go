@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
@@ -18,25 +19,31 @@ import (
 const CodeExtensionSupportRequired = -32008
 
 // Profiles is the optional role of a [host.TaskHost] that knows what each
-// agent pool offers (its pool info): whether it streams, and the
-// extensions a request to it must declare. Without it every pool streams
-// and requires nothing.
+// agent pool offers (its pool info): whether it streams, the extensions a
+// request to it must declare, and the media types its file parts may
+// have. Without it every pool streams, requires nothing and takes
+// normalizer.A2AInputModes.
 type Profiles interface {
-	// PoolCapabilities is pool's profile ("" for the default pool's).
-	PoolCapabilities(ctx context.Context, pool string) (streaming bool, requiredExtensions []string)
+	// PoolCapabilities is pool's profile ("" for the default pool's);
+	// inputModes empty: normalizer.A2AInputModes.
+	PoolCapabilities(ctx context.Context, pool string) (streaming bool, requiredExtensions, inputModes []string)
 }
 
 // admitProfile applies the profile of pool to an A2A v0.3 call of method
 // before anything is published: message/stream and tasks/resubscribe to a
 // pool that does not stream are -32004 (UnsupportedOperation), a call
 // that does not declare every required extension in X-A2A-Extensions (or
-// A2A-Extensions) -32008. It answered rep when it returns false.
-func (d *frontDoor) admitProfile(rep host.Reply, in host.Call, protocol, pool, method string) bool {
-	pr, ok := d.h.(Profiles)
-	if !ok || protocol != normalizer.ProtocolA2A {
+// A2A-Extensions) -32008, a message (env; nil for tasks/resubscribe) with
+// a file part of a media type the pool's input modes do not accept -32005
+// (ContentTypeNotSupported). It answered rep when it returns false.
+func (d *frontDoor) admitProfile(rep host.Reply, in host.Call, protocol, pool, method string, env *e2a.Envelope) bool {
+	if protocol != normalizer.ProtocolA2A {
 		return true
 	}
-	streaming, required := pr.PoolCapabilities(in.Ctx, pool)
+	streaming, required, modes := true, []string(nil), []string(nil)
+	if pr, ok := d.h.(Profiles); ok {
+		streaming, required, modes = pr.PoolCapabilities(in.Ctx, pool)
+	}
 	if Streaming(method) && !streaming {
 		rep.Error(&jsonrpc.Error{Code: jsonrpc.CodeA2AUnsupportedOperation, Message: fmt.Sprintf(
 			"agent pool %q does not stream (its card says capabilities.streaming false): send the message with message/send", pool)})
@@ -52,6 +59,12 @@ func (d *frontDoor) admitProfile(rep host.Reply, in host.Call, protocol, pool, m
 		rep.Error(&jsonrpc.Error{Code: CodeExtensionSupportRequired, Message: fmt.Sprintf(
 			"agent pool %q requires the extension(s) %s: declare them in X-A2A-Extensions", pool, strings.Join(missing, ", "))})
 		return false
+	}
+	if env != nil {
+		if err := normalizer.CheckInputModes(env, pool, modes); err != nil {
+			rep.Error(&jsonrpc.Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()})
+			return false
+		}
 	}
 	return true
 }

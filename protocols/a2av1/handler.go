@@ -168,7 +168,7 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 			res.Pool = t.Pool
 		}
 	}
-	if err := h.checkProfile(ctx, c, res.Pool, method == normalizer.A2AMessageStream); err != nil {
+	if err := h.checkProfile(ctx, c, res.Pool, method == normalizer.A2AMessageStream, env); err != nil {
 		return nil, p, err
 	}
 	s := host.Submission{Pool: res.Pool, Envelope: env, ClaimContext: !(env.TaskID != "" && continued), Slot: stream, Prepare: stream,
@@ -603,7 +603,7 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *a2a.SubscribeToTaskR
 	if err != nil {
 		return errSeq(a2a.ErrTaskNotFound)
 	}
-	if err := h.checkProfile(ctx, c, t.Pool, true); err != nil {
+	if err := h.checkProfile(ctx, c, t.Pool, true, nil); err != nil {
 		return errSeq(err)
 	}
 	release, ok := h.stream(ctx)

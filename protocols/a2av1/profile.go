@@ -11,18 +11,22 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
 // Profile is what an agent pool declares of the A2A capabilities it
-// offers (its pool info): whether it streams, and the A2A extensions a
-// request to it must activate. The zero Profile is a pool that does not
-// stream; a pool with no info streams and requires nothing
-// (DefaultProfile).
+// offers (its pool info): whether it streams, the A2A extensions a
+// request to it must activate, and the media types its file parts may
+// have (InputModes; empty: normalizer.A2AInputModes). The zero Profile is
+// a pool that does not stream; a pool with no info streams, requires
+// nothing and takes the default modes (DefaultProfile).
 type Profile struct {
 	Streaming          bool
 	RequiredExtensions []string
+	InputModes         []string
 }
 
 // DefaultProfile is the profile of a pool whose info declares nothing.
@@ -76,8 +80,11 @@ func unsupportedCapability(err error) bool {
 // SubscribeToTask (streaming) to a pool that does not stream is
 // UnsupportedOperationError, a call that does not activate every required
 // extension (the A2A-Extensions service parameter: HTTP header, gRPC
-// metadata) ExtensionSupportRequiredError. Nothing has been published.
-func (p Profile) check(pool string, header http.Header, streaming bool) error {
+// metadata) ExtensionSupportRequiredError, a message (env, normalized; nil
+// for SubscribeToTask) with a file part of a media type the pool's input
+// modes do not accept ContentTypeNotSupportedError. Nothing has been
+// published.
+func (p Profile) check(pool string, header http.Header, streaming bool, env *e2a.Envelope) error {
 	if streaming && !p.Streaming {
 		return CapabilityUnsupported("streaming", fmt.Sprintf("agent pool %q does not stream (its card says capabilities.streaming false): "+
 			"send the message with SendMessage", pool))
@@ -92,6 +99,11 @@ func (p Profile) check(pool string, header http.Header, streaming bool) error {
 		return a2a.NewError(a2a.ErrExtensionSupportRequired, fmt.Sprintf("agent pool %q requires the extension(s) %s: "+
 			"activate them with the %s service parameter", pool, strings.Join(missing, ", "), a2a.SvcParamExtensions))
 	}
+	if env != nil {
+		if err := normalizer.CheckInputModes(env, pool, p.InputModes); err != nil {
+			return sdkError(err)
+		}
+	}
 	return nil
 }
 
@@ -105,14 +117,15 @@ func extensionActivated(header http.Header, uri string) bool {
 	return false
 }
 
-// checkProfile applies the profile of pool to the call c (streaming: a
-// SendStreamingMessage or SubscribeToTask).
-func (h *handler) checkProfile(ctx context.Context, c call, pool string, streaming bool) error {
-	ch, ok := h.h.(CardHost)
-	if !ok {
-		return nil
+// checkProfile applies the profile of pool (DefaultProfile for a host
+// that knows none) to the call c (streaming: a SendStreamingMessage or
+// SubscribeToTask; env: a message's envelope, nil for SubscribeToTask).
+func (h *handler) checkProfile(ctx context.Context, c call, pool string, streaming bool, env *e2a.Envelope) error {
+	p := DefaultProfile
+	if ch, ok := h.h.(CardHost); ok {
+		p = ch.PoolProfile(ctx, pool)
 	}
-	return ch.PoolProfile(ctx, pool).check(pool, c.header, streaming)
+	return p.check(pool, c.header, streaming, env)
 }
 
 // subscribeRefusal is the profile's refusal of SubscribeToTask on the
@@ -127,7 +140,7 @@ func (h *handler) subscribeRefusal(ctx context.Context, id string) error {
 	if err != nil {
 		return nil
 	}
-	return h.checkProfile(ctx, c, t.Pool, true)
+	return h.checkProfile(ctx, c, t.Pool, true, nil)
 }
 
 // plainRefusal reports whether err is answered as a plain error before a
