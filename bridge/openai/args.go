@@ -37,7 +37,7 @@ func (a *argsFragment) UnmarshalJSON(b []byte) error {
 		*a = argsFragment(s)
 		return nil
 	}
-	s, err := unquoteBytes(b)
+	s, err := unquoteBytes(b, false)
 	*a = argsFragment(s)
 	return err
 }
@@ -47,8 +47,10 @@ var errArgs = errors.New("tool call arguments are not a JSON string")
 
 // unquoteBytes decodes the JSON string q (quotes included; encoding/json
 // has checked its syntax) keeping bytes that are not UTF-8 as they are;
-// an escaped lone surrogate is U+FFFD, as encoding/json makes it.
-func unquoteBytes(q []byte) (string, error) {
+// an escaped lone surrogate is U+FFFD, as encoding/json makes it, or with
+// surrogates its three-byte form (WTF-8: not UTF-8), which textJoin pairs
+// with the other half of its pair from the next delta.
+func unquoteBytes(q []byte, surrogates bool) (string, error) {
 	if len(q) < 2 || q[0] != '"' || q[len(q)-1] != '"' {
 		return "", errArgs
 	}
@@ -82,7 +84,11 @@ func unquoteBytes(q []byte) (string, error) {
 			if !ok {
 				return "", errArgs
 			}
-			out = utf8.AppendRune(out, r)
+			if surrogates && utf16.IsSurrogate(r) {
+				out = appendSurrogate(out, r)
+			} else {
+				out = utf8.AppendRune(out, r) // a lone surrogate: U+FFFD
+			}
 			i += n
 		default:
 			return "", errArgs
@@ -92,7 +98,8 @@ func unquoteBytes(q []byte) (string, error) {
 }
 
 // escapedRune reads the rune of a \u escape whose hex digits start s (a
-// surrogate pair's second escape with them): the rune and the bytes read.
+// surrogate pair's second escape with them): the rune and the bytes read;
+// a surrogate not paired there is returned as it is.
 func escapedRune(s []byte) (rune, int, bool) {
 	r, ok := hex4(s)
 	if !ok {
@@ -108,7 +115,7 @@ func escapedRune(s []byte) (rune, int, bool) {
 			}
 		}
 	}
-	return utf8.RuneError, 4, true
+	return r, 4, true
 }
 
 // hex4 reads four hex digits.

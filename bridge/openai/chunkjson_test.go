@@ -53,7 +53,8 @@ func FuzzDecodeChunk(f *testing.F) {
 		`{"choices":null}`, `{"choices":[null]}`, `{"choices":[]}`, `{"id":null,"usage":null}`, `{"id":5}`, `{"choices":[{"delta":null}]}`,
 		`{"choices":[{"delta":{"content":null,"tool_calls":null}}]}`, `{"choices":[{"delta":{"tool_calls":[{"index":0}]}}]}`,
 		"{\"id\":\"\xff\"}", `{"\u0069d":"a"}`, `{"choices":[{"Index":3}]}`, "{\"\u212aey\":1}", `{"choices":[{"index":99999999999999999999}]}`,
-		`[]`, `"x"`, `{"choices":{}}`, `{"choices":[{"finish_reason":5}]}`, `{"choices":[{"delta":{"reasoning_content":{"a":1}}}]}`} {
+		`[]`, `"x"`, `{"choices":{}}`, `{"choices":[{"finish_reason":5}]}`, `{"choices":[{"delta":{"reasoning_content":{"a":1}}}]}`,
+		`{"choices":[{"delta":{"content":"\ud83d","refusal":"\ude00\ud83d\ude00\u00e9"}}]}`, "{\"choices\":[{\"delta\":{\"content\":\"\xe2\x82\",\"reasoning\":\"\xac\"}}]}"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -31,10 +31,17 @@
 //
 // The answer, a server-sent event stream read with a bounded line reader
 // ([WithMaxEventBytes]; an event whose data is empty or blank, "data:"
-// alone, is skipped), becomes the request's frames:
+// alone, is skipped), becomes the request's frames. It is read as one
+// when typed text/event-stream or, typed otherwise or not at all
+// (application/x-ndjson, text/plain), when it starts as one (a data,
+// event, id or retry field, or a comment), as the official clients read
+// any answer to a streamed call:
 //
 //   - choices[0].delta.content (and refusal) → e2a.chunk text deltas;
 //   - delta.reasoning_content, or delta.reasoning → e2a.chunk reasoning;
+//   - in both, a character the server cut between two deltas (its UTF-8
+//     bytes, or a JSON surrogate pair) is written whole, once, in the
+//     delta that completes it; one never completed is U+FFFD at the end;
 //   - streamed tool_calls (index, id, function.name, argument fragments)
 //     → one e2a.chunk tool delta {type: function_call, id, name, args: the
 //     assembled arguments, a JSON string} per call, written when the call
@@ -60,7 +67,7 @@
 // its type or code (rate limit and server errors retryable, a refused
 // request or credentials not, anything else upstream_failed); a line that
 // is not SSE, an event that is not a chunk, or an answer that is not an
-// event stream → upstream_protocol_error; a stream that ends with neither
+// event stream (an HTML page, a JSON object) → upstream_protocol_error; a stream that ends with neither
 // a finish_reason nor [DONE], or is cut (the connection closed or reset,
 // an HTTP/2 stream reset, or a clean end in the middle of a line whose
 // event does not decode) → upstream_unavailable; silence past the client's

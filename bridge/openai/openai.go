@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -154,11 +153,15 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		return err
 	}
 	defer resp.Body.Close()
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
-		return bridge.Errorf(bridge.CodeProtocol, false, "upstream answered %q, not an event stream", mt)
+	stream, err := streamBody(ctx, resp, min(u.maxEvent, sseBufferSize))
+	if err != nil {
+		return err
 	}
 	t := &turn{w: w, maxEvent: u.maxEvent, scrub: u.Scrub, callPrefix: "call_" + env.RequestID + "_"}
-	if err := t.read(ctx, resp.Body); err != nil {
+	if err := t.read(ctx, stream); err != nil {
+		return err
+	}
+	if err := t.endText(); err != nil {
 		return err
 	}
 	if err := t.flushCalls(); err != nil {

@@ -3,9 +3,12 @@ package openai
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"net/http"
 	"strconv"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
@@ -118,4 +121,77 @@ func hasData(data []byte) bool { return len(bytes.TrimSpace(data)) > 0 }
 // cut (bridge.Clip).
 func quote(b []byte, scrub func(string) string) string {
 	return strconv.Quote(bridge.Clip(string(b), 60, scrub))
+}
+
+// streamBody is resp's body as an event stream, read through a buffer of
+// size bytes. An answer typed text/event-stream is one. An answer of
+// another type, or of none, is one when it starts as one (startsAsStream):
+// the official clients (openai-python, openai-go's ssestream) read any
+// answer to a streamed call as SSE whatever its type, and servers send
+// SSE untyped (Starlette's StreamingResponse without a media type), as
+// text/plain (a Go server that sets no type has it sniffed so) or as
+// application/x-ndjson (LitServe's OpenAI spec until its issue #359). What
+// starts otherwise, an HTML page or a JSON object (an error answered with
+// 200), is upstream_protocol_error, as before.
+func streamBody(ctx context.Context, resp *http.Response, size int) (io.Reader, error) {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt == "text/event-stream" {
+		return resp.Body, nil
+	}
+	br := bufio.NewReaderSize(resp.Body, size)
+	ok, err := startsAsStream(br)
+	if err != nil {
+		return nil, readError(ctx, err)
+	}
+	if !ok {
+		return nil, bridge.Errorf(bridge.CodeProtocol, false, "upstream answered %q, not an event stream", mt)
+	}
+	return br, nil
+}
+
+// startsAsStream reports whether br's first bytes start an SSE field (data,
+// event, id or retry) or a comment, after a byte order mark and blank
+// lines; it reads no more of the body than it must to tell.
+func startsAsStream(br *bufio.Reader) (bool, error) {
+	for n := 1; n <= br.Size(); n++ {
+		b, err := br.Peek(n)
+		if len(b) < n {
+			if errors.Is(err, io.EOF) {
+				return sseStart(b) > 0, nil
+			}
+			return false, err
+		}
+		if v := sseStart(b); v != 0 {
+			return v > 0, nil
+		}
+	}
+	return false, nil
+}
+
+// sseFields are the names of the fields an event stream starts with.
+var sseFields = [...][]byte{[]byte("data:"), []byte("event:"), []byte("id:"), []byte("retry:")}
+
+// sseStart tells from b, the first bytes of a body, whether it starts as
+// an event stream: 1 yes, -1 no, 0 not yet known (more bytes tell).
+func sseStart(b []byte) int {
+	const bom = "\ufeff"
+	if len(b) < len(bom) && bytes.HasPrefix([]byte(bom), b) {
+		return 0
+	}
+	b = bytes.TrimLeft(bytes.TrimPrefix(b, []byte(bom)), "\r\n")
+	if len(b) == 0 {
+		return 0
+	}
+	if b[0] == ':' {
+		return 1
+	}
+	for _, f := range sseFields {
+		if bytes.HasPrefix(b, f) {
+			return 1
+		}
+		if bytes.HasPrefix(f, b) {
+			return 0
+		}
+	}
+	return -1
 }

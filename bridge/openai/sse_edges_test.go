@@ -20,10 +20,18 @@ import (
 // returns the frames written and the call's error.
 func serveEvents(t *testing.T, body string) (*agenttest.Writer, error) {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return serveWith(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = w.Write([]byte(body))
-	}))
+	})
+}
+
+// serveWith calls an Upstream whose model server (a real HTTP server)
+// answers every chat completions call with h, and returns the frames
+// written and the call's error.
+func serveWith(t *testing.T, h http.HandlerFunc) (*agenttest.Writer, error) {
+	t.Helper()
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	client, err := bridge.NewClient(srv.URL + "/v1")
 	if err != nil {

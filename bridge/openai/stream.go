@@ -43,8 +43,8 @@ type choice struct {
 }
 
 type delta struct {
-	Content          *string         `json:"content"`
-	Refusal          *string         `json:"refusal"`
+	Content          *textFragment   `json:"content"`
+	Refusal          *textFragment   `json:"refusal"`
 	ReasoningContent json.RawMessage `json:"reasoning_content"`
 	Reasoning        json.RawMessage `json:"reasoning"`
 	ToolCalls        []toolCallDelta `json:"tool_calls"`
@@ -86,6 +86,9 @@ type turn struct {
 	calls      []*toolCall // by index, then seq
 	loose      *toolCall   // the call the fragments without an index continue
 	done       bool        // [DONE] read
+	// text and thought join the text and the reasoning deltas so that a
+	// character split between two deltas is written whole (textJoin).
+	text, thought textJoin
 
 	// scrub takes the client's credentials out of the upstream's words
 	// an error quotes, before they are cut (bridge.Clip).
@@ -187,15 +190,12 @@ func (t *turn) chunk(data []byte) error {
 // delta writes a choice's text and reasoning deltas and assembles its tool
 // call fragments.
 func (t *turn) delta(d delta) error {
-	if s := reasoning(d); s != "" {
-		if err := t.w.Chunk(e2a.DeltaReasoning, s); err != nil {
-			return err
-		}
+	if err := t.writeReasoning(t.thought.add(reasoning(d))); err != nil {
+		return err
 	}
-	for _, p := range []*string{d.Content, d.Refusal} {
-		if p != nil && *p != "" {
-			t.content.WriteString(*p)
-			if err := t.w.Chunk(e2a.DeltaText, *p); err != nil {
+	for _, p := range []*textFragment{d.Content, d.Refusal} {
+		if p != nil {
+			if err := t.writeText(t.text.add(string(*p))); err != nil {
 				return err
 			}
 		}
@@ -216,13 +216,42 @@ func (t *turn) delta(d delta) error {
 	return nil
 }
 
-// reasoning is a delta's reasoning text: reasoning_content (DeepSeek,
-// vLLM, llama.cpp), else reasoning (vLLM's newer name, OpenRouter, Ollama).
-// Servers in transition send both with the same text: one is taken.
+// writeText writes a text delta (none for "").
+func (t *turn) writeText(s string) error {
+	if s == "" {
+		return nil
+	}
+	t.content.WriteString(s)
+	return t.w.Chunk(e2a.DeltaText, s)
+}
+
+// writeReasoning writes a reasoning delta (none for "").
+func (t *turn) writeReasoning(s string) error {
+	if s == "" {
+		return nil
+	}
+	return t.w.Chunk(e2a.DeltaReasoning, s)
+}
+
+// endText writes what waited for the rest of a character when the stream
+// ends: a character never completed, U+FFFD.
+func (t *turn) endText() error {
+	if err := t.writeReasoning(t.thought.end()); err != nil {
+		return err
+	}
+	return t.writeText(t.text.end())
+}
+
+// reasoning is a delta's reasoning text (a textFragment's bytes):
+// reasoning_content (DeepSeek, vLLM, llama.cpp), else reasoning (vLLM's
+// newer name, OpenRouter, Ollama). Servers in transition send both with
+// the same text: one is taken. A member that is not a string is none.
 func reasoning(d delta) string {
 	for _, raw := range []json.RawMessage{d.ReasoningContent, d.Reasoning} {
-		var s string
-		if isSet(raw) && json.Unmarshal(raw, &s) == nil && s != "" {
+		if len(raw) == 0 || raw[0] != '"' {
+			continue
+		}
+		if s, err := decodeText(raw); err == nil && s != "" {
 			return s
 		}
 	}

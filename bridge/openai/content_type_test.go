@@ -1,0 +1,79 @@
+package openai_test
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/e2a-pipeline/pipeline/bridge"
+)
+
+// TestStreamContentTypes: an answer to stream: true is taken for an event
+// stream by its body, as the official clients take it (openai-python and
+// openai-go read any 200 body of a streamed call as SSE, whatever its
+// Content-Type), not by its Content-Type alone. vLLM, llama.cpp's server,
+// Ollama's OpenAI layer and OpenAI send text/event-stream, but LitServe's
+// OpenAISpec sent its "data:" lines as application/x-ndjson (until its
+// issue #359), a Go server that sets no type has its stream sniffed as
+// text/plain, and Starlette's StreamingResponse without a media type sends
+// none. The bridge refused
+// every answer not typed text/event-stream with upstream_protocol_error,
+// never retried. What is clearly no stream, an HTML page or a JSON object
+// (an error) answered with 200, is still upstream_protocol_error.
+func TestStreamContentTypes(t *testing.T) {
+	for _, tc := range []struct {
+		ctype, body string
+		ok          bool
+	}{
+		{"text/event-stream; charset=utf-8", helloEvents, true},
+		{"application/x-ndjson", helloEvents, true},
+		{"text/plain; charset=utf-8", helloEvents, true},
+		{"", helloEvents, true},
+		{"application/octet-stream", "\ufeff: keep-alive\r\n\r\n" + helloEvents, true},
+		{"text/plain", "\n\nevent: message\n" + helloEvents, true},
+		{"application/json", `{"error":{"message":"model not found","type":"invalid_request_error","code":404}}`, false},
+		{"text/html; charset=utf-8", "<!DOCTYPE html><html><body>Bad Gateway</body></html>", false},
+		{"text/plain; charset=utf-8", "Internal Server Error", false},
+		{"", "", false},
+		{"application/x-ndjson", `{"model":"m","message":{"content":"Hi"},"done":false}` + "\n", false},
+	} {
+		w, err := serveWith(t, func(w http.ResponseWriter, r *http.Request) {
+			if tc.ctype == "" {
+				w.Header()["Content-Type"] = nil // no type, none sniffed
+			} else {
+				w.Header().Set("Content-Type", tc.ctype)
+			}
+			_, _ = w.Write([]byte(tc.body))
+		})
+		if tc.ok {
+			if err != nil || deltaText(t, w) != "Hi" || !w.Final() {
+				t.Errorf("%q %.20q: err %v, text %q, kinds %v; want the text \"Hi\" then e2a.complete",
+					tc.ctype, tc.body, err, deltaText(t, w), w.Kinds())
+			}
+			continue
+		}
+		var be *bridge.Error
+		if !errors.As(err, &be) || be.Code != bridge.CodeProtocol || be.Retryable || len(w.Frames()) != 0 {
+			t.Errorf("%q %.20q: %v, frames %v; want %s, not retryable, no frame", tc.ctype, tc.body, err, w.Kinds(), bridge.CodeProtocol)
+		}
+	}
+}
+
+// TestStreamByteByByte: a stream whose every byte is a write of its own
+// (a data line split across TCP reads, CRLF line ends, comments, id and
+// event lines, a last chunk then the end of the body without [DONE]) is
+// read as the same stream in one write.
+func TestStreamByteByByte(t *testing.T) {
+	body := ": hi\r\nid: 1\r\nevent: message\r\n" + strings.ReplaceAll(strings.TrimSuffix(helloEvents, "data: [DONE]\n\n"), "\n", "\r\n")
+	w, err := serveWith(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range len(body) {
+			_, _ = w.Write([]byte{body[i]})
+			w.(http.Flusher).Flush()
+		}
+	})
+	if err != nil || deltaText(t, w) != "Hi" || !w.Final() || read(t, w.Frames()).result["finish_reason"] != "stop" {
+		t.Fatalf("err %v, text %q, kinds %v; want the text \"Hi\" then e2a.complete", err, deltaText(t, w), w.Kinds())
+	}
+}
