@@ -75,11 +75,14 @@ func (h protocolHost) AdmitHeader(ctx context.Context, header http.Header, proto
 	p := Principal{UserID: "", IdentityOrigin: "user", Scheme: SchemeNone, Open: true}
 	if s.opts.auth != nil {
 		var err error
-		p, err = s.opts.auth.AuthenticateHeader(header)
+		p, err = s.opts.auth.AuthenticateFrom(header, peerAddr(ctx))
 		StripCredentialHeaders(header)
 		if err != nil {
 			s.metrics.authFailures.WithLabelValues(protocol).Inc()
 			s.metrics.requests.WithLabelValues(protocol, route, strconv.Itoa(AuthStatus(err))).Inc()
+			if f, ok := ThrottledRefusal(http.Header{}, err); ok {
+				return nil, &f, nil
+			}
 			code := "unauthenticated"
 			if errors.Is(err, ErrForbidden) {
 				code = "forbidden"

@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/ctxkey"
 	"github.com/e2a-pipeline/pipeline/tenant"
@@ -90,6 +92,9 @@ type AuthError struct {
 	// OAuthError is the RFC 6750 error code for the challenge:
 	// "invalid_token", "insufficient_scope", "invalid_request" or "".
 	OAuthError string
+	// RetryAfter is how long a throttled client waits (ErrAuthThrottled);
+	// 0 otherwise.
+	RetryAfter time.Duration
 	err        error
 }
 
@@ -101,7 +106,7 @@ func (e *AuthError) Error() string {
 	return s + ": " + e.Reason
 }
 
-// Unwrap returns ErrUnauthenticated or ErrForbidden.
+// Unwrap returns ErrUnauthenticated, ErrForbidden or ErrAuthThrottled.
 func (e *AuthError) Unwrap() error { return e.err }
 
 func unauthenticated(scheme, oauthErr, reason string) *AuthError {
@@ -113,9 +118,12 @@ func forbidden(scheme, oauthErr, reason string) *AuthError {
 }
 
 // AuthStatus returns the HTTP status for an error of Authenticate: 401, 403,
-// or 500 for anything else.
+// 429 for a client over the failure limit (ErrAuthThrottled), or 500 for
+// anything else.
 func AuthStatus(err error) int {
 	switch {
+	case errors.Is(err, ErrAuthThrottled):
+		return http.StatusTooManyRequests
 	case errors.Is(err, ErrUnauthenticated):
 		return http.StatusUnauthorized
 	case errors.Is(err, ErrForbidden):
@@ -185,8 +193,9 @@ func (s credSet) find(secret string) *credential {
 }
 
 // Auth authenticates requests with the configured schemes and issues OAuth2
-// tokens. Create it with NewAuth or LoadAuth. It is safe for concurrent use
-// and immutable after creation.
+// tokens. Create it with NewAuth or LoadAuth. It is safe for concurrent use;
+// its configuration is immutable after creation, and its one mutable state,
+// the failure limiter's counts (WithAuthLimit), has its own lock.
 type Auth struct {
 	schemes   []string // in canonical order
 	realm     string
@@ -198,6 +207,11 @@ type Auth struct {
 	onFailure func(scheme, reason string)
 	// roles maps principals to their roles.
 	roles map[string][]tenant.Role
+	// limitCfg and limitReg configure limiter, the failure limiter (nil:
+	// off; authlimit.go).
+	limitCfg *AuthLimitConfig
+	limitReg prometheus.Registerer
+	limiter  *failLimiter
 }
 
 // AuthOption configures an Auth.
@@ -251,18 +265,31 @@ func (a *Auth) fail(e *AuthError) (Principal, error) {
 // an oauth2 access token). A request with none is anonymous if the none
 // scheme is enabled. A presented credential is always checked, even when
 // none is enabled: a wrong key is an error, never anonymous.
+//
+// With the failure limiter on (WithAuthLimit), a credential from a client
+// address (ClientAddress of r.RemoteAddr) with too many refused ones is
+// refused unchecked, ErrAuthThrottled.
 func (a *Auth) Authenticate(r *http.Request) (Principal, error) {
-	return a.AuthenticateHeader(r.Header)
+	return a.AuthenticateFrom(r.Header, r.RemoteAddr)
 }
 
 // AuthenticateHeader is Authenticate for the credentials of a transport's
-// headers (HTTP headers, gRPC metadata as an http.Header).
+// headers (HTTP headers, gRPC metadata as an http.Header) whose peer is not
+// known: the failure limiter does not apply (use AuthenticateFrom).
 func (a *Auth) AuthenticateHeader(h http.Header) (Principal, error) {
-	p, err := a.authenticate(h)
-	if err == nil && p.Scheme != SchemeNone {
-		p.Roles = a.roles[p.UserID]
-	}
-	return p, err
+	return a.AuthenticateFrom(h, "")
+}
+
+// AuthenticateFrom is AuthenticateHeader for a peer at remoteAddr ("ip:port"
+// as net/http and gRPC give it; "" when unknown), under the failure limiter.
+func (a *Auth) AuthenticateFrom(h http.Header, remoteAddr string) (Principal, error) {
+	return a.limited(h, remoteAddr, func() (Principal, error) {
+		p, err := a.authenticate(h)
+		if err == nil && p.Scheme != SchemeNone {
+			p.Roles = a.roles[p.UserID]
+		}
+		return p, err
+	})
 }
 
 // AuthenticateAPIKeyBearer is Authenticate that also accepts an API key
@@ -271,20 +298,22 @@ func (a *Auth) AuthenticateHeader(h http.Header) (Principal, error) {
 // enabled and the token is not a static bearer token. Only the workflow
 // REST API uses it; every other endpoint keeps Authenticate (ingress/AUTH.md).
 func (a *Auth) AuthenticateAPIKeyBearer(r *http.Request) (Principal, error) {
-	authz := r.Header.Values("Authorization")
-	if a.Enabled(SchemeAPIKey) && len(authz) == 1 && len(r.Header.Values(HeaderAPIKey)) == 0 {
-		scheme, token, ok := strings.Cut(strings.TrimSpace(authz[0]), " ")
-		token = strings.TrimSpace(token)
-		if ok && strings.EqualFold(scheme, "Bearer") && token != "" && a.apiKeys.find(token) != nil &&
-			(!a.Enabled(SchemeBearer) || a.bearers.find(token) == nil) {
-			p, err := a.authAPIKey(token)
-			if err == nil {
-				p.Roles = a.roles[p.UserID]
+	return a.limited(r.Header, r.RemoteAddr, func() (Principal, error) {
+		authz := r.Header.Values("Authorization")
+		if a.Enabled(SchemeAPIKey) && len(authz) == 1 && len(r.Header.Values(HeaderAPIKey)) == 0 {
+			scheme, token, ok := strings.Cut(strings.TrimSpace(authz[0]), " ")
+			token = strings.TrimSpace(token)
+			if ok && strings.EqualFold(scheme, "Bearer") && token != "" && a.apiKeys.find(token) != nil &&
+				(!a.Enabled(SchemeBearer) || a.bearers.find(token) == nil) {
+				p, err := a.authAPIKey(token)
+				if err == nil {
+					p.Roles = a.roles[p.UserID]
+				}
+				return p, err
 			}
-			return p, err
 		}
-	}
-	return a.Authenticate(r)
+		return a.AuthenticateHeader(r.Header)
+	})
 }
 
 // Anonymous returns the principal of a request that presents no
@@ -388,8 +417,13 @@ func (a *Auth) Challenges(err error) []string {
 	return out
 }
 
-// SetChallenge adds the WWW-Authenticate challenges for err to h.
+// SetChallenge adds the WWW-Authenticate challenges for err to h. For a
+// client over the failure limit (ErrAuthThrottled) it sets Retry-After
+// instead: a challenge would invite the next guess.
 func (a *Auth) SetChallenge(h http.Header, err error) {
+	if _, ok := ThrottledRefusal(h, err); ok {
+		return
+	}
 	for _, c := range a.Challenges(err) {
 		h.Add("WWW-Authenticate", c)
 	}

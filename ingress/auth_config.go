@@ -348,6 +348,18 @@ func NewAuth(cfg *AuthConfig, opts ...AuthOption) (*Auth, error) {
 	if err := sharedSecrets(a.apiKeys, a.bearers); err != nil {
 		return nil, err
 	}
+	if a.limitCfg != nil {
+		// With authentication off every credential is refused without a
+		// comparison: nothing to guess, nothing to limit.
+		if err := a.limitCfg.Validate(); err != nil {
+			return nil, err
+		}
+		if !a.Open() {
+			if a.limiter, err = newFailLimiter(*a.limitCfg, a.limitReg); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return a, nil
 }
 

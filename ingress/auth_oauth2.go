@@ -409,7 +409,9 @@ func (a *Auth) serveToken(w http.ResponseWriter, r *http.Request) {
 		a.writeOAuthError(w, oauthErr(http.StatusUnauthorized, "invalid_client", "client authentication is required"))
 		return
 	}
-	resp, err := a.IssueToken(id, secret, params.Get("scope"))
+	resp, err := a.limitedIssue(w.Header(), r.Header, r.RemoteAddr, func() (TokenResponse, error) {
+		return a.IssueToken(id, secret, params.Get("scope"))
+	})
 	if err != nil {
 		var oe *OAuthError
 		if !errors.As(err, &oe) {

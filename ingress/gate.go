@@ -54,9 +54,14 @@ func (s *Server) gate(w http.ResponseWriter, r *http.Request, protocol string, s
 // authRefusal is the answer to a credential the server's Auth refused
 // with err, its WWW-Authenticate challenges added to h: 401
 // unauthenticated, 403 forbidden for a valid credential that may not be
-// used (ErrForbidden), as AuthStatus says. Every front door answers an
-// authentication failure with it, and so does the read API (readGate).
+// used (ErrForbidden), as AuthStatus says; 429 with Retry-After, unchecked,
+// for a client over the failure limit (ThrottledRefusal). Every front door
+// answers an authentication failure with it, and so does the read API
+// (readGate).
 func (s *Server) authRefusal(h http.Header, err error) failure {
+	if f, ok := ThrottledRefusal(h, err); ok {
+		return f
+	}
 	s.opts.auth.SetChallenge(h, err)
 	code, rpc := "unauthenticated", jsonrpc.CodeAuthentication
 	if errors.Is(err, ErrForbidden) {

@@ -112,7 +112,10 @@ func (s *Server) workflowAPI() *workflow.API {
 			StripCredentialHeaders(r.Header)
 			if err != nil {
 				s.metrics.authFailures.WithLabelValues("a2e.workflow").Inc()
-				if errors.Is(err, ErrForbidden) {
+				switch {
+				case errors.Is(err, ErrAuthThrottled):
+					return workflow.Principal{}, errors.Join(workflow.ErrThrottled, err)
+				case errors.Is(err, ErrForbidden):
 					return workflow.Principal{}, errors.Join(workflow.ErrForbidden, err)
 				}
 				return workflow.Principal{}, errors.Join(workflow.ErrUnauthenticated, err)

@@ -100,6 +100,12 @@ var ErrUnauthenticated = errors.New("workflow: unauthenticated")
 // without the required scope); the API answers 403.
 var ErrForbidden = errors.New("workflow: forbidden")
 
+// ErrThrottled is returned by an API.Authenticate that refused the
+// caller's credential unchecked: its address sent too many that did not
+// verify (ingress's failure limiter). The API answers 429 with the
+// Retry-After its Challenge sets, and no challenge.
+var ErrThrottled = errors.New("workflow: too many failed authentications")
+
 // ErrConflict is returned by a Submitter when the execution's request id
 // (an Idempotency-Key) is already taken by another principal; the API
 // answers 409 and reveals nothing of the other execution.
@@ -198,7 +204,7 @@ func (a *API) auth(h func(http.ResponseWriter, *http.Request, Principal)) http.H
 		if a.Authenticate != nil {
 			var err error
 			p, err = a.Authenticate(r)
-			if errors.Is(err, ErrUnauthenticated) || errors.Is(err, ErrForbidden) {
+			if errors.Is(err, ErrUnauthenticated) || errors.Is(err, ErrForbidden) || errors.Is(err, ErrThrottled) {
 				a.refuse(w, err)
 				return
 			}
@@ -217,8 +223,9 @@ func (a *API) auth(h func(http.ResponseWriter, *http.Request, Principal)) http.H
 	}
 }
 
-// refuse answers a refusal by Authenticate: 403 for ErrForbidden, else
-// 401, with the challenges (Challenge).
+// refuse answers a refusal by Authenticate: 429 for ErrThrottled (its
+// Retry-After set by Challenge), 403 for ErrForbidden, else 401, with the
+// challenges (Challenge).
 func (a *API) refuse(w http.ResponseWriter, err error) {
 	switch {
 	case a.Challenge != nil:
@@ -226,7 +233,13 @@ func (a *API) refuse(w http.ResponseWriter, err error) {
 	case !errors.Is(err, ErrForbidden):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="a2e"`)
 	}
-	if errors.Is(err, ErrForbidden) {
+	switch {
+	case errors.Is(err, ErrThrottled):
+		w.Header().Del("WWW-Authenticate")
+		writeError(w, http.StatusTooManyRequests, &Error{Type: PermissionError, Retryable: true,
+			Message: "too many failed authentications from this address: retry after the Retry-After seconds"})
+		return
+	case errors.Is(err, ErrForbidden):
 		writeError(w, http.StatusForbidden, &Error{Type: PermissionError, Message: "forbidden: the credential may not be used"})
 		return
 	}

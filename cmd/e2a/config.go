@@ -13,6 +13,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/archive"
+	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/redact"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -123,6 +124,16 @@ type Config struct {
 	// replica (0 = unbounded).
 	MaxStreamsPerPrincipal int `envconfig:"E2A_MAX_STREAMS_PER_PRINCIPAL" default:"0"`
 
+	// AuthFailureLimit refused credentials from one client address within
+	// AuthFailureWindow throttle it (429, the credential unchecked) until
+	// the window ends (0 = off); at most AuthFailureAddresses addresses are
+	// tracked per replica. TrustedProxies (CIDR prefixes or addresses) are
+	// the peers whose X-Forwarded-For names the client (ingress/AUTH.md).
+	AuthFailureLimit     int           `envconfig:"E2A_AUTH_FAILURE_LIMIT" default:"20"`
+	AuthFailureWindow    time.Duration `envconfig:"E2A_AUTH_FAILURE_WINDOW" default:"1m"`
+	AuthFailureAddresses int           `envconfig:"E2A_AUTH_FAILURE_ADDRESSES" default:"10000"`
+	TrustedProxies       []string      `envconfig:"E2A_TRUSTED_PROXIES"`
+
 	// MemoryLimit is the container's memory limit in bytes (the shipped
 	// manifests give limits.memory through resourceFieldRef); 0: none.
 	// Unless GOMEMLIMIT is set, the process sets Go's soft memory limit to
@@ -194,6 +205,9 @@ func LoadConfig() (Config, error) {
 	if err := c.checkLimits(); err != nil {
 		return c, err
 	}
+	if _, err := c.authLimit(); err != nil {
+		return c, err
+	}
 	if err := c.checkProcess(); err != nil {
 		return c, err
 	}
@@ -241,6 +255,22 @@ func (c Config) checkLimits() error {
 		}
 	}
 	return nil
+}
+
+// authLimit is the failure limiter's configuration (ingress.WithAuthLimit),
+// refused by its variables' names.
+func (c Config) authLimit() (ingress.AuthLimitConfig, error) {
+	trusted, err := ingress.ParseTrustedProxies(c.TrustedProxies)
+	if err != nil {
+		return ingress.AuthLimitConfig{}, fmt.Errorf("config: E2A_TRUSTED_PROXIES: %w", err)
+	}
+	l := ingress.AuthLimitConfig{MaxFailures: c.AuthFailureLimit, Window: c.AuthFailureWindow,
+		MaxAddresses: c.AuthFailureAddresses, TrustedProxies: trusted}
+	if err := l.Validate(); err != nil {
+		return l, fmt.Errorf("config: E2A_AUTH_FAILURE_LIMIT (≥ 0), E2A_AUTH_FAILURE_WINDOW (1s..24h), "+
+			"E2A_AUTH_FAILURE_ADDRESSES (1..1000000): %w", err)
+	}
+	return l, nil
 }
 
 // checkProcess refuses, by their variables' names, values that were

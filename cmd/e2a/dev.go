@@ -345,7 +345,13 @@ func checkNATSPort(cfg Config) error {
 // newHTTP builds the HTTP server of ingress + egress + console + operations
 // endpoints. demoPool, when set, gives the console a demo-request form.
 func newHTTP(ctx context.Context, cfg *Config, nc *nats.Conn, reg *prometheus.Registry, log *slog.Logger, demoPool string, extra ...ingress.Option) (*http.Server, error) {
-	auth, err := ingress.LoadAuth(os.Getenv)
+	// One Auth for every door, the console's included: its failure limiter
+	// counts a client's refused credentials wherever they are tried.
+	limit, err := cfg.authLimit()
+	if err != nil {
+		return nil, err
+	}
+	auth, err := ingress.LoadAuth(os.Getenv, ingress.WithAuthLimit(limit), ingress.WithAuthRegisterer(reg))
 	if err != nil {
 		return nil, err
 	}
@@ -396,7 +402,7 @@ func newHTTP(ctx context.Context, cfg *Config, nc *nats.Conn, reg *prometheus.Re
 	mux := http.NewServeMux()
 	in.Register(mux)
 	eg.Register(mux)
-	con, err := newConsole(ctx, *cfg, nc, eg, mux, reg, log, demoPool)
+	con, err := newConsole(ctx, *cfg, nc, eg, auth, mux, reg, log, demoPool)
 	if err != nil {
 		return nil, err
 	}
@@ -472,14 +478,10 @@ func serveGRPC(ctx context.Context, gs *grpc.Server, ln net.Listener, log *slog.
 	}()
 }
 
-// newConsole builds the web console with the auth of the other endpoints
-// (none when only the none scheme is enabled); its indexer runs until ctx
-// ends.
-func newConsole(ctx context.Context, cfg Config, nc *nats.Conn, eg *egress.Service, mux *http.ServeMux, reg *prometheus.Registry, log *slog.Logger, demoPool string) (*console.Console, error) {
-	auth, err := ingress.LoadAuth(os.Getenv)
-	if err != nil {
-		return nil, err
-	}
+// newConsole builds the web console with auth, the Auth of the other
+// endpoints (none when only the none scheme is enabled); its indexer runs
+// until ctx ends.
+func newConsole(ctx context.Context, cfg Config, nc *nats.Conn, eg *egress.Service, auth *ingress.Auth, mux *http.ServeMux, reg *prometheus.Registry, log *slog.Logger, demoPool string) (*console.Console, error) {
 	opts := []console.Option{console.WithStreamsConfig(cfg.StreamsConfig()), console.WithRegisterer(reg), console.WithGatherer(reg), console.WithLogger(log)}
 	if !auth.Open() {
 		opts = append(opts, console.WithAuth(func(r *http.Request) (tenant.Principal, int, error) {

@@ -107,9 +107,14 @@ func (c *Console) authenticate(r *http.Request) (credential, int, error) {
 		stripCredentials(r.Header)
 		return credential{principal: tenant.Principal{Open: true}}, 0, nil
 	}
-	// The AuthFunc sees the credential headers only.
+	// The AuthFunc sees the credential headers only, and X-Forwarded-For:
+	// ingress's failure limiter reads the client address behind a trusted
+	// proxy there (ingress.ClientAddress).
 	areq := &http.Request{Method: r.Method, URL: r.URL, Host: r.Host, RemoteAddr: r.RemoteAddr, TLS: r.TLS,
 		Header: http.Header{}, Proto: r.Proto, ProtoMajor: r.ProtoMajor, ProtoMinor: r.ProtoMinor}
+	if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
+		areq.Header["X-Forwarded-For"] = xff
+	}
 	areq = areq.WithContext(r.Context())
 	if cred.scheme == "header" {
 		for _, k := range []string{"Authorization", headerAPIKey} {
@@ -172,6 +177,11 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	r.Header.Set("Cookie", cookieName+"="+cred.cookieValue())
 	got, st, err := c.authenticate(r)
 	if err != nil {
+		if st == http.StatusTooManyRequests && c.o.challenge != nil {
+			// Sign-in attempts throttled (ingress's failure limiter): the
+			// challenge function sets Retry-After for them.
+			c.o.challenge(w.Header(), err)
+		}
 		c.authError(w, st, err)
 		return
 	}
