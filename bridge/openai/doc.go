@@ -5,8 +5,18 @@
 //
 // Each request is one POST {base}/chat/completions with stream: true and
 // stream_options.include_usage: true, the bridge.Client's credentials
-// (Authorization: Bearer <E2A_UPSTREAM_API_KEY>) and trace context, and
-// the messages:
+// (Authorization: Bearer <E2A_UPSTREAM_API_KEY>) and trace context, the
+// request members of [WithParams] (the operator's: e.g. temperature,
+// max_tokens, tools) and of the request's params (the allowlist:
+// temperature, top_p, max_tokens, max_completion_tokens, stop, seed,
+// presence_penalty, frequency_penalty, response_format, tools,
+// tool_choice, parallel_tool_calls, reasoning_effort; a request's replaces
+// the operator's, except that a request's max_tokens or
+// max_completion_tokens above the operator's limit, the smaller of its
+// two, is capped to it and sent in place of the operator's; one of the
+// wrong JSON type ends the request invalid_request naming it, the model
+// not called; model, messages, stream, stream_options and n are the
+// bridge's, never a request's), and the messages:
 //
 //   - the system prompt: [WithSystem], else the request's params.system
 //     (an operator's prompt is never replaced by a client's);
@@ -14,9 +24,26 @@
 //     (A2A context, ACP session or E2A session_id, of the same owner
 //     only, e2a.Envelope.Owner: bridge.Conversations) as the pipeline stored them: each turn's
 //     user message (as below, images and audio included) and the content
-//     of its final e2a.complete frame; a turn without a text reply
-//     (failed, interrupted, tool calls only, expired) is left out whole;
-//   - the request's user message: its text ([UserText]) as a plain string
+//     of its final e2a.complete frame, with the tool calls it made
+//     (assistant tool_calls, read from its stored function_call frames)
+//     when the next turn answered them, then that turn's tool results as
+//     tool messages; a turn without a text reply (failed, interrupted,
+//     tool calls no turn answered, expired) is left out whole; past
+//     [WithMaxHistoryTurns], a tool exchange is kept whole (cut before the
+//     turn that made its first call);
+//   - the request's tool results: its params.data_parts holding a
+//     function_response (A2A DataParts of metadata type
+//     function_response; an E2A client sends the same, {"data": {"id",
+//     "name", "response"}, "metadata": {"type": "function_response"}}),
+//     each a {"role":"tool","tool_call_id": id, "content": response (a
+//     string as it is, else its JSON)}, after the last turn's assistant
+//     message holding the calls. They must answer each call of the
+//     conversation's last turn, and nothing else: otherwise (or without
+//     [WithHistory]) the request ends invalid_request naming the call.
+//     Tools are declared per request: send them again with the results,
+//     or set them with [WithParams];
+//   - the request's user message (none when it carries tool results
+//     only): its text ([UserText]) as a plain string
 //     (servers that take only strings keep working), or, when it carries
 //     images or audio, an array of content parts: a text part, then each
 //     ACP image block and A2A image file part (params.files) as
@@ -72,10 +99,13 @@
 // an HTTP/2 stream reset, or a clean end in the middle of a line whose
 // event does not decode) → upstream_unavailable; silence past the client's
 // idle timeout → upstream_timeout. A request with no
-// text, image or audio gets invalid_request; a history the pipeline cannot read,
+// text, image, audio or tool result gets invalid_request; a history the pipeline cannot read,
 // history_unavailable (retryable).
 //
-// Not sent: tools (the model's own tool calls are passed through, never
-// executed) and sampling parameters; an ACP embedded resource that is
-// binary is named in the text, not sent ([UserText]).
+// Not sent: other request members (a request's are ignored, an
+// operator's refused); the model's tool calls are passed through, never
+// executed (the client runs them and sends their results); an ACP
+// embedded resource that is binary is named in the text, not sent
+// ([UserText]). Sampling parameters and tools come only from E2A params:
+// A2A message metadata and ACP _meta are not read.
 package openai

@@ -85,6 +85,7 @@ type Upstream struct {
 	maxTurns int
 	maxEvent int
 	log      *slog.Logger
+	params   map[string]json.RawMessage // WithParams
 }
 
 var (
@@ -128,6 +129,9 @@ type request struct {
 	Messages      []message      `json:"messages"`
 	Stream        bool           `json:"stream"`
 	StreamOptions map[string]any `json:"stream_options"`
+	// Params are the other members (WithParams, the request's own:
+	// paramsFor), written after these (MarshalJSON).
+	Params map[string]json.RawMessage `json:"-"`
 }
 
 // Call sends env's conversation to the model and writes its streamed
@@ -137,8 +141,12 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	if err != nil {
 		return err
 	}
+	params, err := u.paramsFor(env)
+	if err != nil {
+		return err
+	}
 	body, err := json.Marshal(request{Model: u.model, Messages: msgs, Stream: true,
-		StreamOptions: map[string]any{"include_usage": true}})
+		StreamOptions: map[string]any{"include_usage": true}, Params: params})
 	if err != nil {
 		return agent.Errorf(e2a.ErrCodeInvalidRequest, false, "request does not encode: %v", err)
 	}

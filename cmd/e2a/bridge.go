@@ -119,6 +119,10 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 	if err != nil {
 		return nil, fmt.Errorf("E2A_UPSTREAM_INPUT_MODES: %w", err)
 	}
+	params, err := upstreamParams(u)
+	if err != nil {
+		return nil, err
+	}
 	// The bridge's settings are checked before the upstream is called or
 	// the pool's card published; a refused one names its variables.
 	opts := []bridge.Option{namedOption("E2A_UPSTREAM_MAX_IN_FLIGHT", bridge.WithMaxInFlight(u.MaxInFlight)),
@@ -150,6 +154,9 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 		opts := []openai.Option{openai.WithHistory(pool, conv), openai.WithLogger(log)}
 		if u.System != "" {
 			opts = append(opts, openai.WithSystem(u.System))
+		}
+		if params != nil {
+			opts = append(opts, openai.WithParams(params))
 		}
 		if up, err = openai.New(client, u.Model, opts...); err != nil {
 			return nil, err
@@ -188,6 +195,24 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 	go keep.run(ctx)
 	log.Info("bridge", "pool", pool, "upstream", up.Name(), "url", client.Location(), "credentials", bridge.Credentials{APIKey: u.APIKey, Headers: headers})
 	return bridge.New(pool, up, opts...)
+}
+
+// upstreamParams reads E2A_UPSTREAM_PARAMS, the request members an
+// --openai pool sends with every call (nil when unset), refused by the
+// variable's name before the upstream is called; other kinds have no such
+// members.
+func upstreamParams(u UpstreamConfig) (map[string]any, error) {
+	if strings.TrimSpace(u.Params) == "" {
+		return nil, nil
+	}
+	if u.Kind != upstreamOpenAI {
+		return nil, fmt.Errorf("E2A_UPSTREAM_PARAMS: chat completion request members are for an --openai upstream, not %s", u.Kind)
+	}
+	p, err := openai.ParseParams(u.Params)
+	if err != nil {
+		return nil, fmt.Errorf("E2A_UPSTREAM_PARAMS: %w", err)
+	}
+	return p, nil
 }
 
 // parseInputModes reads the pool's input modes (--input-modes,

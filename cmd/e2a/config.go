@@ -452,6 +452,11 @@ type UpstreamConfig struct {
 	// --input-modes); empty: an A2A upstream's own card's, else the
 	// defaults (text/plain, application/json).
 	InputModes string `envconfig:"E2A_UPSTREAM_INPUT_MODES"`
+	// Params is a JSON object of chat completion request members an
+	// --openai pool sends with every call (e.g. {"temperature":0.2,
+	// "max_tokens":1024}; openai.ParseParams checks them); a request's own
+	// params replace them, but for a token limit above it.
+	Params string `envconfig:"E2A_UPSTREAM_PARAMS"`
 }
 
 // headers parses Headers ("Name: value; Name2: value2").

@@ -38,8 +38,10 @@ var inputModesPNG = []byte("\x89PNG\r\n\x1a\nE2A-input-modes")
 // OpenAI-compatible upstream receives it as an image_url content part
 // holding the data URL. The same message to a pool started without the
 // flag is ContentTypeNotSupported on both doors, and nothing reaches the
-// upstream. A malformed media type in E2A_UPSTREAM_INPUT_MODES fails the
-// command at start, naming the variable. An A2A upstream whose card
+// upstream. A malformed media type in E2A_UPSTREAM_INPUT_MODES, or a
+// member of the wrong type in E2A_UPSTREAM_PARAMS, fails the command at
+// start, naming the variable; the pool's E2A_UPSTREAM_PARAMS reach the
+// upstream with each call. An A2A upstream whose card
 // declares image/png gets a pool whose doors take image/png.
 func TestAgentInputModes(t *testing.T) {
 	fixture, err := os.ReadFile("../../bridge/openai/testdata/text.sse")
@@ -73,7 +75,14 @@ func TestAgentInputModes(t *testing.T) {
 		t.Errorf("a malformed E2A_UPSTREAM_INPUT_MODES: exit %d, want 1 naming the variable and the type: %s", code, errOut)
 	}
 
-	_, visionErr := startBin(t, env, "agent", "--pool", "vision", "--openai", upstream.URL+"/v1", "--model", "vision-model", "--input-modes", "text/plain,image/png")
+	code, _, errOut = runBin(t, append(env, `E2A_UPSTREAM_PARAMS={"temperature":"warm"}`), "agent", "--pool", "bad", "--openai", upstream.URL+"/v1", "--model", "vision-model")
+	if code != 1 || !strings.Contains(errOut, "E2A_UPSTREAM_PARAMS") || !strings.Contains(errOut, "temperature") {
+		t.Errorf("a wrong type in E2A_UPSTREAM_PARAMS: exit %d, want 1 naming the variable and the member: %s", code, errOut)
+	}
+
+	// The vision pool also sends its operator's request members
+	// (E2A_UPSTREAM_PARAMS) with every call.
+	_, visionErr := startBin(t, append(env, `E2A_UPSTREAM_PARAMS={"temperature":0.25}`), "agent", "--pool", "vision", "--openai", upstream.URL+"/v1", "--model", "vision-model", "--input-modes", "text/plain,image/png")
 	waitLine(t, visionErr, regexp.MustCompile(`agent pool running`))
 	_, plainErr := startBin(t, env, "agent", "--pool", "plain", "--openai", upstream.URL+"/v1", "--model", "vision-model")
 	waitLine(t, plainErr, regexp.MustCompile(`agent pool running`))
@@ -101,6 +110,9 @@ func TestAgentInputModes(t *testing.T) {
 		body := testkit.Receive(t, bodies, 30*time.Second, v.door+": the upstream's chat completion request")
 		if !strings.Contains(body, `"image_url"`) || !strings.Contains(body, dataURL) {
 			t.Errorf("%s: the upstream got no image_url part with %s: %s", v.door, dataURL, body)
+		}
+		if !strings.Contains(body, `"temperature":0.25`) {
+			t.Errorf("%s: the upstream got no temperature from E2A_UPSTREAM_PARAMS: %s", v.door, body)
 		}
 		err := v.send(ctx, t, base+"/pools/plain")
 		if !errors.Is(err, a2a.ErrUnsupportedContentType) && !errors.Is(err, a2a03.ErrUnsupportedContentType) {

@@ -152,6 +152,8 @@ var helps = map[string]commandHelp{
   E2A_UPSTREAM_CARD_REFRESH how often an A2A upstream's card is read again (default 5m; 0 = at start only)
   E2A_UPSTREAM_INPUT_MODES  media types an A2A file part to the pool may have, as --input-modes gives them
                             (the flag wins; default: an A2A upstream's own card's, else text/plain,application/json)
+  E2A_UPSTREAM_PARAMS       with --openai: a JSON object of request members sent with every call
+                            ({"temperature":0.2,"max_tokens":1024}; a request's params replace them, a token limit is capped)
 `},
 	"acp": {usage: "e2a acp [--pool NAME]", about: "Speaks ACP on stdin/stdout (logs on stderr), for editors that spawn an agent.",
 		env: fmt.Sprintf(natsEnv, "empty = an embedded server with the demo agent") + `  E2A_DEFAULT_POOL, E2A_ROUTES
