@@ -13,6 +13,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2av1"
+	acpproto "github.com/e2a-pipeline/pipeline/protocols/acp"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
@@ -120,6 +121,15 @@ func (h protocolHost) PoolCapabilities(ctx context.Context, pool string) (stream
 }
 
 var _ a2aproto.Profiles = protocolHost{}
+
+// PoolInputModes is the pool's input modes (acp.InputModes), from the
+// profile the A2A doors read: ACP's initialize declares image and audio
+// by them and session/prompt refuses the media they do not accept.
+func (h protocolHost) PoolInputModes(ctx context.Context, pool string) []string {
+	return h.s.poolProfile(ctx, pool).InputModes
+}
+
+var _ acpproto.InputModes = protocolHost{}
 
 // Why extendedCard refuses.
 var (

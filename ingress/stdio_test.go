@@ -18,6 +18,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
+	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
@@ -780,7 +781,9 @@ func TestStdioCancelsNameTheirTurn(t *testing.T) {
 // content block the client prompted with (ACP: "the Agent MUST replay the
 // entire conversation"), equal to what was sent.
 func TestStdioLoadReplaysPromptBlocks(t *testing.T) {
-	in, out, _ := startStdio(t)
+	in, out, _, nc := startStdioConn(t)
+	// The demo pool takes the image and audio blocks (its input modes).
+	publishPoolInfo(t, nc, bridge.PoolInfo{Pool: "demo", Streaming: true, InputModes: []string{"text/plain", "image/*", "audio/*"}})
 	ctx, conn, client, sid := openStdioSession(t, in, out, 60*time.Second)
 	desc := "a doc"
 	mt := "text/plain"
@@ -882,7 +885,9 @@ func TestStdioOverlongPromptAnsweredToItsID(t *testing.T) {
 	// over the body limit.
 	for _, size := range []int{2 << 20, 5 << 20} {
 		t.Run(strconv.Itoa(size), func(t *testing.T) {
-			in, out, _ := startStdio(t)
+			in, out, _, nc := startStdioConn(t)
+			// The pool takes images, so that the size, not the type, refuses.
+			publishPoolInfo(t, nc, bridge.PoolInfo{Pool: "demo", Streaming: true, InputModes: []string{"text/plain", "image/png"}})
 			ctx, conn, _, sid := openStdioSession(t, in, out, 60*time.Second)
 			pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
@@ -897,6 +902,9 @@ func TestStdioOverlongPromptAnsweredToItsID(t *testing.T) {
 			var re *acp.RequestError
 			if !errors.As(err, &re) {
 				t.Fatalf("want a JSON-RPC error, got %v", err)
+			}
+			if re.Code == -32602 {
+				t.Fatalf("refused for its media type, not its size: %d %q", re.Code, re.Message)
 			}
 			if size > 4<<20 && (re.Code != -32600 || !strings.Contains(re.Message, "4194304") || !strings.Contains(re.Message, "E2A_MAX_BODY_BYTES")) {
 				t.Fatalf("a line over the body limit: want -32600 naming the limit and its setting, got %d %q", re.Code, re.Message)

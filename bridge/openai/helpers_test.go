@@ -35,6 +35,10 @@ type setup struct {
 	base    string // the upstream's base URL (default: the model server's)
 	conn    *nats.Conn
 	log     *testkit.Buffer
+	// inputModes, when set, are published as the pool's (PoolInfo), as
+	// `e2a agent --input-modes` does: the A2A and ACP doors take file
+	// parts and blocks of those types only.
+	inputModes []string
 }
 
 // startBridge starts a pipeline whose default pool p is the OpenAI bridge
@@ -77,6 +81,11 @@ func startBridge(t *testing.T, srv *modelServer, s setup) *pipetest.Pipeline {
 		bridge.WithMetrics(p.Registry), bridge.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if s.inputModes != nil {
+		if err := convs.PublishPool(ctx, bridge.PoolInfo{Pool: pool, Kind: "openai", Streaming: true, InputModes: s.inputModes}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	p.Pool(pool, h)
 	return p

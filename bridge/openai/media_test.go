@@ -152,7 +152,7 @@ func TestA2ATypelessFileRefused(t *testing.T) {
 // is the image.
 func TestACPImageAndAudioReachModel(t *testing.T) {
 	srv := newModelServer(t)
-	p := startBridge(t, srv, setup{})
+	p := startBridge(t, srv, setup{inputModes: []string{"text/plain", "image/*", "audio/*"}})
 	s := openACPSession(t, p)
 	res, err := s.Conn.Prompt(s.Ctx, acp.PromptRequest{SessionId: s.ID, Prompt: []acp.ContentBlock{
 		acp.TextBlock("what do you see and hear?"),

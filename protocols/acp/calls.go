@@ -160,7 +160,7 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 	}
 	switch req.Method {
 	case e2a.ACPInitialize:
-		d.initialize(rep, req)
+		d.initialize(rep, in, req, nin, res)
 	case e2a.ACPAuthenticate:
 		d.authenticate(rep, req, nin.Principal)
 	case MethodLogout:
@@ -191,7 +191,10 @@ func (d *frontDoor) authMethods() []map[string]any {
 	return out
 }
 
-func (d *frontDoor) initialize(rep host.Reply, req *jsonrpc.Request) {
+// initialize answers ACP's initialize for the pool the caller's prompts
+// go to (promptPool): its promptCapabilities are that pool's
+// (promptCapabilities).
+func (d *frontDoor) initialize(rep host.Reply, in host.Call, req *jsonrpc.Request, nin normalizer.Input, res *normalizer.Result) {
 	var params struct {
 		ProtocolVersion json.RawMessage `json:"protocolVersion"`
 	}
@@ -204,7 +207,7 @@ func (d *frontDoor) initialize(rep host.Reply, req *jsonrpc.Request) {
 		"protocolVersion": ProtocolVersion,
 		"agentCapabilities": map[string]any{
 			"loadSession":        true,
-			"promptCapabilities": map[string]any{"image": true, "audio": true, "embeddedContext": true},
+			"promptCapabilities": promptCapabilities(d.poolModes(in.Ctx, d.promptPool(nin, res))),
 		},
 		"authMethods": d.authMethods(),
 		"agentInfo":   map[string]any{"name": "e2a-pipeline", "title": "E2A Pipeline", "version": "1"},
@@ -424,6 +427,10 @@ func (d *frontDoor) prompt(rep host.Reply, in host.Call, c host.RPCCaller, res *
 		return
 	}
 	liftE2AParams(env)
+	if e := d.checkPromptMedia(in.Ctx, res.Pool, env); e != nil {
+		rep.Error(e)
+		return
+	}
 	if cfg := d.sessionConfig(in.Ctx, c, env.SessionID); cfg != nil {
 		if _, ok := env.Params["cwd"]; !ok {
 			env.Params["cwd"] = cfg.Cwd

@@ -10,7 +10,8 @@
 // (protocols.Protocol.Service, a host.RPCServer):
 //
 //   - initialize, authenticate, logout are answered locally: protocol
-//     version 1, loadSession, the prompt capabilities, and one auth method
+//     version 1, loadSession, the prompt capabilities of the pool prompts
+//     go to (image and audio by its input modes: [InputModes]), and one auth method
 //     per scheme the host has (host.Authentication; over HTTP the
 //     credential travels in the headers, so authenticate only checks the
 //     method id).
