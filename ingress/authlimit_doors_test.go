@@ -295,6 +295,14 @@ func TestAuthLimitConsoleLogin(t *testing.T) {
 	if resp, b := login(aliceDoorKey, "203.0.113.8"); resp.StatusCode != 200 {
 		t.Errorf("login from another client behind the proxy: %d %s", resp.StatusCode, b)
 	}
+	// Any other console call with a credential from the throttled address:
+	// 429 with Retry-After too, in the console's error shape.
+	resp, b := testkit.Do(t, "GET", srv.URL+"/console/api/requests", "", "X-API-Key", aliceDoorKey, "X-Forwarded-For", "203.0.113.7")
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "rate_limit_exceeded") ||
+		!strings.Contains(string(b), `"retryable":true`) {
+		t.Errorf("a console call from the throttled address: %d Retry-After %q %s; want 429 rate_limit_exceeded, retryable, with Retry-After",
+			resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
 	clock.Add(time.Minute)
 	if resp, b := login(aliceDoorKey, "203.0.113.7"); resp.StatusCode != 200 {
 		t.Errorf("login once the window passed: %d %s", resp.StatusCode, b)

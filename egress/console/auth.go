@@ -177,11 +177,6 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	r.Header.Set("Cookie", cookieName+"="+cred.cookieValue())
 	got, st, err := c.authenticate(r)
 	if err != nil {
-		if st == http.StatusTooManyRequests && c.o.challenge != nil {
-			// Sign-in attempts throttled (ingress's failure limiter): the
-			// challenge function sets Retry-After for them.
-			c.o.challenge(w.Header(), err)
-		}
 		c.authError(w, st, err)
 		return
 	}

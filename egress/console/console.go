@@ -296,10 +296,16 @@ func (c *Console) Stats(ctx context.Context) (*Stats, error) { return c.stats.ge
 // front door's challenges, 403 forbidden for one that may not be used.
 func (c *Console) authError(w http.ResponseWriter, status int, err error) {
 	code := "unauthenticated"
-	if status == http.StatusForbidden {
+	switch status {
+	case http.StatusForbidden:
 		code = "forbidden"
+	case http.StatusTooManyRequests:
+		code = "rate_limit_exceeded"
 	}
-	if status == http.StatusUnauthorized && c.o.challenge != nil {
+	// The challenge function sets a 401's WWW-Authenticate, and a 429's
+	// Retry-After (a credential refused unchecked: ingress's failure
+	// limiter), on the sign-in and every other call alike.
+	if (status == http.StatusUnauthorized || status == http.StatusTooManyRequests) && c.o.challenge != nil {
 		c.o.challenge(w.Header(), err)
 	}
 	apiError(w, status, code, err.Error())
@@ -351,7 +357,8 @@ func (c *Console) page(w http.ResponseWriter, r *http.Request) {
 // apiError writes {"error":{"code","message","retryable"}}, the shape of
 // every E2A endpoint; only an unavailable index is worth retrying.
 func apiError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, map[string]any{"error": map[string]any{"code": code, "message": msg, "retryable": status == http.StatusServiceUnavailable}})
+	retryable := status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests
+	writeJSON(w, status, map[string]any{"error": map[string]any{"code": code, "message": msg, "retryable": retryable}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
