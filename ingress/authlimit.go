@@ -65,7 +65,7 @@ type AuthLimitConfig struct {
 	// throttled until it ends.
 	Window time.Duration
 	// MaxAddresses bounds the addresses tracked; beyond it the one whose
-	// last failure is oldest is forgotten.
+	// window ends first (it began first) is forgotten.
 	MaxAddresses int
 	// TrustedProxies are the peers whose X-Forwarded-For is believed
 	// (ClientAddress); empty: the header is never read.
@@ -141,9 +141,13 @@ type failEntry struct {
 }
 
 // failLimiter counts refused credentials per client address. A mutex
-// guards the map and the list of addresses by last failure (front: the
-// most recent), which bounds the memory: the address at the back is the
-// one evicted.
+// guards the map and the list of addresses by the start of their window
+// (front: the latest), which bounds the memory: the back is the window
+// that ends first, dropped once it has ended (expire) or, at the bound,
+// evicted. Ordered by last failure instead, an address that failed again
+// late in an early window would stay in front of a later window still
+// running, and the bound would evict that live, maybe throttled, address
+// while keeping one whose window had ended.
 type failLimiter struct {
 	cfg     AuthLimitConfig
 	mu      sync.Mutex
@@ -206,9 +210,9 @@ func (l *failLimiter) fail(addr netip.Addr, now time.Time) {
 		e := el.Value.(*failEntry)
 		if !now.Before(e.start.Add(l.cfg.Window)) {
 			e.start, e.n = now, 0
+			l.order.MoveToFront(el) // the latest window now
 		}
 		e.n++
-		l.order.MoveToFront(el)
 		return
 	}
 	for l.order.Len() >= l.cfg.MaxAddresses {
@@ -220,9 +224,8 @@ func (l *failLimiter) fail(addr netip.Addr, now time.Time) {
 	l.entries[addr] = l.order.PushFront(&failEntry{addr: addr, start: now, n: 1})
 }
 
-// expire forgets, from the back, the addresses whose window has ended.
-// Every entry's last failure falls in its window, so the back holds the
-// oldest windows; one that ended further in is dropped when looked up.
+// expire forgets, from the back, the addresses whose window has ended:
+// the list is by window start, so they are all at the back.
 func (l *failLimiter) expire(now time.Time) {
 	for back := l.order.Back(); back != nil; back = l.order.Back() {
 		e := back.Value.(*failEntry)
@@ -275,16 +278,19 @@ func ClientAddress(remoteAddr string, h http.Header, trusted []netip.Prefix) (ne
 }
 
 // parseHostAddr parses "ip", "ip:port" or "[ipv6]:port", IPv4-mapped
-// addresses unmapped.
+// addresses unmapped and an IPv6 zone dropped: net/http gives a
+// link-local peer as "[fe80::1%eth0]:443", and netip.Prefix.Contains
+// never matches a zoned address, so a trusted link-local proxy would go
+// untrusted and all its clients be counted as one.
 func parseHostAddr(s string) (netip.Addr, bool) {
 	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return ap.Addr().Unmap(), true
+		return ap.Addr().Unmap().WithZone(""), true
 	}
 	a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"))
-	if err != nil || a.Zone() != "" {
+	if err != nil {
 		return netip.Addr{}, false
 	}
-	return a.Unmap(), true
+	return a.Unmap().WithZone(""), true
 }
 
 func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {

@@ -96,8 +96,8 @@ func TestAuthLimiterWindow(t *testing.T) {
 	}
 }
 
-// TestAuthLimiterBounded: at most MaxAddresses addresses are tracked, the
-// least recently failed forgotten first; expired windows are dropped.
+// TestAuthLimiterBounded: at most MaxAddresses addresses are tracked,
+// the window that ends first forgotten first; expired windows are dropped.
 func TestAuthLimiterBounded(t *testing.T) {
 	{
 		clk := &testClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
