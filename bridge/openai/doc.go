@@ -15,7 +15,10 @@
 // max_completion_tokens above the operator's limit, the smaller of its
 // two, is capped to it and sent in place of the operator's; one of the
 // wrong JSON type ends the request invalid_request naming it, the model
-// not called; model, messages, stream, stream_options and n are the
+// not called, and so does a tool that is not a function tool (custom
+// tools' calls are not carried) or whose parameters are no object, or a
+// tool_choice other than none, auto, required, a named function or
+// allowed_tools; model, messages, stream, stream_options and n are the
 // bridge's, never a request's), and the messages:
 //
 //   - the system prompt: [WithSystem], else the request's params.system

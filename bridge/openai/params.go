@@ -284,17 +284,40 @@ func isTyped(v any) error {
 	return errors.New(`an object with a string "type"`)
 }
 
-// isToolChoice: "none", "auto", "required" (any string), or an object
-// with a string type.
+// toolChoices are the tool_choice strings of the chat completions API.
+var toolChoices = []string{"none", "auto", "required"}
+
+// isToolChoice: "none", "auto" or "required", or an object naming a
+// function ({"type":"function","function":{"name"}}) or allowing some
+// tools ({"type":"allowed_tools","allowed_tools":{...}}). Another
+// string or type is a 400 of the upstream, after a call; a custom tool's
+// choice names a tool the bridge does not carry (isTools).
 func isToolChoice(v any) error {
-	if isString(v) == nil || isTyped(v) == nil {
+	if s, ok := v.(string); ok && slices.Contains(toolChoices, s) {
 		return nil
 	}
-	return errors.New(`a string or an object with a string "type"`)
+	m, _ := v.(map[string]any)
+	switch typ, _ := m["type"].(string); typ {
+	case "function":
+		if def, _ := m["function"].(map[string]any); isName(def["name"]) {
+			return nil
+		}
+	case "allowed_tools":
+		if _, ok := m["allowed_tools"].(map[string]any); ok {
+			return nil
+		}
+	}
+	return errors.New(`"none", "auto", "required", {"type":"function","function":{"name"}} or {"type":"allowed_tools", ...}`)
 }
 
-// isTools: an array of tools, each {"type":"function","function":{"name",
-// ...}} or {"type":"custom","custom":{"name", ...}}.
+// isTools: an array of function tools, each {"type":"function",
+// "function":{"name", "description"?, "parameters"?, "strict"?}}, the
+// parameters a JSON Schema object, the description a string, strict a
+// boolean: what a chat completions server refuses with a 400 is the
+// client's invalid_request here, the model not called. Custom tools
+// ({"type":"custom"}) are refused: their calls stream as custom, not
+// function, calls, which the bridge neither passes through nor replays in
+// the history.
 func isTools(v any) error {
 	arr, ok := v.([]any)
 	if !ok {
@@ -302,13 +325,33 @@ func isTools(v any) error {
 	}
 	for i, e := range arr {
 		m, _ := e.(map[string]any)
-		typ, _ := m["type"].(string)
-		def, _ := m[typ].(map[string]any)
-		if name, _ := def["name"].(string); (typ != "function" && typ != "custom") || name == "" {
-			return fmt.Errorf(`an array of tools, each {"type":"function","function":{"name", ...}} (tools[%d] is not)`, i)
+		def, _ := m["function"].(map[string]any)
+		if m["type"] != "function" || !isName(def["name"]) || !optional(def, "parameters", isObject) ||
+			!optional(def, "description", isString) || !optional(def, "strict", isBool) {
+			return fmt.Errorf(`an array of function tools, each {"type":"function","function":{"name", `+
+				`"description"?: a string, "parameters"?: an object, "strict"?: a boolean}} (tools[%d] is not)`, i)
 		}
 	}
 	return nil
+}
+
+// isName reports a non-empty string (a function's name).
+func isName(v any) bool {
+	s, _ := v.(string)
+	return s != ""
+}
+
+func isObject(v any) error {
+	if _, ok := v.(map[string]any); !ok {
+		return errors.New("an object")
+	}
+	return nil
+}
+
+// optional reports m's member k absent, or passing c.
+func optional(m map[string]any, k string, c check) bool {
+	v, ok := m[k]
+	return !ok || c(v) == nil
 }
 
 // mapOf checks an object whose every member passes c (of the type what).
