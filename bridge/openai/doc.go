@@ -109,6 +109,8 @@
 // operator's refused); the model's tool calls are passed through, never
 // executed (the client runs them and sends their results); an ACP
 // embedded resource that is binary is named in the text, not sent
-// ([UserText]). Sampling parameters and tools come only from E2A params:
-// A2A message metadata and ACP _meta are not read.
+// ([UserText]). Sampling parameters and tools come only from the
+// envelope's params: an E2A request's, or an ACP prompt's
+// _meta.e2a_params (which the ACP door lifts into params); A2A message
+// metadata is not read.
 package openai
