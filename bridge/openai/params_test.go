@@ -17,6 +17,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/bridge/openai"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/a2aupstream"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 )
 
 // sentRequest is the model server's call i (from 0), decoded with
@@ -101,7 +102,7 @@ func TestParamsMergedAndCapped(t *testing.T) {
 func TestParamsWrongTypeRefused(t *testing.T) {
 	srv := newModelServer(t)
 	p := startBridge(t, srv, setup{})
-	for i, bad := range []map[string]any{
+	refusedMembers(t, p, srv, "bad-param-", []map[string]any{
 		{"temperature": "hot"},
 		{"max_tokens": 1.5},
 		{"max_completion_tokens": 0},
@@ -115,24 +116,7 @@ func TestParamsWrongTypeRefused(t *testing.T) {
 		{"parallel_tool_calls": "yes"},
 		{"reasoning_effort": 3},
 		{"top_p": nil},
-	} {
-		var member string
-		for k := range bad {
-			member = k
-		}
-		params := map[string]any{"content": "hi"}
-		for k, v := range bad {
-			params[k] = v
-		}
-		a := read(t, askWith(t, p, "", "bad-param-"+string(rune('a'+i)), params, nil))
-		if a.final.ResponseKind != e2a.KindError || a.errBody.Code != e2a.ErrCodeInvalidRequest ||
-			!strings.Contains(a.errBody.Message, member) {
-			t.Errorf("%v: final %s %+v, want invalid_request naming %s", bad, a.final.ResponseKind, a.errBody, member)
-		}
-	}
-	if n := len(srv.recordedCalls()); n != 0 {
-		t.Fatalf("the model was called %d times", n)
-	}
+	})
 }
 
 // TestWithParamsRefused: an operator's parameter that is not a chat
@@ -356,4 +340,29 @@ func TestToolExchangeKeptWhole(t *testing.T) {
 		"tool call_Wp1XeR4fA2: 18", "tool call_Kz7LmQ9sB3: 22", "assistant: done", "user: thanks")
 	read(t, ask(t, p, "", "w-4", "and?", session))
 	wantMessages(t, "one turn later", lastMessages(t, srv), "user: thanks", "assistant: echo: thanks", "user: and?")
+}
+
+// refusedMembers sends one request (idPrefix and a letter) per case, each
+// a params member and its value beside a text, and checks that each ends
+// invalid_request naming its member and that the model was never called.
+func refusedMembers(t *testing.T, p *pipetest.Pipeline, srv *modelServer, idPrefix string, cases []map[string]any) {
+	t.Helper()
+	for i, bad := range cases {
+		var member string
+		for k := range bad {
+			member = k
+		}
+		params := map[string]any{"content": "hi"}
+		for k, v := range bad {
+			params[k] = v
+		}
+		a := read(t, askWith(t, p, "", idPrefix+string(rune('a'+i)), params, nil))
+		if a.final.ResponseKind != e2a.KindError || a.errBody.Code != e2a.ErrCodeInvalidRequest ||
+			!strings.Contains(a.errBody.Message, member) {
+			t.Errorf("%v: final %s %+v, want invalid_request naming %s", bad, a.final.ResponseKind, a.errBody, member)
+		}
+	}
+	if n := len(srv.recordedCalls()); n != 0 {
+		t.Fatalf("the model was called %d times", n)
+	}
 }

@@ -1,7 +1,6 @@
 package openai_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -18,7 +17,7 @@ func TestToolsMalformedRefused(t *testing.T) {
 	srv := newModelServer(t)
 	p := startBridge(t, srv, setup{})
 	fn := func(def map[string]any) []any { return []any{map[string]any{"type": "function", "function": def}} }
-	for i, bad := range []map[string]any{
+	refusedMembers(t, p, srv, "bad-tool-", []map[string]any{
 		{"tools": []any{map[string]any{"type": "custom", "custom": map[string]any{"name": "grammar"}}}},
 		{"tools": fn(map[string]any{"name": "f", "parameters": `{"type":"object"}`})},
 		{"tools": fn(map[string]any{"name": "f", "parameters": []any{}})},
@@ -29,24 +28,7 @@ func TestToolsMalformedRefused(t *testing.T) {
 		{"tool_choice": map[string]any{"type": "function"}},
 		{"tool_choice": map[string]any{"type": "function", "function": map[string]any{"name": ""}}},
 		{"tool_choice": map[string]any{"type": "custom", "custom": map[string]any{"name": "grammar"}}},
-	} {
-		var member string
-		for k := range bad {
-			member = k
-		}
-		params := map[string]any{"content": "hi"}
-		for k, v := range bad {
-			params[k] = v
-		}
-		a := read(t, askWith(t, p, "", "bad-tool-"+string(rune('a'+i)), params, nil))
-		if a.final.ResponseKind != e2a.KindError || a.errBody.Code != e2a.ErrCodeInvalidRequest ||
-			!strings.Contains(a.errBody.Message, member) {
-			t.Errorf("%v: final %s %+v, want invalid_request naming %s", bad, a.final.ResponseKind, a.errBody, member)
-		}
-	}
-	if n := len(srv.recordedCalls()); n != 0 {
-		t.Fatalf("the model was called %d times", n)
-	}
+	})
 	a := read(t, askWith(t, p, "", "good-tools", map[string]any{"content": "hi", "tools": append(fn(map[string]any{
 		"name": "get_weather", "description": "d", "strict": true, "parameters": map[string]any{"type": "object"}}),
 		fn(map[string]any{"name": "now"})...),
