@@ -68,6 +68,9 @@ var requiredAlerts = []string{
 	// A stalled archiver (failing without archiving), and a corrupt batch
 	// it wrote past.
 	"E2AArchiveStalled", "E2AArchiveCorruptBatch",
+	// Ingress's failed-credential limiter: an address guessing
+	// credentials, and the limiter at its address bound.
+	"E2AIngressAuthThrottled", "E2AIngressAuthLimitEvicting",
 }
 
 // loadRules reads deploy/prometheus/rules.yaml and checks that the
@@ -233,6 +236,7 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 	checkArchiveAlerts(t, rules)
+	checkAuthLimitAlerts(t, rules)
 }
 
 // ruleNamed returns the alert called name (zero when there is none).
@@ -280,6 +284,42 @@ func checkArchiveAlerts(t *testing.T, rules ruleGroups) {
 	// History lost is said at once, not after a while.
 	if r := ruleNamed(rules, "E2AArchiveMissed"); r.For != "" {
 		t.Errorf("E2AArchiveMissed waits %s", r.For)
+	}
+}
+
+// checkAuthLimitAlerts checks what the failure limiter's alerts say
+// (ingress/AUTH.md, "Failed authentications"): credentials refused
+// unchecked for 10 min on end (an address keeps guessing: a throttled
+// client is refused every 429 it is sent, so a mistyping person stops
+// long before), and any address evicted at the bound
+// (E2A_AUTH_FAILURE_ADDRESSES), said at once since each eviction may let
+// a guesser back early; both warnings, both pointing at the runbook and
+// the settings an operator changes.
+func checkAuthLimitAlerts(t *testing.T, rules ruleGroups) {
+	t.Helper()
+	for _, c := range []struct {
+		alert, severity, forDur string
+		parts, says             []string
+	}{
+		{"E2AIngressAuthThrottled", "warning", "10m", []string{"sum(rate(e2a_ingress_auth_throttled_total[5m]))", "> 0"},
+			[]string{"E2A_AUTH_FAILURE_LIMIT", "E2A_TRUSTED_PROXIES", "ingress/AUTH.md"}},
+		{"E2AIngressAuthLimitEvicting", "warning", "", []string{"sum(increase(e2a_ingress_auth_limit_evicted_total[15m]))", "> 0"},
+			[]string{"E2A_AUTH_FAILURE_ADDRESSES", "ingress/AUTH.md"}},
+	} {
+		r := ruleNamed(rules, c.alert)
+		if r.Labels["severity"] != c.severity || r.For != c.forDur {
+			t.Errorf("%s: severity %q for %q, want %s for %q", c.alert, r.Labels["severity"], r.For, c.severity, c.forDur)
+		}
+		for _, p := range c.parts {
+			if !strings.Contains(r.Expr, p) {
+				t.Errorf("%s: %q lacks %q", c.alert, r.Expr, p)
+			}
+		}
+		for _, w := range c.says {
+			if !strings.Contains(r.Annotations["description"], w) {
+				t.Errorf("%s: the description does not name %s", c.alert, w)
+			}
+		}
 	}
 }
 

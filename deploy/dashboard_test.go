@@ -216,9 +216,10 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 }
 
-// registeredMetrics returns the metrics ingress, egress, an agent pool,
-// the push stage and the archiver register (name → variable labels),
-// started in process on an embedded server.
+// registeredMetrics returns the metrics ingress (with authentication and
+// its failure limiter on), egress, an agent pool, the push stage and the
+// archiver register (name → variable labels), started in process on an
+// embedded server.
 func registeredMetrics(t *testing.T) map[string][]string {
 	t.Helper()
 	// The metrics of ingress, egress and an agent pool, as registered.
@@ -229,7 +230,14 @@ func registeredMetrics(t *testing.T) map[string][]string {
 		t.Fatal(err)
 	}
 	defer eg.Close()
-	if _, err := ingress.New(nc, eg, ingress.WithRegisterer(rec)); err != nil {
+	// With authentication on, as e2a serve runs it: the failure limiter
+	// registers its metrics (an open Auth has nothing to limit).
+	auth, err := ingress.NewAuth(&ingress.AuthConfig{APIKeys: []ingress.Credential{{Principal: "alice", Secret: "ak_dashboard_0123456789abcdef"}}},
+		ingress.WithAuthLimit(ingress.DefaultAuthLimitConfig()), ingress.WithAuthRegisterer(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ingress.New(nc, eg, ingress.WithRegisterer(rec), ingress.WithAuth(auth)); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
