@@ -193,7 +193,10 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 		}, u.CardRefresh
 	}
 	go keep.run(ctx)
-	log.Info("bridge", "pool", pool, "upstream", up.Name(), "url", client.Location(), "credentials", bridge.Credentials{APIKey: u.APIKey, Headers: headers})
+	// credentials_used, not credentials: the log's redaction replaces a
+	// secret-named key's value, and this one names the credentials (api
+	// key, header names, or none), never their values.
+	log.Info("bridge", "pool", pool, "upstream", up.Name(), "url", client.Location(), "credentials_used", bridge.Credentials{APIKey: u.APIKey, Headers: headers})
 	return bridge.New(pool, up, opts...)
 }
 
