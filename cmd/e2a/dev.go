@@ -299,7 +299,8 @@ func listenHTTP(addr string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return nil, fmt.Errorf("HTTP address %s is already in use (another e2a dev?): set E2A_HTTP_ADDR to another, e.g. E2A_HTTP_ADDR=127.0.0.1:8081", addr)
+			return nil, fmt.Errorf("HTTP address %s is already in use (another e2a dev?): set E2A_HTTP_ADDR to another, "+
+				"e.g. E2A_HTTP_ADDR=127.0.0.1:8081, or 127.0.0.1:0 (any free port) for an e2a agent beside e2a dev", addr)
 		}
 		return nil, fmt.Errorf("listen on E2A_HTTP_ADDR=%s: %w", addr, err)
 	}
