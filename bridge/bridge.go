@@ -89,6 +89,8 @@ type Handler struct {
 	cfg   config
 	slots chan struct{}
 	m     *metrics
+	// models are the model labels of the pool's token series.
+	models modelLabels
 }
 
 var (
@@ -194,6 +196,7 @@ func (h *Handler) Serve(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	if s, ok := h.up.(Scrubber); ok {
 		cw.scrub = s.Scrub
 	}
+	cw.final = func(result any) { h.m.countTokens(&h.models, h.pool, name, result, cw.scrub) }
 	var err error
 	for attempt := 0; ; attempt++ {
 		err = classify(ctx, h.up.Call(ctx, env, cw))
@@ -298,6 +301,24 @@ type countingWriter struct {
 	// agent's own e2a.error or acp.jsonrpc_error frame, an interrupt's
 	// question, a status message, a final frame, the frames' metadata.
 	scrub func(string) string
+	// final, called with the result of the request's first final
+	// e2a.complete frame (written by Complete or Write), counts the tokens
+	// it reports: once per request, even when the upstream writes its
+	// final frame again (the OpenAI bridge, after a frame too large), and
+	// before the frame is written, so that the client that sees it finds
+	// them counted. A call retried wrote no frame, so counted nothing.
+	final   func(result any)
+	counted bool
+}
+
+// completed calls c.final with the result of the request's first final
+// frame.
+func (c *countingWriter) completed(result any) {
+	if c.counted || c.final == nil {
+		return
+	}
+	c.counted = true
+	c.final(result)
 }
 
 // SetMetadata sets the metadata of the frames written after it, scrubbed
@@ -332,6 +353,7 @@ func (c *countingWriter) Chunk(kind string, delta any) error {
 
 func (c *countingWriter) Complete(result any) error {
 	c.wrote()
+	c.completed(result)
 	if c.scrub != nil {
 		// A result the upstream wrote whole (an HTTP agent's JSON answer);
 		// a result a bridge built from the deltas is the answer's content
@@ -354,6 +376,9 @@ func (c *countingWriter) Fail(code, message string, retryable bool) error {
 
 func (c *countingWriter) Write(kind, status string, body any, final bool) error {
 	c.wrote()
+	if kind == e2a.KindComplete && final {
+		c.completed(completeResult(body))
+	}
 	if c.scrub != nil && scrubsFrame(kind, status, body, final) {
 		body = scrubBody(body, c.scrub)
 	}

@@ -27,7 +27,9 @@
 //     scrubframes.go); a bridge quoting an upstream's words cuts them
 //     with [Clip], which scrubs them before the cut;
 //   - metrics per pool and upstream ([WithMetrics]): calls by outcome,
-//     retries, latency, time to first frame, in-flight calls.
+//     retries, latency, time to first frame, in-flight calls, and tokens
+//     by model and kind from a request's final result's usage (an OpenAI
+//     bridge's, an HTTP agent's).
 //
 // [Client] is the HTTP side every bridge shares: connect and idle timeouts
 // (an answer that stops sending bytes for the idle timeout fails with

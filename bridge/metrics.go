@@ -1,8 +1,15 @@
 package bridge
 
 import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
 )
 
@@ -13,7 +20,15 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 	ttft     *prometheus.HistogramVec
 	inFlight *prometheus.GaugeVec
+	tokens   *prometheus.CounterVec
 }
+
+// maxModels bounds the models a pool's token series name: the model label
+// is the upstream's word, which could be anything.
+const maxModels = 32
+
+// maxModelLen bounds a model label (a longer name is cut).
+const maxModelLen = 128
 
 var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
 
@@ -28,6 +43,170 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		ttft: s.HistogramVec("e2a_bridge_first_frame_seconds", "Time from the start of an upstream call to its first frame (TTFT).",
 			latencyBuckets, "pool", "upstream"),
 		inFlight: s.GaugeVec("e2a_bridge_in_flight", "Upstream calls in flight in this process.", "pool", "upstream"),
+		tokens: s.CounterVec("e2a_bridge_tokens_total",
+			"Tokens the upstream reported using in a request's final result (its usage, as OpenAI's chat completions report it; "+
+				"a failed request counts none), by pool, upstream, model (the upstream's own name for it; past the first "+
+				strconv.Itoa(maxModels)+" models of a pool in this process, \"other\") and kind: "+
+				"prompt, completion, and when reported cached_prompt (part of prompt) and reasoning (part of completion).",
+			"pool", "upstream", "model", "kind"),
 	}
 	return m, s.Err()
+}
+
+// modelLabels are the model labels of a pool's token series: the first
+// maxModels models seen, any other "other".
+type modelLabels struct {
+	mu   sync.Mutex
+	seen map[string]struct{}
+}
+
+// label is model's label: valid UTF-8 (a label value that is not makes
+// the client library panic), at most maxModelLen bytes, "unknown" when the
+// result names none, "other" past the cap.
+func (l *modelLabels) label(model string) string {
+	model = strings.ToValidUTF8(model, "\uFFFD")
+	if len(model) > maxModelLen {
+		model = strings.ToValidUTF8(model[:maxModelLen], "")
+	}
+	if model == "" {
+		return "unknown"
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.seen[model]; ok {
+		return model
+	}
+	if len(l.seen) >= maxModels {
+		return "other"
+	}
+	if l.seen == nil {
+		l.seen = map[string]struct{}{}
+	}
+	l.seen[model] = struct{}{}
+	return model
+}
+
+// tokenKinds are the kinds of e2a_bridge_tokens_total and where a usage
+// object holds their counts (in is the member holding name, "" the usage
+// itself).
+var tokenKinds = [...]struct{ kind, in, name string }{
+	{"prompt", "", "prompt_tokens"},
+	{"completion", "", "completion_tokens"},
+	{"cached_prompt", "prompt_tokens_details", "cached_tokens"},
+	{"reasoning", "completion_tokens_details", "reasoning_tokens"},
+}
+
+// reportedUsage is the model and the usage object a final result reports
+// (the members "model" and "usage" of a result that is an object: a
+// bridge's map, or an agent's JSON answer), usage nil when it reports none.
+func reportedUsage(result any) (model string, usage []byte) {
+	switch r := result.(type) {
+	case map[string]any:
+		u, ok := r["usage"]
+		if !ok || u == nil {
+			return "", nil
+		}
+		model, _ = r["model"].(string)
+		switch v := u.(type) {
+		case json.RawMessage:
+			return model, v
+		case []byte:
+			return model, v
+		}
+		b, err := json.Marshal(u)
+		if err != nil {
+			return "", nil
+		}
+		return model, b
+	case json.RawMessage:
+		return rawUsage(r)
+	case []byte:
+		return rawUsage(r)
+	}
+	return "", nil
+}
+
+// rawUsage is reportedUsage of a result written as JSON.
+func rawUsage(b []byte) (model string, usage []byte) {
+	if !bytes.Contains(b, []byte(`"usage"`)) {
+		return "", nil // an answer without usage, not decoded
+	}
+	var r struct {
+		Model json.RawMessage `json:"model"`
+		Usage json.RawMessage `json:"usage"`
+	}
+	if json.Unmarshal(b, &r) != nil {
+		return "", nil
+	}
+	_ = json.Unmarshal(r.Model, &model) // a model that is no string: none
+	return model, r.Usage
+}
+
+// completeResult is the result of the body of a final e2a.complete frame
+// an upstream wrote whole (an HTTP agent's own frame), nil when it has
+// none or reports no usage.
+func completeResult(body any) any {
+	switch b := body.(type) {
+	case e2a.CompleteBody:
+		return b.Result
+	case *e2a.CompleteBody:
+		if b != nil {
+			return b.Result
+		}
+	case json.RawMessage:
+		return rawResult(b)
+	case []byte:
+		return rawResult(b)
+	}
+	return nil
+}
+
+// rawResult is the result of an e2a.complete body written as JSON, nil
+// when it reports no usage.
+func rawResult(body []byte) any {
+	if !bytes.Contains(body, []byte(`"usage"`)) {
+		return nil
+	}
+	var cb struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if json.Unmarshal(body, &cb) != nil || len(cb.Result) == 0 {
+		return nil
+	}
+	return cb.Result
+}
+
+// countTokens adds the usage a final result of pool's upstream reports to
+// its token series: each kind whose count is a non-negative integer (any
+// other is not counted), the model labelled by models.
+func (m *metrics) countTokens(models *modelLabels, pool, upstream string, result any, scrub func(string) string) {
+	model, usage := reportedUsage(result)
+	if len(usage) == 0 {
+		return
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(usage, &top) != nil || top == nil {
+		return
+	}
+	label := ""
+	for _, k := range tokenKinds {
+		obj := top
+		if k.in != "" {
+			obj = nil
+			if json.Unmarshal(top[k.in], &obj) != nil {
+				continue
+			}
+		}
+		n, err := strconv.ParseUint(string(obj[k.name]), 10, 64)
+		if err != nil {
+			continue
+		}
+		if label == "" {
+			if scrub != nil {
+				model = scrub(model)
+			}
+			label = models.label(model)
+		}
+		m.tokens.WithLabelValues(pool, upstream, label, k.kind).Add(float64(n))
+	}
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/archive"
+	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/bridge/openai"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
@@ -217,7 +219,8 @@ func TestGrafanaDashboard(t *testing.T) {
 }
 
 // registeredMetrics returns the metrics ingress (with authentication and
-// its failure limiter on), egress, an agent pool, the push stage and the
+// its failure limiter on), egress, an agent pool, a bridge (an OpenAI
+// bridge's, as e2a agent --openai builds it), the push stage and the
 // archiver register (name → variable labels), started in process on an
 // embedded server.
 func registeredMetrics(t *testing.T) map[string][]string {
@@ -238,6 +241,18 @@ func registeredMetrics(t *testing.T) map[string][]string {
 		t.Fatal(err)
 	}
 	if _, err := ingress.New(nc, eg, ingress.WithRegisterer(rec), ingress.WithAuth(auth)); err != nil {
+		t.Fatal(err)
+	}
+	// A bridge's (e2a_bridge_*), registered as it is built; never called.
+	client, err := bridge.NewClient("http://127.0.0.1:8000/v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := openai.New(client, "llama3.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bridge.New("llm", up, bridge.WithMetrics(rec)); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
