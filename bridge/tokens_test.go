@@ -12,6 +12,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // usageUp is an Upstream that ends each call with final: the request's
@@ -44,22 +45,9 @@ func (w *tooLargeOnce) Complete(r any) error {
 // tokenSeries is e2a_bridge_tokens_total of pool p by "model kind".
 func tokenSeries(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "e2a_bridge_tokens_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			l := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				l[lp.GetName()] = lp.GetValue()
-			}
-			out[l["model"]+" "+l["kind"]] = m.GetCounter().GetValue()
-		}
+	for _, m := range testkit.Series(t, reg, "e2a_bridge_tokens_total") {
+		out[m.Labels["model"]+" "+m.Labels["kind"]] = m.Value
 	}
 	return out
 }

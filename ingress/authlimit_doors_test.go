@@ -222,17 +222,11 @@ func containsInt(s []int, v int) bool {
 // counterValue is the value of the unlabelled counter name in reg.
 func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	series := testkit.Series(t, reg, name)
+	if len(series) != 1 {
+		t.Fatalf("%s: %d series, want 1 (registered, unlabelled)", name, len(series))
 	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("%s not registered", name)
-	return 0
+	return series[0].Value
 }
 
 // TestAuthLimitForgedForwardedFor: with no trusted proxy, an

@@ -9,31 +9,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // tokensCounted is e2a_bridge_tokens_total of the pool p in reg, by
 // "model kind" (the upstream label checked: the bridge's Name).
 func tokensCounted(t *testing.T, reg *prometheus.Registry, upstream string) map[string]float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "e2a_bridge_tokens_total" {
-			continue
+	for _, m := range testkit.Series(t, reg, "e2a_bridge_tokens_total") {
+		if m.Labels["pool"] != pool || m.Labels["upstream"] != upstream {
+			t.Errorf("tokens counted under pool %q upstream %q, want %q %q", m.Labels["pool"], m.Labels["upstream"], pool, upstream)
 		}
-		for _, m := range mf.GetMetric() {
-			l := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				l[lp.GetName()] = lp.GetValue()
-			}
-			if l["pool"] != pool || l["upstream"] != upstream {
-				t.Errorf("tokens counted under pool %q upstream %q, want %q %q", l["pool"], l["upstream"], pool, upstream)
-			}
-			out[l["model"]+" "+l["kind"]] = m.GetCounter().GetValue()
-		}
+		out[m.Labels["model"]+" "+m.Labels["kind"]] = m.Value
 	}
 	return out
 }
