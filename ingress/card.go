@@ -120,7 +120,7 @@ func (s *Server) rootCardInfo(ctx context.Context, base string) host.CardInfo {
 
 // cardProfile is a pool's profile as a card declares it.
 func cardProfile(p a2av1.Profile) host.PoolProfile {
-	return host.PoolProfile{Streaming: p.Streaming, RequiredExtensions: p.RequiredExtensions}
+	return host.PoolProfile{Streaming: p.Streaming, RequiredExtensions: p.RequiredExtensions, InputModes: p.InputModes}
 }
 
 // grpcURL is the address of the A2A v1.0 gRPC binding the card lists

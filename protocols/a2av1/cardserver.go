@@ -157,8 +157,14 @@ func listPools(card map[string]any, pools []host.CardPool) {
 
 // cardProfile writes the profile p into card: streaming false when the
 // pool does not stream, each required extension in
-// capabilities.extensions with required true.
+// capabilities.extensions with required true, and the pool's input modes
+// as defaultInputModes when it declares some (the pipeline's card
+// describes its default pool: the modes its doors check a file part
+// against).
 func cardProfile(card map[string]any, p host.PoolProfile) {
+	if len(p.InputModes) > 0 {
+		card["defaultInputModes"] = p.InputModes
+	}
 	caps, ok := card["capabilities"].(map[string]any)
 	if !ok {
 		return

@@ -100,6 +100,9 @@ type CardAuthMethod struct {
 type PoolProfile struct {
 	Streaming          bool
 	RequiredExtensions []string
+	// InputModes are the media types the pool takes (its card's
+	// defaultInputModes); empty: the pipeline's defaults.
+	InputModes []string
 }
 
 // CardPool is an agent pool as a card describes it: its own card's URL,
