@@ -317,23 +317,43 @@ func presentsCredential(h http.Header) bool {
 	return len(h.Values(HeaderAPIKey)) > 0 || len(h.Values("Authorization")) > 0
 }
 
+// admit is the limiter's decision on an attempt from remoteAddr (its
+// headers h: X-Forwarded-For behind a trusted proxy): track is false when
+// the limiter is off or the client's address unknown (the check runs
+// alone); else key is the client's count and now its time, and wait > 0
+// when the client is throttled for wait (counted as a throttled answer:
+// the caller refuses it unchecked).
+func (a *Auth) admit(h http.Header, remoteAddr string) (key netip.Addr, now time.Time, wait time.Duration, track bool) {
+	l := a.limiter
+	if l == nil {
+		return netip.Addr{}, time.Time{}, 0, false
+	}
+	client, ok := ClientAddress(remoteAddr, h, l.cfg.TrustedProxies)
+	if !ok {
+		return netip.Addr{}, time.Time{}, 0, false
+	}
+	key, now = limitKey(client), a.now()
+	if wait = l.blocked(key, now); wait > 0 {
+		l.throttled.Inc()
+	}
+	return key, now, wait, true
+}
+
 // limited runs check, the authentication of h from remoteAddr, under the
 // failure limiter: a credential from a throttled address is refused
 // unchecked (ErrAuthThrottled, RetryAfter set), a refused one is counted
 // against its address. Without a limiter, without a credential or without
 // a known address, check runs alone.
 func (a *Auth) limited(h http.Header, remoteAddr string, check func() (Principal, error)) (Principal, error) {
+	if !presentsCredential(h) {
+		return check()
+	}
+	key, now, wait, track := a.admit(h, remoteAddr)
+	if !track {
+		return check()
+	}
 	l := a.limiter
-	if l == nil || !presentsCredential(h) {
-		return check()
-	}
-	client, ok := ClientAddress(remoteAddr, h, l.cfg.TrustedProxies)
-	if !ok {
-		return check()
-	}
-	key, now := limitKey(client), a.now()
-	if wait := l.blocked(key, now); wait > 0 {
-		l.throttled.Inc()
+	if wait > 0 {
 		e := &AuthError{Reason: "retry later",
 			RetryAfter: wait, err: ErrAuthThrottled}
 		if a.onFailure != nil {
@@ -359,17 +379,12 @@ func (a *Auth) limited(h http.Header, remoteAddr string, check func() (Principal
 // so the code is the limiter's), and a grant refused invalid_client (a
 // client secret that does not verify) counts against its address.
 func (a *Auth) limitedIssue(hdr, h http.Header, remoteAddr string, issue func() (TokenResponse, error)) (TokenResponse, error) {
+	key, now, wait, track := a.admit(h, remoteAddr)
+	if !track {
+		return issue()
+	}
 	l := a.limiter
-	if l == nil {
-		return issue()
-	}
-	client, ok := ClientAddress(remoteAddr, h, l.cfg.TrustedProxies)
-	if !ok {
-		return issue()
-	}
-	key, now := limitKey(client), a.now()
-	if wait := l.blocked(key, now); wait > 0 {
-		l.throttled.Inc()
+	if wait > 0 {
 		hdr.Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
 		return TokenResponse{}, oauthErr(http.StatusTooManyRequests, "too_many_requests",
 			"too many failed client authentications from this address: retry after the Retry-After seconds")
