@@ -429,8 +429,12 @@ func TestFullStreams(t *testing.T) {
 		}
 		// Every message sourced while E2A_AUDIT sits at its byte limit
 		// lands in it (TestAuditSourceStartsAtFirst pins the cause of the
-		// loss this test used to log).
-		testkit.Eventually(t, 15*time.Second, "E2A_AUDIT to copy every request and frame", auditState)
+		// loss this test used to log). Within a minute: a source whose
+		// consumer failed (a timeout on a loaded machine) is set up again
+		// after the server's retry backoff (nats-server: 10 s after a
+		// first failure, 20 s after a second) and its 10 s health check;
+		// 15 s was short of that once in CI.
+		testkit.Eventually(t, time.Minute, "E2A_AUDIT to copy every request and frame", auditState)
 		t.Logf("E2A_AUDIT sequences %d..%d for %d messages sourced", first, last, reqMsgs+respMsgs)
 		msgs, bytes := p.streamState(t, streams.AuditStream)
 		if bytes > uint64(cfg.AuditMaxBytes) || first <= 1 || msgs >= reqMsgs+respMsgs {
