@@ -504,9 +504,19 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // ErrContentTypeNotSupported.
 var A2AInputModes = []string{"text/plain", "application/json"}
 
-// AcceptsInputMode reports whether media type mt (parameters ignored) is
-// one of A2AInputModes.
-func AcceptsInputMode(mt string) bool { return AcceptsMediaType(A2AInputModes, mt) }
+// AcceptsSomeOf reports whether modes accept some media type of top-level
+// type top ("image", "audio"): a mode top/<any subtype>, top/*, or a
+// wildcard; parameters and case as AcceptsMediaType reads them (ACP's
+// promptCapabilities: may a pool take some image at all).
+func AcceptsSomeOf(modes []string, top string) bool {
+	for _, m := range modes {
+		switch m = bareMediaType(m); {
+		case m == "*", m == "*/*", strings.HasPrefix(m, top+"/"):
+			return true
+		}
+	}
+	return false
+}
 
 // AcceptsMediaType reports whether media type mt is one of modes, as an
 // A2A card's input modes list them: parameters ignored and case folded on

@@ -35,6 +35,30 @@ func TestAcceptsMediaType(t *testing.T) {
 	}
 }
 
+// TestAcceptsSomeOf: modes accept some image (or audio) when one names an
+// image type, image/*, or a wildcard, parameters and case as
+// AcceptsMediaType reads them; "imagex/..." and the defaults do not.
+func TestAcceptsSomeOf(t *testing.T) {
+	for _, c := range []struct {
+		modes []string
+		top   string
+		want  bool
+	}{
+		{[]string{"text/plain", "image/png"}, "image", true},
+		{[]string{" IMAGE/*; q=1"}, "image", true},
+		{[]string{"*/*"}, "audio", true},
+		{[]string{"*"}, "image", true},
+		{[]string{"imagex/png"}, "image", false},
+		{[]string{"image/png"}, "audio", false},
+		{normalizer.A2AInputModes, "image", false},
+		{nil, "image", false},
+	} {
+		if got := normalizer.AcceptsSomeOf(c.modes, c.top); got != c.want {
+			t.Errorf("AcceptsSomeOf(%v, %q) = %v, want %v", c.modes, c.top, got, c.want)
+		}
+	}
+}
+
 // TestCheckInputModes: FromA2A takes a file part of any media type; the
 // door's check refuses one the pool's modes do not accept with
 // ErrContentTypeNotSupported (-32005, HTTP 415) naming the pool and its

@@ -64,20 +64,7 @@ func (d *frontDoor) poolModes(ctx context.Context, pool string) []string {
 // promptCapabilities is initialize's promptCapabilities for a pool of
 // input modes modes (see above).
 func promptCapabilities(modes []string) map[string]any {
-	return map[string]any{"image": acceptsSome(modes, "image"), "audio": acceptsSome(modes, "audio"), "embeddedContext": true}
-}
-
-// acceptsSome reports whether modes accept some media type of top-level
-// type top ("image", "audio"): a mode top/..., top/* or a wildcard.
-func acceptsSome(modes []string, top string) bool {
-	for _, m := range modes {
-		m, _, _ = strings.Cut(m, ";")
-		switch m = strings.ToLower(strings.TrimSpace(m)); {
-		case m == "*", m == "*/*", strings.HasPrefix(m, top+"/"):
-			return true
-		}
-	}
-	return false
+	return map[string]any{"image": normalizer.AcceptsSomeOf(modes, "image"), "audio": normalizer.AcceptsSomeOf(modes, "audio"), "embeddedContext": true}
 }
 
 // promptPool is the pool a session/prompt of this call's caller goes to,
@@ -123,7 +110,7 @@ func (d *frontDoor) checkPromptMedia(ctx context.Context, pool string, env *e2a.
 		if mt == "" {
 			mt, _ = m["mime_type"].(string)
 		}
-		if !acceptsSome(modes, kind) || (mt != "" && !normalizer.AcceptsMediaType(modes, mt)) {
+		if !normalizer.AcceptsSomeOf(modes, kind) || (mt != "" && !normalizer.AcceptsMediaType(modes, mt)) {
 			return mediaRefused(fmt.Sprintf("%s[%d]: an %s block of type %q", key, i, kind, mt), pool, modes)
 		}
 	}
