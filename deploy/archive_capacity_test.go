@@ -112,10 +112,7 @@ func TestArchiveCapacityPerRequest(t *testing.T) {
 		sendRequests(t, p, c.name, c.pool, n)
 		reqMsgs, _ := p.streamState(t, streams.RequestsStream)
 		respMsgs, _ := p.streamState(t, streams.ResponsesStream)
-		waitUntil(t, 20*time.Second, "E2A_AUDIT holds every request and frame", func() bool {
-			m, _ := p.streamState(t, streams.AuditStream)
-			return m == reqMsgs+respMsgs
-		})
+		p.waitAuditCopies(t, reqMsgs+respMsgs)
 		natstest.WaitArchived(t, p.nc, p.streamInfo(t, streams.AuditStream).State.LastSeq)
 		_, audit1 := p.streamState(t, streams.AuditStream)
 		_, arch1 := p.streamState(t, streams.ArchiveStream)

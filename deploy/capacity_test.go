@@ -75,6 +75,23 @@ func startPipeline(t *testing.T, cfg streams.Config, withAgent bool) *pipeline {
 }
 
 // streamState returns the messages and bytes of a stream.
+// auditCopyWait bounds a wait for E2A_AUDIT's sourced copies. A source
+// whose consumer failed (a timeout on a loaded machine) is set up again
+// after nats-server's retry backoff (10 s after a first failure, 20 s
+// after a second) and its 10 s source health check: 15 and 20 s waits fell
+// short in CI.
+const auditCopyWait = time.Minute
+
+// waitAuditCopies waits until E2A_AUDIT holds want messages (the hot
+// streams' requests and frames, each copied once).
+func (p *pipeline) waitAuditCopies(t *testing.T, want uint64) {
+	t.Helper()
+	waitUntil(t, auditCopyWait, "E2A_AUDIT holds every request and frame", func() bool {
+		m, _ := p.streamState(t, streams.AuditStream)
+		return m == want
+	})
+}
+
 func (p *pipeline) streamState(t *testing.T, name string) (msgs, bytes uint64) {
 	t.Helper()
 	st := p.streamInfo(t, name).State
@@ -119,10 +136,7 @@ func TestCapacityPerRequest(t *testing.T) {
 	// little: wait until they hold everything.
 	reqMsgs, reqBytes := p.streamState(t, streams.RequestsStream)
 	respMsgs, respBytes := p.streamState(t, streams.ResponsesStream)
-	waitUntil(t, 20*time.Second, "E2A_AUDIT holds every request and frame", func() bool {
-		m, _ := p.streamState(t, streams.AuditStream)
-		return m == reqMsgs+respMsgs
-	})
+	p.waitAuditCopies(t, reqMsgs+respMsgs)
 	waitUntil(t, 20*time.Second, "the console index holds every request", func() bool {
 		m, _ := p.streamState(t, "KV_"+console.Bucket)
 		return m >= 2*n
@@ -429,12 +443,8 @@ func TestFullStreams(t *testing.T) {
 		}
 		// Every message sourced while E2A_AUDIT sits at its byte limit
 		// lands in it (TestAuditSourceStartsAtFirst pins the cause of the
-		// loss this test used to log). Within a minute: a source whose
-		// consumer failed (a timeout on a loaded machine) is set up again
-		// after the server's retry backoff (nats-server: 10 s after a
-		// first failure, 20 s after a second) and its 10 s health check;
-		// 15 s was short of that once in CI.
-		testkit.Eventually(t, time.Minute, "E2A_AUDIT to copy every request and frame", auditState)
+		// loss this test used to log), within auditCopyWait.
+		testkit.Eventually(t, auditCopyWait, "E2A_AUDIT to copy every request and frame", auditState)
 		t.Logf("E2A_AUDIT sequences %d..%d for %d messages sourced", first, last, reqMsgs+respMsgs)
 		msgs, bytes := p.streamState(t, streams.AuditStream)
 		if bytes > uint64(cfg.AuditMaxBytes) || first <= 1 || msgs >= reqMsgs+respMsgs {

@@ -94,10 +94,7 @@ func TestCompressionOnDisk(t *testing.T) {
 		sendDemoRequests(t, p, z.String(), n)
 		reqMsgs, _ := p.streamState(t, streams.RequestsStream)
 		respMsgs, _ := p.streamState(t, streams.ResponsesStream)
-		waitUntil(t, 30*time.Second, "E2A_AUDIT holds every request and frame", func() bool {
-			m, _ := p.streamState(t, streams.AuditStream)
-			return m == reqMsgs+respMsgs
-		})
+		p.waitAuditCopies(t, reqMsgs+respMsgs)
 		cpu = (cpuTime(t) - before) / n
 		if z == jetstream.S2Compression {
 			// nats-server compresses a full block in a goroutine of its
