@@ -39,8 +39,13 @@ func TestStageUserCannotForgeMaxDeliveriesAdvisory(t *testing.T) {
 		t.Skip("starts a 3-node nats-server cluster")
 	}
 	c, ctx, adminNC, adminJS := provisionedCluster(t, 90*time.Second, nil)
-	// The bucket the workflow pool creates at start-up.
-	if _, err := adminJS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "A2E_LOCAL", Replicas: 3}); err != nil {
+	// The bucket the workflow pool creates at start-up, as it does: while
+	// the new cluster still counts a peer offline (CI: "no suitable peers
+	// for placement, peer offline" right after the streams were applied).
+	if err := streams.RetryPlacement(ctx, func(ctx context.Context) error {
+		_, err := adminJS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "A2E_LOCAL", Replicas: 3})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 
