@@ -76,11 +76,12 @@ func startPipeline(t *testing.T, cfg streams.Config, withAgent bool) *pipeline {
 }
 
 // streamState returns the messages and bytes of a stream.
-// auditCopyWait bounds a wait for E2A_AUDIT's sourced copies. A source
-// whose consumer failed (a timeout on a loaded machine) is set up again
-// after nats-server's retry backoff (10 s after a first failure, 20 s
-// after a second) and its 10 s source health check: 15 and 20 s waits fell
-// short in CI.
+// auditCopyWait bounds a wait for E2A_AUDIT's sourced copies. They
+// normally trail the hot streams by milliseconds; a source whose consumer
+// failed (a timeout on a loaded machine) is set up again only after
+// nats-server's retry backoff (10 s after a first failure, 20 s after a
+// second) and its 10 s source health check. (The waits that fell short in
+// CI counted leases, which the audit never copies: see auditedMsgs.)
 const auditCopyWait = time.Minute
 
 // waitAuditCopies waits until E2A_AUDIT holds a copy of every message the
