@@ -264,7 +264,13 @@ func probeUpstream(ctx context.Context, client *bridge.Client, u UpstreamConfig,
 		return refused
 	}
 	if err != nil {
-		return fmt.Errorf("the %s upstream %s does not answer: %w", u.Kind, client.Location(), err)
+		// The bridge's error without its "bridge: <code>:" prefix, which
+		// the message repeats ("upstream unreachable: …").
+		msg := err.Error()
+		if be := (*bridge.Error)(nil); errors.As(err, &be) {
+			msg = be.Message
+		}
+		return &startFailure{err: err, msg: fmt.Sprintf("the %s upstream %s does not answer (%s): %s", u.Kind, client.Location(), call, msg)}
 	}
 	if u.Kind == upstreamOpenAI && status == http.StatusNotFound {
 		// The base URL's path is the warning's question: shown
@@ -275,21 +281,22 @@ func probeUpstream(ctx context.Context, client *bridge.Client, u UpstreamConfig,
 	return nil
 }
 
-// startRefused is the error of a bridge whose upstream refused its
-// credentials at start: it names the status and the variables the
-// credentials came from (never their values), or says none were sent. The
-// call's own error said the upstream "does not answer", or for an A2A
-// card a protocol error, and an operator looked at the network instead of
-// the key. It unwraps to the call's error.
-type startRefused struct {
+// startFailure is the error of a bridge whose upstream failed its check at
+// start, in words for the operator, unwrapping to the call's error. For
+// refused credentials (refusedAtStart) it names the status and the
+// variables the credentials came from (never their values), or says none
+// were sent: the call's own error said the upstream "does not answer", or
+// for an A2A card a protocol error, and an operator looked at the network
+// instead of the key.
+type startFailure struct {
 	msg string
 	err error
 }
 
-func (e *startRefused) Error() string { return e.msg }
-func (e *startRefused) Unwrap() error { return e.err }
+func (e *startFailure) Error() string { return e.msg }
+func (e *startFailure) Unwrap() error { return e.err }
 
-// refusedAtStart returns err as a *startRefused when it is the upstream's
+// refusedAtStart returns err as a *startFailure when it is the upstream's
 // 401 or 403 to call (a bridge.Error of code upstream_auth, or a2a-go's
 // card resolver's status, which bridge.Classify leaves a protocol error),
 // else nil. loc is the upstream's Location; headers the
@@ -309,7 +316,7 @@ func refusedAtStart(err error, u UpstreamConfig, loc, call string, headers map[s
 	default:
 		return nil
 	}
-	return &startRefused{err: err, msg: fmt.Sprintf("the %s upstream %s answered %d (%s) to %s: %s; %s",
+	return &startFailure{err: err, msg: fmt.Sprintf("the %s upstream %s answered %d (%s) to %s: %s; %s",
 		u.Kind, loc, status, bridge.CodeAuth, call, credentialsRefused(u.APIKey != "", headers), words)}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -260,5 +261,20 @@ func TestNoModelListWarningShowsPath(t *testing.T) {
 	m, _ := waitLine(t, stderr, regexp.MustCompile(`^.*no model list.*$`))
 	if !strings.Contains(m[0], `"upstream":"`+upstream.URL+`/api"`) || strings.Contains(m[0], token) {
 		t.Errorf("the warning does not name %s/api (without its query): %s", upstream.URL, m[0])
+	}
+}
+
+// TestStartUnreachableSaysWhatWasTried: an upstream nobody listens on
+// fails `e2a agent` at start naming the upstream, the call tried and the
+// network's error, once; it said "bridge: upstream_unreachable: upstream
+// unreachable: …", the code and its words twice, and not which call.
+func TestStartUnreachableSaysWhatWasTried(t *testing.T) {
+	port := natstest.FreePorts(t, 1)[0] // free: nothing listens there
+	_, nc := natstest.RunServer(t)
+	code, _, errOut := runBin(t, []string{"E2A_NATS_URL=" + nc.ConnectedUrl(), "E2A_HTTP_ADDR=127.0.0.1:0"},
+		"agent", "--pool", "llm", "--openai", fmt.Sprintf("http://127.0.0.1:%d/v1", port), "--model", "m")
+	want := fmt.Sprintf("the openai upstream http://127.0.0.1:%d/v1 does not answer (GET models): upstream unreachable: ", port)
+	if code != 1 || !strings.Contains(errOut, want) || strings.Contains(errOut, "upstream_unreachable: upstream unreachable") {
+		t.Errorf("exit %d, want 1 with %q said once: %s", code, want, errOut)
 	}
 }
