@@ -71,6 +71,9 @@ var requiredAlerts = []string{
 	// Ingress's failed-credential limiter: an address guessing
 	// credentials, and the limiter at its address bound.
 	"E2AIngressAuthThrottled", "E2AIngressAuthLimitEvicting",
+	// The stages' NATS connections: a user refused (accounts.conf not
+	// matching the version), subscriptions dropping messages.
+	"E2ANATSPermissionDenied", "E2ANATSSlowConsumer",
 }
 
 // loadRules reads deploy/prometheus/rules.yaml and checks that the
@@ -237,6 +240,7 @@ func TestAlertRules(t *testing.T) {
 	}
 	checkArchiveAlerts(t, rules)
 	checkAuthLimitAlerts(t, rules)
+	checkNATSConnAlerts(t, rules)
 }
 
 // ruleNamed returns the alert called name (zero when there is none).
@@ -287,25 +291,17 @@ func checkArchiveAlerts(t *testing.T, rules ruleGroups) {
 	}
 }
 
-// checkAuthLimitAlerts checks what the failure limiter's alerts say
-// (ingress/AUTH.md, "Failed authentications"): credentials refused
-// unchecked for 10 min on end (an address keeps guessing: a throttled
-// client is refused every 429 it is sent, so a mistyping person stops
-// long before), and any address evicted at the bound
-// (E2A_AUTH_FAILURE_ADDRESSES), said at once since each eviction may let
-// a guesser back early; both warnings, both pointing at the runbook and
-// the settings an operator changes.
-func checkAuthLimitAlerts(t *testing.T, rules ruleGroups) {
+// alertSpec is what an alert must say: its severity, its for (""
+// none), parts of its expression, and words its description names.
+type alertSpec struct {
+	alert, severity, forDur string
+	parts, says             []string
+}
+
+// checkAlertSpecs checks each alert of specs against rules.
+func checkAlertSpecs(t *testing.T, rules ruleGroups, specs ...alertSpec) {
 	t.Helper()
-	for _, c := range []struct {
-		alert, severity, forDur string
-		parts, says             []string
-	}{
-		{"E2AIngressAuthThrottled", "warning", "10m", []string{"sum(rate(e2a_ingress_auth_throttled_total[5m]))", "> 0"},
-			[]string{"E2A_AUTH_FAILURE_LIMIT", "E2A_TRUSTED_PROXIES", "ingress/AUTH.md"}},
-		{"E2AIngressAuthLimitEvicting", "warning", "", []string{"sum(increase(e2a_ingress_auth_limit_evicted_total[15m]))", "> 0"},
-			[]string{"E2A_AUTH_FAILURE_ADDRESSES", "ingress/AUTH.md"}},
-	} {
+	for _, c := range specs {
 		r := ruleNamed(rules, c.alert)
 		if r.Labels["severity"] != c.severity || r.For != c.forDur {
 			t.Errorf("%s: severity %q for %q, want %s for %q", c.alert, r.Labels["severity"], r.For, c.severity, c.forDur)
@@ -321,6 +317,38 @@ func checkAuthLimitAlerts(t *testing.T, rules ruleGroups) {
 			}
 		}
 	}
+}
+
+// checkAuthLimitAlerts checks what the failure limiter's alerts say
+// (ingress/AUTH.md, "Failed authentications"): credentials refused
+// unchecked for 10 min on end (an address keeps guessing: a throttled
+// client is refused every 429 it is sent, so a mistyping person stops
+// long before), and any address evicted at the bound
+// (E2A_AUTH_FAILURE_ADDRESSES), said at once since each eviction may let
+// a guesser back early; both warnings, both pointing at the runbook and
+// the settings an operator changes.
+func checkAuthLimitAlerts(t *testing.T, rules ruleGroups) {
+	t.Helper()
+	checkAlertSpecs(t, rules,
+		alertSpec{"E2AIngressAuthThrottled", "warning", "10m", []string{"sum(rate(e2a_ingress_auth_throttled_total[5m]))", "> 0"},
+			[]string{"E2A_AUTH_FAILURE_LIMIT", "E2A_TRUSTED_PROXIES", "ingress/AUTH.md"}},
+		alertSpec{"E2AIngressAuthLimitEvicting", "warning", "", []string{"sum(increase(e2a_ingress_auth_limit_evicted_total[15m]))", "> 0"},
+			[]string{"E2A_AUTH_FAILURE_ADDRESSES", "ingress/AUTH.md"}})
+}
+
+// checkNATSConnAlerts checks the alerts on the stages' NATS connection
+// events (streams.ConnEvents): a refused publish or subscription is
+// critical at once (something the stage does is not done: accounts.conf
+// does not match the version), subscriptions dropping messages a warning
+// after 10 min (the stages read what they missed from the streams); both
+// name where the log says more and the runbook.
+func checkNATSConnAlerts(t *testing.T, rules ruleGroups) {
+	t.Helper()
+	checkAlertSpecs(t, rules,
+		alertSpec{"E2ANATSPermissionDenied", "critical", "", []string{`e2a_nats_connection_events_total{event="permission_denied"}`, "> 0"},
+			[]string{"accounts.conf", "NATS permissions violation", "docs/operations.md"}},
+		alertSpec{"E2ANATSSlowConsumer", "warning", "10m", []string{`e2a_nats_connection_events_total{event="slow_consumer"}`, "> 0"},
+			[]string{"NATS subscription too slow", "docs/operations.md"}})
 }
 
 // TestPromQLParserRefuses makes sure the expression checks above do catch

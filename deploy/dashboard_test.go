@@ -23,8 +23,10 @@ import (
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/push"
+	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 // recordingRegisterer registers on a real registry and remembers every
@@ -274,6 +276,9 @@ func registeredMetrics(t *testing.T) map[string][]string {
 		_, ok := rec.names()["e2a_archive_last_record_timestamp_seconds"]
 		return ok
 	})
+	// Every process's NATS connection events, as cmd/e2a's newRegistry
+	// registers them.
+	rec.MustRegister(obs.NATSConnEvents(streams.NewConnEvents(nil)))
 	cancel()
 	for range 3 {
 		if err := <-done; err != nil {

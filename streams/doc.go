@@ -13,6 +13,9 @@
 //   - StartEmbedded: an in-process JetStream server (single node or a node of
 //     an in-process cluster) that always listens on a loopback TCP port.
 //   - Connect: a connection to an external NATS cluster from ConnConfig.
+//   - ConnEvents: a connection's events (lost, restored, a subscription
+//     dropping messages, a permissions violation) logged as structured lines
+//     and counted, in place of nats.go's bare stderr text.
 //   - DirectGetBatch, DirectGetAll, DirectGetSeq and LastBySubject: batched
 //     direct gets, which read a stream without creating a consumer; PageSeq,
 //     the loop over pages of DirectGetSeq for a caller's own batch reads.

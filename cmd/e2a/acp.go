@@ -10,9 +10,9 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/ingress"
-	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols"
+	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 // runACP serves ACP over stdio (an editor spawns `e2a acp` as its agent):
@@ -37,12 +37,13 @@ func runACP(ctx context.Context, cfg Config, args []string) error {
 	if _, set := os.LookupEnv("E2A_NATS_PORT"); !set && cfg.NatsURL == "" {
 		cfg.NATSPort = 0 // several editors may each spawn one
 	}
-	nc, stopNATS, _, err := connectOrEmbed(ctx, cfg, log)
+	natsEvents := streams.NewConnEvents(log)
+	nc, stopNATS, _, err := connectOrEmbed(ctx, cfg, log, natsEvents)
 	if err != nil {
 		return err
 	}
 	defer stopNATS()
-	reg := obs.NewRegistry()
+	reg := newRegistry(natsEvents)
 	agentCtx, stopAgent := context.WithCancel(ctx)
 	agentDone := make(chan error, 1)
 	if cfg.NatsURL == "" {

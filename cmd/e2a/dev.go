@@ -55,7 +55,8 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	if err := checkNATSPort(cfg); err != nil {
 		return err
 	}
-	nc, stopNATS, natsURL, err := connectOrEmbed(ctx, cfg, log)
+	natsEvents := streams.NewConnEvents(log)
+	nc, stopNATS, natsURL, err := connectOrEmbed(ctx, cfg, log, natsEvents)
 	natsURL = streams.RedactURLs(natsURL) // printed and logged: no credentials
 	if err != nil {
 		return err
@@ -66,7 +67,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 		return err
 	}
 	defer stopTracing()
-	reg := obs.NewRegistry()
+	reg := newRegistry(natsEvents)
 	metricsAddr, stopMetrics, err := serveMetrics(ctx, cfg, reg, log)
 	if err != nil {
 		return err
@@ -186,27 +187,54 @@ func waitDevPools(ctx context.Context, js jetstream.JetStream, pools []devPool, 
 // connectNATS connects to E2A_NATS_URL (cc.NatsURL); its error names the
 // variable and the URL, credentials redacted, where nats.go's alone ("no
 // servers available for connection") names neither.
-func connectNATS(ctx context.Context, cc streams.ConnConfig) (*nats.Conn, error) {
-	nc, err := streams.Connect(ctx, cc)
+func connectNATS(ctx context.Context, cc streams.ConnConfig, opts ...nats.Option) (*nats.Conn, error) {
+	nc, err := streams.Connect(ctx, cc, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to E2A_NATS_URL=%s: %w", streams.RedactURLs(cc.NatsURL), err)
 	}
 	return nc, nil
 }
 
+// drainWithin bounds drainWait at shutdown.
+const drainWithin = 10 * time.Second
+
+// drainWait drains nc (its subscriptions' pending messages handled, its
+// publishes flushed) and waits until it is closed, at most within, then
+// closes it. Drain alone returns at once: the embedded server shut down
+// right after it cut the connection short (the client's EOF, logged as a
+// closed connection's error), and a process exiting right after it could
+// leave the last publishes unsent.
+func drainWait(nc *nats.Conn, within time.Duration) {
+	closed := nc.StatusChanged(nats.CLOSED)
+	defer nc.RemoveStatusListener(closed)
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		return
+	}
+	t := time.NewTimer(within)
+	defer t.Stop()
+	select {
+	case <-closed:
+	case <-t.C:
+		nc.Close()
+	}
+}
+
 // connectOrEmbed connects to E2A_NATS_URL, or starts the embedded server, and
-// provisions streams in both cases.
-func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn, func(), string, error) {
+// provisions streams in both cases. The connection's events (lost,
+// restored, a subscription dropping messages, a permissions violation)
+// go to ev, which logs and counts them (newRegistry exposes the counts).
+func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger, ev *streams.ConnEvents) (*nats.Conn, func(), string, error) {
 	var nc *nats.Conn
 	var url string
 	stop := func() {}
 	if cfg.NatsURL != "" {
-		c, err := connectNATS(ctx, cfg.ConnConfig)
+		c, err := connectNATS(ctx, cfg.ConnConfig, ev.Options()...)
 		if err != nil {
 			return nil, nil, "", err
 		}
 		nc, url = c, cfg.NatsURL
-		stop = func() { _ = nc.Drain() }
+		stop = func() { drainWait(nc, drainWithin) }
 	} else {
 		// A taken port or an unusable store is said at once, naming its
 		// variable: the server would wait for its listener 10 s, then
@@ -227,13 +255,13 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Co
 		if err != nil {
 			return nil, nil, "", fmt.Errorf("embedded NATS (E2A_NATS_PORT=%d; set 0 for a random port): %w", cfg.NATSPort, err)
 		}
-		c, err := emb.Connect()
+		c, err := emb.Connect(ev.Options()...)
 		if err != nil {
 			emb.Shutdown()
 			return nil, nil, "", err
 		}
 		nc, url = c, emb.ClientURL()
-		stop = func() { _ = nc.Drain(); emb.Shutdown() }
+		stop = func() { drainWait(nc, drainWithin); emb.Shutdown() }
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

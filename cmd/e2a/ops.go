@@ -229,12 +229,13 @@ func processLogger(cfg Config) (*slog.Logger, error) {
 
 // startStage is how a stage process (serve, agent, push, archive) starts: its logger,
 // the GC target and memory limit notes (logMemoryLimit), tracing as service, and the NATS connection
-// (E2A_NATS_URL, or the embedded server); stop closes the connection,
-// then tracing.
-func startStage(ctx context.Context, cfg Config, service string) (log *slog.Logger, nc *nats.Conn, stop func(), err error) {
+// (E2A_NATS_URL, or the embedded server), whose events ev logs and counts
+// (newRegistry(ev) exposes them); stop closes the connection, then
+// tracing.
+func startStage(ctx context.Context, cfg Config, service string) (log *slog.Logger, nc *nats.Conn, ev *streams.ConnEvents, stop func(), err error) {
 	log, err = processLogger(cfg)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if pct := gcDefault(); pct > 0 {
 		log.Debug("GC target (GOGC unset)", "GOGC", pct)
@@ -242,14 +243,23 @@ func startStage(ctx context.Context, cfg Config, service string) (log *slog.Logg
 	logMemoryLimit(cfg, log)
 	stopTracing, err := startTracing(ctx, log, service)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	nc, stopNATS, _, err := connectOrEmbed(ctx, cfg, log)
+	ev = streams.NewConnEvents(log)
+	nc, stopNATS, _, err := connectOrEmbed(ctx, cfg, log, ev)
 	if err != nil {
 		stopTracing()
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return log, nc, func() { stopNATS(); stopTracing() }, nil
+	return log, nc, ev, func() { stopNATS(); stopTracing() }, nil
+}
+
+// newRegistry is obs.NewRegistry with the counts of the process's NATS
+// connection events (e2a_nats_connection_events_total).
+func newRegistry(ev *streams.ConnEvents) *prometheus.Registry {
+	reg := obs.NewRegistry()
+	reg.MustRegister(obs.NATSConnEvents(ev))
+	return reg
 }
 
 // startNATSStage is startStage for a stage that only runs against a NATS
@@ -260,10 +270,11 @@ func startNATSStage(ctx context.Context, cfg Config, stage, embedded string) (lo
 	if cfg.NatsURL == "" {
 		return nil, nil, nil, nil, fmt.Errorf("%s needs E2A_NATS_URL (%s)", stage, embedded)
 	}
-	if log, nc, stop, err = startStage(ctx, cfg, "e2a-"+stage); err != nil {
+	log, nc, ev, stop, err := startStage(ctx, cfg, "e2a-"+stage)
+	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	return log, nc, obs.NewRegistry(), stop, nil
+	return log, nc, newRegistry(ev), stop, nil
 }
 
 // serveOps serves a stage's operations mux (/healthz, /readyz, /metrics)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/push"
+	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 var pushHelp = commandHelp{usage: "e2a push\n       e2a push dead [--principal P [--task T [--config C]]] [--limit N]\n       e2a push redeliver [--principal P [--task T [--config C]]]",
@@ -172,7 +173,10 @@ func runPush(ctx context.Context, cfg Config, args []string, stdout io.Writer) e
 	if err != nil {
 		return err
 	}
-	nc, stop, _, err := connectOrEmbed(ctx, cfg, slog.New(slog.DiscardHandler))
+	// Provisioning says nothing here (the output is the list); a lost
+	// connection or a refused read is said on stderr.
+	warnings := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	nc, stop, _, err := connectOrEmbed(ctx, cfg, slog.New(slog.DiscardHandler), streams.NewConnEvents(warnings))
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/proctest"
+	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 // TestREADMEMetricsAddrEveryProcess: the README (Operations) says every
@@ -77,7 +78,7 @@ func TestREADMEConfigEmbeddedMaxPayload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, stop, _, err := connectOrEmbed(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	nc, stop, _, err := connectOrEmbed(context.Background(), cfg, slog.New(slog.DiscardHandler), streams.NewConnEvents(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent/tck"
 	"github.com/e2a-pipeline/pipeline/egress/console"
 	"github.com/e2a-pipeline/pipeline/ingress"
-	"github.com/e2a-pipeline/pipeline/internal/obs"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 	"github.com/e2a-pipeline/pipeline/workflow"
@@ -153,12 +152,12 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 	if *ackWait != 0 {
 		runOpts = append(runOpts, agent.WithAckWait(*ackWait))
 	}
-	log, nc, stop, err := startStage(ctx, cfg, "e2a-agent")
+	log, nc, natsEvents, stop, err := startStage(ctx, cfg, "e2a-agent")
 	if err != nil {
 		return err
 	}
 	defer stop()
-	reg := obs.NewRegistry()
+	reg := newRegistry(natsEvents)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err

@@ -123,6 +123,49 @@ func RunServer(t testing.TB, opts ...Option) (*streams.Embedded, *nats.Conn) {
 	return srv, nc
 }
 
+// Restartable is an embedded JetStream server that a test stops and starts
+// again on the same loopback port and store: to its clients, a server
+// restart (they reconnect to the same URL). No streams are applied.
+type Restartable struct {
+	t    testing.TB
+	port int
+	dir  string
+	srv  *streams.Embedded
+}
+
+// RunRestartable starts a Restartable; t.Cleanup stops it.
+func RunRestartable(t testing.TB) *Restartable {
+	t.Helper()
+	r := &Restartable{t: t, port: FreePorts(t, 1)[0], dir: t.TempDir()}
+	r.Start()
+	t.Cleanup(func() { r.Stop() })
+	return r
+}
+
+// URL is the server's client URL, the same across restarts.
+func (r *Restartable) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", r.port) }
+
+// Port is the server's client port.
+func (r *Restartable) Port() int { return r.port }
+
+// Stop shuts the server down (a no-op when it is stopped).
+func (r *Restartable) Stop() {
+	if r.srv != nil {
+		r.srv.Shutdown()
+		r.srv = nil
+	}
+}
+
+// Start starts the server again on its port and store.
+func (r *Restartable) Start() {
+	r.t.Helper()
+	srv, err := streams.StartEmbedded(streams.EmbeddedOptions{StoreDir: r.dir, Port: r.port})
+	if err != nil {
+		r.t.Fatalf("natstest: start server on port %d: %v", r.port, err)
+	}
+	r.srv = srv
+}
+
 // JetStream returns a jetstream.JetStream on nc, failing t on error.
 func JetStream(t testing.TB, nc *nats.Conn, opts ...jetstream.JetStreamOpt) jetstream.JetStream {
 	t.Helper()

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+)
+
+// TestStageLogsNATSConnectionEvents: a stage process (an agent worker)
+// whose NATS server goes away and comes back says both in its JSON log
+// and counts them in /metrics (e2a_nats_connection_events_total); before,
+// nats.go said nothing of either, and wrote its asynchronous errors to
+// stderr as bare text outside the log format. Every stderr line is JSON.
+func TestStageLogsNATSConnectionEvents(t *testing.T) {
+	srv := natstest.RunRestartable(t)
+	_, stderr := startBin(t, []string{"E2A_NATS_URL=" + srv.URL(), "E2A_HTTP_ADDR=127.0.0.1:0",
+		"E2A_LOG_FORMAT=json", "E2A_LOG_LEVEL=info", "E2A_NATS_RECONNECT_WAIT=100ms", "E2A_NATS_NAME=worker-1"}, "agent", "--pool", "demo")
+	var all []string
+	wait := func(msg string) map[string]any {
+		t.Helper()
+		m, seen := waitLine(t, stderr, regexp.MustCompile(`^\{.*"msg":"`+regexp.QuoteMeta(msg)+`".*\}$`))
+		all = append(append(all, seen...), m[0])
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(m[0]), &rec); err != nil {
+			t.Fatalf("%s: %v", m[0], err)
+		}
+		return rec
+	}
+	ops := "http://" + wait("agent pool running")["ops"].(string)
+	events := func() string {
+		t.Helper()
+		_, body := httpGet(t, ops+"/metrics")
+		var lines []string
+		for _, l := range strings.Split(body, "\n") {
+			if strings.HasPrefix(l, "e2a_nats_connection_events_total{") {
+				lines = append(lines, l)
+			}
+		}
+		return strings.Join(lines, "\n")
+	}
+	if got := events(); !strings.Contains(got, `{event="disconnected"} 0`) || !strings.Contains(got, `{event="permission_denied"} 0`) {
+		t.Fatalf("/metrics before any event:\n%s", got)
+	}
+
+	srv.Stop()
+	lost := wait("NATS connection lost; reconnecting")
+	if lost["level"] != "WARN" || lost["connection"] != "worker-1" {
+		t.Errorf("the loss logged as %v", lost)
+	}
+	srv.Start()
+	back := wait("NATS connection restored")
+	if back["server"] != srv.URL() {
+		t.Errorf("the reconnect logged as %v", back)
+	}
+	if got := events(); !strings.Contains(got, `{event="disconnected"} 1`) || !strings.Contains(got, `{event="reconnected"} 1`) {
+		t.Errorf("/metrics after a loss and a reconnect:\n%s", got)
+	}
+	for _, l := range all {
+		if !strings.HasPrefix(l, "{") {
+			t.Errorf("a stderr line outside the log format: %s", l)
+		}
+	}
+}
