@@ -20,7 +20,10 @@ import (
 // none. The bridge refused
 // every answer not typed text/event-stream with upstream_protocol_error,
 // never retried. What is clearly no stream, an HTML page or a JSON object
-// (an error) answered with 200, is still upstream_protocol_error.
+// that is neither a completion nor an error (Ollama's native format), is
+// still upstream_protocol_error (a whole completion is read as one:
+// TestBridgeFixtures; an error object as the upstream's error:
+// TestErrorAnsweredWith200).
 func TestStreamContentTypes(t *testing.T) {
 	for _, tc := range []struct {
 		ctype, body string
@@ -32,7 +35,7 @@ func TestStreamContentTypes(t *testing.T) {
 		{"", helloEvents, true},
 		{"application/octet-stream", "\ufeff: keep-alive\r\n\r\n" + helloEvents, true},
 		{"text/plain", "\n\nevent: message\n" + helloEvents, true},
-		{"application/json", `{"error":{"message":"model not found","type":"invalid_request_error","code":404}}`, false},
+		{"application/json", `{"id":"x","object":"list","data":[]}`, false},
 		{"text/html; charset=utf-8", "<!DOCTYPE html><html><body>Bad Gateway</body></html>", false},
 		{"text/plain; charset=utf-8", "Internal Server Error", false},
 		{"", "", false},
@@ -75,5 +78,34 @@ func TestStreamByteByByte(t *testing.T) {
 	})
 	if err != nil || deltaText(t, w) != "Hi" || !w.Final() || read(t, w.Frames()).result["finish_reason"] != "stop" {
 		t.Fatalf("err %v, text %q, kinds %v; want the text \"Hi\" then e2a.complete", err, deltaText(t, w), w.Kinds())
+	}
+}
+
+// TestErrorAnsweredWith200: a server that answers the streamed call with
+// an error object and status 200 (as some proxies and wrappers do) fails
+// the request with the upstream's error as its words and kind say (a
+// server error or a rate limit retryable, a refused request not), as an
+// error sent in a stream is; it was upstream_protocol_error, "answer not
+// understood", whatever it said.
+func TestErrorAnsweredWith200(t *testing.T) {
+	for _, tc := range []struct {
+		body      string
+		code      string
+		retryable bool
+	}{
+		{`{"error":{"message":"model not found","type":"invalid_request_error","code":404}}`, bridge.CodeRejected, false},
+		{`{"error":{"message":"The server is overloaded","type":"server_error","code":null}}`, bridge.CodeUnavailable, true},
+		{`{"object":"error","message":"Rate limit reached","type":"RateLimitError","code":429}`, bridge.CodeRateLimited, true},
+		{"\n" + `{"error":"overloaded"}`, bridge.CodeUnavailable, true},
+	} {
+		w, err := serveWith(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(tc.body))
+		})
+		var be *bridge.Error
+		if !errors.As(err, &be) || be.Code != tc.code || be.Retryable != tc.retryable || len(w.Frames()) != 0 ||
+			!strings.HasPrefix(be.Message, "upstream error (answered with 200): ") {
+			t.Errorf("%s: %v (%+v), frames %v; want %s retryable %v, no frame", tc.body, err, be, w.Kinds(), tc.code, tc.retryable)
+		}
 	}
 }

@@ -65,7 +65,11 @@
 // when typed text/event-stream or, typed otherwise or not at all
 // (application/x-ndjson, text/plain), when it starts as one (a data,
 // event, id or retry field, or a comment), as the official clients read
-// any answer to a streamed call:
+// any answer to a streamed call. A server that answers with one JSON
+// object instead (it does not stream) is read as a client reads it: a
+// whole chat.completion as the one chunk that carries it (its message as
+// the delta, its tool calls numbered in order), so it gives the same
+// frames; an error object answered with 200 as the upstream's error:
 //
 //   - choices[0].delta.content (and refusal) → e2a.chunk text deltas;
 //   - delta.reasoning_content, or delta.reasoning → e2a.chunk reasoning;
@@ -96,8 +100,9 @@
 // frame by bridge.Handler, never after); an error object in the stream by
 // its type or code (rate limit and server errors retryable, a refused
 // request or credentials not, anything else upstream_failed); a line that
-// is not SSE, an event that is not a chunk, or an answer that is not an
-// event stream (an HTML page, a JSON object) → upstream_protocol_error; a stream that ends with neither
+// is not SSE, an event that is not a chunk, or an answer that is neither
+// an event stream nor a completion or error object (an HTML page) →
+// upstream_protocol_error; a stream that ends with neither
 // a finish_reason nor [DONE], or is cut (the connection closed or reset,
 // an HTTP/2 stream reset, or a clean end in the middle of a line whose
 // event does not decode) → upstream_unavailable; silence past the client's

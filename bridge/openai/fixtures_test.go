@@ -24,6 +24,10 @@ type want struct {
 	calls                                 []call
 	totalTokens                           int64 // 0: no usage chunk
 	errCode                               string
+	// whole: the fixture is one chat.completion object (testdata/<name>.json)
+	// answered to the streamed call, as a server that does not stream
+	// answers it; read by the official client's non-streaming call.
+	whole bool
 	// toolIndex is how the stream numbers its parallel calls: "" by
 	// tool_calls[].index, as OpenAI does; "none" without an index (Gemini's
 	// OpenAI-compatible endpoint); "zero" index 0 for every call (some
@@ -56,6 +60,13 @@ var fixtures = map[string]want{
 		calls: []call{{"", "lookup", `{"q": "e2a"}`}, {"", "now", `{}`}}},
 	"tools_same_index": {id: "chatcmpl-BsameIndexTools07", model: "gpt-4.1-mini-2025-04-14", finish: "tool_calls",
 		toolIndex: "zero", calls: []call{{"call_Pq3ZsX1", "lookup", `{"q": "e2a"}`}, {"call_Rt8WvY2", "lookup", `{"q": "nats"}`}}},
+	// Servers that answer a streamed call with the whole completion: OpenAI's
+	// own format, and vLLM's with reasoning and parallel tool calls.
+	"completion_text": {id: "chatcmpl-BwholeText0000009", model: "gpt-4.1-mini-2025-04-14", whole: true,
+		content: "Hello from a server that does not stream.", finish: "stop", totalTokens: 21},
+	"completion_tools": {id: "chatcmpl-wholeTools000010", model: "Qwen/Qwen3-8B", whole: true, finish: "tool_calls", totalTokens: 190,
+		reasoning: "The user wants the weather in two cities: two calls.",
+		calls:     []call{{"chatcmpl-tool-5a1c", "get_weather", `{"city": "Paris"}`}, {"chatcmpl-tool-9d2e", "get_weather", `{"city": "Tokyo", "unit": "c"}`}}},
 }
 
 // TestFixturesAreTheWireFormat: every fixture, served by the test server,
@@ -70,6 +81,10 @@ func TestFixturesAreTheWireFormat(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
+			if w.whole {
+				checkWholeFixture(t, ctx, client, name, w)
+				return
+			}
 			stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
 				Model:         "m",
 				Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("fixture:" + name)},
@@ -125,6 +140,40 @@ func TestFixturesAreTheWireFormat(t *testing.T) {
 				t.Errorf("tool calls %+v, want %+v", calls, w.calls)
 			}
 		})
+	}
+}
+
+// checkWholeFixture checks a whole-completion fixture as the official
+// client's non-streaming call reads it.
+func checkWholeFixture(t *testing.T, ctx context.Context, client openai.Client, name string, w want) {
+	t.Helper()
+	c, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:    "m",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("fixture:" + name)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ID != w.id || c.Model != w.model || len(c.Choices) != 1 || c.Usage.TotalTokens != w.totalTokens {
+		t.Fatalf("completion id %q model %q, %d choices, %d tokens", c.ID, c.Model, len(c.Choices), c.Usage.TotalTokens)
+	}
+	got := c.Choices[0]
+	var reasoning string
+	if f, ok := got.Message.JSON.ExtraFields["reasoning_content"]; ok {
+		if err := unmarshalString(f.Raw(), &reasoning); err != nil {
+			t.Fatalf("reasoning_content %s: %v", f.Raw(), err)
+		}
+	}
+	if got.Message.Content != w.content || reasoning != w.reasoning || string(got.FinishReason) != w.finish {
+		t.Errorf("content %q reasoning %q finish %q, want %q, %q, %q", got.Message.Content, reasoning, got.FinishReason,
+			w.content, w.reasoning, w.finish)
+	}
+	var calls []call
+	for _, tc := range got.Message.ToolCalls {
+		calls = append(calls, call{tc.ID, tc.Function.Name, tc.Function.Arguments})
+	}
+	if !equalCalls(calls, w.calls) {
+		t.Errorf("tool calls %+v, want %+v", calls, w.calls)
 	}
 }
 

@@ -161,7 +161,7 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		return err
 	}
 	defer resp.Body.Close()
-	stream, err := streamBody(ctx, resp, min(u.maxEvent, sseBufferSize))
+	stream, err := streamBody(ctx, resp, min(u.maxEvent, sseBufferSize), u.maxEvent, u.Scrub)
 	if err != nil {
 		return err
 	}

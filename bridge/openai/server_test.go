@@ -204,6 +204,13 @@ func (s *modelServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if name, ok := strings.CutPrefix(body.lastUser(), "fixture:"); ok {
+		if b, err := os.ReadFile(filepath.Join("testdata", name+".json")); err == nil {
+			// A whole completion, as a server that does not stream
+			// answers a streamed call.
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(b)
+			return
+		}
 		b, err := os.ReadFile(filepath.Join("testdata", name+".sse"))
 		if err != nil {
 			http.Error(w, `{"error":{"message":"no such fixture","type":"invalid_request_error"}}`, http.StatusBadRequest)

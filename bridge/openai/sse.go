@@ -130,10 +130,12 @@ func quote(b []byte, scrub func(string) string) string {
 // answer to a streamed call as SSE whatever its type, and servers send
 // SSE untyped (Starlette's StreamingResponse without a media type), as
 // text/plain (a Go server that sets no type has it sniffed so) or as
-// application/x-ndjson (LitServe's OpenAI spec until its issue #359). What
-// starts otherwise, an HTML page or a JSON object (an error answered with
-// 200), is upstream_protocol_error, as before.
-func streamBody(ctx context.Context, resp *http.Response, size int) (io.Reader, error) {
+// application/x-ndjson (LitServe's OpenAI spec until its issue #359). One
+// that starts as a JSON object is read whole, at most max bytes
+// (wholeAnswer): a completion as the stream that carries it, an error
+// object as the upstream's error. What starts otherwise (an HTML page) is
+// upstream_protocol_error.
+func streamBody(ctx context.Context, resp *http.Response, size, max int, scrub func(string) string) (io.Reader, error) {
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt == "text/event-stream" {
 		return resp.Body, nil
@@ -143,10 +145,18 @@ func streamBody(ctx context.Context, resp *http.Response, size int) (io.Reader, 
 	if err != nil {
 		return nil, readError(ctx, err)
 	}
-	if !ok {
-		return nil, bridge.Errorf(bridge.CodeProtocol, false, "upstream answered %q, not an event stream", mt)
+	if ok {
+		return br, nil
 	}
-	return br, nil
+	if startsAsJSON(br) {
+		r, err := wholeAnswer(br, max, scrub)
+		var be *bridge.Error
+		if err != nil && !errors.As(err, &be) {
+			return nil, readError(ctx, err)
+		}
+		return r, err
+	}
+	return nil, bridge.Errorf(bridge.CodeProtocol, false, "upstream answered %q, not an event stream", mt)
 }
 
 // startsAsStream reports whether br's first bytes start an SSE field (data,

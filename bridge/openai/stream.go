@@ -429,6 +429,12 @@ type upstreamError struct {
 // errors and timeouts retryable (as bridge.FromResponse takes 408 and 5xx), a refused request or credentials not, anything else
 // upstream_failed. The message is scrubbed (scrub) before it is cut.
 func streamError(raw []byte, scrub func(string) string) error {
+	return errorObject(raw, "upstream error in the stream: ", scrub)
+}
+
+// errorObject is streamError for an error object the upstream sent, its
+// message after prefix.
+func errorObject(raw []byte, prefix string, scrub func(string) string) error {
 	var wrapped struct {
 		Error json.RawMessage `json:"error"`
 	}
@@ -449,7 +455,7 @@ func streamError(raw []byte, scrub func(string) string) error {
 	if ue.Type == "" && code == "" {
 		kind = strings.ToLower(ue.Message) // {"error": "overloaded"}
 	}
-	msg := "upstream error in the stream: " + oneLine(ue.Message, scrub)
+	msg := prefix + oneLine(ue.Message, scrub)
 	switch {
 	case n == 429 || strings.Contains(kind, "rate_limit"):
 		return bridge.Errorf(bridge.CodeRateLimited, true, "%s", msg)

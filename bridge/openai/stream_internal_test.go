@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -346,14 +347,7 @@ func TestQuotesScrubbedBeforeCut(t *testing.T) {
 // a panic, and every error is the bridge's or a read error; every frame
 // written is one the runtime takes (agenttest.Writer checks them).
 func FuzzTurn(f *testing.F) {
-	files, _ := filepath.Glob("testdata/*.sse")
-	for _, name := range files {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	addFiles(f, "testdata/*.sse")
 	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":-1}]}}]}\n\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		w := &agenttest.Writer{}
@@ -389,5 +383,49 @@ func TestUserText(t *testing.T) {
 		if got := UserText(&e2a.Envelope{Params: params}); got != want {
 			t.Errorf("%v: %q, want %q", params, got, want)
 		}
+	}
+}
+
+// FuzzWholeAnswer: any bytes answered as one JSON object give the stream
+// that carries them or a bridge error, never a panic; the stream is one
+// turn.read takes to its end ([DONE]) or refuses with a bridge error, and
+// every frame it writes is one the runtime takes.
+func FuzzWholeAnswer(f *testing.F) {
+	addFiles(f, "testdata/*.json")
+	f.Add([]byte(`{"choices":[{"message":{"tool_calls":[{"function":{"arguments":7}}]}}]}`))
+	f.Add([]byte(`{"error":"overloaded"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := wholeAnswer(bytes.NewReader(b), 1<<12, nil)
+		var be *bridge.Error
+		if err != nil {
+			if !errors.As(err, &be) {
+				t.Fatalf("error %v is not a bridge error", err)
+			}
+			return
+		}
+		w := &agenttest.Writer{}
+		tr := &turn{w: w, maxEvent: 1 << 14}
+		err = tr.read(context.Background(), r)
+		if errors.Is(err, e2a.ErrInvalidResponse) || w.AfterFinal() > 0 {
+			t.Fatalf("a frame the runtime refuses, or one after the final frame: %v, %q", err, w.Kinds())
+		}
+		if err != nil && !errors.As(err, &be) {
+			t.Fatalf("error %v is not a bridge error", err)
+		}
+		if err == nil && !tr.done {
+			t.Fatalf("the stream of %q did not end with [DONE]", b)
+		}
+	})
+}
+
+// addFiles seeds f with every file matching pattern (the fixtures).
+func addFiles(f *testing.F, pattern string) {
+	files, _ := filepath.Glob(pattern)
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
 	}
 }
