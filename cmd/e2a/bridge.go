@@ -264,11 +264,12 @@ func probeUpstream(ctx context.Context, client *bridge.Client, u UpstreamConfig,
 		return refused
 	}
 	if err != nil {
-		// The bridge's error without its "bridge: <code>:" prefix, which
-		// the message repeats ("upstream unreachable: …").
+		// The bridge's code, then its message without the words that
+		// repeat the code ("upstream_unreachable: upstream unreachable:
+		// …" said it twice), and no "bridge:".
 		msg := err.Error()
 		if be := (*bridge.Error)(nil); errors.As(err, &be) {
-			msg = be.Message
+			msg = be.Code + ": " + strings.TrimPrefix(be.Message, strings.ReplaceAll(be.Code, "_", " ")+": ")
 		}
 		return &startFailure{err: err, msg: fmt.Sprintf("the %s upstream %s does not answer (%s): %s", u.Kind, client.Location(), call, msg)}
 	}

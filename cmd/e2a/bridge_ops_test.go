@@ -265,15 +265,16 @@ func TestNoModelListWarningShowsPath(t *testing.T) {
 }
 
 // TestStartUnreachableSaysWhatWasTried: an upstream nobody listens on
-// fails `e2a agent` at start naming the upstream, the call tried and the
-// network's error, once; it said "bridge: upstream_unreachable: upstream
-// unreachable: …", the code and its words twice, and not which call.
+// fails `e2a agent` at start naming the upstream, the call tried, the
+// code and the network's error, once; it said "bridge: upstream_unreachable:
+// upstream unreachable: …", the code and its words twice, and not which
+// call.
 func TestStartUnreachableSaysWhatWasTried(t *testing.T) {
 	port := natstest.FreePorts(t, 1)[0] // free: nothing listens there
 	_, nc := natstest.RunServer(t)
 	code, _, errOut := runBin(t, []string{"E2A_NATS_URL=" + nc.ConnectedUrl(), "E2A_HTTP_ADDR=127.0.0.1:0"},
 		"agent", "--pool", "llm", "--openai", fmt.Sprintf("http://127.0.0.1:%d/v1", port), "--model", "m")
-	want := fmt.Sprintf("the openai upstream http://127.0.0.1:%d/v1 does not answer (GET models): upstream unreachable: ", port)
+	want := fmt.Sprintf("the openai upstream http://127.0.0.1:%d/v1 does not answer (GET models): upstream_unreachable: Get ", port)
 	if code != 1 || !strings.Contains(errOut, want) || strings.Contains(errOut, "upstream_unreachable: upstream unreachable") {
 		t.Errorf("exit %d, want 1 with %q said once: %s", code, want, errOut)
 	}
