@@ -79,7 +79,7 @@ func auditConnect(ctx context.Context, cfg Config, name string) (*nats.Conn, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return connectNATS(cctx, cc)
+	return connectNATS(cctx, cc, commandConnEvents().Options()...)
 }
 
 // ndjson writes records one a line.

@@ -195,6 +195,14 @@ func connectNATS(ctx context.Context, cc streams.ConnConfig, opts ...nats.Option
 	return nc, nil
 }
 
+// commandConnEvents is the ConnEvents of an operator command (replay,
+// tail, publish, streams apply, push list): its output is the answer, so a
+// lost connection or a refused read is said on stderr, as text, warnings
+// and errors only.
+func commandConnEvents() *streams.ConnEvents {
+	return streams.NewConnEvents(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+}
+
 // drainWithin bounds drainWait at shutdown.
 const drainWithin = 10 * time.Second
 

@@ -5,8 +5,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // TestStageLogsNATSConnectionEvents: a stage process (an agent worker)
@@ -63,4 +65,16 @@ func TestStageLogsNATSConnectionEvents(t *testing.T) {
 			t.Errorf("a stderr line outside the log format: %s", l)
 		}
 	}
+}
+
+// TestTailSaysNATSConnectionLost: an operator command that follows the
+// pipeline (e2a tail) says on stderr, in its text log, that its connection
+// was lost; nats.go alone said nothing (or bare text for an async error).
+func TestTailSaysNATSConnectionLost(t *testing.T) {
+	srv := natstest.RunRestartable(t)
+	srv.ApplyStreams()
+	_, stderr := startBin(t, []string{"E2A_NATS_URL=" + srv.URL()}, "tail")
+	testkit.Eventually(t, 30*time.Second, "e2a tail connected", func() bool { return srv.NumClients() > 0 })
+	srv.Stop()
+	waitLine(t, stderr, regexp.MustCompile(`level=WARN msg="NATS connection lost; reconnecting" connection=e2a-tail`))
 }

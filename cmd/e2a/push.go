@@ -19,7 +19,6 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/push"
-	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 var pushHelp = commandHelp{usage: "e2a push\n       e2a push dead [--principal P [--task T [--config C]]] [--limit N]\n       e2a push redeliver [--principal P [--task T [--config C]]]",
@@ -173,10 +172,8 @@ func runPush(ctx context.Context, cfg Config, args []string, stdout io.Writer) e
 	if err != nil {
 		return err
 	}
-	// Provisioning says nothing here (the output is the list); a lost
-	// connection or a refused read is said on stderr.
-	warnings := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	nc, stop, _, err := connectOrEmbed(ctx, cfg, slog.New(slog.DiscardHandler), streams.NewConnEvents(warnings))
+	// Provisioning says nothing here (the output is the list).
+	nc, stop, _, err := connectOrEmbed(ctx, cfg, slog.New(slog.DiscardHandler), commandConnEvents())
 	if err != nil {
 		return err
 	}

@@ -217,7 +217,7 @@ func runStreams(ctx context.Context, cfg Config, args []string) error {
 	if cfg.NatsURL == "" {
 		return errors.New("streams apply needs E2A_NATS_URL")
 	}
-	nc, err := connectNATS(ctx, cfg.ConnConfig)
+	nc, err := connectNATS(ctx, cfg.ConnConfig, commandConnEvents().Options()...)
 	if err != nil {
 		return err
 	}

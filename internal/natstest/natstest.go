@@ -156,6 +156,29 @@ func (r *Restartable) Stop() {
 	}
 }
 
+// NumClients is how many clients are connected to the running server.
+func (r *Restartable) NumClients() int { return r.srv.Server().NumClients() }
+
+// ApplyStreams applies the E2A streams and buckets (Config()) on the
+// running server, over a connection of its own.
+func (r *Restartable) ApplyStreams() {
+	r.t.Helper()
+	nc, err := nats.Connect(r.URL(), nats.Name(r.t.Name()))
+	if err != nil {
+		r.t.Fatalf("natstest: connect: %v", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		r.t.Fatalf("natstest: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if rep, err := streams.Apply(ctx, js, Config()); err != nil {
+		r.t.Fatalf("natstest: apply streams: %v\n%s", err, rep)
+	}
+}
+
 // Start starts the server again on its port and store.
 func (r *Restartable) Start() {
 	r.t.Helper()
