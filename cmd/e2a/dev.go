@@ -196,7 +196,7 @@ func connectNATS(ctx context.Context, cc streams.ConnConfig, opts ...nats.Option
 }
 
 // commandConnEvents is the ConnEvents of an operator command (replay,
-// tail, publish, streams apply, push list): its output is the answer, so a
+// tail, publish, streams apply, push dead and redeliver): its output is the answer, so a
 // lost connection or a refused read is said on stderr, as text, warnings
 // and errors only.
 func commandConnEvents() *streams.ConnEvents {
