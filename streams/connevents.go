@@ -103,14 +103,16 @@ func (e *ConnEvents) disconnected(nc *nats.Conn, err error) {
 
 func (e *ConnEvents) reconnected(nc *nats.Conn) {
 	e.add(ConnReconnected)
-	e.log.Info("NATS connection restored", "connection", nc.Opts.Name, "server", nc.ConnectedUrlRedacted(),
+	e.log.Info("NATS connection restored", "connection", nc.Opts.Name, "server", serverURL(nc),
 		"reconnects", nc.Stats().Reconnects)
 }
 
 // closed is called once a connection is closed for good: by the process
 // (its shutdown: Debug) or by the client giving up (an error: Error).
+// LastError is the connection's last error however old: an error the
+// connection outlived (outlived) says nothing of why it closed.
 func (e *ConnEvents) closed(nc *nats.Conn) {
-	if err := nc.LastError(); err != nil {
+	if err := nc.LastError(); err != nil && !outlived(err) {
 		e.log.Error("NATS connection closed", "connection", nc.Opts.Name, "err", err)
 		return
 	}
@@ -120,8 +122,23 @@ func (e *ConnEvents) closed(nc *nats.Conn) {
 func (e *ConnEvents) lameDuck(nc *nats.Conn) {
 	e.add(ConnLameDuck)
 	e.log.Warn("NATS server shutting down (lame duck mode); the connection will move to another server",
-		"connection", nc.Opts.Name, "server", nc.ConnectedUrlRedacted())
+		"connection", nc.Opts.Name, "server", serverURL(nc))
 }
+
+// outlived reports an error nats.go keeps as the connection's LastError
+// (until a reconnect) though the connection goes on: a slow consumer, a
+// permissions violation, too many subscriptions, a message's bad header.
+// asyncError said it when it happened; a close at shutdown after it is no
+// error.
+func outlived(err error) bool {
+	return errors.Is(err, nats.ErrSlowConsumer) || errors.Is(err, nats.ErrPermissionViolation) ||
+		errors.Is(err, nats.ErrMaxSubscriptionsExceeded) || errors.Is(err, nats.ErrBadHeaderMsg)
+}
+
+// serverURL is the URL of the server nc is connected to ("" while it is
+// not), credentials redacted by RedactURLs: nats.go's ConnectedUrlRedacted
+// hides a password but not a token (nats://TOKEN@host).
+func serverURL(nc *nats.Conn) string { return RedactURLs(nc.ConnectedUrl()) }
 
 // asyncError reports an error the server or the client raised outside any
 // call: a slow consumer (messages dropped; the stages recover what they
@@ -129,7 +146,7 @@ func (e *ConnEvents) lameDuck(nc *nats.Conn) {
 // permissions violation (a deployment's users not matching the stages),
 // or another.
 func (e *ConnEvents) asyncError(nc *nats.Conn, sub *nats.Subscription, err error) {
-	args := []any{"connection", nc.Opts.Name, "server", nc.ConnectedUrlRedacted()}
+	args := []any{"connection", nc.Opts.Name, "server", serverURL(nc)}
 	if sub != nil {
 		args = append(args, "subject", sub.Subject)
 	}

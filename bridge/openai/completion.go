@@ -19,18 +19,26 @@ import (
 // non-streaming parse) and the second as the error it is. The bridge
 // does the same: the completion is read as the one chunk that carries it
 // whole (asStream), so its text, reasoning, tool calls, usage and finish
-// reason become the same frames a stream would give; the error object is
-// the upstream's error, classified as one sent in a stream (a rate limit
-// or a server error retryable, a refused request not).
+// reason become the same frames a stream would give; the error object (or
+// Google's array holding one) is the upstream's error, classified as one
+// sent in a stream (a rate limit or a server error retryable, a refused
+// request not).
 
-// startsAsJSON reports whether br's first bytes, after white space and a
-// byte order mark, open a JSON object.
+// bom is the byte order mark a body may start with.
+const bom = "\ufeff"
+
+// startsAsJSON reports whether br's first bytes, after a byte order mark
+// and white space, open a JSON object, or an array (Google's errors are
+// an array holding the error object).
 func startsAsJSON(br *bufio.Reader) bool {
 	for n := 1; n <= br.Size(); n++ {
 		b, err := br.Peek(n)
-		b = bytes.TrimLeft(bytes.TrimPrefix(b, []byte("\ufeff")), " \t\r\n")
+		if len(b) < len(bom) && bytes.HasPrefix([]byte(bom), b) && err == nil {
+			continue // the start of a byte order mark
+		}
+		b = bytes.TrimLeft(bytes.TrimPrefix(b, []byte(bom)), " \t\r\n")
 		if len(b) > 0 {
-			return b[0] == '{'
+			return b[0] == '{' || b[0] == '['
 		}
 		if err != nil {
 			return false
@@ -41,8 +49,10 @@ func startsAsJSON(br *bufio.Reader) bool {
 
 // wholeAnswer reads the JSON object br holds (at most max bytes) and
 // returns it as an event stream: a chat.completion as the one chunk that
-// carries it whole, then [DONE]. An error object is returned as the
-// upstream's error; anything else is upstream_protocol_error.
+// carries it whole, then [DONE]. An error object, or an array whose first
+// member is one (Google's form, which Gemini's OpenAI-compatible endpoint
+// answers), is returned as the upstream's error; anything else is
+// upstream_protocol_error.
 func wholeAnswer(br io.Reader, max int, scrub func(string) string) (io.Reader, error) {
 	raw, err := io.ReadAll(io.LimitReader(br, int64(max)+1))
 	if err != nil {
@@ -50,6 +60,11 @@ func wholeAnswer(br io.Reader, max int, scrub func(string) string) (io.Reader, e
 	}
 	if len(raw) > max {
 		return nil, bridge.Errorf(bridge.CodeProtocol, false, "upstream answered a JSON object larger than %d bytes instead of a stream", max)
+	}
+	raw = bytes.TrimLeft(bytes.TrimPrefix(raw, []byte(bom)), " \t\r\n") // encoding/json refuses a byte order mark
+	var list []json.RawMessage
+	if bytes.HasPrefix(raw, []byte("[")) && json.Unmarshal(raw, &list) == nil && len(list) > 0 && isErrorObject(list[0]) {
+		return nil, errorObject(list[0], "upstream error (answered with 200): ", scrub)
 	}
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(raw, &obj) != nil {
@@ -62,9 +77,26 @@ func wholeAnswer(br io.Reader, max int, scrub func(string) string) (io.Reader, e
 	if err != nil {
 		return nil, bridge.Errorf(bridge.CodeProtocol, false, "upstream answered a JSON object that is not a chat completion (%v): %s", err, quote(raw, scrub))
 	}
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "data: %s\n\ndata: [DONE]\n\n", c)
-	return &b, nil
+	stream := append(append([]byte("data: "), c...), "\n\ndata: [DONE]\n\n"...)
+	return &wholeStream{Reader: bytes.NewReader(stream), line: len("data: ") + len(c)}, nil
+}
+
+// wholeStream is the event stream wholeAnswer makes of a JSON object. Its
+// one event, the object as a chunk, is a few bytes longer than the object
+// (renamed members, numbered tool calls, the "data: " field name), which
+// was bounded when it was read: newSSEReader reads it with a bound of at
+// least its line, or an object within the bound would fail as a line
+// longer than it.
+type wholeStream struct {
+	*bytes.Reader
+	line int // the length of the event's data line
+}
+
+// isErrorObject reports a JSON object holding an error: {"error": ...}, or
+// vLLM's {"object": "error", ...}.
+func isErrorObject(raw []byte) bool {
+	var obj map[string]json.RawMessage
+	return json.Unmarshal(raw, &obj) == nil && (isSet(obj["error"]) || string(obj["object"]) == `"error"`)
 }
 
 // errNotCompletion: the object has no choices with a message.
@@ -93,12 +125,24 @@ func asChunk(obj map[string]json.RawMessage) ([]byte, error) {
 			for i, c := range calls {
 				c["index"] = json.RawMessage(fmt.Sprint(i))
 			}
-			msg["tool_calls"], _ = json.Marshal(calls)
+			msg["tool_calls"] = marshal(calls)
 		}
 		delete(ch, "message")
-		ch["delta"], _ = json.Marshal(msg)
+		ch["delta"] = marshal(msg)
 	}
-	obj["choices"], _ = json.Marshal(choices)
+	obj["choices"] = marshal(choices)
 	obj["object"] = json.RawMessage(`"chat.completion.chunk"`)
-	return json.Marshal(obj)
+	return marshal(obj), nil
+}
+
+// marshal encodes v, made of values decoded from valid JSON (it cannot
+// fail), as encoding/json does but with <, > and & kept as they are:
+// json.Marshal writes each as six bytes (\u003c), so a completion of code
+// or HTML grew up to six times as a chunk.
+func marshal(v any) json.RawMessage {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }

@@ -1,12 +1,14 @@
 package openai_test
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
+	"github.com/e2a-pipeline/pipeline/bridge/openai"
 )
 
 // TestStreamContentTypes: an answer to stream: true is taken for an event
@@ -86,7 +88,8 @@ func TestStreamByteByByte(t *testing.T) {
 // the request with the upstream's error as its words and kind say (a
 // server error or a rate limit retryable, a refused request not), as an
 // error sent in a stream is; it was upstream_protocol_error, "answer not
-// understood", whatever it said.
+// understood", whatever it said. So was an error in Google's form (an
+// array holding the error object) and one after a byte order mark.
 func TestErrorAnsweredWith200(t *testing.T) {
 	for _, tc := range []struct {
 		body      string
@@ -97,6 +100,11 @@ func TestErrorAnsweredWith200(t *testing.T) {
 		{`{"error":{"message":"The server is overloaded","type":"server_error","code":null}}`, bridge.CodeUnavailable, true},
 		{`{"object":"error","message":"Rate limit reached","type":"RateLimitError","code":429}`, bridge.CodeRateLimited, true},
 		{"\n" + `{"error":"overloaded"}`, bridge.CodeUnavailable, true},
+		// Google's error body, an array of one error object (Gemini's
+		// OpenAI-compatible endpoint; gateways in front of it pass it on).
+		{`[{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED"}}]`,
+			bridge.CodeRateLimited, true},
+		{"\ufeff" + `{"error":{"message":"bad model","type":"invalid_request_error"}}`, bridge.CodeRejected, false},
 	} {
 		w, err := serveWith(t, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
@@ -106,6 +114,52 @@ func TestErrorAnsweredWith200(t *testing.T) {
 		if !errors.As(err, &be) || be.Code != tc.code || be.Retryable != tc.retryable || len(w.Frames()) != 0 ||
 			!strings.HasPrefix(be.Message, "upstream error (answered with 200): ") {
 			t.Errorf("%s: %v (%+v), frames %v; want %s retryable %v, no frame", tc.body, err, be, w.Kinds(), tc.code, tc.retryable)
+		}
+	}
+}
+
+// TestWholeAnswerAtItsBound: a whole completion is read up to the
+// bound of one event (WithMaxEventBytes, here its default) and gives its
+// text, however large within it and whatever its characters; one byte
+// more is upstream_protocol_error naming the bound. The completion became
+// a chunk re-encoded by encoding/json, which writes <, > and & as six
+// bytes each and renames its members: one of code or HTML well within
+// the bound, or one right at it, failed as "not a server-sent event
+// stream: a line longer than 1048576 bytes".
+func TestWholeAnswerAtItsBound(t *testing.T) {
+	whole := func(content string) string { // as Python's json.dumps writes it: < > & as they are
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(content); err != nil {
+			t.Fatal(err)
+		}
+		return `{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":` +
+			strings.TrimSuffix(b.String(), "\n") + `},"finish_reason":"stop"}]}`
+	}
+	html := strings.Repeat("<a>&</a>", openai.DefaultMaxEventBytes/4/8)
+	pad := openai.DefaultMaxEventBytes - len(whole(""))
+	for _, tc := range []struct {
+		name, content string
+		ok            bool
+	}{
+		{"HTML, a quarter of the bound", html, true},
+		{"text, at the bound", strings.Repeat("x", pad), true},
+		{"text, one byte past it", strings.Repeat("x", pad+1), false},
+	} {
+		w, err := serveWith(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(whole(tc.content)))
+		})
+		if !tc.ok {
+			var be *bridge.Error
+			if !errors.As(err, &be) || be.Code != bridge.CodeProtocol || !strings.Contains(be.Message, "larger than 1048576 bytes") {
+				t.Errorf("%s: %v; want %s naming the bound", tc.name, err, bridge.CodeProtocol)
+			}
+			continue
+		}
+		if err != nil || deltaText(t, w) != tc.content || !w.Final() {
+			t.Errorf("%s: %v, %d bytes of text, kinds %v; want the whole text then e2a.complete", tc.name, err, len(deltaText(t, w)), w.Kinds())
 		}
 	}
 }

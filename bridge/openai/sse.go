@@ -34,6 +34,9 @@ type sseReader struct {
 const sseBufferSize = 4 << 10
 
 func newSSEReader(r io.Reader, max int) *sseReader {
+	if w, ok := r.(*wholeStream); ok && w.line > max {
+		max = w.line // a whole answer, bounded when read (wholeAnswer)
+	}
 	return &sseReader{lines: sse.NewLineReader(bufio.NewReaderSize(r, min(max, sseBufferSize)), max), max: max}
 }
 

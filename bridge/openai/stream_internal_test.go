@@ -404,7 +404,7 @@ func FuzzWholeAnswer(f *testing.F) {
 			return
 		}
 		w := &agenttest.Writer{}
-		tr := &turn{w: w, maxEvent: 1 << 14}
+		tr := &turn{w: w, maxEvent: 1 << 12} // the bound wholeAnswer read with
 		err = tr.read(context.Background(), r)
 		if errors.Is(err, e2a.ErrInvalidResponse) || w.AfterFinal() > 0 {
 			t.Fatalf("a frame the runtime refuses, or one after the final frame: %v, %q", err, w.Kinds())
