@@ -4,7 +4,10 @@
 // bridge.Upstream; bridge.New serves it as a pool.
 //
 // Each request is one POST {base}/chat/completions with stream: true and
-// stream_options.include_usage: true, the bridge.Client's credentials
+// stream_options.include_usage: true (dropped for good once the server
+// refuses it with a 400 or 422 naming it: the call is made again at once
+// without it; Mistral's API and Azure OpenAI's older versions refuse it),
+// the bridge.Client's credentials
 // (Authorization: Bearer <E2A_UPSTREAM_API_KEY>) and trace context, the
 // request members of [WithParams] (the operator's: e.g. temperature,
 // max_tokens, tools) and of the request's params (the allowlist:
@@ -69,7 +72,8 @@
 // object instead (it does not stream) is read as a client reads it: a
 // whole chat.completion as the one chunk that carries it (its message as
 // the delta, its tool calls numbered in order), so it gives the same
-// frames; an error object answered with 200 as the upstream's error:
+// frames; an error object answered with 200 (or Google's array holding
+// one) as the upstream's error:
 //
 //   - choices[0].delta.content (and refusal) → e2a.chunk text deltas;
 //   - delta.reasoning_content, or delta.reasoning → e2a.chunk reasoning;

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -86,6 +87,9 @@ type Upstream struct {
 	maxEvent int
 	log      *slog.Logger
 	params   map[string]json.RawMessage // WithParams
+	// noStreamUsage: the upstream refused stream_options (usageRefused);
+	// calls go without it from then on.
+	noStreamUsage atomic.Bool
 }
 
 var (
@@ -128,7 +132,7 @@ type request struct {
 	Model         string         `json:"model"`
 	Messages      []message      `json:"messages"`
 	Stream        bool           `json:"stream"`
-	StreamOptions map[string]any `json:"stream_options"`
+	StreamOptions map[string]any `json:"stream_options,omitempty"`
 	// Params are the other members (WithParams, the request's own:
 	// paramsFor), written after these (MarshalJSON).
 	Params map[string]json.RawMessage `json:"-"`
@@ -145,18 +149,23 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	if err != nil {
 		return err
 	}
-	body, err := json.Marshal(request{Model: u.model, Messages: msgs, Stream: true,
-		StreamOptions: map[string]any{"include_usage": true}, Params: params})
-	if err != nil {
-		return agent.Errorf(e2a.ErrCodeInvalidRequest, false, "request does not encode: %v", err)
+	r := request{Model: u.model, Messages: msgs, Stream: true, Params: params}
+	if !u.noStreamUsage.Load() {
+		r.StreamOptions = map[string]any{"include_usage": true}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.endpoint, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("openai: %w", err)
+	resp, err := u.post(ctx, env, r)
+	if r.StreamOptions != nil && usageRefused(err) {
+		// Mistral's API (422, extra_forbidden) and Azure OpenAI's older
+		// API versions (400, "Unrecognized request argument supplied:
+		// stream_options") refuse it: nothing was answered, so the call
+		// is made again without it, and every later call goes without.
+		if u.noStreamUsage.CompareAndSwap(false, true) {
+			u.log.Warn("openai bridge: the upstream refuses stream_options.include_usage; calling it without (its final frames carry no token usage)",
+				"pool", u.pool, "upstream", u.Name())
+		}
+		r.StreamOptions = nil
+		resp, err = u.post(ctx, env, r)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := u.client.Do(req, env)
 	if err != nil {
 		return err
 	}
@@ -186,6 +195,29 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		err = w.Complete(r)
 	}
 	return err
+}
+
+// post sends r for env and returns the upstream's answer (its headers).
+func (u *Upstream) post(ctx context.Context, env *e2a.Envelope, r request) (*http.Response, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, agent.Errorf(e2a.ErrCodeInvalidRequest, false, "request does not encode: %v", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("openai: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	return u.client.Do(req, env)
+}
+
+// usageRefused reports the upstream's refusal of a call for its
+// stream_options: a 400 or 422 whose words name it.
+func usageRefused(err error) bool {
+	var be *bridge.Error
+	return errors.As(err, &be) && (be.Status == http.StatusBadRequest || be.Status == http.StatusUnprocessableEntity) &&
+		strings.Contains(be.Message, "stream_options")
 }
 
 // record adds env to its conversation, before the final frame so that a
