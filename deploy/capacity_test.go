@@ -26,7 +26,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
-	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // pipeline is ingress + egress + console on one loopback HTTP server over
@@ -81,14 +80,16 @@ func startPipeline(t *testing.T, cfg streams.Config, withAgent bool) *pipeline {
 // failed (a timeout on a loaded machine) is set up again only after
 // nats-server's retry backoff (10 s after a first failure, 20 s after a
 // second) and its 10 s source health check. (The waits that fell short in
-// CI counted leases, which the audit never copies: see auditedMsgs.)
+// CI counted leases, which the audit never copies: see
+// natstest.AuditedMsgs.)
 const auditCopyWait = time.Minute
 
 // waitAuditCopies waits until E2A_AUDIT holds a copy of every message the
-// hot streams hold now (auditedMsgs), and says how many it holds if not.
+// hot streams hold now (natstest.AuditedMsgs), and says how many it holds
+// if not.
 func (p *pipeline) waitAuditCopies(t *testing.T) {
 	t.Helper()
-	want := p.auditedMsgs(t)
+	want := natstest.AuditedMsgs(t, p.js)
 	var m uint64
 	if !testkit.Until(auditCopyWait, func() bool {
 		m, _ = p.streamState(t, streams.AuditStream)
@@ -96,34 +97,6 @@ func (p *pipeline) waitAuditCopies(t *testing.T) {
 	}) {
 		t.Errorf("%v passed and not: E2A_AUDIT holds every request and frame (%d of %d)", auditCopyWait, m, want)
 	}
-}
-
-// auditedMsgs returns how many messages E2A_AUDIT copies of what the hot
-// streams hold now: every request and every frame message (e2a.resp.*),
-// but no lease (e2a.resp.<id>.lease, outside the audit's source filter).
-// A worker stores a lease before its first frame when the request may
-// have been delivered before (agent/handle.go, resume), as a test's first
-// requests are when ingress accepts them before the pool's consumer
-// exists: counting E2A_RESPONSES whole, a wait for the copies never ended
-// (the "loss" CI reported in four runs was these leases).
-func (p *pipeline) auditedMsgs(t *testing.T) uint64 {
-	t.Helper()
-	reqs, _ := p.streamState(t, streams.RequestsStream)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := p.js.Stream(ctx, streams.ResponsesStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subjects.AllResponseFrames))
-	if err != nil {
-		t.Fatal(err)
-	}
-	frames := uint64(0)
-	for _, n := range info.State.Subjects {
-		frames += n
-	}
-	return reqs + frames
 }
 
 func (p *pipeline) streamState(t *testing.T, name string) (msgs, bytes uint64) {
@@ -458,7 +431,7 @@ func TestFullStreams(t *testing.T) {
 				t.Fatalf("aud-%d: %d while E2A_AUDIT is full", i, resp.StatusCode)
 			}
 		}
-		sourced := p.auditedMsgs(t)
+		sourced := natstest.AuditedMsgs(t, p.js)
 		var first, last uint64
 		auditState := func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -66,7 +66,7 @@ func TestDevReadAPIFromHistory(t *testing.T) {
 				}
 				return st.CachedInfo().State.Msgs
 			}
-			hotMsgs := msgs(streams.RequestsStream) + msgs(streams.ResponsesStream)
+			hotMsgs := natstest.AuditedMsgs(t, js)
 			testkit.Eventually(t, 15*time.Second, "E2A_AUDIT copied the hot streams", func() bool {
 				return msgs(streams.AuditStream) >= hotMsgs
 			})

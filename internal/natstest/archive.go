@@ -12,6 +12,7 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/archive"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
@@ -73,4 +74,34 @@ func StoreArchiveBatch(t testing.TB, js jetstream.JetStream, h map[string]string
 		t.Fatal(err)
 	}
 	return ack.Sequence
+}
+
+// AuditedMsgs returns how many messages E2A_AUDIT copies of what the hot
+// streams hold now: every request and every frame message (e2a.resp.*),
+// but no lease (e2a.resp.<id>.lease, outside the audit's source filter).
+// A worker stores a lease before its first frame when the request may have
+// been delivered before (agent/handle.go, resume), as a test's first
+// requests are when they are accepted before the pool's consumer exists:
+// a wait for E2A_AUDIT to hold E2A_REQUESTS and E2A_RESPONSES whole never
+// ends then (CI: "402 of 403").
+func AuditedMsgs(t testing.TB, js jetstream.JetStream) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	count := func(name, filter string) uint64 {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		var n uint64
+		for _, c := range info.State.Subjects {
+			n += c
+		}
+		return n
+	}
+	return count(streams.RequestsStream, subjects.RequestSubjects) + count(streams.ResponsesStream, subjects.AllResponseFrames)
 }
