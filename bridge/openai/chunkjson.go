@@ -210,7 +210,7 @@ func readDelta(val []byte, d *delta) bool {
 	return jsonstr.Members(val, func(key, v []byte) bool {
 		switch string(key) {
 		case "content":
-			return once(&seen, 1) && readTextPtr(v, &d.Content)
+			return once(&seen, 1) && readContentPtr(v, &d.Content)
 		case "refusal":
 			return once(&seen, 2) && readTextPtr(v, &d.Refusal)
 		case "reasoning_content":

@@ -77,6 +77,8 @@
 //
 //   - choices[0].delta.content (and refusal) → e2a.chunk text deltas;
 //   - delta.reasoning_content, or delta.reasoning → e2a.chunk reasoning;
+//   - a content that is an array of parts (Mistral's reasoning models):
+//     its thinking parts → reasoning, its text parts → text;
 //   - in both, a character the server cut between two deltas (its UTF-8
 //     bytes, or a JSON surrogate pair) is written whole, once, in the
 //     delta that completes it; one never completed is U+FFFD at the end;

@@ -24,6 +24,10 @@ type want struct {
 	calls                                 []call
 	totalTokens                           int64 // 0: no usage chunk
 	errCode                               string
+	// contentParts: the stream's content is an array of parts in some
+	// chunks (Mistral's reasoning models: thinking and text parts), which
+	// the official client keeps raw: read from its raw JSON (contentOf).
+	contentParts bool
 	// whole: the fixture is one chat.completion object (testdata/<name>.json)
 	// answered to the streamed call, as a server that does not stream
 	// answers it; read by the official client's non-streaming call.
@@ -64,6 +68,11 @@ var fixtures = map[string]want{
 	// own format, and vLLM's with reasoning and parallel tool calls.
 	"completion_text": {id: "chatcmpl-BwholeText0000009", model: "gpt-4.1-mini-2025-04-14", whole: true,
 		content: "Hello from a server that does not stream.", finish: "stop", totalTokens: 21},
+	// Magistral's stream (Mistral's API): thinking parts, then text as a
+	// part and as a string; usage in the last chunk.
+	"magistral": {id: "c3c77283055240cbbaf6f01d384cfccb", model: "magistral-medium-2509", contentParts: true,
+		content: "Hello! How can I help?", reasoning: "The user says hi's a greeting, I should return a greeting.",
+		finish: "stop", totalTokens: 40},
 	"completion_tools": {id: "chatcmpl-wholeTools000010", model: "Qwen/Qwen3-8B", whole: true, finish: "tool_calls", totalTokens: 190,
 		reasoning: "The user wants the weather in two cities: two calls.",
 		calls:     []call{{"chatcmpl-tool-5a1c", "get_weather", `{"city": "Paris"}`}, {"chatcmpl-tool-9d2e", "get_weather", `{"city": "Tokyo", "unit": "c"}`}}},
@@ -93,6 +102,7 @@ func TestFixturesAreTheWireFormat(t *testing.T) {
 			var acc openai.ChatCompletionAccumulator
 			var reasoning string
 			var fragments []openai.ChatCompletionChunkChoiceDeltaToolCall
+			var partsText string // contentParts: the text, read from the raw content
 			for stream.Next() {
 				ch := stream.Current()
 				if !acc.AddChunk(ch) {
@@ -100,6 +110,11 @@ func TestFixturesAreTheWireFormat(t *testing.T) {
 				}
 				for _, c := range ch.Choices {
 					fragments = append(fragments, c.Delta.ToolCalls...)
+					if w.contentParts {
+						text, thinking := contentOf(t, c.Delta.JSON.Content.Raw())
+						partsText += text
+						reasoning += thinking
+					}
 					if f, ok := c.Delta.JSON.ExtraFields["reasoning_content"]; ok && f.Raw() != "null" {
 						var s string
 						if err := unmarshalString(f.Raw(), &s); err != nil {
@@ -120,6 +135,9 @@ func TestFixturesAreTheWireFormat(t *testing.T) {
 				t.Fatalf("accumulated id %q model %q, %d choices", acc.ID, acc.Model, len(acc.Choices))
 			}
 			got := acc.Choices[0]
+			if w.contentParts {
+				got.Message.Content = partsText
+			}
 			if got.Message.Content != w.content || reasoning != w.reasoning {
 				t.Errorf("content %q reasoning %q, want %q and %q", got.Message.Content, reasoning, w.content, w.reasoning)
 			}
@@ -218,3 +236,38 @@ func equalCalls(a, b []call) bool {
 }
 
 func unmarshalString(raw string, s *string) error { return json.Unmarshal([]byte(raw), s) }
+
+// contentOf reads a delta's raw content as the official client keeps it: a
+// string is text; an array holds text parts and thinking parts (their
+// thinking an array of text parts).
+func contentOf(t *testing.T, raw string) (text, thinking string) {
+	t.Helper()
+	if raw == "" || raw == "null" {
+		return "", ""
+	}
+	if unmarshalString(raw, &text) == nil {
+		return text, ""
+	}
+	var parts []struct {
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		Thinking []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"thinking"`
+	}
+	if err := json.Unmarshal([]byte(raw), &parts); err != nil {
+		t.Fatalf("content %s: %v", raw, err)
+	}
+	for _, p := range parts {
+		switch p.Type {
+		case "text":
+			text += p.Text
+		case "thinking":
+			for _, q := range p.Thinking {
+				thinking += q.Text
+			}
+		}
+	}
+	return text, thinking
+}

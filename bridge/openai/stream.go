@@ -43,7 +43,7 @@ type choice struct {
 }
 
 type delta struct {
-	Content          *textFragment   `json:"content"`
+	Content          *contentField   `json:"content"`
 	Refusal          *textFragment   `json:"refusal"`
 	ReasoningContent json.RawMessage `json:"reasoning_content"`
 	Reasoning        json.RawMessage `json:"reasoning"`
@@ -193,7 +193,14 @@ func (t *turn) delta(d delta) error {
 	if err := t.writeReasoning(t.thought.add(reasoning(d))); err != nil {
 		return err
 	}
-	for _, p := range []*textFragment{d.Content, d.Refusal} {
+	var content *textFragment
+	if d.Content != nil {
+		if err := t.writeReasoning(t.thought.add(d.Content.thinking)); err != nil {
+			return err
+		}
+		content = &d.Content.text
+	}
+	for _, p := range []*textFragment{content, d.Refusal} {
 		if p != nil {
 			if err := t.writeText(t.text.add(string(*p))); err != nil {
 				return err
