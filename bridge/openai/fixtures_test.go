@@ -73,6 +73,8 @@ var fixtures = map[string]want{
 	"magistral": {id: "c3c77283055240cbbaf6f01d384cfccb", model: "magistral-medium-2509", contentParts: true,
 		content: "Hello! How can I help?", reasoning: "The user says hi's a greeting, I should return a greeting.",
 		finish: "stop", totalTokens: 40},
+	"completion_magistral": {id: "6b0a4d1c8e2f4a7f9c1d2e3f4a5b6c7d", model: "magistral-medium-2509", whole: true, contentParts: true,
+		content: "Hello! How can I help?", reasoning: "A greeting: answer in kind.", finish: "stop", totalTokens: 30},
 	"completion_tools": {id: "chatcmpl-wholeTools000010", model: "Qwen/Qwen3-8B", whole: true, finish: "tool_calls", totalTokens: 190,
 		reasoning: "The user wants the weather in two cities: two calls.",
 		calls:     []call{{"chatcmpl-tool-5a1c", "get_weather", `{"city": "Paris"}`}, {"chatcmpl-tool-9d2e", "get_weather", `{"city": "Tokyo", "unit": "c"}`}}},
@@ -177,6 +179,9 @@ func checkWholeFixture(t *testing.T, ctx context.Context, client openai.Client, 
 	}
 	got := c.Choices[0]
 	var reasoning string
+	if w.contentParts {
+		got.Message.Content, reasoning = contentOf(t, got.Message.JSON.Content.Raw())
+	}
 	if f, ok := got.Message.JSON.ExtraFields["reasoning_content"]; ok {
 		if err := unmarshalString(f.Raw(), &reasoning); err != nil {
 			t.Fatalf("reasoning_content %s: %v", f.Raw(), err)
