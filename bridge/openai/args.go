@@ -20,9 +20,16 @@ import (
 type argsFragment string
 
 // UnmarshalJSON decodes the JSON string b (null: ""), as encoding/json
-// does but for bytes that are not UTF-8, kept as they are.
+// does but for bytes that are not UTF-8, kept as they are. Arguments sent
+// as a JSON object (or array) instead of the string holding it, as
+// Hugging Face's text-generation-inference and some llama.cpp server
+// versions answer, are that object's text, as the string would hold it.
 func (a *argsFragment) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
+		return nil
+	}
+	if len(b) > 0 && (b[0] == '{' || b[0] == '[') {
+		*a = argsFragment(b) // encoding/json has checked it is one value
 		return nil
 	}
 	if in, ok := jsonstr.Plain(b); ok {
