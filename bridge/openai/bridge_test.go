@@ -39,9 +39,13 @@ func TestBridgeFixtures(t *testing.T) {
 				fmt.Sprint(got.roles()) != "[user: fixture:"+name+"]" {
 				t.Fatalf("upstream request %+v", got)
 			}
-			if a.text != w.content || a.reasoning != w.reasoning || !equalCalls(a.calls, w.calls) {
+			wantText, wantReasoning := w.content, w.reasoning
+			if w.thinkTags {
+				wantReasoning, wantText = splitThink(w.content)
+			}
+			if a.text != wantText || a.reasoning != wantReasoning || !equalCalls(a.calls, w.calls) {
 				t.Errorf("text %q reasoning %q calls %+v; want %q, %q, %+v", a.text, a.reasoning, a.calls,
-					w.content, w.reasoning, w.calls)
+					wantText, wantReasoning, w.calls)
 			}
 			if len(a.responseIDs) != 1 || a.responseIDs[w.id] == 0 {
 				t.Errorf("llm_response_id on the frames: %v, want every frame %q", a.responseIDs, w.id)
@@ -53,7 +57,7 @@ func TestBridgeFixtures(t *testing.T) {
 				return
 			}
 			r := a.result
-			if a.final.ResponseKind != e2a.KindComplete || r["content"] != w.content || r["finish_reason"] != w.finish ||
+			if a.final.ResponseKind != e2a.KindComplete || r["content"] != wantText || r["finish_reason"] != w.finish ||
 				r["model"] != w.model {
 				t.Fatalf("final %s %v", a.final.ResponseKind, r)
 			}

@@ -79,6 +79,8 @@
 //   - delta.reasoning_content, or delta.reasoning → e2a.chunk reasoning;
 //   - a content that is an array of parts (Mistral's reasoning models):
 //     its thinking parts → reasoning, its text parts → text;
+//   - a content that starts with a <think> block (a server without a
+//     reasoning parser): the block → reasoning, the rest → text;
 //   - in both, a character the server cut between two deltas (its UTF-8
 //     bytes, or a JSON surrogate pair) is written whole, once, in the
 //     delta that completes it; one never completed is U+FFFD at the end;

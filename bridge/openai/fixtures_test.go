@@ -25,6 +25,10 @@ type want struct {
 	calls                                 []call
 	totalTokens                           int64 // 0: no usage chunk
 	errCode                               string
+	// thinkTags: the content starts with a <think> block, which the
+	// official client keeps in the content and the bridge writes as
+	// reasoning (splitThink says what the bridge writes).
+	thinkTags bool
 	// contentParts: the stream's content is an array of parts in some
 	// chunks (Mistral's reasoning models: thinking and text parts), which
 	// the official client keeps raw: read from its raw JSON (contentOf).
@@ -69,6 +73,11 @@ var fixtures = map[string]want{
 	// own format, and vLLM's with reasoning and parallel tool calls.
 	"completion_text": {id: "chatcmpl-BwholeText0000009", model: "gpt-4.1-mini-2025-04-14", whole: true,
 		content: "Hello from a server that does not stream.", finish: "stop", totalTokens: 21},
+	// LM Studio's stream of a Qwen3 model: the reasoning inline in the
+	// content, in a <think> block (its closing tag cut between deltas),
+	// which the bridge writes as reasoning (thinkTags).
+	"think_tags": {id: "chatcmpl-8cybkqa7743exgha66o2hg", model: "qwen3-30b-a3b-128k", thinkTags: true, finish: "stop",
+		content: "<think>\nThe user says hello; answer briefly.\n</think>\n\nHello! How can I help?"},
 	// Magistral's stream (Mistral's API): thinking parts, then text as a
 	// part and as a string; usage in the last chunk.
 	"magistral": {id: "c3c77283055240cbbaf6f01d384cfccb", model: "magistral-medium-2509", contentParts: true,
@@ -284,4 +293,15 @@ func contentOf(t *testing.T, raw string) (text, thinking string) {
 		}
 	}
 	return text, thinking
+}
+
+// splitThink is what the bridge writes of a content that starts with a
+// <think> block: the block's text as reasoning, the rest, its leading line
+// breaks dropped, as text.
+func splitThink(content string) (reasoning, text string) {
+	inner, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimLeft(content, " \t\r\n"), "<think>"), "</think>")
+	if !ok {
+		return "", content
+	}
+	return inner, strings.TrimLeft(rest, "\r\n")
 }

@@ -89,6 +89,9 @@ type turn struct {
 	// text and thought join the text and the reasoning deltas so that a
 	// character split between two deltas is written whole (textJoin).
 	text, thought textJoin
+	// think splits a <think> block the content starts with from the
+	// answer (thinkTags).
+	think thinkTags
 
 	// scrub takes the client's credentials out of the upstream's words
 	// an error quotes, before they are cut (bridge.Clip).
@@ -193,18 +196,17 @@ func (t *turn) delta(d delta) error {
 	if err := t.writeReasoning(t.thought.add(reasoning(d))); err != nil {
 		return err
 	}
-	var content *textFragment
 	if d.Content != nil {
 		if err := t.writeReasoning(t.thought.add(d.Content.thinking)); err != nil {
 			return err
 		}
-		content = &d.Content.text
+		if err := t.writeContent(t.text.add(string(d.Content.text))); err != nil {
+			return err
+		}
 	}
-	for _, p := range []*textFragment{content, d.Refusal} {
-		if p != nil {
-			if err := t.writeText(t.text.add(string(*p))); err != nil {
-				return err
-			}
+	if d.Refusal != nil {
+		if err := t.writeText(t.text.add(string(*d.Refusal))); err != nil {
+			return err
 		}
 	}
 	loose := 0 // fragments without an index in this chunk
@@ -221,6 +223,16 @@ func (t *turn) delta(d delta) error {
 		}
 	}
 	return nil
+}
+
+// writeContent writes the content's text: a <think> block it starts with
+// as reasoning (thinkTags), the rest as text.
+func (t *turn) writeContent(s string) error {
+	reasoning, text := t.think.add(s)
+	if err := t.writeReasoning(reasoning); err != nil {
+		return err
+	}
+	return t.writeText(text)
 }
 
 // writeText writes a text delta (none for "").
@@ -246,7 +258,14 @@ func (t *turn) endText() error {
 	if err := t.writeReasoning(t.thought.end()); err != nil {
 		return err
 	}
-	return t.writeText(t.text.end())
+	if err := t.writeContent(t.text.end()); err != nil {
+		return err
+	}
+	reasoning, text := t.think.end()
+	if err := t.writeReasoning(reasoning); err != nil {
+		return err
+	}
+	return t.writeText(text)
 }
 
 // reasoning is a delta's reasoning text (a textFragment's bytes):

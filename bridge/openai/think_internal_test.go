@@ -1,0 +1,53 @@
+package openai
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestThinkTags: a content that starts with a <think> block is split into
+// the block's text (reasoning) and the answer, whatever the deltas cut
+// (each case is fed whole, then byte by byte, then in pieces of 3); any
+// other content is text as it is, a later <think> included.
+func TestThinkTags(t *testing.T) {
+	for _, c := range []struct{ in, reasoning, text string }{
+		{"<think>\nThe user greets.\n</think>\n\nHello!", "\nThe user greets.\n", "Hello!"},
+		{"\n<think>a</think>b", "a", "b"},
+		{"Hello <think>not a block</think>", "", "Hello <think>not a block</think>"},
+		{"<thin", "", "<thin"},
+		{"<think>never closed </th", "never closed </th", ""},
+		{"<think></think>", "", ""},
+		{"<think>x</thinker></think>\r\n y", "x</thinker>", " y"},
+		{"plain answer", "", "plain answer"},
+		{"", "", ""},
+	} {
+		for _, size := range []int{len(c.in) + 1, 1, 3} {
+			var k thinkTags
+			var reasoning, text strings.Builder
+			for i := 0; i < len(c.in); i += size {
+				r, x := k.add(c.in[i:min(i+size, len(c.in))])
+				reasoning.WriteString(r)
+				text.WriteString(x)
+			}
+			r, x := k.end()
+			reasoning.WriteString(r)
+			text.WriteString(x)
+			if reasoning.String() != c.reasoning || text.String() != c.text {
+				t.Errorf("%q in pieces of %d: reasoning %q text %q, want %q and %q", c.in, size, reasoning.String(), text.String(), c.reasoning, c.text)
+			}
+		}
+	}
+}
+
+// TestThinkTagsHoldsNothingOnceDecided: a content that is not a block is
+// written as it comes (nothing held after its first characters), so its
+// first frame is not delayed.
+func TestThinkTagsHoldsNothingOnceDecided(t *testing.T) {
+	var k thinkTags
+	if r, x := k.add("Hi"); r != "" || x != "Hi" {
+		t.Fatalf("first delta: %q %q", r, x)
+	}
+	if r, x := k.add("<"); r != "" || x != "<" {
+		t.Fatalf("a later '<' held: %q %q", r, x)
+	}
+}
