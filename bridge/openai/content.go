@@ -79,14 +79,17 @@ func thinkingText(raw json.RawMessage) string {
 // string (or null) as encoding/json decodes it; false for an array, which
 // is left to contentField's UnmarshalJSON.
 func readContentPtr(val []byte, dst **contentField) bool {
-	var f *textFragment
-	if !readTextPtr(val, &f) {
-		return false
-	}
-	if f == nil {
+	if isNull(val) {
 		*dst = nil
 		return true
 	}
-	*dst = &contentField{text: *f}
+	if len(val) == 0 || val[0] != '"' {
+		return false
+	}
+	s, err := decodeText(val)
+	if err != nil {
+		return false
+	}
+	*dst = &contentField{text: textFragment(s)}
 	return true
 }
