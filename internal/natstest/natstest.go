@@ -156,8 +156,21 @@ func (r *Restartable) Stop() {
 	}
 }
 
-// NumClients is how many clients are connected to the running server.
-func (r *Restartable) NumClients() int { return r.srv.Server().NumClients() }
+// Connected reports whether a client whose connection is named name is
+// connected to the running server (a count of clients would include one
+// that closed but is not yet gone).
+func (r *Restartable) Connected(name string) bool {
+	cz, err := r.srv.Server().Connz(&server.ConnzOptions{})
+	if err != nil {
+		return false
+	}
+	for _, c := range cz.Conns {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
 
 // ApplyStreams applies the E2A streams and buckets (Config()) on the
 // running server, over a connection of its own.
