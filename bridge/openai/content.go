@@ -79,17 +79,5 @@ func thinkingText(raw json.RawMessage) string {
 // string (or null) as encoding/json decodes it; false for an array, which
 // is left to contentField's UnmarshalJSON.
 func readContentPtr(val []byte, dst **contentField) bool {
-	if isNull(val) {
-		*dst = nil
-		return true
-	}
-	if len(val) == 0 || val[0] != '"' {
-		return false
-	}
-	s, err := decodeText(val)
-	if err != nil {
-		return false
-	}
-	*dst = &contentField{text: textFragment(s)}
-	return true
+	return readPtr(val, dst, func(s string) *contentField { return &contentField{text: textFragment(s)} })
 }

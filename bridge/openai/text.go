@@ -39,6 +39,13 @@ func decodeText(q []byte) (string, error) {
 // readTextPtr is decodeChunk's fast path for a text member: a string into
 // a new textFragment (null: nil), as encoding/json decodes one.
 func readTextPtr(val []byte, dst **textFragment) bool {
+	return readPtr(val, dst, func(s string) *textFragment { f := textFragment(s); return &f })
+}
+
+// readPtr reads a text member's value as the fast path takes one: null
+// (*dst nil), or a JSON string decoded (decodeText) into mk's value; false
+// for anything else, which is left to encoding/json.
+func readPtr[T any](val []byte, dst **T, mk func(string) *T) bool {
 	if isNull(val) {
 		*dst = nil
 		return true
@@ -50,8 +57,7 @@ func readTextPtr(val []byte, dst **textFragment) bool {
 	if err != nil {
 		return false
 	}
-	f := textFragment(s)
-	*dst = &f
+	*dst = mk(s)
 	return true
 }
 
