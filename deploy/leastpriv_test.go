@@ -62,7 +62,8 @@ var removedGrants = map[string][]string{
 // that it reads the info of the streams and buckets its stage reads
 // (stageInfoReads: an answer, found or not, and no violation) and that the
 // server refuses it the info of every other one and each grant of
-// removedGrants (a permissions violation).
+// removedGrants (a permissions violation), and refuses it a subscription
+// to any other client's replies (its own come back on _INBOX.<user>).
 func TestNATSUsersLeastPrivilege(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node nats-server cluster")
@@ -93,6 +94,13 @@ func TestNATSUsersLeastPrivilege(t *testing.T) {
 			}
 		}
 		expectRefused(t, nc, sink, user, "pub", append(refused, removedGrants[user]...)...)
+		// Its replies came back on its own inboxes (the reads above);
+		// every other client's it may not read.
+		other := "ingress"
+		if user == other {
+			other = "egress"
+		}
+		expectRefused(t, nc, sink, user, "sub", "_INBOX.>", "_INBOX.*.*", "_INBOX."+other+".>")
 	}
 }
 

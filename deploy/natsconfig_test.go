@@ -167,7 +167,7 @@ func TestNATSServerConfig(t *testing.T) {
 			"$JS.API.DIRECT.GET.E2A_ARCHIVE.>", "$JS.API.STREAM.INFO.E2A_ARCHIVE", "$JS.API.STREAM.INFO.E2A_AUDIT"},
 			[]string{"e2a.req.>", "e2a.resp.>", "e2a.ctl.>", "e2a.archive.>", "$JS.API.STREAM.CREATE.E2A_ARCHIVE", "$JS.API.STREAM.UPDATE.E2A_ARCHIVE",
 				"$JS.API.STREAM.PURGE.E2A_ARCHIVE", "$JS.API.DIRECT.GET.E2A_AUDIT", "$JS.API.DIRECT.GET.E2A_REQUESTS"}},
-		{"archive", sub("archive"), []string{"_INBOX.>"}, []string{"e2a.live.>", "e2a.req.>"}},
+		{"archive", sub("archive"), []string{"_INBOX.archive.>"}, []string{"e2a.live.>", "e2a.req.>", "_INBOX.>"}},
 		{"audit", pub("audit"), []string{"$JS.API.DIRECT.GET.E2A_ARCHIVE", "$JS.API.DIRECT.GET.E2A_ARCHIVE.>", "$JS.API.STREAM.INFO.E2A_ARCHIVE"},
 			[]string{"e2a.archive.batches"}},
 	} {
@@ -208,6 +208,31 @@ func TestNATSServerConfig(t *testing.T) {
 				"$JS.API.CONSUMER.DELETE.E2A_AUDIT.x"} {
 				if server.SubjectsCollide(s, probe) {
 					t.Errorf("%s may publish %s (%q)", name, probe, s)
+				}
+			}
+		}
+	}
+	// Each stage user may subscribe to its own inboxes (_INBOX.<user>.>,
+	// where streams.ConnConfig puts them) and to no other client's: not to
+	// nats.go's default inboxes (_INBOX.<random>), not to another user's.
+	for name, u := range users {
+		if u.Permissions == nil {
+			continue
+		}
+		own := streams.InboxPrefixFor(name) + ".>"
+		if !slices.Contains(u.Permissions.Subscribe.Allow, own) {
+			t.Errorf("%s may not subscribe to its inboxes %s", name, own)
+		}
+		for _, s := range u.Permissions.Subscribe.Allow {
+			probes := []string{"_INBOX.Hx3kY9vQ2pL8mN4rT6wZ1a.*", "_INBOX.Hx3kY9vQ2pL8mN4rT6wZ1a"}
+			for other := range users {
+				if other != name {
+					probes = append(probes, streams.InboxPrefixFor(other)+".Hx3kY9vQ2pL8mN4rT6wZ1a")
+				}
+			}
+			for _, probe := range probes {
+				if server.SubjectsCollide(s, probe) {
+					t.Errorf("%s may subscribe to %s (%q): another client's replies", name, probe, s)
 				}
 			}
 		}

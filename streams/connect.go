@@ -42,6 +42,51 @@ type ConnConfig struct {
 	// ReconnectBufSize is how many bytes of publishes are buffered while
 	// reconnecting; default 8 MiB.
 	ReconnectBufSize int `envconfig:"E2A_NATS_RECONNECT_BUFFER"`
+	// InboxPrefix is the prefix of the connection's inboxes, the subjects
+	// its replies come back on (JetStream API answers, PubAcks, direct
+	// gets, pull deliveries). Default: "_INBOX.<User>" when User is a
+	// valid subject token, else nats.go's "_INBOX". The deployment's
+	// accounts.conf lets each user subscribe to its own prefix only, so no
+	// stage can read the replies another one gets (see InboxPrefixFor).
+	InboxPrefix string `envconfig:"E2A_NATS_INBOX_PREFIX"`
+}
+
+// InboxPrefixFor is the inbox prefix a connection as user gets by
+// default, "_INBOX.<user>", or "" (nats.go's own "_INBOX.<random>") when
+// user is empty or not a valid subject token (letters, digits, '-' and
+// '_' only). deploy/nats/accounts.conf grants each stage user
+// "subscribe _INBOX.<user>.>" and nothing else under _INBOX: a user
+// allowed "_INBOX.>" received every other client's replies (the task
+// records, push configurations and envelopes ingress and egress read).
+func InboxPrefixFor(user string) string {
+	if user == "" {
+		return ""
+	}
+	for _, r := range user {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return ""
+		}
+	}
+	return nats.InboxPrefix + user
+}
+
+// inboxPrefix is the prefix c's connection uses ("" = nats.go's default).
+func (c ConnConfig) inboxPrefix() string {
+	if c.InboxPrefix != "" {
+		return c.InboxPrefix
+	}
+	return InboxPrefixFor(c.User)
+}
+
+// validInboxPrefix reports whether p is a subject of non-empty tokens
+// without wildcards or white space.
+func validInboxPrefix(p string) bool {
+	for _, tok := range strings.Split(p, ".") {
+		if tok == "" || strings.ContainsAny(tok, "*> \t\r\n") {
+			return false
+		}
+	}
+	return true
 }
 
 // String describes c without its secrets.
@@ -130,8 +175,9 @@ func redact(s string) string {
 
 // Validate returns ErrInvalidConnConfig when c has no URL or one that
 // does not parse (named redacted: url.Parse's own error quotes it whole,
-// credentials and all), mixes authentication methods, or has a TLS
-// certificate without its key (or the reverse).
+// credentials and all), mixes authentication methods, has a TLS
+// certificate without its key (or the reverse), or an inbox prefix that
+// is not a subject without wildcards.
 func (c ConnConfig) Validate() error {
 	if strings.TrimSpace(c.NatsURL) == "" {
 		return fmt.Errorf("%w: no NATS URL", ErrInvalidConnConfig)
@@ -160,11 +206,14 @@ func (c ConnConfig) Validate() error {
 	if c.ReconnectWait < 0 || c.ReconnectBufSize < 0 {
 		return fmt.Errorf("%w: negative reconnect setting", ErrInvalidConnConfig)
 	}
+	if c.InboxPrefix != "" && !validInboxPrefix(c.InboxPrefix) {
+		return fmt.Errorf("%w: inbox prefix %q is not a subject without wildcards (E2A_NATS_INBOX_PREFIX, e.g. _INBOX.ingress)", ErrInvalidConnConfig, c.InboxPrefix)
+	}
 	return nil
 }
 
 // Options returns the nats.Options for c: servers, authentication, TLS,
-// name, and reconnecting forever with buffered publishes.
+// name, inbox prefix, and reconnecting forever with buffered publishes.
 //
 // It returns ErrInvalidConnConfig when c is invalid.
 func (c ConnConfig) Options() ([]nats.Option, error) {
@@ -206,6 +255,9 @@ func (c ConnConfig) Options() ([]nats.Option, error) {
 	}
 	if c.TLSCert != "" {
 		opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
+	}
+	if p := c.inboxPrefix(); p != "" {
+		opts = append(opts, nats.CustomInboxPrefix(p))
 	}
 	return opts, nil
 }

@@ -112,6 +112,7 @@ const natsEnv = `  E2A_NATS_URL              the NATS cluster (nats://host:4222)
                             credentials for that cluster
   E2A_NATS_TLS_CA, E2A_NATS_TLS_CERT, E2A_NATS_TLS_KEY
                             TLS for that cluster
+  E2A_NATS_INBOX_PREFIX     the connection's reply subjects (default _INBOX.<E2A_NATS_USER>)
 `
 
 var helps = map[string]commandHelp{
