@@ -148,11 +148,23 @@ type failEntry struct {
 // late in an early window would stay in front of a later window still
 // running, and the bound would evict that live, maybe throttled, address
 // while keeping one whose window had ended.
+//
+// A credential is checked only while the address's failures in the window
+// and the checks of its credentials still running (pending) are fewer than
+// MaxFailures: each running check might be one more failure. An attempt
+// past that waits for a running check to end (released), then is decided
+// again, throttled if the failures reached the limit. Without it, attempts
+// that arrived together all passed the check for throttling before any was
+// counted, and an address could try as many guesses past the limit as it
+// sent at once. A client with no failure queues only past MaxFailures
+// concurrent checks of its credentials, each a comparison in memory.
 type failLimiter struct {
-	cfg     AuthLimitConfig
-	mu      sync.Mutex
-	entries map[netip.Addr]*list.Element
-	order   *list.List
+	cfg      AuthLimitConfig
+	mu       sync.Mutex
+	entries  map[netip.Addr]*list.Element
+	order    *list.List
+	pending  map[netip.Addr]int
+	released *sync.Cond // on mu: a pending check ended
 
 	failures, throttled, evicted prometheus.Counter
 }
@@ -165,7 +177,7 @@ func newFailLimiter(cfg AuthLimitConfig, reg prometheus.Registerer) (*failLimite
 		return nil, nil
 	}
 	s := obs.NewMetricSet(reg, obs.Exclusive)
-	l := &failLimiter{cfg: cfg, entries: map[netip.Addr]*list.Element{}, order: list.New(),
+	l := &failLimiter{cfg: cfg, entries: map[netip.Addr]*list.Element{}, order: list.New(), pending: map[netip.Addr]int{},
 		failures: s.Counter("e2a_ingress_auth_limit_failures_total",
 			"Refused credentials counted against their client address by the failure limiter."),
 		throttled: s.Counter("e2a_ingress_auth_throttled_total",
@@ -176,35 +188,71 @@ func newFailLimiter(cfg AuthLimitConfig, reg prometheus.Registerer) (*failLimite
 	if err := s.Err(); err != nil {
 		return nil, fmt.Errorf("%w: auth limit metrics: %v", ErrAuthConfig, err)
 	}
+	l.released = sync.NewCond(&l.mu)
 	return l, nil
 }
 
-// blocked returns how long addr stays throttled at now (0: not).
-func (l *failLimiter) blocked(addr netip.Addr, now time.Time) time.Duration {
+// enter decides an attempt from addr, clock giving the time: wait > 0 when
+// addr is throttled for wait; else the attempt is pending, now the time it
+// was admitted at, and the caller checks its credential and calls leave.
+// It waits while addr's failures and pending checks could reach the limit.
+func (l *failLimiter) enter(addr netip.Addr, clock func() time.Time) (now time.Time, wait time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	for {
+		now = clock()
+		n, wait := l.failuresAt(addr, now)
+		if wait > 0 {
+			return now, wait
+		}
+		if n+l.pending[addr] < l.cfg.MaxFailures {
+			l.pending[addr]++
+			return now, 0
+		}
+		l.released.Wait()
+	}
+}
+
+// leave ends a pending check of a credential from addr admitted at now,
+// counting it when it failed, and wakes the attempts waiting in enter.
+func (l *failLimiter) leave(addr netip.Addr, now time.Time, failed bool) {
+	if failed {
+		l.failures.Inc()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pending[addr]--; l.pending[addr] <= 0 {
+		delete(l.pending, addr)
+	}
+	if failed {
+		l.fail(addr, now)
+	}
+	l.released.Broadcast()
+}
+
+// failuresAt returns addr's failures in its window at now and, when they
+// reached the limit, how long it stays throttled (0: not). It forgets a
+// window that has ended. l.mu is held.
+func (l *failLimiter) failuresAt(addr netip.Addr, now time.Time) (n int, wait time.Duration) {
 	el, ok := l.entries[addr]
 	if !ok {
-		return 0
+		return 0, 0
 	}
 	e := el.Value.(*failEntry)
 	end := e.start.Add(l.cfg.Window)
 	if !now.Before(end) {
 		l.order.Remove(el)
 		delete(l.entries, addr)
-		return 0
+		return 0, 0
 	}
 	if e.n < l.cfg.MaxFailures {
-		return 0
+		return e.n, 0
 	}
-	return end.Sub(now)
+	return e.n, end.Sub(now)
 }
 
-// fail counts a refused credential from addr at now.
+// fail counts a refused credential from addr at now. l.mu is held.
 func (l *failLimiter) fail(addr netip.Addr, now time.Time) {
-	l.failures.Inc()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.expire(now)
 	if el, ok := l.entries[addr]; ok {
 		e := el.Value.(*failEntry)
@@ -322,7 +370,8 @@ func presentsCredential(h http.Header) bool {
 // the limiter is off or the client's address unknown (the check runs
 // alone); else key is the client's count and now its time, and wait > 0
 // when the client is throttled for wait (counted as a throttled answer:
-// the caller refuses it unchecked).
+// the caller refuses it unchecked). An attempt not throttled is pending
+// (failLimiter.enter): the caller checks it, then calls failLimiter.leave.
 func (a *Auth) admit(h http.Header, remoteAddr string) (key netip.Addr, now time.Time, wait time.Duration, track bool) {
 	l := a.limiter
 	if l == nil {
@@ -332,8 +381,8 @@ func (a *Auth) admit(h http.Header, remoteAddr string) (key netip.Addr, now time
 	if !ok {
 		return netip.Addr{}, time.Time{}, 0, false
 	}
-	key, now = limitKey(client), a.now()
-	if wait = l.blocked(key, now); wait > 0 {
+	key = limitKey(client)
+	if now, wait = l.enter(key, a.now); wait > 0 {
 		l.throttled.Inc()
 	}
 	return key, now, wait, true
@@ -361,14 +410,14 @@ func (a *Auth) limited(h http.Header, remoteAddr string, check func() (Principal
 		}
 		return Principal{}, e
 	}
-	p, err := check()
+	var err error
 	// Only a credential that does not verify counts: a guess. A valid one
 	// that may not be used (ErrForbidden: a disabled principal, a token
 	// without the scope) is no guess, and its client must not be locked
-	// out of what it may do.
-	if errors.Is(err, ErrUnauthenticated) {
-		l.fail(key, now)
-	}
+	// out of what it may do. Deferred: a check that panics still ends.
+	defer func() { l.leave(key, now, errors.Is(err, ErrUnauthenticated)) }()
+	var p Principal
+	p, err = check()
 	return p, err
 }
 
@@ -389,11 +438,13 @@ func (a *Auth) limitedIssue(hdr, h http.Header, remoteAddr string, issue func() 
 		return TokenResponse{}, oauthErr(http.StatusTooManyRequests, "too_many_requests",
 			"too many failed client authentications from this address: retry after the Retry-After seconds")
 	}
-	resp, err := issue()
-	var oe *OAuthError
-	if errors.As(err, &oe) && oe.Code == "invalid_client" {
-		l.fail(key, now)
-	}
+	var err error
+	defer func() {
+		var oe *OAuthError
+		l.leave(key, now, errors.As(err, &oe) && oe.Code == "invalid_client")
+	}()
+	var resp TokenResponse
+	resp, err = issue()
 	return resp, err
 }
 

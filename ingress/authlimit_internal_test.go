@@ -11,7 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -288,5 +290,69 @@ func TestAuthLimitTokenEndpoint(t *testing.T) {
 	}
 	if rec := grant(testClientSec, "192.0.2.8:4000"); rec.Code != http.StatusOK {
 		t.Errorf("correct secret from another address: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestAuthLimiterConcurrentGuesses: guesses sent together from one address
+// are checked only while its failures and the checks still running stay
+// under the limit; the others wait for a running check, then are throttled
+// once the failures reach it. All passed the throttle check before any
+// failure was counted: every guess sent at once was checked. A correct key
+// sent more often at once than the limit queues, and is never refused.
+func TestAuthLimiterConcurrentGuesses(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		outcome error // what each check returns
+		refused int   // attempts answered ErrAuthThrottled
+	}{
+		{"guesses", unauthenticated(SchemeAPIKey, "", "invalid API key"), 3},
+		{"correct key", nil, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := limitAuth(t, 5, 10, prometheus.NewRegistry())
+				release := make(chan struct{})
+				var checks atomic.Int32
+				errs := make(chan error, 8)
+				h := http.Header{HeaderAPIKey: {"ak_any_0123456789abcdef"}}
+				for range 8 {
+					go func() {
+						_, err := a.limited(h, "192.0.2.9:1", func() (Principal, error) {
+							checks.Add(1)
+							<-release
+							if c.outcome != nil {
+								return Principal{}, c.outcome
+							}
+							return Principal{UserID: "alice"}, nil
+						})
+						errs <- err
+					}()
+				}
+				synctest.Wait()
+				if n := checks.Load(); n != 5 {
+					t.Errorf("%d credentials checked at once from one address, want the limit, 5", n)
+				}
+				close(release)
+				throttled := 0
+				for range 8 {
+					err := <-errs
+					switch {
+					case errors.Is(err, ErrAuthThrottled):
+						throttled++
+					case c.outcome == nil && err != nil:
+						t.Errorf("correct key refused: %v", err)
+					}
+				}
+				if throttled != c.refused {
+					t.Errorf("%d attempts throttled, want %d", throttled, c.refused)
+				}
+				if want := int32(8 - c.refused); checks.Load() != want {
+					t.Errorf("%d credentials checked in all, want %d", checks.Load(), want)
+				}
+				if n := len(a.limiter.pending); n != 0 {
+					t.Errorf("%d addresses left pending", n)
+				}
+			})
+		})
 	}
 }
