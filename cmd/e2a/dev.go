@@ -211,11 +211,16 @@ const drainWithin = 10 * time.Second
 // closes it. Drain alone returns at once: the embedded server shut down
 // right after it cut the connection short (the client's EOF, logged as a
 // closed connection's error), and a process exiting right after it could
-// leave the last publishes unsent.
-func drainWait(nc *nats.Conn, within time.Duration) {
+// leave the last publishes unsent. A drain that cannot start (the
+// connection is reconnecting: what it buffered is dropped) or does not end
+// within is said on log, then the connection is closed.
+func drainWait(nc *nats.Conn, within time.Duration, log *slog.Logger) {
 	closed := nc.StatusChanged(nats.CLOSED)
 	defer nc.RemoveStatusListener(closed)
 	if err := nc.Drain(); err != nil {
+		if !errors.Is(err, nats.ErrConnectionClosed) {
+			log.Warn("NATS connection closed without draining: publishes not yet sent are dropped", "err", err)
+		}
 		nc.Close()
 		return
 	}
@@ -224,6 +229,7 @@ func drainWait(nc *nats.Conn, within time.Duration) {
 	select {
 	case <-closed:
 	case <-t.C:
+		log.Warn("NATS connection not drained in time: closed", "within", within)
 		nc.Close()
 	}
 }
@@ -242,7 +248,7 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger, ev *strea
 			return nil, nil, "", err
 		}
 		nc, url = c, cfg.NatsURL
-		stop = func() { drainWait(nc, drainWithin) }
+		stop = func() { drainWait(nc, drainWithin, log) }
 	} else {
 		// A taken port or an unusable store is said at once, naming its
 		// variable: the server would wait for its listener 10 s, then
@@ -269,7 +275,7 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger, ev *strea
 			return nil, nil, "", err
 		}
 		nc, url = c, emb.ClientURL()
-		stop = func() { drainWait(nc, drainWithin); emb.Shutdown() }
+		stop = func() { drainWait(nc, drainWithin, log); emb.Shutdown() }
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"log/slog"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
@@ -79,4 +82,46 @@ func TestTailSaysNATSConnectionLost(t *testing.T) {
 	testkit.Eventually(t, 30*time.Second, "e2a tail connected", func() bool { return srv.Connected("e2a-tail") })
 	srv.Stop()
 	waitLine(t, stderr, regexp.MustCompile(`level=WARN msg="NATS connection lost; reconnecting" connection=e2a-tail`))
+}
+
+// TestDrainWaitSaysWhatItDropped: a shutdown whose connection cannot be
+// drained says so before closing it: while reconnecting (the publishes it
+// buffered are dropped) or when the drain does not end within its bound (a
+// handler still busy). It closed the connection silently in both.
+func TestDrainWaitSaysWhatItDropped(t *testing.T) {
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+
+	srv := natstest.RunRestartable(t)
+	nc, err := nats.Connect(srv.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconnecting := nc.StatusChanged(nats.RECONNECTING)
+	srv.Stop()
+	<-reconnecting
+	drainWait(nc, time.Minute, log)
+	if !nc.IsClosed() || !strings.Contains(logs.String(), "NATS connection closed without draining") {
+		t.Errorf("closed %v; log:\n%s", nc.IsClosed(), logs.String())
+	}
+
+	logs.Reset()
+	srv.Start()
+	nc2, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	if _, err := nc2.Subscribe("work", func(*nats.Msg) { close(busy); <-release }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc2.Publish("work", nil); err != nil {
+		t.Fatal(err)
+	}
+	<-busy
+	drainWait(nc2, 50*time.Millisecond, log)
+	if !nc2.IsClosed() || !strings.Contains(logs.String(), "NATS connection not drained in time: closed") {
+		t.Errorf("closed %v; log:\n%s", nc2.IsClosed(), logs.String())
+	}
 }
