@@ -187,7 +187,7 @@ type openCalls struct {
 func (o *openCalls) updates(r *e2a.Response) ([]acpsdk.SessionUpdate, error) {
 	ups, err := Updates(r)
 	if err == nil {
-		ups = o.artifactUpdates(r, ups)
+		ups = o.resultUpdate(r, o.artifactUpdates(r, ups))
 	}
 	for i, u := range ups {
 		tu := u.ToolCallUpdate
@@ -270,6 +270,29 @@ func (o *openCalls) artifactUpdates(r *e2a.Response, ups []acpsdk.SessionUpdate)
 		return ups
 	}
 	return nameCalls(r, ups)
+}
+
+// resultUpdate returns ups (the updates of frame r) followed, when r is
+// an e2a.complete ending a turn that has shown no message content, by the
+// text its result stands for (a2amap.ResultText: a string result, or an
+// object's content or text) as the agent's message, as the A2A doors show
+// that result as the answer. An agent that answers with its result alone
+// (an HTTP agent's text or JSON string, a Go handler's Complete("…"))
+// gave the ACP client an empty turn.
+func (o *openCalls) resultUpdate(r *e2a.Response, ups []acpsdk.SessionUpdate) []acpsdk.SessionUpdate {
+	if r.ResponseKind != e2a.KindComplete || o.said {
+		return ups
+	}
+	c, err := r.Complete()
+	if err != nil {
+		return ups
+	}
+	text, ok := a2amap.ResultText(c.Result)
+	if !ok || text == "" {
+		return ups
+	}
+	o.said = true
+	return append(ups, acpsdk.UpdateAgentMessageText(text))
 }
 
 // noteSaid notes whether ups show message content (said).

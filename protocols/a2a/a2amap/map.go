@@ -151,26 +151,36 @@ func partMeta(typ, mime string) map[string]any {
 // object's content/text string as a text part, any other object as a
 // data part.
 func resultParts(v any) a2a.ContentParts {
+	if s, ok := ResultText(v); ok {
+		return a2a.ContentParts{textPart(s, nil)}
+	}
 	switch t := v.(type) {
-	case nil:
+	case nil, string:
 		return nil
-	case string:
-		if t == "" {
-			return nil
-		}
-		return a2a.ContentParts{textPart(t, nil)}
 	case map[string]any:
-		for _, k := range []string{"content", "text"} {
-			if s, ok := t[k].(string); ok {
-				return a2a.ContentParts{textPart(s, nil)}
-			}
-		}
 		if len(t) == 0 {
 			return nil
 		}
 		return a2a.ContentParts{dataPart(t, nil)}
 	}
 	return a2a.ContentParts{dataPart(map[string]any{"result": v}, nil)}
+}
+
+// ResultText is the text an e2a.complete result stands for: the result
+// when it is a non-empty string, else an object's "content" or "text"
+// string. ok is false for any other result (shown as data, or nothing).
+func ResultText(v any) (text string, ok bool) {
+	switch t := v.(type) {
+	case string:
+		return t, t != ""
+	case map[string]any:
+		for _, k := range []string{"content", "text"} {
+			if s, ok := t[k].(string); ok {
+				return s, true
+			}
+		}
+	}
+	return "", false
 }
 
 // textPart is a text part with its metadata.
