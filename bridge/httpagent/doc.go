@@ -8,7 +8,7 @@
 // envelope to URL: the JSON e2a.MarshalEnvelope writes (spec §4: request_id,
 // method, params, session_id, task_id, context_id, user_id, …), with
 // Content-Type application/json and Accept "application/x-ndjson,
-// text/event-stream, application/json". The envelope carries no secret (the
+// text/event-stream, application/json, text/plain;q=0.5". The envelope carries no secret (the
 // normalizer strips the client's bearer token and header values before the
 // envelope is stored; the bridge drops them again should one be left). The
 // upstream's own credentials (an API key sent as a bearer token, headers)
@@ -47,6 +47,10 @@
 //     a number, true, false, null) is the request's result: the bridge
 //     writes e2a.complete {"result": value}. The smallest agent answers
 //     {"reply": "…"} and is done.
+//   - text/plain (UTF-8): the request's result is the text, a string, as
+//     the JSON answer "…" would be; its trailing line breaks are dropped.
+//     An empty text, another charset or bytes that are not UTF-8 are
+//     upstream_protocol_error. The smallest agent of all answers its text.
 //
 // Any other 2xx Content-Type is upstream_protocol_error. A non-2xx answer,
 // a connection refused or an answer that stalls is an upstream error

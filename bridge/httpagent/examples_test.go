@@ -72,53 +72,73 @@ func TestExamples(t *testing.T) {
 				}
 			}
 
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			cl := a2aupstream.Client(t, p.URL+"/pools/"+c.pool)
-			res, err := cl.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("hi v1"))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := v1Text(res); !strings.Contains(got, c.who+" heard: hi v1") {
+			if got := a2aV1Answer(t, p, c.pool, "hi v1"); !strings.Contains(got, c.who+" heard: hi v1") {
 				t.Errorf("A2A v1.0 answer %q", got)
 			}
-
-			card03, err := agentcard03.DefaultResolver.Resolve(ctx, p.URL+"/pools/"+c.pool)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cl03, err := a2aclient03.NewFromCard(ctx, card03)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res03, err := cl03.SendMessage(ctx, &a2a03.MessageSendParams{Message: a2a03.NewMessage(a2a03.MessageRoleUser, a2a03.TextPart{Text: "hi v03"})})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := v03Text(res03); !strings.Contains(got, c.who+" heard: hi v03") {
+			if got := a2aV03Answer(t, p, c.pool, "hi v03"); !strings.Contains(got, c.who+" heard: hi v03") {
 				t.Errorf("A2A v0.3 answer %q", got)
 			}
 		})
 	}
 
 	// ACP over stdio, to the default pool (py).
+	if got := acpAnswer(t, p, "hi acp"); !strings.Contains(got, "Python heard: hi acp") {
+		t.Errorf("ACP agent messages %q", got)
+	}
+}
+
+// a2aV1Answer sends text to pool from a2a-go/v2's client made from the
+// pool's card and returns the text of its answer (v1Text).
+func a2aV1Answer(t *testing.T, p *pipetest.Pipeline, pool, text string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := a2aupstream.Client(t, p.URL+"/pools/"+pool).SendMessage(ctx,
+		&a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(text))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v1Text(res)
+}
+
+// a2aV03Answer is a2aV1Answer with a2a-go's v0.3 client.
+func a2aV03Answer(t *testing.T, p *pipetest.Pipeline, pool, text string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	card03, err := agentcard03.DefaultResolver.Resolve(ctx, p.URL+"/pools/"+pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl03, err := a2aclient03.NewFromCard(ctx, card03)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res03, err := cl03.SendMessage(ctx, &a2a03.MessageSendParams{Message: a2a03.NewMessage(a2a03.MessageRoleUser, a2a03.TextPart{Text: text})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v03Text(res03)
+}
+
+// acpAnswer prompts p's default pool with text from acp-go-sdk over stdio
+// and returns its agent_message_chunk text; the turn must end end_turn.
+func acpAnswer(t *testing.T, p *pipetest.Pipeline, text string) string {
+	t.Helper()
 	s := acptest.OpenStdio(t, func(ctx context.Context, in io.Reader, out io.Writer) error {
 		return ingress.ServeACPStdio(ctx, in, out, p.Ingress)
 	})
-	ctx, conn, rec := s.Ctx, s.Conn, s.Rec
-	pr, err := conn.Prompt(ctx, acp.PromptRequest{SessionId: s.ID, Prompt: []acp.ContentBlock{acp.TextBlock("hi acp")}})
+	pr, err := s.Conn.Prompt(s.Ctx, acp.PromptRequest{SessionId: s.ID, Prompt: []acp.ContentBlock{acp.TextBlock(text)}})
 	if err != nil || pr.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("ACP prompt: %+v %v", pr, err)
 	}
 	var said strings.Builder
-	for _, u := range rec.Take(s.ID) {
+	for _, u := range s.Rec.Take(s.ID) {
 		if u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.Text != nil {
 			said.WriteString(u.AgentMessageChunk.Content.Text.Text)
 		}
 	}
-	if !strings.Contains(said.String(), "Python heard: hi acp") {
-		t.Errorf("ACP agent messages %q", said.String())
-	}
+	return said.String()
 }
 
 func v1Text(res a2a.SendMessageResult) string {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
@@ -43,11 +44,12 @@ const (
 	formatNDJSON = iota
 	formatSSE
 	formatJSON
+	formatText
 	formats
 )
 
-// FuzzAnswer: whatever an HTTP agent answers, as NDJSON, SSE or one JSON
-// value, the call ends with nil after exactly one final frame, or with a
+// FuzzAnswer: whatever an HTTP agent answers, as NDJSON, SSE, one JSON
+// value or a text, the call ends with nil after exactly one final frame, or with a
 // bridge.Error whose code and retryable flag are its cause's (a frame that
 // is not one, too large or too many: upstream_protocol_error, not
 // retryable; an answer ending before its final frame: upstream_unavailable,
@@ -63,6 +65,7 @@ func FuzzAnswer(f *testing.F) {
 	f.Add([]byte(chunk+"\n"+`{"response_kind":"e2a.chunk","body":{"delta_kind":"text","delta":"`), uint8(formatNDJSON))
 	f.Add([]byte("event: x\ndata: "+chunk+"\n\ndata: {\"response_kind\":\ndata: \"e2a.complete\",\"body\":{}}\n\n"), uint8(formatSSE))
 	f.Add([]byte(`{"answer":42}`), uint8(formatJSON))
+	f.Add([]byte("héllo\r\n"), uint8(formatText))
 	f.Fuzz(func(t *testing.T, body []byte, format uint8) {
 		w := &agenttest.Writer{}
 		c := fuzzCall(w)
@@ -81,6 +84,12 @@ func FuzzAnswer(f *testing.F) {
 			err = c.stream(newSSEReader(br, fuzzMaxBytes))
 		case formatJSON:
 			err = c.single(bytes.NewReader(body))
+		case formatText:
+			err = c.text(bytes.NewReader(body), "text/plain; charset=UTF-8")
+			text := bytes.TrimRight(body, "\r\n")
+			if ok := len(body) <= fuzzMaxBytes && len(text) > 0 && utf8.Valid(text); ok != (err == nil) {
+				t.Fatalf("text %q: %v", body, err)
+			}
 		}
 		checkAnswer(t, w, err, c.closeDelimited)
 	})

@@ -12,6 +12,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/bridge"
@@ -19,9 +20,9 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/option"
 )
 
-// Accept is the Accept header of every call: the three answers the bridge
-// reads.
-const Accept = "application/x-ndjson, text/event-stream, application/json"
+// Accept is the Accept header of every call: the answers the bridge reads,
+// frames preferred to a plain text.
+const Accept = "application/x-ndjson, text/event-stream, application/json, text/plain;q=0.5"
 
 // Upstream is an HTTP agent: it POSTs each request's envelope to its URL
 // and writes the answer through as the request's frames (see the package
@@ -101,9 +102,44 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		// A value cut short by a close-delimited body's end is the
 		// connection's; any other garbage is the agent's, not retried.
 		return c.single(resp.Body)
+	case "text/plain":
+		return c.text(resp.Body, ct)
 	}
-	return protocolError(ErrContentType, "upstream answered %d with Content-Type %q (want application/x-ndjson, text/event-stream or application/json)",
+	return protocolError(ErrContentType, "upstream answered %d with Content-Type %q (want application/x-ndjson, text/event-stream, application/json or text/plain)",
 		resp.StatusCode, clip(ct, u.Scrub))
+}
+
+// text writes a text/plain answer as the request's result, a string (as
+// the JSON answer "…" would be), its trailing line breaks dropped (echo,
+// print). It must be UTF-8 (or US-ASCII), not empty, and within the frame
+// bound. Unlike JSON, a text cannot tell a close-delimited body cut short
+// from one that ended: what arrived before the end is the answer.
+func (c *call) text(body io.Reader, ct string) error {
+	_, params, _ := mime.ParseMediaType(ct)
+	if cs := strings.ToLower(params["charset"]); cs != "" && cs != "utf-8" && cs != "utf8" && cs != "us-ascii" {
+		return protocolError(ErrContentType, "upstream answered text/plain in charset %q (want utf-8)", clip(cs, c.u.Scrub))
+	}
+	max := c.u.cfg.maxFrameBytes
+	data, err := io.ReadAll(io.LimitReader(body, int64(max)+1))
+	if err != nil {
+		return c.readError(err)
+	}
+	if len(data) > max {
+		return protocolError(ErrFrameTooLarge, "upstream text answer is larger than %d bytes", max)
+	}
+	data = bytes.TrimRight(data, "\r\n")
+	switch {
+	case len(data) == 0:
+		return protocolError(ErrBadFrame, "upstream answered an empty text/plain body")
+	case !utf8.Valid(data):
+		return protocolError(ErrBadFrame, "upstream text answer is not valid UTF-8")
+	}
+	result, err := json.Marshal(string(data))
+	if err != nil {
+		return fmt.Errorf("httpagent: text answer: %w", err)
+	}
+	c.n++
+	return c.w.Complete(rawResult(result))
 }
 
 // mediaType is ct's media type, lower case; any +json type is
