@@ -35,7 +35,7 @@ func (c *testClock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.
 
 // limitAuth is an apiKey Auth under a failure limiter of max a minute over
 // at most addrs addresses.
-func limitAuth(t *testing.T, max, addrs int, reg prometheus.Registerer, opts ...AuthOption) *Auth {
+func limitAuth(t testing.TB, max, addrs int, reg prometheus.Registerer, opts ...AuthOption) *Auth {
 	t.Helper()
 	cfg := AuthLimitConfig{MaxFailures: max, Window: time.Minute, MaxAddresses: addrs}
 	a, err := NewAuth(&AuthConfig{APIKeys: []Credential{{Principal: "alice", Secret: limitGoodKey}}},
