@@ -123,6 +123,9 @@ func asChunk(obj map[string]json.RawMessage) ([]byte, error) {
 				return nil, fmt.Errorf("tool_calls: %w", err)
 			}
 			for i, c := range calls {
+				if c == nil { // a null call: numbering it panicked
+					return nil, fmt.Errorf("tool_calls[%d] is null", i)
+				}
 				c["index"] = json.RawMessage(fmt.Sprint(i))
 			}
 			msg["tool_calls"] = marshal(calls)

@@ -38,6 +38,7 @@ func TestStreamContentTypes(t *testing.T) {
 		{"application/octet-stream", "\ufeff: keep-alive\r\n\r\n" + helloEvents, true},
 		{"text/plain", "\n\nevent: message\n" + helloEvents, true},
 		{"application/json", `{"id":"x","object":"list","data":[]}`, false},
+		{"application/json", `{"object":"chat.completion","choices":[{"message":{"tool_calls":[null]}}]}`, false}, // it panicked
 		{"text/html; charset=utf-8", "<!DOCTYPE html><html><body>Bad Gateway</body></html>", false},
 		{"text/plain; charset=utf-8", "Internal Server Error", false},
 		{"", "", false},

@@ -4,9 +4,10 @@
 // bridge.Upstream; bridge.New serves it as a pool.
 //
 // Each request is one POST {base}/chat/completions with stream: true and
-// stream_options.include_usage: true (dropped for good once the server
-// refuses it with a 400 or 422 naming it: the call is made again at once
-// without it; Mistral's API and Azure OpenAI's older versions refuse it),
+// stream_options.include_usage: true (when the server refuses a call
+// with a 400 or 422 naming it, the call is made again at once without it,
+// and once that one is answered it is dropped for good; Mistral's API and
+// Azure OpenAI's older versions refuse it),
 // the bridge.Client's credentials
 // (Authorization: Bearer <E2A_UPSTREAM_API_KEY>) and trace context, the
 // request members of [WithParams] (the operator's: e.g. temperature,

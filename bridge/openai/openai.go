@@ -87,8 +87,9 @@ type Upstream struct {
 	maxEvent int
 	log      *slog.Logger
 	params   map[string]json.RawMessage // WithParams
-	// noStreamUsage: the upstream refused stream_options (usageRefused);
-	// calls go without it from then on.
+	// noStreamUsage: the upstream refused stream_options (usageRefused)
+	// and answered the call made without it; calls go without it from
+	// then on.
 	noStreamUsage atomic.Bool
 }
 
@@ -158,13 +159,16 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		// Mistral's API (422, extra_forbidden) and Azure OpenAI's older
 		// API versions (400, "Unrecognized request argument supplied:
 		// stream_options") refuse it: nothing was answered, so the call
-		// is made again without it, and every later call goes without.
-		if u.noStreamUsage.CompareAndSwap(false, true) {
+		// is made again without it, and once that call is answered every
+		// later call goes without. A refusal of something else may quote
+		// the request, stream_options and all (FastAPI's validation
+		// errors echo it): refused again, later calls still ask for usage.
+		r.StreamOptions = nil
+		resp, err = u.post(ctx, env, r)
+		if err == nil && u.noStreamUsage.CompareAndSwap(false, true) {
 			u.log.Warn("openai bridge: the upstream refuses stream_options.include_usage; calling it without (its final frames carry no token usage)",
 				"pool", u.pool, "upstream", u.Name())
 		}
-		r.StreamOptions = nil
-		resp, err = u.post(ctx, env, r)
 	}
 	if err != nil {
 		return err

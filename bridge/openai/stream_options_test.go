@@ -68,3 +68,41 @@ func TestStreamOptionsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamOptionsKeptAfterOtherRefusal: a 400 or 422 about something
+// else that quotes the request, stream_options and all (FastAPI's
+// validation errors echo the body a request-level check refused as their
+// input: here tool_choice without tools), is not a refusal of
+// stream_options: the call made again without it is refused too, and later
+// calls still send it, asking for their token usage. Every later call of the
+// pool went without it, after a warning that the upstream refuses it.
+func TestStreamOptionsKeptAfterOtherRefusal(t *testing.T) {
+	srv := newModelServer(t)
+	srv.setScript(func(n int, w http.ResponseWriter, _ *http.Request, body chatRequest) bool {
+		if body.lastUser() != "x" {
+			return false // answered: the echo
+		}
+		raw := srv.recordedCalls()[n-1].Raw
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		_, _ = w.Write([]byte(`{"detail":[{"type":"value_error","loc":["body"],"msg":"Value error, tools must be set","input":` +
+			string(raw) + `,"ctx":{"error":{}}}]}`))
+		return true
+	})
+	logs := &testkit.Buffer{}
+	p := startBridge(t, srv, setup{log: logs})
+	a := read(t, askWith(t, p, "", "so-x", map[string]any{"content": "x", "tool_choice": "required"}, nil))
+	if a.final.ResponseKind != e2a.KindError || a.errBody.Code != bridge.CodeRejected || srv.recordedCalls()[0].Body.StreamOptions == nil {
+		t.Fatalf("final %s %+v, want %s for a call with stream_options", a.final.ResponseKind, a.errBody, bridge.CodeRejected)
+	}
+	n := len(srv.recordedCalls())
+	a = read(t, ask(t, p, "", "so-next", "hello", nil))
+	last := srv.recordedCalls()[len(srv.recordedCalls())-1]
+	if a.final.ResponseKind != e2a.KindComplete || len(srv.recordedCalls()) != n+1 || last.Body.StreamOptions == nil {
+		t.Errorf("final %s after %d calls, stream_options %v; want one call with it", a.final.ResponseKind,
+			len(srv.recordedCalls())-n, last.Body.StreamOptions)
+	}
+	if strings.Contains(logs.String(), "refuses stream_options") {
+		t.Errorf("warned that the upstream refuses stream_options:\n%s", logs.String())
+	}
+}
