@@ -24,6 +24,11 @@ type thinkTags struct {
 	// trim: the block has just closed; the answer's leading line breaks
 	// (the separator after </think>) are dropped.
 	trim bool
+	// blank is the block's white space not written yet, until its first
+	// other character (spoke): a block of white space alone is no
+	// reasoning (Qwen3 not thinking: <think>\n\n</think>).
+	blank string
+	spoke bool
 }
 
 const (
@@ -63,15 +68,34 @@ func (k *thinkTags) inside(s string) (reasoning, text string) {
 	k.held = ""
 	if i := strings.Index(b, thinkClose); i >= 0 {
 		k.state, k.trim = thinkDone, true
-		return b[:i], k.answer(b[i+len(thinkClose):])
+		return k.reason(b[:i], true), k.answer(b[i+len(thinkClose):])
 	}
 	for n := min(len(thinkClose)-1, len(b)); n > 0; n-- {
 		if strings.HasSuffix(b, thinkClose[:n]) {
 			k.held = b[len(b)-n:]
-			return b[:len(b)-n], ""
+			return k.reason(b[:len(b)-n], false), ""
 		}
 	}
-	return b, ""
+	return k.reason(b, false), ""
+}
+
+// reason returns r, the block's text, as it may be written now: while the
+// block holds white space alone, that is held (blank), and dropped when
+// the block ends so (closed); once it holds more, all of it is written.
+func (k *thinkTags) reason(r string, closed bool) string {
+	if k.spoke {
+		return r
+	}
+	r = k.blank + r
+	if strings.TrimLeft(r, " \t\r\n") == "" {
+		k.blank = r
+		if closed {
+			k.blank = ""
+		}
+		return ""
+	}
+	k.blank, k.spoke = "", true
+	return r
 }
 
 // answer is s, the answer's text, without the line breaks that separate
@@ -85,12 +109,13 @@ func (k *thinkTags) answer(s string) string {
 }
 
 // end returns what is held when the content ends: a start never decided
-// is text, the tail of a block never closed is reasoning.
+// is text, the tail of a block never closed is reasoning (unless the block
+// held white space alone).
 func (k *thinkTags) end() (reasoning, text string) {
 	held := k.held
 	k.held = ""
 	if k.state == thinkInside {
-		return held, ""
+		return k.reason(held, true), ""
 	}
 	return "", held
 }

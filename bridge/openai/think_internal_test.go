@@ -17,6 +17,10 @@ func TestThinkTags(t *testing.T) {
 		{"<thin", "", "<thin"},
 		{"<think>never closed </th", "never closed </th", ""},
 		{"<think></think>", "", ""},
+		// Qwen3 not thinking: a block of white space alone is no reasoning.
+		{"<think>\n\n</think>\n\nHello", "", "Hello"},
+		{"<think> \n", "", ""},
+		{"<think>\n\n x</think>y", "\n\n x", "y"},
 		{"<think>x</thinker></think>\r\n y", "x</thinker>", " y"},
 		{"plain answer", "", "plain answer"},
 		{"", "", ""},
