@@ -78,6 +78,13 @@ var fixtures = map[string]want{
 	// which the bridge writes as reasoning (thinkTags).
 	"think_tags": {id: "chatcmpl-8cybkqa7743exgha66o2hg", model: "qwen3-30b-a3b-128k", thinkTags: true, finish: "stop",
 		content: "<think>\nThe user says hello; answer briefly.\n</think>\n\nHello! How can I help?"},
+	// llama.cpp's stream of a DeepSeek-R1 distilled model without a
+	// reasoning parser (--reasoning-format none): the chat template opened
+	// <think> in the prompt, so the content is the reasoning, </think>
+	// (cut between deltas), then the answer. Without WithThinkOpen it is
+	// text as it comes (TestThinkOpen: with it).
+	"think_open": {id: "chatcmpl-R1distillThinkOpen01", model: "DeepSeek-R1-Distill-Qwen-7B-Q4_K_M.gguf", finish: "stop", totalTokens: 36,
+		content: "Okay, the user says hi. I should greet them back.\n</think>\n\nHello! How can I assist you today?"},
 	// Magistral's stream (Mistral's API): thinking parts, then text as a
 	// part and as a string; usage in the last chunk.
 	"magistral": {id: "c3c77283055240cbbaf6f01d384cfccb", model: "magistral-medium-2509", contentParts: true,

@@ -43,6 +43,20 @@ func WithSystem(prompt string) Option {
 		"system prompt must be valid UTF-8 of 1..%d bytes", MaxSystemBytes)
 }
 
+// WithThinkOpen says the model's chat template opens its <think> block in
+// the prompt (DeepSeek-R1's distilled models, Qwen3's Thinking-2507
+// models): a server that does not separate reasoning streams the block's
+// text, then </think>, then the answer, with no opening tag. The content
+// is then reasoning until </think> (a content that never closes the block
+// is reasoning whole); without it, the reasoning reached clients as the
+// answer's text, closing tag and all. A content that opens <think> itself
+// is read so without the option; a server that sends the reasoning apart
+// (reasoning_content, reasoning, thinking parts) before any content has
+// its content read as the answer, the option notwithstanding.
+func WithThinkOpen() Option {
+	return func(u *Upstream) error { u.thinkOpen = true; return nil }
+}
+
 // WithHistory makes the upstream multi-turn: the earlier turns of a
 // request's conversation (its A2A context, ACP session or E2A session_id,
 // of the same principal only) are read from the pipeline's durable history
@@ -87,6 +101,8 @@ type Upstream struct {
 	maxEvent int
 	log      *slog.Logger
 	params   map[string]json.RawMessage // WithParams
+	// thinkOpen: the content starts inside a <think> block (WithThinkOpen).
+	thinkOpen bool
 	// noStreamUsage: the upstream refused stream_options (usageRefused)
 	// and answered the call made without it; calls go without it from
 	// then on.
@@ -179,6 +195,9 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		return err
 	}
 	t := &turn{w: w, maxEvent: u.maxEvent, scrub: u.Scrub, callPrefix: "call_" + env.RequestID + "_"}
+	if u.thinkOpen {
+		t.think.open()
+	}
 	if err := t.read(ctx, stream); err != nil {
 		return err
 	}

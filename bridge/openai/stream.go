@@ -193,7 +193,11 @@ func (t *turn) chunk(data []byte) error {
 // delta writes a choice's text and reasoning deltas and assembles its tool
 // call fragments.
 func (t *turn) delta(d delta) error {
-	if err := t.writeReasoning(t.thought.add(reasoning(d))); err != nil {
+	r := reasoning(d)
+	if r != "" || d.Content != nil && d.Content.thinking != "" {
+		t.think.apart()
+	}
+	if err := t.writeReasoning(t.thought.add(r)); err != nil {
 		return err
 	}
 	if d.Content != nil {

@@ -29,6 +29,22 @@ type thinkTags struct {
 	// reasoning (Qwen3 not thinking: <think>\n\n</think>).
 	blank string
 	spoke bool
+	// preset: the block was open before the content (WithThinkOpen);
+	// begun: some content was added.
+	preset, begun bool
+}
+
+// open starts k inside a block the prompt opened (WithThinkOpen).
+func (k *thinkTags) open() { k.state, k.preset = thinkInside, true }
+
+// apart is told that the server sends the reasoning apart from the
+// content (a reasoning member): a block open presumed before any content
+// is none, and the content is the answer. Without it, a server given a
+// reasoning parser later would have had every answer shown as reasoning.
+func (k *thinkTags) apart() {
+	if k.preset && !k.begun {
+		k.state = thinkDone
+	}
 }
 
 const (
@@ -40,6 +56,7 @@ const (
 // add takes the next text of the content and returns what of it is
 // reasoning and what is answer, now; what may belong to a tag is held.
 func (k *thinkTags) add(s string) (reasoning, text string) {
+	k.begun = k.begun || s != ""
 	switch k.state {
 	case thinkInside:
 		return k.inside(s)

@@ -38,6 +38,7 @@ var errNoUpstream = errors.New("no upstream")
 // wins over its E2A_UPSTREAM_* variable.
 type bridgeFlags struct {
 	a2a, openai, http, model, system, inputModes string
+	thinkOpen                                    bool
 }
 
 // register adds the flags to fs (`e2a agent`'s).
@@ -47,6 +48,8 @@ func (f *bridgeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.http, "http", "", "bridge an HTTP agent: the URL the E2A envelope is POSTed to")
 	fs.StringVar(&f.model, "model", "", "with --openai: the model")
 	fs.StringVar(&f.system, "system", "", "with --openai: the system prompt")
+	fs.BoolVar(&f.thinkOpen, "think-open", false, "with --openai: the model's chat template opens <think> in the prompt (DeepSeek-R1's distilled models, Qwen3's Thinking-2507) "+
+		"and the server does not separate reasoning: its content is reasoning until </think>, then the answer (E2A_UPSTREAM_THINK_OPEN)")
 	fs.StringVar(&f.inputModes, "input-modes", "", "media types the pool takes in an A2A file part, listed on its card: a comma list (text/plain,image/png; image/* allowed); "+
 		"default E2A_UPSTREAM_INPUT_MODES, else an --a2a agent's own card's, else text/plain,application/json; given, it wins over the --a2a agent's card")
 }
@@ -71,6 +74,9 @@ func (f bridgeFlags) upstream(cfg UpstreamConfig) (UpstreamConfig, error) {
 	if f.system != "" {
 		u.System = f.system
 	}
+	if f.thinkOpen {
+		u.ThinkOpen = true
+	}
 	if f.inputModes != "" {
 		if _, err := parseInputModes(f.inputModes); err != nil {
 			return u, fmt.Errorf("--input-modes: %w", err)
@@ -90,6 +96,9 @@ func (f bridgeFlags) upstream(cfg UpstreamConfig) (UpstreamConfig, error) {
 	}
 	if u.Kind == upstreamOpenAI && u.Model == "" {
 		return u, errors.New("the openai upstream needs a model (--model or E2A_UPSTREAM_MODEL)")
+	}
+	if u.ThinkOpen && u.Kind != upstreamOpenAI {
+		return u, fmt.Errorf("--think-open (E2A_UPSTREAM_THINK_OPEN) is for the openai upstream, not %s", u.Kind)
 	}
 	return u, nil
 }
@@ -157,6 +166,9 @@ func newBridge(ctx context.Context, js jetstream.JetStream, cfg Config, pool str
 		}
 		if params != nil {
 			opts = append(opts, openai.WithParams(params))
+		}
+		if u.ThinkOpen {
+			opts = append(opts, openai.WithThinkOpen())
 		}
 		if up, err = openai.New(client, u.Model, opts...); err != nil {
 			return nil, err

@@ -423,6 +423,9 @@ type UpstreamConfig struct {
 	// Model and System: the OpenAI-compatible model and system prompt.
 	Model  string `envconfig:"E2A_UPSTREAM_MODEL"`
 	System string `envconfig:"E2A_UPSTREAM_SYSTEM"`
+	// ThinkOpen: the OpenAI-compatible model's chat template opens its
+	// <think> block in the prompt (openai.WithThinkOpen).
+	ThinkOpen bool `envconfig:"E2A_UPSTREAM_THINK_OPEN"`
 	// APIKey is sent as "Authorization: Bearer <key>".
 	APIKey string `envconfig:"E2A_UPSTREAM_API_KEY"`
 	// Headers are extra headers sent upstream, "Name: value" pairs

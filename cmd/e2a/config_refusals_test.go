@@ -131,3 +131,21 @@ func TestConfigPoolFlagChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestThinkOpenFlag: --think-open (or E2A_UPSTREAM_THINK_OPEN) sets the
+// openai upstream's ThinkOpen, and is refused for another upstream, where
+// it would mean nothing.
+func TestThinkOpenFlag(t *testing.T) {
+	u, err := (bridgeFlags{openai: "http://127.0.0.1:8000/v1", model: "m", thinkOpen: true}).upstream(UpstreamConfig{})
+	if err != nil || !u.ThinkOpen {
+		t.Fatalf("--openai --think-open: %+v %v", u, err)
+	}
+	if u, err := (bridgeFlags{openai: "http://127.0.0.1:8000/v1", model: "m"}).upstream(UpstreamConfig{ThinkOpen: true}); err != nil || !u.ThinkOpen {
+		t.Fatalf("E2A_UPSTREAM_THINK_OPEN: %+v %v", u, err)
+	}
+	for _, f := range []bridgeFlags{{a2a: "http://127.0.0.1:9999", thinkOpen: true}, {http: "http://127.0.0.1:8001/", thinkOpen: true}} {
+		if _, err := f.upstream(UpstreamConfig{}); err == nil || !strings.Contains(err.Error(), "--think-open") {
+			t.Errorf("%+v: %v, want --think-open refused", f, err)
+		}
+	}
+}
