@@ -50,7 +50,13 @@
 //   - text/plain (UTF-8): the request's result is the text, a string, as
 //     the JSON answer "…" would be; its trailing line breaks are dropped.
 //     An empty text, another charset or bytes that are not UTF-8 are
-//     upstream_protocol_error. The smallest agent of all answers its text.
+//     upstream_protocol_error (a body the connection's close ended before
+//     its first byte is a cut: see Bad answers). The smallest agent of all
+//     answers its text.
+//
+// A UTF-8 byte order mark that starts an answer (.NET's Encoding.UTF8
+// writes one through a StreamWriter) is no part of its first line, event,
+// value or text.
 //
 // Any other 2xx Content-Type is upstream_protocol_error. A non-2xx answer,
 // a connection refused or an answer that stalls is an upstream error
@@ -121,7 +127,8 @@
 // retryable. An answer cut before its final frame (the connection reset,
 // an HTTP/2 stream reset, a body whose length or last chunk never came, a
 // body delimited by the connection's close, HTTP/1.0's, ending, mid-line,
-// mid-event or not) ends it with upstream_unavailable, retryable ("closed
+// mid-event or not, mid-value or before the first byte of a JSON or text
+// answer) ends it with upstream_unavailable, retryable ("closed
 // mid-stream"). An answer the agent ended itself before its final frame
 // (its Content-Length reached, its last chunk sent, its HTTP/2 stream
 // ended, its gzip stream whole) ends it with upstream_protocol_error, not

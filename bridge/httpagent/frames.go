@@ -17,6 +17,12 @@ import (
 // parse (the upstream was cut off, not wrong).
 var errTruncated = errors.New("httpagent: answer ended mid-frame")
 
+// utf8BOM is the byte order mark an answer may start with (.NET's
+// Encoding.UTF8 writes one through a StreamWriter): no part of its first
+// frame, value or text (RFC 8259 §8.1 lets a JSON reader ignore it; the
+// SSE reader drops it as the event-stream format does).
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
 // frame is what the bridge takes of an upstream frame.
 type frame struct {
 	kind, status string
@@ -144,6 +150,8 @@ func readLine(lines *sse.LineReader) (line []byte, truncated bool, err error) {
 type ndjsonReader struct {
 	r     *bufio.Reader
 	lines *sse.LineReader
+	// started: a line was read (a byte order mark starts the first only).
+	started bool
 }
 
 func newNDJSONReader(r *bufio.Reader, max int) *ndjsonReader {
@@ -155,6 +163,10 @@ func (n *ndjsonReader) next() ([]byte, error) {
 		line, truncated, err := readLine(n.lines)
 		if err != nil {
 			return nil, err
+		}
+		if !n.started {
+			n.started = true
+			line = bytes.TrimPrefix(line, utf8BOM)
 		}
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 {

@@ -66,6 +66,9 @@ func FuzzAnswer(f *testing.F) {
 	f.Add([]byte("event: x\ndata: "+chunk+"\n\ndata: {\"response_kind\":\ndata: \"e2a.complete\",\"body\":{}}\n\n"), uint8(formatSSE))
 	f.Add([]byte(`{"answer":42}`), uint8(formatJSON))
 	f.Add([]byte("héllo\r\n"), uint8(formatText))
+	f.Add([]byte("\ufeff"+chunk+"\n"+done), uint8(formatNDJSON))
+	f.Add([]byte("\ufeff \"ok\"\r\n"), uint8(formatJSON))
+	f.Add([]byte("\ufeff\n"), uint8(formatText))
 	f.Fuzz(func(t *testing.T, body []byte, format uint8) {
 		w := &agenttest.Writer{}
 		c := fuzzCall(w)
@@ -86,7 +89,7 @@ func FuzzAnswer(f *testing.F) {
 			err = c.single(bytes.NewReader(body))
 		case formatText:
 			err = c.text(bytes.NewReader(body), "text/plain; charset=UTF-8")
-			text := bytes.TrimRight(body, "\r\n")
+			text := bytes.TrimRight(bytes.TrimPrefix(body, utf8BOM), "\r\n")
 			if ok := len(body) <= fuzzMaxBytes && len(text) > 0 && utf8.Valid(text); ok != (err == nil) {
 				t.Fatalf("text %q: %v", body, err)
 			}
@@ -138,6 +141,9 @@ func splitNDJSON(body []byte) (kinds []string, err error) {
 		last := i == len(lines)-1 // no line feed after it: the answer ended there
 		if len(bytes.TrimSuffix(line, []byte{'\r'})) > fuzzMaxBytes {
 			return kinds, ErrFrameTooLarge
+		}
+		if i == 0 {
+			line = bytes.TrimPrefix(line, utf8BOM)
 		}
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 {

@@ -113,7 +113,8 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 // the JSON answer "…" would be), its trailing line breaks dropped (echo,
 // print). It must be UTF-8 (or US-ASCII), not empty, and within the frame
 // bound. Unlike JSON, a text cannot tell a close-delimited body cut short
-// from one that ended: what arrived before the end is the answer.
+// from one that ended: what arrived before the end is the answer (if
+// anything did). A byte order mark starting it is no part of it.
 func (c *call) text(body io.Reader, ct string) error {
 	_, params, _ := mime.ParseMediaType(ct)
 	if cs := strings.ToLower(params["charset"]); cs != "" && cs != "utf-8" && cs != "utf8" && cs != "us-ascii" {
@@ -127,7 +128,13 @@ func (c *call) text(body io.Reader, ct string) error {
 	if len(data) > max {
 		return protocolError(ErrFrameTooLarge, "upstream text answer is larger than %d bytes", max)
 	}
-	data = bytes.TrimRight(data, "\r\n")
+	if len(data) == 0 && c.closeDelimited {
+		// Nothing came before the connection's close: a cut, as an
+		// NDJSON or SSE answer so ended (a handler that failed after
+		// its headers, a connection dropped).
+		return c.readError(io.EOF)
+	}
+	data = bytes.TrimRight(bytes.TrimPrefix(data, utf8BOM), "\r\n")
 	switch {
 	case len(data) == 0:
 		return protocolError(ErrBadFrame, "upstream answered an empty text/plain body")
@@ -284,8 +291,9 @@ func (c *call) writeFrame(f frame) error {
 
 // single writes a JSON answer: a final frame, or any other value as the
 // request's result. A JSON value a close-delimited body (c.closeDelimited)
-// cuts short is the connection dropped (upstream_unavailable, retryable,
-// as a cut NDJSON line or SSE event), not the agent's bad answer.
+// cuts short, or before its first byte, is the connection dropped
+// (upstream_unavailable, retryable, as a cut NDJSON line or SSE event),
+// not the agent's bad answer.
 func (c *call) single(body io.Reader) error {
 	max := c.u.cfg.maxFrameBytes
 	data, err := io.ReadAll(io.LimitReader(body, int64(max)+1))
@@ -295,9 +303,12 @@ func (c *call) single(body io.Reader) error {
 	if len(data) > max {
 		return protocolError(ErrFrameTooLarge, "upstream JSON answer is larger than %d bytes", max)
 	}
-	data = bytes.TrimSpace(data)
+	data = bytes.TrimSpace(bytes.TrimPrefix(data, utf8BOM))
 	if err := checkJSON(data); err != nil {
-		if c.closeDelimited && len(data) > 0 && cutShort(data) {
+		switch {
+		case c.closeDelimited && len(data) == 0:
+			return c.readError(io.EOF)
+		case c.closeDelimited && cutShort(data):
 			return c.readError(errTruncated)
 		}
 		return protocolError(ErrBadFrame, "upstream JSON answer: %v", err)

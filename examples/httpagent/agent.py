@@ -8,7 +8,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class Agent(BaseHTTPRequestHandler):
     def do_POST(self):
         p = json.loads(self.rfile.read(int(self.headers["Content-Length"]))).get("params") or {}
-        prompt = [str(b.get("text", "")) for b in p.get("prompt") or [] if isinstance(b, dict) and b.get("type") == "text"]  # ACP
+        blocks = p.get("prompt") if isinstance(p.get("prompt"), list) else []  # ACP: a list of content blocks
+        prompt = [str(b["text"]) for b in blocks if isinstance(b, dict) and b.get("type") == "text" and b.get("text") is not None]
         text = p["text"] if isinstance(p.get("text"), str) else "".join(prompt)  # A2A and E2A: params.text
         self.send_response(200)
         self.send_header("Content-Type", "application/x-ndjson")
