@@ -36,8 +36,10 @@
 //
 // A 2xx answer is read by its Content-Type:
 //
-//   - application/x-ndjson (or application/ndjson, application/jsonl): one
-//     frame per line; blank lines are skipped.
+//   - application/x-ndjson (or application/ndjson, application/jsonl,
+//     application/jsonlines, application/x-jsonlines, and Spring WebFlux's
+//     older application/stream+json): one frame per line; blank lines are
+//     skipped.
 //   - text/event-stream: the data of each event (its data: lines joined by
 //     line feeds) is one frame; event names, ids, retry fields and comments
 //     are ignored.
@@ -47,12 +49,16 @@
 //     a number, true, false, null) is the request's result: the bridge
 //     writes e2a.complete {"result": value}. The smallest agent answers
 //     {"reply": "…"} and is done.
-//   - text/plain (UTF-8): the request's result is the text, a string, as
+//   - text/plain (UTF-8, US-ASCII, or ISO-8859-1, a Java servlet's
+//     default, decoded): the request's result is the text, a string, as
 //     the JSON answer "…" would be; its trailing line breaks are dropped.
 //     An empty text, another charset or bytes that are not UTF-8 are
 //     upstream_protocol_error (a body the connection's close ended before
-//     its first byte is a cut: see Bad answers). The smallest agent of all
-//     answers its text.
+//     its first byte is a cut: see Bad answers), and so is a text whose
+//     first line is an E2A frame, bare or as an SSE data line: an agent
+//     that set no Content-Type (Go's net/http sniffs text/plain) is told
+//     to set it, rather than have its frames shown as one text. The
+//     smallest agent of all answers its text.
 //
 // A UTF-8 byte order mark that starts an answer (.NET's Encoding.UTF8
 // writes one through a StreamWriter) is no part of its first line, event,

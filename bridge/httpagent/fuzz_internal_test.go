@@ -66,6 +66,7 @@ func FuzzAnswer(f *testing.F) {
 	f.Add([]byte("event: x\ndata: "+chunk+"\n\ndata: {\"response_kind\":\ndata: \"e2a.complete\",\"body\":{}}\n\n"), uint8(formatSSE))
 	f.Add([]byte(`{"answer":42}`), uint8(formatJSON))
 	f.Add([]byte("héllo\r\n"), uint8(formatText))
+	f.Add([]byte("data: "+done+"\n\n"), uint8(formatText))
 	f.Add([]byte("\ufeff"+chunk+"\n"+done), uint8(formatNDJSON))
 	f.Add([]byte("\ufeff \"ok\"\r\n"), uint8(formatJSON))
 	f.Add([]byte("\ufeff\n"), uint8(formatText))
@@ -90,7 +91,7 @@ func FuzzAnswer(f *testing.F) {
 		case formatText:
 			err = c.text(bytes.NewReader(body), "text/plain; charset=UTF-8")
 			text := bytes.TrimRight(bytes.TrimPrefix(body, utf8BOM), "\r\n")
-			if ok := len(body) <= fuzzMaxBytes && len(text) > 0 && utf8.Valid(text); ok != (err == nil) {
+			if ok := len(body) <= fuzzMaxBytes && len(text) > 0 && utf8.Valid(text) && !framesAsText(text); ok != (err == nil) {
 				t.Fatalf("text %q: %v", body, err)
 			}
 		}
@@ -123,7 +124,7 @@ func checkAnswer(t *testing.T, w *agenttest.Writer, err error, closeDelimited bo
 		if be.Code != bridge.CodeProtocol || be.Retryable {
 			t.Fatalf("%v: code %s retryable %v", err, be.Code, be.Retryable)
 		}
-	case errors.Is(err, ErrBadFrame), errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrTooManyFrames):
+	case errors.Is(err, ErrBadFrame), errors.Is(err, ErrFrameTooLarge), errors.Is(err, ErrTooManyFrames), errors.Is(err, ErrContentType):
 		if be.Code != bridge.CodeProtocol || be.Retryable {
 			t.Fatalf("%v: code %s retryable %v", err, be.Code, be.Retryable)
 		}

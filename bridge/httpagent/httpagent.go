@@ -92,7 +92,8 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	c := &call{u: u, ctx: ctx, env: env, w: w, closeDelimited: closeDelimited}
 	ct := resp.Header.Get("Content-Type")
 	switch mediaType(ct) {
-	case "application/x-ndjson", "application/ndjson", "application/jsonl":
+	case "application/x-ndjson", "application/ndjson", "application/jsonl", "application/jsonlines", "application/x-jsonlines",
+		"application/stream+json": // Spring WebFlux's name for it before application/x-ndjson
 		br := bufio.NewReaderSize(resp.Body, 64<<10)
 		return c.stream(newNDJSONReader(br, u.cfg.maxFrameBytes))
 	case "text/event-stream":
@@ -111,13 +112,22 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 
 // text writes a text/plain answer as the request's result, a string (as
 // the JSON answer "…" would be), its trailing line breaks dropped (echo,
-// print). It must be UTF-8 (or US-ASCII), not empty, and within the frame
-// bound. Unlike JSON, a text cannot tell a close-delimited body cut short
-// from one that ended: what arrived before the end is the answer (if
-// anything did). A byte order mark starting it is no part of it.
+// print). It must be UTF-8 (or US-ASCII, or ISO-8859-1, a Java servlet's
+// default, decoded), not empty, and within the frame bound. Unlike JSON, a
+// text cannot tell a close-delimited body cut short from one that ended:
+// what arrived before the end is the answer (if anything did). A byte
+// order mark starting it is no part of it. A text whose first line is an
+// E2A frame (as NDJSON or SSE) is refused: an agent that set no
+// Content-Type (Go's net/http then sniffs text/plain) would otherwise
+// have its frames shown as one text.
 func (c *call) text(body io.Reader, ct string) error {
 	_, params, _ := mime.ParseMediaType(ct)
-	if cs := strings.ToLower(params["charset"]); cs != "" && cs != "utf-8" && cs != "utf8" && cs != "us-ascii" {
+	latin1 := false
+	switch cs := strings.ToLower(params["charset"]); cs {
+	case "", "utf-8", "utf8", "us-ascii":
+	case "iso-8859-1", "latin1":
+		latin1 = true
+	default:
 		return protocolError(ErrContentType, "upstream answered text/plain in charset %q (want utf-8)", clip(cs, c.u.Scrub))
 	}
 	max := c.u.cfg.maxFrameBytes
@@ -135,11 +145,17 @@ func (c *call) text(body io.Reader, ct string) error {
 		return c.readError(io.EOF)
 	}
 	data = bytes.TrimRight(bytes.TrimPrefix(data, utf8BOM), "\r\n")
+	if latin1 {
+		data = latin1ToUTF8(data)
+	}
 	switch {
 	case len(data) == 0:
 		return protocolError(ErrBadFrame, "upstream answered an empty text/plain body")
 	case !utf8.Valid(data):
 		return protocolError(ErrBadFrame, "upstream text answer is not valid UTF-8")
+	case framesAsText(data):
+		return protocolError(ErrContentType, "upstream answered text/plain, but its body holds E2A frames: "+
+			"set Content-Type application/x-ndjson (or text/event-stream)")
 	}
 	result, err := json.Marshal(string(data))
 	if err != nil {
@@ -149,14 +165,34 @@ func (c *call) text(body io.Reader, ct string) error {
 	return c.w.Complete(rawResult(result))
 }
 
-// mediaType is ct's media type, lower case; any +json type is
-// application/json.
+// latin1ToUTF8 decodes ISO-8859-1 (each byte its code point).
+func latin1ToUTF8(b []byte) []byte {
+	out := make([]byte, 0, len(b)+len(b)/4)
+	for _, c := range b {
+		out = utf8.AppendRune(out, rune(c))
+	}
+	return out
+}
+
+// framesAsText reports whether a text's first line is an E2A frame, bare
+// (NDJSON) or as an SSE data line.
+func framesAsText(data []byte) bool {
+	line, _, _ := bytes.Cut(data, []byte{'\n'})
+	line = bytes.TrimSpace(line)
+	if rest, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+		line = bytes.TrimSpace(rest)
+	}
+	return len(line) > 0 && line[0] == '{' && checkJSON(line) == nil && isFrame(line)
+}
+
+// mediaType is ct's media type, lower case; any +json type but
+// application/stream+json (lines of JSON) is application/json.
 func mediaType(ct string) string {
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
 		return ""
 	}
-	if strings.HasSuffix(mt, "+json") {
+	if strings.HasSuffix(mt, "+json") && mt != "application/stream+json" {
 		return "application/json"
 	}
 	return mt
