@@ -1,9 +1,12 @@
 package a2abridge
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -18,6 +21,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	grpcv0 "github.com/a2aproject/a2a-go/v2/a2agrpc/v0"
 	grpcv1 "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
+	"github.com/a2aproject/a2a-go/v2/errordetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -26,6 +30,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/bridge"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/option"
+	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
@@ -95,10 +100,11 @@ func New(ctx context.Context, c *bridge.Client, opts ...Option) (*Upstream, erro
 	// A non-2xx answer keeps its status (and Retry-After) as the bridge's
 	// error: on JSON-RPC every one (A2A's errors come in 200 answers), on
 	// HTTP+JSON a 429 and any error that is not the binding's JSON error
-	// (a gateway's page), which a2a-go reads as the agent's own.
+	// (a gateway's page, text or JSON of its own), which a2a-go reads as
+	// the agent's own.
 	rpc := c.HTTPRefusing(func(r *http.Response) bool { return r.StatusCode != http.StatusOK })
 	rest := c.HTTPRefusing(func(r *http.Response) bool {
-		return r.StatusCode == http.StatusTooManyRequests || r.StatusCode >= 400 && !jsonAnswer(r)
+		return r.StatusCode == http.StatusTooManyRequests || r.StatusCode >= 400 && !restError(r)
 	})
 	creds := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if c.Base().Scheme == "https" {
@@ -121,6 +127,48 @@ func New(ctx context.Context, c *bridge.Client, opts ...Option) (*Upstream, erro
 func jsonAnswer(r *http.Response) bool {
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+}
+
+// maxRESTError bounds the error body restError reads.
+const maxRESTError = 64 << 10
+
+// restError reports an HTTP+JSON error answer that is the agent's A2A
+// error: a google.rpc.Status whose details hold an ErrorInfo of A2A's
+// domain with a reason, the one thing a2a-go maps to an A2A error. Any
+// other JSON (a gateway's or an auth middleware's {"message": …}, a v0.3
+// agent's {"message": …}) a2a-go reads as the agent's internal error,
+// whatever the status: a 401 would be retried as unavailable. The body
+// read is put back for a2a-go.
+func restError(r *http.Response) bool {
+	if !jsonAnswer(r) {
+		return false
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxRESTError))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
+	if err != nil {
+		return false
+	}
+	var body struct {
+		Error struct {
+			Details []struct {
+				Type   string `json:"@type"`
+				Domain string `json:"domain"`
+				Reason string `json:"reason"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &body) != nil {
+		return false
+	}
+	for _, d := range body.Error.Details {
+		if d.Type == errordetails.ErrorInfoType && d.Domain == a2a.ProtocolDomain && d.Reason != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // resolveCard reads the card, as v1.0 and, when that gives no interface, as
@@ -231,6 +279,9 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 			return upstreamError(err)
 		}
 		t.base(task)
+		if st := task.Status.State; st == a2a.TaskStateInputRequired || st == a2a.TaskStateAuthRequired {
+			t.asked = &task.Status
+		}
 		// Recorded with the request's upstream task (record): a worker
 		// taking the turn over starts from it too.
 		t.baseline = t.baselineOf(task)
@@ -301,11 +352,17 @@ func (t *turn) sendAndPoll(ctx context.Context, req *a2a.SendMessageRequest) err
 	return t.pollTask(ctx)
 }
 
-// pollTask polls the task until it ends or is interrupted.
+// pollTask polls the task until it ends or is interrupted. A poll that
+// fails as a stream is cut (cutCodes: the connection, a timeout, an
+// overloaded or failing agent) is not the end of the task, which runs
+// on: after frames were written the Handler cannot run the call again,
+// so the poll is tried again here, after a wait (resubscribeWait, the
+// agent's Retry-After honoured up to its cap), up to resubscribes times
+// in a row.
 func (t *turn) pollTask(ctx context.Context) error {
 	tick := time.NewTicker(t.u.cfg.poll)
 	defer tick.Stop()
-	for !t.done {
+	for failed := 0; !t.done; {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -313,8 +370,21 @@ func (t *turn) pollTask(ctx context.Context) error {
 		}
 		task, err := t.u.client.GetTask(ctx, &a2a.GetTaskRequest{ID: t.taskID})
 		if err != nil {
-			return upstreamError(err)
+			err = upstreamError(err)
+			be, cut := cutError(err)
+			if !cut || ctx.Err() != nil || failed == resubscribes {
+				return err
+			}
+			wait := resubscribeWait(failed, be.RetryAfter)
+			failed++
+			t.u.cfg.log.Info("a2a bridge: a poll of the agent's task failed; polling on", "request_id", t.env.RequestID,
+				"task", t.taskID, "code", be.Code, "attempt", failed, "wait", wait, "err", t.u.Scrub(be.Message))
+			if serr := sleepctx.Sleep(ctx, wait); serr != nil {
+				return serr
+			}
+			continue
 		}
+		failed = 0
 		if err := t.event(ctx, task); err != nil {
 			return err
 		}

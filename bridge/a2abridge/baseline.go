@@ -51,6 +51,9 @@ func (t *turn) baselineOf(task *a2a.Task) []byte {
 	var b baseline
 	size, done := 64, map[a2a.ArtifactID]bool{}
 	for _, a := range task.Artifacts {
+		if a == nil {
+			continue
+		}
 		w := t.seen[a.ID]
 		if w == nil || done[a.ID] {
 			continue
@@ -106,7 +109,9 @@ func (t *turn) resolveBaseline(task *a2a.Task) {
 	t.pending = false
 	now := make(map[a2a.ArtifactID]contents, len(task.Artifacts))
 	for _, a := range task.Artifacts {
-		now[a.ID] = contentsOf(a)
+		if a != nil {
+			now[a.ID] = contentsOf(a)
+		}
 	}
 	for id, w := range t.seen {
 		if w.base == nil {

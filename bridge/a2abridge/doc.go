@@ -17,13 +17,15 @@
 // a URL) and data parts (params.data_parts), or the image, audio and
 // resource blocks of an ACP prompt. It streams (SendStreamingMessage)
 // when the card says the agent streams, else sends with returnImmediately
-// and polls GetTask until the task ends or is interrupted. Every event
-// becomes frames:
+// and polls GetTask until the task ends or is interrupted (a poll that
+// fails as a cut stream does is tried again, up to three times in a row,
+// with the re-subscriptions' backoff). Every event becomes frames:
 //
 //   - a text part: an e2a.chunk text delta; a text part whose metadata says
-//     thought: true: a reasoning delta;
+//     thought: true (ADK's: adk_thought): a reasoning delta;
 //   - a data part holding a function_call or function_response (the trpc
-//     interaction spec's DataParts): a tool delta (e2a.ToolDelta);
+//     interaction spec's DataParts; ADK's, marked adk_type): a tool delta
+//     (e2a.ToolDelta);
 //   - the deltas of an artifact carry its id as the frames'
 //     llm_response_id (agent.Writer.SetMetadata), so the pipeline's A2A
 //     renderers keep them in one artifact of that id, and its name,
@@ -86,7 +88,10 @@
 // conversation goes to the same upstream context as a new upstream task;
 // the next turn of a task goes to that task's upstream task while it waits
 // for input (the task's last turn's final frame is an interrupt: read, not
-// written), whatever the context's other tasks did meanwhile. That task
+// written), whatever the context's other tasks did meanwhile. A snapshot
+// that still shows the task as that turn left it (the same question: an
+// agent that opens the follow-up stream with its stored task as is, a
+// poll before the agent took the message up) is not the turn's end. That task
 // holds its earlier turns' artifacts, which some of its events hold too
 // (a task snapshot: GetTask, the first event of @a2a-js/sdk's follow-up
 // stream): the turn reads the task (GetTask) before it sends the message,

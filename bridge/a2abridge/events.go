@@ -70,6 +70,11 @@ type turn struct {
 	// frames counts the frames of the answer the turn wrote (a
 	// re-subscription that wrote some made progress: resubscribing).
 	frames int
+	// asked is the interrupted status a continuation found its task in
+	// (Call), until the agent sends a status update: a snapshot still
+	// showing it is the task before the agent took the message up, not
+	// the turn's end (stillAsking).
+	asked *a2a.TaskStatus
 }
 
 // event writes the frames of one event of the agent. Once the turn's
@@ -109,15 +114,22 @@ func (t *turn) event(ctx context.Context, ev a2a.Event) error {
 			return err
 		}
 		for _, a := range e.Artifacts {
+			if a == nil {
+				continue // null in the agent's JSON
+			}
 			if err := t.snapshot(a); err != nil {
 				return err
 			}
+		}
+		if t.stillAsking(e.Status) {
+			return nil
 		}
 		return t.status(ctx, e.Status, false) // a snapshot: its working message was written by gapMessages, or known
 	case *a2a.TaskStatusUpdateEvent:
 		if err := t.ids(ctx, e.TaskID, e.ContextID); err != nil {
 			return err
 		}
+		t.asked = nil
 		return t.status(ctx, e.Status, true)
 	case *a2a.TaskArtifactUpdateEvent:
 		if err := t.ids(ctx, e.TaskID, e.ContextID); err != nil {
@@ -134,6 +146,28 @@ func (t *turn) event(ctx context.Context, ev a2a.Event) error {
 		return t.parts(e.Artifact, e.Artifact.Parts)
 	}
 	return nil
+}
+
+// stillAsking reports a snapshot's status that is the interrupted one
+// the continuation found its task in (asked): the same state, question
+// (its message's id, or no message) and timestamp. An agent may open the
+// follow-up turn with its stored task as is (@a2a-js/sdk wants a task
+// event first; the SDK's stream ends only at a status update), and a
+// task polled right after the message may not have moved yet: the turn
+// goes on. An agent that asks again sets a new status (a new timestamp,
+// if the same message); a status with neither a message id nor a
+// timestamp cannot be told apart and is taken as the agent's.
+func (t *turn) stillAsking(st a2a.TaskStatus) bool {
+	a := t.asked
+	if a == nil || st.State != a.State {
+		return false
+	}
+	sameMsg := st.Message == nil && a.Message == nil ||
+		st.Message != nil && a.Message != nil && st.Message.ID != "" && st.Message.ID == a.Message.ID
+	sameTime := st.Timestamp == nil && a.Timestamp == nil ||
+		st.Timestamp != nil && a.Timestamp != nil && st.Timestamp.Equal(*a.Timestamp)
+	told := st.Message != nil || st.Timestamp != nil
+	return sameMsg && sameTime && told
 }
 
 // eventTask is the task an event names ("" for none).
@@ -508,6 +542,9 @@ func (t *turn) rewrite(a *a2a.Artifact) error {
 func (t *turn) base(task *a2a.Task) {
 	t.sayAll(task)
 	for _, a := range task.Artifacts {
+		if a == nil {
+			continue
+		}
 		w := t.seenOf(a.ID)
 		for _, p := range a.Parts {
 			if pc := pieceOf(p); pc.kind != "" {
@@ -688,20 +725,56 @@ func (t *turn) newMeta(id a2a.ArtifactID, md map[string]any) bool {
 
 // partMetadata is the metadata of a text or reasoning piece's part the
 // frames carry (artifact_part_metadata): its part's, but the thought
-// flag that made it reasoning (the chunk's kind says so); nil for none.
+// flag that made it reasoning (the chunk's kind says so; thoughtKeys);
+// nil for none.
 func partMetadata(pc piece) map[string]any {
 	if pc.part == nil || len(pc.part.Metadata) == 0 {
 		return nil
 	}
-	md := map[string]any(pc.part.Metadata)
-	if _, ok := md["thought"]; ok {
-		if len(md) == 1 {
-			return nil
+	md, cloned := map[string]any(pc.part.Metadata), false
+	for _, k := range thoughtKeys {
+		if _, ok := md[k]; !ok {
+			continue
 		}
-		md = maps.Clone(md)
-		delete(md, "thought")
+		if !cloned {
+			md, cloned = maps.Clone(md), true
+		}
+		delete(md, k)
+	}
+	if len(md) == 0 {
+		return nil
 	}
 	return md
+}
+
+// thoughtKeys and typeKeys are the part metadata that mark a thought
+// (true) and a function call or response: the trpc interaction spec's
+// (thought, type) and ADK's (google-adk's A2A part converter prefixes
+// its keys: adk_thought, adk_type).
+var (
+	thoughtKeys = []string{"thought", "adk_thought"}
+	typeKeys    = []string{"type", "adk_type"}
+)
+
+// thought reports a part marked a thought.
+func thought(md map[string]any) bool {
+	for _, k := range thoughtKeys {
+		if th, _ := md[k].(bool); th {
+			return true
+		}
+	}
+	return false
+}
+
+// toolType is the function_call or function_response a part's metadata
+// marks it ("" for none).
+func toolType(md map[string]any) string {
+	for _, k := range typeKeys {
+		if typ, _ := md[k].(string); typ == e2a.ToolFunctionCall || typ == e2a.ToolFunctionResponse {
+			return typ
+		}
+	}
+	return ""
 }
 
 // withThought is a text piece's part metadata md (contents.meta), with
@@ -745,7 +818,8 @@ func textual(kind string) bool {
 }
 
 // pieceOf is the piece of an A2A part: a text part a text delta (a
-// reasoning delta when its metadata says thought: true), a
+// reasoning delta when its metadata says thought: true, or ADK's
+// adk_thought: true), a
 // function_call or function_response data part a tool delta, any other
 // data part and a file part a custom delta (written natively).
 func pieceOf(p *a2a.Part) piece {
@@ -757,7 +831,7 @@ func pieceOf(p *a2a.Part) piece {
 		if c == "" {
 			return piece{}
 		}
-		if th, _ := p.Metadata["thought"].(bool); th {
+		if thought(p.Metadata) {
 			return piece{e2a.DeltaReasoning, string(c), p}
 		}
 		return piece{e2a.DeltaText, string(c), p}
@@ -794,11 +868,12 @@ func fileOf(p *a2a.Part, f map[string]any) map[string]any {
 }
 
 // toolDelta reads a function_call or function_response DataPart (the trpc
-// interaction spec: part metadata type, data id, name, args or response).
+// interaction spec: part metadata type, data id, name, args or response;
+// ADK's the same, its metadata adk_type).
 func toolDelta(p *a2a.Part, v any) (e2a.ToolDelta, bool) {
-	typ, _ := p.Metadata["type"].(string)
+	typ := toolType(p.Metadata)
 	m, ok := v.(map[string]any)
-	if !ok || (typ != e2a.ToolFunctionCall && typ != e2a.ToolFunctionResponse) {
+	if !ok || typ == "" {
 		return e2a.ToolDelta{}, false
 	}
 	d := e2a.ToolDelta{Type: typ}

@@ -61,6 +61,9 @@ func FuzzAgentStream(f *testing.F) {
 		event(task) + event(failed),
 		event(`{"message":{"messageId":"m","contextId":"c1","role":"ROLE_AGENT","parts":[{"text":"direct"}]}}`),
 		event(task) + event(art), // ends before the task does
+		// A task whose artifacts hold null (a2a-go's client passes it on
+		// as a nil *Artifact): the bridge panicked reading it.
+		event(`{"task":{"id":"t1","contextId":"c1","status":{"state":"TASK_STATE_WORKING"},"artifacts":[null,{"artifactId":"a1","parts":[null,{"text":"hi"}]}]}}`) + event(done),
 		`data: {"jsonrpc":"2.0","id":"x","error":{"code":-32001,"message":"Task not found"}}` + "\n\n",
 		event(task) + "data: {\"jsonrpc\":\"2.0\",\"id\":\"x\",\"result\":{\"statusUpd",
 		"not an event stream",

@@ -89,8 +89,17 @@ func (t *turn) resubscribing(ctx context.Context, err error) error {
 // subscribing: a cut (cutCodes) of a streaming agent's task the turn
 // knows and that has not ended for it, while the request lasts.
 func (t *turn) cutOf(ctx context.Context, err error) (*bridge.Error, bool) {
+	if err == nil || ctx.Err() != nil || t.done || !t.u.streaming || t.taskID == "" {
+		return nil, false
+	}
+	return cutError(err)
+}
+
+// cutError reports whether err is a cut (cutCodes, retryable): the way
+// to the agent failed, not the agent's answer.
+func cutError(err error) (*bridge.Error, bool) {
 	var be *bridge.Error
-	if err == nil || ctx.Err() != nil || t.done || !t.u.streaming || t.taskID == "" || !errors.As(err, &be) {
+	if !errors.As(err, &be) {
 		return nil, false
 	}
 	return be, be.Retryable && slices.Contains(cutCodes, be.Code)

@@ -1,0 +1,76 @@
+package a2abridge_test
+
+import (
+	"context"
+	"iter"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+)
+
+// adkAgent answers as an ADK agent (google-adk's A2A executor and part
+// converter) does: working status messages holding the model's parts, a
+// thought a text part marked {"adk_thought": true}, a function call and
+// its response data parts marked {"adk_type": "function_call"} and
+// "function_response"; then its answer as an artifact, completed.
+type adkAgent struct{}
+
+func (adkAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	part := func(p *a2a.Part, key string, v any) *a2a.Part {
+		p.Metadata = map[string]any{key: v}
+		return p
+	}
+	working := func(parts ...*a2a.Part) a2a.Event {
+		return a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, parts...))
+	}
+	call := map[string]any{"id": "adk-1", "name": "lookup", "args": map[string]any{"q": "x"}}
+	resp := map[string]any{"id": "adk-1", "name": "lookup", "response": map[string]any{"result": "found"}}
+	answer := a2a.NewArtifactUpdateEvent(ec, "answer", a2a.NewTextPart("It is found."))
+	answer.Append, answer.LastChunk = false, true
+	return func(yield func(a2a.Event, error) bool) {
+		_ = yield(a2a.NewSubmittedTask(ec, ec.Message), nil) &&
+			yield(working(part(a2a.NewTextPart("Let me look it up."), "adk_thought", true),
+				part(a2a.NewDataPart(call), "adk_type", "function_call")), nil) &&
+			yield(working(part(a2a.NewDataPart(resp), "adk_type", "function_response")), nil) &&
+			yield(answer, nil) &&
+			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, nil), nil)
+	}
+}
+
+func (adkAgent) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
+	}
+}
+
+// TestADKParts: an ADK agent's thought is reasoning and its function
+// call and response are tool deltas, as the trpc spec's markers
+// (thought, type) are. The thought was written as the answer's text
+// (in e2a.complete's result too) and the calls as opaque data parts.
+func TestADKParts(t *testing.T) {
+	t.Parallel()
+	url, _ := startV1(t, adkAgent{})
+	p := pipetest.Start(t)
+	bridgePool(t, p, "agent", url)
+	a := p.Ask(t, "agent", `{"params":{"text":"find x"}}`)
+	if got := a.Text(e2a.DeltaText); got != "It is found." {
+		t.Errorf("text %q, want only the answer %q", got, "It is found.")
+	}
+	if got := a.Text(e2a.DeltaReasoning); got != "Let me look it up." {
+		t.Errorf("reasoning %q, want the thought", got)
+	}
+	var tools []string
+	for _, f := range a.Frames {
+		if c, err := f.Chunk(); err == nil && c.DeltaKind == e2a.DeltaTool {
+			td, _ := c.Delta.(map[string]any)
+			tools = append(tools, td["type"].(string)+":"+td["id"].(string))
+		}
+	}
+	if len(tools) != 2 || tools[0] != "function_call:adk-1" || tools[1] != "function_response:adk-1" {
+		t.Errorf("tool deltas %v, want the call and its response", tools)
+	}
+}
