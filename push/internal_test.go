@@ -225,7 +225,7 @@ func TestRenderedCacheBoundedInBytes(t *testing.T) {
 			t.Fatalf("%d bytes kept after %d messages of 1 MiB", c.bytes, seq+1)
 		}
 	}
-	if c.get(1, true) != nil {
+	if c.get(1, "", time.Time{}, true) != nil {
 		t.Fatal("the first message is still kept")
 	}
 	n, b := len(c.msgs), c.bytes

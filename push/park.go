@@ -778,7 +778,7 @@ func (s *stage) drainMessage(d *drainer, id string, raw streams.RawMsg) (*messag
 	if !r.found || !r.ownedBy(d.ref.principal) || r.taskID != d.ref.taskID {
 		return nil, false, nil
 	}
-	if m := s.rendered.get(raw.Seq, d.tasks); m != nil && m.requestID == id {
+	if m := s.rendered.get(raw.Seq, id, raw.Time, d.tasks); m != nil {
 		return m, true, nil
 	}
 	fs, err := frames(raw.Header, raw.Data)

@@ -80,10 +80,15 @@ type renderedMessage struct {
 	size  int
 }
 
-func (c *renderedCache) get(seq uint64, tasks bool) *message {
+// get is the message rendered for stream sequence seq, when it is the
+// message of requestID stored at stored: E2A_RESPONSES made again under
+// the stage (restored from a backup, or removed and applied again)
+// numbers its messages from there again, so the message kept for a
+// sequence may be another request's (another tenant's) or another frame's.
+func (c *renderedCache) get(seq uint64, requestID string, stored time.Time, tasks bool) *message {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if r, ok := c.msgs[seq]; ok && (r.tasks || !tasks) {
+	if r, ok := c.msgs[seq]; ok && (r.tasks || !tasks) && r.m.requestID == requestID && r.m.stored.Equal(stored) {
 		return r.m
 	}
 	return nil

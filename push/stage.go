@@ -326,7 +326,7 @@ func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
 			configs = append(configs, jobConfig{cfg: c, ref: configRef{h.principal, r.taskID, c.ID}})
 		}
 	}
-	m := s.rendered.get(md.Sequence.Stream, tasks)
+	m := s.rendered.get(md.Sequence.Stream, requestID, md.Timestamp, tasks)
 	switch {
 	case ferr != nil || len(fs) == 0:
 		// No update to send, but the configs' cursors still pass it:
