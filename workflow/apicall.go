@@ -87,7 +87,8 @@ type preparedCall struct {
 
 func (x *execution) apiCall(ctx context.Context, op *Operation, step int, iter *int) (any, bool, error) {
 	a := op.ApiCall
-	raw, err := a.URL.render(x.get, escapeURLPart)
+	refs := x.references()
+	raw, err := a.URL.render(refs, escapeURLPart)
 	if err != nil {
 		return nil, false, err
 	}
@@ -123,7 +124,7 @@ func (x *execution) apiCall(ctx context.Context, op *Operation, step int, iter *
 			creds[http.CanonicalHeaderKey(name)] = hv.CredentialID + "\x00" + hv.Prefix
 			continue
 		}
-		s, err := hv.Value.render(x.get, nil)
+		s, err := hv.Value.render(refs, nil)
 		if err != nil {
 			return nil, false, err
 		}
@@ -134,7 +135,7 @@ func (x *execution) apiCall(ctx context.Context, op *Operation, step int, iter *
 		plain[http.CanonicalHeaderKey(name)] = s
 	}
 	if a.HasBody {
-		bv, err := resolveValue(a.Body, x.get)
+		bv, err := resolveValue(a.Body, refs)
 		if err != nil {
 			return nil, false, err
 		}

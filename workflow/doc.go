@@ -141,8 +141,14 @@
 //   - Limits ([Limits]): maxOperations (20) and maxExecutionTime (30 s) per
 //     workflow (overridable per principal), loop iterations, operations
 //     run, nesting depth, the outputs' bytes of one execution together
-//     (MaxDataBytes, 16 MiB), ApiCall attempts per principal ([CallLimiter];
-//     the default [WindowLimiter] is per process). Validation checks an
+//     (MaxDataBytes, 16 MiB), the values one operation references (its
+//     url, headers, body, condition values and MergeData sources, a value
+//     counted once per reference, also MaxDataBytes), ApiCall attempts per
+//     principal ([CallLimiter]; the default [WindowLimiter] is per
+//     process). FilterData, MergeData and TransformData's map, aggregate
+//     and select stop at maxExecutionTime (a TimeoutError), not only between
+//     operations; a map or an aggregate stops building once its output
+//     passes the MaxDataBytes left. Validation checks an
 //     operation listed again after itself in one list once, and stops with
 //     a limit error past ten times MaxSteps operations visited (Conditionals
 //     and Loops that list operations many times expand exponentially).

@@ -43,7 +43,9 @@ type Limits struct {
 	// MaxDataBytes bounds the outputs of one execution together, as JSON
 	// (16 MiB): past it the execution fails with a DataError. Without it a
 	// few operations (a MergeData of the data model with itself, run
-	// again and again) doubled the data model at every step.
+	// again and again) doubled the data model at every step. It bounds
+	// too the values one operation references, a value counted once per
+	// reference (a DataError for that operation).
 	MaxDataBytes int
 }
 
@@ -549,6 +551,29 @@ func (x *execution) get(p Path) (any, error) {
 	return v, nil
 }
 
+// references returns get for the references of one operation run (its
+// url, headers, body, condition values, MergeData sources): the values it
+// returns add up, counted once per reference, to at most MaxDataBytes,
+// else a DataError. Each value lies in the data model, which MaxDataBytes
+// bounds, but a workflow may reference one value thousands of times: the
+// body, text or merge built from them was thousands of times the limit
+// before any check (an OOM of the worker and every execution on it).
+func (x *execution) references() func(Path) (any, error) {
+	left := x.e.limits.MaxDataBytes
+	return func(p Path) (any, error) {
+		v, err := x.get(p)
+		if err != nil {
+			return nil, err
+		}
+		if left -= sizeAtMost(v, left); left < 0 {
+			e := dataError("the values this operation references add up to more than %d bytes (MaxDataBytes), counting a value once per reference", x.e.limits.MaxDataBytes)
+			e.Suggestions = []string{"Reference each value once, or a smaller part of it"}
+			return nil, e
+		}
+		return v, nil
+	}
+}
+
 func (x *execution) run(ctx context.Context, op *Operation, step int, iter *int) (any, bool, error) {
 	switch op.Type {
 	case OpApiCall:
@@ -559,15 +584,16 @@ func (x *execution) run(ctx context.Context, op *Operation, step int, iter *int)
 			return nil, false, err
 		}
 		conds := make([]Condition, len(op.FilterData.Conditions))
+		refs := x.references()
 		for i, c := range op.FilterData.Conditions {
-			v, err := resolveValue(c.Value, x.get)
+			v, err := resolveValue(c.Value, refs)
 			if err != nil {
 				return nil, false, err
 			}
 			c.Value = v
 			conds[i] = c
 		}
-		return x.cached(ctx, op, in, conds, func() (any, error) { return filterArray(in, conds) })
+		return x.cached(ctx, op, in, conds, func() (any, error) { return filterArray(ctx, in, conds) })
 	case OpTransformData:
 		in, err := x.get(op.TransformData.InputPath)
 		if err != nil {
@@ -575,18 +601,19 @@ func (x *execution) run(ctx context.Context, op *Operation, step int, iter *int)
 		}
 		td := op.TransformData
 		return x.cached(ctx, op, in, nil, func() (any, error) {
-			return transform(in, td.Transform, td.Config, x.e.limits.MaxDataBytes-x.dataBytes)
+			return transform(ctx, in, td.Transform, td.Config, x.e.limits.MaxDataBytes-x.dataBytes)
 		})
 	case OpMergeData:
 		srcs := make([]any, len(op.MergeData.Sources))
+		refs := x.references()
 		for i, p := range op.MergeData.Sources {
-			v, err := x.get(p)
+			v, err := refs(p)
 			if err != nil {
 				return nil, false, err
 			}
 			srcs[i] = v
 		}
-		r, err := merge(op.MergeData.Strategy, srcs)
+		r, err := merge(ctx, op.MergeData.Strategy, srcs)
 		return r, false, err
 	case OpConditional:
 		return x.conditional(ctx, op, iter)
@@ -636,7 +663,7 @@ func (x *execution) cached(ctx context.Context, op *Operation, input any, conds 
 func (x *execution) conditional(ctx context.Context, op *Operation, iter *int) (any, bool, error) {
 	c := op.Conditional.Condition
 	v, _ := x.data.Get(c.Path) // a missing path reads as null
-	operand, err := resolveValue(c.Value, x.get)
+	operand, err := resolveValue(c.Value, x.references())
 	if err != nil {
 		return nil, false, err
 	}

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -218,7 +219,7 @@ func TestFilterData(t *testing.T) {
 		{"missing is null", []Condition{cond("points", "==", `null`)}, "4"},
 		{"and", []Condition{cond("points", ">", `100`), cond("status", "==", `"active"`)}, "1"},
 	} {
-		out, err := filterArray(in, tc.conds)
+		out, err := filterArray(context.Background(), in, tc.conds)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -227,9 +228,9 @@ func TestFilterData(t *testing.T) {
 		}
 	}
 	// scalars with an empty field
-	out, _ := filterArray(j(t, `[1,5,10]`), []Condition{cond("", ">", `3`)})
+	out, _ := filterArray(context.Background(), j(t, `[1,5,10]`), []Condition{cond("", ">", `3`)})
 	eqJSON(t, out, `[5,10]`)
-	if _, err := filterArray(j(t, `{"a":1}`), nil); err == nil {
+	if _, err := filterArray(context.Background(), j(t, `{"a":1}`), nil); err == nil {
 		t.Error("filter on an object accepted")
 	}
 }
@@ -262,7 +263,7 @@ func TestTransformData(t *testing.T) {
 		{"select", "select", `{"fields":["id","address.city"]}`, `[{"id":1,"address":{"city":"Paris"}},{"id":2,"address":{"city":"Lyon"}},{"id":3,"address":{"city":"Paris"}},{"id":4}]`},
 	} {
 		cfg, _ := j(t, tc.cfg).(map[string]any)
-		out, err := transform(in, tc.kind, cfg, 1<<20)
+		out, err := transform(context.Background(), in, tc.kind, cfg, 1<<20)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -280,13 +281,13 @@ func TestTransformData(t *testing.T) {
 			eqJSON(t, out, tc.want)
 		}
 	}
-	out, err := transform(j(t, `{"a":1,"b":{"c":2},"d":3}`), "select", map[string]any{"fields": []any{"a", "b.c"}}, 1<<20)
+	out, err := transform(context.Background(), j(t, `{"a":1,"b":{"c":2},"d":3}`), "select", map[string]any{"fields": []any{"a", "b.c"}}, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	eqJSON(t, out, `{"a":1,"b":{"c":2}}`)
 	for _, kind := range []string{"map", "sort", "group", "aggregate"} {
-		if _, err := transform(j(t, `{"a":1}`), kind, map[string]any{"field": "a", "operation": "count"}, 1<<20); err == nil {
+		if _, err := transform(context.Background(), j(t, `{"a":1}`), kind, map[string]any{"field": "a", "operation": "count"}, 1<<20); err == nil {
 			t.Errorf("%s on an object accepted", kind)
 		}
 	}
@@ -304,7 +305,7 @@ func TestMergeData(t *testing.T) {
 		{"deepMerge", `[[{"id":1,"name":"a"},{"id":2}],[{"email":"x"},{"email":"y"}]]`, `[{"id":1,"name":"a","email":"x"},{"id":2,"email":"y"}]`},
 	} {
 		srcs, _ := j(t, tc.sources).([]any)
-		out, err := merge(tc.strategy, srcs)
+		out, err := merge(context.Background(), tc.strategy, srcs)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.strategy, err)
 		}

@@ -228,7 +228,10 @@ func (v *validator) walk(ids []string, sc *scope, stack []string, parentLine int
 			v.rep.errorf(op.Line, id, "", CodeCycle, "operation %q runs itself again through %s", id, strings.Join(append(stack, id), " → "))
 			continue
 		}
-		if len(stack) >= v.limits.MaxNesting && v.limits.MaxNesting > 0 {
+		// stack holds the Conditionals and Loops around op: op nests one
+		// deeper only when it is one of them (an operation inside the
+		// eighth of eight is no ninth).
+		if nests := op.Type == OpConditional || op.Type == OpLoop; nests && len(stack) >= v.limits.MaxNesting && v.limits.MaxNesting > 0 {
 			v.rep.errorf(op.Line, id, "", CodeLimit, "Conditional and Loop nest deeper than %d", v.limits.MaxNesting)
 			continue
 		}
