@@ -630,6 +630,11 @@ func (r *Reader) acceptFrame(streamSeq uint64, seq int64, haveHead bool, data []
 	head := &r.scratch
 	pending := int64(len(r.queue) - r.head)
 	expect := r.next
+	if r.done && seq >= expect {
+		// A final frame before the resume point ended the request:
+		// nothing after it is given (a frame stored after it by hand).
+		return false, nil
+	}
 	switch {
 	case seq < expect:
 		// Before the resume point or a duplicate. A final frame before the
@@ -861,6 +866,19 @@ func headerInt(h nats.Header, key string) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	return n, err == nil
+}
+
+// endedBefore reports whether the read has nothing to give, ever: its
+// final frame lies before the resume point. It reads the stored frames as
+// far as that takes (as Next would, without waiting), up to the first to
+// give; an error of those reads is left for Next to return.
+func (r *Reader) endedBefore(ctx context.Context) bool {
+	for r.head == len(r.queue) && !r.done && !r.caughtUp {
+		if r.fill(ctx) != nil {
+			return false
+		}
+	}
+	return r.done && r.head == len(r.queue)
 }
 
 // NextStored returns the next frame the stream holds now, without waiting

@@ -435,6 +435,9 @@ type known struct {
 	// asked: the History was asked already and has no copy (seen).
 	asked bool
 	p     tenant.Principal
+	// e2aStream: an E2A stream, whose resume point past the final frame
+	// is answered 204 No Content (resumeFrom).
+	e2aStream bool
 }
 
 func (s *Service) serveE2AStream(w http.ResponseWriter, r *http.Request, id, format string, k known, opts ...ReplayOption) {
@@ -445,6 +448,7 @@ func (s *Service) serveE2AStream(w http.ResponseWriter, r *http.Request, id, for
 		return
 	}
 	o.SetEndsResponse()
+	k.e2aStream = true
 	s.stream(r.Context(), o, rend, format, id, from, k, opts...)
 }
 
@@ -550,6 +554,15 @@ func (s *Service) stream(ctx context.Context, o *render.Output, rend render.Rend
 		return
 	}
 	defer rd.Close()
+	if k.e2aStream && from > 0 && rd.endedBefore(ctx) {
+		// The final frame lies before the resume point, though the last
+		// stored frame is not final (resumeFrom): one stored after it by
+		// hand. 204, as for any resume past the final frame: an empty
+		// 200 would have a browser's EventSource reconnect forever.
+		o.WriteHeader(http.StatusNoContent)
+		finish(nil)
+		return
+	}
 	if err := rend.Start(); err != nil {
 		finish(err)
 		return
@@ -600,6 +613,13 @@ func (s *Service) historyInstead(ctx context.Context, id string, k known, err er
 		user = k.p.ID // whose ownership the envelope gave: its own turns
 	}
 	h, herr := s.fromHistory(ctx, id, user)
+	if herr == nil && !k.p.Allows(tenant.Read, ownerOfData(h.Envelope)) {
+		// The id taken again once its first request left the hot
+		// streams: the History's copy is that request, another
+		// principal's (the first in the id's window), not the one whose
+		// envelope the ownership check read. It has none of k.p's.
+		h, herr = nil, fmt.Errorf("%w: %q (history)", ErrNotFound, id)
+	}
 	if herr != nil && errors.Is(err, ErrFramesExpired) && errors.Is(herr, ErrNotFound) {
 		return nil, err
 	}
@@ -977,7 +997,9 @@ func (s *Service) lastFrame(ctx context.Context, id string) (*lastInfo, error) {
 		IsFinal  bool  `json:"is_final"`
 	}
 	if err := jsonUnmarshal(data, &probe); err != nil {
-		return nil, err
+		// No frame (bytes published on the subject by hand): as the
+		// reader reads it, not the server's failure.
+		return nil, fmt.Errorf("%w: request %q stream sequence %d: %v", ErrInvalidFrame, id, li.streamSeq, err)
 	}
 	li.seq, li.final, li.raw = probe.Sequence, probe.IsFinal, data
 	return li, nil
