@@ -8,6 +8,7 @@ package acp
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -25,8 +26,9 @@ import (
 // Updates returns the ACP session updates a frame stands for: e2a.chunk
 // text → agent_message_chunk, reasoning → agent_thought_chunk, tool
 // function_call → tool_call, function_response → tool_call_update, custom
-// {type: plan, entries} → plan; acpsdk.session_update frames as they are;
-// a2a.* frames through their parts. Frames without content give none. A
+// {type: plan, entries} → plan; acpsdk.session_update frames as they are
+// (one of a kind the SDK does not know gives none: decodeUpdate); a2a.*
+// frames through their parts. Frames without content give none. A
 // tool call the agent gave no id gets one of its frame (callID); a result
 // without an id keeps none (openCalls.updates finds its call).
 func Updates(r *e2a.Response) ([]acpsdk.SessionUpdate, error) {
@@ -47,6 +49,9 @@ func Updates(r *e2a.Response) ([]acpsdk.SessionUpdate, error) {
 		}
 		b, _ := json.Marshal(a2amap.ACPUpdate(body))
 		u, err := decodeUpdate(b)
+		if errors.Is(err, errUnknownUpdate) {
+			return nil, nil // as the A2A doors and a client of this ACP skip it
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s body: %v", egress.ErrInvalidFrame, e2a.KindACPSessionUpd, err)
 		}
@@ -305,11 +310,14 @@ func (o *openCalls) noteSaid(ups []acpsdk.SessionUpdate) {
 	}
 }
 
-// track notes the tool call u starts or ends.
+// track notes the tool call u starts or ends. A tool_call sent again
+// with a final status ends its call (a client upserts tool_call by id).
 func (o *openCalls) track(u acpsdk.SessionUpdate) {
 	switch {
+	case u.ToolCall != nil && terminal(u.ToolCall.Status):
+		o.forget(u.ToolCall.ToolCallId)
 	case u.ToolCall != nil:
-		if !terminal(u.ToolCall.Status) && !slices.Contains(o.ids, u.ToolCall.ToolCallId) {
+		if !slices.Contains(o.ids, u.ToolCall.ToolCallId) {
 			o.ids = append(o.ids, u.ToolCall.ToolCallId)
 			if o.titles == nil {
 				o.titles = map[acpsdk.ToolCallId]string{}
@@ -318,10 +326,15 @@ func (o *openCalls) track(u acpsdk.SessionUpdate) {
 		}
 	case u.ToolCallUpdate != nil:
 		if u.ToolCallUpdate.Status != nil && terminal(*u.ToolCallUpdate.Status) {
-			o.ids = slices.DeleteFunc(o.ids, func(id acpsdk.ToolCallId) bool { return id == u.ToolCallUpdate.ToolCallId })
-			delete(o.titles, u.ToolCallUpdate.ToolCallId)
+			o.forget(u.ToolCallUpdate.ToolCallId)
 		}
 	}
+}
+
+// forget notes that call id has ended.
+func (o *openCalls) forget(id acpsdk.ToolCallId) {
+	o.ids = slices.DeleteFunc(o.ids, func(x acpsdk.ToolCallId) bool { return x == id })
+	delete(o.titles, id)
 }
 
 // end returns the tool_call_update of each call still open, and forgets
@@ -346,18 +359,37 @@ func terminal(s acpsdk.ToolCallStatus) bool {
 	return s == acpsdk.ToolCallStatusCompleted || s == acpsdk.ToolCallStatusFailed
 }
 
+// errUnknownUpdate: a session update of a kind the SDK does not know.
+var errUnknownUpdate = errors.New("not a kind of ACP session update")
+
 // decodeUpdate reads an ACP session update from its JSON. The SDK
 // reads some objects it cannot write back (no variant: {}; a content
 // block without its type), so the update must also encode: renderers
 // write it, and one that fails there would end the answer with an
-// internal error.
+// internal error. An update whose sessionUpdate names a kind the SDK does
+// not know (a newer ACP's, a misspelling) is errUnknownUpdate: the SDK
+// reads it as the first kind whose members it has, and it was written so
+// ({"sessionUpdate":"agent_note","content":…} as a user_message_chunk:
+// the agent's text shown as the user's).
 func decodeUpdate(b []byte) (acpsdk.SessionUpdate, error) {
 	var u acpsdk.SessionUpdate
 	if err := json.Unmarshal(b, &u); err != nil {
 		return acpsdk.SessionUpdate{}, err
 	}
-	if _, err := json.Marshal(u); err != nil {
+	out, err := json.Marshal(u)
+	if err != nil {
 		return acpsdk.SessionUpdate{}, err
+	}
+	var named struct {
+		Kind any `json:"sessionUpdate"`
+	}
+	var written struct {
+		Kind string `json:"sessionUpdate"`
+	}
+	_ = json.Unmarshal(b, &named)
+	_ = json.Unmarshal(out, &written)
+	if k, ok := named.Kind.(string); !ok || k != written.Kind {
+		return acpsdk.SessionUpdate{}, fmt.Errorf("%w: %v", errUnknownUpdate, named.Kind)
 	}
 	return u, nil
 }
