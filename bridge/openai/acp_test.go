@@ -173,6 +173,19 @@ func TestACPOpenAIStopReason(t *testing.T) {
 	}
 }
 
+// TestACPOpenAIRefusal: a model's refusal (OpenAI's delta.refusal, its
+// finish_reason stop: the refusal fixture) ends the ACP prompt with
+// stopReason refusal, its text the agent's message; it ended end_turn, so
+// an editor showed a refusal as an answer.
+func TestACPOpenAIRefusal(t *testing.T) {
+	srv := newModelServer(t)
+	p := startBridge(t, srv, setup{})
+	got := openACPSession(t, p).prompt(t, "fixture:refusal")
+	if got.text != fixtures["refusal"].refusal || got.stop != acp.StopReasonRefusal {
+		t.Errorf("text %q stopReason %q, want the refusal and %q", got.text, got.stop, acp.StopReasonRefusal)
+	}
+}
+
 // TestACPOpenAIEmbeddedContext: the pipeline's ACP initialize
 // advertises promptCapabilities.embeddedContext (the agent takes
 // ContentBlock::Resource, how an editor attaches a file it @-mentions),

@@ -39,7 +39,7 @@ func TestBridgeFixtures(t *testing.T) {
 				fmt.Sprint(got.roles()) != "[user: fixture:"+name+"]" {
 				t.Fatalf("upstream request %+v", got)
 			}
-			wantText, wantReasoning := w.content, w.reasoning
+			wantText, wantReasoning := w.content+w.refusal, w.reasoning // a refusal is the answer's text
 			if w.thinkTags {
 				wantReasoning, wantText = splitThink(w.content)
 			}
@@ -60,6 +60,9 @@ func TestBridgeFixtures(t *testing.T) {
 			if a.final.ResponseKind != e2a.KindComplete || r["content"] != wantText || r["finish_reason"] != w.finish ||
 				r["model"] != w.model {
 				t.Fatalf("final %s %v", a.final.ResponseKind, r)
+			}
+			if refusal, _ := r["refusal"].(string); refusal != w.refusal {
+				t.Errorf("result's refusal %q, want %q", refusal, w.refusal)
 			}
 			usage, _ := r["usage"].(map[string]any)
 			if total, _ := usage["total_tokens"].(json.Number); (w.totalTokens == 0) != (usage == nil) ||

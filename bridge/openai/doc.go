@@ -98,7 +98,9 @@
 //     carry a new id (or are a second fragment of one chunk); a second
 //     JSON value nothing tells apart is upstream_protocol_error;
 //   - the final frame: e2a.complete {"content": the full text,
-//     "finish_reason", "usage" (when the server sent it), "model"}.
+//     "finish_reason", "usage" (when the server sent it), "model",
+//     "refusal" (the model's refusal, delta.refusal, also written as the
+//     answer's text, when it refused)}.
 //
 // Every frame of the call carries the completion's id as metadata
 // llm_response_id ([MetadataResponseID]), with which the A2A renderers put

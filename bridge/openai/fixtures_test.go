@@ -37,6 +37,10 @@ type want struct {
 	// answered to the streamed call, as a server that does not stream
 	// answers it; read by the official client's non-streaming call.
 	whole bool
+	// refusal: the model's refusal (delta.refusal), which the official
+	// client keeps apart from the content and the bridge writes as text,
+	// its result's refusal member saying so.
+	refusal string
 	// toolIndex is how the stream numbers its parallel calls: "" by
 	// tool_calls[].index, as OpenAI does; "none" without an index (Gemini's
 	// OpenAI-compatible endpoint); "zero" index 0 for every call (some
@@ -78,6 +82,10 @@ var fixtures = map[string]want{
 	// which the bridge writes as reasoning (thinkTags).
 	"think_tags": {id: "chatcmpl-8cybkqa7743exgha66o2hg", model: "qwen3-30b-a3b-128k", thinkTags: true, finish: "stop",
 		content: "<think>\nThe user says hello; answer briefly.\n</think>\n\nHello! How can I help?"},
+	// OpenAI's stream of a refusal (structured outputs): the refusal in
+	// delta.refusal, no content, finish_reason stop.
+	"refusal": {id: "chatcmpl-BrefusalStructured7", model: "gpt-4o-2024-08-06", finish: "stop", totalTokens: 24,
+		refusal: "I'm sorry, I can't help with that."},
 	// llama.cpp's stream of a DeepSeek-R1 distilled model without a
 	// reasoning parser (--reasoning-format none): the chat template opened
 	// <think> in the prompt, so the content is the reasoning, </think>
@@ -161,8 +169,9 @@ func TestFixturesAreTheWireFormat(t *testing.T) {
 			if w.contentParts {
 				got.Message.Content = partsText
 			}
-			if got.Message.Content != w.content || reasoning != w.reasoning {
-				t.Errorf("content %q reasoning %q, want %q and %q", got.Message.Content, reasoning, w.content, w.reasoning)
+			if got.Message.Content != w.content || reasoning != w.reasoning || got.Message.Refusal != w.refusal {
+				t.Errorf("content %q reasoning %q refusal %q, want %q, %q and %q", got.Message.Content, reasoning, got.Message.Refusal,
+					w.content, w.reasoning, w.refusal)
 			}
 			if w.errCode == "" && string(got.FinishReason) != w.finish {
 				t.Errorf("finish_reason %q, want %q", got.FinishReason, w.finish)

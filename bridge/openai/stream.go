@@ -92,6 +92,10 @@ type turn struct {
 	// think splits a <think> block the content starts with from the
 	// answer (thinkTags).
 	think thinkTags
+	// refusal is the model's refusal (delta.refusal), written as text
+	// too: the result says the answer is one (an ACP prompt ends with
+	// stopReason refusal).
+	refusal strings.Builder
 
 	// scrub takes the client's credentials out of the upstream's words
 	// an error quotes, before they are cut (bridge.Clip).
@@ -209,6 +213,7 @@ func (t *turn) delta(d delta) error {
 		}
 	}
 	if d.Refusal != nil {
+		t.refusal.WriteString(string(*d.Refusal))
 		if err := t.writeText(t.text.add(string(*d.Refusal))); err != nil {
 			return err
 		}
@@ -442,6 +447,9 @@ func (t *turn) result() map[string]any {
 	r := map[string]any{"content": t.content.String(), "finish_reason": t.finish, "model": t.model}
 	if t.usage != nil {
 		r["usage"] = t.usage
+	}
+	if t.refusal.Len() > 0 {
+		r["refusal"] = t.refusal.String()
 	}
 	return r
 }

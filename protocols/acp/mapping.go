@@ -504,12 +504,16 @@ func Final(r *e2a.Response, id json.RawMessage) jsonrpc.Response {
 	return jsonrpc.ResultResponse(id, acpsdk.PromptResponse{StopReason: acpsdk.StopReasonEndTurn})
 }
 
-// resultStopReason is the stopReason of an e2a.complete result: its own
-// stopReason (or stop_reason); else, for a model's answer, what its
+// resultStopReason is the stopReason of an e2a.complete result: refusal
+// for a model's refusal (its refusal member, as the OpenAI bridge
+// records it); its own stopReason (or stop_reason); else, for a model's answer, what its
 // finish_reason (OpenAI's chat completions, as the OpenAI bridge records
 // it) says: length → max_tokens, content_filter → refusal (an editor
 // shows a cut or filtered answer as such); else end_turn.
 func resultStopReason(m map[string]any) acpsdk.StopReason {
+	if s, _ := m["refusal"].(string); s != "" {
+		return acpsdk.StopReasonRefusal // the model refused (OpenAI's message.refusal), though its finish_reason is stop
+	}
 	for _, k := range []string{"stopReason", "stop_reason", "finish_reason"} {
 		if s, _ := m[k].(string); s != "" {
 			return stopReasonOf(s)
