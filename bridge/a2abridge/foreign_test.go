@@ -99,6 +99,17 @@ func serveA2A(t *testing.T, h a2asrv.RequestHandler) string {
 	return serveA2ACard(t, h, true)
 }
 
+// testCard is a test agent's v1.0 card with one interface.
+func testCard(iface *a2a.AgentInterface, streaming bool) *a2a.AgentCard {
+	return &a2a.AgentCard{
+		Name: "agent", Description: "a test agent", Version: "1.0.0",
+		SupportedInterfaces: []*a2a.AgentInterface{iface},
+		Capabilities:        a2a.AgentCapabilities{Streaming: streaming},
+		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
+		Skills: []a2a.AgentSkill{{ID: "c", Name: "c", Description: "c", Tags: []string{"test"}}},
+	}
+}
+
 // serveA2ACard is serveA2A with the card's capabilities.streaming.
 func serveA2ACard(t *testing.T, h a2asrv.RequestHandler, streaming bool) string {
 	t.Helper()
@@ -107,13 +118,7 @@ func serveA2ACard(t *testing.T, h a2asrv.RequestHandler, streaming bool) string 
 		t.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
-	card := &a2a.AgentCard{
-		Name: "agent", Description: "a test agent", Version: "1.0.0",
-		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(base+"/rpc", a2a.TransportProtocolJSONRPC)},
-		Capabilities:        a2a.AgentCapabilities{Streaming: streaming},
-		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
-		Skills: []a2a.AgentSkill{{ID: "c", Name: "c", Description: "c", Tags: []string{"test"}}},
-	}
+	card := testCard(a2a.NewAgentInterface(base+"/rpc", a2a.TransportProtocolJSONRPC), streaming)
 	mux := http.NewServeMux()
 	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(h))
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))

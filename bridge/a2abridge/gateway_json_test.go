@@ -58,13 +58,7 @@ func serveRESTBehindGateway(t *testing.T, status int, body string) string {
 		t.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
-	card := &a2a.AgentCard{
-		Name: "agent", Description: "an agent behind a gateway", Version: "1.0.0",
-		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(base+"/rest", a2a.TransportProtocolHTTPJSON)},
-		Capabilities:        a2a.AgentCapabilities{Streaming: true},
-		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
-		Skills: []a2a.AgentSkill{{ID: "c", Name: "c", Description: "c", Tags: []string{"test"}}},
-	}
+	card := testCard(a2a.NewAgentInterface(base+"/rest", a2a.TransportProtocolHTTPJSON), true)
 	mux := http.NewServeMux()
 	mux.Handle("/rest/", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
