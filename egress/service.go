@@ -567,8 +567,17 @@ func (s *Service) stream(ctx context.Context, o *render.Output, rend render.Rend
 		finish(err)
 		return
 	}
+	var err error
+	nFrames, err = s.drive(ctx, o, rend, rd, format, start)
+	finish(err)
+}
+
+// drive renders rd's frames through rend until the final one (nil) or an
+// error, and returns how many it rendered; the first is the stream's
+// time to first frame since start.
+func (s *Service) drive(ctx context.Context, o *render.Output, rend render.Renderer, rd *Reader, format string, start time.Time) (int, error) {
 	frames := s.m.frames.WithLabelValues(format)
-	first := true
+	n := 0
 	// One Frame for the whole stream: rend.Frame takes its address, which
 	// would move a per-iteration variable to the heap for every frame.
 	// Renderers do not keep the pointer.
@@ -577,22 +586,18 @@ func (s *Service) stream(ctx context.Context, o *render.Output, rend render.Rend
 		var err error
 		f, err = rd.Next(ctx)
 		if err == io.EOF {
-			finish(nil)
-			return
+			return n, nil
 		}
 		if err != nil {
-			finish(err)
-			return
+			return n, err
 		}
 		if err := rend.Frame(&f); err != nil {
-			finish(err)
-			return
+			return n, err
 		}
 		frames.Inc()
-		nFrames++
+		n++
 		o.HoldHead(false)
-		if first {
-			first = false
+		if n == 1 {
 			s.m.ttff.WithLabelValues(format).Observe(time.Since(start).Seconds())
 		}
 	}
