@@ -629,7 +629,7 @@ func TestNATSClusterPushUserRunsTheStage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node nats-server cluster")
 	}
-	c, ctx, _, adminJS := provisionedCluster(t, 90*time.Second, nil)
+	c, ctx, _, adminJS := provisionedCluster(t, 180*time.Second, nil)
 	cfg := streams.DefaultConfig()
 	cfg.Replicas = 3
 	// As `e2a streams apply` provisions them: the push user creates no
@@ -686,7 +686,12 @@ func TestNATSClusterPushUserRunsTheStage(t *testing.T) {
 	if _, err := bucket.Put(ctx, "wake.cur.tYQ.tdA.tYw", []byte(`{"principal":"a","task_id":"t","config_id":"c"}`)); err != nil {
 		t.Fatalf("push puts a wake-up: %v", err)
 	}
-	testkit.Eventually(t, 30*time.Second, "the wake-up pulled and acked", func() bool {
+	// A minute and a half: a pull the stage sent while the consumer's
+	// leader was still being elected goes unanswered, and jetstream's
+	// Consume sends the next only after two missed heartbeats (its pull
+	// expires in 30 s, heartbeats every 15 s); 30 s fell short in CI on
+	// aaf15dc, the cluster slow to settle (its streams applied again).
+	testkit.Eventually(t, 90*time.Second, "the wake-up pulled and acked", func() bool {
 		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
 		defer rcancel()
 		ci, err := wake.Info(rctx)
