@@ -67,6 +67,9 @@ func TestSDKError(t *testing.T) {
 		{host.ErrTooLarge, a2a.ErrInvalidRequest},
 		{host.ErrTaskTerminal, a2a.ErrUnsupportedOperation},
 		{context.Canceled, context.Canceled},
+		// The caller's deadline (gRPC's grpc-timeout) is the SDK's
+		// DEADLINE_EXCEEDED (HTTP 504), whichever side's timer fires first.
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), context.DeadlineExceeded},
 		{fmt.Errorf("x: %w", normalizer.ErrContentTypeNotSupported), a2a.ErrUnsupportedContentType},
 		{fmt.Errorf("x: %w", normalizer.ErrPushNotificationNotSupported), a2a.ErrPushNotificationNotSupported},
 		{fmt.Errorf("x: %w", normalizer.ErrExtendedCardNotConfigured), a2a.ErrExtendedCardNotConfigured},
