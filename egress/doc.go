@@ -26,8 +26,9 @@
 // ack floor is past the envelope; the agent acknowledges only once the
 // final frame is stored; consumer info cached a few seconds) →
 // [ErrFramesExpired], not a wait. A read whose first stored frame lies
-// past its resume point (the first frames aged out) is [ErrFramesExpired]
-// too, not [ErrInvalidFrame]. Options
+// past its resume point (the first frames aged out), or whose next frames
+// age out while it reads (the stream's front passed a slow reader), is
+// [ErrFramesExpired] too, not [ErrInvalidFrame]. Options
 // validate their values: a bad one makes [Open], [Replay] or [New] return
 // an error wrapping [ErrInvalidOption].
 //

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/option"
@@ -459,7 +460,8 @@ func (r *Reader) Close() {
 // It blocks while the request is running, calling the heartbeat function
 // while idle, and returns ErrWaitTimeout when the wait limits pass,
 // ErrFramesExpired when the first frame it reads lies past the resume
-// point (the frames before aged out), or the context's error.
+// point (the frames before aged out) or its next frames aged out while it
+// read (a slow reader behind the stream's front), or the context's error.
 func (r *Reader) Next(ctx context.Context) (render.Frame, error) {
 	for {
 		if r.head < len(r.queue) {
@@ -541,10 +543,38 @@ func (r *Reader) fill(ctx context.Context) error {
 		}
 	}
 	if err != nil {
+		if errors.Is(err, errStoredGap) && r.frontPassed(ctx) {
+			return framesExpired(r.requestID, "its next frames aged out while it was read")
+		}
 		return err
 	}
 	r.caughtUp = pending == 0 || r.done
 	return nil
+}
+
+// errStoredGap marks a stored frame found past the one expected after
+// earlier frames of the request were read.
+var errStoredGap = errors.New("a gap in the stored frames")
+
+// frontPassed reports whether E2A_RESPONSES dropped messages stored after
+// the last one read for the request: its first message is later than the
+// next one. The stream drops its oldest messages only (its byte bound,
+// DiscardOld; its max age), so frames missing behind such a front aged out
+// while a slow reader read them (frames_expired, the audit copy named),
+// where a gap behind an older front is a hole in the stored frames
+// (invalid_frame). Read on that error only: one stream info request.
+func (r *Reader) frontPassed(ctx context.Context) bool {
+	js, err := jetstream.New(r.nc)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, directGetAttempt)
+	defer cancel()
+	st, err := js.Stream(ctx, r.cfg.responses)
+	if err != nil {
+		return false
+	}
+	return st.CachedInfo().State.FirstSeq > r.lastSeq+1
 }
 
 // accept takes one stored or live message: one frame, or a burst of them
@@ -674,7 +704,7 @@ func (r *Reader) acceptFrame(streamSeq uint64, seq int64, haveHead bool, data []
 			// order, each fenced on the one before).
 			return false, framesExpired(r.requestID, fmt.Sprintf("the first frame stored is %d where %d was needed", seq, expect))
 		}
-		return false, fmt.Errorf("%w: request %q: stored sequence %d where %d was expected", ErrInvalidFrame, r.requestID, seq, expect)
+		return false, fmt.Errorf("%w: request %q: stored sequence %d where %d was expected (%w)", ErrInvalidFrame, r.requestID, seq, expect, errStoredGap)
 	}
 	var f render.Frame
 	if r.cfg.lazy {
