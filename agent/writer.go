@@ -98,6 +98,29 @@ type Writer interface {
 	Sync() error
 }
 
+// Holder is implemented by the runtime's Writer (and by wrappers that
+// pass it on): Hold(true) keeps the coalesced text of Chunk from being
+// published while a handler has more of its answer at hand (an upstream's
+// bytes received and not yet read), so that an answer that arrives at once
+// is stored as one message with its final frame instead of its first delta
+// alone and then the rest (one store, PubAck, audit copy and delivery
+// fewer). Hold(false) lets the text go at once (when nothing is in
+// flight). A handler must call Hold(false) before it waits for anything
+// (the network, the upstream): held text waits with it. A final frame, a
+// frame of another kind, Sync and a full coalescing bound take the text
+// whatever the hold; the hold ends with the request. Call it through
+// [Hold], which ignores a Writer that is not a Holder.
+type Holder interface {
+	Hold(on bool)
+}
+
+// Hold calls w's Hold when w is a [Holder] (see there).
+func Hold(w Writer, on bool) {
+	if h, ok := w.(Holder); ok {
+		h.Hold(on)
+	}
+}
+
 // conflictRetries counts publishes refused while the subject was unchanged
 // (a proposal on it still in process on a replicated stream), and retried.
 var conflictRetries atomic.Int64
@@ -163,6 +186,7 @@ type writer struct {
 	hdrSize     int // headerSize, once computed
 	pending     *pendingText
 	flushNow    bool
+	held        bool // Hold(true): pending text waits for a write or Hold(false)
 	timer       *time.Timer
 	closedErr   error // handler writes are refused with this error
 	// tooLarge is the ErrFrameTooLarge of a coalesced frame published after
@@ -386,6 +410,9 @@ func (wr *writer) schedule() {
 		return
 	}
 	cfg := &wr.w.cfg
+	if wr.held && !wr.flushNow && p.b.Len() < cfg.coalesceBytes {
+		return // the handler has more at hand (Hold)
+	}
 	if !wr.flushNow && cfg.coalesceDelay > 0 && p.b.Len() < cfg.coalesceBytes {
 		if wait := cfg.coalesceDelay - time.Since(p.since); wait > 0 {
 			if wr.timer == nil {
@@ -422,6 +449,19 @@ func (wr *writer) schedule() {
 		}
 		wr.done(f, streamSeq, err)
 	}()
+}
+
+// Hold implements Holder.
+func (wr *writer) Hold(on bool) {
+	wr.mu.Lock()
+	defer wr.mu.Unlock()
+	if wr.held == on {
+		return
+	}
+	wr.held = on
+	if !on {
+		wr.schedule()
+	}
 }
 
 // done records the outcome of the coalesced text frame in flight.

@@ -311,6 +311,9 @@ type countingWriter struct {
 	counted bool
 }
 
+// Hold passes agent.Hold on to the runtime's writer.
+func (c *countingWriter) Hold(on bool) { agent.Hold(c.Writer, on) }
+
 // completed calls c.final with the result of the request's first final
 // frame.
 func (c *countingWriter) completed(result any) {

@@ -21,6 +21,7 @@ import (
 // leading byte order mark dropped; CRLF, LF or a lone CR end a line).
 type sseReader struct {
 	lines *sse.LineReader
+	br    *bufio.Reader // what lines reads
 	max   int
 	// scrub (when set) takes the client's credentials out of a line an
 	// error quotes, before it is cut (quote).
@@ -37,7 +38,20 @@ func newSSEReader(r io.Reader, max int) *sseReader {
 	if w, ok := r.(*wholeStream); ok && w.line > max {
 		max = w.line // a whole answer, bounded when read (wholeAnswer)
 	}
-	return &sseReader{lines: sse.NewLineReader(bufio.NewReaderSize(r, min(max, sseBufferSize)), max), max: max}
+	br := bufio.NewReaderSize(r, min(max, sseBufferSize))
+	return &sseReader{lines: sse.NewLineReader(br, max), br: br, max: max}
+}
+
+// eventAtHand reports whether the bytes already read from the upstream
+// hold the end of an event (a blank line): next returns it without
+// waiting for the network.
+func (s *sseReader) eventAtHand() bool {
+	n := s.br.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := s.br.Peek(n)
+	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\r\n\r\n")) || bytes.Contains(b, []byte("\r\r"))
 }
 
 // errSSE reports an answer that is not an event stream (a line that is not

@@ -108,6 +108,12 @@ func (t *turn) read(ctx context.Context, body io.Reader) error {
 	sr := newSSEReader(body, t.maxEvent)
 	sr.scrub = t.scrub
 	for {
+		// Text waits for the next write while the next event is at hand
+		// (an answer received at once is stored as one message with its
+		// final frame), and goes out before a read that may wait for the
+		// upstream (agent.Hold). Left held at the end: the final frame
+		// takes it.
+		agent.Hold(t.w, sr.eventAtHand())
 		event, data, cut, err := sr.next()
 		if errors.Is(err, io.EOF) {
 			break
