@@ -22,10 +22,11 @@ var CacheTTL = map[string]time.Duration{
 // Cache stores operation results. Keys are hex SHA-256 hashes of the
 // operation type and its resolved configuration (for ApiCall: principal,
 // method, resolved URL, headers with credential ids — never values — and
-// body; for FilterData and TransformData: the configuration and the input
-// value). A tag groups entries that a write invalidates: every cached GET
-// of a principal to one host carries the same tag, and a POST, PUT, PATCH
-// or DELETE by that principal to that host invalidates them.
+// body; for FilterData and TransformData: the principal, the
+// configuration and the input value). A tag groups entries that a write
+// invalidates: every cached GET of a principal to one host carries the
+// same tag, and a POST, PUT, PATCH or DELETE by that principal to that
+// host invalidates them.
 type Cache interface {
 	Get(ctx context.Context, key string) (value any, ok bool, err error)
 	Set(ctx context.Context, key, tag string, value any, ttl time.Duration) error

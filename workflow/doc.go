@@ -104,8 +104,9 @@
 //     E2A_WORKFLOW_ALLOWED_HOSTS for everyone. Checked at validation (host,
 //     method, static path) and again before each request and each redirect.
 //     A path with a "." or ".." segment, plain or percent-encoded (from the
-//     url's text or a reference), is refused: a server resolving it would
-//     serve a path the rules did not allow.
+//     url's text or a reference), or delimited by an encoded / or \ (a
+//     referenced "../admin" is sent as ..%2Fadmin), is refused: a server
+//     resolving it would serve a path the rules did not allow.
 //   - SSRF: the dialer resolves the host itself, refuses loopback, private,
 //     link-local, CGNAT, multicast, unspecified and documentation addresses
 //     (IPv4-mapped IPv6 unwrapped) and connects to the address it checked.
@@ -160,13 +161,16 @@
 // server's Retry-After when longer (a Retry-After beyond 60 s, or beyond
 // the execution budget, ends the call instead). Other 4xx, validation,
 // permission and size errors are not retried. A final error's retryable
-// tells whether running the workflow again may succeed.
+// tells whether running the workflow again may succeed: a TimeoutError of
+// maxExecutionTime is (spec §10: timeout errors are retryable), unless the
+// workflow's own Waits fill the budget alone.
 //
 // Results are cached per type (ApiCall GET 5 min, FilterData and
 // TransformData 1 min, others never), keyed by the SHA-256 of the type and
 // the resolved configuration (for ApiCall: principal, method, resolved url,
 // literal headers, credential ids — never values — and body; for the data
-// operations: configuration and input). A non-GET ApiCall invalidates the
+// operations: principal, configuration and input, so no principal is
+// served, or told of, what another ran). A non-GET ApiCall invalidates the
 // principal's cached GETs of that host. The default [MemoryCache] is per
 // process; [KVCache] on a JetStream KV bucket is shared by all workers.
 //

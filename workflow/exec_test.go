@@ -333,7 +333,11 @@ func TestWaitUsesClockAndBudget(t *testing.T) {
 	if out.Status != StatusSuccess || fmt.Sprint(en.clock.Sleeps()) != "[2.5s]" || out.DurationMs != 2500 {
 		t.Errorf("wait: %+v sleeps %v", out, en.clock.Sleeps())
 	}
-	// two waits of 20 s pass the budget of 30 s: the second fails with a TimeoutError
+	// two waits of 20 s pass the budget of 30 s: the second fails with a
+	// TimeoutError, not retryable though spec §10 lists timeout errors as
+	// retryable: the Waits alone pass the budget, so every run ends so
+	// (validation refuses it too). A timeout that a slow API or worker
+	// caused is retryable (TestTimeoutRetryable).
 	wf := lines(op("w1", `{"Wait":{"duration":20000}}`), op("w2", `{"Wait":{"duration":20000}}`), begin("w1", "w2"))
 	w, res := en.e.Validate("agent-1", wf)
 	if res.Valid {

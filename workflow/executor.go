@@ -336,7 +336,8 @@ type execution struct {
 	started   time.Time
 	deadline  time.Time
 	steps     int
-	dataBytes int // the outputs' JSON bytes so far (Limits.MaxDataBytes)
+	dataBytes int           // the outputs' JSON bytes so far (Limits.MaxDataBytes)
+	waited    time.Duration // the Waits run so far (see timeout)
 	red       *redactor
 	obsErr    error
 	mu        sync.Mutex
@@ -391,9 +392,8 @@ func (x *execution) toError(ctx context.Context, err error, maxT time.Duration) 
 		we = newError(ExecutionError, "%v", err)
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) && we.Type != TimeoutError && we.Type != PermissionError && we.Type != DataError {
-		we = &Error{Type: TimeoutError, OperationID: we.OperationID,
-			Message:     fmt.Sprintf("the execution exceeded maxExecutionTime (%v)", maxT),
-			Suggestions: []string{"Split the workflow or reduce Wait durations and API timeouts"}}
+		we = x.timeout(we.OperationID, 0, "the execution exceeded maxExecutionTime (%v)", maxT)
+		we.Suggestions = []string{"Split the workflow or reduce Wait durations and API timeouts"}
 	}
 	we.Message = x.red.text(we.Message)
 	if we.Details != nil {
@@ -434,16 +434,17 @@ func (x *execution) runContinuing(ctx context.Context, ids []string) error {
 		}
 		var we *Error
 		var oe errObserver
-		if errors.As(err, &oe) || ctx.Err() != nil || !errors.As(err, &we) {
+		if errors.As(err, &oe) || errors.Is(ctx.Err(), context.Canceled) || !errors.As(err, &we) {
 			return err
 		}
 		if first == nil {
 			first = we
 		}
 		failed = append(failed, map[string]any{"operationId": we.OperationID, "type": we.Type, "message": we.Message})
-		if we.limit || we.Type == TimeoutError {
-			// A limit or the execution's time ends the execution: it is
-			// the failure, the earlier ones listed with it (a timeout
+		if we.limit || we.Type == TimeoutError || ctx.Err() != nil {
+			// A limit or the execution's time, on the executor's clock or
+			// the context's, ends the execution: it is the failure, the
+			// earlier ones listed with it (a timeout, on either clock,
 			// dropped them).
 			return we.withDetail("failedOperations", failed)
 		}
@@ -466,7 +467,7 @@ func (x *execution) runOne(ctx context.Context, id, parent string, iter *int) er
 		return x.ctxError(ctx, id)
 	}
 	if x.remaining() <= 0 {
-		return &Error{Type: TimeoutError, OperationID: id, Message: fmt.Sprintf("the execution exceeded maxExecutionTime (%v)", x.deadline.Sub(x.started))}
+		return x.timeout(id, 0, "the execution exceeded maxExecutionTime (%v)", x.deadline.Sub(x.started))
 	}
 	x.steps++
 	if x.steps > x.e.limits.MaxSteps {
@@ -537,9 +538,22 @@ func (x *execution) runOne(ctx context.Context, id, parent string, iter *int) er
 
 func (x *execution) ctxError(ctx context.Context, id string) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return &Error{Type: TimeoutError, OperationID: id, Message: fmt.Sprintf("the execution exceeded maxExecutionTime (%v)", x.deadline.Sub(x.started))}
+		return x.timeout(id, 0, "the execution exceeded maxExecutionTime (%v)", x.deadline.Sub(x.started))
 	}
 	return ctx.Err()
+}
+
+// timeout is the TimeoutError of an execution out of maxExecutionTime,
+// before a Wait of wait (0 for any other operation). Spec §10 lists
+// "Timeout errors" among the retryable errors, and truthfully so when
+// what took the time varies (an API's latency, a loaded worker): the next
+// run may fit. Not when the workflow's own Waits, those run and this one,
+// fill the budget alone: every run ends the same way.
+func (x *execution) timeout(id string, wait time.Duration, format string, a ...any) *Error {
+	e := newError(TimeoutError, format, a...)
+	e.OperationID = id
+	e.Retryable = x.waited+wait < x.deadline.Sub(x.started)
+	return e
 }
 
 // get reads a path for an operation: a missing path is a DataError.
@@ -622,11 +636,12 @@ func (x *execution) run(ctx context.Context, op *Operation, step int, iter *int)
 	case OpWait:
 		d := op.Wait.Duration
 		if d > x.remaining() {
-			return nil, false, &Error{Type: TimeoutError, Message: fmt.Sprintf("waiting %v would pass maxExecutionTime (%v left)", d, x.remaining().Round(time.Millisecond))}
+			return nil, false, x.timeout("", d, "waiting %v would pass maxExecutionTime (%v left)", d, x.remaining().Round(time.Millisecond))
 		}
 		if err := x.e.clock.Sleep(ctx, d); err != nil {
 			return nil, false, x.ctxError(ctx, op.ID)
 		}
+		x.waited += d
 		return map[string]any{"waited_ms": numberValue(float64(d.Milliseconds()))}, false, nil
 	case OpStoreData:
 		return x.storeData(ctx, op)
@@ -635,7 +650,10 @@ func (x *execution) run(ctx context.Context, op *Operation, step int, iter *int)
 }
 
 // cached runs compute through the cache for FilterData and TransformData:
-// the key is the hash of the type, the configuration and the input.
+// the key is the hash of the type, the principal, the configuration and
+// the input. Without the principal another tenant running the same
+// operation on the same input was served the first one's value, and its
+// cached:true told it what the other had run within the TTL.
 func (x *execution) cached(ctx context.Context, op *Operation, input any, conds []Condition, compute func() (any, error)) (any, bool, error) {
 	ttl := CacheTTL[op.Type]
 	if ttl <= 0 {
@@ -646,7 +664,7 @@ func (x *execution) cached(ctx context.Context, op *Operation, input any, conds 
 	for _, c := range conds {
 		resolved = append(resolved, c.Value)
 	}
-	key := hashKey(op.Type, op.Config, resolved, input)
+	key := hashKey(op.Type, x.principal, op.Config, resolved, input)
 	if v, ok, err := x.e.cache.Get(ctx, key); err == nil && ok {
 		return v, true, nil
 	}

@@ -217,11 +217,20 @@ func principalIn(list []string, principal string) bool {
 
 // dotSegment reports whether the escaped path p has a "." or ".." segment,
 // plain or percent-encoded (RFC 3986 §5.2.4 removes both, and a server may
-// decode %2E first).
+// decode %2E first), also one that an encoded slash or backslash delimits
+// once decoded: a server or proxy decoding %2F (or reading \ as / as
+// Windows servers do) before it resolves dot segments serves
+// /public/..%2Fadmin, a referenced "../admin", as /admin.
 func dotSegment(p string) bool {
 	for seg := range strings.SplitSeq(p, "/") {
-		if d, err := url.PathUnescape(seg); err == nil && (d == "." || d == "..") {
-			return true
+		d, err := url.PathUnescape(seg)
+		if err != nil {
+			continue
+		}
+		for part := range strings.FieldsFuncSeq(d, func(r rune) bool { return r == '/' || r == '\\' }) {
+			if part == "." || part == ".." {
+				return true
+			}
 		}
 	}
 	return false
