@@ -283,6 +283,31 @@ func (h protocolHost) Stored(ctx context.Context, requestID string, fn func(*e2a
 	}
 }
 
+// Last reads the last frame stored for requestID: the last message on its
+// response subject (the last frame of a burst).
+func (h protocolHost) Last(ctx context.Context, requestID string) (*e2a.Response, error) {
+	subj, err := subjects.Response(requestID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", egress.ErrNotFound, err)
+	}
+	m, err := streams.LastBySubject(ctx, h.s.nc, streams.ResponsesStream, subj)
+	if errors.Is(err, streams.ErrNoMessages) {
+		return nil, fmt.Errorf("%w: %q", egress.ErrNotFound, requestID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	last, _, err := e2a.LastInBurst(m.Header.Get(subjects.HeaderFrames), m.Data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", egress.ErrInvalidFrame, err)
+	}
+	r, err := e2a.UnmarshalResponse(last)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", egress.ErrInvalidFrame, err)
+	}
+	return r, nil
+}
+
 // Envelope reads the envelope of requestID from E2A_REQUESTS, whatever its
 // pool.
 func (h protocolHost) Envelope(ctx context.Context, requestID string) (*e2a.Envelope, error) {

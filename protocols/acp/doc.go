@@ -34,7 +34,11 @@
 //     for (a model's tool call nobody runs: the OpenAI bridge's
 //     finish_reason "tool_calls"; a failed or cancelled turn) gets a
 //     tool_call_update failed before the answer, never left running; a
-//     turn interrupted for input or auth leaves its open calls pending.
+//     turn interrupted for input or auth leaves its open calls pending,
+//     and the session's next turn ends them: with their results, or
+//     failed at its end when it gives none. An agent's native updates
+//     have their enum members (tool kind and status, plan priority and
+//     status) made ones of ACP's schema.
 //   - session/load replays the session's history (user_message_chunk for
 //     each prompt, then the agent's updates; host.Frames) as
 //     session/update notifications, framed like session/prompt, then the

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -337,10 +338,13 @@ func (o *openCalls) forget(id acpsdk.ToolCallId) {
 	delete(o.titles, id)
 }
 
-// end returns the tool_call_update of each call still open, and forgets
-// them: status failed, or pending when the turn ended interrupted (the
-// agent asks for input or auth, e.g. the approval of that very call: ACP's
-// status for a call awaiting approval; the next turn's response ends it).
+// end returns the tool_call_update of each call still open: status
+// failed, the calls forgotten; or pending when the turn ended interrupted
+// (the agent asks for input or auth, e.g. the approval of that very call:
+// ACP's status for a call awaiting approval), the calls kept open for the
+// next turn (next), whose response ends them, or whose end does when it
+// never answers them: a call left pending by a turn whose next turn ended
+// without its result stayed pending for ever (an editor's spinner).
 func (o *openCalls) end(interrupted bool) []acpsdk.SessionUpdate {
 	status := acpsdk.ToolCallStatusFailed
 	if interrupted {
@@ -350,8 +354,16 @@ func (o *openCalls) end(interrupted bool) []acpsdk.SessionUpdate {
 	for _, id := range o.ids {
 		out = append(out, acpsdk.UpdateToolCall(id, acpsdk.WithUpdateStatus(status)))
 	}
-	o.ids, o.titles = nil, nil
+	if !interrupted {
+		o.ids, o.titles = nil, nil
+	}
 	return out
+}
+
+// next returns the tracker of the turn after o's: the calls o's turn left
+// open (pending: end), none of its shown content.
+func (o *openCalls) next() openCalls {
+	return openCalls{ids: slices.Clone(o.ids), titles: maps.Clone(o.titles)}
 }
 
 // terminal reports whether a tool call of status s has ended.
@@ -376,6 +388,7 @@ func decodeUpdate(b []byte) (acpsdk.SessionUpdate, error) {
 	if err := json.Unmarshal(b, &u); err != nil {
 		return acpsdk.SessionUpdate{}, err
 	}
+	schemaEnums(&u)
 	out, err := json.Marshal(u)
 	if err != nil {
 		return acpsdk.SessionUpdate{}, err
@@ -393,6 +406,60 @@ func decodeUpdate(b []byte) (acpsdk.SessionUpdate, error) {
 	}
 	return u, nil
 }
+
+// schemaEnums gives the enum members of u a value ACP's schema has: the
+// SDK reads any string into them, and a client checking the schema (Zed)
+// refused the whole notification for an agent's kind "shell". A tool
+// call's kind becomes other (the schema's default); its status, optional,
+// is left out (a tool_call's is then pending, a tool_call_update's
+// unchanged; the turn's end ends a call left open); a plan entry's
+// priority and status, required, become medium and pending, and a plan
+// without entries has none (entries is a required array: it was null).
+func schemaEnums(u *acpsdk.SessionUpdate) {
+	switch {
+	case u.ToolCall != nil:
+		if u.ToolCall.Kind != "" && !slices.Contains(toolKinds, u.ToolCall.Kind) {
+			u.ToolCall.Kind = acpsdk.ToolKindOther
+		}
+		if u.ToolCall.Status != "" && !slices.Contains(toolStatuses, u.ToolCall.Status) {
+			u.ToolCall.Status = ""
+		}
+	case u.ToolCallUpdate != nil:
+		if k := u.ToolCallUpdate.Kind; k != nil && !slices.Contains(toolKinds, *k) {
+			*k = acpsdk.ToolKindOther
+		}
+		if st := u.ToolCallUpdate.Status; st != nil && !slices.Contains(toolStatuses, *st) {
+			u.ToolCallUpdate.Status = nil
+		}
+	case u.Plan != nil:
+		if u.Plan.Entries == nil {
+			u.Plan.Entries = []acpsdk.PlanEntry{}
+		}
+		for i := range u.Plan.Entries {
+			e := &u.Plan.Entries[i]
+			switch e.Priority {
+			case acpsdk.PlanEntryPriorityHigh, acpsdk.PlanEntryPriorityMedium, acpsdk.PlanEntryPriorityLow:
+			default:
+				e.Priority = acpsdk.PlanEntryPriorityMedium
+			}
+			switch e.Status {
+			case acpsdk.PlanEntryStatusPending, acpsdk.PlanEntryStatusInProgress, acpsdk.PlanEntryStatusCompleted:
+			default:
+				e.Status = acpsdk.PlanEntryStatusPending
+			}
+		}
+	}
+}
+
+// toolKinds and toolStatuses are the values of ACP's ToolKind and
+// ToolCallStatus.
+var (
+	toolKinds = []acpsdk.ToolKind{acpsdk.ToolKindRead, acpsdk.ToolKindEdit, acpsdk.ToolKindDelete, acpsdk.ToolKindMove,
+		acpsdk.ToolKindSearch, acpsdk.ToolKindExecute, acpsdk.ToolKindThink, acpsdk.ToolKindFetch, acpsdk.ToolKindSwitchMode,
+		acpsdk.ToolKindOther}
+	toolStatuses = []acpsdk.ToolCallStatus{acpsdk.ToolCallStatusPending, acpsdk.ToolCallStatusInProgress,
+		acpsdk.ToolCallStatusCompleted, acpsdk.ToolCallStatusFailed}
+)
 
 // eventParts returns the content parts an A2A event carries.
 func eventParts(ev any) []any {

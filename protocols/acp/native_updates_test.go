@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"testing"
 
 	acpsdk "github.com/coder/acp-go-sdk"
@@ -12,9 +11,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/ingress"
-	"github.com/e2a-pipeline/pipeline/internal/acptest"
-	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 )
 
 // upsertAgent writes its tool call as native ACP updates, the call's
@@ -42,11 +38,7 @@ func upsertAgent(_ context.Context, env *e2a.Envelope, w agent.Writer) error {
 // only tool_call_update end a call, and the editor showed a call the agent
 // completed as failed.
 func TestToolCallEndedByUpsert(t *testing.T) {
-	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithDefaultPool("agent")))
-	p.Pool("agent", agent.HandlerFunc(upsertAgent))
-	s := acptest.OpenStdio(t, func(ctx context.Context, in io.Reader, out io.Writer) error {
-		return ingress.ServeACPStdio(ctx, in, out, p.Ingress)
-	})
+	s := stdioSession(t, upsertAgent)
 	res, err := s.Conn.Prompt(s.Ctx, acpsdk.PromptRequest{SessionId: s.ID, Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock("go")}})
 	if err != nil || res.StopReason != acpsdk.StopReasonEndTurn {
 		t.Fatalf("prompt: %+v %v", res, err)
@@ -113,11 +105,7 @@ func kinds(ups []acpsdk.SessionUpdate) []string {
 // the user never sent), {"sessionUpdate":"turn_progress"} as a
 // session_info_update.
 func TestUnknownUpdateKind(t *testing.T) {
-	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithDefaultPool("agent")))
-	p.Pool("agent", agent.HandlerFunc(unknownKindAgent))
-	s := acptest.OpenStdio(t, func(ctx context.Context, in io.Reader, out io.Writer) error {
-		return ingress.ServeACPStdio(ctx, in, out, p.Ingress)
-	})
+	s := stdioSession(t, unknownKindAgent)
 	res, err := s.Conn.Prompt(s.Ctx, acpsdk.PromptRequest{SessionId: s.ID, Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock("go")}})
 	if err != nil || res.StopReason != acpsdk.StopReasonEndTurn {
 		t.Fatalf("prompt: %+v %v", res, err)

@@ -40,6 +40,11 @@ type renderer struct {
 	o     *render.Output
 	p     Params
 	calls openCalls // the turn's tool calls not ended
+	// pending, when set, returns the tracker holding the calls the
+	// session's earlier turns left pending (frontDoor.leftPending): read
+	// once, before the turn's first frame (primed).
+	pending func() openCalls
+	primed  bool
 }
 
 // NewRenderer returns the ACP renderer of the session/prompt p describes.
@@ -74,6 +79,7 @@ var _ render.Primer = (*renderer)(nil)
 // (openCalls), as the whole stream does. A frame that does not decode
 // is skipped, as Frame would have failed on it then.
 func (r *renderer) Prime(f *render.Frame) error {
+	r.prime()
 	resp, err := f.Decoded()
 	if err != nil {
 		return nil
@@ -85,7 +91,17 @@ func (r *renderer) Prime(f *render.Frame) error {
 	return nil
 }
 
+// prime starts the turn's tracker with the calls earlier turns left
+// pending, once.
+func (r *renderer) prime() {
+	if !r.primed && r.pending != nil {
+		r.calls = r.pending()
+	}
+	r.primed = true
+}
+
 func (r *renderer) Frame(f *render.Frame) error {
+	r.prime()
 	if b, session, ok := TextUpdate(f, r.p.SessionID); ok {
 		r.p.SessionID = session
 		r.calls.said = true // text said (a Task's artifacts would repeat it)
@@ -153,6 +169,7 @@ func (r *renderer) End(err error) error {
 			return err
 		}
 	}
+	r.prime()
 	if err := r.endCalls(false); err != nil {
 		return err
 	}

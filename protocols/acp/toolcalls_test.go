@@ -3,7 +3,6 @@ package acp_test
 import (
 	"context"
 	"errors"
-	"io"
 	"testing"
 
 	acpsdk "github.com/coder/acp-go-sdk"
@@ -11,9 +10,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/ingress"
-	"github.com/e2a-pipeline/pipeline/internal/acptest"
-	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 )
 
 // toolAgent answers a prompt by its text: it announces the tool call
@@ -93,11 +89,7 @@ func callStatuses(t *testing.T, updates []acpsdk.SessionUpdate) (ids []string, l
 // prompt's answer, never left in_progress for ever; and session/load
 // replays each call to the same last status.
 func TestACPToolCallLifecycle(t *testing.T) {
-	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithDefaultPool("agent")))
-	p.Pool("agent", agent.HandlerFunc(toolAgent))
-	s := acptest.OpenStdio(t, func(ctx context.Context, in io.Reader, out io.Writer) error {
-		return ingress.ServeACPStdio(ctx, in, out, p.Ingress)
-	})
+	s := stdioSession(t, toolAgent)
 	prompt := func(text string) (acpsdk.PromptResponse, error) {
 		return s.Conn.Prompt(s.Ctx, acpsdk.PromptRequest{SessionId: s.ID, Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock(text)}})
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/ingress"
-	"github.com/e2a-pipeline/pipeline/internal/acptest"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
@@ -107,11 +106,7 @@ func statusTrail(updates []acpsdk.SessionUpdate) []string {
 // turn's response; session/load replays the
 // same trail, turn by turn, as the live turns gave.
 func TestToolCallsAcrossTurns(t *testing.T) {
-	p := pipetest.Start(t, pipetest.WithIngress(ingress.WithDefaultPool("agent")))
-	p.Pool("agent", agent.HandlerFunc(turnsToolAgent))
-	s := acptest.OpenStdio(t, func(ctx context.Context, in io.Reader, out io.Writer) error {
-		return ingress.ServeACPStdio(ctx, in, out, p.Ingress)
-	})
+	s := stdioSession(t, turnsToolAgent)
 	want := map[string][]string{
 		"ran":    {"call_0=in_progress", "call_0=completed"},
 		"unrun":  {"call_0=in_progress", "call_0=failed"},

@@ -64,6 +64,15 @@ func (h *RPCHost) Stored(ctx context.Context, requestID string, fn func(*e2a.Res
 	return h.Replay(ctx, requestID, func(f render.Frame) error { return fn(f.Response) })
 }
 
+// Last is the request's last frame; egress.ErrNotFound when it has none.
+func (h *RPCHost) Last(ctx context.Context, requestID string) (*e2a.Response, error) {
+	var last *e2a.Response
+	if err := h.Stored(ctx, requestID, func(r *e2a.Response) error { last = r; return nil }); err != nil {
+		return nil, err
+	}
+	return last, nil
+}
+
 // Envelope is the envelope the host accepted with that request id, nil
 // when none.
 func (h *RPCHost) Envelope(_ context.Context, requestID string) (*e2a.Envelope, error) {

@@ -279,6 +279,9 @@ type Frames interface {
 	// Stored calls fn with the frames of requestID stored so far;
 	// egress.ErrNotFound when it has none.
 	Stored(ctx context.Context, requestID string, fn func(*e2a.Response) error) error
+	// Last returns the last frame of requestID stored so far (one direct
+	// get); egress.ErrNotFound when it has none.
+	Last(ctx context.Context, requestID string) (*e2a.Response, error)
 	// Envelope returns the envelope of requestID, nil when the pipeline no
 	// longer holds it; an error when the requests cannot be read at all.
 	Envelope(ctx context.Context, requestID string) (*e2a.Envelope, error)
