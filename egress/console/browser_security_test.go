@@ -142,8 +142,10 @@ func TestBrowserRendersAgentTextAsText(t *testing.T) {
 // TestBrowserHugeFrame: a request whose first frame is a text of a million
 // characters (what a NATS server's default max_payload of 1 MiB admits)
 // and whose frames then keep coming one by one: the page shows them all
-// while its main thread stays responsive (no task over a second), and the
-// raw frame opens.
+// while its main thread stays responsive (no task over a second, or over
+// ten times what laying out the frame's text once takes in the same page
+// when the machine is that slow: on a quiet one 174 ms against 40 ms once;
+// in CI on d4ca29b, beside other tests, 2,074 ms), and the raw frame opens.
 func TestBrowserHugeFrame(t *testing.T) {
 	b := newBrowser(t)
 	b.watch()
@@ -168,9 +170,29 @@ func TestBrowserHugeFrame(t *testing.T) {
 	b.waitJS("the raw huge frame", `document.querySelector('#frames li.frame[data-seq="0"] pre.raw').textContent.length > 1000000`, 10*time.Second)
 	b.shot("huge-frame")
 	w := eval[map[string]any](b, `window.__e2aWatch`)
-	t.Logf("long tasks: %d, longest %.0f ms", len(w["longTasks"].([]any)), w["maxTask"].(float64))
-	if w["maxTask"].(float64) > 1000 {
-		t.Errorf("the page's main thread was busy %.0f ms at once (%d long tasks) showing a request with a 1 MB frame",
-			w["maxTask"].(float64), len(w["longTasks"].([]any)))
+	// The yardstick, measured in the same page now (the machine is shared:
+	// CI's other tests slow the browser as much as the page): laying out
+	// the frame's text once in a <pre>, the least a page showing it does.
+	// A page that froze for seconds on a quiet machine (the frame rendered
+	// again for every piece, or highlighted at once) is still caught.
+	once := eval[float64](b, `(() => {
+		const raw = document.querySelector('#frames li.frame[data-seq="0"] pre.raw').textContent;
+		let most = 0;
+		for (let i = 0; i < 3; i++) {
+			const t0 = performance.now(), pre = document.createElement('pre');
+			pre.textContent = raw + i;
+			document.body.appendChild(pre);
+			void document.body.offsetHeight;
+			pre.remove();
+			most = Math.max(most, performance.now() - t0);
+		}
+		return most;
+	})()`)
+	limit := max(1000, 10*once)
+	t.Logf("long tasks: %d, longest %.0f ms; laying out the frame's text once %.0f ms; limit %.0f ms", len(w["longTasks"].([]any)),
+		w["maxTask"].(float64), once, limit)
+	if w["maxTask"].(float64) > limit {
+		t.Errorf("the page's main thread was busy %.0f ms at once (%d long tasks) showing a request with a 1 MB frame, over %.0f ms (10 times laying out its text once: %.0f ms)",
+			w["maxTask"].(float64), len(w["longTasks"].([]any)), limit, once)
 	}
 }
