@@ -96,7 +96,8 @@
 //     JSON value, starts a new call; fragments without an index (Gemini's
 //     OpenAI-compatible endpoint) continue the last such call unless they
 //     carry a new id (or are a second fragment of one chunk); a second
-//     JSON value nothing tells apart is upstream_protocol_error;
+//     JSON value nothing tells apart, or a call no fragment gives a
+//     function name, is upstream_protocol_error;
 //   - the final frame: e2a.complete {"content": the full text,
 //     "finish_reason", "usage" (when the server sent it), "model",
 //     "refusal" (the model's refusal, delta.refusal, also written as the

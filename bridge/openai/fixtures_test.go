@@ -93,6 +93,17 @@ var fixtures = map[string]want{
 	// text as it comes (TestThinkOpen: with it).
 	"think_open": {id: "chatcmpl-R1distillThinkOpen01", model: "DeepSeek-R1-Distill-Qwen-7B-Q4_K_M.gguf", finish: "stop", totalTokens: 36,
 		content: "Okay, the user says hi. I should greet them back.\n</think>\n\nHello! How can I assist you today?"},
+	// llama.cpp's stream of the same model with --reasoning-format
+	// deepseek-legacy (its chat parser before the PEG parsers, b6710): in a
+	// stream the reasoning is kept in the content only, the <think> the
+	// template opened written back before it and </think> after it, the
+	// white space around it stripped; reasoning_content is not sent
+	// (common/chat-parser.cpp try_parse_reasoning, reasoning_in_content:
+	// add_content, never add_reasoning_content; test-chat-parser.cpp's
+	// "<think>Cogito</think>"). The bridge writes the reasoning once.
+	"think_legacy": {id: "chatcmpl-R1distillLegacy0001", model: "DeepSeek-R1-Distill-Qwen-7B-Q4_K_M.gguf", thinkTags: true,
+		finish: "stop", totalTokens: 36,
+		content: "<think>Okay, the user says hi. I should greet them back.</think>Hello! How can I assist you today?"},
 	// Magistral's stream (Mistral's API): thinking parts, then text as a
 	// part and as a string; usage in the last chunk.
 	"magistral": {id: "c3c77283055240cbbaf6f01d384cfccb", model: "magistral-medium-2509", contentParts: true,

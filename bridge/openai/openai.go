@@ -50,7 +50,9 @@ func WithSystem(prompt string) Option {
 // is then reasoning until </think> (a content that never closes the block
 // is reasoning whole); without it, the reasoning reached clients as the
 // answer's text, closing tag and all. A content that opens <think> itself
-// is read so without the option; a server that sends the reasoning apart
+// is read so without the option, and with it that <think> is the opened
+// block's tag (llama.cpp's deepseek-legacy writes it back), not reasoning
+// text; a server that sends the reasoning apart
 // (reasoning_content, reasoning, thinking parts) before any content has
 // its content read as the answer, the option notwithstanding.
 func WithThinkOpen() Option {

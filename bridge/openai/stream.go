@@ -423,7 +423,8 @@ func (t *turn) flushCalls() error { return t.flush(math.MaxInt, false) }
 // and that have a name and an id, up to the first that has not: a server
 // may stream a call's arguments before its id and name, even after the
 // next call began; a call written before its id came went out under a
-// made-up one, the model's dropped).
+// made-up one, the model's dropped). A call still without a name when it
+// must be written is upstream_protocol_error.
 func (t *turn) flush(upTo int, whole bool) error {
 	for _, c := range t.calls {
 		if c.written || c.index > upTo {
@@ -431,6 +432,11 @@ func (t *turn) flush(upTo int, whole bool) error {
 		}
 		if whole && (c.name == "" || c.id == "" || !json.Valid([]byte(c.args.String()))) {
 			break // written with the calls after it, in order
+		}
+		if c.name == "" {
+			// No fragment named its function: a call no client can run
+			// or answer, never handed on as a call of "".
+			return bridge.Errorf(bridge.CodeProtocol, false, "upstream streamed tool call %d without a function name", c.index)
 		}
 		c.written = true
 		id := c.id

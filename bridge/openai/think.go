@@ -34,8 +34,12 @@ type thinkTags struct {
 	preset, begun bool
 }
 
-// open starts k inside a block the prompt opened (WithThinkOpen).
-func (k *thinkTags) open() { k.state, k.preset = thinkInside, true }
+// open starts k inside a block the prompt opened (WithThinkOpen): the
+// content is the block's text from its start, except a <think> it starts
+// with, which is the opened block's tag written back (llama.cpp's
+// --reasoning-format deepseek-legacy streams the prompt's <think> before
+// the reasoning): taken as the tag, it was written as reasoning text.
+func (k *thinkTags) open() { k.preset = true }
 
 // apart is told that the server sends the reasoning apart from the
 // content (a reasoning member): a block open presumed before any content
@@ -72,6 +76,10 @@ func (k *thinkTags) add(s string) (reasoning, text string) {
 	case strings.HasPrefix(thinkOpen, lead):
 		k.held = b // white space, or a start of <think>: not known yet
 		return "", ""
+	}
+	if k.preset {
+		k.held, k.state = "", thinkInside
+		return k.inside(b)
 	}
 	k.held, k.state = "", thinkDone
 	return "", b
@@ -126,12 +134,12 @@ func (k *thinkTags) answer(s string) string {
 }
 
 // end returns what is held when the content ends: a start never decided
-// is text, the tail of a block never closed is reasoning (unless the block
-// held white space alone).
+// is text (reasoning in a block the prompt opened), the tail of a block
+// never closed is reasoning (unless the block held white space alone).
 func (k *thinkTags) end() (reasoning, text string) {
 	held := k.held
 	k.held = ""
-	if k.state == thinkInside {
+	if k.state == thinkInside || k.state == thinkUndecided && k.preset {
 		return k.reason(held, true), ""
 	}
 	return "", held

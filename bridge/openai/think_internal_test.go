@@ -55,3 +55,38 @@ func TestThinkTagsHoldsNothingOnceDecided(t *testing.T) {
 		t.Fatalf("a later '<' held: %q %q", r, x)
 	}
 }
+
+// TestThinkTagsOpened: in a block the prompt opened (open), the content is
+// reasoning up to </think>, and a <think> it starts with is the block's
+// tag written back (llama.cpp's deepseek-legacy), never reasoning text,
+// whatever the deltas cut.
+func TestThinkTagsOpened(t *testing.T) {
+	for _, c := range []struct{ in, reasoning, text string }{
+		{"Okay.\n</think>\n\nHello!", "Okay.\n", "Hello!"},
+		{"<think>Okay.</think>Hello!", "Okay.", "Hello!"},
+		{"\n<think>\nOkay.</think>Hello!", "\nOkay.", "Hello!"},
+		{"\n\n</think>\n\nHello", "", "Hello"},
+		{"<think>\n\n</think>\n\nHello", "", "Hello"},
+		{"never closed <thi", "never closed <thi", ""},
+		{"<thi", "<thi", ""},
+		{"a <think> later</think>b", "a <think> later", "b"},
+		{"", "", ""},
+	} {
+		for _, size := range []int{len(c.in) + 1, 1, 3} {
+			var k thinkTags
+			k.open()
+			var reasoning, text strings.Builder
+			for i := 0; i < len(c.in); i += size {
+				r, x := k.add(c.in[i:min(i+size, len(c.in))])
+				reasoning.WriteString(r)
+				text.WriteString(x)
+			}
+			r, x := k.end()
+			reasoning.WriteString(r)
+			text.WriteString(x)
+			if reasoning.String() != c.reasoning || text.String() != c.text {
+				t.Errorf("%q in pieces of %d: reasoning %q text %q, want %q and %q", c.in, size, reasoning.String(), text.String(), c.reasoning, c.text)
+			}
+		}
+	}
+}

@@ -13,13 +13,19 @@ import (
 // reasoning and the rest as the answer, its result's content the answer
 // alone (the think_open fixture, which openai-go reads first with the tag
 // in its content). A server that sends the reasoning apart (the reasoning
-// fixture: reasoning_content) keeps its content as the answer.
+// fixture: reasoning_content) keeps its content as the answer; one that
+// writes the opened <think> back at the content's start (think_legacy) has
+// it taken as the block's tag, never written as reasoning.
 func TestThinkOpen(t *testing.T) {
 	srv := newModelServer(t)
 	p := startBridge(t, srv, setup{up: []openai.Option{openai.WithThinkOpen()}})
 	for _, c := range []struct{ fixture, reasoning, text string }{
 		{"think_open", "Okay, the user says hi. I should greet them back.\n", "Hello! How can I assist you today?"},
 		{"reasoning", fixtures["reasoning"].reasoning, fixtures["reasoning"].content},
+		// A server that writes the opened <think> back into the content
+		// (llama.cpp's deepseek-legacy): the tag is the block's, not
+		// reasoning text.
+		{"think_legacy", "Okay, the user says hi. I should greet them back.", "Hello! How can I assist you today?"},
 		{"text", "", ""}, // never closed: reasoning whole
 	} {
 		t.Run(c.fixture, func(t *testing.T) {
