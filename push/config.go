@@ -73,11 +73,28 @@ type Config struct {
 	Version string `json:"version"`
 	// Created is set by Store.Create (informative).
 	Created time.Time `json:"created"`
-	// From is set by Store.Create: the last sequence of E2A_RESPONSES when
-	// the config was made. Updates stored at or before it are not
+	// From is set by Store.Create: the last sequence of E2A_RESPONSES once
+	// the config was stored. Updates stored at or before it are not
 	// delivered to this config (a sequence, not a time: the stream's
 	// server and the caller's clocks may disagree).
 	From uint64 `json:"from"`
+	// Stream is set by Store.Create with From: the creation time (Unix
+	// nanoseconds) of the E2A_RESPONSES From numbers a message of. A
+	// stream made again (removed and applied again, lost by a cluster)
+	// numbers its messages from 1 again: From counts in its own stream
+	// only, and every message of a stream made after it was stored after
+	// the config (fromIn). 0: written before configs named their stream,
+	// taken as the stream's.
+	Stream int64 `json:"stream,omitempty"`
+}
+
+// fromIn is c's From as a sequence of the E2A_RESPONSES made at epoch
+// (0: not known): 0, every message, in another stream than c's.
+func (c Config) fromIn(epoch int64) uint64 {
+	if c.Stream == 0 || epoch == 0 || c.Stream == epoch {
+		return c.From
+	}
+	return 0
 }
 
 // FromV1 is the config of an A2A v1.0 TaskPushNotificationConfig.

@@ -60,6 +60,9 @@ type cursor struct {
 	// Gen is the config the cursor was written for: its Created time
 	// (Unix nanoseconds). See forConfig.
 	Gen int64 `json:"gen,omitempty"`
+	// Stream is the E2A_RESPONSES whose sequences Seq and Tail are: its
+	// creation time (Unix nanoseconds), as Config.Stream. See inStream.
+	Stream int64 `json:"stream,omitempty"`
 	// Backlog, when set, says the config is parked (park.go): the first
 	// and the last of the requests (the task's turns) whose messages
 	// after the position above are left to handle, one when they are the
@@ -116,6 +119,34 @@ func (c cursor) forConfig(cfg Config) cursor {
 	}
 	c.Gen = gen
 	return c
+}
+
+// errOtherStream: a config or cursor names a newer E2A_RESPONSES than
+// the one the stage took the message from (it has not seen the stream
+// made again yet, or the message is of the stream removed): looked at
+// again once the stage reads the newer one (stage.refreshEpoch).
+var errOtherStream = errors.New("push: the config's position is in a newer " + streams.ResponsesStream)
+
+// inStream is cur as a position in the E2A_RESPONSES made at epoch (0:
+// not known), the stream of the message looked at. A position in an
+// older stream (made again since: its sequences start at 1 again) is
+// none in this one: the config starts again, as after a delivery
+// stopped (its turn's rest and its backlog went with the old stream's
+// messages), keeping its dead-letter mode, whose updates are in
+// E2A_PUSH_DEAD. Not ok: cur is of a newer stream (errOtherStream). A
+// cursor written before cursors named their stream (Stream 0) is taken
+// as the stream's.
+func (c cursor) inStream(epoch int64) (cursor, bool) {
+	switch {
+	case epoch == 0:
+		return c, true
+	case c.Stream > epoch:
+		return c, false
+	case c.Stream != 0 && c.Stream < epoch:
+		return cursor{Event: -1, Gen: c.Gen, Stream: epoch, Dead: c.Dead}, true
+	}
+	c.Stream = epoch
+	return c, true
 }
 
 func readCursor(ctx context.Context, kv jetstream.KeyValue, key string) (cursor, uint64, error) {
@@ -248,6 +279,9 @@ func (s *stage) stateFailed(it item, err error) result {
 		return result{}
 	case errors.Is(err, errBehind):
 		s.log.Debug("push: a replica behind answered; retrying", "config", it.cfg.String(), "err", err)
+	case errors.Is(err, errOtherStream):
+		err = errors.Join(err, s.refreshEpoch(s.ctx))
+		s.log.Warn("push: delivery state of a newer stream; retrying", "config", it.cfg.String(), "err", err)
 	default:
 		s.log.Warn("push: delivery state unavailable; retrying", "config", it.cfg.String(), "err", err)
 	}
@@ -282,7 +316,10 @@ func (s *stage) tryItem(it item) (result, error) {
 			return result{}, err
 		}
 	}
-	cur = cur.forConfig(it.cfg)
+	cur, ok := cur.forConfig(it.cfg).inStream(it.job.epoch)
+	if !ok {
+		return result{}, errOtherStream
+	}
 	if cur.parked() {
 		return s.handOff(it, cur, rev)
 	}

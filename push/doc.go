@@ -108,7 +108,11 @@
 // acts on (a turn over, a turn with nothing after the config or the
 // cursor, the end of the messages read back for a mapper or a v0.3
 // Task) is confirmed by the leader first (streams.LeaderLastBySubject,
-// streams.LeaderNextBySubject).
+// streams.LeaderNextBySubject). A config's start and its cursor name
+// the E2A_RESPONSES their sequences are of (its creation time): the
+// stream made again under the stage (removed and applied again, lost by
+// a cluster), numbering its messages from 1 again, is one where the
+// config starts at its first message.
 //
 // A 2xx is delivered; another 4xx than 408 and 429 is permanent (the
 // update is dead-lettered at once, the next ones go on); anything else

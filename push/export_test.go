@@ -165,3 +165,7 @@ func messageCount(ctx context.Context, nc *nats.Conn, id string) (int, error) {
 	}
 	return n, nil
 }
+
+// SetCreateGap has s's creates run f after they read the stream's last
+// sequence and before they write the config.
+func SetCreateGap(s *Store, f func()) { s.gap = f }

@@ -126,7 +126,10 @@ func (s *stage) park(it item) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	cur = cur.forConfig(it.cfg)
+	cur, ok := cur.forConfig(it.cfg).inStream(it.job.epoch)
+	if !ok {
+		return result{}, errOtherStream
+	}
 	if cur.parked() {
 		return s.handOff(it, cur, rev)
 	}
@@ -408,8 +411,8 @@ func (s *stage) casCursor(it item, base cursor, c *cursor, rev uint64) (uint64, 
 		if err != nil {
 			return 0, err
 		}
-		now = now.forConfig(it.cfg)
-		if !samePosition(now, base) {
+		now, ok := now.forConfig(it.cfg).inStream(it.job.epoch)
+		if !ok || !samePosition(now, base) {
 			return 0, errMoved
 		}
 		c.Backlog, c.Tail, c.Ends = now.Backlog, now.Tail, now.Ends
@@ -449,6 +452,9 @@ func (s *stage) drainWake(it item) {
 		s.dropBacklog(it.ref, err)
 		s.settleWake(it)
 	case err != nil:
+		if errors.Is(err, errOtherStream) {
+			err = errors.Join(err, s.refreshEpoch(s.ctx))
+		}
 		s.log.Warn("push: cannot drain a parked config; retrying", "err", err)
 		s.wakeLater(it, s.o.orderWait)
 	case r.retry:
@@ -542,8 +548,9 @@ func keepInProgress(msg jetstream.Msg, every time.Duration) (stop func()) {
 // drainer is a drain's own state: its config and mappers (the consumer
 // callback's s.mappers are not shared).
 type drainer struct {
-	cfg     Config
+	cfg     Config // its From as a sequence of the stream at epoch (fromIn)
 	ref     configRef
+	epoch   int64 // the E2A_RESPONSES the drain reads (stage.epoch)
 	tasks   bool
 	mappers map[string]*mapState
 	reqs    map[string]*request
@@ -574,15 +581,22 @@ func (s *stage) drain(ref configRef) (result, error) {
 	if i < 0 {
 		return result{}, nil
 	}
-	d := &drainer{cfg: tc.Configs[i], ref: ref, mappers: map[string]*mapState{}, reqs: map[string]*request{},
+	d := &drainer{cfg: tc.Configs[i], ref: ref, epoch: s.epoch.Load(), mappers: map[string]*mapState{}, reqs: map[string]*request{},
 		after: map[string]prevTurn{},
 		tasks: slices.ContainsFunc(tc.Configs, func(c Config) bool { return c.Version == V03 })}
+	if d.cfg.Stream > d.epoch && d.epoch != 0 {
+		return result{}, errOtherStream
+	}
+	d.cfg.From = d.cfg.fromIn(d.epoch)
 	for s.ctx.Err() == nil {
 		cur, rev, err := readCursor(s.ctx, s.kv, ref.cursorKey())
 		if err != nil {
 			return result{}, err
 		}
-		cur = cur.forConfig(d.cfg)
+		cur, ok := cur.forConfig(d.cfg).inStream(d.epoch)
+		if !ok {
+			return result{}, errOtherStream
+		}
 		if !cur.parked() {
 			return result{}, nil
 		}
@@ -632,7 +646,7 @@ func (s *stage) drainStep(d *drainer, cur cursor, rev uint64) (result, bool, err
 		}
 	}
 	if found {
-		r, err := s.deliverFrom(item{job: &job{m: m, header: raw.Header}, cfg: d.cfg, ref: d.ref}, cur, rev, start)
+		r, err := s.deliverFrom(item{job: &job{m: m, header: raw.Header, epoch: d.epoch}, cfg: d.cfg, ref: d.ref}, cur, rev, start)
 		return r, false, err
 	}
 	// Nothing of the request is left: the next turn goes on (the rest of

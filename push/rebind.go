@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
+	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 // A consumer of the stage can disappear under it: an operator's `nats
@@ -24,7 +25,11 @@ import (
 // the bucket, not by the consumer. The response consumer made again
 // starts, as when first made, at the oldest stored config's start
 // (startSeq): a task update stored while it was gone is delivered, and one
-// delivered before is skipped by its config's cursor (handled). The
+// delivered before is skipped by its config's cursor (handled). A stream
+// made again (its consumers go with it) numbers its messages from 1
+// again: a config's start and a cursor name the stream they are of (its
+// creation time, Config.Stream), and in a newer one the config starts at
+// the stream's first message, its cursor again (cursor.inStream). The
 // wake-up consumer delivers the last wake-up of every parked config
 // (DeliverLastPerSubject): each parked config is drained again.
 
@@ -75,10 +80,16 @@ func (s *stage) rebind(ctx context.Context, f *feed, cause error) {
 	if !errors.Is(cause, jetstream.ErrConsumerDeleted) {
 		look, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err := s.js.Consumer(look, f.stream, f.name)
-		cancel()
 		if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			if err == nil && f.stream == streams.ResponsesStream {
+				// Another replica may have bound it again on a stream
+				// made again: its sequences are the new stream's.
+				_ = s.refreshEpoch(look)
+			}
+			cancel()
 			return
 		}
+		cancel()
 	}
 	s.log.Warn("push: consumer gone: binding it again with the start-up configuration", "consumer", f.name, "stream", f.stream, "cause", cause)
 	f.cc.Stop()

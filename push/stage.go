@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,6 +35,9 @@ type stage struct {
 	// Read and written by the consumer's callback only.
 	requests requestCache
 	mappers  map[string]*mapState
+	// mappersOf is the stream (epoch) whose sequences the mappers were
+	// fed up to: a stream made again starts them again.
+	mappersOf int64
 
 	mu    sync.Mutex
 	lanes map[string]*lane
@@ -42,6 +46,27 @@ type stage struct {
 	// rendered are the messages rendered and not settled yet, by stream
 	// sequence (renderedCache).
 	rendered renderedCache
+
+	// epoch is the E2A_RESPONSES the stage reads: its creation time (Unix
+	// nanoseconds), read once the consumer is bound (bindConsumer), again
+	// when a config or cursor names a newer one (refreshEpoch). Never
+	// goes back to an older stream.
+	epoch atomic.Int64
+}
+
+// refreshEpoch reads which E2A_RESPONSES the stage reads (stage.epoch).
+func (s *stage) refreshEpoch(ctx context.Context) error {
+	st, err := s.js.Stream(ctx, streams.ResponsesStream)
+	if err != nil {
+		return err
+	}
+	created := st.CachedInfo().Created.UnixNano()
+	for {
+		old := s.epoch.Load()
+		if created <= old || s.epoch.CompareAndSwap(old, created) {
+			return nil
+		}
+	}
 }
 
 // Run runs one replica of the push delivery stage on nc until ctx is done.
@@ -206,7 +231,12 @@ func (s *stage) bindConsumer(ctx context.Context) (jetstream.Consumer, error) {
 			return nil, err
 		}
 		c, err = s.js.CreateOrUpdateConsumer(ctx, streams.ResponsesStream, cfg)
-		if err == nil || ctx.Err() != nil {
+		if err == nil {
+			// Read after the consumer is made: a stream made again since
+			// removed it, and the stage binds it again (rebind.go).
+			return c, s.refreshEpoch(ctx)
+		}
+		if ctx.Err() != nil {
 			return c, err
 		}
 		// Another replica made it first, from another start: bind to it.
@@ -217,15 +247,16 @@ func (s *stage) bindConsumer(ctx context.Context) (jetstream.Consumer, error) {
 
 // startSeq is where a new consumer starts: after the last response
 // message stored before any config was made (the smallest From of the
-// stored configs), or after the stream's last message when there is no
-// config. The stream's last sequence is read before the configs, so a
-// config made meanwhile has a From at least as large.
+// stored configs; a From of another stream is its start: fromIn), or
+// after the stream's last message when there is no config. The stream's
+// last sequence is read before the configs, so a config made meanwhile
+// has a From at least as large.
 func (s *stage) startSeq(ctx context.Context) (uint64, error) {
 	st, err := s.js.Stream(ctx, streams.ResponsesStream)
 	if err != nil {
 		return 0, err
 	}
-	start := st.CachedInfo().State.LastSeq
+	start, epoch := st.CachedInfo().State.LastSeq, st.CachedInfo().Created.UnixNano()
 	for raw, err := range streams.DirectGetSeq(ctx, s.nc, streams.KVStream(streams.PushBucket), "$KV."+streams.PushBucket+".cfg.>", 0, 256) {
 		if err != nil {
 			return 0, err
@@ -235,7 +266,7 @@ func (s *stage) startSeq(ctx context.Context) (uint64, error) {
 			continue // a delete marker
 		}
 		for _, c := range tc.Configs {
-			start = min(start, c.From)
+			start = min(start, c.fromIn(epoch))
 		}
 	}
 	return start + 1, nil
@@ -305,6 +336,7 @@ func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
 	if err != nil {
 		return nil, nil
 	}
+	epoch := s.epoch.Load() // the stream msg is of (bound at most this recently)
 	user, task := namedBy(msg.Headers(), msg.Data())
 	r, err := s.requestOf(ctx, requestID, user, task)
 	if err != nil || !r.found {
@@ -322,9 +354,18 @@ func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
 			s.keepConfigs(ctx, h.key, h.tc, h.rev)
 		}
 		for _, c := range h.tc.Configs {
+			if c.Stream > epoch && epoch != 0 {
+				// Made after the stage last read the stream: the message
+				// may be of a stream removed since (errOtherStream).
+				return nil, errors.Join(errOtherStream, s.refreshEpoch(ctx))
+			}
+			c.From = c.fromIn(epoch)
 			tasks = tasks || c.Version == V03
 			configs = append(configs, jobConfig{cfg: c, ref: configRef{h.principal, r.taskID, c.ID}})
 		}
+	}
+	if s.mappersOf != epoch {
+		s.mappers, s.mappersOf = map[string]*mapState{}, epoch
 	}
 	m := s.rendered.get(md.Sequence.Stream, requestID, md.Timestamp, tasks)
 	switch {
@@ -345,7 +386,7 @@ func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
 	if len(s.mappers) > 10000 {
 		s.mappers = map[string]*mapState{}
 	}
-	return &job{msg: msg, m: m, done: make(chan result, len(configs)), n: len(configs), configs: configs}, nil
+	return &job{msg: msg, m: m, epoch: epoch, done: make(chan result, len(configs)), n: len(configs), configs: configs}, nil
 }
 
 // heldConfigs are the configs of one principal's task, as stored under
@@ -406,6 +447,7 @@ type job struct {
 	msg     jetstream.Msg
 	header  nats.Header // a drain's: the stored message's headers (msg is nil)
 	m       *message
+	epoch   int64 // the E2A_RESPONSES m is of (stage.epoch)
 	configs []jobConfig
 	n       int
 	done    chan result

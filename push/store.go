@@ -41,6 +41,9 @@ type Store struct {
 	kv  jetstream.KeyValue
 	o   options
 	now func() time.Time
+	// gap, when set (tests), runs between the two reads of the stream's
+	// last sequence a create makes: before the config is written.
+	gap func()
 }
 
 // NewStore binds the E2A_PUSH bucket on nc, creating it with the options'
@@ -88,17 +91,18 @@ func bindBucket(ctx context.Context, js jetstream.JetStream, cfg streams.Config)
 	return kv, nil
 }
 
-// lastResponse is the last sequence of E2A_RESPONSES.
-func (s *Store) lastResponse(ctx context.Context) (uint64, error) {
+// lastResponse is the last sequence of E2A_RESPONSES and the stream's
+// creation time (Unix nanoseconds: Config.Stream), read together.
+func (s *Store) lastResponse(ctx context.Context) (uint64, int64, error) {
 	st, err := s.js.Stream(ctx, streams.ResponsesStream)
 	if err != nil {
-		return 0, fmt.Errorf("%w: stream %s: %v", ErrUnavailable, streams.ResponsesStream, err)
+		return 0, 0, fmt.Errorf("%w: stream %s: %v", ErrUnavailable, streams.ResponsesStream, err)
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("%w: stream %s: %v", ErrUnavailable, streams.ResponsesStream, err)
+		return 0, 0, fmt.Errorf("%w: stream %s: %v", ErrUnavailable, streams.ResponsesStream, err)
 	}
-	return info.State.LastSeq, nil
+	return info.State.LastSeq, info.Created.UnixNano(), nil
 }
 
 // read returns the configs of a task key and the key's revision (0 when
@@ -121,7 +125,9 @@ func readConfigs(ctx context.Context, kv jetstream.KeyValue, key string) (taskCo
 // Create stores c for principal's task c.TaskID, replacing the task's
 // config of the same id (A2A's set), and returns it as stored: an id
 // assigned when c.ID is empty, Version V1 when empty, Created and From set
-// (updates stored before the call are not delivered to it). A config the
+// (updates stored before the call are not delivered to it, nor those
+// stored during it that the stage took before the config was stored:
+// startWritten). A config the
 // same as the task's config of its id (sameTarget: URL, token,
 // authentication, version) is that one, kept as it is stored (its Created,
 // From and delivery position: a client setting it again loses no update).
@@ -180,8 +186,11 @@ func (s *Store) create(ctx context.Context, principal string, c Config, anySame 
 		c.ID = uuid.NewString()
 	}
 	c.Created = s.now().UTC()
-	if c.From, err = s.lastResponse(ctx); err != nil {
+	if c.From, c.Stream, err = s.lastResponse(ctx); err != nil {
 		return Config{}, nil, false, err
+	}
+	if s.gap != nil {
+		s.gap()
 	}
 	key := taskKey(principal, c.TaskID)
 	for range 8 {
@@ -219,10 +228,51 @@ func (s *Store) create(ctx context.Context, principal string, c Config, anySame 
 			return Config{}, nil, false, err
 		}
 		if ok {
-			return c, prev, true, nil
+			return s.startWritten(ctx, principal, c, prev)
 		}
 	}
 	return Config{}, nil, false, fmt.Errorf("%w: too many concurrent changes to the task's configs", ErrUnavailable)
+}
+
+// startWritten moves the start of c, just written in place of prev, to
+// the stream's last message now. From was read before the write: a
+// message stored in between may have been looked at by the stage before
+// the config was there, and acked for no config, while From made it the
+// config's (a later message of the task found it missing and a drain
+// delivered it; after the task's last message nothing did). Read again
+// after the write, every message past From is stored after the config
+// and the stage sees the config when it takes it; one stored during the
+// create was delivered, or is before the config. The From is moved
+// while the config is still c (its Created and From); when it cannot be
+// moved the create is taken back (undo) and fails: a config is stored
+// only with a start that holds.
+func (s *Store) startWritten(ctx context.Context, principal string, c Config, prev *Config) (Config, *Config, bool, error) {
+	last, stream, err := s.lastResponse(ctx)
+	if err == nil && last == c.From && stream == c.Stream {
+		return c, prev, true, nil
+	}
+	key := taskKey(principal, c.TaskID)
+	for i := 0; err == nil && i < 8; i++ {
+		tc, rev, rerr := readConfigs(ctx, s.kv, key)
+		if rerr != nil {
+			err = rerr
+			break
+		}
+		j := slices.IndexFunc(tc.Configs, func(x Config) bool { return x.ID == c.ID })
+		if j < 0 || !tc.Configs[j].Created.Equal(c.Created) || tc.Configs[j].From != c.From {
+			return c, prev, true, nil // removed or changed since: not this call's any more
+		}
+		tc.Configs[j].From, tc.Configs[j].Stream = last, stream
+		ok, werr := s.write(ctx, key, tc, rev)
+		if ok {
+			return tc.Configs[j], prev, true, nil
+		}
+		err = werr
+	}
+	if err == nil {
+		err = fmt.Errorf("%w: too many concurrent changes to the task's configs", ErrUnavailable)
+	}
+	return Config{}, nil, false, errors.Join(err, s.undo(ctx, principal, c, prev))
 }
 
 // undo takes back the create that stored c in place of prev (nil: none):
