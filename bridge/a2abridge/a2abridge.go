@@ -284,7 +284,7 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		}
 		// Recorded with the request's upstream task (record): a worker
 		// taking the turn over starts from it too.
-		t.baseline = t.baselineOf(task)
+		t.baseline = t.baselineOf(task, t.asked)
 	}
 	req := &a2a.SendMessageRequest{Message: msg}
 	defer t.forwardCancel(ctx)

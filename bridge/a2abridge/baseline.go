@@ -3,6 +3,7 @@ package a2abridge
 import (
 	"encoding/json"
 	"hash/fnv"
+	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
@@ -20,12 +21,49 @@ import (
 // small) and the count of its other parts; the artifacts past
 // bridge.MaxBaseline bytes are left out (more), their earlier answers
 // read, as a record without a baseline, from the stored frames of the
-// thread's earlier turns.
+// thread's earlier turns. With them the interrupted status the turn found
+// the task in (its state, question's id and timestamp: turn.asked), so
+// that the worker taking the turn over does not take the task still
+// showing it for the turn's end either (stillAsking).
 
 // baseline is a thread's baseline as the bridge encodes it.
 type baseline struct {
 	Artifacts []baseArtifact `json:"a,omitempty"`
 	More      bool           `json:"more,omitempty"`
+	Asked     *baseStatus    `json:"q,omitempty"`
+}
+
+// baseStatus is what stillAsking compares of an interrupted status.
+type baseStatus struct {
+	State     a2a.TaskState `json:"s"`
+	MessageID string        `json:"m,omitempty"`
+	Message   bool          `json:"h,omitempty"` // a message, with an id or without
+	Timestamp *time.Time    `json:"t,omitempty"`
+}
+
+// baseStatusOf is st as a baseline records it (nil for nil).
+func baseStatusOf(st *a2a.TaskStatus) *baseStatus {
+	if st == nil {
+		return nil
+	}
+	b := &baseStatus{State: st.State, Message: st.Message != nil, Timestamp: st.Timestamp}
+	if st.Message != nil {
+		b.MessageID = st.Message.ID
+	}
+	return b
+}
+
+// status is the interrupted status b records, as stillAsking reads it
+// (nil for nil).
+func (b *baseStatus) status() *a2a.TaskStatus {
+	if b == nil {
+		return nil
+	}
+	st := &a2a.TaskStatus{State: b.State, Timestamp: b.Timestamp}
+	if b.Message {
+		st.Message = &a2a.Message{ID: b.MessageID}
+	}
+	return st
 }
 
 // baseArtifact is what one artifact held.
@@ -46,10 +84,11 @@ func baseTextOf(s string) baseText {
 }
 
 // baselineOf encodes the baseline of task, whose artifacts base recorded
-// in seen, within bridge.MaxBaseline bytes.
-func (t *turn) baselineOf(task *a2a.Task) []byte {
-	var b baseline
-	size, done := 64, map[a2a.ArtifactID]bool{}
+// in seen, and the status asked, within bridge.MaxBaseline bytes.
+func (t *turn) baselineOf(task *a2a.Task, asked *a2a.TaskStatus) []byte {
+	b := baseline{Asked: baseStatusOf(asked)}
+	q, _ := json.Marshal(b.Asked)
+	size, done := 64+len(q), map[a2a.ArtifactID]bool{}
 	for _, a := range task.Artifacts {
 		if a == nil {
 			continue

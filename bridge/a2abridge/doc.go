@@ -99,7 +99,9 @@
 // baseline: per artifact, the length and hash of its text of each kind
 // and the count of its other parts, at most bridge.MaxBaseline bytes) is
 // recorded with the request's upstream task, in the same write
-// (bridge.Thread.Baseline, the thread's latest only). Each of a
+// (bridge.Thread.Baseline, the thread's latest only), with the
+// interrupted status the turn found (a worker taking the turn over does
+// not take a snapshot still showing it for the turn's end either). Each of a
 // thread's last turns keeps the upstream task it recorded
 // (bridge.Thread.Tasks): requests of one session that run at once, each
 // in an upstream task of its own, are each taken over to their own. A
@@ -130,7 +132,9 @@
 // stands, and writes only what the frames lack: the text of each artifact
 // beyond what was written, the parts after those written (an artifact
 // that does not extend them was replaced: written whole); then the events
-// that follow. A subscription that begins with a later event instead
+// that follow; a completed status's message that the stored frames end
+// with (the worker stopped before its e2a.complete) is not written
+// again. A subscription that begins with a later event instead
 // (a2a-go v0.3's resubscribe) is left: the task is read with GetTask and
 // polled, as is that of an agent that does not stream; a task that ended
 // is read whole (GetTask) when the agent refuses the subscription. The

@@ -70,6 +70,12 @@ type turn struct {
 	// frames counts the frames of the answer the turn wrote (a
 	// re-subscription that wrote some made progress: resubscribing).
 	frames int
+	// tail is the text of no artifact (messages') the request's stored
+	// frames end with, since their last chunk of an artifact (a
+	// takeover's, readStored), until the turn writes a frame: the worker
+	// before may have stopped between a completed status's message and
+	// its e2a.complete (storedEnd).
+	tail string
 	// asked is the interrupted status a continuation found its task in
 	// (Call), until the agent sends a status update: a snapshot still
 	// showing it is the task before the agent took the message up, not
@@ -266,8 +272,10 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 	case a2a.TaskStateCompleted:
 		t.done = true
 		t.say(st.Message)
-		if err := t.message(t.scrubbed(st.Message)); err != nil {
-			return err
+		if m := t.scrubbed(st.Message); !t.storedEnd(m) {
+			if err := t.message(m); err != nil {
+				return err
+			}
 		}
 		return t.complete()
 	case a2a.TaskStateFailed:
@@ -288,6 +296,36 @@ func (t *turn) status(ctx context.Context, st a2a.TaskStatus, working bool) erro
 		return t.message(t.scrubbed(st.Message))
 	}
 	return nil
+}
+
+// storedEnd reports whether the request's stored frames end with message
+// m as status writes a completed status's (a takeover whose worker before
+// stopped between the message and its e2a.complete): the text of no
+// artifact they end with (tail) ends with m's text, and m's other parts
+// are stored under its id. The stored frames do not say whose text it
+// is: a working status's message of the same text just before the end
+// is taken for it.
+func (t *turn) storedEnd(m *a2a.Message) bool {
+	if m == nil {
+		return false
+	}
+	text, others := "", 0
+	for _, p := range m.Parts {
+		switch pc := pieceOf(p); {
+		case pc.kind == e2a.DeltaText:
+			text += pc.delta.(string)
+		case pc.kind != "" && !textual(pc.kind):
+			others++
+		}
+	}
+	if text == "" && others == 0 || !strings.HasSuffix(t.tail, text) {
+		return false
+	}
+	id := a2a.ArtifactID(m.ID)
+	if id == "" {
+		id = "message"
+	}
+	return others == 0 || t.seen[id] != nil && t.seen[id].others >= others
 }
 
 // end writes the agent's own end of its task, rejected or canceled (not
@@ -526,6 +564,7 @@ func (t *turn) rewrite(a *a2a.Artifact) error {
 	if err := t.metadata(a.ID, nil, nil); err != nil {
 		return err
 	}
+	t.tail = ""
 	if err := t.writeNative(a.ID, a, parts, false); err != nil {
 		return err
 	}
@@ -613,6 +652,7 @@ func (c contents) extends(w *written) bool {
 // a2a.stream_event artifact_update frames (native), so that A2A clients
 // get the parts and the artifact as the agent sent them.
 func (t *turn) write(id a2a.ArtifactID, a *a2a.Artifact, pc piece) error {
+	t.tail = "" // the stored frames no longer end there
 	w := t.seenOf(id)
 	chunk := textual(pc.kind) && !w.native
 	var label *a2a.Artifact

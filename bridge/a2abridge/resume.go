@@ -24,6 +24,9 @@ func (t *turn) resume(ctx context.Context, earlier []string, base []byte) error 
 		return &bridge.Error{Code: bridge.CodeCannotResume, Retryable: true,
 			Message: "the worker that started the request stopped before the agent's task was known"}
 	}
+	// A cancel that comes while the stored frames are read is forwarded
+	// too: the agent's task runs on until told.
+	defer t.forwardCancel(ctx)
 	// A continuation's baseline (baseline.go) says what the task held
 	// before the turn; the stored frames of earlier turns serve for what
 	// it leaves out, and for a record written without one.
@@ -36,6 +39,9 @@ func (t *turn) resume(ctx context.Context, earlier []string, base []byte) error 
 		}
 	}
 	t.seedBaseline(b)
+	// The task may still show the question the turn answers (the agent
+	// has not moved it on yet): that is not the turn's end.
+	t.asked = b.Asked.status()
 	// The stored frames do not say which of the agent's messages they
 	// hold (a message's text is a delta of no artifact): the first task
 	// snapshot's are taken as written (gapMessages).
@@ -43,7 +49,6 @@ func (t *turn) resume(ctx context.Context, earlier []string, base []byte) error 
 	if err := t.readStored(ctx, t.env.RequestID, true); err != nil {
 		return err
 	}
-	defer t.forwardCancel(ctx)
 	return t.resubscribing(ctx, t.followTask(ctx))
 }
 
@@ -165,8 +170,15 @@ func (t *turn) stored(f *e2a.Response, own bool) error {
 		t.seenOf(a2a.ArtifactID(id)).add(piece{kind: c.DeltaKind, delta: c.Delta})
 		if own && textual(c.DeltaKind) {
 			t.deltas = true
-			if s, ok := c.Delta.(string); ok && c.DeltaKind == e2a.DeltaText {
+			s, ok := c.Delta.(string)
+			if ok && c.DeltaKind == e2a.DeltaText {
 				t.text.add(a2a.ArtifactID(id), s)
+			}
+			switch {
+			case id != "":
+				t.tail = ""
+			case ok && c.DeltaKind == e2a.DeltaText:
+				t.tail += s
 			}
 		}
 		return nil

@@ -59,13 +59,19 @@ func startTakeover(t *testing.T, url string) *takeover {
 // func closes the connection and waits for the worker to stop.
 func (tk *takeover) worker(t *testing.T, url string) func() {
 	t.Helper()
+	return tk.serve(t, newHandler(t, tk.p, "agent", url))
+}
+
+// serve runs h as a bridge worker on a connection of its own; the
+// returned func closes the connection and waits for the worker to stop.
+func (tk *takeover) serve(t *testing.T, h agent.Handler) func() {
+	t.Helper()
 	nc, err := nats.Connect(tk.p.NC.ConnectedUrl())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	h := newHandler(t, tk.p, "agent", url)
 	go func() {
 		done <- agent.Run(ctx, nc, "agent", h, agent.WithAckWait(time.Second), agent.WithHeartbeat(200*time.Millisecond))
 	}()
