@@ -42,7 +42,9 @@
 //     the final frame waits until it is stored, and [Sync] until every frame
 //     written before it is (before an action that must not run twice).
 //     A burst is bounded by the server's max_payload and by 256 frames
-//     (burst.go).
+//     (burst.go). A handler with more of its answer at hand (an
+//     upstream's bytes already read) may [Hold] its coalesced text until
+//     its next write, so that an answer received at once is one message.
 //   - Redelivery: the new worker reads the last stored message's last
 //     frame. Final → ack.
 //     Partial → a resumable handler ([WithResumable], [Resumer]) continues

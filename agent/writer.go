@@ -114,6 +114,8 @@ type Holder interface {
 	Hold(on bool)
 }
 
+var _ Holder = (*writer)(nil)
+
 // Hold calls w's Hold when w is a [Holder] (see there).
 func Hold(w Writer, on bool) {
 	if h, ok := w.(Holder); ok {
