@@ -204,7 +204,7 @@ type redelivery struct {
 }
 
 func (r *redelivery) config(ref configRef, ds []DeadLetter) error {
-	cfg, err := (&Store{kv: r.kv}).Get(r.ctx, ref.principal, ref.taskID, ref.id)
+	cfg, err := (&Store{kv: r.kv, o: r.o}).Get(r.ctx, ref.principal, ref.taskID, ref.id)
 	if errors.Is(err, ErrNotFound) {
 		for _, d := range ds {
 			if err := r.remove(d.Seq); err != nil {

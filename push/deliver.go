@@ -209,7 +209,7 @@ var errGone = errors.New("push: config deleted or replaced")
 // until then: the old target may get the messages already handed to its
 // lane (at most maxLaneQueue+1), as before the set.
 func (s *stage) configured(ref configRef, cfg Config) (bool, error) {
-	tc, _, err := readConfigs(s.ctx, s.kv, taskKey(ref.principal, ref.taskID))
+	tc, _, err := readConfigs(s.ctx, s.kv, taskKey(ref.principal, ref.taskID), s.o.sealer)
 	if err != nil {
 		return false, err
 	}

@@ -54,6 +54,7 @@ type options struct {
 	registerer           prometheus.Registerer
 	signer               *Signer
 	turns                TaskTurns
+	sealer               *sealer
 }
 
 func buildOptions(opts []Option) (options, error) {
@@ -81,6 +82,25 @@ func buildOptions(opts []Option) (options, error) {
 
 func invalid(format string, a ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, a...)...)
+}
+
+// WithSealKey seals the secrets of the configs stored in E2A_PUSH (a
+// config's token and authentication credentials) with key, 32 bytes
+// (AES-256-GCM; LoadSealKey reads SealKeyEnv's file): what the bucket, its
+// replicas, backups and every NATS user that may read it hold is then of
+// no use without the key. The Store that writes configs and the stage that
+// delivers them need the same key. Configs stored before a key was set are
+// read as they are and sealed when next written; a sealed config read
+// without the key (or with another) is ErrUnavailable, never sent.
+func WithSealKey(key []byte) Option {
+	return func(o *options) error {
+		s, err := newSealer(key)
+		if err != nil {
+			return invalid("%v", err)
+		}
+		o.sealer = s
+		return nil
+	}
 }
 
 // WithAllowHosts adds host[:port] patterns (a name, "*.example.com" for

@@ -573,7 +573,7 @@ type prevTurn struct {
 // or it must wait for its next attempt; done when it is not parked any
 // more, or the config is gone.
 func (s *stage) drain(ref configRef) (result, error) {
-	tc, _, err := readConfigs(s.ctx, s.kv, taskKey(ref.principal, ref.taskID))
+	tc, _, err := readConfigs(s.ctx, s.kv, taskKey(ref.principal, ref.taskID), s.o.sealer)
 	if err != nil {
 		return result{}, err
 	}

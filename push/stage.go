@@ -406,7 +406,7 @@ func (s *stage) configsOf(ctx context.Context, r *request) ([]heldConfigs, error
 	var out []heldConfigs
 	for _, p := range r.principals() {
 		key := taskKey(p, r.taskID)
-		tc, rev, err := readConfigs(ctx, s.kv, key)
+		tc, rev, err := readConfigs(ctx, s.kv, key, s.o.sealer)
 		if err != nil {
 			return nil, err
 		}
@@ -425,7 +425,7 @@ func (s *stage) configsOf(ctx context.Context, r *request) ([]heldConfigs, error
 // meanwhile (a create, a delete) wrote the key itself, and a failure
 // only leaves the age as it was: neither is an error.
 func (s *stage) keepConfigs(ctx context.Context, key string, tc taskConfigs, rev uint64) {
-	b, err := json.Marshal(tc)
+	b, err := encodeConfigs(tc, key, s.o.sealer)
 	if err != nil {
 		return
 	}

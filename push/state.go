@@ -27,7 +27,7 @@ type DeliveryState = pushstate.Delivery
 // update up to LastEvent (counts read first could miss the ones stored
 // between the two reads, a cursor on the last update with none counted).
 func (s *Store) Deliveries(ctx context.Context, principal, taskID string) ([]DeliveryState, error) {
-	tc, _, err := readConfigs(ctx, s.kv, taskKey(principal, taskID))
+	tc, _, err := readConfigs(ctx, s.kv, taskKey(principal, taskID), s.o.sealer)
 	if err != nil {
 		return nil, err
 	}

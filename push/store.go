@@ -105,9 +105,9 @@ func (s *Store) lastResponse(ctx context.Context) (uint64, int64, error) {
 	return info.State.LastSeq, info.Created.UnixNano(), nil
 }
 
-// read returns the configs of a task key and the key's revision (0 when
-// there is none).
-func readConfigs(ctx context.Context, kv jetstream.KeyValue, key string) (taskConfigs, uint64, error) {
+// read returns the configs of a task key, their secrets opened (sl: the
+// options' sealer), and the key's revision (0 when there is none).
+func readConfigs(ctx context.Context, kv jetstream.KeyValue, key string, sl *sealer) (taskConfigs, uint64, error) {
 	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return taskConfigs{}, 0, nil
@@ -119,7 +119,15 @@ func readConfigs(ctx context.Context, kv jetstream.KeyValue, key string) (taskCo
 	if err := json.Unmarshal(e.Value(), &tc); err != nil {
 		return taskConfigs{}, 0, fmt.Errorf("%w: key %s: %v", ErrUnavailable, key, err)
 	}
+	if err := sl.opened(&tc, key); err != nil {
+		return taskConfigs{}, 0, fmt.Errorf("%w: key %s: %v", ErrUnavailable, key, err)
+	}
 	return tc, e.Revision(), nil
+}
+
+// encodeConfigs is tc as stored under task key: its secrets sealed (sl).
+func encodeConfigs(tc taskConfigs, key string, sl *sealer) ([]byte, error) {
+	return json.Marshal(sl.sealed(tc, key))
 }
 
 // Create stores c for principal's task c.TaskID, replacing the task's
@@ -194,7 +202,7 @@ func (s *Store) create(ctx context.Context, principal string, c Config, anySame 
 	}
 	key := taskKey(principal, c.TaskID)
 	for range 8 {
-		tc, rev, err := readConfigs(ctx, s.kv, key)
+		tc, rev, err := readConfigs(ctx, s.kv, key, s.o.sealer)
 		if err != nil {
 			return Config{}, nil, false, err
 		}
@@ -253,7 +261,7 @@ func (s *Store) startWritten(ctx context.Context, principal string, c Config, pr
 	}
 	key := taskKey(principal, c.TaskID)
 	for i := 0; err == nil && i < 8; i++ {
-		tc, rev, rerr := readConfigs(ctx, s.kv, key)
+		tc, rev, rerr := readConfigs(ctx, s.kv, key, s.o.sealer)
 		if rerr != nil {
 			err = rerr
 			break
@@ -281,7 +289,7 @@ func (s *Store) startWritten(ctx context.Context, principal string, c Config, pr
 func (s *Store) undo(ctx context.Context, principal string, c Config, prev *Config) error {
 	key := taskKey(principal, c.TaskID)
 	for range 8 {
-		tc, rev, err := readConfigs(ctx, s.kv, key)
+		tc, rev, err := readConfigs(ctx, s.kv, key, s.o.sealer)
 		if err != nil {
 			return err
 		}
@@ -322,7 +330,7 @@ func cmpString(a, b string) int {
 // write stores tc under key at revision rev (0: a new key); false when
 // another writer changed the key first.
 func (s *Store) write(ctx context.Context, key string, tc taskConfigs, rev uint64) (bool, error) {
-	b, err := json.Marshal(tc)
+	b, err := encodeConfigs(tc, key, s.o.sealer)
 	if err != nil {
 		return false, err
 	}
@@ -361,7 +369,7 @@ func (s *Store) checkPrincipal(ctx context.Context, principal string) error {
 // Get returns principal's config id of task taskID, ErrNotFound when
 // there is none (or it is another principal's).
 func (s *Store) Get(ctx context.Context, principal, taskID, id string) (Config, error) {
-	tc, _, err := readConfigs(ctx, s.kv, taskKey(principal, taskID))
+	tc, _, err := readConfigs(ctx, s.kv, taskKey(principal, taskID), s.o.sealer)
 	if err != nil {
 		return Config{}, err
 	}
@@ -392,7 +400,7 @@ func (s *Store) List(ctx context.Context, principal, taskID string, pageSize int
 			return nil, "", ErrInvalidPageToken
 		}
 	}
-	tc, _, err := readConfigs(ctx, s.kv, taskKey(principal, taskID))
+	tc, _, err := readConfigs(ctx, s.kv, taskKey(principal, taskID), s.o.sealer)
 	if err != nil {
 		return nil, "", err
 	}
@@ -416,7 +424,7 @@ func (s *Store) List(ctx context.Context, principal, taskID string, pageSize int
 func (s *Store) Delete(ctx context.Context, principal, taskID, id string) error {
 	key := taskKey(principal, taskID)
 	for range 8 {
-		tc, rev, err := readConfigs(ctx, s.kv, key)
+		tc, rev, err := readConfigs(ctx, s.kv, key, s.o.sealer)
 		if err != nil {
 			return err
 		}

@@ -41,6 +41,9 @@ Without --principal both act on every principal's updates.`,
                             replica extends it every third of it while it delivers)
   E2A_PUSH_SIGNING_KEY      file of an Ed25519 private key (PKCS #8 PEM): every delivery is signed (E2A-Signature,
                             detached JWS); e2a serve and e2a dev serve the public key at /.well-known/jwks.json
+  E2A_PUSH_SEAL_KEY         file of a key (base64 of 32 bytes: openssl rand -base64 32) sealing the configs'
+                            tokens and credentials in E2A_PUSH (AES-256-GCM); the same file for e2a serve and
+                            e2a push. Unset: stored as given (a warning at start)
 ` + memoryLimitEnv}
 
 // pushEnv is the push stage's part of the environment.
@@ -51,6 +54,7 @@ type pushEnv struct {
 	Timeout     time.Duration `envconfig:"E2A_PUSH_TIMEOUT" default:"10s"`
 	AckWait     time.Duration `envconfig:"E2A_PUSH_ACK_WAIT" default:"1m"`
 	SigningKey  string        `envconfig:"E2A_PUSH_SIGNING_KEY"`
+	SealKey     string        `envconfig:"E2A_PUSH_SEAL_KEY"`
 }
 
 // Values of E2A_PUSH for e2a dev and e2a serve.
@@ -102,6 +106,13 @@ func pushOptions(cfg Config, dev bool, reg prometheus.Registerer, log *slog.Logg
 		}
 		opts = append(opts, push.WithSigner(signer))
 	}
+	if pe.SealKey != "" {
+		key, err := push.LoadSealKey(pe.SealKey)
+		if err != nil {
+			return pe, nil, fmt.Errorf("config: %w", err)
+		}
+		opts = append(opts, push.WithSealKey(key))
+	}
 	if dev {
 		opts = append(opts, push.WithAllowHosts("localhost", "127.0.0.1", "[::1]"))
 	}
@@ -110,6 +121,9 @@ func pushOptions(cfg Config, dev bool, reg prometheus.Registerer, log *slog.Logg
 	}
 	if log != nil {
 		opts = append(opts, push.WithLogger(log.With("stage", "push")))
+		if pe.SealKey == "" && !dev {
+			log.Warn("push: webhook tokens and credentials are stored in E2A_PUSH as given; set " + push.SealKeyEnv + " to seal them")
+		}
 	}
 	return pe, opts, nil
 }

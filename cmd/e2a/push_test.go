@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -66,7 +69,14 @@ func TestPushCommand(t *testing.T) {
 		mu.Unlock()
 	}))
 	defer hook.Close()
-	store, err := push.NewStore(ctx, nc, push.WithAllowHosts("127.0.0.1"))
+	// The config's token is sealed with a key the stage reads from
+	// E2A_PUSH_SEAL_KEY's file: it delivers the token as given.
+	sealKey := bytes.Repeat([]byte{5}, 32)
+	sealFile := filepath.Join(t.TempDir(), "seal.key")
+	if err := os.WriteFile(sealFile, []byte(base64.StdEncoding.EncodeToString(sealKey)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store, err := push.NewStore(ctx, nc, push.WithAllowHosts("127.0.0.1"), push.WithSealKey(sealKey))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +84,7 @@ func TestPushCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := []string{"E2A_NATS_URL=" + srv.ClientURL(), "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_PUSH_ALLOW_HOSTS=127.0.0.1",
-		"E2A_PUSH_RETRY_WINDOW=200ms", push.SigningKeyEnv + "=" + pushtest.SigningKeyFile(t)}
+		"E2A_PUSH_RETRY_WINDOW=200ms", push.SigningKeyEnv + "=" + pushtest.SigningKeyFile(t), push.SealKeyEnv + "=" + sealFile}
 	stageLog := &testkit.Buffer{}
 	stage := exec.CommandContext(ctx, e2aBin, "push")
 	stage.Env = append(os.Environ(), env...)
