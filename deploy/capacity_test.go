@@ -185,7 +185,8 @@ func TestCapacityPerRequest(t *testing.T) {
 	t.Logf("live subjects %6.2f /request (E2A_REQUESTS, E2A_RESPONSES, KV_E2A_TASKS), E2A with a session; the index %d in all",
 		float64(e2aSubjects)/n, p.indexSubjects(t))
 	if e2aSubjects != readmeSubjectsPerE2ARequest*n {
-		t.Errorf("%d subjects for %d E2A requests, docs/capacity.md says %d each", e2aSubjects, n, readmeSubjectsPerE2ARequest)
+		t.Errorf("%d subjects for %d E2A requests, docs/capacity.md says %d each (%s)", e2aSubjects, n, readmeSubjectsPerE2ARequest,
+			p.subjectsByStream(t))
 	}
 	// A2A v1.0 message/send through the a2a-go/v2 client, each a new task.
 	const m = 50
@@ -239,6 +240,35 @@ func (p *pipeline) requestSubjects(t *testing.T) uint64 {
 		sum += p.numSubjects(t, name)
 	}
 	return sum
+}
+
+// subjectsByStream names requestSubjects' streams with their subjects
+// and messages, and E2A_RESPONSES' subjects that are no request of the
+// test's ("cap-<i>"), for a failure's message (CI on 3396436 counted 406
+// subjects for 200 requests, 400 on every other run).
+func (p *pipeline) subjectsByStream(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, name := range []string{streams.RequestsStream, streams.ResponsesStream, "KV_" + streams.TasksBucket} {
+		st := p.streamInfo(t, name).State
+		fmt.Fprintf(&b, "%s %d subjects, %d messages; ", name, st.NumSubjects, st.Msgs)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := p.js.Stream(ctx, streams.ResponsesStream)
+	if err != nil {
+		return b.String()
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(">"))
+	if err != nil {
+		return b.String()
+	}
+	for subj, count := range info.State.Subjects {
+		if !strings.Contains(subj, ".cap-") {
+			fmt.Fprintf(&b, "%s ×%d ", subj, count) // not one of the test's requests
+		}
+	}
+	return b.String()
 }
 
 // indexSubject is the shape of every subject of the console index: shared

@@ -33,7 +33,9 @@ type brokerWork struct {
 // and the session's configuration too (two direct gets), and, its sessions
 // being reused, each prompt names the session's previous one, whose last
 // frame the agent reads before it runs the prompt (one direct get:
-// agent/turns.go). The E2A calls name their request_id (the client
+// agent/turns.go), as ACP's front door does at the prompt's first frame
+// (one direct get: a previous turn interrupted with tool calls pending
+// leaves them to this one, protocols/acp's leftPending). The E2A calls name their request_id (the client
 // chose it): ingress first checks that no frames of it are stored (one
 // direct get on E2A_RESPONSES: ingress.Server.checkFrames). An A2A stream
 // reads the task's record once at its turn's end (one direct get on
@@ -48,7 +50,7 @@ var wantBrokerWork = map[string]brokerWork{
 	ProtoA2ASend:         {2, 2, 0},
 	ProtoA2AV1Stream:     {3, 3, 0},
 	ProtoA2AV1RESTStream: {3, 3, 0},
-	ProtoACP:             {7, 7, 1},
+	ProtoACP:             {8, 8, 1},
 }
 
 // maxResponseMsgs bounds the response messages per request of 8 frames
