@@ -373,10 +373,12 @@ func TestKubernetesManifests(t *testing.T) {
 			if !auth {
 				t.Errorf("deployment %s: E2A_API_KEYS not from the secret e2a-ingress-auth", d.Name)
 			}
+			checkSealKey(t, d)
 		case len(args) == 1 && args[0] == "push":
 			if u := envVar(d.Spec.Template.Spec.Containers[0], "E2A_NATS_USER").Value; u != "push" {
 				t.Errorf("deployment %s: the push stage runs as NATS user %q, want push", d.Name, u)
 			}
+			checkSealKey(t, d)
 		case len(args) == 1 && args[0] == "archive":
 			// One archiver, as the NATS user archive; no autoscaler (a
 			// second replica only does the work twice), and a rollout
@@ -824,4 +826,29 @@ func envVar(c corev1.Container, name string) corev1.EnvVar {
 		}
 	}
 	return corev1.EnvVar{}
+}
+
+// checkSealKey checks that deployment d (serve, which stores push configs,
+// or the push stage, which sends them) reads E2A_PUSH_SEAL_KEY from the
+// secret e2a-push-seal, mounted read-only: both must seal and open with
+// the same key.
+func checkSealKey(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	spec := d.Spec.Template.Spec
+	path := envVar(spec.Containers[0], "E2A_PUSH_SEAL_KEY").Value
+	for _, m := range spec.Containers[0].VolumeMounts {
+		if !m.ReadOnly || !strings.HasPrefix(path, m.MountPath+"/") {
+			continue
+		}
+		for _, v := range spec.Volumes {
+			if v.Name == m.Name && v.Secret != nil && v.Secret.SecretName == "e2a-push-seal" {
+				for _, it := range v.Secret.Items {
+					if m.MountPath+"/"+it.Path == path {
+						return
+					}
+				}
+			}
+		}
+	}
+	t.Errorf("deployment %s: E2A_PUSH_SEAL_KEY %q is not a file of the secret e2a-push-seal mounted read-only", d.Name, path)
 }
