@@ -1,7 +1,10 @@
 package normalizer
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"io"
+	"net/url"
 	"path"
 	"strconv"
 	"strings"
@@ -397,6 +400,8 @@ func decodeA2APart(raw any) (a2a.Part, string) {
 		switch {
 		case b != "" && u != "":
 			return nil, "a file has bytes or uri, not both"
+		case b != "" && !validBase64(b):
+			return nil, "a file's bytes must be base64 (RFC 4648, padded)"
 		case b != "":
 			return a2a.FilePart{File: a2a.FileBytes{FileMeta: fm, Bytes: b}, Metadata: meta}, ""
 		case u != "":
@@ -437,10 +442,7 @@ func a2aPartsToParams(parts a2a.ContentParts) map[string]any {
 				fr["uri"] = f.URI
 				name := fm.Name
 				if name == "" {
-					name = path.Base(strings.TrimRight(f.URI, "/"))
-				}
-				if name == "" || name == "." || name == "/" {
-					name = "file"
+					name = uriFileName(f.URI)
 				}
 				b := map[string]any{"type": "resource_link", "uri": f.URI, "name": name}
 				putFileMeta(b, "mimeType", fm.MimeType, p.Metadata)
@@ -448,7 +450,10 @@ func a2aPartsToParams(parts a2a.ContentParts) map[string]any {
 			case a2a.FileBytes:
 				fm = f.FileMeta
 				mt := fm.MimeType
-				if mt == "" {
+				if mt == "" || strings.ContainsRune(mt, ',') {
+					// The data: URI's media type ends at its first ","
+					// (a quoted parameter may hold one): the bytes would
+					// be read as a URL. mime_type keeps it whole.
 					mt = "application/octet-stream"
 				}
 				fr["uri"] = "data:" + mt + ";base64," + f.Bytes
@@ -482,6 +487,29 @@ func a2aPartsToParams(parts a2a.ContentParts) map[string]any {
 		params["data_parts"] = data
 	}
 	return params
+}
+
+// uriFileName names a file given by uri without a name: the last segment
+// of its path, unescaped, "file" when it has none; never its query or
+// fragment (a presigned URL's signature) nor a data: URI's content.
+func uriFileName(uri string) string {
+	name := ""
+	if u, err := url.Parse(uri); err == nil && u.Opaque == "" {
+		name = path.Base(strings.TrimRight(u.Path, "/"))
+	}
+	if name == "" || name == "." || name == "/" {
+		return "file"
+	}
+	return name
+}
+
+// validBase64 reports whether s is standard padded base64 (line breaks
+// allowed, as MIME encoders write them): what the readers of
+// params.files decode a data: URI's bytes with. It decodes through a
+// small buffer, so a large file is not copied.
+func validBase64(s string) bool {
+	_, err := io.Copy(io.Discard, base64.NewDecoder(base64.StdEncoding, strings.NewReader(s)))
+	return err == nil
 }
 
 // putFileMeta sets a file part's media type (under mimeKey: ACP's content

@@ -177,6 +177,9 @@ func decodeAVPart(raw any) (a2a.Part, string) {
 			return a2a.FilePart{File: a2a.FileURI{FileMeta: fm, URI: u}, Metadata: meta}, ""
 		}
 		if b := first("content", "bytes"); b != "" {
+			if !validBase64(b) {
+				return nil, "a file part's content must be base64 (RFC 4648, padded)"
+			}
 			return a2a.FilePart{File: a2a.FileBytes{FileMeta: fm, Bytes: b}, Metadata: meta}, ""
 		}
 		return nil, "a file part needs url or content"

@@ -28,7 +28,8 @@
 //     protocol name.
 //   - a body that is not valid UTF-8 is ErrParse (never silently repaired);
 //     the request id, and the task, context and session ids of A2A,
-//     AgentVault, ACP and workflows, must pass subjects.ValidateRequestID
+//     AgentVault, ACP and workflows (an E2A envelope's task and context
+//     ids), must pass subjects.ValidateRequestID
 //     (ErrInvalidParams wrapping subjects.ErrInvalidID otherwise), so that
 //     nothing is published under an id a NATS header cannot carry exactly.
 //   - provenance: source_protocol (the specification's e2a, acp or a2a;

@@ -19,8 +19,9 @@ var (
 	ErrParse = errors.New("parse error")
 	// ErrInvalidRequest: well-formed JSON that is not a valid request of the
 	// protocol (not an object, a batch, jsonrpc not "2.0", no method, an id
-	// that is neither string, number nor null, a malformed A2E message or
-	// E2A envelope). JSON-RPC -32600, HTTP 400.
+	// that is neither string, number nor null, params neither an object nor
+	// an array, a malformed A2E message or E2A envelope). JSON-RPC -32600,
+	// HTTP 400.
 	ErrInvalidRequest = errors.New("invalid request")
 	// ErrMethodNotFound: the method (or ACP export target) is unknown to the
 	// protocol. JSON-RPC -32601, HTTP 404.

@@ -49,6 +49,9 @@ func requestOf(in Input, protocol string) (*rpcRequest, error) {
 			e.JSONRPCID, e.Method = rq.ID, rq.Method
 			return nil, e
 		}
+		if p[0] != '{' && p[0] != '[' {
+			return nil, rq.errf(ErrInvalidRequest, protocol, "params must be an object or an array")
+		}
 		rq.Params = p
 	}
 	return rq, nil
@@ -108,6 +111,11 @@ func parseJSONRPC(body []byte, protocol string) (*rpcRequest, error) {
 		return nil, fail(ErrInvalidRequest, "method is required")
 	}
 	if v, ok := raw["params"]; ok && !isNull(v) {
+		if v[0] != '{' && v[0] != '[' {
+			// JSON-RPC 2.0: params "MUST be a Structured value"; the
+			// door's decoder (package jsonrpc) answers -32600 too.
+			return nil, fail(ErrInvalidRequest, "params must be an object or an array")
+		}
 		rq.Params = v
 	}
 	return rq, nil

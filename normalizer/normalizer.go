@@ -371,8 +371,8 @@ func (r *req) finish(env *e2a.Envelope, op Op, notification bool, claimedUsers .
 // body, the Input — an Idempotency-Key — or generated) and, for the
 // protocols whose task, context and session ids become keys of the task
 // index (A2A, AgentVault, ACP, workflows), to those ids when set; to an
-// E2A task_id too, a key of the task index since E2A's turns of a task
-// (a bad one was answered 503, retryable, forever). A refused
+// E2A task_id and context_id too, keys of the task index since E2A's
+// turns of a task (a bad one was answered 503, retryable, forever). A refused
 // id is an ErrInvalidParams *Error that also wraps the subjects error
 // (errors.Is(err, subjects.ErrInvalidID)): HTTP 400, JSON-RPC -32602, A2E
 // invalid_params, never retryable.
@@ -380,7 +380,10 @@ func (r *req) checkIDs(env *e2a.Envelope) error {
 	ids := [][2]string{{"request_id", env.RequestID}}
 	switch r.adapter {
 	case ProtocolE2A:
-		ids = append(ids, [2]string{"task id", env.TaskID})
+		// A task's context_id goes into its record, whose writes keep the
+		// context's claim under the id (ingress keepContext), a key the
+		// grammar bounds: one outside it would fail a later turn.
+		ids = append(ids, [2]string{"task id", env.TaskID}, [2]string{"context id", env.ContextID})
 	case ProtocolA2E:
 	default:
 		ids = append(ids, [2]string{"task id", env.TaskID}, [2]string{"context id", env.ContextID},
