@@ -27,9 +27,12 @@
 //     xapikey, setcookie, dbpassword);
 //   - secret phrases (consecutive words): api key(s), private key(s),
 //     secret key, session key, signing key, encryption key, master key,
-//     access key, seed phrase, nats seed;
+//     access key, seed phrase, nats seed; a phrase glued in one word is
+//     one too, as is any word ending in one (secretkey, SECRETKEY,
+//     accesskey: Docker registry's S3 driver's keys; awssecretkey);
 //   - words and phrases added by configuration ([Policy.AddWords];
-//     E2A_SECRET_KEYS in cmd/e2a), each split like a key.
+//     E2A_SECRET_KEYS in cmd/e2a), each split like a key (a configured
+//     phrase glued counts too: X-Vendor-Sig makes xvendorsig secret).
 //
 // Qualifier words after the match make the key name something about a
 // secret rather than the secret: ref(s), reference(s) (credential_ref,
@@ -77,21 +80,36 @@
 //     secret keys. (A2E workflow headers {"credentialRef": {…}, "prefix":
 //     "Bearer "} keep their scheme prefix through the normalizer's
 //     workflow adapter, which knows that shape.)
-//   - name/value pairs: in an object with a string "name" (or "key") and a
-//     "value", the value is replaced when the name is a secret key
-//     ([{"name": "GITHUB_TOKEN", "value": …}], header lists);
+//   - name/value pairs: in an object with a string "name" or "key" and a
+//     "value", the value is replaced when the name or the key is a secret
+//     key ([{"name": "GITHUB_TOKEN", "value": …}], header lists, settings
+//     lists [{"key": "openai_api_key", "name": "OpenAI", "value": …}]);
 //   - command lines: in an array, an element "--flag" or "-flag" whose
 //     flag is a secret key hides the element after it (["--token", X],
 //     ["--api-key", X]) unless that element starts with "--"; "--flag=X"
 //     and "NAME=X" elements whose flag or name is a secret key become
-//     "--flag=[redacted]" / "NAME=[redacted]". One-letter flags (-p) are
-//     ambiguous (port, print, password) and never match unless the letter
-//     is configured;
+//     "--flag=[redacted]" / "NAME=[redacted]"; otherwise X is read as a
+//     header line ("--header=Authorization: Bearer X") or as a form
+//     ("user=bob&password=X", curl's -d: each "&name=value" whose name is
+//     a secret key). A NAME holding white space or one of ":/?&#@" is
+//     none. One-letter flags (-p) are ambiguous (port, print, password)
+//     and never match unless the letter is configured;
 //   - header lines: in an array, a string element "Name: X" (the form
-//     ^\s*([A-Za-z0-9-]+)\s*:\s*(.+)$, X running to the end of the string)
-//     whose Name is a secret key becomes "Name: [redacted]"
+//     ^\s*([A-Za-z0-9_-]+)\s*:\s*(.+)$, X running to the end of the
+//     string) whose Name is a secret key becomes "Name: [redacted]"
 //     (["--header", "Authorization: Bearer X"], mcp-remote's way to pass a
-//     token; ["curl", "-H", "Cookie: session=X"]);
+//     token; ["curl", "-H", "Cookie: session=X"]; "API_KEY: X");
+//   - URLs: in a string element of an array, every "scheme://…" (up to
+//     white space, a quote, '<' or '>') has its credentials replaced: the
+//     password of its user information, or the user when there is no
+//     password (postgresql://app:[redacted]@db/app, the Postgres MCP
+//     server's argument; https://[redacted]@github.com/o/r.git), and the
+//     value of every query or fragment parameter whose name is a secret
+//     key, key or sig (?api_key=, ?key= for Google's API keys, ?sig= for
+//     Azure's shared access signatures, #access_token=), a parameter
+//     starting at each '?', '&' or '#' after the authority (so those of a
+//     URL in another's query too). The path is kept: a webhook's secret
+//     path is [URL]'s to hide where a URL is shown;
 //   - [name, value] pairs: a two-element array whose first element is a
 //     secret key name has its second element replaced like that key's value
 //     ("headers": [["Authorization", "Bearer X"], …]); a flag ("--auth") or

@@ -59,6 +59,7 @@ var referenceWords = []string{"ref", "refs", "reference", "references"}
 type table struct {
 	words    map[string]bool
 	phrases  [][]string
+	glued    []string // the phrases written as one word (secretkey, accesskey)
 	extra    []string // the configured entries, as given (normalized)
 	maxWords int      // longest phrase
 	// memo remembers the class of the keys met (copy on write, at most
@@ -147,6 +148,9 @@ func New(extra ...string) *Policy {
 		t.words[w] = true
 	}
 	t.phrases = append(t.phrases, secretPhrases...)
+	for _, ph := range secretPhrases {
+		t.glued = append(t.glued, strings.Join(ph, ""))
+	}
 	p := &Policy{}
 	p.t.Store(t)
 	p.AddWords(extra...)
@@ -162,7 +166,7 @@ func (p *Policy) AddWords(entries ...string) {
 	defer p.mu.Unlock()
 	old := p.t.Load()
 	n := &table{words: make(map[string]bool, len(old.words)+len(entries)), phrases: append([][]string(nil), old.phrases...),
-		extra: append([]string(nil), old.extra...), maxWords: old.maxWords}
+		glued: append([]string(nil), old.glued...), extra: append([]string(nil), old.extra...), maxWords: old.maxWords}
 	for w := range old.words {
 		n.words[w] = true
 	}
@@ -176,6 +180,7 @@ func (p *Policy) AddWords(entries ...string) {
 			n.words[ws[0]] = true
 		default:
 			n.phrases = append(n.phrases, ws)
+			n.glued = append(n.glued, strings.Join(ws, ""))
 			n.maxWords = max(n.maxWords, len(ws))
 		}
 		n.extra = append(n.extra, strings.Join(ws, "_"))
@@ -301,6 +306,14 @@ func (t *table) endsMatch(ws []string, i int) bool {
 			return true
 		}
 	}
+	// A phrase written as one word is the phrase: Docker registry's S3
+	// driver takes accesskey and secretkey, and an upper-case env name has
+	// no camelCase left to split (SECRETKEY, AWS_SECRETKEY).
+	for _, s := range t.glued {
+		if strings.HasSuffix(w, s) {
+			return true
+		}
+	}
 	for _, ph := range t.phrases {
 		n := len(ph)
 		if n > i+1 {
@@ -388,11 +401,14 @@ func (w *walker) replace(key string, v any) (any, bool) {
 
 // object redacts m; secret says m is (inside) the value of a secret key.
 func (w *walker) object(m map[string]any, secret bool, parent string, depth int) int {
-	n := 0
+	n, walked := 0, false
 	if !secret {
-		n += w.nameValue(m, depth)
+		n, walked = w.nameValue(m, depth)
 	}
 	for k, v := range m {
+		if walked && k == "value" {
+			continue // walked as a secret, which finds everything
+		}
 		ks := secret
 		key := parent
 		if !ks || key == "" {
@@ -413,40 +429,48 @@ func (w *walker) object(m map[string]any, secret bool, parent string, depth int)
 	return n
 }
 
-// nameValue applies the name/value pair rule to m.
-func (w *walker) nameValue(m map[string]any, depth int) int {
+// nameValue applies the name/value pair rule to m; walked says it walked
+// an object or array under "value".
+func (w *walker) nameValue(m map[string]any, depth int) (n int, walked bool) {
 	v, ok := m["value"]
 	if !ok || v == nil {
-		return 0
+		return 0, false
 	}
+	// Either names the value: [{"key": "openai_api_key", "name": "OpenAI",
+	// "value": …}] is a settings list's entry as much as an env's.
 	name, _ := m["name"].(string)
-	if name == "" {
-		name, _ = m["key"].(string)
-	}
 	if !w.isSecret(name) {
-		return 0
+		name, _ = m["key"].(string)
+		if !w.isSecret(name) {
+			return 0, false
+		}
 	}
 	switch t := v.(type) {
 	case map[string]any:
-		return w.object(t, true, name, depth+1)
+		return w.object(t, true, name, depth+1), true
 	case []any:
-		return w.array(t, true, name, depth+1)
+		return w.array(t, true, name, depth+1), true
 	}
 	if r, ok := w.replace(name, v); ok {
 		m["value"] = r
-		return 1
+		return 1, false
 	}
-	return 0
+	return 0, false
 }
 
 // array redacts a; secret says a is (inside) the value of a secret key.
 func (w *walker) array(a []any, secret bool, parent string, depth int) int {
-	n := 0
+	n, walked := 0, false
 	if !secret {
 		n += w.args(a)
-		n += w.pair(a, depth)
+		var c int
+		c, walked = w.pair(a, depth)
+		n += c
 	}
 	for i, v := range a {
+		if walked && i == 1 {
+			continue // walked as a secret, which finds everything
+		}
 		r, set, c := w.child(v, secret, parent, depth)
 		if set {
 			a[i] = r
@@ -486,34 +510,35 @@ func (w *walker) child(v any, secret bool, name string, depth int) (r any, set b
 // first element is a secret key name (["Authorization", "Bearer X"],
 // header tuples) has its second element redacted like the value of that
 // key. A flag ("--auth", the command-line rule's) or a string holding
-// white space, '=' or ':' is no key name.
-func (w *walker) pair(a []any, depth int) int {
+// white space, '=' or ':' is no key name. walked says it walked (or
+// replaced) an object or array in a[1].
+func (w *walker) pair(a []any, depth int) (n int, walked bool) {
 	if len(a) != 2 {
-		return 0
+		return 0, false
 	}
 	name, ok := a[0].(string)
 	if !ok || !isKeyName(name) || !w.isSecret(name) || w.t.class(name)&classReference != 0 {
-		return 0
+		return 0, false
 	}
 	switch t := a[1].(type) {
 	case map[string]any:
 		if depth >= MaxDepth {
 			a[1] = Marker
-			return 1
+			return 1, true
 		}
-		return w.object(t, true, name, depth+1)
+		return w.object(t, true, name, depth+1), true
 	case []any:
 		if depth >= MaxDepth {
 			a[1] = Marker
-			return 1
+			return 1, true
 		}
-		return w.array(t, true, name, depth+1)
+		return w.array(t, true, name, depth+1), true
 	}
 	if r, ok := w.replace(name, a[1]); ok {
 		a[1] = r
-		return 1
+		return 1, false
 	}
-	return 0
+	return 0, false
 }
 
 // isKeyName reports whether s can be a key name in a [name, value] pair.
@@ -538,9 +563,13 @@ func (w *walker) args(a []any) int {
 			}
 			continue
 		}
-		if r, changed := w.assignment(s); changed {
+		if r, c := w.urls(s); c > 0 {
+			a[i], s = r, r
+			n += c
+		}
+		if r, c := w.assignment(s); c > 0 {
 			a[i] = r
-			n++
+			n += c
 			continue
 		}
 		flag, isFlag := flagName(s)
@@ -561,14 +590,14 @@ func (w *walker) args(a []any) int {
 }
 
 // headerLine redacts a header line "Name: X" (also "Name:X", with white
-// space around; the form of ^\s*([A-Za-z0-9-]+)\s*:\s*(.+)$, the value
+// space around; the form of ^\s*([A-Za-z0-9_-]+)\s*:\s*(.+)$, the value
 // running to the end of s) when Name is a secret key: "Authorization:
 // Bearer X" becomes "Authorization: [redacted]". isLine says s is such a
 // line with a secret name (changed is false when it is already redacted).
 func (w *walker) headerLine(s string) (r string, changed, isLine bool) {
 	i := skipSpace(s, 0)
 	start := i
-	for i < len(s) && (isAlnumASCII(s[i]) || s[i] == '-') {
+	for i < len(s) && (isAlnumASCII(s[i]) || s[i] == '-' || s[i] == '_') {
 		i++
 	}
 	if i == start {
@@ -605,26 +634,72 @@ func isAlnumASCII(c byte) bool {
 }
 
 // assignment redacts "--flag=X", "-flag=X" and "NAME=X" when the flag or
-// name is a secret key.
-func (w *walker) assignment(s string) (string, bool) {
+// name is a secret key; otherwise X is read as a header line
+// ("--header=Authorization: Bearer X") or a form
+// ("user=bob&password=X", curl's -d). A NAME holding white space or one of
+// ":/?&#@" is none (a URL's query is the URL rule's). It returns s and how
+// many values it replaced.
+func (w *walker) assignment(s string) (string, int) {
 	eq := strings.IndexByte(s, '=')
 	if eq <= 0 || eq == len(s)-1 {
-		return s, false
+		return s, 0
 	}
-	name := s[:eq]
+	name, v := s[:eq], s[eq+1:]
 	if f, ok := flagName(name); ok {
 		name = f
-	} else if strings.ContainsFunc(name, unicode.IsSpace) || strings.HasPrefix(name, "-") {
-		return s, false
+	} else if strings.HasPrefix(name, "-") || strings.ContainsFunc(name, func(r rune) bool {
+		return unicode.IsSpace(r) || strings.ContainsRune(":/?&#@", r)
+	}) {
+		return s, 0
 	}
-	if !w.isSecret(name) {
-		return s, false
+	if w.isSecret(name) {
+		if r, ok := w.replace(name, v); ok {
+			return s[:eq+1] + r.(string), 1
+		}
+		return s, 0
 	}
-	r, ok := w.replace(name, s[eq+1:])
-	if !ok {
-		return s, false
+	if r, changed, isLine := w.headerLine(v); isLine {
+		if changed {
+			return s[:eq+1] + r, 1
+		}
+		return s, 0
 	}
-	return s[:eq+1] + r.(string), true
+	if r, n := w.form(v); n > 0 {
+		return s[:eq+1] + r, n
+	}
+	return s, 0
+}
+
+// form redacts the values of the secret fields of v, the rest of a form
+// after its first value ("bob&password=X&x=1"): each "&name=value" whose
+// name is a secret key has its value, up to the next '&', replaced.
+func (w *walker) form(v string) (string, int) {
+	if strings.IndexByte(v, '&') < 0 {
+		return v, 0
+	}
+	var b strings.Builder
+	last, n := 0, 0
+	for p := strings.IndexByte(v, '&'); p >= 0 && p < len(v); {
+		q := p + 1
+		for q < len(v) && v[q] != '&' {
+			q++
+		}
+		eq := strings.IndexByte(v[p+1:q], '=')
+		if val := p + 2 + eq; eq >= 0 && val < q && w.isSecret(v[p+1:val-1]) {
+			if r, ok := w.replace(v[p+1:val-1], v[val:q]); ok {
+				b.WriteString(v[last:val])
+				b.WriteString(r.(string))
+				last = q
+				n++
+			}
+		}
+		p = q
+	}
+	if n == 0 {
+		return v, 0
+	}
+	b.WriteString(v[last:])
+	return b.String(), n
 }
 
 // flagName returns the name of a command-line flag ("--api-key" →
