@@ -279,6 +279,11 @@ func (c *Console) Register(mux *http.ServeMux) {
 	} {
 		mux.HandleFunc(path, withSecurityHeaders(egress.MethodNotAllowed(allow...)))
 	}
+	// A path under the API that names none gets the console's 404, not
+	// what else the mux holds (ingress's catch-all, net/http's text).
+	mux.HandleFunc("/console/api/", func(w http.ResponseWriter, r *http.Request) {
+		apiError(w, http.StatusNotFound, "not_found", "no such console API")
+	})
 }
 
 // List answers a list query (what GET /console/api/requests serves).
@@ -506,19 +511,39 @@ func (c *Console) getRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	if !c.mayRead(ctx, id) {
-		apiError(w, http.StatusNotFound, "not_found", egress.NotFoundMessage)
+	may, err := c.mayRead(ctx, id)
+	if err == nil && may {
+		var d RequestDetail
+		if d, may, err = c.detail(ctx, id); err == nil && may {
+			writeJSON(w, http.StatusOK, d)
+			return
+		}
+	}
+	if err != nil {
+		// An unreadable stream is not an absent request: the page (and
+		// any client) tries again, as on egress's GET.
+		c.o.log.Warn("console: request lookup failed", "err", err)
+		apiError(w, http.StatusServiceUnavailable, "unavailable", "the request could not be read; retry")
 		return
 	}
-	d := RequestDetail{RequestID: id, ReplayCommand: ReplayCommand(id),
+	apiError(w, http.StatusNotFound, "not_found", egress.NotFoundMessage)
+}
+
+// detail reads what GET /console/api/requests/{id} answers; found is false
+// when neither stream holds the request. A failed read of the index entry
+// or the envelope is logged and the detail shown without it, unless
+// nothing of the request could be read (err).
+func (c *Console) detail(ctx context.Context, id string) (d RequestDetail, found bool, err error) {
+	d = RequestDetail{RequestID: id, ReplayCommand: ReplayCommand(id),
 		StreamURL: "/console/api/requests/" + egress.PathSegment(id) + "/stream"}
-	e, err := c.list.Get(ctx, id)
-	if err != nil {
-		c.o.log.Warn("console: index lookup failed", "err", err)
+	e, ierr := c.list.Get(ctx, id)
+	if ierr != nil {
+		c.o.log.Warn("console: index lookup failed", "err", ierr)
 	}
 	d.Entry = e
-	subj, err := subjects.RequestAnyPool(id)
-	if err == nil {
+	var eerr error
+	subj, serr := subjects.RequestAnyPool(id)
+	if serr == nil {
 		if e != nil && e.Pool != "" {
 			if s, err := subjects.Request(e.Pool, id); err == nil {
 				subj = s
@@ -530,17 +555,19 @@ func (c *Console) getRequest(w http.ResponseWriter, r *http.Request) {
 			d.Envelope = RedactEnvelope(msg.Data)
 		case errors.Is(err, streams.ErrNoMessages):
 		default:
+			eerr = err
 			c.o.log.Warn("console: envelope lookup failed", "err", err)
 		}
 	}
-	if d.Entry == nil && d.Envelope == nil {
-		// Frames may outlive the envelope: let the stream decide.
-		if _, err := streams.LastBySubject(ctx, c.nc, streams.ResponsesStream, mustResponse(id)); err != nil {
-			apiError(w, http.StatusNotFound, "not_found", egress.NotFoundMessage)
-			return
-		}
+	if d.Entry != nil || d.Envelope != nil {
+		return d, true, nil
 	}
-	writeJSON(w, http.StatusOK, d)
+	// Frames may outlive the envelope: let the stream decide.
+	_, err = streams.LastBySubject(ctx, c.nc, streams.ResponsesStream, mustResponse(id))
+	if errors.Is(err, streams.ErrNoMessages) {
+		return d, false, cmp.Or(ierr, eerr)
+	}
+	return d, err == nil, err
 }
 
 func mustResponse(id string) string {
@@ -549,33 +576,60 @@ func mustResponse(id string) string {
 }
 
 // mayRead applies the ownership rule to one request: its owner is the
-// user_id of its stored envelope.
-func (c *Console) mayRead(ctx context.Context, id string) bool {
+// user_id of its stored envelope. Another principal's request costs the
+// reads of an unknown one, whose absence the stream's leader confirms (as
+// egress's own check does): neither the answer nor its timing tells it
+// exists. err is a read that failed.
+func (c *Console) mayRead(ctx context.Context, id string) (bool, error) {
 	p := principalFrom(ctx)
 	if p.SeesAll() {
-		return true
-	}
-	if c.svc != nil {
-		// Egress's lookup, which looks again when a lagging replica
-		// answers first.
-		owner, found, err := c.svc.Owner(ctx, id)
-		return err == nil && found && p.Allows(tenant.Read, owner)
+		return true, nil
 	}
 	subj, err := subjects.RequestAnyPool(id)
 	if err != nil {
-		return false
+		return false, nil
 	}
-	msg, err := streams.LastBySubject(ctx, c.nc, streams.RequestsStream, subj)
+	var owner string
+	found, confirmed := false, false
+	if c.svc != nil {
+		// Egress's lookup, which asks the leader when a replica finds
+		// none (a lagging replica may miss a request just made).
+		owner, found, err = c.svc.Owner(ctx, id)
+		confirmed = !found
+	} else {
+		var msg streams.RawMsg
+		if msg, err = streams.LastBySubject(ctx, c.nc, streams.RequestsStream, subj); err == nil {
+			owner, found = ownerOfData(msg.Data), true
+		}
+	}
+	if errors.Is(err, streams.ErrNoMessages) {
+		err = nil
+	}
 	if err != nil {
-		return false
+		return false, err
 	}
+	if !confirmed && !(found && p.Allows(tenant.Read, owner)) {
+		// The leader's confirmation an unknown id costs (and, without
+		// egress, the lookup of a request a lagging replica missed).
+		m, err := streams.LeaderLastBySubject(ctx, c.nc, streams.RequestsStream, subj)
+		switch {
+		case err == nil && !found:
+			owner, found = ownerOfData(m.Data), true
+		case err != nil && !errors.Is(err, streams.ErrNoMessages):
+			return false, err
+		}
+	}
+	return found && p.Allows(tenant.Read, owner), nil
+}
+
+// ownerOfData returns the user_id of a stored envelope ("" for one that is
+// not an envelope).
+func ownerOfData(data []byte) string {
 	var probe struct {
 		UserID string `json:"user_id"`
 	}
-	if json.Unmarshal(msg.Data, &probe) != nil {
-		return false
-	}
-	return p.Allows(tenant.Read, probe.UserID)
+	_ = json.Unmarshal(data, &probe)
+	return probe.UserID
 }
 
 // streamRequest serves egress's GET /v1/requests/{id}/stream, unchanged,

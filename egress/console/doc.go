@@ -105,8 +105,10 @@
 // an API key on an EventSource. The page keeps the frames it showed in
 // sessionStorage (written at most once a second, at the final frame and
 // when the page is left; up to 2,000 frames or 2 million characters per
-// request): after a reload it shows them again and resumes the stream
-// from the next sequence, dropping any frame it already has. Frames are
+// request), under the signed-in principal (another one signing in in that
+// tab is not shown them; signing out forgets them all): after a reload it
+// shows them again and resumes the stream from the next sequence,
+// dropping any frame it already has. Frames are
 // rendered as text, reasoning, tool calls with their arguments and results
 // (joined by call id), completions and errors; every raw frame and the raw
 // envelope are one click away, and the page shows the `e2a replay --request

@@ -135,3 +135,21 @@ func TestConsoleStreamErrorHasConsoleHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleUnknownAPIPathIsConsoleJSON: a path under /console/api that
+// names no API (a typo, a path of another version of the page) is 404 in
+// the console's JSON error shape with the console's headers (nosniff,
+// no-store, the inert Content-Security-Policy), as every console answer
+// is; it fell through to whatever else the mux held (ingress's catch-all
+// without them, or net/http's plain-text 404).
+func TestConsoleUnknownAPIPathIsConsoleJSON(t *testing.T) {
+	p := startPipeline(t, pipelineOptions{auth: true, noAgent: true})
+	for _, path := range []string{"/console/api/nope", "/console/api/requests/a/b", "/console/api/"} {
+		resp, b := p.do(t, "GET", path, "", "X-Api-Key", keyAlice)
+		if resp.StatusCode != http.StatusNotFound || consoleErrorCode(b) != "not_found" ||
+			resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("Cache-Control") != "no-store" ||
+			!strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'none'") {
+			t.Errorf("GET %s: %d %v %s, want the console's 404 not_found with its headers", path, resp.StatusCode, resp.Header, b)
+		}
+	}
+}

@@ -123,6 +123,13 @@ func (q *Query) keyFilter() (key, pointerValue string) {
 // record is made from the stored envelope, one direct get on
 // e2a.req.*.<id>, as egress finds a request; its Cursor is 0.
 func (l *lister) Get(ctx context.Context, requestID string) (*Entry, error) {
+	return l.getOf(ctx, requestID, "")
+}
+
+// getOf is Get of a request of user's (any user's when ""): another
+// user's request is nil, its frames never read, so that it costs what an
+// unknown id costs (one direct get) and its timing does not tell it exists.
+func (l *lister) getOf(ctx context.Context, requestID, user string) (*Entry, error) {
 	subj, err := subjects.RequestAnyPool(requestID)
 	if err != nil {
 		return nil, nil
@@ -132,7 +139,7 @@ func (l *lister) Get(ctx context.Context, requestID string) (*Entry, error) {
 		return nil, err
 	}
 	r, ok := recordOf(m.Subject, m.Data, m.Time, m.Seq)
-	if !ok {
+	if !ok || (user != "" && r.Principal != user) {
 		return nil, nil
 	}
 	p, err := l.progress(ctx, r.RequestID)
@@ -215,7 +222,7 @@ func (l *lister) List(ctx context.Context, q Query) (Page, error) {
 	}
 	page := Page{Entries: []Entry{}}
 	if q.RequestID != "" {
-		e, err := l.Get(ctx, q.RequestID)
+		e, err := l.getOf(ctx, q.RequestID, q.User)
 		if err != nil {
 			return page, err
 		}
@@ -258,15 +265,16 @@ func (l *lister) List(ctx context.Context, q Query) (Page, error) {
 		// does not fetch what it will not show.
 		for i := 0; i < len(msgs); {
 			n := min(len(msgs)-i, max(q.Limit-len(page.Entries), 8))
-			entries := l.resolve(ctx, msgs[i:i+n], want)
+			entries := l.resolve(ctx, msgs[i:i+n], want, q.User)
 			for j, e := range entries {
 				page.Scanned++
-				if e == nil || (q.User != "" && e.Principal != q.User) {
+				if e == nil {
 					// Another principal's entry (with ?user=, or the
-					// caller's own requests forced) is passed over as an
-					// entry of another id is, before the since cut: it
-					// ends nothing early, so neither the page nor its
-					// scanned count tells it exists, nor when it was made.
+					// caller's own requests forced: resolve gives nil) is
+					// passed over as an entry of another id is, before the
+					// since cut: it ends nothing early, so neither the page
+					// nor its scanned count tells it exists, nor when it
+					// was made.
 					continue
 				}
 				if !q.Since.IsZero() && e.Time.Before(q.Since.Add(-timeSlack)) {
@@ -385,8 +393,10 @@ func (l *lister) seqAfter(ctx context.Context, filter string, lo, hi uint64, t t
 // resolve): a record message holds the record; a pointer (want != "")
 // that points at want is resolved by reading its record by sequence, any
 // other (another id of the same bucket) is nil. The progress is read from
-// the frames of each.
-func (l *lister) resolve(ctx context.Context, msgs []streams.RawMsg, want string) []*Entry {
+// the frames of each record of user's (of every one when user is ""):
+// another user's record is nil, its frames not read, as the list passes
+// it over (reading them cost the caller time that told it existed).
+func (l *lister) resolve(ctx context.Context, msgs []streams.RawMsg, want, user string) []*Entry {
 	out := make([]*Entry, len(msgs))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, writeWorkers)
@@ -395,7 +405,7 @@ func (l *lister) resolve(ctx context.Context, msgs []streams.RawMsg, want string
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			r, ok := l.record(ctx, m, want)
-			if !ok {
+			if !ok || (user != "" && r.Principal != user) {
 				return
 			}
 			p, _ := l.progress(ctx, r.RequestID)

@@ -47,6 +47,7 @@ async function api(path, opts = {}) {
   const r = await fetch(path, {credentials: 'same-origin', ...opts, headers});
   const body = await r.json().catch(() => null);
   if (r.status === 401) {
+    forgetStored(); // signed out: the next sign-in may be someone else's
     location.reload(); // the server answers the sign-in page
     throw new Error('signed out');
   }
@@ -203,7 +204,25 @@ function search(ev) {
 
 const detail = {id: null, es: null, frames: [], chars: 0, last: -1, final: false, dups: 0, info: null, renderQueued: false, saveTimer: 0};
 
-function storeKey(id) { return STORE_PREFIX + id; }
+// storeKey names the frames of request id kept for the signed-in
+// principal: another principal signing in in this tab (the sign-in
+// expired, the tab left on the request) is not shown them, whatever the
+// server answers it.
+function storeKey(id) { return STORE_PREFIX + JSON.stringify([session.principal || '', id]); }
+
+// forgetStored removes every request's frames this tab kept, and stops
+// keeping the open one's: signing out leaves no transcript in the tab.
+function forgetStored() {
+  closeStream();
+  clearTimeout(detail.saveTimer);
+  detail.saveTimer = 0;
+  detail.id = null;
+  try {
+    for (const k of Object.keys(sessionStorage)) if (k.startsWith(STORE_PREFIX)) sessionStorage.removeItem(k);
+  } catch (e) {
+    /* no storage */
+  }
+}
 
 function loadStored(id) {
   try {
@@ -650,7 +669,11 @@ async function init() {
   const who = $('who');
   if (session.auth_required) {
     const out = el('button', {type: 'button', class: 'link', text: 'sign out'});
-    out.addEventListener('click', async () => { await api('/console/api/logout', {method: 'POST', body: '{}'}); location.reload(); });
+    out.addEventListener('click', async () => {
+      forgetStored();
+      await api('/console/api/logout', {method: 'POST', body: '{}'});
+      location.reload();
+    });
     who.replaceChildren('signed in as ', el('b', {text: session.principal || '?'}), ' · ', out);
   } else {
     who.textContent = 'no auth configured';
