@@ -292,7 +292,7 @@ func (s *Service) historyFailed(ctx context.Context, id string, err error) error
 func (s *Service) driveHistoric(o *render.Output, rend render.Renderer, format, id string, from int64, h *HistoricRequest, start time.Time) (int, error) {
 	frames, ferr := h.frames(id)
 	final := ferr == nil && len(frames) > 0 && frames[len(frames)-1].IsFinal()
-	if from > 0 && final && from > frames[len(frames)-1].Sequence() {
+	if historicPast(frames, ferr, from) {
 		o.WriteHeader(http.StatusNoContent)
 		return 0, nil
 	}
@@ -326,6 +326,14 @@ func (s *Service) driveHistoric(o *render.Output, rend render.Renderer, format, 
 		return n, noFinalFrame(id)
 	}
 	return n, nil
+}
+
+// historicPast reports whether from, a stream's resume point, lies past
+// the final frame of a request read from the History (frames and ferr, its
+// HistoricRequest.frames): nothing to send, ever (204).
+func historicPast(frames []render.Frame, ferr error, from int64) bool {
+	n := len(frames)
+	return from > 0 && ferr == nil && n > 0 && frames[n-1].IsFinal() && from > frames[n-1].Sequence()
 }
 
 // noFinalFrame is the end of a request whose history holds no final frame.

@@ -274,11 +274,16 @@ func (s *Service) Register(mux *http.ServeMux) {
 			return
 		}
 		id := r.PathValue("id")
+		var opts []ReplayOption
+		if k.env != nil {
+			opts = append(opts, WithoutRequestCheck()) // the check found it
+		}
+		k.history = !k.asked
 		if r.Method == http.MethodHead {
 			// The head a GET would open with, and no stream: a HEAD
 			// holds none of the reader's stream slots while the
 			// request runs.
-			s.streamHead(w, r, id, format, k)
+			s.streamHead(w, r, id, format, k, opts...)
 			return
 		}
 		// A stream takes one of the reader's stream slots (ReadGate).
@@ -287,14 +292,9 @@ func (s *Service) Register(mux *http.ServeMux) {
 			return
 		}
 		defer release()
-		var opts []ReplayOption
-		if k.env != nil {
-			opts = append(opts, WithoutRequestCheck()) // the check found it
-			if tracing.Enabled() {
-				r = r.WithContext(withRequestTrace(r.Context(), k.env))
-			}
+		if k.env != nil && tracing.Enabled() {
+			r = r.WithContext(withRequestTrace(r.Context(), k.env))
 		}
-		k.history = !k.asked
 		s.serveE2AStream(w, r, id, format, k, opts...)
 	})
 	mux.HandleFunc("GET /v1/requests/{id}", func(w http.ResponseWriter, r *http.Request) {
@@ -388,24 +388,33 @@ func streamFormat(w http.ResponseWriter, r *http.Request) (string, bool) {
 }
 
 // streamHead answers a HEAD of a request's stream: the status and headers
-// its GET opens with, in format; 404 for a request none of the lookups
-// authorized made found (k), nor E2A_REQUESTS.
-func (s *Service) streamHead(w http.ResponseWriter, r *http.Request, id, format string, k known) {
-	if k.env == nil && k.hist == nil {
-		err := ErrNotFound
-		if !k.asked {
-			var msg *nats.Msg
-			if msg, err = s.findRequest(r.Context(), id); err == nil && msg == nil {
-				err = ErrNotFound
-			}
-		}
-		if err != nil {
-			WriteError(w, err)
-			return
-		}
-	}
+// its GET (serveE2AStream, with opts) opens with, in format, decided as the
+// GET decides them: the reader opened and closed (or the History asked),
+// so that a request whose frames aged out is 410 and one read from the
+// History past its final frame 204, not 200 from the envelope alone, and
+// one whose envelope aged out while its frames are hot 200, not 404.
+func (s *Service) streamHead(w http.ResponseWriter, r *http.Request, id, format string, k known, opts ...ReplayOption) {
 	o, rend := s.e2aStreamOutput(w, format)
-	if _, ok := s.resumeFrom(w, r, o, rend, format, id, k); !ok {
+	from, ok := s.resumeFrom(w, r, o, rend, format, id, k)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	rd, h, err := s.openRead(ctx, id, from, k, append(s.replayOptions(nil), append(opts, WithoutDecode())...))
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	past := false
+	if rd != nil {
+		past = from > 0 && rd.endedBefore(ctx)
+		rd.Close()
+	} else {
+		frames, ferr := h.frames(id)
+		past = historicPast(frames, ferr, from)
+	}
+	if past {
+		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	if rend.Start() == nil {
@@ -531,24 +540,13 @@ func (s *Service) stream(ctx context.Context, o *render.Output, rend render.Rend
 	// for the first frame (headHold at most), so that a request's first
 	// frame and a finished request's whole replay go out with it.
 	o.HoldHead(true)
-	var rd *Reader
-	h := k.hist
-	if h == nil {
-		ropts = append(ropts, withWaitHooks(o, s.cfg.headHold), withAgedOut(s.agedOut, k.env))
-		var err error
-		rd, err = s.open(ctx, requestID, from, append(ropts, opts...)...)
-		if err != nil {
-			// Nothing of it in the hot streams, or not the frames the
-			// read needs: the audit history's copy, if it has one.
-			h, err = s.historyInstead(ctx, requestID, k, err)
-		}
-		if err != nil {
-			finish(err)
-			return
-		}
+	ropts = append(ropts, withWaitHooks(o, s.cfg.headHold))
+	rd, h, err := s.openRead(ctx, requestID, from, k, append(ropts, opts...))
+	if err != nil {
+		finish(err)
+		return
 	}
 	if h != nil {
-		var err error
 		nFrames, err = s.driveHistoric(o, rend, format, requestID, from, h, start)
 		finish(err)
 		return
@@ -567,9 +565,25 @@ func (s *Service) stream(ctx context.Context, o *render.Output, rend render.Rend
 		finish(err)
 		return
 	}
-	var err error
 	nFrames, err = s.drive(ctx, o, rend, rd, format, start)
 	finish(err)
+}
+
+// openRead starts the read of requestID from sequence from as a stream
+// does (its GET and HEAD alike): a reader of the hot streams (opts), or
+// the History's copy (k.hist, found by the ownership check; or
+// historyInstead, when the hot streams hold nothing of it or not the
+// frames the read needs).
+func (s *Service) openRead(ctx context.Context, requestID string, from int64, k known, opts []ReplayOption) (*Reader, *HistoricRequest, error) {
+	if k.hist != nil {
+		return nil, k.hist, nil
+	}
+	rd, err := s.open(ctx, requestID, from, append(opts, withAgedOut(s.agedOut, k.env))...)
+	if err == nil {
+		return rd, nil, nil
+	}
+	h, err := s.historyInstead(ctx, requestID, k, err)
+	return nil, h, err
 }
 
 // drive renders rd's frames through rend until the final one (nil) or an
