@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,7 +40,15 @@ func TestHoldKeepsTextForTheNextWrite(t *testing.T) {
 
 	const released = "hold-released"
 	hook, taken, release := holdFirst(released)
-	close(release) // holdFirst only tells when the first message is published
+	// "a"'s publish is let go once the final frame waits behind it: "b",
+	// written meanwhile, then goes with the final frame (a release before
+	// that would let "b" go alone: [1 1 1], seen in CI).
+	var once sync.Once
+	waiting := agent.WithEnqueueWait(func(id string) {
+		if id == released {
+			once.Do(func() { close(release) })
+		}
+	})
 	startWorker(t, s.connect(t), released, agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
 		agent.Hold(w, true)
 		if err := w.Chunk(e2a.DeltaText, "a"); err != nil {
@@ -55,7 +64,7 @@ func TestHoldKeepsTextForTheNextWrite(t *testing.T) {
 			return err
 		}
 		return w.Complete("done")
-	}), agent.WithoutHeartbeats(), hook)
+	}), agent.WithoutHeartbeats(), hook, waiting)
 	waitConsumer(t, s.js, released)
 	publish(t, s.js, released, request(released, nil))
 	if fr := waitFinal(t, s.nc, released, 10*time.Second); text(t, fr) != "ab" {
