@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -60,11 +59,11 @@ func (d *delivery) callCanceller(timeout time.Duration, cancel func(context.Cont
 	switch {
 	case err == nil:
 		return "done", ""
-	case errors.As(err, &pe):
+	case errorAs(err, &pe):
 		d.log.get().Error(panicLog, "panic", pe.value, "stack", string(pe.stack))
 		return "panicked", ""
 	}
-	msg = boundMessage(err.Error())
+	msg = errorMessage(err)
 	d.log.get().Warn(errLog, "err", msg)
 	return "refused", msg
 }

@@ -384,10 +384,10 @@ func handlerFinal(herr error, log *reqLogger) frame {
 	var pe *panicError
 	var ae *Error
 	switch {
-	case errors.As(herr, &pe):
+	case errorAs(herr, &pe):
 		log.get().Error("handler panicked", "panic", pe.value, "stack", string(pe.stack))
 		return errorFrame(e2a.ErrCodeHandlerPanic, "the agent failed unexpectedly", false, nil)
-	case errors.As(herr, &ae) && ae != nil:
+	case errorAs(herr, &ae) && ae != nil:
 		// As Fail: a frame without a code or a message is not a valid
 		// e2a.error (§12.5), and readers refuse it.
 		code, msg := ae.Code, ae.Message
@@ -399,7 +399,7 @@ func handlerFinal(herr error, log *reqLogger) frame {
 		}
 		return errorFrame(code, msg, ae.Retryable, ae.Details)
 	case herr != nil: // a typed nil *Error too (its Error is nil-safe)
-		return errorFrame(e2a.ErrCodeHandlerError, boundMessage(herr.Error()), false, nil)
+		return errorFrame(e2a.ErrCodeHandlerError, errorMessage(herr), false, nil)
 	}
 	return frame{kind: e2a.KindComplete, status: e2a.StatusSucceeded, body: e2a.CompleteBody{}, final: true}
 }
@@ -523,6 +523,32 @@ func cancelFrame() frame {
 
 func deadlineFrame() frame {
 	return errorFrame(e2a.ErrCodeDeadlineExceeded, "the request passed its deadline", true, nil)
+}
+
+// errorAs is errors.As on an error of the handler's: false when walking
+// its chain panics (see errorMessage).
+func errorAs(err error, target any) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return errors.As(err, target)
+}
+
+// errorMessage is the message of an error of the handler's, bounded
+// (boundMessage). One whose Error panics, a typed nil of the handler's own
+// error type (a function returning a nil *T as an error: T's methods
+// dereference the nil pointer), is named by its type: it was read on the
+// delivery's goroutine, unrecovered, and the process died, as every
+// worker the request was redelivered to did.
+func errorMessage(err error) (msg string) {
+	defer func() {
+		if recover() != nil {
+			msg = fmt.Sprintf("the handler returned an error (%T) whose Error method panicked", err)
+		}
+	}()
+	return boundMessage(err.Error())
 }
 
 type panicError struct {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -699,7 +700,7 @@ func (wr *writer) appendFrame(dst []byte, seq int64, f frame) ([]byte, error) {
 		body = appendChunkBody(nil, &cb, delta)
 	default:
 		var err error
-		body, err = json.Marshal(f.body)
+		body, err = wr.marshalBody(f.body)
 		if err != nil {
 			return nil, &frameError{fmt.Errorf("agent: frame body does not encode as JSON: %w", err)}
 		}
@@ -758,6 +759,26 @@ func (wr *writer) appendFrame(dst []byte, seq int64, f frame) ([]byte, error) {
 		out = append(out, body...)
 	}
 	return append(out, wr.enc.end...), nil
+}
+
+// marshalBody encodes a frame's body. A body whose encoding panics (a
+// MarshalJSON of the handler's, in a delta, a Write body or an *Error's
+// Details) is refused as one that does not encode, the panic logged with
+// its stack: it ran under the writer's lock, in the middle of queueing a
+// burst, and unwound through it (text queued with nothing to publish it:
+// a request that never ended), or on the delivery's goroutine for the
+// runtime's final frame (the process died).
+func (wr *writer) marshalBody(body any) (b []byte, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			if l := wr.w.log; l != nil {
+				l.Error("a frame body's JSON encoding panicked: frame refused", "request_id", wr.requestID,
+					"panic", v, "stack", string(debug.Stack()))
+			}
+			b, err = nil, fmt.Errorf("its encoding panicked: %v", v)
+		}
+	}()
+	return json.Marshal(body)
 }
 
 // checkDelta checks a Chunk's delta against §12.5: delta_kind one of
