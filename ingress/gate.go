@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
@@ -83,7 +84,8 @@ func (s *Server) streamSlot(p Principal) (func(), *failure) {
 	release, ok := s.opts.streams.AcquireStream(key)
 	if !ok {
 		return nil, &failure{Status: http.StatusTooManyRequests, Code: "too_many_streams",
-			Message: "too many concurrent streams for this principal", Retryable: true, RPCCode: jsonrpc.CodeRateLimited}
+			Message: "too many concurrent streams for this principal", Retryable: true, RPCCode: jsonrpc.CodeRateLimited,
+			RetryAfter: time.Second}
 	}
 	return release, nil
 }
@@ -140,11 +142,15 @@ func (s *Server) rateLimit(ctx context.Context, p Principal, protocol string, n 
 	// its answer carries what is left after all of them.
 	d, err := s.opts.limiter.AllowN(ctx, key, n)
 	if err != nil {
-		if errors.Is(err, context.Canceled) {
+		// The call's own context ended (canceled, or its deadline passed
+		// during the KV's round trip): its client is gone, and the
+		// limiter was not down.
+		if errors.Is(err, context.Canceled) || ctx.Err() != nil {
 			return nil, true
 		}
 		hdr.Set("Retry-After", "1")
-		return &failure{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "rate limiter unavailable; retry later", Retryable: true, RPCCode: jsonrpc.CodeInternalError}, false
+		return &failure{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "rate limiter unavailable; retry later", Retryable: true,
+			RPCCode: jsonrpc.CodeInternalError, RetryAfter: time.Second}, false
 	}
 	d.SetHeaders(hdr)
 	if !d.Allowed {
@@ -153,9 +159,13 @@ func (s *Server) rateLimit(ctx context.Context, p Principal, protocol string, n 
 		if batch {
 			msg = "rate limit exceeded by the batch: "
 		}
+		// The wait goes in the refusal too, not only in hdr: a binding
+		// whose errors carry it as a detail (A2A v1.0's RetryInfo) reads
+		// it there, and a header set on another writer never reaches it.
 		return &failure{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded",
 			Message:   msg + strconv.Itoa(d.Limit) + " requests per " + d.Window,
-			Retryable: true, RPCCode: jsonrpc.CodeRateLimited, Data: d.ExceededBody()}, false
+			Retryable: true, RPCCode: jsonrpc.CodeRateLimited, Data: d.ExceededBody(),
+			RetryAfter: time.Duration(d.retryAfterSeconds()) * time.Second}, false
 	}
 	return nil, false
 }
