@@ -109,6 +109,36 @@ func TestRESTRefuse(t *testing.T) {
 	}
 }
 
+// An HTTP+JSON refusal carries its wait and data as google.rpc details,
+// as the JSON-RPC and gRPC bindings' do (AUTH.md, Rate limits): a 429 of
+// the rate limit had only its Retry-After header.
+func TestRESTRefuseDetails(t *testing.T) {
+	w := httptest.NewRecorder()
+	restRefuse(w, host.Refusal{Status: http.StatusTooManyRequests, Message: "slow down", RetryAfter: 30 * time.Second,
+		Data: map[string]any{"limit": 1, "window": "minute"}})
+	var body struct {
+		Error struct {
+			Details []map[string]any
+		}
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	var delay string
+	var limit any
+	for _, d := range body.Error.Details {
+		switch d["@type"] {
+		case "type.googleapis.com/google.rpc.RetryInfo":
+			delay, _ = d["retryDelay"].(string)
+		case "type.googleapis.com/google.protobuf.Struct":
+			limit = d["limit"]
+		}
+	}
+	if delay != "30s" || limit != float64(1) {
+		t.Fatalf("details %s; want a RetryInfo of 30s and the data as a Struct", w.Body)
+	}
+}
+
 // TestCheckCall: a batch and a v0.3 method are answered before the SDK
 // reads the body; another call goes on with its body intact.
 func TestCheckCall(t *testing.T) {

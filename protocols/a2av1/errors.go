@@ -172,9 +172,15 @@ func restRefuse(w http.ResponseWriter, f host.Refusal) {
 	if status == "" {
 		status = "INVALID_ARGUMENT"
 	}
+	e := map[string]any{"code": f.Status, "status": status, "message": f.Message}
+	if d := typedDetails(f); d != nil {
+		// Its data and wait, as the JSON-RPC and gRPC bindings carry them
+		// (a rate limit's 429 had only its Retry-After header).
+		e["details"] = d
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(f.Status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": f.Status, "status": status, "message": f.Message}})
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": e})
 }
 
 // refusalUnavailable is a refusal 503 of the gate (a fail-closed rate
