@@ -137,7 +137,8 @@ func (a *Auditor) headDropped(ctx context.Context, st streamState, from uint64) 
 // unreadable reports whether err is the archive's report of messages only
 // a corrupt batch holds: a search for one message reads on past them, and
 // reports them (the error) only when it finds the message nowhere else;
-// a read that needs every message (frames, scans) ends with it.
+// a read of one request's frames ends with it, and Replay then goes on
+// with the other requests (replayCtx.keepLost).
 func unreadable(err error) bool {
 	var u *archive.UnreadableError
 	return errors.As(err, &u)

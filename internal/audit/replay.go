@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -174,6 +175,24 @@ type replayCtx struct {
 	// request's frames read no further than span after its copy.
 	bounded bool
 	span    time.Duration
+	// lost is the first report of archived messages only a corrupt batch
+	// holds that a read went on past (keepLost).
+	lost error
+}
+
+// keepLost keeps err when it is the archive's report of messages only a
+// corrupt batch holds (unreadable), and reports whether it was: the
+// replay goes on without them, reporting every request the archive still
+// reads, the ones after the batch too, and returns the first such report
+// at the end. One corrupt batch of months of history stopped a scan
+// crossing it with nothing reported (a scan reports once it has read its
+// range), and a list of ids at the first id it held.
+func (rc *replayCtx) keepLost(err error) bool {
+	if !unreadable(err) {
+		return false
+	}
+	rc.lost = cmp.Or(rc.lost, err)
+	return true
 }
 
 // framesUntil is when a bounded search stops reading the frames of the
@@ -190,7 +209,9 @@ func (rc *replayCtx) framesUntil(req *storedMsg) time.Time {
 // (KindFrame) and a KindSummary record holding the invariant checks. It
 // returns what it counted; violations are reported in the summaries, not
 // as an error. It returns ErrQuery for an invalid query, the error of emit,
-// and read errors.
+// and read errors; archived messages only a corrupt batch holds (an
+// *archive.UnreadableError, naming the batch) it reads past, and returns
+// their report once every other request is reported.
 func (a *Auditor) Replay(ctx context.Context, q Query, emit func(Record) error) (Stats, error) {
 	if err := q.Validate(); err != nil {
 		return Stats{}, err
@@ -222,6 +243,9 @@ func (a *Auditor) Replay(ctx context.Context, q Query, emit func(Record) error) 
 				break
 			}
 			f, err := a.findByID(ctx, rc, id)
+			if rc.keepLost(err) {
+				continue // the id may be in the corrupt batch: named by the error returned
+			}
 			if err != nil {
 				return rc.stats, err
 			}
@@ -229,10 +253,12 @@ func (a *Auditor) Replay(ctx context.Context, q Query, emit func(Record) error) 
 				return rc.stats, err
 			}
 		}
-		return rc.stats, nil
+		return rc.stats, rc.lost
 	}
-	err = a.scan(ctx, rc)
-	return rc.stats, err
+	if err := a.scan(ctx, rc); err != nil {
+		return rc.stats, err
+	}
+	return rc.stats, rc.lost
 }
 
 // useHot and useAudit tell which streams the query reads.
@@ -583,7 +609,7 @@ func (a *Auditor) framesOf(ctx context.Context, rc *replayCtx, f *found) error {
 		return err
 	}
 	frames, err := a.auditFrames(ctx, rc.audit, f.id, at)
-	if err != nil {
+	if err != nil && !rc.keepLost(err) {
 		return err
 	}
 	if len(frames) > len(f.frames) {
@@ -625,6 +651,9 @@ func (a *Auditor) scanAudit(ctx context.Context, rc *replayCtx, end time.Time, h
 		acceptNew = true
 	)
 	for m, err := range a.auditSeq(ctx, rc.audit, subjects.AllAudit, from, a.seq) {
+		if rc.keepLost(err) {
+			continue // the messages after the corrupt batch follow
+		}
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -49,7 +50,7 @@ type tailReq struct {
 	done    bool   // its final frame was seen
 	lastSeq uint64 // stream sequence of its last response message seen
 	// after: its envelope was stored after the live subscription was in
-	// place (tailer.backfillTo), so every frame of it is shown, one read
+	// place (tailer.subscribedTo), so every frame of it is shown, one read
 	// back because its live copy was lost included.
 	after bool
 	check *checker
@@ -98,10 +99,12 @@ func (a *Auditor) Tail(ctx context.Context, o TailOptions, emit func(Record) err
 	}
 	reconnects := a.nc.Stats().Reconnects
 	live := make(chan *nats.Msg, liveBuffer)
+	dropped := &atomic.Bool{}
 	sub, err := a.nc.Subscribe(subjects.AllLive, func(m *nats.Msg) {
 		select {
 		case live <- m:
-		default: // the gap is refilled from the stream
+		default: // the gap is refilled from the stream (tailer.resume)
+			dropped.Store(true)
 		}
 	})
 	if err != nil {
@@ -126,7 +129,7 @@ func (a *Auditor) Tail(ctx context.Context, o TailOptions, emit func(Record) err
 		return nilIfDone(ctx, err)
 	}
 	t := &tailer{a: a, q: q, emit: emit, reqs: reqs, resps: resps, tracked: map[string]*tailReq{}, max: o.MaxTracked,
-		backfillTo: subscribed.last, reconnects: reconnects, log: o.Log}
+		backfillTo: subscribed.last, subscribedTo: subscribed.last, reconnects: reconnects, dropped: dropped, log: o.Log}
 	filter := subjects.AllRequests
 	if o.Pool != "" {
 		filter, _ = subjects.RequestFilter(o.Pool)
@@ -185,8 +188,15 @@ type tailer struct {
 	// backfillTo is the last request stored before the live subscription
 	// was in place (see Tail), or in place again after a reconnect.
 	backfillTo uint64
-	reconnects uint64 // the connection's reconnects caught up with
-	log        *slog.Logger
+	// subscribedTo is backfillTo as Tail first set it: a request stored
+	// after it started after Tail did, whatever a reconnect raised
+	// backfillTo to since (tailReq.after).
+	subscribedTo uint64
+	reconnects   uint64 // the connection's reconnects caught up with
+	// dropped is set when the live buffer was full and a live message was
+	// dropped (nil: never).
+	dropped *atomic.Bool
+	log     *slog.Logger
 }
 
 // tick is one poll: it catches up after a reconnect, retries the pending
@@ -218,18 +228,21 @@ func (t *tailer) warn(what string, err error) {
 // republished while it was away never reach the subscription. Every request
 // followed and not done is read back from its last message seen, and the
 // requests stored up to now are backfilled when polled (their frames may
-// have gone by as well).
+// have gone by as well). So it does after the live buffer dropped messages
+// (a slow reader): a dropped message was read back only when a later live
+// one of its request showed the gap, and a request's last messages, its
+// final frame among them, have none.
 func (t *tailer) resume(ctx context.Context) error {
 	rc := t.a.nc.Stats().Reconnects
-	if rc == t.reconnects {
+	dropped := t.dropped != nil && t.dropped.Swap(false)
+	if rc == t.reconnects && !dropped {
 		return nil
 	}
-	// The subscription is in place again once the server answers a flush.
-	if err := t.a.call(ctx, t.a.nc.FlushWithContext); err != nil {
-		return err
-	}
-	reqs, err := t.a.state(ctx, streams.RequestsStream)
+	reqs, err := t.caughtUp(ctx)
 	if err != nil {
+		if dropped {
+			t.dropped.Store(true) // caught up with at the next poll
+		}
 		return err
 	}
 	t.backfillTo = max(t.backfillTo, reqs.last)
@@ -240,6 +253,15 @@ func (t *tailer) resume(ctx context.Context) error {
 	}
 	t.reconnects = rc
 	return nil
+}
+
+// caughtUp returns E2A_REQUESTS' state once the live subscription is in
+// place (again, after a reconnect: once the server answers a flush).
+func (t *tailer) caughtUp(ctx context.Context) (streamState, error) {
+	if err := t.a.call(ctx, t.a.nc.FlushWithContext); err != nil {
+		return streamState{}, err
+	}
+	return t.a.state(ctx, streams.RequestsStream)
 }
 
 // retryPending reads back the pending requests.
@@ -304,7 +326,7 @@ func (t *tailer) poll(ctx context.Context, filter string, next uint64) (uint64, 
 			}
 			env, _ := e2a.FromJSON(sm.data)
 			r.pool, r.match, r.emitted = s.Agent, t.q.match(s.Agent, env), true
-			r.after = m.Seq > t.backfillTo
+			r.after = m.Seq > t.subscribedTo
 			if r.match {
 				if err := t.emit(requestRecord(sm, s.RequestID, s.Agent)); err != nil {
 					return next, err
@@ -477,7 +499,7 @@ func (t *tailer) meet(ctx context.Context, id string) (*tailReq, error) {
 	s, _ := subjects.Parse(req.subject)
 	env, _ := e2a.FromJSON(req.data)
 	r.pool, r.match, r.emitted = s.Agent, t.q.match(s.Agent, env), true
-	r.after = req.seq > t.backfillTo
+	r.after = req.seq > t.subscribedTo
 	if r.match {
 		if err := t.emit(requestRecord(req, id, r.pool)); err != nil {
 			return r, err

@@ -41,7 +41,7 @@ func newTestTailer(ctx context.Context, t *testing.T, a *Auditor) (*tailer, *[]R
 	}
 	recs := &[]Record{}
 	tl := &tailer{a: a, emit: func(r Record) error { *recs = append(*recs, r); return nil }, reqs: reqs, resps: resps,
-		tracked: map[string]*tailReq{}, max: 100, backfillTo: reqs.last, reconnects: a.nc.Stats().Reconnects}
+		tracked: map[string]*tailReq{}, max: 100, backfillTo: reqs.last, subscribedTo: reqs.last, reconnects: a.nc.Stats().Reconnects}
 	return tl, recs
 }
 
@@ -134,5 +134,61 @@ func TestTailBackfillsRequestsStoredDuringReconnect(t *testing.T) {
 	}
 	if got := strings.Join(kinds, ","); got != "request,frame,frame,summary" {
 		t.Fatalf("records %s, want request,frame,frame,summary", got)
+	}
+}
+
+// TestTailShowsLostFirstFrameOfARequestPolledAfterAReconnect: a request
+// stored after Tail started and first polled once a reconnect (or a full
+// live buffer) was caught up with had its envelope taken for one stored
+// before the subscription (backfillTo is raised then): when its frame 0's
+// live copy was lost, frame 0 was read back into the checker but not
+// printed, as TestTailShowsLostFirstLiveFrame's was.
+func TestTailShowsLostFirstFrameOfARequestPolledAfterAReconnect(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, js, nc := testAuditor(t)
+	live := make(chan *nats.Msg, 16)
+	sub, err := nc.ChanSubscribe(subjects.AllLive, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.FlushWithContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tl, recs := newTestTailer(ctx, t, a)
+	reqs := tl.reqs
+
+	const id = "polled-after-reconnect"
+	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: id})
+	// A reconnect not caught up with yet: the tick catches up, then polls
+	// the request (no frame stored yet).
+	tl.reconnects = nc.Stats().Reconnects + 1
+	if _, err := tl.tick(ctx, subjects.AllRequests, reqs.last+1); err != nil {
+		t.Fatal(err)
+	}
+	s0 := natstest.PublishBurst(t, nc, id, 0, 0, natstest.Frame(id, 0, false))
+	natstest.PublishBurst(t, nc, id, 1, s0, natstest.Frame(id, 1, true))
+	var msgs []*nats.Msg
+	for len(msgs) < 2 {
+		select {
+		case m := <-live:
+			msgs = append(msgs, m)
+		case <-ctx.Done():
+			t.Fatalf("live copies: got %d of 2", len(msgs))
+		}
+	}
+	// Frame 0's live copy is lost; frame 1's arrives.
+	if err := tl.frame(ctx, msgs[1]); err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for _, r := range *recs {
+		if r.Kind == KindFrame && r.Sequence != nil {
+			seqs = append(seqs, *r.Sequence)
+		}
+	}
+	if len(seqs) != 2 || seqs[0] != 0 || seqs[1] != 1 {
+		t.Fatalf("frames printed %v, want [0 1]", seqs)
 	}
 }
