@@ -677,29 +677,48 @@ func (w *walker) form(v string) (string, int) {
 	if strings.IndexByte(v, '&') < 0 {
 		return v, 0
 	}
-	var b strings.Builder
-	last, n := 0, 0
+	var e paramEdit
 	for p := strings.IndexByte(v, '&'); p >= 0 && p < len(v); {
 		q := p + 1
 		for q < len(v) && v[q] != '&' {
 			q++
 		}
-		eq := strings.IndexByte(v[p+1:q], '=')
-		if val := p + 2 + eq; eq >= 0 && val < q && w.isSecret(v[p+1:val-1]) {
-			if r, ok := w.replace(v[p+1:val-1], v[val:q]); ok {
-				b.WriteString(v[last:val])
-				b.WriteString(r.(string))
-				last = q
-				n++
-			}
-		}
+		w.param(&e, v, p, q, w.isSecret)
 		p = q
 	}
-	if n == 0 {
-		return v, 0
+	return e.result(v)
+}
+
+// paramEdit is a string's parameters being redacted (param): what is
+// written so far, up to last, and how many values were replaced.
+type paramEdit struct {
+	b       strings.Builder
+	last, n int
+}
+
+// param replaces the value of the parameter s[p+1:q] ("name=value", its
+// separator at p) when secret(name) holds.
+func (w *walker) param(e *paramEdit, s string, p, q int, secret func(string) bool) {
+	eq := strings.IndexByte(s[p+1:q], '=')
+	v := p + 2 + eq
+	if eq < 0 || v >= q || !secret(s[p+1:v-1]) {
+		return
 	}
-	b.WriteString(v[last:])
-	return b.String(), n
+	if r, ok := w.replace(s[p+1:v-1], s[v:q]); ok {
+		e.b.WriteString(s[e.last:v])
+		e.b.WriteString(r.(string))
+		e.last = q
+		e.n++
+	}
+}
+
+// result is s with the values param replaced, and how many.
+func (e *paramEdit) result(s string) (string, int) {
+	if e.n == 0 {
+		return s, 0
+	}
+	e.b.WriteString(s[e.last:])
+	return e.b.String(), e.n
 }
 
 // flagName returns the name of a command-line flag ("--api-key" →

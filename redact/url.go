@@ -43,8 +43,7 @@ func (w *walker) urls(s string) (string, int) {
 // of a URL inside another's query are found too
 // (?next=https://h/?token=X).
 func (w *walker) urlParams(s string) (string, int) {
-	var b strings.Builder
-	last, n := 0, 0
+	var e paramEdit
 	for off := 0; ; {
 		i := strings.Index(s[off:], "://")
 		if i < 0 {
@@ -66,23 +65,11 @@ func (w *walker) urlParams(s string) (string, int) {
 				p = q // the path
 				continue
 			}
-			eq := strings.IndexByte(s[p+1:q], '=')
-			if v := p + 2 + eq; eq >= 0 && v < q && w.secretParam(s[p+1:v-1]) {
-				if r, ok := w.replace(s[p+1:v-1], s[v:q]); ok {
-					b.WriteString(s[last:v])
-					b.WriteString(r.(string))
-					last = q
-					n++
-				}
-			}
+			w.param(&e, s, p, q, w.secretParam)
 			p = q
 		}
 	}
-	if n == 0 {
-		return s, 0
-	}
-	b.WriteString(s[last:])
-	return b.String(), n
+	return e.result(s)
 }
 
 // secretParam reports whether a URL parameter named name (as written,
