@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
-	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -114,20 +112,7 @@ const childTestEnv = "E2A_AGENT_CHILD_TEST"
 // (it would end every worker the cancel turn is redelivered to) instead of
 // this run.
 func TestTurnCancellerPanic(t *testing.T) {
-	if os.Getenv(childTestEnv) == t.Name() {
-		turnCancellerPanicChild(t)
-		return
-	}
-	t.Parallel()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), childTestEnv+"="+t.Name())
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
-		if len(out) > 4000 {
-			out = out[len(out)-4000:]
-		}
-		t.Fatalf("the worker's process with a CancelTurn that panics: %v\n%s", err, out)
-	}
+	inChild(t, turnCancellerPanicChild)
 }
 
 func turnCancellerPanicChild(t *testing.T) {
