@@ -566,9 +566,11 @@ func (b *bindings) refuseFinished(w http.ResponseWriter, r *http.Request, head r
 		}
 	case head.Method == methodSubscribeToTask && head.JSONRPC == "2.0":
 		var req a2a.SubscribeToTaskRequest
-		if json.Unmarshal(head.Params, &req) != nil || req.ID == "" {
+		if json.Unmarshal(head.Params, &req) != nil {
 			return false
 		}
+		// An empty id is no task of the caller's either: refused below
+		// (it opened a stream whose one event was the error).
 		id = string(req.ID)
 	default:
 		return false

@@ -15,9 +15,11 @@
 // status time, in pages joined by an opaque cursor of the last task's
 // status timestamp and id), CancelTask, SubscribeToTask (the task rebuilt from the durable
 // streams, then its running request live; a finished task is
-// UnsupportedOperation unless the call activates [ReplayExtension]), and the
-// push-config and extended-card methods, refused as the card declares
-// neither. Answers are package protocols/a2a's A2A v1.0 events and values
+// UnsupportedOperation unless the call activates [ReplayExtension]), the
+// push-config methods (served by the push store when the host has one, the
+// request's tenant checked as every method's; else PushNotificationNotSupported,
+// as the card then declares) and the extended card (served when configured).
+// Answers are package protocols/a2a's A2A v1.0 events and values
 // of the requests' frames ([Answers]: protocols/a2a/a2amap's mapping,
 // shared with A2A v0.3, which converts them at its edge), written as they
 // are: one mapping, each event built once.

@@ -31,6 +31,9 @@ func FuzzNormalizeV1Send(f *testing.F) {
 		`{"message":{"role":"ROLE_USER","parts":[{"text":"x","metadata":{"thought":true}}],"messageId":"m","metadata":{"interaction_spec_version":"0.1","delay_ms":5}}}`,
 		`{"message":{"role":"ROLE_USER","parts":[],"messageId":"m"}}`,
 		`{"message":null}`, `null`, `{"message":{"parts":[{}]}}`, `{"configuration":{"acceptedOutputModes":["text/plain"]}}`,
+		// A null part, which JSON decodes to a nil *Part: the SDK's v0.3
+		// conversion dereferenced it, a panic that dropped the connection.
+		`{"message":{"role":"ROLE_USER","parts":[{"text":"a"},null],"messageId":"m"}}`,
 	} {
 		f.Add([]byte(s), false)
 		f.Add([]byte(s), true)

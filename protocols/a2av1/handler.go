@@ -117,6 +117,11 @@ func normalizeSend(norm *normalizer.Normalizer, in normalizer.Input, req *a2a.Se
 	if req == nil || req.Message == nil {
 		return nil, fmt.Errorf("%w: message is required", a2a.ErrInvalidParams)
 	}
+	// A null part decodes to a nil *Part, which the SDK's conversion
+	// dereferences: a panic that dropped the client's connection.
+	if i := slices.Index(req.Message.Parts, nil); i >= 0 {
+		return nil, fmt.Errorf("%w: message.parts[%d] is null", a2a.ErrInvalidParams, i)
+	}
 	params, err := json.Marshal(a2av0.FromV1SendMessageRequest(req))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)

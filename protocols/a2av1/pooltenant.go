@@ -24,8 +24,8 @@ import (
 // check on: InvalidParams in each binding's shape), and a tenant naming
 // another pool than the call's path or metadata is InvalidParams.
 //
-// The calls on a task (GetTask, ListTasks, CancelTask, SubscribeToTask)
-// check it the same way (readCall): an invalid pool name, or a tenant
+// The calls on a task (GetTask, ListTasks, CancelTask, SubscribeToTask,
+// the push-config methods) check it the same way (readCall): an invalid pool name, or a tenant
 // naming another pool than the interface's, is InvalidParams. The pool
 // does not scope them: a task is its principal's under the ownership
 // rule, whichever pool ran it (its id names it on every interface, as

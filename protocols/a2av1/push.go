@@ -34,10 +34,12 @@ func (h *handler) pushStore() *push.Store {
 
 // pushCall is a push-config call's store and principal
 // (a2aproto.PushPrincipal: the user_id of the task's envelopes), after
-// checking that the task is the caller's (another principal's is
-// TaskNotFound, as one that does not exist).
-func (h *handler) pushCall(ctx context.Context, taskID a2a.TaskID, access tenant.Access) (*push.Store, pushCaller, error) {
-	c, err := h.call(ctx)
+// checking the request's tenant as every method on a task does (readCall:
+// it was ignored here, a config created or deleted through an interface
+// of another pool) and that the task is the caller's (another principal's
+// is TaskNotFound, as one that does not exist).
+func (h *handler) pushCall(ctx context.Context, tenantName string, taskID a2a.TaskID, access tenant.Access) (*push.Store, pushCaller, error) {
+	c, err := h.readCall(ctx, tenantName)
 	if err != nil {
 		return nil, pushCaller{}, err
 	}
@@ -93,7 +95,7 @@ func (h *handler) CreateTaskPushConfig(ctx context.Context, req *a2a.PushConfig)
 	if req == nil {
 		return nil, fmt.Errorf("%w: config is required", a2a.ErrInvalidParams)
 	}
-	st, p, err := h.pushCall(ctx, req.TaskID, tenant.Write)
+	st, p, err := h.pushCall(ctx, req.Tenant, req.TaskID, tenant.Write)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +109,7 @@ func (h *handler) CreateTaskPushConfig(ctx context.Context, req *a2a.PushConfig)
 // GetTaskPushConfig answers one config of the caller's task (no id:
 // InvalidParams).
 func (h *handler) GetTaskPushConfig(ctx context.Context, req *a2a.GetTaskPushConfigRequest) (*a2a.PushConfig, error) {
-	st, p, err := h.pushCall(ctx, req.TaskID, tenant.Read)
+	st, p, err := h.pushCall(ctx, req.Tenant, req.TaskID, tenant.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +139,7 @@ func (h *handler) ListTaskPushConfigs(ctx context.Context, req *a2a.ListTaskPush
 	if req.PageSize < 0 {
 		return nil, fmt.Errorf("%w: pageSize must not be negative", a2a.ErrInvalidParams)
 	}
-	st, p, err := h.pushCall(ctx, req.TaskID, tenant.Read)
+	st, p, err := h.pushCall(ctx, req.Tenant, req.TaskID, tenant.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +167,7 @@ var errConfigIDRequired = fmt.Errorf("%w: id (the push notification config's) is
 // idempotently (A2A v1.0 §3.1.10): a config already gone is no error;
 // another principal's task is TaskNotFound; no id is InvalidParams.
 func (h *handler) DeleteTaskPushConfig(ctx context.Context, req *a2a.DeleteTaskPushConfigRequest) error {
-	st, p, err := h.pushCall(ctx, req.TaskID, tenant.Write)
+	st, p, err := h.pushCall(ctx, req.Tenant, req.TaskID, tenant.Write)
 	if err != nil {
 		return err
 	}
