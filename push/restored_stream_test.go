@@ -8,7 +8,6 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/push"
-	"github.com/e2a-pipeline/pipeline/streams"
 )
 
 // TestRestoredStreamNotServedFromTheCache: the stage keeps the messages
@@ -22,7 +21,6 @@ import (
 func TestRestoredStreamNotServedFromTheCache(t *testing.T) {
 	e := newEnvOn(t)
 	e.startStage()
-	ctx := tctx(t)
 	failing, _ := healingReceiver(t)
 	e.create("alice", push.Config{TaskID: "ta", URL: failing.srv.URL})
 	storeRequest(t, e, "alice-r1", "alice", "ta")
@@ -32,17 +30,7 @@ func TestRestoredStreamNotServedFromTheCache(t *testing.T) {
 		return failing.started() > 0 && consumerIdle(t, e)
 	})
 
-	st, err := e.js.Stream(ctx, streams.ResponsesStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := st.CachedInfo().Config
-	if err := e.js.DeleteStream(ctx, streams.ResponsesStream); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.js.CreateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	remakeResponses(t, e)
 	bob := newReceiver(t, nil)
 	defer func() {
 		if t.Failed() {

@@ -25,21 +25,7 @@ func TestThinkTags(t *testing.T) {
 		{"plain answer", "", "plain answer"},
 		{"", "", ""},
 	} {
-		for _, size := range []int{len(c.in) + 1, 1, 3} {
-			var k thinkTags
-			var reasoning, text strings.Builder
-			for i := 0; i < len(c.in); i += size {
-				r, x := k.add(c.in[i:min(i+size, len(c.in))])
-				reasoning.WriteString(r)
-				text.WriteString(x)
-			}
-			r, x := k.end()
-			reasoning.WriteString(r)
-			text.WriteString(x)
-			if reasoning.String() != c.reasoning || text.String() != c.text {
-				t.Errorf("%q in pieces of %d: reasoning %q text %q, want %q and %q", c.in, size, reasoning.String(), text.String(), c.reasoning, c.text)
-			}
-		}
+		splitInPieces(t, c.in, c.reasoning, c.text, false)
 	}
 }
 
@@ -72,21 +58,31 @@ func TestThinkTagsOpened(t *testing.T) {
 		{"a <think> later</think>b", "a <think> later", "b"},
 		{"", "", ""},
 	} {
-		for _, size := range []int{len(c.in) + 1, 1, 3} {
-			var k thinkTags
+		splitInPieces(t, c.in, c.reasoning, c.text, true)
+	}
+}
+
+// splitInPieces checks that thinkTags (opened when opened is set) splits
+// in, given whole, byte by byte and in pieces of 3, into reasoning and
+// text.
+func splitInPieces(t *testing.T, in, reasoning, text string, opened bool) {
+	t.Helper()
+	for _, size := range []int{len(in) + 1, 1, 3} {
+		var k thinkTags
+		if opened {
 			k.open()
-			var reasoning, text strings.Builder
-			for i := 0; i < len(c.in); i += size {
-				r, x := k.add(c.in[i:min(i+size, len(c.in))])
-				reasoning.WriteString(r)
-				text.WriteString(x)
-			}
-			r, x := k.end()
-			reasoning.WriteString(r)
-			text.WriteString(x)
-			if reasoning.String() != c.reasoning || text.String() != c.text {
-				t.Errorf("%q in pieces of %d: reasoning %q text %q, want %q and %q", c.in, size, reasoning.String(), text.String(), c.reasoning, c.text)
-			}
+		}
+		var gotR, gotT strings.Builder
+		for i := 0; i < len(in); i += size {
+			r, x := k.add(in[i:min(i+size, len(in))])
+			gotR.WriteString(r)
+			gotT.WriteString(x)
+		}
+		r, x := k.end()
+		gotR.WriteString(r)
+		gotT.WriteString(x)
+		if gotR.String() != reasoning || gotT.String() != text {
+			t.Errorf("%q in pieces of %d: reasoning %q text %q, want %q and %q", in, size, gotR.String(), gotT.String(), reasoning, text)
 		}
 	}
 }

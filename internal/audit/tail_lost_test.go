@@ -76,17 +76,7 @@ func TestTailShowsLostFirstLiveFrame(t *testing.T) {
 	if _, err := tl.poll(ctx, subjects.AllRequests, reqs.last+1); err != nil {
 		t.Fatal(err)
 	}
-	s0 := natstest.PublishBurst(t, nc, id, 0, 0, natstest.Frame(id, 0, false))
-	natstest.PublishBurst(t, nc, id, 1, s0, natstest.Frame(id, 1, true))
-	var msgs []*nats.Msg
-	for len(msgs) < 2 {
-		select {
-		case m := <-live:
-			msgs = append(msgs, m)
-		case <-ctx.Done():
-			t.Fatalf("live copies: got %d of 2", len(msgs))
-		}
-	}
+	msgs := twoFramesLive(ctx, t, nc, live, id)
 	// Frame 0's live copy is lost (Tail's channel was full); frame 1's
 	// arrives.
 	if err := tl.frame(ctx, msgs[1]); err != nil {
@@ -167,17 +157,7 @@ func TestTailShowsLostFirstFrameOfARequestPolledAfterAReconnect(t *testing.T) {
 	if _, err := tl.tick(ctx, subjects.AllRequests, reqs.last+1); err != nil {
 		t.Fatal(err)
 	}
-	s0 := natstest.PublishBurst(t, nc, id, 0, 0, natstest.Frame(id, 0, false))
-	natstest.PublishBurst(t, nc, id, 1, s0, natstest.Frame(id, 1, true))
-	var msgs []*nats.Msg
-	for len(msgs) < 2 {
-		select {
-		case m := <-live:
-			msgs = append(msgs, m)
-		case <-ctx.Done():
-			t.Fatalf("live copies: got %d of 2", len(msgs))
-		}
-	}
+	msgs := twoFramesLive(ctx, t, nc, live, id)
 	// Frame 0's live copy is lost; frame 1's arrives.
 	if err := tl.frame(ctx, msgs[1]); err != nil {
 		t.Fatal(err)
@@ -191,4 +171,22 @@ func TestTailShowsLostFirstFrameOfARequestPolledAfterAReconnect(t *testing.T) {
 	if len(seqs) != 2 || seqs[0] != 0 || seqs[1] != 1 {
 		t.Fatalf("frames printed %v, want [0 1]", seqs)
 	}
+}
+
+// twoFramesLive stores frames 0 and 1 (final) of request id and returns
+// their live copies, as live receives them.
+func twoFramesLive(ctx context.Context, t *testing.T, nc *nats.Conn, live <-chan *nats.Msg, id string) []*nats.Msg {
+	t.Helper()
+	s0 := natstest.PublishBurst(t, nc, id, 0, 0, natstest.Frame(id, 0, false))
+	natstest.PublishBurst(t, nc, id, 1, s0, natstest.Frame(id, 1, true))
+	var msgs []*nats.Msg
+	for len(msgs) < 2 {
+		select {
+		case m := <-live:
+			msgs = append(msgs, m)
+		case <-ctx.Done():
+			t.Fatalf("live copies: got %d of 2", len(msgs))
+		}
+	}
+	return msgs
 }

@@ -52,7 +52,14 @@ func answerText(res a2a.SendMessageResult) string {
 // body's tenant too).
 func restClient(t *testing.T, url, tenant string) *a2aclient.Client {
 	t.Helper()
-	iface := a2a.NewAgentInterface(url, a2a.TransportProtocolHTTPJSON)
+	return tenantClient(t, url, tenant, a2a.TransportProtocolHTTPJSON)
+}
+
+// tenantClient is a2a-go/v2's client of the interface of binding at url
+// with tenant, which it sends in every call.
+func tenantClient(t *testing.T, url, tenant string, binding a2a.TransportProtocol) *a2aclient.Client {
+	t.Helper()
+	iface := a2a.NewAgentInterface(url, binding)
 	iface.Tenant = tenant
 	c, err := a2aclient.NewFromEndpoints(context.Background(), []*a2a.AgentInterface{iface})
 	if err != nil {

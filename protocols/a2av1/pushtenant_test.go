@@ -67,12 +67,5 @@ func check(t *testing.T, tenant, method string, err error) {
 // tenant, which it sends in every request.
 func rpcClient(t *testing.T, url, tenant string) *a2aclient.Client {
 	t.Helper()
-	iface := a2a.NewAgentInterface(url, a2a.TransportProtocolJSONRPC)
-	iface.Tenant = tenant
-	c, err := a2aclient.NewFromEndpoints(context.Background(), []*a2a.AgentInterface{iface})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Destroy() })
-	return c
+	return tenantClient(t, url, tenant, a2a.TransportProtocolJSONRPC)
 }
