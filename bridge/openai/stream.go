@@ -107,13 +107,19 @@ type turn struct {
 func (t *turn) read(ctx context.Context, body io.Reader) error {
 	sr := newSSEReader(body, t.maxEvent)
 	sr.scrub = t.scrub
+	held, told := false, false
 	for {
 		// Text waits for the next write while the next event is at hand
 		// (an answer received at once is stored as one message with its
 		// final frame), and goes out before a read that may wait for the
 		// upstream (agent.Hold). Left held at the end: the final frame
-		// takes it.
-		agent.Hold(t.w, sr.eventAtHand())
+		// takes it. Told at the first event (a call retried may find the
+		// writer held by the one before), then when it changes (the
+		// writer's lock).
+		if at := sr.eventAtHand(); !told || at != held {
+			held, told = at, true
+			agent.Hold(t.w, held)
+		}
 		event, data, cut, err := sr.next()
 		if errors.Is(err, io.EOF) {
 			break
