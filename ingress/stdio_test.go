@@ -963,7 +963,8 @@ func TestStdioEOFAnswersInFlight(t *testing.T) {
 // turns read before it (queued ones too)"); the next prompt runs.
 func TestStdioCancelEndsQueuedTurn(t *testing.T) {
 	in, out, _ := startStdio(t)
-	ctx, conn, client, sid := openStdioSession(t, in, out, 60*time.Second)
+	second := &markWriter{w: in, mark: `"second"`, seen: make(chan struct{})}
+	ctx, conn, client, sid := openStdioSession(t, second, out, 60*time.Second)
 	type result struct {
 		res acp.PromptResponse
 		err error
@@ -981,8 +982,10 @@ func TestStdioCancelEndsQueuedTurn(t *testing.T) {
 	a := slow("first")
 	client.WaitUpdate(t, sid)
 	b := slow("second")
-	// A call written after b's line: once it is answered, the server has
-	// read b, so the cancel below comes after it.
+	// b's goroutine may write its line after anything written here: wait
+	// until the pipe's reader took it. A call written after it: once it is
+	// answered, the server has read b, so the cancel below comes after it.
+	testkit.Receive(t, second.seen, 30*time.Second, "the queued prompt was not written")
 	if _, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: "/w", McpServers: []acp.McpServer{}}); err != nil {
 		t.Fatal(err)
 	}
@@ -998,4 +1001,21 @@ func TestStdioCancelEndsQueuedTurn(t *testing.T) {
 	if res, err := conn.Prompt(ctx, acp.PromptRequest{SessionId: sid, Prompt: []acp.ContentBlock{acp.TextBlock("after")}}); err != nil || res.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("prompt after the cancel: %+v %v", res, err)
 	}
+}
+
+// markWriter passes writes to w and closes seen once a write holding mark
+// returned: over an io.Pipe, once its reader took that line.
+type markWriter struct {
+	w    io.Writer
+	mark string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (m *markWriter) Write(p []byte) (int, error) {
+	n, err := m.w.Write(p)
+	if err == nil && strings.Contains(string(p), m.mark) {
+		m.once.Do(func() { close(m.seen) })
+	}
+	return n, err
 }
