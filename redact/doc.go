@@ -27,9 +27,14 @@
 //     xapikey, setcookie, dbpassword);
 //   - secret phrases (consecutive words): api key(s), private key(s),
 //     secret key, session key, signing key, encryption key, master key,
-//     access key, seed phrase, nats seed; a phrase glued in one word is
-//     one too, as is any word ending in one (secretkey, SECRETKEY,
-//     accesskey: Docker registry's S3 driver's keys; awssecretkey);
+//     access key, seed phrase, nats seed, subscription key and account key
+//     (Azure's Ocp-Apim-Subscription-Key, Storage's AccountKey), and the
+//     lists access tokens, refresh tokens, api tokens, session tokens; a
+//     phrase glued in one word is one too, as is any word ending in one
+//     (secretkey, SECRETKEY, accesskey: Docker registry's S3 driver's
+//     keys; awssecretkey), and a phrase's first word may end a longer
+//     word, a run of capitals Words cannot split (XAPIKey → xapi, key;
+//     OpenAIAPIKey → open, aiapi, key);
 //   - words and phrases added by configuration ([Policy.AddWords];
 //     E2A_SECRET_KEYS in cmd/e2a), each split like a key (a configured
 //     phrase glued counts too: X-Vendor-Sig makes xvendorsig secret).
@@ -50,7 +55,8 @@
 //   - plural "tokens" is not a secret word: max_tokens, input_tokens,
 //     total_tokens, tokens are LLM counts; token_count, token_usage and
 //     token_type survive through their qualifier; token, auth_token,
-//     session_token, access_token, id_token, github_token are secret.
+//     session_token, access_token, id_token, github_token are secret, and
+//     so are the lists access_tokens, refresh_tokens, api_tokens.
 //   - "session" alone is not a secret word: ACP sessionId, E2A session_id
 //     and A2A contextId are ids that must survive. A session's secrets are
 //     still caught by their other word: session_token, session_secret,
@@ -63,6 +69,16 @@
 //     and authority, author, authenticated, oauth are other words.
 //   - an id after a secret word is not a qualifier: token_id, secret_id
 //     and credential_id are redacted (Vault's secret_id is a credential).
+//     Numbers are the exception for LLM tokens: under a key whose last
+//     match is the word token followed only by id, ids, logprob(s)
+//     (eos_token_id, stop_token_ids, prompt_token_ids, token_logprobs) or
+//     preceded by per (cost_per_token, predicted_per_token_ms), a number
+//     or an array of numbers is kept by [Policy.Redact] (vLLM takes
+//     stop_token_ids), while a string or an object is still redacted; the
+//     key alone ([Policy.IsSecretKey], a log attribute's key) is secret.
+//   - "signature" is a secret word (x-hub-signature-256), but a thought
+//     signature is not: Gemini's thought_signature must go back with the
+//     next turn's tool calls.
 //
 // # What is replaced
 //
@@ -70,7 +86,9 @@
 // every depth, in place:
 //
 //   - the scalar value (string or number) of a secret key is replaced by
-//     [Marker]; booleans and nulls are kept (they carry no secret);
+//     [Marker]; booleans and nulls are kept (they carry no secret), and so
+//     are the numbers of a key naming LLM tokens (above), in an object, a
+//     name/value pair or a [name, value] pair;
 //   - an object or array under a secret key has every scalar leaf replaced,
 //     at every depth ("auth": {"user": …, "password": …}), except:
 //   - references: the value of a key whose last word is ref(s) or

@@ -48,6 +48,8 @@ func FuzzRedact(f *testing.F) {
 	f.Add(`[{"name":"X","value":"y"}]`, "Authorization")
 	f.Add(`{"auth":{"credentialRef":{"id":"k"}}}`, "token")
 	f.Add(`{"args":["--header","Authorization: Bearer x"],"h":[["Cookie","c=1"]]}`, "X-Api-Key")
+	f.Add(`{"stop_token_ids":[1,[2]],"e":[{"name":"eos_token_id","value":[3]}],"p":[["token_ids",4]]}`, "eos_token_id")
+	f.Add(`{"h":[["XAPIKey",1]],"thought_signature":"s"}`, "XAPIKey")
 	f.Fuzz(func(t *testing.T, doc, key string) {
 		const secret = "SECRET-fuzz-0123456789"
 		var v any

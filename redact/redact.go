@@ -36,7 +36,21 @@ var secretPhrases = [][]string{
 	{"api", "key"}, {"api", "keys"}, {"private", "key"}, {"private", "keys"}, {"secret", "key"},
 	{"session", "key"}, {"signing", "key"}, {"encryption", "key"}, {"master", "key"},
 	{"access", "key"}, {"seed", "phrase"}, {"nats", "seed"},
+	// Azure: API Management's Ocp-Apim-Subscription-Key, Storage's AccountKey
+	{"subscription", "key"}, {"account", "key"},
+	// lists of credentials ("tokens" alone is an LLM count)
+	{"access", "tokens"}, {"refresh", "tokens"}, {"api", "tokens"}, {"session", "tokens"},
 }
+
+// plainPhrases end at a secret word without making it a match: a Gemini
+// thought signature is the model's opaque state, which a client must send
+// back with the next turn's tool calls (extra_content.google.thought_signature).
+var plainPhrases = [][]string{{"thought", "signature"}}
+
+// tokenIDWords after the word token name a token of an LLM's vocabulary
+// (eos_token_id, stop_token_ids, token_logprobs): numbers under such a key
+// are ids or scores, not secrets.
+var tokenIDWords = []string{"id", "ids", "logprob", "logprobs"}
 
 // qualifiers after the last secret match make a key name something about a
 // secret, not the secret.
@@ -74,6 +88,9 @@ type keyClass uint8
 const (
 	classSecret    keyClass = 1 << iota // values under it are secrets
 	classReference                      // it names a reference to a secret
+	// classNumbers: numbers under it (a number or an array of numbers) are
+	// no secret: it names LLM tokens' ids or a rate per token.
+	classNumbers
 )
 
 // memoMax bounds the keys a table remembers: beyond it (random keys) the
@@ -99,8 +116,11 @@ func (t *table) classify(key string) keyClass {
 	if len(ws) > 0 && inList(referenceWords, ws[len(ws)-1]) {
 		c |= classReference
 	}
-	if t.secret(ws) {
+	if last := t.lastMatch(ws); last >= 0 {
 		c |= classSecret
+		if namesTokens(ws, last) {
+			c |= classNumbers
+		}
 	}
 	return c
 }
@@ -274,9 +294,11 @@ func (p *Policy) IsSecretKey(key string) bool {
 	return p.t.Load().class(key)&classSecret != 0
 }
 
-func (t *table) secret(ws []string) bool {
+// lastMatch returns the index of the word at which the last secret match
+// of a secret key's words ends, or -1 when the words name no secret.
+func (t *table) lastMatch(ws []string) int {
 	if len(ws) == 0 || inList(countPrefixes, ws[0]) && len(ws) > 1 {
-		return false
+		return -1
 	}
 	last := -1
 	for i := len(ws) - 1; i >= 0 && last < 0; i-- {
@@ -285,10 +307,34 @@ func (t *table) secret(ws []string) bool {
 		}
 	}
 	if last < 0 {
-		return false
+		return -1
 	}
 	for _, w := range ws[last+1:] {
 		if inList(qualifiers, w) {
+			return -1
+		}
+	}
+	return last
+}
+
+// namesTokens reports whether a secret key whose last match ends at
+// ws[last] names LLM tokens rather than a credential: the match is the
+// word token, followed by token id words only (eos_token_id,
+// stop_token_ids, token_logprobs) or preceded by per (cost_per_token,
+// predicted_per_token_ms).
+func namesTokens(ws []string, last int) bool {
+	if ws[last] != "token" {
+		return false
+	}
+	if last > 0 && ws[last-1] == "per" {
+		return true
+	}
+	tail := ws[last+1:]
+	if len(tail) == 0 {
+		return false
+	}
+	for _, w := range tail {
+		if !inList(tokenIDWords, w) {
 			return false
 		}
 	}
@@ -298,6 +344,11 @@ func (t *table) secret(ws []string) bool {
 // endsMatch reports whether a secret word or phrase ends at ws[i].
 func (t *table) endsMatch(ws []string, i int) bool {
 	w := ws[i]
+	for _, ph := range plainPhrases {
+		if endsPhrase(ws, i, ph) {
+			return false
+		}
+	}
 	if t.words[w] {
 		return true
 	}
@@ -315,22 +366,27 @@ func (t *table) endsMatch(ws []string, i int) bool {
 		}
 	}
 	for _, ph := range t.phrases {
-		n := len(ph)
-		if n > i+1 {
-			continue
-		}
-		ok := true
-		for k := range n {
-			if ws[i-n+1+k] != ph[k] {
-				ok = false
-				break
-			}
-		}
-		if ok {
+		if endsPhrase(ws, i, ph) {
 			return true
 		}
 	}
 	return false
+}
+
+// endsPhrase reports whether the phrase ph ends at ws[i]: its words are
+// ws's, except that its first may end a longer word, a run of capitals
+// that Words could not split (XAPIKey → xapi, key; OpenAIAPIKey).
+func endsPhrase(ws []string, i int, ph []string) bool {
+	n := len(ph)
+	if n > i+1 {
+		return false
+	}
+	for k := n - 1; k > 0; k-- {
+		if ws[i-n+1+k] != ph[k] {
+			return false
+		}
+	}
+	return strings.HasSuffix(ws[i-n+1], ph[0])
 }
 
 // IsReferenceKey reports whether key names a reference to a secret rather
@@ -367,6 +423,41 @@ type walker struct {
 }
 
 func (w *walker) isSecret(key string) bool { return key != "" && w.t.class(key)&classSecret != 0 }
+
+// secretValue reports whether v, the value of key (at depth), is a secret:
+// key is secret, and v is not the numbers of a key naming LLM tokens
+// (stop_token_ids: [1, 2]).
+func (w *walker) secretValue(key string, v any, depth int) bool {
+	if key == "" {
+		return false
+	}
+	c := w.t.class(key)
+	return c&classSecret != 0 && !c.keeps(v, depth)
+}
+
+// keeps reports whether v, the value (at depth) of a key of class c, is
+// kept although the key is secret: numbers under a key naming LLM tokens.
+func (c keyClass) keeps(v any, depth int) bool { return c&classNumbers != 0 && numbers(v, depth) }
+
+// numbers reports whether v, at depth, is a number or a non-empty array of
+// numbers at every depth up to MaxDepth ([[1, 2], [3]]).
+func numbers(v any, depth int) bool {
+	switch t := v.(type) {
+	case json.Number, float64, float32, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		return true
+	case []any:
+		if len(t) == 0 || depth >= MaxDepth {
+			return false
+		}
+		for _, e := range t {
+			if !numbers(e, depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
 
 // replace returns the replacement of a secret scalar and whether it
 // changed.
@@ -417,7 +508,7 @@ func (w *walker) object(m map[string]any, secret bool, parent string, depth int)
 		switch c := w.t.class(k); {
 		case c&classReference != 0:
 			ks = false
-		case !ks && k != "" && c&classSecret != 0:
+		case !ks && k != "" && c&classSecret != 0 && !c.keeps(v, depth):
 			ks = true
 		}
 		r, set, c := w.child(v, ks, key, depth)
@@ -439,9 +530,9 @@ func (w *walker) nameValue(m map[string]any, depth int) (n int, walked bool) {
 	// Either names the value: [{"key": "openai_api_key", "name": "OpenAI",
 	// "value": …}] is a settings list's entry as much as an env's.
 	name, _ := m["name"].(string)
-	if !w.isSecret(name) {
+	if !w.secretValue(name, v, depth) {
 		name, _ = m["key"].(string)
-		if !w.isSecret(name) {
+		if !w.secretValue(name, v, depth) {
 			return 0, false
 		}
 	}
@@ -517,7 +608,7 @@ func (w *walker) pair(a []any, depth int) (n int, walked bool) {
 		return 0, false
 	}
 	name, ok := a[0].(string)
-	if !ok || !isKeyName(name) || !w.isSecret(name) || w.t.class(name)&classReference != 0 {
+	if !ok || !isKeyName(name) || !w.secretValue(name, a[1], depth) || w.t.class(name)&classReference != 0 {
 		return 0, false
 	}
 	switch t := a[1].(type) {

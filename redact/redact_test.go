@@ -64,6 +64,12 @@ var secretKeys = []string{
 	"master_key", "access_key",
 	"bearer", "Bearer", "signature", "x-hub-signature-256", "webhook_signature",
 	"nkey", "NKEY", "nats_seed", "seed_phrase",
+	// lists of credentials: plural tokens after a credential's word
+	"access_tokens", "accessTokens", "refresh_tokens", "refreshTokens", "api_tokens", "apiTokens", "session_tokens",
+	"auth_tokens", "bearer_tokens", "ACCESSTOKENS",
+	// Azure: API Management's subscription key, Storage's account key
+	"Ocp-Apim-Subscription-Key", "ocp-apim-subscription-key", "subscription_key", "subscriptionKey",
+	"AccountKey", "account_key", "AZURE_STORAGE_ACCOUNT_KEY", "storage_account_key",
 }
 
 var plainKeys = []string{
@@ -82,6 +88,10 @@ var plainKeys = []string{
 	"bearerFormat", "bearer_format", "cookie_name", "password_policy", "password_min_length", "token_expires_in",
 	"token_expires_at", "signature_algorithm", "signature_method", "key_file", "private_key_path", "private_key_file",
 	"cwd", "pass", "passed", "pass_rate", "mcpServers", "env", "headers", "args",
+	// Gemini's thought signatures (sent back with the next turn's tool calls)
+	"thought_signature", "thoughtSignature", "thought_signatures",
+	"subscription_id", "subscription_key_name", "account_name", "AccountName", "account_key_ref", "primary_key_id",
+	"stop_tokens", "special_tokens", "tokens", "suppress_tokens",
 }
 
 func TestIsSecretKey(t *testing.T) {
