@@ -115,7 +115,8 @@ const (
 
 // Environment variables read by LoadAuth. Lists are comma separated; an
 // entry is "<principal>:<secret>" (client entries "<client_id>:<secret>"),
-// split at the first colon, and the secret may be "sha256:<64 hex>" to give
+// split at the first colon, each half trimmed of spaces (an empty one is an
+// error naming the entry's position), and the secret may be "sha256:<64 hex>" to give
 // its digest instead (a secret starting "sha256:" is always read as a
 // digest, and refused unless it is 64 hex digits). Lists add to the file's; the other variables override
 // the file's values.
@@ -203,34 +204,19 @@ func applyAuthEnv(getenv func(string) string, cfg *AuthConfig) error {
 		dest *[]Credential
 	}{{EnvAPIKeys, &cfg.APIKeys}, {EnvBearerTokens, &cfg.BearerTokens}} {
 		for i, e := range splitList(getenv(l.env)) {
-			name, secret, ok := strings.Cut(e, ":")
-			if !ok || name == "" || secret == "" {
-				return fmt.Errorf("%w: %s entry %d must be <principal>:<secret>", ErrAuthConfig, l.env, i+1)
+			name, clear, sum, err := envSecretEntry(l.env, i, e, "<principal>:<secret>")
+			if err != nil {
+				return err
 			}
-			c := Credential{Principal: name}
-			// Anything after "sha256:" is a digest, checked as one: a
-			// mistyped digest taken as a clear key would make its text
-			// (not secret) a working credential.
-			if h, ok := strings.CutPrefix(secret, "sha256:"); ok {
-				c.SecretSHA256 = h
-			} else {
-				c.Secret = secret
-			}
-			*l.dest = append(*l.dest, c)
+			*l.dest = append(*l.dest, Credential{Principal: name, Secret: clear, SecretSHA256: sum})
 		}
 	}
 	for i, e := range splitList(getenv(EnvOAuth2Clients)) {
-		id, secret, ok := strings.Cut(e, ":")
-		if !ok || id == "" || secret == "" {
-			return fmt.Errorf("%w: %s entry %d must be <client_id>:<secret>", ErrAuthConfig, EnvOAuth2Clients, i+1)
+		id, clear, sum, err := envSecretEntry(EnvOAuth2Clients, i, e, "<client_id>:<secret>")
+		if err != nil {
+			return err
 		}
-		c := OAuth2Client{ClientID: id}
-		if h, ok := strings.CutPrefix(secret, "sha256:"); ok {
-			c.ClientSecretSHA256 = h
-		} else {
-			c.ClientSecret = secret
-		}
-		cfg.OAuth2.Clients = append(cfg.OAuth2.Clients, c)
+		cfg.OAuth2.Clients = append(cfg.OAuth2.Clients, OAuth2Client{ClientID: id, ClientSecret: clear, ClientSecretSHA256: sum})
 	}
 	o := &cfg.OAuth2
 	for env, dst := range map[string]*string{
@@ -245,9 +231,9 @@ func applyAuthEnv(getenv func(string) string, cfg *AuthConfig) error {
 		o.VerifyKeys = append(o.VerifyKeys, splitList(v)...)
 	}
 	for i, e := range splitList(getenv(EnvAuthRoles)) {
-		name, role, ok := strings.Cut(e, ":")
-		if !ok || name == "" || role == "" {
-			return fmt.Errorf("%w: %s entry %d must be <principal>:<role>", ErrAuthConfig, EnvAuthRoles, i+1)
+		name, role, err := envEntry(EnvAuthRoles, i, e, "<principal>:<role>")
+		if err != nil {
+			return err
 		}
 		if cfg.Roles == nil {
 			cfg.Roles = map[string][]string{}
@@ -255,6 +241,39 @@ func applyAuthEnv(getenv func(string) string, cfg *AuthConfig) error {
 		cfg.Roles[name] = append(cfg.Roles[name], role)
 	}
 	return nil
+}
+
+// envEntry splits entry i of the list variable env, e, at its first
+// colon, each half trimmed ("alice : key" is alice's "key"); an entry
+// without a colon, or with a half empty once trimmed, is an error naming
+// the entry by its position (1-based) and its form want, never its text
+// (it may hold a secret).
+func envEntry(env string, i int, e, want string) (name, value string, err error) {
+	name, value, ok := strings.Cut(e, ":")
+	name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+	if !ok || name == "" || value == "" {
+		return "", "", fmt.Errorf("%w: %s entry %d must be %s", ErrAuthConfig, env, i+1, want)
+	}
+	return name, value, nil
+}
+
+// envSecretEntry is envEntry for an entry whose value is a secret: in clear,
+// or its digest after "sha256:" (trimmed too). Anything after "sha256:" is
+// a digest, checked as one: a mistyped digest taken as a clear key would
+// make its text (not secret) a working credential.
+func envSecretEntry(env string, i int, e, want string) (name, clear, sum string, err error) {
+	name, secret, err := envEntry(env, i, e, want)
+	if err != nil {
+		return "", "", "", err
+	}
+	h, ok := strings.CutPrefix(secret, "sha256:")
+	if !ok {
+		return name, secret, "", nil
+	}
+	if h = strings.TrimSpace(h); h == "" {
+		return "", "", "", fmt.Errorf("%w: %s entry %d must be %s: its sha256 is empty", ErrAuthConfig, env, i+1, want)
+	}
+	return name, "", h, nil
 }
 
 func splitList(s string) []string {

@@ -465,9 +465,19 @@ func (c caller) StreamSlot(w http.ResponseWriter, refuse host.Refuse) (func(), b
 	return c.s.acquireStream(w, c.p, refuse)
 }
 
-// Charge charges n more requests to the principal's rate limit.
+// Charge charges n more requests to the principal's rate limit. While the
+// caller's HTTP answer has not started, the limiter's headers
+// (X-RateLimit-*, Retry-After on a refusal) are set on it, as the gate's
+// are: a refusal the door renders carries them whatever its shape. Once
+// the answer has started (an A2E body's later message) no header can be
+// added; the refusal carries the wait as RetryAfter and, over the limit,
+// the limit's body as Data.
 func (c caller) Charge(ctx context.Context, protocol string, n int) *host.Refusal {
-	f, canceled := c.s.rateLimit(ctx, c.p, protocol, n, http.Header{}, false)
+	hdr := http.Header{}
+	if c.rec != nil && c.rec.Code == 0 {
+		hdr = c.rec.Header()
+	}
+	f, canceled := c.s.rateLimit(ctx, c.p, protocol, n, hdr, false)
 	if canceled {
 		return &host.Refusal{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the request ended", Retryable: true,
 			RPCCode: jsonrpc.CodeInternalError}

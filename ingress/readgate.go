@@ -1,9 +1,12 @@
 package ingress
 
 import (
+	"errors"
 	"net/http"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/egress"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
@@ -36,14 +39,34 @@ func (g readGate) StreamSlot(w http.ResponseWriter, p tenant.Principal) (func(),
 
 // Refuse answers a reader the authorizer refused with err as the front
 // doors answer the same error (authRefusal): 401 with the server's
-// challenges, 403 forbidden for a valid credential that may not be used.
+// challenges, 403 forbidden for a valid credential that may not be used,
+// 429 for a client over the failure limit. An error that is none of those
+// is an authorizer that could not decide (an identity provider unreachable,
+// its deadline passed): no verdict on the caller, answered 503
+// "unavailable", retryable, with Retry-After, as the doors answer their
+// rate limiter down, and without the error's text (logged instead).
 // Without authentication it is egress's own 401, with no challenge.
 func (g readGate) Refuse(w http.ResponseWriter, err error) bool {
 	if g.s.opts.auth == nil {
 		return false
 	}
+	if !authVerdict(err) {
+		g.s.opts.log.Warn("read API: the authorizer could not decide", "err", err)
+		w.Header().Set("Retry-After", "1")
+		e2aproto.Refuse(w, failure{Status: http.StatusServiceUnavailable, Code: "unavailable",
+			Message: "authentication unavailable; retry later", Retryable: true, RPCCode: jsonrpc.CodeInternalError,
+			RetryAfter: time.Second})
+		return true
+	}
 	e2aproto.Refuse(w, g.s.authRefusal(w.Header(), err))
 	return true
+}
+
+// authVerdict reports whether err, an authorizer's, is a verdict on the
+// caller's credential (unauthenticated, forbidden, throttled) rather than
+// a failure to reach one.
+func authVerdict(err error) bool {
+	return errors.Is(err, ErrUnauthenticated) || errors.Is(err, ErrForbidden) || errors.Is(err, ErrAuthThrottled)
 }
 
 // principalOf is the principal p as the rate limit and the stream slots
