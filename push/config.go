@@ -181,6 +181,10 @@ func (c *Config) check() error {
 		return fmt.Errorf("%w: id longer than %d bytes or not UTF-8", ErrInvalidConfig, maxIDLen)
 	case len(c.Token) > maxTokenLen || !headerValue(c.Token):
 		return fmt.Errorf("%w: token longer than %d bytes, not a header value, or starting or ending with whitespace", ErrInvalidConfig, maxTokenLen)
+	case strings.HasPrefix(c.Token, sealPrefix):
+		// Stored as given by a store without a seal key, it could not be
+		// opened again: the task's configs would all be unreadable.
+		return fmt.Errorf("%w: token starting as a sealed value (%s)", ErrInvalidConfig, sealPrefix)
 	case c.URL == "":
 		return fmt.Errorf("%w: no url", ErrInvalidConfig)
 	case len(c.URL) > maxURLLen:
@@ -207,8 +211,8 @@ func (c *Config) check() error {
 	case !ok:
 		sc = c.Auth.Scheme
 	}
-	if len(c.Auth.Credentials) > maxCredLen || !headerValue(c.Auth.Credentials) {
-		return fmt.Errorf("%w: credentials longer than %d bytes, not a header value, or starting or ending with whitespace", ErrInvalidConfig, maxCredLen)
+	if len(c.Auth.Credentials) > maxCredLen || !headerValue(c.Auth.Credentials) || strings.HasPrefix(c.Auth.Credentials, sealPrefix) {
+		return fmt.Errorf("%w: credentials longer than %d bytes, not a header value, starting or ending with whitespace, or starting as a sealed value", ErrInvalidConfig, maxCredLen)
 	}
 	c.Auth = &Auth{Scheme: sc, Credentials: c.Auth.Credentials}
 	return nil

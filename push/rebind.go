@@ -29,7 +29,15 @@ import (
 // made again (its consumers go with it) numbers its messages from 1
 // again: a config's start and a cursor name the stream they are of (its
 // creation time, Config.Stream), and in a newer one the config starts at
-// the stream's first message, its cursor again (cursor.inStream). The
+// the stream's first message, its cursor again (cursor.inStream). A
+// stream restored from a backup numbers its messages from the backup's
+// again; nats-server 2.15's snapshots carry no creation time, so it is
+// made with a new one and counts as made again
+// (TestRestoredBackupRebasesPositions). A backup in the format of
+// earlier servers (a tar holding the stream's meta.inf) restored keeps,
+// by the server's code (not run here), the creation time it had:
+// positions written after that backup are not recognised as another
+// stream's, and updates stored at sequences up to them are skipped. The
 // wake-up consumer delivers the last wake-up of every parked config
 // (DeliverLastPerSubject): each parked config is drained again.
 

@@ -118,3 +118,27 @@ func TestSealKeyOption(t *testing.T) {
 		}
 	}
 }
+
+// TestSealedLookingSecretRefused: a token or credentials starting as a
+// sealed value does ("e2a-sealed:v1:") was stored as given by a store
+// without a seal key, and then could not be opened: every read of the
+// task's configs answered ErrUnavailable (its other configs unreadable
+// and undelivered, each of its task's messages nak'd by the stage for
+// ever, holding the shared consumer's MaxAckPending). It is invalid
+// params, as a token HTTP would not send as given.
+func TestSealedLookingSecretRefused(t *testing.T) {
+	e := newEnvOn(t)
+	r := newReceiver(t, nil)
+	e.create("alice", push.Config{TaskID: "t1", ID: "good", URL: r.srv.URL})
+	for _, c := range []push.Config{
+		{TaskID: "t1", ID: "tok", URL: r.srv.URL, Token: "e2a-sealed:v1:AAAA"},
+		{TaskID: "t1", ID: "cred", URL: r.srv.URL, Auth: &push.Auth{Scheme: "Bearer", Credentials: "e2a-sealed:v1:AAAA"}},
+	} {
+		if _, err := e.store.Create(tctx(t), "alice", c); !errors.Is(err, push.ErrInvalidConfig) {
+			t.Errorf("config %s: err %v, want ErrInvalidConfig", c.ID, err)
+		}
+	}
+	if got, _, err := e.store.List(tctx(t), "alice", "t1", 10, ""); err != nil || len(got) != 1 {
+		t.Fatalf("the task's configs: %v, %v; want the good one", got, err)
+	}
+}
