@@ -157,7 +157,8 @@ type API struct {
 	// ErrInvalidRequest is answered 400, any other 500.
 	NewEnvelope func(r *http.Request, p Principal, workflow string) (*e2a.Envelope, error)
 	// Wait bounds how long execute waits for the result before answering
-	// 202 with the execution id (default: maxExecutionTime + 5 s).
+	// 202 with the execution id (default: the caller's maxExecutionTime,
+	// its policy's or the global one, + 5 s).
 	Wait time.Duration
 	// PollInterval is the first poll period when Frames is not a
 	// FinalWaiter (default 20 ms, doubling up to 500 ms).
@@ -294,14 +295,9 @@ func (e *Executor) Capabilities(principal string) Capabilities {
 	if pol.KnowledgeBases != nil {
 		c.KnowledgeBases = pol.KnowledgeBases
 	}
-	maxOps, maxT := e.limits.MaxOperations, e.limits.MaxExecutionTime
-	if pp, ok := pol.principal(principal); ok {
-		if pp.MaxOperations > 0 {
-			maxOps = pp.MaxOperations
-		}
-		if pp.MaxExecutionTimeMs > 0 {
-			maxT = time.Duration(pp.MaxExecutionTimeMs) * time.Millisecond
-		}
+	maxOps, maxT := e.limits.MaxOperations, pol.maxExecutionTime(principal, e.limits)
+	if pp, ok := pol.principal(principal); ok && pp.MaxOperations > 0 {
+		maxOps = pp.MaxOperations
 	}
 	c.SecurityConstraints = map[string]any{
 		"maxExecutionTime": maxT.Milliseconds(), "maxOperations": maxOps,
@@ -467,7 +463,10 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	wait := a.Wait
 	if wait == 0 {
-		wait = a.Executor.limits.MaxExecutionTime + 5*time.Second
+		// the caller's own limit: a shorter one is answered (its
+		// TimeoutError, or 202 when the pool has not started it) without
+		// waiting the global one, a longer one is not cut short
+		wait = a.Executor.policy().maxExecutionTime(p.ID, a.Executor.limits) + 5*time.Second
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()

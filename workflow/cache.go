@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -48,20 +49,21 @@ func shortHash(s string) string {
 // before. Use [KVCache] to share entries between workers.
 type MemoryCache struct {
 	Clock Clock
-	// MaxEntries bounds the cache (default 10,000); the oldest entries are
-	// dropped first.
+	// MaxEntries bounds the cache (default 10,000); the entries set longest
+	// ago are dropped first.
 	MaxEntries int
 
 	mu      sync.Mutex
 	entries map[string]*memEntry
 	tags    map[string]map[string]bool
-	order   []string
+	order   list.List // the live keys, set longest ago first
 }
 
 type memEntry struct {
 	value   any
 	tag     string
 	expires time.Time
+	at      *list.Element // the key in order
 }
 
 // NewMemoryCache returns an empty per-process cache.
@@ -93,6 +95,7 @@ func (c *MemoryCache) remove(key string) {
 		return
 	}
 	delete(c.entries, key)
+	c.order.Remove(e.at)
 	if t := c.tags[e.tag]; t != nil {
 		delete(t, key)
 		if len(t) == 0 {
@@ -105,11 +108,8 @@ func (c *MemoryCache) remove(key string) {
 func (c *MemoryCache) Set(_ context.Context, key, tag string, value any, ttl time.Duration) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.entries[key]; !ok {
-		c.order = append(c.order, key)
-	}
 	c.remove(key)
-	c.entries[key] = &memEntry{value: value, tag: tag, expires: c.Clock.Now().Add(ttl)}
+	c.entries[key] = &memEntry{value: value, tag: tag, expires: c.Clock.Now().Add(ttl), at: c.order.PushBack(key)}
 	if c.tags[tag] == nil {
 		c.tags[tag] = map[string]bool{}
 	}
@@ -118,18 +118,8 @@ func (c *MemoryCache) Set(_ context.Context, key, tag string, value any, ttl tim
 	if max <= 0 {
 		max = 10000
 	}
-	for len(c.entries) > max && len(c.order) > 0 {
-		c.remove(c.order[0])
-		c.order = c.order[1:]
-	}
-	if len(c.order) > 2*max {
-		live := c.order[:0]
-		for _, k := range c.order {
-			if _, ok := c.entries[k]; ok {
-				live = append(live, k)
-			}
-		}
-		c.order = live
+	for len(c.entries) > max {
+		c.remove(c.order.Front().Value.(string))
 	}
 	return nil
 }

@@ -355,10 +355,7 @@ func (e errObserver) Unwrap() error { return e.err }
 // the outcome; a non-nil error means the observer failed (the frames can
 // no longer be written) and the outcome is partial.
 func (e *Executor) Execute(ctx context.Context, principal, requestID string, wf *Workflow, obs Observer) (*Outcome, error) {
-	maxT := e.limits.MaxExecutionTime
-	if pp, ok := e.opts.Policy.principal(principal); ok && pp.MaxExecutionTimeMs > 0 {
-		maxT = time.Duration(pp.MaxExecutionTimeMs) * time.Millisecond
-	}
+	maxT := e.opts.Policy.maxExecutionTime(principal, e.limits)
 	x := &execution{e: e, wf: wf, principal: principal, requestID: requestID, obs: obs, data: NewData(),
 		results: map[string]any{}, started: e.clock.Now(), red: &redactor{}}
 	x.deadline = x.started.Add(maxT)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/internal/outbound"
 )
@@ -384,6 +385,15 @@ func (p *Policy) principal(id string) (PrincipalPolicy, bool) {
 	}
 	pp, ok := p.Principals["*"]
 	return pp, ok
+}
+
+// maxExecutionTime is principal's maxExecutionTime: its own
+// (PrincipalPolicy.MaxExecutionTimeMs), else l's.
+func (p *Policy) maxExecutionTime(principal string, l Limits) time.Duration {
+	if pp, ok := p.principal(principal); ok && pp.MaxExecutionTimeMs > 0 {
+		return time.Duration(pp.MaxExecutionTimeMs) * time.Millisecond
+	}
+	return l.MaxExecutionTime
 }
 
 // apisFor lists the rules a principal may use.

@@ -122,10 +122,7 @@ func (v *validator) run() {
 }
 
 func (v *validator) maxExecutionTime() time.Duration {
-	if pp, ok := v.policy.principal(v.principal); ok && pp.MaxExecutionTimeMs > 0 {
-		return time.Duration(pp.MaxExecutionTimeMs) * time.Millisecond
-	}
-	return v.limits.MaxExecutionTime
+	return v.policy.maxExecutionTime(v.principal, v.limits)
 }
 
 // checkOperation runs the checks that do not depend on the data flow:

@@ -73,6 +73,15 @@ var fixtures = map[string]want{
 		calls: []call{{"", "lookup", `{"q": "e2a"}`}, {"", "now", `{}`}}},
 	"tools_same_index": {id: "chatcmpl-BsameIndexTools07", model: "gpt-4.1-mini-2025-04-14", finish: "tool_calls",
 		toolIndex: "zero", calls: []call{{"call_Pq3ZsX1", "lookup", `{"q": "e2a"}`}, {"call_Rt8WvY2", "lookup", `{"q": "nats"}`}}},
+	// A call's function name in several fragments (OpenAI sends it once,
+	// whole, in the call's first delta; some servers split it, or send it
+	// whole again with every fragment, as MiniMax M2 behind NVIDIA NIM
+	// does): the official accumulator appends every fragment's name, and
+	// so does the bridge, a repeated name repeated in the call's name.
+	"tools_name_split": {id: "chatcmpl-BnameSplitTools11", model: "Qwen/Qwen3-8B", finish: "tool_calls",
+		calls: []call{{"chatcmpl-tool-split1", "get_weather", `{"city": "Paris"}`}}},
+	"tools_name_repeated": {id: "chatcmpl-BnameRepeated0012", model: "minimaxai/minimax-m2", finish: "tool_calls",
+		calls: []call{{"call_rep1", "read_fileread_fileread_file", `{"path": "a.txt"}`}}},
 	// Servers that answer a streamed call with the whole completion: OpenAI's
 	// own format, and vLLM's with reasoning and parallel tool calls.
 	"completion_text": {id: "chatcmpl-BwholeText0000009", model: "gpt-4.1-mini-2025-04-14", whole: true,

@@ -411,12 +411,14 @@ func (t *turn) addFragment(c *toolCall, d toolCallDelta) error {
 	if c.id == "" {
 		c.id = d.ID
 	}
-	if c.name == "" {
-		c.name = d.Function.Name
-	}
-	if c.args.Len()+len(d.Function.Arguments) > t.maxEvent {
+	if len(c.name)+len(d.Function.Name)+c.args.Len()+len(d.Function.Arguments) > t.maxEvent {
 		return bridge.Errorf(bridge.CodeProtocol, false, "upstream streamed tool call arguments larger than %d bytes", t.maxEvent)
 	}
+	// The name's fragments are joined, as the official clients join them
+	// (openai-go's ChatCompletionAccumulator): OpenAI sends it once, whole;
+	// a server that splits it is read whole, one that sends it whole again
+	// with every fragment is read as every client reads it.
+	c.name += d.Function.Name
 	c.args.WriteString(string(d.Function.Arguments))
 	return nil
 }
@@ -430,7 +432,8 @@ func (t *turn) flushCalls() error { return t.flush(math.MaxInt, false) }
 // may stream a call's arguments before its id and name, even after the
 // next call began; a call written before its id came went out under a
 // made-up one, the model's dropped). A call still without a name when it
-// must be written is upstream_protocol_error.
+// must be written is upstream_protocol_error; one without arguments is
+// written with "{}".
 func (t *turn) flush(upTo int, whole bool) error {
 	for _, c := range t.calls {
 		if c.written || c.index > upTo {
@@ -452,8 +455,16 @@ func (t *turn) flush(upTo int, whole bool) error {
 				id += "_" + strconv.Itoa(c.seq)
 			}
 		}
+		args := c.args.String()
+		if strings.TrimSpace(args) == "" {
+			// No arguments (a function without parameters, from a server
+			// that sends none): "{}", the JSON OpenAI sends for such a call
+			// (arguments are "the arguments to call the function with ...
+			// in JSON format"; "" is no JSON a client can parse).
+			args = "{}"
+		}
 		if err := t.w.Chunk(e2a.DeltaTool, e2a.ToolDelta{Type: e2a.ToolFunctionCall, ID: id, Name: c.name,
-			Args: c.args.String()}); err != nil {
+			Args: args}); err != nil {
 			return err
 		}
 	}
