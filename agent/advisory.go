@@ -69,7 +69,18 @@ func (w *worker) onMaxDeliveries(m *nats.Msg) {
 		w.log.Warn("unreadable max deliveries advisory", "err", err)
 		return
 	}
+	// Run waits for the close it starts (joinAdvisories); one received
+	// while Run returns, its subscription ending, is left to the other
+	// workers of the pool and to the give-up delivery.
+	w.mu.Lock()
+	if w.advisoriesJoined {
+		w.mu.Unlock()
+		return
+	}
+	w.advisories.Add(1)
+	w.mu.Unlock()
 	go func() {
+		defer w.advisories.Done()
 		written, err := w.closeExhausted(adv)
 		if err != nil {
 			w.log.Warn("cannot close request after max deliveries", "stream_seq", adv.StreamSeq, "err", err)
@@ -78,6 +89,16 @@ func (w *worker) onMaxDeliveries(m *nats.Msg) {
 			w.metrics.handled.WithLabelValues(w.pool, OutcomeMaxDeliveries).Inc()
 		}
 	}()
+}
+
+// joinAdvisories waits for the closes onMaxDeliveries started, bounded
+// by closeExhausted's own (ioTimeout and its retries); none starts after
+// it.
+func (w *worker) joinAdvisories() {
+	w.mu.Lock()
+	w.advisoriesJoined = true
+	w.mu.Unlock()
+	w.advisories.Wait()
 }
 
 // closeExhausted writes the final e2a.error max_deliveries of the request

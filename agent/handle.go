@@ -74,6 +74,12 @@ func (w *worker) handle(m jetstream.Msg, sl *slot) (outcome string) {
 	if !ok {
 		return outcome
 	}
+	// Registered first: heartbeats hold the delivery, the give-up's too
+	// (its reads and fenced retries can outlast AckWait: the server then
+	// sent the max-deliveries advisory, and every worker closed it again).
+	r := &request{id: d.id, msg: m, slot: sl, stored: d.meta.Timestamp}
+	w.register(r)
+	defer w.unregister(r)
 	if d.meta.NumDelivered > uint64(w.cfg.maxDeliver) {
 		return w.giveUp(d) // advisory.go
 	}
@@ -85,9 +91,6 @@ func (w *worker) handle(m jetstream.Msg, sl *slot) (outcome string) {
 		d.spanCtx, span = w.startHandleSpan(m.Subject(), d.env, d.id, d.meta.NumDelivered)
 		defer func() { endHandleSpan(span, outcome) }()
 	}
-	r := &request{id: d.id, msg: m, slot: sl, stored: d.meta.Timestamp}
-	w.register(r)
-	defer w.unregister(r)
 	if out, ok := w.resume(d); !ok {
 		return out
 	}

@@ -85,6 +85,11 @@ type worker struct {
 	wg        sync.WaitGroup
 	hardStop  chan struct{}
 	stopCause error // set by stopAll: requests picked up later stop at once
+	// advisories counts the closes the max-deliveries advisory started
+	// (onMaxDeliveries), which Run waits for once advisoriesJoined is set
+	// (joinAdvisories); guarded by mu.
+	advisories       sync.WaitGroup
+	advisoriesJoined bool
 
 	cancels *cancelWatch // the cancels received live, and what they prove
 
@@ -127,7 +132,8 @@ type request struct {
 // in-flight requests, hands the others back to the pool (Nak, their handlers'
 // contexts cancelled with ErrShutdown) and returns nil. It returns an error
 // when the options are invalid, the consumer cannot be made, or the
-// connection is closed under it.
+// connection is closed under it. Run returns once the closes a
+// max-deliveries advisory started have ended too.
 func Run(ctx context.Context, nc *nats.Conn, pool string, h Handler, opts ...Option) error {
 	if f, ok := h.(HandlerFunc); nc == nil || h == nil || ok && f == nil {
 		return fmt.Errorf("%w: nil connection or handler", ErrInvalidOption)
@@ -225,8 +231,6 @@ func (w *worker) consumerHandle(ctx context.Context) (jetstream.Consumer, error)
 }
 
 func (w *worker) run(ctx context.Context) error {
-	setup, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	cons, err := w.consumerHandle(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -234,6 +238,11 @@ func (w *worker) run(ctx context.Context) error {
 		}
 		return err
 	}
+	// Counted from here: consumerHandle may wait long for the consumer
+	// (made later by `e2a streams apply`, a cluster electing), and a set-up
+	// context started before it had run out (Run failed on its flush).
+	setup, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	w.bound(cons.CachedInfo())
 	nc := w.js.Conn()
 	ctlSub, err := nc.Subscribe(subjects.AllControl, w.onControl)
@@ -245,7 +254,10 @@ func (w *worker) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = advSub.Unsubscribe() }()
+	defer func() {
+		_ = advSub.Unsubscribe()
+		w.joinAdvisories()
+	}()
 	// The subscriptions are registered before the first pick-up checks the
 	// stored control message, so no cancel falls between the two.
 	if err := nc.FlushWithContext(setup); err != nil {

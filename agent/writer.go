@@ -106,7 +106,9 @@ type Writer interface {
 // is stored as one message with its final frame instead of its first delta
 // alone and then the rest (one store, PubAck, audit copy and delivery
 // fewer). Hold(false) lets the text go at once (when nothing is in
-// flight). A handler must call Hold(false) before it waits for anything
+// flight; with a WithCoalesce delay, once the text has waited that long:
+// a delay that ran out during the hold does not publish held text). A
+// handler must call Hold(false) before it waits for anything
 // (the network, the upstream): held text waits with it. A final frame, a
 // frame of another kind, Sync and a full coalescing bound take the text
 // whatever the hold; the hold ends with the request. Call it through
@@ -419,13 +421,26 @@ func (wr *writer) schedule() {
 	if !wr.flushNow && cfg.coalesceDelay > 0 && p.b.Len() < cfg.coalesceBytes {
 		if wait := cfg.coalesceDelay - time.Since(p.since); wait > 0 {
 			if wr.timer == nil {
-				wr.timer = time.AfterFunc(wait, func() {
+				var t *time.Timer
+				t = time.AfterFunc(wait, func() {
 					wr.mu.Lock()
+					defer wr.mu.Unlock()
+					// A timer stopped after it fired (the text it waited
+					// for was taken) is not the writer's any more: its
+					// flushNow would publish later text before its delay,
+					// or while it is held. Text held when the timer fires
+					// waits for Hold(false), which schedules it again.
+					if wr.timer != t {
+						return
+					}
 					wr.timer = nil
+					if wr.held {
+						return
+					}
 					wr.flushNow = true
 					wr.schedule()
-					wr.mu.Unlock()
 				})
+				wr.timer = t
 			}
 			return
 		}
