@@ -39,8 +39,8 @@ func TestReplayAroundCorruptArchiveBatches(t *testing.T) {
 			}
 		}
 		_, err := a.Replay(testCtx(t), audit.Query{RequestIDs: []string{lost}, Source: src}, func(audit.Record) error { return nil })
-		if !errors.Is(err, archive.ErrCorrupt) || !strings.Contains(err.Error(), "batch "+strconv.FormatUint(bad, 10)) {
-			t.Errorf("request in the corrupt batch, source %s: %v, want ErrCorrupt naming batch %d", src, err, bad)
+		if !errors.Is(err, audit.ErrHistoryCorrupt) || !errors.Is(err, archive.ErrCorrupt) || !strings.Contains(err.Error(), "batch "+strconv.FormatUint(bad, 10)) {
+			t.Errorf("request in the corrupt batch, source %s: %v, want ErrHistoryCorrupt (ErrCorrupt) naming batch %d", src, err, bad)
 		}
 	}
 }

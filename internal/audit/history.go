@@ -43,11 +43,15 @@ const DefaultHistorySpan = 24 * time.Hour
 //
 // It returns the envelope's bytes and the frames in order, a stored burst
 // split into its frames, each with the E2A_RESPONSES sequence of the
-// message that held it; not found is an error wrapping egress.ErrNotFound.
-// The frames are not checked here: the read API checks them as it checks
-// the hot streams' (the invariant checks of Replay report, they do not
-// refuse). It holds one request's messages in memory.
-func (a *Auditor) Request(ctx context.Context, id string) (egress.HistoricRequest, error) {
+// message that held it; not found is an error wrapping egress.ErrNotFound,
+// a request (or the miss of one) only a corrupt archive batch may hold an
+// error wrapping ErrHistoryCorrupt (permanent: no retry reads it), any
+// other error a read that may succeed later. The frames are not checked
+// here: the read API checks them as it checks the hot streams' (the
+// invariant checks of Replay report, they do not refuse). It holds one
+// request's messages in memory.
+func (a *Auditor) Request(ctx context.Context, id string) (_ egress.HistoricRequest, err error) {
+	defer func() { err = corrupt(err) }()
 	t, ok := egress.RequestIDTime(id)
 	if !ok || subjects.ValidateID(id) != nil {
 		return egress.HistoricRequest{}, fmt.Errorf("%w: %q carries no time to search the history from", egress.ErrNotFound, id)

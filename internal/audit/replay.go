@@ -211,13 +211,14 @@ func (rc *replayCtx) framesUntil(req *storedMsg) time.Time {
 // as an error. It returns ErrQuery for an invalid query, the error of emit,
 // and read errors; archived messages only a corrupt batch holds (an
 // *archive.UnreadableError, naming the batch) it reads past, and returns
-// their report once every other request is reported.
-func (a *Auditor) Replay(ctx context.Context, q Query, emit func(Record) error) (Stats, error) {
+// their report once every other request is reported, wrapped with
+// ErrHistoryCorrupt (as any other report of a corrupt batch).
+func (a *Auditor) Replay(ctx context.Context, q Query, emit func(Record) error) (_ Stats, err error) {
+	defer func() { err = corrupt(err) }()
 	if err := q.Validate(); err != nil {
 		return Stats{}, err
 	}
 	rc := &replayCtx{q: q, emit: emit}
-	var err error
 	if rc.requests, err = a.state(ctx, streams.RequestsStream); err != nil {
 		return Stats{}, err
 	}

@@ -35,9 +35,9 @@ type TailOptions struct {
 	// later frames of such a running request are then ignored (up to
 	// MaxTracked of their ids are remembered for that).
 	MaxTracked int
-	// Log receives what Tail rides out: a poll or a read-back that got no
-	// answer (a NATS server restarting), tried again at the next poll
-	// (nil: not logged).
+	// Log receives what Tail rides out: a poll, a read-back or an
+	// envelope's lookup that got no answer (a NATS server restarting),
+	// tried again at the next poll (nil: not logged).
 	Log *slog.Logger
 }
 
@@ -53,7 +53,14 @@ type tailReq struct {
 	// place (tailer.subscribedTo), so every frame of it is shown, one read
 	// back because its live copy was lost included.
 	after bool
-	check *checker
+	// unresolved: met through its frames, its envelope's lookup got no
+	// answer yet, so whether it matches is not known: none of its messages
+	// is added until a lookup answers (it is pending meanwhile, tried again
+	// at the next poll), and then they are read back, shown from firstLive
+	// on (every one when after).
+	unresolved bool
+	firstLive  uint64 // stream sequence of the first live message met
+	check      *checker
 }
 
 // liveBuffer is how many live messages (frames or bursts) Tail queues;
@@ -73,9 +80,12 @@ const liveBuffer = 8192
 // arrives; a message stored after that one is shown too, with a further
 // summary that reports it. Records of different requests interleave; a
 // request record may follow the first frames of its request by up to
-// PollInterval. A poll or a read-back that gets no answer (the connection
-// down) is logged and tried again at the next poll. It returns nil when ctx
-// ends, or the error of emit.
+// PollInterval. A poll, a read-back or the lookup of the envelope of a
+// request met through its frames that gets no answer (the connection down)
+// is logged and tried again at the next poll; the frames of a request
+// whose lookup got no answer wait for it, and are shown, each once, if it
+// matches. It returns nil when ctx ends, or the
+// error of emit.
 func (a *Auditor) Tail(ctx context.Context, o TailOptions, emit func(Record) error) error {
 	if o.PollInterval <= 0 {
 		o.PollInterval = 200 * time.Millisecond
@@ -264,11 +274,17 @@ func (t *tailer) caughtUp(ctx context.Context) (streamState, error) {
 	return t.a.state(ctx, streams.RequestsStream)
 }
 
-// retryPending reads back the pending requests.
+// retryPending reads back the pending requests, looking up the envelope
+// of those unresolved first.
 func (t *tailer) retryPending(ctx context.Context) error {
-	for id, showFrom := range t.pending {
+	for id := range t.pending {
 		if r := t.tracked[id]; r != nil {
-			if err := t.readBack(ctx, r, 0, showFrom); err != nil {
+			if r.unresolved {
+				if err := t.lookup(ctx, r); err != nil {
+					return err
+				}
+			}
+			if err := t.readBack(ctx, r, 0, t.pending[id]); err != nil {
 				return err
 			}
 		}
@@ -324,13 +340,8 @@ func (t *tailer) poll(ctx context.Context, filter string, next uint64) (uint64, 
 			if r.emitted {
 				continue
 			}
-			env, _ := e2a.FromJSON(sm.data)
-			r.pool, r.match, r.emitted = s.Agent, t.q.match(s.Agent, env), true
-			r.after = m.Seq > t.subscribedTo
-			if r.match {
-				if err := t.emit(requestRecord(sm, s.RequestID, s.Agent)); err != nil {
-					return next, err
-				}
+			if err := t.decide(r, sm, s.Agent); err != nil {
+				return next, err
 			}
 			// Stored before the live subscription was in place: its frames
 			// already stored are shown, and live copies of them then skipped
@@ -451,9 +462,19 @@ func (t *tailer) frame(ctx context.Context, m *nats.Msg) error {
 		if t.isForgotten(id) {
 			return nil
 		}
-		if r, err = t.meet(ctx, id); err != nil {
-			return err
+		r = t.track(id)
+		r.unresolved, r.firstLive = true, seq
+		if err := t.lookup(ctx, r); err != nil {
+			// This message is read back with the rest once a lookup
+			// answers.
+			return t.deferRead(r, 0, err)
 		}
+	} else if r.unresolved {
+		// Its lookup got no answer: tried again at the next poll (one
+		// lookup per poll, not per message, while the server does not
+		// answer), which reads this message back.
+		t.later(r, 0)
+		return nil
 	}
 	if showFrom, ok := t.pending[id]; ok {
 		// Its read-back failed: this message is stored, read it back too.
@@ -487,25 +508,46 @@ func (t *tailer) frame(ctx context.Context, m *nats.Msg) error {
 	return t.add(r, hotMsg(t.resps.name, rm), true)
 }
 
-// meet tracks request id, met through its frames: its envelope is looked up
-// (and shown when it matches).
-func (t *tailer) meet(ctx context.Context, id string) (*tailReq, error) {
-	r := t.track(id)
-	req, err := t.a.hotRequest(ctx, t.reqs, id, "")
+// lookup looks up the envelope of r, unresolved (met through its frames),
+// and decides r with it (shown when it matches). A lookup that gets no
+// answer leaves r unresolved and returns its error; a request whose
+// envelope E2A_REQUESTS does not hold (or another error) matches only
+// when no filter is set. When r is pending, the read back shows its
+// messages from the first live one on, or all of them when its envelope
+// was stored after Tail started.
+func (t *tailer) lookup(ctx context.Context, r *tailReq) error {
+	req, err := t.a.hotRequest(ctx, t.reqs, r.id, "")
+	if err != nil && retryable(err) {
+		return err
+	}
+	r.unresolved = false
 	if err != nil || req == nil {
 		r.match = t.q.Pool == "" && t.q.TaskID == "" && t.q.ContextID == "" && t.q.SessionID == ""
-		return r, nil
-	}
-	s, _ := subjects.Parse(req.subject)
-	env, _ := e2a.FromJSON(req.data)
-	r.pool, r.match, r.emitted = s.Agent, t.q.match(s.Agent, env), true
-	r.after = req.seq > t.subscribedTo
-	if r.match {
-		if err := t.emit(requestRecord(req, id, r.pool)); err != nil {
-			return r, err
+	} else {
+		s, _ := subjects.Parse(req.subject)
+		if err := t.decide(r, req, s.Agent); err != nil {
+			return err
 		}
 	}
-	return r, nil
+	if _, ok := t.pending[r.id]; ok {
+		t.pending[r.id] = 0
+		if !r.after {
+			t.pending[r.id] = r.firstLive
+		}
+	}
+	return nil
+}
+
+// decide sets what the envelope of r, stored as sm in E2A_REQUESTS under
+// pool, tells, and shows it when r matches.
+func (t *tailer) decide(r *tailReq, sm *storedMsg, pool string) error {
+	env, _ := e2a.FromJSON(sm.data)
+	r.pool, r.match, r.emitted = pool, t.q.match(pool, env), true
+	r.after = sm.seq > t.subscribedTo
+	if !r.match {
+		return nil
+	}
+	return t.emit(requestRecord(sm, r.id, pool))
 }
 
 // add checks the frames of a stored response message (one, or a burst),

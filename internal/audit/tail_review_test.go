@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -15,58 +14,6 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
-
-// proxied is a NATS server with a connection to it through a tcpProxy that
-// reconnects for ever, as `e2a tail`'s does.
-type proxied struct {
-	js    jetstream.JetStream
-	nc    *nats.Conn // direct
-	tnc   *nats.Conn // through the proxy
-	proxy *natstest.Proxy
-	disc  chan struct{}
-	reco  chan struct{}
-}
-
-func newProxied(t *testing.T) *proxied {
-	t.Helper()
-	srv, nc := natstest.RunServer(t)
-	px := natstest.NewProxy(t, strings.TrimPrefix(srv.ClientURL(), "nats://"))
-	p := &proxied{js: natstest.JetStream(t, nc), nc: nc, proxy: px, disc: make(chan struct{}, 4), reco: make(chan struct{}, 4)}
-	var err error
-	p.tnc, err = nats.Connect(px.URL(), nats.ReconnectWait(20*time.Millisecond), nats.MaxReconnects(-1),
-		nats.ReconnectJitter(0, 0),
-		nats.DisconnectErrHandler(func(*nats.Conn, error) { p.disc <- struct{}{} }),
-		nats.ReconnectHandler(func(*nats.Conn) { p.reco <- struct{}{} }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.tnc.Close)
-	return p
-}
-
-// cut cuts the proxied connection and waits for it to see so.
-func (p *proxied) cut(t *testing.T) {
-	t.Helper()
-	p.proxy.Cut()
-	waitSignal(t, p.disc, "tail's connection disconnected")
-}
-
-// restore lets the proxied connection in again and waits for it to
-// reconnect.
-func (p *proxied) restore(t *testing.T) {
-	t.Helper()
-	p.proxy.Heal()
-	waitSignal(t, p.reco, "tail's connection reconnected")
-}
-
-func waitSignal(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(10 * time.Second):
-		t.Fatal("not " + what)
-	}
-}
 
 // startTail runs Tail on a until the test ends and returns once the live
 // subscription is in place (a request stored after Tail started is shown).
@@ -160,9 +107,9 @@ func shown(rec *recorder, prefix string) []string {
 // and no summary, and a running request whose final frame fell in the blip
 // never got its final frame or summary.
 func TestTailReadsBackAfterReconnect(t *testing.T) {
-	p := newProxied(t)
-	js, nc := p.js, p.nc
-	a, err := audit.New(p.tnc)
+	p := audit.NewProxied(t)
+	js, nc := p.JS, p.NC
+	a, err := audit.New(p.TNC)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,14 +122,14 @@ func TestTailReadsBackAfterReconnect(t *testing.T) {
 		return r.Kind == audit.KindFrame && r.RequestID == "rc-run"
 	})
 
-	p.cut(t)
+	p.Cut(t)
 	// During the blip: rc-run ends; rc-gone runs whole.
 	natstest.PublishBurst(t, nc, "rc-run", 1, s0, frame("rc-run", 1, true))
 	natstest.PublishRequest(t, js, "demo", &e2a.Envelope{RequestID: "rc-gone"})
 	g0 := natstest.PublishBurst(t, nc, "rc-gone", 0, 0, frame("rc-gone", 0, false))
 	natstest.PublishBurst(t, nc, "rc-gone", 1, g0, frame("rc-gone", 1, true))
-	p.restore(t)
-	if err := p.tnc.FlushTimeout(5 * time.Second); err != nil {
+	p.Restore(t)
+	if err := p.TNC.FlushTimeout(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	// After the blip: a request shown whole, live.
@@ -257,22 +204,22 @@ func TestTailReportsFrameAfterFinal(t *testing.T) {
 // 3 × 5 s by default: a NATS server restart) ended Tail with that error
 // (only streams.ErrDirectGet was tolerated).
 func TestTailRidesOutAShortOutage(t *testing.T) {
-	p := newProxied(t)
+	p := audit.NewProxied(t)
 	// A short call timeout stands for the default 5 s with a longer outage.
-	a, err := audit.New(p.tnc, audit.WithCallTimeout(50*time.Millisecond))
+	a, err := audit.New(p.TNC, audit.WithCallTimeout(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, errc, cancel := startTail(t, p.js, a, audit.TailOptions{PollInterval: 20 * time.Millisecond})
-	p.cut(t)
+	rec, errc, cancel := startTail(t, p.JS, a, audit.TailOptions{PollInterval: 20 * time.Millisecond})
+	p.Cut(t)
 	// The outage lasts well over 3 call timeouts and several polls.
 	select {
 	case err := <-errc:
 		t.Fatalf("Tail ended during a %v outage of its (reconnecting) connection: %v", 2*time.Second, err)
 	case <-time.After(2 * time.Second):
 	}
-	p.restore(t)
-	completeRequest(t, p.js, "demo", &e2a.Envelope{RequestID: "later"}, 0)
+	p.Restore(t)
+	completeRequest(t, p.JS, "demo", &e2a.Envelope{RequestID: "later"}, 0)
 	if missing := waitSummaries(rec, 10*time.Second, "later"); len(missing) > 0 {
 		t.Fatal("no summary of a request after the outage")
 	}
