@@ -411,7 +411,7 @@ func decodeA2APart(raw any) (a2a.Part, string) {
 	case "":
 		return nil, "kind is required"
 	}
-	return nil, "unknown part kind " + kind
+	return nil, "unknown part kind " + echo(kind)
 }
 
 // a2aPartsToParams maps A2A parts to E2A params (see FromA2A).
@@ -588,7 +588,7 @@ func CheckInputModes(env *e2a.Envelope, pool string, modes []string) error {
 		fr, _ := f.(map[string]any)
 		mt, _ := fr["mime_type"].(string)
 		if mt != "" && !AcceptsMediaType(modes, mt) {
-			e := newErr(ErrContentTypeNotSupported, ProtocolA2A, "file %d: media type %q is not accepted by agent pool %q (input modes %v)", i, mt, pool, modes)
+			e := newErr(ErrContentTypeNotSupported, ProtocolA2A, "file %d: media type %s is not accepted by agent pool %s (input modes %v)", i, echo(mt), echo(pool), modes)
 			e.JSONRPCID = env.JSONRPCID
 			return e
 		}

@@ -457,9 +457,16 @@ func requiredBlockFields(m map[string]any) string {
 		if r == nil || str(r, "uri") == "" {
 			return "content block resource needs resource.uri"
 		}
+		// TextResourceContents {uri, text} or BlobResourceContents
+		// {uri, blob}: one of the two is the resource's content.
+		_, text := r["text"].(string)
+		_, blob := r["blob"].(string)
+		if !text && !blob {
+			return "content block resource needs string resource.text or resource.blob"
+		}
 		return ""
 	}
-	return "unknown content block type " + str(m, "type")
+	return "unknown content block type " + echo(str(m, "type"))
 }
 
 // IsACPMethod reports whether m is an ACP client → agent method the

@@ -41,8 +41,8 @@ type avParamsWire struct {
 //     E2AFileRef, data (content object) → params.data_parts. Message
 //     metadata → a2a_metadata, and its mcp_context also → params.mcp_context;
 //     user_id in it is a claimed user. webhookUrl → provenance.details
-//     webhook_url (credentials removed from the URL). role other than user
-//     → params.role.
+//     webhook_url (credentials removed from the URL). role "assistant"
+//     → params.role (the profile's roles are "user" and "assistant").
 //   - tasks/sendSubscribe: with a message, as tasks/send but streamed
 //     (is_stream, OpSubmit); with only an id, OpSubscribe to that task.
 //   - tasks/get (OpQuery) and tasks/cancel (OpCancel): task_id ← id.
@@ -50,7 +50,8 @@ type avParamsWire struct {
 // Authentication headers (X-Api-Key, Authorization) are never copied.
 //
 // Errors: ErrParse, ErrInvalidRequest, ErrMethodNotFound, ErrInvalidParams
-// (no message or id, no parts, a part without content, an unknown role).
+// (no message or id, no parts, a part without content, a role other than
+// "user" or "assistant").
 func (n *Normalizer) FromAgentVault(in Input) (*Result, error) {
 	r, rq, err := n.beginRPC(in, e2a.SourceAgentVault, ProtocolAgentVault)
 	if err != nil {
@@ -89,9 +90,9 @@ func (n *Normalizer) FromAgentVault(in Input) (*Result, error) {
 		return bad("message is required")
 	}
 	switch m.Role {
-	case "user", "assistant", "agent", "system":
+	case "user", "assistant": // the profile's two roles; never "system"
 	default:
-		return bad("message.role must be user, assistant, agent or system")
+		return bad(`message.role must be "user" or "assistant"`)
 	}
 	if len(m.Parts) == 0 {
 		return bad("message.parts must not be empty")
@@ -186,5 +187,5 @@ func decodeAVPart(raw any) (a2a.Part, string) {
 	case "":
 		return nil, "type is required"
 	}
-	return nil, "unknown part type " + str(m, "type")
+	return nil, "unknown part type " + echo(str(m, "type"))
 }

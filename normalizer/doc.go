@@ -97,5 +97,7 @@
 // [ErrInvalidRequest], [ErrMethodNotFound], [ErrInvalidParams],
 // [ErrUnsupportedOperation]. [JSONRPCCode], [HTTPStatus] and [A2ECode] map
 // them to each front door's own error shape; workflow structure errors list
-// every bad line in Error.Lines.
+// every bad line in Error.Lines. A value of the client's that a message
+// quotes (a method, a part kind, a media type, an id …) is escaped and cut
+// after 64 runes, so that no message carries a client's value whole.
 package normalizer

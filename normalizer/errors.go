@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
@@ -97,11 +98,8 @@ func (e *Error) Error() string {
 		b.WriteString(e.Protocol)
 	}
 	if e.Method != "" {
-		m := e.Method
-		if len(m) > 64 {
-			m = strings.ToValidUTF8(m[:64], "") + "…"
-		}
-		fmt.Fprintf(&b, " %q", m)
+		b.WriteString(" ")
+		b.WriteString(echo(e.Method))
 	}
 	b.WriteString(": ")
 	b.WriteString(e.Kind.Error())
@@ -215,6 +213,25 @@ func ErrorJSONRPCID(err error) json.RawMessage {
 		return ne.JSONRPCID
 	}
 	return json.RawMessage("null")
+}
+
+// maxEcho is how many runes of a client's value an error message quotes.
+const maxEcho = 64
+
+// echo is the one way an error message quotes a value the client sent (a
+// method, a role, a media type, a part kind, an id, a workflow key …):
+// Go-quoted, so that control, format and invalid bytes are escaped, and
+// cut after maxEcho runes with an ellipsis after the closing quote, so
+// that a huge value never comes back whole in an answer or a log line.
+func echo(s string) string {
+	n := 0
+	for i := range s { // a rune at a time; an invalid byte counts as one
+		if n == maxEcho {
+			return strconv.Quote(s[:i]) + "…"
+		}
+		n++
+	}
+	return strconv.Quote(s)
 }
 
 func newErr(kind error, protocol, format string, a ...any) *Error {

@@ -25,7 +25,8 @@ import (
 // Properties: never panic; every error is a *normalizer.Error wrapping one
 // sentinel; every accepted body gives a complete envelope that is valid
 // UTF-8, reads back through e2a.FromJSON to the same bytes, holds none of
-// the header secrets, and (for OpSubmit) re-normalizes to itself.
+// the header secrets, and (for OpSubmit) re-normalizes to itself; every
+// error message is short and escapes the client values it quotes.
 func FuzzE2A(f *testing.F)        { fuzzAdapter(f, normalizer.ProtocolE2A) }
 func FuzzACP(f *testing.F)        { fuzzAdapter(f, normalizer.ProtocolACP) }
 func FuzzA2A(f *testing.F)        { fuzzAdapter(f, normalizer.ProtocolA2A) }
@@ -70,6 +71,7 @@ func fuzzAdapter(f *testing.F, protocol string) {
 			if found != 1 || err.Error() == "" {
 				t.Fatalf("error kind %v is not a sentinel", ne.Kind)
 			}
+			checkBoundedMessage(t, err.Error())
 			if id := normalizer.ErrorJSONRPCID(err); !json.Valid(id) {
 				t.Fatalf("error id %q is not JSON", id)
 			}

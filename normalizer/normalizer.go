@@ -394,8 +394,8 @@ func (r *req) checkIDs(env *e2a.Envelope) error {
 			continue
 		}
 		if err := subjects.ValidateRequestID(f[1]); err != nil {
-			e := newErr(ErrInvalidParams, r.adapter, "%s %.64q is not a valid id (1 to %d bytes of UTF-8, no leading or trailing white space, no control, format or line-separator character): %v",
-				f[0], f[1], subjects.MaxIDLength, err)
+			e := newErr(ErrInvalidParams, r.adapter, "%s %s is not a valid id (1 to %d bytes of UTF-8, no leading or trailing white space, no control, format or line-separator character): %v",
+				f[0], echo(f[1]), subjects.MaxIDLength, err)
 			e.Cause = err
 			e.Method = env.Method
 			if env.ExtMethod != "" {
