@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -52,6 +53,57 @@ func TestLastFrameNotJSON(t *testing.T) {
 	publishRaw(t, h.js, "zz_last_not_json", 1, "", []byte("not a frame"), w.lastSeq)
 	for _, path := range []string{"", "?wait=true", "?from=1"} {
 		a := testkit.Get(t, h.srv.URL+"/v1/requests/zz_last_not_json"+path)
+		if a.Status != http.StatusBadGateway || !strings.Contains(a.Body, `"code":"`+CodeInvalidFrame+`"`) {
+			t.Errorf("%q: %+v, want 502 %s", path, a, CodeInvalidFrame)
+		}
+	}
+}
+
+// TestGetAfterFinalIsDone: a request whose final frame is stored has ended,
+// whatever was stored after it (by hand, by a rogue or late writer): the
+// aggregated JSON answered 202 with the state "succeeded" (its status from
+// the last stored message, a stray frame; its state from the final frame),
+// and "pending" or "running" for a resume point past the final frame. It
+// is 200 with the final frame's state, the frames past it ignored, as the
+// streams ignore them (TestSSEStopsAtFinal). Not checked: a resume point
+// past the last stored frame (?from=9), which stays "running" here: finding
+// the final frame before it would read every stored frame at each poll of
+// a running request (egress's finalOf).
+func TestGetAfterFinalIsDone(t *testing.T) {
+	h := startHTTP(t)
+	w := h.running(t, "zz_get_after_final")
+	w.text("a")
+	w.complete("a")
+	w.text("stray") // sequence 2, after the final frame 1
+	w.text("stray") // sequence 3
+	for _, c := range []struct {
+		query  string
+		frames int
+	}{{"", 2}, {"?from=1", 1}, {"?from=2", 0}, {"?from=3", 0}, {"?wait=true", 2}, {"?wait=true&from=3", 0}} {
+		resp := h.get(t, "/v1/requests/zz_get_after_final"+c.query)
+		var v RequestView
+		err := json.NewDecoder(resp.Body).Decode(&v)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || v.State != StateSucceeded || len(v.Frames) != c.frames || v.NextSequence != 2 {
+			t.Errorf("%q: %d, state %q, %d frames, next %d (%v); want 200, %s, %d frames, next 2",
+				c.query, resp.StatusCode, v.State, len(v.Frames), v.NextSequence, err, StateSucceeded, c.frames)
+		}
+	}
+}
+
+// TestStreamResumedPastNonFrame: a stored message that is no frame (bytes
+// published by hand on the request's subject) is 502 invalid_frame to
+// every read that meets it; a stream resumed past it (Last-Event-ID of its
+// sequence) skipped it as if read and waited for a next frame until the
+// wait limit (200, then a retryable timeout: a client retries forever),
+// where the aggregated JSON of the same resume point answers 502.
+func TestStreamResumedPastNonFrame(t *testing.T) {
+	h := startHTTP(t, WithWaitLimits(time.Second, time.Second))
+	w := h.running(t, "zz_resumed_past_non_frame")
+	w.text("a")
+	publishRaw(t, h.js, "zz_resumed_past_non_frame", 1, "", []byte("not a frame"), w.lastSeq)
+	for _, path := range []string{"/stream?from=2", "?from=2"} {
+		a := testkit.Get(t, h.srv.URL+"/v1/requests/zz_resumed_past_non_frame"+path)
 		if a.Status != http.StatusBadGateway || !strings.Contains(a.Body, `"code":"`+CodeInvalidFrame+`"`) {
 			t.Errorf("%q: %+v, want 502 %s", path, a, CodeInvalidFrame)
 		}

@@ -41,6 +41,9 @@ const (
 	// retention (E2A_RESPONSES), and no History has a copy (410, not
 	// retryable).
 	CodeFramesExpired = "frames_expired"
+	// CodeHistoryCorrupt: the audit archive's batch that holds the
+	// request is damaged (500, not retryable: retrying reads it again).
+	CodeHistoryCorrupt = "history_corrupt"
 )
 
 // Classify maps an error of this package (or of NATS) to an HTTP status and
@@ -54,6 +57,8 @@ func Classify(err error) (status int, code string) {
 		return http.StatusNotFound, CodeNotFound
 	case errors.Is(err, ErrFramesExpired):
 		return http.StatusGone, CodeFramesExpired
+	case errors.Is(err, ErrHistoryCorrupt):
+		return http.StatusInternalServerError, CodeHistoryCorrupt
 	case errors.Is(err, ErrHistoryUnavailable), errors.Is(err, ErrShuttingDown):
 		return http.StatusServiceUnavailable, CodeUnavailable
 	case errors.Is(err, ErrBadRequest):

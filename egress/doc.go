@@ -73,7 +73,9 @@
 // anyone else gets the 404 of an unknown id. Lookups are bounded per
 // Service ([WithHistoryLimits]: 8 at once, 30 s each) and per principal
 // ([WithHistoryLookupsPerPrincipal]: 2); one that fails or times out is
-// 503, retryable ([ErrHistoryUnavailable]). A request whose envelope is
+// 503, retryable ([ErrHistoryUnavailable]); one that runs into a damaged
+// archive batch (an error wrapping archive.ErrCorrupt) is 500
+// history_corrupt, not retryable ([ErrHistoryCorrupt]). A request whose envelope is
 // still hot but whose frames aged out ([ErrFramesExpired]) is answered
 // from the History too; without one, or when it lacks the request, 410
 // frames_expired, not retryable (its audit copy: `e2a replay <id>`).
@@ -92,6 +94,15 @@
 //	svc.ServeExisting(w, r, requestID, format, newRenderer) // a package's renderer, an unknown request answered not found
 //	svc.LoadRequests(ctx, requestIDs)                        // envelopes and stored frames, for a task's view
 //	svc.LoadRequestHead(ctx, requestID)                      // what the ownership rule reads of one request
+//
+// A task's view is made of what remains of its turns, oldest first to age
+// out of E2A_RESPONSES: LoadRequests reads a turn whose first frames aged
+// out from its first stored frame, and gives a turn answered whose frames
+// all aged out (its pool's consumer acknowledged it) with none, both marked
+// [StoredRequest.FramesExpired], not [ErrFramesExpired]; protocols/a2a
+// leaves the latter out of the task and marks the task (metadata
+// e2a_history_expired: true), [ErrFramesExpired] only when nothing of it
+// remains. [Service.UnendedTurns] takes such a turn for ended.
 //
 // A protocol's answers that are values or events rather than a rendered
 // stream (A2A's message/send result, tasks/get, the v1.0 bindings' events)

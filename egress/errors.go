@@ -52,6 +52,11 @@ var (
 	// history timeout ([WithHistoryLimits]): the request may well be
 	// there, so it is answered 503 unavailable, retryable.
 	ErrHistoryUnavailable = errors.New("egress: history unavailable")
+	// ErrHistoryCorrupt reports a lookup in the audit history that ran
+	// into a damaged archive batch (the History's error wraps
+	// archive.ErrCorrupt): permanent, answered 500 history_corrupt, not
+	// retryable; the batch is logged, never answered.
+	ErrHistoryCorrupt = errors.New("egress: the request's audit history is damaged")
 	// ErrShuttingDown is the cause with which a server ends its requests'
 	// contexts when it shuts down (context.WithCancelCause): a wait for a
 	// request's final frame ended by it is answered 503 unavailable,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/e2a-pipeline/pipeline/archive"
 	"github.com/e2a-pipeline/pipeline/internal/option"
 	"github.com/e2a-pipeline/pipeline/render"
 )
@@ -32,8 +33,10 @@ import (
 type History interface {
 	// Request returns request id as the history holds it: its envelope
 	// and its frames, in order. A request the history does not hold (or
-	// holds no envelope of) is an error wrapping [ErrNotFound]; any other
-	// error is answered 503, retryable ([ErrHistoryUnavailable]). It must
+	// holds no envelope of) is an error wrapping [ErrNotFound]; one
+	// wrapping archive.ErrCorrupt (a damaged batch) is answered 500, not
+	// retryable ([ErrHistoryCorrupt]); any other error is answered 503,
+	// retryable ([ErrHistoryUnavailable]). It must
 	// return when ctx ends.
 	Request(ctx context.Context, id string) (HistoricRequest, error)
 }
@@ -266,6 +269,12 @@ func (s *Service) fromHistory(ctx context.Context, id, user string) (*HistoricRe
 		return &r.h, nil
 	case errors.Is(r.err, ErrNotFound):
 		return nil, fmt.Errorf("%w: %q (history)", ErrNotFound, id)
+	case errors.Is(r.err, archive.ErrCorrupt):
+		// Permanent: retrying reads the same batch. A lookup of an
+		// unknown id whose window crosses the batch gets it too (the id
+		// may be in it): never a silent 404.
+		s.log.Error("egress: history lookup hit a corrupt archive batch", "request_id", id, "err", r.err)
+		return nil, ErrHistoryCorrupt
 	}
 	return nil, s.historyFailed(ctx, id, r.err)
 }

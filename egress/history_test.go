@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/e2a-pipeline/pipeline/archive"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
@@ -275,6 +276,21 @@ func TestHistoryFailureIsUnavailable(t *testing.T) {
 		fh.err = errors.New("E2A_AUDIT: no responders")
 		_, srv := historyHTTP(t, fh)
 		reads(t, srv)
+	})
+	t.Run("corrupt archive batch", func(t *testing.T) {
+		// Permanent damage: a retryable 503 would have clients retry
+		// forever. 500 history_corrupt, not retryable, on every read.
+		fh := newFakeHistory()
+		fh.err = fmt.Errorf("audit: history corrupt: %w: batch 7", archive.ErrCorrupt)
+		_, srv := historyHTTP(t, fh)
+		for _, p := range []string{"", "/stream", "?wait=true"} {
+			a := read(t, srv.URL+"/v1/requests/"+id+p, "owner")
+			var body APIError
+			if err := json.Unmarshal([]byte(a.Body), &body); err != nil || a.Status != http.StatusInternalServerError ||
+				body.Error.Code != CodeHistoryCorrupt || body.Error.Retryable || strings.Contains(a.Body, "batch 7") {
+				t.Errorf("%s: %d %s, want 500 %s, not retryable, the cause not answered", p, a.Status, a.Body, CodeHistoryCorrupt)
+			}
+		}
 	})
 	t.Run("panic", func(t *testing.T) {
 		fh := newFakeHistory()

@@ -7,7 +7,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -45,20 +44,6 @@ func confirmRequest(ctx context.Context, m *streams.DirectGetter, stream, reques
 		return nil, nil
 	}
 	return m.ConfirmLast(ctx, stream, subj)
-}
-
-// fetchEnvelope reads and decodes the envelope of requestID; it returns nil
-// when the request stream does not hold it.
-func fetchEnvelope(ctx context.Context, m *streams.DirectGetter, stream, requestID string) (*e2a.Envelope, []byte, error) {
-	msg, err := lookupRequest(ctx, m, stream, requestID)
-	if err != nil || msg == nil {
-		return nil, nil, err
-	}
-	env, err := e2a.FromJSON(msg.Data)
-	if err != nil {
-		return nil, msg.Data, nil
-	}
-	return env, msg.Data, nil
 }
 
 func responseSubject(id string) (string, error) { return subjects.Response(id) }

@@ -14,9 +14,14 @@ import (
 
 // StoredRequest is a request as the pipeline holds it: its envelope and
 // its stored frames, in order (what a protocol rebuilds a task from).
+// FramesExpired tells that E2A_RESPONSES no longer holds its first frames
+// (Frames then begins past sequence 0) or any of them (Frames is empty;
+// the request was answered: its pool's consumer acknowledged it), which
+// aged out of the hot retention before its envelope did.
 type StoredRequest struct {
-	Envelope *e2a.Envelope
-	Frames   []*e2a.Response
+	Envelope      *e2a.Envelope
+	Frames        []*e2a.Response
+	FramesExpired bool
 }
 
 // LoadRequests reads the envelope and the stored frames of each request
@@ -24,7 +29,10 @@ type StoredRequest struct {
 // the views of a task a protocol answers (A2A and AgentVault tasks/get).
 // Requests with neither are skipped; ErrNotFound when none is left. A
 // request whose envelope the pipeline no longer holds gets one with only
-// its id.
+// its id. Frames age out of E2A_RESPONSES long before envelopes leave
+// E2A_REQUESTS: a request whose first frames aged out has those that
+// remain, one whose frames all aged out none, both marked FramesExpired
+// (not ErrFramesExpired: a task's view is made of what remains).
 func (s *Service) LoadRequests(ctx context.Context, ids []string) ([]StoredRequest, error) {
 	var out []StoredRequest
 	for _, id := range ids {
@@ -58,15 +66,21 @@ func (s *Service) LoadRequestHead(ctx context.Context, id string) (StoredRequest
 
 // loadRequest reads the envelope of id and its stored frames (only the
 // first when head, and none when head and the envelope names a user);
-// false when neither is stored.
+// false when neither is stored. Frames whose first ones aged out are read
+// from the first stored, and a request answered whose frames all aged out
+// (agedOut) has none, both marked FramesExpired.
 func (s *Service) loadRequest(ctx context.Context, id string, head bool) (StoredRequest, bool, error) {
-	env, _, err := fetchEnvelope(ctx, s.mux, s.streamNames().requests, id)
+	msg, err := lookupRequest(ctx, s.mux, s.streamNames().requests, id)
 	if err != nil {
 		return StoredRequest{}, false, err
 	}
+	var env *e2a.Envelope
+	if msg != nil {
+		env, _ = e2a.FromJSON(msg.Data) // one that does not decode: as if gone
+	}
 	rq := StoredRequest{Envelope: env}
 	if !head || env == nil || env.UserID == "" {
-		rd, err := Open(ctx, s.nc, id, 0, append(s.replayOptions(nil), WithoutRequestCheck())...)
+		rd, err := Open(ctx, s.nc, id, 0, append(s.replayOptions(nil), WithoutRequestCheck(), withFirstStored())...)
 		if err != nil {
 			return StoredRequest{}, false, err
 		}
@@ -80,6 +94,12 @@ func (s *Service) loadRequest(ctx context.Context, id string, head bool) (Stored
 				break
 			}
 			rq.Frames = append(rq.Frames, f.Response)
+		}
+		rq.FramesExpired = rd.expired
+		if !head && msg != nil && len(rq.Frames) == 0 {
+			if rq.FramesExpired, err = s.agedOut(ctx, id, msg); err != nil {
+				return StoredRequest{}, false, err
+			}
 		}
 	}
 	if env == nil && len(rq.Frames) == 0 {
@@ -316,7 +336,7 @@ const maxUnstoredTurns = 8
 
 // UnendedTurns returns the turns of a task or session (ids, oldest first)
 // that have not ended, newest first: walking back from the newest, up to
-// one with its final frame, or past a run of maxUnstoredTurns turns not
+// one with its final frame or one answered whose frames aged out, or past a run of maxUnstoredTurns turns not
 // stored (aged out). A turn not stored is skipped, not taken as the end:
 // one never published leaves the turn before it running (the agent runtime
 // starts a turn once the nearest earlier turn that is stored has ended).
@@ -334,13 +354,16 @@ func (s *Service) UnendedTurns(ctx context.Context, ids []string) ([]string, err
 			break
 		}
 		if last == nil {
-			ok, err := requestExists(ctx, s.mux, s.streamNames().requests, ids[i])
+			msg, err := lookupRequest(ctx, s.mux, s.streamNames().requests, ids[i])
 			if err != nil {
 				return nil, err
 			}
-			if !ok {
+			if msg == nil {
 				unstored++
 				continue
+			}
+			if gone, err := s.agedOut(ctx, ids[i], msg); err == nil && gone {
+				break // answered, its frames aged out: it has ended
 			}
 		}
 		unstored = 0

@@ -111,9 +111,14 @@ const (
 // RequestView is the aggregated E2A JSON of GET /v1/requests/{id}: the
 // envelope as accepted, and the frames so far as stored (from ?from= on).
 // The HTTP status is 200 when the request has ended (its final frame is
-// stored), 202 while it runs. State is the request's, whatever the resume
-// point: with ?from= past every frame stored, Frames is empty and State is
-// still running or the final frame's (pending: no frame at all).
+// stored; frames stored after it, by hand or by a rogue writer, are
+// ignored, as the streams ignore them), 202 while it runs. State is the
+// request's, whatever the resume point: with ?from= past every frame
+// stored, Frames is empty and State is still running or the final frame's
+// (pending: no frame at all). NextSequence is the sequence to ask for
+// next: the one after the last of Frames; with none, the resume point
+// while the request runs, and the one after the final frame once it has
+// ended, however far past it the resume point was.
 type RequestView struct {
 	RequestID    string            `json:"request_id"`
 	State        string            `json:"state"`

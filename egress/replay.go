@@ -69,6 +69,9 @@ type replayConfig struct {
 	// envelope message when the caller read it (withAgedOut).
 	agedOut func(ctx context.Context, id string, env *nats.Msg) (bool, error)
 	env     *nats.Msg
+	// firstStored: a read whose first frames aged out starts at the first
+	// one stored (withFirstStored).
+	firstStored bool
 }
 
 // batchGetter reads up to batch messages stored under subject in stream
@@ -259,6 +262,22 @@ func withAgedOut(agedOut func(ctx context.Context, id string, env *nats.Msg) (bo
 	return func(c *replayConfig) error { c.agedOut, c.env = agedOut, env; return nil }
 }
 
+// withFirstStored makes a read whose first stored frame lies past its
+// resume point (the frames before aged out of E2A_RESPONSES) begin at that
+// frame, the reader's expired set, instead of ending with ErrFramesExpired:
+// a task's view is rebuilt from what remains (LoadRequests).
+func withFirstStored() ReplayOption {
+	return func(c *replayConfig) error { c.firstStored = true; return nil }
+}
+
+// agedStart begins the read at seq, the first stored frame met, when it
+// lies past the resume point and withFirstStored allows it.
+func (r *Reader) agedStart(seq int64, live bool) {
+	if r.cfg.firstStored && !r.any && !live && seq > r.next {
+		r.next, r.from, r.expired = seq, seq, true
+	}
+}
+
 func withMux(m *streams.DirectGetter) ReplayOption {
 	return func(c *replayConfig) error { c.mux = m; return nil }
 }
@@ -307,6 +326,12 @@ type Reader struct {
 	waited   bool // the first wait happened
 	held     bool // the head hold ran out (headHoldOver was called)
 	gave     bool // Next returned a frame (frames before the resume point are not given)
+	// ended is the final frame when it lies before the resume point (done
+	// then, and nothing is queued).
+	ended render.Frame
+	// expired: the first frames aged out, the read began at the first
+	// stored (withFirstStored).
+	expired bool
 
 	// The wait for the next frame began at waitStart (the first wait after
 	// the last frame given, or after Open; zero: no wait since), and the
@@ -523,8 +548,10 @@ const directGetAttempt = 3 * time.Second
 
 // fill reads one batch from the stream after the last frame read.
 func (r *Reader) fill(ctx context.Context) error {
-	if n, err := r.sub.Dropped(); err == nil {
-		r.dropped = n
+	if r.sub != nil {
+		if n, err := r.sub.Dropped(); err == nil {
+			r.dropped = n
+		}
 	}
 	// A direct get whose answering server dies mid-reply is never closed:
 	// each attempt is bounded and retried from the last frame accepted
@@ -627,6 +654,7 @@ func (r *Reader) acceptBurst(streamSeq uint64, hdr nats.Header, count string, da
 		_, err := r.acceptFrame(streamSeq, first, haveHead, data, live)
 		return err
 	}
+	r.agedStart(first, live)
 	if first > r.next {
 		// A gap before the burst: acceptFrame reads the stream (live) or
 		// fails (stored) without looking at the frame.
@@ -657,6 +685,7 @@ func (r *Reader) acceptBurst(streamSeq uint64, hdr nats.Header, count string, da
 // already. final reports a final frame, queued now or lying before the
 // resume point (a frame queued earlier is not looked at again).
 func (r *Reader) acceptFrame(streamSeq uint64, seq int64, haveHead bool, data []byte, live bool) (final bool, err error) {
+	r.agedStart(seq, live)
 	head := &r.scratch
 	pending := int64(len(r.queue) - r.head)
 	expect := r.next
@@ -683,12 +712,17 @@ func (r *Reader) acceptFrame(streamSeq uint64, seq int64, haveHead bool, data []
 			return false, nil // queued already
 		}
 		// Its head read as every reader reads it (render.Head: keys
-		// matched as encoding/json does, whatever their case).
-		if !haveHead && head.Decode(data) != nil {
-			return false, nil
+		// matched as encoding/json does, whatever their case). One that is
+		// no frame is invalid_frame here too: skipped, a resume past it
+		// waited for a next frame until the wait limit.
+		if !haveHead {
+			if err := head.Decode(data); err != nil {
+				return false, fmt.Errorf("%w: request %q sequence %d: %v", ErrInvalidFrame, r.requestID, seq, err)
+			}
 		}
 		if head.IsFinal {
 			r.done = true
+			r.ended = head.Frame(data, streamSeq)
 			return true, nil
 		}
 		return false, nil
@@ -927,4 +961,20 @@ func (r *Reader) NextStored(ctx context.Context) (f render.Frame, ok bool, err e
 			return render.Frame{}, false, err
 		}
 	}
+}
+
+// finalUpTo reports the final frame among those the reader read up to
+// stream sequence upTo, before its first Next: one before the resume point
+// (done) or one queued. known is false when it met none and has not read
+// that far.
+func (r *Reader) finalUpTo(upTo uint64) (f render.Frame, final, known bool) {
+	if r.done {
+		return r.ended, true, true
+	}
+	for _, q := range r.queue[r.head:] {
+		if q.IsFinal() {
+			return q, true, true
+		}
+	}
+	return render.Frame{}, false, r.lastSeq >= upTo
 }

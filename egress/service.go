@@ -830,8 +830,8 @@ func (s *Service) serveE2AJSON(w http.ResponseWriter, r *http.Request, id string
 	// whose first frames aged out is answered from the History, or 410,
 	// not 200 with an error after the envelope.
 	var rd *Reader
-	if err == nil && last != nil && from <= last.seq {
-		rd, err = Open(ctx, s.nc, id, from, append(s.replayOptions(nil), WithoutRequestCheck(), WithoutDecode())...)
+	if err == nil {
+		rd, last, err = s.openSnapshot(ctx, id, from, last)
 	}
 	if err == nil && env == nil && last == nil {
 		err = ErrNotFound
@@ -880,6 +880,46 @@ func (s *Service) lastOrFinal(ctx context.Context, id string, env *nats.Msg, wai
 	return nil, nil
 }
 
+// openSnapshot opens the reader of the aggregated JSON of request id from
+// the resume point from, whose last stored frame is last (nil: none), and
+// returns where the snapshot ends: last, or the final frame stored before
+// it (finalOf). rd is nil when the resume point is past that end.
+func (s *Service) openSnapshot(ctx context.Context, id string, from int64, last *lastInfo) (rd *Reader, end *lastInfo, err error) {
+	if last != nil && from <= last.seq {
+		rd, err = Open(ctx, s.nc, id, from, append(s.replayOptions(nil), WithoutRequestCheck(), WithoutDecode())...)
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	if end = s.finalOf(last, rd); rd != nil && from > end.seq {
+		rd.Close()
+		return nil, end, nil
+	}
+	return rd, end, nil
+}
+
+// finalOf is last, the last frame stored of request id, or, when that is
+// not final, the final frame stored before it: a request whose final frame
+// is stored has ended, and frames stored after it (by hand, by a rogue or
+// late writer) are ignored, as every reader ignores them. rd, when not nil,
+// is the snapshot's reader, which has read the first frames already (all
+// of a request of up to one batch: nothing more is read then). Without a
+// reader (a resume point past the last frame: a poller's usual view of a
+// running request) or past its first batch, last is taken as it is:
+// finding a final frame before it would read every stored frame at each
+// poll of a running request, for frames only a hand or a rogue writer
+// stores after a final one (the fenced writers never do).
+func (s *Service) finalOf(last *lastInfo, rd *Reader) *lastInfo {
+	if last == nil || last.final || rd == nil {
+		return last
+	}
+	f, final, known := rd.finalUpTo(last.streamSeq)
+	if !known || !final {
+		return last
+	}
+	return &lastInfo{streamSeq: f.StreamSeq, seq: f.Sequence(), final: true, raw: f.Raw}
+}
+
 // startE2AJSON starts the aggregated JSON answer of request id (its
 // stored envelope env) whose last stored frame is last (nil: none, a
 // pending request), from the hot streams or from the History: 200 when
@@ -897,7 +937,13 @@ func (s *Service) startE2AJSON(r *http.Request, o *render.Output, id string, env
 			return nil, false
 		}
 	}
-	rend = maybeProjecting(r, newE2AJSON(o, id, env, final, from, state), s.cfg.projections)
+	next := from
+	if past && final {
+		// Nothing follows the final frame: the sequence to ask for next
+		// is the one after it, whatever the resume point past it.
+		next = last.seq + 1
+	}
+	rend = maybeProjecting(r, newE2AJSON(o, id, env, final, next, state), s.cfg.projections)
 	if err := rend.Start(); err != nil {
 		s.finish(o, rend, FormatE2AJSON, err)
 		return nil, false

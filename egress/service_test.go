@@ -259,7 +259,10 @@ func TestHTTPAggregateJSON(t *testing.T) {
 // TestHTTPAggregateJSONFromPastFrames: GET /v1/requests/{id}?from=N with N
 // past every frame stored answers no frame and the request's state: its
 // final frame's when it has ended (200), running while it runs (202), and
-// pending only when it has no frame at all.
+// pending only when it has no frame at all. next_sequence is the sequence
+// to ask for next: the resume point while the request runs (no frame
+// stored is skipped), one past the final frame once it has ended, however
+// far past it the resume point was (it answered the resume point: 99).
 func TestHTTPAggregateJSONFromPastFrames(t *testing.T) {
 	h := startHTTP(t)
 	h.finished(t, "past-done", 2) // frames 0, 1, 2 (final, succeeded)
@@ -278,7 +281,10 @@ func TestHTTPAggregateJSONFromPastFrames(t *testing.T) {
 		nextSequence int64
 	}{
 		{"/v1/requests/past-done?from=3", 200, StateSucceeded, 0, 3},
-		{"/v1/requests/past-done?from=99", 200, StateSucceeded, 0, 99},
+		{"/v1/requests/past-done?from=99", 200, StateSucceeded, 0, 3},
+		{"/v1/requests/past-done?from=99&wait=true", 200, StateSucceeded, 0, 3},
+		{"/v1/requests/past-failed?from=5", 200, StateFailed, 0, 2},
+		{"/v1/requests/past-running?from=5", 202, StateRunning, 0, 5},
 		{"/v1/requests/past-done?from=3&wait=true", 200, StateSucceeded, 0, 3},
 		{"/v1/requests/past-failed?from=2", 200, StateFailed, 0, 2},
 		{"/v1/requests/past-failed?from=2&wait=true", 200, StateFailed, 0, 2},

@@ -10,6 +10,7 @@ package a2a
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"iter"
 	"slices"
@@ -28,6 +29,14 @@ import (
 // Params: the task and context ids, the submitted time, resubscription,
 // the history length, the output modes, the interaction spec).
 type A2AParams = a2amap.Params
+
+// MetaHistoryExpired is the metadata key (value true) of a task some of
+// whose frames aged out of the hot retention (E2A_RESPONSES) while the
+// task's record and envelopes stayed: a turn whose frames all aged out is
+// left out of it, one whose first frames did is rebuilt from those that
+// remain (egress.StoredRequest.FramesExpired). The whole history is
+// in the audit copy (`e2a replay <request id>`).
+const MetaHistoryExpired = "e2a_history_expired"
 
 // Answers makes the A2A answers from the frames f reads; the zero value
 // is not usable.
@@ -49,11 +58,11 @@ func (a Answers) A2ATask(ctx context.Context, taskID, contextID string, requestI
 // keeps it: of its requests, those that are its own
 // (host.Session.OwnRequests). egress.ErrNotFound when none is left.
 func (a Answers) A2ATaskOf(ctx context.Context, t *host.Task, historyLength *int) (*a2a.Task, error) {
-	reqs, err := a.load(ctx, t)
+	reqs, expired, err := a.loadMarked(ctx, t)
 	if err != nil {
 		return nil, err
 	}
-	return a2amap.BuildTask(t.ID, t.ContextID, reqs, historyLength), nil
+	return markExpired(a2amap.BuildTask(t.ID, t.ContextID, reqs, historyLength), expired), nil
 }
 
 // A2ATurnTask is the Task an A2A v1.0 stream of a turn opens with (A2A
@@ -68,11 +77,12 @@ func (a Answers) A2ATaskOf(ctx context.Context, t *host.Task, historyLength *int
 // out: the stream opens all the same.
 func (a Answers) A2ATurnTask(ctx context.Context, t *host.Task, env *e2a.Envelope, historyLength *int) *a2a.Task {
 	var reqs []egress.StoredRequest
+	expired := false
 	if len(t.RequestIDs) > 0 {
-		reqs, _ = a.load(ctx, t)
+		reqs, expired, _ = a.loadMarked(ctx, t)
 	}
 	reqs = append(reqs, egress.StoredRequest{Envelope: env})
-	return a2amap.BuildTask(t.ID, t.ContextID, reqs, historyLength)
+	return markExpired(a2amap.BuildTask(t.ID, t.ContextID, reqs, historyLength), expired)
 }
 
 // TurnEnd reads the task again once its turn requestID (of envelope env)
@@ -120,13 +130,62 @@ func unowned(taskID, contextID string, requestIDs []string) *host.Task {
 }
 
 // load reads the envelope and the stored frames of the task t's own
-// requests (host.Session.OwnRequests).
+// requests (host.Session.OwnRequests), as loadMarked.
 func (a Answers) load(ctx context.Context, t *host.Task) ([]egress.StoredRequest, error) {
-	reqs, err := a.f.LoadRequests(ctx, t.RequestIDs)
-	if err != nil {
-		return nil, err
+	reqs, _, err := a.loadMarked(ctx, t)
+	return reqs, err
+}
+
+// loadMarked is load telling whether frames of the task aged out
+// (expired: the task is marked MetaHistoryExpired). A turn whose frames
+// all aged out (egress.StoredRequest.FramesExpired, none left) is left
+// out; one whose first frames did keeps those that remain. A task of which
+// nothing remains is egress.ErrFramesExpired.
+func (a Answers) loadMarked(ctx context.Context, t *host.Task) (reqs []egress.StoredRequest, expired bool, err error) {
+	all, err := a.f.LoadRequests(ctx, t.RequestIDs)
+	if err == nil {
+		all, err = t.OwnRequests(all)
 	}
-	return t.OwnRequests(reqs)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, rq := range all {
+		expired = expired || rq.FramesExpired
+		if !rq.FramesExpired || len(rq.Frames) > 0 {
+			reqs = append(reqs, rq)
+		}
+	}
+	if len(reqs) == 0 {
+		return nil, true, fmt.Errorf("%w: task %q: every turn's frames aged out; their audit copies may be read with `e2a replay <request id>`", egress.ErrFramesExpired, t.ID)
+	}
+	return reqs, expired, nil
+}
+
+// markExpired marks task with MetaHistoryExpired when expired.
+func markExpired(task *a2a.Task, expired bool) *a2a.Task {
+	if expired {
+		if task.Metadata == nil {
+			task.Metadata = map[string]any{}
+		}
+		task.Metadata[MetaHistoryExpired] = true
+	}
+	return task
+}
+
+// turnEnded reports whether the stored request rq has ended: its final
+// frame is stored, or its frames all aged out (it was answered).
+func turnEnded(rq egress.StoredRequest) bool {
+	f := rq.Frames
+	return len(f) > 0 && f[len(f)-1].IsFinal || rq.FramesExpired && len(f) == 0
+}
+
+// nextSequence is the sequence of the frame after those of rq read (its
+// first frames may have aged out: not their count).
+func nextSequence(rq egress.StoredRequest) int64 {
+	if n := len(rq.Frames); n > 0 {
+		return rq.Frames[n-1].Sequence + 1
+	}
+	return 0
 }
 
 // A2ACancel is A2ACancelOf for the task taskID of requestIDs, every one
@@ -160,8 +219,9 @@ func (a Answers) CancelTurns(ctx context.Context, t *host.Task, cancel egress.Ca
 // ownTurns is the part of the task t's requests that a cancel may reach,
 // none of another principal's. host.TaskFrames' CancelTurns cancels the
 // newest request and the turns before it that have not ended, walking
-// back up to one that has its final frame or is not stored; ownTurns
-// walks back the same way, reading each request (one LoadRequests), and
+// back up to one that has its final frame (or whose frames aged out) or
+// is not stored; ownTurns walks back the same way, reading each request
+// (one LoadRequests: what remains of one whose first frames aged out), and
 // leaves out the first that is not t's own (host.Session.OwnRequests)
 // with every request before it. Nothing is read when t has no principal.
 func (a Answers) ownTurns(ctx context.Context, t *host.Task) ([]string, error) {
@@ -184,7 +244,7 @@ func (a Answers) ownTurns(ctx context.Context, t *host.Task) ([]string, error) {
 		if _, err := t.OwnRequests(reqs); err != nil {
 			return ids[i+1:], nil
 		}
-		if f := reqs[0].Frames; i < newest && len(f) > 0 && f[len(f)-1].IsFinal {
+		if i < newest && turnEnded(reqs[0]) {
 			return ids[i:], nil
 		}
 	}
@@ -367,12 +427,12 @@ func (a Answers) A2AResult(ctx context.Context, requestID string, p A2AParams, o
 // itself is rebuilt whole, as tasks/get answers it).
 func (a Answers) A2ASubscription(ctx context.Context, task *host.Task, interaction bool, f Follow) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
-		reqs, err := a.load(ctx, task)
+		reqs, expired, err := a.loadMarked(ctx, task)
 		if err != nil {
 			yield(nil, err)
 			return
 		}
-		t := a2amap.BuildTask(task.ID, task.ContextID, reqs, nil)
+		t := markExpired(a2amap.BuildTask(task.ID, task.ContextID, reqs, nil), expired)
 		if !yield(t, nil) || t.Status.State.Terminal() {
 			return
 		}
@@ -412,7 +472,7 @@ func (a Answers) A2ASubscription(ctx context.Context, task *host.Task, interacti
 			return f.Later(ctx, after)
 		}
 		// The running turn from its frames not read yet: those read are in t.
-		for ev, err := range a.A2AFollow(ctx, reqs[i].Envelope.RequestID, p, int64(len(reqs[i].Frames)), read) {
+		for ev, err := range a.A2AFollow(ctx, reqs[i].Envelope.RequestID, p, nextSequence(reqs[i]), read) {
 			if !yield(ev, err) {
 				return
 			}
