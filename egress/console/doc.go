@@ -42,8 +42,9 @@
 //     user_id (4,096 subjects at most), with its E2A_REQUESTS sequence as
 //     Nats-Msg-Id (a batch delivered again is not indexed twice); then, for
 //     each of task_id, session_id and context_id that is set, a pointer
-//     {"v": id, "s": the record's sequence} on x.<field>.<h>, h = the first
-//     3 hex digits of SHA-256 of the id. The writes of a batch are
+//     {"v": id, "s": the record's sequence, "o": the record's principal} on
+//     x.<field>.<h>, h = the first 3 hex digits of SHA-256 of the id
+//     (pointers of earlier builds have no "o"). The writes of a batch are
 //     asynchronous publishes, records first in the order of E2A_REQUESTS
 //     (so records sit in the stream in that order), then the pointers.
 //   - Frames are not indexed. A row's progress (status pending / running /
@@ -74,7 +75,11 @@
 // is not read). user walks the records of the user's bucket; task, session
 // and context walk the pointers of the id's bucket and read each matching
 // record by sequence: they cost the page, plus the rows of other users or
-// ids that share the bucket (skipped, and counted as examined); the most
+// ids that share the bucket (skipped, and counted as examined). A pointer
+// naming another principal than the one the list is for is skipped without
+// reading its record, so a search by another principal's id reads what one
+// by an unused id of the bucket reads (a pointer of an earlier build, with
+// no owner, still has its record read, its principal checked); the most
 // selective one is walked and the others, status and the time range are
 // checked on the rows. Until is found by a binary search
 // on stored times (a few direct gets), a minute after it (the indexing

@@ -127,10 +127,15 @@ func recordKey(user string) string { return prefixRequest + valueBucket(user) }
 func pointerKey(field, value string) string { return prefixSecond + field + "." + valueBucket(value) }
 
 // pointer is the value of an x.<field>.<bucket> message: the id it
-// indexes and the stream sequence of the request record.
+// indexes, the stream sequence of the request record and the record's
+// principal, so that a search skips another principal's pointer without
+// reading its record (the reads then do not tell another's id from an
+// unused one). Owner is nil in pointers of earlier builds (their record is
+// read to learn whose it is) and set, "" included, in every new one.
 type pointer struct {
-	Value string `json:"v"`
-	Seq   uint64 `json:"s"`
+	Value string  `json:"v"`
+	Seq   uint64  `json:"s"`
+	Owner *string `json:"o,omitempty"`
 }
 
 // RequestInfo is what a request's message in E2A_REQUESTS says of it: the
@@ -509,7 +514,7 @@ func (ix *indexer) publishPointers(r record, seq uint64, out *[]jetstream.PubAck
 		if s.value == "" {
 			continue
 		}
-		val, err := json.Marshal(pointer{Value: s.value, Seq: seq})
+		val, err := json.Marshal(pointer{Value: s.value, Seq: seq, Owner: &r.Principal})
 		if err != nil {
 			return err
 		}

@@ -392,7 +392,8 @@ func (l *lister) seqAfter(ctx context.Context, filter string, lo, hi uint64, t t
 // resolve turns index messages into entries (nil for messages that do not
 // resolve): a record message holds the record; a pointer (want != "")
 // that points at want is resolved by reading its record by sequence, any
-// other (another id of the same bucket) is nil. The progress is read from
+// other (another id of the same bucket, or, by the owner it names, another
+// user's: its record is not read) is nil. The progress is read from
 // the frames of each record of user's (of every one when user is ""):
 // another user's record is nil, its frames not read, as the list passes
 // it over (reading them cost the caller time that told it existed).
@@ -404,7 +405,7 @@ func (l *lister) resolve(ctx context.Context, msgs []streams.RawMsg, want, user 
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			r, ok := l.record(ctx, m, want)
+			r, ok := l.record(ctx, m, want, user)
 			if !ok || (user != "" && r.Principal != user) {
 				return
 			}
@@ -418,14 +419,20 @@ func (l *lister) resolve(ctx context.Context, msgs []streams.RawMsg, want, user 
 }
 
 // record returns the record an index message holds or points at (want !=
-// "": a pointer, kept only when it points at want).
-func (l *lister) record(ctx context.Context, m streams.RawMsg, want string) (record, bool) {
+// "": a pointer, kept only when it points at want and, when user is set
+// and the pointer names its owner, is user's). A pointer of another user's
+// is dropped before its record is read, so that a search by another
+// user's id reads what one by an unused id of the same bucket reads; a
+// pointer of an earlier build (no owner) is resolved, and the caller
+// checks the record's principal.
+func (l *lister) record(ctx context.Context, m streams.RawMsg, want, user string) (record, bool) {
 	var r record
 	if want == "" {
 		return r, json.Unmarshal(m.Data, &r) == nil && r.RequestID != ""
 	}
 	var p pointer
-	if json.Unmarshal(m.Data, &p) != nil || p.Value != want || p.Seq == 0 {
+	if json.Unmarshal(m.Data, &p) != nil || p.Value != want || p.Seq == 0 ||
+		(user != "" && p.Owner != nil && *p.Owner != user) {
 		return r, false
 	}
 	data, subj, err := l.getSeq(ctx, p.Seq)

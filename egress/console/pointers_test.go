@@ -133,3 +133,32 @@ func TestListFilterOnAnothersIDAnswersAsUnused(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexPointerOfEarlierBuild: a pointer stored by an earlier build
+// names no owner ({"v","s"} only); a search by its id still reads the
+// record it names, listing the request to its principal and to no one
+// else (the record's principal is checked).
+func TestIndexPointerOfEarlierBuild(t *testing.T) {
+	p := startPipeline(t, pipelineOptions{noAgent: true})
+	ctx := context.Background()
+	js := natstest.JetStream(t, p.nc)
+	const id, user, task = "old-pointer-1", "alice", "task-old-pointer"
+	rec, _ := json.Marshal(map[string]any{"request_id": id, "time": time.Now().UTC(), "pool": "idle",
+		"principal": user, "task_id": task, "seq": 1})
+	ack, err := js.Publish(ctx, subjects.KV(console.Bucket, "q."+bucketOf(user)), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptr := fmt.Appendf(nil, `{"v":%q,"s":%d}`, task, ack.Sequence)
+	if _, err := js.Publish(ctx, subjects.KV(console.Bucket, "x.task."+bucketOf(task)), ptr); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		user string
+		want []string
+	}{{user, []string{id}}, {"bob", nil}, {"", []string{id}}} {
+		if got := entryIDs(t, p.con, console.Query{TaskID: task, User: c.user}); !slices.Equal(got, c.want) {
+			t.Errorf("search by the task of an earlier build's pointer, user %q: %v, want %v", c.user, got, c.want)
+		}
+	}
+}
