@@ -88,18 +88,26 @@ func (w *lineWriter) line(m Message) {
 	w.Flush()
 }
 
-// refuse writes a refusal as one A2E error line with the HTTP status.
+// refuse writes a refusal as one A2E error line with the HTTP status, its
+// wait as Retry-After too unless the answer has one (the gate's).
 func refuse(w http.ResponseWriter, f host.Refusal) {
+	f.SetRetryAfter(w.Header())
 	lw := &lineWriter{ResponseWriter: w}
 	lw.WriteHeader(f.Status)
 	lw.line(refusalLine("", f))
 }
 
-// refusalLine is f as the A2E error answering req_id reqID.
+// refusalLine is f as the A2E error answering req_id reqID: detail has
+// its http_status, its data as limit, and its wait as retry_after (whole
+// seconds, rounded up; A2EError has no field of its own for it, and a
+// line after the answer started can carry it nowhere else).
 func refusalLine(reqID string, f host.Refusal) Message {
 	detail := map[string]any{"http_status": f.Status}
 	if f.Data != nil {
 		detail["limit"] = f.Data
+	}
+	if s := f.RetryAfterSeconds(); s > 0 {
+		detail["retry_after"] = s
 	}
 	return NewError(reqID, f.Code, f.Message, f.Retryable, detail)
 }

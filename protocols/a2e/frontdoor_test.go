@@ -20,7 +20,7 @@ import (
 // request by starting and ending its renderer with no frame.
 type fakeHost = conformance.Host
 
-func post(t *testing.T, h *fakeHost, body string) (*httptest.ResponseRecorder, []a2e.Message) {
+func post(t *testing.T, h host.Host, body string) (*httptest.ResponseRecorder, []a2e.Message) {
 	t.Helper()
 	return postKeyed(t, h, "", body)
 }
@@ -97,7 +97,7 @@ func TestFrontDoorStreamSlot(t *testing.T) {
 // postKeyed posts body with an Idempotency-Key.
 // postKeyed posts body with the Idempotency-Key key (none when "") and
 // returns the answer and its messages.
-func postKeyed(t *testing.T, h *fakeHost, key, body string) (*httptest.ResponseRecorder, []a2e.Message) {
+func postKeyed(t *testing.T, h host.Host, key, body string) (*httptest.ResponseRecorder, []a2e.Message) {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodPost, a2e.Path, strings.NewReader(body))
 	if key != "" {

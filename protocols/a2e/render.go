@@ -47,12 +47,24 @@ func (p Params) capability() string {
 	return capabilityOf(p.ReqType)
 }
 
+// maxCapability bounds a capability_name, in runes (the normalizer's
+// bound on the client values it echoes).
+const maxCapability = 64
+
 // capabilityOf is the capability namespace of an A2E message type: its
 // first segment (tool of tool/call/req), the type itself when it has
-// one segment. The renderer's error lines and the front door's name it
-// alike.
+// one segment; cut after maxCapability runes, with an ellipsis, since the
+// type is the client's (a normalizer error's Method is not bounded). The
+// renderer's error lines and the front door's name it alike.
 func capabilityOf(reqType string) string {
 	c, _, _ := strings.Cut(reqType, "/")
+	n := 0
+	for i := range c {
+		if n == maxCapability {
+			return c[:i] + "…"
+		}
+		n++
+	}
 	return c
 }
 

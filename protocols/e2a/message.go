@@ -61,8 +61,10 @@ func WriteError(w http.ResponseWriter, status int, code, msg string, retryable b
 }
 
 // Refuse writes a refusal of the gate (or of the stream slots) in the E2A
-// error shape.
+// error shape, its wait as Retry-After unless w already has one (the
+// gate's): WriteError's 1 s only when the refusal knows no wait.
 func Refuse(w http.ResponseWriter, f host.Refusal) {
+	f.SetRetryAfter(w.Header())
 	WriteError(w, f.Status, f.Code, f.Message, f.Retryable)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -42,9 +43,33 @@ type Refusal struct {
 	Challenges []string
 	// RetryAfter is how long the client should wait before it retries (a
 	// rate limit's window, a stream slot); 0 when not known. An HTTP
-	// answer carries it as Retry-After, set by the gate; a gRPC status,
-	// which has no such header, as a google.rpc.RetryInfo detail.
+	// answer carries it as Retry-After, set by the gate (or else by the
+	// protocol's Refuse: [Refusal.SetRetryAfter]); a gRPC status, which
+	// has no such header, as a google.rpc.RetryInfo detail; an A2E error
+	// line as detail.retry_after.
 	RetryAfter time.Duration
+}
+
+// RetryAfterSeconds is the refusal's wait as a Retry-After value: whole
+// seconds, rounded up, at least 1; 0 when the refusal has none.
+func (f Refusal) RetryAfterSeconds() int64 {
+	if f.RetryAfter <= 0 {
+		return 0
+	}
+	s := int64(f.RetryAfter / time.Second)
+	if f.RetryAfter%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+// SetRetryAfter sets the refusal's wait ([Refusal.RetryAfterSeconds]) as
+// h's Retry-After when it has one and h carries none yet: one already set
+// (the gate's, set first) wins.
+func (f Refusal) SetRetryAfter(h http.Header) {
+	if s := f.RetryAfterSeconds(); s > 0 && h.Get("Retry-After") == "" {
+		h.Set("Retry-After", strconv.FormatInt(s, 10))
+	}
 }
 
 // Refuse writes a refusal in one protocol's error shape.
