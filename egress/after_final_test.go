@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -51,12 +50,7 @@ func TestLastFrameNotJSON(t *testing.T) {
 	w := h.running(t, "zz_last_not_json")
 	w.text("a")
 	publishRaw(t, h.js, "zz_last_not_json", 1, "", []byte("not a frame"), w.lastSeq)
-	for _, path := range []string{"", "?wait=true", "?from=1"} {
-		a := testkit.Get(t, h.srv.URL+"/v1/requests/zz_last_not_json"+path)
-		if a.Status != http.StatusBadGateway || !strings.Contains(a.Body, `"code":"`+CodeInvalidFrame+`"`) {
-			t.Errorf("%q: %+v, want 502 %s", path, a, CodeInvalidFrame)
-		}
-	}
+	wantInvalidFrame(t, h, "zz_last_not_json", []testkit.Read{{Name: "json"}, {Name: "wait", Path: "?wait=true"}, {Name: "from 1", Path: "?from=1"}})
 }
 
 // TestGetAfterFinalIsDone: a request whose final frame is stored has ended,
@@ -102,10 +96,5 @@ func TestStreamResumedPastNonFrame(t *testing.T) {
 	w := h.running(t, "zz_resumed_past_non_frame")
 	w.text("a")
 	publishRaw(t, h.js, "zz_resumed_past_non_frame", 1, "", []byte("not a frame"), w.lastSeq)
-	for _, path := range []string{"/stream?from=2", "?from=2"} {
-		a := testkit.Get(t, h.srv.URL+"/v1/requests/zz_resumed_past_non_frame"+path)
-		if a.Status != http.StatusBadGateway || !strings.Contains(a.Body, `"code":"`+CodeInvalidFrame+`"`) {
-			t.Errorf("%q: %+v, want 502 %s", path, a, CodeInvalidFrame)
-		}
-	}
+	wantInvalidFrame(t, h, "zz_resumed_past_non_frame", []testkit.Read{{Name: "sse from 2", Path: "/stream?from=2"}, {Name: "json from 2", Path: "?from=2"}})
 }

@@ -28,7 +28,12 @@
 // [ErrFramesExpired], not a wait. A read whose first stored frame lies
 // past its resume point (the first frames aged out), or whose next frames
 // age out while it reads (the stream's front passed a slow reader), is
-// [ErrFramesExpired] too, not [ErrInvalidFrame]. Options
+// [ErrFramesExpired] too, not [ErrInvalidFrame]. A stored message that
+// breaks the frame contract is [ErrInvalidFrame] to every read that meets
+// it, delivered or skipped before the resume point: no sequence of its
+// own (null, {}), one its E2A-Sequence header does not name, a negative
+// one, or one past what the messages stored before it can hold
+// (e2a.MaxBurstFrames each: MaxInt64 is not frames aged out). Options
 // validate their values: a bad one makes [Open], [Replay] or [New] return
 // an error wrapping [ErrInvalidOption].
 //

@@ -81,6 +81,9 @@ func (h HistoricRequest) frames(id string) ([]render.Frame, error) {
 			return out, fmt.Errorf("request %q sequence %d (history): %w", id, len(out), err)
 		}
 		want := int64(len(out))
+		if err := historicPlace(id, hf.Raw, f.Sequence()); err != nil {
+			return out, err
+		}
 		if f.Sequence() < want {
 			continue // a duplicate: the reader skips it too
 		}
@@ -93,6 +96,19 @@ func (h HistoricRequest) frames(id string) ([]render.Frame, error) {
 		}
 	}
 	return out, nil
+}
+
+// historicPlace checks a historic frame as checkPlace and frameHead check
+// a stored one: a frame without a sequence (null, {}: read as 0) or of a
+// negative one is invalid_frame, not frame 0 or a duplicate to skip.
+func historicPlace(id string, raw []byte, seq int64) error {
+	if seq == 0 {
+		var head render.Head
+		if head.Decode(raw) == nil && head.Sequence == render.NoSequence {
+			return fmt.Errorf("%w: request %q: a frame without a sequence (history)", ErrInvalidFrame, id)
+		}
+	}
+	return checkPlace(id, 0, seq)
 }
 
 // Defaults of the history lookups (WithHistoryLimits).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -624,8 +625,62 @@ func (r *Reader) accept(streamSeq uint64, hdr nats.Header, data []byte, live boo
 		}
 		seq, haveHead = head.Sequence, true
 	}
+	if err := checkPlace(r.requestID, streamSeq, seq); err != nil {
+		return err
+	}
 	_, err := r.acceptFrame(streamSeq, seq, haveHead, data, live)
 	return err
+}
+
+// maxFirstSequence bounds the sequence of the first frame of any stored
+// message, so that the sequences of a burst (first+i) never overflow.
+const maxFirstSequence = math.MaxInt64 - e2a.MaxBurstFrames
+
+// checkPlace checks the sequence of the first frame of a stored message
+// against the frame contract (spec §12.3: a request's frames are numbered
+// from 0, each one more than the one before): not negative, and no more
+// than the frames before it can number. Those were stored in the messages
+// before it in the stream (streamSeq-1 of them; streamSeq 0: unknown), each
+// holding e2a.MaxBurstFrames frames at most, whatever aged out or was
+// purged since. A sequence past that (MaxInt64, say) is no frame any writer
+// could have stored: invalid_frame, not frames aged out (frames_expired).
+func checkPlace(id string, streamSeq uint64, first int64) error {
+	limit := int64(maxFirstSequence)
+	if streamSeq > 0 && streamSeq-1 <= maxFirstSequence/e2a.MaxBurstFrames {
+		limit = int64(streamSeq-1) * e2a.MaxBurstFrames
+	}
+	if first < 0 || first > limit {
+		return fmt.Errorf("%w: request %q stream sequence %d: sequence %d out of range (0 to %d)", ErrInvalidFrame, id, streamSeq, first, limit)
+	}
+	return nil
+}
+
+// frameHead reads into r.scratch the head of data, stored as frame seq
+// (haveHead: r.scratch holds it already), and checks that it is that
+// frame: a JSON object whose own sequence (a required member, spec §12.4)
+// is seq. null, {} or a header naming another place than the body's are
+// no frame: invalid_frame, however far the read is.
+func (r *Reader) frameHead(seq int64, haveHead bool, data []byte) error {
+	head := &r.scratch
+	if !haveHead {
+		if err := head.Decode(data); err != nil {
+			return fmt.Errorf("%w: request %q sequence %d: %v", ErrInvalidFrame, r.requestID, seq, err)
+		}
+	}
+	return sequenceMismatch(r.requestID, seq, head.Sequence)
+}
+
+// sequenceMismatch is nil when body, a frame's own sequence
+// (render.NoSequence: none), is seq, the one its place (its E2A-Sequence
+// header) gives it, and an invalid_frame error otherwise.
+func sequenceMismatch(id string, seq, body int64) error {
+	switch body {
+	case seq:
+		return nil
+	case render.NoSequence:
+		return fmt.Errorf("%w: request %q: header sequence %d, the body has no sequence", ErrInvalidFrame, id, seq)
+	}
+	return fmt.Errorf("%w: request %q: header sequence %d, body sequence %d", ErrInvalidFrame, id, seq, body)
 }
 
 // acceptBurst takes a message holding count frames (its E2A-Frames header,
@@ -649,6 +704,9 @@ func (r *Reader) acceptBurst(streamSeq uint64, hdr nats.Header, count string, da
 			return fmt.Errorf("%w: request %q stream sequence %d: no sequence", ErrInvalidFrame, r.requestID, streamSeq)
 		}
 		first, haveHead = head.Sequence, true
+	}
+	if err := checkPlace(r.requestID, streamSeq, first); err != nil {
+		return err
 	}
 	if n == 1 {
 		_, err := r.acceptFrame(streamSeq, first, haveHead, data, live)
@@ -697,7 +755,17 @@ func (r *Reader) acceptFrame(streamSeq uint64, seq int64, haveHead bool, data []
 	switch {
 	case seq < expect:
 		// Before the resume point or a duplicate. A final frame before the
-		// resume point still ends the read.
+		// resume point still ends the read. Its head read as every reader
+		// reads it (render.Head: keys matched as encoding/json does,
+		// whatever their case). One that is no frame is invalid_frame
+		// here too, as where it is delivered: a read resumed past it meets
+		// it all the same.
+		queued := seq >= expect-pending
+		if !queued {
+			if err := r.frameHead(seq, haveHead, data); err != nil {
+				return false, err
+			}
+		}
 		if r.cfg.before != nil && seq < r.from && seq > r.primed {
 			r.primed = seq
 			if err := r.giveBefore(streamSeq, data); err != nil {
@@ -708,17 +776,8 @@ func (r *Reader) acceptFrame(streamSeq uint64, seq int64, haveHead bool, data []
 			r.lastSeq = streamSeq
 		}
 		r.any = true
-		if seq >= expect-pending {
-			return false, nil // queued already
-		}
-		// Its head read as every reader reads it (render.Head: keys
-		// matched as encoding/json does, whatever their case). One that is
-		// no frame is invalid_frame here too: skipped, a resume past it
-		// waited for a next frame until the wait limit.
-		if !haveHead {
-			if err := head.Decode(data); err != nil {
-				return false, fmt.Errorf("%w: request %q sequence %d: %v", ErrInvalidFrame, r.requestID, seq, err)
-			}
+		if queued {
+			return false, nil
 		}
 		if head.IsFinal {
 			r.done = true
@@ -741,12 +800,14 @@ func (r *Reader) acceptFrame(streamSeq uint64, seq int64, haveHead bool, data []
 		return false, fmt.Errorf("%w: request %q: stored sequence %d where %d was expected (%w)", ErrInvalidFrame, r.requestID, seq, expect, errStoredGap)
 	}
 	var f render.Frame
-	if r.cfg.lazy {
-		if !haveHead {
-			if err := head.Decode(data); err != nil {
-				return false, fmt.Errorf("%w: request %q sequence %d: %v", ErrInvalidFrame, r.requestID, seq, err)
-			}
+	if r.cfg.lazy || seq == 0 {
+		// A decoded frame 0 has its head read too: a body without a
+		// sequence (null, {}) decodes as sequence 0.
+		if err := r.frameHead(seq, haveHead, data); err != nil {
+			return false, err
 		}
+	}
+	if r.cfg.lazy {
 		f = head.Frame(data, streamSeq)
 	} else {
 		resp, err := e2a.UnmarshalResponse(data)
@@ -754,9 +815,9 @@ func (r *Reader) acceptFrame(streamSeq uint64, seq int64, haveHead bool, data []
 			return false, fmt.Errorf("%w: request %q sequence %d: %v", ErrInvalidFrame, r.requestID, seq, err)
 		}
 		f = render.Frame{Response: resp, Raw: data, StreamSeq: streamSeq}
-	}
-	if f.Sequence() != seq {
-		return false, fmt.Errorf("%w: request %q: header sequence %d, body sequence %d", ErrInvalidFrame, r.requestID, seq, f.Sequence())
+		if err := sequenceMismatch(r.requestID, seq, f.Sequence()); err != nil {
+			return false, err
+		}
 	}
 	r.queue = append(r.queue, f)
 	r.next = seq + 1

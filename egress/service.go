@@ -1053,21 +1053,41 @@ func (s *Service) lastFrame(ctx context.Context, id string) (*lastInfo, error) {
 		return nil, err
 	}
 	li := &lastInfo{streamSeq: headerUint(msg, subjects.HeaderStreamSequence)}
-	data, _, err := e2a.LastInBurst(msg.Header.Get(subjects.HeaderFrames), msg.Data)
+	data, n, err := e2a.LastInBurst(msg.Header.Get(subjects.HeaderFrames), msg.Data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: request %q stream sequence %d: %w", ErrInvalidFrame, id, li.streamSeq, err)
 	}
-	var probe struct {
-		Sequence int64 `json:"sequence"`
-		IsFinal  bool  `json:"is_final"`
-	}
-	if err := jsonUnmarshal(data, &probe); err != nil {
+	var head render.Head
+	if err := head.Decode(data); err != nil {
 		// No frame (bytes published on the subject by hand): as the
 		// reader reads it, not the server's failure.
 		return nil, fmt.Errorf("%w: request %q stream sequence %d: %v", ErrInvalidFrame, id, li.streamSeq, err)
 	}
-	li.seq, li.final, li.raw = probe.Sequence, probe.IsFinal, data
+	if err := lastPlace(id, msg.Header, li.streamSeq, head.Sequence, n); err != nil {
+		return nil, err
+	}
+	li.seq, li.final, li.raw = head.Sequence, head.IsFinal, data
 	return li, nil
+}
+
+// lastPlace checks the sequence seq of the last frame of a stored message
+// of n frames (hdr its headers, stored at streamSeq) as a reader checks it
+// (checkPlace, sequenceMismatch): a message that is no frame, or whose
+// E2A-Sequence header names another place, is invalid_frame here too, not
+// a request running or ended at some sequence.
+func lastPlace(id string, hdr nats.Header, streamSeq uint64, seq int64, n int) error {
+	first, ok := headerInt(hdr, subjects.HeaderSequence)
+	if !ok {
+		if seq == render.NoSequence {
+			return fmt.Errorf("%w: request %q stream sequence %d: no sequence", ErrInvalidFrame, id, streamSeq)
+		}
+		// The first frame's own sequence, as far as the last one tells.
+		first = max(seq, -1) - int64(n-1)
+	}
+	if err := checkPlace(id, streamSeq, first); err != nil {
+		return err
+	}
+	return sequenceMismatch(id, first+int64(n-1), seq)
 }
 
 type streamNames struct{ responses, requests string }
