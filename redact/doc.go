@@ -21,20 +21,31 @@
 //
 //   - secret words: secret(s), password(s), passwd, pwd, passphrase, token,
 //     credential(s), apikey(s), auth, authorization, cookie(s), bearer,
-//     signature, nkey, privatekey, clientsecret; plus, glued in one word,
-//     any word ending in token, secret, password, passwd, passphrase,
-//     credential(s), apikey, cookie or authorization (accesstoken,
-//     xapikey, setcookie, dbpassword);
+//     signature, nkey, privatekey, clientsecret, jwt, assertion (RFC
+//     7523's and RFC 8693's assertion, client_assertion), sessionid and
+//     sessid (Django's, Java's and PHP's session cookies); plus, glued in
+//     one word, any word ending in token, secret, password, passwd,
+//     passphrase, credential(s), apikey, cookie, authorization, jwt,
+//     assertion, sessionid or sessid (accesstoken, xapikey, setcookie,
+//     dbpassword, jsessionid, phpsessid);
 //   - secret phrases (consecutive words): api key(s), private key(s),
 //     secret key, session key, signing key, encryption key, master key,
 //     access key, seed phrase, nats seed, subscription key and account key
 //     (Azure's Ocp-Apim-Subscription-Key, Storage's AccountKey), and the
-//     lists access tokens, refresh tokens, api tokens, session tokens; a
+//     lists access tokens, refresh tokens, api tokens, session tokens,
+//     and token hint (OIDC's id_token_hint is the ID token); a
 //     phrase glued in one word is one too, as is any word ending in one
 //     (secretkey, SECRETKEY, accesskey: Docker registry's S3 driver's
 //     keys; awssecretkey), and a phrase's first word may end a longer
 //     word, a run of capitals Words cannot split (XAPIKey → xapi, key;
 //     OpenAIAPIKey → open, aiapi, key);
+//   - connection strings: a key ending in dsn, connection string(s),
+//     conn str(ing) (glued too: CONNECTIONSTRING), or in url or uri after
+//     database, db, redis, mongo(db), postgres(ql), pg, mysql, amqp,
+//     rabbitmq, broker, cache or sql (DATABASE_URL, redis_url,
+//     SQLALCHEMY_DATABASE_URI, CELERY_BROKER_URL); [Policy.IsSecretKey]
+//     says it is secret, while [Policy.Redact] replaces only the secret
+//     parts of a string under it (below);
 //   - words and phrases added by configuration ([Policy.AddWords];
 //     E2A_SECRET_KEYS in cmd/e2a), each split like a key (a configured
 //     phrase glued counts too: X-Vendor-Sig makes xvendorsig secret).
@@ -46,7 +57,9 @@
 // length, len, limit(s), min, max, usage, budget, used, remaining,
 // url, uri, endpoint, path, file, location, policy, provider, expires,
 // expiry, expiration, ttl, required, enabled, present, valid, version,
-// hint, scope(s), algorithm, alg. (Not header: auth_header holds the
+// hint (but token hint is a phrase), scope(s), algorithm, alg
+// (jwt_ttl_seconds, assertion_count, client_assertion_type,
+// token_type_hint, dsn_count survive). (Not header: auth_header holds the
 // header's value.) A key whose first word is max, min, num, total, stripped or
 // redacted is a count, never a secret (max_token, stripped_secrets).
 //
@@ -60,7 +73,8 @@
 //   - "session" alone is not a secret word: ACP sessionId, E2A session_id
 //     and A2A contextId are ids that must survive. A session's secrets are
 //     still caught by their other word: session_token, session_secret,
-//     session_cookie, and the phrase session key.
+//     session_cookie, and the phrase session key; the one word sessionid
+//     (SESSIONID, JSESSIONID) is a cookie's name, and secret.
 //   - "key" alone is not secret (sort_key, cache_key, idempotency_key);
 //     only the phrases above are. "seed" alone is not (an LLM sampling
 //     seed); nkey, nats seed and seed phrase are.
@@ -89,6 +103,26 @@
 //     [Marker]; booleans and nulls are kept (they carry no secret), and so
 //     are the numbers of a key naming LLM tokens (above), in an object, a
 //     name/value pair or a [name, value] pair;
+//   - a connection string (a string under a connection string's key, in
+//     each of those places and in the command-line and header-line rules
+//     below; the string leaves of an object under one) loses its secret
+//     parts only: a URL's ("postgres://app:[redacted]@db/app",
+//     "jdbc:sqlserver://h;password=[redacted]") as the URL rule below
+//     does; the values of the secret fields of a "name=value" list
+//     separated by ';' ("Server=h;Password=[redacted];",
+//     "AccountKey=[redacted]", "PWD=[redacted]" for "PWD={x;y}") or
+//     white space (libpq's "host=h password=[redacted]"); anything else
+//     ("user:pw@tcp(h)/db", a bare secret, a number) is replaced whole,
+//     and one without a secret ("redis://cache:6379") is kept;
+//   - a credential's shape: a string that is wholly a JWT (three or five
+//     base64url segments, the first starting "eyJ") or an HTTP
+//     credential ("Bearer X", "Basic X", X a token68 of 8 characters or
+//     more) is replaced under any key that is no reference, in an object
+//     or an array: the JWT whole, X after its scheme ("Bearer
+//     [redacted]"). Only whole values: a text holding one (a message's
+//     content, "decode this: eyJ…") is never rewritten, and so a JWT in
+//     free text reaches the streams (the logger hides "Bearer X" in any
+//     string it writes);
 //   - an object or array under a secret key has every scalar leaf replaced,
 //     at every depth ("auth": {"user": …, "password": …}), except:
 //   - references: the value of a key whose last word is ref(s) or

@@ -50,6 +50,8 @@ func FuzzRedact(f *testing.F) {
 	f.Add(`{"args":["--header","Authorization: Bearer x"],"h":[["Cookie","c=1"]]}`, "X-Api-Key")
 	f.Add(`{"stop_token_ids":[1,[2]],"e":[{"name":"eos_token_id","value":[3]}],"p":[["token_ids",4]]}`, "eos_token_id")
 	f.Add(`{"h":[["XAPIKey",1]],"thought_signature":"s"}`, "XAPIKey")
+	f.Add(`{"db":{"ConnectionStrings":{"a":"Server=h;Password='x;y'"}},"u":"Bearer abcdefgh12","j":"eyJhbGciOiJI.eyJ.x"}`, "DATABASE_URL")
+	f.Add(`["jdbc:sqlserver://h;password={p}","host=h password=p"]`, "id_token_hint")
 	f.Fuzz(func(t *testing.T, doc, key string) {
 		const secret = "SECRET-fuzz-0123456789"
 		var v any

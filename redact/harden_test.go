@@ -31,10 +31,7 @@ func TestGluedPhrases(t *testing.T) {
 // TestArrayStrings: the string elements of arrays (command lines, header
 // lists) that the array rules read.
 func TestArrayStrings(t *testing.T) {
-	for _, c := range []struct {
-		name, in, want string
-		n              int
-	}{
+	checkCases(t, []redactCase{
 		{"url userinfo", `["-y","@modelcontextprotocol/server-postgres","postgresql://app:hunter2@db:5432/app"]`,
 			`["-y","@modelcontextprotocol/server-postgres","postgresql://app:[redacted]@db:5432/app"]`, 1},
 		{"url token as user", `["git","clone","https://ghp_T1@github.com/o/r.git"]`,
@@ -57,7 +54,21 @@ func TestArrayStrings(t *testing.T) {
 			`["curl","-d","user=bob&password=[redacted]&remember=1","-d","password=[redacted]","a=1&b=2"]`, 2},
 		{"name value by key", `[{"key":"openai_api_key","name":"OpenAI","value":"T1"},{"key":"model","name":"Model","value":"m"}]`,
 			`[{"key":"openai_api_key","name":"OpenAI","value":"[redacted]"},{"key":"model","name":"Model","value":"m"}]`, 1},
-	} {
+	})
+}
+
+// redactCase is a document, what Redact makes of it and how many values
+// it replaces.
+type redactCase struct {
+	name, in, want string
+	n              int
+}
+
+// checkCases redacts each case's document and checks the result, the
+// count, and that a second pass changes nothing.
+func checkCases(t *testing.T, cases []redactCase) {
+	t.Helper()
+	for _, c := range cases {
 		var v any
 		if err := json.Unmarshal([]byte(c.in), &v); err != nil {
 			t.Fatalf("%s: %v", c.name, err)

@@ -22,13 +22,19 @@ var secretWords = []string{
 	"secret", "secrets", "password", "passwords", "passwd", "pwd", "passphrase",
 	"token", "credential", "credentials", "apikey", "apikeys", "auth", "authorization",
 	"cookie", "cookies", "bearer", "signature", "nkey", "privatekey", "clientsecret",
+	// a JWT credential (NATS user JWTs, OAuth2 private_key_jwt); RFC
+	// 7523's and RFC 8693's assertion, client_assertion
+	"jwt", "assertion",
+	// session cookies: Django's sessionid, Java's JSESSIONID, PHP's
+	// PHPSESSID (session_id, sessionId are ids: two words)
+	"sessionid", "sessid",
 }
 
 // gluedSuffixes make a single word secret when it ends with one of them
 // (accesstoken, xapikey, setcookie, dbpassword).
 var gluedSuffixes = []string{
 	"token", "secret", "password", "passwd", "passphrase", "credential", "credentials",
-	"apikey", "cookie", "authorization",
+	"apikey", "cookie", "authorization", "jwt", "assertion", "sessionid", "sessid",
 }
 
 // secretPhrases are runs of words that make a key secret.
@@ -40,7 +46,24 @@ var secretPhrases = [][]string{
 	{"subscription", "key"}, {"account", "key"},
 	// lists of credentials ("tokens" alone is an LLM count)
 	{"access", "tokens"}, {"refresh", "tokens"}, {"api", "tokens"}, {"session", "tokens"},
+	// OIDC's id_token_hint is the ID token (hint is a qualifier elsewhere:
+	// password_hint; token_type_hint keeps its qualifier type)
+	{"token", "hint"},
 }
+
+// connWords as a key's last word (or ending it, glued), and connPhrases
+// ending a key, name a connection string: its secret parts are redacted
+// (connection), not the whole value.
+var connWords = []string{"dsn", "connectionstring", "connectionstrings", "connstr", "connstring"}
+
+var connPhrases = [][]string{
+	{"connection", "string"}, {"connection", "strings"}, {"conn", "str"}, {"conn", "string"},
+}
+
+// connStores before url or uri make a key a connection string
+// (DATABASE_URL, redis_url, SQLALCHEMY_DATABASE_URI, CELERY_BROKER_URL).
+var connStores = []string{"database", "db", "redis", "mongo", "mongodb", "postgres", "postgresql", "pg", "mysql",
+	"amqp", "rabbitmq", "broker", "cache", "sql"}
 
 // plainPhrases end at a secret word without making it a match: a Gemini
 // thought signature is the model's opaque state, which a client must send
@@ -91,6 +114,9 @@ const (
 	// classNumbers: numbers under it (a number or an array of numbers) are
 	// no secret: it names LLM tokens' ids or a rate per token.
 	classNumbers
+	// classConn: it names a connection string (always with classSecret):
+	// a string under it loses its secret parts only (connection).
+	classConn
 )
 
 // memoMax bounds the keys a table remembers: beyond it (random keys) the
@@ -121,6 +147,8 @@ func (t *table) classify(key string) keyClass {
 		if namesTokens(ws, last) {
 			c |= classNumbers
 		}
+	} else if namesConnection(ws) {
+		c |= classSecret | classConn
 	}
 	return c
 }
@@ -341,6 +369,26 @@ func namesTokens(ws []string, last int) bool {
 	return true
 }
 
+// namesConnection reports whether a key's words name a connection string:
+// they end with a connection word or phrase, or a store's url or uri.
+func namesConnection(ws []string) bool {
+	n := len(ws)
+	if n == 0 || n > 1 && inList(countPrefixes, ws[0]) {
+		return false
+	}
+	for _, s := range connWords {
+		if strings.HasSuffix(ws[n-1], s) {
+			return true
+		}
+	}
+	for _, ph := range connPhrases {
+		if endsPhrase(ws, n-1, ph) {
+			return true
+		}
+	}
+	return n > 1 && (ws[n-1] == "url" || ws[n-1] == "uri") && inList(connStores, ws[n-2])
+}
+
 // endsMatch reports whether a secret word or phrase ends at ws[i].
 func (t *table) endsMatch(ws []string, i int) bool {
 	w := ws[i]
@@ -459,9 +507,19 @@ func numbers(v any, depth int) bool {
 	return false
 }
 
-// replace returns the replacement of a secret scalar and whether it
-// changed.
+// replace returns the replacement of a secret scalar under key and
+// whether it changed: a string under a connection string's key loses its
+// secret parts (connection), any other scalar is replaced whole (scalar).
 func (w *walker) replace(key string, v any) (any, bool) {
+	if s, ok := v.(string); ok && w.t.class(key)&classConn != 0 {
+		return w.connection(key, s)
+	}
+	return w.scalar(key, v)
+}
+
+// scalar returns the replacement of a secret scalar (the replacer's
+// reference, or Marker) and whether it changed.
+func (w *walker) scalar(key string, v any) (any, bool) {
 	var s string
 	switch t := v.(type) {
 	case string:
@@ -553,10 +611,10 @@ func (w *walker) nameValue(m map[string]any, depth int) (n int, walked bool) {
 func (w *walker) array(a []any, secret bool, parent string, depth int) int {
 	n, walked := 0, false
 	if !secret {
+		// the pair first: ["Set-Cookie", "sessionid=X"] is one value,
+		// which the command-line rule would count again
+		n, walked = w.pair(a, depth)
 		n += w.args(a)
-		var c int
-		c, walked = w.pair(a, depth)
-		n += c
 	}
 	for i, v := range a {
 		if walked && i == 1 {
@@ -591,6 +649,10 @@ func (w *walker) child(v any, secret bool, name string, depth int) (r any, set b
 	}
 	if secret {
 		if r, ok := w.replace(name, v); ok {
+			return r, true, 1
+		}
+	} else if s, ok := v.(string); ok && mayBeShape(s) && w.t.class(name)&classReference == 0 {
+		if r, ok := w.shape(name, s); ok {
 			return r, true, 1
 		}
 	}
