@@ -34,7 +34,11 @@ import (
 
 // heldPipeline is a pipeline (gRPC served) whose default pool "held"
 // writes "<text> begins, ", reports the text on started, and waits for
-// release before it writes "done: <text>" and completes.
+// release before it writes "done: <text>" and completes. Its AckWait is a
+// minute: a turn is held for up to 50 s, and on a loaded machine a few
+// seconds without a heartbeat (the 4 s default) had the turn taken over
+// and ended agent_interrupted (TestA2AV1GRPCClientPingsKeepStream's stream
+// then ended without COMPLETED); takeovers are not what these tests check.
 func heldPipeline(t *testing.T, opts ...pipetest.Option) (p *pipetest.Pipeline, started chan string, release chan struct{}) {
 	t.Helper()
 	p = pipetest.Start(t, append([]pipetest.Option{pipetest.WithGRPC(), pipetest.WithIngress(ingress.WithDefaultPool("held"))}, opts...)...)
@@ -54,7 +58,7 @@ func heldPipeline(t *testing.T, opts ...pipetest.Option) (p *pipetest.Pipeline, 
 			return err
 		}
 		return w.Complete(nil)
-	}))
+	}), agent.WithAckWait(time.Minute))
 	return p, started, release
 }
 
