@@ -88,8 +88,8 @@
 //   - streamed tool_calls (index, id, function.name, argument fragments)
 //     → one e2a.chunk tool delta {type: function_call, id, name: its
 //     fragments joined (as the official clients join them: a name split
-//     over fragments is whole, one sent again with every fragment is
-//     repeated), args: the assembled arguments, a JSON string ("{}" when
+//     over fragments is whole; one sent whole again with every fragment is
+//     kept once, where the official clients repeat it), args: the assembled arguments, a JSON string ("{}" when
 //     the server sent none or only white space)} per call, written when the call
 //     is whole: at the finish reason, or as soon as a later call starts
 //     when its arguments already form a whole JSON value (fragments of

@@ -29,6 +29,10 @@ type want struct {
 	// official client keeps in the content and the bridge writes as
 	// reasoning (splitThink says what the bridge writes).
 	thinkTags bool
+	// bridgeCalls, when set, is what the bridge writes of calls where it
+	// deliberately reads the stream otherwise than the official client
+	// (a name sent whole again with every fragment is kept once).
+	bridgeCalls []call
 	// contentParts: the stream's content is an array of parts in some
 	// chunks (Mistral's reasoning models: thinking and text parts), which
 	// the official client keeps raw: read from its raw JSON (contentOf).
@@ -76,12 +80,15 @@ var fixtures = map[string]want{
 	// A call's function name in several fragments (OpenAI sends it once,
 	// whole, in the call's first delta; some servers split it, or send it
 	// whole again with every fragment, as MiniMax M2 behind NVIDIA NIM
-	// does): the official accumulator appends every fragment's name, and
-	// so does the bridge, a repeated name repeated in the call's name.
+	// does): the official accumulator appends every fragment's name; the
+	// bridge appends a fragment unless it equals the name so far (the name
+	// sent whole again), as Continue reads it: "read_fileread_file" is no
+	// function a client can run.
 	"tools_name_split": {id: "chatcmpl-BnameSplitTools11", model: "Qwen/Qwen3-8B", finish: "tool_calls",
 		calls: []call{{"chatcmpl-tool-split1", "get_weather", `{"city": "Paris"}`}}},
 	"tools_name_repeated": {id: "chatcmpl-BnameRepeated0012", model: "minimaxai/minimax-m2", finish: "tool_calls",
-		calls: []call{{"call_rep1", "read_fileread_fileread_file", `{"path": "a.txt"}`}}},
+		calls:       []call{{"call_rep1", "read_fileread_fileread_file", `{"path": "a.txt"}`}},
+		bridgeCalls: []call{{"call_rep1", "read_file", `{"path": "a.txt"}`}}},
 	// Servers that answer a streamed call with the whole completion: OpenAI's
 	// own format, and vLLM's with reasoning and parallel tool calls.
 	"completion_text": {id: "chatcmpl-BwholeText0000009", model: "gpt-4.1-mini-2025-04-14", whole: true,

@@ -416,9 +416,13 @@ func (t *turn) addFragment(c *toolCall, d toolCallDelta) error {
 	}
 	// The name's fragments are joined, as the official clients join them
 	// (openai-go's ChatCompletionAccumulator): OpenAI sends it once, whole;
-	// a server that splits it is read whole, one that sends it whole again
-	// with every fragment is read as every client reads it.
-	c.name += d.Function.Name
+	// a server that splits it is read whole. A fragment equal to the name
+	// so far is that name sent whole again (MiniMax M2 behind NIM sends it
+	// with every fragment): kept once, as Continue reads it, where the
+	// official clients make "read_fileread_file", no function at all.
+	if d.Function.Name != c.name {
+		c.name += d.Function.Name
+	}
 	c.args.WriteString(string(d.Function.Arguments))
 	return nil
 }
