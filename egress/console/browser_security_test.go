@@ -31,6 +31,17 @@ const watchJS = `(() => {
     new PerformanceObserver((l) => { for (const e of l.getEntries()) { w.longTasks.push(e.duration); w.maxTask = Math.max(w.maxTask, e.duration); } })
       .observe({type: 'longtask', buffered: true});
   } catch (e) { /* no long task timing */ }
+  // Huge texts put into the frames list (#frames; over half a million
+  // characters: a node added, or a text changed, each counted once).
+  w.hugeInFrames = 0;
+  const big = (n) => (n.nodeType === Node.TEXT_NODE ? n.data.length : (n.textContent || '').length) > 500000;
+  const inFrames = (n) => { const e = n.nodeType === Node.ELEMENT_NODE ? n : n.parentElement; return !!(e && e.closest('#frames')); };
+  new MutationObserver((ms) => {
+    for (const m of ms) {
+      if (m.type === 'characterData') { if (big(m.target) && inFrames(m.target)) w.hugeInFrames++; continue; }
+      for (const n of m.addedNodes) if (inFrames(m.target) && big(n)) w.hugeInFrames++;
+    }
+  }).observe(document, {childList: true, subtree: true, characterData: true});
 })()`
 
 // watch installs watchJS on the browser's documents.
@@ -142,10 +153,13 @@ func TestBrowserRendersAgentTextAsText(t *testing.T) {
 // TestBrowserHugeFrame: a request whose first frame is a text of a million
 // characters (what a NATS server's default max_payload of 1 MiB admits)
 // and whose frames then keep coming one by one: the page shows them all
-// while its main thread stays responsive (no task over a second, or over
-// ten times what laying out the frame's text once takes in the same page
-// when the machine is that slow: on a quiet one 174 ms against 40 ms once;
-// in CI on d4ca29b, beside other tests, 2,074 ms), and the raw frame opens.
+// while its main thread stays responsive, and the raw frame opens. The
+// frames list puts the huge text in once (a count, whatever the machine);
+// the longest task is bounded loosely (3 s, or 30 times laying out the
+// frame's text once in the same page): measured 174 ms against 40 ms once
+// on a quiet machine, 1,373 against 196 on another, and in CI beside the
+// -race tests 2,074 ms (d4ca29b) and 1,534 against 94 ms (592cfc6): a
+// wall-clock figure the machine's load moves by a factor of ten.
 func TestBrowserHugeFrame(t *testing.T) {
 	b := newBrowser(t)
 	b.watch()
@@ -188,11 +202,17 @@ func TestBrowserHugeFrame(t *testing.T) {
 		}
 		return most;
 	})()`)
-	limit := max(1000, 10*once)
-	t.Logf("long tasks: %d, longest %.0f ms; laying out the frame's text once %.0f ms; limit %.0f ms", len(w["longTasks"].([]any)),
-		w["maxTask"].(float64), once, limit)
+	limit := max(3000, 30*once)
+	t.Logf("long tasks: %d, longest %.0f ms; laying out the frame's text once %.0f ms; limit %.0f ms; the huge text put in the frames list %v times",
+		len(w["longTasks"].([]any)), w["maxTask"].(float64), once, limit, w["hugeInFrames"])
 	if w["maxTask"].(float64) > limit {
-		t.Errorf("the page's main thread was busy %.0f ms at once (%d long tasks) showing a request with a 1 MB frame, over %.0f ms (10 times laying out its text once: %.0f ms)",
+		t.Errorf("the page's main thread was busy %.0f ms at once (%d long tasks) showing a request with a 1 MB frame, over %.0f ms (30 times laying out its text once: %.0f ms)",
 			w["maxTask"].(float64), len(w["longTasks"].([]any)), limit, once)
+	}
+	// What does not depend on the machine: the frames list puts the huge
+	// frame in once, and its raw JSON once when opened; a list rendered
+	// again for every frame that comes puts it in 300 times.
+	if n := w["hugeInFrames"].(float64); n != 2 {
+		t.Errorf("the frames list put the 1 MB frame's text in the page %.0f times, want 2 (its item, its raw JSON)", n)
 	}
 }
