@@ -221,9 +221,11 @@ type checker struct {
 	seq       e2a.SequenceChecker
 	// base is the sequence the current SequenceChecker started from: it
 	// sees sequence s as s-base.
-	base       int64
-	frames     int
-	final      *e2a.Response
+	base   int64
+	frames int
+	// final is what the summary tells of the final frame (nil: none yet):
+	// not the frame, which a request finished keeps no more of.
+	final      *finalFrame
 	afterFinal bool
 	first      time.Time
 	last       time.Time
@@ -231,6 +233,22 @@ type checker struct {
 }
 
 func newChecker(requestID string) *checker { return &checker{requestID: requestID} }
+
+// finalFrame is what a checker keeps of a request's final frame.
+type finalFrame struct {
+	seq                     int64
+	status, kind, errorCode string
+}
+
+func newFinalFrame(r *e2a.Response) *finalFrame {
+	f := &finalFrame{seq: r.Sequence, status: r.Status, kind: r.ResponseKind}
+	if r.ResponseKind == e2a.KindError {
+		if eb, err := r.Error(); err == nil {
+			f.errorCode = eb.Code
+		}
+	}
+	return f
+}
 
 func (c *checker) violation(format string, a ...any) {
 	c.violations = append(c.violations, fmt.Sprintf(format, a...))
@@ -276,7 +294,7 @@ func (c *checker) addFrame(m *storedMsg, data []byte, index, n int) int64 {
 		c.violation("frame %d has request_id %q, stored under request %q", r.Sequence, r.RequestID, c.requestID)
 	}
 	if c.afterFinal || c.final != nil {
-		c.violation("frame %d stored after the final frame %d", r.Sequence, c.final.Sequence)
+		c.violation("frame %d stored after the final frame %d", r.Sequence, c.final.seq)
 		c.afterFinal = true
 		return r.Sequence
 	}
@@ -296,7 +314,7 @@ func (c *checker) addFrame(m *storedMsg, data []byte, index, n int) int64 {
 		_ = c.seq.Add(&shifted)
 	}
 	if r.IsFinal {
-		c.final = r
+		c.final = newFinalFrame(r)
 	}
 	return r.Sequence
 }
@@ -341,12 +359,7 @@ func (c *checker) summary(requestFound bool) *Summary {
 		s.State = StateNoFrames
 	case c.final != nil:
 		s.State = StateComplete
-		s.Status, s.ResponseKind = c.final.Status, c.final.ResponseKind
-		if c.final.ResponseKind == e2a.KindError {
-			if eb, err := c.final.Error(); err == nil {
-				s.ErrorCode = eb.Code
-			}
-		}
+		s.Status, s.ResponseKind, s.ErrorCode = c.final.status, c.final.kind, c.final.errorCode
 	default:
 		s.State = StateIncomplete
 	}

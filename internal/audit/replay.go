@@ -159,6 +159,8 @@ type found struct {
 	// frames are its stored response messages, each holding one frame or
 	// a burst of them.
 	frames []*storedMsg
+	// n is its place among the requests a scan of E2A_AUDIT met.
+	n int
 }
 
 // replayCtx holds the stream states of one Replay.
@@ -206,7 +208,11 @@ func (rc *replayCtx) framesUntil(req *storedMsg) time.Time {
 
 // Replay finds the requests q selects and calls emit, for each in turn,
 // with its envelope (KindRequest, when found), its frames in stream order
-// (KindFrame) and a KindSummary record holding the invariant checks. It
+// (KindFrame) and a KindSummary record holding the invariant checks:
+// RequestIDs in their order; a scan the hot stream's requests in the
+// order stored, then E2A_AUDIT's in the order they finished (scanAudit,
+// which may add a further summary for a frame stored after a request's
+// final one). It
 // returns what it counted; violations are reported in the summaries, not
 // as an error. It returns ErrQuery for an invalid query, the error of emit,
 // and read errors; archived messages only a corrupt batch holds (an
@@ -457,6 +463,13 @@ func (a *Auditor) auditRequestWindows(ctx context.Context, rc *replayCtx, id str
 
 // report emits the records of one request.
 func (rc *replayCtx) report(f *found) error {
+	_, err := rc.reportChecked(f)
+	return err
+}
+
+// reportChecked is report, returning the checker of the request's frames
+// (which holds every violation its summary reports).
+func (rc *replayCtx) reportChecked(f *found) (*checker, error) {
 	c := newChecker(f.id)
 	var frameRecs []Record
 	for _, m := range f.frames {
@@ -466,10 +479,6 @@ func (rc *replayCtx) report(f *found) error {
 			}
 		}
 	}
-	sum := c.summary(f.req != nil)
-	if f.req == nil && len(f.frames) == 0 {
-		sum.State = StateNotFound
-	}
 	if f.req == nil && len(f.frames) > 0 {
 		// Frames are stored after their envelope, which E2A_AUDIT and the
 		// archive keep as long as them: a request whose frames are found
@@ -477,24 +486,49 @@ func (rc *replayCtx) report(f *found) error {
 		// reported complete and sound). With SourceHot alone the envelope
 		// may have aged out of E2A_REQUESTS a moment before its frames:
 		// the violation names the streams read.
-		sum.Violations = append(sum.Violations, fmt.Sprintf("%d frames stored without their envelope: no request %q in %s",
-			sum.Frames, f.id, rc.envelopeStreams()))
+		c.violation("%d frames stored without their envelope: no request %q in %s", c.frames, f.id, rc.envelopeStreams())
 	}
 	if f.req != nil {
 		if _, err := e2a.FromJSON(f.req.data); err != nil {
-			sum.Violations = append(sum.Violations, fmt.Sprintf("envelope at %s %d: %v", f.req.stream, f.req.seq, err))
+			c.violation("envelope at %s %d: %v", f.req.stream, f.req.seq, err)
 		}
 		if err := rc.emit(requestRecord(f.req, f.id, f.pool)); err != nil {
-			return err
+			return nil, err
 		}
+	}
+	sum := c.summary(f.req != nil)
+	if f.req == nil && len(f.frames) == 0 {
+		sum.State = StateNotFound
 	}
 	for _, r := range frameRecs {
 		if err := rc.emit(r); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	rc.stats.add(sum)
-	return rc.emit(Record{Kind: KindSummary, RequestID: f.id, Pool: f.pool, Summary: sum})
+	return c, rc.emit(Record{Kind: KindSummary, RequestID: f.id, Pool: f.pool, Summary: sum})
+}
+
+// reportLate emits the frames of m, a message of the reported request id
+// stored after its final frame, and a further summary of it that reports
+// them. Stats count the frames, and the request among those with
+// violations when its first summary had none.
+func (rc *replayCtx) reportLate(id string, fin *finishedReq, m *storedMsg) error {
+	sound, before := len(fin.check.violations) == 0, fin.check.frames
+	for _, fr := range fin.check.add(m) {
+		if rc.q.NoFrames {
+			continue
+		}
+		if err := rc.emit(frameRecord(m, id, fin.pool, fr)); err != nil {
+			return err
+		}
+	}
+	sum := fin.check.summary(fin.requestFound)
+	rc.stats.Frames += sum.Frames - before
+	if sound && !sum.OK() {
+		rc.stats.Violations++
+	}
+	return rc.emit(Record{Kind: KindSummary, RequestID: id, Pool: fin.pool, Summary: sum})
 }
 
 // envelopeStreams names the streams a request's envelope was looked for in.
@@ -619,118 +653,9 @@ func (a *Auditor) framesOf(ctx context.Context, rc *replayCtx, f *found) error {
 	return nil
 }
 
-// maxEarlyFrames bounds the response messages (frames or bursts) scanAudit
-// keeps for requests it has not met yet (sourcing may store a frame before
-// its request).
-const maxEarlyFrames = 10000
-
 // pastAuditRange reports whether the request copy sm is past what the
 // audit scan reads: stored after end, or the copy of a request the hot
 // stream holds (hotFirst, its first sequence; 0: none).
 func pastAuditRange(sm *storedMsg, end time.Time, hotFirst uint64) bool {
 	return (!end.IsZero() && sm.time.After(end)) || (hotFirst > 0 && sm.originAtOrAfter(streams.RequestsStream, hotFirst))
-}
-
-// scanAudit reads E2A_AUDIT once from the query's Since: requests stored up
-// to end that match (and, with hotFirst, copies of requests stored before
-// E2A_REQUESTS' sequence hotFirst), and their frames, which may lie after
-// end.
-func (a *Auditor) scanAudit(ctx context.Context, rc *replayCtx, end time.Time, hotFirst uint64, done map[string]bool) error {
-	q := rc.q
-	from, err := a.seqAtTime(ctx, rc.audit, subjects.AllAudit, q.Since)
-	if err != nil {
-		return err
-	}
-	var (
-		order     []*found
-		byID      = map[string]*found{}
-		final     = map[string]bool{}
-		early     = map[string][]*storedMsg{}
-		earlyIDs  []string
-		earlyN    int
-		open      int
-		acceptNew = true
-	)
-	for m, err := range a.auditSeq(ctx, rc.audit, subjects.AllAudit, from, a.seq) {
-		if rc.keepLost(err) {
-			continue // the messages after the corrupt batch follow
-		}
-		if err != nil {
-			return err
-		}
-		sm := auditMsg(rc.audit.name, m)
-		s, perr := subjects.Parse(sm.subject)
-		if perr != nil {
-			continue
-		}
-		switch s.Kind {
-		case subjects.KindRequest:
-			if !acceptNew {
-				continue
-			}
-			if pastAuditRange(sm, end, hotFirst) {
-				acceptNew = false
-				break
-			}
-			if done[s.RequestID] || byID[s.RequestID] != nil {
-				continue
-			}
-			env, _ := e2a.FromJSON(sm.data)
-			if !q.match(s.Agent, env) {
-				continue
-			}
-			f := &found{id: s.RequestID, pool: s.Agent, req: sm, frames: early[s.RequestID]}
-			earlyN -= len(early[s.RequestID])
-			delete(early, s.RequestID)
-			for _, fr := range f.frames {
-				if isFinal(fr) {
-					final[f.id] = true
-				}
-			}
-			byID[f.id] = f
-			order = append(order, f)
-			if !final[f.id] {
-				open++
-			}
-			if q.Limit > 0 && len(done)+len(order) >= q.Limit {
-				acceptNew = false
-			}
-		case subjects.KindResponse:
-			if f := byID[s.RequestID]; f != nil {
-				if final[f.id] {
-					f.frames = append(f.frames, sm) // after the final frame: reported
-					continue
-				}
-				f.frames = append(f.frames, sm)
-				if isFinal(sm) {
-					final[f.id] = true
-					open--
-				}
-			} else if acceptNew {
-				early[s.RequestID] = append(early[s.RequestID], sm)
-				earlyIDs = append(earlyIDs, s.RequestID)
-				earlyN++
-				for earlyN > maxEarlyFrames && len(earlyIDs) > 0 {
-					old := earlyIDs[0]
-					earlyIDs = earlyIDs[1:]
-					if fr := early[old]; len(fr) > 0 {
-						early[old] = fr[1:]
-						earlyN--
-						if len(early[old]) == 0 {
-							delete(early, old)
-						}
-					}
-				}
-			}
-		}
-		if !acceptNew && open == 0 {
-			break
-		}
-	}
-	for _, f := range order {
-		if err := rc.report(f); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -40,6 +40,11 @@ type Auditor struct {
 	timeout    time.Duration
 	margin     time.Duration
 	arch       *archive.Reader
+	// scanWindow bounds the finished requests an audit scan remembers (0:
+	// defaultMaxTracked); scanPeak, when set (tests), is told at the end of
+	// each audit scan the most it held at once (auditScan.peak).
+	scanWindow int
+	scanPeak   func(open, finished, early int)
 }
 
 // Option configures an Auditor.

@@ -63,6 +63,10 @@ type tailReq struct {
 	check      *checker
 }
 
+// defaultMaxTracked is TailOptions.MaxTracked's default, and how many of
+// the requests it reported last a scan of E2A_AUDIT remembers (scanAudit).
+const defaultMaxTracked = 100_000
+
 // liveBuffer is how many live messages (frames or bursts) Tail queues;
 // beyond it they are read back from E2A_RESPONSES (the gap is seen on the
 // next live message).
@@ -91,7 +95,7 @@ func (a *Auditor) Tail(ctx context.Context, o TailOptions, emit func(Record) err
 		o.PollInterval = 200 * time.Millisecond
 	}
 	if o.MaxTracked <= 0 {
-		o.MaxTracked = 100_000
+		o.MaxTracked = defaultMaxTracked
 	}
 	q := Query{Pool: o.Pool, TaskID: o.TaskID, ContextID: o.ContextID, SessionID: o.SessionID}
 	if o.Pool != "" {
