@@ -52,7 +52,6 @@ func (g readGate) Refuse(w http.ResponseWriter, err error) bool {
 	}
 	if !authVerdict(err) {
 		g.s.opts.log.Warn("read API: the authorizer could not decide", "err", err)
-		w.Header().Set("Retry-After", "1")
 		e2aproto.Refuse(w, failure{Status: http.StatusServiceUnavailable, Code: "unavailable",
 			Message: "authentication unavailable; retry later", Retryable: true, RPCCode: jsonrpc.CodeInternalError,
 			RetryAfter: time.Second})

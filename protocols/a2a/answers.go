@@ -155,7 +155,7 @@ func (a Answers) loadMarked(ctx context.Context, t *host.Task) (reqs []egress.St
 			reqs = append(reqs, rq)
 		}
 	}
-	if len(reqs) == 0 {
+	if len(reqs) == 0 && expired {
 		return nil, true, fmt.Errorf("%w: task %q: every turn's frames aged out; their audit copies may be read with `e2a replay <request id>`", egress.ErrFramesExpired, t.ID)
 	}
 	return reqs, expired, nil
