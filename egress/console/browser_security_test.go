@@ -179,9 +179,16 @@ func TestBrowserHugeFrame(t *testing.T) {
 	natstest.PublishBurst(t, p.nc, id, more+1, last, natstest.Frame(id, more+1, true))
 	b.waitJS("every frame", `document.querySelector('#frames li.frame[data-final=true]') !== null`, 30*time.Second)
 	b.waitJS("the whole answer", `(() => { const a = document.querySelector('.t-text .answer'); return !!a && a.textContent.endsWith(' piece'.repeat(300)); })()`, 30*time.Second)
-	b.run(chromedp.Click(chromedp.CSS(`.tabs button[data-tab=frames]`)),
-		chromedp.Click(chromedp.CSS(`#frames li.frame[data-seq="0"] .raw-toggle`)))
-	b.waitJS("the raw huge frame", `document.querySelector('#frames li.frame[data-seq="0"] pre.raw').textContent.length > 1000000`, 10*time.Second)
+	b.run(chromedp.Click(chromedp.CSS(`.tabs button[data-tab=frames]`)))
+	// Opened by the button's own click(), made again while it is closed:
+	// a click at the button's place (chromedp.Click) missed it once in CI,
+	// the Frames tab's layout not settled on a loaded machine (the
+	// screenshot showed the frames, the raw JSON closed).
+	b.waitJS("the raw huge frame", `(() => {
+		const li = document.querySelector('#frames li.frame[data-seq="0"]'), raw = li && li.querySelector('pre.raw');
+		if (raw && raw.hidden) li.querySelector('.raw-toggle').click();
+		return !!raw && !raw.hidden && raw.textContent.length > 1000000;
+	})()`, 10*time.Second)
 	b.shot("huge-frame")
 	w := eval[map[string]any](b, `window.__e2aWatch`)
 	// The yardstick, measured in the same page now (the machine is shared:
