@@ -88,11 +88,19 @@
 //     (eos_token_id, stop_token_ids, prompt_token_ids, token_logprobs) or
 //     preceded by per (cost_per_token, predicted_per_token_ms), a number
 //     or an array of numbers is kept by [Policy.Redact] (vLLM takes
-//     stop_token_ids), while a string or an object is still redacted; the
+//     stop_token_ids), and so is a string that is only numbers separated
+//     by commas, as a value or written in an array's string (an env value
+//     "2"; --eos-token-id 2, --pad-token-id=0, EOS_TOKEN_ID=2, a form's or
+//     a URL's eos_token_id=2, stop_token_ids=1,2), while any other string
+//     or an object is still redacted (token=123456, --api-token 1 are); the
 //     key alone ([Policy.IsSecretKey], a log attribute's key) is secret.
 //   - "signature" is a secret word (x-hub-signature-256), but a thought
 //     signature is not: Gemini's thought_signature must go back with the
-//     next turn's tool calls.
+//     next turn's tool calls, and so must the signature of an Anthropic
+//     extended-thinking block, which [Policy.Redact] keeps in an object
+//     whose "type" is "thinking" (or a stream's "signature_delta"), as
+//     it keeps a "redacted_thinking" block's data; a signature anywhere
+//     else (a webhook's, beside another type) is redacted.
 //
 // # What is replaced
 //

@@ -487,12 +487,21 @@ func (w *walker) secretValue(key string, v any, depth int) bool {
 // kept although the key is secret: numbers under a key naming LLM tokens.
 func (c keyClass) keeps(v any, depth int) bool { return c&classNumbers != 0 && numbers(v, depth) }
 
-// numbers reports whether v, at depth, is a number or a non-empty array of
+// keepsText reports whether v, a value written in a string (a flag's, a
+// form's or URL's parameter's, a header line's) under a secret key of
+// class c, is kept: the numbers of a key naming LLM tokens
+// (--eos-token-id 2, ?stop_token_ids=1,2).
+func (c keyClass) keepsText(v string) bool { return c&classNumbers != 0 && numberText(v) }
+
+// numbers reports whether v, at depth, is a number (or a string that is
+// numbers, numberText: env values are strings) or a non-empty array of
 // numbers at every depth up to MaxDepth ([[1, 2], [3]]).
 func numbers(v any, depth int) bool {
 	switch t := v.(type) {
 	case json.Number, float64, float32, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
 		return true
+	case string:
+		return numberText(t)
 	case []any:
 		if len(t) == 0 || depth >= MaxDepth {
 			return false
@@ -505,6 +514,55 @@ func numbers(v any, depth int) bool {
 		return true
 	}
 	return false
+}
+
+// numberText reports whether s is one or more decimal numbers separated
+// by commas ("2", "-0.25", "1e-5", "128001,128009"): nothing but a
+// sign, digits, a fraction and an exponent, as JSON writes numbers.
+func numberText(s string) bool {
+	for {
+		i := 0
+		if i < len(s) && (s[i] == '-' || s[i] == '+') {
+			i++
+		}
+		d := digits(s, i)
+		if d == i {
+			return false
+		}
+		i = d
+		if i < len(s) && s[i] == '.' {
+			if d = digits(s, i+1); d == i+1 {
+				return false
+			}
+			i = d
+		}
+		if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+			i++
+			if i < len(s) && (s[i] == '-' || s[i] == '+') {
+				i++
+			}
+			if d = digits(s, i); d == i {
+				return false
+			}
+			i = d
+		}
+		if i == len(s) {
+			return true
+		}
+		if s[i] != ',' {
+			return false
+		}
+		s = s[i+1:]
+	}
+}
+
+// digits returns the index of the first byte of s at or after i that is
+// no ASCII digit.
+func digits(s string, i int) int {
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 // replace returns the replacement of a secret scalar under key and
@@ -566,7 +624,7 @@ func (w *walker) object(m map[string]any, secret bool, parent string, depth int)
 		switch c := w.t.class(k); {
 		case c&classReference != 0:
 			ks = false
-		case !ks && k != "" && c&classSecret != 0 && !c.keeps(v, depth):
+		case !ks && k != "" && c&classSecret != 0 && !c.keeps(v, depth) && !replayed(m, k):
 			ks = true
 		}
 		r, set, c := w.child(v, ks, key, depth)
@@ -576,6 +634,23 @@ func (w *walker) object(m map[string]any, secret bool, parent string, depth int)
 		n += c
 	}
 	return n
+}
+
+// replayed reports whether m's key k is the opaque field of an Anthropic
+// extended-thinking block, which the client sends back unchanged with the
+// next turn: a thinking block's signature ({"type": "thinking",
+// "thinking": …, "signature": …}, streamed as a signature_delta) and a
+// redacted_thinking block's data. Elsewhere a signature (a webhook's) is a
+// secret.
+func replayed(m map[string]any, k string) bool {
+	t, _ := m["type"].(string)
+	switch k {
+	case "signature":
+		return t == "thinking" || t == "signature_delta"
+	case "data":
+		return t == "redacted_thinking"
+	}
+	return false
 }
 
 // nameValue applies the name/value pair rule to m; walked says it walked
@@ -733,6 +808,10 @@ func (w *walker) args(a []any) int {
 		if ns, ok := next.(string); ok && strings.HasPrefix(ns, "--") {
 			continue
 		}
+		if !w.secretValue(flag, next, 0) {
+			i++ // a token id's number: --eos-token-id 2
+			continue
+		}
 		if r, ok := w.replace(flag, next); ok {
 			a[i+1] = r
 			n++
@@ -762,7 +841,7 @@ func (w *walker) headerLine(s string) (r string, changed, isLine bool) {
 		return s, false, false
 	}
 	v := skipSpace(s, i+1)
-	if v >= len(s) || !w.isSecret(name) {
+	if v >= len(s) || !w.isSecret(name) || w.t.class(name).keepsText(s[v:]) {
 		return s, false, false
 	}
 	rv, ok := w.replace(name, s[v:])
@@ -806,6 +885,9 @@ func (w *walker) assignment(s string) (string, int) {
 		return s, 0
 	}
 	if w.isSecret(name) {
+		if w.t.class(name).keepsText(v) {
+			return s, 0 // --eos-token-id=2
+		}
 		if r, ok := w.replace(name, v); ok {
 			return s[:eq+1] + r.(string), 1
 		}
@@ -854,7 +936,7 @@ type paramEdit struct {
 func (w *walker) param(e *paramEdit, s string, p, q int, secret func(string) bool) {
 	eq := strings.IndexByte(s[p+1:q], '=')
 	v := p + 2 + eq
-	if eq < 0 || v >= q || !secret(s[p+1:v-1]) {
+	if eq < 0 || v >= q || !secret(s[p+1:v-1]) || w.t.class(s[p+1:v-1]).keepsText(s[v:q]) {
 		return
 	}
 	if r, ok := w.replace(s[p+1:v-1], s[v:q]); ok {

@@ -34,6 +34,21 @@ var llmTokenParams = []string{
 	// not tokens, but kept the same way: Gemini's thought signature
 	`{"tool_calls":[{"id":"c1","extra_content":{"google":{"thought_signature":"Cs4BAVSoXO"}}}]}`,
 	`{"parts":[{"functionCall":{"name":"f"},"thoughtSignature":"Cs4BAVSoXO"}]}`,
+	// the same numbers written in strings: command lines (vLLM's and
+	// transformers' flags, env assignments), curl's form data, URL queries,
+	// header lines and env values, which are strings
+	`{"args":["--eos-token-id","2","--pad-token-id=0","--bos_token_id","1","--max-tokens=512","--max-new-tokens","64"]}`,
+	`{"args":["--stop-token-ids","128001,128009","--forced-eos-token-id=-1","--token-logprobs=-0.25"]}`,
+	`{"args":["EOS_TOKEN_ID=2","STOP_TOKEN_IDS=1,2","PAD_TOKEN_ID: 0"]}`,
+	`{"args":["curl","-d","max_tokens=512&eos_token_id=2","-d","prompt=hi&stop_token_ids=1,2&token_id=3"]}`,
+	`{"args":["https://h/v1/completions?max_tokens=100&eos_token_id=2&cost_per_token=0.000003"]}`,
+	`{"env":[{"name":"EOS_TOKEN_ID","value":"2"}],"pairs":[["stop_token_ids","1,2"]],"vars":{"PAD_TOKEN_ID":"0"}}`,
+	// Anthropic's extended thinking: the signature (and a redacted
+	// block's data) goes back unchanged with the next turn
+	`{"messages":[{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"EqQBCgIYAhIM+/="},` +
+		`{"type":"redacted_thinking","data":"EmwKAhgBEgy3"},{"type":"text","text":"hi"}]}]}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"EqQBCgIYAhIM"}}`,
+	`{"thinking_blocks":[{"type":"thinking","thinking":"t","signature":"EqoBCkgIARAB"}]}`,
 }
 
 func TestLLMTokenParamsKept(t *testing.T) {
@@ -70,11 +85,33 @@ func TestTokenSecretsRedacted(t *testing.T) {
 		{`{"auth":{"eos_token_id":2}}`, `{"auth":{"eos_token_id":"[redacted]"}}`},
 		{`{"env":[{"name":"TOKEN_ID","value":"T"}],"pairs":[["token_ids","T"]]}`,
 			`{"env":[{"name":"TOKEN_ID","value":"[redacted]"}],"pairs":[["token_ids","[redacted]"]]}`},
+		// in strings: a credential's flag or parameter keeps hiding a
+		// number, and a token id's name hides anything but numbers
+		{`["--api-token","abc","--token","123456","--auth-token=987654","--eos-token-id","T","--token-id","hvs.T"]`,
+			`["--api-token","[redacted]","--token","[redacted]","--auth-token=[redacted]","--eos-token-id","[redacted]","--token-id","[redacted]"]`},
+		{`["TOKEN=123456","EOS_TOKEN_ID=T","STOP_TOKEN_IDS=1,T","TOKEN_ID=0x1F","AUTH_TOKEN: 42","EOS_TOKEN_ID: NaN"]`,
+			`["TOKEN=[redacted]","EOS_TOKEN_ID=[redacted]","STOP_TOKEN_IDS=[redacted]","TOKEN_ID=[redacted]","AUTH_TOKEN: [redacted]","EOS_TOKEN_ID: [redacted]"]`},
+		{`["curl","-d","user=bob&token=abc&access_token=1&eos_token_id=2x","-d","max_tokens=5&token_id=1,,2"]`,
+			`["curl","-d","user=bob&token=[redacted]&access_token=[redacted]&eos_token_id=[redacted]","-d","max_tokens=5&token_id=[redacted]"]`},
+		{`["https://h/x?max_tokens=100&token=123&access_token=456&eos_token_id=T"]`,
+			`["https://h/x?max_tokens=100&token=[redacted]&access_token=[redacted]&eos_token_id=[redacted]"]`},
+		{`{"env":[{"name":"TOKEN","value":"123456"}],"vars":{"EOS_TOKEN_ID":"2 T","token_id":""}}`,
+			`{"env":[{"name":"TOKEN","value":"[redacted]"}],"vars":{"EOS_TOKEN_ID":"[redacted]","token_id":"[redacted]"}}`},
+		// a signature is kept only in a thinking block: a webhook's, one in
+		// another block, one inside a secret stay hidden, and so do a
+		// thinking block's other secrets
+		{`{"signature":"sha256=T","thinking":"t"}`, `{"signature":"[redacted]","thinking":"t"}`},
+		{`{"webhook":{"type":"hmac","signature":"T"},"block":{"type":"text","signature":"T"}}`,
+			`{"block":{"signature":"[redacted]","type":"text"},"webhook":{"signature":"[redacted]","type":"hmac"}}`},
+		{`{"auth":{"type":"thinking","signature":"T"},"b":{"type":"thinking","token":"T","x_signature":"T"}}`,
+			`{"auth":{"signature":"[redacted]","type":"[redacted]"},"b":{"token":"[redacted]","type":"thinking","x_signature":"[redacted]"}}`},
+		{`{"type":"redacted_thinking","data":"D","signature":"T"}`, `{"data":"D","signature":"[redacted]","type":"redacted_thinking"}`},
 	} {
 		v := decode(t, c.in)
 		redact.Redact(v, nil)
-		if b, _ := json.Marshal(v); string(b) != c.want {
-			t.Errorf("%s:\n got %s\nwant %s", c.in, b, c.want)
+		b, _ := json.Marshal(v)
+		if want, _ := json.Marshal(decode(t, c.want)); string(b) != string(want) {
+			t.Errorf("%s:\n got %s\nwant %s", c.in, b, want)
 		}
 	}
 	// The key alone still names a secret: a caller that sees no value (a
