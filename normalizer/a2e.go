@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // A2E base message types (A2E_BASE_TYPE_MAP).
@@ -146,10 +147,15 @@ var a2eBaseFields = map[string]bool{"a2e": true, "version": true, "type": true, 
 //     never an error. is_stream for OpSubmit (results stream as
 //     invoke/event before the response).
 //
-// Errors (Error.ReqID set to req_id, else id): ErrParse; ErrInvalidRequest
-// (not an object, more than one message, type missing or not a string, a
-// base field of the wrong type); ErrInvalidParams (a registered type
-// without one of its required fields).
+// Errors (Error.ReqID set to req_id, else id, either only when it passes
+// the request-id grammar): ErrParse; ErrInvalidRequest (not an object,
+// more than one message, type missing or not a string, a base field of
+// the wrong type); ErrInvalidParams (a registered type without one of its
+// required fields; a non-empty req_id or id refused by
+// subjects.ValidateRequestID, the error then wrapping
+// subjects.ErrInvalidID: an answer copies req_id, else id, into every
+// line, so a client's correlation id is 1 to 1024 bytes with no control,
+// format or line-separator character).
 func (n *Normalizer) FromA2E(in Input) (*Result, error) {
 	r := n.begin(in, e2a.SourceA2E, ProtocolA2E)
 	m, e := decodeObjectBody(in.Body, ProtocolA2E, "one A2E message per call (split NDJSON lines)")
@@ -158,8 +164,10 @@ func (n *Normalizer) FromA2E(in Input) (*Result, error) {
 	}
 	id, idOK := m["id"].(string)
 	reqID, _ := m["req_id"].(string)
-	fail := func(kind error, format string, a ...any) (*Result, error) {
-		err := newErr(kind, ProtocolA2E, format, a...)
+	// The answer's req_id (req_id, else id) is what the client matches:
+	// one outside the request-id grammar is refused, and never echoed.
+	bad := a2eAnswerIDs(&reqID, &id)
+	answer := func(err *Error) (*Result, error) {
 		err.ReqID = reqID
 		if err.ReqID == "" {
 			err.ReqID = id
@@ -167,9 +175,15 @@ func (n *Normalizer) FromA2E(in Input) (*Result, error) {
 		err.Method, _ = m["type"].(string)
 		return nil, err
 	}
+	fail := func(kind error, format string, a ...any) (*Result, error) {
+		return answer(newErr(kind, ProtocolA2E, format, a...))
+	}
 	typ, ok := m["type"].(string)
 	if !ok || typ == "" {
 		return fail(ErrInvalidRequest, "type is required and must be a string")
+	}
+	if bad != nil {
+		return answer(idRefusal(ProtocolA2E, bad.field, bad.value, bad.err))
 	}
 	if v, has := m["id"]; has && v != nil && !idOK {
 		return fail(ErrInvalidRequest, "id must be a string")
@@ -190,24 +204,9 @@ func (n *Normalizer) FromA2E(in Input) (*Result, error) {
 			break
 		}
 	}
-	ts := ""
-	if v, has := m["ts"]; has && v != nil {
-		var f float64
-		var err error
-		switch t := v.(type) {
-		case json.Number:
-			f, err = t.Float64()
-		case string:
-			f, err = strconv.ParseFloat(strings.TrimSpace(t), 64)
-		default:
-			err = errors.New("not a number")
-		}
-		if err == nil {
-			ts, err = e2a.EpochToRFC3339(f)
-		}
-		if err != nil {
-			return fail(ErrInvalidRequest, "ts must be epoch seconds")
-		}
+	ts, err := a2eTimestamp(m["ts"])
+	if err != nil {
+		return fail(ErrInvalidRequest, "ts must be epoch seconds")
 	}
 	t, known := n.registry.Lookup(typ)
 	if !known {
@@ -215,7 +214,7 @@ func (n *Normalizer) FromA2E(in Input) (*Result, error) {
 	}
 	for _, f := range t.Required {
 		if v, has := m[f]; !has || v == nil {
-			return fail(ErrInvalidParams, "%s requires field %s", typ, f)
+			return fail(ErrInvalidParams, "%s requires field %s", echo(typ), f)
 		}
 	}
 	env := r.newEnvelope(typ)
@@ -241,6 +240,57 @@ func (n *Normalizer) FromA2E(in Input) (*Result, error) {
 	d[DetailA2EModel] = t.Model
 	d[DetailA2EKnown] = known
 	return r.finish(env, t.Op, false)
+}
+
+// a2eTimestamp is an A2E ts (epoch seconds, a number or a numeric
+// string) in RFC 3339 UTC; "" when ts is absent (nil).
+func a2eTimestamp(v any) (string, error) {
+	if v == nil {
+		return "", nil
+	}
+	var f float64
+	var err error
+	switch t := v.(type) {
+	case json.Number:
+		f, err = t.Float64()
+	case string:
+		f, err = strconv.ParseFloat(strings.TrimSpace(t), 64)
+	default:
+		err = errors.New("not a number")
+	}
+	if err != nil {
+		return "", err
+	}
+	return e2a.EpochToRFC3339(f)
+}
+
+// refusedID is an A2E id refused by the request-id grammar.
+type refusedID struct {
+	field, value string
+	err          error
+}
+
+// a2eAnswerIDs applies subjects.ValidateRequestID to a message's req_id
+// and id (when not empty), the ids its answer's req_id is taken from: one
+// refused is cleared, so that nothing echoes it, and the first refused is
+// returned (nil when none is).
+func a2eAnswerIDs(reqID, id *string) *refusedID {
+	var bad *refusedID
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"req_id", reqID}, {"id", id}} {
+		if *f.v == "" {
+			continue
+		}
+		if err := subjects.ValidateRequestID(*f.v); err != nil {
+			if bad == nil {
+				bad = &refusedID{field: f.name, value: *f.v, err: err}
+			}
+			*f.v = ""
+		}
+	}
+	return bad
 }
 
 // decodeObjectBody decodes a body that must be exactly one JSON object.

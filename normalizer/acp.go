@@ -36,9 +36,16 @@ var acpMethods = func() map[string]bool {
 	return m
 }()
 
-// acpSessionMethods need a session id in their params.
+// acpSessionMethods need a session id in their params: those whose
+// request (or notification) type in ACP's schema, as the ACP Go SDK has
+// it, has a required sessionId.
 var acpSessionMethods = map[string]bool{
 	e2a.ACPSessionPrompt: true, e2a.ACPSessionCancel: true, e2a.ACPSessionLoad: true, e2a.ACPSessionSetMode: true,
+	acp.AgentMethodSessionSetModel: true, acp.AgentMethodSessionSetConfigOption: true,
+	acp.AgentMethodSessionClose: true, acp.AgentMethodSessionFork: true, acp.AgentMethodSessionResume: true,
+	acp.AgentMethodDocumentDidChange: true, acp.AgentMethodDocumentDidClose: true, acp.AgentMethodDocumentDidFocus: true,
+	acp.AgentMethodDocumentDidOpen: true, acp.AgentMethodDocumentDidSave: true,
+	acp.AgentMethodNesAccept: true, acp.AgentMethodNesClose: true, acp.AgentMethodNesReject: true, acp.AgentMethodNesSuggest: true,
 }
 
 // acpNotifications are sent without an id.
@@ -72,8 +79,11 @@ func acpOp(method string) Op {
 //
 // Errors: ErrParse, ErrInvalidRequest (not JSON-RPC 2.0), ErrMethodNotFound
 // (not an ACP client → agent method), ErrInvalidParams (params not an
-// object; no session id where one is needed; a session/prompt without a
-// prompt array, content_blocks or text).
+// object; no session id where the schema requires one: session/prompt,
+// cancel, load, set_mode, set_model, set_config_option, close, fork,
+// resume, the document/* and nes/* methods but nes/start; a sessionId or
+// session_id that is not a string, on any method; a session/prompt without
+// a prompt array, content_blocks or text).
 func (n *Normalizer) FromACP(in Input) (*Result, error) {
 	r, rq, err := n.beginRPC(in, e2a.SourceACP, ProtocolACP)
 	if err != nil {
@@ -88,12 +98,9 @@ func (n *Normalizer) FromACP(in Input) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	sessionID := str(params, "sessionId")
-	if sessionID == "" {
-		sessionID = str(params, "session_id")
-	}
-	if acpSessionMethods[method] && sessionID == "" {
-		return nil, rq.errf(ErrInvalidParams, ProtocolACP, "sessionId is required")
+	sessionID, msg := acpSessionID(params, acpSessionMethods[method])
+	if msg != "" {
+		return nil, rq.errf(ErrInvalidParams, ProtocolACP, "%s", msg)
 	}
 	if method == e2a.ACPSessionPrompt {
 		if err := checkACPPrompt(params); err != "" {
@@ -113,6 +120,31 @@ func (n *Normalizer) FromACP(in Input) (*Result, error) {
 		env.Params = params
 	}
 	return r.finish(env, acpOp(method), !rq.HasID)
+}
+
+// acpSessionID returns the session id of ACP params: sessionId (ACP's
+// spelling), else session_id (the spec's). Either, when present and not
+// null, must be a string, whatever the method (a front door reads a named
+// session as the one the call goes into); a required one must be
+// non-empty. The message says what is wrong, "" when nothing is.
+func acpSessionID(params map[string]any, required bool) (id, msg string) {
+	for _, k := range []string{"sessionId", "session_id"} {
+		v, has := params[k]
+		if !has || v == nil {
+			continue
+		}
+		s, ok := v.(string)
+		if !ok {
+			return "", k + " must be a string"
+		}
+		if id == "" {
+			id = s
+		}
+	}
+	if required && id == "" {
+		return "", "sessionId is required"
+	}
+	return id, ""
 }
 
 // checkACPPrompt checks the prompt of session/prompt params: an array of
@@ -301,7 +333,9 @@ func EnvelopeToACPJSONRPCCall(env *e2a.Envelope) (*JSONRPCRequest, error) {
 // against the ACP Go SDK's request types. On top of the spec export:
 //
 //   - session_id becomes sessionId (an existing sessionId wins), and
-//     mime_type becomes mimeType in content blocks;
+//     mime_type becomes mimeType in content blocks; a method whose schema
+//     requires a sessionId (acpSessionMethods) gets env.SessionID when its
+//     params name no session;
 //   - for session/prompt, only the PromptRequest keys stay (sessionId,
 //     prompt, messageId, _meta); the E2A prompt sources (content_blocks,
 //     text, content, query) are dropped and any other business key (mode,
@@ -362,7 +396,13 @@ func EnvelopeToACPPeerCall(env *e2a.Envelope) (*JSONRPCRequest, error) {
 		if msg := checkPeerPrompt(out); msg != "" {
 			return nil, fail(msg)
 		}
-	case e2a.ACPSessionCancel, e2a.ACPSessionLoad, e2a.ACPSessionSetMode:
+	default:
+		if !acpSessionMethods[call.Method] {
+			break
+		}
+		if _, has := out["sessionId"]; !has && env.SessionID != "" {
+			out["sessionId"] = env.SessionID // the envelope's session, as session/prompt's
+		}
 		if s, _ := out["sessionId"].(string); s == "" {
 			return nil, fail("sessionId is required")
 		}

@@ -394,9 +394,7 @@ func (r *req) checkIDs(env *e2a.Envelope) error {
 			continue
 		}
 		if err := subjects.ValidateRequestID(f[1]); err != nil {
-			e := newErr(ErrInvalidParams, r.adapter, "%s %s is not a valid id (1 to %d bytes of UTF-8, no leading or trailing white space, no control, format or line-separator character): %v",
-				f[0], echo(f[1]), subjects.MaxIDLength, err)
-			e.Cause = err
+			e := idRefusal(r.adapter, f[0], f[1], err)
 			e.Method = env.Method
 			if env.ExtMethod != "" {
 				e.Method = env.ExtMethod
@@ -410,6 +408,15 @@ func (r *req) checkIDs(env *e2a.Envelope) error {
 		}
 	}
 	return nil
+}
+
+// idRefusal is the ErrInvalidParams of id value (field) refused by
+// subjects.ValidateRequestID with err, which it wraps as its Cause.
+func idRefusal(protocol, field, value string, err error) *Error {
+	e := newErr(ErrInvalidParams, protocol, "%s %s is not a valid id (1 to %d bytes of UTF-8, no leading or trailing white space, no control, format or line-separator character): %v",
+		field, echo(value), subjects.MaxIDLength, err)
+	e.Cause = err
+	return e
 }
 
 // CallerUserID is the user id the adapters give the envelope of a request

@@ -75,6 +75,14 @@ func TestInvalidIDsRefused(t *testing.T) {
 				_, err := n.FromAgentVault(normalizer.Input{Body: []byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/send","params":{"id":` + lit + `,"message":{"role":"user","parts":[{"type":"text","content":"hi"}]}}}`)})
 				return err
 			},
+			"a2e req_id": func() error {
+				_, err := n.FromA2E(normalizer.Input{Body: []byte(`{"a2e":"1.0","id":"c1","type":"tool/call/req","req_id":` + lit + `,"name":"x"}`)})
+				return err
+			},
+			"a2e id": func() error {
+				_, err := n.FromA2E(normalizer.Input{Body: []byte(`{"a2e":"1.0","id":` + lit + `,"type":"ping"}`)})
+				return err
+			},
 			"acp sessionId": func() error {
 				_, err := n.FromACP(normalizer.Input{Body: []byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":` + lit + `,"prompt":[{"type":"text","text":"hi"}]}}`)})
 				return err
@@ -117,6 +125,45 @@ func TestInvalidIDsRefused(t *testing.T) {
 		res, err := n.FromE2A(normalizer.Input{Body: []byte(`{"params":{}}`), RequestID: id})
 		if err != nil || res.Envelope.RequestID != id {
 			t.Errorf("id %+q: %v, %+q", id, err, res.Envelope.RequestID)
+		}
+	}
+}
+
+// TestA2ERefusedIDNotEchoed: an A2E req_id (or id, which answers for a
+// message without req_id) outside the request-id grammar is refused up
+// front and never becomes the error's req_id, which the front door
+// echoes as the answer's own req_id (the client matches on it): a 1 MiB or
+// control-character req_id came back whole in the error line, and in
+// every line of an accepted call's answer. The error names the message
+// by a valid id instead, else by none; its message quotes the value cut.
+func TestA2ERefusedIDNotEchoed(t *testing.T) {
+	n := testNormalizer(t)
+	huge := `\u001b[2J\n` + strings.Repeat("x", 1<<20)
+	for _, c := range []struct{ name, body, wantReqID string }{
+		{"huge req_id", `{"id":"c1","type":"tool/call/req","req_id":"` + huge + `","name":"x"}`, "c1"},
+		{"req_id with a newline", `{"id":"c1","type":"tool/call/req","req_id":"r\n1","name":"x"}`, "c1"},
+		{"req_id of 1025 bytes", `{"id":"c1","type":"x/req","req_id":"` + longID(subjects.MaxIDLength+1) + `"}`, "c1"},
+		{"huge req_id, huge id", `{"id":"` + huge + `","type":"x/req","req_id":"` + huge + `"}`, ""},
+		{"huge id", `{"id":"` + huge + `","type":"ping"}`, ""},
+		{"huge req_id, type missing", `{"id":"c1","req_id":"` + huge + `"}`, "c1"},
+		{"huge req_id, required field missing", `{"id":"c1","type":"tool/call/req","req_id":"` + huge + `"}`, "c1"},
+		{"id with ESC, valid req_id", `{"id":"c\u001b1","type":"ping","req_id":"r1"}`, "r1"},
+	} {
+		_, err := n.FromA2E(normalizer.Input{Body: []byte(c.body)})
+		var ne *normalizer.Error
+		if !errors.As(err, &ne) || normalizer.A2ECode(err) == "" {
+			t.Errorf("%s: accepted", c.name)
+			continue
+		}
+		if ne.ReqID != c.wantReqID {
+			t.Errorf("%s: error req_id %.40q, want %q", c.name, ne.ReqID, c.wantReqID)
+		}
+		checkBoundedMessage(t, err.Error())
+	}
+	for _, id := range []string{"r-42", "0190b5a8-4a1b-7c2d-9e3f-0123456789ab", longID(subjects.MaxIDLength), "a b", "日本"} {
+		res, err := n.FromA2E(normalizer.Input{Body: []byte(`{"id":"c1","type":"x/req","req_id":"` + id + `"}`)})
+		if err != nil || res.Envelope.CorrelationID != id {
+			t.Errorf("req_id %.40q: %v", id, err)
 		}
 	}
 }

@@ -63,7 +63,10 @@
 //     only published. One whose params name a session (sessionId, or
 //     session_id) is a call into it: the session must be one the caller
 //     may write, as for session/prompt, else -32002 and nothing is
-//     published.
+//     published. One whose schema requires a sessionId (document/*,
+//     nes/* but nes/start) without one, or any call whose sessionId or
+//     session_id is not a string, is -32602 and nothing is published
+//     (normalizer.FromACP).
 //
 // Unknown sessions are answered with ACP's -32002 (resource not found); a
 // session of another principal is unknown. Auth failures use ACP's -32000
