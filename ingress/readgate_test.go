@@ -40,12 +40,27 @@ func gatedFront(t *testing.T, iopts ...ingress.Option) string {
 // authentication a: egress's read API behind the same Auth.
 func authFront(t *testing.T, nc *nats.Conn, a *ingress.Auth, iopts ...ingress.Option) string {
 	t.Helper()
-	eopts := []egress.Option{egress.WithRegisterer(prometheus.NewRegistry()),
-		egress.WithAuthorizer(func(r *http.Request) (tenant.Principal, error) {
-			p, err := a.Tenant(r)
-			ingress.StripCredentialHeaders(r.Header)
-			return p, err
-		})}
+	return authFrontWrapped(t, nc, a, nil, iopts...)
+}
+
+// readAuthorizer is the authorizer of egress's read API
+// (egress.WithAuthorizer).
+type readAuthorizer = func(*http.Request) (tenant.Principal, error)
+
+// authFrontWrapped is authFront with egress's authorizer (a.Tenant, then
+// the credential headers stripped, as cmd/e2a's egressAuthorizer) wrapped
+// by wrap (nil: as it is).
+func authFrontWrapped(t *testing.T, nc *nats.Conn, a *ingress.Auth, wrap func(readAuthorizer) readAuthorizer, iopts ...ingress.Option) string {
+	t.Helper()
+	authorize := readAuthorizer(func(r *http.Request) (tenant.Principal, error) {
+		p, err := a.Tenant(r)
+		ingress.StripCredentialHeaders(r.Header)
+		return p, err
+	})
+	if wrap != nil {
+		authorize = wrap(authorize)
+	}
+	eopts := []egress.Option{egress.WithRegisterer(prometheus.NewRegistry()), egress.WithAuthorizer(authorize)}
 	iopts = append([]ingress.Option{ingress.WithRegisterer(prometheus.NewRegistry()), ingress.WithAuth(a)}, iopts...)
 	return pipetest.ServeFront(t, nc, eopts, iopts...).URL
 }
@@ -195,13 +210,7 @@ func TestReadOfDisabledPrincipalIsForbiddenAsPost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eopts := []egress.Option{egress.WithRegisterer(prometheus.NewRegistry()),
-		egress.WithAuthorizer(func(r *http.Request) (tenant.Principal, error) { // as cmd/e2a's egressAuthorizer
-			p, err := a.Tenant(r)
-			ingress.StripCredentialHeaders(r.Header)
-			return p, err
-		})}
-	url := pipetest.ServeFront(t, nc, eopts, ingress.WithRegisterer(prometheus.NewRegistry()), ingress.WithAuth(a)).URL
+	url := authFront(t, nc, a)
 	post, pb := testkit.Do(t, http.MethodPost, url+"/v1/requests", `{"params":{"text":"hi"}}`, "X-Api-Key", key)
 	if post.StatusCode != http.StatusForbidden {
 		t.Fatalf("POST with a disabled key: %d %s (the premise: 403)", post.StatusCode, pb)

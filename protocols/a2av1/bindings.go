@@ -205,15 +205,15 @@ func typedDetails(f host.Refusal) any {
 }
 
 // refuseTooMany answers host.TooManyStreams with refuse (the call's id in a
-// JSON-RPC answer).
+// JSON-RPC answer), its wait rendered from the refusal as any refusal's.
 func refuseTooMany(w http.ResponseWriter, id json.RawMessage, refuse host.Refuse) {
-	w.Header().Set("Retry-After", "1")
+	f := host.TooManyStreams
 	if id != nil {
-		f := host.TooManyStreams
+		f.SetRetryAfter(w.Header())
 		writeRPCError(w, f.Status, id, &jsonrpc.Error{Code: f.RPCCode, Message: f.Message, Data: typedDetails(f)})
 		return
 	}
-	refuse(w, host.TooManyStreams)
+	refuse(w, f)
 }
 
 // rpcHead is what checkCall reads of a JSON-RPC call.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -55,9 +54,10 @@ func unavailable(msg string, retry time.Duration) *a2a.Error {
 }
 
 // retryInfo is a google.rpc.RetryInfo detail of delay d (ProtoJSON: a
-// Duration is seconds with an s suffix).
+// Duration is seconds with an s suffix), in the whole seconds every
+// protocol says a wait in (host.WaitSeconds: Retry-After's).
 func retryInfo(d time.Duration) *errordetails.Typed {
-	return errordetails.NewTyped(retryInfoType, map[string]any{"retryDelay": strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"})
+	return errordetails.NewTyped(retryInfoType, map[string]any{"retryDelay": strconv.FormatInt(host.WaitSeconds(d), 10) + "s"})
 }
 
 // errorDetails are the details of the A2A error err with ErrorInfo reason
@@ -82,8 +82,8 @@ func errorDetails(err error, reason string) []*errordetails.Typed {
 }
 
 // retryAfter is the Retry-After header value of details: the delay of
-// their google.rpc.RetryInfo in whole seconds, rounded up (at least 1);
-// "" without one.
+// their google.rpc.RetryInfo in whole seconds (host.WaitSeconds); "" without
+// one.
 func retryAfter(details []*errordetails.Typed) string {
 	for _, d := range details {
 		if d == nil || d.TypeURL != retryInfoType {
@@ -91,10 +91,10 @@ func retryAfter(details []*errordetails.Typed) string {
 		}
 		s, _ := d.Value["retryDelay"].(string)
 		delay, err := time.ParseDuration(s)
-		if err != nil {
+		if err != nil || delay <= 0 {
 			return ""
 		}
-		return strconv.FormatInt(max(1, int64(math.Ceil(delay.Seconds()))), 10)
+		return strconv.FormatInt(host.WaitSeconds(delay), 10)
 	}
 	return ""
 }
@@ -172,6 +172,7 @@ func restRefuse(w http.ResponseWriter, f host.Refusal) {
 	if status == "" {
 		status = "INVALID_ARGUMENT"
 	}
+	f.SetRetryAfter(w.Header()) // unless the gate set one
 	e := map[string]any{"code": f.Status, "status": status, "message": f.Message}
 	if d := typedDetails(f); d != nil {
 		// Its data and wait, as the JSON-RPC and gRPC bindings carry them

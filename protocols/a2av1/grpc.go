@@ -72,7 +72,7 @@ func (g gatedRegistrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 			if c, ok := callFrom(ctx); ok && err != nil && c.tooMany != nil && *c.tooMany {
 				// Refused for want of a stream slot: as every door answers
 				// it (the SDK's transport says internal error).
-				return refusalStatus(codes.ResourceExhausted, host.TooManyStreams.Message, time.Second)
+				return gateStatus(host.TooManyStreams)
 			}
 			return specStatus(unavailableStatus(err))
 		}
@@ -98,7 +98,7 @@ func unavailableStatus(err error) error {
 			infos = append(infos, info)
 		}
 	}
-	return refusalStatus(codes.Unavailable, st.Message(), time.Second, infos...)
+	return refusalStatus(codes.Unavailable, st.Message(), unavailableRetry, infos...)
 }
 
 // ctxStream is a server stream with the call's context, whose request is
@@ -182,26 +182,32 @@ func (b *bindings) admitGRPC(ctx context.Context) (context.Context, error) {
 		return nil, status.FromContextError(err).Err()
 	}
 	if f != nil {
-		code := grpcCode(f.Code)
-		if code == codes.Unavailable {
-			// A temporary failure, named as the other bindings name it.
-			return nil, refusalStatus(code, f.Message, cmp.Or(f.RetryAfter, unavailableRetry), serverErrorInfo())
-		}
-		return nil, refusalStatus(code, f.Message, f.RetryAfter)
+		return nil, gateStatus(*f)
 	}
 	return withCall(ctx, call{header: header, agent: header.Get(GRPCAgentMetadata),
 		version: strings.TrimSpace(header.Get(a2a.SvcParamVersion)), channel: "grpc", c: c, invalid: new(error), tooMany: new(bool),
 		protoTenant: new(string), nextPageToken: new(string)}), nil
 }
 
+// gateStatus is the gRPC status of a refusal f of the gate or the host (a
+// stream slot's): its code by f.Code (grpcCode), its wait as a RetryInfo;
+// a temporary failure named as the other bindings name it.
+func gateStatus(f host.Refusal) error {
+	code := grpcCode(f.Code)
+	if code == codes.Unavailable {
+		return refusalStatus(code, f.Message, cmp.Or(f.RetryAfter, unavailableRetry), serverErrorInfo())
+	}
+	return refusalStatus(code, f.Message, f.RetryAfter)
+}
+
 // refusalStatus is the gRPC status of a refusal, its details (an
 // ErrorInfo) then a google.rpc.RetryInfo saying how long the client should
 // wait before it retries (the HTTP bindings' Retry-After, which gRPC has
-// no header for).
+// no header for: the same whole seconds, host.WaitSeconds).
 func refusalStatus(code codes.Code, msg string, retry time.Duration, details ...protoadapt.MessageV1) error {
 	st := status.New(code, msg)
 	if retry > 0 {
-		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(retry)})
+		details = append(details, &errdetails.RetryInfo{RetryDelay: &durationpb.Duration{Seconds: host.WaitSeconds(retry)}})
 	}
 	if len(details) == 0 {
 		return st.Err()

@@ -50,14 +50,19 @@ type Refusal struct {
 	RetryAfter time.Duration
 }
 
-// RetryAfterSeconds is the refusal's wait as a Retry-After value: whole
-// seconds, rounded up, at least 1; 0 when the refusal has none.
-func (f Refusal) RetryAfterSeconds() int64 {
-	if f.RetryAfter <= 0 {
+// RetryAfterSeconds is the refusal's wait as a Retry-After value
+// ([WaitSeconds]).
+func (f Refusal) RetryAfterSeconds() int64 { return WaitSeconds(f.RetryAfter) }
+
+// WaitSeconds is a wait as every protocol says it (Retry-After, A2E's
+// retry_after, a google.rpc.RetryInfo's delay): whole seconds, rounded up,
+// at least 1; 0 for none (d ≤ 0).
+func WaitSeconds(d time.Duration) int64 {
+	if d <= 0 {
 		return 0
 	}
-	s := int64(f.RetryAfter / time.Second)
-	if f.RetryAfter%time.Second != 0 {
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
 		s++
 	}
 	return s

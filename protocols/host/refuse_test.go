@@ -50,3 +50,25 @@ func TestRefuseJSONRPCRetryAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestTooManyStreamsCarriesItsWait: host.TooManyStreams carries its wait,
+// a second, as every refusal does, so an answer of it says Retry-After: 1
+// with no header set by hand: RefuseJSONRPC of the refusal alone said
+// none (its callers set "1" before, each its own way).
+func TestTooManyStreamsCarriesItsWait(t *testing.T) {
+	if host.TooManyStreams.RetryAfterSeconds() != 1 {
+		t.Errorf("TooManyStreams waits %v, want a second", host.TooManyStreams.RetryAfter)
+	}
+	for name, answer := range map[string]func(http.ResponseWriter){
+		"RefuseJSONRPC": func(w http.ResponseWriter) { host.RefuseJSONRPC(w, json.RawMessage(`1`), host.TooManyStreams) },
+		"AnswerSubmitError": func(w http.ResponseWriter) {
+			host.AnswerSubmitError(host.HTTPReply(w, json.RawMessage(`1`)), host.ErrTooManyStreams)
+		},
+	} {
+		rec := httptest.NewRecorder()
+		answer(rec)
+		if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "1" {
+			t.Errorf("%s: %d Retry-After %q, want 429 with Retry-After 1", name, rec.Code, rec.Header().Get("Retry-After"))
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
@@ -22,14 +23,16 @@ import (
 
 // ErrTooManyStreams: all of the caller's concurrent stream slots are
 // taken (a [Submission] with Slot, or a stream slot asked for alone);
-// nothing was published. Answer it with [TooManyStreams] and
-// Retry-After: 1.
+// nothing was published. Answer it with [TooManyStreams], which carries
+// its wait (Retry-After: 1).
 var ErrTooManyStreams = errors.New("host: too many concurrent streams for this principal")
 
 // TooManyStreams is the refusal of [ErrTooManyStreams]: 429, retryable,
-// JSON-RPC -32029 (rate limited).
+// JSON-RPC -32029 (rate limited), to be retried after a second (each
+// protocol's Refuse renders the wait: Retry-After, RetryInfo).
 var TooManyStreams = Refusal{Status: http.StatusTooManyRequests, Code: "too_many_streams",
-	Message: "too many concurrent streams for this principal", Retryable: true, RPCCode: jsonrpc.CodeRateLimited}
+	Message: "too many concurrent streams for this principal", Retryable: true, RPCCode: jsonrpc.CodeRateLimited,
+	RetryAfter: time.Second}
 
 // Submission is a normalized request a front door hands the host, and
 // what the host does around its publish.
@@ -147,7 +150,6 @@ func AnswerSubmitError(rep Reply, err error) {
 		rep.Error(&jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: the id (Idempotency-Key or contextId) is already in use; choose another",
 			Data: map[string]any{"conflict": true, "retryable": false}})
 	case errors.Is(err, ErrTooManyStreams):
-		rep.Header().Set("Retry-After", "1")
 		rep.Refuse(TooManyStreams)
 	default:
 		rep.Header().Set("Retry-After", "1")
