@@ -59,10 +59,8 @@ func TestLastFrameNotJSON(t *testing.T) {
 // the last stored message, a stray frame; its state from the final frame),
 // and "pending" or "running" for a resume point past the final frame. It
 // is 200 with the final frame's state, the frames past it ignored, as the
-// streams ignore them (TestSSEStopsAtFinal). Not checked: a resume point
-// past the last stored frame (?from=9), which stays "running" here: finding
-// the final frame before it would read every stored frame at each poll of
-// a running request (egress's finalOf).
+// streams ignore them (TestSSEStopsAtFinal). A resume point past the last
+// stored frame: TestStrayAfterFinalNeverRunning.
 func TestGetAfterFinalIsDone(t *testing.T) {
 	h := startHTTP(t)
 	w := h.running(t, "zz_get_after_final")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -45,7 +46,7 @@ func TestFramesAgedOutMidRead(t *testing.T) {
 	aged := uuid.Must(uuid.NewV7()).String()
 	e.finished(t, aged, 4) // frames 0-3 text, 4 complete
 	r, _ := readSome(t, ctx, e, aged, 2)
-	purgeBelowLast(t, e.js, streams.ResponsesStream) // frames 0-3 age out, 4 stays
+	natstest.PurgeBelowLast(t, e.js, streams.ResponsesStream) // frames 0-3 age out, 4 stays
 	if _, err := r.Next(ctx); !errors.Is(err, ErrFramesExpired) {
 		t.Errorf("next frames aged out mid-read: %v, want ErrFramesExpired", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
 
@@ -27,7 +28,7 @@ func TestLoadRequestsFirstFramesAgedOut(t *testing.T) {
 	e.finished(t, "aged-turn-1", 1) // frames 0, 1 (final)
 	e.finished(t, "aged-turn-2", 3) // frames 0-2, 3 (final)
 	ackPending(t, e, 2)             // both answered
-	purgeBelowLast(t, e.js, streams.ResponsesStream)
+	natstest.PurgeBelowLast(t, e.js, streams.ResponsesStream)
 	e.running(t, "aged-turn-3") // waits for its first frame
 	reqs, err := s.LoadRequests(ctx, []string{"aged-turn-1", "aged-turn-2", "aged-turn-3"})
 	if err != nil {

@@ -28,7 +28,7 @@ var dropFrames = []struct {
 	drop func(t *testing.T, e *testEnv)
 }{
 	{"every frame", func(t *testing.T, e *testEnv) { natstest.Purge(t, e.js, streams.ResponsesStream) }},
-	{"frames 0 and 1", func(t *testing.T, e *testEnv) { purgeBelowLast(t, e.js, streams.ResponsesStream) }},
+	{"frames 0 and 1", func(t *testing.T, e *testEnv) { natstest.PurgeBelowLast(t, e.js, streams.ResponsesStream) }},
 }
 
 // ackPending acknowledges, as the agent does once a request's final frame

@@ -1,31 +1,12 @@
 package egress
 
 import (
-	"context"
 	"testing"
-	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
 )
-
-// purgeBelowLast drops every message of stream name but its last, as the
-// stream's max age drops the older ones first.
-func purgeBelowLast(t *testing.T, js jetstream.JetStream, name string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, err := js.Stream(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Purge(ctx, jetstream.WithPurgeSequence(st.CachedInfo().State.LastSeq)); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // A request at the hot/audit boundary (its envelope and first frames aged
 // out of the hot streams, its last frames still there) is answered from
@@ -47,7 +28,7 @@ func TestHistoryAtTheHotBoundaryForEveryReader(t *testing.T) {
 	fh.reqs[id] = storedHistoric(t, e, id)
 	// The envelope, then frames 0 and 1, age out; the burst is still hot.
 	natstest.Purge(t, e.js, streams.RequestsStream)
-	purgeBelowLast(t, e.js, streams.ResponsesStream)
+	natstest.PurgeBelowLast(t, e.js, streams.ResponsesStream)
 	for _, key := range []string{"owner", "audit"} {
 		for _, c := range reads {
 			if got := read(t, base+c.Path, key, c.Hdr...); got != hot[c.Name] {

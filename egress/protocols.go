@@ -9,7 +9,6 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/render"
-	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // StoredRequest is a request as the pipeline holds it: its envelope and
@@ -143,7 +142,7 @@ func (s *Service) cancelRequest(ctx context.Context, requestID string, cancel Ca
 // publish failed): ErrNotCancelable, so that the task's earlier turns are
 // cancelled still.
 func (s *Service) askCancel(ctx context.Context, requestID string, cancel CancelFunc, listed bool) error {
-	last, err := s.lastFrame(ctx, requestID)
+	last, err := s.endFrame(ctx, requestID)
 	if err != nil {
 		return err
 	}
@@ -227,7 +226,7 @@ func endedCanceled(r *e2a.Response) bool {
 // responses stream). An A2A task whose last request has finished is in a
 // terminal state: ingress refuses further messages to it.
 func (s *Service) Finished(ctx context.Context, requestID string) (bool, error) {
-	last, err := s.lastFrame(ctx, requestID)
+	last, err := s.endFrame(ctx, requestID)
 	if err != nil {
 		return false, err
 	}
@@ -254,33 +253,38 @@ func (s *Service) Continuable(ctx context.Context, requestID string) (bool, erro
 // that interrupts the turn; see Continuable), by the responses stream's
 // clock.
 func (s *Service) EndedTaskAt(ctx context.Context, requestID string) (time.Time, error) {
-	subj, err := responseSubject(requestID)
+	last, err := s.endFrame(ctx, requestID)
 	if err != nil {
-		return time.Time{}, nil
-	}
-	msg, err := s.mux.GetLast(ctx, s.streamNames().responses, subj)
-	if err != nil || msg == nil {
+		if errors.Is(err, ErrInvalidFrame) {
+			return time.Unix(0, 1), err
+		}
 		return time.Time{}, err
 	}
-	data, _, err := e2a.LastInBurst(msg.Header.Get(subjects.HeaderFrames), msg.Data)
-	if err != nil {
-		return time.Unix(0, 1), fmt.Errorf("%w: request %q: %w", ErrInvalidFrame, requestID, err)
+	if last == nil || !last.final {
+		return time.Time{}, nil
 	}
-	r, err := e2a.ResponseFromJSON(data)
+	r, err := e2a.ResponseFromJSON(last.raw)
 	if err != nil {
 		return time.Unix(0, 1), fmt.Errorf("%w: request %q: %v", ErrInvalidFrame, requestID, err)
-	}
-	if !r.IsFinal {
-		return time.Time{}, nil
 	}
 	if _, _, interrupted := r.Interrupt(); interrupted {
 		return time.Time{}, nil
 	}
-	at, err := time.Parse(time.RFC3339Nano, msg.Header.Get(subjects.HeaderTimeStamp))
+	at, err := time.Parse(time.RFC3339Nano, last.stamp)
 	if err != nil || at.IsZero() {
 		at = time.Unix(0, 1) // ended, its time not known
 	}
 	return at, nil
+}
+
+// endFrame is the final frame of requestID when one is stored, else its
+// last stored frame (nil: none): lastFrame, then endOf.
+func (s *Service) endFrame(ctx context.Context, requestID string) (*lastInfo, error) {
+	last, err := s.lastFrame(ctx, requestID)
+	if err != nil {
+		return nil, err
+	}
+	return s.endOf(ctx, requestID, last)
 }
 
 // CancelTurns cancels the turns of a task (requestIDs, oldest first) that
@@ -346,7 +350,7 @@ func (s *Service) UnendedTurns(ctx context.Context, ids []string) ([]string, err
 	var out []string
 	unstored := 0
 	for i := len(ids) - 1; i >= 0 && unstored < maxUnstoredTurns; i-- {
-		last, err := s.lastFrame(ctx, ids[i])
+		last, err := s.endFrame(ctx, ids[i])
 		if err != nil {
 			return nil, err
 		}

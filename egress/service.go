@@ -69,6 +69,9 @@ type Service struct {
 	// floors caches the agent pools' ack floors: a request answered but
 	// whose frames aged out is told from one not answered yet (agedOut).
 	floors ackFloors
+	// unended remembers requests known not to have ended up to a stored
+	// message (endOf).
+	unended openRequests
 }
 
 type config struct {
@@ -891,7 +894,13 @@ func (s *Service) openSnapshot(ctx context.Context, id string, from int64, last 
 			return nil, nil, err
 		}
 	}
-	if end = s.finalOf(last, rd); rd != nil && from > end.seq {
+	if end, err = s.finalOf(ctx, id, last, rd); err != nil {
+		if rd != nil {
+			rd.Close()
+		}
+		return nil, nil, err
+	}
+	if rd != nil && from > end.seq {
 		rd.Close()
 		return nil, end, nil
 	}
@@ -903,21 +912,27 @@ func (s *Service) openSnapshot(ctx context.Context, id string, from int64, last 
 // is stored has ended, and frames stored after it (by hand, by a rogue or
 // late writer) are ignored, as every reader ignores them. rd, when not nil,
 // is the snapshot's reader, which has read the first frames already (all
-// of a request of up to one batch: nothing more is read then). Without a
-// reader (a resume point past the last frame: a poller's usual view of a
-// running request) or past its first batch, last is taken as it is:
-// finding a final frame before it would read every stored frame at each
-// poll of a running request, for frames only a hand or a rogue writer
-// stores after a final one (the fenced writers never do).
-func (s *Service) finalOf(last *lastInfo, rd *Reader) *lastInfo {
-	if last == nil || last.final || rd == nil {
-		return last
+// of a request of up to one batch): what it read tells, and a request it
+// read to last without a final frame is remembered as open (s.unended), so
+// that the next poll past last reads nothing more. Otherwise (a resume
+// point past the last frame: a poller's usual view of a running request,
+// or past the reader's first batch) endOf tells, reading the frames
+// before last only when the last message's fence and the cache do not.
+func (s *Service) finalOf(ctx context.Context, id string, last *lastInfo, rd *Reader) (*lastInfo, error) {
+	if last == nil || last.final {
+		return last, nil
 	}
-	f, final, known := rd.finalUpTo(last.streamSeq)
-	if !known || !final {
-		return last
+	if rd != nil {
+		f, final, known := rd.finalUpTo(last.streamSeq)
+		switch {
+		case known && final:
+			return &lastInfo{streamSeq: f.StreamSeq, seq: f.Sequence(), final: true, raw: f.Raw}, nil
+		case known:
+			s.unended.put(id, last.streamSeq)
+			return last, nil
+		}
 	}
-	return &lastInfo{streamSeq: f.StreamSeq, seq: f.Sequence(), final: true, raw: f.Raw}
+	return s.endOf(ctx, id, last)
 }
 
 // startE2AJSON starts the aggregated JSON answer of request id (its
@@ -1026,6 +1041,13 @@ type lastInfo struct {
 	seq       int64
 	final     bool
 	raw       []byte
+	// prev is the stream sequence of the message stored before it under
+	// the request's subject (0: none), as its fence tells (fenced: the
+	// message has one; predecessor).
+	prev   uint64
+	fenced bool
+	// stamp is its message's store time (Nats-Time-Stamp).
+	stamp string
 }
 
 // state is the state of the request whose last frame li is: running, or,
@@ -1067,6 +1089,8 @@ func (s *Service) lastFrame(ctx context.Context, id string) (*lastInfo, error) {
 		return nil, err
 	}
 	li.seq, li.final, li.raw = head.Sequence, head.IsFinal, data
+	li.prev, li.fenced = predecessor(msg.Header)
+	li.stamp = msg.Header.Get(subjects.HeaderTimeStamp)
 	return li, nil
 }
 

@@ -68,13 +68,7 @@ func TestTaskWithAgedOutTurns(t *testing.T) {
 		t.Fatalf("tasks/get with every frame stored: %v, metadata %v", err, whole.Metadata)
 	}
 	// Turn 1's frames and turn 2's first three age out; its final frame stays.
-	st, err := js.Stream(ctx, streams.ResponsesStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Purge(ctx, jetstream.WithPurgeSequence(st.CachedInfo().State.LastSeq)); err != nil {
-		t.Fatal(err)
-	}
+	natstest.PurgeBelowLast(t, js, streams.ResponsesStream)
 	got, err := ans.A2ATaskOf(ctx, task, nil)
 	if err != nil {
 		t.Fatalf("tasks/get with its first frames aged out: %v, want the task from what remains", err)
