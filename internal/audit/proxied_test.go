@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -65,4 +66,17 @@ func waitSignal(t *testing.T, ch <-chan struct{}, what string) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("not " + what)
 	}
+}
+
+// newProxiedAuditor is a Proxied with an Auditor on its proxied connection
+// (a short call timeout: a read during a cut gives up at once) and the
+// live feed (liveFeed) on its direct one.
+func newProxiedAuditor(ctx context.Context, t *testing.T) (*Proxied, *Auditor, <-chan *nats.Msg) {
+	t.Helper()
+	p := NewProxied(t)
+	a, err := New(p.TNC, WithCallTimeout(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, a, liveFeed(ctx, t, p.NC)
 }

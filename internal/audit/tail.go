@@ -79,7 +79,9 @@ const liveBuffer = 8192
 // predecessor on its subject was not seen (a request already running when
 // Tail started, or a live message lost) is read back from E2A_RESPONSES
 // first, and so is, after the connection reconnected, every request
-// followed and not done (its live messages went by meanwhile). Each request
+// followed and not done (its live messages went by meanwhile): of a
+// request that does not match the filter, none is read, only its envelope,
+// once (the lookup of a request met through its frames). Each request
 // ends with a KindSummary record when the message holding its final frame
 // arrives; a message stored after that one is shown too, with a further
 // summary that reports it. Records of different requests interleave; a
@@ -240,9 +242,9 @@ func (t *tailer) warn(what string, err error) {
 
 // resume catches up after the connection reconnected: the live messages
 // republished while it was away never reach the subscription. Every request
-// followed and not done is read back from its last message seen, and the
-// requests stored up to now are backfilled when polled (their frames may
-// have gone by as well). So it does after the live buffer dropped messages
+// followed that matches and is not done is read back from its last message
+// seen, and the requests stored up to now are backfilled when polled (their
+// frames may have gone by as well). So it does after the live buffer dropped messages
 // (a slow reader): a dropped message was read back only when a later live
 // one of its request showed the gap, and a request's last messages, its
 // final frame among them, have none.
@@ -261,7 +263,9 @@ func (t *tailer) resume(ctx context.Context) error {
 	}
 	t.backfillTo = max(t.backfillTo, reqs.last)
 	for id, r := range t.tracked {
-		if _, ok := t.pending[id]; !ok && !r.done {
+		// A request that does not match shows nothing: its frames are not
+		// read (those unresolved are pending already).
+		if _, ok := t.pending[id]; !ok && !r.done && r.match {
 			t.later(r, 0)
 		}
 	}
@@ -288,8 +292,10 @@ func (t *tailer) retryPending(ctx context.Context) error {
 					return err
 				}
 			}
-			if err := t.readBack(ctx, r, 0, t.pending[id]); err != nil {
-				return err
+			if r.match {
+				if err := t.readBack(ctx, r, 0, t.pending[id]); err != nil {
+					return err
+				}
 			}
 		}
 		delete(t.pending, id)
@@ -491,8 +497,9 @@ func (t *tailer) frame(ctx context.Context, m *nats.Msg) error {
 		return nil // already read (back from the stream)
 	}
 	// Read back what the live subscription did not deliver: the earlier
-	// frames of a request already running, or lost live messages.
-	if prev != 0 && prev != r.lastSeq && t.resps.exists {
+	// frames of a request already running, or lost live messages (not for
+	// a request that does not match: nothing of it is shown).
+	if prev != 0 && prev != r.lastSeq && r.match && t.resps.exists {
 		// Frames before the first one seen only prime the checker when
 		// the request started before Tail did; lost ones are shown (the
 		// first one's too, of a request stored after Tail started).

@@ -12,6 +12,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
+	"github.com/e2a-pipeline/pipeline/streams"
 	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
@@ -44,20 +45,7 @@ func TestTailRetriesAFailedEnvelopeLookup(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			p := NewProxied(t)
-			a, err := New(p.TNC, WithCallTimeout(50*time.Millisecond))
-			if err != nil {
-				t.Fatal(err)
-			}
-			live := make(chan *nats.Msg, 16)
-			sub, err := p.NC.ChanSubscribe(subjects.AllLive, live)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = sub.Unsubscribe() }()
-			if err := p.NC.FlushWithContext(ctx); err != nil {
-				t.Fatal(err)
-			}
+			p, a, live := newProxiedAuditor(ctx, t)
 			const id = "lookup-cut"
 			store := func() { natstest.PublishRequest(t, p.JS, "demo", &e2a.Envelope{RequestID: id, TaskID: "wanted"}) }
 			var msgs []*nats.Msg
@@ -114,4 +102,83 @@ func records(recs []Record) string {
 		out = append(out, s)
 	}
 	return strings.Join(out, ",")
+}
+
+// TestTailFilteredReadsNoFramesOfOtherRequests: `e2a tail --pool wanted`
+// reads of a request of another pool only its envelope (one direct get of
+// E2A_REQUESTS, when its first live message comes: response subjects carry
+// no pool), never its frames. It read them back from E2A_RESPONSES, to show
+// nothing of them, when a live message showed a gap, after a reconnect (every
+// request followed and not done), and after a lookup that got no answer
+// was tried again. The direct gets of Tail's connection are counted.
+func TestTailFilteredReadsNoFramesOfOtherRequests(t *testing.T) {
+	cases := []struct {
+		name string
+		// run makes tl meet request id (pool demo) as the case says, the
+		// gets counted from where it starts them (count).
+		run func(ctx context.Context, t *testing.T, p *Proxied, tl *tailer, live <-chan *nats.Msg, id string, count func())
+		// reqGets: the direct gets of E2A_REQUESTS counted: the lookups
+		// of the envelope, and the poll that ends each case (the new
+		// requests of pool wanted: none).
+		reqGets int
+	}{
+		{name: "gap", reqGets: 2, run: func(ctx context.Context, t *testing.T, p *Proxied, tl *tailer, live <-chan *nats.Msg, id string, count func()) {
+			msgs := twoFramesLive(ctx, t, p.NC, live, id)
+			count()
+			// Frame 0's live copy is lost; frame 1's arrives.
+			if err := tl.frame(ctx, msgs[1]); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "reconnect", reqGets: 1, run: func(ctx context.Context, t *testing.T, p *Proxied, tl *tailer, live <-chan *nats.Msg, id string, count func()) {
+			s0 := natstest.PublishBurst(t, p.NC, id, 0, 0, natstest.Frame(id, 0, false))
+			if err := tl.frame(ctx, testkit.Receive(t, live, 10*time.Second, "live copy of frame 0")); err != nil {
+				t.Fatal(err)
+			}
+			// Frame 1 goes by during a reconnect not caught up with yet.
+			natstest.PublishBurst(t, p.NC, id, 1, s0, natstest.Frame(id, 1, true))
+			testkit.Receive(t, live, 10*time.Second, "live copy of frame 1")
+			tl.reconnects = p.TNC.Stats().Reconnects + 1
+			count()
+		}},
+		{name: "lookup retried", reqGets: 2, run: func(ctx context.Context, t *testing.T, p *Proxied, tl *tailer, live <-chan *nats.Msg, id string, count func()) {
+			natstest.PublishBurst(t, p.NC, id, 0, 0, natstest.Frame(id, 0, false))
+			m := testkit.Receive(t, live, 10*time.Second, "live copy of frame 0")
+			p.Cut(t)
+			if err := tl.frame(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+			p.Restore(t)
+			count()
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			p, a, live := newProxiedAuditor(ctx, t)
+			tl, recs := newTestTailer(ctx, t, a)
+			tl.q = Query{Pool: "wanted"}
+			const id = "other-pool"
+			natstest.PublishRequest(t, p.JS, "demo", &e2a.Envelope{RequestID: id})
+			var resps, reqs *natstest.Counter
+			c.run(ctx, t, p, tl, live, id, func() {
+				resps = natstest.DirectGets(t, p.TNC, streams.ResponsesStream)
+				reqs = natstest.DirectGets(t, p.TNC, streams.RequestsStream)
+			})
+			filter, _ := subjects.RequestFilter("wanted")
+			if _, err := tl.tick(ctx, filter, tl.reqs.last+1); err != nil {
+				t.Fatal(err)
+			}
+			if got := resps.Count(t); got != 0 {
+				t.Errorf("%d direct gets of E2A_RESPONSES for a request of another pool, want 0", got)
+			}
+			if got := reqs.Count(t); got != c.reqGets {
+				t.Errorf("%d direct gets of E2A_REQUESTS, want %d (the envelope's lookup, the poll)", got, c.reqGets)
+			}
+			if len(*recs) != 0 {
+				t.Errorf("records %s shown for a request of another pool", records(*recs))
+			}
+		})
+	}
 }

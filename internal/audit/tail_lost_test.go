@@ -56,17 +56,7 @@ func TestTailShowsLostFirstLiveFrame(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	a, js, nc := testAuditor(t)
-	// The live feed, as Tail's subscription receives it (the server's
-	// republish of each stored response message).
-	live := make(chan *nats.Msg, 16)
-	sub, err := nc.ChanSubscribe(subjects.AllLive, live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.FlushWithContext(ctx); err != nil {
-		t.Fatal(err)
-	}
+	live := liveFeed(ctx, t, nc)
 	// The tailer as Tail builds it once subscribed: nothing stored yet.
 	tl, recs := newTestTailer(ctx, t, a)
 	reqs := tl.reqs
@@ -137,15 +127,7 @@ func TestTailShowsLostFirstFrameOfARequestPolledAfterAReconnect(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	a, js, nc := testAuditor(t)
-	live := make(chan *nats.Msg, 16)
-	sub, err := nc.ChanSubscribe(subjects.AllLive, live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.FlushWithContext(ctx); err != nil {
-		t.Fatal(err)
-	}
+	live := liveFeed(ctx, t, nc)
 	tl, recs := newTestTailer(ctx, t, a)
 	reqs := tl.reqs
 
@@ -171,6 +153,23 @@ func TestTailShowsLostFirstFrameOfARequestPolledAfterAReconnect(t *testing.T) {
 	if len(seqs) != 2 || seqs[0] != 0 || seqs[1] != 1 {
 		t.Fatalf("frames printed %v, want [0 1]", seqs)
 	}
+}
+
+// liveFeed is the live feed as Tail's subscription receives it (the
+// server's republish of each stored response message), subscribed on nc
+// until the test ends.
+func liveFeed(ctx context.Context, t *testing.T, nc *nats.Conn) <-chan *nats.Msg {
+	t.Helper()
+	live := make(chan *nats.Msg, 16)
+	sub, err := nc.ChanSubscribe(subjects.AllLive, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.FlushWithContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return live
 }
 
 // twoFramesLive stores frames 0 and 1 (final) of request id and returns
