@@ -67,6 +67,12 @@ type cancelWatch struct {
 	now  func() time.Time
 	// spawn runs a read of the anchor in the background.
 	spawn func(func())
+	// bg counts the reads spawned, which stop cancels (bgCtx) and awaits;
+	// none is spawned once stopped is set (guarded by mu).
+	bg      sync.WaitGroup
+	bgCtx   context.Context
+	bgStop  context.CancelFunc
+	stopped bool
 }
 
 // cancelSetLimit bounds the ids a worker remembers; cancels are rare, and
@@ -102,7 +108,19 @@ const anchorRetry = time.Second
 const staleCancelMargin = time.Minute
 
 func newCancelWatch(limit int) *cancelWatch {
-	return &cancelWatch{seen: map[string]time.Time{}, limit: limit, margin: staleCancelMargin, now: time.Now, spawn: func(f func()) { go f() }}
+	c := &cancelWatch{seen: map[string]time.Time{}, limit: limit, margin: staleCancelMargin, now: time.Now, spawn: func(f func()) { go f() }}
+	c.bgCtx, c.bgStop = context.WithCancel(context.Background())
+	return c
+}
+
+// stop ends the background read of the anchor under way, if any, and
+// waits for it; none starts after (a pick-up then reads its stored cancel).
+func (c *cancelWatch) stop() {
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
+	c.bgStop()
+	c.bg.Wait()
 }
 
 // stale reports whether a cancel at cancelAt (stored, or received) is older
@@ -207,15 +225,18 @@ func (c *cancelWatch) subDropped() int {
 }
 
 // startAnchorLocked reads the anchor in the background unless a read is
-// under way or failed less than anchorRetry ago. c.mu is held.
+// under way or failed less than anchorRetry ago, or the watch is stopped.
+// c.mu is held.
 func (c *cancelWatch) startAnchorLocked() {
-	if c.anchoring || c.nc == nil || (!c.lastTry.IsZero() && c.now().Sub(c.lastTry) < anchorRetry) {
+	if c.stopped || c.anchoring || c.nc == nil || (!c.lastTry.IsZero() && c.now().Sub(c.lastTry) < anchorRetry) {
 		return
 	}
 	c.anchoring = true
 	c.lastTry = c.now()
+	c.bg.Add(1)
 	c.spawn(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+		defer c.bg.Done()
+		ctx, cancel := context.WithTimeout(c.bgCtx, ioTimeout)
 		defer cancel()
 		_ = c.anchorNow(ctx)
 	})

@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"context"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
@@ -37,3 +39,14 @@ func PublishRaw(js jetstream.JetStream, requestID string, seq int64, expected ui
 // ConflictRetries returns how many publishes were retried after a
 // wrong-last-sequence refusal on an unchanged subject.
 func ConflictRetries() int64 { return conflictRetries.Load() }
+
+// RunWithAnchorSpawn is Run with the cancel watch's background reads of its
+// anchor started by spawn (cancelWatch.spawn; Run's runs f in a goroutine).
+func RunWithAnchorSpawn(ctx context.Context, nc *nats.Conn, pool string, h Handler, spawn func(f func()), opts ...Option) error {
+	w, err := newWorker(nc, pool, h, opts)
+	if err != nil {
+		return err
+	}
+	w.cancels.spawn = spawn
+	return w.run(ctx)
+}

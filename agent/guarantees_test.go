@@ -2,20 +2,26 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/agent"
 	"github.com/e2a-pipeline/pipeline/agent/demo"
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // TestGivenUpWithNoWorkerRunning: a request whose last delivery runs out
@@ -29,19 +35,8 @@ func TestGivenUpWithNoWorkerRunning(t *testing.T) {
 	s := startServer(t)
 	const pool, id = "rvadv", "rvadv-1"
 	name, _ := streams.AgentConsumerName(pool)
-	picked := make(chan struct{}, 1)
-	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
-		picked <- struct{}{}
-		<-ctx.Done() // the poison request: the process dies in it
-		return ctx.Err()
-	})
 	opts := []agent.Option{agent.WithAckWait(time.Second), agent.WithMaxDeliver(1)}
-	ncA := s.connect(t)
-	startWorker(t, ncA, pool, h, opts...)
-	waitConsumer(t, s.js, pool)
-	publish(t, s.js, pool, request(id, nil))
-	testkit.Receive(t, picked, 10*time.Second, "no pick-up")
-	ncA.Close() // the worker dies: nothing is acked, nacked or written
+	startPoisoned(t, s, pool, id, opts...)
 	// Its delivery runs out with no worker running: the server takes it
 	// back (to deliver again, or as the last one, for good).
 	cons, err := s.js.Consumer(context.Background(), streams.RequestsStream, name)
@@ -271,5 +266,178 @@ func TestInterruptEndsTurnThenNextRuns(t *testing.T) {
 	_, m2 := storedFrames(t, s.nc, "rvintr-2")
 	if m2[0].Seq < m1[len(m1)-1].Seq {
 		t.Fatalf("turn 2's first frame (stream seq %d) before turn 1's final (%d)", m2[0].Seq, m1[len(m1)-1].Seq)
+	}
+}
+
+// TestGiveUpHeartbeats: the give-up delivery (past WithMaxDeliver) is held
+// with heartbeats while its final max_deliveries frame is written, as a
+// handler's is. It was not registered: a give-up slower than AckWait (its
+// reads and fenced retries take up to seconds) expired, and the server
+// sent the max-deliveries advisory, on which every worker of the pool
+// closed the request again (or, on a consumer with more deliveries, gave
+// it to another worker to give up on at the same time).
+//
+// The give-up's final frame is held in its publish (WithBeforeBurst)
+// until the advisory comes or three AckWaits have passed.
+func TestGiveUpHeartbeats(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	const pool, id = "giveuphb", "giveuphb-1"
+	advs := make(chan *nats.Msg, 4)
+	sub, err := s.nc.ChanSubscribe(maxDeliveriesAdvisory(pool), advs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	opts := []agent.Option{agent.WithAckWait(time.Second), agent.WithMaxDeliver(1)}
+	// Its delivery runs out: the next one is the give-up.
+	h := startPoisoned(t, s, pool, id, opts...)
+
+	var calls atomic.Int32
+	var expired atomic.Bool
+	hookDone := make(chan struct{})
+	hold := agent.WithBeforeBurst(func(string, int64, int) {
+		if calls.Add(1) != 1 {
+			return // a close the advisory started
+		}
+		defer close(hookDone)
+		select {
+		case <-advs:
+			expired.Store(true)
+		case <-time.After(3 * time.Second):
+		}
+	})
+	startWorker(t, s.connect(t), pool, h, append(opts, hold)...)
+	testkit.Receive(t, hookDone, 20*time.Second, "the give-up did not write")
+	fr := waitFinal(t, s.nc, id, 15*time.Second)
+	if b, err := fr[len(fr)-1].Error(); err != nil || b.Code != e2a.ErrCodeMaxDeliveries {
+		t.Fatalf("final frame %+v %v, want e2a.error max_deliveries", b, err)
+	}
+	if expired.Load() {
+		t.Fatal("the give-up delivery expired while its final frame was written: the server sent the max-deliveries advisory")
+	}
+}
+
+// TestRunAwaitsMaxDeliveriesAdvisory: Run returns only after the close a
+// max-deliveries advisory started has ended. Its goroutine was not
+// awaited: Run returned while it still read, published and logged.
+//
+// The advisory's final frame is held in its publish (WithBeforeBurst)
+// until Run has returned or, Run waiting for it, for a second: held past
+// Run's return is the defect, whatever the time Run takes.
+func TestRunAwaitsMaxDeliveriesAdvisory(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	const pool, id = "advjoin", "advjoin-1"
+	started, release := make(chan struct{}), make(chan struct{})
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		close(started) // the worker listens to the advisory now
+		<-release
+		return nil
+	})
+	held := newRunHold()
+	var calls atomic.Int32
+	hold := agent.WithBeforeBurst(func(string, int64, int) {
+		if calls.Add(1) != 1 {
+			return // the handler's final frame
+		}
+		// The advisory's final frame: the handler has written nothing.
+		held.hold()
+	})
+	wk := startWorker(t, s.connect(t), pool, h, hold)
+	waitConsumer(t, s.js, pool)
+	publish(t, s.js, pool, request(id, nil))
+	testkit.Receive(t, started, 10*time.Second, "the handler did not start")
+	reqSubj, _ := subjects.Request(pool, id)
+	req, err := streams.LastBySubject(tctx(t), s.nc, streams.RequestsStream, reqSubj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumer, _ := streams.AgentConsumerName(pool)
+	adv, _ := json.Marshal(map[string]any{"stream": streams.RequestsStream, "consumer": consumer,
+		"stream_seq": req.Seq, "deliveries": 3})
+	if err := s.nc.Publish(maxDeliveriesAdvisory(pool), adv); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Receive(t, held.entered, 10*time.Second, "the advisory's close did not publish")
+	close(release) // the handler ends the request; the advisory's write is fenced
+	held.check(t, s, id, wk, "the max-deliveries advisory's close was still publishing")
+}
+
+// TestRunAwaitsCancelWatchRead: Run returns only after the background read
+// of its cancel watch's anchor (started by a pick-up once a reconnect made
+// the anchor invalid) has ended. That goroutine was not awaited: Run
+// returned while it still read the requests stream (up to ioTimeout).
+//
+// The read is held where it starts (its spawn) until Run has returned or,
+// Run waiting for it, for a second.
+func TestRunAwaitsCancelWatchRead(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	const pool, id = "anchorjoin", "anchorjoin-1"
+	reconnected := make(chan struct{}, 1)
+	nc := s.connect(t, nats.ReconnectWait(10*time.Millisecond),
+		nats.ReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} }))
+	held := newRunHold()
+	var once sync.Once
+	spawn := func(read func()) {
+		go func() {
+			once.Do(held.hold)
+			read()
+		}()
+	}
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		return w.Complete("done")
+	})
+	wk := startWorkerWith(t, nc, pool, func(ctx context.Context, opts ...agent.Option) error {
+		return agent.RunWithAnchorSpawn(ctx, nc, pool, h, spawn, opts...)
+	})
+	waitConsumer(t, s.js, pool)
+	// A request served: Run is set up (its anchor read) and fetching.
+	publish(t, s.js, pool, request(id+"-first", nil))
+	waitFinal(t, s.nc, id+"-first", 10*time.Second)
+	// A reconnect: what the control subscription received meanwhile is
+	// not known, the next pick-up starts a read of the anchor.
+	if err := nc.ForceReconnect(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Receive(t, reconnected, 10*time.Second, "the worker's connection did not reconnect")
+	publish(t, s.js, pool, request(id, nil))
+	testkit.Receive(t, held.entered, 10*time.Second, "no read of the anchor started")
+	held.check(t, s, id, wk, "its cancel watch's read of the anchor was still running")
+}
+
+// TestRunWaitsLongForItsConsumer: a worker without consumer provisioning
+// started before its consumer is made (`e2a streams apply` after the
+// workers) waits for it, however long, and then serves. Run's set-up
+// context (10 s) was started before that wait: a consumer made after it
+// ran out left Run failing at once on its first flush (context deadline
+// exceeded) instead of serving.
+func TestRunWaitsLongForItsConsumer(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	const pool, id = "latecons", "latecons-1"
+	logs := &testkit.Buffer{}
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		return w.Complete("done")
+	})
+	startWorker(t, s.connect(t), pool, h, agent.WithProvisionConsumer(false),
+		agent.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	// Its retries wait 0.1, 0.2, 0.4, 0.8, 1.6, 3.2 and 5 s: after the
+	// eighth attempt more than 10 s have passed.
+	testkit.Eventually(t, 60*time.Second, "eight attempts to find the consumer", func() bool {
+		return strings.Count(logs.String(), "consumer not available yet") >= 8
+	})
+	cc, err := streams.AgentConsumerConfig(pool, agent.DefaultMaxAckPending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.js.CreateConsumer(tctx(t), streams.RequestsStream, cc); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, s.js, pool, request(id, nil))
+	fr := waitFinal(t, s.nc, id, 30*time.Second)
+	if last := fr[len(fr)-1]; last.ResponseKind != e2a.KindComplete {
+		t.Fatalf("final frame %s, want the handler's e2a.complete", last.ResponseKind)
 	}
 }

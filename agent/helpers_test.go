@@ -126,11 +126,20 @@ type worker struct {
 
 func startWorker(t testing.TB, nc *nats.Conn, pool string, h agent.Handler, opts ...agent.Option) *worker {
 	t.Helper()
+	return startWorkerWith(t, nc, pool, func(ctx context.Context, opts ...agent.Option) error {
+		return agent.Run(ctx, nc, pool, h, opts...)
+	}, opts...)
+}
+
+// startWorkerWith is startWorker with run in place of agent.Run (its
+// variants for tests).
+func startWorkerWith(t testing.TB, nc *nats.Conn, pool string, run func(context.Context, ...agent.Option) error, opts ...agent.Option) *worker {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &worker{cancel: cancel, done: make(chan error, 1)}
 	opts = append([]agent.Option{agent.WithFetchWait(200 * time.Millisecond)}, opts...)
 	go func() {
-		err := agent.Run(ctx, nc, pool, h, opts...)
+		err := run(ctx, opts...)
 		if err != nil && ctx.Err() == nil && !nc.IsClosed() {
 			t.Errorf("Run(%s) returned early: %v", pool, err)
 		}
@@ -151,6 +160,76 @@ func (w *worker) stop() error {
 		}
 	})
 	return w.err
+}
+
+// maxDeliveriesAdvisory is the subject of the max-deliveries advisory of
+// pool's consumer.
+func maxDeliveriesAdvisory(pool string) string {
+	consumer, _ := streams.AgentConsumerName(pool)
+	return subjects.MaxDeliveriesAdvisory(streams.RequestsStream, consumer)
+}
+
+// startPoisoned runs a worker of pool (opts) on a connection of its own
+// until it has picked up request id, then kills it in it (the connection
+// closed: nothing acked, nacked or written), as a poison request kills a
+// pool's one worker. It returns its handler, which holds every request
+// until its context ends, for the worker started next.
+func startPoisoned(t testing.TB, s *server, pool, id string, opts ...agent.Option) agent.Handler {
+	t.Helper()
+	picked := make(chan struct{}, 1)
+	h := agent.HandlerFunc(func(ctx context.Context, env *e2a.Envelope, w agent.Writer) error {
+		select {
+		case picked <- struct{}{}:
+		default:
+		}
+		<-ctx.Done() // the poison request: the process dies in it
+		return ctx.Err()
+	})
+	nc := s.connect(t)
+	startWorker(t, nc, pool, h, opts...)
+	waitConsumer(t, s.js, pool)
+	publish(t, s.js, pool, request(id, nil))
+	testkit.Receive(t, picked, 10*time.Second, "no pick-up")
+	nc.Close()
+	return h
+}
+
+// runHold holds a piece of Run's work (hold) until Run has returned or,
+// Run waiting for it, for a second: held past Run's return is the defect a
+// "Run awaits" test finds, whatever the time Run takes.
+type runHold struct {
+	entered, done, returned chan struct{}
+	pastRun                 bool
+}
+
+func newRunHold() *runHold {
+	return &runHold{entered: make(chan struct{}), done: make(chan struct{}), returned: make(chan struct{})}
+}
+
+// hold is the held work; it is to run once.
+func (h *runHold) hold() {
+	defer close(h.done)
+	close(h.entered)
+	select {
+	case <-h.returned:
+		h.pastRun = true
+	case <-time.After(time.Second):
+	}
+}
+
+// check waits for request id's final frame, stops wk and fails the test
+// when what was held past Run's return.
+func (h *runHold) check(t testing.TB, s *server, id string, wk *worker, what string) {
+	t.Helper()
+	waitFinal(t, s.nc, id, 10*time.Second)
+	if err := wk.stop(); err != nil {
+		t.Fatal(err)
+	}
+	close(h.returned)
+	testkit.Receive(t, h.done, 10*time.Second, "the held work did not end")
+	if h.pastRun {
+		t.Fatalf("Run returned while %s", what)
+	}
 }
 
 // waitConsumer waits until the pool's consumer exists (Run provisioned it).

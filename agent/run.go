@@ -133,25 +133,35 @@ type request struct {
 // contexts cancelled with ErrShutdown) and returns nil. It returns an error
 // when the options are invalid, the consumer cannot be made, or the
 // connection is closed under it. Run returns once the closes a
-// max-deliveries advisory started have ended too.
+// max-deliveries advisory started, and its cancel watch's read of the
+// requests stream (cancels.go), have ended too.
 func Run(ctx context.Context, nc *nats.Conn, pool string, h Handler, opts ...Option) error {
+	w, err := newWorker(nc, pool, h, opts)
+	if err != nil {
+		return err
+	}
+	return w.run(ctx)
+}
+
+// newWorker is the worker Run runs.
+func newWorker(nc *nats.Conn, pool string, h Handler, opts []Option) (*worker, error) {
 	if f, ok := h.(HandlerFunc); nc == nil || h == nil || ok && f == nil {
-		return fmt.Errorf("%w: nil connection or handler", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: nil connection or handler", ErrInvalidOption)
 	}
 	cfg, err := configOf(opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if cfg.workerID == "" {
 		cfg.workerID = uuid.NewString()
 	}
 	consumerName, err := streams.AgentConsumerName(pool)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	m, err := newMetrics(cfg.registerer)
 	if err != nil {
-		return fmt.Errorf("agent: metrics: %w", err)
+		return nil, fmt.Errorf("agent: metrics: %w", err)
 	}
 	// Series of the pool exist from the start (at 0).
 	m.inFlight.WithLabelValues(pool)
@@ -159,7 +169,7 @@ func Run(ctx context.Context, nc *nats.Conn, pool string, h Handler, opts ...Opt
 	m.redeliveries.WithLabelValues(pool)
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	w := &worker{
 		js: js, pool: pool, consumer: consumerName, h: h, cfg: cfg, metrics: m,
@@ -175,7 +185,7 @@ func Run(ctx context.Context, nc *nats.Conn, pool string, h Handler, opts ...Opt
 	if r, ok := h.(Resumer); ok {
 		w.resumable = r.Resumable()
 	}
-	return w.run(ctx)
+	return w, nil
 }
 
 func (w *worker) consumerConfig() (jetstream.ConsumerConfig, error) {
@@ -250,6 +260,8 @@ func (w *worker) run(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = ctlSub.Unsubscribe() }()
+	// Run returns once the read of the anchor a pick-up started has ended.
+	defer w.cancels.stop()
 	advSub, err := nc.Subscribe(subjects.MaxDeliveriesAdvisory(w.streams.Requests, w.consumer), w.onMaxDeliveries)
 	if err != nil {
 		return err
