@@ -88,11 +88,17 @@ type Config struct {
 	Stream int64 `json:"stream,omitempty"`
 }
 
-// fromIn is c's From as a sequence of the E2A_RESPONSES made at epoch
-// (0: not known): 0, every message, in another stream than c's.
-func (c Config) fromIn(epoch int64) uint64 {
-	if c.Stream == 0 || epoch == 0 || c.Stream == epoch {
+// fromIn is c's From as a sequence of the E2A_RESPONSES e (its epoch 0:
+// not known): 0, every message, in another stream than c's; in a stream
+// restored from a backup of c's (streamEpoch.holds), From where the backup
+// holds it, else the restore point: every restored message was stored
+// before c.
+func (c Config) fromIn(e streamEpoch) uint64 {
+	switch {
+	case c.Stream == 0 || e.at == 0 || c.Stream == e.at:
 		return c.From
+	case e.holds(c.Stream):
+		return min(c.From, e.restored)
 	}
 	return 0
 }

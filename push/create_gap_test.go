@@ -22,11 +22,7 @@ func TestCreateGapLastMessage(t *testing.T) {
 	e := newEnvOn(t)
 	e.startStage()
 	r := newReceiver(t, nil)
-	defer func() {
-		if t.Failed() {
-			t.Logf("log:\n%s", e.log.String())
-		}
-	}()
+	defer e.logOnFailure(t)
 	storeRequestAfter(t, e, "tg-r1", "alice", "tg", "")
 	storeFrame(t, e, "tg-r1", "alice", "tg", 0, "g0;", false)
 	var gapSeq uint64

@@ -127,26 +127,44 @@ func (c cursor) forConfig(cfg Config) cursor {
 // again once the stage reads the newer one (stage.refreshEpoch).
 var errOtherStream = errors.New("push: the config's position is in a newer " + streams.ResponsesStream)
 
-// inStream is cur as a position in the E2A_RESPONSES made at epoch (0:
+// inStream is cur as a position in the E2A_RESPONSES e (its epoch 0:
 // not known), the stream of the message looked at. A position in an
 // older stream (made again since: its sequences start at 1 again) is
 // none in this one: the config starts again, as after a delivery
 // stopped (its turn's rest and its backlog went with the old stream's
 // messages), keeping its dead-letter mode, whose updates are in
-// E2A_PUSH_DEAD. Not ok: cur is of a newer stream (errOtherStream). A
+// E2A_PUSH_DEAD; unless e is that stream restored from a backup
+// (restoredIn). Not ok: cur is of a newer stream (errOtherStream). A
 // cursor written before cursors named their stream (Stream 0) is taken
 // as the stream's.
-func (c cursor) inStream(epoch int64) (cursor, bool) {
+func (c cursor) inStream(e streamEpoch) (cursor, bool) {
 	switch {
-	case epoch == 0:
+	case e.at == 0:
 		return c, true
-	case c.Stream > epoch:
+	case c.Stream > e.at:
 		return c, false
-	case c.Stream != 0 && c.Stream < epoch:
-		return cursor{Event: -1, Gen: c.Gen, Stream: epoch, Dead: c.Dead}, true
+	case c.Stream != 0 && c.Stream < e.at && e.holds(c.Stream):
+		return c.restoredIn(e), true
+	case c.Stream != 0 && c.Stream < e.at:
+		return cursor{Event: -1, Gen: c.Gen, Stream: e.at, Dead: c.Dead}, true
 	}
-	c.Stream = epoch
+	c.Stream = e.at
 	return c, true
+}
+
+// restoredIn is c, a position in the stream e was restored from a backup
+// of, as a position in e: the same where the backup holds it (its
+// messages are the stream's, at the same sequences). A position past the
+// backup's last message (written after the backup) is at the restore
+// point, done: every restored message was handled, and its request's
+// messages stored after the restore (and its backlog's, parked) are the
+// config's next ones.
+func (c cursor) restoredIn(e streamEpoch) cursor {
+	c.Stream, c.Tail = e.at, min(c.Tail, e.restored)
+	if c.Seq > e.restored {
+		c.Seq, c.Final, c.Done = e.restored, c.Done && c.Final, true
+	}
+	return c
 }
 
 func readCursor(ctx context.Context, kv jetstream.KeyValue, key string) (cursor, uint64, error) {
@@ -316,7 +334,7 @@ func (s *stage) tryItem(it item) (result, error) {
 			return result{}, err
 		}
 	}
-	cur, ok := cur.forConfig(it.cfg).inStream(it.job.epoch)
+	cur, ok := cur.forConfig(it.cfg).inStream(s.epochAt(it.job.epoch))
 	if !ok {
 		return result{}, errOtherStream
 	}

@@ -112,7 +112,9 @@
 // the E2A_RESPONSES their sequences are of (its creation time): the
 // stream made again under the stage (removed and applied again, lost by
 // a cluster), numbering its messages from 1 again, is one where the
-// config starts at its first message.
+// config starts at its first message; in one restored from a backup of
+// it, the backup's messages keep their sequences and the positions stand
+// up to the last of them (rebind.go).
 //
 // A 2xx is delivered; another 4xx than 408 and 429 is permanent (the
 // update is dead-lettered at once, the next ones go on); anything else

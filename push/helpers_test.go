@@ -378,6 +378,14 @@ func (e *env) handled(principal, taskID string, r *receiver) {
 	})
 }
 
+// logOnFailure logs the stage's output when t has failed: deferred by
+// tests whose failures the log explains.
+func (e *env) logOnFailure(t testing.TB) {
+	if t.Failed() {
+		t.Logf("log:\n%s", e.log.String())
+	}
+}
+
 func (e *env) create(principal string, c push.Config) push.Config {
 	e.t.Helper()
 	got, err := e.store.Create(tctx(e.t), principal, c)

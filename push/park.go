@@ -126,7 +126,7 @@ func (s *stage) park(it item) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	cur, ok := cur.forConfig(it.cfg).inStream(it.job.epoch)
+	cur, ok := cur.forConfig(it.cfg).inStream(s.epochAt(it.job.epoch))
 	if !ok {
 		return result{}, errOtherStream
 	}
@@ -411,7 +411,7 @@ func (s *stage) casCursor(it item, base cursor, c *cursor, rev uint64) (uint64, 
 		if err != nil {
 			return 0, err
 		}
-		now, ok := now.forConfig(it.cfg).inStream(it.job.epoch)
+		now, ok := now.forConfig(it.cfg).inStream(s.epochAt(it.job.epoch))
 		if !ok || !samePosition(now, base) {
 			return 0, errMoved
 		}
@@ -587,13 +587,13 @@ func (s *stage) drain(ref configRef) (result, error) {
 	if d.cfg.Stream > d.epoch && d.epoch != 0 {
 		return result{}, errOtherStream
 	}
-	d.cfg.From = d.cfg.fromIn(d.epoch)
+	d.cfg.From = d.cfg.fromIn(s.epochAt(d.epoch))
 	for s.ctx.Err() == nil {
 		cur, rev, err := readCursor(s.ctx, s.kv, ref.cursorKey())
 		if err != nil {
 			return result{}, err
 		}
-		cur, ok := cur.forConfig(d.cfg).inStream(d.epoch)
+		cur, ok := cur.forConfig(d.cfg).inStream(s.epochAt(d.epoch))
 		if !ok {
 			return result{}, errOtherStream
 		}

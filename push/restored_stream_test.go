@@ -32,12 +32,12 @@ func TestRestoredStreamNotServedFromTheCache(t *testing.T) {
 
 	remakeResponses(t, e)
 	bob := newReceiver(t, nil)
+	defer e.logOnFailure(t)
 	defer func() {
 		if t.Failed() {
 			for _, d := range bob.all() {
 				t.Logf("bob got %s %.200s", d.eventID, d.body)
 			}
-			t.Logf("log:\n%s", e.log.String())
 		}
 	}()
 	e.create("bob", push.Config{TaskID: "tb", URL: bob.srv.URL})

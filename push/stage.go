@@ -52,15 +52,33 @@ type stage struct {
 	// when a config or cursor names a newer one (refreshEpoch). Never
 	// goes back to an older stream.
 	epoch atomic.Int64
+	// restored is the newest stream refreshEpoch read, with its restore
+	// point (epochAt).
+	restored atomic.Pointer[streamEpoch]
 }
 
-// refreshEpoch reads which E2A_RESPONSES the stage reads (stage.epoch).
+// refreshEpoch reads which E2A_RESPONSES the stage reads (stage.epoch)
+// and, for a newer one, where the messages restored into it end
+// (stage.restored, set first: epochAt finds it for the new epoch).
 func (s *stage) refreshEpoch(ctx context.Context) error {
 	st, err := s.js.Stream(ctx, streams.ResponsesStream)
 	if err != nil {
 		return err
 	}
 	created := st.CachedInfo().Created.UnixNano()
+	if created <= s.epoch.Load() {
+		return nil
+	}
+	e, err := s.epochOf(ctx, st.CachedInfo())
+	if err != nil {
+		return err
+	}
+	for {
+		old := s.restored.Load()
+		if old != nil && old.at >= e.at || s.restored.CompareAndSwap(old, &e) {
+			break
+		}
+	}
 	for {
 		old := s.epoch.Load()
 		if created <= old || s.epoch.CompareAndSwap(old, created) {
@@ -256,7 +274,11 @@ func (s *stage) startSeq(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	start, epoch := st.CachedInfo().State.LastSeq, st.CachedInfo().Created.UnixNano()
+	epoch, err := s.epochOf(ctx, st.CachedInfo())
+	if err != nil {
+		return 0, err
+	}
+	start := st.CachedInfo().State.LastSeq
 	for raw, err := range streams.DirectGetSeq(ctx, s.nc, streams.KVStream(streams.PushBucket), "$KV."+streams.PushBucket+".cfg.>", 0, 256) {
 		if err != nil {
 			return 0, err
@@ -359,7 +381,7 @@ func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
 				// may be of a stream removed since (errOtherStream).
 				return nil, errors.Join(errOtherStream, s.refreshEpoch(ctx))
 			}
-			c.From = c.fromIn(epoch)
+			c.From = c.fromIn(s.epochAt(epoch))
 			tasks = tasks || c.Version == V03
 			configs = append(configs, jobConfig{cfg: c, ref: configRef{h.principal, r.taskID, c.ID}})
 		}

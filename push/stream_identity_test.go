@@ -54,11 +54,7 @@ func TestRemadeStreamRestartsConfigs(t *testing.T) {
 	e := newEnvOn(t)
 	e.startStage()
 	alice, bob := newReceiver(t, nil), newReceiver(t, nil)
-	defer func() {
-		if t.Failed() {
-			t.Logf("log:\n%s", e.log.String())
-		}
-	}()
+	defer e.logOnFailure(t)
 	padResponses(t, e, 20)
 	e.create("alice", push.Config{TaskID: "ta", URL: alice.srv.URL})
 	storeTurn(t, e, "ta-r1", "ta", "", "a1;")
@@ -90,11 +86,7 @@ func TestRemadeStreamRestartsConfigs(t *testing.T) {
 func TestRemadeStreamNewConsumerStartsAtItsFirst(t *testing.T) {
 	e := newEnvOn(t)
 	bob := newReceiver(t, nil)
-	defer func() {
-		if t.Failed() {
-			t.Logf("log:\n%s", e.log.String())
-		}
-	}()
+	defer e.logOnFailure(t)
 	padResponses(t, e, 20)
 	e.create("bob", push.Config{TaskID: "tb", URL: bob.srv.URL})
 	remakeResponses(t, e)
