@@ -99,7 +99,11 @@
 //     next turn's tool calls, and so must the signature of an Anthropic
 //     extended-thinking block, which [Policy.Redact] keeps in an object
 //     whose "type" is "thinking" (or a stream's "signature_delta"), as
-//     it keeps a "redacted_thinking" block's data; a signature anywhere
+//     it keeps a "redacted_thinking" block's data; so are Bedrock
+//     Converse's (a reasoningText's signature beside its text, a
+//     ConverseStream reasoningContent delta's lone signature) and
+//     OpenRouter's (in a reasoning_details entry, a "reasoning.text"'s
+//     signature and a "reasoning.encrypted"'s data); a signature anywhere
 //     else (a webhook's, beside another type) is redacted.
 //
 // # What is replaced

@@ -53,6 +53,7 @@ func FuzzRedact(f *testing.F) {
 	f.Add(`{"db":{"ConnectionStrings":{"a":"Server=h;Password='x;y'"}},"u":"Bearer abcdefgh12","j":"eyJhbGciOiJI.eyJ.x"}`, "DATABASE_URL")
 	f.Add(`["jdbc:sqlserver://h;password={p}","host=h password=p"]`, "id_token_hint")
 	f.Add(`{"type":"thinking","signature":"s","a":["--eos-token-id","2","h/?eos_token_id=1,2","X_TOKEN_ID: 3"]}`, "signature")
+	f.Add(`{"reasoningContent":{"reasoningText":{"text":"t","signature":"s"}},"reasoning_details":[{"type":"reasoning.encrypted","data":"d"}]}`, "signature")
 	f.Fuzz(func(t *testing.T, doc, key string) {
 		const secret = "SECRET-fuzz-0123456789"
 		var v any

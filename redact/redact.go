@@ -624,7 +624,7 @@ func (w *walker) object(m map[string]any, secret bool, parent string, depth int)
 		switch c := w.t.class(k); {
 		case c&classReference != 0:
 			ks = false
-		case !ks && k != "" && c&classSecret != 0 && !c.keeps(v, depth) && !replayed(m, k):
+		case !ks && k != "" && c&classSecret != 0 && !c.keeps(v, depth) && !replayed(m, k, parent):
 			ks = true
 		}
 		r, set, c := w.child(v, ks, key, depth)
@@ -636,19 +636,30 @@ func (w *walker) object(m map[string]any, secret bool, parent string, depth int)
 	return n
 }
 
-// replayed reports whether m's key k is the opaque field of an Anthropic
-// extended-thinking block, which the client sends back unchanged with the
-// next turn: a thinking block's signature ({"type": "thinking",
-// "thinking": …, "signature": …}, streamed as a signature_delta) and a
-// redacted_thinking block's data. Elsewhere a signature (a webhook's) is a
-// secret.
-func replayed(m map[string]any, k string) bool {
+// replayed reports whether m's key k is the opaque field of a reasoning
+// block, which the client sends back unchanged with the next turn; parent
+// is the key m (or the array holding it) is the value of:
+//   - Anthropic's extended thinking: a thinking block's signature
+//     ({"type": "thinking", "thinking": …, "signature": …}, streamed as a
+//     signature_delta) and a redacted_thinking block's data;
+//   - Bedrock Converse's: a reasoningText's signature beside its text
+//     (reasoningContent.reasoningText), and ConverseStream's
+//     reasoningContent delta holding the signature alone (its
+//     redactedContent is no secret key);
+//   - OpenRouter's reasoning_details entries: a reasoning.text's signature
+//     and a reasoning.encrypted's data.
+//
+// Elsewhere a signature (a webhook's) is a secret.
+func replayed(m map[string]any, k, parent string) bool {
 	t, _ := m["type"].(string)
 	switch k {
 	case "signature":
-		return t == "thinking" || t == "signature_delta"
+		_, text := m["text"].(string)
+		return t == "thinking" || t == "signature_delta" ||
+			parent == "reasoningText" && text || parent == "reasoningContent" && len(m) == 1 ||
+			parent == "reasoning_details" && t == "reasoning.text"
 	case "data":
-		return t == "redacted_thinking"
+		return t == "redacted_thinking" || parent == "reasoning_details" && t == "reasoning.encrypted"
 	}
 	return false
 }

@@ -49,6 +49,18 @@ var llmTokenParams = []string{
 		`{"type":"redacted_thinking","data":"EmwKAhgBEgy3"},{"type":"text","text":"hi"}]}]}`,
 	`{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"EqQBCgIYAhIM"}}`,
 	`{"thinking_blocks":[{"type":"thinking","thinking":"t","signature":"EqoBCkgIARAB"}]}`,
+	// Bedrock Converse's reasoning block (ConverseStream's delta holds one
+	// of its members) and OpenRouter's reasoning_details go back unchanged
+	// the same way
+	`{"output":{"message":{"role":"assistant","content":[{"reasoningContent":{"reasoningText":{"text":"t",` +
+		`"signature":"ErcBCkgIBxAB"}}},{"reasoningContent":{"redactedContent":"EmwKAhgB"}},{"text":"hi"}]}}}`,
+	`{"contentBlockDelta":{"delta":{"reasoningContent":{"signature":"ErcBCkgIBxAB"}},"contentBlockIndex":0}}`,
+	`{"delta":{"reasoningContent":{"redactedContent":"EmwKAhgB"}},"contentBlockIndex":0}`,
+	`{"choices":[{"message":{"role":"assistant","content":"hi","reasoning_details":[{"type":"reasoning.text",` +
+		`"text":"t","signature":"EqoBCkgIARAB","format":"anthropic-claude-v1","index":0},` +
+		`{"type":"reasoning.encrypted","data":"gAAAAABo","id":"rs_1","format":"openai-responses-v1"},` +
+		`{"type":"reasoning.summary","summary":"s"}]}}]}`,
+	`{"choices":[{"delta":{"reasoning_details":[{"type":"reasoning.text","signature":"EqoBCkgIARAB","index":0}]}}]}`,
 }
 
 func TestLLMTokenParamsKept(t *testing.T) {
@@ -106,6 +118,19 @@ func TestTokenSecretsRedacted(t *testing.T) {
 		{`{"auth":{"type":"thinking","signature":"T"},"b":{"type":"thinking","token":"T","x_signature":"T"}}`,
 			`{"auth":{"signature":"[redacted]","type":"[redacted]"},"b":{"token":"[redacted]","type":"thinking","x_signature":"[redacted]"}}`},
 		{`{"type":"redacted_thinking","data":"D","signature":"T"}`, `{"data":"D","signature":"[redacted]","type":"redacted_thinking"}`},
+		// Bedrock's and OpenRouter's: only in a reasoning block's own place
+		{`{"reasoningText":{"signature":"T"},"reasoningContent":{"signature":"T","text":"t"}}`,
+			`{"reasoningText":{"signature":"[redacted]"},"reasoningContent":{"signature":"[redacted]","text":"t"}}`},
+		{`{"reasoningContent":{"reasoningText":{"text":"t","signature":"T","token":"T"},"x_signature":"T"}}`,
+			`{"reasoningContent":{"reasoningText":{"text":"t","signature":"T","token":"[redacted]"},"x_signature":"[redacted]"}}`},
+		{`{"auth":{"reasoningContent":{"signature":"T","reasoningText":{"text":"t","signature":"T"}}}}`,
+			`{"auth":{"reasoningContent":{"signature":"[redacted]","reasoningText":{"text":"[redacted]","signature":"[redacted]"}}}}`},
+		{`{"reasoning_details":[{"type":"reasoning.summary","signature":"T"},{"type":"hmac","signature":"T"}]}`,
+			`{"reasoning_details":[{"type":"reasoning.summary","signature":"[redacted]"},{"type":"hmac","signature":"[redacted]"}]}`},
+		{`{"type":"reasoning.text","text":"t","signature":"T","details":[{"type":"reasoning.text","signature":"T"}]}`,
+			`{"type":"reasoning.text","text":"t","signature":"[redacted]","details":[{"type":"reasoning.text","signature":"[redacted]"}]}`},
+		{`{"reasoning_details":[{"type":"reasoning.text","signature":"K","token":"T"}],"webhook":{"reasoning_details":{"signature":"T"}}}`,
+			`{"reasoning_details":[{"type":"reasoning.text","signature":"K","token":"[redacted]"}],"webhook":{"reasoning_details":{"signature":"[redacted]"}}}`},
 	} {
 		v := decode(t, c.in)
 		redact.Redact(v, nil)
@@ -120,6 +145,21 @@ func TestTokenSecretsRedacted(t *testing.T) {
 		if !redact.IsSecretKey(k) {
 			t.Errorf("IsSecretKey(%q) = false", k)
 		}
+	}
+}
+
+// TestReplayedDataUnderConfiguredWord: a policy that makes "data" secret
+// (E2A_SECRET_KEYS=data) still keeps a redacted_thinking block's and an
+// OpenRouter reasoning.encrypted entry's data, and hides every other.
+func TestReplayedDataUnderConfiguredWord(t *testing.T) {
+	v := decode(t, `{"reasoning_details":[{"type":"reasoning.encrypted","data":"E"}],"a":{"type":"redacted_thinking",`+
+		`"data":"E"},"b":{"type":"reasoning.encrypted","data":"T"},"c":[{"data":"T"}]}`)
+	redact.New("data").Redact(v, nil)
+	b, _ := json.Marshal(v)
+	want, _ := json.Marshal(decode(t, `{"reasoning_details":[{"type":"reasoning.encrypted","data":"E"}],`+
+		`"a":{"type":"redacted_thinking","data":"E"},"b":{"type":"reasoning.encrypted","data":"[redacted]"},"c":[{"data":"[redacted]"}]}`))
+	if string(b) != string(want) {
+		t.Errorf("got %s\nwant %s", b, want)
 	}
 }
 
