@@ -33,7 +33,10 @@ type TailOptions struct {
 	// (default 100,000). Beyond it the request that finished first is
 	// forgotten, or, when every one of them still runs, the oldest: the
 	// later frames of such a running request are then ignored (up to
-	// MaxTracked of their ids are remembered for that).
+	// MaxTracked of their ids are remembered for that). A request known
+	// not to match is not tracked: up to MaxTracked of their ids are
+	// remembered, their frames dropped unchecked (one forgotten beyond
+	// that has its envelope looked up again at its next frame).
 	MaxTracked int
 	// Log receives what Tail rides out: a poll, a read-back or an
 	// envelope's lookup that got no answer (a NATS server restarting),
@@ -81,7 +84,8 @@ const liveBuffer = 8192
 // first, and so is, after the connection reconnected, every request
 // followed and not done (its live messages went by meanwhile): of a
 // request that does not match the filter, none is read, only its envelope,
-// once (the lookup of a request met through its frames). Each request
+// once (the lookup of a request met through its frames), and its live
+// messages are dropped unchecked once that is known. Each request
 // ends with a KindSummary record when the message holding its final frame
 // arrives; a message stored after that one is shown too, with a further
 // summary that reports it. Records of different requests interleave; a
@@ -193,9 +197,11 @@ type tailer struct {
 	doneQ   []string // tracked ids in the order they finished (and some forgotten)
 	max     int
 	// forgotten holds the ids of running requests forgotten beyond max
-	// (up to max of them, in forgotQ's order): their frames are ignored.
-	forgotten map[string]struct{}
-	forgotQ   []string
+	// (up to max of them): their frames are ignored.
+	forgotten idSet
+	// others holds the ids of the requests known not to match (up to max
+	// of them), which are not tracked: their frames are dropped unchecked.
+	others idSet
 	// pending holds the requests whose read-back failed for want of an
 	// answer, or which a reconnect left behind, to read back at the next
 	// poll: each from its last message seen on, showing the messages from
@@ -343,7 +349,7 @@ func (t *tailer) poll(ctx context.Context, filter string, next uint64) (uint64, 
 			if err != nil || s.Kind != subjects.KindRequest {
 				continue
 			}
-			if t.isForgotten(s.RequestID) {
+			if t.ignored(s.RequestID) {
 				continue
 			}
 			r := t.track(s.RequestID)
@@ -436,22 +442,47 @@ func (t *tailer) evict() bool {
 		}
 		delete(t.tracked, id)
 		delete(t.pending, id)
-		if t.forgotten == nil {
-			t.forgotten = map[string]struct{}{}
-		}
-		t.forgotten[id] = struct{}{}
-		t.forgotQ = append(t.forgotQ, id)
-		for len(t.forgotQ) > t.max {
-			delete(t.forgotten, t.forgotQ[0])
-			t.forgotQ = t.forgotQ[1:]
-		}
+		t.forgotten.add(id, t.max)
 		return true
 	}
 	return false
 }
 
-func (t *tailer) isForgotten(id string) bool {
-	_, ok := t.forgotten[id]
+// ignored reports whether the frames of request id are dropped: it was
+// forgotten while running, or is known not to match.
+func (t *tailer) ignored(id string) bool { return t.forgotten.has(id) || t.others.has(id) }
+
+// dismiss stops following r, known not to match: its id is remembered
+// instead (in others), so that its frames are dropped at once, not checked.
+func (t *tailer) dismiss(r *tailReq) {
+	delete(t.tracked, r.id)
+	delete(t.pending, r.id)
+	t.others.add(r.id, t.max)
+}
+
+// idSet is a set of request ids that holds the last max added.
+type idSet struct {
+	ids map[string]struct{}
+	q   []string // the ids in the order they were added
+}
+
+func (s *idSet) add(id string, max int) {
+	if _, ok := s.ids[id]; ok {
+		return
+	}
+	if s.ids == nil {
+		s.ids = map[string]struct{}{}
+	}
+	s.ids[id] = struct{}{}
+	s.q = append(s.q, id)
+	for len(s.q) > max {
+		delete(s.ids, s.q[0])
+		s.q = s.q[1:]
+	}
+}
+
+func (s *idSet) has(id string) bool {
+	_, ok := s.ids[id]
 	return ok
 }
 
@@ -469,7 +500,7 @@ func (t *tailer) frame(ctx context.Context, m *nats.Msg) error {
 	prev, _ := strconv.ParseUint(m.Header.Get(subjects.HeaderLastSequence), 10, 64)
 	r := t.tracked[id]
 	if r == nil {
-		if t.isForgotten(id) {
+		if t.ignored(id) {
 			return nil
 		}
 		r = t.track(id)
@@ -478,6 +509,9 @@ func (t *tailer) frame(ctx context.Context, m *nats.Msg) error {
 			// This message is read back with the rest once a lookup
 			// answers.
 			return t.deferRead(r, 0, err)
+		}
+		if t.tracked[id] == nil {
+			return nil // it does not match (dismissed)
 		}
 	} else if r.unresolved {
 		// Its lookup got no answer: tried again at the next poll (one
@@ -550,12 +584,13 @@ func (t *tailer) lookup(ctx context.Context, r *tailReq) error {
 }
 
 // decide sets what the envelope of r, stored as sm in E2A_REQUESTS under
-// pool, tells, and shows it when r matches.
+// pool, tells, and shows it when r matches; else r is dismissed.
 func (t *tailer) decide(r *tailReq, sm *storedMsg, pool string) error {
 	env, _ := e2a.FromJSON(sm.data)
 	r.pool, r.match, r.emitted = pool, t.q.match(pool, env), true
 	r.after = sm.seq > t.subscribedTo
 	if !r.match {
+		t.dismiss(r)
 		return nil
 	}
 	return t.emit(requestRecord(sm, r.id, pool))

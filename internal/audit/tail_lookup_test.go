@@ -154,11 +154,7 @@ func TestTailFilteredReadsNoFramesOfOtherRequests(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			p, a, live := newProxiedAuditor(ctx, t)
-			tl, recs := newTestTailer(ctx, t, a)
-			tl.q = Query{Pool: "wanted"}
+			ctx, p, tl, recs, live := filteredTailer(t, Query{Pool: "wanted"})
 			const id = "other-pool"
 			natstest.PublishRequest(t, p.JS, "demo", &e2a.Envelope{RequestID: id})
 			var resps, reqs *natstest.Counter
@@ -181,4 +177,78 @@ func TestTailFilteredReadsNoFramesOfOtherRequests(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTailDropsFramesOfOtherRequests: once Tail knows a request does not
+// match (its envelope looked up when its first live frame came, or met by
+// a poll), its later live frames are dropped at once: they went through
+// the frame checker (decoded and checked, to show nothing). The ids of
+// those requests stay bounded by MaxTracked, as the tracked ones: beyond
+// it the oldest is forgotten (its next frame is looked up again). Each
+// request costs one envelope lookup (met through its frames) or none (met
+// by a poll).
+func TestTailDropsFramesOfOtherRequests(t *testing.T) {
+	cases := []struct {
+		name    string
+		q       Query
+		poll    bool // the requests are met by a poll before their frames
+		max     int  // MaxTracked
+		reqGets int  // direct gets of E2A_REQUESTS from the first frame on
+	}{
+		{"pool, met through frames", Query{Pool: "wanted"}, false, 2, 4},
+		{"task, met by a poll", Query{TaskID: "wanted"}, true, 4, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, p, tl, recs, live := filteredTailer(t, c.q)
+			tl.max = c.max
+			ids := []string{"other-0", "other-1", "other-2", "other-3"}
+			for _, id := range ids {
+				natstest.PublishRequest(t, p.JS, "demo", &e2a.Envelope{RequestID: id, TaskID: "other"})
+			}
+			if c.poll {
+				if _, err := tl.tick(ctx, subjects.AllRequests, tl.reqs.last+1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			reqs := natstest.DirectGets(t, p.TNC, streams.RequestsStream)
+			for _, id := range ids {
+				for _, m := range twoFramesLive(ctx, t, p.NC, live, id) {
+					if err := tl.frame(ctx, m); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			checked := 0
+			for _, r := range tl.tracked {
+				checked += r.check.frames
+			}
+			if checked != 0 {
+				t.Errorf("%d frames of requests that do not match went through the checker, want 0", checked)
+			}
+			if len(tl.tracked) > tl.max || len(tl.others.ids) > tl.max || len(tl.others.q) > tl.max {
+				t.Errorf("%d tracked, %d (%d queued) ids of requests that do not match remembered, want at most %d",
+					len(tl.tracked), len(tl.others.ids), len(tl.others.q), tl.max)
+			}
+			if got := reqs.Count(t); got != c.reqGets {
+				t.Errorf("%d direct gets of E2A_REQUESTS, want %d", got, c.reqGets)
+			}
+			if len(*recs) != 0 {
+				t.Errorf("records %s shown for requests that do not match", records(*recs))
+			}
+		})
+	}
+}
+
+// filteredTailer returns a test tailer (newTestTailer) with filter q on a
+// proxied auditor (newProxiedAuditor), and the context of the test's calls
+// (30 s at most).
+func filteredTailer(t *testing.T, q Query) (context.Context, *Proxied, *tailer, *[]Record, <-chan *nats.Msg) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	p, a, live := newProxiedAuditor(ctx, t)
+	tl, recs := newTestTailer(ctx, t, a)
+	tl.q = q
+	return ctx, p, tl, recs, live
 }
