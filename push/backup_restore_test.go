@@ -1,11 +1,18 @@
 package push_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/nats-io/nats.go"
 
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
@@ -64,6 +71,56 @@ func backupResponses(t *testing.T, e *env, consumers bool) backup {
 	}
 }
 
+// backupResponsesV1 is a backup of E2A_RESPONSES in the format of
+// nats-server before 2.15 (its fileStore.streamSnapshot, which 2.15
+// still restores): an S2-compressed tar of the stream's directory, the
+// stream's meta.inf (its configuration and creation time) and meta.sum
+// first, then its message blocks, without consumers (nor index.db: the
+// restore rebuilds the state from the blocks). It is made from the
+// files the embedded server wrote (a server of one replica writes each
+// message to its block before acknowledging it).
+func backupResponsesV1(t *testing.T, e *env) backup {
+	t.Helper()
+	dir := filepath.Join(e.srv.StoreDir(), "jetstream", "$G", "streams", streams.ResponsesStream)
+	var buf bytes.Buffer
+	enc := s2.NewWriter(&buf)
+	tw := tar.NewWriter(enc)
+	blocks, err := filepath.Glob(filepath.Join(dir, "msgs", "*.blk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b backup
+	for _, f := range append([]string{filepath.Join(dir, "meta.inf"), filepath.Join(dir, "meta.sum")}, blocks...) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, _ := filepath.Rel(dir, f)
+		h := &tar.Header{Name: filepath.ToSlash(name), Mode: 0o600, Size: int64(len(data)), Format: tar.FormatPAX}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		if name == "meta.inf" { // the stream's configuration and "Created"
+			var cfg map[string]json.RawMessage
+			if err := json.Unmarshal(data, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			delete(cfg, "Created")
+			b.config, _ = json.Marshal(cfg)
+		}
+	}
+	if err := errors.Join(tw.Close(), enc.Close()); err != nil {
+		t.Fatal(err)
+	}
+	for c := range slices.Chunk(buf.Bytes(), 1024) {
+		b.chunks = append(b.chunks, c)
+	}
+	return b
+}
+
 // restoreResponses removes E2A_RESPONSES and restores b in its place
 // ($JS.API.STREAM.RESTORE, as `nats stream restore`): its sequences go
 // back to the backup's.
@@ -112,9 +169,24 @@ func restoreResponses(t *testing.T, e *env, b backup) {
 // no creation time: the restored stream has a new StreamInfo.Created, and
 // the positions past its restored messages count as at the restore point
 // (cursor.restoredIn, Config.fromIn): every update is delivered, none
-// twice. (A backup in the format of earlier servers, restored, keeps its
-// Created: not fixed, see rebind.go.)
+// twice. A backup in the format of earlier servers (backupResponsesV1),
+// restored, keeps its Created: the stream went back under the positions
+// written after the backup, which the stage finds when a message stored
+// later than a position's message comes at a sequence not after it
+// (streamEpoch.rewound); those positions count as at the restore point
+// too. (Before, they were taken as the restored stream's: alice's and
+// bob's updates were acked undelivered.)
 func TestRestoredBackupRebasesPositions(t *testing.T) {
+	t.Run("2.15 snapshot", func(t *testing.T) {
+		restoredBackupRebasesPositions(t, func(t *testing.T, e *env) backup { return backupResponses(t, e, true) }, false)
+	})
+	t.Run("pre-2.15 tar", func(t *testing.T) { restoredBackupRebasesPositions(t, backupResponsesV1, true) })
+}
+
+// restoredBackupRebasesPositions runs TestRestoredBackupRebasesPositions
+// with the backup backupOf takes, whose restore keeps the stream's
+// creation time or not (keepsCreated).
+func restoredBackupRebasesPositions(t *testing.T, backupOf func(*testing.T, *env) backup, keepsCreated bool) {
 	e := newEnvOn(t)
 	e.startStage()
 	alice, bob := newReceiver(t, nil), newReceiver(t, nil)
@@ -122,7 +194,7 @@ func TestRestoredBackupRebasesPositions(t *testing.T) {
 	padResponses(t, e, 5)
 	e.create("alice", push.Config{TaskID: "ta", URL: alice.srv.URL})
 	testkit.Eventually(t, 20*time.Second, "the padding acked", func() bool { return consumerIdle(t, e) })
-	b := backupResponses(t, e, true)
+	b := backupOf(t, e)
 
 	storeTurn(t, e, "ta-r1", "ta", "", "a1;")
 	e.handled("alice", "ta", alice)
@@ -142,8 +214,8 @@ func TestRestoredBackupRebasesPositions(t *testing.T) {
 	}
 	t.Logf("restored: created %v (was %v), last sequence %d (was %d)", st.CachedInfo().Created, was.CachedInfo().Created,
 		st.CachedInfo().State.LastSeq, before)
-	if st.CachedInfo().Created.Equal(was.CachedInfo().Created) {
-		t.Fatal("the restored stream kept its creation time: nats-server 2.15's snapshots carry none (rebind.go)")
+	if kept := st.CachedInfo().Created.Equal(was.CachedInfo().Created); kept != keepsCreated {
+		t.Fatalf("the restored stream kept its creation time: %v, want %v (nothing to reproduce)", kept, keepsCreated)
 	}
 	if last := st.CachedInfo().State.LastSeq; last >= before {
 		t.Fatalf("restored stream's last sequence %d, was %d: nothing to reproduce", last, before)
@@ -211,4 +283,38 @@ func TestRestoreWithoutConsumersSendsNothingTwice(t *testing.T) {
 	sentOnce(t, ra, rb)
 	ordered(t, push.V1, ra.accepted(), []string{"ta-r1", "ta-r2"}, "a1;a2;")
 	ordered(t, push.V1, rb.accepted(), []string{"tb-r1", "tb-r2", "tb-r3"}, "b1;b2;b3;")
+}
+
+// TestPre215RestoreWhileStoppedDelivers: E2A_RESPONSES restored from a
+// backup in the format of servers before 2.15 (its creation time kept,
+// no consumers) while the stage was stopped, and bob's first turn stored
+// before the stage starts again. Bob's config was made after the backup:
+// its From is past the restored stream's last message and past bob's
+// turn. The stage's new consumer starts at the first message stored after
+// the oldest config's From was (Config.FromAt), and bob's turn, stored
+// later than that at sequences not after From, shows the stream went
+// back (no cursor does here: stage.fromBack), so it is delivered.
+// (Before, the consumer started after min(From, the stream's last
+// sequence): bob's turn, stored before that, was never read; read, it
+// would have been taken for stored before the config.)
+func TestPre215RestoreWhileStoppedDelivers(t *testing.T) {
+	e := newEnvOn(t)
+	first := e.startStage()
+	bob := newReceiver(t, nil)
+	defer e.logOnFailure(t)
+	padResponses(t, e, 5)
+	b := backupResponsesV1(t, e)
+	padResponses(t, e, 10)
+	e.create("bob", push.Config{TaskID: "tb", URL: bob.srv.URL})
+	testkit.Eventually(t, 20*time.Second, "the padding acked", func() bool { return consumerIdle(t, e) })
+	first.stop()
+
+	restoreResponses(t, e, b)
+	storeRequestAfter(t, e, "tb-r1", "bob", "tb", "")
+	storeFrame(t, e, "tb-r1", "bob", "tb", 0, "b1;", false)
+	storeFrame(t, e, "tb-r1", "bob", "tb", 1, "", true)
+	e.startStage()
+	testkit.Eventually(t, 30*time.Second, "bob's first turn completed", func() bool { return completedBy(t, bob)["tb-r1"] })
+	ordered(t, push.V1, bob.accepted(), []string{"tb-r1"}, "b1;")
+	sentOnce(t, bob)
 }

@@ -86,15 +86,22 @@ type Config struct {
 	// the config (fromIn). 0: written before configs named their stream,
 	// taken as the stream's.
 	Stream int64 `json:"stream,omitempty"`
+	// FromAt is set with From: the time the message at From was stored
+	// (Unix nanoseconds; 0: none, or written before configs had it). A
+	// message stored later at a sequence not after From says the stream
+	// went back under the config (wentBack).
+	FromAt int64 `json:"from_at,omitempty"`
 }
 
 // fromIn is c's From as a sequence of the E2A_RESPONSES e (its epoch 0:
 // not known): 0, every message, in another stream than c's; in a stream
 // restored from a backup of c's (streamEpoch.holds), From where the backup
 // holds it, else the restore point: every restored message was stored
-// before c.
+// before c. In e gone back under From (e.lost), the restore point too.
 func (c Config) fromIn(e streamEpoch) uint64 {
 	switch {
+	case c.Stream == e.at && e.lost(c.From, c.FromAt):
+		return e.rewound
 	case c.Stream == 0 || e.at == 0 || c.Stream == e.at:
 		return c.From
 	case e.holds(c.Stream):

@@ -39,7 +39,12 @@ const (
 type cursor struct {
 	Request string `json:"request,omitempty"`
 	Seq     uint64 `json:"seq,omitempty"`
-	Event   int    `json:"event"`
+	// At is the time the message at Seq was stored (Unix nanoseconds; 0:
+	// not known, written before cursors had it): a message stored later at
+	// a sequence not after Seq says the stream went back under the cursor
+	// (wentBack).
+	At    int64 `json:"at,omitempty"`
+	Event int   `json:"event"`
 	// EventID is the E2A-Event-Id of the last update handled (shown by
 	// the console). Stored as EventAt, its part after Request and a
 	// colon, when it has Request's id (always, as the stage writes it): a
@@ -134,9 +139,10 @@ var errOtherStream = errors.New("push: the config's position is in a newer " + s
 // stopped (its turn's rest and its backlog went with the old stream's
 // messages), keeping its dead-letter mode, whose updates are in
 // E2A_PUSH_DEAD; unless e is that stream restored from a backup
-// (restoredIn). Not ok: cur is of a newer stream (errOtherStream). A
-// cursor written before cursors named their stream (Stream 0) is taken
-// as the stream's.
+// (restoredIn). In e gone back under it (a message it lost: e.lost), it
+// is at the restore point as in a restored stream. Not ok: cur is of a
+// newer stream (errOtherStream). A cursor written before cursors named
+// their stream (Stream 0) is taken as the stream's.
 func (c cursor) inStream(e streamEpoch) (cursor, bool) {
 	switch {
 	case e.at == 0:
@@ -147,6 +153,8 @@ func (c cursor) inStream(e streamEpoch) (cursor, bool) {
 		return c.restoredIn(e), true
 	case c.Stream != 0 && c.Stream < e.at:
 		return cursor{Event: -1, Gen: c.Gen, Stream: e.at, Dead: c.Dead}, true
+	case e.lost(c.Seq, c.At):
+		return c.restoredIn(streamEpoch{at: e.at, restored: e.rewound}), true
 	}
 	c.Stream = e.at
 	return c, true
@@ -158,11 +166,12 @@ func (c cursor) inStream(e streamEpoch) (cursor, bool) {
 // backup's last message (written after the backup) is at the restore
 // point, done: every restored message was handled, and its request's
 // messages stored after the restore (and its backlog's, parked) are the
-// config's next ones.
+// config's next ones (the time of the message at the restore point is
+// not known: At 0).
 func (c cursor) restoredIn(e streamEpoch) cursor {
 	c.Stream, c.Tail = e.at, min(c.Tail, e.restored)
 	if c.Seq > e.restored {
-		c.Seq, c.Final, c.Done = e.restored, c.Done && c.Final, true
+		c.Seq, c.At, c.Final, c.Done = e.restored, 0, c.Done && c.Final, true
 	}
 	return c
 }
@@ -334,9 +343,8 @@ func (s *stage) tryItem(it item) (result, error) {
 			return result{}, err
 		}
 	}
-	cur, ok := cur.forConfig(it.cfg).inStream(s.epochAt(it.job.epoch))
-	if !ok {
-		return result{}, errOtherStream
+	if cur, rev, err = s.position(it, cur, rev); err != nil {
+		return result{}, err
 	}
 	if cur.parked() {
 		return s.handOff(it, cur, rev)
@@ -480,7 +488,7 @@ func (s *stage) deliverFrom(it item, cur cursor, rev uint64, start int) (result,
 	m := it.job.m
 	base := cur
 	advance := func(i int) error {
-		cur.Request, cur.Seq, cur.Event = m.requestID, m.seq, i
+		cur.Request, cur.Seq, cur.At, cur.Event = m.requestID, m.seq, m.at(), i
 		if i >= 0 && i < len(m.events) {
 			cur.EventID = m.events[i].id
 		}

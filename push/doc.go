@@ -114,7 +114,10 @@
 // a cluster), numbering its messages from 1 again, is one where the
 // config starts at its first message; in one restored from a backup of
 // it, the backup's messages keep their sequences and the positions stand
-// up to the last of them (rebind.go).
+// up to the last of them (rebind.go), also when the restore kept the
+// stream's creation time (a backup of a server before 2.15: a message
+// stored later than a position's message at a sequence not after it
+// shows the stream went back).
 //
 // A 2xx is delivered; another 4xx than 408 and 429 is permanent (the
 // update is dead-lettered at once, the next ones go on); anything else

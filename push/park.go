@@ -126,9 +126,8 @@ func (s *stage) park(it item) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	cur, ok := cur.forConfig(it.cfg).inStream(s.epochAt(it.job.epoch))
-	if !ok {
-		return result{}, errOtherStream
+	if cur, rev, err = s.position(it, cur, rev); err != nil {
+		return result{}, err
 	}
 	if cur.parked() {
 		return s.handOff(it, cur, rev)
@@ -797,7 +796,7 @@ func (s *stage) drainMessage(d *drainer, id string, raw streams.RawMsg) (*messag
 	}
 	fs, err := frames(raw.Header, raw.Data)
 	if err != nil || len(fs) == 0 {
-		return &message{requestID: id, after: r.after, seq: raw.Seq, firstSeq: undecodableFirst(raw.Header)}, true, nil
+		return &message{requestID: id, after: r.after, seq: raw.Seq, firstSeq: undecodableFirst(raw.Header), stored: raw.Time}, true, nil
 	}
 	m := &message{requestID: id, after: r.after, seq: raw.Seq, firstSeq: fs[0].Sequence, final: fs[len(fs)-1].IsFinal, stored: raw.Time}
 	if err := s.render(s.ctx, d.mappers, r, m, fs, d.tasks); err != nil {

@@ -44,12 +44,22 @@ import (
 // and updates stored after the restore are delivered
 // (TestRestoredBackupRebasesPositions). A backup in the format of
 // earlier servers (a tar holding the stream's meta.inf) restored keeps
-// the creation time it had (reproduced once with a tar built from the
-// server's own files; not fixed, not in the tests): positions written
-// after that backup are not recognised as another stream's, and updates stored at sequences up to
-// them are skipped. The wake-up consumer delivers the last wake-up of
-// every parked config (DeliverLastPerSubject): each parked config is
-// drained again.
+// the creation time it had: the stream went back under the positions
+// written after that backup. A cursor and a config's From name the time
+// their message was stored (cursor.At, Config.FromAt), so a message
+// stored later at a sequence not after one (wentBack: no read, compared
+// as the message is taken) shows it; one read of the stream's leader
+// finds the restore point (noteRewind: the message before the first
+// stored after the position's), and positions past it, of messages
+// stored before that first one (streamEpoch.lost), are at the restore
+// point as above (a cursor found so is written there at once). A new
+// consumer starts no later than the first message stored after the
+// oldest config's From was (startSeq), so messages stored after such a
+// restore before the stage binds it are read too
+// (TestPre215RestoreWhileStoppedDelivers). Positions written before
+// cursors and configs had the time are not recognised. The wake-up
+// consumer delivers the last wake-up of every parked config
+// (DeliverLastPerSubject): each parked config is drained again.
 
 // feed is one of the stage's consumers and its consume.
 type feed struct {
@@ -141,6 +151,111 @@ type streamEpoch struct {
 	// stream was made (0: none), restoredAt the time it was stored.
 	restored   uint64
 	restoredAt int64
+	// rewound, when resumed is set, is where the stream went back to
+	// under positions written in it, its creation time kept (restored
+	// from a backup in the format of servers before 2.15): the sequence
+	// of the last restored message; resumed is the time the message after
+	// it was stored (noteRewind).
+	rewound uint64
+	resumed int64
+}
+
+// lost reports whether a position in e at seq, whose message was stored
+// at at (Unix nanoseconds; 0: not known), is one of the messages the
+// stream lost going back (rewound): past the restore point, and stored
+// before the first message stored after it, where every message of the
+// stream past the restore point is stored since.
+func (e streamEpoch) lost(seq uint64, at int64) bool {
+	return e.resumed != 0 && at != 0 && seq > e.rewound && at < e.resumed
+}
+
+// wentBack reports whether a position in the stream at seq, whose message
+// was stored at at (0: not known), cannot be one of the stream of the
+// message at mseq stored at mat: that message was stored after the
+// position's, at a sequence not after it. The stream went back under the
+// position keeping its creation time (noteRewind).
+func wentBack(seq uint64, at int64, mseq uint64, mat int64) bool {
+	return at != 0 && mseq <= seq && mat > at
+}
+
+// at is the time m was stored, Unix nanoseconds (0: not known).
+func (m *message) at() int64 {
+	if m.stored.IsZero() {
+		return 0
+	}
+	return m.stored.UnixNano()
+}
+
+// noteRewind finds where E2A_RESPONSES made at epoch went back to, given
+// a position whose message was stored at at and the message at mseq of
+// the stream, stored later at mat (wentBack): the restored messages were
+// stored before at, the ones stored since the restore after it, so the
+// first message stored after at is the first one after the restore
+// point. One read of the stream's leader, only when a position is found
+// to have gone back, none for one the stage noted it for (lost). The
+// stream as the stage knows it (epochAt) takes it when it is the newest.
+func (s *stage) noteRewind(ctx context.Context, epoch, at int64, mseq uint64, mat int64) (streamEpoch, error) {
+	first, err := s.firstSince(ctx, time.Unix(0, at+1))
+	switch {
+	case errors.Is(err, streams.ErrNoMessages) || err == nil && first.Seq > mseq:
+		first = streams.RawMsg{Seq: mseq, Time: time.Unix(0, mat)} // removed since it was read
+	case err != nil:
+		return streamEpoch{}, fmt.Errorf("push: read where %s went back: %w", streams.ResponsesStream, err)
+	}
+	for {
+		old := s.restored.Load()
+		e := streamEpoch{at: epoch}
+		if old != nil && old.at == epoch {
+			e = *old
+		}
+		if e.resumed >= first.Time.UnixNano() {
+			return e, nil // noted already, or a later rewind
+		}
+		e.rewound, e.resumed = first.Seq-1, first.Time.UnixNano()
+		if old != nil && old.at > epoch || s.restored.CompareAndSwap(old, &e) {
+			s.log.Warn("push: "+streams.ResponsesStream+" went back under the delivery positions (restored from a backup "+
+				"keeping its creation time); the positions past the restore point count as at it", "restore_point", e.rewound)
+			return e, nil
+		}
+	}
+}
+
+// fromBack notes the stream at epoch gone back (noteRewind) when the
+// message at seq, stored at at, says it went back under c's From
+// (wentBack) and the stage has not noted it yet.
+func (s *stage) fromBack(ctx context.Context, c Config, epoch int64, seq uint64, at int64) error {
+	if epoch == 0 || c.Stream != epoch || !wentBack(c.From, c.FromAt, seq, at) || s.epochAt(epoch).lost(c.From, c.FromAt) {
+		return nil
+	}
+	_, err := s.noteRewind(ctx, epoch, c.FromAt, seq, at)
+	return err
+}
+
+// position is cur, it's config's cursor read at rev, as a position in
+// the stream of it's message (forConfig, inStream). One the stream went
+// back under (lost: noted, or found now with wentBack and noteRewind) is
+// written at the restore point at once, so that the config's drain and
+// the other replicas go on from there.
+func (s *stage) position(it item, cur cursor, rev uint64) (cursor, uint64, error) {
+	cur = cur.forConfig(it.cfg)
+	epoch, m := it.job.epoch, it.job.m
+	e := s.epochAt(epoch)
+	ours := epoch != 0 && cur.Stream == epoch
+	if ours && !e.lost(cur.Seq, cur.At) && wentBack(cur.Seq, cur.At, m.seq, m.at()) {
+		var err error
+		if e, err = s.noteRewind(s.ctx, epoch, cur.At, m.seq, m.at()); err != nil {
+			return cur, rev, err
+		}
+	}
+	now, ok := cur.inStream(e)
+	switch {
+	case !ok:
+		return now, rev, errOtherStream
+	case ours && rev != 0 && e.lost(cur.Seq, cur.At):
+		r, err := writeCursor(s.ctx, s.kv, it.ref.cursorKey(), now, rev)
+		return now, r, err
+	}
+	return now, rev, nil
 }
 
 // holds reports whether the positions in the E2A_RESPONSES made at
@@ -177,9 +292,7 @@ func (s *stage) epochOf(ctx context.Context, info *jetstream.StreamInfo) (stream
 		return e, nil // nothing stored before it was made: no request
 	}
 	last := info.State.LastSeq // read before: a message stored since is after the creation
-	first, err := s.leaderGet(ctx, struct {
-		StartTime time.Time `json:"start_time"`
-	}{info.Created})
+	first, err := s.firstSince(ctx, info.Created)
 	switch {
 	case errors.Is(err, streams.ErrNoMessages):
 	case err != nil:
@@ -200,8 +313,16 @@ func (s *stage) epochOf(ctx context.Context, info *jetstream.StreamInfo) (stream
 	return e, nil
 }
 
+// firstSince is the first message of E2A_RESPONSES stored at t or
+// later, as the stream's leader answers it (leaderGet).
+func (s *stage) firstSince(ctx context.Context, t time.Time) (streams.RawMsg, error) {
+	return s.leaderGet(ctx, struct {
+		StartTime time.Time `json:"start_time"`
+	}{t})
+}
+
 // leaderGet is one $JS.API.STREAM.MSG.GET of E2A_RESPONSES (req), answered
-// by the stream's leader: its message's sequence; streams.ErrNoMessages
+// by the stream's leader: its message's sequence and time; streams.ErrNoMessages
 // when there is none.
 func (s *stage) leaderGet(ctx context.Context, req any) (streams.RawMsg, error) {
 	body, _ := json.Marshal(req)
@@ -213,7 +334,8 @@ func (s *stage) leaderGet(ctx context.Context, req any) (streams.RawMsg, error) 
 	}
 	var resp struct {
 		Message *struct {
-			Seq uint64 `json:"seq"`
+			Seq  uint64    `json:"seq"`
+			Time time.Time `json:"time"`
 		} `json:"message"`
 		Error *jetstream.APIError `json:"error"`
 	}
@@ -227,5 +349,5 @@ func (s *stage) leaderGet(ctx context.Context, req any) (streams.RawMsg, error) 
 	case resp.Message == nil:
 		return streams.RawMsg{}, errors.New("an answer without a message")
 	}
-	return streams.RawMsg{Seq: resp.Message.Seq}, nil
+	return streams.RawMsg{Seq: resp.Message.Seq, Time: resp.Message.Time}, nil
 }

@@ -268,7 +268,13 @@ func (s *stage) bindConsumer(ctx context.Context) (jetstream.Consumer, error) {
 // stored configs; a From of another stream is its start: fromIn), or
 // after the stream's last message when there is no config. The stream's
 // last sequence is read before the configs, so a config made meanwhile
-// has a From at least as large.
+// has a From at least as large. A stream gone back under the configs
+// (restored keeping its creation time) may hold messages stored since
+// at sequences up to their From: the start is not after the first
+// message stored after the oldest config's From was (Config.FromAt): one
+// read of the stream's leader more, at the consumer's creation only,
+// which in a stream that did not go back finds the message after that
+// config's From or a later one.
 func (s *stage) startSeq(ctx context.Context) (uint64, error) {
 	st, err := s.js.Stream(ctx, streams.ResponsesStream)
 	if err != nil {
@@ -278,7 +284,7 @@ func (s *stage) startSeq(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	start := st.CachedInfo().State.LastSeq
+	start, oldest := st.CachedInfo().State.LastSeq, int64(0)
 	for raw, err := range streams.DirectGetSeq(ctx, s.nc, streams.KVStream(streams.PushBucket), "$KV."+streams.PushBucket+".cfg.>", 0, 256) {
 		if err != nil {
 			return 0, err
@@ -289,7 +295,21 @@ func (s *stage) startSeq(ctx context.Context) (uint64, error) {
 		}
 		for _, c := range tc.Configs {
 			start = min(start, c.fromIn(epoch))
+			if c.Stream == epoch.at && c.FromAt != 0 && (oldest == 0 || c.FromAt < oldest) {
+				oldest = c.FromAt
+			}
 		}
+	}
+	if oldest == 0 {
+		return start + 1, nil
+	}
+	after, err := s.firstSince(ctx, time.Unix(0, oldest+1))
+	switch {
+	case errors.Is(err, streams.ErrNoMessages):
+	case err != nil:
+		return 0, fmt.Errorf("push: read where the configs of %s start: %w", streams.ResponsesStream, err)
+	default:
+		start = min(start, after.Seq-1)
 	}
 	return start + 1, nil
 }
@@ -381,6 +401,9 @@ func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
 				// may be of a stream removed since (errOtherStream).
 				return nil, errors.Join(errOtherStream, s.refreshEpoch(ctx))
 			}
+			if err := s.fromBack(ctx, c, epoch, md.Sequence.Stream, md.Timestamp.UnixNano()); err != nil {
+				return nil, err
+			}
 			c.From = c.fromIn(s.epochAt(epoch))
 			tasks = tasks || c.Version == V03
 			configs = append(configs, jobConfig{cfg: c, ref: configRef{h.principal, r.taskID, c.ID}})
@@ -395,7 +418,8 @@ func (s *stage) prepare(msg jetstream.Msg) (*job, error) {
 		// No update to send, but the configs' cursors still pass it:
 		// their next message is the one after it.
 		s.log.Warn("push: undecodable response message skipped", "request_id", requestID, "seq", md.Sequence.Stream)
-		m = &message{requestID: requestID, after: r.after, seq: md.Sequence.Stream, firstSeq: undecodableFirst(msg.Headers())}
+		m = &message{requestID: requestID, after: r.after, seq: md.Sequence.Stream, firstSeq: undecodableFirst(msg.Headers()),
+			stored: md.Timestamp}
 	case m == nil:
 		m = &message{requestID: requestID, after: r.after, seq: md.Sequence.Stream,
 			firstSeq: fs[0].Sequence, final: fs[len(fs)-1].IsFinal, stored: md.Timestamp}

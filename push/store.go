@@ -91,18 +91,23 @@ func bindBucket(ctx context.Context, js jetstream.JetStream, cfg streams.Config)
 	return kv, nil
 }
 
-// lastResponse is the last sequence of E2A_RESPONSES and the stream's
-// creation time (Unix nanoseconds: Config.Stream), read together.
-func (s *Store) lastResponse(ctx context.Context) (uint64, int64, error) {
+// lastResponse is c's start: the last sequence of E2A_RESPONSES, the
+// time its message was stored and the stream's creation time (Unix
+// nanoseconds: Config.From, FromAt and Stream), read together.
+func (s *Store) lastResponse(ctx context.Context, c *Config) error {
 	st, err := s.js.Stream(ctx, streams.ResponsesStream)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: stream %s: %v", ErrUnavailable, streams.ResponsesStream, err)
+		return fmt.Errorf("%w: stream %s: %v", ErrUnavailable, streams.ResponsesStream, err)
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: stream %s: %v", ErrUnavailable, streams.ResponsesStream, err)
+		return fmt.Errorf("%w: stream %s: %v", ErrUnavailable, streams.ResponsesStream, err)
 	}
-	return info.State.LastSeq, info.Created.UnixNano(), nil
+	c.From, c.FromAt, c.Stream = info.State.LastSeq, 0, info.Created.UnixNano()
+	if !info.State.LastTime.IsZero() {
+		c.FromAt = info.State.LastTime.UnixNano()
+	}
+	return nil
 }
 
 // read returns the configs of a task key, their secrets opened (sl: the
@@ -194,7 +199,7 @@ func (s *Store) create(ctx context.Context, principal string, c Config, anySame 
 		c.ID = uuid.NewString()
 	}
 	c.Created = s.now().UTC()
-	if c.From, c.Stream, err = s.lastResponse(ctx); err != nil {
+	if err = s.lastResponse(ctx, &c); err != nil {
 		return Config{}, nil, false, err
 	}
 	if s.gap != nil {
@@ -255,8 +260,9 @@ func (s *Store) create(ctx context.Context, principal string, c Config, anySame 
 // moved the create is taken back (undo) and fails: a config is stored
 // only with a start that holds.
 func (s *Store) startWritten(ctx context.Context, principal string, c Config, prev *Config) (Config, *Config, bool, error) {
-	last, stream, err := s.lastResponse(ctx)
-	if err == nil && last == c.From && stream == c.Stream {
+	last := c
+	err := s.lastResponse(ctx, &last)
+	if err == nil && last.From == c.From && last.Stream == c.Stream {
 		return c, prev, true, nil
 	}
 	key := taskKey(principal, c.TaskID)
@@ -270,7 +276,7 @@ func (s *Store) startWritten(ctx context.Context, principal string, c Config, pr
 		if j < 0 || !tc.Configs[j].Created.Equal(c.Created) || tc.Configs[j].From != c.From {
 			return c, prev, true, nil // removed or changed since: not this call's any more
 		}
-		tc.Configs[j].From, tc.Configs[j].Stream = last, stream
+		tc.Configs[j].From, tc.Configs[j].FromAt, tc.Configs[j].Stream = last.From, last.FromAt, last.Stream
 		ok, werr := s.write(ctx, key, tc, rev)
 		if ok {
 			return tc.Configs[j], prev, true, nil
