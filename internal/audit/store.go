@@ -132,15 +132,22 @@ func retryable(err error) bool {
 		errors.Is(err, streams.ErrDirectGet)
 }
 
+// cut reports err, nats.ErrConnectionClosed, as a lost connection's that
+// reconnects: nats.go ends a flush under way so when its connection is
+// lost, though it is not closed.
+func (a *Auditor) cut(err error) bool {
+	return errors.Is(err, nats.ErrConnectionClosed) && !a.nc.IsClosed()
+}
+
 // call runs f with a context bounded by the call timeout, again after a
-// retryable error, while ctx lasts.
+// retryable error (or one a lost connection cut, cut), while ctx lasts.
 func (a *Auditor) call(ctx context.Context, f func(context.Context) error) error {
 	var err error
 	for i := 0; i < callAttempts; i++ {
 		cctx, cancel := context.WithTimeout(ctx, a.timeout)
 		err = f(cctx)
 		cancel()
-		if err == nil || ctx.Err() != nil || !retryable(err) {
+		if err == nil || ctx.Err() != nil || !retryable(err) && !a.cut(err) {
 			break
 		}
 	}

@@ -233,7 +233,7 @@ func (t *tailer) tick(ctx context.Context, filter string, next uint64) (uint64, 
 	if err == nil {
 		next, err = t.poll(ctx, filter, next)
 	}
-	if err != nil && retryable(err) && ctx.Err() == nil {
+	if err != nil && (retryable(err) || t.a.cut(err)) && ctx.Err() == nil {
 		t.warn("poll", err)
 		return next, nil
 	}
@@ -323,7 +323,7 @@ func (t *tailer) later(r *tailReq, showFrom uint64) {
 // later one may not meet it (no answer), and returns nil; other errors are
 // returned.
 func (t *tailer) deferRead(r *tailReq, showFrom uint64, err error) error {
-	if !retryable(err) {
+	if !retryable(err) && !t.a.cut(err) {
 		return err
 	}
 	t.later(r, showFrom)
