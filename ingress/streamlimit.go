@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
 // DefaultMaxStreamsPerPrincipal is a suggested bound on concurrent streams
@@ -134,18 +135,19 @@ func (s *StreamLimiter) WaitIdle(ctx context.Context) error {
 }
 
 // StreamLimitBody is the 429 body for too many concurrent streams, in the
-// shape of the rate limit body.
+// shape of the rate limit body, its retry_after host.TooManyStreams's wait.
 func (s *StreamLimiter) StreamLimitBody() RateLimitExceeded {
 	return RateLimitExceeded{
 		Error:      "Too many concurrent streams",
 		Message:    fmt.Sprintf("Too many concurrent streams: at most %d per principal", s.Max()),
-		RetryAfter: 1,
+		RetryAfter: int(host.TooManyStreams.RetryAfterSeconds()),
 	}
 }
 
-// WriteTooManyStreams writes the whole 429 answer (Retry-After: 1).
+// WriteTooManyStreams writes the whole 429 answer, host.TooManyStreams's
+// wait as Retry-After (Refusal.SetRetryAfter: unless w has one already).
 func (s *StreamLimiter) WriteTooManyStreams(w http.ResponseWriter) {
-	w.Header().Set("Retry-After", "1")
+	host.TooManyStreams.SetRetryAfter(w.Header())
 	writeJSON(w, http.StatusTooManyRequests, s.StreamLimitBody())
 }
 

@@ -2,13 +2,16 @@ package ingress
 
 import (
 	"context"
+	"encoding/json"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
+	"github.com/e2a-pipeline/pipeline/protocols/host"
 )
 
 func TestStreamLimitPerPrincipal(t *testing.T) {
@@ -123,5 +126,26 @@ func TestStreamLimitWaitIdle(t *testing.T) {
 	cancel()
 	if err := s.WaitIdle(ctx); err != context.Canceled {
 		t.Fatalf("ended ctx: %v", err)
+	}
+}
+
+// TestStreamLimitRendersRefusalsWait: the limiter's 429 (and its JSON-RPC
+// error) says host.TooManyStreams's own wait, as every door does: made
+// 3 s, Retry-After: 3 and retry_after 3 (it said 1 by hand, whatever the
+// refusal's wait). The test runs alone: it changes a refusal every door
+// renders.
+func TestStreamLimitRendersRefusalsWait(t *testing.T) {
+	was := host.TooManyStreams.RetryAfter
+	host.TooManyStreams.RetryAfter = 3 * time.Second
+	t.Cleanup(func() { host.TooManyStreams.RetryAfter = was })
+	s := NewStreamLimiter(1)
+	rec := httptest.NewRecorder()
+	s.WriteTooManyStreams(rec)
+	var body RateLimitExceeded
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || rec.Code != 429 || rec.Header().Get("Retry-After") != "3" || body.RetryAfter != 3 {
+		t.Errorf("429: %d Retry-After %q %s (%v), want the refusal's 3 s", rec.Code, rec.Header().Get("Retry-After"), rec.Body, err)
+	}
+	if d, ok := s.StreamLimitRPCError().Data.(RateLimitExceeded); !ok || d.RetryAfter != 3 {
+		t.Errorf("JSON-RPC error data %+v, want retry_after 3", s.StreamLimitRPCError().Data)
 	}
 }

@@ -173,11 +173,10 @@ func (h *RPCHost) appendTurn(id, requestID string) (undo func()) {
 }
 
 // StreamSlot takes a slot, or answers 429 too_many_streams when NoSlot is
-// set.
+// set (host.TooManyStreams, its wait rendered by rep.Refuse).
 func (c rpcCaller) StreamSlot(rep host.Reply) (func(), bool) {
 	release, ok := caller{&c.h.Host}.slot()
 	if !ok {
-		rep.Header().Set("Retry-After", "1")
 		rep.Refuse(host.TooManyStreams)
 	}
 	return release, ok

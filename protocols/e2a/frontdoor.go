@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/normalizer"
@@ -119,8 +120,7 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			refuseTurn(w, err, field)
 		case errors.Is(err, host.ErrTooManyStreams):
-			w.Header().Set("Retry-After", "1")
-			Refuse(w, host.TooManyStreams)
+			Refuse(w, host.TooManyStreams) // its own wait
 		case errors.Is(err, host.ErrConflict):
 			WriteError(w, http.StatusConflict, CodeConflict, "request_id is already in use; choose another", false)
 		case errors.Is(err, host.ErrTooLarge):
@@ -128,12 +128,13 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, host.ErrUnknownPool):
 			WriteError(w, http.StatusNotFound, CodeUnknownAgent, err.Error(), false)
 		case errors.Is(err, egress.ErrShuttingDown):
-			w.Header().Set("Retry-After", "1")
-			WriteError(w, http.StatusServiceUnavailable, CodeUnavailable, err.Error(), true)
+			f := unavailable // its message names the request, to read again
+			f.Message = err.Error()
+			Refuse(w, f)
 		case errors.Is(err, context.Canceled):
 			WriteError(w, 499, CodeClientClosed, "client went away before the request was accepted", true)
 		default:
-			WriteError(w, http.StatusServiceUnavailable, CodeUnavailable, "the pipeline could not accept the request; retry later", true)
+			Refuse(w, unavailable)
 		}
 		return
 	}
@@ -154,6 +155,13 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Links:     Links(acc.RequestID),
 	})
 }
+
+// unavailable is the refusal of a request the pipeline could not accept
+// (backpressure, its publish cut by the server's shutdown): 503
+// unavailable, retryable after a second, the wait its answer renders
+// (Refuse) as any refusal's.
+var unavailable = host.Refusal{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+	Message: "the pipeline could not accept the request; retry later", Retryable: true, RetryAfter: time.Second}
 
 // isTrue reads a boolean query parameter (?wait=) as the read API reads it
 // (strconv.ParseBool: 1, t, True…), which answers the wait a POST starts:

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/protocols/conformance"
 	e2aproto "github.com/e2a-pipeline/pipeline/protocols/e2a"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
@@ -43,5 +44,37 @@ func TestRefusalRetryAfter(t *testing.T) {
 		Retryable: true, RetryAfter: 40 * time.Second})
 	if got := rec.Header().Get("Retry-After"); got != "9" {
 		t.Errorf("the gate's Retry-After 9 became %q", got)
+	}
+}
+
+// withWait makes f's wait d for the rest of the test (a test that calls it
+// runs alone: it changes a refusal every door renders).
+func withWait(t *testing.T, f *host.Refusal, d time.Duration) {
+	t.Helper()
+	was := f.RetryAfter
+	f.RetryAfter = d
+	t.Cleanup(func() { f.RetryAfter = was })
+}
+
+// TestDoorRendersRefusalsWait: the door answers a stream slot refused
+// (host.TooManyStreams) and a request the pipeline could not accept
+// (backpressure, the server shutting down: its unavailable refusal) with
+// the refusal's own wait, as every door does: made 3 s, each says
+// Retry-After: 3 (the door set 1 by hand, whatever the refusal's wait).
+func TestDoorRendersRefusalsWait(t *testing.T) {
+	withWait(t, &host.TooManyStreams, 3*time.Second)
+	withWait(t, e2aproto.Unavailable, 3*time.Second)
+	for name, c := range map[string]struct {
+		set    func(h *conformance.Host)
+		header []string
+	}{
+		"too many streams": {func(h *conformance.Host) { h.NoSlot = true }, []string{"Accept", "text/event-stream"}},
+		"backpressure":     {func(h *conformance.Host) { h.PublishErr = host.ErrBackpressure }, nil},
+		"shutting down":    {func(h *conformance.Host) { h.PublishErr = egress.ErrShuttingDown }, nil},
+	} {
+		rec := post(newHost(c.set), "/v1/requests", `{"params":{}}`, c.header...)
+		if got := rec.Header().Get("Retry-After"); got != "3" {
+			t.Errorf("%s: %d Retry-After %q, want the refusal's 3 s", name, rec.Code, got)
+		}
 	}
 }
