@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/subjects"
@@ -128,6 +130,10 @@ func (r *Registry) Types() []string {
 	return out
 }
 
+// MaxA2EType bounds an A2E message's type, in bytes: an accepted call's
+// answer lines carry a type built from it ("…/resp").
+const MaxA2EType = 256
+
 // a2eBaseFields are the A2EMessage base fields; every other field goes to
 // params.
 var a2eBaseFields = map[string]bool{"a2e": true, "version": true, "type": true, "id": true, "ts": true}
@@ -151,7 +157,9 @@ var a2eBaseFields = map[string]bool{"a2e": true, "version": true, "type": true, 
 // the request-id grammar): ErrParse; ErrInvalidRequest (not an object,
 // more than one message, type missing or not a string, a base field of
 // the wrong type); ErrInvalidParams (a registered type without one of its
-// required fields; a non-empty req_id or id refused by
+// required fields; a type of more than MaxA2EType bytes or outside
+// subjects.ValidateRequestID's grammar, which the answer's type is built
+// from: the error's Method is then "", nothing of it echoed; a non-empty req_id or id refused by
 // subjects.ValidateRequestID, the error then wrapping
 // subjects.ErrInvalidID: an answer copies req_id, else id, into every
 // line, so a client's correlation id is 1 to 1024 bytes with no control,
@@ -167,23 +175,31 @@ func (n *Normalizer) FromA2E(in Input) (*Result, error) {
 	// The answer's req_id (req_id, else id) is what the client matches:
 	// one outside the request-id grammar is refused, and never echoed.
 	bad := a2eAnswerIDs(&reqID, &id)
+	// So is a type outside its grammar: the answer's type is built from it.
+	typ, ok := m["type"].(string)
+	typeRefused := a2eTypeRefused(typ)
 	answer := func(err *Error) (*Result, error) {
 		err.ReqID = reqID
 		if err.ReqID == "" {
 			err.ReqID = id
 		}
-		err.Method, _ = m["type"].(string)
+		err.Method = typ
+		if typeRefused {
+			err.Method = a2eTypeShown(typ)
+		}
 		return nil, err
 	}
 	fail := func(kind error, format string, a ...any) (*Result, error) {
 		return answer(newErr(kind, ProtocolA2E, format, a...))
 	}
-	typ, ok := m["type"].(string)
 	if !ok || typ == "" {
 		return fail(ErrInvalidRequest, "type is required and must be a string")
 	}
 	if bad != nil {
 		return answer(idRefusal(ProtocolA2E, bad.field, bad.value, bad.err))
+	}
+	if typeRefused {
+		return fail(ErrInvalidParams, "type must be 1 to %d bytes of UTF-8 with no leading or trailing white space and no control, format or line-separator character", MaxA2EType)
 	}
 	if v, has := m["id"]; has && v != nil && !idOK {
 		return fail(ErrInvalidRequest, "id must be a string")
@@ -262,6 +278,35 @@ func a2eTimestamp(v any) (string, error) {
 		return "", err
 	}
 	return e2a.EpochToRFC3339(f)
+}
+
+// a2eTypeRefused reports whether typ, a message's type, is outside the
+// grammar of the values an answer carries back: more than MaxA2EType
+// bytes, or outside subjects.ValidateRequestID's (white space around it,
+// a control, format or line-separator character). "" is not refused here
+// (a missing type is its own error).
+func a2eTypeRefused(typ string) bool {
+	return typ != "" && (len(typ) > MaxA2EType || subjects.ValidateRequestID(typ) != nil)
+}
+
+// a2eTypeShown is what an error names of a refused type typ (its Method,
+// the A2E door's capability_name): its first runes up to the first
+// control, format or line-separator one, at most MaxA2EType bytes, white
+// space trimmed; "" when that is not within the grammar. Never typ whole.
+func a2eTypeShown(typ string) string {
+	end := 0
+	for i, r := range typ {
+		if i+utf8.RuneLen(r) > MaxA2EType || r == utf8.RuneError || r == '\u2028' || r == '\u2029' ||
+			unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			break
+		}
+		end = i + utf8.RuneLen(r)
+	}
+	shown := strings.TrimSpace(typ[:end])
+	if shown == typ || subjects.ValidateRequestID(shown) != nil {
+		return ""
+	}
+	return shown
 }
 
 // refusedID is an A2E id refused by the request-id grammar.
