@@ -2,7 +2,6 @@ package push
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 	"github.com/e2a-pipeline/pipeline/streams"
-	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // A consumer of the stage can disappear under it: an operator's `nats
@@ -191,10 +189,21 @@ func (m *message) at() int64 {
 // the stream, stored later at mat (wentBack): the restored messages were
 // stored before at, the ones stored since the restore after it, so the
 // first message stored after at is the first one after the restore
-// point. One read of the stream's leader, only when a position is found
+// point. Two reads of the stream's leader, only when a position is found
 // to have gone back, none for one the stage noted it for (lost). The
 // stream as the stage knows it (epochAt) takes it when it is the newest.
-func (s *stage) noteRewind(ctx context.Context, epoch, at int64, mseq uint64, mat int64) (streamEpoch, error) {
+func (s *stage) noteRewind(ctx context.Context, epoch int64, seq uint64, at int64, mseq uint64, mat int64) (streamEpoch, error) {
+	// Confirmed first: the position's own message still stored, as it was,
+	// says the stream did not go back (a server's clock that stepped back,
+	// a leader's behind the one before: times need not rise with
+	// sequences). One more read of the leader, as rare.
+	own, err := streams.LeaderNextBySubject(ctx, s.nc, streams.ResponsesStream, ">", seq)
+	switch {
+	case err == nil && own.Seq == seq && own.Time.UnixNano() == at:
+		return s.epochAt(epoch), nil
+	case err != nil && !errors.Is(err, streams.ErrNoMessages):
+		return streamEpoch{}, fmt.Errorf("push: read where %s went back: %w", streams.ResponsesStream, err)
+	}
 	first, err := s.firstSince(ctx, time.Unix(0, at+1))
 	switch {
 	case errors.Is(err, streams.ErrNoMessages) || err == nil && first.Seq > mseq:
@@ -227,7 +236,7 @@ func (s *stage) fromBack(ctx context.Context, c Config, epoch int64, seq uint64,
 	if epoch == 0 || c.Stream != epoch || !wentBack(c.From, c.FromAt, seq, at) || s.epochAt(epoch).lost(c.From, c.FromAt) {
 		return nil
 	}
-	_, err := s.noteRewind(ctx, epoch, c.FromAt, seq, at)
+	_, err := s.noteRewind(ctx, epoch, c.From, c.FromAt, seq, at)
 	return err
 }
 
@@ -243,7 +252,7 @@ func (s *stage) position(it item, cur cursor, rev uint64) (cursor, uint64, error
 	ours := epoch != 0 && cur.Stream == epoch
 	if ours && !e.lost(cur.Seq, cur.At) && wentBack(cur.Seq, cur.At, m.seq, m.at()) {
 		var err error
-		if e, err = s.noteRewind(s.ctx, epoch, cur.At, m.seq, m.at()); err != nil {
+		if e, err = s.noteRewind(s.ctx, epoch, cur.Seq, cur.At, m.seq, m.at()); err != nil {
 			return cur, rev, err
 		}
 	}
@@ -314,40 +323,7 @@ func (s *stage) epochOf(ctx context.Context, info *jetstream.StreamInfo) (stream
 }
 
 // firstSince is the first message of E2A_RESPONSES stored at t or
-// later, as the stream's leader answers it (leaderGet).
+// later, as the stream's leader answers it (streams.LeaderFirstSince).
 func (s *stage) firstSince(ctx context.Context, t time.Time) (streams.RawMsg, error) {
-	return s.leaderGet(ctx, struct {
-		StartTime time.Time `json:"start_time"`
-	}{t})
-}
-
-// leaderGet is one $JS.API.STREAM.MSG.GET of E2A_RESPONSES (req), answered
-// by the stream's leader: its message's sequence and time; streams.ErrNoMessages
-// when there is none.
-func (s *stage) leaderGet(ctx context.Context, req any) (streams.RawMsg, error) {
-	body, _ := json.Marshal(req)
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	m, err := s.nc.RequestWithContext(ctx, subjects.MsgGet(streams.ResponsesStream), body)
-	if err != nil {
-		return streams.RawMsg{}, err
-	}
-	var resp struct {
-		Message *struct {
-			Seq  uint64    `json:"seq"`
-			Time time.Time `json:"time"`
-		} `json:"message"`
-		Error *jetstream.APIError `json:"error"`
-	}
-	switch err := json.Unmarshal(m.Data, &resp); {
-	case err != nil:
-		return streams.RawMsg{}, err
-	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
-		return streams.RawMsg{}, streams.ErrNoMessages
-	case resp.Error != nil:
-		return streams.RawMsg{}, resp.Error
-	case resp.Message == nil:
-		return streams.RawMsg{}, errors.New("an answer without a message")
-	}
-	return streams.RawMsg{Seq: resp.Message.Seq, Time: resp.Message.Time}, nil
+	return streams.LeaderFirstSince(ctx, s.nc, streams.ResponsesStream, t)
 }

@@ -1,6 +1,14 @@
 package push
 
-import "testing"
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"testing"
+
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
+	"github.com/e2a-pipeline/pipeline/streams"
+)
 
 // TestRewoundPositions: in E2A_RESPONSES gone back to sequence 5 keeping
 // its creation time (restored from a backup in the format of servers
@@ -56,5 +64,43 @@ func TestRewoundPositions(t *testing.T) {
 		if got := wentBack(c.seq, c.at, c.mseq, c.mat); got != c.want {
 			t.Errorf("wentBack(%d at %d, message %d at %d) = %v", c.seq, c.at, c.mseq, c.mat, got)
 		}
+	}
+}
+
+// TestRewindConfirmedByThePositionsMessage: a message stored later at a
+// sequence not after a position (wentBack) is also what a server's clock
+// stepping back, or a new leader's clock behind the last one's, gives,
+// with nothing restored. The stage reads the position's own message
+// first: stored as the position saw it, the stream did not go back, and
+// no restore point is noted (one noted would send every later position's
+// updates again). Its message stored at another time is a rewind.
+func TestRewindConfirmedByThePositionsMessage(t *testing.T) {
+	_, nc := natstest.RunServer(t)
+	js := natstest.JetStream(t, nc)
+	ctx := context.Background()
+	for i := range 4 {
+		if _, err := js.Publish(ctx, "e2a.resp.clock", []byte(strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	own, err := streams.LeaderNextBySubject(ctx, nc, streams.ResponsesStream, ">", 3)
+	if err != nil || own.Seq != 3 {
+		t.Fatalf("message 3: %+v, %v", own, err)
+	}
+	at := own.Time.UnixNano()
+	s := &stage{nc: nc, ctx: ctx, log: slog.New(slog.DiscardHandler)}
+	e, err := s.noteRewind(ctx, 1, 3, at, 2, at+1000) // message 2 "stored after" message 3: a clock stepped back
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.resumed != 0 || s.restored.Load() != nil {
+		t.Fatalf("a clock's step taken for a rewind: %+v", e)
+	}
+	e, err = s.noteRewind(ctx, 1, 3, at-1, 2, at+1000) // the position's message was another
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.resumed == 0 {
+		t.Fatalf("a rewind not noted: %+v", e)
 	}
 }

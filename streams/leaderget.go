@@ -72,6 +72,18 @@ func LeaderNextBySubject(ctx context.Context, nc *nats.Conn, stream, subject str
 	return leaderGet(ctx, nc, stream, subject, body, "msg get next")
 }
 
+// LeaderFirstSince reads the first message stored in stream at or after
+// time t from the stream's leader ($JS.API.STREAM.MSG.GET with a start
+// time), whatever its subject. Like [LeaderLastBySubject] its answer
+// cannot lag. It returns the errors of [LeaderLastBySubject];
+// ErrNoMessages when no message was stored at or after t.
+func LeaderFirstSince(ctx context.Context, nc *nats.Conn, stream string, t time.Time) (RawMsg, error) {
+	body, _ := json.Marshal(struct {
+		StartTime time.Time `json:"start_time"`
+	}{t})
+	return leaderGet(ctx, nc, stream, ">", body, "msg get since "+t.UTC().Format(time.RFC3339Nano))
+}
+
 // leaderGet sends one $JS.API.STREAM.MSG.GET request (body) for subject
 // of stream and decodes its answer; what names the call in errors.
 func leaderGet(ctx context.Context, nc *nats.Conn, stream, subject string, body []byte, what string) (RawMsg, error) {
