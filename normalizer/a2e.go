@@ -159,7 +159,8 @@ var a2eBaseFields = map[string]bool{"a2e": true, "version": true, "type": true, 
 // the wrong type); ErrInvalidParams (a registered type without one of its
 // required fields; a type of more than MaxA2EType bytes or outside
 // subjects.ValidateRequestID's grammar, which the answer's type is built
-// from: the error's Method is then "", nothing of it echoed; a non-empty req_id or id refused by
+// from: the error's Method is then its longest sound prefix, at most
+// MaxA2EType bytes, never the whole value; a non-empty req_id or id refused by
 // subjects.ValidateRequestID, the error then wrapping
 // subjects.ErrInvalidID: an answer copies req_id, else id, into every
 // line, so a client's correlation id is 1 to 1024 bytes with no control,

@@ -382,9 +382,9 @@ func (d *frontDoor) storeFailed(rep host.Reply, req *jsonrpc.Request, what strin
 		return // the caller went away or cancelled the call: nothing to answer
 	}
 	d.h.Logger().Warn("acp: "+what+" failed", "method", req.Method, "err", err)
-	rep.Header().Set("Retry-After", "1")
 	rep.Refuse(host.Refusal{Status: http.StatusServiceUnavailable, RPCCode: jsonrpc.CodeInternalError,
-		Message: "the pipeline could not store the session; retry later", Data: map[string]any{"retryable": true}})
+		Message: "the pipeline could not store the session; retry later", Data: map[string]any{"retryable": true},
+		RetryAfter: time.Second})
 }
 
 func (d *frontDoor) putSessionConfig(ctx context.Context, c host.RPCCaller, id string, cfg *sessionConfig) error {

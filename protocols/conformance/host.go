@@ -27,6 +27,8 @@ type Host struct {
 	Refusal *host.Refusal
 	// PublishErr, when set, fails every publish with it.
 	PublishErr error
+	// RecordErr, when set, fails every read of a task's record with it.
+	RecordErr error
 	// Warning is the warning of every accepted request.
 	Warning string
 	// NoSlot refuses every stream slot (429, too_many_streams).
@@ -195,7 +197,7 @@ func (c caller) Input(r *http.Request, body []byte, agent string) normalizer.Inp
 
 // Record is no record: the fake host keeps no task or session records
 // (BindingHost does), so a task_id names a new task of the caller's.
-func (c caller) Record(context.Context, string, bool) (*host.Task, error) { return nil, nil }
+func (c caller) Record(context.Context, string, bool) (*host.Task, error) { return nil, c.h.RecordErr }
 
 // CheckTaskOpen is nil: without records no task has finished.
 func (c caller) CheckTaskOpen(context.Context, *host.Task) error { return nil }

@@ -71,8 +71,13 @@ func TestDoorRendersRefusalsWait(t *testing.T) {
 		"too many streams": {func(h *conformance.Host) { h.NoSlot = true }, []string{"Accept", "text/event-stream"}},
 		"backpressure":     {func(h *conformance.Host) { h.PublishErr = host.ErrBackpressure }, nil},
 		"shutting down":    {func(h *conformance.Host) { h.PublishErr = egress.ErrShuttingDown }, nil},
+		"task unreadable":  {func(h *conformance.Host) { h.RecordErr = host.ErrBackpressure }, nil},
 	} {
-		rec := post(newHost(c.set), "/v1/requests", `{"params":{}}`, c.header...)
+		body := `{"params":{}}`
+		if name == "task unreadable" {
+			body = `{"task_id":"t-1","params":{}}`
+		}
+		rec := post(newHost(c.set), "/v1/requests", body, c.header...)
 		if got := rec.Header().Get("Retry-After"); got != "3" {
 			t.Errorf("%s: %d Retry-After %q, want the refusal's 3 s", name, rec.Code, got)
 		}

@@ -97,6 +97,6 @@ func refuseTurn(w http.ResponseWriter, err error, field string) {
 	case errors.Is(err, context.Canceled):
 		WriteError(w, 499, CodeClientClosed, "client went away before the request was accepted", true)
 	default:
-		WriteError(w, http.StatusServiceUnavailable, CodeUnavailable, "the pipeline could not accept the request; retry later", true)
+		Refuse(w, unavailable)
 	}
 }

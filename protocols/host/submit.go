@@ -152,9 +152,9 @@ func AnswerSubmitError(rep Reply, err error) {
 	case errors.Is(err, ErrTooManyStreams):
 		rep.Refuse(TooManyStreams)
 	default:
-		rep.Header().Set("Retry-After", "1")
 		rep.Refuse(Refusal{Status: http.StatusServiceUnavailable, RPCCode: jsonrpc.CodeInternalError,
-			Message: "the pipeline could not accept the request; retry later", Data: map[string]any{"retryable": true}})
+			Message: "the pipeline could not accept the request; retry later", Data: map[string]any{"retryable": true},
+			RetryAfter: time.Second})
 	}
 }
 
