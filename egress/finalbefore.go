@@ -43,9 +43,7 @@ func (o *openRequests) put(id string, upTo uint64) {
 	if o.m == nil || len(o.m) >= openRequestsCached {
 		o.m = make(map[string]uint64)
 	}
-	if upTo > o.m[id] {
-		o.m[id] = upTo
-	}
+	o.m[id] = upTo // a lower one than known only costs a read again
 }
 
 // predecessor is where the message hdr belongs to was fenced: the stream
@@ -74,8 +72,12 @@ func (s *Service) endOf(ctx context.Context, id string, last *lastInfo) (*lastIn
 		return last, nil
 	}
 	start := uint64(0)
-	if known, ok := s.unended.get(id); ok {
-		if known >= last.streamSeq || (last.fenced && last.prev == known) {
+	// A sequence known past the request's last message is of a stream
+	// made again since (its sequences start over): it tells nothing. (One
+	// below it by chance, in a stream made again that holds stray frames
+	// after a final one, is taken as of this stream: not covered.)
+	if known, ok := s.unended.get(id); ok && known <= last.streamSeq {
+		if known == last.streamSeq || (last.fenced && last.prev == known) {
 			s.unended.put(id, last.streamSeq)
 			return last, nil
 		}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 )
 
 // TestStrayAfterFinalNeverRunning: a request whose final frame is stored
@@ -110,5 +112,36 @@ func TestPollOfRunningRequestReadsNoFrame(t *testing.T) {
 	poll("zz_poll_unknown", "?from=3")
 	if n := reads(); n != 1 {
 		t.Errorf("polls past the last of 3 frames never read: %d reads of the frames, want 1 (then remembered)", n)
+	}
+}
+
+// TestStrayAfterFinalInAStreamMadeAgain: E2A_RESPONSES removed and made
+// again (its sequences start over at 1) while this process remembers,
+// for a request, a stream sequence of the old stream up to which no
+// final frame was stored: that sequence is past the new stream's last
+// message of the request, and was taken for "nothing to read", so a
+// final frame stored before a stray frame in the new stream went unseen.
+func TestStrayAfterFinalInAStreamMadeAgain(t *testing.T) {
+	h := startHTTP(t)
+	const id = "zz_stray_remade"
+	ctx := t.Context()
+	w := h.running(t, id)
+	w.text("a")
+	w.text("b")
+	w.text("c")
+	if done, err := h.svc.Finished(ctx, id); err != nil || done {
+		t.Fatalf("Finished before the remake: %v (%v), want false", done, err)
+	}
+	if err := h.js.DeleteStream(ctx, DefaultResponsesStream); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.js.CreateStream(ctx, natstest.Config().ResponsesStreamConfig()); err != nil {
+		t.Fatal(err)
+	}
+	w.seq, w.lastSeq = 0, 0
+	w.complete("a") // stream sequence 1
+	w.text("stray") // 2, fenced on 1
+	if done, err := h.svc.Finished(ctx, id); err != nil || !done {
+		t.Errorf("Finished after the remake: %v (%v), want true: its final frame is stored", done, err)
 	}
 }
