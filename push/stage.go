@@ -73,16 +73,22 @@ func (s *stage) refreshEpoch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for {
-		old := s.restored.Load()
-		if old != nil && old.at >= e.at || s.restored.CompareAndSwap(old, &e) {
-			break
-		}
-	}
+	s.keepEpoch(e)
 	for {
 		old := s.epoch.Load()
 		if created <= old || s.epoch.CompareAndSwap(old, created) {
 			return nil
+		}
+	}
+}
+
+// keepEpoch keeps e as the stream the stage knows (stage.restored,
+// epochAt) unless it knows a newer one.
+func (s *stage) keepEpoch(e streamEpoch) {
+	for {
+		old := s.restored.Load()
+		if old != nil && old.at >= e.at || s.restored.CompareAndSwap(old, &e) {
+			return
 		}
 	}
 }
@@ -284,6 +290,7 @@ func (s *stage) startSeq(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	s.keepEpoch(epoch) // read once: refreshEpoch finds it
 	start, oldest := st.CachedInfo().State.LastSeq, int64(0)
 	for raw, err := range streams.DirectGetSeq(ctx, s.nc, streams.KVStream(streams.PushBucket), "$KV."+streams.PushBucket+".cfg.>", 0, 256) {
 		if err != nil {
