@@ -3,6 +3,8 @@ package deploy
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -231,4 +233,51 @@ func moveLeader(t *testing.T, ctx context.Context, adminNC *nats.Conn, adminJS j
 		}
 		return true
 	})
+}
+
+// logArchiverState logs, for a failure of the archive's checks, what the
+// archiver reports of itself (its e2a_archive_* metrics: stalled for,
+// batches, conflicts) and the consumers on E2A_AUDIT (the archiver's
+// ordered consumer among them: where it is delivered up to, what is
+// pending, its server), read with the admin connection's js. CI once saw
+// the archive stop behind E2A_AUDIT after a NATS server's kill with
+// nothing in the archiver's log.
+func logArchiverState(t *testing.T, ctx context.Context, js jetstream.JetStream, p *e2aProc) {
+	t.Helper()
+	if resp, err := http.Get(p.url() + "/metrics"); err != nil {
+		t.Logf("archiver metrics: %v", err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for l := range strings.Lines(string(b)) {
+			if strings.HasPrefix(l, "e2a_archive_") || strings.HasPrefix(l, "e2a_nats_connection_events_total") {
+				t.Logf("archiver: %s", strings.TrimSpace(l))
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, streams.AuditStream)
+	if err != nil {
+		t.Logf("E2A_AUDIT: %v", err)
+		return
+	}
+	info := st.CachedInfo()
+	t.Logf("E2A_AUDIT: %d..%d, leader %s", info.State.FirstSeq, info.State.LastSeq, clusterLeader(info.Cluster))
+	cons := st.ListConsumers(ctx)
+	for ci := range cons.Info() {
+		t.Logf("E2A_AUDIT consumer %s: delivered up to %d, pending %d, ack pending %d, on %s", ci.Name,
+			ci.Delivered.Stream, ci.NumPending, ci.NumAckPending, clusterLeader(ci.Cluster))
+	}
+	if err := cons.Err(); err != nil {
+		t.Logf("E2A_AUDIT consumers: %v", err)
+	}
+}
+
+// clusterLeader names the leader of c ("" outside a cluster).
+func clusterLeader(c *jetstream.ClusterInfo) string {
+	if c == nil {
+		return ""
+	}
+	return c.Leader
 }

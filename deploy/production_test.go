@@ -237,6 +237,11 @@ func TestProductionDeployment(t *testing.T) {
 
 	// `e2a archive` stored all of E2A_AUDIT in E2A_ARCHIVE through the
 	// kill, each message once, read back by the audit user.
+	defer func() {
+		if t.Failed() {
+			logArchiverState(t, ctx, adminJS, archiver)
+		}
+	}()
 	last := waitArchived(t, ctx, auditNC, 30*time.Second)
 	c.waitStreamsSynced(30*time.Second, streams.ArchiveStream)
 	batches := checkArchive(t, ctx, auditNC, last)
