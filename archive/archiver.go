@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -30,8 +31,9 @@ type archiver struct {
 	enc encoder
 	r   *Reader // the archive's batches before a corrupt last one
 
-	corrupt      uint64    // the corrupt last batch counted last
-	failingSince time.Time // the first failure since the last progress; zero while progressing
+	corrupt      uint64         // the corrupt last batch counted last
+	failingSince time.Time      // the first failure since the last progress; zero while progressing
+	drops        sync.WaitGroup // the ended sessions' consumers being deleted
 }
 
 // Run archives E2A_AUDIT into E2A_ARCHIVE until ctx is done, then returns
@@ -70,6 +72,7 @@ func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
 		o.health.setAfter(o.stallAfter)
 	}
 	a := &archiver{nc: nc, js: js, o: o, m: m, log: o.log, r: r}
+	defer a.awaitDrops(dropTimeout)
 	backoff := 100 * time.Millisecond
 	for {
 		err := a.session(ctx)
@@ -84,6 +87,12 @@ func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
 			a.log.Info("another archiver stored a batch first: reading the archive again")
 			backoff = 100 * time.Millisecond
 		} else {
+			if a.failingSince.IsZero() {
+				// The first failure since the archive progressed (a
+				// batch stored, E2A_AUDIT read to its end): retried at
+				// once, not after the back-off of failures long past.
+				backoff = 100 * time.Millisecond
+			}
 			a.failed(err)
 			a.log.Warn("archiving stopped, retrying", "err", err, "in", backoff)
 		}
@@ -154,16 +163,78 @@ func (a *archiver) pastCorrupt(ctx context.Context, seq uint64, cause error) (po
 	return pos, nil
 }
 
+// Watching the ordered consumer: it notices a consumer lost with its
+// server only by missed heartbeats, then recreates it, and while the
+// cluster elects leaders after a crash those creates can fail or go
+// unanswered for long (CI once saw nothing archived for 40 s, nothing
+// logged).
+const (
+	// pullHeartbeat is the pull requests' idle heartbeat: a consumer lost
+	// is noticed after two missed (the client's default, 5 s, took 10 s).
+	pullHeartbeat = time.Second
+	// maxResets bounds the client's attempts to recreate a lost consumer
+	// (each up to 10 s; unbounded by default): past them the session ends
+	// with the error and the next one starts from the archive's last batch.
+	maxResets = 2
+	// watchEvery is how often a session reads E2A_AUDIT's state while
+	// nothing arrives (one stream info call, never one per message).
+	watchEvery = 2 * time.Second
+	// stallAfter ends a session whose consumer delivered nothing for this
+	// long while E2A_AUDIT holds messages past what it read.
+	stallAfter = 4 * time.Second
+	// dropTimeout bounds the deletion of a session's consumer.
+	dropTimeout = 2 * time.Second
+	// apiTimeout bounds each JetStream request of a session.
+	apiTimeout = 5 * time.Second
+	// createTimeout bounds the creation of a session's consumer (a few
+	// milliseconds when it is answered at all).
+	createTimeout = 3 * time.Second
+)
+
+// errNothingDelivered: E2A_AUDIT holds messages the session's consumer
+// does not deliver.
+var errNothingDelivered = errors.New("archive: E2A_AUDIT's consumer delivers nothing")
+
 // session archives from the archive's last batch on, until an error or
-// ctx is done.
+// ctx is done. Its consumer is deleted when it ends.
 func (a *archiver) session(ctx context.Context) error {
-	pos, err := a.lastPosition(ctx)
+	pos, cons, err := a.open(ctx)
 	if err != nil {
 		return err
 	}
-	st, err := a.js.Stream(ctx, streams.AuditStream)
+	// At most 2 MiB read ahead (a batch and more), whatever the messages'
+	// sizes: the client's default (500 messages, no byte bound) held 7.6 MB
+	// of a running e2a dev's heap. Never less than the largest message the
+	// server takes, with room for its subject and headers: the server
+	// delivers no message over a pull's byte bound, and the archive would
+	// stop at it for good.
+	it, err := cons.Messages(jetstream.PullMaxBytes(max(2<<20, int(a.js.Conn().MaxPayload())+64<<10)),
+		jetstream.PullHeartbeat(pullHeartbeat))
 	if err != nil {
-		return fmt.Errorf("stream %s: %w", streams.AuditStream, err)
+		a.dropConsumer(cons, nil)
+		return err
+	}
+	defer a.dropConsumer(cons, it)
+	return a.read(ctx, it, pos)
+}
+
+// open reads where the archive ends and creates the ordered consumer that
+// reads E2A_AUDIT on from there, each request bounded (apiTimeout,
+// createTimeout) whatever ctx's deadline: right after a server's crash a
+// consumer's create can go unanswered (the three-server deploy test saw
+// it), and another attempt is answered.
+func (a *archiver) open(ctx context.Context) (position, jetstream.Consumer, error) {
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	pos, err := a.lastPosition(actx)
+	cancel()
+	if err != nil {
+		return pos, nil, err
+	}
+	actx, cancel = context.WithTimeout(ctx, apiTimeout)
+	st, err := a.js.Stream(actx, streams.AuditStream)
+	cancel()
+	if err != nil {
+		return pos, nil, fmt.Errorf("stream %s: %w", streams.AuditStream, err)
 	}
 	if epoch := st.CachedInfo().Created; !pos.epoch.Equal(epoch) {
 		if pos.batchSeq > 0 && !pos.epoch.IsZero() { // (zero: after a corrupt batch with no sound one before it)
@@ -174,27 +245,24 @@ func (a *archiver) session(ctx context.Context) error {
 		}
 		pos.auditSeq, pos.epoch = 0, epoch
 	}
-	cons, err := a.js.OrderedConsumer(ctx, streams.AuditStream, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:   pos.auditSeq + 1,
+	actx, cancel = context.WithTimeout(ctx, createTimeout)
+	defer cancel()
+	cons, err := a.js.OrderedConsumer(actx, streams.AuditStream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy:    jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:      pos.auditSeq + 1,
+		MaxResetAttempts: maxResets,
 	})
 	if err != nil {
-		return fmt.Errorf("ordered consumer on %s: %w", streams.AuditStream, err)
+		return pos, nil, fmt.Errorf("ordered consumer on %s: %w", streams.AuditStream, err)
 	}
-	// At most 2 MiB read ahead (a batch and more), whatever the messages'
-	// sizes: the client's default (500 messages, no byte bound) held 7.6 MB
-	// of a running e2a dev's heap. Never less than the largest message the
-	// server takes, with room for its subject and headers: the server
-	// delivers no message over a pull's byte bound, and the archive would
-	// stop at it for good.
-	it, err := cons.Messages(jetstream.PullMaxBytes(max(2<<20, int(a.js.Conn().MaxPayload())+64<<10)))
-	if err != nil {
-		return err
-	}
-	defer it.Stop()
+	return pos, cons, nil
+}
+
+// read archives what it delivers after pos, until an error or ctx is done.
+func (a *archiver) read(ctx context.Context, it jetstream.MessagesContext, pos position) error {
 	// Next blocks in a goroutine of its own, not in the loop below: the
 	// ordered consumer notices a consumer lost with its server (no
-	// heartbeat for twice its 5 s interval) only inside a Next that waits
+	// heartbeat for twice its interval) only inside a Next that waits
 	// that long, and then recreates it; a Next bounded by the flush
 	// interval never would (found by the three-server deploy test).
 	msgs, errc := make(chan jetstream.Msg), make(chan error, 1)
@@ -215,25 +283,35 @@ func (a *archiver) session(ctx context.Context) error {
 		}
 	}()
 	b := &batch{}
+	read, arrived := pos.auditSeq, time.Now() // the last sequence read, when the last message arrived
 	for {
-		wait := a.o.flushInterval
+		wait := min(a.o.flushInterval, watchEvery)
 		if len(b.recs) > 0 {
-			wait = time.Until(b.started.Add(a.o.flushInterval))
+			wait = min(time.Until(b.started.Add(a.o.flushInterval)), watchEvery)
 		}
 		msg, err := a.next(ctx, msgs, errc, wait)
 		if err != nil {
 			return err
 		}
 		if msg != nil {
-			a.add(b, msg)
+			arrived = time.Now()
+			if seq := a.add(b, msg); seq > 0 {
+				read = seq
+			}
 		}
 		full := len(b.recs) > 0 && (b.size >= a.o.batchBytes || len(b.recs) >= MaxBatchRecords || time.Since(b.started) >= a.o.flushInterval)
 		if msg == nil || full {
 			// Idle, or about to store: is E2A_AUDIT still the stream the
 			// sequences are of? (The ordered consumer follows a new one
-			// from the old sequence, silently.)
-			if err := a.sameEpoch(ctx, pos.epoch); err != nil {
+			// from the old sequence, silently.) Idle: does it hold
+			// messages the consumer has not delivered for long?
+			last, err := a.auditLast(ctx, pos.epoch)
+			if err != nil {
 				return err
+			}
+			if idle := time.Since(arrived); msg == nil && last > read && idle >= stallAfter {
+				return fmt.Errorf("%w: E2A_AUDIT ends at %d, read up to %d, nothing for %v: starting again from the archive's last batch",
+					errNothingDelivered, last, read, idle.Round(time.Millisecond))
 			}
 		}
 		if msg == nil && len(b.recs) == 0 {
@@ -248,20 +326,62 @@ func (a *archiver) session(ctx context.Context) error {
 	}
 }
 
+// dropConsumer stops it (nil: none) and deletes cons, the ended session's
+// ordered consumer, from its server: otherwise it stays there for its
+// inactive threshold (5 min). In the background (Run waits for it at its
+// end, a while at most): Stop waits while the client recreates a lost
+// consumer. Best effort: a consumer not deleted goes at its threshold.
+func (a *archiver) dropConsumer(cons jetstream.Consumer, it jetstream.MessagesContext) {
+	a.drops.Add(1)
+	go func() {
+		defer a.drops.Done()
+		if it != nil {
+			it.Stop()
+		}
+		info := cons.CachedInfo()
+		if info == nil || a.nc.IsClosed() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
+		defer cancel()
+		if err := a.js.DeleteConsumer(ctx, streams.AuditStream, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			a.log.Info("the ended session's consumer on E2A_AUDIT not deleted: its server drops it after 5 min idle",
+				"consumer", info.Name, "err", err)
+		}
+	}()
+}
+
+// awaitDrops waits, at most d, for the consumers' deletions under way.
+func (a *archiver) awaitDrops(d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		a.drops.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
 // errNewEpoch: E2A_AUDIT was deleted and created again under the session.
 var errNewEpoch = errors.New("archive: E2A_AUDIT is a new stream")
 
-// sameEpoch returns errNewEpoch when E2A_AUDIT is not the stream created
-// at epoch any more.
-func (a *archiver) sameEpoch(ctx context.Context, epoch time.Time) error {
+// auditLast returns E2A_AUDIT's last sequence, or errNewEpoch when it is
+// not the stream created at epoch any more.
+func (a *archiver) auditLast(ctx context.Context, epoch time.Time) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
 	st, err := a.js.Stream(ctx, streams.AuditStream)
 	if err != nil {
-		return fmt.Errorf("stream %s: %w", streams.AuditStream, err)
+		return 0, fmt.Errorf("stream %s: %w", streams.AuditStream, err)
 	}
 	if !st.CachedInfo().Created.Equal(epoch) {
-		return errNewEpoch
+		return 0, errNewEpoch
 	}
-	return nil
+	return st.CachedInfo().State.LastSeq, nil
 }
 
 // next returns the next E2A_AUDIT message, nil when wait passed first.
@@ -287,12 +407,12 @@ type batch struct {
 	started time.Time
 }
 
-// add appends msg to b.
-func (a *archiver) add(b *batch, msg jetstream.Msg) {
+// add appends msg to b and returns its E2A_AUDIT sequence (0: skipped).
+func (a *archiver) add(b *batch, msg jetstream.Msg) uint64 {
 	meta, err := msg.Metadata()
 	if err != nil {
 		a.log.Warn("E2A_AUDIT message without metadata skipped", "err", err)
-		return
+		return 0
 	}
 	if len(b.recs) == 0 {
 		b.started = time.Now()
@@ -300,6 +420,7 @@ func (a *archiver) add(b *batch, msg jetstream.Msg) {
 	r := Record{Seq: meta.Sequence.Stream, Time: meta.Timestamp, Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data()}
 	b.recs = append(b.recs, r)
 	b.size += r.size()
+	return r.Seq
 }
 
 // gaps counts the E2A_AUDIT messages between pos and the records stored

@@ -17,12 +17,15 @@
 // The archiver keeps no state: it resumes after the archive's last batch.
 // Each batch is stored with the subject's expected last sequence, so two
 // archivers never store the same messages twice (the second is refused
-// and reads the archive again). A message E2A_AUDIT dropped before it was
-// archived is counted (e2a_archive_missed_total) and logged. A corrupt last
-// batch (its headers do not read, so it does not say where the archive
-// ends; E2A_ARCHIVE denies its deletion) is written past: the archiver goes
-// on after the newest sound batch before it, fenced on the corrupt one,
-// archiving again from E2A_AUDIT what it may have held
+// and reads the archive again). A consumer that delivers nothing for a
+// few seconds while E2A_AUDIT holds more (lost with its NATS server, its
+// recreation unanswered) is given up: the archiver deletes it and starts
+// again after the archive's last batch. A message E2A_AUDIT dropped before
+// it was archived is counted (e2a_archive_missed_total) and logged. A
+// corrupt last batch (its headers do not read, so it does not say where
+// the archive ends; E2A_ARCHIVE denies its deletion) is written past: the
+// archiver goes on after the newest sound batch before it, fenced on the
+// corrupt one, archiving again from E2A_AUDIT what it may have held
 // (e2a_archive_corrupt_batches_total). An archiver that fails without
 // progress for WithStallAfter reports it (Health, e2a_archive_stalled_seconds).
 //
