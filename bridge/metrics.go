@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/internal/jsonstr"
 	"github.com/e2a-pipeline/pipeline/internal/obs"
 )
 
@@ -96,11 +97,21 @@ var tokenKinds = [...]struct{ kind, in, name string }{
 	{"reasoning", "completion_tokens_details", "reasoning_tokens"},
 }
 
+// UsageReporter is a final result that tells the model and the token usage
+// it reports itself (the OpenAI bridge's result, a struct): its usage is
+// counted without encoding it.
+type UsageReporter interface {
+	ReportedUsage() (model string, usage json.RawMessage)
+}
+
 // reportedUsage is the model and the usage object a final result reports
 // (the members "model" and "usage" of a result that is an object: a
-// bridge's map, or an agent's JSON answer), usage nil when it reports none.
+// UsageReporter, a bridge's map, or an agent's JSON answer), usage nil
+// when it reports none.
 func reportedUsage(result any) (model string, usage []byte) {
 	switch r := result.(type) {
+	case UsageReporter:
+		return r.ReportedUsage()
 	case map[string]any:
 		u, ok := r["usage"]
 		if !ok || u == nil {
@@ -184,20 +195,17 @@ func (m *metrics) countTokens(models *modelLabels, pool, upstream string, result
 	if len(usage) == 0 {
 		return
 	}
-	var top map[string]json.RawMessage
-	if json.Unmarshal(usage, &top) != nil || top == nil {
-		return
-	}
 	label := ""
 	for _, k := range tokenKinds {
-		obj := top
+		obj := usage
 		if k.in != "" {
-			obj = nil
-			if json.Unmarshal(top[k.in], &obj) != nil {
-				continue
-			}
+			obj, _ = member(usage, k.in)
 		}
-		n, err := strconv.ParseUint(string(obj[k.name]), 10, 64)
+		raw, ok := member(obj, k.name)
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(string(raw), 10, 64)
 		if err != nil {
 			continue
 		}
@@ -209,4 +217,28 @@ func (m *metrics) countTokens(models *modelLabels, pool, upstream string, result
 		}
 		m.tokens.WithLabelValues(pool, upstream, label, k.kind).Add(float64(n))
 	}
+}
+
+// member is the raw value of the member key of the JSON object obj as
+// json.Unmarshal into a map[string]json.RawMessage reads it (the last one
+// of a repeated key; nil when there is none or obj is null), false when
+// obj is no object (nor null). The scan allocates nothing; an object it
+// cannot read exactly so (a key written with escapes) and anything that
+// is no valid object go to encoding/json. (Decoding the usage into maps
+// was the bridge's largest allocation per request.)
+func member(obj []byte, key string) ([]byte, bool) {
+	var val []byte
+	if jsonstr.ValidMembers(obj, func(k, v []byte) bool {
+		if string(k) == key {
+			val = v
+		}
+		return true
+	}) {
+		return val, true
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(obj, &m) != nil {
+		return nil, false
+	}
+	return m[key], true
 }

@@ -59,7 +59,8 @@ func tokenSeries(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // frame is written twice (the OpenAI bridge's retry of a frame too large);
 // a result without usage, a count that is not a non-negative integer, a
 // usage that is not an object count nothing; a model that is no valid
-// UTF-8 is labelled valid, an empty one "unknown".
+// UTF-8 is labelled valid, an empty one "unknown"; keys written with
+// escapes or repeated are read as encoding/json reads them.
 func TestTokensFromAnyResult(t *testing.T) {
 	usage := json.RawMessage(`{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}`)
 	for _, c := range []struct {
@@ -97,6 +98,10 @@ func TestTokensFromAnyResult(t *testing.T) {
 			return w.Complete(map[string]any{"model": m, "usage": json.RawMessage(
 				`{"prompt_tokens":-1,"completion_tokens":2.5,"prompt_tokens_details":{"cached_tokens":"3"},"completion_tokens_details":7}`)})
 		}, &recWriter{}, "map[]"},
+		{"escaped and repeated keys", func(w agent.Writer, m string) error {
+			return w.Complete(map[string]any{"model": m, "usage": json.RawMessage(`{"prompt\u005ftokens":4,"completion_tokens":1,` +
+				`"completion_tokens":2,"prompt_tokens_details":null,"completion_tokens_details":{"reasoning\u005ftokens":1}}`)})
+		}, &recWriter{}, "map[m completion:2 m prompt:4 m reasoning:1]"},
 		{"usage not an object", func(w agent.Writer, m string) error {
 			return w.Complete(map[string]any{"model": m, "usage": json.RawMessage(`[1]`)})
 		}, &recWriter{}, "map[]"},

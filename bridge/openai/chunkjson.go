@@ -20,10 +20,13 @@ import (
 //
 // The strings of reuse (the completion's id and model, read from its
 // chunks before) stand for members that equal them, so that the ten
-// chunks of an answer do not each allocate them again.
+// chunks of an answer do not each allocate them again; the array of the
+// choices c held (nothing keeps them: turn.chunk decodes every chunk into
+// the same c) holds the new ones.
 func decodeChunk(data []byte, c *chunk, reuse ...string) error {
+	spare := c.Choices[:0]
 	*c = chunk{}
-	if readChunk(data, c, reuse) {
+	if readChunk(data, c, spare, reuse) {
 		return nil
 	}
 	*c = chunk{}
@@ -31,8 +34,9 @@ func decodeChunk(data []byte, c *chunk, reuse ...string) error {
 }
 
 // readChunk is decodeChunk's fast path: false when data is anything it
-// does not read as encoding/json would (c is then partly written).
-func readChunk(data []byte, c *chunk, reuse []string) bool {
+// does not read as encoding/json would (c is then partly written). The
+// choices are read into spare's array when it has room.
+func readChunk(data []byte, c *chunk, spare []choice, reuse []string) bool {
 	var seen uint8
 	return jsonstr.ValidMembers(data, func(key, val []byte) bool {
 		switch string(key) {
@@ -43,7 +47,7 @@ func readChunk(data []byte, c *chunk, reuse []string) bool {
 		case "model":
 			return once(&seen, 4) && readString(val, &c.Model, reuse...)
 		case "choices":
-			return once(&seen, 8) && readChoices(val, &c.Choices)
+			return once(&seen, 8) && readChoices(val, &c.Choices, spare)
 		case "usage":
 			return once(&seen, 16) && readRaw(val, &c.Usage)
 		case "error":
@@ -136,8 +140,9 @@ func readRaw(val []byte, dst *json.RawMessage) bool {
 	return true
 }
 
-// readChoices reads the choices array (null: nil, as encoding/json).
-func readChoices(val []byte, dst *[]choice) bool {
+// readChoices reads the choices array (null: nil, as encoding/json), into
+// spare's array when it has room.
+func readChoices(val []byte, dst *[]choice, spare []choice) bool {
 	if isNull(val) {
 		*dst = nil
 		return true
@@ -145,7 +150,10 @@ func readChoices(val []byte, dst *[]choice) bool {
 	if len(val) == 0 || val[0] != '[' {
 		return false
 	}
-	out := make([]choice, 0, 1)
+	out := spare[:0]
+	if cap(out) == 0 {
+		out = make([]choice, 0, 1)
+	}
 	i := jsonstr.SkipSpace(val, 1)
 	for i < len(val) && val[i] != ']' {
 		end := jsonstr.SkipValue(val, i)

@@ -67,8 +67,14 @@ func FuzzDecodeChunk(f *testing.F) {
 		if serr == nil && !reflect.DeepEqual(fast, slow) {
 			t.Fatalf("%q:\ndecodeChunk    %+v\njson.Unmarshal %+v", data, fast, slow)
 		}
+		// Decoded into the chunk of an answer's previous event, whose
+		// choices' array it reuses: the same.
+		reused := chunk{Choices: []choice{{Index: 3, Delta: delta{Refusal: new(textFragment)}}, {Index: 1}}}
+		if err := decodeChunk(data, &reused); (err == nil) != (serr == nil) || serr == nil && !reflect.DeepEqual(reused, slow) {
+			t.Fatalf("%q: decodeChunk into a used chunk %+v (%v), json.Unmarshal %+v (%v)", data, reused, err, slow, serr)
+		}
 		var c chunk
-		if readChunk(data, &c, []string{"x", "a"}) && (serr != nil || !reflect.DeepEqual(c, slow)) {
+		if readChunk(data, &c, nil, []string{"x", "a"}) && (serr != nil || !reflect.DeepEqual(c, slow)) {
 			t.Fatalf("%q: fast path read %+v, json.Unmarshal %+v (%v)", data, c, slow, serr)
 		}
 	})
@@ -85,7 +91,7 @@ func TestFastPathReadsCommonChunks(t *testing.T) {
 			continue
 		}
 		var c chunk
-		if !readChunk(data, &c, nil) {
+		if !readChunk(data, &c, nil, nil) {
 			t.Errorf("fast path refused %s", data)
 		}
 		n++

@@ -210,14 +210,12 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 		return err
 	}
 	u.record(ctx, env)
-	err = w.Complete(t.result())
+	res := t.result()
+	err = w.Complete(res)
 	if errors.Is(err, agent.ErrFrameTooLarge) {
 		// The text was streamed in frames that fit; the final frame holds
 		// everything else.
-		r := t.result()
-		delete(r, "content")
-		r["content_omitted"] = "larger than a frame: concatenate the text deltas"
-		err = w.Complete(r)
+		err = w.Complete(res.withoutContent())
 	}
 	return err
 }

@@ -26,6 +26,9 @@ type sseReader struct {
 	// scrub (when set) takes the client's credentials out of a line an
 	// error quotes, before it is cut (quote).
 	scrub func(string) string
+	// data is the array the events' data are gathered in, one after the
+	// other (next).
+	data []byte
 }
 
 // sseBufferSize is the read buffer of an sseReader: a chat completions
@@ -80,9 +83,12 @@ func (s *sseReader) readLine() (line []byte, last bool, err error) {
 // or blank ("data:" alone, which some servers send as a keep-alive), is
 // skipped, as httpagent's reader does. At the end of the stream it returns
 // io.EOF (an event not ended by a blank line is returned first). Any other
-// line is errSSE, or errCut when the stream ended inside it.
+// line is errSSE, or errCut when the stream ended inside it. The data is
+// valid until the next call (the events share an array).
 func (s *sseReader) next() (event string, data []byte, cut bool, err error) {
 	var has bool
+	data = s.data[:0]
+	defer func() { s.data = data[:0] }()
 	for {
 		line, last, err := s.readLine()
 		if errors.Is(err, io.EOF) && has && hasData(data) {

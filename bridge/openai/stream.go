@@ -96,6 +96,9 @@ type turn struct {
 	// too: the result says the answer is one (an ACP prompt ends with
 	// stopReason refusal).
 	refusal strings.Builder
+	// last is the chunk read last, whose choices' array the next one is
+	// decoded into (decodeChunk).
+	last chunk
 
 	// scrub takes the client's credentials out of the upstream's words
 	// an error quotes, before they are cut (bridge.Clip).
@@ -167,8 +170,8 @@ func readError(ctx context.Context, err error) error {
 // chunk handles one chunk: the first choice's deltas, its finish reason,
 // the usage, the completion's id and model.
 func (t *turn) chunk(data []byte) error {
-	var c chunk
-	if err := decodeChunk(data, &c, t.id, t.model); err != nil {
+	c := &t.last
+	if err := decodeChunk(data, c, t.id, t.model); err != nil {
 		return bridge.Errorf(bridge.CodeProtocol, false, "upstream sent an event that is not a chat completion chunk: %s", quote(data, t.scrub))
 	}
 	if isSet(c.Error) {
@@ -476,15 +479,36 @@ func (t *turn) flush(upTo int, whole bool) error {
 }
 
 // result is the final frame's result.
-func (t *turn) result() map[string]any {
-	r := map[string]any{"content": t.content.String(), "finish_reason": t.finish, "model": t.model}
-	if t.usage != nil {
-		r["usage"] = t.usage
+func (t *turn) result() finalResult {
+	return finalResult{Content: t.content.String(), FinishReason: t.finish, Model: t.model, Refusal: t.refusal.String(), Usage: t.usage}
+}
+
+// finalResult is the final frame's result: encoded as the map it was (its
+// members in the map's order, refusal and usage only when there is one),
+// without the map and its reflective encoding (15 allocations a request).
+type finalResult struct {
+	Content      string          `json:"content"`
+	FinishReason string          `json:"finish_reason"`
+	Model        string          `json:"model"`
+	Refusal      string          `json:"refusal,omitempty"`
+	Usage        json.RawMessage `json:"usage,omitempty"`
+}
+
+// ReportedUsage is the model and the usage the result reports, for the
+// bridge's token series (bridge.UsageReporter).
+func (r finalResult) ReportedUsage() (string, json.RawMessage) { return r.Model, r.Usage }
+
+// withoutContent is the result of a final frame too large with the
+// content: content_omitted instead.
+func (r finalResult) withoutContent() map[string]any {
+	m := map[string]any{"content_omitted": "larger than a frame: concatenate the text deltas", "finish_reason": r.FinishReason, "model": r.Model}
+	if r.Usage != nil {
+		m["usage"] = r.Usage
 	}
-	if t.refusal.Len() > 0 {
-		r["refusal"] = t.refusal.String()
+	if r.Refusal != "" {
+		m["refusal"] = r.Refusal
 	}
-	return r
+	return m
 }
 
 // upstreamError is the error object of an OpenAI-compatible server.
