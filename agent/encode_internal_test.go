@@ -226,3 +226,19 @@ func TestEncodeToReuses(t *testing.T) {
 		t.Errorf("provenance details %v and %v are not the worker's one map", wr.tmpl.Provenance.Details, other.tmpl.Provenance.Details)
 	}
 }
+
+// TestNewFrameEncoderAllocs: a request's template is encoded in 2
+// allocations (the template's copy and its JSON): the sentinel values are
+// made once per process, not concatenated for every request (6 before; a
+// bridge's writer encodes it again for each SetMetadata).
+func TestNewFrameEncoderAllocs(t *testing.T) {
+	tmpl := e2a.ResponseFor(&e2a.Envelope{RequestID: "req-1", Channel: "web", UserID: "u", TaskID: "task-1"})
+	tmpl.Metadata = map[string]any{"llm_response_id": "chatcmpl-1"}
+	if n := testing.AllocsPerRun(100, func() {
+		if !newFrameEncoder(&tmpl).ok {
+			t.Fatal("the template does not split")
+		}
+	}); n > 2 && !raceEnabled {
+		t.Errorf("newFrameEncoder: %v allocations, want at most 2", n)
+	}
+}

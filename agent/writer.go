@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"runtime/debug"
@@ -250,8 +251,8 @@ func newWriter(w *worker, env *e2a.Envelope, requestID, subject string, last *st
 func (wr *writer) ResumeAfter() int64 { return wr.resumeAfter }
 
 func (wr *writer) SetMetadata(m map[string]any) error {
-	var md map[string]any
-	if len(m) > 0 {
+	md, copied := copyStrings(m)
+	if len(m) > 0 && !copied {
 		b, err := json.Marshal(m)
 		if err != nil {
 			return fmt.Errorf("agent: frame metadata does not encode as JSON: %w", err)
@@ -279,6 +280,23 @@ func (wr *writer) SetMetadata(m map[string]any) error {
 	wr.tmpl.Metadata = md
 	wr.enc = newFrameEncoder(&wr.tmpl)
 	return nil
+}
+
+// copyStrings is a copy of m when its keys and values are all strings of
+// valid UTF-8 (a bridge's {"llm_response_id": id}): what the copy through
+// JSON that SetMetadata makes of any other metadata would give, without
+// it. False for anything else.
+func copyStrings(m map[string]any) (map[string]any, bool) {
+	if len(m) == 0 {
+		return nil, false
+	}
+	for k, v := range m {
+		s, ok := v.(string)
+		if !ok || !utf8.ValidString(k) || !utf8.ValidString(s) {
+			return nil, false
+		}
+	}
+	return maps.Clone(m), true
 }
 
 // writable reports why the handler (or, with runtime, the runtime) may not
