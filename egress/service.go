@@ -72,6 +72,9 @@ type Service struct {
 	// unended remembers requests known not to have ended up to a stored
 	// message (endOf).
 	unended openRequests
+	// readsWith is the first replay option of every read (replayOptions):
+	// the service's direct getter and wait limits, one value made once.
+	readsWith ReplayOption
 }
 
 type config struct {
@@ -245,6 +248,11 @@ func New(nc *nats.Conn, opts ...Option) (*Service, error) {
 	}
 	s := &Service{nc: nc, mux: mux, cfg: cfg, m: m, log: cfg.log, liveBuffer: rc.liveBuffer,
 		floors: ackFloors{js: js, m: map[string]ackFloor{}}}
+	s.readsWith = func(c *replayConfig) error {
+		c.mux = mux
+		c.waitLimits.set(cfg.maxWait, cfg.idleTimeout)
+		return nil
+	}
 	if cfg.history != nil {
 		s.historyTurns = make(chan struct{}, cfg.historyLookups)
 		s.userTurns = principalTurns{per: cfg.historyPerPrincipal, users: map[string]*userTurns{}}
@@ -306,7 +314,7 @@ func (s *Service) Register(mux *http.ServeMux) {
 			return
 		}
 		k.history = !k.asked
-		wait := isTrue(r.URL.Query().Get("wait"))
+		wait := isTrue(QueryValue(r, "wait"))
 		if wait {
 			// A wait is a streamed answer too: one of the reader's
 			// stream slots (ReadGate).
@@ -363,7 +371,7 @@ func (s *Service) ServeE2A(w http.ResponseWriter, r *http.Request, requestID str
 	case mtNDJSON:
 		s.serveE2AStream(w, r, requestID, FormatE2ANDJSON, known{}, WithoutRequestCheck())
 	default:
-		s.serveE2AJSON(w, r, requestID, isTrue(r.URL.Query().Get("wait")), known{})
+		s.serveE2AJSON(w, r, requestID, isTrue(QueryValue(r, "wait")), known{})
 	}
 }
 
@@ -752,9 +760,14 @@ func ShuttingDown(ctx context.Context, err error) bool {
 func (s *Service) Heartbeat() time.Duration { return s.cfg.heartbeat }
 
 func (s *Service) replayOptions(beat func() error) []ReplayOption {
-	opts := []ReplayOption{withMux(s.mux), WithMaxWait(s.cfg.maxWait, s.cfg.idleTimeout)}
+	// Room for the options a read adds (stream's, openRead's, open's: six
+	// at most), so that they are not copied from one array to the next.
+	opts := make([]ReplayOption, 1, 8+len(s.cfg.replay))
+	opts[0] = s.readsWith
 	if beat != nil {
-		opts = append(opts, WithHeartbeat(s.cfg.heartbeat, beat))
+		// WithHeartbeat without its check (the service's interval was
+		// checked by New, beat is set) and the allocations of the check.
+		opts = append(opts, func(c *replayConfig) error { c.heartbeat, c.onHeartbeat = s.cfg.heartbeat, beat; return nil })
 	}
 	return append(opts, s.cfg.replay...)
 }
@@ -1130,7 +1143,9 @@ func (s *Service) streamNames() streamNames {
 // exists, gives math.MaxInt64: past any final frame). It returns an error
 // wrapping ErrBadRequest for a malformed value.
 func ResumePoint(r *http.Request) (int64, error) {
-	if v := strings.TrimSpace(r.Header.Get("Last-Event-ID")); v != "" {
+	// The canonical form of Last-Event-ID: Get canonicalizes any other
+	// into a new string, one allocation per read.
+	if v := strings.TrimSpace(r.Header.Get("Last-Event-Id")); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < -1 {
 			return 0, badRequest("Last-Event-ID %q is not a frame sequence", v)
@@ -1142,7 +1157,7 @@ func ResumePoint(r *http.Request) (int64, error) {
 		}
 		return n + 1, nil
 	}
-	if v := r.URL.Query().Get("from"); v != "" {
+	if v := QueryValue(r, "from"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
 			return 0, badRequest("from=%q is not a frame sequence", v)
@@ -1150,6 +1165,17 @@ func ResumePoint(r *http.Request) (int64, error) {
 		return n, nil
 	}
 	return 0, nil
+}
+
+// QueryValue is the first value of r's query parameter key, "" when there
+// is none: r.URL.Query().Get(key), without parsing a request's empty query
+// (url.ParseQuery allocates its map even for none, and a request's
+// parameters are read several times: 5 allocations a request).
+func QueryValue(r *http.Request, key string) string {
+	if r.URL.RawQuery == "" {
+		return ""
+	}
+	return r.URL.Query().Get(key)
 }
 
 func isTrue(v string) bool {
@@ -1167,17 +1193,59 @@ func accepts(r *http.Request, mt string) bool { return acceptQ(r, mt) > 0 }
 func acceptQ(r *http.Request, mt string) float64 {
 	best := 0.0
 	for _, v := range r.Header.Values("Accept") {
-		for _, part := range strings.Split(v, ",") {
-			t, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-			if err != nil || !strings.EqualFold(t, mt) {
+		for part := range strings.SplitSeq(v, ",") {
+			t, q, ok := mediaRange(strings.TrimSpace(part))
+			if !ok || !strings.EqualFold(t, mt) {
 				continue
 			}
-			if q := qOf(params); q > 0 {
+			if q > 0 {
 				best = max(best, q)
 			}
 		}
 	}
 	return best
+}
+
+// mediaRange is the media type of an Accept header's range and its
+// q-value, false when it is none: mime.ParseMediaType's reading
+// (TestMediaRangeAsMime), without its allocations for a range without
+// parameters (text/event-stream, as stream clients send it), which is
+// read here; one with parameters is read by it.
+func mediaRange(part string) (mt string, q float64, ok bool) {
+	if strings.Contains(part, ";") {
+		mt, params, err := mime.ParseMediaType(part)
+		return mt, qOf(params), err == nil
+	}
+	mt = strings.TrimSpace(strings.ToLower(part))
+	typ, rest := token(mt)
+	if typ == "" {
+		return "", 0, false
+	}
+	if rest != "" {
+		sub, after := "", ""
+		if rest[0] == '/' {
+			sub, after = token(rest[1:])
+		}
+		if sub == "" || after != "" {
+			return "", 0, false
+		}
+	}
+	return mt, 1, true
+}
+
+// tokenSpecials are the characters RFC 2045 keeps out of a token (its
+// tspecials, as package mime reads them).
+const tokenSpecials = `()<>@,;:\"/[]?=`
+
+// token splits the token s starts with from the rest, as package mime's
+// consumeToken does.
+func token(s string) (tok, rest string) {
+	for i := range len(s) {
+		if c := s[i]; c <= 0x20 || c >= 0x7f || strings.IndexByte(tokenSpecials, c) >= 0 {
+			return s[:i], s[i:]
+		}
+	}
+	return s, ""
 }
 
 // preferred is the media type of types the Accept header ranks highest
@@ -1213,9 +1281,9 @@ func rangeQ(r *http.Request, mt string) (q float64, read bool) {
 	typ, _, _ := strings.Cut(mt, "/")
 	spec := -1
 	for _, v := range r.Header.Values("Accept") {
-		for _, part := range strings.Split(v, ",") {
-			t, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-			if err != nil {
+		for part := range strings.SplitSeq(v, ",") {
+			t, pq, ok := mediaRange(strings.TrimSpace(part))
+			if !ok {
 				continue
 			}
 			read = true
@@ -1231,7 +1299,6 @@ func rangeQ(r *http.Request, mt string) (q float64, read bool) {
 			if s < 0 || s < spec {
 				continue
 			}
-			pq := qOf(params)
 			if s > spec {
 				q, spec = pq, s
 			} else {

@@ -66,7 +66,7 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	res, err := d.h.Normalizer().FromE2A(c.Input(r, body, r.URL.Query().Get("agent")))
+	res, err := d.h.Normalizer().FromE2A(c.Input(r, body, egress.QueryValue(r, "agent")))
 	if err != nil {
 		code := CodeInvalidRequest
 		if errors.Is(err, subjects.ErrInvalidID) {
@@ -80,7 +80,7 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, CodeInvalidAgent, fmt.Sprintf("agent %q must match [A-Za-z0-9_-]{1,64}", pool), false)
 		return
 	}
-	stream, wait := wantsStream(r), isTrue(r.URL.Query().Get("wait"))
+	stream, wait := wantsStream(r), isTrue(egress.QueryValue(r, "wait"))
 	if stream || wait {
 		// The resume point of the answer (Last-Event-ID, ?from=) is read
 		// as egress reads it (ServeE2A), before the publish: a malformed
@@ -99,7 +99,7 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if turn != nil && turn.Task.Pool != "" && r.URL.Query().Get("agent") == "" {
+	if turn != nil && turn.Task.Pool != "" && egress.QueryValue(r, "agent") == "" {
 		// A turn goes to the pool that holds its task (or ACP session)
 		// unless the client names one (?agent=, a pool's own path): the
 		// routing rule's default pool has never seen the task.
