@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -217,32 +216,19 @@ func startArchiverConsumerOn(t *testing.T, ctx context.Context, c *natsCluster, 
 // when from leads it).
 func moveLeader(t *testing.T, ctx context.Context, adminNC *nats.Conn, adminJS jetstream.JetStream, stream string, from *natsNode) {
 	t.Helper()
-	// The step-down names a current replica to lead (a random one may be
-	// from again) and is asked again only after its election had time:
-	// asked at every poll, step-downs kept the stream electing for 20 s
-	// in some runs.
-	var asked time.Time
-	testkit.Eventually(t, 30*time.Second, stream+" led by a node other than "+from.name, func() bool {
+	leader := func() string {
 		s, err := adminJS.Stream(ctx, stream)
 		if err != nil || s.CachedInfo().Cluster == nil {
-			return false
+			return ""
 		}
-		cl := s.CachedInfo().Cluster
-		switch cl.Leader {
+		return s.CachedInfo().Cluster.Leader
+	}
+	testkit.Eventually(t, 20*time.Second, stream+" led by a node other than "+from.name, func() bool {
+		switch leader() {
 		case "":
 			return false
 		case from.name:
-			to := ""
-			for _, r := range cl.Replicas {
-				if r.Current && r.Name != from.name {
-					to = r.Name
-				}
-			}
-			if to != "" && time.Since(asked) >= 2*time.Second {
-				asked = time.Now()
-				req, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": to}})
-				_, _ = adminNC.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, req, 5*time.Second)
-			}
+			_, _ = adminNC.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, nil, 5*time.Second)
 			return false
 		}
 		return true
