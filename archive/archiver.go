@@ -73,7 +73,7 @@ func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
 	}
 	a := &archiver{nc: nc, js: js, o: o, m: m, log: o.log, r: r}
 	defer a.awaitDrops(dropTimeout)
-	backoff := 100 * time.Millisecond
+	var wait retryWait
 	for {
 		err := a.session(ctx)
 		if ctx.Err() != nil {
@@ -82,25 +82,47 @@ func Run(ctx context.Context, nc *nats.Conn, opts ...Option) error {
 		if nc.IsClosed() {
 			return fmt.Errorf("archive: %w", nats.ErrConnectionClosed)
 		}
+		var d time.Duration
 		if errors.Is(err, errConflict) {
 			a.m.conflicts.Inc()
 			a.log.Info("another archiver stored a batch first: reading the archive again")
-			backoff = 100 * time.Millisecond
+			d = wait.next(true)
 		} else {
-			if a.failingSince.IsZero() {
-				// The first failure since the archive progressed (a
-				// batch stored, E2A_AUDIT read to its end): retried at
-				// once, not after the back-off of failures long past.
-				backoff = 100 * time.Millisecond
-			}
+			// The first failure since the archive progressed (a batch
+			// stored, E2A_AUDIT read to its end) is retried at once, not
+			// after the back-off of failures long past.
+			d = wait.next(a.failingSince.IsZero())
 			a.failed(err)
-			a.log.Warn("archiving stopped, retrying", "err", err, "in", backoff)
+			a.log.Warn("archiving stopped, retrying", "err", err, "in", d)
 		}
-		if sleepctx.Sleep(ctx, backoff) != nil {
+		if sleepctx.Sleep(ctx, d) != nil {
 			return nil
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// Run's waits between sessions: the first after a fresh start, then
+// doubled up to the last.
+const (
+	firstRetryWait = 100 * time.Millisecond
+	lastRetryWait  = 5 * time.Second
+)
+
+// retryWait is Run's back-off between sessions that ended without the
+// caller stopping it.
+type retryWait struct{ d time.Duration }
+
+// next returns the wait before the next session: firstRetryWait on the
+// first call and when fresh (a conflict, or the first failure since the
+// archive progressed), else twice the previous wait, at most
+// lastRetryWait.
+func (w *retryWait) next(fresh bool) time.Duration {
+	if fresh || w.d == 0 {
+		w.d = firstRetryWait
+	} else {
+		w.d = min(2*w.d, lastRetryWait)
+	}
+	return w.d
 }
 
 // position is where the archive ends: the E2A_AUDIT sequence of its last

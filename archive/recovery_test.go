@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
@@ -32,6 +33,24 @@ func auditConsumers(t *testing.T, js jetstream.JetStream) []string {
 	return names
 }
 
+// archivingOne starts a server with n requests' traffic and an archiver
+// that has archived it (3 audit messages a request), and returns the
+// connection, its JetStream, the archiver's stop and its one consumer's
+// name.
+func archivingOne(t *testing.T, n int) (*nats.Conn, jetstream.JetStream, func(), string) {
+	t.Helper()
+	_, nc := natstest.RunServer(t)
+	js := natstest.JetStream(t, nc)
+	traffic(t, nc, js, "a", n)
+	stop := natstest.RunArchiver(t, nc, fast...)
+	natstest.WaitArchived(t, nc, auditLast(t, js, uint64(3*n)))
+	names := auditConsumers(t, js)
+	if len(names) != 1 {
+		t.Fatalf("E2A_AUDIT's consumers: %v, want the archiver's", names)
+	}
+	return nc, js, stop, names[0]
+}
+
 // A consumer that delivers nothing more while E2A_AUDIT grows (here
 // paused for an hour; in production lost with its server, or recreated
 // in vain while the cluster elects leaders) is given up within seconds:
@@ -40,18 +59,10 @@ func auditConsumers(t *testing.T, js jetstream.JetStream) []string {
 // gave up.
 func TestArchiverGivesUpAConsumerThatDeliversNothing(t *testing.T) {
 	t.Parallel()
-	_, nc := natstest.RunServer(t)
-	js := natstest.JetStream(t, nc)
-	traffic(t, nc, js, "a", 5)
-	natstest.RunArchiver(t, nc, fast...)
-	natstest.WaitArchived(t, nc, auditLast(t, js, 15))
-	names := auditConsumers(t, js)
-	if len(names) != 1 {
-		t.Fatalf("E2A_AUDIT's consumers: %v, want the archiver's", names)
-	}
+	nc, js, _, name := archivingOne(t, 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := js.PauseConsumer(ctx, streams.AuditStream, names[0], time.Now().Add(time.Hour)); err != nil {
+	if _, err := js.PauseConsumer(ctx, streams.AuditStream, name, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -66,7 +77,7 @@ func TestArchiverGivesUpAConsumerThatDeliversNothing(t *testing.T) {
 	checkContiguous(t, batches(t, nc), 1, last)
 	testkit.Eventually(t, 5*time.Second, "the consumer given up deleted", func() bool {
 		for _, n := range auditConsumers(t, js) {
-			if n == names[0] {
+			if n == name {
 				return false
 			}
 		}
@@ -78,14 +89,7 @@ func TestArchiverGivesUpAConsumerThatDeliversNothing(t *testing.T) {
 // server for its inactive threshold (5 minutes).
 func TestStoppedArchiverDeletesItsConsumer(t *testing.T) {
 	t.Parallel()
-	_, nc := natstest.RunServer(t)
-	js := natstest.JetStream(t, nc)
-	traffic(t, nc, js, "a", 2)
-	stop := natstest.RunArchiver(t, nc, fast...)
-	natstest.WaitArchived(t, nc, auditLast(t, js, 6))
-	if names := auditConsumers(t, js); len(names) != 1 {
-		t.Fatalf("E2A_AUDIT's consumers: %v, want the archiver's", names)
-	}
+	_, js, stop, _ := archivingOne(t, 2)
 	stop()
 	if names := auditConsumers(t, js); len(names) != 0 {
 		t.Fatalf("E2A_AUDIT's consumers after the archiver stopped: %v", names)
