@@ -103,7 +103,7 @@ func runReplay(ctx context.Context, cfg Config, args []string, stdout, stderr io
 	fs.StringVar(&q.Pool, "pool", "", "requests of this agent pool")
 	fs.Var(timeFlag{&q.Since}, "since", "stored at or after: RFC 3339 time or a duration ago (2h)")
 	fs.Var(timeFlag{&q.Until}, "until", "stored at or before: RFC 3339 time or a duration ago")
-	fs.StringVar(&source, "source", "auto", "auto (hot streams, then E2A_AUDIT), hot, or audit")
+	fs.StringVar(&source, "source", "auto", "auto (hot streams, then E2A_AUDIT, then E2A_ARCHIVE), hot, or audit (E2A_AUDIT, then E2A_ARCHIVE)")
 	fs.IntVar(&q.Limit, "limit", 1000, "at most this many requests found by filters (0: no limit); ids given are all read unless it is set")
 	fs.BoolVar(&q.NoFrames, "no-frames", false, "print envelopes and summaries only (frames are still checked)")
 	fs.IntVar(&partitions, "partitions", 0, "E2A_AUDIT partitions (default: read from the stream)")

@@ -164,7 +164,7 @@ func TestDevPortTaken(t *testing.T) {
 		env  []string
 		want []string
 	}{
-		{[]string{"E2A_NATS_URL=", "E2A_HTTP_ADDR=127.0.0.1:" + port, "E2A_NATS_PORT=0"}, []string{"already in use", "E2A_HTTP_ADDR", "127.0.0.1:0"}},
+		{[]string{"E2A_NATS_URL=", "E2A_HTTP_ADDR=127.0.0.1:" + port, "E2A_NATS_PORT=0"}, []string{"already in use", "E2A_HTTP_ADDR", "127.0.0.1:0", "E2A_HTTP_ADDR=127.0.0.1:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port+1)}},
 		{[]string{"E2A_NATS_URL=", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_NATS_PORT=" + port}, []string{"NATS port " + port + " is already in use", "E2A_NATS_PORT"}},
 	} {
 		start := time.Now()

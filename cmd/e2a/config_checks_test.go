@@ -267,6 +267,28 @@ func TestStoreDirUnusable(t *testing.T) {
 	}
 }
 
+// TestStoreDirInUse: a second `e2a dev` on the store of a running one is
+// refused at once, naming E2A_STORE_DIR (it started a second embedded
+// server on the same files); the banner says where the store is kept, or
+// that it is temporary.
+func TestStoreDirInUse(t *testing.T) {
+	dir := t.TempDir()
+	banner, errOut := cfgBanner(t, "E2A_STORE_DIR="+dir)
+	if !slices.ContainsFunc(banner, func(l string) bool {
+		return strings.Contains(l, "store") && strings.Contains(l, dir) && strings.Contains(l, "kept across restarts")
+	}) {
+		t.Errorf("banner with E2A_STORE_DIR names no store: %q %q", banner, errOut)
+	}
+	code, _, second := runBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_STORE_DIR=" + dir}, "dev")
+	if code != 1 || !strings.Contains(second, "E2A_STORE_DIR="+dir+" is in use by another process") {
+		t.Errorf("second e2a dev on the same store: exit %d: %s", code, strings.TrimSpace(second))
+	}
+	banner, errOut = cfgBanner(t)
+	if !slices.ContainsFunc(banner, func(l string) bool { return strings.Contains(l, "store") && strings.Contains(l, "temporary") }) {
+		t.Errorf("banner without E2A_STORE_DIR does not say the store is temporary: %q %q", banner, errOut)
+	}
+}
+
 // cfgTakenPort listens on a loopback port for the test's duration.
 func cfgTakenPort(t *testing.T) string {
 	t.Helper()

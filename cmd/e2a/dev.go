@@ -112,12 +112,12 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
   console    %s/console
   agent card %s/.well-known/agent-card.json%s
   metrics    %s/metrics   health %s/healthz   ready %s/readyz
-  NATS       %s   (JetStream; subjects e2a.req.>, e2a.resp.>, e2a.live.>)
+  NATS       %s   (JetStream; subjects e2a.req.>, e2a.resp.>, e2a.live.>)%s
   agent pools %s and "workflow" (A2E workflows)%s
 Try:
   curl -N %s/v1/requests -H 'Accept: text/event-stream' -d '{"params":{"text":"hello"}}'
 Ctrl-C stops.
-`, base, base, base, grpcLine(cfg), metrics, base, base, natsURL, poolsLine(pools), archiveLine(cfg), base)
+`, base, base, base, grpcLine(cfg), metrics, base, base, natsURL, storeLine(cfg), poolsLine(pools), archiveLine(cfg), base)
 	log.Info("serving", "addr", ln.Addr().String(), "nats", natsURL) // as e2a serve logs it, for tools that read the log
 	return serveUntil(ctx, srv, ln, log, agentDone, agents)
 }
@@ -259,6 +259,14 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger, ev *strea
 		if err := checkStoreDir(cfg.StoreDir); err != nil {
 			return nil, nil, "", err
 		}
+		unlock := func() {}
+		if cfg.StoreDir != "" {
+			u, err := lockStoreDir(cfg.StoreDir)
+			if err != nil {
+				return nil, nil, "", err
+			}
+			unlock = u
+		}
 		if pct := gcDefault(); pct > 0 {
 			log.Debug("GC target (GOGC unset)", "GOGC", pct)
 		}
@@ -267,15 +275,17 @@ func connectOrEmbed(ctx context.Context, cfg Config, log *slog.Logger, ev *strea
 		emb, err := streams.StartEmbedded(streams.EmbeddedOptions{StoreDir: cfg.StoreDir, Port: cfg.NATSPort, SyncAlways: cfg.SyncAlways,
 			MaxPayload: embeddedMaxPayload})
 		if err != nil {
+			unlock()
 			return nil, nil, "", fmt.Errorf("embedded NATS (E2A_NATS_PORT=%d; set 0 for a random port): %w", cfg.NATSPort, err)
 		}
 		c, err := emb.Connect(ev.Options()...)
 		if err != nil {
 			emb.Shutdown()
+			unlock()
 			return nil, nil, "", err
 		}
 		nc, url = c, emb.ClientURL()
-		stop = func() { drainWait(nc, drainWithin, log); emb.Shutdown() }
+		stop = func() { drainWait(nc, drainWithin, log); emb.Shutdown(); unlock() }
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -342,11 +352,25 @@ func listenHTTP(addr string) (net.Listener, error) {
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
 			return nil, fmt.Errorf("HTTP address %s is already in use (another e2a dev?): set E2A_HTTP_ADDR to another, "+
-				"e.g. E2A_HTTP_ADDR=127.0.0.1:8081, or 127.0.0.1:0 (any free port) for an e2a agent beside e2a dev", addr)
+				"e.g. E2A_HTTP_ADDR=%s, or 127.0.0.1:0 (any free port) for an e2a agent beside e2a dev", addr, nextPort(addr))
 		}
 		return nil, fmt.Errorf("listen on E2A_HTTP_ADDR=%s: %w", addr, err)
 	}
 	return ln, nil
+}
+
+// nextPort is addr with the port after its own, the address a taken one
+// suggests (127.0.0.1:8081 when addr has no numeric port).
+func nextPort(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	n, perr := strconv.Atoi(port)
+	if err != nil || perr != nil || n <= 0 || n >= 65535 {
+		return "127.0.0.1:8081"
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n+1))
 }
 
 // checkStoreDir makes the embedded server's store directory dir ("": a
@@ -490,6 +514,19 @@ func grpcLine(cfg Config) string {
 		return ""
 	}
 	return "\n  A2A gRPC   " + cfg.GRPCAddr + "   (A2A v1.0 gRPC binding, listed in the card)"
+}
+
+// storeLine is the banner's line of the embedded server's store: where
+// it is kept, or that it goes when dev stops.
+func storeLine(cfg Config) string {
+	switch {
+	case cfg.NatsURL != "":
+		return ""
+	case cfg.StoreDir == "":
+		return "\n  store      a temporary directory, removed when dev stops (set E2A_STORE_DIR=<dir> to keep requests across restarts)"
+	default:
+		return "\n  store      " + cfg.StoreDir + "   (E2A_STORE_DIR: kept across restarts)"
+	}
 }
 
 // archiveLine is the banner's line of the archiver, if on.
