@@ -33,7 +33,10 @@
 // batch, a v0.3 method name, params with proto field names), and what
 // the SDK answers unlike the specification answered as it says (wire.go: a
 // body that is not JSON by its Content-Type, the HTTP+JSON binding's §5.4
-// statuses, SubscribeToTask on a finished task before a stream opens;
+// statuses and its router's text 404 and 405 (a path none of its routes
+// take, at the root, a pool's path or after a tenant: 404 NOT_FOUND; a
+// route asked with another method: 405 with Allow) in its error shape,
+// SubscribeToTask on a finished task before a stream opens;
 // rpcid.go: the call's JSON-RPC id written back as sent in every answer
 // and event, where the SDK decodes it into a float64 or a Go string and
 // encodes it again, and a call without an id, a notification, run and

@@ -168,7 +168,7 @@ func restRefuse(w http.ResponseWriter, f host.Refusal) {
 	}
 	status := map[int]string{http.StatusUnauthorized: "UNAUTHENTICATED", http.StatusForbidden: "PERMISSION_DENIED",
 		http.StatusTooManyRequests: "RESOURCE_EXHAUSTED", http.StatusServiceUnavailable: "UNAVAILABLE",
-		http.StatusMethodNotAllowed: "UNIMPLEMENTED"}[f.Status]
+		http.StatusMethodNotAllowed: "UNIMPLEMENTED", http.StatusNotFound: "NOT_FOUND"}[f.Status]
 	if status == "" {
 		status = "INVALID_ARGUMENT"
 	}

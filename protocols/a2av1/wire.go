@@ -20,7 +20,9 @@ import (
 // JSON by its Content-Type is ContentTypeNotSupportedError on both HTTP
 // bindings, and the HTTP+JSON binding's error statuses are §5.4's
 // (TaskNotCancelableError 409, ContentTypeNotSupportedError 415,
-// InvalidAgentResponseError 502, where the SDK writes 400, 400 and 500).
+// InvalidAgentResponseError 502, where the SDK writes 400, 400 and 500),
+// and a path or method none of its routes take is answered in its error
+// shape (404 NOT_FOUND, 405 with Allow), where the SDK's router writes text.
 
 // ReplayExtension is the URI of the pipeline's A2A extension that replays
 // a finished task: SubscribeToTask on a task in a terminal state answers
@@ -107,7 +109,8 @@ var _ interface {
 
 // specStatusWriter holds back a JSON error answer (status >= 400,
 // Content-Type application/json) until the handler returns, to rewrite
-// its status by the reason its body names.
+// its status by the reason its body names, and the router's text 404 and
+// 405, to write them in the binding's shape.
 type specStatusWriter struct {
 	http.ResponseWriter
 	wrote bool
@@ -121,9 +124,9 @@ func (s *specStatusWriter) WriteHeader(code int) {
 	}
 	s.wrote = true
 	if code >= http.StatusBadRequest && strings.HasPrefix(s.Header().Get("Content-Type"), "application/json") ||
-		code == http.StatusMethodNotAllowed {
-		// A 405 is the SDK's router's, in text: finish writes it in the
-		// binding's shape.
+		code == http.StatusMethodNotAllowed || code == http.StatusNotFound {
+		// A 405, or a 404 not in JSON, is the SDK's router's, in text:
+		// finish writes it in the binding's shape.
 		s.held = code
 		return
 	}
@@ -159,11 +162,15 @@ func (s *specStatusWriter) finish() {
 		return
 	}
 	code, body := s.held, s.body.Bytes()
-	if code == http.StatusMethodNotAllowed && !json.Valid(body) {
-		// The router's text "Method Not Allowed": the binding answers
-		// every error as google.rpc.Status, Allow kept.
-		restRefuse(s.ResponseWriter, host.Refusal{Status: code,
-			Message: "method not allowed here; use " + s.Header().Get("Allow")})
+	if (code == http.StatusMethodNotAllowed || code == http.StatusNotFound) && !json.Valid(body) {
+		// The router's text "Method Not Allowed" or "404 page not found"
+		// (a path that is none of the binding's routes): the binding
+		// answers every error as google.rpc.Status, Allow kept.
+		msg := "no route of the A2A v1.0 HTTP+JSON binding here"
+		if code == http.StatusMethodNotAllowed {
+			msg = "method not allowed here; use " + s.Header().Get("Allow")
+		}
+		restRefuse(s.ResponseWriter, host.Refusal{Status: code, Message: msg})
 		return
 	}
 	var st restStatus
