@@ -19,6 +19,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	"github.com/a2aproject/a2a-go/v2/a2aext"
 	grpcv0 "github.com/a2aproject/a2a-go/v2/a2agrpc/v0"
 	grpcv1 "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
 	"github.com/a2aproject/a2a-go/v2/errordetails"
@@ -31,6 +32,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/option"
 	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
+	a2aproto "github.com/e2a-pipeline/pipeline/protocols/a2a"
 	"github.com/e2a-pipeline/pipeline/protocols/a2a/a2amap"
 )
 
@@ -112,7 +114,7 @@ func New(ctx context.Context, c *bridge.Client, opts ...Option) (*Upstream, erro
 	}
 	creds = append(creds, grpcIdle(c.IdleTimeout())...)
 	creds = append(creds, grpcRateLimited()...)
-	client, err := a2aclient.NewFromCard(ctx, card,
+	client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithCallInterceptors(a2aext.NewActivator(extensions...)),
 		a2aclient.WithJSONRPCTransport(rpc), a2aclient.WithRESTTransport(rest), grpcv1.WithGRPCTransport(creds...),
 		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: rpc}),
 		a2av0.WithRESTTransport(a2av0.RESTTransportConfig{Client: rest}), grpcv0.WithGRPCTransport(creds...))
@@ -121,6 +123,18 @@ func New(ctx context.Context, c *bridge.Client, opts ...Option) (*Upstream, erro
 	}
 	return &Upstream{card: card, client: client, http: c, streaming: card.Capabilities.Streaming, cfg: cfg}, nil
 }
+
+// extensions are the URIs of the A2A extensions the bridge activates on
+// every call it makes to an agent whose card declares them
+// (capabilities.extensions; the A2A-Extensions service parameter: an HTTP
+// header, X-A2A-Extensions on v0.3, or gRPC metadata), those whose content
+// it reads into frames: the trpc interaction spec's (trpc-a2a-version),
+// with which an agent such as the pipeline's own A2A door sends thoughts
+// (reasoning) and function_call and function_response DataParts (tool
+// deltas), which it keeps from clients that do not activate it. An
+// extension the card declares and the bridge does not know is not
+// requested, and the client's own A2A-Extensions header is not forwarded.
+var extensions = []string{a2aproto.InteractionExtension}
 
 // jsonAnswer reports an answer whose body is JSON (application/json or a
 // +json type, parameters aside).

@@ -63,14 +63,7 @@ func TestADKParts(t *testing.T) {
 	if got := a.Text(e2a.DeltaReasoning); got != "Let me look it up." {
 		t.Errorf("reasoning %q, want the thought", got)
 	}
-	var tools []string
-	for _, f := range a.Frames {
-		if c, err := f.Chunk(); err == nil && c.DeltaKind == e2a.DeltaTool {
-			td, _ := c.Delta.(map[string]any)
-			tools = append(tools, td["type"].(string)+":"+td["id"].(string))
-		}
-	}
-	if len(tools) != 2 || tools[0] != "function_call:adk-1" || tools[1] != "function_response:adk-1" {
+	if tools := toolDeltas(a, "id"); len(tools) != 2 || tools[0] != "function_call:adk-1" || tools[1] != "function_response:adk-1" {
 		t.Errorf("tool deltas %v, want the call and its response", tools)
 	}
 }

@@ -19,7 +19,13 @@
 // when the card says the agent streams, else sends with returnImmediately
 // and polls GetTask until the task ends or is interrupted (a poll that
 // fails as a cut stream does is tried again, up to three times in a row,
-// with the re-subscriptions' backoff). Every event becomes frames:
+// with the re-subscriptions' backoff). Every call activates the A2A
+// extensions of the card (capabilities.extensions) whose content the
+// bridge reads (the A2A-Extensions service parameter; X-A2A-Extensions on
+// v0.3): the trpc interaction spec's trpc-a2a-version, without which an
+// agent such as the pipeline's own A2A door keeps thoughts and tool parts
+// from its client. No other extension, nor the client's own, is asked for.
+// Every event becomes frames:
 //
 //   - a text part: an e2a.chunk text delta; a text part whose metadata says
 //     thought: true (ADK's: adk_thought): a reasoning delta;
