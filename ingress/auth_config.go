@@ -268,6 +268,10 @@ func envSecretEntry(env string, i int, e, want string) (name, clear, sum string,
 	}
 	h, ok := strings.CutPrefix(secret, "sha256:")
 	if !ok {
+		if len(secret) < MinSecretLength {
+			return "", "", "", fmt.Errorf("%w: %s entry %d: the secret is shorter than %d bytes (secrets must be random, ≥ 128 bits)",
+				ErrAuthConfig, env, i+1, MinSecretLength)
+		}
 		return name, secret, "", nil
 	}
 	if h = strings.TrimSpace(h); h == "" {

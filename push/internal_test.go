@@ -107,6 +107,17 @@ func TestOptions(t *testing.T) {
 	}
 }
 
+// TestAllowListURLEntry: an entry written as a URL is refused saying so;
+// "http://x/" was refused as "the port must be 1..65535".
+func TestAllowListURLEntry(t *testing.T) {
+	for _, e := range []string{"http://x/", "https://hooks.example.com", "x.test/hooks"} {
+		_, err := parseAllowHosts([]string{e})
+		if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "not a URL") {
+			t.Errorf("entry %q: %v; want ErrInvalidOption saying it is not a URL", e, err)
+		}
+	}
+}
+
 func TestAllowList(t *testing.T) {
 	rules, err := parseAllowHosts([]string{"localhost,*.dev.test", "[::1]:8443 127.0.0.1"})
 	if err != nil {

@@ -57,6 +57,14 @@ type options struct {
 	sealer               *sealer
 }
 
+// CheckOptions returns the error NewStore or Run would return for opts
+// (matching ErrInvalidOption), without connecting: for a command that
+// checks its configuration before it starts anything.
+func CheckOptions(opts ...Option) error {
+	_, err := buildOptions(opts)
+	return err
+}
+
 func buildOptions(opts []Option) (options, error) {
 	o := options{
 		urls:                 urlPolicy{resolver: net.DefaultResolver},

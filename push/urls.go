@@ -34,6 +34,9 @@ func parseAllowHosts(list []string) ([]hostRule, error) {
 	for _, item := range list {
 		for _, s := range strings.FieldsFunc(item, func(r rune) bool { return r == ',' || r == ' ' }) {
 			s = strings.ToLower(strings.TrimSpace(s))
+			if strings.Contains(s, "/") {
+				return nil, fmt.Errorf("%w: allow-list entry %q: give a host[:port] or *.domain, not a URL or a path", ErrInvalidOption, s)
+			}
 			host, port := s, ""
 			if h, p, err := net.SplitHostPort(s); err == nil {
 				host, port = h, p

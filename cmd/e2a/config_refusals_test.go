@@ -6,6 +6,7 @@ package main
 // failed on before the fix.
 
 import (
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -88,12 +89,13 @@ func TestConfigEmptyHTTPAddrNotPublic(t *testing.T) {
 }
 
 // TestConfigPushValuesNameVariable: a refused E2A_PUSH_TIMEOUT,
-// E2A_PUSH_RETRY_WINDOW or E2A_PUSH_ACK_WAIT names its variable. `e2a
+// E2A_PUSH_RETRY_WINDOW, E2A_PUSH_ACK_WAIT or E2A_PUSH_ALLOW_HOSTS names
+// its variable. `e2a
 // push` (and dev and serve) said "push config store: push: invalid option:
 // timeout 0s (10ms..5m)", naming none of the six E2A_PUSH_* variables.
 func TestConfigPushValuesNameVariable(t *testing.T) {
 	srv, _ := natstest.RunServer(t)
-	for _, kv := range []string{"E2A_PUSH_TIMEOUT=0", "E2A_PUSH_RETRY_WINDOW=-1h", "E2A_PUSH_ACK_WAIT=500ms"} {
+	for _, kv := range []string{"E2A_PUSH_TIMEOUT=0", "E2A_PUSH_RETRY_WINDOW=-1h", "E2A_PUSH_ACK_WAIT=500ms", "E2A_PUSH_ALLOW_HOSTS=http://x/"} {
 		name, _, _ := strings.Cut(kv, "=")
 		code, _, errOut := runBin(t, []string{"E2A_NATS_URL=" + srv.ClientURL(), "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_LEVEL=error", kv}, "push")
 		if code == 0 || !strings.Contains(errOut, name) {
@@ -146,6 +148,33 @@ func TestThinkOpenFlag(t *testing.T) {
 	for _, f := range []bridgeFlags{{a2a: "http://127.0.0.1:9999", thinkOpen: true}, {http: "http://127.0.0.1:8001/", thinkOpen: true}} {
 		if _, err := f.upstream(UpstreamConfig{}); err == nil || !strings.Contains(err.Error(), "--think-open") {
 			t.Errorf("%+v: %v, want --think-open refused", f, err)
+		}
+	}
+}
+
+// TestConfigRefusedBeforeStart: `e2a dev` and `e2a serve` refuse a bad
+// auth or push variable before anything starts, naming it: they started
+// the embedded server and provisioned nine streams and buckets (in
+// E2A_STORE_DIR when set) first, then exited.
+func TestConfigRefusedBeforeStart(t *testing.T) {
+	srv, _ := natstest.RunServer(t)
+	for _, c := range []struct{ kv, want string }{
+		{"E2A_PUSH_ALLOW_HOSTS=http://x/", "E2A_PUSH_ALLOW_HOSTS"},
+		{"E2A_API_KEYS=alice:short", "E2A_API_KEYS entry 1"},
+		{"E2A_PUSH=maybe", "E2A_PUSH="},
+		{"E2A_PUSH_TIMEOUT=0s", "E2A_PUSH_TIMEOUT"},
+	} {
+		store := t.TempDir()
+		code, _, errOut := runBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_LEVEL=info",
+			"E2A_STORE_DIR=" + store, c.kv}, "dev")
+		entries, _ := os.ReadDir(store)
+		if code != 1 || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "provisioned") || len(entries) > 0 {
+			t.Errorf("e2a dev with %s: exit %d, %d entries in the store, want 1 naming %q before starting: %s",
+				c.kv, code, len(entries), c.want, strings.TrimSpace(errOut))
+		}
+		code, _, errOut = runBin(t, []string{"E2A_NATS_URL=" + srv.ClientURL(), "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_LEVEL=info", c.kv}, "serve")
+		if code != 1 || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "provisioned") || strings.Contains(errOut, "connected") {
+			t.Errorf("e2a serve with %s: exit %d, want 1 naming %q before connecting: %s", c.kv, code, c.want, strings.TrimSpace(errOut))
 		}
 	}
 }

@@ -55,6 +55,9 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	if err := checkNATSPort(cfg); err != nil {
 		return err
 	}
+	if err := checkHTTPConfig(cfg, true); err != nil {
+		return err
+	}
 	natsEvents := streams.NewConnEvents(log)
 	nc, stopNATS, natsURL, err := connectOrEmbed(ctx, cfg, log, natsEvents)
 	natsURL = streams.RedactURLs(natsURL) // printed and logged: no credentials

@@ -97,7 +97,7 @@ func pushOptions(cfg Config, dev bool, reg prometheus.Registerer, log *slog.Logg
 	opts := []push.Option{push.WithStreamsConfig(cfg.StreamsConfig()), namedOption("E2A_PUSH_RETRY_WINDOW", push.WithRetryWindow(pe.RetryWindow)),
 		namedOption("E2A_PUSH_TIMEOUT", push.WithTimeout(pe.Timeout)), namedOption("E2A_PUSH_ACK_WAIT", push.WithAckWait(pe.AckWait))}
 	if pe.AllowHosts != "" {
-		opts = append(opts, push.WithAllowHosts(pe.AllowHosts))
+		opts = append(opts, namedOption("E2A_PUSH_ALLOW_HOSTS", push.WithAllowHosts(pe.AllowHosts)))
 	}
 	if pe.SigningKey != "" {
 		signer, err := push.LoadSigner(pe.SigningKey)

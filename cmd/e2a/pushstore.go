@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/nats-io/nats.go"
 
@@ -25,6 +26,24 @@ func openPushStore(ctx context.Context, nc *nats.Conn, cfg Config, dev bool) (*p
 		return nil, fmt.Errorf("push config store: %w", err)
 	}
 	return st, nil
+}
+
+// checkHTTPConfig refuses, before anything starts (the embedded server,
+// its streams, the listeners' work), what newHTTP and the push store would
+// refuse once started: the auth configuration (E2A_AUTH_*, E2A_API_KEYS,
+// …) and the push variables (E2A_PUSH*), each error naming its variable.
+func checkHTTPConfig(cfg Config, dev bool) error {
+	if _, err := ingress.LoadAuth(os.Getenv); err != nil {
+		return err
+	}
+	pe, opts, err := pushOptions(cfg, dev, nil, nil)
+	if err != nil || pe.mode() == pushOff {
+		return err
+	}
+	if err := push.CheckOptions(opts...); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return nil
 }
 
 // pushStoreOptions are the ingress options that serve A2A's push config
