@@ -118,49 +118,58 @@ func TestDecodeStrict(t *testing.T) {
 }
 
 // TestFromJSONRejects covers input FromJSON refuses, and which sentinel it
-// wraps.
+// wraps. The message says what was wrong in JSON's words (a client reads
+// it), never with the Go types of encoding/json's ("cannot unmarshal
+// array into Go value of type map[string]json.RawMessage").
 func TestFromJSONRejects(t *testing.T) {
 	deep := strings.Repeat(`{"a":`, e2a.MaxNesting+1) + "1" + strings.Repeat("}", e2a.MaxNesting+1)
 	tests := []struct {
 		name string
 		in   string
 		want error
+		says string // part of the message, when set
 	}{
-		{"empty", ``, e2a.ErrInvalidJSON},
-		{"not JSON", `{"a":`, e2a.ErrInvalidJSON},
-		{"array", `[1,2]`, e2a.ErrInvalidJSON},
-		{"string", `"x"`, e2a.ErrInvalidJSON},
-		{"null", `null`, e2a.ErrInvalidJSON},
-		{"trailing data", `{} {}`, e2a.ErrInvalidJSON},
-		{"trailing bracket", `{} ]`, e2a.ErrInvalidJSON},
-		{"trailing brace", `{"method":"m"}}`, e2a.ErrInvalidJSON},
-		{"trailing garbage", `{}x`, e2a.ErrInvalidJSON},
-		{"too deep", deep, e2a.ErrInvalidJSON},
-		{"method not a string", `{"method":1}`, e2a.ErrInvalidEnvelope},
-		{"req_method not a string", `{"req_method":true}`, e2a.ErrInvalidEnvelope},
-		{"channel_id not a string", `{"channel_id":{}}`, e2a.ErrInvalidEnvelope},
-		{"params not an object", `{"params":[1]}`, e2a.ErrInvalidEnvelope},
-		{"payload not an object", `{"payload":"x"}`, e2a.ErrInvalidEnvelope},
-		{"metadata not an object", `{"metadata":"x"}`, e2a.ErrInvalidEnvelope},
-		{"is_stream not a bool", `{"is_stream":"yes"}`, e2a.ErrInvalidEnvelope},
-		{"timestamp bool", `{"timestamp":true}`, e2a.ErrInvalidEnvelope},
-		{"timestamp out of range", `{"timestamp":1e300}`, e2a.ErrInvalidEnvelope},
-		{"jsonrpc_id object", `{"jsonrpc_id":{}}`, e2a.ErrInvalidEnvelope},
-		{"jsonrpc_id bool", `{"jsonrpc_id":true}`, e2a.ErrInvalidEnvelope},
-		{"request_id bool", `{"request_id":false}`, e2a.ErrInvalidEnvelope},
+		{"empty", ``, e2a.ErrInvalidJSON, ""},
+		{"not JSON", `{"a":`, e2a.ErrInvalidJSON, ""},
+		{"array", `[1,2]`, e2a.ErrInvalidJSON, "must be a JSON object, not an array"},
+		{"string", `"x"`, e2a.ErrInvalidJSON, "must be a JSON object, not a string"},
+		{"null", `null`, e2a.ErrInvalidJSON, "must be a JSON object, not null"},
+		{"trailing data", `{} {}`, e2a.ErrInvalidJSON, ""},
+		{"trailing bracket", `{} ]`, e2a.ErrInvalidJSON, ""},
+		{"trailing brace", `{"method":"m"}}`, e2a.ErrInvalidJSON, ""},
+		{"trailing garbage", `{}x`, e2a.ErrInvalidJSON, ""},
+		{"too deep", deep, e2a.ErrInvalidJSON, ""},
+		{"method not a string", `{"method":1}`, e2a.ErrInvalidEnvelope, ""},
+		{"req_method not a string", `{"req_method":true}`, e2a.ErrInvalidEnvelope, ""},
+		{"channel_id not a string", `{"channel_id":{}}`, e2a.ErrInvalidEnvelope, ""},
+		{"params not an object", `{"params":[1]}`, e2a.ErrInvalidEnvelope, `field "params": must be an object, not an array`},
+		{"params a string", `{"params":"x"}`, e2a.ErrInvalidEnvelope, `field "params": must be an object, not a string`},
+		{"payload not an object", `{"payload":"x"}`, e2a.ErrInvalidEnvelope, `field "payload": must be an object, not a string`},
+		{"metadata not an object", `{"metadata":"x"}`, e2a.ErrInvalidEnvelope, `field "metadata": must be an object, not a string`},
+		{"is_stream not a bool", `{"is_stream":"yes"}`, e2a.ErrInvalidEnvelope, ""},
+		{"timestamp bool", `{"timestamp":true}`, e2a.ErrInvalidEnvelope, ""},
+		{"timestamp out of range", `{"timestamp":1e300}`, e2a.ErrInvalidEnvelope, ""},
+		{"jsonrpc_id object", `{"jsonrpc_id":{}}`, e2a.ErrInvalidEnvelope, ""},
+		{"jsonrpc_id bool", `{"jsonrpc_id":true}`, e2a.ErrInvalidEnvelope, ""},
+		{"request_id bool", `{"request_id":false}`, e2a.ErrInvalidEnvelope, ""},
 		// §4.1 types request_id string / null: a number was read as its text.
-		{"request_id number", `{"request_id":12}`, e2a.ErrInvalidEnvelope},
-		{"is_stream number", `{"is_stream":1}`, e2a.ErrInvalidEnvelope},
-		{"expected_output_modes null element", `{"expected_output_modes":[null]}`, e2a.ErrInvalidEnvelope},
-		{"leap second at noon", `{"deadline":"2016-12-31T12:00:60Z"}`, e2a.ErrInvalidEnvelope},
-		{"provenance not an object", `{"provenance":"acp"}`, e2a.ErrInvalidEnvelope},
-		{"expected_output_modes not strings", `{"expected_output_modes":[1]}`, e2a.ErrInvalidEnvelope},
+		{"request_id number", `{"request_id":12}`, e2a.ErrInvalidEnvelope, ""},
+		{"is_stream number", `{"is_stream":1}`, e2a.ErrInvalidEnvelope, ""},
+		{"expected_output_modes null element", `{"expected_output_modes":[null]}`, e2a.ErrInvalidEnvelope, ""},
+		{"leap second at noon", `{"deadline":"2016-12-31T12:00:60Z"}`, e2a.ErrInvalidEnvelope, ""},
+		{"provenance not an object", `{"provenance":"acp"}`, e2a.ErrInvalidEnvelope, `field "provenance": must be an object, not a string`},
+		{"provenance member", `{"provenance":{"source_protocol":1}}`, e2a.ErrInvalidEnvelope, `field "provenance.source_protocol": must be a string, not a number`},
+		{"auth member", `{"auth":{"extra_headers":["x"]}}`, e2a.ErrInvalidEnvelope, `field "auth.extra_headers": must be an object, not an array`},
+		{"expected_output_modes not strings", `{"expected_output_modes":[1]}`, e2a.ErrInvalidEnvelope, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env, err := e2a.FromJSON([]byte(tt.in))
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("FromJSON(%.60s) = %+v, %v; want %v", tt.in, env, err, tt.want)
+			}
+			if m := err.Error(); !strings.Contains(m, tt.says) || strings.Contains(m, "Go ") || strings.Contains(m, "json: ") {
+				t.Errorf("FromJSON(%.60s): %q, want it to say %q in JSON's words", tt.in, m, tt.says)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -59,9 +60,61 @@ func FromJSON(data []byte) (*Envelope, error) {
 	return &env, nil
 }
 
-// fieldError is the error of a known field of the wrong type.
+// fieldError is the error of a known field of the wrong type, in JSON's
+// words: a member of the wrong type inside the field is named by its path
+// ("provenance.source_protocol") and the JSON types, never by the Go types
+// of encoding/json's message ("cannot unmarshal number into Go struct
+// field Provenance.source_protocol of type string"), which mean nothing to
+// the client that sent the envelope.
 func fieldError(key string, err error) error {
-	return fmt.Errorf("%w: field %q: %v", ErrInvalidEnvelope, key, err)
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Type != nil {
+		if te.Field != "" {
+			key += "." + te.Field
+		}
+		return fmt.Errorf("%w: field %q: must be %s, not %s", ErrInvalidEnvelope, key, jsonTypeOf(te.Type), sentKind(te.Value))
+	}
+	return fmt.Errorf("%w: field %q: %s", ErrInvalidEnvelope, key, strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// jsonTypeOf names the JSON type that decodes into a value of type t.
+func jsonTypeOf(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "a base64 string"
+		}
+		return "an array"
+	}
+	return "another JSON type"
+}
+
+// sentKind names the JSON value an UnmarshalTypeError describes ("array",
+// "number -5", "bool") as a client reads it.
+func sentKind(v string) string {
+	switch {
+	case v == "bool":
+		return "a boolean"
+	case v == "array", v == "object":
+		return "an " + v
+	case strings.HasPrefix(v, "number "):
+		return "the number " + v[len("number "):]
+	}
+	return "a " + v
 }
 
 // readCompat applies the compatibility keys to env once its fields are read;
@@ -70,19 +123,19 @@ func (env *Envelope) readCompat(get func(int) json.RawMessage) error {
 	// Compatibility keys: the new name wins when both are present.
 	if env.Channel == "" {
 		if err := readString(get(keyChannelID), &env.Channel); err != nil {
-			return fmt.Errorf("%w: field \"channel_id\": %v", ErrInvalidEnvelope, err)
+			return fieldError("channel_id", err)
 		}
 	}
 	if env.Method == "" {
 		if err := readString(get(keyReqMethod), &env.Method); err != nil {
-			return fmt.Errorf("%w: field \"req_method\": %v", ErrInvalidEnvelope, err)
+			return fieldError("req_method", err)
 		}
 	}
 	if len(env.ChannelContext) == 0 {
 		if v := get(keyMetadata); v != nil && !isNull(v) {
 			var m map[string]any
 			if err := DecodeStrict(v, &m); err != nil {
-				return fmt.Errorf("%w: field \"metadata\": %v", ErrInvalidEnvelope, err)
+				return fieldError("metadata", err)
 			}
 			if len(m) > 0 {
 				env.ChannelContext = m
@@ -111,7 +164,7 @@ func (env *Envelope) readCompat(get func(int) json.RawMessage) error {
 	if v := get(keyPayload); v != nil && !isNull(v) {
 		var p map[string]any
 		if err := DecodeStrict(v, &p); err != nil {
-			return fmt.Errorf("%w: field \"payload\" must be an object: %v", ErrInvalidEnvelope, err)
+			return fieldError("payload", err)
 		}
 		if len(p) > 0 && env.Params == nil {
 			env.Params = make(map[string]any, len(p))
@@ -207,10 +260,14 @@ func readEnvelopeField(env *Envelope, key string, v json.RawMessage) error {
 func rawObject(data []byte) (map[string]json.RawMessage, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) { // valid JSON, of another type
+			return nil, fmt.Errorf("%w: the body must be a JSON object, not %s", ErrInvalidJSON, sentKind(te.Value))
+		}
 		return nil, fmt.Errorf("%w: %v", ErrInvalidJSON, err)
 	}
 	if raw == nil {
-		return nil, fmt.Errorf("%w: expected an object", ErrInvalidJSON)
+		return nil, fmt.Errorf("%w: the body must be a JSON object, not null", ErrInvalidJSON)
 	}
 	return raw, nil
 }
@@ -368,7 +425,7 @@ func readObject(v json.RawMessage, dst *map[string]any) error {
 	}
 	var m map[string]any
 	if err := DecodeStrict(v, &m); err != nil {
-		return fmt.Errorf("must be an object: %v", err)
+		return err // fieldError words it
 	}
 	*dst = m
 	return nil

@@ -85,7 +85,7 @@ func Classify(err error) (status int, code string) {
 
 func apiError(err error) (int, APIError) {
 	st, code := Classify(err)
-	msg := err.Error()
+	msg := ClientMessage(err)
 	if code == CodeNotFound {
 		msg = NotFoundMessage // one wording, whatever the cause
 	}

@@ -59,7 +59,8 @@
 //	                               410 frames_expired: its frames aged out, no History copy
 //
 // Errors are {"error":{"code":"…","message":"…"}} ([APIError], [Classify],
-// [WriteError]). Every stream sets X-Accel-Buffering: no and Cache-Control:
+// [WriteError]); the message is [ClientMessage], without the package
+// prefixes of the Go error the logs keep ("egress: bad request: …"). Every stream sets X-Accel-Buffering: no and Cache-Control:
 // no-cache, flushes when no frame is waiting, ends after the final frame,
 // stops its reader when the client goes away, and cuts off a client that
 // does not read within the write timeout (metric

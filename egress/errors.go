@@ -3,6 +3,7 @@ package egress
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/e2a-pipeline/pipeline/render"
 )
@@ -77,5 +78,39 @@ func invalid(format string, a ...any) error {
 }
 
 func badRequest(format string, a ...any) error {
-	return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, a...))
+	return &clientError{kind: ErrBadRequest, msg: fmt.Sprintf(format, a...)}
 }
+
+// clientError is an error of this package that a client caused: its
+// Error is the Go chain's text ("egress: bad request: …", wrapping kind),
+// its ClientMessage what the client reads (the message alone).
+type clientError struct {
+	kind error
+	msg  string
+}
+
+func (e *clientError) Error() string         { return e.kind.Error() + ": " + e.msg }
+func (e *clientError) Unwrap() error         { return e.kind }
+func (e *clientError) ClientMessage() string { return e.msg }
+
+// ClientMessage is the message a client reads in the error answer for
+// err, in any protocol's error shape: the ClientMessage of the first error
+// of err's chain that words itself for a client (a normalizer error, a
+// malformed resume point of this package's), else err's text without the
+// prefixes of the pipeline's packages ("egress: ", "ingress: ", "host: ",
+// "subjects: "…), at its start or after a colon. Logs keep err.Error().
+func ClientMessage(err error) string {
+	var c interface{ ClientMessage() string }
+	if errors.As(err, &c) {
+		return c.ClientMessage()
+	}
+	s := err.Error()
+	for _, p := range packagePrefixes {
+		s = strings.ReplaceAll(strings.TrimPrefix(s, p), ": "+p, ": ")
+	}
+	return s
+}
+
+// packagePrefixes are the prefixes of the errors of the pipeline's
+// packages (and encoding/json's) that ClientMessage leaves out.
+var packagePrefixes = []string{"egress: ", "ingress: ", "host: ", "subjects: ", "e2a: ", "render: ", "json: "}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -98,6 +99,12 @@ func TestResumePoint(t *testing.T) {
 		if c.bad {
 			if !errors.Is(err, ErrBadRequest) {
 				t.Errorf("Last-Event-ID %q, from %q: %d, %v; want a bad request", c.lastEventID, c.from, got, err)
+			}
+			// The log keeps the package; the client reads which value and
+			// what it must be.
+			if m := ClientMessage(err); !strings.HasPrefix(err.Error(), "egress: bad request: ") ||
+				strings.Contains(m, "egress") || !strings.Contains(m, "must be") || !strings.Contains(m, strconv.Quote(c.lastEventID+c.from)) {
+				t.Errorf("Last-Event-ID %q, from %q: %q, client reads %q", c.lastEventID, c.from, err, m)
 			}
 			continue
 		}

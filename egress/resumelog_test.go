@@ -62,7 +62,7 @@ func TestBadResumePointIsNotAnError(t *testing.T) {
 		if rec.Level == "ERROR" || rec.Level == "WARN" {
 			t.Errorf("logged at %s: %s", rec.Level, line)
 		}
-		if rec.Level == "DEBUG" && strings.Contains(line, "not a frame sequence") {
+		if rec.Level == "DEBUG" && strings.Contains(line, "must be a frame sequence") {
 			debug++
 		}
 	}

@@ -1148,7 +1148,7 @@ func ResumePoint(r *http.Request) (int64, error) {
 	if v := strings.TrimSpace(r.Header.Get("Last-Event-Id")); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < -1 {
-			return 0, badRequest("Last-Event-ID %q is not a frame sequence", v)
+			return 0, badRequest("Last-Event-ID must be a frame sequence (an integer, -1 or more), not %q", v)
 		}
 		if n == math.MaxInt64 {
 			// No frame follows the largest sequence: a resume point past
@@ -1160,7 +1160,7 @@ func ResumePoint(r *http.Request) (int64, error) {
 	if v := QueryValue(r, "from"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			return 0, badRequest("from=%q is not a frame sequence", v)
+			return 0, badRequest("from must be a frame sequence (an integer, 0 or more), not %q", v)
 		}
 		return n, nil
 	}

@@ -459,7 +459,7 @@ func checkPeerPrompt(p map[string]any) string {
 	}
 	var pr acp.PromptRequest
 	if err := json.Unmarshal(b, &pr); err != nil {
-		return "not an ACP PromptRequest: " + err.Error()
+		return "not an ACP PromptRequest: " + typeError(err)
 	}
 	if err := pr.Validate(); err != nil {
 		return err.Error()

@@ -97,7 +97,13 @@
 // [ErrInvalidRequest], [ErrMethodNotFound], [ErrInvalidParams],
 // [ErrUnsupportedOperation]. [JSONRPCCode], [HTTPStatus] and [A2ECode] map
 // them to each front door's own error shape; workflow structure errors list
-// every bad line in Error.Lines. A value of the client's that a message
-// quotes (a method, a part kind, a media type, an id …) is escaped and cut
-// after 64 runes, so that no message carries a client's value whole.
+// every bad line in Error.Lines. Error() is the text for logs ("normalizer
+// a2a \"foo/bar\": method not found: …"); [Error.ClientMessage] is what the
+// front doors answer: the kind and what was wrong, in JSON's and the
+// protocol's words, without the package prefixes or Go type names ("method
+// not found: \"foo/bar\": …", "invalid request: invalid envelope: field
+// \"params\": must be an object, not a string"). A value of the client's
+// that a message quotes (a method, a part kind, a media type, an id …) is
+// escaped and cut after 64 runes, so that no message carries a client's
+// value whole.
 package normalizer

@@ -42,7 +42,7 @@ func (n *Normalizer) FromE2A(in Input) (*Result, error) {
 				kind = ErrInvalidRequest // valid JSON, but not an object
 			}
 		}
-		e := newErr(kind, ProtocolE2A, "%v", err)
+		e := newErr(kind, ProtocolE2A, "%s", detail(err))
 		return nil, e
 	}
 	for name, ts := range map[string]*string{"timestamp": &env.Timestamp, "deadline": &env.Deadline} {

@@ -90,6 +90,8 @@ func (e *LineError) String() string {
 	return fmt.Sprintf("line %d: %s", e.Line, e.Message)
 }
 
+// Error is the error's text for logs and the Go error chain: the package,
+// protocol and method, then [Error.ClientMessage].
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("normalizer")
@@ -102,20 +104,42 @@ func (e *Error) Error() string {
 		b.WriteString(echo(e.Method))
 	}
 	b.WriteString(": ")
+	e.describe(&b, false)
+	return b.String()
+}
+
+// ClientMessage is what the client that sent the request reads in the
+// error answer of its protocol: the kind of error and what was wrong,
+// without the pipeline's package prefix ("method not found: \"foo/bar\":
+// not an A2A v0.3 method", "invalid params: prompt must be an array of
+// content blocks"). An unknown method is named (the client may have sent
+// several calls); any other method is the call the client made.
+func (e *Error) ClientMessage() string {
+	var b strings.Builder
+	e.describe(&b, true)
+	return b.String()
+}
+
+// describe writes the kind, then (named) the unknown method, the message
+// and the workflow's first lines.
+func (e *Error) describe(b *strings.Builder, named bool) {
 	b.WriteString(e.Kind.Error())
+	if named && e.Method != "" && errors.Is(e.Kind, ErrMethodNotFound) {
+		b.WriteString(": ")
+		b.WriteString(echo(e.Method))
+	}
 	if e.Msg != "" {
 		b.WriteString(": ")
 		b.WriteString(e.Msg)
 	}
 	for i, l := range e.Lines {
 		if i == 3 {
-			fmt.Fprintf(&b, "; … %d more", len(e.Lines)-3)
+			fmt.Fprintf(b, "; … %d more", len(e.Lines)-3)
 			break
 		}
 		b.WriteString("; ")
 		b.WriteString(l.String())
 	}
-	return b.String()
 }
 
 // Unwrap returns the sentinel, and the Cause when set.
@@ -236,4 +260,21 @@ func echo(s string) string {
 
 func newErr(kind error, protocol, format string, a ...any) *Error {
 	return &Error{Kind: kind, Protocol: protocol, Msg: fmt.Sprintf(format, a...)}
+}
+
+// otherPackages are the prefixes of the errors of the packages whose
+// errors an adapter words for the client ([detail]).
+var otherPackages = []string{"e2a: ", "subjects: ", "json: "}
+
+// detail is the text of err, an error of another package (e2a, subjects,
+// encoding/json), as a client reads it in [Error.Msg]: without those
+// packages' prefixes, at the start or after a colon ("e2a: invalid
+// envelope: …" is "invalid envelope: …"), the Go error chain keeping them.
+func detail(err error) string {
+	s := err.Error()
+	for _, p := range otherPackages {
+		s = strings.TrimPrefix(s, p)
+		s = strings.ReplaceAll(s, ": "+p, ": ")
+	}
+	return s
 }

@@ -88,6 +88,7 @@ func describeError(err error) *goldenError {
 	if errors.As(err, &ne) {
 		g.ReqID = ne.ReqID
 		g.Lines = ne.Lines
+		g.Message = ne.ClientMessage() // what the front doors answer
 	}
 	return g
 }

@@ -413,8 +413,8 @@ func (r *req) checkIDs(env *e2a.Envelope) error {
 // idRefusal is the ErrInvalidParams of id value (field) refused by
 // subjects.ValidateRequestID with err, which it wraps as its Cause.
 func idRefusal(protocol, field, value string, err error) *Error {
-	e := newErr(ErrInvalidParams, protocol, "%s %s is not a valid id (1 to %d bytes of UTF-8, no leading or trailing white space, no control, format or line-separator character): %v",
-		field, echo(value), subjects.MaxIDLength, err)
+	e := newErr(ErrInvalidParams, protocol, "%s %s is not a valid id (1 to %d bytes of UTF-8, no leading or trailing white space, no control, format or line-separator character): %s",
+		field, echo(value), subjects.MaxIDLength, detail(err))
 	e.Cause = err
 	return e
 }

@@ -24,9 +24,9 @@ func AgentVaultError(err error) *jsonrpc.Error {
 	case errors.Is(err, egress.ErrNotCancelable):
 		return &jsonrpc.Error{Code: jsonrpc.CodeAVInvalidState, Message: "Invalid State: task already final", Data: d}
 	case errors.Is(err, egress.ErrBadRequest):
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: d}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: egress.ClientMessage(err), Data: d}
 	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeAVServerError, Message: err.Error(), Data: d}
+	return &jsonrpc.Error{Code: jsonrpc.CodeAVServerError, Message: egress.ClientMessage(err), Data: d}
 }
 
 // avNotification is the reply to an AgentVault notification (a call

@@ -487,7 +487,7 @@ func (r *avStream) End(err error) error {
 	}
 	r.nextTurn = "" // nothing follows an error
 	_, code := egress.Classify(err)
-	return render.SSEEndEvent(r.o, "error", AVErrorEvent{Error: code, Message: err.Error()})
+	return render.SSEEndEvent(r.o, "error", AVErrorEvent{Error: code, Message: egress.ClientMessage(err)})
 }
 
 // AgentVaultTask translates an A2A task rebuilt by a2amap.BuildTask into the

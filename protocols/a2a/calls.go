@@ -70,7 +70,7 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 	adapt, _ := d.h.Normalizer().Adapter(protocol)
 	res, err := adapt(nin)
 	if err != nil {
-		rep.Error(&jsonrpc.Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()})
+		rep.Error(&jsonrpc.Error{Code: normalizer.JSONRPCCode(err), Message: egress.ClientMessage(err)})
 		return
 	}
 	env := res.Envelope

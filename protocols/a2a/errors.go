@@ -21,9 +21,9 @@ func Error(err error) *jsonrpc.Error {
 	case errors.Is(err, egress.ErrNotCancelable):
 		return &jsonrpc.Error{Code: jsonrpc.CodeA2ATaskNotCancelable, Message: "Task cannot be canceled", Data: d}
 	case errors.Is(err, egress.ErrBadRequest):
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: d}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: egress.ClientMessage(err), Data: d}
 	case errors.Is(err, context.Canceled):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "request cancelled", Data: d}
 	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error(), Data: d}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: egress.ClientMessage(err), Data: d}
 }

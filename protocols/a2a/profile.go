@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/normalizer"
 	"github.com/e2a-pipeline/pipeline/protocols/host"
@@ -62,7 +63,7 @@ func (d *frontDoor) admitProfile(rep host.Reply, in host.Call, protocol, pool, m
 	}
 	if env != nil {
 		if err := normalizer.CheckInputModes(env, pool, modes); err != nil {
-			rep.Error(&jsonrpc.Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()})
+			rep.Error(&jsonrpc.Error{Code: normalizer.JSONRPCCode(err), Message: egress.ClientMessage(err)})
 			return false
 		}
 	}

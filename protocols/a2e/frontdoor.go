@@ -139,7 +139,7 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// refuses it before its publish: the calls would run and each be
 	// answered bad_request.
 	if _, err := egress.ResumePoint(r); err != nil {
-		refuse(w, host.Refusal{Status: http.StatusBadRequest, Code: normalizer.A2ECodeInvalidRequest, Message: err.Error()})
+		refuse(w, host.Refusal{Status: http.StatusBadRequest, Code: normalizer.A2ECodeInvalidRequest, Message: egress.ClientMessage(err)})
 		return
 	}
 	maxBody := d.h.MaxBody()
@@ -245,7 +245,7 @@ func (d *frontDoor) message(lw *lineWriter, r *http.Request, c host.Caller, line
 		if ne, ok := err.(*normalizer.Error); ok {
 			method = ne.Method
 		}
-		lw.line(ofCapability(NewError(reqID, normalizer.A2ECode(err), err.Error(), false, nil), method))
+		lw.line(ofCapability(NewError(reqID, normalizer.A2ECode(err), egress.ClientMessage(err), false, nil), method))
 		return true
 	}
 	env := res.Envelope
@@ -282,17 +282,17 @@ func (d *frontDoor) message(lw *lineWriter, r *http.Request, c host.Caller, line
 	sub, err := c.Submit(r.Context(), host.Submission{Pool: res.Pool, Envelope: env})
 	switch {
 	case errors.Is(err, host.ErrUnknownPool):
-		lw.line(ofCapability(NewError(reqID, "unknown_agent", err.Error(), false, nil), env.Method))
+		lw.line(ofCapability(NewError(reqID, "unknown_agent", egress.ClientMessage(err), false, nil), env.Method))
 		return r.Context().Err() == nil
 	case errors.Is(err, host.ErrInvalidPool):
 		// Not a pool name at all: no retry can succeed (E2A: 400 invalid_agent).
-		lw.line(ofCapability(NewError(reqID, "invalid_agent", err.Error(), false, nil), env.Method))
+		lw.line(ofCapability(NewError(reqID, "invalid_agent", egress.ClientMessage(err), false, nil), env.Method))
 		return r.Context().Err() == nil
 	case errors.Is(err, host.ErrConflict):
 		lw.line(ofCapability(NewError(reqID, "conflict", "the request id (Idempotency-Key) is already in use; choose another", false, nil), env.Method))
 		return r.Context().Err() == nil
 	case errors.Is(err, host.ErrTooLarge):
-		lw.line(ofCapability(NewError(reqID, "body_too_large", err.Error(), false, map[string]any{"http_status": http.StatusRequestEntityTooLarge}), env.Method))
+		lw.line(ofCapability(NewError(reqID, "body_too_large", egress.ClientMessage(err), false, map[string]any{"http_status": http.StatusRequestEntityTooLarge}), env.Method))
 		return r.Context().Err() == nil
 	case err != nil:
 		lw.line(ofCapability(NewError(reqID, "unavailable", "the pipeline could not accept the request; retry later", true, nil), env.Method))

@@ -227,7 +227,7 @@ func (r *renderer) End(err error) error {
 	id := uuid.NewSHA1(uuid.NameSpaceOID, []byte(r.p.ReqID+"\x00"+code))
 	m := Message{A2E: Version, ID: strings.ReplaceAll(id.String(), "-", ""), Type: ErrorType, Version: Version,
 		TS: float64(now().UnixMicro()) / 1e6, ReqID: r.p.ReqID,
-		Code: code, Message: err.Error(), Retryable: &retry, CapabilityName: r.p.capability()}
+		Code: code, Message: egress.ClientMessage(err), Retryable: &retry, CapabilityName: r.p.capability()}
 	if !r.o.Started() {
 		r.o.Header().Set("Content-Type", "application/x-ndjson")
 		r.o.WriteHeader(st)

@@ -156,7 +156,7 @@ func (d *frontDoor) serve(rep host.Reply, in host.Call, c host.RPCCaller, req *j
 	}
 	res, err := d.h.Normalizer().FromACP(nin)
 	if err != nil {
-		rep.Error(&jsonrpc.Error{Code: normalizer.JSONRPCCode(err), Message: err.Error()})
+		rep.Error(&jsonrpc.Error{Code: normalizer.JSONRPCCode(err), Message: egress.ClientMessage(err)})
 		return
 	}
 	switch req.Method {

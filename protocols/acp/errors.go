@@ -12,7 +12,7 @@ import (
 func Error(err error) *jsonrpc.Error {
 	_, code := egress.Classify(err)
 	if errors.Is(err, egress.ErrBadRequest) {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: egress.ErrorData{Code: code}}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: egress.ClientMessage(err), Data: egress.ErrorData{Code: code}}
 	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error(), Data: egress.ErrorData{Code: code}}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: egress.ClientMessage(err), Data: egress.ErrorData{Code: code}}
 }

@@ -72,7 +72,7 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, subjects.ErrInvalidID) {
 			code = CodeInvalidRequestID
 		}
-		WriteError(w, normalizer.HTTPStatus(err), code, err.Error(), false)
+		WriteError(w, normalizer.HTTPStatus(err), code, egress.ClientMessage(err), false)
 		return
 	}
 	env, pool := res.Envelope, res.Pool
@@ -124,12 +124,12 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, host.ErrConflict):
 			WriteError(w, http.StatusConflict, CodeConflict, "request_id is already in use; choose another", false)
 		case errors.Is(err, host.ErrTooLarge):
-			WriteError(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge, err.Error(), false)
+			WriteError(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge, egress.ClientMessage(err), false)
 		case errors.Is(err, host.ErrUnknownPool):
-			WriteError(w, http.StatusNotFound, CodeUnknownAgent, err.Error(), false)
+			WriteError(w, http.StatusNotFound, CodeUnknownAgent, egress.ClientMessage(err), false)
 		case errors.Is(err, egress.ErrShuttingDown):
 			f := unavailable // its message names the request, to read again
-			f.Message = err.Error()
+			f.Message = egress.ClientMessage(err)
 			Refuse(w, f)
 		case errors.Is(err, context.Canceled):
 			WriteError(w, 499, CodeClientClosed, "client went away before the request was accepted", true)

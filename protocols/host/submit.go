@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/jsonrpc"
 )
 
@@ -139,13 +139,13 @@ func AnswerSubmitError(rep Reply, err error) {
 	switch {
 	case errors.Is(err, context.Canceled):
 	case errors.Is(err, ErrInvalidPool), errors.Is(err, ErrUnknownPool):
-		rep.Error(jsonrpc.InvalidParams(err.Error()))
+		rep.Error(jsonrpc.InvalidParams(egress.ClientMessage(err)))
 	case errors.Is(err, ErrTooLarge):
 		// Never publishable as it is: 413, as a body too large, with the id.
-		rep.Refuse(Refusal{Status: http.StatusRequestEntityTooLarge, RPCCode: jsonrpc.CodeInvalidRequest, Message: "Invalid Request: " + err.Error(),
+		rep.Refuse(Refusal{Status: http.StatusRequestEntityTooLarge, RPCCode: jsonrpc.CodeInvalidRequest, Message: "Invalid Request: " + egress.ClientMessage(err),
 			Data: map[string]any{"code": "body_too_large", "retryable": false}})
 	case errors.Is(err, ErrTaskTerminal):
-		rep.Error(&jsonrpc.Error{Code: jsonrpc.CodeA2AUnsupportedOperation, Message: "This operation is not supported: " + trimPackage(err.Error())})
+		rep.Error(&jsonrpc.Error{Code: jsonrpc.CodeA2AUnsupportedOperation, Message: "This operation is not supported: " + egress.ClientMessage(err)})
 	case errors.Is(err, ErrConflict):
 		rep.Error(&jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: the id (Idempotency-Key or contextId) is already in use; choose another",
 			Data: map[string]any{"conflict": true, "retryable": false}})
@@ -156,12 +156,4 @@ func AnswerSubmitError(rep Reply, err error) {
 			Message: "the pipeline could not accept the request; retry later", Data: map[string]any{"retryable": true},
 			RetryAfter: time.Second})
 	}
-}
-
-// trimPackage drops the "package: " prefix of a sentinel's text.
-func trimPackage(msg string) string {
-	if i := strings.Index(msg, ": "); i > 0 && !strings.Contains(msg[:i], " ") {
-		return msg[i+2:]
-	}
-	return msg
 }
