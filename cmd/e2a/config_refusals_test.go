@@ -7,10 +7,12 @@ package main
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 )
 
@@ -175,6 +177,28 @@ func TestConfigRefusedBeforeStart(t *testing.T) {
 		code, _, errOut = runBin(t, []string{"E2A_NATS_URL=" + srv.ClientURL(), "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_LEVEL=info", c.kv}, "serve")
 		if code != 1 || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "provisioned") || strings.Contains(errOut, "connected") {
 			t.Errorf("e2a serve with %s: exit %d, want 1 naming %q before connecting: %s", c.kv, code, c.want, strings.TrimSpace(errOut))
+		}
+	}
+}
+
+// TestBannerTryNamesCredential: with auth required, the banner's example
+// request carries a credential placeholder (it printed a curl answered
+// 401); without auth it carries none.
+func TestBannerTryNamesCredential(t *testing.T) {
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"E2A_API_KEYS=alice:ak_banner_0123456789abcdef"}, "-H '" + ingress.HeaderAPIKey + ": <your key>'"},
+		{nil, ""},
+	} {
+		banner, errOut := cfgBanner(t, c.env...)
+		i := slices.IndexFunc(banner, func(l string) bool { return strings.Contains(l, "curl -N") })
+		if i < 0 {
+			t.Fatalf("%v: no example in the banner %q %q", c.env, banner, errOut)
+		}
+		if c.want != "" && !strings.Contains(banner[i], c.want) || c.want == "" && strings.Contains(banner[i], "<your") {
+			t.Errorf("%v: example %q, want credential %q", c.env, banner[i], c.want)
 		}
 	}
 }

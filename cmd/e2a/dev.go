@@ -55,7 +55,8 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	if err := checkNATSPort(cfg); err != nil {
 		return err
 	}
-	if err := checkHTTPConfig(cfg, true); err != nil {
+	credential, err := checkHTTPConfig(cfg, true)
+	if err != nil {
 		return err
 	}
 	natsEvents := streams.NewConnEvents(log)
@@ -118,9 +119,9 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
   NATS       %s   (JetStream; subjects e2a.req.>, e2a.resp.>, e2a.live.>)%s
   agent pools %s and "workflow" (A2E workflows)%s
 Try:
-  curl -N %s/v1/requests -H 'Accept: text/event-stream' -d '{"params":{"text":"hello"}}'
+  curl -N %s/v1/requests -H 'Accept: text/event-stream'%s -d '{"params":{"text":"hello"}}'
 Ctrl-C stops.
-`, base, base, base, grpcLine(cfg), metrics, base, base, natsURL, storeLine(cfg), poolsLine(pools), archiveLine(cfg), base)
+`, base, base, base, grpcLine(cfg), metrics, base, base, natsURL, storeLine(cfg), poolsLine(pools), archiveLine(cfg), base, credential)
 	log.Info("serving", "addr", ln.Addr().String(), "nats", natsURL) // as e2a serve logs it, for tools that read the log
 	return serveUntil(ctx, srv, ln, log, agentDone, agents)
 }

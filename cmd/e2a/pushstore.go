@@ -32,18 +32,36 @@ func openPushStore(ctx context.Context, nc *nats.Conn, cfg Config, dev bool) (*p
 // its streams, the listeners' work), what newHTTP and the push store would
 // refuse once started: the auth configuration (E2A_AUTH_*, E2A_API_KEYS,
 // …) and the push variables (E2A_PUSH*), each error naming its variable.
-func checkHTTPConfig(cfg Config, dev bool) error {
-	if _, err := ingress.LoadAuth(os.Getenv); err != nil {
-		return err
+// It returns the header a client must add when every request needs a
+// credential (for the banner's example), "" when none is needed.
+func checkHTTPConfig(cfg Config, dev bool) (string, error) {
+	auth, err := ingress.LoadAuth(os.Getenv)
+	if err != nil {
+		return "", err
 	}
 	pe, opts, err := pushOptions(cfg, dev, nil, nil)
-	if err != nil || pe.mode() == pushOff {
-		return err
+	if err != nil {
+		return "", err
 	}
-	if err := push.CheckOptions(opts...); err != nil {
-		return fmt.Errorf("config: %w", err)
+	if pe.mode() != pushOff {
+		if err := push.CheckOptions(opts...); err != nil {
+			return "", fmt.Errorf("config: %w", err)
+		}
 	}
-	return nil
+	return credentialHeader(auth), nil
+}
+
+// credentialHeader is the curl option of the credential every request of
+// auth needs, with a placeholder: "" when anonymous requests are served.
+func credentialHeader(auth *ingress.Auth) string {
+	switch {
+	case auth.Enabled(ingress.SchemeNone):
+		return ""
+	case auth.Enabled(ingress.SchemeAPIKey):
+		return " -H '" + ingress.HeaderAPIKey + ": <your key>'"
+	default:
+		return " -H 'Authorization: Bearer <your token>'"
+	}
 }
 
 // pushStoreOptions are the ingress options that serve A2A's push config

@@ -29,7 +29,7 @@ func runServe(ctx context.Context, cfg Config, args []string) error {
 	if err := parseFlags(flag.NewFlagSet("serve", flag.ContinueOnError), args, 0); err != nil {
 		return err
 	}
-	if err := checkHTTPConfig(cfg, false); err != nil {
+	if _, err := checkHTTPConfig(cfg, false); err != nil {
 		return err
 	}
 	log, nc, reg, stop, err := startNATSStage(ctx, cfg, "serve", "use `e2a dev` for an embedded server")
