@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/e2a-pipeline/pipeline/streams"
+	"github.com/e2a-pipeline/pipeline/subjects"
 )
 
 // WithPoolCheck refuses requests for an agent pool that has no durable
@@ -67,7 +68,7 @@ func (p *pools) state(ctx context.Context, pool string) (poolState, error) {
 	}
 	name, err := streams.AgentConsumerName(pool)
 	if err != nil {
-		return poolState{}, fmt.Errorf("%w: %v", ErrInvalidPool, err)
+		return poolState{}, invalidPool(err)
 	}
 	c, err := p.js.Consumer(ctx, streams.RequestsStream, name)
 	switch {
@@ -137,3 +138,20 @@ func (s *Server) Pools(ctx context.Context) (map[string]string, error) {
 	}
 	return out, lister.Err()
 }
+
+// invalidPool is ErrInvalidPool for err, the subjects package's refusal of
+// a pool name (or of the request id it goes with), matching both: its text
+// says it once and names the name (`ingress: invalid agent pool: "a.b"`,
+// not "… agent pool: subjects: invalid agent pool name: \"a.b\"").
+func invalidPool(err error) error { return poolError{err} }
+
+type poolError struct{ err error }
+
+func (e poolError) Error() string {
+	if rest, ok := strings.CutPrefix(e.err.Error(), subjects.ErrInvalidPool.Error()); ok {
+		return ErrInvalidPool.Error() + rest
+	}
+	return ErrInvalidPool.Error() + ": " + e.err.Error()
+}
+
+func (e poolError) Unwrap() []error { return []error{ErrInvalidPool, e.err} }

@@ -119,7 +119,7 @@ func (p *Publisher) storedPool(ctx context.Context, requestID string) string {
 func (p *Publisher) publishAfter(ctx context.Context, pool string, env *e2a.Envelope, after []string, first bool) (acc Accepted, err error) {
 	subj, err := subjects.Request(pool, env.RequestID)
 	if err != nil {
-		return Accepted{}, fmt.Errorf("%w: %v", ErrInvalidPool, err)
+		return Accepted{}, invalidPool(err)
 	}
 	if tracing.Enabled() {
 		var span trace.Span
@@ -146,7 +146,7 @@ func (p *Publisher) publishAfter(ctx context.Context, pool string, env *e2a.Enve
 	if first {
 		any, err := subjects.RequestAnyPool(env.RequestID)
 		if err != nil {
-			return Accepted{}, fmt.Errorf("%w: %v", ErrInvalidPool, err)
+			return Accepted{}, invalidPool(err)
 		}
 		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 		msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, any)

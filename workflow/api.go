@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
+	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
@@ -118,7 +119,8 @@ var ErrTooLarge = errors.New("workflow: execution too large to be queued")
 
 // ErrInvalidRequest is returned by an API.NewEnvelope that refuses the
 // request itself (e.g. an Idempotency-Key outside the request-id grammar);
-// the API answers 400 ValidationError with the error's message, not
+// the API answers 400 ValidationError with the error's message as a
+// client reads it (egress.ClientMessage, without "workflow: "), not
 // retryable.
 var ErrInvalidRequest = errors.New("workflow: invalid request")
 
@@ -437,7 +439,9 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, p Principal) {
 	}
 	env, err := build(r, p, text)
 	if errors.Is(err, ErrInvalidRequest) {
-		writeError(w, http.StatusBadRequest, &Error{Type: ValidationError, Message: err.Error()})
+		// What a client reads of it: no "workflow: " or "normalizer
+		// workflow: " prefix (egress.ClientMessage); logs keep err.Error().
+		writeError(w, http.StatusBadRequest, &Error{Type: ValidationError, Message: strings.TrimPrefix(egress.ClientMessage(err), "workflow: ")})
 		return
 	}
 	if err != nil {

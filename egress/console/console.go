@@ -359,6 +359,13 @@ func (c *Console) page(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
+// badQuery answers a refused list query (ErrBadQuery) 400 bad_request
+// with what a client reads of it: what was wrong, without the package's
+// prefix ("bad query: limit=\"0\""; egress.ClientMessage).
+func badQuery(w http.ResponseWriter, err error) {
+	apiError(w, http.StatusBadRequest, "bad_request", strings.TrimPrefix(egress.ClientMessage(err), "console: "))
+}
+
 // apiError writes {"error":{"code","message","retryable"}}, the shape of
 // every E2A endpoint; only an unavailable index is worth retrying.
 func apiError(w http.ResponseWriter, status int, code, msg string) {
@@ -468,7 +475,7 @@ func QueryFromURL(v url.Values, now time.Time) (Query, error) {
 func (c *Console) listRequests(w http.ResponseWriter, r *http.Request) {
 	q, err := QueryFromURL(r.URL.Query(), time.Now())
 	if err != nil {
-		apiError(w, http.StatusBadRequest, "bad_request", err.Error())
+		badQuery(w, err)
 		return
 	}
 	if p := principalFrom(r.Context()); !p.SeesAll() {
@@ -483,7 +490,7 @@ func (c *Console) listRequests(w http.ResponseWriter, r *http.Request) {
 	page, err := c.list.List(r.Context(), q)
 	switch {
 	case errors.Is(err, ErrBadQuery):
-		apiError(w, http.StatusBadRequest, "bad_request", err.Error())
+		badQuery(w, err)
 	case err != nil:
 		c.o.log.Warn("console: list failed", "err", err)
 		apiError(w, http.StatusServiceUnavailable, "unavailable", "the index could not be read; retry")

@@ -102,7 +102,7 @@ func retryAfter(details []*errordetails.Typed) string {
 // sdkError is the error table of A2A v1.0: it maps the pipeline's errors
 // (the host's, egress's, the normalizer's) onto the SDK's, whose
 // transports write each binding's code (JSON-RPC -32001…, HTTP 404…, gRPC
-// NotFound…).
+// NotFound…) and its text as the message (asSDK: what a client reads).
 func sdkError(err error) error {
 	switch {
 	case err == nil:
@@ -115,11 +115,11 @@ func sdkError(err error) error {
 		return a2a.ErrTaskNotCancelable
 	case errors.Is(err, host.ErrInvalidPool), errors.Is(err, host.ErrUnknownPool), errors.Is(err, host.ErrConflict),
 		errors.Is(err, egress.ErrBadRequest): // a resume point that is no event id of the stream
-		return fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
+		return asSDK(a2a.ErrInvalidParams, err)
 	case errors.Is(err, host.ErrTooLarge):
-		return fmt.Errorf("%w: %v", a2a.ErrInvalidRequest, err)
+		return asSDK(a2a.ErrInvalidRequest, err)
 	case errors.Is(err, host.ErrTaskTerminal):
-		return fmt.Errorf("%w: %s", a2a.ErrUnsupportedOperation, strings.TrimPrefix(err.Error(), "ingress: "))
+		return asSDK(a2a.ErrUnsupportedOperation, err)
 	case errors.Is(err, context.Canceled):
 		return err
 	case errors.Is(err, context.DeadlineExceeded):
@@ -134,17 +134,26 @@ func sdkError(err error) error {
 	}
 	switch normalizer.JSONRPCCode(err) {
 	case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeInvalidParams:
-		return fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
+		return asSDK(a2a.ErrInvalidParams, err)
 	case jsonrpc.CodeMethodNotFound, jsonrpc.CodeA2AUnsupportedOperation:
-		return fmt.Errorf("%w: %v", a2a.ErrUnsupportedOperation, err)
+		return asSDK(a2a.ErrUnsupportedOperation, err)
 	case jsonrpc.CodeA2AContentTypeNotSupported: // a part's media type is not an input mode
-		return fmt.Errorf("%w: %v", a2a.ErrUnsupportedContentType, err)
+		return asSDK(a2a.ErrUnsupportedContentType, err)
 	case jsonrpc.CodeA2APushNotificationNotSupported:
-		return fmt.Errorf("%w: %v", a2a.ErrPushNotificationNotSupported, err)
+		return asSDK(a2a.ErrPushNotificationNotSupported, err)
 	case jsonrpc.CodeA2AExtendedCardNotConfigured:
-		return fmt.Errorf("%w: %v", a2a.ErrExtendedCardNotConfigured, err)
+		return asSDK(a2a.ErrExtendedCardNotConfigured, err)
 	}
 	return fmt.Errorf("%w: the pipeline could not answer; retry later", a2a.ErrServerError)
+}
+
+// asSDK is err as the SDK's error kind: its text the kind's, then what a
+// client reads of err (egress.ClientMessage: no package prefix of the
+// pipeline's), the kind not said twice ("invalid params:
+// message.parts must not be empty", not "invalid params: normalizer a2a
+// \"message/send\": invalid params: …"). Logs keep err.Error().
+func asSDK(kind, err error) error {
+	return fmt.Errorf("%w: %s", kind, strings.TrimPrefix(egress.ClientMessage(err), kind.Error()+": "))
 }
 
 // isSDKError reports whether err is one of the SDK's A2A errors.

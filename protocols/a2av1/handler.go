@@ -162,7 +162,7 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 			return nil, p, sdkError(err)
 		}
 		if err := a2aproto.CheckTaskContext(env.ContextID, false, t.ContextID); err != nil {
-			return nil, p, fmt.Errorf("%w: %s", a2a.ErrInvalidParams, err.Error())
+			return nil, p, asSDK(a2a.ErrInvalidParams, err)
 		}
 		if env.ContextID == "" {
 			env.ContextID = t.ContextID

@@ -256,10 +256,11 @@ var rpcCodes = []struct {
 
 // Error is the JSON-RPC error a stream of the JSON-RPC binding ends with
 // for err (egress's, the host's: sdkError's table), as the SDK's transport
-// writes it: the code of the SDK's error (-32603 for none), the error's
-// text as message, and its details (errorDetails: a temporary failure's
-// google.rpc.RetryInfo, then an ErrorInfo with the error's reason, A2A's
-// domain and the time; TestStreamMatchesSDK).
+// writes it: the code of the SDK's error (-32603 for none), what a client
+// reads of the error (egress.ClientMessage) as message, and its details
+// (errorDetails: a temporary failure's google.rpc.RetryInfo, then an
+// ErrorInfo with the error's reason, A2A's domain and the time;
+// TestStreamMatchesSDK).
 func Error(err error) *jsonrpc.Error {
 	err = sdkError(err)
 	code := -32603
@@ -269,7 +270,7 @@ func Error(err error) *jsonrpc.Error {
 			break
 		}
 	}
-	return &jsonrpc.Error{Code: code, Message: err.Error(), Data: errorDetails(err, a2a.ErrorReason(err))}
+	return &jsonrpc.Error{Code: code, Message: egress.ClientMessage(err), Data: errorDetails(err, a2a.ErrorReason(err))}
 }
 
 // restCodes are the HTTP and google.rpc statuses of the SDK's errors, as
@@ -316,15 +317,16 @@ type restStatus struct {
 // restError is the google.rpc.Status an HTTP+JSON stream ends with for
 // err (egress's, the host's: sdkError's table), as the SDK's transport
 // writes it: the HTTP status and status name of the SDK's error (restCode),
-// the error's text, and its details (errorDetails: a temporary failure's
-// google.rpc.RetryInfo, then an ErrorInfo with the error's reason, A2A's
-// domain and the time; TestStreamMatchesSDK).
+// what a client reads of the error (egress.ClientMessage), and its details
+// (errorDetails: a temporary failure's google.rpc.RetryInfo, then an
+// ErrorInfo with the error's reason, A2A's domain and the time;
+// TestStreamMatchesSDK).
 func restError(err error) restStatus {
 	err = sdkError(err)
 	var out restStatus
 	var reason string
 	out.Error.Code, out.Error.Status, reason = restCode(err)
-	out.Error.Message = err.Error()
+	out.Error.Message = egress.ClientMessage(err)
 	out.Error.Details = errorDetails(err, reason)
 	return out
 }
