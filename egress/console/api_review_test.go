@@ -98,7 +98,10 @@ func TestConsoleAuditSeesNoWebhookPath(t *testing.T) {
 }
 
 // publishIndexFill stores n small messages on the index stream's subject
-// key (what the indexer writes for another user's requests), asynchronously.
+// key (what the indexer writes for another user's requests), asynchronously,
+// waiting for the acknowledgements every 1,000 messages: the client stalls
+// (and PublishAsync fails under load) past 4,000 outstanding publishes, its
+// default limit.
 func publishIndexFill(t *testing.T, js jetstream.JetStream, key string, n int) {
 	t.Helper()
 	subj := subjects.KV(console.Bucket, key)
@@ -106,7 +109,7 @@ func publishIndexFill(t *testing.T, js jetstream.JetStream, key string, n int) {
 		if _, err := js.PublishAsync(subj, []byte(`{}`)); err != nil {
 			t.Fatal(err)
 		}
-		if i%4096 == 4095 {
+		if i%1000 == 999 {
 			select {
 			case <-js.PublishAsyncComplete():
 			case <-time.After(30 * time.Second):
