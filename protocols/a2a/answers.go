@@ -274,6 +274,28 @@ func (a Answers) LastTurn(ctx context.Context, t *host.Task) (string, error) {
 	return last, nil
 }
 
+// TurnTime is the stored time of the turn requestID: its envelope's
+// timestamp (when its front door received it), else its first frame's
+// (LoadRequestHead reads it then); zero when neither is stored or
+// parses. A v0.3 resubscription opens at it (Params.Submitted).
+func (a Answers) TurnTime(ctx context.Context, requestID string) time.Time {
+	rq, err := a.f.LoadRequestHead(ctx, requestID)
+	if err != nil {
+		return time.Time{}
+	}
+	if rq.Envelope != nil {
+		if ts, err := e2a.ParseTime(rq.Envelope.Timestamp); err == nil {
+			return ts
+		}
+	}
+	if len(rq.Frames) > 0 {
+		if ts := a2amap.FrameTime(rq.Frames[0]); ts != nil {
+			return *ts
+		}
+	}
+	return time.Time{}
+}
+
 // Heartbeat is the interval of a stream's keep-alives.
 func (a Answers) Heartbeat() time.Duration { return a.f.Heartbeat() }
 

@@ -181,6 +181,11 @@ func (d *frontDoor) resubscribe(rep host.Reply, in host.Call, c host.RPCCaller, 
 	// the task's id (the mapper's fallback), the opening status too (it
 	// was "").
 	p := a2amap.Params{JSONRPCID: req.ID, TaskID: t.ID, ContextID: cmp.Or(t.ContextID, t.ID), Resubscribe: true, Interaction: interaction}
+	if from, _ := egress.ResumePoint(r); from == 0 && len(turns) > 0 {
+		// The opening working status at the first turn's stored time: the
+		// replayed frames' events carry theirs (one read of its envelope).
+		p.Submitted = ans.TurnTime(in.Ctx, turns[0])
+	}
 	serveTurns(d.h.TaskFrames().ServeExisting, w, r, turns, p, later)
 }
 

@@ -72,6 +72,11 @@ type stream struct {
 	// next: the stream goes on from an earlier turn's (serveTurns): its
 	// head is written.
 	next bool
+	// working: the working status-update a later turn of a resubscription
+	// opens with (next) is still to be written, with its first frame and
+	// at its time (openingTime): stamped when the turn's renderer
+	// started, it came before events of older times.
+	working bool
 	// ended: the final frame was rendered, and the stream did not end
 	// with an error.
 	ended bool
@@ -85,8 +90,9 @@ type stream struct {
 // requestID from sequence from (the resume point; p.Resubscribe for
 // tasks/resubscribe): a submitted status-update first (p.Submitted, else
 // now; written with the first frame, and not at all when that frame is
-// the agent's Message), or a working one for a resubscription, none when
-// resuming; then
+// the agent's Message), or a working one for a resubscription (at
+// p.Submitted, the turn's stored time, else now; a later turn's with its
+// first frame, at that frame's time), none when resuming; then
 // each frame's events as a2amap.Mapper maps them (A2A v1.0, converted to
 // v0.3 one by one: a2amap.V03Event), without the parts the client must
 // not get (p.AcceptedOutputModes, p.Interaction); an error ends the
@@ -112,8 +118,16 @@ func (r *stream) Start() error {
 	}
 	if r.p.Resubscribe {
 		// A resubscribed stream opens with the task's state too (working;
-		// the replayed frames then move it on), never with a later event.
-		ts := now().UTC()
+		// the replayed frames then move it on), never with a later event,
+		// at once (a client waits for it) and at the turn's stored time
+		// (p.Submitted; stamped when the client resubscribed, it came
+		// before events of older times). A later turn in a stream already
+		// open writes it with its first frame, at that frame's time.
+		if r.next {
+			r.working = true
+			return nil
+		}
+		ts := r.p.SubmittedTime(now)
 		return r.statusEvent(a2av1.TaskStateWorking, &ts)
 	}
 	r.Opening = true
@@ -151,6 +165,12 @@ func (r *stream) event(id string, ev a2av1.Event, final bool) error {
 }
 
 func (r *stream) Frame(f *render.Frame) error {
+	if r.working {
+		r.working = false
+		if err := r.statusEvent(a2av1.TaskStateWorking, openingTime(f)); err != nil {
+			return err
+		}
+	}
 	r.ended = r.ended || f.IsFinal()
 	b, text := r.textEvent(f)
 	evs, err := r.Events(f, b, text, r.submitted)
@@ -190,6 +210,21 @@ func (r *stream) Frame(f *render.Frame) error {
 	})
 }
 
+// openingTime is the time of the working status-update a later turn of a
+// resubscription opens with: its first frame's, as the frame stores it (a2amap.FrameTime;
+// the turn's later events carry their frames' times too), else now. The
+// frame is decoded for it (once per stream; a text chunk's is otherwise
+// not).
+func openingTime(f *render.Frame) *time.Time {
+	if resp, err := f.Decoded(); err == nil {
+		if ts := a2amap.FrameTime(resp); ts != nil {
+			return ts
+		}
+	}
+	ts := now().UTC()
+	return &ts
+}
+
 // endsTask reports whether evs (a final frame's) hold a terminal status.
 func endsTask(evs []a2av1.Event) bool {
 	for _, ev := range evs {
@@ -203,6 +238,14 @@ func endsTask(evs []a2av1.Event) bool {
 func (r *stream) Heartbeat() error { return render.SSEComment(r.Out, "keep-alive") }
 
 func (r *stream) End(err error) error {
+	if r.working {
+		// No frame came: the opening status before the end, stamped now.
+		r.working = false
+		ts := now().UTC()
+		if werr := r.statusEvent(a2av1.TaskStateWorking, &ts); werr != nil {
+			return werr
+		}
+	}
 	r.done = err == nil
 	if err == nil && r.more {
 		if !r.opened {

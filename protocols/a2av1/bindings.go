@@ -89,13 +89,17 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 		limit := b.h.MaxBody()
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		var head rpcHead
+		var body []byte
 		if checkRPC {
 			var ok bool
 			if head, ok = checkCall(w, r, limit); !ok {
 				return
 			}
-		} else if r.Method == http.MethodPost && !checkRESTBody(w, r, limit) {
-			return
+		} else if r.Method == http.MethodPost {
+			var ok bool
+			if body, ok = checkRESTBody(w, r, limit); !ok {
+				return
+			}
 		}
 		if ReplayRequested(r.Header) && (head.Method == methodSubscribeToTask || strings.HasSuffix(r.URL.Path, ":subscribe")) {
 			// The extension the call activates, echoed (A2A §4.6).
@@ -108,7 +112,7 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 			r = restListAlias(r)
 		}
 		ctx := withCall(r.Context(), call{header: r.Header, agent: r.URL.Query().Get("agent"),
-			version: requestedVersion(r), channel: "http", c: c, query: r.URL.Query(), r: r})
+			version: requestedVersion(r), channel: "http", c: c, query: r.URL.Query(), r: r, body: body})
 		r = r.WithContext(ctx)
 		if head.placeholder {
 			w = newIDWriter(w, head.ID)
@@ -118,7 +122,7 @@ func (b *bindings) admit(refuse host.Refuse, checkRPC bool, next http.Handler) h
 			return
 		}
 		if checkRPC && head.Method != "" {
-			w = &paramsErrorWriter{passThrough: passThrough{w}}
+			w = &paramsErrorWriter{passThrough: passThrough{w}, method: head.Method, params: head.Params}
 		}
 		switch {
 		case b.refuseFinished(w, r, head, !checkRPC):
@@ -319,8 +323,8 @@ func (b *bindings) streamRPC(w http.ResponseWriter, r *http.Request, head rpcHea
 	if err := json.Unmarshal(head.Params, &req); err != nil {
 		// Params that are no valid request: -32602 before a stream opens
 		// (the SDK's stream said -32700, as if the body were no JSON:
-		// paramsErrorWriter).
-		writePlain(w, fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err), head.ID, false)
+		// paramsErrorWriter), in JSON's words.
+		writePlain(w, decodeError("params", err), head.ID, false)
 		return
 	}
 	b.stream(w, r, &req, sdk, head.ID, false, func(o *render.Output, requestID string, p a2amap.Params, from int64) *stream {
@@ -499,25 +503,25 @@ func jsonBodyValid(body []byte) bool {
 // other door: the SDK read the cut body as a parse error) and a non-empty
 // one that is not one JSON value (400: the SDK's json.Decoder read the first
 // value and acted on it, trailing data unread). It reports whether the call
-// goes on, r's body then the body read.
-func checkRESTBody(w http.ResponseWriter, r *http.Request, limit int64) bool {
+// goes on, r's body then the body read, which it returns.
+func checkRESTBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			restRefuse(w, host.Refusal{Status: http.StatusRequestEntityTooLarge,
 				Message: "request body exceeds " + strconv.FormatInt(limit, 10) + " bytes"})
-			return false
+			return nil, false
 		}
 		writePlain(w, fmt.Errorf("%w: the body could not be read", a2a.ErrParseError), nil, true)
-		return false
+		return nil, false
 	}
 	if len(bytes.TrimSpace(body)) > 0 && !jsonBodyValid(body) {
 		writePlain(w, fmt.Errorf("%w: the body is not one JSON value", a2a.ErrParseError), nil, true)
-		return false
+		return nil, false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	return true
+	return body, true
 }
 
 // callParams is a call's params as the SDK reads them: with JSON names
@@ -566,8 +570,12 @@ func (b *bindings) refuseFinished(w http.ResponseWriter, r *http.Request, head r
 		}
 	case head.Method == methodSubscribeToTask && head.JSONRPC == "2.0":
 		var req a2a.SubscribeToTaskRequest
-		if json.Unmarshal(head.Params, &req) != nil {
-			return false
+		if err := json.Unmarshal(head.Params, &req); err != nil {
+			// Params of the wrong shape: InvalidParams as one plain
+			// answer, in JSON's words (the SDK's stream sent it as its
+			// one event, naming Go's types).
+			writePlain(w, decodeError("params", err), head.ID, rest)
+			return true
 		}
 		// An empty id is no task of the caller's either: refused below
 		// (it opened a stream whose one event was the error).

@@ -65,6 +65,9 @@ type call struct {
 	// r is an HTTP call's request (nil for gRPC): the extended card's
 	// base URL.
 	r *http.Request
+	// body is an HTTP+JSON POST's body, read again when the SDK could not
+	// decode it (specStatusWriter.finish).
+	body []byte
 	// invalid, for a gRPC call, holds what its proto request was refused
 	// for when the SDK decoded it (checkProto), which the SDK's
 	// conversion would lose; the handler answers it.

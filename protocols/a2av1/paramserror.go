@@ -19,11 +19,18 @@ import (
 // none), where A2A v1.0 says -32700 is "the server received invalid JSON"
 // and a request that does not validate is -32602 Invalid params (§3.3.2,
 // §9.5's example of a bad message.parts). The a2a-go client read it as
-// ErrParseError. The SDK writes an answer in one Write (its encoder's);
-// only one that names PARSE_ERROR is decoded.
+// ErrParseError. A decode error's answer (-32700, or the SDK's -32602 for
+// a member of the wrong JSON type, which named Go's types) says what was
+// wrong in JSON's words (decodeError: the params decoded again into the
+// method's request); the handler's own -32602 passes through. The SDK
+// writes an answer in one Write (its encoder's); only one that names
+// PARSE_ERROR or INVALID_PARAMS is decoded.
 type paramsErrorWriter struct {
 	passThrough
 	seen bool
+	// method and params are the call's, decoded again on an error answer.
+	method string
+	params json.RawMessage
 }
 
 func (w *paramsErrorWriter) Write(b []byte) (int, error) {
@@ -31,7 +38,8 @@ func (w *paramsErrorWriter) Write(b []byte) (int, error) {
 		return w.ResponseWriter.Write(b)
 	}
 	w.seen = true
-	if !bytes.HasPrefix(b, []byte(`{"jsonrpc":`)) || !bytes.Contains(b, []byte(`"PARSE_ERROR"`)) {
+	if !bytes.HasPrefix(b, []byte(`{"jsonrpc":`)) ||
+		!bytes.Contains(b, []byte(`"PARSE_ERROR"`)) && !bytes.Contains(b, []byte(`"INVALID_PARAMS"`)) {
 		return w.ResponseWriter.Write(b)
 	}
 	var resp struct {
@@ -41,11 +49,17 @@ func (w *paramsErrorWriter) Write(b []byte) (int, error) {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if json.Unmarshal(b, &resp) != nil || resp.Error == nil || resp.Error.Code != jsonrpc.CodeParseError {
+	if json.Unmarshal(b, &resp) != nil || resp.Error == nil ||
+		resp.Error.Code != jsonrpc.CodeParseError && resp.Error.Code != jsonrpc.CodeInvalidParams {
 		return w.ResponseWriter.Write(b)
 	}
-	msg := strings.TrimPrefix(resp.Error.Message, a2a.ErrParseError.Error()+": ")
-	out, err := json.Marshal(jsonrpc.ErrorResponse(resp.ID, Error(fmt.Errorf("%w: %s", a2a.ErrInvalidParams, msg))))
+	answer := fmt.Errorf("%w: %s", a2a.ErrInvalidParams, strings.TrimPrefix(resp.Error.Message, a2a.ErrParseError.Error()+": "))
+	if err := decodeAgain(w.params, paramsTarget(w.method)); err != nil {
+		answer = decodeError("params", err)
+	} else if resp.Error.Code == jsonrpc.CodeInvalidParams {
+		return w.ResponseWriter.Write(b) // the handler's, in its words
+	}
+	out, err := json.Marshal(jsonrpc.ErrorResponse(resp.ID, Error(answer)))
 	if err != nil {
 		return w.ResponseWriter.Write(b)
 	}

@@ -96,7 +96,7 @@ var specHTTPStatus = map[string]int{
 // the body's code. Everything else passes through as written.
 func specREST(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &specStatusWriter{ResponseWriter: w}
+		sw := &specStatusWriter{ResponseWriter: w, r: r}
 		next.ServeHTTP(sw, r)
 		sw.finish()
 	})
@@ -113,6 +113,7 @@ var _ interface {
 // 405, to write them in the binding's shape.
 type specStatusWriter struct {
 	http.ResponseWriter
+	r     *http.Request
 	wrote bool
 	held  int // the status held back, 0 for none
 	body  bytes.Buffer
@@ -175,7 +176,11 @@ func (s *specStatusWriter) finish() {
 	}
 	var st restStatus
 	if json.Unmarshal(body, &st) == nil {
-		if c, name := specAnswer(st); c != code || name != st.Error.Status {
+		rewrite := false
+		if e := s.bodyError(st); e != nil {
+			st, rewrite = restError(e), true
+		}
+		if c, name := specAnswer(st); rewrite || c != code || name != st.Error.Status {
 			code, st.Error.Code, st.Error.Status = c, c, name
 			if b, err := json.Marshal(st); err == nil {
 				body = append(b, '\n')
@@ -189,6 +194,37 @@ func (s *specStatusWriter) finish() {
 	_, _ = s.ResponseWriter.Write(body)
 }
 
+// bodyError is the answer to an HTTP+JSON POST whose body the SDK could
+// not decode, which it answered PARSE_ERROR with no detail: the body is
+// valid JSON (checkRESTBody), of the wrong shape, which is InvalidParams
+// (A2A v1.0 §3.3.2: a validation error, HTTP 400; -32700 is invalid JSON)
+// in JSON's words (decodeError), on message:send and message:stream alike.
+// nil for any other answer (an empty body stays a parse error).
+func (s *specStatusWriter) bodyError(st restStatus) error {
+	if s.r == nil || st.reason() != a2a.ErrorReason(a2a.ErrParseError) {
+		return nil
+	}
+	c, ok := callFrom(s.r.Context())
+	if !ok || len(bytes.TrimSpace(c.body)) == 0 {
+		return nil
+	}
+	if err := decodeAgain(c.body, bodyTarget(s.r.URL.Path)); err != nil {
+		return decodeError("the body", err)
+	}
+	return nil
+}
+
+// reason is the reason of st's A2A ErrorInfo, "" for none.
+func (st restStatus) reason() string {
+	for _, d := range st.Error.Details {
+		if d != nil && d.TypeURL == errordetails.ErrorInfoType && d.Value["domain"] == a2a.ProtocolDomain {
+			r, _ := d.Value["reason"].(string)
+			return r
+		}
+	}
+	return ""
+}
+
 // specAnswer is the HTTP status and google.rpc status name of st, an error
 // answer of the SDK's HTTP+JSON transport, by the reason of its A2A
 // ErrorInfo: §5.4's status (restCode), and a ServerError that carries a
@@ -197,20 +233,13 @@ func (s *specStatusWriter) finish() {
 // without an A2A ErrorInfo keeps its own.
 func specAnswer(st restStatus) (code int, name string) {
 	code, name = st.Error.Code, st.Error.Status
-	temporary := retryAfter(st.Error.Details) != ""
-	for _, d := range st.Error.Details {
-		if d == nil || d.TypeURL != errordetails.ErrorInfoType || d.Value["domain"] != a2a.ProtocolDomain {
-			continue
-		}
-		reason, _ := d.Value["reason"].(string)
-		if reason == a2a.ErrorReason(a2a.ErrServerError) && temporary {
-			c, n, _ := restCode(errTemporary)
-			return c, n
-		}
-		if c, ok := specHTTPStatus[reason]; ok {
-			code = c
-		}
-		break
+	reason := st.reason()
+	if reason == a2a.ErrorReason(a2a.ErrServerError) && retryAfter(st.Error.Details) != "" {
+		c, n, _ := restCode(errTemporary)
+		return c, n
+	}
+	if c, ok := specHTTPStatus[reason]; ok {
+		code = c
 	}
 	return code, name
 }
