@@ -121,6 +121,7 @@ func (r *req) a2aSend(rq *rpcRequest) (*Result, error) {
 	env := r.newEnvelope(rq.Method)
 	rq.setJSONRPC(env)
 	env.IsStream = rq.Method == A2AMessageStream
+	env.Provenance.Details[DetailA2AVersion] = A2AVersion
 	env.MessageID = msg.ID
 	r.a2aTaskIDs(env, &msg)
 	env.Params = a2aMessageParams(&msg)

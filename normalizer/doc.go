@@ -72,7 +72,10 @@
 // type, a2e.workflow.execute), as spec §2 does for ACP; provenance
 // source_protocol says which protocol (details.ingress_protocol the finer
 // origin where source_protocol cannot: agentvault, a2e), details.jsonrpc_method
-// repeats the wire method and details.op the action. So the answer's shape
+// repeats the wire method and details.op the action; an A2A message's
+// details.a2a_version names the version of the door it came in ("0.3"
+// here; the v1.0 door, which normalizes SendMessage as message/send, sets
+// "1.0"). So the answer's shape
 // follows from (origin, method, is_stream):
 //
 //	a2a        message/send        JSON-RPC result: Message, or Task (task_id, context_id)

@@ -63,6 +63,7 @@ func ExampleNormalizer_FromA2A() {
 	//     "converter": "e2a-pipeline/normalizer/a2a",
 	//     "converted_at": "2026-03-30T10:00:00+00:00",
 	//     "details": {
+	//       "a2a_version": "0.3",
 	//       "jsonrpc_method": "message/send",
 	//       "op": "submit",
 	//       "task_created": true

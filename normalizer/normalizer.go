@@ -232,6 +232,15 @@ const (
 	DetailA2EVersion = "a2e_version"
 	DetailA2EModel   = "a2e_model"
 	DetailA2EKnown   = "a2e_known"
+	// DetailA2AVersion: the A2A version of the door an A2A message came in
+	// ("1.0", "0.3"; the console lists a2a/v1.0, a2a/v0.3). A v1.0 call
+	// is normalized as its v0.3 equivalent (jsonrpc_method message/send
+	// or message/stream), so this is what tells them apart.
+	DetailA2AVersion = "a2a_version"
+	// A2AVersion is DetailA2AVersion's value for the v0.3 door (FromA2A);
+	// the v1.0 door sets A2AVersion1.
+	A2AVersion  = "0.3"
+	A2AVersion1 = "1.0"
 	// DetailWorkflowFormat: "jsonl" or "rest".
 	DetailWorkflowFormat = "workflow_format"
 	// DetailStrippedSecrets: how many secret values were removed or replaced

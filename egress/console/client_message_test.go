@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -16,12 +15,8 @@ func TestBadQuerySpeaksToTheClient(t *testing.T) {
 		"since=1h&until=2h": "until before since",
 	} {
 		resp, b := p.do(t, "GET", "/console/api/requests?"+query, "")
-		var e struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
-		_ = json.Unmarshal(b, &e)
-		m := e.Error.Message
-		if resp.StatusCode != 400 || e.Error.Code != "bad_request" || !strings.Contains(m, says) || !strings.HasPrefix(m, "bad query: ") {
+		code, m := consoleError(b)
+		if resp.StatusCode != 400 || code != "bad_request" || !strings.Contains(m, says) || !strings.HasPrefix(m, "bad query: ") {
 			t.Errorf("%s: %d %s; want 400 bad_request, a bad query saying %s", query, resp.StatusCode, b, says)
 		}
 		if strings.Contains(m, "console:") {

@@ -50,8 +50,10 @@ type Console struct {
 // AuthFunc authenticates a console request from its credential headers
 // (X-Api-Key, or Authorization: Bearer), the same way as every other
 // endpoint. It returns the principal as the ownership rule sees it, or an
-// error with the HTTP status to answer (401 or 403; 0 means 401). The error
-// text is shown to the user: it must not contain the credential. A signed-in
+// error with the HTTP status to answer (401, 403, or 429 for a client over a
+// failure limit; 0 means 401). What a client reads of the error
+// (egress.ClientMessage) is shown to the user: it must not contain the
+// credential; a 429 says when to retry instead. A signed-in
 // principal sees only its own requests unless it has the audit or admin
 // role (package tenant).
 type AuthFunc func(r *http.Request) (p tenant.Principal, status int, err error)
@@ -298,9 +300,14 @@ func (c *Console) Lookup(ctx context.Context, requestID string) (*Entry, error) 
 func (c *Console) Stats(ctx context.Context) (*Stats, error) { return c.stats.get(ctx) }
 
 // authError answers a refused credential: 401 unauthenticated with the
-// front door's challenges, 403 forbidden for one that may not be used.
+// front door's challenges, 403 forbidden for one that may not be used, 429
+// for a client over the failure limit. The message is what a client reads
+// of err (egress.ClientMessage: no package prefix); a 429's says when to
+// retry, the Retry-After its challenge set (ingress's failure limiter), or
+// throttledRetryAfter when none did. The log keeps err.Error().
 func (c *Console) authError(w http.ResponseWriter, status int, err error) {
-	code := "unauthenticated"
+	c.o.log.Debug("console: credential refused", "status", status, "err", err.Error())
+	code, msg := "unauthenticated", egress.ClientMessage(err)
 	switch status {
 	case http.StatusForbidden:
 		code = "forbidden"
@@ -313,8 +320,21 @@ func (c *Console) authError(w http.ResponseWriter, status int, err error) {
 	if (status == http.StatusUnauthorized || status == http.StatusTooManyRequests) && c.o.challenge != nil {
 		c.o.challenge(w.Header(), err)
 	}
-	apiError(w, status, code, err.Error())
+	if status == http.StatusTooManyRequests {
+		secs, perr := strconv.Atoi(w.Header().Get("Retry-After"))
+		if perr != nil || secs < 1 {
+			secs = throttledRetryAfter
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+		}
+		msg = "too many failed authentications from this client address; retry in " + strconv.Itoa(secs) + " s"
+	}
+	apiError(w, status, code, msg)
 }
+
+// throttledRetryAfter is the Retry-After (seconds) of a 429 whose
+// challenge function set none: ingress's default failure window
+// (DefaultAuthFailureWindow), the longest a throttled client waits there.
+const throttledRetryAfter = 60
 
 // securityHeaders are set on every console answer: the page, its assets,
 // the API answers and their errors. Their Content-Security-Policy lets

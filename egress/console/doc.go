@@ -37,7 +37,9 @@
 //     a progress key per request; that consumer, console-index-responses,
 //     is no longer read and the server removes it after one TTL.)
 //   - A request writes its record (time, pool, protocol = provenance
-//     source_protocol, method, principal = user_id, task, session, context,
+//     details.ingress_protocol, else source_protocol, with "/v" and
+//     details.a2a_version for an A2A call that names it: a2a/v1.0,
+//     a2a/v0.3; method, principal = user_id, task, session, context,
 //     channel) once on q.<u>, u = the first 3 hex digits of SHA-256 of its
 //     user_id (4,096 subjects at most), with its E2A_REQUESTS sequence as
 //     Nats-Msg-Id (a batch delivered again is not indexed twice); then, for
@@ -55,6 +57,13 @@
 //     does not hold frame 0, its first message (direct get by subject from
 //     sequence 1). A request whose frames the responses stream no longer
 //     keeps shows as pending.
+//   - A row's status is its own turn's: an interrupted turn
+//     (input-required, auth-required) stays so once the client answered.
+//     Such a row of a task also carries task_latest, the task's newest
+//     turn and its status (the task's current state) when that is a later
+//     request of the same principal: a list of the task's pointers (a page
+//     of one), read for interrupted rows only, in the list and in a
+//     request's detail.
 //   - The index is best effort: a failed update is counted
 //     (e2a_console_index_errors_total) and logged, and its batch published
 //     again (an ack the index stream never sent times out after 10 s; the
@@ -150,7 +159,10 @@
 // value of every key naming a secret ([IsSecretKey]) in what it shows, and
 // the page does the same for raw frames. With [WithAuth], the page and every
 // API need the same credential as the other endpoints (X-Api-Key or
-// Authorization: Bearer); a person signs in once and the credential is kept
+// Authorization: Bearer; a refused one is answered with what a client
+// reads of the refusal, egress.ClientMessage, and, after too many failed
+// ones from its address, 429 with Retry-After and a message saying when
+// to retry); a person signs in once and the credential is kept
 // in an HttpOnly, SameSite=Strict cookie scoped to /console (Secure over
 // TLS or behind a proxy sending X-Forwarded-Proto: https) for 12 hours,
 // checked on each request like a header and removed from the request

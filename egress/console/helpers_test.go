@@ -50,10 +50,12 @@ type pipeline struct {
 }
 
 type pipelineOptions struct {
-	auth    bool
-	console []console.Option
-	egress  []egress.Option
-	noAgent bool
+	auth bool
+	// authOpts configure the Auth of auth (ingress.WithAuthLimit…).
+	authOpts []ingress.AuthOption
+	console  []console.Option
+	egress   []egress.Option
+	noAgent  bool
 	// dropAfter, when > 0, breaks the connection of the first GET
 	// /v1/requests/{id}/stream after that many SSE events, as a network
 	// failure would.
@@ -81,7 +83,7 @@ func startPipeline(t *testing.T, po pipelineOptions) *pipeline {
 	if po.auth {
 		a, err := ingress.NewAuth(&ingress.AuthConfig{APIKeys: []ingress.Credential{
 			{Principal: "alice", Secret: keyAlice}, {Principal: "bob", Secret: keyBob}, {Principal: "ops", Secret: keyOps},
-		}, Roles: map[string][]string{"ops": {"audit"}}})
+		}, Roles: map[string][]string{"ops": {"audit"}}}, po.authOpts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -317,3 +319,26 @@ func (s *statusWriter) Flush() {
 }
 
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// consoleError is the code and message of b, an error body in the
+// console's JSON shape ("", "" for any other body).
+func consoleError(b []byte) (code, message string) {
+	var e struct {
+		Error *struct{ Code, Message string } `json:"error"`
+	}
+	if json.Unmarshal(b, &e) != nil || e.Error == nil {
+		return "", ""
+	}
+	return e.Error.Code, e.Error.Message
+}
+
+// serveConsole serves con's page and API alone on a test server, closed
+// with the test.
+func serveConsole(t *testing.T, con *console.Console) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	con.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}

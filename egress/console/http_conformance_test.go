@@ -2,9 +2,7 @@ package console_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -17,15 +15,8 @@ import (
 // consoleErrorCode returns the code of an error body in the console's JSON
 // shape, "" when the body is not one.
 func consoleErrorCode(b []byte) string {
-	var e struct {
-		Error *struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(b, &e) != nil || e.Error == nil {
-		return ""
-	}
-	return e.Error.Code
+	code, _ := consoleError(b)
+	return code
 }
 
 // TestConsoleUnauthenticatedHasChallenge: ingress/AUTH.md, Failures:
@@ -76,10 +67,7 @@ func TestConsoleDisabledPrincipalIsForbiddenOnLogin(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer con.Close()
-	mux := http.NewServeMux()
-	con.Register(mux)
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	srv := serveConsole(t, con)
 
 	resp, b := testkit.Do(t, "GET", srv.URL+"/console/api/session", "", "X-Api-Key", disabled)
 	if resp.StatusCode != http.StatusForbidden || consoleErrorCode(b) != "forbidden" {

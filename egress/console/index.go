@@ -182,8 +182,20 @@ type Entry struct {
 	// DurationMS is from acceptance to the final frame (absent while running).
 	DurationMS *float64 `json:"duration_ms,omitempty"`
 	ErrorCode  string   `json:"error_code,omitempty"`
+	// TaskLatest is set on an interrupted turn (status input-required or
+	// auth-required) of a task that has a later turn (the client
+	// answered): the task's newest turn and its status, the task's current
+	// state. Status stays the turn's own outcome. Absent while the turn is
+	// its task's newest (the task still waits for the answer).
+	TaskLatest *TaskTurn `json:"task_latest,omitempty"`
 	// Cursor is the position of the entry in the index (for paging).
 	Cursor uint64 `json:"cursor,omitempty"`
+}
+
+// TaskTurn names a turn of a task: its request and the request's status.
+type TaskTurn struct {
+	RequestID string `json:"request_id"`
+	Status    string `json:"status"`
 }
 
 func joinEntry(r record, p *progress, cursor uint64) Entry {
@@ -426,6 +438,7 @@ type envelopeFields struct {
 		SourceProtocol string `json:"source_protocol"`
 		Details        struct {
 			IngressProtocol any `json:"ingress_protocol"`
+			A2AVersion      any `json:"a2a_version"`
 		} `json:"details"`
 	} `json:"provenance"`
 }
@@ -448,8 +461,26 @@ func recordOf(subj string, data []byte, t time.Time, seq uint64) (record, bool) 
 		if o, ok := f.Provenance.Details.IngressProtocol.(string); ok && o != "" {
 			r.Protocol = o
 		}
+		// an A2A call names the version it came in: a2a/v1.0, a2a/v0.3
+		if v, ok := f.Provenance.Details.A2AVersion.(string); ok && r.Protocol == e2a.SourceA2A && versionLike(v) {
+			r.Protocol += "/v" + v
+		}
 	}
 	return r, true
+}
+
+// versionLike reports whether v is a short version number (digits and
+// dots: "1.0", "0.3").
+func versionLike(v string) bool {
+	if v == "" || len(v) > 16 {
+		return false
+	}
+	for _, c := range v {
+		if (c < '0' || c > '9') && c != '.' {
+			return false
+		}
+	}
+	return true
 }
 
 // indexRequests indexes a batch of request messages in two rounds of

@@ -123,7 +123,56 @@ func (q *Query) keyFilter() (key, pointerValue string) {
 // record is made from the stored envelope, one direct get on
 // e2a.req.*.<id>, as egress finds a request; its Cursor is 0.
 func (l *lister) Get(ctx context.Context, requestID string) (*Entry, error) {
-	return l.getOf(ctx, requestID, "")
+	e, err := l.getOf(ctx, requestID, "")
+	if e != nil {
+		l.taskLatest(ctx, e)
+	}
+	return e, err
+}
+
+// interrupted reports whether status ends a turn waiting for the client
+// (input-required, auth-required).
+func interrupted(status string) bool {
+	return status == StatusInputRequired || status == StatusAuthRequired
+}
+
+// withTaskLatest sets TaskLatest on the interrupted turns of tasks among
+// entries (taskLatest), 16 at a time.
+func (l *lister) withTaskLatest(ctx context.Context, entries []Entry) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, writeWorkers)
+	for i := range entries {
+		if !interrupted(entries[i].Status) || entries[i].TaskID == "" {
+			continue
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			l.taskLatest(ctx, &entries[i])
+		})
+	}
+	wg.Wait()
+}
+
+// taskLatest sets e.TaskLatest when e is an interrupted turn of a task
+// whose newest turn is another request: the first entry of the task's
+// list, its pointers walked newest first as a search by task walks them (a
+// page of one), with its progress. Only the turns of e's principal count
+// (ingress refuses another principal's request naming the task; one that
+// reached the stream anyway is not this task's turn, nor shown). It costs
+// only interrupted turns, when a page or a detail shows them: one list of
+// the task (its span, a window of pointers, the record, the progress); a
+// failed read leaves it unset (best effort, as the index is).
+func (l *lister) taskLatest(ctx context.Context, e *Entry) {
+	if !interrupted(e.Status) || e.TaskID == "" {
+		return
+	}
+	pg, err := l.list(ctx, Query{TaskID: e.TaskID, User: e.Principal, Limit: 1})
+	if err != nil || len(pg.Entries) == 0 || pg.Entries[0].RequestID == e.RequestID {
+		return
+	}
+	n := pg.Entries[0]
+	e.TaskLatest = &TaskTurn{RequestID: n.RequestID, Status: n.Status}
 }
 
 // getOf is Get of a request of user's (any user's when ""): another
@@ -215,8 +264,19 @@ func (l *lister) progress(ctx context.Context, requestID string) (*progress, err
 	return p, nil
 }
 
-// List returns a page of entries matching q, newest first.
+// List returns a page of entries matching q, newest first, an
+// interrupted turn of a task that went on naming the task's newest turn
+// (Entry.TaskLatest).
 func (l *lister) List(ctx context.Context, q Query) (Page, error) {
+	page, err := l.list(ctx, q)
+	if err == nil {
+		l.withTaskLatest(ctx, page.Entries)
+	}
+	return page, err
+}
+
+// list is List without TaskLatest.
+func (l *lister) list(ctx context.Context, q Query) (Page, error) {
 	if err := q.validate(); err != nil {
 		return Page{}, err
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -148,10 +147,7 @@ func TestDetailUnreadableIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer con.Close()
-	mux := http.NewServeMux()
-	con.Register(mux)
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	srv := serveConsole(t, con)
 	nc.Close()
 	for _, key := range []string{keyAlice, keyOps} {
 		resp, b := testkit.Do(t, "GET", srv.URL+"/console/api/requests/req-unreadable-1", "", "X-Api-Key", key)

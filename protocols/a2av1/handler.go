@@ -134,6 +134,7 @@ func normalizeSend(norm *normalizer.Normalizer, in normalizer.Input, req *a2a.Se
 	if err != nil {
 		return nil, sdkError(err)
 	}
+	res.Envelope.Provenance.Details[normalizer.DetailA2AVersion] = normalizer.A2AVersion1
 	return res, nil
 }
 

@@ -15,6 +15,9 @@ const STORE_MAX_FRAMES = 2000;
 const STORE_MAX_CHARS = 2000000;
 const STORE_EVERY_MS = 1000;
 const POLL_MS = 2000;
+// RETRY_MS is how long the page waits before it asks again for a stream
+// that could not be opened for a reason that may pass (503, the network).
+const RETRY_MS = 3000;
 
 const $ = (id) => document.getElementById(id);
 
@@ -175,7 +178,7 @@ async function refreshList() {
       el('td', {text: e.protocol || ''}),
       el('td', {text: e.method || ''}),
       el('td', {text: e.principal || ''}),
-      el('td', {}, badge(e.status), e.error_code ? el('span', {class: 'code', text: e.error_code}) : null),
+      el('td', {}, badge(e.status), e.error_code ? el('span', {class: 'code', text: e.error_code}) : null, taskLatest(e)),
       el('td', {class: 'num', text: e.frames ? String(e.frames) : ''}),
       el('td', {class: 'num', text: fmtDuration(e.duration_ms)}));
     const open = () => { location.hash = '#/requests/' + encodeURIComponent(e.request_id); };
@@ -185,10 +188,37 @@ async function refreshList() {
   });
   $('requests').tBodies[0].replaceChildren(...rows);
   $('empty').hidden = rows.length > 0;
+  $('empty').textContent = emptyText();
   $('older').disabled = !page.next;
   $('newer').disabled = list.cursors.length === 0;
   $('page-info').textContent = (page.partial ? 'searched ' + page.scanned + ' index keys — older may match · ' : '') +
     (list.cursors.length ? 'page ' + (list.cursors.length + 1) : 'newest first');
+}
+
+// taskLatest links an interrupted turn the client answered to its task's
+// newest turn, with that turn's status (the task's state now), or is null.
+function taskLatest(e) {
+  const l = e.task_latest;
+  if (!l) return null;
+  return el('a', {class: 'task-latest', href: '#/requests/' + encodeURIComponent(l.request_id),
+    title: 'the task went on: its newest turn is ' + l.request_id, onclick: (ev) => ev.stopPropagation()},
+  'answered → ', badge(l.status));
+}
+
+// FILTER_NAMES are the filters' names as the form labels them.
+const FILTER_NAMES = {request_id: 'request id', task: 'task', session: 'session', user: 'user', status: 'status', since: 'since', until: 'until'};
+
+// emptyText says why the list is empty: nothing yet, no older page, or
+// nothing matching the filters it names.
+function emptyText() {
+  const q = Object.entries(list.query);
+  if (q.length) {
+    const named = q.map(([k, v]) => (FILTER_NAMES[k] || k) + ' ' +
+      (/^\d+[smh]$/.test(v) ? 'last ' + v : /^\d{4}-/.test(v) ? fmtTime(v) : '"' + v + '"'));
+    return 'No request matches the filters: ' + named.join(', ') + '.';
+  }
+  if (list.cursors.length) return 'No older requests.';
+  return 'No requests yet' + (session.demo ? ': start a demo request above, or send one to the pipeline.' : '.');
 }
 
 function search(ev) {
@@ -202,7 +232,10 @@ function search(ev) {
 
 // ---------- one request ----------
 
-const detail = {id: null, es: null, frames: [], chars: 0, last: -1, final: false, dups: 0, info: null, renderQueued: false, saveTimer: 0};
+// leaving is set once the page is being left (pagehide).
+let leaving = false;
+
+const detail = {id: null, es: null, frames: [], chars: 0, last: -1, final: false, ended: false, dups: 0, info: null, renderQueued: false, saveTimer: 0, retryTimer: 0};
 
 // storeKey names the frames of request id kept for the signed-in
 // principal: another principal signing in in this tab (the sign-in
@@ -261,6 +294,8 @@ function setStreamState(text, attrs = {}) {
 }
 
 function closeStream() {
+  clearTimeout(detail.retryTimer);
+  detail.retryTimer = 0;
   if (detail.es) {
     detail.es.close();
     detail.es = null;
@@ -276,11 +311,11 @@ function closeDetail() {
   for (const tr of document.querySelectorAll('tr.row.selected')) tr.classList.remove('selected');
 }
 
-async function openDetail(id) {
-  if (detail.id === id) return;
+// resetDetail shows the detail view, emptied, for request id.
+function resetDetail(id) {
   closeStream();
   if (detail.saveTimer) saveStored(); // the previous request's frames not written yet
-  Object.assign(detail, {id, frames: [], chars: 0, last: -1, final: false, dups: 0, info: null});
+  Object.assign(detail, {id, frames: [], chars: 0, last: -1, final: false, ended: false, dups: 0, info: null});
   $('detail').hidden = false;
   $('layout').classList.add('with-detail');
   for (const tr of document.querySelectorAll('tr.row')) tr.classList.toggle('selected', tr.dataset.id === id);
@@ -295,6 +330,19 @@ async function openDetail(id) {
   $('frame-count').textContent = '0';
   $('replay-cmd').textContent = '';
   setStreamState('', {'data-resumed-from': '', 'data-state': ''});
+}
+
+// showMissing says the open request does not exist for this principal
+// (the API's 404: unknown, or another's, one answer) and stops asking.
+function showMissing(why) {
+  closeStream();
+  setStreamState('no such request', {'data-state': 'missing'});
+  $('transcript').replaceChildren(el('p', {class: 'muted', text: 'No such request: ' + why + '.'}));
+}
+
+async function openDetail(id) {
+  if (detail.id === id) return;
+  resetDetail(id);
 
   // Frames this tab already showed survive a reload; the stream resumes
   // after them.
@@ -357,13 +405,25 @@ async function loadPush(id, env) {
   const rows = p.configs.map((c) => el('tr', {'data-config': c.config_id},
     el('td', {text: c.config_id}), el('td', {text: c.host}),
     el('td', {text: c.last_event || '—'}),
-    el('td', {text: c.attempts ? c.attempts + ' attempts since ' + c.failing_since : (c.dead_letter_mode ? 'dead-lettering' : 'ok')}),
+    el('td', {text: pushState(c), title: [c.failing_since, c.next_attempt].filter(Boolean).join(' · ') || null}),
     el('td', {text: String(c.dead_letters)})));
   box.replaceChildren(el('h3', {text: 'Push notifications of task ' + env.task_id}),
     el('table', {class: 'push-table'},
       el('thead', {}, el('tr', {}, ...['config', 'host', 'last update', 'state', 'dead letters'].map((h) => el('th', {text: h})))),
       el('tbody', {}, ...rows)));
   box.hidden = false;
+}
+
+// pushState is a config's delivery state in words: the update being
+// retried (attempts, since when, the next attempt's time), dead-lettering,
+// or ok.
+function pushState(c) {
+  if (c.attempts) {
+    return c.attempts + (c.attempts === 1 ? ' attempt' : ' attempts') +
+      (c.failing_since ? ', failing since ' + fmtTime(c.failing_since) : '') +
+      (c.next_attempt ? ' · next attempt ' + fmtTime(c.next_attempt) : '');
+  }
+  return c.dead_letter_mode ? 'dead-lettering' : 'ok';
 }
 
 // FINAL_STATUSES are the states of a request whose final frame is written.
@@ -429,12 +489,17 @@ function renderSummary() {
     ['frames', detail.frames.length ? String(detail.frames.length) : e.frames],
     ['duration', fmtDuration(e.duration_ms)],
   ].filter(([, v]) => v !== undefined && v !== null && v !== '');
-  $('d-summary').replaceChildren(...rows.flatMap(([k, v]) => [el('dt', {text: k}), el('dd', {text: String(v)})]));
+  const dl = rows.flatMap(([k, v]) => [el('dt', {text: k}), el('dd', {text: String(v)})]);
+  if (e.task_latest) dl.push(el('dt', {text: 'task now'}), el('dd', {}, taskLatest(e)));
+  $('d-summary').replaceChildren(...dl);
+}
+
+function streamURL(id, from) {
+  return '/console/api/requests/' + pathSegment(id) + '/stream' + (from > 0 ? '?from=' + from : '');
 }
 
 function openStream(id, from) {
-  const url = '/console/api/requests/' + pathSegment(id) + '/stream' + (from > 0 ? '?from=' + from : '');
-  const es = new EventSource(url);
+  const es = new EventSource(streamURL(id, from));
   detail.es = es;
   const onFrame = (ev) => {
     if (detail.es !== es) return;
@@ -475,17 +540,51 @@ function openStream(id, from) {
       let msg = ev.data;
       try { const b = JSON.parse(ev.data); msg = (b.error && (b.error.code + ': ' + b.error.message)) || msg; } catch (e) { /* raw */ }
       closeStream();
+      detail.ended = true;
+      scheduleRender();
       setStreamState('stream ended: ' + msg, {'data-state': 'error'});
       return;
     }
     if (es.readyState === EventSource.CLOSED) {
       closeStream();
-      setStreamState('not available (retrying)', {'data-state': 'error'});
-      setTimeout(() => { if (detail.id === id && !detail.es && !detail.final) openStream(id, detail.last + 1); }, 3000);
+      streamRefused(id);
     } else {
       setStreamState('reconnecting…', {'data-state': 'reconnecting'}); // the browser resumes with Last-Event-ID
     }
   });
+}
+
+// streamRefused learns why the stream of request id could not be opened
+// (an EventSource does not tell the status): the stream is asked again
+// and the answer's status read, its body left unread. A 404 (no such
+// request, or another principal's: one answer) ends the tries; any other
+// answer (503, the network) is tried again after RETRY_MS. A page being
+// left (its streams closed by the browser) asks nothing.
+async function streamRefused(id) {
+  if (leaving) return;
+  const ac = new AbortController();
+  let status = 0;
+  try {
+    status = (await fetch(streamURL(id, detail.last + 1), {credentials: 'same-origin', headers: {'Accept': 'text/event-stream'}, signal: ac.signal})).status;
+  } catch (e) {
+    /* the network: try again */
+  }
+  ac.abort();
+  if (detail.id !== id || detail.es) return;
+  if (status === 401) {
+    forgetStored();
+    location.reload();
+    return;
+  }
+  if (status === 404) {
+    showMissing('unknown, or not visible to this sign-in');
+    return;
+  }
+  setStreamState('not available (retrying)', {'data-state': 'error'});
+  detail.retryTimer = setTimeout(() => {
+    detail.retryTimer = 0;
+    if (detail.id === id && !detail.es && !detail.final) openStream(id, detail.last + 1);
+  }, RETRY_MS);
 }
 
 function addFrame(f, raw, live) {
@@ -598,7 +697,7 @@ function renderTranscript() {
       el('h4', {}, 'Tool call ', el('code', {text: t.name || '?'}), el('span', {class: 'muted', text: ' ' + (t.id || '')})),
       el('div', {class: 'kv'}, el('span', {text: 'arguments'}), el('pre', {class: 'json', text: pretty(t.args === undefined ? null : t.args)})),
       el('div', {class: 'kv'}, el('span', {text: 'result'}), t.result === undefined
-        ? el('em', {class: 'muted', text: 'waiting…'})
+        ? el('em', {class: 'muted no-result', text: detail.final || detail.ended ? 'no result: the request ended' : 'waiting…'})
         : el('pre', {class: 'json', text: pretty(t.result)}))));
   }
   if (text) parts.push(el('section', {class: 't-text'}, el('h4', {text: 'Answer'}), el('p', {class: 'answer', text: text})));
@@ -617,8 +716,20 @@ function renderTranscript() {
 
 function route() {
   const m = location.hash.match(/^#\/requests\/(.+)$/);
-  if (m) openDetail(decodeURIComponent(m[1]));
-  else closeDetail();
+  if (!m) {
+    closeDetail();
+    return;
+  }
+  let id;
+  try {
+    id = decodeURIComponent(m[1]);
+  } catch (e) { // not UTF-8 percent-encoded: no request has that id
+    resetDetail(m[1]);
+    detail.id = null; // nothing to load, keep or poll
+    showMissing('the address does not name a request id');
+    return;
+  }
+  openDetail(id);
 }
 
 async function startDemo(ev) {
@@ -700,10 +811,17 @@ async function init() {
     refreshList();
   });
   $('close-detail').addEventListener('click', () => { location.hash = '#/'; });
+  document.addEventListener('keydown', (ev) => {
+    if (ev.key === 'Escape' && !ev.defaultPrevented && !$('detail').hidden) location.hash = '#/';
+  });
   $('copy-replay').addEventListener('click', copyReplay);
   for (const b of document.querySelectorAll('.tabs button')) b.addEventListener('click', () => selectTab(b.dataset.tab));
   window.addEventListener('hashchange', route);
-  window.addEventListener('pagehide', () => { if (detail.saveTimer) saveStored(); }); // a reload resumes after every frame shown
+  window.addEventListener('pagehide', () => {
+    leaving = true;
+    if (detail.saveTimer) saveStored(); // a reload resumes after every frame shown
+  });
+  window.addEventListener('pageshow', () => { leaving = false; }); // back from the browser's page cache
   route();
   // The counters are the deployment's: shown to the audit and admin roles
   // (and to everyone without auth) only.

@@ -1,4 +1,15 @@
 'use strict';
+
+// retryAfter words the wait a refused sign-in's Retry-After gives (in
+// seconds, or as an HTTP date), or is empty.
+function retryAfter(r) {
+  const v = r.headers.get('Retry-After');
+  if (!v) return '';
+  let secs = /^\d+$/.test(v.trim()) ? Number(v) : Math.ceil((Date.parse(v) - Date.now()) / 1000);
+  if (!(secs > 0)) return '';
+  secs = Math.max(1, secs);
+  return ' (try again in ' + secs + (secs === 1 ? ' second)' : ' seconds)');
+}
 document.getElementById('login').addEventListener('submit', async (ev) => {
   ev.preventDefault();
   const f = ev.target;
@@ -12,7 +23,12 @@ document.getElementById('login').addEventListener('submit', async (ev) => {
       body: JSON.stringify({scheme: f.scheme.value, secret: f.secret.value}),
     });
     const body = await r.json().catch(() => null);
-    if (!r.ok) throw new Error((body && body.error && body.error.message) || r.statusText);
+    if (!r.ok) {
+      const wait = retryAfter(r);
+      let msg = (body && body.error && body.error.message) || r.statusText;
+      if (wait) msg = msg.replace(/;? *retry in \d+ s$/, ''); // said once, in words
+      throw new Error(msg + wait);
+    }
     location.reload();
   } catch (e) {
     err.textContent = 'Sign-in failed: ' + e.message;
