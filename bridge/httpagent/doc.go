@@ -80,7 +80,10 @@
 //     e2a.complete, e2a.error, a2a.stream_event, acp.session_update, …);
 //   - body (required): the kind's body, a JSON object;
 //   - is_final (optional): defaults to true for e2a.complete, e2a.error,
-//     acp.prompt_result and acp.jsonrpc_error, false for every other kind;
+//     acp.prompt_result and acp.jsonrpc_error, and for an a2a.stream_event
+//     status_update or an a2a.task in state input-required or
+//     auth-required (the turn ends asking the client: agent.Interrupt's
+//     frame), false for every other frame;
 //   - status (optional): defaults to failed for e2a.error and
 //     acp.jsonrpc_error, else succeeded for a final frame and in_progress
 //     for the others;

@@ -98,7 +98,7 @@ func parseFrame(data []byte, scrub func(string) string) (frame, error) {
 		}
 		f.meta = v
 	}
-	f.final = terminalKinds[f.kind]
+	f.final = terminalKinds[f.kind] || interrupts(f.kind, f.body)
 	if v, ok := m["is_final"]; ok {
 		if err := json.Unmarshal(v, &f.final); err != nil {
 			return frame{}, errors.New("is_final must be true or false")
@@ -118,6 +118,19 @@ func parseFrame(data []byte, scrub func(string) string) (frame, error) {
 		}
 	}
 	return f, nil
+}
+
+// interrupts reports whether a frame of kind with body ends the turn
+// asking the client for something: an a2a.stream_event status_update or an
+// a2a.task in state input-required or auth-required (e2a.Response.Interrupt,
+// what every renderer reads), which A2A ends a turn with; its is_final
+// defaults to true.
+func interrupts(kind string, body json.RawMessage) bool {
+	if kind != e2a.KindA2AStreamEvent && kind != e2a.KindA2ATask {
+		return false
+	}
+	_, _, ok := (&e2a.Response{ResponseKind: kind, Body: body, IsFinal: true}).Interrupt()
+	return ok
 }
 
 // str reads the string member key of m into dst ("" when absent or null).

@@ -28,6 +28,17 @@ func TestParseFrameDefaults(t *testing.T) {
 		{in: `{"response_kind":"acp.jsonrpc_error","body":{"code":1,"message":"m"}}`, kind: e2a.KindACPJSONRPCErr, status: e2a.StatusFailed, final: true},
 		{in: `{"response_kind":"a2a.stream_event","is_final":true,"body":{"branch":"status_update","payload":{}}}`, kind: e2a.KindA2AStreamEvent, status: e2a.StatusSucceeded, final: true},
 		{in: `{"response_kind":"a2a.stream_event","body":{"branch":"message","payload":{}}}`, kind: e2a.KindA2AStreamEvent, status: e2a.StatusInProgress},
+		// A status update asking for input or auth ends the turn (agent.Interrupt's frame), final by default.
+		{in: `{"response_kind":"a2a.stream_event","body":{"branch":"status_update","payload":{"kind":"status-update","status":{"state":"input-required",` +
+			`"message":{"kind":"message","role":"agent","parts":[{"kind":"text","text":"Which city?"}]}},"final":true}}}`,
+			kind: e2a.KindA2AStreamEvent, status: e2a.StatusSucceeded, final: true},
+		{in: `{"response_kind":"a2a.stream_event","body":{"branch":"status_update","payload":{"status":{"state":"TASK_STATE_AUTH_REQUIRED"}}}}`,
+			kind: e2a.KindA2AStreamEvent, status: e2a.StatusSucceeded, final: true},
+		{in: `{"response_kind":"a2a.task","body":{"id":"t","status":{"state":"input-required"}}}`, kind: e2a.KindA2ATask, status: e2a.StatusSucceeded, final: true},
+		{in: `{"response_kind":"a2a.stream_event","body":{"branch":"status_update","payload":{"status":{"state":"working"}}}}`,
+			kind: e2a.KindA2AStreamEvent, status: e2a.StatusInProgress},
+		{in: `{"response_kind":"a2a.stream_event","is_final":false,"body":{"branch":"status_update","payload":{"status":{"state":"input-required"}}}}`,
+			kind: e2a.KindA2AStreamEvent, status: e2a.StatusInProgress},
 		// What the upstream says wins; the pipeline's own members are ignored.
 		{in: `{"protocol_version":"9","sequence":77,"request_id":"other","response_kind":"e2a.complete","is_final":false,"status":"in_progress","body":{}}`,
 			kind: e2a.KindComplete, status: e2a.StatusInProgress},
