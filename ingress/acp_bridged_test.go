@@ -90,8 +90,8 @@ func TestACPCancelAfterBridgedQuestion(t *testing.T) {
 		}
 		return res.StopReason, acptest.Said(rec.Take(sid))
 	}
-	if stop, said := prompt("ask: review"); stop != acp.StopReasonEndTurn || said != up.AskChunk+up.AskQuestion {
-		t.Fatalf("the question: %s %q, want end_turn %q", stop, said, up.AskChunk+up.AskQuestion)
+	if stop, said := prompt("ask: review"); stop != acp.StopReasonEndTurn || said != up.AskChunk+"\n\n"+up.AskQuestion {
+		t.Fatalf("the question: %s %q, want end_turn %q", stop, said, up.AskChunk+"\n\n"+up.AskQuestion)
 	}
 	if err := conn.Cancel(ctx, acp.CancelNotification{SessionId: sid}); err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func TestACPCancelAfterBridgedQuestion(t *testing.T) {
 			replay = append(replay, "agent: "+u.AgentMessageChunk.Content.Text.Text)
 		}
 	}
-	want := []string{"user: ask: review", "agent: " + up.AskChunk, "agent: " + up.AskQuestion, "user: Ada", "agent: " + up.AskReply("Ada"),
+	want := []string{"user: ask: review", "agent: " + up.AskChunk, "agent: \n\n" + up.AskQuestion, "user: Ada", "agent: " + up.AskReply("Ada"),
 		"user: auth: review", "agent: " + up.AuthPrompt, "user: the token", "agent: " + up.AuthReply("the token")}
 	if !slices.Equal(replay, want) {
 		t.Errorf("session/load replay\n%s\nwant\n%s", strings.Join(replay, "\n"), strings.Join(want, "\n"))

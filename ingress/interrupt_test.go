@@ -83,7 +83,7 @@ func TestInterruptACPHTTP(t *testing.T) {
 	}
 	q := demo.Question(e2a.StateInputRequired, "the weather")
 	if strings.Join(kinds, " ") != "agent_thought_chunk agent_message_chunk agent_message_chunk" ||
-		strings.Join(said, "|") != "I need more from you first.|"+q {
+		strings.Join(said, "|") != "I need more from you first.|\n\n"+q { // the question a paragraph of its own
 		t.Fatalf("updates %v %q", kinds, said)
 	}
 	var res struct{ StopReason string }
@@ -111,7 +111,7 @@ func TestInterruptACPStdio(t *testing.T) {
 		t.Fatalf("stop reason %s", res.StopReason)
 	}
 	kinds, text := updateKinds(client.Take(sid))
-	if want := "I need your authorization first." + demo.Question(e2a.StateAuthRequired, "the calendar"); kinds != "agent_thought_chunk agent_message_chunk" || text != want {
+	if want := "I need your authorization first.\n\n" + demo.Question(e2a.StateAuthRequired, "the calendar"); kinds != "agent_thought_chunk agent_message_chunk" || text != want {
 		t.Fatalf("updates %q %q, want the question %q", kinds, text, want)
 	}
 	if res := prompt("approved"); res.StopReason != acp.StopReasonEndTurn {

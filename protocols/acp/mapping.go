@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	acpsdk "github.com/coder/acp-go-sdk"
@@ -183,6 +184,10 @@ type openCalls struct {
 	// Task (text chunks, an artifact-update): a Task's artifacts then
 	// repeat what was said, by ids the turn's chunks never had.
 	said bool
+	// lineOpen: the turn's last agent message text did not end its line.
+	// An interrupt's question then starts a paragraph of its own (an ACP
+	// client joins the chunks: "…first.Which city?").
+	lineOpen bool
 }
 
 // updates returns the session updates of frame r (Updates), each tool
@@ -194,6 +199,7 @@ func (o *openCalls) updates(r *e2a.Response) ([]acpsdk.SessionUpdate, error) {
 	ups, err := Updates(r)
 	if err == nil {
 		ups = o.resultUpdate(r, o.artifactUpdates(r, ups))
+		o.separateQuestion(r, ups)
 	}
 	for i, u := range ups {
 		tu := u.ToolCallUpdate
@@ -215,6 +221,34 @@ func (o *openCalls) updates(r *e2a.Response) ([]acpsdk.SessionUpdate, error) {
 		ups[i] = acpsdk.StartToolCall(callID(r, i), name, opts...)
 	}
 	return ups, err
+}
+
+// separateQuestion starts the question of r, a final frame asking for
+// input or auth, on a paragraph of its own when the turn's text before it
+// left its line open, and notes whether ups (r's updates) leave it open.
+func (o *openCalls) separateQuestion(r *e2a.Response, ups []acpsdk.SessionUpdate) {
+	question := false
+	if o.lineOpen && r.IsFinal {
+		_, _, question = r.Interrupt()
+	}
+	for _, u := range ups {
+		if u.AgentMessageChunk == nil || u.AgentMessageChunk.Content.Text == nil || u.AgentMessageChunk.Content.Text.Text == "" {
+			continue
+		}
+		t := u.AgentMessageChunk.Content.Text
+		if question {
+			t.Text, question = "\n\n"+t.Text, false
+		}
+		o.noteText(t.Text)
+	}
+}
+
+// noteText notes text, the turn's agent message text shown last (none
+// when empty), for separateQuestion.
+func (o *openCalls) noteText(text string) {
+	if text != "" {
+		o.lineOpen = !strings.HasSuffix(text, "\n")
+	}
 }
 
 // artifactUpdates returns ups (the Updates of frame r) followed by the
@@ -694,14 +728,20 @@ var fastText = true
 // empty, returned as used). ok is false for any other frame: the renderer
 // then decodes it ([render.Frame.Decoded]).
 func TextUpdate(f *render.Frame, session string) (line []byte, used string, ok bool) {
+	line, used, _, ok = textUpdate(f, session)
+	return line, used, ok
+}
+
+// textUpdate is TextUpdate, and the chunk's text.
+func textUpdate(f *render.Frame, session string) (line []byte, used, text string, ok bool) {
 	if !fastText {
-		return nil, session, false
+		return nil, session, "", false
 	}
 	c, ok := render.ReadPlainText(f)
 	if !ok {
-		return nil, session, false
+		return nil, session, "", false
 	}
-	text := c.Text
+	text = c.Text
 	if session == "" {
 		session = c.SessionID
 	}
@@ -711,5 +751,5 @@ func TextUpdate(f *render.Frame, session string) (line []byte, used string, ok b
 	b = append(b, `,"update":{"content":{"text":`...)
 	b = jsonstr.Append(b, text)
 	b = append(b, `,"type":"text"},"sessionUpdate":"agent_message_chunk"}}}`...)
-	return b, session, true
+	return b, session, text, true
 }

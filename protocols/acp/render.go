@@ -102,9 +102,10 @@ func (r *renderer) prime() {
 
 func (r *renderer) Frame(f *render.Frame) error {
 	r.prime()
-	if b, session, ok := TextUpdate(f, r.p.SessionID); ok {
+	if b, session, text, ok := textUpdate(f, r.p.SessionID); ok {
 		r.p.SessionID = session
 		r.calls.said = true // text said (a Task's artifacts would repeat it)
+		r.calls.noteText(text)
 		if r.p.SSE {
 			return render.SSEEvent(r.o, render.SeqID(f), "", b)
 		}
