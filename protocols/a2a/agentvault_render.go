@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
@@ -192,7 +193,8 @@ type avStream struct {
 	m       *a2amap.Mapper
 	working bool
 	// later is the turn the task's record lists after this one, read at
-	// a final status that ends the task (nil: not read); nextTurn is the
+	// a final status that ends the task or the turn (terminal, interrupted:
+	// TakenBack; nil: not read); nextTurn is the
 	// one found: that status is written SUBMITTED and the stream goes on
 	// with it (serveAgentVault). continued: the stream goes on from an
 	// earlier turn's (its head written); idPrefix precedes its event ids.
@@ -425,10 +427,11 @@ func (r *avStream) event(ev a2a.Event, final bool, dataID, ts string) {
 }
 
 // statusEvent is the task_status event of e (a status-update of frame f,
-// final: f is the turn's final frame) at ts: a terminal state a later
-// turn takes back (later) is SUBMITTED, the task going on with it.
+// final: f is the turn's final frame) at ts: a terminal or interrupted
+// state a later turn takes back (later, TakenBack) is SUBMITTED, the
+// task going on with it.
 func (r *avStream) statusEvent(e *a2a.TaskStatusUpdateEvent, final bool, task, ts string) AVStatusEvent {
-	if r.later != nil && final && e.Status.State.Terminal() {
+	if r.later != nil && final && TakenBack(a2av0.ToV1TaskState(e.Status.State)) {
 		if r.nextTurn = r.later(); r.nextTurn != "" {
 			e.Status.State = a2a.TaskStateSubmitted
 		}

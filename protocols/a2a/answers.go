@@ -517,13 +517,14 @@ type Follow struct {
 
 // A2AFollow yields the events of the task's turn requestID (A2AEvents
 // from from, with p and opts) and then, when that turn ends in a terminal
-// state while f.Later finds a later turn (or interrupted, when f.Next is
-// set, once the answer's turn is recorded), that turn's events from its
-// first frame, as a resubscription's (without the request check: a turn
-// is recorded before it is published), and so on. A turn's terminal
-// status that a later turn follows is written in the state tasks/get
-// shows then, the later turn's: submitted (it has not begun), with the
-// ended turn's status message. A task's terminal state is final (A2A):
+// or interrupted state while f.Later finds a later turn (or interrupted,
+// when f.Next is set, once the answer's turn is recorded), that turn's
+// events from its first frame, as a resubscription's (without the request
+// check: a turn is recorded before it is published), and so on. A turn's
+// terminal or interrupted status that a later turn follows (TakenBack) is
+// written in the state tasks/get shows then, the later turn's: submitted
+// (it has not begun), with the ended turn's status message (an
+// interrupted turn's question). A task's terminal state is final (A2A):
 // the stream never shows one that a later turn takes back, and it ends
 // with the last turn's.
 func (a Answers) A2AFollow(ctx context.Context, requestID string, p A2AParams, from int64, f Follow, opts ...egress.ReplayOption) iter.Seq2[a2a.Event, error] {
@@ -551,7 +552,7 @@ func (a Answers) A2AFollow(ctx context.Context, requestID string, p A2AParams, f
 					state = e.Status.State
 				case *a2a.TaskStatusUpdateEvent:
 					state = e.Status.State
-					if state.Terminal() && f.Later != nil {
+					if TakenBack(state) && f.Later != nil {
 						held = e
 						continue
 					}
@@ -561,19 +562,20 @@ func (a Answers) A2AFollow(ctx context.Context, requestID string, p A2AParams, f
 				}
 			}
 			var next string
+			if held != nil {
+				// No later turn (or a record that cannot be read): the
+				// turn's status as it is.
+				if next, _ = f.Later(ctx, turn); next != "" {
+					ev := *held
+					ev.Status.State = a2a.TaskStateSubmitted
+					held = &ev
+				}
+				if !yield(held, nil) {
+					return
+				}
+			}
 			switch {
-			case held != nil:
-				// A record that cannot be read: the turn's status as it is.
-				next, _ = f.Later(ctx, turn)
-				if next == "" {
-					yield(held, nil)
-					return
-				}
-				ev := *held
-				ev.Status.State = a2a.TaskStateSubmitted
-				if !yield(&ev, nil) {
-					return
-				}
+			case next != "":
 			case a2amap.Interrupted(state) && f.Next != nil:
 				var err error
 				if next, err = f.Next(ctx, turn); err != nil {

@@ -9,6 +9,7 @@ import (
 	a2av1 "github.com/a2aproject/a2a-go/v2/a2a"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -362,8 +363,10 @@ func admitTurn(rep host.Reply, in host.Call, tc host.TaskCaller, protocol string
 		}
 		// A finished A2A task accepts no more messages (v0.3 §7.1), also
 		// when AgentVault's tasks/send names it (whose own tasks continue
-		// whatever their state): it reopened a completed A2A task.
-		if protocol == normalizer.ProtocolA2A || t.Protocol == normalizer.ProtocolA2A {
+		// whatever their state): it reopened a completed A2A task. The
+		// retry of a turn it holds is answered as the duplicate it is
+		// (Retried).
+		if (protocol == normalizer.ProtocolA2A || t.Protocol == normalizer.ProtocolA2A) && !Retried(t, env) {
 			if err := tc.CheckTaskOpen(in.Ctx, t); err != nil {
 				host.AnswerSubmitError(rep, err)
 				return nil, false
@@ -387,6 +390,15 @@ func admitTurn(rep host.Reply, in host.Call, tc host.TaskCaller, protocol string
 	// A new context is claimed as the caller's by the submission; one the
 	// client chose must be the caller's own already.
 	return nil, true
+}
+
+// Retried reports whether env is the retry of a turn the task t holds
+// already (its request id, an Idempotency-Key, on t's record): Submit
+// answers it as the duplicate it is, the first call's answer, and
+// publishes nothing, even once the task has ended since; the check that
+// the task is open (host.Tasks.CheckTaskOpen) is for a new message.
+func Retried(t *host.Task, env *e2a.Envelope) bool {
+	return env.RequestID != "" && slices.Contains(t.RequestIDs, env.RequestID)
 }
 
 // errAnswered ends a submission whose Before answered the call itself.

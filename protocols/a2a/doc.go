@@ -15,7 +15,9 @@
 //     the context, takes the stream slot and publishes). A message naming
 //     a task continues it (the caller's own, else not found), keeping its
 //     context; a message to a finished A2A task is -32004
-//     UnsupportedOperation ([host.Tasks] CheckTaskOpen), one to a task
+//     UnsupportedOperation ([host.Tasks] CheckTaskOpen), but for the retry
+//     of a turn the task holds (its Idempotency-Key: [Retried]), answered
+//     as the duplicate it is; one to a task
 //     whose turn was interrupted (input-required, auth-required) is its
 //     answer, a new turn. A context id the client chose must be the
 //     caller's (another principal's is a conflict). Streams take one of

@@ -63,8 +63,9 @@ type stream struct {
 	more bool
 	// later, when set, is the turn the task's record lists after this one
 	// ("" when none: host.Tasks.LaterTurn), read at the final frame when
-	// nothing is known to follow (more): a terminal state that a later
-	// turn takes back is not written (a terminal state is final).
+	// nothing is known to follow (more): a terminal or interrupted state
+	// that a later turn takes back is not written (a terminal state is
+	// final; an interrupted one's answer is recorded already).
 	// nextTurn is the turn it found, which the stream goes on with
 	// (serveStream).
 	later    func() string
@@ -187,8 +188,9 @@ func (r *stream) Frame(f *render.Frame) error {
 	out, finals := r.evs[:0], r.finals[:0]
 	for _, ev := range evs {
 		su, final := ev.(*a2av1.TaskStatusUpdateEvent)
-		if final && r.more && su.Status.State.Terminal() {
-			// The task goes on with the later turn, submitted.
+		if final && r.more && TakenBack(su.Status.State) {
+			// The task goes on with the later turn, submitted (an
+			// interrupted turn's question kept as the status message).
 			c := *su
 			c.Status.State = a2av1.TaskStateSubmitted
 			su, ev = &c, &c
@@ -225,15 +227,24 @@ func openingTime(f *render.Frame) *time.Time {
 	return &ts
 }
 
-// endsTask reports whether evs (a final frame's) hold a terminal status.
+// endsTask reports whether evs (a final frame's) hold a turn's end that
+// a later turn takes back (TakenBack).
 func endsTask(evs []a2av1.Event) bool {
 	for _, ev := range evs {
-		if su, ok := ev.(*a2av1.TaskStatusUpdateEvent); ok && su.Status.State.Terminal() {
+		if su, ok := ev.(*a2av1.TaskStatusUpdateEvent); ok && TakenBack(su.Status.State) {
 			return true
 		}
 	}
 	return false
 }
+
+// TakenBack reports whether s, a turn's final status, is one that a
+// later turn of the task, recorded already, takes back: terminal, or
+// interrupted (input-required, auth-required: the later turn is its
+// answer). A stream of the turn (v0.3, v1.0, AgentVault) writes it in the
+// state the task then has, submitted (the later turn's, not begun), with
+// its status message, and goes on with that turn.
+func TakenBack(s a2av1.TaskState) bool { return s.Terminal() || a2amap.Interrupted(s) }
 
 func (r *stream) Heartbeat() error { return render.SSEComment(r.Out, "keep-alive") }
 

@@ -8,7 +8,8 @@
 // the SDK's a2av0 layer and read by the normalizer's A2A adapter, then
 // published and recorded on its task like a v0.3 message/send or
 // message/stream: a message naming a task continues the caller's own,
-// else not found, a finished one is UnsupportedOperation, an interrupted
+// else not found, a finished one is UnsupportedOperation (the retry of a
+// turn it holds, same Idempotency-Key, the duplicate), an interrupted
 // one (input-required, auth-required) takes the answer; a context id
 // the client chose must be the caller's), GetTask, ListTasks (the caller's
 // A2A tasks, the most recent status first, filtered by context, state and

@@ -162,8 +162,12 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 			return nil, p, a2a.ErrTaskNotFound
 		}
 		prev = t
-		if err := c.c.CheckTaskOpen(ctx, t); err != nil {
-			return nil, p, sdkError(err)
+		// The retry of a turn t holds is the duplicate, answered as the
+		// first call was, even once the task has ended since.
+		if !a2aproto.Retried(t, env) {
+			if err := c.c.CheckTaskOpen(ctx, t); err != nil {
+				return nil, p, sdkError(err)
+			}
 		}
 		if err := a2aproto.CheckTaskContext(env.ContextID, false, t.ContextID); err != nil {
 			return nil, p, asSDK(a2a.ErrInvalidParams, err)
@@ -321,7 +325,7 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *a2a.SendMessage
 	// follows it (a2aproto.Answers.A2AFollow).
 	c, _ := callFrom(ctx)
 	f := follow(c.c, &host.Task{Session: host.Session{ID: cmp.Or(p.TaskID, sub.RequestID)}})
-	f.Next = nil // an interrupted turn's stream ends at the question
+	f.Next = nil // an interrupted turn's stream ends at the question, unless its answer is recorded already (f.Later)
 	return v1Events(h.h.V1Answers().A2AFollow(sub.Context(), sub.RequestID, p, 0, f, egress.WithoutRequestCheck()), p, sub.Done)
 }
 

@@ -53,10 +53,11 @@ type stream struct {
 	rpcID []byte // the JSON-RPC id as sent (rpcID)
 	// later, when set, is the turn the task's record lists after this one
 	// ("" when none: a2aproto.Follow.Later), read when the final frame's
-	// events end the task: a terminal state that a later turn takes back
-	// is not written (A2A: a terminal state is final).
+	// events end the task or the turn: a terminal state that a later turn
+	// takes back is not written (A2A: a terminal state is final), nor an
+	// interrupted one whose answer is recorded already.
 	later func() string
-	// next is that later turn: the terminal status was written in the
+	// next is that later turn: the final status was written in the
 	// state the task then has (submitted), and the stream goes on with
 	// the next turn's (followStream).
 	next string
@@ -128,13 +129,15 @@ func (r *stream) Frame(f *render.Frame) error {
 	})
 }
 
-// followLater writes the final frame's terminal status (among evs) in the
-// state submitted when the task's record lists a turn after this one
-// (later): the task goes on with it, and so does the stream (next).
+// followLater writes the final frame's terminal or interrupted status
+// (among evs; a2aproto.TakenBack) in the state submitted, with its
+// message (an interrupted turn's question), when the task's record lists
+// a turn after this one (later): the task goes on with it, and so does
+// the stream (next).
 func (r *stream) followLater(evs []a2a.Event) {
 	for i, ev := range evs {
 		su, ok := ev.(*a2a.TaskStatusUpdateEvent)
-		if !ok || !su.Status.State.Terminal() {
+		if !ok || !a2aproto.TakenBack(su.Status.State) {
 			continue
 		}
 		if r.next = r.later(); r.next != "" {
