@@ -183,7 +183,9 @@ func TestConfigRefusedBeforeStart(t *testing.T) {
 
 // TestBannerTryNamesCredential: with auth required, the banner's example
 // request carries a credential placeholder (it printed a curl answered
-// 401); without auth it carries none.
+// 401), and the banner says the embedded NATS server has no users (the
+// principals' isolation is the HTTP door's: a local process reading the
+// streams sees everyone's); without auth it says neither.
 func TestBannerTryNamesCredential(t *testing.T) {
 	for _, c := range []struct {
 		env  []string
@@ -193,6 +195,10 @@ func TestBannerTryNamesCredential(t *testing.T) {
 		{nil, ""},
 	} {
 		banner, errOut := cfgBanner(t, c.env...)
+		// With auth, the embedded server's lack of users is said.
+		if warned := slices.ContainsFunc(banner, func(l string) bool { return strings.Contains(l, "no NATS users") }); warned != (c.want != "") {
+			t.Errorf("%v: the banner warns of NATS without users: %v, want %v (%q)", c.env, warned, c.want != "", banner)
+		}
 		i := slices.IndexFunc(banner, func(l string) bool { return strings.Contains(l, "curl -N") })
 		if i < 0 {
 			t.Fatalf("%v: no example in the banner %q %q", c.env, banner, errOut)

@@ -116,12 +116,12 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
   console    %s/console
   agent card %s/.well-known/agent-card.json%s
   metrics    %s/metrics   health %s/healthz   ready %s/readyz
-  NATS       %s   (JetStream; subjects e2a.req.>, e2a.resp.>, e2a.live.>)%s
+  NATS       %s   (JetStream; subjects e2a.req.>, e2a.resp.>, e2a.live.>)%s%s
   agent pools %s and "workflow" (A2E workflows)%s
 Try:
   curl -N %s/v1/requests -H 'Accept: text/event-stream'%s -d '{"params":{"text":"hello"}}'
 Ctrl-C stops.
-`, base, base, base, grpcLine(cfg), metrics, base, base, natsURL, storeLine(cfg), poolsLine(pools), archiveLine(cfg), base, credential)
+`, base, base, base, grpcLine(cfg), metrics, base, base, natsURL, storeLine(cfg), openNATSLine(cfg, credential), poolsLine(pools), archiveLine(cfg), base, credential)
 	log.Info("serving", "addr", ln.Addr().String(), "nats", natsURL) // as e2a serve logs it, for tools that read the log
 	return serveUntil(ctx, srv, ln, log, agentDone, agents)
 }
@@ -510,6 +510,18 @@ func shutdownContext(ctx context.Context) context.Context {
 	base, stop := context.WithCancelCause(context.WithoutCancel(ctx))
 	context.AfterFunc(ctx, func() { stop(egress.ErrShuttingDown) })
 	return base
+}
+
+// openNATSLine is the banner's warning, with auth on HTTP (credential: the
+// example's credential header) and the embedded server, that the server
+// has no users: the front door's isolation of principals does not hold
+// for a process on this machine reading the streams (e2a replay, e2a
+// tail), which the deployment's NATS users and TLS give (deploy/).
+func openNATSLine(cfg Config, credential string) string {
+	if credential == "" || cfg.NatsURL != "" {
+		return ""
+	}
+	return "\n             no NATS users: any process on this machine reads every principal's requests (deploy/ runs NATS with users and TLS)"
 }
 
 // grpcLine is the banner's line of the A2A v1.0 gRPC binding, if on.
