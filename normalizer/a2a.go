@@ -317,12 +317,13 @@ func (r *req) finishTask(env *e2a.Envelope, rq *rpcRequest) (*Result, error) {
 }
 
 // pushConfig keeps an A2A push notification config without its secrets
-// (token and credentials become references or are dropped, credentials in
-// the URL are removed) and counts the secrets it removed.
+// (token and credentials become references or are dropped, the URL is
+// kept as its scheme and host: webhookURL) and counts the secrets it
+// removed.
 func (r *req) pushConfig(pc *a2a.PushConfig) (map[string]any, int) {
 	stripped := 0
-	u := cleanURL(pc.URL)
-	if u != pc.URL {
+	u, creds := webhookURL(pc.URL)
+	if creds {
 		stripped++
 	}
 	out := map[string]any{"url": u}

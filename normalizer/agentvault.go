@@ -41,7 +41,7 @@ type avParamsWire struct {
 //     E2AFileRef, data (content object) → params.data_parts. Message
 //     metadata → a2a_metadata, and its mcp_context also → params.mcp_context;
 //     user_id in it is a claimed user. webhookUrl → provenance.details
-//     webhook_url (credentials removed from the URL). role "assistant"
+//     webhook_url, its scheme and host only (redact.URL). role "assistant"
 //     → params.role (the profile's roles are "user" and "assistant").
 //   - tasks/sendSubscribe: with a message, as tasks/send but streamed
 //     (is_stream, OpSubmit); with only an id, OpSubscribe to that task.
@@ -127,7 +127,7 @@ func (n *Normalizer) FromAgentVault(in Input) (*Result, error) {
 		}
 	}
 	if p.WebhookURL != "" {
-		if u := cleanURL(p.WebhookURL); u != "" {
+		if u, _ := webhookURL(p.WebhookURL); u != "" {
 			d[DetailWebhookURL] = u
 		}
 	}

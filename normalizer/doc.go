@@ -52,7 +52,13 @@
 //     auth._meta.stripped_headers), scalar values under secret keys
 //     ([IsSecretKey]) in every free-form object replaced by a reference or
 //     [Redacted], A2A push notification token and credentials, and
-//     credentials in webhook/push URLs. details.stripped_secrets counts them.
+//     credentials in webhook/push URLs (counted), which are kept as their
+//     scheme and host only (redact.URL: a webhook's path or query may be
+//     its secret); a URL's password and secret parameters in any string
+//     (package redact) but the uri of a message's files (params.files,
+//     content_blocks, an ACP prompt's resource links: a presigned URL is
+//     how a client hands its agent a file). details.stripped_secrets
+//     counts them.
 //   - the pool chosen by the routing rule ([Routes]: explicit Input.Agent,
 //     then method, method prefix, channel, the workflow rule, default), and
 //     the [Op] telling the front door what to do (submit, query, cancel,

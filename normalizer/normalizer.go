@@ -221,8 +221,9 @@ const (
 	// of the A2A client; when present egress may use the extended encoding
 	// (tool calls as DataParts, thought parts).
 	DetailInteractionSpecVersion = "interaction_spec_version"
-	// DetailWebhookURL: AgentVault tasks/send webhookUrl (credentials in
-	// the URL's userinfo removed).
+	// DetailWebhookURL: AgentVault tasks/send webhookUrl, its scheme and
+	// host only (redact.URL: the path and query may be the webhook's
+	// secret).
 	DetailWebhookURL = "webhook_url"
 	// DetailA2EType, DetailA2EVersion, DetailA2EModel, DetailA2EKnown: the
 	// A2E message type, protocol version, registered model name

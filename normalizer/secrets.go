@@ -108,7 +108,9 @@ func scrubMap(m map[string]any, ref SecretRefFunc) int {
 		fn = func(key, value string) string { return ref("field:"+key, value) }
 	}
 	keep := workflowPrefixes(m, 0, nil)
+	files := takeFileURIs(m)
 	n := redact.Redact(m, fn) + stripMCPIn(m, 0)
+	putFileURIs(files)
 	for _, k := range keep {
 		if k.h["prefix"] != k.prefix {
 			k.h["prefix"] = k.prefix
@@ -116,6 +118,45 @@ func scrubMap(m map[string]any, ref SecretRefFunc) int {
 		}
 	}
 	return n
+}
+
+// fileLists are the params members listing the files a message hands its
+// agent (params.files, the resource_link blocks of content_blocks and an
+// ACP prompt), whose uri the redaction leaves whole: a presigned URL (an
+// S3 X-Amz-Signature, an Azure sig) is how a client gives the agent a file
+// to read, and without its signature the agent could not.
+var fileLists = []string{"files", "content_blocks", "prompt"}
+
+// fileURI is a file list entry and its uri, taken out for the redaction.
+type fileURI struct {
+	f   map[string]any
+	uri string
+}
+
+// takeFileURIs takes the uri of every entry of m's file lists out of m,
+// and returns them to put back (putFileURIs): scrubMap's redaction does
+// not see them.
+func takeFileURIs(m map[string]any) []fileURI {
+	var taken []fileURI
+	for _, k := range fileLists {
+		list, _ := m[k].([]any)
+		for _, e := range list {
+			if f, ok := e.(map[string]any); ok {
+				if u, ok := f["uri"].(string); ok {
+					taken = append(taken, fileURI{f, u})
+					delete(f, "uri")
+				}
+			}
+		}
+	}
+	return taken
+}
+
+// putFileURIs puts back what takeFileURIs took.
+func putFileURIs(taken []fileURI) {
+	for _, t := range taken {
+		t.f["uri"] = t.uri
+	}
 }
 
 // schemePrefix is an ApiCall credential header's prefix that names an
@@ -240,6 +281,23 @@ func blank(m map[string]any, k string) int {
 	}
 	m[k] = Redacted
 	return 1
+}
+
+// webhookURL is how a webhook's URL (an inline A2A push config's,
+// AgentVault's webhookUrl) is kept in an envelope: its scheme and host,
+// "/…" for a path or query (redact.URL, as the console and the logs show
+// it), since a webhook's path or query may be its secret (Slack's and
+// Discord's hooks) and the envelope reaches the streams, the audit role
+// and the agent. Nothing delivers from this copy: the front doors
+// register a push config from the call itself. It is "" for a URL that
+// does not parse; creds says raw held credentials (user information,
+// secret query parameters: cleanURL), counted as stripped secrets.
+func webhookURL(raw string) (u string, creds bool) {
+	c := cleanURL(raw)
+	if c == "" {
+		return "", raw != ""
+	}
+	return redact.URL(raw), c != raw
 }
 
 // cleanURL removes credentials from a URL (userinfo, and query parameters

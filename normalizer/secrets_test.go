@@ -17,7 +17,8 @@ func TestSecretPlacements(t *testing.T) {
 	n := normalizer.New(normalizer.Config{})
 	params := `{"text":"hi","max_tokens":64,"token_count":3,"secret":"` + s + `1","token":"` + s + `2","auth_token":"` + s + `3",` +
 		`"session_token":"` + s + `4","passwd":"` + s + `5","credentials":"` + s + `6","auth":{"user":"` + s + `7","credentialRef":"vault:ok"},` +
-		`"deep":[{"x":{"clientSecret":"` + s + `8"}}],"cmd":["tool","--api-key","` + s + `9","--password=` + s + `10"],"credential_ref":"vault:ok2"}`
+		`"deep":[{"x":{"clientSecret":"` + s + `8"}}],"cmd":["tool","--api-key","` + s + `9","--password=` + s + `10"],"credential_ref":"vault:ok2",` +
+		`"db":"postgresql://app:` + s + `23@db/x","signed":"https://h/x?sig=` + s + `24&key=` + s + `25&page=2"}`
 	cases := []struct {
 		name string
 		ad   normalizer.Adapter

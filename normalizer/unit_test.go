@@ -281,8 +281,44 @@ func TestAgentVaultWebhookAndMCP(t *testing.T) {
 	if env.A2AMetadata["mcp_context"].(map[string]any)["user_pref"] != "celsius" {
 		t.Error("mcp_context shared between params and a2a_metadata")
 	}
-	if got := env.Provenance.Details[normalizer.DetailWebhookURL]; got != "https://h/hook?token=%5Bredacted%5D" {
+	if got := env.Provenance.Details[normalizer.DetailWebhookURL]; got != "https://h/…" {
 		t.Errorf("webhook = %v", got)
+	}
+}
+
+// TestWebhookURLsStoredAsSchemeAndHost: an inline A2A push config's URL and
+// AgentVault's webhookUrl are stored as redact.URL shows them (scheme and
+// host): a webhook's path and query may be its secret (Slack's hooks), and
+// the envelope reaches the streams, the audit role and the upstream agent;
+// the push stage registers the config from the call itself.
+func TestWebhookURLsStoredAsSchemeAndHost(t *testing.T) {
+	const hook = "http://u:PW_SECRET@127.0.0.1:59000/services/T0/B0/WEBHOOK_PATH_SECRET?code=QUERY_SECRET&token=TOKEN_SECRET"
+	n := normalizer.New(normalizer.Config{})
+	for name, c := range map[string]struct {
+		ad   normalizer.Adapter
+		body string
+		url  func(*e2a.Envelope) any
+	}{
+		"a2a push config": {n.FromA2A, `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1","role":"user",` +
+			`"parts":[{"kind":"text","text":"hi"}]},"configuration":{"pushNotificationConfig":{"url":` + jsonString(hook) + `}}}}`,
+			func(env *e2a.Envelope) any { return env.Params["push_notification_config"].(map[string]any)["url"] }},
+		"agentvault webhookUrl": {n.FromAgentVault, `{"jsonrpc":"2.0","id":1,"method":"tasks/send","params":{"message":{"role":"user",` +
+			`"parts":[{"type":"text","content":"hi"}]},"webhookUrl":` + jsonString(hook) + `}}`,
+			func(env *e2a.Envelope) any { return env.Provenance.Details[normalizer.DetailWebhookURL] }},
+	} {
+		res, err := c.ad(normalizer.Input{Body: []byte(c.body)})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		b, _ := json.Marshal(res.Envelope)
+		for _, secret := range []string{"PW_SECRET", "WEBHOOK_PATH_SECRET", "QUERY_SECRET", "TOKEN_SECRET", "services"} {
+			if strings.Contains(string(b), secret) {
+				t.Errorf("%s: %s stored: %s", name, secret, b)
+			}
+		}
+		if got := c.url(res.Envelope); got != "http://127.0.0.1:59000/…" {
+			t.Errorf("%s: url %v, want http://127.0.0.1:59000/…", name, got)
+		}
 	}
 }
 

@@ -163,8 +163,11 @@
 //     string) whose Name is a secret key becomes "Name: [redacted]"
 //     (["--header", "Authorization: Bearer X"], mcp-remote's way to pass a
 //     token; ["curl", "-H", "Cookie: session=X"]; "API_KEY: X");
-//   - URLs: in a string element of an array, every "scheme://…" (up to
-//     white space, a quote, '<' or '>') has its credentials replaced: the
+//   - URLs: in every string the walk reaches outside a secret or a
+//     reference (an object's value, an array's element, free text: a
+//     message's content too), every "scheme://…" (up to white space, a
+//     quote, '<' or '>') has its credentials replaced, the rest of the
+//     text kept: the
 //     password of its user information, or the user when there is no
 //     password (postgresql://app:[redacted]@db/app, the Postgres MCP
 //     server's argument; https://[redacted]@github.com/o/r.git), and the
@@ -173,7 +176,11 @@
 //     Azure's shared access signatures, #access_token=), a parameter
 //     starting at each '?', '&' or '#' after the authority (so those of a
 //     URL in another's query too). The path is kept: a webhook's secret
-//     path is [URL]'s to hide where a URL is shown;
+//     path is [URL]'s to hide where a URL is shown. Unlike a credential's
+//     shape, this rule rewrites free text: a URL's password or signature
+//     is a secret by its name wherever it is written (the normalizer
+//     keeps the uri of a message's files whole: a presigned URL is how a
+//     client hands its agent a file);
 //   - [name, value] pairs: a two-element array whose first element is a
 //     secret key name has its second element replaced like that key's value
 //     ("headers": [["Authorization", "Bearer X"], …]); a flag ("--auth") or

@@ -57,6 +57,26 @@ func TestArrayStrings(t *testing.T) {
 	})
 }
 
+// TestURLCredentialsInAnyString: the URL rule applies to every string the
+// walk reaches, not only to array elements: a URL's password (or lone
+// user) and its secret-named, key and sig parameters are replaced in an
+// object's string value and in free text, and nothing else of the text
+// changes; a reference's value is kept.
+func TestURLCredentialsInAnyString(t *testing.T) {
+	checkCases(t, []redactCase{
+		{"object values", `{"db":"postgresql://app:DBPW_SECRET@db/x","api":"https://user:PW@api.example.com/v1",` +
+			`"signed":"https://h/x?sig=SIG&key=KEY&page=2","clone":"https://ghp_T1@github.com/o/r.git"}`,
+			`{"db":"postgresql://app:[redacted]@db/x","api":"https://user:[redacted]@api.example.com/v1",` +
+				`"signed":"https://h/x?sig=[redacted]&key=[redacted]&page=2","clone":"https://[redacted]@github.com/o/r.git"}`, 5},
+		{"free text", `{"text":"use postgresql://app:PW1@db/x, then https://h/?api_key=T2 ok","parts":[{"text":"see https://h/cb#access_token=T3&state=s"}]}`,
+			`{"text":"use postgresql://app:[redacted]@db/x, then https://h/?api_key=[redacted] ok","parts":[{"text":"see https://h/cb#access_token=[redacted]&state=s"}]}`, 3},
+		{"name value", `{"env":[{"name":"UPSTREAM","value":"https://u:PW@h/x"}]}`,
+			`{"env":[{"name":"UPSTREAM","value":"https://u:[redacted]@h/x"}]}`, 1},
+		{"kept", `{"u":"https://h/hook/PATH?state=1","m":"https://medium.com/@user?x=1","credentialRef":"https://u:p@vault/x","n":"a://"}`,
+			`{"u":"https://h/hook/PATH?state=1","m":"https://medium.com/@user?x=1","credentialRef":"https://u:p@vault/x","n":"a://"}`, 0},
+	})
+}
+
 // redactCase is a document, what Redact makes of it and how many values
 // it replaces.
 type redactCase struct {

@@ -626,6 +626,15 @@ func (w *walker) object(m map[string]any, secret bool, parent string, depth int)
 			ks = false
 		case !ks && k != "" && c&classSecret != 0 && !c.keeps(v, depth) && !replayed(m, k, parent):
 			ks = true
+		case !ks:
+			// any string: a URL's password and secret parameters (an
+			// array's strings get the URL rule from args)
+			if s, ok := v.(string); ok {
+				if r, c := w.urls(s); c > 0 {
+					m[k], v = r, r
+					n += c
+				}
+			}
 		}
 		r, set, c := w.child(v, ks, key, depth)
 		if set {

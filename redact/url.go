@@ -21,8 +21,8 @@ func URL(raw string) string {
 	return out
 }
 
-// urls redacts the credentials of the URLs ("scheme://…") in s, a string
-// element of an array: the value of a query or fragment parameter whose
+// urls redacts the credentials of the URLs ("scheme://…") in s, any
+// string the walk reaches outside a secret or a reference: the value of a query or fragment parameter whose
 // name is a secret key, or key or sig (?token=, ?api_key=, ?key= for
 // Google's API keys, ?sig= for Azure's shared access signatures,
 // #access_token=), and the user information's password, or the user
