@@ -84,7 +84,9 @@
 // is not read). user walks the records of the user's bucket; task, session
 // and context walk the pointers of the id's bucket and read each matching
 // record by sequence: they cost the page, plus the rows of other users or
-// ids that share the bucket (skipped, and counted as examined). A pointer
+// ids that share the bucket (skipped, counted by the scan budget, not in
+// the page's scanned count, which holds only the list's user's keys, so
+// that it tells nothing of others' ids nor when they were used). A pointer
 // naming another principal than the one the list is for is skipped without
 // reading its record, so a search by another principal's id reads what one
 // by an unused id of the bucket reads (a pointer of an earlier build, with
@@ -96,7 +98,8 @@
 // down or behind that long) is missed by until, though listed without it;
 // since stops the walk. Only filters
 // that no secondary key serves (status alone, or a second id filter) may
-// examine many keys: a call examines at most DefaultScanBudget keys and
+// examine many keys: a call examines at most DefaultScanBudget keys
+// (other principals' included, uncounted in scanned: see Page.Partial) and
 // then answers with what it found, Partial, and the cursor to go on from.
 // With several egress processes indexing in parallel, batches of requests a
 // few hundred milliseconds apart may interleave in the list.

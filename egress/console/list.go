@@ -51,11 +51,21 @@ type Query struct {
 type Page struct {
 	Entries []Entry `json:"entries"`
 	// Next is the cursor of the following (older) page; 0 when the index
-	// holds nothing older that could match.
+	// holds nothing older that could match (a full page of a list for one
+	// user always has one: whether anything is older may be another's).
 	Next uint64 `json:"next,omitempty"`
-	// Scanned is how many index keys were examined.
+	// Scanned is how many index keys of the user the list is for were
+	// examined (every key when it is for no one user): another
+	// principal's keys, passed over, are not counted, so that a search by
+	// another's id answers as one by an id nobody uses.
 	Scanned int `json:"scanned"`
-	// Partial reports that the scan budget ran out before the page was full.
+	// Partial reports that the scan budget ran out before the page was
+	// full. The budget counts every key walked, another principal's too
+	// (no page walks more than it), so a list for one user may end
+	// Partial, with a cursor, over keys it neither shows nor counts: that
+	// tells only that the bucket walked (shared by every id, or user,
+	// hashing to it: one in 4,096) holds more keys than the budget in the
+	// range, the same for any id of the bucket, used or not, never whose.
 	Partial bool `json:"partial,omitempty"`
 }
 
@@ -309,61 +319,96 @@ func (l *lister) list(ctx context.Context, q Query) (Page, error) {
 		}
 		hi = b
 	}
-	window := uint64(max(4*q.Limit, 64))
-	for hi > first {
-		if page.Scanned >= l.budget {
-			page.Partial, page.Next = true, hi
-			return page, nil
+	w := walk{lister: l, q: &q, filter: filter, want: want, first: first, page: page}
+	return w.run(ctx, hi)
+}
+
+// walk is one list's walk of the index below a bound, newest first. The
+// scan budget counts every key it examines (examined); the page's Scanned
+// only the keys of the user the list is for (every key when it is for no
+// one user): another principal's keys, passed over, count in nothing the
+// page says but its budget (the residual: see Page.Partial).
+type walk struct {
+	*lister
+	q            *Query
+	filter, want string
+	first        uint64 // the first message on filter: the walk's floor
+	examined     int
+	page         Page
+}
+
+// run walks down from hi (exclusive) in windows of growing size.
+func (w *walk) run(ctx context.Context, hi uint64) (Page, error) {
+	window := uint64(max(4*w.q.Limit, 64))
+	for hi > w.first {
+		if w.examined >= w.budget {
+			w.page.Partial, w.page.Next = true, hi
+			return w.page, nil
 		}
-		lo := max(first, hi-min(window, hi-first))
-		msgs, err := l.readRange(ctx, filter, lo, hi)
+		lo := max(w.first, hi-min(window, hi-w.first))
+		msgs, err := w.readRange(ctx, w.filter, lo, hi)
 		if err != nil {
-			return page, err
+			return w.page, err
 		}
 		slices.Reverse(msgs)
-		// Resolve and filter in chunks, so that a page that fills early
-		// does not fetch what it will not show.
-		for i := 0; i < len(msgs); {
-			n := min(len(msgs)-i, max(q.Limit-len(page.Entries), 8))
-			entries := l.resolve(ctx, msgs[i:i+n], want, q.User)
-			for j, e := range entries {
-				page.Scanned++
-				if e == nil {
-					// Another principal's entry (with ?user=, or the
-					// caller's own requests forced: resolve gives nil) is
-					// passed over as an entry of another id is, before the
-					// since cut: it ends nothing early, so neither the page
-					// nor its scanned count tells it exists, nor when it
-					// was made.
-					continue
-				}
-				if !q.Since.IsZero() && e.Time.Before(q.Since.Add(-timeSlack)) {
-					return page, nil // older than the range: nothing further can match
-				}
-				if !q.match(e) {
-					continue
-				}
-				page.Entries = append(page.Entries, *e)
-				if len(page.Entries) == q.Limit {
-					page.Next = msgs[i+j].Seq
-					if page.Next <= first {
-						page.Next = 0
-					}
-					return page, nil
-				}
-			}
-			i += n
-			if page.Scanned >= l.budget && i < len(msgs) {
-				// The budget ran out inside the window: go on below the
-				// last message examined.
-				page.Partial, page.Next = true, msgs[i-1].Seq
-				return page, nil
-			}
+		if w.window(ctx, msgs) {
+			return w.page, nil
 		}
 		hi = lo
 		window = min(2*window, maxWindow)
 	}
-	return page, nil
+	return w.page, nil
+}
+
+// window resolves and filters msgs (newest first) in chunks, so that a
+// page that fills early does not fetch what it will not show; true when
+// the page is done (full, past since, or out of budget).
+func (w *walk) window(ctx context.Context, msgs []streams.RawMsg) bool {
+	for i := 0; i < len(msgs); {
+		if w.examined >= w.budget {
+			// The budget ran out inside the window: go on below the last
+			// message examined (run checked it before the window: i > 0).
+			w.page.Partial, w.page.Next = true, msgs[i-1].Seq
+			return true
+		}
+		n := min(len(msgs)-i, max(w.q.Limit-len(w.page.Entries), 8))
+		for j, r := range w.resolve(ctx, msgs[i:i+n], w.want, w.q.User) {
+			w.examined++
+			if r.own {
+				w.page.Scanned++
+			}
+			e := r.entry
+			if e == nil {
+				// Another principal's entry (with ?user=, or the caller's
+				// own requests forced: resolve gives nil) is passed over
+				// as an entry of another id is, before the since cut, and
+				// is not counted: it ends nothing early, so neither the
+				// page nor its scanned count tells it exists, nor when it
+				// was made.
+				continue
+			}
+			if !w.q.Since.IsZero() && e.Time.Before(w.q.Since.Add(-timeSlack)) {
+				return true // older than the range: nothing further can match
+			}
+			if !w.q.match(e) {
+				continue
+			}
+			w.page.Entries = append(w.page.Entries, *e)
+			if len(w.page.Entries) == w.q.Limit {
+				w.page.Next = msgs[i+j].Seq
+				if w.page.Next <= w.first && w.q.User == "" {
+					// Nothing older on the filter. A list for one user
+					// keeps the cursor (its next page is empty): the
+					// filter's first key may be another principal's, and
+					// a cursor set or not by it would tell it exists.
+					w.page.Next = 0
+				}
+				return true
+			}
+		}
+		i += n
+	}
+	return false
 }
 
 // span is the part of the index a list on filter walks: from the first
@@ -449,6 +494,14 @@ func (l *lister) seqAfter(ctx context.Context, filter string, lo, hi uint64, t t
 	return hi, nil
 }
 
+// resolved is an index message as a list sees it: its entry (nil when it
+// does not resolve or is not user's) and own, whether the key is one of
+// user's (any key when user is ""), which the page's Scanned counts.
+type resolved struct {
+	entry *Entry
+	own   bool
+}
+
 // resolve turns index messages into entries (nil for messages that do not
 // resolve): a record message holds the record; a pointer (want != "")
 // that points at want is resolved by reading its record by sequence, any
@@ -456,22 +509,25 @@ func (l *lister) seqAfter(ctx context.Context, filter string, lo, hi uint64, t t
 // user's: its record is not read) is nil. The progress is read from
 // the frames of each record of user's (of every one when user is ""):
 // another user's record is nil, its frames not read, as the list passes
-// it over (reading them cost the caller time that told it existed).
-func (l *lister) resolve(ctx context.Context, msgs []streams.RawMsg, want, user string) []*Entry {
-	out := make([]*Entry, len(msgs))
+// it over (reading them cost the caller time that told it existed). A key
+// is user's when it is a record of user's or a pointer naming user its
+// owner (or, of an earlier build, whose record is user's).
+func (l *lister) resolve(ctx context.Context, msgs []streams.RawMsg, want, user string) []resolved {
+	out := make([]resolved, len(msgs))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, writeWorkers)
 	for i, m := range msgs {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			r, ok := l.record(ctx, m, want, user)
+			r, ok, mine := l.record(ctx, m, want, user)
+			out[i].own = user == "" || mine || (ok && r.Principal == user)
 			if !ok || (user != "" && r.Principal != user) {
 				return
 			}
 			p, _ := l.progress(ctx, r.RequestID)
 			e := joinEntry(r, p, m.Seq)
-			out[i] = &e
+			out[i].entry = &e
 		})
 	}
 	wg.Wait()
@@ -484,22 +540,25 @@ func (l *lister) resolve(ctx context.Context, msgs []streams.RawMsg, want, user 
 // is dropped before its record is read, so that a search by another
 // user's id reads what one by an unused id of the same bucket reads; a
 // pointer of an earlier build (no owner) is resolved, and the caller
-// checks the record's principal.
-func (l *lister) record(ctx context.Context, m streams.RawMsg, want, user string) (record, bool) {
-	var r record
+// checks the record's principal. mine reports a pointer naming user
+// (set) as its owner, whatever id it holds.
+func (l *lister) record(ctx context.Context, m streams.RawMsg, want, user string) (r record, ok, mine bool) {
 	if want == "" {
-		return r, json.Unmarshal(m.Data, &r) == nil && r.RequestID != ""
+		return r, json.Unmarshal(m.Data, &r) == nil && r.RequestID != "", false
 	}
 	var p pointer
-	if json.Unmarshal(m.Data, &p) != nil || p.Value != want || p.Seq == 0 ||
-		(user != "" && p.Owner != nil && *p.Owner != user) {
-		return r, false
+	if json.Unmarshal(m.Data, &p) != nil {
+		return r, false, false
+	}
+	mine = user != "" && p.Owner != nil && *p.Owner == user
+	if p.Value != want || p.Seq == 0 || (user != "" && p.Owner != nil && !mine) {
+		return r, false, mine
 	}
 	data, subj, err := l.getSeq(ctx, p.Seq)
 	if err != nil || !strings.HasPrefix(subj, kvSubject(prefixRequest)) {
-		return r, false // expired or not a record
+		return r, false, mine // expired or not a record
 	}
-	return r, json.Unmarshal(data, &r) == nil && r.RequestID != ""
+	return r, json.Unmarshal(data, &r) == nil && r.RequestID != "", mine
 }
 
 // getSeq reads the index message at seq with a direct get by sequence
