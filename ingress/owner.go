@@ -371,7 +371,7 @@ func (s *Server) claimContext(ctx context.Context, p Principal, contextID string
 	}
 	key, err := taskKey(KindContext, contextID)
 	if err != nil {
-		return "", ErrConflict
+		return "", errContextConflict
 	}
 	now := s.opts.now()
 	data, _ := json.Marshal(contextRecord(contextID, p.UserID, now))
@@ -389,10 +389,14 @@ func (s *Server) claimContext(ctx context.Context, p Principal, contextID string
 		return "", fmt.Errorf("%w: context index: %v", ErrBackpressure, err)
 	}
 	if !p.Tenant().Allows(tenant.Write, owner) {
-		return "", ErrConflict
+		return "", errContextConflict
 	}
 	return owner, nil
 }
+
+// errContextConflict is claimContext's ErrConflict: a context id another
+// principal holds (host.ErrContextConflict to the front doors).
+var errContextConflict = fmt.Errorf("%w: the context id", ErrConflict)
 
 // publishSentKey is the context key of a function publish calls once its
 // publish was sent (whatever its outcome).

@@ -643,6 +643,7 @@ func (c rpcCaller) SessionData(ctx context.Context, kind, id string) ([]byte, er
 // hostKinds pairs the front door's sentinel errors with the host's.
 var hostKinds = []struct{ ingress, host error }{
 	{ErrUnknownPool, host.ErrUnknownPool},
+	{errContextConflict, host.ErrContextConflict}, // before ErrConflict, which it matches
 	{ErrConflict, host.ErrConflict},
 	{ErrTooLarge, host.ErrTooLarge},
 	{ErrBackpressure, host.ErrBackpressure},

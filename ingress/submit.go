@@ -11,8 +11,8 @@ import (
 )
 
 // submit is host.Submitter's Submit for principal p (caller and
-// rpcCaller): the stream slot, the context claim, the subscription to the
-// frames, the front door's Before, then the turn's record and the publish
+// rpcCaller): the stream slot, the context claim (claimsContext), the
+// subscription to the frames, the front door's Before, then the turn's record and the publish
 // (publishTurn, publish), the publish metric observed. On error nothing is
 // published and nothing is held; the error matches the host's sentinels
 // (hostError) as well as the front door's, or is Before's as it is; a
@@ -52,7 +52,7 @@ func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub h
 	// principal's context), written in the envelope for the agents
 	// (publishAfter); a turn of a task or session is its record's.
 	owner := ""
-	if sub.ClaimContext && env.ContextID != "" {
+	if claimsContext(sub) {
 		o, err := s.claimContext(ctx, p, env.ContextID)
 		if err != nil {
 			done()
@@ -85,6 +85,22 @@ func (s *Server) submit(ctx context.Context, p Principal, fresh *freshIDs, sub h
 		return nil, hostError(err)
 	}
 	return host.NewSubmitted(host.Accepted{RequestID: acc.RequestID, Pool: acc.Pool, Duplicate: acc.Duplicate, Warning: acc.Warning}, ctx, done), nil
+}
+
+// claimsContext reports whether sub's context id is claimed (or checked as
+// the caller's: claimContext) before anything is published: when the front
+// door asks (ClaimContext: a new A2A task), and for any context id other
+// than the one of the task the submission is a turn of, whatever its front
+// door says: an E2A request's context_id (POST /v1/requests, a pool's
+// path), which no front door claims, was taken in another principal's
+// context. A later turn in its task's own context is not: its task's
+// record, the caller's, is checked instead, whoever holds the claim by
+// then (turnOwner). Nothing, no read, for a request naming no context.
+func claimsContext(sub host.Submission) bool {
+	if sub.Envelope.ContextID == "" {
+		return false
+	}
+	return sub.ClaimContext || sub.Turn == nil || sub.Turn.Created || sub.Turn.Task.ContextID != sub.Envelope.ContextID
 }
 
 // undoBefore calls undo (when not nil), what takes back the Before of a

@@ -230,7 +230,7 @@ func (d *frontDoor) submit(rep host.Reply, in host.Call, tc host.TaskCaller, pro
 	prepare := w != nil && in.Request != nil && !req.IsNotification() && (req.Method == normalizer.A2AMessageStream ||
 		(req.Method == normalizer.A2AMessageSend && blockingSend(env)))
 	s := host.Submission{Pool: res.Pool, Envelope: env, Slot: w != nil && Streaming(req.Method), Prepare: prepare,
-		ClaimContext: !(env.TaskID != "" && Continued(env))}
+		ClaimContext: ClaimsContext(env, Continued(env), prev)}
 	if env.TaskID != "" {
 		// A turn of the task: recorded first, run after the task's
 		// earlier turn. It is a turn of the task's protocol: AgentVault's
@@ -390,6 +390,18 @@ func admitTurn(rep host.Reply, in host.Call, tc host.TaskCaller, protocol string
 	// A new context is claimed as the caller's by the submission; one the
 	// client chose must be the caller's own already.
 	return nil, true
+}
+
+// ClaimsContext reports whether a message's context id is claimed for
+// the caller (host.Submission.ClaimContext; another principal's is a
+// conflict): a new task's, and a continued task's when its record prev
+// holds no context (a task an E2A request started) and the message names
+// one: the turn's context is then the message's, which no record checked.
+func ClaimsContext(env *e2a.Envelope, continued bool, prev *host.Task) bool {
+	if env.TaskID == "" || !continued {
+		return true
+	}
+	return prev != nil && prev.ContextID == "" && env.ContextID != ""
 }
 
 // Retried reports whether env is the retry of a turn the task t holds

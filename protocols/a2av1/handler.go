@@ -184,7 +184,7 @@ func (h *handler) submit(ctx context.Context, req *a2a.SendMessageRequest, metho
 	if err := h.checkProfile(ctx, c, res.Pool, method == normalizer.A2AMessageStream, env); err != nil {
 		return nil, p, err
 	}
-	s := host.Submission{Pool: res.Pool, Envelope: env, ClaimContext: !(env.TaskID != "" && continued), Slot: stream, Prepare: stream,
+	s := host.Submission{Pool: res.Pool, Envelope: env, ClaimContext: a2aproto.ClaimsContext(env, continued, prev), Slot: stream, Prepare: stream,
 		Before: func(ctx context.Context) (func(context.Context) error, error) {
 			return h.inlinePush(ctx, in, req, env, prev)
 		}}

@@ -121,6 +121,8 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			refuseTurn(w, err, field)
 		case errors.Is(err, host.ErrTooManyStreams):
 			Refuse(w, host.TooManyStreams) // its own wait
+		case errors.Is(err, host.ErrContextConflict):
+			WriteError(w, http.StatusConflict, CodeConflict, "context_id is already in use; choose another", false)
 		case errors.Is(err, host.ErrConflict):
 			WriteError(w, http.StatusConflict, CodeConflict, "request_id is already in use; choose another", false)
 		case errors.Is(err, host.ErrTooLarge):

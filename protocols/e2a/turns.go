@@ -63,9 +63,10 @@ func admitTurn(ctx context.Context, w http.ResponseWriter, c host.Caller, env *e
 		return nil, false
 	}
 	if t == nil {
-		// A new task, the caller's. No context is recorded for it: an E2A
-		// context_id is claimed by nobody (A2A's claim of a context is
-		// made by A2A messages alone).
+		// A new task, the caller's. No context is recorded on it: its
+		// context_id is claimed for the caller when the request is
+		// submitted (another principal's is a conflict, "context_id is
+		// already in use"), as an A2A message claims its context.
 		t = &host.Task{Session: host.Session{ID: env.TaskID, Protocol: normalizer.ProtocolE2A, Pool: pool}}
 	} else {
 		// A request the task's record holds already is a retry of an

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -21,6 +22,10 @@ var (
 	// ErrConflict: the request id is another principal's; the answer must
 	// reveal nothing of the other's request.
 	ErrConflict = errors.New("host: id already in use by another principal")
+	// ErrContextConflict is the ErrConflict of a context id another
+	// principal holds (it matches ErrConflict too): a front door names the
+	// context's field.
+	ErrContextConflict = fmt.Errorf("%w: the context id", ErrConflict)
 	// ErrTooLarge: the encoded envelope is larger than the pipeline
 	// accepts; not retryable.
 	ErrTooLarge = errors.New("host: request too large for the pipeline")
