@@ -19,6 +19,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/option"
 	"github.com/e2a-pipeline/pipeline/internal/tracing"
+	"github.com/e2a-pipeline/pipeline/redact"
 )
 
 // Credentials are what the bridge sends the upstream to authenticate: an
@@ -284,18 +285,22 @@ func NewClient(base string, opts ...ClientOption) (*Client, error) {
 // ParseURL checks an upstream URL: absolute, http or https, with a host,
 // without user info (credentials go in Credentials, never in a URL that
 // logs print). Its errors never show s as given, which may hold a
-// password: a URL that parses is shown redacted, one that does not is not
-// shown at all.
+// password, a token in its query or a webhook's token in its path: a URL
+// with a host is shown as [redact.URL] shows it (scheme and host, "/…"
+// for a path or query), one without is not shown at all.
 func ParseURL(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if err != nil {
 		return nil, fmt.Errorf("%w: the upstream URL given does not parse", ErrBadUpstreamURL)
 	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: %q", ErrBadUpstreamURL, u.Redacted())
+	if u.Host == "" {
+		return nil, fmt.Errorf("%w: the upstream URL given names no host (want http://host[:port][/path])", ErrBadUpstreamURL)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("%w: %q", ErrBadUpstreamURL, redact.URL(s))
 	}
 	if u.User != nil {
-		return nil, fmt.Errorf("%w: %q holds credentials (use E2A_UPSTREAM_API_KEY or headers)", ErrBadUpstreamURL, u.Redacted())
+		return nil, fmt.Errorf("%w: %q holds credentials (use E2A_UPSTREAM_API_KEY or headers)", ErrBadUpstreamURL, redact.URL(s))
 	}
 	return u, nil
 }
@@ -337,14 +342,13 @@ func (c *Client) Base() *url.URL { u := *c.base; return &u }
 func (c *Client) Name() string { return c.base.Scheme + "://" + c.base.Host }
 
 // Location is the upstream's base URL as start-up messages and logs show
-// it: scheme, host and path, so that two upstreams on one host
-// (http://host:8000 and http://host:8000/v1, the difference a wrong base
-// URL makes) read apart. Never its query or fragment, which may carry a
-// token (?key=…), nor user info (ParseURL refuses it). Name stays the
-// scheme and host: metrics are labelled by it.
-func (c *Client) Location() string {
-	return (&url.URL{Scheme: c.base.Scheme, Host: c.base.Host, Path: c.base.Path, RawPath: c.base.RawPath}).String()
-}
+// it, as every upstream URL is shown ([redact.URL]): scheme and host, "/…"
+// standing for a path or query, since a webhook's path may be its token
+// and a query may carry a key (?key=…); user info ParseURL refuses. Two
+// upstreams on one host still read apart where a wrong base URL makes
+// the difference (http://host:8000 and http://host:8000/…). Name is the
+// scheme and host alone: metrics are labelled by it.
+func (c *Client) Location() string { return redact.URL(c.base.String()) }
 
 // IdleTimeout is the client's idle timeout.
 func (c *Client) IdleTimeout() time.Duration { return c.idle }

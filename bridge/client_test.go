@@ -218,6 +218,15 @@ func TestParseURL(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "pw") {
 		t.Errorf("user info error shows the password: %v", err)
 	}
+	// A refusal names the URL as docs/security.md shows an upstream URL:
+	// scheme and host, "/…" for a path or query (a webhook's token).
+	for _, s := range []string{"http://user:pw@h/hook/PATH_SECRET?token=Q", "ftp://h/hook/PATH_SECRET?token=Q"} {
+		_, err := ParseURL(s)
+		if err == nil || strings.Contains(err.Error(), "PATH_SECRET") || strings.Contains(err.Error(), "token=Q") ||
+			strings.Contains(err.Error(), "user") || !strings.Contains(err.Error(), "://h/…") {
+			t.Errorf("ParseURL(%q): %v, want the URL shown as its scheme and host, \"/…\" for the rest", s, err)
+		}
+	}
 	for _, s := range []string{"http://localhost:8000/v1", "https://api.example.com", "http://[::1]:9/a?b=c"} {
 		if _, err := ParseURL(s); err != nil {
 			t.Errorf("ParseURL(%q): %v", s, err)
@@ -249,15 +258,19 @@ func TestClientOptions(t *testing.T) {
 	}
 }
 
-// TestClientLocation: Location shows the base URL's path (http://host and
-// http://host/v1 read apart in a start error or a warning), never its
-// query or fragment (a token may be there), and a path's escapes as given.
+// TestClientLocation: Location shows the base URL as docs/security.md
+// shows an upstream URL: scheme and host, "/…" standing for a path or
+// query (a webhook's path may be its token: .../hook/<token>), so that
+// http://host and http://host/v1 still read apart in a start error or a
+// warning.
 func TestClientLocation(t *testing.T) {
 	for base, want := range map[string]string{
 		"http://127.0.0.1:8000":                      "http://127.0.0.1:8000",
-		"http://127.0.0.1:8000/v1":                   "http://127.0.0.1:8000/v1",
-		"https://llm.example/api/v1/?key=sekret#top": "https://llm.example/api/v1/",
-		"http://h/a%2Fb/card.json?token=t0k3n":       "http://h/a%2Fb/card.json",
+		"http://127.0.0.1:8000/":                     "http://127.0.0.1:8000",
+		"http://127.0.0.1:8000/v1":                   "http://127.0.0.1:8000/…",
+		"https://llm.example/api/v1/?key=sekret#top": "https://llm.example/…",
+		"http://h/hook/PATH_SECRET?token=t0k3n":      "http://h/…",
+		"http://h/?token=t0k3n":                      "http://h/…",
 	} {
 		c, err := NewClient(base)
 		if err != nil {

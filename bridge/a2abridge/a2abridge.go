@@ -23,6 +23,7 @@ import (
 	grpcv0 "github.com/a2aproject/a2a-go/v2/a2agrpc/v0"
 	grpcv1 "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
 	"github.com/a2aproject/a2a-go/v2/errordetails"
+	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -272,8 +273,7 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	if len(parts) == 0 {
 		return agent.Errorf(e2a.ErrCodeInvalidRequest, false, "the request has no text, file or data for the A2A agent")
 	}
-	msg := a2a.NewMessage(a2a.MessageRoleUser, parts...)
-	msg.ContextID = t.contextID
+	msg := &a2a.Message{ID: u.messageID(env), Role: a2a.MessageRoleUser, Parts: parts, ContextID: t.contextID}
 	// The client's message metadata and extensions, as it sent them (the
 	// agent behind the bridge unchanged); its reference tasks name the
 	// pipeline's tasks, which the agent does not know.
@@ -309,6 +309,16 @@ func (u *Upstream) Call(ctx context.Context, env *e2a.Envelope, w agent.Writer) 
 	// progress reaches the client while it works, and a cancel finds it.
 	req.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
 	return t.sendAndPoll(ctx, req)
+}
+
+// messageID is the messageId of the message a call for env sends: a
+// name-based UUID (version 5) of the pool and the request's id, so that
+// every attempt of the request (a retry before any frame, a redelivery to
+// another worker) sends the message under the same id, which an agent or
+// a gateway can dedupe by, and another request (each turn is one) under
+// another.
+func (u *Upstream) messageID(env *e2a.Envelope) string {
+	return uuid.NewSHA1(uuid.NameSpaceURL, []byte("e2a:a2a-message:"+u.cfg.pool+"/"+env.RequestID)).String()
 }
 
 // serviceParams attaches the credentials and the request's trace context

@@ -15,7 +15,11 @@
 // [Upstream.Call] sends the request's user message: its text
 // (bridge.UserText), its files (params.files: bytes from a data: URI, or
 // a URL) and data parts (params.data_parts), or the image, audio and
-// resource blocks of an ACP prompt. It streams (SendStreamingMessage)
+// resource blocks of an ACP prompt. Its messageId is derived from the
+// request (a name-based UUID of the pool and request id): the same on
+// every attempt of the request (a retry before any frame, a redelivery),
+// so an agent can dedupe a retried call, and another for every other
+// request (each turn is one). It streams (SendStreamingMessage)
 // when the card says the agent streams, else sends with returnImmediately
 // and polls GetTask until the task ends or is interrupted (a poll that
 // fails as a cut stream does is tried again, up to three times in a row,

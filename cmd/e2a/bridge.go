@@ -286,8 +286,8 @@ func probeUpstream(ctx context.Context, client *bridge.Client, u UpstreamConfig,
 		return &startFailure{err: err, msg: fmt.Sprintf("the %s upstream %s does not answer (%s): %s", u.Kind, client.Location(), call, msg)}
 	}
 	if u.Kind == upstreamOpenAI && status == http.StatusNotFound {
-		// The base URL's path is the warning's question: shown
-		// (Location), its query never.
+		// Location shows whether the base URL has a path ("/…"), never
+		// the path or query themselves (a token may be there).
 		log.Warn("the OpenAI upstream has no model list at its base URL: is the URL the API's base, e.g. ending in /v1? Requests will fail upstream_rejected if it is not",
 			"upstream", client.Location(), "probe", "GET models", "status", status)
 	}

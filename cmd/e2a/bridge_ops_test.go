@@ -224,7 +224,7 @@ func TestStartRefusedCredentialsSaidSo(t *testing.T) {
 		want []string
 	}{
 		{"openai key", []string{"E2A_UPSTREAM_API_KEY=" + key}, []string{"--openai", refusing(401) + "/v1", "--model", "m"},
-			[]string{"answered 401", "E2A_UPSTREAM_API_KEY", "refused", "/v1"}},
+			[]string{"answered 401", "E2A_UPSTREAM_API_KEY", "refused", "/…"}},
 		{"a2a header", []string{"E2A_UPSTREAM_HEADERS=X-Api-Key: " + key}, []string{"--a2a", refusing(403)},
 			[]string{"answered 403", "E2A_UPSTREAM_HEADERS", "X-Api-Key", "refused"}},
 		{"http none", nil, []string{"--http", refusing(401) + "/agent"},
@@ -247,11 +247,11 @@ func TestStartRefusedCredentialsSaidSo(t *testing.T) {
 	}
 }
 
-// TestNoModelListWarningShowsPath: the warning that an OpenAI upstream
-// serves no model list names the base URL with its path (http://host/api
-// and http://host/api/v1 read alike without it: the warning's very
-// question is the path), never its query, which may hold a token.
-func TestNoModelListWarningShowsPath(t *testing.T) {
+// TestNoModelListWarningURL: the warning that an OpenAI upstream serves no
+// model list names the base URL as every upstream URL is shown (scheme and
+// host, "/…" for a path or query: docs/security.md), never its path or
+// query themselves, which may hold a token.
+func TestNoModelListWarningURL(t *testing.T) {
 	const token = "qs-token-77e0b1c4"
 	upstream := httptest.NewServer(http.NotFoundHandler())
 	defer upstream.Close()
@@ -259,8 +259,8 @@ func TestNoModelListWarningShowsPath(t *testing.T) {
 	_, stderr := startBin(t, []string{"E2A_NATS_URL=" + nc.ConnectedUrl(), "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json", "E2A_LOG_LEVEL=info"},
 		"agent", "--pool", "nolist", "--openai", upstream.URL+"/api?access="+token, "--model", "m")
 	m, _ := waitLine(t, stderr, regexp.MustCompile(`^.*no model list.*$`))
-	if !strings.Contains(m[0], `"upstream":"`+upstream.URL+`/api"`) || strings.Contains(m[0], token) {
-		t.Errorf("the warning does not name %s/api (without its query): %s", upstream.URL, m[0])
+	if !strings.Contains(m[0], `"upstream":"`+upstream.URL+`/…"`) || strings.Contains(m[0], token) {
+		t.Errorf("the warning does not name %s/… (without its path and query): %s", upstream.URL, m[0])
 	}
 }
 
@@ -274,7 +274,7 @@ func TestStartUnreachableSaysWhatWasTried(t *testing.T) {
 	_, nc := natstest.RunServer(t)
 	code, _, errOut := runBin(t, []string{"E2A_NATS_URL=" + nc.ConnectedUrl(), "E2A_HTTP_ADDR=127.0.0.1:0"},
 		"agent", "--pool", "llm", "--openai", fmt.Sprintf("http://127.0.0.1:%d/v1", port), "--model", "m")
-	want := fmt.Sprintf("the openai upstream http://127.0.0.1:%d/v1 does not answer (GET models): upstream_unreachable: Get ", port)
+	want := fmt.Sprintf("the openai upstream http://127.0.0.1:%d/… does not answer (GET models): upstream_unreachable: Get ", port)
 	if code != 1 || !strings.Contains(errOut, want) || strings.Contains(errOut, "upstream_unreachable: upstream unreachable") {
 		t.Errorf("exit %d, want 1 with %q said once: %s", code, want, errOut)
 	}

@@ -4,8 +4,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/e2a-pipeline/pipeline/internal/natstest"
 )
 
 // TestBridgeStartLogNamesCredentials: the line `e2a agent` logs when a
@@ -40,5 +43,32 @@ func TestBridgeStartLogNamesCredentials(t *testing.T) {
 				t.Errorf("bridge start line holds a credential's value: %s", m[0])
 			}
 		})
+	}
+}
+
+// TestBridgeUpstreamURLShownByHost: an upstream URL is shown by its scheme
+// and host only, "/…" standing for its path or query (docs/security.md: a
+// webhook's path may hold its token), in the line a bridge logs at start,
+// in the start failure of an upstream that does not answer, and in the
+// refusal of a URL holding user information. The start line showed the
+// path (Location kept it), the refusal the path and the query.
+func TestBridgeUpstreamURLShownByHost(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	t.Cleanup(srv.Close)
+	const hook = "/hook/PATH_SECRET?token=Q"
+	leaks := func(s string) bool { return strings.Contains(s, "PATH_SECRET") || strings.Contains(s, "token=Q") }
+	env := []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_LOG_FORMAT=json",
+		"E2A_UPSTREAM_API_KEY=", "E2A_UPSTREAM_HEADERS=", "E2A_UPSTREAM_CONNECT_TIMEOUT=2s"}
+	_, stderr := startBin(t, env, "agent", "--pool", "urlcheck", "--http", srv.URL+hook)
+	m, _ := waitLine(t, stderr, regexp.MustCompile(`"msg":"bridge".*`))
+	if want := `"url":"` + srv.URL + `/…"`; !strings.Contains(m[0], want) || leaks(m[0]) {
+		t.Errorf("bridge start line: %s; want %s and neither the path nor the query", m[0], want)
+	}
+	dead := "http://127.0.0.1:" + strconv.Itoa(natstest.FreePorts(t, 1)[0])
+	for _, url := range []string{dead + hook, "http://bot:pw@127.0.0.1:1" + hook} {
+		code, _, errOut := runBin(t, env, "agent", "--pool", "urlcheck", "--http", url)
+		if code == 0 || leaks(errOut) || strings.Contains(errOut, "bot") || !strings.Contains(errOut, "/…") {
+			t.Errorf("--http %s: exit %d, want the URL shown as its scheme and host and \"/…\":\n%s", url, code, errOut)
+		}
 	}
 }
