@@ -2,6 +2,9 @@ package openai_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/ingress"
 	"github.com/e2a-pipeline/pipeline/internal/a2aupstream"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 const opsKey = "ak_ops_0123456789abcdef000"
@@ -21,7 +25,9 @@ const opsKey = "ak_ops_0123456789abcdef000"
 // turn too (the turns of her conversation). Bob naming alice's context in
 // an E2A envelope whose provenance forges alice as the conversation's owner
 // (e2a.DetailConversationOwner, which only the ingress writes) gets none of
-// it: a conversation of his own.
+// it: the context is alice's, his request refused (409) before anything is
+// published, the model never called; in a context of his own the forged
+// owner gives him no one's turns but his.
 func TestAdminTurnInOwnersContext(t *testing.T) {
 	srv := newModelServer(t)
 	a := pipetest.KeyAuth(t, map[string]string{"alice": aliceKey, "bob": bobKey, "ops": opsKey}, map[string][]string{"ops": {"admin"}})
@@ -56,9 +62,20 @@ func TestAdminTurnInOwnersContext(t *testing.T) {
 		"assistant: echo: my name is Alice", "user: what is her name?", "assistant: echo: what is her name?",
 		"user: and now?")
 
-	forged := map[string]any{"context_id": conv, "provenance": map[string]any{"source_protocol": "e2a",
-		"details": map[string]any{e2a.DetailConversationOwner: "alice"}}}
-	a1 := read(t, ask(t, p, bobKey, "bob-forged", "what is her name?", forged))
+	forged := func(contextID string) map[string]any {
+		return map[string]any{"context_id": contextID, "provenance": map[string]any{"source_protocol": "e2a",
+			"details": map[string]any{e2a.DetailConversationOwner: "alice"}}}
+	}
+	refused := forged(conv)
+	refused["request_id"], refused["method"], refused["params"] = "bob-forged-refused", "chat.send", map[string]any{"content": "what is her name?"}
+	b, _ := json.Marshal(refused)
+	resp, rb := testkit.Do(t, http.MethodPost, p.URL+"/v1/requests", string(b), "Content-Type", "application/json", "X-API-Key", bobKey)
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(rb), "context_id") {
+		t.Fatalf("bob naming alice's context: %d %s; want 409 naming context_id", resp.StatusCode, rb)
+	}
+	wantMessages(t, "after bob's refused request (the model not called)", lastMessages(t, srv), "user: my name is Alice",
+		"assistant: echo: my name is Alice", "user: what is her name?", "assistant: echo: what is her name?", "user: and now?")
+	a1 := read(t, ask(t, p, bobKey, "bob-forged", "what is her name?", forged("bob-ctx")))
 	if a1.final.ResponseKind != e2a.KindComplete {
 		t.Fatalf("bob's request: final %s", a1.final.ResponseKind)
 	}

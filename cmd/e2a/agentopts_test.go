@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/internal/natstest"
 	"github.com/e2a-pipeline/pipeline/internal/pipetest"
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
@@ -86,5 +88,24 @@ func TestDevAgentAckWait(t *testing.T) {
 		if got := cons.CachedInfo().Config.AckWait; got != 3*time.Second {
 			t.Errorf("pool %s: consumer AckWait %v, want 3s", pool, got)
 		}
+	}
+}
+
+// TestAgentDeadline: E2A_AGENT_DEADLINE bounds every request of the pools
+// `e2a dev` runs: a demo answer slower than it ends deadline_exceeded (an
+// upstream that hangs mid-stream would otherwise hold its slot until the
+// client cancels), a quick one completes.
+func TestAgentDeadline(t *testing.T) {
+	devOut, _ := startBin(t, []string{"E2A_NATS_URL=", "E2A_NATS_PORT=0", "E2A_HTTP_ADDR=127.0.0.1:0", "E2A_AGENT_DEADLINE=2s"}, "dev")
+	m, _ := waitLine(t, devOut, regexp.MustCompile(`^\s+HTTP\s+(http://\S+)`))
+	ask := func(params string) string {
+		_, b := testkit.Do(t, "POST", m[1]+"/v1/requests?wait=true", `{"params":`+params+`}`)
+		return string(b)
+	}
+	if b := ask(`{"text":"slow","frames":20,"delay_ms":500}`); !strings.Contains(b, e2a.ErrCodeDeadlineExceeded) {
+		t.Errorf("a 10 s answer under a 2 s deadline: %s; want %s", b, e2a.ErrCodeDeadlineExceeded)
+	}
+	if b := ask(`{"text":"quick","frames":1}`); strings.Contains(b, e2a.ErrCodeDeadlineExceeded) || !strings.Contains(b, "succeeded") {
+		t.Errorf("a quick answer under a 2 s deadline: %s; want it succeeded", b)
 	}
 }

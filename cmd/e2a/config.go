@@ -156,6 +156,12 @@ type Config struct {
 	// name.
 	AgentAckWait  time.Duration `envconfig:"E2A_AGENT_ACK_WAIT"`
 	AgentWorkerID string        `envconfig:"E2A_AGENT_WORKER_ID"`
+	// AgentDeadline bounds every request of the agent pools, counted from
+	// when it was stored (agent.WithDefaultDeadline; an envelope's earlier
+	// deadline wins): past it the request ends e2a.error
+	// deadline_exceeded, its handler (a bridge's upstream call) cancelled.
+	// 0: none.
+	AgentDeadline time.Duration `envconfig:"E2A_AGENT_DEADLINE"`
 
 	// Upstream configures the bridge of `e2a agent --pool P --a2a|--openai|
 	// --http URL` (E2A_UPSTREAM_*; the flags win over the variables).
@@ -195,6 +201,9 @@ func LoadConfig() (Config, error) {
 	// request would leave the task as its first turn alone.
 	if c.TasksTTL != 0 && c.TasksTTL < c.RequestsMaxAge {
 		return c, fmt.Errorf("config: E2A_TASKS_TTL (%s) must be 0 (forever) or at least E2A_REQUESTS_MAX_AGE (%s)", c.TasksTTL, c.RequestsMaxAge)
+	}
+	if c.AgentDeadline < 0 {
+		return c, fmt.Errorf("config: E2A_AGENT_DEADLINE (%s) must be 0 (none) or a positive duration", c.AgentDeadline)
 	}
 	if c.AgentAckWait != 0 && c.AgentAckWait < time.Second {
 		return c, fmt.Errorf("config: E2A_AGENT_ACK_WAIT (%s) must be 0 (the agent runtime's default) or at least 1s", c.AgentAckWait)
@@ -382,12 +391,17 @@ func (c Config) checkArchive() error {
 }
 
 // agentOptions are the options every agent pool of this process runs
-// with: E2A_AGENT_ACK_WAIT when set (`e2a agent` applies its own flag).
+// with: E2A_AGENT_ACK_WAIT and E2A_AGENT_DEADLINE when set (`e2a agent`
+// applies its own flag and the deadline itself).
 func (c Config) agentOptions() []agent.Option {
-	if c.AgentAckWait == 0 {
-		return nil
+	var opts []agent.Option
+	if c.AgentAckWait != 0 {
+		opts = append(opts, agent.WithAckWait(c.AgentAckWait))
 	}
-	return []agent.Option{agent.WithAckWait(c.AgentAckWait)}
+	if c.AgentDeadline > 0 {
+		opts = append(opts, agent.WithDefaultDeadline(c.AgentDeadline))
+	}
+	return opts
 }
 
 // StreamsConfig maps the configuration onto the stream definitions.

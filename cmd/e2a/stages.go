@@ -155,6 +155,9 @@ func runAgent(ctx context.Context, cfg Config, args []string) error {
 	if *ackWait != 0 {
 		runOpts = append(runOpts, agent.WithAckWait(*ackWait))
 	}
+	if cfg.AgentDeadline > 0 {
+		runOpts = append(runOpts, agent.WithDefaultDeadline(cfg.AgentDeadline))
+	}
 	log, nc, natsEvents, stop, err := startStage(ctx, cfg, "e2a-agent")
 	if err != nil {
 		return err
