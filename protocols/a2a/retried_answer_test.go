@@ -2,7 +2,6 @@ package a2a_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,25 +11,14 @@ import (
 
 	"github.com/e2a-pipeline/pipeline/ingress"
 	up "github.com/e2a-pipeline/pipeline/internal/a2aupstream"
+	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
 // postKeyed posts body to url with the Idempotency-Key key (and the A2A
 // v1.0 version header) and returns the answer's status and body.
 func postKeyed(t *testing.T, url, key, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("A2A-Version", "1.0")
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := testkit.Do(t, http.MethodPost, url, body, "Content-Type", "application/json", "A2A-Version", "1.0", "Idempotency-Key", key)
 	return resp.StatusCode, string(b)
 }
 
