@@ -189,7 +189,9 @@ func TestBrowserHugeFrame(t *testing.T) {
 		if (raw && raw.hidden) li.querySelector('.raw-toggle').click();
 		return !!raw && !raw.hidden && raw.textContent.length > 1000000;
 	})()`, 10*time.Second)
-	b.shot("huge-frame")
+	// No screenshot: a full-page one of a million characters laid out
+	// took the browser past its 30 s step under -race in CI (1 of 876df57),
+	// the watch's read after it too.
 	w := eval[map[string]any](b, `window.__e2aWatch`)
 	// The yardstick, measured in the same page now (the machine is shared:
 	// CI's other tests slow the browser as much as the page): laying out
