@@ -107,7 +107,7 @@ func runReplay(ctx context.Context, cfg Config, args []string, stdout, stderr io
 	fs.IntVar(&q.Limit, "limit", 1000, "at most this many requests found by filters (0: no limit); ids given are all read unless it is set")
 	fs.BoolVar(&q.NoFrames, "no-frames", false, "print envelopes and summaries only (frames are still checked)")
 	fs.IntVar(&partitions, "partitions", 0, "E2A_AUDIT partitions (default: read from the stream)")
-	if err := parseFlags(fs, args, -1); err != nil {
+	if err := parseFlagsAnywhere(fs, args, -1); err != nil {
 		return err
 	}
 	q.RequestIDs = append(ids, fs.Args()...)

@@ -195,6 +195,41 @@ func parseFlags(fs *flag.FlagSet, args []string, maxArgs int) error {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	err := fs.Parse(args)
+	return checkParsed(fs, err, maxArgs)
+}
+
+// parseFlagsAnywhere is parseFlags for a command whose arguments are ids
+// (e2a replay): flags may follow them (`e2a replay req-42 --no-frames`:
+// the flag package stopped at the id and read the flag as a second id);
+// an argument that starts with "-" is an id only after "--".
+func parseFlagsAnywhere(fs *flag.FlagSet, args []string, maxArgs int) error {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	var pos []string
+	var err error
+	for {
+		if err = fs.Parse(args); err != nil {
+			break
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...) // after "--": arguments only
+			break
+		}
+		if len(rest) == 0 {
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	if err == nil {
+		err = fs.Parse(append([]string{"--"}, pos...)) // fs.Args() = the arguments; the flags stay set
+	}
+	return checkParsed(fs, err, maxArgs)
+}
+
+// checkParsed answers a parse's outcome err: help, a bad flag, too many
+// arguments (maxArgs < 0: any number).
+func checkParsed(fs *flag.FlagSet, err error, maxArgs int) error {
 	if err == nil && slices.ContainsFunc(fs.Args(), func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
 		// A help flag after the action (`e2a vault seal -h`): the flag
 		// package stops at the first argument.

@@ -76,3 +76,31 @@ func TestReplayReadsEveryIDGiven(t *testing.T) {
 		}
 	}
 }
+
+// Flags after the ids are flags (`e2a replay req-42 --no-frames`): the
+// flag package stopped at the first id, and the flag was read as a second
+// request id ("2 not found"; a request could even be named --no-frames);
+// after "--" everything is an id.
+func TestReplayFlagsAfterIDs(t *testing.T) {
+	cfg, _ := auditEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"no-such-a", "--no-frames"}, "1 not found"},
+		{[]string{"no-such-a", "--limit", "5", "no-such-b"}, "2 not found"},
+		{[]string{"--no-frames", "--", "no-such-a", "--no-frames"}, "2 not found"},
+	} {
+		var out, errOut bytes.Buffer
+		err := runReplay(ctx, cfg, c.args, &out, &errOut)
+		if code := exitCode(err, io.Discard); code != exitNotFound || !strings.Contains(errOut.String(), c.want) {
+			t.Errorf("e2a replay %q: exit %d (%v), stderr %q; want %q", c.args, code, err, errOut.String(), c.want)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := exitCode(runReplay(ctx, cfg, []string{"no-such-a", "--nope"}, &out, &errOut), io.Discard); code != exitUsage {
+		t.Errorf("e2a replay id --nope: exit %d, want %d (an unknown flag)", code, exitUsage)
+	}
+}
