@@ -174,11 +174,14 @@ func (d Decision) retryAfterSeconds() int {
 }
 
 // RateLimitExceeded is the 429 body of the specification:
-// {"error":"Rate limit exceeded","message":"Rate limit exceeded: 60 requests per minute","retry_after":15}
+// {"error":"Rate limit exceeded","message":"Rate limit exceeded: 60 requests per minute","retry_after":15},
+// with the pipeline's retryable (true), which every other error object of
+// the workflow API carries.
 type RateLimitExceeded struct {
 	Error      string `json:"error"`
 	Message    string `json:"message"`
 	RetryAfter int    `json:"retry_after"`
+	Retryable  bool   `json:"retryable"`
 }
 
 // ExceededBody returns the 429 body for a refused decision.
@@ -187,6 +190,7 @@ func (d Decision) ExceededBody() RateLimitExceeded {
 		Error:      "Rate limit exceeded",
 		Message:    fmt.Sprintf("Rate limit exceeded: %d requests per %s", d.Limit, d.Window),
 		RetryAfter: d.retryAfterSeconds(),
+		Retryable:  true,
 	}
 }
 

@@ -427,7 +427,7 @@ func TestRateLimitHTTPAnswer(t *testing.T) {
 	if h.Get("X-RateLimit-Limit") != "60" || h.Get("X-RateLimit-Remaining") != "0" || h.Get("X-RateLimit-Reset") != "1702848000" || h.Get("Retry-After") != "15" {
 		t.Fatalf("headers %v", h)
 	}
-	if got := strings.TrimSpace(rec.Body.String()); got != `{"error":"Rate limit exceeded","message":"Rate limit exceeded: 60 requests per minute","retry_after":15}` {
+	if got := strings.TrimSpace(rec.Body.String()); got != `{"error":"Rate limit exceeded","message":"Rate limit exceeded: 60 requests per minute","retry_after":15,"retryable":true}` {
 		t.Fatalf("body %s", got)
 	}
 	e := d.RPCError()

@@ -170,7 +170,11 @@ func (w wfSubmitter) Submit(ctx context.Context, env *e2a.Envelope) error {
 	if err != nil {
 		return err
 	}
-	if env.TaskID != "" {
+	if env.TaskID != "" && !acc.Duplicate {
+		// A duplicate (the request id, an Idempotency-Key, already
+		// stored) is answered as the first submission, which indexed its
+		// own executionId: whatever executionId the retry carries is not
+		// indexed against it.
 		_, err = w.s.opts.tasks.Append(ctx, KindTask, TaskRecord{ID: env.TaskID, Protocol: normalizer.ProtocolWorkflow, Pool: pool, Principal: env.UserID}, acc.RequestID, p.Tenant())
 		if errors.Is(err, ErrTaskNotFound) {
 			// Another principal uses the same executionId: the execution

@@ -16,7 +16,8 @@ import (
 )
 
 // spec429 checks a refusal of the workflow API: 429, the A2E workflow
-// specification's body and headers.
+// specification's body (and the pipeline's retryable, true, which every
+// other error object of the API carries) and headers.
 func spec429(t *testing.T, resp *http.Response, b []byte, msg string) {
 	t.Helper()
 	var body map[string]any
@@ -24,8 +25,8 @@ func spec429(t *testing.T, resp *http.Response, b []byte, msg string) {
 		t.Fatalf("429 body %s: %v", b, err)
 	}
 	ra, _ := body["retry_after"].(float64)
-	if resp.StatusCode != http.StatusTooManyRequests || len(body) != 3 || body["error"] != "Rate limit exceeded" ||
-		body["message"] != msg || ra < 1 {
+	if resp.StatusCode != http.StatusTooManyRequests || len(body) != 4 || body["error"] != "Rate limit exceeded" ||
+		body["message"] != msg || ra < 1 || body["retryable"] != true {
 		t.Fatalf("refusal %d %s", resp.StatusCode, b)
 	}
 	for _, h := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"} {
