@@ -20,6 +20,7 @@ import (
 	"github.com/e2a-pipeline/pipeline/e2a"
 	"github.com/e2a-pipeline/pipeline/egress"
 	"github.com/e2a-pipeline/pipeline/internal/sleepctx"
+	"github.com/e2a-pipeline/pipeline/jsonrpc"
 	"github.com/e2a-pipeline/pipeline/tenant"
 )
 
@@ -763,7 +764,7 @@ func (a *API) execution(w http.ResponseWriter, r *http.Request, p Principal) {
 		return
 	}
 	if !owned(frames) {
-		writeError(w, http.StatusNotFound, &Error{Type: DataError, Message: fmt.Sprintf("execution %q not found", asked)})
+		writeError(w, http.StatusNotFound, &Error{Type: DataError, Message: "execution " + jsonrpc.QuoteForMessage(asked) + " not found"})
 		return
 	}
 	st := statusFromFrames(frames)

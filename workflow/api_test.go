@@ -144,6 +144,12 @@ func TestRESTAPIWithFakes(t *testing.T) {
 	if resp, _ = call("GET", "/api/v1/executions/"+id, "agent-2", "", ""); resp.StatusCode != 404 {
 		t.Errorf("other principal: %d", resp.StatusCode)
 	}
+	// an unknown id is quoted in the 404 cut short (it came back whole:
+	// 5 KB for a 5,000-character id)
+	resp, body = call("GET", "/api/v1/executions/"+strings.Repeat("x", 5000), "agent-1", "", "")
+	if e, _ := body["error"].(map[string]any); resp.StatusCode != 404 || e == nil || len(e["message"].(string)) > 200 {
+		t.Errorf("an unknown 5,000-character id: %d %v", resp.StatusCode, body)
+	}
 	// permission errors answer 403 with the spec's format
 	resp, body = call("POST", "/api/v1/workflows/execute", "agent-1", "", workflowBody(example1))
 	if e, _ := body["error"].(map[string]any); resp.StatusCode != 403 || e["type"] != PermissionError || e["operationId"] != "fetch-data" {
