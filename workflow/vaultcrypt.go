@@ -136,7 +136,7 @@ func (k *Keyring) unseal(id, stored string) (string, error) {
 		return k.Open(id, stored)
 	}
 	if k != nil {
-		return "", fmt.Errorf("%w: credential %q; seal it (RotateVaultFile, e2a vault)", ErrPlaintextCredential, id)
+		return "", fmt.Errorf("%w: credential %q; seal it with 'e2a vault seal %s < value' (a credentials file: 'e2a vault rotate FILE')", ErrPlaintextCredential, id, id)
 	}
 	return stored, nil
 }
