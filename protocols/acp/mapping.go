@@ -92,7 +92,7 @@ func chunkUpdate(c e2a.ChunkBody) (acpsdk.SessionUpdate, bool) {
 	switch typ {
 	case e2a.ToolFunctionCall:
 		return acpsdk.StartToolCall(acpsdk.ToolCallId(id), name, acpsdk.WithStartKind(acpsdk.ToolKindOther),
-			acpsdk.WithStartStatus(acpsdk.ToolCallStatusInProgress), acpsdk.WithStartRawInput(obj["args"])), true
+			acpsdk.WithStartStatus(acpsdk.ToolCallStatusInProgress), acpsdk.WithStartRawInput(rawInput(obj["args"]))), true
 	case e2a.ToolFunctionResponse:
 		status := acpsdk.ToolCallStatusCompleted
 		if responseFailed(obj["response"]) {
@@ -518,6 +518,21 @@ func eventParts(ev any) []any {
 		}
 	}
 	return out
+}
+
+// rawInput is a tool call's arguments as its ACP rawInput: arguments
+// given as a JSON object or array in a string (a model's function call,
+// the trpc spec's args) are that object, which an ACP client shows as the
+// call's parameters; any other value is itself.
+func rawInput(args any) any {
+	s, ok := args.(string)
+	if !ok {
+		return args
+	}
+	if t := strings.TrimSpace(s); t != "" && (t[0] == '{' || t[0] == '[') && json.Valid([]byte(t)) {
+		return json.RawMessage(t)
+	}
+	return args
 }
 
 // partUpdate maps an A2A part (as JSON) to an ACP session update: text
