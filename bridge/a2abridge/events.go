@@ -67,9 +67,6 @@ type turn struct {
 	// (gapMessages, resubscribe.go).
 	said        map[string]bool
 	saidUnknown bool
-	// frames counts the frames of the answer the turn wrote (a
-	// re-subscription that wrote some made progress: resubscribing).
-	frames int
 	// tail is the text of no artifact (messages') the request's stored
 	// frames end with, since their last chunk of an artifact (a
 	// takeover's, readStored), until the turn writes a frame: the worker
@@ -568,7 +565,6 @@ func (t *turn) rewrite(a *a2a.Artifact) error {
 	if err := t.writeNative(a.ID, a, parts, false); err != nil {
 		return err
 	}
-	t.frames++
 	t.seenOf(a.ID)
 	t.seen[a.ID] = w
 	t.text.replace(a.ID, w.text[e2a.DeltaText])
@@ -701,7 +697,6 @@ func (t *turn) write(id a2a.ArtifactID, a *a2a.Artifact, pc piece) error {
 	if err != nil {
 		return err
 	}
-	t.frames++
 	w.add(pc)
 	return nil
 }

@@ -35,9 +35,11 @@ import (
 // written).
 
 // Re-subscriptions of one turn after its stream was cut without progress
-// in between (a re-subscription that wrote a frame makes the count start
-// again: a long answer behind a proxy's idle timeout is cut again and
-// again, each time further on), and the waits before them: full jitter up
+// in between (a re-subscription that took the answer further than it
+// ever went makes the count start again: a long answer behind a proxy's
+// idle timeout is cut again and again, each time further on; one that
+// only wrote frames again, an agent replaying its events, does not:
+// reach), and the waits before them: full jitter up
 // to resubscribeBase·2^attempt, at most resubscribeCap, or the agent's
 // Retry-After when longer (at most the cap), as the Handler's retries
 // wait.
@@ -59,12 +61,13 @@ var cutCodes = []string{bridge.CodeUnreachable, bridge.CodeTimeout, bridge.CodeR
 // resubscribing follows the turn's task on after err, the end of its
 // stream (or of a subscription), while that was a cut (cutOf): it
 // subscribes to the task again (followTask), at most resubscribes times
-// in a row without a frame written (one that wrote some starts the count
-// again: the agent's answer is finite, each such one goes further in it,
-// and the request's deadline bounds them all), waiting between
-// (backoff). err itself otherwise, and the last cut's error once the
-// re-subscriptions are spent.
+// in a row without progress (one that took the answer further than it
+// ever went, reach, starts the count again: the agent's answer is
+// finite, each such one goes further in it, and the request's deadline
+// bounds them all), waiting between (backoff). err itself otherwise,
+// and the last cut's error once the re-subscriptions are spent.
 func (t *turn) resubscribing(ctx context.Context, err error) error {
+	best := t.reach()
 	for attempt := 0; attempt < resubscribes; attempt++ {
 		be, cut := t.cutOf(ctx, err)
 		if !cut {
@@ -76,13 +79,32 @@ func (t *turn) resubscribing(ctx context.Context, err error) error {
 		if serr := sleepctx.Sleep(ctx, wait); serr != nil {
 			return serr
 		}
-		frames := t.frames
 		err = t.followTask(ctx)
-		if t.frames > frames {
-			attempt = -1 // progress: the next cut has the whole budget
+		if r := t.reach(); r > best {
+			best, attempt = r, -1 // progress: the next cut has the whole budget
 		}
 	}
 	return err
+}
+
+// reach is how far the turn's answer went: the agent's messages said (by
+// id) and what the frames hold of its artifacts (the text of each kind
+// by length, the other parts by count). Frames written again do not
+// take it further: a status message the agent sends again (its text,
+// and its parts under its id, are counted by its id), an artifact
+// written whole again (rewrite) as it was.
+func (t *turn) reach() int {
+	n := len(t.said)
+	for id, w := range t.seen {
+		if id == "" || t.said[string(id)] {
+			continue // a message's text (no artifact's) or parts
+		}
+		n += w.others
+		for _, s := range w.text {
+			n += len(s)
+		}
+	}
+	return n
 }
 
 // cutOf reports whether err ended a stream the turn can follow on by
