@@ -111,7 +111,9 @@ func runningTurn(t *testing.T, begin string) (ctx context.Context, p *pipeline, 
 // run one after another). SubscribeToTask follows the task from where it
 // stands: the task in the running turn's state (submitted while that turn
 // has written nothing, else working: not the queued turn's submitted),
-// then the running turn's events to its end, then the queued turn's
+// then the running turn's events from its first frame (the chunk it wrote
+// before the subscription too: TestSubscribeMidTurnHasTheWholeAnswer) to
+// its end, then the queued turn's
 // (a2a.Answers.A2ASubscription follows every turn that has not ended, not
 // the newest alone). The running turn's end is not a terminal state: the
 // task goes on with the queued turn, submitted (as GetTask shows it then).
@@ -121,7 +123,7 @@ func TestSubscribeDuringQueuedTurn(t *testing.T) {
 	}{
 		{"nothing written", "", "task:TASK_STATE_SUBMITTED | artifact:reply one | status:TASK_STATE_SUBMITTED | " +
 			"artifact:reply two | status:TASK_STATE_COMPLETED"},
-		{"a chunk written", "reply one begins, ", "task:TASK_STATE_WORKING | artifact:reply one | status:TASK_STATE_SUBMITTED | " +
+		{"a chunk written", "reply one begins, ", "task:TASK_STATE_WORKING | artifact:reply one begins,  | artifact:reply one | status:TASK_STATE_SUBMITTED | " +
 			"artifact:reply two | status:TASK_STATE_COMPLETED"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

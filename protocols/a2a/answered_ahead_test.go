@@ -29,7 +29,8 @@ import (
 // recorded already.
 
 // answeredAhead is a pipeline whose pool "av" (also the default pool)
-// holds "slow" until gate is closed, asks "Which city?" on "ask", and
+// holds "slow" after its first chunk until gate is closed (its answer
+// "working, done"), asks "Which city?" on "ask", and
 // answers anything else "Hello, <text>".
 type answeredAhead struct {
 	*pipetest.Pipeline
@@ -54,7 +55,10 @@ func startAnsweredAhead(t *testing.T) *answeredAhead {
 				return ctx.Err()
 			case <-g.gate:
 			}
-			return w.Complete("slow done")
+			if err := w.Chunk(e2a.DeltaText, "done"); err != nil {
+				return err
+			}
+			return w.Complete(nil)
 		case "ask":
 			return agent.Interrupt(w, e2a.StateInputRequired, "Which city?")
 		default:

@@ -455,11 +455,21 @@ func (a Answers) A2ASubscription(ctx context.Context, task *host.Task, interacti
 			return
 		}
 		t := markExpired(a2amap.BuildTask(task.ID, task.ContextID, reqs, nil), expired)
-		if !yield(t, nil) || t.Status.State.Terminal() {
-			return
+		i, from := unendedFrom(reqs), int64(0)
+		if first := runningTask(t, reqs, i, expired); first != nil {
+			// The running turn's events from its first frame, after a task
+			// without what it streamed so far (which the task holds as
+			// history, not as the artifacts its events update).
+			if !yield(first, nil) {
+				return
+			}
+		} else {
+			from = nextSequence(reqs[i])
+			if !yield(t, nil) || t.Status.State.Terminal() {
+				return
+			}
 		}
 		p := A2AParams{TaskID: task.ID, ContextID: t.ContextID, Resubscribe: true, Interaction: interaction}
-		i := unendedFrom(reqs)
 		if a2amap.Interrupted(t.Status.State) {
 			// The turn is over: what follows is the answer's turn.
 			if f.Next == nil {
@@ -493,13 +503,35 @@ func (a Answers) A2ASubscription(ctx context.Context, task *host.Task, interacti
 			}
 			return f.Later(ctx, after)
 		}
-		// The running turn from its frames not read yet: those read are in t.
-		for ev, err := range a.A2AFollow(ctx, reqs[i].Envelope.RequestID, p, nextSequence(reqs[i]), read) {
+		// The running turn from its first frame (runningTask), or from its
+		// frames not read yet when they are all in t.
+		for ev, err := range a.A2AFollow(ctx, reqs[i].Envelope.RequestID, p, from, read) {
 			if !yield(ev, err) {
 				return
 			}
 		}
 	}
+}
+
+// runningTask is the first event of a subscription to the task t (built
+// from reqs) whose turn reqs[i] is running with frames stored: t without
+// that turn's frames, in t's status. A running turn's text is in the
+// task's history until the turn completes (a2amap.BuildTask), while its
+// events are artifact updates that append to what they started: a
+// subscriber that got the task with that text and the events after it
+// lost the answer's start. It is nil for any other task (ended,
+// interrupted, or its running turn without frames yet): t itself is then
+// the first event, the turn followed after the frames t holds.
+func runningTask(t *a2a.Task, reqs []egress.StoredRequest, i int, expired bool) *a2a.Task {
+	rq := reqs[i]
+	if t.Status.State.Terminal() || a2amap.Interrupted(t.Status.State) || len(rq.Frames) == 0 || rq.Frames[len(rq.Frames)-1].IsFinal {
+		return nil
+	}
+	stripped := slices.Clone(reqs)
+	stripped[i].Frames = nil
+	first := markExpired(a2amap.BuildTask(string(t.ID), t.ContextID, stripped, nil), expired)
+	first.Status = t.Status
+	return first
 }
 
 // Follow is how a stream of a task's events goes on from one of its turns
