@@ -16,6 +16,20 @@ import (
 	"github.com/e2a-pipeline/pipeline/internal/testkit"
 )
 
+// callWithin calls up for a request "hi" with a 5 s deadline: under the
+// fuzz worker's own limit (10 s per input), so that a call that does not
+// end fails its test, with its input, instead of the worker being killed
+// ("hung or terminated unexpectedly"). late reports it ran to the
+// deadline.
+func callWithin(up *a2abridge.Upstream) (w *agenttest.Writer, late bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	w = &agenttest.Writer{}
+	env := &e2a.Envelope{ProtocolVersion: e2a.ProtocolVersion, RequestID: "q", Params: map[string]any{"text": "hi"}}
+	err = up.Call(ctx, env, w)
+	return w, ctx.Err() != nil, err
+}
+
 // newStreamingAgent serves an A2A v1.0 card (JSON-RPC, streaming) and
 // answers every call, a stream's or a subscription's, with the SSE body
 // last set: an agent whose stream is anything at all. up is the bridge's
@@ -84,15 +98,8 @@ func FuzzAgentStream(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		a.Set(body)
-		// Under the fuzz worker's own limit (10 s per input), so that a
-		// call that does not end fails here, with its input, instead of
-		// the worker being killed ("hung or terminated unexpectedly").
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		w := &agenttest.Writer{}
-		env := &e2a.Envelope{ProtocolVersion: e2a.ProtocolVersion, RequestID: "q", Params: map[string]any{"text": "hi"}}
-		err := up.Call(ctx, env, w)
-		if ctx.Err() != nil {
+		w, late, err := callWithin(up)
+		if late {
 			t.Fatalf("%q: the call did not end in time (%v)", body, err)
 		}
 		if w.AfterFinal() > 0 {

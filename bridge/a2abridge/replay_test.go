@@ -1,14 +1,10 @@
 package a2abridge_test
 
 import (
-	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/e2a-pipeline/pipeline/bridge"
-	"github.com/e2a-pipeline/pipeline/e2a"
-	"github.com/e2a-pipeline/pipeline/internal/agenttest"
 )
 
 // TestStreamCutReplayEnds: an agent whose stream, and each subscription
@@ -25,12 +21,8 @@ func TestStreamCutReplayEnds(t *testing.T) {
 	t.Parallel()
 	a, up := newStreamingAgent(t)
 	a.Set([]byte(event(sseTask) + event(sseWorking) + event(sseArt) + event(sseArt2)))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	w := &agenttest.Writer{}
-	env := &e2a.Envelope{ProtocolVersion: e2a.ProtocolVersion, RequestID: "q", Params: map[string]any{"text": "hi"}}
-	err := up.Call(ctx, env, w)
-	if ctx.Err() != nil {
+	w, late, err := callWithin(up)
+	if late {
 		t.Fatalf("the call ran until its deadline (%v), %d frames", err, len(w.Frames()))
 	}
 	var be *bridge.Error

@@ -168,16 +168,24 @@ func readV1(t *testing.T, evs func(yield func(a2a.Event, error) bool), first fun
 // ended at the question (input-required), the answer already recorded
 // and running to completed.
 func TestInterruptedTurnAnsweredAheadV1Stream(t *testing.T) {
+	eachV1Binding(t, func(t *testing.T, g *answeredAhead, ctx context.Context, c *a2aclient.Client) {
+		s := readV1(t, c.SendStreamingMessage(ctx, up.Msg("slow")), func(task a2a.TaskInfoProvider) {
+			g.queueAskAndAnswer(t, ctx, c, task)
+		})
+		s.check(t, "SendStreamingMessage", string(a2a.TaskStateSubmitted), string(a2a.TaskStateCompleted))
+	})
+}
+
+// eachV1Binding runs test on a pipeline of its own (startAnsweredAhead)
+// with a2a-go/v2's client on each v1.0 binding (JSON-RPC, HTTP+JSON,
+// gRPC), within 30 s.
+func eachV1Binding(t *testing.T, test func(t *testing.T, g *answeredAhead, ctx context.Context, c *a2aclient.Client)) {
 	for _, b := range []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.TransportProtocolHTTPJSON, a2a.TransportProtocolGRPC} {
 		t.Run(string(b), func(t *testing.T) {
 			g := startAnsweredAhead(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			c := g.v1Binding(t, b)
-			s := readV1(t, c.SendStreamingMessage(ctx, up.Msg("slow")), func(task a2a.TaskInfoProvider) {
-				g.queueAskAndAnswer(t, ctx, c, task)
-			})
-			s.check(t, "SendStreamingMessage", string(a2a.TaskStateSubmitted), string(a2a.TaskStateCompleted))
+			test(t, g, ctx, g.v1Binding(t, b))
 		})
 	}
 }
